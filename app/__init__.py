@@ -1,0 +1,1 @@
+"""vibechat: terminal chat for local LLMs (TUI + CLI)."""

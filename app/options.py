@@ -1,0 +1,86 @@
+"""Command-line options shared by ``vibechat`` (the TUI) and ``vibechat run``.
+
+Numeric sampling flags are read as text and parsed by the engine's
+``PARAM_SPECS``, so a bad value gets the same one-line message everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Optional
+
+import typer
+
+SAMPLING = "Sampling"
+ENGINE = "Model and engine"
+
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", "-m", help="A .gguf path or a local model name (default: the bundled starter model).",
+    rich_help_panel=ENGINE)]
+SystemOpt = Annotated[Optional[str], typer.Option("--system", "-s", help="System prompt.")]
+TemperatureOpt = Annotated[Optional[str], typer.Option(
+    "--temperature", "-t", help="0-5; 0 is greedy (default 0.8).", rich_help_panel=SAMPLING)]
+TopKOpt = Annotated[Optional[str], typer.Option(
+    "--top-k", help="0-1000; 0 disables (default 40).", rich_help_panel=SAMPLING)]
+TopPOpt = Annotated[Optional[str], typer.Option(
+    "--top-p", help="0-1; 1 disables (default 0.95).", rich_help_panel=SAMPLING)]
+MinPOpt = Annotated[Optional[str], typer.Option(
+    "--min-p", help="0-1; 0 disables (default 0.05).", rich_help_panel=SAMPLING)]
+RepeatPenaltyOpt = Annotated[Optional[str], typer.Option(
+    "--repeat-penalty", help="0.1-5; 1 disables (default 1.0).", rich_help_panel=SAMPLING)]
+MaxTokensOpt = Annotated[Optional[str], typer.Option(
+    "--max-tokens", "-n", help="Most tokens to generate (default: until the model stops).",
+    rich_help_panel=SAMPLING)]
+SeedOpt = Annotated[Optional[str], typer.Option(
+    "--seed", help="Seed for reproducible sampling (default: random).", rich_help_panel=SAMPLING)]
+StopOpt = Annotated[Optional[list[str]], typer.Option(
+    "--stop", help="Stop when the reply contains this text (repeatable).", rich_help_panel=SAMPLING)]
+CtxOpt = Annotated[Optional[int], typer.Option(
+    "--ctx", help="Context size in tokens (default: the model's, at most 8192).", rich_help_panel=ENGINE)]
+GpuLayersOpt = Annotated[Optional[int], typer.Option(
+    "--n-gpu-layers", help="Layers to offload to the GPU (default: all when the build supports it; -1 = all).",
+    rich_help_panel=ENGINE)]
+ThreadsOpt = Annotated[Optional[int], typer.Option(
+    "--threads", help="CPU threads (default: physical performance cores).", rich_help_panel=ENGINE)]
+
+
+@dataclass
+class EngineChoice:
+    """What the user asked for on the command line about the model and engine."""
+
+    model: str | None = None
+    ctx: int | None = None
+    n_gpu_layers: int | None = None
+    threads: int | None = None
+
+
+@dataclass
+class SamplingChoice:
+    """Sampling flags as typed (``None`` = not given)."""
+
+    values: dict[str, str | None] = field(default_factory=dict)
+    stop: list[str] | None = None
+
+    def to_params(self, base=None):
+        """Validated ``SamplingParams``: ``base`` (or the defaults) with the given flags applied."""
+        from vibechat.engine.params import PARAM_SPECS, SamplingParams
+
+        changes: dict[str, object] = {}
+        for name, raw in self.values.items():
+            if raw is not None:
+                changes[name] = PARAM_SPECS[name].parse(raw)
+        if self.stop:
+            changes["stop"] = tuple(self.stop)
+        base = base or SamplingParams()
+        return base.replace(**changes)
+
+
+def check_engine_numbers(engine: EngineChoice) -> None:
+    from vibechat.engine.errors import InvalidParameterError
+
+    if engine.ctx is not None and not (64 <= engine.ctx <= 1_048_576):
+        raise InvalidParameterError(f"--ctx must be between 64 and 1048576 tokens (got {engine.ctx}).")
+    if engine.threads is not None and not (1 <= engine.threads <= 1024):
+        raise InvalidParameterError(f"--threads must be between 1 and 1024 (got {engine.threads}).")
+    if engine.n_gpu_layers is not None and engine.n_gpu_layers < -1:
+        raise InvalidParameterError(f"--n-gpu-layers must be -1 (all), 0 or more (got {engine.n_gpu_layers}).")

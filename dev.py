@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Set up a virtualenv for vibechat and run it, or run the test suite.
+
+    python3 dev.py chat [ARGS...]   # set up, then open the chat (starter model by default)
+    python3 dev.py test [PYTEST ARGS...]   # set up with test extras, then run pytest
+
+Set-up is idempotent: the virtualenv lives in .venv and is only reinstalled when
+pyproject.toml changes. pip's wheel cache keeps the compiled llama-cpp-python, so
+only the first set-up on a machine pays for that build. Pass CMAKE_ARGS (for
+example CMAKE_ARGS="-DGGML_CUDA=on") to build llama.cpp with GPU support.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+
+
+def fail(message: str) -> None:
+    print(f"dev.py: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def ensure_venv(extras: str) -> None:
+    if sys.version_info < (3, 10):
+        fail(f"vibechat needs Python 3.10 or newer (this is {sys.version.split()[0]}).")
+    if not PYTHON.exists():
+        print(f"dev.py: creating virtualenv in {VENV}", flush=True)
+        try:
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        except Exception as exc:  # ensurepip missing on some Linux distributions
+            fail(f"could not create a virtualenv ({exc}); install your Python's venv package "
+                 "(Debian/Ubuntu: apt install python3-venv) and try again.")
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()
+                            + os.environ.get("CMAKE_ARGS", "").encode()).hexdigest()
+    stamp = VENV / ".vibechat-installed"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    target = f".[{extras}]" if extras else "."
+    print(f"dev.py: installing vibechat{'[' + extras + ']' if extras else ''} into .venv "
+          "(the first build of llama-cpp-python takes several minutes)", flush=True)
+    steps = [
+        [str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
+        [str(PYTHON), "-m", "pip", "install", "--quiet", "-e", target],
+    ]
+    for step in steps:
+        if subprocess.call(step, cwd=ROOT) != 0:
+            fail(f"'{' '.join(step[2:])}' failed; see the pip output above.")
+    stamp.write_text(digest)
+
+
+def main(argv: list[str]) -> int:
+    command, rest = (argv[0], argv[1:]) if argv else ("chat", [])
+    if command == "chat":
+        ensure_venv("")
+        exe = BIN / ("vibechat.exe" if os.name == "nt" else "vibechat")
+        return subprocess.call([str(exe), *rest])
+    if command == "test":
+        ensure_venv("test")
+        return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
+    fail(f"unknown command {command!r}; use 'chat' or 'test'.")
+    return 2
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:
+        sys.exit(130)

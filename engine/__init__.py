@@ -1,0 +1,1 @@
+"""Headless engine: backends, sampling parameters, model files. Never imports textual or rich."""

@@ -1,0 +1,132 @@
+"""The backend interface: what the app needs from any model runtime.
+
+A backend loads one model, streams a chat as events, can be cancelled from any
+thread, resets its conversation cache, counts the tokens a message list takes,
+and describes the model it has loaded. ``LlamaCppBackend`` runs GGUF files in
+process; tests use recording doubles that implement the same protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal, Protocol, Union, runtime_checkable
+
+from .params import SamplingParams
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the status bar, ``vibechat run --json`` and ``models info`` show."""
+
+    name: str
+    path: str
+    architecture: str
+    quantization: str
+    trained_context: int | None
+    context_size: int
+    n_layers: int | None
+    gpu_layers: int  # layers offloaded to the GPU (0 = CPU only)
+    gpu_offload_supported: bool
+    chat_format: str  # "gguf" (the file's own template) or the built-in format used
+    file_size: int
+    n_threads: int | None = None
+    flash_attn: bool | None = None
+    backend: str = "llama.cpp"
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class GenerationStats:
+    """Per-reply statistics; times in milliseconds."""
+
+    prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0  # after KV-cache prefix reuse
+    prompt_eval_ms: float = 0.0
+    completion_tokens: int = 0
+    ttft_ms: float = 0.0
+    decode_ms: float = 0.0
+    decode_tokens_per_s: float = 0.0
+    finish_reason: FinishReason = "stop"
+    seed: int | None = None
+    dropped_messages: int = 0  # oldest messages left out to fit the context
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        for key in ("prompt_eval_ms", "ttft_ms", "decode_ms", "decode_tokens_per_s"):
+            data[key] = round(data[key], 2)
+        return data
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply; never splits a UTF-8 character."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ContextTrimmed:
+    """Sent before the reply when the oldest messages were left out to fit the context."""
+
+    dropped_messages: int
+    prompt_tokens: int
+    context_size: int
+
+
+@dataclass(frozen=True)
+class GenerationDone:
+    """The last event of every stream: the full text and the stats."""
+
+    text: str
+    stats: GenerationStats = field(default_factory=GenerationStats)
+
+    @property
+    def finish_reason(self) -> FinishReason:
+        return self.stats.finish_reason
+
+
+ChatEvent = Union[TextDelta, ContextTrimmed, GenerationDone]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Everything the app asks of a model runtime. One thread drives a backend;
+    only :meth:`cancel` may be called from another thread."""
+
+    name: str
+
+    def load(self) -> ModelInfo:
+        """Load the model (blocking); raise a ``VibechatError`` on failure."""
+
+    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams) -> Iterator[ChatEvent]:
+        """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``."""
+
+    def cancel(self) -> None:
+        """Ask the running generation (or prompt evaluation) to stop soon. Thread-safe."""
+
+    def reset(self) -> None:
+        """Forget the conversation cache (a new conversation starts)."""
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        """Tokens the prompt for ``messages`` takes, rendered exactly as for generation."""
+
+    def describe(self) -> ModelInfo:
+        """The loaded model's description."""
+
+    def close(self) -> None:
+        """Free the model."""

@@ -1,0 +1,31 @@
+"""Errors the engine raises for the user to read.
+
+Every ``VibechatError`` carries a one-line message that names the problem and the
+fix; the CLI and the TUI show ``str(error)`` and never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class VibechatError(Exception):
+    """A problem the user can act on; ``str()`` is a complete one-line message."""
+
+
+class InvalidParameterError(VibechatError, ValueError):
+    """A sampling or engine parameter is out of range or of the wrong type."""
+
+
+class ModelFileError(VibechatError):
+    """A model path is missing or is not a usable GGUF file."""
+
+
+class ModelLoadError(VibechatError):
+    """llama.cpp could not load a file that looked like a valid GGUF."""
+
+
+class ContextOverflowError(VibechatError):
+    """A single message (with the system prompt) cannot fit in the context window."""
+
+
+class GenerationError(VibechatError):
+    """llama.cpp failed while evaluating or generating."""

@@ -1,0 +1,175 @@
+"""Sampling parameters: one validated, immutable type shared by every backend.
+
+``PARAM_SPECS`` describes each numeric parameter once (range, default, steps,
+help) so the CLI flags, the TUI sliders and ``/set`` all agree with validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidParameterError
+
+SEED_MAX = 2**32 - 2  # llama.cpp reserves 0xFFFFFFFF for "random"
+MAX_STOP_STRINGS = 16
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """How one numeric sampling parameter is bounded, shown and stepped."""
+
+    name: str
+    kind: type  # int or float
+    minimum: float
+    maximum: float
+    default: float | int | None
+    fine_step: float
+    coarse_step: float
+    help: str
+    optional: bool = False  # None allowed (means "no limit" / "random")
+
+    def check(self, value: Any) -> float | int | None:
+        if value is None:
+            if self.optional:
+                return None
+            raise InvalidParameterError(f"{self.name} needs a value {self.range_text()}.")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            try:
+                value = self.parse(str(value))
+            except InvalidParameterError:
+                raise
+        if self.kind is int:
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise InvalidParameterError(
+                        f"{self.name} must be a whole number {self.range_text()} (got {value:g})."
+                    )
+                value = int(value)
+        else:
+            value = float(value)
+            if math.isnan(value) or math.isinf(value):
+                raise InvalidParameterError(f"{self.name} must be a number {self.range_text()} (got {value}).")
+        if not (self.minimum <= value <= self.maximum):
+            raise InvalidParameterError(
+                f"{self.name} must be {self.range_text()} (got {_fmt(value)})."
+            )
+        return value
+
+    def parse(self, text: str) -> float | int | None:
+        """Parse a user-typed value (CLI flag, ``/set``); ``none``/``off`` clear optional ones."""
+        raw = text.strip()
+        if self.optional and raw.lower() in {"none", "off", "random", "-1", ""}:
+            return None
+        try:
+            number: float | int = int(raw) if self.kind is int else float(raw)
+        except ValueError:
+            kind = "a whole number" if self.kind is int else "a number"
+            raise InvalidParameterError(f"{self.name} must be {kind} {self.range_text()} (got {raw!r}).") from None
+        return self.check(number)
+
+    def range_text(self) -> str:
+        text = f"between {_fmt(self.minimum)} and {_fmt(self.maximum)}"
+        if self.optional:
+            text += " (or 'none')"
+        return text
+
+    def clamp(self, value: float) -> float | int:
+        value = min(max(value, self.minimum), self.maximum)
+        return int(round(value)) if self.kind is int else round(float(value), 6)
+
+
+def _fmt(value: float | int) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+PARAM_SPECS: dict[str, ParamSpec] = {
+    spec.name: spec
+    for spec in (
+        ParamSpec("temperature", float, 0.0, 5.0, 0.8, 0.05, 0.25,
+                  "Randomness of sampling; 0 always picks the most likely token (greedy)."),
+        ParamSpec("top_k", int, 0, 1000, 40, 1, 10,
+                  "Sample only among the K most likely tokens; 0 disables the limit."),
+        ParamSpec("top_p", float, 0.0, 1.0, 0.95, 0.01, 0.05,
+                  "Nucleus sampling: keep the smallest set of tokens whose probability reaches P; 1 disables."),
+        ParamSpec("min_p", float, 0.0, 1.0, 0.05, 0.01, 0.05,
+                  "Drop tokens less likely than min_p times the top token's probability; 0 disables."),
+        ParamSpec("repeat_penalty", float, 0.1, 5.0, 1.0, 0.01, 0.1,
+                  "Penalise recently generated tokens; 1 disables."),
+        ParamSpec("max_tokens", int, 1, 1_000_000, None, 16, 256,
+                  "Stop after this many generated tokens; none = until the model stops or the context is full.",
+                  optional=True),
+        ParamSpec("seed", int, 0, SEED_MAX, None, 1, 1000,
+                  "Random seed; the same seed and settings reproduce a reply. none = a fresh random seed each time.",
+                  optional=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Validated sampling parameters. Construct with keywords; invalid values raise
+    :class:`InvalidParameterError` naming the parameter and its range."""
+
+    temperature: float = PARAM_SPECS["temperature"].default  # type: ignore[assignment]
+    top_k: int = PARAM_SPECS["top_k"].default  # type: ignore[assignment]
+    top_p: float = PARAM_SPECS["top_p"].default  # type: ignore[assignment]
+    min_p: float = PARAM_SPECS["min_p"].default  # type: ignore[assignment]
+    repeat_penalty: float = PARAM_SPECS["repeat_penalty"].default  # type: ignore[assignment]
+    max_tokens: int | None = PARAM_SPECS["max_tokens"].default  # type: ignore[assignment]
+    seed: int | None = PARAM_SPECS["seed"].default  # type: ignore[assignment]
+    stop: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for name, spec in PARAM_SPECS.items():
+            object.__setattr__(self, name, spec.check(getattr(self, name)))
+        stop = self.stop
+        if isinstance(stop, str):
+            stop = (stop,)
+        stop = tuple(stop or ())
+        if len(stop) > MAX_STOP_STRINGS:
+            raise InvalidParameterError(f"stop takes at most {MAX_STOP_STRINGS} strings (got {len(stop)}).")
+        for item in stop:
+            if not isinstance(item, str) or not item:
+                raise InvalidParameterError("stop strings must be non-empty text.")
+        object.__setattr__(self, "stop", stop)
+
+    def replace(self, **changes: Any) -> "SamplingParams":
+        """A copy with some fields changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_seed(self) -> "SamplingParams":
+        """A copy whose seed is fixed: the given one, or a freshly drawn random one."""
+        if self.seed is not None:
+            return self
+        return self.replace(seed=random.SystemRandom().randint(0, SEED_MAX))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["stop"] = list(self.stop)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SamplingParams":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidParameterError(
+                f"unknown sampling parameter {unknown[0]!r}; known: {', '.join(sorted(known))}."
+            )
+        return cls(**data)
+
+    def set_from_text(self, name: str, text: str) -> "SamplingParams":
+        """Apply a ``/set NAME VALUE``-style change, with a helpful error for unknown names."""
+        key = name.strip().lower().replace("-", "_")
+        if key == "stop":
+            return self.replace(stop=tuple(s for s in text.split("|") if s) if text.strip() else ())
+        spec = PARAM_SPECS.get(key)
+        if spec is None:
+            raise InvalidParameterError(
+                f"unknown parameter {name!r}; known: {', '.join([*PARAM_SPECS, 'stop'])}."
+            )
+        return self.replace(**{key: spec.parse(text)})

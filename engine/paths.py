@@ -1,0 +1,40 @@
+"""Where vibechat keeps its files. Resolved on each call, never at import time.
+
+platformdirs gives the per-OS defaults; ``VIBECHAT_CONFIG_DIR``,
+``VIBECHAT_DATA_DIR`` and ``VIBECHAT_CACHE_DIR`` override them (tests point all
+three at a temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP_NAME = "vibechat"
+
+
+def _dir(env: str, kind: str) -> Path:
+    override = os.environ.get(env)
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(getattr(platformdirs, f"user_{kind}_dir")(APP_NAME, appauthor=False))
+
+
+def config_dir() -> Path:
+    return _dir("VIBECHAT_CONFIG_DIR", "config")
+
+
+def data_dir() -> Path:
+    return _dir("VIBECHAT_DATA_DIR", "data")
+
+
+def cache_dir() -> Path:
+    return _dir("VIBECHAT_CACHE_DIR", "cache")
+
+
+def models_dir() -> Path:
+    """Models vibechat downloaded or was given (``VIBECHAT_MODELS_DIR`` overrides)."""
+    override = os.environ.get("VIBECHAT_MODELS_DIR")
+    return Path(override).expanduser() if override else data_dir() / "models"

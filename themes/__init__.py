@@ -1,0 +1,1 @@
+"""vibechat colour themes."""
