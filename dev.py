@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import venv
@@ -28,6 +29,12 @@ PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 def fail(message: str) -> None:
     print(f"dev.py: {message}", file=sys.stderr)
     raise SystemExit(1)
+
+
+def llama_requirement() -> str:
+    """The llama-cpp-python pin, read from pyproject.toml (one source of truth)."""
+    match = re.search(r'"(llama-cpp-python[^"]*)"', (ROOT / "pyproject.toml").read_text())
+    return match.group(1) if match else "llama-cpp-python"
 
 
 def ensure_venv(extras: str) -> None:
@@ -48,10 +55,12 @@ def ensure_venv(extras: str) -> None:
     target = f".[{extras}]" if extras else "."
     print(f"dev.py: installing vibechat{'[' + extras + ']' if extras else ''} into .venv "
           "(the first build of llama-cpp-python takes several minutes)", flush=True)
-    steps = [
-        [str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-        [str(PYTHON), "-m", "pip", "install", "--quiet", "-e", target],
-    ]
+    steps = [[str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"]]
+    if os.environ.get("CMAKE_ARGS"):
+        # A GPU build: pip would otherwise silently reuse the cached CPU wheel.
+        steps.append([str(PYTHON), "-m", "pip", "install", "--no-cache-dir", "--force-reinstall",
+                      "--no-deps", llama_requirement()])
+    steps.append([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", target])
     for step in steps:
         if subprocess.call(step, cwd=ROOT) != 0:
             fail(f"'{' '.join(step[2:])}' failed; see the pip output above.")

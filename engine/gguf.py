@@ -296,7 +296,7 @@ def _parse(path: Path, buf: mmap.mmap, size: int) -> GGUFInfo:
         nbytes = (elements // block[0]) * block[1] if block else 0
         data_needed = max(data_needed, offset + nbytes)
     data_start = (r.pos + alignment - 1) // alignment * alignment
-    if data_start + data_needed > size:
+    if data_needed and data_start + data_needed > size:
         raise ModelFileError(
             f"{path} is truncated: it has {size:,} bytes but its tensors need "
             f"{data_start + data_needed:,}; the download was interrupted: download it again."

@@ -1,0 +1,95 @@
+"""Shared fixtures. Every test gets its own user directories under tmp_path:
+nothing touches the real home, config or caches."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+VIBECHAT_BIN = Path(sys.executable).with_name("vibechat")
+
+
+@pytest.fixture(autouse=True)
+def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    dirs = {name: tmp_path / "user" / name for name in ("home", "config", "data", "cache")}
+    for path in dirs.values():
+        path.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(dirs["home"]))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(dirs["config"]))
+    monkeypatch.setenv("XDG_DATA_HOME", str(dirs["data"]))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(dirs["cache"]))
+    monkeypatch.setenv("VIBECHAT_CONFIG_DIR", str(dirs["config"] / "vibechat"))
+    monkeypatch.setenv("VIBECHAT_DATA_DIR", str(dirs["data"] / "vibechat"))
+    monkeypatch.setenv("VIBECHAT_CACHE_DIR", str(dirs["cache"] / "vibechat"))
+    monkeypatch.setenv("HF_HOME", str(dirs["cache"] / "huggingface"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.delenv("VIBECHAT_MODELS_DIR", raising=False)
+    monkeypatch.delenv("VIBECHAT_DEBUG", raising=False)
+    return dirs
+
+
+@pytest.fixture(scope="session")
+def starter_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache dir holding the assembled starter model (assembled once per session)."""
+    cache = tmp_path_factory.mktemp("starter-cache")
+    old = os.environ.get("VIBECHAT_CACHE_DIR")
+    os.environ["VIBECHAT_CACHE_DIR"] = str(cache)
+    try:
+        from vibechat.engine.starter import starter_model_path
+
+        starter_model_path()
+    finally:
+        if old is None:
+            os.environ.pop("VIBECHAT_CACHE_DIR", None)
+        else:
+            os.environ["VIBECHAT_CACHE_DIR"] = old
+    return cache
+
+
+@pytest.fixture(scope="session")
+def starter_path(starter_cache: Path) -> Path:
+    return next((starter_cache / "starter").glob("*.gguf"))
+
+
+@pytest.fixture
+def starter_installed(starter_cache: Path, user_dirs: dict[str, Path]) -> Path:
+    """Put the session's starter model into this test's cache dir (hard links, no copy),
+    so code that looks for the default model finds it without re-assembling."""
+    src = starter_cache / "starter"
+    dst = user_dirs["cache"] / "vibechat" / "starter"
+    dst.mkdir(parents=True, exist_ok=True)
+    for item in src.iterdir():
+        target = dst / item.name
+        try:
+            os.link(item, target)
+        except OSError:
+            shutil.copy2(item, target)
+    # The marker records size and mtime, which a hard link shares.
+    marker = next(dst.glob("*.verified.json"))
+    json.loads(marker.read_text())
+    return next(dst.glob("*.gguf"))
+
+
+@pytest.fixture(scope="session")
+def llama_backend(starter_path: Path):
+    """One loaded starter model for the whole session (loading costs ~1 s)."""
+    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=4096))
+    backend.load()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def backend(llama_backend):
+    """The session's backend with an empty KV cache."""
+    llama_backend.reset()
+    yield llama_backend
+    llama_backend.reset()

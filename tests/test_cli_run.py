@@ -1,0 +1,153 @@
+"""`vibechat run` end to end, in a subprocess, on the real starter model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import VIBECHAT_BIN
+
+pytestmark = pytest.mark.model
+
+
+def vibechat(*args: str, input: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
+                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def test_streams_reply_to_stdout_on_the_starter_model(starter_installed):
+    out = vibechat("run", "--prompt", "The three primary colours are", "-t", "0", "-n", "16", "--stats")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
+    assert out.stdout.endswith("\n")
+    assert "16 tokens" in out.stderr and "tokens/s" in out.stderr
+
+
+def test_json_output(starter_installed):
+    out = vibechat("run", "-p", "Hello", "--json", "--temperature", "0", "--max-tokens", "8",
+                   "--top-k", "5", "--stop", "zzz")
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert set(obj) >= {"text", "model", "params", "finish_reason", "stats"}
+    assert obj["model"] == "Gemma 3 270m"
+    assert obj["finish_reason"] == "length"
+    assert obj["params"]["temperature"] == 0 and obj["params"]["top_k"] == 5
+    assert obj["params"]["max_tokens"] == 8 and obj["params"]["stop"] == ["zzz"]
+    assert isinstance(obj["params"]["seed"], int)
+    stats = obj["stats"]
+    for key in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "ttft_ms",
+                "prompt_eval_ms", "decode_tokens_per_s"):
+        assert key in stats
+    assert stats["completion_tokens"] == 8
+    assert stats["prompt_tokens"] == stats["prompt_tokens_evaluated"] > 0
+
+
+def test_same_seed_same_reply_across_processes(starter_installed):
+    args = ("run", "-p", "Once upon a time", "--seed", "99", "-n", "20", "--json")
+    first, second = json.loads(vibechat(*args).stdout), json.loads(vibechat(*args).stdout)
+    assert first["text"] == second["text"]
+
+
+@pytest.mark.parametrize("how", ["piped", "dash"])
+def test_prompt_from_stdin(starter_installed, how):
+    args = ["run", "-t", "0", "-n", "4", "--json"] + (["--prompt", "-"] if how == "dash" else [])
+    out = vibechat(*args, input="Tell me a story about a cat.\n")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["stats"]["prompt_tokens"] > 8
+
+
+def test_system_prompt_is_used(starter_installed):
+    plain = json.loads(vibechat("run", "-p", "Hi", "-n", "1", "--json").stdout)
+    with_system = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate.", "-n", "1", "--json").stdout)
+    assert with_system["stats"]["prompt_tokens"] > plain["stats"]["prompt_tokens"]
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["-p", "hi", "--temperature", "9"], "temperature must be between 0 and 5 (got 9)"),
+    (["-p", "hi", "--top-p", "abc"], "top_p must be a number"),
+    (["-p", "hi", "--ctx", "10"], "--ctx must be between"),
+    (["-p", "   "], "the prompt is empty"),
+    (["-p", "hi", "--model", "/nonexistent/x.gguf"], "does not exist"),
+    (["-p", "hi", "--model", "no-such-model"], "no local model named 'no-such-model'"),
+])
+def test_user_errors_are_one_line_with_exit_1(starter_installed, args, needle):
+    out = vibechat("run", *args)
+    assert out.returncode == 1
+    assert needle in out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert out.stdout == ""
+
+
+def test_bad_model_files_exit_1_with_their_message(starter_installed, tmp_path):
+    cases = {
+        "empty.gguf": (b"", "is empty"),
+        "pointer.gguf": (b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n", "Git LFS pointer"),
+        "page.gguf": (b"<!doctype html><html></html>", "HTML page"),
+    }
+    for name, (data, needle) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        out = vibechat("run", "-p", "hi", "--model", str(path))
+        assert out.returncode == 1 and needle in out.stderr and "Traceback" not in out.stderr
+
+
+def test_oversize_prompt_is_a_clear_error(starter_installed):
+    out = vibechat("run", "--ctx", "256", "-n", "4", input="lorem ipsum " * 400)
+    assert out.returncode == 1
+    assert "context holds 256" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_no_prompt_on_a_terminal_is_an_error(starter_installed):
+    # stdin is /dev/null here, which is not a TTY: an empty read gives the empty-prompt error.
+    out = vibechat("run")
+    assert out.returncode == 1 and "prompt is empty" in out.stderr
+
+
+def test_control_sequences_are_neutralised_unless_raw(starter_installed):
+    # The base model echoes its prompt, escape sequences included.
+    prompt = "Repeat after me: \x1b]52;c;aGVsbG8=\x07 \x1b[2J\n\x1b]52;c;aGVsbG8=\x07 \x1b[2J\n"
+    raw = vibechat("run", "-p", prompt, "-t", "0", "-n", "40", "--raw")
+    assert "\x1b" in raw.stdout  # the model really produced escape sequences
+    clean = vibechat("run", "-p", prompt, "-t", "0", "-n", "40")
+    assert clean.returncode == 0
+    assert not any(c in clean.stdout for c in "\x1b\x07\x9b\r")
+    assert "]52;c;aGVsbG8=" in clean.stdout  # the text stays, inert
+    as_json = json.loads(vibechat("run", "-p", prompt, "-t", "0", "-n", "40", "--json").stdout)
+    assert "\x1b" not in as_json["text"]
+
+
+def test_closed_pipe_exits_quietly(starter_installed):
+    cmd = f"'{VIBECHAT_BIN}' run -p 'Count to one hundred: 1, 2, 3,' -t 0 -n 300 | head -c 20"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=180)
+    assert len(out.stdout) == 20
+    assert out.stderr == ""
+    assert out.returncode == 0
+
+
+def test_ctrl_c_keeps_output_and_exits_130(starter_installed):
+    proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", "Count to one thousand: 1, 2, 3,", "-t", "0",
+                             "-n", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    first = os.read(proc.stdout.fileno(), 64)  # wait until the reply is streaming
+    assert first
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert b"Traceback" not in err
+    assert (first + rest).strip()
+
+
+def test_help_lists_every_flag():
+    out = vibechat("run", "--help")
+    assert out.returncode == 0
+    for flag in ("--prompt", "--model", "--system", "--temperature", "--top-k", "--top-p", "--min-p",
+                 "--repeat-penalty", "--max-tokens", "--seed", "--stop", "--ctx", "--n-gpu-layers",
+                 "--threads", "--json", "--stats", "--raw"):
+        assert flag in out.stdout
