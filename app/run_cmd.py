@@ -41,20 +41,13 @@ def read_prompt(prompt: str | None, stdin: TextIO) -> str:
     return text
 
 
-def device_text(info) -> str:
-    """Where the model runs, e.g. ``GPU 18/18 layers`` or ``CPU (no GPU offload in this build)``."""
-    if info.gpu_layers:
-        return f"GPU {info.gpu_layers}/{info.n_layers} layers"
-    return "CPU" if info.gpu_offload_supported else "CPU (no GPU offload in this build)"
-
-
 def format_stats(stats, info=None) -> str:
     text = (f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
             f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens · "
             f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
             f"{stats.finish_reason} · seed {stats.seed}")
     if info is not None:
-        text += f" · {device_text(info)} · {info.n_threads} threads"
+        text += f" · {info.device} · {info.n_threads} threads"
     return text
 
 

@@ -8,7 +8,7 @@ process; tests use recording doubles that implement the same protocol.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, Union, runtime_checkable
 
@@ -45,6 +45,15 @@ class ModelInfo:
     n_threads: int | None = None
     flash_attn: bool | None = None
     backend: str = "llama.cpp"
+
+    @property
+    def device(self) -> str:
+        """Where the model runs: ``GPU 18/18 layers``, ``CPU``, or why not the GPU."""
+        if self.gpu_layers:
+            return f"GPU {self.gpu_layers}/{self.n_layers} layers"
+        if self.backend != "llama.cpp" or self.gpu_offload_supported:
+            return "CPU" if self.backend == "llama.cpp" else self.backend
+        return "CPU (no GPU offload in this build)"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -110,8 +119,9 @@ class Backend(Protocol):
 
     name: str
 
-    def load(self) -> ModelInfo:
-        """Load the model (blocking); raise a ``VibechatError`` on failure."""
+    def load(self, on_progress: Callable[[float], None] | None = None) -> ModelInfo:
+        """Load the model (blocking; idempotent); ``on_progress`` gets 0..1 while it loads.
+        Raises a ``VibechatError`` on failure."""
 
     def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams) -> Iterator[ChatEvent]:
         """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``."""

@@ -126,10 +126,8 @@ class LlamaCppBackend:
 
     name = "llama.cpp"
 
-    def __init__(self, options: LlamaCppOptions,
-                 on_progress: Callable[[float], None] | None = None) -> None:
+    def __init__(self, options: LlamaCppOptions) -> None:
         self.options = options
-        self._on_progress = on_progress
         self._model = None
         self._ctx = None
         self._vocab = None
@@ -145,7 +143,7 @@ class LlamaCppBackend:
         self._piece = ctypes.create_string_buffer(256)
 
     # ----------------------------------------------------------------- loading
-    def load(self) -> ModelInfo:
+    def load(self, on_progress: Callable[[float], None] | None = None) -> ModelInfo:
         if self._info is not None:
             return self._info
         opts = self.options
@@ -162,8 +160,8 @@ class LlamaCppBackend:
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
         progress_cb = None
-        if self._on_progress is not None:
-            report = self._on_progress
+        if on_progress is not None:
+            report = on_progress
 
             def _progress(value: float, _user: ctypes.c_void_p) -> bool:
                 try:

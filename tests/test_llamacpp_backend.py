@@ -225,8 +225,8 @@ def test_llama_logs_go_to_python_logging_and_fds_stay_put(starter_path, tmp_path
         "marks = []\n"
         "def progress(p):\n"
         "    if not marks: os.write(2, b'FD2-OPEN-DURING-LOAD'); os.write(1, b'FD1-OPEN-DURING-LOAD'); marks.append(p)\n"
-        f"b = LlamaCppBackend(LlamaCppOptions(model_path=Path({str(starter_path)!r}), n_ctx=512), on_progress=progress)\n"
-        "b.load(); b.close()\n"
+        f"b = LlamaCppBackend(LlamaCppOptions(model_path=Path({str(starter_path)!r}), n_ctx=512))\n"
+        "b.load(on_progress=progress); b.close()\n"
         "print('RECORDS', len(records), any('llama_model_loader' in r or 'load_tensors' in r for r in records))\n"
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)

@@ -1,0 +1,476 @@
+"""The vibechat Textual app: wires the widgets, the conversation and the backend.
+
+All backend work (load, generate, reset) runs in thread workers that hold one
+lock, since a llama.cpp context is not thread-safe; workers post messages and
+the UI thread renders. Only ``backend.cancel()`` is called from the UI thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from urllib.parse import urlparse
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.reactive import var
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
+from vibechat.engine.conversation import Conversation
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.params import SamplingParams
+from vibechat.engine.sanitize import sanitize
+from vibechat.themes import THEMES
+
+from .. import slash
+from ..run_cmd import format_stats
+from ..settings import DEFAULT_THEME, Settings
+from .chat_view import AssistantMessage, ChatMessageWidget, ChatView
+from .confirm import ConfirmScreen
+from .events import CacheReset, ModelFailed, ModelProgress, ModelReady, ReplyEvent, ReplyFailed
+from .help_screen import HelpScreen
+from .param_panel import SLIDER_SPECS, ParamPanel
+from .prompt_input import PromptInput
+from .slider import Slider
+from .status_bar import StatusBar
+
+log = logging.getLogger("vibechat.tui")
+
+NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
+
+
+class VibechatApp(App[None]):
+    TITLE = "vibechat"
+    CSS = """
+    Screen {
+        layout: vertical;
+    }
+    #body {
+        height: 1fr;
+    }
+    #main {
+        width: 1fr;
+    }
+    """
+    BINDINGS = [
+        Binding("f1", "help", "Help", id="help"),
+        Binding("f2", "toggle_params", "Params", id="toggle_params"),
+        Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True),
+        Binding("escape", "stop", "Stop", id="stop"),
+        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", priority=True),
+        Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", priority=True),
+        Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", priority=True),
+        Binding("f4", "change_theme", "Theme", id="change_theme"),
+        Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False, priority=True),
+        Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False, priority=True),
+        Binding("f7", "nudge('top_k', -1)", "Top-k down", id="top_k_down", show=False, priority=True),
+        Binding("f8", "nudge('top_k', 1)", "Top-k up", id="top_k_up", show=False, priority=True),
+        Binding("f9", "nudge('top_p', -1)", "Top-p down", id="top_p_down", show=False, priority=True),
+        Binding("f10", "nudge('top_p', 1)", "Top-p up", id="top_p_up", show=False, priority=True),
+        Binding("ctrl+end", "scroll_chat_end", "Scroll to end", id="scroll_end", show=False),
+        Binding("ctrl+home", "scroll_chat_home", "Scroll to start", id="scroll_home", show=False),
+    ]
+
+    generating: var[bool] = var(False)
+    model_ready: var[bool] = var(False)
+
+    def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
+                 settings: Settings | None = None, blink: bool = True) -> None:
+        super().__init__()
+        self.backend = backend
+        self.conversation = Conversation(system=system, params=params or SamplingParams())
+        self.settings = settings or Settings.load()
+        self.blink = blink
+        self.last_stats: GenerationStats | None = None
+        self._engine_lock = threading.Lock()
+        self._reset_pending = False
+        self._generation = 0  # events of older generations are ignored
+        self._reply: AssistantMessage | None = None
+        self._reply_raw: list[str] = []
+        for theme in THEMES:
+            self.register_theme(theme)
+        wanted = self.settings.theme
+        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="body"):
+            with Vertical(id="main"):
+                yield ChatView(id="chat")
+                yield PromptInput(id="input", blink=self.blink)
+            yield ParamPanel(self.conversation.params, id="params")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    @property
+    def chat(self) -> ChatView:
+        return self.query_one(ChatView)
+
+    @property
+    def prompt_input(self) -> PromptInput:
+        return self.query_one(PromptInput)
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    @property
+    def panel(self) -> ParamPanel:
+        return self.query_one(ParamPanel)
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        self.prompt_input.focus()
+        self.chat.set_welcome("Loading the model…")
+        if self.settings.problem:
+            self.notify(self.settings.problem, severity="warning", timeout=10)
+        self.status.state = "loading…"
+        self._load_model()
+
+    def _remember_theme(self, theme) -> None:
+        if theme.name != self.settings.theme:
+            self.settings.theme = theme.name
+            self.settings.save()
+
+    # ----------------------------------------------------------------- workers
+    @work(thread=True, exclusive=True, group="model", exit_on_error=False)
+    def _load_model(self) -> None:
+        try:
+            with self._engine_lock:
+                info = self.backend.load(on_progress=lambda f: self.post_message(ModelProgress(f)))
+        except VibechatError as exc:
+            self.post_message(ModelFailed(str(exc)))
+        except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
+            log.exception("model load failed")
+            self.post_message(ModelFailed(f"unexpected error while loading the model: {exc}"))
+        else:
+            self.post_message(ModelReady(info))
+
+    @work(thread=True, exclusive=True, group="generate", exit_on_error=False)
+    def _generate(self, generation: int, messages: list, params: SamplingParams) -> None:
+        try:
+            with self._engine_lock:
+                self._apply_pending_reset()
+                for event in self.backend.stream_chat(messages, params):
+                    self.post_message(ReplyEvent(generation, event))
+        except VibechatError as exc:
+            self.post_message(ReplyFailed(generation, str(exc)))
+        except Exception as exc:  # noqa: BLE001
+            log.exception("generation failed")
+            self.post_message(ReplyFailed(generation, f"unexpected error while generating: {exc}"))
+
+    @work(thread=True, group="reset", exit_on_error=False)
+    def _reset_cache(self) -> None:
+        with self._engine_lock:
+            self._apply_pending_reset()
+
+    def _apply_pending_reset(self) -> None:
+        """Called with the engine lock held, in a worker thread."""
+        if self._reset_pending:
+            self._reset_pending = False
+            self.backend.reset()
+            self.post_message(CacheReset())
+
+    # --------------------------------------------------------- model messages
+    def on_model_progress(self, message: ModelProgress) -> None:
+        self.status.state = f"loading {message.fraction:.0%}"
+
+    def on_model_ready(self, message: ModelReady) -> None:
+        info = message.info
+        self.model_ready = True
+        self.status.model = info
+        self.status.state = "ready"
+        note = ""
+        if info.chat_format not in ("gguf",):
+            note = f"\nThis GGUF has no chat template: using the built-in {info.chat_format!r} format."
+        self.chat.set_welcome(
+            f"{info.name} · {info.quantization} · {info.device} · context {info.context_size:,} tokens{note}\n"
+            "Enter sends · Ctrl+J newline · F1 help · F2 parameters · Ctrl+N new chat · / commands"
+        )
+
+    def on_model_failed(self, message: ModelFailed) -> None:
+        self.status.state = "no model"
+        self.chat.set_welcome(f"The model could not be loaded: {message.error}")
+        self.notify(message.error, title="Model", severity="error", timeout=15)
+
+    def on_cache_reset(self, _message: CacheReset) -> None:
+        self.status.context_used = 0
+
+    # ------------------------------------------------------------- sending
+    @on(PromptInput.Submitted)
+    async def _on_submit(self, message: PromptInput.Submitted) -> None:
+        command = slash.parse(message.text)
+        if command is not None:
+            await self.run_slash(command)
+            return
+        if self.generating:
+            self.notify("Still answering: press Esc to stop first.", severity="warning")
+            self.prompt_input.load_text(message.text)
+            return
+        text = slash.unescape(message.text)
+        self.conversation.add_user(text)
+        await self.chat.add(ChatMessageWidget("user", text))
+        await self._start_reply()
+
+    async def _start_reply(self) -> None:
+        self._generation += 1
+        self._reply = await self.chat.add(AssistantMessage())
+        self._reply_raw = []
+        if not self.model_ready:
+            self._reply.set_status("waiting for the model to load…")
+        self.generating = True
+        self.status.state = "generating…"
+        self._generate(self._generation, self.conversation.messages(), self.conversation.params)
+
+    async def on_reply_event(self, message: ReplyEvent) -> None:
+        if message.generation != self._generation or self._reply is None:
+            return
+        event = message.event
+        reply = self._reply
+        if isinstance(event, TextDelta):
+            if not self._reply_raw:
+                reply.set_status("")
+            self._reply_raw.append(event.text)
+            await reply.append(sanitize(event.text))
+        elif isinstance(event, ContextTrimmed):
+            self.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
+                        f"{event.context_size:,}-token context.", severity="warning")
+        elif isinstance(event, GenerationDone):
+            await self._finish_reply(event)
+
+    async def _finish_reply(self, done: GenerationDone) -> None:
+        reply, stats = self._reply, done.stats
+        assert reply is not None
+        await reply.finish(sanitize(done.text))
+        self.conversation.add_assistant(done.text)
+        self.last_stats = stats
+        self.status.stats = stats
+        self.status.context_used = stats.prompt_tokens + stats.completion_tokens
+        if stats.finish_reason == "cancelled":
+            reply.set_status("⏹ stopped", "stopped")
+        elif stats.finish_reason == "length":
+            reply.set_status("… cut at the token limit")
+        self._end_generation()
+
+    def on_reply_failed(self, message: ReplyFailed) -> None:
+        if message.generation != self._generation:
+            return
+        if self._reply is not None:
+            self._reply.set_status(f"⚠ {message.error}", "error")
+            if not self._reply.text:
+                # Nothing was generated: the user message stays so Ctrl+R can retry.
+                pass
+        self.notify(message.error, severity="error", timeout=10)
+        self._end_generation()
+
+    def _end_generation(self) -> None:
+        self.generating = False
+        self._reply = None
+        self.status.state = "ready" if self.model_ready else self.status.state
+
+    # ------------------------------------------------------------- actions
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "stop":
+            return True if self.generating else None
+        if action in ("regenerate", "copy_last"):
+            return None if self.generating or not self.conversation.turns else True
+        if action == "edit_last":
+            return True if any(t.role == "user" for t in self.conversation.turns) else None
+        return True
+
+    def watch_generating(self) -> None:
+        self.refresh_bindings()
+
+    def action_stop(self) -> None:
+        if self.generating:
+            self.backend.cancel()
+
+    async def action_new_conversation(self) -> None:
+        if self.generating:
+            self.backend.cancel()
+        self._generation += 1
+        self._end_generation()
+        self.conversation.clear()
+        await self.chat.clear()
+        self.last_stats = None
+        self.status.stats = None
+        self._reset_pending = True
+        self._reset_cache()
+        self.prompt_input.focus()
+        self.notify("New conversation", timeout=2)
+        self.refresh_bindings()
+
+    async def action_regenerate(self) -> None:
+        if self.generating or not self.conversation.turns:
+            return
+        if self.conversation.drop_last_reply() is not None:
+            replies = self.chat.query(AssistantMessage)
+            if replies:
+                await replies.last().remove()
+        if self.conversation.last_role == "user":
+            await self._start_reply()
+
+    async def action_edit_last(self) -> None:
+        if self.generating:
+            self.backend.cancel()
+            self._generation += 1
+            self._end_generation()
+        text = self.conversation.take_last_user()
+        if text is None:
+            return
+        widgets = self.chat.messages()
+        while widgets:
+            last = widgets.pop()
+            await last.remove()
+            if last.role == "user":
+                break
+        self.prompt_input.load_text(text)
+        self.prompt_input.move_cursor(self.prompt_input.document.end)
+        self.prompt_input.focus()
+        self.refresh_bindings()
+
+    def action_copy_last(self) -> None:
+        for turn in reversed(self.conversation.turns):
+            if turn.role == "assistant":
+                self._copy(sanitize(turn.content), "reply")
+                return
+
+    def _copy(self, text: str, what: str) -> None:
+        self.copy_to_clipboard(text)
+        self.notify(f"Copied the {what} ({len(text):,} characters) to the clipboard.", timeout=2)
+
+    @on(ChatMessageWidget.CopyRequested)
+    def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
+        if message.what == "no-code":
+            self.notify("This message has no code block.", severity="warning", timeout=2)
+        else:
+            self._copy(message.text, message.what)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.help_sections()))
+
+    def action_toggle_params(self) -> None:
+        panel = self.panel
+        panel.toggle_class("-visible")
+        if panel.has_class("-visible"):
+            panel.focus_first()
+        else:
+            self.prompt_input.focus()
+
+    def action_scroll_chat_end(self) -> None:
+        self.chat.anchor()
+
+    def action_scroll_chat_home(self) -> None:
+        self.chat.release_anchor()
+        self.chat.scroll_home(animate=False)
+
+    def action_nudge(self, name: str, direction: int) -> None:
+        spec = SLIDER_SPECS[name]
+        current = getattr(self.conversation.params, name)
+        value = spec.clamp(current + spec.fine * direction)
+        self.set_params(self.conversation.params.replace(**{name: value}))
+        self.notify(f"{NUDGED[name]} {spec.show(value)}", timeout=1.5)
+
+    def set_params(self, params: SamplingParams) -> None:
+        """The one place parameters change: the next generation uses exactly these."""
+        self.conversation.params = params
+        self.panel.params = params
+
+    @on(ParamPanel.Changed)
+    def _on_params_changed(self, message: ParamPanel.Changed) -> None:
+        self.conversation.params = message.params
+
+    @on(AssistantMessage.LinkRequested)
+    def _on_link(self, message: AssistantMessage.LinkRequested) -> None:
+        href = message.href.strip()
+        scheme = urlparse(href).scheme.lower()
+        if scheme not in ("http", "https"):
+            self.notify(f"Not opening a {scheme or 'relative'} link: only http and https links open.",
+                        severity="warning")
+            return
+
+        def opened(yes: bool | None) -> None:
+            if yes:
+                self.open_url(href)
+
+        self.push_screen(ConfirmScreen(f"The model's reply links to:\n\n{href}\n\nOpen it in your browser?"),
+                         opened)
+
+    # ------------------------------------------------------- slash commands
+    async def run_slash(self, command: slash.SlashCommand) -> None:
+        name, arg = command.name, command.arg
+        if not command.known:
+            self.notify(slash.suggestion(name), severity="warning", timeout=6)
+        elif name == "/set":
+            await self._slash_set(arg)
+        elif name == "/system":
+            await self._slash_system(arg)
+        elif name in ("/new", "/clear"):
+            await self.action_new_conversation()
+        elif name == "/stats":
+            text = format_stats(self.last_stats, self.status.model) if self.last_stats else "No reply yet."
+            await self.note(text)
+        elif name == "/help":
+            self.action_help()
+        elif name == "/bye":
+            self.exit()
+
+    async def _slash_set(self, arg: str) -> None:
+        if not arg:
+            p = self.conversation.params
+            await self.note("  ".join(f"{k}={v}" for k, v in p.to_dict().items()))
+            return
+        key, _, value = arg.partition(" ")
+        try:
+            params = self.conversation.params.set_from_text(key, value)
+        except VibechatError as exc:
+            self.notify(str(exc), severity="error", timeout=6)
+            return
+        self.set_params(params)
+        shown = key.replace("-", "_").lower()
+        self.notify(f"{shown} = {getattr(params, shown)}", timeout=2)
+
+    async def _slash_system(self, arg: str) -> None:
+        if not arg:
+            await self.note(f"System prompt: {self.conversation.system or '(none)'}")
+            return
+        self.conversation.system = None if arg.lower() in ("clear", "none", "off") else arg
+        self.notify("System prompt cleared." if self.conversation.system is None else "System prompt set.",
+                    timeout=2)
+
+    async def note(self, text: str) -> None:
+        await self.chat.add(ChatMessageWidget("note", text))
+
+    # --------------------------------------------------------------- help
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        def rows(bindings) -> list[tuple[str, str]]:
+            return [(self.get_key_display(b), b.description) for b in bindings if b.description]
+
+        app_bindings = [b for b in self.BINDINGS if isinstance(b, Binding)]
+        return [
+            ("Chat", rows(app_bindings) + [
+                ("ctrl+p", "Command palette: every action by name"),
+                ("ctrl+q", "Quit"),
+                ("pgup / pgdn", "Scroll the conversation"),
+                ("tab / shift+tab", "Move focus (input, messages, parameter sliders)"),
+            ]),
+            ("Input", [("enter", "Send"), ("ctrl+j (shift+enter, alt+enter)", "New line"),
+                       ("up / down", "Earlier / later prompts (in an empty input)")]),
+            ("A focused message", rows(ChatMessageWidget.BINDINGS)),
+            ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
+            ("Slash commands", [(name, text.split(": ", 1)[1]) for name, text in slash.COMMANDS.items()]
+             + [("//text", "Send a message that starts with /")]),
+        ]
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.description:
+                action = binding.action
+                yield SystemCommand(binding.description, f"{binding.description} ({binding.key})",
+                                    lambda action=action: self.run_action(action))

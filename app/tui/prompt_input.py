@@ -1,0 +1,95 @@
+"""The multi-line prompt input.
+
+Enter sends; Ctrl+J (or Shift+Enter / Alt+Enter where the terminal reports them)
+inserts a newline; Up in an empty input recalls earlier prompts, Down goes back
+towards the newest. Posts ``PromptInput.Submitted``.
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.message import Message
+from textual.widgets import TextArea
+
+NEWLINE_KEYS = {"ctrl+j", "shift+enter", "alt+enter", "ctrl+enter"}
+
+
+class PromptInput(TextArea):
+    DEFAULT_CSS = """
+    PromptInput {
+        height: auto;
+        min-height: 3;
+        max-height: 12;
+        margin: 0 1;
+        border: tall $primary 50%;
+    }
+    PromptInput:focus {
+        border: tall $primary;
+    }
+    """
+
+    class Submitted(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, *, id: str | None = None, blink: bool = True) -> None:
+        super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
+                         highlight_cursor_line=False,
+                         placeholder="Message the model · Enter send · Ctrl+J newline · / commands")
+        self.cursor_blink = blink
+        self.prompt_history: list[str] = []
+        self._history_index: int | None = None
+
+    def remember(self, text: str) -> None:
+        if text.strip() and (not self.prompt_history or self.prompt_history[-1] != text):
+            self.prompt_history.append(text)
+        self._history_index = None
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            text = self.text
+            if text.strip():
+                self.remember(text)
+                self.clear()
+                self.post_message(self.Submitted(text))
+            return
+        if event.key in NEWLINE_KEYS:
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        if event.key == "up" and self._can_recall(older=True):
+            event.stop()
+            event.prevent_default()
+            self._recall(-1)
+            return
+        if event.key == "down" and self._history_index is not None and self._on_last_line():
+            event.stop()
+            event.prevent_default()
+            self._recall(1)
+            return
+        await super()._on_key(event)
+
+    def _on_last_line(self) -> bool:
+        return self.cursor_location[0] >= self.document.line_count - 1
+
+    def _can_recall(self, older: bool) -> bool:
+        if not self.prompt_history:
+            return False
+        if self._history_index is None:
+            return not self.text
+        return self.cursor_location[0] == 0
+
+    def _recall(self, step: int) -> None:
+        index = len(self.prompt_history) if self._history_index is None else self._history_index
+        index = max(0, index + step)
+        if index >= len(self.prompt_history):
+            self._history_index = None
+            self.load_text("")
+            return
+        self._history_index = index
+        self.load_text(self.prompt_history[index])
+        self.move_cursor(self.document.end)

@@ -1,0 +1,46 @@
+"""The status bar: model and quantization, CPU/GPU, context meter, last reply's speed,
+and what the engine is doing. The app sets its attributes; it renders them."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from vibechat.engine.backend import GenerationStats, ModelInfo
+
+
+class StatusBar(Widget):
+    DEFAULT_CSS = """
+    StatusBar {
+        height: 1;
+        background: $panel;
+        color: $text;
+        padding: 0 1;
+    }
+    """
+    COMPONENT_CLASSES = {"status--model", "status--state", "status--dim"}
+
+    model: reactive[ModelInfo | None] = reactive(None)
+    state: reactive[str] = reactive("starting")
+    context_used: reactive[int] = reactive(0)
+    stats: reactive[GenerationStats | None] = reactive(None)
+
+    def render(self) -> Text:
+        dim = "dim"
+        parts: list[Text | tuple[str, str] | str] = []
+        info = self.model
+        if info is not None:
+            parts += [(info.name, "bold"), " ", (info.quantization, dim), " · ", info.device.split(" (")[0], " · "]
+            used, size = self.context_used, info.context_size
+            ratio = used / size if size else 0
+            style = "red" if ratio > 0.9 else "yellow" if ratio > 0.7 else ""
+            parts += [("ctx ", dim), (f"{used:,}/{size:,}", style)]
+        stats = self.stats
+        if stats is not None and stats.completion_tokens:
+            parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · ",
+                      f"{stats.decode_tokens_per_s:.1f} tok/s"]
+        left = Text.assemble(*parts)
+        right = Text(self.state, style="italic")
+        gap = max(1, self.size.width - 2 - left.cell_len - right.cell_len)
+        return Text.assemble(left, " " * gap, right)

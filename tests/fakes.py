@@ -1,0 +1,89 @@
+"""Test doubles for unit and Pilot tests (the real model is exercised elsewhere)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from vibechat.engine.backend import (
+    ChatEvent,
+    ChatMessage,
+    GenerationDone,
+    GenerationStats,
+    ModelInfo,
+    TextDelta,
+)
+from vibechat.engine.params import SamplingParams
+
+INFO = ModelInfo(name="Fake 1B", path="/models/fake.gguf", architecture="llama", quantization="Q4_K_M",
+                 trained_context=4096, context_size=4096, n_layers=16, gpu_layers=0,
+                 gpu_offload_supported=False, chat_format="gguf", file_size=1, n_threads=2)
+
+
+class RecordingBackend:
+    """Replies with a scripted text, one word per delta, and records every call.
+
+    ``gate``: when set, each delta waits for it (lets a test stop a reply midway)."""
+
+    name = "fake"
+
+    def __init__(self, reply: str = "Hello **there**! Here is `code`.", info: ModelInfo = INFO) -> None:
+        self.reply = reply
+        self.info = info
+        self.requests: list[tuple[list[ChatMessage], SamplingParams]] = []
+        self.resets = 0
+        self.cached: list[ChatMessage] = []
+        self.gate: threading.Event | None = None
+        self.started = threading.Event()
+        self._cancel = threading.Event()
+        self.loaded = False
+
+    def load(self, on_progress: Callable[[float], None] | None = None) -> ModelInfo:
+        if on_progress:
+            on_progress(1.0)
+        self.loaded = True
+        return self.info
+
+    def describe(self) -> ModelInfo:
+        return self.info
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def reset(self) -> None:
+        self.resets += 1
+        self.cached = []
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        return sum(len(m.content.split()) + 4 for m in messages)
+
+    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams) -> Iterator[ChatEvent]:
+        self._cancel.clear()
+        messages = list(messages)
+        self.requests.append((messages, params))
+        prompt = self.count_tokens(messages)
+        keep = 0
+        while keep < min(len(self.cached), len(messages)) and self.cached[keep] == messages[keep]:
+            keep += 1
+        evaluated = prompt - self.count_tokens(messages[:keep])
+        self.cached = messages
+        self.started.set()
+        words = self.reply.split(" ")
+        out: list[str] = []
+        finish = "stop"
+        for i, word in enumerate(words):
+            if self.gate is not None:
+                self.gate.wait(5)
+            if self._cancel.is_set():
+                finish = "cancelled"
+                break
+            piece = word if i == 0 else " " + word
+            out.append(piece)
+            yield TextDelta(piece)
+        stats = GenerationStats(prompt_tokens=prompt, prompt_tokens_evaluated=evaluated, prompt_eval_ms=12.0,
+                                completion_tokens=len(out), ttft_ms=34.0, decode_ms=100.0,
+                                decode_tokens_per_s=42.0, finish_reason=finish, seed=params.seed or 7)
+        yield GenerationDone(text="".join(out), stats=stats)
+
+    def close(self) -> None:
+        pass
