@@ -96,7 +96,7 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO) -> 
     try:
         if request.json_output:
             stats = done.stats if done else None
-            params = request.params.replace(seed=stats.seed) if stats else request.params
+            params = done.params if done and done.params else request.params
             obj = {
                 "text": text if request.raw else sanitize(text),
                 "model": info.name,

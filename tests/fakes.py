@@ -83,7 +83,7 @@ class RecordingBackend:
         stats = GenerationStats(prompt_tokens=prompt, prompt_tokens_evaluated=evaluated, prompt_eval_ms=12.0,
                                 completion_tokens=len(out), ttft_ms=34.0, decode_ms=100.0,
                                 decode_tokens_per_s=42.0, finish_reason=finish, seed=params.seed or 7)
-        yield GenerationDone(text="".join(out), stats=stats)
+        yield GenerationDone(text="".join(out), stats=stats, params=params.with_seed())
 
     def close(self) -> None:
         pass

@@ -32,7 +32,16 @@ from ..run_cmd import format_stats
 from ..settings import DEFAULT_THEME, Settings
 from .chat_view import AssistantMessage, ChatMessageWidget, ChatView
 from .confirm import ConfirmScreen
-from .events import CacheReset, ModelFailed, ModelProgress, ModelReady, ReplyEvent, ReplyFailed
+from .events import (
+    CacheReset,
+    DeltaBuffer,
+    ModelFailed,
+    ModelProgress,
+    ModelReady,
+    ReplyEvent,
+    ReplyFailed,
+    ReplyText,
+)
 from .help_screen import HelpScreen
 from .param_panel import SLIDER_SPECS, ParamPanel
 from .prompt_input import PromptInput
@@ -41,6 +50,7 @@ from .status_bar import StatusBar
 
 log = logging.getLogger("vibechat.tui")
 
+APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 
 
@@ -87,11 +97,14 @@ class VibechatApp(App[None]):
         self.settings = settings or Settings.load()
         self.blink = blink
         self.last_stats: GenerationStats | None = None
+        self.last_params: SamplingParams | None = None  # what the backend says it used
         self._engine_lock = threading.Lock()
         self._reset_pending = False
         self._generation = 0  # events of older generations are ignored
         self._reply: AssistantMessage | None = None
         self._reply_raw: list[str] = []
+        self._deltas = DeltaBuffer()
+        self._done_waiting: GenerationDone | None = None
         for theme in THEMES:
             self.register_theme(theme)
         wanted = self.settings.theme
@@ -152,12 +165,16 @@ class VibechatApp(App[None]):
             self.post_message(ModelReady(info))
 
     @work(thread=True, exclusive=True, group="generate", exit_on_error=False)
-    def _generate(self, generation: int, messages: list, params: SamplingParams) -> None:
+    def _generate(self, generation: int, messages: list, params: SamplingParams, deltas: DeltaBuffer) -> None:
         try:
             with self._engine_lock:
                 self._apply_pending_reset()
                 for event in self.backend.stream_chat(messages, params):
-                    self.post_message(ReplyEvent(generation, event))
+                    if isinstance(event, TextDelta):
+                        if deltas.put(event.text):
+                            self.post_message(ReplyText(generation))
+                    else:
+                        self.post_message(ReplyEvent(generation, event))
         except VibechatError as exc:
             self.post_message(ReplyFailed(generation, str(exc)))
         except Exception as exc:  # noqa: BLE001
@@ -219,28 +236,43 @@ class VibechatApp(App[None]):
 
     async def _start_reply(self) -> None:
         self._generation += 1
-        self._reply = await self.chat.add(AssistantMessage())
+        self._reply = await self.chat.add(AssistantMessage(code_theme=self._code_theme()))
         self._reply_raw = []
         if not self.model_ready:
             self._reply.set_status("waiting for the model to load…")
         self.generating = True
         self.status.state = "generating…"
-        self._generate(self._generation, self.conversation.messages(), self.conversation.params)
+        self._deltas = DeltaBuffer()
+        self._done_waiting = None
+        self._generate(self._generation, self.conversation.messages(), self.conversation.params, self._deltas)
+
+    async def on_reply_text(self, message: ReplyText) -> None:
+        if message.generation != self._generation or self._reply is None:
+            return
+        text, more = self._deltas.take(APPEND_LIMIT)
+        if more:  # a burst: render it in slices, with a screen refresh between them
+            self.call_after_refresh(self.post_message, ReplyText(message.generation))
+        if text:
+            if not self._reply_raw:
+                self._reply.set_status("")
+            self._reply_raw.append(text)
+            await self._reply.append(sanitize(text))
+        if not more and self._done_waiting is not None:
+            done, self._done_waiting = self._done_waiting, None
+            await self._finish_reply(done)
 
     async def on_reply_event(self, message: ReplyEvent) -> None:
         if message.generation != self._generation or self._reply is None:
             return
         event = message.event
         reply = self._reply
-        if isinstance(event, TextDelta):
-            if not self._reply_raw:
-                reply.set_status("")
-            self._reply_raw.append(event.text)
-            await reply.append(sanitize(event.text))
-        elif isinstance(event, ContextTrimmed):
+        if isinstance(event, ContextTrimmed):
             self.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
                         f"{event.context_size:,}-token context.", severity="warning")
         elif isinstance(event, GenerationDone):
+            if self._deltas.pending:  # slices of a burst still queued: finish after them
+                self._done_waiting = event
+                return
             await self._finish_reply(event)
 
     async def _finish_reply(self, done: GenerationDone) -> None:
@@ -249,6 +281,7 @@ class VibechatApp(App[None]):
         await reply.finish(sanitize(done.text))
         self.conversation.add_assistant(done.text)
         self.last_stats = stats
+        self.last_params = done.params
         self.status.stats = stats
         self.status.context_used = stats.prompt_tokens + stats.completion_tokens
         if stats.finish_reason == "cancelled":
@@ -256,6 +289,9 @@ class VibechatApp(App[None]):
         elif stats.finish_reason == "length":
             reply.set_status("… cut at the token limit")
         self._end_generation()
+
+    def _code_theme(self) -> str:
+        return "monokai" if self.current_theme.dark else "friendly"
 
     def on_reply_failed(self, message: ReplyFailed) -> None:
         if message.generation != self._generation:
@@ -348,6 +384,8 @@ class VibechatApp(App[None]):
     def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
         if message.what == "no-code":
             self.notify("This message has no code block.", severity="warning", timeout=2)
+        elif message.what == "no-link":
+            self.notify("This reply has no links.", severity="warning", timeout=2)
         else:
             self._copy(message.text, message.what)
 
@@ -361,6 +399,12 @@ class VibechatApp(App[None]):
             panel.focus_first()
         else:
             self.prompt_input.focus()
+
+    def action_scroll_chat(self, pages: int) -> None:
+        if pages < 0:
+            self.chat.action_page_up()
+        else:
+            self.chat.action_page_down()
 
     def action_scroll_chat_end(self) -> None:
         self.chat.anchor()
@@ -461,7 +505,8 @@ class VibechatApp(App[None]):
             ]),
             ("Input", [("enter", "Send"), ("ctrl+j (shift+enter, alt+enter)", "New line"),
                        ("up / down", "Earlier / later prompts (in an empty input)")]),
-            ("A focused message", rows(ChatMessageWidget.BINDINGS)),
+            ("A focused message (Tab to reach it)", rows(ChatMessageWidget.BINDINGS)
+             + rows(AssistantMessage.BINDINGS)),
             ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
             ("Slash commands", [(name, text.split(": ", 1)[1]) for name, text in slash.COMMANDS.items()]
              + [("//text", "Send a message that starts with /")]),

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 
+from rich.markdown import Markdown as RichMarkdown
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets import Static
 
 _CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 
@@ -65,13 +66,11 @@ class ChatMessageWidget(Vertical, can_focus=True):
         height: auto;
         color: $text-muted;
     }
-    ChatMessageWidget > Markdown {
-        margin: 0;
-        padding: 0;
-        background: transparent;
+    ChatMessageWidget .reply--body {
+        height: auto;
     }
-    ChatMessageWidget > Markdown > MarkdownFence {
-        margin: 1 0;
+    ChatMessageWidget .reply--segment {
+        height: auto;
     }
     """
     BINDINGS = [
@@ -114,46 +113,132 @@ class ChatMessageWidget(Vertical, can_focus=True):
 
 
 class AssistantMessage(ChatMessageWidget):
-    """An assistant reply, streamed as Markdown. Links go up as ``LinkRequested``."""
+    """An assistant reply, rendered as Markdown while it streams.
+
+    The reply is a column of segments: settled segments, each rendered once, and
+    one live tail that re-renders as text arrives. When the tail grows past
+    ``SEAL_AT`` characters it is sealed at a paragraph boundary outside code
+    fences and a new tail starts, so the work per update stays bounded however
+    long the reply gets, and nothing re-renders the whole reply. (Textual's
+    ``Markdown`` widget makes one widget per block and re-lays-out all of them on
+    every append: a 2,000-token reply took ~250 ms per append and 2 s for the
+    final render, starving both the UI and the model's cores.)
+
+    Links are not clickable in the text (model output is untrusted): ``o`` on a
+    focused reply asks to open its http(s) links one by one, after confirmation.
+    """
+
+    SEAL_AT = 1200
+
+    BINDINGS = [Binding("o", "open_link", "Open link", id="message.open_link")]
 
     class LinkRequested(Message):
         def __init__(self, href: str) -> None:
             super().__init__()
             self.href = href
 
-    def __init__(self, text: str = "", *, label: str | None = None) -> None:
+    def __init__(self, text: str = "", *, label: str | None = None, code_theme: str = "monokai") -> None:
         super().__init__("assistant", text, label=label)
-        self._stream: MarkdownStream | None = None
+        self.code_theme = code_theme
+        self._sealed = 0  # characters of self.text already in settled segments
+        self._link_index = 0
 
     def compose_body(self) -> ComposeResult:
-        yield Markdown(self.text, open_links=False)
+        with Vertical(classes="reply--body"):
+            for segment in split_segments(self.text, self.SEAL_AT):
+                yield self._segment(segment)
+        self._sealed = len(self.text) - len(split_segments(self.text, self.SEAL_AT)[-1])
+
+    def _segment(self, text: str) -> Static:
+        return Static(self._markdown_renderable(text), classes="reply--segment")
+
+    def _markdown_renderable(self, text: str) -> RichMarkdown:
+        return RichMarkdown(text, code_theme=self.code_theme, hyperlinks=False)
 
     @property
-    def markdown(self) -> Markdown:
-        return self.query_one(Markdown)
+    def body(self) -> Vertical:
+        return self.query_one(".reply--body", Vertical)
 
     async def append(self, text: str) -> None:
+        """Add streamed text; only the live tail re-renders."""
         self.text += text
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self.markdown)
-        await self._stream.write(text)
+        tail = self.text[self._sealed:]
+        if len(tail) > self.SEAL_AT:
+            cut = seal_point(tail)
+            if cut:
+                segments = self.body.query(".reply--segment")
+                segments.last().update(self._markdown_renderable(tail[:cut]))
+                self._sealed += cut
+                tail = tail[cut:]
+                await self.body.mount(self._segment(tail))
+                return
+        self.body.query(".reply--segment").last().update(self._markdown_renderable(tail))
 
     async def finish(self, final_text: str | None = None) -> None:
-        """End the stream and render the whole reply once."""
-        if final_text is not None:
+        """End of the stream: re-render only if the final text differs from what streamed."""
+        if final_text is not None and final_text != self.text:
             self.text = final_text
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
-        await self.markdown.update(self.text)
+            body = self.body
+            await body.remove_children()
+            segments = split_segments(final_text, self.SEAL_AT)
+            await body.mount_all([self._segment(t) for t in segments])
+            self._sealed = len(final_text) - len(segments[-1])
 
-    def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
-        event.stop()
-        self.post_message(self.LinkRequested(event.href))
+    def action_open_link(self) -> None:
+        links = http_links(self.text)
+        if not links:
+            self.post_message(self.CopyRequested("", "no-link"))
+            return
+        href = links[self._link_index % len(links)]
+        self._link_index += 1
+        self.post_message(self.LinkRequested(href))
 
 
-class ChatView(VerticalScroll, can_focus=False):
-    """The scrollable list of messages."""
+_LINK = re.compile(r"\]\((\S+?)\)|<(https?://[^>\s]+)>|(https?://[^\s)\]>\"']+)")
+
+
+def http_links(markdown: str) -> list[str]:
+    """Every link target in ``markdown`` (Markdown links and bare URLs), in order, once."""
+    seen: list[str] = []
+    for match in _LINK.finditer(markdown):
+        href = next(g for g in match.groups() if g)
+        if href not in seen:
+            seen.append(href)
+    return seen
+
+
+def seal_point(text: str) -> int:
+    """Where ``text`` may be cut into two Markdown documents: after the last blank line
+    that is outside a code fence (0 when there is none)."""
+    best = 0
+    fence_open = False
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        pos += len(line)
+        stripped = line.lstrip()
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            fence_open = not fence_open
+        elif not stripped.strip() and not fence_open and pos < len(text):
+            best = pos
+    return best
+
+
+def split_segments(text: str, size: int) -> list[str]:
+    """``text`` cut at safe points into segments of about ``size`` characters (at least one)."""
+    segments: list[str] = []
+    while len(text) > size:
+        cut = seal_point(text[: size * 2])
+        if not cut:
+            break
+        segments.append(text[:cut])
+        text = text[cut:]
+    segments.append(text)
+    return segments
+
+
+class ChatView(VerticalScroll):
+    """The scrollable list of messages. Focus it (Tab) for PgUp/PgDn/Home/End scrolling;
+    from the input, PgUp/PgDn scroll it too."""
 
     DEFAULT_CSS = """
     ChatView {
@@ -166,11 +251,6 @@ class ChatView(VerticalScroll, can_focus=False):
         margin: 1 2;
     }
     """
-    BINDINGS = [
-        Binding("pageup", "page_up", "Page up", show=False),
-        Binding("pagedown", "page_down", "Page down", show=False),
-    ]
-
     def compose(self) -> ComposeResult:
         yield Static("", classes="chat--empty")
 

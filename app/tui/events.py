@@ -3,6 +3,8 @@ thread-safe). The UI thread renders them."""
 
 from __future__ import annotations
 
+import threading
+
 from textual.message import Message
 
 from vibechat.engine.backend import ChatEvent, ModelInfo
@@ -24,6 +26,56 @@ class ModelFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+
+class ReplyText(Message):
+    """New reply text is waiting in the app's ``DeltaBuffer`` for generation ``generation``."""
+
+    def __init__(self, generation: int) -> None:
+        super().__init__()
+        self.generation = generation
+
+
+class DeltaBuffer:
+    """Coalesces streamed text between the worker thread and the UI.
+
+    The worker appends every delta; it posts a ``ReplyText`` only when none is
+    pending, and the UI takes everything buffered at once. At 60 tokens/s each
+    token still arrives on its own; when tokens come faster than the UI renders,
+    they arrive in batches instead of queueing one message each."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parts: list[str] = []
+        self._posted = False
+
+    def put(self, text: str) -> bool:
+        """Buffer ``text``; True when the caller must post a ``ReplyText``."""
+        with self._lock:
+            self._parts.append(text)
+            if self._posted:
+                return False
+            self._posted = True
+            return True
+
+    @property
+    def pending(self) -> bool:
+        with self._lock:
+            return bool(self._parts)
+
+    def take(self, limit: int | None = None) -> tuple[str, bool]:
+        """Up to ``limit`` characters (cut after a newline when possible), and whether
+        more is left (then the caller handles it on a later turn of the event loop)."""
+        with self._lock:
+            text = "".join(self._parts)
+            self._parts.clear()
+            rest = ""
+            if limit is not None and len(text) > limit:
+                cut = text.rfind("\n", 0, limit) + 1 or limit
+                text, rest = text[:cut], text[cut:]
+                self._parts.append(rest)
+            self._posted = bool(rest)
+            return text, bool(rest)
 
 
 class ReplyEvent(Message):

@@ -8,6 +8,7 @@ towards the newest. Posts ``PromptInput.Submitted``.
 from __future__ import annotations
 
 from textual import events
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
 
@@ -27,6 +28,11 @@ class PromptInput(TextArea):
         border: tall $primary;
     }
     """
+
+    BINDINGS = [
+        Binding("pageup", "app.scroll_chat(-1)", "Scroll up", show=False),
+        Binding("pagedown", "app.scroll_chat(1)", "Scroll down", show=False),
+    ]
 
     class Submitted(Message):
         def __init__(self, text: str) -> None:

@@ -1,0 +1,403 @@
+"""Pilot tests of the chat TUI with a recording backend (the real model: test_tui_model.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from fakes import RecordingBackend
+from vibechat.app.settings import Settings
+from vibechat.app.tui import create_app
+from vibechat.app.tui.chat_view import AssistantMessage, ChatMessageWidget
+from vibechat.app.tui.confirm import ConfirmScreen
+from vibechat.app.tui.help_screen import HelpScreen
+from vibechat.app.tui.param_panel import ParamPanel
+from vibechat.app.tui.slider import Slider
+from vibechat.engine.params import SamplingParams
+
+SIZE = (110, 36)
+
+
+async def send(pilot, text: str) -> None:
+    app = pilot.app
+    app.prompt_input.load_text(text)
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+async def settle(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+def replies(app) -> list[AssistantMessage]:
+    return list(app.chat.query(AssistantMessage))
+
+
+@pytest.fixture
+def backend() -> RecordingBackend:
+    return RecordingBackend()
+
+
+async def test_send_shows_user_message_and_streamed_markdown_reply(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.status.model is not None and app.status.state == "ready"
+        await send(pilot, "Hi there")
+        roles = [(w.role, w.text) for w in app.chat.messages()]
+        assert roles == [("user", "Hi there"), ("assistant", backend.reply)]
+        body = "\n".join(str(seg.render()) for seg in replies(app)[0].query(".reply--segment"))
+        assert "there" in replies(app)[0].text and body
+        assert backend.requests[0][0][-1].content == "Hi there"
+        assert app.status.stats.decode_tokens_per_s == 42.0
+        assert "42.0 tok/s" in str(app.status.render())
+        assert app.status.context_used > 0
+
+
+async def test_model_output_is_sanitised_in_the_view(backend):
+    backend.reply = "evil \x1b]52;c;aGk=\x07 \x1b[2J text"
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "go")
+        shown = replies(app)[0].text
+        assert "\x1b" not in shown and "\x07" not in shown and "text" in shown
+        # The raw text stays in the history the model sees next turn.
+        assert "\x1b" in app.conversation.turns[-1].content
+
+
+@pytest.mark.parametrize(("keys", "name", "expected"), [
+    (["right"], "temperature", 0.85),
+    (["left"], "temperature", 0.75),
+    (["shift+right"], "temperature", 1.05),
+    (["pagedown"], "temperature", 0.55),
+    (["home"], "temperature", 0.0),
+    (["end"], "temperature", 5.0),
+    (["right", "right", "r"], "temperature", 0.8),
+    (["down", "right"], "top_k", 41),
+    (["down", "shift+left"], "top_k", 30),
+    (["down", "down", "left"], "top_p", 0.94),
+    (["down", "down", "down", "right"], "min_p", 0.06),
+    (["down", "down", "down", "down", "right"], "repeat_penalty", 1.01),
+    (["down", "down", "down", "down", "down", "pageup"], "max_tokens", 256),
+])
+async def test_slider_keys_change_the_value_and_the_next_request_uses_it(backend, keys, name, expected):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("f2")
+        assert app.panel.has_class("-visible")
+        assert isinstance(app.focused, Slider)
+        await pilot.press(*keys)
+        slider = app.query_one(f"#slider-{name}", Slider)
+        assert slider.param_value == pytest.approx(expected)
+        assert str(slider.spec.show(slider.param_value)) in str(slider.render())
+        await pilot.press("f2")  # close the panel, back to the input
+        await send(pilot, "hello")
+        used = backend.requests[-1][1]
+        assert getattr(used, name) == pytest.approx(expected)
+        for other, value in SamplingParams().to_dict().items():
+            if other not in (name, "stop", "seed"):
+                assert getattr(used, other) == value
+
+
+async def test_reset_all_restores_defaults(backend):
+    app = create_app(backend, params=SamplingParams(temperature=1.5, top_k=3), blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f2", "R")
+        assert app.conversation.params.temperature == 0.8 and app.conversation.params.top_k == 40
+
+
+async def test_global_shortcuts_nudge_without_the_panel(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("f6", "f6", "f7", "f9")
+        params = app.conversation.params
+        assert params.temperature == pytest.approx(0.9)
+        assert params.top_k == 39 and params.top_p == pytest.approx(0.94)
+        assert any("Top-p 0.94" in n.message for n in app._notifications)
+        assert not app.panel.has_class("-visible")
+        assert app.query_one("#slider-temperature", Slider).param_value == pytest.approx(0.9)
+        await send(pilot, "x")
+        assert backend.requests[-1][1].temperature == pytest.approx(0.9)
+
+
+async def test_ctrl_n_clears_the_view_and_resets_the_cache(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "first")
+        await send(pilot, "second")
+        assert app.status.stats.prompt_tokens_evaluated < app.status.stats.prompt_tokens
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        assert backend.resets == 1
+        assert app.chat.messages() == [] and app.conversation.turns == []
+        await send(pilot, "fresh")
+        assert backend.requests[-1][0] == [app.conversation.turns[0]]
+        assert app.status.stats.prompt_tokens_evaluated == app.status.stats.prompt_tokens
+
+
+async def test_escape_stops_a_reply_and_keeps_the_partial_text(backend):
+    backend.reply = " ".join(f"word{i}" for i in range(200))
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("talk")
+        await pilot.press("enter")
+        for _ in range(3):  # let three words through
+            backend.gate.set()
+            backend.gate.clear()
+            await pilot.pause(0.05)
+        await pilot.press("escape")
+        backend.gate.set()
+        await settle(pilot)
+        reply = replies(app)[0]
+        assert reply.text.startswith("word0")
+        assert 0 < len(reply.text.split()) < 200
+        assert reply.has_class("-stopped")
+        assert "stopped" in str(reply.query_one(".message--status").render())
+        assert app.conversation.turns[-1].content == reply.text
+        assert not app.generating
+
+
+async def test_regenerate_replaces_the_last_reply(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "question")
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert len(backend.requests) == 2
+        assert backend.requests[1][0] == backend.requests[0][0]
+        assert len(replies(app)) == 1
+        assert [t.role for t in app.conversation.turns] == ["user", "assistant"]
+
+
+async def test_edit_last_message_puts_it_back_in_the_input(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "one")
+        await send(pilot, "two with a typo")
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        assert app.prompt_input.text == "two with a typo"
+        assert [t.content for t in app.conversation.turns if t.role == "user"] == ["one"]
+        assert len(app.chat.messages()) == 2
+        app.prompt_input.load_text("two fixed")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert backend.requests[-1][0][-1].content == "two fixed"
+
+
+async def test_copy_last_reply_and_code_block(backend):
+    backend.reply = "Here:\n```python\nprint('hi')\n```\ndone"
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "code please")
+        await pilot.press("ctrl+o")
+        assert app.clipboard == backend.reply
+        replies(app)[0].focus()
+        await pilot.press("k")
+        assert app.clipboard == "print('hi')\n"
+        app.chat.messages()[0].focus()
+        await pilot.press("c")
+        assert app.clipboard == "code please"
+
+
+async def test_prompt_history_recall_with_up(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "alpha")
+        await send(pilot, "beta")
+        await pilot.press("up")
+        assert app.prompt_input.text == "beta"
+        await pilot.press("up")
+        assert app.prompt_input.text == "alpha"
+        await pilot.press("down")
+        assert app.prompt_input.text == "beta"
+
+
+async def test_ctrl_j_inserts_a_newline(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("a", "ctrl+j", "b", "enter")
+        await settle(pilot)
+        assert backend.requests[0][0][-1].content == "a\nb"
+
+
+async def test_scrolling_up_is_not_yanked_back_by_the_stream(backend):
+    backend.reply = "\n\n".join(f"Paragraph {i} " + "text " * 30 for i in range(60))
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("long")
+        await pilot.press("enter")
+        backend.gate.set()  # stream everything
+        await settle(pilot)
+        chat = app.chat
+        assert chat.max_scroll_y > 0 and chat.scroll_y == chat.max_scroll_y
+        # Second long reply: scroll up while it streams.
+        backend.gate.clear()
+        app.prompt_input.load_text("again")
+        await pilot.press("enter")
+        for _ in range(5):
+            backend.gate.set()
+            backend.gate.clear()
+            await pilot.pause(0.02)
+        await pilot.press("pageup", "pageup")
+        await pilot.pause()
+        held = chat.scroll_y
+        assert held < chat.max_scroll_y
+        backend.gate.set()
+        await settle(pilot)
+        assert chat.scroll_y == held  # not yanked back
+        await pilot.press("ctrl+end")
+        await pilot.pause()
+        assert chat.scroll_y == chat.max_scroll_y
+
+
+async def test_slash_commands(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/set temperature 0.3")
+        await send(pilot, "/set top-k 12")
+        await send(pilot, "/set max_tokens 99")
+        await send(pilot, "/system You are a pirate.")
+        assert backend.requests == []  # none of it went to the model
+        assert app.query_one("#slider-temperature", Slider).param_value == pytest.approx(0.3)
+        await send(pilot, "ahoy")
+        messages, params = backend.requests[-1]
+        assert (params.temperature, params.top_k, params.max_tokens) == (0.3, 12, 99)
+        assert messages[0].role == "system" and messages[0].content == "You are a pirate."
+
+        await send(pilot, "/set temperature 9")
+        assert app.conversation.params.temperature == 0.3
+        assert any("temperature must be between 0 and 5" in n.message for n in app._notifications)
+
+        await send(pilot, "/frobnicate now")
+        assert any("Unknown command /frobnicate" in n.message for n in app._notifications)
+        assert len(backend.requests) == 1
+
+        await send(pilot, "/stats")
+        assert "tokens/s" in app.chat.messages()[-1].text
+
+        await send(pilot, "//etc/hosts is a path")
+        assert backend.requests[-1][0][-1].content == "/etc/hosts is a path"
+
+        await send(pilot, "/help")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+
+        await send(pilot, "/new")
+        assert app.conversation.turns == [] and backend.resets == 1
+
+
+async def test_help_screen_lists_every_binding(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        text = "\n".join(str(s.render()) for s in app.screen.query("Static"))
+        for binding in app.BINDINGS:
+            assert binding.description in text
+        for needle in ("/set", "/system", "Copy code", "Reset all", "New line"):
+            assert needle in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_every_action_is_in_the_command_palette(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE):
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for binding in app.BINDINGS:
+            assert binding.description in titles
+
+
+async def test_theme_choice_persists_across_runs(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.theme == "vibechat-dusk"
+        for name in ("vibechat-dusk", "vibechat-paper", "vibechat-phosphor"):
+            assert name in app.available_themes
+        app.theme = "vibechat-paper"
+        await pilot.pause()
+    saved = json.loads(Settings.path().read_text())
+    assert saved["theme"] == "vibechat-paper"
+    again = create_app(RecordingBackend(), blink=False)
+    async with again.run_test(size=SIZE):
+        assert again.theme == "vibechat-paper"
+
+
+async def test_broken_settings_file_is_reported_and_kept(backend):
+    path = Settings.path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{not json")
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert any("could not be read" in n.message for n in app._notifications)
+        app.theme = "vibechat-paper"
+        await pilot.pause()
+    assert path.read_text() == "{not json"
+
+
+async def test_links_open_only_after_confirmation_and_only_http(backend):
+    app = create_app(backend, blink=False)
+    opened: list[str] = []
+    app.open_url = lambda url, **_: opened.append(url)  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await send(pilot, "hi")
+        reply = replies(app)[0]
+        reply.post_message(AssistantMessage.LinkRequested("javascript:alert(1)"))
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("only http and https" in n.message for n in app._notifications)
+        reply.post_message(AssistantMessage.LinkRequested("https://example.com/x"))
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        assert opened == []
+        reply.post_message(AssistantMessage.LinkRequested("https://example.com/x"))
+        await pilot.pause()
+        await pilot.press("y")
+        assert opened == ["https://example.com/x"]
+
+
+async def test_ui_stays_responsive_while_generating(backend):
+    backend.reply = " ".join(["word"] * 50)
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("go")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.generating
+        await pilot.press(*"typing while it works")
+        assert app.prompt_input.text == "typing while it works"
+        await pilot.press("f2")
+        assert app.panel.has_class("-visible")
+        backend.gate.set()
+        await settle(pilot)
+        assert not app.generating
+
+
+async def test_load_failure_is_shown_not_raised():
+    class Broken(RecordingBackend):
+        def load(self, on_progress=None):
+            from vibechat.engine.errors import ModelFileError
+
+            raise ModelFileError("/x.gguf is a Git LFS pointer, not the model itself: run 'git lfs pull'.")
+
+    app = create_app(Broken(), blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert app.status.state == "no model"
+        assert any("Git LFS pointer" in n.message for n in app._notifications)

@@ -1,0 +1,75 @@
+"""The TUI end to end on the real starter model, headless."""
+
+from __future__ import annotations
+
+import pytest
+
+from vibechat.app.tui import create_app
+from vibechat.app.tui.chat_view import AssistantMessage
+from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.params import SamplingParams
+
+pytestmark = pytest.mark.model
+
+
+async def _send(pilot, text: str):
+    app = pilot.app
+    app.prompt_input.load_text(text)
+    await pilot.press("enter")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048))
+    seen: list[str] = []
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.status.model is not None and app.status.model.architecture == "gemma3"
+
+            # Move sliders: the real backend must echo exactly these values back.
+            await pilot.press("f2", "right", "right", "down", "left", "f2")
+            shown = app.panel.params
+            app.prompt_input.load_text("List three colours.")
+            original = AssistantMessage.append
+
+            async def spy(self, text):
+                seen.append(text)
+                await original(self, text)
+
+            AssistantMessage.append = spy  # type: ignore[method-assign]
+            try:
+                await pilot.press("enter")
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+                await pilot.pause()
+            finally:
+                AssistantMessage.append = original  # type: ignore[method-assign]
+
+            reply = app.chat.query(AssistantMessage).last()
+            assert len(seen) > 5 and reply.text.strip()
+            stats = app.status.stats
+            assert stats.completion_tokens == 24 and stats.decode_tokens_per_s > 0
+            assert "tok/s" in str(app.status.render())
+            assert app.status.context_used == stats.prompt_tokens + stats.completion_tokens
+            assert (shown.temperature, shown.top_k) == (0.1, 39)
+            used = app.last_params  # echoed by the real backend
+            assert used.replace(seed=None) == shown
+
+            first_prompt = stats.prompt_tokens
+            await _send(pilot, "And three animals?")
+            second = app.status.stats
+            assert second.prompt_tokens > first_prompt
+            assert second.prompt_tokens_evaluated < second.prompt_tokens / 2  # cache reused
+
+            await pilot.press("ctrl+n")
+            await app.workers.wait_for_complete()
+            await _send(pilot, "And three animals?")
+            third = app.status.stats
+            assert third.prompt_tokens_evaluated == third.prompt_tokens  # cache was reset
+    finally:
+        backend.close()
