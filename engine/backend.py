@@ -103,6 +103,7 @@ class GenerationDone:
 
     text: str
     stats: GenerationStats = field(default_factory=GenerationStats)
+    params: SamplingParams | None = None  # exactly what was used, the drawn seed included
 
     @property
     def finish_reason(self) -> FinishReason:

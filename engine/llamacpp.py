@@ -447,7 +447,7 @@ class LlamaCppBackend:
         stats.decode_ms = (t_end - t_prompt_done) * 1000
         if stats.completion_tokens and stats.decode_ms > 0:
             stats.decode_tokens_per_s = stats.completion_tokens / (stats.decode_ms / 1000)
-        yield GenerationDone(text="".join(text_parts), stats=stats)
+        yield GenerationDone(text="".join(text_parts), stats=stats, params=params)
 
 
 def _last_error(captured: list[tuple[int, str]]) -> str:
