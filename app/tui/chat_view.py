@@ -19,15 +19,21 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-_CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
-
-
 def code_blocks(markdown: str) -> list[str]:
     """Fenced code blocks in ``markdown``, in order (an unclosed last one included)."""
-    blocks = [m.group(1) for m in _CODE_BLOCK.finditer(markdown)]
-    tail = markdown[_CODE_BLOCK.sub("", markdown).rfind("```"):] if markdown.count("```") % 2 else ""
-    if tail.startswith("```"):
-        blocks.append(tail.split("\n", 1)[1] if "\n" in tail else "")
+    blocks: list[str] = []
+    current: list[str] | None = None
+    for line in markdown.splitlines(keepends=True):
+        if line.lstrip().startswith(("```", "~~~")):
+            if current is None:
+                current = []
+            else:
+                blocks.append("".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    if current is not None:
+        blocks.append("".join(current))
     return blocks
 
 
@@ -201,7 +207,7 @@ def http_links(markdown: str) -> list[str]:
     """Every link target in ``markdown`` (Markdown links and bare URLs), in order, once."""
     seen: list[str] = []
     for match in _LINK.finditer(markdown):
-        href = next(g for g in match.groups() if g)
+        href = next(g for g in match.groups() if g).rstrip(".,;:!?")
         if href not in seen:
             seen.append(href)
     return seen
