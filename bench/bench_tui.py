@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import statistics
 import subprocess
 import sys
@@ -187,7 +188,8 @@ async def tui_decode_rate(tokens: int) -> tuple[float, int]:
             app.prompt_input.load_text(PROMPT)
             await pilot.press("enter")
             await app.workers.wait_for_complete()
-            await pilot.pause()
+            while app.generating:
+                await asyncio.sleep(0.05)
             stats = app.last_stats
     finally:
         backend.close()
@@ -201,6 +203,8 @@ def main() -> None:
     parser.add_argument("--model-tokens", type=int, default=1000)
     parser.add_argument("--skip-model", action="store_true")
     args = parser.parse_args()
+    logging.getLogger("vibechat").addHandler(logging.NullHandler())
+    logging.getLogger("vibechat").propagate = False
 
     pieces = markdown_tokens(args.tokens)
     print(f"Synthetic stream: {len(pieces)} Markdown tokens")

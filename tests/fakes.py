@@ -87,3 +87,16 @@ class RecordingBackend:
 
     def close(self) -> None:
         pass
+
+
+async def settle(pilot) -> None:
+    """Wait until the app is idle: workers done and the last reply rendered (replies
+    render at a capped rate, so the final text can land shortly after the worker ends)."""
+    app = pilot.app
+    await app.workers.wait_for_complete()
+    for _ in range(500):
+        if not app.generating:
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+    await pilot.pause()

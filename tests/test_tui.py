@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from fakes import RecordingBackend
+from fakes import RecordingBackend, settle
 from vibechat.app.settings import Settings
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage, ChatMessageWidget
@@ -26,11 +26,6 @@ async def send(pilot, text: str) -> None:
     await pilot.press("enter")
     await settle(pilot)
 
-
-async def settle(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
 
 
 def replies(app) -> list[AssistantMessage]:

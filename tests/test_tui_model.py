@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fakes import settle
+
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
@@ -16,9 +18,7 @@ async def _send(pilot, text: str):
     app = pilot.app
     app.prompt_input.load_text(text)
     await pilot.press("enter")
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
+    await settle(pilot)
 
 
 async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_path):
@@ -44,14 +44,12 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
             AssistantMessage.append = spy  # type: ignore[method-assign]
             try:
                 await pilot.press("enter")
-                await app.workers.wait_for_complete()
-                await pilot.pause()
-                await pilot.pause()
+                await settle(pilot)
             finally:
                 AssistantMessage.append = original  # type: ignore[method-assign]
 
             reply = app.chat.query(AssistantMessage).last()
-            assert len(seen) > 5 and reply.text.strip()
+            assert len(seen) >= 3 and reply.text.strip()  # streamed in pieces (renders are capped at 10/s)
             stats = app.status.stats
             assert stats.completion_tokens == 24 and stats.decode_tokens_per_s > 0
             assert "tok/s" in str(app.status.render())

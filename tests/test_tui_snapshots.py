@@ -5,7 +5,7 @@ blink, no clock. Update after an intended change with `pytest --snapshot-update`
 
 from __future__ import annotations
 
-from fakes import RecordingBackend
+from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
 
 SIZE = (100, 32)
@@ -21,9 +21,7 @@ async def _chat(pilot) -> None:
     await pilot.app.workers.wait_for_complete()
     pilot.app.prompt_input.load_text("Write an add function")
     await pilot.press("enter")
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
+    await settle(pilot)
 
 
 def test_main_screen(snap_compare):

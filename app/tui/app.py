@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from urllib.parse import urlparse
 
@@ -51,6 +52,7 @@ from .status_bar import StatusBar
 log = logging.getLogger("vibechat.tui")
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
+RENDER_HZ = 10  # reply renders per second, at most
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 
 
@@ -105,6 +107,7 @@ class VibechatApp(App[None]):
         self._reply_raw: list[str] = []
         self._deltas = DeltaBuffer()
         self._done_waiting: GenerationDone | None = None
+        self._last_render = 0.0
         for theme in THEMES:
             self.register_theme(theme)
         wanted = self.settings.theme
@@ -249,6 +252,13 @@ class VibechatApp(App[None]):
     async def on_reply_text(self, message: ReplyText) -> None:
         if message.generation != self._generation or self._reply is None:
             return
+        # At most RENDER_HZ renders a second: every render holds the GIL and a core that
+        # the model's threads need; text arriving meanwhile waits in the buffer.
+        wait = self._last_render + 1 / RENDER_HZ - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, lambda: self.post_message(ReplyText(message.generation)))
+            return
+        self._last_render = time.monotonic()
         text, more = self._deltas.take(APPEND_LIMIT)
         if more:  # a burst: render it in slices, with a screen refresh between them
             self.call_after_refresh(self.post_message, ReplyText(message.generation))

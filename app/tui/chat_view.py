@@ -134,7 +134,7 @@ class AssistantMessage(ChatMessageWidget):
     focused reply asks to open its http(s) links one by one, after confirmation.
     """
 
-    SEAL_AT = 1200
+    SEAL_AT = 600
 
     BINDINGS = [Binding("o", "open_link", "Open link", id="message.open_link")]
 
