@@ -52,7 +52,7 @@ from .status_bar import StatusBar
 log = logging.getLogger("vibechat.tui")
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
-RENDER_HZ = 10  # reply renders per second, at most
+RENDER_HZ = 8  # reply renders per second, at most
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 
 
