@@ -47,11 +47,14 @@ def ensure_venv(extras: str) -> None:
         except Exception as exc:  # ensurepip missing on some Linux distributions
             fail(f"could not create a virtualenv ({exc}); install your Python's venv package "
                  "(Debian/Ubuntu: apt install python3-venv) and try again.")
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()
                             + os.environ.get("CMAKE_ARGS", "").encode()).hexdigest()
     stamp = VENV / ".vibechat-installed"
-    if stamp.exists() and stamp.read_text() == digest:
-        return
+    if stamp.exists():
+        installed_digest, _, installed_extras = stamp.read_text().partition(" ")
+        # An install with the test extras also serves 'chat': no reinstall when switching.
+        if installed_digest == digest and (not extras or extras in installed_extras.split(",")):
+            return
     target = f".[{extras}]" if extras else "."
     print(f"dev.py: installing vibechat{'[' + extras + ']' if extras else ''} into .venv "
           "(the first build of llama-cpp-python takes several minutes)", flush=True)
@@ -64,7 +67,7 @@ def ensure_venv(extras: str) -> None:
     for step in steps:
         if subprocess.call(step, cwd=ROOT) != 0:
             fail(f"'{' '.join(step[2:])}' failed; see the pip output above.")
-    stamp.write_text(digest)
+    stamp.write_text(f"{digest} {extras}")
 
 
 def main(argv: list[str]) -> int:
