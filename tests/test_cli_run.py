@@ -6,8 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
 

@@ -10,10 +10,9 @@ import pytest
 from fakes import RecordingBackend, settle
 from vibechat.app.settings import Settings
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import AssistantMessage, ChatMessageWidget
+from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.help_screen import HelpScreen
-from vibechat.app.tui.param_panel import ParamPanel
 from vibechat.app.tui.slider import Slider
 from vibechat.engine.params import SamplingParams
 

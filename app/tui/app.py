@@ -275,7 +275,6 @@ class VibechatApp(App[None]):
         if message.generation != self._generation or self._reply is None:
             return
         event = message.event
-        reply = self._reply
         if isinstance(event, ContextTrimmed):
             self.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
                         f"{event.context_size:,}-token context.", severity="warning")
@@ -307,10 +306,8 @@ class VibechatApp(App[None]):
         if message.generation != self._generation:
             return
         if self._reply is not None:
+            # The user message stays in the conversation, so Ctrl+R retries it.
             self._reply.set_status(f"⚠ {message.error}", "error")
-            if not self._reply.text:
-                # Nothing was generated: the user message stays so Ctrl+R can retry.
-                pass
         self.notify(message.error, severity="error", timeout=10)
         self._end_generation()
 
