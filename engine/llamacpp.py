@@ -339,7 +339,8 @@ class LlamaCppBackend:
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         add = ll.llama_sampler_chain_add
         if params.repeat_penalty != 1.0:
-            add(chain, ll.llama_sampler_init_penalties(PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0))
+            n_vocab = ll.llama_vocab_n_tokens(self._vocab)
+            add(chain, ll.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0))
         if params.temperature <= 0:
             add(chain, ll.llama_sampler_init_greedy())
             return chain

@@ -27,6 +27,15 @@ def test_streams_reply_to_stdout_on_the_starter_model(starter_installed):
     assert "16 tokens" in out.stderr and "tokens/s" in out.stderr
 
 
+def test_engine_flags_are_applied(starter_installed):
+    out = vibechat("run", "-p", "Hi", "-n", "2", "--stats", "--threads", "1", "--ctx", "1024",
+                   "--n-gpu-layers", "0", "--min-p", "0.1", "--repeat-penalty", "1.1", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "· CPU" in out.stderr and "· 1 threads" in out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["params"]["min_p"] == 0.1 and obj["params"]["repeat_penalty"] == 1.1
+
+
 def test_json_output(starter_installed):
     out = vibechat("run", "-p", "Hello", "--json", "--temperature", "0", "--max-tokens", "8",
                    "--top-k", "5", "--stop", "zzz")

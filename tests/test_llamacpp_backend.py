@@ -83,6 +83,20 @@ def test_same_seed_reproduces_a_sampled_reply(backend):
     assert len(others | {first.text}) > 1  # the seed really changes the draw
 
 
+def test_every_sampling_parameter_is_accepted_and_changes_the_draw(backend):
+    base = SamplingParams(temperature=0, max_tokens=40)
+    _, plain, _ = collect(backend, HELLO, base)
+    backend.reset()
+    _, penalised, _ = collect(backend, HELLO, base.replace(repeat_penalty=1.8))
+    assert penalised.stats.completion_tokens > 0
+    assert penalised.text != plain.text  # the repetition penalty reaches the sampler
+    backend.reset()
+    params = SamplingParams(temperature=0.7, top_k=20, top_p=0.9, min_p=0.1, repeat_penalty=1.1,
+                            seed=5, max_tokens=12)
+    _, done, _ = collect(backend, HELLO, params)
+    assert done.params == params and done.stats.completion_tokens > 0
+
+
 def test_random_seed_is_drawn_and_reported(backend):
     _, done, _ = collect(backend, HELLO, SamplingParams(max_tokens=4))
     assert isinstance(done.stats.seed, int)
