@@ -107,10 +107,8 @@ def main_callback(
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
     def start() -> None:
-        from .options import check_engine_numbers
         from .tui import run_tui
 
-        check_engine_numbers(engine)
         params = sampling.to_params()
         run_tui(engine=engine, params=params, system=system)
 

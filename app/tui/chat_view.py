@@ -150,10 +150,11 @@ class AssistantMessage(ChatMessageWidget):
         self._link_index = 0
 
     def compose_body(self) -> ComposeResult:
+        segments = split_segments(self.text, self.SEAL_AT)
         with Vertical(classes="reply--body"):
-            for segment in split_segments(self.text, self.SEAL_AT):
+            for segment in segments:
                 yield self._segment(segment)
-        self._sealed = len(self.text) - len(split_segments(self.text, self.SEAL_AT)[-1])
+        self._sealed = len(self.text) - len(segments[-1])
 
     def _segment(self, text: str) -> Static:
         return Static(self._markdown_renderable(text), classes="reply--segment")
