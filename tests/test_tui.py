@@ -13,6 +13,7 @@ from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.help_screen import HelpScreen
+from vibechat.app.tui.markdown_segment import MarkdownSegment
 from vibechat.app.tui.slider import Slider
 from vibechat.engine.params import SamplingParams
 
@@ -395,3 +396,26 @@ async def test_load_failure_is_shown_not_raised():
         await settle(pilot)
         assert app.status.state == "no model"
         assert any("Git LFS pointer" in n.message for n in app._notifications)
+
+
+async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block(backend, monkeypatch):
+    code = "```python\n" + "".join(f"value_{i} = compute({i})  # step {i}\n" for i in range(300)) + "```"
+    backend.reply = "Here it is:\n\n" + code
+    rendered: list[int] = []
+    original = MarkdownSegment.set_text
+
+    def spy(self, text):
+        rendered.append(len(text))
+        original(self, text)
+
+    monkeypatch.setattr(MarkdownSegment, "set_text", spy)
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "code please")
+        reply = replies(app)[0]
+        assert reply.text == backend.reply
+        # Every render while streaming touched a bounded piece, never the whole block...
+        assert len(code) > 9000 and max(rendered[:-1]) < 3000
+        # ...and the finished reply shows the block whole, in one segment.
+        segments = list(reply.query(MarkdownSegment))
+        assert [s.text for s in segments] == ["Here it is:\n\n", code]

@@ -1,11 +1,11 @@
-"""Small pure pieces: thread choice, reply segmenting, delta coalescing, slash parsing, conversation edits."""
+"""Small pure pieces: thread choice, delta coalescing, slash parsing, conversation edits."""
 
 from __future__ import annotations
 
 import os
 
 from vibechat.app import slash
-from vibechat.app.tui.chat_view import code_blocks, http_links, seal_point, split_segments
+from vibechat.app.tui.chat_view import code_blocks, http_links
 from vibechat.app.tui.events import DeltaBuffer
 from vibechat.engine import system
 from vibechat.engine.conversation import Conversation
@@ -19,21 +19,6 @@ def test_default_threads_stays_within_affinity_and_physical_cores(monkeypatch):
     assert system.default_threads() == 3
     monkeypatch.setattr(system, "_affinity_count", lambda: 16)
     assert system.default_threads() == 8
-
-
-def test_seal_point_never_cuts_inside_a_code_fence():
-    text = "para one\n\n```\ncode\n\nmore code\n```\n\npara two\n\ntail"
-    cut = seal_point(text)
-    assert text[:cut].count("```") % 2 == 0
-    assert text[cut:] == "tail"
-    assert seal_point("```\nopen fence\n\nstill code") == 0
-
-
-def test_split_segments_round_trips():
-    text = "\n\n".join(f"Paragraph {i} " + "x" * 80 for i in range(50))
-    segments = split_segments(text, 300)
-    assert "".join(segments) == text and len(segments) > 5
-    assert all(len(s) <= 700 for s in segments)
 
 
 def test_code_blocks_and_links():
@@ -74,3 +59,4 @@ def test_conversation_edits():
     assert conv.drop_last_reply().content == "a1"
     conv.add_assistant("a1b")
     assert conv.take_last_user() == "q1" and conv.turns == []
+

@@ -1,23 +1,24 @@
 """The scrolling conversation: user messages, streamed assistant replies, notes.
 
-Assistant text arrives sanitised (the app strips control sequences first) and is
-appended through ``Markdown.get_stream()``, which batches appends while a render
-is in flight; one full render happens when the reply ends. The view is anchored
-to the bottom while the user stays there; scrolling up releases the anchor, so
-reading is never yanked back.
+Assistant text arrives sanitised (the app strips control sequences first), in
+batches paced by the app, and only the reply's live tail re-renders (see
+``AssistantMessage``). The view is anchored to the bottom while the user stays
+there; scrolling up releases the anchor, so reading is never yanked back.
 """
 
 from __future__ import annotations
 
 import re
 
-from rich.markdown import Markdown as RichMarkdown
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
+
+from .markdown_segment import MarkdownSegment
+from .segmenter import segment
+
 
 def code_blocks(markdown: str) -> list[str]:
     """Fenced code blocks in ``markdown``, in order (an unclosed last one included)."""
@@ -121,20 +122,22 @@ class ChatMessageWidget(Vertical, can_focus=True):
 class AssistantMessage(ChatMessageWidget):
     """An assistant reply, rendered as Markdown while it streams.
 
-    The reply is a column of segments: settled segments, each rendered once, and
-    one live tail that re-renders as text arrives. When the tail grows past
-    ``SEAL_AT`` characters it is sealed at a paragraph boundary outside code
-    fences and a new tail starts, so the work per update stays bounded however
-    long the reply gets, and nothing re-renders the whole reply. (Textual's
-    ``Markdown`` widget makes one widget per block and re-lays-out all of them on
-    every append: a 2,000-token reply took ~250 ms per append and 2 s for the
-    final render, starving both the UI and the model's cores.)
+    The reply is a column of ``MarkdownSegment``s cut by a ``ReplySegmenter``:
+    settled segments, each rendered once, and one live tail that re-renders as
+    text arrives. The tail is sealed at a paragraph boundary once it passes
+    ``SEAL_AT`` characters, or forced at a line break (inside a code block too)
+    past ``FORCE_AT``, so the work per update stays bounded however long the reply
+    gets. When the reply ends, forced cuts are merged back and rendered once.
+    (Textual's ``Markdown`` widget, streamed with ``Markdown.get_stream()``, mounts
+    one widget per block; measured in docs/PERFORMANCE.md, it absorbs about a
+    quarter of the tokens per second.)
 
     Links are not clickable in the text (model output is untrusted): ``o`` on a
     focused reply asks to open its http(s) links one by one, after confirmation.
     """
 
     SEAL_AT = 600
+    FORCE_AT = 1500
 
     BINDINGS = [Binding("o", "open_link", "Open link", id="message.open_link")]
 
@@ -146,21 +149,16 @@ class AssistantMessage(ChatMessageWidget):
     def __init__(self, text: str = "", *, label: str | None = None, code_theme: str = "monokai") -> None:
         super().__init__("assistant", text, label=label)
         self.code_theme = code_theme
-        self._sealed = 0  # characters of self.text already in settled segments
+        self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
         self._link_index = 0
 
     def compose_body(self) -> ComposeResult:
-        segments = split_segments(self.text, self.SEAL_AT)
         with Vertical(classes="reply--body"):
-            for segment in segments:
-                yield self._segment(segment)
-        self._sealed = len(self.text) - len(segments[-1])
+            for index in range(len(self._segmenter.segments)):
+                yield self._segment(self._segmenter.display(index))
 
-    def _segment(self, text: str) -> Static:
-        return Static(self._markdown_renderable(text), classes="reply--segment")
-
-    def _markdown_renderable(self, text: str) -> RichMarkdown:
-        return RichMarkdown(text, code_theme=self.code_theme, hyperlinks=False)
+    def _segment(self, text: str) -> MarkdownSegment:
+        return MarkdownSegment(text, code_theme=self.code_theme, classes="reply--segment")
 
     @property
     def body(self) -> Vertical:
@@ -169,27 +167,36 @@ class AssistantMessage(ChatMessageWidget):
     async def append(self, text: str) -> None:
         """Add streamed text; only the live tail re-renders."""
         self.text += text
-        tail = self.text[self._sealed:]
-        if len(tail) > self.SEAL_AT:
-            cut = seal_point(tail)
-            if cut:
-                segments = self.body.query(".reply--segment")
-                segments.last().update(self._markdown_renderable(tail[:cut]))
-                self._sealed += cut
-                tail = tail[cut:]
-                await self.body.mount(self._segment(tail))
-                return
-        self.body.query(".reply--segment").last().update(self._markdown_renderable(tail))
+        segmenter = self._segmenter
+        tail = self.body.query(MarkdownSegment).last()
+        if segmenter.feed(text):
+            tail.set_text(segmenter.display(-2))
+            # Not awaited: the new tail joins the DOM now and is laid out with the
+            # rest of this update in one refresh, instead of a refresh of its own.
+            self.body.mount(self._segment(segmenter.display(-1)))
+        else:
+            tail.set_text(segmenter.display(-1))
 
     async def finish(self, final_text: str | None = None) -> None:
-        """End of the stream: re-render only if the final text differs from what streamed."""
+        """End of the stream: merge segments that were cut by force (one render each);
+        rebuild everything only if the final text differs from what streamed."""
+        body = self.body
         if final_text is not None and final_text != self.text:
             self.text = final_text
-            body = self.body
+            self._segmenter = segment(final_text, self.SEAL_AT, self.FORCE_AT)
             await body.remove_children()
-            segments = split_segments(final_text, self.SEAL_AT)
-            await body.mount_all([self._segment(t) for t in segments])
-            self._sealed = len(final_text) - len(segments[-1])
+            await body.mount_all([self._segment(self._segmenter.display(i))
+                                  for i in range(len(self._segmenter.segments))])
+            return
+        runs = self._segmenter.merge_forced()  # indexes into the segments as they streamed
+        if not runs:
+            return
+        widgets = list(body.query(MarkdownSegment))
+        merged_away = 0
+        for run in runs:
+            widgets[run[0]].set_text(self._segmenter.display(run[0] - merged_away))
+            merged_away += len(run) - 1
+        await body.remove_children([widgets[i] for run in runs for i in run[1:]])
 
     def action_open_link(self) -> None:
         links = http_links(self.text)
@@ -212,35 +219,6 @@ def http_links(markdown: str) -> list[str]:
         if href not in seen:
             seen.append(href)
     return seen
-
-
-def seal_point(text: str) -> int:
-    """Where ``text`` may be cut into two Markdown documents: after the last blank line
-    that is outside a code fence (0 when there is none)."""
-    best = 0
-    fence_open = False
-    pos = 0
-    for line in text.splitlines(keepends=True):
-        pos += len(line)
-        stripped = line.lstrip()
-        if stripped.startswith("```") or stripped.startswith("~~~"):
-            fence_open = not fence_open
-        elif not stripped.strip() and not fence_open and pos < len(text):
-            best = pos
-    return best
-
-
-def split_segments(text: str, size: int) -> list[str]:
-    """``text`` cut at safe points into segments of about ``size`` characters (at least one)."""
-    segments: list[str] = []
-    while len(text) > size:
-        cut = seal_point(text[: size * 2])
-        if not cut:
-            break
-        segments.append(text[:cut])
-        text = text[cut:]
-    segments.append(text)
-    return segments
 
 
 class ChatView(VerticalScroll):

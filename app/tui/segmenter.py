@@ -1,0 +1,164 @@
+"""Cutting a growing Markdown reply into segments, so each render touches only a
+bounded live tail.
+
+A clean cut is made after a blank line outside a code fence: both sides are
+complete Markdown documents and render exactly as the whole would. Replies do
+not always offer one (a long code block, a model that never leaves a blank
+line), and a tail that only grows would make every render slower than the last.
+So past ``force_at`` characters the segmenter forces a cut: after a line break,
+inside a code block by closing the fence and re-opening it in the next segment,
+or, as a last resort, at a space. Forced cuts are recorded; when the reply ends,
+each run of segments joined by forced cuts is merged back into one and rendered
+once, so the finished reply shows no seams.
+
+Pure Python, no Textual: the widget asks what to render.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FENCES = ("```", "~~~")
+
+
+@dataclass
+class Segment:
+    start: int  # offset of the segment's text in the reply
+    end: int
+    prefix: str = ""  # a fence opener repeated on top (the segment starts inside a code block)
+    suffix: str = ""  # a fence closer added below (the segment was cut inside a code block)
+    forced_after: bool = False  # the cut after this segment was forced (merged when the reply ends)
+
+
+def _fence_of(line: str) -> str | None:
+    stripped = line.lstrip()
+    for fence in FENCES:
+        if stripped.startswith(fence):
+            return fence
+    return None
+
+
+def _closer(opener: str) -> str:
+    """The fence that closes ``opener`` (same character, same length)."""
+    stripped = opener.strip()
+    char = stripped[0]
+    return char * (len(stripped) - len(stripped.lstrip(char)))
+
+
+def _closes(line: str, opener: str) -> bool:
+    stripped = line.strip()
+    closer = _closer(opener)
+    return stripped.startswith(closer) and set(stripped) == {closer[0]}
+
+
+@dataclass
+class _Scan:
+    clean: int = 0  # last cut after a blank line outside a fence (0: none)
+    line: int = 0  # last cut after a line break outside a fence
+    fenced_line: int = 0  # last cut after a line break inside a fence
+    fenced_opener: str = ""  # the opener line of the fence that ``fenced_line`` is in
+
+
+def _scan(text: str, opener: str) -> _Scan:
+    """Where ``text`` can be cut; ``opener``: the fence it starts inside of ("" if none)."""
+    scan = _Scan()
+    fence_open = opener
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        pos += len(line)
+        if not line.endswith("\n") or pos >= len(text):
+            break  # never cut after the last line: something must follow the cut
+        fence = _fence_of(line)
+        if fence_open:
+            if _closes(line, fence_open):
+                fence_open = ""
+                scan.line = pos
+            else:
+                scan.fenced_line, scan.fenced_opener = pos, fence_open
+        elif fence:
+            fence_open = line.rstrip("\n")
+        elif not line.strip():
+            scan.clean = scan.line = pos
+        else:
+            scan.line = pos
+    return scan
+
+
+class ReplySegmenter:
+    """Segments of a reply that grows by ``feed``. The last segment is the live tail."""
+
+    def __init__(self, seal_at: int = 600, force_at: int = 1500) -> None:
+        self.seal_at = seal_at
+        self.force_at = max(force_at, seal_at)
+        self.text = ""
+        self.segments: list[Segment] = [Segment(0, 0)]
+
+    def display(self, index: int) -> str:
+        """What segment ``index`` renders: its text, with fence lines where it was cut."""
+        seg = self.segments[index]
+        return seg.prefix + self.text[seg.start:seg.end] + seg.suffix
+
+    def feed(self, text: str) -> int:
+        """Add ``text``; returns how many segments were sealed (0 or 1): after a seal the
+        previous tail is final and a new tail follows it."""
+        self.text += text
+        live = self.segments[-1]
+        live.end = len(self.text)
+        tail = self.text[live.start:]
+        if len(tail) <= self.seal_at:
+            return 0
+        opener = live.prefix.rstrip("\n")
+        scan = _scan(tail, opener)
+        if scan.clean:
+            return self._seal(live, scan.clean)
+        if len(tail) <= self.force_at:
+            return 0
+        if scan.line:
+            return self._seal(live, scan.line, forced=True)
+        if scan.fenced_line:
+            return self._seal(live, scan.fenced_line, forced=True, fence=scan.fenced_opener)
+        if "\n" not in tail:
+            space = tail.rfind(" ", 0, len(tail) - 1)
+            if space > 0:
+                return self._seal(live, space + 1, forced=True)
+        return 0
+
+    def _seal(self, live: Segment, cut: int, forced: bool = False, fence: str = "") -> int:
+        at = live.start + cut
+        nxt = Segment(at, len(self.text))
+        if fence:
+            live.suffix = _closer(fence) + "\n"
+            nxt.prefix = fence + "\n"
+        live.end = at
+        live.forced_after = forced
+        self.segments.append(nxt)
+        return 1
+
+    def merge_forced(self) -> list[list[int]]:
+        """Merge each run of segments joined by forced cuts into one (the reply has ended).
+        Returns the runs that were merged, as indexes into the segments before merging."""
+        runs: list[list[int]] = [[0]]
+        for i in range(1, len(self.segments)):
+            if self.segments[i - 1].forced_after:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        merged = [run for run in runs if len(run) > 1]
+        for run in reversed(merged):
+            first, last = self.segments[run[0]], self.segments[run[-1]]
+            first.end, first.suffix, first.forced_after = last.end, last.suffix, last.forced_after
+            del self.segments[run[0] + 1:run[-1] + 1]
+        return merged
+
+
+def segment(text: str, seal_at: int = 600, force_at: int = 1500) -> ReplySegmenter:
+    """A segmenter holding ``text`` cut at clean points only, as a finished reply is
+    shown; text fed to it later streams as usual."""
+    segmenter = ReplySegmenter(seal_at, force_at=len(text) + 1)
+    for start in range(0, len(text), seal_at):
+        segmenter.feed(text[start:start + seal_at])
+    while segmenter.feed(""):
+        pass
+    segmenter.force_at = max(force_at, seal_at)
+    return segmenter
+
