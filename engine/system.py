@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 
 
-def _affinity_count() -> int:
+def available_cores() -> int:
+    """Logical CPUs this process may run on."""
     try:
         return len(os.sched_getaffinity(0))  # type: ignore[attr-defined]
     except (AttributeError, OSError):
@@ -49,7 +50,7 @@ def default_threads() -> int:
     llama-cpp-python's default is ``cpu_count() // 2``, which on a 2-vCPU machine
     is a single thread and costs about a third of the decode speed.
     """
-    available = _affinity_count()
+    available = available_cores()
     physical = physical_cores()
     if physical is None:
         logical = os.cpu_count() or 1

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from vibechat.app import slash
 from vibechat.app.tui.chat_view import code_blocks, http_links
 from vibechat.app.tui.events import DeltaBuffer
+from vibechat.app.tui.pacing import BUSY_BUDGET, FREE_BUDGET, RenderPacer, ui_budget
 from vibechat.engine import system
 from vibechat.engine.conversation import Conversation
 
@@ -15,9 +18,9 @@ def test_default_threads_stays_within_affinity_and_physical_cores(monkeypatch):
     threads = system.default_threads()
     assert 1 <= threads <= len(os.sched_getaffinity(0))
     monkeypatch.setattr(system, "physical_cores", lambda: 8)
-    monkeypatch.setattr(system, "_affinity_count", lambda: 3)
+    monkeypatch.setattr(system, "available_cores", lambda: 3)
     assert system.default_threads() == 3
-    monkeypatch.setattr(system, "_affinity_count", lambda: 16)
+    monkeypatch.setattr(system, "available_cores", lambda: 16)
     assert system.default_threads() == 8
 
 
@@ -60,3 +63,30 @@ def test_conversation_edits():
     conv.add_assistant("a1b")
     assert conv.take_last_user() == "q1" and conv.turns == []
 
+
+def test_render_pacer_keeps_the_ui_under_its_cpu_budget():
+    clock, cpu = [0.0], [0.0]
+    pacer = RenderPacer(0.1, max_hz=10, min_hz=2, clock=lambda: clock[0], cpu=lambda: cpu[0])
+    assert pacer.wait() == 0  # the first render is immediate
+    pacer.rendering()
+    cpu[0] += 0.02  # that render cost 20 ms of UI time: 20 ms / 10 % = 200 ms apart
+    clock[0] += 0.05
+    pacer.rendering()
+    assert pacer.interval == pytest.approx(0.2)
+    clock[0] += 0.05
+    assert pacer.wait() == pytest.approx(0.15)
+    cpu[0] += 0.001  # cheap renders: as often as max_hz allows
+    clock[0] += 0.15
+    pacer.rendering()
+    assert pacer.interval == pytest.approx(0.1)
+    cpu[0] += 1.0  # a very slow render: never less often than min_hz
+    clock[0] += 0.1
+    pacer.rendering()
+    assert pacer.interval == pytest.approx(0.5)
+
+
+def test_ui_budget_is_small_only_when_the_model_has_every_core():
+    assert ui_budget(2, 2) == BUSY_BUDGET
+    assert ui_budget(8, 4) == BUSY_BUDGET
+    assert ui_budget(4, 8) == FREE_BUDGET
+    assert ui_budget(None, 2) == FREE_BUDGET  # a remote model: the cores are the UI's

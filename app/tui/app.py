@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterable
 from urllib.parse import urlparse
 
@@ -26,6 +25,7 @@ from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
+from vibechat.engine.system import available_cores
 from vibechat.themes import THEMES
 
 from .. import slash
@@ -44,6 +44,8 @@ from .events import (
     ReplyText,
 )
 from .help_screen import HelpScreen
+from .markdown_segment import warm_up as warm_up_markdown
+from .pacing import RenderPacer, ui_budget
 from .param_panel import SLIDER_SPECS, ParamPanel
 from .prompt_input import PromptInput
 from .slider import Slider
@@ -52,7 +54,7 @@ from .status_bar import StatusBar
 log = logging.getLogger("vibechat.tui")
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
-RENDER_HZ = 8  # reply renders per second, at most
+FIRST_LIMIT = 300  # ... and in the first render of a reply, which also lays the reply out
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 
 
@@ -107,7 +109,8 @@ class VibechatApp(App[None]):
         self._reply_raw: list[str] = []
         self._deltas = DeltaBuffer()
         self._done_waiting: GenerationDone | None = None
-        self._last_render = 0.0
+        self._pacer = RenderPacer()
+        self._backlog = False  # the last render left text behind: the stream outruns the UI
         for theme in THEMES:
             self.register_theme(theme)
         wanted = self.settings.theme
@@ -166,6 +169,7 @@ class VibechatApp(App[None]):
             self.post_message(ModelFailed(f"unexpected error while loading the model: {exc}"))
         else:
             self.post_message(ModelReady(info))
+            warm_up_markdown(self.console, self._code_theme())  # while the user types the first prompt
 
     @work(thread=True, exclusive=True, group="generate", exit_on_error=False)
     def _generate(self, generation: int, messages: list, params: SamplingParams, deltas: DeltaBuffer) -> None:
@@ -246,20 +250,24 @@ class VibechatApp(App[None]):
         self.generating = True
         self.status.state = "generating…"
         self._deltas = DeltaBuffer()
+        self._backlog = False
         self._done_waiting = None
+        model = self.status.model
+        self._pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
         self._generate(self._generation, self.conversation.messages(), self.conversation.params, self._deltas)
 
     async def on_reply_text(self, message: ReplyText) -> None:
         if message.generation != self._generation or self._reply is None:
             return
-        # At most RENDER_HZ renders a second: every render holds the GIL and a core that
-        # the model's threads need; text arriving meanwhile waits in the buffer.
-        wait = self._last_render + 1 / RENDER_HZ - time.monotonic()
+        # Renders are paced (see pacing.py): each one takes CPU that the model's threads
+        # may need; text arriving meanwhile waits in the buffer.
+        wait = self._pacer.wait(backlog=self._backlog)
         if wait > 0:
             self.set_timer(wait, lambda: self.post_message(ReplyText(message.generation)))
             return
-        self._last_render = time.monotonic()
-        text, more = self._deltas.take(APPEND_LIMIT)
+        self._pacer.rendering()
+        text, more = self._deltas.take(APPEND_LIMIT if self._reply_raw else FIRST_LIMIT)
+        self._backlog = more
         if more:  # a burst: render it in slices, with a screen refresh between them
             self.call_after_refresh(self.post_message, ReplyText(message.generation))
         if text:

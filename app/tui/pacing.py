@@ -1,0 +1,58 @@
+"""How often a streaming reply re-renders.
+
+Every render costs the UI thread CPU time. When the model's threads already use
+every core (llama.cpp's default on most machines), that time is taken from the
+model, and because its threads wait for each other at every step, it costs the
+model more than the UI's share. So the pacer measures what the UI thread spent
+since the last render and spaces renders so the UI stays under ``budget`` of one
+core: a fast machine renders up to ``max_hz`` times a second, a slow one less
+often, and a machine with a core to spare for the UI renders at ``max_hz``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+# Share of one core the UI may use while the model has every core (measured in
+# docs/PERFORMANCE.md: about 1 % of decode speed per 1 % of a core).
+BUSY_BUDGET = 0.06
+FREE_BUDGET = 1.0
+
+
+def ui_budget(model_threads: int | None, cores: int) -> float:
+    """The UI's share of a core: small when the model's threads fill every core."""
+    if model_threads is None or model_threads < cores:
+        return FREE_BUDGET
+    return BUSY_BUDGET
+
+
+class RenderPacer:
+    def __init__(self, budget: float = BUSY_BUDGET, *, max_hz: float = 15.0, min_hz: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 cpu: Callable[[], float] = time.thread_time) -> None:
+        self.budget = budget
+        self.min_interval = 1.0 / max_hz
+        self.max_interval = 1.0 / min_hz
+        self._clock = clock
+        self._cpu = cpu
+        self._last_at: float | None = None
+        self._last_cpu = 0.0
+        self._budget_interval = 0.0
+        self.interval = self.min_interval
+
+    def wait(self, backlog: bool = False) -> float:
+        """Seconds until the next render may run (0: now). ``backlog``: text is arriving
+        faster than it renders; then only the CPU budget spaces renders, not ``max_hz``."""
+        if self._last_at is None:
+            return 0.0
+        interval = self._budget_interval if backlog else self.interval
+        return max(0.0, self._last_at + interval - self._clock())
+
+    def rendering(self) -> None:
+        """A render starts now: the CPU the UI used since the previous one sets the next interval."""
+        now, cpu = self._clock(), self._cpu()
+        if self._last_at is not None:
+            self._budget_interval = min(self.max_interval, (cpu - self._last_cpu) / self.budget)
+            self.interval = max(self.min_interval, self._budget_interval)
+        self._last_at, self._last_cpu = now, cpu
