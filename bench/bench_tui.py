@@ -165,6 +165,48 @@ async def ui_run(pieces: list[str]) -> dict[str, float]:
     }
 
 
+async def get_stream_run(pieces: list[str]) -> dict[str, float]:
+    """Reference: the same stream through Textual's ``Markdown.get_stream()`` into one
+    ``Markdown`` widget, alone in an app (no chat around it), then one full render."""
+    from textual.app import App, ComposeResult
+    from textual.containers import VerticalScroll
+    from textual.widgets import Markdown
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            with VerticalScroll():
+                yield Markdown()
+
+    worst = 0.0
+    app = Bare()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        view, markdown = app.query_one(VerticalScroll), app.query_one(Markdown)
+        view.anchor()
+        running = True
+
+        async def watch_loop() -> None:
+            nonlocal worst
+            while running:
+                t = time.perf_counter()
+                await asyncio.sleep(0.001)
+                worst = max(worst, time.perf_counter() - t - 0.001)
+
+        watcher = asyncio.create_task(watch_loop())
+        start = time.perf_counter()
+        stream = Markdown.get_stream(markdown)
+        for piece in pieces:
+            await stream.write(piece)
+        await stream.stop()
+        streamed = time.perf_counter()
+        await markdown.update("".join(pieces))
+        end = time.perf_counter()
+        running = False
+        await watcher
+    return {"tokens_per_s": len(pieces) / (streamed - start), "worst_gap_ms": worst * 1000,
+            "final_render_ms": (end - streamed) * 1000}
+
+
 # ------------------------------------------------------------------ real model
 PROMPT = "Write a long story about a lighthouse keeper and the sea, in many chapters."
 
@@ -218,6 +260,11 @@ def main() -> None:
               f"(target ≥ 2,000) | worst loop gap {ui['worst_gap_ms']:.1f} ms after {ui['worst_gap_after_appends']} renders (target ≤ 100) | "
               f"per token first/second half {ui['first_half_us_per_token']:.0f}/"
               f"{ui['second_half_us_per_token']:.0f} µs (×{growth:.2f}) | UI/headless {ui['tokens_per_s'] / base:.4f}")
+
+    if not args.skip_synthetic:
+        ref = asyncio.run(get_stream_run(pieces))
+        print(f"  reference, Textual Markdown.get_stream() alone in an app: {ref['tokens_per_s']:,.0f} tok/s | "
+              f"worst loop gap {ref['worst_gap_ms']:.0f} ms | final full render {ref['final_render_ms']:.0f} ms")
 
     if args.skip_model:
         return
