@@ -93,3 +93,4 @@ def backend(llama_backend):
     llama_backend.reset()
     yield llama_backend
     llama_backend.reset()
+from fakehub import fake_hub  # noqa: E402,F401  (fixture)

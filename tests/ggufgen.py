@@ -1,0 +1,68 @@
+"""Small, real GGUF files for tests: a valid v3 header, metadata, one F32 tensor and its
+data, which ``vibechat.engine.gguf.inspect_gguf`` (and llama.cpp's parser) accept.
+They are not loadable models (llama.cpp would miss most tensors); tests that load a
+model use the starter model."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+ALIGN = 32
+
+
+def _string(text: str) -> bytes:
+    data = text.encode("utf-8")
+    return struct.pack("<Q", len(data)) + data
+
+
+def _kv(key: str, value: object) -> bytes:
+    if isinstance(value, bool):
+        return _string(key) + struct.pack("<I?", 7, value)
+    if isinstance(value, int):
+        return _string(key) + struct.pack("<II", 4, value)  # uint32
+    if isinstance(value, float):
+        return _string(key) + struct.pack("<If", 6, value)
+    if isinstance(value, str):
+        return _string(key) + struct.pack("<I", 8) + _string(value)
+    raise TypeError(f"unsupported metadata value {value!r}")
+
+
+def gguf_bytes(*, architecture: str = "llama", name: str | None = None, context_length: int = 2048,
+               file_type: int | None = 15, chat_template: str | None = None,
+               extra: dict[str, object] | None = None, payload: int = 64) -> bytes:
+    """A GGUF file's bytes. ``file_type``: llama_ftype (15 = Q4_K_M, 7 = Q8_0, None = absent);
+    ``payload``: elements of the one F32 tensor (its data is ``payload * 4`` bytes)."""
+    meta: dict[str, object] = {"general.architecture": architecture,
+                               f"{architecture}.context_length": context_length}
+    if name is not None:
+        meta["general.name"] = name
+    if file_type is not None:
+        meta["general.file_type"] = file_type
+    if chat_template is not None:
+        meta["tokenizer.chat_template"] = chat_template
+    meta.update(extra or {})
+    header = b"GGUF" + struct.pack("<IQQ", 3, 1, len(meta))
+    header += b"".join(_kv(k, v) for k, v in meta.items())
+    # One tensor: name, 1 dimension, its length, type F32 (0), offset 0 in the data section.
+    header += _string("token_embd.weight") + struct.pack("<IQIQ", 1, payload, 0, 0)
+    header += b"\0" * ((-len(header)) % ALIGN)
+    data = struct.pack("<7f", *range(7)) * (payload // 7) + b"\0" * (4 * (payload % 7))
+    return header + data
+
+
+def write_gguf(path: Path, **kwargs) -> Path:
+    """Write ``gguf_bytes(**kwargs)`` to ``path`` (parents created); returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gguf_bytes(**kwargs))
+    return path
+
+
+def write_split_gguf(directory: Path, base: str, count: int, **kwargs) -> list[Path]:
+    """A split model: ``{base}-00001-of-0000N.gguf`` ..., each a valid GGUF with split metadata."""
+    paths = []
+    more = kwargs.pop("extra", None) or {}
+    for i in range(1, count + 1):
+        extra = {"split.no": i - 1, "split.count": count, "split.tensors.count": count, **more}
+        paths.append(write_gguf(directory / f"{base}-{i:05d}-of-{count:05d}.gguf", extra=extra, **kwargs))
+    return paths
