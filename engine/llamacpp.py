@@ -41,7 +41,7 @@ from .errors import ContextOverflowError, GenerationError, ModelLoadError
 from .gguf import GGUFInfo, inspect_gguf
 from .params import SamplingParams
 from .stops import StopMatcher
-from .system import default_threads
+from .system import available_memory, default_threads
 
 log = logging.getLogger("vibechat.llama_cpp")
 
@@ -156,6 +156,9 @@ class LlamaCppBackend:
             n_gpu_layers = opts.n_gpu_layers
             if n_gpu_layers != 0 and not offload:
                 log.warning("this llama-cpp-python build cannot offload to a GPU; running on the CPU")
+
+        if n_gpu_layers == 0 or not offload:
+            check_memory(gguf.file_size, gguf.path.name)
 
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
@@ -449,6 +452,17 @@ class LlamaCppBackend:
         if stats.completion_tokens and stats.decode_ms > 0:
             stats.decode_tokens_per_s = stats.completion_tokens / (stats.decode_ms / 1000)
         yield GenerationDone(text="".join(text_parts), stats=stats, params=params)
+
+
+def check_memory(needed: int, name: str, available: int | None = None) -> None:
+    """Refuse a model whose weights cannot fit in the memory available (it would page
+    the machine to a crawl, or get killed)."""
+    available = available_memory() if available is None else available
+    if available is not None and needed > available:
+        raise ModelLoadError(
+            f"{name} needs about {needed / 1e9:.1f} GB of memory but {available / 1e9:.1f} GB is available: "
+            "choose a smaller quantization (vibechat models search), or close other programs."
+        )
 
 
 def _last_error(captured: list[tuple[int, str]]) -> str:

@@ -56,3 +56,39 @@ def default_threads() -> int:
         logical = os.cpu_count() or 1
         physical = logical if logical <= 4 else logical // 2
     return max(1, min(physical, available))
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available for a new model (None when this OS does not say)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if platform.system() == "Darwin":
+        try:
+            page = os.sysconf("SC_PAGE_SIZE")
+            out = subprocess.run(["vm_stat"], capture_output=True, text=True, timeout=2).stdout
+            free = sum(int(line.split(":")[1].strip().rstrip("."))
+                       for line in out.splitlines()
+                       if line.startswith(("Pages free", "Pages inactive", "Pages speculative", "Pages purgeable")))
+            return free * page
+        except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+            return None
+    return None
+
+
+def gpu_free_memory() -> int | None:
+    """Free memory of the first NVIDIA GPU, from nvidia-smi (None without one). Apple
+    GPUs share the system memory, which ``available_memory`` already counts."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    try:
+        return int(out.stdout.split()[0]) * 1024 * 1024 if out.returncode == 0 else None
+    except (ValueError, IndexError):
+        return None
