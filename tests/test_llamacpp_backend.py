@@ -256,3 +256,17 @@ def test_bad_file_never_reaches_llama_cpp(tmp_path):
     bad.write_bytes(b"GGUF" + b"\xff" * 20)
     with pytest.raises(ModelFileError):
         LlamaCppBackend(LlamaCppOptions(model_path=bad)).load()
+
+
+def test_a_model_larger_than_the_memory_available_is_refused_before_loading(starter_path, monkeypatch):
+    from vibechat.engine import llamacpp
+    from vibechat.engine.errors import ModelLoadError
+
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: 100_000_000)
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_gpu_layers=0))
+    with pytest.raises(ModelLoadError, match=r"needs about 0.3 GB of memory but 0.1 GB is available: "
+                                             r"choose a smaller quantization"):
+        backend.load()
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: None)  # an OS that does not say: no check
+    assert backend.load().architecture == "gemma3"
+    backend.close()
