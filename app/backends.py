@@ -3,19 +3,36 @@ tests inject their own backend instead."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from vibechat.engine.backend import Backend
 
 from .options import EngineChoice, check_engine_numbers
 
 
-def make_backend(engine: EngineChoice) -> Backend:
+def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> Path:
+    """The file ``ref`` names; a Hub reference not on this machine yet is downloaded first
+    with ``pull`` (as ``ollama run`` does), or reported when there is none."""
+    from vibechat.engine.errors import ModelNotDownloadedError
+    from vibechat.engine.models import resolve_model
+
+    try:
+        return resolve_model(ref)
+    except ModelNotDownloadedError as exc:
+        if pull is None:
+            raise
+        pull(str(exc.ref))
+        return resolve_model(ref)
+
+
+def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = None) -> Backend:
     """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker)."""
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-    from vibechat.engine.models import resolve_model
 
     check_engine_numbers(engine)
     options = LlamaCppOptions(
-        model_path=resolve_model(engine.model),
+        model_path=model_path(engine.model, pull),
         n_ctx=engine.ctx,
         n_gpu_layers=engine.n_gpu_layers,
         n_threads=engine.threads,

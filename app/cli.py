@@ -11,6 +11,7 @@ from typing import Annotated, Optional, TypeVar
 
 import typer
 
+from .models_cmd import models_app
 from .options import (
     CtxOpt,
     EngineChoice,
@@ -40,6 +41,8 @@ cli = typer.Typer(
 
 T = TypeVar("T")
 
+cli.add_typer(models_app, name="models")
+
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     typer.echo(f"vibechat: error: {message}", err=True)
@@ -66,8 +69,10 @@ def _setup_logging(verbose: bool) -> None:
     if verbose or os.environ.get("VIBECHAT_DEBUG"):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.vibechat = True  # type: ignore[attr-defined]  # kept when huggingface_hub is imported
         root.addHandler(handler)
         root.setLevel(logging.DEBUG)
+        logging.getLogger("huggingface_hub").addHandler(handler)
     else:
         root.addHandler(logging.NullHandler())
 
@@ -142,11 +147,12 @@ def run(
 
     def go() -> int:
         from .backends import make_backend
+        from .models_cmd import pull_with_progress
         from .run_cmd import RunRequest, execute, read_prompt
 
         params = sampling.to_params()
         text = read_prompt(prompt, sys.stdin)
-        backend = make_backend(engine)
+        backend = make_backend(engine, pull=pull_with_progress)
         request = RunRequest(prompt=text, system=system, params=params,
                              json_output=json_output, show_stats=stats, raw=raw)
         try:

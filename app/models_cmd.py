@@ -1,0 +1,247 @@
+"""``vibechat models``: find, download, list, inspect and remove GGUF models.
+
+Engine modules are imported inside the commands, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .progress import CliProgress, human_size
+
+models_app = typer.Typer(help="Find, download, list, inspect and remove GGUF models.", no_args_is_help=True,
+                         context_settings={"help_option_names": ["-h", "--help"]})
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _guard(fn):
+    from .cli import guarded
+
+    return guarded(fn)
+
+
+def _table(columns: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="right" if i in right else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    Console(soft_wrap=False).print(table)
+
+
+def pull_with_progress(ref_text: str, revision: str | None = None):
+    """Download ``ref_text`` with progress on stderr; returns the registered model.
+    Ctrl-C stops it (resumable) and exits with 130."""
+    from vibechat.engine.errors import ModelRefError
+    from vibechat.engine.refs import parse_hub_ref
+    from vibechat.engine.store import pull
+
+    ref = parse_hub_ref(ref_text)
+    if ref is None:
+        raise ModelRefError(f"{ref_text!r} is not a Hugging Face reference: use owner/repo, owner/repo:QUANT "
+                            "or owner/repo/file.gguf.")
+    reporter: list[CliProgress] = []
+
+    def on_listing(listing, option) -> None:
+        shards = f", {len(option.files)} files" if len(option.files) > 1 else ""
+        reporter.append(CliProgress(f"Downloading {ref.repo} {option.label} ({human_size(option.size)}{shards})"))
+        reporter[0].__enter__()
+
+    try:
+        model = pull(ref, revision=revision, on_listing=on_listing,
+                     on_progress=lambda p: reporter[0].update(p) if reporter else None)
+    except KeyboardInterrupt:
+        typer.echo("vibechat: download stopped; run the same command again to resume.", err=True)
+        raise typer.Exit(130) from None
+    finally:
+        if reporter:
+            reporter[0].__exit__(None, None, None)
+    return model
+
+
+@models_app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Text to look for in repo names, e.g. 'llama 3.2 1b'.")],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many repos to show.", min=1, max=200)] = 20,
+    json_output: JsonOpt = False,
+) -> None:
+    """Search the Hugging Face Hub for GGUF repos, most downloaded first."""
+    def go() -> None:
+        from vibechat.engine.hub import Hub
+
+        found = Hub().search(query, limit=limit)
+        if json_output:
+            typer.echo(json.dumps([m.__dict__ for m in found], indent=2))
+            return
+        if not found:
+            typer.echo(f"No GGUF repos match {query!r}.", err=True)
+            return
+        _table(["repo", "downloads", "likes", "updated"],
+               [[m.id + (" (gated)" if m.gated else ""), f"{m.downloads:,}", f"{m.likes:,}",
+                 (m.updated or "")[:10]] for m in found], right={1, 2})
+        typer.echo("\nSee a repo's files: vibechat models files OWNER/REPO · download: vibechat models pull OWNER/REPO",
+                   err=True)
+
+    _guard(go)
+
+
+@models_app.command()
+def files(
+    repo: Annotated[str, typer.Argument(help="A repo, e.g. bartowski/Llama-3.2-1B-Instruct-GGUF.")],
+    revision: Annotated[Optional[str], typer.Option("--revision", help="A branch, tag or commit.")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """A repo's GGUF models by quantization, with sizes and whether each fits in memory."""
+    def go() -> None:
+        from vibechat.engine.errors import ModelRefError
+        from vibechat.engine.hub import Hub
+        from vibechat.engine.refs import parse_hub_ref, pick_quant
+
+        ref = parse_hub_ref(repo)
+        if ref is None:
+            raise ModelRefError(f"{repo!r} is not a repo id: use OWNER/REPO.")
+        listing = Hub().listing(ref.repo, revision)
+        options = sorted(listing.options, key=lambda o: o.size)  # smallest first, as users scan them
+        default = pick_quant(listing.options, None, ref.repo) if options else None
+        fit = memory_fit()
+        rows = [{"quant": o.label, "size": o.size, "files": [f.path for f in o.files],
+                 "default": default is not None and o.files == default.files, "fits": fit(o.size)} for o in options]
+        if json_output:
+            typer.echo(json.dumps({"repo": ref.repo, "revision": listing.revision, "models": rows}, indent=2))
+            return
+        if not rows:
+            typer.echo(f"{ref.repo} has no GGUF model files.", err=True)
+            return
+        _table(["quant", "size", "fits", "file"],
+               [[r["quant"] + (" *" if r["default"] else ""), human_size(r["size"]), r["fits"],
+                 r["files"][0] + (f" (+{len(r['files']) - 1} more)" if len(r["files"]) > 1 else "")]
+                for r in rows], right={1})
+        typer.echo(f"\n* the default · download: vibechat models pull {ref.repo}:QUANT", err=True)
+
+    _guard(go)
+
+
+def memory_fit():
+    """A function telling, for a model size, whether it fits in free RAM (and VRAM when
+    this build offloads to a GPU): "yes", "RAM only", "no" or "?"."""
+    from vibechat.engine.system import available_memory, gpu_free_memory
+
+    ram = available_memory()
+    vram = None
+    try:
+        from vibechat.engine.llamacpp import gpu_offload_supported
+
+        if gpu_offload_supported():
+            vram = gpu_free_memory()
+    except Exception:  # noqa: BLE001 - no llama.cpp build: judge by RAM alone
+        pass
+
+    def fit(size: int) -> str:
+        need = int(size * 1.1)  # weights plus a modest context
+        if vram is not None:
+            if need <= vram:
+                return "yes (GPU)"
+            return "RAM only" if ram is not None and need <= ram else "no"
+        if ram is None:
+            return "?"
+        return "yes" if need <= ram else "no"
+
+    return fit
+
+
+@models_app.command("pull")
+def pull_cmd(
+    ref: Annotated[str, typer.Argument(help="OWNER/REPO, OWNER/REPO:QUANT or OWNER/REPO/FILE.gguf.")],
+    revision: Annotated[Optional[str], typer.Option("--revision", help="A branch, tag or commit.")] = None,
+) -> None:
+    """Download a model (resumes an interrupted download; verifies its sha256)."""
+    model = _guard(lambda: pull_with_progress(ref, revision))
+    typer.echo(f"{model.name}  {human_size(model.size)}  {model.path}")
+
+
+@models_app.command("list")
+def list_cmd(json_output: JsonOpt = False) -> None:
+    """Models on this machine: vibechat's, the starter, and other tools' (read-only)."""
+    def go() -> None:
+        from vibechat.engine.models import all_models
+
+        models = all_models()
+        if json_output:
+            typer.echo(json.dumps([m.to_dict() for m in models], indent=2))
+            return
+        _table(["name", "quant", "size", "source"],
+               [[m.name, m.quant, human_size(m.size), m.source] for m in models], right={2})
+
+    _guard(go)
+
+
+@models_app.command()
+def info(name: Annotated[str, typer.Argument(help="A name from 'vibechat models list', or a path.")],
+         json_output: JsonOpt = False) -> None:
+    """What a model file says about itself: architecture, context, quantization, template."""
+    def go() -> None:
+        from pathlib import Path
+
+        from vibechat.engine.gguf import inspect_gguf
+        from vibechat.engine.models import LocalModel, find_model, resolve_model
+
+        path = Path(name).expanduser()
+        model: LocalModel | None = None
+        if not path.exists():
+            model = find_model(name)
+            path = resolve_model(name) if model.source == "starter" else model.path
+        header = inspect_gguf(path)
+        data = {
+            "name": model.name if model else path.name, "path": str(path),
+            "architecture": header.architecture, "context_length": header.context_length,
+            "quant": header.quantization, "chat_template": header.chat_template is not None,
+            "size": model.size if model else header.file_size, "layers": header.block_count,
+            "source": model.source if model else "file", "repo": model.repo if model else None,
+            "sha256": model.sha256 if model else None,
+        }
+        if json_output:
+            typer.echo(json.dumps(data, indent=2))
+            return
+        labels = {"context_length": "context length", "chat_template": "chat template"}
+        for key, value in data.items():
+            if key == "size":
+                value = human_size(value)
+            elif key == "chat_template":
+                value = "yes" if value else "no (vibechat picks a built-in format by architecture)"
+            elif value is None:
+                continue
+            typer.echo(f"{labels.get(key, key):>15}  {value}")
+
+    _guard(go)
+
+
+@models_app.command()
+def rm(name: Annotated[str, typer.Argument(help="A name from 'vibechat models list'.")],
+       yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False) -> None:
+    """Delete one of vibechat's downloaded models (asks first)."""
+    def go() -> None:
+        from vibechat.engine.errors import VibechatError
+        from vibechat.engine.models import find_model
+        from vibechat.engine.store import remove
+
+        model = find_model(name)
+        if model.read_only:
+            remove(model)  # raises the explanation
+        if not yes:
+            if not sys.stdin.isatty():
+                raise VibechatError(f"not deleting {model.name} without confirmation: pass --yes.")
+            if not typer.confirm(f"Delete {model.name} ({human_size(model.size)}, {model.path})?", default=False):
+                typer.echo("Kept.", err=True)
+                return
+        remove(model)
+        typer.echo(f"Deleted {model.name} ({human_size(model.size)} freed).")
+
+    _guard(go)

@@ -1,0 +1,78 @@
+"""Download progress on the command line: a Rich progress bar on a terminal, plain
+lines (at most one every few seconds) when output goes to a file or a pipe."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from vibechat.engine.download import Progress
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def human_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def progress_line(p: Progress) -> str:
+    shard = f" (file {p.file_index}/{p.file_count})" if p.file_count > 1 else ""
+    return (f"{p.fraction:6.1%}  {human_size(p.done)} / {human_size(p.total)}  "
+            f"{human_size(p.speed)}/s  ETA {human_time(p.eta)}{shard}")
+
+
+class CliProgress:
+    """Use as a context manager; pass ``update`` as the downloader's ``on_progress``."""
+
+    PLAIN_EVERY = 5.0  # seconds between plain lines
+
+    def __init__(self, title: str, stream: TextIO | None = None, fancy: bool | None = None) -> None:
+        self.title = title
+        self.stream = stream or sys.stderr
+        self.fancy = (self.stream.isatty() and sys.stdout.isatty()) if fancy is None else fancy
+        self._rich = None
+        self._task = None
+        self._last_plain = 0.0
+        self._last: Progress | None = None
+
+    def __enter__(self) -> "CliProgress":
+        if self.fancy:
+            from rich.console import Console
+            from rich.progress import (BarColumn, DownloadColumn, Progress as RichProgress, TextColumn,
+                                       TimeRemainingColumn, TransferSpeedColumn)
+
+            self._rich = RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                      TransferSpeedColumn(), TimeRemainingColumn(),
+                                      console=Console(file=self.stream), transient=False)
+            self._rich.__enter__()
+            self._task = self._rich.add_task(self.title, total=None)
+        else:
+            self.stream.write(f"{self.title}\n")
+            self.stream.flush()
+        return self
+
+    def update(self, p: Progress) -> None:
+        self._last = p
+        if self._rich is not None:
+            self._rich.update(self._task, completed=p.done, total=p.total)
+            return
+        now = time.monotonic()
+        if now - self._last_plain >= self.PLAIN_EVERY or p.done >= p.total:
+            self._last_plain = now
+            self.stream.write(progress_line(p) + "\n")
+            self.stream.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._rich is not None:
+            self._rich.__exit__(*exc)
