@@ -3,9 +3,13 @@ backend is injected."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
     from vibechat.engine.backend import Backend
     from vibechat.engine.params import SamplingParams
 
@@ -15,10 +19,14 @@ if TYPE_CHECKING:
 
 
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
-               settings: "Settings | None" = None, blink: bool = True) -> "VibechatApp":
+               settings: "Settings | None" = None, blink: bool = True,
+               backend_factory: "Callable[[Path], Backend] | None" = None) -> "VibechatApp":
+    """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
+    model file (the model picker needs it to switch models)."""
     from .app import VibechatApp
 
-    return VibechatApp(backend, params=params, system=system, settings=settings, blink=blink)
+    return VibechatApp(backend, params=params, system=system, settings=settings, blink=blink,
+                       backend_factory=backend_factory)
 
 
 def freeze_startup_objects() -> None:
@@ -33,9 +41,15 @@ def freeze_startup_objects() -> None:
 
 def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None) -> None:
     from ..backends import make_backend
+    from ..models_cmd import pull_with_progress
 
-    backend = make_backend(engine)  # a bad --model fails here, before the screen opens
-    app = create_app(backend, params=params, system=system)
+    # A bad --model fails here, before the screen opens; a Hub model is downloaded first.
+    backend = make_backend(engine, pull=pull_with_progress)
+
+    def factory(path: "Path") -> "Backend":  # the same engine settings, another model
+        return make_backend(replace(engine, model=str(path)))
+
+    app = create_app(backend, params=params, system=system, backend_factory=factory)
     freeze_startup_objects()
     try:
         app.run()

@@ -45,6 +45,7 @@ from .events import (
 )
 from .help_screen import HelpScreen
 from .markdown_segment import warm_up as warm_up_markdown
+from .model_actions import BackendFactory, ModelActions
 from .pacing import RenderPacer, ui_budget
 from .param_panel import SLIDER_SPECS, ParamPanel
 from .prompt_input import PromptInput
@@ -56,9 +57,11 @@ log = logging.getLogger("vibechat.tui")
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
 FIRST_LIMIT = 300  # ... and in the first render of a reply, which also lays the reply out
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
+# Actions without a key of their own: (title, help, action).
+PALETTE_ONLY = [("Download a model", "Search the Hugging Face Hub and download a GGUF model", "download")]
 
 
-class VibechatApp(App[None]):
+class VibechatApp(ModelActions, App[None]):
     TITLE = "vibechat"
     CSS = """
     Screen {
@@ -79,6 +82,7 @@ class VibechatApp(App[None]):
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", priority=True),
         Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", priority=True),
         Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", priority=True),
+        Binding("f3", "models", "Models", id="models"),
         Binding("f4", "change_theme", "Theme", id="change_theme"),
         Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False, priority=True),
         Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False, priority=True),
@@ -94,9 +98,11 @@ class VibechatApp(App[None]):
     model_ready: var[bool] = var(False)
 
     def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
-                 settings: Settings | None = None, blink: bool = True) -> None:
+                 settings: Settings | None = None, blink: bool = True,
+                 backend_factory: BackendFactory | None = None) -> None:
         super().__init__()
         self.backend = backend
+        self.backend_factory = backend_factory  # makes a backend for another model file (the picker)
         self.conversation = Conversation(system=system, params=params or SamplingParams())
         self.settings = settings or Settings.load()
         self.blink = blink
@@ -205,7 +211,9 @@ class VibechatApp(App[None]):
         self.status.state = f"loading {message.fraction:.0%}"
 
     def on_model_ready(self, message: ModelReady) -> None:
-        info = message.info
+        self._show_model(message.info)
+
+    def _show_model(self, info) -> None:
         self.model_ready = True
         self.status.model = info
         self.status.state = "ready"
@@ -342,6 +350,12 @@ class VibechatApp(App[None]):
             self.backend.cancel()
 
     async def action_new_conversation(self) -> None:
+        await self.start_new_conversation()
+        self.notify("New conversation", timeout=2)
+
+    async def start_new_conversation(self, reset_cache: bool = True) -> None:
+        """Clear the view and the conversation; ``reset_cache``: empty the model's KV cache
+        too (a freshly loaded model has nothing to forget)."""
         if self.generating:
             self.backend.cancel()
         self._generation += 1
@@ -350,10 +364,11 @@ class VibechatApp(App[None]):
         await self.chat.clear()
         self.last_stats = None
         self.status.stats = None
-        self._reset_pending = True
-        self._reset_cache()
+        self.status.context_used = 0
+        if reset_cache:
+            self._reset_pending = True
+            self._reset_cache()
         self.prompt_input.focus()
-        self.notify("New conversation", timeout=2)
         self.refresh_bindings()
 
     async def action_regenerate(self) -> None:
@@ -479,6 +494,10 @@ class VibechatApp(App[None]):
         elif name == "/bye":
             self.exit()
 
+    def exit(self, *args, **kwargs) -> None:
+        self.stop_downloads()
+        super().exit(*args, **kwargs)
+
     async def _slash_set(self, arg: str) -> None:
         if not arg:
             p = self.conversation.params
@@ -534,3 +553,5 @@ class VibechatApp(App[None]):
                 action = binding.action
                 yield SystemCommand(binding.description, f"{binding.description} ({binding.key})",
                                     lambda action=action: self.run_action(action))
+        for title, help_text, action in PALETTE_ONLY:
+            yield SystemCommand(title, help_text, lambda action=action: self.run_action(action))

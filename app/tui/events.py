@@ -96,3 +96,42 @@ class ReplyFailed(Message):
 
 class CacheReset(Message):
     """The backend's KV cache was emptied (a new conversation)."""
+
+
+class ModelSwitched(Message):
+    """Another model is loaded (the previous one is closed)."""
+
+    def __init__(self, backend: object, info: ModelInfo, name: str) -> None:
+        super().__init__()
+        self.backend = backend
+        self.info = info
+        self.name = name
+
+
+class ModelSwitchFailed(Message):
+    """The new model could not be loaded; the current one stays."""
+
+    def __init__(self, name: str, error: str) -> None:
+        super().__init__()
+        self.name = name
+        self.error = error
+
+
+class DownloadUpdate(Message):
+    """Where the running download stands (``progress`` is a ``download.Progress``)."""
+
+    def __init__(self, progress: object) -> None:
+        super().__init__()
+        self.progress = progress
+
+
+class DownloadEnded(Message):
+    """The download finished (``model`` set), failed or was cancelled (``error`` set)."""
+
+    def __init__(self, title: str, model: object | None = None, error: str | None = None,
+                 cancelled: bool = False) -> None:
+        super().__init__()
+        self.title = title
+        self.model = model
+        self.error = error
+        self.cancelled = cancelled

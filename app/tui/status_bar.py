@@ -25,6 +25,7 @@ class StatusBar(Widget):
     state: reactive[str] = reactive("starting")
     context_used: reactive[int] = reactive(0)
     stats: reactive[GenerationStats | None] = reactive(None)
+    download: reactive[str] = reactive("")  # e.g. "⬇ 42%" while a model downloads
 
     def render(self) -> Text:
         dim = "dim"
@@ -41,6 +42,6 @@ class StatusBar(Widget):
             parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · ",
                       f"{stats.decode_tokens_per_s:.1f} tok/s"]
         left = Text.assemble(*parts)
-        right = Text(self.state, style="italic")
+        right = Text.assemble((self.download + "  ", "bold") if self.download else "", (self.state, "italic"))
         gap = max(1, self.size.width - 2 - left.cell_len - right.cell_len)
         return Text.assemble(left, " " * gap, right)

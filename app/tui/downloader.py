@@ -1,0 +1,258 @@
+"""The downloader: search the Hub, pick a repo's quantization, watch it download.
+
+Type text to search GGUF repos (most downloaded first), or a reference
+(``owner/repo``, ``owner/repo:Q5_K_M``) to go straight to its files. Enter on a
+quantization asks the app to download it (``DownloadScreen.Start``): the download
+runs in an app worker, so Esc hides this screen and chatting goes on; the app
+feeds progress back with ``show_progress`` while the screen is open.
+"""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Input, ProgressBar, Static
+
+from vibechat.engine.download import Progress
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.hub import HubModel, RepoListing
+from vibechat.engine.refs import HubRef, QuantOption
+
+from ..progress import human_size, progress_line
+
+
+class DownloadScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    DownloadScreen {
+        align: center middle;
+    }
+    DownloadScreen > Vertical {
+        width: 100;
+        max-width: 95%;
+        height: auto;
+        max-height: 90%;
+        border: thick $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    DownloadScreen .download--title {
+        text-style: bold;
+        color: $primary;
+    }
+    DownloadScreen DataTable {
+        height: auto;
+        max-height: 18;
+    }
+    DownloadScreen #download-status {
+        color: $text-muted;
+        height: auto;
+    }
+    DownloadScreen #download-progress {
+        display: none;
+        height: auto;
+        padding: 1 0 0 0;
+    }
+    DownloadScreen.-downloading #download-progress {
+        display: block;
+    }
+    DownloadScreen .download--keys {
+        color: $text-muted;
+        padding: 1 0 0 0;
+    }
+    """
+    BINDINGS = [
+        Binding("escape", "hide", "Hide (the download goes on)", id="download.hide"),
+        Binding("ctrl+x", "cancel_download", "Cancel the download", id="download.cancel"),
+    ]
+
+    class Start(Message):
+        """Download ``option`` of ``listing``."""
+
+        def __init__(self, listing: RepoListing, option: QuantOption) -> None:
+            super().__init__()
+            self.listing = listing
+            self.option = option
+
+    class Cancel(Message):
+        """Stop the running download (it resumes on the next attempt)."""
+
+    class _Searched(Message):
+        def __init__(self, query: str, found: list[HubModel] | None, error: str | None) -> None:
+            super().__init__()
+            self.query = query
+            self.found = found
+            self.error = error
+
+    class _Listed(Message):
+        def __init__(self, listing: RepoListing | None, ref: HubRef, fits: dict[str, str],
+                     error: str | None) -> None:
+            super().__init__()
+            self.listing = listing
+            self.ref = ref
+            self.fits = fits
+            self.error = error
+
+    def __init__(self, running: str | None = None) -> None:
+        super().__init__()
+        self.running = running  # title of a download already under way
+        self._repos: list[HubModel] = []
+        self._listing: RepoListing | None = None
+        self._options: list[QuantOption] = []
+        self._mode = "idle"  # "repos" or "files": what the table shows
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Download a model from the Hugging Face Hub", classes="download--title")
+            yield Input(placeholder="Search (e.g. llama 3.2 1b) or owner/repo[:QUANT], then Enter",
+                        id="download-query")
+            yield DataTable(cursor_type="row", zebra_stripes=True, id="download-table")
+            yield Static("", id="download-status")
+            with Vertical(id="download-progress"):
+                yield Static("", id="download-title")
+                yield ProgressBar(total=100, show_eta=False, id="download-bar")
+                yield Static("", id="download-line")
+            yield Static("Enter search / open / download · Esc hide (downloads go on) · Ctrl+X cancel the download",
+                         classes="download--keys")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).display = False
+        if self.running:
+            self.add_class("-downloading")
+            self.query_one("#download-title", Static).update(self.running)
+        self.query_one(Input).focus()
+
+    # ------------------------------------------------------------ searching
+    @on(Input.Submitted, "#download-query")
+    def _query(self, event: Input.Submitted) -> None:
+        from vibechat.engine.refs import parse_hub_ref
+
+        text = event.value.strip()
+        if not text:
+            return
+        try:
+            ref = parse_hub_ref(text)
+        except VibechatError as exc:
+            self._status(str(exc))
+            return
+        if ref is not None:
+            self._status(f"Listing {ref.repo}…")
+            self._list(ref)
+        else:
+            self._status(f"Searching for {text!r}…")
+            self._search(text)
+
+    @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
+    def _search(self, query: str) -> None:
+        from vibechat.engine.hub import Hub
+
+        try:
+            self.post_message(self._Searched(query, Hub().search(query, limit=30), None))
+        except VibechatError as exc:
+            self.post_message(self._Searched(query, None, str(exc)))
+
+    @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
+    def _list(self, ref: HubRef) -> None:
+        from vibechat.engine.hub import Hub
+
+        from ..models_cmd import memory_fit
+
+        try:
+            listing = Hub().listing(ref.repo)
+            fit = memory_fit()
+            fits = {o.label: fit(o.size) for o in listing.options}
+            self.post_message(self._Listed(listing, ref, fits, None))
+        except VibechatError as exc:
+            self.post_message(self._Listed(None, ref, {}, str(exc)))
+
+    @on(_Searched)
+    def _searched(self, message: _Searched) -> None:
+        if message.error:
+            self._status(message.error)
+            return
+        self._repos = message.found or []
+        table = self._table("repo", "downloads", "likes")
+        for index, repo in enumerate(self._repos):
+            table.add_row(repo.id + (" (gated)" if repo.gated else ""), f"{repo.downloads:,}",
+                          f"{repo.likes:,}", key=str(index))
+        self._mode = "repos"
+        if self._repos:
+            table.focus()
+        self._status(f"{len(self._repos)} GGUF repos for {message.query!r}: Enter shows a repo's files"
+                     if self._repos else f"No GGUF repos match {message.query!r}.")
+
+    @on(_Listed)
+    def _listed(self, message: _Listed) -> None:
+        if message.error or message.listing is None:
+            self._status(message.error or "Could not list the repo.")
+            return
+        self._listing = message.listing
+        self._options = sorted(message.listing.options, key=lambda o: o.size)  # smallest first
+        if not self._options:
+            self._status(f"{message.listing.repo} has no GGUF model files.")
+            return
+        try:
+            chosen = message.listing.choose(message.ref)
+        except VibechatError as exc:
+            self._status(str(exc))
+            chosen = self._options[0]
+        table = self._table("quant", "size", "fits in memory", "files")
+        for index, option in enumerate(self._options):
+            files = option.first.path + (f" (+{len(option.files) - 1})" if len(option.files) > 1 else "")
+            table.add_row(option.label + (" *" if option.files == chosen.files else ""), human_size(option.size),
+                          message.fits.get(option.label, "?"), files, key=str(index))
+        table.move_cursor(row=next(i for i, o in enumerate(self._options) if o.files == chosen.files))
+        table.focus()
+        self._mode = "files"
+        gated = " · gated: needs HF_TOKEN" if message.listing.gated else ""
+        self._status(f"{message.listing.repo}: Enter downloads the highlighted quantization (* default){gated}")
+
+    def _table(self, *columns: str) -> DataTable:
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        table.add_columns(*columns)
+        table.display = True
+        return table
+
+    @on(DataTable.RowSelected, "#download-table")
+    def _row(self, event: DataTable.RowSelected) -> None:
+        index = int(event.row_key.value)
+        if self._mode == "repos":
+            repo = self._repos[index].id
+            self._status(f"Listing {repo}…")
+            self._list(HubRef(repo))
+        elif self._mode == "files" and self._listing is not None:
+            if self.has_class("-downloading"):
+                self._status("A download is already running: wait for it, or cancel it with Ctrl+X.")
+                return
+            self.post_message(self.Start(self._listing, self._options[index]))
+
+    def _status(self, text: str) -> None:
+        self.query_one("#download-status", Static).update(text)
+
+    # ------------------------------------------------ fed by the app (attributes down)
+    def show_started(self, title: str) -> None:
+        self.add_class("-downloading")
+        self.query_one("#download-title", Static).update(title)
+        self.query_one("#download-line", Static).update("starting…")
+
+    def show_progress(self, progress: Progress) -> None:
+        self.add_class("-downloading")
+        bar = self.query_one(ProgressBar)
+        bar.update(total=progress.total, progress=progress.done)
+        self.query_one("#download-line", Static).update(progress_line(progress))
+
+    def show_ended(self, text: str) -> None:
+        self.remove_class("-downloading")
+        self._status(text)
+
+    # ------------------------------------------------------------- actions
+    def action_hide(self) -> None:
+        self.dismiss(None)
+
+    def action_cancel_download(self) -> None:
+        if self.has_class("-downloading"):
+            self.post_message(self.Cancel())

@@ -1,0 +1,199 @@
+"""The app's model management: the picker, switching models, downloading them.
+
+A mixin of ``VibechatApp`` (it uses the app's backend, engine lock, status bar and
+conversation), kept apart so the app module stays about chatting.
+
+Switching never leaves the user without a model: the new file's header is
+checked first; it is loaded beside the current model when memory allows, else
+the current one is closed first and loaded again if the new one fails. Either
+way the backend is swapped in the worker, under the engine lock, so a reply
+started meanwhile never meets a closed backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from textual import work
+
+from vibechat.engine.backend import Backend
+from vibechat.engine.errors import DownloadCancelled, ModelLoadError, VibechatError
+from vibechat.engine.models import LocalModel
+
+from ..progress import human_size
+from .downloader import DownloadScreen
+from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelSwitched, ModelSwitchFailed
+from .model_picker import ModelPicker, PickerChoice
+
+log = logging.getLogger("vibechat.tui")
+
+BackendFactory = Callable[[Path], Backend]
+
+
+class ModelActions:
+    """Mixed into ``VibechatApp``; see the module docstring."""
+
+    backend_factory: BackendFactory | None
+    _download_title: str | None = None
+    _download_cancel: threading.Event | None = None
+    _download_screen: DownloadScreen | None = None
+
+    # ---------------------------------------------------------------- picker
+    def action_models(self) -> None:
+        loaded = self.status.model.path if self.status.model else None  # type: ignore[attr-defined]
+        self.push_screen(ModelPicker(loaded, self._download_title), self._picked)  # type: ignore[attr-defined]
+
+    def _picked(self, choice: PickerChoice | None) -> None:
+        if choice is None:
+            return
+        if choice.download:
+            self.action_download()
+        elif choice.model is not None:
+            self.switch_model(choice.model)
+
+    def switch_model(self, model: LocalModel) -> None:
+        current = self.status.model  # type: ignore[attr-defined]
+        if self.backend_factory is None:
+            self.notify("This session cannot switch models.", severity="warning")  # type: ignore[attr-defined]
+            return
+        if current is not None and model.source != "starter" and str(model.path) == current.path:
+            self.notify(f"{model.name} is already loaded.", timeout=3)  # type: ignore[attr-defined]
+            return
+        if self.generating:  # type: ignore[attr-defined]
+            self.backend.cancel()  # type: ignore[attr-defined]
+        self.status.state = f"loading {model.name}…"  # type: ignore[attr-defined]
+        self._switch(model)
+
+    @work(thread=True, exclusive=True, group="model", exit_on_error=False)
+    def _switch(self, model: LocalModel) -> None:
+        try:
+            info = self._swap_backend(model)
+        except VibechatError as exc:
+            self.post_message(ModelSwitchFailed(model.name, str(exc)))  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
+            log.exception("switching to %s failed", model.name)
+            self.post_message(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))  # type: ignore[attr-defined]
+        else:
+            self.post_message(ModelSwitched(self.backend, info, model.name))  # type: ignore[attr-defined]
+
+    def _swap_backend(self, model: LocalModel):
+        """In the worker: load ``model`` and make it the app's backend (see the module doc)."""
+        from vibechat.engine.gguf import inspect_gguf
+        from vibechat.engine.models import resolve_model
+        from vibechat.engine.system import available_memory
+
+        assert self.backend_factory is not None
+        path = resolve_model("starter") if model.source == "starter" else model.path
+        header = inspect_gguf(path)  # a corrupt file stops here; the current model is untouched
+        new = self.backend_factory(path)
+        progress = lambda f: self.post_message(ModelProgress(f))  # noqa: E731  # type: ignore[attr-defined]
+        with self._engine_lock:  # type: ignore[attr-defined]
+            old: Backend = self.backend  # type: ignore[attr-defined]
+            current = self.status.model  # type: ignore[attr-defined]
+            available = available_memory()
+            if available is None or header.file_size <= available:
+                info = new.load(on_progress=progress)
+                old.close()
+            else:
+                freed = current.file_size if current is not None else 0
+                if header.file_size > available + freed:
+                    raise ModelLoadError(
+                        f"{model.name} needs about {header.file_size / 1e9:.1f} GB of memory and only "
+                        f"{(available + freed) / 1e9:.1f} GB would be free: choose a smaller quantization.")
+                old.close()  # it fits only without the current model
+                try:
+                    info = new.load(on_progress=progress)
+                except VibechatError:
+                    old.load()
+                    raise
+            self.backend = new  # type: ignore[attr-defined]
+        return info
+
+    async def on_model_switched(self, message: ModelSwitched) -> None:
+        self._show_model(message.info)  # type: ignore[attr-defined]
+        await self.start_new_conversation(reset_cache=False)  # type: ignore[attr-defined]
+        self.notify(f"Loaded {message.name}: a new conversation starts.", timeout=4)  # type: ignore[attr-defined]
+
+    def on_model_switch_failed(self, message: ModelSwitchFailed) -> None:
+        self.status.state = "ready" if self.model_ready else "no model"  # type: ignore[attr-defined]
+        self.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",  # type: ignore[attr-defined]
+                    title="Model", severity="error", timeout=15)
+
+    # ------------------------------------------------------------- downloads
+    def action_download(self) -> None:
+        screen = DownloadScreen(running=self._download_title)
+        self._download_screen = screen
+
+        def closed(_result: None) -> None:
+            self._download_screen = None
+
+        self.push_screen(screen, closed)  # type: ignore[attr-defined]
+
+    # Handlers are found by name: Textual's @on does not see a plain mixin's methods.
+    def on_download_screen_start(self, message: DownloadScreen.Start) -> None:
+        if self._download_title:
+            self.notify("A download is already running.", severity="warning")  # type: ignore[attr-defined]
+            return
+        option = message.option
+        title = f"{message.listing.repo} {option.label} ({human_size(option.size)})"
+        self._download_title = title
+        self._download_cancel = threading.Event()
+        if self._download_screen is not None:
+            self._download_screen.show_started(title)
+        self.status.download = "⬇ starting"  # type: ignore[attr-defined]
+        self._download(message.listing, option, self._download_cancel, title)
+
+    def on_download_screen_cancel(self, _message: DownloadScreen.Cancel) -> None:
+        if self._download_cancel is not None:
+            self._download_cancel.set()
+
+    @work(thread=True, group="download", exit_on_error=False)
+    def _download(self, listing, option, cancel: threading.Event, title: str) -> None:
+        from vibechat.engine.download import Downloader
+        from vibechat.engine.hub import Hub
+        from vibechat.engine.store import model_folder, register
+
+        post = self.post_message  # type: ignore[attr-defined]
+        try:
+            Downloader(Hub(), cancel=cancel, on_progress=lambda p: post(DownloadUpdate(p))).download(
+                listing.repo, listing.revision, option, model_folder(listing.repo))
+            model = register(listing.repo, listing.revision, option)
+        except DownloadCancelled as exc:
+            post(DownloadEnded(title, error=str(exc), cancelled=True))
+        except VibechatError as exc:
+            post(DownloadEnded(title, error=str(exc)))
+        except Exception as exc:  # noqa: BLE001
+            log.exception("download failed")
+            post(DownloadEnded(title, error=f"unexpected error: {exc}"))
+        else:
+            post(DownloadEnded(title, model=model))
+
+    def on_download_update(self, message: DownloadUpdate) -> None:
+        progress = message.progress
+        self.status.download = f"⬇ {progress.fraction:.0%}"  # type: ignore[attr-defined]
+        if self._download_screen is not None:
+            self._download_screen.show_progress(progress)
+
+    def on_download_ended(self, message: DownloadEnded) -> None:
+        self._download_title = None
+        self._download_cancel = None
+        self.status.download = ""  # type: ignore[attr-defined]
+        if message.model is not None:
+            text = f"Downloaded {message.model.name}: press F3 to load it."
+            self.notify(text, title="Download", timeout=10)  # type: ignore[attr-defined]
+        elif message.cancelled:
+            text = f"Stopped {message.title}: start it again to resume where it stopped."
+            self.notify(text, title="Download", timeout=6)  # type: ignore[attr-defined]
+        else:
+            text = f"{message.title}: {message.error}"
+            self.notify(text, title="Download failed", severity="error", timeout=15)  # type: ignore[attr-defined]
+        if self._download_screen is not None:
+            self._download_screen.show_ended(text)
+
+    def stop_downloads(self) -> None:
+        """On exit: a running download stops at once (it resumes on the next attempt)."""
+        if self._download_cancel is not None:
+            self._download_cancel.set()

@@ -1,0 +1,195 @@
+"""The model picker and the downloader in the real app: switching real models, a broken
+file that must not cost the current model, and a download from the fake Hub with
+its progress on screen while chatting goes on."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fakes import RecordingBackend, settle
+from ggufgen import gguf_bytes
+from vibechat.app.tui import create_app
+from vibechat.app.tui.downloader import DownloadScreen
+from vibechat.app.tui.model_picker import ModelPicker
+from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.params import SamplingParams
+from vibechat.engine.paths import models_dir
+from vibechat.engine.store import store_models
+
+SIZE = (110, 36)
+
+
+def real_backend(path) -> LlamaCppBackend:
+    return LlamaCppBackend(LlamaCppOptions(model_path=path, n_ctx=1024))
+
+
+async def send(pilot, text: str) -> None:
+    pilot.app.prompt_input.load_text(text)
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+async def open_picker(pilot) -> ModelPicker:
+    await pilot.press("f3")
+    picker = pilot.app.screen
+    assert isinstance(picker, ModelPicker)
+    await picker.workers.wait_for_complete()
+    await pilot.pause()
+    return picker
+
+
+async def choose(pilot, picker: ModelPicker, name: str) -> None:
+    table = picker.query_one("DataTable")
+    table.move_cursor(row=[m.name for m in picker.models].index(name))
+    await pilot.press("enter")
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+@pytest.mark.model
+async def test_picker_lists_models_and_switching_starts_a_new_conversation(starter_installed):
+    copy = models_dir() / "acme" / "Gemma-Copy-GGUF" / "gemma-copy-Q4_K_M.gguf"
+    copy.parent.mkdir(parents=True)
+    os.link(starter_installed, copy)
+    broken = models_dir() / "acme" / "Broken-GGUF" / "broken-Q8_0.gguf"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"<!DOCTYPE html><html>Sign in to download</html>")
+
+    app = create_app(real_backend(starter_installed), params=SamplingParams(temperature=0, max_tokens=4),
+                     backend_factory=real_backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "Hello")
+        assert len(app.chat.messages()) == 2
+
+        picker = await open_picker(pilot)
+        names = [m.name for m in picker.models]
+        assert names[:3] == ["starter", "acme/Broken-GGUF:Q8_0", "acme/Gemma-Copy-GGUF:Q4_K_M"]
+        table = picker.query_one("DataTable")
+        assert table.get_row_at(0)[0] == "●"  # the loaded one
+        assert "Q4_K_M" in table.get_row_at(2) and "253.1 MB" in table.get_row_at(2)
+
+        await choose(pilot, picker, "acme/Gemma-Copy-GGUF:Q4_K_M")
+        assert app.status.model.path == str(copy)
+        assert app.chat.messages() == [] and app.conversation.turns == []  # a new conversation
+        assert any("Loaded acme/Gemma-Copy-GGUF:Q4_K_M" in n.message for n in app._notifications)
+        await send(pilot, "Hello again")
+        assert app.status.stats.completion_tokens > 0  # the new model answers
+
+        # A broken file: a clear reason, and the current model stays loaded and working.
+        current = app.backend
+        picker = await open_picker(pilot)
+        await choose(pilot, picker, "acme/Broken-GGUF:Q8_0")
+        assert any("Could not load acme/Broken-GGUF:Q8_0" in n.message and "HTML page" in n.message
+                   and "current model stays loaded" in n.message for n in app._notifications)
+        assert app.backend is current and app.status.model.path == str(copy)
+        assert app.status.state == "ready"
+        await send(pilot, "Still there?")
+        assert app.status.stats.completion_tokens > 0
+    app.backend.close()
+
+
+async def test_a_model_too_big_for_memory_is_refused_and_the_current_one_stays(monkeypatch):
+    from vibechat.app.tui import model_actions
+
+    big = models_dir() / "acme" / "Huge-GGUF" / "huge-Q8_0.gguf"
+    big.parent.mkdir(parents=True)
+    big.write_bytes(gguf_bytes(payload=300_000))
+    monkeypatch.setattr("vibechat.engine.system.available_memory", lambda: 10_000)
+    factory_calls = []
+    app = create_app(RecordingBackend(), backend_factory=lambda p: factory_calls.append(p) or RecordingBackend(),
+                     blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        current = app.backend
+        picker = await open_picker(pilot)
+        await choose(pilot, picker, "acme/Huge-GGUF:Q8_0")
+        assert any("needs about" in n.message and "smaller quantization" in n.message
+                   for n in app._notifications)
+        assert app.backend is current
+    assert model_actions  # the module under test
+
+
+BIG = "acme/Big-GGUF"
+
+
+async def test_downloader_shows_progress_and_chatting_goes_on(fake_hub):
+    data = gguf_bytes(payload=2_000_000)
+    fake_hub.add_repo(BIG, {"Big-Q4_K_M.gguf": data, "Big-Q8_0.gguf": gguf_bytes(payload=10)}, downloads=7)
+    fake_hub.delay("Big-Q4_K_M.gguf", seconds=1.0, method="GET")  # time to hide the screen
+    backend = RecordingBackend()
+    app = create_app(backend, backend_factory=lambda p: RecordingBackend(), blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("f3", "d")  # the downloader, from the picker
+        screen = app.screen
+        assert isinstance(screen, DownloadScreen)
+        screen.query_one("Input").value = "big"
+        await pilot.press("enter")  # search
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        table = screen.query_one("DataTable")
+        assert table.get_row_at(0)[0] == BIG
+        await pilot.press("enter")  # the repo's files
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert [table.get_row_at(i)[0] for i in range(table.row_count)] == ["Q8_0", "Q4_K_M *"]
+        assert table.cursor_row == 1  # the default is highlighted
+        await pilot.press("enter")  # download it
+        await pilot.pause()
+        assert screen.has_class("-downloading") and app.status.download
+        await pilot.press("escape")  # hide it; the download goes on
+        assert not isinstance(app.screen, DownloadScreen)
+        app.prompt_input.load_text("meanwhile")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert backend.requests[-1][0][-1].content == "meanwhile"
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert any(f"Downloaded {BIG}:Q4_K_M" in n.message for n in app._notifications)
+        assert app.status.download == ""
+        [model] = store_models()
+        assert model.name == f"{BIG}:Q4_K_M" and model.path.read_bytes() == data
+
+        # Open again: progress of a new download shows on screen, with its bar.
+        fake_hub.clear_faults()
+        await pilot.press("f3", "d")
+        screen = app.screen
+        screen.query_one("Input").value = f"{BIG}:Q8_0"
+        await pilot.press("enter")
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        bar = screen.query_one("ProgressBar")
+        assert bar.total == bar.progress > 0
+        assert "Downloaded" in str(screen.query_one("#download-status").render())
+        assert {m.name for m in store_models()} == {f"{BIG}:Q4_K_M", f"{BIG}:Q8_0"}
+
+
+async def test_downloader_reports_hub_errors_on_screen(fake_hub):
+    fake_hub.add_repo("corp/Gated-GGUF", {"Gated-Q4_K_M.gguf": gguf_bytes()}, gated=True)
+    app = create_app(RecordingBackend(), blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await app.run_action("download")
+        await pilot.pause()
+        screen = app.screen
+        screen.query_one("Input").value = "nobody/Nothing-GGUF"
+        await pilot.press("enter")
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        assert "was not found" in str(screen.query_one("#download-status").render())
+        screen.query_one("Input").value = "corp/Gated-GGUF"
+        screen.query_one("Input").focus()
+        await pilot.press("enter")
+        await screen.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert any("is gated: accept its license" in n.message for n in app._notifications)
+        assert store_models() == []
