@@ -170,6 +170,7 @@ class _Reply:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     drop_after: int | None = None  # send only this many body bytes, then close
+    stall: tuple[int, float] | None = None  # (bytes, seconds): send that much, pause, send the rest
 
 
 def _json(status: int, payload: object, headers: dict[str, str] | None = None) -> _Reply:
@@ -201,6 +202,7 @@ class FakeHub:
         self._fails: list[_Rule] = []
         self._drops: list[_Rule] = []
         self._delays: list[_Rule] = []
+        self._stalls: list[_Rule] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._conns: set[socket.socket] = set()
@@ -283,6 +285,11 @@ class FakeHub:
         """Wait ``seconds`` before answering the next ``times`` matching requests."""
         self._add(self._delays, _Rule(path_contains, times, method, seconds=seconds))
 
+    def stall_after(self, path_contains: str, nbytes: int, seconds: float, times: int = 1) -> None:
+        """For the next ``times`` GETs of a file: send ``nbytes`` of the body, pause
+        ``seconds``, then send the rest (time for a test to interrupt a download midway)."""
+        self._add(self._stalls, _Rule(path_contains, times, "GET", nbytes=nbytes, seconds=seconds))
+
     def serve_wrong_bytes(self, repo_id: str, path: str) -> None:
         """From now on serve bytes of the same length but another sha256 for this file,
         while listings and the ETag keep the original sha256."""
@@ -296,6 +303,7 @@ class FakeHub:
             self._fails.clear()
             self._drops.clear()
             self._delays.clear()
+            self._stalls.clear()
 
     def _add(self, rules: list[_Rule], rule: _Rule) -> None:
         with self._lock:
@@ -334,6 +342,9 @@ class FakeHub:
             drop = self._take(self._drops, req)
             if drop is not None:
                 reply.drop_after = max(0, min(drop.nbytes, len(reply.body) - 1))
+            stall = self._take(self._stalls, req)
+            if stall is not None:
+                reply.stall = (min(stall.nbytes, len(reply.body)), stall.seconds)
         return reply
 
     def _route(self, req: Request) -> _Reply:
@@ -645,6 +656,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(reply.body)))
         self.end_headers()
         if head:
+            return
+        if reply.stall is not None:
+            sent, seconds = reply.stall
+            self.wfile.write(reply.body[:sent])
+            self.wfile.flush()
+            self.server.hub._stopping.wait(seconds)
+            self.wfile.write(reply.body[sent:])
             return
         if reply.drop_after is None:
             self.wfile.write(reply.body)

@@ -3,14 +3,20 @@ files in the (temporary) models dir, and other tools' folders built in tmp_path.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
 from conftest import VIBECHAT_BIN
 from ggufgen import gguf_bytes, write_gguf
+from vibechat.app.progress import CliProgress
+from vibechat.engine.download import Progress
+from vibechat.engine.paths import models_dir
 
 REPO = "acme/Tiny-Chat-GGUF"
 FILES = {
@@ -100,6 +106,52 @@ def test_an_interrupted_pull_resumes_in_the_next_process(hub):
     gets = [r for r in hub.find("Tiny-Chat-Q8_0.gguf") if r.method == "GET"]
     assert gets[0].headers["Range"].startswith("bytes=") and gets[0].headers["Range"] != "bytes=0-"
     assert [m["name"] for m in listed() if m["source"] == "vibechat"] == [f"{REPO}:Q8_0"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "crash"])
+def test_ctrl_c_or_a_crash_mid_download_resumes_in_the_next_process(hub, sig):
+    name = "Tiny-Chat-Q8_0.gguf"
+    hub.stall_after(name, nbytes=10_000, seconds=60)
+    part = models_dir() / "acme" / "Tiny-Chat-GGUF" / (name + ".part")
+    proc = subprocess.Popen([str(VIBECHAT_BIN), "models", "pull", f"{REPO}:Q8_0"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):  # until the first 10,000 bytes are on disk
+        if part.exists() and part.stat().st_size >= 10_000:
+            break
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "Traceback" not in err
+        assert "download stopped; run the same command again to resume" in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    assert part.stat().st_size == 10_000
+    assert [m["source"] for m in listed()] == ["starter"]  # nothing half-downloaded is listed
+
+    hub.clear_faults()
+    hub.requests.clear()
+    again = vibechat("models", "pull", f"{REPO}:Q8_0")
+    assert again.returncode == 0, again.stderr
+    assert [r.headers["Range"] for r in hub.find(name, method="GET")] == ["bytes=10000-"]
+    [model] = [m for m in listed() if m["source"] == "vibechat"]
+    assert open(model["path"], "rb").read() == FILES[name]
+
+
+def test_progress_is_a_rich_bar_on_a_terminal_and_plain_lines_elsewhere():
+    steps = [Progress(done, 3_000_000, 1_500_000.0, "m.gguf", 1, 1) for done in (0, 1_000_000, 3_000_000)]
+    bar = io.StringIO()
+    with CliProgress("Downloading acme/M Q4_K_M", stream=bar, fancy=True) as progress:
+        for step in steps:
+            progress.update(step)
+    assert "Downloading acme/M Q4_K_M" in bar.getvalue() and "3.0/3.0 MB" in bar.getvalue()
+    plain = io.StringIO()
+    with CliProgress("Downloading acme/M Q4_K_M", stream=plain, fancy=False) as progress:
+        for step in steps:
+            progress.update(step)
+    lines = plain.getvalue().splitlines()
+    assert lines[0] == "Downloading acme/M Q4_K_M"
+    assert lines[-1].split() == ["100.0%", "3.0", "MB", "/", "3.0", "MB", "1.5", "MB/s", "ETA", "0:00"]
 
 
 def test_a_split_model_is_one_entry(hub):
