@@ -95,6 +95,35 @@ class SyntheticBackend:
         yield GenerationDone("".join(self.pieces), GenerationStats(completion_tokens=len(self.pieces)))
 
 
+class GapWatcher:
+    """Measures the worst event-loop gap: a task that asks to wake every 1 ms and records
+    how late it wakes. ``mark`` (a callable) is sampled when the worst gap so far happens."""
+
+    def __init__(self, mark=lambda: 0) -> None:
+        self.worst = 0.0
+        self.worst_at = 0
+        self._mark = mark
+        self._task: asyncio.Task | None = None
+        self._running = False
+
+    async def _watch(self) -> None:
+        while self._running:
+            t = time.perf_counter()
+            await asyncio.sleep(0.001)
+            gap = time.perf_counter() - t - 0.001
+            if gap > self.worst:
+                self.worst, self.worst_at = gap, self._mark()
+
+    def start(self) -> None:
+        self._running = True
+        self._task = asyncio.create_task(self._watch())
+
+    async def stop(self) -> None:
+        self._running = False
+        if self._task is not None:
+            await self._task
+
+
 def headless_baseline(pieces: list[str]) -> float:
     backend = SyntheticBackend(pieces)
     start = time.perf_counter()
@@ -115,34 +144,20 @@ async def ui_run(pieces: list[str]) -> dict[str, float]:
         stamps.append((time.perf_counter(), len(self.text)))
 
     AssistantMessage.append = timed  # type: ignore[method-assign]
-    worst_gap = 0.0
-    worst_at = [0]
+    watcher = GapWatcher(mark=lambda: len(stamps))
     app = create_app(SyntheticBackend(pieces), blink=False)
     try:
         async with app.run_test(size=SIZE) as pilot:
             await app.workers.wait_for_complete()
             await pilot.pause()
-            running = True
-
-            async def watch_loop() -> None:
-                nonlocal worst_gap
-                while running:
-                    t = time.perf_counter()
-                    await asyncio.sleep(0.001)
-                    gap = time.perf_counter() - t - 0.001
-                    if gap > worst_gap:
-                        worst_gap = gap
-                        worst_at[0] = len(stamps)
-
-            watcher = asyncio.create_task(watch_loop())
+            watcher.start()
             app.prompt_input.load_text("go")
             start = time.perf_counter()
             await pilot.press("enter")
             while app.generating:
                 await asyncio.sleep(0.01)
             end = time.perf_counter()
-            running = False
-            await watcher
+            await watcher.stop()
     finally:
         AssistantMessage.append = original  # type: ignore[method-assign]
     # stamps: (time, characters rendered so far); convert characters to tokens.
@@ -158,8 +173,8 @@ async def ui_run(pieces: list[str]) -> dict[str, float]:
         "tokens": n,
         "tokens_per_s": n / (t_end - t0),
         "wall_s": end - start,
-        "worst_gap_ms": worst_gap * 1000,
-        "worst_gap_after_appends": worst_at[0],
+        "worst_gap_ms": watcher.worst * 1000,
+        "worst_gap_after_appends": watcher.worst_at,
         "first_half_us_per_token": first_q * 1e6,
         "second_half_us_per_token": last_q * 1e6,
     }
@@ -177,22 +192,13 @@ async def get_stream_run(pieces: list[str]) -> dict[str, float]:
             with VerticalScroll():
                 yield Markdown()
 
-    worst = 0.0
+    watcher = GapWatcher()
     app = Bare()
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         view, markdown = app.query_one(VerticalScroll), app.query_one(Markdown)
         view.anchor()
-        running = True
-
-        async def watch_loop() -> None:
-            nonlocal worst
-            while running:
-                t = time.perf_counter()
-                await asyncio.sleep(0.001)
-                worst = max(worst, time.perf_counter() - t - 0.001)
-
-        watcher = asyncio.create_task(watch_loop())
+        watcher.start()
         start = time.perf_counter()
         stream = Markdown.get_stream(markdown)
         for piece in pieces:
@@ -201,9 +207,8 @@ async def get_stream_run(pieces: list[str]) -> dict[str, float]:
         streamed = time.perf_counter()
         await markdown.update("".join(pieces))
         end = time.perf_counter()
-        running = False
-        await watcher
-    return {"tokens_per_s": len(pieces) / (streamed - start), "worst_gap_ms": worst * 1000,
+        await watcher.stop()
+    return {"tokens_per_s": len(pieces) / (streamed - start), "worst_gap_ms": watcher.worst * 1000,
             "final_render_ms": (end - streamed) * 1000}
 
 

@@ -40,6 +40,22 @@ async def open_picker(pilot) -> ModelPicker:
     return picker
 
 
+async def ask(pilot, screen: DownloadScreen, text: str) -> None:
+    """Type ``text`` into the downloader and press Enter; wait for its answer."""
+    field = screen.query_one("Input")
+    field.value = text
+    field.focus()
+    await pilot.press("enter")
+    await screen.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def press_and_wait(pilot, key: str) -> None:
+    await pilot.press(key)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
 async def choose(pilot, picker: ModelPicker, name: str) -> None:
     table = picker.query_one("DataTable")
     table.move_cursor(row=[m.name for m in picker.models].index(name))
@@ -126,10 +142,7 @@ async def test_downloader_shows_progress_and_chatting_goes_on(fake_hub):
         await pilot.press("f3", "d")  # the downloader, from the picker
         screen = app.screen
         assert isinstance(screen, DownloadScreen)
-        screen.query_one("Input").value = "big"
-        await pilot.press("enter")  # search
-        await screen.workers.wait_for_complete()
-        await pilot.pause()
+        await ask(pilot, screen, "big")  # search
         table = screen.query_one("DataTable")
         assert table.get_row_at(0)[0] == BIG
         await pilot.press("enter")  # the repo's files
@@ -157,13 +170,8 @@ async def test_downloader_shows_progress_and_chatting_goes_on(fake_hub):
         fake_hub.clear_faults()
         await pilot.press("f3", "d")
         screen = app.screen
-        screen.query_one("Input").value = f"{BIG}:Q8_0"
-        await pilot.press("enter")
-        await screen.workers.wait_for_complete()
-        await pilot.pause()
-        await pilot.press("enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await ask(pilot, screen, f"{BIG}:Q8_0")
+        await press_and_wait(pilot, "enter")
         bar = screen.query_one("ProgressBar")
         assert bar.total == bar.progress > 0
         assert "Downloaded" in str(screen.query_one("#download-status").render())
@@ -178,18 +186,9 @@ async def test_downloader_reports_hub_errors_on_screen(fake_hub):
         await app.run_action("download")
         await pilot.pause()
         screen = app.screen
-        screen.query_one("Input").value = "nobody/Nothing-GGUF"
-        await pilot.press("enter")
-        await screen.workers.wait_for_complete()
-        await pilot.pause()
+        await ask(pilot, screen, "nobody/Nothing-GGUF")
         assert "was not found" in str(screen.query_one("#download-status").render())
-        screen.query_one("Input").value = "corp/Gated-GGUF"
-        screen.query_one("Input").focus()
-        await pilot.press("enter")
-        await screen.workers.wait_for_complete()
-        await pilot.pause()
-        await pilot.press("enter")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await ask(pilot, screen, "corp/Gated-GGUF")
+        await press_and_wait(pilot, "enter")
         assert any("is gated: accept its license" in n.message for n in app._notifications)
         assert store_models() == []
