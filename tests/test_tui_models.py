@@ -8,7 +8,9 @@ import os
 
 import pytest
 
-from fakes import RecordingBackend, settle
+from dataclasses import replace
+
+from fakes import INFO, RecordingBackend, settle
 from ggufgen import gguf_bytes
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
@@ -192,3 +194,15 @@ async def test_downloader_reports_hub_errors_on_screen(fake_hub):
         await press_and_wait(pilot, "enter")
         assert any("is gated: accept its license" in n.message for n in app._notifications)
         assert store_models() == []
+
+
+async def test_choosing_the_loaded_model_does_not_reload_it(starter_installed):
+    made = []
+    app = create_app(RecordingBackend(info=replace(INFO, path=str(starter_installed))),
+                     backend_factory=lambda p: made.append(p) or RecordingBackend(), blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        picker = await open_picker(pilot)
+        await choose(pilot, picker, "starter")
+        assert made == [] and any("already loaded" in n.message for n in app._notifications)
+

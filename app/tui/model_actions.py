@@ -59,7 +59,7 @@ class ModelActions:
         if self.backend_factory is None:
             self.notify("This session cannot switch models.", severity="warning")  # type: ignore[attr-defined]
             return
-        if current is not None and model.source != "starter" and str(model.path) == current.path:
+        if current is not None and str(model.path) == current.path:
             self.notify(f"{model.name} is already loaded.", timeout=3)  # type: ignore[attr-defined]
             return
         if self.generating:  # type: ignore[attr-defined]
