@@ -5,10 +5,9 @@ its progress on screen while chatting goes on."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
-
-from dataclasses import replace
 
 from fakes import INFO, RecordingBackend, settle
 from ggufgen import gguf_bytes
