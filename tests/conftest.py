@@ -12,6 +12,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT, as Ctrl-C in a terminal
+    would: a shell's background job (how CI may run us) starts with SIGINT ignored, and
+    children inherit that."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 VIBECHAT_BIN = Path(sys.executable).with_name("vibechat")
 
 

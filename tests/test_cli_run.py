@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from conftest import VIBECHAT_BIN, default_sigint
 
 pytestmark = pytest.mark.model
 
@@ -140,7 +140,7 @@ def test_closed_pipe_exits_quietly(starter_installed):
 def test_ctrl_c_keeps_output_and_exits_130(starter_installed):
     proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", "Count to one thousand: 1, 2, 3,", "-t", "0",
                              "-n", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
     assert proc.stdout is not None
     first = os.read(proc.stdout.fileno(), 64)  # wait until the reply is streaming
     assert first

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from conftest import VIBECHAT_BIN, default_sigint
 from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.progress import CliProgress
 from vibechat.engine.download import Progress
@@ -114,7 +114,8 @@ def test_ctrl_c_or_a_crash_mid_download_resumes_in_the_next_process(hub, sig):
     hub.stall_after(name, nbytes=10_000, seconds=60)
     part = models_dir() / "acme" / "Tiny-Chat-GGUF" / (name + ".part")
     proc = subprocess.Popen([str(VIBECHAT_BIN), "models", "pull", f"{REPO}:Q8_0"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     for _ in range(600):  # until the first 10,000 bytes are on disk
         if part.exists() and part.stat().st_size >= 10_000:
             break
