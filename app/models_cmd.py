@@ -230,11 +230,10 @@ def rm(name: Annotated[str, typer.Argument(help="A name from 'vibechat models li
     def go() -> None:
         from vibechat.engine.errors import VibechatError
         from vibechat.engine.models import find_model
-        from vibechat.engine.store import remove
+        from vibechat.engine.store import check_removable, remove
 
         model = find_model(name)
-        if model.read_only:
-            remove(model)  # raises the explanation
+        check_removable(model)
         if not yes:
             if not sys.stdin.isatty():
                 raise VibechatError(f"not deleting {model.name} without confirmation: pass --yes.")

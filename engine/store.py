@@ -137,11 +137,16 @@ def register(repo: str, revision: str, option: QuantOption) -> LocalModel:
     raise ModelStoreError(f"{first_rel} was downloaded but is not in {models_dir()}: download it again.")
 
 
-def remove(model: LocalModel) -> None:
-    """Delete one of vibechat's models (its files, unfinished parts, registry entry)."""
+def check_removable(model: LocalModel) -> None:
+    """Raise ``ModelStoreError`` saying why, for a model vibechat must not delete."""
     if model.read_only:
         raise ModelStoreError(f"{model.name} is not vibechat's to delete ({_owner(model.source)}): "
                               f"remove it with that tool, or delete {model.path} yourself.")
+
+
+def remove(model: LocalModel) -> None:
+    """Delete one of vibechat's models (its files, unfinished parts, registry entry)."""
+    check_removable(model)
     root = models_dir()
     with _lock():
         models = _safe_registry()

@@ -7,7 +7,9 @@ import threading
 
 from textual.message import Message
 
-from vibechat.engine.backend import ChatEvent, ModelInfo
+from vibechat.engine.backend import Backend, ChatEvent, ModelInfo
+from vibechat.engine.download import Progress
+from vibechat.engine.models import LocalModel
 
 
 class ModelProgress(Message):
@@ -101,7 +103,7 @@ class CacheReset(Message):
 class ModelSwitched(Message):
     """Another model is loaded (the previous one is closed)."""
 
-    def __init__(self, backend: object, info: ModelInfo, name: str) -> None:
+    def __init__(self, backend: Backend, info: ModelInfo, name: str) -> None:
         super().__init__()
         self.backend = backend
         self.info = info
@@ -118,9 +120,9 @@ class ModelSwitchFailed(Message):
 
 
 class DownloadUpdate(Message):
-    """Where the running download stands (``progress`` is a ``download.Progress``)."""
+    """Where the running download stands."""
 
-    def __init__(self, progress: object) -> None:
+    def __init__(self, progress: Progress) -> None:
         super().__init__()
         self.progress = progress
 
@@ -128,7 +130,7 @@ class DownloadUpdate(Message):
 class DownloadEnded(Message):
     """The download finished (``model`` set), failed or was cancelled (``error`` set)."""
 
-    def __init__(self, title: str, model: object | None = None, error: str | None = None,
+    def __init__(self, title: str, model: LocalModel | None = None, error: str | None = None,
                  cancelled: bool = False) -> None:
         super().__init__()
         self.title = title

@@ -16,6 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 
@@ -32,8 +33,27 @@ log = logging.getLogger("vibechat.tui")
 
 BackendFactory = Callable[[Path], Backend]
 
+if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
+    from textual.app import App
 
-class ModelActions:
+    from vibechat.engine.backend import ModelInfo
+
+    from .status_bar import StatusBar
+
+    class _Host(App[None]):
+        backend: Backend
+        status: StatusBar
+        generating: bool
+        model_ready: bool
+        _engine_lock: threading.Lock
+
+        def _show_model(self, info: ModelInfo) -> None: ...
+        async def start_new_conversation(self, reset_cache: bool = True) -> None: ...
+else:
+    _Host = object
+
+
+class ModelActions(_Host):
     """Mixed into ``VibechatApp``; see the module docstring."""
 
     backend_factory: BackendFactory | None
@@ -43,8 +63,8 @@ class ModelActions:
 
     # ---------------------------------------------------------------- picker
     def action_models(self) -> None:
-        loaded = self.status.model.path if self.status.model else None  # type: ignore[attr-defined]
-        self.push_screen(ModelPicker(loaded, self._download_title), self._picked)  # type: ignore[attr-defined]
+        loaded = self.status.model.path if self.status.model else None
+        self.push_screen(ModelPicker(loaded, self._download_title), self._picked)
 
     def _picked(self, choice: PickerChoice | None) -> None:
         if choice is None:
@@ -55,16 +75,16 @@ class ModelActions:
             self.switch_model(choice.model)
 
     def switch_model(self, model: LocalModel) -> None:
-        current = self.status.model  # type: ignore[attr-defined]
+        current = self.status.model
         if self.backend_factory is None:
-            self.notify("This session cannot switch models.", severity="warning")  # type: ignore[attr-defined]
+            self.notify("This session cannot switch models.", severity="warning")
             return
         if current is not None and str(model.path) == current.path:
-            self.notify(f"{model.name} is already loaded.", timeout=3)  # type: ignore[attr-defined]
+            self.notify(f"{model.name} is already loaded.", timeout=3)
             return
-        if self.generating:  # type: ignore[attr-defined]
-            self.backend.cancel()  # type: ignore[attr-defined]
-        self.status.state = f"loading {model.name}…"  # type: ignore[attr-defined]
+        if self.generating:
+            self.backend.cancel()
+        self.status.state = f"loading {model.name}…"
         self._switch(model)
 
     @work(thread=True, exclusive=True, group="model", exit_on_error=False)
@@ -72,12 +92,12 @@ class ModelActions:
         try:
             info = self._swap_backend(model)
         except VibechatError as exc:
-            self.post_message(ModelSwitchFailed(model.name, str(exc)))  # type: ignore[attr-defined]
+            self.post_message(ModelSwitchFailed(model.name, str(exc)))
         except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
             log.exception("switching to %s failed", model.name)
-            self.post_message(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))  # type: ignore[attr-defined]
+            self.post_message(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))
         else:
-            self.post_message(ModelSwitched(self.backend, info, model.name))  # type: ignore[attr-defined]
+            self.post_message(ModelSwitched(self.backend, info, model.name))
 
     def _swap_backend(self, model: LocalModel):
         """In the worker: load ``model`` and make it the app's backend (see the module doc)."""
@@ -89,10 +109,10 @@ class ModelActions:
         path = resolve_model("starter") if model.source == "starter" else model.path
         header = inspect_gguf(path)  # a corrupt file stops here; the current model is untouched
         new = self.backend_factory(path)
-        progress = lambda f: self.post_message(ModelProgress(f))  # noqa: E731  # type: ignore[attr-defined]
-        with self._engine_lock:  # type: ignore[attr-defined]
-            old: Backend = self.backend  # type: ignore[attr-defined]
-            current = self.status.model  # type: ignore[attr-defined]
+        progress = lambda f: self.post_message(ModelProgress(f))  # noqa: E731
+        with self._engine_lock:
+            old: Backend = self.backend
+            current = self.status.model
             available = available_memory()
             if available is None or header.file_size <= available:
                 info = new.load(on_progress=progress)
@@ -109,17 +129,17 @@ class ModelActions:
                 except VibechatError:
                     old.load()
                     raise
-            self.backend = new  # type: ignore[attr-defined]
+            self.backend = new
         return info
 
     async def on_model_switched(self, message: ModelSwitched) -> None:
-        self._show_model(message.info)  # type: ignore[attr-defined]
-        await self.start_new_conversation(reset_cache=False)  # type: ignore[attr-defined]
-        self.notify(f"Loaded {message.name}: a new conversation starts.", timeout=4)  # type: ignore[attr-defined]
+        self._show_model(message.info)
+        await self.start_new_conversation(reset_cache=False)
+        self.notify(f"Loaded {message.name}: a new conversation starts.", timeout=4)
 
     def on_model_switch_failed(self, message: ModelSwitchFailed) -> None:
-        self.status.state = "ready" if self.model_ready else "no model"  # type: ignore[attr-defined]
-        self.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",  # type: ignore[attr-defined]
+        self.status.state = "ready" if self.model_ready else "no model"
+        self.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",
                     title="Model", severity="error", timeout=15)
 
     # ------------------------------------------------------------- downloads
@@ -130,12 +150,12 @@ class ModelActions:
         def closed(_result: None) -> None:
             self._download_screen = None
 
-        self.push_screen(screen, closed)  # type: ignore[attr-defined]
+        self.push_screen(screen, closed)
 
     # Handlers are found by name: Textual's @on does not see a plain mixin's methods.
     def on_download_screen_start(self, message: DownloadScreen.Start) -> None:
         if self._download_title:
-            self.notify("A download is already running.", severity="warning")  # type: ignore[attr-defined]
+            self.notify("A download is already running.", severity="warning")
             return
         option = message.option
         title = f"{message.listing.repo} {option.label} ({human_size(option.size)})"
@@ -143,7 +163,7 @@ class ModelActions:
         self._download_cancel = threading.Event()
         if self._download_screen is not None:
             self._download_screen.show_started(title)
-        self.status.download = "⬇ starting"  # type: ignore[attr-defined]
+        self.status.download = "⬇ starting"
         self._download(message.listing, option, self._download_cancel, title)
 
     def on_download_screen_cancel(self, _message: DownloadScreen.Cancel) -> None:
@@ -156,7 +176,7 @@ class ModelActions:
         from vibechat.engine.hub import Hub
         from vibechat.engine.store import model_folder, register
 
-        post = self.post_message  # type: ignore[attr-defined]
+        post = self.post_message
         try:
             Downloader(Hub(), cancel=cancel, on_progress=lambda p: post(DownloadUpdate(p))).download(
                 listing.repo, listing.revision, option, model_folder(listing.repo))
@@ -173,23 +193,23 @@ class ModelActions:
 
     def on_download_update(self, message: DownloadUpdate) -> None:
         progress = message.progress
-        self.status.download = f"⬇ {progress.fraction:.0%}"  # type: ignore[attr-defined]
+        self.status.download = f"⬇ {progress.fraction:.0%}"
         if self._download_screen is not None:
             self._download_screen.show_progress(progress)
 
     def on_download_ended(self, message: DownloadEnded) -> None:
         self._download_title = None
         self._download_cancel = None
-        self.status.download = ""  # type: ignore[attr-defined]
+        self.status.download = ""
         if message.model is not None:
             text = f"Downloaded {message.model.name}: press F3 to load it."
-            self.notify(text, title="Download", timeout=10)  # type: ignore[attr-defined]
+            self.notify(text, title="Download", timeout=10)
         elif message.cancelled:
             text = f"Stopped {message.title}: start it again to resume where it stopped."
-            self.notify(text, title="Download", timeout=6)  # type: ignore[attr-defined]
+            self.notify(text, title="Download", timeout=6)
         else:
             text = f"{message.title}: {message.error}"
-            self.notify(text, title="Download failed", severity="error", timeout=15)  # type: ignore[attr-defined]
+            self.notify(text, title="Download failed", severity="error", timeout=15)
         if self._download_screen is not None:
             self._download_screen.show_ended(text)
 
