@@ -244,3 +244,20 @@ def test_offline_mode_is_honoured(hub, monkeypatch):
     with pytest.raises(HubError, match="HF_HUB_OFFLINE is set"):
         Hub().search("tiny")
     assert not hub.requests
+
+
+def test_a_gated_repo_answering_403_is_explained_too(hub):
+    hub.fail_next("resolve", status=403, headers={"X-Error-Code": "GatedRepo",
+                                                  "X-Error-Message": "Access to this model is restricted"})
+    with pytest.raises(HubError, match=r"acme/Tiny-Chat-GGUF is gated: accept its license at .*set HF_TOKEN"):
+        pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
+    assert store_models() == []
+
+
+def test_the_token_saved_by_hf_auth_login_under_hf_home_is_used(hub, user_dirs, monkeypatch):
+    hf_home = user_dirs["cache"] / "hf-home"
+    hf_home.mkdir()
+    (hf_home / "token").write_text(TOKEN + "\n")
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    assert Hub().token == TOKEN
+    assert pull(HubRef("corp/Gated-GGUF")).name == "corp/Gated-GGUF:Q4_K_M"
