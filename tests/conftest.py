@@ -3,9 +3,11 @@ nothing touches the real home, config or caches."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +24,26 @@ def default_sigint() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 VIBECHAT_BIN = Path(sys.executable).with_name("vibechat")
+
+
+@contextlib.contextmanager
+def read_only_dir(path: Path):
+    """``path`` as a directory nobody can write to, root included: permissions for a
+    normal user; for root (CI containers) the immutable attribute, else the test skips."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield path
+        finally:
+            path.chmod(0o755)
+        return
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("cannot make a directory read-only for root here (no chattr +i)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,179 @@
+"""A conversation kept in step with its saved copy.
+
+``ChatLog`` wraps a :class:`Conversation` and, when given a :class:`History`,
+saves every change as it happens: the conversation is created with its first
+prompt (an empty "new chat" leaves nothing behind), the user's message is saved
+before generation starts, the reply while it streams. The TUI and ``vibechat run``
+both go through here, so they save the same way.
+
+Saving never stops a chat: after a failed write the log keeps the conversation in
+memory, reports the problem once through ``problem`` and stops saving.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .backend import ChatMessage, GenerationDone
+from .conversation import Conversation
+from .history import History, HistoryError, ReplyWriter, StoredConversation, title_from
+from .params import SamplingParams
+
+log = logging.getLogger("vibechat.history")
+
+
+@dataclass
+class Reply:
+    """A reply being generated: what the log needs to settle it."""
+
+    writer: ReplyWriter | None
+
+    def append(self, text: str) -> None:
+        """Called with every piece of text as it streams (from the generating thread)."""
+        if self.writer is not None:
+            try:
+                self.writer.append(text)
+            except HistoryError as exc:  # the final save reports it; keep generating
+                log.warning("could not save the reply while it streams: %s", exc)
+                self.writer = None
+
+
+class ChatLog:
+    def __init__(self, conversation: Conversation, history: History | None = None, *,
+                 model: str | None = None, model_path: str | None = None) -> None:
+        self.conversation = conversation
+        self.history = history
+        self.model = model
+        self.model_path = model_path
+        self.conversation_id: int | None = None
+        self.title: str | None = None
+        self.problem: str | None = None  # the first save that failed, for the UI to show
+        self._rows: list[int] = []  # saved message ids, aligned with conversation.turns
+
+    # -------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, history: History, conversation_id: int) -> "ChatLog":
+        """A saved conversation, ready to continue: its system prompt and parameters come
+        back, and its turns are what the model sees (failed replies are left out)."""
+        return cls.from_stored(history.get(conversation_id), history)
+
+    @classmethod
+    def from_stored(cls, stored: StoredConversation, history: History | None) -> "ChatLog":
+        conversation = Conversation(system=stored.system, params=stored.params)
+        chat = cls(conversation, history, model=stored.summary.model, model_path=stored.model_path)
+        chat.conversation_id = stored.id
+        chat.title = stored.title
+        for message in stored.messages:
+            if message.in_context:
+                conversation.turns.append(ChatMessage(message.role, message.content))  # type: ignore[arg-type]
+                chat._rows.append(message.id)
+        return chat
+
+    @property
+    def saving(self) -> bool:
+        return self.history is not None
+
+    def set_model(self, name: str | None, path: str | None) -> None:
+        self.model, self.model_path = name, path
+
+    # ---------------------------------------------------------------- saving
+    def _save(self, what: str, fn, *args, **kwargs):
+        if self.history is None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except HistoryError as exc:
+            self.problem = f"Not saving this chat any more: {exc}"
+            log.warning("could not %s: %s", what, exc)
+            self.history = None
+            return None
+
+    def add_user(self, text: str) -> ChatMessage:
+        """The prompt, saved before any generation starts."""
+        message = self.conversation.add_user(text)
+        if self.history is not None and self.conversation_id is None:
+            self.title = title_from(text)
+            self.conversation_id = self._save(
+                "save the conversation", self.history.create, title=self.title, model=self.model,
+                model_path=self.model_path, system=self.conversation.system, params=self.conversation.params)
+        if self.conversation_id is not None and self.history is not None:
+            row = self._save("save the prompt", self.history.add_message, self.conversation_id, "user", text)
+            if row is not None:
+                self._rows.append(row)
+        return message
+
+    def start_reply(self) -> Reply:
+        """A reply row (status 'streaming') saved before the first token."""
+        writer = None
+        if self.conversation_id is not None and self.history is not None:
+            # The settings this reply was generated with come back when the chat is opened.
+            self._save("save the settings", self.history.set_settings, self.conversation_id,
+                       system=self.conversation.system, params=self.conversation.params,
+                       model=self.model, model_path=self.model_path)
+            row = self._save("save the reply", self.history.add_message, self.conversation_id,
+                             "assistant", "", "streaming")
+            if row is not None and self.history is not None:
+                writer = ReplyWriter(self.history, row)
+        return Reply(writer)
+
+    def finish_reply(self, reply: Reply, done: GenerationDone) -> None:
+        """The reply is part of the conversation; saved as complete, or stopped."""
+        self.conversation.add_assistant(done.text)
+        status = "stopped" if done.finish_reason == "cancelled" else "complete"
+        if reply.writer is not None and self.history is not None:
+            self._save("save the reply", reply.writer.finish, status, done.text, params=done.params,
+                       stats=done.stats.to_dict())
+            self._rows.append(reply.writer.message_id)
+        else:
+            self._rows.append(0)  # not saved: keeps the rows aligned with the turns
+
+    def fail_reply(self, reply: Reply, error: str) -> None:
+        """A reply that failed: saved with its partial text and the error; not sent to the
+        model again (the prompt stays, so it can be retried)."""
+        if reply.writer is not None and self.history is not None:
+            self._save("save the reply", reply.writer.finish, "error", error=error)
+
+    def _truncate(self) -> None:
+        del self._rows[len(self.conversation.turns):]
+        if self.conversation_id is not None and self.history is not None:
+            last = next((r for r in reversed(self._rows) if r), None)
+            self._save("update the conversation", self.history.truncate_after, self.conversation_id, last)
+
+    def drop_last_reply(self) -> ChatMessage | None:
+        """To regenerate: the last reply (and any failed one after it) is forgotten."""
+        dropped = self.conversation.drop_last_reply()
+        self._truncate()
+        return dropped
+
+    def take_last_user(self) -> str | None:
+        """To edit and resend the last prompt: it and what follows are forgotten."""
+        text = self.conversation.take_last_user()
+        self._truncate()
+        return text
+
+    def save_settings(self) -> None:
+        """Parameters or system prompt changed: remembered with the conversation."""
+        if self.conversation_id is not None and self.history is not None:
+            self._save("save the settings", self.history.set_settings, self.conversation_id,
+                       system=self.conversation.system, params=self.conversation.params)
+
+    def set_params(self, params: SamplingParams) -> None:
+        self.conversation.params = params
+        self.save_settings()
+
+    def set_system(self, system: str | None) -> None:
+        self.conversation.system = system
+        self.save_settings()
+
+    def rename(self, title: str) -> None:
+        if self.conversation_id is not None and self.history is not None:
+            self.history.rename(self.conversation_id, title)
+            self.title = " ".join(title.split())
+
+    def clear(self) -> None:
+        """A new conversation: the saved one stays as it is."""
+        self.conversation.clear()
+        self.conversation_id = None
+        self.title = None
+        self._rows = []

@@ -1,0 +1,582 @@
+"""Saved conversations: one SQLite database under the data dir.
+
+Built to survive crashes and a second vibechat process:
+
+- WAL journal, ``busy_timeout`` and short ``BEGIN IMMEDIATE`` write transactions,
+  so two processes writing at once wait for each other instead of failing with
+  "database is locked";
+- numbered schema migrations, each recorded in ``schema_migrations``;
+- a reply is saved while it streams (status ``streaming``) and settled as
+  ``complete`` / ``stopped`` / ``error``; rows a crash left ``streaming`` are
+  marked ``interrupted`` when the database is next opened;
+- full-text search over every message with SQLite FTS5.
+
+Listing conversations never reads their messages: the sidebar of an app with
+thousands of conversations opens as fast as an empty one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import InvalidParameterError, VibechatError
+from .params import SamplingParams
+from .paths import data_dir
+
+Status = Literal["streaming", "complete", "stopped", "error", "interrupted"]
+STATUSES: tuple[str, ...] = ("streaming", "complete", "stopped", "error", "interrupted")
+TITLE_LENGTH = 60
+BUSY_TIMEOUT_MS = 10_000
+
+
+class HistoryError(VibechatError):
+    """The history database cannot be opened or written."""
+
+
+class ConversationNotFound(HistoryError):
+    pass
+
+
+def default_path() -> Path:
+    return data_dir() / "history.db"
+
+
+_last_stamp = ""
+_stamp_lock = threading.Lock()
+
+
+def now() -> str:
+    """UTC timestamps as ISO-8601 text: they sort as text and read well in JSON. Within
+    a process each one is later than the one before, so "newest first" never ties."""
+    global _last_stamp
+    with _stamp_lock:
+        moment = datetime.now(timezone.utc)
+        stamp = moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        while stamp <= _last_stamp:
+            moment += timedelta(microseconds=1)
+            stamp = moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        _last_stamp = stamp
+        return stamp
+
+
+def title_from(prompt: str) -> str:
+    """A conversation title from its first prompt: the first non-empty line, shortened."""
+    for line in prompt.splitlines():
+        line = " ".join(line.split())
+        if line:
+            return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+    return "New conversation"
+
+
+# --------------------------------------------------------------------- schema
+# Each migration runs once, in order, inside one transaction, and is recorded.
+MIGRATIONS: list[str] = [
+    # 1: conversations and their ordered messages, with full-text search.
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        title TEXT NOT NULL,
+        model TEXT,
+        model_path TEXT,
+        system TEXT,
+        params TEXT NOT NULL DEFAULT '{}',
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE INDEX conversations_by_updated ON conversations(updated DESC, id DESC);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'stopped', 'error', 'interrupted')),
+        error TEXT,
+        writer_pid INTEGER,
+        params TEXT,
+        stats TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    CREATE INDEX messages_streaming ON messages(status) WHERE status = 'streaming';
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, content='messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    """,
+]
+
+
+# ---------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class ConversationSummary:
+    """What a list of conversations shows; no messages."""
+
+    id: int
+    title: str
+    model: str | None
+    created: str
+    updated: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "model": self.model,
+                "created": self.created, "updated": self.updated}
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    role: str
+    content: str
+    status: str
+    created: str
+    error: str | None = None
+    params: dict[str, Any] | None = None
+    stats: dict[str, Any] | None = None
+
+    @property
+    def in_context(self) -> bool:
+        """Whether the model sees this message when the conversation continues: failed
+        replies are shown, not sent; a stopped or interrupted reply is kept as written."""
+        return self.role == "user" or (self.status != "error" and bool(self.content))
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "role": self.role, "content": self.content,
+                                "status": self.status, "created": self.created}
+        if self.error:
+            data["error"] = self.error
+        if self.params:
+            data["params"] = self.params
+        if self.stats:
+            data["stats"] = self.stats
+        return data
+
+
+@dataclass(frozen=True)
+class StoredConversation:
+    summary: ConversationSummary
+    model_path: str | None
+    system: str | None
+    params: SamplingParams
+    messages: list[StoredMessage] = field(default_factory=list)
+
+    @property
+    def id(self) -> int:
+        return self.summary.id
+
+    @property
+    def title(self) -> str:
+        return self.summary.title
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.summary.to_dict(), "model_path": self.model_path, "system": self.system,
+                "params": self.params.to_dict(), "messages": [m.to_dict() for m in self.messages]}
+
+    def to_markdown(self) -> str:
+        s = self.summary
+        lines = [f"# {s.title}", "", f"- Model: {s.model or 'unknown'}", f"- Started: {s.created}",
+                 f"- Updated: {s.updated}"]
+        p = self.params
+        lines.append(f"- Parameters: temperature {p.temperature:g}, top-k {p.top_k}, top-p {p.top_p:g}, "
+                     f"min-p {p.min_p:g}, repeat penalty {p.repeat_penalty:g}")
+        if self.system:
+            lines += ["", "## System", "", self.system]
+        for m in self.messages:
+            heading = "User" if m.role == "user" else "Assistant"
+            if m.status != "complete":
+                heading += f" ({m.status}{': ' + m.error if m.error else ''})"
+            lines += ["", f"## {heading}", "", m.content]
+        return "\n".join(lines).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    conversation_id: int
+    message_id: int
+    title: str
+    role: str
+    snippet: str  # the match in context; the matched words between HIT_START and HIT_END
+    updated: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conversation_id": self.conversation_id, "message_id": self.message_id, "title": self.title,
+                "role": self.role, "snippet": self.snippet, "updated": self.updated}
+
+
+HIT_START, HIT_END = "\x02", "\x03"  # markers the UI turns into highlighting (never in saved text)
+
+
+def fts_query(text: str) -> str | None:
+    """The user's words as a safe FTS5 query: every word must appear, the last one may be
+    a prefix (search-as-you-type). Quotes and operators in the input are plain text."""
+    words = re.findall(r"\w+", text, flags=re.UNICODE)
+    if not words:
+        return None
+    quoted = ['"' + w.replace('"', '""') + '"' for w in words]
+    quoted[-1] += "*"
+    return " ".join(quoted)
+
+
+def _loads(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _params(text: str | None) -> SamplingParams:
+    data = _loads(text) or {}
+    try:
+        return SamplingParams.from_dict(data)
+    except (InvalidParameterError, TypeError):
+        return SamplingParams()  # saved by a newer/older vibechat: defaults rather than a crash
+
+
+# ---------------------------------------------------------------------- store
+class History:
+    """The conversation database. Safe to share between threads (one connection behind
+    a lock); several processes may use the same file at once."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self.repaired = 0  # replies found 'streaming' (left by a crash) when opened
+
+    # ------------------------------------------------------------ lifecycle
+    def open(self) -> "History":
+        if self._conn is not None:
+            return self
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise self._error("open", exc) from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._conn = conn
+            self._migrate()
+            self.repaired = self._repair()
+        except sqlite3.Error as exc:
+            conn.close()
+            self._conn = None
+            raise self._error("open", exc) from None
+        return self
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "History":
+        return self.open()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _error(self, doing: str, exc: BaseException) -> HistoryError:
+        text = str(exc)
+        where = self.path.parent
+        if "readonly" in text.replace(" ", "").lower() or isinstance(exc, PermissionError) \
+                or "unable to open" in text:
+            return HistoryError(f"cannot {doing} the chat history at {self.path} ({text}): make {where} "
+                                "writable, point VIBECHAT_DATA_DIR at a writable directory, or pass --no-save.")
+        if "not a database" in text or "malformed" in text:
+            return HistoryError(f"the chat history at {self.path} is damaged ({text}): move it aside to start "
+                                "a new one (vibechat recreates it).")
+        return HistoryError(f"cannot {doing} the chat history at {self.path}: {text}.")
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.open()
+        assert self._conn is not None
+        return self._conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction. BEGIN IMMEDIATE takes the write lock up front, so
+        a busy database waits (busy_timeout) instead of failing halfway."""
+        with self._lock:
+            conn = self.conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise self._error("write", exc) from None
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    conn.execute("ROLLBACK")
+                    raise self._error("write", exc) from None
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                cur = self.conn.execute(sql, args)
+                cur.row_factory = sqlite3.Row
+                return cur.fetchall()
+            except sqlite3.Error as exc:
+                raise self._error("read", exc) from None
+
+    def _migrate(self) -> None:
+        conn = self.conn
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                     "(version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+        for version, sql in enumerate(MIGRATIONS, start=1):
+            with self._write() as c:
+                # Checked inside the write lock: a second process migrating at the same
+                # moment waits, then finds the work done.
+                if c.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone():
+                    continue
+                for statement in _statements(sql):
+                    c.execute(statement)
+                c.execute("INSERT INTO schema_migrations(version, applied) VALUES (?, ?)", (version, now()))
+        newest = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+        if newest > len(MIGRATIONS):
+            raise sqlite3.DatabaseError(
+                f"schema version {newest} is newer than this vibechat knows ({len(MIGRATIONS)}); upgrade vibechat")
+
+    @property
+    def schema_version(self) -> int:
+        return self._read("SELECT MAX(version) AS v FROM schema_migrations")[0]["v"] or 0
+
+    def _repair(self) -> int:
+        """Replies still 'streaming' whose writing process is gone were cut off by a crash:
+        mark them 'interrupted'. A reply another live vibechat is streaming is left alone."""
+        rows = self._read("SELECT id, writer_pid FROM messages WHERE status = 'streaming'")
+        dead = [r["id"] for r in rows if not _process_alive(r["writer_pid"])]
+        if not dead:
+            return 0
+        with self._write() as c:
+            c.executemany("UPDATE messages SET status = 'interrupted' WHERE id = ? AND status = 'streaming'",
+                          [(i,) for i in dead])
+        return len(dead)
+
+    # ----------------------------------------------------------- conversations
+    def create(self, *, title: str, model: str | None = None, model_path: str | None = None,
+               system: str | None = None, params: SamplingParams | None = None) -> int:
+        stamp = now()
+        with self._write() as c:
+            cur = c.execute(
+                "INSERT INTO conversations(title, model, model_path, system, params, created, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (title, model, model_path, system, json.dumps((params or SamplingParams()).to_dict()),
+                 stamp, stamp))
+            assert cur.lastrowid is not None
+            return cur.lastrowid
+
+    def conversations(self, limit: int | None = None, offset: int = 0) -> list[ConversationSummary]:
+        """Newest first; reads no messages."""
+        rows = self._read("SELECT id, title, model, created, updated FROM conversations "
+                          "ORDER BY updated DESC, id DESC LIMIT ? OFFSET ?",
+                          (-1 if limit is None else limit, offset))
+        return [ConversationSummary(r["id"], r["title"], r["model"], r["created"], r["updated"]) for r in rows]
+
+    def count(self) -> int:
+        return self._read("SELECT COUNT(*) AS n FROM conversations")[0]["n"]
+
+    def latest(self) -> ConversationSummary | None:
+        found = self.conversations(limit=1)
+        return found[0] if found else None
+
+    def get(self, conversation_id: int) -> StoredConversation:
+        rows = self._read("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
+        if not rows:
+            raise ConversationNotFound(
+                f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
+        r = rows[0]
+        summary = ConversationSummary(r["id"], r["title"], r["model"], r["created"], r["updated"])
+        messages = [
+            StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
+                          _loads(m["params"]), _loads(m["stats"]))
+            for m in self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,))
+        ]
+        return StoredConversation(summary, r["model_path"], r["system"], _params(r["params"]), messages)
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        title = " ".join(title.split())
+        if not title:
+            raise InvalidParameterError("a conversation title cannot be empty.")
+        self._update_conversation(conversation_id, "title = ?", (title,))
+
+    def set_settings(self, conversation_id: int, *, system: str | None, params: SamplingParams,
+                     model: str | None = None, model_path: str | None = None) -> None:
+        """The conversation's system prompt, parameters (and model, when given): they come
+        back when it is opened again."""
+        sets, args = ["system = ?", "params = ?"], [system, json.dumps(params.to_dict())]
+        if model is not None:
+            sets += ["model = ?", "model_path = ?"]
+            args += [model, model_path]
+        self._update_conversation(conversation_id, ", ".join(sets), tuple(args), touch=False)
+
+    def _update_conversation(self, conversation_id: int, sets: str, args: tuple, touch: bool = True) -> None:
+        if touch:
+            sets += ", updated = ?"
+            args = (*args, now())
+        with self._write() as c:
+            cur = c.execute(f"UPDATE conversations SET {sets} WHERE id = ?", (*args, conversation_id))
+            if cur.rowcount == 0:
+                raise ConversationNotFound(
+                    f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
+
+    def delete(self, conversation_id: int) -> None:
+        with self._write() as c:
+            cur = c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            if cur.rowcount == 0:
+                raise ConversationNotFound(
+                    f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
+
+    # ---------------------------------------------------------------- messages
+    def add_message(self, conversation_id: int, role: str, content: str, status: str = "complete", *,
+                    params: SamplingParams | None = None) -> int:
+        stamp = now()
+        with self._write() as c:
+            cur = c.execute(
+                "INSERT INTO messages(conversation_id, role, content, status, writer_pid, params, created, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, status, os.getpid() if status == "streaming" else None,
+                 json.dumps(params.to_dict()) if params else None, stamp, stamp))
+            c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (stamp, conversation_id))
+            assert cur.lastrowid is not None
+            return cur.lastrowid
+
+    def update_message(self, message_id: int, content: str, status: str | None = None, *,
+                       error: str | None = None, params: SamplingParams | None = None,
+                       stats: dict[str, Any] | None = None) -> None:
+        sets, args = ["content = ?", "updated = ?"], [content, now()]
+        if status is not None:
+            sets.append("status = ?")
+            args.append(status)
+        if error is not None:
+            sets.append("error = ?")
+            args.append(error)
+        if params is not None:
+            sets.append("params = ?")
+            args.append(json.dumps(params.to_dict()))
+        if stats is not None:
+            sets.append("stats = ?")
+            args.append(json.dumps(stats))
+        with self._write() as c:
+            c.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*args, message_id))
+            c.execute("UPDATE conversations SET updated = ? WHERE id = "
+                      "(SELECT conversation_id FROM messages WHERE id = ?)", (args[1], message_id))
+
+    def truncate_after(self, conversation_id: int, message_id: int | None) -> int:
+        """Delete the conversation's messages after ``message_id`` (all of them for None):
+        what regenerating or editing the last prompt throws away."""
+        with self._write() as c:
+            return c.execute("DELETE FROM messages WHERE conversation_id = ? AND id > ?",
+                             (conversation_id, message_id or 0)).rowcount
+
+    # ----------------------------------------------------------------- search
+    def search(self, text: str, limit: int = 50) -> list[SearchHit]:
+        """Messages matching every word of ``text`` (FTS5), best matches first."""
+        query = fts_query(text)
+        if query is None:
+            return []
+        rows = self._read(
+            "SELECT m.id AS message_id, m.conversation_id, m.role, c.title, c.updated, "
+            f"snippet(messages_fts, 0, '{HIT_START}', '{HIT_END}', '…', 12) AS snippet "
+            "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+            "JOIN conversations c ON c.id = m.conversation_id "
+            "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?", (query, limit))
+        return [SearchHit(r["conversation_id"], r["message_id"], r["title"], r["role"],
+                          " ".join(r["snippet"].split()), r["updated"]) for r in rows]
+
+
+def _process_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists (another user's), or the platform cannot tell: leave it
+    return True
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (sqlite3.complete_statement knows about triggers)."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            if current.strip():
+                statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements
+
+
+# ------------------------------------------------------------------ recording
+class ReplyWriter:
+    """Saves one assistant reply while it streams: the row exists (status 'streaming')
+    before the first token, and its text is written at most every ``interval`` seconds,
+    so a crash loses at most that much; ``finish`` settles it."""
+
+    def __init__(self, history: History, message_id: int, interval: float = 0.5) -> None:
+        self.history = history
+        self.message_id = message_id
+        self.interval = interval
+        self._parts: list[str] = []
+        self._saved_len = 0
+        self._last_save = time.monotonic()
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def append(self, text: str) -> None:
+        self._parts.append(text)
+        if time.monotonic() - self._last_save >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        text = self.text
+        if len(text) != self._saved_len:
+            self.history.update_message(self.message_id, text)
+            self._saved_len = len(text)
+        self._last_save = time.monotonic()
+
+    def finish(self, status: str, text: str | None = None, *, error: str | None = None,
+               params: SamplingParams | None = None, stats: dict[str, Any] | None = None) -> None:
+        self.history.update_message(self.message_id, self.text if text is None else text, status,
+                                    error=error, params=params, stats=stats)

@@ -1,0 +1,284 @@
+"""The conversation database: schema, saving as a chat happens, crash repair, search.
+Every test uses a real SQLite file under tmp_path."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import read_only_dir
+
+from vibechat.engine.backend import GenerationDone, GenerationStats
+from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.conversation import Conversation
+from vibechat.engine.history import (
+    HIT_END,
+    HIT_START,
+    MIGRATIONS,
+    ConversationNotFound,
+    History,
+    HistoryError,
+    default_path,
+    fts_query,
+    title_from,
+)
+from vibechat.engine.params import SamplingParams
+
+
+@pytest.fixture
+def history(tmp_path: Path):
+    with History(tmp_path / "history.db") as h:
+        yield h
+
+
+def done(text: str, reason: str = "stop") -> GenerationDone:
+    return GenerationDone(text, GenerationStats(completion_tokens=len(text.split()), finish_reason=reason),
+                          SamplingParams(seed=7))
+
+
+def test_the_database_lives_under_the_data_dir(user_dirs):
+    assert default_path() == user_dirs["data"] / "vibechat" / "history.db"
+
+
+def test_wal_busy_timeout_and_numbered_migrations_recorded(history: History):
+    conn = sqlite3.connect(history.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert history.conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
+    versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+    assert versions == list(range(1, len(MIGRATIONS) + 1))
+    conn.close()
+    history.close()
+    history.open()  # opening again applies nothing twice
+    assert history.schema_version == len(MIGRATIONS)
+
+
+def test_a_database_from_a_newer_vibechat_is_refused_with_a_clear_message(tmp_path: Path):
+    path = tmp_path / "history.db"
+    History(path).open().close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_migrations VALUES (99, 'later')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(HistoryError, match="newer than this vibechat"):
+        History(path).open()
+
+
+def test_a_file_that_is_not_a_database_is_explained(tmp_path: Path):
+    path = tmp_path / "history.db"
+    path.write_bytes(b"<html>definitely not sqlite</html>" * 200)
+    with pytest.raises(HistoryError, match="damaged.*move it aside"):
+        History(path).open()
+    assert path.read_bytes().startswith(b"<html>")  # left as it was
+
+
+def test_a_read_only_data_dir_gives_a_clear_error(tmp_path: Path):
+    with read_only_dir(tmp_path / "ro") as ro:
+        with pytest.raises(HistoryError) as caught:
+            History(ro / "history.db").open()
+    message = str(caught.value)
+    assert str(ro) in message and "writable" in message and "--no-save" in message
+
+
+def test_titles_come_from_the_first_prompt_line():
+    assert title_from("\n\n  Explain   KV caches\nplease") == "Explain KV caches"
+    long = title_from("word " * 40)
+    assert len(long) <= 60 and long.endswith("…")
+    assert title_from("   ") == "New conversation"
+
+
+def test_a_chat_is_saved_as_it_happens(history: History):
+    chat = ChatLog(Conversation(system="Be brief.", params=SamplingParams(temperature=0.3)), history,
+                   model="Gemma", model_path="/m/gemma.gguf")
+    chat.add_user("What is a KV cache?")
+    # The prompt is saved before any generation starts.
+    stored = history.get(chat.conversation_id)
+    assert [(m.role, m.content, m.status) for m in stored.messages] == [("user", "What is a KV cache?", "complete")]
+    assert stored.title == "What is a KV cache?" and stored.system == "Be brief."
+    assert stored.params.temperature == 0.3 and stored.summary.model == "Gemma"
+
+    reply = chat.start_reply()
+    assert history.get(chat.conversation_id).messages[-1].status == "streaming"
+    reply.append("It stores ")
+    reply.writer.flush()  # a debounced save (every 0.5 s while streaming)
+    assert history.get(chat.conversation_id).messages[-1].content == "It stores "
+    reply.append("keys and values.")
+    chat.finish_reply(reply, done("It stores keys and values."))
+    last = history.get(chat.conversation_id).messages[-1]
+    assert (last.content, last.status) == ("It stores keys and values.", "complete")
+    assert last.params["seed"] == 7 and last.stats["completion_tokens"] == 5
+
+
+def test_stopped_and_failed_replies_keep_their_status(history: History):
+    chat = ChatLog(Conversation(), history)
+    chat.add_user("one")
+    reply = chat.start_reply()
+    reply.append("partial")
+    chat.finish_reply(reply, done("partial", "cancelled"))
+    chat.add_user("two")
+    reply = chat.start_reply()
+    reply.append("half a")
+    chat.fail_reply(reply, "the prompt takes 9,000 tokens but the context holds 8,192")
+    messages = history.get(chat.conversation_id).messages
+    assert [m.status for m in messages] == ["complete", "stopped", "complete", "error"]
+    assert messages[-1].content == "half a" and "context holds" in messages[-1].error
+
+    # Opened again: the stopped reply is context, the failed one is not (its prompt can be retried).
+    reopened = ChatLog.open(history, chat.conversation_id)
+    assert [(t.role, t.content) for t in reopened.conversation.turns] == [
+        ("user", "one"), ("assistant", "partial"), ("user", "two")]
+
+
+def test_regenerate_and_edit_forget_the_dropped_messages(history: History):
+    chat = ChatLog(Conversation(), history)
+    for prompt in ("first", "second"):
+        chat.add_user(prompt)
+        reply = chat.start_reply()
+        chat.finish_reply(reply, done(f"answer to {prompt}"))
+    chat.drop_last_reply()
+    assert [m.content for m in history.get(chat.conversation_id).messages] == ["first", "answer to first", "second"]
+    chat.finish_reply(chat.start_reply(), done("a better answer"))
+    assert chat.take_last_user() == "second"
+    assert [m.content for m in history.get(chat.conversation_id).messages] == ["first", "answer to first"]
+
+
+def test_a_failed_reply_is_replaced_by_its_retry(history: History):
+    chat = ChatLog(Conversation(), history)
+    chat.add_user("hi")
+    chat.fail_reply(chat.start_reply(), "boom")
+    chat.drop_last_reply()  # regenerate: no reply in context, but the failed row goes
+    chat.finish_reply(chat.start_reply(), done("hello"))
+    assert [(m.role, m.status) for m in history.get(chat.conversation_id).messages] == [
+        ("user", "complete"), ("assistant", "complete")]
+
+
+def test_opening_restores_parameters_and_system_prompt(history: History):
+    chat = ChatLog(Conversation(system="You are terse."), history)
+    chat.add_user("hello")
+    chat.set_params(SamplingParams(temperature=1.7, top_k=5, stop=("END",)))
+    reopened = ChatLog.open(history, chat.conversation_id)
+    assert reopened.conversation.system == "You are terse."
+    assert reopened.conversation.params == SamplingParams(temperature=1.7, top_k=5, stop=("END",))
+    assert reopened.title == "hello"
+
+
+def test_an_empty_new_chat_leaves_nothing_behind(history: History):
+    chat = ChatLog(Conversation(), history)
+    chat.set_params(SamplingParams(temperature=0.1))
+    chat.clear()
+    assert history.count() == 0
+
+
+def test_listing_is_newest_first_and_reads_no_messages(history: History):
+    ids = []
+    for n in range(3):
+        cid = history.create(title=f"chat {n}")
+        history.add_message(cid, "user", f"message {n}")
+        ids.append(cid)
+    history.add_message(ids[0], "user", "bumped")  # updated most recently
+    assert [c.id for c in history.conversations()] == [ids[0], ids[2], ids[1]]
+    assert [c.id for c in history.conversations(limit=1, offset=1)] == [ids[2]]
+    assert history.latest().id == ids[0]
+    traced: list[str] = []
+    history.conn.set_trace_callback(traced.append)
+    history.conversations()
+    history.conn.set_trace_callback(None)
+    assert traced and not any("messages" in sql for sql in traced)
+
+
+def test_rename_and_delete(history: History):
+    cid = history.create(title="old")
+    history.add_message(cid, "user", "findable words")
+    history.rename(cid, "  new   name ")
+    assert history.get(cid).title == "new name"
+    with pytest.raises(Exception, match="cannot be empty"):
+        history.rename(cid, "   ")
+    history.delete(cid)
+    with pytest.raises(ConversationNotFound, match="history list"):
+        history.get(cid)
+    assert history.search("findable") == []  # the search index forgets it too
+    assert history.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
+
+
+def test_full_text_search_finds_words_across_conversations(history: History):
+    a = history.create(title="Rust")
+    history.add_message(a, "user", "How do I write a borrow checker friendly linked list?")
+    b = history.create(title="Python")
+    history.add_message(b, "assistant", "Use a deque; linked lists are rarely worth it.")
+    streaming = history.add_message(b, "assistant", "", "streaming")
+    history.update_message(streaming, "The café serves naïve linked data")  # index follows updates
+
+    hits = history.search("linked")
+    assert {h.conversation_id for h in hits} == {a, b}
+    assert any(f"{HIT_START}linked{HIT_END}" in h.snippet for h in hits)
+    assert [h.conversation_id for h in history.search("borrow lin")] == [a]  # last word is a prefix
+    assert history.search("cafe naive")[0].message_id == streaming  # diacritics folded
+    # Operators and quotes are plain words, never FTS syntax errors.
+    assert history.search('linked" OR NEAR(') == []
+    assert history.search('"deque"')[0].conversation_id == b
+    assert history.search("   ") == [] and fts_query("!!") is None
+
+
+def test_rows_a_crash_left_streaming_become_interrupted(tmp_path: Path):
+    path = tmp_path / "history.db"
+    with History(path) as h:
+        cid = h.create(title="t")
+        h.add_message(cid, "user", "go")
+        row = h.add_message(cid, "assistant", "half of it", "streaming")
+        # Pretend a process that has exited wrote it.
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout.strip()
+        h.conn.execute("UPDATE messages SET writer_pid = ? WHERE id = ?", (int(dead), row))
+        live = h.add_message(cid, "assistant", "still going", "streaming")  # this process: alive
+    with History(path) as h:
+        statuses = {m.id: m.status for m in h.get(cid).messages}
+        assert statuses[row] == "interrupted" and statuses[live] == "streaming"
+        assert h.repaired == 1
+        reopened = ChatLog.open(h, cid)
+        assert reopened.conversation.turns[-1].content == "still going"
+
+
+def test_a_failed_save_never_stops_the_chat(tmp_path: Path):
+    history = History(tmp_path / "history.db").open()
+    chat = ChatLog(Conversation(), history)
+    chat.add_user("first")
+    history.close()
+    history.path = tmp_path / "gone" / "deeper" / "history.db"
+    (tmp_path / "gone").write_text("a file where a directory should be")
+    chat.add_user("second")  # the save fails: reported once, the chat goes on in memory
+    assert chat.problem and "Not saving" in chat.problem
+    assert not chat.saving
+    reply = chat.start_reply()
+    chat.finish_reply(reply, done("fine"))
+    assert [t.content for t in chat.conversation.turns] == ["first", "second", "fine"]
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from vibechat.engine.history import History
+    h = History(sys.argv[1]).open()
+    cid = h.create(title=sys.argv[2])
+    for i in range(int(sys.argv[3])):
+        row = h.add_message(cid, "user", f"{sys.argv[2]} {i}")
+        h.update_message(row, f"{sys.argv[2]} {i} edited")
+    print("ok")
+""")
+
+
+def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
+    path = tmp_path / "history.db"
+    History(path).open().close()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, "150"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    results = [p.communicate(timeout=300) for p in procs]
+    for (out, err), p in zip(results, procs):
+        assert p.returncode == 0 and out.strip() == "ok", err
+        assert "locked" not in err
+    with History(path) as h:
+        for c in h.conversations():
+            contents = [m.content for m in h.get(c.id).messages]
+            assert contents == [f"{c.title} {i} edited" for i in range(150)]
+        assert h.count() == 2
