@@ -11,30 +11,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from .clitools import guard as _guard
+from .clitools import table as _table
 from .progress import CliProgress, human_size
 
 models_app = typer.Typer(help="Find, download, list, inspect and remove GGUF models.", no_args_is_help=True,
                          context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-def _guard(fn):
-    from .cli import guarded
-
-    return guarded(fn)
-
-
-def _table(columns: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for i, column in enumerate(columns):
-        table.add_column(column, justify="right" if i in right else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    Console(soft_wrap=False).print(table)
 
 
 def pull_with_progress(ref_text: str, revision: str | None = None):

@@ -1,0 +1,42 @@
+"""Small pieces the sub-command modules share: error guarding and plain tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def guard(fn: Callable[[], T]) -> T:
+    """Run ``fn`` the way every command does: a VibechatError is one line on stderr."""
+    from .cli import guarded
+
+    return guarded(fn)
+
+
+def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set[int] = frozenset()) -> None:
+    """Print a borderless table. Cells are plain text (never Rich markup) with terminal
+    control sequences stripped."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from vibechat.engine.sanitize import sanitize
+
+    grid = Table(box=None, pad_edge=False, header_style="bold")
+    for i, column in enumerate(columns):
+        grid.add_column(column, justify="right" if i in right else "left", overflow="fold")
+    for row in rows:
+        grid.add_row(*(Text(sanitize(cell)) for cell in row))
+    Console(soft_wrap=False).print(grid)
+
+
+def safe_json(data: object, indent: int | None = None) -> str:
+    """JSON for a terminal: text stays readable (not ASCII-escaped), but C1 control
+    characters, which JSON would leave raw and some terminals obey, are escaped."""
+    import json
+    import re
+
+    text = json.dumps(data, ensure_ascii=False, indent=indent)
+    return re.sub("[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text)
