@@ -133,6 +133,10 @@ class Backend(Protocol):
     def reset(self) -> None:
         """Forget the conversation cache (a new conversation starts)."""
 
+    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+        """Rebuild the conversation cache from ``messages`` (an opened conversation), so the
+        next reply evaluates only what is new; returns the tokens cached. Cancellable."""
+
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
         """Tokens the prompt for ``messages`` takes, rendered exactly as for generation."""
 

@@ -321,6 +321,20 @@ class LlamaCppBackend:
             ll.llama_memory_clear(self._mem, True)
         self._tokens = []
 
+    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+        self.load()
+        self._cancel.clear()
+        tokens, _dropped = self._fit(messages, SamplingParams())
+        self.reset()
+        ll.llama_set_abort_callback(self._ctx, self._aborting, None)
+        try:
+            if not self._decode(tokens):
+                self.reset()
+                return 0
+        finally:
+            ll.llama_set_abort_callback(self._ctx, self._no_abort, None)
+        return len(tokens)
+
     def _decode(self, tokens: Sequence[int]) -> bool:
         """Evaluate ``tokens`` after the cached ones; False if cancelled."""
         n_batch = max(1, min(self.options.n_batch, self.describe().context_size))

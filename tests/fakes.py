@@ -32,6 +32,7 @@ class RecordingBackend:
         self.info = info
         self.requests: list[tuple[list[ChatMessage], SamplingParams]] = []
         self.resets = 0
+        self.prefills: list[list[ChatMessage]] = []
         self.cached: list[ChatMessage] = []
         self.gate: threading.Event | None = None
         self.started = threading.Event()
@@ -53,6 +54,11 @@ class RecordingBackend:
     def reset(self) -> None:
         self.resets += 1
         self.cached = []
+
+    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+        self.prefills.append(list(messages))
+        self.cached = list(messages)
+        return self.count_tokens(messages)
 
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return sum(len(m.content.split()) + 4 for m in messages)

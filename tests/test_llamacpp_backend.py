@@ -139,6 +139,23 @@ def test_turn_two_evaluates_only_new_tokens_and_reset_evaluates_all(backend):
     assert third.stats.prompt_tokens_evaluated == third.stats.prompt_tokens
 
 
+def test_prefill_rebuilds_the_cache_for_an_opened_conversation(backend):
+    greedy = SamplingParams(temperature=0, max_tokens=8)
+    history = [ChatMessage("system", "You are terse."), ChatMessage("user", "Name a colour."),
+               ChatMessage("assistant", "Blue."), ChatMessage("user", "Name a fruit."),
+               ChatMessage("assistant", "Apple.")]
+    cached = backend.prefill(history)
+    assert cached == backend.count_tokens(history)
+    turn = history + [ChatMessage("user", "Name an animal.")]
+    done = [e for e in backend.stream_chat(turn, greedy) if isinstance(e, GenerationDone)][0]
+    # Only the new prompt (and the few tokens of the turn markers) is evaluated.
+    assert done.stats.prompt_tokens_evaluated < done.stats.prompt_tokens - cached // 2
+    backend.reset()
+    cold = [e for e in backend.stream_chat(turn, greedy) if isinstance(e, GenerationDone)][0]
+    assert cold.stats.prompt_tokens_evaluated == cold.stats.prompt_tokens
+    assert cold.text == done.text  # the rebuilt cache gives the same reply
+
+
 def test_cancel_mid_stream_then_a_new_request_works(backend):
     params = SamplingParams(temperature=0, max_tokens=500)
     seen = 0

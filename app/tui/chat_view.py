@@ -253,6 +253,13 @@ class ChatView(VerticalScroll):
             self.anchor()
         return widget
 
+    async def add_all(self, widgets: list[ChatMessageWidget], follow: bool = True) -> None:
+        """Mount many messages in one go (an opened conversation)."""
+        if widgets:
+            await self.mount_all(widgets)
+        if follow:
+            self.anchor()
+
     async def clear(self) -> None:
         await self.query(ChatMessageWidget).remove()
         self.anchor()
