@@ -57,3 +57,7 @@ class DownloadCancelled(DownloadError):
 
 class ModelStoreError(VibechatError):
     """The local model registry could not be read or changed."""
+
+
+class ConfigError(VibechatError):
+    """The config file (or a ``VIBECHAT_*`` variable) is malformed, or could not be saved."""

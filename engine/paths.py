@@ -35,6 +35,11 @@ def cache_dir() -> Path:
 
 
 def models_dir() -> Path:
-    """Models vibechat downloaded or was given (``VIBECHAT_MODELS_DIR`` overrides)."""
+    """Models vibechat downloaded or was given: ``VIBECHAT_MODELS_DIR``, else ``models_dir``
+    in the config file (a broken file is ignored here), else ``models`` in the data dir."""
     override = os.environ.get("VIBECHAT_MODELS_DIR")
-    return Path(override).expanduser() if override else data_dir() / "models"
+    if override:
+        return Path(override).expanduser()
+    from .config import configured_models_dir
+
+    return configured_models_dir() or data_dir() / "models"

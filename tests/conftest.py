@@ -1,5 +1,5 @@
-"""Shared fixtures. Every test gets its own user directories under tmp_path:
-nothing touches the real home, config or caches."""
+"""Shared fixtures. Every test gets its own user directories under tmp_path, and no
+``VIBECHAT_*`` variable from outside: nothing touches the real home, config or caches."""
 
 from __future__ import annotations
 
@@ -51,6 +51,9 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     dirs = {name: tmp_path / "user" / name for name in ("home", "config", "data", "cache")}
     for path in dirs.values():
         path.mkdir(parents=True)
+    for name in list(os.environ):  # VIBECHAT_CONFIG, VIBECHAT_TEMPERATURE ...: none leak in
+        if name.startswith("VIBECHAT_"):
+            monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(dirs["home"]))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(dirs["config"]))
     monkeypatch.setenv("XDG_DATA_HOME", str(dirs["data"]))
@@ -60,8 +63,6 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     monkeypatch.setenv("VIBECHAT_CACHE_DIR", str(dirs["cache"] / "vibechat"))
     monkeypatch.setenv("HF_HOME", str(dirs["cache"] / "huggingface"))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.delenv("VIBECHAT_MODELS_DIR", raising=False)
-    monkeypatch.delenv("VIBECHAT_DEBUG", raising=False)
     return dirs
 
 

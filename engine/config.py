@@ -1,0 +1,722 @@
+"""The config file: one TOML file, one typed model, every setting documented once.
+
+``Config`` is the model; each of its fields carries its documentation (``help``,
+environment variable, flag, example) in its metadata, and the sampling
+parameters are documented by ``PARAM_SPECS``. ``SETTINGS`` flattens both into one
+list that drives validation, the commented template (``template()``), ``vibechat
+config show`` and the README table (``markdown_table()``).
+
+Precedence: command-line flag > ``VIBECHAT_*`` variable > file > default.
+``load_config()`` never raises over a bad file or variable: it reports the first
+problem in ``LoadedConfig.problem`` (one line naming the file, line and key, or
+the variable) and leaves the bad part out. Saving (``update_config()``) edits the
+file with tomlkit, so the user's comments and formatting stay as they were, and
+refuses to touch a file that does not load cleanly.
+
+Headless and free of side effects at import time (tomlkit is imported when a
+file is read).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import tempfile
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, InvalidParameterError
+from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
+from .paths import config_dir
+
+CONFIG_ENV = "VIBECHAT_CONFIG"
+CONFIG_NAME = "config.toml"
+DEFAULT_THEME = "vibechat-dusk"
+FIX = "fix it with 'vibechat config edit'"
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+def _doc(help: str, *, kind: str, example: str, unset: str = "", env: str | None = None,
+         flag: str | None = None, minimum: int | None = None, maximum: int | None = None) -> dict[str, Any]:
+    return {"help": help, "kind": kind, "example": example, "unset": unset, "env": env, "flag": flag,
+            "minimum": minimum, "maximum": maximum}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the config file can set; the defaults are the values with no file."""
+
+    model: str | None = field(default=None, metadata=_doc(
+        "The model to open: a .gguf path, a name from 'vibechat models list', or a Hugging Face "
+        "reference (owner/repo, owner/repo:QUANT).",
+        kind="text", example='"bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"',
+        unset="the bundled starter model", env="VIBECHAT_MODEL", flag="--model"))
+    system_prompt: str | None = field(default=None, metadata=_doc(
+        "The system prompt of every new conversation.",
+        kind="text", example='"You are a concise assistant."', unset="none",
+        env="VIBECHAT_SYSTEM_PROMPT", flag="--system"))
+    context_size: int | None = field(default=None, metadata=_doc(
+        "Context window in tokens.",
+        kind="whole number", example="4096", unset="the model's, at most 8192",
+        env="VIBECHAT_CONTEXT_SIZE", flag="--ctx", minimum=64, maximum=1_048_576))
+    gpu_layers: int | None = field(default=None, metadata=_doc(
+        "Layers to offload to the GPU: -1 all, 0 none (CPU only).",
+        kind="whole number", example="0", unset="all, if the build can offload",
+        env="VIBECHAT_GPU_LAYERS", flag="--n-gpu-layers", minimum=-1))
+    threads: int | None = field(default=None, metadata=_doc(
+        "CPU threads for generation.",
+        kind="whole number", example="4", unset="the physical performance cores",
+        env="VIBECHAT_THREADS", flag="--threads", minimum=1, maximum=1024))
+    theme: str = field(default=DEFAULT_THEME, metadata=_doc(
+        "The colour theme (F4 in the chat chooses one and saves it here).",
+        kind="text", example='"vibechat-paper"', env="VIBECHAT_THEME"))
+    models_dir: Path | None = field(default=None, metadata=_doc(
+        "Where downloaded models go; a relative path is relative to this file's folder.",
+        kind="path", example='"~/models/vibechat"', unset="'models' in the data folder",
+        env="VIBECHAT_MODELS_DIR"))
+    params: SamplingParams = field(default_factory=SamplingParams, metadata=_doc(
+        "Default sampling parameters (the chat saves them here with 'Save parameters as default').",
+        kind="table", example=""))
+    keys: Mapping[str, str] = field(default_factory=dict, metadata=_doc(
+        "Key binding overrides: binding id = \"key\" (several keys: \"f12,ctrl+t\"). Quote ids that "
+        "contain a dot.",
+        kind="table", example='"toggle_params" = "f12"'))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One documented setting; ``key`` is its dotted TOML key (``params.top_k``)."""
+
+    key: str
+    kind: str  # "text", "whole number", "number", "path", "list of text"
+    help: str
+    default: Any
+    example: str
+    unset: str = ""  # what happens when unset (the default is None)
+    env: str | None = None
+    flag: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    optional: bool = True  # None (unset) is a valid value
+
+    @property
+    def name(self) -> str:
+        return self.key.rpartition(".")[2]
+
+    def default_text(self) -> str:
+        return self.unset if self.default is None and self.unset else _show(self.default)
+
+
+def _settings() -> tuple[Setting, ...]:
+    out: list[Setting] = []
+    for f in dataclasses.fields(Config):
+        if f.name in ("params", "keys"):
+            continue
+        m = f.metadata
+        default = f.default
+        out.append(Setting(f.name, m["kind"], m["help"], default, m["example"], m["unset"], m["env"],
+                           m["flag"], m["minimum"], m["maximum"], optional=default is None))
+    for spec in PARAM_SPECS.values():
+        env = "VIBECHAT_" + spec.name.upper()
+        example = {"max_tokens": "512", "seed": "42"}.get(spec.name, _show(spec.default))
+        out.append(Setting(f"params.{spec.name}", "whole number" if spec.kind is int else "number",
+                           spec.help, spec.default, example, "none" if spec.optional else "", env,
+                           "--" + spec.name.replace("_", "-"), spec.minimum, spec.maximum,
+                           optional=spec.optional))
+    out.append(Setting("params.stop", "list of text",
+                       f"Stop when the reply contains one of these strings (at most {MAX_STOP_STRINGS}; "
+                       "in the variable, separate them with |).",
+                       (), '["\\nUser:"]', env="VIBECHAT_STOP", flag="--stop"))
+    return tuple(out)
+
+
+SETTINGS: tuple[Setting, ...] = _settings()
+SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+TOP_LEVEL = tuple(f.name for f in dataclasses.fields(Config))
+PARAM_KEYS = tuple(s.name for s in SETTINGS if s.key.startswith("params."))
+
+
+def env_vars() -> tuple[str, ...]:
+    """Every variable that can override a setting, and ``VIBECHAT_CONFIG``."""
+    return (CONFIG_ENV, *(s.env for s in SETTINGS if s.env))
+
+
+def config_path() -> Path:
+    """The config file: ``$VIBECHAT_CONFIG``, else ``config.toml`` in the config dir."""
+    override = os.environ.get(CONFIG_ENV)
+    return Path(override).expanduser() if override else config_dir() / CONFIG_NAME
+
+
+# ---------------------------------------------------------------- origins
+@dataclass(frozen=True)
+class Origin:
+    """Where a value came from: ``default``, ``file`` (path, line), ``env`` (variable) or ``flag``."""
+
+    kind: str
+    name: str = ""
+    line: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "file":
+            return f"file, line {self.line}" if self.line else "file"
+        return self.kind if self.kind == "default" else f"{self.kind} {self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"source": self.kind}
+        if self.kind == "file":
+            data.update(file=self.name, line=self.line)
+        elif self.kind == "env":
+            data["variable"] = self.name
+        elif self.kind == "flag":
+            data["flag"] = self.name
+        return data
+
+
+DEFAULT_ORIGIN = Origin("default")
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """The effective config and where each value came from.
+
+    ``file_problem``: the file could not be used (its values are all left out);
+    ``env_problem``: the first bad ``VIBECHAT_*`` variable (left out). ``problem`` is
+    either, as one line for the user."""
+
+    config: Config
+    path: Path
+    exists: bool = False
+    origins: Mapping[str, Origin] = field(default_factory=dict)
+    file_problem: str | None = None
+    env_problem: str | None = None
+
+    @property
+    def problem(self) -> str | None:
+        return self.file_problem or self.env_problem
+
+    def origin(self, key: str) -> Origin:
+        return self.origins.get(key, DEFAULT_ORIGIN)
+
+    def value(self, key: str) -> Any:
+        """The effective value of a dotted key (``params.top_k``, ``keys.help``)."""
+        head, _, rest = key.partition(".")
+        if head == "keys":
+            return self.config.keys.get(rest)
+        if head == "params":
+            value = getattr(self.config.params, rest)
+            return list(value) if rest == "stop" else value
+        return getattr(self.config, head)
+
+    def items(self) -> list[tuple[str, Any, Origin]]:
+        """Every setting (and each key override) with its value and origin, in SETTINGS order."""
+        rows = [(s.key, self.value(s.key), self.origin(s.key)) for s in SETTINGS]
+        rows += [(f"keys.{k}", v, self.origin(f"keys.{k}")) for k, v in sorted(self.config.keys.items())]
+        return rows
+
+    def with_flags(self, values: Mapping[str, Any], flags: Mapping[str, str]) -> "LoadedConfig":
+        """A copy with command-line values on top (``values`` by dotted key, ``flags`` the
+        flag each came from); values are checked as a file's would be."""
+        changes: dict[str, Any] = {}
+        origins = dict(self.origins)
+        for key, value in values.items():
+            setting = SETTINGS_BY_KEY[key]
+            try:
+                changes[key] = _check(setting, value, Path.cwd())
+            except InvalidParameterError as exc:
+                raise InvalidParameterError(f"{flags.get(key, key)}: {_bare(exc)}.") from None
+            origins[key] = Origin("flag", flags.get(key, key))
+        return dataclasses.replace(self, config=_apply(self.config, changes), origins=origins)
+
+
+# ------------------------------------------------------------- validation
+def _bare(exc: Exception) -> str:
+    return str(exc).rstrip(".")
+
+
+def _range(setting: Setting) -> str:
+    lo, hi = setting.minimum, setting.maximum
+    if lo is not None and hi is not None:
+        return f" between {_show(lo)} and {_show(hi)}"
+    if lo is not None:
+        return f" of {_show(lo)} or more"
+    return ""
+
+
+def _check(setting: Setting, value: Any, base: Path) -> Any:
+    """``value`` (as TOML or Python gives it) made the setting's type, or InvalidParameterError."""
+    name = setting.key.removeprefix("params.")
+    if setting.key.startswith("params.") and setting.key != "params.stop":
+        spec = PARAM_SPECS[name]
+        if spec.optional and (value is None or (isinstance(value, str) and value.strip().lower() == "none")):
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            kind = "a whole number" if spec.kind is int else "a number"
+            raise InvalidParameterError(f"{name} must be {kind} {spec.range_text()} (got {_show(value)})")
+        return spec.check(value)
+    if setting.key == "params.stop":
+        stop = (value,) if isinstance(value, str) else value
+        if stop is None:
+            return ()
+        if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
+            raise InvalidParameterError(f"stop must be a list of strings (got {_show(value)})")
+        return SamplingParams(stop=tuple(stop)).stop
+    if value is None or (isinstance(value, str) and not value.strip() and setting.optional):
+        if setting.optional:
+            return None
+        raise InvalidParameterError(f"{name} needs a value")
+    if setting.kind == "whole number":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidParameterError(f"{name} must be a whole number{_range(setting)} (got {_show(value)})")
+        if (setting.minimum is not None and value < setting.minimum) or (
+                setting.maximum is not None and value > setting.maximum):
+            raise InvalidParameterError(f"{name} must be{_range(setting)} (got {value})")
+        return value
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise InvalidParameterError(f"{name} must be a non-empty string (got {_show(value)})")
+    if setting.kind == "path":
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else base / path
+    return value
+
+
+def _apply(config: Config, changes: Mapping[str, Any]) -> Config:
+    top = {k: v for k, v in changes.items() if "." not in k}
+    params = {k.partition(".")[2]: v for k, v in changes.items() if k.startswith("params.")}
+    keys = {k.partition(".")[2]: v for k, v in changes.items() if k.startswith("keys.")}
+    if params:
+        top["params"] = config.params.replace(**params)
+    if keys:
+        top["keys"] = {**config.keys, **keys}
+    return dataclasses.replace(config, **top)
+
+
+def _suggest(word: str, choices: Collection[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class _FileProblem(Exception):
+    def __init__(self, message: str, where: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def _read_document(data: Mapping[str, Any], base: Path,
+                   key_ids: Collection[str] | None) -> dict[str, Any]:
+    """Check a parsed file; returns ``{dotted key: value}`` or raises _FileProblem."""
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "params":
+            if not isinstance(value, Mapping):
+                raise _FileProblem(f"params must be a table ([params]), not {_show(value)}", ("params",))
+            for name, item in value.items():
+                if name not in PARAM_KEYS:
+                    raise _FileProblem(f"unknown key '{name}' in [params]{_suggest(name, PARAM_KEYS)}; "
+                                       f"known: {', '.join(PARAM_KEYS)}", ("params", name))
+                values[f"params.{name}"] = _checked(f"params.{name}", item, base, ("params", name))
+        elif key == "keys":
+            if not isinstance(value, Mapping):
+                raise _FileProblem(f"keys must be a table ([keys]), not {_show(value)}", ("keys",))
+            for name, item in value.items():
+                where = ("keys", name)
+                if isinstance(item, Mapping):
+                    raise _FileProblem(f"keys.{name} is a table: quote binding ids that contain a dot "
+                                       f"(\"{name}.…\" = \"key\")", where)
+                if key_ids is not None and name not in key_ids:
+                    raise _FileProblem(f"unknown binding id '{name}' in [keys]{_suggest(name, key_ids)}; "
+                                       f"known: {', '.join(sorted(key_ids))}", where)
+                if not isinstance(item, str) or not item.strip():
+                    raise _FileProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
+                                       f"(got {_show(item)})", where)
+                values[f"keys.{name}"] = item.replace(" ", "")
+        elif key in SETTINGS_BY_KEY:
+            values[key] = _checked(key, value, base, (key,))
+        else:
+            hint = (f" ({key} belongs in the [params] table)" if key in PARAM_KEYS
+                    else _suggest(key, TOP_LEVEL))
+            raise _FileProblem(f"unknown key '{key}'{hint}; known: {', '.join(TOP_LEVEL)}", (key,))
+    return values
+
+
+def _checked(key: str, value: Any, base: Path, where: tuple[str, ...]) -> Any:
+    try:
+        return _check(SETTINGS_BY_KEY[key], value, base)
+    except InvalidParameterError as exc:
+        raise _FileProblem(_bare(exc), where) from None
+
+
+# ----------------------------------------------------- where keys are in the text
+_KEY_PART = r'(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|\'[^\']*\')'
+_KEY_RE = re.compile(rf"\s*({_KEY_PART}(?:\s*\.\s*{_KEY_PART})*)\s*=")
+_HEADER_RE = re.compile(rf"\s*\[\[?\s*({_KEY_PART}(?:\s*\.\s*{_KEY_PART})*)\s*\]\]?\s*(?:#.*)?$")
+_PART_RE = re.compile(_KEY_PART)
+
+
+def _parts(dotted: str) -> tuple[str, ...]:
+    out = []
+    for part in _PART_RE.findall(dotted):
+        if part[:1] == '"':
+            part = part[1:-1].encode().decode("unicode_escape")
+        elif part[:1] == "'":
+            part = part[1:-1]
+        out.append(part)
+    return tuple(out)
+
+
+def _definitions(text: str):
+    """``(key path, line)`` for each table header and ``key =`` line, in order (1-based
+    lines; lines inside multi-line strings are skipped)."""
+    table: tuple[str, ...] = ()
+    quote: str | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if quote is not None:
+            if quote in line:
+                quote = None
+            continue
+        header = _HEADER_RE.match(line)
+        if header:
+            table = _parts(header.group(1))
+            yield table, number
+            continue
+        match = _KEY_RE.match(line)
+        if not match:
+            continue
+        yield table + _parts(match.group(1)), number
+        rest = line[match.end():].lstrip()
+        for q in ('"""', "'''"):
+            if rest.startswith(q) and rest.count(q) == 1:
+                quote = q
+
+
+def key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """The line (1-based) where each key and table is first defined, by key path (a
+    dotted key defines its prefixes too). tomlkit keeps no positions, so this reads
+    the text: table headers, ``key =`` lines, dotted keys, not multi-line strings."""
+    lines: dict[tuple[str, ...], int] = {}
+    for path, number in _definitions(text):
+        for i in range(1, len(path) + 1):
+            lines.setdefault(path[:i], number)
+    return lines
+
+
+def _duplicate_line(text: str, name: str) -> int | None:
+    """The line where a key named ``name`` is defined a second time in the same table."""
+    seen: set[tuple[str, ...]] = set()
+    for path, number in _definitions(text):
+        if path and path[-1] == name:
+            if path in seen:
+                return number
+            seen.add(path)
+    return None
+
+
+def _line_of(lines: Mapping[tuple[str, ...], int], where: tuple[str, ...]) -> int | None:
+    for i in range(len(where), 0, -1):
+        if where[:i] in lines:
+            return lines[where[:i]]
+    return None
+
+
+def _file_message(path: Path, line: int | None, message: str) -> str:
+    at = f", line {line}" if line else ""
+    return f"config file {path}{at}: {message}; {FIX}"
+
+
+def parse_config_text(text: str, path: Path, key_ids: Collection[str] | None = None
+                      ) -> tuple[dict[str, Any], dict[str, Origin]]:
+    """The values a config file's text sets (by dotted key) and their origins; a problem
+    raises ``ConfigError`` with one line naming the file, the line and the key."""
+    import tomlkit
+    from tomlkit.exceptions import ParseError
+
+    try:
+        data = tomlkit.parse(text).unwrap()
+    except ParseError as exc:
+        reason = re.sub(r" at line \d+ col \d+$", "", str(exc)).rstrip(".")
+        raise ConfigError(_file_message(path, exc.line, f"TOML syntax error: {reason} (column {exc.col})")) from None
+    except Exception as exc:  # noqa: BLE001 - tomlkit raises a few other kinds on odd input
+        duplicate = re.match(r'Key "(.+)" already exists', str(exc))
+        line = _duplicate_line(text, duplicate.group(1)) if duplicate else None
+        raise ConfigError(_file_message(path, line, f"TOML syntax error: {str(exc).rstrip('.')}")) from None
+    lines = key_lines(text)
+    try:
+        values = _read_document(data, path.parent, key_ids)
+    except _FileProblem as exc:
+        raise ConfigError(_file_message(path, _line_of(lines, exc.where), str(exc))) from None
+    origins = {key: Origin("file", str(path), _line_of(lines, tuple(key.split(".", 1))))
+               for key in values}
+    return values, origins
+
+
+def _read_text(path: Path) -> str | None:
+    """The file's text, or None when there is no file; unreadable raises ConfigError."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(_file_message(path, None, f"could not be read ({reason})")) from None
+
+
+def check_config_file(path: Path | None = None, key_ids: Collection[str] | None = None) -> str | None:
+    """The file's problem as one line, or None when it loads cleanly (or does not exist)."""
+    path = path or config_path()
+    try:
+        text = _read_text(path)
+        if text is not None:
+            parse_config_text(text, path, key_ids)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _env_values(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Origin], str | None]:
+    values: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    problem = None
+    for setting in SETTINGS:
+        raw = environ.get(setting.env or "")
+        if not raw:
+            continue
+        try:
+            values[setting.key] = _from_text(setting, raw)
+        except InvalidParameterError as exc:
+            if problem is None:
+                problem = f"environment variable {setting.env}={raw!r}: {_bare(exc)}; fix or unset it"
+            continue
+        origins[setting.key] = Origin("env", setting.env or "")
+    return values, origins, problem
+
+
+def _from_text(setting: Setting, raw: str) -> Any:
+    """A setting typed as text (an environment variable)."""
+    if setting.key == "params.stop":
+        return _check(setting, [s for s in raw.split("|") if s], Path.cwd())
+    if setting.key.startswith("params."):
+        return PARAM_SPECS[setting.name].parse(raw)
+    if setting.kind == "whole number":
+        try:
+            value: Any = int(raw.strip())
+        except ValueError:
+            raise InvalidParameterError(
+                f"{setting.name} must be a whole number{_range(setting)} (got {raw!r})") from None
+        return _check(setting, value, Path.cwd())
+    return _check(setting, raw, Path.cwd())
+
+
+def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None = None,
+                key_ids: Collection[str] | None = None) -> LoadedConfig:
+    """The effective config: defaults, then the file, then ``VIBECHAT_*`` variables.
+
+    Never raises over a bad file or variable: a file with any problem is left out
+    entirely (``file_problem``), a bad variable is left out (``env_problem``).
+    ``key_ids``: the binding ids ``[keys]`` may name (None: any)."""
+    path = path or config_path()
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    file_problem = None
+    exists = False
+    try:
+        text = _read_text(path)
+        exists = text is not None
+        if text is not None:
+            values, origins = parse_config_text(text, path, key_ids)
+    except ConfigError as exc:
+        exists = path.exists()
+        file_problem = str(exc)
+    env, env_origins, env_problem = _env_values(environ)
+    values.update(env)
+    origins.update(env_origins)
+    return LoadedConfig(_apply(Config(), values), path, exists, origins, file_problem, env_problem)
+
+
+def configured_models_dir() -> Path | None:
+    """``models_dir`` from the config file, or None (unset, no file, a broken file).
+    Cheap to call often: the answer is kept until the file changes."""
+    path = config_path()
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = _models_dir_cache.get(path)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    try:
+        values, _ = parse_config_text(path.read_text(encoding="utf-8"), path)
+        found = values.get("models_dir")
+    except (ConfigError, OSError, UnicodeDecodeError):
+        found = None
+    _models_dir_cache[path] = (signature, found)
+    return found
+
+
+_models_dir_cache: dict[Path, tuple[tuple[int, int, int], Path | None]] = {}
+
+
+# ------------------------------------------------------------------ saving
+def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
+                  key_ids: Collection[str] | None = None) -> Path:
+    """Set dotted keys (``theme``, ``params.top_k``) in the config file; None removes one.
+
+    Everything else in the file stays byte for byte (tomlkit), an unchanged value keeps
+    its spelling, a built-in default is not added (only updated where the file has the
+    key), a missing file starts from ``template()``, and the write is atomic. A file
+    that does not load cleanly is never touched: ``ConfigError`` says why."""
+    import tomlkit
+
+    path = path or config_path()
+    text = _read_text(path)
+    if text is None:
+        text = template(key_ids)
+    parse_config_text(text, path, key_ids)  # raises on any problem: never overwrite a broken file
+    doc = tomlkit.parse(text)
+    for key, value in changes.items():
+        setting = SETTINGS_BY_KEY.get(key)
+        if setting is not None:
+            value = _check(setting, value, path.parent)
+        if isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        head, _, name = key.partition(".")
+        container: Any = doc.get(head, {}) if name else doc
+        key = name or head
+        present = key in container
+        if value is None or value == []:
+            if present:
+                del container[key]
+        elif not present and setting is not None and value == _plain_default(setting):
+            continue  # the built-in default already: not pinned in the file
+        elif not present or _plain(container[key]) != value:
+            if name and head not in doc:
+                doc[head] = container = tomlkit.table()
+            container[key] = value
+    new_text = tomlkit.dumps(doc)
+    parse_config_text(new_text, path, key_ids)
+    if new_text != text or not path.exists():
+        _write_atomic(path, new_text)
+    return path
+
+
+def _plain_default(setting: Setting) -> Any:
+    default = setting.default
+    return list(default) if isinstance(default, tuple) else default
+
+
+def _plain(item: Any) -> Any:
+    return item.unwrap() if hasattr(item, "unwrap") else item
+
+
+def save_params(params: SamplingParams, path: Path | None = None, *,
+                key_ids: Collection[str] | None = None) -> Path:
+    """Make ``params`` the defaults (the ``[params]`` table): values the file has are
+    updated (unset ones removed), others are added where they differ from the built-in
+    defaults."""
+    changes: dict[str, Any] = {f"params.{name}": getattr(params, name) for name in PARAM_SPECS}
+    changes["params.stop"] = list(params.stop) or None
+    return update_config(changes, path, key_ids=key_ids)
+
+
+def save_theme(theme: str, path: Path | None = None, *, key_ids: Collection[str] | None = None) -> Path:
+    return update_config({"theme": theme}, path, key_ids=key_ids)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o777 if path.exists() else None
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if mode is not None:
+                os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ConfigError(f"could not save the config file {path}: {exc.strerror or exc}.") from None
+
+
+def write_template(path: Path | None = None, key_ids: Collection[str] | None = None) -> bool:
+    """Create the config file from ``template()`` unless it exists; True when created."""
+    path = path or config_path()
+    if path.exists():
+        return False
+    _write_atomic(path, template(key_ids))
+    return True
+
+
+# ------------------------------------------------------------ documentation
+def _wrap(text: str, prefix: str = "# ", width: int = 92) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=prefix,
+                         break_on_hyphens=False, break_long_words=False) or [prefix.rstrip()]
+
+
+def _describe(setting: Setting) -> str:
+    parts = [setting.help]
+    if setting.minimum is not None and setting.maximum is not None:
+        parts.append(f"Range {_show(setting.minimum)} to {_show(setting.maximum)}.")
+    parts.append(f"Default: {setting.default_text()}.")
+    if setting.env:
+        parts.append(f"Variable: {setting.env}.")
+    if setting.flag:
+        parts.append(f"Flag: {setting.flag}.")
+    return " ".join(parts)
+
+
+def template(key_ids: Collection[str] | None = None) -> str:
+    """A config file with every setting documented and commented out (it loads as defaults)."""
+    out = [
+        "# vibechat configuration (TOML). Every setting is optional: a commented-out line shows",
+        "# an example; delete the leading '# ' to use it.",
+        "# Command-line flags override environment variables, which override this file.",
+        "# 'vibechat config show' prints the effective values and where each comes from.",
+        "",
+    ]
+    for setting in SETTINGS:
+        if setting.key == "params.temperature":
+            out += [*_wrap(Config.__dataclass_fields__["params"].metadata["help"]), "[params]", ""]
+        out += _wrap(_describe(setting))
+        out += [f"# {setting.name} = {setting.example}", ""]
+    keys_doc = Config.__dataclass_fields__["keys"].metadata
+    out += _wrap(keys_doc["help"])
+    if key_ids:
+        out += _wrap("Binding ids: " + ", ".join(sorted(key_ids)) + ".")
+    out += ["[keys]", f"# {keys_doc['example']}", ""]
+    return "\n".join(out)
+
+
+def markdown_table() -> str:
+    """The README's table of settings."""
+    rows = ["| key | variable | default | what it sets |", "| --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        help_text = s.help.replace("|", "\\|")
+        if s.minimum is not None and s.maximum is not None:
+            help_text += f" ({_show(s.minimum)}–{_show(s.maximum)})"
+        rows.append(f"| `{s.key}` | `{s.env}` | {s.default_text()} | {help_text} |")
+    rows.append("| `keys.<id>` | | | " + Config.__dataclass_fields__["keys"].metadata["help"] + " |")
+    return "\n".join(rows)

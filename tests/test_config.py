@@ -1,0 +1,326 @@
+"""The config file (engine/config.py): defaults, file, environment, flags, problems
+reported in one line with file, line and key, saving that keeps the user's text."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from vibechat.engine.config import (
+    SETTINGS,
+    Config,
+    LoadedConfig,
+    Origin,
+    check_config_file,
+    config_path,
+    key_lines,
+    load_config,
+    save_params,
+    save_theme,
+    template,
+    update_config,
+)
+from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
+from vibechat.engine.params import SamplingParams
+from vibechat.engine.paths import config_dir, data_dir, models_dir
+
+IDS = ("help", "toggle_params", "params.reset_all")
+
+
+def write(text: str, path: Path | None = None) -> Path:
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_path_is_config_toml_in_the_config_dir_or_vibechat_config(monkeypatch, tmp_path):
+    assert config_path() == config_dir() / "config.toml"
+    monkeypatch.setenv("VIBECHAT_CONFIG", str(tmp_path / "other.toml"))
+    assert config_path() == tmp_path / "other.toml"
+
+
+def test_no_file_means_defaults():
+    loaded = load_config(key_ids=IDS)
+    assert isinstance(loaded, LoadedConfig)
+    assert loaded.config == Config() and loaded.config.params == SamplingParams()
+    assert loaded.exists is False and loaded.problem is None
+    assert all(origin == Origin("default") for _, _, origin in loaded.items())
+    assert loaded.config.theme == "vibechat-dusk" and loaded.config.keys == {}
+
+
+def test_file_values_and_the_line_each_came_from():
+    path = write(
+        '# comment\n'
+        'model = "acme/Tiny-GGUF:Q8_0"\n'
+        'system_prompt = """\n'
+        'Be brief.\n'
+        'temperature = 3\n'  # inside a multi-line string: not a key
+        '"""\n'
+        'context_size = 2048\n'
+        'gpu_layers = -1\n'
+        'threads = 2\n'
+        'theme = "vibechat-paper"\n'
+        'models_dir = "models-here"\n'
+        '\n'
+        '[params]\n'
+        'temperature = 0.3\n'
+        'top_k = 7\n'
+        'max_tokens = 64\n'
+        'seed = "none"\n'
+        'stop = ["###", "User:"]\n'
+        '\n'
+        '[keys]\n'
+        'help = "f12"\n'
+        '"params.reset_all" = "ctrl+r, X"\n'
+    )
+    loaded = load_config(key_ids=IDS)
+    assert loaded.problem is None and loaded.exists
+    c = loaded.config
+    assert c.model == "acme/Tiny-GGUF:Q8_0" and c.system_prompt == "Be brief.\ntemperature = 3\n"
+    assert (c.context_size, c.gpu_layers, c.threads, c.theme) == (2048, -1, 2, "vibechat-paper")
+    assert c.models_dir == path.parent / "models-here"  # relative to the file's folder
+    assert c.params == SamplingParams(temperature=0.3, top_k=7, max_tokens=64, stop=("###", "User:"))
+    assert c.keys == {"help": "f12", "params.reset_all": "ctrl+r,X"}
+    lines = {key: origin.line for key, _, origin in loaded.items() if origin.kind == "file"}
+    assert lines == {"model": 2, "system_prompt": 3, "context_size": 7, "gpu_layers": 8, "threads": 9,
+                     "theme": 10, "models_dir": 11, "params.temperature": 14, "params.top_k": 15,
+                     "params.max_tokens": 16, "params.seed": 17, "params.stop": 18,
+                     "keys.help": 21, "keys.params.reset_all": 22}
+    assert str(loaded.origin("params.top_k")) == "file, line 15"
+    assert loaded.origin("params.top_p") == Origin("default")
+
+
+def test_environment_overrides_the_file_and_names_its_variable():
+    write('theme = "vibechat-paper"\n[params]\ntemperature = 0.3\ntop_k = 7\n')
+    env = {"VIBECHAT_TOP_K": "9", "VIBECHAT_MODEL": "m.gguf", "VIBECHAT_STOP": "a|b",
+           "VIBECHAT_CONTEXT_SIZE": "1024", "VIBECHAT_SEED": "none", "VIBECHAT_THEME": ""}
+    loaded = load_config(environ=env)
+    c = loaded.config
+    assert c.params.temperature == 0.3 and c.params.top_k == 9 and c.params.stop == ("a", "b")
+    assert c.model == "m.gguf" and c.context_size == 1024 and c.theme == "vibechat-paper"
+    assert str(loaded.origin("params.top_k")) == "env VIBECHAT_TOP_K"
+    assert loaded.origin("params.temperature").kind == "file"
+    assert loaded.origin("theme").kind == "file"  # an empty variable is unset
+
+
+def test_precedence_flag_over_env_over_file_over_default():
+    write("[params]\ntemperature = 0.3\ntop_k = 7\ntop_p = 0.5\n")
+    loaded = load_config(environ={"VIBECHAT_TOP_K": "9", "VIBECHAT_TOP_P": "0.6"})
+    flagged = loaded.with_flags({"params.top_p": 0.7, "threads": 3}, {"params.top_p": "--top-p", "threads": "--threads"})
+    p = flagged.config.params
+    assert (p.temperature, p.top_k, p.top_p, p.min_p) == (0.3, 9, 0.7, 0.05)
+    assert flagged.config.threads == 3
+    assert [str(flagged.origin(k)) for k in ("params.temperature", "params.top_k", "params.top_p", "params.min_p")] \
+        == ["file, line 2", "env VIBECHAT_TOP_K", "flag --top-p", "default"]
+    with pytest.raises(InvalidParameterError, match="^--threads: threads must be between 1 and 1024"):
+        loaded.with_flags({"threads": 0}, {"threads": "--threads"})
+
+
+BAD_FILES = [
+    ("[params]\ntemperature = 0.5\n\ntemperature = 9\n", 4, "TOML syntax error"),
+    ("model = \"x\"\n[params]\ntemperature = 9\n", 3, "temperature must be between 0 and 5 (got 9)"),
+    ("[params]\ntop_k = \"many\"\n", 2, "top_k must be a whole number between 0 and 1000 (got \"many\")"),
+    ("[params]\ntop_k = 2.5\n", 2, "top_k must be a whole number between 0 and 1000 (got 2.5)"),
+    ("context_size = 12\n", 1, "context_size must be between 64 and 1048576 (got 12)"),
+    ("threads = true\n", 1, "threads must be a whole number between 1 and 1024 (got True)"),
+    ("theme = 3\n", 1, "theme must be a non-empty string (got 3)"),
+    ("\n\nthme = \"x\"\n", 3, "unknown key 'thme' (did you mean 'theme'?)"),
+    ("temperature = 0.5\n", 1, "unknown key 'temperature' (temperature belongs in the [params] table)"),
+    ("[params]\ntemprature = 0.5\n", 2, "unknown key 'temprature' in [params] (did you mean 'temperature'?)"),
+    ("params = 3\n", 1, "params must be a table ([params])"),
+    ("[params]\nstop = [1, 2]\n", 2, "stop must be a list of strings"),
+    ("[keys]\nhelpp = \"f2\"\n", 2, "unknown binding id 'helpp' in [keys] (did you mean 'help'?); known: help, "
+                                   "params.reset_all, toggle_params"),
+    ("[keys]\nparams.reset_all = \"x\"\n", 2, "quote binding ids that contain a dot"),
+    ("[keys]\nhelp = 1\n", 2, "keys.help must be a key string"),
+    ("params = { temperature = 7 }\n", 1, "temperature must be between 0 and 5 (got 7)"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), BAD_FILES)
+def test_a_bad_file_is_one_line_with_file_line_and_key(text, line, message):
+    path = write(text)
+    loaded = load_config(key_ids=IDS)
+    problem = loaded.problem
+    assert problem is not None and "\n" not in problem
+    assert problem.startswith(f"config file {path}, line {line}: ")
+    assert message in problem
+    assert problem.endswith("; fix it with 'vibechat config edit'")
+    assert loaded.file_problem == problem and loaded.exists
+    # Nothing from a broken file is used: all defaults.
+    assert loaded.config == Config()
+    assert check_config_file(path, IDS) == problem
+
+
+def test_the_error_message_of_the_issue():
+    path = write("model = \"m\"\n\ntemperature = 9\n".replace("\ntemperature", "[params]\ntemperature"))
+    assert load_config().problem == (f"config file {path}, line 3: temperature must be between 0 and 5 "
+                                     f"(got 9); fix it with 'vibechat config edit'")
+
+
+def test_unreadable_file_is_a_problem_not_a_crash():
+    config_path().mkdir(parents=True)  # a directory where the file should be
+    loaded = load_config()
+    assert loaded.problem and loaded.problem.startswith(f"config file {config_path()}: could not be read")
+    path = write(b"\xff\xfe bad".decode("latin-1"), config_path().with_name("latin.toml"))
+    path.write_bytes(b"theme = \"\xff\"\n")
+    assert "could not be read" in (load_config(path).problem or "")
+
+
+def test_a_bad_variable_names_it_and_only_it_is_left_out():
+    write("[params]\ntop_k = 7\n")
+    loaded = load_config(environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_THREADS": "2"})
+    assert loaded.file_problem is None
+    assert loaded.env_problem == ("environment variable VIBECHAT_TEMPERATURE='hot': temperature must be a number "
+                                  "between 0 and 5 (got 'hot'); fix or unset it")
+    assert loaded.problem == loaded.env_problem
+    assert loaded.config.params.temperature == 0.8 and loaded.config.params.top_k == 7
+    assert loaded.config.threads == 2
+    bad = load_config(environ={"VIBECHAT_CONTEXT_SIZE": "big"}).problem
+    assert bad and bad.startswith("environment variable VIBECHAT_CONTEXT_SIZE='big': context_size must be")
+
+
+def test_vibechat_config_points_at_another_file(monkeypatch, tmp_path):
+    write("[params]\ntop_k = 7\n")
+    other = write("[params]\ntop_k = 3\n", tmp_path / "elsewhere" / "mine.toml")
+    monkeypatch.setenv("VIBECHAT_CONFIG", str(other))
+    loaded = load_config()
+    assert loaded.path == other and loaded.config.params.top_k == 3
+    assert loaded.origin("params.top_k").name == str(other)
+
+
+USER_FILE = """\
+# ~/.config/vibechat/config.toml -- hand-written, keep my notes!
+
+model   = "bartowski/Llama-3.2-1B-Instruct-GGUF"   # the small one
+theme = 'vibechat-dusk'
+
+[params]
+# cooler than the default
+temperature=0.70
+top_k    =   40     # keep
+seed = 42  # fixed while I compare
+
+# stop strings, one per line
+stop = [
+    "###",  # markdown separators
+]
+
+[keys]
+"help" = "f12"  # F1 is taken by tmux
+"""
+
+
+def test_save_params_changes_only_the_values_byte_for_byte():
+    path = write(USER_FILE)
+    save_params(SamplingParams(temperature=0.5, top_k=40, seed=None, min_p=0.1, stop=("###",)), key_ids=IDS)
+    text = path.read_text()
+    expected = (USER_FILE
+                .replace("temperature=0.70\n", "temperature=0.5\n")
+                .replace("seed = 42  # fixed while I compare\n", ""))
+    # New keys go at the end of [params]; everything else is as the user wrote it.
+    assert text.replace("min_p = 0.1\n", "") == expected
+    assert "min_p = 0.1\n" in text
+    assert load_config(key_ids=IDS).config.params == SamplingParams(temperature=0.5, min_p=0.1, stop=("###",))
+
+
+def test_saving_the_same_values_leaves_the_file_alone():
+    path = write(USER_FILE)
+    before = path.stat().st_mtime_ns
+    save_params(SamplingParams(temperature=0.7, top_k=40, seed=42, stop=("###",)), key_ids=IDS)
+    assert path.read_text() == USER_FILE  # 0.70 stays spelt 0.70
+    assert path.stat().st_mtime_ns == before
+
+
+def test_save_theme_keeps_comments_and_tables():
+    path = write(USER_FILE)
+    save_theme("vibechat-paper", key_ids=IDS)
+    assert path.read_text() == USER_FILE.replace("theme = 'vibechat-dusk'", "theme = \"vibechat-paper\"")
+
+
+def test_saving_into_no_file_starts_from_the_documented_template():
+    save_params(SamplingParams(top_k=12), key_ids=IDS)
+    text = config_path().read_text()
+    assert text.startswith("# vibechat configuration")
+    assert "# temperature = 0.8" in text and "top_k = 12" in text
+    loaded = load_config(key_ids=IDS)
+    assert loaded.problem is None and loaded.config.params == SamplingParams(top_k=12)
+    assert loaded.origin("params.top_k").kind == "file"
+
+
+@pytest.mark.parametrize(("text", "_line", "_message"), BAD_FILES)
+def test_a_broken_file_is_never_overwritten(text, _line, _message):
+    path = write(text)
+    for save in (lambda: save_params(SamplingParams(top_k=3), key_ids=IDS),
+                 lambda: save_theme("vibechat-paper", key_ids=IDS),
+                 lambda: update_config({"threads": 2}, key_ids=IDS)):
+        with pytest.raises(ConfigError) as info:
+            save()
+        assert f"config file {path}" in str(info.value)
+        assert path.read_text() == text
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left behind
+
+
+def test_an_invalid_value_is_refused_before_writing():
+    path = write(USER_FILE)
+    with pytest.raises(VibechatError, match="threads must be between 1 and 1024"):
+        update_config({"threads": 0}, key_ids=IDS)
+    assert path.read_text() == USER_FILE
+
+
+def test_save_is_atomic_and_keeps_the_file_mode():
+    path = write(USER_FILE)
+    os.chmod(path, 0o600)
+    inode = path.stat().st_ino
+    save_theme("vibechat-paper")
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.stat().st_ino != inode  # replaced, not rewritten in place
+    assert sorted(p.name for p in path.parent.iterdir()) == ["config.toml"]
+
+
+def test_template_documents_every_setting_and_loads_as_defaults():
+    text = template(IDS)
+    for key in ("model", "system_prompt", "context_size", "gpu_layers", "threads", "theme", "models_dir",
+                "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens", "seed", "stop"):
+        assert f"\n# {key} = " in text
+    for var in ("VIBECHAT_MODEL", "VIBECHAT_TEMPERATURE", "VIBECHAT_MODELS_DIR", "VIBECHAT_STOP"):
+        assert var in text
+    assert "params.reset_all" in text and "[params]" in text and "[keys]" in text
+    path = write(text)
+    loaded = load_config(key_ids=IDS)
+    assert loaded.problem is None and loaded.config == Config() and loaded.exists
+    # Every commented-out example is valid once uncommented.
+    for setting in SETTINGS:
+        text = text.replace(f"\n# {setting.name} = {setting.example}\n", f"\n{setting.name} = {setting.example}\n")
+    text = text.replace('\n# "toggle_params" = "f12"\n', '\n"toggle_params" = "f12"\n')
+    write(text, path)
+    loaded = load_config(key_ids=IDS)
+    assert loaded.problem is None
+    assert all(origin.kind == "file" for _, _, origin in loaded.items())
+
+
+def test_key_lines_follow_tables_quotes_and_dotted_keys():
+    text = ('a = 1\nb.c = 2\ns = """\n[fake]\nx = 1\n"""\n[t]\n"q.r" = 3\n  y = 4\n[t.u]\nz = 5\n'
+            "w = '''one line'''\nv = 6\n")
+    lines = key_lines(text)
+    assert lines[("a",)] == 1 and lines[("b", "c")] == 2 and lines[("b",)] == 2
+    assert ("fake",) not in lines and lines[("t",)] == 7
+    assert lines[("t", "q.r")] == 8 and lines[("t", "y")] == 9 and lines[("t", "u", "z")] == 11
+    assert lines[("t", "u", "v")] == 13
+
+
+def test_models_dir_env_over_file_over_default(monkeypatch, tmp_path):
+    assert models_dir() == data_dir() / "models"
+    path = write('models_dir = "store"\n')
+    assert models_dir() == path.parent / "store"
+    write('models_dir = "~/elsewhere"\n')  # the file changed: read again
+    assert models_dir() == Path.home() / "elsewhere"
+    monkeypatch.setenv("VIBECHAT_MODELS_DIR", str(tmp_path / "env"))
+    assert models_dir() == tmp_path / "env"
+    monkeypatch.delenv("VIBECHAT_MODELS_DIR")
+    write('models_dir = "store"\n[params]\ntemperature = 9\n')  # broken: quietly the default
+    assert models_dir() == data_dir() / "models"
+    assert load_config().problem  # ... while the config itself says what is wrong
