@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import threading
 
 import pytest
 
 from fakes import RecordingBackend, settle
-from vibechat.app.settings import Settings
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.confirm import ConfirmScreen
@@ -313,34 +311,6 @@ async def test_every_action_is_in_the_command_palette(backend):
         titles = {c.title for c in app.get_system_commands(app.screen)}
         for binding in app.BINDINGS:
             assert binding.description in titles
-
-
-async def test_theme_choice_persists_across_runs(backend):
-    app = create_app(backend, blink=False)
-    async with app.run_test(size=SIZE) as pilot:
-        assert app.theme == "vibechat-dusk"
-        for name in ("vibechat-dusk", "vibechat-paper", "vibechat-phosphor"):
-            assert name in app.available_themes
-        app.theme = "vibechat-paper"
-        await pilot.pause()
-    saved = json.loads(Settings.path().read_text())
-    assert saved["theme"] == "vibechat-paper"
-    again = create_app(RecordingBackend(), blink=False)
-    async with again.run_test(size=SIZE):
-        assert again.theme == "vibechat-paper"
-
-
-async def test_broken_settings_file_is_reported_and_kept(backend):
-    path = Settings.path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("{not json")
-    app = create_app(backend, blink=False)
-    async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await settle(pilot)
-        assert any("could not be read" in n.message for n in app._notifications)
-        app.theme = "vibechat-paper"
-        await pilot.pause()
-    assert path.read_text() == "{not json"
 
 
 async def test_links_open_only_after_confirmation_and_only_http(backend):

@@ -11,21 +11,23 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from vibechat.engine.backend import Backend
+    from vibechat.engine.config import LoadedConfig
     from vibechat.engine.params import SamplingParams
 
     from ..options import EngineChoice
-    from ..settings import Settings
     from .app import VibechatApp
 
 
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
-               settings: "Settings | None" = None, blink: bool = True,
+               config: "LoadedConfig | None" = None, blink: bool = True,
                backend_factory: "Callable[[Path], Backend] | None" = None) -> "VibechatApp":
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
-    model file (the model picker needs it to switch models)."""
+    model file (the model picker needs it to switch models). ``config``: the loaded config
+    file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
+    starts with."""
     from .app import VibechatApp
 
-    return VibechatApp(backend, params=params, system=system, settings=settings, blink=blink,
+    return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
                        backend_factory=backend_factory)
 
 
@@ -39,7 +41,8 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None) -> None:
+def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None,
+            config: "LoadedConfig | None" = None) -> None:
     from ..backends import make_backend
     from ..models_cmd import pull_with_progress
 
@@ -49,7 +52,7 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
     def factory(path: "Path") -> "Backend":  # the same engine settings, another model
         return make_backend(replace(engine, model=str(path)))
 
-    app = create_app(backend, params=params, system=system, backend_factory=factory)
+    app = create_app(backend, params=params, system=system, config=config, backend_factory=factory)
     freeze_startup_objects()
     try:
         app.run()

@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
+from vibechat.engine.config import LoadedConfig
 from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.params import SamplingParams
@@ -29,9 +30,10 @@ from vibechat.engine.system import available_cores
 from vibechat.themes import THEMES
 
 from .. import slash
+from ..appconfig import load_app_config
 from ..run_cmd import format_stats
-from ..settings import DEFAULT_THEME, Settings
 from .chat_view import AssistantMessage, ChatMessageWidget, ChatView
+from .config_actions import ConfigActions
 from .confirm import ConfirmScreen
 from .events import (
     CacheReset,
@@ -58,10 +60,14 @@ APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, 
 FIRST_LIMIT = 300  # ... and in the first render of a reply, which also lays the reply out
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 # Actions without a key of their own: (title, help, action).
-PALETTE_ONLY = [("Download a model", "Search the Hugging Face Hub and download a GGUF model", "download")]
+PALETTE_ONLY = [
+    ("Download a model", "Search the Hugging Face Hub and download a GGUF model", "download"),
+    ("Save parameters as default", "Write the current sampling parameters to the config file ([params])",
+     "save_params_default"),
+]
 
 
-class VibechatApp(ModelActions, App[None]):
+class VibechatApp(ModelActions, ConfigActions, App[None]):
     TITLE = "vibechat"
     CSS = """
     Screen {
@@ -98,13 +104,13 @@ class VibechatApp(ModelActions, App[None]):
     model_ready: var[bool] = var(False)
 
     def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
-                 settings: Settings | None = None, blink: bool = True,
+                 config: LoadedConfig | None = None, blink: bool = True,
                  backend_factory: BackendFactory | None = None) -> None:
         super().__init__()
         self.backend = backend
         self.backend_factory = backend_factory  # makes a backend for another model file (the picker)
-        self.conversation = Conversation(system=system, params=params or SamplingParams())
-        self.settings = settings or Settings.load()
+        config = config or load_app_config()
+        self.conversation = Conversation(system=system, params=params or config.config.params)
         self.blink = blink
         self.last_stats: GenerationStats | None = None
         self.last_params: SamplingParams | None = None  # what the backend says it used
@@ -119,8 +125,7 @@ class VibechatApp(ModelActions, App[None]):
         self._backlog = False  # the last render left text behind: the stream outruns the UI
         for theme in THEMES:
             self.register_theme(theme)
-        wanted = self.settings.theme
-        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        self.apply_config(config)  # the theme, [keys]
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -149,18 +154,11 @@ class VibechatApp(ModelActions, App[None]):
         return self.query_one(ParamPanel)
 
     def on_mount(self) -> None:
-        self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.prompt_input.focus()
         self.chat.set_welcome("Loading the model…")
-        if self.settings.problem:
-            self.notify(self.settings.problem, severity="warning", timeout=10)
+        self.show_config_notes()
         self.status.state = "loading…"
         self._load_model()
-
-    def _remember_theme(self, theme) -> None:
-        if theme.name != self.settings.theme:
-            self.settings.theme = theme.name
-            self.settings.save()
 
     # ----------------------------------------------------------------- workers
     @work(thread=True, exclusive=True, group="model", exit_on_error=False)
@@ -527,7 +525,7 @@ class VibechatApp(ModelActions, App[None]):
     # --------------------------------------------------------------- help
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         def rows(bindings) -> list[tuple[str, str]]:
-            return [(self.get_key_display(b), b.description) for b in bindings if b.description]
+            return [(self.key_for(b), b.description) for b in bindings if b.description]
 
         app_bindings = [b for b in self.BINDINGS if isinstance(b, Binding)]
         return [
@@ -551,7 +549,7 @@ class VibechatApp(ModelActions, App[None]):
         for binding in self.BINDINGS:
             if isinstance(binding, Binding) and binding.description:
                 action = binding.action
-                yield SystemCommand(binding.description, f"{binding.description} ({binding.key})",
+                yield SystemCommand(binding.description, f"{binding.description} ({self.bound_key(binding)})",
                                     lambda action=action: self.run_action(action))
         for title, help_text, action in PALETTE_ONLY:
             yield SystemCommand(title, help_text, lambda action=action: self.run_action(action))

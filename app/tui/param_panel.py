@@ -59,7 +59,10 @@ class ParamPanel(VerticalScroll):
         color: $text-muted;
     }
     """
-    BINDINGS = [Binding("R", "reset_all", "Reset all", id="params.reset_all")]
+    BINDINGS = [
+        Binding("R", "reset_all", "Reset all", id="params.reset_all"),
+        Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default"),
+    ]
 
     class Changed(Message):
         def __init__(self, params: SamplingParams, name: str) -> None:
@@ -75,7 +78,8 @@ class ParamPanel(VerticalScroll):
         yield Static("Parameters", classes="panel--title")
         for spec in SLIDERS:
             yield Slider(spec, getattr(self._params, spec.name))
-        yield Static("←/→ fine · Shift+←/→ coarse · Home/End bounds\nr reset one · R reset all · ↑/↓ move",
+        yield Static("←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
+                     "r reset one · R reset all · ↑/↓ move\nCtrl+S save as default",
                      classes="panel--hint")
 
     @property

@@ -30,8 +30,8 @@ class PromptInput(TextArea):
     """
 
     BINDINGS = [
-        Binding("pageup", "app.scroll_chat(-1)", "Scroll up", show=False),
-        Binding("pagedown", "app.scroll_chat(1)", "Scroll down", show=False),
+        Binding("pageup", "app.scroll_chat(-1)", "Scroll up", id="input.scroll_up", show=False),
+        Binding("pagedown", "app.scroll_chat(1)", "Scroll down", id="input.scroll_down", show=False),
     ]
 
     class Submitted(Message):

@@ -58,15 +58,15 @@ class Slider(Widget, can_focus=True):
     """
     COMPONENT_CLASSES = {"slider--label", "slider--bar", "slider--fill"}
     BINDINGS = [
-        Binding("left", "step(-1)", "Decrease", show=False),
-        Binding("right", "step(1)", "Increase", show=False),
-        Binding("shift+left,pagedown", "step(-10)", "Decrease a lot", show=False),
-        Binding("shift+right,pageup", "step(10)", "Increase a lot", show=False),
-        Binding("home", "bound(-1)", "Minimum", show=False),
-        Binding("end", "bound(1)", "Maximum", show=False),
-        Binding("r", "reset", "Reset", show=False),
-        Binding("up", "app.focus_previous", "Previous", show=False),
-        Binding("down", "app.focus_next", "Next", show=False),
+        Binding("left", "step(-1)", "Decrease", id="slider.decrease", show=False),
+        Binding("right", "step(1)", "Increase", id="slider.increase", show=False),
+        Binding("shift+left,pagedown", "step(-10)", "Decrease a lot", id="slider.decrease_more", show=False),
+        Binding("shift+right,pageup", "step(10)", "Increase a lot", id="slider.increase_more", show=False),
+        Binding("home", "bound(-1)", "Minimum", id="slider.minimum", show=False),
+        Binding("end", "bound(1)", "Maximum", id="slider.maximum", show=False),
+        Binding("r", "reset", "Reset", id="slider.reset", show=False),
+        Binding("up", "app.focus_previous", "Previous", id="slider.previous", show=False),
+        Binding("down", "app.focus_next", "Next", id="slider.next", show=False),
     ]
 
     value: reactive[float | int | None] = reactive(None, layout=False)

@@ -1,0 +1,42 @@
+"""The app's side of the config: the binding ids ``[keys]`` may name, and the loader
+that checks them. Light on purpose (no Textual): ``vibechat run`` and ``vibechat
+config`` load the config too, and a test keeps ``BINDING_IDS`` in step with every
+``Binding`` in the TUI."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from vibechat.engine.config import LoadedConfig
+
+BINDING_IDS: tuple[str, ...] = (
+    # the chat (VibechatApp)
+    "help", "toggle_params", "new_conversation", "stop", "regenerate", "edit_last", "copy_last",
+    "models", "change_theme", "temperature_down", "temperature_up", "top_k_down", "top_k_up",
+    "top_p_down", "top_p_up", "scroll_end", "scroll_home",
+    # the prompt input
+    "input.scroll_up", "input.scroll_down",
+    # a focused message
+    "message.copy", "message.copy_code", "message.open_link",
+    # the parameter panel (F2) and its sliders
+    "params.reset_all", "params.save_default",
+    "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",
+    "slider.minimum", "slider.maximum", "slider.reset", "slider.previous", "slider.next",
+    # conversation history: the sidebar and its dialogs
+    "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.search",
+    "search.close", "search.results", "rename.cancel", "export.cancel",
+    # dialogs
+    "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download",
+    "download.hide", "download.cancel",
+)
+
+
+def load_app_config(path: "Path | None" = None) -> "LoadedConfig":
+    """The effective config (defaults, file, ``VIBECHAT_*``), ``[keys]`` checked against
+    the app's binding ids. Never raises over a bad file: see ``LoadedConfig.problem``."""
+    from vibechat.engine.config import load_config
+
+    return load_config(path, key_ids=BINDING_IDS)

@@ -1,0 +1,172 @@
+"""Pilot tests of the chat's use of the config file: a broken file, the theme, "save as
+default", [keys] overrides, and the binding ids [keys] may name."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+from textual.binding import Binding
+
+import vibechat.app.tui as tui_package
+from fakes import RecordingBackend, settle
+from vibechat.app.appconfig import BINDING_IDS, load_app_config
+from vibechat.app.tui import create_app
+from vibechat.engine.config import config_path
+from vibechat.engine.params import SamplingParams
+
+SIZE = (110, 36)
+
+COMMENTED = """\
+# my settings, hand-written
+model = "starter"   # the small one
+
+[params]
+# a bit cooler than the default
+temperature   = 0.70
+top_k = 40 # keep
+"""
+
+
+@pytest.fixture
+def backend() -> RecordingBackend:
+    return RecordingBackend()
+
+
+def write_config(text: str):
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+async def test_broken_config_starts_on_defaults_and_says_why(backend):
+    path = write_config('theme = "vibechat-paper"\n[params]\ntemperature = 9\n')
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert app.status.state == "ready"
+        assert app.theme == "vibechat-dusk" and app.conversation.params == SamplingParams()
+        messages = [n.message for n in app._notifications]
+        assert any(f"config file {path}, line 3: temperature must be between 0 and 5 (got 9)" in m
+                   for m in messages), messages
+        app.theme = "vibechat-phosphor"  # not saved: the file is broken
+        app.action_save_params_default()
+        await pilot.pause()
+        assert any("not saved" in n.message.lower() for n in app._notifications)
+    assert path.read_text() == 'theme = "vibechat-paper"\n[params]\ntemperature = 9\n'
+
+
+async def test_theme_choice_is_saved_in_the_config_keeping_comments(backend):
+    path = write_config(COMMENTED)
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.theme == "vibechat-dusk"
+        for name in ("vibechat-dusk", "vibechat-paper", "vibechat-phosphor"):
+            assert name in app.available_themes
+        app.theme = "vibechat-paper"
+        await pilot.pause()
+    text = path.read_text()
+    assert text.startswith(COMMENTED.splitlines(keepends=True)[0] + COMMENTED.splitlines(keepends=True)[1])
+    assert 'theme = "vibechat-paper"' in text
+    assert text.replace('theme = "vibechat-paper"\n', "") == COMMENTED
+    again = create_app(RecordingBackend(), blink=False)
+    async with again.run_test(size=SIZE):
+        assert again.theme == "vibechat-paper"
+
+
+async def test_unknown_theme_in_config_falls_back_and_says_so(backend):
+    write_config('theme = "no-such-theme"\n')
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert app.theme == "vibechat-dusk"
+        assert any("no-such-theme" in n.message for n in app._notifications)
+
+
+async def test_save_as_default_writes_params_and_keeps_the_rest(backend):
+    path = write_config(COMMENTED)
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert app.conversation.params.temperature == 0.7  # the config's defaults
+        await pilot.press("f2", "right")  # temperature 0.70 -> 0.75, in the panel
+        await pilot.press("down", "down", "end")  # top_p -> 1.0
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert any("Saved these parameters" in n.message for n in app._notifications)
+    text = path.read_text()
+    assert text.startswith("# my settings, hand-written\nmodel = \"starter\"   # the small one\n\n[params]\n"
+                           "# a bit cooler than the default\ntemperature   = 0.75\ntop_k = 40 # keep\n")
+    loaded = load_app_config()
+    assert loaded.problem is None
+    assert loaded.config.params == SamplingParams(temperature=0.75, top_p=1.0)
+
+
+async def test_save_as_default_from_the_palette_creates_a_documented_file(backend):
+    app = create_app(backend, params=SamplingParams(top_k=12, seed=5), blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"save parameters as default")
+        await pilot.pause(0.5)  # the palette searches in a worker
+        await pilot.press("enter")
+        await settle(pilot)
+    text = config_path().read_text()
+    assert text.startswith("# vibechat configuration")
+    assert load_app_config().config.params == SamplingParams(top_k=12, seed=5)
+
+
+async def test_keys_override_rebinds_an_action(backend):
+    write_config('[keys]\ntoggle_params = "f12"\n"params.reset_all" = "X"\n')
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("f2")  # no longer the panel's key
+        await pilot.pause()
+        assert not app.panel.has_class("-visible")
+        await pilot.press("f12")
+        await pilot.pause()
+        assert app.panel.has_class("-visible")
+        help_rows = dict(app.help_sections()[0][1])
+        assert help_rows.get("f12") == "Params"
+        commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
+        assert commands["Params"] == "Params (f12)"
+
+
+async def test_unknown_binding_id_is_reported_and_the_chat_starts(backend):
+    path = write_config('[keys]\ntoggle_param = "f12"\n')
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        messages = " ".join(n.message for n in app._notifications)
+        assert f"{path}, line 2" in messages and "'toggle_param'" in messages
+        assert "did you mean 'toggle_params'" in messages
+        await pilot.press("f2")
+        await pilot.pause()
+        assert app.panel.has_class("-visible")
+
+
+def _tui_bindings() -> list[tuple[str, Binding]]:
+    found = []
+    for info in pkgutil.iter_modules(tui_package.__path__):
+        module = importlib.import_module(f"{tui_package.__name__}.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__:
+                continue
+            for binding in cls.__dict__.get("BINDINGS", []):
+                if isinstance(binding, Binding):
+                    found.append((cls.__name__, binding))
+    return found
+
+
+def test_every_binding_has_an_id_and_a_description_and_keys_knows_them_all():
+    bindings = _tui_bindings()
+    assert bindings
+    missing = [f"{owner}: {b.key}" for owner, b in bindings if not b.id or not b.description]
+    assert missing == []
+    ids = [b.id for _, b in bindings]
+    assert len(ids) == len(set(ids)), "binding ids must be unique"
+    assert set(ids) == set(BINDING_IDS), "app/appconfig.py BINDING_IDS must list every binding id"
