@@ -11,6 +11,7 @@ from typing import Annotated, Optional, TypeVar
 
 import typer
 
+from .config_cmd import config_app
 from .models_cmd import models_app
 from .options import (
     CtxOpt,
@@ -28,6 +29,7 @@ from .options import (
     ThreadsOpt,
     TopKOpt,
     TopPOpt,
+    with_flags,
 )
 
 cli = typer.Typer(
@@ -42,6 +44,7 @@ cli = typer.Typer(
 T = TypeVar("T")
 
 cli.add_typer(models_app, name="models")
+cli.add_typer(config_app, name="config")
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -105,17 +108,23 @@ def main_callback(
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
     _setup_logging(verbose)
-    ctx.obj = {"verbose": verbose}
-    if ctx.invoked_subcommand is not None:
-        return
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
+    # `vibechat --temperature 0.2 config show` shows what the flags would change.
+    ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
+    if ctx.invoked_subcommand is not None:
+        return
 
     def start() -> None:
+        from .appconfig import load_app_config
         from .tui import run_tui
 
-        params = sampling.to_params()
-        run_tui(engine=engine, params=params, system=system)
+        # A problem in the config file does not stop the chat: it starts on the defaults
+        # and shows the problem.
+        loaded = with_flags(load_app_config(), engine, sampling, system)
+        config = loaded.config
+        run_tui(engine=EngineChoice.from_config(config), params=config.params, system=config.system_prompt,
+                config=loaded)
 
     guarded(start)
 
@@ -146,14 +155,21 @@ def run(
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
     def go() -> int:
+        from vibechat.engine.errors import ConfigError
+
+        from .appconfig import load_app_config
         from .backends import make_backend
         from .models_cmd import pull_with_progress
         from .run_cmd import RunRequest, execute, read_prompt
 
-        params = sampling.to_params()
+        loaded = load_app_config()
+        if loaded.problem:
+            raise ConfigError(loaded.problem)
+        config = with_flags(loaded, engine, sampling, system).config
+        params = config.params
         text = read_prompt(prompt, sys.stdin)
-        backend = make_backend(engine, pull=pull_with_progress)
-        request = RunRequest(prompt=text, system=system, params=params,
+        backend = make_backend(EngineChoice.from_config(config), pull=pull_with_progress)
+        request = RunRequest(prompt=text, system=config.system_prompt, params=params,
                              json_output=json_output, show_stats=stats, raw=raw)
         try:
             return execute(backend, request, sys.stdout, sys.stderr)

@@ -2,6 +2,7 @@
 
 Numeric sampling flags are read as text and parsed by the engine's
 ``PARAM_SPECS``, so a bad value gets the same one-line message everywhere.
+``with_flags`` lays the flags over the loaded config (flag > env > file > default).
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ class EngineChoice:
     n_gpu_layers: int | None = None
     threads: int | None = None
 
+    @classmethod
+    def from_config(cls, config) -> "EngineChoice":
+        """The engine settings of an effective ``Config`` (flags already applied)."""
+        return cls(model=config.model, ctx=config.context_size, n_gpu_layers=config.gpu_layers,
+                   threads=config.threads)
+
 
 @dataclass
 class SamplingChoice:
@@ -84,3 +91,30 @@ def check_engine_numbers(engine: EngineChoice) -> None:
         raise InvalidParameterError(f"--threads must be between 1 and 1024 (got {engine.threads}).")
     if engine.n_gpu_layers is not None and engine.n_gpu_layers < -1:
         raise InvalidParameterError(f"--n-gpu-layers must be -1 (all), 0 or more (got {engine.n_gpu_layers}).")
+
+
+ENGINE_FLAGS = {"model": "--model", "ctx": "--ctx", "n_gpu_layers": "--n-gpu-layers", "threads": "--threads"}
+ENGINE_KEYS = {"model": "model", "ctx": "context_size", "n_gpu_layers": "gpu_layers", "threads": "threads"}
+
+
+def with_flags(loaded, engine: EngineChoice, sampling: SamplingChoice, system: str | None):
+    """``loaded`` (a ``LoadedConfig``) with the command-line flags on top; each value
+    given on the command line is recorded as coming from its flag."""
+    from vibechat.engine.params import PARAM_SPECS
+
+    check_engine_numbers(engine)  # flag errors keep their own wording
+    values: dict[str, object] = {}
+    flags: dict[str, str] = {}
+    for attr, flag in ENGINE_FLAGS.items():
+        value = getattr(engine, attr)
+        if value is not None:
+            values[ENGINE_KEYS[attr]], flags[ENGINE_KEYS[attr]] = value, flag
+    if system is not None:
+        values["system_prompt"], flags["system_prompt"] = system, "--system"
+    for name, raw in sampling.values.items():
+        if raw is not None:  # "--seed none" is given too: it overrides a configured seed
+            key = f"params.{name}"
+            values[key], flags[key] = PARAM_SPECS[name].parse(raw), "--" + name.replace("_", "-")
+    if sampling.stop:
+        values["params.stop"], flags["params.stop"] = tuple(sampling.stop), "--stop"
+    return loaded.with_flags(values, flags)

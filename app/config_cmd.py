@@ -1,0 +1,136 @@
+"""``vibechat config``: where the config file is, what is in effect, editing it.
+
+All three work with a broken file: ``show`` reports the problem beside the values
+in effect (the defaults, for everything the file would set), ``edit`` opens it.
+Engine modules are imported inside the commands, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .clitools import guard, safe_json, table
+
+config_app = typer.Typer(help="Show, locate and edit the config file (config.toml).", no_args_is_help=True,
+                         context_settings={"help_option_names": ["-h", "--help"]})
+
+FALLBACK_EDITORS = ("sensible-editor", "editor", "nano", "vim", "vi")
+
+
+@config_app.command()
+def path() -> None:
+    """Print the config file's path ($VIBECHAT_CONFIG moves it)."""
+    from vibechat.engine.config import config_path
+
+    typer.echo(str(config_path()))
+
+
+def _value_text(key: str, value: Any) -> str:
+    from vibechat.engine.config import SETTINGS_BY_KEY
+    from vibechat.engine.paths import models_dir
+
+    setting = SETTINGS_BY_KEY.get(key)
+    if key == "models_dir" and value is None:
+        return f"{models_dir()}"  # what paths resolve: the default folder
+    if value is None or value == []:
+        return f"({setting.default_text()})" if setting is not None and setting.unset else "(none)"
+    if isinstance(value, list):
+        return ", ".join(repr(v) for v in value)
+    return str(value)
+
+
+@config_app.command()
+def show(
+    ctx: typer.Context,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON: every value and its source.")] = False,
+) -> None:
+    """Print every setting in effect and where it comes from: default, file (line), env or flag.
+
+    Flags given before the command count too: `vibechat -t 0.2 config show`."""
+    def go() -> None:
+        from .appconfig import load_app_config
+        from .options import with_flags
+
+        loaded = load_app_config()
+        flags = (ctx.obj or {}).get("flags") if ctx.obj else None
+        if flags:
+            loaded = with_flags(loaded, *flags)
+        rows = loaded.items()
+        if json_output:
+            data = {
+                "path": str(loaded.path),
+                "exists": loaded.exists,
+                "problem": loaded.problem,
+                "problems": [p for p in (loaded.file_problem, loaded.env_problem) if p],
+                "settings": {key: {"value": str(value) if isinstance(value, Path) else value, **origin.to_dict()}
+                             for key, value, origin in rows},
+            }
+            typer.echo(safe_json(data, indent=2))
+            return
+        state = "" if loaded.exists else "  (not created yet: 'vibechat config edit' creates it)"
+        typer.echo(f"config file: {loaded.path}{state}")
+        for problem in (loaded.file_problem, loaded.env_problem):
+            if problem:
+                typer.echo(f"problem: {problem}")
+        if loaded.problem:
+            left_out = " and ".join(what for what, bad in (("the whole file", loaded.file_problem),
+                                                           ("that variable", loaded.env_problem)) if bad)
+            typer.echo(f"(the values below are in effect: they leave out {left_out})")
+        typer.echo("")
+        table(["setting", "value", "source"], [[key, _value_text(key, value), str(origin)]
+                                              for key, value, origin in rows])
+
+    guard(go)
+
+
+def find_editor() -> list[str]:
+    """The editor command: $VISUAL, $EDITOR, else the first of the usual ones found."""
+    for var in ("VISUAL", "EDITOR"):
+        value = os.environ.get(var, "").strip()
+        if value:
+            return shlex.split(value, posix=os.name != "nt")
+    candidates = ("notepad",) if os.name == "nt" else FALLBACK_EDITORS
+    for name in candidates:
+        found = shutil.which(name)
+        if found:
+            return [found]
+    return []
+
+
+@config_app.command()
+def edit() -> None:
+    """Open the config file in $VISUAL / $EDITOR, then check it (creates a documented template first)."""
+    def go() -> int:
+        from vibechat.engine.config import check_config_file, config_path, write_template
+        from vibechat.engine.errors import ConfigError
+
+        from .appconfig import BINDING_IDS
+
+        target = config_path()
+        editor = find_editor()
+        if not editor:
+            raise ConfigError(f"no editor found: set EDITOR (e.g. export EDITOR=nano), or edit {target} by hand.")
+        if write_template(target, BINDING_IDS):
+            typer.echo(f"Created {target} (every setting documented, all commented out).", err=True)
+        try:
+            code = subprocess.call([*editor, str(target)])
+        except OSError as exc:
+            raise ConfigError(f"could not start the editor {editor[0]!r} ({exc.strerror or exc}): "
+                              "set VISUAL or EDITOR to one that works.") from None
+        if code != 0:
+            raise ConfigError(f"the editor {editor[0]!r} exited with status {code}; "
+                              f"{target} was not checked.")
+        problem = check_config_file(target, BINDING_IDS)
+        if problem:
+            raise ConfigError(problem)
+        typer.echo(f"{target}: OK", err=True)
+        return 0
+
+    guard(go)

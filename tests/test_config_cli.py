@@ -1,0 +1,189 @@
+"""`vibechat config path | show | edit`, and the config applied by `vibechat run`, in real
+subprocesses of the installed `vibechat`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import VIBECHAT_BIN
+from vibechat.engine.config import config_path
+from vibechat.engine.paths import config_dir
+
+
+def vibechat(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+
+
+def write(text: str, path: Path | None = None) -> Path:
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def editor(tmp_path: Path, code: str) -> str:
+    """An $EDITOR command: a Python script that gets the file's path as its last argument."""
+    script = tmp_path / "fake_editor.py"
+    script.write_text("import sys\nfrom pathlib import Path\npath = Path(sys.argv[-1])\n" + code)
+    return f"{sys.executable} {script} --wait"
+
+
+BROKEN = 'theme = "vibechat-paper"\n\n[params]\ntemperature = 9\n'
+
+
+def test_path(tmp_path):
+    out = vibechat("config", "path")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"{config_dir() / 'config.toml'}\n"
+    other = tmp_path / "other.toml"
+    assert vibechat("config", "path", env={"VIBECHAT_CONFIG": str(other)}).stdout == f"{other}\n"
+
+
+def test_show_values_and_where_each_comes_from():
+    path = write("# mine\nthreads = 3\n\n[params]\ntemperature = 0.3\ntop_k = 7\n")
+    out = vibechat("--top-p", "0.7", "config", "show", env={"VIBECHAT_TOP_K": "9"})
+    assert out.returncode == 0, out.stderr
+    lines = {line.split()[0]: line.split(None, 1)[1] for line in out.stdout.splitlines()
+             if line.startswith(("threads ", "params."))}
+    assert out.stdout.startswith(f"config file: {path}\n")
+    assert lines["threads"].split() == ["3", "file,", "line", "2"]
+    assert lines["params.temperature"].split() == ["0.3", "file,", "line", "5"]
+    assert lines["params.top_k"].split() == ["9", "env", "VIBECHAT_TOP_K"]
+    assert lines["params.top_p"].split() == ["0.7", "flag", "--top-p"]
+    assert lines["params.min_p"].split() == ["0.05", "default"]
+
+    data = json.loads(vibechat("--top-p", "0.7", "config", "show", "--json", env={"VIBECHAT_TOP_K": "9"}).stdout)
+    assert data["path"] == str(path) and data["exists"] is True and data["problem"] is None
+    s = data["settings"]
+    assert s["params.temperature"] == {"value": 0.3, "source": "file", "file": str(path), "line": 5}
+    assert s["params.top_k"] == {"value": 9, "source": "env", "variable": "VIBECHAT_TOP_K"}
+    assert s["params.top_p"] == {"value": 0.7, "source": "flag", "flag": "--top-p"}
+    assert s["model"] == {"value": None, "source": "default"}
+    assert s["theme"] == {"value": "vibechat-dusk", "source": "default"}
+
+
+def test_show_with_no_file_says_how_to_create_it():
+    out = vibechat("config", "show")
+    assert out.returncode == 0, out.stderr
+    assert "not created yet: 'vibechat config edit' creates it" in out.stdout
+    assert json.loads(vibechat("config", "show", "--json").stdout)["exists"] is False
+
+
+def test_a_broken_file_still_shows_paths_and_the_problem():
+    path = write(BROKEN)
+    problem = (f"config file {path}, line 4: temperature must be between 0 and 5 (got 9); "
+               "fix it with 'vibechat config edit'")
+    assert vibechat("config", "path").stdout == f"{path}\n"
+    out = vibechat("config", "show")
+    assert out.returncode == 0, out.stderr
+    assert f"problem: {problem}\n" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+    data = json.loads(vibechat("config", "show", "--json").stdout)
+    assert data["problem"] == problem
+    assert data["settings"]["theme"] == {"value": "vibechat-dusk", "source": "default"}
+    assert path.read_text() == BROKEN
+
+
+def test_run_fails_in_one_line_on_a_broken_config():
+    path = write(BROKEN)
+    out = vibechat("run", "-p", "hi")
+    assert out.returncode == 1
+    assert out.stderr == (f"vibechat: error: config file {path}, line 4: temperature must be between 0 and 5 "
+                          f"(got 9); fix it with 'vibechat config edit'\n")
+    assert out.stdout == ""
+
+
+def test_run_fails_in_one_line_on_a_bad_variable():
+    out = vibechat("run", "-p", "hi", env={"VIBECHAT_TEMPERATURE": "hot"})
+    assert out.returncode == 1
+    assert out.stderr == ("vibechat: error: environment variable VIBECHAT_TEMPERATURE='hot': temperature must be "
+                          "a number between 0 and 5 (got 'hot'); fix or unset it\n")
+
+
+def test_run_uses_the_configured_model(tmp_path):
+    missing = tmp_path / "nowhere" / "model.gguf"
+    write(f'model = "{missing}"\n')
+    out = vibechat("run", "-p", "hi")
+    assert out.returncode == 1 and str(missing) in out.stderr
+    assert len(out.stderr.splitlines()) == 1
+
+
+def test_edit_creates_the_documented_template_and_checks_the_result(tmp_path):
+    path = config_path()
+    code = ("text = path.read_text()\n"
+            "assert '# vibechat configuration' in text\n"
+            "path.write_text(text.replace('# top_k = 40', 'top_k = 12'))\n")
+    out = vibechat("config", "edit", env={"EDITOR": editor(tmp_path, code), "VISUAL": ""})
+    assert out.returncode == 0, out.stderr
+    assert f"Created {path}" in out.stderr and f"{path}: OK" in out.stderr
+    data = json.loads(vibechat("config", "show", "--json").stdout)
+    assert data["settings"]["params.top_k"]["value"] == 12
+    assert data["settings"]["params.top_k"]["source"] == "file"
+
+
+def test_edit_reports_a_problem_in_one_line(tmp_path):
+    path = write("[params]\ntop_k = 40\n")
+    code = "path.write_text(path.read_text() + 'temprature = 0.5\\n')\n"
+    out = vibechat("config", "edit", env={"VISUAL": editor(tmp_path, code), "EDITOR": "false"})
+    assert out.returncode == 1
+    assert out.stderr == (f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in [params] "
+                          "(did you mean 'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, "
+                          "max_tokens, seed, stop; fix it with 'vibechat config edit'\n")
+
+
+def test_edit_opens_a_broken_file_so_it_can_be_fixed(tmp_path):
+    path = write(BROKEN)
+    code = "path.write_text(path.read_text().replace('temperature = 9', 'temperature = 0.9'))\n"
+    out = vibechat("config", "edit", env={"EDITOR": editor(tmp_path, code)})
+    assert out.returncode == 0, out.stderr
+    assert "Created" not in out.stderr
+    assert path.read_text() == BROKEN.replace("= 9", "= 0.9")
+
+
+def test_edit_with_a_failing_editor_says_so(tmp_path):
+    out = vibechat("config", "edit", env={"EDITOR": editor(tmp_path, "raise SystemExit(3)\n")})
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1].startswith("vibechat: error: the editor ")
+    assert "exited with status 3" in out.stderr and out.stderr.count("vibechat: error") == 1
+    out = vibechat("config", "edit", env={"EDITOR": str(tmp_path / "no-such-editor")})
+    assert out.returncode == 1 and "could not start the editor" in out.stderr
+
+
+@pytest.mark.model
+def test_run_precedence_flag_over_env_over_file(starter_installed):
+    write("[params]\ntemperature = 0.3\ntop_k = 7\ntop_p = 0.5\nmax_tokens = 3\nseed = 11\n")
+    out = vibechat("run", "-p", "Hello", "--json", "--top-p", "0.7",
+                   env={"VIBECHAT_TOP_K": "9", "VIBECHAT_TOP_P": "0.6"}, timeout=180)
+    assert out.returncode == 0, out.stderr
+    params = json.loads(out.stdout)["params"]
+    assert params["temperature"] == 0.3  # file
+    assert params["top_k"] == 9  # env over file
+    assert params["top_p"] == 0.7  # flag over env
+    assert params["max_tokens"] == 3 and params["seed"] == 11  # file
+    assert params["min_p"] == 0.05  # default
+    assert json.loads(out.stdout)["stats"]["completion_tokens"] <= 3
+
+
+def test_the_chat_gets_the_effective_config_and_starts_despite_a_broken_file(monkeypatch):
+    """In-process: `vibechat` (no command) hands run_tui the values in effect and the problem."""
+    from typer.testing import CliRunner
+
+    import vibechat.app.tui as tui
+    from vibechat.app.cli import cli
+
+    seen: dict = {}
+    monkeypatch.setattr(tui, "run_tui", lambda **kw: seen.update(kw))
+    path = write(BROKEN)
+    result = CliRunner().invoke(cli, ["--top-k", "5", "--threads", "2"], env={"VIBECHAT_TEMPERATURE": "0.2"})
+    assert result.exit_code == 0, result.output
+    assert seen["params"].top_k == 5 and seen["params"].temperature == 0.2
+    assert seen["engine"].threads == 2 and seen["system"] is None
+    assert seen["config"].problem.startswith(f"config file {path}, line 4")
+    assert str(seen["config"].origin("params.top_k")) == "flag --top-k"
