@@ -17,6 +17,7 @@ from vibechat.engine.config import (
     config_path,
     key_lines,
     load_config,
+    markdown_table,
     save_params,
     save_theme,
     template,
@@ -26,6 +27,7 @@ from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatE
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.paths import config_dir, data_dir, models_dir
 
+REPO = Path(__file__).resolve().parent.parent
 IDS = ("help", "toggle_params", "params.reset_all")
 
 
@@ -324,3 +326,15 @@ def test_models_dir_env_over_file_over_default(monkeypatch, tmp_path):
     write('models_dir = "store"\n[params]\ntemperature = 9\n')  # broken: quietly the default
     assert models_dir() == data_dir() / "models"
     assert load_config().problem  # ... while the config itself says what is wrong
+
+
+def test_readme_has_the_settings_table_and_a_valid_example():
+    from vibechat.app.appconfig import BINDING_IDS
+
+    readme = (REPO / "README.md").read_text()
+    assert markdown_table() in readme
+    section = readme[readme.index("### Configuration"):]
+    example = section[section.index("```toml\n") + 8:section.index("```\n", section.index("```toml"))]
+    path = write(example)
+    loaded = load_config(path, key_ids=BINDING_IDS)
+    assert loaded.problem is None and loaded.config.keys["toggle_params"] == "f12"
