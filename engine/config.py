@@ -151,11 +151,6 @@ TOP_LEVEL = tuple(f.name for f in dataclasses.fields(Config))
 PARAM_KEYS = tuple(s.name for s in SETTINGS if s.key.startswith("params."))
 
 
-def env_vars() -> tuple[str, ...]:
-    """Every variable that can override a setting, and ``VIBECHAT_CONFIG``."""
-    return (CONFIG_ENV, *(s.env for s in SETTINGS if s.env))
-
-
 def config_path() -> Path:
     """The config file: ``$VIBECHAT_CONFIG``, else ``config.toml`` in the config dir."""
     override = os.environ.get(CONFIG_ENV)
@@ -640,6 +635,8 @@ def save_theme(theme: str, path: Path | None = None, *, key_ids: Collection[str]
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    if path.is_symlink():  # a dotfiles checkout: write through the link, keep it a link
+        path = path.resolve()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = path.stat().st_mode & 0o777 if path.exists() else None

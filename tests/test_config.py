@@ -283,6 +283,15 @@ def test_save_is_atomic_and_keeps_the_file_mode():
     assert sorted(p.name for p in path.parent.iterdir()) == ["config.toml"]
 
 
+def test_save_writes_through_a_symlinked_file(tmp_path):
+    real = write(USER_FILE, tmp_path / "dotfiles" / "vibechat.toml")
+    config_path().parent.mkdir(parents=True, exist_ok=True)
+    config_path().symlink_to(real)
+    save_theme("vibechat-paper")
+    assert config_path().is_symlink()
+    assert 'theme = "vibechat-paper"' in real.read_text()
+
+
 def test_template_documents_every_setting_and_loads_as_defaults():
     text = template(IDS)
     for key in ("model", "system_prompt", "context_size", "gpu_layers", "threads", "theme", "models_dir",
