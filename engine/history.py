@@ -268,6 +268,10 @@ class History:
 
     # ------------------------------------------------------------ lifecycle
     def open(self) -> "History":
+        with self._lock:  # another thread wanting the connection waits for the migrations
+            return self._open()
+
+    def _open(self) -> "History":
         if self._conn is not None:
             return self
         try:
@@ -316,10 +320,11 @@ class History:
 
     @property
     def conn(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self.open()
-        assert self._conn is not None
-        return self._conn
+        with self._lock:
+            if self._conn is None:
+                self.open()
+            assert self._conn is not None
+            return self._conn
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -333,8 +338,10 @@ class History:
                 raise self._error("write", exc) from None
             try:
                 yield conn
-            except BaseException:
+            except BaseException as exc:
                 conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._error("write", exc) from None
                 raise
             else:
                 try:

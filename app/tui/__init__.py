@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
     from vibechat.engine.backend import Backend
     from vibechat.engine.config import LoadedConfig
+    from vibechat.engine.history import History
     from vibechat.engine.params import SamplingParams
 
     from ..options import EngineChoice
@@ -20,15 +21,23 @@ if TYPE_CHECKING:
 
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
                config: "LoadedConfig | None" = None, blink: bool = True,
-               backend_factory: "Callable[[Path], Backend] | None" = None) -> "VibechatApp":
+               backend_factory: "Callable[[Path], Backend] | None" = None,
+               history: "History | None" = None, save: bool = True) -> "VibechatApp":
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
-    starts with."""
+    starts with. Chats are saved in ``history`` (None: the default database under the
+    data dir), unless ``save`` is false."""
+    from vibechat.engine.history import History
+
     from .app import VibechatApp
 
+    if not save:
+        history = None
+    elif history is None:
+        history = History()  # opened in a worker once the app is up
     return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
-                       backend_factory=backend_factory)
+                       backend_factory=backend_factory, history=history)
 
 
 def freeze_startup_objects() -> None:
@@ -42,7 +51,7 @@ def freeze_startup_objects() -> None:
 
 
 def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None,
-            config: "LoadedConfig | None" = None) -> None:
+            config: "LoadedConfig | None" = None, save: bool = True) -> None:
     from ..backends import make_backend
     from ..models_cmd import pull_with_progress
 
@@ -52,9 +61,11 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
     def factory(path: "Path") -> "Backend":  # the same engine settings, another model
         return make_backend(replace(engine, model=str(path)))
 
-    app = create_app(backend, params=params, system=system, config=config, backend_factory=factory)
+    app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save)
     freeze_startup_objects()
     try:
         app.run()
     finally:
         backend.close()
+        if app.history is not None:
+            app.history.close()

@@ -22,8 +22,10 @@ from textual.widgets import Footer
 
 from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
 from vibechat.engine.config import LoadedConfig
+from vibechat.engine.chatlog import ChatLog, Reply
 from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.system import available_cores
@@ -46,11 +48,13 @@ from .events import (
     ReplyText,
 )
 from .help_screen import HelpScreen
+from .history_actions import HistoryActions
 from .markdown_segment import warm_up as warm_up_markdown
 from .model_actions import BackendFactory, ModelActions
 from .pacing import RenderPacer, ui_budget
 from .param_panel import SLIDER_SPECS, ParamPanel
 from .prompt_input import PromptInput
+from .sidebar import ConversationSidebar
 from .slider import Slider
 from .status_bar import StatusBar
 
@@ -64,10 +68,14 @@ PALETTE_ONLY = [
     ("Download a model", "Search the Hugging Face Hub and download a GGUF model", "download"),
     ("Save parameters as default", "Write the current sampling parameters to the config file ([params])",
      "save_params_default"),
+    ("Rename this conversation", "Give the open conversation another title", "rename_conversation"),
+    ("Delete this conversation", "Delete the open conversation from the history (asks first)",
+     "delete_conversation"),
+    ("Export this conversation", "Write the open conversation to a Markdown or JSON file", "export_conversation"),
 ]
 
 
-class VibechatApp(ModelActions, ConfigActions, App[None]):
+class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     TITLE = "vibechat"
     CSS = """
     Screen {
@@ -88,6 +96,8 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", priority=True),
         Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", priority=True),
         Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", priority=True),
+        Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True),
+        Binding("ctrl+f", "search_history", "Search chats", id="search_history", priority=True),
         Binding("f3", "models", "Models", id="models"),
         Binding("f4", "change_theme", "Theme", id="change_theme"),
         Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False, priority=True),
@@ -105,12 +115,13 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
 
     def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
                  config: LoadedConfig | None = None, blink: bool = True,
-                 backend_factory: BackendFactory | None = None) -> None:
+                 backend_factory: BackendFactory | None = None, history: History | None = None) -> None:
         super().__init__()
         self.backend = backend
         self.backend_factory = backend_factory  # makes a backend for another model file (the picker)
         config = config or load_app_config()
-        self.conversation = Conversation(system=system, params=params or config.config.params)
+        self.history = history  # None: chats are not saved
+        self.chatlog = ChatLog(Conversation(system=system, params=params or config.config.params), history)
         self.blink = blink
         self.last_stats: GenerationStats | None = None
         self.last_params: SamplingParams | None = None  # what the backend says it used
@@ -123,6 +134,7 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
         self._done_waiting: GenerationDone | None = None
         self._pacer = RenderPacer()
         self._backlog = False  # the last render left text behind: the stream outruns the UI
+        self._record: Reply | None = None  # the reply being saved while it streams
         for theme in THEMES:
             self.register_theme(theme)
         self.apply_config(config)  # the theme, [keys]
@@ -130,12 +142,17 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         with Horizontal(id="body"):
+            yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
                 yield PromptInput(id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
         yield StatusBar(id="status")
         yield Footer()
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.chatlog.conversation
 
     @property
     def chat(self) -> ChatView:
@@ -159,6 +176,7 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
         self.show_config_notes()
         self.status.state = "loading…"
         self._load_model()
+        self.list_history()
 
     # ----------------------------------------------------------------- workers
     @work(thread=True, exclusive=True, group="model", exit_on_error=False)
@@ -176,12 +194,14 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
             warm_up_markdown(self.console, self._code_theme())  # while the user types the first prompt
 
     @work(thread=True, exclusive=True, group="generate", exit_on_error=False)
-    def _generate(self, generation: int, messages: list, params: SamplingParams, deltas: DeltaBuffer) -> None:
+    def _generate(self, generation: int, messages: list, params: SamplingParams, deltas: DeltaBuffer,
+                  record: Reply) -> None:
         try:
             with self._engine_lock:
                 self._apply_pending_reset()
                 for event in self.backend.stream_chat(messages, params):
                     if isinstance(event, TextDelta):
+                        record.append(event.text)  # saved while it streams (debounced)
                         if deltas.put(event.text):
                             self.post_message(ReplyText(generation))
                     else:
@@ -213,6 +233,7 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
 
     def _show_model(self, info) -> None:
         self.model_ready = True
+        self.chatlog.set_model(info.name, info.path)
         self.status.model = info
         self.status.state = "ready"
         note = ""
@@ -243,7 +264,8 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
             self.prompt_input.load_text(message.text)
             return
         text = slash.unescape(message.text)
-        self.conversation.add_user(text)
+        self.chatlog.add_user(text)  # saved before generation starts
+        self.history_changed()
         await self.chat.add(ChatMessageWidget("user", text))
         await self._start_reply()
 
@@ -260,7 +282,9 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
         self._done_waiting = None
         model = self.status.model
         self._pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
-        self._generate(self._generation, self.conversation.messages(), self.conversation.params, self._deltas)
+        self._record = self.chatlog.start_reply()
+        self._generate(self._generation, self.conversation.messages(), self.conversation.params, self._deltas,
+                       self._record)
 
     async def on_reply_text(self, message: ReplyText) -> None:
         if message.generation != self._generation or self._reply is None:
@@ -302,7 +326,10 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
         reply, stats = self._reply, done.stats
         assert reply is not None
         await reply.finish(sanitize(done.text))
-        self.conversation.add_assistant(done.text)
+        if self._record is not None:
+            self.chatlog.finish_reply(self._record, done)
+            self._record = None
+            self.history_changed()
         self.last_stats = stats
         self.last_params = done.params
         self.status.stats = stats
@@ -322,10 +349,18 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
         if self._reply is not None:
             # The user message stays in the conversation, so Ctrl+R retries it.
             self._reply.set_status(f"⚠ {message.error}", "error")
+        if self._record is not None:
+            self.chatlog.fail_reply(self._record, message.error)
+            self._record = None
+            self.history_changed()
         self.notify(message.error, severity="error", timeout=10)
         self._end_generation()
 
     def _end_generation(self) -> None:
+        if self._record is not None:  # abandoned (new chat, edit, quit): saved as stopped
+            record, self._record = self._record, None
+            text = record.writer.text if record.writer is not None else ""
+            self.chatlog.finish_reply(record, GenerationDone(text, GenerationStats(finish_reason="cancelled")))
         self.generating = False
         self._reply = None
         self.status.state = "ready" if self.model_ready else self.status.state
@@ -358,7 +393,8 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
             self.backend.cancel()
         self._generation += 1
         self._end_generation()
-        self.conversation.clear()
+        self.chatlog.clear()
+        self.sidebar.current = None
         await self.chat.clear()
         self.last_stats = None
         self.status.stats = None
@@ -372,10 +408,10 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
     async def action_regenerate(self) -> None:
         if self.generating or not self.conversation.turns:
             return
-        if self.conversation.drop_last_reply() is not None:
-            replies = self.chat.query(AssistantMessage)
-            if replies:
-                await replies.last().remove()
+        self.chatlog.drop_last_reply()  # a failed reply after the prompt goes too
+        widgets = self.chat.messages()
+        if widgets and widgets[-1].role == "assistant":
+            await widgets[-1].remove()
         if self.conversation.last_role == "user":
             await self._start_reply()
 
@@ -384,7 +420,7 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
             self.backend.cancel()
             self._generation += 1
             self._end_generation()
-        text = self.conversation.take_last_user()
+        text = self.chatlog.take_last_user()
         if text is None:
             return
         widgets = self.chat.messages()
@@ -449,13 +485,20 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
         self.notify(f"{NUDGED[name]} {spec.show(value)}", timeout=1.5)
 
     def set_params(self, params: SamplingParams) -> None:
-        """The one place parameters change: the next generation uses exactly these."""
+        """The one place parameters change: the next generation uses exactly these, and the
+        conversation remembers them."""
+        self.chatlog.set_params(params)
+        self.panel.params = params
+
+    def show_params(self, params: SamplingParams) -> None:
+        """An opened conversation's parameters (already saved with it)."""
         self.conversation.params = params
         self.panel.params = params
 
     @on(ParamPanel.Changed)
     def _on_params_changed(self, message: ParamPanel.Changed) -> None:
-        self.conversation.params = message.params
+        if message.params != self.conversation.params:
+            self.chatlog.set_params(message.params)
 
     @on(AssistantMessage.LinkRequested)
     def _on_link(self, message: AssistantMessage.LinkRequested) -> None:
@@ -494,6 +537,9 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
 
     def exit(self, *args, **kwargs) -> None:
         self.stop_downloads()
+        if self.generating:
+            self.backend.cancel()
+            self._end_generation()
         super().exit(*args, **kwargs)
 
     async def _slash_set(self, arg: str) -> None:
@@ -515,7 +561,7 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
         if not arg:
             await self.note(f"System prompt: {self.conversation.system or '(none)'}")
             return
-        self.conversation.system = None if arg.lower() in ("clear", "none", "off") else arg
+        self.chatlog.set_system(None if arg.lower() in ("clear", "none", "off") else arg)
         self.notify("System prompt cleared." if self.conversation.system is None else "System prompt set.",
                     timeout=2)
 
@@ -540,6 +586,8 @@ class VibechatApp(ModelActions, ConfigActions, App[None]):
             ("A focused message (Tab to reach it)", rows(ChatMessageWidget.BINDINGS)
              + rows(AssistantMessage.BINDINGS)),
             ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
+            ("Conversation list (Ctrl+B)", [("enter", "Open the conversation")]
+             + rows(ConversationSidebar.BINDINGS)),
             ("Slash commands", [(name, text.split(": ", 1)[1]) for name, text in slash.COMMANDS.items()]
              + [("//text", "Send a message that starts with /")]),
         ]

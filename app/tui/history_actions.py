@@ -1,0 +1,358 @@
+"""The app's saved conversations: the sidebar, opening, search, rename, delete, export.
+
+A mixin of ``VibechatApp`` (it uses the app's chat log, chat view, backend and
+engine lock), kept apart so the app module stays about chatting. Database reads
+that can grow (the list, a conversation's messages) run in workers; the small
+writes (rename, delete) run where they are asked for.
+
+Opening a conversation brings back its system prompt and parameters and rebuilds
+the model's KV cache from its messages in a worker, so the next reply starts
+without evaluating the whole conversation first.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual import work
+from textual.message import Message
+
+from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.history import ConversationSummary, History, SearchHit, StoredConversation
+from vibechat.engine.sanitize import sanitize
+
+from .chat_view import AssistantMessage, ChatMessageWidget
+from .confirm import ConfirmScreen
+from .history_screens import ExportChoice, ExportScreen, RenameScreen, SearchScreen
+from .sidebar import ConversationSidebar
+
+log = logging.getLogger("vibechat.tui")
+
+STATUS_NOTES = {
+    "stopped": ("⏹ stopped", "stopped"),
+    "interrupted": ("⚠ interrupted: vibechat closed while this reply streamed", "stopped"),
+}
+
+
+class HistoryListed(Message):
+    def __init__(self, summaries: list[ConversationSummary], repaired: int, problem: str | None) -> None:
+        super().__init__()
+        self.summaries = summaries
+        self.repaired = repaired
+        self.problem = problem
+
+
+class ConversationLoaded(Message):
+    def __init__(self, stored: StoredConversation, jump_to: int | None) -> None:
+        super().__init__()
+        self.stored = stored
+        self.jump_to = jump_to
+
+
+class ConversationLoadFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class CacheRebuilt(Message):
+    def __init__(self, tokens: int) -> None:
+        super().__init__()
+        self.tokens = tokens
+
+
+if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
+    from textual.app import App
+
+    from vibechat.engine.backend import Backend
+    from vibechat.engine.params import SamplingParams
+
+    from .chat_view import ChatView
+    from .prompt_input import PromptInput
+    from .status_bar import StatusBar
+
+    class _Host(App[None]):
+        backend: Backend
+        history: History | None
+        chatlog: ChatLog
+        chat: ChatView
+        status: StatusBar
+        prompt_input: PromptInput
+        generating: bool
+        model_ready: bool
+        _engine_lock: threading.Lock
+        _generation: int
+        _reset_pending: bool
+
+        def _end_generation(self) -> None: ...
+        def _code_theme(self) -> str: ...
+        def show_params(self, params: SamplingParams) -> None: ...
+        async def start_new_conversation(self, reset_cache: bool = True) -> None: ...
+else:
+    _Host = object
+
+
+class HistoryActions(_Host):
+    """Mixed into ``VibechatApp``; see the module docstring."""
+
+    _problem_shown: str | None = None
+
+    @property
+    def sidebar(self) -> ConversationSidebar:
+        return self.query_one(ConversationSidebar)
+
+    # ---------------------------------------------------------------- listing
+    @work(thread=True, exclusive=True, group="history", exit_on_error=False)
+    def list_history(self) -> None:
+        """Open the database (repairing what a crash left) and list the conversations."""
+        if self.history is None:
+            return
+        try:
+            self.history.open()
+            summaries = self.history.conversations()
+        except VibechatError as exc:
+            self.post_message(HistoryListed([], 0, str(exc)))
+            return
+        self.post_message(HistoryListed(summaries, self.history.repaired, None))
+
+    def on_history_listed(self, message: HistoryListed) -> None:
+        self.sidebar.show(message.summaries)
+        if message.problem:
+            self.notify(f"Chats are not saved: {message.problem}", title="History", severity="error", timeout=15)
+        elif message.repaired:
+            count = message.repaired
+            self.notify(f"{count} repl{'y was' if count == 1 else 'ies were'} cut off when vibechat last "
+                        "closed; kept and marked interrupted.", title="History", timeout=8)
+
+    def history_changed(self) -> None:
+        """After a save: the open conversation moves to the top of the sidebar; a save that
+        failed is reported once."""
+        chatlog = self.chatlog
+        if chatlog.problem and chatlog.problem != self._problem_shown:
+            self._problem_shown = chatlog.problem
+            self.notify(chatlog.problem, title="History", severity="error", timeout=15)
+        if chatlog.conversation_id is None:
+            return
+        from vibechat.engine.history import now
+
+        stamp = now()
+        old = next((s for s in self.sidebar.summaries if s.id == chatlog.conversation_id), None)
+        self.sidebar.upsert(ConversationSummary(chatlog.conversation_id, chatlog.title or "", chatlog.model,
+                                                old.created if old else stamp, stamp))
+        self.sidebar.current = chatlog.conversation_id
+
+    # ----------------------------------------------------------------- actions
+    def action_toggle_sidebar(self) -> None:
+        sidebar = self.sidebar
+        sidebar.toggle_class("-visible")
+        if sidebar.has_class("-visible"):
+            sidebar.focus_list()
+        else:
+            self.prompt_input.focus()
+
+    def action_search_history(self) -> None:
+        if self.history is None:
+            self.notify("Chat history is off.", severity="warning")
+            return
+
+        def chosen(hit: SearchHit | None) -> None:
+            if hit is not None:
+                self.open_conversation(hit.conversation_id, jump_to=hit.message_id)
+
+        self.push_screen(SearchScreen(self.history), chosen)
+
+    def on_conversation_sidebar_open(self, message: ConversationSidebar.Open) -> None:
+        self.open_conversation(message.conversation_id)
+
+    def on_conversation_sidebar_search(self, _message: ConversationSidebar.Search) -> None:
+        self.action_search_history()
+
+    def on_conversation_sidebar_request(self, message: ConversationSidebar.Request) -> None:
+        summary = message.summary
+        if message.what == "rename":
+            self._rename(summary.id, summary.title)
+        elif message.what == "delete":
+            self._delete(summary.id, summary.title)
+        elif message.what == "export":
+            self._export(summary.id, summary.title)
+
+    def _open_summary(self) -> ConversationSummary | None:
+        """The conversation on screen, if it has been saved."""
+        chatlog = self.chatlog
+        if chatlog.conversation_id is None or self.history is None:
+            self.notify("This conversation is not saved yet: send a message first.", severity="warning")
+            return None
+        return ConversationSummary(chatlog.conversation_id, chatlog.title or "", chatlog.model, "", "")
+
+    def action_rename_conversation(self) -> None:
+        summary = self._open_summary()
+        if summary is not None:
+            self._rename(summary.id, summary.title)
+
+    def action_delete_conversation(self) -> None:
+        summary = self._open_summary()
+        if summary is not None:
+            self._delete(summary.id, summary.title)
+
+    def action_export_conversation(self) -> None:
+        summary = self._open_summary()
+        if summary is not None:
+            self._export(summary.id, summary.title)
+
+    # ------------------------------------------------------- rename / delete
+    def _rename(self, conversation_id: int, title: str) -> None:
+        def renamed(new_title: str | None) -> None:
+            if not new_title or self.history is None:
+                return
+            try:
+                self.history.rename(conversation_id, new_title)
+            except VibechatError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            if conversation_id == self.chatlog.conversation_id:
+                self.chatlog.title = new_title
+            old = next((s for s in self.sidebar.summaries if s.id == conversation_id), None)
+            if old is not None:
+                self.sidebar.summaries = [s if s.id != conversation_id else
+                                          ConversationSummary(s.id, new_title, s.model, s.created, s.updated)
+                                          for s in self.sidebar.summaries]
+                self.sidebar.show(self.sidebar.summaries)
+            self.notify(f"Renamed to “{new_title}”.", timeout=2)
+
+        self.push_screen(RenameScreen(title), renamed)
+
+    def _delete(self, conversation_id: int, title: str) -> None:
+        async def answered(yes: bool | None) -> None:
+            if not yes or self.history is None:
+                return
+            try:
+                self.history.delete(conversation_id)
+            except VibechatError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.sidebar.forget(conversation_id)
+            if conversation_id == self.chatlog.conversation_id:
+                await self.start_new_conversation()
+                self.sidebar.current = None
+            self.notify(f"Deleted “{title}”.", timeout=2)
+
+        self.push_screen(ConfirmScreen(f"Delete the conversation “{sanitize(title)}” and all its messages?\n\n"
+                                       "This cannot be undone."), answered)
+
+    # ---------------------------------------------------------------- export
+    def _export(self, conversation_id: int, title: str) -> None:
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "conversation"
+        stem = Path.cwd() / f"vibechat-{conversation_id}-{slug}"
+
+        def chosen(choice: ExportChoice | None) -> None:
+            if choice is None or self.history is None:
+                return
+            try:
+                stored = self.history.get(conversation_id)
+                text = stored.to_markdown() if choice.format == "md" else _json(stored)
+                choice.path.parent.mkdir(parents=True, exist_ok=True)
+                choice.path.write_text(text, encoding="utf-8")
+            except VibechatError as exc:
+                self.notify(str(exc), severity="error")
+            except OSError as exc:
+                self.notify(f"Could not write {choice.path}: {exc.strerror or exc}.", severity="error")
+            else:
+                self.notify(f"Exported to {choice.path}", timeout=5)
+
+        self.push_screen(ExportScreen(stem), chosen)
+
+    # ------------------------------------------------------------------ open
+    def open_conversation(self, conversation_id: int, jump_to: int | None = None) -> None:
+        if conversation_id == self.chatlog.conversation_id and jump_to is None:
+            self.prompt_input.focus()
+            return
+        self._load_conversation(conversation_id, jump_to)
+
+    @work(thread=True, exclusive=True, group="history-open", exit_on_error=False)
+    def _load_conversation(self, conversation_id: int, jump_to: int | None) -> None:
+        assert self.history is not None
+        try:
+            stored = self.history.get(conversation_id)
+        except VibechatError as exc:
+            self.post_message(ConversationLoadFailed(str(exc)))
+            return
+        self.post_message(ConversationLoaded(stored, jump_to))
+
+    def on_conversation_load_failed(self, message: ConversationLoadFailed) -> None:
+        self.notify(message.error, severity="error")
+
+    async def on_conversation_loaded(self, message: ConversationLoaded) -> None:
+        stored = message.stored
+        await self.start_new_conversation(reset_cache=False)
+        chatlog = ChatLog.from_stored(stored, self.history)
+        loaded = self.status.model
+        if loaded is not None:
+            if stored.model_path and stored.model_path != loaded.path:
+                self.notify(f"This conversation was with {stored.summary.model}; it continues with "
+                            f"{loaded.name} (F3 switches models).", timeout=6)
+            chatlog.set_model(loaded.name, loaded.path)
+        self.chatlog = chatlog
+        self.show_params(stored.params)
+        widgets: list[ChatMessageWidget] = []
+        target: ChatMessageWidget | None = None
+        theme = self._code_theme()
+        for m in stored.messages:
+            widget: ChatMessageWidget
+            if m.role == "user":
+                widget = ChatMessageWidget("user", sanitize(m.content))
+            else:
+                widget = AssistantMessage(sanitize(m.content), code_theme=theme)
+            widget.message_id = m.id  # type: ignore[attr-defined]
+            widgets.append(widget)
+            if m.id == message.jump_to:
+                target = widget
+        await self.chat.add_all(widgets, follow=target is None)
+        for m, widget in zip(stored.messages, widgets):
+            if m.status == "error":
+                widget.set_status(f"⚠ {m.error or 'failed'}", "error")
+            elif m.status in STATUS_NOTES:
+                widget.set_status(*STATUS_NOTES[m.status])
+        self.sidebar.current = stored.id
+        if target is not None:
+            self.chat.release_anchor()
+            target.focus(scroll_visible=False)
+            # Once laid out: the found message at the top of the view.
+            self.call_after_refresh(self.chat.scroll_to_widget, target, top=True, animate=False)
+        else:
+            self.prompt_input.focus()
+        self.refresh_bindings()
+        self._rebuild_cache(self._generation, chatlog.conversation.messages())
+
+    @work(thread=True, group="reset", exit_on_error=False)
+    def _rebuild_cache(self, generation: int, messages: list) -> None:
+        """The KV cache holds the opened conversation, so the next reply only evaluates
+        the new prompt."""
+        with self._engine_lock:
+            if generation != self._generation or not self.model_ready:
+                return
+            self._reset_pending = False
+            try:
+                tokens = self.backend.prefill(messages)
+            except VibechatError as exc:  # too long for the context: the next reply trims it
+                log.info("cache not rebuilt: %s", exc)
+                self.backend.reset()
+                tokens = 0
+            except Exception:  # noqa: BLE001 - a cache rebuild is an optimisation
+                log.exception("cache rebuild failed")
+                self.backend.reset()
+                tokens = 0
+        self.post_message(CacheRebuilt(tokens))
+
+    def on_cache_rebuilt(self, message: CacheRebuilt) -> None:
+        self.status.context_used = message.tokens
+
+
+def _json(stored: StoredConversation) -> str:
+    import json
+
+    return json.dumps(stored.to_dict(), ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,318 @@
+"""Saved conversations in the TUI: saving as you chat, the sidebar, opening, search,
+rename, delete, export. A real Textual app (Pilot) on a real SQLite file; the
+recording backend, and the real starter model for the cache rebuild."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import read_only_dir
+from fakes import RecordingBackend, settle
+from vibechat.app.tui import create_app
+from vibechat.app.tui.chat_view import AssistantMessage
+from vibechat.app.tui.confirm import ConfirmScreen
+from vibechat.app.tui.history_screens import ExportScreen, RenameScreen, SearchScreen
+from vibechat.app.tui.sidebar import ConversationSidebar
+from vibechat.engine.backend import GenerationDone
+from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.conversation import Conversation
+from vibechat.engine.history import History
+from vibechat.engine.params import SamplingParams
+
+SIZE = (110, 36)
+
+
+async def send(pilot, text: str) -> None:
+    pilot.app.prompt_input.load_text(text)
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+def seed_history(path: Path, chats: list[tuple[str, list[str]]], **settings) -> list[int]:
+    """Conversations written as the app writes them: (title prompt, [reply, prompt, reply…])."""
+    ids = []
+    with History(path) as history:
+        for first, rest in chats:
+            chat = ChatLog(Conversation(**settings), history, model="Fake 1B", model_path="/models/fake.gguf")
+            turns = [first, *rest]
+            for i, text in enumerate(turns):
+                if i % 2 == 0:
+                    chat.add_user(text)
+                else:
+                    chat.finish_reply(chat.start_reply(), GenerationDone(text))
+            ids.append(chat.conversation_id)
+    return ids
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "history.db"
+
+
+def make_app(db: Path, backend: RecordingBackend | None = None, **kwargs):
+    return create_app(backend or RecordingBackend(), blink=False, history=History(db), **kwargs)
+
+
+async def test_a_chat_is_saved_as_it_happens_and_listed_in_the_sidebar(db):
+    backend = RecordingBackend(reply="one two three four five six")
+    backend.gate = threading.Event()
+    app = make_app(db, backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("Tell me about SQLite")
+        await pilot.press("enter")
+        backend.started.wait(5)
+        await pilot.pause()
+        # Before the reply ends: the prompt is saved, the reply is a 'streaming' row.
+        with History(db) as other:
+            stored = other.get(other.latest().id)
+            assert [(m.role, m.content, m.status) for m in stored.messages] == [
+                ("user", "Tell me about SQLite", "complete"), ("assistant", "", "streaming")]
+        backend.gate.set()
+        await settle(pilot)
+        sidebar = app.query_one(ConversationSidebar)
+        assert [s.title for s in sidebar.summaries] == ["Tell me about SQLite"]
+        assert sidebar.current == app.chatlog.conversation_id
+    with History(db) as other:
+        stored = other.get(other.latest().id)
+        assert [(m.role, m.content, m.status) for m in stored.messages] == [
+            ("user", "Tell me about SQLite", "complete"), ("assistant", backend.reply, "complete")]
+        assert stored.summary.model == "Fake 1B"
+
+
+async def test_stopping_a_reply_saves_it_as_stopped(db):
+    backend = RecordingBackend(reply="a b c d e f g")
+    backend.gate = threading.Event()
+    app = make_app(db, backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("go")
+        await pilot.press("enter")
+        backend.started.wait(5)
+        await pilot.press("escape")
+        backend.gate.set()
+        await settle(pilot)
+    with History(db) as other:
+        assert other.get(other.latest().id).messages[-1].status == "stopped"
+
+
+async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_settings(db):
+    ids = seed_history(db, [("First chat", ["First answer", "Follow-up", "Second answer"]),
+                            ("Newest chat", ["Hello back"])],
+                       system="Talk like a pirate.", params=SamplingParams(temperature=1.3, top_k=11))
+    backend = RecordingBackend(reply="Arr")
+    app = make_app(db, backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        sidebar = app.query_one(ConversationSidebar)
+        assert not sidebar.display
+        await pilot.press("ctrl+b")
+        assert sidebar.display and sidebar.options.has_focus
+        assert [s.id for s in sidebar.summaries] == [ids[1], ids[0]]
+        await pilot.press("down", "enter")  # the older one
+        await settle(pilot)
+        assert [(w.role, w.text) for w in app.chat.messages()] == [
+            ("user", "First chat"), ("assistant", "First answer"),
+            ("user", "Follow-up"), ("assistant", "Second answer")]
+        assert app.conversation.system == "Talk like a pirate."
+        assert app.conversation.params.temperature == 1.3 and app.panel.params.top_k == 11
+        # The KV cache is rebuilt from its messages (in a worker).
+        assert backend.prefills[-1][0].content == "Talk like a pirate."
+        assert [m.content for m in backend.prefills[-1][1:]] == ["First chat", "First answer", "Follow-up",
+                                                                   "Second answer"]
+        assert sidebar.current == ids[0]
+        # Continuing it adds to it, and only the new prompt is evaluated.
+        app.prompt_input.focus()
+        await send(pilot, "Third question")
+        messages, params = backend.requests[-1]
+        assert [m.content for m in messages][-2:] == ["Second answer", "Third question"]
+        assert params.temperature == 1.3
+        assert app.last_stats.prompt_tokens_evaluated < app.last_stats.prompt_tokens
+        assert sidebar.summaries[0].id == ids[0]  # moved to the top
+    with History(db) as other:
+        assert [m.content for m in other.get(ids[0]).messages][-2:] == ["Third question", "Arr"]
+
+
+async def test_parameters_changed_in_the_tui_are_saved_with_the_conversation(db):
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "hello")
+        await pilot.press("f6", "f6")  # temperature up twice
+        app.prompt_input.focus()
+        await pilot.press("slash")
+        app.prompt_input.load_text("/system Answer in French.")
+        await pilot.press("enter")
+        await settle(pilot)
+        cid = app.chatlog.conversation_id
+    with History(db) as other:
+        stored = other.get(cid)
+        assert stored.params.temperature == pytest.approx(0.9)
+        assert stored.system == "Answer in French."
+
+
+async def test_rename_from_the_sidebar(db):
+    ids = seed_history(db, [("Old title", ["answer"])])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "r")
+        await pilot.pause()
+        assert isinstance(app.screen, RenameScreen)
+        app.screen.query_one("#rename-input").value = "A better title"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(ConversationSidebar).summaries[0].title == "A better title"
+    with History(db) as other:
+        assert other.get(ids[0]).title == "A better title"
+
+
+async def test_delete_asks_first_and_no_keeps_it(db):
+    ids = seed_history(db, [("Keep or not", ["answer"]), ("Other", ["x"])])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "down", "d")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "Keep or not" in app.screen.question
+        await pilot.press("n")
+        await pilot.pause()
+        with History(db) as other:
+            assert other.count() == 2
+        await pilot.press("d")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        assert [s.id for s in app.query_one(ConversationSidebar).summaries] == [ids[1]]
+    with History(db) as other:
+        assert [c.id for c in other.conversations()] == [ids[1]]
+
+
+async def test_deleting_the_open_conversation_starts_a_new_one(db):
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "short lived")
+        await app.run_action("delete_conversation")
+        await pilot.pause()
+        await pilot.press("y")
+        await settle(pilot)
+        assert app.chat.messages() == [] and app.chatlog.conversation_id is None
+    with History(db) as other:
+        assert other.count() == 0
+
+
+async def test_search_jumps_to_the_message(db):
+    filler = [f"filler reply {i} " + "lorem ipsum " * 30 for i in range(12)]
+    turns: list[str] = []
+    for i, reply in enumerate(filler):
+        turns += [reply, f"question {i + 1}"]
+    turns += ["The answer mentions a capybara."]
+    ids = seed_history(db, [("Animals", turns), ("Unrelated", ["nothing here"])])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        assert isinstance(app.screen, SearchScreen)
+        await pilot.press(*"capyb")
+        await settle(pilot)
+        assert len(app.screen.hits) == 1 and "capybara" in app.screen.hits[0].snippet
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.chatlog.conversation_id == ids[0]
+        found = app.focused
+        assert isinstance(found, AssistantMessage) and "capybara" in found.text
+        assert app.chat.scroll_y > 0  # jumped down to it
+
+
+async def test_export_the_open_conversation_to_markdown_and_json(db, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seed_history(db, [("Export me", ["Exported **reply**"])])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "e")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)
+        path_input = app.screen.query_one("#export-path")
+        assert path_input.value.endswith("export-me.md") and path_input.value.startswith(str(tmp_path))
+        await pilot.press("enter")
+        await pilot.pause()
+        md = next(tmp_path.glob("vibechat-*-export-me.md")).read_text()
+        assert md.startswith("# Export me") and "Exported **reply**" in md
+        await pilot.press("e")
+        await pilot.pause()
+        app.screen.query_one("#format-json").value = True
+        await pilot.pause()
+        assert app.screen.query_one("#export-path").value.endswith(".json")
+        app.screen.query_one("#export-path").focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        data = json.loads(next(tmp_path.glob("vibechat-*-export-me.json")).read_text())
+        assert [m["content"] for m in data["messages"]] == ["Export me", "Exported **reply**"]
+
+
+async def test_a_reply_left_streaming_by_a_crash_opens_as_interrupted(db):
+    with History(db) as history:
+        cid = history.create(title="crashed")
+        history.add_message(cid, "user", "tell me")
+        row = history.add_message(cid, "assistant", "half a rep", "streaming")
+        history.conn.execute("UPDATE messages SET writer_pid = 999999999 WHERE id = ?", (row,))
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert any("marked interrupted" in n.message for n in app._notifications)
+        app.open_conversation(cid)
+        await settle(pilot)
+        reply = app.chat.messages()[-1]
+        assert reply.text == "half a rep"
+        assert "interrupted" in str(reply.query_one(".message--status").render())
+
+
+async def test_a_read_only_data_dir_is_shown_and_the_chat_still_works(tmp_path: Path):
+    with read_only_dir(tmp_path / "ro") as ro:
+        app = make_app(ro / "history.db")
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            problems = [n.message for n in app._notifications if "not saved" in n.message]
+            assert problems and "writable" in problems[0]
+            await send(pilot, "still answers")
+            assert [w.role for w in app.chat.messages()] == ["user", "assistant"]
+
+
+async def test_no_save_keeps_nothing(db, user_dirs):
+    app = create_app(RecordingBackend(), blink=False, save=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "private")
+    assert not (user_dirs["data"] / "vibechat" / "history.db").exists()
+
+
+@pytest.mark.model
+async def test_an_opened_conversation_continues_on_the_real_model(db, starter_path):
+    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+
+    seed_history(db, [("The capital of France is", ["Paris.", "The capital of Italy is"]),
+                      ("Something else", ["ok"])], params=SamplingParams(temperature=0, max_tokens=6))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048))
+    app = create_app(backend, blink=False, history=History(db))
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("ctrl+b", "down", "enter")
+            await settle(pilot)
+            assert app.chat.messages()[0].text == "The capital of France is"
+            assert app.status.context_used > 0  # the cache holds the opened conversation
+            await pilot.press("ctrl+r")  # no reply yet to the last prompt: generate one
+            await settle(pilot)
+            stats = app.last_stats
+            assert stats is not None and stats.completion_tokens > 0
+            assert stats.prompt_tokens_evaluated < stats.prompt_tokens / 2
+    finally:
+        backend.close()
