@@ -7,19 +7,24 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Optional, TypeVar
 
 import typer
 
 from .config_cmd import config_app
+from .history_cmd import history_app
 from .models_cmd import models_app
 from .options import (
     CtxOpt,
     EngineChoice,
     GpuLayersOpt,
     MaxTokensOpt,
+    HISTORY,
     MinPOpt,
     ModelOpt,
+    NoSaveOpt,
     RepeatPenaltyOpt,
     SamplingChoice,
     SeedOpt,
@@ -44,6 +49,7 @@ cli = typer.Typer(
 T = TypeVar("T")
 
 cli.add_typer(models_app, name="models")
+cli.add_typer(history_app, name="history")
 cli.add_typer(config_app, name="config")
 
 
@@ -105,6 +111,7 @@ def main_callback(
     n_gpu_layers: GpuLayersOpt = None,
     threads: ThreadsOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
+    no_save: NoSaveOpt = False,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
     _setup_logging(verbose)
@@ -124,7 +131,7 @@ def main_callback(
         loaded = with_flags(load_app_config(), engine, sampling, system)
         config = loaded.config
         run_tui(engine=EngineChoice.from_config(config), params=config.params, system=config.system_prompt,
-                config=loaded)
+                config=loaded, save=not no_save)
 
     guarded(start)
 
@@ -149,8 +156,17 @@ def run(
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, model, params, stats).")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print timing statistics on stderr.")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Do not strip terminal control sequences from the output.")] = False,
+    no_save: NoSaveOpt = False,
+    continue_: Annotated[bool, typer.Option(
+        "--continue", "-c", help="Add this prompt to the latest saved conversation.",
+        rich_help_panel=HISTORY)] = False,
+    conversation: Annotated[Optional[int], typer.Option(
+        "--conversation", "--cid", help="Add this prompt to saved conversation ID ('vibechat history list').",
+        min=1, rich_help_panel=HISTORY)] = None,
 ) -> None:
-    """Answer one prompt, streaming the reply to stdout."""
+    """Answer one prompt, streaming the reply to stdout. Saved as a conversation unless
+    --no-save; --continue or --conversation ID add to a saved one (its system prompt and
+    parameters apply, under your flags)."""
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
@@ -166,19 +182,58 @@ def run(
         if loaded.problem:
             raise ConfigError(loaded.problem)
         config = with_flags(loaded, engine, sampling, system).config
-        params = config.params
+        chat = open_chat(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
+        choice = EngineChoice.from_config(config)
+        params, system_prompt = config.params, config.system_prompt
+        if chat.conversation_id is not None:  # continuing: the conversation's settings, under the flags
+            params = sampling.to_params(chat.conversation.params)
+            system_prompt = system  # None keeps the conversation's
+            if engine.model is None and chat.model_path and Path(chat.model_path).is_file():
+                choice = replace(choice, model=chat.model_path)
         text = read_prompt(prompt, sys.stdin)
-        backend = make_backend(EngineChoice.from_config(config), pull=pull_with_progress)
-        request = RunRequest(prompt=text, system=config.system_prompt, params=params,
+        backend = make_backend(choice, pull=pull_with_progress)
+        request = RunRequest(prompt=text, system=system_prompt, params=params,
                              json_output=json_output, show_stats=stats, raw=raw)
         try:
-            return execute(backend, request, sys.stdout, sys.stderr)
+            return execute(backend, request, sys.stdout, sys.stderr, chat)
         finally:
             backend.close()
+            if chat.history is not None:
+                chat.history.close()
 
     code = guarded(go)
     if code:
         raise typer.Exit(code)
+
+
+def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | None):
+    """The ``ChatLog`` a ``run`` adds to: a new saved conversation, a saved one to continue,
+    or (``--no-save``) one kept in memory only."""
+    from vibechat.engine.chatlog import ChatLog
+    from vibechat.engine.conversation import Conversation
+    from vibechat.engine.errors import VibechatError
+    from vibechat.engine.history import History
+
+    if continue_latest and conversation_id is not None:
+        raise VibechatError("--continue and --conversation both pick a conversation: use one of them.")
+    if no_save:
+        if continue_latest or conversation_id is not None:
+            raise VibechatError("--no-save cannot add to a saved conversation: drop --no-save, "
+                                "or --continue/--conversation.")
+        return ChatLog(Conversation())
+    history = History().open()  # a read-only data dir fails here, in one line, before any work
+    try:
+        if continue_latest:
+            latest = history.latest()
+            if latest is None:
+                raise VibechatError("no saved conversation to continue yet: ask without --continue first.")
+            conversation_id = latest.id
+        if conversation_id is not None:
+            return ChatLog.open(history, conversation_id)
+    except BaseException:
+        history.close()
+        raise
+    return ChatLog(Conversation(), history)
 
 
 def main() -> None:

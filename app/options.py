@@ -43,6 +43,9 @@ GpuLayersOpt = Annotated[Optional[int], typer.Option(
     rich_help_panel=ENGINE)]
 ThreadsOpt = Annotated[Optional[int], typer.Option(
     "--threads", help="CPU threads (default: physical performance cores).", rich_help_panel=ENGINE)]
+HISTORY = "History"
+NoSaveOpt = Annotated[bool, typer.Option(
+    "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY)]
 
 
 @dataclass

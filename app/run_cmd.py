@@ -12,7 +12,9 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
-from vibechat.engine.backend import Backend, ChatMessage, ContextTrimmed, GenerationDone, TextDelta
+from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
+from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
@@ -60,22 +62,30 @@ def _quiet_stdout() -> None:
         pass
 
 
-def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO) -> int:
+def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog | None = None) -> int:
+    """Answer ``request.prompt``; ``chat`` holds the conversation it continues (and saves it
+    when it has a history): the prompt is saved before generation, the reply as it streams."""
     clean = (lambda s: s) if request.raw else sanitize
-    messages = []
-    if request.system:
-        messages.append(ChatMessage("system", request.system))
-    messages.append(ChatMessage("user", request.prompt))
+    if chat is None:
+        chat = ChatLog(Conversation())
+    conversation = chat.conversation
+    if request.system is not None:
+        conversation.system = request.system or None
+    conversation.params = request.params
     info = backend.load()
+    chat.set_model(info.name, info.path)
+    chat.add_user(request.prompt)
+    reply = chat.start_reply()
 
     parts: list[str] = []
     done: GenerationDone | None = None
-    stream = backend.stream_chat(messages, request.params)
-    interrupted = False
+    stream = backend.stream_chat(conversation.messages(), request.params)
+    interrupted = pipe_closed = False
     try:
         for event in stream:
             if isinstance(event, TextDelta):
                 parts.append(event.text)
+                reply.append(event.text)
                 if not request.json_output:
                     out.write(clean(event.text))
                     out.flush()
@@ -87,22 +97,35 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO) -> 
         interrupted = True
         backend.cancel()
     except BrokenPipeError:
-        _quiet_stdout()
-        return 0
+        pipe_closed = True
+        backend.cancel()
+    except VibechatError as exc:
+        stream.close()
+        chat.fail_reply(reply, str(exc))
+        raise
     finally:
         stream.close()
+    if done is None:  # stopped before the end: what was generated is kept, marked stopped
+        done = GenerationDone("".join(parts), GenerationStats(finish_reason="cancelled"), request.params)
+    chat.finish_reply(reply, done)
+    if chat.problem:
+        err.write(f"vibechat: {chat.problem}\n")
+    if pipe_closed:
+        _quiet_stdout()
+        return 0
 
     text = "".join(parts)
     try:
         if request.json_output:
-            stats = done.stats if done else None
-            params = done.params if done and done.params else request.params
+            stats = done.stats
+            params = done.params or request.params
             obj = {
                 "text": text if request.raw else sanitize(text),
                 "model": info.name,
                 "model_path": info.path,
+                "conversation_id": chat.conversation_id,
                 "params": params.to_dict(),
-                "finish_reason": "cancelled" if interrupted or stats is None else stats.finish_reason,
+                "finish_reason": "cancelled" if interrupted else stats.finish_reason,
                 "stats": _json_stats(stats),
             }
             out.write(json.dumps(obj, ensure_ascii=False) + "\n")
@@ -112,7 +135,7 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO) -> 
     except BrokenPipeError:
         _quiet_stdout()
         return 0
-    if request.show_stats and done is not None:
+    if request.show_stats and not interrupted:
         err.write(format_stats(done.stats, info) + "\n")
         err.flush()
     return 130 if interrupted else 0

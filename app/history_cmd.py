@@ -1,0 +1,161 @@
+"""``vibechat history``: list, show, search, export and delete saved conversations.
+
+Every chat in the TUI and every ``vibechat run`` (unless ``--no-save``) is saved in
+one SQLite database under the data dir; ``vibechat run --continue`` adds to the
+latest conversation, ``--conversation ID`` to any.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .clitools import guard, safe_json, table
+
+history_app = typer.Typer(help="List, show, search, export and delete saved conversations.",
+                          no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+IdArg = Annotated[int, typer.Argument(help="A conversation id from 'vibechat history list'.", min=1)]
+
+
+def _open():
+    from vibechat.engine.history import History
+
+    return History().open()
+
+
+def _when(stamp: str) -> str:
+    """An ISO timestamp shown in local time, to the minute."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return stamp
+
+
+def _emit_json(data: object) -> None:
+    typer.echo(safe_json(data))
+
+
+@history_app.command("list")
+def list_(
+    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Show at most this many.", min=1)] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Saved conversations, most recently updated first."""
+    def go() -> None:
+        with _open() as history:
+            found = history.conversations(limit=limit)
+        if json_output:
+            _emit_json([c.to_dict() for c in found])
+            return
+        if not found:
+            typer.echo("No saved conversations yet: chat in 'vibechat' or ask with 'vibechat run'.", err=True)
+            return
+        table(["id", "updated", "model", "title"],
+              [[str(c.id), _when(c.updated), c.model or "", c.title] for c in found], right={0})
+
+    guard(go)
+
+
+@history_app.command()
+def show(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
+    """One conversation with all its messages."""
+    def go() -> None:
+        from vibechat.engine.sanitize import sanitize
+
+        with _open() as history:
+            conversation = history.get(conversation_id)
+        if json_output:
+            _emit_json(conversation.to_dict())
+        else:
+            typer.echo(sanitize(conversation.to_markdown()), nl=False)
+
+    guard(go)
+
+
+@history_app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Words to find in any message (all must appear).")],
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most this many matches.", min=1)] = 20,
+    json_output: JsonOpt = False,
+) -> None:
+    """Full-text search across every saved message."""
+    def go() -> None:
+        from vibechat.engine.history import HIT_END, HIT_START
+
+        with _open() as history:
+            hits = history.search(query, limit=limit)
+        if json_output:
+            _emit_json([{**h.to_dict(), "snippet": h.snippet.replace(HIT_START, "").replace(HIT_END, "")}
+                        for h in hits])
+            return
+        if not hits:
+            typer.echo(f"No message matches {query!r}.", err=True)
+            return
+        table(["id", "title", "role", "match"],
+              [[str(h.conversation_id), h.title, h.role, h.snippet.replace(HIT_START, "«").replace(HIT_END, "»")]
+               for h in hits], right={0})
+
+    guard(go)
+
+
+@history_app.command()
+def export(
+    conversation_id: IdArg,
+    format_: Annotated[str, typer.Option("--format", "-f", help="md (Markdown) or json.")] = "md",
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Write to this file instead of stdout.", dir_okay=False)] = None,
+) -> None:
+    """Write one conversation as Markdown or JSON."""
+    def go() -> None:
+        from vibechat.engine.errors import VibechatError
+        from vibechat.engine.sanitize import sanitize
+
+        kind = format_.lower().lstrip(".")
+        if kind in ("markdown",):
+            kind = "md"
+        if kind not in ("md", "json"):
+            raise VibechatError(f"unknown export format {format_!r}: use --format md or --format json.")
+        with _open() as history:
+            conversation = history.get(conversation_id)
+        text = (conversation.to_markdown() if kind == "md"
+                else safe_json(conversation.to_dict(), indent=2) + "\n")
+        if output is None:
+            typer.echo(sanitize(text) if kind == "md" else text, nl=False)
+            return
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise VibechatError(f"cannot write {output}: {exc.strerror or exc}.") from None
+        typer.echo(f"Wrote conversation {conversation_id} to {output}.", err=True)
+
+    guard(go)
+
+
+@history_app.command()
+def rm(conversation_id: IdArg,
+       yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False) -> None:
+    """Delete one conversation and its messages (asks first)."""
+    def go() -> None:
+        from vibechat.engine.errors import VibechatError
+
+        with _open() as history:
+            conversation = history.get(conversation_id)
+            if not yes:
+                if not sys.stdin.isatty():
+                    raise VibechatError(f"not deleting conversation {conversation_id} without confirmation: "
+                                        "pass --yes.")
+                if not typer.confirm(f"Delete conversation {conversation_id} ({conversation.title!r}, "
+                                     f"{len(conversation.messages)} messages)?", default=False):
+                    typer.echo("Kept.", err=True)
+                    return
+            history.delete(conversation_id)
+        typer.echo(f"Deleted conversation {conversation_id}.")
+
+    guard(go)

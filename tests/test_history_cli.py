@@ -1,0 +1,235 @@
+"""`vibechat history ...` and the saving done by `vibechat run`, end to end: real
+subprocesses, a real SQLite file under the (temporary) data dir, the real starter model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import VIBECHAT_BIN, default_sigint, read_only_dir
+from vibechat.engine.backend import GenerationDone
+from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.conversation import Conversation
+from vibechat.engine.history import History, default_path
+from vibechat.engine.params import SamplingParams
+
+
+def vibechat(*args: str, input: str | None = None, timeout: float = 180,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
+                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def saved() -> dict[str, int]:
+    """Two saved conversations, written the way the app writes them."""
+    ids = {}
+    with History() as history:
+        for title, reply in (("Colours", "Red, green and **blue**."), ("Fruit \x1b[2J", "Apples\x1b]0;pwned\x07!")):
+            chat = ChatLog(Conversation(system="Be brief.", params=SamplingParams(temperature=0.2)), history,
+                           model="Gemma 3 270m", model_path="/m/gemma.gguf")
+            chat.add_user(f"{title}?")
+            reply_row = chat.start_reply()
+            chat.finish_reply(reply_row, GenerationDone(reply))
+            ids[title.split()[0]] = chat.conversation_id
+    return ids
+
+
+def test_list_newest_first_as_table_and_json(saved):
+    out = vibechat("history", "list")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "title" in lines[0] and "Fruit" in lines[1] and "Colours" in lines[2]
+    assert "\x1b" not in out.stdout
+    data = json.loads(vibechat("history", "list", "--json").stdout)
+    assert [c["id"] for c in data] == [saved["Fruit"], saved["Colours"]]
+    assert set(data[0]) >= {"id", "title", "model", "updated"}
+    assert data[0]["model"] == "Gemma 3 270m"
+    assert len(json.loads(vibechat("history", "list", "--json", "-n", "1").stdout)) == 1
+
+
+def test_an_empty_history_says_so():
+    out = vibechat("history", "list")
+    assert out.returncode == 0 and "No saved conversations" in out.stderr
+    assert json.loads(vibechat("history", "list", "--json").stdout) == []
+
+
+def test_show_as_text_and_json(saved):
+    out = vibechat("history", "show", str(saved["Fruit"]))
+    assert out.returncode == 0, out.stderr
+    assert "## User" in out.stdout and "Apples" in out.stdout
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout  # model output is untrusted
+    data = json.loads(vibechat("history", "show", str(saved["Colours"]), "--json").stdout)
+    assert data["id"] == saved["Colours"] and data["system"] == "Be brief."
+    assert data["params"]["temperature"] == 0.2
+    assert [(m["role"], m["content"], m["status"]) for m in data["messages"]] == [
+        ("user", "Colours?", "complete"), ("assistant", "Red, green and **blue**.", "complete")]
+
+
+def test_search_finds_messages(saved):
+    data = json.loads(vibechat("history", "search", "green", "--json").stdout)
+    assert [(h["conversation_id"], h["role"]) for h in data] == [(saved["Colours"], "assistant")]
+    out = vibechat("history", "search", "appl")
+    assert out.returncode == 0 and "«Apples»" in out.stdout
+    assert "No message matches" in vibechat("history", "search", "zebra").stderr
+
+
+def test_export_markdown_and_json_to_stdout_and_file(saved, tmp_path: Path):
+    md = vibechat("history", "export", str(saved["Colours"]), "--format", "md")
+    assert md.returncode == 0 and md.stdout.startswith("# Colours?\n")
+    assert "## Assistant\n\nRed, green and **blue**." in md.stdout
+    target = tmp_path / "out.json"
+    out = vibechat("history", "export", str(saved["Colours"]), "--format", "json", "-o", str(target))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(target.read_text())
+    assert data["messages"][1]["content"] == "Red, green and **blue**."
+    bad = vibechat("history", "export", str(saved["Colours"]), "--format", "pdf")
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "--format md" in bad.stderr
+
+
+def test_rm_asks_unless_yes(saved):
+    refused = vibechat("history", "rm", str(saved["Fruit"]))
+    assert refused.returncode == 1 and "--yes" in refused.stderr
+    out = vibechat("history", "rm", str(saved["Fruit"]), "--yes")
+    assert out.returncode == 0 and "Deleted conversation" in out.stdout
+    assert [c["id"] for c in json.loads(vibechat("history", "list", "--json").stdout)] == [saved["Colours"]]
+
+
+@pytest.mark.parametrize("command", [["show", "999"], ["export", "999"], ["rm", "999", "--yes"]])
+def test_an_unknown_id_is_one_clear_line(saved, command):
+    out = vibechat("history", *command)
+    assert out.returncode == 1
+    assert out.stderr == "vibechat: error: no conversation 999: 'vibechat history list' shows the saved ones.\n"
+
+
+def test_a_damaged_database_is_one_clear_line_and_left_alone(user_dirs):
+    path = default_path()
+    path.parent.mkdir(parents=True)
+    path.write_text("not a database at all " * 100)
+    out = vibechat("history", "list")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "damaged" in out.stderr and out.stderr.count("\n") == 1
+    assert path.read_text().startswith("not a database")
+
+
+# ------------------------------------------------------------ run saves, continues
+@pytest.mark.model
+def test_every_run_is_saved_and_can_be_continued(starter_installed):
+    first = vibechat("run", "-p", "Name a colour.", "-t", "0", "-n", "6", "--json", "--system", "Be brief.",
+                     "--top-k", "7")
+    assert first.returncode == 0, first.stderr
+    cid = json.loads(first.stdout)["conversation_id"]
+    conversation = json.loads(vibechat("history", "show", str(cid), "--json").stdout)
+    assert conversation["title"] == "Name a colour." and conversation["model"] == "Gemma 3 270m"
+    assert conversation["system"] == "Be brief." and conversation["params"]["top_k"] == 7
+    assert [(m["role"], m["status"]) for m in conversation["messages"]] == [
+        ("user", "complete"), ("assistant", "complete")]
+
+    # --continue adds a turn to the latest conversation, with its system prompt and parameters.
+    again = vibechat("run", "--continue", "-p", "And another?", "-n", "6", "--json")
+    assert again.returncode == 0, again.stderr
+    result = json.loads(again.stdout)
+    assert result["conversation_id"] == cid and result["params"]["top_k"] == 7
+    assert result["stats"]["prompt_tokens"] > json.loads(first.stdout)["stats"]["prompt_tokens"]
+    messages = json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]
+    assert [m["content"] for m in messages][2] == "And another?" and len(messages) == 4
+
+    other = vibechat("run", "-p", "Unrelated.", "-n", "2", "--json")
+    other_id = json.loads(other.stdout)["conversation_id"]
+    assert other_id != cid
+    # --conversation ID continues any saved one; flags still win over its saved parameters.
+    third = vibechat("run", "--conversation", str(cid), "-p", "Last one?", "-n", "4", "--top-k", "3", "--json")
+    assert third.returncode == 0, third.stderr
+    assert json.loads(third.stdout)["params"]["top_k"] == 3
+    assert len(json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]) == 6
+
+
+@pytest.mark.model
+def test_no_save_leaves_no_trace_and_bad_continue_is_explained(starter_installed):
+    out = vibechat("run", "-p", "Secret.", "-n", "2", "--no-save", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["conversation_id"] is None
+    assert json.loads(vibechat("history", "list", "--json").stdout) == []
+    nothing = vibechat("run", "--continue", "-p", "Hi", "-n", "2")
+    assert nothing.returncode == 1 and "no saved conversation" in nothing.stderr
+    missing = vibechat("run", "--conversation", "42", "-p", "Hi", "-n", "2")
+    assert missing.returncode == 1 and "no conversation 42" in missing.stderr
+    both = vibechat("run", "--conversation", "1", "--no-save", "-p", "Hi")
+    assert both.returncode == 1 and both.stderr.count("\n") == 1
+
+
+@pytest.mark.model
+def test_a_read_only_data_dir_is_a_clear_error_and_no_save_still_works(starter_installed, tmp_path: Path):
+    with read_only_dir(tmp_path / "ro-data") as ro:
+        env = {"VIBECHAT_DATA_DIR": str(ro)}
+        out = vibechat("run", "-p", "Hi", "-n", "2", env=env)
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        assert out.stderr.count("\n") == 1 and "writable" in out.stderr and "--no-save" in out.stderr
+        ok = vibechat("run", "-p", "Hi", "-n", "2", "--no-save", env=env)
+        assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.model
+def test_sigkill_mid_stream_leaves_the_prompt_and_the_partial_reply_marked_interrupted(starter_installed):
+    proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", "Write a long story about a dragon.", "-t", "0.8",
+                             "--seed", "3", "-n", "100000", "--ctx", "8192"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            preexec_fn=default_sigint)
+    path = default_path()
+    try:
+        # Kill it once the database holds part of the reply (saved while streaming).
+        partial = ""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not partial:
+            time.sleep(0.2)
+            if path.exists():
+                try:
+                    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+                    row = conn.execute("SELECT content FROM messages WHERE role = 'assistant'").fetchone()
+                    conn.close()
+                except sqlite3.OperationalError:
+                    continue
+                partial = row[0] if row else ""
+        assert partial, "the reply was never saved while streaming"
+        assert proc.poll() is None, "the reply ended before the test could kill it"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    with History() as history:  # opening repairs what the crash left
+        assert history.repaired == 1
+        conversation = history.get(history.latest().id)
+    user, reply = conversation.messages
+    assert (user.role, user.content, user.status) == ("user", "Write a long story about a dragon.", "complete")
+    assert reply.status == "interrupted" and reply.content.startswith(partial)
+    listed = vibechat("history", "show", str(conversation.id), "--json")
+    assert json.loads(listed.stdout)["messages"][1]["status"] == "interrupted"
+
+
+@pytest.mark.model
+def test_two_runs_at_once_both_save_without_lock_errors(starter_installed):
+    procs = [subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", f"Count to {n}.", "-n", "24", "--json",
+                               "--threads", "1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+             for n in (3, 4)]
+    results = [p.communicate(timeout=300) for p in procs]
+    for (out, err), proc in zip(results, procs):
+        assert proc.returncode == 0, err
+        assert "locked" not in err
+    ids = {json.loads(out)["conversation_id"] for out, _ in results}
+    listed = json.loads(vibechat("history", "list", "--json").stdout)
+    assert {c["id"] for c in listed} == ids and len(ids) == 2
+    for cid in ids:
+        messages = json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]
+        assert [m["status"] for m in messages] == ["complete", "complete"]
