@@ -133,6 +133,12 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
         assert params.temperature == 1.3
         assert app.last_stats.prompt_tokens_evaluated < app.last_stats.prompt_tokens
         assert sidebar.summaries[0].id == ids[0]  # moved to the top
+        # Ctrl+B from the prompt focuses the (still shown) list on the open conversation; again hides it.
+        await pilot.press("ctrl+b")
+        assert sidebar.display and sidebar.options.has_focus
+        assert sidebar.options.highlighted_option.id == str(ids[0])
+        await pilot.press("ctrl+b")
+        assert not sidebar.display and app.prompt_input.has_focus
     with History(db) as other:
         assert [m.content for m in other.get(ids[0]).messages][-2:] == ["Third question", "Arr"]
 

@@ -148,12 +148,14 @@ class HistoryActions(_Host):
 
     # ----------------------------------------------------------------- actions
     def action_toggle_sidebar(self) -> None:
+        """Show the list and focus it; from the list, hide it (shown but not focused: focus it)."""
         sidebar = self.sidebar
-        sidebar.toggle_class("-visible")
-        if sidebar.has_class("-visible"):
-            sidebar.focus_list()
-        else:
+        if sidebar.has_class("-visible") and sidebar.has_focus_within:
+            sidebar.remove_class("-visible")
             self.prompt_input.focus()
+        else:
+            sidebar.add_class("-visible")
+            sidebar.focus_list()
 
     def action_search_history(self) -> None:
         if self.history is None:
@@ -317,6 +319,8 @@ class HistoryActions(_Host):
                 widget.set_status(f"⚠ {m.error or 'failed'}", "error")
             elif m.status in STATUS_NOTES:
                 widget.set_status(*STATUS_NOTES[m.status])
+            elif m.stats and m.stats.get("finish_reason") == "length":
+                widget.set_status("… cut at the token limit")
         self.sidebar.current = stored.id
         if target is not None:
             self.chat.release_anchor()

@@ -147,6 +147,10 @@ class ConversationSidebar(Vertical, can_focus=False):
         return Option(text, id=str(summary.id))
 
     def focus_list(self) -> None:
+        """Focus the list, on the open conversation (else the newest)."""
+        ids = [s.id for s in self.summaries]
+        if ids:
+            self.options.highlighted = ids.index(self.current) if self.current in ids else 0
         self.options.focus()
 
     # ------------------------------------------------------------- messages up
