@@ -9,6 +9,7 @@ there; scrolling up releases the anchor, so reading is never yanked back.
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -221,6 +222,9 @@ def http_links(markdown: str) -> list[str]:
     return seen
 
 
+W = TypeVar("W", bound=ChatMessageWidget)
+
+
 class ChatView(VerticalScroll):
     """The scrollable list of messages. Focus it (Tab) for PgUp/PgDn/Home/End scrolling;
     from the input, PgUp/PgDn scroll it too."""
@@ -245,7 +249,7 @@ class ChatView(VerticalScroll):
     def on_mount(self) -> None:
         self.anchor()
 
-    async def add(self, widget: ChatMessageWidget, follow: bool = True) -> ChatMessageWidget:
+    async def add(self, widget: W, follow: bool = True) -> W:
         """Mount a message; ``follow`` (the user just sent something) re-anchors to the bottom.
         Streaming text never re-anchors: once the user scrolls up, they stay where they are."""
         await self.mount(widget)

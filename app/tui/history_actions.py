@@ -80,15 +80,18 @@ if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
         backend: Backend
         history: History | None
         chatlog: ChatLog
-        chat: ChatView
-        status: StatusBar
-        prompt_input: PromptInput
         generating: bool
         model_ready: bool
         _engine_lock: threading.Lock
         _generation: int
         _reset_pending: bool
 
+        @property
+        def chat(self) -> ChatView: ...
+        @property
+        def status(self) -> StatusBar: ...
+        @property
+        def prompt_input(self) -> PromptInput: ...
         def _end_generation(self) -> None: ...
         def _code_theme(self) -> str: ...
         def show_params(self, params: SamplingParams) -> None: ...

@@ -42,11 +42,12 @@ if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
 
     class _Host(App[None]):
         backend: Backend
-        status: StatusBar
         generating: bool
         model_ready: bool
         _engine_lock: threading.Lock
 
+        @property
+        def status(self) -> StatusBar: ...
         def _show_model(self, info: ModelInfo) -> None: ...
         async def start_new_conversation(self, reset_cache: bool = True) -> None: ...
 else:

@@ -2,22 +2,28 @@
 
 It shows summaries only (title, when, model), never messages, so it opens as fast
 with a thousand conversations as with none; a conversation's messages are read
-when it is opened. Attributes down (``show``, ``upsert``, ``forget``, ``current``),
-messages up (``Open``, ``Rename``, ``Delete``, ``Export``, ``Search``): the app
-does the work.
+when it is opened. Each entry is two lines whatever its title (cut with "…"), so
+the list knows its height without measuring a thousand titles, and an entry's text
+is made the first time it is drawn: only what scrolls into view costs anything.
+Attributes down (``show``, ``upsert``, ``forget``, ``current``), messages up
+(``Open``, ``Rename``, ``Delete``, ``Export``, ``Search``): the app does the work.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
+from textual.css.styles import RulesMap
 from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
+from textual.style import Style
+from textual.visual import RenderOptions, Visual
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -33,6 +39,40 @@ def when(stamp: str, today: datetime | None = None) -> str:
         return ""
     today = today or datetime.now().astimezone()
     return moment.strftime("%H:%M") if moment.date() == today.date() else moment.strftime("%Y-%m-%d")
+
+
+class Entry(Visual):
+    """One conversation in the list: the title (● when open), then when and the model,
+    each on one line, cut with "…" to the width. Always two lines high; the text is made
+    on first render."""
+
+    HEIGHT = 2
+
+    def __init__(self, summary: ConversationSummary, current: bool) -> None:
+        self.summary = summary
+        self.current = current
+        self._lines: tuple[Content, Content] | None = None
+
+    @property
+    def lines(self) -> tuple[Content, Content]:
+        if self._lines is None:
+            s = self.summary
+            title = Content.assemble(("● " if self.current else "  ", "bold"), sanitize(s.title))
+            detail = Content.styled(f"  {when(s.updated)}  {sanitize(s.model or '')}", "dim")
+            self._lines = (title, detail)
+        return self._lines
+
+    def render_strips(self, width: int, height: int | None, style: Style, options: RenderOptions) -> list[Strip]:
+        strips: list[Strip] = []
+        for line in self.lines:
+            strips += line.truncate(width, ellipsis=True).render_strips(width, 1, style, options)
+        return strips[:height] if height is not None else strips
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return max(line.cell_length for line in self.lines)
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        return self.HEIGHT
 
 
 class ConversationSidebar(Vertical, can_focus=False):
@@ -110,7 +150,12 @@ class ConversationSidebar(Vertical, can_focus=False):
         self._rebuild()
 
     def upsert(self, summary: ConversationSummary) -> None:
-        """A conversation was created or changed: it moves to the top."""
+        """A conversation was created or changed: it moves to the top. The usual case, the
+        open conversation saved again while already on top, redraws that entry only."""
+        if self.summaries and self.summaries[0].id == summary.id:
+            self.summaries[0] = summary
+            self.options.replace_option_prompt_at_index(0, self._entry(summary))
+            return
         self.summaries = [summary] + [s for s in self.summaries if s.id != summary.id]
         self._rebuild()
 
@@ -118,15 +163,20 @@ class ConversationSidebar(Vertical, can_focus=False):
         self.summaries = [s for s in self.summaries if s.id != conversation_id]
         self._rebuild()
 
-    def watch_current(self) -> None:
-        if self.is_mounted:
-            self._rebuild()
+    def watch_current(self, old: int | None, new: int | None) -> None:
+        """Move the ● mark: redraw the two entries concerned, not the list."""
+        if not self.is_mounted:
+            return
+        options = self.options
+        for summary in self.summaries:
+            if summary.id in (old, new):
+                options.replace_option_prompt(str(summary.id), self._entry(summary))
 
     def _rebuild(self) -> None:
         options = self.options
         highlighted = options.highlighted_option.id if options.highlighted_option is not None else None
         options.clear_options()
-        options.add_options([self._option(s) for s in self.summaries])
+        options.add_options([Option(self._entry(s), id=str(s.id)) for s in self.summaries])
         title = self.query_one("#sidebar-title", Static)
         count = len(self.summaries)
         title.update(f"Conversations ({count})" if count else "Conversations")
@@ -138,13 +188,8 @@ class ConversationSidebar(Vertical, can_focus=False):
         elif ids:
             options.highlighted = 0
 
-    def _option(self, summary: ConversationSummary) -> Option:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append("● " if summary.id == self.current else "  ", style="bold")
-        text.append(sanitize(summary.title))
-        text.append("\n  ")
-        text.append(f"{when(summary.updated)}  {sanitize(summary.model or '')}", style="dim")
-        return Option(text, id=str(summary.id))
+    def _entry(self, summary: ConversationSummary) -> Entry:
+        return Entry(summary, summary.id == self.current)
 
     def focus_list(self) -> None:
         """Focus the list, on the open conversation (else the newest)."""
