@@ -44,3 +44,32 @@ def test_help_screen(snap_compare):
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_conversation_sidebar(snap_compare, tmp_path):
+    """The sidebar over a saved conversation that was opened (fixed dates: no clock)."""
+    from vibechat.engine.backend import GenerationDone
+    from vibechat.engine.chatlog import ChatLog
+    from vibechat.engine.conversation import Conversation
+    from vibechat.engine.history import History
+
+    path = tmp_path / "history.db"
+    with History(path) as history:
+        for n, (prompt, reply) in enumerate([("Write an add function", REPLY),
+                                             ("A very long question about the borrow checker and lifetimes "
+                                              "in Rust that does not fit", "Short answer.")]):
+            chat = ChatLog(Conversation(), history, model="Fake 1B")
+            chat.add_user(prompt)
+            chat.finish_reply(chat.start_reply(), GenerationDone(reply))
+            history.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?",
+                                 (f"2025-01-0{n + 1}T12:00:00Z", chat.conversation_id))
+
+    async def run_before(pilot) -> None:
+        await pilot.app.workers.wait_for_complete()
+        await pilot.press("ctrl+b", "down", "enter")
+        await settle(pilot)
+        await pilot.press("ctrl+b")
+        await pilot.pause()
+
+    app = create_app(RecordingBackend(reply=REPLY), blink=False, history=History(path))
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
