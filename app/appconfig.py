@@ -20,7 +20,7 @@ BINDING_IDS: tuple[str, ...] = (
     # the prompt input
     "input.scroll_up", "input.scroll_down",
     # a focused message
-    "message.copy", "message.copy_code", "message.open_link",
+    "message.copy", "message.copy_code", "message.open_link", "chat.show_earlier",
     # the parameter panel (F2) and its sliders
     "params.reset_all", "params.save_default",
     "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",

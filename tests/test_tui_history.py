@@ -13,7 +13,7 @@ import pytest
 from conftest import read_only_dir
 from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import AssistantMessage
+from vibechat.app.tui.chat_view import AssistantMessage, EarlierMessages
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.history_screens import ExportScreen, RenameScreen, SearchScreen
 from vibechat.app.tui.sidebar import ConversationSidebar
@@ -322,3 +322,35 @@ async def test_an_opened_conversation_continues_on_the_real_model(db, starter_pa
             assert stats.prompt_tokens_evaluated < stats.prompt_tokens / 2
     finally:
         backend.close()
+
+
+async def test_a_long_conversation_opens_with_its_newest_messages_and_shows_older_ones_on_request(db):
+    turns = [f"message {i}" for i in range(1, 60)]  # 60 messages with the first prompt
+    ids = seed_history(db, [("message 0", turns), ("Other", ["x"])])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_conversation(ids[0])
+        await settle(pilot)
+        shown = [w.text for w in app.chat.messages()]
+        assert shown == [f"message {i}" for i in range(36, 60)]
+        assert len(app.conversation.turns) == 60  # the model still sees the whole conversation
+        stand_in = app.chat.query_one(EarlierMessages)
+        assert "36 earlier messages" in str(stand_in.render())
+        stand_in.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert [w.text for w in app.chat.messages()] == [f"message {i}" for i in range(60)]
+        assert not app.chat.query(EarlierMessages)
+
+        # A search hit among the older messages mounts from just before it.
+        app.open_conversation(ids[1])
+        await settle(pilot)
+        with History(db) as other:
+            target = next(m.id for m in other.get(ids[0]).messages if m.content == "message 5")
+        app.open_conversation(ids[0], jump_to=target)
+        await settle(pilot)
+        assert app.chat.messages()[0].text == "message 3" and app.focused.text == "message 5"
+        await pilot.press("ctrl+home")
+        await settle(pilot)
+        assert len(app.chat.messages()) == 60

@@ -34,7 +34,7 @@ from vibechat.themes import THEMES
 from .. import slash
 from ..appconfig import load_app_config
 from ..run_cmd import format_stats
-from .chat_view import AssistantMessage, ChatMessageWidget, ChatView
+from .chat_view import AssistantMessage, ChatMessageWidget, ChatView, EarlierMessages
 from .config_actions import ConfigActions
 from .confirm import ConfirmScreen
 from .events import (
@@ -474,6 +474,8 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self.chat.anchor()
 
     def action_scroll_chat_home(self) -> None:
+        for stand_in in self.chat.query(EarlierMessages):  # the start really is the start
+            stand_in.action_show()
         self.chat.release_anchor()
         self.chat.scroll_home(animate=False)
 

@@ -92,16 +92,19 @@ class ChatMessageWidget(Vertical, can_focus=True):
             self.text = text
             self.what = what
 
-    def __init__(self, role: str, text: str = "", *, label: str | None = None) -> None:
-        super().__init__(classes=f"-{role}")
+    def __init__(self, role: str, text: str = "", *, label: str | None = None, status: str = "",
+                 status_kind: str | None = None) -> None:
+        super().__init__(classes=f"-{role}" + (f" -{status_kind}" if status_kind else ""))
         self.role = role
         self.text = text
+        self.message_id: int | None = None  # its row in the history, when saved
         self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat"}[role]
+        self._status = status
 
     def compose(self) -> ComposeResult:
         yield Static(self._label, classes="message--role")
         yield from self.compose_body()
-        yield Static("", classes="message--status")
+        yield Static(self._status, classes="message--status")
 
     def compose_body(self) -> ComposeResult:
         yield Static(self.text, markup=False, classes="message--body")
@@ -147,8 +150,9 @@ class AssistantMessage(ChatMessageWidget):
             super().__init__()
             self.href = href
 
-    def __init__(self, text: str = "", *, label: str | None = None, code_theme: str = "monokai") -> None:
-        super().__init__("assistant", text, label=label)
+    def __init__(self, text: str = "", *, label: str | None = None, code_theme: str = "monokai",
+                 status: str = "", status_kind: str | None = None) -> None:
+        super().__init__("assistant", text, label=label, status=status, status_kind=status_kind)
         self.code_theme = code_theme
         self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
         self._link_index = 0
@@ -222,6 +226,41 @@ def http_links(markdown: str) -> list[str]:
     return seen
 
 
+class EarlierMessages(Static, can_focus=True):
+    """Stands in for the older messages of an opened conversation, which are mounted
+    only when asked for: a long conversation opens at once."""
+
+    DEFAULT_CSS = """
+    EarlierMessages {
+        margin: 0 1 1 1;
+        padding: 0 1;
+        color: $text-muted;
+        text-style: italic;
+    }
+    EarlierMessages:focus {
+        background: $boost;
+    }
+    """
+    BINDINGS = [Binding("enter", "show", "Show earlier messages", id="chat.show_earlier")]
+
+    class Requested(Message):
+        def __init__(self, stand_in: "EarlierMessages") -> None:
+            super().__init__()
+            self.stand_in = stand_in
+
+    def __init__(self, pending: list) -> None:
+        count = len(pending)
+        super().__init__(f"↑ {count} earlier message{'s' if count != 1 else ''} · Enter or click to show",
+                         markup=False)
+        self.pending = pending  # what it stands for (the app knows how to show them)
+
+    def on_click(self) -> None:
+        self.post_message(self.Requested(self))
+
+    def action_show(self) -> None:
+        self.post_message(self.Requested(self))
+
+
 W = TypeVar("W", bound=ChatMessageWidget)
 
 
@@ -257,7 +296,7 @@ class ChatView(VerticalScroll):
             self.anchor()
         return widget
 
-    async def add_all(self, widgets: list[ChatMessageWidget], follow: bool = True) -> None:
+    async def add_all(self, widgets: list, follow: bool = True) -> None:
         """Mount many messages in one go (an opened conversation)."""
         if widgets:
             await self.mount_all(widgets)
@@ -265,7 +304,7 @@ class ChatView(VerticalScroll):
             self.anchor()
 
     async def clear(self) -> None:
-        await self.query(ChatMessageWidget).remove()
+        await self.query("ChatMessageWidget, EarlierMessages").remove()
         self.anchor()
 
     def messages(self) -> list[ChatMessageWidget]:

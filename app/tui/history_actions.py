@@ -23,16 +23,17 @@ from textual.message import Message
 
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.history import ConversationSummary, History, SearchHit, StoredConversation
+from vibechat.engine.history import ConversationSummary, History, SearchHit, StoredConversation, StoredMessage
 from vibechat.engine.sanitize import sanitize
 
-from .chat_view import AssistantMessage, ChatMessageWidget
+from .chat_view import AssistantMessage, ChatMessageWidget, EarlierMessages
 from .confirm import ConfirmScreen
 from .history_screens import ExportChoice, ExportScreen, RenameScreen, SearchScreen
 from .sidebar import ConversationSidebar
 
 log = logging.getLogger("vibechat.tui")
 
+OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on request
 STATUS_NOTES = {
     "stopped": ("⏹ stopped", "stopped"),
     "interrupted": ("⚠ interrupted: vibechat closed while this reply streamed", "stopped"),
@@ -303,27 +304,18 @@ class HistoryActions(_Host):
             chatlog.set_model(loaded.name, loaded.path)
         self.chatlog = chatlog
         self.show_params(stored.params)
-        widgets: list[ChatMessageWidget] = []
-        target: ChatMessageWidget | None = None
-        theme = self._code_theme()
-        for m in stored.messages:
-            widget: ChatMessageWidget
-            if m.role == "user":
-                widget = ChatMessageWidget("user", sanitize(m.content))
-            else:
-                widget = AssistantMessage(sanitize(m.content), code_theme=theme)
-            widget.message_id = m.id  # type: ignore[attr-defined]
-            widgets.append(widget)
-            if m.id == message.jump_to:
-                target = widget
+        # The newest messages (from the search match, when jumping to one) are mounted now;
+        # older ones wait behind a stand-in until asked for.
+        messages = stored.messages
+        start = max(0, len(messages) - OPEN_WINDOW)
+        target_index = next((i for i, m in enumerate(messages) if m.id == message.jump_to), None)
+        if target_index is not None:
+            start = min(start, max(0, target_index - 2))
+        widgets: list = [EarlierMessages(messages[:start])] if start else []
+        widgets += self._message_widgets(messages[start:])
+        target = None if message.jump_to is None else next(
+            (w for w in widgets if getattr(w, "message_id", None) == message.jump_to), None)
         await self.chat.add_all(widgets, follow=target is None)
-        for m, widget in zip(stored.messages, widgets):
-            if m.status == "error":
-                widget.set_status(f"⚠ {m.error or 'failed'}", "error")
-            elif m.status in STATUS_NOTES:
-                widget.set_status(*STATUS_NOTES[m.status])
-            elif m.stats and m.stats.get("finish_reason") == "length":
-                widget.set_status("… cut at the token limit")
         self.sidebar.current = stored.id
         if target is not None:
             self.chat.release_anchor()
@@ -334,6 +326,35 @@ class HistoryActions(_Host):
             self.prompt_input.focus()
         self.refresh_bindings()
         self._rebuild_cache(self._generation, chatlog.conversation.messages())
+
+    def _message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]:
+        theme = self._code_theme()
+        widgets: list[ChatMessageWidget] = []
+        for m in messages:
+            status, kind = "", None
+            if m.status == "error":
+                status, kind = f"⚠ {m.error or 'failed'}", "error"
+            elif m.status in STATUS_NOTES:
+                status, kind = STATUS_NOTES[m.status]
+            elif m.stats and m.stats.get("finish_reason") == "length":
+                status = "… cut at the token limit"
+            widget: ChatMessageWidget
+            if m.role == "user":
+                widget = ChatMessageWidget("user", sanitize(m.content), status=status, status_kind=kind)
+            else:
+                widget = AssistantMessage(sanitize(m.content), code_theme=theme, status=status, status_kind=kind)
+            widget.message_id = m.id
+            widgets.append(widget)
+        return widgets
+
+    async def on_earlier_messages_requested(self, message: EarlierMessages.Requested) -> None:
+        stand_in = message.stand_in
+        widgets = self._message_widgets(stand_in.pending)
+        if widgets:
+            await self.chat.mount_all(widgets, before=stand_in)
+        await stand_in.remove()
+        if widgets:
+            widgets[-1].focus()
 
     @work(thread=True, group="reset", exit_on_error=False)
     def _rebuild_cache(self, generation: int, messages: list) -> None:
