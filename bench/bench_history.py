@@ -14,7 +14,8 @@ Each sample measures, from ``app.run_test()``:
 - start-up: until the sidebar holds every conversation (``on_history_listed`` done)
   and the first frame after it;
 - sidebar: from Ctrl+B until the first frame with the sidebar shown;
-- open: from Enter on the newest conversation until its M messages are mounted and
+- open: from Enter on the newest conversation until its newest messages (at most
+  ``OPEN_WINDOW``) are mounted and
   the first frame after it;
 - save: with the sidebar shown, a save in the open conversation (already on top)
   and one in the oldest (it moves to the top), each until the next frame;
@@ -419,7 +420,10 @@ def main() -> None:
         print(f"  {sql}\n    plan: {plan}; rows it returns: {rows}")
     read = sum(max(rows, 0) for s in samples[big_label] for _, _, rows in s["startup_message_statements"])
     print(f"  message rows read during start-up, all rounds: {read}")
-    print(f"  opened conversation: {big.get('open_messages', 0)} messages on screen (expected {m})")
+    from vibechat.app.tui.history_actions import OPEN_WINDOW
+
+    print(f"  opened conversation: {big.get('open_messages', 0)} messages on screen "
+          f"(expected {min(m, OPEN_WINDOW)}: the newest; older ones are mounted on request)")
     store_figures(dbs[big_label], dbs["empty"])
 
 
