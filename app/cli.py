@@ -163,10 +163,15 @@ def run(
     conversation: Annotated[Optional[int], typer.Option(
         "--conversation", "--cid", help="Add this prompt to saved conversation ID ('vibechat history list').",
         min=1, rich_help_panel=HISTORY)] = None,
+    prompts_file: Annotated[Optional[str], typer.Option(
+        "--prompts-file", metavar="FILE.jsonl",
+        help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per line on stdout; "
+             "exit 1 if any line failed.")] = None,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout. Saved as a conversation unless
     --no-save; --continue or --conversation ID add to a saved one (its system prompt and
-    parameters apply, under your flags)."""
+    parameters apply, under your flags). --prompts-file runs many prompts, each a new
+    conversation."""
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
@@ -178,10 +183,16 @@ def run(
         from .models_cmd import pull_with_progress
         from .run_cmd import RunRequest, execute, read_prompt
 
+        if prompts_file is not None:
+            from .batch_cmd import batch_main, check_conflicts
+
+            check_conflicts(prompt=prompt, continue_latest=continue_, conversation_id=conversation)
         loaded = load_app_config()
         if loaded.problem:
             raise ConfigError(loaded.problem)
         config = with_flags(loaded, engine, sampling, system).config
+        if prompts_file is not None:  # many prompts: app/batch_cmd.py
+            return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats)
         chat = open_chat(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
         choice = EngineChoice.from_config(config)
         params, system_prompt = config.params, config.system_prompt

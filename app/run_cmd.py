@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -75,46 +76,21 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
     info = backend.load()
     chat.set_model(info.name, info.path)
     chat.add_user(request.prompt)
-    reply = chat.start_reply()
 
-    parts: list[str] = []
-    done: GenerationDone | None = None
-    stream = backend.stream_chat(conversation.messages(), request.params)
-    interrupted = pipe_closed = False
-    try:
-        for event in stream:
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-                reply.append(event.text)
-                if not request.json_output:
-                    out.write(clean(event.text))
-                    out.flush()
-            elif isinstance(event, GenerationDone):
-                done = event
-            elif isinstance(event, ContextTrimmed):
-                err.write(f"vibechat: left out {event.dropped_messages} old messages to fit the context\n")
-    except KeyboardInterrupt:
-        interrupted = True
-        backend.cancel()
-    except BrokenPipeError:
-        pipe_closed = True
-        backend.cancel()
-    except VibechatError as exc:
-        stream.close()
-        chat.fail_reply(reply, str(exc))
-        raise
-    finally:
-        stream.close()
-    if done is None:  # stopped before the end: what was generated is kept, marked stopped
-        done = GenerationDone("".join(parts), GenerationStats(finish_reason="cancelled"), request.params)
-    chat.finish_reply(reply, done)
+    def show(text: str) -> None:
+        if not request.json_output:
+            out.write(clean(text))
+            out.flush()
+
+    result = generate(backend, chat, request.params, err, on_text=show)
+    done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
     if chat.problem:
         err.write(f"vibechat: {chat.problem}\n")
     if pipe_closed:
         _quiet_stdout()
         return 0
 
-    text = "".join(parts)
+    text = result.text
     try:
         if request.json_output:
             stats = done.stats
@@ -139,6 +115,60 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         err.write(format_stats(done.stats, info) + "\n")
         err.flush()
     return 130 if interrupted else 0
+
+
+@dataclass
+class Generated:
+    """How one reply went: its text, the final event, and whether Ctrl-C or a closed pipe
+    cut it short."""
+
+    text: str
+    done: GenerationDone
+    interrupted: bool = False
+    pipe_closed: bool = False
+
+
+def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextIO, *,
+             on_text: Callable[[str], None] | None = None,
+             stop_requested: Callable[[], bool] | None = None) -> Generated:
+    """Generate the reply to the chat's last prompt, saving it as it streams; ``on_text``
+    gets each piece. Ctrl-C (or ``stop_requested()`` turning true) stops it, keeping the
+    partial reply as stopped; a failure is saved with the reply and raised."""
+    params = params.with_seed()  # drawn here, so even a reply stopped early reports its seed
+    reply = chat.start_reply()
+    parts: list[str] = []
+    done: GenerationDone | None = None
+    stream = backend.stream_chat(chat.conversation.messages(), params)
+    interrupted = pipe_closed = False
+    try:
+        for event in stream:
+            if stop_requested is not None and stop_requested():
+                backend.cancel()
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+                reply.append(event.text)
+                if on_text is not None:
+                    on_text(event.text)
+            elif isinstance(event, GenerationDone):
+                done = event
+            elif isinstance(event, ContextTrimmed):
+                err.write(f"vibechat: left out {event.dropped_messages} old messages to fit the context\n")
+    except KeyboardInterrupt:
+        interrupted = True
+        backend.cancel()
+    except BrokenPipeError:
+        pipe_closed = True
+        backend.cancel()
+    except VibechatError as exc:
+        stream.close()
+        chat.fail_reply(reply, str(exc))
+        raise
+    finally:
+        stream.close()
+    if done is None:  # stopped before the end: what was generated is kept, marked stopped
+        done = GenerationDone("".join(parts), GenerationStats(finish_reason="cancelled", seed=params.seed), params)
+    chat.finish_reply(reply, done)
+    return Generated("".join(parts), done, interrupted, pipe_closed)
 
 
 def _json_stats(stats) -> dict[str, object]:

@@ -1,0 +1,226 @@
+"""``vibechat run --prompts-file FILE.jsonl``: many prompts, one JSON result per line.
+
+The model loads once; each prompt then runs as a conversation of its own, on an
+empty KV cache (so a result never depends on the lines before it), saved in the
+history unless ``--no-save``. Results go to stdout as each prompt completes, one
+JSON object per line, in the order of the file. A bad line (see ``engine/batch.py``)
+becomes a result with ``error`` and ``line``, plus one line on stderr; the rest run.
+
+Exit codes: 0 every line succeeded, 1 at least one failed (or the command could not
+start: one line on stderr), 130 after Ctrl-C: the prompt in progress stops at once
+and is reported with ``finish_reason: "cancelled"``; the lines after it do not run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import BinaryIO, TextIO
+
+from vibechat.engine.backend import Backend, ModelInfo
+from vibechat.engine.batch import BatchLineError, BatchRequest, read_requests
+from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.conversation import Conversation
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.history import History
+from vibechat.engine.params import SamplingParams
+from vibechat.engine.sanitize import sanitize
+
+from .clitools import safe_json
+from .run_cmd import _json_stats, _quiet_stdout, format_stats, generate
+
+
+@dataclass
+class BatchOptions:
+    system: str | None  # the command's system prompt (flag > env > config)
+    params: SamplingParams  # the command's parameters (flags > env > config > defaults)
+    raw: bool = False
+    show_stats: bool = False
+
+
+def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
+    """The prompts file (``-``: stdin) and how to name it in messages."""
+    if path == "-":
+        return stdin, "stdin"
+    try:
+        return open(path, "rb"), path  # noqa: SIM115  (closed by the caller)
+    except IsADirectoryError:
+        raise VibechatError(f"cannot read prompts file {path}: it is a folder.") from None
+    except OSError as exc:
+        raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
+
+
+class _Interrupt:
+    """Ctrl-C during a prompt stops that prompt (reported as cancelled) and then the batch;
+    elsewhere (loading, waiting for stdin) it interrupts at once. A second Ctrl-C always does."""
+
+    def __init__(self, backend: Backend, blocking_input: bool) -> None:
+        self.backend = backend
+        self.blocking_input = blocking_input  # reading the next line may wait (stdin, a pipe)
+        self.requested = False
+        self.reading = False
+
+    def __call__(self, signum, frame) -> None:
+        if self.requested or (self.reading and self.blocking_input):
+            raise KeyboardInterrupt
+        self.requested = True
+        self.backend.cancel()
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        usable = (threading.current_thread() is threading.main_thread()
+                  and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        if not usable:  # SIGINT ignored (a background job), or not the main thread
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def next_line(self, items: Iterator):
+        self.reading = True
+        try:
+            return next(items, None)
+        finally:
+            self.reading = False
+
+
+def _is_regular(stream: BinaryIO) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class _Batch:
+    def __init__(self, backend: Backend, info: ModelInfo, options: BatchOptions, history: History | None,
+                 source: str, out: TextIO, err: TextIO) -> None:
+        self.backend, self.info, self.options = backend, info, options
+        self.history, self.source, self.out, self.err = history, source, out, err
+        self.failed = 0
+        self.done = 0
+
+    def write(self, obj: dict[str, object]) -> None:
+        self.out.write(safe_json(obj) + "\n")
+        self.out.flush()
+
+    def report(self, line: int, message: str, request_id: str | int | None, has_id: bool,
+               conversation_id: int | None = None) -> None:
+        self.failed += 1
+        self.err.write(f"vibechat: {self.source} line {line}: {message}\n")
+        self.err.flush()
+        obj: dict[str, object] = {"line": line}
+        if has_id:
+            obj["id"] = request_id
+        obj["error"] = message
+        if conversation_id is not None:
+            obj["conversation_id"] = conversation_id
+        self.write(obj)
+
+    def run_one(self, request: BatchRequest, stop_requested) -> None:
+        params = request.params(self.options.params)
+        system = self.options.system if request.system is None else (request.system or None)
+        chat = ChatLog(Conversation(system=system, params=params), self.history,
+                       model=self.info.name, model_path=self.info.path)
+        self.backend.reset()  # every prompt starts from an empty KV cache: order never matters
+        chat.add_user(request.prompt)
+        try:
+            result = generate(self.backend, chat, params, self.err, stop_requested=stop_requested)
+        except VibechatError as exc:  # e.g. a prompt longer than the context
+            self._after(chat)
+            self.report(request.line, str(exc).rstrip("."), request.id, request.id is not None,
+                        chat.conversation_id)
+            return
+        self._after(chat)
+        done = result.done
+        obj: dict[str, object] = {"line": request.line}
+        if request.id is not None:
+            obj["id"] = request.id
+        obj.update({
+            "text": result.text if self.options.raw else sanitize(result.text),
+            "model": self.info.name,
+            "conversation_id": chat.conversation_id,
+            "params": (done.params or params).to_dict(),
+            "finish_reason": "cancelled" if result.interrupted else done.finish_reason,
+            "stats": _json_stats(done.stats),
+        })
+        self.done += 1
+        self.write(obj)
+        if self.options.show_stats and done.finish_reason != "cancelled":
+            self.err.write(f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}\n")
+            self.err.flush()
+
+    def _after(self, chat: ChatLog) -> None:
+        """A failed save is reported once; the rest of the batch is not saved."""
+        if chat.problem and self.history is not None:
+            self.err.write(f"vibechat: {chat.problem}\n")
+            self.history = None
+
+
+def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOptions,
+              history: History | None, out: TextIO, err: TextIO) -> int:
+    """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
+    info = backend.load()
+    batch = _Batch(backend, info, options, history, source, out, err)
+    interrupt = _Interrupt(backend, blocking_input=not _is_regular(prompts))
+    items = read_requests(prompts)
+    try:
+        with interrupt.installed():
+            while not interrupt.requested:
+                item = interrupt.next_line(items)
+                if item is None:
+                    break
+                if isinstance(item, BatchLineError):
+                    batch.report(item.line, item.message, item.id, item.id is not None)
+                else:
+                    batch.run_one(item, lambda: interrupt.requested)
+    except BrokenPipeError:  # `| head -n 3`: stop quietly
+        _quiet_stdout()
+        return 1 if batch.failed else 0
+    if interrupt.requested:
+        err.write("\n")
+        return 130
+    if batch.done + batch.failed == 0:
+        err.write(f"vibechat: no prompts in {source} (one JSON object per line; blank lines are skipped)\n")
+    return 1 if batch.failed else 0
+
+
+def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_id: int | None) -> None:
+    """--prompts-file makes each line its own conversation: the single-prompt options do not mix."""
+    for given, flag in ((prompt is not None, "--prompt"), (continue_latest, "--continue"),
+                        (conversation_id is not None, "--conversation")):
+        if given:
+            raise VibechatError(f"--prompts-file and {flag} do not mix: each line of the file is a prompt "
+                                f"and a new conversation; drop {flag}.")
+
+
+def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool) -> int:
+    """``vibechat run --prompts-file PATH`` with the effective ``config`` (flags applied)."""
+    from .backends import make_backend
+    from .models_cmd import pull_with_progress
+    from .options import EngineChoice
+
+    prompts, source = open_prompts(path, sys.stdin.buffer)
+    history: History | None = None
+    backend: Backend | None = None
+    try:
+        if not no_save:
+            history = History().open()  # a read-only data dir fails here, in one line, before any work
+        backend = make_backend(EngineChoice.from_config(config), pull=pull_with_progress)
+        options = BatchOptions(system=config.system_prompt, params=config.params, raw=raw, show_stats=show_stats)
+        return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)
+    finally:
+        if backend is not None:
+            backend.close()
+        if history is not None:
+            history.close()
+        if prompts is not sys.stdin.buffer:
+            prompts.close()

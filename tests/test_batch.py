@@ -1,0 +1,240 @@
+"""`vibechat run --prompts-file`: line parsing (engine/batch.py), the batch loop on a recording
+backend, and end to end in subprocesses on the real starter model."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import VIBECHAT_BIN, default_sigint
+from fakes import RecordingBackend
+from vibechat.app.batch_cmd import BatchOptions, run_batch
+from vibechat.engine.batch import BatchLineError, BatchRequest, parse_line, read_requests
+from vibechat.engine.history import History
+from vibechat.engine.params import SamplingParams
+
+
+def vibechat(*args: str, input: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
+                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+
+
+def jsonl(*objects: object) -> str:
+    return "".join((o if isinstance(o, str) else json.dumps(o)) + "\n" for o in objects)
+
+
+def results(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def saved_count() -> int:
+    with History() as history:
+        return history.count()
+
+
+# ------------------------------------------------------------------ parsing
+def test_a_full_line_parses_into_a_request():
+    request = parse_line(json.dumps({
+        "prompt": "Hi", "system": "Be brief.", "id": "q1", "temperature": 0, "top_k": 5, "top_p": 0.5,
+        "min_p": 0.1, "repeat_penalty": 1.1, "max_tokens": 8.0, "seed": 3, "stop": "END"}), 7)
+    assert (request.line, request.prompt, request.system, request.id) == (7, "Hi", "Be brief.", "q1")
+    assert request.overrides == {"temperature": 0.0, "top_k": 5, "top_p": 0.5, "min_p": 0.1,
+                                 "repeat_penalty": 1.1, "max_tokens": 8, "seed": 3, "stop": ("END",)}
+    assert parse_line('{"prompt": "x", "max_tokens": null, "seed": null, "id": 4}', 1).overrides == {
+        "max_tokens": None, "seed": None}
+
+
+def test_line_parameters_sit_on_top_of_the_command():
+    base = SamplingParams(temperature=0.2, top_k=7, max_tokens=64, stop=("a", "b"))
+    params = parse_line('{"prompt": "x", "top_k": 3, "stop": ["c"], "max_tokens": null}', 1).params(base)
+    assert (params.temperature, params.top_k, params.max_tokens, params.stop) == (0.2, 3, None, ("c",))
+    assert parse_line('{"prompt": "x"}', 1).params(base) == base
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ('{"prompt": "x",}', "not valid JSON"),
+    ("# a comment", "JSON Lines has no comments"),
+    ('["prompt"]', "expected a JSON object"),
+    ('"just text"', "expected a JSON object"),
+    ('{"system": "Be brief."}', 'no "prompt"'),
+    ('{"prompt": "   "}', "the prompt is empty"),
+    ('{"prompt": 42}', "prompt must be a string"),
+    ('{"prompt": "x", "temprature": 0}', "unknown key 'temprature' (did you mean 'temperature'?)"),
+    ('{"prompt": "x", "model": "m.gguf"}', "pass --model"),
+    ('{"prompt": "x", "temperature": 9}', "temperature must be between 0 and 5 (got 9)"),
+    ('{"prompt": "x", "temperature": "hot"}', "temperature must be a number"),
+    ('{"prompt": "x", "top_k": true}', "top_k must be a whole number"),
+    ('{"prompt": "x", "temperature": null}', "temperature needs a value"),
+    ('{"prompt": "x", "max_tokens": 2.5}', "max_tokens must be a whole number between 1 and 1000000 (or null)"),
+    ('{"prompt": "x", "seed": -1}', "seed must be between 0 and"),
+    ('{"prompt": "x", "stop": [1]}', "stop must be a string or a list of strings"),
+    ('{"prompt": "x", "stop": [""]}', "stop strings must be non-empty"),
+    ('{"prompt": "x", "system": null}', "system must be a string"),
+    ('{"prompt": "x", "id": [1]}', "id must be a string or a whole number"),
+    ('{"prompt": "x", "prompt": "y"}', "key 'prompt' appears twice"),
+])
+def test_each_bad_line_names_its_problem_and_line(text, needle):
+    with pytest.raises(BatchLineError) as caught:
+        parse_line(text, 12)
+    assert caught.value.line == 12
+    assert needle in str(caught.value)
+
+
+def test_a_bad_line_keeps_its_id_when_it_has_one():
+    with pytest.raises(BatchLineError) as caught:
+        parse_line('{"prompt": "x", "id": "q9", "top_p": 2}', 1)
+    assert caught.value.id == "q9"
+
+
+def test_reading_numbers_physical_lines_and_skips_blank_ones():
+    lines = [b'\xef\xbb\xbf{"prompt": "a"}\n', b"\n", b"   \r\n", b'{"prompt": \xff}\n', b"# note\n",
+             b'{"prompt": "b"}\r\n', b'{"prompt": "c"}']
+    items = list(read_requests(lines))
+    assert [(type(i).__name__, i.line) for i in items] == [
+        ("BatchRequest", 1), ("BatchLineError", 4), ("BatchLineError", 5), ("BatchRequest", 6),
+        ("BatchRequest", 7)]
+    assert "not valid UTF-8" in str(items[1])
+    assert [i.prompt for i in items if isinstance(i, BatchRequest)] == ["a", "b", "c"]
+
+
+# ------------------------------------------------------------- the batch loop
+def test_each_prompt_is_a_fresh_conversation_with_its_own_settings():
+    backend = RecordingBackend(reply="Fine thanks")
+    prompts = io.BytesIO(jsonl({"prompt": "one"}, {"prompt": "two", "system": "", "id": 2, "top_k": 3},
+                               "{oops", {"prompt": "three", "system": "Pirate.", "temperature": 0}).encode())
+    out, err = io.StringIO(), io.StringIO()
+    options = BatchOptions(system="Be brief.", params=SamplingParams(top_k=9, seed=1))
+    code = run_batch(backend, prompts, "p.jsonl", options, None, out, err)
+    assert code == 1
+    got = results(out.getvalue())
+    assert [r["line"] for r in got] == [1, 2, 3, 4]
+    assert got[1]["id"] == 2 and "id" not in got[0] and got[2]["error"].startswith("not valid JSON")
+    assert all(r["text"] == "Fine thanks" and r["conversation_id"] is None for r in got if "error" not in r)
+    assert err.getvalue().count("\n") == 1 and "p.jsonl line 3: not valid JSON" in err.getvalue()
+    # Every prompt alone on an empty cache, with the command's settings under the line's.
+    assert backend.resets == 3
+    assert [[(m.role, m.content) for m in messages] for messages, _ in backend.requests] == [
+        [("system", "Be brief."), ("user", "one")], [("user", "two")],
+        [("system", "Pirate."), ("user", "three")]]
+    assert [(p.top_k, p.temperature, p.seed) for _, p in backend.requests] == [
+        (9, 0.8, 1), (3, 0.8, 1), (9, 0.0, 1)]
+
+
+# ----------------------------------------------------------- usage errors
+@pytest.mark.parametrize("args", [["--prompt", "hi"], ["--continue"], ["--conversation", "3"]])
+def test_single_prompt_options_do_not_mix(tmp_path, args):
+    path = tmp_path / "p.jsonl"
+    path.write_text(jsonl({"prompt": "hi"}))
+    out = vibechat("run", "--prompts-file", str(path), *args)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "--prompts-file and " + args[0] + " do not mix" in out.stderr
+
+
+def test_a_missing_file_is_one_line(tmp_path):
+    out = vibechat("run", "--prompts-file", str(tmp_path / "nope.jsonl"))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert "cannot read prompts file" in out.stderr and "No such file" in out.stderr
+
+
+# -------------------------------------------------------- on the real model
+@pytest.mark.model
+def test_a_bad_line_is_reported_in_place_and_the_rest_run(starter_installed, tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(jsonl(
+        {"prompt": "Name a colour.", "id": "first"},
+        {"prompt": "Hi", "temperature": 9},
+        {"prompt": "Name a fruit.", "max_tokens": 3, "seed": 7},
+        {"prompt": "Name a tree.", "id": 4, "temperature": 0, "top_k": 5},
+    ))
+    out = vibechat("run", "--prompts-file", str(path), "-n", "5", "--top-k", "9")
+    assert out.returncode == 1
+    got = results(out.stdout)
+    assert [r["line"] for r in got] == [1, 2, 3, 4]
+    assert "temperature must be between 0 and 5 (got 9)" in got[1]["error"] and set(got[1]) == {"line", "error"}
+    assert out.stderr.count("\n") == 1 and "prompts.jsonl line 2: temperature" in out.stderr
+    first, third, fourth = got[0], got[2], got[3]
+    assert first["id"] == "first" and fourth["id"] == 4
+    for r in (first, third, fourth):
+        assert set(r) >= {"text", "model", "params", "finish_reason", "stats", "conversation_id"}
+        assert r["model"] == "Gemma 3 270m" and isinstance(r["params"]["seed"], int)
+    # The line's parameters win over the flags, which fill in the rest.
+    assert first["params"]["max_tokens"] == 5 and first["params"]["top_k"] == 9
+    assert third["params"]["max_tokens"] == 3 and third["stats"]["completion_tokens"] == 3
+    assert third["params"]["seed"] == third["stats"]["seed"] == 7 and third["finish_reason"] == "length"
+    assert fourth["params"]["temperature"] == 0 and fourth["params"]["top_k"] == 5
+    # Each prompt is a conversation of its own in the history; every prompt is evaluated from scratch.
+    ids = [r["conversation_id"] for r in (first, third, fourth)]
+    assert len(set(ids)) == 3 and saved_count() == 3
+    assert all(r["stats"]["prompt_tokens_evaluated"] == r["stats"]["prompt_tokens"] for r in (first, third, fourth))
+    shown = json.loads(vibechat("history", "show", str(ids[1]), "--json").stdout)
+    assert [m["content"] for m in shown["messages"]][0] == "Name a fruit." and shown["params"]["seed"] == 7
+
+
+@pytest.mark.model
+def test_results_do_not_depend_on_the_position_in_the_file(starter_installed, tmp_path):
+    greedy = {"prompt": "The capital of France is", "temperature": 0}
+    seeded = {"prompt": "Once upon a time", "seed": 42, "temperature": 1.0}
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(jsonl(greedy, seeded, {"prompt": "Write a long list of animals: cat, dog,"}, seeded,
+                          greedy))
+    out = vibechat("run", "--prompts-file", str(path), "-n", "8", "--no-save")
+    assert out.returncode == 0, out.stderr
+    got = results(out.stdout)
+    assert len(got) == 5 and got[0]["text"] and got[1]["text"]
+    assert got[0]["text"] == got[4]["text"]
+    assert got[1]["text"] == got[3]["text"]
+
+
+@pytest.mark.model
+def test_stdin_no_save_and_a_prompt_beyond_the_context(starter_installed):
+    out = vibechat("run", "--prompts-file", "-", "--no-save", "--ctx", "256", "-n", "2",
+                   input=jsonl({"prompt": "Hi"}, "", {"prompt": "lorem ipsum " * 400, "id": "big"}, {"prompt": "Bye"}))
+    assert out.returncode == 1
+    got = results(out.stdout)
+    assert [r["line"] for r in got] == [1, 3, 4]
+    assert got[1]["id"] == "big" and "context holds 256" in got[1]["error"]
+    assert "stdin line 3: the prompt takes" in out.stderr and "Traceback" not in out.stderr
+    assert got[0]["text"] and got[2]["stats"]["completion_tokens"] == 2
+    assert all(r.get("conversation_id") is None for r in got)
+    assert saved_count() == 0
+
+
+@pytest.mark.model
+def test_results_stream_and_ctrl_c_reports_the_prompt_in_progress(starter_installed, tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(jsonl({"prompt": "Hi", "max_tokens": 2},
+                          {"prompt": "Count to one thousand: 1, 2, 3,", "temperature": 0, "max_tokens": 3000},
+                          {"prompt": "Never run."}))
+    proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "--prompts-file", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, preexec_fn=default_sigint)
+    assert proc.stdout is not None
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert proc.poll() is None  # the first result came while the long prompt still runs
+        assert first["line"] == 1 and first["stats"]["completion_tokens"] == 2
+        deadline = time.monotonic() + 120
+        while saved_count() < 2 and time.monotonic() < deadline:  # the long prompt has started
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in err
+    got = results(rest)
+    assert len(got) == 1 and got[0]["line"] == 2 and got[0]["finish_reason"] == "cancelled"
+    assert got[0]["stats"]["completion_tokens"] < 3000 and isinstance(got[0]["params"]["seed"], int)
+    shown = json.loads(vibechat("history", "show", str(got[0]["conversation_id"]), "--json").stdout)
+    assert shown["messages"][-1]["status"] == "stopped"
+    assert saved_count() == 2
+
+
+def test_help_mentions_the_prompts_file():
+    out = vibechat("run", "--help")
+    assert out.returncode == 0 and "--prompts-file" in out.stdout
