@@ -15,7 +15,7 @@ from typing import TextIO
 from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
-from vibechat.engine.errors import VibechatError
+from vibechat.engine.errors import StreamInterrupted, VibechatError
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 
@@ -49,7 +49,7 @@ def format_stats(stats, info=None) -> str:
             f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
             f"{stats.finish_reason} · seed {stats.seed}")
     if info is not None:
-        text += f" · {info.device} · {info.n_threads} threads"
+        text += f" · {info.device}" + (f" · {info.n_threads} threads" if info.n_threads else "")
     return text
 
 
@@ -99,6 +99,12 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
     except BrokenPipeError:
         pipe_closed = True
         backend.cancel()
+    except StreamInterrupted as exc:  # cut mid-reply: the partial text stays printed and saved
+        stream.close()
+        text = "".join(parts)
+        chat.fail_reply(reply, str(exc), partial=text)
+        _write_interrupted(request, out, text, info, chat, str(exc))
+        raise
     except VibechatError as exc:
         stream.close()
         chat.fail_reply(reply, str(exc))
@@ -139,6 +145,22 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         err.write(format_stats(done.stats, info) + "\n")
         err.flush()
     return 130 if interrupted else 0
+
+
+def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str) -> None:
+    """Before the error line: end the partial reply's line, or (``--json``) print it as an
+    object with finish_reason 'interrupted' and the error."""
+    try:
+        if request.json_output:
+            obj = {"text": text if request.raw else sanitize(text), "model": info.name, "model_path": info.path,
+                   "conversation_id": chat.conversation_id, "params": request.params.to_dict(),
+                   "finish_reason": "interrupted", "error": error, "stats": _json_stats(None)}
+            out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        elif text and not text.endswith("\n"):
+            out.write("\n")
+        out.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
 
 
 def _json_stats(stats) -> dict[str, object]:

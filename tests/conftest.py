@@ -52,7 +52,7 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     for path in dirs.values():
         path.mkdir(parents=True)
     for name in list(os.environ):  # VIBECHAT_CONFIG, VIBECHAT_TEMPERATURE ...: none leak in
-        if name.startswith("VIBECHAT_"):
+        if name.startswith("VIBECHAT_") or name == "OPENAI_API_KEY":  # nor a real API key
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(dirs["home"]))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(dirs["config"]))
