@@ -318,7 +318,7 @@ class HistoryActions(_Host):
                 target = widget
         await self.chat.add_all(widgets, follow=target is None)
         for m, widget in zip(stored.messages, widgets):
-            if m.status == "error":
+            if m.status == "error" or (m.status == "interrupted" and m.error):  # a cut stream says why
                 widget.set_status(f"⚠ {m.error or 'failed'}", "error")
             elif m.status in STATUS_NOTES:
                 widget.set_status(*STATUS_NOTES[m.status])
