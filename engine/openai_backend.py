@@ -59,6 +59,8 @@ EXTRA_FIELDS = ("top_k", "min_p", "repeat_penalty", "repetition_penalty")
 OPTIONAL_FIELDS = (*EXTRA_FIELDS, "stream_options")  # what a strict server may refuse
 CHARS_PER_TOKEN = 4  # the estimate count_tokens uses (English text, common tokenizers)
 MAX_ERROR_BODY = 65536
+MAX_LINE = 8 << 20  # one server-sent event line, at most (a reply chunk is a few hundred bytes)
+MAX_JSON_BODY = 16 << 20
 
 
 def normalize_base_url(url: str) -> str:
@@ -267,7 +269,7 @@ class OpenAICompatibleBackend:
             return RemoteServerError(f"{where} needs an API key ({said}); put it in {variable} "
                                      "(or name your variable with --api-key-env).")
         if status == 404:
-            return RemoteServerError(f"{where} has no {self._root}{path} ({said}); is --base-url the "
+            return RemoteServerError(f"{self._root}{path} was not found ({said}); is --base-url the "
                                      "server's OpenAI API root, such as http://127.0.0.1:8080/v1?")
         if status == 429:
             return RemoteServerError(f"{where} is rate-limiting requests ({said}); wait and try again.")
@@ -281,7 +283,7 @@ class OpenAICompatibleBackend:
             if resp.status != 200:
                 raise self._http_error(resp, path)
             try:
-                return json.loads(resp.read().decode("utf-8", errors="replace"))
+                return json.loads(resp.read(MAX_JSON_BODY).decode("utf-8", errors="replace"))
             except (ValueError, OSError, http.client.HTTPException):
                 raise RemoteServerError(f"{self.server} answered {path} with something other than JSON; "
                                         "is --base-url an OpenAI-compatible API?") from None
@@ -531,15 +533,15 @@ class OpenAICompatibleBackend:
         if isinstance(exc, TimeoutError):
             why = f"{self.server} sent nothing for {self.options.timeout:g} s"
             fix = "the server may be stuck or overloaded (raise timeout, VIBECHAT_TIMEOUT, for a slow one)"
+        elif isinstance(exc, ValueError):  # not JSON, or absurdly long
+            why = f"{self.server} sent something vibechat could not read ({self._clean(str(exc), 120)})"
+            fix = "is it an OpenAI-compatible server? See its log"
         else:
             why = f"the connection to {self.server} dropped"
             fix = "check the server (its log), then regenerate with Ctrl+R or run again"
         if partial:
             return StreamInterrupted(f"{why} mid-reply; the partial reply is kept, marked interrupted. "
                                      f"{fix[0].upper()}{fix[1:]}.", partial)
-        if isinstance(exc, ValueError):
-            return GenerationError(f"{self.server} sent a reply vibechat could not read "
-                                   f"({self._clean(str(exc), 120)}); is it an OpenAI-compatible server?")
         return GenerationError(f"{why} before the reply began; {fix}.")
 
     def _server_failed(self, chunk: dict[str, Any], partial: str) -> VibechatError:
@@ -597,7 +599,9 @@ class _Stream:
         HTTPException when the connection fails, ValueError on an unreadable event."""
         data: list[str] = []
         while not self.done:
-            raw = self.resp.readline()
+            raw = self.resp.readline(MAX_LINE)
+            if len(raw) >= MAX_LINE and not raw.endswith(b"\n"):
+                raise ValueError(f"an event line longer than {MAX_LINE >> 20} MB")
             if not raw:
                 if data:
                     return _parse(data)

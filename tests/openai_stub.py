@@ -12,6 +12,7 @@ fields. It records every request it gets.
 - ``stall``: streams ``cut_after`` words, then sends nothing until released;
 - ``stall_headers``: reads the request and answers nothing until released;
 - ``error_event``: a few words, then llama-server's ``error: {...}`` event;
+- ``garbage``: a few words, then an event that is not JSON;
 - ``status``: answers ``status`` with ``error_body``.
 """
 
@@ -124,6 +125,8 @@ class StubServer:
                 self.wfile.write(b"1\r\n\n\r\n")
                 max_tokens = body.get("max_tokens") or len(words)
                 for i, word in enumerate(words[:max_tokens]):
+                    if mode == "garbage" and i == stub.cut_after:
+                        self._chunk(b"data: {this is not json\n\n")
                     if mode in ("cut", "stall", "error_event") and i == stub.cut_after:
                         if mode == "cut":
                             self.wfile.write(b"40\r\ndata: {\"choi")  # half a chunk, then gone

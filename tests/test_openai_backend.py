@@ -313,6 +313,14 @@ def test_a_server_error_event_mid_stream(stub):
     assert err.value.partial == "Hello there, this"
 
 
+def test_an_unreadable_event_mid_stream(stub):
+    stub.mode = "garbage"
+    with pytest.raises(StreamInterrupted) as err:
+        collect(backend_for(stub))
+    assert "sent something vibechat could not read" in one_line(err.value)
+    assert err.value.partial == "Hello there, this"
+
+
 def test_a_server_that_stalls_mid_reply_times_out_with_the_partial_text(stub):
     stub.mode = "stall"
     with pytest.raises(StreamInterrupted) as err:
@@ -332,7 +340,7 @@ def test_a_server_that_never_answers_times_out(stub):
 
 def test_every_failure_is_a_vibechat_error(stub):
     """Whatever goes wrong, callers see a VibechatError (one line), never a raw socket error."""
-    for mode in ("cut", "stall", "error_event", "status", "stall_headers"):
+    for mode in ("cut", "stall", "error_event", "garbage", "status", "stall_headers"):
         stub.mode = mode
         with pytest.raises(VibechatError):
             collect(backend_for(stub, timeout=1))
