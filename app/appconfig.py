@@ -29,7 +29,7 @@ BINDING_IDS: tuple[str, ...] = (
     "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.search",
     "search.close", "search.results", "rename.cancel", "export.cancel",
     # dialogs
-    "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download",
+    "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download", "remote_picker.close",
     "download.hide", "download.cancel",
 )
 

@@ -28,9 +28,11 @@ def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> 
 
 def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = None) -> Backend:
     """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker)."""
+    check_engine_numbers(engine)
+    if engine.remote:
+        return make_remote_backend(engine)
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 
-    check_engine_numbers(engine)
     options = LlamaCppOptions(
         model_path=model_path(engine.model, pull),
         n_ctx=engine.ctx,
@@ -38,3 +40,16 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
         n_threads=engine.threads,
     )
     return LlamaCppBackend(options)
+
+
+def make_remote_backend(engine: EngineChoice) -> Backend:
+    """An OpenAI-compatible server's backend; the API key comes from the environment
+    (never from a flag or the config file, so it stays out of shell history and files)."""
+    from vibechat.engine.errors import VibechatError
+    from vibechat.engine.openai_backend import make_openai_backend
+
+    if not engine.base_url:
+        raise VibechatError("the openai backend needs the server's address: pass --base-url URL "
+                            "(e.g. http://127.0.0.1:8080/v1), or set base_url in the config file.")
+    return make_openai_backend(engine.base_url, engine.model, api_key_env=engine.api_key_env,
+                               timeout=engine.timeout)

@@ -14,10 +14,11 @@ import typer
 
 SAMPLING = "Sampling"
 ENGINE = "Model and engine"
+REMOTE = "Remote server"
 
 ModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", "-m", help="A .gguf path or a local model name (default: the bundled starter model).",
-    rich_help_panel=ENGINE)]
+    "--model", "-m", help="A .gguf path or a local model name (default: the bundled starter model); "
+    "with --backend openai, the server's model id.", rich_help_panel=ENGINE)]
 SystemOpt = Annotated[Optional[str], typer.Option("--system", "-s", help="System prompt.")]
 TemperatureOpt = Annotated[Optional[str], typer.Option(
     "--temperature", "-t", help="0-5; 0 is greedy (default 0.8).", rich_help_panel=SAMPLING)]
@@ -43,6 +44,15 @@ GpuLayersOpt = Annotated[Optional[int], typer.Option(
     rich_help_panel=ENGINE)]
 ThreadsOpt = Annotated[Optional[int], typer.Option(
     "--threads", help="CPU threads (default: physical performance cores).", rich_help_panel=ENGINE)]
+BackendOpt = Annotated[Optional[str], typer.Option(
+    "--backend", help="llama (GGUF in this process, the default) or openai (an OpenAI-compatible server).",
+    rich_help_panel=REMOTE)]
+BaseUrlOpt = Annotated[Optional[str], typer.Option(
+    "--base-url", help="The server's API root, e.g. http://127.0.0.1:8080/v1 (implies --backend openai).",
+    rich_help_panel=REMOTE)]
+ApiKeyEnvOpt = Annotated[Optional[str], typer.Option(
+    "--api-key-env", metavar="VAR", help="The environment variable holding the server's API key "
+    "(default: VIBECHAT_API_KEY, else OPENAI_API_KEY).", rich_help_panel=REMOTE)]
 HISTORY = "History"
 NoSaveOpt = Annotated[bool, typer.Option(
     "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY)]
@@ -56,12 +66,21 @@ class EngineChoice:
     ctx: int | None = None
     n_gpu_layers: int | None = None
     threads: int | None = None
+    backend: str | None = None  # "llama" or "openai"; None: llama, or openai when base_url is set
+    base_url: str | None = None
+    api_key_env: str | None = None
+    timeout: int | None = None
 
     @classmethod
     def from_config(cls, config) -> "EngineChoice":
         """The engine settings of an effective ``Config`` (flags already applied)."""
         return cls(model=config.model, ctx=config.context_size, n_gpu_layers=config.gpu_layers,
-                   threads=config.threads)
+                   threads=config.threads, backend=config.backend, base_url=config.base_url,
+                   api_key_env=config.api_key_env, timeout=config.timeout)
+
+    @property
+    def remote(self) -> bool:
+        return self.backend == "openai" or (self.backend is None and bool(self.base_url))
 
 
 @dataclass
@@ -96,8 +115,10 @@ def check_engine_numbers(engine: EngineChoice) -> None:
         raise InvalidParameterError(f"--n-gpu-layers must be -1 (all), 0 or more (got {engine.n_gpu_layers}).")
 
 
-ENGINE_FLAGS = {"model": "--model", "ctx": "--ctx", "n_gpu_layers": "--n-gpu-layers", "threads": "--threads"}
-ENGINE_KEYS = {"model": "model", "ctx": "context_size", "n_gpu_layers": "gpu_layers", "threads": "threads"}
+ENGINE_FLAGS = {"model": "--model", "ctx": "--ctx", "n_gpu_layers": "--n-gpu-layers", "threads": "--threads",
+                "backend": "--backend", "base_url": "--base-url", "api_key_env": "--api-key-env"}
+ENGINE_KEYS = {"model": "model", "ctx": "context_size", "n_gpu_layers": "gpu_layers", "threads": "threads",
+               "backend": "backend", "base_url": "base_url", "api_key_env": "api_key_env"}
 
 
 def with_flags(loaded, engine: EngineChoice, sampling: SamplingChoice, system: str | None):
@@ -112,6 +133,8 @@ def with_flags(loaded, engine: EngineChoice, sampling: SamplingChoice, system: s
         value = getattr(engine, attr)
         if value is not None:
             values[ENGINE_KEYS[attr]], flags[ENGINE_KEYS[attr]] = value, flag
+    if engine.base_url is not None and engine.backend is None:  # --base-url alone means a server
+        values["backend"], flags["backend"] = "openai", "--base-url"
     if system is not None:
         values["system_prompt"], flags["system_prompt"] = system, "--system"
     for name, raw in sampling.values.items():

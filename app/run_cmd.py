@@ -16,7 +16,7 @@ from typing import TextIO
 from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
-from vibechat.engine.errors import VibechatError
+from vibechat.engine.errors import StreamInterrupted, VibechatError
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 
@@ -50,7 +50,7 @@ def format_stats(stats, info=None) -> str:
             f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
             f"{stats.finish_reason} · seed {stats.seed}")
     if info is not None:
-        text += f" · {info.device} · {info.n_threads} threads"
+        text += f" · {info.device}" + (f" · {info.n_threads} threads" if info.n_threads else "")
     return text
 
 
@@ -82,7 +82,11 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
             out.write(clean(text))
             out.flush()
 
-    result = generate(backend, chat, request.params, err, on_text=show)
+    try:
+        result = generate(backend, chat, request.params, err, on_text=show)
+    except StreamInterrupted as exc:  # cut mid-reply: the partial text stays printed and saved
+        _write_interrupted(request, out, exc.partial, info, chat, str(exc))
+        raise
     done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
     if chat.problem:
         err.write(f"vibechat: {chat.problem}\n")
@@ -159,6 +163,10 @@ def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextI
     except BrokenPipeError:
         pipe_closed = True
         backend.cancel()
+    except StreamInterrupted as exc:  # cut mid-reply: the text received is kept, as interrupted
+        stream.close()
+        chat.fail_reply(reply, str(exc), partial=exc.partial or "".join(parts))
+        raise
     except VibechatError as exc:
         stream.close()
         chat.fail_reply(reply, str(exc))
@@ -169,6 +177,22 @@ def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextI
         done = GenerationDone("".join(parts), GenerationStats(finish_reason="cancelled", seed=params.seed), params)
     chat.finish_reply(reply, done)
     return Generated("".join(parts), done, interrupted, pipe_closed)
+
+
+def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str) -> None:
+    """Before the error line: end the partial reply's line, or (``--json``) print it as an
+    object with finish_reason 'interrupted' and the error."""
+    try:
+        if request.json_output:
+            obj = {"text": text if request.raw else sanitize(text), "model": info.name, "model_path": info.path,
+                   "conversation_id": chat.conversation_id, "params": request.params.to_dict(),
+                   "finish_reason": "interrupted", "error": error, "stats": _json_stats(None)}
+            out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        elif text and not text.endswith("\n"):
+            out.write("\n")
+        out.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
 
 
 def _json_stats(stats) -> dict[str, object]:

@@ -3,7 +3,8 @@
 A backend loads one model, streams a chat as events, can be cancelled from any
 thread, resets its conversation cache, counts the tokens a message list takes,
 and describes the model it has loaded. ``LlamaCppBackend`` runs GGUF files in
-process; tests use recording doubles that implement the same protocol.
+process, ``OpenAICompatibleBackend`` talks to a server over HTTP; tests use
+recording doubles that implement the same protocol.
 """
 
 from __future__ import annotations
@@ -45,10 +46,14 @@ class ModelInfo:
     n_threads: int | None = None
     flash_attn: bool | None = None
     backend: str = "llama.cpp"
+    server: str | None = None  # a remote backend's server (its URL, without credentials)
 
     @property
     def device(self) -> str:
-        """Where the model runs: ``GPU 18/18 layers``, ``CPU``, or why not the GPU."""
+        """Where the model runs: ``GPU 18/18 layers``, ``CPU``, why not the GPU, or the
+        remote server (``openai · http://127.0.0.1:8080``)."""
+        if self.server:
+            return f"{self.backend} · {self.server}"
         if self.gpu_layers:
             return f"GPU {self.gpu_layers}/{self.n_layers} layers"
         if self.backend != "llama.cpp" or self.gpu_offload_supported:

@@ -128,9 +128,22 @@ class ChatLog:
         else:
             self._rows.append(0)  # not saved: keeps the rows aligned with the turns
 
-    def fail_reply(self, reply: Reply, error: str) -> None:
+    def fail_reply(self, reply: Reply, error: str, partial: str | None = None) -> None:
         """A reply that failed: saved with its partial text and the error; not sent to the
-        model again (the prompt stays, so it can be retried)."""
+        model again (the prompt stays, so it can be retried).
+
+        With ``partial`` (a stream cut mid-reply, e.g. a remote server's connection
+        dropped: ``StreamInterrupted``), the text received is kept as the reply, part of
+        the conversation like a stopped one, and saved with status 'interrupted' and the
+        reason."""
+        if partial:
+            self.conversation.add_assistant(partial)
+            if reply.writer is not None and self.history is not None:
+                self._save("save the reply", reply.writer.finish, "interrupted", partial, error=error)
+                self._rows.append(reply.writer.message_id)
+            else:
+                self._rows.append(0)
+            return
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, "error", error=error)
 

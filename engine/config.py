@@ -52,9 +52,13 @@ def _show(value: Any) -> str:
 
 
 def _doc(help: str, *, kind: str, example: str, unset: str = "", env: str | None = None,
-         flag: str | None = None, minimum: int | None = None, maximum: int | None = None) -> dict[str, Any]:
+         flag: str | None = None, minimum: int | None = None, maximum: int | None = None,
+         choices: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"help": help, "kind": kind, "example": example, "unset": unset, "env": env, "flag": flag,
-            "minimum": minimum, "maximum": maximum}
+            "minimum": minimum, "maximum": maximum, "choices": choices}
+
+
+BACKENDS = ("llama", "openai")
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class Config:
 
     model: str | None = field(default=None, metadata=_doc(
         "The model to open: a .gguf path, a name from 'vibechat models list', or a Hugging Face "
-        "reference (owner/repo, owner/repo:QUANT).",
+        "reference (owner/repo, owner/repo:QUANT); with the openai backend, the server's model id.",
         kind="text", example='"bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"',
         unset="the bundled starter model", env="VIBECHAT_MODEL", flag="--model"))
     system_prompt: str | None = field(default=None, metadata=_doc(
@@ -89,6 +93,24 @@ class Config:
         "Where downloaded models go; a relative path is relative to this file's folder.",
         kind="path", example='"~/models/vibechat"', unset="'models' in the data folder",
         env="VIBECHAT_MODELS_DIR"))
+    backend: str | None = field(default=None, metadata=_doc(
+        "Where replies come from: llama (GGUF files in this process, through llama.cpp) or openai (a "
+        "server with an OpenAI-compatible API at base_url: llama-server, vLLM, Ollama, LM Studio, ...).",
+        kind="text", example='"openai"', unset="llama; openai when base_url is set",
+        env="VIBECHAT_BACKEND", flag="--backend", choices=BACKENDS))
+    base_url: str | None = field(default=None, metadata=_doc(
+        "The openai backend's server: its API root, such as http://127.0.0.1:8080/v1 (a bare host "
+        "gets /v1).",
+        kind="url", example='"http://127.0.0.1:8080/v1"', unset="none", env="VIBECHAT_BASE_URL",
+        flag="--base-url"))
+    api_key_env: str | None = field(default=None, metadata=_doc(
+        "The environment variable that holds the server's API key (the key itself never goes in "
+        "this file).",
+        kind="variable name", example='"MY_SERVER_KEY"', unset="VIBECHAT_API_KEY, else OPENAI_API_KEY",
+        flag="--api-key-env"))
+    timeout: int | None = field(default=None, metadata=_doc(
+        "Seconds to wait for the openai backend's server (to connect: at most 10) before giving up.",
+        kind="whole number", example="600", unset="300", env="VIBECHAT_TIMEOUT", minimum=1, maximum=86400))
     params: SamplingParams = field(default_factory=SamplingParams, metadata=_doc(
         "Default sampling parameters (the chat saves them here with 'Save parameters as default').",
         kind="table", example=""))
@@ -113,6 +135,7 @@ class Setting:
     minimum: float | None = None
     maximum: float | None = None
     optional: bool = True  # None (unset) is a valid value
+    choices: tuple[str, ...] = ()  # the values a text setting may take (none: any)
 
     @property
     def name(self) -> str:
@@ -130,7 +153,8 @@ def _settings() -> tuple[Setting, ...]:
         m = f.metadata
         default = f.default
         out.append(Setting(f.name, m["kind"], m["help"], default, m["example"], m["unset"], m["env"],
-                           m["flag"], m["minimum"], m["maximum"], optional=default is None))
+                           m["flag"], m["minimum"], m["maximum"], optional=default is None,
+                           choices=m["choices"]))
     for spec in PARAM_SPECS.values():
         env = "VIBECHAT_" + spec.name.upper()
         example = {"max_tokens": "512", "seed": "42"}.get(spec.name, _show(spec.default))
@@ -283,6 +307,26 @@ def _check(setting: Setting, value: Any, base: Path) -> Any:
         return value
     if not isinstance(value, (str, Path)) or not str(value).strip():
         raise InvalidParameterError(f"{name} must be a non-empty string (got {_show(value)})")
+    if setting.choices:
+        choice = str(value).strip().lower()
+        if choice not in setting.choices:
+            raise InvalidParameterError(f"{name} must be one of {', '.join(setting.choices)} "
+                                        f"(got {_show(value)}){_suggest(choice, setting.choices)}")
+        return choice
+    if setting.kind == "url":
+        from .openai_backend import normalize_base_url
+
+        try:
+            return normalize_base_url(str(value))
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"{name} {_bare(exc).removeprefix('the base URL ')}") from None
+    if setting.kind == "variable name":
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(value).strip()):
+            # The value is not echoed: it may be the key itself, put here by mistake.
+            raise InvalidParameterError(f"{name} must be the name of an environment variable, such as "
+                                        "MY_SERVER_KEY: the key itself goes in that variable, never in a "
+                                        "file or on the command line")
+        return str(value).strip()
     if setting.kind == "path":
         path = Path(value).expanduser()
         return path if path.is_absolute() else base / path
@@ -714,6 +758,7 @@ def markdown_table() -> str:
         help_text = s.help.replace("|", "\\|")
         if s.minimum is not None and s.maximum is not None:
             help_text += f" ({_show(s.minimum)}–{_show(s.maximum)})"
-        rows.append(f"| `{s.key}` | `{s.env}` | {s.default_text()} | {help_text} |")
+        env = f"`{s.env}`" if s.env else ""
+        rows.append(f"| `{s.key}` | {env} | {s.default_text()} | {help_text} |")
     rows.append("| `keys.<id>` | | | " + Config.__dataclass_fields__["keys"].metadata["help"] + " |")
     return "\n".join(rows)

@@ -28,7 +28,21 @@ class ContextOverflowError(VibechatError):
 
 
 class GenerationError(VibechatError):
-    """llama.cpp failed while evaluating or generating."""
+    """llama.cpp (or a remote server) failed while evaluating or generating."""
+
+
+class StreamInterrupted(GenerationError):
+    """A reply stopped mid-stream for a reason other than the user (a remote server's
+    connection dropped, or went silent): ``partial`` is the text received before, which
+    was streamed already and is kept (saved with status 'interrupted')."""
+
+    def __init__(self, message: str, partial: str) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+class RemoteServerError(VibechatError):
+    """A remote (OpenAI-compatible) server could not be reached, or refused or failed a request."""
 
 
 class ModelRefError(VibechatError):

@@ -52,7 +52,7 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     for path in dirs.values():
         path.mkdir(parents=True)
     for name in list(os.environ):  # VIBECHAT_CONFIG, VIBECHAT_TEMPERATURE ...: none leak in
-        if name.startswith("VIBECHAT_"):
+        if name.startswith("VIBECHAT_") or name == "OPENAI_API_KEY":  # nor a real API key
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(dirs["home"]))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(dirs["config"]))
@@ -125,4 +125,53 @@ def backend(llama_backend):
     llama_backend.reset()
     yield llama_backend
     llama_backend.reset()
+@pytest.fixture(scope="session")
+def llama_server(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    """llama-cpp-python's OpenAI-compatible server (its ``[server]`` extra, in the test
+    extras) on 127.0.0.1 with the starter model, for the whole session: yields its API
+    root (``http://127.0.0.1:PORT/v1``). The model is served as ``starter`` with Gemma's
+    chat format (the GGUF has no template). Killed at the end of the session."""
+    import http.client
+    import socket
+    import time
+
+    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's [server] extra is not installed")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(starter_path), "--model_alias", "starter",
+         "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited ({proc.returncode}): {log_path.read_text()[-2000:]}")
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)  # never through a proxy
+            try:
+                conn.request("GET", "/v1/models")
+                if conn.getresponse().status == 200:
+                    break
+            except (OSError, http.client.HTTPException):
+                pass
+            finally:
+                conn.close()
+            if time.monotonic() > deadline:
+                pytest.fail(f"llama_cpp.server did not answer within 120 s: {log_path.read_text()[-2000:]}")
+            time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
 from fakehub import fake_hub  # noqa: E402,F401  (fixture)

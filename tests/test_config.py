@@ -139,7 +139,26 @@ BAD_FILES = [
     ("[keys]\nparams.reset_all = \"x\"\n", 2, "quote binding ids that contain a dot"),
     ("[keys]\nhelp = 1\n", 2, "keys.help must be a key string"),
     ("params = { temperature = 7 }\n", 1, "temperature must be between 0 and 5 (got 7)"),
+    ("backend = \"opnai\"\n", 1, "backend must be one of llama, openai (got \"opnai\") (did you mean 'openai'?)"),
+    ("\nbase_url = \"localhost:8080\"\n", 2, "base_url must be an http:// or https:// URL"),
+    ("api_key_env = \"sk-abc123\"\n", 1, "api_key_env must be the name of an environment variable"),
+    ("timeout = 0\n", 1, "timeout must be between 1 and 86400 (got 0)"),
 ]
+
+
+def test_remote_server_settings_from_the_file_the_environment_and_flags():
+    write('backend = "OpenAI"\nbase_url = "http://127.0.0.1:8080"\napi_key_env = "MY_KEY"\ntimeout = 30\n')
+    config = load_config().config
+    assert (config.backend, config.base_url, config.api_key_env, config.timeout) == (
+        "openai", "http://127.0.0.1:8080/v1", "MY_KEY", 30)
+    env = load_config(environ={"VIBECHAT_BACKEND": "llama", "VIBECHAT_BASE_URL": "http://h:1/v1/",
+                               "VIBECHAT_TIMEOUT": "5"}).config
+    assert (env.backend, env.base_url, env.timeout) == ("llama", "http://h:1/v1", 5)
+    problem = load_config(environ={"VIBECHAT_BASE_URL": "h:1"}).problem
+    assert problem.startswith("environment variable VIBECHAT_BASE_URL='h:1': base_url must be an http://")
+    with pytest.raises(InvalidParameterError, match="^--api-key-env: api_key_env must be the name") as err:
+        load_config().with_flags({"api_key_env": "sk-secret-value"}, {"api_key_env": "--api-key-env"})
+    assert "sk-secret-value" not in str(err.value)  # a key typed in by mistake is not echoed
 
 
 @pytest.mark.parametrize(("text", "line", "message"), BAD_FILES)

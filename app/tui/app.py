@@ -56,7 +56,7 @@ from .param_panel import SLIDER_SPECS, ParamPanel
 from .prompt_input import PromptInput
 from .sidebar import ConversationSidebar
 from .slider import Slider
-from .status_bar import StatusBar
+from .status_bar import StatusBar, model_line
 
 log = logging.getLogger("vibechat.tui")
 
@@ -206,8 +206,8 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
                             self.post_message(ReplyText(generation))
                     else:
                         self.post_message(ReplyEvent(generation, event))
-        except VibechatError as exc:
-            self.post_message(ReplyFailed(generation, str(exc)))
+        except VibechatError as exc:  # StreamInterrupted carries the partial reply
+            self.post_message(ReplyFailed(generation, str(exc), getattr(exc, "partial", None)))
         except Exception as exc:  # noqa: BLE001
             log.exception("generation failed")
             self.post_message(ReplyFailed(generation, f"unexpected error while generating: {exc}"))
@@ -237,10 +237,10 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self.status.model = info
         self.status.state = "ready"
         note = ""
-        if info.chat_format not in ("gguf",):
+        if info.chat_format not in ("gguf", "server"):
             note = f"\nThis GGUF has no chat template: using the built-in {info.chat_format!r} format."
         self.chat.set_welcome(
-            f"{info.name} · {info.quantization} · {info.device} · context {info.context_size:,} tokens{note}\n"
+            f"{model_line(info)}{note}\n"
             "Enter sends · Ctrl+J newline · F1 help · F2 parameters · Ctrl+N new chat · / commands"
         )
 
@@ -343,14 +343,16 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     def _code_theme(self) -> str:
         return "monokai" if self.current_theme.dark else "friendly"
 
-    def on_reply_failed(self, message: ReplyFailed) -> None:
+    async def on_reply_failed(self, message: ReplyFailed) -> None:
         if message.generation != self._generation:
             return
         if self._reply is not None:
+            if message.partial:  # a cut stream: what arrived stays, marked interrupted
+                await self._reply.finish(sanitize(message.partial))
             # The user message stays in the conversation, so Ctrl+R retries it.
             self._reply.set_status(f"⚠ {message.error}", "error")
         if self._record is not None:
-            self.chatlog.fail_reply(self._record, message.error)
+            self.chatlog.fail_reply(self._record, message.error, message.partial)
             self._record = None
             self.history_changed()
         self.notify(message.error, severity="error", timeout=10)

@@ -90,10 +90,13 @@ class ReplyEvent(Message):
 
 
 class ReplyFailed(Message):
-    def __init__(self, generation: int, error: str) -> None:
+    """Generation failed; ``partial``: the text received before a stream was cut (kept)."""
+
+    def __init__(self, generation: int, error: str, partial: str | None = None) -> None:
         super().__init__()
         self.generation = generation
         self.error = error
+        self.partial = partial
 
 
 class CacheReset(Message):

@@ -332,7 +332,7 @@ class HistoryActions(_Host):
         widgets: list[ChatMessageWidget] = []
         for m in messages:
             status, kind = "", None
-            if m.status == "error":
+            if m.status == "error" or (m.status == "interrupted" and m.error):  # a cut stream says why
                 status, kind = f"⚠ {m.error or 'failed'}", "error"
             elif m.status in STATUS_NOTES:
                 status, kind = STATUS_NOTES[m.status]

@@ -1,4 +1,5 @@
-"""The app's model management: the picker, switching models, downloading them.
+"""The app's model management: the picker, switching models, downloading them; on a
+remote backend, the server's models (switching one only changes the model id).
 
 A mixin of ``VibechatApp`` (it uses the app's backend, engine lock, status bar and
 conversation), kept apart so the app module stays about chatting.
@@ -27,7 +28,7 @@ from vibechat.engine.models import LocalModel
 from ..progress import human_size
 from .downloader import DownloadScreen
 from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelSwitched, ModelSwitchFailed
-from .model_picker import ModelPicker, PickerChoice
+from .model_picker import ModelPicker, PickerChoice, RemoteModelPicker
 
 log = logging.getLogger("vibechat.tui")
 
@@ -64,6 +65,13 @@ class ModelActions(_Host):
 
     # ---------------------------------------------------------------- picker
     def action_models(self) -> None:
+        from vibechat.engine.openai_backend import OpenAICompatibleBackend
+
+        backend = self.backend
+        if isinstance(backend, OpenAICompatibleBackend):  # a server: its models, no files
+            self.push_screen(RemoteModelPicker(backend.server, backend.options.model, backend.list_models),
+                             self._picked)
+            return
         loaded = self.status.model.path if self.status.model else None
         self.push_screen(ModelPicker(loaded, self._download_title), self._picked)
 
@@ -74,6 +82,30 @@ class ModelActions(_Host):
             self.action_download()
         elif choice.model is not None:
             self.switch_model(choice.model)
+        elif choice.remote_id is not None:
+            self.switch_remote_model(choice.remote_id)
+
+    def switch_remote_model(self, model_id: str) -> None:
+        """Ask the server for another of its models from now on (a new conversation)."""
+        current = self.status.model
+        if current is not None and current.name == model_id:
+            self.notify(f"{model_id} is already in use.", timeout=3)
+            return
+        if self.generating:
+            self.backend.cancel()
+        self.status.state = "switching model…"
+        self._switch_remote(model_id)
+
+    @work(thread=True, exclusive=True, group="model", exit_on_error=False)
+    def _switch_remote(self, model_id: str) -> None:
+        backend = self.backend
+        try:
+            with self._engine_lock:
+                info = backend.switch_model(model_id)  # type: ignore[attr-defined]
+        except VibechatError as exc:
+            self.post_message(ModelSwitchFailed(model_id, str(exc)))
+        else:
+            self.post_message(ModelSwitched(backend, info, model_id))
 
     def switch_model(self, model: LocalModel) -> None:
         current = self.status.model
@@ -136,7 +168,8 @@ class ModelActions(_Host):
     async def on_model_switched(self, message: ModelSwitched) -> None:
         self._show_model(message.info)
         await self.start_new_conversation(reset_cache=False)
-        self.notify(f"Loaded {message.name}: a new conversation starts.", timeout=4)
+        verb = "Switched to" if message.info.server else "Loaded"
+        self.notify(f"{verb} {message.name}: a new conversation starts.", timeout=4)
 
     def on_model_switch_failed(self, message: ModelSwitchFailed) -> None:
         self.status.state = "ready" if self.model_ready else "no model"

@@ -1,14 +1,17 @@
-"""The model picker: every model on this machine, which one is loaded, and the way to
-the downloader.
+"""The model pickers: every model on this machine, which one is loaded, and the way to
+the downloader; or, on a remote backend, the models the server offers.
 
-It finds the models in a worker (other tools' folders can be slow to walk) and
-dismisses with what the user chose; the app does the loading.
+They find the models in a worker (other tools' folders can be slow to walk, a
+server can be slow to answer) and dismiss with what the user chose; the app does
+the loading (or, for a server, switches the model id).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,25 +20,28 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
+from vibechat.engine.errors import VibechatError
 from vibechat.engine.models import LocalModel
+from vibechat.engine.sanitize import sanitize
 
 from ..progress import human_size
 
 
 @dataclass(frozen=True)
 class PickerChoice:
-    """What the picker was closed with: a model to load, or the downloader to open."""
+    """What the picker was closed with: a model to load, the downloader to open, or a
+    remote server's model id to use."""
 
     model: LocalModel | None = None
     download: bool = False
+    remote_id: str | None = None
 
 
-class ModelPicker(ModalScreen[PickerChoice | None]):
-    DEFAULT_CSS = """
-    ModelPicker {
+PICKER_CSS = """
+    PICKER {
         align: center middle;
     }
-    ModelPicker > Vertical {
+    PICKER > Vertical {
         width: 100;
         max-width: 95%;
         height: auto;
@@ -44,20 +50,24 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
         background: $surface;
         padding: 0 1;
     }
-    ModelPicker .picker--title {
+    PICKER .picker--title {
         text-style: bold;
         color: $primary;
         padding: 0 0 1 0;
     }
-    ModelPicker DataTable {
+    PICKER DataTable {
         height: auto;
         max-height: 24;
     }
-    ModelPicker .picker--keys {
+    PICKER .picker--keys {
         color: $text-muted;
         padding: 1 0 0 0;
     }
-    """
+"""
+
+
+class ModelPicker(ModalScreen[PickerChoice | None]):
+    DEFAULT_CSS = PICKER_CSS.replace("PICKER", "ModelPicker")
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="picker.close"),
         Binding("d", "download", "Download a model", id="picker.download"),
@@ -116,6 +126,71 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
 
     def action_download(self) -> None:
         self.dismiss(PickerChoice(download=True))
+
+    def action_dismiss_picker(self) -> None:
+        self.dismiss(None)
+
+
+class RemoteModelPicker(ModalScreen[PickerChoice | None]):
+    """The models a remote server offers (``GET /v1/models``); choosing one makes it the
+    model the chat asks for (nothing is loaded here)."""
+
+    DEFAULT_CSS = PICKER_CSS.replace("PICKER", "RemoteModelPicker")
+    BINDINGS = [
+        Binding("escape", "dismiss_picker", "Close", id="remote_picker.close"),
+    ]
+
+    class Listed(Message):
+        def __init__(self, ids: list[str], error: str | None = None) -> None:
+            super().__init__()
+            self.ids = ids
+            self.error = error
+
+    def __init__(self, server: str, current: str | None, list_models: Callable[[], list[str]]) -> None:
+        super().__init__()
+        self.server = server
+        self.current = current
+        self._list_models = list_models
+        self.ids: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"Models on {self.server}", classes="picker--title", markup=False)
+            table = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
+            table.add_columns(" ", "model id")
+            yield table
+            yield Static("Asking the server…", id="picker-status", markup=False)
+            yield Static("Enter use · Esc close", classes="picker--keys")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).focus()
+        self._find()
+
+    @work(thread=True, exclusive=True, group="picker", exit_on_error=False)
+    def _find(self) -> None:
+        try:
+            self.post_message(self.Listed(self._list_models()))
+        except VibechatError as exc:
+            self.post_message(self.Listed([], str(exc)))
+
+    def on_remote_model_picker_listed(self, message: Listed) -> None:
+        self.ids = message.ids
+        table = self.query_one(DataTable)
+        table.clear()
+        for index, model_id in enumerate(self.ids):  # ids come from the server: untrusted text
+            table.add_row("●" if model_id == self.current else "", Text(sanitize(model_id)), key=str(index))
+            if model_id == self.current:
+                table.move_cursor(row=index)
+        status = self.query_one("#picker-status", Static)
+        if message.error:
+            status.update(f"⚠ {message.error}")
+        else:
+            count = f"{len(self.ids)} model" + ("" if len(self.ids) == 1 else "s")
+            status.update(f"{count} · ● in use · the server loads and runs them")
+
+    @on(DataTable.RowSelected)
+    def _chosen(self, event: DataTable.RowSelected) -> None:
+        self.dismiss(PickerChoice(remote_id=self.ids[int(event.row_key.value)]))
 
     def action_dismiss_picker(self) -> None:
         self.dismiss(None)

@@ -1,5 +1,6 @@
-"""The status bar: model and quantization, CPU/GPU, context meter, last reply's speed,
-and what the engine is doing. The app sets its attributes; it renders them."""
+"""The status bar: model and quantization, CPU/GPU (or the remote server: ``openai ·
+http://127.0.0.1:8080``), context meter, last reply's speed, and what the engine is
+doing. The app sets its attributes; it renders them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,15 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from vibechat.engine.backend import GenerationStats, ModelInfo
+
+
+def model_line(info: ModelInfo) -> str:
+    """The welcome's line about the model: name, quantization, where it runs, context
+    (what a remote server does not say is left out)."""
+    parts = [info.name, info.quantization, info.device]
+    if info.context_size:
+        parts.append(f"context {info.context_size:,} tokens")
+    return " · ".join(p for p in parts if p)
 
 
 class StatusBar(Widget):
@@ -32,11 +42,15 @@ class StatusBar(Widget):
         parts: list[Text | tuple[str, str] | str] = []
         info = self.model
         if info is not None:
-            parts += [(info.name, "bold"), " ", (info.quantization, dim), " · ", info.device.split(" (")[0], " · "]
+            parts.append((info.name, "bold"))
+            if info.quantization:
+                parts += [" ", (info.quantization, dim)]
+            parts += [" · ", info.device.split(" (")[0], " · "]
             used, size = self.context_used, info.context_size
             ratio = used / size if size else 0
             style = "red" if ratio > 0.9 else "yellow" if ratio > 0.7 else ""
-            parts += [("ctx ", dim), (f"{used:,}/{size:,}", style)]
+            # A remote server may not say its context size (0): then only what is used.
+            parts += [("ctx ", dim), (f"{used:,}/{size:,}" if size else f"{used:,}", style)]
         stats = self.stats
         if stats is not None and stats.completion_tokens:
             parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · ",

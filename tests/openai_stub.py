@@ -1,0 +1,176 @@
+"""A tiny OpenAI-compatible server on 127.0.0.1 (stdlib http.server in a thread) for the
+cases a real server will not produce on demand: refused keys, missing models, server
+errors, a stream cut mid-reply, a server that stalls, a server that refuses extra
+fields. It records every request it gets.
+
+``mode`` picks what ``POST /v1/chat/completions`` does:
+
+- ``ok``: streams ``reply`` word by word (chunked SSE), then usage (and llama-server
+  ``timings`` when ``timings`` is set) and ``[DONE]``;
+- ``plain``: the same without usage or timings (stats are measured client-side);
+- ``cut``: streams the first ``cut_after`` words, then closes the connection mid-body;
+- ``stall``: streams ``cut_after`` words, then sends nothing until released;
+- ``stall_headers``: reads the request and answers nothing until released;
+- ``error_event``: a few words, then llama-server's ``error: {...}`` event;
+- ``garbage``: a few words, then an event that is not JSON;
+- ``status``: answers ``status`` with ``error_body``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class StubServer:
+    def __init__(self) -> None:
+        self.models = ["stub-small", "stub-large"]
+        self.mode = "ok"
+        self.reply = "Hello there, this is the stub speaking."
+        self.cut_after = 3
+        self.status = 500
+        self.error_body: Any = {"error": {"message": "CUDA out of memory", "type": "server_error"}}
+        self.api_key: str | None = None  # when set, requests need "Authorization: Bearer KEY"
+        self.auth_message = "Invalid API key"
+        self.reject_extras = False  # 400 when the body has top_k (a strict server)
+        self.timings = False
+        self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"}
+        self.release = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "StubServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def last_body(self) -> dict[str, Any]:
+        return [r for r in self.requests if r["path"].endswith("/chat/completions")][-1]["body"]
+
+    def _handler(self):
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _json(self, status: int, data: Any) -> None:
+                raw = (data if isinstance(data, str) else json.dumps(data)).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def _authorised(self) -> bool:
+                if stub.api_key is None or self.headers.get("Authorization") == f"Bearer {stub.api_key}":
+                    return True
+                self._json(401, {"error": {"message": stub.auth_message, "type": "invalid_request_error"}})
+                return False
+
+            def do_GET(self) -> None:  # noqa: N802
+                stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": None})
+                if not self._authorised():
+                    return
+                if self.path.split("?")[0] == "/v1/models":
+                    self._json(200, {"object": "list", "data": [
+                        {"id": m, "object": "model", "owned_by": "stub"} for m in stub.models]})
+                else:
+                    self._json(404, {"detail": "Not Found"})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                if not self._authorised():
+                    return
+                if self.path.split("?")[0] != "/v1/chat/completions":
+                    self._json(404, {"detail": "Not Found"})
+                    return
+                if body.get("model") not in stub.models:
+                    self._json(404, {"error": {"message": f"model '{body.get('model')}' not found",
+                                               "type": "not_found_error"}})
+                    return
+                if stub.reject_extras and "top_k" in body:
+                    self._json(400, {"error": {"message": "Unrecognized request argument supplied: top_k",
+                                               "type": "invalid_request_error"}})
+                    return
+                mode = stub.mode
+                if mode == "status":
+                    self._json(stub.status, stub.error_body)
+                    return
+                if mode == "stall_headers":
+                    stub.release.wait(30)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                words = stub.reply.split(" ")
+                self._event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+                self.wfile.write(b"6\r\n: ping\r\n")  # a keep-alive comment, split across chunks
+                self.wfile.write(b"1\r\n\n\r\n")
+                max_tokens = body.get("max_tokens") or len(words)
+                for i, word in enumerate(words[:max_tokens]):
+                    if mode == "garbage" and i == stub.cut_after:
+                        self._chunk(b"data: {this is not json\n\n")
+                    if mode in ("cut", "stall", "error_event") and i == stub.cut_after:
+                        if mode == "cut":
+                            self.wfile.write(b"40\r\ndata: {\"choi")  # half a chunk, then gone
+                            self.wfile.flush()
+                            self.close_connection = True
+                            return
+                        if mode == "error_event":
+                            self._chunk(b'error: {"code": 500, "message": "the slot was killed", '
+                                        b'"type": "server_error"}\n\n')
+                            self._chunk(b"")
+                            return
+                        self.wfile.flush()
+                        stub.release.wait(30)
+                        return
+                    piece = word if i == 0 else " " + word
+                    self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                    time.sleep(0.002)
+                finish = "length" if max_tokens < len(words) else "stop"
+                self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                if mode != "plain":
+                    final: dict[str, Any] = {"choices": [], "usage": {
+                        "prompt_tokens": 21, "completion_tokens": min(max_tokens, len(words)), "total_tokens": 0}}
+                    if stub.timings:
+                        final["timings"] = {"prompt_n": 5, "cache_n": 16, "prompt_ms": 12.5,
+                                            "predicted_n": 7, "predicted_ms": 100.0, "predicted_per_second": 70.0}
+                    self._event(final)
+                self._chunk(b"data: [DONE]\n\n")
+                self._chunk(b"")
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _event(self, data: dict[str, Any]) -> None:
+                self._chunk(b"data: " + json.dumps(data).encode() + b"\n\n")
+
+        return Handler
+
+
+def refused_url() -> str:
+    """A 127.0.0.1 URL nothing listens on (a port just freed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"

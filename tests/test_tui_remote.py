@@ -1,0 +1,106 @@
+"""The chat on a remote backend (OpenAICompatibleBackend against the stub server on
+127.0.0.1): the status bar and welcome name the server, F3 lists the server's models and
+switches the model id, a cut stream keeps the partial reply, marked and saved
+interrupted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fakes import settle
+from openai_stub import StubServer
+from vibechat.app.tui import create_app
+from vibechat.app.tui.model_picker import RemoteModelPicker
+from vibechat.engine.history import History
+from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+
+SIZE = (110, 36)
+
+
+@pytest.fixture
+def stub():
+    with StubServer() as server:
+        yield server
+
+
+async def send(pilot, text: str) -> None:
+    pilot.app.prompt_input.load_text(text)
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+def status_text(widget) -> str:
+    return str(widget.query_one(".message--status").render())
+
+
+async def test_the_chat_on_a_server(stub, tmp_path: Path):
+    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small"))
+    app = create_app(backend, blink=False, history=History(tmp_path / "history.db"))
+    server = f"http://127.0.0.1:{stub.port}"
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert f"stub-small · openai · {server} · ctx 0" in app.status.render().plain
+        welcome = str(app.chat.query_one(".chat--empty").render())
+        assert welcome.startswith(f"stub-small · openai · {server}\n")
+
+        await send(pilot, "Say hello.")
+        assert app.chat.messages()[-1].text == stub.reply
+        assert app.status.stats.completion_tokens == len(stub.reply.split())
+        assert "tok/s" in app.status.render().plain
+
+        # F3: the server's models; choosing one switches the model id, a new conversation starts.
+        await pilot.press("f3")
+        picker = app.screen
+        assert isinstance(picker, RemoteModelPicker)
+        await picker.workers.wait_for_complete()
+        await pilot.pause()
+        table = picker.query_one("DataTable")
+        assert picker.ids == ["stub-small", "stub-large"]
+        assert table.get_row_at(0)[0] == "●"
+        table.move_cursor(row=1)
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.backend is backend and app.status.model.name == "stub-large"
+        assert app.conversation.turns == [] and app.chat.messages() == []
+        assert any("Switched to stub-large" in n.message for n in app._notifications)
+        await send(pilot, "Hello again.")
+        assert stub.last_body["model"] == "stub-large"
+
+        # The server drops the connection mid-reply: what arrived stays, marked interrupted.
+        stub.mode = "cut"
+        await send(pilot, "Tell me more.")
+        reply = app.chat.messages()[-1]
+        assert reply.text == "Hello there, this"
+        assert "dropped mid-reply" in status_text(reply) and "interrupted" in status_text(reply)
+        assert app.conversation.turns[-1].content == "Hello there, this"
+        stored = app.history.get(app.chatlog.conversation_id)
+        assert [m.status for m in stored.messages] == ["complete", "complete", "complete", "interrupted"]
+
+        # Reopened from the history, the reply still says why it stopped.
+        cid = app.chatlog.conversation_id
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        app.open_conversation(cid)
+        await settle(pilot)
+        assert "dropped mid-reply" in status_text(app.chat.messages()[-1])
+
+
+async def test_a_server_that_is_down_is_explained_and_the_picker_says_so(tmp_path: Path):
+    from openai_stub import refused_url
+
+    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=refused_url(), model="m"))
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert app.status.state == "no model"
+        assert any("connection refused" in n.message for n in app._notifications)
+        await pilot.press("f3")
+        picker = app.screen
+        assert isinstance(picker, RemoteModelPicker)
+        await picker.workers.wait_for_complete()
+        await pilot.pause()
+        assert "connection refused" in str(picker.query_one("#picker-status").render())
+        await pilot.press("escape")
