@@ -18,10 +18,13 @@ from .history_cmd import history_app
 from .models_cmd import models_app
 from .options import (
     CtxOpt,
+    DraftOpt,
+    DraftTokensOpt,
     EngineChoice,
     GpuLayersOpt,
     MaxTokensOpt,
     HISTORY,
+    KvCacheTypeOpt,
     MinPOpt,
     ModelOpt,
     NoSaveOpt,
@@ -110,12 +113,16 @@ def main_callback(
     n_ctx: CtxOpt = None,
     n_gpu_layers: GpuLayersOpt = None,
     threads: ThreadsOpt = None,
+    kv_cache_type: KvCacheTypeOpt = None,
+    draft: DraftOpt = None,
+    draft_tokens: DraftTokensOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
     _setup_logging(verbose)
-    engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads)
+    engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
+                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
@@ -153,6 +160,9 @@ def run(
     n_ctx: CtxOpt = None,
     n_gpu_layers: GpuLayersOpt = None,
     threads: ThreadsOpt = None,
+    kv_cache_type: KvCacheTypeOpt = None,
+    draft: DraftOpt = None,
+    draft_tokens: DraftTokensOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, model, params, stats).")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print timing statistics on stderr.")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Do not strip terminal control sequences from the output.")] = False,
@@ -167,7 +177,8 @@ def run(
     """Answer one prompt, streaming the reply to stdout. Saved as a conversation unless
     --no-save; --continue or --conversation ID add to a saved one (its system prompt and
     parameters apply, under your flags)."""
-    engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads)
+    engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
+                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
     def go() -> int:
