@@ -50,7 +50,7 @@ class ModelInfo:
     flash_attn_forced: bool = False  # turned on because the quantized V cache needs it
     speculative: str = "off"  # "prompt-lookup" when drafting
     draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
-    notices: tuple[str, ...] = ()  # what the user should know about how it was loaded (one line each)
+    notices: tuple[str, ...] = ()  # warnings about how it was loaded (one line each), e.g. GPU -> CPU
 
     @property
     def device(self) -> str:

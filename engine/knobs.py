@@ -78,13 +78,26 @@ def check_draft_logits(draft_tokens: int, n_vocab: int) -> None:
         )
 
 
-def gpu_unavailable_message(n_gpu_layers: int, version: str = "") -> str:
-    """One line: GPU layers were asked for, this build cannot offload, how to rebuild it."""
+def llama_cpp_version() -> str:
+    """The installed llama-cpp-python's version ('' if unknown), without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llama-cpp-python")
+    except PackageNotFoundError:
+        return ""
+
+
+def gpu_unavailable_message(n_gpu_layers: int, version: str | None = None, asked_by: str | None = None) -> str:
+    """One line: GPU layers were asked for, this build cannot offload, how to rebuild it.
+    ``asked_by``: where the request came from (default: the flag, the config key, the variable)."""
+    version = llama_cpp_version() if version is None else version
     pin = f"llama-cpp-python=={version}" if version else "llama-cpp-python"
     asked = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layer" + ("" if n_gpu_layers == 1 else "s")
+    asked_by = asked_by or f"--n-gpu-layers {n_gpu_layers}, gpu_layers in the config or VIBECHAT_GPU_LAYERS"
     return (
-        f"GPU offload of {asked} was asked for (--n-gpu-layers {n_gpu_layers}, gpu_layers in the config or "
-        f"VIBECHAT_GPU_LAYERS) but this llama-cpp-python build is CPU-only: rebuild it for CUDA with "
+        f"GPU offload of {asked} was asked for ({asked_by}) but this llama-cpp-python build is CPU-only: "
+        "rebuild it for CUDA with "
         f"CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install --force-reinstall --no-cache-dir {pin} "
         f"(or CMAKE_ARGS=\"-DGGML_CUDA=on\" python3 dev.py chat), for Metal with CMAKE_ARGS=\"-DGGML_METAL=on\", "
         "or use --n-gpu-layers 0 for the CPU."

@@ -181,7 +181,7 @@ class LlamaCppBackend:
         else:
             n_gpu_layers = opts.n_gpu_layers
             if n_gpu_layers != 0 and not offload:
-                message = gpu_unavailable_message(n_gpu_layers, getattr(ll, "__version__", ""))
+                message = gpu_unavailable_message(n_gpu_layers, getattr(ll, "__version__", None))
                 if not opts.cpu_fallback:
                     raise GpuOffloadUnavailableError(message)
                 log.warning("%s", message)
@@ -233,7 +233,6 @@ class LlamaCppBackend:
                 # llama.cpp cannot create a quantized V cache without flash attention.
                 flash_attn = forced = True
                 log.info("flash attention turned on: the %s V cache needs it", kv_type)
-                notices.append(f"Flash attention is on: the {kv_type} V cache needs it.")
             cparams.flash_attn_type = (ll.LLAMA_FLASH_ATTN_TYPE_AUTO if flash_attn is None
                                        else ll.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
                                        else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED)
