@@ -26,11 +26,21 @@ def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> 
         return resolve_model(ref)
 
 
-def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = None) -> Backend:
-    """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker)."""
+def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = None, *,
+                 cpu_fallback: bool = False) -> Backend:
+    """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker).
+
+    ``cpu_fallback``: GPU layers asked for on a build that cannot offload load on the CPU
+    with a notice (the chat) instead of failing the load (``vibechat run``)."""
     check_engine_numbers(engine)
     if engine.remote:
         return make_remote_backend(engine)
+    from vibechat.engine.knobs import (
+        DEFAULT_DRAFT_TOKENS,
+        DEFAULT_KV_CACHE_TYPE,
+        check_kv_cache_type,
+        check_speculative,
+    )
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 
     options = LlamaCppOptions(
@@ -38,6 +48,10 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
         n_ctx=engine.ctx,
         n_gpu_layers=engine.n_gpu_layers,
         n_threads=engine.threads,
+        kv_cache_type=check_kv_cache_type(engine.kv_cache_type or DEFAULT_KV_CACHE_TYPE),
+        speculative=check_speculative(engine.speculative or "off"),
+        draft_tokens=engine.draft_tokens or DEFAULT_DRAFT_TOKENS,
+        cpu_fallback=cpu_fallback,
     )
     return LlamaCppBackend(options)
 

@@ -21,10 +21,13 @@ from .options import (
     BackendOpt,
     BaseUrlOpt,
     CtxOpt,
+    DraftOpt,
+    DraftTokensOpt,
     EngineChoice,
     GpuLayersOpt,
     MaxTokensOpt,
     HISTORY,
+    KvCacheTypeOpt,
     MinPOpt,
     ModelOpt,
     NoSaveOpt,
@@ -116,13 +119,17 @@ def main_callback(
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = None,
+    kv_cache_type: KvCacheTypeOpt = None,
+    draft: DraftOpt = None,
+    draft_tokens: DraftTokensOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
     _setup_logging(verbose)
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
-                          backend=backend, base_url=base_url, api_key_env=api_key_env)
+                          backend=backend, base_url=base_url, api_key_env=api_key_env,
+                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
@@ -163,6 +170,9 @@ def run(
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = None,
+    kv_cache_type: KvCacheTypeOpt = None,
+    draft: DraftOpt = None,
+    draft_tokens: DraftTokensOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, model, params, stats).")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print timing statistics on stderr.")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Do not strip terminal control sequences from the output.")] = False,
@@ -183,7 +193,8 @@ def run(
     parameters apply, under your flags). --prompts-file runs many prompts, each a new
     conversation."""
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
-                          backend=backend, base_url=base_url, api_key_env=api_key_env)
+                          backend=backend, base_url=base_url, api_key_env=api_key_env,
+                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
     def go() -> int:

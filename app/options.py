@@ -53,6 +53,14 @@ BaseUrlOpt = Annotated[Optional[str], typer.Option(
 ApiKeyEnvOpt = Annotated[Optional[str], typer.Option(
     "--api-key-env", metavar="VAR", help="The environment variable holding the server's API key "
     "(default: VIBECHAT_API_KEY, else OPENAI_API_KEY).", rich_help_panel=REMOTE)]
+KvCacheTypeOpt = Annotated[Optional[str], typer.Option(
+    "--kv-cache-type", help="KV-cache type: f16 (default), q8_0 or q4_0 (less memory; turns flash attention on).",
+    rich_help_panel=ENGINE)]
+DraftOpt = Annotated[Optional[str], typer.Option(
+    "--draft", help="Speculative decoding: off (default) or prompt-lookup (drafts from the prompt and reply).",
+    rich_help_panel=ENGINE)]
+DraftTokensOpt = Annotated[Optional[int], typer.Option(
+    "--draft-tokens", help="Most tokens drafted per step with --draft (default 10).", rich_help_panel=ENGINE)]
 HISTORY = "History"
 NoSaveOpt = Annotated[bool, typer.Option(
     "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY)]
@@ -70,13 +78,17 @@ class EngineChoice:
     base_url: str | None = None
     api_key_env: str | None = None
     timeout: int | None = None
+    kv_cache_type: str | None = None  # None: the default (f16)
+    speculative: str | None = None  # None: off
+    draft_tokens: int | None = None  # None: the default (10)
 
     @classmethod
     def from_config(cls, config) -> "EngineChoice":
         """The engine settings of an effective ``Config`` (flags already applied)."""
         return cls(model=config.model, ctx=config.context_size, n_gpu_layers=config.gpu_layers,
                    threads=config.threads, backend=config.backend, base_url=config.base_url,
-                   api_key_env=config.api_key_env, timeout=config.timeout)
+                   api_key_env=config.api_key_env, timeout=config.timeout, kv_cache_type=config.kv_cache_type,
+                   speculative=config.speculative, draft_tokens=config.draft_tokens)
 
     @property
     def remote(self) -> bool:
@@ -106,6 +118,7 @@ class SamplingChoice:
 
 def check_engine_numbers(engine: EngineChoice) -> None:
     from vibechat.engine.errors import InvalidParameterError
+    from vibechat.engine.knobs import MAX_DRAFT_TOKENS
 
     if engine.ctx is not None and not (64 <= engine.ctx <= 1_048_576):
         raise InvalidParameterError(f"--ctx must be between 64 and 1048576 tokens (got {engine.ctx}).")
@@ -113,12 +126,17 @@ def check_engine_numbers(engine: EngineChoice) -> None:
         raise InvalidParameterError(f"--threads must be between 1 and 1024 (got {engine.threads}).")
     if engine.n_gpu_layers is not None and engine.n_gpu_layers < -1:
         raise InvalidParameterError(f"--n-gpu-layers must be -1 (all), 0 or more (got {engine.n_gpu_layers}).")
+    if engine.draft_tokens is not None and not (1 <= engine.draft_tokens <= MAX_DRAFT_TOKENS):
+        raise InvalidParameterError(f"--draft-tokens must be between 1 and {MAX_DRAFT_TOKENS} "
+                                    f"(got {engine.draft_tokens}).")
 
 
 ENGINE_FLAGS = {"model": "--model", "ctx": "--ctx", "n_gpu_layers": "--n-gpu-layers", "threads": "--threads",
-                "backend": "--backend", "base_url": "--base-url", "api_key_env": "--api-key-env"}
+                "backend": "--backend", "base_url": "--base-url", "api_key_env": "--api-key-env",
+                "kv_cache_type": "--kv-cache-type", "speculative": "--draft", "draft_tokens": "--draft-tokens"}
 ENGINE_KEYS = {"model": "model", "ctx": "context_size", "n_gpu_layers": "gpu_layers", "threads": "threads",
-               "backend": "backend", "base_url": "base_url", "api_key_env": "api_key_env"}
+               "backend": "backend", "base_url": "base_url", "api_key_env": "api_key_env",
+               "kv_cache_type": "kv_cache_type", "speculative": "speculative", "draft_tokens": "draft_tokens"}
 
 
 def with_flags(loaded, engine: EngineChoice, sampling: SamplingChoice, system: str | None):

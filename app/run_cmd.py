@@ -49,9 +49,22 @@ def format_stats(stats, info=None) -> str:
             f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens · "
             f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
             f"{stats.finish_reason} · seed {stats.seed}")
+    if stats.drafted_tokens:
+        rate = stats.accepted_draft_tokens / stats.drafted_tokens
+        text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
     if info is not None:
         text += f" · {info.device}" + (f" · {info.n_threads} threads" if info.n_threads else "")
+        if info.kv_cache_bytes:
+            text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
     return text
+
+
+def engine_dict(info) -> dict[str, object]:
+    """How the model runs, for ``--json``."""
+    return {"device": info.device, "gpu_layers": info.gpu_layers, "n_layers": info.n_layers,
+            "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
+            "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
+            "speculative": info.speculative, "draft_tokens": info.draft_tokens}
 
 
 def _quiet_stdout() -> None:
@@ -107,6 +120,7 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
                 "params": params.to_dict(),
                 "finish_reason": "cancelled" if interrupted else stats.finish_reason,
                 "stats": _json_stats(stats),
+                "engine": engine_dict(info),
             }
             out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         elif text and not text.endswith("\n"):
@@ -201,5 +215,6 @@ def _json_stats(stats) -> dict[str, object]:
                 "ttft_ms": 0.0, "prompt_eval_ms": 0.0, "decode_tokens_per_s": 0.0}
     data = stats.to_dict()
     keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "ttft_ms",
-            "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages")
+            "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
+            "drafted_tokens", "accepted_draft_tokens")
     return {k: data[k] for k in keys}

@@ -47,6 +47,12 @@ class ModelInfo:
     flash_attn: bool | None = None
     backend: str = "llama.cpp"
     server: str | None = None  # a remote backend's server (its URL, without credentials)
+    kv_cache_type: str = "f16"  # the K and V cache element type
+    kv_cache_bytes: int | None = None  # what llama.cpp allocated for the KV cache (None: unknown)
+    flash_attn_forced: bool = False  # turned on because the quantized V cache needs it
+    speculative: str = "off"  # "prompt-lookup" when drafting
+    draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
+    notices: tuple[str, ...] = ()  # warnings about how it was loaded (one line each), e.g. GPU -> CPU
 
     @property
     def device(self) -> str:
@@ -59,6 +65,14 @@ class ModelInfo:
         if self.backend != "llama.cpp" or self.gpu_offload_supported:
             return "CPU" if self.backend == "llama.cpp" else self.backend
         return "CPU (no GPU offload in this build)"
+
+    @property
+    def kv_cache(self) -> str:
+        """``KV q8_0 76 MiB`` (the size when known)."""
+        from .knobs import human_mib
+
+        size = f" {human_mib(self.kv_cache_bytes)}" if self.kv_cache_bytes else ""
+        return f"KV {self.kv_cache_type}{size}"
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -78,6 +92,8 @@ class GenerationStats:
     finish_reason: FinishReason = "stop"
     seed: int | None = None
     dropped_messages: int = 0  # oldest messages left out to fit the context
+    drafted_tokens: int = 0  # speculative decoding: tokens proposed by the draft
+    accepted_draft_tokens: int = 0  # ... and how many of them the model confirmed
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)

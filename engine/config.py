@@ -30,6 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InvalidParameterError
+from .knobs import (
+    DEFAULT_DRAFT_TOKENS,
+    DEFAULT_KV_CACHE_TYPE,
+    MAX_DRAFT_TOKENS,
+    check_kv_cache_type,
+    check_speculative,
+)
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .paths import config_dir
 
@@ -53,9 +60,11 @@ def _show(value: Any) -> str:
 
 def _doc(help: str, *, kind: str, example: str, unset: str = "", env: str | None = None,
          flag: str | None = None, minimum: int | None = None, maximum: int | None = None,
-         choices: tuple[str, ...] = ()) -> dict[str, Any]:
+         choices: tuple[str, ...] = (), check: Any = None) -> dict[str, Any]:
+    """``check``: for a text setting with fixed choices, the function that validates it
+    (returns the canonical value or raises InvalidParameterError naming the choices)."""
     return {"help": help, "kind": kind, "example": example, "unset": unset, "env": env, "flag": flag,
-            "minimum": minimum, "maximum": maximum, "choices": choices}
+            "minimum": minimum, "maximum": maximum, "choices": choices, "check": check}
 
 
 BACKENDS = ("llama", "openai")
@@ -86,6 +95,20 @@ class Config:
         "CPU threads for generation.",
         kind="whole number", example="4", unset="the physical performance cores",
         env="VIBECHAT_THREADS", flag="--threads", minimum=1, maximum=1024))
+    kv_cache_type: str = field(default=DEFAULT_KV_CACHE_TYPE, metadata=_doc(
+        "KV-cache type for keys and values: f16, q8_0 (about half the memory) or q4_0 (about a quarter); "
+        "a quantized cache turns flash attention on.",
+        kind="text", example='"q8_0"', env="VIBECHAT_KV_CACHE_TYPE", flag="--kv-cache-type",
+        check=check_kv_cache_type))
+    speculative: str = field(default="off", metadata=_doc(
+        "Speculative decoding: off, or prompt-lookup (drafts tokens by finding the last words earlier in the "
+        "prompt or reply; helps when the reply repeats the prompt, e.g. editing code).",
+        kind="text", example='"prompt-lookup"', env="VIBECHAT_SPECULATIVE", flag="--draft",
+        check=check_speculative))
+    draft_tokens: int = field(default=DEFAULT_DRAFT_TOKENS, metadata=_doc(
+        "Most tokens drafted per step with speculative decoding.",
+        kind="whole number", example="10", env="VIBECHAT_DRAFT_TOKENS", flag="--draft-tokens",
+        minimum=1, maximum=MAX_DRAFT_TOKENS))
     theme: str = field(default=DEFAULT_THEME, metadata=_doc(
         "The colour theme (F4 in the chat chooses one and saves it here).",
         kind="text", example='"vibechat-paper"', env="VIBECHAT_THEME"))
@@ -136,6 +159,7 @@ class Setting:
     maximum: float | None = None
     optional: bool = True  # None (unset) is a valid value
     choices: tuple[str, ...] = ()  # the values a text setting may take (none: any)
+    check: Any = None  # a text setting with fixed choices: its validating function
 
     @property
     def name(self) -> str:
@@ -154,7 +178,7 @@ def _settings() -> tuple[Setting, ...]:
         default = f.default
         out.append(Setting(f.name, m["kind"], m["help"], default, m["example"], m["unset"], m["env"],
                            m["flag"], m["minimum"], m["maximum"], optional=default is None,
-                           choices=m["choices"]))
+                           choices=m["choices"], check=m["check"]))
     for spec in PARAM_SPECS.values():
         env = "VIBECHAT_" + spec.name.upper()
         example = {"max_tokens": "512", "seed": "42"}.get(spec.name, _show(spec.default))
@@ -305,6 +329,8 @@ def _check(setting: Setting, value: Any, base: Path) -> Any:
                 setting.maximum is not None and value > setting.maximum):
             raise InvalidParameterError(f"{name} must be{_range(setting)} (got {value})")
         return value
+    if setting.check is not None:
+        return setting.check(value)
     if not isinstance(value, (str, Path)) or not str(value).strip():
         raise InvalidParameterError(f"{name} must be a non-empty string (got {_show(value)})")
     if setting.choices:

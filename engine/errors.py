@@ -75,3 +75,7 @@ class ModelStoreError(VibechatError):
 
 class ConfigError(VibechatError):
     """The config file (or a ``VIBECHAT_*`` variable) is malformed, or could not be saved."""
+
+
+class GpuOffloadUnavailableError(VibechatError):
+    """GPU layers were asked for, but the installed llama-cpp-python cannot offload."""

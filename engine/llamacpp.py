@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import ctypes
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,8 +38,19 @@ from .backend import (
     TextDelta,
 )
 from .chat_template import ChatTemplate, choose_template
-from .errors import ContextOverflowError, GenerationError, ModelLoadError
+from .errors import ContextOverflowError, GenerationError, GpuOffloadUnavailableError, ModelLoadError
 from .gguf import GGUFInfo, inspect_gguf
+from .knobs import (
+    DEFAULT_DRAFT_TOKENS,
+    DEFAULT_KV_CACHE_TYPE,
+    DRAFT_NGRAM,
+    check_draft_logits,
+    check_draft_tokens,
+    check_kv_cache_type,
+    check_speculative,
+    gpu_unavailable_message,
+    kv_cache_bytes,
+)
 from .params import SamplingParams
 from .stops import StopMatcher
 from .system import available_memory, default_threads
@@ -47,6 +59,9 @@ log = logging.getLogger("vibechat.llama_cpp")
 
 DEFAULT_MAX_CONTEXT = 8192
 PENALTY_LAST_N = 64
+
+# llama.cpp's ggml_type ids for the KV-cache types in knobs.KV_CACHE_TYPES
+_GGML_TYPES = {"f16": ll.GGML_TYPE_F16, "q8_0": ll.GGML_TYPE_Q8_0, "q4_0": ll.GGML_TYPE_Q4_0}
 
 # ggml_log_level: NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5
 _LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
@@ -111,6 +126,12 @@ class LlamaCppOptions:
     flash_attn: bool | None = None  # default: auto (llama.cpp decides per device)
     n_batch: int = 2048
     n_ubatch: int = 512
+    kv_cache_type: str = DEFAULT_KV_CACHE_TYPE  # "f16", "q8_0" or "q4_0", for K and V
+    speculative: str = "off"  # "prompt-lookup": draft tokens from the prompt and reply so far
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS  # most tokens drafted per step
+    # GPU layers asked for (n_gpu_layers != 0) on a build that cannot offload: False raises
+    # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
+    cpu_fallback: bool = False
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -147,15 +168,24 @@ class LlamaCppBackend:
         if self._info is not None:
             return self._info
         opts = self.options
+        # Knob values are checked before anything is loaded: a typo costs no time.
+        kv_type = check_kv_cache_type(opts.kv_cache_type)
+        speculative = check_speculative(opts.speculative)
+        draft_tokens = check_draft_tokens(opts.draft_tokens) if speculative != "off" else 0
         gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
         llama_log = _ensure_llama_initialised()
         offload = gpu_offload_supported()
+        notices: list[str] = []
         if opts.n_gpu_layers is None:
             n_gpu_layers = -1 if offload else 0
         else:
             n_gpu_layers = opts.n_gpu_layers
             if n_gpu_layers != 0 and not offload:
-                log.warning("this llama-cpp-python build cannot offload to a GPU; running on the CPU")
+                message = gpu_unavailable_message(n_gpu_layers, getattr(ll, "__version__", None))
+                if not opts.cpu_fallback:
+                    raise GpuOffloadUnavailableError(message)
+                log.warning("%s", message)
+                notices.append("Running on the CPU: " + message)
 
         if n_gpu_layers == 0 or not offload:
             check_memory(gguf.file_size, gguf.path.name)
@@ -184,6 +214,8 @@ class LlamaCppBackend:
                 raise ModelLoadError(f"llama.cpp could not load {gguf.path}: "
                                      f"{_last_error(captured) or 'unsupported or corrupt model'}; "
                                      "try another file or a newer vibechat.")
+            if speculative != "off":
+                speculative, draft_tokens = self._check_drafting(model, draft_tokens, notices)
             trained = int(ll.llama_model_n_ctx_train(model))
             n_ctx = opts.n_ctx or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT)
             n_threads = opts.n_threads or default_threads()
@@ -194,15 +226,29 @@ class LlamaCppBackend:
             cparams.n_threads = n_threads
             cparams.n_threads_batch = n_threads
             cparams.no_perf = False
-            cparams.flash_attn_type = (ll.LLAMA_FLASH_ATTN_TYPE_AUTO if opts.flash_attn is None
-                                       else ll.LLAMA_FLASH_ATTN_TYPE_ENABLED if opts.flash_attn
+            cparams.type_k = cparams.type_v = _GGML_TYPES[kv_type]
+            flash_attn = opts.flash_attn
+            forced = False
+            if kv_type != "f16" and flash_attn is None:
+                # llama.cpp cannot create a quantized V cache without flash attention.
+                flash_attn = forced = True
+                log.info("flash attention turned on: the %s V cache needs it", kv_type)
+            cparams.flash_attn_type = (ll.LLAMA_FLASH_ATTN_TYPE_AUTO if flash_attn is None
+                                       else ll.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
                                        else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED)
             ctx = ll.llama_init_from_model(model, cparams)
             if not ctx:
                 ll.llama_model_free(model)
+                reason = _last_error(captured) or "not enough memory?"
+                if kv_type != "f16":
+                    raise ModelLoadError(
+                        f"llama.cpp could not create a {n_ctx:,}-token context with a {kv_type} KV cache for "
+                        f"{gguf.path.name} ({reason}): a quantized V cache needs flash attention on this device; "
+                        "use --kv-cache-type f16 (kv_cache_type in the config)."
+                    )
                 raise ModelLoadError(
                     f"llama.cpp could not create a {n_ctx:,}-token context for {gguf.path.name} "
-                    f"({_last_error(captured) or 'not enough memory?'}): try a smaller --ctx."
+                    f"({reason}): try a smaller --ctx."
                 )
         finally:
             llama_log.captured = None
@@ -217,24 +263,74 @@ class LlamaCppBackend:
         self._template = ChatTemplate(name, source, bos_token=bos, eos_token=eos)
 
         n_layers = int(ll.llama_model_n_layer(model))
+        context_size = int(ll.llama_n_ctx(ctx))
+        kv_bytes = _kv_cache_logged(captured)
+        if kv_bytes is None:
+            kv_bytes = self._kv_cache_computed(context_size, kv_type)
         self._info = ModelInfo(
             name=gguf.name,
             path=str(gguf.path),
             architecture=gguf.architecture,
             quantization=gguf.quantization,
             trained_context=trained or gguf.context_length,
-            context_size=int(ll.llama_n_ctx(ctx)),
+            context_size=context_size,
             n_layers=n_layers,
             gpu_layers=_offloaded_layers(captured, n_gpu_layers, n_layers, offload),
             gpu_offload_supported=offload,
             chat_format=name,
             file_size=gguf.file_size,
             n_threads=n_threads,
-            flash_attn=_flash_attn_state(captured, opts.flash_attn),
+            flash_attn=_flash_attn_state(captured, flash_attn),
+            kv_cache_type=kv_type,
+            kv_cache_bytes=kv_bytes,
+            flash_attn_forced=forced,
+            speculative=speculative,
+            draft_tokens=draft_tokens,
+            notices=tuple(notices),
         )
-        log.info("loaded %s (%s, %s) ctx=%d threads=%d template=%s", gguf.path, gguf.architecture,
-                 gguf.quantization, self._info.context_size, n_threads, name)
+        log.info("loaded %s (%s, %s) ctx=%d threads=%d template=%s kv=%s (%s bytes) speculative=%s",
+                 gguf.path, gguf.architecture, gguf.quantization, context_size, n_threads, name, kv_type,
+                 kv_bytes, speculative)
         return self._info
+
+    def _check_drafting(self, model, draft_tokens: int, notices: list[str]) -> tuple[str, int]:
+        """Whether prompt-lookup drafting can run on ``model``: refuses a draft length whose
+        logits would be absurd (frees the model first), turns it off for models whose
+        memory cannot drop rejected tokens."""
+        n_vocab = int(ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(model)))
+        try:
+            check_draft_logits(draft_tokens, n_vocab)
+        except Exception:
+            ll.llama_model_free(model)
+            raise
+        if ll.llama_model_is_recurrent(model) or ll.llama_model_is_hybrid(model):
+            notices.append("Prompt-lookup drafting is off: this model's recurrent state cannot drop "
+                           "rejected draft tokens.")
+            return "off", 0
+        return "prompt-lookup", draft_tokens
+
+    def _kv_cache_computed(self, n_ctx: int, kv_type: str) -> int | None:
+        """n_ctx x layers x (K + V width) x bytes per element, from the model's shape (used when
+        llama.cpp's log did not say)."""
+        model = self._model
+        arch = self._gguf.architecture if self._gguf else ""
+        n_head = int(ll.llama_model_n_head(model))
+        n_head_kv = int(ll.llama_model_n_head_kv(model))
+        n_embd = int(ll.llama_model_n_embd(model))
+        if not n_head or not n_head_kv:
+            return None
+        head_k = self._meta_int(f"{arch}.attention.key_length") or n_embd // n_head
+        head_v = self._meta_int(f"{arch}.attention.value_length") or n_embd // n_head
+        return kv_cache_bytes(n_ctx, int(ll.llama_model_n_layer(model)), head_k * n_head_kv, head_v * n_head_kv,
+                              kv_type)
+
+    def _meta_int(self, key: str) -> int | None:
+        buf = ctypes.create_string_buffer(64)
+        n = ll.llama_model_meta_val_str(self._model, key.encode("utf-8"), buf, len(buf))
+        try:
+            return int(buf.value) if n > 0 else None
+        except ValueError:
+            return None
 
     def describe(self) -> ModelInfo:
         if self._info is None:
@@ -416,47 +512,24 @@ class LlamaCppBackend:
             limit = n_ctx - len(tokens)
             if params.max_tokens is not None:
                 limit = min(limit, params.max_tokens)
-            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            stops = StopMatcher(params.stop)
+            out = _Emitter(self, limit, params.stop)
             chain = self._sampler(params)
-            generated = 0
-            first = True
-            vocab, ctx, one = self._vocab, self._ctx, self._one
             try:
-                while True:
-                    if self._cancel.is_set():
-                        finish = "cancelled"
-                        break
-                    if generated >= limit:
-                        finish = "length"
-                        break
-                    token = ll.llama_sampler_sample(chain, ctx, -1)
-                    if ll.llama_vocab_is_eog(vocab, token):
-                        break
-                    generated += 1
-                    text = stops.feed(decoder.decode(self._piece_bytes(token)))
-                    if text:
-                        if first:
-                            t_first_token = time.perf_counter()
-                            first = False
-                        text_parts.append(text)
-                        yield TextDelta(text)
-                    if stops.stopped:
-                        break
-                    one[0] = token
-                    rc = ll.llama_decode(ctx, ll.llama_batch_get_one(one, 1))
-                    if rc != 0:
-                        if rc == 2 or self._cancel.is_set():
-                            finish = "cancelled"
-                            break
-                        raise GenerationError(f"llama.cpp failed while generating (llama_decode returned {rc}); "
-                                              "start a new conversation.")
-                    self._tokens.append(token)
+                if self.describe().speculative == "prompt-lookup":
+                    pieces = self._speculative_tokens(chain, out, tokens, stats)
+                else:
+                    pieces = self._plain_tokens(chain, out)
+                for text in pieces:
+                    if not text_parts:
+                        t_first_token = time.perf_counter()
+                    text_parts.append(text)
+                    yield TextDelta(text)
             finally:
                 ll.llama_sampler_free(chain)
-            stats.completion_tokens = generated
-            tail = stops.flush() + decoder.decode(b"", final=True)
-            if tail and not stops.stopped:
+            finish = out.finish
+            stats.completion_tokens = out.generated
+            tail = out.tail()
+            if tail:
                 text_parts.append(tail)
                 yield TextDelta(tail)
         t_end = time.perf_counter()
@@ -466,6 +539,169 @@ class LlamaCppBackend:
         if stats.completion_tokens and stats.decode_ms > 0:
             stats.decode_tokens_per_s = stats.completion_tokens / (stats.decode_ms / 1000)
         yield GenerationDone(text="".join(text_parts), stats=stats, params=params)
+
+    # Both decode loops below sample with the same chain and hand every token to the same
+    # _Emitter; they differ only in how many tokens one llama_decode evaluates.
+    def _plain_tokens(self, chain, out: "_Emitter") -> Iterator[str]:
+        """One token per llama_decode. Yields the reply's text as it forms."""
+        ctx, one = self._ctx, self._one
+        sample, decode, batch_one = ll.llama_sampler_sample, ll.llama_decode, ll.llama_batch_get_one
+        while out.may_continue():
+            token = sample(chain, ctx, -1)
+            text = out.emit(token)
+            if text:
+                yield text
+            if out.done:
+                return
+            one[0] = token
+            rc = decode(ctx, batch_one(one, 1))
+            if rc != 0:
+                self._decode_failed(rc, out)
+                return
+            self._tokens.append(token)
+
+    def _speculative_tokens(self, chain, out: "_Emitter", prompt: Sequence[int],
+                            stats: GenerationStats) -> Iterator[str]:
+        """Prompt-lookup speculative decoding: after each token, look its last words up in the
+        prompt and the reply so far (llama-cpp-python's LlamaPromptLookupDecoding); when they
+        occurred before, the tokens that followed are the draft. One llama_decode evaluates the
+        token and the draft with logits at every position; the chain then samples position by
+        position, keeping drafts while they equal what it samples. The first sample that
+        differs is kept as the next token and the rejected drafts leave the KV cache. Each
+        sample sees the same logits as in the plain loop, so greedy output is identical."""
+        import numpy as np
+        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+        info = self.describe()
+        n_draft = info.draft_tokens
+        lookup = LlamaPromptLookupDecoding(max_ngram_size=DRAFT_NGRAM, num_pred_tokens=n_draft)
+        history = np.empty(info.context_size + 1, dtype=np.intc)  # the prompt and every emitted token
+        history[:len(prompt)] = prompt
+        n_history = len(prompt)
+        n_batch = max(2, min(self.options.n_batch, info.context_size))
+        ctx, mem, one = self._ctx, self._mem, self._one
+        sample, decode, batch_one = ll.llama_sampler_sample, ll.llama_decode, ll.llama_batch_get_one
+        batch = ll.llama_batch_init(n_draft + 1, 0, 1)
+        try:
+            for i in range(n_draft + 1):
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 1
+            pending: int | None = None  # sampled while verifying a draft, not emitted yet
+            while out.may_continue():
+                token = sample(chain, ctx, -1) if pending is None else pending
+                pending = None
+                text = out.emit(token)
+                if text:
+                    yield text
+                if out.done:
+                    return
+                history[n_history] = token
+                n_history += 1
+                room = min(n_draft, out.limit - out.generated, n_batch - 1)
+                drafts = lookup(history[:n_history])[:room].tolist() if room > 0 else []
+                if not drafts:
+                    one[0] = token
+                    rc = decode(ctx, batch_one(one, 1))
+                    if rc != 0:
+                        self._decode_failed(rc, out)
+                        return
+                    self._tokens.append(token)
+                    continue
+                n_kept = len(self._tokens)
+                batch.n_tokens = len(drafts) + 1
+                for i, t in enumerate([token, *drafts]):
+                    batch.token[i] = t
+                    batch.pos[i] = n_kept + i
+                rc = decode(ctx, batch)
+                if rc != 0:
+                    self._decode_failed(rc, out)
+                    return
+                self._tokens.append(token)
+                self._tokens.extend(drafts)  # what the KV cache holds now; rejected ones go below
+                stats.drafted_tokens += len(drafts)
+                accepted = 0
+                for i, draft in enumerate(drafts):
+                    if not out.may_continue():
+                        break
+                    sampled = sample(chain, ctx, i)
+                    if sampled != draft:
+                        pending = sampled
+                        break
+                    accepted += 1
+                    text = out.emit(sampled)
+                    if text:
+                        yield text
+                    history[n_history] = sampled
+                    n_history += 1
+                    if out.done:
+                        break
+                stats.accepted_draft_tokens += accepted
+                keep = n_kept + 1 + accepted
+                if keep < len(self._tokens):
+                    if not ll.llama_memory_seq_rm(mem, 0, keep, -1):
+                        raise GenerationError("llama.cpp could not drop rejected draft tokens from the KV cache; "
+                                              "start a new conversation, or turn speculative decoding off.")
+                    del self._tokens[keep:]
+                if out.done:
+                    return
+        finally:
+            ll.llama_batch_free(batch)
+
+    def _decode_failed(self, rc: int, out: "_Emitter") -> None:
+        if rc == 2 or self._cancel.is_set():
+            out.finish = "cancelled"
+            return
+        raise GenerationError(f"llama.cpp failed while generating (llama_decode returned {rc}); "
+                              "start a new conversation.")
+
+
+class _Emitter:
+    """What every decode loop does with a sampled token: stop on cancel or at the length
+    limit, end at end-of-generation, decode the token's bytes as UTF-8 without splitting a
+    character, and hold back text that may be the start of a stop string."""
+
+    __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
+                 "_vocab")
+
+    def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str]) -> None:
+        self._backend = backend
+        self._cancel = backend._cancel
+        self._vocab = backend._vocab
+        self._eog = ll.llama_vocab_is_eog
+        self.limit = limit
+        self.generated = 0
+        self.finish: FinishReason = "stop"
+        self.done = False  # ended by end-of-generation or a stop string
+        self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        self._stops = StopMatcher(stop)
+
+    def may_continue(self) -> bool:
+        """Whether to sample another token (False: cancelled, or the limit is reached)."""
+        if self._cancel.is_set():
+            self.finish = "cancelled"
+            return False
+        if self.generated >= self.limit:
+            self.finish = "length"
+            return False
+        return True
+
+    def emit(self, token: int) -> str:
+        """The text ``token`` adds to the reply ('' when held back); sets ``done`` at the end."""
+        if self._eog(self._vocab, token):
+            self.done = True
+            return ""
+        self.generated += 1
+        stops = self._stops
+        text = stops.feed(self._decode(self._backend._piece_bytes(token)))
+        if stops.stopped:
+            self.done = True
+        return text
+
+    def tail(self) -> str:
+        """What is still held back once generation ends (nothing after a stop string)."""
+        tail = self._stops.flush() + self._decode(b"", final=True)
+        return "" if self._stops.stopped else tail
 
 
 def check_memory(needed: int, name: str, available: int | None = None) -> None:
@@ -485,8 +721,6 @@ def _last_error(captured: list[tuple[int, str]]) -> str:
 
 
 def _offloaded_layers(captured: list[tuple[int, str]], requested: int, n_layers: int, offload: bool) -> int:
-    import re
-
     for _level, line in captured:
         match = re.search(r"offloaded (\d+)/(\d+) layers to GPU", line)
         if match:
@@ -494,6 +728,16 @@ def _offloaded_layers(captured: list[tuple[int, str]], requested: int, n_layers:
     if not offload or requested == 0:
         return 0
     return n_layers if requested < 0 else min(requested, n_layers)
+
+
+_KV_SIZE = re.compile(r"llama_kv_cache: size =\s*([0-9.]+) MiB")
+
+
+def _kv_cache_logged(captured: list[tuple[int, str]]) -> int | None:
+    """The KV cache's size from llama.cpp's own lines ("llama_kv_cache: size = 24.00 MiB ...";
+    one per cache: models with sliding-window layers have two)."""
+    sizes = [float(m.group(1)) for _level, line in captured for m in [_KV_SIZE.search(line)] if m]
+    return round(sum(sizes) * (1 << 20)) if sizes else None
 
 
 def _flash_attn_state(captured: list[tuple[int, str]], requested: bool | None) -> bool | None:

@@ -17,7 +17,8 @@ from vibechat.engine.params import SamplingParams
 
 INFO = ModelInfo(name="Fake 1B", path="/models/fake.gguf", architecture="llama", quantization="Q4_K_M",
                  trained_context=4096, context_size=4096, n_layers=16, gpu_layers=0,
-                 gpu_offload_supported=False, chat_format="gguf", file_size=1, n_threads=2)
+                 gpu_offload_supported=False, chat_format="gguf", file_size=1, n_threads=2,
+                 kv_cache_bytes=64 << 20)
 
 
 class RecordingBackend:

@@ -82,6 +82,13 @@ def test_system_prompt_is_used(starter_installed):
     (["-p", "   "], "the prompt is empty"),
     (["-p", "hi", "--model", "/nonexistent/x.gguf"], "does not exist"),
     (["-p", "hi", "--model", "no-such-model"], "no local model named 'no-such-model'"),
+    (["-p", "hi", "--kv-cache-type", "q5"], "--kv-cache-type: kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5')"),
+    (["-p", "hi", "--draft", "medusa"], "--draft: speculative must be one of off, prompt-lookup"),
+    (["-p", "hi", "--draft-tokens", "0"], "--draft-tokens must be between 1 and 1024 (got 0)"),
+    (["-p", "hi", "--draft", "prompt-lookup", "--draft-tokens", "1024"], "use --draft-tokens 1023 or fewer"),
+    # This build has no GPU offload: asking for GPU layers is an error in `run` (the chat warns).
+    (["-p", "hi", "--n-gpu-layers", "5"], 'CPU-only: rebuild it for CUDA with CMAKE_ARGS="-DGGML_CUDA=on" pip install'),
+    (["-p", "hi", "--n-gpu-layers", "-1"], 'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat'),
 ])
 def test_user_errors_are_one_line_with_exit_1(starter_installed, args, needle):
     out = vibechat("run", *args)
@@ -151,10 +158,42 @@ def test_ctrl_c_keeps_output_and_exits_130(starter_installed):
     assert (first + rest).strip()
 
 
+def test_gpu_layers_from_the_environment_on_a_cpu_build_is_an_error(starter_installed, monkeypatch):
+    monkeypatch.setenv("VIBECHAT_GPU_LAYERS", "-1")
+    out = vibechat("run", "-p", "hi", "-n", "2")
+    assert out.returncode == 1 and "GPU offload of all layers was asked for" in out.stderr
+    assert "-DGGML_METAL=on" in out.stderr and out.stderr.count("\n") == 1
+    out = vibechat("run", "-p", "hi", "-n", "2", "--n-gpu-layers", "0")  # the flag wins: CPU only
+    assert out.returncode == 0, out.stderr
+
+
+def test_kv_cache_type_is_applied_and_reported(starter_installed):
+    out = vibechat("run", "-p", "Hi", "-n", "4", "--ctx", "2048", "--kv-cache-type", "q4_0", "--json", "--stats")
+    assert out.returncode == 0, out.stderr
+    engine = json.loads(out.stdout)["engine"]
+    assert engine["kv_cache_type"] == "q4_0" and engine["flash_attn"] is True
+    assert 0 < engine["kv_cache_bytes"] < 2048 * 18 * 512 * 2  # less than the f16 cache
+    assert "KV q4_0 10 MiB (flash attention on)" in out.stderr
+
+
+def test_prompt_lookup_drafting_gives_the_same_greedy_reply(starter_installed):
+    code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
+    args = ("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "40", "--json")
+    plain = json.loads(vibechat(*args).stdout)
+    out = vibechat(*args, "--draft", "prompt-lookup", "--draft-tokens", "6", "--stats")
+    assert out.returncode == 0, out.stderr
+    drafted = json.loads(out.stdout)
+    assert drafted["text"] == plain["text"]
+    assert drafted["engine"]["speculative"] == "prompt-lookup" and drafted["engine"]["draft_tokens"] == 6
+    assert drafted["stats"]["drafted_tokens"] >= drafted["stats"]["accepted_draft_tokens"] > 0
+    assert plain["stats"]["drafted_tokens"] == 0 and plain["engine"]["speculative"] == "off"
+    assert "· drafted " in out.stderr and "accepted" in out.stderr
+
+
 def test_help_lists_every_flag():
     out = vibechat("run", "--help")
     assert out.returncode == 0
     for flag in ("--prompt", "--model", "--system", "--temperature", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--max-tokens", "--seed", "--stop", "--ctx", "--n-gpu-layers",
-                 "--threads", "--json", "--stats", "--raw"):
+                 "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--json", "--stats", "--raw"):
         assert flag in out.stdout

@@ -86,6 +86,8 @@ async def test_picker_lists_models_and_switching_starts_a_new_conversation(start
         assert names[:3] == ["starter", "acme/Broken-GGUF:Q8_0", "acme/Gemma-Copy-GGUF:Q4_K_M"]
         table = picker.query_one("DataTable")
         assert table.get_row_at(0)[0] == "●"  # the loaded one
+        assert table.get_row_at(0)[-1] == "0/18" and table.get_row_at(2)[-1] == ""  # its layers on the GPU
+        assert "● loaded (CPU (no GPU offload in this build))" in str(picker.query_one("#picker-status").render())
         assert "Q4_K_M" in table.get_row_at(2) and "253.1 MB" in table.get_row_at(2)
 
         await choose(pilot, picker, "acme/Gemma-Copy-GGUF:Q4_K_M")
@@ -205,3 +207,70 @@ async def test_choosing_the_loaded_model_does_not_reload_it(starter_installed):
         await choose(pilot, picker, "starter")
         assert made == [] and any("already loaded" in n.message for n in app._notifications)
 
+
+
+async def focus_gpu_slider(pilot):
+    from vibechat.app.tui.slider import Slider
+
+    await pilot.press("f2")
+    slider = pilot.app.query_one("#slider-gpu_layers", Slider)
+    slider.focus()
+    await pilot.pause()
+    return slider
+
+
+async def test_gpu_layers_on_a_build_without_offload_explains_the_rebuild_and_reloads_nothing(tmp_path):
+    """This build cannot offload: the chat runs on the CPU with a warning (``vibechat run`` fails
+    instead), and the GPU layers slider says how to get a GPU build rather than reloading."""
+    notice = "Running on the CPU: GPU offload of all layers was asked for (...)"
+    made = []
+    app = create_app(RecordingBackend(info=replace(INFO, notices=(notice,))),
+                     backend_factory=lambda p, **kw: made.append((p, kw)) or RecordingBackend(), blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert any(n.message == notice and n.severity == "warning" for n in app._notifications)
+        slider = await focus_gpu_slider(pilot)
+        assert slider.value == 0 and slider.spec.maximum == INFO.n_layers
+        await pilot.press("right", "right")
+        await pilot.pause(1.2)
+        assert slider.value == 0  # nothing is offloaded, and the slider says so
+        shown = [n for n in app._notifications if n.title == "GPU layers"]
+        assert len(shown) == 1 and shown[0].severity == "warning"  # once, not per key press
+        assert 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir' in shown[0].message
+        assert "-DGGML_METAL=on" in shown[0].message and "the GPU layers slider" in shown[0].message
+        assert made == []
+
+
+async def test_the_gpu_layers_slider_reloads_the_model_and_keeps_the_conversation(tmp_path):
+    """On a build that can offload (a double here: no GPU on the test machine), moving the
+    slider reloads the model with that many layers once it rests."""
+    path = tmp_path / "gpu-model-Q4_K_M.gguf"
+    path.write_bytes(gguf_bytes())
+    gpu = replace(INFO, path=str(path), gpu_offload_supported=True, gpu_layers=16)
+    made = []
+
+    def factory(p, **changes):
+        made.append((p, changes))
+        return RecordingBackend(info=replace(gpu, gpu_layers=changes.get("n_gpu_layers", 16)))
+
+    app = create_app(RecordingBackend(info=gpu), backend_factory=factory, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "Hello")
+        assert app.status.model.device == "GPU 16/16 layers"
+        slider = await focus_gpu_slider(pilot)
+        assert slider.value == 16
+        await pilot.press("left", "left", "left")  # one reload, after the slider rests
+        await pilot.pause(1.2)
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        assert made == [(path, {"n_gpu_layers": 13})]
+        assert app.status.model.device == "GPU 13/16 layers" and slider.value == 13
+        assert any("Reloaded Fake 1B: GPU 13/16 layers" in n.message for n in app._notifications)
+        assert len(app.chat.messages()) == 2  # the conversation goes on
+        picker = await open_picker(pilot)
+        assert "● loaded (GPU 13/16 layers)" in str(picker.query_one("#picker-status").render())
+        await pilot.press("escape", "f2")  # the panel closes, the input has the focus
+        await send(pilot, "Again")
+        assert len(app.chat.messages()) == 4
+        assert app.backend.requests  # the reloaded backend answered

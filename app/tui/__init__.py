@@ -56,10 +56,12 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
     from ..models_cmd import pull_with_progress
 
     # A bad --model fails here, before the screen opens; a Hub model is downloaded first.
-    backend = make_backend(engine, pull=pull_with_progress)
+    # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).
+    backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True)
 
-    def factory(path: "Path") -> "Backend":  # the same engine settings, another model
-        return make_backend(replace(engine, model=str(path)))
+    def factory(path: "Path", **changes: object) -> "Backend":
+        """The same engine settings, another model (or other settings: ``n_gpu_layers``)."""
+        return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True)
 
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save)
     freeze_startup_objects()

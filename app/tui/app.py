@@ -119,6 +119,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         super().__init__()
         self.backend = backend
         self.backend_factory = backend_factory  # makes a backend for another model file (the picker)
+        self.engine_changes = {}  # engine settings changed in the chat (the GPU layers slider)
         config = config or load_app_config()
         self.history = history  # None: chats are not saved
         self.chatlog = ChatLog(Conversation(system=system, params=params or config.config.params), history)
@@ -236,13 +237,23 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self.chatlog.set_model(info.name, info.path)
         self.status.model = info
         self.status.state = "ready"
+        self.panel.show_model(info)
         note = ""
         if info.chat_format not in ("gguf", "server"):
             note = f"\nThis GGUF has no chat template: using the built-in {info.chat_format!r} format."
+        engine = ""
+        if info.kv_cache_bytes:
+            engine = f" · {info.kv_cache}"
+            if info.flash_attn_forced:
+                engine += f" (flash attention on: the {info.kv_cache_type} V cache needs it)"
+        if info.speculative != "off":
+            engine += f" · {info.speculative} drafting ({info.draft_tokens} tokens)"
         self.chat.set_welcome(
-            f"{model_line(info)}{note}\n"
+            f"{model_line(info)}{engine}{note}\n"
             "Enter sends · Ctrl+J newline · F1 help · F2 parameters · Ctrl+N new chat · / commands"
         )
+        for notice in info.notices:  # e.g. GPU layers asked of a build that cannot offload
+            self.notify(notice, title="Model", severity="warning", timeout=20)
 
     def on_model_failed(self, message: ModelFailed) -> None:
         self.status.state = "no model"
@@ -503,6 +514,10 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     def _on_params_changed(self, message: ParamPanel.Changed) -> None:
         if message.params != self.conversation.params:
             self.chatlog.set_params(message.params)
+
+    @on(ParamPanel.GpuLayersChanged)
+    def _on_gpu_layers_changed(self, message: ParamPanel.GpuLayersChanged) -> None:
+        self.request_gpu_layers(message.layers)
 
     @on(AssistantMessage.LinkRequested)
     def _on_link(self, message: AssistantMessage.LinkRequested) -> None:

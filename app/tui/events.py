@@ -104,13 +104,15 @@ class CacheReset(Message):
 
 
 class ModelSwitched(Message):
-    """Another model is loaded (the previous one is closed)."""
+    """Another model is loaded (the previous one is closed); ``reload``: the same model with
+    other engine settings."""
 
-    def __init__(self, backend: Backend, info: ModelInfo, name: str) -> None:
+    def __init__(self, backend: Backend, info: ModelInfo, name: str, reload: bool = False) -> None:
         super().__init__()
         self.backend = backend
         self.info = info
         self.name = name
+        self.reload = reload
 
 
 class ModelSwitchFailed(Message):

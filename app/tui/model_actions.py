@@ -1,5 +1,6 @@
-"""The app's model management: the picker, switching models, downloading them; on a
-remote backend, the server's models (switching one only changes the model id).
+"""The app's model management: the picker, switching models, reloading one with other
+GPU layers, downloading them; on a remote backend, the server's models (switching one
+only changes the model id).
 
 A mixin of ``VibechatApp`` (it uses the app's backend, engine lock, status bar and
 conversation), kept apart so the app module stays about chatting.
@@ -15,14 +16,16 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 
 from vibechat.engine.backend import Backend
 from vibechat.engine.errors import DownloadCancelled, ModelLoadError, VibechatError
+from vibechat.engine.knobs import gpu_unavailable_message
 from vibechat.engine.models import LocalModel
 
 from ..progress import human_size
@@ -32,13 +35,17 @@ from .model_picker import ModelPicker, PickerChoice, RemoteModelPicker
 
 log = logging.getLogger("vibechat.tui")
 
-BackendFactory = Callable[[Path], Backend]
+# factory(path) -> a backend for another model file with the session's engine settings;
+# factory(path, n_gpu_layers=N) -> ... with those settings changed (the GPU layers slider).
+BackendFactory = Callable[..., Backend]
+GPU_RELOAD_DELAY = 0.8  # seconds the GPU layers slider must rest before the model reloads
 
 if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
     from textual.app import App
 
     from vibechat.engine.backend import ModelInfo
 
+    from .param_panel import ParamPanel
     from .status_bar import StatusBar
 
     class _Host(App[None]):
@@ -49,6 +56,8 @@ if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
 
         @property
         def status(self) -> StatusBar: ...
+        @property
+        def panel(self) -> ParamPanel: ...
         def _show_model(self, info: ModelInfo) -> None: ...
         async def start_new_conversation(self, reset_cache: bool = True) -> None: ...
 else:
@@ -59,6 +68,9 @@ class ModelActions(_Host):
     """Mixed into ``VibechatApp``; see the module docstring."""
 
     backend_factory: BackendFactory | None
+    engine_changes: dict[str, Any]  # engine settings changed in this session (GPU layers)
+    _gpu_reload_timer: Any = None
+    _gpu_notice_at: float = -1e9
     _download_title: str | None = None
     _download_cancel: threading.Event | None = None
     _download_screen: DownloadScreen | None = None
@@ -72,8 +84,9 @@ class ModelActions(_Host):
             self.push_screen(RemoteModelPicker(backend.server, backend.options.model, backend.list_models),
                              self._picked)
             return
-        loaded = self.status.model.path if self.status.model else None
-        self.push_screen(ModelPicker(loaded, self._download_title), self._picked)
+        info = self.status.model
+        self.push_screen(ModelPicker(info.path if info else None, self._download_title, loaded_info=info),
+                         self._picked)
 
     def _picked(self, choice: PickerChoice | None) -> None:
         if choice is None:
@@ -120,8 +133,46 @@ class ModelActions(_Host):
         self.status.state = f"loading {model.name}…"
         self._switch(model)
 
+    # ------------------------------------------------------------ GPU layers
+    def request_gpu_layers(self, layers: int) -> None:
+        """The GPU layers slider moved: reload the model once it rests, or, on a build that
+        cannot offload, say how to get one (and the slider goes back to 0)."""
+        info = self.status.model
+        if info is None:
+            return
+        if self._gpu_reload_timer is not None:
+            self._gpu_reload_timer.stop()
+            self._gpu_reload_timer = None
+        if not info.gpu_offload_supported:
+            self.panel.show_model(info)
+            now = time.monotonic()
+            if now - self._gpu_notice_at > 5:  # once, not on every key press
+                self._gpu_notice_at = now
+                self.notify(gpu_unavailable_message(layers, asked_by="the GPU layers slider"),
+                            title="GPU layers", severity="warning", timeout=20)
+            return
+        if layers == info.gpu_layers:
+            return
+        self._gpu_reload_timer = self.set_timer(GPU_RELOAD_DELAY, lambda: self.reload_model(n_gpu_layers=layers))
+
+    def reload_model(self, **changes: Any) -> None:
+        """Load the current model again with ``changes`` to the engine settings (kept for the
+        rest of the session); the conversation stays, its KV cache is rebuilt on the next reply."""
+        info = self.status.model
+        self._gpu_reload_timer = None
+        if info is None or self.backend_factory is None:
+            self.notify("This session cannot reload the model.", severity="warning")
+            return
+        self.engine_changes.update(changes)
+        if self.generating:
+            self.backend.cancel()
+        self.status.state = "reloading…"
+        model = LocalModel(name=info.name, path=Path(info.path), size=info.file_size, quant=info.quantization,
+                           source="vibechat")
+        self._switch(model, reload=True)
+
     @work(thread=True, exclusive=True, group="model", exit_on_error=False)
-    def _switch(self, model: LocalModel) -> None:
+    def _switch(self, model: LocalModel, reload: bool = False) -> None:
         try:
             info = self._swap_backend(model)
         except VibechatError as exc:
@@ -130,7 +181,7 @@ class ModelActions(_Host):
             log.exception("switching to %s failed", model.name)
             self.post_message(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))
         else:
-            self.post_message(ModelSwitched(self.backend, info, model.name))
+            self.post_message(ModelSwitched(self.backend, info, model.name, reload=reload))
 
     def _swap_backend(self, model: LocalModel):
         """In the worker: load ``model`` and make it the app's backend (see the module doc)."""
@@ -141,7 +192,7 @@ class ModelActions(_Host):
         assert self.backend_factory is not None
         path = resolve_model("starter") if model.source == "starter" else model.path
         header = inspect_gguf(path)  # a corrupt file stops here; the current model is untouched
-        new = self.backend_factory(path)
+        new = self.backend_factory(path, **self.engine_changes) if self.engine_changes else self.backend_factory(path)
         progress = lambda f: self.post_message(ModelProgress(f))  # noqa: E731
         with self._engine_lock:
             old: Backend = self.backend
@@ -167,12 +218,17 @@ class ModelActions(_Host):
 
     async def on_model_switched(self, message: ModelSwitched) -> None:
         self._show_model(message.info)
+        if message.reload:  # the same model: the conversation goes on
+            self.notify(f"Reloaded {message.name}: {message.info.device}.", timeout=4)
+            return
         await self.start_new_conversation(reset_cache=False)
         verb = "Switched to" if message.info.server else "Loaded"
         self.notify(f"{verb} {message.name}: a new conversation starts.", timeout=4)
 
     def on_model_switch_failed(self, message: ModelSwitchFailed) -> None:
         self.status.state = "ready" if self.model_ready else "no model"
+        if self.status.model is not None:
+            self.panel.show_model(self.status.model)  # the GPU layers slider shows what is loaded
         self.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",
                     title="Model", severity="error", timeout=15)
 

@@ -1,5 +1,6 @@
-"""The model pickers: every model on this machine, which one is loaded, and the way to
-the downloader; or, on a remote backend, the models the server offers.
+"""The model pickers: every model on this machine, which one is loaded (and how many of
+its layers are on the GPU), and the way to the downloader; or, on a remote backend, the
+models the server offers.
 
 They find the models in a worker (other tools' folders can be slow to walk, a
 server can be slow to answer) and dismiss with what the user chose; the app does
@@ -21,6 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.backend import ModelInfo
 from vibechat.engine.models import LocalModel
 from vibechat.engine.sanitize import sanitize
 
@@ -78,17 +80,19 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
             super().__init__()
             self.models = models
 
-    def __init__(self, loaded_path: str | None, downloading: str | None = None) -> None:
+    def __init__(self, loaded_path: str | None, downloading: str | None = None,
+                 loaded_info: ModelInfo | None = None) -> None:
         super().__init__()
         self.loaded_path = loaded_path
         self.downloading = downloading
+        self.loaded_info = loaded_info
         self.models: list[LocalModel] = []
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Models on this machine", classes="picker--title")
             table = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
-            table.add_columns(" ", "name", "quant", "size", "source")
+            table.add_columns(" ", "name", "quant", "size", "source", "GPU layers")
             yield table
             yield Static("Looking for models…", id="picker-status")
             yield Static("Enter load · d download a model" + (f" (downloading {self.downloading})"
@@ -109,12 +113,16 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
         self.models = message.models
         table = self.query_one(DataTable)
         table.clear()
+        info = self.loaded_info
         for index, model in enumerate(self.models):
-            loaded = "●" if self.loaded_path and str(model.path) == self.loaded_path else ""
-            table.add_row(loaded, model.name, model.quant, human_size(model.size), model.source, key=str(index))
+            is_loaded = bool(self.loaded_path) and str(model.path) == self.loaded_path
+            layers = f"{info.gpu_layers}/{info.n_layers}" if is_loaded and info and info.n_layers else ""
+            table.add_row("●" if is_loaded else "", model.name, model.quant, human_size(model.size), model.source,
+                          layers, key=str(index))
         status = self.query_one("#picker-status", Static)
         count = f"{len(self.models)} model" + ("" if len(self.models) == 1 else "s")
-        status.update(f"{count} · ● loaded · other tools' models are used in place, read-only")
+        where = f" ({info.device})" if info is not None else ""
+        status.update(f"{count} · ● loaded{where} · other tools' models are used in place, read-only")
         for index, model in enumerate(self.models):
             if self.loaded_path and str(model.path) == self.loaded_path:
                 table.move_cursor(row=index)

@@ -1,7 +1,10 @@
-"""The parameter panel: one slider per sampling parameter.
+"""The parameter panel: one slider per sampling parameter, and the GPU layers of the
+loaded model.
 
-Attributes down: the app sets ``params``; messages up: the panel posts
-``ParamPanel.Changed`` with the new ``SamplingParams`` whenever a slider moves.
+Attributes down: the app sets ``params`` and calls ``show_model``; messages up: the
+panel posts ``ParamPanel.Changed`` with the new ``SamplingParams`` whenever a sampling
+slider moves, and ``ParamPanel.GpuLayersChanged`` when the GPU layers slider does (the
+app reloads the model, or explains why it cannot).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
+from vibechat.engine.backend import ModelInfo
 from vibechat.engine.params import PARAM_SPECS, SamplingParams
 
 from .slider import Slider, SliderSpec
@@ -34,6 +38,15 @@ SLIDERS: tuple[SliderSpec, ...] = (
     _spec("max_tokens", "Max tokens", minimum=0, maximum=32768, none_at_minimum="no limit"),
 )
 SLIDER_SPECS = {spec.name: spec for spec in SLIDERS}
+GPU_LAYERS = "gpu_layers"
+
+
+def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
+    """0 to the model's layer count; the default ('r') is what loading chooses by itself."""
+    n_layers = info.n_layers if info is not None and info.n_layers else 0
+    default = n_layers if info is not None and info.gpu_offload_supported else 0
+    return SliderSpec(name=GPU_LAYERS, label="GPU layers", minimum=0, maximum=max(n_layers, 1), fine=1,
+                      coarse=4, default=default, integer=True)
 
 
 class ParamPanel(VerticalScroll):
@@ -70,6 +83,11 @@ class ParamPanel(VerticalScroll):
             self.params = params
             self.name = name
 
+    class GpuLayersChanged(Message):
+        def __init__(self, layers: int) -> None:
+            super().__init__()
+            self.layers = layers
+
     def __init__(self, params: SamplingParams, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._params = params
@@ -81,6 +99,9 @@ class ParamPanel(VerticalScroll):
         yield Static("←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
                      "r reset one · R reset all · ↑/↓ move\nCtrl+S save as default",
                      classes="panel--hint")
+        yield Static("Model", classes="panel--title")
+        yield Slider(gpu_layers_spec(None), 0)
+        yield Static("Changing it reloads the model.", classes="panel--hint")
 
     @property
     def params(self) -> SamplingParams:
@@ -90,18 +111,32 @@ class ParamPanel(VerticalScroll):
     def params(self, params: SamplingParams) -> None:
         """Show ``params`` (from /set, shortcuts, a loaded conversation) without echoing back."""
         self._params = params
-        for slider in self.query(Slider):
+        for slider in self._sampling_sliders():
             value = getattr(params, slider.spec.name)
             slider.set_value(slider.spec.minimum if value is None and slider.spec.none_at_minimum else value,
                              announce=False)
 
+    def _sampling_sliders(self) -> list[Slider]:
+        return [slider for slider in self.query(Slider) if slider.spec.name in SLIDER_SPECS]
+
+    def show_model(self, info: ModelInfo) -> None:
+        """The GPU layers slider follows the loaded model: its layer count, what is offloaded."""
+        slider = self.query_one(f"#slider-{GPU_LAYERS}", Slider)
+        slider.spec = gpu_layers_spec(info)
+        slider.set_value(info.gpu_layers, announce=False)
+        slider.refresh()
+
     def on_slider_changed(self, event: Slider.Changed) -> None:
         event.stop()
+        if event.name == GPU_LAYERS:
+            self.post_message(self.GpuLayersChanged(int(event.value or 0)))
+            return
         self._params = self._params.replace(**{event.name: event.value})
         self.post_message(self.Changed(self._params, event.name))
 
     def action_reset_all(self) -> None:
-        for slider in self.query(Slider):
+        """Every sampling parameter to its default (the GPU layers stay: that would reload)."""
+        for slider in self._sampling_sliders():
             slider.action_reset()
 
     def focus_first(self) -> None:

@@ -1,6 +1,6 @@
-"""The status bar: model and quantization, CPU/GPU (or the remote server: ``openai ·
-http://127.0.0.1:8080``), context meter, last reply's speed, and what the engine is
-doing. The app sets its attributes; it renders them."""
+"""The status bar: model and quantization, CPU/GPU (layers offloaded; or the remote
+server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
+reply's speed, and what the engine is doing. The app sets its attributes; it renders them."""
 
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ class StatusBar(Widget):
             if info.quantization:
                 parts += [" ", (info.quantization, dim)]
             parts += [" · ", info.device.split(" (")[0], " · "]
+            if info.kv_cache_bytes:
+                parts += [info.kv_cache, " · "]
             used, size = self.context_used, info.context_size
             ratio = used / size if size else 0
             style = "red" if ratio > 0.9 else "yellow" if ratio > 0.7 else ""

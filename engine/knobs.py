@@ -1,0 +1,111 @@
+"""The local engine's knobs that are not sampling parameters: the KV-cache type,
+speculative decoding by prompt lookup, and what to say when GPU layers are asked
+of a build that cannot offload.
+
+Light on purpose (no llama_cpp import): the config, the CLI and the TUI use the
+names and checks here; ``engine/llamacpp.py`` maps them onto llama.cpp.
+"""
+
+from __future__ import annotations
+
+from .errors import InvalidParameterError
+
+# KV-cache element types: name -> bytes per element (ggml block size / elements per block).
+KV_CACHE_TYPES: dict[str, float] = {
+    "f16": 2.0,
+    "q8_0": 34 / 32,  # 32 int8 values + one f16 scale
+    "q4_0": 18 / 32,  # 32 4-bit values + one f16 scale
+}
+DEFAULT_KV_CACHE_TYPE = "f16"
+
+# Speculative decoding: "off", or drafts looked up in the prompt and the reply so far.
+SPECULATIVE_MODES = ("off", "prompt-lookup")
+DEFAULT_DRAFT_TOKENS = 10  # as llama-cpp-python's LlamaPromptLookupDecoding(num_pred_tokens=10)
+MAX_DRAFT_TOKENS = 1024
+DRAFT_NGRAM = 2  # ... and its max_ngram_size=2
+# Verifying k drafted tokens asks llama.cpp for (k + 1) rows of logits, n_vocab floats each.
+MAX_DRAFT_LOGITS_BYTES = 1 << 30
+
+
+def check_kv_cache_type(value: object) -> str:
+    """``value`` as a known KV-cache type name (any case), or a one-line error listing them."""
+    name = str(value).strip().lower() if isinstance(value, str) else None
+    if name not in KV_CACHE_TYPES:
+        raise InvalidParameterError(
+            f"kv_cache_type must be one of {', '.join(KV_CACHE_TYPES)} (got {value!r})."
+        )
+    return name
+
+
+def check_speculative(value: object) -> str:
+    """``value`` as a known speculative mode ('none' means 'off'), or a one-line error."""
+    name = str(value).strip().lower() if isinstance(value, str) else None
+    if name in ("none", "no", "false", ""):
+        name = "off"
+    if name not in SPECULATIVE_MODES:
+        raise InvalidParameterError(
+            f"speculative must be one of {', '.join(SPECULATIVE_MODES)} (got {value!r})."
+        )
+    return name
+
+
+def check_draft_tokens(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DRAFT_TOKENS:
+        raise InvalidParameterError(f"draft_tokens must be a whole number between 1 and {MAX_DRAFT_TOKENS} "
+                                    f"(got {value!r}).")
+    return value
+
+
+def kv_cache_bytes(n_ctx: int, n_layers: int, n_embd_k_gqa: int, n_embd_v_gqa: int, cache_type: str) -> int:
+    """The KV cache's size: ``n_ctx`` cells of K and V for every layer."""
+    return int(n_ctx * n_layers * (n_embd_k_gqa + n_embd_v_gqa) * KV_CACHE_TYPES[cache_type])
+
+
+def draft_logits_bytes(draft_tokens: int, n_vocab: int) -> int:
+    """The logits one verification batch needs: the last token and each draft, float32."""
+    return (draft_tokens + 1) * n_vocab * 4
+
+
+def check_draft_logits(draft_tokens: int, n_vocab: int) -> None:
+    """Refuse a draft length whose logits buffer would be absurd (one line, naming the flag)."""
+    need = draft_logits_bytes(draft_tokens, n_vocab)
+    if need > MAX_DRAFT_LOGITS_BYTES:
+        most = MAX_DRAFT_LOGITS_BYTES // (n_vocab * 4) - 1
+        raise InvalidParameterError(
+            f"--draft-tokens {draft_tokens} would need {need / (1 << 20):,.0f} MiB of logits per verification "
+            f"({draft_tokens + 1} positions x {n_vocab:,} vocabulary x 4 bytes; the limit is "
+            f"{MAX_DRAFT_LOGITS_BYTES >> 20:,} MiB): use --draft-tokens {most} or fewer (draft_tokens in the config)."
+        )
+
+
+def llama_cpp_version() -> str:
+    """The installed llama-cpp-python's version ('' if unknown), without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llama-cpp-python")
+    except PackageNotFoundError:
+        return ""
+
+
+def gpu_unavailable_message(n_gpu_layers: int, version: str | None = None, asked_by: str | None = None) -> str:
+    """One line: GPU layers were asked for, this build cannot offload, how to rebuild it.
+    ``asked_by``: where the request came from (default: the flag, the config key, the variable)."""
+    version = llama_cpp_version() if version is None else version
+    pin = f"llama-cpp-python=={version}" if version else "llama-cpp-python"
+    asked = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layer" + ("" if n_gpu_layers == 1 else "s")
+    asked_by = asked_by or f"--n-gpu-layers {n_gpu_layers}, gpu_layers in the config or VIBECHAT_GPU_LAYERS"
+    return (
+        f"GPU offload of {asked} was asked for ({asked_by}) but this llama-cpp-python build is CPU-only: "
+        "rebuild it for CUDA with "
+        f"CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install --force-reinstall --no-cache-dir {pin} "
+        f"(or CMAKE_ARGS=\"-DGGML_CUDA=on\" python3 dev.py chat), for Metal with CMAKE_ARGS=\"-DGGML_METAL=on\", "
+        "or use --n-gpu-layers 0 for the CPU."
+    )
+
+
+def human_mib(n_bytes: int) -> str:
+    mib = n_bytes / (1 << 20)
+    if mib >= 1024:
+        return f"{mib / 1024:.1f} GiB"
+    return f"{mib:.0f} MiB" if mib >= 10 else f"{mib:.1f} MiB"

@@ -1,0 +1,245 @@
+"""The local engine's knobs: the KV-cache type, prompt-lookup speculative decoding and GPU
+layers on a build without offload. The parts that need llama.cpp run the real starter model."""
+
+from __future__ import annotations
+
+import pytest
+
+from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.errors import GpuOffloadUnavailableError, InvalidParameterError, ModelLoadError
+from vibechat.engine.knobs import (
+    KV_CACHE_TYPES,
+    check_draft_logits,
+    check_kv_cache_type,
+    check_speculative,
+    draft_logits_bytes,
+    gpu_unavailable_message,
+    kv_cache_bytes,
+)
+from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.params import SamplingParams
+
+CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8))
+REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
+
+
+def collect(backend, messages, params):
+    deltas, done = [], None
+    for event in backend.stream_chat(messages, params):
+        if isinstance(event, TextDelta):
+            deltas.append(event.text)
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done is not None
+    return deltas, done
+
+
+# ------------------------------------------------------------ without a model
+def test_kv_cache_type_names_and_a_bad_one_lists_the_choices():
+    assert [check_kv_cache_type(n) for n in ("f16", "Q8_0", " q4_0 ")] == ["f16", "q8_0", "q4_0"]
+    with pytest.raises(InvalidParameterError) as info:
+        check_kv_cache_type("q5_1")
+    assert str(info.value) == "kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5_1')."
+    assert check_speculative("none") == "off" and check_speculative("Prompt-Lookup") == "prompt-lookup"
+    with pytest.raises(InvalidParameterError, match="one of off, prompt-lookup"):
+        check_speculative("medusa")
+
+
+def test_kv_cache_bytes_is_cells_times_layers_times_k_and_v_width():
+    # Gemma 3 270M at 8k: 18 layers, 1 KV head of 256 for K and for V.
+    assert kv_cache_bytes(8192, 18, 256, 256, "f16") == 144 << 20
+    assert kv_cache_bytes(8192, 18, 256, 256, "q8_0") == int((144 << 20) * 34 / 64)
+    assert kv_cache_bytes(8192, 18, 256, 256, "q4_0") == int((144 << 20) * 18 / 64)
+    assert list(KV_CACHE_TYPES) == ["f16", "q8_0", "q4_0"]
+
+
+def test_an_absurd_draft_logits_buffer_is_refused_naming_the_flag():
+    assert draft_logits_bytes(10, 262_144) == 11 * 262_144 * 4
+    check_draft_logits(10, 262_144)  # 11 MiB: fine
+    with pytest.raises(InvalidParameterError) as info:
+        check_draft_logits(1024, 262_144)
+    message = str(info.value)
+    assert "--draft-tokens 1024" in message and "use --draft-tokens 1023 or fewer" in message
+    assert "\n" not in message
+
+
+def test_the_gpu_message_gives_the_rebuild_commands():
+    message = gpu_unavailable_message(-1, "0.3.36")
+    assert 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36' in message
+    assert 'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat' in message
+    assert "-DGGML_METAL=on" in message and "--n-gpu-layers 0" in message and "\n" not in message
+
+
+# ---------------------------------------------------------- the KV-cache type
+@pytest.mark.model
+def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path):
+    sizes = {}
+    for kind in ("f16", "q8_0", "q4_0"):
+        backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, kv_cache_type=kind))
+        try:
+            info = backend.load()
+            assert info.kv_cache_type == kind
+            # llama.cpp's own figure (its log prints MiB to 2 decimals, one line per cache) equals
+            # the formula: this model keeps full-size caches for its sliding-window layers too.
+            computed = backend._kv_cache_computed(info.context_size, kind)
+            assert computed == kv_cache_bytes(2048, 18, 256, 256, kind)
+            assert abs(info.kv_cache_bytes - computed) <= 0.01 * (1 << 20)
+            sizes[kind] = info.kv_cache_bytes
+            if kind == "f16":
+                assert not info.flash_attn_forced
+            else:  # a quantized V cache needs flash attention: turned on, and said so
+                assert info.flash_attn is True and info.flash_attn_forced
+            assert info.kv_cache == {"f16": "KV f16 36 MiB", "q8_0": "KV q8_0 19 MiB", "q4_0": "KV q4_0 10 MiB"}[kind]
+            _, done = collect(backend, [ChatMessage("user", "Name three fruits.")],
+                              SamplingParams(temperature=0, max_tokens=8))
+            assert done.stats.completion_tokens == 8 and done.text.strip()
+        finally:
+            backend.close()
+    assert sizes["q4_0"] < sizes["q8_0"] < sizes["f16"]
+
+
+@pytest.mark.model
+def test_an_unknown_kv_cache_type_fails_before_loading(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, kv_cache_type="q3"))
+    with pytest.raises(InvalidParameterError, match=r"kv_cache_type must be one of f16, q8_0, q4_0 \(got 'q3'\)"):
+        backend.load()
+    assert backend._model is None
+
+
+@pytest.mark.model
+def test_a_context_that_refuses_a_quantized_cache_names_the_setting_and_the_fix(starter_path):
+    # Flash attention explicitly off: llama.cpp cannot make a quantized V cache.
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, kv_cache_type="q8_0",
+                                              flash_attn=False))
+    with pytest.raises(ModelLoadError) as info:
+        backend.load()
+    message = str(info.value)
+    assert "q8_0 KV cache" in message and "--kv-cache-type f16" in message and "\n" not in message
+
+
+# ------------------------------------------------------------------ GPU layers
+@pytest.mark.model
+@pytest.mark.parametrize("layers", [-1, 5])
+def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
+    import llama_cpp
+
+    assert not llama_cpp.llama_supports_gpu_offload()  # this machine's build
+    strict = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, n_gpu_layers=layers))
+    with pytest.raises(GpuOffloadUnavailableError) as info:
+        strict.load()
+    assert f"--n-gpu-layers {layers}" in str(info.value) and "-DGGML_CUDA=on" in str(info.value)
+    assert strict._model is None
+    fallback = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, n_gpu_layers=layers,
+                                               cpu_fallback=True))
+    try:
+        info = fallback.load()
+        assert info.gpu_layers == 0 and info.device == "CPU (no GPU offload in this build)"
+        assert len(info.notices) == 1 and info.notices[0].startswith("Running on the CPU: GPU offload of")
+    finally:
+        fallback.close()
+
+
+# ------------------------------------------------------ speculative decoding
+@pytest.fixture(scope="module")
+def drafting(starter_path):
+    """Prompt lookup on, otherwise the settings of the session's ``llama_backend``."""
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=4096, speculative="prompt-lookup"))
+    info = backend.load()
+    assert info.speculative == "prompt-lookup" and info.draft_tokens == 10
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def spec(drafting):
+    drafting.reset()
+    yield drafting
+    drafting.reset()
+
+
+@pytest.mark.model
+def test_greedy_output_with_prompt_lookup_is_identical_to_without(backend, spec):
+    params = SamplingParams(temperature=0, max_tokens=100)
+    _, plain = collect(backend, REWRITE, params)
+    spec_deltas, drafted = collect(spec, REWRITE, params)
+    assert drafted.text == plain.text and "def scale_" in plain.text
+    assert "".join(spec_deltas) == drafted.text
+    assert drafted.stats.completion_tokens == plain.stats.completion_tokens == 100
+    assert drafted.stats.finish_reason == plain.stats.finish_reason == "length"
+    # The reply copies the prompt's code: most drafts are right.
+    assert drafted.stats.drafted_tokens > 30
+    assert drafted.stats.accepted_draft_tokens > drafted.stats.drafted_tokens // 2
+    assert plain.stats.drafted_tokens == plain.stats.accepted_draft_tokens == 0
+    # The KV cache holds exactly the tokens the backend believes it holds: the next turn
+    # (which reuses it) answers as a fresh backend without drafting does.
+    turn2 = REWRITE + [ChatMessage("assistant", drafted.text), ChatMessage("user", "Now rename total to result.")]
+    params = params.replace(max_tokens=40)
+    _, spec2 = collect(spec, turn2, params)
+    assert spec2.stats.prompt_tokens_evaluated < spec2.stats.prompt_tokens // 2
+    backend.reset()
+    _, plain2 = collect(backend, turn2, params)
+    assert spec2.text == plain2.text
+
+
+@pytest.mark.model
+def test_prompt_lookup_keeps_seeded_sampling_reproducible(backend, spec):
+    params = SamplingParams(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=7, max_tokens=80)
+    _, plain = collect(backend, REWRITE, params)
+    _, drafted = collect(spec, REWRITE, params)
+    assert drafted.text == plain.text and drafted.stats.drafted_tokens > 0
+
+
+@pytest.mark.model
+def test_prompt_lookup_honours_stop_strings_max_tokens_and_utf8(backend, spec):
+    params = SamplingParams(temperature=0, max_tokens=90)
+    _, free = collect(backend, REWRITE, params)
+    word = "scale_3"
+    assert word in free.text
+    stopped = params.replace(stop=(word,))
+    backend.reset()
+    _, plain = collect(backend, REWRITE, stopped)
+    _, drafted = collect(spec, REWRITE, stopped)
+    assert drafted.text == plain.text == free.text[:free.text.index(word)]
+    assert drafted.stats.finish_reason == "stop" and drafted.stats.completion_tokens == plain.stats.completion_tokens
+
+    for n in (1, 7, 33):  # the limit falls inside a draft
+        spec.reset()
+        _, short = collect(spec, REWRITE, params.replace(max_tokens=n))
+        assert short.stats.completion_tokens == n and short.stats.finish_reason == "length"
+        assert free.text.startswith(short.text)
+
+    text = "Répète trois fois: 日本語のテキスト 😀🎉 ünïcödé. 日本語のテキスト 😀🎉 ünïcödé. "
+    messages = [ChatMessage("user", text)]
+    backend.reset()
+    spec.reset()
+    plain_deltas, plain = collect(backend, messages, params.replace(max_tokens=60))
+    spec_deltas, drafted = collect(spec, messages, params.replace(max_tokens=60))
+    assert all("\ufffd" not in d for d in spec_deltas)
+    assert drafted.text == plain.text == "".join(plain_deltas)
+
+
+@pytest.mark.model
+def test_cancel_while_drafting_then_the_next_request_is_right(backend, spec):
+    params = SamplingParams(temperature=0, max_tokens=300)
+    seen = 0
+    done = None
+    for event in spec.stream_chat(REWRITE, params):
+        if isinstance(event, TextDelta):
+            seen += 1
+            if seen == 12:
+                spec.cancel()
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done.stats.finish_reason == "cancelled" and done.stats.completion_tokens < 100
+    _, after = collect(spec, REWRITE, params.replace(max_tokens=60))
+    _, plain = collect(backend, REWRITE, params.replace(max_tokens=60))
+    assert after.text == plain.text and after.stats.finish_reason == "length"
+
+
+@pytest.mark.model
+def test_a_draft_length_with_an_absurd_logits_buffer_is_refused(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, speculative="prompt-lookup",
+                                              draft_tokens=1024))
+    with pytest.raises(InvalidParameterError, match=r"--draft-tokens 1024 would need 1,025 MiB of logits"):
+        backend.load()
+    assert backend._model is None and backend._ctx is None
