@@ -107,27 +107,18 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         _quiet_stdout()
         return 0
 
-    text = result.text
-    try:
-        if request.json_output:
-            stats = done.stats
-            params = done.params or request.params
-            obj = {
-                "text": text if request.raw else sanitize(text),
-                "model": info.name,
-                "model_path": info.path,
-                "conversation_id": chat.conversation_id,
-                "params": params.to_dict(),
-                "finish_reason": "cancelled" if interrupted else stats.finish_reason,
-                "stats": _json_stats(stats),
-                "engine": engine_dict(info),
-            }
-            out.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        elif text and not text.endswith("\n"):
-            out.write("\n")
-        out.flush()
-    except BrokenPipeError:
-        _quiet_stdout()
+    text, stats = result.text, done.stats
+    obj = {
+        "text": text if request.raw else sanitize(text),
+        "model": info.name,
+        "model_path": info.path,
+        "conversation_id": chat.conversation_id,
+        "params": (done.params or request.params).to_dict(),
+        "finish_reason": "cancelled" if interrupted else stats.finish_reason,
+        "stats": _json_stats(stats),
+        "engine": engine_dict(info),
+    }
+    if not _end_output(request, out, text, obj):
         return 0
     if request.show_stats and not interrupted:
         err.write(format_stats(done.stats, info) + "\n")
@@ -196,17 +187,25 @@ def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextI
 def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str) -> None:
     """Before the error line: end the partial reply's line, or (``--json``) print it as an
     object with finish_reason 'interrupted' and the error."""
+    obj = {"text": text if request.raw else sanitize(text), "model": info.name, "model_path": info.path,
+           "conversation_id": chat.conversation_id, "params": request.params.to_dict(),
+           "finish_reason": "interrupted", "error": error, "stats": _json_stats(None)}
+    _end_output(request, out, text, obj)
+
+
+def _end_output(request: RunRequest, out: TextIO, text: str, obj: dict) -> bool:
+    """End a reply's output: ``obj`` as one JSON line (``--json``), else a newline after
+    text that lacks one. False when stdout was closed (``| head``)."""
     try:
         if request.json_output:
-            obj = {"text": text if request.raw else sanitize(text), "model": info.name, "model_path": info.path,
-                   "conversation_id": chat.conversation_id, "params": request.params.to_dict(),
-                   "finish_reason": "interrupted", "error": error, "stats": _json_stats(None)}
             out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         elif text and not text.endswith("\n"):
             out.write("\n")
         out.flush()
     except BrokenPipeError:
         _quiet_stdout()
+        return False
+    return True
 
 
 def _json_stats(stats) -> dict[str, object]:
