@@ -280,19 +280,33 @@ class History:
                                    check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise self._error("open", exc) from None
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self._conn = conn
-            self._migrate()
-            self.repaired = self._repair()
-        except sqlite3.Error as exc:
-            conn.close()
-            self._conn = None
-            raise self._error("open", exc) from None
-        return self
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                _use_wal(conn)
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                self._conn = conn
+                self._migrate()
+                self.repaired = self._repair()
+                return self
+            except sqlite3.Error as exc:
+                self._conn = None
+                if _locked(exc) and time.monotonic() < deadline:
+                    # Another process is creating or migrating the same new file, and some of
+                    # these steps answer "locked" without waiting: wait, then go again.
+                    time.sleep(0.05)
+                    continue
+                conn.close()
+                raise self._error("open", exc) from None
+            except HistoryError as exc:
+                self._conn = None
+                if "locked" in str(exc) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                conn.close()
+                raise
 
     def close(self) -> None:
         with self._lock:
@@ -527,6 +541,27 @@ class History:
             "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?", (query, limit))
         return [SearchHit(r["conversation_id"], r["message_id"], r["title"], r["role"],
                           " ".join(r["snippet"].split()), r["updated"]) for r in rows]
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL (once: the mode is stored in the file). The switch needs the
+    database to itself and answers "locked" at once, without the busy timeout, while
+    another process is creating the same new database: wait for it here."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _locked(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
 
 
 def _process_alive(pid: int | None) -> bool:

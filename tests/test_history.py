@@ -282,3 +282,24 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
             contents = [m.content for m in h.get(c.id).messages]
             assert contents == [f"{c.title} {i} edited" for i in range(150)]
         assert h.count() == 2
+
+
+OPENER = textwrap.dedent("""
+    import sys
+    from vibechat.engine.history import History
+    h = History(sys.argv[1]).open()
+    cid = h.create(title=sys.argv[2])
+    h.add_message(cid, "user", "hello")
+    print("ok")
+""")
+
+
+def test_processes_creating_the_same_new_database_at_once_all_succeed(tmp_path: Path):
+    path = tmp_path / "fresh" / "history.db"  # does not exist yet: every process races to create it
+    procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(path), f"p{n}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(6)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and out.strip() == "ok", err
+    with History(path) as h:
+        assert h.count() == 6 and h.schema_version == len(MIGRATIONS)
