@@ -567,8 +567,13 @@ class LlamaCppBackend:
         occurred before, the tokens that followed are the draft. One llama_decode evaluates the
         token and the draft with logits at every position; the chain then samples position by
         position, keeping drafts while they equal what it samples. The first sample that
-        differs is kept as the next token and the rejected drafts leave the KV cache. Each
-        sample sees the same logits as in the plain loop, so greedy output is identical."""
+        differs is kept as the next token and the rejected drafts leave the KV cache.
+
+        Every sample is drawn from the logits of exactly the tokens the plain loop would have
+        decoded, so the output is the same, up to rounding: llama.cpp evaluates a batch of
+        tokens with other kernels than a single token (tiled attention, 4-row matmuls), and
+        past a few hundred tokens of context the logits differ by about 1 in 30, which can
+        flip a near-tie (docs/PERFORMANCE.md)."""
         import numpy as np
         from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 

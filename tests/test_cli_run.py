@@ -86,9 +86,6 @@ def test_system_prompt_is_used(starter_installed):
     (["-p", "hi", "--draft", "medusa"], "--draft: speculative must be one of off, prompt-lookup"),
     (["-p", "hi", "--draft-tokens", "0"], "--draft-tokens must be between 1 and 1024 (got 0)"),
     (["-p", "hi", "--draft", "prompt-lookup", "--draft-tokens", "1024"], "use --draft-tokens 1023 or fewer"),
-    # This build has no GPU offload: asking for GPU layers is an error in `run` (the chat warns).
-    (["-p", "hi", "--n-gpu-layers", "5"], 'CPU-only: rebuild it for CUDA with CMAKE_ARGS="-DGGML_CUDA=on" pip install'),
-    (["-p", "hi", "--n-gpu-layers", "-1"], 'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat'),
 ])
 def test_user_errors_are_one_line_with_exit_1(starter_installed, args, needle):
     out = vibechat("run", *args)
@@ -158,12 +155,29 @@ def test_ctrl_c_keeps_output_and_exits_130(starter_installed):
     assert (first + rest).strip()
 
 
-def test_gpu_layers_from_the_environment_on_a_cpu_build_is_an_error(starter_installed, monkeypatch):
+def _cpu_only_build() -> bool:
+    import llama_cpp
+
+    return not llama_cpp.llama_supports_gpu_offload()
+
+
+@pytest.mark.skipif(not _cpu_only_build(), reason="this llama-cpp-python build can offload to a GPU")
+def test_gpu_layers_on_a_cpu_only_build_are_an_error_with_the_rebuild_command(starter_installed, monkeypatch):
+    """`run` fails (exit 1, one line) rather than silently running on the CPU; the chat warns."""
+    for layers, needle in (("5", 'CPU-only: rebuild it for CUDA with CMAKE_ARGS="-DGGML_CUDA=on" pip install '
+                                 "--force-reinstall --no-cache-dir llama-cpp-python=="),
+                           ("-1", 'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat')):
+        out = vibechat("run", "-p", "hi", "-n", "2", "--n-gpu-layers", layers)
+        assert out.returncode == 1 and needle in out.stderr, out.stderr
+        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr and out.stdout == ""
     monkeypatch.setenv("VIBECHAT_GPU_LAYERS", "-1")
     out = vibechat("run", "-p", "hi", "-n", "2")
     assert out.returncode == 1 and "GPU offload of all layers was asked for" in out.stderr
     assert "-DGGML_METAL=on" in out.stderr and out.stderr.count("\n") == 1
     out = vibechat("run", "-p", "hi", "-n", "2", "--n-gpu-layers", "0")  # the flag wins: CPU only
+    assert out.returncode == 0, out.stderr
+    monkeypatch.delenv("VIBECHAT_GPU_LAYERS")
+    out = vibechat("run", "-p", "hi", "-n", "2")  # not asking (the default: all if possible) never fails
     assert out.returncode == 0, out.stderr
 
 

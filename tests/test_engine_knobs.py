@@ -123,7 +123,8 @@ def test_a_context_that_refuses_a_quantized_cache_names_the_setting_and_the_fix(
 def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
     import llama_cpp
 
-    assert not llama_cpp.llama_supports_gpu_offload()  # this machine's build
+    if llama_cpp.llama_supports_gpu_offload():
+        pytest.skip("this llama-cpp-python build can offload to a GPU")
     strict = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, n_gpu_layers=layers))
     with pytest.raises(GpuOffloadUnavailableError) as info:
         strict.load()

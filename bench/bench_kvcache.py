@@ -1,0 +1,174 @@
+"""KV-cache types: memory, prompt evaluation and decode speed per type at 8k context.
+
+The bundled starter model is loaded once per KV-cache type (f16, q8_0, q4_0) with an
+8,192-token context, all in this process. Each round, every type in turn (A B C A B C
+...) evaluates the same long prompt (~6,000 tokens, from an empty cache) and then
+generates greedily; the figures are vibechat's own statistics:
+
+* KV memory -- what llama.cpp allocated for the cache (``ModelInfo.kv_cache_bytes``,
+  from its log);
+* prompt tokens/s -- prompt tokens evaluated / prompt evaluation time;
+* decode tokens/s -- generated tokens / time from the end of the prompt to the last token
+  (every token attends to the whole ~6k-token cache).
+
+Medians over the rounds, with each type's ratio to f16 from the same run. Before each
+sample the script waits (at most a minute) for the machine to be quiet, notes how much
+CPU other processes used meanwhile, and runs a disturbed sample again (``--retries``).
+
+    .venv/bin/python bench/bench_kvcache.py [--rounds 3] [--prompt-tokens 6000] [--tokens 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench_decode import DISTURBED, _machine_busy_s, describe_machine, wait_for_quiet
+
+TYPES = ("f16", "q8_0", "q4_0")
+N_CTX = 8192
+
+
+@dataclass
+class Sample:
+    kv_type: str
+    round: int
+    prompt_tokens: int
+    prompt_tps: float
+    completion_tokens: int
+    decode_tps: float
+    other_load: float | None = None
+
+
+def long_prompt(backend, target: int):
+    """A user message of about ``target`` tokens (a numbered log the base model continues)."""
+    from vibechat.engine.backend import ChatMessage
+
+    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+             "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
+    lines = []
+    i = 0
+    while True:
+        i += 1
+        picked = " ".join(words[(i * k) % len(words)] for k in (1, 3, 7, 11, 13))
+        lines.append(f"{i}. station {picked} reported {i * 37 % 1000} units at {i % 24:02d}:{i * 7 % 60:02d}")
+        if i % 10 == 0:
+            messages = [ChatMessage("user", "Continue this log:\n" + "\n".join(lines))]
+            if backend.count_tokens(messages) >= target:
+                return messages
+
+
+def quiet_logs() -> None:
+    """llama.cpp's log goes to the 'vibechat' logger; keep its warnings off the terminal."""
+    logger = logging.getLogger("vibechat")
+    logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+
+
+def _self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_sample(backend, kv_type: str, messages, n_tokens: int) -> Sample:
+    from vibechat.engine.backend import GenerationDone
+    from vibechat.engine.params import SamplingParams
+
+    backend.reset()  # the whole prompt is evaluated every time
+    busy0, mine0, t0 = _machine_busy_s(), _self_cpu_s(), time.perf_counter()
+    done = None
+    for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=n_tokens)):
+        if isinstance(event, GenerationDone):
+            done = event
+    busy1, mine1, wall = _machine_busy_s(), _self_cpu_s(), time.perf_counter() - t0
+    assert done is not None
+    stats = done.stats
+    sample = Sample(kv_type, 0, stats.prompt_tokens_evaluated,
+                    stats.prompt_tokens_evaluated / (stats.prompt_eval_ms / 1000), stats.completion_tokens,
+                    stats.decode_tokens_per_s)
+    if busy0 is not None and busy1 is not None and wall > 0:
+        sample.other_load = max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / wall)
+    return sample
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--prompt-tokens", type=int, default=6000, help="prompt length (default ~6000)")
+    parser.add_argument("--tokens", type=int, default=128, help="tokens to generate (default 128)")
+    parser.add_argument("--retries", type=int, default=2, help="reruns of a disturbed sample (default 2)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: vibechat's)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every sample to this JSON file")
+    args = parser.parse_args(argv)
+
+    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.starter import starter_model_path
+
+    quiet_logs()
+    model = starter_model_path()
+    backends, infos = {}, {}
+    for kv_type in TYPES:
+        backends[kv_type] = LlamaCppBackend(LlamaCppOptions(model_path=model, n_ctx=N_CTX, kv_cache_type=kv_type,
+                                                            n_threads=args.threads))
+        infos[kv_type] = backends[kv_type].load()
+    messages = long_prompt(backends["f16"], args.prompt_tokens)
+    print(f"model: {model}\nmachine: {describe_machine()}\ncontext {N_CTX}, prompt "
+          f"{backends['f16'].count_tokens(messages)} tokens, {args.tokens} generated, threads "
+          f"{infos['f16'].n_threads}", file=sys.stderr)
+    samples: list[Sample] = []
+    for r in range(1, args.rounds + 1):
+        for kv_type in TYPES:
+            for _attempt in range(args.retries + 1):
+                wait_for_quiet(60.0)
+                s = one_sample(backends[kv_type], kv_type, messages, args.tokens)
+                s.round = r
+                disturbed = s.other_load is not None and s.other_load > DISTURBED
+                load = "?" if s.other_load is None else f"{s.other_load:.2f}"
+                print(f"[round {r}/{args.rounds}] {kv_type:5} prompt {s.prompt_tps:7.1f} tok/s  "
+                      f"decode {s.decode_tps:5.1f} tok/s ({s.completion_tokens} tokens)  other load {load} cores"
+                      + ("  DISTURBED" if disturbed else ""), file=sys.stderr, flush=True)
+                if not disturbed:
+                    break
+            samples.append(s)
+    for backend in backends.values():
+        backend.close()
+
+    def med(kv_type: str, attr: str) -> float:
+        return statistics.median(getattr(s, attr) for s in samples if s.kv_type == kv_type)
+
+    def ratio_of_rounds(kv_type: str, attr: str) -> float:
+        by_round = {(s.kv_type, s.round): getattr(s, attr) for s in samples}
+        return statistics.median(by_round[(kv_type, r)] / by_round[("f16", r)] for r in range(1, args.rounds + 1))
+
+    print("| KV cache | memory | × f16 | prompt tok/s (min–max) | × f16 | decode tok/s (min–max) | × f16 |")
+    print("|---|---|---|---|---|---|---|")
+    for kv_type in TYPES:
+        mem = infos[kv_type].kv_cache_bytes or 0
+        ps = [s.prompt_tps for s in samples if s.kv_type == kv_type]
+        ds = [s.decode_tps for s in samples if s.kv_type == kv_type]
+        print(f"| {kv_type} | {mem / (1 << 20):.2f} MiB | {mem / (infos['f16'].kv_cache_bytes or 1):.2f} | "
+              f"{med(kv_type, 'prompt_tps'):.1f} ({min(ps):.1f}–{max(ps):.1f}) | "
+              f"{ratio_of_rounds(kv_type, 'prompt_tps'):.2f} | "
+              f"{med(kv_type, 'decode_tps'):.1f} ({min(ds):.1f}–{max(ds):.1f}) | "
+              f"{ratio_of_rounds(kv_type, 'decode_tps'):.2f} |")
+    disturbed = [s for s in samples if s.other_load is not None and s.other_load > DISTURBED]
+    if disturbed:
+        print(f"\nWarning: {len(disturbed)} of {len(samples)} samples ran while other processes used the CPU: "
+              "the figures are suspect, run again on a quiet machine.")
+    print("\n× f16: memory as allocated; speeds as the median of the per-round ratios to f16.")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": describe_machine(), "kv_cache_bytes":
+                                         {t: infos[t].kv_cache_bytes for t in TYPES},
+                                         "samples": [asdict(s) for s in samples]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
