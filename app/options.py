@@ -117,18 +117,17 @@ class SamplingChoice:
 
 
 def check_engine_numbers(engine: EngineChoice) -> None:
+    """Each number given as a flag within its config setting's range, named by its flag."""
+    from vibechat.engine.config import SETTINGS_BY_KEY, range_text
     from vibechat.engine.errors import InvalidParameterError
-    from vibechat.engine.knobs import MAX_DRAFT_TOKENS
 
-    if engine.ctx is not None and not (64 <= engine.ctx <= 1_048_576):
-        raise InvalidParameterError(f"--ctx must be between 64 and 1048576 tokens (got {engine.ctx}).")
-    if engine.threads is not None and not (1 <= engine.threads <= 1024):
-        raise InvalidParameterError(f"--threads must be between 1 and 1024 (got {engine.threads}).")
-    if engine.n_gpu_layers is not None and engine.n_gpu_layers < -1:
-        raise InvalidParameterError(f"--n-gpu-layers must be -1 (all), 0 or more (got {engine.n_gpu_layers}).")
-    if engine.draft_tokens is not None and not (1 <= engine.draft_tokens <= MAX_DRAFT_TOKENS):
-        raise InvalidParameterError(f"--draft-tokens must be between 1 and {MAX_DRAFT_TOKENS} "
-                                    f"(got {engine.draft_tokens}).")
+    for attr, flag in ENGINE_FLAGS.items():
+        setting, value = SETTINGS_BY_KEY[ENGINE_KEYS[attr]], getattr(engine, attr)
+        if value is None or setting.kind != "whole number":
+            continue
+        if (setting.minimum is not None and value < setting.minimum) or (
+                setting.maximum is not None and value > setting.maximum):
+            raise InvalidParameterError(f"{flag} must be{range_text(setting)} (got {value}).")
 
 
 ENGINE_FLAGS = {"model": "--model", "ctx": "--ctx", "n_gpu_layers": "--n-gpu-layers", "threads": "--threads",

@@ -291,12 +291,13 @@ def _bare(exc: Exception) -> str:
     return str(exc).rstrip(".")
 
 
-def _range(setting: Setting) -> str:
+def range_text(setting: Setting) -> str:
+    """' between LO and HI', ' of LO or more' or '': the setting's range, for messages."""
     lo, hi = setting.minimum, setting.maximum
     if lo is not None and hi is not None:
         return f" between {_show(lo)} and {_show(hi)}"
     if lo is not None:
-        return f" of {_show(lo)} or more"
+        return f" at least {_show(lo)}"
     return ""
 
 
@@ -324,10 +325,10 @@ def _check(setting: Setting, value: Any, base: Path) -> Any:
         raise InvalidParameterError(f"{name} needs a value")
     if setting.kind == "whole number":
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidParameterError(f"{name} must be a whole number{_range(setting)} (got {_show(value)})")
+            raise InvalidParameterError(f"{name} must be a whole number{range_text(setting)} (got {_show(value)})")
         if (setting.minimum is not None and value < setting.minimum) or (
                 setting.maximum is not None and value > setting.maximum):
-            raise InvalidParameterError(f"{name} must be{_range(setting)} (got {value})")
+            raise InvalidParameterError(f"{name} must be{range_text(setting)} (got {value})")
         return value
     if setting.check is not None:
         return setting.check(value)
@@ -580,7 +581,7 @@ def _from_text(setting: Setting, raw: str) -> Any:
             value: Any = int(raw.strip())
         except ValueError:
             raise InvalidParameterError(
-                f"{setting.name} must be a whole number{_range(setting)} (got {raw!r})") from None
+                f"{setting.name} must be a whole number{range_text(setting)} (got {raw!r})") from None
         return _check(setting, value, Path.cwd())
     return _check(setting, raw, Path.cwd())
 

@@ -78,7 +78,9 @@ def test_system_prompt_is_used(starter_installed):
 @pytest.mark.parametrize(("args", "needle"), [
     (["-p", "hi", "--temperature", "9"], "temperature must be between 0 and 5 (got 9)"),
     (["-p", "hi", "--top-p", "abc"], "top_p must be a number"),
-    (["-p", "hi", "--ctx", "10"], "--ctx must be between"),
+    (["-p", "hi", "--ctx", "10"], "--ctx must be between 64 and 1048576 (got 10)"),
+    (["-p", "hi", "--threads", "0"], "--threads must be between 1 and 1024 (got 0)"),
+    (["-p", "hi", "--n-gpu-layers", "-2"], "--n-gpu-layers must be at least -1 (got -2)"),
     (["-p", "   "], "the prompt is empty"),
     (["-p", "hi", "--model", "/nonexistent/x.gguf"], "does not exist"),
     (["-p", "hi", "--model", "no-such-model"], "no local model named 'no-such-model'"),
