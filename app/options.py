@@ -52,7 +52,7 @@ BaseUrlOpt = Annotated[Optional[str], typer.Option(
     rich_help_panel=REMOTE)]
 ApiKeyEnvOpt = Annotated[Optional[str], typer.Option(
     "--api-key-env", metavar="VAR", help="The environment variable holding the server's API key "
-    "(default: VIBECHAT_API_KEY, else OPENAI_API_KEY).", rich_help_panel=REMOTE)]
+    "(default: VIBECHAT_API_KEY, else OPENAI_API_KEY for https servers).", rich_help_panel=REMOTE)]
 KvCacheTypeOpt = Annotated[Optional[str], typer.Option(
     "--kv-cache-type", help="KV-cache type: f16 (default), q8_0 or q4_0 (less memory; turns flash attention on).",
     rich_help_panel=ENGINE)]

@@ -129,7 +129,7 @@ class Config:
     api_key_env: str | None = field(default=None, metadata=_doc(
         "The environment variable that holds the server's API key (the key itself never goes in "
         "this file).",
-        kind="variable name", example='"MY_SERVER_KEY"', unset="VIBECHAT_API_KEY, else OPENAI_API_KEY",
+        kind="variable name", example='"MY_SERVER_KEY"', unset="VIBECHAT_API_KEY, else OPENAI_API_KEY (https only)",
         flag="--api-key-env"))
     timeout: int | None = field(default=None, metadata=_doc(
         "Seconds to wait for the openai backend's server (to connect: at most 10) before giving up.",

@@ -55,6 +55,7 @@ BACKEND_NAME = "openai"
 DEFAULT_TIMEOUT = 300.0  # seconds without a byte from the server before giving up
 CONNECT_TIMEOUT = 10.0
 KEY_VARIABLES = ("VIBECHAT_API_KEY", "OPENAI_API_KEY")  # looked up in this order
+IMPLICIT_ONLY_OVER_HTTPS = "OPENAI_API_KEY"  # unnamed, it goes only to https servers
 EXTRA_FIELDS = ("top_k", "min_p", "repeat_penalty", "repetition_penalty")
 OPTIONAL_FIELDS = (*EXTRA_FIELDS, "stream_options")  # what a strict server may refuse
 CHARS_PER_TOKEN = 4  # the estimate count_tokens uses (English text, common tokenizers)
@@ -96,10 +97,13 @@ def display_url(base_url: str, keep_v1: bool = False) -> str:
     return f"{parts.scheme}://{host}{port}{path}"
 
 
-def resolve_api_key(variable: str | None, environ: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+def resolve_api_key(variable: str | None, environ: Mapping[str, str] | None = None,
+                    base_url: str | None = None) -> tuple[str | None, str]:
     """The API key and the variable it came from: ``variable`` when named (it must be
-    set), else the first of VIBECHAT_API_KEY, OPENAI_API_KEY that is set; (None, the
-    variable to suggest) when there is none."""
+    set), else VIBECHAT_API_KEY, else OPENAI_API_KEY -- but that last one, a key most
+    users keep for OpenAI itself, only for an https ``base_url``: it is not sent in
+    clear text to a plain-http server unless named. (None, the variable to suggest)
+    when there is none."""
     environ = os.environ if environ is None else environ
     if variable:
         value = environ.get(variable, "").strip()
@@ -110,9 +114,16 @@ def resolve_api_key(variable: str | None, environ: Mapping[str, str] | None = No
         return value, variable
     for name in KEY_VARIABLES:
         value = environ.get(name, "").strip()
+        if value and name == IMPLICIT_ONLY_OVER_HTTPS and not _is_https(base_url):
+            log.info("%s is set but not sent to a plain-http server; --api-key-env %s sends it", name, name)
+            continue
         if value:
             return value, name
     return None, KEY_VARIABLES[0]
+
+
+def _is_https(base_url: str | None) -> bool:
+    return base_url is None or urlsplit(base_url.strip()).scheme.lower() == "https"
 
 
 @dataclass
@@ -123,6 +134,7 @@ class OpenAIOptions:
     model: str | None = None  # None: the server's only model
     api_key: str | None = None  # never shown, never logged
     api_key_variable: str = KEY_VARIABLES[0]  # where the key comes from, for messages
+    withheld_key_variable: str | None = None  # set, but not sent to this plain-http server
     timeout: float = DEFAULT_TIMEOUT
     connect_timeout: float = CONNECT_TIMEOUT
 
@@ -266,6 +278,11 @@ class OpenAICompatibleBackend:
             variable = self.options.api_key_variable
             if self.options.api_key:
                 return RemoteServerError(f"{where} refused the API key ({said}); check the key in {variable}.")
+            withheld = self.options.withheld_key_variable
+            if withheld:
+                return RemoteServerError(
+                    f"{where} needs an API key ({said}); {withheld} is set but not sent to a plain-http "
+                    f"server unless named: --api-key-env {withheld}, or put the server's key in {variable}.")
             return RemoteServerError(f"{where} needs an API key ({said}); put it in {variable} "
                                      "(or name your variable with --api-key-env).")
         if status == 404:
@@ -674,9 +691,12 @@ def make_openai_backend(base_url: str, model: str | None, *, api_key_env: str | 
                         ) -> OpenAICompatibleBackend:
     """A backend for ``base_url`` with the API key from the environment (see
     ``resolve_api_key``); nothing is contacted until ``load()``."""
-    key, variable = resolve_api_key(api_key_env, environ)
+    key, variable = resolve_api_key(api_key_env, environ, base_url)
+    env = os.environ if environ is None else environ
+    withheld = None if key or not env.get(IMPLICIT_ONLY_OVER_HTTPS, "").strip() else IMPLICIT_ONLY_OVER_HTTPS
     return OpenAICompatibleBackend(OpenAIOptions(
         base_url=base_url, model=model or None, api_key=key, api_key_variable=variable,
+        withheld_key_variable=withheld,
         timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT))
 
 

@@ -71,6 +71,11 @@ def test_api_key_comes_from_the_named_variable_or_the_defaults():
     env = {"VIBECHAT_API_KEY": "a", "OPENAI_API_KEY": "b", "MINE": "c"}
     assert resolve_api_key(None, env) == ("a", "VIBECHAT_API_KEY")
     assert resolve_api_key(None, {"OPENAI_API_KEY": "b"}) == ("b", "OPENAI_API_KEY")
+    assert resolve_api_key(None, {"OPENAI_API_KEY": "b"}, "https://host/v1") == ("b", "OPENAI_API_KEY")
+    # an OpenAI key is not sent in clear text to a plain-http server unless named
+    assert resolve_api_key(None, {"OPENAI_API_KEY": "b"}, "http://10.0.0.2:8080/v1") == (None, "VIBECHAT_API_KEY")
+    assert resolve_api_key("OPENAI_API_KEY", {"OPENAI_API_KEY": "b"}, "http://h/v1") == ("b", "OPENAI_API_KEY")
+    assert resolve_api_key(None, env, "http://h/v1") == ("a", "VIBECHAT_API_KEY")
     assert resolve_api_key("MINE", env) == ("c", "MINE")
     assert resolve_api_key(None, {}) == (None, "VIBECHAT_API_KEY")
     with pytest.raises(InvalidParameterError, match="MISSING .*is not set"):
@@ -222,6 +227,19 @@ def test_401_without_a_key_says_which_variable_to_set(stub):
         backend_for(stub).load()
     assert "needs an API key (HTTP 401: Invalid API key)" in one_line(err.value)
     assert "VIBECHAT_API_KEY" in str(err.value)
+
+
+def test_openai_api_key_goes_to_a_plain_http_server_only_when_named(stub):
+    stub.api_key = KEY
+    env = {"OPENAI_API_KEY": KEY}
+    with pytest.raises(RemoteServerError) as err:
+        make_openai_backend(stub.url, "stub-small", environ=env).load()
+    assert "Authorization" not in stub.requests[-1]["headers"]
+    message = one_line(err.value)
+    assert "OPENAI_API_KEY is set but not sent to a plain-http server" in message
+    assert "--api-key-env OPENAI_API_KEY" in message and KEY not in message
+    make_openai_backend(stub.url, "stub-small", api_key_env="OPENAI_API_KEY", environ=env).load()
+    assert stub.requests[-1]["headers"]["Authorization"] == f"Bearer {KEY}"
 
 
 def test_a_wrong_key_is_named_by_its_variable_never_by_its_value(stub, caplog):
