@@ -27,20 +27,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
 import subprocess
-import resource
 import sys
 import tarfile
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
+
+from _common import (
+    DISTURBED,
+    alternating_rounds,
+    children_cpu_s,
+    describe_machine,
+    disturbed,
+    llama_cpp_python_version,
+    with_other_load,
+)
 
 # A prompt for which the starter model (a tiny base model) keeps writing numbered
 # lines instead of ending its turn, so every variant really generates N tokens.
@@ -81,10 +88,6 @@ def run_checked(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 # --------------------------------------------------------------------- native build
-def llama_cpp_python_version() -> str:
-    return metadata.version("llama-cpp-python")
-
-
 def cache_root() -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "vibechat-bench" / f"llama.cpp-{llama_cpp_python_version()}"
@@ -269,48 +272,9 @@ def run_native(binary: Path, model: Path, n_tokens: int) -> Sample:
 
 
 # ------------------------------------------------------------------------- driver
-DISTURBED = 0.15  # cores of other work during a sample that make it suspect
-
-
-def _machine_busy_s() -> float | None:
-    """CPU seconds all processes have used since boot (Linux), else None."""
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, idle, iowait, irq, softirq, steal = fields
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def measured(runner: Callable[[int], Sample], n_tokens: int) -> Sample:
-    """Run one sample and note how busy the rest of the machine was meanwhile
-    (this shared 2-core machine's figures swing when something else runs)."""
-    busy0, mine0, t0 = _machine_busy_s(), _children_cpu_s(), time.perf_counter()
-    sample = runner(n_tokens)
-    busy1, mine1, wall = _machine_busy_s(), _children_cpu_s(), time.perf_counter() - t0
-    if busy0 is not None and busy1 is not None and wall > 0:
-        sample.other_load = max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / wall)
-    return sample
-
-
-def _disturbed(sample: Sample) -> bool:
-    return sample.other_load is not None and sample.other_load > DISTURBED
-
-
-def wait_for_quiet(limit_s: float) -> None:
-    """Wait (at most ``limit_s``) until other processes use less than DISTURBED cores."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        busy0 = _machine_busy_s()
-        time.sleep(1.0)
-        busy1 = _machine_busy_s()
-        if busy0 is None or busy1 is None or busy1 - busy0 <= DISTURBED:
-            return
+    """Run one sample (in subprocesses) and note how busy the rest of the machine was."""
+    return with_other_load(lambda: runner(n_tokens), own_cpu_s=children_cpu_s)
 
 
 def run_rounds(model: Path, native: Path | None, token_counts: list[int], rounds: int,
@@ -321,22 +285,13 @@ def run_rounds(model: Path, native: Path | None, token_counts: list[int], rounds
                "python-default": lambda n: run_python_default(model, n)}
     if native is not None:
         runners["native"] = lambda n: run_native(native, model, n)
-    samples = []
+    samples: list[Sample] = []
     for n_tokens in token_counts:
-        for r in range(1, rounds + 1):
-            for name, runner in runners.items():
-                for attempt in range(retries + 1):
-                    wait_for_quiet(quiet_wait_s)
-                    s = measured(runner, n_tokens)
-                    s.round = r
-                    load = "?" if s.other_load is None else f"{s.other_load:.2f}"
-                    flag = "  DISTURBED" if _disturbed(s) else ""
-                    print(f"[N={n_tokens} round {r}/{rounds}] {name:15} {s.decode_tps:6.1f} tok/s  "
-                          f"TTFT {s.ttft_ms:6.1f} ms  {s.completion_tokens} tokens  threads={s.threads}  "
-                          f"other load {load} cores{flag}", file=sys.stderr, flush=True)
-                    if not _disturbed(s):
-                        break
-                samples.append(s)
+        samples += alternating_rounds(
+            rounds, list(runners), lambda name: measured(runners[name], n_tokens),
+            lambda name, s: (f"N={n_tokens} {name:15} {s.decode_tps:6.1f} tok/s  TTFT {s.ttft_ms:6.1f} ms  "
+                             f"{s.completion_tokens} tokens  threads={s.threads}"),
+            retries=retries, quiet_wait_s=quiet_wait_s)
     return samples
 
 
@@ -364,7 +319,7 @@ def summarise(samples: list[Sample], token_counts: list[int]) -> list[dict[str, 
                          "prompt_tokens": sorted({s.prompt_tokens for s in group}),
                          "threads": sorted({s.threads for s in group if s.threads is not None}),
                          "rounds": len(group),
-                         "disturbed": sum(1 for s in group if _disturbed(s))})
+                         "disturbed": sum(1 for s in group if disturbed(s))})
     return rows
 
 
@@ -399,19 +354,6 @@ def format_table(rows: list[dict[str, object]]) -> str:
                          f"{TARGET_RATIO} target; per-round median {r['vs_native_paired']:.2f})"
                          + (f"; python-default/native = {python['vs_native']:.2f}" if python else ""))
     return "\n".join(lines)
-
-
-def describe_machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}; "
-            f"llama-cpp-python {llama_cpp_python_version()}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import resource
 import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench_decode import DISTURBED, _machine_busy_s, describe_machine, wait_for_quiet
+from _common import add_common_args, alternating_rounds, describe_machine, disturbed_warning, quiet_logs, with_other_load
 
 TYPES = ("f16", "q8_0", "q4_0")
 N_CTX = 8192
@@ -65,47 +62,29 @@ def long_prompt(backend, target: int):
                 return messages
 
 
-def quiet_logs() -> None:
-    """llama.cpp's log goes to the 'vibechat' logger; keep its warnings off the terminal."""
-    logger = logging.getLogger("vibechat")
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-
-
-def _self_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def one_sample(backend, kv_type: str, messages, n_tokens: int) -> Sample:
     from vibechat.engine.backend import GenerationDone
     from vibechat.engine.params import SamplingParams
 
-    backend.reset()  # the whole prompt is evaluated every time
-    busy0, mine0, t0 = _machine_busy_s(), _self_cpu_s(), time.perf_counter()
-    done = None
-    for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=n_tokens)):
-        if isinstance(event, GenerationDone):
-            done = event
-    busy1, mine1, wall = _machine_busy_s(), _self_cpu_s(), time.perf_counter() - t0
-    assert done is not None
-    stats = done.stats
-    sample = Sample(kv_type, 0, stats.prompt_tokens_evaluated,
-                    stats.prompt_tokens_evaluated / (stats.prompt_eval_ms / 1000), stats.completion_tokens,
-                    stats.decode_tokens_per_s)
-    if busy0 is not None and busy1 is not None and wall > 0:
-        sample.other_load = max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / wall)
-    return sample
+    def run() -> Sample:
+        backend.reset()  # the whole prompt is evaluated every time
+        done = None
+        for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=n_tokens)):
+            if isinstance(event, GenerationDone):
+                done = event
+        assert done is not None
+        stats = done.stats
+        return Sample(kv_type, 0, stats.prompt_tokens_evaluated,
+                      stats.prompt_tokens_evaluated / (stats.prompt_eval_ms / 1000), stats.completion_tokens,
+                      stats.decode_tokens_per_s)
+
+    return with_other_load(run)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    add_common_args(parser, rounds=3, tokens=128)
     parser.add_argument("--prompt-tokens", type=int, default=6000, help="prompt length (default ~6000)")
-    parser.add_argument("--tokens", type=int, default=128, help="tokens to generate (default 128)")
-    parser.add_argument("--retries", type=int, default=2, help="reruns of a disturbed sample (default 2)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: vibechat's)")
-    parser.add_argument("--json", type=Path, default=None, help="also write every sample to this JSON file")
     args = parser.parse_args(argv)
 
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
@@ -122,21 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: {model}\nmachine: {describe_machine()}\ncontext {N_CTX}, prompt "
           f"{backends['f16'].count_tokens(messages)} tokens, {args.tokens} generated, threads "
           f"{infos['f16'].n_threads}", file=sys.stderr)
-    samples: list[Sample] = []
-    for r in range(1, args.rounds + 1):
-        for kv_type in TYPES:
-            for _attempt in range(args.retries + 1):
-                wait_for_quiet(60.0)
-                s = one_sample(backends[kv_type], kv_type, messages, args.tokens)
-                s.round = r
-                disturbed = s.other_load is not None and s.other_load > DISTURBED
-                load = "?" if s.other_load is None else f"{s.other_load:.2f}"
-                print(f"[round {r}/{args.rounds}] {kv_type:5} prompt {s.prompt_tps:7.1f} tok/s  "
-                      f"decode {s.decode_tps:5.1f} tok/s ({s.completion_tokens} tokens)  other load {load} cores"
-                      + ("  DISTURBED" if disturbed else ""), file=sys.stderr, flush=True)
-                if not disturbed:
-                    break
-            samples.append(s)
+    samples = alternating_rounds(
+        args.rounds, TYPES, lambda kv_type: one_sample(backends[kv_type], kv_type, messages, args.tokens),
+        lambda kv_type, s: (f"{kv_type:5} prompt {s.prompt_tps:7.1f} tok/s  decode {s.decode_tps:5.1f} tok/s "
+                            f"({s.completion_tokens} tokens)"),
+        retries=args.retries)
     for backend in backends.values():
         backend.close()
 
@@ -158,10 +127,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{ratio_of_rounds(kv_type, 'prompt_tps'):.2f} | "
               f"{med(kv_type, 'decode_tps'):.1f} ({min(ds):.1f}–{max(ds):.1f}) | "
               f"{ratio_of_rounds(kv_type, 'decode_tps'):.2f} |")
-    disturbed = [s for s in samples if s.other_load is not None and s.other_load > DISTURBED]
-    if disturbed:
-        print(f"\nWarning: {len(disturbed)} of {len(samples)} samples ran while other processes used the CPU: "
-              "the figures are suspect, run again on a quiet machine.")
+    if warning := disturbed_warning(samples):
+        print("\n" + warning)
     print("\n× f16: memory as allocated; speeds as the median of the per-round ratios to f16.")
     if args.json:
         args.json.write_text(json.dumps({"machine": describe_machine(), "kv_cache_bytes":

@@ -20,12 +20,10 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench_decode import DISTURBED, _machine_busy_s, describe_machine, wait_for_quiet
-from bench_kvcache import _self_cpu_s, quiet_logs
+from _common import add_common_args, alternating_rounds, describe_machine, disturbed_warning, quiet_logs, with_other_load
 
 CODE = '''\
 import json
@@ -108,32 +106,25 @@ def one_sample(backend, mode: str, n_tokens: int) -> Sample:
     from vibechat.engine.backend import ChatMessage, GenerationDone
     from vibechat.engine.params import SamplingParams
 
-    backend.reset()
-    busy0, mine0 = _machine_busy_s(), _self_cpu_s()
-    done = None
-    t0 = time.perf_counter()
-    for event in backend.stream_chat([ChatMessage("user", TASK)], SamplingParams(temperature=0, max_tokens=n_tokens)):
-        if isinstance(event, GenerationDone):
-            done = event
-    wall = time.perf_counter() - t0
-    busy1, mine1 = _machine_busy_s(), _self_cpu_s()
-    assert done is not None
-    st = done.stats
-    sample = Sample(mode, 0, st.completion_tokens, st.decode_tokens_per_s, st.drafted_tokens,
-                    st.accepted_draft_tokens, done.text)
-    if busy0 is not None and busy1 is not None and wall > 0:
-        sample.other_load = max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / wall)
-    return sample
+    def run() -> Sample:
+        backend.reset()
+        done = None
+        for event in backend.stream_chat([ChatMessage("user", TASK)],
+                                         SamplingParams(temperature=0, max_tokens=n_tokens)):
+            if isinstance(event, GenerationDone):
+                done = event
+        assert done is not None
+        st = done.stats
+        return Sample(mode, 0, st.completion_tokens, st.decode_tokens_per_s, st.drafted_tokens,
+                      st.accepted_draft_tokens, done.text)
+
+    return with_other_load(run)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
-    parser.add_argument("--tokens", type=int, default=300, help="tokens to generate (default 300)")
+    add_common_args(parser, rounds=5, tokens=300)
     parser.add_argument("--draft-tokens", type=int, default=10, help="most tokens drafted per step (default 10)")
-    parser.add_argument("--retries", type=int, default=2, help="reruns of a disturbed sample (default 2)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: vibechat's)")
-    parser.add_argument("--json", type=Path, default=None, help="also write every sample to this JSON file")
     args = parser.parse_args(argv)
 
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
@@ -153,23 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: {model}\nmachine: {describe_machine()}\nprompt {prompt_tokens} tokens ({CODE.count(chr(10))} "
           f"lines of code), {args.tokens} generated greedily, draft {args.draft_tokens} tokens, threads "
           f"{infos['off'].n_threads}", file=sys.stderr)
-    samples: list[Sample] = []
-    for r in range(1, args.rounds + 1):
-        order = ("off", "prompt-lookup") if r % 2 else ("prompt-lookup", "off")
-        for mode in order:
-            for _attempt in range(args.retries + 1):
-                wait_for_quiet(60.0)
-                s = one_sample(backends[mode], mode, args.tokens)
-                s.round = r
-                disturbed = s.other_load is not None and s.other_load > DISTURBED
-                load = "?" if s.other_load is None else f"{s.other_load:.2f}"
-                accept = f"  accepted {s.accepted}/{s.drafted}" if s.drafted else ""
-                print(f"[round {r}/{args.rounds}] {mode:13} {s.decode_tps:5.1f} tok/s ({s.completion_tokens} tokens)"
-                      f"{accept}  other load {load} cores" + ("  DISTURBED" if disturbed else ""),
-                      file=sys.stderr, flush=True)
-                if not disturbed:
-                    break
-            samples.append(s)
+
+    def describe(mode: str, s: Sample) -> str:
+        accept = f"  accepted {s.accepted}/{s.drafted}" if s.drafted else ""
+        return f"{mode:13} {s.decode_tps:5.1f} tok/s ({s.completion_tokens} tokens){accept}"
+
+    samples = alternating_rounds(args.rounds, ("off", "prompt-lookup"),
+                                 lambda mode: one_sample(backends[mode], mode, args.tokens), describe,
+                                 retries=args.retries, swap_odd_rounds=True)
     for backend in backends.values():
         backend.close()
 
@@ -200,10 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         at = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
         print(f"greedy output identical with and without drafting: no, they part after {at} of {len(a)} characters "
               f"(batched evaluation rounds differently from one-token decoding; see docs/PERFORMANCE.md)")
-    disturbed = [s for s in samples if s.other_load is not None and s.other_load > DISTURBED]
-    if disturbed:
-        print(f"Warning: {len(disturbed)} of {len(samples)} samples ran while other processes used the CPU: "
-              "the figures are suspect, run again on a quiet machine.")
+    if warning := disturbed_warning(samples):
+        print(warning)
     if args.json:
         args.json.write_text(json.dumps({"machine": describe_machine(), "samples": [asdict(s) for s in samples]},
                                         indent=2))
