@@ -1,8 +1,12 @@
 """``vibechat run --prompts-file FILE.jsonl``: many prompts, one JSON result per line.
 
-The model loads once; each prompt then runs as a conversation of its own, on an
-empty KV cache (so a result never depends on the lines before it), saved in the
-history unless ``--no-save``. Results go to stdout as each prompt completes, one
+The model loads once; each prompt then runs as a conversation of its own, saved in
+the history unless ``--no-save``. The KV cache keeps the token prefix a prompt shares
+with the previous one (a common system prompt is evaluated once, not per line), as
+llama-server's prompt cache does; ``--no-prefix-cache`` starts every prompt from an
+empty cache instead, for results that cannot depend on line order even in the last
+bit (llama.cpp does not promise bit-identical logits across batch sizes; in our
+tests reuse never changed a reply). Results go to stdout as each prompt completes, one
 JSON object per line, in the order of the file. A bad line (see ``engine/batch.py``)
 becomes a result with ``error`` and ``line``, plus one line on stderr; the rest run.
 
@@ -42,6 +46,7 @@ class BatchOptions:
     params: SamplingParams  # the command's parameters (flags > env > config > defaults)
     raw: bool = False
     show_stats: bool = False
+    reuse_prefix: bool = True  # keep the prefix shared with the previous prompt in the KV cache
 
 
 def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
@@ -130,7 +135,8 @@ class _Batch:
         system = self.options.system if request.system is None else (request.system or None)
         chat = ChatLog(Conversation(system=system, params=params), self.history,
                        model=self.info.name, model_path=self.info.path)
-        self.backend.reset()  # every prompt starts from an empty KV cache: order never matters
+        if not self.options.reuse_prefix:
+            self.backend.reset()  # every prompt from an empty KV cache: order cannot matter
         chat.add_user(request.prompt)
         try:
             result = generate(self.backend, chat, params, self.err, stop_requested=stop_requested)
@@ -202,7 +208,7 @@ def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_i
                                 f"and a new conversation; drop {flag}.")
 
 
-def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool) -> int:
+def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True) -> int:
     """``vibechat run --prompts-file PATH`` with the effective ``config`` (flags applied)."""
     from .backends import make_backend
     from .models_cmd import pull_with_progress
@@ -215,7 +221,8 @@ def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool)
         if not no_save:
             history = History().open()  # a read-only data dir fails here, in one line, before any work
         backend = make_backend(EngineChoice.from_config(config), pull=pull_with_progress)
-        options = BatchOptions(system=config.system_prompt, params=config.params, raw=raw, show_stats=show_stats)
+        options = BatchOptions(system=config.system_prompt, params=config.params, raw=raw, show_stats=show_stats,
+                               reuse_prefix=reuse_prefix)
         return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)
     finally:
         if backend is not None:

@@ -187,6 +187,10 @@ def run(
         "--prompts-file", metavar="FILE.jsonl",
         help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per line on stdout; "
              "exit 1 if any line failed.")] = None,
+    no_prefix_cache: Annotated[bool, typer.Option(
+        "--no-prefix-cache",
+        help="With --prompts-file: start every prompt from an empty KV cache instead of reusing the prefix "
+             "it shares with the previous one (slower; results then cannot depend on line order).")] = False,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout. Saved as a conversation unless
     --no-save; --continue or --conversation ID add to a saved one (its system prompt and
@@ -198,7 +202,7 @@ def run(
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
     def go() -> int:
-        from vibechat.engine.errors import ConfigError
+        from vibechat.engine.errors import ConfigError, VibechatError
 
         from .appconfig import load_app_config
         from .backends import make_backend
@@ -209,12 +213,16 @@ def run(
             from .batch_cmd import batch_main, check_conflicts
 
             check_conflicts(prompt=prompt, continue_latest=continue_, conversation_id=conversation)
+        elif no_prefix_cache:
+            raise VibechatError("--no-prefix-cache applies only with --prompts-file (one prompt always starts "
+                                "from an empty cache); drop it.")
         loaded = load_app_config()
         if loaded.problem:
             raise ConfigError(loaded.problem)
         config = with_flags(loaded, engine, sampling, system).config
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
-            return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats)
+            return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats,
+                              reuse_prefix=not no_prefix_cache)
         chat = open_chat(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
         choice = EngineChoice.from_config(config)
         params, system_prompt = config.params, config.system_prompt

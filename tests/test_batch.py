@@ -117,13 +117,22 @@ def test_each_prompt_is_a_fresh_conversation_with_its_own_settings():
     assert got[1]["id"] == 2 and "id" not in got[0] and got[2]["error"].startswith("not valid JSON")
     assert all(r["text"] == "Fine thanks" and r["conversation_id"] is None for r in got if "error" not in r)
     assert err.getvalue().count("\n") == 1 and "p.jsonl line 3: not valid JSON" in err.getvalue()
-    # Every prompt alone on an empty cache, with the command's settings under the line's.
-    assert backend.resets == 3
+    # Every prompt its own conversation, with the command's settings under the line's; the KV
+    # cache is kept, so a prefix shared with the previous prompt is not evaluated again.
+    assert backend.resets == 0
     assert [[(m.role, m.content) for m in messages] for messages, _ in backend.requests] == [
         [("system", "Be brief."), ("user", "one")], [("user", "two")],
         [("system", "Pirate."), ("user", "three")]]
     assert [(p.top_k, p.temperature, p.seed) for _, p in backend.requests] == [
         (9, 0.8, 1), (3, 0.8, 1), (9, 0.0, 1)]
+
+
+def test_no_prefix_cache_starts_every_prompt_from_an_empty_cache():
+    backend = RecordingBackend(reply="ok")
+    prompts = io.BytesIO(jsonl({"prompt": "one"}, {"prompt": "two"}).encode())
+    options = BatchOptions(system=None, params=SamplingParams(), reuse_prefix=False)
+    assert run_batch(backend, prompts, "p.jsonl", options, None, io.StringIO(), io.StringIO()) == 0
+    assert backend.resets == 2
 
 
 # ----------------------------------------------------------- usage errors
@@ -134,6 +143,12 @@ def test_single_prompt_options_do_not_mix(tmp_path, args):
     out = vibechat("run", "--prompts-file", str(path), *args)
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "--prompts-file and " + args[0] + " do not mix" in out.stderr
+
+
+def test_no_prefix_cache_needs_a_prompts_file():
+    out = vibechat("run", "--prompt", "hi", "--no-prefix-cache")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "--no-prefix-cache applies only with --prompts-file" in out.stderr
 
 
 def test_a_missing_file_is_one_line(tmp_path):
@@ -171,7 +186,9 @@ def test_a_bad_line_is_reported_in_place_and_the_rest_run(starter_installed, tmp
     # Each prompt is a conversation of its own in the history; every prompt is evaluated from scratch.
     ids = [r["conversation_id"] for r in (first, third, fourth)]
     assert len(set(ids)) == 3 and saved_count() == 3
-    assert all(r["stats"]["prompt_tokens_evaluated"] == r["stats"]["prompt_tokens"] for r in (first, third, fourth))
+    assert first["stats"]["prompt_tokens_evaluated"] == first["stats"]["prompt_tokens"]
+    # the next prompts reuse the turn header they share with the one before
+    assert all(r["stats"]["prompt_tokens_evaluated"] < r["stats"]["prompt_tokens"] for r in (third, fourth))
     shown = json.loads(vibechat("history", "show", str(ids[1]), "--json").stdout)
     assert [m["content"] for m in shown["messages"]][0] == "Name a fruit." and shown["params"]["seed"] == 7
 
@@ -189,6 +206,27 @@ def test_results_do_not_depend_on_the_position_in_the_file(starter_installed, tm
     assert len(got) == 5 and got[0]["text"] and got[1]["text"]
     assert got[0]["text"] == got[4]["text"]
     assert got[1]["text"] == got[3]["text"]
+
+
+@pytest.mark.model
+def test_a_shared_system_prompt_is_evaluated_once_and_replies_match_a_fresh_cache(starter_installed, tmp_path):
+    system = "You answer questions for a hardware store. " + " ".join(
+        f"Rule {i}: be polite about item {i * 7}." for i in range(30))
+    lines = [{"prompt": p, "system": system, "temperature": 0} for p in
+             ("The capital of France is", "List three tools:", "What is 2+2?")]
+    lines.append({"prompt": "Once upon a time", "system": system, "seed": 7, "temperature": 0.9})
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(jsonl(*lines))
+    reused = results(vibechat("run", "--prompts-file", str(path), "-n", "12", "--no-save").stdout)
+    fresh_run = vibechat("run", "--prompts-file", str(path), "-n", "12", "--no-save", "--no-prefix-cache")
+    assert fresh_run.returncode == 0, fresh_run.stderr
+    fresh = results(fresh_run.stdout)
+    assert [r["text"] for r in reused] == [r["text"] for r in fresh] and all(r["text"] for r in fresh)
+    prompt_tokens = [r["stats"]["prompt_tokens"] for r in fresh]
+    assert [r["stats"]["prompt_tokens_evaluated"] for r in fresh] == prompt_tokens
+    evaluated = [r["stats"]["prompt_tokens_evaluated"] for r in reused]
+    assert evaluated[0] == prompt_tokens[0] and prompt_tokens[0] > 300
+    assert all(n < 30 for n in evaluated[1:]), evaluated  # only what follows the shared system prompt
 
 
 @pytest.mark.model
