@@ -339,7 +339,9 @@ class OpenAICompatibleBackend:
 
     def _describe(self, model: str) -> ModelInfo:
         entry = self._models.get(model) or self._models.get(f"{model}:latest") or {}
-        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        meta = entry.get("meta")
+        if not isinstance(meta, dict):  # llama-server's; absent (or null) elsewhere
+            meta = {}
         context = entry.get("max_model_len") or meta.get("n_ctx")  # vLLM / llama-server
         trained = meta.get("n_ctx_train")
         return ModelInfo(
@@ -508,7 +510,9 @@ class OpenAICompatibleBackend:
                     timings = chunk["timings"]
                 choices = chunk.get("choices")
                 choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-                delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                delta = choice.get("delta")
+                if not isinstance(delta, dict):  # absent or null: no text in this chunk
+                    delta = {}
                 content = delta.get("content")
                 if isinstance(content, str) and content:
                     deltas += 1
