@@ -159,7 +159,8 @@ class LlamaCppBackend:
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
-        self._no_abort = ctypes.cast(None, ll.ggml_abort_callback)
+        # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
+        self._no_abort = ctypes.cast(None, ll.ggml_abort_callback)  # type: ignore[arg-type]
         self._one = (ll.llama_token * 1)()
         self._piece = ctypes.create_string_buffer(256)
 
