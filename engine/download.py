@@ -61,7 +61,7 @@ class Progress:
         return self.done / self.total if self.total else 1.0
 
 
-ProgressCallback = Callable[[Progress], None]
+ProgressCallback = Callable[[Progress], object]  # what it returns is ignored
 
 
 def part_paths(final: Path) -> tuple[Path, Path]:

@@ -38,7 +38,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -360,7 +360,7 @@ class OpenAICompatibleBackend:
             server=self.server,
         )
 
-    def load(self, on_progress: Callable[[float], None] | None = None) -> ModelInfo:
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         """Check that the server answers and offers the model (``GET /v1/models``)."""
         if self._info is not None:
             return self._info
@@ -462,7 +462,8 @@ class OpenAICompatibleBackend:
             return listed  # "has no model 'x'; it offers a, b"
         return error
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams) -> Iterator[ChatEvent]:
+    def stream_chat(self, messages: Sequence[ChatMessage],
+                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
         self.load()
         self._cancel.clear()
         params = params.with_seed()
