@@ -183,11 +183,12 @@ def info(name: Annotated[str, typer.Argument(help="A name from 'vibechat models 
             model = find_model(name)
             path = resolve_model(name) if model.source == "starter" else model.path
         header = inspect_gguf(path)
+        size = model.size if model else header.file_size
         data = {
             "name": model.name if model else path.name, "path": str(path),
             "architecture": header.architecture, "context_length": header.context_length,
             "quant": header.quantization, "chat_template": header.chat_template is not None,
-            "size": model.size if model else header.file_size, "layers": header.block_count,
+            "size": size, "layers": header.block_count,
             "source": model.source if model else "file", "repo": model.repo if model else None,
             "sha256": model.sha256 if model else None,
         }
@@ -197,7 +198,7 @@ def info(name: Annotated[str, typer.Argument(help="A name from 'vibechat models 
         labels = {"context_length": "context length", "chat_template": "chat template"}
         for key, value in data.items():
             if key == "size":
-                value = human_size(value)
+                value = human_size(size)
             elif key == "chat_template":
                 value = "yes" if value else "no (vibechat picks a built-in format by architecture)"
             elif value is None:

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from vibechat.engine.download import Progress
+
+if TYPE_CHECKING:  # Rich is imported only when a bar is shown
+    from types import TracebackType
+
+    from rich.progress import Progress as RichProgress, TaskID
 
 
 def human_size(n: float) -> str:
@@ -41,8 +46,8 @@ class CliProgress:
         self.title = title
         self.stream = stream or sys.stderr
         self.fancy = (self.stream.isatty() and sys.stdout.isatty()) if fancy is None else fancy
-        self._rich = None
-        self._task = None
+        self._rich: RichProgress | None = None
+        self._task: TaskID | None = None
         self._last_plain = 0.0
         self._last: Progress | None = None
 
@@ -52,11 +57,12 @@ class CliProgress:
             from rich.progress import (BarColumn, DownloadColumn, Progress as RichProgress, TextColumn,
                                        TimeRemainingColumn, TransferSpeedColumn)
 
-            self._rich = RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                      TransferSpeedColumn(), TimeRemainingColumn(),
-                                      console=Console(file=self.stream), transient=False)
-            self._rich.__enter__()
-            self._task = self._rich.add_task(self.title, total=None)
+            bar = RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                               TransferSpeedColumn(), TimeRemainingColumn(),
+                               console=Console(file=self.stream), transient=False)
+            bar.__enter__()
+            self._task = bar.add_task(self.title, total=None)
+            self._rich = bar
         else:
             self.stream.write(f"{self.title}\n")
             self.stream.flush()
@@ -64,7 +70,7 @@ class CliProgress:
 
     def update(self, p: Progress) -> None:
         self._last = p
-        if self._rich is not None:
+        if self._rich is not None and self._task is not None:
             self._rich.update(self._task, completed=p.done, total=p.total)
             return
         now = time.monotonic()
@@ -73,6 +79,7 @@ class CliProgress:
             self.stream.write(progress_line(p) + "\n")
             self.stream.flush()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if self._rich is not None:
-            self._rich.__exit__(*exc)
+            self._rich.__exit__(exc_type, exc, tb)

@@ -9,7 +9,7 @@ recording doubles that implement the same protocol.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, Union, runtime_checkable
 
@@ -141,12 +141,14 @@ class Backend(Protocol):
 
     name: str
 
-    def load(self, on_progress: Callable[[float], None] | None = None) -> ModelInfo:
-        """Load the model (blocking; idempotent); ``on_progress`` gets 0..1 while it loads.
-        Raises a ``VibechatError`` on failure."""
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        """Load the model (blocking; idempotent); ``on_progress`` gets 0..1 while it loads
+        (what it returns is ignored). Raises a ``VibechatError`` on failure."""
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams) -> Iterator[ChatEvent]:
-        """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``."""
+    def stream_chat(self, messages: Sequence[ChatMessage],
+                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+        """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``.
+        A generator: ``close()`` on it, before the end, ends the reply and frees what it holds."""
 
     def cancel(self) -> None:
         """Ask the running generation (or prompt evaluation) to stop soon. Thread-safe."""

@@ -61,7 +61,7 @@ class Progress:
         return self.done / self.total if self.total else 1.0
 
 
-ProgressCallback = Callable[[Progress], None]
+ProgressCallback = Callable[[Progress], object]  # what it returns is ignored
 
 
 def part_paths(final: Path) -> tuple[Path, Path]:
@@ -260,16 +260,20 @@ class _Part:
         """Verify size and sha256, then give the file its final name (a mismatch deletes it)."""
         size = self.path.stat().st_size if self.path.exists() else 0
         digest = self.hasher.hexdigest()
-        if size != file.size or (file.sha256 and digest != file.sha256.lower()):
-            self.path.unlink(missing_ok=True)
-            self.meta.unlink(missing_ok=True)
-            if size != file.size:
-                raise DownloadError(f"{file.path} arrived with {size:,} bytes instead of {file.size:,}, so it "
-                                    "was deleted: download it again.")
+        if size != file.size:
+            self._discard()
+            raise DownloadError(f"{file.path} arrived with {size:,} bytes instead of {file.size:,}, so it "
+                                "was deleted: download it again.")
+        if file.sha256 and digest != file.sha256.lower():
+            self._discard()
             raise DownloadError(
                 f"{file.path} failed its checksum (sha256 {digest[:12]}… instead of {file.sha256[:12]}…), "
                 "so it was deleted: download it again; if it fails again, the mirror serves a damaged file.")
         os.replace(self.path, final)
+        self.meta.unlink(missing_ok=True)
+
+    def _discard(self) -> None:
+        self.path.unlink(missing_ok=True)
         self.meta.unlink(missing_ok=True)
 
 

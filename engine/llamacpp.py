@@ -21,7 +21,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,12 +159,13 @@ class LlamaCppBackend:
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
-        self._no_abort = ctypes.cast(None, ll.ggml_abort_callback)
+        # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
+        self._no_abort = ctypes.cast(None, ll.ggml_abort_callback)  # type: ignore[arg-type]
         self._one = (ll.llama_token * 1)()
         self._piece = ctypes.create_string_buffer(256)
 
     # ----------------------------------------------------------------- loading
-    def load(self, on_progress: Callable[[float], None] | None = None) -> ModelInfo:
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         if self._info is not None:
             return self._info
         opts = self.options
@@ -475,7 +476,8 @@ class LlamaCppBackend:
             n = ll.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, False)
         return self._piece.raw[:n]
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams) -> Iterator[ChatEvent]:
+    def stream_chat(self, messages: Sequence[ChatMessage],
+                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
         self.load()
         self._cancel.clear()
         params = params.with_seed()

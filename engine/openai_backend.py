@@ -38,7 +38,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -339,7 +339,9 @@ class OpenAICompatibleBackend:
 
     def _describe(self, model: str) -> ModelInfo:
         entry = self._models.get(model) or self._models.get(f"{model}:latest") or {}
-        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        meta = entry.get("meta")
+        if not isinstance(meta, dict):  # llama-server's; absent (or null) elsewhere
+            meta = {}
         context = entry.get("max_model_len") or meta.get("n_ctx")  # vLLM / llama-server
         trained = meta.get("n_ctx_train")
         return ModelInfo(
@@ -358,7 +360,7 @@ class OpenAICompatibleBackend:
             server=self.server,
         )
 
-    def load(self, on_progress: Callable[[float], None] | None = None) -> ModelInfo:
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         """Check that the server answers and offers the model (``GET /v1/models``)."""
         if self._info is not None:
             return self._info
@@ -460,7 +462,8 @@ class OpenAICompatibleBackend:
             return listed  # "has no model 'x'; it offers a, b"
         return error
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams) -> Iterator[ChatEvent]:
+    def stream_chat(self, messages: Sequence[ChatMessage],
+                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
         self.load()
         self._cancel.clear()
         params = params.with_seed()
@@ -508,7 +511,9 @@ class OpenAICompatibleBackend:
                     timings = chunk["timings"]
                 choices = chunk.get("choices")
                 choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-                delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+                delta = choice.get("delta")
+                if not isinstance(delta, dict):  # absent or null: no text in this chunk
+                    delta = {}
                 content = delta.get("content")
                 if isinstance(content, str) and content:
                     deltas += 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 from vibechat.engine.backend import (
     ChatEvent,
@@ -40,7 +40,7 @@ class RecordingBackend:
         self._cancel = threading.Event()
         self.loaded = False
 
-    def load(self, on_progress: Callable[[float], None] | None = None) -> ModelInfo:
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         if on_progress:
             on_progress(1.0)
         self.loaded = True
@@ -64,7 +64,8 @@ class RecordingBackend:
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
         return sum(len(m.content.split()) + 4 for m in messages)
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams) -> Iterator[ChatEvent]:
+    def stream_chat(self, messages: Sequence[ChatMessage],
+                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
         self._cancel.clear()
         messages = list(messages)
         self.requests.append((messages, params))

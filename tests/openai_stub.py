@@ -37,6 +37,8 @@ class StubServer:
         self.auth_message = "Invalid API key"
         self.reject_extras = False  # 400 when the body has top_k (a strict server)
         self.timings = False
+        self.model_fields: dict[str, Any] = {}  # added to every /v1/models entry (llama-server's "meta")
+        self.finish_delta: Any = {}  # the "delta" of the chunk that carries finish_reason
         self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"}
         self.release = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -87,7 +89,8 @@ class StubServer:
                     return
                 if self.path.split("?")[0] == "/v1/models":
                     self._json(200, {"object": "list", "data": [
-                        {"id": m, "object": "model", "owned_by": "stub"} for m in stub.models]})
+                        {"id": m, "object": "model", "owned_by": "stub", **stub.model_fields}
+                        for m in stub.models]})
                 else:
                     self._json(404, {"detail": "Not Found"})
 
@@ -145,7 +148,7 @@ class StubServer:
                     self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
                     time.sleep(0.002)
                 finish = "length" if max_tokens < len(words) else "stop"
-                self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                self._event({"choices": [{"index": 0, "delta": stub.finish_delta, "finish_reason": finish}]})
                 if mode != "plain":
                     final: dict[str, Any] = {"choices": [], "usage": {
                         "prompt_tokens": 21, "completion_tokens": min(max_tokens, len(words)), "total_tokens": 0}}

@@ -100,6 +100,17 @@ def test_load_checks_the_model_and_describes_it(stub):
     assert backend.count_tokens(HELLO) > 0
 
 
+@pytest.mark.parametrize(("fields", "context", "trained"), [
+    ({"meta": {"n_ctx": 8192, "n_ctx_train": 32768}}, 8192, 32768),  # llama-server
+    ({"max_model_len": 4096}, 4096, None),  # vLLM
+    ({"meta": None}, 0, None),  # JSON null where llama-server sends an object: the server did not say
+])
+def test_the_context_size_comes_from_the_model_list_when_the_server_gives_it(stub, fields, context, trained):
+    stub.model_fields = fields
+    info = backend_for(stub).load()
+    assert (info.context_size, info.trained_context) == (context, trained)
+
+
 def test_the_only_model_is_used_when_none_is_named(stub):
     stub.models = ["only-one"]
     assert backend_for(stub, model=None).load().name == "only-one"
@@ -154,6 +165,12 @@ def test_llama_server_timings_are_used(stub):
 
 
 def test_max_tokens_cut_reports_length(stub):
+    _, done = collect(backend_for(stub), HELLO, SamplingParams(max_tokens=2))
+    assert done.text == "Hello there," and done.stats.finish_reason == "length"
+
+
+def test_a_null_delta_in_the_last_chunk_is_no_text(stub):
+    stub.finish_delta = None  # JSON null where an object is expected
     _, done = collect(backend_for(stub), HELLO, SamplingParams(max_tokens=2))
     assert done.text == "Hello there," and done.stats.finish_reason == "length"
 

@@ -4,10 +4,9 @@ backend is injected."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
     from vibechat.engine.backend import Backend
@@ -17,11 +16,12 @@ if TYPE_CHECKING:
 
     from ..options import EngineChoice
     from .app import VibechatApp
+    from .model_actions import BackendFactory
 
 
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
                config: "LoadedConfig | None" = None, blink: bool = True,
-               backend_factory: "Callable[[Path], Backend] | None" = None,
+               backend_factory: "BackendFactory | None" = None,
                history: "History | None" = None, save: bool = True) -> "VibechatApp":
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
@@ -59,7 +59,7 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
     # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).
     backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True)
 
-    def factory(path: "Path", **changes: object) -> "Backend":
+    def factory(path: "Path", **changes: Any) -> "Backend":
         """The same engine settings, another model (or other settings: ``n_gpu_layers``)."""
         return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True)
 

@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
     from vibechat.engine.conversation import Conversation
 
     class _Host(App[None]):
-        conversation: Conversation
+        @property
+        def conversation(self) -> Conversation: ...
 else:
     _Host = object
 

@@ -219,6 +219,8 @@ class DownloadScreen(ModalScreen[None]):
 
     @on(DataTable.RowSelected, "#download-table")
     def _row(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is None:  # never: every row is added with its index as its key
+            return
         index = int(event.row_key.value)
         if self._mode == "repos":
             repo = self._repos[index].id

@@ -91,7 +91,7 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Models on this machine", classes="picker--title")
-            table = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
+            table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
             table.add_columns(" ", "name", "quant", "size", "source", "GPU layers")
             yield table
             yield Static("Looking for models…", id="picker-status")
@@ -129,8 +129,9 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:
-        index = int(event.row_key.value)
-        self.dismiss(PickerChoice(model=self.models[index]))
+        if event.row_key.value is None:  # never: every row is added with its index as its key
+            return
+        self.dismiss(PickerChoice(model=self.models[int(event.row_key.value)]))
 
     def action_download(self) -> None:
         self.dismiss(PickerChoice(download=True))
@@ -164,7 +165,7 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(f"Models on {self.server}", classes="picker--title", markup=False)
-            table = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
+            table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
             table.add_columns(" ", "model id")
             yield table
             yield Static("Asking the server…", id="picker-status", markup=False)
@@ -198,6 +199,8 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is None:  # never: every row is added with its index as its key
+            return
         self.dismiss(PickerChoice(remote_id=self.ids[int(event.row_key.value)]))
 
     def action_dismiss_picker(self) -> None:

@@ -9,6 +9,9 @@ app reloads the model, or explains why it cannot).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -21,12 +24,11 @@ from vibechat.engine.params import PARAM_SPECS, SamplingParams
 from .slider import Slider, SliderSpec
 
 
-def _spec(name: str, label: str, **overrides) -> SliderSpec:
+def _spec(name: str, label: str, **overrides: Any) -> SliderSpec:
     p = PARAM_SPECS[name]
-    values = dict(name=name, label=label, minimum=p.minimum, maximum=p.maximum, fine=p.fine_step,
-                  coarse=p.coarse_step, default=p.default, integer=p.kind is int)
-    values.update(overrides)
-    return SliderSpec(**values)
+    spec = SliderSpec(name=name, label=label, minimum=p.minimum, maximum=p.maximum, fine=p.fine_step,
+                      coarse=p.coarse_step, default=p.default, integer=p.kind is int)
+    return replace(spec, **overrides)
 
 
 SLIDERS: tuple[SliderSpec, ...] = (
