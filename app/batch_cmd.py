@@ -37,7 +37,8 @@ from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 
 from .clitools import safe_json
-from .run_cmd import _json_stats, _quiet_stdout, format_stats, generate
+from .interrupt import CtrlC
+from .run_cmd import _json_stats, _quiet_stdout, format_stats, generate, load_or_interrupt
 
 
 @dataclass
@@ -59,43 +60,6 @@ def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
         raise VibechatError(f"cannot read prompts file {path}: it is a folder.") from None
     except OSError as exc:
         raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
-
-
-class _Interrupt:
-    """Ctrl-C during a prompt stops that prompt (reported as cancelled) and then the batch;
-    elsewhere (loading, waiting for stdin) it interrupts at once. A second Ctrl-C always does."""
-
-    def __init__(self, backend: Backend, blocking_input: bool) -> None:
-        self.backend = backend
-        self.blocking_input = blocking_input  # reading the next line may wait (stdin, a pipe)
-        self.requested = False
-        self.reading = False
-
-    def __call__(self, signum, frame) -> None:
-        if self.requested or (self.reading and self.blocking_input):
-            raise KeyboardInterrupt
-        self.requested = True
-        self.backend.cancel()
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        usable = (threading.current_thread() is threading.main_thread()
-                  and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-        if not usable:  # SIGINT ignored (a background job), or not the main thread
-            yield
-            return
-        previous = signal.signal(signal.SIGINT, self)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-    def next_line(self, items: Iterator):
-        self.reading = True
-        try:
-            return next(items, None)
-        finally:
-            self.reading = False
 
 
 def _is_regular(stream: BinaryIO) -> bool:
@@ -174,14 +138,14 @@ class _Batch:
 def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOptions,
               history: History | None, out: TextIO, err: TextIO) -> int:
     """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
-    info = backend.load()
-    batch = _Batch(backend, info, options, history, source, out, err)
-    interrupt = _Interrupt(backend, blocking_input=not _is_regular(prompts))
+    interrupt = CtrlC(backend.cancel, blocking_input=not _is_regular(prompts))
     items = read_requests(prompts)
     try:
         with interrupt.installed():
+            info = load_or_interrupt(backend, interrupt)
+            batch = _Batch(backend, info, options, history, source, out, err)
             while not interrupt.requested:
-                item = interrupt.next_line(items)
+                item = interrupt.read(lambda: next(items, None))
                 if item is None:
                     break
                 if isinstance(item, BatchLineError):

@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
+from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, ModelInfo, TextDelta
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
-from vibechat.engine.errors import StreamInterrupted, VibechatError
+from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
+
+from .interrupt import CtrlC
 
 
 @dataclass
@@ -86,9 +88,27 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
     if request.system is not None:
         conversation.system = request.system or None
     conversation.params = request.params
-    info = backend.load()
-    chat.set_model(info.name, info.path)
-    chat.add_user(request.prompt)
+    ctrl_c = CtrlC(backend.cancel)
+    with ctrl_c.installed():
+        info = load_or_interrupt(backend, ctrl_c)
+        chat.set_model(info.name, info.path)
+        chat.add_user(request.prompt)
+        return _answer(backend, request, out, err, chat, info, clean, ctrl_c)
+
+
+def load_or_interrupt(backend: Backend, ctrl_c: CtrlC) -> ModelInfo:
+    """``backend.load()``; Ctrl-C meanwhile (which stops llama.cpp's load) raises
+    KeyboardInterrupt once it has returned."""
+    try:
+        info = backend.load()
+    except LoadCancelled:
+        raise KeyboardInterrupt from None
+    ctrl_c.raise_if_requested()
+    return info
+
+
+def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog, info: ModelInfo,
+            clean: Callable[[str], str], ctrl_c: CtrlC) -> int:
 
     def show(text: str) -> None:
         if not request.json_output:
@@ -96,7 +116,7 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
             out.flush()
 
     try:
-        result = generate(backend, chat, request.params, err, on_text=show)
+        result = generate(backend, chat, request.params, err, on_text=show, stop_requested=lambda: ctrl_c.requested)
     except StreamInterrupted as exc:  # cut mid-reply: the partial text stays printed and saved
         _write_interrupted(request, out, exc.partial, info, chat, str(exc))
         raise
@@ -178,6 +198,8 @@ def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextI
         raise
     finally:
         stream.close()
+    if stop_requested is not None and stop_requested():
+        interrupted = True
     if done is None:  # stopped before the end: what was generated is kept, marked stopped
         done = GenerationDone("".join(parts), GenerationStats(finish_reason="cancelled", seed=params.seed), params)
     chat.finish_reply(reply, done)

@@ -23,6 +23,10 @@ class ModelLoadError(VibechatError):
     """llama.cpp could not load a file that looked like a valid GGUF."""
 
 
+class LoadCancelled(ModelLoadError):
+    """``cancel()`` was called while the model was loading (Ctrl-C in the CLI)."""
+
+
 class ContextOverflowError(VibechatError):
     """A single message (with the system prompt) cannot fit in the context window."""
 

@@ -38,7 +38,13 @@ from .backend import (
     TextDelta,
 )
 from .chat_template import ChatTemplate, choose_template
-from .errors import ContextOverflowError, GenerationError, GpuOffloadUnavailableError, ModelLoadError
+from .errors import (
+    ContextOverflowError,
+    GenerationError,
+    GpuOffloadUnavailableError,
+    LoadCancelled,
+    ModelLoadError,
+)
 from .gguf import GGUFInfo, inspect_gguf
 from .knobs import (
     DEFAULT_DRAFT_TOKENS,
@@ -193,24 +199,26 @@ class LlamaCppBackend:
 
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
-        progress_cb = None
-        if on_progress is not None:
-            report = on_progress
+        cancelled = self._cancel
+        cancelled.clear()  # cancel() from now on stops the load (llama.cpp asks between tensors)
 
-            def _progress(value: float, _user: ctypes.c_void_p) -> bool:
+        def _progress(value: float, _user: ctypes.c_void_p) -> bool:
+            if on_progress is not None:
                 try:
-                    report(float(value))
+                    on_progress(float(value))
                 except Exception:  # noqa: BLE001
                     pass
-                return True
+            return not cancelled.is_set()
 
-            progress_cb = ll.llama_progress_callback(_progress)
-            mparams.progress_callback = progress_cb
+        progress_cb = ll.llama_progress_callback(_progress)
+        mparams.progress_callback = progress_cb
 
         captured: list[tuple[int, str]] = []
         llama_log.captured = captured
         try:
             model = ll.llama_model_load_from_file(str(gguf.path).encode("utf-8"), mparams)
+            if not model and cancelled.is_set():
+                raise LoadCancelled(f"loading {gguf.path.name} was cancelled.")
             if not model:
                 raise ModelLoadError(f"llama.cpp could not load {gguf.path}: "
                                      f"{_last_error(captured) or 'unsupported or corrupt model'}; "
