@@ -115,10 +115,11 @@ def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
             out.write(clean(text))
             out.flush()
 
+    params = request.params.with_seed()  # drawn here, so an interrupted reply reports it too
     try:
-        result = generate(backend, chat, request.params, err, on_text=show, stop_requested=lambda: ctrl_c.requested)
+        result = generate(backend, chat, params, err, on_text=show, stop_requested=lambda: ctrl_c.requested)
     except StreamInterrupted as exc:  # cut mid-reply: the partial text stays printed and saved
-        _write_interrupted(request, out, exc.partial, info, chat, str(exc))
+        _write_interrupted(request, out, exc.partial, info, chat, str(exc), params)
         raise
     done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
     if chat.problem:
@@ -206,12 +207,14 @@ def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextI
     return Generated("".join(parts), done, interrupted, pipe_closed)
 
 
-def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str) -> None:
+def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str,
+                       params: SamplingParams) -> None:
     """Before the error line: end the partial reply's line, or (``--json``) print it as an
-    object with finish_reason 'interrupted' and the error."""
+    object with finish_reason 'interrupted' and the error; the server sent no statistics,
+    so the counts are null (unknown), and the seed is the one sent."""
     obj = {"text": text if request.raw else sanitize(text), "model": info.name, "model_path": info.path,
-           "conversation_id": chat.conversation_id, "params": request.params.to_dict(),
-           "finish_reason": "interrupted", "error": error, "stats": _json_stats(None)}
+           "conversation_id": chat.conversation_id, "params": params.to_dict(),
+           "finish_reason": "interrupted", "error": error, "stats": _json_stats(None, seed=params.seed)}
     _end_output(request, out, text, obj)
 
 
@@ -230,10 +233,10 @@ def _end_output(request: RunRequest, out: TextIO, text: str, obj: dict) -> bool:
     return True
 
 
-def _json_stats(stats) -> dict[str, object]:
-    if stats is None:
-        return {"prompt_tokens": 0, "prompt_tokens_evaluated": 0, "completion_tokens": 0,
-                "ttft_ms": 0.0, "prompt_eval_ms": 0.0, "decode_tokens_per_s": 0.0}
+def _json_stats(stats, seed: int | None = None) -> dict[str, object]:
+    if stats is None:  # none known (a reply cut short by the server)
+        return {"prompt_tokens": None, "prompt_tokens_evaluated": None, "completion_tokens": None,
+                "ttft_ms": None, "prompt_eval_ms": None, "decode_tokens_per_s": None, "seed": seed}
     data = stats.to_dict()
     keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "ttft_ms",
             "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",

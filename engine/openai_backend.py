@@ -560,7 +560,7 @@ class OpenAICompatibleBackend:
             fix = "is it an OpenAI-compatible server? See its log"
         else:
             why = f"the connection to {self.server} dropped"
-            fix = "check the server (its log), then regenerate with Ctrl+R or run again"
+            fix = "check the server (its log), then try again"
         if partial:
             return StreamInterrupted(f"{why} mid-reply; the partial reply is kept, marked interrupted. "
                                      f"{fix[0].upper()}{fix[1:]}.", partial)

@@ -98,6 +98,10 @@ def test_a_cut_stream_keeps_the_partial_reply_marked_interrupted(stub):
     error_line(out)
     obj = json.loads(out.stdout)
     assert obj["text"] == "Hello there, this" and obj["finish_reason"] == "interrupted" and obj["error"]
+    assert "Ctrl+R" not in obj["error"]  # a message for every front end, not the chat's key
+    # the seed sent is reported; counts the server never sent are unknown, not zero
+    assert obj["params"]["seed"] == obj["stats"]["seed"] == stub.last_body["seed"]
+    assert obj["stats"]["completion_tokens"] is None
     # The conversation continues with the partial reply in it.
     stub.mode = "ok"
     out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "Go on.")
