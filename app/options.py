@@ -36,7 +36,8 @@ MaxTokensOpt = Annotated[Optional[str], typer.Option(
 SeedOpt = Annotated[Optional[str], typer.Option(
     "--seed", help="Seed for reproducible sampling (default: random).", rich_help_panel=SAMPLING)]
 StopOpt = Annotated[Optional[list[str]], typer.Option(
-    "--stop", help="Stop when the reply contains this text (repeatable).", rich_help_panel=SAMPLING)]
+    "--stop", help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
+    rich_help_panel=SAMPLING)]
 CtxOpt = Annotated[Optional[int], typer.Option(
     "--ctx", help="Context size in tokens (default: the model's, at most 8192).", rich_help_panel=ENGINE)]
 GpuLayersOpt = Annotated[Optional[int], typer.Option(
@@ -102,6 +103,10 @@ class SamplingChoice:
     values: dict[str, str | None] = field(default_factory=dict)
     stop: list[str] | None = None
 
+    def __post_init__(self) -> None:
+        if self.stop:  # a shell cannot type a newline in a flag: "\n" stands for one, as in llama-cli
+            self.stop = [unescape(s) for s in self.stop]
+
     def to_params(self, base=None):
         """Validated ``SamplingParams``: ``base`` (or the defaults) with the given flags applied."""
         from vibechat.engine.params import PARAM_SPECS, SamplingParams
@@ -114,6 +119,24 @@ class SamplingChoice:
             changes["stop"] = tuple(self.stop)
         base = base or SamplingParams()
         return base.replace(**changes)
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+
+
+def unescape(text: str) -> str:
+    """``\\n``, ``\\t``, ``\\r`` and ``\\\\`` in a flag's text as the characters they name;
+    any other backslash stays as typed."""
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and text[i + 1] in _ESCAPES:
+            out.append(_ESCAPES[text[i + 1]])
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 
 def check_engine_numbers(engine: EngineChoice) -> None:

@@ -143,6 +143,22 @@ def test_closed_pipe_exits_quietly(starter_installed):
     assert out.returncode == 0
 
 
+def test_stop_flag_escapes_stand_for_newlines_and_tabs():
+    from vibechat.app.options import SamplingChoice, unescape
+
+    assert unescape("a\\nb\\tc\\\\n\\q\\") == "a\nb\tc\\n\\q\\"  # other backslashes stay
+    assert SamplingChoice(stop=["\\n\\n", "END"]).to_params().stop == ("\n\n", "END")
+
+
+def test_stop_at_a_newline_typed_as_backslash_n(starter_installed):
+    out = vibechat("run", "-p", "Count from one to twenty, one number per line:\n1\n2\n3", "-t", "0", "-n", "60",
+                   "--stop", "\\n", "--json")
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    # without the stop, this prompt gets "1\n2\n3\n4..." up to the token limit
+    assert obj["params"]["stop"] == ["\n"] and obj["finish_reason"] == "stop" and "\n" not in obj["text"]
+
+
 def test_ctrl_c_keeps_output_and_exits_130(starter_installed):
     proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", "Count to one thousand: 1, 2, 3,", "-t", "0",
                              "-n", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
