@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional, TypeVar
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
@@ -277,8 +277,46 @@ def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | No
     return ChatLog(Conversation(), history)
 
 
+def _click_exception(name: str) -> Any:
+    """Click's exception class ``name`` as the installed Typer raises it: recent Typer
+    vendors its own copy of click, older ones use click itself; typer.BadParameter is
+    one of them in both."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+def usage_error_line(exc: Any) -> str:
+    """Click's usage error as the one line vibechat prints: the message (typer's
+    "Did you mean" suggestions included) and where to read the command's options."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    if message[:1].isupper() and not message[1:2].isupper():
+        message = message[0].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "vibechat"
+    return f"vibechat: error: {message} (see '{where} --help')"
+
+
 def main() -> None:
+    """The console script: runs the commands with click's standalone mode off, so that a
+    usage error (an unknown option, a value of the wrong type) is one line on stderr and
+    exit code 2 rather than click's boxed panel."""
+    from typer.main import get_command
+
+    command = get_command(cli)
+    click_exception, usage_error = _click_exception("ClickException"), _click_exception("UsageError")
     try:
-        cli()
+        code = command.main(standalone_mode=False)
     except KeyboardInterrupt:
         sys.exit(130)
+    except typer.Abort:  # Ctrl-D or Ctrl-C at a confirmation prompt
+        typer.echo("\nvibechat: aborted.", err=True)
+        sys.exit(1)
+    except click_exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `vibechat history`: its help, as before
+            if exc.format_message().strip():  # (with Rich, it is printed already)
+                typer.echo(exc.format_message())
+        elif isinstance(exc, usage_error):
+            typer.echo(usage_error_line(exc), err=True)
+        else:
+            typer.echo(f"vibechat: error: {' '.join(exc.format_message().split())}", err=True)
+        sys.exit(getattr(exc, "exit_code", 1))
+    sys.exit(code if isinstance(code, int) else 0)

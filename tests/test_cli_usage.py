@@ -1,0 +1,53 @@
+"""The command line itself, in real subprocesses and without loading a model: usage
+errors are one line (exit 2), --help still answers."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import VIBECHAT_BIN
+
+
+def vibechat(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
+                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize(("args", "needle", "command"), [
+    (["run", "--conversation", "0"], "invalid value for '--conversation'", "vibechat run"),
+    (["run", "--cid", "abc"], "valid integer", "vibechat run"),
+    (["run", "--bogus"], "no such option: --bogus", "vibechat run"),
+    (["run", "--temprature", "1"], "--temperature", "vibechat run"),  # typer's suggestion survives
+    (["histroy"], "Did you mean 'history'?", "vibechat"),
+    (["--no-such-flag"], "no such option: --no-such-flag", "vibechat"),
+    (["history", "list", "-n", "0"], "invalid value for '--limit'", "vibechat history list"),
+    (["history", "show", "abc"], "valid integer", "vibechat history show"),
+    (["history", "show"], "missing argument", "vibechat history show"),
+    (["history", "export", "29", "-o", "."], "is a directory", "vibechat history export"),
+    (["models", "search", "x", "--limit", "0"], "invalid value for '--limit'", "vibechat models search"),
+    (["config", "show", "--jsn"], "no such option: --jsn", "vibechat config show"),
+])
+def test_usage_errors_are_one_line_with_exit_2(args, needle, command):
+    out = vibechat(*args)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert out.stderr.count("\n") == 1, out.stderr  # no usage block, no box
+    line = out.stderr.rstrip("\n")
+    assert line.startswith("vibechat: error: ") and line.endswith(f"(see '{command} --help')")
+    assert needle in line
+    assert "╭" not in line and "Traceback" not in line
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["run", "--help"], ["history", "export", "-h"],
+                                  ["models", "--help"], ["config", "show", "--help"]])
+def test_help_still_works(args):
+    out = vibechat(*args)
+    assert out.returncode == 0, out.stderr
+    assert "Usage: vibechat" in out.stdout and out.stderr == ""
+
+
+def test_a_group_without_a_command_shows_its_help():
+    out = vibechat("history")
+    assert out.returncode == 2 and "Usage: vibechat history" in out.stdout and "export" in out.stdout
