@@ -100,9 +100,52 @@ def _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed
     )
 
 
+def version_text() -> str:
+    """``vibechat --version``: vibechat's version, llama-cpp-python's, the llama.cpp
+    backends it was built with and whether it can offload to a GPU. Loads no model;
+    llama_cpp is imported here only (``--help`` stays instant)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    lines = [f"vibechat {installed('vibechat') or '(version unknown: not installed as a package)'}"]
+    llama = installed("llama-cpp-python")
+    try:
+        import llama_cpp
+
+        gpu = bool(llama_cpp.llama_supports_gpu_offload())
+        info = llama_cpp.llama_print_system_info()
+    except Exception as exc:  # noqa: BLE001 - not installed, or a build that does not load
+        problem = " ".join(str(exc).split()) or type(exc).__name__
+        lines.append(f"llama-cpp-python {llama or '(not installed)'}: cannot load it ({problem})")
+        return "\n".join(lines)
+    text = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    # "CUDA : ARCHS = 890 | ... | CPU : SSE3 = 1 | ...": each backend starts with "NAME : ".
+    backends = [part.split(" : ")[0].strip() for part in text.split("|") if " : " in part]
+    lines.append(f"llama-cpp-python {llama or getattr(llama_cpp, '__version__', '?')}"
+                 + (f" (llama.cpp backends: {', '.join(backends)})" if backends else ""))
+    lines.append("GPU offload: yes" if gpu else
+                 "GPU offload: no (a CPU-only build; the README's GPU section says how to rebuild it)")
+    return "\n".join(lines)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
 @cli.callback(invoke_without_command=True)
 def main_callback(
     ctx: typer.Context,
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", callback=_print_version, is_eager=True, expose_value=False,
+        help="Print the versions of vibechat and llama-cpp-python, and whether this build can offload "
+             "to a GPU.")] = False,
     model: ModelOpt = None,
     system: SystemOpt = None,
     temperature: TemperatureOpt = None,

@@ -1,9 +1,10 @@
 """The command line itself, in real subprocesses and without loading a model: usage
-errors are one line (exit 2), --help still answers."""
+errors are one line (exit 2), --help and --version answer at once."""
 
 from __future__ import annotations
 
 import subprocess
+from importlib.metadata import version
 
 import pytest
 
@@ -51,3 +52,17 @@ def test_help_still_works(args):
 def test_a_group_without_a_command_shows_its_help():
     out = vibechat("history")
     assert out.returncode == 2 and "Usage: vibechat history" in out.stdout and "export" in out.stdout
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_names_vibechat_llama_cpp_and_gpu_offload(flag, user_dirs):
+    import llama_cpp
+
+    out = vibechat(flag)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"vibechat {version('vibechat')}"
+    assert lines[1].startswith(f"llama-cpp-python {version('llama-cpp-python')}")
+    offload = llama_cpp.llama_supports_gpu_offload()
+    assert lines[2].startswith("GPU offload: yes" if offload else "GPU offload: no")
+    assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # no model was unpacked or loaded
