@@ -108,20 +108,26 @@ def search(
 @history_app.command()
 def export(
     conversation_id: IdArg,
-    format_: Annotated[str, typer.Option("--format", "-f", help="md (Markdown) or json.")] = "md",
+    format_: Annotated[Optional[str], typer.Option(
+        "--format", "-f", help="md (Markdown) or json; default: json for an -o file ending in .json, "
+        "else Markdown.")] = None,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write to this file instead of stdout.", dir_okay=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file if it exists.")] = False,
 ) -> None:
     """Write one conversation as Markdown or JSON."""
     def go() -> None:
         from vibechat.engine.errors import VibechatError
         from vibechat.engine.sanitize import sanitize
 
-        kind = format_.lower().lstrip(".")
-        if kind in ("markdown",):
-            kind = "md"
-        if kind not in ("md", "json"):
-            raise VibechatError(f"unknown export format {format_!r}: use --format md or --format json.")
+        if format_ is None:  # from the file's extension: .json is JSON, anything else Markdown
+            kind = "json" if output is not None and output.suffix.lower() == ".json" else "md"
+        else:
+            kind = format_.lower().lstrip(".")
+            if kind in ("markdown",):
+                kind = "md"
+            if kind not in ("md", "json"):
+                raise VibechatError(f"unknown export format {format_!r}: use --format md or --format json.")
         with _open() as history:
             conversation = history.get(conversation_id)
         text = (conversation.to_markdown() if kind == "md"
@@ -130,10 +136,15 @@ def export(
             typer.echo(sanitize(text) if kind == "md" else text, nl=False)
             return
         try:
-            output.write_text(text, encoding="utf-8")
+            with output.open("w" if force else "x", encoding="utf-8") as fh:  # "x": never overwrite
+                fh.write(text)
+        except FileExistsError:
+            raise VibechatError(f"{output} already exists: pass --force to overwrite it, or choose another "
+                                "file with -o.") from None
         except OSError as exc:
             raise VibechatError(f"cannot write {output}: {exc.strerror or exc}.") from None
-        typer.echo(f"Wrote conversation {conversation_id} to {output}.", err=True)
+        typer.echo(f"Wrote conversation {conversation_id} to {output} ({'JSON' if kind == 'json' else 'Markdown'}).",
+                   err=True)
 
     guard(go)
 
