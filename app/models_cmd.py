@@ -175,15 +175,24 @@ def info(name: Annotated[str, typer.Argument(help="A name from 'vibechat models 
         from pathlib import Path
 
         from vibechat.engine.gguf import inspect_gguf
-        from vibechat.engine.models import LocalModel, find_model, resolve_model
+        from vibechat.engine.models import LocalModel, find_model
+        from vibechat.engine.refs import parse_hub_ref
+        from vibechat.engine.starter import starter_header
 
         path = Path(name).expanduser()
         model: LocalModel | None = None
+        unpacked = True
         if not path.exists():
+            if parse_hub_ref(name) is None and (path.suffix.lower() == ".gguf" or name.startswith((".", "/", "~", "\\"))):
+                inspect_gguf(path)  # a path, as with 'run --model': says the file does not exist
             model = find_model(name)
-            path = resolve_model(name) if model.source == "starter" else model.path
-        header = inspect_gguf(path)
-        size = model.size if model else header.file_size
+            path = model.path
+        if model is not None and model.source == "starter" and not path.exists():
+            header = starter_header()  # read from the package: the 250 MB file is unpacked on first use only
+            unpacked = False
+        else:
+            header = inspect_gguf(path)
+        size = header.file_size if model is None or not unpacked else model.size
         data = {
             "name": model.name if model else path.name, "path": str(path),
             "architecture": header.architecture, "context_length": header.context_length,
@@ -199,6 +208,8 @@ def info(name: Annotated[str, typer.Argument(help="A name from 'vibechat models 
         for key, value in data.items():
             if key == "size":
                 value = human_size(size)
+            elif key == "path" and not unpacked:
+                value = f"{value} (unpacked there when first used)"
             elif key == "chat_template":
                 value = "yes" if value else "no (vibechat picks a built-in format by architecture)"
             elif value is None:
