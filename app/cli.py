@@ -193,10 +193,18 @@ def main_callback(
     guarded(start)
 
 
-@cli.command()
+# Built from one line per paragraph: with Rich, --help keeps a docstring's line breaks.
+RUN_HELP = ("Answer one prompt, streaming the reply to stdout.\n\n"
+            "Saved as a conversation unless --no-save; --continue or --conversation ID add to a saved one "
+            "(its system prompt and parameters apply, under your flags). --prompts-file runs many prompts, "
+            "each a new conversation.")
+
+
+@cli.command(help=RUN_HELP)
 def run(
     prompt: Annotated[Optional[str], typer.Option(
-        "--prompt", "-p", help="The prompt; '-' reads stdin (also read when piped and no --prompt).")] = None,
+        "--prompt", "-p", metavar="TEXT",
+        help="The prompt; '-' reads stdin (also read when piped and no --prompt).")] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
     temperature: TemperatureOpt = None,
@@ -224,7 +232,8 @@ def run(
         "--continue", "-c", help="Add this prompt to the latest saved conversation.",
         rich_help_panel=HISTORY)] = False,
     conversation: Annotated[Optional[int], typer.Option(
-        "--conversation", "--cid", help="Add this prompt to saved conversation ID ('vibechat history list').",
+        "--conversation", "--cid", metavar="ID",
+        help="Add this prompt to saved conversation ID ('vibechat history list').",
         min=1, rich_help_panel=HISTORY)] = None,
     prompts_file: Annotated[Optional[str], typer.Option(
         "--prompts-file", metavar="FILE.jsonl",
@@ -235,10 +244,7 @@ def run(
         help="With --prompts-file: start every prompt from an empty KV cache instead of reusing the prefix "
              "it shares with the previous one (slower; results then cannot depend on line order).")] = False,
 ) -> None:
-    """Answer one prompt, streaming the reply to stdout. Saved as a conversation unless
-    --no-save; --continue or --conversation ID add to a saved one (its system prompt and
-    parameters apply, under your flags). --prompts-file runs many prompts, each a new
-    conversation."""
+    """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens)
@@ -338,6 +344,27 @@ def usage_error_line(exc: Any) -> str:
     return f"vibechat: error: {message} (see '{where} --help')"
 
 
+def quiet_flags(command: Any, help_names: list[str] | None = None) -> None:
+    """Tidy value labels in ``--help``: recent Typer shows every parameter's type, so
+    ``<bool>`` beside ``--json`` or ``--help``, which take no value, and ``<str>`` beside
+    an argument already named by its metavar (``QUERY``). Flags get no label; arguments
+    with a metavar show just it."""
+    help_names = command.context_settings.get("help_option_names", help_names) or ["--help"]
+    options = [p for p in command.params if getattr(p, "is_flag", False)]
+    try:  # -h/--help, which click adds itself (and, since click 8.2, keeps)
+        options.append(command.get_help_option(command.context_class(command, help_option_names=help_names)))
+    except Exception:  # noqa: BLE001 - only the help page's looks are at stake
+        pass
+    for option in options:
+        if option is not None and getattr(option, "is_flag", False) and option.metavar is None:
+            option.metavar = ""
+    for param in command.params:
+        if param.param_type_name == "argument" and param.metavar and hasattr(param, "display_type_rich"):
+            param.display_type_rich = lambda ctx: None
+    for sub in getattr(command, "commands", {}).values():
+        quiet_flags(sub, help_names)
+
+
 def main() -> None:
     """The console script: runs the commands with click's standalone mode off, so that a
     usage error (an unknown option, a value of the wrong type) is one line on stderr and
@@ -345,6 +372,7 @@ def main() -> None:
     from typer.main import get_command
 
     command = get_command(cli)
+    quiet_flags(command)
     click_exception, usage_error = _click_exception("ClickException"), _click_exception("UsageError")
     try:
         code = command.main(standalone_mode=False)

@@ -19,7 +19,7 @@ history_app = typer.Typer(help="List, show, search, export and delete saved conv
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-IdArg = Annotated[int, typer.Argument(help="A conversation id from 'vibechat history list'.", min=1)]
+IdArg = Annotated[int, typer.Argument(metavar="ID", help="A conversation id from 'vibechat history list'.", min=1)]
 
 
 def _open():
@@ -44,7 +44,8 @@ def _emit_json(data: object) -> None:
 
 @history_app.command("list")
 def list_(
-    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Show at most this many.", min=1)] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", "-n", metavar="N", help="Show at most this many.", min=1)] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Saved conversations, most recently updated first."""
@@ -81,8 +82,10 @@ def show(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
 
 @history_app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="Words to find in any message (all must appear).")],
-    limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most this many matches.", min=1)] = 20,
+    query: Annotated[str, typer.Argument(
+        metavar="QUERY", help="Words to find in any message (all must appear).")],
+    limit: Annotated[int, typer.Option(
+        "--limit", "-n", metavar="N", help="Show at most this many matches.", min=1)] = 20,
     json_output: JsonOpt = False,
 ) -> None:
     """Full-text search across every saved message."""
@@ -109,10 +112,10 @@ def search(
 def export(
     conversation_id: IdArg,
     format_: Annotated[Optional[str], typer.Option(
-        "--format", "-f", help="md (Markdown) or json; default: json for an -o file ending in .json, "
-        "else Markdown.")] = None,
+        "--format", "-f", metavar="FORMAT",
+        help="md (Markdown) or json; default: json for an -o file ending in .json, else Markdown.")] = None,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write to this file instead of stdout.", dir_okay=False)] = None,
+        "--output", "-o", metavar="FILE", help="Write to this file instead of stdout.", dir_okay=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file if it exists.")] = False,
 ) -> None:
     """Write one conversation as Markdown or JSON."""

@@ -25,7 +25,7 @@ def vibechat(*args: str, input: str | None = None, timeout: float = 60) -> subpr
     (["--no-such-flag"], "no such option: --no-such-flag", "vibechat"),
     (["history", "list", "-n", "0"], "invalid value for '--limit'", "vibechat history list"),
     (["history", "show", "abc"], "valid integer", "vibechat history show"),
-    (["history", "show"], "missing argument", "vibechat history show"),
+    (["history", "show"], "missing argument 'ID'", "vibechat history show"),
     (["history", "export", "29", "-o", "."], "is a directory", "vibechat history export"),
     (["models", "search", "x", "--limit", "0"], "invalid value for '--limit'", "vibechat models search"),
     (["config", "show", "--jsn"], "no such option: --jsn", "vibechat config show"),
@@ -66,3 +66,29 @@ def test_version_names_vibechat_llama_cpp_and_gpu_offload(flag, user_dirs):
     offload = llama_cpp.llama_supports_gpu_offload()
     assert lines[2].startswith("GPU offload: yes" if offload else "GPU offload: no")
     assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # no model was unpacked or loaded
+
+
+HELP_PAGES = [[], ["run"], ["models"], ["models", "search"], ["models", "files"], ["models", "pull"],
+              ["models", "list"], ["models", "info"], ["models", "rm"], ["history"], ["history", "list"],
+              ["history", "show"], ["history", "search"], ["history", "export"], ["history", "rm"], ["config"],
+              ["config", "path"], ["config", "show"], ["config", "edit"]]
+
+
+def test_help_pages_name_values_plainly():
+    """No '<bool>' beside a flag, no '<str>' or '<int>' for a value: options say what they take."""
+    for args in HELP_PAGES:
+        page = vibechat(*args, "--help").stdout
+        for label in ("<bool>", "<str>", "<int", "<float>", "<Path>", "<list", "<path>"):
+            assert label not in page, (args, label)
+    page = vibechat("run", "--help").stdout
+    for flag, label in (("--temperature", "NUMBER"), ("--top-k", "N"), ("--model", "MODEL"), ("--prompt", "TEXT"),
+                        ("--conversation", "ID"), ("--prompts-file", "FILE.jsonl")):
+        assert any(flag in line and f" {label} " in line for line in page.splitlines()), (flag, label)
+
+
+def test_the_run_summary_is_one_line_in_the_command_list():
+    page = vibechat("--help").stdout
+    [line] = [line for line in page.splitlines() if "│ run " in line]
+    assert "Answer one prompt, streaming the reply to stdout." in line
+    assert "unless" not in page  # the details stay on run's own page
+    assert "--prompts-file runs many prompts" in " ".join(vibechat("run", "--help").stdout.split())
