@@ -187,6 +187,7 @@ def main_callback(
         # and shows the problem.
         loaded = with_flags(load_app_config(), engine, sampling, system)
         config = loaded.config
+        check_draft_tokens(engine, config)
         run_tui(engine=EngineChoice.from_config(config), params=config.params, system=config.system_prompt,
                 config=loaded, save=not no_save)
 
@@ -269,6 +270,7 @@ def run(
         if loaded.problem:
             raise ConfigError(loaded.problem)
         config = with_flags(loaded, engine, sampling, system).config
+        check_draft_tokens(engine, config)
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
             return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats,
                               reuse_prefix=not no_prefix_cache)
@@ -294,6 +296,17 @@ def run(
     code = guarded(go)
     if code:
         raise typer.Exit(code)
+
+
+def check_draft_tokens(engine: EngineChoice, config) -> None:
+    """--draft-tokens sizes speculative drafts: given while drafting is off (no --draft
+    prompt-lookup, nor speculative in the config), it would be ignored without a word."""
+    from vibechat.engine.errors import VibechatError
+    from vibechat.engine.knobs import check_speculative
+
+    if engine.draft_tokens is not None and check_speculative(config.speculative or "off") == "off":
+        raise VibechatError("--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
+                            "or drop --draft-tokens.")
 
 
 def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | None):

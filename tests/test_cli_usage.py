@@ -92,3 +92,11 @@ def test_the_run_summary_is_one_line_in_the_command_list():
     assert "Answer one prompt, streaming the reply to stdout." in line
     assert "unless" not in page  # the details stay on run's own page
     assert "--prompts-file runs many prompts" in " ".join(vibechat("run", "--help").stdout.split())
+
+
+@pytest.mark.parametrize("args", [["run", "-p", "hi"], ["run", "--prompts-file", "-"], []])
+def test_draft_tokens_without_drafting_is_an_error_not_silently_ignored(args):
+    out = vibechat(*args, "--draft-tokens", "5") if args else vibechat("--draft-tokens", "5")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == ("vibechat: error: --draft-tokens applies only with speculative decoding: add --draft "
+                          "prompt-lookup, or drop --draft-tokens.\n")
