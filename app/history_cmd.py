@@ -82,6 +82,7 @@ def show(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
 
 @history_app.command()
 def search(
+    ctx: typer.Context,
     query: Annotated[str, typer.Argument(
         metavar="QUERY", help="Words to find in any message (all must appear).")],
     limit: Annotated[int, typer.Option(
@@ -89,6 +90,12 @@ def search(
     json_output: JsonOpt = False,
 ) -> None:
     """Full-text search across every saved message."""
+    from vibechat.engine.history import fts_query
+
+    if fts_query(query) is None:  # nothing to look for: a usage error, like a missing argument
+        raise typer.BadParameter(f"no word to search for in {query!r}: give at least one word.", ctx=ctx,
+                                 param_hint="'QUERY'")
+
     def go() -> None:
         from vibechat.engine.history import HIT_END, HIT_START
 
@@ -163,8 +170,8 @@ def rm(conversation_id: IdArg,
             conversation = history.get(conversation_id)
             if not yes:
                 if not sys.stdin.isatty():
-                    raise VibechatError(f"not deleting conversation {conversation_id} without confirmation: "
-                                        "pass --yes.")
+                    raise VibechatError(f"not deleting conversation {conversation_id} without confirmation "
+                                        "(stdin is not a terminal, so vibechat cannot ask): pass --yes.")
                 if not typer.confirm(f"Delete conversation {conversation_id} ({conversation.title!r}, "
                                      f"{len(conversation.messages)} messages)?", default=False):
                     typer.echo("Kept.", err=True)

@@ -236,7 +236,8 @@ def rm(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vi
         check_removable(model)
         if not yes:
             if not sys.stdin.isatty():
-                raise VibechatError(f"not deleting {model.name} without confirmation: pass --yes.")
+                raise VibechatError(f"not deleting {model.name} without confirmation (stdin is not a terminal, "
+                                    "so vibechat cannot ask): pass --yes.")
             if not typer.confirm(f"Delete {model.name} ({human_size(model.size)}, {model.path})?", default=False):
                 typer.echo("Kept.", err=True)
                 return

@@ -29,6 +29,8 @@ def vibechat(*args: str, input: str | None = None, timeout: float = 60) -> subpr
     (["history", "export", "29", "-o", "."], "is a directory", "vibechat history export"),
     (["models", "search", "x", "--limit", "0"], "invalid value for '--limit'", "vibechat models search"),
     (["config", "show", "--jsn"], "no such option: --jsn", "vibechat config show"),
+    (["history", "search", ""], "no word to search for", "vibechat history search"),
+    (["history", "search", "  !! "], "give at least one word", "vibechat history search"),
 ])
 def test_usage_errors_are_one_line_with_exit_2(args, needle, command):
     out = vibechat(*args)

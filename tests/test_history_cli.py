@@ -120,6 +120,9 @@ def test_export_picks_the_format_from_the_extension_and_never_overwrites_without
 def test_rm_asks_unless_yes(saved):
     refused = vibechat("history", "rm", str(saved["Fruit"]))
     assert refused.returncode == 1 and "--yes" in refused.stderr
+    piped = vibechat("history", "rm", str(saved["Fruit"]), input="y\n")  # no terminal to ask on
+    assert piped.returncode == 1 and piped.stderr.count("\n") == 1
+    assert "not a terminal" in piped.stderr and piped.stderr.rstrip().endswith("pass --yes.")
     out = vibechat("history", "rm", str(saved["Fruit"]), "--yes")
     assert out.returncode == 0 and "Deleted conversation" in out.stdout
     assert [c["id"] for c in json.loads(vibechat("history", "list", "--json").stdout)] == [saved["Colours"]]
