@@ -10,8 +10,8 @@ tests reuse never changed a reply). Results go to stdout as each prompt complete
 JSON object per line, in the order of the file. A bad line (see ``engine/batch.py``)
 becomes a result with ``error`` and ``line``, plus one line on stderr; the rest run.
 
-Exit codes: 0 every line succeeded, 1 at least one failed (or the command could not
-start: one line on stderr), 130 after Ctrl-C: the prompt in progress stops at once
+Exit codes: 0 every line succeeded, 1 at least one failed or there was none (or the
+command could not start: one line on stderr), 130 after Ctrl-C: the prompt in progress stops at once
 and is reported with ``finish_reason: "cancelled"``; the lines after it do not run.
 """
 
@@ -159,8 +159,27 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
         err.write("\n")
         return 130
     if batch.done + batch.failed == 0:
-        err.write(f"vibechat: no prompts in {source} (one JSON object per line; blank lines are skipped)\n")
+        err.write(f"vibechat: error: {_no_prompts(source)}\n")
+        return 1
     return 1 if batch.failed else 0
+
+
+def _no_prompts(source: str) -> str:
+    return (f"no prompts in {source}: it is empty or blank; give one JSON object per line, "
+            'e.g. {"prompt": "Hi"}.')
+
+
+def _check_not_blank(prompts: BinaryIO, source: str) -> None:
+    """A file (not a pipe) with no prompt is an error before the model loads."""
+    if not _is_regular(prompts):
+        return
+    try:
+        blank = all(not line.strip() for line in prompts)
+        prompts.seek(0)
+    except OSError:
+        return  # read again, and reported, by the batch itself
+    if blank:
+        raise VibechatError(_no_prompts(source))
 
 
 def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_id: int | None) -> None:
@@ -182,6 +201,7 @@ def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool,
     history: History | None = None
     backend: Backend | None = None
     try:
+        _check_not_blank(prompts, source)
         if not no_save:
             history = History().open()  # a read-only data dir fails here, in one line, before any work
         backend = make_backend(EngineChoice.from_config(config), pull=pull_with_progress)

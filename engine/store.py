@@ -31,6 +31,7 @@ from .hub import Hub, RepoListing
 from .models import LocalModel
 from .paths import models_dir
 from .refs import HubRef, QuantOption, RepoFile, group_quants
+from .starter import PACKAGE as STARTER_PACKAGE
 
 log = logging.getLogger("vibechat.store")
 
@@ -139,9 +140,14 @@ def register(repo: str, revision: str, option: QuantOption) -> LocalModel:
 
 def check_removable(model: LocalModel) -> None:
     """Raise ``ModelStoreError`` saying why, for a model vibechat must not delete."""
+    if model.source == "starter":
+        copy = (f" Its unpacked copy, {model.path}, may be deleted; it is unpacked again when next used."
+                if model.path.exists() else "")
+        raise ModelStoreError(f"{model.name} is the model bundled with vibechat (the {STARTER_PACKAGE} package), "
+                              f"used when no other is chosen: it cannot be removed.{copy}")
     if model.read_only:
         raise ModelStoreError(f"{model.name} is not vibechat's to delete ({_owner(model.source)}): "
-                              f"remove it with that tool, or delete {model.path} yourself.")
+                              f"{_remove_with(model)}.")
 
 
 def remove(model: LocalModel) -> None:
@@ -170,8 +176,19 @@ def _parts(path: Path) -> tuple[Path, Path]:
 
 
 def _owner(source: str) -> str:
-    return {"starter": "it is the bundled starter model", "hf-cache": "it lives in the Hugging Face cache",
-            "ollama": "it belongs to Ollama", "lmstudio": "it belongs to LM Studio"}.get(source, source)
+    return {"hf-cache": "it lives in the Hugging Face cache", "ollama": "it belongs to Ollama",
+            "lmstudio": "it belongs to LM Studio"}.get(source, source)
+
+
+def _remove_with(model: LocalModel) -> str:
+    """How to remove a model another tool owns, with that tool."""
+    if model.source == "hf-cache":
+        return f"remove it with 'hf cache rm model/{model.repo}'" if model.repo else "remove it with 'hf cache rm'"
+    if model.source == "ollama":
+        return f"remove it with 'ollama rm {model.name.removeprefix('ollama:')}'"
+    if model.source == "lmstudio":
+        return f"remove it in LM Studio (My Models), or delete {model.path} yourself"
+    return f"delete {model.path} yourself"
 
 
 def pull(ref: HubRef, *, hub: Hub | None = None, on_progress: Callable[[Progress], None] | None = None,

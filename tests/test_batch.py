@@ -157,7 +157,25 @@ def test_a_missing_file_is_one_line(tmp_path):
     assert "cannot read prompts file" in out.stderr and "No such file" in out.stderr
 
 
+@pytest.mark.parametrize("text", ["", "\n  \n\n"])
+def test_a_file_without_prompts_is_an_error_before_the_model_loads(tmp_path, user_dirs, text):
+    path = tmp_path / "empty.jsonl"
+    path.write_text(text)
+    out = vibechat("run", "--prompts-file", str(path))
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and f"no prompts in {path}" in out.stderr
+    assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # nothing loaded (nor unpacked)
+
+
 # -------------------------------------------------------- on the real model
+@pytest.mark.model
+def test_no_prompts_on_stdin_is_an_error(starter_installed):
+    out = vibechat("run", "--prompts-file", "-", input="\n\n")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == ('vibechat: error: no prompts in stdin: it is empty or blank; give one JSON object per '
+                          'line, e.g. {"prompt": "Hi"}.\n')
+
+
 @pytest.mark.model
 def test_a_bad_line_is_reported_in_place_and_the_rest_run(starter_installed, tmp_path):
     path = tmp_path / "prompts.jsonl"

@@ -95,9 +95,34 @@ def test_export_markdown_and_json_to_stdout_and_file(saved, tmp_path: Path):
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "--format md" in bad.stderr
 
 
+def test_export_picks_the_format_from_the_extension_and_never_overwrites_without_force(saved, tmp_path: Path):
+    cid = str(saved["Colours"])
+    as_json = tmp_path / "c.json"
+    out = vibechat("history", "export", cid, "-o", str(as_json))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(as_json.read_text())["id"] == saved["Colours"]
+    for name in ("c.md", "c.markdown", "c.txt"):  # anything but .json is Markdown
+        assert vibechat("history", "export", cid, "-o", str(tmp_path / name)).returncode == 0
+        assert (tmp_path / name).read_text().startswith("# Colours?\n")
+    assert vibechat("history", "export", cid, "-f", "md", "-o", str(tmp_path / "x.json")).returncode == 0
+    assert (tmp_path / "x.json").read_text().startswith("# Colours?")  # --format wins over the extension
+
+    as_json.write_text("precious")
+    refused = vibechat("history", "export", cid, "-o", str(as_json))
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "already exists" in refused.stderr and "--force" in refused.stderr
+    assert as_json.read_text() == "precious"
+    forced = vibechat("history", "export", cid, "-o", str(as_json), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(as_json.read_text())["id"] == saved["Colours"]
+
+
 def test_rm_asks_unless_yes(saved):
     refused = vibechat("history", "rm", str(saved["Fruit"]))
     assert refused.returncode == 1 and "--yes" in refused.stderr
+    piped = vibechat("history", "rm", str(saved["Fruit"]), input="y\n")  # no terminal to ask on
+    assert piped.returncode == 1 and piped.stderr.count("\n") == 1
+    assert "not a terminal" in piped.stderr and piped.stderr.rstrip().endswith("pass --yes.")
     out = vibechat("history", "rm", str(saved["Fruit"]), "--yes")
     assert out.returncode == 0 and "Deleted conversation" in out.stdout
     assert [c["id"] for c in json.loads(vibechat("history", "list", "--json").stdout)] == [saved["Colours"]]

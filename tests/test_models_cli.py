@@ -189,6 +189,36 @@ def test_models_of_other_tools_are_listed_read_only(user_dirs, monkeypatch, tmp_
     assert names["ollama:foo:1b"]["path"] == str(blob) and names["ollama:foo:1b"]["quant"] == "Q4_K_M"
     out = vibechat("models", "rm", "ollama:foo:1b", "--yes")
     assert out.returncode == 1 and "belongs to Ollama" in out.stderr and blob.exists()
+    assert "remove it with 'ollama rm foo:1b'" in out.stderr
+
+
+@pytest.mark.parametrize("path", ["/nonexistent/x.gguf", "./missing.gguf", "missing.gguf", "~/nowhere/m.bin"])
+def test_info_on_a_missing_path_says_the_file_does_not_exist(path):
+    out = vibechat("models", "info", path)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert "does not exist" in out.stderr and "no local model named" not in out.stderr
+
+
+def test_the_starter_model_cannot_be_removed_and_says_why(user_dirs):
+    out = vibechat("models", "rm", "starter", "--yes")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert "bundled with vibechat" in out.stderr and "cannot be removed" in out.stderr
+    assert "that tool" not in out.stderr
+
+
+def test_info_describes_the_starter_model_without_unpacking_it(user_dirs, starter_path):
+    from vibechat.engine.gguf import inspect_gguf
+
+    out = vibechat("models", "info", "starter", "--json")
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    real = inspect_gguf(starter_path)  # the unpacked file (in the session's own cache) says the same
+    assert (info["architecture"], info["context_length"], info["layers"], info["quant"], info["size"]) == \
+        (real.architecture, real.context_length, real.block_count, real.quantization, real.file_size)
+    assert info["chat_template"] is False and info["source"] == "starter"
+    assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # nothing unpacked in this test's cache
+    text = vibechat("models", "info", "starter").stdout
+    assert "unpacked there when first used" in text and "gemma3" in text
 
 
 @pytest.mark.model

@@ -264,6 +264,33 @@ async def test_export_the_open_conversation_to_markdown_and_json(db, tmp_path: P
         assert [m["content"] for m in data["messages"]] == ["Export me", "Exported **reply**"]
 
 
+async def test_export_asks_before_replacing_an_existing_file(db, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seed_history(db, [("Export me", ["Exported **reply**"])])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "e")
+        await pilot.pause()
+        target = Path(app.screen.query_one("#export-path").value)
+        target.write_text("precious")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen) and str(target) in app.screen.question
+        await pilot.press("n")
+        await pilot.pause()
+        assert target.read_text() == "precious"
+        assert any("Not exported" in n.message for n in app._notifications)
+        await pilot.press("e")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await pilot.pause()
+        assert target.read_text().startswith("# Export me")
+
+
 async def test_a_reply_left_streaming_by_a_crash_opens_as_interrupted(db):
     with History(db) as history:
         cid = history.create(title="crashed")

@@ -255,8 +255,8 @@ class HistoryActions(_Host):
         slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "conversation"
         stem = Path.cwd() / f"vibechat-{conversation_id}-{slug}"
 
-        def chosen(choice: ExportChoice | None) -> None:
-            if choice is None or self.history is None:
+        def write(choice: ExportChoice) -> None:
+            if self.history is None:
                 return
             try:
                 stored = self.history.get(conversation_id)
@@ -269,6 +269,21 @@ class HistoryActions(_Host):
                 self.notify(f"Could not write {choice.path}: {exc.strerror or exc}.", severity="error")
             else:
                 self.notify(f"Exported to {choice.path}", timeout=5)
+
+        def chosen(choice: ExportChoice | None) -> None:
+            if choice is None or self.history is None:
+                return
+            if not choice.path.is_file():
+                write(choice)
+                return
+
+            def answered(replace: bool | None) -> None:  # an existing file is replaced only when asked to
+                if replace:
+                    write(choice)
+                else:
+                    self.notify(f"Not exported: {choice.path} is left as it was.", timeout=5)
+
+            self.push_screen(ConfirmScreen(f"{choice.path} already exists.\n\nReplace it?"), answered)
 
         self.push_screen(ExportScreen(stem), chosen)
 
