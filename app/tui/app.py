@@ -12,12 +12,13 @@ import threading
 from collections.abc import Iterable
 from urllib.parse import urlparse
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import var
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer
 
 from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
@@ -62,6 +63,7 @@ log = logging.getLogger("vibechat.tui")
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
 FIRST_LIMIT = 300  # ... and in the first render of a reply, which also lays the reply out
+MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 # Actions without a key of their own: (title, help, action).
 PALETTE_ONLY = [
@@ -136,6 +138,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self._pacer = RenderPacer()
         self._backlog = False  # the last render left text behind: the stream outruns the UI
         self._record: Reply | None = None  # the reply being saved while it streams
+        self._side_panel_last: Widget | None = None  # the side panel opened last
         for theme in THEMES:
             self.register_theme(theme)
         self.apply_config(config)  # the theme, [keys]
@@ -471,11 +474,38 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
 
     def action_toggle_params(self) -> None:
         panel = self.panel
-        panel.toggle_class("-visible")
         if panel.has_class("-visible"):
-            panel.focus_first()
-        else:
+            panel.remove_class("-visible")
             self.prompt_input.focus()
+        else:
+            self.show_side_panel(panel)
+            panel.focus_first()
+
+    # ---------------------------------------------------------- side panels
+    @staticmethod
+    def room_for_both_panels(width: int) -> bool:
+        return width >= ConversationSidebar.WIDTH + ParamPanel.WIDTH + MIN_CHAT_WIDTH
+
+    def show_side_panel(self, panel: Widget) -> None:
+        """Show the conversation list or the parameter panel. Where the terminal cannot hold
+        both beside a usable chat, the other one closes."""
+        other = self.panel if panel is self.sidebar else self.sidebar
+        if other.has_class("-visible") and not self.room_for_both_panels(self.size.width):
+            other.remove_class("-visible")
+        panel.add_class("-visible")
+        self._side_panel_last = panel
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Narrowed with both side panels open: the one in use (focused, else opened last) stays."""
+        if self.room_for_both_panels(event.size.width):
+            return
+        shown = [p for p in (self.sidebar, self.panel) if p.has_class("-visible")]
+        if len(shown) < 2:
+            return
+        keep = next((p for p in shown if p.has_focus_within), self._side_panel_last or shown[-1])
+        for panel in shown:
+            if panel is not keep:
+                panel.remove_class("-visible")
 
     def action_scroll_chat(self, pages: int) -> None:
         if pages < 0:

@@ -69,6 +69,7 @@ class CacheRebuilt(Message):
 
 if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
     from textual.app import App
+    from textual.widget import Widget
 
     from vibechat.engine.backend import Backend
     from vibechat.engine.params import SamplingParams
@@ -96,6 +97,7 @@ if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
         def _end_generation(self) -> None: ...
         def _code_theme(self) -> str: ...
         def show_params(self, params: SamplingParams) -> None: ...
+        def show_side_panel(self, panel: Widget) -> None: ...
         async def start_new_conversation(self, reset_cache: bool = True) -> None: ...
 else:
     _Host = object
@@ -158,7 +160,7 @@ class HistoryActions(_Host):
             sidebar.remove_class("-visible")
             self.prompt_input.focus()
         else:
-            sidebar.add_class("-visible")
+            self.show_side_panel(sidebar)
             sidebar.focus_list()
 
     def action_search_history(self) -> None:

@@ -52,9 +52,9 @@ def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
 
 
 class ParamPanel(VerticalScroll):
+    WIDTH = 38  # columns (the app keeps both side panels open only where the chat still fits)
     DEFAULT_CSS = """
     ParamPanel {
-        width: 38;
         height: 100%;
         border-left: tall $primary;
         background: $surface;
@@ -73,7 +73,7 @@ class ParamPanel(VerticalScroll):
         padding: 0 1;
         color: $text-muted;
     }
-    """
+    """ + f"ParamPanel {{ width: {WIDTH}; }}"
     BINDINGS = [
         Binding("R", "reset_all", "Reset all", id="params.reset_all"),
         Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default"),

@@ -76,10 +76,10 @@ class Entry(Visual):
 
 
 class ConversationSidebar(Vertical, can_focus=False):
+    WIDTH = 36  # columns (the app keeps both side panels open only where the chat still fits)
     DEFAULT_CSS = """
     ConversationSidebar {
         display: none;
-        width: 36;
         dock: left;
         border-right: vkey $foreground 15%;
         background: $surface;
@@ -105,7 +105,7 @@ class ConversationSidebar(Vertical, can_focus=False):
         color: $text-muted;
         padding: 0 1;
     }
-    """
+    """ + f"ConversationSidebar {{ width: {WIDTH}; }}"
     BINDINGS = [
         Binding("r", "request('rename')", "Rename", id="sidebar.rename"),
         Binding("d,delete", "request('delete')", "Delete", id="sidebar.delete"),
