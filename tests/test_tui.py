@@ -158,6 +158,38 @@ async def test_escape_stops_a_reply_and_keeps_the_partial_text(backend):
         assert not app.generating
 
 
+async def test_ctrl_c_stops_a_streaming_reply_and_otherwise_copies_or_hints(backend):
+    backend.reply = " ".join(f"word{i}" for i in range(200))
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("talk")
+        await pilot.press("enter")
+        backend.gate.set()
+        backend.gate.clear()
+        await pilot.pause(0.05)
+        assert app.generating
+        await pilot.press("ctrl+c")
+        backend.gate.set()
+        await settle(pilot)
+        reply = replies(app)[0]
+        assert reply.has_class("-stopped") and 0 < len(reply.text.split()) < 200
+        assert not any("quit" in n.message.lower() for n in app._notifications)
+        assert app.is_running
+        # Not generating: Ctrl+C copies the input's selection ...
+        app.prompt_input.load_text("copy me")
+        app.prompt_input.select_all()
+        await pilot.press("ctrl+c")
+        assert app.clipboard == "copy me"
+        # ... and with nothing selected, Textual says how to quit.
+        app.prompt_input.load_text("")
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert any("quit" in n.message.lower() for n in app._notifications)
+        assert app.is_running
+
+
 async def test_regenerate_replaces_the_last_reply(backend):
     app = create_app(backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -298,7 +330,8 @@ async def test_help_screen_lists_every_binding(backend):
         assert isinstance(app.screen, HelpScreen)
         text = "\n".join(str(s.render()) for s in app.screen.query("Static"))
         for binding in app.BINDINGS:
-            assert binding.description in text
+            assert binding.system or binding.description in text
+        assert "esc / ^c" in text  # one row for both keys that stop a reply
         for needle in ("/set", "/system", "Copy code", "Reset all", "New line"):
             assert needle in text
         await pilot.press("escape")
@@ -308,9 +341,10 @@ async def test_help_screen_lists_every_binding(backend):
 async def test_every_action_is_in_the_command_palette(backend):
     app = create_app(backend, blink=False)
     async with app.run_test(size=SIZE):
-        titles = {c.title for c in app.get_system_commands(app.screen)}
+        commands = list(app.get_system_commands(app.screen))
+        titles = [c.title for c in commands]
         for binding in app.BINDINGS:
-            assert binding.description in titles
+            assert binding.system or binding.description in titles
 
 
 async def test_links_open_only_after_confirmation_and_only_http(backend):

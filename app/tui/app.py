@@ -95,6 +95,12 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         Binding("f2", "toggle_params", "Params", id="toggle_params"),
         Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True),
         Binding("escape", "stop", "Stop", id="stop"),
+        # Ctrl+C stops a streaming reply, as in ollama and llama-cli; otherwise it falls through
+        # to the input's (or a mouse selection's) copy, then to Textual's hint on how to quit.
+        # Binding ctrl+c here replaces Textual's own ctrl+c binding (a class's bindings for a
+        # key replace its base classes'), so that hint is bound again.
+        Binding("ctrl+c", "stop", "Stop", id="interrupt", show=False, priority=True),
+        Binding("ctrl+c", "help_quit", "How to quit", id="quit_hint", show=False, system=True),
         Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", priority=True),
         Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", priority=True),
         Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", priority=True),
@@ -620,7 +626,8 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     # --------------------------------------------------------------- help
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         def rows(bindings) -> list[tuple[str, str]]:
-            return [(self.key_for(b), b.description) for b in bindings if b.description]
+            return [(" / ".join(self.key_for(b) for b in same), same[0].description)
+                    for same in by_action(bindings)]
 
         app_bindings = [b for b in self.BINDINGS if isinstance(b, Binding)]
         return [
@@ -643,10 +650,20 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.description:
-                action = binding.action
-                yield SystemCommand(binding.description, f"{binding.description} ({self.bound_key(binding)})",
-                                    lambda action=action: self.run_action(action))
+        for same in by_action(b for b in self.BINDINGS if isinstance(b, Binding)):
+            first, action = same[0], same[0].action
+            keys = " / ".join(self.bound_key(b) for b in same)
+            yield SystemCommand(first.description, f"{first.description} ({keys})",
+                                lambda action=action: self.run_action(action))
         for title, help_text, action in PALETTE_ONLY:
             yield SystemCommand(title, help_text, lambda action=action: self.run_action(action))
+
+
+def by_action(bindings: Iterable[Binding]) -> list[list[Binding]]:
+    """The bindings people see (a description, not Textual's own ``system`` ones), grouped
+    by action: Esc and Ctrl+C both stop a reply, and are shown as one entry."""
+    groups: dict[str, list[Binding]] = {}
+    for binding in bindings:
+        if binding.description and not binding.system:
+            groups.setdefault(binding.action, []).append(binding)
+    return list(groups.values())
