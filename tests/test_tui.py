@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from textual.content import Content
 
 from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
@@ -345,6 +346,12 @@ async def test_every_action_is_in_the_command_palette(backend):
         titles = [c.title for c in commands]
         for binding in app.BINDINGS:
             assert binding.system or binding.description in titles
+        assert len(titles) == len(set(titles)), "one entry per action (one Theme: F4's)"
+        shown = {c.title: Content.from_markup(c.help).plain for c in commands}  # the palette reads markup
+        for title, help_text in shown.items():
+            assert help_text.split(" (")[0] != title, f"{title!r}: the help line repeats the name"
+        assert f"[params] table of {app.config.path}" in shown["Save parameters as default"]
+        assert shown["Theme"].endswith("(f4)") and shown["Stop"].endswith("(escape / ctrl+c)")
 
 
 async def test_links_open_only_after_confirmation_and_only_http(backend):

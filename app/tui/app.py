@@ -16,6 +16,7 @@ from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.markup import escape
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widget import Widget
@@ -65,10 +66,10 @@ APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, 
 FIRST_LIMIT = 300  # ... and in the first render of a reply, which also lays the reply out
 MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
-# Actions without a key of their own: (title, help, action).
+# Actions without a key of their own: (title, help, action); {config} is the config file.
 PALETTE_ONLY = [
     ("Download a model", "Search the Hugging Face Hub and download a GGUF model", "download"),
-    ("Save parameters as default", "Write the current sampling parameters to the config file ([params])",
+    ("Save parameters as default", "Write the current sampling parameters to the [params] table of {config}",
      "save_params_default"),
     ("Rename this conversation", "Give the open conversation another title", "rename_conversation"),
     ("Delete this conversation", "Delete the open conversation from the history (asks first)",
@@ -90,32 +91,51 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         width: 1fr;
     }
     """
+    # The description names an action in the footer, help and the command palette; the
+    # tooltip says what it does (the palette's help line, and the footer's on hover).
     BINDINGS = [
-        Binding("f1", "help", "Help", id="help"),
-        Binding("f2", "toggle_params", "Params", id="toggle_params"),
-        Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True),
-        Binding("escape", "stop", "Stop", id="stop"),
+        Binding("f1", "help", "Help", id="help", tooltip="Every key binding, by where it works"),
+        Binding("f2", "toggle_params", "Params", id="toggle_params",
+                tooltip="Show or hide the sampling parameters and the GPU layers slider"),
+        Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True,
+                tooltip="Start a new conversation (clears the view and the model's KV cache)"),
+        Binding("escape", "stop", "Stop", id="stop", tooltip="Stop the reply; the text so far stays"),
         # Ctrl+C stops a streaming reply, as in ollama and llama-cli; otherwise it falls through
         # to the input's (or a mouse selection's) copy, then to Textual's hint on how to quit.
         # Binding ctrl+c here replaces Textual's own ctrl+c binding (a class's bindings for a
         # key replace its base classes'), so that hint is bound again.
-        Binding("ctrl+c", "stop", "Stop", id="interrupt", show=False, priority=True),
+        Binding("ctrl+c", "stop", "Stop", id="interrupt", show=False, priority=True,
+                tooltip="Stop the reply; the text so far stays"),
         Binding("ctrl+c", "help_quit", "How to quit", id="quit_hint", show=False, system=True),
-        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", priority=True),
-        Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", priority=True),
-        Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", priority=True),
-        Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True),
-        Binding("ctrl+f", "search_history", "Search chats", id="search_history", priority=True),
-        Binding("f3", "models", "Models", id="models"),
-        Binding("f4", "change_theme", "Theme", id="change_theme"),
-        Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False, priority=True),
-        Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False, priority=True),
-        Binding("f7", "nudge('top_k', -1)", "Top-k down", id="top_k_down", show=False, priority=True),
-        Binding("f8", "nudge('top_k', 1)", "Top-k up", id="top_k_up", show=False, priority=True),
-        Binding("f9", "nudge('top_p', -1)", "Top-p down", id="top_p_down", show=False, priority=True),
-        Binding("f10", "nudge('top_p', 1)", "Top-p up", id="top_p_up", show=False, priority=True),
-        Binding("ctrl+end", "scroll_chat_end", "Scroll to end", id="scroll_end", show=False),
-        Binding("ctrl+home", "scroll_chat_home", "Scroll to start", id="scroll_home", show=False),
+        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", priority=True,
+                tooltip="Replace the last reply with a new one"),
+        Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", priority=True,
+                tooltip="Take your last message back into the input, to change and resend it"),
+        Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", priority=True,
+                tooltip="Copy the last reply to the clipboard (OSC 52: works over SSH)"),
+        Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True,
+                tooltip="Show or hide the saved conversations, newest first"),
+        Binding("ctrl+f", "search_history", "Search chats", id="search_history", priority=True,
+                tooltip="Search every saved message and jump to the match"),
+        Binding("f3", "models", "Models", id="models", tooltip="Load another model, or download one"),
+        Binding("f4", "change_theme", "Theme", id="change_theme",
+                tooltip="Pick the colour theme (remembered in the config file)"),
+        Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False,
+                priority=True, tooltip="Lower the temperature by one step: more predictable replies"),
+        Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False,
+                priority=True, tooltip="Raise the temperature by one step: more varied replies"),
+        Binding("f7", "nudge('top_k', -1)", "Top-k down", id="top_k_down", show=False, priority=True,
+                tooltip="Sample from fewer of the likeliest tokens"),
+        Binding("f8", "nudge('top_k', 1)", "Top-k up", id="top_k_up", show=False, priority=True,
+                tooltip="Sample from more of the likeliest tokens"),
+        Binding("f9", "nudge('top_p', -1)", "Top-p down", id="top_p_down", show=False, priority=True,
+                tooltip="Sample from a smaller share of the probability mass"),
+        Binding("f10", "nudge('top_p', 1)", "Top-p up", id="top_p_up", show=False, priority=True,
+                tooltip="Sample from a larger share of the probability mass"),
+        Binding("ctrl+end", "scroll_chat_end", "Scroll to end", id="scroll_end", show=False,
+                tooltip="Scroll the conversation to the newest message and follow the reply"),
+        Binding("ctrl+home", "scroll_chat_home", "Scroll to start", id="scroll_home", show=False,
+                tooltip="Scroll the conversation to its first message"),
     ]
 
     generating: var[bool] = var(False)
@@ -649,14 +669,19 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         ]
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        """Textual's commands (but its Theme: F4's is the same picker), then one per action.
+        The palette reads help lines as markup: they are escaped."""
+        for command in super().get_system_commands(screen):
+            if command.callback != self.action_change_theme:
+                yield command
         for same in by_action(b for b in self.BINDINGS if isinstance(b, Binding)):
             first, action = same[0], same[0].action
             keys = " / ".join(self.bound_key(b) for b in same)
-            yield SystemCommand(first.description, f"{first.description} ({keys})",
+            yield SystemCommand(first.description, escape(f"{first.tooltip or first.description} ({keys})"),
                                 lambda action=action: self.run_action(action))
         for title, help_text, action in PALETTE_ONLY:
-            yield SystemCommand(title, help_text, lambda action=action: self.run_action(action))
+            yield SystemCommand(title, escape(help_text.format(config=self.config.path)),
+                                lambda action=action: self.run_action(action))
 
 
 def by_action(bindings: Iterable[Binding]) -> list[list[Binding]]:
