@@ -104,3 +104,45 @@ def test_a_crash_in_the_chat_exits_non_zero(monkeypatch):
 
     monkeypatch.setattr(tui, "create_app", lambda backend, **kwargs: Quitting(backend, blink=False))
     assert CliRunner().invoke(cli, ["--no-save"]).exit_code == 0
+
+
+def footer_fits(app) -> list[str]:
+    """The footer's keys that do not fit beside the palette key (none, on a good footer)."""
+    from textual.widgets._footer import FooterKey
+
+    keys = list(app.screen.query(FooterKey))
+    palette = next(k for k in keys if k.has_class("-command-palette"))
+    assert palette.region.right <= app.size.width
+    return [f"{k.key} {k.description}" for k in keys
+            if k is not palette and k.region.right > palette.region.x]
+
+
+async def test_the_footer_fits_80_columns():
+    import threading
+
+    backend = RecordingBackend(reply="Sure: see https://example.com and\n```\ncode\n```")
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert footer_fits(app) == []
+        shown = {k.key for k in app.screen.query("FooterKey")}
+        assert {"f1", "f2", "f3", "ctrl+b", "ctrl+n"} <= shown and "escape" not in shown
+        app.prompt_input.load_text("hi")
+        await pilot.press("enter")
+        await settle(pilot)
+        backend.gate = threading.Event()
+        app.prompt_input.load_text("again")
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert app.generating
+        await pilot.pause()
+        assert "escape" in {k.key for k in app.screen.query("FooterKey")}  # Stop, while a reply streams
+        assert footer_fits(app) == []
+        backend.gate.set()
+        await settle(pilot)
+        await pilot.press("ctrl+b")
+        await pilot.pause()
+        assert footer_fits(app) == []
+        await pilot.press("f2")
+        await pilot.pause()
+        assert footer_fits(app) == []

@@ -92,13 +92,28 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     }
     """
     # The description names an action in the footer, help and the command palette; the
-    # tooltip says what it does (the palette's help line, and the footer's on hover).
+    # tooltip says what it does (the palette's help line, and the footer's on hover). The
+    # footer shows only what fits in 80 columns (Stop only while a reply streams); the rest
+    # is in help (F1) and the palette.
     BINDINGS = [
         Binding("f1", "help", "Help", id="help", tooltip="Every key binding, by where it works"),
         Binding("f2", "toggle_params", "Params", id="toggle_params",
                 tooltip="Show or hide the sampling parameters and the GPU layers slider"),
         Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True,
                 tooltip="Start a new conversation (clears the view and the model's KV cache)"),
+        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", show=False, priority=True,
+                tooltip="Replace the last reply with a new one"),
+        Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", show=False, priority=True,
+                tooltip="Take your last message back into the input, to change and resend it"),
+        Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", show=False, priority=True,
+                tooltip="Copy the last reply to the clipboard (OSC 52: works over SSH)"),
+        Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True,
+                tooltip="Show or hide the saved conversations, newest first"),
+        Binding("ctrl+f", "search_history", "Search chats", id="search_history", show=False, priority=True,
+                tooltip="Search every saved message and jump to the match"),
+        Binding("f3", "models", "Models", id="models", tooltip="Load another model, or download one"),
+        Binding("f4", "change_theme", "Theme", id="change_theme", show=False,
+                tooltip="Pick the colour theme (remembered in the config file)"),
         Binding("escape", "stop", "Stop", id="stop", tooltip="Stop the reply; the text so far stays"),
         # Ctrl+C stops a streaming reply, as in ollama and llama-cli; otherwise it falls through
         # to the input's (or a mouse selection's) copy, then to Textual's hint on how to quit.
@@ -107,19 +122,6 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         Binding("ctrl+c", "stop", "Stop", id="interrupt", show=False, priority=True,
                 tooltip="Stop the reply; the text so far stays"),
         Binding("ctrl+c", "help_quit", "How to quit", id="quit_hint", show=False, system=True),
-        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", priority=True,
-                tooltip="Replace the last reply with a new one"),
-        Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", priority=True,
-                tooltip="Take your last message back into the input, to change and resend it"),
-        Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", priority=True,
-                tooltip="Copy the last reply to the clipboard (OSC 52: works over SSH)"),
-        Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True,
-                tooltip="Show or hide the saved conversations, newest first"),
-        Binding("ctrl+f", "search_history", "Search chats", id="search_history", priority=True,
-                tooltip="Search every saved message and jump to the match"),
-        Binding("f3", "models", "Models", id="models", tooltip="Load another model, or download one"),
-        Binding("f4", "change_theme", "Theme", id="change_theme",
-                tooltip="Pick the colour theme (remembered in the config file)"),
         Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False,
                 priority=True, tooltip="Lower the temperature by one step: more predictable replies"),
         Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False,
@@ -410,7 +412,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     # ------------------------------------------------------------- actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop":
-            return True if self.generating else None
+            return self.generating  # False: not in the footer either
         if action in ("regenerate", "copy_last"):
             return None if self.generating or not self.conversation.turns else True
         if action == "edit_last":

@@ -74,9 +74,10 @@ class ParamPanel(VerticalScroll):
         color: $text-muted;
     }
     """ + f"ParamPanel {{ width: {WIDTH}; }}"
+    # Not in the footer (the app's keys fill it): the panel's hint lines show them.
     BINDINGS = [
-        Binding("R", "reset_all", "Reset all", id="params.reset_all"),
-        Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default"),
+        Binding("R", "reset_all", "Reset all", id="params.reset_all", show=False),
+        Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default", show=False),
     ]
 
     class Changed(Message):

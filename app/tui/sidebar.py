@@ -106,11 +106,12 @@ class ConversationSidebar(Vertical, can_focus=False):
         padding: 0 1;
     }
     """ + f"ConversationSidebar {{ width: {WIDTH}; }}"
+    # Not in the footer (the app's keys fill it): the list's own hint line shows them.
     BINDINGS = [
-        Binding("r", "request('rename')", "Rename", id="sidebar.rename"),
-        Binding("d,delete", "request('delete')", "Delete", id="sidebar.delete"),
-        Binding("e", "request('export')", "Export", id="sidebar.export"),
-        Binding("slash", "search", "Search", id="sidebar.search"),
+        Binding("r", "request('rename')", "Rename", id="sidebar.rename", show=False),
+        Binding("d,delete", "request('delete')", "Delete", id="sidebar.delete", show=False),
+        Binding("e", "request('export')", "Export", id="sidebar.export", show=False),
+        Binding("slash", "search", "Search", id="sidebar.search", show=False),
     ]
 
     current: reactive[int | None] = reactive(None)  # the open conversation, marked ●
