@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from textual.widgets import OptionList
 
 from conftest import read_only_dir
 from fakes import RecordingBackend, settle
@@ -235,6 +236,34 @@ async def test_search_jumps_to_the_message(db):
         found = app.focused
         assert isinstance(found, AssistantMessage) and "capybara" in found.text
         assert app.chat.scroll_y > 0  # jumped down to it
+
+
+async def test_search_results_are_told_apart_and_down_then_enter_opens_the_first(db):
+    ids = seed_history(db, [("Same title", ["a capybara reply"]) for _ in range(6)])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press(*"capybara")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SearchScreen) and len(screen.hits) == 6
+        results = screen.query_one("#search-results", OptionList)
+        labels = [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
+        assert len(set(labels)) == 6  # six identical titles, each hit names its conversation
+        assert all(f"#{hit.conversation_id}" in label for hit, label in zip(screen.hits, labels))
+        await pilot.press("down")
+        await pilot.pause()
+        assert results.has_focus and results.highlighted == 0  # Enter works at once
+        await pilot.press("down")
+        await pilot.pause()
+        assert results.highlighted == 1
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not isinstance(app.screen, SearchScreen)
+        assert app.chatlog.conversation_id == screen.hits[1].conversation_id
+        assert app.chatlog.conversation_id in ids
 
 
 async def test_export_the_open_conversation_to_markdown_and_json(db, tmp_path: Path, monkeypatch):
