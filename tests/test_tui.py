@@ -227,10 +227,10 @@ async def test_copy_last_reply_and_code_block(backend):
         await pilot.press("ctrl+o")
         assert app.clipboard == backend.reply
         replies(app)[0].focus()
-        await pilot.press("k")
+        await pilot.press("ctrl+k")
         assert app.clipboard == "print('hi')\n"
         app.chat.messages()[0].focus()
-        await pilot.press("c")
+        await pilot.press("ctrl+c")
         assert app.clipboard == "code please"
 
 
@@ -322,6 +322,35 @@ async def test_slash_commands(backend):
 
         await send(pilot, "/new")
         assert app.conversation.turns == [] and backend.resets == 1
+
+
+async def test_typing_on_a_focused_message_goes_to_the_input(backend):
+    backend.reply = "See https://example.com/a for more."
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "hi")
+        reply = replies(app)[0]
+        await pilot.click(reply)  # how a message usually gets focus
+        await pilot.pause()
+        assert app.focused is reply
+        # Its keys show beside its label while it has focus.
+        label = str(reply.query_one(".message--role").render())
+        assert "^c copy message" in label and "^k copy code" in label and "⏎ open link" in label
+        await pilot.press(*"are you there")  # 'o' used to offer the reply's link
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert app.prompt_input.has_focus and app.prompt_input.text == "are you there"
+        assert str(reply.query_one(".message--role").render()) == "Assistant"
+        # The same from the chat view itself, and with text already in the input.
+        app.chat.focus()
+        await pilot.press("?")
+        assert app.prompt_input.has_focus and app.prompt_input.text == "are you there?"
+        # Keys that are not text still act on the message: Enter offers its link.
+        reply.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
 
 
 async def test_help_screen_lists_every_binding(backend):

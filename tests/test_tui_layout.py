@@ -140,6 +140,9 @@ async def test_the_footer_fits_80_columns():
         assert footer_fits(app) == []
         backend.gate.set()
         await settle(pilot)
+        app.chat.messages()[1].focus()  # a reply: its keys show beside its label, not in the footer
+        await pilot.pause()
+        assert footer_fits(app) == []
         await pilot.press("ctrl+b")
         await pilot.pause()
         assert footer_fits(app) == []

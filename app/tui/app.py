@@ -488,6 +488,12 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self.copy_to_clipboard(text)
         self.notify(f"Copied the {what} ({len(text):,} characters) to the clipboard.", timeout=2)
 
+    @on(ChatView.Typed)
+    def _on_typed(self, message: ChatView.Typed) -> None:
+        """Typing while a message (or the chat) has focus: the text goes where it belongs."""
+        self.prompt_input.focus()
+        self.prompt_input.insert(message.character, maintain_selection_offset=False)
+
     @on(ChatMessageWidget.CopyRequested)
     def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
         if message.what == "no-code":
@@ -661,8 +667,8 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
             ]),
             ("Input", [("enter", "Send"), ("ctrl+j (shift+enter, alt+enter)", "New line"),
                        ("up / down", "Earlier / later prompts (in an empty input)")]),
-            ("A focused message (Tab to reach it)", rows(ChatMessageWidget.BINDINGS)
-             + rows(AssistantMessage.BINDINGS)),
+            ("A focused message (Tab or click it; typing goes back to the input)",
+             rows(ChatMessageWidget.BINDINGS) + rows(AssistantMessage.BINDINGS)),
             ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
             ("Conversation list (Ctrl+B)", [("enter", "Open the conversation")]
              + rows(ConversationSidebar.BINDINGS)),
