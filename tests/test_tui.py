@@ -191,6 +191,34 @@ async def test_ctrl_c_stops_a_streaming_reply_and_otherwise_copies_or_hints(back
         assert app.is_running
 
 
+async def test_the_context_meter_counts_the_prompt_when_sent_and_drops_a_taken_back_turn(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "one two three")
+        after_first = app.status.context_used
+        assert after_first > 0
+        backend.gate = threading.Event()
+        app.prompt_input.load_text("four five")
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert app.generating and app.chat.messages()[-1].text == ""  # nothing streamed yet
+        prompt = backend.count_tokens(app.conversation.messages())
+        assert prompt > after_first
+        assert app.status.context_used == prompt  # counted when sent, not when the reply ends
+        assert f"{prompt:,}/4,096" in str(app.status.render())
+        backend.gate.set()
+        await settle(pilot)
+        backend.gate = None
+        assert app.status.context_used > prompt  # the reply counts too
+        await pilot.press("ctrl+l")  # take the second turn back
+        await settle(pilot)
+        assert app.status.context_used == backend.count_tokens(app.conversation.messages())
+        assert app.status.context_used < prompt
+        await pilot.press("ctrl+l")  # and the first: nothing left
+        await settle(pilot)
+        assert app.conversation.turns == [] and app.status.context_used == 0
+
+
 async def test_regenerate_replaces_the_last_reply(backend):
     app = create_app(backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -41,6 +41,7 @@ from .config_actions import ConfigActions
 from .confirm import ConfirmScreen
 from .events import (
     CacheReset,
+    ContextCounted,
     DeltaBuffer,
     ModelFailed,
     ModelProgress,
@@ -231,6 +232,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         try:
             with self._engine_lock:
                 self._apply_pending_reset()
+                self._post_context(generation, messages)  # the meter counts the prompt at once
                 for event in self.backend.stream_chat(messages, params):
                     if isinstance(event, TextDelta):
                         record.append(event.text)  # saved while it streams (debounced)
@@ -243,6 +245,23 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         except Exception as exc:  # noqa: BLE001
             log.exception("generation failed")
             self.post_message(ReplyFailed(generation, f"unexpected error while generating: {exc}"))
+
+    @work(thread=True, exclusive=True, group="count", exit_on_error=False)
+    def _count_context(self, generation: int, messages: list) -> None:
+        """The context meter after a turn was taken back (Ctrl+L)."""
+        with self._engine_lock:
+            self._post_context(generation, messages)
+
+    def _post_context(self, generation: int, messages: list) -> None:
+        """Called with the engine lock held, in a worker thread. A tokenization, no
+        evaluation (a few milliseconds for a full context); the meter is only a meter, so
+        a failure here is left to the generation to report."""
+        try:
+            tokens = self.backend.count_tokens(messages)
+        except Exception:  # noqa: BLE001
+            log.debug("could not count the context", exc_info=True)
+            return
+        self.post_message(ContextCounted(generation, tokens))
 
     @work(thread=True, group="reset", exit_on_error=False)
     def _reset_cache(self) -> None:
@@ -293,6 +312,10 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
 
     def on_cache_reset(self, _message: CacheReset) -> None:
         self.status.context_used = 0
+
+    def on_context_counted(self, message: ContextCounted) -> None:
+        if message.generation == self._generation:
+            self.status.context_used = message.tokens
 
     # ------------------------------------------------------------- sending
     @on(PromptInput.Submitted)
@@ -356,6 +379,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
             return
         event = message.event
         if isinstance(event, ContextTrimmed):
+            self.status.context_used = event.prompt_tokens  # what is left of the conversation
             self.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
                         f"{event.context_size:,}-token context.", severity="warning")
         elif isinstance(event, GenerationDone):
@@ -477,6 +501,11 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self.prompt_input.move_cursor(self.prompt_input.document.end)
         self.prompt_input.focus()
         self.refresh_bindings()
+        # The meter leaves the turn taken back out.
+        if not self.conversation.turns:
+            self.status.context_used = 0
+        elif self.model_ready:
+            self._count_context(self._generation, self.conversation.messages())
 
     def action_copy_last(self) -> None:
         for turn in reversed(self.conversation.turns):
