@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 
 BINDING_IDS: tuple[str, ...] = (
     # the chat (VibechatApp)
-    "help", "toggle_params", "new_conversation", "stop", "regenerate", "edit_last", "copy_last",
+    "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
     "models", "change_theme", "temperature_down", "temperature_up", "top_k_down", "top_k_up",
-    "top_p_down", "top_p_up", "scroll_end", "scroll_home", "toggle_sidebar", "search_history",
+    "top_p_down", "top_p_up", "scroll_end", "scroll_home", "toggle_sidebar", "search_history", "quit_hint",
     # the prompt input
     "input.scroll_up", "input.scroll_down",
     # a focused message

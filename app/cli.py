@@ -179,7 +179,7 @@ def main_callback(
     if ctx.invoked_subcommand is not None:
         return
 
-    def start() -> None:
+    def start() -> int:
         from .appconfig import load_app_config
         from .tui import run_tui
 
@@ -188,10 +188,12 @@ def main_callback(
         loaded = with_flags(load_app_config(), engine, sampling, system)
         config = loaded.config
         check_draft_tokens(engine, config)
-        run_tui(engine=EngineChoice.from_config(config), params=config.params, system=config.system_prompt,
-                config=loaded, save=not no_save)
+        return run_tui(engine=EngineChoice.from_config(config), params=config.params,
+                       system=config.system_prompt, config=loaded, save=not no_save)
 
-    guarded(start)
+    code = guarded(start)
+    if code:  # the chat crashed (its traceback is on the screen): say so to the shell too
+        raise typer.Exit(code)
 
 
 # Built from one line per paragraph: with Rich, --help keeps a docstring's line breaks.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from textual.content import Content
 
 from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
@@ -158,6 +159,66 @@ async def test_escape_stops_a_reply_and_keeps_the_partial_text(backend):
         assert not app.generating
 
 
+async def test_ctrl_c_stops_a_streaming_reply_and_otherwise_copies_or_hints(backend):
+    backend.reply = " ".join(f"word{i}" for i in range(200))
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("talk")
+        await pilot.press("enter")
+        backend.gate.set()
+        backend.gate.clear()
+        await pilot.pause(0.05)
+        assert app.generating
+        await pilot.press("ctrl+c")
+        backend.gate.set()
+        await settle(pilot)
+        reply = replies(app)[0]
+        assert reply.has_class("-stopped") and 0 < len(reply.text.split()) < 200
+        assert not any("quit" in n.message.lower() for n in app._notifications)
+        assert app.is_running
+        # Not generating: Ctrl+C copies the input's selection ...
+        app.prompt_input.load_text("copy me")
+        app.prompt_input.select_all()
+        await pilot.press("ctrl+c")
+        assert app.clipboard == "copy me"
+        # ... and with nothing selected, Textual says how to quit.
+        app.prompt_input.load_text("")
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert any("quit" in n.message.lower() for n in app._notifications)
+        assert app.is_running
+
+
+async def test_the_context_meter_counts_the_prompt_when_sent_and_drops_a_taken_back_turn(backend):
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "one two three")
+        after_first = app.status.context_used
+        assert after_first > 0
+        backend.gate = threading.Event()
+        app.prompt_input.load_text("four five")
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert app.generating and app.chat.messages()[-1].text == ""  # nothing streamed yet
+        prompt = backend.count_tokens(app.conversation.messages())
+        assert prompt > after_first
+        assert app.status.context_used == prompt  # counted when sent, not when the reply ends
+        assert f"{prompt:,}/4,096" in str(app.status.render())
+        backend.gate.set()
+        await settle(pilot)
+        backend.gate = None
+        assert app.status.context_used > prompt  # the reply counts too
+        await pilot.press("ctrl+l")  # take the second turn back
+        await settle(pilot)
+        assert app.status.context_used == backend.count_tokens(app.conversation.messages())
+        assert app.status.context_used < prompt
+        await pilot.press("ctrl+l")  # and the first: nothing left
+        await settle(pilot)
+        assert app.conversation.turns == [] and app.status.context_used == 0
+
+
 async def test_regenerate_replaces_the_last_reply(backend):
     app = create_app(backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -194,10 +255,10 @@ async def test_copy_last_reply_and_code_block(backend):
         await pilot.press("ctrl+o")
         assert app.clipboard == backend.reply
         replies(app)[0].focus()
-        await pilot.press("k")
+        await pilot.press("ctrl+k")
         assert app.clipboard == "print('hi')\n"
         app.chat.messages()[0].focus()
-        await pilot.press("c")
+        await pilot.press("ctrl+c")
         assert app.clipboard == "code please"
 
 
@@ -291,6 +352,35 @@ async def test_slash_commands(backend):
         assert app.conversation.turns == [] and backend.resets == 1
 
 
+async def test_typing_on_a_focused_message_goes_to_the_input(backend):
+    backend.reply = "See https://example.com/a for more."
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, "hi")
+        reply = replies(app)[0]
+        await pilot.click(reply)  # how a message usually gets focus
+        await pilot.pause()
+        assert app.focused is reply
+        # Its keys show beside its label while it has focus.
+        label = str(reply.query_one(".message--role").render())
+        assert "^c copy message" in label and "^k copy code" in label and "⏎ open link" in label
+        await pilot.press(*"are you there")  # 'o' used to offer the reply's link
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert app.prompt_input.has_focus and app.prompt_input.text == "are you there"
+        assert str(reply.query_one(".message--role").render()) == "Assistant"
+        # The same from the chat view itself, and with text already in the input.
+        app.chat.focus()
+        await pilot.press("?")
+        assert app.prompt_input.has_focus and app.prompt_input.text == "are you there?"
+        # Keys that are not text still act on the message: Enter offers its link.
+        reply.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+
+
 async def test_help_screen_lists_every_binding(backend):
     app = create_app(backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -298,7 +388,8 @@ async def test_help_screen_lists_every_binding(backend):
         assert isinstance(app.screen, HelpScreen)
         text = "\n".join(str(s.render()) for s in app.screen.query("Static"))
         for binding in app.BINDINGS:
-            assert binding.description in text
+            assert binding.system or binding.description in text
+        assert "esc / ^c" in text  # one row for both keys that stop a reply
         for needle in ("/set", "/system", "Copy code", "Reset all", "New line"):
             assert needle in text
         await pilot.press("escape")
@@ -308,9 +399,16 @@ async def test_help_screen_lists_every_binding(backend):
 async def test_every_action_is_in_the_command_palette(backend):
     app = create_app(backend, blink=False)
     async with app.run_test(size=SIZE):
-        titles = {c.title for c in app.get_system_commands(app.screen)}
+        commands = list(app.get_system_commands(app.screen))
+        titles = [c.title for c in commands]
         for binding in app.BINDINGS:
-            assert binding.description in titles
+            assert binding.system or binding.description in titles
+        assert len(titles) == len(set(titles)), "one entry per action (one Theme: F4's)"
+        shown = {c.title: Content.from_markup(c.help).plain for c in commands}  # the palette reads markup
+        for title, help_text in shown.items():
+            assert help_text.split(" (")[0] != title, f"{title!r}: the help line repeats the name"
+        assert f"[params] table of {app.config.path}" in shown["Save parameters as default"]
+        assert shown["Theme"].endswith("(f4)") and shown["Stop"].endswith("(escape / ctrl+c)")
 
 
 async def test_links_open_only_after_confirmation_and_only_http(backend):

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from textual.widgets import OptionList
 
 from conftest import read_only_dir
 from fakes import RecordingBackend, settle
@@ -32,12 +33,13 @@ async def send(pilot, text: str) -> None:
     await settle(pilot)
 
 
-def seed_history(path: Path, chats: list[tuple[str, list[str]]], **settings) -> list[int]:
+def seed_history(path: Path, chats: list[tuple[str, list[str]]], *, model: str = "Fake 1B",
+                 model_path: str = "/models/fake.gguf", **settings) -> list[int]:
     """Conversations written as the app writes them: (title prompt, [reply, prompt, reply…])."""
     ids = []
     with History(path) as history:
         for first, rest in chats:
-            chat = ChatLog(Conversation(**settings), history, model="Fake 1B", model_path="/models/fake.gguf")
+            chat = ChatLog(Conversation(**settings), history, model=model, model_path=model_path)
             turns = [first, *rest]
             for i, text in enumerate(turns):
                 if i % 2 == 0:
@@ -143,6 +145,36 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
         assert [m.content for m in other.get(ids[0]).messages][-2:] == ["Third question", "Arr"]
 
 
+@pytest.mark.parametrize(("name", "path", "expected"), [
+    ("Fake 1B", "/models/fake.gguf", None),  # the loaded file
+    ("Fake 1B", "/elsewhere/fake.gguf", None),  # the same file, moved
+    ("Fake 1B", "/elsewhere/fake-1b-Q4_K_M.gguf", None),  # the same quantization, another name
+    ("Fake 1B", "/elsewhere/fake-1b-Q8_0.gguf",
+     "This conversation was with fake-1b-Q8_0.gguf; it continues with fake.gguf, another file of Fake 1B"),
+    ("Other 7B", "/models/other.gguf", "This conversation was with Other 7B; it continues with Fake 1B"),
+    (None, None, None),  # saved before a model loaded
+])
+def test_the_note_on_opening_a_conversation_had_with_another_model_file(name, path, expected):
+    from fakes import INFO
+    from vibechat.app.tui.history_actions import model_change_note
+
+    note = model_change_note(name, path, INFO)
+    assert (note is None) if expected is None else (note is not None and note.startswith(expected))
+
+
+async def test_opening_a_conversation_had_with_another_quantization_names_the_files(db):
+    seed_history(db, [("Old chat", ["Old answer"])], model_path="/elsewhere/fake-1b-Q8_0.gguf")
+    app = make_app(db)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "enter")
+        await settle(pilot)
+        assert app.chatlog.title == "Old chat"
+        notes = [n.message for n in app._notifications]
+        assert any("fake-1b-Q8_0.gguf" in n and "fake.gguf" in n for n in notes), notes
+        assert not any("with Fake 1B; it continues with Fake 1B" in n for n in notes)
+
+
 async def test_parameters_changed_in_the_tui_are_saved_with_the_conversation(db):
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
@@ -235,6 +267,34 @@ async def test_search_jumps_to_the_message(db):
         found = app.focused
         assert isinstance(found, AssistantMessage) and "capybara" in found.text
         assert app.chat.scroll_y > 0  # jumped down to it
+
+
+async def test_search_results_are_told_apart_and_down_then_enter_opens_the_first(db):
+    ids = seed_history(db, [("Same title", ["a capybara reply"]) for _ in range(6)])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press(*"capybara")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SearchScreen) and len(screen.hits) == 6
+        results = screen.query_one("#search-results", OptionList)
+        labels = [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
+        assert len(set(labels)) == 6  # six identical titles, each hit names its conversation
+        assert all(f"#{hit.conversation_id}" in label for hit, label in zip(screen.hits, labels))
+        await pilot.press("down")
+        await pilot.pause()
+        assert results.has_focus and results.highlighted == 0  # Enter works at once
+        await pilot.press("down")
+        await pilot.pause()
+        assert results.highlighted == 1
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not isinstance(app.screen, SearchScreen)
+        assert app.chatlog.conversation_id == screen.hits[1].conversation_id
+        assert app.chatlog.conversation_id in ids
 
 
 async def test_export_the_open_conversation_to_markdown_and_json(db, tmp_path: Path, monkeypatch):

@@ -51,7 +51,10 @@ def freeze_startup_objects() -> None:
 
 
 def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None,
-            config: "LoadedConfig | None" = None, save: bool = True) -> None:
+            config: "LoadedConfig | None" = None, save: bool = True) -> int:
+    """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
+    unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
+    normally, so the status is the only sign of the crash)."""
     from ..backends import make_backend
     from ..models_cmd import pull_with_progress
 
@@ -71,3 +74,4 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
         backend.close()
         if app.history is not None:
             app.history.close()
+    return app.return_code or 0

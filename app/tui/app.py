@@ -12,12 +12,14 @@ import threading
 from collections.abc import Iterable
 from urllib.parse import urlparse
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.markup import escape
 from textual.reactive import var
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer
 
 from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, TextDelta
@@ -39,6 +41,7 @@ from .config_actions import ConfigActions
 from .confirm import ConfirmScreen
 from .events import (
     CacheReset,
+    ContextCounted,
     DeltaBuffer,
     ModelFailed,
     ModelProgress,
@@ -62,11 +65,12 @@ log = logging.getLogger("vibechat.tui")
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
 FIRST_LIMIT = 300  # ... and in the first render of a reply, which also lays the reply out
+MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
-# Actions without a key of their own: (title, help, action).
+# Actions without a key of their own: (title, help, action); {config} is the config file.
 PALETTE_ONLY = [
     ("Download a model", "Search the Hugging Face Hub and download a GGUF model", "download"),
-    ("Save parameters as default", "Write the current sampling parameters to the config file ([params])",
+    ("Save parameters as default", "Write the current sampling parameters to the [params] table of {config}",
      "save_params_default"),
     ("Rename this conversation", "Give the open conversation another title", "rename_conversation"),
     ("Delete this conversation", "Delete the open conversation from the history (asks first)",
@@ -88,26 +92,53 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         width: 1fr;
     }
     """
+    # The description names an action in the footer, help and the command palette; the
+    # tooltip says what it does (the palette's help line, and the footer's on hover). The
+    # footer shows only what fits in 80 columns (Stop only while a reply streams); the rest
+    # is in help (F1) and the palette.
     BINDINGS = [
-        Binding("f1", "help", "Help", id="help"),
-        Binding("f2", "toggle_params", "Params", id="toggle_params"),
-        Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True),
-        Binding("escape", "stop", "Stop", id="stop"),
-        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", priority=True),
-        Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", priority=True),
-        Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", priority=True),
-        Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True),
-        Binding("ctrl+f", "search_history", "Search chats", id="search_history", priority=True),
-        Binding("f3", "models", "Models", id="models"),
-        Binding("f4", "change_theme", "Theme", id="change_theme"),
-        Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False, priority=True),
-        Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False, priority=True),
-        Binding("f7", "nudge('top_k', -1)", "Top-k down", id="top_k_down", show=False, priority=True),
-        Binding("f8", "nudge('top_k', 1)", "Top-k up", id="top_k_up", show=False, priority=True),
-        Binding("f9", "nudge('top_p', -1)", "Top-p down", id="top_p_down", show=False, priority=True),
-        Binding("f10", "nudge('top_p', 1)", "Top-p up", id="top_p_up", show=False, priority=True),
-        Binding("ctrl+end", "scroll_chat_end", "Scroll to end", id="scroll_end", show=False),
-        Binding("ctrl+home", "scroll_chat_home", "Scroll to start", id="scroll_home", show=False),
+        Binding("f1", "help", "Help", id="help", tooltip="Every key binding, by where it works"),
+        Binding("f2", "toggle_params", "Params", id="toggle_params",
+                tooltip="Show or hide the sampling parameters and the GPU layers slider"),
+        Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True,
+                tooltip="Start a new conversation (clears the view and the model's KV cache)"),
+        Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", show=False, priority=True,
+                tooltip="Replace the last reply with a new one"),
+        Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", show=False, priority=True,
+                tooltip="Take your last message back into the input, to change and resend it"),
+        Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", show=False, priority=True,
+                tooltip="Copy the last reply to the clipboard (OSC 52: works over SSH)"),
+        Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True,
+                tooltip="Show or hide the saved conversations, newest first"),
+        Binding("ctrl+f", "search_history", "Search chats", id="search_history", show=False, priority=True,
+                tooltip="Search every saved message and jump to the match"),
+        Binding("f3", "models", "Models", id="models", tooltip="Load another model, or download one"),
+        Binding("f4", "change_theme", "Theme", id="change_theme", show=False,
+                tooltip="Pick the colour theme (remembered in the config file)"),
+        Binding("escape", "stop", "Stop", id="stop", tooltip="Stop the reply; the text so far stays"),
+        # Ctrl+C stops a streaming reply, as in ollama and llama-cli; otherwise it falls through
+        # to the input's (or a mouse selection's) copy, then to Textual's hint on how to quit.
+        # Binding ctrl+c here replaces Textual's own ctrl+c binding (a class's bindings for a
+        # key replace its base classes'), so that hint is bound again.
+        Binding("ctrl+c", "stop", "Stop", id="interrupt", show=False, priority=True,
+                tooltip="Stop the reply; the text so far stays"),
+        Binding("ctrl+c", "help_quit", "How to quit", id="quit_hint", show=False, system=True),
+        Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False,
+                priority=True, tooltip="Lower the temperature by one step: more predictable replies"),
+        Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False,
+                priority=True, tooltip="Raise the temperature by one step: more varied replies"),
+        Binding("f7", "nudge('top_k', -1)", "Top-k down", id="top_k_down", show=False, priority=True,
+                tooltip="Sample from fewer of the likeliest tokens"),
+        Binding("f8", "nudge('top_k', 1)", "Top-k up", id="top_k_up", show=False, priority=True,
+                tooltip="Sample from more of the likeliest tokens"),
+        Binding("f9", "nudge('top_p', -1)", "Top-p down", id="top_p_down", show=False, priority=True,
+                tooltip="Sample from a smaller share of the probability mass"),
+        Binding("f10", "nudge('top_p', 1)", "Top-p up", id="top_p_up", show=False, priority=True,
+                tooltip="Sample from a larger share of the probability mass"),
+        Binding("ctrl+end", "scroll_chat_end", "Scroll to end", id="scroll_end", show=False,
+                tooltip="Scroll the conversation to the newest message and follow the reply"),
+        Binding("ctrl+home", "scroll_chat_home", "Scroll to start", id="scroll_home", show=False,
+                tooltip="Scroll the conversation to its first message"),
     ]
 
     generating: var[bool] = var(False)
@@ -136,6 +167,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self._pacer = RenderPacer()
         self._backlog = False  # the last render left text behind: the stream outruns the UI
         self._record: Reply | None = None  # the reply being saved while it streams
+        self._side_panel_last: Widget | None = None  # the side panel opened last
         for theme in THEMES:
             self.register_theme(theme)
         self.apply_config(config)  # the theme, [keys]
@@ -200,6 +232,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         try:
             with self._engine_lock:
                 self._apply_pending_reset()
+                self._post_context(generation, messages)  # the meter counts the prompt at once
                 for event in self.backend.stream_chat(messages, params):
                     if isinstance(event, TextDelta):
                         record.append(event.text)  # saved while it streams (debounced)
@@ -212,6 +245,23 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         except Exception as exc:  # noqa: BLE001
             log.exception("generation failed")
             self.post_message(ReplyFailed(generation, f"unexpected error while generating: {exc}"))
+
+    @work(thread=True, exclusive=True, group="count", exit_on_error=False)
+    def _count_context(self, generation: int, messages: list) -> None:
+        """The context meter after a turn was taken back (Ctrl+L)."""
+        with self._engine_lock:
+            self._post_context(generation, messages)
+
+    def _post_context(self, generation: int, messages: list) -> None:
+        """Called with the engine lock held, in a worker thread. A tokenization, no
+        evaluation (a few milliseconds for a full context); the meter is only a meter, so
+        a failure here is left to the generation to report."""
+        try:
+            tokens = self.backend.count_tokens(messages)
+        except Exception:  # noqa: BLE001
+            log.debug("could not count the context", exc_info=True)
+            return
+        self.post_message(ContextCounted(generation, tokens))
 
     @work(thread=True, group="reset", exit_on_error=False)
     def _reset_cache(self) -> None:
@@ -262,6 +312,10 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
 
     def on_cache_reset(self, _message: CacheReset) -> None:
         self.status.context_used = 0
+
+    def on_context_counted(self, message: ContextCounted) -> None:
+        if message.generation == self._generation:
+            self.status.context_used = message.tokens
 
     # ------------------------------------------------------------- sending
     @on(PromptInput.Submitted)
@@ -325,6 +379,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
             return
         event = message.event
         if isinstance(event, ContextTrimmed):
+            self.status.context_used = event.prompt_tokens  # what is left of the conversation
             self.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
                         f"{event.context_size:,}-token context.", severity="warning")
         elif isinstance(event, GenerationDone):
@@ -381,7 +436,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     # ------------------------------------------------------------- actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop":
-            return True if self.generating else None
+            return self.generating  # False: not in the footer either
         if action in ("regenerate", "copy_last"):
             return None if self.generating or not self.conversation.turns else True
         if action == "edit_last":
@@ -446,6 +501,11 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self.prompt_input.move_cursor(self.prompt_input.document.end)
         self.prompt_input.focus()
         self.refresh_bindings()
+        # The meter leaves the turn taken back out.
+        if not self.conversation.turns:
+            self.status.context_used = 0
+        elif self.model_ready:
+            self._count_context(self._generation, self.conversation.messages())
 
     def action_copy_last(self) -> None:
         for turn in reversed(self.conversation.turns):
@@ -456,6 +516,12 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     def _copy(self, text: str, what: str) -> None:
         self.copy_to_clipboard(text)
         self.notify(f"Copied the {what} ({len(text):,} characters) to the clipboard.", timeout=2)
+
+    @on(ChatView.Typed)
+    def _on_typed(self, message: ChatView.Typed) -> None:
+        """Typing while a message (or the chat) has focus: the text goes where it belongs."""
+        self.prompt_input.focus()
+        self.prompt_input.insert(message.character, maintain_selection_offset=False)
 
     @on(ChatMessageWidget.CopyRequested)
     def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
@@ -471,11 +537,38 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
 
     def action_toggle_params(self) -> None:
         panel = self.panel
-        panel.toggle_class("-visible")
         if panel.has_class("-visible"):
-            panel.focus_first()
-        else:
+            panel.remove_class("-visible")
             self.prompt_input.focus()
+        else:
+            self.show_side_panel(panel)
+            panel.focus_first()
+
+    # ---------------------------------------------------------- side panels
+    @staticmethod
+    def room_for_both_panels(width: int) -> bool:
+        return width >= ConversationSidebar.WIDTH + ParamPanel.WIDTH + MIN_CHAT_WIDTH
+
+    def show_side_panel(self, panel: Widget) -> None:
+        """Show the conversation list or the parameter panel. Where the terminal cannot hold
+        both beside a usable chat, the other one closes."""
+        other = self.panel if panel is self.sidebar else self.sidebar
+        if other.has_class("-visible") and not self.room_for_both_panels(self.size.width):
+            other.remove_class("-visible")
+        panel.add_class("-visible")
+        self._side_panel_last = panel
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Narrowed with both side panels open: the one in use (focused, else opened last) stays."""
+        if self.room_for_both_panels(event.size.width):
+            return
+        shown = [p for p in (self.sidebar, self.panel) if p.has_class("-visible")]
+        if len(shown) < 2:
+            return
+        keep = next((p for p in shown if p.has_focus_within), self._side_panel_last or shown[-1])
+        for panel in shown:
+            if panel is not keep:
+                panel.remove_class("-visible")
 
     def action_scroll_chat(self, pages: int) -> None:
         if pages < 0:
@@ -590,7 +683,8 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     # --------------------------------------------------------------- help
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         def rows(bindings) -> list[tuple[str, str]]:
-            return [(self.key_for(b), b.description) for b in bindings if b.description]
+            return [(" / ".join(self.key_for(b) for b in same), same[0].description)
+                    for same in by_action(bindings)]
 
         app_bindings = [b for b in self.BINDINGS if isinstance(b, Binding)]
         return [
@@ -602,8 +696,8 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
             ]),
             ("Input", [("enter", "Send"), ("ctrl+j (shift+enter, alt+enter)", "New line"),
                        ("up / down", "Earlier / later prompts (in an empty input)")]),
-            ("A focused message (Tab to reach it)", rows(ChatMessageWidget.BINDINGS)
-             + rows(AssistantMessage.BINDINGS)),
+            ("A focused message (Tab or click it; typing goes back to the input)",
+             rows(ChatMessageWidget.BINDINGS) + rows(AssistantMessage.BINDINGS)),
             ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
             ("Conversation list (Ctrl+B)", [("enter", "Open the conversation")]
              + rows(ConversationSidebar.BINDINGS)),
@@ -612,11 +706,26 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         ]
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.description:
-                action = binding.action
-                yield SystemCommand(binding.description, f"{binding.description} ({self.bound_key(binding)})",
-                                    lambda action=action: self.run_action(action))
+        """Textual's commands (but its Theme: F4's is the same picker), then one per action.
+        The palette reads help lines as markup: they are escaped."""
+        for command in super().get_system_commands(screen):
+            if command.callback != self.action_change_theme:
+                yield command
+        for same in by_action(b for b in self.BINDINGS if isinstance(b, Binding)):
+            first, action = same[0], same[0].action
+            keys = " / ".join(self.bound_key(b) for b in same)
+            yield SystemCommand(first.description, escape(f"{first.tooltip or first.description} ({keys})"),
+                                lambda action=action: self.run_action(action))
         for title, help_text, action in PALETTE_ONLY:
-            yield SystemCommand(title, help_text, lambda action=action: self.run_action(action))
+            yield SystemCommand(title, escape(help_text.format(config=self.config.path)),
+                                lambda action=action: self.run_action(action))
+
+
+def by_action(bindings: Iterable[Binding]) -> list[list[Binding]]:
+    """The bindings people see (a description, not Textual's own ``system`` ones), grouped
+    by action: Esc and Ctrl+C both stop a reply, and are shown as one entry."""
+    groups: dict[str, list[Binding]] = {}
+    for binding in bindings:
+        if binding.description and not binding.system:
+            groups.setdefault(binding.action, []).append(binding)
+    return list(groups.values())

@@ -11,8 +11,11 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
+from textual import events
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
@@ -40,7 +43,9 @@ def code_blocks(markdown: str) -> list[str]:
 
 
 class ChatMessageWidget(Vertical, can_focus=True):
-    """One message. Focus it (Tab) to copy it (c) or its code (k)."""
+    """One message. Focus it (Tab or a click) to copy it (Ctrl+C) or its code (Ctrl+K); its
+    keys then show beside its label. No plain letters: typing on a focused message goes to
+    the input (``ChatView.Typed``), as someone who clicked a message and typed expects."""
 
     DEFAULT_CSS = """
     ChatMessageWidget {
@@ -81,9 +86,10 @@ class ChatMessageWidget(Vertical, can_focus=True):
         height: auto;
     }
     """
+    # Shown beside the focused message's label rather than in the footer (the app's keys fill it).
     BINDINGS = [
-        Binding("c", "copy_message", "Copy message", id="message.copy"),
-        Binding("k", "copy_code", "Copy code", id="message.copy_code"),
+        Binding("ctrl+c", "copy_message", "Copy message", id="message.copy", show=False),
+        Binding("ctrl+k", "copy_code", "Copy code", id="message.copy_code", show=False),
     ]
 
     class CopyRequested(Message):
@@ -109,6 +115,19 @@ class ChatMessageWidget(Vertical, can_focus=True):
     def compose_body(self) -> ComposeResult:
         yield Static(self.text, markup=False, classes="message--body")
 
+    def on_focus(self) -> None:
+        """The message's keys beside its label, as they are now (a streaming reply's Ctrl+C
+        stops it: then not shown)."""
+        keys = [f"{self.app.get_key_display(binding)} {binding.description.lower()}"
+                for node, binding, enabled, _tooltip in self.screen.active_bindings.values()
+                if node is self and enabled]
+        if keys:
+            self.query_one(".message--role", Static).update(
+                Content.assemble(self._label, ("   " + " · ".join(keys), "not bold")))
+
+    def on_blur(self) -> None:
+        self.query_one(".message--role", Static).update(Content(self._label))
+
     def set_status(self, text: str, kind: str | None = None) -> None:
         self.query_one(".message--status", Static).update(text)
         self.remove_class("-stopped", "-error")
@@ -116,6 +135,8 @@ class ChatMessageWidget(Vertical, can_focus=True):
             self.add_class(f"-{kind}")
 
     def action_copy_message(self) -> None:
+        if self.screen.get_selected_text():  # text selected with the mouse: the screen copies that
+            raise SkipAction()
         self.post_message(self.CopyRequested(self.text, "message"))
 
     def action_copy_code(self) -> None:
@@ -136,14 +157,14 @@ class AssistantMessage(ChatMessageWidget):
     one widget per block; measured in docs/PERFORMANCE.md, it absorbs about a
     quarter of the tokens per second.)
 
-    Links are not clickable in the text (model output is untrusted): ``o`` on a
+    Links are not clickable in the text (model output is untrusted): Enter on a
     focused reply asks to open its http(s) links one by one, after confirmation.
     """
 
     SEAL_AT = 600
     FORCE_AT = 1500
 
-    BINDINGS = [Binding("o", "open_link", "Open link", id="message.open_link")]
+    BINDINGS = [Binding("enter", "open_link", "Open link", id="message.open_link", show=False)]
 
     class LinkRequested(Message):
         def __init__(self, href: str) -> None:
@@ -266,7 +287,13 @@ W = TypeVar("W", bound=ChatMessageWidget)
 
 class ChatView(VerticalScroll):
     """The scrollable list of messages. Focus it (Tab) for PgUp/PgDn/Home/End scrolling;
-    from the input, PgUp/PgDn scroll it too."""
+    from the input, PgUp/PgDn scroll it too. A printable key pressed while it or a message
+    has focus is posted as ``Typed``: it belongs in the input."""
+
+    class Typed(Message):
+        def __init__(self, character: str) -> None:
+            super().__init__()
+            self.character = character
 
     DEFAULT_CSS = """
     ChatView {
@@ -281,6 +308,12 @@ class ChatView(VerticalScroll):
     """
     def compose(self) -> ComposeResult:
         yield Static("", classes="chat--empty")
+
+    def on_key(self, event: events.Key) -> None:
+        if event.is_printable and event.character:
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Typed(event.character))
 
     def set_welcome(self, text: str) -> None:
         self.query_one(".chat--empty", Static).update(text)

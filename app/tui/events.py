@@ -99,6 +99,16 @@ class ReplyFailed(Message):
         self.partial = partial
 
 
+class ContextCounted(Message):
+    """The conversation as generation ``generation`` sees it takes ``tokens`` tokens: the
+    prompt being sent, or what is left after a turn was taken back."""
+
+    def __init__(self, generation: int, tokens: int) -> None:
+        super().__init__()
+        self.generation = generation
+        self.tokens = tokens
+
+
 class CacheReset(Message):
     """The backend's KV cache was emptied (a new conversation)."""
 

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import work
+from textual.markup import escape
 from textual.message import Message
 
+from vibechat.engine.backend import ModelInfo
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.gguf import quant_from_filename
 from vibechat.engine.history import ConversationSummary, History, SearchHit, StoredConversation, StoredMessage
 from vibechat.engine.sanitize import sanitize
 
@@ -69,6 +72,7 @@ class CacheRebuilt(Message):
 
 if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
     from textual.app import App
+    from textual.widget import Widget
 
     from vibechat.engine.backend import Backend
     from vibechat.engine.params import SamplingParams
@@ -96,6 +100,7 @@ if TYPE_CHECKING:  # what the mixin needs of the app it is mixed into
         def _end_generation(self) -> None: ...
         def _code_theme(self) -> str: ...
         def show_params(self, params: SamplingParams) -> None: ...
+        def show_side_panel(self, panel: Widget) -> None: ...
         async def start_new_conversation(self, reset_cache: bool = True) -> None: ...
 else:
     _Host = object
@@ -158,7 +163,7 @@ class HistoryActions(_Host):
             sidebar.remove_class("-visible")
             self.prompt_input.focus()
         else:
-            sidebar.add_class("-visible")
+            self.show_side_panel(sidebar)
             sidebar.focus_list()
 
     def action_search_history(self) -> None:
@@ -313,9 +318,9 @@ class HistoryActions(_Host):
         chatlog = ChatLog.from_stored(stored, self.history)
         loaded = self.status.model
         if loaded is not None:
-            if stored.model_path and stored.model_path != loaded.path:
-                self.notify(f"This conversation was with {stored.summary.model}; it continues with "
-                            f"{loaded.name} (F3 switches models).", timeout=6)
+            note = model_change_note(stored.summary.model, stored.model_path, loaded)
+            if note:
+                self.notify(escape(note), timeout=6)
             chatlog.set_model(loaded.name, loaded.path)
         self.chatlog = chatlog
         self.show_params(stored.params)
@@ -393,6 +398,23 @@ class HistoryActions(_Host):
 
     def on_cache_rebuilt(self, message: CacheRebuilt) -> None:
         self.status.context_used = message.tokens
+
+
+def model_change_note(name: str | None, path: str | None, loaded: ModelInfo) -> str | None:
+    """What to say when an opened conversation was had with another model file than the one
+    loaded: nothing when it is the same model (same name, and the same file name or
+    quantization: the file moved or was downloaded again); the file names when only the
+    file differs (another quantization); else both models' names."""
+    if not path or path == loaded.path:
+        return None
+    old_file, new_file = Path(path).name, Path(loaded.path).name
+    if name and name != loaded.name:
+        return f"This conversation was with {name}; it continues with {loaded.name} (F3 switches models)."
+    old_quant = quant_from_filename(old_file)
+    if old_file == new_file or (old_quant and old_quant == loaded.quantization.upper()):
+        return None
+    return (f"This conversation was with {old_file}; it continues with {new_file}, another file of "
+            f"{loaded.name} (F3 switches models).")
 
 
 def _json(stored: StoredConversation) -> str:

@@ -18,6 +18,8 @@ from textual.widgets.option_list import Option
 from vibechat.engine.history import HIT_END, HIT_START, History, SearchHit
 from vibechat.engine.sanitize import sanitize
 
+from .sidebar import when
+
 MODAL_CSS = """
 {name} {{
     align: center middle;
@@ -119,7 +121,9 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         for index, hit in enumerate(self.hits):
             label = Text(no_wrap=True, overflow="ellipsis")
             label.append(sanitize(hit.title), style="bold")
-            label.append(f"  {hit.role}", style="dim")
+            # Titles repeat (the same first question, asked again): when and which one tell them apart.
+            stamp = when(hit.updated)
+            label.append(f"  {stamp + ' · ' if stamp else ''}#{hit.conversation_id} · {hit.role}", style="dim")
             label.append("\n")
             label.append_text(highlighted(hit.snippet))
             results.add_option(Option(label, id=str(index)))
@@ -134,8 +138,12 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         self.dismiss(self.hits[int(event.option.id or 0)])
 
     def action_to_results(self) -> None:
+        """From the input to the results, on the first one (Enter then opens it at once)."""
         if self.hits:
-            self.query_one(OptionList).focus()
+            results = self.query_one(OptionList)
+            if results.highlighted is None:
+                results.highlighted = 0
+            results.focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

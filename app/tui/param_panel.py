@@ -52,9 +52,9 @@ def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
 
 
 class ParamPanel(VerticalScroll):
+    WIDTH = 38  # columns (the app keeps both side panels open only where the chat still fits)
     DEFAULT_CSS = """
     ParamPanel {
-        width: 38;
         height: 100%;
         border-left: tall $primary;
         background: $surface;
@@ -73,10 +73,11 @@ class ParamPanel(VerticalScroll):
         padding: 0 1;
         color: $text-muted;
     }
-    """
+    """ + f"ParamPanel {{ width: {WIDTH}; }}"
+    # Not in the footer (the app's keys fill it): the panel's hint lines show them.
     BINDINGS = [
-        Binding("R", "reset_all", "Reset all", id="params.reset_all"),
-        Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default"),
+        Binding("R", "reset_all", "Reset all", id="params.reset_all", show=False),
+        Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default", show=False),
     ]
 
     class Changed(Message):

@@ -20,6 +20,7 @@ class PromptInput(TextArea):
     PromptInput {
         height: auto;
         min-height: 3;
+        min-width: 16;  /* never squeezed to nothing (the placeholder cannot wrap at width 0) */
         max-height: 12;
         margin: 0 1;
         border: tall $primary 50%;

@@ -76,10 +76,10 @@ class Entry(Visual):
 
 
 class ConversationSidebar(Vertical, can_focus=False):
+    WIDTH = 36  # columns (the app keeps both side panels open only where the chat still fits)
     DEFAULT_CSS = """
     ConversationSidebar {
         display: none;
-        width: 36;
         dock: left;
         border-right: vkey $foreground 15%;
         background: $surface;
@@ -105,12 +105,13 @@ class ConversationSidebar(Vertical, can_focus=False):
         color: $text-muted;
         padding: 0 1;
     }
-    """
+    """ + f"ConversationSidebar {{ width: {WIDTH}; }}"
+    # Not in the footer (the app's keys fill it): the list's own hint line shows them.
     BINDINGS = [
-        Binding("r", "request('rename')", "Rename", id="sidebar.rename"),
-        Binding("d,delete", "request('delete')", "Delete", id="sidebar.delete"),
-        Binding("e", "request('export')", "Export", id="sidebar.export"),
-        Binding("slash", "search", "Search", id="sidebar.search"),
+        Binding("r", "request('rename')", "Rename", id="sidebar.rename", show=False),
+        Binding("d,delete", "request('delete')", "Delete", id="sidebar.delete", show=False),
+        Binding("e", "request('export')", "Export", id="sidebar.export", show=False),
+        Binding("slash", "search", "Search", id="sidebar.search", show=False),
     ]
 
     current: reactive[int | None] = reactive(None)  # the open conversation, marked ●
