@@ -156,6 +156,7 @@ class LlamaCppBackend:
         self._info: ModelInfo | None = None
         self._gguf: GGUFInfo | None = None
         self._template: ChatTemplate | None = None
+        self._turn_stops: frozenset[int] = frozenset()  # turn tokens that end a reply (besides EOG)
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
@@ -262,6 +263,8 @@ class LlamaCppBackend:
         eos = self._token_text(ll.llama_vocab_eos(self._vocab))
         name, source = choose_template(gguf.chat_template, gguf.architecture, self._has_token)
         self._template = ChatTemplate(name, source, bos_token=bos, eos_token=eos)
+        self._turn_stops = frozenset(self._single_token(text) for text in self._template.turn_tokens
+                                     if self._has_token(text))
 
         n_layers = int(ll.llama_model_n_layer(model))
         context_size = int(ll.llama_n_ctx(ctx))
@@ -371,6 +374,9 @@ class LlamaCppBackend:
     def _has_token(self, text: str) -> bool:
         tokens = self._tokenize(text, add_special=False)
         return len(tokens) == 1 and self._token_text(tokens[0]) == text
+
+    def _single_token(self, text: str) -> int:
+        return self._tokenize(text, add_special=False)[0]
 
     def _prompt_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
         assert self._template is not None
@@ -514,7 +520,8 @@ class LlamaCppBackend:
             limit = n_ctx - len(tokens)
             if params.max_tokens is not None:
                 limit = min(limit, params.max_tokens)
-            out = _Emitter(self, limit, params.stop)
+            assert self._template is not None
+            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings))
             chain = self._sampler(params)
             try:
                 if self.describe().speculative == "prompt-lookup":
@@ -665,17 +672,18 @@ class LlamaCppBackend:
 
 class _Emitter:
     """What every decode loop does with a sampled token: stop on cancel or at the length
-    limit, end at end-of-generation, decode the token's bytes as UTF-8 without splitting a
+    limit, end at end-of-generation or a token that opens or closes a turn, decode the token's bytes as UTF-8 without splitting a
     character, and hold back text that may be the start of a stop string."""
 
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
-                 "_vocab")
+                 "_vocab", "_turn_stops")
 
     def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str]) -> None:
         self._backend = backend
         self._cancel = backend._cancel
         self._vocab = backend._vocab
         self._eog = ll.llama_vocab_is_eog
+        self._turn_stops = backend._turn_stops
         self.limit = limit
         self.generated = 0
         self.finish: FinishReason = "stop"
@@ -695,7 +703,7 @@ class _Emitter:
 
     def emit(self, token: int) -> str:
         """The text ``token`` adds to the reply ('' when held back); sets ``done`` at the end."""
-        if self._eog(self._vocab, token):
+        if token in self._turn_stops or self._eog(self._vocab, token):
             self.done = True
             return ""
         self.generated += 1
