@@ -175,6 +175,8 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
               history: History | None, out: TextIO, err: TextIO) -> int:
     """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
     info = backend.load()
+    for notice in info.notices:  # e.g. the context size rounded up
+        err.write(f"vibechat: {notice}\n")
     batch = _Batch(backend, info, options, history, source, out, err)
     interrupt = _Interrupt(backend, blocking_input=not _is_regular(prompts))
     items = read_requests(prompts)

@@ -89,6 +89,8 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         conversation.system = request.system or None
     conversation.params = request.params
     info = backend.load()
+    for notice in info.notices:  # e.g. the context size rounded up
+        err.write(f"vibechat: {notice}\n")
     chat.set_model(info.name, info.path)
     chat.add_user(request.prompt)
 

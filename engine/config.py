@@ -31,8 +31,10 @@ from typing import Any
 
 from .errors import ConfigError, InvalidParameterError
 from .knobs import (
+    CONTEXT_STEP,
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_KV_CACHE_TYPE,
+    MAX_CONTEXT,
     MAX_DRAFT_TOKENS,
     check_kv_cache_type,
     check_speculative,
@@ -84,9 +86,10 @@ class Config:
         kind="text", example='"You are a concise assistant."', unset="none",
         env="VIBECHAT_SYSTEM_PROMPT", flag="--system"))
     context_size: int | None = field(default=None, metadata=_doc(
-        "Context window in tokens.",
+        f"Context window in tokens; a size that is no multiple of {CONTEXT_STEP} is rounded up to one "
+        f"(llama.cpp allocates the context in steps of {CONTEXT_STEP}).",
         kind="whole number", example="4096", unset="the model's, at most 8192",
-        env="VIBECHAT_CONTEXT_SIZE", flag="--ctx", minimum=64, maximum=1_048_576))
+        env="VIBECHAT_CONTEXT_SIZE", flag="--ctx", minimum=CONTEXT_STEP, maximum=MAX_CONTEXT))
     gpu_layers: int | None = field(default=None, metadata=_doc(
         "Layers to offload to the GPU: -1 all, 0 none (CPU only).",
         kind="whole number", example="0", unset="all, if the build can offload",

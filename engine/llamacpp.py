@@ -41,6 +41,7 @@ from .chat_template import ChatTemplate, choose_template
 from .errors import ContextOverflowError, GenerationError, GpuOffloadUnavailableError, ModelLoadError
 from .gguf import GGUFInfo, inspect_gguf
 from .knobs import (
+    CONTEXT_STEP,
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_KV_CACHE_TYPE,
     DRAFT_NGRAM,
@@ -48,8 +49,10 @@ from .knobs import (
     check_draft_tokens,
     check_kv_cache_type,
     check_speculative,
+    context_rounding_notice,
     gpu_unavailable_message,
     kv_cache_bytes,
+    round_context,
 )
 from .params import SamplingParams
 from .stops import StopMatcher
@@ -219,7 +222,8 @@ class LlamaCppBackend:
             if speculative != "off":
                 speculative, draft_tokens = self._check_drafting(model, draft_tokens, notices)
             trained = int(ll.llama_model_n_ctx_train(model))
-            n_ctx = opts.n_ctx or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT)
+            # Rounded up here as llama.cpp would: every size and message below is the real one.
+            n_ctx = round_context(opts.n_ctx or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT))
             n_threads = opts.n_threads or default_threads()
             cparams = ll.llama_context_default_params()
             cparams.n_ctx = n_ctx
@@ -268,6 +272,10 @@ class LlamaCppBackend:
 
         n_layers = int(ll.llama_model_n_layer(model))
         context_size = int(ll.llama_n_ctx(ctx))
+        rounded = context_rounding_notice(opts.n_ctx, context_size) if opts.n_ctx else None
+        if rounded:
+            log.info("%s", rounded)
+            notices.append(rounded)
         kv_bytes = _kv_cache_logged(captured)
         if kv_bytes is None:
             kv_bytes = self._kv_cache_computed(context_size, kv_type)
@@ -408,8 +416,13 @@ class LlamaCppBackend:
         if len(tokens) >= n_ctx:
             trained = self.describe().trained_context
             more = f" (this model was trained for {trained:,})" if trained and trained > n_ctx else ""
+            asked = self.options.n_ctx
+            if asked and asked != n_ctx:
+                n_ctx_text = f"{n_ctx:,} ({asked:,} rounded up to a multiple of {CONTEXT_STEP})"
+            else:
+                n_ctx_text = f"{n_ctx:,}"
             raise ContextOverflowError(
-                f"the prompt takes {len(tokens):,} tokens but the context holds {n_ctx:,}: "
+                f"the prompt takes {len(tokens):,} tokens but the context holds {n_ctx_text}: "
                 f"shorten the message or system prompt, or raise --ctx{more}."
             )
         return tokens, dropped

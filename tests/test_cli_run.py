@@ -78,7 +78,8 @@ def test_system_prompt_is_used(starter_installed):
 @pytest.mark.parametrize(("args", "needle"), [
     (["-p", "hi", "--temperature", "9"], "temperature must be between 0 and 5 (got 9)"),
     (["-p", "hi", "--top-p", "abc"], "top_p must be a number"),
-    (["-p", "hi", "--ctx", "10"], "--ctx must be between 64 and 1048576 (got 10)"),
+    (["-p", "hi", "--ctx", "10"], "--ctx must be between 256 and 1048576 (got 10)"),
+    (["-p", "hi", "--ctx", "128"], "--ctx must be between 256 and 1048576 (got 128)"),  # llama.cpp would use 256
     (["-p", "hi", "--threads", "0"], "--threads must be between 1 and 1024 (got 0)"),
     (["-p", "hi", "--n-gpu-layers", "-2"], "--n-gpu-layers must be at least -1 (got -2)"),
     (["-p", "   "], "the prompt is empty"),
@@ -114,6 +115,16 @@ def test_oversize_prompt_is_a_clear_error(starter_installed):
     out = vibechat("run", "--ctx", "256", "-n", "4", input="lorem ipsum " * 400)
     assert out.returncode == 1
     assert "context holds 256" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_context_size_between_steps_is_rounded_up_and_said_everywhere(starter_installed):
+    out = vibechat("run", "--ctx", "300", "-p", "Hi", "-n", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["engine"]["context_size"] == 512
+    assert out.stderr == "vibechat: context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)\n"
+    over = vibechat("run", "--ctx", "300", "-n", "4", input="lorem ipsum " * 400)
+    assert over.returncode == 1 and "Traceback" not in over.stderr
+    assert "the context holds 512 (300 rounded up to a multiple of 256)" in over.stderr
 
 
 def test_no_prompt_on_a_terminal_is_an_error(starter_installed):

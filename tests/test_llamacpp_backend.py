@@ -367,3 +367,25 @@ def test_run_json_text_has_no_turn_marker_or_role_word(backend, monkeypatch):
             text = out.getvalue()
         assert "<start_of_turn>" not in text and "user" not in text and "model" not in text
         unforce()
+
+
+@pytest.mark.parametrize(("asked", "used", "notice"), [
+    (512, 512, None),
+    (300, 512, "context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
+    (257, 512, "context 257 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
+])
+def test_context_size_is_what_llama_cpp_allocates_and_rounding_is_said(starter_path, asked, used, notice):
+    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=asked))
+    try:
+        info = b.load()
+        assert info.context_size == used
+        assert ll_n_ctx(b) == used
+        assert info.notices == ((notice,) if notice else ())
+    finally:
+        b.close()
+
+
+def ll_n_ctx(backend) -> int:
+    import llama_cpp
+
+    return int(llama_cpp.llama_n_ctx(backend._ctx))
