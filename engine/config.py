@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InvalidParameterError
+from .keynames import keys_problem
 from .knobs import (
     CONTEXT_STEP,
     DEFAULT_DRAFT_TOKENS,
@@ -142,7 +143,8 @@ class Config:
         kind="table", example=""))
     keys: Mapping[str, str] = field(default_factory=dict, metadata=_doc(
         "Key binding overrides: binding id = \"key\" (several keys: \"f12,ctrl+t\"). Quote ids that "
-        "contain a dot.",
+        "contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, space, pageup, comma, "
+        "question_mark ...), after modifiers joined by + in the order alt, ctrl, hyper, meta, shift, super.",
         kind="table", example='"toggle_params" = "f12"'))
 
 
@@ -412,6 +414,9 @@ def _read_document(data: Mapping[str, Any], base: Path,
                 if not isinstance(item, str) or not item.strip():
                     raise _FileProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
                                        f"(got {_show(item)})", where)
+                problem = keys_problem(item)
+                if problem:
+                    raise _FileProblem(f"keys.{name} = {_show(item)} is not a valid key: {problem}", where)
                 values[f"keys.{name}"] = item.replace(" ", "")
         elif key in SETTINGS_BY_KEY:
             values[key] = _checked(key, value, base, (key,))
