@@ -77,7 +77,8 @@ def _name_problem(name: str, modifiers: list[str]) -> str | None:
         if not modifiers:
             return None if name != "," else "a lone ',' separates keys (the , key is 'comma')"
         if name in PUNCTUATION_NAMES:
-            return f"after a modifier a punctuation key goes by its name: did you mean '{prefix}{PUNCTUATION_NAMES[name]}'?"
+            named = prefix + PUNCTUATION_NAMES[name]
+            return f"after a modifier a punctuation key goes by its name: did you mean '{named}'?"
         if not name.isalnum():
             return f"after a modifier a punctuation key goes by its name, as Textual reports it ('{name}' alone works)"
         if name != name.lower():

@@ -685,8 +685,9 @@ class LlamaCppBackend:
 
 class _Emitter:
     """What every decode loop does with a sampled token: stop on cancel or at the length
-    limit, end at end-of-generation or a token that opens or closes a turn, decode the token's bytes as UTF-8 without splitting a
-    character, and hold back text that may be the start of a stop string."""
+    limit, end at end-of-generation or at a token that opens or closes a turn, decode the
+    token's bytes as UTF-8 without splitting a character, and hold back text that may be the
+    start of a stop string."""
 
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
                  "_vocab", "_turn_stops")

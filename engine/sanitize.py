@@ -46,9 +46,16 @@ _INCOMPLETE = -1  # the text ends before the sequence does
 _BROKEN = -2  # not a sequence: drop the introducer alone
 
 
+def _run_end(pattern: re.Pattern[str], text: str, at: int, endpos: int) -> int:
+    """Where the run of ``pattern`` (which matches the empty string too) from ``at`` ends."""
+    match = pattern.match(text, at, endpos)
+    assert match is not None
+    return match.end()
+
+
 def _csi_end(text: str, start: int, at: int, endpos: int) -> int:
     n = len(text)
-    end = _CSI_BODY.match(text, at, endpos).end()
+    end = _run_end(_CSI_BODY, text, at, endpos)
     if end < n and end < endpos:
         return end + 1 if "\x40" <= text[end] <= "\x7e" else _BROKEN
     return _INCOMPLETE if end == n and n - start < MAX_SEQUENCE else _BROKEN
@@ -56,7 +63,7 @@ def _csi_end(text: str, start: int, at: int, endpos: int) -> int:
 
 def _string_end(text: str, start: int, at: int, endpos: int, bel: bool) -> int:
     n = len(text)
-    end = _STRING_BODY.match(text, at, endpos).end()
+    end = _run_end(_STRING_BODY, text, at, endpos)
     if end < n and end < endpos:
         ch = text[end]
         if ch == "\x9c" or (bel and ch == "\x07"):
@@ -83,7 +90,7 @@ def _sequence_end(text: str, start: int) -> int:
             return _csi_end(text, start, start + 2, endpos)
         if kind in _STRING_ESC:
             return _string_end(text, start, start + 2, endpos, bel=kind == "]")
-        end = _INTERMEDIATES.match(text, start + 1, endpos).end()
+        end = _run_end(_INTERMEDIATES, text, start + 1, endpos)
         if end < n and end < endpos:
             return end + 1 if "\x30" <= text[end] <= "\x7e" else _BROKEN
         return _INCOMPLETE if end == n and n - start < MAX_SEQUENCE else _BROKEN
