@@ -143,6 +143,8 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
     try:
         with interrupt.installed():
             info = load_or_interrupt(backend, interrupt)
+            for notice in info.notices:  # e.g. the context size rounded up
+                err.write(f"vibechat: {notice}\n")
             batch = _Batch(backend, info, options, history, source, out, err)
             while not interrupt.requested:
                 item = interrupt.read(lambda: next(items, None))

@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from vibechat.engine.knobs import CONTEXT_STEP, MAX_CONTEXT
+
 SAMPLING = "Sampling"
 ENGINE = "Model and engine"
 REMOTE = "Remote server"
@@ -39,8 +41,8 @@ StopOpt = Annotated[Optional[list[str]], typer.Option(
     "--stop", metavar="TEXT", help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
     rich_help_panel=SAMPLING)]
 CtxOpt = Annotated[Optional[int], typer.Option(
-    "--ctx", metavar="TOKENS", help="Context size in tokens (default: the model's, at most 8192).",
-    rich_help_panel=ENGINE)]
+    "--ctx", metavar="TOKENS", help=f"Context size in tokens, {CONTEXT_STEP}-{MAX_CONTEXT}, rounded up to a multiple of "
+    f"{CONTEXT_STEP} (default: the model's, at most 8192).", rich_help_panel=ENGINE)]
 GpuLayersOpt = Annotated[Optional[int], typer.Option(
     "--n-gpu-layers", metavar="N",
     help="Layers to offload to the GPU (default: all when the build supports it; -1 = all).",

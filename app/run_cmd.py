@@ -18,7 +18,7 @@ from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.params import SamplingParams
-from vibechat.engine.sanitize import sanitize
+from vibechat.engine.sanitize import Sanitizer, sanitize
 
 from .interrupt import CtrlC
 
@@ -81,7 +81,6 @@ def _quiet_stdout() -> None:
 def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog | None = None) -> int:
     """Answer ``request.prompt``; ``chat`` holds the conversation it continues (and saves it
     when it has a history): the prompt is saved before generation, the reply as it streams."""
-    clean = (lambda s: s) if request.raw else sanitize
     if chat is None:
         chat = ChatLog(Conversation())
     conversation = chat.conversation
@@ -91,9 +90,11 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
     ctrl_c = CtrlC(backend.cancel)
     with ctrl_c.installed():
         info = load_or_interrupt(backend, ctrl_c)
+        for notice in info.notices:  # e.g. the context size rounded up
+            err.write(f"vibechat: {notice}\n")
         chat.set_model(info.name, info.path)
         chat.add_user(request.prompt)
-        return _answer(backend, request, out, err, chat, info, clean, ctrl_c)
+        return _answer(backend, request, out, err, chat, info, ctrl_c)
 
 
 def load_or_interrupt(backend: Backend, ctrl_c: CtrlC) -> ModelInfo:
@@ -108,18 +109,24 @@ def load_or_interrupt(backend: Backend, ctrl_c: CtrlC) -> ModelInfo:
 
 
 def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog, info: ModelInfo,
-            clean: Callable[[str], str], ctrl_c: CtrlC) -> int:
+            ctrl_c: CtrlC) -> int:
+    # Streamed pieces can split an escape sequence: the sanitizer holds an unfinished one back,
+    # so what streams is exactly sanitize(text), the text --json prints.
+    sanitizer = None if request.raw else Sanitizer()
 
     def show(text: str) -> None:
         if not request.json_output:
-            out.write(clean(text))
+            out.write(text if sanitizer is None else sanitizer.feed(text))
             out.flush()
+
+    def held_back() -> str:
+        return "" if sanitizer is None or request.json_output else sanitizer.flush()
 
     params = request.params.with_seed()  # drawn here, so an interrupted reply reports it too
     try:
         result = generate(backend, chat, params, err, on_text=show, stop_requested=lambda: ctrl_c.requested)
     except StreamInterrupted as exc:  # cut mid-reply: the partial text stays printed and saved
-        _write_interrupted(request, out, exc.partial, info, chat, str(exc), params)
+        _write_interrupted(request, out, exc.partial, info, chat, str(exc), params, held_back())
         raise
     done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
     if chat.problem:
@@ -128,9 +135,9 @@ def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         _quiet_stdout()
         return 0
 
-    text, stats = result.text, done.stats
+    text, stats = result.text if request.raw else sanitize(result.text), done.stats
     obj = {
-        "text": text if request.raw else sanitize(text),
+        "text": text,
         "model": info.name,
         "model_path": info.path,
         "conversation_id": chat.conversation_id,
@@ -139,7 +146,7 @@ def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         "stats": _json_stats(stats),
         "engine": engine_dict(info),
     }
-    if not _end_output(request, out, text, obj):
+    if not _end_output(request, out, text, obj, held_back()):
         return 0
     if request.show_stats and not interrupted:
         err.write(format_stats(done.stats, info) + "\n")
@@ -208,20 +215,23 @@ def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextI
 
 
 def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str,
-                       params: SamplingParams) -> None:
+                       params: SamplingParams, tail: str = "") -> None:
     """Before the error line: end the partial reply's line, or (``--json``) print it as an
     object with finish_reason 'interrupted' and the error; the server sent no statistics,
     so the counts are null (unknown), and the seed is the one sent."""
-    obj = {"text": text if request.raw else sanitize(text), "model": info.name, "model_path": info.path,
+    text = text if request.raw else sanitize(text)
+    obj = {"text": text, "model": info.name, "model_path": info.path,
            "conversation_id": chat.conversation_id, "params": params.to_dict(),
            "finish_reason": "interrupted", "error": error, "stats": _json_stats(None, seed=params.seed)}
-    _end_output(request, out, text, obj)
+    _end_output(request, out, text, obj, tail)
 
 
-def _end_output(request: RunRequest, out: TextIO, text: str, obj: dict) -> bool:
-    """End a reply's output: ``obj`` as one JSON line (``--json``), else a newline after
-    text that lacks one. False when stdout was closed (``| head``)."""
+def _end_output(request: RunRequest, out: TextIO, text: str, obj: dict, tail: str = "") -> bool:
+    """End a reply's output: ``obj`` as one JSON line (``--json``), else the text the
+    sanitizer held back (``tail``) and a newline after text (as shown) that lacks one.
+    False when stdout was closed (``| head``)."""
     try:
+        out.write(tail)
         if request.json_output:
             out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         elif text and not text.endswith("\n"):

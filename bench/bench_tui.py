@@ -29,7 +29,7 @@ from vibechat.app.tui import create_app, freeze_startup_objects
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta
 from vibechat.engine.params import SamplingParams
-from vibechat.engine.sanitize import sanitize
+from vibechat.engine.sanitize import Sanitizer
 
 SIZE = (120, 40)
 INFO = ModelInfo(name="synthetic", path="-", architecture="none", quantization="-", trained_context=32768,
@@ -128,9 +128,10 @@ def headless_baseline(pieces: list[str]) -> float:
     backend = SyntheticBackend(pieces)
     start = time.perf_counter()
     parts = []
+    sanitizer = Sanitizer()
     for event in backend.stream_chat([], SamplingParams()):
         if isinstance(event, TextDelta):
-            parts.append(sanitize(event.text))
+            parts.append(sanitizer.feed(event.text))
     elapsed = time.perf_counter() - start
     return len(pieces) / elapsed
 

@@ -63,6 +63,16 @@ PLAIN = (
 
 BUILTIN_TEMPLATES: dict[str, str] = {"gemma": GEMMA, "chatml": CHATML, "llama3": LLAMA3, "plain": PLAIN}
 
+# The special tokens that open or close a turn in the formats we know. A reply ends when the
+# model emits one of those its template uses: llama.cpp's vocabulary marks only some of them
+# as end of generation (<end_of_turn>, <|im_end|>, <|eot_id|>), never the token that starts
+# the next turn, after which a model writes the next role word ("user") and goes on.
+TURN_TOKENS = ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>",
+               "<|start_header_id|>", "<|eot_id|>")
+
+# PLAIN has no special tokens: the next turn starts with this text.
+PLAIN_STOPS = ("\nUser:",)
+
 
 def choose_template(gguf_template: str | None, architecture: str,
                     has_token: Callable[[str], bool]) -> tuple[str, str]:
@@ -89,6 +99,16 @@ class ChatTemplate:
     source: str
     bos_token: str = ""
     eos_token: str = ""
+
+    @property
+    def turn_tokens(self) -> tuple[str, ...]:
+        """The turn tokens (``TURN_TOKENS``) this template writes: generation ends on each."""
+        return tuple(token for token in TURN_TOKENS if token in self.source)
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        """Text that starts a new turn in a format without turn tokens: generation ends there."""
+        return PLAIN_STOPS if self.name == "plain" else ()
 
     def __post_init__(self) -> None:
         import jinja2.ext

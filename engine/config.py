@@ -30,9 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InvalidParameterError
+from .keynames import keys_problem
 from .knobs import (
+    CONTEXT_STEP,
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_KV_CACHE_TYPE,
+    MAX_CONTEXT,
     MAX_DRAFT_TOKENS,
     check_kv_cache_type,
     check_speculative,
@@ -84,9 +87,10 @@ class Config:
         kind="text", example='"You are a concise assistant."', unset="none",
         env="VIBECHAT_SYSTEM_PROMPT", flag="--system"))
     context_size: int | None = field(default=None, metadata=_doc(
-        "Context window in tokens.",
+        f"Context window in tokens; a size that is no multiple of {CONTEXT_STEP} is rounded up to one "
+        f"(llama.cpp allocates the context in steps of {CONTEXT_STEP}).",
         kind="whole number", example="4096", unset="the model's, at most 8192",
-        env="VIBECHAT_CONTEXT_SIZE", flag="--ctx", minimum=64, maximum=1_048_576))
+        env="VIBECHAT_CONTEXT_SIZE", flag="--ctx", minimum=CONTEXT_STEP, maximum=MAX_CONTEXT))
     gpu_layers: int | None = field(default=None, metadata=_doc(
         "Layers to offload to the GPU: -1 all, 0 none (CPU only).",
         kind="whole number", example="0", unset="all, if the build can offload",
@@ -139,7 +143,8 @@ class Config:
         kind="table", example=""))
     keys: Mapping[str, str] = field(default_factory=dict, metadata=_doc(
         "Key binding overrides: binding id = \"key\" (several keys: \"f12,ctrl+t\"). Quote ids that "
-        "contain a dot.",
+        "contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, space, pageup, comma, "
+        "question_mark ...), after modifiers joined by + in the order alt, ctrl, hyper, meta, shift, super.",
         kind="table", example='"toggle_params" = "f12"'))
 
 
@@ -409,6 +414,9 @@ def _read_document(data: Mapping[str, Any], base: Path,
                 if not isinstance(item, str) or not item.strip():
                     raise _FileProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
                                        f"(got {_show(item)})", where)
+                problem = keys_problem(item)
+                if problem:
+                    raise _FileProblem(f"keys.{name} = {_show(item)} is not a valid key: {problem}", where)
                 values[f"keys.{name}"] = item.replace(" ", "")
         elif key in SETTINGS_BY_KEY:
             values[key] = _checked(key, value, base, (key,))

@@ -10,6 +10,24 @@ from __future__ import annotations
 
 from .errors import InvalidParameterError
 
+# llama.cpp allocates a context in steps of this many tokens: it pads n_ctx up to a multiple
+# (llama-context.cpp: GGML_PAD(n_ctx, 256)), so a smaller context is never smaller in fact.
+CONTEXT_STEP = 256
+MAX_CONTEXT = 1 << 20
+
+
+def round_context(n_ctx: int) -> int:
+    """The context llama.cpp allocates for ``n_ctx`` tokens: the next multiple of ``CONTEXT_STEP``."""
+    return -(-n_ctx // CONTEXT_STEP) * CONTEXT_STEP
+
+
+def context_rounding_notice(asked: int, used: int) -> str | None:
+    """What to tell a user who asked for ``asked`` tokens of context and got ``used``."""
+    if used == asked:
+        return None
+    return f"context {asked} rounded up to {used} (llama.cpp allocates it in steps of {CONTEXT_STEP})"
+
+
 # KV-cache element types: name -> bytes per element (ggml block size / elements per block).
 KV_CACHE_TYPES: dict[str, float] = {
     "f16": 2.0,

@@ -47,6 +47,7 @@ from .errors import (
 )
 from .gguf import GGUFInfo, inspect_gguf
 from .knobs import (
+    CONTEXT_STEP,
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_KV_CACHE_TYPE,
     DRAFT_NGRAM,
@@ -54,8 +55,10 @@ from .knobs import (
     check_draft_tokens,
     check_kv_cache_type,
     check_speculative,
+    context_rounding_notice,
     gpu_unavailable_message,
     kv_cache_bytes,
+    round_context,
 )
 from .params import SamplingParams
 from .stops import StopMatcher
@@ -162,6 +165,7 @@ class LlamaCppBackend:
         self._info: ModelInfo | None = None
         self._gguf: GGUFInfo | None = None
         self._template: ChatTemplate | None = None
+        self._turn_stops: frozenset[int] = frozenset()  # turn tokens that end a reply (besides EOG)
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
@@ -226,7 +230,8 @@ class LlamaCppBackend:
             if speculative != "off":
                 speculative, draft_tokens = self._check_drafting(model, draft_tokens, notices)
             trained = int(ll.llama_model_n_ctx_train(model))
-            n_ctx = opts.n_ctx or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT)
+            # Rounded up here as llama.cpp would: every size and message below is the real one.
+            n_ctx = round_context(opts.n_ctx or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT))
             n_threads = opts.n_threads or default_threads()
             cparams = ll.llama_context_default_params()
             cparams.n_ctx = n_ctx
@@ -270,9 +275,15 @@ class LlamaCppBackend:
         eos = self._token_text(ll.llama_vocab_eos(self._vocab))
         name, source = choose_template(gguf.chat_template, gguf.architecture, self._has_token)
         self._template = ChatTemplate(name, source, bos_token=bos, eos_token=eos)
+        self._turn_stops = frozenset(self._single_token(text) for text in self._template.turn_tokens
+                                     if self._has_token(text))
 
         n_layers = int(ll.llama_model_n_layer(model))
         context_size = int(ll.llama_n_ctx(ctx))
+        rounded = context_rounding_notice(opts.n_ctx, context_size) if opts.n_ctx else None
+        if rounded:
+            log.info("%s", rounded)
+            notices.append(rounded)
         kv_bytes = _kv_cache_logged(captured)
         if kv_bytes is None:
             kv_bytes = self._kv_cache_computed(context_size, kv_type)
@@ -380,6 +391,9 @@ class LlamaCppBackend:
         tokens = self._tokenize(text, add_special=False)
         return len(tokens) == 1 and self._token_text(tokens[0]) == text
 
+    def _single_token(self, text: str) -> int:
+        return self._tokenize(text, add_special=False)[0]
+
     def _prompt_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
         assert self._template is not None
         text = self._template.render(messages)
@@ -410,8 +424,13 @@ class LlamaCppBackend:
         if len(tokens) >= n_ctx:
             trained = self.describe().trained_context
             more = f" (this model was trained for {trained:,})" if trained and trained > n_ctx else ""
+            asked = self.options.n_ctx
+            if asked and asked != n_ctx:
+                n_ctx_text = f"{n_ctx:,} ({asked:,} rounded up to a multiple of {CONTEXT_STEP})"
+            else:
+                n_ctx_text = f"{n_ctx:,}"
             raise ContextOverflowError(
-                f"the prompt takes {len(tokens):,} tokens but the context holds {n_ctx:,}: "
+                f"the prompt takes {len(tokens):,} tokens but the context holds {n_ctx_text}: "
                 f"shorten the message or system prompt, or raise --ctx{more}."
             )
         return tokens, dropped
@@ -522,7 +541,8 @@ class LlamaCppBackend:
             limit = n_ctx - len(tokens)
             if params.max_tokens is not None:
                 limit = min(limit, params.max_tokens)
-            out = _Emitter(self, limit, params.stop)
+            assert self._template is not None
+            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings))
             chain = self._sampler(params)
             try:
                 if self.describe().speculative == "prompt-lookup":
@@ -673,17 +693,19 @@ class LlamaCppBackend:
 
 class _Emitter:
     """What every decode loop does with a sampled token: stop on cancel or at the length
-    limit, end at end-of-generation, decode the token's bytes as UTF-8 without splitting a
-    character, and hold back text that may be the start of a stop string."""
+    limit, end at end-of-generation or at a token that opens or closes a turn, decode the
+    token's bytes as UTF-8 without splitting a character, and hold back text that may be the
+    start of a stop string."""
 
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
-                 "_vocab")
+                 "_vocab", "_turn_stops")
 
     def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str]) -> None:
         self._backend = backend
         self._cancel = backend._cancel
         self._vocab = backend._vocab
         self._eog = ll.llama_vocab_is_eog
+        self._turn_stops = backend._turn_stops
         self.limit = limit
         self.generated = 0
         self.finish: FinishReason = "stop"
@@ -703,7 +725,7 @@ class _Emitter:
 
     def emit(self, token: int) -> str:
         """The text ``token`` adds to the reply ('' when held back); sets ``done`` at the end."""
-        if self._eog(self._vocab, token):
+        if token in self._turn_stops or self._eog(self._vocab, token):
             self.done = True
             return ""
         self.generated += 1

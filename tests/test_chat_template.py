@@ -49,3 +49,23 @@ def test_sandbox_blocks_attribute_escape():
     evil = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
     with pytest.raises(GenerationError):
         ChatTemplate("gguf", evil).render([M("user", "x")])
+
+
+@pytest.mark.parametrize(("name", "tokens"), [
+    ("gemma", ("<start_of_turn>", "<end_of_turn>")),
+    ("chatml", ("<|im_start|>", "<|im_end|>")),
+    ("llama3", ("<|start_header_id|>", "<|eot_id|>")),
+    ("plain", ()),
+])
+def test_every_builtin_format_names_the_tokens_that_end_a_reply(name, tokens):
+    from vibechat.engine.chat_template import BUILTIN_TEMPLATES
+
+    template = ChatTemplate(name, BUILTIN_TEMPLATES[name])
+    assert template.turn_tokens == tokens
+    assert template.stop_strings == (("\nUser:",) if name == "plain" else ())
+
+
+def test_a_gguf_template_ends_replies_on_the_turn_tokens_it_writes():
+    chatml_like = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    assert ChatTemplate("gguf", chatml_like).turn_tokens == ("<|im_start|>", "<|im_end|>")
+    assert ChatTemplate("gguf", chatml_like).stop_strings == ()

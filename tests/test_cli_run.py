@@ -78,7 +78,8 @@ def test_system_prompt_is_used(starter_installed):
 @pytest.mark.parametrize(("args", "needle"), [
     (["-p", "hi", "--temperature", "9"], "temperature must be between 0 and 5 (got 9)"),
     (["-p", "hi", "--top-p", "abc"], "top_p must be a number"),
-    (["-p", "hi", "--ctx", "10"], "--ctx must be between 64 and 1048576 (got 10)"),
+    (["-p", "hi", "--ctx", "10"], "--ctx must be between 256 and 1048576 (got 10)"),
+    (["-p", "hi", "--ctx", "128"], "--ctx must be between 256 and 1048576 (got 128)"),  # llama.cpp would use 256
     (["-p", "hi", "--threads", "0"], "--threads must be between 1 and 1024 (got 0)"),
     (["-p", "hi", "--n-gpu-layers", "-2"], "--n-gpu-layers must be at least -1 (got -2)"),
     (["-p", "   "], "the prompt is empty"),
@@ -116,6 +117,16 @@ def test_oversize_prompt_is_a_clear_error(starter_installed):
     assert "context holds 256" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_a_context_size_between_steps_is_rounded_up_and_said_everywhere(starter_installed):
+    out = vibechat("run", "--ctx", "300", "-p", "Hi", "-n", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["engine"]["context_size"] == 512
+    assert out.stderr == "vibechat: context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)\n"
+    over = vibechat("run", "--ctx", "300", "-n", "4", input="lorem ipsum " * 400)
+    assert over.returncode == 1 and "Traceback" not in over.stderr
+    assert "the context holds 512 (300 rounded up to a multiple of 256)" in over.stderr
+
+
 def test_no_prompt_on_a_terminal_is_an_error(starter_installed):
     # stdin is /dev/null here, which is not a TTY: an empty read gives the empty-prompt error.
     out = vibechat("run")
@@ -130,9 +141,11 @@ def test_control_sequences_are_neutralised_unless_raw(starter_installed):
     clean = vibechat("run", "-p", prompt, "-t", "0", "-n", "40")
     assert clean.returncode == 0
     assert not any(c in clean.stdout for c in "\x1b\x07\x9b\r")
-    assert "]52;c;aGVsbG8=" in clean.stdout  # the text stays, inert
+    assert "]52;c;" not in clean.stdout and "[2J" not in clean.stdout  # whole sequences go, no leftovers
     as_json = json.loads(vibechat("run", "-p", prompt, "-t", "0", "-n", "40", "--json").stdout)
     assert "\x1b" not in as_json["text"]
+    # What streamed is what --json reports (the streamed pieces split the sequences).
+    assert clean.stdout == as_json["text"] + ("" if as_json["text"].endswith("\n") else "\n")
 
 
 def test_closed_pipe_exits_quietly(starter_installed):

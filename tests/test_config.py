@@ -126,7 +126,8 @@ BAD_FILES = [
     ("model = \"x\"\n[params]\ntemperature = 9\n", 3, "temperature must be between 0 and 5 (got 9)"),
     ("[params]\ntop_k = \"many\"\n", 2, "top_k must be a whole number between 0 and 1000 (got \"many\")"),
     ("[params]\ntop_k = 2.5\n", 2, "top_k must be a whole number between 0 and 1000 (got 2.5)"),
-    ("context_size = 12\n", 1, "context_size must be between 64 and 1048576 (got 12)"),
+    ("context_size = 12\n", 1, "context_size must be between 256 and 1048576 (got 12)"),
+    ("context_size = 128\n", 1, "context_size must be between 256 and 1048576 (got 128)"),
     ("threads = true\n", 1, "threads must be a whole number between 1 and 1024 (got True)"),
     ("theme = 3\n", 1, "theme must be a non-empty string (got 3)"),
     ("\n\nthme = \"x\"\n", 3, "unknown key 'thme' (did you mean 'theme'?)"),
@@ -138,12 +139,36 @@ BAD_FILES = [
                                    "params.reset_all, toggle_params"),
     ("[keys]\nparams.reset_all = \"x\"\n", 2, "quote binding ids that contain a dot"),
     ("[keys]\nhelp = 1\n", 2, "keys.help must be a key string"),
+    ("[keys]\n\ntoggle_params = \"notakey+++\"\n", 3,
+     "keys.toggle_params = \"notakey+++\" is not a valid key: 'notakey' is not a modifier: use alt, ctrl, hyper, "
+     "meta, shift, super (keys look like \"ctrl+t\", \"f12\", \"shift+tab\", \"question_mark\"; several: "
+     "\"f12,ctrl+t\")"),
+    ("[keys]\nhelp = \"ctrl+fo\"\n", 2, "'fo' is not a key name"),
+    ("[keys]\nhelp = \"F12\"\n", 2, "key names are lower case: did you mean 'f12'?"),
+    ("[keys]\nhelp = \"f2, esc\"\n", 2, "'esc': 'esc' is not a key name (did you mean 'escape'?)"),
+    ("[keys]\nhelp = \"cntrl+t\"\n", 2, "'cntrl' is not a modifier (did you mean 'ctrl'?)"),
+    ("[keys]\nhelp = \"shift+ctrl+up\"\n", 2, "did you mean 'ctrl+shift+up'?"),
+    ("[keys]\nhelp = \"ctrl+?\"\n", 2, "did you mean 'ctrl+question_mark'?"),
+    ("[keys]\nhelp = \"ctrl+T\"\n", 2, "did you mean 'ctrl+t' (or 'ctrl+shift+t')?"),
+    ("[keys]\nhelp = \"f2,,f3\"\n", 2, "an empty key in \"f2,,f3\""),
+    ("[keys]\nhelp = \"ctrl+\"\n", 2, "nothing after the last '+' (the + key is 'plus')"),
+    ("[keys]\nhelp = \"ctrl++\"\n", 2, "an empty modifier between '+' signs (the + key is 'plus')"),
     ("params = { temperature = 7 }\n", 1, "temperature must be between 0 and 5 (got 7)"),
     ("backend = \"opnai\"\n", 1, "backend must be one of llama, openai (got \"opnai\") (did you mean 'openai'?)"),
     ("\nbase_url = \"localhost:8080\"\n", 2, "base_url must be an http:// or https:// URL"),
     ("api_key_env = \"sk-abc123\"\n", 1, "api_key_env must be the name of an environment variable"),
     ("timeout = 0\n", 1, "timeout must be between 1 and 86400 (got 0)"),
 ]
+
+
+@pytest.mark.parametrize("keys", ["f12", "F", "?", "+", "é", "ctrl+t", "ctrl+shift+up", "alt+x", "shift+tab",
+                                  "question_mark", "comma", "ctrl+full_stop", "f24", "space", "escape, ctrl+q",
+                                  "pageup,pagedown", "ctrl+alt+delete".replace("ctrl+alt", "alt+ctrl"), "super+1"])
+def test_keys_textual_can_report_are_accepted(keys):
+    write(f'[keys]\nhelp = "{keys}"\n')
+    loaded = load_config(key_ids=IDS)
+    assert loaded.problem is None
+    assert loaded.config.keys == {"help": keys.replace(" ", "")}
 
 
 def test_remote_server_settings_from_the_file_the_environment_and_flags():

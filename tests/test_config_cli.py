@@ -100,6 +100,21 @@ def test_run_fails_in_one_line_on_a_broken_config():
     assert out.stdout == ""
 
 
+def test_a_key_textual_cannot_report_is_one_line_in_run_and_config_show():
+    path = write('[keys]\ntoggle_params = "notakey+++"\n')
+    problem = (f'config file {path}, line 2: keys.toggle_params = "notakey+++" is not a valid key: \'notakey\' is '
+               "not a modifier: use alt, ctrl, hyper, meta, shift, super (keys look like \"ctrl+t\", \"f12\", "
+               "\"shift+tab\", \"question_mark\"; several: \"f12,ctrl+t\"); fix it with 'vibechat config edit'")
+    out = vibechat("run", "-p", "hi")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == f"vibechat: error: {problem}\n"
+    show = vibechat("config", "show")
+    assert show.returncode == 0, show.stderr
+    assert f"problem: {problem}\n" in show.stdout
+    assert [line for line in show.stdout.splitlines() if "notakey" in line] == [f"problem: {problem}"]
+    assert json.loads(vibechat("config", "show", "--json").stdout)["problem"] == problem
+
+
 def test_run_fails_in_one_line_on_a_bad_variable():
     out = vibechat("run", "-p", "hi", env={"VIBECHAT_TEMPERATURE": "hot"})
     assert out.returncode == 1

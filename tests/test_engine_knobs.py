@@ -8,13 +8,17 @@ import pytest
 from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import GpuOffloadUnavailableError, InvalidParameterError, ModelLoadError
 from vibechat.engine.knobs import (
+    CONTEXT_STEP,
     KV_CACHE_TYPES,
+    MAX_CONTEXT,
     check_draft_logits,
     check_kv_cache_type,
     check_speculative,
+    context_rounding_notice,
     draft_logits_bytes,
     gpu_unavailable_message,
     kv_cache_bytes,
+    round_context,
 )
 from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 from vibechat.engine.params import SamplingParams
@@ -244,3 +248,11 @@ def test_a_draft_length_with_an_absurd_logits_buffer_is_refused(starter_path):
     with pytest.raises(InvalidParameterError, match=r"--draft-tokens 1024 would need 1,025 MiB of logits"):
         backend.load()
     assert backend._model is None and backend._ctx is None
+
+
+def test_context_sizes_round_up_to_llama_cpps_step():
+    assert CONTEXT_STEP == 256 and MAX_CONTEXT % CONTEXT_STEP == 0
+    assert [round_context(n) for n in (1, 255, 256, 257, 300, 512, 513, MAX_CONTEXT)] == [
+        256, 256, 256, 512, 512, 512, 768, MAX_CONTEXT]
+    assert context_rounding_notice(512, 512) is None
+    assert context_rounding_notice(300, 512) == "context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -287,3 +288,104 @@ def test_a_model_larger_than_the_memory_available_is_refused_before_loading(star
     monkeypatch.setattr(llamacpp, "available_memory", lambda: None)  # an OS that does not say: no check
     assert backend.load().architecture == "gemma3"
     backend.close()
+
+
+def _force_token_at(monkeypatch, token: int, call: int):
+    """Make the sampler's ``call``-th draw (1-based) return ``token``; every other draw is
+    the real sampler's. The base starter model never picks a turn token itself (its
+    logit is about -20), but an instruct model does, so this stands in for one."""
+    import llama_cpp
+
+    real = llama_cpp.llama_sampler_sample
+    calls = {"n": 0}
+
+    def sample(chain, ctx, idx):
+        calls["n"] += 1
+        return token if calls["n"] == call else real(chain, ctx, idx)
+
+    monkeypatch.setattr(llama_cpp, "llama_sampler_sample", sample)
+    return lambda: monkeypatch.setattr(llama_cpp, "llama_sampler_sample", real)
+
+
+def _token_id(backend, text: str) -> int:
+    ids = backend._tokenize(text, add_special=False)
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+@pytest.mark.parametrize("speculative", [False, True])
+def test_a_new_turn_token_ends_the_reply_without_its_role_word(backend, monkeypatch, speculative):
+    """Gemma's <start_of_turn> is no end-of-generation token in the vocabulary: without a
+    stop on it the reply went on with the next turn's role word ("...user\\n...")."""
+    greedy = SamplingParams(temperature=0, max_tokens=30)
+    messages = [ChatMessage("user", "Hello")]
+    if speculative:  # drafts verified in a batch: the same _Emitter ends the reply
+        import dataclasses
+
+        monkeypatch.setattr(backend, "_info", dataclasses.replace(backend.describe(), speculative="prompt-lookup",
+                                                                  draft_tokens=4))
+    _, free, _ = collect(backend, messages, greedy)
+    backend.reset()
+    unforce = _force_token_at(monkeypatch, _token_id(backend, "<start_of_turn>"), call=3)
+    deltas, done, _ = collect(backend, messages, greedy)
+    # What came before the forced token, nothing after it (no "user" role word, no marker).
+    assert done.text and free.text.startswith(done.text) and len(done.text) < len(free.text)
+    assert "".join(deltas) == done.text
+    assert "user" not in done.text and "<start_of_turn>" not in done.text
+    assert done.stats.finish_reason == "stop"
+    assert done.stats.completion_tokens < free.stats.completion_tokens
+    if not speculative:
+        assert done.stats.completion_tokens == 2
+    unforce()
+    backend.reset()
+    _, after, _ = collect(backend, messages, greedy)
+    assert after.text == free.text  # the backend is unchanged
+
+
+def test_turn_tokens_of_the_format_end_generation(backend):
+    stops = backend._turn_stops
+    assert _token_id(backend, "<start_of_turn>") in stops
+    assert _token_id(backend, "<end_of_turn>") in stops
+
+
+def test_run_json_text_has_no_turn_marker_or_role_word(backend, monkeypatch):
+    import io
+
+    from vibechat.app.run_cmd import RunRequest, execute
+
+    for json_output in (True, False):
+        backend.reset()
+        unforce = _force_token_at(monkeypatch, _token_id(backend, "<start_of_turn>"), call=3)
+        out, err = io.StringIO(), io.StringIO()
+        request = RunRequest("Hello", None, SamplingParams(temperature=0, max_tokens=30), json_output=json_output)
+        assert execute(backend, request, out, err) == 0
+        if json_output:
+            obj = json.loads(out.getvalue())
+            text = obj["text"]
+            assert obj["finish_reason"] == "stop" and obj["stats"]["completion_tokens"] == 2
+        else:
+            text = out.getvalue()
+        assert "<start_of_turn>" not in text and "user" not in text and "model" not in text
+        unforce()
+
+
+@pytest.mark.parametrize(("asked", "used", "notice"), [
+    (512, 512, None),
+    (300, 512, "context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
+    (257, 512, "context 257 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
+])
+def test_context_size_is_what_llama_cpp_allocates_and_rounding_is_said(starter_path, asked, used, notice):
+    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=asked))
+    try:
+        info = b.load()
+        assert info.context_size == used
+        assert ll_n_ctx(b) == used
+        assert info.notices == ((notice,) if notice else ())
+    finally:
+        b.close()
+
+
+def ll_n_ctx(backend) -> int:
+    import llama_cpp
+
+    return int(llama_cpp.llama_n_ctx(backend._ctx))

@@ -1,24 +1,108 @@
 from __future__ import annotations
 
-from vibechat.engine.sanitize import sanitize
+import pytest
+
+from vibechat.engine.sanitize import MAX_SEQUENCE, Sanitizer, sanitize
 from vibechat.engine.stops import StopMatcher
 
 
 def test_sanitize_removes_escape_sequences_and_controls():
     evil = "a\x1b]52;c;ZXZpbA==\x07b\x1b[2Jc\x1b]8;;http://x\x1b\\link\x9b31m\x7f\r\x00"
-    clean = sanitize(evil)
-    assert not any(ch in clean for ch in "\x1b\x07\x9b\x7f\r\x00")
-    assert clean.startswith("a]52;c;ZXZpbA==b[2Jc")
+    assert sanitize(evil) == "abclink"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("\x1b[31m red \x1b]0;title\x07", " red "),  # the QA report: CSI and OSC with BEL
+    ("x\x1b[1;38;5;196mbold\x1b[0m", "xbold"),  # CSI with parameters
+    ("x\x1b[?25l\x1b[?1049h", "x"),  # private CSI (cursor off, alternate screen)
+    ("x\x1b[ q", "x"),  # CSI with an intermediate byte
+    ("\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\", "click"),  # OSC 8 link, ST-terminated
+    ("\x1b]52;c;cHduZWQ=\x9c!", "!"),  # OSC 52, C1 ST
+    ("a\x1bP1$r0m\x1b\\b", "ab"),  # DCS
+    ("a\x1bXsos\x1b\\b\x1b^pm\x1b\\c\x1b_apc\x1b\\d", "abcd"),  # SOS, PM, APC
+    ("a\x1bcb\x1b7c\x1b8d\x1b=e\x1b(Bf\x1b#8g", "abcdefg"),  # two-byte and nF ESC sequences
+    ("a\x9b2Jb\x9d0;t\x07c\x90q\x9cd\x98s\x9ce\x9ep\x9cf\x9fa\x9cg", "abcdefg"),  # C1 introducers
+    ("a\x85b\x8dc\x9cd", "abcd"),  # other C1 controls
+    ("a\x00b\x07c\x08d\rE\x7ff\x1ag", "abcdEfg"),  # C0, DEL
+    ("a\x1b\x1b[2Jb", "ab"),  # a stray ESC before a sequence
+    ("a\x1b", "a"), ("a\x9b", "a"),  # a lone introducer at the end
+    ("a\x1b[12", "a[12"),  # unfinished at the end: only the introducer goes
+    ("a\x1b]0;title", "a]0;title"),
+    ("a\x1b]0;ti\ntle\x07b", "a]0;ti\ntleb"),  # a string sequence ends at a line break: nothing swallowed
+    ("a\x1b[12\x1b[0mb", "a[12b"),  # one sequence cut by the next
+    ("a\x1bé", "aé"),
+])
+def test_sanitize_strips_whole_sequences(text, expected):
+    assert sanitize(text) == expected
 
 
 def test_sanitize_keeps_text_newlines_tabs_and_unicode():
-    text = "héllo\tworld\n日本語 😀 — ok"
+    text = "héllo\tworld\n日本語 😀 — ok [31m ]0; \\ ^_ P"
     assert sanitize(text) == text
 
 
-def test_sanitize_is_safe_across_chunk_boundaries():
-    chunks = ["abc\x1b", "[2J", "def\x1b]52;", "c;AAAA\x07"]
-    assert "".join(sanitize(c) for c in chunks) == sanitize("".join(chunks))
+CASES = [
+    "plain text, no escapes",
+    "\x1b[31m red \x1b]0;title\x07 after",
+    "a\x1b]52;c;ZXZpbA==\x07b\x1b[2Jc\x1b]8;;http://x\x1b\\link\x9b31m\x7f\r\x00 end",
+    "x\x1bP1$r0m\x1b\\y\x1b(Bz\x1b\x1b[0m\x1b",
+    "\x1b]0;" + "t" * 600 + "\x07 rest",  # longer than the bound
+    "\x1b[" + "1;" * 300 + "m rest",
+    "tail \x1b]0;unterminated",
+]
+
+
+@pytest.mark.parametrize("text", CASES)
+def test_streamed_pieces_give_the_same_text_at_every_split(text):
+    whole = sanitize(text)
+    for cut in range(len(text) + 1):
+        s = Sanitizer()
+        assert s.feed(text[:cut]) + s.feed(text[cut:]) + s.flush() == whole, cut
+    for cut in range(0, len(text) - 1, 7):  # three pieces
+        for cut2 in range(cut, len(text) + 1, 5):
+            s = Sanitizer()
+            assert s.feed(text[:cut]) + s.feed(text[cut:cut2]) + s.feed(text[cut2:]) + s.flush() == whole
+    s = Sanitizer()  # one character at a time, as a slow stream would
+    assert "".join(s.feed(c) for c in text) + s.flush() == whole
+
+
+def test_streamed_output_never_contains_a_control_character():
+    s = Sanitizer()
+    for c in CASES[2] + CASES[3]:
+        out = s.feed(c)
+        assert not any(ord(ch) < 32 and ch not in "\n\t" or 0x7f <= ord(ch) <= 0x9f for ch in out)
+
+
+def test_random_text_and_pieces_agree_with_the_whole_and_leave_no_control():
+    import random
+
+    rng = random.Random(7)
+    alphabet = ["a", "é", " ", "\n", "\t", "\x1b", "[", "]", "\\", "P", "_", "^", "X", "0", ";", "m", "(",
+                "B", "\x07", "\x9b", "\x9c", "\x9d", "\x90", "\x7f", "\r", "\x00"]
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        whole = sanitize(text)
+        assert not any((ord(ch) < 32 and ch not in "\n\t") or 0x7f <= ord(ch) <= 0x9f for ch in whole)
+        s, out, at = Sanitizer(), [], 0
+        while at < len(text):
+            step = rng.randint(1, 6)
+            out.append(s.feed(text[at:at + step]))
+            at += step
+        assert "".join(out) + s.flush() == whole, repr(text)
+
+
+def test_a_stray_escape_holds_back_a_bounded_amount_of_text():
+    s = Sanitizer()
+    assert s.feed("reply \x1b]") == "reply "
+    shown = "".join(s.feed("word ") for _ in range(200))  # 1,000 characters, no terminator
+    assert len(shown) >= 1000 - MAX_SEQUENCE and shown.startswith("]word word")
+    assert "".join(shown) + s.flush() == "]" + "word " * 200
+
+
+def test_plain_text_passes_straight_through_while_streaming():
+    s = Sanitizer()
+    assert [s.feed(p) for p in ("Hello", ", ", "world\n")] == ["Hello", ", ", "world\n"]
+    assert s.flush() == ""
 
 
 def _run(stops, pieces):
@@ -41,3 +125,26 @@ def test_earliest_of_several_stops_wins():
 
 def test_no_stops_passes_through():
     assert _run([], ["x", "y"]) == ("xy", False)
+
+
+# The fake backend streams one word per piece: these escape sequences are split across pieces.
+SPLIT_REPLY = "evil \x1b]0;a b c\x07 and \x1b[2 q red \x1b]8;;http://x y\x1b\\link end \x1b]0;t"
+
+
+def test_run_streams_exactly_the_text_json_reports():
+    import io
+    import json
+
+    from fakes import RecordingBackend
+    from vibechat.app.run_cmd import RunRequest, execute
+    from vibechat.engine.params import SamplingParams
+
+    outputs = {}
+    for json_output in (False, True):
+        out, err = io.StringIO(), io.StringIO()
+        request = RunRequest("hi", None, SamplingParams(), json_output=json_output)
+        assert execute(RecordingBackend(SPLIT_REPLY), request, out, err) == 0, err.getvalue()
+        outputs[json_output] = out.getvalue()
+    text = json.loads(outputs[True])["text"]
+    assert text == sanitize(SPLIT_REPLY) == "evil  and  red link end ]0;t"
+    assert outputs[False] == text + "\n"

@@ -487,3 +487,49 @@ async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block
         # ...and the finished reply shows the block whole, in one segment.
         segments = list(reply.query(MarkdownSegment))
         assert [s.text for s in segments] == ["Here it is:\n\n", code]
+
+
+async def test_a_sequence_split_across_pieces_never_shows_while_streaming(monkeypatch):
+    from vibechat.engine.backend import TextDelta
+    from vibechat.engine.sanitize import sanitize
+
+    class OnePieceAtATime(RecordingBackend):
+        """Yields the next piece only once the test lets it through."""
+
+        def __init__(self, reply: str) -> None:
+            super().__init__(reply)
+            self.step = threading.Semaphore(0)
+
+        def stream_chat(self, messages, params):
+            for event in super().stream_chat(messages, params):
+                if isinstance(event, TextDelta):
+                    self.step.acquire(timeout=10)
+                yield event
+
+    # One word per piece: the OSC and CSI sequences arrive in several pieces.
+    backend = OnePieceAtATime("evil \x1b]0;a b c\x07 and \x1b[2 q red \x1b]0;t")
+    appended: list[str] = []
+    original = AssistantMessage.append
+
+    async def record(self, text):
+        appended.append(text)
+        await original(self, text)
+
+    monkeypatch.setattr(AssistantMessage, "append", record)
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("go")
+        await pilot.press("enter")
+        pieces = backend.reply.split(" ")
+        for n in range(1, len(pieces) + 1):
+            backend.step.release()
+            for _ in range(200):  # until the app has taken the piece
+                if len(app._reply_raw) >= n:
+                    break
+                await pilot.pause(0.01)
+            assert "]0;a" not in "".join(appended) and "[2" not in "".join(appended)
+        await settle(pilot)
+        assert len(app._reply_raw) == len(pieces)  # the pieces arrived one by one
+        assert "".join(appended) == sanitize(backend.reply) == "evil  and  red ]0;t"
+        assert replies(app)[0].text == sanitize(backend.reply)

@@ -170,3 +170,42 @@ def test_every_binding_has_an_id_and_a_description_and_keys_knows_them_all():
     ids = [b.id for _, b in bindings]
     assert len(ids) == len(set(ids)), "binding ids must be unique"
     assert set(ids) == set(BINDING_IDS), "app/appconfig.py BINDING_IDS must list every binding id"
+
+
+async def test_a_key_textual_cannot_report_is_reported_and_f2_still_works(backend):
+    path = write_config('[keys]\ntoggle_params = "notakey+++"\n')
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        messages = " ".join(n.message for n in app._notifications)
+        assert f"{path}, line 2" in messages and 'keys.toggle_params = "notakey+++" is not a valid key' in messages
+        assert "notakey" not in str(app.screen.active_bindings)  # not bound, not in the footer
+        await pilot.press("f2")
+        await pilot.pause()
+        assert app.panel.has_class("-visible")
+
+
+def test_every_default_key_passes_the_engines_key_check():
+    from vibechat.engine.keynames import keys_problem
+
+    bad = {f"{owner}: {b.id} = {b.key!r}": keys_problem(b.key) for owner, b in _tui_bindings() if keys_problem(b.key)}
+    assert bad == {}
+
+
+def test_the_engines_key_names_are_ones_textual_reports():
+    """engine/keynames.py cannot import Textual: its tables are checked against Textual's here."""
+    import string
+
+    from textual._keyboard_protocol import FUNCTIONAL_KEYS
+    from textual.keys import Keys, _character_to_key
+
+    from vibechat.engine.keynames import FUNCTION_KEYS, KEY_NAMES, MODIFIERS, NAMED_KEYS, PUNCTUATION_NAMES
+
+    assert PUNCTUATION_NAMES == {c: _character_to_key(c) for c in string.punctuation}
+    textual_names = {k.value.rpartition("+")[2] for k in Keys} | set(FUNCTIONAL_KEYS.values())
+    assert set(NAMED_KEYS) | set(FUNCTION_KEYS) <= textual_names
+    assert {"escape", "enter", "tab", "space", "backspace", "delete", "insert", "home", "end", "pageup",
+            "pagedown", "up", "down", "left", "right"} | {f"f{n}" for n in range(1, 25)} <= KEY_NAMES
+    # Textual sorts the modifiers of a key it reports (textual/_xterm_parser.py): so do we.
+    assert list(MODIFIERS) == sorted(MODIFIERS)
+    assert {"alt", "ctrl", "hyper", "meta", "shift", "super"} == set(MODIFIERS)

@@ -29,7 +29,7 @@ from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
-from vibechat.engine.sanitize import sanitize
+from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.system import available_cores
 from vibechat.themes import THEMES
 
@@ -162,6 +162,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self._generation = 0  # events of older generations are ignored
         self._reply: AssistantMessage | None = None
         self._reply_raw: list[str] = []
+        self._sanitizer = Sanitizer()  # the streaming reply's: holds back a split escape sequence
         self._deltas = DeltaBuffer()
         self._done_waiting: GenerationDone | None = None
         self._pacer = RenderPacer()
@@ -338,6 +339,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self._generation += 1
         self._reply = await self.chat.add(AssistantMessage(code_theme=self._code_theme()))
         self._reply_raw = []
+        self._sanitizer = Sanitizer()
         if not self.model_ready:
             self._reply.set_status("waiting for the model to load…")
         self.generating = True
@@ -369,7 +371,9 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
             if not self._reply_raw:
                 self._reply.set_status("")
             self._reply_raw.append(text)
-            await self._reply.append(sanitize(text))
+            shown = self._sanitizer.feed(text)
+            if shown:
+                await self._reply.append(shown)
         if not more and self._done_waiting is not None:
             done, self._done_waiting = self._done_waiting, None
             await self._finish_reply(done)
@@ -391,7 +395,10 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
     async def _finish_reply(self, done: GenerationDone) -> None:
         reply, stats = self._reply, done.stats
         assert reply is not None
-        await reply.finish(sanitize(done.text))
+        tail = self._sanitizer.flush()  # an unfinished escape sequence at the end: its text
+        if tail:
+            await reply.append(tail)
+        await reply.finish(sanitize(done.text))  # the same text, unless the stream was cut
         if self._record is not None:
             self.chatlog.finish_reply(self._record, done)
             self._record = None
