@@ -8,6 +8,7 @@ above ``DISTURBED`` is run again, and the tables warn when one remains."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import platform
@@ -15,9 +16,10 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 DISTURBED = 0.15  # cores of other work during a sample that make it suspect
 
@@ -113,6 +115,13 @@ def disturbed_warning(samples: Iterable[HasLoad]) -> str:
         return ""
     return (f"Warning: {len(bad)} of {len(samples)} samples ran while other processes used the CPU: "
             "the figures are suspect, run again on a quiet machine.")
+
+
+def save_samples(path: Path | None, samples: Sequence[Any], **extra: object) -> None:
+    """``--json FILE``: the machine, every sample (dataclasses) and ``extra``, when a path is given."""
+    if path is not None:
+        data = {"machine": describe_machine(), **extra, "samples": [asdict(s) for s in samples]}
+        path.write_text(json.dumps(data, indent=2))
 
 
 def add_common_args(parser: argparse.ArgumentParser, *, rounds: int, tokens: int) -> None:

@@ -20,10 +20,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import add_common_args, alternating_rounds, children_cpu_s, describe_machine, disturbed_warning, with_other_load
+from _common import (
+    add_common_args,
+    alternating_rounds,
+    children_cpu_s,
+    describe_machine,
+    disturbed_warning,
+    save_samples,
+    with_other_load,
+)
 
 MODES = ("fresh", "reuse")
 QUESTIONS = ("Do you sell hammers?", "What are your opening hours?", "Can I return a drill?",
@@ -110,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"replies identical with and without reuse: {'yes' if identical else 'no'}")
     if warning := disturbed_warning(samples):
         print(warning)
-    if args.json:
-        args.json.write_text(json.dumps({"machine": describe_machine(), "samples": [asdict(s) for s in samples]},
-                                        indent=2))
+    save_samples(args.json, samples)
     return 0
 
 

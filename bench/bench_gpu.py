@@ -24,10 +24,18 @@ import shutil
 import statistics
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from _common import add_common_args, alternating_rounds, describe_machine, disturbed_warning, quiet_logs, with_other_load
+from _common import (
+    add_common_args,
+    alternating_rounds,
+    describe_machine,
+    disturbed_warning,
+    quiet_logs,
+    save_samples,
+    with_other_load,
+)
 from bench_kvcache import long_prompt
 
 MODES = ("cpu", "gpu")
@@ -136,9 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if warning := disturbed_warning(samples):
         print(warning)
     print(f"\nvibechat run --n-gpu-layers -1: {whole_path(model)}")
-    if args.json:
-        args.json.write_text(json.dumps({"machine": describe_machine(), "samples": [asdict(s) for s in samples]},
-                                        indent=2))
+    save_samples(args.json, samples)
     return 0
 
 

@@ -21,13 +21,20 @@ CPU other processes used meanwhile, and runs a disturbed sample again (``--retri
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from _common import add_common_args, alternating_rounds, describe_machine, disturbed_warning, quiet_logs, with_other_load
+from _common import (
+    add_common_args,
+    alternating_rounds,
+    describe_machine,
+    disturbed_warning,
+    quiet_logs,
+    save_samples,
+    with_other_load,
+)
 
 TYPES = ("f16", "q8_0", "q4_0")
 N_CTX = 8192
@@ -130,10 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if warning := disturbed_warning(samples):
         print("\n" + warning)
     print("\n× f16: memory as allocated; speeds as the median of the per-round ratios to f16.")
-    if args.json:
-        args.json.write_text(json.dumps({"machine": describe_machine(), "kv_cache_bytes":
-                                         {t: infos[t].kv_cache_bytes for t in TYPES},
-                                         "samples": [asdict(s) for s in samples]}, indent=2))
+    save_samples(args.json, samples, kv_cache_bytes={t: infos[t].kv_cache_bytes for t in TYPES})
     return 0
 
 

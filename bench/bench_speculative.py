@@ -20,10 +20,18 @@ import argparse
 import json
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from _common import add_common_args, alternating_rounds, describe_machine, disturbed_warning, quiet_logs, with_other_load
+from _common import (
+    add_common_args,
+    alternating_rounds,
+    describe_machine,
+    disturbed_warning,
+    quiet_logs,
+    save_samples,
+    with_other_load,
+)
 
 CODE = '''\
 import json
@@ -184,9 +192,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(batched evaluation rounds differently from one-token decoding; see docs/PERFORMANCE.md)")
     if warning := disturbed_warning(samples):
         print(warning)
-    if args.json:
-        args.json.write_text(json.dumps({"machine": describe_machine(), "samples": [asdict(s) for s in samples]},
-                                        indent=2))
+    save_samples(args.json, samples)
     return 0
 
 
