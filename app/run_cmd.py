@@ -9,11 +9,19 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TextIO
 
-from vibechat.engine.backend import Backend, ContextTrimmed, GenerationDone, GenerationStats, ModelInfo, TextDelta
+from vibechat.engine.backend import (
+    Backend,
+    ChatEvent,
+    ContextTrimmed,
+    GenerationDone,
+    GenerationStats,
+    ModelInfo,
+    TextDelta,
+)
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
@@ -175,8 +183,14 @@ def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextI
     reply = chat.start_reply()
     parts: list[str] = []
     done: GenerationDone | None = None
-    stream = backend.stream_chat(chat.conversation.messages(), params)
     interrupted = pipe_closed = False
+    stream: Generator[ChatEvent, None, None]
+    if stop_requested is not None and stop_requested():
+        # Ctrl-C came before the reply began (while the prompt was saved, say): the backend
+        # clears a cancel when a request starts, so the request is not started at all.
+        stream = _no_events()
+    else:
+        stream = backend.stream_chat(chat.conversation.messages(), params)
     try:
         for event in stream:
             if stop_requested is not None and stop_requested():
@@ -212,6 +226,10 @@ def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextI
         done = GenerationDone("".join(parts), GenerationStats(finish_reason="cancelled", seed=params.seed), params)
     chat.finish_reply(reply, done)
     return Generated("".join(parts), done, interrupted, pipe_closed)
+
+
+def _no_events() -> Generator[ChatEvent, None, None]:
+    yield from ()
 
 
 def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str,
