@@ -65,6 +65,21 @@ def with_other_load(run: Callable[[], S], own_cpu_s: Callable[[], float] = self_
     return sample
 
 
+def greedy_reply(backend: Any, messages: Sequence[Any], n_tokens: int) -> Any:
+    """The ``GenerationDone`` of a greedy reply of ``n_tokens`` from an empty KV cache
+    (so the whole prompt is evaluated every time)."""
+    from vibechat.engine.backend import GenerationDone
+    from vibechat.engine.params import SamplingParams
+
+    backend.reset()
+    done = None
+    for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=n_tokens)):
+        if isinstance(event, GenerationDone):
+            done = event
+    assert done is not None
+    return done
+
+
 def disturbed(sample: HasLoad) -> bool:
     return sample.other_load is not None and sample.other_load > DISTURBED
 

@@ -32,6 +32,7 @@ from _common import (
     alternating_rounds,
     describe_machine,
     disturbed_warning,
+    greedy_reply,
     quiet_logs,
     save_samples,
     with_other_load,
@@ -54,17 +55,8 @@ class Sample:
 
 
 def one_sample(backend, mode: str, messages, n_tokens: int) -> Sample:
-    from vibechat.engine.backend import GenerationDone
-    from vibechat.engine.params import SamplingParams
-
     def run() -> Sample:
-        backend.reset()
-        done = None
-        for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=n_tokens)):
-            if isinstance(event, GenerationDone):
-                done = event
-        assert done is not None
-        st = done.stats
+        st = greedy_reply(backend, messages, n_tokens).stats
         return Sample(mode, 0, st.prompt_tokens_evaluated, st.prompt_tokens_evaluated / (st.prompt_eval_ms / 1000),
                       st.ttft_ms, st.completion_tokens, st.decode_tokens_per_s)
 

@@ -31,6 +31,7 @@ from _common import (
     alternating_rounds,
     describe_machine,
     disturbed_warning,
+    greedy_reply,
     quiet_logs,
     save_samples,
     with_other_load,
@@ -70,17 +71,8 @@ def long_prompt(backend, target: int):
 
 
 def one_sample(backend, kv_type: str, messages, n_tokens: int) -> Sample:
-    from vibechat.engine.backend import GenerationDone
-    from vibechat.engine.params import SamplingParams
-
     def run() -> Sample:
-        backend.reset()  # the whole prompt is evaluated every time
-        done = None
-        for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=n_tokens)):
-            if isinstance(event, GenerationDone):
-                done = event
-        assert done is not None
-        stats = done.stats
+        stats = greedy_reply(backend, messages, n_tokens).stats
         return Sample(kv_type, 0, stats.prompt_tokens_evaluated,
                       stats.prompt_tokens_evaluated / (stats.prompt_eval_ms / 1000), stats.completion_tokens,
                       stats.decode_tokens_per_s)

@@ -28,6 +28,7 @@ from _common import (
     alternating_rounds,
     describe_machine,
     disturbed_warning,
+    greedy_reply,
     quiet_logs,
     save_samples,
     with_other_load,
@@ -111,17 +112,10 @@ class Sample:
 
 
 def one_sample(backend, mode: str, n_tokens: int) -> Sample:
-    from vibechat.engine.backend import ChatMessage, GenerationDone
-    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.backend import ChatMessage
 
     def run() -> Sample:
-        backend.reset()
-        done = None
-        for event in backend.stream_chat([ChatMessage("user", TASK)],
-                                         SamplingParams(temperature=0, max_tokens=n_tokens)):
-            if isinstance(event, GenerationDone):
-                done = event
-        assert done is not None
+        done = greedy_reply(backend, [ChatMessage("user", TASK)], n_tokens)
         st = done.stats
         return Sample(mode, 0, st.completion_tokens, st.decode_tokens_per_s, st.drafted_tokens,
                       st.accepted_draft_tokens, done.text)
