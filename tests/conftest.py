@@ -23,6 +23,20 @@ def default_sigint() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+def collect(backend, messages, params):
+    """A reply's text deltas and its final ``GenerationDone`` (there must be one)."""
+    from vibechat.engine.backend import GenerationDone, TextDelta
+
+    deltas, done = [], None
+    for event in backend.stream_chat(messages, params):
+        if isinstance(event, TextDelta):
+            deltas.append(event.text)
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done is not None
+    return deltas, done
+
+
 VIBECHAT_BIN = Path(sys.executable).with_name("vibechat")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import collect as collect_reply
 from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import GpuOffloadUnavailableError, InvalidParameterError, ModelLoadError
 from vibechat.engine.knobs import (
@@ -28,14 +29,7 @@ REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\
 
 
 def collect(backend, messages, params):
-    deltas, done = [], None
-    for event in backend.stream_chat(messages, params):
-        if isinstance(event, TextDelta):
-            deltas.append(event.text)
-        elif isinstance(event, GenerationDone):
-            done = event
-    assert done is not None
-    return deltas, done
+    return collect_reply(backend, messages, params)
 
 
 # ------------------------------------------------------------ without a model

@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from conftest import VIBECHAT_BIN
+from conftest import collect as collect_reply
 from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 from vibechat.engine.params import SamplingParams
@@ -32,14 +33,7 @@ def remote(llama_server) -> OpenAICompatibleBackend:
 
 
 def collect(backend, messages=HELLO, params=GREEDY):
-    deltas, done = [], None
-    for event in backend.stream_chat(messages, params):
-        if isinstance(event, TextDelta):
-            deltas.append(event.text)
-        elif isinstance(event, GenerationDone):
-            done = event
-    assert done is not None
-    return deltas, done
+    return collect_reply(backend, messages, params)
 
 
 def test_the_server_and_its_model_are_described(remote, llama_server):
