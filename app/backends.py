@@ -42,6 +42,7 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
         check_speculative,
     )
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.repack import DEFAULT_REPACK, check_repack
 
     options = LlamaCppOptions(
         model_path=model_path(engine.model, pull),
@@ -52,6 +53,7 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
         speculative=check_speculative(engine.speculative or "off"),
         draft_tokens=engine.draft_tokens or DEFAULT_DRAFT_TOKENS,
         cpu_fallback=cpu_fallback,
+        repack=check_repack(engine.repack or DEFAULT_REPACK),
     )
     return LlamaCppBackend(options)
 

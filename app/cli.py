@@ -23,6 +23,7 @@ from .options import (
     CtxOpt,
     DraftOpt,
     DraftTokensOpt,
+    RepackOpt,
     EngineChoice,
     GpuLayersOpt,
     MaxTokensOpt,
@@ -130,7 +131,24 @@ def version_text() -> str:
                  + (f" (llama.cpp backends: {', '.join(backends)})" if backends else ""))
     lines.append("GPU offload: yes" if gpu else
                  "GPU offload: no (a CPU-only build; the README's GPU section says how to rebuild it)")
+    lines.append(_repack_line(text, str(llama or getattr(llama_cpp, "__version__", ""))))
     return "\n".join(lines)
+
+
+def _repack_line(system_info: str, llama_version: str) -> str:
+    """``--version``'s line about CPU weight repacking under the configured ``repack``."""
+    from vibechat.engine import repack
+    from vibechat.engine.paths import cache_dir
+
+    from .appconfig import load_app_config
+
+    loaded = load_app_config()
+    try:
+        setting = repack.check_repack(loaded.config.repack)
+    except Exception:  # noqa: BLE001 - a bad value is reported where it is used
+        setting = repack.DEFAULT_REPACK
+    key = repack.probe_key(system_info, llama_version)
+    return repack.setting_summary(setting, system_info, repack.cpu_flags(), cache_dir() / repack.VERDICT_FILE, key)
 
 
 def _print_version(value: bool) -> None:
@@ -165,6 +183,7 @@ def main_callback(
     kv_cache_type: KvCacheTypeOpt = None,
     draft: DraftOpt = None,
     draft_tokens: DraftTokensOpt = None,
+    repack: RepackOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
 ) -> None:
@@ -172,7 +191,8 @@ def main_callback(
     _setup_logging(verbose)
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
-                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens)
+                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens,
+                          repack=repack)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
@@ -227,6 +247,7 @@ def run(
     kv_cache_type: KvCacheTypeOpt = None,
     draft: DraftOpt = None,
     draft_tokens: DraftTokensOpt = None,
+    repack: RepackOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, model, params, stats).")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print timing statistics on stderr.")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Do not strip terminal control sequences from the output.")] = False,
@@ -250,7 +271,8 @@ def run(
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
     engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
-                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens)
+                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens,
+                          repack=repack)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
     def go() -> int:

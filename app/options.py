@@ -71,6 +71,11 @@ DraftOpt = Annotated[Optional[str], typer.Option(
 DraftTokensOpt = Annotated[Optional[int], typer.Option(
     "--draft-tokens", metavar="N", help="Most tokens drafted per step with --draft prompt-lookup (default 10).",
     rich_help_panel=ENGINE)]
+RepackOpt = Annotated[Optional[str], typer.Option(
+    "--repack", metavar="MODE",
+    help="CPU weight repacking: auto (default: on, except where llama.cpp's AMX kernel crashes: see --version), "
+    "on or off.",
+    rich_help_panel=ENGINE)]
 HISTORY = "History"
 NoSaveOpt = Annotated[bool, typer.Option(
     "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY)]
@@ -91,6 +96,7 @@ class EngineChoice:
     kv_cache_type: str | None = None  # None: the default (f16)
     speculative: str | None = None  # None: off
     draft_tokens: int | None = None  # None: the default (10)
+    repack: str | None = None  # None: auto
 
     @classmethod
     def from_config(cls, config) -> "EngineChoice":
@@ -98,7 +104,7 @@ class EngineChoice:
         return cls(model=config.model, ctx=config.context_size, n_gpu_layers=config.gpu_layers,
                    threads=config.threads, backend=config.backend, base_url=config.base_url,
                    api_key_env=config.api_key_env, timeout=config.timeout, kv_cache_type=config.kv_cache_type,
-                   speculative=config.speculative, draft_tokens=config.draft_tokens)
+                   speculative=config.speculative, draft_tokens=config.draft_tokens, repack=config.repack)
 
     @property
     def remote(self) -> bool:
@@ -164,10 +170,12 @@ def check_engine_numbers(engine: EngineChoice) -> None:
 
 ENGINE_FLAGS = {"model": "--model", "ctx": "--ctx", "n_gpu_layers": "--n-gpu-layers", "threads": "--threads",
                 "backend": "--backend", "base_url": "--base-url", "api_key_env": "--api-key-env",
-                "kv_cache_type": "--kv-cache-type", "speculative": "--draft", "draft_tokens": "--draft-tokens"}
+                "kv_cache_type": "--kv-cache-type", "speculative": "--draft", "draft_tokens": "--draft-tokens",
+                "repack": "--repack"}
 ENGINE_KEYS = {"model": "model", "ctx": "context_size", "n_gpu_layers": "gpu_layers", "threads": "threads",
                "backend": "backend", "base_url": "base_url", "api_key_env": "api_key_env",
-               "kv_cache_type": "kv_cache_type", "speculative": "speculative", "draft_tokens": "draft_tokens"}
+               "kv_cache_type": "kv_cache_type", "speculative": "speculative", "draft_tokens": "draft_tokens",
+               "repack": "repack"}
 
 
 def with_flags(loaded, engine: EngineChoice, sampling: SamplingChoice, system: str | None):

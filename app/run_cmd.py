@@ -63,7 +63,11 @@ def format_stats(stats, info=None) -> str:
         rate = stats.accepted_draft_tokens / stats.drafted_tokens
         text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
     if info is not None:
-        text += f" · {info.device}" + (f" · {info.n_threads} threads" if info.n_threads else "")
+        text += f" · {info.device}"
+        if info.n_threads:
+            text += f" · {info.n_threads} thread" + ("" if info.n_threads == 1 else "s")
+        if info.repack is not None:
+            text += f" · repack {info.repack}" + (" (auto)" if info.repack_setting == "auto" else "")
         if info.kv_cache_bytes:
             text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
     return text
@@ -74,7 +78,8 @@ def engine_dict(info) -> dict[str, object]:
     return {"device": info.device, "gpu_layers": info.gpu_layers, "n_layers": info.n_layers,
             "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
             "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
-            "speculative": info.speculative, "draft_tokens": info.draft_tokens}
+            "speculative": info.speculative, "draft_tokens": info.draft_tokens,
+            "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason}
 
 
 def _quiet_stdout() -> None:

@@ -177,26 +177,38 @@ def vibechat_command() -> list[str]:
     return [sys.executable, "-m", "vibechat.app.cli"]
 
 
-def run_vibechat(model: Path, n_tokens: int) -> Sample:
+def run_vibechat(model: Path, n_tokens: int, repack: str = "auto") -> Sample:
     cmd = [*vibechat_command(), "run", "--model", str(model), "--prompt", USER_PROMPT,
-           "--temperature", "0", "--max-tokens", str(n_tokens), "--json", "--stats"]
+           "--temperature", "0", "--max-tokens", str(n_tokens), "--json", "--stats", "--repack", repack]
     out = run_checked(cmd)
     data = json.loads(out.stdout)
     stats = data["stats"]
-    threads = re.search(r"(\d+) threads", out.stderr)  # from --stats, which goes to stderr
+    threads = re.search(r"(\d+) threads?\b", out.stderr)  # from --stats, which goes to stderr
     return Sample("vibechat", n_tokens, stats["completion_tokens"], stats["prompt_tokens"],
                   stats["decode_tokens_per_s"], stats["ttft_ms"], int(threads.group(1)) if threads else None,
                   extra={"finish_reason": data["finish_reason"]})
 
 
-def python_default_worker(model: str, prompt: str, n_tokens: int) -> dict[str, object]:
-    """Runs in its own process: the high-level streaming API, library defaults.
+def python_default_worker(model: str, prompt: str, n_tokens: int, repack: bool = True) -> dict[str, object]:
+    """Runs in its own process: the high-level streaming API, library defaults (``repack``
+    False: extra buffer types off, which ``Llama`` has no argument for).
 
     TTFT: from the ``create_completion`` call to the first streamed text.
     Decode: streamed tokens after the first, over the time from the first to the last.
     """
     from llama_cpp import Llama
 
+    if not repack:
+        import llama_cpp.llama_cpp as c
+
+        default_params = c.llama_model_default_params
+
+        def no_repack():
+            params = default_params()
+            params.use_extra_bufts = False
+            return params
+
+        c.llama_model_default_params = no_repack
     llm = Llama(model_path=model, n_ctx=2048, verbose=False)
     prompt_tokens = len(llm.tokenize(prompt.encode("utf-8"), special=True))
     stamps: list[float] = []
@@ -218,9 +230,9 @@ def python_default_worker(model: str, prompt: str, n_tokens: int) -> dict[str, o
             "threads": threads, "finish_reason": finish, "chunks": len(stamps)}
 
 
-def run_python_default(model: Path, n_tokens: int) -> Sample:
+def run_python_default(model: Path, n_tokens: int, repack: bool = True) -> Sample:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--python-worker",
-           "--model", str(model), "--tokens", str(n_tokens)]
+           "--model", str(model), "--tokens", str(n_tokens), "--repack", "on" if repack else "off"]
     out = run_checked(cmd)
     data = json.loads(out.stdout.strip().splitlines()[-1])
     return Sample("python-default", n_tokens, data.pop("completion_tokens"), data.pop("prompt_tokens"),
@@ -248,7 +260,7 @@ def parse_native_log(log: str) -> dict[str, float]:
     return values
 
 
-def run_native(binary: Path, model: Path, n_tokens: int) -> Sample:
+def run_native(binary: Path, model: Path, n_tokens: int, repack: bool = True) -> Sample:
     """``llama-completion`` with its defaults (threads, context, flash attention auto,
     sampler chain), greedy, end-of-generation ignored so that it writes exactly N tokens.
 
@@ -259,7 +271,7 @@ def run_native(binary: Path, model: Path, n_tokens: int) -> Sample:
     decode figure covers, without any console or bookkeeping overhead.
     """
     cmd = [str(binary), "-m", str(model), "-p", GEMMA_PROMPT, "-n", str(n_tokens),
-           "--temp", "0", "--ignore-eos", "-no-cnv", "--no-display-prompt"]
+           "--temp", "0", "--ignore-eos", "-no-cnv", "--no-display-prompt", *([] if repack else ["--no-repack"])]
     out = run_checked(cmd)
     perf = parse_native_log(out.stdout + out.stderr)
     runs = max(int(perf["eval_runs"]), 1)
@@ -278,13 +290,15 @@ def measured(runner: Callable[[int], Sample], n_tokens: int) -> Sample:
 
 
 def run_rounds(model: Path, native: Path | None, token_counts: list[int], rounds: int,
-               retries: int = 2, quiet_wait_s: float = 60.0) -> list[Sample]:
+               retries: int = 2, quiet_wait_s: float = 60.0, repack: str = "auto") -> list[Sample]:
     """Every length: rounds of all variants in turn (A B C A B C ...). A sample during
-    which other processes kept the CPU busy is run again (up to ``retries`` times)."""
-    runners = {"vibechat": lambda n: run_vibechat(model, n),
-               "python-default": lambda n: run_python_default(model, n)}
+    which other processes kept the CPU busy is run again (up to ``retries`` times).
+    ``repack``: vibechat's --repack; the other two use what it resolves to on this machine."""
+    on = resolved_repack(repack)
+    runners = {"vibechat": lambda n: run_vibechat(model, n, repack),
+               "python-default": lambda n: run_python_default(model, n, on)}
     if native is not None:
-        runners["native"] = lambda n: run_native(native, model, n)
+        runners["native"] = lambda n: run_native(native, model, n, on)
     samples: list[Sample] = []
     for n_tokens in token_counts:
         samples += alternating_rounds(
@@ -293,6 +307,18 @@ def run_rounds(model: Path, native: Path | None, token_counts: list[int], rounds
                              f"{s.completion_tokens} tokens  threads={s.threads}"),
             retries=retries, quiet_wait_s=quiet_wait_s)
     return samples
+
+
+def resolved_repack(setting: str) -> bool:
+    """Whether ``--repack setting`` loads with extra buffer types here (a cached probe verdict
+    counts; without one, auto on an AMX machine means off)."""
+    from vibechat.engine import repack as rp
+    from vibechat.engine.paths import cache_dir
+
+    info = rp.system_info()
+    key = rp.probe_key(info, llama_cpp_python_version())
+    found = rp.cached_verdict(cache_dir() / rp.VERDICT_FILE, key)
+    return rp.decide_repack(setting, info, rp.cpu_flags(), lambda: (found, False)).extra_buffers
 
 
 def summarise(samples: list[Sample], token_counts: list[int]) -> list[dict[str, object]]:
@@ -367,6 +393,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--retries", type=int, default=2,
                         help="runs again a sample during which other processes used the CPU (default 2)")
     parser.add_argument("--json", type=Path, default=None, help="also write every sample to this JSON file")
+    parser.add_argument("--repack", choices=("auto", "on", "off"), default="auto",
+                        help="vibechat's --repack; python-default and native load the same way (default auto)")
     parser.add_argument("--model", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--python-worker", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -375,14 +403,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.python_worker:
-        print(json.dumps(python_default_worker(str(args.model), GEMMA_PROMPT, args.tokens[0])))
+        print(json.dumps(python_default_worker(str(args.model), GEMMA_PROMPT, args.tokens[0], args.repack != "off")))
         return 0
     from vibechat.engine.starter import starter_model_path
 
     model = args.model or starter_model_path()
     native = None if args.skip_native else build_native(cache_root(), args.sdist)
     print(f"model: {model}\nnative: {native or 'skipped'}\nmachine: {describe_machine()}", file=sys.stderr)
-    samples = run_rounds(model, native, args.tokens, args.rounds, retries=args.retries)
+    print(f"repack: {args.repack} ({'on' if resolved_repack(args.repack) else 'off'} here)", file=sys.stderr)
+    samples = run_rounds(model, native, args.tokens, args.rounds, retries=args.retries, repack=args.repack)
     rows = summarise(samples, args.tokens)
     print(format_table(rows))
     if args.json:

@@ -52,6 +52,9 @@ class ModelInfo:
     flash_attn_forced: bool = False  # turned on because the quantized V cache needs it
     speculative: str = "off"  # "prompt-lookup" when drafting
     draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
+    repack: str | None = None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
+    repack_setting: str | None = None  # as asked: auto, on or off
+    repack_reason: str = ""  # why, in a few words (e.g. "no AMX kernel in this build")
     notices: tuple[str, ...] = ()  # warnings about how it was loaded (one line each), e.g. GPU -> CPU
 
     @property

@@ -60,6 +60,7 @@ from .knobs import (
     kv_cache_bytes,
     round_context,
 )
+from . import repack as _repack
 from .params import SamplingParams
 from .stops import StopMatcher
 from .system import available_memory, default_threads
@@ -141,6 +142,9 @@ class LlamaCppOptions:
     # GPU layers asked for (n_gpu_layers != 0) on a build that cannot offload: False raises
     # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
     cpu_fallback: bool = False
+    # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
+    # kernel crashes (engine/repack.py), "on" / "off" force it.
+    repack: str = _repack.DEFAULT_REPACK
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -183,8 +187,12 @@ class LlamaCppBackend:
         kv_type = check_kv_cache_type(opts.kv_cache_type)
         speculative = check_speculative(opts.speculative)
         draft_tokens = check_draft_tokens(opts.draft_tokens) if speculative != "off" else 0
+        _repack.check_repack(opts.repack)
         gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
         llama_log = _ensure_llama_initialised()
+        cancelled = self._cancel
+        cancelled.clear()  # cancel() from now on stops the load (the probe, then llama.cpp between tensors)
+        repack = self._repack_choice(gguf.path)
         offload = gpu_offload_supported()
         notices: list[str] = []
         if opts.n_gpu_layers is None:
@@ -203,8 +211,10 @@ class LlamaCppBackend:
 
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
-        cancelled = self._cancel
-        cancelled.clear()  # cancel() from now on stops the load (llama.cpp asks between tensors)
+        mparams.use_extra_bufts = repack.extra_buffers
+        if repack.probed_now:
+            notices.append(f"CPU weight repacking is {repack.describe()}; vibechat checked this once for this "
+                           "machine (--repack on|off overrides it)")
 
         def _progress(value: float, _user: ctypes.c_void_p) -> bool:
             if on_progress is not None:
@@ -306,12 +316,34 @@ class LlamaCppBackend:
             flash_attn_forced=forced,
             speculative=speculative,
             draft_tokens=draft_tokens,
+            repack=repack.state,
+            repack_setting=repack.setting,
+            repack_reason=repack.reason,
             notices=tuple(notices),
         )
-        log.info("loaded %s (%s, %s) ctx=%d threads=%d template=%s kv=%s (%s bytes) speculative=%s",
+        log.info("loaded %s (%s, %s) ctx=%d threads=%d template=%s kv=%s (%s bytes) speculative=%s repack=%s",
                  gguf.path, gguf.architecture, gguf.quantization, context_size, n_threads, name, kv_type,
-                 kv_bytes, speculative)
+                 kv_bytes, speculative, repack.describe())
         return self._info
+
+    def _repack_choice(self, model_path: Path) -> _repack.RepackChoice:
+        """Whether to load with llama.cpp's extra buffer types (engine/repack.py): on unless this
+        build's AMX kernel may crash on this CPU; then a one-time probe (cached) decides. The
+        probe runs the starter model when it is unpacked (small, and the same for everyone),
+        else the model being loaded."""
+        from .paths import cache_dir
+        from .starter import starter_installed_path
+
+        info = _repack.system_info()
+
+        def verdict() -> tuple[_repack.ProbeVerdict | None, bool]:
+            starter = starter_installed_path()
+            probe_model = starter if starter is not None and starter.is_file() else model_path
+            key = _repack.probe_key(info, getattr(ll, "__version__", ""))
+            return _repack.probe_verdict(probe_model, cache_dir() / _repack.VERDICT_FILE, key,
+                                         cancelled=self._cancel.is_set)
+
+        return _repack.decide_repack(self.options.repack, info, _repack.cpu_flags(), verdict)
 
     def _check_drafting(self, model, draft_tokens: int, notices: list[str]) -> tuple[str, int]:
         """Whether prompt-lookup drafting can run on ``model``: refuses a draft length whose

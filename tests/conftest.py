@@ -23,6 +23,8 @@ def default_sigint() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def collect(backend, messages, params):
     """A reply's text deltas and its final ``GenerationDone`` (there must be one)."""
     from vibechat.engine.backend import GenerationDone, TextDelta
@@ -61,7 +63,7 @@ def read_only_dir(path: Path):
 
 
 @pytest.fixture(autouse=True)
-def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> dict[str, Path]:
     dirs = {name: tmp_path / "user" / name for name in ("home", "config", "data", "cache")}
     for path in dirs.values():
         path.mkdir(parents=True)
@@ -77,6 +79,11 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     monkeypatch.setenv("VIBECHAT_CACHE_DIR", str(dirs["cache"] / "vibechat"))
     monkeypatch.setenv("HF_HOME", str(dirs["cache"] / "huggingface"))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    if request.node.get_closest_marker("model") or "starter_installed" in request.fixturenames:
+        # Real-model tests run llama.cpp in the configuration that works on every CPU (repacking
+        # off: engine/repack.py), named here so that it is exercised on any machine; the tests of
+        # "auto" itself unset it. (Other tests see no VIBECHAT_* variable: the config's defaults.)
+        monkeypatch.setenv("VIBECHAT_REPACK", "off")
     return dirs
 
 
@@ -127,7 +134,7 @@ def llama_backend(starter_path: Path):
     """One loaded starter model for the whole session (loading costs ~1 s)."""
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=4096))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=4096, repack="off"))
     backend.load()
     yield backend
     backend.close()
@@ -142,7 +149,8 @@ def backend(llama_backend):
 @pytest.fixture(scope="session")
 def llama_server(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
     """llama-cpp-python's OpenAI-compatible server (its ``[server]`` extra, in the test
-    extras) on 127.0.0.1 with the starter model, for the whole session: yields its API
+    extras) on 127.0.0.1 with the starter model, CPU repacking off (llama_server_safe.py:
+    it runs on every CPU), for the whole session: yields its API
     root (``http://127.0.0.1:PORT/v1``). The model is served as ``starter`` with Gemma's
     chat format (the GGUF has no template). Killed at the end of the session."""
     import http.client
@@ -156,7 +164,7 @@ def llama_server(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(starter_path), "--model_alias", "starter",
+        [sys.executable, str(REPO / "tests" / "llama_server_safe.py"), "--model", str(starter_path), "--model_alias", "starter",
          "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"

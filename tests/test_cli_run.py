@@ -31,9 +31,12 @@ def test_engine_flags_are_applied(starter_installed):
     out = vibechat("run", "-p", "Hi", "-n", "2", "--stats", "--threads", "1", "--ctx", "1024",
                    "--n-gpu-layers", "0", "--min-p", "0.1", "--repeat-penalty", "1.1", "--json")
     assert out.returncode == 0, out.stderr
-    assert "· CPU" in out.stderr and "· 1 threads" in out.stderr
+    assert "· CPU" in out.stderr and "· 1 thread ·" in out.stderr and "1 threads" not in out.stderr
+    assert "· repack off ·" in out.stderr  # VIBECHAT_REPACK=off (conftest): the safe configuration
     obj = json.loads(out.stdout)
     assert obj["params"]["min_p"] == 0.1 and obj["params"]["repeat_penalty"] == 1.1
+    assert obj["engine"]["n_threads"] == 1
+    assert (obj["engine"]["repack"], obj["engine"]["repack_setting"]) == ("off", "off")
 
 
 def test_json_output(starter_installed):
@@ -88,6 +91,7 @@ def test_system_prompt_is_used(starter_installed):
     (["-p", "hi", "--kv-cache-type", "q5"], "--kv-cache-type: kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5')"),
     (["-p", "hi", "--draft", "medusa"], "--draft: speculative must be one of off, prompt-lookup"),
     (["-p", "hi", "--draft-tokens", "0"], "--draft-tokens must be between 1 and 1024 (got 0)"),
+    (["-p", "hi", "--repack", "maybe"], "--repack: repack must be one of auto, on, off (got 'maybe')"),
     (["-p", "hi", "--draft", "prompt-lookup", "--draft-tokens", "1024"], "use --draft-tokens 1023 or fewer"),
 ])
 def test_user_errors_are_one_line_with_exit_1(starter_installed, args, needle):
@@ -240,5 +244,5 @@ def test_help_lists_every_flag():
     assert out.returncode == 0
     for flag in ("--prompt", "--model", "--system", "--temperature", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--max-tokens", "--seed", "--stop", "--ctx", "--n-gpu-layers",
-                 "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--json", "--stats", "--raw"):
+                 "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--repack", "--json", "--stats", "--raw"):
         assert flag in out.stdout

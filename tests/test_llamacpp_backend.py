@@ -46,7 +46,7 @@ def test_describe_reports_the_starter_model(backend):
 
 
 def test_default_context_is_trained_length_capped_at_8192(starter_path):
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path))
+    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, repack="off"))
     try:
         assert b.load().context_size == 8192
     finally:
@@ -213,7 +213,7 @@ def test_oversize_single_message_is_a_clear_error(backend):
 
 @pytest.fixture(scope="module")
 def small_backend(starter_path):
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=1024))
+    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=1024, repack="off"))
     b.load()
     yield b
     b.close()
@@ -256,7 +256,7 @@ def test_llama_logs_go_to_python_logging_and_fds_stay_put(starter_path, tmp_path
         "marks = []\n"
         "def progress(p):\n"
         "    if not marks: os.write(2, b'FD2-OPEN-DURING-LOAD'); os.write(1, b'FD1-OPEN-DURING-LOAD'); marks.append(p)\n"
-        f"b = LlamaCppBackend(LlamaCppOptions(model_path=Path({str(starter_path)!r}), n_ctx=512))\n"
+        f"b = LlamaCppBackend(LlamaCppOptions(model_path=Path({str(starter_path)!r}), n_ctx=512, repack='off'))\n"
         "b.load(on_progress=progress); b.close()\n"
         "print('RECORDS', len(records), any('llama_model_loader' in r or 'load_tensors' in r for r in records))\n"
     )
@@ -273,7 +273,7 @@ def test_bad_file_never_reaches_llama_cpp(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\xff" * 20)
     with pytest.raises(ModelFileError):
-        LlamaCppBackend(LlamaCppOptions(model_path=bad)).load()
+        LlamaCppBackend(LlamaCppOptions(model_path=bad, repack="off")).load()
 
 
 def test_a_model_larger_than_the_memory_available_is_refused_before_loading(starter_path, monkeypatch):
@@ -281,7 +281,7 @@ def test_a_model_larger_than_the_memory_available_is_refused_before_loading(star
     from vibechat.engine.errors import ModelLoadError
 
     monkeypatch.setattr(llamacpp, "available_memory", lambda: 100_000_000)
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_gpu_layers=0))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_gpu_layers=0, repack="off"))
     with pytest.raises(ModelLoadError, match=r"needs about 0.3 GB of memory but 0.1 GB is available: "
                                              r"choose a smaller quantization"):
         backend.load()
@@ -375,7 +375,7 @@ def test_run_json_text_has_no_turn_marker_or_role_word(backend, monkeypatch):
     (257, 512, "context 257 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
 ])
 def test_context_size_is_what_llama_cpp_allocates_and_rounding_is_said(starter_path, asked, used, notice):
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=asked))
+    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=asked, repack="off"))
     try:
         info = b.load()
         assert info.context_size == used

@@ -23,7 +23,7 @@ SIZE = (110, 36)
 
 
 def real_backend(path) -> LlamaCppBackend:
-    return LlamaCppBackend(LlamaCppOptions(model_path=path, n_ctx=1024))
+    return LlamaCppBackend(LlamaCppOptions(model_path=path, n_ctx=1024, repack="off"))
 
 
 async def send(pilot, text: str) -> None:
