@@ -102,7 +102,14 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
     conversation.params = request.params
     ctrl_c = CtrlC(backend.cancel)
     with ctrl_c.installed():
-        info = load_or_interrupt(backend, ctrl_c)
+        try:
+            info = backend.load()
+        except LoadCancelled:  # Ctrl-C stopped the load: nothing was asked of the model yet
+            if request.json_output:
+                _end_output(request, out, "", _cancelled_load_object(request), "")
+            raise KeyboardInterrupt from None
+        # A Ctrl-C from here on, even one that landed just as the load ended, stops the reply,
+        # not the command: the prompt is saved, the reply saved as stopped, --json prints its object.
         for notice in info.notices:  # e.g. the context size rounded up
             err.write(f"vibechat: {notice}\n")
         chat.set_model(info.name, info.path)
@@ -110,9 +117,17 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         return _answer(backend, request, out, err, chat, info, ctrl_c)
 
 
+def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
+    """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing saved."""
+    seed = request.params.seed
+    return {"text": "", "model": None, "model_path": None, "conversation_id": None,
+            "params": request.params.to_dict(), "finish_reason": "cancelled",
+            "stats": _json_stats(None, seed=seed), "engine": None}
+
+
 def load_or_interrupt(backend: Backend, ctrl_c: CtrlC) -> ModelInfo:
     """``backend.load()``; Ctrl-C meanwhile (which stops llama.cpp's load) raises
-    KeyboardInterrupt once it has returned."""
+    KeyboardInterrupt once it has returned (``--prompts-file``: no prompt was begun)."""
     try:
         info = backend.load()
     except LoadCancelled:

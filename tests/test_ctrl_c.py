@@ -55,10 +55,19 @@ def test_ctrl_c_while_the_model_loads(starter_installed):
     assert code == 130
     assert_clean(err)
     assert out == ""  # nothing was generated
+    # --json prints its object all the same: nothing generated, nothing saved
+    code, out, err = interrupt_when(["-p", "Tell me a long story.", "--json"], "llama_model_loader:")
+    assert code == 130
+    assert_clean(err)
+    result = json.loads(out)
+    assert result["finish_reason"] == "cancelled" and result["text"] == "" and result["conversation_id"] is None
 
 
 def test_ctrl_c_while_the_prompt_is_evaluated_saves_the_prompt_and_a_stopped_reply(starter_installed):
-    # "loaded ..." is logged once the model is in memory, just before the long prompt's evaluation
+    # "loaded ..." is logged once the model is in memory, just before the long prompt's evaluation.
+    # The signal lands anywhere from there (still inside load(), while the prompt is saved, before
+    # the request starts, or during the evaluation of its ~6,000 tokens, which takes seconds on
+    # any CPU), and each of those moments ends the same way: that is what is asserted.
     code, out, err = interrupt_when(["-p", LONG_PROMPT, "--ctx", "8192", "--json"], "vibechat.llama_cpp: loaded ")
     assert code == 130
     assert_clean(err)

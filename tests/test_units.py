@@ -90,3 +90,38 @@ def test_ui_budget_is_small_only_when_the_model_has_every_core():
     assert ui_budget(8, 4) == BUSY_BUDGET
     assert ui_budget(4, 8) == FREE_BUDGET
     assert ui_budget(None, 2) == FREE_BUDGET  # a remote model: the cores are the UI's
+
+
+def test_ctrl_c_as_the_load_ends_saves_the_prompt_and_still_prints_the_json_object():
+    """The moment a Ctrl-C used to lose --json's object: the model is in memory, load() has not
+    returned yet. The signal is sent to this process from inside load(), so it lands there."""
+    import io
+    import json
+    import os
+    import signal
+
+    from fakes import RecordingBackend
+    from vibechat.app.run_cmd import RunRequest, execute
+    from vibechat.engine.chatlog import ChatLog
+    from vibechat.engine.conversation import Conversation
+    from vibechat.engine.params import SamplingParams
+
+    class InterruptedAsItLoads(RecordingBackend):
+        def load(self, on_progress=None):
+            info = super().load(on_progress)
+            os.kill(os.getpid(), signal.SIGINT)  # handled before the next line runs
+            return info
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        backend = InterruptedAsItLoads()
+        chat = ChatLog(Conversation())
+        out, err = io.StringIO(), io.StringIO()
+        code = execute(backend, RunRequest("Hello", None, SamplingParams(), json_output=True), out, err, chat)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 130
+    result = json.loads(out.getvalue())
+    assert result["finish_reason"] == "cancelled" and result["text"] == "" and result["model"] == "Fake 1B"
+    assert backend.requests == []  # the request was never started
+    assert [m.content for m in chat.conversation.messages() if m.role == "user"] == ["Hello"]
