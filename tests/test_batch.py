@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import VIBECHAT_BIN, default_sigint
+from conftest import VIBECHAT_BIN, default_sigint, same_start
 from fakes import RecordingBackend
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.engine.batch import BatchLineError, BatchRequest, parse_line, read_requests
@@ -222,8 +222,9 @@ def test_results_do_not_depend_on_the_position_in_the_file(starter_installed, tm
     assert out.returncode == 0, out.stderr
     got = results(out.stdout)
     assert len(got) == 5 and got[0]["text"] and got[1]["text"]
-    assert got[0]["text"] == got[4]["text"]
-    assert got[1]["text"] == got[3]["text"]
+    # Line 5 reuses the turn header line 4 left in the KV cache (other batches than line 1's)
+    assert same_start(got[0]["text"], got[4]["text"])
+    assert same_start(got[1]["text"], got[3]["text"], 5) and got[1]["params"]["seed"] == got[3]["params"]["seed"]
 
 
 @pytest.mark.model
@@ -241,11 +242,9 @@ def test_a_shared_system_prompt_is_evaluated_once_and_replies_match_a_fresh_cach
     fresh = results(fresh_run.stdout)
     assert all(r["text"] for r in reused) and all(r["text"] for r in fresh)
     # Reusing the cached system prompt evaluates the rest in other batches than a fresh cache
-    # does, and batched kernels round differently (by CPU): replies may part at a near-tie, and
-    # a sampled draw may fall the other way. A broken reuse (wrong cells kept) changes a reply
-    # from its first token on, so each greedy reply begins as the fresh one does.
+    # does (conftest.same_start); the sampled line may draw differently from its first token.
     for got, want in zip(reused[:3], fresh[:3]):
-        assert got["text"].split()[0] == want["text"].split()[0], (got["text"], want["text"])
+        assert same_start(got["text"], want["text"]), (got["text"], want["text"])
     assert reused[3]["params"]["seed"] == fresh[3]["params"]["seed"] == 7
     prompt_tokens = [r["stats"]["prompt_tokens"] for r in fresh]
     assert [r["stats"]["prompt_tokens_evaluated"] for r in fresh] == prompt_tokens
