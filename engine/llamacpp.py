@@ -43,6 +43,7 @@ from .errors import (
     GenerationError,
     GpuOffloadUnavailableError,
     LoadCancelled,
+    ModelFileError,
     ModelLoadError,
 )
 from .gguf import GGUFInfo, inspect_gguf
@@ -329,16 +330,18 @@ class LlamaCppBackend:
     def _repack_choice(self, model_path: Path) -> _repack.RepackChoice:
         """Whether to load with llama.cpp's extra buffer types (engine/repack.py): on unless this
         build's AMX kernel may crash on this CPU; then a one-time probe (cached) decides. The
-        probe runs the starter model when it is unpacked (small, and the same for everyone),
+        probe runs the starter model (small and the same everywhere; unpacked first if need be),
         else the model being loaded."""
         from .paths import cache_dir
-        from .starter import starter_installed_path
+        from .starter import starter_model_path
 
         info = _repack.system_info()
 
         def verdict() -> tuple[_repack.ProbeVerdict | None, bool]:
-            starter = starter_installed_path()
-            probe_model = starter if starter is not None and starter.is_file() else model_path
+            try:
+                probe_model = starter_model_path()
+            except ModelFileError:  # its package is missing, or the cache is not writable
+                probe_model = model_path
             key = _repack.probe_key(info, getattr(ll, "__version__", ""))
             return _repack.probe_verdict(probe_model, cache_dir() / _repack.VERDICT_FILE, key,
                                          cancelled=self._cancel.is_set)
