@@ -6,6 +6,7 @@ applied end to end on the starter model."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -287,22 +288,35 @@ def test_version_shows_the_choice():
     assert auto.startswith("CPU weight repacking: ")
 
 
-@pytest.mark.model
-def test_the_setting_reaches_llama_cpp(starter_path, caplog):
-    """llama.cpp's own load log names the buffers it made: no repacked ones with "off"."""
-    import logging
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
 
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.mark.model
+def test_the_setting_reaches_llama_cpp(starter_path):
+    """llama.cpp's own load log names the buffers it made: no repacked ones with "off".
+    (A handler on vibechat's llama.cpp logger itself: other tests may stop propagation.)"""
     def extra_buffers(setting: str) -> list[str]:
-        caplog.clear()
-        with caplog.at_level(logging.INFO, logger="vibechat.llama_cpp"):
+        logger = logging.getLogger("vibechat.llama_cpp")
+        handler, level = Lines(), logger.level
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        try:
             backend = starter_backend(starter_path, setting)
             try:
                 info = backend.load()
             finally:
                 backend.close()
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
         assert info.repack == ("off" if setting == "off" else "on")
-        return [r.getMessage() for r in caplog.records
-                if "model buffer size" in r.getMessage() and ("REPACK" in r.getMessage() or "AMX" in r.getMessage())]
+        return [line for line in handler.lines if "model buffer size" in line and ("REPACK" in line or "AMX" in line)]
 
     assert extra_buffers("off") == []
     info = repack.system_info()
