@@ -36,9 +36,9 @@ from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 
-from .clitools import safe_json
+from .clitools import plain, safe_json
 from .interrupt import CtrlC
-from .run_cmd import _json_stats, _quiet_stdout, format_stats, generate, load_or_interrupt
+from .run_cmd import _json_stats, _quiet_stdout, check_prompt_size, format_stats, generate, load_or_interrupt
 
 
 @dataclass
@@ -84,7 +84,7 @@ class _Batch:
     def report(self, line: int, message: str, request_id: str | int | None, has_id: bool,
                conversation_id: int | None = None) -> None:
         self.failed += 1
-        self.err.write(f"vibechat: {self.source} line {line}: {message}\n")
+        self.err.write(plain(f"vibechat: {self.source} line {line}: {message}") + "\n")
         self.err.flush()
         obj: dict[str, object] = {"line": line}
         if has_id:
@@ -101,6 +101,11 @@ class _Batch:
                        model=self.info.name, model_path=self.info.path)
         if not self.options.reuse_prefix:
             self.backend.reset()  # every prompt from an empty KV cache: order cannot matter
+        try:
+            check_prompt_size(request.prompt, self.info)  # before it is saved
+        except VibechatError as exc:
+            self.report(request.line, str(exc).rstrip("."), request.id, request.id is not None)
+            return
         chat.add_user(request.prompt)
         try:
             result = generate(self.backend, chat, params, self.err, stop_requested=stop_requested)
@@ -131,7 +136,7 @@ class _Batch:
     def _after(self, chat: ChatLog) -> None:
         """A failed save is reported once; the rest of the batch is not saved."""
         if chat.problem and self.history is not None:
-            self.err.write(f"vibechat: {chat.problem}\n")
+            self.err.write(plain(f"vibechat: {chat.problem}") + "\n")
             self.history = None
 
 
@@ -144,7 +149,7 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
         with interrupt.installed():
             info = load_or_interrupt(backend, interrupt)
             for notice in info.notices:  # e.g. the context size rounded up
-                err.write(f"vibechat: {notice}\n")
+                err.write(plain(f"vibechat: {notice}") + "\n")
             batch = _Batch(backend, info, options, history, source, out, err)
             while not interrupt.requested:
                 item = interrupt.read(lambda: next(items, None))

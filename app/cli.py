@@ -61,7 +61,9 @@ cli.add_typer(config_app, name="config")
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(f"vibechat: error: {message}", err=True)
+    from .clitools import echo
+
+    echo(f"vibechat: error: {message}", err=True)  # messages quote outside text: sanitised, one line
     return typer.Exit(code)
 
 
@@ -408,6 +410,13 @@ def main() -> None:
     exit code 2 rather than click's boxed panel."""
     from typer.main import get_command
 
+    for stream in (sys.stdout, sys.stderr):  # a character the terminal's encoding lacks is no traceback
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="replace")
+            except (OSError, ValueError):
+                pass
     command = get_command(cli)
     quiet_flags(command)
     click_exception, usage_error = _click_exception("ClickException"), _click_exception("UsageError")
@@ -425,6 +434,8 @@ def main() -> None:
         elif isinstance(exc, usage_error):
             typer.echo(usage_error_line(exc), err=True)
         else:
-            typer.echo(f"vibechat: error: {' '.join(exc.format_message().split())}", err=True)
+            from .clitools import echo
+
+            echo(f"vibechat: error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(getattr(exc, "exit_code", 1))
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,4 +1,7 @@
-"""Small pieces the sub-command modules share: error guarding and plain tables."""
+"""Small pieces the sub-command modules share: error guarding, and the one way every command
+prints text that may hold outside data (model names, metadata, Hub names, server errors,
+saved conversations): ``echo`` for lines, ``table`` for tables, ``safe_json`` for JSON.
+Terminal control sequences are stripped, and nothing is ever parsed as Rich markup."""
 
 from __future__ import annotations
 
@@ -13,6 +16,21 @@ def guard(fn: Callable[[], T]) -> T:
     from .cli import guarded
 
     return guarded(fn)
+
+
+def plain(text: object) -> str:
+    """``text`` as it may reach a terminal: control sequences and characters stripped, lone
+    surrogates replaced (see engine/sanitize.py)."""
+    from vibechat.engine.sanitize import sanitize
+
+    return sanitize(str(text)).encode("utf-8", "replace").decode("utf-8")
+
+
+def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """``typer.echo`` for text that may hold outside data."""
+    import typer
+
+    typer.echo(plain(text), err=err, nl=nl)
 
 
 def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set[int] = frozenset()) -> None:
@@ -33,10 +51,11 @@ def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set
 
 
 def safe_json(data: object, indent: int | None = None) -> str:
-    """JSON for a terminal: text stays readable (not ASCII-escaped), but C1 control
-    characters, which JSON would leave raw and some terminals obey, are escaped."""
+    """JSON for a terminal or a file: text stays readable (not ASCII-escaped), but DEL and C1
+    control characters, which JSON would leave raw and some terminals obey, and lone
+    surrogates, which cannot be written as UTF-8, are escaped (C0 ones are by JSON)."""
     import json
     import re
 
     text = json.dumps(data, ensure_ascii=False, indent=indent)
-    return re.sub("[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    return re.sub("[\x7f-\x9f\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .clitools import guard, safe_json, table
+from .clitools import echo, guard, safe_json, table
 
 config_app = typer.Typer(help="Show, locate and edit the config file (config.toml).", no_args_is_help=True,
                          context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,10 +75,10 @@ def show(
             typer.echo(safe_json(data, indent=2))
             return
         state = "" if loaded.exists else "  (not created yet: 'vibechat config edit' creates it)"
-        typer.echo(f"config file: {loaded.path}{state}")
+        echo(f"config file: {loaded.path}{state}")
         for problem in (loaded.file_problem, loaded.env_problem):
-            if problem:
-                typer.echo(f"problem: {problem}")
+            if problem:  # quotes the file's own text
+                echo(f"problem: {problem}")
         if loaded.problem:
             left_out = " and ".join(what for what, bad in (("the whole file", loaded.file_problem),
                                                            ("that variable", loaded.env_problem)) if bad)
@@ -95,7 +95,13 @@ def find_editor() -> list[str]:
     for var in ("VISUAL", "EDITOR"):
         value = os.environ.get(var, "").strip()
         if value:
-            return shlex.split(value, posix=os.name != "nt")
+            try:
+                return shlex.split(value, posix=os.name != "nt")
+            except ValueError as exc:  # an unclosed quote: EDITOR='vim "x'
+                from vibechat.engine.errors import ConfigError
+
+                raise ConfigError(f"{var} cannot be read as a command ({exc}: {value!r}): fix the quoting, "
+                                  f"e.g. export {var}=nano.") from None
     candidates = ("notepad",) if os.name == "nt" else FALLBACK_EDITORS
     for name in candidates:
         found = shutil.which(name)

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .clitools import guard, safe_json, table
+from .clitools import echo, guard, safe_json, table
 
 history_app = typer.Typer(help="List, show, search, export and delete saved conversations.",
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -106,7 +106,7 @@ def search(
                         for h in hits])
             return
         if not hits:
-            typer.echo(f"No message matches {query!r}.", err=True)
+            echo(f"No message matches {query!r}.", err=True)
             return
         table(["id", "title", "role", "match"],
               [[str(h.conversation_id), h.title, h.role, h.snippet.replace(HIT_START, "«").replace(HIT_END, "»")]
@@ -140,10 +140,11 @@ def export(
                 raise VibechatError(f"unknown export format {format_!r}: use --format md or --format json.")
         with _open() as history:
             conversation = history.get(conversation_id)
-        text = (conversation.to_markdown() if kind == "md"
+        # The same text on stdout and in a file: Markdown sanitised, JSON with controls escaped.
+        text = (sanitize(conversation.to_markdown()) if kind == "md"
                 else safe_json(conversation.to_dict(), indent=2) + "\n")
         if output is None:
-            typer.echo(sanitize(text) if kind == "md" else text, nl=False)
+            echo(text, nl=False)
             return
         try:
             with output.open("w" if force else "x", encoding="utf-8") as fh:  # "x": never overwrite
@@ -153,8 +154,8 @@ def export(
                                 "file with -o.") from None
         except OSError as exc:
             raise VibechatError(f"cannot write {output}: {exc.strerror or exc}.") from None
-        typer.echo(f"Wrote conversation {conversation_id} to {output} ({'JSON' if kind == 'json' else 'Markdown'}).",
-                   err=True)
+        echo(f"Wrote conversation {conversation_id} to {output} ({'JSON' if kind == 'json' else 'Markdown'}).",
+             err=True)
 
     guard(go)
 

@@ -5,13 +5,15 @@ Engine modules are imported inside the commands, so ``--help`` stays instant.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Optional
 
 import typer
 
+from .clitools import echo as _echo
 from .clitools import guard as _guard
+from .clitools import plain as _plain
+from .clitools import safe_json
 from .clitools import table as _table
 from .progress import CliProgress, human_size
 
@@ -66,10 +68,10 @@ def search(
 
         found = Hub().search(query, limit=limit)
         if json_output:
-            typer.echo(json.dumps([m.__dict__ for m in found], indent=2))
+            typer.echo(safe_json([m.__dict__ for m in found], indent=2))
             return
         if not found:
-            typer.echo(f"No GGUF repos match {query!r}.", err=True)
+            _echo(f"No GGUF repos match {query!r}.", err=True)
             return
         _table(["repo", "downloads", "likes", "updated"],
                [[m.id + (" (gated)" if m.gated else ""), f"{m.downloads:,}", f"{m.likes:,}",
@@ -102,16 +104,16 @@ def files(
         rows = [{"quant": o.label, "size": o.size, "files": [f.path for f in o.files],
                  "default": default is not None and o.files == default.files, "fits": fit(o.size)} for o in options]
         if json_output:
-            typer.echo(json.dumps({"repo": ref.repo, "revision": listing.revision, "models": rows}, indent=2))
+            typer.echo(safe_json({"repo": ref.repo, "revision": listing.revision, "models": rows}, indent=2))
             return
         if not rows:
-            typer.echo(f"{ref.repo} has no GGUF model files.", err=True)
+            _echo(f"{ref.repo} has no GGUF model files.", err=True)
             return
         _table(["quant", "size", "fits", "file"],
                [[r["quant"] + (" *" if r["default"] else ""), human_size(r["size"]), r["fits"],
                  r["files"][0] + (f" (+{len(r['files']) - 1} more)" if len(r["files"]) > 1 else "")]
                 for r in rows], right={1})
-        typer.echo(f"\n* the default · download: vibechat models pull {ref.repo}:QUANT", err=True)
+        _echo(f"\n* the default · download: vibechat models pull {ref.repo}:QUANT", err=True)
 
     _guard(go)
 
@@ -151,7 +153,7 @@ def pull_cmd(
 ) -> None:
     """Download a model (resumes an interrupted download; verifies its sha256)."""
     model = _guard(lambda: pull_with_progress(ref, revision))
-    typer.echo(f"{model.name}  {human_size(model.size)}  {model.path}")
+    _echo(f"{model.name}  {human_size(model.size)}  {model.path}")
 
 
 @models_app.command("list")
@@ -162,7 +164,7 @@ def list_cmd(json_output: JsonOpt = False) -> None:
 
         models = all_models()
         if json_output:
-            typer.echo(json.dumps([m.to_dict() for m in models], indent=2))
+            typer.echo(safe_json([m.to_dict() for m in models], indent=2))
             return
         _table(["name", "quant", "size", "source"],
                [[m.name, m.quant, human_size(m.size), m.source] for m in models], right={2})
@@ -206,7 +208,7 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
             "sha256": model.sha256 if model else None,
         }
         if json_output:
-            typer.echo(json.dumps(data, indent=2))
+            typer.echo(safe_json(data, indent=2))
             return
         labels = {"context_length": "context length", "chat_template": "chat template"}
         for key, value in data.items():
@@ -218,7 +220,7 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
                 value = "yes" if value else "no (vibechat picks a built-in format by architecture)"
             elif value is None:
                 continue
-            typer.echo(f"{labels.get(key, key):>15}  {value}")
+            _echo(f"{labels.get(key, key):>15}  {value}")  # GGUF metadata: outside text
 
     _guard(go)
 
@@ -238,10 +240,11 @@ def rm(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vi
             if not sys.stdin.isatty():
                 raise VibechatError(f"not deleting {model.name} without confirmation (stdin is not a terminal, "
                                     "so vibechat cannot ask): pass --yes.")
-            if not typer.confirm(f"Delete {model.name} ({human_size(model.size)}, {model.path})?", default=False):
+            if not typer.confirm(_plain(f"Delete {model.name} ({human_size(model.size)}, {model.path})?"),
+                                 default=False):
                 typer.echo("Kept.", err=True)
                 return
         remove(model)
-        typer.echo(f"Deleted {model.name} ({human_size(model.size)} freed).")
+        _echo(f"Deleted {model.name} ({human_size(model.size)} freed).")
 
     _guard(go)

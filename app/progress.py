@@ -43,7 +43,9 @@ class CliProgress:
     PLAIN_EVERY = 5.0  # seconds between plain lines
 
     def __init__(self, title: str, stream: TextIO | None = None, fancy: bool | None = None) -> None:
-        self.title = title
+        from .clitools import plain
+
+        self.title = plain(title)
         self.stream = stream or sys.stderr
         self.fancy = (self.stream.isatty() and sys.stdout.isatty()) if fancy is None else fancy
         self._rich: RichProgress | None = None
@@ -57,7 +59,8 @@ class CliProgress:
             from rich.progress import (BarColumn, DownloadColumn, Progress as RichProgress, TextColumn,
                                        TimeRemainingColumn, TransferSpeedColumn)
 
-            bar = RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+            # The title names Hub repos and files: sanitised, and never read as Rich markup.
+            bar = RichProgress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                                TransferSpeedColumn(), TimeRemainingColumn(),
                                console=Console(file=self.stream), transient=False)
             bar.__enter__()

@@ -6,7 +6,6 @@ Exit codes: 0 success, 1 a user error (one line on stderr), 130 after Ctrl-C
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Generator
@@ -28,6 +27,7 @@ from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatErr
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
 
+from .clitools import plain, safe_json
 from .interrupt import CtrlC
 
 
@@ -44,7 +44,13 @@ class RunRequest:
 def read_prompt(prompt: str | None, stdin: TextIO) -> str:
     """The prompt from ``--prompt``, ``--prompt -`` or piped stdin."""
     if prompt == "-" or (prompt is None and not stdin.isatty()):
-        text = stdin.read()
+        from vibechat.engine.knobs import MAX_CONTEXT, prompt_byte_limit
+
+        most = prompt_byte_limit(MAX_CONTEXT)
+        text = stdin.read(most + 1)  # bounded: a runaway pipe is not read into memory
+        if len(text) > most:
+            raise VibechatError(f"the prompt on stdin is larger than {most >> 20} MiB, more than any context "
+                                "holds: shorten it.")
     elif prompt is None:
         raise VibechatError("no prompt: pass --prompt TEXT, or pipe text on stdin (--prompt - reads it).")
     else:
@@ -111,10 +117,21 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         # A Ctrl-C from here on, even one that landed just as the load ended, stops the reply,
         # not the command: the prompt is saved, the reply saved as stopped, --json prints its object.
         for notice in info.notices:  # e.g. the context size rounded up
-            err.write(f"vibechat: {notice}\n")
+            err.write(plain(f"vibechat: {notice}") + "\n")
+        check_prompt_size(request.prompt, info)  # before it is saved: a prompt that cannot fit is refused
         chat.set_model(info.name, info.path)
         chat.add_user(request.prompt)
         return _answer(backend, request, out, err, chat, info, ctrl_c)
+
+
+def check_prompt_size(prompt: str, info: ModelInfo) -> None:
+    """Refuse, before it is saved or tokenized, a prompt too large for the model's context."""
+    from vibechat.engine.errors import ContextOverflowError
+    from vibechat.engine.knobs import prompt_too_large
+
+    problem = prompt_too_large(len(prompt.encode("utf-8", "replace")), info.context_size or None)
+    if problem:
+        raise ContextOverflowError(problem)
 
 
 def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
@@ -158,7 +175,7 @@ def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         raise
     done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
     if chat.problem:
-        err.write(f"vibechat: {chat.problem}\n")
+        err.write(plain(f"vibechat: {chat.problem}") + "\n")
     if pipe_closed:
         _quiet_stdout()
         return 0
@@ -271,7 +288,7 @@ def _end_output(request: RunRequest, out: TextIO, text: str, obj: dict, tail: st
     try:
         out.write(tail)
         if request.json_output:
-            out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            out.write(safe_json(obj) + "\n")
         elif text and not text.endswith("\n"):
             out.write("\n")
         out.flush()

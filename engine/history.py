@@ -52,6 +52,33 @@ def default_path() -> Path:
     return data_dir() / "history.db"
 
 
+def make_private(path: Path) -> None:
+    """Chats are private: the database (and SQLite's -wal and -shm files beside it, which
+    take the database's mode) readable by its owner only, created so and tightened when an
+    older vibechat left it readable by all; vibechat's own data folder likewise (a folder
+    chosen with VIBECHAT_DATA_DIR is left as it is). No-op where modes do not apply."""
+    if os.name != "posix":
+        return
+    folder = path.parent
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder == data_dir() and folder.name == "vibechat":
+        _tighten(folder, 0o700)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        return  # a read-only place: sqlite says what is wrong
+    for item in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        _tighten(item, 0o600)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    try:
+        if path.stat().st_mode & 0o777 & ~mode:
+            path.chmod(mode)
+    except OSError:
+        pass
+
+
 _last_stamp = ""
 _stamp_lock = threading.Lock()
 
@@ -275,7 +302,7 @@ class History:
         if self._conn is not None:
             return self
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private(self.path)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:

@@ -59,6 +59,8 @@ from .knobs import (
     context_rounding_notice,
     gpu_unavailable_message,
     kv_cache_bytes,
+    prompt_byte_limit,
+    prompt_too_large,
     round_context,
 )
 from . import repack as _repack
@@ -261,6 +263,13 @@ class LlamaCppBackend:
             cparams.flash_attn_type = (ll.LLAMA_FLASH_ATTN_TYPE_AUTO if flash_attn is None
                                        else ll.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
                                        else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+            if n_gpu_layers == 0 or not offload:  # the KV cache is in RAM too: will it fit beside the weights?
+                needed = self._kv_cache_computed(n_ctx, kv_type, model, gguf.architecture)
+                try:
+                    check_context_memory(needed, gguf.file_size, n_ctx, kv_type, opts.n_ctx is not None)
+                except ModelLoadError:
+                    ll.llama_model_free(model)
+                    raise
             ctx = ll.llama_init_from_model(model, cparams)
             if not ctx:
                 ll.llama_model_free(model)
@@ -364,24 +373,25 @@ class LlamaCppBackend:
             return "off", 0
         return "prompt-lookup", draft_tokens
 
-    def _kv_cache_computed(self, n_ctx: int, kv_type: str) -> int | None:
-        """n_ctx x layers x (K + V width) x bytes per element, from the model's shape (used when
-        llama.cpp's log did not say)."""
-        model = self._model
-        arch = self._gguf.architecture if self._gguf else ""
+    def _kv_cache_computed(self, n_ctx: int, kv_type: str, model=None, arch: str | None = None) -> int | None:
+        """n_ctx x layers x (K + V width) x bytes per element, from the model's shape (before the
+        context exists, and when llama.cpp's log did not say)."""
+        model = model or self._model
+        if arch is None:
+            arch = self._gguf.architecture if self._gguf else ""
         n_head = int(ll.llama_model_n_head(model))
         n_head_kv = int(ll.llama_model_n_head_kv(model))
         n_embd = int(ll.llama_model_n_embd(model))
         if not n_head or not n_head_kv:
             return None
-        head_k = self._meta_int(f"{arch}.attention.key_length") or n_embd // n_head
-        head_v = self._meta_int(f"{arch}.attention.value_length") or n_embd // n_head
+        head_k = self._meta_int(f"{arch}.attention.key_length", model) or n_embd // n_head
+        head_v = self._meta_int(f"{arch}.attention.value_length", model) or n_embd // n_head
         return kv_cache_bytes(n_ctx, int(ll.llama_model_n_layer(model)), head_k * n_head_kv, head_v * n_head_kv,
                               kv_type)
 
-    def _meta_int(self, key: str) -> int | None:
+    def _meta_int(self, key: str, model=None) -> int | None:
         buf = ctypes.create_string_buffer(64)
-        n = ll.llama_model_meta_val_str(self._model, key.encode("utf-8"), buf, len(buf))
+        n = ll.llama_model_meta_val_str(model or self._model, key.encode("utf-8"), buf, len(buf))
         try:
             return int(buf.value) if n > 0 else None
         except ValueError:
@@ -409,15 +419,18 @@ class LlamaCppBackend:
         raw = ll.llama_vocab_get_text(self._vocab, token)
         return raw.decode("utf-8", errors="replace") if raw else ""
 
-    def _tokenize(self, text: str, add_special: bool) -> list[int]:
-        data = text.encode("utf-8")
+    def _tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
+        """``text``'s tokens; ``parse_special``: whether special-token texts in it
+        (``<end_of_turn>``, ``<|im_start|>``) become those tokens (the template's own text) or
+        stay plain text (what people and models wrote)."""
+        data = text.encode("utf-8", "replace")
         cap = len(data) + 16
         buf = (ll.llama_token * cap)()
-        n = ll.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, True)
+        n = ll.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
         if n < 0:
             cap = -n
             buf = (ll.llama_token * cap)()
-            n = ll.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, True)
+            n = ll.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
             if n < 0:
                 raise GenerationError("the prompt could not be tokenized.")
         return list(buf[:n])
@@ -430,11 +443,24 @@ class LlamaCppBackend:
         return self._tokenize(text, add_special=False)[0]
 
     def _prompt_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """The prompt's tokens: the template's own text with its special tokens, each message's
+        content as plain text, so a message holding ``<end_of_turn><start_of_turn>model`` cannot
+        forge a turn (content_parts)."""
         assert self._template is not None
         text = self._template.render(messages)
         bos = self._template.bos_token
         already_has_bos = bool(bos) and text.startswith(bos)
-        return self._tokenize(text, add_special=not already_has_bos)
+        parts = content_parts(self._template.render, messages, text)
+        if parts is None:  # a template that rewrites content: as llama.cpp's server tokenizes it
+            log.warning("chat template %s changes message content: special tokens in messages are parsed",
+                        self._template.name)
+            return self._tokenize(text, add_special=not already_has_bos)
+        tokens: list[int] = []
+        for i, (piece, is_content) in enumerate(parts):
+            if piece:
+                tokens += self._tokenize(piece, add_special=i == 0 and not already_has_bos,
+                                         parse_special=not is_content)
+        return tokens
 
     def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
         self.load()
@@ -447,14 +473,16 @@ class LlamaCppBackend:
         system = [m for m in messages[:1] if m.role == "system"]
         rest = list(messages[len(system):])
         dropped = 0
+        # Text that cannot fit whatever its tokens is dropped (old turns) or refused (the last
+        # message) before anything is tokenized: tokenizing 32 MB takes most of a minute.
+        while _text_bytes(system + rest) > prompt_byte_limit(n_ctx) and len(rest) > 1:
+            dropped += _drop_oldest_turn(rest)
+        too_large = prompt_too_large(_text_bytes(system + rest), n_ctx)
+        if too_large:
+            raise ContextOverflowError(too_large)
         tokens = self._prompt_tokens(system + rest)
         while len(tokens) + reserve > n_ctx and len(rest) > 1:
-            # Drop the oldest turn: a user message and the replies that follow it.
-            rest.pop(0)
-            dropped += 1
-            while len(rest) > 1 and rest[0].role != "user":
-                rest.pop(0)
-                dropped += 1
+            dropped += _drop_oldest_turn(rest)
             tokens = self._prompt_tokens(system + rest)
         if len(tokens) >= n_ctx:
             trained = self.describe().trained_context
@@ -774,6 +802,68 @@ class _Emitter:
         """What is still held back once generation ends (nothing after a stop string)."""
         tail = self._stops.flush() + self._decode(b"", final=True)
         return "" if self._stops.stopped else tail
+
+
+def _text_bytes(messages: Sequence[ChatMessage]) -> int:
+    return sum(len(m.content.encode("utf-8", "replace")) for m in messages)
+
+
+def _drop_oldest_turn(rest: list[ChatMessage]) -> int:
+    """Drop the oldest turn from ``rest`` (a user message and the replies that follow it);
+    returns how many messages went."""
+    rest.pop(0)
+    dropped = 1
+    while len(rest) > 1 and rest[0].role != "user":
+        rest.pop(0)
+        dropped += 1
+    return dropped
+
+
+def content_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage],
+                  text: str) -> list[tuple[str, bool]] | None:
+    """``text`` (the template's rendering of ``messages``) cut into the template's own pieces
+    (False) and the messages' contents (True), or None when that cannot be told apart.
+
+    The template is rendered again with each content replaced by a placeholder no message can
+    contain (a fresh random nonce); the placeholders are then filled with the contents, as is
+    or stripped (templates that ``trim``), and the result must be ``text`` exactly."""
+    import secrets
+
+    nonce = secrets.token_hex(8)
+    marks = [f"\ue000{nonce}{i}\ue001" for i in range(len(messages))]
+    skeleton = render([ChatMessage(m.role, mark) for m, mark in zip(messages, marks)])
+    pattern = re.compile("\ue000" + nonce + "(\\d+)\ue001")
+    for strip in (False, True):
+        parts: list[tuple[str, bool]] = []
+        at = 0
+        for match in pattern.finditer(skeleton):
+            parts.append((skeleton[at:match.start()], False))
+            content = messages[int(match.group(1))].content
+            parts.append((content.strip() if strip else content, True))
+            at = match.end()
+        parts.append((skeleton[at:], False))
+        if "".join(piece for piece, _ in parts) == text:
+            return parts
+    return None
+
+
+def check_context_memory(kv_bytes: int | None, weights: int, n_ctx: int, kv_type: str, asked: bool,
+                         available: int | None = None) -> None:
+    """Refuse a context whose KV cache cannot fit in memory beside the weights (llama.cpp would
+    allocate it and the machine would swap, or the process be killed), naming the context size
+    that fits. ``asked``: the size came from --ctx / the config (else it is the model's own)."""
+    available = available_memory() if available is None else available
+    if not kv_bytes or available is None or weights + kv_bytes <= available:
+        return
+    per_token = kv_bytes / n_ctx
+    fits = int((available - weights) / per_token) // CONTEXT_STEP * CONTEXT_STEP if available > weights else 0
+    how = f"use --ctx {fits} or less" if fits >= CONTEXT_STEP else "free some memory"
+    smaller = " or --kv-cache-type q8_0 (about half)" if kv_type == "f16" else ""
+    where = "" if asked else " (the model's default context)"
+    raise ModelLoadError(
+        f"a {n_ctx:,}-token context{where} needs about {kv_bytes / 1e9:.1f} GB of {kv_type} KV cache beside "
+        f"{weights / 1e9:.1f} GB of weights, but {available / 1e9:.1f} GB of memory is available: {how}{smaller}."
+    )
 
 
 def check_memory(needed: int, name: str, available: int | None = None) -> None:
