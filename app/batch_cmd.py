@@ -130,7 +130,8 @@ class _Batch:
         self.done += 1
         self.write(obj)
         if self.options.show_stats and done.finish_reason != "cancelled":
-            self.err.write(f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}\n")
+            self.err.write(plain(f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}")
+                           + "\n")
             self.err.flush()
 
     def _after(self, chat: ChatLog) -> None:

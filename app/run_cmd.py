@@ -194,7 +194,7 @@ def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
     if not _end_output(request, out, text, obj, held_back()):
         return 0
     if request.show_stats and not interrupted:
-        err.write(format_stats(done.stats, info) + "\n")
+        err.write(plain(format_stats(done.stats, info)) + "\n")  # names the model's device or server
         err.flush()
     return 130 if interrupted else 0
 
