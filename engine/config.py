@@ -543,10 +543,19 @@ def parse_config_text(text: str, path: Path, key_ids: Collection[str] | None = N
     return values, origins
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KB: anything this large is not one
+
+
 def _read_text(path: Path) -> str | None:
-    """The file's text, or None when there is no file; unreadable raises ConfigError."""
+    """The file's text, or None when there is no file; unreadable or absurdly large raises
+    ConfigError."""
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(_file_message(path, None, f"is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a "
+                                            "vibechat config file"))
+        return data.decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

@@ -216,6 +216,15 @@ def test_unreadable_file_is_a_problem_not_a_crash():
     assert "could not be read" in (load_config(path).problem or "")
 
 
+def test_a_huge_file_is_a_problem_read_no_further():
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"# " + b"x" * (4 << 20) + b"\n")
+    loaded = load_config()
+    assert loaded.problem == (f"config file {path}: is larger than 1 MiB: not a vibechat config file; "
+                              "fix it with 'vibechat config edit'")
+
+
 def test_a_bad_variable_names_it_and_only_it_is_left_out():
     write("[params]\ntop_k = 7\n")
     loaded = load_config(environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_THREADS": "2"})
