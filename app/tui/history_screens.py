@@ -49,10 +49,11 @@ MODAL_CSS = """
 
 
 def highlighted(snippet: str) -> Text:
-    """A search snippet with its matched words highlighted."""
+    """A search snippet with its matched words highlighted. (Split at the markers first:
+    they are control characters, which sanitising removes.)"""
     text = Text(no_wrap=True, overflow="ellipsis")
-    for i, part in enumerate(plain(snippet.replace(HIT_END, HIT_START), limit=None).split(HIT_START)):
-        text.append(part, style="bold reverse" if i % 2 else "")
+    for i, part in enumerate(snippet.replace(HIT_END, HIT_START).split(HIT_START)):
+        text.append(plain(part, limit=None), style="bold reverse" if i % 2 else "")
     return text
 
 
