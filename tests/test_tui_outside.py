@@ -55,7 +55,7 @@ class Rendered:
             style = seg.style
             if style is not None:
                 assert not style.link, f"{seg.text!r} links to {style.link!r}"
-                assert "@click" not in (style.meta or {}) or "evil" not in seg.text
+                assert "@click" not in (style.meta or {}), f"{seg.text!r} runs {style.meta['@click']!r}"
         for text in shown:
             assert any(text in line for line in self.lines), f"{text!r} not shown:\n{self.text}"
 
@@ -246,3 +246,285 @@ async def test_renaming_a_conversation_titled_with_markup(tmp_path: Path):
         Rendered(app).check("[/crash] renamed")
     with History(db) as other:
         assert other.get(cid).title == "[/crash] renamed [link=https://x]t"
+
+
+# ------------------------------------------------------ every surface, one string
+
+# Escape sequences (CSI, OSC 8 link, OSC 52 clipboard write), a C1 CSI, and markup that
+# would link, crash, style and run an action.
+HOSTILE = ("\x1b[31m\x1b]8;;https://evil.example\x07\x9b2J[link=https://evil.example]x[/link] [/crash] "
+           "[bold]b [@click=app.quit]q[/]\x1b]52;c;ZXZpbA==\x07")
+SHOWN = "[link=https://evil.example]x[/link] [/crash] [bold]b [@click=app.quit]q[/]"
+PIECES = ("[link=https://evil.example]x[/link]", "[/crash]", "[bold]b", "[@click=app.quit]q[/]")
+# A path part (no "/"): for the current directory and the config file's folder.
+HOSTILE_DIR = "\x1b]52;c;ZXZpbA==\x07a[bold]b[@click=app.quit]q"
+DIR_SHOWN = "a[bold]b[@click=app.quit]q"
+HOSTILE_FILE = "\x1b]52;c;ZXZpbA==\x07e[bold]b/[/crash]-Q4_K_M.gguf"
+
+
+class HostileBackend(RecordingBackend):
+    """Fails the next reply with ``fail`` when set."""
+
+    fail: str | None = None
+
+    def stream_chat(self, messages, params):
+        if self.fail:
+            from vibechat.engine.errors import VibechatError
+
+            raise VibechatError(self.fail)
+        yield from super().stream_chat(messages, params)
+
+
+def check_notifications(app) -> None:
+    """Every notification so far: plain text (never markup), sanitised."""
+    assert app._notifications
+    for n in app._notifications:
+        assert not n.markup, n.message
+        for text in (n.message, n.title):
+            assert "\x1b" not in text and not C1 & set(text), repr(text)
+
+
+async def screen_is(pilot, kind):
+    await pause(pilot)
+    assert isinstance(pilot.app.screen, kind), pilot.app.screen
+    return pilot.app.screen
+
+
+async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, monkeypatch):
+    """One hostile string through every place the chat shows outside text: nothing
+    crashes, the brackets show as they are, no escape sequence or C1 character reaches
+    the terminal, no text links anywhere or runs an action."""
+    from textual.command import CommandPalette
+
+    from vibechat.app.tui.history_screens import ExportScreen, SearchScreen
+    from vibechat.engine import download, hub, models
+    from vibechat.engine.config import Config, LoadedConfig
+    from vibechat.engine.errors import VibechatError
+    from vibechat.engine.hub import HubModel, RepoListing
+    from vibechat.engine.models import LocalModel
+    from vibechat.engine.refs import RepoFile
+
+    cwd = tmp_path / HOSTILE_DIR
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    db = tmp_path / "history.db"
+    with History(db) as history:  # a conversation had with another model, titled and named from outside
+        chat = ChatLog(Conversation(), history, model="old " + HOSTILE, model_path="/elsewhere/other.gguf")
+        chat.add_user(HOSTILE)
+        chat.finish_reply(chat.start_reply(), GenerationDone(HOSTILE))
+        seeded = chat.conversation_id
+
+    class FakeHub:  # the Hub's names, and its errors
+        def search(self, query, limit=30):
+            return [HubModel(id=HOSTILE, downloads=1)]
+
+        def listing(self, repo):
+            return RepoListing(repo=HOSTILE, revision="0" * 40, files=(RepoFile(HOSTILE_FILE, 1),))
+
+    class FailingDownloader:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def download(self, *args, **kwargs):
+            raise VibechatError(HOSTILE)
+
+    monkeypatch.setattr(hub, "Hub", FakeHub)
+    monkeypatch.setattr(download, "Downloader", FailingDownloader)
+    monkeypatch.setattr(models, "all_models", lambda **kw: [
+        LocalModel(name=HOSTILE, path=tmp_path / HOSTILE_DIR / "missing.gguf", size=1, quant=HOSTILE,
+                   source=HOSTILE)])
+
+    info = replace(INFO, name=HOSTILE, quantization="Q4", notices=(HOSTILE,))
+    reply = f"See [site](https://evil.example/a[/crash]b) and [js](javascript:alert(1)) {HOSTILE}"
+    backend = HostileBackend(reply=reply, info=info)
+    config = LoadedConfig(Config(), tmp_path / HOSTILE_DIR / "config.toml", file_problem=HOSTILE)
+    app = create_app(backend, blink=False, history=History(db), config=config,
+                     backend_factory=lambda path, **changes: RecordingBackend())
+    async with app.run_test(size=(240, 60), notifications=True) as pilot:
+        await settle(pilot)
+        # The status bar, the welcome line, the load notice and the config's problem.
+        Rendered(app).check(SHOWN)
+        check_notifications(app)
+        app.clear_notifications()
+
+        # A message, a reply (Markdown) and notes (/stats names the model's device, /system).
+        app.prompt_input.load_text(HOSTILE)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pause(pilot)
+        for text in ("/stats", f"/system {HOSTILE}", "/system"):
+            app.prompt_input.load_text(text)
+            await pilot.press("enter")
+            await pause(pilot)
+        Rendered(app).check(*PIECES, "javascript:alert(1)", f"System prompt: {SHOWN}")
+        assert [w.role for w in app.chat.messages()] == ["user", "assistant", "note", "note"]
+
+        # The reply's links: an http one asks first (the URL shown as text), others are refused.
+        app.chat.query("AssistantMessage").last().focus()
+        await pilot.press("enter")
+        confirm = await screen_is(pilot, ConfirmScreen)
+        assert "https://evil.example/a[/crash]b" in confirm.question
+        Rendered(app).check("https://evil.example/a[/crash]b")
+        await pilot.press("n")
+        for _ in range(3):
+            await pilot.press("enter")
+            await pause(pilot)
+            if isinstance(app.screen, ConfirmScreen):
+                Rendered(app).check()
+                await pilot.press("n")
+        assert any("javascript" in n.message for n in app._notifications)
+
+        # A failed reply: its status line and the notification quote the error.
+        backend.fail = HOSTILE
+        app.prompt_input.focus()
+        app.prompt_input.load_text("again")
+        await pilot.press("enter")
+        await settle(pilot)
+        await pause(pilot)
+        assert SHOWN in app.chat.messages()[-1].query_one(".message--status").render().plain
+        Rendered(app).check(SHOWN)
+        check_notifications(app)
+        app.clear_notifications()
+        backend.fail = None
+
+        # The sidebar (titles and model names), then rename, delete and export dialogs.
+        await pilot.press("ctrl+b")
+        await pause(pilot)
+        Rendered(app).check("[link=https://evil.example]x[/")
+        await pilot.press("r")
+        rename = await screen_is(pilot, RenameScreen)
+        title = rename.query_one("#rename-input").value  # the first prompt, shortened
+        assert title.startswith("[link=https://evil") and "\x1b" not in title and not C1 & set(title)
+        Rendered(app).check(title)
+        await pilot.press("escape")
+        await pause(pilot)
+        await pilot.press("d")
+        await screen_is(pilot, ConfirmScreen)
+        Rendered(app).check(title)
+        await pilot.press("n")
+        await pause(pilot)
+        for _ in range(2):  # the second time the file exists: asked before replacing it
+            await pilot.press("e")
+            export = await screen_is(pilot, ExportScreen)
+            assert DIR_SHOWN in export.query_one("#export-path").value
+            Rendered(app).check("[@click=app.quit]q/vibechat-")  # the input shows the path's end
+            export.query_one("#export-path").focus()
+            await pilot.press("enter")
+            await pause(pilot)
+        await screen_is(pilot, ConfirmScreen)
+        Rendered(app).check(DIR_SHOWN)
+        await pilot.press("n")
+        await pause(pilot)
+        assert any("Exported to" in n.message for n in app._notifications)
+        check_notifications(app)
+        app.clear_notifications()
+
+        # Search: the titles and the snippets, with the matched word highlighted.
+        await pilot.press("escape", "ctrl+f")
+        search = await screen_is(pilot, SearchScreen)
+        search.query_one("#search-input").value = "crash"
+        await search.workers.wait_for_complete()
+        await pause(pilot)
+        assert search.hits
+        Rendered(app).check(*PIECES)
+        first = search.query_one("#search-results").get_option_at_index(0).prompt
+        assert any(span.style == "bold reverse" for span in first.spans)  # the markers survive sanitising
+        await pilot.press("down")
+        search.query_one("#search-results").highlighted = next(
+            i for i, hit in enumerate(search.hits) if hit.conversation_id == seeded)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pause(pilot)
+        # The conversation opened was had with another model: said in a notification.
+        assert any(f"This conversation was with old {SHOWN};" in n.message for n in app._notifications)
+        Rendered(app).check(*PIECES)
+        check_notifications(app)
+        app.clear_notifications()
+
+        # The model picker: cells, the loaded model's device, a running download's title;
+        # choosing the model fails to load it (the state line, then the notification).
+        app._download_title = HOSTILE
+        await pilot.press("f3")
+        picker = await screen_is(pilot, ModelPicker)
+        await picker.workers.wait_for_complete()
+        await pause(pilot)
+        Rendered(app).check(*PIECES, "(downloading [link=https://evil.example]x[/link] [/crash]")
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pause(pilot)
+        assert any("Could not load" in n.message for n in app._notifications)
+        Rendered(app).check()
+        check_notifications(app)
+        app.clear_notifications()
+        app._download_title = None
+
+        # The downloader: repo ids and file names in the table, the title of the download,
+        # and the error it ends with (status line and notification).
+        await app.run_action("download")
+        downloader = await screen_is(pilot, DownloadScreen)
+        field = downloader.query_one("Input")
+        field.value = "evil"
+        field.focus()
+        await pilot.press("enter")
+        await downloader.workers.wait_for_complete()
+        await pause(pilot)
+        Rendered(app).check("[link=https://evil.example]x[/link] [/crash]")
+        await pilot.press("enter")  # the repo's files
+        await downloader.workers.wait_for_complete()
+        await pause(pilot)
+        Rendered(app).check("e[bold]b/[/crash]-Q4_K_M.gguf", "[@click=app.quit]q[/]")
+        await pilot.press("enter")  # download it: it fails
+        await app.workers.wait_for_complete()
+        await pause(pilot)
+        assert SHOWN in downloader.query_one("#download-status").render().plain
+        Rendered(app).check(SHOWN)
+        check_notifications(app)
+        await pilot.press("escape")
+        await pause(pilot)
+
+        # The command palette's help lines name the config file (its folder from outside).
+        await pilot.press("ctrl+p")
+        palette = await screen_is(pilot, CommandPalette)
+        palette.query_one("Input").value = "Save parameters"
+        await pause(pilot, 10)
+        Rendered(app).check(DIR_SHOWN)
+        await pilot.press("escape")
+        await pause(pilot)
+
+
+async def test_a_remote_servers_names_and_errors_in_its_picker():
+    """The remote picker's title (the server), its model ids and its error line."""
+    from vibechat.app.tui.model_picker import RemoteModelPicker
+    from vibechat.engine.errors import VibechatError
+
+    def refuse() -> list[str]:
+        raise VibechatError(HOSTILE)
+
+    app = create_app(RecordingBackend(), blink=False, save=False)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(pilot)
+        for listing in (lambda: [HOSTILE, "plain"], refuse):
+            app.push_screen(RemoteModelPicker(HOSTILE, HOSTILE, listing))
+            await pause(pilot)
+            await app.screen.workers.wait_for_complete()
+            await pause(pilot)
+            Rendered(app).check(f"Models on {SHOWN}", SHOWN if listing is not refuse else f"⚠ {SHOWN}")
+            await pilot.press("escape")
+            await pause(pilot)
+
+
+async def test_a_model_that_fails_to_load_says_why_as_text():
+    """The load error in the welcome line and the notification."""
+    from vibechat.engine.errors import ModelLoadError
+
+    class Failing(RecordingBackend):
+        def load(self, on_progress=None):
+            raise ModelLoadError(HOSTILE)
+
+    app = create_app(Failing(), blink=False, save=False)
+    async with app.run_test(size=(200, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pause(pilot)
+        assert app.status.state == "no model"
+        Rendered(app).check(f"The model could not be loaded: {SHOWN}")
+        check_notifications(app)
