@@ -297,6 +297,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
     from textual.command import CommandPalette
 
     from vibechat.app.tui.history_screens import ExportScreen, SearchScreen
+    from vibechat.app.tui.prompt_input import PromptInput
     from vibechat.engine import download, hub, models
     from vibechat.engine.config import Config, LoadedConfig
     from vibechat.engine.errors import VibechatError
@@ -348,16 +349,22 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         app.clear_notifications()
 
         # A message, a reply (Markdown) and notes (/stats names the model's device, /system).
-        app.prompt_input.load_text(HOSTILE)
-        await pilot.press("enter")
+        # Submitted as they are (the input would sanitise them first).
+        app.prompt_input.post_message(PromptInput.Submitted(HOSTILE))
         await settle(pilot)
         await pause(pilot)
         for text in ("/stats", f"/system {HOSTILE}", "/system"):
-            app.prompt_input.load_text(text)
-            await pilot.press("enter")
+            app.prompt_input.post_message(PromptInput.Submitted(text))
             await pause(pilot)
         Rendered(app).check(*PIECES, "javascript:alert(1)", f"System prompt: {SHOWN}")
         assert [w.role for w in app.chat.messages()] == ["user", "assistant", "note", "note"]
+        # Commands typed with markup in them are quoted back as text.
+        for text in ("/nope[/crash]", "/set top_k [/crash]"):
+            app.prompt_input.post_message(PromptInput.Submitted(text))
+            await pause(pilot)
+        assert any("/nope[/crash]" in n.message for n in app._notifications)
+        assert any("[/crash]" in n.message and "top_k" in n.message for n in app._notifications)
+        Rendered(app).check("[/crash]")
 
         # The reply's links: an http one asks first (the URL shown as text), others are refused.
         app.chat.query("AssistantMessage").last().focus()
@@ -399,8 +406,9 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         await pilot.press("escape")
         await pause(pilot)
         await pilot.press("d")
-        await screen_is(pilot, ConfirmScreen)
-        Rendered(app).check(title)
+        confirm = await screen_is(pilot, ConfirmScreen)
+        assert f"“{title}”" in confirm.question
+        Rendered(app).check(f"Delete the conversation “{title[:20]}")  # a long title wraps
         await pilot.press("n")
         await pause(pilot)
         for _ in range(2):  # the second time the file exists: asked before replacing it
@@ -528,3 +536,39 @@ async def test_a_model_that_fails_to_load_says_why_as_text():
         assert app.status.state == "no model"
         Rendered(app).check(f"The model could not be loaded: {SHOWN}")
         check_notifications(app)
+
+
+async def test_pasted_and_taken_back_text_is_sanitised_in_the_inputs(tmp_path: Path):
+    """A paste (the clipboard is outside text) into the prompt and into a dialog's input,
+    and a saved prompt taken back with Ctrl+L: the inputs show it sanitised (a TextArea
+    and an Input show control characters as they are)."""
+    from textual import events
+
+    from vibechat.app.tui.history_screens import SearchScreen
+
+    db = tmp_path / "history.db"
+    cid = seed(db, HOSTILE)  # e.g. saved by ``vibechat run`` from a pipe
+    app = create_app(RecordingBackend(), blink=False, history=History(db))
+    async with app.run_test(size=(200, 40)) as pilot:
+        await settle(pilot)
+        app.prompt_input.focus()
+        app.post_message(events.Paste(HOSTILE))
+        await pause(pilot)
+        assert app.prompt_input.text == SHOWN
+        Rendered(app).check(SHOWN)
+
+        await pilot.press("ctrl+f")
+        search = await screen_is(pilot, SearchScreen)
+        app.post_message(events.Paste(HOSTILE))
+        await pause(pilot)
+        assert search.query_one("#search-input").value == SHOWN
+        Rendered(app).check(SHOWN)
+        await pilot.press("escape")
+        await pause(pilot)
+
+        app.open_conversation(cid)
+        await settle(pilot)
+        await pilot.press("ctrl+l")  # the last prompt, back in the input
+        await pause(pilot)
+        assert app.prompt_input.text == SHOWN
+        Rendered(app).check(SHOWN)

@@ -447,6 +447,13 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self._reply = None
         self.status.state = "ready" if self.model_ready else self.status.state
 
+    async def on_event(self, event: events.Event) -> None:
+        """Pasted text comes from outside (the clipboard): sanitised before any widget gets
+        it (an ``Input`` or a ``TextArea`` would show its control characters raw)."""
+        if isinstance(event, events.Paste) and not event.is_forwarded:
+            event.text = sanitize(event.text)
+        await super().on_event(event)
+
     # ------------------------------------------------------- notifications
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
