@@ -41,8 +41,8 @@ from vibechat.themes import THEMES
 
 from .. import slash
 from ..appconfig import load_app_config
-from . import outside
 from ..run_cmd import format_stats
+from . import outside
 from .chat_view import AssistantMessage, ChatMessageWidget, ChatView, EarlierMessages
 from .config_actions import ConfigActions
 from .confirm import ConfirmScreen
@@ -447,6 +447,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self._reply = None
         self.status.state = "ready" if self.model_ready else self.status.state
 
+    # ------------------------------------------- outside text: pastes, notifications
     async def on_event(self, event: events.Event) -> None:
         """Pasted text comes from outside (the clipboard): sanitised before any widget gets
         it (an ``Input`` or a ``TextArea`` would show its control characters raw)."""
@@ -454,7 +455,6 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
             event.text = sanitize(event.text)
         await super().on_event(event)
 
-    # ------------------------------------------------------- notifications
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
         """Textual's ``notify`` (``Widget.notify`` calls it too), but the message is plain

@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, ProgressBar, Static
@@ -252,7 +253,7 @@ class DownloadScreen(ModalScreen[None]):
         self.add_class("-downloading")
         bar = self.query_one(ProgressBar)
         bar.update(total=progress.total, progress=progress.done)
-        self.query_one("#download-line", Static).update(line(progress_line(progress)))
+        self.query_one("#download-line", Static).update(Content(progress_line(progress)))
 
     def show_ended(self, text: str) -> None:
         self.remove_class("-downloading")
