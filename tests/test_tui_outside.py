@@ -572,3 +572,18 @@ async def test_pasted_and_taken_back_text_is_sanitised_in_the_inputs(tmp_path: P
         await pause(pilot)
         assert app.prompt_input.text == SHOWN
         Rendered(app).check(SHOWN)
+
+
+def test_the_helpers_sanitise_bound_and_never_read_markup():
+    from vibechat.app.tui import outside
+
+    assert outside.plain("a\x1b[2Jb\x9b1mc\x1b]52;c;ZQ==\x07d\n\te") == "abcd\n\te"
+    assert outside.plain("x" * 10, limit=5) == "xxxx…" and outside.plain("x" * 10, limit=None) == "x" * 10
+    assert outside.one_line(" a\n b\t\tc ") == "a b c"
+    markup = "[bold]b[/bold] [link='https://x']y[/link] [/crash] [@click=app.quit]q[/]"
+    line = outside.line(markup, style="italic")
+    assert line.plain == markup and [span.style for span in line.spans] == ["italic"]
+    assert outside.line("x" * 1000).plain == "x" * (outside.LINE - 1) + "…"
+    assert outside.block("a\nb").plain == "a\nb" and len(outside.block("y" * 10_000).plain) == outside.BLOCK
+    cell = outside.cell(markup)
+    assert cell.plain == markup and not cell.spans
