@@ -3,6 +3,11 @@
 All backend work (load, generate, reset) runs in thread workers that hold one
 lock, since a llama.cpp context is not thread-safe; workers post messages and
 the UI thread renders. Only ``backend.cancel()`` is called from the UI thread.
+
+Outside text (model names, server errors, titles, paths: see ``outside``) is never read
+as markup: widgets get it as ``Content``/``Text`` built by ``outside``, and this app's
+``notify`` (which every widget's ``notify`` goes through) shows plain, sanitised text
+unless markup is asked for.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
+from textual.notifications import SeverityLevel
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widget import Widget
@@ -36,6 +42,7 @@ from vibechat.themes import THEMES
 from .. import slash
 from ..appconfig import load_app_config
 from ..run_cmd import format_stats
+from . import outside
 from .chat_view import AssistantMessage, ChatMessageWidget, ChatView, EarlierMessages
 from .config_actions import ConfigActions
 from .confirm import ConfirmScreen
@@ -440,6 +447,40 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
         self._reply = None
         self.status.state = "ready" if self.model_ready else self.status.state
 
+    # ------------------------------------------- outside text: pastes, notifications
+    async def on_event(self, event: events.Event) -> None:
+        """Pasted text comes from outside (the clipboard): sanitised before any widget gets
+        it (an ``Input`` or a ``TextArea`` would show its control characters raw)."""
+        if isinstance(event, events.Paste) and not event.is_forwarded:
+            event.text = sanitize(event.text)
+        await super().on_event(event)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Textual's ``notify`` (``Widget.notify`` calls it too), but the message is plain
+        text unless ``markup=True`` (for vibechat's own words only: notifications nearly
+        always quote outside text, a model name, a server's error, a title, a path, and
+        Textual reads markup by default), and message and title are sanitised and
+        bounded (``outside``)."""
+        super().notify(outside.plain(message), title=outside.one_line(title), severity=severity, timeout=timeout,
+                       markup=markup)
+
+    def action_help_quit(self) -> None:
+        """Textual's hint on how to quit (its markup, the key escaped)."""
+        for key, active_binding in self.active_bindings.items():
+            if active_binding.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press [b]{escape(key)}[/b] to quit the app", title="Do you want to quit?", markup=True)
+                return
+
+    @on(events.DeliveryComplete)
+    def _screenshot_saved(self, event: events.DeliveryComplete) -> None:
+        """The palette's Screenshot: said without markup (Textual's own notification puts
+        the path, the current directory's outside name, into markup)."""
+        if event.name == "screenshot":
+            event.prevent_default()
+            self.notify(f"Saved screenshot to {event.path}" if event.path else "Saved screenshot",
+                        title="Screenshot")
+
     # ------------------------------------------------------------- actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop":
@@ -724,7 +765,7 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
             yield SystemCommand(first.description, escape(f"{first.tooltip or first.description} ({keys})"),
                                 lambda action=action: self.run_action(action))
         for title, help_text, action in PALETTE_ONLY:
-            yield SystemCommand(title, escape(help_text.format(config=self.config.path)),
+            yield SystemCommand(title, escape(outside.one_line(help_text.format(config=self.config.path))),
                                 lambda action=action: self.run_action(action))
 
 

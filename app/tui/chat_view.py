@@ -4,6 +4,10 @@ Assistant text arrives sanitised (the app strips control sequences first), in
 batches paced by the app, and only the reply's live tail re-renders (see
 ``AssistantMessage``). The view is anchored to the bottom while the user stays
 there; scrolling up releases the anchor, so reading is never yanked back.
+
+Every text shown here may come from outside (a message, a model's reply, a server's error
+in a status line, a model name in the welcome): it is sanitised and shown as text, never
+read as markup (``outside``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
+from . import outside
 from .markdown_segment import MarkdownSegment
 from .segmenter import segment
 
@@ -108,12 +113,12 @@ class ChatMessageWidget(Vertical, can_focus=True):
         self._status = status
 
     def compose(self) -> ComposeResult:
-        yield Static(self._label, classes="message--role")
+        yield Static(Content(self._label), classes="message--role")
         yield from self.compose_body()
-        yield Static(self._status, classes="message--status")
+        yield Static(outside.block(self._status), classes="message--status")
 
     def compose_body(self) -> ComposeResult:
-        yield Static(self.text, markup=False, classes="message--body")
+        yield Static(outside.block(self.text, limit=None), classes="message--body")
 
     def on_focus(self) -> None:
         """The message's keys beside its label, as they are now (a streaming reply's Ctrl+C
@@ -129,7 +134,8 @@ class ChatMessageWidget(Vertical, can_focus=True):
         self.query_one(".message--role", Static).update(Content(self._label))
 
     def set_status(self, text: str, kind: str | None = None) -> None:
-        self.query_one(".message--status", Static).update(text)
+        """The line under the message (``⚠ the server's error``): shown as text, sanitised."""
+        self.query_one(".message--status", Static).update(outside.block(text))
         self.remove_class("-stopped", "-error")
         if kind:
             self.add_class(f"-{kind}")
@@ -316,7 +322,8 @@ class ChatView(VerticalScroll):
             self.post_message(self.Typed(event.character))
 
     def set_welcome(self, text: str) -> None:
-        self.query_one(".chat--empty", Static).update(text)
+        """The line an empty chat shows (it names the model): shown as text, sanitised."""
+        self.query_one(".chat--empty", Static).update(outside.block(text))
 
     def on_mount(self) -> None:
         self.anchor()

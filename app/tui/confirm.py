@@ -1,4 +1,6 @@
-"""A yes/no modal (used before opening a link from model output)."""
+"""A yes/no modal (before opening a link from model output, deleting a conversation,
+replacing a file). The question quotes outside text (a link, a title, a path): it is shown
+sanitised, as text, never read as markup."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from . import outside
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -38,7 +42,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.question, markup=False)
+            yield Static(outside.block(self.question))
             yield Static("y yes · n / Esc no", classes="confirm--keys")
 
     def action_answer(self, yes: bool) -> None:

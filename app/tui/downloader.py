@@ -5,6 +5,10 @@ Type text to search GGUF repos (most downloaded first), or a reference
 quantization asks the app to download it (``DownloadScreen.Start``): the download
 runs in an app worker, so Esc hides this screen and chatting goes on; the app
 feeds progress back with ``show_progress`` while the screen is open.
+
+Repo ids, file names, quantization labels and the Hub's errors come from outside:
+cells and lines are built with ``outside``, sanitised and never read as markup (a
+``DataTable`` reads a ``str`` cell as markup; so would a ``Static``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, ProgressBar, Static
@@ -23,6 +28,7 @@ from vibechat.engine.hub import HubModel, RepoListing
 from vibechat.engine.refs import HubRef, QuantOption
 
 from ..progress import human_size, progress_line
+from .outside import block, cell, line
 
 
 class DownloadScreen(ModalScreen[None]):
@@ -122,7 +128,7 @@ class DownloadScreen(ModalScreen[None]):
         self.query_one(DataTable).display = False
         if self.running:
             self.add_class("-downloading")
-            self.query_one("#download-title", Static).update(self.running)
+            self.query_one("#download-title", Static).update(line(self.running))
         self.query_one(Input).focus()
 
     # ------------------------------------------------------------ searching
@@ -176,7 +182,7 @@ class DownloadScreen(ModalScreen[None]):
         self._repos = message.found or []
         table = self._table("repo", "downloads", "likes")
         for index, repo in enumerate(self._repos):
-            table.add_row(repo.id + (" (gated)" if repo.gated else ""), f"{repo.downloads:,}",
+            table.add_row(cell(repo.id + (" (gated)" if repo.gated else "")), f"{repo.downloads:,}",
                           f"{repo.likes:,}", key=str(index))
         self._mode = "repos"
         if self._repos:
@@ -202,8 +208,9 @@ class DownloadScreen(ModalScreen[None]):
         table = self._table("quant", "size", "fits in memory", "files")
         for index, option in enumerate(self._options):
             files = option.first.path + (f" (+{len(option.files) - 1})" if len(option.files) > 1 else "")
-            table.add_row(option.label + (" *" if option.files == chosen.files else ""), human_size(option.size),
-                          message.fits.get(option.label, "?"), files, key=str(index))
+            table.add_row(cell(option.label + (" *" if option.files == chosen.files else "")),
+                          human_size(option.size), cell(message.fits.get(option.label, "?")), cell(files),
+                          key=str(index))
         table.move_cursor(row=next(i for i, o in enumerate(self._options) if o.files == chosen.files))
         table.focus()
         self._mode = "files"
@@ -233,19 +240,20 @@ class DownloadScreen(ModalScreen[None]):
             self.post_message(self.Start(self._listing, self._options[index]))
 
     def _status(self, text: str) -> None:
-        self.query_one("#download-status", Static).update(text)
+        """The line under the table; it quotes repo names, the query, the Hub's errors."""
+        self.query_one("#download-status", Static).update(block(text))
 
     # ------------------------------------------------ fed by the app (attributes down)
     def show_started(self, title: str) -> None:
         self.add_class("-downloading")
-        self.query_one("#download-title", Static).update(title)
+        self.query_one("#download-title", Static).update(line(title))
         self.query_one("#download-line", Static).update("starting…")
 
     def show_progress(self, progress: Progress) -> None:
         self.add_class("-downloading")
         bar = self.query_one(ProgressBar)
         bar.update(total=progress.total, progress=progress.done)
-        self.query_one("#download-line", Static).update(progress_line(progress))
+        self.query_one("#download-line", Static).update(Content(progress_line(progress)))
 
     def show_ended(self, text: str) -> None:
         self.remove_class("-downloading")

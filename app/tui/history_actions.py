@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import work
-from textual.markup import escape
 from textual.message import Message
 
 from vibechat.engine.backend import ModelInfo
@@ -32,6 +31,7 @@ from vibechat.engine.sanitize import sanitize
 from .chat_view import AssistantMessage, ChatMessageWidget, EarlierMessages
 from .confirm import ConfirmScreen
 from .history_screens import ExportChoice, ExportScreen, RenameScreen, SearchScreen
+from .outside import one_line
 from .sidebar import ConversationSidebar
 
 log = logging.getLogger("vibechat.tui")
@@ -252,7 +252,7 @@ class HistoryActions(_Host):
                 self.sidebar.current = None
             self.notify(f"Deleted “{title}”.", timeout=2)
 
-        self.push_screen(ConfirmScreen(f"Delete the conversation “{sanitize(title)}” and all its messages?\n\n"
+        self.push_screen(ConfirmScreen(f"Delete the conversation “{one_line(title)}” and all its messages?\n\n"
                                        "This cannot be undone."), answered)
 
     # ---------------------------------------------------------------- export
@@ -320,7 +320,7 @@ class HistoryActions(_Host):
         if loaded is not None:
             note = model_change_note(stored.summary.model, stored.model_path, loaded)
             if note:
-                self.notify(escape(note), timeout=6)
+                self.notify(note, timeout=6)
             chatlog.set_model(loaded.name, loaded.path)
         self.chatlog = chatlog
         self.show_params(stored.params)

@@ -1,4 +1,7 @@
-"""Modals for saved conversations: full-text search, rename, export."""
+"""Modals for saved conversations: full-text search, rename, export.
+
+Titles, snippets and paths come from outside (the user's and the model's words, the
+current directory): shown sanitised and as text (``outside``), never read as markup."""
 
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ from textual.widgets import Input, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
 
 from vibechat.engine.history import HIT_END, HIT_START, History, SearchHit
-from vibechat.engine.sanitize import sanitize
 
+from .outside import one_line, plain
 from .sidebar import when
 
 MODAL_CSS = """
@@ -46,10 +49,11 @@ MODAL_CSS = """
 
 
 def highlighted(snippet: str) -> Text:
-    """A search snippet with its matched words highlighted."""
+    """A search snippet with its matched words highlighted. (Split at the markers first:
+    they are control characters, which sanitising removes.)"""
     text = Text(no_wrap=True, overflow="ellipsis")
-    for i, part in enumerate(sanitize(snippet.replace(HIT_END, HIT_START)).split(HIT_START)):
-        text.append(part, style="bold reverse" if i % 2 else "")
+    for i, part in enumerate(snippet.replace(HIT_END, HIT_START).split(HIT_START)):
+        text.append(plain(part, limit=None), style="bold reverse" if i % 2 else "")
     return text
 
 
@@ -120,7 +124,7 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         results.clear_options()
         for index, hit in enumerate(self.hits):
             label = Text(no_wrap=True, overflow="ellipsis")
-            label.append(sanitize(hit.title), style="bold")
+            label.append(one_line(hit.title), style="bold")
             # Titles repeat (the same first question, asked again): when and which one tell them apart.
             stamp = when(hit.updated)
             label.append(f"  {stamp + ' · ' if stamp else ''}#{hit.conversation_id} · {hit.role}", style="dim")
@@ -160,7 +164,7 @@ class RenameScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Rename the conversation", classes="modal--title")
-            yield Input(self.old_title, id="rename-input")
+            yield Input(one_line(self.old_title, limit=None), id="rename-input")
             yield Static("Enter save · Esc cancel", classes="modal--keys")
 
     def on_mount(self) -> None:
@@ -208,7 +212,7 @@ class ExportScreen(ModalScreen[ExportChoice | None]):
                 with RadioSet(id="export-format"):
                     yield RadioButton("Markdown", value=True, id="format-md")
                     yield RadioButton("JSON", id="format-json")
-            yield Input(str(self.stem.with_suffix(".md")), id="export-path")
+            yield Input(plain(str(self.stem.with_suffix(".md")), limit=None), id="export-path")
             yield Static("Enter write · Tab switch format/path · Esc cancel", classes="modal--keys")
 
     def on_mount(self) -> None:

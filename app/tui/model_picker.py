@@ -5,6 +5,10 @@ models the server offers.
 They find the models in a worker (other tools' folders can be slow to walk, a
 server can be slow to answer) and dismiss with what the user chose; the app does
 the loading (or, for a server, switches the model id).
+
+Names come from outside (other tools' folder names, a server's model ids, its errors):
+cells and lines are built with ``outside``, sanitised and never read as markup (a
+``DataTable`` reads a ``str`` cell as markup).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
@@ -24,9 +29,9 @@ from textual.widgets import DataTable, Static
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.backend import ModelInfo
 from vibechat.engine.models import LocalModel
-from vibechat.engine.sanitize import sanitize
 
 from ..progress import human_size
+from .outside import block, cell, line
 
 
 @dataclass(frozen=True)
@@ -91,12 +96,12 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Models on this machine", classes="picker--title")
-            table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
+            table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
             table.add_columns(" ", "name", "quant", "size", "source", "GPU layers")
             yield table
             yield Static("Looking for models…", id="picker-status")
-            yield Static("Enter load · d download a model" + (f" (downloading {self.downloading})"
-                                                               if self.downloading else "") + " · Esc close",
+            downloading = Content.assemble(" (downloading ", line(self.downloading), ")") if self.downloading else ""
+            yield Static(Content.assemble("Enter load · d download a model", downloading, " · Esc close"),
                          classes="picker--keys")
 
     def on_mount(self) -> None:
@@ -117,12 +122,13 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
         for index, model in enumerate(self.models):
             is_loaded = bool(self.loaded_path) and str(model.path) == self.loaded_path
             layers = f"{info.gpu_layers}/{info.n_layers}" if is_loaded and info and info.n_layers else ""
-            table.add_row("●" if is_loaded else "", model.name, model.quant, human_size(model.size), model.source,
-                          layers, key=str(index))
+            table.add_row("●" if is_loaded else "", cell(model.name), cell(model.quant), human_size(model.size),
+                          cell(model.source), layers, key=str(index))
         status = self.query_one("#picker-status", Static)
         count = f"{len(self.models)} model" + ("" if len(self.models) == 1 else "s")
-        where = f" ({info.device})" if info is not None else ""
-        status.update(f"{count} · ● loaded{where} · other tools' models are used in place, read-only")
+        where = Content.assemble(" (", line(info.device), ")") if info is not None else ""
+        status.update(Content.assemble(f"{count} · ● loaded", where,
+                                       " · other tools' models are used in place, read-only"))
         for index, model in enumerate(self.models):
             if self.loaded_path and str(model.path) == self.loaded_path:
                 table.move_cursor(row=index)
@@ -164,7 +170,7 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"Models on {self.server}", classes="picker--title", markup=False)
+            yield Static(Content.assemble("Models on ", line(self.server)), classes="picker--title")
             table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
             table.add_columns(" ", "model id")
             yield table
@@ -187,15 +193,15 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
         table = self.query_one(DataTable)
         table.clear()
         for index, model_id in enumerate(self.ids):  # ids come from the server: untrusted text
-            table.add_row("●" if model_id == self.current else "", Text(sanitize(model_id)), key=str(index))
+            table.add_row("●" if model_id == self.current else "", cell(model_id), key=str(index))
             if model_id == self.current:
                 table.move_cursor(row=index)
         status = self.query_one("#picker-status", Static)
         if message.error:
-            status.update(f"⚠ {message.error}")
+            status.update(block(f"⚠ {message.error}"))
         else:
             count = f"{len(self.ids)} model" + ("" if len(self.ids) == 1 else "s")
-            status.update(f"{count} · ● in use · the server loads and runs them")
+            status.update(Content(f"{count} · ● in use · the server loads and runs them"))
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:

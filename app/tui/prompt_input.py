@@ -3,6 +3,10 @@
 Enter sends; Ctrl+J (or Shift+Enter / Alt+Enter where the terminal reports them)
 inserts a newline; Up in an empty input recalls earlier prompts, Down goes back
 towards the newest. Posts ``PromptInput.Submitted``.
+
+A ``TextArea`` shows control characters as they are, so text loaded into it (a saved
+message taken back with Ctrl+L, which may have come from a pipe or a paste) is sanitised
+first; pasted text is sanitised by the app as it arrives.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import TextArea
+
+from vibechat.engine.sanitize import sanitize
 
 NEWLINE_KEYS = {"ctrl+j", "shift+enter", "alt+enter", "ctrl+enter"}
 
@@ -47,6 +53,10 @@ class PromptInput(TextArea):
         self.cursor_blink = blink
         self.prompt_history: list[str] = []
         self._history_index: int | None = None
+
+    def load_text(self, text: str) -> None:
+        """Replace the input's text with ``text``, sanitised (see the module doc)."""
+        super().load_text(sanitize(text))
 
     def remember(self, text: str) -> None:
         if text.strip() and (not self.prompt_history or self.prompt_history[-1] != text):

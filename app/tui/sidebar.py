@@ -7,6 +7,8 @@ the list knows its height without measuring a thousand titles, and an entry's te
 is made the first time it is drawn: only what scrolls into view costs anything.
 Attributes down (``show``, ``upsert``, ``forget``, ``current``), messages up
 (``Open``, ``Rename``, ``Delete``, ``Export``, ``Search``): the app does the work.
+Titles and model names come from outside (the user's and the model's words, a GGUF's
+name): shown with ``outside``, sanitised and never read as markup.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from vibechat.engine.history import ConversationSummary
-from vibechat.engine.sanitize import sanitize
+
+from .outside import line
 
 
 def when(stamp: str, today: datetime | None = None) -> str:
@@ -57,8 +60,8 @@ class Entry(Visual):
     def lines(self) -> tuple[Content, Content]:
         if self._lines is None:
             s = self.summary
-            title = Content.assemble(("● " if self.current else "  ", "bold"), sanitize(s.title))
-            detail = Content.styled(f"  {when(s.updated)}  {sanitize(s.model or '')}", "dim")
+            title = Content.assemble(("● " if self.current else "  ", "bold"), line(s.title))
+            detail = Content.assemble(f"  {when(s.updated)}  ", line(s.model or "")).stylize("dim")
             self._lines = (title, detail)
         return self._lines
 

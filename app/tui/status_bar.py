@@ -1,6 +1,10 @@
 """The status bar: model and quantization, CPU/GPU (layers offloaded; or the remote
 server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
-reply's speed, and what the engine is doing. The app sets its attributes; it renders them."""
+reply's speed, and what the engine is doing. The app sets its attributes; it renders them.
+
+The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
+can a state (``loading NAME…``): every text shown is sanitised and kept to one line
+(``outside.one_line``), never read as markup."""
 
 from __future__ import annotations
 
@@ -10,11 +14,13 @@ from textual.widget import Widget
 
 from vibechat.engine.backend import GenerationStats, ModelInfo
 
+from .outside import one_line
+
 
 def model_line(info: ModelInfo) -> str:
     """The welcome's line about the model: name, quantization, where it runs, context
-    (what a remote server does not say is left out)."""
-    parts = [info.name, info.quantization, info.device]
+    (what a remote server does not say is left out), sanitised, on one line."""
+    parts = [one_line(info.name), one_line(info.quantization), one_line(info.device)]
     if info.context_size:
         parts.append(f"context {info.context_size:,} tokens")
     return " · ".join(p for p in parts if p)
@@ -42,12 +48,12 @@ class StatusBar(Widget):
         parts: list[Text | tuple[str, str] | str] = []
         info = self.model
         if info is not None:
-            parts.append((info.name, "bold"))
+            parts.append((one_line(info.name), "bold"))
             if info.quantization:
-                parts += [" ", (info.quantization, dim)]
-            parts += [" · ", info.device.split(" (")[0], " · "]
+                parts += [" ", (one_line(info.quantization), dim)]
+            parts += [" · ", one_line(info.device.split(" (")[0]), " · "]
             if info.kv_cache_bytes:
-                parts += [info.kv_cache, " · "]
+                parts += [one_line(info.kv_cache), " · "]
             used, size = self.context_used, info.context_size
             ratio = used / size if size else 0
             style = "red" if ratio > 0.9 else "yellow" if ratio > 0.7 else ""
@@ -58,6 +64,7 @@ class StatusBar(Widget):
             parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · ",
                       f"{stats.decode_tokens_per_s:.1f} tok/s"]
         left = Text.assemble(*parts)
-        right = Text.assemble((self.download + "  ", "bold") if self.download else "", (self.state, "italic"))
+        right = Text.assemble((one_line(self.download) + "  ", "bold") if self.download else "",
+                              (one_line(self.state), "italic"))
         gap = max(1, self.size.width - 2 - left.cell_len - right.cell_len)
         return Text.assemble(left, " " * gap, right)
