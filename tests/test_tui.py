@@ -533,3 +533,18 @@ async def test_a_sequence_split_across_pieces_never_shows_while_streaming(monkey
         assert len(app._reply_raw) == len(pieces)  # the pieces arrived one by one
         assert "".join(appended) == sanitize(backend.reply) == "evil  and  red ]0;t"
         assert replies(app)[0].text == sanitize(backend.reply)
+
+
+async def test_a_prompt_too_large_for_the_context_is_refused_and_kept_in_the_input(backend):
+    app = create_app(backend, blink=False)  # the fake model has a 4,096-token context: at most 1 MiB of text
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        big = "word " * 220_000  # 1.1 MB
+        await send(pilot, big[: 4096 * 256 + 10])
+        assert backend.requests == [] and app.chat.messages() == []  # not sent, not shown, not saved
+        assert app.chatlog.conversation_id is None
+        notes = [str(n.message) for n in app._notifications]
+        assert any("more than a 4,096-token context can hold" in n for n in notes)
+        assert app.prompt_input.text == big[: 4096 * 256 + 10]  # nothing typed is lost
+        await send(pilot, "Hi")
+        assert len(backend.requests) == 1

@@ -34,6 +34,7 @@ from vibechat.engine.chatlog import ChatLog, Reply
 from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.history import History
+from vibechat.engine.knobs import prompt_too_large
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.system import available_cores
@@ -337,6 +338,13 @@ class VibechatApp(ModelActions, ConfigActions, HistoryActions, App[None]):
             self.prompt_input.load_text(message.text)
             return
         text = slash.unescape(message.text)
+        model = self.status.model
+        too_large = prompt_too_large(len(text.encode("utf-8", "replace")), model.context_size if model else None)
+        if too_large:  # refused before it is saved or tokenized; kept in the input when it can be edited there
+            self.notify(too_large, severity="error")
+            if len(text) <= 4 << 20:
+                self.prompt_input.load_text(text)
+            return
         self.chatlog.add_user(text)  # saved before generation starts
         self.history_changed()
         await self.chat.add(ChatMessageWidget("user", text))
