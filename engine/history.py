@@ -98,8 +98,12 @@ def now() -> str:
 
 
 def title_from(prompt: str) -> str:
-    """A conversation title from its first prompt: the first non-empty line, shortened."""
-    for line in prompt.splitlines():
+    """A conversation title from its first prompt: the first non-empty line, sanitised (no
+    terminal controls: a title is shown in lists and dialogs), shortened. Only the first 64 KiB
+    are looked at."""
+    from .sanitize import sanitize
+
+    for line in sanitize(prompt[:1 << 16]).splitlines():
         line = " ".join(line.split())
         if line:
             return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"

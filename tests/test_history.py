@@ -303,3 +303,10 @@ def test_processes_creating_the_same_new_database_at_once_all_succeed(tmp_path: 
         assert proc.returncode == 0 and out.strip() == "ok", err
     with History(path) as h:
         assert h.count() == 6 and h.schema_version == len(MIGRATIONS)
+
+
+def test_titles_are_sanitised_from_the_prompt():
+    from vibechat.engine.history import title_from
+
+    assert title_from("\x1b]0;T\x07\x1b[2J  Hello \x9b31mworld\nmore") == "Hello world"
+    assert title_from("\n\x1b[2J\n") == "New conversation"
