@@ -12,11 +12,43 @@ ALIGN = 32
 
 
 def _string(text: str) -> bytes:
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", "surrogatepass")  # a lone surrogate: bytes that are not UTF-8
     return struct.pack("<Q", len(data)) + data
 
 
+class Raw(bytes):
+    """A metadata value written as is: its type (uint32) and bytes (see ``array``)."""
+
+
+def _value(value: object) -> tuple[int, bytes]:
+    """(GGUF type, encoded value): bool, int (uint32), float (f32), str, a list of one of
+    those or of lists (an array, of arrays), or ``Raw``."""
+    if isinstance(value, Raw):
+        return struct.unpack_from("<I", value)[0], bytes(value[4:])
+    if isinstance(value, bool):
+        return 7, struct.pack("<?", value)
+    if isinstance(value, int):
+        return 4, struct.pack("<I", value)
+    if isinstance(value, float):
+        return 6, struct.pack("<f", value)
+    if isinstance(value, str):
+        return 8, _string(value)
+    if isinstance(value, list):
+        items = [_value(v) for v in value]
+        item_type = items[0][0] if items else 4
+        return 9, struct.pack("<IQ", item_type, len(items)) + b"".join(v for _, v in items)
+    raise TypeError(f"unsupported metadata value {value!r}")
+
+
+def array(item_type: int, count: int, items: bytes = b"") -> Raw:
+    """An array value as written, with any ``count`` (true or not) and item bytes."""
+    return Raw(struct.pack("<IIQ", 9, item_type, count) + items)
+
+
 def _kv(key: str, value: object) -> bytes:
+    if isinstance(value, (list, Raw)):
+        vtype, data = _value(value)
+        return _string(key) + struct.pack("<I", vtype) + data
     if isinstance(value, bool):
         return _string(key) + struct.pack("<I?", 7, value)
     if isinstance(value, int):
