@@ -296,11 +296,12 @@ class _Part:
         return state
 
     def complete(self) -> bool:
-        if self.overrun:
+        """Nothing more to read: the size is reached, the server sent more (``overrun``) or
+        has nothing more to send (``ended``: a 416, or the end of an answer with no size);
+        ``finish`` then checks what arrived."""
+        if self.overrun or self.ended:
             return True
-        if self.expected is not None:
-            return self.offset >= self.expected
-        return self.ended
+        return self.expected is not None and self.offset >= self.expected
 
     def learn(self, response, file: RepoFile) -> None:
         """The file's size from an answer, when the listing gave none: ``Content-Range``'s

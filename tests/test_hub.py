@@ -399,3 +399,14 @@ def test_a_listing_with_nonsense_fields_keeps_what_makes_sense(hub):
                                                                    ("b-Q8_0.gguf", 7, good)]
     with pytest.raises(ModelRefError, match="not a Hub repo id"):
         Hub().listing("evil/\x1b[2J")
+
+
+def test_a_server_whose_copy_is_shorter_than_listed_ends_in_a_size_error(hub):
+    """The answer ends early, the resume gets 416 (nothing past the server's end): one clear
+    error, not a loop."""
+    name = "Tiny-Chat-Q4_K_M.gguf"
+    hub.serve_file(REPO, name, truncate=len(FILES[name]) - 500)
+    with pytest.raises(DownloadError, match=r"arrived with [\d,]+ bytes instead of [\d,]+, so it was deleted"):
+        pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
+    assert [r.headers.get("Range") for r in hub.find(name) if r.method == "GET"][-1] == \
+        f"bytes={len(FILES[name]) - 500}-"
