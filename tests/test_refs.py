@@ -70,7 +70,8 @@ def test_unsafe_names_are_never_offered_and_are_named_when_asked():
     ("a<b.gguf", False), ("a|b.gguf", False), ("a?b.gguf", False), ("a*b.gguf", False), ("a\"b.gguf", False),
     ("[red]x.gguf", False), ("dir /x.gguf", False), ("dir./x.gguf", False),
     ("x" * 256 + ".gguf", False), ("é" * 126 + ".gguf", False),  # over 255 bytes in UTF-8
-    ("Qwen2.5 Coder/model (v2)+@~#%.gguf", True), ("日本語-モデル-Q4_K_M.gguf", True), ("x" * 250 + ".gguf", True),
+    ("Qwen2.5 Coder/model (v2)+@~#%.gguf", True), ("日本語-モデル-Q4_K_M.gguf", True),
+    ("x" * 250 + ".gguf", True),
     (42, False), (None, False),
 ])
 def test_safe_repo_paths(path, safe):
