@@ -167,6 +167,11 @@ class _Budget:
         if n > self.max_chars:
             raise _Limit(f"made a value of more than {self.max_chars:,} characters")
 
+    def weigh(self, value: Any) -> Any:
+        """``value``, once its printed size is known to be within bounds."""
+        self.size(_weight(value, self.max_chars))
+        return value
+
 
 _BUDGET: ContextVar[_Budget | None] = ContextVar("vibechat_template_budget", default=None)
 
@@ -185,13 +190,39 @@ def _length(value: Any) -> int:
     return 0
 
 
+def _weight(value: Any, limit: int) -> int:
+    """About how many characters ``value`` prints as (``str()`` of a list prints every
+    item: ``[s] * 1000`` of a long ``s`` is small as a list, huge as text); it stops
+    counting past ``limit``."""
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, (str, bytes)):
+            total += len(item)
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            total += 2 + 2 * len(item)
+            if total <= limit:
+                stack.extend(item)
+        elif isinstance(item, dict):
+            total += 2 + 4 * len(item)
+            if total <= limit:
+                stack.extend(item.keys())
+                stack.extend(item.values())
+        elif isinstance(item, int) and not isinstance(item, bool):
+            total += item.bit_length() // 3 + 1
+        else:
+            total += 8
+    return total
+
+
 def _checked(value: Any) -> Any:
     """``value`` after its size is checked; an iterator comes back wrapped (each item ticks)."""
     budget = _budget()
     if type(value) is str:  # the common case, first
         budget.size(len(value))
         return value
-    budget.size(_length(value))
+    budget.weigh(value)
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
         raise _Limit(f"made a number of more than {MAX_INT_BITS:,} bits")
     if isinstance(value, Iterator):
@@ -221,9 +252,9 @@ def _check_format(text: Any) -> None:
         raise _Limit("asked for a format width or precision of a million or more")
 
 
-def _joined_size(separator: Any, items: list[Any]) -> int:
-    sep = len(separator) if isinstance(separator, str) else len(str(separator))
-    return sum(len(x) if isinstance(x, str) else len(str(x)) for x in items) + sep * max(0, len(items) - 1)
+def _joined_size(separator: Any, items: list[Any], limit: int) -> int:
+    sep = _weight(separator, limit)
+    return sum(_weight(x, limit) for x in items) + sep * max(0, len(items) - 1)
 
 
 def _replaced_size(text: str, old: Any, new: Any, count: Any = None) -> int:
@@ -247,12 +278,12 @@ def _binop(operator: str, left: Any, right: Any) -> None:
             return
         for seq, times in ((left, right), (right, left)):
             if isinstance(times, int) and _length(seq):
-                budget.size(_length(seq) * max(0, times))
+                budget.size(_weight(seq, budget.max_chars) * max(0, times))
     elif operator == "**":
         if numbers and right > 0 and abs(left) > 1 and right * left.bit_length() > MAX_INT_BITS:
             raise _Limit(f"made a number of more than {MAX_INT_BITS:,} bits")
     elif operator == "+":
-        budget.size(_length(left) + _length(right))
+        budget.size(_weight(left, budget.max_chars) + _weight(right, budget.max_chars))
     elif operator == "%" and isinstance(left, str):
         _check_format(left)
         if "*" in left:
@@ -288,7 +319,7 @@ class _Guarded:
                     _check_format(owner)
                 elif name == "join" and args:
                     items = list(_ticking(args[0]))
-                    budget.size(_joined_size(owner, items))
+                    budget.size(_joined_size(owner, items, budget.max_chars))
                     args = (items, *args[1:])
                 elif name == "replace" and len(args) >= 2:
                     budget.size(_replaced_size(owner, *args[:3]))
@@ -302,9 +333,16 @@ def _iterate(items: Any) -> Iterator[Any]:
 
 def _concat(*parts: Any) -> str:
     """The ``~`` operator, checked: the guard puts it in place of every concatenation."""
-    texts = [p if isinstance(p, str) else str(p) for p in parts]
-    _budget().size(sum(map(len, texts)))
-    return "".join(texts)
+    budget = _budget()
+    budget.size(sum(_weight(p, budget.max_chars) for p in parts))
+    return "".join(p if isinstance(p, str) else str(p) for p in parts)
+
+
+def _finalize(value: Any) -> Any:
+    """What ``{{ ... }}`` prints, checked before it becomes text."""
+    if type(value) is str:
+        return value
+    return _budget().weigh(value)
 
 
 def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -327,7 +365,8 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
                 budget.size(_replaced_size(value, *args[skip:skip + 3]))
             elif name == "join" and "attribute" not in kwargs and len(args) <= skip + 1:
                 items = list(_ticking(value))
-                budget.size(_joined_size(args[skip] if len(args) > skip else kwargs.get("d", ""), items))
+                separator = args[skip] if len(args) > skip else kwargs.get("d", "")
+                budget.size(_joined_size(separator, items, budget.max_chars))
                 args = (*args[:skip - 1], items, *args[skip:])
             elif name == "sum" and not isinstance(kwargs.get("start", args[skip + 1] if len(args) > skip + 1
                                                              else 0), (int, float)):
@@ -401,7 +440,8 @@ class ChatTemplate:
             pass
 
         env = Environment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols],
-                          optimized=False)  # no constant folding: it would run template code unbounded
+                          optimized=False,  # no constant folding: it would run template code unbounded
+                          finalize=_finalize)
         env.filters["tojson"] = lambda x, indent=None, **_: json.dumps(x, ensure_ascii=False, indent=indent)
         env.filters = {name: _guard_filter(name, func) for name, func in env.filters.items()}
         env.globals.pop("lipsum", None)  # a text generator no chat template needs

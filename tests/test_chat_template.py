@@ -126,7 +126,14 @@ def test_a_cancel_stops_a_render():
     ("{{ range(100000) | slice(10**9) | list }}", "asked for 1,000,000,000"),
     ("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", "wrote more than 1,048,"),
     ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursed too deeply"),
-    ("{{ ([[1] * 1000] * 1000) | sum(start=[]) }}", "summed values other than numbers"),  # quadratic in C
+    ("{{ ([[1] * 100] * 1000) | sum(start=[]) }}", "summed values other than numbers"),  # quadratic in C
+    # Small as a list, huge as text: a list that holds one long string many times.
+    ("{% set s = 'x' * 100000 %}{{ [s] * 1000 }}", "made a value of more than"),
+    ("{% set s = 'x' * 100000 %}{% set l = [s, s, s, s, s, s, s, s, s, s] %}{{ [l, l, l, l, l] }}",
+     "made a value of more than"),
+    ("{% set s = 'x' * 100000 %}{% set l = [s, s, s, s, s, s, s, s, s, s] %}{{ [l, l] ~ [l, l, l] }}",
+     "made a value of more than"),
+    ("{% set s = 'x' * 100000 %}{{ ([[s] * 10] * 10) | join }}", "made a value of more than"),
 ])
 def test_a_template_cannot_make_huge_values(source, needle):
     with pytest.raises(ChatTemplateError) as err:
