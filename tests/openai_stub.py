@@ -15,13 +15,14 @@ fields. It records every request it gets.
 - ``garbage``: a few words, then an event that is not JSON;
 - ``status``: answers ``status`` with ``error_body``.
 
-Misbehaving servers (each bounded here, so a client that does not stop still ends, and
-sets ``client_gone`` when the client closes the connection first):
+Misbehaving servers (each bounded here, so a client that does not stop still ends: after
+``endless_max`` sends or ``endless_bytes`` bytes, far more than socket buffers hold, the
+stream ends normally; ``client_gone`` is set when the client closes the connection first):
 
-- ``endless``: content pieces ("tok0 ", "tok1 ", ...) without end, ignoring ``max_tokens``
-  (``endless_max`` of them, then a normal end), every ``interval`` seconds;
+- ``endless``: content pieces ("tok0 ", "tok1 ", ...) without end, ignoring ``max_tokens``,
+  every ``interval`` seconds;
 - ``empty_events``: after ``cut_after`` words, events with an empty delta without end;
-- ``endless_line``: after ``cut_after`` words, a ``data:`` line that never ends (``endless_bytes``);
+- ``endless_line``: after ``cut_after`` words, a ``data:`` line that never ends;
 - ``no_blank``: after ``cut_after`` words, ``data:`` lines with no blank line between them;
 - ``pings``: after ``cut_after`` words, only ``: ping`` comments, every ``interval`` seconds;
 - ``raw_event``: after ``cut_after`` words, ``raw_event`` as one event's data.
@@ -74,8 +75,8 @@ class StubServer:
         self.models_body: str | None = None
         self.raw_event = b"{}"
         self.interval = 0.0
-        self.endless_max = 3000  # events (or ping comments) a misbehaving mode sends at most
-        self.endless_bytes = 24 << 20  # bytes of the endless line / of data lines without a blank one
+        self.endless_max = 1_000_000  # events, lines or pings a misbehaving mode sends at most
+        self.endless_bytes = 24 << 20  # and bytes
         self.sent = 0  # events, lines or pings a misbehaving mode sent
         self.client_gone = threading.Event()  # the client closed a misbehaving stream before its end
         self.release = threading.Event()
@@ -216,12 +217,13 @@ class StubServer:
                 self._chunk(b"")
 
             def _misbehave(self, send) -> None:
-                """Call ``send(i)`` until ``endless_max`` calls, the client going away, or the
-                stub stopping; then end the stream as a normal one ends."""
+                """Call ``send(i)`` until ``endless_max`` calls or ``endless_bytes`` bytes, the
+                client going away, or the stub stopping; then end the stream as a normal one ends."""
+                self.written = 0
                 try:
                     for i in range(stub.endless_max):
-                        if stub.release.is_set():
-                            return
+                        if stub.release.is_set() or self.written >= stub.endless_bytes:
+                            break
                         send(i)
                         stub.sent = i + 1
                         if stub.interval:
@@ -238,13 +240,11 @@ class StubServer:
             def _endless_line(self, i: int) -> None:
                 if i == 0:
                     self._chunk(b"data: {\"choices\": [")
-                if (i + 1) * 65536 <= stub.endless_bytes:
-                    self._chunk(b" " * 65536)
+                self._chunk(b" " * 65536)
 
             def _data_line(self, i: int) -> None:
                 line = b'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\n'
-                if (i + 1) * len(line) * 512 <= stub.endless_bytes:
-                    self._chunk(line * 512)  # 512 lines a chunk, never a blank one
+                self._chunk(line * 512)  # 512 lines a chunk, never a blank one
 
             def _ping(self, i: int) -> None:
                 self._chunk(b": ping\n\n")
@@ -252,10 +252,13 @@ class StubServer:
             def _raw_event(self, i: int) -> None:
                 if i == 0:
                     self._chunk(b"data: " + stub.raw_event + b"\n\n")
+                else:
+                    self.written = stub.endless_bytes  # one event, then the end
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
+                self.written = getattr(self, "written", 0) + len(data)
 
             def _event(self, data: dict[str, Any]) -> None:
                 self._chunk(b"data: " + json.dumps(data).encode() + b"\n\n")
