@@ -35,6 +35,15 @@ class GenerationError(VibechatError):
     """llama.cpp (or a remote server) failed while evaluating or generating."""
 
 
+class ChatTemplateError(GenerationError):
+    """A chat template is broken, refused the conversation, or went past a bound while it
+    rendered (too slow, too much text): the message names the template and what to do."""
+
+
+class TemplateCancelled(ChatTemplateError):
+    """``cancel()`` was called while a chat template was rendering (Ctrl-C in the CLI)."""
+
+
 class StreamInterrupted(GenerationError):
     """A reply stopped mid-stream for a reason other than the user (a remote server's
     connection dropped, or went silent): ``partial`` is the text received before, which

@@ -6,6 +6,12 @@ metadata entry and every tensor description ourselves, with every count and
 length bounded by the file size, and check the tensor data really is there.
 Common impostors (empty file, Git LFS pointer, HTML page, safetensors, zip,
 legacy GGML) get a one-line message saying what the file is and what to do.
+
+The header is untrusted too: what is not kept is skipped without being built (long
+arrays, arrays of arrays, strings over ``MAX_STRING`` bytes, keys over ``MAX_KEY``),
+every count is checked against the bytes left in the file before anything loops over
+it, and the strings meant for people (``name``, ``architecture``) come out sanitised,
+on one line and bounded (``MAX_DISPLAY`` characters).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelFileError
+from .sanitize import sanitize
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -28,6 +35,9 @@ MAX_DIMS = 8
 # Metadata arrays longer than this are not kept in memory (vocabularies, merges):
 # only their length is recorded.
 KEEP_ARRAY_MAX = 64
+MAX_STRING = 1 << 20  # bytes of a metadata string kept (chat templates are tens of KB); longer: skipped
+MAX_KEY = 1 << 16  # bytes of a metadata key; an entry with a longer one is skipped
+MAX_DISPLAY = 200  # characters of a name shown to people
 
 # GGUF metadata value types: (struct format, size)
 _SCALARS: dict[int, tuple[str, int]] = {
@@ -35,6 +45,7 @@ _SCALARS: dict[int, tuple[str, int]] = {
     6: ("<f", 4), 7: ("<?", 1), 10: ("<Q", 8), 11: ("<q", 8), 12: ("<d", 8),
 }
 _STRING, _ARRAY = 8, 9
+_ITEM_SIZES = {vtype: n for vtype, (_fmt, n) in _SCALARS.items()}
 
 # ggml tensor types: (elements per block, bytes per block)
 GGML_TYPE_SIZES: dict[int, tuple[int, int]] = {
@@ -71,14 +82,15 @@ class GGUFInfo:
     tensor_count: int
     metadata: dict[str, Any] = field(default_factory=dict)
     array_lengths: dict[str, int] = field(default_factory=dict)
+    skipped_strings: dict[str, int] = field(default_factory=dict)  # key: byte length, over MAX_STRING
 
     @property
     def architecture(self) -> str:
-        return str(self.metadata.get("general.architecture", "unknown"))
+        return _display(self.metadata.get("general.architecture"), 64) or "unknown"
 
     @property
     def name(self) -> str:
-        return str(self.metadata.get("general.name") or self.path.stem)
+        return _display(self.metadata.get("general.name")) or _display(self.path.stem) or "model"
 
     @property
     def context_length(self) -> int | None:
@@ -101,6 +113,17 @@ class GGUFInfo:
         if isinstance(file_type, int) and file_type in FILE_TYPES:
             return FILE_TYPES[file_type]
         return quant_from_filename(self.path.name) or "unknown"
+
+
+def _display(value: Any, limit: int = MAX_DISPLAY) -> str:
+    """A metadata string as people may see it: sanitised, printable, one line, at most
+    ``limit`` characters ('' for anything but a string)."""
+    if not isinstance(value, str):
+        return ""
+    text = " ".join(sanitize(value[:limit * 4]).split())
+    if not text.isprintable():  # format characters too (bidi overrides, zero-width): not in a name
+        text = "".join(ch for ch in text if ch.isprintable())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def header_quant(path: Path) -> str:
@@ -177,15 +200,24 @@ class _Reader:
     def u64(self) -> int:
         return self.scalar("<Q", 8)
 
-    def string(self, keep: bool = True) -> str:
+    def string(self, keep: bool = True, limit: int = MAX_STRING) -> str | None:
+        """A string; None when not kept (``keep`` false, or longer than ``limit`` bytes)."""
         length = self.u64()
         start = self.take(length)
-        if not keep:
-            return ""
+        if not keep or length > limit:
+            return None
         return bytes(self.buf[start:start + length]).decode("utf-8", errors="replace")
 
+    def _count(self, count: int, item_size: int) -> int:
+        """``count`` items of at least ``item_size`` bytes each: it must fit in the bytes left."""
+        if count * item_size > self.size - self.pos:
+            raise self.truncated()
+        return count
+
     def value(self, vtype: int, depth: int = 0) -> tuple[Any, int | None]:
-        """Read one metadata value; returns (value, array length or None)."""
+        """Read one metadata value; returns (value, array length or None). Long arrays
+        (over ``KEEP_ARRAY_MAX`` items), the arrays inside them and strings over
+        ``MAX_STRING`` bytes are skipped, not built: the value is None."""
         if vtype in _SCALARS:
             fmt, n = _SCALARS[vtype]
             return self.scalar(fmt, n), None
@@ -194,25 +226,27 @@ class _Reader:
         if vtype == _ARRAY and depth < 2:
             item_type = self.u32()
             count = self.u64()
+            keep = count <= KEEP_ARRAY_MAX
             if item_type in _SCALARS:
                 item_size = _SCALARS[item_type][1]
-                start = self.take(count * item_size)
-                if count <= KEEP_ARRAY_MAX:
+                start = self.take(self._count(count, item_size) * item_size)
+                if keep:
                     fmt = "<" + _SCALARS[item_type][0][1] * count
                     return list(struct.unpack_from(fmt, self.buf, start)), count
                 return None, count
             if item_type == _STRING:
-                if count > self.size // 8:
-                    raise self.truncated()
-                keep = count <= KEEP_ARRAY_MAX
-                items = [self.string(keep) for _ in range(count)] if keep else None
-                if not keep:
-                    self._skip_strings(count)
-                return items, count
-            if count > self.size:
-                raise self.truncated()
-            items = [self.value(item_type, depth + 1)[0] for _ in range(count)]
-            return (items if count <= KEEP_ARRAY_MAX else None), count
+                self._count(count, 8)
+                if keep:
+                    return [self.string() for _ in range(count)], count
+                self._skip_strings(count)
+                return None, count
+            if item_type == _ARRAY and depth == 0:  # an array of arrays (llama.cpp reads none)
+                self._count(count, 12)
+                if keep:
+                    return [self.value(item_type, depth + 1)[0] for _ in range(count)], count
+                self._skip_arrays(count)
+                return None, count
+            vtype = item_type
         raise ModelFileError(
             f"{self.path} is a corrupt GGUF file (unknown metadata type {vtype}): download it again."
         )
@@ -225,6 +259,30 @@ class _Reader:
             pos += 8 + unpack("<Q", buf, pos)[0]
         if pos > size:
             raise self.truncated()
+        self.pos = pos
+
+    def _skip_arrays(self, count: int) -> None:
+        """Skip ``count`` arrays (each: item type, length, items) without building them."""
+        unpack, buf, size, pos = struct.unpack_from, self.buf, self.size, self.pos
+        for _ in range(count):
+            if pos + 12 > size:
+                raise self.truncated()
+            item_type, n = unpack("<IQ", buf, pos)
+            pos += 12
+            item_size = _ITEM_SIZES.get(item_type)
+            if item_size is not None:
+                pos += n * item_size
+                if pos > size:
+                    raise self.truncated()
+            elif item_type == _STRING:
+                if n * 8 > size - pos:
+                    raise self.truncated()
+                self.pos = pos
+                self._skip_strings(n)
+                pos = self.pos
+            else:
+                raise ModelFileError(f"{self.path} is a corrupt GGUF file (unknown metadata type {item_type} "
+                                     "in an array): download it again.")
         self.pos = pos
 
 
@@ -281,13 +339,18 @@ def _parse(path: Path, buf: mmap.mmap, size: int) -> GGUFInfo:
         )
     info = GGUFInfo(path=path, version=version, file_size=size, tensor_count=tensor_count)
     for _ in range(kv_count):
-        key = r.string()
+        key = r.string(limit=MAX_KEY)
         vtype = r.u32()
+        start = r.pos
         value, length = r.value(vtype)
+        if key is None:
+            continue  # a key too long to be a real one: its value is skipped too
         if length is not None:
             info.array_lengths[key] = length
         if value is not None:
             info.metadata[key] = value
+        elif vtype == _STRING:
+            info.skipped_strings[key] = r.pos - start - 8
 
     alignment = info.metadata.get("general.alignment", 32)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):

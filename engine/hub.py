@@ -6,20 +6,43 @@ Every setting Hugging Face tools honour is read at call time, never at import:
 under ``HF_HOME``), ``HF_HUB_OFFLINE``. Failures become a ``HubError`` whose
 message names the problem and the fix; server errors and timeouts are retried a
 few times first.
+
+What the endpoint answers is untrusted (a mirror can send anything): an answer is read
+up to ``MAX_ANSWER`` bytes within ``DEADLINE`` seconds (an error body up to
+``MAX_ERROR_BODY``), JSON nested too deeply is no traceback, and only well-formed
+entries are kept: repo ids of the Hub's shape, at most ``MAX_FILES`` files, sizes that
+are whole numbers (a missing or bad size is 0: unknown, and the download learns it),
+LFS sha256s of 64 hex digits, commit shas of 40. File names are checked where they
+become paths (``refs.is_safe_repo_path``). The server's own words reach only the log,
+cleaned.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+from urllib.parse import quote
 
-from .errors import HubError
-from .refs import HubRef, QuantOption, RepoFile, group_quants, pick_file, pick_quant
+from .errors import HubError, ModelRefError
+from .refs import (
+    HubRef,
+    QuantOption,
+    RepoFile,
+    group_quants,
+    is_repo_id,
+    pick_file,
+    pick_quant,
+    refused_files,
+    show_name,
+)
+from .sanitize import sanitize
 
 log = logging.getLogger("vibechat.hub")
 
@@ -28,6 +51,13 @@ RETRIES = 3  # attempts for a request that failed with a 5xx, a 429 or a stalled
 BACKOFF = 0.5  # seconds before the second attempt; doubles after each
 TIMEOUT = 20.0  # seconds without an answer before a request counts as failed
 CONNECT_TIMEOUT = 10.0  # seconds to reach the server (an unreachable one is not retried)
+DEADLINE = 120.0  # seconds for one answer, its body included, however slowly it trickles in
+MAX_ANSWER = 32 << 20  # bytes of a listing or search answer (a repo of 10,000 files is ~3 MB)
+MAX_ERROR_BODY = 64 << 10  # bytes of an error answer read (for its message)
+MAX_FILES = 100_000  # files kept from one repo listing
+MAX_SIZE = 1 << 50  # bytes: a file size above this (a petabyte) is no real size
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_COMMIT = re.compile(r"[0-9a-fA-F]{40}")
 
 T = TypeVar("T")
 
@@ -94,11 +124,23 @@ class RepoListing:
         return group_quants(list(self.files))
 
     def choose(self, ref: HubRef) -> QuantOption:
-        """The files ``ref`` asks for (default quantization when it names none)."""
+        """The files ``ref`` asks for (default quantization when it names none). When none
+        fits, the message also names the model files left out for unsafe names."""
         options = self.options
-        if ref.file:
-            return pick_file(options, ref.file, self.repo)
-        return pick_quant(options, ref.quant, self.repo)
+        try:
+            if ref.file:
+                return pick_file(options, ref.file, self.repo)
+            return pick_quant(options, ref.quant, self.repo)
+        except ModelRefError as exc:
+            refused = refused_files(list(self.files))
+            if not refused:
+                raise
+            shown = ", ".join(show_name(name) for name in refused[:3])
+            more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
+            raise ModelRefError(
+                f"{str(exc).rstrip('.')}; left out as unsafe to save: {shown}{more} (a name with control "
+                "characters, any of [ ] \\ < > : \" | ? *, or too long for a disk): ask the repo's owner to "
+                "rename it, or download it by hand and pass its path.") from None
 
 
 class Hub:
@@ -131,26 +173,37 @@ class Hub:
                                             "limit": limit}
             if query.strip():
                 params["search"] = query.strip()
-            response = get_session().get(f"{self.endpoint}/api/models", params=params, headers=self.headers(),
-                                         timeout=self._timeout())
-            hf_raise_for_status(response)
-            return [HubModel(id=m["id"], downloads=int(m.get("downloads") or 0), likes=int(m.get("likes") or 0),
-                             updated=m.get("lastModified"), gated=bool(m.get("gated")))
-                    for m in response.json() if isinstance(m, dict) and m.get("id")]
+            found = self._get_json("/api/models", params, what)
+            if not isinstance(found, list):
+                raise HubError(f"{self._where()} answered the search with something other than a list of "
+                               "repos: check HF_ENDPOINT.")
+            models = [_hub_model(m) for m in found[:max(0, limit)]]
+            return [m for m in models if m is not None]
 
-        return self._retrying(go, f"search for {query!r}")
+        what = f"search for {query!r}"
+        return self._retrying(go, what)
 
     def listing(self, repo: str, revision: str | None = None) -> RepoListing:
         """Every file of ``repo`` with its size and LFS sha256, at ``revision`` (default: main),
-        in one request."""
+        in one request (what ``HfApi.model_info(files_metadata=True)`` asks, read within bounds)."""
+        if not is_repo_id(repo):
+            raise ModelRefError(f"{show_name(repo)} is not a Hub repo id: use owner/name, such as "
+                                "bartowski/Llama-3.2-1B-Instruct-GGUF.")
+
         def go() -> RepoListing:
-            hf = import_hf()
-            info = hf.HfApi(endpoint=self.endpoint, token=self.token or False).model_info(
-                repo, revision=revision, files_metadata=True, timeout=TIMEOUT)
-            files = tuple(RepoFile(path=f.rfilename, size=int(f.size or 0), sha256=f.lfs.sha256 if f.lfs else None)
-                          for f in info.siblings or ())
-            return RepoListing(repo=repo, revision=info.sha or revision or "main", files=files,
-                               gated=bool(info.gated))
+            path = f"/api/models/{repo}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
+            info = self._get_json(path, {"blobs": "true"}, repo)
+            if not isinstance(info, dict):
+                raise HubError(f"{self._where()} answered the listing of {repo} with something other than a "
+                               "repo description: check HF_ENDPOINT.")
+            siblings = info.get("siblings")
+            entries = siblings if isinstance(siblings, list) else []
+            if len(entries) > MAX_FILES:
+                log.info("%s lists %d files; kept the first %d", repo, len(entries), MAX_FILES)
+            files = tuple(f for f in (_repo_file(e) for e in entries[:MAX_FILES]) if f is not None)
+            sha = info.get("sha")
+            commit = sha if isinstance(sha, str) and _COMMIT.fullmatch(sha) else revision or "main"
+            return RepoListing(repo=repo, revision=commit, files=files, gated=info.get("gated") not in (None, False))
 
         return self._retrying(go, repo, revision=revision)
 
@@ -162,6 +215,31 @@ class Hub:
         from huggingface_hub.utils import build_hf_headers
 
         return build_hf_headers(token=self.token or False, library_name="vibechat")
+
+    def _where(self) -> str:
+        return self.endpoint if self.endpoint != DEFAULT_ENDPOINT else "the Hugging Face Hub"
+
+    def _get_json(self, path: str, params: dict[str, str | int], what: str) -> Any:
+        """GET ``path`` on the endpoint, its JSON answer read within ``MAX_ANSWER`` bytes and
+        ``DEADLINE`` seconds. HTTP errors raise huggingface_hub's errors (from a bounded
+        copy of the answer), as ``hf_raise_for_status`` does."""
+        import_hf()
+        from huggingface_hub.utils import get_session
+
+        url = f"{self.endpoint}{path}"
+        with get_session().stream("GET", url, params=params, headers=self.headers(),
+                                  timeout=self._timeout()) as response:
+            if response.status_code >= 400:
+                raise_for_status(response)
+            body = read_bounded(response, MAX_ANSWER, DEADLINE, what)
+        if len(body) > MAX_ANSWER:
+            raise HubError(f"{self._where()} answered {what} with more than {MAX_ANSWER >> 20} MB: check "
+                           "HF_ENDPOINT (a Hub mirror should answer like the Hub).")
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError):
+            raise HubError(f"{self._where()} answered {what} with something other than JSON: check "
+                           "HF_ENDPOINT (a Hub mirror should answer like the Hub).") from None
 
     # ----------------------------------------------------------- error model
     def _retrying(self, call: Callable[[], T], what: str, revision: str | None = None) -> T:
@@ -176,7 +254,7 @@ class Hub:
                 return call()
             except Exception as exc:
                 if attempt < self.retries and is_transient(exc):
-                    log.info("%s failed (%s); retrying in %.1fs", what, exc, delay)
+                    log.info("%s failed (%s); retrying in %.1fs", what, short(exc), delay)
                     self._sleep(delay)
                     delay *= 2
                     attempt += 1
@@ -185,6 +263,72 @@ class Hub:
                 if message is None:
                     raise
                 raise HubError(message) from None
+
+
+def short(exc: BaseException, limit: int = 300) -> str:
+    """An exception's text, which may quote the server, cleaned for a log line."""
+    text = " ".join(sanitize(str(exc)).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def read_bounded(response: Any, limit: int, seconds: float, what: str) -> bytes:
+    """The body of a streamed ``httpx2`` response, at most ``limit`` + 1 bytes (more than
+    ``limit`` tells the caller it was too long), within ``seconds`` however slowly it comes
+    (each read is bounded by the read timeout)."""
+    import httpx2
+
+    deadline = time.monotonic() + seconds
+    out = bytearray()
+    for piece in response.iter_bytes():
+        out += piece
+        if len(out) > limit:
+            break
+        if time.monotonic() > deadline:
+            raise httpx2.ReadTimeout(f"{what}: the answer took longer than {seconds:g} s")
+    return bytes(out[:limit + 1])
+
+
+def raise_for_status(response: Any) -> None:
+    """``hf_raise_for_status`` for a streamed response with an error status: the error is
+    built from at most ``MAX_ERROR_BODY`` bytes of its body, so an endless error page
+    cannot exhaust memory."""
+    import httpx2
+    from huggingface_hub.utils import hf_raise_for_status
+
+    body = read_bounded(response, MAX_ERROR_BODY, TIMEOUT, "an error answer")[:MAX_ERROR_BODY]
+    hf_raise_for_status(httpx2.Response(response.status_code, headers=response.headers, content=body,
+                                        request=response.request))
+
+
+def _hub_model(entry: Any) -> HubModel | None:
+    """A search result from one entry of the answer; None when its id is not a repo id."""
+    if not isinstance(entry, dict) or not is_repo_id(entry.get("id")):
+        return None
+    updated = entry.get("lastModified")
+    return HubModel(id=entry["id"], downloads=_whole(entry.get("downloads")), likes=_whole(entry.get("likes")),
+                    updated=updated if isinstance(updated, str) and len(updated) <= 40 and updated.isprintable()
+                    else None,
+                    gated=entry.get("gated") not in (None, False))
+
+
+def _repo_file(entry: Any) -> RepoFile | None:
+    """A listing entry (``siblings`` with ``blobs=true``): path, size (0: unknown), LFS sha256."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("rfilename"), str):
+        return None
+    lfs = entry.get("lfs")
+    if not isinstance(lfs, dict):
+        lfs = {}
+    sha = lfs.get("sha256")
+    size = _whole(entry.get("size")) or _whole(lfs.get("size"))
+    return RepoFile(path=entry["rfilename"], size=size,
+                    sha256=sha.lower() if isinstance(sha, str) and _SHA256.fullmatch(sha) else None)
+
+
+def _whole(value: Any) -> int:
+    """A count or size from the server: a whole number from 0 to ``MAX_SIZE``, else 0."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE:
+        return value
+    return 0
 
 
 def status_of(exc: BaseException) -> int | None:

@@ -40,6 +40,7 @@ from .backend import (
 from .chat_template import ChatTemplate, choose_template
 from .errors import (
     ContextOverflowError,
+    TemplateCancelled,
     GenerationError,
     GpuOffloadUnavailableError,
     LoadCancelled,
@@ -294,7 +295,8 @@ class LlamaCppBackend:
         bos = self._token_text(ll.llama_vocab_bos(self._vocab))
         eos = self._token_text(ll.llama_vocab_eos(self._vocab))
         name, source = choose_template(gguf.chat_template, gguf.architecture, self._has_token)
-        self._template = ChatTemplate(name, source, bos_token=bos, eos_token=eos)
+        # cancel() (Ctrl-C) also stops a render: a GGUF's template is code that may loop for long.
+        self._template = ChatTemplate(name, source, bos_token=bos, eos_token=eos, cancelled=self._cancel.is_set)
         self._turn_stops = frozenset(self._single_token(text) for text in self._template.turn_tokens
                                      if self._has_token(text))
 
@@ -511,7 +513,10 @@ class LlamaCppBackend:
     def prefill(self, messages: Sequence[ChatMessage]) -> int:
         self.load()
         self._cancel.clear()
-        tokens, _dropped = self._fit(messages, SamplingParams())
+        try:
+            tokens, _dropped = self._fit(messages, SamplingParams())
+        except TemplateCancelled:
+            return 0
         self.reset()
         ll.llama_set_abort_callback(self._ctx, self._aborting, None)
         try:
@@ -572,7 +577,12 @@ class LlamaCppBackend:
         self._cancel.clear()
         params = params.with_seed()
         t_start = time.perf_counter()
-        tokens, dropped = self._fit(messages, params)
+        try:
+            tokens, dropped = self._fit(messages, params)
+        except TemplateCancelled:  # cancel() while the chat template rendered: nothing was evaluated
+            yield GenerationDone(text="", stats=GenerationStats(seed=params.seed, finish_reason="cancelled"),
+                                 params=params)
+            return
         n_ctx = self.describe().context_size
         stats = GenerationStats(prompt_tokens=len(tokens), seed=params.seed, dropped_messages=dropped)
         if dropped:

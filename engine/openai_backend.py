@@ -26,6 +26,26 @@ Errors are one line each (``RemoteServerError``), naming the server and the
 fix; an API key is never put in a message or a log line, and a server's message
 is cleaned (control characters, length, the key itself) before it is shown. A
 stream cut mid-reply raises ``StreamInterrupted`` carrying the text received.
+
+Everything a server sends is untrusted, and every loop over it is bounded:
+
+* time: ``timeout`` seconds without an event (keep-alive comments do not count, so
+  ``: ping`` lines cannot keep a dead reply open), and ``deadline`` seconds for a whole
+  request (connect, headers, the reply), which nothing the server sends extends: a
+  watchdog shuts the socket down when it passes;
+* size: one event (its ``data:`` lines together, or one line) at most ``MAX_EVENT``
+  bytes, a whole answer ``MAX_STREAM_BYTES`` bytes and ``MAX_EVENTS`` events, the
+  reply's text ``MAX_REPLY_CHARS`` characters (more ends the reply as ``length``,
+  keeping the text), a JSON answer ``MAX_JSON_BODY`` bytes, an error body
+  ``MAX_ERROR_BODY``;
+* ``max_tokens`` holds on the client too: after that many content pieces (one piece is
+  at least one token on the servers we know) the next piece is not shown and the
+  connection is closed (``length``), as is a piece that the server's own running
+  ``usage`` counts past the limit; the server's own finish after exactly that many
+  pieces is still read (a few events at most);
+* text: lone surrogates (a JSON ``\\ud800`` escape) become U+FFFD in the reply; model ids
+  that are not printable, one-line and short are left out of the model list; numbers
+  (context sizes, token counts, timings) are used only when they are sane.
 """
 
 from __future__ import annotations
@@ -46,13 +66,14 @@ from urllib.parse import quote, urlsplit
 from .backend import ChatEvent, ChatMessage, FinishReason, GenerationDone, GenerationStats, ModelInfo, TextDelta
 from .errors import GenerationError, InvalidParameterError, RemoteServerError, StreamInterrupted, VibechatError
 from .params import SamplingParams
-from .sanitize import sanitize
+from .sanitize import REPLACEMENT, replace_surrogates, sanitize
 from .stops import StopMatcher
 
 log = logging.getLogger("vibechat.openai")
 
 BACKEND_NAME = "openai"
-DEFAULT_TIMEOUT = 300.0  # seconds without a byte from the server before giving up
+DEFAULT_TIMEOUT = 300.0  # seconds without an event from the server (comments do not count) before giving up
+DEFAULT_DEADLINE = 3600.0  # seconds for a whole request, the reply included, whatever arrives meanwhile
 CONNECT_TIMEOUT = 10.0
 KEY_VARIABLES = ("VIBECHAT_API_KEY", "OPENAI_API_KEY")  # looked up in this order
 IMPLICIT_ONLY_OVER_HTTPS = "OPENAI_API_KEY"  # unnamed, it goes only to https servers
@@ -60,8 +81,16 @@ EXTRA_FIELDS = ("top_k", "min_p", "repeat_penalty", "repetition_penalty")
 OPTIONAL_FIELDS = (*EXTRA_FIELDS, "stream_options")  # what a strict server may refuse
 CHARS_PER_TOKEN = 4  # the estimate count_tokens uses (English text, common tokenizers)
 MAX_ERROR_BODY = 65536
-MAX_LINE = 8 << 20  # one server-sent event line, at most (a reply chunk is a few hundred bytes)
+MAX_EVENT = 1 << 20  # bytes of one server-sent event or line (a reply chunk is a few hundred bytes)
+MAX_EVENTS = 2 << 20  # events in one answer (about one a token: a reply far longer than any model writes)
+MAX_STREAM_BYTES = 256 << 20  # bytes of one streamed answer, comments and reasoning text included
+MAX_REPLY_CHARS = 2 << 20  # characters of reply text (~500k tokens); more ends the reply as 'length'
+AFTER_LIMIT_EVENTS = 8  # events read after max_tokens pieces, for the server's finish and usage
 MAX_JSON_BODY = 16 << 20
+MAX_MODEL_ID = 256  # characters of a model id the server lists (longer ones are left out)
+MAX_MODELS = 10_000  # model ids kept from one listing
+MAX_COUNT = 1 << 40  # a token count or context size above this is no real number
+READ_SIZE = 65536
 
 
 def normalize_base_url(url: str) -> str:
@@ -137,17 +166,74 @@ class OpenAIOptions:
     withheld_key_variable: str | None = None  # set, but not sent to this plain-http server
     timeout: float = DEFAULT_TIMEOUT
     connect_timeout: float = CONNECT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE  # seconds for a whole request, the streamed reply included
 
     def __post_init__(self) -> None:
         self.base_url = normalize_base_url(self.base_url)
 
     def __repr__(self) -> str:  # keeps the key out of tracebacks and debug output
         return (f"OpenAIOptions(base_url={display_url(self.base_url)!r}, model={self.model!r}, "
-                f"api_key={'<set>' if self.api_key else None}, timeout={self.timeout})")
+                f"api_key={'<set>' if self.api_key else None}, timeout={self.timeout}, "
+                f"deadline={self.deadline})")
 
 
 class _Cancelled(Exception):
     """The user cancelled while a request was on its way (internal)."""
+
+
+class _Expired(Exception):
+    """The request's deadline passed (internal)."""
+
+
+class _TooMuch(ValueError):
+    """The server sent more than a bound allows (internal): an event, a line, an answer."""
+
+
+def _shutdown(sock: socket.socket | None) -> None:
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # a read blocked on it returns at once
+        except OSError:
+            pass
+
+
+class _Exchange:
+    """One request: its connection, the connection's socket, and a watchdog that shuts the
+    socket down when the deadline passes, so no read outlives it, whatever the server
+    trickles (headers, a line, keep-alive comments)."""
+
+    def __init__(self, conn: http.client.HTTPConnection, deadline: float) -> None:
+        self.conn = conn
+        self.sock: socket.socket | None = None
+        self.deadline = deadline
+        self.expired = threading.Event()
+        self._timer: threading.Timer | None = None
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def connected(self) -> None:
+        """Keep the socket (``conn.sock`` is dropped when a response takes the connection
+        over) and start the watchdog."""
+        self.sock = self.conn.sock
+        self._timer = threading.Timer(max(0.0, self.remaining()), self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        self.expired.set()
+        _shutdown(self.sock)
+
+    def shutdown(self) -> None:
+        _shutdown(self.sock)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        try:
+            self.conn.close()
+        except OSError:
+            pass
 
 
 class OpenAICompatibleBackend:
@@ -171,7 +257,7 @@ class OpenAICompatibleBackend:
         self._send_optional = True  # False once the server refused the extra fields
         self._cancel = threading.Event()
         self._lock = threading.Lock()
-        self._active: http.client.HTTPConnection | None = None
+        self._active: _Exchange | None = None
 
     # ----------------------------------------------------------------- HTTP
     def _clean(self, text: str, limit: int = 300) -> str:
@@ -184,55 +270,68 @@ class OpenAICompatibleBackend:
         return text if len(text) <= limit else text[:limit - 1] + "…"
 
     def _open(self, method: str, path: str, body: dict[str, Any] | None = None, *,
-              track: bool = False) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """Send a request; the connection and the response (headers read). ``track``:
-        the connection ``cancel()`` shuts down. Connection problems raise
-        ``RemoteServerError`` (or ``_Cancelled`` when the user cancelled meanwhile)."""
+              track: bool = False, deadline: float | None = None) -> tuple[_Exchange, http.client.HTTPResponse]:
+        """Send a request; the exchange and the response (headers read). ``track``: the
+        exchange ``cancel()`` shuts down. ``deadline`` (``time.monotonic()``; default: the
+        options' ``deadline`` from now) bounds everything, reading the answer included.
+        Connection problems raise ``RemoteServerError`` (or ``_Cancelled`` when the user
+        cancelled meanwhile, ``_Expired`` when the deadline passed)."""
         opts = self.options
+        if deadline is None:
+            deadline = time.monotonic() + opts.deadline
+        connect = max(0.001, min(opts.connect_timeout, deadline - time.monotonic()))
         if self._https:
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                self._host, self._port, timeout=opts.connect_timeout, context=ssl.create_default_context())
+                self._host, self._port, timeout=connect, context=ssl.create_default_context())
         else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=opts.connect_timeout)
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=connect)
+        exchange = _Exchange(conn, deadline)
         headers = {"Accept": "text/event-stream" if track else "application/json", "User-Agent": "vibechat"}
         data = None
         if body is not None:
-            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            data = replace_surrogates(json.dumps(body, ensure_ascii=False)).encode("utf-8")
             headers["Content-Type"] = "application/json"
         if opts.api_key:
             headers["Authorization"] = f"Bearer {opts.api_key}"
         target = self._prefix + path + (f"?{self._query}" if self._query else "")
         if track:
             with self._lock:
-                self._active = conn
+                self._active = exchange
         log.debug("%s %s%s", method, self._root, path)
         try:
             if track and self._cancel.is_set():
                 raise _Cancelled()
+            if exchange.remaining() <= 0:
+                raise _Expired()
             conn.connect()
+            exchange.connected()
             if track and self._cancel.is_set():  # cancelled while connecting
                 raise _Cancelled()
-            assert conn.sock is not None
-            conn.sock.settimeout(opts.timeout)
+            assert exchange.sock is not None
+            exchange.sock.settimeout(max(0.001, min(opts.timeout, exchange.remaining())))
             conn.request(method, target, body=data, headers=headers)
-            return conn, conn.getresponse()
-        except _Cancelled:
-            self._release(conn)
+            return exchange, conn.getresponse()
+        except (_Cancelled, _Expired):
+            self._release(exchange)
             raise
         except (OSError, http.client.HTTPException) as exc:
-            self._release(conn)
+            self._release(exchange)
+            if exchange.expired.is_set():
+                raise _Expired() from None
             if track and self._cancel.is_set():
                 raise _Cancelled() from None
             raise self._connection_error(exc, path) from None
 
-    def _release(self, conn: http.client.HTTPConnection) -> None:
+    def _release(self, exchange: _Exchange) -> None:
         with self._lock:
-            if self._active is conn:
+            if self._active is exchange:
                 self._active = None
-        try:
-            conn.close()
-        except OSError:
-            pass
+        exchange.close()
+
+    def _expired(self, what: str) -> RemoteServerError:
+        return RemoteServerError(f"{self.server} did not finish {what} within {self.options.deadline:g} s "
+                                 "(the deadline for one request); check that the server is up and not "
+                                 "overloaded.")
 
     def _connection_error(self, exc: BaseException, path: str) -> RemoteServerError:
         where = self.server
@@ -264,7 +363,7 @@ class OpenAICompatibleBackend:
             return ""
         text = raw.decode("utf-8", errors="replace")
         try:
-            data = json.loads(text)
+            data = _loads(text)
         except ValueError:
             return self._clean(text) if "<html" not in text.lower() else ""
         return self._clean(_message_of(data))
@@ -295,17 +394,29 @@ class OpenAICompatibleBackend:
         return RemoteServerError(f"{where} rejected the request ({said}).")
 
     def _get_json(self, path: str) -> Any:
-        conn, resp = self._open("GET", path)
+        try:
+            exchange, resp = self._open("GET", path)
+        except _Expired:
+            raise self._expired(f"answering {path}") from None
         try:
             if resp.status != 200:
                 raise self._http_error(resp, path)
             try:
-                return json.loads(resp.read(MAX_JSON_BODY).decode("utf-8", errors="replace"))
-            except (ValueError, OSError, http.client.HTTPException):
+                raw = _read_body(resp, MAX_JSON_BODY + 1)
+            except (OSError, http.client.HTTPException):
+                if exchange.expired.is_set():
+                    raise self._expired(f"answering {path}") from None
+                raw = b""
+            if len(raw) > MAX_JSON_BODY:
+                raise RemoteServerError(f"{self.server} answered {path} with more than {_size(MAX_JSON_BODY)}; "
+                                        "is --base-url an OpenAI-compatible API?")
+            try:
+                return _loads(raw.decode("utf-8", errors="replace"))
+            except ValueError:
                 raise RemoteServerError(f"{self.server} answered {path} with something other than JSON; "
                                         "is --base-url an OpenAI-compatible API?") from None
         finally:
-            conn.close()
+            exchange.close()
 
     # ---------------------------------------------------------------- models
     def list_models(self) -> list[str]:
@@ -316,9 +427,22 @@ class OpenAICompatibleBackend:
             raise RemoteServerError(f"{self.server}/models did not list models; is --base-url an "
                                     "OpenAI-compatible API?")
         models: dict[str, dict[str, Any]] = {}
+        unusable = 0
         for entry in entries:
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str):
-                models[entry["id"]] = entry
+            if not isinstance(entry, dict):
+                continue
+            model_id = entry.get("id")
+            if not _usable_id(model_id):
+                unusable += 1
+                continue
+            assert isinstance(model_id, str)
+            if len(models) < MAX_MODELS:
+                models[model_id] = entry
+        if unusable:
+            log.info("%s lists %d model ids that are not printable one-line text of at most %d characters; "
+                     "left out", self.server, unusable, MAX_MODEL_ID)
+        if len(entries) > MAX_MODELS:
+            log.info("%s lists %d models; kept the first %d", self.server, len(entries), MAX_MODELS)
         self._models = models
         return list(models)
 
@@ -342,8 +466,8 @@ class OpenAICompatibleBackend:
         meta = entry.get("meta")
         if not isinstance(meta, dict):  # llama-server's; absent (or null) elsewhere
             meta = {}
-        context = entry.get("max_model_len") or meta.get("n_ctx")  # vLLM / llama-server
-        trained = meta.get("n_ctx_train")
+        context = _count(entry.get("max_model_len")) or _count(meta.get("n_ctx"))  # vLLM / llama-server
+        trained = _count(meta.get("n_ctx_train")) or None
         return ModelInfo(
             name=model,
             path=f"{self._root}/models/{quote(model, safe='/:@')}",
@@ -404,13 +528,9 @@ class OpenAICompatibleBackend:
     def cancel(self) -> None:
         self._cancel.set()
         with self._lock:
-            conn = self._active
-        sock = getattr(conn, "sock", None) if conn is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # the reading thread's recv returns at once
-            except OSError:
-                pass
+            exchange = self._active
+        if exchange is not None:
+            exchange.shutdown()  # the reading thread's recv returns at once
 
     def _body(self, messages: Sequence[ChatMessage], params: SamplingParams) -> dict[str, Any]:
         assert self.options.model is not None
@@ -432,19 +552,19 @@ class OpenAICompatibleBackend:
                         repetition_penalty=params.repeat_penalty)
         return body
 
-    def _start(self, messages: Sequence[ChatMessage], params: SamplingParams
-               ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    def _start(self, messages: Sequence[ChatMessage], params: SamplingParams, deadline: float
+               ) -> tuple[_Exchange, http.client.HTTPResponse]:
         """POST the chat; the open stream. Retries once without the extra fields when the
         server refuses them; a 404 names the models the server has."""
         path = "/chat/completions"
         while True:
-            conn, resp = self._open("POST", path, self._body(messages, params), track=True)
+            exchange, resp = self._open("POST", path, self._body(messages, params), track=True, deadline=deadline)
             if resp.status == 200:
-                return conn, resp
+                return exchange, resp
             try:
                 error = self._http_error(resp, path)
             finally:
-                self._release(conn)
+                self._release(exchange)
             if resp.status in (400, 422) and self._send_optional and any(
                     name in str(error) for name in OPTIONAL_FIELDS):
                 log.info("%s refused the extra sampling fields; sending only the standard ones", self.server)
@@ -470,21 +590,27 @@ class OpenAICompatibleBackend:
         messages = list(messages)
         stats = GenerationStats(seed=params.seed)
         t_start = time.perf_counter()
+        deadline = time.monotonic() + self.options.deadline
         parts: list[str] = []
         stops = StopMatcher(params.stop)
         finish: FinishReason = "stop"
         try:
-            conn, resp = self._start(messages, params)
+            exchange, resp = self._start(messages, params, deadline)
         except _Cancelled:
             stats.finish_reason = "cancelled"
             yield GenerationDone(text="", stats=stats, params=params)
             return
-        reader = _Stream(resp)
-        deltas = 0
+        except _Expired:
+            raise self._expired("the reply") from None
+        reader = _Stream(resp, exchange, idle=self.options.timeout)
+        limit = params.max_tokens
+        joiner = _SurrogateJoiner()
+        deltas = received = after_limit = 0
         t_first = t_last = 0.0
         usage: dict[str, Any] | None = None
         timings: dict[str, Any] | None = None
         server_finish: str | None = None
+        capped = False  # ended here at max_tokens or MAX_REPLY_CHARS: a 'length' finish
         try:
             while True:
                 try:
@@ -493,17 +619,17 @@ class OpenAICompatibleBackend:
                     if self._cancel.is_set():
                         finish = "cancelled"
                         break
-                    yield from self._flush(stops, parts)
-                    raise self._cut(exc, "".join(parts), reader.done) from None
+                    yield from self._flush(stops, parts, joiner)
+                    raise self._cut(exc, "".join(parts), reader) from None
                 if chunk is None:  # the stream ended
                     if self._cancel.is_set():
                         finish = "cancelled"
-                    elif not reader.done and server_finish is None:
-                        yield from self._flush(stops, parts)
-                        raise self._cut(None, "".join(parts), False)
+                    elif exchange.expired.is_set() or (not reader.done and server_finish is None):
+                        yield from self._flush(stops, parts, joiner)
+                        raise self._cut(None, "".join(parts), reader)
                     break
                 if isinstance(chunk.get("error"), (dict, str)):
-                    yield from self._flush(stops, parts)
+                    yield from self._flush(stops, parts, joiner)
                     raise self._server_failed(chunk, "".join(parts))
                 if isinstance(chunk.get("usage"), dict):
                     usage = chunk["usage"]
@@ -516,27 +642,42 @@ class OpenAICompatibleBackend:
                     delta = {}
                 content = delta.get("content")
                 if isinstance(content, str) and content:
+                    if limit is not None and (deltas >= limit or _past(usage, limit)):
+                        capped = True  # a piece past max_tokens: not shown, and the connection closes
+                        break
+                    if received + len(content) > MAX_REPLY_CHARS:
+                        content, capped = content[:MAX_REPLY_CHARS - received], True
+                    received += len(content)
                     deltas += 1
                     t_last = time.perf_counter()
                     if not t_first:
                         t_first = t_last
-                    text = stops.feed(content)
+                    text = stops.feed(joiner.feed(content))
                     if text:
                         parts.append(text)
                         yield TextDelta(text)
-                    if stops.stopped:
+                    if stops.stopped or capped:
                         break  # closing the connection stops the server's generation
                 if isinstance(choice.get("finish_reason"), str):
                     server_finish = choice["finish_reason"]
                 if self._cancel.is_set():
                     finish = "cancelled"
                     break
+                if limit is not None and deltas >= limit:
+                    after_limit += 1  # waiting for the server's finish, usage and [DONE]: not long
+                    if after_limit > AFTER_LIMIT_EVENTS:
+                        capped = server_finish is None
+                        break
         finally:
-            self._release(conn)
+            self._release(exchange)
         if finish != "cancelled":
-            yield from self._flush(stops, parts)
-            if server_finish == "length" and not stops.stopped:
+            yield from self._flush(stops, parts, joiner)
+            if (server_finish == "length" or capped) and not stops.stopped:
                 finish = "length"
+        if capped:
+            log.info("the reply from %s was cut at %s", self.server,
+                     f"max_tokens ({limit})" if limit is not None and deltas >= limit
+                     else f"{MAX_REPLY_CHARS:,} characters")
         t_end = time.perf_counter()
         text = "".join(parts)
         self._fill_stats(stats, messages, deltas, t_start, t_first, t_last, t_end, usage, timings)
@@ -544,18 +685,25 @@ class OpenAICompatibleBackend:
         yield GenerationDone(text=text, stats=stats, params=params)
 
     @staticmethod
-    def _flush(stops: StopMatcher, parts: list[str]) -> Iterator[ChatEvent]:
-        tail = stops.flush()
+    def _flush(stops: StopMatcher, parts: list[str], joiner: "_SurrogateJoiner") -> Iterator[ChatEvent]:
+        tail = stops.feed(joiner.flush()) + stops.flush()
         if tail:
             parts.append(tail)
             yield TextDelta(tail)
 
-    def _cut(self, exc: BaseException | None, partial: str, done: bool) -> VibechatError:
+    def _cut(self, exc: BaseException | None, partial: str, reader: "_Stream") -> VibechatError:
         """A stream that ended before the reply did: StreamInterrupted with the text so far."""
-        if isinstance(exc, TimeoutError):
-            why = f"{self.server} sent nothing for {self.options.timeout:g} s"
+        if reader.exchange.expired.is_set():
+            why = f"{self.server} did not finish the reply within {self.options.deadline:g} s"
+            fix = "that is the deadline for one reply; ask for a shorter one (--max-tokens), or check the server"
+        elif isinstance(exc, TimeoutError):
+            sent = "only keep-alive comments" if reader.comments else "nothing"
+            why = f"{self.server} sent {sent} for {self.options.timeout:g} s"
             fix = "the server may be stuck or overloaded (raise timeout, VIBECHAT_TIMEOUT, for a slow one)"
-        elif isinstance(exc, ValueError):  # not JSON, or absurdly long
+        elif isinstance(exc, _TooMuch):
+            why = f"{self.server} sent {exc}"
+            fix = "is it an OpenAI-compatible server? See its log"
+        elif isinstance(exc, ValueError):  # not JSON
             why = f"{self.server} sent something vibechat could not read ({self._clean(str(exc), 120)})"
             fix = "is it an OpenAI-compatible server? See its log"
         else:
@@ -584,78 +732,198 @@ class OpenAICompatibleBackend:
         if deltas > 1 and t_last > t_first:
             stats.decode_tokens_per_s = (deltas - 1) / (t_last - t_first)
         if usage:
-            prompt, completion = _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
+            prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
             if prompt is not None:
                 stats.prompt_tokens = stats.prompt_tokens_evaluated = prompt
                 details = usage.get("prompt_tokens_details")
-                cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else None
+                cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
                 if cached:
                     stats.prompt_tokens_evaluated = max(0, prompt - cached)
             if completion is not None:
                 stats.completion_tokens = completion
         if timings:  # llama-server: what the server itself measured
-            evaluated, cached = _int(timings.get("prompt_n")), _int(timings.get("cache_n"))
+            evaluated, cached = _count(timings.get("prompt_n")), _count(timings.get("cache_n"))
             if evaluated is not None:
                 stats.prompt_tokens_evaluated = evaluated
                 if cached is not None:
                     stats.prompt_tokens = evaluated + cached
-            if isinstance(timings.get("prompt_ms"), (int, float)):
-                stats.prompt_eval_ms = float(timings["prompt_ms"])
-            if isinstance(timings.get("predicted_ms"), (int, float)):
-                stats.decode_ms = float(timings["predicted_ms"])
-            if isinstance(timings.get("predicted_per_second"), (int, float)):
-                stats.decode_tokens_per_s = float(timings["predicted_per_second"])
+            for key, attr in (("prompt_ms", "prompt_eval_ms"), ("predicted_ms", "decode_ms"),
+                              ("predicted_per_second", "decode_tokens_per_s")):
+                value = _number(timings.get(key))
+                if value is not None:
+                    setattr(stats, attr, value)
 
 
 class _Stream:
-    """Server-sent events from a response: each ``data:`` event parsed as JSON.
-    ``done`` is set by ``data: [DONE]``; llama-server's ``error: {...}`` lines come
-    back as ``{"error": ...}``."""
+    """Server-sent events from a response: each ``data:`` event parsed as JSON, within
+    the bounds in the module doc. ``done`` is set by ``data: [DONE]``; llama-server's
+    ``error: {...}`` lines come back as ``{"error": ...}``. ``comments``: keep-alive
+    comments since the last event."""
 
-    def __init__(self, resp: http.client.HTTPResponse) -> None:
+    def __init__(self, resp: http.client.HTTPResponse, exchange: _Exchange, idle: float) -> None:
         self.resp = resp
+        self.exchange = exchange
+        self.idle = idle
         self.done = False
+        self.comments = 0
+        self.events = 0
+        self.received = 0  # bytes
+        self._buf = bytearray()
+        self._pos = 0  # where the unread lines begin
+        self._scanned = 0  # no newline before this
+        self._eof = False
+        self._last_event = time.monotonic()
+
+    def _fill(self) -> None:
+        """Read what the server sent next; no event for ``idle`` seconds raises TimeoutError
+        (comments do not count); the watchdog ends a read at the deadline."""
+        left = self._last_event + self.idle - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no event")
+        if self.exchange.sock is not None:
+            self.exchange.sock.settimeout(left)
+        data = self.resp.read1(READ_SIZE)
+        if not data:
+            self._eof = True
+            return
+        self.received += len(data)
+        if self.received > MAX_STREAM_BYTES:
+            raise _TooMuch(f"more than {_size(MAX_STREAM_BYTES)} in one answer")
+        if self._pos:
+            del self._buf[:self._pos]
+            self._scanned -= self._pos
+            self._pos = 0
+        self._buf += data
+
+    def _line(self) -> bytes | None:
+        """The next line (without its newline), or None at the end of the stream."""
+        while True:
+            end = self._buf.find(b"\n", self._scanned)
+            if end >= 0:
+                line = bytes(self._buf[self._pos:end])
+                self._pos = self._scanned = end + 1
+                return line
+            self._scanned = len(self._buf)
+            if self._scanned - self._pos > MAX_EVENT:
+                raise _TooMuch(f"a line longer than {_size(MAX_EVENT)}")
+            if self._eof:
+                if self._pos < len(self._buf):  # the last line, without a newline
+                    line = bytes(self._buf[self._pos:])
+                    self._pos = self._scanned = len(self._buf)
+                    return line
+                return None
+            self._fill()
+
+    def _event(self, data: list[str]) -> dict[str, Any]:
+        self.events += 1
+        if self.events > MAX_EVENTS:
+            raise _TooMuch(f"more than {MAX_EVENTS:,} events in one answer")
+        self.comments = 0
+        self._last_event = time.monotonic()
+        return _parse(data)
 
     def next_event(self) -> dict[str, Any] | None:
         """The next event's JSON, or None at the end of the stream. Raises OSError /
-        HTTPException when the connection fails, ValueError on an unreadable event."""
+        HTTPException when the connection fails, TimeoutError when the server goes
+        quiet, ValueError on an unreadable or oversized event."""
         data: list[str] = []
+        size = 0
         while not self.done:
-            raw = self.resp.readline(MAX_LINE)
-            if len(raw) >= MAX_LINE and not raw.endswith(b"\n"):
-                raise ValueError(f"an event line longer than {MAX_LINE >> 20} MB")
-            if not raw:
-                if data:
-                    return _parse(data)
-                return None
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            raw = self._line()
+            if raw is None:
+                return self._event(data) if data else None
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
             if not line:
                 if data:
-                    return _parse(data)
+                    return self._event(data)
                 continue
             if line.startswith(":"):
-                continue  # a comment (keep-alive ping)
+                self.comments += 1  # a comment (keep-alive ping): does not count as an event
+                continue
             field, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value
             if field == "data":
                 if value.strip() == "[DONE]":
                     self.done = True
                     return None
+                size += len(value) + 1
+                if size > MAX_EVENT:
+                    raise _TooMuch(f"an event larger than {_size(MAX_EVENT)}")
                 data.append(value)
             elif field == "error":  # llama-server's non-standard error event
                 try:
-                    body = json.loads(value)
+                    body: Any = _loads(value)
                 except ValueError:
                     body = value
+                self._last_event = time.monotonic()
                 return {"error": body}
         return None
 
 
+class _SurrogateJoiner:
+    """Reply text without lone surrogates: a pair a server split across two pieces (a
+    UTF-16 client-side string sliced between its halves) is joined, any other surrogate
+    becomes U+FFFD."""
+
+    __slots__ = ("_high",)
+
+    def __init__(self) -> None:
+        self._high = ""  # a high surrogate that ended the last piece
+
+    def feed(self, text: str) -> str:
+        if self._high:
+            text, self._high = self._high + text, ""
+        elif text.isascii():
+            return text
+        if "\ud800" <= text[-1] <= "\udbff":
+            text, self._high = text[:-1], text[-1]
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") if text else ""
+
+    def flush(self) -> str:
+        high, self._high = self._high, ""
+        return REPLACEMENT if high else ""
+
+
 def _parse(data: list[str]) -> dict[str, Any]:
-    chunk = json.loads("\n".join(data))
+    chunk = _loads("\n".join(data))
     if not isinstance(chunk, dict):
         raise ValueError("an event that is not a JSON object")
     return chunk
+
+
+def _loads(text: str) -> Any:
+    """``json.loads``, with nesting too deep for it a ValueError too (not RecursionError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _read_body(resp: http.client.HTTPResponse, limit: int) -> bytes:
+    """At most ``limit`` bytes of a response body, read in pieces (the exchange's watchdog
+    ends a read that outlives the deadline)."""
+    out = bytearray()
+    while len(out) < limit:
+        data = resp.read1(min(READ_SIZE, limit - len(out)))
+        if not data:
+            break
+        out += data
+    return bytes(out)
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):g} MB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+def _usable_id(value: Any) -> bool:
+    """A model id we can show, save and send back: printable one-line text, not too long."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_MODEL_ID and value.isprintable()
+
+
+def _past(usage: dict[str, Any] | None, limit: int) -> bool:
+    """The server's own running count (some send ``usage`` with every chunk) is past ``limit``."""
+    completion = _count(usage.get("completion_tokens")) if usage else None
+    return completion is not None and completion > limit
 
 
 def _message_of(data: Any) -> str:
@@ -677,13 +945,24 @@ def _message_of(data: Any) -> str:
     if isinstance(detail, str):
         return detail
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        return "; ".join(str(d.get("msg", "")) + (f" ({'.'.join(map(str, d['loc']))})" if d.get("loc") else "")
-                         for d in detail[:3])
+        return "; ".join(str(d.get("msg", ""))[:MAX_ERROR_BODY]
+                         + (f" ({'.'.join(map(str, d['loc'][:8]))})" if isinstance(d.get("loc"), list) else "")
+                         for d in detail[:3] if isinstance(d, dict))
     return ""
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _count(value: Any) -> int | None:
+    """A token count or size from the server: a whole number from 0 to ``MAX_COUNT``, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+        return value
+    return None
+
+
+def _number(value: Any) -> float | None:
+    """A time or rate from the server: a finite number from 0 on, else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float(MAX_COUNT):
+        return float(value)
+    return None
 
 
 def _listing(ids: list[str], clean: Callable[[str, int], str], most: int = 8) -> str:
@@ -692,19 +971,22 @@ def _listing(ids: list[str], clean: Callable[[str, int], str], most: int = 8) ->
 
 
 def make_openai_backend(base_url: str, model: str | None, *, api_key_env: str | None = None,
-                        timeout: float | None = None, environ: Mapping[str, str] | None = None
-                        ) -> OpenAICompatibleBackend:
+                        timeout: float | None = None, environ: Mapping[str, str] | None = None,
+                        deadline: float | None = None) -> OpenAICompatibleBackend:
     """A backend for ``base_url`` with the API key from the environment (see
-    ``resolve_api_key``); nothing is contacted until ``load()``."""
+    ``resolve_api_key``); nothing is contacted until ``load()``. ``deadline`` (seconds for
+    one whole request) is at least ``timeout``."""
     key, variable = resolve_api_key(api_key_env, environ, base_url)
     env = os.environ if environ is None else environ
     withheld = None if key or not env.get(IMPLICIT_ONLY_OVER_HTTPS, "").strip() else IMPLICIT_ONLY_OVER_HTTPS
     return OpenAICompatibleBackend(OpenAIOptions(
         base_url=base_url, model=model or None, api_key=key, api_key_variable=variable,
         withheld_key_variable=withheld,
-        timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT))
+        timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT,
+        deadline=max(float(deadline) if deadline is not None else DEFAULT_DEADLINE,
+                     float(timeout) if timeout is not None else 0.0)))
 
 
 __all__ = ["OpenAICompatibleBackend", "OpenAIOptions", "make_openai_backend", "normalize_base_url",
-           "display_url", "resolve_api_key", "DEFAULT_TIMEOUT"]
+           "display_url", "resolve_api_key", "DEFAULT_TIMEOUT", "DEFAULT_DEADLINE"]
 

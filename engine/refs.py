@@ -12,7 +12,12 @@ A repo listing is grouped into quantizations: a split model
 (``...-00001-of-00003.gguf``) is one entry, and files that are not chat models
 (``mmproj-*`` vision projectors, imatrix data) are left out. Only plain relative
 ``.gguf`` paths are accepted from a listing: a name with ``..``, an absolute path or
-a backslash is dropped, so a hostile listing cannot write outside the models dir.
+a backslash is dropped, so a hostile listing cannot write outside the models dir. So is
+a name that would put something unsafe into a path on disk: a control character (an
+escape sequence in a file name reaches every terminal that lists the folder), any other
+character that is not printable (bidi overrides, lone surrogates), characters Windows
+refuses in a name (``< > : " | ? *``), markup brackets (``[ ]``), or a name longer than
+file systems allow (``MAX_NAME_BYTES`` a folder or file, ``MAX_PATH`` in all).
 
 Pure Python: no network, no files.
 """
@@ -27,10 +32,15 @@ from .errors import ModelRefError
 from .gguf import quant_from_filename
 
 DEFAULT_QUANTS = ("Q4_K_M", "Q8_0")
+MAX_NAME_BYTES = 255  # one file or folder name, in UTF-8 (NAME_MAX on Linux and macOS)
+MAX_PATH = 1024  # characters of a path inside a repo
+MAX_REPO_PART = 96  # characters of a repo's owner or name (the Hub's own limit)
+_UNSAFE_CHARS = frozenset('\\<>:"|?*[]')
 _SHARD = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 _REPO_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _REPO = re.compile(rf"^(?P<repo>{_REPO_PART}/{_REPO_PART})(?::(?P<quant>[A-Za-z0-9._-]+))?$")
-_REPO_FILE = re.compile(rf"^(?P<repo>{_REPO_PART}/{_REPO_PART})/(?P<file>.+\.gguf)$", re.IGNORECASE)
+_REPO_FILE = re.compile(rf"^(?P<repo>{_REPO_PART}/{_REPO_PART})/(?P<file>.+\.gguf)$", re.IGNORECASE | re.DOTALL)
+_REPO_ID = re.compile(rf"{_REPO_PART}/{_REPO_PART}")
 
 
 @dataclass(frozen=True)
@@ -70,11 +80,36 @@ class HubRef:
         return f"{self.repo}:{self.quant}" if self.quant else self.repo
 
 
-def is_safe_repo_path(path: str) -> bool:
-    """A plain relative path inside the repo: no ``..``, no absolute path, no backslash."""
-    if not path or "\\" in path or "\0" in path or path.startswith("/") or re.match(r"^[A-Za-z]:", path):
+def is_safe_repo_path(path: object) -> bool:
+    """A plain relative path inside the repo that is safe to create on disk: no ``..``, no
+    absolute path, no backslash, only printable characters that file systems and
+    terminals take as they are (see the module doc), names of a length disks allow."""
+    if not isinstance(path, str) or not path or len(path) > MAX_PATH or path.startswith("/"):
         return False
-    return all(part not in ("..", ".", "") for part in path.split("/"))
+    if not path.isprintable() or any(ch in _UNSAFE_CHARS for ch in path):
+        return False
+    return all(part not in ("..", ".", "") and part == part.strip() and not part.endswith(".")
+               and len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in path.split("/"))
+
+
+def is_repo_id(text: object) -> bool:
+    """``owner/name`` the way the Hub spells repo ids (letters, digits, ``. _ -``)."""
+    return (isinstance(text, str) and len(text) <= 2 * MAX_REPO_PART + 1
+            and _REPO_ID.fullmatch(text) is not None)
+
+
+def refused_files(files: list[RepoFile]) -> list[str]:
+    """The model files (``.gguf`` by name) of a listing left out for an unsafe path."""
+    return [f.path for f in files
+            if isinstance(f.path, str) and f.path.lower().endswith(".gguf") and not is_safe_repo_path(f.path)]
+
+
+def show_name(name: object, limit: int = 120) -> str:
+    """A name from outside, quoted for a message: control and other unprintable characters
+    escaped (``\\x1b``), at most ``limit`` characters."""
+    text = str(name)
+    shown = ascii(text[:limit]) if not text[:limit].isprintable() else repr(text[:limit])
+    return shown + ("…" if len(text) > limit else "")
 
 
 def is_model_file(path: str) -> bool:
@@ -96,8 +131,12 @@ def parse_hub_ref(text: str) -> HubRef | None:
     if match:
         file = match.group("file")
         if not is_safe_repo_path(file):
-            raise ModelRefError(f"{text!r} names a file outside the repo: use a plain path like "
-                                "owner/repo/model-Q4_K_M.gguf.")
+            if any(part in ("..", ".", "") for part in file.split("/")) or file.startswith("/"):
+                raise ModelRefError(f"{show_name(text)} names a file outside the repo: use a plain path like "
+                                    "owner/repo/model-Q4_K_M.gguf.")
+            raise ModelRefError(f"{show_name(text)} names a file vibechat does not save: its name has control "
+                                "characters, characters unsafe in a file name ([ ] \\ < > : \" | ? *) or is too "
+                                "long; download it by hand and pass its path.")
         return HubRef(match.group("repo"), file=file)
     match = _REPO.match(text)
     if match:
@@ -165,7 +204,7 @@ def pick_quant(options: list[QuantOption], wanted: str | None, repo: str = "the 
         for option in options:
             if option.label.upper().replace("-", "_") == key:
                 return option
-        available = ", ".join(o.label for o in options)
+        available = ", ".join(o.label for o in options[:40]) + (" …" if len(options) > 40 else "")
         raise ModelRefError(f"{repo} has no {wanted} file: choose one of {available}.")
     for default in DEFAULT_QUANTS:
         for option in options:
@@ -179,5 +218,5 @@ def pick_file(options: list[QuantOption], file: str, repo: str = "the repo") -> 
     for option in options:
         if any(f.path == file for f in option.files):
             return option
-    raise ModelRefError(f"{repo} has no model file {file!r}: run 'vibechat models search {repo}' "
+    raise ModelRefError(f"{repo} has no model file {show_name(file)}: run 'vibechat models search {repo}' "
                         "to see its files.")

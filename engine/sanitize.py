@@ -12,7 +12,11 @@ so that no leftover such as ``[31m`` or ``]0;title`` shows:
   (``ESC c``, ``ESC 7``, ``ESC ( B`` ...);
 
 then every remaining C0 control except newline and tab (a carriage return too: on its own
-it lets output overwrite what was already printed), DEL and every C1 control.
+it lets output overwrite what was already printed), DEL and every C1 control. A lone
+surrogate (U+D800-U+DFFF: a JSON ``\\ud800`` escape decodes to one) cannot be encoded to
+UTF-8 and would crash whatever prints or saves the text: it becomes U+FFFD (the
+replacement character), like any other undecodable input. ``replace_surrogates`` does only
+that, for text that is otherwise kept raw.
 
 A sequence that is malformed (a control character or a non-ASCII character where a
 sequence byte belongs, a line break inside an OSC string), unfinished at the end of the
@@ -34,8 +38,11 @@ import re
 MAX_SEQUENCE = 512
 
 _ESC = "\x1b"
-# Characters that start a sequence or are dropped (C0 but \t and \n, DEL, C1).
-_SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Characters that start a sequence or are dropped (C0 but \t and \n, DEL, C1), and lone
+# surrogates (replaced).
+_SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 _CSI_BODY = re.compile("[\x30-\x3f]*[\x20-\x2f]*")
 _INTERMEDIATES = re.compile("[\x20-\x2f]*")
 _STRING_BODY = re.compile("[^\x00-\x1f\x7f-\x9f]*")  # up to a control character
@@ -136,7 +143,9 @@ class Sanitizer:
             start = match.start()
             out.append(text[at:start])
             at = start + 1  # a lone control character, or the introducer of a broken sequence
-            if _is_introducer(text[start]):
+            if "\ud800" <= text[start] <= "\udfff":
+                out.append(REPLACEMENT)
+            elif _is_introducer(text[start]):
                 end = _sequence_end(text, start)
                 if end >= 0:
                     at = end
@@ -153,3 +162,11 @@ def sanitize(text: str) -> str:
         return text
     sanitizer = Sanitizer()
     return sanitizer.feed(text) + sanitizer.flush()
+
+
+def replace_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate (U+D800-U+DFFF) replaced by U+FFFD, and nothing
+    else changed: text that stays raw (``--raw``) but must still encode as UTF-8."""
+    if text.isascii():
+        return text
+    return _SURROGATES.sub(REPLACEMENT, text)

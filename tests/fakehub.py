@@ -25,7 +25,7 @@ import socketserver
 import sys
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
@@ -85,6 +85,9 @@ class HubRepo:
     likes: int = 0
     tags: list[str] = field(default_factory=lambda: ["gguf"])
     wrong_bytes: set[str] = field(default_factory=set)
+    hide_sizes: bool = False  # listings leave sizes out (a mirror that does)
+    hide_sha256: bool = False  # listings leave the LFS block out too
+    serving: dict[str, "_Serving"] = field(default_factory=dict)
 
     def body(self, path: str) -> bytes:
         """The bytes served for ``path``: the real ones, or a corrupted copy of the same
@@ -164,6 +167,16 @@ class _Rule:
         return self.needle in req.path or self.needle in unquote(req.path)
 
 
+@dataclass(frozen=True)
+class _Serving:
+    """How ``/resolve`` serves one file (``FakeHub.serve_file``)."""
+
+    length: bool = True  # False: no Content-Length or X-Linked-Size, a chunked body
+    extra: bytes = b""  # appended to the file's bytes (more than the listing says)
+    truncate: int | None = None  # only this many bytes, then a clean end
+    endless: bool = False  # the file's bytes, then zeros without end (chunked)
+
+
 @dataclass
 class _Reply:
     status: int
@@ -171,6 +184,8 @@ class _Reply:
     body: bytes = b""
     drop_after: int | None = None  # send only this many body bytes, then close
     stall: tuple[int, float] | None = None  # (bytes, seconds): send that much, pause, send the rest
+    chunked: bool = False  # Transfer-Encoding: chunked, no Content-Length
+    stream: Iterator[bytes] | None = None  # the body, piece by piece (chunked), after ``body``
 
 
 def _json(status: int, payload: object, headers: dict[str, str] | None = None) -> _Reply:
@@ -203,6 +218,9 @@ class FakeHub:
         self._drops: list[_Rule] = []
         self._delays: list[_Rule] = []
         self._stalls: list[_Rule] = []
+        self._raw: list[tuple[_Rule, Callable[[], _Reply]]] = []
+        self.gone = threading.Event()  # a client closed a streamed (endless) answer before its end
+        self.endless_max = 256 << 20  # bytes an endless answer sends at most
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._conns: set[socket.socket] = set()
@@ -298,8 +316,44 @@ class FakeHub:
             raise ValueError(f"{path} is empty: no wrong bytes of the same length exist")
         repo.wrong_bytes.add(path)
 
+    def hide_sizes(self, repo_id: str, *, sha256: bool = True) -> None:
+        """From now on listings of this repo give no file sizes (``sha256=False``: no LFS
+        block either), as some mirrors do."""
+        repo = self._repos[repo_id]
+        repo.hide_sizes, repo.hide_sha256 = True, not sha256
+
+    def serve_file(self, repo_id: str, path: str, *, length: bool = True, extra: bytes = b"",
+                   truncate: int | None = None, endless: bool = False) -> None:
+        """From now on ``/resolve`` serves this file differently: without a length (chunked),
+        with ``extra`` bytes after it, cut to ``truncate`` bytes with a clean end, or
+        followed by zeros without end (up to ``endless_max`` bytes; ``gone`` is set when the
+        client hangs up first)."""
+        self._repos[repo_id].serving[path] = _Serving(length, extra, truncate, endless)
+
+    def answer_next(self, path_contains: str, body: bytes = b"", *, status: int = 200, times: int = 1,
+                    endless: bytes | None = None) -> None:
+        """Answer the next ``times`` requests whose path contains ``path_contains`` with
+        ``body`` as it is (JSON or not); ``endless``: then that unit repeated without end
+        (up to ``endless_max`` bytes, chunked)."""
+        def reply() -> _Reply:
+            headers = {"Content-Type": "application/json"}
+            if endless is None:
+                return _Reply(status, headers, body)
+            return _Reply(status, headers, body, chunked=True, stream=self._endless(endless))
+
+        with self._lock:
+            self._raw.append((_Rule(path_contains, times), reply))
+
+    def _endless(self, unit: bytes) -> Iterator[bytes]:
+        piece = unit * max(1, 65536 // max(1, len(unit)))
+        sent = 0
+        while sent < self.endless_max and not self._stopping.is_set():
+            yield piece
+            sent += len(piece)
+
     def clear_faults(self) -> None:
         with self._lock:
+            self._raw.clear()
             self._fails.clear()
             self._drops.clear()
             self._delays.clear()
@@ -334,6 +388,14 @@ class FakeHub:
         delay = self._take(self._delays, req)
         if delay is not None:
             self._stopping.wait(delay.seconds)
+        with self._lock:
+            raw = next((make for rule, make in self._raw if rule.matches(req)), None)
+            for rule, make in self._raw:
+                if make is raw:
+                    rule.times -= 1
+                    break
+        if raw is not None:
+            return raw()
         fail = self._take(self._fails, req)
         if fail is not None:
             return _error(fail.status, f"fakehub: injected HTTP {fail.status}", **fail.headers)
@@ -398,7 +460,7 @@ class FakeHub:
         info = _model_json(repo)
         info["sha"] = repo.sha
         info["usedStorage"] = sum(f.size for f in repo.files.values())
-        info["siblings"] = [_sibling(f, blobs) for _, f in sorted(repo.files.items())]
+        info["siblings"] = [_sibling(f, blobs, repo) for _, f in sorted(repo.files.items())]
         return _json(200, info)
 
     def _tree(self, repo_id: str, rev: str, path: str, query: dict[str, list[str]], authed: bool) -> _Reply:
@@ -460,13 +522,19 @@ def _model_json(repo: HubRepo) -> dict[str, object]:
     }
 
 
-def _sibling(f: HubFile, blobs: bool) -> dict[str, object]:
+def _sibling(f: HubFile, blobs: bool, repo: HubRepo) -> dict[str, object]:
     """A ``siblings`` entry; size, blob id and LFS info only with ``blobs=true`` (what
-    ``model_info(files_metadata=True)`` asks for)."""
+    ``model_info(files_metadata=True)`` asks for), less what the repo hides."""
     if not blobs:
         return {"rfilename": f.path}
-    return {"rfilename": f.path, "size": f.size, "blobId": f.git_oid,
-            "lfs": {"sha256": f.sha256, "size": f.size, "pointerSize": len(f.pointer)}}
+    entry: dict[str, object] = {"rfilename": f.path, "size": f.size, "blobId": f.git_oid,
+                                "lfs": {"sha256": f.sha256, "size": f.size, "pointerSize": len(f.pointer)}}
+    if repo.hide_sizes:
+        del entry["size"]
+        entry["lfs"] = {"sha256": f.sha256}
+    if repo.hide_sha256:
+        del entry["lfs"]
+    return entry
 
 
 def _tree_entries(repo: HubRepo, path: str, recursive: bool) -> list[dict] | None:
@@ -518,20 +586,34 @@ def _filter_sort(repos: list[HubRepo], query: dict[str, list[str]]) -> list[HubR
 # ----------------------------------------------------------------- files
 def _file_reply(repo: HubRepo, f: HubFile, range_header: str | None) -> _Reply:
     """A ``/resolve`` answer: the whole file, a 206 slice for a satisfiable ``Range``, or
-    416 for a range that starts at or past the end."""
-    data = repo.body(f.path)
+    416 for a range that starts at or past the end (as ``serve_file`` says, if it did)."""
+    serving = repo.serving.get(f.path, _Serving())
+    data = repo.body(f.path) + serving.extra
+    if serving.truncate is not None:
+        data = data[:serving.truncate]
     total = len(data)
     headers = {"X-Repo-Commit": repo.sha, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
                "X-Linked-Size": str(total), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+    if not serving.length or serving.endless:
+        del headers["X-Linked-Size"]
+    if serving.endless:
+        return _Reply(200, headers, data, chunked=True, stream=_zeros())
     span = _parse_range(range_header, total)
     if span is None:
-        return _Reply(200, headers, data)
+        return _Reply(200, headers, data, chunked=not serving.length)
     if span == "unsatisfiable":
         reply = _error(416, "Requested Range Not Satisfiable")
         reply.headers["Content-Range"] = f"bytes */{total}"
         return reply
     first, last = span
-    return _Reply(206, {**headers, "Content-Range": f"bytes {first}-{last}/{total}"}, data[first:last + 1])
+    return _Reply(206, {**headers, "Content-Range": f"bytes {first}-{last}/{total}"}, data[first:last + 1],
+                  chunked=not serving.length)
+
+
+def _zeros() -> Iterator[bytes]:
+    """Zeros without end (the server's ``endless_max`` bounds what is sent)."""
+    while True:
+        yield b"\0" * 65536
 
 
 def _parse_range(header: str | None, total: int) -> tuple[int, int] | str | None:
@@ -653,9 +735,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(reply.body)))
+        if reply.chunked or reply.stream is not None:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(reply.body)))
         self.end_headers()
         if head:
+            return
+        if reply.chunked or reply.stream is not None:
+            self._send_chunked(reply)
             return
         if reply.stall is not None:
             sent, seconds = reply.stall
@@ -674,6 +762,38 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)  # FIN before the promised length
         except OSError:
             pass
+
+    def _send_chunked(self, reply: _Reply) -> None:
+        """A chunked body: ``body`` (cut at ``drop_after``, the connection then closed without
+        the last chunk), then ``stream`` up to the hub's ``endless_max`` bytes."""
+        hub = self.server.hub
+
+        def chunk(data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+        try:
+            body = reply.body if reply.drop_after is None else reply.body[:reply.drop_after]
+            for at in range(0, len(body), 65536):
+                chunk(body[at:at + 65536])
+            if reply.drop_after is not None:
+                self.wfile.flush()
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)  # no last chunk: a truncated body
+                except OSError:
+                    pass
+                return
+            sent = 0
+            for piece in reply.stream or ():
+                if sent >= hub.endless_max:
+                    break
+                chunk(piece)
+                sent += len(piece)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except _DISCONNECTS:
+            hub.gone.set()
+            self.close_connection = True
 
 
 # ---------------------------------------------------------------- fixture

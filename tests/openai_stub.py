@@ -14,6 +14,22 @@ fields. It records every request it gets.
 - ``error_event``: a few words, then llama-server's ``error: {...}`` event;
 - ``garbage``: a few words, then an event that is not JSON;
 - ``status``: answers ``status`` with ``error_body``.
+
+Misbehaving servers (each bounded here, so a client that does not stop still ends: after
+``endless_max`` sends or ``endless_bytes`` bytes, far more than socket buffers hold, the
+stream ends normally; ``client_gone`` is set when the client closes the connection first):
+
+- ``endless``: content pieces ("tok0 ", "tok1 ", ...) without end, ignoring ``max_tokens``,
+  every ``interval`` seconds;
+- ``empty_events``: after ``cut_after`` words, events with an empty delta without end;
+- ``endless_line``: after ``cut_after`` words, a ``data:`` line that never ends;
+- ``no_blank``: after ``cut_after`` words, ``data:`` lines with no blank line between them;
+- ``pings``: after ``cut_after`` words, only ``: ping`` comments, every ``interval`` seconds;
+- ``raw_event``: after ``cut_after`` words, ``raw_event`` as one event's data.
+
+``pieces`` replaces the words of ``reply`` with exact content pieces; ``final_fields`` is
+merged into the last (usage) event; ``running_usage`` adds a running ``usage`` to every
+content chunk (that many tokens a piece); ``models_body`` replaces the ``/v1/models`` answer.
 """
 
 from __future__ import annotations
@@ -23,6 +39,19 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+# A client that goes away is normal here (a stopped reply): no traceback on stderr.
+_DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], _DISCONNECTS):
+            super().handle_error(request, client_address)
 
 
 class StubServer:
@@ -40,12 +69,22 @@ class StubServer:
         self.model_fields: dict[str, Any] = {}  # added to every /v1/models entry (llama-server's "meta")
         self.finish_delta: Any = {}  # the "delta" of the chunk that carries finish_reason
         self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"}
+        self.pieces: list[str] | None = None
+        self.running_usage = 0  # when set, every content chunk carries usage: this many tokens a piece
+        self.final_fields: dict[str, Any] = {}
+        self.models_body: str | None = None
+        self.raw_event = b"{}"
+        self.interval = 0.0
+        self.endless_max = 1_000_000  # events, lines or pings a misbehaving mode sends at most
+        self.endless_bytes = 24 << 20  # and bytes
+        self.sent = 0  # events, lines or pings a misbehaving mode sent
+        self.client_gone = threading.Event()  # the client closed a misbehaving stream before its end
         self.release = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
 
     def __enter__(self) -> "StubServer":
         self._thread.start()
@@ -87,7 +126,9 @@ class StubServer:
                 stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": None})
                 if not self._authorised():
                     return
-                if self.path.split("?")[0] == "/v1/models":
+                if self.path.split("?")[0] == "/v1/models" and stub.models_body is not None:
+                    self._json(200, stub.models_body)
+                elif self.path.split("?")[0] == "/v1/models":
                     self._json(200, {"object": "list", "data": [
                         {"id": m, "object": "model", "owned_by": "stub", **stub.model_fields}
                         for m in stub.models]})
@@ -126,8 +167,17 @@ class StubServer:
                 self._event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
                 self.wfile.write(b"6\r\n: ping\r\n")  # a keep-alive comment, split across chunks
                 self.wfile.write(b"1\r\n\n\r\n")
+                if mode == "endless":
+                    self._misbehave(lambda i: self._event(
+                        {"choices": [{"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": None}]}))
+                    return
+                if stub.pieces is not None:
+                    words = [p[1:] if i and p.startswith(" ") else p for i, p in enumerate(stub.pieces)]
                 max_tokens = body.get("max_tokens") or len(words)
                 for i, word in enumerate(words[:max_tokens]):
+                    if mode in MISBEHAVING and i == stub.cut_after:
+                        self._misbehave(MISBEHAVING[mode].__get__(self))
+                        return
                     if mode == "garbage" and i == stub.cut_after:
                         self._chunk(b"data: {this is not json\n\n")
                     if mode in ("cut", "stall", "error_event") and i == stub.cut_after:
@@ -145,7 +195,13 @@ class StubServer:
                         stub.release.wait(30)
                         return
                     piece = word if i == 0 else " " + word
-                    self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                    if stub.pieces is not None:
+                        piece = stub.pieces[i]
+                    event: dict[str, Any] = {"choices": [{"index": 0, "delta": {"content": piece},
+                                                          "finish_reason": None}]}
+                    if stub.running_usage:
+                        event["usage"] = {"completion_tokens": (i + 1) * stub.running_usage}
+                    self._event(event)
                     time.sleep(0.002)
                 finish = "length" if max_tokens < len(words) else "stop"
                 self._event({"choices": [{"index": 0, "delta": stub.finish_delta, "finish_reason": finish}]})
@@ -155,17 +211,60 @@ class StubServer:
                     if stub.timings:
                         final["timings"] = {"prompt_n": 5, "cache_n": 16, "prompt_ms": 12.5,
                                             "predicted_n": 7, "predicted_ms": 100.0, "predicted_per_second": 70.0}
+                    final.update(stub.final_fields)
                     self._event(final)
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")
 
+            def _misbehave(self, send) -> None:
+                """Call ``send(i)`` until ``endless_max`` calls or ``endless_bytes`` bytes, the
+                client going away, or the stub stopping; then end the stream as a normal one ends."""
+                self.written = 0
+                try:
+                    for i in range(stub.endless_max):
+                        if stub.release.is_set() or self.written >= stub.endless_bytes:
+                            break
+                        send(i)
+                        stub.sent = i + 1
+                        if stub.interval:
+                            time.sleep(stub.interval)
+                    self._chunk(b"data: [DONE]\n\n")
+                    self._chunk(b"")
+                except _DISCONNECTS:
+                    stub.client_gone.set()
+                    self.close_connection = True
+
+            def _empty_event(self, i: int) -> None:
+                self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": None}]})
+
+            def _endless_line(self, i: int) -> None:
+                if i == 0:
+                    self._chunk(b"data: {\"choices\": [")
+                self._chunk(b" " * 65536)
+
+            def _data_line(self, i: int) -> None:
+                line = b'data: {"choices": [{"index": 0, "delta": {"content": "x"}}]}\n'
+                self._chunk(line * 512)  # 512 lines a chunk, never a blank one
+
+            def _ping(self, i: int) -> None:
+                self._chunk(b": ping\n\n")
+
+            def _raw_event(self, i: int) -> None:
+                if i == 0:
+                    self._chunk(b"data: " + stub.raw_event + b"\n\n")
+                else:
+                    self.written = stub.endless_bytes  # one event, then the end
+
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
+                self.written = getattr(self, "written", 0) + len(data)
 
             def _event(self, data: dict[str, Any]) -> None:
                 self._chunk(b"data: " + json.dumps(data).encode() + b"\n\n")
 
+        MISBEHAVING = {"empty_events": Handler._empty_event, "endless_line": Handler._endless_line,
+                       "no_blank": Handler._data_line, "pings": Handler._ping, "raw_event": Handler._raw_event}
         return Handler
 
 

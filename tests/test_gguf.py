@@ -136,3 +136,74 @@ def test_minimal_valid_gguf(tmp_path):
 ])
 def test_quant_from_filename(name, quant):
     assert quant_from_filename(name) == quant
+
+
+# --------------------------------------------- the header is untrusted too (issue 13)
+def test_arrays_of_arrays_are_skipped_without_being_built(tmp_path):
+    """An array of 300,000 small arrays (3.9 MB): before, every inner array was built as a
+    list and thrown away (3.9 s and +240 MB for a 36 MB file)."""
+    import tracemalloc
+
+    from ggufgen import array, write_gguf
+
+    n = 300_000
+    path = write_gguf(tmp_path / "nested.gguf",
+                      extra={"x.nested": array(9, n, struct.pack("<IQB", 0, 1, 7) * n),
+                             "x.small": [[1, 2], ["a", "b"]]})
+    tracemalloc.start()
+    try:
+        info = inspect_gguf(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.array_lengths["x.nested"] == n and "x.nested" not in info.metadata
+    assert info.metadata["x.small"] == [[1, 2], ["a", "b"]]  # a short one is still kept
+    assert info.architecture == "llama" and info.tensor_count == 1  # what follows is read right
+    assert peak < 2_000_000, peak  # bytes: nothing built per inner array
+
+
+@pytest.mark.parametrize(("item_type", "count", "items"), [
+    (9, 2**40, b""),  # arrays of arrays: far more than the file holds
+    (9, 3, struct.pack("<IQ", 0, 2**50)),  # an inner array longer than the file
+    (9, 1, struct.pack("<IQ", 8, 2**40)),  # inner strings more than the bytes left
+    (8, 2**40, b""),  # strings
+    (4, 2**61, b""),  # numbers (a count times 4 that wraps a 64-bit product)
+])
+def test_every_count_is_bounded_by_the_bytes_left(tmp_path, item_type, count, items):
+    from ggufgen import array, write_gguf
+
+    path = write_gguf(tmp_path / "liar.gguf", extra={"x.liar": array(item_type, count, items)})
+    assert "truncated" in _error(path)
+
+
+def test_a_nested_array_inside_a_nested_array_is_refused(tmp_path):
+    from ggufgen import array, write_gguf
+
+    inner = struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 0, 0)
+    path = write_gguf(tmp_path / "deep.gguf", extra={"x.deep": array(9, 100, inner * 100)})
+    assert "unknown metadata type 9 in an array" in _error(path)
+
+
+def test_names_from_the_header_are_sanitised_and_bounded(tmp_path):
+    from ggufgen import write_gguf
+
+    path = write_gguf(tmp_path / "evil.gguf", architecture="llama",
+                      name="Evil\x1b]0;title\x07 model\x1b[2J\n[reverse]" + "x" * 5000 + "\ud800")
+    info = inspect_gguf(path)
+    assert info.name.startswith("Evil model [reverse]xxx") and info.name.endswith("…")
+    assert len(info.name) <= 200 and info.name.isprintable()
+    evil_arch = write_gguf(tmp_path / "arch.gguf", architecture="ll\x1b[31mama\u202e" + "a" * 100)
+    info = inspect_gguf(evil_arch)
+    assert info.architecture.isprintable() and len(info.architecture) <= 64
+    assert inspect_gguf(write_gguf(tmp_path / "nameless.gguf")).name == "nameless"
+
+
+def test_a_huge_string_or_key_is_skipped_not_kept(tmp_path):
+    from ggufgen import write_gguf
+
+    path = write_gguf(tmp_path / "big.gguf", extra={"general.description": "d" * (2 << 20),
+                                                    "k" * 70_000: "value", "general.license": "mit"})
+    info = inspect_gguf(path)
+    assert "general.description" not in info.metadata and info.skipped_strings["general.description"] == 2 << 20
+    assert not any(len(key) > 65536 for key in info.metadata)
+    assert info.metadata["general.license"] == "mit" and info.architecture == "llama"

@@ -261,3 +261,152 @@ def test_the_token_saved_by_hf_auth_login_under_hf_home_is_used(hub, user_dirs, 
     monkeypatch.setenv("HF_HOME", str(hf_home))
     assert Hub().token == TOKEN
     assert pull(HubRef("corp/Gated-GGUF")).name == "corp/Gated-GGUF:Q4_K_M"
+
+
+# ------------------------------------------- what a Hub (or a mirror) sends is untrusted
+def test_a_listing_without_sizes_downloads_to_the_end_and_checks_the_sha256(hub):
+    """A mirror whose listing has no sizes: the loop never ran, and `.part -> .gguf` raised
+    FileNotFoundError (a traceback)."""
+    hub.hide_sizes(REPO)
+    listing = Hub().listing(REPO)
+    option = listing.choose(HubRef(REPO))
+    assert option.first.size == 0 and option.first.sha256  # unknown size, known sha256
+    seen = []
+    model = pull(HubRef(REPO), on_progress=seen.append)
+    assert model.path.read_bytes() == FILES["Tiny-Chat-Q4_K_M.gguf"]
+    assert seen[-1].done == seen[-1].total == len(FILES["Tiny-Chat-Q4_K_M.gguf"])  # the size, learnt
+    assert not part_paths(model.path)[0].exists()
+
+
+def test_no_size_no_sha_and_no_length_reads_to_the_end_resumes_and_checks_it_is_a_gguf(hub):
+    name = "Tiny-Chat-Q4_K_M.gguf"
+    hub.hide_sizes(REPO, sha256=False)
+    hub.serve_file(REPO, name, length=False)  # chunked, no Content-Length
+    hub.drop_after(name, nbytes=3000)  # and the first answer breaks off
+    model = pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
+    assert model.path.read_bytes() == FILES[name]
+    ranges = [r.headers.get("Range") for r in hub.find(name) if r.method == "GET"]
+    assert ranges == [None, "bytes=3000-"]
+
+
+def test_no_size_no_sha_and_a_cut_file_is_refused_and_deleted(hub):
+    name = "Tiny-Chat-Q4_K_M.gguf"
+    hub.hide_sizes(REPO, sha256=False)
+    hub.serve_file(REPO, name, length=False, truncate=len(FILES[name]) - 500)  # a clean end, too early
+    with pytest.raises(DownloadError, match=r"Tiny-Chat-Q4_K_M.gguf arrived but is not a whole GGUF file "
+                                            r"\(it is truncated.*so it was deleted"):
+        pull(HubRef(REPO))
+    assert not any(model_folder(REPO).rglob("*.gguf*")) and store_models() == []
+
+
+def test_no_size_and_an_endless_file_stops_at_the_free_disk_space(hub, monkeypatch):
+    name = "Tiny-Chat-Q4_K_M.gguf"
+    hub.hide_sizes(REPO, sha256=False)
+    hub.serve_file(REPO, name, endless=True)
+
+    class Usage:
+        free = download_module.SPARE_BYTES + 1_000_000  # a megabyte to spare
+
+    monkeypatch.setattr(download_module.shutil, "disk_usage", lambda _path: Usage)
+    with pytest.raises(DownloadError, match="kept coming past 1.0 MB, more than the free disk space"):
+        pull(HubRef(REPO))
+    assert hub.gone.wait(10)  # it hung up rather than read on
+    assert not any(model_folder(REPO).rglob("*.gguf*"))
+
+
+def test_more_bytes_than_the_listing_says_are_not_read(hub):
+    name = "Tiny-Chat-Q4_K_M.gguf"
+    hub.serve_file(REPO, name, extra=b"\0" * 5_000_000)
+    with pytest.raises(DownloadError, match=r"arrived with more than the [\d,]+ bytes announced, so it was deleted"):
+        pull(HubRef(REPO))
+    assert not any(model_folder(REPO).rglob("*.gguf*"))
+
+
+def test_control_characters_in_a_hub_file_name_never_reach_a_path(fake_hub):
+    """QA: `model-[reverse]REV\\x1b]0;T\\x07.gguf` was saved as is, escape sequence and all."""
+    evil = "model-[reverse]REV\x1b]0;T\x07.gguf"
+    fake_hub.add_repo("evil/Names-GGUF", {evil: gguf_bytes()})
+    with pytest.raises(ModelRefError) as err:
+        pull(HubRef("evil/Names-GGUF"))
+    message = str(err.value)
+    assert "\n" not in message and "\x1b" not in message and "\x07" not in message
+    assert "evil/Names-GGUF has no GGUF model files" in message and "'model-[reverse]REV\\x1b]0;T\\x07.gguf'" in message
+    assert not fake_hub.find("resolve")
+    # Beside a safe file, the unsafe one is never offered nor written.
+    fake_hub.add_repo("evil/Mixed-GGUF", {evil: gguf_bytes(), "ok-Q4_K_M.gguf": gguf_bytes(),
+                                          "x" * 300 + "-Q8_0.gguf": gguf_bytes()})
+    assert [o.label for o in Hub().listing("evil/Mixed-GGUF").options] == ["Q4_K_M"]
+    assert pull(HubRef("evil/Mixed-GGUF")).path.name == "ok-Q4_K_M.gguf"
+    written = [p.name for p in models_dir().rglob("*")]
+    assert all(name.isprintable() and len(name) < 255 for name in written), written
+
+
+def test_a_file_name_longer_than_a_disk_allows_is_a_clean_error(fake_hub):
+    fake_hub.add_repo("evil/Long-GGUF", {"x" * 300 + "-Q4_K_M.gguf": gguf_bytes()})
+    with pytest.raises(ModelRefError, match="has no GGUF model files.*; left out as unsafe to save: 'xxxx"):
+        pull(HubRef("evil/Long-GGUF"))
+
+
+def test_search_results_are_checked_and_bounded(hub):
+    results = [{"id": "acme/Good-GGUF", "downloads": 5, "likes": 2, "lastModified": "2024-05-01", "gated": False},
+               {"id": "evil/\x1b]0;title\x07-GGUF", "downloads": 1},
+               {"id": "a/b/c"}, {"id": 42}, "not an object", {"no": "id"},
+               {"id": "acme/Odd-Numbers", "downloads": "many", "likes": -3, "lastModified": {"x": 1},
+                "gated": "manual"},
+               {"id": "acme/Huge", "downloads": 10 ** 40, "likes": 1.5}]
+    hub.answer_next("/api/models", json.dumps(results).encode())
+    found = Hub().search("x")
+    assert [m.id for m in found] == ["acme/Good-GGUF", "acme/Odd-Numbers", "acme/Huge"]
+    assert (found[0].downloads, found[0].likes, found[0].updated) == (5, 2, "2024-05-01")
+    assert (found[1].downloads, found[1].likes, found[1].updated, found[1].gated) == (0, 0, None, True)
+    assert (found[2].downloads, found[2].likes) == (0, 0)
+    hub.answer_next("/api/models", json.dumps([{"id": f"a/m{i}"} for i in range(50)]).encode())
+    assert len(Hub().search("x", limit=5)) == 5  # no more than asked for
+
+
+def test_an_endless_or_nested_answer_is_one_clear_error(hub):
+    hub.answer_next("/api/models", b"[", endless=b'{"id": "acme/Spam-GGUF"}, ')
+    with pytest.raises(HubError, match="answered search for 'x' with more than 32 MB: check HF_ENDPOINT"):
+        Hub().search("x")
+    assert hub.gone.wait(10)
+    hub.answer_next("/api/models", b"[" * 100_000)
+    with pytest.raises(HubError, match="something other than JSON"):
+        Hub().search("x")
+    hub.answer_next(f"/api/models/{REPO}", b'{"siblings": ' + b"[" * 100_000)
+    with pytest.raises(HubError, match="something other than JSON"):
+        Hub().listing(REPO)
+
+
+def test_an_endless_error_answer_is_read_only_in_part(hub):
+    hub.gone.clear()
+    hub.answer_next("/api/models", b"", status=500, times=3, endless=b"Internal error. ")
+    with pytest.raises(HubError, match="failed with HTTP 500 .* several times"):
+        Hub(sleep=no_sleep).search("x")
+    assert hub.gone.wait(10)
+
+
+def test_a_listing_with_nonsense_fields_keeps_what_makes_sense(hub):
+    good = hashlib.sha256(b"x").hexdigest()
+    info = {"sha": "not-a-commit\x1b[2J", "gated": "auto", "siblings": [
+        {"rfilename": "a-Q4_K_M.gguf", "size": -5, "lfs": {"sha256": "zz", "size": "big"}},
+        {"rfilename": "b-Q8_0.gguf", "size": True, "lfs": {"sha256": good.upper(), "size": 7}},
+        {"rfilename": 12, "size": 3}, "junk", {"size": 4},
+    ]}
+    hub.answer_next(f"/api/models/{REPO}", json.dumps(info).encode())
+    listing = Hub().listing(REPO)
+    assert listing.revision == "main" and listing.gated
+    assert [(f.path, f.size, f.sha256) for f in listing.files] == [("a-Q4_K_M.gguf", 0, None),
+                                                                   ("b-Q8_0.gguf", 7, good)]
+    with pytest.raises(ModelRefError, match="not a Hub repo id"):
+        Hub().listing("evil/\x1b[2J")
+
+
+def test_a_server_whose_copy_is_shorter_than_listed_ends_in_a_size_error(hub):
+    """The answer ends early, the resume gets 416 (nothing past the server's end): one clear
+    error, not a loop."""
+    name = "Tiny-Chat-Q4_K_M.gguf"
+    hub.serve_file(REPO, name, truncate=len(FILES[name]) - 500)
+    with pytest.raises(DownloadError, match=r"arrived with [\d,]+ bytes instead of [\d,]+, so it was deleted"):
+        pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
+    assert [r.headers.get("Range") for r in hub.find(name) if r.method == "GET"][-1] == \
+        f"bytes={len(FILES[name]) - 500}-"

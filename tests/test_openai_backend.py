@@ -5,12 +5,15 @@ test_openai_server.py."""
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import threading
 
 import pytest
 
 from openai_stub import StubServer, refused_url
+from vibechat.engine import openai_backend
 from vibechat.engine.backend import Backend, ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
@@ -394,3 +397,154 @@ def test_chatlog_saves_an_interrupted_reply_with_its_partial_text_and_reason():
     assert stored.messages[1].error == "the connection dropped mid-reply"
     assert stored.messages[1].in_context  # kept as written, like a stopped reply
     assert chat.conversation.turns[-1] == ChatMessage("assistant", "Hello th")
+
+
+# ------------------------------------------------- a server that misbehaves
+# Everything a server sends is untrusted: every loop over it is bounded (issue 13).
+def test_lone_surrogates_from_the_server_never_reach_the_app(stub):
+    """JSON's \\ud800 escapes decode to lone surrogates, which crashed `vibechat run`
+    (UnicodeEncodeError) and cannot be saved or printed."""
+    stub.reply = "Hi \ud800 there \udfff!"
+    deltas, done = collect(backend_for(stub))
+    assert done.text == "".join(deltas) == "Hi \ufffd there \ufffd!"
+    json.dumps(done.text, ensure_ascii=False).encode("utf-8")
+    # A pair split between two pieces (a UTF-16 string sliced by a JavaScript server) is joined.
+    stub.pieces = ["A ", "\ud83d", "\ude00", " B \ud83d"]
+    deltas, done = collect(backend_for(stub))
+    assert done.text == "".join(deltas) == "A \U0001F600 B \ufffd"
+    # Model ids that are not printable one-line text are left out; error messages are cleaned.
+    stub.models = ["stub-small", "bad\ud800id", "esc\x1b]0;t\x07", "x" * 300]
+    backend = backend_for(stub)
+    assert backend.list_models() == ["stub-small"]
+    backend.load()
+    stub.mode, stub.status, stub.error_body = "status", 500, {"error": "boom \ud800"}
+    with pytest.raises(RemoteServerError) as err:
+        collect(backend)
+    one_line(err.value).encode("utf-8")
+    assert "boom \ufffd" in str(err.value)
+
+
+def test_max_tokens_holds_even_when_the_server_ignores_it(stub):
+    """`run -n 5` against an endless stream printed for 30 s: five pieces are kept, the
+    sixth is not shown, and the connection is closed (the server sees the client go)."""
+    stub.mode = "endless"
+    deltas, done = collect(backend_for(stub), HELLO, SamplingParams(max_tokens=5))
+    assert deltas == [f"tok{i} " for i in range(5)] and done.text == "".join(deltas)
+    assert done.stats.finish_reason == "length"
+    assert stub.client_gone.wait(10) and stub.sent < stub.endless_max
+
+
+def test_a_server_that_stops_exactly_at_max_tokens_keeps_its_own_finish(stub):
+    words = stub.reply.split(" ")
+    _, done = collect(backend_for(stub), HELLO, SamplingParams(max_tokens=len(words)))
+    assert done.text == stub.reply and done.stats.finish_reason == "stop"
+    assert done.stats.completion_tokens == len(words)  # the usage after the limit was still read
+
+
+def test_max_tokens_as_the_server_counts_them(stub):
+    """A server whose chunks carry a running usage (vLLM's continuous usage stats), two
+    tokens a chunk: its own count past max_tokens ends the reply there."""
+    stub.pieces = ["a b", " c d", " e f", " g h"]
+    stub.reply = "a b c d e f g h"
+    stub.running_usage = 2  # tokens a piece
+    _, done = collect(backend_for(stub), HELLO, SamplingParams(max_tokens=4))
+    assert done.text == "a b c d" and done.stats.finish_reason == "length"
+
+
+def test_the_reply_is_capped_in_size_and_ends_as_length(stub, monkeypatch):
+    monkeypatch.setattr(openai_backend, "MAX_REPLY_CHARS", 100)
+    stub.mode = "endless"
+    deltas, done = collect(backend_for(stub))
+    assert len(done.text) == 100 and done.text == "".join(deltas) and done.text.startswith("tok0 tok1 ")
+    assert done.stats.finish_reason == "length"
+    assert stub.client_gone.wait(10)
+
+
+@pytest.mark.parametrize("mode", ["endless_line", "no_blank"])
+def test_an_event_without_end_is_an_error_after_a_bounded_read(stub, mode):
+    """A data line that never ends, or data lines with no blank line between them (3.7 GB
+    in 10 s before): one event is at most MAX_EVENT bytes, and the client stops reading."""
+    stub.mode = mode
+    with pytest.raises(StreamInterrupted) as err:
+        collect(backend_for(stub))
+    message = one_line(err.value)
+    assert ("a line longer than 1 MB" if mode == "endless_line" else "an event larger than 1 MB") in message
+    assert err.value.partial == "Hello there, this"
+    assert stub.client_gone.wait(10)  # it stopped reading long before the 24 MB the stub had for it
+
+
+def test_the_whole_answer_and_the_number_of_events_are_bounded(stub, monkeypatch):
+    monkeypatch.setattr(openai_backend, "MAX_EVENTS", 50)
+    stub.mode = "empty_events"
+    with pytest.raises(StreamInterrupted, match="more than 50 events in one answer"):
+        collect(backend_for(stub))
+    assert stub.client_gone.wait(10)
+    monkeypatch.setattr(openai_backend, "MAX_STREAM_BYTES", 4096)
+    stub.mode, stub.client_gone = "pings", threading.Event()
+    with pytest.raises(StreamInterrupted, match="more than 4,096 bytes in one answer"):
+        collect(backend_for(stub))
+    assert stub.client_gone.wait(10)
+
+
+def test_keep_alive_comments_do_not_keep_a_silent_server_open(stub):
+    """`: ping` every 10 ms, never an event: the timeout (no event for 1 s) still ends it."""
+    stub.mode, stub.interval, stub.endless_max = "pings", 0.01, 1000
+    with pytest.raises(StreamInterrupted) as err:
+        collect(backend_for(stub, timeout=1))
+    assert "sent only keep-alive comments for 1 s mid-reply" in one_line(err.value)
+    assert err.value.partial == "Hello there, this"
+    assert stub.client_gone.wait(10)
+
+
+@pytest.mark.parametrize("mode", ["endless", "pings"])
+def test_a_reply_that_outlives_the_deadline_is_cut_with_its_text(stub, mode):
+    """A server that keeps sending (text, or comments) past the deadline: the reply ends
+    there, whatever arrives, and the text received is kept."""
+    stub.mode, stub.interval, stub.endless_max = mode, 0.01, 1000
+    with pytest.raises(StreamInterrupted) as err:
+        collect(backend_for(stub, timeout=120, deadline=1))
+    assert "did not finish the reply within 1 s mid-reply" in one_line(err.value)
+    assert err.value.partial.startswith("tok0 tok1 " if mode == "endless" else "Hello there, this")
+    assert stub.client_gone.wait(10)
+
+
+def test_the_deadline_covers_a_server_that_never_sends_its_headers(stub):
+    backend = backend_for(stub, timeout=120, deadline=1)
+    backend.load()
+    stub.mode = "stall_headers"
+    with pytest.raises(RemoteServerError) as err:
+        collect(backend)
+    assert "did not finish the reply within 1 s" in one_line(err.value)
+
+
+def test_json_nested_too_deeply_is_unreadable_not_a_crash(stub):
+    """json.loads raises RecursionError on deep nesting: not a traceback, in an event, an
+    error body or the model list."""
+    stub.mode, stub.raw_event = "raw_event", b"[" * 100_000
+    with pytest.raises(StreamInterrupted, match="could not read .*nested too deeply"):
+        collect(backend_for(stub))
+    backend = backend_for(stub)
+    backend.load()
+    stub.mode, stub.status, stub.error_body = "status", 500, "[" * 60_000
+    with pytest.raises(RemoteServerError, match=r"failed \(HTTP 500"):
+        collect(backend)
+    stub.models_body = "{\"data\": " + "[" * 100_000
+    with pytest.raises(RemoteServerError, match="something other than JSON"):
+        backend_for(stub).list_models()
+
+
+def test_numbers_from_the_server_are_used_only_when_sane(stub):
+    stub.timings = True
+    stub.final_fields = {"usage": {"prompt_tokens": -3, "completion_tokens": 10 ** 30},
+                         "timings": {"prompt_ms": float("nan"), "predicted_ms": float("inf"),
+                                     "predicted_per_second": -1.0, "prompt_n": "5"}}
+    stub.model_fields = {"max_model_len": 10 ** 30, "meta": {"n_ctx_train": -1}}
+    backend = backend_for(stub)
+    info = backend.load()
+    assert info.context_size == 0 and info.trained_context is None
+    _, done = collect(backend)
+    stats = done.stats
+    assert stats.completion_tokens == len(stub.reply.split())  # counted here instead
+    assert all(math.isfinite(v) and v >= 0 for v in (stats.prompt_eval_ms, stats.decode_ms,
+                                                     stats.decode_tokens_per_s))
+    json.dumps(done.stats.__dict__, allow_nan=False)

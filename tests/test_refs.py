@@ -38,10 +38,41 @@ def test_a_reference_cannot_leave_the_repo():
         parse_hub_ref("owner/repo/../../etc/x.gguf")
 
 
+def test_a_reference_to_a_file_with_an_unsafe_name_is_refused_by_name():
+    with pytest.raises(ModelRefError) as err:
+        parse_hub_ref("owner/repo/model-\x1b]0;T\x07.gguf")
+    message = str(err.value)
+    assert "'owner/repo/model-\\x1b]0;T\\x07.gguf' names a file vibechat does not save" in message
+    assert "\x1b" not in message and "\n" not in message
+    with pytest.raises(ModelRefError, match="does not save"):
+        parse_hub_ref("owner/repo/two\nlines.gguf")
+
+
+def test_unsafe_names_are_never_offered_and_are_named_when_asked():
+    from vibechat.engine.refs import refused_files, show_name
+
+    listing = [RepoFile("ok-Q4_K_M.gguf", 1), RepoFile("bad\x1b[2J-Q8_0.gguf", 1), RepoFile("README\x07.md", 1)]
+    assert [o.label for o in group_quants(listing)] == ["Q4_K_M"]
+    assert refused_files(listing) == ["bad\x1b[2J-Q8_0.gguf"]  # only model files are worth naming
+    assert show_name("bad\x1b[2J-Q8_0.gguf") == "'bad\\x1b[2J-Q8_0.gguf'"
+    assert show_name("x" * 200).endswith("'…") and len(show_name("x" * 200)) < 130
+
+
 @pytest.mark.parametrize(("path", "safe"), [
     ("model-Q4_K_M.gguf", True), ("sub/dir/model.gguf", True),
     ("../model.gguf", False), ("sub/../../model.gguf", False), ("/etc/model.gguf", False),
     ("C:/model.gguf", False), ("sub\\model.gguf", False), ("./model.gguf", False), ("", False),
+    # Issue 13: nothing unsafe goes into a path on disk.
+    ("model-[reverse]REV\x1b]0;T\x07.gguf", False),  # an escape sequence (and markup)
+    ("a\x9b2Jb.gguf", False), ("a\nb.gguf", False), ("a\x7fb.gguf", False),  # C1, newline, DEL
+    ("evil\u202egguf.exe.gguf", False), ("zero\u200bwidth.gguf", False),  # bidi override, zero width
+    ("lone\ud800.gguf", False), ("nul\0.gguf", False),
+    ("a<b.gguf", False), ("a|b.gguf", False), ("a?b.gguf", False), ("a*b.gguf", False), ("a\"b.gguf", False),
+    ("[red]x.gguf", False), ("dir /x.gguf", False), ("dir./x.gguf", False),
+    ("x" * 256 + ".gguf", False), ("é" * 126 + ".gguf", False),  # over 255 bytes in UTF-8
+    ("Qwen2.5 Coder/model (v2)+@~#%.gguf", True), ("日本語-モデル-Q4_K_M.gguf", True),
+    ("x" * 250 + ".gguf", True),
+    (42, False), (None, False),
 ])
 def test_safe_repo_paths(path, safe):
     assert is_safe_repo_path(path) is safe

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from vibechat.engine.sanitize import MAX_SEQUENCE, Sanitizer, sanitize
+from vibechat.engine.sanitize import MAX_SEQUENCE, Sanitizer, replace_surrogates, sanitize
 from vibechat.engine.stops import StopMatcher
 
 
@@ -49,6 +49,7 @@ CASES = [
     "\x1b]0;" + "t" * 600 + "\x07 rest",  # longer than the bound
     "\x1b[" + "1;" * 300 + "m rest",
     "tail \x1b]0;unterminated",
+    "lone \ud800 surrogates \udfff\ud83d and a pair split \ud83d\ude00 \x1b[3\udc00m end",
 ]
 
 
@@ -66,6 +67,19 @@ def test_streamed_pieces_give_the_same_text_at_every_split(text):
     assert "".join(s.feed(c) for c in text) + s.flush() == whole
 
 
+def test_lone_surrogates_become_the_replacement_character():
+    """A server's JSON can carry ``\\ud800``: a lone surrogate cannot be encoded, and printing
+    it crashed ``vibechat run`` (UnicodeEncodeError)."""
+    assert sanitize("a\ud800b\udfffc") == "a\ufffdb\ufffdc"
+    assert sanitize("\x1b[3\udc00m") == "[3\ufffdm"  # breaks a sequence: replaced, not swallowed
+    assert replace_surrogates("x\ud83d\x1b[2J\ude00") == "x\ufffd\x1b[2J\ufffd"  # only surrogates
+    assert replace_surrogates("plain") == "plain" and replace_surrogates("é 😀") == "é 😀"
+    for text in CASES:
+        sanitize(text).encode("utf-8")  # never raises
+        s = Sanitizer()
+        "".join(s.feed(c) for c in text).encode("utf-8")
+
+
 def test_streamed_output_never_contains_a_control_character():
     s = Sanitizer()
     for c in CASES[2] + CASES[3]:
@@ -78,11 +92,12 @@ def test_random_text_and_pieces_agree_with_the_whole_and_leave_no_control():
 
     rng = random.Random(7)
     alphabet = ["a", "é", " ", "\n", "\t", "\x1b", "[", "]", "\\", "P", "_", "^", "X", "0", ";", "m", "(",
-                "B", "\x07", "\x9b", "\x9c", "\x9d", "\x90", "\x7f", "\r", "\x00"]
+                "B", "\x07", "\x9b", "\x9c", "\x9d", "\x90", "\x7f", "\r", "\x00", "\ud800", "\udfff"]
     for _ in range(300):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
         whole = sanitize(text)
         assert not any((ord(ch) < 32 and ch not in "\n\t") or 0x7f <= ord(ch) <= 0x9f for ch in whole)
+        whole.encode("utf-8")  # no lone surrogate left
         s, out, at = Sanitizer(), [], 0
         while at < len(text):
             step = rng.randint(1, 6)
