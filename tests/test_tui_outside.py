@@ -85,14 +85,15 @@ async def test_a_gguf_model_name_is_shown_sanitised_and_never_as_markup():
 
 
 async def test_a_servers_model_id_is_shown_sanitised_and_never_as_markup():
-    """The same name as a server's ``/v1/models`` id (a real HTTP stub)."""
+    """The same name as a server's ``/v1/models`` id (a real HTTP stub). An id with control
+    characters is left out by the engine (not printable); one with markup is shown as text."""
     with StubServer() as stub:
-        stub.models = [EVIL_NAME, "stub-small"]
-        backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model=EVIL_NAME))
+        stub.models = [EVIL_NAME, EVIL_SHOWN, "stub-small"]
+        backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model=EVIL_SHOWN))
         app = create_app(backend, blink=False, save=False)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            assert app.status.model is not None and app.status.model.name == EVIL_NAME
+            assert app.status.model is not None and app.status.model.name == EVIL_SHOWN
             Rendered(app).check(EVIL_SHOWN)
             await pilot.press("f3")  # the server's models
             await app.screen.workers.wait_for_complete()
@@ -172,9 +173,11 @@ async def test_an_lm_studio_folder_named_with_markup_is_listed_in_the_picker(use
         Rendered(app).check("lmstudio:pub[/crash]:Q4_K_M")
 
 
-async def test_a_hub_file_path_with_markup_is_listed_in_the_downloader(fake_hub):
-    """A repo's file ``odd[/crash]/odd-Q4_K_M.gguf`` (a plain relative path, accepted)."""
-    fake_hub.add_repo("acme/Odd-GGUF", {"odd[/crash]/odd-Q4_K_M.gguf": gguf_bytes()})
+async def test_a_hub_file_path_with_markup_is_not_offered_and_does_not_crash_the_downloader(fake_hub):
+    """A repo's file ``odd[/crash]/odd-Q4_K_M.gguf``: brackets are unsafe in a file name on
+    disk, so the engine does not offer it (engine/refs.py); the safe file beside it is listed."""
+    fake_hub.add_repo("acme/Odd-GGUF", {"odd[/crash]/odd-Q4_K_M.gguf": gguf_bytes(),
+                                        "plain/odd-Q8_0.gguf": gguf_bytes()})
     app = create_app(RecordingBackend(), blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -188,7 +191,8 @@ async def test_a_hub_file_path_with_markup_is_listed_in_the_downloader(fake_hub)
         await pilot.press("enter")
         await screen.workers.wait_for_complete()
         await pause(pilot)
-        Rendered(app).check("odd[/crash]/odd-Q4_K_M.gguf")
+        Rendered(app).check("plain/odd-Q8_0.gguf")
+        assert "[/crash]" not in Rendered(app).text
 
 
 # ----------------------------------------------------------- conversation titles
@@ -259,7 +263,8 @@ PIECES = ("[link=https://evil.example]x[/link]", "[/crash]", "[bold]b", "[@click
 # A path part (no "/"): for the current directory and the config file's folder.
 HOSTILE_DIR = "\x1b]52;c;ZXZpbA==\x07a[bold]b[@click=app.quit]q"
 DIR_SHOWN = "a[bold]b[@click=app.quit]q"
-HOSTILE_FILE = "\x1b]52;c;ZXZpbA==\x07e[bold]b/[/crash]-Q4_K_M.gguf"
+# (Hub file names with control characters or brackets are refused by the engine: engine/refs.py)
+HOSTILE_FILE = "evil/evil-Q4_K_M.gguf"
 
 
 class HostileBackend(RecordingBackend):
@@ -480,7 +485,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         await pilot.press("enter")  # the repo's files
         await downloader.workers.wait_for_complete()
         await pause(pilot)
-        Rendered(app).check("e[bold]b/[/crash]-Q4_K_M.gguf", "[@click=app.quit]q[/]")
+        Rendered(app).check("evil/evil-Q4_K_M.gguf", "[@click=app.quit]q[/]")
         await pilot.press("enter")  # download it: it fails
         await app.workers.wait_for_complete()
         await pause(pilot)
