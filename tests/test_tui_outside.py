@@ -65,6 +65,22 @@ async def pause(pilot, times: int = 3) -> None:
         await pilot.pause()
 
 
+async def search_in_downloader(pilot, text: str) -> DownloadScreen:
+    """Open the downloader (d) and search the Hub for ``text``; returns the screen."""
+    app = pilot.app
+    await app.run_action("download")
+    await pause(pilot)
+    downloader = app.screen
+    assert isinstance(downloader, DownloadScreen), downloader
+    field = downloader.query_one("Input")
+    field.value = text
+    field.focus()
+    await pilot.press("enter")
+    await downloader.workers.wait_for_complete()
+    await pause(pilot)
+    return downloader
+
+
 # ------------------------------------------------------------------ model names
 
 EVIL_NAME = "\x1b]52;c;ZXZpbA==\x07Evil [link='https://evil.example/x']click[/link] [bold]b[reverse]r"
@@ -181,16 +197,7 @@ async def test_a_hub_file_path_with_markup_is_not_offered_and_does_not_crash_the
     app = create_app(RecordingBackend(), blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await app.run_action("download")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, DownloadScreen)
-        field = screen.query_one("Input")
-        field.value = "acme/Odd-GGUF"
-        field.focus()
-        await pilot.press("enter")
-        await screen.workers.wait_for_complete()
-        await pause(pilot)
+        await search_in_downloader(pilot, "acme/Odd-GGUF")
         Rendered(app).check("plain/odd-Q8_0.gguf")
         assert "[/crash]" not in Rendered(app).text
 
@@ -473,14 +480,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
 
         # The downloader: repo ids and file names in the table, the title of the download,
         # and the error it ends with (status line and notification).
-        await app.run_action("download")
-        downloader = await screen_is(pilot, DownloadScreen)
-        field = downloader.query_one("Input")
-        field.value = "evil"
-        field.focus()
-        await pilot.press("enter")
-        await downloader.workers.wait_for_complete()
-        await pause(pilot)
+        downloader = await search_in_downloader(pilot, "evil")
         Rendered(app).check("[link=https://evil.example]x[/link] [/crash]")
         await pilot.press("enter")  # the repo's files
         await downloader.workers.wait_for_complete()
