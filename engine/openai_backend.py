@@ -316,7 +316,9 @@ class OpenAICompatibleBackend:
             raise
         except (OSError, http.client.HTTPException) as exc:
             self._release(exchange)
-            if exchange.expired.is_set():
+            # The socket's timeout may be the time left to the deadline: then it fires when the
+            # watchdog does, and either may come first. Past the deadline, it is the deadline.
+            if exchange.expired.is_set() or exchange.remaining() <= 0:
                 raise _Expired() from None
             if track and self._cancel.is_set():
                 raise _Cancelled() from None
