@@ -144,11 +144,17 @@ async def test_a_servers_error_is_shown_as_text_live_and_when_the_conversation_i
             await pilot.press("ctrl+n")
             app.clear_notifications()
             await settle(pilot)
-            app.open_conversation(cid)
-            await settle(pilot)
-            await pause(pilot)
-            assert BAD in app.chat.messages()[-1].query_one(".message--status").render().plain
-            Rendered(app).check(BAD)
+            await open_and_check_failed_reply(pilot, cid)
+
+
+async def open_and_check_failed_reply(pilot, cid: int) -> None:
+    """Open saved conversation ``cid``: its failed reply's status line shows BAD as text."""
+    app = pilot.app
+    app.open_conversation(cid)
+    await settle(pilot)
+    await pause(pilot)
+    assert BAD in app.chat.messages()[-1].query_one(".message--status").render().plain
+    Rendered(app).check(BAD)
 
 
 async def test_a_failed_reply_saved_by_run_opens_without_a_crash(tmp_path: Path):
@@ -162,11 +168,7 @@ async def test_a_failed_reply_saved_by_run_opens_without_a_crash(tmp_path: Path)
     app = create_app(RecordingBackend(), blink=False, history=History(db))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        app.open_conversation(cid)
-        await settle(pilot)
-        await pause(pilot)
-        assert BAD in app.chat.messages()[-1].query_one(".message--status").render().plain
-        Rendered(app).check(BAD)
+        await open_and_check_failed_reply(pilot, cid)
 
 
 # --------------------------------------------------- other tools' and Hub names
