@@ -60,11 +60,12 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
 
     # A bad --model fails here, before the screen opens; a Hub model is downloaded first.
     # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).
-    backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True)
+    # A local model runs in a child process: a llama.cpp crash ends that process, not the chat.
+    backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True, worker=True)
 
     def factory(path: "Path", **changes: Any) -> "Backend":
         """The same engine settings, another model (or other settings: ``n_gpu_layers``)."""
-        return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True)
+        return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save)
     freeze_startup_objects()
