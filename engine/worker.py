@@ -232,8 +232,11 @@ class WorkerBackend:
         self._check_broken()
         if self._loaded and self._alive() and self._info is not None:
             return self._info
+        if self._proc is not None and not self._alive():  # died while idle (the OOM killer?)
+            log.warning("%s", self._crash("while idle between requests"))
         if self._proc is not None:
             self._stop_child()
+        self._check_broken()
         self._start()
 
         def progress(msg: tuple[Any, ...]) -> None:
@@ -531,6 +534,10 @@ class _Control:
                     self.backend.cancel()
             time.sleep(0.005)
 
+    def cancelled(self, rid: int) -> bool:
+        with self.lock:
+            return self.cancel_upto >= rid
+
     def finished(self, rid: int) -> None:
         with self.lock:
             self.done = max(self.done, rid)
@@ -619,6 +626,10 @@ def child_main() -> int:
             break
         kind, rid, *args = msg
         try:
+            if kind == "load" and control.cancelled(rid):  # while this process started
+                from .errors import LoadCancelled
+
+                raise LoadCancelled(f"loading {Path(str(first[1].model_path)).name} was cancelled.")
             result = _serve(backend, kind, rid, args, send)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back as an answer
             control.finished(rid)
