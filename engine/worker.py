@@ -121,6 +121,7 @@ class WorkerBackend:
         self._proven = False  # ... and has answered a request since
         self._crashed_before = False
         self._broken: tuple[Any, str] | None = None  # (options, message): no restart until they change
+        self._closing = False  # close() ends the child: its end is no crash
 
     # ------------------------------------------------------------ process
     @property
@@ -261,6 +262,8 @@ class WorkerBackend:
     # --------------------------------------------------------- crashes
     def _crash(self, doing: str) -> EngineCrashed:
         """The child is gone: reap it, write the report, decide whether to restart later."""
+        if self._closing:
+            return EngineCrashed("the engine was closed while it was busy.")
         proc = self._proc
         rc: int | None = None
         if proc is not None:
@@ -412,7 +415,11 @@ class WorkerBackend:
         self._discard_child()
 
     def close(self) -> None:
-        self._stop_child()
+        self._closing = True
+        try:
+            self._stop_child()
+        finally:
+            self._closing = False
         self._info = None
 
 
@@ -442,7 +449,7 @@ def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | 
     if getattr(options, "kv_cache_type", "f16") != "f16":
         ideas.append("--kv-cache-type f16")
     ideas.append("a smaller --ctx")
-    if rc == -signal.SIGKILL:  # the OOM killer's signal: memory first
+    if rc is not None and rc == -getattr(signal, "SIGKILL", -1):  # the OOM killer's signal: memory first
         ideas.remove("a smaller --ctx")
         ideas.insert(0, "a smaller --ctx")
     ideas.append("another model")
