@@ -278,3 +278,38 @@ def test_the_setting_named_after_repeated_crashes(starter_path):
     assert suggest_setting(gpu, None, "while loading x", -6).startswith("--n-gpu-layers 0")
     plain = options(starter_path)
     assert suggest_setting(plain, None, "mid-reply after 3 tokens", -9) == "a smaller --ctx or another model"
+
+
+def test_the_child_ends_when_the_chat_process_dies(starter_path):
+    import subprocess
+    import sys
+
+    if not Path("/proc").is_dir():
+        pytest.skip("needs /proc")
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from vibechat.engine.llamacpp import LlamaCppOptions\n"
+        "from vibechat.engine.worker import WorkerBackend\n"
+        "b = WorkerBackend(LlamaCppOptions(model_path=Path(sys.argv[1]), n_ctx=2048, repack='off'))\n"
+        "b.load()\n"
+        "print(b.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script, str(starter_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+    finally:
+        parent.kill()
+        parent.wait(WAIT_S)
+
+    def gone() -> bool:
+        try:
+            state = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            return True
+        return "\nState:\tZ" in state  # exited, not reaped yet by whoever adopted it
+
+    wait_until(gone, "the orphaned engine process to exit")
