@@ -122,6 +122,7 @@ class WorkerBackend:
         self._crashed_before = False
         self._broken: tuple[Any, str] | None = None  # (options, message): no restart until they change
         self._closing = False  # close() ends the child: its end is no crash
+        self._stderr_reader: threading.Thread | None = None
 
     # ------------------------------------------------------------ process
     @property
@@ -138,17 +139,19 @@ class WorkerBackend:
                                 close_fds=True, **kwargs)
         self._proc = proc
         self._inbox = queue.Queue()
-        self._tail.clear()
-        self._stderr_tail.clear()
+        self._tail = collections.deque(maxlen=LOG_TAIL)  # new ones: an old reader may still append
+        self._stderr_tail = collections.deque(maxlen=LOG_TAIL)
         self._loaded = False
         self._restarted, self._proven = self._crashed_before, False
-        threading.Thread(target=self._read_protocol, args=(proc, self._inbox), daemon=True,
+        threading.Thread(target=self._read_protocol, args=(proc, self._inbox, self._tail), daemon=True,
                          name="vibechat-worker-reader").start()
-        threading.Thread(target=self._read_stderr, args=(proc,), daemon=True,
-                         name="vibechat-worker-stderr").start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, args=(proc, self._stderr_tail), daemon=True,
+                                               name="vibechat-worker-stderr")
+        self._stderr_reader.start()
         self._send(("init", self.options))
 
-    def _read_protocol(self, proc: subprocess.Popen[bytes], inbox: queue.Queue[Any]) -> None:
+    @staticmethod
+    def _read_protocol(proc: subprocess.Popen[bytes], inbox: queue.Queue[Any], tail: collections.deque[str]) -> None:
         assert proc.stdout is not None
         try:
             while True:
@@ -161,20 +164,27 @@ class WorkerBackend:
                     break
                 if msg[0] == "log":
                     _, name, level, text = msg
-                    self._tail.append(f"{logging.getLevelName(level)} {text}")
+                    tail.append(f"{logging.getLevelName(level)} {text}")
                     logging.getLogger(name).log(level, "%s", text)
                     continue
                 inbox.put(msg)
         finally:
             inbox.put(("eof",))
+            _close_quietly(proc.stdout)
 
-    def _read_stderr(self, proc: subprocess.Popen[bytes]) -> None:
+    @staticmethod
+    def _read_stderr(proc: subprocess.Popen[bytes], tail: collections.deque[str]) -> None:
         assert proc.stderr is not None
-        for raw in proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip()
-            if line:
-                self._stderr_tail.append(line)
-                log.warning("engine process: %s", line)
+        try:
+            for raw in proc.stderr:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line:
+                    tail.append(line)
+                    log.warning("engine process: %s", line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            _close_quietly(proc.stderr)
 
     def _send(self, msg: tuple[Any, ...]) -> bool:
         proc = self._proc
@@ -274,7 +284,8 @@ class WorkerBackend:
                 rc = proc.wait(timeout=10)
         how = (f"crashed ({_signal_name(-rc)})" if rc is not None and rc < 0
                else f"exited unexpectedly (status {rc})")
-        time.sleep(0.05)  # let the stderr thread take the last lines
+        if self._stderr_reader is not None:  # its last lines (a fault handler's traceback)
+            self._stderr_reader.join(timeout=2)
         report = write_crash_report(how, doing, rc, list(self._tail), list(self._stderr_tail), self.options,
                                     self._info)
         self._discard_child()
@@ -292,13 +303,8 @@ class WorkerBackend:
         proc, self._proc = self._proc, None
         self._loaded = False
         self._busy = None
-        if proc is not None:
-            for pipe in (proc.stdin, proc.stdout, proc.stderr):
-                try:
-                    if pipe is not None:
-                        pipe.close()
-                except OSError:
-                    pass
+        if proc is not None:  # its stdout and stderr are closed by their reader threads
+            _close_quietly(proc.stdin)
 
     def _stop_child(self, timeout: float = 5.0) -> None:
         proc = self._proc
@@ -421,6 +427,14 @@ class WorkerBackend:
         finally:
             self._closing = False
         self._info = None
+
+
+def _close_quietly(pipe: IO[bytes] | None) -> None:
+    try:
+        if pipe is not None:
+            pipe.close()
+    except (OSError, ValueError):
+        pass
 
 
 def _rebuild_error(name: str, message: str) -> Exception:
