@@ -50,8 +50,8 @@ from .params import SamplingParams
 
 log = logging.getLogger("vibechat.llama_cpp")
 
-# Test-only: "STAGE:SIGNAL" (STAGE: start, load, prompt) makes every child started while
-# it is set send itself SIGNAL at that stage. Read by the child; nothing else uses it.
+# Test-only: "STAGE:SIGNAL" (STAGE: load, or prompt: a stream's or a prefill's start) makes
+# every child started while it is set send itself SIGNAL at that stage. Read by the child only.
 CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
 
 LOG_TAIL = 50
@@ -632,7 +632,6 @@ def child_main() -> int:
     engine_log.propagate = False
     engine_log.addHandler(_ForwardLogs(send))
 
-    _crash_hook("start")
     first = requests.get()
     if first is None or first[0] != "init":
         return 0
@@ -686,9 +685,8 @@ def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
     tokens = 0
     last = 0.0
     clock = time.perf_counter
+    _crash_hook("prompt")
     stream = backend.stream_chat(messages, params)
-    if os.environ.get(CRASH_HOOK_ENV, "").startswith("prompt"):  # test-only: while the prompt is evaluated
-        threading.Timer(0.2, _crash_hook, args=("prompt",)).start()
     try:
         for event in stream:
             if type(event) is TextDelta:

@@ -313,3 +313,15 @@ def test_the_child_ends_when_the_chat_process_dies(starter_path):
         return "\nState:\tZ" in state  # exited, not reaped yet by whoever adopted it
 
     wait_until(gone, "the orphaned engine process to exit")
+
+
+def test_a_reply_that_crashes_twice_at_its_start_is_not_retried(worker, monkeypatch):
+    monkeypatch.setenv(CRASH_HOOK_ENV, "prompt:SIGSEGV")
+    with pytest.raises(EngineCrashed) as first:
+        list(worker.stream_chat(HELLO, GREEDY))
+    assert not isinstance(first.value, EngineCrashLoop)
+    assert "SIGSEGV" in str(first.value) and "while evaluating the prompt" in str(first.value)
+    with pytest.raises(EngineCrashLoop) as again:
+        list(worker.stream_chat(HELLO, GREEDY))
+    assert "again right after a restart" in str(again.value) and "a smaller --ctx" in str(again.value)
+    assert len(list((Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes").iterdir())) == 2
