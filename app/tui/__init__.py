@@ -73,6 +73,8 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
         app.run()
     finally:
         backend.close()
+        if app.backend is not backend:  # switched models: the engine process in use now ends too
+            app.backend.close()
         if app.history is not None:
             app.history.close()
     return app.return_code or 0
