@@ -92,10 +92,27 @@ def test_a_reply_through_the_worker_is_the_in_process_reply(starter_path, worker
     assert fourth.stats.prompt_tokens_evaluated < fourth.stats.prompt_tokens / 2
 
 
-def test_llama_cpp_logs_reach_the_parents_logger(worker, caplog):
-    with caplog.at_level("DEBUG", logger="vibechat.llama_cpp"):
+def test_llama_cpp_logs_reach_the_parents_logger(worker):
+    import logging
+
+    class Keep(logging.Handler):  # on the logger itself: other tests may stop propagation above it
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
+
+    logger = logging.getLogger("vibechat.llama_cpp")
+    keep, level = Keep(), logger.level
+    logger.addHandler(keep)
+    logger.setLevel(logging.DEBUG)
+    try:
         worker.load()
-    lines = [r.getMessage() for r in caplog.records if r.name == "vibechat.llama_cpp"]
+    finally:
+        logger.removeHandler(keep)
+        logger.setLevel(level)
+    lines = [r.getMessage() for r in keep.records]
     assert any(line.startswith("loaded ") for line in lines)
     assert any("llama_model_loader" in line or "load_tensors" in line for line in lines)
 
