@@ -164,7 +164,8 @@ class WorkerBackend:
                     break
                 if msg[0] == "log":
                     _, name, level, text = msg
-                    tail.append(f"{logging.getLevelName(level)} {text}")
+                    if level >= logging.INFO:  # llama.cpp's DEBUG lines (graph details) would crowd the report
+                        tail.append(f"{logging.getLevelName(level)} {text}")
                     logging.getLogger(name).log(level, "%s", text)
                     continue
                 inbox.put(msg)
@@ -497,7 +498,7 @@ def write_crash_report(how: str, doing: str, rc: int | None, log_lines: list[str
     ]
     if info is not None:
         lines += ["model:", *(f"  {key} = {value}" for key, value in info.to_dict().items())]
-    lines += [f"last {len(log_lines)} llama.cpp log lines:", *(f"  {line}" for line in log_lines)]
+    lines += [f"last {len(log_lines)} llama.cpp log lines (INFO and above):", *(f"  {line}" for line in log_lines)]
     lines += [f"last {len(stderr_lines)} lines on the engine's stderr:", *(f"  {line}" for line in stderr_lines)]
     try:
         folder = crash_dir()
