@@ -27,8 +27,11 @@ def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> 
 
 
 def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = None, *,
-                 cpu_fallback: bool = False) -> Backend:
+                 cpu_fallback: bool = False, worker: bool = False) -> Backend:
     """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker).
+
+    ``worker``: a local model runs in a child process (engine/worker.py: the chat survives
+    llama.cpp ending its process); else in this one (``vibechat run``, ``--prompts-file``).
 
     ``cpu_fallback``: GPU layers asked for on a build that cannot offload load on the CPU
     with a notice (the chat) instead of failing the load (``vibechat run``)."""
@@ -55,6 +58,10 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
         cpu_fallback=cpu_fallback,
         repack=check_repack(engine.repack or DEFAULT_REPACK),
     )
+    if worker:
+        from vibechat.engine.worker import WorkerBackend
+
+        return WorkerBackend(options)
     return LlamaCppBackend(options)
 
 

@@ -54,6 +54,21 @@ class StreamInterrupted(GenerationError):
         self.partial = partial
 
 
+class EngineCrashed(GenerationError):
+    """The engine's process ended (a signal or a non-zero exit) during a call: the message
+    says which signal, while doing what, and names the crash report (``report``, or None
+    when it could not be written). The next call starts a fresh engine."""
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class EngineCrashLoop(EngineCrashed):
+    """A freshly restarted engine crashed again during its load or its first request:
+    it is not restarted with the same settings; the message names the setting to change."""
+
+
 class RemoteServerError(VibechatError):
     """A remote (OpenAI-compatible) server could not be reached, or refused or failed a request."""
 

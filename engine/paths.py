@@ -1,8 +1,8 @@
 """Where vibechat keeps its files. Resolved on each call, never at import time.
 
 platformdirs gives the per-OS defaults; ``VIBECHAT_CONFIG_DIR``,
-``VIBECHAT_DATA_DIR`` and ``VIBECHAT_CACHE_DIR`` override them (tests point all
-three at a temporary directory).
+``VIBECHAT_DATA_DIR``, ``VIBECHAT_CACHE_DIR`` and ``VIBECHAT_STATE_DIR`` override them
+(tests point all four at a temporary directory).
 """
 
 from __future__ import annotations
@@ -32,6 +32,15 @@ def data_dir() -> Path:
 
 def cache_dir() -> Path:
     return _dir("VIBECHAT_CACHE_DIR", "cache")
+
+
+def state_dir() -> Path:
+    return _dir("VIBECHAT_STATE_DIR", "state")
+
+
+def crash_dir() -> Path:
+    """Where the engine's crash reports go (engine/worker.py)."""
+    return state_dir() / "crashes"
 
 
 def models_dir() -> Path:

@@ -75,7 +75,7 @@ def read_only_dir(path: Path):
 
 @pytest.fixture(autouse=True)
 def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> dict[str, Path]:
-    dirs = {name: tmp_path / "user" / name for name in ("home", "config", "data", "cache")}
+    dirs = {name: tmp_path / "user" / name for name in ("home", "config", "data", "cache", "state")}
     for path in dirs.values():
         path.mkdir(parents=True)
     for name in list(os.environ):  # VIBECHAT_CONFIG, VIBECHAT_TEMPERATURE ...: none leak in
@@ -85,9 +85,11 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
     monkeypatch.setenv("XDG_CONFIG_HOME", str(dirs["config"]))
     monkeypatch.setenv("XDG_DATA_HOME", str(dirs["data"]))
     monkeypatch.setenv("XDG_CACHE_HOME", str(dirs["cache"]))
+    monkeypatch.setenv("XDG_STATE_HOME", str(dirs["state"]))
     monkeypatch.setenv("VIBECHAT_CONFIG_DIR", str(dirs["config"] / "vibechat"))
     monkeypatch.setenv("VIBECHAT_DATA_DIR", str(dirs["data"] / "vibechat"))
     monkeypatch.setenv("VIBECHAT_CACHE_DIR", str(dirs["cache"] / "vibechat"))
+    monkeypatch.setenv("VIBECHAT_STATE_DIR", str(dirs["state"] / "vibechat"))
     monkeypatch.setenv("HF_HOME", str(dirs["cache"] / "huggingface"))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     if request.node.get_closest_marker("model") or "starter_installed" in request.fixturenames:

@@ -60,11 +60,12 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
 
     # A bad --model fails here, before the screen opens; a Hub model is downloaded first.
     # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).
-    backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True)
+    # A local model runs in a child process: a llama.cpp crash ends that process, not the chat.
+    backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True, worker=True)
 
     def factory(path: "Path", **changes: Any) -> "Backend":
         """The same engine settings, another model (or other settings: ``n_gpu_layers``)."""
-        return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True)
+        return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save)
     freeze_startup_objects()
@@ -72,6 +73,8 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
         app.run()
     finally:
         backend.close()
+        if app.backend is not backend:  # switched models: the engine process in use now ends too
+            app.backend.close()
         if app.history is not None:
             app.history.close()
     return app.return_code or 0

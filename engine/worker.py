@@ -1,0 +1,713 @@
+"""``WorkerBackend``: a ``LlamaCppBackend`` in a child process, so that llama.cpp ending
+its process (a segfault, a GGML_ASSERT abort, the OOM killer, a GPU driver error) ends
+only the child: the chat stays up, says what happened in one line, writes a crash
+report, and starts a fresh child for the next request.
+
+Process model: ``python -m vibechat.engine.worker`` (a plain ``subprocess``, in its own
+session so the terminal's signals do not reach it). Three pipes:
+
+* the child's stdin carries the parent's requests as length-prefixed pickles: ``load``,
+  ``stream``, ``reset``, ``prefill``, ``count`` (one at a time, each with an id), and
+  ``cancel``. A reader thread in the child takes them; ``cancel`` is acted on at once
+  by that thread (the backend's abort/progress callbacks see it), never queued behind
+  the running request;
+* the child's stdout (a private copy of it: fd 1 itself then points at stderr, so
+  nothing native can write into the protocol) carries the answers: log records, load
+  progress, the reply's text (pieces that come faster than every few milliseconds are
+  joined), the other events, a result or an error;
+* the child's stderr (stray native output, Python's fault handler) is drained by a
+  thread into the crash report's tail and the ``vibechat.llama_cpp`` logger: never the
+  terminal.
+
+The child keeps its backend (and its KV cache) between requests. When the protocol pipe
+ends before the answer, the child died: the call raises ``EngineCrashed`` naming the
+signal, what it was doing and the crash report; the next call starts a fresh child. A
+fresh child that dies again during its load or its first request, with the same
+options, is not restarted until the options change (``EngineCrashLoop``).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import pickle
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from .backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta
+from .errors import EngineCrashed, EngineCrashLoop, GenerationError, VibechatError
+from .params import SamplingParams
+
+log = logging.getLogger("vibechat.llama_cpp")
+
+# Test-only: "STAGE:SIGNAL" (STAGE: load, or prompt: a stream's or a prefill's start) makes
+# every child started while it is set send itself SIGNAL at that stage. Read by the child only.
+CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
+
+LOG_TAIL = 50
+FLUSH_S = 0.005  # reply pieces closer together than this travel in one message
+_HEADER = struct.Struct(">I")
+
+
+# ------------------------------------------------------------------ framing
+def _write_frame(stream: IO[bytes], obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_frame(stream: IO[bytes]) -> Any:
+    """The next object, or None at the end of the stream (the other side is gone)."""
+    header = _read_exact(stream, _HEADER.size)
+    if header is None:
+        return None
+    data = _read_exact(stream, _HEADER.unpack(header)[0])
+    return None if data is None else pickle.loads(data)
+
+
+def _read_exact(stream: IO[bytes], n: int) -> bytes | None:
+    parts: list[bytes] = []
+    while n:
+        chunk = stream.read(n)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+# ------------------------------------------------------------------- parent
+@dataclasses.dataclass
+class _Crash:
+    message: str
+    report: Path | None
+
+
+class WorkerBackend:
+    """A ``LlamaCppBackend`` (same ``LlamaCppOptions``) in a child process. One thread drives
+    it; ``cancel()`` may be called from any thread."""
+
+    name = "llama.cpp"
+
+    def __init__(self, options: Any) -> None:  # LlamaCppOptions (not imported: no libllama here)
+        self.options = options
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._inbox: queue.Queue[Any] = queue.Queue()
+        self._write_lock = threading.Lock()
+        self._tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
+        self._info: ModelInfo | None = None
+        self._loaded = False  # the current child has the model loaded
+        self._next_id = 0
+        self._busy: int | None = None  # the request in flight (what cancel() stops)
+        self._restarted = False  # the current child replaces one that crashed ...
+        self._proven = False  # ... and has answered a request since
+        self._crashed_before = False
+        self._broken: tuple[Any, str] | None = None  # (options, message): no restart until they change
+        self._closing = False  # close() ends the child: its end is no crash
+        self._stderr_reader: threading.Thread | None = None
+
+    # ------------------------------------------------------------ process
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (None: no child running)."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def _start(self) -> None:
+        cmd = [sys.executable, "-m", "vibechat.engine.worker"]
+        kwargs: dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True  # Ctrl-C / Ctrl-Z in the terminal are the chat's
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                close_fds=True, **kwargs)
+        self._proc = proc
+        self._inbox = queue.Queue()
+        self._tail = collections.deque(maxlen=LOG_TAIL)  # new ones: an old reader may still append
+        self._stderr_tail = collections.deque(maxlen=LOG_TAIL)
+        self._loaded = False
+        self._restarted, self._proven = self._crashed_before, False
+        threading.Thread(target=self._read_protocol, args=(proc, self._inbox, self._tail), daemon=True,
+                         name="vibechat-worker-reader").start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, args=(proc, self._stderr_tail), daemon=True,
+                                               name="vibechat-worker-stderr")
+        self._stderr_reader.start()
+        self._send(("init", self.options))
+
+    @staticmethod
+    def _read_protocol(proc: subprocess.Popen[bytes], inbox: queue.Queue[Any], tail: collections.deque[str]) -> None:
+        assert proc.stdout is not None
+        try:
+            while True:
+                try:
+                    msg = _read_frame(proc.stdout)
+                except Exception as exc:  # noqa: BLE001 - a torn frame: the child died mid-write
+                    log.debug("worker protocol: %s", exc)
+                    msg = None
+                if msg is None:
+                    break
+                if msg[0] == "log":
+                    _, name, level, text = msg
+                    if level >= logging.INFO:  # llama.cpp's DEBUG lines (graph details) would crowd the report
+                        tail.append(f"{logging.getLevelName(level)} {text}")
+                    logging.getLogger(name).log(level, "%s", text)
+                    continue
+                inbox.put(msg)
+        finally:
+            inbox.put(("eof",))
+            _close_quietly(proc.stdout)
+
+    @staticmethod
+    def _read_stderr(proc: subprocess.Popen[bytes], tail: collections.deque[str]) -> None:
+        assert proc.stderr is not None
+        try:
+            for raw in proc.stderr:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line:
+                    tail.append(line)
+                    log.warning("engine process: %s", line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            _close_quietly(proc.stderr)
+
+    def _send(self, msg: tuple[Any, ...]) -> bool:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return False
+        with self._write_lock:
+            try:
+                _write_frame(proc.stdin, msg)
+                return True
+            except (OSError, ValueError):  # the child is gone: its answer pipe says so
+                return False
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _request(self, kind: str, *args: Any) -> int:
+        self._next_id += 1
+        rid = self._next_id
+        self._busy = rid
+        self._send((kind, rid, *args))
+        return rid
+
+    def _answer(self, rid: int, what: Callable[[], str],
+                on_message: Callable[[tuple[Any, ...]], None] | None = None) -> Any:
+        """Wait for request ``rid``'s result; messages on the way go to ``on_message``.
+        Raises what the child raised, or ``EngineCrashed`` if it died (``what()``: doing what)."""
+        while True:
+            msg = self._inbox.get()
+            kind = msg[0]
+            if kind == "eof":
+                self._busy = None
+                raise self._crash(what())
+            if kind in ("result", "error") and msg[1] != rid:
+                continue  # a late answer to an abandoned request
+            if kind == "result":
+                self._busy = None
+                return msg[2]
+            if kind == "error":
+                self._busy = None
+                raise _rebuild_error(msg[2], msg[3])
+            if on_message is not None:
+                on_message(msg)
+
+    def _check_broken(self) -> None:
+        if self._broken is not None:
+            options, message = self._broken
+            if options == self.options:
+                raise EngineCrashLoop(message)
+            self._broken = None
+            self._crashed_before = False
+
+    def _model_name(self) -> str:
+        return Path(str(self.options.model_path)).name
+
+    def _ensure_loaded(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        self._check_broken()
+        if self._loaded and self._alive() and self._info is not None:
+            return self._info
+        if self._proc is not None and not self._alive():  # died while idle (the OOM killer?)
+            log.warning("%s", self._crash("while idle between requests"))
+        if self._proc is not None:
+            self._stop_child()
+        self._check_broken()
+        self._start()
+
+        def progress(msg: tuple[Any, ...]) -> None:
+            if msg[0] == "progress" and on_progress is not None:
+                try:
+                    on_progress(msg[1])
+                except Exception:  # noqa: BLE001
+                    pass
+
+        rid = self._request("load")
+        try:
+            info = self._answer(rid, lambda: f"while loading {self._model_name()}", progress)
+        except EngineCrashed:
+            raise
+        except BaseException:
+            self._stop_child()  # a failed or cancelled load: the next call starts afresh
+            raise
+        self._info = info
+        self._loaded = True
+        return info
+
+    # --------------------------------------------------------- crashes
+    def _crash(self, doing: str) -> EngineCrashed:
+        """The child is gone: reap it, write the report, decide whether to restart later."""
+        if self._closing:
+            return EngineCrashed("the engine was closed while it was busy.")
+        proc = self._proc
+        rc: int | None = None
+        if proc is not None:
+            try:
+                rc = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # it closed its pipe but lives on: end it
+                proc.kill()
+                rc = proc.wait(timeout=10)
+        how = (f"crashed ({_signal_name(-rc)})" if rc is not None and rc < 0
+               else f"exited unexpectedly (status {rc})")
+        if self._stderr_reader is not None:  # its last lines (a fault handler's traceback)
+            self._stderr_reader.join(timeout=2)
+        report = write_crash_report(how, doing, rc, list(self._tail), list(self._stderr_tail), self.options,
+                                    self._info)
+        self._discard_child()
+        where = f"; crash report: {report}" if report else ""
+        if self._restarted and not self._proven:
+            setting = suggest_setting(self.options, self._info, doing, rc)
+            message = (f"the engine {how} {doing} again right after a restart, so vibechat will not restart "
+                       f"it with the same settings: try {setting}{where}")
+            self._broken = (dataclasses.replace(self.options), message)
+            return EngineCrashLoop(message, report)
+        self._crashed_before = True
+        return EngineCrashed(f"the engine {how} {doing}; it restarts with the next request{where}", report)
+
+    def _discard_child(self) -> None:
+        proc, self._proc = self._proc, None
+        self._loaded = False
+        self._busy = None
+        if proc is not None:  # its stdout and stderr are closed by their reader threads
+            _close_quietly(proc.stdin)
+
+    def _stop_child(self, timeout: float = 5.0) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._send(("close",))
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+        self._discard_child()
+
+    # ------------------------------------------------------- Backend API
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        return self._ensure_loaded(on_progress)
+
+    def describe(self) -> ModelInfo:
+        if self._info is None:
+            raise GenerationError("no model is loaded yet.")
+        return self._info
+
+    def cancel(self) -> None:
+        busy = self._busy
+        if busy is not None:
+            self._send(("cancel", busy))
+
+    def reset(self) -> None:
+        if not (self._loaded and self._alive()):
+            return  # a fresh child starts with an empty cache
+        rid = self._request("reset")
+        self._answer(rid, lambda: "while clearing the conversation cache")
+
+    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+        self._ensure_loaded()
+        rid = self._request("prefill", list(messages))
+        result = int(self._answer(rid, lambda: "while evaluating the conversation"))
+        self._proven = True
+        return result
+
+    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        self._ensure_loaded()
+        rid = self._request("count", list(messages))
+        return int(self._answer(rid, lambda: "while counting tokens"))
+
+    def stream_chat(self, messages: Sequence[ChatMessage],
+                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+        self._ensure_loaded()
+        rid = self._request("stream", list(messages), params)
+        tokens = 0
+        finished = False
+        try:
+            while True:
+                msg = self._inbox.get()
+                kind = msg[0]
+                if kind == "eof":
+                    finished = True
+                    self._busy = None
+                    raise self._crash("while evaluating the prompt" if tokens == 0
+                                      else f"mid-reply after {tokens} token{'s' if tokens != 1 else ''}")
+                if kind in ("result", "error") and msg[1] != rid:
+                    continue
+                if kind == "delta":
+                    tokens = msg[2]
+                    yield TextDelta(msg[1])
+                elif kind == "event":
+                    if isinstance(msg[1], GenerationDone):
+                        tokens = max(tokens, msg[1].stats.completion_tokens)
+                    yield msg[1]
+                elif kind == "result":
+                    finished = True
+                    self._busy = None
+                    self._proven = True
+                    return
+                elif kind == "error":
+                    finished = True
+                    self._busy = None
+                    raise _rebuild_error(msg[2], msg[3])
+        finally:
+            if not finished:  # closed early (or the consumer failed): stop it, wait for its end
+                self._abandon(rid)
+
+    def _abandon(self, rid: int) -> None:
+        self._send(("cancel", rid))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                msg = self._inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if msg[0] == "eof":
+                try:
+                    crash = self._crash("while stopping a reply")
+                    log.warning("%s", crash)
+                except Exception:  # noqa: BLE001
+                    log.exception("engine crash while stopping a reply")
+                return
+            if msg[0] in ("result", "error") and msg[1] == rid:
+                self._busy = None
+                return
+        log.warning("the engine did not stop within 60 s: ending it")
+        self._kill()
+
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        self._discard_child()
+
+    def close(self) -> None:
+        self._closing = True
+        try:
+            self._stop_child()
+        finally:
+            self._closing = False
+        self._info = None
+
+
+def _close_quietly(pipe: IO[bytes] | None) -> None:
+    try:
+        if pipe is not None:
+            pipe.close()
+    except (OSError, ValueError):
+        pass
+
+
+def _rebuild_error(name: str, message: str) -> Exception:
+    """The child's exception, as the same class when it is one of engine/errors.py's."""
+    from . import errors
+
+    cls = getattr(errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, VibechatError):
+        try:
+            return cls(message)
+        except TypeError:
+            return GenerationError(message)
+    return GenerationError(f"the engine failed: {name}: {message}")
+
+
+def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | None) -> str:
+    """The setting most likely to avoid a crash that repeats, in a few words."""
+    ideas: list[str] = []
+    if getattr(options, "repack", "off") != "off":
+        ideas.append("--repack off")
+    gpu = info.gpu_layers if info is not None else (options.n_gpu_layers or 0)
+    if gpu:
+        ideas.append("--n-gpu-layers 0")
+    if getattr(options, "speculative", "off") != "off" and not doing.startswith("while loading"):
+        ideas.append("--speculative off")
+    if getattr(options, "kv_cache_type", "f16") != "f16":
+        ideas.append("--kv-cache-type f16")
+    ideas.append("a smaller --ctx")
+    if rc is not None and rc == -getattr(signal, "SIGKILL", -1):  # the OOM killer's signal: memory first
+        ideas.remove("a smaller --ctx")
+        ideas.insert(0, "a smaller --ctx")
+    ideas.append("another model")
+    return ", ".join(ideas[:-1]) + " or " + ideas[-1]
+
+
+def write_crash_report(how: str, doing: str, rc: int | None, log_lines: list[str], stderr_lines: list[str],
+                       options: Any, info: ModelInfo | None) -> Path | None:
+    """A text file under the state dir's ``crashes/`` folder; None if it could not be written."""
+    import platform
+    from datetime import datetime, timezone
+
+    from .paths import crash_dir
+
+    now = datetime.now(timezone.utc)
+    signal_line = f"{_signal_name(-rc)} (signal {-rc})" if rc is not None and rc < 0 else f"exit status {rc}"
+    try:
+        opts = dataclasses.asdict(options)
+    except TypeError:
+        opts = {"options": repr(options)}
+    lines = [
+        "vibechat engine crash report",
+        f"time: {now.isoformat(timespec='seconds')}",
+        f"what: the engine {how} {doing}",
+        f"signal: {signal_line}",
+        f"vibechat: {_version('vibechat')}",
+        f"llama-cpp-python: {_version('llama_cpp_python')}",
+        f"python: {platform.python_version()} ({platform.platform()})",
+        "options:",
+        *(f"  {key} = {value}" for key, value in opts.items()),
+    ]
+    if info is not None:
+        lines += ["model:", *(f"  {key} = {value}" for key, value in info.to_dict().items())]
+    lines += [f"last {len(log_lines)} llama.cpp log lines (INFO and above):", *(f"  {line}" for line in log_lines)]
+    lines += [f"last {len(stderr_lines)} lines on the engine's stderr:", *(f"  {line}" for line in stderr_lines)]
+    try:
+        folder = crash_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"crash-{now:%Y%m%d-%H%M%S}-{os.getpid()}-{time.monotonic_ns() % 10**6}.txt"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
+    except OSError as exc:
+        log.warning("could not write the crash report: %s", exc)
+        return None
+
+
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# -------------------------------------------------------------------- child
+class _Control:
+    """The child's cancel state, shared by its reader thread (which cancels) and its main
+    thread (which runs one request at a time). A cancel for request N is asserted again
+    until N has ended: the backend clears its flag when a request starts, and the cancel
+    may arrive before that."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.backend: Any = None
+        self.cancel_upto = 0
+        self.done = 0
+        self._asserting = False
+
+    def cancel(self, rid: int) -> None:
+        with self.lock:
+            if rid <= self.done:
+                return
+            self.cancel_upto = max(self.cancel_upto, rid)
+            if self.backend is not None:
+                self.backend.cancel()
+            if self._asserting:
+                return
+            self._asserting = True
+        threading.Thread(target=self._assert_cancel, daemon=True).start()
+
+    def _assert_cancel(self) -> None:
+        while True:
+            with self.lock:
+                if self.done >= self.cancel_upto:
+                    self._asserting = False
+                    return
+                if self.backend is not None:
+                    self.backend.cancel()
+            time.sleep(0.005)
+
+    def cancelled(self, rid: int) -> bool:
+        with self.lock:
+            return self.cancel_upto >= rid
+
+    def finished(self, rid: int) -> None:
+        with self.lock:
+            self.done = max(self.done, rid)
+
+
+class _ForwardLogs(logging.Handler):
+    def __init__(self, send: Callable[[tuple[Any, ...]], None]) -> None:
+        super().__init__(logging.DEBUG)
+        self._send = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._send(("log", record.name, record.levelno, record.getMessage()))
+        except Exception:  # noqa: BLE001 - never raise into llama.cpp's log callback
+            pass
+
+
+def _crash_hook(stage: str) -> None:
+    """Test-only (CRASH_HOOK_ENV): end this process with a signal at ``stage``."""
+    hook = os.environ.get(CRASH_HOOK_ENV, "")
+    if not hook:
+        return
+    at, _, name = hook.partition(":")
+    if at == stage:
+        os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
+        time.sleep(10)  # the signal ends us
+
+
+def child_main() -> int:
+    import faulthandler
+
+    # The protocol gets a private copy of stdout; fd 1 then points at stderr (the parent's
+    # pipe), so native code printing to stdout cannot break a frame.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    faulthandler.enable(sys.stderr)  # a Python traceback on SIGSEGV/SIGABRT, for the crash report
+    if hasattr(signal, "SIGINT"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inp = sys.stdin.buffer
+    write_lock = threading.Lock()
+
+    def send(msg: tuple[Any, ...]) -> None:
+        with write_lock:
+            _write_frame(out, msg)
+
+    control = _Control()
+    requests: queue.Queue[Any] = queue.Queue()
+
+    def read_requests() -> None:
+        try:
+            while True:
+                msg = _read_frame(inp)
+                if msg is None:
+                    break
+                if msg[0] == "cancel":
+                    control.cancel(msg[1])
+                else:
+                    requests.put(msg)
+        except Exception:  # noqa: BLE001
+            pass
+        # The parent is gone (or closed us): stop what runs, and exit soon whatever happens.
+        control.cancel(1 << 62)
+        requests.put(None)
+        threading.Timer(5.0, os._exit, args=(0,)).start()
+
+    threading.Thread(target=read_requests, daemon=True, name="vibechat-worker-requests").start()
+
+    engine_log = logging.getLogger("vibechat")
+    engine_log.setLevel(logging.DEBUG)
+    engine_log.propagate = False
+    engine_log.addHandler(_ForwardLogs(send))
+
+    first = requests.get()
+    if first is None or first[0] != "init":
+        return 0
+    from .llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(first[1])
+    with control.lock:
+        control.backend = backend
+    while True:
+        msg = requests.get()
+        if msg is None or msg[0] == "close":
+            break
+        kind, rid, *args = msg
+        try:
+            if kind == "load" and control.cancelled(rid):  # while this process started
+                from .errors import LoadCancelled
+
+                raise LoadCancelled(f"loading {Path(str(first[1].model_path)).name} was cancelled.")
+            result = _serve(backend, kind, rid, args, send)
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back as an answer
+            control.finished(rid)
+            send(("error", rid, type(exc).__name__, str(exc)))
+        else:
+            control.finished(rid)
+            send(("result", rid, result))
+    backend.close()
+    return 0
+
+
+def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[tuple[Any, ...]], None]) -> Any:
+    if kind == "load":
+        _crash_hook("load")
+        return backend.load(on_progress=lambda value: send(("progress", value)))
+    if kind == "reset":
+        backend.reset()
+        return None
+    if kind == "count":
+        return backend.count_tokens(args[0])
+    if kind == "prefill":
+        _crash_hook("prompt")
+        return backend.prefill(args[0])
+    if kind == "stream":
+        _stream(backend, args[0], args[1], send)
+        return None
+    raise GenerationError(f"unknown engine request {kind!r}")
+
+
+def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
+            send: Callable[[tuple[Any, ...]], None]) -> None:
+    pending: list[str] = []
+    tokens = 0
+    last = 0.0
+    clock = time.perf_counter
+    _crash_hook("prompt")
+    stream = backend.stream_chat(messages, params)
+    try:
+        for event in stream:
+            if type(event) is TextDelta:
+                pending.append(event.text)
+                tokens += 1
+                now = clock()
+                if now - last >= FLUSH_S:
+                    send(("delta", "".join(pending), tokens))
+                    pending.clear()
+                    last = now
+                continue
+            if pending:
+                send(("delta", "".join(pending), tokens))
+                pending.clear()
+            send(("event", event))
+    finally:
+        stream.close()
+        if pending:
+            send(("delta", "".join(pending), tokens))
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())

@@ -1,0 +1,344 @@
+"""``WorkerBackend`` (engine/worker.py): the starter model in a real child process. Replies,
+cancel, KV reuse, and the child killed at every stage: the call raises one line naming the
+signal and the crash report, and the next request is answered by a fresh child."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import collect
+from test_ctrl_c import LONG_PROMPT
+from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.errors import EngineCrashed, EngineCrashLoop, LoadCancelled, VibechatError
+from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.params import SamplingParams
+from vibechat.engine.worker import CRASH_HOOK_ENV, WorkerBackend
+
+pytestmark = pytest.mark.model
+
+GREEDY = SamplingParams(temperature=0, max_tokens=24)
+LONG_REPLY = SamplingParams(temperature=0, max_tokens=400)
+HELLO = [ChatMessage("user", "List three colours.")]
+STORY = [ChatMessage("user", "Write a long story about a dragon who learns to bake bread.")]
+WAIT_S = 120  # every wait below is bounded by this
+
+
+def options(path: Path, **changes) -> LlamaCppOptions:
+    return LlamaCppOptions(**{"model_path": path, "n_ctx": 8192, "repack": "off", **changes})
+
+
+@pytest.fixture
+def worker(starter_path: Path):
+    backend = WorkerBackend(options(starter_path))
+    yield backend
+    backend.close()
+
+
+def wait_until(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {WAIT_S} s for {what}")
+        time.sleep(0.01)
+
+
+def report_of(error: Exception) -> Path:
+    match = re.search(r"crash report: (\S+)$", str(error))
+    assert match, str(error)
+    path = Path(match.group(1))
+    assert path.is_file() and path.parent.name == "crashes"
+    assert Path(os.environ["VIBECHAT_STATE_DIR"]) in path.parents  # never the real home
+    return path
+
+
+def assert_answers(backend: WorkerBackend, messages=HELLO) -> GenerationDone:
+    deltas, done = collect(backend, messages, GREEDY)
+    assert done.finish_reason in ("stop", "length") and done.text.strip() and "".join(deltas) == done.text
+    return done
+
+
+def test_a_reply_through_the_worker_is_the_in_process_reply(starter_path, worker):
+    in_process = LlamaCppBackend(options(starter_path))
+    try:
+        _, expected = collect(in_process, HELLO, GREEDY)
+    finally:
+        in_process.close()
+    progress: list[float] = []
+    info = worker.load(on_progress=progress.append)
+    assert info.architecture == "gemma3" and worker.describe() == info
+    assert progress and max(progress) == pytest.approx(1.0)
+    deltas, done = collect(worker, HELLO, GREEDY)
+    assert done.text == expected.text and "".join(deltas) == done.text
+    assert done.stats.completion_tokens == expected.stats.completion_tokens
+    assert done.params is not None and done.params.temperature == 0
+    assert worker.count_tokens(HELLO) == done.stats.prompt_tokens
+    # Turn two reuses the KV cache: the child kept its backend.
+    turn2 = [*HELLO, ChatMessage("assistant", done.text), ChatMessage("user", "And three animals?")]
+    _, second = collect(worker, turn2, GREEDY)
+    assert second.stats.prompt_tokens_evaluated < second.stats.prompt_tokens / 2
+    worker.reset()
+    _, third = collect(worker, turn2, GREEDY)
+    assert third.stats.prompt_tokens_evaluated == third.stats.prompt_tokens
+    assert worker.prefill(turn2) == third.stats.prompt_tokens
+    turn3 = [*turn2, ChatMessage("assistant", third.text), ChatMessage("user", "Thanks.")]
+    _, fourth = collect(worker, turn3, GREEDY)
+    assert fourth.stats.prompt_tokens_evaluated < fourth.stats.prompt_tokens / 2
+
+
+def test_llama_cpp_logs_reach_the_parents_logger(worker):
+    import logging
+
+    class Keep(logging.Handler):  # on the logger itself: other tests may stop propagation above it
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
+
+    logger = logging.getLogger("vibechat.llama_cpp")
+    keep, level = Keep(), logger.level
+    logger.addHandler(keep)
+    logger.setLevel(logging.DEBUG)
+    try:
+        worker.load()
+    finally:
+        logger.removeHandler(keep)
+        logger.setLevel(level)
+    lines = [r.getMessage() for r in keep.records]
+    assert any(line.startswith("loaded ") for line in lines)
+    assert any("llama_model_loader" in line or "load_tensors" in line for line in lines)
+
+
+def test_cancel_during_prompt_evaluation_and_mid_reply(worker):
+    worker.load()
+    # the long prompt: cancelled while it is evaluated (it takes seconds), then mid-reply
+    stream = worker.stream_chat([ChatMessage("user", LONG_PROMPT)], LONG_REPLY)
+    timer = threading.Timer(0.5, worker.cancel)
+    timer.start()
+    events = list(stream)
+    timer.join()
+    done = events[-1]
+    assert isinstance(done, GenerationDone) and done.finish_reason == "cancelled"
+    assert done.stats.completion_tokens <= 1
+
+    pieces: list[str] = []
+    for event in worker.stream_chat(STORY, LONG_REPLY):
+        if isinstance(event, TextDelta):
+            pieces.append(event.text)
+            if len(pieces) == 3:
+                worker.cancel()
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done.finish_reason == "cancelled" and done.stats.completion_tokens < 100
+    assert done.text == "".join(pieces)
+    assert_answers(worker)  # and the next request is not cancelled
+
+
+def test_closing_the_stream_early_stops_the_reply_and_the_next_one_runs(worker):
+    stream = worker.stream_chat(STORY, LONG_REPLY)
+    assert isinstance(next(stream), TextDelta)
+    stream.close()
+    assert_answers(worker)
+
+
+def test_cancel_while_loading(worker):
+    worker.cancel()  # nothing running: a no-op
+    # The load is cancelled while the child starts (it takes a while to import llama.cpp);
+    # a large model's load would be stopped between tensors the same way (llama.cpp's
+    # progress callback), but the starter's takes milliseconds.
+    def cancel_once_sent() -> None:
+        wait_until(lambda: worker._busy is not None, "the load request")
+        worker.cancel()
+
+    canceller = threading.Thread(target=cancel_once_sent)
+    canceller.start()
+    with pytest.raises(LoadCancelled):
+        worker.load()
+    canceller.join(WAIT_S)
+    assert worker.pid is None
+    assert worker.load().architecture == "gemma3"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_killed_mid_reply(worker, sig):
+    worker.load()
+    pieces: list[str] = []
+    with pytest.raises(EngineCrashed) as caught:
+        for event in worker.stream_chat(STORY, LONG_REPLY):
+            if isinstance(event, TextDelta):
+                pieces.append(event.text)
+                if len(pieces) == 3:
+                    os.kill(worker.pid, sig)
+    message = str(caught.value)
+    assert "\n" not in message and sig.name in message
+    assert re.search(r"mid-reply after \d+ tokens", message)
+    assert "".join(pieces).strip()  # the partial text was yielded before the error
+    report = report_of(caught.value).read_text()
+    assert sig.name in report and "last 50 llama.cpp log lines (INFO and above)" in report and "loaded " in report
+    assert "vibechat: " in report and "llama-cpp-python: 0." in report
+    assert "repack = off" in report
+    assert_answers(worker)  # a fresh child
+    assert_answers(worker)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_killed_while_the_prompt_is_evaluated(worker, sig):
+    worker.load()
+    turn1 = [ChatMessage("user", "Hello"), ChatMessage("assistant", "Hi! How can I help?")]
+    _, first = collect(worker, turn1[:1], GREEDY)
+    killer = threading.Timer(0.5, lambda: os.kill(worker.pid, sig))
+    killer.start()
+    with pytest.raises(EngineCrashed) as caught:
+        list(worker.stream_chat([*turn1, ChatMessage("user", LONG_PROMPT)], LONG_REPLY))
+    killer.join()
+    assert sig.name in str(caught.value) and "while evaluating the prompt" in str(caught.value)
+    assert sig.name in report_of(caught.value).read_text()
+    # the next request evaluates the whole conversation in the fresh child
+    done = assert_answers(worker, [*turn1, ChatMessage("user", "Thanks!")])
+    assert done.stats.prompt_tokens_evaluated == done.stats.prompt_tokens
+
+
+@pytest.mark.parametrize("sig", ["SIGSEGV", "SIGKILL"])
+def test_killed_while_loading_then_restarts(worker, monkeypatch, sig):
+    monkeypatch.setenv(CRASH_HOOK_ENV, f"load:{sig}")
+    with pytest.raises(EngineCrashed) as caught:
+        worker.load()
+    message = str(caught.value)
+    assert not isinstance(caught.value, EngineCrashLoop)
+    assert sig in message and "while loading gemma-3-270m" in message and "\n" not in message
+    report = report_of(caught.value).read_text()
+    assert sig in report and "log lines" in report
+    monkeypatch.delenv(CRASH_HOOK_ENV)
+    assert_answers(worker)
+
+
+def test_killed_from_outside_while_loading(worker):
+    with pytest.raises(EngineCrashed) as caught:
+        worker.load(on_progress=lambda _f: os.kill(worker.pid, signal.SIGKILL) if worker.pid else None)
+    assert "SIGKILL" in str(caught.value) and "while loading" in str(caught.value)
+    assert_answers(worker)
+
+
+def test_a_child_that_crashes_again_right_after_a_restart_is_not_restarted(starter_path, worker, monkeypatch):
+    monkeypatch.setenv(CRASH_HOOK_ENV, "load:SIGSEGV")
+    worker.options = options(starter_path, kv_cache_type="q8_0")
+    with pytest.raises(EngineCrashed) as first:
+        worker.load()
+    assert not isinstance(first.value, EngineCrashLoop)
+    with pytest.raises(EngineCrashLoop) as again:
+        list(worker.stream_chat(HELLO, GREEDY))
+    message = str(again.value)
+    assert "\n" not in message and "SIGSEGV" in message and "--kv-cache-type f16" in message
+    report_of(again.value)
+    monkeypatch.delenv(CRASH_HOOK_ENV)
+    # the same options: refused at once, no child started
+    with pytest.raises(EngineCrashLoop):
+        worker.load()
+    assert worker.pid is None
+    worker.options = options(starter_path)  # the setting changed: it starts again
+    assert_answers(worker)
+
+
+def test_crash_loop_names_a_setting_for_a_crash_in_the_first_request(starter_path, worker, monkeypatch):
+    worker.load()
+    pid = worker.pid
+    os.kill(pid, signal.SIGKILL)  # dies between requests: reported, and the next call restarts it
+    wait_until(lambda: worker._proc.poll() is not None, "the child to die")
+    monkeypatch.setenv(CRASH_HOOK_ENV, "prompt:SIGABRT")  # for the children started from now on
+    assert worker.count_tokens(HELLO) > 0 and worker.pid != pid
+    assert len(list((Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes").iterdir())) == 1
+    with pytest.raises(EngineCrashLoop) as caught:
+        worker.prefill(HELLO)  # the restarted child's first request
+    assert "SIGABRT" in str(caught.value) and "a smaller --ctx" in str(caught.value)
+
+
+def test_close_ends_the_child(worker):
+    worker.load()
+    pid = worker.pid
+    assert pid is not None
+    worker.close()
+    assert worker.pid is None
+    with pytest.raises(ProcessLookupError):
+        for _ in range(100):
+            os.kill(pid, 0)  # reaped: gone
+            time.sleep(0.05)
+
+
+def test_a_load_error_crosses_the_process_boundary(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf file at all")
+    backend = WorkerBackend(options(bad))
+    try:
+        with pytest.raises(VibechatError) as caught:
+            backend.load()
+        assert type(caught.value).__name__ == "ModelFileError"
+    finally:
+        backend.close()
+
+
+def test_the_setting_named_after_repeated_crashes(starter_path):
+    from vibechat.engine.worker import suggest_setting
+
+    from types import SimpleNamespace
+
+    auto = SimpleNamespace(repack="auto", n_gpu_layers=0)  # never loaded: only its settings are read
+    assert suggest_setting(auto, None, "while evaluating the prompt", -11).startswith("--repack off")
+    gpu = options(starter_path, n_gpu_layers=20)
+    assert suggest_setting(gpu, None, "while loading x", -6).startswith("--n-gpu-layers 0")
+    plain = options(starter_path)
+    assert suggest_setting(plain, None, "mid-reply after 3 tokens", -9) == "a smaller --ctx or another model"
+
+
+def test_the_child_ends_when_the_chat_process_dies(starter_path):
+    import subprocess
+    import sys
+
+    if not Path("/proc").is_dir():
+        pytest.skip("needs /proc")
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from vibechat.engine.llamacpp import LlamaCppOptions\n"
+        "from vibechat.engine.worker import WorkerBackend\n"
+        "b = WorkerBackend(LlamaCppOptions(model_path=Path(sys.argv[1]), n_ctx=2048, repack='off'))\n"
+        "b.load()\n"
+        "print(b.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script, str(starter_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+    finally:
+        parent.kill()
+        parent.wait(WAIT_S)
+
+    def gone() -> bool:
+        try:
+            state = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            return True
+        return "\nState:\tZ" in state  # exited, not reaped yet by whoever adopted it
+
+    wait_until(gone, "the orphaned engine process to exit")
+
+
+def test_a_reply_that_crashes_twice_at_its_start_is_not_retried(worker, monkeypatch):
+    monkeypatch.setenv(CRASH_HOOK_ENV, "prompt:SIGSEGV")
+    with pytest.raises(EngineCrashed) as first:
+        list(worker.stream_chat(HELLO, GREEDY))
+    assert not isinstance(first.value, EngineCrashLoop)
+    assert "SIGSEGV" in str(first.value) and "while evaluating the prompt" in str(first.value)
+    with pytest.raises(EngineCrashLoop) as again:
+        list(worker.stream_chat(HELLO, GREEDY))
+    assert "again right after a restart" in str(again.value) and "a smaller --ctx" in str(again.value)
+    assert len(list((Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes").iterdir())) == 2
