@@ -51,7 +51,7 @@ ThreadsOpt = Annotated[Optional[int], typer.Option(
     "--threads", metavar="N", help="CPU threads (default: physical performance cores).", rich_help_panel=ENGINE)]
 BackendOpt = Annotated[Optional[str], typer.Option(
     "--backend", metavar="NAME",
-    help="llama (GGUF in this process, the default) or openai (an OpenAI-compatible server).",
+    help="llama (GGUF files through llama.cpp, the default) or openai (an OpenAI-compatible server).",
     rich_help_panel=REMOTE)]
 BaseUrlOpt = Annotated[Optional[str], typer.Option(
     "--base-url", metavar="URL",

@@ -127,7 +127,7 @@ class Config:
         kind="path", example='"~/models/vibechat"', unset="'models' in the data folder",
         env="VIBECHAT_MODELS_DIR"))
     backend: str | None = field(default=None, metadata=_doc(
-        "Where replies come from: llama (GGUF files in this process, through llama.cpp) or openai (a "
+        "Where replies come from: llama (GGUF files through llama.cpp, on this machine) or openai (a "
         "server with an OpenAI-compatible API at base_url: llama-server, vLLM, Ollama, LM Studio, ...).",
         kind="text", example='"openai"', unset="llama; openai when base_url is set",
         env="VIBECHAT_BACKEND", flag="--backend", choices=BACKENDS))
