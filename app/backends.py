@@ -44,7 +44,7 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
         check_kv_cache_type,
         check_speculative,
     )
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.knobs import LlamaCppOptions
     from vibechat.engine.repack import DEFAULT_REPACK, check_repack
 
     options = LlamaCppOptions(
@@ -62,6 +62,8 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
         from vibechat.engine.worker import WorkerBackend
 
         return WorkerBackend(options)
+    from vibechat.engine.llamacpp import LlamaCppBackend  # loads libllama: only where the model runs here
+
     return LlamaCppBackend(options)
 
 

@@ -8,7 +8,11 @@ names and checks here; ``engine/llamacpp.py`` maps them onto llama.cpp.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from .errors import InvalidParameterError
+from .repack import DEFAULT_REPACK
 
 # llama.cpp allocates a context in steps of this many tokens: it pads n_ctx up to a multiple
 # (llama-context.cpp: GGML_PAD(n_ctx, 256)), so a smaller context is never smaller in fact.
@@ -163,3 +167,27 @@ def human_mib(n_bytes: int) -> str:
     if mib >= 1024:
         return f"{mib / 1024:.1f} GiB"
     return f"{mib:.0f} MiB" if mib >= 10 else f"{mib:.1f} MiB"
+
+
+@dataclass
+class LlamaCppOptions:
+    """How ``LlamaCppBackend`` (engine/llamacpp.py) loads a model. ``None`` means "choose like
+    llama.cpp would". Here, not beside the backend, so that the chat's process, whose engine
+    runs in a worker process (engine/worker.py), never loads libllama."""
+
+    model_path: Path
+    n_ctx: int | None = None  # default: trained context, capped at 8192
+    n_gpu_layers: int | None = None  # default: all when the build can offload, else 0
+    n_threads: int | None = None  # default: physical performance cores
+    flash_attn: bool | None = None  # default: auto (llama.cpp decides per device)
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    kv_cache_type: str = DEFAULT_KV_CACHE_TYPE  # "f16", "q8_0" or "q4_0", for K and V
+    speculative: str = "off"  # "prompt-lookup": draft tokens from the prompt and reply so far
+    draft_tokens: int = DEFAULT_DRAFT_TOKENS  # most tokens drafted per step
+    # GPU layers asked for (n_gpu_layers != 0) on a build that cannot offload: False raises
+    # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
+    cpu_fallback: bool = False
+    # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
+    # kernel crashes (engine/repack.py), "on" / "off" force it.
+    repack: str = DEFAULT_REPACK

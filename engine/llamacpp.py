@@ -22,7 +22,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp as ll
@@ -48,10 +47,9 @@ from .errors import (
     ModelLoadError,
 )
 from .gguf import GGUFInfo, inspect_gguf
+from .knobs import LlamaCppOptions  # noqa: F401 - defined where the chat can read it without libllama
 from .knobs import (
     CONTEXT_STEP,
-    DEFAULT_DRAFT_TOKENS,
-    DEFAULT_KV_CACHE_TYPE,
     DRAFT_NGRAM,
     check_draft_logits,
     check_draft_tokens,
@@ -127,28 +125,6 @@ def _ensure_llama_initialised() -> _LlamaLog:
 
 def gpu_offload_supported() -> bool:
     return bool(ll.llama_supports_gpu_offload())
-
-
-@dataclass
-class LlamaCppOptions:
-    """How to load a model. ``None`` means "choose like llama.cpp would"."""
-
-    model_path: Path
-    n_ctx: int | None = None  # default: trained context, capped at 8192
-    n_gpu_layers: int | None = None  # default: all when the build can offload, else 0
-    n_threads: int | None = None  # default: physical performance cores
-    flash_attn: bool | None = None  # default: auto (llama.cpp decides per device)
-    n_batch: int = 2048
-    n_ubatch: int = 512
-    kv_cache_type: str = DEFAULT_KV_CACHE_TYPE  # "f16", "q8_0" or "q4_0", for K and V
-    speculative: str = "off"  # "prompt-lookup": draft tokens from the prompt and reply so far
-    draft_tokens: int = DEFAULT_DRAFT_TOKENS  # most tokens drafted per step
-    # GPU layers asked for (n_gpu_layers != 0) on a build that cannot offload: False raises
-    # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
-    cpu_fallback: bool = False
-    # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
-    # kernel crashes (engine/repack.py), "on" / "off" force it.
-    repack: str = _repack.DEFAULT_REPACK
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

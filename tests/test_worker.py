@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -342,3 +344,27 @@ def test_a_reply_that_crashes_twice_at_its_start_is_not_retried(worker, monkeypa
         list(worker.stream_chat(HELLO, GREEDY))
     assert "again right after a restart" in str(again.value) and "a smaller --ctx" in str(again.value)
     assert len(list((Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes").iterdir())) == 2
+
+
+def test_the_chat_process_never_loads_libllama(starter_path):
+    """The chat builds its backend with make_backend(worker=True): the model loads and answers
+    in the worker, and the chat's own process never imports llama_cpp (libllama)."""
+    script = (
+        "import sys\n"
+        "import vibechat.app.tui.app\n"
+        "from vibechat.app.backends import make_backend\n"
+        "from vibechat.app.options import EngineChoice\n"
+        "from vibechat.engine.backend import ChatMessage, GenerationDone\n"
+        "from vibechat.engine.params import SamplingParams\n"
+        f"backend = make_backend(EngineChoice(model={str(starter_path)!r}, ctx=512, repack='off'), worker=True)\n"
+        "info = backend.load()\n"
+        "events = list(backend.stream_chat([ChatMessage('user', 'Hi')], SamplingParams(temperature=0, max_tokens=4)))\n"
+        "assert isinstance(events[-1], GenerationDone) and events[-1].stats.completion_tokens > 0\n"
+        "backend.close()\n"
+        "loaded = sorted(m for m in sys.modules if m == 'llama_cpp' or m.startswith('llama_cpp.'))\n"
+        "print('llama_cpp modules:', loaded)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "llama_cpp modules: []"
