@@ -324,3 +324,23 @@ def test_the_setting_reaches_llama_cpp(starter_path):
         return  # "on" is the configuration that crashes here
     if "AVX2 = 1" in info and "REPACK = 1" in info:  # x86 with AVX2: Q4_K weights are repacked
         assert extra_buffers("on"), "repacking on made no repacked buffer"
+
+
+def test_every_way_the_app_builds_a_local_backend_carries_the_setting(starter_path):
+    """run and --prompts-file (in process), the chat, its model picker and its GPU-layers reload
+    (a worker, built from the same EngineChoice with other fields replaced) all go through
+    make_backend: the setting reaches the options the engine loads with."""
+    from dataclasses import replace
+
+    from vibechat.app.backends import make_backend
+    from vibechat.app.options import EngineChoice
+
+    engine = EngineChoice(model=str(starter_path), repack="off")
+    for worker in (False, True):
+        for choice in (engine, replace(engine, n_gpu_layers=0), replace(engine, model=str(starter_path))):
+            backend = make_backend(choice, worker=worker)
+            try:
+                assert backend.options.repack == "off"  # type: ignore[attr-defined]
+            finally:
+                backend.close()
+    assert make_backend(replace(engine, repack=None)).options.repack == "auto"  # type: ignore[attr-defined]
