@@ -20,10 +20,10 @@ def guard(fn: Callable[[], T]) -> T:
 
 def plain(text: object) -> str:
     """``text`` as it may reach a terminal: control sequences and characters stripped, lone
-    surrogates replaced (see engine/sanitize.py)."""
+    surrogates replaced (engine/sanitize.py does both)."""
     from vibechat.engine.sanitize import sanitize
 
-    return sanitize(str(text)).encode("utf-8", "replace").decode("utf-8")
+    return sanitize(str(text))
 
 
 def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:

@@ -453,14 +453,17 @@ class LlamaCppBackend:
         dropped = 0
         # Text that cannot fit whatever its tokens is dropped (old turns) or refused (the last
         # message) before anything is tokenized: tokenizing 32 MB takes most of a minute.
-        while _text_bytes(system + rest) > prompt_byte_limit(n_ctx) and len(rest) > 1:
-            dropped += _drop_oldest_turn(rest)
-        too_large = prompt_too_large(_text_bytes(system + rest), n_ctx)
+        size = _text_bytes(system + rest)
+        while size > prompt_byte_limit(n_ctx) and len(rest) > 1:
+            gone = _drop_oldest_turn(rest)
+            dropped += len(gone)
+            size -= _text_bytes(gone)
+        too_large = prompt_too_large(size, n_ctx)
         if too_large:
             raise ContextOverflowError(too_large)
         tokens = self._prompt_tokens(system + rest)
         while len(tokens) + reserve > n_ctx and len(rest) > 1:
-            dropped += _drop_oldest_turn(rest)
+            dropped += len(_drop_oldest_turn(rest))
             tokens = self._prompt_tokens(system + rest)
         if len(tokens) >= n_ctx:
             trained = self.describe().trained_context
@@ -794,15 +797,13 @@ def _text_bytes(messages: Sequence[ChatMessage]) -> int:
     return sum(len(m.content.encode("utf-8", "replace")) for m in messages)
 
 
-def _drop_oldest_turn(rest: list[ChatMessage]) -> int:
+def _drop_oldest_turn(rest: list[ChatMessage]) -> list[ChatMessage]:
     """Drop the oldest turn from ``rest`` (a user message and the replies that follow it);
-    returns how many messages went."""
-    rest.pop(0)
-    dropped = 1
+    returns the messages that went."""
+    gone = [rest.pop(0)]
     while len(rest) > 1 and rest[0].role != "user":
-        rest.pop(0)
-        dropped += 1
-    return dropped
+        gone.append(rest.pop(0))
+    return gone
 
 
 def content_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage],

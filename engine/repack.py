@@ -28,6 +28,7 @@ Headless and light: llama_cpp is imported only by the probe's child process and 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -68,33 +69,34 @@ def check_repack(value: object) -> str:
 
 
 # ------------------------------------------------------------------ machine facts
-def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
-    """The CPU's feature flags from /proc/cpuinfo (None where there is none: macOS, Windows)."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-                cpuinfo = fh.read(1 << 20)  # the first CPU's lines are at the top
-        except OSError:
-            return None
-    for line in cpuinfo.splitlines():
+@functools.cache
+def _read_cpuinfo() -> str | None:
+    """/proc/cpuinfo's first MiB (the first CPU's lines are at the top), read once a process;
+    None where there is none (macOS, Windows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            return fh.read(1 << 20)
+    except OSError:
+        return None
+
+
+def _cpuinfo_field(cpuinfo: str | None, name: str) -> str | None:
+    for line in (cpuinfo if cpuinfo is not None else _read_cpuinfo() or "").splitlines():
         key, sep, value = line.partition(":")
-        if sep and key.strip() == "flags":
-            return frozenset(value.split())
+        if sep and key.strip() == name:
+            return value
     return None
 
 
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
+    """The CPU's feature flags from /proc/cpuinfo (None where there is none: macOS, Windows)."""
+    value = _cpuinfo_field(cpuinfo, "flags")
+    return None if value is None else frozenset(value.split())
+
+
 def cpu_model_name(cpuinfo: str | None = None) -> str:
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-                cpuinfo = fh.read(1 << 20)
-        except OSError:
-            return platform.processor() or platform.machine()
-    for line in cpuinfo.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "model name":
-            return " ".join(value.split())[:200]
-    return platform.processor() or platform.machine()
+    value = _cpuinfo_field(cpuinfo, "model name")
+    return " ".join(value.split())[:200] if value is not None else platform.processor() or platform.machine()
 
 
 def system_info() -> str:
