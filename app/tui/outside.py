@@ -42,15 +42,18 @@ ELLIPSIS = "…"
 def plain(text: str, limit: int | None = BLOCK) -> str:
     """``text`` sanitised and cut to ``limit`` characters (the last one "…"); ``None``: not
     cut. Line breaks and tabs stay."""
-    text = sanitize(text)
-    if limit is not None and len(text) > limit:
-        text = text[:max(limit - 1, 0)] + ELLIPSIS
-    return text
+    return _cut(sanitize(text), limit)
 
 
 def one_line(text: str, limit: int | None = LINE) -> str:
     """``plain``, on one line: each run of whitespace (line breaks included) is one space."""
-    return plain(" ".join(sanitize(text).split()), limit)
+    return _cut(" ".join(sanitize(text).split()), limit)
+
+
+def _cut(text: str, limit: int | None) -> str:
+    if limit is not None and len(text) > limit:
+        return text[:max(limit - 1, 0)] + ELLIPSIS
+    return text
 
 
 def line(text: str, style: str = "", limit: int | None = LINE) -> Content:
