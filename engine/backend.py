@@ -171,3 +171,21 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Free the model."""
+
+
+@runtime_checkable
+class RemoteModels(Protocol):
+    """A backend that is a server with models to choose from (``OpenAICompatibleBackend``):
+    the model picker lists them and switches between them."""
+
+    server: str  # the server's URL, without credentials
+
+    @property
+    def model_id(self) -> str | None:
+        """The server's model in use (None: the server's default)."""
+
+    def list_models(self) -> list[str]:
+        """The server's model ids (blocking; may run beside a reply)."""
+
+    def switch_model(self, model: str) -> ModelInfo:
+        """Use another of the server's models from now on (blocking)."""

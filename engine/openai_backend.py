@@ -498,6 +498,11 @@ class OpenAICompatibleBackend:
             on_progress(1.0)
         return self._info
 
+    @property
+    def model_id(self) -> str | None:
+        """The server's model in use (None: the server's default)."""
+        return self.options.model
+
     def switch_model(self, model: str) -> ModelInfo:
         """Use another of the server's models (nothing is loaded here)."""
         model = self._pick(model, self.list_models())

@@ -1,0 +1,138 @@
+"""One streaming reply on screen: from the engine's thread to the widget.
+
+A ``ReplyStream`` holds what belongs to one reply and nothing else: the
+``DeltaBuffer`` the generating thread fills, the ``RenderPacer`` that spaces
+renders, the ``Sanitizer`` that holds back an escape sequence split across
+tokens, and the ``AssistantMessage`` whose segmenter renders the text. The app
+makes one per reply and drops it when the reply settles, so no state leaks
+from one reply into the next.
+
+Threads: only :meth:`put` is called from the generating thread; everything else
+runs on the UI thread.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from vibechat.engine.backend import GenerationDone
+from vibechat.engine.sanitize import Sanitizer, sanitize
+
+from .chat_view import AssistantMessage
+from .pacing import RenderPacer
+
+APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
+FIRST_LIMIT = 300  # ... and in the first render of a reply, which also lays the reply out
+
+
+class DeltaBuffer:
+    """Coalesces streamed text between the generating thread and the UI.
+
+    The thread appends every delta; it posts a message only when none is pending,
+    and the UI takes everything buffered at once. At 60 tokens/s each token still
+    arrives on its own; when tokens come faster than the UI renders, they arrive
+    in batches instead of queueing one message each."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parts: list[str] = []
+        self._posted = False
+
+    def put(self, text: str) -> bool:
+        """Buffer ``text``; True when the caller must post a message."""
+        with self._lock:
+            self._parts.append(text)
+            if self._posted:
+                return False
+            self._posted = True
+            return True
+
+    @property
+    def pending(self) -> bool:
+        with self._lock:
+            return bool(self._parts)
+
+    def take(self, limit: int | None = None) -> tuple[str, bool]:
+        """Up to ``limit`` characters (cut after a newline when possible), and whether
+        more is left (then the caller handles it on a later turn of the event loop)."""
+        with self._lock:
+            text = "".join(self._parts)
+            self._parts.clear()
+            rest = ""
+            if limit is not None and len(text) > limit:
+                cut = text.rfind("\n", 0, limit) + 1 or limit
+                text, rest = text[:cut], text[cut:]
+                self._parts.append(rest)
+            self._posted = bool(rest)
+            return text, bool(rest)
+
+
+class ReplyStream:
+    """The reply of generation ``generation`` as it streams into ``widget``."""
+
+    def __init__(self, widget: AssistantMessage, generation: int, pacer: RenderPacer | None = None) -> None:
+        self.widget = widget
+        self.generation = generation
+        self.pacer = pacer or RenderPacer()
+        self.deltas = DeltaBuffer()
+        self.sanitizer = Sanitizer()
+        self.started = False  # some text was rendered
+        self.backlog = False  # the last render left text behind: the stream outruns the UI
+        self.done_waiting: GenerationDone | None = None  # the end, waiting for queued text
+
+    def put(self, text: str) -> bool:
+        """From the generating thread: True when the UI must be told (see ``DeltaBuffer``)."""
+        return self.deltas.put(text)
+
+    def wait(self) -> float:
+        """Seconds until the next render may run (0: now)."""
+        return self.pacer.wait(backlog=self.backlog)
+
+    async def render(self) -> bool:
+        """Render what is buffered (a slice of it in a burst); True when more is queued
+        (render again after a screen refresh)."""
+        self.pacer.rendering()
+        text, more = self.deltas.take(APPEND_LIMIT if self.started else FIRST_LIMIT)
+        self.backlog = more
+        if text:
+            if not self.started:
+                self.started = True
+                self.widget.set_status("")
+            shown = self.sanitizer.feed(text)
+            if shown:
+                await self.widget.append(shown)
+        return more
+
+    def hold(self, done: GenerationDone) -> bool:
+        """The reply ended while slices of a burst are still queued: keep ``done`` until
+        they are rendered (True), else False (finish now)."""
+        if self.deltas.pending:
+            self.done_waiting = done
+            return True
+        return False
+
+    def take_done(self) -> GenerationDone | None:
+        """The held end, once nothing is queued any more."""
+        if self.deltas.pending or self.done_waiting is None:
+            return None
+        done, self.done_waiting = self.done_waiting, None
+        return done
+
+    async def finish(self, final_text: str) -> None:
+        """The reply ended: the held-back tail, then the final text (the same as what
+        streamed, unless the stream was cut)."""
+        tail = self.sanitizer.flush()  # an unfinished escape sequence at the end: its text
+        if tail:
+            await self.widget.append(tail)
+        await self.widget.finish(sanitize(final_text))
+
+    async def fail(self, error: str, partial: str | None = None) -> None:
+        """The reply failed: the text that arrived stays on screen (what was still queued
+        is drawn too), marked with the error."""
+        rest, _ = self.deltas.take()
+        shown = self.sanitizer.feed(rest) + self.sanitizer.flush()
+        if shown:
+            await self.widget.append(shown)
+        if partial:  # a cut stream: what arrived stays, as the server sent it
+            await self.widget.finish(sanitize(partial))
+        self.widget.set_status(f"⚠ {error}", "error")

@@ -1,0 +1,330 @@
+"""The chat core: one conversation with one backend, however it is driven.
+
+``vibechat run``, ``--prompts-file`` and the chat all answer through a
+:class:`ChatSession`. It owns what must be right for every front end:
+
+- the **reply lifecycle**: :meth:`~ChatSession.begin_reply` (the reply row is saved
+  before the first token) → :meth:`~ChatSession.stream` (text saved while it streams)
+  → exactly one of :meth:`~ChatSession.finish_reply`, :meth:`~ChatSession.fail_reply`
+  or :meth:`~ChatSession.abandon` (a new chat, an edit or quitting mid-reply: kept as
+  stopped). A :class:`Turn` settles once, whichever thread gets there first.
+- the **engine lock** (a backend is not thread-safe: one thread uses it at a time) and
+  the **generation counter** (a front end ignores events of a reply that was abandoned).
+- the **pending reset** (a new conversation empties the KV cache before the next use
+  of the engine, not while a cancelled reply still holds it), **context counting**,
+  **prefill** (an opened conversation's KV cache is rebuilt, so its next reply
+  evaluates only the new prompt) and **swapping the backend** (another model, or the
+  same one reloaded with other settings) without a reply ever meeting a closed one.
+
+Threads: ``begin_reply``, ``abandon``, ``new_conversation``, ``open`` and the
+settling calls run on the front end's thread (the UI thread, or the command's);
+``load``, ``stream``, ``count_context``, ``apply_pending_reset``, ``rebuild_cache``
+and ``replace_backend`` block on the engine, and a UI runs them in a worker thread.
+``cancel`` may be called from anywhere. Nothing here knows about Textual.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .backend import (
+    Backend,
+    ChatEvent,
+    ChatMessage,
+    GenerationDone,
+    GenerationStats,
+    ModelInfo,
+    RemoteModels,
+    TextDelta,
+)
+from .chatlog import ChatLog, Reply
+from .conversation import Conversation
+from .errors import ModelLoadError, StreamInterrupted, VibechatError
+from .params import SamplingParams
+
+log = logging.getLogger("vibechat.session")
+
+
+@dataclass
+class Turn:
+    """One reply being generated: its generation number, what the model is sent, the
+    parameters (with the seed drawn, so even a reply stopped at once reports it), and
+    the text so far (appended by the generating thread)."""
+
+    generation: int
+    messages: list[ChatMessage]
+    params: SamplingParams
+    record: Reply
+    parts: list[str] = field(default_factory=list)
+    settled: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, text: str) -> None:
+        with self._lock:
+            if self.settled:  # abandoned: the saved row is final
+                return
+            self.parts.append(text)
+            self.record.append(text)  # saved while it streams (debounced)
+
+    @property
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self.parts)
+
+    def stopped(self) -> GenerationDone:
+        """The end of a reply stopped before the backend said it was done."""
+        return GenerationDone(self.text, GenerationStats(finish_reason="cancelled", seed=self.params.seed),
+                              self.params)
+
+    def _settle(self) -> bool:
+        """True for the one caller that settles this turn."""
+        with self._lock:
+            if self.settled:
+                return False
+            self.settled = True
+            return True
+
+
+class ChatSession:
+    """See the module docstring. ``chat`` is the conversation (saved when it has a
+    history); ``backend`` answers it and may be replaced (:meth:`replace_backend`)."""
+
+    def __init__(self, backend: Backend, chat: ChatLog | None = None) -> None:
+        self.backend = backend
+        self.chat = chat if chat is not None else ChatLog(Conversation())
+        self.info: ModelInfo | None = None  # the loaded model (None until a load succeeds)
+        self.engine_lock = threading.Lock()
+        self.generation = 0
+        self.turn: Turn | None = None  # the reply in progress
+        self._reset_pending = False
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.chat.conversation
+
+    @property
+    def remote(self) -> RemoteModels | None:
+        """The backend as a server with models to choose from, or None (a local engine)."""
+        return self.backend if isinstance(self.backend, RemoteModels) else None
+
+    # ------------------------------------------------------------------ model
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        """Load the backend's model (blocks: a worker's job)."""
+        with self.engine_lock:
+            info = self.backend.load(on_progress=on_progress)
+        self._loaded(info)
+        return info
+
+    def _loaded(self, info: ModelInfo) -> None:
+        self.info = info
+        self.chat.set_model(info.name, info.path)
+
+    def replace_backend(self, new: Backend, *, file_size: int, available: int | None,
+                        on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        """Load ``new`` and make it the session's backend (blocks: a worker's job).
+
+        The user is never left without a model: ``new`` (a file of ``file_size`` bytes)
+        loads beside the current one when ``available`` memory allows (None: unknown),
+        else the current one is closed first and loaded again if ``new`` fails. The swap
+        happens under the engine lock, so a reply started meanwhile waits for it and
+        never meets a closed backend."""
+        with self.engine_lock:
+            old = self.backend
+            if available is None or file_size <= available:
+                info = new.load(on_progress=on_progress)
+                old.close()
+            else:
+                freed = self.info.file_size if self.info is not None else 0
+                if file_size > available + freed:
+                    raise ModelLoadError(
+                        f"it needs about {file_size / 1e9:.1f} GB of memory and only "
+                        f"{(available + freed) / 1e9:.1f} GB would be free: choose a smaller quantization.")
+                old.close()  # it fits only without the current model
+                try:
+                    info = new.load(on_progress=on_progress)
+                except VibechatError:
+                    old.load()
+                    raise
+            self.backend = new
+        self._loaded(info)
+        return info
+
+    def switch_remote(self, model_id: str) -> ModelInfo:
+        """Ask the server for another of its models from now on (blocks)."""
+        remote = self.remote
+        if remote is None:
+            raise VibechatError("this engine has no server models to switch between.")
+        with self.engine_lock:
+            info = remote.switch_model(model_id)
+        self._loaded(info)
+        return info
+
+    def cancel(self) -> None:
+        """Stop what the engine is doing (a load, a prompt evaluation, a reply); any thread."""
+        self.backend.cancel()
+
+    # ---------------------------------------------------------------- replies
+    def is_current(self, generation: int) -> bool:
+        return generation == self.generation
+
+    def begin_reply(self, params: SamplingParams | None = None) -> Turn:
+        """A reply to the conversation as it stands (its last message is the prompt); the
+        reply row is saved (status 'streaming') before the first token."""
+        self.generation += 1
+        params = (params or self.conversation.params).with_seed()
+        turn = Turn(self.generation, self.conversation.messages(), params, self.chat.start_reply())
+        self.turn = turn
+        return turn
+
+    def stream(self, turn: Turn, on_text: Callable[[str], object], *,
+               on_event: Callable[[ChatEvent], object] | None = None,
+               on_context: Callable[[int], object] | None = None,
+               on_reset: Callable[[], object] | None = None,
+               stop_requested: Callable[[], bool] | None = None) -> GenerationDone:
+        """Generate ``turn``'s reply with the engine lock held (blocks): each piece of text
+        is saved and given to ``on_text``; other events (``ContextTrimmed``) go to
+        ``on_event``; ``on_context`` gets the prompt's size in tokens before evaluation
+        starts (the context meter), ``on_reset`` is called when a pending reset ran first.
+        ``stop_requested()`` turning true stops it (so does :meth:`cancel`).
+
+        Returns the backend's ``GenerationDone``, or a stopped one when the reply ended
+        before it (cancelled, superseded). A failure raises (``VibechatError``;
+        ``StreamInterrupted`` carries the partial text): settle the turn with
+        :meth:`fail_reply`. An exception from a callback (``KeyboardInterrupt``, a closed
+        pipe) closes the stream, which stops the engine, and propagates."""
+        with self.engine_lock:
+            if self.apply_pending_reset(locked=True) and on_reset is not None:
+                on_reset()
+            if not self.is_current(turn.generation) or turn.settled or (stop_requested and stop_requested()):
+                return turn.stopped()  # superseded, or stopped before it began
+            if on_context is not None:
+                tokens = self._count(turn.messages)
+                if tokens is not None:
+                    on_context(tokens)
+            done: GenerationDone | None = None
+            events = self.backend.stream_chat(turn.messages, turn.params)
+            try:
+                for event in events:
+                    if stop_requested is not None and stop_requested():
+                        self.backend.cancel()
+                    if isinstance(event, TextDelta):
+                        turn.add(event.text)
+                        on_text(event.text)
+                    elif isinstance(event, GenerationDone):
+                        done = event
+                    elif on_event is not None:
+                        on_event(event)
+            finally:
+                events.close()
+        return done if done is not None else turn.stopped()
+
+    def finish_reply(self, turn: Turn, done: GenerationDone) -> bool:
+        """The reply is part of the conversation: saved as complete (or stopped). False when
+        the turn was settled already (abandoned)."""
+        if not turn._settle():
+            return False
+        self.chat.finish_reply(turn.record, done)
+        self._forget(turn)
+        return True
+
+    def fail_reply(self, turn: Turn, error: VibechatError | str) -> bool:
+        """A reply that failed, saved with the error. A stream cut mid-reply
+        (``StreamInterrupted``) keeps its text as the reply (status 'interrupted'); any
+        other failure (an engine crash too) keeps the text saved so far with status
+        'error', out of what the model is sent again, and the prompt stays for a retry."""
+        if not turn._settle():
+            return False
+        partial = None
+        if isinstance(error, StreamInterrupted):
+            partial = error.partial or turn.text
+        self.chat.fail_reply(turn.record, str(error), partial=partial)
+        self._forget(turn)
+        return True
+
+    def abandon(self) -> bool:
+        """Leave the reply in progress (a new chat, an edit, quitting): the engine is told to
+        stop, the reply is saved as stopped with the text it had, and its later events
+        are stale (the generation moves on). False when no reply was in progress."""
+        self.generation += 1
+        turn, self.turn = self.turn, None
+        if turn is None:
+            return False
+        self.backend.cancel()
+        text = turn.text
+        if turn._settle():
+            self.chat.finish_reply(turn.record, GenerationDone(
+                text, GenerationStats(finish_reason="cancelled", seed=turn.params.seed), turn.params))
+        return True
+
+    def _forget(self, turn: Turn) -> None:
+        if self.turn is turn:
+            self.turn = None
+
+    # ------------------------------------------------------- the conversation
+    def new_conversation(self, reset_cache: bool = True) -> None:
+        """An empty conversation (the saved one stays as it is). ``reset_cache``: empty the
+        KV cache before the engine's next use (a freshly loaded model has nothing to forget)."""
+        self.abandon()
+        self.chat.clear()
+        if reset_cache:
+            self._reset_pending = True
+
+    def open(self, chat: ChatLog) -> None:
+        """Continue a saved conversation (then :meth:`rebuild_cache` in a worker)."""
+        self.abandon()
+        self._reset_pending = False  # the rebuild replaces the cache's contents
+        self.chat = chat
+        if self.info is not None:
+            chat.set_model(self.info.name, self.info.path)
+
+    def apply_pending_reset(self, locked: bool = False) -> bool:
+        """Empty the KV cache if a new conversation asked for it (blocks); True when it ran."""
+        if not locked:
+            with self.engine_lock:
+                return self.apply_pending_reset(locked=True)
+        if not self._reset_pending:
+            return False
+        self._reset_pending = False
+        self.backend.reset()
+        return True
+
+    def count_context(self, generation: int) -> int | None:
+        """The conversation's size in tokens, as the model would be sent it (blocks; a
+        tokenization, no evaluation). None when it cannot be counted, or the session
+        moved on from ``generation``."""
+        messages = self.conversation.messages()
+        with self.engine_lock:
+            if not self.is_current(generation):
+                return None
+            return self._count(messages)
+
+    def _count(self, messages: list[ChatMessage]) -> int | None:
+        try:
+            return self.backend.count_tokens(messages)
+        except Exception:  # noqa: BLE001 - only a meter: the generation reports real problems
+            log.debug("could not count the context", exc_info=True)
+            return None
+
+    def rebuild_cache(self, generation: int) -> int | None:
+        """Evaluate the opened conversation into the KV cache, so its next reply evaluates
+        only the new prompt (blocks). Returns the tokens the cache holds, or None when
+        the session moved on or no model is loaded."""
+        messages = self.conversation.messages()
+        with self.engine_lock:
+            if not self.is_current(generation) or self.info is None:
+                return None
+            self._reset_pending = False
+            try:
+                return self.backend.prefill(messages)
+            except VibechatError as exc:  # too long for the context: the next reply trims it
+                log.info("cache not rebuilt: %s", exc)
+            except Exception:  # noqa: BLE001 - a cache rebuild is an optimisation
+                log.exception("cache rebuild failed")
+            try:
+                self.backend.reset()
+            except Exception:  # noqa: BLE001 - the next reply reports an engine that is gone
+                log.debug("reset after a failed rebuild failed", exc_info=True)
+            return 0
