@@ -18,12 +18,8 @@ and is reported with ``finish_reason: "cancelled"``; the lines after it do not r
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
@@ -35,10 +31,11 @@ from vibechat.engine.errors import VibechatError
 from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
+from vibechat.engine.session import ChatSession
 
 from .clitools import plain, safe_json
 from .interrupt import CtrlC
-from .run_cmd import _json_stats, _quiet_stdout, check_prompt_size, format_stats, generate, load_or_interrupt
+from .run_cmd import _json_stats, _quiet_stdout, format_stats, load_or_interrupt, trim_notice
 
 
 @dataclass
@@ -70,9 +67,9 @@ def _is_regular(stream: BinaryIO) -> bool:
 
 
 class _Batch:
-    def __init__(self, backend: Backend, info: ModelInfo, options: BatchOptions, history: History | None,
+    def __init__(self, session: ChatSession, info: ModelInfo, options: BatchOptions, history: History | None,
                  source: str, out: TextIO, err: TextIO) -> None:
-        self.backend, self.info, self.options = backend, info, options
+        self.session, self.info, self.options = session, info, options
         self.history, self.source, self.out, self.err = history, source, out, err
         self.failed = 0
         self.done = 0
@@ -97,18 +94,17 @@ class _Batch:
     def run_one(self, request: BatchRequest, stop_requested) -> None:
         params = request.params(self.options.params)
         system = self.options.system if request.system is None else (request.system or None)
-        chat = ChatLog(Conversation(system=system, params=params), self.history,
-                       model=self.info.name, model_path=self.info.path)
-        if not self.options.reuse_prefix:
-            self.backend.reset()  # every prompt from an empty KV cache: order cannot matter
+        chat = ChatLog(Conversation(system=system, params=params), self.history)
+        # Without prefix reuse every prompt starts from an empty KV cache: order cannot matter.
+        self.session.open(chat, reset_cache=not self.options.reuse_prefix)
         try:
-            check_prompt_size(request.prompt, self.info)  # before it is saved
+            self.session.check_prompt(request.prompt)  # before it is saved
         except VibechatError as exc:
             self.report(request.line, str(exc).rstrip("."), request.id, request.id is not None)
             return
         chat.add_user(request.prompt)
         try:
-            result = generate(self.backend, chat, params, self.err, stop_requested=stop_requested)
+            result = self.session.answer(params, on_event=trim_notice(self.err), stop_requested=stop_requested)
         except VibechatError as exc:  # e.g. a prompt longer than the context
             self._after(chat)
             self.report(request.line, str(exc).rstrip("."), request.id, request.id is not None,
@@ -144,14 +140,15 @@ class _Batch:
 def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOptions,
               history: History | None, out: TextIO, err: TextIO) -> int:
     """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
-    interrupt = CtrlC(backend.cancel, blocking_input=not _is_regular(prompts))
+    session = ChatSession(backend)
+    interrupt = CtrlC(session.cancel, blocking_input=not _is_regular(prompts))
     items = read_requests(prompts)
     try:
         with interrupt.installed():
-            info = load_or_interrupt(backend, interrupt)
+            info = load_or_interrupt(session, interrupt)
             for notice in info.notices:  # e.g. the context size rounded up
                 err.write(plain(f"vibechat: {notice}") + "\n")
-            batch = _Batch(backend, info, options, history, source, out, err)
+            batch = _Batch(session, info, options, history, source, out, err)
             while not interrupt.requested:
                 item = interrupt.read(lambda: next(items, None))
                 if item is None:

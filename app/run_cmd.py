@@ -8,24 +8,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from vibechat.engine.backend import (
-    Backend,
-    ChatEvent,
-    ContextTrimmed,
-    GenerationDone,
-    GenerationStats,
-    ModelInfo,
-    TextDelta,
-)
+from vibechat.engine.backend import Backend, ChatEvent, ContextTrimmed, ModelInfo
 from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
+from vibechat.engine.session import ChatSession
 
 from .clitools import plain, safe_json
 from .interrupt import CtrlC
@@ -100,16 +92,15 @@ def _quiet_stdout() -> None:
 def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog | None = None) -> int:
     """Answer ``request.prompt``; ``chat`` holds the conversation it continues (and saves it
     when it has a history): the prompt is saved before generation, the reply as it streams."""
-    if chat is None:
-        chat = ChatLog(Conversation())
-    conversation = chat.conversation
+    session = ChatSession(backend, chat)
+    conversation = session.conversation
     if request.system is not None:
         conversation.system = request.system or None
     conversation.params = request.params
-    ctrl_c = CtrlC(backend.cancel)
+    ctrl_c = CtrlC(session.cancel)
     with ctrl_c.installed():
         try:
-            info = backend.load()
+            info = session.load()
         except LoadCancelled:  # Ctrl-C stopped the load: nothing was asked of the model yet
             if request.json_output:
                 _end_output(request, out, "", _cancelled_load_object(request), "")
@@ -118,20 +109,17 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         # not the command: the prompt is saved, the reply saved as stopped, --json prints its object.
         for notice in info.notices:  # e.g. the context size rounded up
             err.write(plain(f"vibechat: {notice}") + "\n")
-        check_prompt_size(request.prompt, info)  # before it is saved: a prompt that cannot fit is refused
-        chat.set_model(info.name, info.path)
-        chat.add_user(request.prompt)
-        return _answer(backend, request, out, err, chat, info, ctrl_c)
+        session.check_prompt(request.prompt)  # before it is saved: a prompt that cannot fit is refused
+        session.chat.add_user(request.prompt)
+        return _answer(session, request, out, err, info, ctrl_c)
 
 
-def check_prompt_size(prompt: str, info: ModelInfo) -> None:
-    """Refuse, before it is saved or tokenized, a prompt too large for the model's context."""
-    from vibechat.engine.errors import ContextOverflowError
-    from vibechat.engine.knobs import prompt_too_large
-
-    problem = prompt_too_large(len(prompt.encode("utf-8", "replace")), info.context_size or None)
-    if problem:
-        raise ContextOverflowError(problem)
+def trim_notice(err: TextIO) -> Callable[[ChatEvent], None]:
+    """``on_event`` for the one-shot commands: a trimmed context is said on stderr."""
+    def on_event(event: ChatEvent) -> None:
+        if isinstance(event, ContextTrimmed):
+            err.write(f"vibechat: left out {event.dropped_messages} old messages to fit the context\n")
+    return on_event
 
 
 def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
@@ -142,18 +130,18 @@ def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
             "stats": _json_stats(None, seed=seed), "engine": None}
 
 
-def load_or_interrupt(backend: Backend, ctrl_c: CtrlC) -> ModelInfo:
-    """``backend.load()``; Ctrl-C meanwhile (which stops llama.cpp's load) raises
+def load_or_interrupt(session: ChatSession, ctrl_c: CtrlC) -> ModelInfo:
+    """``session.load()``; Ctrl-C meanwhile (which stops llama.cpp's load) raises
     KeyboardInterrupt once it has returned (``--prompts-file``: no prompt was begun)."""
     try:
-        info = backend.load()
+        info = session.load()
     except LoadCancelled:
         raise KeyboardInterrupt from None
     ctrl_c.raise_if_requested()
     return info
 
 
-def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog, info: ModelInfo,
+def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO, info: ModelInfo,
             ctrl_c: CtrlC) -> int:
     # Streamed pieces can split an escape sequence: the sanitizer holds an unfinished one back,
     # so what streams is exactly sanitize(text), the text --json prints.
@@ -167,9 +155,11 @@ def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
     def held_back() -> str:
         return "" if sanitizer is None or request.json_output else sanitizer.flush()
 
+    chat = session.chat
     params = request.params.with_seed()  # drawn here, so an interrupted reply reports it too
     try:
-        result = generate(backend, chat, params, err, on_text=show, stop_requested=lambda: ctrl_c.requested)
+        result = session.answer(params, on_text=show, on_event=trim_notice(err),
+                                stop_requested=lambda: ctrl_c.requested)
     except StreamInterrupted as exc:  # cut mid-reply: the partial text stays printed and saved
         _write_interrupted(request, out, exc.partial, info, chat, str(exc), params, held_back())
         raise
@@ -197,76 +187,6 @@ def _answer(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         err.write(plain(format_stats(done.stats, info)) + "\n")  # names the model's device or server
         err.flush()
     return 130 if interrupted else 0
-
-
-@dataclass
-class Generated:
-    """How one reply went: its text, the final event, and whether Ctrl-C or a closed pipe
-    cut it short."""
-
-    text: str
-    done: GenerationDone
-    interrupted: bool = False
-    pipe_closed: bool = False
-
-
-def generate(backend: Backend, chat: ChatLog, params: SamplingParams, err: TextIO, *,
-             on_text: Callable[[str], None] | None = None,
-             stop_requested: Callable[[], bool] | None = None) -> Generated:
-    """Generate the reply to the chat's last prompt, saving it as it streams; ``on_text``
-    gets each piece. Ctrl-C (or ``stop_requested()`` turning true) stops it, keeping the
-    partial reply as stopped; a failure is saved with the reply and raised."""
-    params = params.with_seed()  # drawn here, so even a reply stopped early reports its seed
-    reply = chat.start_reply()
-    parts: list[str] = []
-    done: GenerationDone | None = None
-    interrupted = pipe_closed = False
-    stream: Generator[ChatEvent, None, None]
-    if stop_requested is not None and stop_requested():
-        # Ctrl-C came before the reply began (while the prompt was saved, say): the backend
-        # clears a cancel when a request starts, so the request is not started at all.
-        stream = _no_events()
-    else:
-        stream = backend.stream_chat(chat.conversation.messages(), params)
-    try:
-        for event in stream:
-            if stop_requested is not None and stop_requested():
-                backend.cancel()
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-                reply.append(event.text)
-                if on_text is not None:
-                    on_text(event.text)
-            elif isinstance(event, GenerationDone):
-                done = event
-            elif isinstance(event, ContextTrimmed):
-                err.write(f"vibechat: left out {event.dropped_messages} old messages to fit the context\n")
-    except KeyboardInterrupt:
-        interrupted = True
-        backend.cancel()
-    except BrokenPipeError:
-        pipe_closed = True
-        backend.cancel()
-    except StreamInterrupted as exc:  # cut mid-reply: the text received is kept, as interrupted
-        stream.close()
-        chat.fail_reply(reply, str(exc), partial=exc.partial or "".join(parts))
-        raise
-    except VibechatError as exc:
-        stream.close()
-        chat.fail_reply(reply, str(exc))
-        raise
-    finally:
-        stream.close()
-    if stop_requested is not None and stop_requested():
-        interrupted = True
-    if done is None:  # stopped before the end: what was generated is kept, marked stopped
-        done = GenerationDone("".join(parts), GenerationStats(finish_reason="cancelled", seed=params.seed), params)
-    chat.finish_reply(reply, done)
-    return Generated("".join(parts), done, interrupted, pipe_closed)
-
-
-def _no_events() -> Generator[ChatEvent, None, None]:
-    yield from ()
 
 
 def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str,

@@ -184,7 +184,7 @@ async def sample(db: Path, messages: int) -> dict:
     from textual import events
 
     from vibechat.app.tui import create_app
-    from vibechat.app.tui.history_actions import HistoryActions
+    from vibechat.app.tui.history_ui import HistoryManager
     from vibechat.engine.history import History, now
 
     statements: list[str] = []
@@ -198,21 +198,21 @@ async def sample(db: Path, messages: int) -> dict:
     sqlite3.connect = traced_connect  # type: ignore[assignment]  # the history's connection, in this process only
     marks: dict[str, float] = {}
     listed, loaded = asyncio.Event(), asyncio.Event()
-    on_listed, on_loaded = HistoryActions.on_history_listed, HistoryActions.on_conversation_loaded
+    on_listed, on_loaded = HistoryManager.listed, HistoryManager.loaded
 
     def timed_listed(self, message):
         on_listed(self, message)
         marks["listed"] = time.perf_counter()
         marks["startup_statements"] = len(statements)
-        self.call_after_refresh(lambda: (marks.__setitem__("listed_frame", time.perf_counter()), listed.set()))
+        self.host.call_after_refresh(lambda: (marks.__setitem__("listed_frame", time.perf_counter()), listed.set()))
 
     async def timed_loaded(self, message):
         await on_loaded(self, message)
         marks["loaded"] = time.perf_counter()
-        self.call_after_refresh(lambda: (marks.__setitem__("loaded_frame", time.perf_counter()), loaded.set()))
+        self.host.call_after_refresh(lambda: (marks.__setitem__("loaded_frame", time.perf_counter()), loaded.set()))
 
-    HistoryActions.on_history_listed = timed_listed  # type: ignore[method-assign]
-    HistoryActions.on_conversation_loaded = timed_loaded  # type: ignore[method-assign]
+    HistoryManager.listed = timed_listed  # type: ignore[method-assign]
+    HistoryManager.loaded = timed_loaded  # type: ignore[method-assign]
 
     app = create_app(InstantBackend(), blink=False, history=History(db))
     result: dict = {}
@@ -420,7 +420,7 @@ def main() -> None:
         print(f"  {sql}\n    plan: {plan}; rows it returns: {rows}")
     read = sum(max(rows, 0) for s in samples[big_label] for _, _, rows in s["startup_message_statements"])
     print(f"  message rows read during start-up, all rounds: {read}")
-    from vibechat.app.tui.history_actions import OPEN_WINDOW
+    from vibechat.app.tui.history_ui import OPEN_WINDOW
 
     print(f"  opened conversation: {big.get('open_messages', 0)} messages on screen "
           f"(expected {min(m, OPEN_WINDOW)}: the newest; older ones are mounted on request)")

@@ -42,10 +42,15 @@ from .backend import (
 )
 from .chatlog import ChatLog, Reply
 from .conversation import Conversation
-from .errors import ModelLoadError, StreamInterrupted, VibechatError
+from .errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
+from .knobs import prompt_too_large
 from .params import SamplingParams
 
 log = logging.getLogger("vibechat.session")
+
+
+def _ignore(_text: str) -> None:
+    pass
 
 
 @dataclass
@@ -88,6 +93,17 @@ class Turn:
             return True
 
 
+@dataclass
+class Answer:
+    """How a reply went, for a blocking caller (:meth:`ChatSession.answer`): its text, the
+    final event, and whether Ctrl-C (or ``stop_requested``) or a closed pipe cut it short."""
+
+    text: str
+    done: GenerationDone
+    interrupted: bool = False
+    pipe_closed: bool = False
+
+
 class ChatSession:
     """See the module docstring. ``chat`` is the conversation (saved when it has a
     history); ``backend`` answers it and may be replaced (:meth:`replace_backend`)."""
@@ -122,11 +138,11 @@ class ChatSession:
         self.info = info
         self.chat.set_model(info.name, info.path)
 
-    def replace_backend(self, new: Backend, *, file_size: int, available: int | None,
+    def replace_backend(self, new: Backend, *, name: str, file_size: int, available: int | None,
                         on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         """Load ``new`` and make it the session's backend (blocks: a worker's job).
 
-        The user is never left without a model: ``new`` (a file of ``file_size`` bytes)
+        The user is never left without a model: ``new`` (model ``name``, a file of ``file_size`` bytes)
         loads beside the current one when ``available`` memory allows (None: unknown),
         else the current one is closed first and loaded again if ``new`` fails. The swap
         happens under the engine lock, so a reply started meanwhile waits for it and
@@ -140,7 +156,7 @@ class ChatSession:
                 freed = self.info.file_size if self.info is not None else 0
                 if file_size > available + freed:
                     raise ModelLoadError(
-                        f"it needs about {file_size / 1e9:.1f} GB of memory and only "
+                        f"{name} needs about {file_size / 1e9:.1f} GB of memory and only "
                         f"{(available + freed) / 1e9:.1f} GB would be free: choose a smaller quantization.")
                 old.close()  # it fits only without the current model
                 try:
@@ -221,6 +237,36 @@ class ChatSession:
                 events.close()
         return done if done is not None else turn.stopped()
 
+    def answer(self, params: SamplingParams | None = None, *, on_text: Callable[[str], object] | None = None,
+               on_event: Callable[[ChatEvent], object] | None = None,
+               stop_requested: Callable[[], bool] | None = None) -> Answer:
+        """The whole lifecycle in the caller's thread (``vibechat run``, ``--prompts-file``):
+        answer the conversation's last prompt, saving the reply as it streams. Ctrl-C
+        (``KeyboardInterrupt``), ``stop_requested()`` or a closed pipe (``BrokenPipeError``
+        from ``on_text``) stop it, keeping the partial reply as stopped; a failure is saved
+        with the reply and raised."""
+        turn = self.begin_reply(params)
+        try:
+            done = self.stream(turn, on_text or _ignore, on_event=on_event, stop_requested=stop_requested)
+        except VibechatError as exc:
+            self.fail_reply(turn, str(exc), self.partial_of(turn, exc))
+            raise
+        except (KeyboardInterrupt, BrokenPipeError) as exc:  # the stream is closed: the engine stopped
+            done = turn.stopped()
+            self.finish_reply(turn, done)
+            return Answer(turn.text, done, interrupted=isinstance(exc, KeyboardInterrupt),
+                          pipe_closed=isinstance(exc, BrokenPipeError))
+        self.finish_reply(turn, done)
+        return Answer(turn.text, done, interrupted=stop_requested is not None and stop_requested())
+
+    def check_prompt(self, text: str) -> None:
+        """Refuse, before it is saved or tokenized, a prompt too large for the loaded model's
+        context (``ContextOverflowError``, one line naming the fix)."""
+        problem = prompt_too_large(len(text.encode("utf-8", "replace")),
+                                   self.info.context_size if self.info is not None else None)
+        if problem:
+            raise ContextOverflowError(problem)
+
     def finish_reply(self, turn: Turn, done: GenerationDone) -> bool:
         """The reply is part of the conversation: saved as complete (or stopped). False when
         the turn was settled already (abandoned)."""
@@ -230,19 +276,24 @@ class ChatSession:
         self._forget(turn)
         return True
 
-    def fail_reply(self, turn: Turn, error: VibechatError | str) -> bool:
-        """A reply that failed, saved with the error. A stream cut mid-reply
-        (``StreamInterrupted``) keeps its text as the reply (status 'interrupted'); any
-        other failure (an engine crash too) keeps the text saved so far with status
-        'error', out of what the model is sent again, and the prompt stays for a retry."""
+    def fail_reply(self, turn: Turn, error: str, partial: str | None = None) -> bool:
+        """A reply that failed, saved with the error. With ``partial`` (a stream cut
+        mid-reply: see :meth:`partial_of`) the text is kept as the reply (status
+        'interrupted'); any other failure (an engine crash too) keeps the text saved so
+        far with status 'error', out of what the model is sent again, and the prompt
+        stays for a retry. False when the turn was settled already."""
         if not turn._settle():
             return False
-        partial = None
-        if isinstance(error, StreamInterrupted):
-            partial = error.partial or turn.text
-        self.chat.fail_reply(turn.record, str(error), partial=partial)
+        self.chat.fail_reply(turn.record, error, partial=partial)
         self._forget(turn)
         return True
+
+    @staticmethod
+    def partial_of(turn: Turn, error: BaseException) -> str | None:
+        """The text a failure keeps as the reply: a cut stream's (``StreamInterrupted``)."""
+        if isinstance(error, StreamInterrupted):
+            return error.partial or turn.text
+        return None
 
     def abandon(self) -> bool:
         """Leave the reply in progress (a new chat, an edit, quitting): the engine is told to
@@ -272,10 +323,12 @@ class ChatSession:
         if reset_cache:
             self._reset_pending = True
 
-    def open(self, chat: ChatLog) -> None:
-        """Continue a saved conversation (then :meth:`rebuild_cache` in a worker)."""
+    def open(self, chat: ChatLog, reset_cache: bool = False) -> None:
+        """Go on with ``chat`` (a saved conversation: then :meth:`rebuild_cache` in a worker;
+        or a fresh one). ``reset_cache``: the next reply starts from an empty KV cache;
+        else it keeps the token prefix it shares with what the cache holds."""
         self.abandon()
-        self._reset_pending = False  # the rebuild replaces the cache's contents
+        self._reset_pending = reset_cache
         self.chat = chat
         if self.info is not None:
             chat.set_model(self.info.name, self.info.path)

@@ -525,12 +525,12 @@ async def test_a_sequence_split_across_pieces_never_shows_while_streaming(monkey
         for n in range(1, len(pieces) + 1):
             backend.step.release()
             for _ in range(200):  # until the app has taken the piece
-                if len(app._reply_raw) >= n:
+                if app.replies.last_stream is not None and app.replies.last_stream.renders >= n:
                     break
                 await pilot.pause(0.01)
             assert "]0;a" not in "".join(appended) and "[2" not in "".join(appended)
         await settle(pilot)
-        assert len(app._reply_raw) == len(pieces)  # the pieces arrived one by one
+        assert app.replies.last_stream.renders == len(pieces)  # the pieces arrived one by one
         assert "".join(appended) == sanitize(backend.reply) == "evil  and  red ]0;t"
         assert replies(app)[0].text == sanitize(backend.reply)
 

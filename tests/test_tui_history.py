@@ -156,7 +156,7 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
 ])
 def test_the_note_on_opening_a_conversation_had_with_another_model_file(name, path, expected):
     from fakes import INFO
-    from vibechat.app.tui.history_actions import model_change_note
+    from vibechat.app.tui.history_ui import model_change_note
 
     note = model_change_note(name, path, INFO)
     assert (note is None) if expected is None else (note is not None and note.startswith(expected))
@@ -361,7 +361,7 @@ async def test_a_reply_left_streaming_by_a_crash_opens_as_interrupted(db):
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert any("marked interrupted" in n.message for n in app._notifications)
-        app.open_conversation(cid)
+        app.chats.open_conversation(cid)
         await settle(pilot)
         reply = app.chat.messages()[-1]
         assert reply.text == "half a rep"
@@ -417,7 +417,7 @@ async def test_a_long_conversation_opens_with_its_newest_messages_and_shows_olde
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        app.open_conversation(ids[0])
+        app.chats.open_conversation(ids[0])
         await settle(pilot)
         shown = [w.text for w in app.chat.messages()]
         assert shown == [f"message {i}" for i in range(36, 60)]
@@ -431,11 +431,11 @@ async def test_a_long_conversation_opens_with_its_newest_messages_and_shows_olde
         assert not app.chat.query(EarlierMessages)
 
         # A search hit among the older messages mounts from just before it.
-        app.open_conversation(ids[1])
+        app.chats.open_conversation(ids[1])
         await settle(pilot)
         with History(db) as other:
             target = next(m.id for m in other.get(ids[0]).messages if m.content == "message 5")
-        app.open_conversation(ids[0], jump_to=target)
+        app.chats.open_conversation(ids[0], jump_to=target)
         await settle(pilot)
         assert app.chat.messages()[0].text == "message 3" and app.focused.text == "message 5"
         await pilot.press("ctrl+home")

@@ -112,7 +112,7 @@ async def test_picker_lists_models_and_switching_starts_a_new_conversation(start
 
 
 async def test_a_model_too_big_for_memory_is_refused_and_the_current_one_stays(monkeypatch):
-    from vibechat.app.tui import model_actions
+    from vibechat.app.tui import models_ui
 
     big = models_dir() / "acme" / "Huge-GGUF" / "huge-Q8_0.gguf"
     big.parent.mkdir(parents=True)
@@ -129,7 +129,7 @@ async def test_a_model_too_big_for_memory_is_refused_and_the_current_one_stays(m
         assert any("needs about" in n.message and "smaller quantization" in n.message
                    for n in app._notifications)
         assert app.backend is current
-    assert model_actions  # the module under test
+    assert models_ui  # the module under test
 
 
 BIG = "acme/Big-GGUF"

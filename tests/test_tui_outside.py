@@ -150,7 +150,7 @@ async def test_a_servers_error_is_shown_as_text_live_and_when_the_conversation_i
 async def open_and_check_failed_reply(pilot, cid: int) -> None:
     """Open saved conversation ``cid``: its failed reply's status line shows BAD as text."""
     app = pilot.app
-    app.open_conversation(cid)
+    app.chats.open_conversation(cid)
     await settle(pilot)
     await pause(pilot)
     assert BAD in app.chat.messages()[-1].query_one(".message--status").render().plain
@@ -465,7 +465,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
 
         # The model picker: cells, the loaded model's device, a running download's title;
         # choosing the model fails to load it (the state line, then the notification).
-        app._download_title = HOSTILE
+        app.models.download_title = HOSTILE
         await pilot.press("f3")
         picker = await screen_is(pilot, ModelPicker)
         await picker.workers.wait_for_complete()
@@ -478,7 +478,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         Rendered(app).check()
         check_notifications(app)
         app.clear_notifications()
-        app._download_title = None
+        app.models.download_title = None
 
         # The downloader: repo ids and file names in the table, the title of the download,
         # and the error it ends with (status line and notification).
@@ -573,7 +573,7 @@ async def test_pasted_and_taken_back_text_is_sanitised_in_the_inputs(tmp_path: P
         await pilot.press("escape")
         await pause(pilot)
 
-        app.open_conversation(cid)
+        app.chats.open_conversation(cid)
         await settle(pilot)
         await pilot.press("ctrl+l")  # the last prompt, back in the input
         await pause(pilot)

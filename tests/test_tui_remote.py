@@ -83,7 +83,7 @@ async def test_the_chat_on_a_server(stub, tmp_path: Path):
         cid = app.chatlog.conversation_id
         await pilot.press("ctrl+n")
         await settle(pilot)
-        app.open_conversation(cid)
+        app.chats.open_conversation(cid)
         await settle(pilot)
         assert "dropped mid-reply" in status_text(app.chat.messages()[-1])
 

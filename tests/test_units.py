@@ -8,7 +8,7 @@ import pytest
 
 from vibechat.app import slash
 from vibechat.app.tui.chat_view import code_blocks, http_links
-from vibechat.app.tui.events import DeltaBuffer
+from vibechat.app.tui.reply_stream import DeltaBuffer
 from vibechat.app.tui.pacing import BUSY_BUDGET, FREE_BUDGET, RenderPacer, ui_budget
 from vibechat.engine import system
 from vibechat.engine.conversation import Conversation

@@ -32,7 +32,7 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path):
             app.prompt_input.load_text("Write a long story about a dragon who learns to bake bread.")
             await pilot.press("enter")
             deadline = time.monotonic() + 120
-            while not app._reply_raw:  # the reply is on screen: kill its engine
+            while not (app.replies.stream and app.replies.stream.started):  # the reply is on screen: kill its engine
                 assert time.monotonic() < deadline, "no reply text within 120 s"
                 await pilot.pause(0.01)
             os.kill(backend.pid, signal.SIGKILL)

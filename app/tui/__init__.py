@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from ..options import EngineChoice
     from .app import VibechatApp
-    from .model_actions import BackendFactory
+    from .models_ui import BackendFactory
 
 
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
@@ -73,8 +73,8 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
         app.run()
     finally:
         backend.close()
-        if app.backend is not backend:  # switched models: the engine process in use now ends too
-            app.backend.close()
+        if app.session.backend is not backend:  # switched models: the engine process in use now ends too
+            app.session.backend.close()
         if app.history is not None:
             app.history.close()
     return app.return_code or 0

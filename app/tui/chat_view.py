@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 from typing import TypeVar
+from urllib.parse import urlparse
 
-from textual import events
+from textual import events, on
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -25,6 +26,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from . import outside
+from .confirm import ConfirmScreen
 from .markdown_segment import MarkdownSegment
 from .segmenter import segment
 
@@ -349,3 +351,36 @@ class ChatView(VerticalScroll):
 
     def messages(self) -> list[ChatMessageWidget]:
         return list(self.query(ChatMessageWidget))
+
+    def copy(self, text: str, what: str) -> None:
+        """Copy ``text`` to the clipboard (OSC 52: works over SSH) and say so."""
+        self.app.copy_to_clipboard(text)
+        self.notify(f"Copied the {what} ({len(text):,} characters) to the clipboard.", timeout=2)
+
+    @on(ChatMessageWidget.CopyRequested)
+    def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
+        message.stop()
+        if message.what == "no-code":
+            self.notify("This message has no code block.", severity="warning", timeout=2)
+        elif message.what == "no-link":
+            self.notify("This reply has no links.", severity="warning", timeout=2)
+        else:
+            self.copy(message.text, message.what)
+
+    @on(AssistantMessage.LinkRequested)
+    def _on_link(self, message: AssistantMessage.LinkRequested) -> None:
+        """Only http(s) links open, each after a confirmation (the reply is untrusted)."""
+        message.stop()
+        href = message.href.strip()
+        scheme = urlparse(href).scheme.lower()
+        if scheme not in ("http", "https"):
+            self.notify(f"Not opening a {scheme or 'relative'} link: only http and https links open.",
+                        severity="warning")
+            return
+
+        def opened(yes: bool | None) -> None:
+            if yes:
+                self.app.open_url(href)
+
+        self.app.push_screen(ConfirmScreen(f"The model's reply links to:\n\n{href}\n\nOpen it in your browser?"),
+                             opened)

@@ -1,154 +1,153 @@
-"""Messages the engine workers post to the app (from worker threads; post_message is
-thread-safe). The UI thread renders them."""
+"""Every message the chat's workers post to the app, in one place, as dataclasses.
+
+Workers (threads) post them (``post_message`` is thread-safe); the UI thread
+renders. Messages about a reply carry its generation number: the app ignores
+those of a reply it has left (a new chat, an edit). Widgets' own messages
+(``ParamPanel.Changed``, ``ConversationSidebar.Open``, ...) live with their widget.
+"""
 
 from __future__ import annotations
 
-import threading
+from dataclasses import dataclass
 
 from textual.message import Message
 
-from vibechat.engine.backend import Backend, ChatEvent, ModelInfo
+from vibechat.engine.backend import ChatEvent, ModelInfo
 from vibechat.engine.download import Progress
+from vibechat.engine.history import ConversationSummary, StoredConversation
 from vibechat.engine.models import LocalModel
 
+# ----------------------------------------------------------------- the model
 
+
+@dataclass
 class ModelProgress(Message):
-    def __init__(self, fraction: float) -> None:
-        super().__init__()
-        self.fraction = fraction
+    """The model is loading: ``fraction`` of 0..1 done."""
+
+    fraction: float
 
 
+@dataclass
 class ModelReady(Message):
-    def __init__(self, info: ModelInfo) -> None:
-        super().__init__()
-        self.info = info
+    """The model loaded."""
+
+    info: ModelInfo
 
 
+@dataclass
 class ModelFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
+    """The model could not be loaded."""
+
+    error: str
 
 
+@dataclass
+class ModelSwitched(Message):
+    """Another model is loaded (the previous one is closed); ``reload``: the same model
+    with other engine settings (the conversation goes on)."""
+
+    info: ModelInfo
+    name: str
+    reload: bool = False
+
+
+@dataclass
+class ModelSwitchFailed(Message):
+    """The new model could not be loaded; the current one stays."""
+
+    name: str
+    error: str
+
+
+# ---------------------------------------------------------------- a reply
+
+
+@dataclass
 class ReplyText(Message):
-    """New reply text is waiting in the app's ``DeltaBuffer`` for generation ``generation``."""
+    """New text of generation ``generation`` waits in its ``ReplyStream``."""
 
-    def __init__(self, generation: int) -> None:
-        super().__init__()
-        self.generation = generation
+    generation: int
 
 
-class DeltaBuffer:
-    """Coalesces streamed text between the worker thread and the UI.
-
-    The worker appends every delta; it posts a ``ReplyText`` only when none is
-    pending, and the UI takes everything buffered at once. At 60 tokens/s each
-    token still arrives on its own; when tokens come faster than the UI renders,
-    they arrive in batches instead of queueing one message each."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._parts: list[str] = []
-        self._posted = False
-
-    def put(self, text: str) -> bool:
-        """Buffer ``text``; True when the caller must post a ``ReplyText``."""
-        with self._lock:
-            self._parts.append(text)
-            if self._posted:
-                return False
-            self._posted = True
-            return True
-
-    @property
-    def pending(self) -> bool:
-        with self._lock:
-            return bool(self._parts)
-
-    def take(self, limit: int | None = None) -> tuple[str, bool]:
-        """Up to ``limit`` characters (cut after a newline when possible), and whether
-        more is left (then the caller handles it on a later turn of the event loop)."""
-        with self._lock:
-            text = "".join(self._parts)
-            self._parts.clear()
-            rest = ""
-            if limit is not None and len(text) > limit:
-                cut = text.rfind("\n", 0, limit) + 1 or limit
-                text, rest = text[:cut], text[cut:]
-                self._parts.append(rest)
-            self._posted = bool(rest)
-            return text, bool(rest)
-
-
+@dataclass
 class ReplyEvent(Message):
-    """One engine event of generation number ``generation``."""
+    """One engine event of generation ``generation`` (``ContextTrimmed``, ``GenerationDone``)."""
 
-    def __init__(self, generation: int, event: ChatEvent) -> None:
-        super().__init__()
-        self.generation = generation
-        self.event = event
+    generation: int
+    event: ChatEvent
 
 
+@dataclass
 class ReplyFailed(Message):
-    """Generation failed; ``partial``: the text received before a stream was cut (kept)."""
+    """Generation ``generation`` failed; ``partial``: the text a cut stream delivered (kept)."""
 
-    def __init__(self, generation: int, error: str, partial: str | None = None) -> None:
-        super().__init__()
-        self.generation = generation
-        self.error = error
-        self.partial = partial
+    generation: int
+    error: str
+    partial: str | None = None
 
 
+@dataclass
 class ContextCounted(Message):
     """The conversation as generation ``generation`` sees it takes ``tokens`` tokens: the
     prompt being sent, or what is left after a turn was taken back."""
 
-    def __init__(self, generation: int, tokens: int) -> None:
-        super().__init__()
-        self.generation = generation
-        self.tokens = tokens
+    generation: int
+    tokens: int
 
 
+@dataclass
 class CacheReset(Message):
-    """The backend's KV cache was emptied (a new conversation)."""
+    """The KV cache was emptied (a new conversation)."""
 
 
-class ModelSwitched(Message):
-    """Another model is loaded (the previous one is closed); ``reload``: the same model with
-    other engine settings."""
+@dataclass
+class CacheRebuilt(Message):
+    """An opened conversation's KV cache was rebuilt: it holds ``tokens`` tokens."""
 
-    def __init__(self, backend: Backend, info: ModelInfo, name: str, reload: bool = False) -> None:
-        super().__init__()
-        self.backend = backend
-        self.info = info
-        self.name = name
-        self.reload = reload
+    tokens: int
 
 
-class ModelSwitchFailed(Message):
-    """The new model could not be loaded; the current one stays."""
-
-    def __init__(self, name: str, error: str) -> None:
-        super().__init__()
-        self.name = name
-        self.error = error
+# ------------------------------------------------------------------ history
 
 
+@dataclass
+class HistoryListed(Message):
+    """The saved conversations (newest first); ``repaired``: replies a crash had cut off,
+    now marked interrupted; ``problem``: why chats are not saved."""
+
+    summaries: list[ConversationSummary]
+    repaired: int
+    problem: str | None
+
+
+@dataclass
+class ConversationLoaded(Message):
+    """A saved conversation read from the database, to open (``jump_to``: a message id)."""
+
+    stored: StoredConversation
+    jump_to: int | None
+
+
+@dataclass
+class ConversationLoadFailed(Message):
+    error: str
+
+
+# ---------------------------------------------------------------- downloads
+
+
+@dataclass
 class DownloadUpdate(Message):
     """Where the running download stands."""
 
-    def __init__(self, progress: Progress) -> None:
-        super().__init__()
-        self.progress = progress
+    progress: Progress
 
 
+@dataclass
 class DownloadEnded(Message):
     """The download finished (``model`` set), failed or was cancelled (``error`` set)."""
 
-    def __init__(self, title: str, model: LocalModel | None = None, error: str | None = None,
-                 cancelled: bool = False) -> None:
-        super().__init__()
-        self.title = title
-        self.model = model
-        self.error = error
-        self.cancelled = cancelled
+    title: str
+    model: LocalModel | None = None
+    error: str | None = None
+    cancelled: bool = False

@@ -77,6 +77,7 @@ class ReplyStream:
         self.deltas = DeltaBuffer()
         self.sanitizer = Sanitizer()
         self.started = False  # some text was rendered
+        self.renders = 0  # renders that drew text (one per delta while the UI keeps up)
         self.backlog = False  # the last render left text behind: the stream outruns the UI
         self.done_waiting: GenerationDone | None = None  # the end, waiting for queued text
 
@@ -95,6 +96,7 @@ class ReplyStream:
         text, more = self.deltas.take(APPEND_LIMIT if self.started else FIRST_LIMIT)
         self.backlog = more
         if text:
+            self.renders += 1
             if not self.started:
                 self.started = True
                 self.widget.set_status("")

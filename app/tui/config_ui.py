@@ -1,0 +1,50 @@
+"""The chat's use of the config file: the theme and key overrides at start, the
+problem notes, remembering the theme, "save parameters as default".
+
+Plain functions over a ``LoadedConfig``: the app asks, they answer (and write).
+Writes go through the engine (tomlkit: the user's comments and formatting stay),
+which refuses to touch a file that does not load cleanly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from vibechat.engine.config import DEFAULT_THEME, LoadedConfig, save_params, save_theme
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.params import SamplingParams
+
+from ..appconfig import BINDING_IDS
+
+
+def starting_theme(config: LoadedConfig, available: Iterable[str]) -> tuple[str, list[str]]:
+    """The theme to start with, and the notes to show once the app is up (the config's
+    problem; a configured theme that is not installed)."""
+    notes = [config.problem] if config.problem else []
+    wanted = config.config.theme
+    if wanted in available:
+        return wanted, notes
+    where = config.origin("theme")
+    notes.append(f"Theme {wanted!r} ({where}) is not installed: using {DEFAULT_THEME}. F4 lists the themes.")
+    return DEFAULT_THEME, notes
+
+
+def remember_theme(config: LoadedConfig, name: str) -> tuple[LoadedConfig, str | None]:
+    """Save ``name`` as the theme: the config as it is now, and a problem to show (or None)."""
+    if name == config.config.theme:
+        return config, None
+    try:
+        save_theme(name, config.path, key_ids=BINDING_IDS)
+    except VibechatError as exc:
+        return config, f"The theme was not saved: {exc}"
+    return replace(config, config=replace(config.config, theme=name)), None
+
+
+def save_params_default(config: LoadedConfig, params: SamplingParams) -> tuple[str, bool]:
+    """Write ``params`` as the defaults: what to say, and whether it worked."""
+    try:
+        path = save_params(params, config.path, key_ids=BINDING_IDS)
+    except VibechatError as exc:
+        return f"Not saved: {exc}", False
+    return f"Saved these parameters as the defaults in {path}.", True

@@ -1,0 +1,338 @@
+"""The app's saved conversations: the sidebar, opening, search, rename, delete, export.
+
+A controller of ``VibechatApp`` (see ``host.py``): it opens conversations into the
+engine's ``ChatSession``, which owns the conversation being chatted. Database reads
+that can grow (the list, a conversation's messages) run in workers; the small
+writes (rename, delete) run where they are asked for.
+
+Opening a conversation brings back its system prompt and parameters and rebuilds
+the model's KV cache from its messages in a worker, so the next reply starts
+without evaluating the whole conversation first.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from vibechat.engine.backend import ModelInfo
+from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.gguf import quant_from_filename
+from vibechat.engine.history import ConversationSummary, History, SearchHit, StoredConversation, StoredMessage
+from vibechat.engine.sanitize import sanitize
+
+from .chat_view import AssistantMessage, ChatMessageWidget, EarlierMessages
+from .confirm import ConfirmScreen
+from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed
+from .host import ChatHost
+from .history_screens import ExportChoice, ExportScreen, RenameScreen, SearchScreen
+from .outside import one_line
+
+log = logging.getLogger("vibechat.tui")
+
+OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on request
+STATUS_NOTES = {
+    "stopped": ("⏹ stopped", "stopped"),
+    "interrupted": ("⚠ interrupted: vibechat closed while this reply streamed", "stopped"),
+}
+
+
+class HistoryManager:
+    """See the module docstring."""
+
+    def __init__(self, host: ChatHost) -> None:
+        self.host = host
+        self._problem_shown: str | None = None
+
+    @property
+    def history(self) -> History | None:
+        return self.host.history
+
+    # ---------------------------------------------------------------- listing
+    def list_history(self) -> None:
+        self.host.run_worker(self._list, thread=True, exclusive=True, group="history", exit_on_error=False)
+
+    def _list(self) -> None:
+        """Open the database (repairing what a crash left) and list the conversations."""
+        if self.history is None:
+            return
+        try:
+            self.history.open()
+            summaries = self.history.conversations()
+        except VibechatError as exc:
+            self.host.post_message(HistoryListed([], 0, str(exc)))
+            return
+        self.host.post_message(HistoryListed(summaries, self.history.repaired, None))
+
+    def listed(self, message: HistoryListed) -> None:
+        self.host.sidebar.show(message.summaries)
+        if message.problem:
+            self.host.notify(f"Chats are not saved: {message.problem}", title="History", severity="error",
+                             timeout=15)
+        elif message.repaired:
+            count = message.repaired
+            self.host.notify(f"{count} repl{'y was' if count == 1 else 'ies were'} cut off when vibechat last "
+                             "closed; kept and marked interrupted.", title="History", timeout=8)
+
+    def changed(self) -> None:
+        """After a save: the open conversation moves to the top of the sidebar; a save that
+        failed is reported once."""
+        chatlog, sidebar = self.host.session.chat, self.host.sidebar
+        if chatlog.problem and chatlog.problem != self._problem_shown:
+            self._problem_shown = chatlog.problem
+            self.host.notify(chatlog.problem, title="History", severity="error", timeout=15)
+        if chatlog.conversation_id is None:
+            return
+        from vibechat.engine.history import now
+
+        stamp = now()
+        old = next((s for s in sidebar.summaries if s.id == chatlog.conversation_id), None)
+        sidebar.upsert(ConversationSummary(chatlog.conversation_id, chatlog.title or "", chatlog.model,
+                                           old.created if old else stamp, stamp))
+        sidebar.current = chatlog.conversation_id
+
+    # ----------------------------------------------------------------- actions
+    def toggle_sidebar(self) -> None:
+        """Show the list and focus it; from the list, hide it (shown but not focused: focus it)."""
+        sidebar = self.host.sidebar
+        if sidebar.has_class("-visible") and sidebar.has_focus_within:
+            sidebar.remove_class("-visible")
+            self.host.prompt_input.focus()
+        else:
+            self.host.show_side_panel(sidebar)
+            sidebar.focus_list()
+
+    def search(self) -> None:
+        if self.history is None:
+            self.host.notify("Chat history is off.", severity="warning")
+            return
+
+        def chosen(hit: SearchHit | None) -> None:
+            if hit is not None:
+                self.open_conversation(hit.conversation_id, jump_to=hit.message_id)
+
+        self.host.push_screen(SearchScreen(self.history), chosen)
+
+    def act(self, what: str, conversation_id: int, title: str) -> None:
+        """Rename, delete or export a conversation (the sidebar's keys)."""
+        if what == "rename":
+            self._rename(conversation_id, title)
+        elif what == "delete":
+            self._delete(conversation_id, title)
+        elif what == "export":
+            self._export(conversation_id, title)
+
+    def act_on_open(self, what: str) -> None:
+        """The palette's rename / delete / export of the conversation on screen."""
+        chatlog = self.host.session.chat
+        if chatlog.conversation_id is None or self.history is None:
+            self.host.notify("This conversation is not saved yet: send a message first.", severity="warning")
+            return
+        self.act(what, chatlog.conversation_id, chatlog.title or "")
+
+    # ------------------------------------------------------- rename / delete
+    def _rename(self, conversation_id: int, title: str) -> None:
+        host = self.host
+
+        def renamed(new_title: str | None) -> None:
+            if not new_title or self.history is None:
+                return
+            try:
+                self.history.rename(conversation_id, new_title)
+            except VibechatError as exc:
+                host.notify(str(exc), severity="error")
+                return
+            if conversation_id == host.session.chat.conversation_id:
+                host.session.chat.title = new_title
+            sidebar = host.sidebar
+            old = next((s for s in sidebar.summaries if s.id == conversation_id), None)
+            if old is not None:
+                sidebar.summaries = [s if s.id != conversation_id else
+                                     ConversationSummary(s.id, new_title, s.model, s.created, s.updated)
+                                     for s in sidebar.summaries]
+                sidebar.show(sidebar.summaries)
+            host.notify(f"Renamed to “{new_title}”.", timeout=2)
+
+        host.push_screen(RenameScreen(title), renamed)
+
+    def _delete(self, conversation_id: int, title: str) -> None:
+        host = self.host
+
+        async def answered(yes: bool | None) -> None:
+            if not yes or self.history is None:
+                return
+            try:
+                self.history.delete(conversation_id)
+            except VibechatError as exc:
+                host.notify(str(exc), severity="error")
+                return
+            host.sidebar.forget(conversation_id)
+            if conversation_id == host.session.chat.conversation_id:
+                await host.start_new_conversation()
+                host.sidebar.current = None
+            host.notify(f"Deleted “{title}”.", timeout=2)
+
+        host.push_screen(ConfirmScreen(f"Delete the conversation “{one_line(title)}” and all its messages?\n\n"
+                                       "This cannot be undone."), answered)
+
+    # ---------------------------------------------------------------- export
+    def _export(self, conversation_id: int, title: str) -> None:
+        host = self.host
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "conversation"
+        stem = Path.cwd() / f"vibechat-{conversation_id}-{slug}"
+
+        def write(choice: ExportChoice) -> None:
+            if self.history is None:
+                return
+            try:
+                stored = self.history.get(conversation_id)
+                text = stored.to_markdown() if choice.format == "md" else _json(stored)
+                choice.path.parent.mkdir(parents=True, exist_ok=True)
+                choice.path.write_text(text, encoding="utf-8")
+            except VibechatError as exc:
+                host.notify(str(exc), severity="error")
+            except OSError as exc:
+                host.notify(f"Could not write {choice.path}: {exc.strerror or exc}.", severity="error")
+            else:
+                host.notify(f"Exported to {choice.path}", timeout=5)
+
+        def chosen(choice: ExportChoice | None) -> None:
+            if choice is None or self.history is None:
+                return
+            if not choice.path.is_file():
+                write(choice)
+                return
+
+            def answered(replace: bool | None) -> None:  # an existing file is replaced only when asked to
+                if replace:
+                    write(choice)
+                else:
+                    host.notify(f"Not exported: {choice.path} is left as it was.", timeout=5)
+
+            host.push_screen(ConfirmScreen(f"{choice.path} already exists.\n\nReplace it?"), answered)
+
+        host.push_screen(ExportScreen(stem), chosen)
+
+    # ------------------------------------------------------------------ open
+    def open_conversation(self, conversation_id: int, jump_to: int | None = None) -> None:
+        if conversation_id == self.host.session.chat.conversation_id and jump_to is None:
+            self.host.prompt_input.focus()
+            return
+        self.host.run_worker(lambda: self._read(conversation_id, jump_to), thread=True, exclusive=True,
+                             group="history-open", exit_on_error=False)
+
+    def _read(self, conversation_id: int, jump_to: int | None) -> None:
+        assert self.history is not None
+        try:
+            stored = self.history.get(conversation_id)
+        except VibechatError as exc:
+            self.host.post_message(ConversationLoadFailed(str(exc)))
+            return
+        self.host.post_message(ConversationLoaded(stored, jump_to))
+
+    def load_failed(self, message: ConversationLoadFailed) -> None:
+        self.host.notify(message.error, severity="error")
+
+    async def loaded(self, message: ConversationLoaded) -> None:
+        host, stored = self.host, message.stored
+        await host.start_new_conversation(reset_cache=False)
+        loaded = host.session.info
+        if loaded is not None:
+            note = model_change_note(stored.summary.model, stored.model_path, loaded)
+            if note:
+                host.notify(note, timeout=6)
+        host.session.open(ChatLog.from_stored(stored, self.history))
+        host.show_params(stored.params)
+        # The newest messages (from the search match, when jumping to one) are mounted now;
+        # older ones wait behind a stand-in until asked for.
+        messages = stored.messages
+        start = max(0, len(messages) - OPEN_WINDOW)
+        target_index = next((i for i, m in enumerate(messages) if m.id == message.jump_to), None)
+        if target_index is not None:
+            start = min(start, max(0, target_index - 2))
+        widgets: list = [EarlierMessages(messages[:start])] if start else []
+        widgets += self.message_widgets(messages[start:])
+        target = None if message.jump_to is None else next(
+            (w for w in widgets if getattr(w, "message_id", None) == message.jump_to), None)
+        chat = host.chat
+        await chat.add_all(widgets, follow=target is None)
+        host.sidebar.current = stored.id
+        if target is not None:
+            chat.release_anchor()
+            target.focus(scroll_visible=False)
+            # Once laid out: the found message at the top of the view.
+            host.call_after_refresh(chat.scroll_to_widget, target, top=True, animate=False)
+        else:
+            host.prompt_input.focus()
+        host.refresh_bindings()
+        self._rebuild_cache()
+
+    def message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]:
+        theme = self.host.code_theme()
+        widgets: list[ChatMessageWidget] = []
+        for m in messages:
+            status, kind = "", None
+            if m.status == "error" or (m.status == "interrupted" and m.error):  # a cut stream says why
+                status, kind = f"⚠ {m.error or 'failed'}", "error"
+            elif m.status in STATUS_NOTES:
+                status, kind = STATUS_NOTES[m.status]
+            elif m.stats and m.stats.get("finish_reason") == "length":
+                status = "… cut at the token limit"
+            widget: ChatMessageWidget
+            if m.role == "user":
+                widget = ChatMessageWidget("user", sanitize(m.content), status=status, status_kind=kind)
+            else:
+                widget = AssistantMessage(sanitize(m.content), code_theme=theme, status=status, status_kind=kind)
+            widget.message_id = m.id
+            widgets.append(widget)
+        return widgets
+
+    async def show_earlier(self, message: EarlierMessages.Requested) -> None:
+        stand_in = message.stand_in
+        widgets = self.message_widgets(stand_in.pending)
+        if widgets:
+            await self.host.chat.mount_all(widgets, before=stand_in)
+        await stand_in.remove()
+        if widgets:
+            widgets[-1].focus()
+
+    def _rebuild_cache(self) -> None:
+        """The KV cache holds the opened conversation, so the next reply only evaluates
+        the new prompt."""
+        session = self.host.session
+        generation = session.generation
+
+        def rebuild() -> None:
+            tokens = session.rebuild_cache(generation)
+            if tokens is not None:
+                self.host.post_message(CacheRebuilt(tokens))
+
+        self.host.run_worker(rebuild, thread=True, group="reset", exit_on_error=False)
+
+    def cache_rebuilt(self, message: CacheRebuilt) -> None:
+        self.host.status.context_used = message.tokens
+
+
+def model_change_note(name: str | None, path: str | None, loaded: ModelInfo) -> str | None:
+    """What to say when an opened conversation was had with another model file than the one
+    loaded: nothing when it is the same model (same name, and the same file name or
+    quantization: the file moved or was downloaded again); the file names when only the
+    file differs (another quantization); else both models' names."""
+    if not path or path == loaded.path:
+        return None
+    old_file, new_file = Path(path).name, Path(loaded.path).name
+    if name and name != loaded.name:
+        return f"This conversation was with {name}; it continues with {loaded.name} (F3 switches models)."
+    old_quant = quant_from_filename(old_file)
+    if old_file == new_file or (old_quant and old_quant == loaded.quantization.upper()):
+        return None
+    return (f"This conversation was with {old_file}; it continues with {new_file}, another file of "
+            f"{loaded.name} (F3 switches models).")
+
+
+def _json(stored: StoredConversation) -> str:
+    import json
+
+    return json.dumps(stored.to_dict(), ensure_ascii=False, indent=2) + "\n"

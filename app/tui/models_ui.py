@@ -1,0 +1,290 @@
+"""The chat's model management: the picker, switching models, reloading one with
+other GPU layers, downloading them; on a remote backend, the server's models
+(switching one only changes the model id).
+
+A controller of ``VibechatApp`` (see ``host.py``): it keeps its own state (the
+download, the reload timer) and drives the engine through the ``ChatSession``,
+whose ``replace_backend`` never leaves the user without a model: the new file's
+header is checked first; it is loaded beside the current model when memory
+allows, else the current one is closed first and loaded again if the new one
+fails, and the swap happens under the engine lock, so a reply started meanwhile
+never meets a closed backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vibechat.engine.backend import Backend, ModelInfo
+from vibechat.engine.errors import DownloadCancelled, VibechatError
+from vibechat.engine.knobs import gpu_unavailable_message
+from vibechat.engine.models import LocalModel
+
+from ..progress import human_size
+from .downloader import DownloadScreen
+from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelSwitched, ModelSwitchFailed
+from .host import ChatHost
+from .model_picker import ModelPicker, PickerChoice, RemoteModelPicker
+from .status_bar import model_line
+
+log = logging.getLogger("vibechat.tui")
+
+# factory(path) -> a backend for another model file with the session's engine settings;
+# factory(path, n_gpu_layers=N) -> ... with those settings changed (the GPU layers slider).
+BackendFactory = Callable[..., Backend]
+GPU_RELOAD_DELAY = 0.8  # seconds the GPU layers slider must rest before the model reloads
+
+
+class ModelManager:
+    """See the module docstring."""
+
+    def __init__(self, host: ChatHost, backend_factory: BackendFactory | None) -> None:
+        self.host = host
+        self.backend_factory = backend_factory
+        self.engine_changes: dict[str, Any] = {}  # engine settings changed in this session (GPU layers)
+        self._gpu_reload_timer: Any = None
+        self._gpu_notice_at = -1e9
+        self.download_title: str | None = None  # the running download
+        self._download_cancel: threading.Event | None = None
+        self._download_screen: DownloadScreen | None = None
+
+    def show(self, info: ModelInfo) -> None:
+        """A model is loaded: the status bar, the panel and the welcome say which and how."""
+        host = self.host
+        host.model_ready = True
+        host.status.model = info
+        host.status.state = "ready"
+        host.panel.show_model(info)
+        note = ""
+        if info.chat_format not in ("gguf", "server"):
+            note = f"\nThis GGUF has no chat template: using the built-in {info.chat_format!r} format."
+        engine = ""
+        if info.kv_cache_bytes:
+            engine = f" · {info.kv_cache}"
+            if info.flash_attn_forced:
+                engine += f" (flash attention on: the {info.kv_cache_type} V cache needs it)"
+        if info.speculative != "off":
+            engine += f" · {info.speculative} drafting ({info.draft_tokens} tokens)"
+        host.chat.set_welcome(
+            f"{model_line(info)}{engine}{note}\n"
+            "Enter sends · Ctrl+J newline · F1 help · F2 parameters · Ctrl+N new chat · / commands"
+        )
+        for notice in info.notices:  # e.g. GPU layers asked of a build that cannot offload
+            host.notify(notice, title="Model", severity="warning", timeout=20)
+
+    # ---------------------------------------------------------------- picker
+    def open_picker(self) -> None:
+        host, remote = self.host, self.host.session.remote
+        if remote is not None:  # a server: its models, no files
+            host.push_screen(RemoteModelPicker(remote.server, remote.model_id, remote.list_models), self._picked)
+            return
+        info = host.session.info
+        host.push_screen(ModelPicker(info.path if info else None, self.download_title, loaded_info=info),
+                         self._picked)
+
+    def _picked(self, choice: PickerChoice | None) -> None:
+        if choice is None:
+            return
+        if choice.download:
+            self.open_downloads()
+        elif choice.model is not None:
+            self.switch_model(choice.model)
+        elif choice.remote_id is not None:
+            self.switch_remote_model(choice.remote_id)
+
+    def switch_remote_model(self, model_id: str) -> None:
+        """Ask the server for another of its models from now on (a new conversation)."""
+        host, current = self.host, self.host.session.info
+        if current is not None and current.name == model_id:
+            host.notify(f"{model_id} is already in use.", timeout=3)
+            return
+        if host.generating:
+            host.session.cancel()
+        host.status.state = "switching model…"
+        host.run_worker(lambda: self._switch_remote(model_id), thread=True, exclusive=True, group="model",
+                        exit_on_error=False)
+
+    def _switch_remote(self, model_id: str) -> None:
+        post = self.host.post_message
+        try:
+            info = self.host.session.switch_remote(model_id)
+        except VibechatError as exc:
+            post(ModelSwitchFailed(model_id, str(exc)))
+        else:
+            post(ModelSwitched(info, model_id))
+
+    def switch_model(self, model: LocalModel) -> None:
+        host, current = self.host, self.host.session.info
+        if self.backend_factory is None:
+            host.notify("This session cannot switch models.", severity="warning")
+            return
+        if current is not None and str(model.path) == current.path:
+            host.notify(f"{model.name} is already loaded.", timeout=3)
+            return
+        if host.generating:
+            host.session.cancel()
+        host.status.state = f"loading {model.name}…"
+        self._switch(model)
+
+    # ------------------------------------------------------------ GPU layers
+    def request_gpu_layers(self, layers: int) -> None:
+        """The GPU layers slider moved: reload the model once it rests, or, on a build that
+        cannot offload, say how to get one (and the slider goes back to 0)."""
+        host, info = self.host, self.host.session.info
+        if info is None:
+            return
+        if self._gpu_reload_timer is not None:
+            self._gpu_reload_timer.stop()
+            self._gpu_reload_timer = None
+        if not info.gpu_offload_supported:
+            host.panel.show_model(info)
+            now = time.monotonic()
+            if now - self._gpu_notice_at > 5:  # once, not on every key press
+                self._gpu_notice_at = now
+                host.notify(gpu_unavailable_message(layers, asked_by="the GPU layers slider"),
+                            title="GPU layers", severity="warning", timeout=20)
+            return
+        if layers == info.gpu_layers:
+            return
+        self._gpu_reload_timer = host.set_timer(GPU_RELOAD_DELAY, lambda: self.reload_model(n_gpu_layers=layers))
+
+    def reload_model(self, **changes: Any) -> None:
+        """Load the current model again with ``changes`` to the engine settings (kept for the
+        rest of the session); the conversation stays, its KV cache is rebuilt on the next reply."""
+        host, info = self.host, self.host.session.info
+        self._gpu_reload_timer = None
+        if info is None or self.backend_factory is None:
+            host.notify("This session cannot reload the model.", severity="warning")
+            return
+        self.engine_changes.update(changes)
+        if host.generating:
+            host.session.cancel()
+        host.status.state = "reloading…"
+        model = LocalModel(name=info.name, path=Path(info.path), size=info.file_size, quant=info.quantization,
+                           source="vibechat")
+        self._switch(model, reload=True)
+
+    def _switch(self, model: LocalModel, reload: bool = False) -> None:
+        self.host.run_worker(lambda: self._switch_in_worker(model, reload), thread=True, exclusive=True,
+                             group="model", exit_on_error=False)
+
+    def _switch_in_worker(self, model: LocalModel, reload: bool) -> None:
+        post = self.host.post_message
+        try:
+            info = self._swap_backend(model)
+        except VibechatError as exc:
+            post(ModelSwitchFailed(model.name, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
+            log.exception("switching to %s failed", model.name)
+            post(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))
+        else:
+            post(ModelSwitched(info, model.name, reload=reload))
+
+    def _swap_backend(self, model: LocalModel) -> ModelInfo:
+        """In the worker: load ``model`` and make it the session's backend."""
+        from vibechat.engine.gguf import inspect_gguf
+        from vibechat.engine.models import resolve_model
+        from vibechat.engine.system import available_memory
+
+        assert self.backend_factory is not None
+        path = resolve_model("starter") if model.source == "starter" else model.path
+        header = inspect_gguf(path)  # a corrupt file stops here; the current model is untouched
+        new = self.backend_factory(path, **self.engine_changes) if self.engine_changes else self.backend_factory(path)
+        return self.host.session.replace_backend(
+            new, name=model.name, file_size=header.file_size, available=available_memory(),
+            on_progress=lambda f: self.host.post_message(ModelProgress(f)))
+
+    async def switched(self, message: ModelSwitched) -> None:
+        host = self.host
+        host.show_model(message.info)
+        if message.reload:  # the same model: the conversation goes on
+            host.notify(f"Reloaded {message.name}: {message.info.device}.", timeout=4)
+            return
+        await host.start_new_conversation(reset_cache=False)
+        verb = "Switched to" if message.info.server else "Loaded"
+        host.notify(f"{verb} {message.name}: a new conversation starts.", timeout=4)
+
+    def switch_failed(self, message: ModelSwitchFailed) -> None:
+        host = self.host
+        host.status.state = "ready" if host.model_ready else "no model"
+        if host.session.info is not None:
+            host.panel.show_model(host.session.info)  # the GPU layers slider shows what is loaded
+        host.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",
+                    title="Model", severity="error", timeout=15)
+
+    # ------------------------------------------------------------- downloads
+    def open_downloads(self) -> None:
+        screen = DownloadScreen(running=self.download_title)
+        self._download_screen = screen
+
+        def closed(_result: None) -> None:
+            self._download_screen = None
+
+        self.host.push_screen(screen, closed)
+
+    def start_download(self, message: DownloadScreen.Start) -> None:
+        host = self.host
+        if self.download_title:
+            host.notify("A download is already running.", severity="warning")
+            return
+        option = message.option
+        title = f"{message.listing.repo} {option.label} ({human_size(option.size)})"
+        self.download_title = title
+        cancel = self._download_cancel = threading.Event()
+        if self._download_screen is not None:
+            self._download_screen.show_started(title)
+        host.status.download = "⬇ starting"
+        host.run_worker(lambda: self._download(message.listing, option, cancel, title), thread=True,
+                        group="download", exit_on_error=False)
+
+    def cancel_download(self) -> None:
+        if self._download_cancel is not None:
+            self._download_cancel.set()
+
+    def _download(self, listing, option, cancel: threading.Event, title: str) -> None:
+        from vibechat.engine.download import Downloader
+        from vibechat.engine.hub import Hub
+        from vibechat.engine.store import model_folder, register
+
+        post = self.host.post_message
+        try:
+            Downloader(Hub(), cancel=cancel, on_progress=lambda p: post(DownloadUpdate(p))).download(
+                listing.repo, listing.revision, option, model_folder(listing.repo))
+            model = register(listing.repo, listing.revision, option)
+        except DownloadCancelled as exc:
+            post(DownloadEnded(title, error=str(exc), cancelled=True))
+        except VibechatError as exc:
+            post(DownloadEnded(title, error=str(exc)))
+        except Exception as exc:  # noqa: BLE001
+            log.exception("download failed")
+            post(DownloadEnded(title, error=f"unexpected error: {exc}"))
+        else:
+            post(DownloadEnded(title, model=model))
+
+    def download_update(self, message: DownloadUpdate) -> None:
+        progress = message.progress
+        self.host.status.download = f"⬇ {progress.fraction:.0%}"
+        if self._download_screen is not None:
+            self._download_screen.show_progress(progress)
+
+    def download_ended(self, message: DownloadEnded) -> None:
+        host = self.host
+        self.download_title = None
+        self._download_cancel = None
+        host.status.download = ""
+        if message.model is not None:
+            text = f"Downloaded {message.model.name}: press F3 to load it."
+            host.notify(text, title="Download", timeout=10)
+        elif message.cancelled:
+            text = f"Stopped {message.title}: start it again to resume where it stopped."
+            host.notify(text, title="Download", timeout=6)
+        else:
+            text = f"{message.title}: {message.error}"
+            host.notify(text, title="Download failed", severity="error", timeout=15)
+        if self._download_screen is not None:
+            self._download_screen.show_ended(text)

@@ -1,0 +1,53 @@
+"""The app's base: outside text reaches no widget unsanitised and is never read as markup.
+
+Pasted text comes from the clipboard, notifications nearly always quote outside
+text (a model name, a server's error, a title, a path): ``OutsideTextApp``
+sanitises the one and shows the other as plain text (see ``outside``), for every
+screen and widget of the app.
+"""
+
+from __future__ import annotations
+
+from textual import events, on
+from textual.app import App
+from textual.markup import escape
+from textual.notifications import SeverityLevel
+
+from vibechat.engine.sanitize import sanitize
+
+from . import outside
+
+
+class OutsideTextApp(App[None]):
+    async def on_event(self, event: events.Event) -> None:
+        """Pasted text comes from outside (the clipboard): sanitised before any widget gets
+        it (an ``Input`` or a ``TextArea`` would show its control characters raw)."""
+        if isinstance(event, events.Paste) and not event.is_forwarded:
+            event.text = sanitize(event.text)
+        await super().on_event(event)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Textual's ``notify`` (``Widget.notify`` calls it too), but the message is plain
+        text unless ``markup=True`` (for vibechat's own words only: notifications nearly
+        always quote outside text, a model name, a server's error, a title, a path, and
+        Textual reads markup by default), and message and title are sanitised and
+        bounded (``outside``)."""
+        super().notify(outside.plain(message), title=outside.one_line(title), severity=severity, timeout=timeout,
+                       markup=markup)
+
+    def action_help_quit(self) -> None:
+        """Textual's hint on how to quit (its markup, the key escaped)."""
+        for key, active_binding in self.active_bindings.items():
+            if active_binding.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press [b]{escape(key)}[/b] to quit the app", title="Do you want to quit?", markup=True)
+                return
+
+    @on(events.DeliveryComplete)
+    def _screenshot_saved(self, event: events.DeliveryComplete) -> None:
+        """The palette's Screenshot: said without markup (Textual's own notification puts
+        the path, the current directory's outside name, into markup)."""
+        if event.name == "screenshot":
+            event.prevent_default()
+            self.notify(f"Saved screenshot to {event.path}" if event.path else "Saved screenshot",
+                        title="Screenshot")

@@ -1,0 +1,276 @@
+"""The chat's replies on screen, on top of the engine's ``ChatSession``.
+
+The session owns the lifecycle (a reply begins, streams, and settles once) and
+the engine lock; this controller puts it on screen: it runs the blocking calls
+in thread workers, gives each reply a ``ReplyStream`` (buffer, pacer,
+sanitiser, widget), renders what the workers post, and settles the reply once
+its last text is on screen. Messages of a reply the session has left (a new
+chat, an edit) are ignored by their generation number.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from vibechat.engine.backend import ChatEvent, ContextTrimmed, GenerationDone
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.session import ChatSession, Turn
+from vibechat.engine.system import available_cores
+
+from .chat_view import AssistantMessage, ChatMessageWidget
+from .events import (
+    CacheReset,
+    ContextCounted,
+    ModelFailed,
+    ModelProgress,
+    ModelReady,
+    ReplyEvent,
+    ReplyFailed,
+    ReplyText,
+)
+from .host import ChatHost
+from .markdown_segment import warm_up as warm_up_markdown
+from .pacing import RenderPacer, ui_budget
+from .reply_stream import ReplyStream
+
+log = logging.getLogger("vibechat.tui")
+MAX_KEPT_IN_INPUT = 4 << 20  # a refused prompt goes back into the input up to this many characters
+
+
+class Replies:
+    def __init__(self, host: ChatHost) -> None:
+        self.host = host
+        self.stream: ReplyStream | None = None  # the reply on screen while it streams
+        self.last_stream: ReplyStream | None = None  # ... and after it ended
+        self.turn: Turn | None = None
+        self.last: GenerationDone | None = None  # how the last reply ended (/stats)
+
+    @property
+    def session(self) -> ChatSession:
+        return self.host.session
+
+    # ------------------------------------------------------------- the model
+    def load_model(self) -> None:
+        self.host.run_worker(self._load, thread=True, exclusive=True, group="model", exit_on_error=False)
+
+    def _load(self) -> None:
+        post = self.host.post_message
+        try:
+            info = self.session.load(on_progress=lambda f: post(ModelProgress(f)))
+        except VibechatError as exc:
+            post(ModelFailed(str(exc)))
+        except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
+            log.exception("model load failed")
+            post(ModelFailed(f"unexpected error while loading the model: {exc}"))
+        else:
+            post(ModelReady(info))
+            warm_up_markdown(self.host.console, self.host.code_theme())  # while the user types the first prompt
+
+    # ---------------------------------------------------------------- sending
+    async def send(self, text: str) -> None:
+        """A prompt typed in the input (slash commands already handled)."""
+        host = self.host
+        if host.generating:
+            host.notify("Still answering: press Esc to stop first.", severity="warning")
+            host.prompt_input.load_text(text)
+            return
+        try:
+            self.session.check_prompt(text)
+        except VibechatError as exc:  # refused before it is saved or tokenized; kept in the input if editable there
+            host.notify(str(exc), severity="error")
+            if len(text) <= MAX_KEPT_IN_INPUT:
+                host.prompt_input.load_text(text)
+            return
+        self.session.chat.add_user(text)  # saved before generation starts
+        host.history_changed()
+        await host.chat.add(ChatMessageWidget("user", text))
+        await self.start()
+
+    async def start(self) -> None:
+        """Answer the conversation's last prompt."""
+        host = self.host
+        widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme()))
+        if not host.model_ready:
+            widget.set_status("waiting for the model to load…")
+        turn = self.session.begin_reply()
+        model = self.session.info
+        pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
+        self.turn = turn
+        self.stream = self.last_stream = ReplyStream(widget, turn.generation, pacer)
+        host.generating = True
+        host.status.state = "generating…"
+        host.run_worker(lambda: self._generate(turn, self.stream), thread=True, exclusive=True, group="generate",
+                        exit_on_error=False)
+
+    def _generate(self, turn: Turn, stream: ReplyStream | None) -> None:
+        """In a worker: the reply streams into ``stream``; the UI is told by messages."""
+        assert stream is not None
+        post, generation = self.host.post_message, turn.generation
+
+        def text(piece: str) -> None:
+            if stream.put(piece):
+                post(ReplyText(generation))
+
+        def event(ev: ChatEvent) -> None:
+            post(ReplyEvent(generation, ev))
+
+        try:
+            done = self.session.stream(turn, text, on_event=event, on_context=lambda n: post(
+                ContextCounted(generation, n)), on_reset=lambda: post(CacheReset()))
+        except VibechatError as exc:  # a cut stream (StreamInterrupted) keeps its text as the reply
+            post(ReplyFailed(generation, str(exc), ChatSession.partial_of(turn, exc)))
+        except Exception as exc:  # noqa: BLE001
+            log.exception("generation failed")
+            post(ReplyFailed(generation, f"unexpected error while generating: {exc}"))
+        else:
+            post(ReplyEvent(generation, done))
+
+    def _current(self, generation: int) -> ReplyStream | None:
+        stream = self.stream
+        return stream if stream is not None and stream.generation == generation else None
+
+    async def on_text(self, message: ReplyText) -> None:
+        stream = self._current(message.generation)
+        if stream is None:
+            return
+        # Renders are paced (see pacing.py): each one takes CPU that the model's threads
+        # may need; text arriving meanwhile waits in the buffer.
+        wait = stream.wait()
+        if wait > 0:
+            self.host.set_timer(wait, lambda: self.host.post_message(ReplyText(message.generation)))
+            return
+        if await stream.render():  # a burst: render it in slices, with a screen refresh between them
+            self.host.call_after_refresh(self.host.post_message, ReplyText(message.generation))
+            return
+        done = stream.take_done()
+        if done is not None:
+            await self._finish(stream, done)
+
+    async def on_event(self, message: ReplyEvent) -> None:
+        stream = self._current(message.generation)
+        if stream is None:
+            return
+        event = message.event
+        if isinstance(event, ContextTrimmed):
+            self.host.status.context_used = event.prompt_tokens  # what is left of the conversation
+            self.host.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
+                             f"{event.context_size:,}-token context.", severity="warning")
+        elif isinstance(event, GenerationDone) and not stream.hold(event):  # else: after the queued slices
+            await self._finish(stream, event)
+
+    async def _finish(self, stream: ReplyStream, done: GenerationDone) -> None:
+        await stream.finish(done.text)
+        if self.turn is not None and self.session.finish_reply(self.turn, done):
+            self.host.history_changed()
+        self.last = done
+        stats, status = done.stats, self.host.status
+        status.stats = stats
+        status.context_used = stats.prompt_tokens + stats.completion_tokens
+        if stats.finish_reason == "cancelled":
+            stream.widget.set_status("⏹ stopped", "stopped")
+        elif stats.finish_reason == "length":
+            stream.widget.set_status("… cut at the token limit")
+        self._ended()
+
+    async def on_failed(self, message: ReplyFailed) -> None:
+        stream = self._current(message.generation)
+        if stream is None:
+            return
+        # The user message stays in the conversation, so Ctrl+R retries it.
+        await stream.fail(message.error, message.partial)
+        if self.turn is not None and self.session.fail_reply(self.turn, message.error, message.partial):
+            self.host.history_changed()
+        self.host.notify(message.error, severity="error", timeout=10)
+        self._ended()
+
+    def _ended(self) -> None:
+        self.stream = self.turn = None
+        self.host.generating = False
+        status = self.host.status
+        status.state = "ready" if self.host.model_ready else status.state
+
+    # ------------------------------------------------------ leaving a reply
+    def stop(self) -> None:
+        """Esc: the reply stops; the text so far stays (it settles as stopped)."""
+        if self.host.generating:
+            self.session.cancel()
+
+    def abandon(self) -> None:
+        """A new chat, an edit, quitting, another model: the reply in progress is left
+        (saved as stopped) and its later messages ignored."""
+        if self.session.abandon():
+            self.host.history_changed()
+        if self.stream is not None:
+            self._ended()
+
+    async def new_conversation(self, reset_cache: bool = True) -> None:
+        """Clear the view and the conversation; ``reset_cache``: empty the model's KV cache
+        too (a freshly loaded model has nothing to forget)."""
+        host = self.host
+        self.abandon()
+        self.session.new_conversation(reset_cache=reset_cache)
+        host.sidebar.current = None
+        await host.chat.clear()
+        host.status.stats = None
+        host.status.context_used = 0
+        if reset_cache:
+            self.reset_cache()
+        host.prompt_input.focus()
+        host.refresh_bindings()
+
+    async def regenerate(self) -> None:
+        """Replace the last reply (and a failed one after the prompt) with a new one."""
+        chatlog = self.session.chat
+        if self.host.generating or not chatlog.conversation.turns:
+            return
+        chatlog.drop_last_reply()
+        widgets = self.host.chat.messages()
+        if widgets and widgets[-1].role == "assistant":
+            await widgets[-1].remove()
+        if chatlog.conversation.last_role == "user":
+            await self.start()
+
+    async def edit_last(self) -> None:
+        """Take the last prompt back into the input (and what followed it out)."""
+        host = self.host
+        self.abandon()
+        text = self.session.chat.take_last_user()
+        if text is None:
+            return
+        widgets = host.chat.messages()
+        while widgets:
+            last = widgets.pop()
+            await last.remove()
+            if last.role == "user":
+                break
+        host.prompt_input.load_text(text)
+        host.prompt_input.move_cursor(host.prompt_input.document.end)
+        host.prompt_input.focus()
+        host.refresh_bindings()
+        if not self.session.conversation.turns:  # the meter leaves the turn taken back out
+            host.status.context_used = 0
+        elif host.model_ready:
+            self.count_context()
+
+    def reset_cache(self) -> None:
+        """A new conversation: the KV cache empties before the engine's next use."""
+        self.host.run_worker(self._apply_reset, thread=True, group="reset", exit_on_error=False)
+
+    def _apply_reset(self) -> None:
+        if self.session.apply_pending_reset():
+            self.host.post_message(CacheReset())
+
+    def count_context(self) -> None:
+        """The context meter after a turn was taken back (Ctrl+L)."""
+        generation = self.session.generation
+
+        def count() -> None:
+            tokens = self.session.count_context(generation)
+            if tokens is not None:
+                self.host.post_message(ContextCounted(generation, tokens))
+
+        self.host.run_worker(count, thread=True, exclusive=True, group="count", exit_on_error=False)
+
+    def on_context_counted(self, message: ContextCounted) -> None:
+        if self.session.is_current(message.generation):
+            self.host.status.context_used = message.tokens

@@ -1,0 +1,60 @@
+"""The chat's slash commands (``/set``, ``/system``, ``/new``, ``/stats``, ``/help``,
+``/bye``): parsed by ``app/slash.py``, run here against the app's public face."""
+
+from __future__ import annotations
+
+from vibechat.engine.errors import VibechatError
+
+from .. import slash
+from ..run_cmd import format_stats  # TODO(report): moves to ..report
+from .chat_view import ChatMessageWidget
+from .host import ChatHost
+
+
+async def run(app: ChatHost, command: slash.SlashCommand) -> None:
+    name, arg = command.name, command.arg
+    if not command.known:
+        app.notify(slash.suggestion(name), severity="warning", timeout=6)
+    elif name == "/set":
+        await _set(app, arg)
+    elif name == "/system":
+        await _system(app, arg)
+    elif name in ("/new", "/clear"):
+        await app.action_new_conversation()
+    elif name == "/stats":
+        stats = app.status.stats
+        await note(app, format_stats(stats, app.session.info) if stats else "No reply yet.")
+    elif name == "/help":
+        app.action_help()
+    elif name == "/bye":
+        app.exit()
+
+
+async def _set(app: ChatHost, arg: str) -> None:
+    params = app.session.conversation.params
+    if not arg:
+        await note(app, "  ".join(f"{k}={v}" for k, v in params.to_dict().items()))
+        return
+    key, _, value = arg.partition(" ")
+    try:
+        params = params.set_from_text(key, value)
+    except VibechatError as exc:
+        app.notify(str(exc), severity="error", timeout=6)
+        return
+    app.set_params(params)
+    shown = key.replace("-", "_").lower()
+    app.notify(f"{shown} = {getattr(params, shown)}", timeout=2)
+
+
+async def _system(app: ChatHost, arg: str) -> None:
+    chatlog = app.session.chat
+    if not arg:
+        await note(app, f"System prompt: {chatlog.conversation.system or '(none)'}")
+        return
+    chatlog.set_system(None if arg.lower() in ("clear", "none", "off") else arg)
+    app.notify("System prompt cleared." if chatlog.conversation.system is None else "System prompt set.",
+               timeout=2)
+
+
+async def note(app: ChatHost, text: str) -> None:
+    await app.chat.add(ChatMessageWidget("note", text))
