@@ -38,7 +38,8 @@ from vibechat.engine.sanitize import sanitize
 
 from .clitools import plain, safe_json
 from .interrupt import CtrlC
-from .run_cmd import _json_stats, _quiet_stdout, check_prompt_size, format_stats, generate, load_or_interrupt
+from .report import format_stats
+from .run_cmd import _json_stats, _quiet_stdout, check_prompt_size, generate, load_or_interrupt
 
 
 @dataclass

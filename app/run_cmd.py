@@ -29,6 +29,7 @@ from vibechat.engine.sanitize import Sanitizer, sanitize
 
 from .clitools import plain, safe_json
 from .interrupt import CtrlC
+from .report import engine_dict, format_stats
 
 
 @dataclass
@@ -58,34 +59,6 @@ def read_prompt(prompt: str | None, stdin: TextIO) -> str:
     if not text.strip():
         raise VibechatError("the prompt is empty: pass some text with --prompt or on stdin.")
     return text
-
-
-def format_stats(stats, info=None) -> str:
-    text = (f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
-            f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens · "
-            f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
-            f"{stats.finish_reason} · seed {stats.seed}")
-    if stats.drafted_tokens:
-        rate = stats.accepted_draft_tokens / stats.drafted_tokens
-        text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
-    if info is not None:
-        text += f" · {info.device}"
-        if info.n_threads:
-            text += f" · {info.n_threads} thread" + ("" if info.n_threads == 1 else "s")
-        if info.repack is not None:
-            text += f" · repack {info.repack}" + (" (auto)" if info.repack_setting == "auto" else "")
-        if info.kv_cache_bytes:
-            text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
-    return text
-
-
-def engine_dict(info) -> dict[str, object]:
-    """How the model runs, for ``--json``."""
-    return {"device": info.device, "gpu_layers": info.gpu_layers, "n_layers": info.n_layers,
-            "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
-            "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
-            "speculative": info.speculative, "draft_tokens": info.draft_tokens,
-            "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason}
 
 
 def _quiet_stdout() -> None:

@@ -42,7 +42,7 @@ from vibechat.themes import THEMES
 
 from .. import slash
 from ..appconfig import load_app_config
-from ..run_cmd import format_stats
+from ..report import format_stats
 from . import outside
 from .chat_view import AssistantMessage, ChatMessageWidget, ChatView, EarlierMessages
 from .config_actions import ConfigActions
