@@ -203,8 +203,8 @@ def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_i
 def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True) -> int:
     """``vibechat run --prompts-file PATH`` with the effective ``config`` (flags applied)."""
     from .backends import make_backend
-    from .models_cmd import pull_with_progress
     from .options import EngineChoice
+    from .progress import pull_with_progress
 
     prompts, source = open_prompts(path, sys.stdin.buffer)
     history: History | None = None

@@ -260,7 +260,7 @@ def run(
 
         from .appconfig import load_app_config
         from .backends import make_backend
-        from .models_cmd import pull_with_progress
+        from .progress import pull_with_progress
         from .run_cmd import RunRequest, execute, read_prompt
 
         if prompts_file is not None:
