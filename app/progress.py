@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # Rich is imported only when a bar is shown
 
     from rich.progress import Progress as RichProgress, TaskID
 
-    from vibechat.engine.models import LocalModel
+    from vibechat.engine.local_model import LocalModel
 
 
 def human_size(n: float) -> str:

@@ -29,7 +29,7 @@ from .download import Downloader, Progress
 from .errors import ModelStoreError
 from .gguf import header_quant, quant_from_filename
 from .hub import Hub, RepoListing
-from .models import LocalModel
+from .local_model import LocalModel
 from .refs import HubRef, QuantOption, RepoFile, group_quants
 from .starter import PACKAGE as STARTER_PACKAGE
 
