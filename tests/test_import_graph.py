@@ -153,6 +153,13 @@ def test_the_graph_sees_the_package():
     assert "vibechat.engine.backend" in graph["vibechat.engine.worker"]  # absolute (vibechat.engine...)
 
 
+def test_tarjan_finds_every_cycle():
+    graph = {"a": {"b"}, "b": {"c", "d"}, "c": {"a"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
+    components = sorted(c for c in _strongly_connected(graph) if len(c) > 1)
+    assert components == [["a", "b", "c"], ["d", "e"]]
+    assert _shortest_cycle(graph, "b", {"a", "b", "c"}) == ["b", "c", "a", "b"]
+
+
 def test_no_import_cycles():
     graph, where = _graph()
     cycles = [component for component in _strongly_connected(graph) if len(component) > 1]
