@@ -1,7 +1,8 @@
-"""Small pieces the sub-command modules share: error guarding (``guard``: a VibechatError is
-one line on stderr and exit code 1), and the one way every command prints text that may hold outside data (model names, metadata, Hub names, server errors,
-saved conversations): ``echo`` for lines, ``table`` for tables, ``safe_json`` for JSON.
-Terminal control sequences are stripped, and nothing is ever parsed as Rich markup."""
+"""Small pieces the command modules share: error guarding (``guard``: a VibechatError is one
+line on stderr and exit code 1), and the one way every command prints text that may hold
+outside data (model names, metadata, Hub names, server errors, saved conversations):
+``echo`` for lines, ``table`` for tables, ``safe_json`` for JSON. Terminal control
+sequences are stripped, and nothing is ever parsed as Rich markup."""
 
 from __future__ import annotations
 
