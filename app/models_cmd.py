@@ -6,7 +6,7 @@ Engine modules are imported inside the commands, so ``--help`` stays instant.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -61,6 +61,7 @@ def files(
     """A repo's GGUF models by quantization, with sizes and whether each fits in memory."""
     def go() -> None:
         from vibechat.engine.errors import ModelRefError
+        from vibechat.engine.fit import memory_fit
         from vibechat.engine.hub import Hub
         from vibechat.engine.refs import parse_hub_ref, pick_quant
 
@@ -70,11 +71,10 @@ def files(
         listing = Hub().listing(ref.repo, revision)
         options = sorted(listing.options, key=lambda o: o.size)  # smallest first, as users scan them
         default = pick_quant(listing.options, None, ref.repo) if options else None
-        from vibechat.engine.fit import memory_fit
-
         fit = memory_fit()
-        rows = [{"quant": o.label, "size": o.size, "files": [f.path for f in o.files],
-                 "default": default is not None and o.files == default.files, "fits": fit(o.size)} for o in options]
+        rows: list[dict[str, Any]] = [
+            {"quant": o.label, "size": o.size, "files": [f.path for f in o.files],
+             "default": default is not None and o.files == default.files, "fits": fit(o.size)} for o in options]
         if json_output:
             typer.echo(safe_json({"repo": ref.repo, "revision": listing.revision, "models": rows}, indent=2))
             return
