@@ -33,9 +33,10 @@ from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.session import ChatSession
 
-from .clitools import plain, safe_json
+from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from .run_cmd import _json_stats, _quiet_stdout, format_stats, load_or_interrupt, trim_notice
+from .report import format_stats, json_stats
+from .run_cmd import load_or_interrupt, trim_notice
 
 
 @dataclass
@@ -121,7 +122,7 @@ class _Batch:
             "conversation_id": chat.conversation_id,
             "params": (done.params or params).to_dict(),
             "finish_reason": "cancelled" if result.interrupted else done.finish_reason,
-            "stats": _json_stats(done.stats),
+            "stats": json_stats(done.stats),
         })
         self.done += 1
         self.write(obj)
@@ -158,7 +159,7 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
                 else:
                     batch.run_one(item, lambda: interrupt.requested)
     except BrokenPipeError:  # `| head -n 3`: stop quietly
-        _quiet_stdout()
+        quiet_stdout()
         return 1 if batch.failed else 0
     if interrupt.requested:
         err.write("\n")
@@ -199,8 +200,8 @@ def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_i
 def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True) -> int:
     """``vibechat run --prompts-file PATH`` with the effective ``config`` (flags applied)."""
     from .backends import make_backend
-    from .models_cmd import pull_with_progress
     from .options import EngineChoice
+    from .progress import pull_with_progress
 
     prompts, source = open_prompts(path, sys.stdin.buffer)
     history: History | None = None

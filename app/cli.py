@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, Optional
 
 import typer
 
+from .clitools import guard
 from .config_cmd import config_app
 from .history_cmd import history_app
 from .models_cmd import models_app
@@ -53,31 +53,9 @@ cli = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-T = TypeVar("T")
-
 cli.add_typer(models_app, name="models")
 cli.add_typer(history_app, name="history")
 cli.add_typer(config_app, name="config")
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    from .clitools import echo
-
-    echo(f"vibechat: error: {message}", err=True)  # messages quote outside text: sanitised, one line
-    return typer.Exit(code)
-
-
-def guarded(fn: Callable[[], T]) -> T:
-    """Run ``fn``; a VibechatError becomes a one-line message and exit code 1."""
-    from vibechat.engine.errors import VibechatError
-
-    try:
-        return fn()
-    except VibechatError as exc:
-        raise fail(str(exc)) from None
-    except KeyboardInterrupt:
-        typer.echo("", err=True)
-        raise typer.Exit(130) from None
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -213,7 +191,7 @@ def main_callback(
         return run_tui(engine=EngineChoice.from_config(config), params=config.params,
                        system=config.system_prompt, config=loaded, save=not no_save)
 
-    code = guarded(start)
+    code = guard(start)
     if code:  # the chat crashed (its traceback is on the screen): say so to the shell too
         raise typer.Exit(code)
 
@@ -282,7 +260,7 @@ def run(
 
         from .appconfig import load_app_config
         from .backends import make_backend
-        from .models_cmd import pull_with_progress
+        from .progress import pull_with_progress
         from .run_cmd import RunRequest, execute, read_prompt
 
         if prompts_file is not None:
@@ -319,7 +297,7 @@ def run(
             if chat.history is not None:
                 chat.history.close()
 
-    code = guarded(go)
+    code = guard(go)
     if code:
         raise typer.Exit(code)
 

@@ -1,21 +1,44 @@
-"""Small pieces the sub-command modules share: error guarding, and the one way every command
-prints text that may hold outside data (model names, metadata, Hub names, server errors,
-saved conversations): ``echo`` for lines, ``table`` for tables, ``safe_json`` for JSON.
-Terminal control sequences are stripped, and nothing is ever parsed as Rich markup."""
+"""Small pieces the command modules share: error guarding (``guard``: a VibechatError is one
+line on stderr and exit code 1), and the one way every command prints text that may hold
+outside data (model names, metadata, Hub names, server errors, saved conversations):
+``echo`` for lines, ``table`` for tables, ``safe_json`` for JSON. Terminal control
+sequences are stripped, and nothing is ever parsed as Rich markup."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    import typer
 
 T = TypeVar("T")
 
 
-def guard(fn: Callable[[], T]) -> T:
-    """Run ``fn`` the way every command does: a VibechatError is one line on stderr."""
-    from .cli import guarded
+def fail(message: str, code: int = 1) -> "typer.Exit":
+    """The exception that ends a command with ``message`` on stderr and exit code ``code``."""
+    import typer
 
-    return guarded(fn)
+    echo(f"vibechat: error: {message}", err=True)  # messages quote outside text: sanitised, one line
+    return typer.Exit(code)
+
+
+def guard(fn: Callable[[], T]) -> T:
+    """Run ``fn`` the way every command does: a VibechatError becomes a one-line message and
+    exit code 1, Ctrl-C exit code 130."""
+    import typer
+
+    from vibechat.engine.errors import VibechatError
+
+    try:
+        return fn()
+    except VibechatError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        typer.echo("", err=True)
+        raise typer.Exit(130) from None
 
 
 def plain(text: object) -> str:
@@ -59,3 +82,12 @@ def safe_json(data: object, indent: int | None = None) -> str:
 
     text = json.dumps(data, ensure_ascii=False, indent=indent)
     return re.sub("[\x7f-\x9f\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so interpreter exit stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass

@@ -33,12 +33,11 @@ def path() -> None:
 
 
 def _value_text(key: str, value: Any) -> str:
-    from vibechat.engine.config import SETTINGS_BY_KEY
-    from vibechat.engine.paths import models_dir
+    from vibechat.engine.config import SETTINGS_BY_KEY, models_dir
 
     setting = SETTINGS_BY_KEY.get(key)
     if key == "models_dir" and value is None:
-        return f"{models_dir()}"  # what paths resolve: the default folder
+        return f"{models_dir()}"  # what config.models_dir() resolves: the default folder
     if value is None or value == []:
         return f"({setting.default_text()})" if setting is not None and setting.unset else "(none)"
     if isinstance(value, list):

@@ -6,7 +6,7 @@ Engine modules are imported inside the commands, so ``--help`` stays instant.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -15,43 +15,13 @@ from .clitools import guard as _guard
 from .clitools import plain as _plain
 from .clitools import safe_json
 from .clitools import table as _table
-from .progress import CliProgress, human_size
+from .progress import human_size, pull_with_progress
 
 models_app = typer.Typer(help="Find, download, list, inspect and remove GGUF models.", no_args_is_help=True,
                          context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 RevisionOpt = Annotated[Optional[str], typer.Option("--revision", metavar="REV", help="A branch, tag or commit.")]
-
-
-def pull_with_progress(ref_text: str, revision: str | None = None):
-    """Download ``ref_text`` with progress on stderr; returns the registered model.
-    Ctrl-C stops it (resumable) and exits with 130."""
-    from vibechat.engine.errors import ModelRefError
-    from vibechat.engine.refs import parse_hub_ref
-    from vibechat.engine.store import pull
-
-    ref = parse_hub_ref(ref_text)
-    if ref is None:
-        raise ModelRefError(f"{ref_text!r} is not a Hugging Face reference: use owner/repo, owner/repo:QUANT "
-                            "or owner/repo/file.gguf.")
-    reporter: list[CliProgress] = []
-
-    def on_listing(listing, option) -> None:
-        shards = f", {len(option.files)} files" if len(option.files) > 1 else ""
-        reporter.append(CliProgress(f"Downloading {ref.repo} {option.label} ({human_size(option.size)}{shards})"))
-        reporter[0].__enter__()
-
-    try:
-        model = pull(ref, revision=revision, on_listing=on_listing,
-                     on_progress=lambda p: reporter[0].update(p) if reporter else None)
-    except KeyboardInterrupt:
-        typer.echo("vibechat: download stopped; run the same command again to resume.", err=True)
-        raise typer.Exit(130) from None
-    finally:
-        if reporter:
-            reporter[0].__exit__(None, None, None)
-    return model
 
 
 @models_app.command()
@@ -91,6 +61,7 @@ def files(
     """A repo's GGUF models by quantization, with sizes and whether each fits in memory."""
     def go() -> None:
         from vibechat.engine.errors import ModelRefError
+        from vibechat.engine.fit import memory_fit
         from vibechat.engine.hub import Hub
         from vibechat.engine.refs import parse_hub_ref, pick_quant
 
@@ -101,8 +72,9 @@ def files(
         options = sorted(listing.options, key=lambda o: o.size)  # smallest first, as users scan them
         default = pick_quant(listing.options, None, ref.repo) if options else None
         fit = memory_fit()
-        rows = [{"quant": o.label, "size": o.size, "files": [f.path for f in o.files],
-                 "default": default is not None and o.files == default.files, "fits": fit(o.size)} for o in options]
+        rows: list[dict[str, Any]] = [
+            {"quant": o.label, "size": o.size, "files": [f.path for f in o.files],
+             "default": default is not None and o.files == default.files, "fits": fit(o.size)} for o in options]
         if json_output:
             typer.echo(safe_json({"repo": ref.repo, "revision": listing.revision, "models": rows}, indent=2))
             return
@@ -116,34 +88,6 @@ def files(
         _echo(f"\n* the default · download: vibechat models pull {ref.repo}:QUANT", err=True)
 
     _guard(go)
-
-
-def memory_fit():
-    """A function telling, for a model size, whether it fits in free RAM (and VRAM when
-    this build offloads to a GPU): "yes", "RAM only", "no" or "?"."""
-    from vibechat.engine.system import available_memory, gpu_free_memory
-
-    ram = available_memory()
-    vram = None
-    try:
-        from vibechat.engine.llamacpp import gpu_offload_supported
-
-        if gpu_offload_supported():
-            vram = gpu_free_memory()
-    except Exception:  # noqa: BLE001 - no llama.cpp build: judge by RAM alone
-        pass
-
-    def fit(size: int) -> str:
-        need = int(size * 1.1)  # weights plus a modest context
-        if vram is not None:
-            if need <= vram:
-                return "yes (GPU)"
-            return "RAM only" if ram is not None and need <= ram else "no"
-        if ram is None:
-            return "?"
-        return "yes" if need <= ram else "no"
-
-    return fit
 
 
 @models_app.command("pull")

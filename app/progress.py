@@ -1,5 +1,7 @@
 """Download progress on the command line: a Rich progress bar on a terminal, plain
-lines (at most one every few seconds) when output goes to a file or a pipe."""
+lines (at most one every few seconds) when output goes to a file or a pipe.
+``pull_with_progress`` downloads a model that way (``models pull``, a Hub ``--model`` given
+to ``run`` or to the chat before its screen opens)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ if TYPE_CHECKING:  # Rich is imported only when a bar is shown
     from types import TracebackType
 
     from rich.progress import Progress as RichProgress, TaskID
+
+    from vibechat.engine.local_model import LocalModel
 
 
 def human_size(n: float) -> str:
@@ -86,3 +90,35 @@ class CliProgress:
                  tb: TracebackType | None) -> None:
         if self._rich is not None:
             self._rich.__exit__(exc_type, exc, tb)
+
+
+def pull_with_progress(ref_text: str, revision: str | None = None) -> "LocalModel":
+    """Download ``ref_text`` with progress on stderr; returns the registered model.
+    Ctrl-C stops it (resumable) and exits with 130."""
+    import typer
+
+    from vibechat.engine.errors import ModelRefError
+    from vibechat.engine.refs import parse_hub_ref
+    from vibechat.engine.store import pull
+
+    ref = parse_hub_ref(ref_text)
+    if ref is None:
+        raise ModelRefError(f"{ref_text!r} is not a Hugging Face reference: use owner/repo, owner/repo:QUANT "
+                            "or owner/repo/file.gguf.")
+    reporter: list[CliProgress] = []
+
+    def on_listing(listing, option) -> None:
+        shards = f", {len(option.files)} files" if len(option.files) > 1 else ""
+        reporter.append(CliProgress(f"Downloading {ref.repo} {option.label} ({human_size(option.size)}{shards})"))
+        reporter[0].__enter__()
+
+    try:
+        model = pull(ref, revision=revision, on_listing=on_listing,
+                     on_progress=lambda p: reporter[0].update(p) if reporter else None)
+    except KeyboardInterrupt:
+        typer.echo("vibechat: download stopped; run the same command again to resume.", err=True)
+        raise typer.Exit(130) from None
+    finally:
+        if reporter:
+            reporter[0].__exit__(None, None, None)
+    return model

@@ -6,8 +6,6 @@ Exit codes: 0 success, 1 a user error (one line on stderr), 130 after Ctrl-C
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
@@ -19,8 +17,9 @@ from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.session import ChatSession
 
-from .clitools import plain, safe_json
+from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
+from .report import engine_dict, format_stats, json_stats
 
 
 @dataclass
@@ -50,43 +49,6 @@ def read_prompt(prompt: str | None, stdin: TextIO) -> str:
     if not text.strip():
         raise VibechatError("the prompt is empty: pass some text with --prompt or on stdin.")
     return text
-
-
-def format_stats(stats, info=None) -> str:
-    text = (f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
-            f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens · "
-            f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
-            f"{stats.finish_reason} · seed {stats.seed}")
-    if stats.drafted_tokens:
-        rate = stats.accepted_draft_tokens / stats.drafted_tokens
-        text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
-    if info is not None:
-        text += f" · {info.device}"
-        if info.n_threads:
-            text += f" · {info.n_threads} thread" + ("" if info.n_threads == 1 else "s")
-        if info.repack is not None:
-            text += f" · repack {info.repack}" + (" (auto)" if info.repack_setting == "auto" else "")
-        if info.kv_cache_bytes:
-            text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
-    return text
-
-
-def engine_dict(info) -> dict[str, object]:
-    """How the model runs, for ``--json``."""
-    return {"device": info.device, "gpu_layers": info.gpu_layers, "n_layers": info.n_layers,
-            "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
-            "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
-            "speculative": info.speculative, "draft_tokens": info.draft_tokens,
-            "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason}
-
-
-def _quiet_stdout() -> None:
-    """After a broken pipe: point stdout at /dev/null so interpreter exit stays silent."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
 
 
 def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog | None = None) -> int:
@@ -127,7 +89,7 @@ def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
     seed = request.params.seed
     return {"text": "", "model": None, "model_path": None, "conversation_id": None,
             "params": request.params.to_dict(), "finish_reason": "cancelled",
-            "stats": _json_stats(None, seed=seed), "engine": None}
+            "stats": json_stats(None, seed=seed), "engine": None}
 
 
 def load_or_interrupt(session: ChatSession, ctrl_c: CtrlC) -> ModelInfo:
@@ -167,7 +129,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     if chat.problem:
         err.write(plain(f"vibechat: {chat.problem}") + "\n")
     if pipe_closed:
-        _quiet_stdout()
+        quiet_stdout()
         return 0
 
     text, stats = result.text if request.raw else sanitize(result.text), done.stats
@@ -178,7 +140,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         "conversation_id": chat.conversation_id,
         "params": (done.params or request.params).to_dict(),
         "finish_reason": "cancelled" if interrupted else stats.finish_reason,
-        "stats": _json_stats(stats),
+        "stats": json_stats(stats),
         "engine": engine_dict(info),
     }
     if not _end_output(request, out, text, obj, held_back()):
@@ -197,7 +159,7 @@ def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: 
     text = text if request.raw else sanitize(text)
     obj = {"text": text, "model": info.name, "model_path": info.path,
            "conversation_id": chat.conversation_id, "params": params.to_dict(),
-           "finish_reason": "interrupted", "error": error, "stats": _json_stats(None, seed=params.seed)}
+           "finish_reason": "interrupted", "error": error, "stats": json_stats(None, seed=params.seed)}
     _end_output(request, out, text, obj, tail)
 
 
@@ -213,17 +175,6 @@ def _end_output(request: RunRequest, out: TextIO, text: str, obj: dict, tail: st
             out.write("\n")
         out.flush()
     except BrokenPipeError:
-        _quiet_stdout()
+        quiet_stdout()
         return False
     return True
-
-
-def _json_stats(stats, seed: int | None = None) -> dict[str, object]:
-    if stats is None:  # none known (a reply cut short by the server)
-        return {"prompt_tokens": None, "prompt_tokens_evaluated": None, "completion_tokens": None,
-                "ttft_ms": None, "prompt_eval_ms": None, "decode_tokens_per_s": None, "seed": seed}
-    data = stats.to_dict()
-    keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "ttft_ms",
-            "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
-            "drafted_tokens", "accepted_draft_tokens")
-    return {k: data[k] for k in keys}

@@ -41,7 +41,7 @@ from .knobs import (
     check_speculative,
 )
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
-from .paths import config_dir
+from .paths import config_dir, data_dir
 from .repack import DEFAULT_REPACK, check_repack
 
 CONFIG_ENV = "VIBECHAT_CONFIG"
@@ -658,6 +658,16 @@ def configured_models_dir() -> Path | None:
 
 
 _models_dir_cache: dict[Path, tuple[tuple[int, int, int], Path | None]] = {}
+
+
+def models_dir() -> Path:
+    """Models vibechat downloaded or was given: ``VIBECHAT_MODELS_DIR``, else ``models_dir``
+    in the config file (a broken file is ignored here), else ``models`` in the data dir.
+    Resolved on each call, never at import time."""
+    override = os.environ.get("VIBECHAT_MODELS_DIR")
+    if override:
+        return Path(override).expanduser()
+    return configured_models_dir() or data_dir() / "models"
 
 
 # ------------------------------------------------------------------ saving

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from .errors import ModelFileError
 from .gguf import GGUFInfo, inspect_gguf, quant_from_filename
-from .models import SOURCES, LocalModel
+from .local_model import SOURCES, LocalModel
 from .refs import QuantOption, RepoFile, group_quants
 
 log = logging.getLogger("vibechat.discover")

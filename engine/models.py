@@ -6,56 +6,23 @@ file, the name of a local model (``vibechat models list``), or a Hugging Face
 reference (``owner/repo``, ``owner/repo:QUANT``, ``owner/repo/file.gguf``) that has
 a local copy; one without raises ``ModelNotDownloadedError`` so the caller can
 offer to download it.
+
+The sources are ``store`` (vibechat's own downloads) and ``discover`` (other tools'
+folders); the ``LocalModel`` record they share lives below them, in ``local_model``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelNotDownloadedError, ModelRefError
+from .local_model import LocalModel
 from .refs import DEFAULT_QUANTS, parse_hub_ref
 from .starter import STARTER_NAME, starter_installed_path, starter_model_path, starter_sha256
 
 log = logging.getLogger("vibechat.models")
 STARTER_SIZE = 253_000_000  # shown before the starter model is first unpacked
-
-
-# Where a local model comes from. Only vibechat's own downloads can be removed.
-SOURCES = ("vibechat", "starter", "hf-cache", "ollama", "lmstudio")
-
-
-@dataclass(frozen=True)
-class LocalModel:
-    """A GGUF model on this machine that vibechat can load."""
-
-    name: str  # what --model, `models rm` and `models info` accept
-    path: Path  # the file to load (the first shard of a split model)
-    size: int  # bytes, every shard included
-    quant: str  # "Q4_K_M" ... ("?" when neither the name nor the header says)
-    source: str  # one of SOURCES
-    sha256: str | None = None  # of the file (the first shard), when known
-    repo: str | None = None  # Hugging Face repo id, when known
-    files: tuple[Path, ...] = ()  # every shard, in order (empty: just ``path``)
-    revision: str | None = None  # the repo commit it was downloaded from
-    added: str | None = None  # ISO 8601 UTC, when vibechat downloaded it
-
-    @property
-    def read_only(self) -> bool:
-        """Found in another tool's folder (or bundled): vibechat never deletes it."""
-        return self.source != "vibechat"
-
-    @property
-    def all_files(self) -> tuple[Path, ...]:
-        return self.files or (self.path,)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name, "path": str(self.path), "size": self.size, "quant": self.quant,
-            "sha256": self.sha256, "source": self.source, "repo": self.repo,
-            "files": [str(f) for f in self.all_files], "revision": self.revision, "added": self.added,
-        }
 
 
 def starter_model() -> LocalModel | None:

@@ -3,6 +3,8 @@
 platformdirs gives the per-OS defaults; ``VIBECHAT_CONFIG_DIR``,
 ``VIBECHAT_DATA_DIR``, ``VIBECHAT_CACHE_DIR`` and ``VIBECHAT_STATE_DIR`` override them
 (tests point all four at a temporary directory).
+
+The models folder depends on the config file too: ``config.models_dir()`` resolves it.
 """
 
 from __future__ import annotations
@@ -41,14 +43,3 @@ def state_dir() -> Path:
 def crash_dir() -> Path:
     """Where the engine's crash reports go (engine/worker.py)."""
     return state_dir() / "crashes"
-
-
-def models_dir() -> Path:
-    """Models vibechat downloaded or was given: ``VIBECHAT_MODELS_DIR``, else ``models_dir``
-    in the config file (a broken file is ignored here), else ``models`` in the data dir."""
-    override = os.environ.get("VIBECHAT_MODELS_DIR")
-    if override:
-        return Path(override).expanduser()
-    from .config import configured_models_dir
-
-    return configured_models_dir() or data_dir() / "models"

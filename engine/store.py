@@ -24,12 +24,12 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
+from .config import models_dir
 from .download import Downloader, Progress
 from .errors import ModelStoreError
 from .gguf import header_quant, quant_from_filename
 from .hub import Hub, RepoListing
-from .models import LocalModel
-from .paths import models_dir
+from .local_model import LocalModel
 from .refs import HubRef, QuantOption, RepoFile, group_quants
 from .starter import PACKAGE as STARTER_PACKAGE
 

@@ -18,6 +18,7 @@ from vibechat.engine.config import (
     key_lines,
     load_config,
     markdown_table,
+    models_dir,
     save_params,
     save_theme,
     template,
@@ -25,7 +26,7 @@ from vibechat.engine.config import (
 )
 from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
 from vibechat.engine.params import SamplingParams
-from vibechat.engine.paths import config_dir, data_dir, models_dir
+from vibechat.engine.paths import config_dir, data_dir
 
 REPO = Path(__file__).resolve().parent.parent
 IDS = ("help", "toggle_params", "params.reset_all")

@@ -56,7 +56,7 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash)."""
     from ..backends import make_backend
-    from ..models_cmd import pull_with_progress
+    from ..progress import pull_with_progress
 
     # A bad --model fails here, before the screen opens; a Hub model is downloaded first.
     # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).

@@ -162,9 +162,8 @@ class DownloadScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
     def _list(self, ref: HubRef) -> None:
+        from vibechat.engine.fit import memory_fit
         from vibechat.engine.hub import Hub
-
-        from ..models_cmd import memory_fit
 
         try:
             listing = Hub().listing(ref.repo)

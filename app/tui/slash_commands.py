@@ -6,7 +6,7 @@ from __future__ import annotations
 from vibechat.engine.errors import VibechatError
 
 from .. import slash
-from ..run_cmd import format_stats  # TODO(report): moves to ..report
+from ..report import format_stats
 from .chat_view import ChatMessageWidget
 from .host import ChatHost
 

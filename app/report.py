@@ -1,0 +1,49 @@
+"""How a reply's statistics and the engine's settings are reported: one line of text (``run
+--stats``, ``--prompts-file --stats``, the chat's stats panel) and the ``engine`` object of
+``--json``. Shared by the CLI commands and the TUI, so it imports neither."""
+
+from __future__ import annotations
+
+from vibechat.engine.backend import GenerationStats, ModelInfo
+
+
+def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
+    """One line: tokens, timings, tokens/s, why it stopped, the seed; with ``info``, where the
+    model runs too (device, threads, repacking, KV cache)."""
+    text = (f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
+            f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens · "
+            f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
+            f"{stats.finish_reason} · seed {stats.seed}")
+    if stats.drafted_tokens:
+        rate = stats.accepted_draft_tokens / stats.drafted_tokens
+        text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
+    if info is not None:
+        text += f" · {info.device}"
+        if info.n_threads:
+            text += f" · {info.n_threads} thread" + ("" if info.n_threads == 1 else "s")
+        if info.repack is not None:
+            text += f" · repack {info.repack}" + (" (auto)" if info.repack_setting == "auto" else "")
+        if info.kv_cache_bytes:
+            text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
+    return text
+
+
+def engine_dict(info: ModelInfo) -> dict[str, object]:
+    """How the model runs, for ``--json``."""
+    return {"device": info.device, "gpu_layers": info.gpu_layers, "n_layers": info.n_layers,
+            "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
+            "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
+            "speculative": info.speculative, "draft_tokens": info.draft_tokens,
+            "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason}
+
+
+def json_stats(stats: GenerationStats | None, seed: int | None = None) -> dict[str, object]:
+    """A reply's statistics for ``--json`` (None: unknown, a reply cut short by the server)."""
+    if stats is None:  # none known (a reply cut short by the server)
+        return {"prompt_tokens": None, "prompt_tokens_evaluated": None, "completion_tokens": None,
+                "ttft_ms": None, "prompt_eval_ms": None, "decode_tokens_per_s": None, "seed": seed}
+    data = stats.to_dict()
+    keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "ttft_ms",
+            "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
+            "drafted_tokens", "accepted_draft_tokens")
+    return {k: data[k] for k in keys}

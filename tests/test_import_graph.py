@@ -1,0 +1,208 @@
+"""The import graph of the vibechat package has no cycles, and the TUI imports no CLI command.
+
+The graph is built from the sources with ``ast``, not by importing anything, and it counts
+every import statement wherever it stands: at module level, inside functions and methods
+(the usual way to hide a cycle), inside ``try`` blocks and inside ``if TYPE_CHECKING:``
+blocks. Annotation-only imports count too: a module that needs another's types to be
+checked depends on it as surely as one that calls it, and a cycle made only of them still
+says that a type lives at the wrong layer.
+
+Edges: ``import vibechat.a.b`` and ``from vibechat.a import b`` (``b`` a submodule) import
+``vibechat.a.b``; ``from vibechat.a.b import name`` (``name`` not a submodule) imports
+``vibechat.a.b``; relative imports are resolved against the importing module's package.
+The implicit import of the parent packages (``vibechat.a`` for ``vibechat.a.b``) is not an
+edge: every package ``__init__`` would otherwise sit in a cycle with any submodule it
+mentions, which says nothing about the layering.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Repository folder -> installed package (pyproject.toml, [tool.setuptools.package-dir]).
+PACKAGE_DIRS = {"app": "vibechat.app", "engine": "vibechat.engine", "themes": "vibechat.themes"}
+
+TUI = "vibechat.app.tui"
+# The CLI command modules: the Typer app and each command group's module.
+COMMAND_MODULE = re.compile(r"^vibechat\.app\.(cli|[a-z_]+_cmd)$")
+
+Edge = tuple[str, str, str]  # (importer, imported, "file:line")
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package, by its installed name."""
+    found: dict[str, Path] = {}
+    for folder, package in PACKAGE_DIRS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _edges(modules: dict[str, Path]) -> list[Edge]:
+    edges: list[Edge] = []
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        package = name if is_package else name.rpartition(".")[0]
+        where = path.relative_to(ROOT)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                for alias in node.names:
+                    submodule = f"{base}.{alias.name}"
+                    targets.append(submodule if submodule in modules else base)
+            for target in targets:
+                if target in modules and target != name:
+                    edges.append((name, target, f"{where}:{node.lineno}"))
+                elif target == name:
+                    raise AssertionError(f"{where}:{node.lineno} imports its own module")
+    return edges
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the strongly connected components of ``graph``."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph[node]):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def _shortest_cycle(graph: dict[str, set[str]], start: str, within: set[str]) -> list[str]:
+    """The shortest path start -> ... -> start inside one component (breadth first)."""
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & within):
+                if succ == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [start, *reversed(path[:-1]), start]
+                if succ not in previous:
+                    previous[succ] = node
+                    following.append(succ)
+        frontier = following
+    raise AssertionError(f"no cycle through {start}")
+
+
+def _graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str]]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    where: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for importer, imported, line in _edges(modules):
+        graph[importer].add(imported)
+        if line not in where[importer, imported]:
+            where[importer, imported].append(line)
+    return graph, where
+
+
+def _describe(path: list[str], where: dict[tuple[str, str], list[str]]) -> str:
+    return "\n".join(f"    {a} -> {b}   ({', '.join(where[a, b])})" for a, b in zip(path, path[1:]))
+
+
+def test_the_graph_sees_the_package():
+    graph, _ = _graph()
+    assert {"vibechat.app.cli", "vibechat.app.tui", "vibechat.app.tui.app", "vibechat.engine.config",
+            "vibechat.themes"} <= set(graph)
+    assert "vibechat.engine.errors" in graph["vibechat.engine.config"]  # relative, module level
+    assert "vibechat.app.tui" in graph["vibechat.app.cli"]  # relative, inside a function
+    assert "vibechat.app.tui.app" in graph["vibechat.app.tui"]  # inside TYPE_CHECKING and a function
+    assert "vibechat.engine.repack" in graph["vibechat.engine.llamacpp"]  # from . import repack
+    assert "vibechat.engine.backend" in graph["vibechat.engine.worker"]  # absolute (vibechat.engine...)
+
+
+def test_tarjan_finds_every_cycle():
+    graph = {"a": {"b"}, "b": {"c", "d"}, "c": {"a"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
+    components = sorted(c for c in _strongly_connected(graph) if len(c) > 1)
+    assert components == [["a", "b", "c"], ["d", "e"]]
+    assert _shortest_cycle(graph, "b", {"a", "b", "c"}) == ["b", "c", "a", "b"]
+
+
+def test_no_import_cycles():
+    graph, where = _graph()
+    cycles = [component for component in _strongly_connected(graph) if len(component) > 1]
+    report = []
+    for component in cycles:
+        members = set(component)
+        lines = [f"  cycle of {len(component)} modules: {', '.join(component)}"]
+        # One concrete loop through each member not yet shown, so every edge to cut is visible.
+        shown: set[str] = set()
+        for member in component:
+            if member in shown:
+                continue
+            loop = _shortest_cycle(graph, member, members)
+            shown.update(loop)
+            lines.append(_describe(loop, where))
+        report.append("\n".join(lines))
+    assert not cycles, f"{len(cycles)} import cycle(s):\n" + "\n".join(report)
+
+
+def test_the_tui_imports_no_cli_command_module():
+    """The chat UI is one front end and the CLI commands another: code both need lives in a
+    neutral module (or in the engine), never in a command module the TUI reaches into,
+    directly or through another module."""
+    graph, where = _graph()
+    offenders = []
+    for module in sorted(graph):
+        if module != TUI and not module.startswith(TUI + "."):
+            continue
+        previous = {module: module}
+        frontier = [module]
+        while frontier:  # breadth first: the shortest chain to each module it loads
+            following = []
+            for node in frontier:
+                for imported in sorted(graph[node]):
+                    if imported in previous:
+                        continue
+                    previous[imported] = node
+                    if COMMAND_MODULE.match(imported):
+                        chain = [imported]
+                        while chain[-1] != module:
+                            chain.append(previous[chain[-1]])
+                        offenders.append(f"  {module} imports {imported}:\n" + _describe(chain[::-1], where))
+                    else:
+                        following.append(imported)
+            frontier = following
+    assert offenders == [], "the TUI imports CLI command modules:\n" + "\n".join(offenders)
