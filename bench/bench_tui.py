@@ -238,7 +238,7 @@ async def tui_decode_rate(tokens: int) -> tuple[float, int]:
             await app.workers.wait_for_complete()
             while app.generating:
                 await asyncio.sleep(0.05)
-            stats = app.last_stats
+            stats = app.replies.last.stats
     finally:
         backend.close()
     return stats.decode_tokens_per_s, stats.completion_tokens

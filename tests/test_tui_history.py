@@ -133,7 +133,7 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
         messages, params = backend.requests[-1]
         assert [m.content for m in messages][-2:] == ["Second answer", "Third question"]
         assert params.temperature == 1.3
-        assert app.last_stats.prompt_tokens_evaluated < app.last_stats.prompt_tokens
+        assert app.replies.last.stats.prompt_tokens_evaluated < app.replies.last.stats.prompt_tokens
         assert sidebar.summaries[0].id == ids[0]  # moved to the top
         # Ctrl+B from the prompt focuses the (still shown) list on the open conversation; again hides it.
         await pilot.press("ctrl+b")
@@ -404,7 +404,7 @@ async def test_an_opened_conversation_continues_on_the_real_model(db, starter_pa
             assert app.status.context_used > 0  # the cache holds the opened conversation
             await pilot.press("ctrl+r")  # no reply yet to the last prompt: generate one
             await settle(pilot)
-            stats = app.last_stats
+            stats = app.replies.last.stats
             assert stats is not None and stats.completion_tokens > 0
             assert stats.prompt_tokens_evaluated < stats.prompt_tokens / 2
     finally:

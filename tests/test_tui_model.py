@@ -55,7 +55,7 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
             assert "tok/s" in str(app.status.render())
             assert app.status.context_used == stats.prompt_tokens + stats.completion_tokens
             assert (shown.temperature, shown.top_k) == (0.1, 39)
-            used = app.last_params  # echoed by the real backend
+            used = app.replies.last.params  # echoed by the real backend
             assert used.replace(seed=None) == shown
 
             first_prompt = stats.prompt_tokens

@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
-from vibechat.engine.backend import Backend, GenerationStats, ModelInfo
+from vibechat.engine.backend import Backend
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.config import LoadedConfig
 from vibechat.engine.conversation import Conversation
@@ -173,15 +173,6 @@ class VibechatApp(OutsideTextApp):
         return self.session.backend
 
     @property
-    def last_stats(self) -> GenerationStats | None:
-        return self.replies.last.stats if self.replies.last else None
-
-    @property
-    def last_params(self) -> SamplingParams | None:
-        """What the backend says the last reply used."""
-        return self.replies.last.params if self.replies.last else None
-
-    @property
     def chatlog(self) -> ChatLog:
         return self.session.chat
 
@@ -227,10 +218,7 @@ class VibechatApp(OutsideTextApp):
         self.status.state = f"loading {message.fraction:.0%}"
 
     def on_model_ready(self, message: ModelReady) -> None:
-        self.show_model(message.info)
-
-    def show_model(self, info: ModelInfo) -> None:
-        self.models.show(info)
+        self.models.show(message.info)
 
     def on_model_failed(self, message: ModelFailed) -> None:
         self.status.state = "no model"

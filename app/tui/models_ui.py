@@ -201,7 +201,7 @@ class ModelManager:
 
     async def switched(self, message: ModelSwitched) -> None:
         host = self.host
-        host.show_model(message.info)
+        self.show(message.info)
         if message.reload:  # the same model: the conversation goes on
             host.notify(f"Reloaded {message.name}: {message.info.device}.", timeout=4)
             return

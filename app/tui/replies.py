@@ -95,16 +95,16 @@ class Replies:
         turn = self.session.begin_reply()
         model = self.session.info
         pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
-        self.turn = turn
-        self.stream = self.last_stream = ReplyStream(widget, turn.generation, pacer)
+        stream = ReplyStream(widget, turn.generation, pacer)
+        self.turn, self.stream = turn, stream
+        self.last_stream = stream
         host.generating = True
         host.status.state = "generating…"
-        host.run_worker(lambda: self._generate(turn, self.stream), thread=True, exclusive=True, group="generate",
+        host.run_worker(lambda: self._generate(turn, stream), thread=True, exclusive=True, group="generate",
                         exit_on_error=False)
 
-    def _generate(self, turn: Turn, stream: ReplyStream | None) -> None:
+    def _generate(self, turn: Turn, stream: ReplyStream) -> None:
         """In a worker: the reply streams into ``stream``; the UI is told by messages."""
-        assert stream is not None
         post, generation = self.host.post_message, turn.generation
 
         def text(piece: str) -> None:
