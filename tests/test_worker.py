@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -57,7 +58,15 @@ def report_of(error: Exception) -> Path:
     path = Path(match.group(1))
     assert path.is_file() and path.parent.name == "crashes"
     assert Path(os.environ["VIBECHAT_STATE_DIR"]) in path.parents  # never the real home
+    assert_private(path)
     return path
+
+
+def assert_private(report: Path) -> None:
+    """A crash report holds the user's settings and log lines: its owner's only."""
+    if os.name == "posix":
+        assert stat.S_IMODE(report.stat().st_mode) == 0o600
+        assert stat.S_IMODE(report.parent.stat().st_mode) == 0o700
 
 
 def assert_answers(backend: WorkerBackend, messages=HELLO) -> GenerationDone:
@@ -372,3 +381,29 @@ def test_the_chat_process_never_loads_libllama(starter_path):
                          stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "llama_cpp modules: []"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_crash_reports_are_private_whatever_the_umask(starter_path):
+    """Mode 0600 from the start (never briefly readable by others), in a 0700 folder, even
+    with a permissive umask and a crashes/ folder an older vibechat made world-readable."""
+    from vibechat.engine.paths import crash_dir
+    from vibechat.engine.worker import write_crash_report
+
+    folder = crash_dir()
+    folder.mkdir(parents=True)
+    folder.chmod(0o755)
+    old = os.umask(0)
+    try:
+        report = write_crash_report("crashed (SIGSEGV)", "mid-reply after 3 tokens", -11,
+                                    ["INFO loaded x"], ["Fatal Python error"], options(starter_path), None)
+    finally:
+        os.umask(old)
+    assert report is not None and report.parent == folder
+    assert_private(report)
+    text = report.read_text()
+    assert "SIGSEGV (signal 11)" in text and "repack = off" in text and "Fatal Python error" in text
+    # a second report in the same folder: a new file, never one written over
+    again = write_crash_report("crashed (SIGKILL)", "while loading x", -9, [], [], options(starter_path), None)
+    assert again is not None and again != report and report.read_text() == text
+    assert_private(again)
