@@ -50,8 +50,9 @@ from .params import SamplingParams
 
 log = logging.getLogger("vibechat.llama_cpp")
 
-# Test-only: "STAGE:SIGNAL" (STAGE: load, or prompt: a stream's or a prefill's start) makes
-# every child started while it is set send itself SIGNAL at that stage. Read by the child only.
+# Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
+# stream's first piece of text, once it was sent) makes every child started while it is set
+# send itself SIGNAL at that stage. Read by the child only.
 CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
 
 LOG_TAIL = 50
@@ -724,6 +725,7 @@ def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
                     send(("delta", "".join(pending), tokens))
                     pending.clear()
                     last = now
+                    _crash_hook("reply")  # mid-reply: the parent has text to keep
                 continue
             if pending:
                 send(("delta", "".join(pending), tokens))

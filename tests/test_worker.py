@@ -200,6 +200,22 @@ def test_killed_mid_reply(worker, sig):
     assert_answers(worker)
 
 
+def test_the_crash_hook_mid_reply(worker, monkeypatch):
+    """The hook's "reply" stage (what the real-process chat tests use): the child crashes
+    right after it sent the reply's first piece, every time, without racing a signal."""
+    monkeypatch.setenv(CRASH_HOOK_ENV, "reply:SIGSEGV")
+    pieces: list[str] = []
+    with pytest.raises(EngineCrashed) as caught:
+        for event in worker.stream_chat(STORY, LONG_REPLY):
+            if isinstance(event, TextDelta):
+                pieces.append(event.text)
+    assert "SIGSEGV" in str(caught.value) and re.search(r"mid-reply after \d+ tokens?;", str(caught.value))
+    assert len(pieces) == 1 and pieces[0]
+    assert "SIGSEGV" in report_of(caught.value).read_text()
+    monkeypatch.delenv(CRASH_HOOK_ENV)
+    assert_answers(worker)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
 def test_killed_while_the_prompt_is_evaluated(worker, sig):
     worker.load()
