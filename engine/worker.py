@@ -50,8 +50,9 @@ from .params import SamplingParams
 
 log = logging.getLogger("vibechat.llama_cpp")
 
-# Test-only: "STAGE:SIGNAL" (STAGE: load, or prompt: a stream's or a prefill's start) makes
-# every child started while it is set send itself SIGNAL at that stage. Read by the child only.
+# Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
+# stream's first piece of text, once it was sent) makes every child started while it is set
+# send itself SIGNAL at that stage. Read by the child only.
 CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
 
 LOG_TAIL = 50
@@ -502,13 +503,39 @@ def write_crash_report(how: str, doing: str, rc: int | None, log_lines: list[str
     lines += [f"last {len(stderr_lines)} lines on the engine's stderr:", *(f"  {line}" for line in stderr_lines)]
     try:
         folder = crash_dir()
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private(folder, 0o700)  # made earlier, or by an older vibechat, with the umask's mode
         path = folder / f"crash-{now:%Y%m%d-%H%M%S}-{os.getpid()}-{time.monotonic_ns() % 10**6}.txt"
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _write_private(path, "\n".join(lines) + "\n")
         return path
     except OSError as exc:
         log.warning("could not write the crash report: %s", exc)
         return None
+
+
+def _private(path: Path, mode: int) -> None:
+    """``path`` readable by its owner only (best effort: a folder of someone else's stays as it is)."""
+    try:
+        if os.name == "posix" and path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+    except OSError:
+        pass
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file with mode 0600 from the start (the report holds the user's settings and log
+    lines): never briefly readable by others, whatever the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        if os.name == "posix":
+            os.fchmod(fd, 0o600)  # the umask may have taken bits off, never added them: exact
+        with os.fdopen(fd, "wb") as out:
+            fd = -1
+            out.write(text.encode("utf-8"))
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _version(dist: str) -> str:
@@ -698,6 +725,7 @@ def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
                     send(("delta", "".join(pending), tokens))
                     pending.clear()
                     last = now
+                    _crash_hook("reply")  # mid-reply: the parent has text to keep
                 continue
             if pending:
                 send(("delta", "".join(pending), tokens))

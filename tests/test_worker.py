@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -57,7 +58,15 @@ def report_of(error: Exception) -> Path:
     path = Path(match.group(1))
     assert path.is_file() and path.parent.name == "crashes"
     assert Path(os.environ["VIBECHAT_STATE_DIR"]) in path.parents  # never the real home
+    assert_private(path)
     return path
+
+
+def assert_private(report: Path) -> None:
+    """A crash report holds the user's settings and log lines: its owner's only."""
+    if os.name == "posix":
+        assert stat.S_IMODE(report.stat().st_mode) == 0o600
+        assert stat.S_IMODE(report.parent.stat().st_mode) == 0o700
 
 
 def assert_answers(backend: WorkerBackend, messages=HELLO) -> GenerationDone:
@@ -188,6 +197,22 @@ def test_killed_mid_reply(worker, sig):
     assert "vibechat: " in report and "llama-cpp-python: 0." in report
     assert "repack = off" in report
     assert_answers(worker)  # a fresh child
+    assert_answers(worker)
+
+
+def test_the_crash_hook_mid_reply(worker, monkeypatch):
+    """The hook's "reply" stage (what the real-process chat tests use): the child crashes
+    right after it sent the reply's first piece, every time, without racing a signal."""
+    monkeypatch.setenv(CRASH_HOOK_ENV, "reply:SIGSEGV")
+    pieces: list[str] = []
+    with pytest.raises(EngineCrashed) as caught:
+        for event in worker.stream_chat(STORY, LONG_REPLY):
+            if isinstance(event, TextDelta):
+                pieces.append(event.text)
+    assert "SIGSEGV" in str(caught.value) and re.search(r"mid-reply after \d+ tokens?;", str(caught.value))
+    assert len(pieces) == 1 and pieces[0]
+    assert "SIGSEGV" in report_of(caught.value).read_text()
+    monkeypatch.delenv(CRASH_HOOK_ENV)
     assert_answers(worker)
 
 
@@ -372,3 +397,29 @@ def test_the_chat_process_never_loads_libllama(starter_path):
                          stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "llama_cpp modules: []"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_crash_reports_are_private_whatever_the_umask(starter_path):
+    """Mode 0600 from the start (never briefly readable by others), in a 0700 folder, even
+    with a permissive umask and a crashes/ folder an older vibechat made world-readable."""
+    from vibechat.engine.paths import crash_dir
+    from vibechat.engine.worker import write_crash_report
+
+    folder = crash_dir()
+    folder.mkdir(parents=True)
+    folder.chmod(0o755)
+    old = os.umask(0)
+    try:
+        report = write_crash_report("crashed (SIGSEGV)", "mid-reply after 3 tokens", -11,
+                                    ["INFO loaded x"], ["Fatal Python error"], options(starter_path), None)
+    finally:
+        os.umask(old)
+    assert report is not None and report.parent == folder
+    assert_private(report)
+    text = report.read_text()
+    assert "SIGSEGV (signal 11)" in text and "repack = off" in text and "Fatal Python error" in text
+    # a second report in the same folder: a new file, never one written over
+    again = write_crash_report("crashed (SIGKILL)", "while loading x", -9, [], [], options(starter_path), None)
+    assert again is not None and again != report and report.read_text() == text
+    assert_private(again)

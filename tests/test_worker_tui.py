@@ -1,12 +1,17 @@
-"""The chat on a ``WorkerBackend`` whose engine process is killed mid-reply: the app stays
-up, shows the one line, keeps the partial reply (saved with status 'error'), and answers
-the next prompt from a fresh engine process."""
+"""The chat on a ``WorkerBackend`` whose engine process is killed (SIGSEGV, SIGKILL) mid-reply,
+while the model loads and while the prompt is evaluated: the app stays up, shows the one
+line, keeps the partial reply (saved with status 'error'), writes a crash report, and
+answers the next prompt from a fresh engine process; and an engine that crashes again right
+after its restart is not restarted in a loop. (tests/test_terminal_restore.py: the real
+command in a pseudo-terminal; tests/test_worker.py: the backend alone.)"""
 
 from __future__ import annotations
 
 import os
 import signal
+import stat
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,12 +21,47 @@ from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.history import History
 from vibechat.engine.llamacpp import LlamaCppOptions
 from vibechat.engine.params import SamplingParams
-from vibechat.engine.worker import WorkerBackend
+from vibechat.engine.worker import CRASH_HOOK_ENV, WorkerBackend
 
 pytestmark = pytest.mark.model
 
+STORY = "Write a long story about a dragon who learns to bake bread."
 
-async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path):
+
+def crash_reports() -> list[Path]:
+    folder = Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes"
+    reports = sorted(folder.iterdir()) if folder.is_dir() else []
+    for report in reports:  # the user's settings and log lines: private
+        if os.name == "posix":
+            assert stat.S_IMODE(report.stat().st_mode) == 0o600, report
+    return reports
+
+
+def stored_messages() -> list[tuple[str, str]]:
+    with History() as history:
+        return [(m.role, m.status) for m in history.get(history.latest().id).messages]
+
+
+def reply_status(reply: AssistantMessage) -> str:
+    return str(reply.query_one(".message--status").render())
+
+
+async def send(app, pilot, text: str) -> AssistantMessage:
+    """Send ``text``, wait until the reply ended (answered or failed); the reply's widget."""
+    app.prompt_input.load_text(text)
+    await pilot.press("enter")
+    await settle(pilot)
+    assert app.is_running and not app.generating
+    return app.chat.query(AssistantMessage).last()
+
+
+def assert_answered(app, reply: AssistantMessage) -> None:
+    assert reply.text.strip() and not reply.has_class("-error")
+    assert app.status.stats.finish_reason in ("stop", "length")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL], ids=lambda sig: sig.name)
+async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
     backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
     try:
@@ -35,18 +75,20 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path):
             while not (app.replies.stream and app.replies.stream.started):  # the reply is on screen: kill its engine
                 assert time.monotonic() < deadline, "no reply text within 120 s"
                 await pilot.pause(0.01)
-            os.kill(backend.pid, signal.SIGKILL)
+            os.kill(backend.pid, sig)
             await settle(pilot)
 
             assert app.is_running and not app.generating
             reply = app.chat.query(AssistantMessage).last()
             status = str(reply.query_one(".message--status").render())
-            assert "SIGKILL" in status and "mid-reply" in status and "crash report" in status
+            assert sig.name in status and "mid-reply" in status and "crash report" in status
             assert reply.has_class("-error") and reply.text.strip()  # the partial text stays
             with History() as history:
                 stored = history.get(history.latest().id)
             user, failed = stored.messages
-            assert failed.status == "error" and "SIGKILL" in (failed.error or "")
+            assert failed.status == "error" and sig.name in (failed.error or "")
+            [report] = crash_reports()
+            assert str(report) in status and sig.name in report.read_text()
             assert failed.content.strip() and failed.content.split()[0] in reply.text  # the partial reply, saved
 
             app.prompt_input.load_text("List three colours.")
@@ -59,5 +101,81 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path):
                 stored = history.get(history.latest().id)
             assert [(m.role, m.status) for m in stored.messages] == [
                 ("user", "complete"), ("assistant", "error"), ("user", "complete"), ("assistant", "complete")]
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("sig", ["SIGSEGV", "SIGKILL"])
+async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter_path, monkeypatch, sig):
+    monkeypatch.setenv(CRASH_HOOK_ENV, f"load:{sig}")  # the engine process the chat starts dies in its load
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.is_running and app.status.state == "no model" and backend.pid is None
+            [report] = crash_reports()
+            assert sig in report.read_text() and "while loading gemma-3-270m" in report.read_text()
+
+            monkeypatch.delenv(CRASH_HOOK_ENV)  # the next engine process loads: the prompt is answered
+            reply = await send(app, pilot, "List three colours.")
+            assert_answered(app, reply)
+            assert backend.pid is not None
+            assert stored_messages() == [("user", "complete"), ("assistant", "complete")]
+            assert len(crash_reports()) == 1
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("sig", ["SIGSEGV", "SIGKILL"])
+async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated(starter_path, monkeypatch, sig):
+    # Every engine process started with the hook set dies when a reply starts (before any text).
+    monkeypatch.setenv(CRASH_HOOK_ENV, f"prompt:{sig}")
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.status.state == "ready"
+            reply = await send(app, pilot, STORY)
+            status = reply_status(reply)
+            assert sig in status and "while evaluating the prompt" in status and "crash report" in status
+            assert reply.has_class("-error") and not reply.text.strip()  # nothing was generated
+            assert stored_messages() == [("user", "complete"), ("assistant", "error")]
+            [report] = crash_reports()
+            assert str(report) in status and sig in report.read_text()
+
+            monkeypatch.delenv(CRASH_HOOK_ENV)
+            reply = await send(app, pilot, "List three colours.")
+            assert_answered(app, reply)
+            assert stored_messages() == [
+                ("user", "complete"), ("assistant", "error"), ("user", "complete"), ("assistant", "complete")]
+    finally:
+        backend.close()
+
+
+async def test_an_engine_that_crashes_again_after_its_restart_is_not_restarted_in_a_loop(starter_path, monkeypatch):
+    monkeypatch.setenv(CRASH_HOOK_ENV, "prompt:SIGSEGV")  # every reply's start crashes, with these settings
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            first = reply_status(await send(app, pilot, "Hello"))
+            assert "SIGSEGV" in first and "restarts with the next request" in first
+            # the restarted engine crashes in its first request: not restarted again
+            second = reply_status(await send(app, pilot, "Hello again"))
+            assert "again right after a restart" in second and "will not restart" in second
+            assert "a smaller --ctx" in second and "crash report" in second
+            assert len(crash_reports()) == 2 and backend.pid is None
+            # asked again with the same settings: refused at once, no engine process started
+            third = reply_status(await send(app, pilot, "Anyone there?"))
+            assert "will not restart" in third and backend.pid is None
+            assert len(crash_reports()) == 2
+            assert app.is_running
+            assert stored_messages() == [("user", "complete"), ("assistant", "error")] * 3
     finally:
         backend.close()
