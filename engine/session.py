@@ -199,11 +199,14 @@ class ChatSession:
                on_event: Callable[[ChatEvent], object] | None = None,
                on_context: Callable[[int], object] | None = None,
                on_reset: Callable[[], object] | None = None,
+               on_load: Callable[[float], object] | None = None,
                stop_requested: Callable[[], bool] | None = None) -> GenerationDone:
         """Generate ``turn``'s reply with the engine lock held (blocks): each piece of text
         is saved and given to ``on_text``; other events (``ContextTrimmed``) go to
         ``on_event``; ``on_context`` gets the prompt's size in tokens before evaluation
-        starts (the context meter), ``on_reset`` is called when a pending reset ran first.
+        starts (the context meter), ``on_reset`` is called when a pending reset ran first,
+        ``on_load`` gets the progress (0..1) of a load the backend needs first (an engine
+        process restarted after a crash reloads its model; a loaded backend reports nothing).
         ``stop_requested()`` turning true stops it (so does :meth:`cancel`).
 
         Returns the backend's ``GenerationDone``, or a stopped one when the reply ended
@@ -216,6 +219,8 @@ class ChatSession:
                 on_reset()
             if not self.is_current(turn.generation) or turn.settled or (stop_requested and stop_requested()):
                 return turn.stopped()  # superseded, or stopped before it began
+            if on_load is not None:
+                self.backend.load(on_progress=on_load)  # idempotent: at once when loaded
             if on_context is not None:
                 tokens = self._count(turn.messages)
                 if tokens is not None:

@@ -183,6 +183,30 @@ def test_a_superseded_turn_does_not_reach_the_engine():
     assert done.finish_reason == "cancelled" and backend.requests == []
 
 
+def test_a_backend_that_must_load_again_reports_its_progress_before_the_reply():
+    class Restarts(RecordingBackend):
+        def load(self, on_progress=None):
+            if self.loaded:  # loaded: at once, no progress
+                return self.info
+            for fraction in (0.5, 1.0):
+                if on_progress:
+                    on_progress(fraction)
+            self.loaded = True
+            return self.info
+
+    backend = Restarts("ok")
+    session = session_with(backend)
+    session.chat.add_user("go")
+    progress: list[float] = []
+    turn = session.begin_reply()
+    session.stream(turn, lambda _t: None, on_load=progress.append)
+    assert progress == []  # loaded already
+    backend.loaded = False  # e.g. its engine process crashed and will start afresh
+    turn = session.begin_reply()
+    session.stream(turn, lambda _t: None, on_load=progress.append)
+    assert progress == [0.5, 1.0] and len(backend.requests) == 2
+
+
 def test_other_events_reach_on_event():
     class Trims(RecordingBackend):
         def stream_chat(self, messages, params):

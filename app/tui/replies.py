@@ -116,7 +116,8 @@ class Replies:
 
         try:
             done = self.session.stream(turn, text, on_event=event, on_context=lambda n: post(
-                ContextCounted(generation, n)), on_reset=lambda: post(CacheReset()))
+                ContextCounted(generation, n)), on_reset=lambda: post(CacheReset()),
+                on_load=lambda f: post(ModelProgress(f)))  # an engine restarted after a crash reloads
         except VibechatError as exc:  # a cut stream (StreamInterrupted) keeps its text as the reply
             post(ReplyFailed(generation, str(exc), ChatSession.partial_of(turn, exc)))
         except Exception as exc:  # noqa: BLE001
@@ -274,3 +275,5 @@ class Replies:
     def on_context_counted(self, message: ContextCounted) -> None:
         if self.session.is_current(message.generation):
             self.host.status.context_used = message.tokens
+            if self.host.generating:  # the prompt is being evaluated (after a reload, say)
+                self.host.status.state = "generating…"
