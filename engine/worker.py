@@ -456,7 +456,7 @@ def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | 
     ideas: list[str] = []
     if getattr(options, "repack", "off") != "off":
         ideas.append("--repack off")
-    gpu = info.gpu_layers if info is not None else (options.n_gpu_layers or 0)
+    gpu = info.gpu_layers if info is not None else (options.gpu_layers or 0)
     if gpu:
         ideas.append("--n-gpu-layers 0")
     if getattr(options, "speculative", "off") != "off" and not doing.startswith("while loading"):

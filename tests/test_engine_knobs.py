@@ -74,7 +74,7 @@ def test_the_gpu_message_gives_the_rebuild_commands():
 def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path):
     sizes = {}
     for kind in ("f16", "q8_0", "q4_0"):
-        backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, kv_cache_type=kind,
+        backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, kv_cache_type=kind,
                                                   repack="off"))
         try:
             info = backend.load()
@@ -109,7 +109,7 @@ def test_an_unknown_kv_cache_type_fails_before_loading(starter_path):
 @pytest.mark.model
 def test_a_context_that_refuses_a_quantized_cache_names_the_setting_and_the_fix(starter_path):
     # Flash attention explicitly off: llama.cpp cannot make a quantized V cache.
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, kv_cache_type="q8_0",
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, kv_cache_type="q8_0",
                                               flash_attn=False, repack="off"))
     with pytest.raises(ModelLoadError) as info:
         backend.load()
@@ -125,13 +125,13 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 
     if llama_cpp.llama_supports_gpu_offload():
         pytest.skip("this llama-cpp-python build can offload to a GPU")
-    strict = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, n_gpu_layers=layers,
+    strict = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, gpu_layers=layers,
                                              repack="off"))
     with pytest.raises(GpuOffloadUnavailableError) as info:
         strict.load()
     assert f"--n-gpu-layers {layers}" in str(info.value) and "-DGGML_CUDA=on" in str(info.value)
     assert strict._model is None
-    fallback = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, n_gpu_layers=layers,
+    fallback = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, gpu_layers=layers,
                                                cpu_fallback=True, repack="off"))
     try:
         info = fallback.load()
@@ -145,7 +145,7 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 @pytest.fixture(scope="module")
 def drafting(starter_path):
     """Prompt lookup on, otherwise the settings of the session's ``llama_backend``."""
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=4096, speculative="prompt-lookup",
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, speculative="prompt-lookup",
                                               repack="off"))
     info = backend.load()
     assert info.speculative == "prompt-lookup" and info.draft_tokens == 10

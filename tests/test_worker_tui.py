@@ -22,7 +22,7 @@ pytestmark = pytest.mark.model
 
 
 async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path):
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
