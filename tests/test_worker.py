@@ -297,6 +297,9 @@ def test_the_setting_named_after_repeated_crashes(starter_path):
     assert suggest_setting(gpu, None, "while loading x", -6).startswith("--n-gpu-layers 0")
     plain = options(starter_path)
     assert suggest_setting(plain, None, "mid-reply after 3 tokens", -9) == "a smaller --ctx or another model"
+    drafting = options(starter_path, speculative="prompt-lookup")  # each setting named by its flag
+    assert suggest_setting(drafting, None, "mid-reply after 3 tokens", -11) == (
+        "--draft off, a smaller --ctx or another model")
 
 
 def test_the_child_ends_when_the_chat_process_dies(starter_path):
