@@ -34,6 +34,47 @@ def collect(backend, messages, params):
 
 
 # ------------------------------------------------------------ without a model
+def test_engine_settings_are_the_config_keys_of_the_same_name_type_and_default():
+    """One shape, one name a setting: every EngineSettings field is the config key of that name."""
+    import dataclasses
+
+    from vibechat.engine.config import Config, SETTINGS_BY_KEY
+    from vibechat.engine.knobs import ENGINE_SETTING_KEYS, EngineSettings
+
+    config_fields = {f.name: f for f in dataclasses.fields(Config)}
+    for f in dataclasses.fields(EngineSettings):
+        assert f.name in SETTINGS_BY_KEY, f"{f.name} is no config key"
+        assert (f.type, f.default) == (config_fields[f.name].type, config_fields[f.name].default), f.name
+    assert ENGINE_SETTING_KEYS == tuple(f.name for f in dataclasses.fields(EngineSettings))
+    assert EngineSettings.from_config(Config()) == EngineSettings()
+    custom = Config(context_size=512, gpu_layers=0, threads=3, speculative="prompt-lookup")
+    assert EngineSettings.from_config(custom).as_dict() == {k: getattr(custom, k) for k in ENGINE_SETTING_KEYS}
+
+
+def test_the_local_backends_options_are_the_settings_plus_the_runtime(tmp_path):
+    from vibechat.engine.knobs import EngineSettings
+
+    settings = EngineSettings(model="tiny", context_size=512, gpu_layers=0, repack="off")
+    options = LlamaCppOptions.of(settings, tmp_path / "tiny.gguf", cpu_fallback=True)
+    assert isinstance(options, EngineSettings) and options.as_dict() == settings.as_dict()
+    assert (options.model_path, options.cpu_fallback, options.flash_attn) == (tmp_path / "tiny.gguf", True, None)
+
+
+def test_each_engine_flag_is_the_one_the_settings_table_names():
+    """The chat's and run's engine options pass each setting on by its config key, under the
+    flag the config's table records; every engine setting with a flag has one."""
+    import typer.main
+
+    from vibechat.app.cli import cli
+    from vibechat.engine.config import SETTINGS_BY_KEY
+    from vibechat.engine.knobs import ENGINE_SETTING_KEYS
+
+    group = typer.main.get_command(cli)
+    for command in (group, group.commands["run"]):  # type: ignore[attr-defined]
+        given = {p.name: p.opts[0] for p in command.params if p.name in ENGINE_SETTING_KEYS}
+        assert given == {k: SETTINGS_BY_KEY[k].flag for k in ENGINE_SETTING_KEYS if SETTINGS_BY_KEY[k].flag}
+
+
 def test_kv_cache_type_names_and_a_bad_one_lists_the_choices():
     assert [check_kv_cache_type(n) for n in ("f16", "Q8_0", " q4_0 ")] == ["f16", "q8_0", "q4_0"]
     with pytest.raises(InvalidParameterError) as info:
