@@ -4,11 +4,13 @@ tests inject their own backend instead."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from vibechat.engine.backend import Backend
+from vibechat.engine.knobs import EngineSettings
 
-from .options import EngineChoice, check_engine_numbers
+from .options import check_engine_numbers
 
 
 def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> Path:
@@ -26,7 +28,7 @@ def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> 
         return resolve_model(ref)
 
 
-def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = None, *,
+def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = None, *,
                  cpu_fallback: bool = False, worker: bool = False) -> Backend:
     """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker).
 
@@ -35,29 +37,17 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
 
     ``cpu_fallback``: GPU layers asked for on a build that cannot offload load on the CPU
     with a notice (the chat) instead of failing the load (``vibechat run``)."""
-    check_engine_numbers(engine)
+    from vibechat.engine.config import SETTINGS_BY_KEY
+
+    check_engine_numbers(engine.as_dict())
     if engine.remote:
         return make_remote_backend(engine)
-    from vibechat.engine.knobs import (
-        DEFAULT_DRAFT_TOKENS,
-        DEFAULT_KV_CACHE_TYPE,
-        check_kv_cache_type,
-        check_speculative,
-    )
     from vibechat.engine.knobs import LlamaCppOptions
-    from vibechat.engine.repack import DEFAULT_REPACK, check_repack
 
-    options = LlamaCppOptions(
-        model_path=model_path(engine.model, pull),
-        n_ctx=engine.ctx,
-        n_gpu_layers=engine.n_gpu_layers,
-        n_threads=engine.threads,
-        kv_cache_type=check_kv_cache_type(engine.kv_cache_type or DEFAULT_KV_CACHE_TYPE),
-        speculative=check_speculative(engine.speculative or "off"),
-        draft_tokens=engine.draft_tokens or DEFAULT_DRAFT_TOKENS,
-        cpu_fallback=cpu_fallback,
-        repack=check_repack(engine.repack or DEFAULT_REPACK),
-    )
+    # Each text setting with fixed choices in its canonical form ("Q8_0" -> "q8_0", "none" -> "off").
+    checked = {key: SETTINGS_BY_KEY[key].check(value) for key, value in engine.as_dict().items()
+               if SETTINGS_BY_KEY[key].check is not None}
+    options = LlamaCppOptions.of(replace(engine, **checked), model_path(engine.model, pull), cpu_fallback=cpu_fallback)
     if worker:
         from vibechat.engine.worker import WorkerBackend
 
@@ -67,7 +57,7 @@ def make_backend(engine: EngineChoice, pull: Callable[[str], object] | None = No
     return LlamaCppBackend(options)
 
 
-def make_remote_backend(engine: EngineChoice) -> Backend:
+def make_remote_backend(engine: EngineSettings) -> Backend:
     """An OpenAI-compatible server's backend; the API key comes from the environment
     (never from a flag or the config file, so it stays out of shell history and files)."""
     from vibechat.engine.errors import VibechatError

@@ -199,8 +199,9 @@ def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_i
 
 def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True) -> int:
     """``vibechat run --prompts-file PATH`` with the effective ``config`` (flags applied)."""
+    from vibechat.engine.knobs import EngineSettings
+
     from .backends import make_backend
-    from .options import EngineChoice
     from .progress import pull_with_progress
 
     prompts, source = open_prompts(path, sys.stdin.buffer)
@@ -210,7 +211,7 @@ def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool,
         _check_not_blank(prompts, source)
         if not no_save:
             history = History().open()  # a read-only data dir fails here, in one line, before any work
-        backend = make_backend(EngineChoice.from_config(config), pull=pull_with_progress)
+        backend = make_backend(EngineSettings.from_config(config), pull=pull_with_progress)
         options = BatchOptions(system=config.system_prompt, params=config.params, raw=raw, show_stats=show_stats,
                                reuse_prefix=reuse_prefix)
         return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from vibechat.engine.knobs import EngineSettings
+
 from .clitools import guard
 from .config_cmd import config_app
 from .history_cmd import history_app
@@ -23,8 +25,8 @@ from .options import (
     CtxOpt,
     DraftOpt,
     DraftTokensOpt,
+    EngineFlags,
     RepackOpt,
-    EngineChoice,
     GpuLayersOpt,
     MaxTokensOpt,
     HISTORY,
@@ -41,6 +43,7 @@ from .options import (
     ThreadsOpt,
     TopKOpt,
     TopPOpt,
+    engine_flags,
     with_flags,
 )
 
@@ -154,14 +157,14 @@ def main_callback(
     max_tokens: MaxTokensOpt = None,
     seed: SeedOpt = None,
     stop: StopOpt = None,
-    n_ctx: CtxOpt = None,
-    n_gpu_layers: GpuLayersOpt = None,
+    context_size: CtxOpt = None,
+    gpu_layers: GpuLayersOpt = None,
     threads: ThreadsOpt = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = None,
     kv_cache_type: KvCacheTypeOpt = None,
-    draft: DraftOpt = None,
+    speculative: DraftOpt = None,
     draft_tokens: DraftTokensOpt = None,
     repack: RepackOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
@@ -169,9 +172,9 @@ def main_callback(
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
     _setup_logging(verbose)
-    engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
+    engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
-                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens,
+                          kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
                           repack=repack)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
@@ -188,7 +191,7 @@ def main_callback(
         loaded = with_flags(load_app_config(), engine, sampling, system)
         config = loaded.config
         check_draft_tokens(engine, config)
-        return run_tui(engine=EngineChoice.from_config(config), params=config.params,
+        return run_tui(engine=EngineSettings.from_config(config), params=config.params,
                        system=config.system_prompt, config=loaded, save=not no_save)
 
     code = guard(start)
@@ -218,14 +221,14 @@ def run(
     max_tokens: MaxTokensOpt = None,
     seed: SeedOpt = None,
     stop: StopOpt = None,
-    n_ctx: CtxOpt = None,
-    n_gpu_layers: GpuLayersOpt = None,
+    context_size: CtxOpt = None,
+    gpu_layers: GpuLayersOpt = None,
     threads: ThreadsOpt = None,
     backend: BackendOpt = None,
     base_url: BaseUrlOpt = None,
     api_key_env: ApiKeyEnvOpt = None,
     kv_cache_type: KvCacheTypeOpt = None,
-    draft: DraftOpt = None,
+    speculative: DraftOpt = None,
     draft_tokens: DraftTokensOpt = None,
     repack: RepackOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, model, params, stats).")] = False,
@@ -249,9 +252,9 @@ def run(
              "it shares with the previous one (slower; results then cannot depend on line order).")] = False,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
-    engine = EngineChoice(model=model, ctx=n_ctx, n_gpu_layers=n_gpu_layers, threads=threads,
+    engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
-                          kv_cache_type=kv_cache_type, speculative=draft, draft_tokens=draft_tokens,
+                          kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
                           repack=repack)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
 
@@ -279,12 +282,12 @@ def run(
             return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats,
                               reuse_prefix=not no_prefix_cache)
         chat = open_chat(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
-        choice = EngineChoice.from_config(config)
+        choice = EngineSettings.from_config(config)
         params, system_prompt = config.params, config.system_prompt
         if chat.conversation_id is not None:  # continuing: the conversation's settings, under the flags
             params = sampling.to_params(chat.conversation.params)
             system_prompt = system  # None keeps the conversation's
-            if engine.model is None and chat.model_path and Path(chat.model_path).is_file():
+            if "model" not in engine and chat.model_path and Path(chat.model_path).is_file():
                 choice = replace(choice, model=chat.model_path)
         text = read_prompt(prompt, sys.stdin)
         backend = make_backend(choice, pull=pull_with_progress)
@@ -302,13 +305,13 @@ def run(
         raise typer.Exit(code)
 
 
-def check_draft_tokens(engine: EngineChoice, config) -> None:
+def check_draft_tokens(engine: EngineFlags, config) -> None:
     """--draft-tokens sizes speculative drafts: given while drafting is off (no --draft
     prompt-lookup, nor speculative in the config), it would be ignored without a word."""
     from vibechat.engine.errors import VibechatError
     from vibechat.engine.knobs import check_speculative
 
-    if engine.draft_tokens is not None and check_speculative(config.speculative or "off") == "off":
+    if engine.get("draft_tokens") is not None and check_speculative(config.speculative or "off") == "off":
         raise VibechatError("--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
                             "or drop --draft-tokens.")
 

@@ -3,12 +3,17 @@
 Numeric sampling flags are read as text and parsed by the engine's
 ``PARAM_SPECS``, so a bad value gets the same one-line message everywhere.
 ``with_flags`` lays the flags over the loaded config (flag > env > file > default).
+
+The engine flags given travel as ``{config key: value}`` (the names of
+``EngineSettings`` in engine/knobs.py, ``None`` not given); each flag's name, for
+messages and ``config show``, is the one the config's settings table records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -81,34 +86,17 @@ NoSaveOpt = Annotated[bool, typer.Option(
     "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY)]
 
 
-@dataclass
-class EngineChoice:
-    """What the user asked for on the command line about the model and engine."""
+EngineFlags = Mapping[str, Any]  # engine flags as typed, by config key (EngineSettings' names)
 
-    model: str | None = None
-    ctx: int | None = None
-    n_gpu_layers: int | None = None
-    threads: int | None = None
-    backend: str | None = None  # "llama" or "openai"; None: llama, or openai when base_url is set
-    base_url: str | None = None
-    api_key_env: str | None = None
-    timeout: int | None = None
-    kv_cache_type: str | None = None  # None: the default (f16)
-    speculative: str | None = None  # None: off
-    draft_tokens: int | None = None  # None: the default (10)
-    repack: str | None = None  # None: auto
 
-    @classmethod
-    def from_config(cls, config) -> "EngineChoice":
-        """The engine settings of an effective ``Config`` (flags already applied)."""
-        return cls(model=config.model, ctx=config.context_size, n_gpu_layers=config.gpu_layers,
-                   threads=config.threads, backend=config.backend, base_url=config.base_url,
-                   api_key_env=config.api_key_env, timeout=config.timeout, kv_cache_type=config.kv_cache_type,
-                   speculative=config.speculative, draft_tokens=config.draft_tokens, repack=config.repack)
+def engine_flags(**given: Any) -> dict[str, Any]:
+    """The engine flags given on the command line, by config key; ``None``: not given."""
+    from vibechat.engine.knobs import ENGINE_SETTING_KEYS
 
-    @property
-    def remote(self) -> bool:
-        return self.backend == "openai" or (self.backend is None and bool(self.base_url))
+    unknown = set(given) - set(ENGINE_SETTING_KEYS)
+    if unknown:
+        raise TypeError(f"not engine settings: {', '.join(sorted(unknown))}")
+    return {key: value for key, value in given.items() if value is not None}
 
 
 @dataclass
@@ -154,44 +142,36 @@ def unescape(text: str) -> str:
     return "".join(out)
 
 
-def check_engine_numbers(engine: EngineChoice) -> None:
-    """Each number given as a flag within its config setting's range, named by its flag."""
+def check_engine_numbers(values: EngineFlags) -> None:
+    """Each whole number (engine settings by config key) within its setting's range, named
+    by its flag."""
     from vibechat.engine.config import SETTINGS_BY_KEY, range_text
     from vibechat.engine.errors import InvalidParameterError
 
-    for attr, flag in ENGINE_FLAGS.items():
-        setting, value = SETTINGS_BY_KEY[ENGINE_KEYS[attr]], getattr(engine, attr)
+    for key, value in values.items():
+        setting = SETTINGS_BY_KEY[key]
         if value is None or setting.kind != "whole number":
             continue
         if (setting.minimum is not None and value < setting.minimum) or (
                 setting.maximum is not None and value > setting.maximum):
-            raise InvalidParameterError(f"{flag} must be{range_text(setting)} (got {value}).")
+            raise InvalidParameterError(f"{setting.flag or key} must be{range_text(setting)} (got {value}).")
 
 
-ENGINE_FLAGS = {"model": "--model", "ctx": "--ctx", "n_gpu_layers": "--n-gpu-layers", "threads": "--threads",
-                "backend": "--backend", "base_url": "--base-url", "api_key_env": "--api-key-env",
-                "kv_cache_type": "--kv-cache-type", "speculative": "--draft", "draft_tokens": "--draft-tokens",
-                "repack": "--repack"}
-ENGINE_KEYS = {"model": "model", "ctx": "context_size", "n_gpu_layers": "gpu_layers", "threads": "threads",
-               "backend": "backend", "base_url": "base_url", "api_key_env": "api_key_env",
-               "kv_cache_type": "kv_cache_type", "speculative": "speculative", "draft_tokens": "draft_tokens",
-               "repack": "repack"}
-
-
-def with_flags(loaded, engine: EngineChoice, sampling: SamplingChoice, system: str | None):
-    """``loaded`` (a ``LoadedConfig``) with the command-line flags on top; each value
-    given on the command line is recorded as coming from its flag."""
+def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: str | None):
+    """``loaded`` (a ``LoadedConfig``) with the command-line flags on top (``engine``: the
+    engine flags given, by config key); each value given on the command line is recorded as
+    coming from its flag."""
+    from vibechat.engine.config import SETTINGS_BY_KEY
     from vibechat.engine.params import PARAM_SPECS
 
     check_engine_numbers(engine)  # flag errors keep their own wording
     values: dict[str, object] = {}
     flags: dict[str, str] = {}
-    for attr, flag in ENGINE_FLAGS.items():
-        value = getattr(engine, attr)
+    for key, value in engine.items():
         if value is not None:
-            values[ENGINE_KEYS[attr]], flags[ENGINE_KEYS[attr]] = value, flag
-    if engine.base_url is not None and engine.backend is None:  # --base-url alone means a server
-        values["backend"], flags["backend"] = "openai", "--base-url"
+            values[key], flags[key] = value, SETTINGS_BY_KEY[key].flag or key
+    if engine.get("base_url") is not None and engine.get("backend") is None:  # --base-url alone means a server
+        values["backend"], flags["backend"] = "openai", SETTINGS_BY_KEY["base_url"].flag or "base_url"
     if system is not None:
         values["system_prompt"], flags["system_prompt"] = system, "--system"
     for name, raw in sampling.values.items():

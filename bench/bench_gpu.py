@@ -4,7 +4,7 @@ Needs a llama-cpp-python build that can offload (CUDA: ``CMAKE_ARGS="-DGGML_CUDA
 python3 dev.py test``; Metal is the default on Apple silicon); on a CPU-only build it
 says so in one line and exits 2. The model (the bundled starter model unless
 ``--model``) is loaded twice in this process: every layer on the GPU
-(``n_gpu_layers=-1``) and none (``0``). Each round both evaluate the same prompt
+(``gpu_layers=-1``) and none (``0``). Each round both evaluate the same prompt
 (``--prompt-tokens``, from an empty cache) and generate greedily, in alternating order;
 the figures are vibechat's own statistics (prompt tokens / prompt time; generated tokens
 / time from the end of the prompt to the last token). Medians, and the GPU's speed as the
@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     quiet_logs()
     model = args.model or starter_model_path()
     n_ctx = max(2048, args.prompt_tokens + args.tokens + 64)
-    backends = {mode: LlamaCppBackend(LlamaCppOptions(model_path=model, n_ctx=n_ctx, n_threads=args.threads,
-                                                      n_gpu_layers=-1 if mode == "gpu" else 0))
+    backends = {mode: LlamaCppBackend(LlamaCppOptions(model_path=model, context_size=n_ctx, threads=args.threads,
+                                                      gpu_layers=-1 if mode == "gpu" else 0))
                 for mode in MODES}
     infos = {mode: b.load() for mode, b in backends.items()}
     messages = long_prompt(backends["cpu"], args.prompt_tokens)

@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     model = starter_model_path()
     backends, infos = {}, {}
     for kv_type in TYPES:
-        backends[kv_type] = LlamaCppBackend(LlamaCppOptions(model_path=model, n_ctx=N_CTX, kv_cache_type=kv_type,
-                                                            n_threads=args.threads))
+        backends[kv_type] = LlamaCppBackend(LlamaCppOptions(model_path=model, context_size=N_CTX, kv_cache_type=kv_type,
+                                                            threads=args.threads))
         infos[kv_type] = backends[kv_type].load()
     messages = long_prompt(backends["f16"], args.prompt_tokens)
     print(f"model: {model}\nmachine: {describe_machine()}\ncontext {N_CTX}, prompt "

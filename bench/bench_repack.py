@@ -46,7 +46,8 @@ def worker(model: str, repack: str, n_ubatch: int, n_tokens: int, prompt_tokens:
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
     from vibechat.engine.params import SamplingParams
 
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=Path(model), n_ctx=4096, n_ubatch=n_ubatch, repack=repack))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=Path(model), context_size=4096, n_ubatch=n_ubatch,
+                                              repack=repack))
     info = backend.load()
     words = FILLER.split()
     text = ""

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_logs()
     model = starter_model_path()
     backends = {
-        mode: LlamaCppBackend(LlamaCppOptions(model_path=model, n_ctx=4096, n_threads=args.threads,
+        mode: LlamaCppBackend(LlamaCppOptions(model_path=model, context_size=4096, threads=args.threads,
                                               speculative=mode, draft_tokens=args.draft_tokens))
         for mode in ("off", "prompt-lookup")
     }

@@ -1,6 +1,24 @@
-"""The local engine's knobs that are not sampling parameters: the KV-cache type,
-speculative decoding by prompt lookup, and what to say when GPU layers are asked
-of a build that cannot offload.
+"""The engine's settings in one shape (``EngineSettings``, and ``LlamaCppOptions``: the
+same plus what only the local runtime knows), and the local engine's knobs that are not
+sampling parameters: the KV-cache type, speculative decoding by prompt lookup, and what to
+say when GPU layers are asked of a build that cannot offload.
+
+One name a setting: each ``EngineSettings`` field is named as its config key
+(``context_size``, ``gpu_layers``, ``threads``, ``speculative`` ...), and the config's
+settings table (``SETTINGS`` in engine/config.py) gives each its flag (``--ctx``,
+``--n-gpu-layers``, ``--draft`` ...), variable, range and check. The config, the CLI
+(``app/options.py``), the chat's reloads and the backends all pass settings by these names.
+
+Adding an engine setting takes:
+
+1. its field in ``Config`` (engine/config.py), with its help, variable, flag, range or check;
+2. the field of the same name, type and default in ``EngineSettings`` below
+   (tests/test_engine_knobs.py checks that the two agree);
+3. its use where llama.cpp takes it (``LlamaCppBackend.load`` in engine/llamacpp.py), or the
+   openai backend (``make_remote_backend`` in app/backends.py).
+
+A command-line flag for it is a typer option in app/options.py and a parameter of the
+commands in app/cli.py that passes it on by the setting's name.
 
 Light on purpose (no llama_cpp import): the config, the CLI and the TUI use the
 names and checks here; ``engine/llamacpp.py`` maps them onto llama.cpp.
@@ -8,8 +26,9 @@ names and checks here; ``engine/llamacpp.py`` maps them onto llama.cpp.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from .errors import InvalidParameterError
 from .repack import DEFAULT_REPACK
@@ -170,24 +189,61 @@ def human_mib(n_bytes: int) -> str:
 
 
 @dataclass
-class LlamaCppOptions:
-    """How ``LlamaCppBackend`` (engine/llamacpp.py) loads a model. ``None`` means "choose like
-    llama.cpp would". Here, not beside the backend, so that the chat's process, whose engine
-    runs in a worker process (engine/worker.py), never loads libllama."""
+class EngineSettings:
+    """The engine settings: each field is the config key of that name, with its type and
+    default (``Config`` in engine/config.py, whose ``SETTINGS`` table gives its flag and
+    variable). ``None`` means "choose like llama.cpp would" (or, for ``backend``: llama,
+    or openai when ``base_url`` is set)."""
 
-    model_path: Path
-    n_ctx: int | None = None  # default: trained context, capped at 8192
-    n_gpu_layers: int | None = None  # default: all when the build can offload, else 0
-    n_threads: int | None = None  # default: physical performance cores
-    flash_attn: bool | None = None  # default: auto (llama.cpp decides per device)
-    n_batch: int = 2048
-    n_ubatch: int = 512
+    model: str | None = None  # a .gguf path, a local model name or a Hub reference; a server's model id
+    context_size: int | None = None  # default: trained context, capped at 8192
+    gpu_layers: int | None = None  # default: all when the build can offload, else 0
+    threads: int | None = None  # default: physical performance cores
     kv_cache_type: str = DEFAULT_KV_CACHE_TYPE  # "f16", "q8_0" or "q4_0", for K and V
     speculative: str = "off"  # "prompt-lookup": draft tokens from the prompt and reply so far
     draft_tokens: int = DEFAULT_DRAFT_TOKENS  # most tokens drafted per step
-    # GPU layers asked for (n_gpu_layers != 0) on a build that cannot offload: False raises
-    # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
-    cpu_fallback: bool = False
     # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
     # kernel crashes (engine/repack.py), "on" / "off" force it.
     repack: str = DEFAULT_REPACK
+    backend: str | None = None  # "llama" or "openai"
+    base_url: str | None = None  # the openai backend's server
+    api_key_env: str | None = None  # the variable holding its API key
+    timeout: int | None = None  # seconds to wait for it
+
+    @classmethod
+    def from_config(cls, config: Any) -> "EngineSettings":
+        """The engine settings of an effective ``Config`` (flags already applied)."""
+        return cls(**{name: getattr(config, name) for name in ENGINE_SETTING_KEYS})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings by config key (a ``LlamaCppOptions``' runtime fields left out)."""
+        return {name: getattr(self, name) for name in ENGINE_SETTING_KEYS}
+
+    @property
+    def remote(self) -> bool:
+        return self.backend == "openai" or (self.backend is None and bool(self.base_url))
+
+
+ENGINE_SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(EngineSettings))
+
+
+@dataclass(kw_only=True)
+class LlamaCppOptions(EngineSettings):
+    """How ``LlamaCppBackend`` (engine/llamacpp.py) loads a model: the engine settings, by
+    their config names, and what only the runtime knows (the resolved file, whether to fall
+    back to the CPU, llama.cpp's own defaults). Here, not beside the backend, so that the
+    chat's process, whose engine runs in a worker process (engine/worker.py), never loads
+    libllama."""
+
+    model_path: Path  # the file ``model`` resolved to
+    # GPU layers asked for (gpu_layers != 0) on a build that cannot offload: False raises
+    # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
+    cpu_fallback: bool = False
+    flash_attn: bool | None = None  # default: auto (llama.cpp decides per device)
+    n_batch: int = 2048
+    n_ubatch: int = 512
+
+    @classmethod
+    def of(cls, settings: EngineSettings, model_path: Path, **runtime: Any) -> "LlamaCppOptions":
+        """``settings`` for the model at ``model_path`` (``runtime``: cpu_fallback ...)."""
+        return cls(**settings.as_dict(), model_path=model_path, **runtime)

@@ -175,10 +175,10 @@ class LlamaCppBackend:
         repack = self._repack_choice(gguf.path)
         offload = gpu_offload_supported()
         notices: list[str] = []
-        if opts.n_gpu_layers is None:
+        if opts.gpu_layers is None:
             n_gpu_layers = -1 if offload else 0
         else:
-            n_gpu_layers = opts.n_gpu_layers
+            n_gpu_layers = opts.gpu_layers
             if n_gpu_layers != 0 and not offload:
                 message = gpu_unavailable_message(n_gpu_layers, getattr(ll, "__version__", None))
                 if not opts.cpu_fallback:
@@ -221,8 +221,8 @@ class LlamaCppBackend:
                 speculative, draft_tokens = self._check_drafting(model, draft_tokens, notices)
             trained = int(ll.llama_model_n_ctx_train(model))
             # Rounded up here as llama.cpp would: every size and message below is the real one.
-            n_ctx = round_context(opts.n_ctx or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT))
-            n_threads = opts.n_threads or default_threads()
+            n_ctx = round_context(opts.context_size or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT))
+            n_threads = opts.threads or default_threads()
             cparams = ll.llama_context_default_params()
             cparams.n_ctx = n_ctx
             cparams.n_batch = min(opts.n_batch, n_ctx)
@@ -243,7 +243,7 @@ class LlamaCppBackend:
             if n_gpu_layers == 0 or not offload:  # the KV cache is in RAM too: will it fit beside the weights?
                 needed = self._kv_cache_computed(n_ctx, kv_type, model, gguf.architecture)
                 try:
-                    check_context_memory(needed, gguf.file_size, n_ctx, kv_type, opts.n_ctx is not None)
+                    check_context_memory(needed, gguf.file_size, n_ctx, kv_type, opts.context_size is not None)
                 except ModelLoadError:
                     ll.llama_model_free(model)
                     raise
@@ -278,7 +278,7 @@ class LlamaCppBackend:
 
         n_layers = int(ll.llama_model_n_layer(model))
         context_size = int(ll.llama_n_ctx(ctx))
-        rounded = context_rounding_notice(opts.n_ctx, context_size) if opts.n_ctx else None
+        rounded = context_rounding_notice(opts.context_size, context_size) if opts.context_size else None
         if rounded:
             log.info("%s", rounded)
             notices.append(rounded)
@@ -468,7 +468,7 @@ class LlamaCppBackend:
         if len(tokens) >= n_ctx:
             trained = self.describe().trained_context
             more = f" (this model was trained for {trained:,})" if trained and trained > n_ctx else ""
-            asked = self.options.n_ctx
+            asked = self.options.context_size
             if asked and asked != n_ctx:
                 n_ctx_text = f"{n_ctx:,} ({asked:,} rounded up to a multiple of {CONTEXT_STEP})"
             else:

@@ -453,21 +453,28 @@ def _rebuild_error(name: str, message: str) -> Exception:
 
 
 def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | None) -> str:
-    """The setting most likely to avoid a crash that repeats, in a few words."""
+    """The setting most likely to avoid a crash that repeats, in a few words (each named by
+    its flag, from the config's settings table)."""
+    from .config import SETTINGS_BY_KEY
+
+    def flag(key: str) -> str:
+        return SETTINGS_BY_KEY[key].flag or key
+
     ideas: list[str] = []
     if getattr(options, "repack", "off") != "off":
-        ideas.append("--repack off")
-    gpu = info.gpu_layers if info is not None else (options.n_gpu_layers or 0)
+        ideas.append(f"{flag('repack')} off")
+    gpu = info.gpu_layers if info is not None else (options.gpu_layers or 0)
     if gpu:
-        ideas.append("--n-gpu-layers 0")
+        ideas.append(f"{flag('gpu_layers')} 0")
     if getattr(options, "speculative", "off") != "off" and not doing.startswith("while loading"):
-        ideas.append("--speculative off")
+        ideas.append(f"{flag('speculative')} off")
     if getattr(options, "kv_cache_type", "f16") != "f16":
-        ideas.append("--kv-cache-type f16")
-    ideas.append("a smaller --ctx")
+        ideas.append(f"{flag('kv_cache_type')} f16")
+    smaller = f"a smaller {flag('context_size')}"
+    ideas.append(smaller)
     if rc is not None and rc == -getattr(signal, "SIGKILL", -1):  # the OOM killer's signal: memory first
-        ideas.remove("a smaller --ctx")
-        ideas.insert(0, "a smaller --ctx")
+        ideas.remove(smaller)
+        ideas.insert(0, smaller)
     ideas.append("another model")
     return ", ".join(ideas[:-1]) + " or " + ideas[-1]
 

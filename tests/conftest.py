@@ -147,7 +147,7 @@ def llama_backend(starter_path: Path):
     """One loaded starter model for the whole session (loading costs ~1 s)."""
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=4096, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off"))
     backend.load()
     yield backend
     backend.close()

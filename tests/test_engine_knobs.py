@@ -34,6 +34,47 @@ def collect(backend, messages, params):
 
 
 # ------------------------------------------------------------ without a model
+def test_engine_settings_are_the_config_keys_of_the_same_name_type_and_default():
+    """One shape, one name a setting: every EngineSettings field is the config key of that name."""
+    import dataclasses
+
+    from vibechat.engine.config import Config, SETTINGS_BY_KEY
+    from vibechat.engine.knobs import ENGINE_SETTING_KEYS, EngineSettings
+
+    config_fields = {f.name: f for f in dataclasses.fields(Config)}
+    for f in dataclasses.fields(EngineSettings):
+        assert f.name in SETTINGS_BY_KEY, f"{f.name} is no config key"
+        assert (f.type, f.default) == (config_fields[f.name].type, config_fields[f.name].default), f.name
+    assert ENGINE_SETTING_KEYS == tuple(f.name for f in dataclasses.fields(EngineSettings))
+    assert EngineSettings.from_config(Config()) == EngineSettings()
+    custom = Config(context_size=512, gpu_layers=0, threads=3, speculative="prompt-lookup")
+    assert EngineSettings.from_config(custom).as_dict() == {k: getattr(custom, k) for k in ENGINE_SETTING_KEYS}
+
+
+def test_the_local_backends_options_are_the_settings_plus_the_runtime(tmp_path):
+    from vibechat.engine.knobs import EngineSettings
+
+    settings = EngineSettings(model="tiny", context_size=512, gpu_layers=0, repack="off")
+    options = LlamaCppOptions.of(settings, tmp_path / "tiny.gguf", cpu_fallback=True)
+    assert isinstance(options, EngineSettings) and options.as_dict() == settings.as_dict()
+    assert (options.model_path, options.cpu_fallback, options.flash_attn) == (tmp_path / "tiny.gguf", True, None)
+
+
+def test_each_engine_flag_is_the_one_the_settings_table_names():
+    """The chat's and run's engine options pass each setting on by its config key, under the
+    flag the config's table records; every engine setting with a flag has one."""
+    import typer.main
+
+    from vibechat.app.cli import cli
+    from vibechat.engine.config import SETTINGS_BY_KEY
+    from vibechat.engine.knobs import ENGINE_SETTING_KEYS
+
+    group = typer.main.get_command(cli)
+    for command in (group, group.commands["run"]):  # type: ignore[attr-defined]
+        given = {p.name: p.opts[0] for p in command.params if p.name in ENGINE_SETTING_KEYS}
+        assert given == {k: SETTINGS_BY_KEY[k].flag for k in ENGINE_SETTING_KEYS if SETTINGS_BY_KEY[k].flag}
+
+
 def test_kv_cache_type_names_and_a_bad_one_lists_the_choices():
     assert [check_kv_cache_type(n) for n in ("f16", "Q8_0", " q4_0 ")] == ["f16", "q8_0", "q4_0"]
     with pytest.raises(InvalidParameterError) as info:
@@ -74,7 +115,7 @@ def test_the_gpu_message_gives_the_rebuild_commands():
 def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path):
     sizes = {}
     for kind in ("f16", "q8_0", "q4_0"):
-        backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, kv_cache_type=kind,
+        backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, kv_cache_type=kind,
                                                   repack="off"))
         try:
             info = backend.load()
@@ -109,7 +150,7 @@ def test_an_unknown_kv_cache_type_fails_before_loading(starter_path):
 @pytest.mark.model
 def test_a_context_that_refuses_a_quantized_cache_names_the_setting_and_the_fix(starter_path):
     # Flash attention explicitly off: llama.cpp cannot make a quantized V cache.
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, kv_cache_type="q8_0",
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, kv_cache_type="q8_0",
                                               flash_attn=False, repack="off"))
     with pytest.raises(ModelLoadError) as info:
         backend.load()
@@ -125,13 +166,13 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 
     if llama_cpp.llama_supports_gpu_offload():
         pytest.skip("this llama-cpp-python build can offload to a GPU")
-    strict = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, n_gpu_layers=layers,
+    strict = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, gpu_layers=layers,
                                              repack="off"))
     with pytest.raises(GpuOffloadUnavailableError) as info:
         strict.load()
     assert f"--n-gpu-layers {layers}" in str(info.value) and "-DGGML_CUDA=on" in str(info.value)
     assert strict._model is None
-    fallback = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=512, n_gpu_layers=layers,
+    fallback = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, gpu_layers=layers,
                                                cpu_fallback=True, repack="off"))
     try:
         info = fallback.load()
@@ -145,7 +186,7 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 @pytest.fixture(scope="module")
 def drafting(starter_path):
     """Prompt lookup on, otherwise the settings of the session's ``llama_backend``."""
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=4096, speculative="prompt-lookup",
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, speculative="prompt-lookup",
                                               repack="off"))
     info = backend.load()
     assert info.speculative == "prompt-lookup" and info.draft_tokens == 10

@@ -214,7 +214,7 @@ def test_oversize_single_message_is_a_clear_error(backend):
 
 @pytest.fixture(scope="module")
 def small_backend(starter_path):
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=1024, repack="off"))
+    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off"))
     b.load()
     yield b
     b.close()
@@ -257,7 +257,8 @@ def test_llama_logs_go_to_python_logging_and_fds_stay_put(starter_path, tmp_path
         "marks = []\n"
         "def progress(p):\n"
         "    if not marks: os.write(2, b'FD2-OPEN-DURING-LOAD'); os.write(1, b'FD1-OPEN-DURING-LOAD'); marks.append(p)\n"
-        f"b = LlamaCppBackend(LlamaCppOptions(model_path=Path({str(starter_path)!r}), n_ctx=512, repack='off'))\n"
+        f"b = LlamaCppBackend(LlamaCppOptions(model_path=Path({str(starter_path)!r}), context_size=512,\n"
+        "                                     repack='off'))\n"
         "b.load(on_progress=progress); b.close()\n"
         "print('RECORDS', len(records), any('llama_model_loader' in r or 'load_tensors' in r for r in records))\n"
     )
@@ -282,7 +283,7 @@ def test_a_model_larger_than_the_memory_available_is_refused_before_loading(star
     from vibechat.engine.errors import ModelLoadError
 
     monkeypatch.setattr(llamacpp, "available_memory", lambda: 100_000_000)
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_gpu_layers=0, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, gpu_layers=0, repack="off"))
     with pytest.raises(ModelLoadError, match=r"needs about 0.3 GB of memory but 0.1 GB is available: "
                                              r"choose a smaller quantization"):
         backend.load()
@@ -376,7 +377,7 @@ def test_run_json_text_has_no_turn_marker_or_role_word(backend, monkeypatch):
     (257, 512, "context 257 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
 ])
 def test_context_size_is_what_llama_cpp_allocates_and_rounding_is_said(starter_path, asked, used, notice):
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=asked, repack="off"))
+    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=asked, repack="off"))
     try:
         info = b.load()
         assert info.context_size == used

@@ -180,7 +180,7 @@ def test_loading_with_a_context_too_large_for_memory_is_one_line(starter_path, m
     from vibechat.engine import llamacpp
     from vibechat.engine.errors import ModelLoadError
 
-    backend = llamacpp.LlamaCppBackend(llamacpp.LlamaCppOptions(model_path=starter_path, n_ctx=131072,
+    backend = llamacpp.LlamaCppBackend(llamacpp.LlamaCppOptions(model_path=starter_path, context_size=131072,
                                                                 repack="off"))
     # This machine as one with 1 GB free: the weights (0.25 GB) fit, a 131,072-token cache does not.
     monkeypatch.setattr(llamacpp, "available_memory", lambda: 10 ** 9)

@@ -184,7 +184,7 @@ def fake_amx_machine(monkeypatch, probe_command=None):
 def starter_backend(path: Path, setting: str):
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 
-    return LlamaCppBackend(LlamaCppOptions(model_path=path, n_ctx=1024, repack=setting))
+    return LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=1024, repack=setting))
 
 
 @pytest.mark.model
@@ -328,19 +328,19 @@ def test_the_setting_reaches_llama_cpp(starter_path):
 
 def test_every_way_the_app_builds_a_local_backend_carries_the_setting(starter_path):
     """run and --prompts-file (in process), the chat, its model picker and its GPU-layers reload
-    (a worker, built from the same EngineChoice with other fields replaced) all go through
+    (a worker, built from the same EngineSettings with other fields replaced) all go through
     make_backend: the setting reaches the options the engine loads with."""
     from dataclasses import replace
 
     from vibechat.app.backends import make_backend
-    from vibechat.app.options import EngineChoice
+    from vibechat.engine.knobs import EngineSettings
 
-    engine = EngineChoice(model=str(starter_path), repack="off")
+    engine = EngineSettings(model=str(starter_path), repack="off")
     for worker in (False, True):
-        for choice in (engine, replace(engine, n_gpu_layers=0), replace(engine, model=str(starter_path))):
+        for choice in (engine, replace(engine, gpu_layers=0), replace(engine, model=str(starter_path))):
             backend = make_backend(choice, worker=worker)
             try:
                 assert backend.options.repack == "off"  # type: ignore[attr-defined]
             finally:
                 backend.close()
-    assert make_backend(replace(engine, repack=None)).options.repack == "auto"  # type: ignore[attr-defined]
+    assert make_backend(EngineSettings(model=str(starter_path))).options.repack == "auto"  # type: ignore[attr-defined]

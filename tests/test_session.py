@@ -345,7 +345,7 @@ def test_a_session_over_the_worker_engine_survives_a_killed_engine_and_goes_on(s
     from vibechat.engine.knobs import LlamaCppOptions
     from vibechat.engine.worker import WorkerBackend
 
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=4096, repack="off"))
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off"))
     try:
         session = ChatSession(backend, ChatLog(Conversation(params=GREEDY), history))
         session.load()

@@ -36,7 +36,7 @@ def slow_template_model(starter_path: Path, tmp_path_factory: pytest.TempPathFac
 def test_cancel_stops_a_gguf_template_that_loops(slow_template_model):
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=slow_template_model, n_ctx=1024, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=slow_template_model, context_size=1024, repack="off"))
     try:
         assert backend.load().chat_format == "gguf"
         timer = threading.Timer(0.5, backend.cancel)

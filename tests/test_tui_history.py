@@ -393,7 +393,7 @@ async def test_an_opened_conversation_continues_on_the_real_model(db, starter_pa
 
     seed_history(db, [("The capital of France is", ["Paris.", "The capital of Italy is"]),
                       ("Something else", ["ok"])], params=SamplingParams(temperature=0, max_tokens=6))
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
     app = create_app(backend, blink=False, history=History(db))
     try:
         async with app.run_test(size=SIZE) as pilot:

@@ -22,7 +22,7 @@ async def _send(pilot, text: str):
 
 
 async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
     seen: list[str] = []
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:

@@ -23,7 +23,7 @@ SIZE = (110, 36)
 
 
 def real_backend(path) -> LlamaCppBackend:
-    return LlamaCppBackend(LlamaCppOptions(model_path=path, n_ctx=1024, repack="off"))
+    return LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=1024, repack="off"))
 
 
 async def send(pilot, text: str) -> None:
@@ -252,7 +252,7 @@ async def test_the_gpu_layers_slider_reloads_the_model_and_keeps_the_conversatio
 
     def factory(p, **changes):
         made.append((p, changes))
-        return RecordingBackend(info=replace(gpu, gpu_layers=changes.get("n_gpu_layers", 16)))
+        return RecordingBackend(info=replace(gpu, gpu_layers=changes.get("gpu_layers", 16)))
 
     app = create_app(RecordingBackend(info=gpu), backend_factory=factory, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -265,7 +265,7 @@ async def test_the_gpu_layers_slider_reloads_the_model_and_keeps_the_conversatio
         await pilot.pause(1.2)
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()
-        assert made == [(path, {"n_gpu_layers": 13})]
+        assert made == [(path, {"gpu_layers": 13})]
         assert app.status.model.device == "GPU 13/16 layers" and slider.value == 13
         assert any("Reloaded Fake 1B: GPU 13/16 layers" in n.message for n in app._notifications)
         assert len(app.chat.messages()) == 2  # the conversation goes on

@@ -34,7 +34,7 @@ WAIT_S = 120  # every wait below is bounded by this
 
 
 def options(path: Path, **changes) -> LlamaCppOptions:
-    return LlamaCppOptions(**{"model_path": path, "n_ctx": 8192, "repack": "off", **changes})
+    return LlamaCppOptions(**{"model_path": path, "context_size": 8192, "repack": "off", **changes})
 
 
 @pytest.fixture
@@ -316,12 +316,15 @@ def test_the_setting_named_after_repeated_crashes(starter_path):
 
     from types import SimpleNamespace
 
-    auto = SimpleNamespace(repack="auto", n_gpu_layers=0)  # never loaded: only its settings are read
+    auto = SimpleNamespace(repack="auto", gpu_layers=0)  # never loaded: only its settings are read
     assert suggest_setting(auto, None, "while evaluating the prompt", -11).startswith("--repack off")
-    gpu = options(starter_path, n_gpu_layers=20)
+    gpu = options(starter_path, gpu_layers=20)
     assert suggest_setting(gpu, None, "while loading x", -6).startswith("--n-gpu-layers 0")
     plain = options(starter_path)
     assert suggest_setting(plain, None, "mid-reply after 3 tokens", -9) == "a smaller --ctx or another model"
+    drafting = options(starter_path, speculative="prompt-lookup")  # each setting named by its flag
+    assert suggest_setting(drafting, None, "mid-reply after 3 tokens", -11) == (
+        "--draft off, a smaller --ctx or another model")
 
 
 def test_the_child_ends_when_the_chat_process_dies(starter_path):
@@ -333,7 +336,7 @@ def test_the_child_ends_when_the_chat_process_dies(starter_path):
         "from pathlib import Path\n"
         "from vibechat.engine.llamacpp import LlamaCppOptions\n"
         "from vibechat.engine.worker import WorkerBackend\n"
-        "b = WorkerBackend(LlamaCppOptions(model_path=Path(sys.argv[1]), n_ctx=2048, repack='off'))\n"
+        "b = WorkerBackend(LlamaCppOptions(model_path=Path(sys.argv[1]), context_size=2048, repack='off'))\n"
         "b.load()\n"
         "print(b.pid, flush=True)\n"
         "time.sleep(600)\n"
@@ -382,10 +385,11 @@ def test_the_chat_process_never_loads_libllama(starter_path):
         "import sys\n"
         "import vibechat.app.tui.app\n"
         "from vibechat.app.backends import make_backend\n"
-        "from vibechat.app.options import EngineChoice\n"
+        "from vibechat.engine.knobs import EngineSettings\n"
         "from vibechat.engine.backend import ChatMessage, GenerationDone\n"
         "from vibechat.engine.params import SamplingParams\n"
-        f"backend = make_backend(EngineChoice(model={str(starter_path)!r}, ctx=512, repack='off'), worker=True)\n"
+        f"settings = EngineSettings(model={str(starter_path)!r}, context_size=512, repack='off')\n"
+        "backend = make_backend(settings, worker=True)\n"
         "info = backend.load()\n"
         "events = list(backend.stream_chat([ChatMessage('user', 'Hi')], SamplingParams(temperature=0, max_tokens=4)))\n"
         "assert isinstance(events[-1], GenerationDone) and events[-1].stats.completion_tokens > 0\n"

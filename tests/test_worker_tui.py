@@ -62,7 +62,7 @@ def assert_answered(app, reply: AssistantMessage) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL], ids=lambda sig: sig.name)
 async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -108,7 +108,7 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
 @pytest.mark.parametrize("sig", ["SIGSEGV", "SIGKILL"])
 async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter_path, monkeypatch, sig):
     monkeypatch.setenv(CRASH_HOOK_ENV, f"load:{sig}")  # the engine process the chat starts dies in its load
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -132,7 +132,7 @@ async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter
 async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated(starter_path, monkeypatch, sig):
     # Every engine process started with the hook set dies when a reply starts (before any text).
     monkeypatch.setenv(CRASH_HOOK_ENV, f"prompt:{sig}")
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -158,7 +158,7 @@ async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated
 
 async def test_an_engine_that_crashes_again_after_its_restart_is_not_restarted_in_a_loop(starter_path, monkeypatch):
     monkeypatch.setenv(CRASH_HOOK_ENV, "prompt:SIGSEGV")  # every reply's start crashes, with these settings
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, n_ctx=2048, repack="off"))
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:

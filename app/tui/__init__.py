@@ -12,9 +12,9 @@ if TYPE_CHECKING:
     from vibechat.engine.backend import Backend
     from vibechat.engine.config import LoadedConfig
     from vibechat.engine.history import History
+    from vibechat.engine.knobs import EngineSettings
     from vibechat.engine.params import SamplingParams
 
-    from ..options import EngineChoice
     from .app import VibechatApp
     from .models_ui import BackendFactory
 
@@ -50,7 +50,7 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None,
+def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | None,
             config: "LoadedConfig | None" = None, save: bool = True) -> int:
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
@@ -64,7 +64,7 @@ def run_tui(engine: "EngineChoice", params: "SamplingParams", system: str | None
     backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True, worker=True)
 
     def factory(path: "Path", **changes: Any) -> "Backend":
-        """The same engine settings, another model (or other settings: ``n_gpu_layers``)."""
+        """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
         return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save)

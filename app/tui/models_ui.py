@@ -35,7 +35,7 @@ from .status_bar import model_line
 log = logging.getLogger("vibechat.tui")
 
 # factory(path) -> a backend for another model file with the session's engine settings;
-# factory(path, n_gpu_layers=N) -> ... with those settings changed (the GPU layers slider).
+# factory(path, gpu_layers=N) -> ... with those settings changed, by config key (the GPU layers slider).
 BackendFactory = Callable[..., Backend]
 GPU_RELOAD_DELAY = 0.8  # seconds the GPU layers slider must rest before the model reloads
 
@@ -151,7 +151,7 @@ class ModelManager:
             return
         if layers == info.gpu_layers:
             return
-        self._gpu_reload_timer = host.set_timer(GPU_RELOAD_DELAY, lambda: self.reload_model(n_gpu_layers=layers))
+        self._gpu_reload_timer = host.set_timer(GPU_RELOAD_DELAY, lambda: self.reload_model(gpu_layers=layers))
 
     def reload_model(self, **changes: Any) -> None:
         """Load the current model again with ``changes`` to the engine settings (kept for the
