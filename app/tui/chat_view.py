@@ -355,15 +355,15 @@ class ChatView(VerticalScroll):
     def copy(self, text: str, what: str) -> None:
         """Copy ``text`` to the clipboard (OSC 52: works over SSH) and say so."""
         self.app.copy_to_clipboard(text)
-        self.notify(f"Copied the {what} ({len(text):,} characters) to the clipboard.", timeout=2)
+        self.notify(f"Copied the {what} ({len(text):,} characters) to the clipboard.", timeout=2, markup=False)
 
     @on(ChatMessageWidget.CopyRequested)
     def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
         message.stop()
         if message.what == "no-code":
-            self.notify("This message has no code block.", severity="warning", timeout=2)
+            self.notify("This message has no code block.", severity="warning", timeout=2, markup=False)
         elif message.what == "no-link":
-            self.notify("This reply has no links.", severity="warning", timeout=2)
+            self.notify("This reply has no links.", severity="warning", timeout=2, markup=False)
         else:
             self.copy(message.text, message.what)
 
@@ -375,7 +375,7 @@ class ChatView(VerticalScroll):
         scheme = urlparse(href).scheme.lower()
         if scheme not in ("http", "https"):
             self.notify(f"Not opening a {scheme or 'relative'} link: only http and https links open.",
-                        severity="warning")
+                        severity="warning", markup=False)
             return
 
         def opened(yes: bool | None) -> None:
