@@ -251,6 +251,7 @@ def main() -> None:
     parser.add_argument("--model-tokens", type=int, default=1000)
     parser.add_argument("--skip-model", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--no-reference", action="store_true", help="skip Textual's Markdown.get_stream() reference")
     args = parser.parse_args()
     logging.getLogger("vibechat").addHandler(logging.NullHandler())
     logging.getLogger("vibechat").propagate = False
@@ -267,7 +268,7 @@ def main() -> None:
               f"per token first/second half {ui['first_half_us_per_token']:.0f}/"
               f"{ui['second_half_us_per_token']:.0f} µs (×{growth:.2f}) | UI/headless {ui['tokens_per_s'] / base:.4f}")
 
-    if not args.skip_synthetic:
+    if not args.skip_synthetic and not args.no_reference:
         ref = asyncio.run(get_stream_run(pieces))
         print(f"  reference, Textual Markdown.get_stream() alone in an app: {ref['tokens_per_s']:,.0f} tok/s | "
               f"worst loop gap {ref['worst_gap_ms']:.0f} ms | final full render {ref['final_render_ms']:.0f} ms")
