@@ -205,11 +205,13 @@ class AssistantMessage(ChatMessageWidget):
         body = self.body
         tail = body.children[-1]
         assert isinstance(tail, MarkdownSegment)
-        if segmenter.feed(text):
-            tail.set_text(segmenter.display(-2))
-            # Not awaited: the new tail joins the DOM now and is laid out with the
-            # rest of this update in one refresh, instead of a refresh of its own.
-            body.mount(self._segment(segmenter.display(-1)))
+        sealed = segmenter.feed(text)
+        if sealed:
+            count = len(segmenter.segments)
+            tail.set_text(segmenter.display(count - sealed - 1))
+            # Not awaited: the new segments join the DOM now and are laid out with the
+            # rest of this update in one refresh, instead of a refresh of their own.
+            body.mount_all([self._segment(segmenter.display(i)) for i in range(count - sealed, count)])
             self._forget_scrolled_away(body)
         else:
             tail.set_text(segmenter.display(-1))

@@ -59,14 +59,15 @@ class _Scan:
     fenced_opener: str = ""  # the opener line of the fence that ``fenced_line`` is in
 
 
-def _scan(text: str, opener: str) -> _Scan:
-    """Where ``text`` can be cut; ``opener``: the fence it starts inside of ("" if none)."""
+def _scan(text: str, opener: str, limit: int) -> _Scan:
+    """Where ``text`` can be cut, at most ``limit`` characters in; ``opener``: the fence
+    it starts inside of ("" if none)."""
     scan = _Scan()
     fence_open = opener
     pos = 0
     for line in text.splitlines(keepends=True):
         pos += len(line)
-        if not line.endswith("\n") or pos >= len(text):
+        if not line.endswith("\n") or pos >= len(text) or pos > limit:
             break  # never cut after the last line: something must follow the cut
         fence = _fence_of(line)
         if fence_open:
@@ -99,16 +100,26 @@ class ReplySegmenter:
         return seg.prefix + self.text[seg.start:seg.end] + seg.suffix
 
     def feed(self, text: str) -> int:
-        """Add ``text``; returns how many segments were sealed (0 or 1): after a seal the
-        previous tail is final and a new tail follows it."""
+        """Add ``text``; returns how many segments were sealed: after a seal the previous
+        tail is final and a new tail follows it. A token seals at most one; a burst of
+        text may seal several, none longer than ``force_at`` unless it has no place to
+        cut, so no render of a streaming reply grows with the burst."""
         self.text += text
         live = self.segments[-1]
         live.end = len(self.text)
+        sealed = 0
+        while self._seal_once(self.segments[-1]):
+            sealed += 1
+        return sealed
+
+    def _seal_once(self, live: Segment) -> int:
         tail = self.text[live.start:]
         if len(tail) <= self.seal_at:
             return 0
         opener = live.prefix.rstrip("\n")
-        scan = _scan(tail, opener)
+        # A tail that grew token by token is cut where it can be; a burst, within force_at.
+        limit = len(tail) if len(tail) <= self.force_at + self.seal_at else self.force_at
+        scan = _scan(tail, opener, limit)
         if scan.clean:
             return self._seal(live, scan.clean)
         if len(tail) <= self.force_at:
@@ -117,8 +128,8 @@ class ReplySegmenter:
             return self._seal(live, scan.line, forced=True)
         if scan.fenced_line:
             return self._seal(live, scan.fenced_line, forced=True, fence=scan.fenced_opener)
-        if "\n" not in tail:
-            space = tail.rfind(" ", 0, len(tail) - 1)
+        if "\n" not in tail[:limit]:
+            space = tail.rfind(" ", 0, min(len(tail) - 1, limit))
             if space > 0:
                 return self._seal(live, space + 1, forced=True)
         return 0
