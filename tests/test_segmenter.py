@@ -98,7 +98,7 @@ def test_tilde_fences_and_info_strings_are_respected():
 
 def test_a_burst_is_cut_into_bounded_pieces_and_merged_back():
     """Text that arrives in large slices (a fast stream rendering in bursts) seals as many
-    segments as it needs, none past force_at unless there is no place to cut."""
+    segments as it needs: clean cuts within burst_piece, forced ones within force_at."""
     for text in (PROSE, CODE, WALL, LINES):
         seg = ReplySegmenter(600, 1500)
         for start in range(0, len(text), 4000):
@@ -106,7 +106,9 @@ def test_a_burst_is_cut_into_bounded_pieces_and_merged_back():
         assert covers(seg, text)
         shown = [seg.display(i) for i in range(len(seg.segments))]
         assert all(fences_balanced(s) for s in shown)
-        assert max(len(s) for s in shown) <= 1500 + 600 + 20
+        assert max(len(s) for s in shown) <= seg.burst_piece
+        assert all(len(seg.display(i)) <= 1500 + 600 + 20 for i, s in enumerate(seg.segments) if s.forced_after)
+        assert len(shown[-1]) <= 1500 + 600 + 20  # the live tail
         seg.merge_forced()
         assert "".join(seg.display(i) for i in range(len(seg.segments))) == text
 
