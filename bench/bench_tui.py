@@ -345,7 +345,8 @@ def use_reply_stream_slices() -> str:
     from vibechat.app.tui import app as app_module
     from vibechat.app.tui import reply_stream
 
-    if not hasattr(app_module, "APPEND_LIMIT") or not hasattr(app_module, "DeltaBuffer"):
+    if not hasattr(app_module, "APPEND_LIMIT") or not hasattr(app_module, "DeltaBuffer") \
+            or not hasattr(reply_stream.ReplyStream, "limit"):
         return ""
     fixed = app_module.APPEND_LIMIT
     probe = reply_stream.ReplyStream.__new__(reply_stream.ReplyStream)
