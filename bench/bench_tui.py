@@ -129,6 +129,15 @@ class GapWatcher:
             await self._task
 
 
+async def until_settled(app, limit_s: float, poll: float = 0.05) -> None:
+    """Wait until the reply has settled; a bench that hangs says so instead."""
+    deadline = time.perf_counter() + limit_s
+    while app.generating:
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"the reply did not settle within {limit_s:.0f} s")
+        await asyncio.sleep(poll)
+
+
 class PacedBackend(SyntheticBackend):
     """Emits the pieces at ``rate`` tokens/s (a fast local or remote model)."""
 
@@ -188,9 +197,7 @@ async def keypress_run(pieces: list[str], rate: float, presses: int) -> dict[str
                 app.post_message(events.Key("x", "x"))
                 await asyncio.sleep(0.15 + 0.05 * (i % 3))  # typing speed, off the render rhythm
             await asyncio.sleep(0.2)
-            app.action_stop() if hasattr(app, "action_stop") else None
-            while app.generating:
-                await asyncio.sleep(0.02)
+            await until_settled(app, 120)
     finally:
         type(app)._display = original  # type: ignore[method-assign]
     lat = sorted(latencies)
@@ -229,8 +236,7 @@ async def ui_run(pieces: list[str]) -> dict[str, float]:
             app.prompt_input.load_text("go")
             start = time.perf_counter()
             await pilot.press("enter")
-            while app.generating:
-                await asyncio.sleep(0.01)
+            await until_settled(app, 300, poll=0.01)
             end = time.perf_counter()
             await watcher.stop()
     finally:
@@ -327,8 +333,7 @@ async def tui_decode(tokens: int) -> dict[str, float]:
             app.prompt_input.load_text(PROMPT)
             start = time.perf_counter()
             await pilot.press("enter")
-            while app.generating:
-                await asyncio.sleep(0.05)
+            await until_settled(app, 600)
             stats = app.status.stats
     finally:
         AssistantMessage.append = original  # type: ignore[method-assign]
