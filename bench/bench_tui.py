@@ -1,16 +1,21 @@
 """TUI streaming benchmark.
 
 Part 1 (synthetic): the real app, headless, with a backend that emits a
-2,000-token Markdown reply (prose, lists, code blocks) as fast as it can. Reports
+16,000-token Markdown reply (prose, lists, code blocks) as fast as it can. Reports
 the tokens/s the UI absorbed, the worst event-loop gap, and whether time per token
 grows with reply length; the same stream consumed headless (no UI) is the baseline
 measured in the same run.
 
-Part 2 (real model): decode tokens/s of the starter model while the TUI renders a
-long reply, against ``vibechat run`` on the same prompt and settings, in
-alternating rounds.
+Keypresses: while the app streams a reply at 500 tokens/s, printable keys are
+posted to it as the terminal driver posts them; the latency is the time until the
+app writes a frame in which the prompt input holds the character (median, worst).
 
-    .venv/bin/python bench/bench_tui.py [--tokens 2000] [--rounds 2] [--skip-model]
+Part 2 (real model): decode tokens/s of the starter model while the chat renders a
+long reply, the model in its worker process as `vibechat` runs it, against
+``vibechat run`` on the same prompt and settings, in alternating rounds; and the time
+to first token of each.
+
+    .venv/bin/python bench/bench_tui.py [--tokens 16000] [--rounds 3] [--skip-model]
 """
 
 from __future__ import annotations
@@ -124,6 +129,82 @@ class GapWatcher:
             await self._task
 
 
+async def until_settled(app, limit_s: float, poll: float = 0.05) -> None:
+    """Wait until the reply has settled; a bench that hangs says so instead."""
+    deadline = time.perf_counter() + limit_s
+    while app.generating:
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"the reply did not settle within {limit_s:.0f} s")
+        await asyncio.sleep(poll)
+
+
+class PacedBackend(SyntheticBackend):
+    """Emits the pieces at ``rate`` tokens/s (a fast local or remote model)."""
+
+    def __init__(self, pieces: list[str], rate: float) -> None:
+        super().__init__(pieces)
+        self.rate = rate
+        self.stop = False
+
+    def cancel(self):
+        self.stop = True
+
+    def stream_chat(self, messages, params):
+        start, sent = time.perf_counter(), 0
+        for piece in self.pieces:
+            if self.stop:
+                break
+            sent += 1
+            delay = start + sent / self.rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            yield TextDelta(piece)
+        yield GenerationDone("".join(self.pieces[:sent]), GenerationStats(completion_tokens=sent))
+
+
+async def keypress_run(pieces: list[str], rate: float, presses: int) -> dict[str, float]:
+    """Keypress-to-screen latency while a reply streams at ``rate`` tokens/s: a key event
+    is posted to the app as the terminal driver posts it (a printable character, which
+    goes to the prompt input), and the latency is the time until the app hands the
+    terminal a frame in which the input holds that character (``App._display``, which
+    writes the frame, is the hook: the frame is on its way to the terminal)."""
+    from textual import events
+
+    app = create_app(PacedBackend(pieces, rate), blink=False)
+    latencies: list[float] = []
+    waiting: list[tuple[float, int]] = []  # (posted at, input length to reach)
+    original = type(app)._display
+
+    def display(self, screen, renderable):
+        original(self, screen, renderable)
+        if waiting and len(self.prompt_input.text) >= waiting[0][1]:
+            latencies.append(time.perf_counter() - waiting.pop(0)[0])
+
+    type(app)._display = display  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            app.prompt_input.load_text("go")
+            await pilot.press("enter")
+            await asyncio.sleep(0.5)  # the reply is streaming
+            typed = 0
+            for i in range(presses):
+                if not app.generating:
+                    break
+                typed += 1
+                waiting.append((time.perf_counter(), typed))
+                app.post_message(events.Key("x", "x"))
+                await asyncio.sleep(0.15 + 0.05 * (i % 3))  # typing speed, off the render rhythm
+            await asyncio.sleep(0.2)
+            await until_settled(app, 120)
+    finally:
+        type(app)._display = original  # type: ignore[method-assign]
+    lat = sorted(latencies)
+    return {"presses": len(lat), "median_ms": statistics.median(lat) * 1000 if lat else float("nan"),
+            "worst_ms": lat[-1] * 1000 if lat else float("nan"), "lost": typed - len(lat)}
+
+
 def headless_baseline(pieces: list[str]) -> float:
     backend = SyntheticBackend(pieces)
     start = time.perf_counter()
@@ -155,8 +236,7 @@ async def ui_run(pieces: list[str]) -> dict[str, float]:
             app.prompt_input.load_text("go")
             start = time.perf_counter()
             await pilot.press("enter")
-            while app.generating:
-                await asyncio.sleep(0.01)
+            await until_settled(app, 300, poll=0.01)
             end = time.perf_counter()
             await watcher.stop()
     finally:
@@ -217,72 +297,112 @@ async def get_stream_run(pieces: list[str]) -> dict[str, float]:
 PROMPT = "Write a long story about a lighthouse keeper and the sea, in many chapters."
 
 
-def cli_decode_rate(tokens: int) -> float:
+def cli_run(tokens: int) -> tuple[float, float]:
+    """``vibechat run``: (decode tokens/s, time to first token in ms), as it reports them."""
     exe = Path(sys.executable).with_name("vibechat")
     out = subprocess.run([str(exe), "run", "-p", PROMPT, "-t", "0", "-n", str(tokens), "--json"],
                          capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)["stats"]["decode_tokens_per_s"]
+    stats = json.loads(out.stdout)["stats"]
+    return stats["decode_tokens_per_s"], stats["ttft_ms"]
 
 
-async def tui_decode_rate(tokens: int) -> tuple[float, int]:
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-    from vibechat.engine.starter import starter_model_path
+async def tui_decode(tokens: int) -> dict[str, float]:
+    """The chat as `vibechat` runs it (the model in its worker process): decode tokens/s
+    while the reply renders, the engine's time to first token, and the time from Enter
+    to the first text handed to the reply widget."""
+    from vibechat.app.backends import make_backend
+    from vibechat.app.options import EngineChoice
 
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_model_path()))
+    backend = make_backend(EngineChoice(), worker=True)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=tokens), blink=False)
+    first: list[float] = []
+    original = AssistantMessage.append
+
+    async def timed(self, text):
+        if not first:
+            first.append(time.perf_counter())
+        await original(self, text)
+
+    AssistantMessage.append = timed  # type: ignore[method-assign]
     try:
         async with app.run_test(size=SIZE) as pilot:
             await app.workers.wait_for_complete()
-            app.prompt_input.load_text(PROMPT)
-            await pilot.press("enter")
-            await app.workers.wait_for_complete()
-            while app.generating:
+            while not app.model_ready:
                 await asyncio.sleep(0.05)
-            stats = app.replies.last.stats
+            await asyncio.sleep(1.0)  # the Markdown warm-up after the load
+            app.prompt_input.load_text(PROMPT)
+            start = time.perf_counter()
+            await pilot.press("enter")
+            await until_settled(app, 600)
+            stats = app.status.stats
     finally:
+        AssistantMessage.append = original  # type: ignore[method-assign]
         backend.close()
-    return stats.decode_tokens_per_s, stats.completion_tokens
+    return {"tok_s": stats.decode_tokens_per_s, "tokens": stats.completion_tokens, "ttft_ms": stats.ttft_ms,
+            "enter_to_text_ms": (first[0] - start) * 1000 if first else float("nan")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokens", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--tokens", type=int, default=16000)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model-tokens", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=500, help="tokens/s of the stream while keys are pressed")
+    parser.add_argument("--presses", type=int, default=30, help="key presses per keypress round")
     parser.add_argument("--skip-model", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--skip-keys", action="store_true")
+    parser.add_argument("--no-reference", action="store_true", help="skip Textual's Markdown.get_stream() reference")
     args = parser.parse_args()
     logging.getLogger("vibechat").addHandler(logging.NullHandler())
     logging.getLogger("vibechat").propagate = False
 
     freeze_startup_objects()  # as `vibechat` does before it opens the chat
     pieces = markdown_tokens(args.tokens)
-    print(f"Synthetic stream: {len(pieces)} Markdown tokens")
+    print(f"Synthetic stream: {len(pieces)} Markdown tokens ({sum(map(len, pieces)):,} characters)")
     for r in range(0 if args.skip_synthetic else args.rounds):
         base = headless_baseline(pieces)
         ui = asyncio.run(ui_run(pieces))
         growth = ui["second_half_us_per_token"] / max(ui["first_half_us_per_token"], 1e-9)
         print(f"  round {r + 1}: headless {base:,.0f} tok/s | UI absorbed {ui['tokens_per_s']:,.0f} tok/s "
-              f"(target ≥ 2,000) | worst loop gap {ui['worst_gap_ms']:.1f} ms after {ui['worst_gap_after_appends']} renders (target ≤ 100) | "
-              f"per token first/second half {ui['first_half_us_per_token']:.0f}/"
-              f"{ui['second_half_us_per_token']:.0f} µs (×{growth:.2f}) | UI/headless {ui['tokens_per_s'] / base:.4f}")
+              f"(target ≥ 10,000) | worst loop gap {ui['worst_gap_ms']:.1f} ms after {ui['worst_gap_after_appends']} "
+              f"renders (target ≤ 33) | per token first/second half {ui['first_half_us_per_token']:.0f}/"
+              f"{ui['second_half_us_per_token']:.0f} µs (×{growth:.2f}) | UI/headless {ui['tokens_per_s'] / base:.4f}",
+              flush=True)
 
-    if not args.skip_synthetic:
+    if not args.skip_synthetic and not args.no_reference:
         ref = asyncio.run(get_stream_run(pieces))
         print(f"  reference, Textual Markdown.get_stream() alone in an app: {ref['tokens_per_s']:,.0f} tok/s | "
               f"worst loop gap {ref['worst_gap_ms']:.0f} ms | final full render {ref['final_render_ms']:.0f} ms")
 
+    if not args.skip_keys:
+        print(f"\nKeypress to screen while a reply streams at {args.rate:.0f} tokens/s")
+        long_reply = markdown_tokens(int(args.rate * (args.presses * 0.25 + 2)))
+        for r in range(args.rounds):
+            k = asyncio.run(keypress_run(long_reply, args.rate, args.presses))
+            print(f"  round {r + 1}: {k['presses']} presses | median {k['median_ms']:.1f} ms | worst "
+                  f"{k['worst_ms']:.1f} ms (target ≤ 50) | not shown {k['lost']}", flush=True)
+
     if args.skip_model:
         return
-    print(f"\nStarter model, {args.model_tokens}-token reply, greedy: TUI vs `vibechat run` (alternating)")
-    cli_rates, tui_rates = [], []
+    print(f"\nStarter model, {args.model_tokens}-token reply, greedy: the chat (model in its worker process, "
+          "as `vibechat` runs it) vs `vibechat run` (alternating)")
+    cli_rates, tui_rates, cli_ttft, tui_ttft, tui_enter = [], [], [], [], []
     for r in range(args.rounds):
-        cli_rates.append(cli_decode_rate(args.model_tokens))
-        rate, n = asyncio.run(tui_decode_rate(args.model_tokens))
-        tui_rates.append(rate)
-        print(f"  round {r + 1}: vibechat run {cli_rates[-1]:.1f} tok/s | TUI {rate:.1f} tok/s ({n} tokens)")
+        rate, ttft = cli_run(args.model_tokens)
+        cli_rates.append(rate)
+        cli_ttft.append(ttft)
+        t = asyncio.run(tui_decode(args.model_tokens))
+        tui_rates.append(t["tok_s"])
+        tui_ttft.append(t["ttft_ms"])
+        tui_enter.append(t["enter_to_text_ms"])
+        print(f"  round {r + 1}: vibechat run {rate:.1f} tok/s, TTFT {ttft:.0f} ms | chat {t['tok_s']:.1f} tok/s "
+              f"({t['tokens']} tokens), TTFT {t['ttft_ms']:.0f} ms (engine), Enter to first text "
+              f"{t['enter_to_text_ms']:.0f} ms", flush=True)
     cli_m, tui_m = statistics.median(cli_rates), statistics.median(tui_rates)
-    print(f"  median: vibechat run {cli_m:.1f} tok/s, TUI {tui_m:.1f} tok/s, ratio {tui_m / cli_m:.3f} (target ≥ 0.9)")
+    print(f"  median: vibechat run {cli_m:.1f} tok/s, chat {tui_m:.1f} tok/s, ratio {tui_m / cli_m:.3f} "
+          f"(target ≥ 0.97) | TTFT run {statistics.median(cli_ttft):.0f} ms, chat {statistics.median(tui_ttft):.0f} ms "
+          f"(engine), Enter to first text {statistics.median(tui_enter):.0f} ms (target ≤ run + 10)")
 
 
 if __name__ == "__main__":

@@ -94,3 +94,30 @@ def test_tilde_fences_and_info_strings_are_respected():
     clean_cuts = [s.end for s in seg.segments[:-1] if not s.forced_after]
     assert all(cut > closing for cut in clean_cuts)  # blank lines inside the fence are no clean cut
     assert all(seg.display(i).count("~~~") % 2 == 0 for i in range(len(seg.segments)))
+
+
+def test_a_burst_is_cut_into_bounded_pieces_and_merged_back():
+    """Text that arrives in large slices (a fast stream rendering in bursts) seals as many
+    segments as it needs: clean cuts within burst_piece, forced ones within force_at."""
+    for text in (PROSE, CODE, WALL, LINES):
+        seg = ReplySegmenter(600, 1500)
+        for start in range(0, len(text), 4000):
+            seg.feed(text[start:start + 4000])
+        assert covers(seg, text)
+        shown = [seg.display(i) for i in range(len(seg.segments))]
+        assert all(fences_balanced(s) for s in shown)
+        assert max(len(s) for s in shown) <= seg.burst_piece
+        assert all(len(seg.display(i)) <= 1500 + 600 + 20 for i, s in enumerate(seg.segments) if s.forced_after)
+        assert len(shown[-1]) <= 1500 + 600 + 20  # the live tail
+        seg.merge_forced()
+        assert "".join(seg.display(i) for i in range(len(seg.segments))) == text
+
+
+def test_a_token_seals_at_most_one_segment():
+    rng = random.Random(3)
+    for text in (PROSE, CODE, WALL, LINES):
+        seg, pos = ReplySegmenter(600, 1500), 0
+        while pos < len(text):
+            n = rng.randint(1, 12)
+            assert seg.feed(text[pos:pos + n]) <= 1
+            pos += n

@@ -23,6 +23,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
 
 from . import outside
@@ -185,6 +186,7 @@ class AssistantMessage(ChatMessageWidget):
         self.code_theme = code_theme
         self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
         self._link_index = 0
+        self._forgotten = 0  # segments above this one have dropped their strips
 
     def compose_body(self) -> ComposeResult:
         with Vertical(classes="reply--body"):
@@ -202,19 +204,43 @@ class AssistantMessage(ChatMessageWidget):
         """Add streamed text; only the live tail re-renders."""
         self.text += text
         segmenter = self._segmenter
-        tail = self.body.query(MarkdownSegment).last()
-        if segmenter.feed(text):
-            tail.set_text(segmenter.display(-2))
-            # Not awaited: the new tail joins the DOM now and is laid out with the
-            # rest of this update in one refresh, instead of a refresh of its own.
-            self.body.mount(self._segment(segmenter.display(-1)))
+        body = self.body
+        tail = body.children[-1]
+        assert isinstance(tail, MarkdownSegment)
+        sealed = segmenter.feed(text)
+        if sealed:
+            count = len(segmenter.segments)
+            tail.set_text(segmenter.display(count - sealed - 1))
+            # Not awaited: the new segments join the DOM now and are laid out with the
+            # rest of this update in one refresh, instead of a refresh of their own.
+            body.mount_all([self._segment(segmenter.display(i)) for i in range(count - sealed, count)])
+            self._forget_scrolled_away(body)
         else:
             tail.set_text(segmenter.display(-1))
+
+    def _forget_scrolled_away(self, body: Vertical) -> None:
+        """Settled segments that scrolled above the view drop their painted strips (see
+        ``MarkdownSegment``). The view only moves down while a reply streams, so each
+        is looked at until it has gone, once."""
+        view = self.parent
+        if not isinstance(view, Widget):
+            return
+        top = view.region.y
+        segments = body.children
+        while self._forgotten < len(segments) - 2:
+            segment = segments[self._forgotten]
+            region = segment.region
+            if not region or region.bottom > top:
+                break
+            assert isinstance(segment, MarkdownSegment)
+            segment.forget_strips()
+            self._forgotten += 1
 
     async def finish(self, final_text: str | None = None) -> None:
         """End of the stream: merge segments that were cut by force (one render each);
         rebuild everything only if the final text differs from what streamed."""
         body = self.body
+        self._forgotten = 0
         if final_text is not None and final_text != self.text:
             self.text = final_text
             self._segmenter = segment(final_text, self.SEAL_AT, self.FORCE_AT)

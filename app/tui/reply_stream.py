@@ -14,6 +14,7 @@ runs on the UI thread.
 from __future__ import annotations
 
 import threading
+import time
 
 from vibechat.engine.backend import GenerationDone
 from vibechat.engine.sanitize import Sanitizer, sanitize
@@ -21,8 +22,10 @@ from vibechat.engine.sanitize import Sanitizer, sanitize
 from .chat_view import AssistantMessage
 from .pacing import RenderPacer
 
-APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at most
-FIRST_LIMIT = 300  # ... and in the first render of a reply, which also lays the reply out
+APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at least...
+APPEND_MAX = 6000  # ... and at most: between them, what fits in SLICE_BUDGET_S
+SLICE_BUDGET_S = 0.010  # time one render of a burst may take (the event loop waits meanwhile)
+FIRST_LIMIT = 300  # characters in the first render of a reply, which also lays the reply out
 
 
 class DeltaBuffer:
@@ -80,6 +83,18 @@ class ReplyStream:
         self.renders = 0  # renders that drew text (one per delta while the UI keeps up)
         self.backlog = False  # the last render left text behind: the stream outruns the UI
         self.done_waiting: GenerationDone | None = None  # the end, waiting for queued text
+        self.s_per_char = 0.0  # what a character cost to render in the last large render
+
+    def limit(self) -> int:
+        """Characters the next render may take: a stream that outruns the UI is drawn
+        in slices sized to take about SLICE_BUDGET_S each (each render and each screen
+        refresh costs a layout and a repaint whatever its size, so slices as large as
+        the budget allows absorb the most text per second)."""
+        if not self.started:
+            return FIRST_LIMIT
+        if self.s_per_char <= 0:
+            return APPEND_LIMIT
+        return max(APPEND_LIMIT, min(APPEND_MAX, int(SLICE_BUDGET_S / self.s_per_char)))
 
     def put(self, text: str) -> bool:
         """From the generating thread: True when the UI must be told (see ``DeltaBuffer``)."""
@@ -93,7 +108,7 @@ class ReplyStream:
         """Render what is buffered (a slice of it in a burst); True when more is queued
         (render again after a screen refresh)."""
         self.pacer.rendering()
-        text, more = self.deltas.take(APPEND_LIMIT if self.started else FIRST_LIMIT)
+        text, more = self.deltas.take(self.limit())
         self.backlog = more
         if text:
             self.renders += 1
@@ -102,7 +117,10 @@ class ReplyStream:
                 self.widget.set_status("")
             shown = self.sanitizer.feed(text)
             if shown:
+                start = time.perf_counter()
                 await self.widget.append(shown)
+                if len(shown) >= APPEND_LIMIT // 2:  # a token's cost says little
+                    self.s_per_char = (time.perf_counter() - start) / len(shown)
         return more
 
     def hold(self, done: GenerationDone) -> bool:

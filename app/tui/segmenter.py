@@ -59,27 +59,31 @@ class _Scan:
     fenced_opener: str = ""  # the opener line of the fence that ``fenced_line`` is in
 
 
-def _scan(text: str, opener: str) -> _Scan:
-    """Where ``text`` can be cut; ``opener``: the fence it starts inside of ("" if none)."""
+def _scan(text: str, opener: str, limit: int, clean_limit: int) -> _Scan:
+    """Where ``text`` can be cut: clean cuts at most ``clean_limit`` characters in, other
+    cuts at most ``limit``; ``opener``: the fence it starts inside of ("" if none)."""
     scan = _Scan()
     fence_open = opener
     pos = 0
     for line in text.splitlines(keepends=True):
         pos += len(line)
-        if not line.endswith("\n") or pos >= len(text):
+        if not line.endswith("\n") or pos >= len(text) or pos > clean_limit:
             break  # never cut after the last line: something must follow the cut
         fence = _fence_of(line)
         if fence_open:
             if _closes(line, fence_open):
                 fence_open = ""
-                scan.line = pos
-            else:
+                if pos <= limit:
+                    scan.line = pos
+            elif pos <= limit:
                 scan.fenced_line, scan.fenced_opener = pos, fence_open
         elif fence:
             fence_open = line.rstrip("\n")
         elif not line.strip():
-            scan.clean = scan.line = pos
-        else:
+            scan.clean = pos
+            if pos <= limit:
+                scan.line = pos
+        elif pos <= limit:
             scan.line = pos
     return scan
 
@@ -90,6 +94,7 @@ class ReplySegmenter:
     def __init__(self, seal_at: int = 600, force_at: int = 1500) -> None:
         self.seal_at = seal_at
         self.force_at = max(force_at, seal_at)
+        self.burst_piece = 4 * self.force_at
         self.text = ""
         self.segments: list[Segment] = [Segment(0, 0)]
 
@@ -99,16 +104,30 @@ class ReplySegmenter:
         return seg.prefix + self.text[seg.start:seg.end] + seg.suffix
 
     def feed(self, text: str) -> int:
-        """Add ``text``; returns how many segments were sealed (0 or 1): after a seal the
-        previous tail is final and a new tail follows it."""
+        """Add ``text``; returns how many segments were sealed: after a seal the previous
+        tail is final and a new tail follows it. A token seals at most one. A burst of
+        text (a stream faster than the UI, drawn in slices) may seal several: cut cleanly
+        within ``burst_piece`` characters, or by force within ``force_at``, so the live
+        tail stays bounded however large the slice."""
         self.text += text
         live = self.segments[-1]
         live.end = len(self.text)
+        sealed = 0
+        while self._seal_once(self.segments[-1]):
+            sealed += 1
+        return sealed
+
+    def _seal_once(self, live: Segment) -> int:
         tail = self.text[live.start:]
         if len(tail) <= self.seal_at:
             return 0
         opener = live.prefix.rstrip("\n")
-        scan = _scan(tail, opener)
+        # A tail that grew token by token is cut where it can be. A burst is cut cleanly
+        # within burst_piece (a settled segment renders once, and fewer, larger ones
+        # are fewer widgets to lay out), or by force within force_at.
+        small = len(tail) <= self.force_at + self.seal_at
+        limit = len(tail) if small else self.force_at
+        scan = _scan(tail, opener, limit, len(tail) if small else max(self.force_at, self.burst_piece))
         if scan.clean:
             return self._seal(live, scan.clean)
         if len(tail) <= self.force_at:
@@ -117,8 +136,8 @@ class ReplySegmenter:
             return self._seal(live, scan.line, forced=True)
         if scan.fenced_line:
             return self._seal(live, scan.fenced_line, forced=True, fence=scan.fenced_opener)
-        if "\n" not in tail:
-            space = tail.rfind(" ", 0, len(tail) - 1)
+        if "\n" not in tail[:limit]:
+            space = tail.rfind(" ", 0, min(len(tail) - 1, limit))
             if space > 0:
                 return self._seal(live, space + 1, forced=True)
         return 0
