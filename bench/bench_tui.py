@@ -37,6 +37,7 @@ from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer
 
 SIZE = (120, 40)
+LATE_FREEZE = [True]  # as `vibechat` runs the chat (create_app(freeze_gc=True)); --no-late-freeze: off
 INFO = ModelInfo(name="synthetic", path="-", architecture="none", quantization="-", trained_context=32768,
                  context_size=32768, n_layers=1, gpu_layers=0, gpu_offload_supported=False,
                  chat_format="gguf", file_size=0)
@@ -170,7 +171,7 @@ async def keypress_run(pieces: list[str], rate: float, presses: int) -> dict[str
     writes the frame, is the hook: the frame is on its way to the terminal)."""
     from textual import events
 
-    app = create_app(PacedBackend(pieces, rate), blink=False)
+    app = create_app(PacedBackend(pieces, rate), blink=False, freeze_gc=LATE_FREEZE[0])
     latencies: list[float] = []
     waiting: list[tuple[float, int]] = []  # (posted at, input length to reach)
     original = type(app)._display
@@ -227,7 +228,7 @@ async def ui_run(pieces: list[str]) -> dict[str, float]:
 
     AssistantMessage.append = timed  # type: ignore[method-assign]
     watcher = GapWatcher(mark=lambda: len(stamps))
-    app = create_app(SyntheticBackend(pieces), blink=False)
+    app = create_app(SyntheticBackend(pieces), blink=False, freeze_gc=LATE_FREEZE[0])
     try:
         async with app.run_test(size=SIZE) as pilot:
             await app.workers.wait_for_complete()
@@ -314,7 +315,7 @@ async def tui_decode(tokens: int) -> dict[str, float]:
     from vibechat.app.options import EngineChoice
 
     backend = make_backend(EngineChoice(), worker=True)
-    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=tokens), blink=False)
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=tokens), blink=False, freeze_gc=LATE_FREEZE[0])
     first: list[float] = []
     original = AssistantMessage.append
 
@@ -353,7 +354,10 @@ def main() -> None:
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--skip-keys", action="store_true")
     parser.add_argument("--no-reference", action="store_true", help="skip Textual's Markdown.get_stream() reference")
+    parser.add_argument("--no-late-freeze", action="store_true",
+                        help="no second gc.freeze() once the model is ready (the chat does one: app/tui/gc_policy.py)")
     args = parser.parse_args()
+    LATE_FREEZE[0] = not args.no_late_freeze
     logging.getLogger("vibechat").addHandler(logging.NullHandler())
     logging.getLogger("vibechat").propagate = False
 

@@ -4,6 +4,8 @@ backend is injected."""
 from __future__ import annotations
 
 from dataclasses import replace
+
+from .gc_policy import freeze_startup_objects
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,12 +24,14 @@ if TYPE_CHECKING:
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
                config: "LoadedConfig | None" = None, blink: bool = True,
                backend_factory: "BackendFactory | None" = None,
-               history: "History | None" = None, save: bool = True) -> "VibechatApp":
+               history: "History | None" = None, save: bool = True, freeze_gc: bool = False) -> "VibechatApp":
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
     starts with. Chats are saved in ``history`` (None: the default database under the
-    data dir), unless ``save`` is false."""
+    data dir), unless ``save`` is false. ``freeze_gc``: once the model is ready, what the app
+    built so far leaves the garbage collector's sight (see ``gc_policy``; the real chat does,
+    tests that make many apps in one process do not)."""
     from vibechat.engine.history import History
 
     from .app import VibechatApp
@@ -37,17 +41,7 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     elif history is None:
         history = History()  # opened in a worker once the app is up
     return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
-                       backend_factory=backend_factory, history=history)
-
-
-def freeze_startup_objects() -> None:
-    """Move everything alive after start-up (modules, Textual, llama.cpp bindings) out of
-    the garbage collector's sight: full collections then scan only what the chat creates,
-    which keeps their pauses (tens of ms, felt as stutter while a reply streams) short."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
+                       backend_factory=backend_factory, history=history, freeze_gc=freeze_gc)
 
 
 def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | None,
@@ -67,7 +61,8 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
         """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
         return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 
-    app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save)
+    app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,
+                     freeze_gc=True)
     freeze_startup_objects()
     try:
         app.run()

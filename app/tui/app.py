@@ -40,6 +40,7 @@ from ..appconfig import load_app_config
 from . import config_ui, palette, slash_commands
 from .chat_view import ChatView, EarlierMessages
 from .downloader import DownloadScreen
+from .gc_policy import freeze_startup_objects
 from .events import (
     CacheRebuilt,
     CacheReset,
@@ -139,7 +140,8 @@ class VibechatApp(OutsideTextApp):
 
     def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
                  config: LoadedConfig | None = None, blink: bool = True,
-                 backend_factory: BackendFactory | None = None, history: History | None = None) -> None:
+                 backend_factory: BackendFactory | None = None, history: History | None = None,
+                 freeze_gc: bool = False) -> None:
         super().__init__()
         config = config or load_app_config()
         self.config = config
@@ -147,6 +149,7 @@ class VibechatApp(OutsideTextApp):
         self.session = ChatSession(backend, ChatLog(Conversation(system=system, params=params or config.config.params),
                                                     history))
         self.blink = blink
+        self._freeze_gc = freeze_gc  # once, when the model is first ready (gc_policy)
         self.replies = Replies(self)
         self.models = ModelManager(self, backend_factory)
         self.chats = HistoryManager(self)
@@ -219,6 +222,9 @@ class VibechatApp(OutsideTextApp):
 
     def on_model_ready(self, message: ModelReady) -> None:
         self.models.show(message.info)
+        if self._freeze_gc:
+            self._freeze_gc = False
+            self.call_after_refresh(freeze_startup_objects)
 
     def on_model_failed(self, message: ModelFailed) -> None:
         self.status.state = "no model"
