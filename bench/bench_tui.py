@@ -312,9 +312,9 @@ async def tui_decode(tokens: int) -> dict[str, float]:
     while the reply renders, the engine's time to first token, and the time from Enter
     to the first text handed to the reply widget."""
     from vibechat.app.backends import make_backend
-    from vibechat.app.options import EngineChoice
+    from vibechat.engine.knobs import EngineSettings
 
-    backend = make_backend(EngineChoice(), worker=True)
+    backend = make_backend(EngineSettings(), worker=True)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=tokens), blink=False, freeze_gc=LATE_FREEZE[0])
     first: list[float] = []
     original = AssistantMessage.append
