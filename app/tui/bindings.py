@@ -1,0 +1,56 @@
+"""The chat's key bindings (``VibechatApp.BINDINGS``), each with an id (``[keys]`` in the
+config file can rebind it: ``appconfig.BINDING_IDS``), a description (the footer, help and the
+command palette name the action by it) and a tooltip (what it does)."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+# The description names an action in the footer, help and the command palette; the
+# tooltip says what it does (the palette's help line, and the footer's on hover). The
+# footer shows only what fits in 80 columns (Stop only while a reply streams); the rest
+# is in help (F1) and the palette.
+APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
+    Binding("f1", "help", "Help", id="help", tooltip="Every key binding, by where it works"),
+    Binding("f2", "toggle_params", "Params", id="toggle_params",
+            tooltip="Show or hide the sampling parameters and the GPU layers slider"),
+    Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True,
+            tooltip="Start a new conversation (clears the view and the model's KV cache)"),
+    Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", show=False, priority=True,
+            tooltip="Replace the last reply with a new one"),
+    Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", show=False, priority=True,
+            tooltip="Take your last message back into the input, to change and resend it"),
+    Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", show=False, priority=True,
+            tooltip="Copy the last reply to the clipboard (OSC 52: works over SSH)"),
+    Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True,
+            tooltip="Show or hide the saved conversations, newest first"),
+    Binding("ctrl+f", "search_history", "Search chats", id="search_history", show=False, priority=True,
+            tooltip="Search every saved message and jump to the match"),
+    Binding("f3", "models", "Models", id="models", tooltip="Load another model, or download one"),
+    Binding("f4", "change_theme", "Theme", id="change_theme", show=False,
+            tooltip="Pick the colour theme (remembered in the config file)"),
+    Binding("escape", "stop", "Stop", id="stop", tooltip="Stop the reply; the text so far stays"),
+    # Ctrl+C stops a streaming reply, as in ollama and llama-cli; otherwise it falls through
+    # to the input's (or a mouse selection's) copy, then to Textual's hint on how to quit.
+    # Binding ctrl+c here replaces Textual's own ctrl+c binding (a class's bindings for a
+    # key replace its base classes'), so that hint is bound again.
+    Binding("ctrl+c", "stop", "Stop", id="interrupt", show=False, priority=True,
+            tooltip="Stop the reply; the text so far stays"),
+    Binding("ctrl+c", "help_quit", "How to quit", id="quit_hint", show=False, system=True),
+    Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False,
+            priority=True, tooltip="Lower the temperature by one step: more predictable replies"),
+    Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False,
+            priority=True, tooltip="Raise the temperature by one step: more varied replies"),
+    Binding("f7", "nudge('top_k', -1)", "Top-k down", id="top_k_down", show=False, priority=True,
+            tooltip="Sample from fewer of the likeliest tokens"),
+    Binding("f8", "nudge('top_k', 1)", "Top-k up", id="top_k_up", show=False, priority=True,
+            tooltip="Sample from more of the likeliest tokens"),
+    Binding("f9", "nudge('top_p', -1)", "Top-p down", id="top_p_down", show=False, priority=True,
+            tooltip="Sample from a smaller share of the probability mass"),
+    Binding("f10", "nudge('top_p', 1)", "Top-p up", id="top_p_up", show=False, priority=True,
+            tooltip="Sample from a larger share of the probability mass"),
+    Binding("ctrl+end", "scroll_chat_end", "Scroll to end", id="scroll_end", show=False,
+            tooltip="Scroll the conversation to the newest message and follow the reply"),
+    Binding("ctrl+home", "scroll_chat_home", "Scroll to start", id="scroll_home", show=False,
+            tooltip="Scroll the conversation to its first message"),
+]
