@@ -548,3 +548,19 @@ async def test_a_prompt_too_large_for_the_context_is_refused_and_kept_in_the_inp
         assert app.prompt_input.text == big[: 4096 * 256 + 10]  # nothing typed is lost
         await send(pilot, "Hi")
         assert len(backend.requests) == 1
+
+
+async def test_worker_messages_that_land_while_the_app_closes_are_ignored(backend):
+    """The history list and the model load come from workers: their message can arrive after
+    the app began closing (its widgets gone); handling it must not raise."""
+    from fakes import INFO
+    from vibechat.app.tui.events import HistoryListed, ModelFailed, ModelProgress, ModelReady
+
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+    assert app.closing
+    app.on_history_listed(HistoryListed([], 0, None))
+    app.on_model_progress(ModelProgress(0.5))
+    app.on_model_ready(ModelReady(INFO))
+    app.on_model_failed(ModelFailed("gone"))

@@ -171,16 +171,26 @@ class VibechatApp(OutsideTextApp):
         self.chats.list_history()
 
     # ------------------------------------------------------------ the model
+    @property
+    def closing(self) -> bool:
+        """The app is closing: its widgets are gone (a worker's message may still land)."""
+        return not self.query(StatusBar)
+
     def on_model_progress(self, message: ModelProgress) -> None:
-        self.status.state = f"loading {message.fraction:.0%}"
+        if not self.closing:
+            self.status.state = f"loading {message.fraction:.0%}"
 
     def on_model_ready(self, message: ModelReady) -> None:
+        if self.closing:
+            return
         self.models.show(message.info)
         if self._freeze_gc:
             self._freeze_gc = False
             self.call_after_refresh(freeze_startup_objects)
 
     def on_model_failed(self, message: ModelFailed) -> None:
+        if self.closing:
+            return
         self.status.state = "no model"
         self.chat.set_welcome(f"The model could not be loaded: {message.error}")
         self.notify(message.error, title="Model", severity="error", timeout=15)
@@ -231,6 +241,8 @@ class VibechatApp(OutsideTextApp):
 
     # --------------------------------------------------------------- history
     def on_history_listed(self, message: HistoryListed) -> None:
+        if self.closing:  # a worker's message can land while the app closes
+            return
         self.chats.listed(message)
 
     def history_changed(self) -> None:
