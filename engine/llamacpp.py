@@ -140,22 +140,28 @@ def grammar_error(gbnf: str, root: str = "root") -> str | None:
     prints its complaint with ``fprintf(stderr)``, past the log callback: file descriptor 2
     is pointed at a temporary file meanwhile (call this where no other thread draws on the
     terminal: the CLI before loading, the engine's own process)."""
-    _ensure_llama_initialised()
+    llama_log = _ensure_llama_initialised()
+    previous = llama_log.captured  # some complaints come through the log callback instead
+    captured = previous if previous is not None else []
+    start = len(captured)
     with tempfile.TemporaryFile() as sink:
         sys.stderr.flush()
         saved = os.dup(2)
+        llama_log.captured = captured
         try:
             os.dup2(sink.fileno(), 2)
             sampler = ll.llama_sampler_init_grammar(None, gbnf.encode("utf-8"), root.encode("utf-8"))
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+            llama_log.captured = previous
         sink.seek(0)
         said = sink.read(65536).decode("utf-8", errors="replace")
     if sampler:
         ll.llama_sampler_free(sampler)
         return None
     lines = [line.strip() for line in said.splitlines() if line.strip()]
+    lines += [line.strip() for _level, line in captured[start:]]
     for line in lines:
         if "error parsing grammar:" in line:
             return line.split("error parsing grammar:", 1)[1].strip()
