@@ -30,6 +30,7 @@ from .options import (
     GpuLayersOpt,
     MaxTokensOpt,
     HISTORY,
+    STRUCTURED,
     KvCacheTypeOpt,
     MinPOpt,
     ModelOpt,
@@ -250,6 +251,15 @@ def run(
         "--no-prefix-cache",
         help="With --prompts-file: start every prompt from an empty KV cache instead of reusing the prefix "
              "it shares with the previous one (slower; results then cannot depend on line order).")] = False,
+    json_schema: Annotated[Optional[str], typer.Option(
+        "--json-schema", metavar="FILE|JSON",
+        help="Constrain the reply to JSON that follows this JSON Schema (a file, or inline JSON; 'json': any "
+             "JSON object). Local engine: llama.cpp's grammar sampler; remote: response_format.",
+        rich_help_panel=STRUCTURED)] = None,
+    grammar: Annotated[Optional[str], typer.Option(
+        "--grammar", metavar="FILE",
+        help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local engine only.",
+        rich_help_panel=STRUCTURED)] = None,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
     engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
@@ -278,6 +288,9 @@ def run(
             raise ConfigError(loaded.problem)
         config = with_flags(loaded, engine, sampling, system).config
         check_draft_tokens(engine, config)
+        output_format = structured_output(json_schema, grammar, EngineSettings.from_config(config))
+        if output_format is not None:  # checked before any model loads
+            config = replace(config, params=config.params.replace(output_format=output_format))
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
             return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats,
                               reuse_prefix=not no_prefix_cache)
@@ -286,6 +299,8 @@ def run(
         params, system_prompt = config.params, config.system_prompt
         if chat.conversation_id is not None:  # continuing: the conversation's settings, under the flags
             params = sampling.to_params(chat.conversation.params)
+            if output_format is not None:
+                params = params.replace(output_format=output_format)
             system_prompt = system  # None keeps the conversation's
             if "model" not in engine and chat.model_path and Path(chat.model_path).is_file():
                 choice = replace(choice, model=chat.model_path)
@@ -303,6 +318,30 @@ def run(
     code = guard(go)
     if code:
         raise typer.Exit(code)
+
+
+def structured_output(json_schema: str | None, grammar: str | None, choice):
+    """The ``OutputFormat`` of ``--json-schema`` / ``--grammar`` (None: neither), checked for
+    the backend that will run it: a one-line error here, before any model loads."""
+    from vibechat.engine.errors import VibechatError
+    from vibechat.engine.structured import OutputFormat
+
+    if json_schema is not None and grammar is not None:
+        raise VibechatError("--json-schema and --grammar both constrain the reply: give one of them.")
+    if json_schema is None and grammar is None:
+        return None
+    fmt = OutputFormat.parse(grammar, kind="grammar") if grammar is not None else OutputFormat.parse(json_schema or "")
+    flag = "--grammar" if grammar is not None else "--json-schema"
+    try:
+        if choice.remote:
+            fmt.check_remote()
+        else:
+            from vibechat.engine.llamacpp import check_output_format
+
+            check_output_format(fmt)
+    except VibechatError as exc:
+        raise VibechatError(f"{flag}: {exc}") from None
+    return fmt
 
 
 def check_draft_tokens(engine: EngineFlags, config) -> None:

@@ -82,6 +82,7 @@ RepackOpt = Annotated[Optional[str], typer.Option(
     "on or off.",
     rich_help_panel=ENGINE)]
 HISTORY = "History"
+STRUCTURED = "Structured output"
 NoSaveOpt = Annotated[bool, typer.Option(
     "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY)]
 

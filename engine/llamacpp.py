@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import functools
 import logging
+import os
 import re
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -42,6 +46,7 @@ from .errors import (
     TemplateCancelled,
     GenerationError,
     GpuOffloadUnavailableError,
+    InvalidParameterError,
     LoadCancelled,
     ModelFileError,
     ModelLoadError,
@@ -64,6 +69,7 @@ from .knobs import (
 )
 from . import repack as _repack
 from .params import SamplingParams
+from .structured import OutputFormat
 from .stops import StopMatcher
 from .system import available_memory, default_threads
 
@@ -125,6 +131,53 @@ def _ensure_llama_initialised() -> _LlamaLog:
 
 def gpu_offload_supported() -> bool:
     return bool(ll.llama_supports_gpu_offload())
+
+
+@functools.lru_cache(maxsize=32)
+def grammar_error(gbnf: str, root: str = "root") -> str | None:
+    """Why llama.cpp's grammar parser rejects ``gbnf`` (its own words, one line), or None.
+    Parsing needs no model: the sampler is made without a vocabulary and freed. The parser
+    prints its complaint with ``fprintf(stderr)``, past the log callback: file descriptor 2
+    is pointed at a temporary file meanwhile (call this where no other thread draws on the
+    terminal: the CLI before loading, the engine's own process)."""
+    llama_log = _ensure_llama_initialised()
+    previous = llama_log.captured  # some complaints come through the log callback instead
+    captured = previous if previous is not None else []
+    start = len(captured)
+    with tempfile.TemporaryFile() as sink:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        llama_log.captured = captured
+        try:
+            os.dup2(sink.fileno(), 2)
+            sampler = ll.llama_sampler_init_grammar(None, gbnf.encode("utf-8"), root.encode("utf-8"))
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            llama_log.captured = previous
+        sink.seek(0)
+        said = sink.read(65536).decode("utf-8", errors="replace")
+    if sampler:
+        ll.llama_sampler_free(sampler)
+        return None
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    lines += [line.strip() for _level, line in captured[start:]]
+    for line in lines:
+        if "error parsing grammar:" in line:
+            return line.split("error parsing grammar:", 1)[1].strip()
+    for line in lines:
+        if "grammar" in line or "recursion" in line:
+            return line
+    return "it does not parse"
+
+
+def check_output_format(fmt: OutputFormat) -> None:
+    """A one-line ``InvalidParameterError`` unless the local engine can use ``fmt``: the schema
+    converts to GBNF and llama.cpp's parser takes the grammar. Needs no model."""
+    gbnf = fmt.gbnf()
+    error = grammar_error(gbnf)
+    if error is not None:
+        raise InvalidParameterError(f"{fmt.label}: llama.cpp rejects the grammar: {error}.")
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -526,6 +579,16 @@ class LlamaCppBackend:
     def _sampler(self, params: SamplingParams):
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         add = ll.llama_sampler_chain_add
+        if params.output_format is not None:
+            # First in the chain: it masks every token the grammar does not allow (end-of-
+            # generation included, until the grammar is complete); sampling accepts into it.
+            gbnf = params.output_format.gbnf()
+            reason = grammar_error(gbnf)  # first, quietly: a bad grammar's complaint goes to stderr
+            grammar = None if reason else ll.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"), b"root")
+            if not grammar:
+                ll.llama_sampler_free(chain)
+                raise GenerationError(f"llama.cpp rejects the grammar: {reason or 'it does not parse'}.")
+            add(chain, grammar)
         if params.repeat_penalty != 1.0:
             n_vocab = ll.llama_vocab_n_tokens(self._vocab)
             add(chain, ll.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0))

@@ -553,6 +553,9 @@ class OpenAICompatibleBackend:
             body["max_tokens"] = params.max_tokens
         if params.stop:
             body["stop"] = list(params.stop)
+        if params.output_format is not None:
+            params.output_format.check_remote()  # a grammar: a one-line error, nothing sent
+            body["response_format"] = params.output_format.response_format()
         if self._send_optional:
             body["stream_options"] = {"include_usage": True}
             body.update(top_k=params.top_k, min_p=params.min_p, repeat_penalty=params.repeat_penalty,
@@ -579,6 +582,10 @@ class OpenAICompatibleBackend:
                 continue
             if resp.status == 404:
                 error = self._missing_model(error)
+            if resp.status in (400, 422) and params.output_format is not None and any(
+                    name in str(error) for name in ("response_format", "json_schema", "json_object")):
+                error = RemoteServerError(f"{self.server} does not take structured output (response_format "
+                                          f"{params.output_format.response_format()['type']}): {error}")
             raise error
 
     def _missing_model(self, error: RemoteServerError) -> RemoteServerError:
@@ -689,6 +696,8 @@ class OpenAICompatibleBackend:
         text = "".join(parts)
         self._fill_stats(stats, messages, deltas, t_start, t_first, t_last, t_end, usage, timings)
         stats.finish_reason = finish
+        if params.output_format is not None and finish == "stop" and not stops.stopped:
+            _check_json_reply(self.server, text)
         yield GenerationDone(text=text, stats=stats, params=params)
 
     @staticmethod
@@ -997,3 +1006,13 @@ def make_openai_backend(base_url: str, model: str | None, *, api_key_env: str | 
 __all__ = ["OpenAICompatibleBackend", "OpenAIOptions", "make_openai_backend", "normalize_base_url",
            "display_url", "resolve_api_key", "DEFAULT_TIMEOUT", "DEFAULT_DEADLINE"]
 
+
+def _check_json_reply(server: str, text: str) -> None:
+    """A server that ignores ``response_format`` answers in free text: say so, rather than
+    hand on a reply that is not the JSON asked for."""
+    try:
+        json.loads(text)
+    except ValueError:
+        raise RemoteServerError(f"{server} answered with text that is not JSON: it seems to ignore "
+                                "response_format (structured output); use the local engine, or a server "
+                                "that supports it (llama-server, vLLM, OpenAI).") from None

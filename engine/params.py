@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidParameterError
+from .structured import OutputFormat
 
 SEED_MAX = 2**32 - 2  # llama.cpp reserves 0xFFFFFFFF for "random"
 MAX_STOP_STRINGS = 16
@@ -122,6 +123,9 @@ class SamplingParams:
     max_tokens: int | None = PARAM_SPECS["max_tokens"].default  # type: ignore[assignment]
     seed: int | None = PARAM_SPECS["seed"].default  # type: ignore[assignment]
     stop: tuple[str, ...] = field(default_factory=tuple)
+    # JSON, a JSON Schema or a GBNF grammar the reply must follow (None: free text). Saved with
+    # the conversation's parameters (the text itself, not a file's path).
+    output_format: OutputFormat | None = None
 
     def __post_init__(self) -> None:
         for name, spec in PARAM_SPECS.items():
@@ -136,6 +140,9 @@ class SamplingParams:
             if not isinstance(item, str) or not item:
                 raise InvalidParameterError("stop strings must be non-empty text.")
         object.__setattr__(self, "stop", stop)
+        fmt = self.output_format
+        if fmt is not None and not isinstance(fmt, OutputFormat):
+            object.__setattr__(self, "output_format", OutputFormat.from_dict(fmt))
 
     def replace(self, **changes: Any) -> "SamplingParams":
         """A copy with some fields changed (validated)."""
@@ -150,6 +157,8 @@ class SamplingParams:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["stop"] = list(self.stop)
+        if self.output_format is None:
+            del data["output_format"]  # as before structured output: older readers take it
         return data
 
     @classmethod
@@ -167,6 +176,10 @@ class SamplingParams:
         key = name.strip().lower().replace("-", "_")
         if key == "stop":
             return self.replace(stop=tuple(s for s in text.split("|") if s) if text.strip() else ())
+        if key in ("format", "output_format"):
+            raw = text.strip()
+            return self.replace(output_format=None if raw.lower() in ("", "off", "none")
+                                else OutputFormat.parse(raw))
         spec = PARAM_SPECS.get(key)
         if spec is None:
             raise InvalidParameterError(

@@ -412,11 +412,16 @@ class VibechatApp(OutsideTextApp):
         conversation remembers them."""
         self.chatlog.set_params(params)
         self.panel.params = params
+        self._show_format(params)
 
     def show_params(self, params: SamplingParams) -> None:
         """An opened conversation's parameters (already saved with it)."""
         self.conversation.params = params
         self.panel.params = params
+        self._show_format(params)
+
+    def _show_format(self, params: SamplingParams) -> None:
+        self.status.output_format = params.output_format.label if params.output_format else ""
 
     @on(ParamPanel.Changed)
     def _on_params_changed(self, message: ParamPanel.Changed) -> None:

@@ -1,4 +1,4 @@
-"""The chat's slash commands (``/set``, ``/system``, ``/new``, ``/stats``, ``/help``,
+"""The chat's slash commands (``/set``, ``/format``, ``/system``, ``/new``, ``/stats``, ``/help``,
 ``/bye``): parsed by ``app/slash.py``, run here against the app's public face."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ async def run(app: ChatHost, command: slash.SlashCommand) -> None:
         app.notify(slash.suggestion(name), severity="warning", timeout=6)
     elif name == "/set":
         await _set(app, arg)
+    elif name == "/format":
+        await _format(app, arg)
     elif name == "/system":
         await _system(app, arg)
     elif name in ("/new", "/clear"):
@@ -33,7 +35,10 @@ async def run(app: ChatHost, command: slash.SlashCommand) -> None:
 async def _set(app: ChatHost, arg: str) -> None:
     params = app.session.conversation.params
     if not arg:
-        await note(app, "  ".join(f"{k}={v}" for k, v in params.to_dict().items()))
+        listed = {k: v for k, v in params.to_dict().items() if k != "output_format"}
+        if params.output_format is not None:
+            listed["format"] = params.output_format.label
+        await note(app, "  ".join(f"{k}={v}" for k, v in listed.items()))
         return
     key, _, value = arg.partition(" ")
     try:
@@ -44,6 +49,31 @@ async def _set(app: ChatHost, arg: str) -> None:
     app.set_params(params)
     shown = key.replace("-", "_").lower()
     app.notify(f"{shown} = {getattr(params, shown)}", timeout=2)
+
+
+async def _format(app: ChatHost, arg: str) -> None:
+    """``/format json|FILE|off``: what the next replies must be (kept with the conversation's
+    parameters). A schema is checked here (it parses, the grammar converter can express it); a
+    grammar is parsed by llama.cpp in the engine's process, which reports a bad one."""
+    params = app.session.conversation.params
+    if not arg:
+        fmt = params.output_format
+        await note(app, f"Reply format: {fmt.label}" if fmt else "Reply format: free text (/format json|FILE|off).")
+        return
+    info = app.session.info
+    remote = info is not None and info.server is not None
+    try:
+        params = params.set_from_text("format", arg)
+        fmt = params.output_format
+        if fmt is not None and remote:
+            fmt.check_remote()
+        elif fmt is not None:
+            fmt.check()
+    except VibechatError as exc:
+        app.notify(str(exc), severity="error", timeout=6)
+        return
+    app.set_params(params)
+    app.notify(f"Reply format: {fmt.label}." if fmt else "Reply format: free text.", timeout=2)
 
 
 async def _system(app: ChatHost, arg: str) -> None:

@@ -1,6 +1,6 @@
 """The status bar: model and quantization, CPU/GPU (layers offloaded; or the remote
 server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
-reply's speed, and what the engine is doing. The app sets its attributes; it renders them.
+reply's speed, the reply format (``/format``), and what the engine is doing. The app sets its attributes; it renders them.
 
 The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
 can a state (``loading NAME…``): every text shown is sanitised and kept to one line
@@ -42,6 +42,7 @@ class StatusBar(Widget):
     context_used: reactive[int] = reactive(0)
     stats: reactive[GenerationStats | None] = reactive(None)
     download: reactive[str] = reactive("")  # e.g. "⬇ 42%" while a model downloads
+    output_format: reactive[str] = reactive("")  # /format: "json", "schema person.json" ("": free text)
 
     def render(self) -> Text:
         dim = "dim"
@@ -63,6 +64,8 @@ class StatusBar(Widget):
         if stats is not None and stats.completion_tokens:
             parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · ",
                       f"{stats.decode_tokens_per_s:.1f} tok/s"]
+        if self.output_format:
+            parts += [" · ", ("format ", dim), (one_line(self.output_format), "bold")]
         left = Text.assemble(*parts)
         right = Text.assemble((one_line(self.download) + "  ", "bold") if self.download else "",
                               (one_line(self.state), "italic"))

@@ -1,0 +1,212 @@
+"""Structured output: --json-schema / --grammar / /format, on the starter model (llama.cpp's
+grammar sampler), against the OpenAI stub (response_format), and the one-line errors for
+what cannot work. Replies are checked by parsing and validating, never by exact text."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from jsonschema_lite import errors as schema_errors
+from openai_stub import StubServer
+from test_cli_run import vibechat
+from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.errors import InvalidParameterError, RemoteServerError
+from vibechat.engine.llamacpp import check_output_format
+from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.params import SamplingParams
+from vibechat.engine.structured import OutputFormat
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 1, "maxItems": 3},
+        "colour": {"enum": ["red", "green", "blue"]},
+        "address": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
+                                                     "zip": {"type": "string", "maxLength": 8}},
+                    "required": ["city"], "additionalProperties": False},
+        "pets": {"type": "array", "maxItems": 2,
+                 "items": {"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]},
+                                                            "legs": {"type": "integer"}},
+                           "required": ["kind", "legs"], "additionalProperties": False}},
+    },
+    "required": ["name", "age", "tags", "colour", "address"],
+    "additionalProperties": False,
+}
+ASK = [ChatMessage("user", "Describe a person as JSON.")]
+
+
+def run_reply(backend, params):
+    deltas, done = [], None
+    for event in backend.stream_chat(ASK, params):
+        if isinstance(event, TextDelta):
+            deltas.append(event.text)
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done is not None and "".join(deltas) == done.text
+    return done
+
+
+# ------------------------------------------------------------------ the format itself
+def test_a_format_pickles_and_survives_saving_params():
+    fmt = OutputFormat.parse(json.dumps(PERSON))
+    params = SamplingParams(seed=3, output_format=fmt)
+    assert pickle.loads(pickle.dumps(params)) == params
+    assert SamplingParams.from_dict(json.loads(json.dumps(params.to_dict()))) == params
+    assert "output_format" not in SamplingParams().to_dict()  # unchanged for free text
+    assert params.set_from_text("format", "off").output_format is None
+    assert fmt.label == "schema inline"
+
+
+def test_files_inline_json_and_json(tmp_path):
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps(PERSON))
+    grammar = tmp_path / "yes.gbnf"
+    grammar.write_text('root ::= "yes" | "no"\n')
+    assert OutputFormat.parse(str(schema)).label == "schema person.json"
+    assert OutputFormat.parse(str(grammar)).kind == "grammar"
+    assert OutputFormat.parse("json").kind == "json"
+    for fmt in (OutputFormat.parse(str(schema)), OutputFormat.parse(str(grammar)), OutputFormat.parse("json")):
+        check_output_format(fmt)
+
+
+@pytest.mark.parametrize("schema, said", [
+    ({"type": "integer", "minimum": 1}, "'minimum' at /"),
+    ({"type": "object", "properties": {"a": {"type": "string", "format": "email"}}}, "format 'email' at /properties/a"),
+    ({"not": {"type": "string"}}, "'not' at /"),
+    ({"type": "array", "items": {"type": "integer", "multipleOf": 2}}, "'multipleOf' at /items"),
+    ({"$ref": "https://example.com/s.json"}, r"remote \$ref"),
+    ({"type": "strang"}, "cannot be turned into a grammar"),
+])
+def test_what_the_converter_cannot_express_is_one_line(schema, said):
+    with pytest.raises(InvalidParameterError, match=said) as caught:
+        check_output_format(OutputFormat.parse(json.dumps(schema)))
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("gbnf, said", [
+    ("root ::= foo", "Undefined rule identifier 'foo'"),
+    ('root ::= "a', "unexpected end of input"),
+    ('answer ::= "a"', "does not contain a 'root' symbol"),
+    ('root ::= root "a"', "left recursion"),
+])
+def test_a_bad_grammar_is_one_line_naming_the_problem(gbnf, said, capfd):
+    with pytest.raises(InvalidParameterError, match=said) as caught:
+        check_output_format(OutputFormat("grammar", gbnf, "bad.gbnf"))
+    assert "\n" not in str(caught.value)
+    assert "error parsing" not in capfd.readouterr().err  # llama.cpp's stderr complaint is kept off the terminal
+
+
+def test_bad_files_and_json_are_one_line(tmp_path):
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for spec, said in (("{nope", "not valid JSON"), (str(tmp_path / "missing.json"), "no such file"),
+                       (str(tmp_path / "list.json"), "must be a JSON object")):
+        with pytest.raises(InvalidParameterError, match=said):
+            OutputFormat.parse(spec)
+
+
+# ------------------------------------------------------------------ the starter model
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_the_starter_model_follows_a_schema(backend, seed):
+    params = SamplingParams(seed=seed, temperature=0.8, max_tokens=400,
+                            output_format=OutputFormat("schema", json.dumps(PERSON), "person.json"))
+    done = run_reply(backend, params)
+    assert done.finish_reason == "stop", done.text  # the grammar completes, then end-of-generation
+    assert schema_errors(json.loads(done.text), PERSON) == []
+    assert done.params is not None and done.params.output_format == params.output_format
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_the_starter_model_answers_json(backend, seed):
+    done = run_reply(backend, SamplingParams(seed=seed, max_tokens=600, output_format=OutputFormat("json")))
+    if done.finish_reason == "stop":
+        assert isinstance(json.loads(done.text), dict)
+    else:  # free-form JSON may run long: cut at max_tokens, it is still a JSON prefix
+        assert done.finish_reason == "length" and done.text.lstrip().startswith("{")
+
+
+def test_a_grammar_reply_stops_at_max_tokens_and_greedy_works(backend):
+    fmt = OutputFormat("grammar", 'root ::= "[" [0-9]+ ("," [0-9]+)* "]"', "numbers.gbnf")
+    done = run_reply(backend, SamplingParams(temperature=0, max_tokens=5, output_format=fmt))
+    assert done.stats.completion_tokens <= 5
+    done = run_reply(backend, SamplingParams(seed=1, max_tokens=64,
+                                             output_format=OutputFormat("grammar", 'root ::= "yes" | "no"', "yn")))
+    assert done.text in ("yes", "no") and done.finish_reason == "stop"
+
+
+def test_a_grammar_reply_can_be_cancelled(backend):
+    fmt = OutputFormat("grammar", 'root ::= "[" [0-9]+ ("," [0-9]+)* "]"', "numbers.gbnf")
+    events = backend.stream_chat(ASK, SamplingParams(seed=1, max_tokens=2000, output_format=fmt))
+    for event in events:
+        if isinstance(event, TextDelta):
+            backend.cancel()
+        if isinstance(event, GenerationDone):
+            assert event.finish_reason == "cancelled"
+            break
+    else:
+        pytest.fail("no GenerationDone")
+    # the engine is usable afterwards, with free text
+    assert run_reply(backend, SamplingParams(seed=1, max_tokens=4)).text is not None
+
+
+# ------------------------------------------------------------------ the CLI
+def test_run_json_schema_on_the_starter_model(starter_installed, tmp_path):
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps(PERSON))
+    out = vibechat("run", "-p", "A person as JSON:", "--seed", "7", "-n", "400", "--json-schema", str(schema),
+                   "--no-save")
+    assert out.returncode == 0, out.stderr
+    assert schema_errors(json.loads(out.stdout), PERSON) == []
+
+
+def test_run_refuses_bad_formats_in_one_line_before_loading(tmp_path):
+    bad = tmp_path / "bad.gbnf"
+    bad.write_text("root ::= nothing\n")
+    for args, said in ((("--grammar", str(bad)), "--grammar: grammar bad.gbnf: llama.cpp rejects the grammar"),
+                       (("--json-schema", '{"type": "integer", "maximum": 3}'), "'maximum'"),
+                       (("--json-schema", "{x"), "not valid JSON"),
+                       (("--json-schema", "json", "--grammar", str(bad)), "give one of them")):
+        out = vibechat("run", "-p", "hi", "--model", str(tmp_path / "absent.gguf"), *args)
+        assert out.returncode == 1
+        assert said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+# ------------------------------------------------------------------ remote: response_format
+def remote(stub):
+    return OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small"))
+
+
+def test_remote_sends_response_format():
+    with StubServer() as stub:
+        stub.reply = '{"name": "Ada"}'
+        stub.pieces = ['{"name": ', '"Ada"}']
+        backend = remote(stub)
+        fmt = OutputFormat("schema", json.dumps(PERSON), "person.json")
+        done = run_reply(backend, SamplingParams(seed=1, output_format=fmt))
+        assert json.loads(done.text) == {"name": "Ada"}
+        sent = stub.last_body["response_format"]
+        assert sent == {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
+        run_reply(backend, SamplingParams(seed=1, output_format=OutputFormat("json")))
+        assert stub.last_body["response_format"] == {"type": "json_object"}
+        run_reply(backend, SamplingParams(seed=1))
+        assert "response_format" not in stub.last_body
+
+
+def test_remote_that_rejects_or_ignores_response_format_is_one_line():
+    with StubServer() as stub:
+        backend = remote(stub)
+        fmt = OutputFormat("json")
+        stub.reply = "Hello there, no JSON here"
+        with pytest.raises(RemoteServerError, match="ignore response_format"):
+            run_reply(backend, SamplingParams(seed=1, output_format=fmt))
+        stub.mode, stub.status = "status", 400
+        stub.error_body = {"error": {"message": "Unsupported parameter: response_format", "type": "invalid_request"}}
+        with pytest.raises(RemoteServerError, match="does not take structured output") as caught:
+            run_reply(backend, SamplingParams(seed=1, output_format=fmt))
+        assert "\n" not in str(caught.value)
+        with pytest.raises(InvalidParameterError, match="only with the local engine"):
+            run_reply(backend, SamplingParams(seed=1, output_format=OutputFormat("grammar", 'root ::= "a"', "a")))
