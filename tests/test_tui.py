@@ -564,3 +564,30 @@ async def test_worker_messages_that_land_while_the_app_closes_are_ignored(backen
     app.on_model_progress(ModelProgress(0.5))
     app.on_model_ready(ModelReady(INFO))
     app.on_model_failed(ModelFailed("gone"))
+
+
+async def test_format_sets_the_next_replies_format_and_the_status_bar_shows_it(backend, tmp_path):
+    import json as _json
+
+    schema = tmp_path / "person.json"
+    schema.write_text(_json.dumps({"type": "object", "properties": {"name": {"type": "string"}},
+                                   "required": ["name"]}))
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/format json")
+        assert "format json" in app.status.render().plain
+        await send(pilot, "hi")
+        assert backend.requests[-1][1].output_format.kind == "json"
+        await send(pilot, f"/format {schema}")
+        assert "person.json" in app.status.render().plain
+        await send(pilot, "again")
+        fmt = backend.requests[-1][1].output_format
+        assert fmt.kind == "schema" and _json.loads(fmt.text)["required"] == ["name"]
+        await send(pilot, "/format off")
+        await send(pilot, "free")
+        assert backend.requests[-1][1].output_format is None
+        assert "format" not in app.status.render().plain
+        await send(pilot, "/format {not json")
+        assert any(n.severity == "error" for n in app._notifications)  # one line, nothing changed
+        assert app.conversation.params.output_format is None
