@@ -36,7 +36,7 @@ from vibechat.engine.session import ChatSession
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
 from .report import format_stats, json_stats
-from .run_cmd import load_or_interrupt, trim_notice
+from .run_cmd import ThinkingEcho, load_or_interrupt, trim_notice
 
 
 @dataclass
@@ -46,6 +46,7 @@ class BatchOptions:
     raw: bool = False
     show_stats: bool = False
     reuse_prefix: bool = True  # keep the prefix shared with the previous prompt in the KV cache
+    show_thinking: bool = False  # a reasoning model's thinking on stderr, each reply's marked with its line
 
 
 def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
@@ -105,7 +106,13 @@ class _Batch:
             return
         chat.add_user(request.prompt)
         try:
-            result = self.session.answer(params, on_event=trim_notice(self.err), stop_requested=stop_requested)
+            echo = ThinkingEcho(self.err, f" line {request.line}") if self.options.show_thinking else None
+            try:
+                result = self.session.answer(params, on_event=trim_notice(self.err, echo),
+                                             stop_requested=stop_requested)
+            finally:
+                if echo is not None:
+                    echo.close()
         except VibechatError as exc:  # e.g. a prompt longer than the context
             self._after(chat)
             self.report(request.line, str(exc).rstrip("."), request.id, request.id is not None,
@@ -118,6 +125,7 @@ class _Batch:
             obj["id"] = request.id
         obj.update({
             "text": result.text if self.options.raw else sanitize(result.text),
+            "thinking": done.thinking if self.options.raw else sanitize(done.thinking),
             "model": self.info.name,
             "conversation_id": chat.conversation_id,
             "params": (done.params or params).to_dict(),
@@ -197,7 +205,8 @@ def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_i
                                 f"and a new conversation; drop {flag}.")
 
 
-def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True) -> int:
+def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True,
+               show_thinking: bool = False) -> int:
     """``vibechat run --prompts-file PATH`` with the effective ``config`` (flags applied)."""
     from vibechat.engine.knobs import EngineSettings
 
@@ -213,7 +222,7 @@ def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool,
             history = History().open()  # a read-only data dir fails here, in one line, before any work
         backend = make_backend(EngineSettings.from_config(config), pull=pull_with_progress)
         options = BatchOptions(system=config.system_prompt, params=config.params, raw=raw, show_stats=show_stats,
-                               reuse_prefix=reuse_prefix)
+                               reuse_prefix=reuse_prefix, show_thinking=show_thinking)
         return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)
     finally:
         if backend is not None:

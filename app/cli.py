@@ -232,7 +232,12 @@ def run(
     speculative: DraftOpt = None,
     draft_tokens: DraftTokensOpt = None,
     repack: RepackOpt = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object (text, model, params, stats).")] = False,
+    json_output: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object (text, thinking, model, params, stats; completion_tokens count "
+                       "the thinking too).")] = False,
+    show_thinking: Annotated[bool, typer.Option(
+        "--show-thinking", help="Show a reasoning model's thinking on stderr, between [thinking] and "
+                                "[end of thinking] lines (stdout carries the answer only).")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print timing statistics on stderr.")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Do not strip terminal control sequences from the output.")] = False,
     no_save: NoSaveOpt = False,
@@ -293,7 +298,7 @@ def run(
             config = replace(config, params=config.params.replace(output_format=output_format))
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
             return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats,
-                              reuse_prefix=not no_prefix_cache)
+                              reuse_prefix=not no_prefix_cache, show_thinking=show_thinking)
         chat = open_chat(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
         choice = EngineSettings.from_config(config)
         params, system_prompt = config.params, config.system_prompt
@@ -307,7 +312,7 @@ def run(
         text = read_prompt(prompt, sys.stdin)
         backend = make_backend(choice, pull=pull_with_progress)
         request = RunRequest(prompt=text, system=system_prompt, params=params,
-                             json_output=json_output, show_stats=stats, raw=raw)
+                             json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking)
         try:
             return execute(backend, request, sys.stdout, sys.stderr, chat)
         finally:

@@ -89,7 +89,8 @@ def search(
         "--limit", "-n", metavar="N", help="Show at most this many matches.", min=1)] = 20,
     json_output: JsonOpt = False,
 ) -> None:
-    """Full-text search across every saved message."""
+    """Full-text search across every saved message (what was said: a reasoning model's thinking is
+    not searched)."""
     from vibechat.engine.history import fts_query
 
     if fts_query(query) is None:  # nothing to look for: a usage error, like a missing argument

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from vibechat.engine.backend import Backend, ChatEvent, ContextTrimmed, ModelInfo
+from vibechat.engine.backend import Backend, ChatEvent, ContextTrimmed, ModelInfo, ThinkingDelta
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.params import SamplingParams
@@ -30,6 +30,7 @@ class RunRequest:
     json_output: bool = False
     show_stats: bool = False
     raw: bool = False
+    show_thinking: bool = False  # a reasoning model's thinking on stderr, as it streams
 
 
 def read_prompt(prompt: str | None, stdin: TextIO) -> str:
@@ -76,18 +77,55 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         return _answer(session, request, out, err, info, ctrl_c)
 
 
-def trim_notice(err: TextIO) -> Callable[[ChatEvent], None]:
-    """``on_event`` for the one-shot commands: a trimmed context is said on stderr."""
+def trim_notice(err: TextIO, thinking: ThinkingEcho | None = None) -> Callable[[ChatEvent], None]:
+    """``on_event`` for the one-shot commands: a trimmed context is said on stderr; with
+    ``thinking``, the thinking is shown there too (``--show-thinking``)."""
     def on_event(event: ChatEvent) -> None:
         if isinstance(event, ContextTrimmed):
             err.write(f"vibechat: left out {event.dropped_messages} old messages to fit the context\n")
+        elif isinstance(event, ThinkingDelta) and thinking is not None:
+            thinking.feed(event.text)
     return on_event
+
+
+class ThinkingEcho:
+    """``--show-thinking``: a reasoning model's thinking on stderr as it streams, always
+    sanitized (``--raw`` is about stdout), between a ``[thinking]`` line and an
+    ``[end of thinking]`` line, so it reads apart from the answer on stdout."""
+
+    def __init__(self, err: TextIO, label: str = "") -> None:
+        self.err = err
+        self.label = label  # e.g. " line 3" (--prompts-file)
+        self._sanitizer = Sanitizer()
+        self._open = False
+        self._at_line_start = True
+
+    def feed(self, text: str) -> None:
+        text = self._sanitizer.feed(text)
+        if not self._open:
+            self._open = True
+            self.err.write(f"[thinking{self.label}]\n")
+        self._write(text)
+
+    def close(self) -> None:
+        """The thinking ended (the answer began, or the reply ended)."""
+        if self._open:
+            self._write(self._sanitizer.flush())
+            self.err.write(("" if self._at_line_start else "\n") + f"[end of thinking{self.label}]\n")
+            self.err.flush()
+            self._open = False
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.err.write(text)
+            self.err.flush()
+            self._at_line_start = text.endswith("\n")
 
 
 def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
     """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing saved."""
     seed = request.params.seed
-    return {"text": "", "model": None, "model_path": None, "conversation_id": None,
+    return {"text": "", "thinking": "", "model": None, "model_path": None, "conversation_id": None,
             "params": request.params.to_dict(), "finish_reason": "cancelled",
             "stats": json_stats(None, seed=seed), "engine": None}
 
@@ -108,8 +146,11 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     # Streamed pieces can split an escape sequence: the sanitizer holds an unfinished one back,
     # so what streams is exactly sanitize(text), the text --json prints.
     sanitizer = None if request.raw else Sanitizer()
+    echo = ThinkingEcho(err) if request.show_thinking else None
 
     def show(text: str) -> None:
+        if echo is not None:
+            echo.close()
         if not request.json_output:
             out.write(text if sanitizer is None else sanitizer.feed(text))
             out.flush()
@@ -120,8 +161,12 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     chat = session.chat
     params = request.params.with_seed()  # drawn here, so an interrupted reply reports it too
     try:
-        result = session.answer(params, on_text=show, on_event=trim_notice(err),
-                                stop_requested=lambda: ctrl_c.requested)
+        try:
+            result = session.answer(params, on_text=show, on_event=trim_notice(err, echo),
+                                    stop_requested=lambda: ctrl_c.requested)
+        finally:
+            if echo is not None:
+                echo.close()  # a reply that ended while thinking
     except StreamInterrupted as exc:  # cut mid-reply: the partial text stays printed and saved
         _write_interrupted(request, out, exc.partial, info, chat, str(exc), params, held_back())
         raise
@@ -135,6 +180,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     text, stats = result.text if request.raw else sanitize(result.text), done.stats
     obj = {
         "text": text,
+        "thinking": done.thinking if request.raw else sanitize(done.thinking),
         "model": info.name,
         "model_path": info.path,
         "conversation_id": chat.conversation_id,
@@ -157,7 +203,7 @@ def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: 
     object with finish_reason 'interrupted' and the error; the server sent no statistics,
     so the counts are null (unknown), and the seed is the one sent."""
     text = text if request.raw else sanitize(text)
-    obj = {"text": text, "model": info.name, "model_path": info.path,
+    obj = {"text": text, "thinking": "", "model": info.name, "model_path": info.path,
            "conversation_id": chat.conversation_id, "params": params.to_dict(),
            "finish_reason": "interrupted", "error": error, "stats": json_stats(None, seed=params.seed)}
     _end_output(request, out, text, obj, tail)

@@ -113,6 +113,15 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ThinkingDelta:
+    """A piece of the reply's thinking (a reasoning model's ``<think>`` block, or a server's
+    ``reasoning_content``): never part of the answer's ``TextDelta``s, never sent back to the
+    model. Unsanitized model output, like ``TextDelta``."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ContextTrimmed:
     """Sent before the reply when the oldest messages were left out to fit the context."""
 
@@ -123,18 +132,21 @@ class ContextTrimmed:
 
 @dataclass(frozen=True)
 class GenerationDone:
-    """The last event of every stream: the full text and the stats."""
+    """The last event of every stream: the full text (the answer, without the thinking),
+    the thinking apart (empty for a model that does not think), and the stats (whose
+    ``completion_tokens`` count the thinking's tokens too)."""
 
     text: str
     stats: GenerationStats = field(default_factory=GenerationStats)
     params: SamplingParams | None = None  # exactly what was used, the drawn seed included
+    thinking: str = ""
 
     @property
     def finish_reason(self) -> FinishReason:
         return self.stats.finish_reason
 
 
-ChatEvent = Union[TextDelta, ContextTrimmed, GenerationDone]
+ChatEvent = Union[TextDelta, ThinkingDelta, ContextTrimmed, GenerationDone]
 
 
 @runtime_checkable
@@ -151,6 +163,9 @@ class Backend(Protocol):
     def stream_chat(self, messages: Sequence[ChatMessage],
                     params: SamplingParams) -> Generator[ChatEvent, None, None]:
         """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``.
+        A reasoning model's thinking comes as ``ThinkingDelta``s (before the answer's
+        ``TextDelta``s), kept out of the answer and out of ``GenerationDone.text``; it is in
+        ``GenerationDone.thinking``. A reply whose thinking never ended has an empty answer.
         A generator: ``close()`` on it, before the end, ends the reply and frees what it holds."""
 
     def cancel(self) -> None:

@@ -38,6 +38,15 @@ class Reply:
                 log.warning("could not save the reply while it streams: %s", exc)
                 self.writer = None
 
+    def append_thinking(self, text: str) -> None:
+        """Called with every piece of the reply's thinking (saved apart from the text)."""
+        if self.writer is not None:
+            try:
+                self.writer.append_thinking(text)
+            except HistoryError as exc:
+                log.warning("could not save the reply while it streams: %s", exc)
+                self.writer = None
+
 
 class ChatLog:
     def __init__(self, conversation: Conversation, history: History | None = None, *,
@@ -118,12 +127,13 @@ class ChatLog:
         return Reply(writer)
 
     def finish_reply(self, reply: Reply, done: GenerationDone) -> None:
-        """The reply is part of the conversation; saved as complete, or stopped."""
+        """The reply is part of the conversation (its answer: the thinking is saved, never
+        sent to the model again); saved as complete, or stopped."""
         self.conversation.add_assistant(done.text)
         status = "stopped" if done.finish_reason == "cancelled" else "complete"
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, status, done.text, params=done.params,
-                       stats=done.stats.to_dict())
+                       stats=done.stats.to_dict(), thinking=done.thinking)
             self._rows.append(reply.writer.message_id)
         else:
             self._rows.append(0)  # not saved: keeps the rows aligned with the turns

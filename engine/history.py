@@ -9,7 +9,8 @@ Built to survive crashes and a second vibechat process:
 - a reply is saved while it streams (status ``streaming``) and settled as
   ``complete`` / ``stopped`` / ``error``; rows a crash left ``streaming`` are
   marked ``interrupted`` when the database is next opened;
-- full-text search over every message with SQLite FTS5.
+- full-text search over every message with SQLite FTS5 (what was said: a reply's
+  thinking, kept in its own column, is not searched);
 
 Listing conversations never reads their messages: the sidebar of an app with
 thousands of conversations opens as fast as an empty one.
@@ -155,6 +156,11 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     """,
+    # 2: a reasoning model's thinking, kept apart from the reply's text (not searched:
+    # messages_fts indexes content only).
+    """
+    ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
@@ -184,6 +190,7 @@ class StoredMessage:
     error: str | None = None
     params: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
+    thinking: str = ""  # a reasoning model's thinking (never sent back to the model)
 
     @property
     def in_context(self) -> bool:
@@ -196,6 +203,8 @@ class StoredMessage:
                                 "status": self.status, "created": self.created}
         if self.error:
             data["error"] = self.error
+        if self.role == "assistant":
+            data["thinking"] = self.thinking
         if self.params:
             data["params"] = self.params
         if self.stats:
@@ -236,7 +245,10 @@ class StoredConversation:
             heading = "User" if m.role == "user" else "Assistant"
             if m.status != "complete":
                 heading += f" ({m.status}{': ' + m.error if m.error else ''})"
-            lines += ["", f"## {heading}", "", m.content]
+            lines += ["", f"## {heading}", ""]
+            if m.thinking:
+                lines += [*_details("Thinking", m.thinking), ""]
+            lines.append(m.content)
         return "\n".join(lines).rstrip() + "\n"
 
 
@@ -478,7 +490,7 @@ class History:
         summary = ConversationSummary(r["id"], r["title"], r["model"], r["created"], r["updated"])
         messages = [
             StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
-                          _loads(m["params"]), _loads(m["stats"]))
+                          _loads(m["params"]), _loads(m["stats"]), m["thinking"] or "")
             for m in self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,))
         ]
         return StoredConversation(summary, r["model_path"], r["system"], _params(r["params"]), messages)
@@ -532,8 +544,11 @@ class History:
 
     def update_message(self, message_id: int, content: str, status: str | None = None, *,
                        error: str | None = None, params: SamplingParams | None = None,
-                       stats: dict[str, Any] | None = None) -> None:
+                       stats: dict[str, Any] | None = None, thinking: str | None = None) -> None:
         sets, args = ["content = ?", "updated = ?"], [content, now()]
+        if thinking is not None:
+            sets.append("thinking = ?")
+            args.append(thinking)
         if status is not None:
             sets.append("status = ?")
             args.append(status)
@@ -560,7 +575,9 @@ class History:
 
     # ----------------------------------------------------------------- search
     def search(self, text: str, limit: int = 50) -> list[SearchHit]:
-        """Messages matching every word of ``text`` (FTS5), best matches first."""
+        """Messages matching every word of ``text`` (FTS5), best matches first. Only what
+        was said is searched: a reply's thinking is not (it is scratch work, often long,
+        and would bury the answers)."""
         query = fts_query(text)
         if query is None:
             return []
@@ -572,6 +589,13 @@ class History:
             "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?", (query, limit))
         return [SearchHit(r["conversation_id"], r["message_id"], r["title"], r["role"],
                           " ".join(r["snippet"].split()), r["updated"]) for r in rows]
+
+
+def _details(summary: str, text: str) -> list[str]:
+    """A collapsed Markdown block (GitHub's ``<details>``); the text's HTML-significant
+    characters escaped, so a ``</details>`` in it cannot end the block early."""
+    body = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return [f"<details><summary>{summary}</summary>", "", body.strip("\n"), "", "</details>"]
 
 
 def _use_wal(conn: sqlite3.Connection) -> None:
@@ -634,26 +658,42 @@ class ReplyWriter:
         self.message_id = message_id
         self.interval = interval
         self._parts: list[str] = []
+        self._thinking: list[str] = []
         self._saved_len = 0
+        self._saved_thinking = 0
         self._last_save = time.monotonic()
 
     @property
     def text(self) -> str:
         return "".join(self._parts)
 
+    @property
+    def thinking(self) -> str:
+        return "".join(self._thinking)
+
     def append(self, text: str) -> None:
         self._parts.append(text)
         if time.monotonic() - self._last_save >= self.interval:
             self.flush()
 
+    def append_thinking(self, text: str) -> None:
+        """A piece of the reply's thinking: saved apart (the ``thinking`` column), as often."""
+        self._thinking.append(text)
+        if time.monotonic() - self._last_save >= self.interval:
+            self.flush()
+
     def flush(self) -> None:
         text = self.text
-        if len(text) != self._saved_len:
-            self.history.update_message(self.message_id, text)
-            self._saved_len = len(text)
+        thinking_len = sum(map(len, self._thinking))
+        if len(text) != self._saved_len or thinking_len != self._saved_thinking:
+            self.history.update_message(self.message_id, text,
+                                        thinking=self.thinking if thinking_len != self._saved_thinking else None)
+            self._saved_len, self._saved_thinking = len(text), thinking_len
         self._last_save = time.monotonic()
 
     def finish(self, status: str, text: str | None = None, *, error: str | None = None,
-               params: SamplingParams | None = None, stats: dict[str, Any] | None = None) -> None:
+               params: SamplingParams | None = None, stats: dict[str, Any] | None = None,
+               thinking: str | None = None) -> None:
         self.history.update_message(self.message_id, self.text if text is None else text, status,
-                                    error=error, params=params, stats=stats)
+                                    error=error, params=params, stats=stats,
+                                    thinking=self.thinking if thinking is None else thinking)

@@ -39,8 +39,10 @@ from .backend import (
     GenerationStats,
     ModelInfo,
     TextDelta,
+    ThinkingDelta,
 )
 from .chat_template import ChatTemplate, choose_template
+from .thinking import ThinkingSplitter, template_opens_thinking
 from .errors import (
     ContextOverflowError,
     TemplateCancelled,
@@ -203,6 +205,7 @@ class LlamaCppBackend:
         self._gguf: GGUFInfo | None = None
         self._template: ChatTemplate | None = None
         self._turn_stops: frozenset[int] = frozenset()  # turn tokens that end a reply (besides EOG)
+        self._reply_thinks = False  # the generation prompt opens <think>: replies start thinking
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
@@ -328,6 +331,9 @@ class LlamaCppBackend:
         self._template = ChatTemplate(name, source, bos_token=bos, eos_token=eos, cancelled=self._cancel.is_set)
         self._turn_stops = frozenset(self._single_token(text) for text in self._template.turn_tokens
                                      if self._has_token(text))
+        # A generation prompt that ends inside <think> (DeepSeek-R1's distills): the reply
+        # starts inside the thinking block (engine/thinking.py).
+        self._reply_thinks = template_opens_thinking(self._template.render)
 
         n_layers = int(ll.llama_model_n_layer(model))
         context_size = int(ll.llama_n_ctx(ctx))
@@ -641,6 +647,9 @@ class LlamaCppBackend:
         stats.prompt_tokens_evaluated = len(suffix)
 
         text_parts: list[str] = []
+        thinking_parts: list[str] = []
+        splitter = ThinkingSplitter(inside=self._reply_thinks)
+        started = False
         finish: FinishReason = "stop"
         ll.llama_set_abort_callback(self._ctx, self._aborting, None)
         try:
@@ -665,25 +674,22 @@ class LlamaCppBackend:
                 else:
                     pieces = self._plain_tokens(chain, out)
                 for text in pieces:
-                    if not text_parts:
-                        t_first_token = time.perf_counter()
-                    text_parts.append(text)
-                    yield TextDelta(text)
+                    if not started:
+                        started, t_first_token = True, time.perf_counter()
+                    yield from _split(splitter.feed(text), text_parts, thinking_parts)
             finally:
                 ll.llama_sampler_free(chain)
             finish = out.finish
-            stats.completion_tokens = out.generated
-            tail = out.tail()
-            if tail:
-                text_parts.append(tail)
-                yield TextDelta(tail)
+            stats.completion_tokens = out.generated  # thinking tokens included
+            yield from _split(splitter.feed(out.tail()) + splitter.flush(), text_parts, thinking_parts)
         t_end = time.perf_counter()
         stats.finish_reason = finish
-        stats.ttft_ms = (t_first_token - t_start) * 1000 if text_parts else 0.0
+        stats.ttft_ms = (t_first_token - t_start) * 1000 if started else 0.0
         stats.decode_ms = (t_end - t_prompt_done) * 1000
         if stats.completion_tokens and stats.decode_ms > 0:
             stats.decode_tokens_per_s = stats.completion_tokens / (stats.decode_ms / 1000)
-        yield GenerationDone(text="".join(text_parts), stats=stats, params=params)
+        yield GenerationDone(text="".join(text_parts), stats=stats, params=params,
+                             thinking="".join(thinking_parts))
 
     # Both decode loops below sample with the same chain and hand every token to the same
     # _Emitter; they differ only in how many tokens one llama_decode evaluates.
@@ -854,6 +860,18 @@ class _Emitter:
         """What is still held back once generation ends (nothing after a stop string)."""
         tail = self._stops.flush() + self._decode(b"", final=True)
         return "" if self._stops.stopped else tail
+
+
+def _split(pieces: list[tuple[bool, str]], text_parts: list[str],
+           thinking_parts: list[str]) -> Iterator[ChatEvent]:
+    """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``."""
+    for thinking, text in pieces:
+        if thinking:
+            thinking_parts.append(text)
+            yield ThinkingDelta(text)
+        else:
+            text_parts.append(text)
+            yield TextDelta(text)
 
 
 def _text_bytes(messages: Sequence[ChatMessage]) -> int:

@@ -22,6 +22,12 @@ here otherwise: time to first token and tokens/s from the streamed deltas, one
 delta counted as one token; without ``usage`` the prompt's tokens are an
 estimate (``count_tokens``: about four characters a token).
 
+Thinking: a reasoning model's ``delta.reasoning_content`` (llama-server's default
+reasoning format, vLLM, the DeepSeek API; ``delta.reasoning`` on OpenRouter and newer
+vLLM) comes as ``ThinkingDelta``s, and so does an inline ``<think>…</think>`` block at the
+start of ``content`` (engine/thinking.py); stop strings apply to the answer only, and
+``max_tokens`` and the size bounds count thinking pieces like answer pieces.
+
 Errors are one line each (``RemoteServerError``), naming the server and the
 fix; an API key is never put in a message or a log line, and a server's message
 is cleaned (control characters, length, the key itself) before it is shown. A
@@ -63,10 +69,20 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from .backend import ChatEvent, ChatMessage, FinishReason, GenerationDone, GenerationStats, ModelInfo, TextDelta
+from .backend import (
+    ChatEvent,
+    ChatMessage,
+    FinishReason,
+    GenerationDone,
+    GenerationStats,
+    ModelInfo,
+    TextDelta,
+    ThinkingDelta,
+)
 from .errors import GenerationError, InvalidParameterError, RemoteServerError, StreamInterrupted, VibechatError
 from .params import SamplingParams
 from .sanitize import REPLACEMENT, replace_surrogates, sanitize
+from .thinking import ThinkingSplitter
 from .stops import StopMatcher
 
 log = logging.getLogger("vibechat.openai")
@@ -605,8 +621,8 @@ class OpenAICompatibleBackend:
         stats = GenerationStats(seed=params.seed)
         t_start = time.perf_counter()
         deadline = time.monotonic() + self.options.deadline
-        parts: list[str] = []
-        stops = StopMatcher(params.stop)
+        reply = _Reply(StopMatcher(params.stop))
+        stops, parts = reply.stops, reply.parts
         finish: FinishReason = "stop"
         try:
             exchange, resp = self._start(messages, params, deadline)
@@ -618,7 +634,6 @@ class OpenAICompatibleBackend:
             raise self._expired("the reply") from None
         reader = _Stream(resp, exchange, idle=self.options.timeout)
         limit = params.max_tokens
-        joiner = _SurrogateJoiner()
         deltas = received = after_limit = 0
         t_first = t_last = 0.0
         usage: dict[str, Any] | None = None
@@ -633,17 +648,17 @@ class OpenAICompatibleBackend:
                     if self._cancel.is_set():
                         finish = "cancelled"
                         break
-                    yield from self._flush(stops, parts, joiner)
+                    yield from reply.flush()
                     raise self._cut(exc, "".join(parts), reader) from None
                 if chunk is None:  # the stream ended
                     if self._cancel.is_set():
                         finish = "cancelled"
                     elif exchange.expired.is_set() or (not reader.done and server_finish is None):
-                        yield from self._flush(stops, parts, joiner)
+                        yield from reply.flush()
                         raise self._cut(None, "".join(parts), reader)
                     break
                 if isinstance(chunk.get("error"), (dict, str)):
-                    yield from self._flush(stops, parts, joiner)
+                    yield from reply.flush()
                     raise self._server_failed(chunk, "".join(parts))
                 if isinstance(chunk.get("usage"), dict):
                     usage = chunk["usage"]
@@ -655,23 +670,27 @@ class OpenAICompatibleBackend:
                 if not isinstance(delta, dict):  # absent or null: no text in this chunk
                     delta = {}
                 content = delta.get("content")
-                if isinstance(content, str) and content:
+                reasoning = delta.get("reasoning_content")
+                if not isinstance(reasoning, str):
+                    reasoning = delta.get("reasoning")  # OpenRouter's, newer vLLM's name
+                for piece, is_reasoning in ((reasoning, True), (content, False)):
+                    if not isinstance(piece, str) or not piece:
+                        continue
                     if limit is not None and (deltas >= limit or _past(usage, limit)):
                         capped = True  # a piece past max_tokens: not shown, and the connection closes
                         break
-                    if received + len(content) > MAX_REPLY_CHARS:
-                        content, capped = content[:MAX_REPLY_CHARS - received], True
-                    received += len(content)
+                    if received + len(piece) > MAX_REPLY_CHARS:
+                        piece, capped = piece[:MAX_REPLY_CHARS - received], True
+                    received += len(piece)  # the thinking counts: it is generated too
                     deltas += 1
                     t_last = time.perf_counter()
                     if not t_first:
                         t_first = t_last
-                    text = stops.feed(joiner.feed(content))
-                    if text:
-                        parts.append(text)
-                        yield TextDelta(text)
+                    yield from (reply.reasoning(piece) if is_reasoning else reply.content(piece))
                     if stops.stopped or capped:
-                        break  # closing the connection stops the server's generation
+                        break
+                if stops.stopped or capped:
+                    break  # closing the connection stops the server's generation
                 if isinstance(choice.get("finish_reason"), str):
                     server_finish = choice["finish_reason"]
                 if self._cancel.is_set():
@@ -685,7 +704,7 @@ class OpenAICompatibleBackend:
         finally:
             self._release(exchange)
         if finish != "cancelled":
-            yield from self._flush(stops, parts, joiner)
+            yield from reply.flush()
             if (server_finish == "length" or capped) and not stops.stopped:
                 finish = "length"
         if capped:
@@ -698,14 +717,7 @@ class OpenAICompatibleBackend:
         stats.finish_reason = finish
         if params.output_format is not None and finish == "stop" and not stops.stopped:
             _check_json_reply(self.server, text)
-        yield GenerationDone(text=text, stats=stats, params=params)
-
-    @staticmethod
-    def _flush(stops: StopMatcher, parts: list[str], joiner: "_SurrogateJoiner") -> Iterator[ChatEvent]:
-        tail = stops.feed(joiner.flush()) + stops.flush()
-        if tail:
-            parts.append(tail)
-            yield TextDelta(tail)
+        yield GenerationDone(text=text, stats=stats, params=params, thinking="".join(reply.thinking))
 
     def _cut(self, exc: BaseException | None, partial: str, reader: "_Stream") -> VibechatError:
         """A stream that ended before the reply did: StreamInterrupted with the text so far."""
@@ -768,6 +780,46 @@ class OpenAICompatibleBackend:
                 value = _number(timings.get(key))
                 if value is not None:
                     setattr(stats, attr, value)
+
+
+class _Reply:
+    """A streamed reply's text: ``reasoning_content`` is thinking; ``content`` goes through
+    a ``ThinkingSplitter`` (inline ``<think>`` tags), and its answer pieces through the
+    stop strings (which apply to the answer only). Lone surrogates become U+FFFD."""
+
+    def __init__(self, stops: StopMatcher) -> None:
+        self.stops = stops
+        self.parts: list[str] = []
+        self.thinking: list[str] = []
+        self._splitter = ThinkingSplitter()
+        self._joiner = _SurrogateJoiner()
+        self._reasoning_joiner = _SurrogateJoiner()
+
+    def reasoning(self, text: str) -> list[ChatEvent]:
+        return self._events([(True, self._reasoning_joiner.feed(text))])
+
+    def content(self, text: str) -> list[ChatEvent]:
+        return self._events(self._splitter.feed(self._joiner.feed(text)))
+
+    def flush(self) -> list[ChatEvent]:
+        """The end of the stream: what was held back."""
+        events = self._events([(True, self._reasoning_joiner.flush())])
+        events += self._events(self._splitter.feed(self._joiner.flush()) + self._splitter.flush())
+        return events + self._events([(False, self.stops.flush())], past_stops=True)
+
+    def _events(self, pieces: list[tuple[bool, str]], past_stops: bool = False) -> list[ChatEvent]:
+        events: list[ChatEvent] = []
+        for thinking, text in pieces:
+            if thinking:
+                if text and not self.stops.stopped:
+                    self.thinking.append(text)
+                    events.append(ThinkingDelta(text))
+                continue
+            text = text if past_stops else self.stops.feed(text)
+            if text:
+                self.parts.append(text)
+                events.append(TextDelta(text))
+        return events
 
 
 class _Stream:

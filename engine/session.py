@@ -39,6 +39,7 @@ from .backend import (
     ModelInfo,
     RemoteModels,
     TextDelta,
+    ThinkingDelta,
 )
 from .chatlog import ChatLog, Reply
 from .conversation import Conversation
@@ -64,6 +65,7 @@ class Turn:
     params: SamplingParams
     record: Reply
     parts: list[str] = field(default_factory=list)
+    thinking_parts: list[str] = field(default_factory=list)
     settled: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -74,15 +76,28 @@ class Turn:
             self.parts.append(text)
             self.record.append(text)  # saved while it streams (debounced)
 
+    def add_thinking(self, text: str) -> None:
+        """A piece of the reply's thinking: kept apart from the text, saved apart too."""
+        with self._lock:
+            if self.settled:
+                return
+            self.thinking_parts.append(text)
+            self.record.append_thinking(text)
+
     @property
     def text(self) -> str:
         with self._lock:
             return "".join(self.parts)
 
+    @property
+    def thinking(self) -> str:
+        with self._lock:
+            return "".join(self.thinking_parts)
+
     def stopped(self) -> GenerationDone:
         """The end of a reply stopped before the backend said it was done."""
         return GenerationDone(self.text, GenerationStats(finish_reason="cancelled", seed=self.params.seed),
-                              self.params)
+                              self.params, thinking=self.thinking)
 
     def _settle(self) -> bool:
         """True for the one caller that settles this turn."""
@@ -202,8 +217,8 @@ class ChatSession:
                on_load: Callable[[float], object] | None = None,
                stop_requested: Callable[[], bool] | None = None) -> GenerationDone:
         """Generate ``turn``'s reply with the engine lock held (blocks): each piece of text
-        is saved and given to ``on_text``; other events (``ContextTrimmed``) go to
-        ``on_event``; ``on_context`` gets the prompt's size in tokens before evaluation
+        is saved and given to ``on_text``; the thinking (``ThinkingDelta``) is saved apart
+        and goes to ``on_event`` with the other events (``ContextTrimmed``); ``on_context`` gets the prompt's size in tokens before evaluation
         starts (the context meter), ``on_reset`` is called when a pending reset ran first,
         ``on_load`` gets the progress (0..1) of a load the backend needs first (an engine
         process restarted after a crash reloads its model; a loaded backend reports nothing).
@@ -234,6 +249,10 @@ class ChatSession:
                     if isinstance(event, TextDelta):
                         turn.add(event.text)
                         on_text(event.text)
+                    elif isinstance(event, ThinkingDelta):
+                        turn.add_thinking(event.text)
+                        if on_event is not None:
+                            on_event(event)
                     elif isinstance(event, GenerationDone):
                         done = event
                     elif on_event is not None:
@@ -309,10 +328,9 @@ class ChatSession:
         if turn is None:
             return False
         self.backend.cancel()
-        text = turn.text
+        done = turn.stopped()
         if turn._settle():
-            self.chat.finish_reply(turn.record, GenerationDone(
-                text, GenerationStats(finish_reason="cancelled", seed=turn.params.seed), turn.params))
+            self.chat.finish_reply(turn.record, done)
         return True
 
     def _forget(self, turn: Turn) -> None:

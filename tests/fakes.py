@@ -12,6 +12,7 @@ from vibechat.engine.backend import (
     GenerationStats,
     ModelInfo,
     TextDelta,
+    ThinkingDelta,
 )
 from vibechat.engine.params import SamplingParams
 
@@ -24,12 +25,15 @@ INFO = ModelInfo(name="Fake 1B", path="/models/fake.gguf", architecture="llama",
 class RecordingBackend:
     """Replies with a scripted text, one word per delta, and records every call.
 
-    ``gate``: when set, each delta waits for it (lets a test stop a reply midway)."""
+    ``thinking``: when set, streamed first as ``ThinkingDelta``s, one word each (a
+    reasoning model). ``gate``: when set, each delta waits for it (lets a test stop a
+    reply midway)."""
 
     name = "fake"
 
     def __init__(self, reply: str = "Hello **there**! Here is `code`.", info: ModelInfo = INFO) -> None:
         self.reply = reply
+        self.thinking = ""
         self.info = info
         self.requests: list[tuple[list[ChatMessage], SamplingParams]] = []
         self.resets = 0
@@ -78,20 +82,27 @@ class RecordingBackend:
         self.started.set()
         words = self.reply.split(" ")
         out: list[str] = []
+        thought: list[str] = []
         finish = "stop"
-        for i, word in enumerate(words):
+        pieces = [(True, w) for w in self.thinking.split(" ")] if self.thinking else []
+        for i, (thinking, word) in enumerate([*pieces, *((False, w) for w in words)]):
             if self.gate is not None:
                 self.gate.wait(5)
             if self._cancel.is_set():
                 finish = "cancelled"
                 break
-            piece = word if i == 0 else " " + word
+            first = i == 0 if thinking else not out
+            piece = word if first else " " + word
+            if thinking:
+                thought.append(piece)
+                yield ThinkingDelta(piece)
+                continue
             out.append(piece)
             yield TextDelta(piece)
         stats = GenerationStats(prompt_tokens=prompt, prompt_tokens_evaluated=evaluated, prompt_eval_ms=12.0,
-                                completion_tokens=len(out), ttft_ms=34.0, decode_ms=100.0,
+                                completion_tokens=len(out) + len(thought), ttft_ms=34.0, decode_ms=100.0,
                                 decode_tokens_per_s=42.0, finish_reason=finish, seed=params.seed or 7)
-        yield GenerationDone(text="".join(out), stats=stats, params=params.with_seed())
+        yield GenerationDone(text="".join(out), stats=stats, params=params.with_seed(), thinking="".join(thought))
 
     def close(self) -> None:
         pass

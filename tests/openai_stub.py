@@ -70,6 +70,8 @@ class StubServer:
         self.finish_delta: Any = {}  # the "delta" of the chunk that carries finish_reason
         self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"}
         self.pieces: list[str] | None = None
+        self.reasoning: list[str] = []  # sent first, as delta[reasoning_field] (a reasoning model)
+        self.reasoning_field = "reasoning_content"
         self.running_usage = 0  # when set, every content chunk carries usage: this many tokens a piece
         self.final_fields: dict[str, Any] = {}
         self.models_body: str | None = None
@@ -173,6 +175,9 @@ class StubServer:
                     return
                 if stub.pieces is not None:
                     words = [p[1:] if i and p.startswith(" ") else p for i, p in enumerate(stub.pieces)]
+                for thought in stub.reasoning:
+                    self._event({"choices": [{"index": 0, "delta": {stub.reasoning_field: thought, "content": None},
+                                              "finish_reason": None}]})
                 max_tokens = body.get("max_tokens") or len(words)
                 for i, word in enumerate(words[:max_tokens]):
                     if mode in MISBEHAVING and i == stub.cut_after:
