@@ -42,7 +42,7 @@ from .backend import (
     ThinkingDelta,
 )
 from .chat_template import ChatTemplate, choose_template
-from .thinking import ThinkingSplitter, template_opens_thinking
+from .thinking import Piece, ThinkingSplitter, template_opens_thinking
 from .errors import (
     ContextOverflowError,
     TemplateCancelled,
@@ -648,7 +648,6 @@ class LlamaCppBackend:
 
         text_parts: list[str] = []
         thinking_parts: list[str] = []
-        splitter = ThinkingSplitter(inside=self._reply_thinks)
         started = False
         finish: FinishReason = "stop"
         ll.llama_set_abort_callback(self._ctx, self._aborting, None)
@@ -666,22 +665,22 @@ class LlamaCppBackend:
             if params.max_tokens is not None:
                 limit = min(limit, params.max_tokens)
             assert self._template is not None
-            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings))
+            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), self._reply_thinks)
             chain = self._sampler(params)
             try:
                 if self.describe().speculative == "prompt-lookup":
                     pieces = self._speculative_tokens(chain, out, tokens, stats)
                 else:
                     pieces = self._plain_tokens(chain, out)
-                for text in pieces:
+                for split in pieces:
                     if not started:
                         started, t_first_token = True, time.perf_counter()
-                    yield from _split(splitter.feed(text), text_parts, thinking_parts)
+                    yield from _split(split, text_parts, thinking_parts)
             finally:
                 ll.llama_sampler_free(chain)
             finish = out.finish
             stats.completion_tokens = out.generated  # thinking tokens included
-            yield from _split(splitter.feed(out.tail()) + splitter.flush(), text_parts, thinking_parts)
+            yield from _split(out.tail(), text_parts, thinking_parts)
         t_end = time.perf_counter()
         stats.finish_reason = finish
         stats.ttft_ms = (t_first_token - t_start) * 1000 if started else 0.0
@@ -693,15 +692,15 @@ class LlamaCppBackend:
 
     # Both decode loops below sample with the same chain and hand every token to the same
     # _Emitter; they differ only in how many tokens one llama_decode evaluates.
-    def _plain_tokens(self, chain, out: "_Emitter") -> Iterator[str]:
-        """One token per llama_decode. Yields the reply's text as it forms."""
+    def _plain_tokens(self, chain, out: "_Emitter") -> Iterator[list[Piece]]:
+        """One token per llama_decode. Yields the reply's pieces (thinking, answer) as they form."""
         ctx, one = self._ctx, self._one
         sample, decode, batch_one = ll.llama_sampler_sample, ll.llama_decode, ll.llama_batch_get_one
         while out.may_continue():
             token = sample(chain, ctx, -1)
-            text = out.emit(token)
-            if text:
-                yield text
+            split = out.emit(token)
+            if split:
+                yield split
             if out.done:
                 return
             one[0] = token
@@ -712,7 +711,7 @@ class LlamaCppBackend:
             self._tokens.append(token)
 
     def _speculative_tokens(self, chain, out: "_Emitter", prompt: Sequence[int],
-                            stats: GenerationStats) -> Iterator[str]:
+                            stats: GenerationStats) -> Iterator[list[Piece]]:
         """Prompt-lookup speculative decoding: after each token, look its last words up in the
         prompt and the reply so far (llama-cpp-python's LlamaPromptLookupDecoding); when they
         occurred before, the tokens that followed are the draft. One llama_decode evaluates the
@@ -747,9 +746,9 @@ class LlamaCppBackend:
             while out.may_continue():
                 token = sample(chain, ctx, -1) if pending is None else pending
                 pending = None
-                text = out.emit(token)
-                if text:
-                    yield text
+                split = out.emit(token)
+                if split:
+                    yield split
                 if out.done:
                     return
                 history[n_history] = token
@@ -785,9 +784,9 @@ class LlamaCppBackend:
                         pending = sampled
                         break
                     accepted += 1
-                    text = out.emit(sampled)
-                    if text:
-                        yield text
+                    split = out.emit(sampled)
+                    if split:
+                        yield split
                     history[n_history] = sampled
                     n_history += 1
                     if out.done:
@@ -819,9 +818,9 @@ class _Emitter:
     start of a stop string."""
 
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
-                 "_vocab", "_turn_stops")
+                 "_vocab", "_turn_stops", "_splitter")
 
-    def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str]) -> None:
+    def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str], inside: bool = False) -> None:
         self._backend = backend
         self._cancel = backend._cancel
         self._vocab = backend._vocab
@@ -833,6 +832,7 @@ class _Emitter:
         self.done = False  # ended by end-of-generation or a stop string
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
         self._stops = StopMatcher(stop)
+        self._splitter = ThinkingSplitter(inside)  # the reply's thinking apart (engine/thinking.py)
 
     def may_continue(self) -> bool:
         """Whether to sample another token (False: cancelled, or the limit is reached)."""
@@ -844,25 +844,42 @@ class _Emitter:
             return False
         return True
 
-    def emit(self, token: int) -> str:
-        """The text ``token`` adds to the reply ('' when held back); sets ``done`` at the end."""
+    def emit(self, token: int) -> list[Piece]:
+        """The thinking and answer pieces ``token`` adds to the reply (none when held back);
+        sets ``done`` at the end."""
         if token in self._turn_stops or self._eog(self._vocab, token):
             self.done = True
-            return ""
+            return []
         self.generated += 1
+        return self._stopped_at(self._splitter.feed(self._decode(self._backend._piece_bytes(token))))
+
+    def _stopped_at(self, pieces: list[Piece]) -> list[Piece]:
+        """Stop strings apply to the answer only (the thinking comes first, and is not matched)."""
+        out: list[Piece] = []
         stops = self._stops
-        text = stops.feed(self._decode(self._backend._piece_bytes(token)))
-        if stops.stopped:
-            self.done = True
-        return text
+        for thinking, text in pieces:
+            if stops.stopped:
+                break
+            if not thinking:
+                text = stops.feed(text)
+                if stops.stopped:
+                    self.done = True
+            if text:
+                out.append((thinking, text))
+        return out
 
-    def tail(self) -> str:
+    def tail(self) -> list[Piece]:
         """What is still held back once generation ends (nothing after a stop string)."""
-        tail = self._stops.flush() + self._decode(b"", final=True)
-        return "" if self._stops.stopped else tail
+        if self._stops.stopped:
+            return []
+        out = self._stopped_at(self._splitter.feed(self._decode(b"", final=True)) + self._splitter.flush())
+        rest = self._stops.flush()
+        if rest:
+            out.append((False, rest))
+        return out
 
 
-def _split(pieces: list[tuple[bool, str]], text_parts: list[str],
+def _split(pieces: list[Piece], text_parts: list[str],
            thinking_parts: list[str]) -> Iterator[ChatEvent]:
     """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``."""
     for thinking, text in pieces:

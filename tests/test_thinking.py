@@ -329,3 +329,81 @@ def test_cancel_during_remote_thinking(stub):
     backend.cancel()
     done = [e for e in events if isinstance(e, GenerationDone)][0]
     assert done.finish_reason == "cancelled" and done.thinking == "thinking hard" and done.text == ""
+
+
+# --------------------------------------------------------------- local engine
+class _Pieces:
+    """What ``_Emitter`` asks of the backend, with a token table instead of a model."""
+
+    def __init__(self, table: dict[int, bytes]) -> None:
+        self._cancel = threading.Event()
+        self._vocab = None
+        self._turn_stops = frozenset({0})
+        self.table = table
+
+    def _piece_bytes(self, token: int) -> bytes:
+        return self.table[token]
+
+
+def emitted(table: dict[int, bytes], tokens: list[int], stop: tuple[str, ...] = (), inside: bool = False):
+    from vibechat.engine import llamacpp
+
+    out = llamacpp._Emitter(_Pieces(table), 1000, stop, inside)  # type: ignore[arg-type]
+    thinking, answer = [], []
+    for token in tokens:
+        for is_thinking, text in out.emit(token):
+            (thinking if is_thinking else answer).append(text)
+        if out.done:
+            break
+    for is_thinking, text in out.tail():
+        (thinking if is_thinking else answer).append(text)
+    return "".join(thinking), "".join(answer), out
+
+
+def test_the_local_emitter_splits_bytes_and_applies_stops_to_the_answer_only(monkeypatch):
+    from vibechat.engine import llamacpp
+
+    monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
+    raw = "<think>café STOP here</think>\n\nBon STOP appétit".encode()
+    table = {i + 1: raw[i:i + 1] for i in range(len(raw))}  # one byte a token: UTF-8 split too
+    tokens = list(table)
+    assert emitted(table, tokens)[:2] == ("café STOP here", "Bon STOP appétit")
+    thinking, answer, out = emitted(table, tokens, stop=("STOP",))
+    assert (thinking, answer, out.done) == ("café STOP here", "Bon ", True)
+    # The template opened the block: the reply starts inside it.
+    inner = "reasoning</think>Done".encode()
+    table = {i + 1: inner[i:i + 1] for i in range(len(inner))}
+    assert emitted(table, [*table, 0], inside=True)[:2] == ("reasoning", "Done")
+
+
+@pytest.mark.model
+def test_a_local_reply_that_starts_inside_a_block_that_never_closes(llama_backend):
+    """The starter model does not think: a template that opened <think> (poked here) makes
+    its whole reply thinking, and a stop string in it does not end the reply."""
+    llama_backend.reset()
+    messages = [ChatMessage("user", "Write a list of three fruits.")]
+    _, _, free = collect_local(llama_backend, messages, SamplingParams(temperature=0, max_tokens=12))
+    word = free.text.strip().split()[1]
+    llama_backend._reply_thinks = True
+    try:
+        llama_backend.reset()
+        thinking, answer, done = collect_local(
+            llama_backend, messages, SamplingParams(temperature=0, max_tokens=12, stop=[word]))
+    finally:
+        llama_backend._reply_thinks = False
+        llama_backend.reset()
+    assert answer == done.text == "" and thinking == done.thinking == free.text
+    assert done.stats.completion_tokens == 12 and done.finish_reason == "length"
+
+
+def collect_local(backend, messages, params):
+    thinking, answer, done = [], [], None
+    for event in backend.stream_chat(messages, params):
+        if isinstance(event, ThinkingDelta):
+            thinking.append(event.text)
+        elif isinstance(event, TextDelta):
+            answer.append(event.text)
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done is not None
+    return "".join(thinking), "".join(answer), done
