@@ -407,3 +407,37 @@ def collect_local(backend, messages, params):
             done = event
     assert done is not None
     return "".join(thinking), "".join(answer), done
+
+
+# -------------------------------------------------------- end to end (the CLI)
+def vibechat(*args: str):
+    import os
+    import subprocess
+
+    from conftest import VIBECHAT_BIN
+
+    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+
+
+def test_run_show_thinking_json_and_the_history_exports_end_to_end(stub):
+    stub.reasoning = ["Weighing \x1b[2J", "the options."]
+    server = ["--base-url", stub.url, "--model", "stub-small"]
+    out = vibechat("run", *server, "-p", "Say hello.", "--show-thinking")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == stub.reply + "\n"
+    assert "[thinking]\nWeighing the options.\n[end of thinking]\n" in out.stderr
+    out = vibechat("run", *server, "-p", "Again.", "--json")
+    obj = json.loads(out.stdout)
+    assert (obj["text"], obj["thinking"]) == (stub.reply, "Weighing the options.")
+    cid = obj["conversation_id"]
+    exported = json.loads(vibechat("history", "export", str(cid), "--format", "json").stdout)
+    assert exported["messages"][1]["thinking"] == "Weighing \x1b[2Jthe options."  # JSON escapes it
+    markdown = vibechat("history", "export", str(cid), "--format", "md").stdout
+    assert "<details><summary>Thinking</summary>\n\nWeighing the options.\n\n</details>" in markdown
+    # Continuing sends the answer back, never the thinking.
+    out = vibechat("run", *server, "--continue", "-p", "More.")
+    assert out.returncode == 0, out.stderr
+    assert stub.last_body["messages"][-2] == {"role": "assistant", "content": stub.reply}
+    searched = json.loads(vibechat("history", "search", "Weighing", "--json").stdout)
+    assert searched == []
