@@ -13,8 +13,8 @@ session so the terminal's signals do not reach it). Three pipes:
   the running request;
 * the child's stdout (a private copy of it: fd 1 itself then points at stderr, so
   nothing native can write into the protocol) carries the answers: log records, load
-  progress, the reply's text (pieces that come faster than every few milliseconds are
-  joined), the other events, a result or an error;
+  progress, the reply's text and its thinking (pieces of one kind that come faster than
+  every few milliseconds are joined), the other events, a result or an error;
 * the child's stderr (stray native output, Python's fault handler) is drained by a
   thread into the crash report's tail and the ``vibechat.llama_cpp`` logger: never the
   terminal.
@@ -44,7 +44,7 @@ from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from .backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta
+from .backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta, ThinkingDelta
 from .errors import EngineCrashed, EngineCrashLoop, GenerationError, VibechatError
 from .params import SamplingParams
 
@@ -374,9 +374,9 @@ class WorkerBackend:
                                       else f"mid-reply after {tokens} token{'s' if tokens != 1 else ''}")
                 if kind in ("result", "error") and msg[1] != rid:
                     continue
-                if kind == "delta":
+                if kind in ("delta", "thinking"):
                     tokens = msg[2]
-                    yield TextDelta(msg[1])
+                    yield TextDelta(msg[1]) if kind == "delta" else ThinkingDelta(msg[1])
                 elif kind == "event":
                     if isinstance(msg[1], GenerationDone):
                         tokens = max(tokens, msg[1].stats.completion_tokens)
@@ -717,6 +717,7 @@ def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[t
 def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
             send: Callable[[tuple[Any, ...]], None]) -> None:
     pending: list[str] = []
+    pending_kind = "delta"  # or "thinking": the pieces joined are of one kind
     tokens = 0
     last = 0.0
     clock = time.perf_counter
@@ -724,24 +725,29 @@ def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
     stream = backend.stream_chat(messages, params)
     try:
         for event in stream:
-            if type(event) is TextDelta:
+            kind = "delta" if type(event) is TextDelta else "thinking" if type(event) is ThinkingDelta else None
+            if kind is not None:
+                if pending and kind != pending_kind:
+                    send((pending_kind, "".join(pending), tokens))
+                    pending.clear()
+                pending_kind = kind
                 pending.append(event.text)
                 tokens += 1
                 now = clock()
                 if now - last >= FLUSH_S:
-                    send(("delta", "".join(pending), tokens))
+                    send((kind, "".join(pending), tokens))
                     pending.clear()
                     last = now
                     _crash_hook("reply")  # mid-reply: the parent has text to keep
                 continue
             if pending:
-                send(("delta", "".join(pending), tokens))
+                send((pending_kind, "".join(pending), tokens))
                 pending.clear()
             send(("event", event))
     finally:
         stream.close()
         if pending:
-            send(("delta", "".join(pending), tokens))
+            send((pending_kind, "".join(pending), tokens))
 
 
 if __name__ == "__main__":

@@ -441,3 +441,31 @@ def test_run_show_thinking_json_and_the_history_exports_end_to_end(stub):
     assert stub.last_body["messages"][-2] == {"role": "assistant", "content": stub.reply}
     searched = json.loads(vibechat("history", "search", "Weighing", "--json").stdout)
     assert searched == []
+
+
+def test_the_engine_process_sends_thinking_and_text_as_their_own_kinds():
+    from vibechat.engine import worker
+
+    sent: list[tuple] = []
+    worker._stream(thinking_backend("a b c", "x y"), [ChatMessage("user", "hi")], GREEDY, sent.append)
+    kinds = [m[0] for m in sent]
+    assert kinds[-1] == "event" and isinstance(sent[-1][1], GenerationDone)
+    assert "".join(m[1] for m in sent if m[0] == "thinking") == "a b c"
+    assert "".join(m[1] for m in sent if m[0] == "delta") == "x y"
+    assert kinds.index("delta") > max(i for i, k in enumerate(kinds) if k == "thinking")
+
+
+# ------------------------------------------------------------------ the chat
+async def test_the_chat_does_not_show_thinking_as_answer_text():
+    from fakes import settle
+    from vibechat.app.tui import create_app
+
+    backend = thinking_backend("secret musings here", "Forty two.")
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=(110, 36)) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("What is it?")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert [(w.role, w.text) for w in app.chat.messages()] == [("user", "What is it?"),
+                                                                   ("assistant", "Forty two.")]
