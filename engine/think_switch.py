@@ -39,7 +39,7 @@ _ALIASES = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "
             "default": "auto"}
 
 NO_SWITCH = ("this model's template has no switch for thinking (it reads none of enable_thinking, thinking, "
-             "reasoning_effort): it thinks as it was trained to; DeepSeek-R1 and QwQ always think")
+             "reasoning_effort): models such as DeepSeek-R1 and QwQ always think, others never do")
 
 
 def check_thinking(value: object) -> str:
