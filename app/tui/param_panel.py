@@ -44,7 +44,7 @@ SLIDERS: tuple[SliderSpec, ...] = (
 SLIDER_SPECS = {spec.name: spec for spec in SLIDERS}
 GPU_LAYERS = "gpu_layers"
 THINKING = ChoiceSpec("thinking", "Thinking", THINKING_MODES, DEFAULT_THINKING,
-                      hint="where the model's template has a switch")
+                      hint="if the template has a switch")
 
 
 def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
