@@ -42,6 +42,7 @@ from .backend import (
     ThinkingDelta,
 )
 from .chat_template import ChatTemplate, choose_template
+from .harmony import HarmonySplitter, uses_harmony
 from .think_switch import OpensThinking, switched
 from .thinking import Piece, ThinkingSplitter, template_opens_thinking
 from .errors import (
@@ -207,6 +208,7 @@ class LlamaCppBackend:
         self._template: ChatTemplate | None = None
         self._turn_stops: frozenset[int] = frozenset()  # turn tokens that end a reply (besides EOG)
         self._reply_thinks = False  # the generation prompt opens <think>: replies start thinking
+        self._harmony = False  # the reply is in gpt-oss's harmony format (channels)
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
@@ -335,6 +337,7 @@ class LlamaCppBackend:
         # A generation prompt that ends inside <think> (DeepSeek-R1's distills): the reply
         # starts inside the thinking block (engine/thinking.py).
         self._reply_thinks = template_opens_thinking(self._template.render)
+        self._harmony = uses_harmony(source, self._has_token)  # gpt-oss's channels (engine/harmony.py)
         # ... and with the thinking switched on or off, where the template takes a switch.
         self._opens_thinking = OpensThinking(self._template.render, self._template.thinking_switch,
                                              template_opens_thinking)
@@ -671,7 +674,7 @@ class LlamaCppBackend:
                 limit = min(limit, params.max_tokens)
             assert self._template is not None
             inside = self._reply_thinks if params.thinking == "auto" else self._opens_thinking(params.thinking)
-            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), inside)
+            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), inside, self._harmony)
             chain = self._sampler(params)
             try:
                 if self.describe().speculative == "prompt-lookup":
@@ -826,7 +829,8 @@ class _Emitter:
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
                  "_vocab", "_turn_stops", "_splitter")
 
-    def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str], inside: bool = False) -> None:
+    def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str], inside: bool = False,
+                 harmony: bool = False) -> None:
         self._backend = backend
         self._cancel = backend._cancel
         self._vocab = backend._vocab
@@ -838,7 +842,8 @@ class _Emitter:
         self.done = False  # ended by end-of-generation or a stop string
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
         self._stops = StopMatcher(stop)
-        self._splitter = ThinkingSplitter(inside)  # the reply's thinking apart (engine/thinking.py)
+        # The reply's thinking apart: <think> tags (engine/thinking.py) or gpt-oss's channels (harmony.py).
+        self._splitter: ThinkingSplitter | HarmonySplitter = HarmonySplitter() if harmony else ThinkingSplitter(inside)
 
     def may_continue(self) -> bool:
         """Whether to sample another token (False: cancelled, or the limit is reached)."""
