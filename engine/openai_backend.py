@@ -634,7 +634,7 @@ class OpenAICompatibleBackend:
             raise self._expired("the reply") from None
         reader = _Stream(resp, exchange, idle=self.options.timeout)
         limit = params.max_tokens
-        deltas = received = after_limit = 0
+        deltas = received = after_limit = thinking_deltas = 0
         t_first = t_last = 0.0
         usage: dict[str, Any] | None = None
         timings: dict[str, Any] | None = None
@@ -686,7 +686,10 @@ class OpenAICompatibleBackend:
                     t_last = time.perf_counter()
                     if not t_first:
                         t_first = t_last
-                    yield from (reply.reasoning(piece) if is_reasoning else reply.content(piece))
+                    events = reply.reasoning(piece) if is_reasoning else reply.content(piece)
+                    if any(type(e) is ThinkingDelta for e in events):
+                        thinking_deltas += 1  # the thinking's count when the server reports none
+                    yield from events
                     if stops.stopped or capped:
                         break
                 if stops.stopped or capped:
@@ -714,6 +717,9 @@ class OpenAICompatibleBackend:
         t_end = time.perf_counter()
         text = "".join(parts)
         self._fill_stats(stats, messages, deltas, t_start, t_first, t_last, t_end, usage, timings)
+        if reply.thinking:
+            thought = _reasoning_tokens(usage) or thinking_deltas
+            stats.thinking_tokens = min(thought, stats.completion_tokens) if stats.completion_tokens else thought
         stats.finish_reason = finish
         if params.output_format is not None and finish == "stop" and not stops.stopped:
             _check_json_reply(self.server, text)
@@ -780,6 +786,13 @@ class OpenAICompatibleBackend:
                 value = _number(timings.get(key))
                 if value is not None:
                     setattr(stats, attr, value)
+
+
+def _reasoning_tokens(usage: dict[str, Any] | None) -> int | None:
+    """The thinking's tokens where the server reports them (OpenAI, vLLM, the DeepSeek API:
+    ``usage.completion_tokens_details.reasoning_tokens``)."""
+    details = usage.get("completion_tokens_details") if usage else None
+    return _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
 
 
 class _Reply:
