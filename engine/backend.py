@@ -99,8 +99,7 @@ class GenerationStats:
     accepted_draft_tokens: int = 0  # ... and how many of them the model confirmed
     # Of completion_tokens, those spent thinking (a reasoning model): exact on the local engine
     # (the tokens generated inside the thinking block, its tags included); on a server, its
-    # usage.completion_tokens_details.reasoning_tokens, else the streamed pieces that carried
-    # thinking (about one token each on llama-server and vLLM). 0: no thinking.
+    # usage.completion_tokens_details.reasoning_tokens. 0: no thinking, or not known.
     thinking_tokens: int = 0
 
     def to_dict(self) -> dict[str, object]:

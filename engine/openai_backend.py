@@ -634,7 +634,7 @@ class OpenAICompatibleBackend:
             raise self._expired("the reply") from None
         reader = _Stream(resp, exchange, idle=self.options.timeout)
         limit = params.max_tokens
-        deltas = received = after_limit = thinking_deltas = 0
+        deltas = received = after_limit = 0
         t_first = t_last = 0.0
         usage: dict[str, Any] | None = None
         timings: dict[str, Any] | None = None
@@ -686,10 +686,7 @@ class OpenAICompatibleBackend:
                     t_last = time.perf_counter()
                     if not t_first:
                         t_first = t_last
-                    events = reply.reasoning(piece) if is_reasoning else reply.content(piece)
-                    if any(type(e) is ThinkingDelta for e in events):
-                        thinking_deltas += 1  # the thinking's count when the server reports none
-                    yield from events
+                    yield from (reply.reasoning(piece) if is_reasoning else reply.content(piece))
                     if stops.stopped or capped:
                         break
                 if stops.stopped or capped:
@@ -717,8 +714,8 @@ class OpenAICompatibleBackend:
         t_end = time.perf_counter()
         text = "".join(parts)
         self._fill_stats(stats, messages, deltas, t_start, t_first, t_last, t_end, usage, timings)
-        if reply.thinking:
-            thought = _reasoning_tokens(usage) or thinking_deltas
+        thought = _reasoning_tokens(usage) if reply.thinking else None  # else not known: 0
+        if thought:
             stats.thinking_tokens = min(thought, stats.completion_tokens) if stats.completion_tokens else thought
         stats.finish_reason = finish
         if params.output_format is not None and finish == "stop" and not stops.stopped:
