@@ -68,6 +68,9 @@ class ThinkingBlock(Vertical, can_focus=True):
         text-style: dim;
         padding: 0 0 0 2;
     }
+    ThinkingBlock.-expanded {
+        margin: 0 0 1 0;
+    }
     ThinkingBlock.-expanded > .thinking--body {
         display: block;
     }
