@@ -205,3 +205,32 @@ async def test_the_context_meter_leaves_the_thinking_out(tmp_path: Path):
 def test_seconds_are_shown_as_people_read_them():
     assert [seconds_text(s) for s in (0.42, 9.96, 12.4, 60, 125)] == ["0.4 s", "10.0 s", "12 s", "1 min",
                                                                        "2 min 5 s"]
+
+
+async def test_the_block_folds_as_soon_as_the_answer_starts(stub, tmp_path: Path):
+    stub.reasoning = ["Weighing it up."]
+    stub.mode, stub.cut_after = "stall", 2  # thinks, writes two words of the answer, then waits
+    app = create_app(remote(stub), blink=False, history=History(tmp_path / "h.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "Hi", wait=False)
+        await wait_for(pilot, lambda: app.chat.messages()[-1].text == "Hello there,")
+        block = block_of(app)
+        assert app.generating and not block.live  # still answering, the thinking folded
+        assert header(block).startswith("▸ Thought for ") and "(stopped)" not in header(block)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert "(stopped)" not in header(block)  # stopped while answering: the thinking had ended
+
+
+async def test_a_reply_that_fails_while_thinking_folds_its_block(stub, tmp_path: Path):
+    stub.reasoning = ["Almost there"]
+    stub.mode, stub.cut_after = "cut", 0  # the connection drops before the answer's first word
+    app = create_app(remote(stub), blink=False, history=History(tmp_path / "h.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "Hi")
+        block = block_of(app)
+        assert not block.live and header(block).startswith("▸ Thought for ")
+        assert block.text == "Almost there"
+        assert "⚠" in str(app.chat.messages()[-1].query_one(".message--status").render())

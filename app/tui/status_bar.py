@@ -2,7 +2,8 @@
 server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
 reply's speed (every generated token counts, a reasoning model's thinking included: then
 the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking included)``
-where a server does not say), the reply format (``/format``), and what the engine is doing. The app sets its attributes; it renders them.
+where a server does not say), the reply format (``/format``), and what the engine is doing.
+The app sets its attributes; it renders them.
 
 The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
 can a state (``loading NAME…``): every text shown is sanitised and kept to one line
