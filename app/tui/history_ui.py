@@ -297,7 +297,7 @@ class HistoryManager:
         if not m.thinking:
             return None
         tokens = (m.stats or {}).get("thinking_tokens")
-        return ThinkingBlock(m.thinking, expanded=self.host.replies.expand_thinking,
+        return ThinkingBlock(m.thinking, expanded=self.host.config.config.thinking_expanded,
                              count=tokens if isinstance(tokens, int) and tokens > 0 else 0,
                              stopped=m.status == "stopped" and not m.content)
 

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from .chat_view import ChatView
     from .param_panel import ParamPanel
     from .prompt_input import PromptInput
-    from .replies import Replies
     from .sidebar import ConversationSidebar
     from .status_bar import StatusBar
 
@@ -35,7 +34,6 @@ class ChatHost(Protocol):
     config: LoadedConfig
     generating: bool
     model_ready: bool
-    replies: Replies  # the replies on screen (history_ui asks it how thinking is shown)
 
     @property
     def console(self) -> Console: ...

@@ -10,6 +10,7 @@ chat, an edit) are ignored by their generation number.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from vibechat.engine.backend import ChatEvent, ContextTrimmed, GenerationDone, ThinkingDelta
@@ -46,7 +47,6 @@ class Replies:
         self.last_stream: ReplyStream | None = None  # ... and after it ended
         self.turn: Turn | None = None
         self.last: GenerationDone | None = None  # how the last reply ended (/stats)
-        self.expand_thinking = host.config.config.thinking_expanded  # new thinking blocks open
 
     @property
     def session(self) -> ChatSession:
@@ -98,7 +98,7 @@ class Replies:
         turn = self.session.begin_reply()
         model = self.session.info
         pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
-        stream = ReplyStream(widget, turn.generation, pacer, expand_thinking=self.expand_thinking)
+        stream = ReplyStream(widget, turn.generation, pacer, expand_thinking=host.config.config.thinking_expanded)
         self.turn, self.stream = turn, stream
         self.last_stream = stream
         host.generating = True
@@ -219,9 +219,13 @@ class Replies:
         self.host.notify("No reply in view has any thinking to show.", timeout=3)
 
     def toggle_thinking_expanded(self) -> None:
-        """New replies' thinking opens expanded, or stays folded (until the app closes)."""
-        self.expand_thinking = not self.expand_thinking
-        self.host.notify("Thinking is shown expanded from the next reply." if self.expand_thinking
+        """New replies' thinking opens expanded, or stays folded (until the app closes: the
+        config file is left as it is)."""
+        config = self.host.config
+        expanded = not config.config.thinking_expanded
+        self.host.config = dataclasses.replace(config, config=dataclasses.replace(config.config,
+                                                                                  thinking_expanded=expanded))
+        self.host.notify("Thinking is shown expanded from the next reply." if expanded
                          else "Thinking is folded to one line from the next reply.", timeout=3)
 
     def copy_last(self) -> None:
