@@ -246,6 +246,9 @@ class Replies:
         if self.session.abandon():
             self.host.history_changed()
         if self.stream is not None:
+            block = self.stream.widget.thinking
+            if block is not None and block.live:  # its clock stops (the widget may stay on screen)
+                block.fold(stopped=True)
             self._ended()
 
     async def new_conversation(self, reset_cache: bool = True) -> None:
