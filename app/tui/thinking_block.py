@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 
 from rich.cells import cell_len
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
@@ -120,7 +121,7 @@ class ThinkingBlock(Vertical, can_focus=True):
             return time.monotonic() - self._started
         return self._seconds
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Static(self.header(), classes="thinking--header")
         yield Static(Content(self.text) if self.expanded else Content(""), classes="thinking--body")
 
