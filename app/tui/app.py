@@ -42,24 +42,9 @@ from .bindings import APP_BINDINGS
 from .chat_view import ChatView, EarlierMessages
 from .downloader import DownloadScreen
 from .gc_policy import freeze_startup_objects
-from .events import (
-    CacheRebuilt,
-    CacheReset,
-    ContextCounted,
-    ConversationLoaded,
-    ConversationLoadFailed,
-    DownloadEnded,
-    DownloadUpdate,
-    HistoryListed,
-    ModelFailed,
-    ModelProgress,
-    ModelReady,
-    ModelSwitched,
-    ModelSwitchFailed,
-    ReplyEvent,
-    ReplyFailed,
-    ReplyText,
-)
+from .events import (CacheRebuilt, CacheReset, ContextCounted, ConversationLoaded, ConversationLoadFailed,
+                     DownloadEnded, DownloadUpdate, HistoryListed, ModelFailed, ModelProgress, ModelReady,
+                     ModelSwitched, ModelSwitchFailed, ReplyEvent, ReplyFailed, ReplyText)
 from .help_screen import HelpScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
