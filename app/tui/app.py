@@ -41,25 +41,9 @@ from .bindings import APP_BINDINGS
 from .chat_view import ChatView, EarlierMessages
 from .downloader import DownloadScreen
 from .gc_policy import freeze_startup_objects
-from .events import (
-    CacheRebuilt,
-    CacheReset,
-    ContextCounted,
-    ConversationLoaded,
-    ConversationLoadFailed,
-    DownloadEnded,
-    DownloadUpdate,
-    HistoryListed,
-    ModelFailed,
-    ModelProgress,
-    ModelReady,
-    ModelSwitched,
-    ModelSwitchFailed,
-    ReplyEvent,
-    ReplyFailed,
-    ReplyText,
-    ReplyThinking,
-)
+from .events import (CacheRebuilt, CacheReset, ContextCounted, ConversationLoaded, ConversationLoadFailed,
+                     DownloadEnded, DownloadUpdate, HistoryListed, ModelFailed, ModelProgress, ModelReady,
+                     ModelSwitched, ModelSwitchFailed, ReplyEvent, ReplyFailed, ReplyText, ReplyThinking)
 from .help_screen import HelpScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
@@ -71,6 +55,7 @@ from .sidebar import ConversationSidebar
 from .status_bar import StatusBar
 
 MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
+FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 
 
@@ -286,8 +271,11 @@ class VibechatApp(OutsideTextApp):
             return True if any(t.role == "user" for t in self.conversation.turns) else None
         return True
 
-    def watch_generating(self) -> None:
-        self.refresh_bindings()
+    def watch_generating(self, generating: bool) -> None:
+        # A bindings refresh rebuilds the footer's keys (a layout, ~7 ms): as a reply starts
+        # it would run during the prompt's evaluation, on the model's cores. Esc stops at once
+        # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
+        self.set_timer(FOOTER_DELAY_S, self.refresh_bindings) if generating else self.refresh_bindings()
 
     def action_stop(self) -> None:
         self.replies.stop()

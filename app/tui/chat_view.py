@@ -29,6 +29,7 @@ from textual.widgets import Static
 from . import outside
 from .confirm import ConfirmScreen
 from .markdown_segment import MarkdownSegment
+from .one_layout import SizedByLayout
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
 
@@ -51,7 +52,7 @@ def code_blocks(markdown: str) -> list[str]:
     return blocks
 
 
-class ChatMessageWidget(Vertical, can_focus=True):
+class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     """One message. Focus it (Tab or a click) to copy it (Ctrl+C) or its code (Ctrl+K); its
     keys then show beside its label. No plain letters: typing on a focused message goes to
     the input (``ChatView.Typed``), as someone who clicked a message and typed expects."""
@@ -154,6 +155,10 @@ class ChatMessageWidget(Vertical, can_focus=True):
         self.post_message(self.CopyRequested("\n".join(blocks), "code" if blocks else "no-code"))
 
 
+class ReplyBody(SizedByLayout, Vertical):
+    """The column of a reply's Markdown segments."""
+
+
 class AssistantMessage(ChatMessageWidget):
     """An assistant reply, rendered as Markdown while it streams.
 
@@ -193,7 +198,7 @@ class AssistantMessage(ChatMessageWidget):
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
             yield self.thinking
-        with Vertical(classes="reply--body"):
+        with ReplyBody(classes="reply--body"):
             for index in range(len(self._segmenter.segments)):
                 yield self._segment(self._segmenter.display(index))
 

@@ -32,6 +32,8 @@ from textual.widgets import Static
 
 from vibechat.engine.sanitize import Sanitizer, sanitize
 
+from .one_layout import SizedByLayout
+
 TICK_S = 0.25  # the live line's pace (at most 4 redraws of one line a second)
 LINE_KEEP = 1000  # characters of the current line kept for the live line (its end is shown)
 
@@ -46,7 +48,7 @@ def seconds_text(seconds: float) -> str:
     return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
-class ThinkingBlock(Vertical, can_focus=True):
+class ThinkingBlock(SizedByLayout, Vertical, can_focus=True):
     """See the module docstring. ``thinking``: the whole thinking (a reopened reply);
     ``live``: the model is thinking now (fed with :meth:`feed`, then :meth:`fold`)."""
 
