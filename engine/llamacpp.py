@@ -675,12 +675,13 @@ class LlamaCppBackend:
                 for split in pieces:
                     if not started:
                         started, t_first_token = True, time.perf_counter()
-                    yield from _split(split, text_parts, thinking_parts)
+                    yield from _split(split, text_parts, thinking_parts, out.generated)
             finally:
                 ll.llama_sampler_free(chain)
             finish = out.finish
             stats.completion_tokens = out.generated  # thinking tokens included
-            yield from _split(out.tail(), text_parts, thinking_parts)
+            stats.thinking_tokens = out.thinking_tokens
+            yield from _split(out.tail(), text_parts, thinking_parts, out.generated)
         t_end = time.perf_counter()
         stats.finish_reason = finish
         stats.ttft_ms = (t_first_token - t_start) * 1000 if started else 0.0
@@ -818,7 +819,7 @@ class _Emitter:
     start of a stop string."""
 
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
-                 "_vocab", "_turn_stops", "_splitter")
+                 "_vocab", "_turn_stops", "_splitter", "thinking_tokens")
 
     def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str], inside: bool = False) -> None:
         self._backend = backend
@@ -828,6 +829,7 @@ class _Emitter:
         self._turn_stops = backend._turn_stops
         self.limit = limit
         self.generated = 0
+        self.thinking_tokens = 0  # of those, generated inside the thinking block (its tags included)
         self.finish: FinishReason = "stop"
         self.done = False  # ended by end-of-generation or a stop string
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
@@ -851,7 +853,12 @@ class _Emitter:
             self.done = True
             return []
         self.generated += 1
-        return self._stopped_at(self._splitter.feed(self._decode(self._backend._piece_bytes(token))))
+        splitter = self._splitter
+        was_thinking = splitter.thinking
+        pieces = splitter.feed(self._decode(self._backend._piece_bytes(token)))
+        if was_thinking or splitter.thinking:  # inside the block, or the token that opens or closes it
+            self.thinking_tokens += 1
+        return self._stopped_at(pieces)
 
     def _stopped_at(self, pieces: list[Piece]) -> list[Piece]:
         """Stop strings apply to the answer only (the thinking comes first, and is not matched)."""
@@ -880,12 +887,13 @@ class _Emitter:
 
 
 def _split(pieces: list[Piece], text_parts: list[str],
-           thinking_parts: list[str]) -> Iterator[ChatEvent]:
-    """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``."""
+           thinking_parts: list[str], tokens: int = 0) -> Iterator[ChatEvent]:
+    """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``;
+    ``tokens``: generated so far (the thinking's live count)."""
     for thinking, text in pieces:
         if thinking:
             thinking_parts.append(text)
-            yield ThinkingDelta(text)
+            yield ThinkingDelta(text, tokens)
         else:
             text_parts.append(text)
             yield TextDelta(text)
