@@ -12,12 +12,12 @@ checks every token of the vocabulary (262k for Gemma 3) against the grammar on e
    candidates from the row's logits again, apply the grammar, then the chain, and take
    what the chain selects: a token the grammar allows. It is accepted into both.
 
-The reply follows the same distribution as grammar-first sampling with the dist sampler
-(a token the grammar allows is drawn with its free probability divided by the allowed
-mass), and the same seed gives the same reply, run after run: the dist sampler's RNG draws
-once per step, and once more per rejection. It is not the same reply as grammar-first
-sampling with that seed. With ``top_k`` / ``top_p`` / ``min_p`` the free draw and the
-resample cut differently, as in llama.cpp.
+Without top-k / top-p / min-p, a reply follows the same distribution as with the grammar
+first (an allowed token is drawn with its free probability divided by the allowed mass);
+with them the two differ a little, as in llama.cpp: the first draw truncates the whole
+vocabulary, a resample only the allowed tokens. Greedy picks the same token either way. The
+same seed gives the same reply, run after run (the dist sampler's RNG draws once per token,
+and once more per rejection), but not the reply grammar-first sampling gave for that seed.
 
 Accepting happens once per emitted token in every sampler that keeps state. The first draw
 is ``llama_sampler_sample`` (the vocabulary filled in C), which accepts the token into the

@@ -17,7 +17,7 @@ import pytest
 from jsonschema_lite import errors as schema_errors
 from test_structured import PERSON, run_reply
 from vibechat.engine.backend import ChatMessage, GenerationDone
-from vibechat.engine.grammar_sampling import GrammarSampler, accept_is_stateless
+from vibechat.engine.grammar_sampling import ChainSampler, GrammarSampler, accept_is_stateless
 from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.structured import OutputFormat
@@ -188,3 +188,27 @@ def test_a_constrained_reply_with_speculative_decoding_follows_the_schema(starte
         assert done.stats.drafted_tokens > 0  # the drafts were verified with the lazy sampler
     finally:
         backend.close()
+
+
+def test_greedy_lazy_sampling_picks_what_grammar_first_sampling_picks(backend, monkeypatch):
+    """Temperature 0: the argmax, if allowed, is the allowed argmax; so the lazy sampler's
+    reply is the one the grammar-first chain (the engine's former sampler) gives."""
+    params = SamplingParams(temperature=0, max_tokens=120,
+                            output_format=OutputFormat("schema", json.dumps(PERSON), "person.json"))
+    lazy = run_reply(backend, params)
+
+    def grammar_first(p: SamplingParams) -> ChainSampler:
+        rest = backend._chain(p)
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        gbnf = OutputFormat("schema", json.dumps(PERSON)).gbnf().encode()
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_grammar(backend._vocab, gbnf, b"root"))
+        while ll.llama_sampler_chain_n(rest):
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_chain_remove(rest, 0))
+        ll.llama_sampler_free(rest)
+        return ChainSampler(chain)
+
+    monkeypatch.setattr(backend, "_sampler", grammar_first)
+    backend.reset()
+    first = run_reply(backend, params)
+    assert lazy.text == first.text
+    assert lazy.finish_reason == first.finish_reason
