@@ -54,6 +54,7 @@ from .errors import (
     ModelLoadError,
 )
 from .gguf import GGUFInfo, inspect_gguf
+from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .knobs import LlamaCppOptions  # noqa: F401 - defined where the chat can read it without libllama
 from .knobs import (
     CONTEXT_STEP,
@@ -582,19 +583,23 @@ class LlamaCppBackend:
             self._tokens.extend(chunk)
         return True
 
-    def _sampler(self, params: SamplingParams):
+    def _sampler(self, params: SamplingParams) -> Sampler:
+        """The sampler the decode loops draw with: the C chain, and for an output format
+        llama.cpp's grammar sampler beside it, checked lazily (engine/grammar_sampling.py)."""
+        chain = self._chain(params)
+        if params.output_format is None:
+            return ChainSampler(chain)
+        gbnf = params.output_format.gbnf()
+        reason = grammar_error(gbnf)  # first, quietly: a bad grammar's complaint goes to stderr
+        grammar = None if reason else ll.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"), b"root")
+        if not grammar:
+            ll.llama_sampler_free(chain)
+            raise GenerationError(f"llama.cpp rejects the grammar: {reason or 'it does not parse'}.")
+        return GrammarSampler(chain, grammar, ll.llama_vocab_n_tokens(self._vocab))
+
+    def _chain(self, params: SamplingParams):
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         add = ll.llama_sampler_chain_add
-        if params.output_format is not None:
-            # First in the chain: it masks every token the grammar does not allow (end-of-
-            # generation included, until the grammar is complete); sampling accepts into it.
-            gbnf = params.output_format.gbnf()
-            reason = grammar_error(gbnf)  # first, quietly: a bad grammar's complaint goes to stderr
-            grammar = None if reason else ll.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"), b"root")
-            if not grammar:
-                ll.llama_sampler_free(chain)
-                raise GenerationError(f"llama.cpp rejects the grammar: {reason or 'it does not parse'}.")
-            add(chain, grammar)
         if params.repeat_penalty != 1.0:
             n_vocab = ll.llama_vocab_n_tokens(self._vocab)
             add(chain, ll.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0))
@@ -666,18 +671,18 @@ class LlamaCppBackend:
                 limit = min(limit, params.max_tokens)
             assert self._template is not None
             out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), self._reply_thinks)
-            chain = self._sampler(params)
+            sampler = self._sampler(params)
             try:
                 if self.describe().speculative == "prompt-lookup":
-                    pieces = self._speculative_tokens(chain, out, tokens, stats)
+                    pieces = self._speculative_tokens(sampler, out, tokens, stats)
                 else:
-                    pieces = self._plain_tokens(chain, out)
+                    pieces = self._plain_tokens(sampler, out)
                 for split in pieces:
                     if not started:
                         started, t_first_token = True, time.perf_counter()
                     yield from _split(split, text_parts, thinking_parts, out.generated)
             finally:
-                ll.llama_sampler_free(chain)
+                sampler.free()
             finish = out.finish
             stats.completion_tokens = out.generated  # thinking tokens included
             stats.thinking_tokens = out.thinking_tokens
@@ -691,14 +696,14 @@ class LlamaCppBackend:
         yield GenerationDone(text="".join(text_parts), stats=stats, params=params,
                              thinking="".join(thinking_parts))
 
-    # Both decode loops below sample with the same chain and hand every token to the same
+    # Both decode loops below sample with the same sampler and hand every token to the same
     # _Emitter; they differ only in how many tokens one llama_decode evaluates.
-    def _plain_tokens(self, chain, out: "_Emitter") -> Iterator[list[Piece]]:
+    def _plain_tokens(self, sampler: Sampler, out: "_Emitter") -> Iterator[list[Piece]]:
         """One token per llama_decode. Yields the reply's pieces (thinking, answer) as they form."""
         ctx, one = self._ctx, self._one
-        sample, decode, batch_one = ll.llama_sampler_sample, ll.llama_decode, ll.llama_batch_get_one
+        sample, decode, batch_one = sampler.sample, ll.llama_decode, ll.llama_batch_get_one
         while out.may_continue():
-            token = sample(chain, ctx, -1)
+            token = sample(ctx, -1)
             split = out.emit(token)
             if split:
                 yield split
@@ -711,7 +716,7 @@ class LlamaCppBackend:
                 return
             self._tokens.append(token)
 
-    def _speculative_tokens(self, chain, out: "_Emitter", prompt: Sequence[int],
+    def _speculative_tokens(self, sampler: Sampler, out: "_Emitter", prompt: Sequence[int],
                             stats: GenerationStats) -> Iterator[list[Piece]]:
         """Prompt-lookup speculative decoding: after each token, look its last words up in the
         prompt and the reply so far (llama-cpp-python's LlamaPromptLookupDecoding); when they
@@ -736,7 +741,7 @@ class LlamaCppBackend:
         n_history = len(prompt)
         n_batch = max(2, min(self.options.n_batch, info.context_size))
         ctx, mem, one = self._ctx, self._mem, self._one
-        sample, decode, batch_one = ll.llama_sampler_sample, ll.llama_decode, ll.llama_batch_get_one
+        sample, decode, batch_one = sampler.sample, ll.llama_decode, ll.llama_batch_get_one
         batch = ll.llama_batch_init(n_draft + 1, 0, 1)
         try:
             for i in range(n_draft + 1):
@@ -745,7 +750,7 @@ class LlamaCppBackend:
                 batch.logits[i] = 1
             pending: int | None = None  # sampled while verifying a draft, not emitted yet
             while out.may_continue():
-                token = sample(chain, ctx, -1) if pending is None else pending
+                token = sample(ctx, -1) if pending is None else pending
                 pending = None
                 split = out.emit(token)
                 if split:
@@ -780,7 +785,7 @@ class LlamaCppBackend:
                 for i, draft in enumerate(drafts):
                     if not out.may_continue():
                         break
-                    sampled = sample(chain, ctx, i)
+                    sampled = sample(ctx, i)
                     if sampled != draft:
                         pending = sampled
                         break
