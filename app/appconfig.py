@@ -22,10 +22,11 @@ BINDING_IDS: tuple[str, ...] = (
     "input.scroll_up", "input.scroll_down",
     # a focused message
     "message.copy", "message.copy_code", "message.open_link", "chat.show_earlier", "thinking.toggle",
-    # the parameter panel (F2) and its sliders
+    # the parameter panel (F2), its sliders and its choices (the thinking switch)
     "params.reset_all", "params.save_default",
     "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",
     "slider.minimum", "slider.maximum", "slider.reset", "slider.previous", "slider.next",
+    "choice.previous_value", "choice.next_value", "choice.reset", "choice.previous", "choice.next",
     # conversation history: the sidebar and its dialogs
     "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.search",
     "search.close", "search.results", "rename.cancel", "export.cancel",

@@ -30,6 +30,7 @@ from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
+from vibechat.engine.think_switch import unswitchable
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.session import ChatSession
 
@@ -155,7 +156,8 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
     try:
         with interrupt.installed():
             info = load_or_interrupt(session, interrupt)
-            for notice in info.notices:  # e.g. the context size rounded up
+            ignored = unswitchable(info.server, info.thinking_switch, options.params.thinking)
+            for notice in (*info.notices, *([ignored] if ignored else [])):  # e.g. the context size rounded up
                 err.write(plain(f"vibechat: {notice}") + "\n")
             batch = _Batch(session, info, options, history, source, out, err)
             while not interrupt.requested:

@@ -39,6 +39,7 @@ from .options import (
     SamplingChoice,
     SeedOpt,
     StopOpt,
+    ThinkingOpt,
     SystemOpt,
     TemperatureOpt,
     ThreadsOpt,
@@ -77,11 +78,12 @@ def _setup_logging(verbose: bool) -> None:
         root.addHandler(logging.NullHandler())
 
 
-def _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop) -> SamplingChoice:
+def _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop,
+              thinking=None) -> SamplingChoice:
     return SamplingChoice(
         values={"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
                 "repeat_penalty": repeat_penalty, "max_tokens": max_tokens, "seed": seed},
-        stop=stop,
+        stop=stop, thinking=thinking,
     )
 
 
@@ -158,6 +160,7 @@ def main_callback(
     max_tokens: MaxTokensOpt = None,
     seed: SeedOpt = None,
     stop: StopOpt = None,
+    thinking: ThinkingOpt = None,
     context_size: CtxOpt = None,
     gpu_layers: GpuLayersOpt = None,
     threads: ThreadsOpt = None,
@@ -177,7 +180,7 @@ def main_callback(
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
                           repack=repack)
-    sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
+    sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
     if ctx.invoked_subcommand is not None:
@@ -222,6 +225,7 @@ def run(
     max_tokens: MaxTokensOpt = None,
     seed: SeedOpt = None,
     stop: StopOpt = None,
+    thinking: ThinkingOpt = None,
     context_size: CtxOpt = None,
     gpu_layers: GpuLayersOpt = None,
     threads: ThreadsOpt = None,
@@ -271,7 +275,7 @@ def run(
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
                           repack=repack)
-    sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop)
+    sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
 
     def go() -> int:
         from vibechat.engine.errors import ConfigError, VibechatError

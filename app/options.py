@@ -45,6 +45,10 @@ SeedOpt = Annotated[Optional[str], typer.Option(
 StopOpt = Annotated[Optional[list[str]], typer.Option(
     "--stop", metavar="TEXT", help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
     rich_help_panel=SAMPLING)]
+ThinkingOpt = Annotated[Optional[str], typer.Option(
+    "--thinking", metavar="MODE", help="A reasoning model's thinking: auto (its template's default), on or off; "
+    "where the template takes a switch (Qwen3, Granite; gpt-oss: off = low effort) or a server is asked.",
+    rich_help_panel=SAMPLING)]
 CtxOpt = Annotated[Optional[int], typer.Option(
     "--ctx", metavar="TOKENS", help=f"Context size in tokens, {CONTEXT_STEP}-{MAX_CONTEXT}, rounded up to a multiple of "
     f"{CONTEXT_STEP} (default: the model's, at most 8192).", rich_help_panel=ENGINE)]
@@ -106,6 +110,7 @@ class SamplingChoice:
 
     values: dict[str, str | None] = field(default_factory=dict)
     stop: list[str] | None = None
+    thinking: str | None = None  # --thinking: auto, on or off
 
     def __post_init__(self) -> None:
         if self.stop:  # a shell cannot type a newline in a flag: "\n" stands for one, as in llama-cli
@@ -121,6 +126,8 @@ class SamplingChoice:
                 changes[name] = PARAM_SPECS[name].parse(raw)
         if self.stop:
             changes["stop"] = tuple(self.stop)
+        if self.thinking is not None:
+            changes["thinking"] = self.thinking
         base = base or SamplingParams()
         return base.replace(**changes)
 
@@ -181,4 +188,6 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
             values[key], flags[key] = PARAM_SPECS[name].parse(raw), "--" + name.replace("_", "-")
     if sampling.stop:
         values["params.stop"], flags["params.stop"] = tuple(sampling.stop), "--stop"
+    if sampling.thinking is not None:
+        values["params.thinking"], flags["params.thinking"] = sampling.thinking, "--thinking"
     return loaded.with_flags(values, flags)

@@ -16,6 +16,7 @@ from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatErr
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.session import ChatSession
+from vibechat.engine.think_switch import unswitchable
 
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
@@ -70,7 +71,8 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
             raise KeyboardInterrupt from None
         # A Ctrl-C from here on, even one that landed just as the load ended, stops the reply,
         # not the command: the prompt is saved, the reply saved as stopped, --json prints its object.
-        for notice in info.notices:  # e.g. the context size rounded up
+        ignored = unswitchable(info.server, info.thinking_switch, request.params.thinking)
+        for notice in (*info.notices, *([ignored] if ignored else [])):  # e.g. the context size rounded up
             err.write(plain(f"vibechat: {notice}") + "\n")
         session.check_prompt(request.prompt)  # before it is saved: a prompt that cannot fit is refused
         session.chat.add_user(request.prompt)

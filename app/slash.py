@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 COMMANDS: dict[str, str] = {
     "/set": "/set NAME VALUE: change a parameter (temperature, top_k, top_p, min_p, repeat_penalty, "
-            "max_tokens, seed, stop); /set alone lists them",
+            "max_tokens, seed, stop, thinking); /set alone lists them",
     "/format": "/format json|FILE|off: make the next replies JSON (json), follow a JSON Schema or a .gbnf "
                "grammar (FILE, or inline JSON); off clears it; /format alone shows it",
+    "/think": "/think on|off|auto: switch a reasoning model's thinking on or off for the next replies, where "
+              "its template takes a switch (auto: as the template does by default); /think alone shows it",
     "/system": "/system TEXT: set the system prompt; /system alone shows it, /system clear removes it",
     "/clear": "/clear: clear the conversation (same as /new)",
     "/new": "/new: start a new conversation (Ctrl+N)",

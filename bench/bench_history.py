@@ -164,10 +164,10 @@ class InstantBackend:
     def reset(self):
         pass
 
-    def prefill(self, messages):
+    def prefill(self, messages, thinking="auto"):
         return self.count_tokens(messages)
 
-    def count_tokens(self, messages):
+    def count_tokens(self, messages, thinking="auto"):
         return sum(len(m.content) // 4 for m in messages)
 
     def close(self):

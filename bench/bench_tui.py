@@ -89,7 +89,7 @@ class SyntheticBackend:
     def reset(self):
         pass
 
-    def count_tokens(self, messages):
+    def count_tokens(self, messages, thinking="auto"):
         return 10
 
     def close(self):

@@ -56,6 +56,9 @@ class ModelInfo:
     repack_setting: str | None = None  # as asked: auto, on or off
     repack_reason: str = ""  # why, in a few words (e.g. "no AMX kernel in this build")
     notices: tuple[str, ...] = ()  # warnings about how it was loaded (one line each), e.g. GPU -> CPU
+    # The chat-template variable that switches thinking (enable_thinking, thinking, reasoning_effort;
+    # engine/think_switch.py); None: the template has none, or it is a server's (not known here).
+    thinking_switch: str | None = None
 
     @property
     def device(self) -> str:
@@ -181,12 +184,14 @@ class Backend(Protocol):
     def reset(self) -> None:
         """Forget the conversation cache (a new conversation starts)."""
 
-    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         """Rebuild the conversation cache from ``messages`` (an opened conversation), so the
-        next reply evaluates only what is new; returns the tokens cached. Cancellable."""
+        next reply evaluates only what is new; returns the tokens cached. Cancellable.
+        ``thinking``: the thinking switch the next replies use (``SamplingParams.thinking``)."""
 
-    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
-        """Tokens the prompt for ``messages`` takes, rendered exactly as for generation."""
+    def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+        """Tokens the prompt for ``messages`` takes, rendered exactly as for generation
+        (with the thinking switch ``thinking``: the prompt differs)."""
 
     def describe(self) -> ModelInfo:
         """The loaded model's description."""

@@ -20,8 +20,9 @@ from typing import Any, Union
 
 from .errors import InvalidParameterError, VibechatError
 from .params import PARAM_SPECS, SamplingParams
+from .think_switch import check_thinking
 
-PARAM_KEYS = (*PARAM_SPECS, "stop")
+PARAM_KEYS = (*PARAM_SPECS, "stop", "thinking")
 KEYS = ("prompt", "system", "id", *PARAM_KEYS)
 _WHOLE_FILE = {  # keys that belong to the command line, for a better message
     "model": "the model is loaded once for the whole file: pass --model",
@@ -99,6 +100,8 @@ def _param(name: str, value: Any) -> Any:
             raise InvalidParameterError(f"stop must be a string or a list of strings (got {_kind(value)}).")
         SamplingParams(stop=tuple(value))  # checks the count and that none is empty
         return tuple(value)
+    if name == "thinking":
+        return check_thinking(value)
     spec = PARAM_SPECS[name]
     if isinstance(value, bool) or not (value is None or isinstance(value, (int, float))):
         kind = "a whole number" if spec.kind is int else "a number"

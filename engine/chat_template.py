@@ -32,7 +32,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +41,7 @@ from typing import Any
 from .backend import ChatMessage
 from .errors import ChatTemplateError, TemplateCancelled
 from .sanitize import sanitize
+from .think_switch import find_switch
 
 log = logging.getLogger("vibechat.template")
 
@@ -50,6 +51,7 @@ OUTPUT_PER_INPUT = 4  # characters allowed for each character of the conversatio
 MAX_NUMBER_ARG = 100_000  # a width or count passed to a filter or method (Jinja's own range bound)
 MAX_INT_BITS = 1 << 16  # a whole number a template computes (65,536 bits: ~20,000 digits)
 MAX_SOURCE = 1 << 20  # characters of a template
+_OWN_VARIABLES = frozenset({"messages", "add_generation_prompt", "bos_token", "eos_token"})
 _BIG_NUMBER = re.compile(r"\d{7,}")  # a width or precision of a million or more in a format string
 
 # Gemma's official template: no system role, so a system prompt opens the first
@@ -406,6 +408,7 @@ class ChatTemplate:
     eos_token: str = ""
     cancelled: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
     deadline: float = RENDER_DEADLINE  # seconds for one render
+    variables: frozenset[str] = field(default=frozenset(), init=False, compare=False)  # read from outside
 
     @property
     def turn_tokens(self) -> tuple[str, ...]:
@@ -430,6 +433,7 @@ class ChatTemplate:
 
     def __post_init__(self) -> None:
         import jinja2.ext
+        import jinja2.meta
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         if len(self.source) > MAX_SOURCE:
@@ -450,7 +454,11 @@ class ChatTemplate:
             strftime_now=lambda fmt: datetime.now().strftime(fmt),
         )
         try:
-            tree = _guard_tree(env.parse(self.source))
+            parsed = env.parse(self.source)
+            # The names the template reads from outside (no template code runs): which
+            # switch for thinking it takes, if any (engine/think_switch.py).
+            self.variables = frozenset(jinja2.meta.find_undeclared_variables(parsed))
+            tree = _guard_tree(parsed)
             tree.set_environment(env)
             self._template = env.from_string(tree)
         except jinja2.TemplateError as exc:
@@ -458,10 +466,19 @@ class ChatTemplate:
         except (RecursionError, MemoryError):
             raise ChatTemplateError(f"{self.described} is nested too deeply to read: {self._fix()}.") from None
 
-    def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True) -> str:
+    @property
+    def thinking_switch(self) -> str | None:
+        """The variable that switches thinking in this template (None: it has none)."""
+        return find_switch(self.variables)
+
+    def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
+               variables: Mapping[str, Any] | None = None) -> str:
+        """The prompt for ``messages``; ``variables``: extra template variables (the thinking
+        switch: ``enable_thinking=False`` ...), which never replace the ones set here."""
         dicts = [m.to_dict() for m in messages]
+        extra = {k: v for k, v in (variables or {}).items() if k not in _OWN_VARIABLES}
         try:
-            return self._render(dicts, add_generation_prompt)
+            return self._render(dicts, add_generation_prompt, extra)
         except (ChatTemplateError, Exception) as first:  # noqa: BLE001 - template code is arbitrary
             if isinstance(first, (_Limit, _Cancelled)):
                 raise self._bounded(first) from None
@@ -470,7 +487,7 @@ class ChatTemplate:
                 merged = [{"role": "user", "content": dicts[0]["content"] + "\n\n" + dicts[1]["content"]},
                           *dicts[2:]]
                 try:
-                    return self._render(merged, add_generation_prompt)
+                    return self._render(merged, add_generation_prompt, extra)
                 except (_Limit, _Cancelled) as exc:
                     raise self._bounded(exc) from None
                 except Exception:  # noqa: BLE001
@@ -485,7 +502,8 @@ class ChatTemplate:
         what = exc.what if isinstance(exc, _Limit) else str(exc)
         return ChatTemplateError(f"{self.described} {what}, so it was stopped: {self._fix()}.")
 
-    def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+    def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool,
+                extra: dict[str, Any]) -> str:
         conversation = sum(len(m.get("content") or "") for m in messages)
         budget = _Budget(self.deadline, MAX_OUTPUT + OUTPUT_PER_INPUT * conversation, self.cancelled)
         log.debug("rendering %s (%d messages)", self.described, len(messages))
@@ -494,7 +512,7 @@ class ChatTemplate:
             out: list[str] = []
             total = 0
             for piece in self._template.generate(
-                    messages=messages, add_generation_prompt=add_generation_prompt,
+                    **extra, messages=messages, add_generation_prompt=add_generation_prompt,
                     bos_token=self.bos_token, eos_token=self.eos_token):
                 total += len(piece)
                 if total > budget.max_chars:

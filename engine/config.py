@@ -43,6 +43,7 @@ from .knobs import (
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .paths import config_dir, data_dir
 from .repack import DEFAULT_REPACK, check_repack
+from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
 
 CONFIG_ENV = "VIBECHAT_CONFIG"
 CONFIG_NAME = "config.toml"
@@ -209,6 +210,13 @@ def _settings() -> tuple[Setting, ...]:
                        f"Stop when the reply contains one of these strings (at most {MAX_STOP_STRINGS}; "
                        "in the variable, separate them with |).",
                        (), '["\\nUser:"]', env="VIBECHAT_STOP", flag="--stop"))
+    out.append(Setting("params.thinking", "text",
+                       "A reasoning model's thinking: auto (as its chat template does by default), on or off. "
+                       "Applies where the template takes a switch (Qwen3's enable_thinking, Granite's thinking; "
+                       "gpt-oss: off asks for low reasoning effort); a server is sent chat_template_kwargs "
+                       "enable_thinking.",
+                       DEFAULT_THINKING, '"off"', env="VIBECHAT_THINKING", flag="--thinking", optional=False,
+                       choices=THINKING_MODES, check=check_thinking))
     return tuple(out)
 
 
@@ -323,7 +331,7 @@ def range_text(setting: Setting) -> str:
 def _check(setting: Setting, value: Any, base: Path) -> Any:
     """``value`` (as TOML or Python gives it) made the setting's type, or InvalidParameterError."""
     name = setting.key.removeprefix("params.")
-    if setting.key.startswith("params.") and setting.key != "params.stop":
+    if setting.key.startswith("params.") and name in PARAM_SPECS:
         spec = PARAM_SPECS[name]
         if spec.optional and (value is None or (isinstance(value, str) and value.strip().lower() == "none")):
             return None
@@ -609,7 +617,7 @@ def _from_text(setting: Setting, raw: str) -> Any:
     """A setting typed as text (an environment variable)."""
     if setting.key == "params.stop":
         return _check(setting, [s for s in raw.split("|") if s], Path.cwd())
-    if setting.key.startswith("params."):
+    if setting.key.startswith("params.") and setting.name in PARAM_SPECS:
         return PARAM_SPECS[setting.name].parse(raw)
     if setting.kind == "true or false":
         word = raw.strip().lower()
@@ -748,6 +756,7 @@ def save_params(params: SamplingParams, path: Path | None = None, *,
     defaults."""
     changes: dict[str, Any] = {f"params.{name}": getattr(params, name) for name in PARAM_SPECS}
     changes["params.stop"] = list(params.stop) or None
+    changes["params.thinking"] = params.thinking
     return update_config(changes, path, key_ids=key_ids)
 
 

@@ -42,6 +42,8 @@ from .backend import (
     ThinkingDelta,
 )
 from .chat_template import ChatTemplate, choose_template
+from .harmony import HarmonySplitter, uses_harmony
+from .think_switch import OpensThinking, switched
 from .thinking import Piece, ThinkingSplitter, template_opens_thinking
 from .errors import (
     ContextOverflowError,
@@ -207,6 +209,7 @@ class LlamaCppBackend:
         self._template: ChatTemplate | None = None
         self._turn_stops: frozenset[int] = frozenset()  # turn tokens that end a reply (besides EOG)
         self._reply_thinks = False  # the generation prompt opens <think>: replies start thinking
+        self._harmony = False  # the reply is in gpt-oss's harmony format (channels)
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
@@ -335,6 +338,10 @@ class LlamaCppBackend:
         # A generation prompt that ends inside <think> (DeepSeek-R1's distills): the reply
         # starts inside the thinking block (engine/thinking.py).
         self._reply_thinks = template_opens_thinking(self._template.render)
+        self._harmony = uses_harmony(source, self._has_token)  # gpt-oss's channels (engine/harmony.py)
+        # ... and with the thinking switched on or off, where the template takes a switch.
+        self._opens_thinking = OpensThinking(self._template.render, self._template.thinking_switch,
+                                             template_opens_thinking)
 
         n_layers = int(ll.llama_model_n_layer(model))
         context_size = int(ll.llama_n_ctx(ctx))
@@ -355,7 +362,7 @@ class LlamaCppBackend:
             n_layers=n_layers,
             gpu_layers=_offloaded_layers(captured, n_gpu_layers, n_layers, offload),
             gpu_offload_supported=offload,
-            chat_format=name,
+            chat_format=name, thinking_switch=self._template.thinking_switch,
             file_size=gguf.file_size,
             n_threads=n_threads,
             flash_attn=_flash_attn_state(captured, flash_attn),
@@ -480,15 +487,16 @@ class LlamaCppBackend:
     def _single_token(self, text: str) -> int:
         return self._tokenize(text, add_special=False)[0]
 
-    def _prompt_tokens(self, messages: Sequence[ChatMessage]) -> list[int]:
+    def _prompt_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> list[int]:
         """The prompt's tokens: the template's own text with its special tokens, each message's
         content as plain text, so a message holding ``<end_of_turn><start_of_turn>model`` cannot
-        forge a turn (content_parts)."""
+        forge a turn (content_parts). ``thinking``: the switch's mode (engine/think_switch.py)."""
         assert self._template is not None
-        text = self._template.render(messages)
+        render = switched(self._template.render, self._template.thinking_switch, thinking)
+        text = render(messages)
         bos = self._template.bos_token
         already_has_bos = bool(bos) and text.startswith(bos)
-        parts = content_parts(self._template.render, messages, text)
+        parts = content_parts(render, messages, text)
         if parts is None:  # a template that rewrites content: as llama.cpp's server tokenizes it
             log.warning("chat template %s changes message content: special tokens in messages are parsed",
                         self._template.name)
@@ -500,9 +508,9 @@ class LlamaCppBackend:
                                          parse_special=not is_content)
         return tokens
 
-    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+    def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         self.load()
-        return len(self._prompt_tokens(messages))
+        return len(self._prompt_tokens(messages, thinking))
 
     def _fit(self, messages: Sequence[ChatMessage], params: SamplingParams) -> tuple[list[int], int]:
         """Prompt tokens for the newest messages that fit, and how many old ones were dropped."""
@@ -521,10 +529,10 @@ class LlamaCppBackend:
         too_large = prompt_too_large(size, n_ctx)
         if too_large:
             raise ContextOverflowError(too_large)
-        tokens = self._prompt_tokens(system + rest)
+        tokens = self._prompt_tokens(system + rest, params.thinking)
         while len(tokens) + reserve > n_ctx and len(rest) > 1:
             dropped += len(_drop_oldest_turn(rest))
-            tokens = self._prompt_tokens(system + rest)
+            tokens = self._prompt_tokens(system + rest, params.thinking)
         if len(tokens) >= n_ctx:
             trained = self.describe().trained_context
             more = f" (this model was trained for {trained:,})" if trained and trained > n_ctx else ""
@@ -549,11 +557,11 @@ class LlamaCppBackend:
             ll.llama_memory_clear(self._mem, True)
         self._tokens = []
 
-    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         self.load()
         self._cancel.clear()
         try:
-            tokens, _dropped = self._fit(messages, SamplingParams())
+            tokens, _dropped = self._fit(messages, SamplingParams(thinking=thinking))
         except TemplateCancelled:
             return 0
         self.reset()
@@ -670,7 +678,8 @@ class LlamaCppBackend:
             if params.max_tokens is not None:
                 limit = min(limit, params.max_tokens)
             assert self._template is not None
-            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), self._reply_thinks)
+            inside = self._reply_thinks if params.thinking == "auto" else self._opens_thinking(params.thinking)
+            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), inside, self._harmony)
             sampler = self._sampler(params)
             try:
                 if self.describe().speculative == "prompt-lookup":
@@ -826,7 +835,8 @@ class _Emitter:
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
                  "_vocab", "_turn_stops", "_splitter", "thinking_tokens")
 
-    def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str], inside: bool = False) -> None:
+    def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str], inside: bool = False,
+                 harmony: bool = False) -> None:
         self._backend = backend
         self._cancel = backend._cancel
         self._vocab = backend._vocab
@@ -839,7 +849,8 @@ class _Emitter:
         self.done = False  # ended by end-of-generation or a stop string
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
         self._stops = StopMatcher(stop)
-        self._splitter = ThinkingSplitter(inside)  # the reply's thinking apart (engine/thinking.py)
+        # The reply's thinking apart: <think> tags (engine/thinking.py) or gpt-oss's channels (harmony.py).
+        self._splitter: ThinkingSplitter | HarmonySplitter = HarmonySplitter() if harmony else ThinkingSplitter(inside)
 
     def may_continue(self) -> bool:
         """Whether to sample another token (False: cancelled, or the limit is reached)."""

@@ -81,6 +81,7 @@ from .backend import (
 )
 from .errors import GenerationError, InvalidParameterError, RemoteServerError, StreamInterrupted, VibechatError
 from .params import SamplingParams
+from .think_switch import remote_kwargs
 from .sanitize import REPLACEMENT, replace_surrogates, sanitize
 from .thinking import ThinkingSplitter
 from .stops import StopMatcher
@@ -538,11 +539,11 @@ class OpenAICompatibleBackend:
     def reset(self) -> None:
         """Nothing to forget here: the server keeps (or not) its own cache."""
 
-    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         """Nothing to rebuild: the server evaluates the prompt with the next reply."""
         return 0
 
-    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+    def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         """An estimate (the server's tokenizer is not at hand): about four characters a
         token, plus a few for each message's turn markers."""
         return sum(len(m.content) // CHARS_PER_TOKEN + 4 for m in messages)
@@ -572,6 +573,9 @@ class OpenAICompatibleBackend:
         if params.output_format is not None:
             params.output_format.check_remote()  # a grammar: a one-line error, nothing sent
             body["response_format"] = params.output_format.response_format()
+        switch = remote_kwargs(params.thinking)
+        if switch is not None:  # asked for: llama-server and vLLM pass these to the template
+            body["chat_template_kwargs"] = switch
         if self._send_optional:
             body["stream_options"] = {"include_usage": True}
             body.update(top_k=params.top_k, min_p=params.min_p, repeat_penalty=params.repeat_penalty,

@@ -14,6 +14,7 @@ from typing import Any
 
 from .errors import InvalidParameterError
 from .structured import OutputFormat
+from .think_switch import DEFAULT_THINKING, check_thinking
 
 SEED_MAX = 2**32 - 2  # llama.cpp reserves 0xFFFFFFFF for "random"
 MAX_STOP_STRINGS = 16
@@ -126,6 +127,9 @@ class SamplingParams:
     # JSON, a JSON Schema or a GBNF grammar the reply must follow (None: free text). Saved with
     # the conversation's parameters (the text itself, not a file's path).
     output_format: OutputFormat | None = None
+    # A reasoning model's thinking: "auto" (its template's default), "on" or "off", where its
+    # template takes a switch (engine/think_switch.py). Travels with each request.
+    thinking: str = DEFAULT_THINKING
 
     def __post_init__(self) -> None:
         for name, spec in PARAM_SPECS.items():
@@ -140,6 +144,7 @@ class SamplingParams:
             if not isinstance(item, str) or not item:
                 raise InvalidParameterError("stop strings must be non-empty text.")
         object.__setattr__(self, "stop", stop)
+        object.__setattr__(self, "thinking", check_thinking(self.thinking))
         fmt = self.output_format
         if fmt is not None and not isinstance(fmt, OutputFormat):
             object.__setattr__(self, "output_format", OutputFormat.from_dict(fmt))
@@ -159,6 +164,8 @@ class SamplingParams:
         data["stop"] = list(self.stop)
         if self.output_format is None:
             del data["output_format"]  # as before structured output: older readers take it
+        if self.thinking == DEFAULT_THINKING:
+            del data["thinking"]  # likewise
         return data
 
     @classmethod
@@ -176,6 +183,8 @@ class SamplingParams:
         key = name.strip().lower().replace("-", "_")
         if key == "stop":
             return self.replace(stop=tuple(s for s in text.split("|") if s) if text.strip() else ())
+        if key in ("thinking", "think"):
+            return self.replace(thinking=check_thinking(text))
         if key in ("format", "output_format"):
             raw = text.strip()
             return self.replace(output_format=None if raw.lower() in ("", "off", "none")
@@ -183,6 +192,6 @@ class SamplingParams:
         spec = PARAM_SPECS.get(key)
         if spec is None:
             raise InvalidParameterError(
-                f"unknown parameter {name!r}; known: {', '.join([*PARAM_SPECS, 'stop'])}."
+                f"unknown parameter {name!r}; known: {', '.join([*PARAM_SPECS, 'stop', 'thinking'])}."
             )
         return self.replace(**{key: spec.parse(text)})

@@ -379,7 +379,7 @@ class ChatSession:
 
     def _count(self, messages: list[ChatMessage]) -> int | None:
         try:
-            return self.backend.count_tokens(messages)
+            return self.backend.count_tokens(messages, self.conversation.params.thinking)
         except Exception:  # noqa: BLE001 - only a meter: the generation reports real problems
             log.debug("could not count the context", exc_info=True)
             return None
@@ -394,7 +394,7 @@ class ChatSession:
                 return None
             self._reset_pending = False
             try:
-                return self.backend.prefill(messages)
+                return self.backend.prefill(messages, self.conversation.params.thinking)
             except VibechatError as exc:  # too long for the context: the next reply trims it
                 log.info("cache not rebuilt: %s", exc)
             except Exception:  # noqa: BLE001 - a cache rebuild is an optimisation

@@ -10,6 +10,8 @@ Reasoning models write their thinking before the answer in one of these shapes:
   *inside* the thinking and only ``</think>`` appears in the generated text. The local
   engine finds this by rendering the template's generation prompt
   (:func:`opens_thinking`).
+* **gpt-oss's harmony channels** (``<|channel|>analysis<|message|>…``): not tags but
+  messages; engine/harmony.py has their splitter, with the same face as this one.
 * **a separate field**: ``delta.reasoning_content`` (llama-server's default reasoning
   format, vLLM, the DeepSeek API) or ``delta.reasoning`` (OpenRouter, newer vLLM); the
   remote backend reads those itself and never needs the splitter for them.

@@ -345,16 +345,16 @@ class WorkerBackend:
         rid = self._request("reset")
         self._answer(rid, lambda: "while clearing the conversation cache")
 
-    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         self._ensure_loaded()
-        rid = self._request("prefill", list(messages))
+        rid = self._request("prefill", list(messages), thinking)
         result = int(self._answer(rid, lambda: "while evaluating the conversation"))
         self._proven = True
         return result
 
-    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+    def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         self._ensure_loaded()
-        rid = self._request("count", list(messages))
+        rid = self._request("count", list(messages), thinking)
         return int(self._answer(rid, lambda: "while counting tokens"))
 
     def stream_chat(self, messages: Sequence[ChatMessage],
@@ -707,10 +707,10 @@ def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[t
         backend.reset()
         return None
     if kind == "count":
-        return backend.count_tokens(args[0])
+        return backend.count_tokens(*args[:2])  # messages, thinking
     if kind == "prefill":
         _crash_hook("prompt")
-        return backend.prefill(args[0])
+        return backend.prefill(*args[:2])
     if kind == "stream":
         _stream(backend, args[0], args[1], send)
         return None

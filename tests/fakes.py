@@ -60,12 +60,12 @@ class RecordingBackend:
         self.resets += 1
         self.cached = []
 
-    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         self.prefills.append(list(messages))
         self.cached = list(messages)
         return self.count_tokens(messages)
 
-    def count_tokens(self, messages: Sequence[ChatMessage]) -> int:
+    def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         return sum(len(m.content.split()) + 4 for m in messages)
 
     def stream_chat(self, messages: Sequence[ChatMessage],

@@ -399,21 +399,18 @@ class VibechatApp(OutsideTextApp):
         conversation remembers them."""
         self.chatlog.set_params(params)
         self.panel.params = params
-        self._show_format(params)
+        self.status.show_params(params)  # the reply format, the thinking switch
 
     def show_params(self, params: SamplingParams) -> None:
         """An opened conversation's parameters (already saved with it)."""
         self.conversation.params = params
         self.panel.params = params
-        self._show_format(params)
-
-    def _show_format(self, params: SamplingParams) -> None:
-        self.status.output_format = params.output_format.label if params.output_format else ""
+        self.status.show_params(params)  # the reply format, the thinking switch
 
     @on(ParamPanel.Changed)
     def _on_params_changed(self, message: ParamPanel.Changed) -> None:
         if message.params != self.conversation.params:
-            self.chatlog.set_params(message.params)
+            self.set_params(message.params)  # the status bar shows the thinking switch
 
     @on(ParamPanel.GpuLayersChanged)
     def _on_gpu_layers_changed(self, message: ParamPanel.GpuLayersChanged) -> None:

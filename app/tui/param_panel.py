@@ -1,9 +1,9 @@
-"""The parameter panel: one slider per sampling parameter, and the GPU layers of the
-loaded model.
+"""The parameter panel: one slider per sampling parameter, the thinking switch (auto, on,
+off), and the GPU layers of the loaded model.
 
 Attributes down: the app sets ``params`` and calls ``show_model``; messages up: the
 panel posts ``ParamPanel.Changed`` with the new ``SamplingParams`` whenever a sampling
-slider moves, and ``ParamPanel.GpuLayersChanged`` when the GPU layers slider does (the
+slider or the thinking switch moves, and ``ParamPanel.GpuLayersChanged`` when the GPU layers slider does (the
 app reloads the model, or explains why it cannot).
 """
 
@@ -20,7 +20,9 @@ from textual.widgets import Static
 
 from vibechat.engine.backend import ModelInfo
 from vibechat.engine.params import PARAM_SPECS, SamplingParams
+from vibechat.engine.think_switch import DEFAULT_THINKING, THINKING_MODES
 
+from .choice import Choice, ChoiceSpec
 from .slider import Slider, SliderSpec
 
 
@@ -41,6 +43,8 @@ SLIDERS: tuple[SliderSpec, ...] = (
 )
 SLIDER_SPECS = {spec.name: spec for spec in SLIDERS}
 GPU_LAYERS = "gpu_layers"
+THINKING = ChoiceSpec("thinking", "Thinking", THINKING_MODES, DEFAULT_THINKING,
+                      hint="if the template has a switch")
 
 
 def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
@@ -99,6 +103,7 @@ class ParamPanel(VerticalScroll):
         yield Static("Parameters", classes="panel--title")
         for spec in SLIDERS:
             yield Slider(spec, getattr(self._params, spec.name))
+        yield Choice(THINKING, self._params.thinking)
         yield Static("←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
                      "r reset one · R reset all · ↑/↓ move\nCtrl+S save as default",
                      classes="panel--hint")
@@ -118,9 +123,15 @@ class ParamPanel(VerticalScroll):
             value = getattr(params, slider.spec.name)
             slider.set_value(slider.spec.minimum if value is None and slider.spec.none_at_minimum else value,
                              announce=False)
+        self.query_one(Choice).set_value(params.thinking, announce=False)
 
     def _sampling_sliders(self) -> list[Slider]:
         return [slider for slider in self.query(Slider) if slider.spec.name in SLIDER_SPECS]
+
+    def on_choice_changed(self, event: Choice.Changed) -> None:
+        event.stop()
+        self._params = self._params.replace(thinking=event.value)
+        self.post_message(self.Changed(self._params, event.name))
 
     def show_model(self, info: ModelInfo) -> None:
         """The GPU layers slider follows the loaded model: its layer count, what is offloaded."""
@@ -138,9 +149,11 @@ class ParamPanel(VerticalScroll):
         self.post_message(self.Changed(self._params, event.name))
 
     def action_reset_all(self) -> None:
-        """Every sampling parameter to its default (the GPU layers stay: that would reload)."""
+        """Every sampling parameter and the thinking switch to its default (the GPU layers
+        stay: that would reload)."""
         for slider in self._sampling_sliders():
             slider.action_reset()
+        self.query_one(Choice).action_reset()
 
     def focus_first(self) -> None:
         self.query(Slider).first().focus()

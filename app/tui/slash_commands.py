@@ -1,9 +1,10 @@
-"""The chat's slash commands (``/set``, ``/format``, ``/system``, ``/new``, ``/stats``, ``/help``,
+"""The chat's slash commands (``/set``, ``/format``, ``/think``, ``/system``, ``/new``, ``/stats``, ``/help``,
 ``/bye``): parsed by ``app/slash.py``, run here against the app's public face."""
 
 from __future__ import annotations
 
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.think_switch import NO_SWITCH, check_thinking, describe_switch
 
 from .. import slash
 from ..report import format_stats
@@ -19,6 +20,8 @@ async def run(app: ChatHost, command: slash.SlashCommand) -> None:
         await _set(app, arg)
     elif name == "/format":
         await _format(app, arg)
+    elif name == "/think":
+        await _think(app, arg)
     elif name == "/system":
         await _system(app, arg)
     elif name in ("/new", "/clear"):
@@ -35,7 +38,8 @@ async def run(app: ChatHost, command: slash.SlashCommand) -> None:
 async def _set(app: ChatHost, arg: str) -> None:
     params = app.session.conversation.params
     if not arg:
-        listed = {k: v for k, v in params.to_dict().items() if k != "output_format"}
+        listed = {k: v for k, v in params.to_dict().items() if k not in ("output_format", "thinking")}
+        listed["thinking"] = params.thinking
         if params.output_format is not None:
             listed["format"] = params.output_format.label
         await note(app, "  ".join(f"{k}={v}" for k, v in listed.items()))
@@ -46,8 +50,11 @@ async def _set(app: ChatHost, arg: str) -> None:
     except VibechatError as exc:
         app.notify(str(exc), severity="error", timeout=6)
         return
-    app.set_params(params)
     shown = key.replace("-", "_").lower()
+    if shown in ("think", "thinking"):
+        await _think(app, value)
+        return
+    app.set_params(params)
     app.notify(f"{shown} = {getattr(params, shown)}", timeout=2)
 
 
@@ -74,6 +81,30 @@ async def _format(app: ChatHost, arg: str) -> None:
         return
     app.set_params(params)
     app.notify(f"Reply format: {fmt.label}." if fmt else "Reply format: free text.", timeout=2)
+
+
+async def _think(app: ChatHost, arg: str) -> None:
+    """``/think on|off|auto``: the thinking switch of the next replies (kept with the
+    conversation's parameters), refused for a local model whose template has no switch."""
+    params = app.session.conversation.params
+    info = app.session.info
+    switch = info.thinking_switch if info is not None else None
+    server = info.server if info is not None else None
+    how = "the server's template (chat_template_kwargs enable_thinking)" if server else describe_switch(switch)
+    if not arg:
+        await note(app, f"Thinking: {params.thinking}, through {how} (/think on|off|auto).")
+        return
+    try:
+        mode = check_thinking(arg)
+    except VibechatError as exc:
+        app.notify(str(exc), severity="error", timeout=6)
+        return
+    if info is not None and mode != "auto" and server is None and switch is None:
+        app.notify(f"Thinking stays as the model does: {NO_SWITCH}.", severity="warning", timeout=8)
+        return
+    app.set_params(params.replace(thinking=mode))
+    app.notify(f"Thinking {mode} for the next replies, through {how}." if mode != "auto"
+               else "Thinking auto: as the model's template does by default.", timeout=3)
 
 
 async def _system(app: ChatHost, arg: str) -> None:

@@ -2,8 +2,9 @@
 server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
 reply's speed (every generated token counts, a reasoning model's thinking included: then
 the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking included)``
-where a server does not say), the reply format (``/format``), and what the engine is doing.
-The app sets its attributes; it renders them.
+where a server does not say), the reply format (``/format``), the thinking switch
+(``/think``: ``think off``), and what the engine is doing. The app sets its attributes; it
+renders them.
 
 The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
 can a state (``loading NAME…``): every text shown is sanitised and kept to one line
@@ -16,6 +17,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from vibechat.engine.backend import GenerationStats, ModelInfo
+from vibechat.engine.params import SamplingParams
 
 from .outside import one_line
 
@@ -47,6 +49,12 @@ class StatusBar(Widget):
     download: reactive[str] = reactive("")  # e.g. "⬇ 42%" while a model downloads
     thought: reactive[bool] = reactive(False)  # the last reply had thinking (its tokens are in stats)
     output_format: reactive[str] = reactive("")  # /format: "json", "schema person.json" ("": free text)
+    thinking: reactive[str] = reactive("auto")  # /think: shown when not auto ("think off")
+
+    def show_params(self, params: SamplingParams) -> None:
+        """What the status bar shows of the parameters: the reply format, the thinking switch."""
+        self.output_format = params.output_format.label if params.output_format else ""
+        self.thinking = params.thinking
 
     def render(self) -> Text:
         dim = "dim"
@@ -74,6 +82,8 @@ class StatusBar(Widget):
             parts.append(f"{stats.decode_tokens_per_s:.1f} tok/s")
         if self.output_format:
             parts += [" · ", ("format ", dim), (one_line(self.output_format), "bold")]
+        if self.thinking != "auto":
+            parts += [" · ", ("think ", dim), (self.thinking, "bold")]
         left = Text.assemble(*parts)
         right = Text.assemble((one_line(self.download) + "  ", "bold") if self.download else "",
                               (one_line(self.state), "italic"))

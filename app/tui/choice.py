@@ -1,0 +1,90 @@
+"""A keyboard-first control for a setting with a few named values (the thinking switch:
+auto, on, off), beside the panel's sliders and driven like them.
+
+Left/Right (or Space/Enter, or a click) move to the previous/next value, ``r`` resets to
+the default. It shows every value, the chosen one highlighted, and posts
+``Choice.Changed``; it does not know who listens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+
+
+@dataclass(frozen=True)
+class ChoiceSpec:
+    name: str
+    label: str
+    values: tuple[str, ...]
+    default: str
+    hint: str = ""  # one dim line under the values
+
+
+class Choice(Widget, can_focus=True):
+    DEFAULT_CSS = """
+    Choice {
+        height: 2;
+        padding: 0 1;
+    }
+    Choice:focus {
+        background: $boost;
+    }
+    """
+    BINDINGS = [
+        Binding("left", "step(-1)", "Previous value", id="choice.previous_value", show=False),
+        Binding("right,space,enter", "step(1)", "Next value", id="choice.next_value", show=False),
+        Binding("r", "reset", "Reset", id="choice.reset", show=False),
+        Binding("up", "app.focus_previous", "Previous", id="choice.previous", show=False),
+        Binding("down", "app.focus_next", "Next", id="choice.next", show=False),
+    ]
+
+    value: reactive[str] = reactive("", layout=False)
+
+    class Changed(Message):
+        def __init__(self, choice: "Choice", name: str, value: str) -> None:
+            super().__init__()
+            self.choice = choice
+            self.name = name
+            self.value = value
+
+        @property
+        def control(self) -> "Choice":
+            return self.choice
+
+    def __init__(self, spec: ChoiceSpec, value: str, *, id: str | None = None) -> None:
+        super().__init__(id=id or f"choice-{spec.name}")
+        self.spec = spec
+        self.set_reactive(Choice.value, value)
+
+    def set_value(self, value: str, announce: bool = True) -> None:
+        """Set the value; a user change (``announce``) is posted, one shown from outside is not."""
+        if value != self.value:
+            self.value = value
+            if announce:
+                self.post_message(self.Changed(self, self.spec.name, value))
+
+    def action_step(self, direction: int) -> None:
+        values = self.spec.values
+        at = values.index(self.value) if self.value in values else 0
+        self.set_value(values[(at + direction) % len(values)])
+
+    def action_reset(self) -> None:
+        self.set_value(self.spec.default)
+
+    def on_click(self, event: events.Click) -> None:
+        self.focus()
+        self.action_step(1)
+
+    def render(self) -> Text:
+        parts: list[tuple[str, str] | str] = [(self.spec.label, "bold" if self.has_focus else ""), " "]
+        for value in self.spec.values:
+            parts += [(f" {value} ", "reverse bold" if value == self.value else "dim"), " "]
+        line1 = Text.assemble(*parts)
+        return Text("\n").join([line1, Text(self.spec.hint, style="dim")])
