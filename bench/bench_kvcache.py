@@ -24,7 +24,6 @@ import argparse
 import statistics
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from _common import (
     add_common_args,

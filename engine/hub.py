@@ -167,7 +167,6 @@ class Hub:
         """GGUF repos matching ``query``, most downloaded first."""
         def go() -> list[HubModel]:
             import_hf()
-            from huggingface_hub.utils import get_session, hf_raise_for_status
 
             params: dict[str, str | int] = {"filter": "gguf", "sort": "downloads", "direction": -1,
                                             "limit": limit}

@@ -147,7 +147,6 @@ def parse_hub_ref(text: str) -> HubRef | None:
 def group_quants(files: list[RepoFile]) -> list[QuantOption]:
     """The repo's loadable models, one entry per quantization (split models whole),
     in listing order; unsafe paths and non-model files are left out."""
-    singles: list[tuple[str, RepoFile]] = []
     shards: dict[tuple[str, str], dict[int, RepoFile]] = {}
     counts: dict[tuple[str, str], int] = {}
     order: list[tuple[str, object]] = []
