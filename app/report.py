@@ -17,6 +17,8 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
     if stats.drafted_tokens:
         rate = stats.accepted_draft_tokens / stats.drafted_tokens
         text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
+    if stats.drafted_tokens or stats.drafting_turned_off:
+        text += " · drafting off (did not pay)" if stats.drafting_turned_off else f" · draft k {stats.draft_k}"
     if info is not None:
         text += f" · {info.device}"
         if info.n_threads:
@@ -45,5 +47,5 @@ def json_stats(stats: GenerationStats | None, seed: int | None = None) -> dict[s
     data = stats.to_dict()
     keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "ttft_ms",
             "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
-            "drafted_tokens", "accepted_draft_tokens")
+            "drafted_tokens", "accepted_draft_tokens", "draft_k", "drafting_turned_off")
     return {k: data[k] for k in keys}

@@ -50,7 +50,7 @@ class ModelInfo:
     kv_cache_type: str = "f16"  # the K and V cache element type
     kv_cache_bytes: int | None = None  # what llama.cpp allocated for the KV cache (None: unknown)
     flash_attn_forced: bool = False  # turned on because the quantized V cache needs it
-    speculative: str = "off"  # "prompt-lookup" when drafting
+    speculative: str = "off"  # "auto" (adaptive) or "prompt-lookup" (fixed) when drafting
     draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
     repack: str | None = None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
     repack_setting: str | None = None  # as asked: auto, on or off
@@ -97,6 +97,8 @@ class GenerationStats:
     dropped_messages: int = 0  # oldest messages left out to fit the context
     drafted_tokens: int = 0  # speculative decoding: tokens proposed by the draft
     accepted_draft_tokens: int = 0  # ... and how many of them the model confirmed
+    draft_k: int = 0  # the draft length at the end of the reply (0: not drafting then)
+    drafting_turned_off: bool = False  # adaptive drafting judged, last, that drafting did not pay
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)

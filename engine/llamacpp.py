@@ -53,11 +53,11 @@ from .errors import (
     ModelFileError,
     ModelLoadError,
 )
+from .drafting import prompt_lookup_tokens
 from .gguf import GGUFInfo, inspect_gguf
 from .knobs import LlamaCppOptions  # noqa: F401 - defined where the chat can read it without libllama
 from .knobs import (
     CONTEXT_STEP,
-    DRAFT_NGRAM,
     check_draft_logits,
     check_draft_tokens,
     check_kv_cache_type,
@@ -71,6 +71,7 @@ from .knobs import (
 )
 from . import repack as _repack
 from .params import SamplingParams
+from .speculative import AdaptiveDraft, FixedDraft, make_policy
 from .structured import OutputFormat
 from .stops import StopMatcher
 from .system import available_memory, default_threads
@@ -207,6 +208,7 @@ class LlamaCppBackend:
         self._turn_stops: frozenset[int] = frozenset()  # turn tokens that end a reply (besides EOG)
         self._reply_thinks = False  # the generation prompt opens <think>: replies start thinking
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
+        self._policy: FixedDraft | AdaptiveDraft | None = None  # the draft length's policy (None: not drafting)
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
@@ -274,7 +276,7 @@ class LlamaCppBackend:
                                      f"{_last_error(captured) or 'unsupported or corrupt model'}; "
                                      "try another file or a newer vibechat.")
             if speculative != "off":
-                speculative, draft_tokens = self._check_drafting(model, draft_tokens, notices)
+                speculative, draft_tokens = self._check_drafting(model, speculative, draft_tokens, notices)
             trained = int(ll.llama_model_n_ctx_train(model))
             # Rounded up here as llama.cpp would: every size and message below is the real one.
             n_ctx = round_context(opts.context_size or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT))
@@ -344,6 +346,7 @@ class LlamaCppBackend:
         kv_bytes = _kv_cache_logged(captured)
         if kv_bytes is None:
             kv_bytes = self._kv_cache_computed(context_size, kv_type)
+        self._policy = make_policy(speculative, draft_tokens) if speculative != "off" else None
         self._info = ModelInfo(
             name=gguf.name,
             path=str(gguf.path),
@@ -394,8 +397,8 @@ class LlamaCppBackend:
 
         return _repack.decide_repack(self.options.repack, info, _repack.cpu_flags(), verdict)
 
-    def _check_drafting(self, model, draft_tokens: int, notices: list[str]) -> tuple[str, int]:
-        """Whether prompt-lookup drafting can run on ``model``: refuses a draft length whose
+    def _check_drafting(self, model, mode: str, draft_tokens: int, notices: list[str]) -> tuple[str, int]:
+        """Whether prompt-lookup drafting (``mode``: auto or prompt-lookup) can run on ``model``: refuses a draft length whose
         logits would be absurd (frees the model first), turns it off for models whose
         memory cannot drop rejected tokens."""
         n_vocab = int(ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(model)))
@@ -408,7 +411,7 @@ class LlamaCppBackend:
             notices.append("Prompt-lookup drafting is off: this model's recurrent state cannot drop "
                            "rejected draft tokens.")
             return "off", 0
-        return "prompt-lookup", draft_tokens
+        return mode, draft_tokens
 
     def _kv_cache_computed(self, n_ctx: int, kv_type: str, model=None, arch: str | None = None) -> int | None:
         """n_ctx x layers x (K + V width) x bytes per element, from the model's shape (before the
@@ -668,8 +671,8 @@ class LlamaCppBackend:
             out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), self._reply_thinks)
             chain = self._sampler(params)
             try:
-                if self.describe().speculative == "prompt-lookup":
-                    pieces = self._speculative_tokens(chain, out, tokens, stats)
+                if self._policy is not None:
+                    pieces = prompt_lookup_tokens(self, self._policy, chain, out, tokens, stats)
                 else:
                     pieces = self._plain_tokens(chain, out)
                 for split in pieces:
@@ -690,7 +693,7 @@ class LlamaCppBackend:
         yield GenerationDone(text="".join(text_parts), stats=stats, params=params,
                              thinking="".join(thinking_parts))
 
-    # Both decode loops below sample with the same chain and hand every token to the same
+    # Both decode loops (this one and engine/drafting.py's) sample with the same chain and hand every token to the same
     # _Emitter; they differ only in how many tokens one llama_decode evaluates.
     def _plain_tokens(self, chain, out: "_Emitter") -> Iterator[list[Piece]]:
         """One token per llama_decode. Yields the reply's pieces (thinking, answer) as they form."""
@@ -709,99 +712,6 @@ class LlamaCppBackend:
                 self._decode_failed(rc, out)
                 return
             self._tokens.append(token)
-
-    def _speculative_tokens(self, chain, out: "_Emitter", prompt: Sequence[int],
-                            stats: GenerationStats) -> Iterator[list[Piece]]:
-        """Prompt-lookup speculative decoding: after each token, look its last words up in the
-        prompt and the reply so far (llama-cpp-python's LlamaPromptLookupDecoding); when they
-        occurred before, the tokens that followed are the draft. One llama_decode evaluates the
-        token and the draft with logits at every position; the chain then samples position by
-        position, keeping drafts while they equal what it samples. The first sample that
-        differs is kept as the next token and the rejected drafts leave the KV cache.
-
-        Every sample is drawn from the logits of exactly the tokens the plain loop would have
-        decoded, so the output is the same, up to rounding: llama.cpp evaluates a batch of
-        tokens with other kernels than a single token (tiled attention, 4-row matmuls), and
-        past a few hundred tokens of context the logits differ by about 1 in 30, which can
-        flip a near-tie (docs/PERFORMANCE.md)."""
-        import numpy as np
-        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
-        info = self.describe()
-        n_draft = info.draft_tokens
-        lookup = LlamaPromptLookupDecoding(max_ngram_size=DRAFT_NGRAM, num_pred_tokens=n_draft)
-        history = np.empty(info.context_size + 1, dtype=np.intc)  # the prompt and every emitted token
-        history[:len(prompt)] = prompt
-        n_history = len(prompt)
-        n_batch = max(2, min(self.options.n_batch, info.context_size))
-        ctx, mem, one = self._ctx, self._mem, self._one
-        sample, decode, batch_one = ll.llama_sampler_sample, ll.llama_decode, ll.llama_batch_get_one
-        batch = ll.llama_batch_init(n_draft + 1, 0, 1)
-        try:
-            for i in range(n_draft + 1):
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 1
-            pending: int | None = None  # sampled while verifying a draft, not emitted yet
-            while out.may_continue():
-                token = sample(chain, ctx, -1) if pending is None else pending
-                pending = None
-                split = out.emit(token)
-                if split:
-                    yield split
-                if out.done:
-                    return
-                history[n_history] = token
-                n_history += 1
-                room = min(n_draft, out.limit - out.generated, n_batch - 1)
-                drafts = lookup(history[:n_history])[:room].tolist() if room > 0 else []
-                if not drafts:
-                    one[0] = token
-                    rc = decode(ctx, batch_one(one, 1))
-                    if rc != 0:
-                        self._decode_failed(rc, out)
-                        return
-                    self._tokens.append(token)
-                    continue
-                n_kept = len(self._tokens)
-                batch.n_tokens = len(drafts) + 1
-                for i, t in enumerate([token, *drafts]):
-                    batch.token[i] = t
-                    batch.pos[i] = n_kept + i
-                rc = decode(ctx, batch)
-                if rc != 0:
-                    self._decode_failed(rc, out)
-                    return
-                self._tokens.append(token)
-                self._tokens.extend(drafts)  # what the KV cache holds now; rejected ones go below
-                stats.drafted_tokens += len(drafts)
-                accepted = 0
-                for i, draft in enumerate(drafts):
-                    if not out.may_continue():
-                        break
-                    sampled = sample(chain, ctx, i)
-                    if sampled != draft:
-                        pending = sampled
-                        break
-                    accepted += 1
-                    split = out.emit(sampled)
-                    if split:
-                        yield split
-                    history[n_history] = sampled
-                    n_history += 1
-                    if out.done:
-                        break
-                stats.accepted_draft_tokens += accepted
-                keep = n_kept + 1 + accepted
-                if keep < len(self._tokens):
-                    if not ll.llama_memory_seq_rm(mem, 0, keep, -1):
-                        raise GenerationError("llama.cpp could not drop rejected draft tokens from the KV cache; "
-                                              "start a new conversation, or turn speculative decoding off.")
-                    del self._tokens[keep:]
-                if out.done:
-                    return
-        finally:
-            ll.llama_batch_free(batch)
 
     def _decode_failed(self, rc: int, out: "_Emitter") -> None:
         if rc == 2 or self._cancel.is_set():
