@@ -1,6 +1,6 @@
 """The status bar: model and quantization, CPU/GPU (layers offloaded; or the remote
 server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
-reply's speed, the reply format (``/format``), and what the engine is doing. The app sets its attributes; it renders them.
+reply's speed (and, when it drafted, the accepted share and the draft length), the reply format (``/format``), and what the engine is doing. The app sets its attributes; it renders them.
 
 The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
 can a state (``loading NAME…``): every text shown is sanitised and kept to one line
@@ -24,6 +24,13 @@ def model_line(info: ModelInfo) -> str:
     if info.context_size:
         parts.append(f"context {info.context_size:,} tokens")
     return " · ".join(p for p in parts if p)
+
+
+def draft_text(stats: GenerationStats) -> str:
+    """Speculative decoding in a few characters: ``62% k3`` (accepted share of the drafts, the
+    draft length at the end), ``off`` when adaptive drafting found that it did not pay."""
+    rate = f"{stats.accepted_draft_tokens / stats.drafted_tokens:.0%} " if stats.drafted_tokens else ""
+    return rate + ("off" if stats.drafting_turned_off else f"k{stats.draft_k}")
 
 
 class StatusBar(Widget):
@@ -64,6 +71,8 @@ class StatusBar(Widget):
         if stats is not None and stats.completion_tokens:
             parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · ",
                       f"{stats.decode_tokens_per_s:.1f} tok/s"]
+            if stats.drafted_tokens or stats.drafting_turned_off:
+                parts += [" · ", ("draft ", dim), draft_text(stats)]
         if self.output_format:
             parts += [" · ", ("format ", dim), (one_line(self.output_format), "bold")]
         left = Text.assemble(*parts)
