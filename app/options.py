@@ -77,6 +77,11 @@ DraftOpt = Annotated[Optional[str], typer.Option(
 DraftTokensOpt = Annotated[Optional[int], typer.Option(
     "--draft-tokens", metavar="N", help="Most tokens drafted per step with --draft auto|prompt-lookup (default 10).",
     rich_help_panel=ENGINE)]
+DraftModelOpt = Annotated[Optional[str], typer.Option(
+    "--draft-model", metavar="REF",
+    help="A small model of the same family that drafts tokens for the model to check (any --model "
+         "reference); turns --draft auto on unless --draft says otherwise.",
+    rich_help_panel=ENGINE)]
 RepackOpt = Annotated[Optional[str], typer.Option(
     "--repack", metavar="MODE",
     help="CPU weight repacking: auto (default: on, except where llama.cpp's AMX kernel crashes: see --version), "

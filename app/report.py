@@ -27,6 +27,8 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
             text += f" · repack {info.repack}" + (" (auto)" if info.repack_setting == "auto" else "")
         if info.kv_cache_bytes:
             text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
+        if info.draft_model:
+            text += f" · draft model {info.draft_model}"
     return text
 
 
@@ -36,6 +38,7 @@ def engine_dict(info: ModelInfo) -> dict[str, object]:
             "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
             "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
             "speculative": info.speculative, "draft_tokens": info.draft_tokens,
+            "draft_model": info.draft_model, "draft_model_bytes": info.draft_model_bytes,
             "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason}
 
 

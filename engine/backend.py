@@ -52,6 +52,8 @@ class ModelInfo:
     flash_attn_forced: bool = False  # turned on because the quantized V cache needs it
     speculative: str = "off"  # "auto" (adaptive) or "prompt-lookup" (fixed) when drafting
     draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
+    draft_model: str | None = None  # the draft model's name (None: drafts come from prompt lookup)
+    draft_model_bytes: int | None = None  # its file size, loaded beside the model
     repack: str | None = None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
     repack_setting: str | None = None  # as asked: auto, on or off
     repack_reason: str = ""  # why, in a few words (e.g. "no AMX kernel in this build")

@@ -115,6 +115,12 @@ class Config:
         "Most tokens drafted per step with speculative decoding (auto adapts below it).",
         kind="whole number", example="10", env="VIBECHAT_DRAFT_TOKENS", flag="--draft-tokens",
         minimum=1, maximum=MAX_DRAFT_TOKENS))
+    draft_model: str | None = field(default=None, metadata=_doc(
+        "A small model that drafts tokens for the model to check (speculative decoding): any model "
+        "reference --model takes. It must share the model's vocabulary (same family); it turns drafting "
+        "on (auto, unless speculative says prompt-lookup for a fixed draft length).",
+        kind="text", example='"unsloth/gemma-3-270m-it-GGUF:Q4_K_M"', unset="none: drafts come from prompt lookup",
+        env="VIBECHAT_DRAFT_MODEL", flag="--draft-model"))
     repack: str = field(default=DEFAULT_REPACK, metadata=_doc(
         "llama.cpp's CPU weight repacking (its extra buffer types: interleaved quant blocks, Intel AMX tiles; "
         "about 30% faster decoding): auto (on, except where this llama.cpp build's AMX kernel crashes: on a CPU "

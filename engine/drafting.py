@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import llama_cpp as ll
 
 from .backend import GenerationStats
+from .draft_model import DraftModel
 from .errors import GenerationError
 from .knobs import DRAFT_NGRAM
 from .speculative import AdaptiveDraft, FixedDraft
@@ -42,9 +43,10 @@ if TYPE_CHECKING:
 
 def prompt_lookup_tokens(backend: "LlamaCppBackend", policy: FixedDraft | AdaptiveDraft, chain,
                          out: "_Emitter", prompt: Sequence[int],
-                         stats: GenerationStats) -> Iterator[list["Piece"]]:
+                         stats: GenerationStats, drafter: DraftModel | None = None) -> Iterator[list["Piece"]]:
     """Yields the reply's pieces as they form; counts drafts in ``stats``, and leaves the
-    policy's last draft length and verdict there too."""
+    policy's last draft length and verdict there too. With ``drafter``, the draft model
+    proposes the drafts instead of the lookup."""
     import numpy as np
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -81,8 +83,11 @@ def prompt_lookup_tokens(backend: "LlamaCppBackend", policy: FixedDraft | Adapti
             drafts: list[int] = []
             if room > 0:
                 t0 = clock()
-                drafts = lookup(history[:n_history])[:room].tolist()
-                policy.looked_up(clock() - t0, len(drafts))
+                if drafter is not None:
+                    drafts = drafter.propose(history, n_history, room)
+                else:
+                    drafts = lookup(history[:n_history])[:room].tolist()
+                policy.looked_up(clock() - t0, len(drafts), room)
             if not drafts:
                 one[0] = token
                 t0 = clock()

@@ -204,6 +204,7 @@ class EngineSettings:
     kv_cache_type: str = DEFAULT_KV_CACHE_TYPE  # "f16", "q8_0" or "q4_0", for K and V
     speculative: str = "off"  # "auto" / "prompt-lookup": draft tokens from the prompt and reply so far
     draft_tokens: int = DEFAULT_DRAFT_TOKENS  # most tokens drafted per step
+    draft_model: str | None = None  # a model reference that drafts instead of prompt lookup
     # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
     # kernel crashes (engine/repack.py), "on" / "off" force it.
     repack: str = DEFAULT_REPACK
@@ -238,6 +239,7 @@ class LlamaCppOptions(EngineSettings):
     libllama."""
 
     model_path: Path  # the file ``model`` resolved to
+    draft_model_path: Path | None = None  # the file ``draft_model`` resolved to
     # GPU layers asked for (gpu_layers != 0) on a build that cannot offload: False raises
     # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
     cpu_fallback: bool = False

@@ -53,6 +53,7 @@ from .errors import (
     ModelFileError,
     ModelLoadError,
 )
+from .draft_model import DraftModel
 from .drafting import prompt_lookup_tokens
 from .gguf import GGUFInfo, inspect_gguf
 from .knobs import LlamaCppOptions  # noqa: F401 - defined where the chat can read it without libllama
@@ -209,6 +210,7 @@ class LlamaCppBackend:
         self._reply_thinks = False  # the generation prompt opens <think>: replies start thinking
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._policy: FixedDraft | AdaptiveDraft | None = None  # the draft length's policy (None: not drafting)
+        self._draft: DraftModel | None = None  # --draft-model (None: drafts come from prompt lookup)
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
@@ -224,9 +226,12 @@ class LlamaCppBackend:
         # Knob values are checked before anything is loaded: a typo costs no time.
         kv_type = check_kv_cache_type(opts.kv_cache_type)
         speculative = check_speculative(opts.speculative)
+        if opts.draft_model_path is not None and speculative == "off":
+            speculative = "auto"  # a draft model turns drafting on
         draft_tokens = check_draft_tokens(opts.draft_tokens) if speculative != "off" else 0
         _repack.check_repack(opts.repack)
         gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
+        draft_gguf = inspect_gguf(opts.draft_model_path) if opts.draft_model_path is not None else None
         llama_log = _ensure_llama_initialised()
         cancelled = self._cancel
         cancelled.clear()  # cancel() from now on stops the load (the probe, then llama.cpp between tensors)
@@ -245,7 +250,10 @@ class LlamaCppBackend:
                 notices.append("Running on the CPU: " + message)
 
         if n_gpu_layers == 0 or not offload:
-            check_memory(gguf.file_size, gguf.path.name)
+            if draft_gguf is None:
+                check_memory(gguf.file_size, gguf.path.name)
+            else:  # the draft model's weights sit beside the model's
+                check_memory(gguf.file_size + draft_gguf.file_size, f"{gguf.path.name} with {draft_gguf.path.name}")
 
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
@@ -346,7 +354,16 @@ class LlamaCppBackend:
         kv_bytes = _kv_cache_logged(captured)
         if kv_bytes is None:
             kv_bytes = self._kv_cache_computed(context_size, kv_type)
-        self._policy = make_policy(speculative, draft_tokens) if speculative != "off" else None
+        self._policy = (make_policy(speculative, draft_tokens, draft_model=draft_gguf is not None)
+                        if speculative != "off" else None)
+        if draft_gguf is not None and speculative != "off":
+            try:
+                self._draft = DraftModel(draft_gguf.path, n_ctx=context_size, n_threads=n_threads,
+                                         n_gpu_layers=n_gpu_layers, extra_buffers=repack.extra_buffers,
+                                         target_vocab=self._vocab, name=gguf.name or gguf.path.name)
+            except Exception:
+                self.close()
+                raise
         self._info = ModelInfo(
             name=gguf.name,
             path=str(gguf.path),
@@ -366,6 +383,8 @@ class LlamaCppBackend:
             flash_attn_forced=forced,
             speculative=speculative,
             draft_tokens=draft_tokens,
+            draft_model=(draft_gguf.name or draft_gguf.path.name) if self._draft is not None and draft_gguf else None,
+            draft_model_bytes=self._draft.file_size if self._draft is not None else None,
             repack=repack.state,
             repack_setting=repack.setting,
             repack_reason=repack.reason,
@@ -443,6 +462,9 @@ class LlamaCppBackend:
         return self._info
 
     def close(self) -> None:
+        if self._draft is not None:
+            self._draft.close()
+            self._draft = None
         if self._ctx is not None:
             ll.llama_free(self._ctx)
             self._ctx = None
@@ -550,6 +572,8 @@ class LlamaCppBackend:
         if self._mem is not None:
             ll.llama_memory_clear(self._mem, True)
         self._tokens = []
+        if self._draft is not None:
+            self._draft.reset()
 
     def prefill(self, messages: Sequence[ChatMessage]) -> int:
         self.load()
@@ -672,7 +696,7 @@ class LlamaCppBackend:
             chain = self._sampler(params)
             try:
                 if self._policy is not None:
-                    pieces = prompt_lookup_tokens(self, self._policy, chain, out, tokens, stats)
+                    pieces = prompt_lookup_tokens(self, self._policy, chain, out, tokens, stats, self._draft)
                 else:
                     pieces = self._plain_tokens(chain, out)
                 for split in pieces:

@@ -8,22 +8,27 @@ bigger model whose step is reading the weights, k + 1 positions cost about one. 
 ``AdaptiveDraft`` measures, while the reply is decoded:
 
 * ``c1``, the wall time of one single-token ``llama_decode`` (smoothed);
-* ``m``, what each drafted position adds to a verifying ``llama_decode`` (smoothed
-  ``(t - c1) / n``: the cost of verifying n drafts is modelled as ``c1 + m n``);
+* ``cost(n)``, the wall time of a verifying ``llama_decode`` of one token and n drafts,
+  smoothed per n as measured; between measured sizes it is interpolated, beyond the largest
+  it is extrapolated with the slope of the two largest (on a CPU the first extra position is
+  the dearest: the batch takes other kernels; later ones cost less each);
 * ``lookup``, the time of one draft lookup, and ``hit``, how often a lookup finds a draft;
 * ``alpha``, the chance that a drafted token is accepted given that the ones before it were
   (decayed counts, so that it follows the text).
 
 A verification of k drafts yields ``E(k) = 1 + alpha + ... + alpha^k`` tokens (the accepted
 drafts, and the token sampled where the first draft failed, or after the last). Drafting with
-k then gives ``(hit E(k) + 1 - hit) / (lookup + hit (c1 + m k) + (1 - hit) c1)`` tokens a
-second against ``1 / c1`` without; the policy takes the best k in 1..``max_k`` and drafts only
-if it beats plain decoding by ``MARGIN``. When it does not, drafting stops (no lookups either)
-and comes back as a short probe (``PROBE_LOOKUPS`` lookups, at most ``PROBE_VERIFIES``
-verifications, with k = 1) after ``interval`` plain tokens; every probe that does not pay
-doubles the interval (up to ``MAX_INTERVAL``), one that pays resets it. A probe's extra cost
-is at most ``PROBE_VERIFIES`` verifications of one draft, so a reply where drafts always fail
-pays a few percent at most (docs/PERFORMANCE.md).
+k then gives ``(hit E(k) + 1 - hit) / (lookup + hit cost(k) + (1 - hit) c1)`` tokens a second
+against ``1 / c1`` without; the policy takes the best k in 1..``max_k`` after every
+verification and drafts only if it beats plain decoding by ``MARGIN``. When it does not,
+drafting stops (no lookups either) and comes back as a short probe after ``interval`` plain
+tokens: at most ``PROBE_LOOKUPS`` lookups and ``PROBE_VERIFIES`` verifications of
+``PROBE_K`` drafts (or the last length that paid), ending at the first verification that
+accepts nothing. Every probe that does not pay doubles the interval (up to ``MAX_INTERVAL``);
+one that pays resets it. So a reply whose drafts always fail pays, per probe, at most a few
+lookups and one verification of ``PROBE_K`` drafts, ever more rarely (docs/PERFORMANCE.md).
+Measured costs are kept from reply to reply (the machine's and the model's); acceptance
+starts again at each reply (the text's), with a probe after ``WARMUP_TOKENS`` plain tokens.
 
 ``FixedDraft`` always drafts ``max_k`` tokens (``speculative = "prompt-lookup"``, kept for
 benchmarks and for machines where it is known to pay).
@@ -66,7 +71,7 @@ class FixedDraft:
     def draft_length(self) -> int:
         return self.max_k
 
-    def looked_up(self, seconds: float, found: int) -> None:
+    def looked_up(self, seconds: float, found: int, asked: int = 1) -> None:
         pass
 
     def single(self, seconds: float) -> None:
@@ -86,11 +91,14 @@ class AdaptiveDraft:
 
     adaptive = True
 
-    def __init__(self, max_k: int, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, max_k: int, clock: Callable[[], float] = time.perf_counter,
+                 per_draft_lookup: bool = False) -> None:
         if max_k < 1:
             raise ValueError("max_k must be at least 1")
         self.max_k = max_k
         self.clock = clock
+        # A draft model's lookup costs a decode per draft; prompt lookup's is one search.
+        self.per_draft_lookup = per_draft_lookup
         # Costs, in seconds, kept from reply to reply (they are the machine's and the model's).
         self.c1: float | None = None
         self.costs: dict[int, float] = {}  # drafts n -> a verifying decode of 1 + n tokens
@@ -152,7 +160,8 @@ class AdaptiveDraft:
         if k == 0:
             return 1.0 / self.cost(0)
         tokens = self.hit * self.expected_tokens(k) + (1 - self.hit)
-        seconds = self.lookup + self.hit * self.cost(k) + (1 - self.hit) * self.cost(0)
+        lookup = self.lookup * k if self.per_draft_lookup else self.lookup
+        seconds = lookup + self.hit * self.cost(k) + (1 - self.hit) * self.cost(0)
         return tokens / seconds
 
     def best_k(self) -> int:
@@ -205,7 +214,10 @@ class AdaptiveDraft:
         self.interval = min(self.interval * 2, MAX_INTERVAL)
 
     # ------------------------------------------------------------------ measurements
-    def looked_up(self, seconds: float, found: int) -> None:
+    def looked_up(self, seconds: float, found: int, asked: int = 1) -> None:
+        """A lookup for ``asked`` drafts took ``seconds`` and found ``found``."""
+        if self.per_draft_lookup:  # a draft model: one decode a draft
+            seconds /= max(1, asked)
         self.lookup = seconds if self.lookup == 0.0 else _smooth(self.lookup, seconds)
         self.hit = self.hit * HIT_DECAY + (1.0 if found else 0.0) * (1 - HIT_DECAY)
         if self.probing:
@@ -246,6 +258,8 @@ def _smooth(old: float, new: float) -> float:
     return old + SMOOTHING * (new - old)
 
 
-def make_policy(mode: str, max_k: int, clock: Callable[[], float] = time.perf_counter) -> FixedDraft | AdaptiveDraft:
-    """The policy of a speculative mode: ``auto`` adapts, ``prompt-lookup`` is fixed."""
-    return AdaptiveDraft(max_k, clock) if mode == "auto" else FixedDraft(max_k, clock)
+def make_policy(mode: str, max_k: int, clock: Callable[[], float] = time.perf_counter,
+                draft_model: bool = False) -> FixedDraft | AdaptiveDraft:
+    """The policy of a speculative mode: ``auto`` adapts, ``prompt-lookup`` is fixed;
+    ``draft_model``: drafts come from a draft model (a lookup costs a decode per draft)."""
+    return AdaptiveDraft(max_k, clock, draft_model) if mode == "auto" else FixedDraft(max_k, clock)

@@ -78,3 +78,54 @@ def test_auto_drafting_keeps_seeded_sampling_reproducible(auto, backend):
 def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(backend):
     _, plain = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=10))
     assert plain.stats.drafted_tokens == plain.stats.draft_k == 0 and not plain.stats.drafting_turned_off
+
+
+# ------------------------------------------------------------------ a draft model
+@pytest.mark.model
+def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              speculative="prompt-lookup", draft_tokens=4,
+                                              draft_model_path=starter_path))
+    try:
+        info = backend.load()
+        assert info.speculative == "prompt-lookup" and info.draft_model and info.draft_model_bytes
+        deltas, reply = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=60))
+        st = reply.stats
+        assert st.completion_tokens == 60 and "".join(deltas) == reply.text
+        assert st.drafted_tokens > 20 and st.accepted_draft_tokens > st.drafted_tokens // 2
+        # a second turn: the draft's KV cache follows the conversation (rejected drafts dropped)
+        turn2 = [*REWRITE, ChatMessage("assistant", reply.text), ChatMessage("user", "Now rename total to result.")]
+        _, second = collect(backend, turn2, SamplingParams(temperature=0, max_tokens=30))
+        assert second.stats.completion_tokens == 30 and second.stats.accepted_draft_tokens > 0
+    finally:
+        backend.close()
+
+
+@pytest.mark.model
+def test_a_draft_model_turns_auto_drafting_on(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              draft_model_path=starter_path))
+    try:
+        info = backend.load()
+        assert info.speculative == "auto" and info.draft_tokens == 10
+        _, reply = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=30))
+        consistent(reply.stats, 10)
+    finally:
+        backend.close()
+
+
+@pytest.mark.model
+def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_path, tmp_path):
+    from ggufgen import copy_with_metadata
+    from vibechat.engine.errors import ModelLoadError
+
+    other = copy_with_metadata(starter_path, tmp_path / "other-vocab.gguf", {"tokenizer.ggml.bos_token_id": 7})
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              draft_model_path=other))
+    with pytest.raises(ModelLoadError) as caught:
+        backend.load()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("the draft model other-vocab.gguf does not share the model's vocabulary (BOS/EOS ids 7/")
+    assert message.endswith("or drop --draft-model.")
+    assert backend._model is None and backend._ctx is None and backend._draft is None

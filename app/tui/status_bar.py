@@ -13,6 +13,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from vibechat.engine.backend import GenerationStats, ModelInfo
+from vibechat.engine.knobs import human_mib
 
 from .outside import one_line
 
@@ -62,6 +63,9 @@ class StatusBar(Widget):
             parts += [" · ", one_line(info.device.split(" (")[0]), " · "]
             if info.kv_cache_bytes:
                 parts += [one_line(info.kv_cache), " · "]
+            if info.draft_model:
+                parts += [("draft ", dim), one_line(info.draft_model), (f" {human_mib(info.draft_model_bytes or 0)}", dim),
+                          " · "]
             used, size = self.context_used, info.context_size
             ratio = used / size if size else 0
             style = "red" if ratio > 0.9 else "yellow" if ratio > 0.7 else ""
