@@ -4,15 +4,18 @@ Two tasks: a copy-heavy one, "rewrite this code with ``count`` renamed to ``quan
 60-line Python module in the prompt, where drafts looked up in the prompt often succeed; and a
 free-text one (a list of random words, sampled at temperature 1.2 with a fixed seed), where the
 lookup finds drafts that mostly fail. The bundled starter model runs each (the code greedily,
-``--tokens`` generated) in three modes per round, in alternating order: plain decoding (``off``), ``prompt-lookup`` (always
-``--draft-tokens`` drafts) and ``auto`` (the draft length chosen from measured costs and
-acceptance, drafting off when it does not pay: engine/speculative.py). The three backends are
-loaded once, in this process, with the same settings otherwise. Per task and mode: median
+``--tokens`` generated) in three modes per round, in alternating order: plain decoding
+(``off``), ``prompt-lookup`` (always ``--draft-tokens`` drafts) and ``auto`` (the draft length
+chosen from measured costs and acceptance, drafting off when it does not pay:
+engine/speculative.py); with ``--draft-model``, a fourth: ``auto`` with the starter as its own
+draft model (the only draft this repository ships: it checks that drafting from a model works
+and what it costs, it cannot be faster). The backends are loaded once, in this process, with the same settings otherwise. Per task and mode: median
 decode tokens/s (vibechat's own statistic: generated tokens / time from the end of the prompt
 to the last token), the speed-up as the median of the per-round ratios against ``off`` in the
 same round, the share of drafted tokens the model accepted, and auto's final draft length.
 
     .venv/bin/python bench/bench_speculative.py [--rounds 5] [--tokens 300] [--draft-tokens 10]
+        [--threads N] [--tasks code,free] [--draft-model] [--quiet-wait S] [--json FILE]
 """
 
 from __future__ import annotations
@@ -158,8 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet-wait", type=float, default=60.0,
                         help="seconds to wait for a quiet machine before each sample (default 60)")
     parser.add_argument("--tasks", default="code,free", help="tasks to run: code, free or both (default)")
+    parser.add_argument("--draft-model", action="store_true",
+                        help="also a fourth mode: auto with the starter as its own draft model (a check that "
+                             "the draft model works and what it costs; no speed-up is possible, the draft is "
+                             "as dear as the model)")
     args = parser.parse_args(argv)
     tasks = [t for t in args.tasks.split(",") if t]
+    modes = (*MODES, "draft-model") if args.draft_model else MODES
 
     from vibechat.engine.backend import ChatMessage
     from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
@@ -169,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     model = starter_model_path()
     backends = {
         mode: LlamaCppBackend(LlamaCppOptions(model_path=model, context_size=4096, threads=args.threads,
-                                              speculative=mode, draft_tokens=args.draft_tokens))
-        for mode in MODES
+                                              speculative="auto" if mode == "draft-model" else mode,
+                                              draft_tokens=args.draft_tokens,
+                                              draft_model_path=model if mode == "draft-model" else None))
+        for mode in modes
     }
     infos = {mode: b.load() for mode, b in backends.items()}
     sizes = ", ".join(f"{t} {backends['off'].count_tokens([ChatMessage('user', TASKS[t])])}" for t in tasks)
@@ -179,10 +189,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def describe(key: str, s: Sample) -> str:
         accept = f"  accepted {s.accepted}/{s.drafted}" if s.drafted else ""
-        k = f"  k {s.draft_k}{' (off)' if s.turned_off else ''}" if s.mode == "auto" else ""
+        k = f"  k {s.draft_k}{' (off)' if s.turned_off else ''}" if s.mode in ("auto", "draft-model") else ""
         return f"{key:20} {s.decode_tps:5.1f} tok/s ({s.completion_tokens} tokens){accept}{k}"
 
-    keys = [f"{t}/{m}" for t in tasks for m in MODES]
+    keys = [f"{t}/{m}" for t in tasks for m in modes]
     samples = alternating_rounds(args.rounds, keys,
                                  lambda key: one_sample(backends[key.split("/")[1]], *key.split("/"), args.tokens),
                                  describe, retries=args.retries, quiet_wait_s=args.quiet_wait, swap_odd_rounds=True)
@@ -193,12 +203,12 @@ def main(argv: list[str] | None = None) -> int:
           "| speed-up vs off, median (min–max) |")
     print("|---|---|---|---|---|---|")
     for task in tasks:
-        by = {m: {s.round: s for s in samples if s.task == task and s.mode == m} for m in MODES}
-        for mode in MODES:
+        by = {m: {s.round: s for s in samples if s.task == task and s.mode == m} for m in modes}
+        for mode in modes:
             rows = by[mode]
             tps = [s.decode_tps for s in rows.values()]
             name = {"off": "plain", "prompt-lookup": f"prompt lookup, {args.draft_tokens} drafts",
-                    "auto": "auto (adaptive)"}[mode]
+                    "auto": "auto (adaptive)", "draft-model": "auto, the starter as its own draft model"}[mode]
             drafted = sum(s.drafted for s in rows.values())
             accepted = sum(s.accepted for s in rows.values())
             if mode == "off":
