@@ -256,10 +256,24 @@ def test_auto_drafting_reports_drafts_the_final_draft_length_and_whether_it_turn
     assert plain["draft_k"] == 0 and plain["drafting_turned_off"] is False
 
 
+def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_installed):
+    code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
+    out = vibechat("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "24", "--json",
+                   "--stats", "--draft-model", "starter", "--draft-tokens", "4", "--ctx", "1024")
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    engine, stats = reply["engine"], reply["stats"]
+    assert engine["speculative"] == "auto" and engine["draft_tokens"] == 4
+    assert engine["draft_model"] and engine["draft_model_bytes"] > 100_000_000
+    assert stats["drafted_tokens"] >= stats["accepted_draft_tokens"] and stats["drafted_tokens"] > 0
+    assert f"draft model {engine['draft_model']}" in out.stderr
+
+
 def test_help_lists_every_flag():
     out = vibechat("run", "--help")
     assert out.returncode == 0
     for flag in ("--prompt", "--model", "--system", "--temperature", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--max-tokens", "--seed", "--stop", "--ctx", "--n-gpu-layers",
-                 "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--repack", "--json", "--stats", "--raw"):
+                 "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--draft-model", "--repack", "--json",
+                 "--stats", "--raw"):
         assert flag in out.stdout
