@@ -3,8 +3,9 @@
 Two tasks: a copy-heavy one, "rewrite this code with ``count`` renamed to ``quantity``" with a
 60-line Python module in the prompt, where drafts looked up in the prompt often succeed; and a
 free-text one (a list of random words, sampled at temperature 1.2 with a fixed seed), where the
-lookup finds drafts that mostly fail. The bundled starter model runs each (the code greedily,
-``--tokens`` generated) in three modes per round, in alternating order: plain decoding
+lookup finds drafts that mostly fail; and, with ``echo``, a greedy chat reply that the starter
+fills by repeating the prompt, where drafts nearly always succeed. The bundled starter model
+runs each (greedily but for the free text, ``--tokens`` generated) in three modes per round, in alternating order: plain decoding
 (``off``), ``prompt-lookup`` (always ``--draft-tokens`` drafts) and ``auto`` (the draft length
 chosen from measured costs and acceptance, drafting off when it does not pay:
 engine/speculative.py); with ``--draft-model``, a fourth: ``auto`` with the starter as its own
@@ -15,7 +16,7 @@ to the last token), the speed-up as the median of the per-round ratios against `
 same round, the share of drafted tokens the model accepted, and auto's final draft length.
 
     .venv/bin/python bench/bench_speculative.py [--rounds 5] [--tokens 300] [--draft-tokens 10]
-        [--threads N] [--tasks code,free] [--draft-model] [--quiet-wait S] [--json FILE]
+        [--threads N] [--tasks code,free,echo] [--draft-model] [--quiet-wait S] [--json FILE]
 """
 
 from __future__ import annotations
@@ -108,7 +109,10 @@ TASK = ("Rewrite this code with the variable `count` renamed to `quantity` every
         "Reply with the complete code only.\n\n```python\n" + CODE + "```")
 
 
-TASKS = {"code": TASK, "free": FREE}
+# The starter model's greedy chat replies repeat the prompt over and over (it is a tiny model):
+# text where drafts succeed nearly always, and k + 1 positions for ~k accepted tokens pay best.
+ECHO = "Tell me a story about a dragon who opens a bakery in a small mountain village."
+TASKS = {"code": TASK, "free": FREE, "echo": ECHO}
 
 
 def reply(backend, task: str, n_tokens: int):
@@ -118,7 +122,7 @@ def reply(backend, task: str, n_tokens: int):
     from vibechat.engine.params import SamplingParams
 
     messages = [ChatMessage("user", TASKS[task])]
-    if task == "code":
+    if task != "free":
         return greedy_reply(backend, messages, n_tokens)
     backend.reset()
     done = None
@@ -160,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft-tokens", type=int, default=10, help="most tokens drafted per step (default 10)")
     parser.add_argument("--quiet-wait", type=float, default=60.0,
                         help="seconds to wait for a quiet machine before each sample (default 60)")
-    parser.add_argument("--tasks", default="code,free", help="tasks to run: code, free or both (default)")
+    parser.add_argument("--tasks", default="code,free,echo",
+                        help="tasks to run, of code, free and echo (default: all three)")
     parser.add_argument("--draft-model", action="store_true",
                         help="also a fourth mode: auto with the starter as its own draft model (a check that "
                              "the draft model works and what it costs; no speed-up is possible, the draft is "

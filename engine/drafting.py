@@ -27,7 +27,7 @@ by about 1 in 30, which can flip a near-tie (docs/PERFORMANCE.md).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import llama_cpp as ll
 
@@ -36,15 +36,14 @@ from .draft_model import DraftModel
 from .errors import GenerationError
 from .knobs import DRAFT_NGRAM
 from .speculative import AdaptiveDraft, FixedDraft
-
-if TYPE_CHECKING:
-    from .llamacpp import LlamaCppBackend, Piece, _Emitter
+from .thinking import Piece
 
 
-def prompt_lookup_tokens(backend: "LlamaCppBackend", policy: FixedDraft | AdaptiveDraft, chain,
-                         out: "_Emitter", prompt: Sequence[int],
-                         stats: GenerationStats, drafter: DraftModel | None = None) -> Iterator[list["Piece"]]:
-    """Yields the reply's pieces as they form; counts drafts in ``stats``, and leaves the
+def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, chain, out: Any, prompt: Sequence[int],
+                         stats: GenerationStats, drafter: DraftModel | None = None) -> Iterator[list[Piece]]:
+    """``backend``: the ``LlamaCppBackend`` (engine/llamacpp.py) whose context, KV-cache
+    bookkeeping (``_tokens``) and failure handling the loop uses; ``out``: its ``_Emitter``
+    (both typed loosely: llamacpp imports this module, not the reverse). Yields the reply's pieces as they form; counts drafts in ``stats``, and leaves the
     policy's last draft length and verdict there too. With ``drafter``, the draft model
     proposes the drafts instead of the lookup."""
     import numpy as np
