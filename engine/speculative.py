@@ -23,8 +23,8 @@ against ``1 / c1`` without; the policy takes the best k in 1..``max_k`` after ev
 verification and drafts only if it beats plain decoding by ``MARGIN``. When it does not,
 drafting stops (no lookups either) and comes back as a short probe after ``interval`` plain
 tokens: at most ``PROBE_LOOKUPS`` lookups and ``PROBE_VERIFIES`` verifications of
-``PROBE_K`` drafts (or the last length that paid), ending at the first verification that
-accepts nothing. Every probe that does not pay doubles the interval (up to ``MAX_INTERVAL``);
+``PROBE_K`` drafts (or the last length that paid; twice that after a verification that kept
+every draft), ending at the first verification that accepts nothing. Every probe that does not pay doubles the interval (up to ``MAX_INTERVAL``);
 one that pays resets it. So a reply whose drafts always fail pays, per probe, at most a few
 lookups and one verification of ``PROBE_K`` drafts, ever more rarely (docs/PERFORMANCE.md).
 Measured costs are kept from reply to reply (the machine's and the model's); acceptance
@@ -250,6 +250,10 @@ class AdaptiveDraft:
             # A probe whose first draft failed ends at once: that is the case that costs.
             if self._probe_verifies <= 0 or accepted == 0:
                 self._end_probe()
+            elif accepted == drafted:
+                # All kept: measure a longer draft too, so that the cost of lengths beyond is
+                # extrapolated from two sizes (a CPU's first extra position is the dearest).
+                self.k = min(self.max_k, 2 * drafted)
         elif self.k:  # (k == 0: the probe ended at this step's lookup, and has been judged)
             self._decide()
 

@@ -91,6 +91,21 @@ def test_k_climbs_past_an_expensive_first_position_when_more_positions_are_cheap
     assert run["seconds"] < 600 * 0.010 / 1.5
 
 
+def test_a_probe_whose_drafts_are_all_kept_measures_a_longer_draft_next():
+    policy = adaptive(10)
+    policy.single(0.01)
+    policy.single(0.01)
+    assert policy.draft_length() == 4 and policy.probing
+    policy.looked_up(0.0001, 4, 4)
+    policy.verified(0.02, 4, 4, False)
+    assert policy.probing and policy.draft_length() == 8
+    policy.looked_up(0.0001, 8, 8)
+    policy.verified(0.024, 8, 8, False)
+    assert not policy.probing and set(policy.costs) == {4, 8}
+    assert policy.cost(10) == pytest.approx(0.026)  # the slope between 4 and 8 drafts
+    assert policy.k == 10
+
+
 def test_expensive_verification_turns_drafting_off_and_stays_near_plain_speed():
     policy = adaptive(10)
     run = simulate(policy, 1000, c1=0.010, m=0.010, accept=0.5)
