@@ -24,8 +24,11 @@ verification and drafts only if it beats plain decoding by ``MARGIN``. When it d
 drafting stops (no lookups either) and comes back as a short probe after ``interval`` plain
 tokens: at most ``PROBE_LOOKUPS`` lookups and ``PROBE_VERIFIES`` verifications of
 ``PROBE_K`` drafts (or the last length that paid; twice that after a verification that kept
-every draft), ending at the first verification that accepts nothing. Every probe that does not pay doubles the interval (up to ``MAX_INTERVAL``);
-one that pays resets it. So a reply whose drafts always fail pays, per probe, at most a few
+every draft), ending at the first verification that accepts nothing or shows that no draft can pay. Every probe that does not pay doubles the
+interval (up to ``MAX_INTERVAL``); one that pays resets it. Where every verification measured
+costs at least the single steps its tokens would take (a loaded CPU, a model whose output layer
+is most of a step), no acceptance can make drafting pay: the interval is ``MAX_INTERVAL`` at
+once, and later replies start without a probe. So a reply whose drafts always fail pays, per probe, at most a few
 lookups and one verification of ``PROBE_K`` drafts, ever more rarely (docs/PERFORMANCE.md).
 Measured costs are kept from reply to reply (the machine's and the model's); acceptance
 starts again at each reply (the text's), with a probe after ``WARMUP_TOKENS`` plain tokens.
@@ -118,6 +121,9 @@ class AdaptiveDraft:
         self._plain_left = 0  # plain tokens before the next probe
         self._probe_lookups = 0  # lookups left in the running probe (0: no probe)
         self._probe_verifies = 0
+        if self.hopeless():  # measured in earlier replies: no text can make drafting pay here
+            self.turned_off = True
+            self._plain_left = MAX_INTERVAL
 
     # ------------------------------------------------------------------ estimates
     @property
@@ -163,6 +169,14 @@ class AdaptiveDraft:
         lookup = self.lookup * k if self.per_draft_lookup else self.lookup
         seconds = lookup + self.hit * self.cost(k) + (1 - self.hit) * self.cost(0)
         return tokens / seconds
+
+    def hopeless(self) -> bool:
+        """Whether drafting cannot pay even if every draft were kept: each verification
+        measured costs at least as much as the single steps its tokens would take."""
+        if self.c1 is None or not self.costs:
+            return False
+        plain = self.rate(0) * MARGIN
+        return all((k + 1) / self.cost(k) <= plain for k in range(1, self.max_k + 1))
 
     def best_k(self) -> int:
         """The draft length that pays best, or 0 if none beats plain decoding by MARGIN."""
@@ -210,6 +224,8 @@ class AdaptiveDraft:
             self.k, self.good_k, self.turned_off = k, k, False
             return
         self.k, self.turned_off = 0, True
+        if self.hopeless():
+            self.interval = MAX_INTERVAL
         self._plain_left = self.interval
         self.interval = min(self.interval * 2, MAX_INTERVAL)
 
@@ -248,7 +264,7 @@ class AdaptiveDraft:
         if self.probing:
             self._probe_verifies -= 1
             # A probe whose first draft failed ends at once: that is the case that costs.
-            if self._probe_verifies <= 0 or accepted == 0:
+            if self._probe_verifies <= 0 or accepted == 0 or self.hopeless():
                 self._end_probe()
             elif accepted == drafted:
                 # All kept: measure a longer draft too, so that the cost of lengths beyond is

@@ -106,6 +106,16 @@ def test_a_probe_whose_drafts_are_all_kept_measures_a_longer_draft_next():
     assert policy.k == 10
 
 
+def test_where_no_acceptance_could_pay_one_verification_is_all_it_costs():
+    # as the starter on 1 thread of a loaded CPU: 5 tokens in one batch cost 8 single steps
+    policy = adaptive(10)
+    run = simulate(policy, 200, c1=0.040, first=0.200, m=0.025, accept=1.0)
+    assert run["verifies"] == 1 and policy.turned_off and policy.hopeless()
+    policy.new_reply()  # the next reply: no probe before MAX_INTERVAL tokens
+    run = simulate(policy, MAX_INTERVAL, c1=0.040, first=0.200, m=0.025, accept=1.0)
+    assert run["verifies"] == 0 and run["lookups"] == 0 and policy.turned_off
+
+
 def test_expensive_verification_turns_drafting_off_and_stays_near_plain_speed():
     policy = adaptive(10)
     run = simulate(policy, 1000, c1=0.010, m=0.010, accept=0.5)
@@ -129,7 +139,7 @@ def test_drafts_that_are_never_found_turn_drafting_off():
 
 def test_probes_come_back_with_exponential_back_off_and_bounded_overhead():
     policy = adaptive(10)
-    run = simulate(policy, 5000, c1=0.010, m=0.010, accept=0.0)
+    run = simulate(policy, 5000, c1=0.010, m=0.006, accept=0.0)  # drafts could pay, but all fail
     ks = run["ks"]
     assert isinstance(ks, list)
     assert ks[:WARMUP_TOKENS] == [0] * WARMUP_TOKENS
