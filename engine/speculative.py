@@ -107,6 +107,7 @@ class AdaptiveDraft:
         self.costs: dict[int, float] = {}  # drafts n -> a verifying decode of 1 + n tokens
         self.lookup = 0.0
         self.good_k = 0  # the last draft length that paid
+        self._plain_left = 0  # plain tokens before the next probe
         self.probes = 0  # probes started, over the backend's life
         self.new_reply()
 
@@ -118,13 +119,15 @@ class AdaptiveDraft:
         self.turned_off = False  # drafting judged not to pay, last time it was judged
         self.interval = BASE_INTERVAL
         self._warmup = WARMUP_TOKENS
-        self._plain_left = 0  # plain tokens before the next probe
         self._probe_lookups = 0  # lookups left in the running probe (0: no probe)
         self._probe_verifies = 0
-        if self.hopeless():  # measured in earlier replies: no text can make drafting pay here
+        if self.hopeless():
+            # Measured in earlier replies: no text can make drafting pay here. The wait for the
+            # next probe goes on counting across replies (the machine's load may change).
             self.turned_off = True
-            self._plain_left = MAX_INTERVAL
-
+            self.interval = MAX_INTERVAL
+        else:
+            self._plain_left = 0
     # ------------------------------------------------------------------ estimates
     @property
     def alpha(self) -> float:

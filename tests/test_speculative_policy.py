@@ -111,9 +111,14 @@ def test_where_no_acceptance_could_pay_one_verification_is_all_it_costs():
     policy = adaptive(10)
     run = simulate(policy, 200, c1=0.040, first=0.200, m=0.025, accept=1.0)
     assert run["verifies"] == 1 and policy.turned_off and policy.hopeless()
-    policy.new_reply()  # the next reply: no probe before MAX_INTERVAL tokens
-    run = simulate(policy, MAX_INTERVAL, c1=0.040, first=0.200, m=0.025, accept=1.0)
+    # the next replies: no probe before MAX_INTERVAL plain tokens, counted across replies
+    left = MAX_INTERVAL - (200 - 1 - 5)  # 200 tokens: 2 of warm-up, a verification of 4 drafts + 1
+    policy.new_reply()
+    run = simulate(policy, left - 10, c1=0.040, first=0.200, m=0.025, accept=1.0)
     assert run["verifies"] == 0 and run["lookups"] == 0 and policy.turned_off
+    policy.new_reply()
+    run = simulate(policy, 50, c1=0.040, first=0.200, m=0.025, accept=1.0)
+    assert run["verifies"] == 1  # the probe came back, within the wait plus the warm-up
 
 
 def test_expensive_verification_turns_drafting_off_and_stays_near_plain_speed():
