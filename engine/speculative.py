@@ -48,12 +48,13 @@ from collections.abc import Callable
 WARMUP_TOKENS = 2  # single-token steps measured before the first probe of a reply
 MARGIN = 1.02  # drafting must beat plain decoding by this factor
 BASE_INTERVAL = 64  # plain tokens before the next probe ...
+RECHECK_INTERVAL = 16  # ... or these, when drafting that paid stops paying (a bad patch?)
 MAX_INTERVAL = 512  # ... doubling after each probe that did not pay, up to this
 PROBE_LOOKUPS = 8  # a probe ends after this many lookups ...
 PROBE_VERIFIES = 2  # ... or this many verifications (or one that accepted nothing)
 PROBE_K = 4  # drafts per verification in a probe (at least)
 SMOOTHING = 0.25  # weight of a new timing in the moving averages
-DECAY = 0.8  # weight of the acceptance counts so far at each new verification
+DECAY = 0.9  # weight of the acceptance counts so far at each new verification
 HIT_DECAY = 0.9  # ... and of the lookup hit rate at each lookup
 
 
@@ -217,18 +218,22 @@ class AdaptiveDraft:
 
     def _end_probe(self) -> None:
         self._probe_lookups = self._probe_verifies = 0
-        self._decide()
+        self._decide(after_probe=True)
 
-    def _decide(self) -> None:
+    def _decide(self, after_probe: bool = False) -> None:
         k = self.best_k()
         if k:
             if self.turned_off or self.k == 0:
                 self.interval = BASE_INTERVAL
             self.k, self.good_k, self.turned_off = k, k, False
             return
+        was_drafting = self.k > 0 and not after_probe
         self.k, self.turned_off = 0, True
         if self.hopeless():
             self.interval = MAX_INTERVAL
+        elif was_drafting:  # it paid until now: look again soon, without doubling the wait
+            self._plain_left = RECHECK_INTERVAL
+            return
         self._plain_left = self.interval
         self.interval = min(self.interval * 2, MAX_INTERVAL)
 
