@@ -204,3 +204,16 @@ def test_fixed_policy_always_drafts_the_most_and_the_mode_names():
     assert check_speculative("AUTO") == "auto"
     with pytest.raises(ValueError):
         AdaptiveDraft(0)
+
+
+def test_drafting_that_stops_paying_is_checked_again_soon():
+    from vibechat.engine.speculative import RECHECK_INTERVAL
+
+    policy = adaptive(10)
+    simulate(policy, 300, c1=0.010, m=0.003, accept=0.95)
+    assert policy.k > 0
+    ks = simulate(policy, 300, c1=0.010, m=0.003, accept=0.0, seed=3)["ks"]
+    assert isinstance(ks, list)
+    off = ks.index(0)  # turned off in the bad patch ...
+    back = next(i for i in range(off, len(ks)) if ks[i])
+    assert back - off <= RECHECK_INTERVAL  # ... and probed again soon, not after BASE_INTERVAL
