@@ -170,17 +170,19 @@ class AdaptiveDraft:
         if k == 0:
             return 1.0 / self.cost(0)
         tokens = self.hit * self.expected_tokens(k) + (1 - self.hit)
-        lookup = self.lookup * k if self.per_draft_lookup else self.lookup
-        seconds = lookup + self.hit * self.cost(k) + (1 - self.hit) * self.cost(0)
+        seconds = self._lookup_cost(k) + self.hit * self.cost(k) + (1 - self.hit) * self.cost(0)
         return tokens / seconds
 
     def hopeless(self) -> bool:
-        """Whether drafting cannot pay even if every draft were kept: each verification
-        measured costs at least as much as the single steps its tokens would take."""
+        """Whether drafting cannot pay even if every draft were kept: drafting k tokens and
+        verifying them costs at least as much as the single steps their tokens would take."""
         if self.c1 is None or not self.costs:
             return False
         plain = self.rate(0) * MARGIN
-        return all((k + 1) / self.cost(k) <= plain for k in range(1, self.max_k + 1))
+        return all((k + 1) / (self.cost(k) + self._lookup_cost(k)) <= plain for k in range(1, self.max_k + 1))
+
+    def _lookup_cost(self, k: int) -> float:
+        return self.lookup * k if self.per_draft_lookup else self.lookup
 
     def best_k(self) -> int:
         """The draft length that pays best, or 0 if none beats plain decoding by MARGIN."""

@@ -51,8 +51,9 @@ def simulate(policy: AdaptiveDraft, tokens: int, *, c1: float, m: float, accept:
         if k:
             lookups += 1
             found = k if rng.random() < hit else 0
-            clock.now += lookup
-            policy.looked_up(lookup, found)
+            spent = lookup * k if policy.per_draft_lookup else lookup  # a draft model: a decode a draft
+            clock.now += spent
+            policy.looked_up(spent, found, k)
         if not found:
             clock.now += c1
             policy.single(c1)
@@ -217,3 +218,10 @@ def test_drafting_that_stops_paying_is_checked_again_soon():
     off = ks.index(0)  # turned off in the bad patch ...
     back = next(i for i in range(off, len(ks)) if ks[i])
     assert back - off <= RECHECK_INTERVAL  # ... and probed again soon, not after BASE_INTERVAL
+
+
+def test_a_draft_model_as_dear_as_the_model_is_hopeless_whatever_it_drafts():
+    policy = AdaptiveDraft(10, clock=FakeClock(), per_draft_lookup=True)
+    # verification is cheap, every draft is kept, but each drafted token costs a full step
+    simulate(policy, 200, c1=0.010, m=0.0005, accept=1.0, lookup=0.010)
+    assert policy.lookup == pytest.approx(0.010) and policy.hopeless() and policy.k == 0
