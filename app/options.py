@@ -80,7 +80,7 @@ DraftTokensOpt = Annotated[Optional[int], typer.Option(
 DraftModelOpt = Annotated[Optional[str], typer.Option(
     "--draft-model", metavar="REF",
     help="A small model of the same family that drafts tokens for the model to check (any --model "
-         "reference); turns --draft auto on unless --draft says otherwise.",
+         "reference); drafting is auto with it, or the --draft mode given.",
     rich_help_panel=ENGINE)]
 RepackOpt = Annotated[Optional[str], typer.Option(
     "--repack", metavar="MODE",
