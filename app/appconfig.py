@@ -17,10 +17,11 @@ BINDING_IDS: tuple[str, ...] = (
     "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
     "models", "change_theme", "temperature_down", "temperature_up", "top_k_down", "top_k_up",
     "top_p_down", "top_p_up", "scroll_end", "scroll_home", "toggle_sidebar", "search_history", "quit_hint",
+    "toggle_thinking",
     # the prompt input
     "input.scroll_up", "input.scroll_down",
     # a focused message
-    "message.copy", "message.copy_code", "message.open_link", "chat.show_earlier",
+    "message.copy", "message.copy_code", "message.open_link", "chat.show_earlier", "thinking.toggle",
     # the parameter panel (F2) and its sliders
     "params.reset_all", "params.save_default",
     "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",

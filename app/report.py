@@ -10,8 +10,9 @@ from vibechat.engine.backend import GenerationStats, ModelInfo
 def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
     """One line: tokens, timings, tokens/s, why it stopped, the seed; with ``info``, where the
     model runs too (device, threads, repacking, KV cache)."""
+    thinking = f" ({stats.thinking_tokens} thinking)" if stats.thinking_tokens else ""  # counted in, too
     text = (f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
-            f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens · "
+            f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens{thinking} · "
             f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
             f"{stats.finish_reason} · seed {stats.seed}")
     if stats.drafted_tokens:
@@ -46,9 +47,10 @@ def json_stats(stats: GenerationStats | None, seed: int | None = None) -> dict[s
     """A reply's statistics for ``--json`` (None: unknown, a reply cut short by the server)."""
     if stats is None:  # none known (a reply cut short by the server)
         return {"prompt_tokens": None, "prompt_tokens_evaluated": None, "completion_tokens": None,
-                "ttft_ms": None, "prompt_eval_ms": None, "decode_tokens_per_s": None, "seed": seed}
+                "thinking_tokens": None, "ttft_ms": None, "prompt_eval_ms": None, "decode_tokens_per_s": None,
+                "seed": seed}
     data = stats.to_dict()
-    keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "ttft_ms",
+    keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "thinking_tokens", "ttft_ms",
             "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
             "drafted_tokens", "accepted_draft_tokens", "draft_k", "drafting_turned_off")
     return {k: data[k] for k in keys}

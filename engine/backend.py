@@ -99,6 +99,10 @@ class GenerationStats:
     dropped_messages: int = 0  # oldest messages left out to fit the context
     drafted_tokens: int = 0  # speculative decoding: tokens proposed by the draft
     accepted_draft_tokens: int = 0  # ... and how many of them the model confirmed
+    # Of completion_tokens, those spent thinking (a reasoning model): exact on the local engine
+    # (the tokens generated inside the thinking block, its tags included); on a server, its
+    # usage.completion_tokens_details.reasoning_tokens. 0: no thinking, or not known.
+    thinking_tokens: int = 0
     draft_k: int = 0  # the draft length at the end of the reply (0: not drafting then)
     drafting_turned_off: bool = False  # adaptive drafting judged, last, that drafting did not pay
 
@@ -120,9 +124,12 @@ class TextDelta:
 class ThinkingDelta:
     """A piece of the reply's thinking (a reasoning model's ``<think>`` block, or a server's
     ``reasoning_content``): never part of the answer's ``TextDelta``s, never sent back to the
-    model. Unsanitized model output, like ``TextDelta``."""
+    model. Unsanitized model output, like ``TextDelta``. ``tokens``: the reply's generated
+    tokens so far, when the backend knows them (the local engine; 0: not known, then a front
+    end counts pieces instead)."""
 
     text: str
+    tokens: int = 0
 
 
 @dataclass(frozen=True)

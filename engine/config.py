@@ -48,6 +48,8 @@ CONFIG_ENV = "VIBECHAT_CONFIG"
 CONFIG_NAME = "config.toml"
 DEFAULT_THEME = "vibechat-dusk"
 FIX = "fix it with 'vibechat config edit'"
+TRUE_WORDS = ("1", "true", "yes", "on")  # a true-or-false setting in an environment variable
+FALSE_WORDS = ("0", "false", "no", "off")
 
 
 def _show(value: Any) -> str:
@@ -129,6 +131,10 @@ class Config:
     theme: str = field(default=DEFAULT_THEME, metadata=_doc(
         "The colour theme (F4 in the chat chooses one and saves it here).",
         kind="text", example='"vibechat-paper"', env="VIBECHAT_THEME"))
+    thinking_expanded: bool = field(default=False, metadata=_doc(
+        "Show a reasoning model's thinking expanded in the chat (else folded to one line, \"Thought for "
+        "12 s\", that Enter or a click opens).",
+        kind="true or false", example="true", env="VIBECHAT_THINKING_EXPANDED"))
     models_dir: Path | None = field(default=None, metadata=_doc(
         "Where downloaded models go; a relative path is relative to this file's folder.",
         kind="path", example='"~/models/vibechat"', unset="'models' in the data folder",
@@ -184,6 +190,8 @@ class Setting:
         return self.key.rpartition(".")[2]
 
     def default_text(self) -> str:
+        if isinstance(self.default, bool):  # as TOML writes it
+            return "true" if self.default else "false"
         return self.unset if self.default is None and self.unset else _show(self.default)
 
 
@@ -341,6 +349,10 @@ def _check(setting: Setting, value: Any, base: Path) -> Any:
         if setting.optional:
             return None
         raise InvalidParameterError(f"{name} needs a value")
+    if setting.kind == "true or false":
+        if not isinstance(value, bool):
+            raise InvalidParameterError(f"{name} must be true or false (got {_show(value)})")
+        return value
     if setting.kind == "whole number":
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidParameterError(f"{name} must be a whole number{range_text(setting)} (got {_show(value)})")
@@ -606,6 +618,11 @@ def _from_text(setting: Setting, raw: str) -> Any:
         return _check(setting, [s for s in raw.split("|") if s], Path.cwd())
     if setting.key.startswith("params."):
         return PARAM_SPECS[setting.name].parse(raw)
+    if setting.kind == "true or false":
+        word = raw.strip().lower()
+        if word in TRUE_WORDS or word in FALSE_WORDS:
+            return word in TRUE_WORDS
+        raise InvalidParameterError(f"{setting.name} must be true or false (1/0, yes/no, on/off; got {raw!r})")
     if setting.kind == "whole number":
         try:
             value: Any = int(raw.strip())

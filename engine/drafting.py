@@ -33,13 +33,15 @@ import llama_cpp as ll
 
 from .backend import GenerationStats
 from .draft_model import DraftModel
+from .grammar_sampling import Sampler
 from .errors import GenerationError
 from .knobs import DRAFT_NGRAM
 from .speculative import AdaptiveDraft, FixedDraft
 from .thinking import Piece
 
 
-def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, chain, out: Any, prompt: Sequence[int],
+def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, sampler: Sampler, out: Any,
+                         prompt: Sequence[int],
                          stats: GenerationStats, drafter: DraftModel | None = None) -> Iterator[list[Piece]]:
     """``backend``: the ``LlamaCppBackend`` (engine/llamacpp.py) whose context, KV-cache
     bookkeeping (``_tokens``) and failure handling the loop uses; ``out``: its ``_Emitter``
@@ -57,7 +59,7 @@ def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, chain
     n_history = len(prompt)
     n_batch = max(2, min(backend.options.n_batch, info.context_size))
     ctx, mem, one, kept = backend._ctx, backend._mem, backend._one, backend._tokens
-    sample, decode, batch_one = ll.llama_sampler_sample, ll.llama_decode, ll.llama_batch_get_one
+    sample, decode, batch_one = sampler.sample, ll.llama_decode, ll.llama_batch_get_one
     clock = policy.clock
     policy.new_reply()
     batch = ll.llama_batch_init(n_draft + 1, 0, 1)
@@ -68,7 +70,7 @@ def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, chain
             batch.logits[i] = 1
         pending: int | None = None  # sampled while verifying a draft, not emitted yet
         while out.may_continue():
-            token = sample(chain, ctx, -1) if pending is None else pending
+            token = sample(ctx, -1) if pending is None else pending
             pending = None
             split = out.emit(token)
             if split:
@@ -115,7 +117,7 @@ def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, chain
             for i, draft in enumerate(drafts):
                 if not out.may_continue():
                     break
-                sampled = sample(chain, ctx, i)
+                sampled = sample(ctx, i)
                 if sampled != draft:
                     pending = sampled
                     break

@@ -56,6 +56,7 @@ from .errors import (
 from .draft_model import DraftModel
 from .drafting import prompt_lookup_tokens
 from .gguf import GGUFInfo, inspect_gguf
+from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .knobs import LlamaCppOptions  # noqa: F401 - defined where the chat can read it without libllama
 from .knobs import (
     CONTEXT_STEP,
@@ -609,19 +610,23 @@ class LlamaCppBackend:
             self._tokens.extend(chunk)
         return True
 
-    def _sampler(self, params: SamplingParams):
+    def _sampler(self, params: SamplingParams) -> Sampler:
+        """The sampler the decode loops draw with: the C chain, and for an output format
+        llama.cpp's grammar sampler beside it, checked lazily (engine/grammar_sampling.py)."""
+        chain = self._chain(params)
+        if params.output_format is None:
+            return ChainSampler(chain)
+        gbnf = params.output_format.gbnf()
+        reason = grammar_error(gbnf)  # first, quietly: a bad grammar's complaint goes to stderr
+        grammar = None if reason else ll.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"), b"root")
+        if not grammar:
+            ll.llama_sampler_free(chain)
+            raise GenerationError(f"llama.cpp rejects the grammar: {reason or 'it does not parse'}.")
+        return GrammarSampler(chain, grammar, ll.llama_vocab_n_tokens(self._vocab))
+
+    def _chain(self, params: SamplingParams):
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         add = ll.llama_sampler_chain_add
-        if params.output_format is not None:
-            # First in the chain: it masks every token the grammar does not allow (end-of-
-            # generation included, until the grammar is complete); sampling accepts into it.
-            gbnf = params.output_format.gbnf()
-            reason = grammar_error(gbnf)  # first, quietly: a bad grammar's complaint goes to stderr
-            grammar = None if reason else ll.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"), b"root")
-            if not grammar:
-                ll.llama_sampler_free(chain)
-                raise GenerationError(f"llama.cpp rejects the grammar: {reason or 'it does not parse'}.")
-            add(chain, grammar)
         if params.repeat_penalty != 1.0:
             n_vocab = ll.llama_vocab_n_tokens(self._vocab)
             add(chain, ll.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0))
@@ -693,21 +698,22 @@ class LlamaCppBackend:
                 limit = min(limit, params.max_tokens)
             assert self._template is not None
             out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), self._reply_thinks)
-            chain = self._sampler(params)
+            sampler = self._sampler(params)
             try:
                 if self._policy is not None:
-                    pieces = prompt_lookup_tokens(self, self._policy, chain, out, tokens, stats, self._draft)
+                    pieces = prompt_lookup_tokens(self, self._policy, sampler, out, tokens, stats, self._draft)
                 else:
-                    pieces = self._plain_tokens(chain, out)
+                    pieces = self._plain_tokens(sampler, out)
                 for split in pieces:
                     if not started:
                         started, t_first_token = True, time.perf_counter()
-                    yield from _split(split, text_parts, thinking_parts)
+                    yield from _split(split, text_parts, thinking_parts, out.generated)
             finally:
-                ll.llama_sampler_free(chain)
+                sampler.free()
             finish = out.finish
             stats.completion_tokens = out.generated  # thinking tokens included
-            yield from _split(out.tail(), text_parts, thinking_parts)
+            stats.thinking_tokens = out.thinking_tokens
+            yield from _split(out.tail(), text_parts, thinking_parts, out.generated)
         t_end = time.perf_counter()
         stats.finish_reason = finish
         stats.ttft_ms = (t_first_token - t_start) * 1000 if started else 0.0
@@ -717,14 +723,14 @@ class LlamaCppBackend:
         yield GenerationDone(text="".join(text_parts), stats=stats, params=params,
                              thinking="".join(thinking_parts))
 
-    # Both decode loops (this one and engine/drafting.py's) sample with the same chain and hand every token to the same
+    # Both decode loops (this one and engine/drafting.py's) sample with the same sampler and hand every token to the same
     # _Emitter; they differ only in how many tokens one llama_decode evaluates.
-    def _plain_tokens(self, chain, out: "_Emitter") -> Iterator[list[Piece]]:
+    def _plain_tokens(self, sampler: Sampler, out: "_Emitter") -> Iterator[list[Piece]]:
         """One token per llama_decode. Yields the reply's pieces (thinking, answer) as they form."""
         ctx, one = self._ctx, self._one
-        sample, decode, batch_one = ll.llama_sampler_sample, ll.llama_decode, ll.llama_batch_get_one
+        sample, decode, batch_one = sampler.sample, ll.llama_decode, ll.llama_batch_get_one
         while out.may_continue():
-            token = sample(chain, ctx, -1)
+            token = sample(ctx, -1)
             split = out.emit(token)
             if split:
                 yield split
@@ -752,7 +758,7 @@ class _Emitter:
     start of a stop string."""
 
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
-                 "_vocab", "_turn_stops", "_splitter")
+                 "_vocab", "_turn_stops", "_splitter", "thinking_tokens")
 
     def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str], inside: bool = False) -> None:
         self._backend = backend
@@ -762,6 +768,7 @@ class _Emitter:
         self._turn_stops = backend._turn_stops
         self.limit = limit
         self.generated = 0
+        self.thinking_tokens = 0  # of those, generated inside the thinking block (its tags included)
         self.finish: FinishReason = "stop"
         self.done = False  # ended by end-of-generation or a stop string
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
@@ -785,7 +792,12 @@ class _Emitter:
             self.done = True
             return []
         self.generated += 1
-        return self._stopped_at(self._splitter.feed(self._decode(self._backend._piece_bytes(token))))
+        splitter = self._splitter
+        was_thinking = splitter.thinking
+        pieces = splitter.feed(self._decode(self._backend._piece_bytes(token)))
+        if was_thinking or splitter.thinking:  # inside the block, or the token that opens or closes it
+            self.thinking_tokens += 1
+        return self._stopped_at(pieces)
 
     def _stopped_at(self, pieces: list[Piece]) -> list[Piece]:
         """Stop strings apply to the answer only (the thinking comes first, and is not matched)."""
@@ -814,12 +826,13 @@ class _Emitter:
 
 
 def _split(pieces: list[Piece], text_parts: list[str],
-           thinking_parts: list[str]) -> Iterator[ChatEvent]:
-    """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``."""
+           thinking_parts: list[str], tokens: int = 0) -> Iterator[ChatEvent]:
+    """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``;
+    ``tokens``: generated so far (the thinking's live count)."""
     for thinking, text in pieces:
         if thinking:
             thinking_parts.append(text)
-            yield ThinkingDelta(text)
+            yield ThinkingDelta(text, tokens)
         else:
             text_parts.append(text)
             yield TextDelta(text)

@@ -714,6 +714,9 @@ class OpenAICompatibleBackend:
         t_end = time.perf_counter()
         text = "".join(parts)
         self._fill_stats(stats, messages, deltas, t_start, t_first, t_last, t_end, usage, timings)
+        thought = _reasoning_tokens(usage) if reply.thinking else None  # else not known: 0
+        if thought:
+            stats.thinking_tokens = min(thought, stats.completion_tokens) if stats.completion_tokens else thought
         stats.finish_reason = finish
         if params.output_format is not None and finish == "stop" and not stops.stopped:
             _check_json_reply(self.server, text)
@@ -780,6 +783,13 @@ class OpenAICompatibleBackend:
                 value = _number(timings.get(key))
                 if value is not None:
                     setattr(stats, attr, value)
+
+
+def _reasoning_tokens(usage: dict[str, Any] | None) -> int | None:
+    """The thinking's tokens where the server reports them (OpenAI, vLLM, the DeepSeek API:
+    ``usage.completion_tokens_details.reasoning_tokens``)."""
+    details = usage.get("completion_tokens_details") if usage else None
+    return _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
 
 
 class _Reply:

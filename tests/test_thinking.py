@@ -469,3 +469,44 @@ async def test_the_chat_does_not_show_thinking_as_answer_text():
         await settle(pilot)
         assert [(w.role, w.text) for w in app.chat.messages()] == [("user", "What is it?"),
                                                                    ("assistant", "Forty two.")]
+
+
+# ------------------------------------------------------- thinking token counts
+def test_the_local_emitter_counts_the_thinking_tokens_tags_included(monkeypatch):
+    from vibechat.engine import llamacpp
+
+    monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
+    table = {1: b"<think>", 2: b"Hmm", 3: b", yes", 4: b"</th", 5: b"ink>", 6: b"\n\nYes", 7: b"."}
+    thinking, answer, out = emitted(table, [1, 2, 3, 4, 5, 6, 7, 0])
+    assert (thinking, answer) == ("Hmm, yes", "Yes.")
+    assert (out.generated, out.thinking_tokens) == (7, 5)  # <think>, Hmm, ", yes", "</th", "ink>"
+    _, _, plain = emitted({1: b"Just", 2: b" text"}, [1, 2, 0])
+    assert plain.thinking_tokens == 0
+
+
+def test_the_engine_process_forwards_the_thinking_token_count():
+    from vibechat.engine import worker
+
+    class Counting(RecordingBackend):
+        def stream_chat(self, messages, params):
+            for n, event in enumerate(super().stream_chat(messages, params), 1):
+                yield ThinkingDelta(event.text, n) if isinstance(event, ThinkingDelta) else event
+
+    backend = Counting("x y")
+    backend.thinking = "a b c"
+    sent: list[tuple] = []
+    worker._stream(backend, [ChatMessage("user", "hi")], GREEDY, sent.append)
+    thinking = [m for m in sent if m[0] == "thinking"]
+    assert thinking and thinking[-1][3] == 3  # the last thinking piece's count of generated tokens
+
+
+def test_a_server_that_reports_reasoning_tokens_and_one_that_does_not(stub):
+    stub.reasoning = ["Let me ", "see."]
+    stub.final_fields = {"usage": {"prompt_tokens": 21, "completion_tokens": 9,
+                                   "completion_tokens_details": {"reasoning_tokens": 4}}}
+    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small"))
+    done = [e for e in backend.stream_chat([ChatMessage("user", "hi")], GREEDY) if isinstance(e, GenerationDone)][0]
+    assert (done.stats.completion_tokens, done.stats.thinking_tokens) == (9, 4)
+    stub.final_fields = {}
+    done = [e for e in backend.stream_chat([ChatMessage("user", "hi")], GREEDY) if isinstance(e, GenerationDone)][0]
+    assert done.thinking == "Let me see." and done.stats.thinking_tokens == 0  # not known: not made up

@@ -135,7 +135,10 @@ async def test_the_footer_fits_80_columns():
         await pilot.press("enter")
         await pilot.pause(0.1)
         assert app.generating
-        await pilot.pause()
+        for _ in range(100):  # the footer shows Stop a moment after the reply starts (FOOTER_DELAY_S)
+            if "escape" in {k.key for k in app.screen.query("FooterKey")}:
+                break
+            await pilot.pause(0.05)
         assert "escape" in {k.key for k in app.screen.query("FooterKey")}  # Stop, while a reply streams
         assert footer_fits(app) == []
         backend.gate.set()

@@ -73,3 +73,40 @@ def test_conversation_sidebar(snap_compare, tmp_path):
 
     app = create_app(RecordingBackend(reply=REPLY), blink=False, history=History(path))
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def _thinking_app(tmp_path):
+    """A saved reply with thinking (and its token count), opened from the history."""
+    from vibechat.engine.backend import GenerationDone, GenerationStats
+    from vibechat.engine.chatlog import ChatLog
+    from vibechat.engine.conversation import Conversation
+    from vibechat.engine.history import History
+
+    path = tmp_path / "history.db"
+    with History(path) as history:
+        chat = ChatLog(Conversation(), history, model="Fake 1B")
+        chat.add_user("Is 91 prime?")
+        thinking = ("91 is odd, so not divisible by 2.\nDigit sum 10: not divisible by 3.\n"
+                    "7 × 13 = 91, so it has divisors [7] and [13].")
+        chat.finish_reply(chat.start_reply(), GenerationDone(
+            "No: **91 = 7 × 13**.", GenerationStats(completion_tokens=60, thinking_tokens=48), thinking=thinking))
+    return create_app(RecordingBackend(reply=REPLY), blink=False, history=History(path))
+
+
+async def _open_first(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    pilot.app.chats.open_conversation(1)  # not through the sidebar: it shows the time it was saved
+    await settle(pilot)
+
+
+def test_thinking_folded(snap_compare, tmp_path):
+    assert snap_compare(_thinking_app(tmp_path), terminal_size=SIZE, run_before=_open_first)
+
+
+def test_thinking_expanded(snap_compare, tmp_path):
+    async def run_before(pilot) -> None:
+        await _open_first(pilot)
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+
+    assert snap_compare(_thinking_app(tmp_path), terminal_size=SIZE, run_before=run_before)

@@ -31,7 +31,6 @@ from vibechat.engine.config import LoadedConfig
 from vibechat.engine.conversation import Conversation
 from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
-from vibechat.engine.sanitize import sanitize
 from vibechat.engine.session import ChatSession
 from vibechat.themes import THEMES
 
@@ -42,24 +41,9 @@ from .bindings import APP_BINDINGS
 from .chat_view import ChatView, EarlierMessages
 from .downloader import DownloadScreen
 from .gc_policy import freeze_startup_objects
-from .events import (
-    CacheRebuilt,
-    CacheReset,
-    ContextCounted,
-    ConversationLoaded,
-    ConversationLoadFailed,
-    DownloadEnded,
-    DownloadUpdate,
-    HistoryListed,
-    ModelFailed,
-    ModelProgress,
-    ModelReady,
-    ModelSwitched,
-    ModelSwitchFailed,
-    ReplyEvent,
-    ReplyFailed,
-    ReplyText,
-)
+from .events import (CacheRebuilt, CacheReset, ContextCounted, ConversationLoaded, ConversationLoadFailed,
+                     DownloadEnded, DownloadUpdate, HistoryListed, ModelFailed, ModelProgress, ModelReady,
+                     ModelSwitched, ModelSwitchFailed, ReplyEvent, ReplyFailed, ReplyText, ReplyThinking)
 from .help_screen import HelpScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
@@ -71,6 +55,7 @@ from .sidebar import ConversationSidebar
 from .status_bar import StatusBar
 
 MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
+FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
 NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 
 
@@ -227,6 +212,9 @@ class VibechatApp(OutsideTextApp):
     async def on_reply_text(self, message: ReplyText) -> None:
         await self.replies.on_text(message)
 
+    async def on_reply_thinking(self, message: ReplyThinking) -> None:
+        await self.replies.on_thinking(message)
+
     async def on_reply_event(self, message: ReplyEvent) -> None:
         await self.replies.on_event(message)
 
@@ -283,8 +271,11 @@ class VibechatApp(OutsideTextApp):
             return True if any(t.role == "user" for t in self.conversation.turns) else None
         return True
 
-    def watch_generating(self) -> None:
-        self.refresh_bindings()
+    def watch_generating(self, generating: bool) -> None:
+        # A bindings refresh rebuilds the footer's keys (a layout, ~7 ms): as a reply starts
+        # it would run during the prompt's evaluation, on the model's cores. Esc stops at once
+        # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
+        self.set_timer(FOOTER_DELAY_S, self.refresh_bindings) if generating else self.refresh_bindings()
 
     def action_stop(self) -> None:
         self.replies.stop()
@@ -302,12 +293,14 @@ class VibechatApp(OutsideTextApp):
     async def action_edit_last(self) -> None:
         await self.replies.edit_last()
 
-
     def action_copy_last(self) -> None:
-        for turn in reversed(self.conversation.turns):
-            if turn.role == "assistant":
-                self.chat.copy(sanitize(turn.content), "reply")
-                return
+        self.replies.copy_last()
+
+    def action_toggle_thinking(self) -> None:
+        self.replies.toggle_thinking()
+
+    def action_toggle_thinking_expanded(self) -> None:
+        self.replies.toggle_thinking_expanded()
 
     @on(ChatView.Typed)
     def _on_typed(self, message: ChatView.Typed) -> None:
@@ -387,19 +380,13 @@ class VibechatApp(OutsideTextApp):
                 panel.remove_class("-visible")
 
     def action_scroll_chat(self, pages: int) -> None:
-        if pages < 0:
-            self.chat.action_page_up()
-        else:
-            self.chat.action_page_down()
+        self.chat.scroll_pages(pages)
 
     def action_scroll_chat_end(self) -> None:
         self.chat.anchor()
 
     def action_scroll_chat_home(self) -> None:
-        for stand_in in self.chat.query(EarlierMessages):  # the start really is the start
-            stand_in.action_show()
-        self.chat.release_anchor()
-        self.chat.scroll_home(animate=False)
+        self.chat.scroll_to_start()
 
     def action_nudge(self, name: str, direction: int) -> None:
         spec = SLIDER_SPECS[name]

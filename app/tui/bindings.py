@@ -22,6 +22,8 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
             tooltip="Take your last message back into the input, to change and resend it"),
     Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", show=False, priority=True,
             tooltip="Copy the last reply to the clipboard (OSC 52: works over SSH)"),
+    Binding("ctrl+t", "toggle_thinking", "Toggle thinking", id="toggle_thinking", show=False, priority=True,
+            tooltip="Open or close the last reply's thinking (a reasoning model's; Enter or a click on any)"),
     Binding("ctrl+b", "toggle_sidebar", "Chats", id="toggle_sidebar", priority=True,
             tooltip="Show or hide the saved conversations, newest first"),
     Binding("ctrl+f", "search_history", "Search chats", id="search_history", show=False, priority=True,

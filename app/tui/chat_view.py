@@ -29,7 +29,9 @@ from textual.widgets import Static
 from . import outside
 from .confirm import ConfirmScreen
 from .markdown_segment import MarkdownSegment
+from .one_layout import SizedByLayout
 from .segmenter import segment
+from .thinking_block import ThinkingBlock
 
 
 def code_blocks(markdown: str) -> list[str]:
@@ -50,7 +52,7 @@ def code_blocks(markdown: str) -> list[str]:
     return blocks
 
 
-class ChatMessageWidget(Vertical, can_focus=True):
+class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     """One message. Focus it (Tab or a click) to copy it (Ctrl+C) or its code (Ctrl+K); its
     keys then show beside its label. No plain letters: typing on a focused message goes to
     the input (``ChatView.Typed``), as someone who clicked a message and typed expects."""
@@ -153,6 +155,10 @@ class ChatMessageWidget(Vertical, can_focus=True):
         self.post_message(self.CopyRequested("\n".join(blocks), "code" if blocks else "no-code"))
 
 
+class ReplyBody(SizedByLayout, Vertical):
+    """The column of a reply's Markdown segments."""
+
+
 class AssistantMessage(ChatMessageWidget):
     """An assistant reply, rendered as Markdown while it streams.
 
@@ -181,15 +187,18 @@ class AssistantMessage(ChatMessageWidget):
             self.href = href
 
     def __init__(self, text: str = "", *, label: str | None = None, code_theme: str = "monokai",
-                 status: str = "", status_kind: str | None = None) -> None:
+                 status: str = "", status_kind: str | None = None, thinking: ThinkingBlock | None = None) -> None:
         super().__init__("assistant", text, label=label, status=status, status_kind=status_kind)
         self.code_theme = code_theme
+        self.thinking = thinking  # the model's thinking, above the answer (thinking_block.py)
         self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
         self._link_index = 0
         self._forgotten = 0  # segments above this one have dropped their strips
 
     def compose_body(self) -> ComposeResult:
-        with Vertical(classes="reply--body"):
+        if self.thinking is not None:
+            yield self.thinking
+        with ReplyBody(classes="reply--body"):
             for index in range(len(self._segmenter.segments)):
                 yield self._segment(self._segmenter.display(index))
 
@@ -199,6 +208,12 @@ class AssistantMessage(ChatMessageWidget):
     @property
     def body(self) -> Vertical:
         return self.query_one(".reply--body", Vertical)
+
+    async def show_thinking(self, block: ThinkingBlock) -> ThinkingBlock:
+        """The reply's thinking began: its block goes above the answer."""
+        self.thinking = block
+        await self.mount(block, before=self.body)
+        return block
 
     async def append(self, text: str) -> None:
         """Add streamed text; only the live tail re-renders."""
@@ -374,6 +389,18 @@ class ChatView(VerticalScroll):
     async def clear(self) -> None:
         await self.query("ChatMessageWidget, EarlierMessages").remove()
         self.anchor()
+
+    def scroll_pages(self, pages: int) -> None:
+        if pages < 0:
+            self.action_page_up()
+        else:
+            self.action_page_down()
+
+    def scroll_to_start(self) -> None:
+        for stand_in in self.query(EarlierMessages):  # the start really is the start
+            stand_in.action_show()
+        self.release_anchor()
+        self.scroll_home(animate=False)
 
     def messages(self) -> list[ChatMessageWidget]:
         return list(self.query(ChatMessageWidget))

@@ -70,6 +70,13 @@ class ReplyText(Message):
 
 
 @dataclass
+class ReplyThinking(Message):
+    """New thinking of generation ``generation`` waits in its ``ReplyStream``."""
+
+    generation: int
+
+
+@dataclass
 class ReplyEvent(Message):
     """One engine event of generation ``generation`` (``ContextTrimmed``, ``GenerationDone``)."""
 

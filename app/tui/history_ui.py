@@ -29,6 +29,7 @@ from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, Hi
 from .host import ChatHost
 from .history_screens import ExportChoice, ExportScreen, RenameScreen, SearchScreen
 from .outside import one_line
+from .thinking_block import ThinkingBlock
 
 log = logging.getLogger("vibechat.tui")
 
@@ -284,10 +285,21 @@ class HistoryManager:
             if m.role == "user":
                 widget = ChatMessageWidget("user", sanitize(m.content), status=status, status_kind=kind)
             else:
-                widget = AssistantMessage(sanitize(m.content), code_theme=theme, status=status, status_kind=kind)
+                widget = AssistantMessage(sanitize(m.content), code_theme=theme, status=status, status_kind=kind,
+                                          thinking=self.thinking_block(m))
             widget.message_id = m.id
             widgets.append(widget)
         return widgets
+
+    def thinking_block(self, m: StoredMessage) -> ThinkingBlock | None:
+        """A reply's stored thinking, folded to "Thought" (its time is not stored; its token
+        count is, with the reply's stats)."""
+        if not m.thinking:
+            return None
+        tokens = (m.stats or {}).get("thinking_tokens")
+        return ThinkingBlock(m.thinking, expanded=self.host.config.config.thinking_expanded,
+                             count=tokens if isinstance(tokens, int) and tokens > 0 else 0,
+                             stopped=m.status == "stopped" and not m.content)
 
     async def show_earlier(self, message: EarlierMessages.Requested) -> None:
         stand_in = message.stand_in

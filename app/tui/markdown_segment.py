@@ -29,7 +29,8 @@ from rich.style import Style
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.visual import RichVisual, Visual
-from textual.widget import Widget
+
+from .one_layout import SizedByLayout
 
 WARM_UP = "# A\n\nText *em* **strong** `code` [link](https://x.example).\n\n- a\n\n1. b\n\n> q\n\n" \
           "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\ndef f(x):\n    return x\n```\n"
@@ -131,7 +132,7 @@ class _Lines:
             yield new_line
 
 
-class MarkdownSegment(Widget):
+class MarkdownSegment(SizedByLayout):
     """Markdown text; ``text`` is replaced as the stream grows (see the module doc)."""
 
     DEFAULT_CSS = """

@@ -19,6 +19,7 @@ from .chat_view import AssistantMessage, ChatMessageWidget
 from .param_panel import ParamPanel
 from .sidebar import ConversationSidebar
 from .slider import Slider
+from .thinking_block import ThinkingBlock
 
 # Actions without a key of their own: (title, help, action); {config} is the config file.
 PALETTE_ONLY = [
@@ -29,6 +30,8 @@ PALETTE_ONLY = [
     ("Delete this conversation", "Delete the open conversation from the history (asks first)",
      "delete_conversation"),
     ("Export this conversation", "Write the open conversation to a Markdown or JSON file", "export_conversation"),
+    ("Thinking expanded or folded", "New replies show their thinking expanded, or folded to one line (until "
+     "vibechat closes; thinking_expanded in {config} keeps it)", "toggle_thinking_expanded"),
 ]
 
 
@@ -59,7 +62,7 @@ def help_sections(app_bindings: list[Binding], key_for: Callable[[Binding], str]
         ("Input", [("enter", "Send"), ("ctrl+j (shift+enter, alt+enter)", "New line"),
                    ("up / down", "Earlier / later prompts (in an empty input)")]),
         ("A focused message (Tab or click it; typing goes back to the input)",
-         rows(ChatMessageWidget.BINDINGS) + rows(AssistantMessage.BINDINGS)),
+         rows(ChatMessageWidget.BINDINGS) + rows(AssistantMessage.BINDINGS) + rows(ThinkingBlock.BINDINGS)),
         ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
         ("Conversation list (Ctrl+B)", [("enter", "Open the conversation")] + rows(ConversationSidebar.BINDINGS)),
         ("Slash commands", [(name, text.split(": ", 1)[1]) for name, text in slash.COMMANDS.items()]

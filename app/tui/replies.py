@@ -10,10 +10,12 @@ chat, an edit) are ignored by their generation number.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
-from vibechat.engine.backend import ChatEvent, ContextTrimmed, GenerationDone
+from vibechat.engine.backend import ChatEvent, ContextTrimmed, GenerationDone, ThinkingDelta
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.sanitize import sanitize
 from vibechat.engine.session import ChatSession, Turn
 from vibechat.engine.system import available_cores
 
@@ -27,6 +29,7 @@ from .events import (
     ReplyEvent,
     ReplyFailed,
     ReplyText,
+    ReplyThinking,
 )
 from .host import ChatHost
 from .markdown_segment import warm_up as warm_up_markdown
@@ -95,7 +98,7 @@ class Replies:
         turn = self.session.begin_reply()
         model = self.session.info
         pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
-        stream = ReplyStream(widget, turn.generation, pacer)
+        stream = ReplyStream(widget, turn.generation, pacer, expand_thinking=host.config.config.thinking_expanded)
         self.turn, self.stream = turn, stream
         self.last_stream = stream
         host.generating = True
@@ -112,6 +115,10 @@ class Replies:
                 post(ReplyText(generation))
 
         def event(ev: ChatEvent) -> None:
+            if isinstance(ev, ThinkingDelta):  # buffered like the text: one message while one is pending
+                if stream.put_thinking(ev.text, ev.tokens):
+                    post(ReplyThinking(generation))
+                return
             post(ReplyEvent(generation, ev))
 
         try:
@@ -147,6 +154,11 @@ class Replies:
         if done is not None:
             await self._finish(stream, done)
 
+    async def on_thinking(self, message: ReplyThinking) -> None:
+        stream = self._current(message.generation)
+        if stream is not None:
+            await stream.render_thinking()
+
     async def on_event(self, message: ReplyEvent) -> None:
         stream = self._current(message.generation)
         if stream is None:
@@ -160,18 +172,24 @@ class Replies:
             await self._finish(stream, event)
 
     async def _finish(self, stream: ReplyStream, done: GenerationDone) -> None:
+        await stream.settle_thinking(done)
         await stream.finish(done.text)
         if self.turn is not None and self.session.finish_reply(self.turn, done):
             self.host.history_changed()
         self.last = done
         stats, status = done.stats, self.host.status
+        status.thought = bool(done.thinking)
         status.stats = stats
-        status.context_used = stats.prompt_tokens + stats.completion_tokens
+        status.context_used = stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
         if stats.finish_reason == "cancelled":
             stream.widget.set_status("⏹ stopped", "stopped")
         elif stats.finish_reason == "length":
             stream.widget.set_status("… cut at the token limit")
         self._ended()
+        if done.thinking and self.host.model_ready:
+            # The thinking is not sent back to the model (nor kept in its context): the meter
+            # shows the conversation as the next prompt will be, counted by the engine.
+            self.count_context()
 
     async def on_failed(self, message: ReplyFailed) -> None:
         stream = self._current(message.generation)
@@ -190,6 +208,32 @@ class Replies:
         status = self.host.status
         status.state = "ready" if self.host.model_ready else status.state
 
+    # ------------------------------------------------------------- thinking
+    def toggle_thinking(self) -> None:
+        """Open or close the last reply's thinking (the thinking blocks' own Enter and click
+        work on any)."""
+        for widget in reversed(self.host.chat.messages()):
+            if isinstance(widget, AssistantMessage) and widget.thinking is not None:
+                widget.thinking.toggle()
+                return
+        self.host.notify("No reply in view has any thinking to show.", timeout=3)
+
+    def toggle_thinking_expanded(self) -> None:
+        """New replies' thinking opens expanded, or stays folded (until the app closes: the
+        config file is left as it is)."""
+        config = self.host.config
+        expanded = not config.config.thinking_expanded
+        self.host.config = dataclasses.replace(config, config=dataclasses.replace(config.config,
+                                                                                  thinking_expanded=expanded))
+        self.host.notify("Thinking is shown expanded from the next reply." if expanded
+                         else "Thinking is folded to one line from the next reply.", timeout=3)
+
+    def copy_last(self) -> None:
+        for turn in reversed(self.session.conversation.turns):
+            if turn.role == "assistant":
+                self.host.chat.copy(sanitize(turn.content), "reply")
+                return
+
     # ------------------------------------------------------ leaving a reply
     def stop(self) -> None:
         """Esc: the reply stops; the text so far stays (it settles as stopped)."""
@@ -202,6 +246,9 @@ class Replies:
         if self.session.abandon():
             self.host.history_changed()
         if self.stream is not None:
+            block = self.stream.widget.thinking
+            if block is not None and block.live:  # its clock stops (the widget may stay on screen)
+                block.fold(stopped=True)
             self._ended()
 
     async def new_conversation(self, reset_cache: bool = True) -> None:

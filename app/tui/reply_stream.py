@@ -21,6 +21,7 @@ from vibechat.engine.sanitize import Sanitizer, sanitize
 
 from .chat_view import AssistantMessage
 from .pacing import RenderPacer
+from .thinking_block import ThinkingBlock
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at least...
 APPEND_MAX = 6000  # ... and at most: between them, what fits in SLICE_BUDGET_S
@@ -50,6 +51,14 @@ class DeltaBuffer:
             self._posted = True
             return True
 
+    def take_all(self) -> tuple[str, int]:
+        """Everything buffered, and how many pieces it joins."""
+        with self._lock:
+            text, count = "".join(self._parts), len(self._parts)
+            self._parts.clear()
+            self._posted = False
+            return text, count
+
     @property
     def pending(self) -> bool:
         with self._lock:
@@ -73,7 +82,8 @@ class DeltaBuffer:
 class ReplyStream:
     """The reply of generation ``generation`` as it streams into ``widget``."""
 
-    def __init__(self, widget: AssistantMessage, generation: int, pacer: RenderPacer | None = None) -> None:
+    def __init__(self, widget: AssistantMessage, generation: int, pacer: RenderPacer | None = None,
+                 expand_thinking: bool = False) -> None:
         self.widget = widget
         self.generation = generation
         self.pacer = pacer or RenderPacer()
@@ -84,6 +94,11 @@ class ReplyStream:
         self.backlog = False  # the last render left text behind: the stream outruns the UI
         self.done_waiting: GenerationDone | None = None  # the end, waiting for queued text
         self.s_per_char = 0.0  # what a character cost to render in the last large render
+        # The thinking (a reasoning model's): buffered like the text, drawn by its block at
+        # the block's own pace (thinking_block.py).
+        self.thoughts = DeltaBuffer()
+        self.thought_tokens = 0  # the reply's generated tokens at the last thinking piece (0: unknown)
+        self.expand_thinking = expand_thinking
 
     def limit(self) -> int:
         """Characters the next render may take: a stream that outruns the UI is drawn
@@ -100,6 +115,38 @@ class ReplyStream:
         """From the generating thread: True when the UI must be told (see ``DeltaBuffer``)."""
         return self.deltas.put(text)
 
+    def put_thinking(self, text: str, tokens: int = 0) -> bool:
+        """From the generating thread: a piece of thinking; True when the UI must be told."""
+        if tokens:
+            self.thought_tokens = tokens
+        return self.thoughts.put(text)
+
+    async def render_thinking(self) -> ThinkingBlock | None:
+        """Hand the buffered thinking to the reply's thinking block (mounted with the first
+        piece: live, unless the answer has begun); the block draws it at its pace."""
+        text, pieces = self.thoughts.take_all()
+        block = self.widget.thinking
+        if text:
+            if block is None:
+                block = await self.widget.show_thinking(
+                    ThinkingBlock(live=not self.started, expanded=self.expand_thinking))
+            block.feed(text, pieces, self.thought_tokens)
+        return block
+
+    async def settle_thinking(self, done: GenerationDone | None = None) -> None:
+        """The thinking is over (the answer began, or the reply ended: ``done``): the block
+        folds, with the thinking and its token count as the engine kept them."""
+        block = await self.render_thinking()
+        if block is None and done is not None and done.thinking:
+            block = await self.widget.show_thinking(ThinkingBlock(expanded=self.expand_thinking))
+        if block is None:
+            return
+        if done is None:
+            block.fold()
+        else:
+            block.fold(thinking=done.thinking, tokens=done.stats.thinking_tokens,
+                       stopped=done.finish_reason == "cancelled")
+
     def wait(self) -> float:
         """Seconds until the next render may run (0: now)."""
         return self.pacer.wait(backlog=self.backlog)
@@ -115,6 +162,7 @@ class ReplyStream:
             if not self.started:
                 self.started = True
                 self.widget.set_status("")
+                await self.settle_thinking()  # the answer begins: the thinking folds
             shown = self.sanitizer.feed(text)
             if shown:
                 start = time.perf_counter()
@@ -149,6 +197,7 @@ class ReplyStream:
     async def fail(self, error: str, partial: str | None = None) -> None:
         """The reply failed: the text that arrived stays on screen (what was still queued
         is drawn too), marked with the error."""
+        await self.settle_thinking()
         rest, _ = self.deltas.take()
         shown = self.sanitizer.feed(rest) + self.sanitizer.flush()
         if shown:

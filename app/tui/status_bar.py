@@ -1,6 +1,10 @@
 """The status bar: model and quantization, CPU/GPU (layers offloaded; or the remote
 server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
-reply's speed (and, when it drafted, the accepted share and the draft length), the reply format (``/format``), and what the engine is doing. The app sets its attributes; it renders them.
+reply's speed (every generated token counts, a reasoning model's thinking included: then
+the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking included)``
+where a server does not say; after a drafted reply, the accepted share and the draft length),
+the reply format (``/format``), and what the engine is doing.
+The app sets its attributes; it renders them.
 
 The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
 can a state (``loading NAME…``): every text shown is sanitised and kept to one line
@@ -50,6 +54,7 @@ class StatusBar(Widget):
     context_used: reactive[int] = reactive(0)
     stats: reactive[GenerationStats | None] = reactive(None)
     download: reactive[str] = reactive("")  # e.g. "⬇ 42%" while a model downloads
+    thought: reactive[bool] = reactive(False)  # the last reply had thinking (its tokens are in stats)
     output_format: reactive[str] = reactive("")  # /format: "json", "schema person.json" ("": free text)
 
     def render(self) -> Text:
@@ -73,8 +78,12 @@ class StatusBar(Widget):
             parts += [("ctx ", dim), (f"{used:,}/{size:,}" if size else f"{used:,}", style)]
         stats = self.stats
         if stats is not None and stats.completion_tokens:
-            parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · ",
-                      f"{stats.decode_tokens_per_s:.1f} tok/s"]
+            parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · "]
+            if stats.thinking_tokens:  # generated too: in the count and the speed
+                parts += [f"{stats.completion_tokens:,} tok ", (f"({stats.thinking_tokens:,} thinking)", dim), " · "]
+            elif self.thought:  # a server that does not say how many were thinking
+                parts += [f"{stats.completion_tokens:,} tok ", ("(thinking included)", dim), " · "]
+            parts.append(f"{stats.decode_tokens_per_s:.1f} tok/s")
             if stats.drafted_tokens or stats.drafting_turned_off:
                 parts += [" · ", ("draft ", dim), draft_text(stats)]
         if self.output_format:
