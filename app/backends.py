@@ -47,7 +47,9 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
     # Each text setting with fixed choices in its canonical form ("Q8_0" -> "q8_0", "none" -> "off").
     checked = {key: SETTINGS_BY_KEY[key].check(value) for key, value in engine.as_dict().items()
                if SETTINGS_BY_KEY[key].check is not None}
-    options = LlamaCppOptions.of(replace(engine, **checked), model_path(engine.model, pull), cpu_fallback=cpu_fallback)
+    draft = model_path(engine.draft_model, pull) if engine.draft_model else None
+    options = LlamaCppOptions.of(replace(engine, **checked), model_path(engine.model, pull), cpu_fallback=cpu_fallback,
+                                 draft_model_path=draft)
     if worker:
         from vibechat.engine.worker import WorkerBackend
 

@@ -24,6 +24,7 @@ from .options import (
     BaseUrlOpt,
     CtxOpt,
     DraftOpt,
+    DraftModelOpt,
     DraftTokensOpt,
     EngineFlags,
     RepackOpt,
@@ -170,6 +171,7 @@ def main_callback(
     kv_cache_type: KvCacheTypeOpt = None,
     speculative: DraftOpt = None,
     draft_tokens: DraftTokensOpt = None,
+    draft_model: DraftModelOpt = None,
     repack: RepackOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
@@ -179,7 +181,7 @@ def main_callback(
     engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
-                          repack=repack)
+                          draft_model=draft_model, repack=repack)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
@@ -235,6 +237,7 @@ def run(
     kv_cache_type: KvCacheTypeOpt = None,
     speculative: DraftOpt = None,
     draft_tokens: DraftTokensOpt = None,
+    draft_model: DraftModelOpt = None,
     repack: RepackOpt = None,
     json_output: Annotated[bool, typer.Option(
         "--json", help="Print one JSON object (text, thinking, model, params, stats; completion_tokens count "
@@ -274,7 +277,7 @@ def run(
     engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
-                          repack=repack)
+                          draft_model=draft_model, repack=repack)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
 
     def go() -> int:
@@ -359,7 +362,8 @@ def check_draft_tokens(engine: EngineFlags, config) -> None:
     from vibechat.engine.errors import VibechatError
     from vibechat.engine.knobs import check_speculative
 
-    if engine.get("draft_tokens") is not None and check_speculative(config.speculative or "off") == "off":
+    if (engine.get("draft_tokens") is not None and check_speculative(config.speculative or "off") == "off"
+            and not config.draft_model):
         raise VibechatError("--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
                             "or drop --draft-tokens.")
 

@@ -75,10 +75,16 @@ KvCacheTypeOpt = Annotated[Optional[str], typer.Option(
     rich_help_panel=ENGINE)]
 DraftOpt = Annotated[Optional[str], typer.Option(
     "--draft", metavar="MODE",
-    help="Speculative decoding: off (default) or prompt-lookup (drafts from the prompt and reply).",
+    help="Speculative decoding: off (default), auto (drafts from the prompt and reply, only as much as pays) "
+         "or prompt-lookup (always --draft-tokens drafts).",
     rich_help_panel=ENGINE)]
 DraftTokensOpt = Annotated[Optional[int], typer.Option(
-    "--draft-tokens", metavar="N", help="Most tokens drafted per step with --draft prompt-lookup (default 10).",
+    "--draft-tokens", metavar="N", help="Most tokens drafted per step with --draft auto|prompt-lookup (default 10).",
+    rich_help_panel=ENGINE)]
+DraftModelOpt = Annotated[Optional[str], typer.Option(
+    "--draft-model", metavar="REF",
+    help="A small model of the same family that drafts tokens for the model to check (any --model "
+         "reference); drafting is auto with it, or the --draft mode given.",
     rich_help_panel=ENGINE)]
 RepackOpt = Annotated[Optional[str], typer.Option(
     "--repack", metavar="MODE",

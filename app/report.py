@@ -18,6 +18,8 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
     if stats.drafted_tokens:
         rate = stats.accepted_draft_tokens / stats.drafted_tokens
         text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
+    if stats.drafted_tokens or stats.drafting_turned_off:
+        text += " · drafting off (did not pay)" if stats.drafting_turned_off else f" · draft k {stats.draft_k}"
     if info is not None:
         text += f" · {info.device}"
         if info.n_threads:
@@ -26,6 +28,8 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
             text += f" · repack {info.repack}" + (" (auto)" if info.repack_setting == "auto" else "")
         if info.kv_cache_bytes:
             text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
+        if info.draft_model:
+            text += f" · draft model {info.draft_model}"
     return text
 
 
@@ -35,6 +39,7 @@ def engine_dict(info: ModelInfo) -> dict[str, object]:
             "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
             "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
             "speculative": info.speculative, "draft_tokens": info.draft_tokens,
+            "draft_model": info.draft_model, "draft_model_bytes": info.draft_model_bytes,
             "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason}
 
 
@@ -47,5 +52,5 @@ def json_stats(stats: GenerationStats | None, seed: int | None = None) -> dict[s
     data = stats.to_dict()
     keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "thinking_tokens", "ttft_ms",
             "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
-            "drafted_tokens", "accepted_draft_tokens")
+            "drafted_tokens", "accepted_draft_tokens", "draft_k", "drafting_turned_off")
     return {k: data[k] for k in keys}

@@ -50,8 +50,10 @@ class ModelInfo:
     kv_cache_type: str = "f16"  # the K and V cache element type
     kv_cache_bytes: int | None = None  # what llama.cpp allocated for the KV cache (None: unknown)
     flash_attn_forced: bool = False  # turned on because the quantized V cache needs it
-    speculative: str = "off"  # "prompt-lookup" when drafting
+    speculative: str = "off"  # "auto" (adaptive) or "prompt-lookup" (fixed) when drafting
     draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
+    draft_model: str | None = None  # the draft model's name (None: drafts come from prompt lookup)
+    draft_model_bytes: int | None = None  # its file size, loaded beside the model
     repack: str | None = None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
     repack_setting: str | None = None  # as asked: auto, on or off
     repack_reason: str = ""  # why, in a few words (e.g. "no AMX kernel in this build")
@@ -104,6 +106,8 @@ class GenerationStats:
     # (the tokens generated inside the thinking block, its tags included); on a server, its
     # usage.completion_tokens_details.reasoning_tokens. 0: no thinking, or not known.
     thinking_tokens: int = 0
+    draft_k: int = 0  # the draft length at the end of the reply (0: not drafting then)
+    drafting_turned_off: bool = False  # adaptive drafting judged, last, that drafting did not pay
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)

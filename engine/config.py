@@ -109,14 +109,21 @@ class Config:
         kind="text", example='"q8_0"', env="VIBECHAT_KV_CACHE_TYPE", flag="--kv-cache-type",
         check=check_kv_cache_type))
     speculative: str = field(default="off", metadata=_doc(
-        "Speculative decoding: off, or prompt-lookup (drafts tokens by finding the last words earlier in the "
-        "prompt or reply; helps when the reply repeats the prompt, e.g. editing code).",
-        kind="text", example='"prompt-lookup"', env="VIBECHAT_SPECULATIVE", flag="--draft",
+        "Speculative decoding: off; auto (drafts tokens by finding the last words earlier in the prompt or "
+        "reply, as many as pay on this machine, none when drafting does not pay); or prompt-lookup (always "
+        "draft_tokens drafts). Helps when the reply repeats the prompt, e.g. editing code.",
+        kind="text", example='"auto"', env="VIBECHAT_SPECULATIVE", flag="--draft",
         check=check_speculative))
     draft_tokens: int = field(default=DEFAULT_DRAFT_TOKENS, metadata=_doc(
-        "Most tokens drafted per step with speculative decoding.",
+        "Most tokens drafted per step with speculative decoding (auto adapts below it).",
         kind="whole number", example="10", env="VIBECHAT_DRAFT_TOKENS", flag="--draft-tokens",
         minimum=1, maximum=MAX_DRAFT_TOKENS))
+    draft_model: str | None = field(default=None, metadata=_doc(
+        "A small model that drafts tokens for the model to check (speculative decoding): any model "
+        "reference --model takes. It must share the model's vocabulary (same family); it turns drafting "
+        "on (auto, unless speculative says prompt-lookup for a fixed draft length).",
+        kind="text", example='"unsloth/gemma-3-270m-it-GGUF:Q4_K_M"', unset="none: drafts come from prompt lookup",
+        env="VIBECHAT_DRAFT_MODEL", flag="--draft-model"))
     repack: str = field(default=DEFAULT_REPACK, metadata=_doc(
         "llama.cpp's CPU weight repacking (its extra buffer types: interleaved quant blocks, Intel AMX tiles; "
         "about 30% faster decoding): auto (on, except where this llama.cpp build's AMX kernel crashes: on a CPU "

@@ -95,8 +95,10 @@ KV_CACHE_TYPES: dict[str, float] = {
 }
 DEFAULT_KV_CACHE_TYPE = "f16"
 
-# Speculative decoding: "off", or drafts looked up in the prompt and the reply so far.
-SPECULATIVE_MODES = ("off", "prompt-lookup")
+# Speculative decoding: "off", or drafts looked up in the prompt and the reply so far, either
+# "auto" (the draft length adapts to what pays on this machine, and drafting turns itself off
+# when it does not: engine/speculative.py) or "prompt-lookup" (always draft_tokens drafts).
+SPECULATIVE_MODES = ("off", "auto", "prompt-lookup")
 DEFAULT_DRAFT_TOKENS = 10  # as llama-cpp-python's LlamaPromptLookupDecoding(num_pred_tokens=10)
 MAX_DRAFT_TOKENS = 1024
 DRAFT_NGRAM = 2  # ... and its max_ngram_size=2
@@ -200,8 +202,9 @@ class EngineSettings:
     gpu_layers: int | None = None  # default: all when the build can offload, else 0
     threads: int | None = None  # default: physical performance cores
     kv_cache_type: str = DEFAULT_KV_CACHE_TYPE  # "f16", "q8_0" or "q4_0", for K and V
-    speculative: str = "off"  # "prompt-lookup": draft tokens from the prompt and reply so far
+    speculative: str = "off"  # "auto" / "prompt-lookup": draft tokens from the prompt and reply so far
     draft_tokens: int = DEFAULT_DRAFT_TOKENS  # most tokens drafted per step
+    draft_model: str | None = None  # a model reference that drafts instead of prompt lookup
     # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
     # kernel crashes (engine/repack.py), "on" / "off" force it.
     repack: str = DEFAULT_REPACK
@@ -236,6 +239,7 @@ class LlamaCppOptions(EngineSettings):
     libllama."""
 
     model_path: Path  # the file ``model`` resolved to
+    draft_model_path: Path | None = None  # the file ``draft_model`` resolved to
     # GPU layers asked for (gpu_layers != 0) on a build that cannot offload: False raises
     # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
     cpu_fallback: bool = False

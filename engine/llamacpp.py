@@ -55,12 +55,13 @@ from .errors import (
     ModelFileError,
     ModelLoadError,
 )
+from .draft_model import DraftModel
+from .drafting import prompt_lookup_tokens
 from .gguf import GGUFInfo, inspect_gguf
 from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .knobs import LlamaCppOptions  # noqa: F401 - defined where the chat can read it without libllama
 from .knobs import (
     CONTEXT_STEP,
-    DRAFT_NGRAM,
     check_draft_logits,
     check_draft_tokens,
     check_kv_cache_type,
@@ -74,6 +75,7 @@ from .knobs import (
 )
 from . import repack as _repack
 from .params import SamplingParams
+from .speculative import AdaptiveDraft, FixedDraft, make_policy
 from .structured import OutputFormat
 from .stops import StopMatcher
 from .system import available_memory, default_threads
@@ -211,6 +213,8 @@ class LlamaCppBackend:
         self._reply_thinks = False  # the generation prompt opens <think>: replies start thinking
         self._harmony = False  # the reply is in gpt-oss's harmony format (channels)
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
+        self._policy: FixedDraft | AdaptiveDraft | None = None  # the draft length's policy (None: not drafting)
+        self._draft: DraftModel | None = None  # --draft-model (None: drafts come from prompt lookup)
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
@@ -226,9 +230,12 @@ class LlamaCppBackend:
         # Knob values are checked before anything is loaded: a typo costs no time.
         kv_type = check_kv_cache_type(opts.kv_cache_type)
         speculative = check_speculative(opts.speculative)
+        if opts.draft_model_path is not None and speculative == "off":
+            speculative = "auto"  # a draft model turns drafting on
         draft_tokens = check_draft_tokens(opts.draft_tokens) if speculative != "off" else 0
         _repack.check_repack(opts.repack)
         gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
+        draft_gguf = inspect_gguf(opts.draft_model_path) if opts.draft_model_path is not None else None
         llama_log = _ensure_llama_initialised()
         cancelled = self._cancel
         cancelled.clear()  # cancel() from now on stops the load (the probe, then llama.cpp between tensors)
@@ -247,7 +254,10 @@ class LlamaCppBackend:
                 notices.append("Running on the CPU: " + message)
 
         if n_gpu_layers == 0 or not offload:
-            check_memory(gguf.file_size, gguf.path.name)
+            if draft_gguf is None:
+                check_memory(gguf.file_size, gguf.path.name)
+            else:  # the draft model's weights sit beside the model's
+                check_memory(gguf.file_size + draft_gguf.file_size, f"{gguf.path.name} with {draft_gguf.path.name}")
 
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
@@ -278,7 +288,7 @@ class LlamaCppBackend:
                                      f"{_last_error(captured) or 'unsupported or corrupt model'}; "
                                      "try another file or a newer vibechat.")
             if speculative != "off":
-                speculative, draft_tokens = self._check_drafting(model, draft_tokens, notices)
+                speculative, draft_tokens = self._check_drafting(model, speculative, draft_tokens, notices)
             trained = int(ll.llama_model_n_ctx_train(model))
             # Rounded up here as llama.cpp would: every size and message below is the real one.
             n_ctx = round_context(opts.context_size or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT))
@@ -352,6 +362,16 @@ class LlamaCppBackend:
         kv_bytes = _kv_cache_logged(captured)
         if kv_bytes is None:
             kv_bytes = self._kv_cache_computed(context_size, kv_type)
+        self._policy = (make_policy(speculative, draft_tokens, draft_model=draft_gguf is not None)
+                        if speculative != "off" else None)
+        if draft_gguf is not None and speculative != "off":
+            try:
+                self._draft = DraftModel(draft_gguf.path, n_ctx=context_size, n_threads=n_threads,
+                                         n_gpu_layers=n_gpu_layers, extra_buffers=repack.extra_buffers,
+                                         target_vocab=self._vocab, name=gguf.name or gguf.path.name)
+            except Exception:
+                self.close()
+                raise
         self._info = ModelInfo(
             name=gguf.name,
             path=str(gguf.path),
@@ -371,6 +391,8 @@ class LlamaCppBackend:
             flash_attn_forced=forced,
             speculative=speculative,
             draft_tokens=draft_tokens,
+            draft_model=(draft_gguf.name or draft_gguf.path.name) if self._draft is not None and draft_gguf else None,
+            draft_model_bytes=self._draft.file_size if self._draft is not None else None,
             repack=repack.state,
             repack_setting=repack.setting,
             repack_reason=repack.reason,
@@ -402,8 +424,8 @@ class LlamaCppBackend:
 
         return _repack.decide_repack(self.options.repack, info, _repack.cpu_flags(), verdict)
 
-    def _check_drafting(self, model, draft_tokens: int, notices: list[str]) -> tuple[str, int]:
-        """Whether prompt-lookup drafting can run on ``model``: refuses a draft length whose
+    def _check_drafting(self, model, mode: str, draft_tokens: int, notices: list[str]) -> tuple[str, int]:
+        """Whether prompt-lookup drafting (``mode``: auto or prompt-lookup) can run on ``model``: refuses a draft length whose
         logits would be absurd (frees the model first), turns it off for models whose
         memory cannot drop rejected tokens."""
         n_vocab = int(ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(model)))
@@ -416,7 +438,7 @@ class LlamaCppBackend:
             notices.append("Prompt-lookup drafting is off: this model's recurrent state cannot drop "
                            "rejected draft tokens.")
             return "off", 0
-        return "prompt-lookup", draft_tokens
+        return mode, draft_tokens
 
     def _kv_cache_computed(self, n_ctx: int, kv_type: str, model=None, arch: str | None = None) -> int | None:
         """n_ctx x layers x (K + V width) x bytes per element, from the model's shape (before the
@@ -448,6 +470,9 @@ class LlamaCppBackend:
         return self._info
 
     def close(self) -> None:
+        if self._draft is not None:
+            self._draft.close()
+            self._draft = None
         if self._ctx is not None:
             ll.llama_free(self._ctx)
             self._ctx = None
@@ -556,6 +581,8 @@ class LlamaCppBackend:
         if self._mem is not None:
             ll.llama_memory_clear(self._mem, True)
         self._tokens = []
+        if self._draft is not None:
+            self._draft.reset()
 
     def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         self.load()
@@ -682,8 +709,8 @@ class LlamaCppBackend:
             out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), inside, self._harmony)
             sampler = self._sampler(params)
             try:
-                if self.describe().speculative == "prompt-lookup":
-                    pieces = self._speculative_tokens(sampler, out, tokens, stats)
+                if self._policy is not None:
+                    pieces = prompt_lookup_tokens(self, self._policy, sampler, out, tokens, stats, self._draft)
                 else:
                     pieces = self._plain_tokens(sampler, out)
                 for split in pieces:
@@ -705,7 +732,7 @@ class LlamaCppBackend:
         yield GenerationDone(text="".join(text_parts), stats=stats, params=params,
                              thinking="".join(thinking_parts))
 
-    # Both decode loops below sample with the same sampler and hand every token to the same
+    # Both decode loops (this one and engine/drafting.py's) sample with the same sampler and hand every token to the same
     # _Emitter; they differ only in how many tokens one llama_decode evaluates.
     def _plain_tokens(self, sampler: Sampler, out: "_Emitter") -> Iterator[list[Piece]]:
         """One token per llama_decode. Yields the reply's pieces (thinking, answer) as they form."""
@@ -724,99 +751,6 @@ class LlamaCppBackend:
                 self._decode_failed(rc, out)
                 return
             self._tokens.append(token)
-
-    def _speculative_tokens(self, sampler: Sampler, out: "_Emitter", prompt: Sequence[int],
-                            stats: GenerationStats) -> Iterator[list[Piece]]:
-        """Prompt-lookup speculative decoding: after each token, look its last words up in the
-        prompt and the reply so far (llama-cpp-python's LlamaPromptLookupDecoding); when they
-        occurred before, the tokens that followed are the draft. One llama_decode evaluates the
-        token and the draft with logits at every position; the chain then samples position by
-        position, keeping drafts while they equal what it samples. The first sample that
-        differs is kept as the next token and the rejected drafts leave the KV cache.
-
-        Every sample is drawn from the logits of exactly the tokens the plain loop would have
-        decoded, so the output is the same, up to rounding: llama.cpp evaluates a batch of
-        tokens with other kernels than a single token (tiled attention, 4-row matmuls), and
-        past a few hundred tokens of context the logits differ by about 1 in 30, which can
-        flip a near-tie (docs/PERFORMANCE.md)."""
-        import numpy as np
-        from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
-        info = self.describe()
-        n_draft = info.draft_tokens
-        lookup = LlamaPromptLookupDecoding(max_ngram_size=DRAFT_NGRAM, num_pred_tokens=n_draft)
-        history = np.empty(info.context_size + 1, dtype=np.intc)  # the prompt and every emitted token
-        history[:len(prompt)] = prompt
-        n_history = len(prompt)
-        n_batch = max(2, min(self.options.n_batch, info.context_size))
-        ctx, mem, one = self._ctx, self._mem, self._one
-        sample, decode, batch_one = sampler.sample, ll.llama_decode, ll.llama_batch_get_one
-        batch = ll.llama_batch_init(n_draft + 1, 0, 1)
-        try:
-            for i in range(n_draft + 1):
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 1
-            pending: int | None = None  # sampled while verifying a draft, not emitted yet
-            while out.may_continue():
-                token = sample(ctx, -1) if pending is None else pending
-                pending = None
-                split = out.emit(token)
-                if split:
-                    yield split
-                if out.done:
-                    return
-                history[n_history] = token
-                n_history += 1
-                room = min(n_draft, out.limit - out.generated, n_batch - 1)
-                drafts = lookup(history[:n_history])[:room].tolist() if room > 0 else []
-                if not drafts:
-                    one[0] = token
-                    rc = decode(ctx, batch_one(one, 1))
-                    if rc != 0:
-                        self._decode_failed(rc, out)
-                        return
-                    self._tokens.append(token)
-                    continue
-                n_kept = len(self._tokens)
-                batch.n_tokens = len(drafts) + 1
-                for i, t in enumerate([token, *drafts]):
-                    batch.token[i] = t
-                    batch.pos[i] = n_kept + i
-                rc = decode(ctx, batch)
-                if rc != 0:
-                    self._decode_failed(rc, out)
-                    return
-                self._tokens.append(token)
-                self._tokens.extend(drafts)  # what the KV cache holds now; rejected ones go below
-                stats.drafted_tokens += len(drafts)
-                accepted = 0
-                for i, draft in enumerate(drafts):
-                    if not out.may_continue():
-                        break
-                    sampled = sample(ctx, i)
-                    if sampled != draft:
-                        pending = sampled
-                        break
-                    accepted += 1
-                    split = out.emit(sampled)
-                    if split:
-                        yield split
-                    history[n_history] = sampled
-                    n_history += 1
-                    if out.done:
-                        break
-                stats.accepted_draft_tokens += accepted
-                keep = n_kept + 1 + accepted
-                if keep < len(self._tokens):
-                    if not ll.llama_memory_seq_rm(mem, 0, keep, -1):
-                        raise GenerationError("llama.cpp could not drop rejected draft tokens from the KV cache; "
-                                              "start a new conversation, or turn speculative decoding off.")
-                    del self._tokens[keep:]
-                if out.done:
-                    return
-        finally:
-            ll.llama_batch_free(batch)
 
     def _decode_failed(self, rc: int, out: "_Emitter") -> None:
         if rc == 2 or self._cancel.is_set():

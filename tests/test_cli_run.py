@@ -89,7 +89,7 @@ def test_system_prompt_is_used(starter_installed):
     (["-p", "hi", "--model", "/nonexistent/x.gguf"], "does not exist"),
     (["-p", "hi", "--model", "no-such-model"], "no local model named 'no-such-model'"),
     (["-p", "hi", "--kv-cache-type", "q5"], "--kv-cache-type: kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5')"),
-    (["-p", "hi", "--draft", "medusa"], "--draft: speculative must be one of off, prompt-lookup"),
+    (["-p", "hi", "--draft", "medusa"], "--draft: speculative must be one of off, auto, prompt-lookup"),
     (["-p", "hi", "--draft-tokens", "0"], "--draft-tokens must be between 1 and 1024 (got 0)"),
     (["-p", "hi", "--repack", "maybe"], "--repack: repack must be one of auto, on, off (got 'maybe')"),
     (["-p", "hi", "--draft", "prompt-lookup", "--draft-tokens", "1024"], "use --draft-tokens 1023 or fewer"),
@@ -239,10 +239,41 @@ def test_prompt_lookup_drafting_gives_the_same_greedy_reply(starter_installed):
     assert "· drafted " in out.stderr and "accepted" in out.stderr
 
 
+def test_auto_drafting_reports_drafts_the_final_draft_length_and_whether_it_turned_off(starter_installed):
+    code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
+    args = ("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "40", "--json")
+    out = vibechat(*args, "--draft", "auto", "--draft-tokens", "6", "--stats")
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    stats = reply["stats"]
+    assert reply["engine"]["speculative"] == "auto" and reply["engine"]["draft_tokens"] == 6
+    assert stats["drafted_tokens"] >= stats["accepted_draft_tokens"] >= 0 and stats["drafted_tokens"] > 0
+    assert 0 <= stats["draft_k"] <= 6 and isinstance(stats["drafting_turned_off"], bool)
+    said = "drafting off (did not pay)" if stats["drafting_turned_off"] else f"draft k {stats['draft_k']}"
+    assert f"· drafted {stats['drafted_tokens']}, accepted {stats['accepted_draft_tokens']}" in out.stderr
+    assert said in out.stderr
+    plain = json.loads(vibechat(*args).stdout)["stats"]
+    assert plain["draft_k"] == 0 and plain["drafting_turned_off"] is False
+
+
+def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_installed):
+    code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
+    out = vibechat("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "24", "--json",
+                   "--stats", "--draft-model", "starter", "--draft-tokens", "4", "--ctx", "1024")
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    engine, stats = reply["engine"], reply["stats"]
+    assert engine["speculative"] == "auto" and engine["draft_tokens"] == 4
+    assert engine["draft_model"] and engine["draft_model_bytes"] > 100_000_000
+    assert stats["drafted_tokens"] >= stats["accepted_draft_tokens"] and stats["drafted_tokens"] > 0
+    assert f"draft model {engine['draft_model']}" in out.stderr
+
+
 def test_help_lists_every_flag():
     out = vibechat("run", "--help")
     assert out.returncode == 0
     for flag in ("--prompt", "--model", "--system", "--temperature", "--top-k", "--top-p", "--min-p",
                  "--repeat-penalty", "--max-tokens", "--seed", "--stop", "--ctx", "--n-gpu-layers",
-                 "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--repack", "--json", "--stats", "--raw"):
+                 "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--draft-model", "--repack", "--json",
+                 "--stats", "--raw"):
         assert flag in out.stdout

@@ -81,7 +81,7 @@ def test_kv_cache_type_names_and_a_bad_one_lists_the_choices():
         check_kv_cache_type("q5_1")
     assert str(info.value) == "kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5_1')."
     assert check_speculative("none") == "off" and check_speculative("Prompt-Lookup") == "prompt-lookup"
-    with pytest.raises(InvalidParameterError, match="one of off, prompt-lookup"):
+    with pytest.raises(InvalidParameterError, match="one of off, auto, prompt-lookup"):
         check_speculative("medusa")
 
 

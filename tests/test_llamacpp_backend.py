@@ -326,6 +326,9 @@ def test_a_new_turn_token_ends_the_reply_without_its_role_word(backend, monkeypa
 
         monkeypatch.setattr(backend, "_info", dataclasses.replace(backend.describe(), speculative="prompt-lookup",
                                                                   draft_tokens=4))
+        from vibechat.engine.speculative import FixedDraft
+
+        monkeypatch.setattr(backend, "_policy", FixedDraft(4))  # the loop of engine/drafting.py
     _, free, _ = collect(backend, messages, greedy)
     backend.reset()
     unforce = _force_token_at(monkeypatch, _token_id(backend, "<start_of_turn>"), call=3)

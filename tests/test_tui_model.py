@@ -71,3 +71,23 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
             assert third.prompt_tokens_evaluated == third.prompt_tokens  # cache was reset
     finally:
         backend.close()
+
+
+async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              speculative="auto", draft_tokens=6))
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=40), blink=False)
+    try:
+        async with app.run_test(size=(160, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
+            await _send(pilot, f"Rewrite this code with x renamed to y:\n\n{code}")
+            stats = app.status.stats
+            assert stats.completion_tokens == 40 and stats.drafted_tokens > 0
+            assert 0 <= stats.accepted_draft_tokens <= stats.drafted_tokens and 0 <= stats.draft_k <= 6
+            shown = app.status.render().plain
+            rate = f"{stats.accepted_draft_tokens / stats.drafted_tokens:.0%}"
+            assert f"draft {rate} " + ("off" if stats.drafting_turned_off else f"k{stats.draft_k}") in shown
+    finally:
+        backend.close()

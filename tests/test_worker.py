@@ -103,6 +103,22 @@ def test_a_reply_through_the_worker_is_the_in_process_reply(starter_path, worker
     assert fourth.stats.prompt_tokens_evaluated < fourth.stats.prompt_tokens / 2
 
 
+def test_drafting_statistics_cross_the_process_boundary(starter_path):
+    code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
+    rewrite = [ChatMessage("user", f"Rewrite this code with x renamed to y:\n\n{code}")]
+    drafting = WorkerBackend(options(starter_path, speculative="auto", draft_tokens=6))
+    try:
+        info = drafting.load()
+        assert info.speculative == "auto" and info.draft_tokens == 6
+        _, done = collect(drafting, rewrite, SamplingParams(temperature=0, max_tokens=40))
+    finally:
+        drafting.close()
+    st = done.stats
+    assert st.completion_tokens == 40 and st.drafted_tokens >= st.accepted_draft_tokens >= 0
+    assert st.drafted_tokens > 0 and 0 <= st.draft_k <= 6 and isinstance(st.drafting_turned_off, bool)
+    assert not st.drafting_turned_off or st.draft_k == 0
+
+
 def test_llama_cpp_logs_reach_the_parents_logger(worker):
     import logging
 

@@ -2,9 +2,9 @@
 server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
 reply's speed (every generated token counts, a reasoning model's thinking included: then
 the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking included)``
-where a server does not say), the reply format (``/format``), the thinking switch
-(``/think``: ``think off``), and what the engine is doing. The app sets its attributes; it
-renders them.
+where a server does not say; after a drafted reply, the accepted share and the draft length),
+the reply format (``/format``), the thinking switch (``/think``: ``think off``), and what the
+engine is doing. The app sets its attributes; it renders them.
 
 The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
 can a state (``loading NAME…``): every text shown is sanitised and kept to one line
@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from vibechat.engine.backend import GenerationStats, ModelInfo
+from vibechat.engine.knobs import human_mib
 from vibechat.engine.params import SamplingParams
 
 from .outside import one_line
@@ -29,6 +30,13 @@ def model_line(info: ModelInfo) -> str:
     if info.context_size:
         parts.append(f"context {info.context_size:,} tokens")
     return " · ".join(p for p in parts if p)
+
+
+def draft_text(stats: GenerationStats) -> str:
+    """Speculative decoding in a few characters: ``62% k3`` (accepted share of the drafts, the
+    draft length at the end), ``off`` when adaptive drafting found that it did not pay."""
+    rate = f"{stats.accepted_draft_tokens / stats.drafted_tokens:.0%} " if stats.drafted_tokens else ""
+    return rate + ("off" if stats.drafting_turned_off else f"k{stats.draft_k}")
 
 
 class StatusBar(Widget):
@@ -67,6 +75,9 @@ class StatusBar(Widget):
             parts += [" · ", one_line(info.device.split(" (")[0]), " · "]
             if info.kv_cache_bytes:
                 parts += [one_line(info.kv_cache), " · "]
+            if info.draft_model:
+                parts += [("draft ", dim), one_line(info.draft_model), (f" {human_mib(info.draft_model_bytes or 0)}", dim),
+                          " · "]
             used, size = self.context_used, info.context_size
             ratio = used / size if size else 0
             style = "red" if ratio > 0.9 else "yellow" if ratio > 0.7 else ""
@@ -80,6 +91,8 @@ class StatusBar(Widget):
             elif self.thought:  # a server that does not say how many were thinking
                 parts += [f"{stats.completion_tokens:,} tok ", ("(thinking included)", dim), " · "]
             parts.append(f"{stats.decode_tokens_per_s:.1f} tok/s")
+            if stats.drafted_tokens or stats.drafting_turned_off:
+                parts += [" · ", ("draft ", dim), draft_text(stats)]
         if self.output_format:
             parts += [" · ", ("format ", dim), (one_line(self.output_format), "bold")]
         if self.thinking != "auto":

@@ -1,0 +1,133 @@
+"""Adaptive speculative decoding (``speculative = "auto"``) on the real starter model: replies
+complete, the statistics are consistent, the draft length stays in its bounds, and the policy
+keeps what it measured from one reply to the next. No timing is asserted (shared, noisy CPUs),
+and drafted text is not compared bit for bit with plain decoding on long contexts (batched
+kernels round differently: docs/PERFORMANCE.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import collect, same_start
+from vibechat.engine.backend import ChatMessage, GenerationStats
+from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.params import SamplingParams
+from vibechat.engine.speculative import AdaptiveDraft
+
+CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8))
+REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
+WORDS = [ChatMessage("user", "Write a list of 50 random words, never repeating one.")]
+RANDOM = SamplingParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=7, max_tokens=120)
+
+
+@pytest.fixture(scope="module")
+def auto(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, speculative="auto",
+                                              draft_tokens=8, repack="off"))
+    info = backend.load()
+    assert info.speculative == "auto" and info.draft_tokens == 8
+    yield backend
+    backend.close()
+
+
+def consistent(stats: GenerationStats, max_k: int) -> None:
+    assert 0 <= stats.accepted_draft_tokens <= stats.drafted_tokens
+    assert 0 <= stats.draft_k <= max_k
+    assert not stats.drafting_turned_off or stats.draft_k == 0  # off: no draft length
+    assert stats.accepted_draft_tokens < stats.completion_tokens or stats.completion_tokens == 0
+
+
+@pytest.mark.model
+def test_auto_drafting_completes_replies_with_consistent_statistics(auto, backend):
+    auto.reset()
+    params = SamplingParams(temperature=0, max_tokens=120)
+    deltas, reply = collect(auto, REWRITE, params)
+    assert reply.stats.completion_tokens == 120 and reply.stats.finish_reason == "length"
+    assert "".join(deltas) == reply.text
+    consistent(reply.stats, 8)
+    # It probed: the reply copies the prompt's code, so the lookup found drafts and tried them.
+    assert reply.stats.drafted_tokens > 0
+    # Which batches verify the drafts depends on measured times, and batched kernels round
+    # differently (docs/PERFORMANCE.md): only the reply's opening is compared with plain decoding.
+    _, plain = collect(backend, REWRITE, params)
+    assert "def scale_" in reply.text and same_start(reply.text, plain.text, 5)
+
+    policy = auto._policy
+    assert isinstance(policy, AdaptiveDraft) and policy.c1 and policy.costs and policy.probes >= 1
+    measured = dict(policy.costs)
+
+    # Seeded sampling where the lookup's drafts fail: still complete, still consistent, and
+    # the costs measured before are kept (they are the machine's, not the text's).
+    auto.reset()
+    deltas, sampled = collect(auto, WORDS, RANDOM)
+    assert sampled.stats.completion_tokens == 120 and "".join(deltas) == sampled.text
+    consistent(sampled.stats, 8)
+    assert set(measured) <= set(policy.costs)
+
+
+@pytest.mark.model
+def test_auto_drafting_keeps_seeded_sampling_reproducible(auto, backend):
+    auto.reset()
+    _, first = collect(auto, WORDS, RANDOM.replace(max_tokens=40))
+    auto.reset()
+    _, again = collect(auto, WORDS, RANDOM.replace(max_tokens=40))
+    _, plain = collect(backend, WORDS, RANDOM.replace(max_tokens=40))
+    # every token is drawn from the target's logits with the same chain: the same words
+    assert same_start(first.text, plain.text, 5) and same_start(again.text, plain.text, 5)
+
+
+@pytest.mark.model
+def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(backend):
+    _, plain = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=10))
+    assert plain.stats.drafted_tokens == plain.stats.draft_k == 0 and not plain.stats.drafting_turned_off
+
+
+# ------------------------------------------------------------------ a draft model
+@pytest.mark.model
+def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              speculative="prompt-lookup", draft_tokens=4,
+                                              draft_model_path=starter_path))
+    try:
+        info = backend.load()
+        assert info.speculative == "prompt-lookup" and info.draft_model and info.draft_model_bytes
+        deltas, reply = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=60))
+        st = reply.stats
+        assert st.completion_tokens == 60 and "".join(deltas) == reply.text
+        assert st.drafted_tokens > 20 and st.accepted_draft_tokens > st.drafted_tokens // 2
+        # a second turn: the draft's KV cache follows the conversation (rejected drafts dropped)
+        turn2 = [*REWRITE, ChatMessage("assistant", reply.text), ChatMessage("user", "Now rename total to result.")]
+        _, second = collect(backend, turn2, SamplingParams(temperature=0, max_tokens=30))
+        assert second.stats.completion_tokens == 30 and second.stats.accepted_draft_tokens > 0
+    finally:
+        backend.close()
+
+
+@pytest.mark.model
+def test_a_draft_model_turns_auto_drafting_on(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              draft_model_path=starter_path))
+    try:
+        info = backend.load()
+        assert info.speculative == "auto" and info.draft_tokens == 10
+        _, reply = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=30))
+        consistent(reply.stats, 10)
+    finally:
+        backend.close()
+
+
+@pytest.mark.model
+def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_path, tmp_path):
+    from ggufgen import copy_with_metadata
+    from vibechat.engine.errors import ModelLoadError
+
+    other = copy_with_metadata(starter_path, tmp_path / "other-vocab.gguf", {"tokenizer.ggml.bos_token_id": 7})
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              draft_model_path=other))
+    with pytest.raises(ModelLoadError) as caught:
+        backend.load()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("the draft model other-vocab.gguf does not share the model's vocabulary (BOS/EOS ids 7/")
+    assert message.endswith("or drop --draft-model.")
+    assert backend._model is None and backend._ctx is None and backend._draft is None
