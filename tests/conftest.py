@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -71,6 +72,18 @@ def read_only_dir(path: Path):
         yield path
     finally:
         subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+
+
+@pytest.fixture(autouse=True)
+def vibechat_logging():
+    """The CLI, run in process, sets the ``vibechat`` logger up for a terminal (no propagation,
+    its own handlers): put it back after each test, so that a later test's ``caplog`` sees
+    the records (they reach pytest's handler on the root logger by propagation)."""
+    logger = logging.getLogger("vibechat")
+    saved = (logger.propagate, list(logger.handlers), logger.level)
+    yield
+    logger.propagate, logger.handlers[:], level = saved[0], saved[1], saved[2]
+    logger.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

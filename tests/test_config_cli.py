@@ -150,7 +150,7 @@ def test_edit_reports_a_problem_in_one_line(tmp_path):
     assert out.returncode == 1
     assert out.stderr == (f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in [params] "
                           "(did you mean 'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, "
-                          "max_tokens, seed, stop; fix it with 'vibechat config edit'\n")
+                          "max_tokens, seed, stop, thinking; fix it with 'vibechat config edit'\n")
 
 
 def test_edit_opens_a_broken_file_so_it_can_be_fixed(tmp_path):

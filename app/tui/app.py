@@ -275,7 +275,11 @@ class VibechatApp(OutsideTextApp):
         # A bindings refresh rebuilds the footer's keys (a layout, ~7 ms): as a reply starts
         # it would run during the prompt's evaluation, on the model's cores. Esc stops at once
         # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
-        self.set_timer(FOOTER_DELAY_S, self.refresh_bindings) if generating else self.refresh_bindings()
+        self.set_timer(FOOTER_DELAY_S, self._show_stop_key) if generating else self.refresh_bindings()
+
+    def _show_stop_key(self) -> None:
+        if self.generating and not self.closing:  # else: already refreshed, or the screens are gone
+            self.refresh_bindings()
 
     def action_stop(self) -> None:
         self.replies.stop()
