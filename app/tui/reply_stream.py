@@ -25,7 +25,7 @@ from .thinking_block import ThinkingBlock
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at least...
 APPEND_MAX = 6000  # ... and at most: between them, what fits in SLICE_BUDGET_S
-SLICE_BUDGET_S = 0.010  # time one render of a burst may take (the event loop waits meanwhile)
+SLICE_BUDGET_S = 0.006  # time one render of a burst may take (the event loop waits meanwhile)
 FIRST_LIMIT = 300  # characters in the first render of a reply, which also lays the reply out
 
 
