@@ -17,14 +17,12 @@ import pytest
 
 from fakes import INFO, RecordingBackend, settle
 from ggufgen import copy_with_metadata
-from openai_stub import StubServer
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
 from vibechat.engine.backend import ChatMessage
 from vibechat.engine.chat_template import GEMMA, ChatTemplate
 from vibechat.engine.config import load_config
 from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.think_switch import check_thinking, remote_kwargs, template_variables
 
@@ -195,18 +193,8 @@ def test_the_engine_process_counts_with_the_switch(qwen3_style: Path):
 
 
 # ------------------------------------------------------------ servers and `run`
-@pytest.fixture
-def stub():
-    with StubServer() as server:
-        yield server
-
-
-def remote(stub: StubServer) -> OpenAICompatibleBackend:
-    return OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small"))
-
-
 def test_the_remote_backend_sends_chat_template_kwargs_only_when_asked(stub):
-    backend = remote(stub)
+    backend = stub.backend()
     for mode, sent in (("off", {"enable_thinking": False}), ("on", {"enable_thinking": True}), ("auto", None)):
         list(backend.stream_chat(HI, SamplingParams(seed=1, thinking=mode)))
         assert stub.last_body.get("chat_template_kwargs") == sent, mode
@@ -240,7 +228,7 @@ def test_prompts_file_takes_the_setting_and_a_per_line_override(stub):
     prompts = io.BytesIO(b'{"prompt": "a"}\n{"prompt": "b", "thinking": "on"}\n{"prompt": "c", "thinking": "later"}\n')
     out, err = io.StringIO(), io.StringIO()
     options = BatchOptions(system=None, params=SamplingParams(seed=1, thinking="off"))
-    code = run_batch(remote(stub), prompts, "p.jsonl", options, None, out, err)
+    code = run_batch(stub.backend(), prompts, "p.jsonl", options, None, out, err)
     results = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [r["params"]["thinking"] for r in results[:2]] == ["off", "on"]
     assert "thinking must be one of auto, on, off" in results[2]["error"] and code == 1
@@ -272,7 +260,7 @@ async def send(pilot, text: str) -> None:
 async def test_think_off_in_the_chat_changes_the_next_request(stub, tmp_path: Path):
     from vibechat.app.tui import create_app
 
-    app = create_app(remote(stub), blink=False)
+    app = create_app(stub.backend(), blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await send(pilot, "Hello")
@@ -328,3 +316,30 @@ async def test_the_panels_thinking_switch():
         app.prompt_input.focus()
         await send(pilot, "Hi")
         assert backend.requests[-1][1].thinking == "auto"
+
+
+@pytest.mark.model
+async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_it_out_of_the_context(
+        qwen3_style: Path):
+    """The real engine with a Qwen3-style template (the generation prompt opens <think>): the
+    reply streams as thinking, the chat shows it in a folded block, and the context meter
+    then shows what the next prompt sends, without the thinking."""
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.thinking_block import ThinkingBlock
+    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await send(pilot, "Hi")
+            stats = app.replies.last.stats
+            assert app.replies.last.thinking and stats.thinking_tokens > 0
+            block = app.chat.messages()[-1].query_one(ThinkingBlock)
+            assert not block.expanded and str(block.header()).startswith("▸ Thought")
+            sent = backend.count_tokens(app.conversation.messages())
+            assert app.status.context_used == sent  # what the next prompt sends...
+            assert sent < stats.prompt_tokens + stats.completion_tokens  # ...without the thinking
+    finally:
+        backend.close()
