@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .thinking import Piece
+from .thinking import Piece, StreamSplitter, partial_suffix
 
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
 END, RETURN, CALL = "<|end|>", "<|return|>", "<|call|>"
@@ -64,25 +64,14 @@ def channel_is_answer(header: str) -> bool:
     return name in ANSWER_CHANNELS
 
 
-def _partial_suffix(text: str, markers: tuple[str, ...]) -> int:
-    """The length of the longest end of ``text`` that begins one of ``markers``."""
-    longest = max(len(m) for m in markers) - 1
-    for n in range(min(longest, len(text)), 0, -1):
-        end = text[-n:]
-        if any(m.startswith(end) for m in markers):
-            return n
-    return 0
-
-
-class HarmonySplitter:
+class HarmonySplitter(StreamSplitter):
     """Splits a harmony reply's pieces into thinking and answer (see the module doc); the
     same face as :class:`engine.thinking.ThinkingSplitter`."""
 
-    __slots__ = ("_state", "_held", "_answer")
+    __slots__ = ("_answer",)
 
     def __init__(self) -> None:
-        self._state = _FIRST
-        self._held = ""
+        super().__init__(_FIRST)
         self._answer = False  # the current body's route
 
     @property
@@ -90,20 +79,8 @@ class HarmonySplitter:
         """Whether the stream is inside a thinking message's body now."""
         return self._state == _BODY and not self._answer
 
-    def feed(self, text: str) -> list[Piece]:
-        out: list[Piece] = []
-        if text:
-            self._step(self._held + text, out, final=False)
-        return out
-
-    def flush(self) -> list[Piece]:
-        """The end of the stream: a body's held-back text is its own; an unfinished header
-        is protocol, not content (dropped), except at the very start (no harmony: answer)."""
-        out: list[Piece] = []
-        held, self._held = self._held, ""
-        if held:
-            self._step(held, out, final=True)
-        return out
+    # flush (StreamSplitter): a body's held-back text is its own; an unfinished header is
+    # protocol, not content (dropped), except at the very start (no harmony: answer).
 
     def _step(self, text: str, out: list[Piece], final: bool) -> None:
         self._held = ""
@@ -159,7 +136,7 @@ class HarmonySplitter:
                 else:
                     self._state = _BETWEEN
                 continue
-            keep = 0 if final else _partial_suffix(text, _BODY_ENDS)
+            keep = 0 if final else partial_suffix(text, _BODY_ENDS)
             if len(text) > keep:
                 out.append((not self._answer, text[:len(text) - keep]))
             self._held = text[len(text) - keep:]

@@ -44,7 +44,7 @@ from .backend import (
 from .chat_template import ChatTemplate, choose_template
 from .harmony import HarmonySplitter, uses_harmony
 from .think_switch import OpensThinking, switched
-from .thinking import Piece, ThinkingSplitter, template_opens_thinking
+from .thinking import Piece, StreamSplitter, ThinkingSplitter, template_opens_thinking
 from .errors import (
     ContextOverflowError,
     TemplateCancelled,
@@ -784,7 +784,7 @@ class _Emitter:
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
         self._stops = StopMatcher(stop)
         # The reply's thinking apart: <think> tags (engine/thinking.py) or gpt-oss's channels (harmony.py).
-        self._splitter: ThinkingSplitter | HarmonySplitter = HarmonySplitter() if harmony else ThinkingSplitter(inside)
+        self._splitter: StreamSplitter = HarmonySplitter() if harmony else ThinkingSplitter(inside)
 
     def may_continue(self) -> bool:
         """Whether to sample another token (False: cancelled, or the limit is reached)."""

@@ -47,23 +47,16 @@ _START, _THINKING, _AFTER_CLOSE, _ANSWER = range(4)
 Piece = tuple[bool, str]  # (is thinking, text)
 
 
-class ThinkingSplitter:
-    """Splits a reply's pieces into thinking and answer (see the module doc).
-
-    ``inside``: the reply starts inside the thinking block (the generation prompt opened
-    it). ``feed`` and ``flush`` return ``(is_thinking, text)`` pieces, never empty ones;
-    joined, the thinking pieces are the block's content and the answer pieces the rest."""
+class StreamSplitter:
+    """What a splitter of streamed text into thinking and answer does with its pieces: text
+    that may begin a marker is held back until the next piece (or the end) says what it is.
+    Subclasses set ``_state`` and write ``_step``."""
 
     __slots__ = ("_state", "_held")
 
-    def __init__(self, inside: bool = False) -> None:
-        self._state = _THINKING if inside else _START
+    def __init__(self, state: int) -> None:
+        self._state = state
         self._held = ""
-
-    @property
-    def thinking(self) -> bool:
-        """Whether the stream is inside the thinking block now."""
-        return self._state == _THINKING
 
     def feed(self, text: str) -> list[Piece]:
         out: list[Piece] = []
@@ -72,12 +65,38 @@ class ThinkingSplitter:
         return out
 
     def flush(self) -> list[Piece]:
-        """The end of the stream: what was held back (an unfinished tag is text)."""
+        """The end of the stream: what was held back."""
         out: list[Piece] = []
         held, self._held = self._held, ""
         if held:
             self._step(held, out, final=True)
         return out
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the stream is inside thinking now."""
+        raise NotImplementedError
+
+    def _step(self, text: str, out: list[Piece], final: bool) -> None:
+        raise NotImplementedError
+
+
+class ThinkingSplitter(StreamSplitter):
+    """Splits a reply's pieces into thinking and answer (see the module doc).
+
+    ``inside``: the reply starts inside the thinking block (the generation prompt opened
+    it). ``feed`` and ``flush`` return ``(is_thinking, text)`` pieces, never empty ones;
+    joined, the thinking pieces are the block's content and the answer pieces the rest."""
+
+    __slots__ = ()
+
+    def __init__(self, inside: bool = False) -> None:
+        super().__init__(_THINKING if inside else _START)
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the stream is inside the thinking block now."""
+        return self._state == _THINKING
 
     def _step(self, text: str, out: list[Piece], final: bool) -> None:
         self._held = ""
@@ -105,7 +124,7 @@ class ThinkingSplitter:
                         out.append((True, text[:at]))
                     self._state, text = _AFTER_CLOSE, text[at + len(CLOSE_TAG):]
                     continue
-                keep = 0 if final else _partial_suffix(text, CLOSE_TAG)
+                keep = 0 if final else partial_suffix(text, (CLOSE_TAG,))
                 if len(text) > keep:
                     out.append((True, text[:len(text) - keep]))
                 self._held = text[len(text) - keep:]
@@ -120,10 +139,12 @@ class ThinkingSplitter:
             return
 
 
-def _partial_suffix(text: str, tag: str) -> int:
-    """The length of the longest end of ``text`` that begins ``tag`` (shorter than it)."""
-    for n in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-n:]):
+def partial_suffix(text: str, markers: tuple[str, ...]) -> int:
+    """The length of the longest end of ``text`` that begins one of ``markers`` (shorter than it)."""
+    longest = max(len(m) for m in markers) - 1
+    for n in range(min(longest, len(text)), 0, -1):
+        end = text[-n:]
+        if any(m.startswith(end) for m in markers):
             return n
     return 0
 
