@@ -19,36 +19,19 @@ import statistics
 import time
 
 from _common import describe_machine, self_cpu_s
-from bench_tui import INFO, SIZE, markdown_tokens, until_settled
+from bench_tui import SIZE, SyntheticBackend, markdown_tokens, until_settled
 
 from vibechat.app.tui import create_app
 from vibechat.app.tui.thinking_block import ThinkingBlock
 from vibechat.engine.backend import GenerationDone, GenerationStats, TextDelta, ThinkingDelta
 
 
-class Streaming:
-    name = "synthetic"
+class Streaming(SyntheticBackend):
+    """Streams the pieces at ``rate`` a second, as thinking (then a short answer) or as the answer."""
 
     def __init__(self, pieces: list[str], rate: float, thinking: bool) -> None:
-        self.pieces, self.rate, self.thinking = pieces, rate, thinking
-
-    def load(self, on_progress=None):
-        return INFO
-
-    def describe(self):
-        return INFO
-
-    def cancel(self):
-        pass
-
-    def reset(self):
-        pass
-
-    def count_tokens(self, messages):
-        return 10
-
-    def close(self):
-        pass
+        super().__init__(pieces)
+        self.rate, self.thinking = rate, thinking
 
     def stream_chat(self, messages, params):
         start = time.perf_counter()

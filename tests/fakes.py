@@ -119,3 +119,17 @@ async def settle(pilot) -> None:
         await pilot.pause(0.02)
     await pilot.pause()
     await pilot.pause()
+
+
+def split_stream(splitter, pieces: list[str]) -> tuple[str, str, int]:
+    """Feeds ``pieces`` to a thinking/answer splitter (engine/thinking.py, engine/harmony.py):
+    the thinking, the answer, and the most text it ever held back. No piece may be empty."""
+    thinking, answer, most_held = [], [], 0
+    for piece in pieces:
+        for is_thinking, text in splitter.feed(piece):
+            assert text
+            (thinking if is_thinking else answer).append(text)
+        most_held = max(most_held, len(splitter._held))
+    for is_thinking, text in splitter.flush():
+        (thinking if is_thinking else answer).append(text)
+    return "".join(thinking), "".join(answer), most_held

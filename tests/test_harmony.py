@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fakes import split_stream
 from ggufgen import copy_with_metadata
 from vibechat.engine.chat_template import GEMMA, ChatTemplate
 from vibechat.engine.harmony import MAX_HEADER, HarmonySplitter, channel_is_answer, uses_harmony
@@ -33,16 +34,7 @@ GPT_OSS = (
 
 
 def split(pieces: list[str]) -> tuple[str, str, int]:
-    splitter = HarmonySplitter()
-    thinking, answer, most_held = [], [], 0
-    for piece in pieces:
-        for is_thinking, text in splitter.feed(piece):
-            assert text
-            (thinking if is_thinking else answer).append(text)
-        most_held = max(most_held, len(splitter._held))
-    for is_thinking, text in splitter.flush():
-        (thinking if is_thinking else answer).append(text)
-    return "".join(thinking), "".join(answer), most_held
+    return split_stream(HarmonySplitter(), pieces)
 
 
 def test_channels_split_at_every_position_give_the_same_thinking_and_answer():

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import RecordingBackend
-from openai_stub import StubServer
+from fakes import RecordingBackend, split_stream
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
 from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
@@ -42,16 +41,7 @@ REPLY = f"\n <think>{THOUGHT}</think>\n\n{ANSWER}"
 
 
 def run_pieces(pieces: list[str], inside: bool = False) -> tuple[str, str, int]:
-    splitter = ThinkingSplitter(inside)
-    thinking, answer, most_held = [], [], 0
-    for piece in pieces:
-        for is_thinking, text in splitter.feed(piece):
-            assert text
-            (thinking if is_thinking else answer).append(text)
-        most_held = max(most_held, len(splitter._held))
-    for is_thinking, text in splitter.flush():
-        (thinking if is_thinking else answer).append(text)
-    return "".join(thinking), "".join(answer), most_held
+    return split_stream(ThinkingSplitter(inside), pieces)
 
 
 # ------------------------------------------------------------------ splitter
@@ -267,16 +257,6 @@ def test_prompts_file_results_have_the_thinking_in_their_own_field():
 
 
 # -------------------------------------------------------------- remote backend
-@pytest.fixture
-def stub():
-    with StubServer() as server:
-        yield server
-
-
-def remote(stub: StubServer) -> OpenAICompatibleBackend:
-    return OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small"))
-
-
 def collect(backend, params=GREEDY) -> tuple[str, str, GenerationDone]:
     answer, thinking, done = [], [], None
     for event in backend.stream_chat([ChatMessage("user", "hi")], params):
@@ -291,7 +271,7 @@ def collect(backend, params=GREEDY) -> tuple[str, str, GenerationDone]:
 
 
 def test_inline_tags_split_at_every_position_by_the_server(stub):
-    backend = remote(stub)
+    backend = stub.backend()
     for i in range(1, len(REPLY)):
         stub.pieces = [REPLY[:i], REPLY[i:]]
         thinking, answer, done = collect(backend)
@@ -302,27 +282,27 @@ def test_inline_tags_split_at_every_position_by_the_server(stub):
 def test_reasoning_content_is_the_thinking(stub, field):
     stub.reasoning_field = field
     stub.reasoning = ["Hmm, ", "\x1b]0;title\x07let me think", "."]
-    thinking, answer, done = collect(remote(stub))
+    thinking, answer, done = collect(stub.backend())
     assert thinking == done.thinking == "Hmm, \x1b]0;title\x07let me think."  # sanitised by each front end
     assert answer == done.text == stub.reply
 
 
 def test_stop_strings_apply_to_the_answer_only(stub):
     stub.reasoning = ["I could say there ", "but no."]
-    thinking, answer, done = collect(remote(stub), GREEDY.replace(stop=("there",)))
+    thinking, answer, done = collect(stub.backend(), GREEDY.replace(stop=("there",)))
     assert thinking == "I could say there but no." and answer == "Hello "
 
 
 def test_a_remote_reply_that_never_stops_thinking(stub):
     stub.pieces = ["<think>", "no end in sight"]
-    thinking, answer, done = collect(remote(stub))
+    thinking, answer, done = collect(stub.backend())
     assert (thinking, answer, done.finish_reason) == ("no end in sight", "", "stop")
 
 
 def test_cancel_during_remote_thinking(stub):
     stub.reasoning = ["thinking hard"]
     stub.mode, stub.cut_after = "stall", 0  # the answer never comes
-    backend = remote(stub)
+    backend = stub.backend()
     events = backend.stream_chat([ChatMessage("user", "hi")], GREEDY)
     first = next(e for e in events if isinstance(e, ThinkingDelta))
     assert first.text == "thinking hard"
