@@ -74,6 +74,16 @@ def read_only_dir(path: Path):
         subprocess.run(["chattr", "-i", str(path)], capture_output=True)
 
 
+@pytest.fixture
+def stub():
+    """A real OpenAI-compatible HTTP server on 127.0.0.1 (tests/openai_stub.py); ``stub.backend()``
+    is vibechat's remote backend pointed at it."""
+    from openai_stub import StubServer
+
+    with StubServer() as server:
+        yield server
+
+
 @pytest.fixture(autouse=True)
 def vibechat_logging():
     """The CLI, run in process, sets the ``vibechat`` logger up for a terminal (no propagation,

@@ -55,6 +55,12 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class StubServer:
+    def backend(self, model: str = "stub-small"):
+        """vibechat's remote backend pointed at this server."""
+        from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+
+        return OpenAICompatibleBackend(OpenAIOptions(base_url=self.url, model=model))
+
     def __init__(self) -> None:
         self.models = ["stub-small", "stub-large"]
         self.mode = "ok"

@@ -39,12 +39,6 @@ HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Say hello.")]
 KEY = "sk-test-5ecret-KEY-0123456789"
 
 
-@pytest.fixture
-def stub():
-    with StubServer() as server:
-        yield server
-
-
 def backend_for(stub: StubServer, model: str | None = "stub-small", **kw) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model=model, **kw))
 

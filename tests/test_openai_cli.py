@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from conftest import VIBECHAT_BIN
-from openai_stub import StubServer, refused_url
+from openai_stub import refused_url
 
 KEY = "sk-test-5ecret-KEY-0123456789"
 
@@ -20,12 +20,6 @@ KEY = "sk-test-5ecret-KEY-0123456789"
 def vibechat(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-
-
-@pytest.fixture
-def stub():
-    with StubServer() as server:
-        yield server
 
 
 def history(cid: int) -> dict:

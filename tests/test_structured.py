@@ -15,7 +15,6 @@ from test_cli_run import vibechat
 from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import InvalidParameterError, RemoteServerError
 from vibechat.engine.llamacpp import check_output_format
-from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.structured import OutputFormat
 
@@ -176,15 +175,11 @@ def test_run_refuses_bad_formats_in_one_line_before_loading(tmp_path):
 
 
 # ------------------------------------------------------------------ remote: response_format
-def remote(stub):
-    return OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small"))
-
-
 def test_remote_sends_response_format():
     with StubServer() as stub:
         stub.reply = '{"name": "Ada"}'
         stub.pieces = ['{"name": ', '"Ada"}']
-        backend = remote(stub)
+        backend = stub.backend()
         fmt = OutputFormat("schema", json.dumps(PERSON), "person.json")
         done = run_reply(backend, SamplingParams(seed=1, output_format=fmt))
         assert json.loads(done.text) == {"name": "Ada"}
@@ -198,7 +193,7 @@ def test_remote_sends_response_format():
 
 def test_remote_that_rejects_or_ignores_response_format_is_one_line():
     with StubServer() as stub:
-        backend = remote(stub)
+        backend = stub.backend()
         fmt = OutputFormat("json")
         stub.reply = "Hello there, no JSON here"
         with pytest.raises(RemoteServerError, match="ignore response_format"):

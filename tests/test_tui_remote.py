@@ -7,22 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from fakes import settle
-from openai_stub import StubServer
 from vibechat.app.tui import create_app
 from vibechat.app.tui.model_picker import RemoteModelPicker
 from vibechat.engine.history import History
 from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 
 SIZE = (110, 36)
-
-
-@pytest.fixture
-def stub():
-    with StubServer() as server:
-        yield server
 
 
 async def send(pilot, text: str) -> None:

@@ -8,29 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from fakes import RecordingBackend, settle
-from openai_stub import StubServer
 from vibechat.app.appconfig import load_app_config
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.thinking_block import ThinkingBlock, seconds_text
 from vibechat.engine.config import config_path
 from vibechat.engine.history import History
-from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 
 SIZE = (110, 36)
-
-
-@pytest.fixture
-def stub():
-    with StubServer() as server:
-        yield server
-
-
-def remote(stub: StubServer) -> OpenAICompatibleBackend:
-    return OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small"))
 
 
 async def send(pilot, text: str, wait: bool = True) -> None:
@@ -66,7 +53,7 @@ async def test_reasoning_content_folds_when_the_answer_starts_and_toggles(stub, 
     stub.reasoning = ["The user greets me.\n", "I should greet ", "back politely."]
     stub.final_fields = {"usage": {"prompt_tokens": 21, "completion_tokens": 9,
                                    "completion_tokens_details": {"reasoning_tokens": 3}}}
-    app = create_app(remote(stub), blink=False, history=History(tmp_path / "h.db"))
+    app = create_app(stub.backend(), blink=False, history=History(tmp_path / "h.db"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "Hi")
@@ -103,7 +90,7 @@ async def test_reasoning_content_folds_when_the_answer_starts_and_toggles(stub, 
 
 async def test_inline_think_tags_split_across_chunks_show_a_block_not_tags(stub, tmp_path: Path):
     stub.pieces = ["<thi", "nk>Step one", ".\nStep two", " done.</th", "ink>\n\nHello", " world."]
-    app = create_app(remote(stub), blink=False, history=History(tmp_path / "h.db"))
+    app = create_app(stub.backend(), blink=False, history=History(tmp_path / "h.db"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "Hi")
@@ -120,7 +107,7 @@ async def test_the_live_line_while_thinking_then_esc_keeps_it_stopped(stub, tmp_
     stub.reasoning = ["First I consider the question.\n", "Then \x1b[31mred\x1b[0m ", "[bold]ideas[/bold]\n\n"]
     stub.mode, stub.cut_after = "stall", 0  # thinks, then waits before the answer's first word
     history = History(tmp_path / "h.db")
-    app = create_app(remote(stub), blink=False, history=history)
+    app = create_app(stub.backend(), blink=False, history=history)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "Think hard", wait=False)
@@ -169,7 +156,7 @@ async def test_the_expanded_setting_opens_new_and_reopened_thinking(stub, tmp_pa
     assert config.config.thinking_expanded is True
     stub.reasoning = ["Short thought."]
     history = History(tmp_path / "h.db")
-    app = create_app(remote(stub), blink=False, history=history, config=config)
+    app = create_app(stub.backend(), blink=False, history=history, config=config)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "Hi")
@@ -210,7 +197,7 @@ def test_seconds_are_shown_as_people_read_them():
 async def test_the_block_folds_as_soon_as_the_answer_starts(stub, tmp_path: Path):
     stub.reasoning = ["Weighing it up."]
     stub.mode, stub.cut_after = "stall", 2  # thinks, writes two words of the answer, then waits
-    app = create_app(remote(stub), blink=False, history=History(tmp_path / "h.db"))
+    app = create_app(stub.backend(), blink=False, history=History(tmp_path / "h.db"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "Hi", wait=False)
@@ -226,7 +213,7 @@ async def test_the_block_folds_as_soon_as_the_answer_starts(stub, tmp_path: Path
 async def test_a_reply_that_fails_while_thinking_folds_its_block(stub, tmp_path: Path):
     stub.reasoning = ["Almost there"]
     stub.mode, stub.cut_after = "cut", 0  # the connection drops before the answer's first word
-    app = create_app(remote(stub), blink=False, history=History(tmp_path / "h.db"))
+    app = create_app(stub.backend(), blink=False, history=History(tmp_path / "h.db"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "Hi")

@@ -11,18 +11,11 @@ import subprocess
 import pytest
 
 from conftest import VIBECHAT_BIN
-from openai_stub import StubServer
 
 
 def vibechat(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
-
-
-@pytest.fixture
-def stub():
-    with StubServer() as server:
-        yield server
 
 
 @pytest.mark.parametrize("flag", [None, "--raw", "--json"])
