@@ -15,13 +15,16 @@ before a token is drafted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import llama_cpp as ll
 
 from .errors import GenerationError, ModelLoadError
 
+PREFILL_TOKENS = 32  # a catch-up longer than this is a prefill (propose's prefill_s)
 VOCAB_SAMPLE = 256  # token ids compared between draft and target (spread over the vocabulary)
 
 
@@ -53,10 +56,14 @@ class DraftModel:
     the thread that owns the target (a llama_context is not thread-safe)."""
 
     def __init__(self, path: Path, *, n_ctx: int, n_threads: int, n_gpu_layers: int, extra_buffers: bool,
-                 target_vocab, name: str) -> None:
+                 target_vocab, name: str, check_kv: Callable[[Any], int | None] | None = None) -> None:
+        """``check_kv(model)``: given the loaded draft model, before its context is made, the
+        bytes its KV cache will take (it raises when they do not fit: the memory check)."""
         self.path = path
         self.name = name
         self.file_size = path.stat().st_size
+        self.kv_bytes: int | None = None
+        self.prefill_s = 0.0  # of the last proposal, the time spent on a prefill (see propose)
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
         mparams.use_extra_bufts = extra_buffers
@@ -71,6 +78,12 @@ class DraftModel:
             self.close()
             raise ModelLoadError(f"the draft model {path.name} does not share the model's vocabulary ({why}): "
                                  f"choose a draft model of the same family as {name}, or drop --draft-model.")
+        if check_kv is not None:
+            try:
+                self.kv_bytes = check_kv(self._model)
+            except BaseException:
+                self.close()
+                raise
         cparams = ll.llama_context_default_params()
         cparams.n_ctx = n_ctx
         cparams.n_batch = cparams.n_ubatch = min(512, n_ctx)
@@ -129,7 +142,12 @@ class DraftModel:
                 ll.llama_memory_clear(self._mem, True)
                 keep = 0
             del held[keep:]
-        self._decode([int(t) for t in history[keep:n_history]])
+        catch_up = [int(t) for t in history[keep:n_history]]
+        t0 = time.perf_counter()
+        self._decode(catch_up)
+        # A catch-up longer than a step's (the prompt, after a reset or a probe long after the
+        # last one) is the draft's prefill: paid once, not a cost of each draft.
+        self.prefill_s = time.perf_counter() - t0 if len(catch_up) > PREFILL_TOKENS else 0.0
         drafts: list[int] = []
         one, ctx = self._one, self._ctx
         while True:
@@ -145,6 +163,11 @@ class DraftModel:
                 break
             held.append(token)
         return drafts
+
+    @property
+    def memory_bytes(self) -> int:
+        """What it holds in memory: its weights and its KV cache (when known)."""
+        return self.file_size + (self.kv_bytes or 0)
 
     @property
     def context(self) -> int:

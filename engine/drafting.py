@@ -86,6 +86,7 @@ def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, sampl
                 t0 = clock()
                 if drafter is not None:
                     drafts = drafter.propose(history, n_history, room)
+                    t0 += drafter.prefill_s  # once per prompt: not what each draft costs
                 else:
                     drafts = lookup(history[:n_history])[:room].tolist()
                 policy.looked_up(clock() - t0, len(drafts), room)
@@ -142,5 +143,5 @@ def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, sampl
                 return
     finally:
         ll.llama_batch_free(batch)
-        stats.draft_k = policy.k
         stats.drafting_turned_off = policy.turned_off
+        stats.draft_k = 0 if policy.turned_off else policy.k  # (a probe that had not judged yet: still off)

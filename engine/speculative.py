@@ -9,9 +9,12 @@ bigger model whose step is reading the weights, k + 1 positions cost about one. 
 
 * ``c1``, the wall time of one single-token ``llama_decode`` (smoothed);
 * ``cost(n)``, the wall time of a verifying ``llama_decode`` of one token and n drafts,
-  smoothed per n as measured; between measured sizes it is interpolated, beyond the largest
-  it is extrapolated with the slope of the two largest (on a CPU the first extra position is
-  the dearest: the batch takes other kernels; later ones cost less each);
+  smoothed per n as measured. A size not measured yet is estimated optimistically, at the
+  cheapest measured cost of a drafted position: on a CPU the cost is far from smooth in the
+  size (the matrix kernels work in tiles of 4 and 8 rows: on a 2-core AMD EPYC the starter
+  verifies 8 tokens in 38 ms and 5 in 46), so no curve through a few sizes predicts the
+  others; a size that looks better than the best measured one is tried, then judged by what
+  it cost, and while drafts are accepted a try costs next to nothing;
 * ``lookup``, the time of one draft lookup, and ``hit``, how often a lookup finds a draft;
 * ``alpha``, the chance that a drafted token is accepted given that the ones before it were
   (decayed counts, so that it follows the text).
@@ -22,14 +25,16 @@ k then gives ``(hit E(k) + 1 - hit) / (lookup + hit cost(k) + (1 - hit) c1)`` to
 against ``1 / c1`` without; the policy takes the best k in 1..``max_k`` after every
 verification and drafts only if it beats plain decoding by ``MARGIN``. When it does not,
 drafting stops (no lookups either) and comes back as a short probe after ``interval`` plain
-tokens: at most ``PROBE_LOOKUPS`` lookups and ``PROBE_VERIFIES`` verifications of
-``PROBE_K`` drafts (or the last length that paid; twice that after a verification that kept
-every draft), ending at the first verification that accepts nothing or shows that no draft can pay. Every probe that does not pay doubles the
-interval (up to ``MAX_INTERVAL``); one that pays resets it. Where every verification measured
-costs at least the single steps its tokens would take (a loaded CPU, a model whose output layer
-is most of a step), no acceptance can make drafting pay: the interval is ``MAX_INTERVAL`` at
-once, and later replies start without a probe. So a reply whose drafts always fail pays, per probe, at most a few
-lookups and one verification of ``PROBE_K`` drafts, ever more rarely (docs/PERFORMANCE.md).
+tokens: at most ``PROBE_LOOKUPS`` lookups and ``PROBE_VERIFIES`` verifications of the draft
+length that would pay best were every draft kept (``PROBE_K`` before any was measured),
+ending at the first verification that accepts nothing or shows that no draft can pay; a
+probe whose drafts are kept while the longest draft was never measured measures it next.
+Every probe that does not pay doubles the interval (up to ``MAX_INTERVAL``); one that pays
+resets it. Where, with the longest draft measured, no length could pay even if every draft
+were kept (a loaded CPU, a model whose output layer is most of a step), the interval is
+``MAX_INTERVAL`` at once, and later replies start without a probe. So a reply whose drafts
+always fail pays, per probe, at most a few lookups and one verification, ever more rarely
+(docs/PERFORMANCE.md).
 Measured costs are kept from reply to reply (the machine's and the model's); acceptance
 starts again at each reply (the text's), with a probe after ``WARMUP_TOKENS`` plain tokens.
 
@@ -107,18 +112,23 @@ class AdaptiveDraft:
         self.c1: float | None = None
         self.costs: dict[int, float] = {}  # drafts n -> a verifying decode of 1 + n tokens
         self.lookup = 0.0
-        self.good_k = 0  # the last draft length that paid
         self._plain_left = 0  # plain tokens before the next probe
+        self.turned_off = False
+        self.interval = BASE_INTERVAL
         self.probes = 0  # probes started, over the backend's life
         self.new_reply()
 
     def new_reply(self) -> None:
-        """Acceptance is the text's: start each reply from a neutral prior and probe early."""
+        """Acceptance is the text's: start each reply from a neutral prior and probe early.
+        Where the last reply ended with drafting off, the back-off of its probes goes on
+        (after this reply's first probe): a chat's replies tend to be alike."""
+        backing_off = self.turned_off
         self.succ, self.trials = 1.0, 2.0  # alpha = 0.5
         self.hit = 0.5
         self.k = 0  # 0: not drafting
         self.turned_off = False  # drafting judged not to pay, last time it was judged
-        self.interval = BASE_INTERVAL
+        if not backing_off:
+            self.interval = BASE_INTERVAL
         self._warmup = WARMUP_TOKENS
         self._probe_lookups = 0  # lookups left in the running probe (0: no probe)
         self._probe_verifies = 0
@@ -129,6 +139,7 @@ class AdaptiveDraft:
             self.interval = MAX_INTERVAL
         else:
             self._plain_left = 0
+
     # ------------------------------------------------------------------ estimates
     @property
     def alpha(self) -> float:
@@ -140,30 +151,30 @@ class AdaptiveDraft:
         return (1 - a ** (k + 1)) / (1 - a)
 
     def cost(self, n: int) -> float:
-        """Estimated seconds of a decode of one token and ``n`` drafts: measured, else
-        interpolated between measured sizes (0 drafts: ``c1``), else extrapolated with the
-        slope of the two largest measured sizes (each extra position as dear as a whole step
-        while no verification was measured)."""
+        """Estimated seconds of a decode of one token and ``n`` drafts: as measured, else the
+        optimistic estimate ``c1 + n * (the cheapest measured cost of a drafted position)``
+        (each extra position as dear as a whole step while no verification was measured).
+
+        Optimistic on purpose: on a CPU the cost of a batch is far from smooth in its size
+        (the starter on a 2-core AMD EPYC: 8 tokens verify in 38 ms, 5 tokens in 46 ms: the
+        matrix kernels work in tiles of 4 and 8 rows), so no curve through a few sizes predicts
+        the others. A size that looks better than the best measured one is tried once and then
+        judged by what it cost; while drafts are being accepted, such a try costs next to
+        nothing (its tokens are kept)."""
         c1 = self.c1 or 1.0
         if n <= 0:
             return c1
         if n in self.costs:
             return self.costs[n]
-        points = sorted([(0, c1), *self.costs.items()])
-        for (x0, y0), (x1, y1) in zip(points, points[1:]):
-            if x0 < n < x1:
-                return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
-        (x0, y0), (x1, y1) = points[-2] if len(points) > 1 else (-1, 0.0), points[-1]
-        slope = c1 if len(points) == 1 else max(0.0, (y1 - y0) / (x1 - x0))
-        return y1 + slope * (n - x1)
+        return c1 + n * self.m if self.m is not None else c1 * (n + 1)
 
     @property
     def m(self) -> float | None:
-        """What a drafted position adds to a decode, on average over the measured sizes."""
+        """The cheapest measured cost of a drafted position (what a verification of n drafts
+        adds to a single step, over n), or None while none was measured."""
         if not self.costs or self.c1 is None:
             return None
-        n = max(self.costs)
-        return max(0.0, (self.costs[n] - self.c1) / n)
+        return max(0.0, min((cost - self.c1) / n for n, cost in self.costs.items()))
 
     def rate(self, k: int) -> float:
         """Estimated tokens a second drafting up to ``k`` tokens (0: plain decoding)."""
@@ -175,11 +186,19 @@ class AdaptiveDraft:
 
     def hopeless(self) -> bool:
         """Whether drafting cannot pay even if every draft were kept: drafting k tokens and
-        verifying them costs at least as much as the single steps their tokens would take."""
+        verifying them costs at least as much as the single steps their tokens would take.
+        Until the longest draft was measured (the batch that spreads its fixed costs the
+        most), a size not measured is taken to cost no more than one step: then only a
+        draft model as dear as the model is hopeless."""
         if self.c1 is None or not self.costs:
             return False
         plain = self.rate(0) * MARGIN
-        return all((k + 1) / (self.cost(k) + self._lookup_cost(k)) <= plain for k in range(1, self.max_k + 1))
+        known = self.max_k in self.costs
+
+        def floor(k: int) -> float:
+            return self.cost(k) if known or k in self.costs else self.cost(0)
+
+        return all((k + 1) / (floor(k) + self._lookup_cost(k)) <= plain for k in range(1, self.max_k + 1))
 
     def _lookup_cost(self, k: int) -> float:
         return self.lookup * k if self.per_draft_lookup else self.lookup
@@ -210,13 +229,21 @@ class AdaptiveDraft:
         return self.k
 
     def _start_probe(self) -> None:
-        """A probe drafts PROBE_K tokens (or the last length that paid, if longer): long
-        enough to measure a verification that may pay (a batch's first extra position is the
-        dearest on a CPU), short enough that a failing one costs little."""
+        """A probe drafts the length that would pay best were every draft kept (the machine's
+        best batch, measured), or PROBE_K before any was measured: long enough to measure a
+        verification that may pay (a batch's first extra position is the dearest on a CPU),
+        short enough that a failing one costs little."""
         self.probes += 1
         self._probe_lookups = PROBE_LOOKUPS
         self._probe_verifies = PROBE_VERIFIES
-        self.k = min(self.max_k, max(PROBE_K, self.good_k))
+        self.k = self.best_batch()
+
+    def best_batch(self) -> int:
+        """The measured draft length with the most tokens a second if every draft were kept
+        (what the machine and the model offer, whatever the text), or PROBE_K."""
+        if not self.costs:
+            return min(self.max_k, PROBE_K)
+        return max(self.costs, key=lambda n: (n + 1) / (self.cost(n) + self._lookup_cost(n)))
 
     def _end_probe(self) -> None:
         self._probe_lookups = self._probe_verifies = 0
@@ -227,7 +254,7 @@ class AdaptiveDraft:
         if k:
             if self.turned_off or self.k == 0:
                 self.interval = BASE_INTERVAL
-            self.k, self.good_k, self.turned_off = k, k, False
+            self.k, self.turned_off = k, False
             return
         was_drafting = self.k > 0 and not after_probe
         self.k, self.turned_off = 0, True
@@ -273,13 +300,17 @@ class AdaptiveDraft:
         self.trials = self.trials * DECAY + accepted + (1.0 if rejected else 0.0)
         if self.probing:
             self._probe_verifies -= 1
-            # A probe whose first draft failed ends at once: that is the case that costs.
-            if self._probe_verifies <= 0 or accepted == 0 or self.hopeless():
+            if accepted == 0 or self.hopeless():
+                # A probe whose first draft failed ends at once: that is the case that costs.
                 self._end_probe()
-            elif accepted == drafted:
-                # All kept: measure a longer draft too, so that the cost of lengths beyond is
-                # extrapolated from two sizes (a CPU's first extra position is the dearest).
-                self.k = min(self.max_k, 2 * drafted)
+            elif self.max_k not in self.costs:
+                # Drafts were kept: measure the longest draft too, before judging. On a CPU the
+                # longest batch spreads its fixed costs the most, so a verification of PROBE_K
+                # drafts alone can make drafting look hopeless where it pays (docs/PERFORMANCE.md).
+                self._probe_verifies = max(self._probe_verifies, 1)
+                self.k = self.max_k
+            elif self._probe_verifies <= 0:
+                self._end_probe()
         elif self.k:  # (k == 0: the probe ended at this step's lookup, and has been judged)
             self._decide()
 
