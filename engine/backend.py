@@ -53,7 +53,7 @@ class ModelInfo:
     speculative: str = "off"  # "auto" (adaptive) or "prompt-lookup" (fixed) when drafting
     draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
     draft_model: str | None = None  # the draft model's name (None: drafts come from prompt lookup)
-    draft_model_bytes: int | None = None  # its file size, loaded beside the model
+    draft_model_bytes: int | None = None  # its weights and its KV cache, loaded beside the model
     repack: str | None = None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
     repack_setting: str | None = None  # as asked: auto, on or off
     repack_reason: str = ""  # why, in a few words (e.g. "no AMX kernel in this build")
@@ -81,6 +81,14 @@ class ModelInfo:
 
         size = f" {human_mib(self.kv_cache_bytes)}" if self.kv_cache_bytes else ""
         return f"KV {self.kv_cache_type}{size}"
+
+    @property
+    def memory_bytes(self) -> int:
+        """What the loaded model holds in memory, as far as known: its weights, its KV cache,
+        and a draft model's weights and KV cache (0 for a server)."""
+        if self.server:
+            return 0
+        return self.file_size + (self.kv_cache_bytes or 0) + (self.draft_model_bytes or 0)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -145,6 +153,20 @@ class ContextTrimmed:
 
 
 @dataclass(frozen=True)
+class DraftProgress:
+    """Speculative decoding while a reply is generated (the local engine, drafting on): the
+    tokens drafted and accepted so far in this reply, the draft length now (0: not drafting
+    at the moment) and whether adaptive drafting judged, last, that drafting does not pay.
+    Sent now and then while the reply streams (about twice a second), never part of the
+    text; the final figures are in ``GenerationDone.stats``."""
+
+    drafted: int
+    accepted: int
+    k: int
+    turned_off: bool = False
+
+
+@dataclass(frozen=True)
 class GenerationDone:
     """The last event of every stream: the full text (the answer, without the thinking),
     the thinking apart (empty for a model that does not think), and the stats (whose
@@ -160,7 +182,7 @@ class GenerationDone:
         return self.stats.finish_reason
 
 
-ChatEvent = Union[TextDelta, ThinkingDelta, ContextTrimmed, GenerationDone]
+ChatEvent = Union[TextDelta, ThinkingDelta, ContextTrimmed, DraftProgress, GenerationDone]
 
 
 @runtime_checkable

@@ -36,3 +36,19 @@ def memory_fit() -> Callable[[int], str]:
         return "yes" if need <= ram else "no"
 
     return fit
+
+
+def weights_to_load(backend: object) -> int | None:
+    """Bytes of weights a local backend loads: its model file and its draft model's, or None
+    (a server, or a backend that does not say)."""
+    from pathlib import Path
+
+    from .knobs import LlamaCppOptions
+
+    options = getattr(backend, "options", None)
+    if not isinstance(options, LlamaCppOptions):
+        return None
+    try:
+        return sum(Path(p).stat().st_size for p in (options.model_path, options.draft_model_path) if p is not None)
+    except OSError:
+        return None

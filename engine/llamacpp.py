@@ -34,6 +34,7 @@ from .backend import (
     ChatEvent,
     ChatMessage,
     ContextTrimmed,
+    DraftProgress,
     FinishReason,
     GenerationDone,
     GenerationStats,
@@ -84,6 +85,7 @@ log = logging.getLogger("vibechat.llama_cpp")
 
 DEFAULT_MAX_CONTEXT = 8192
 PENALTY_LAST_N = 64
+DRAFT_PROGRESS_S = 0.5  # while drafting, a DraftProgress this often (the chat's live status)
 
 # llama.cpp's ggml_type ids for the KV-cache types in knobs.KV_CACHE_TYPES
 _GGML_TYPES = {"f16": ll.GGML_TYPE_F16, "q8_0": ll.GGML_TYPE_Q8_0, "q4_0": ll.GGML_TYPE_Q4_0}
@@ -313,7 +315,8 @@ class LlamaCppBackend:
             if n_gpu_layers == 0 or not offload:  # the KV cache is in RAM too: will it fit beside the weights?
                 needed = self._kv_cache_computed(n_ctx, kv_type, model, gguf.architecture)
                 try:
-                    check_context_memory(needed, gguf.file_size, n_ctx, kv_type, opts.context_size is not None)
+                    weights = gguf.file_size + (draft_gguf.file_size if draft_gguf is not None else 0)
+                    check_context_memory(needed, weights, n_ctx, kv_type, opts.context_size is not None)
                 except ModelLoadError:
                     ll.llama_model_free(model)
                     raise
@@ -365,10 +368,22 @@ class LlamaCppBackend:
         self._policy = (make_policy(speculative, draft_tokens, draft_model=draft_gguf is not None)
                         if speculative != "off" else None)
         if draft_gguf is not None and speculative != "off":
+            draft_info = draft_gguf
+
+            def check_kv(draft_model) -> int | None:
+                """The draft's KV cache (f16, the context's size), checked in RAM beside both
+                models' weights (the model's own KV cache is allocated by now: what is
+                available already leaves it out)."""
+                draft_kv = self._kv_cache_computed(context_size, "f16", draft_model, draft_info.architecture)
+                if n_gpu_layers == 0 or not offload:
+                    check_draft_memory(draft_kv, gguf.file_size + draft_info.file_size, context_size)
+                return draft_kv
+
             try:
                 self._draft = DraftModel(draft_gguf.path, n_ctx=context_size, n_threads=n_threads,
                                          n_gpu_layers=n_gpu_layers, extra_buffers=repack.extra_buffers,
-                                         target_vocab=self._vocab, name=gguf.name or gguf.path.name)
+                                         target_vocab=self._vocab, name=gguf.name or gguf.path.name,
+                                         check_kv=check_kv)
             except Exception:
                 self.close()
                 raise
@@ -392,7 +407,7 @@ class LlamaCppBackend:
             speculative=speculative,
             draft_tokens=draft_tokens,
             draft_model=(draft_gguf.name or draft_gguf.path.name) if self._draft is not None and draft_gguf else None,
-            draft_model_bytes=self._draft.file_size if self._draft is not None else None,
+            draft_model_bytes=self._draft.memory_bytes if self._draft is not None else None,
             repack=repack.state,
             repack_setting=repack.setting,
             repack_reason=repack.reason,
@@ -713,10 +728,16 @@ class LlamaCppBackend:
                     pieces = prompt_lookup_tokens(self, self._policy, sampler, out, tokens, stats, self._draft)
                 else:
                     pieces = self._plain_tokens(sampler, out)
+                policy, next_progress = self._policy, 0.0
                 for split in pieces:
                     if not started:
                         started, t_first_token = True, time.perf_counter()
+                        next_progress = t_first_token + DRAFT_PROGRESS_S
                     yield from _split(split, text_parts, thinking_parts, out.generated)
+                    if policy is not None and (now := time.perf_counter()) >= next_progress:
+                        next_progress = now + DRAFT_PROGRESS_S  # the status bar's live figures
+                        yield DraftProgress(stats.drafted_tokens, stats.accepted_draft_tokens,
+                                            0 if policy.turned_off else policy.k, policy.turned_off)
             finally:
                 sampler.free()
             finish = out.finish
@@ -906,6 +927,20 @@ def check_context_memory(kv_bytes: int | None, weights: int, n_ctx: int, kv_type
     raise ModelLoadError(
         f"a {n_ctx:,}-token context{where} needs about {kv_bytes / 1e9:.1f} GB of {kv_type} KV cache beside "
         f"{weights / 1e9:.1f} GB of weights, but {available / 1e9:.1f} GB of memory is available: {how}{smaller}."
+    )
+
+
+def check_draft_memory(kv_bytes: int | None, weights: int, n_ctx: int, available: int | None = None) -> None:
+    """Refuse a draft model whose KV cache (as long as the model's context) cannot fit in the
+    memory left beside both models' weights, naming the context size that fits."""
+    available = available_memory() if available is None else available
+    if not kv_bytes or available is None or weights + kv_bytes <= available:
+        return
+    fits = int((available - weights) / (kv_bytes / n_ctx)) // CONTEXT_STEP * CONTEXT_STEP if available > weights else 0
+    how = f"use --ctx {fits} or less, or drop --draft-model" if fits >= CONTEXT_STEP else "drop --draft-model"
+    raise ModelLoadError(
+        f"the draft model's {n_ctx:,}-token KV cache needs about {kv_bytes / 1e9:.1f} GB beside {weights / 1e9:.1f} GB "
+        f"of weights, but {available / 1e9:.1f} GB of memory is available: {how}."
     )
 
 

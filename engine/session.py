@@ -157,7 +157,8 @@ class ChatSession:
                         on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         """Load ``new`` and make it the session's backend (blocks: a worker's job).
 
-        The user is never left without a model: ``new`` (model ``name``, a file of ``file_size`` bytes)
+        The user is never left without a model: ``new`` (model ``name``, ``file_size`` bytes of
+        weights: its model's file and its draft model's)
         loads beside the current one when ``available`` memory allows (None: unknown),
         else the current one is closed first and loaded again if ``new`` fails. The swap
         happens under the engine lock, so a reply started meanwhile waits for it and
@@ -168,7 +169,7 @@ class ChatSession:
                 info = new.load(on_progress=on_progress)
                 old.close()
             else:
-                freed = self.info.file_size if self.info is not None else 0
+                freed = self.info.memory_bytes if self.info is not None else 0  # a draft model's too
                 if file_size > available + freed:
                     raise ModelLoadError(
                         f"{name} needs about {file_size / 1e9:.1f} GB of memory and only "

@@ -296,11 +296,30 @@ def test_a_model_that_fits_only_alone_replaces_the_current_one_which_comes_back_
 
 def test_a_model_that_cannot_fit_is_refused_in_one_line_naming_it():
     log: list[str] = []
-    session = session_with(Loads(log, "old"))  # the fake's file is 1 byte
+    session = session_with(Loads(log, "old"))  # the fake's file is 1 byte, its KV cache 64 MiB
     with pytest.raises(ModelLoadError) as caught:
-        session.replace_backend(Loads(log, "new"), name="Huge 70B", file_size=1000, available=10)
+        session.replace_backend(Loads(log, "new"), name="Huge 70B", file_size=10 ** 9, available=10)
     assert str(caught.value).startswith("Huge 70B needs about") and "\n" not in str(caught.value)
     assert log == ["load old"]
+
+
+def test_what_the_current_model_frees_counts_its_kv_cache_and_its_draft_model():
+    from dataclasses import replace
+
+    log: list[str] = []
+
+    class WithDraft(Loads):
+        def load(self, on_progress=None):
+            info = super().load(on_progress)
+            return replace(info, file_size=100, kv_cache_bytes=20, draft_model_bytes=30)
+
+    session = session_with(WithDraft(log, "old"))
+    assert session.info.memory_bytes == 150
+    # 160 bytes needed, 15 free: it fits only once the current model (150 with its draft) is closed
+    session.replace_backend(Loads(log, "new"), name="New", file_size=160, available=15)
+    assert log == ["load old", "close old", "load new"]
+    with pytest.raises(ModelLoadError, match="needs about"):  # the fake new one frees 1 byte and 64 MiB
+        session.replace_backend(Loads(log, "newer"), name="Newer", file_size=10 ** 9, available=15)
 
 
 def test_a_swap_waits_for_the_reply_holding_the_engine():

@@ -77,6 +77,26 @@ def test_auto_drafting_keeps_seeded_sampling_reproducible(auto, backend):
 
 
 @pytest.mark.model
+def test_drafting_reports_its_progress_while_the_reply_streams(auto, monkeypatch):
+    from vibechat.engine import llamacpp
+    from vibechat.engine.backend import DraftProgress, GenerationDone
+
+    monkeypatch.setattr(llamacpp, "DRAFT_PROGRESS_S", 0.0)  # after every piece (else twice a second)
+    auto.reset()
+    events = list(auto.stream_chat(REWRITE, SamplingParams(temperature=0, max_tokens=60)))
+    progress = [e for e in events if isinstance(e, DraftProgress)]
+    done = events[-1]
+    assert isinstance(done, GenerationDone) and len(progress) >= 10
+    assert not any(isinstance(e, DraftProgress) for e in events[events.index(done):][1:])
+    drafted = [p.drafted for p in progress]
+    assert drafted == sorted(drafted) and drafted[-1] > 0  # counts so far, growing
+    for p in progress:
+        assert 0 <= p.accepted <= p.drafted <= done.stats.drafted_tokens and 0 <= p.k <= 8
+        assert not p.turned_off or p.k == 0
+    assert progress[-1].accepted <= done.stats.accepted_draft_tokens
+
+
+@pytest.mark.model
 def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(backend):
     _, plain = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=10))
     assert plain.stats.drafted_tokens == plain.stats.draft_k == 0 and not plain.stats.drafting_turned_off
@@ -131,3 +151,32 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_pa
     assert message.startswith("the draft model other-vocab.gguf does not share the model's vocabulary (BOS/EOS ids 7/")
     assert message.endswith("or drop --draft-model.")
     assert backend._model is None and backend._ctx is None and backend._draft is None
+
+
+@pytest.mark.model
+def test_the_draft_models_kv_cache_counts_in_the_memory_check(starter_path, monkeypatch, tmp_path):
+    from vibechat.engine import llamacpp
+    from vibechat.engine.errors import ModelLoadError
+    from vibechat.engine.fit import weights_to_load
+
+    size = starter_path.stat().st_size
+    options = LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off", gpu_layers=0,
+                              draft_model_path=starter_path)
+    assert weights_to_load(LlamaCppBackend(options)) == 2 * size  # what a model switch must find room for
+    backend = LlamaCppBackend(options)
+    try:
+        info = backend.load()
+        assert info.draft_model_bytes and info.draft_model_bytes > size  # its weights and its KV cache
+        assert info.memory_bytes == info.file_size + info.kv_cache_bytes + info.draft_model_bytes
+    finally:
+        backend.close()
+    # Room for both models' weights and the model's KV cache, not for the draft's as well.
+    checks = iter([10 ** 12, 10 ** 12, 2 * size + 1000])
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: next(checks))
+    backend = LlamaCppBackend(options)
+    with pytest.raises(ModelLoadError) as caught:
+        backend.load()
+    message = str(caught.value)
+    assert message.startswith("the draft model's 4,096-token KV cache needs about") and "\n" not in message
+    assert message.endswith("drop --draft-model.")
+    assert backend._model is None and backend._draft is None

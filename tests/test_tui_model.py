@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fakes import settle
@@ -73,7 +75,18 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
         backend.close()
 
 
-async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(starter_path):
+async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(starter_path, monkeypatch):
+    from vibechat.app.tui.status_bar import StatusBar
+    from vibechat.engine import llamacpp
+
+    monkeypatch.setattr(llamacpp, "DRAFT_PROGRESS_S", 0.0)  # live figures after every piece
+    live: list[tuple[str, bool]] = []  # the bar as each live figure arrived, and whether a reply was streaming
+
+    def watch_drafting(self, value) -> None:
+        if value is not None:
+            live.append((self.render().plain, self.app.generating))
+
+    monkeypatch.setattr(StatusBar, "watch_drafting", watch_drafting, raising=False)
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
                                               speculative="auto", draft_tokens=6))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=40), blink=False)
@@ -83,6 +96,10 @@ async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(sta
             await pilot.pause()
             code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
             await _send(pilot, f"Rewrite this code with x renamed to y:\n\n{code}")
+            # while the reply streamed: the accepted share so far and the draft length now
+            assert live and all(streaming for _, streaming in live)
+            assert all(re.search(r" · draft (\d+% )?(k[0-6]|off) +generating…$", text) for text, _ in live), live
+            assert app.status.drafting is None  # after the reply: its own stats
             stats = app.status.stats
             assert stats.completion_tokens == 40 and stats.drafted_tokens > 0
             assert 0 <= stats.accepted_draft_tokens <= stats.drafted_tokens and 0 <= stats.draft_k <= 6

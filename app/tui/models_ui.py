@@ -189,6 +189,7 @@ class ModelManager:
         """In the worker: load ``model`` and make it the session's backend."""
         from vibechat.engine.gguf import inspect_gguf
         from vibechat.engine.models import resolve_model
+        from vibechat.engine.fit import weights_to_load
         from vibechat.engine.system import available_memory
 
         assert self.backend_factory is not None
@@ -196,7 +197,7 @@ class ModelManager:
         header = inspect_gguf(path)  # a corrupt file stops here; the current model is untouched
         new = self.backend_factory(path, **self.engine_changes) if self.engine_changes else self.backend_factory(path)
         return self.host.session.replace_backend(
-            new, name=model.name, file_size=header.file_size, available=available_memory(),
+            new, name=model.name, file_size=weights_to_load(new) or header.file_size, available=available_memory(),
             on_progress=lambda f: self.host.post_message(ModelProgress(f)))
 
     async def switched(self, message: ModelSwitched) -> None:

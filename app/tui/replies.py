@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from vibechat.engine.backend import ChatEvent, ContextTrimmed, GenerationDone, ThinkingDelta
+from vibechat.engine.backend import ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, ThinkingDelta
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.session import ChatSession, Turn
@@ -168,6 +168,8 @@ class Replies:
             self.host.status.context_used = event.prompt_tokens  # what is left of the conversation
             self.host.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
                              f"{event.context_size:,}-token context.", severity="warning")
+        elif isinstance(event, DraftProgress):
+            self.host.status.drafting = event
         elif isinstance(event, GenerationDone) and not stream.hold(event):  # else: after the queued slices
             await self._finish(stream, event)
 
@@ -206,6 +208,7 @@ class Replies:
         self.stream = self.turn = None
         self.host.generating = False
         status = self.host.status
+        status.drafting = None  # the reply's own stats (if any) say the rest
         status.state = "ready" if self.host.model_ready else status.state
 
     # ------------------------------------------------------------- thinking

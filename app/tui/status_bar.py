@@ -2,7 +2,8 @@
 server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
 reply's speed (every generated token counts, a reasoning model's thinking included: then
 the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking included)``
-where a server does not say; after a drafted reply, the accepted share and the draft length),
+where a server does not say; while a reply is drafted and after it, the accepted share and the
+draft length),
 the reply format (``/format``), the thinking switch (``/think``: ``think off``), and what the
 engine is doing. The app sets its attributes; it renders them.
 
@@ -16,7 +17,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from vibechat.engine.backend import GenerationStats, ModelInfo
+from vibechat.engine.backend import DraftProgress, GenerationStats, ModelInfo
 from vibechat.engine.knobs import human_mib
 from vibechat.engine.params import SamplingParams
 
@@ -32,11 +33,11 @@ def model_line(info: ModelInfo) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def draft_text(stats: GenerationStats) -> str:
+def draft_text(drafted: int, accepted: int, k: int, turned_off: bool) -> str:
     """Speculative decoding in a few characters: ``62% k3`` (accepted share of the drafts, the
-    draft length at the end), ``off`` when adaptive drafting found that it did not pay."""
-    rate = f"{stats.accepted_draft_tokens / stats.drafted_tokens:.0%} " if stats.drafted_tokens else ""
-    return rate + ("off" if stats.drafting_turned_off else f"k{stats.draft_k}")
+    draft length), ``off`` when adaptive drafting found that it did not pay."""
+    rate = f"{accepted / drafted:.0%} " if drafted else ""
+    return rate + ("off" if turned_off else f"k{k}")
 
 
 class StatusBar(Widget):
@@ -58,6 +59,7 @@ class StatusBar(Widget):
     thought: reactive[bool] = reactive(False)  # the last reply had thinking (its tokens are in stats)
     output_format: reactive[str] = reactive("")  # /format: "json", "schema person.json" ("": free text)
     thinking: reactive[str] = reactive("auto")  # /think: shown when not auto ("think off")
+    drafting: reactive[DraftProgress | None] = reactive(None)  # live, while a drafted reply streams
 
     def show_params(self, params: SamplingParams) -> None:
         """What the status bar shows of the parameters: the reply format, the thinking switch."""
@@ -91,8 +93,11 @@ class StatusBar(Widget):
             elif self.thought:  # a server that does not say how many were thinking
                 parts += [f"{stats.completion_tokens:,} tok ", ("(thinking included)", dim), " · "]
             parts.append(f"{stats.decode_tokens_per_s:.1f} tok/s")
-            if stats.drafted_tokens or stats.drafting_turned_off:
-                parts += [" · ", ("draft ", dim), draft_text(stats)]
+            if (stats.drafted_tokens or stats.drafting_turned_off) and self.drafting is None:
+                parts += [" · ", ("draft ", dim), draft_text(stats.drafted_tokens, stats.accepted_draft_tokens,
+                                                          stats.draft_k, stats.drafting_turned_off)]
+        if (live := self.drafting) is not None:
+            parts += [" · ", ("draft ", dim), draft_text(live.drafted, live.accepted, live.k, live.turned_off)]
         if self.output_format:
             parts += [" · ", ("format ", dim), (one_line(self.output_format), "bold")]
         if self.thinking != "auto":
