@@ -59,6 +59,7 @@ PROBE_LOOKUPS = 8  # a probe ends after this many lookups ...
 PROBE_VERIFIES = 2  # ... or this many verifications (or one that accepted nothing)
 PROBE_K = 4  # drafts per verification in a probe (at least)
 SMOOTHING = 0.25  # weight of a new timing in the moving averages
+OUTLIER = 2.0  # a new timing counts as at most this many times the average so far
 DECAY = 0.9  # weight of the acceptance counts so far at each new verification
 HIT_DECAY = 0.9  # ... and of the lookup hit rate at each lookup
 
@@ -316,7 +317,8 @@ class AdaptiveDraft:
 
 
 def _smooth(old: float, new: float) -> float:
-    return old + SMOOTHING * (new - old)
+    """A moving average that one outlier (a step the OS preempted) cannot double."""
+    return old + SMOOTHING * (min(new, OUTLIER * old) - old)
 
 
 def make_policy(mode: str, max_k: int, clock: Callable[[], float] = time.perf_counter,

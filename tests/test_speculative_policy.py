@@ -263,3 +263,13 @@ def test_the_back_off_of_a_reply_whose_drafts_failed_goes_on_in_the_next_reply()
     simulate(policy, 300, c1=0.010, m=0.001, accept=0.95, seed=5)
     policy.new_reply()
     assert not policy.turned_off and policy.interval == BASE_INTERVAL
+
+
+def test_one_preempted_step_does_not_turn_drafting_off():
+    policy = adaptive(10)
+    simulate(policy, 300, c1=0.010, m=0.002, accept=0.95)
+    k, cost = policy.k, policy.costs[policy.k]
+    assert k > 0
+    policy.looked_up(0.0001, k, k)
+    policy.verified(1.0, k, k, False)  # the OS took the CPU for a second
+    assert policy.costs[k] <= cost * 1.25 + 1e-9 and policy.k > 0 and not policy.turned_off
