@@ -187,9 +187,9 @@ class ModelManager:
 
     def _swap_backend(self, model: LocalModel) -> ModelInfo:
         """In the worker: load ``model`` and make it the session's backend."""
+        from vibechat.engine.fit import weights_to_load
         from vibechat.engine.gguf import inspect_gguf
         from vibechat.engine.models import resolve_model
-        from vibechat.engine.fit import weights_to_load
         from vibechat.engine.system import available_memory
 
         assert self.backend_factory is not None
