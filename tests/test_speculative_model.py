@@ -104,13 +104,23 @@ def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(backend):
 
 # ------------------------------------------------------------------ a draft model
 @pytest.mark.model
-def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path, backend):
+    drafted = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
                                               speculative="prompt-lookup", draft_tokens=4,
                                               draft_model_path=starter_path))
+    plain_backend, backend = backend, drafted
     try:
         info = backend.load()
         assert info.speculative == "prompt-lookup" and info.draft_model and info.draft_model_bytes
+        # greedy, a short context: the same reply as plain decoding, every draft kept
+        short = [ChatMessage("user", "List three colours.")]
+        _, first = collect(backend, short, SamplingParams(temperature=0, max_tokens=30))
+        plain_backend.reset()
+        _, plain = collect(plain_backend, short, SamplingParams(temperature=0, max_tokens=30))
+        assert first.text == plain.text and first.stats.drafted_tokens > 0
+        # the same model drafts the same tokens: all kept, but for a draft the reply's end cut short
+        assert first.stats.accepted_draft_tokens >= first.stats.drafted_tokens - 4
+        backend.reset()
         deltas, reply = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=60))
         st = reply.stats
         assert st.completion_tokens == 60 and "".join(deltas) == reply.text
