@@ -269,6 +269,22 @@ def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_inst
     assert f"draft model {engine['draft_model']}" in out.stderr
 
 
+def test_the_draft_model_from_the_environment_and_from_the_config_file(starter_installed, monkeypatch, tmp_path):
+    args = ("run", "-p", "Say hi.", "-t", "0", "-n", "8", "--json", "--draft-tokens", "3", "--ctx", "1024")
+    monkeypatch.setenv("VIBECHAT_DRAFT_MODEL", "starter")
+    out = vibechat(*args)
+    assert out.returncode == 0, out.stderr
+    engine = json.loads(out.stdout)["engine"]
+    assert engine["draft_model"] and engine["speculative"] == "auto" and engine["draft_tokens"] == 3
+    monkeypatch.delenv("VIBECHAT_DRAFT_MODEL")
+    config = tmp_path / "draft.toml"
+    config.write_text('draft_model = "starter"\n', encoding="utf-8")
+    monkeypatch.setenv("VIBECHAT_CONFIG", str(config))
+    out = vibechat(*args)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["engine"]["draft_model"]
+
+
 def test_help_lists_every_flag():
     out = vibechat("run", "--help")
     assert out.returncode == 0
