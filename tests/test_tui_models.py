@@ -4,12 +4,13 @@ its progress on screen while chatting goes on."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import replace
 
 import pytest
 
-from fakes import INFO, RecordingBackend, settle
+from fakes import INFO, RecordingBackend, send, settle
 from ggufgen import gguf_bytes
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
@@ -24,12 +25,6 @@ SIZE = (110, 36)
 
 def real_backend(path) -> LlamaCppBackend:
     return LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=1024, repack="off"))
-
-
-async def send(pilot, text: str) -> None:
-    pilot.app.prompt_input.load_text(text)
-    await pilot.press("enter")
-    await settle(pilot)
 
 
 async def open_picker(pilot) -> ModelPicker:
@@ -119,8 +114,9 @@ async def test_a_model_too_big_for_memory_is_refused_and_the_current_one_stays(m
     big.write_bytes(gguf_bytes(payload=300_000))
     monkeypatch.setattr("vibechat.engine.system.available_memory", lambda: 10_000)
     factory_calls = []
-    app = create_app(RecordingBackend(), backend_factory=lambda p: factory_calls.append(p) or RecordingBackend(),
-                     blink=False)
+    small = dataclasses.replace(INFO, kv_cache_bytes=1000)  # closing it frees 1,001 bytes: not enough
+    app = create_app(RecordingBackend(info=small),
+                     backend_factory=lambda p: factory_calls.append(p) or RecordingBackend(), blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         current = app.backend
