@@ -108,6 +108,28 @@ class RecordingBackend:
         pass
 
 
+class OnePieceAtATime(RecordingBackend):
+    """Each piece of the reply waits for a ``step`` the test releases (bounded: 120 s)."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.step = threading.Semaphore(0)
+
+    def stream_chat(self, messages, params):
+        for event in super().stream_chat(messages, params):
+            if isinstance(event, TextDelta):
+                self.step.acquire(timeout=120)
+            yield event
+
+
+async def send(pilot, text: str, wait: bool = True) -> None:
+    """Type ``text`` in the prompt and press Enter; ``wait``: until the app is idle again."""
+    pilot.app.prompt_input.load_text(text)
+    await pilot.press("enter")
+    if wait:
+        await settle(pilot)
+
+
 async def settle(pilot) -> None:
     """Wait until the app is idle: workers done and the last reply rendered (replies
     render at a capped rate, so the final text can land shortly after the worker ends)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import RecordingBackend
+from fakes import OnePieceAtATime, RecordingBackend
 from vibechat.engine.backend import ContextTrimmed, GenerationDone, TextDelta
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
@@ -134,20 +134,6 @@ def test_a_cut_stream_keeps_its_text_and_other_failures_are_saved_as_error(histo
     assert (stored.status, stored.content, stored.error) == ("error", "half a reply",
                                                              "the engine was killed by SIGKILL mid-reply")
     assert session.conversation.last_role == "user"  # the failed reply is not sent again: Ctrl+R retries
-
-
-class OnePieceAtATime(RecordingBackend):
-    """Each piece waits for a ``step`` the test releases."""
-
-    def __init__(self, reply: str) -> None:
-        super().__init__(reply)
-        self.step = threading.Semaphore(0)
-
-    def stream_chat(self, messages, params):
-        for event in super().stream_chat(messages, params):
-            if isinstance(event, TextDelta):
-                self.step.acquire(timeout=WAIT_S)
-            yield event
 
 
 def test_a_reply_abandoned_from_another_thread_is_saved_as_stopped_and_its_events_are_stale(history):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fakes import INFO, RecordingBackend, settle
+from fakes import INFO, RecordingBackend, send, settle
 from ggufgen import copy_with_metadata
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
@@ -249,12 +249,6 @@ def test_run_says_when_a_local_template_has_no_switch():
 
 # ------------------------------------------------------------------- the chat
 SIZE = (120, 36)
-
-
-async def send(pilot, text: str) -> None:
-    pilot.app.prompt_input.load_text(text)
-    await pilot.press("enter")
-    await settle(pilot)
 
 
 async def test_think_off_in_the_chat_changes_the_next_request(stub, tmp_path: Path):

@@ -7,7 +7,7 @@ import threading
 import pytest
 from textual.content import Content
 
-from fakes import RecordingBackend, settle
+from fakes import OnePieceAtATime, RecordingBackend, send, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.confirm import ConfirmScreen
@@ -17,14 +17,6 @@ from vibechat.app.tui.slider import Slider
 from vibechat.engine.params import SamplingParams
 
 SIZE = (110, 36)
-
-
-async def send(pilot, text: str) -> None:
-    app = pilot.app
-    app.prompt_input.load_text(text)
-    await pilot.press("enter")
-    await settle(pilot)
-
 
 
 def replies(app) -> list[AssistantMessage]:
@@ -490,21 +482,7 @@ async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block
 
 
 async def test_a_sequence_split_across_pieces_never_shows_while_streaming(monkeypatch):
-    from vibechat.engine.backend import TextDelta
     from vibechat.engine.sanitize import sanitize
-
-    class OnePieceAtATime(RecordingBackend):
-        """Yields the next piece only once the test lets it through."""
-
-        def __init__(self, reply: str) -> None:
-            super().__init__(reply)
-            self.step = threading.Semaphore(0)
-
-        def stream_chat(self, messages, params):
-            for event in super().stream_chat(messages, params):
-                if isinstance(event, TextDelta):
-                    self.step.acquire(timeout=10)
-                yield event
 
     # One word per piece: the OSC and CSI sequences arrive in several pieces.
     backend = OnePieceAtATime("evil \x1b]0;a b c\x07 and \x1b[2 q red \x1b]0;t")

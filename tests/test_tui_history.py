@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import OptionList
 
 from conftest import read_only_dir
-from fakes import RecordingBackend, settle
+from fakes import RecordingBackend, send, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage, EarlierMessages
 from vibechat.app.tui.confirm import ConfirmScreen
@@ -25,12 +25,6 @@ from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
 
 SIZE = (110, 36)
-
-
-async def send(pilot, text: str) -> None:
-    pilot.app.prompt_input.load_text(text)
-    await pilot.press("enter")
-    await settle(pilot)
 
 
 def seed_history(path: Path, chats: list[tuple[str, list[str]]], *, model: str = "Fake 1B",

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from fakes import settle
+from fakes import send, settle
 
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
@@ -14,13 +14,6 @@ from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
 from vibechat.engine.params import SamplingParams
 
 pytestmark = pytest.mark.model
-
-
-async def _send(pilot, text: str):
-    app = pilot.app
-    app.prompt_input.load_text(text)
-    await pilot.press("enter")
-    await settle(pilot)
 
 
 async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_path):
@@ -61,14 +54,14 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
             assert used.replace(seed=None) == shown
 
             first_prompt = stats.prompt_tokens
-            await _send(pilot, "And three animals?")
+            await send(pilot, "And three animals?")
             second = app.status.stats
             assert second.prompt_tokens > first_prompt
             assert second.prompt_tokens_evaluated < second.prompt_tokens / 2  # cache reused
 
             await pilot.press("ctrl+n")
             await app.workers.wait_for_complete()
-            await _send(pilot, "And three animals?")
+            await send(pilot, "And three animals?")
             third = app.status.stats
             assert third.prompt_tokens_evaluated == third.prompt_tokens  # cache was reset
     finally:
@@ -95,7 +88,7 @@ async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(sta
             await app.workers.wait_for_complete()
             await pilot.pause()
             code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
-            await _send(pilot, f"Rewrite this code with x renamed to y:\n\n{code}")
+            await send(pilot, f"Rewrite this code with x renamed to y:\n\n{code}")
             # while the reply streamed: the accepted share so far and the draft length now
             assert live and all(streaming for _, streaming in live)
             assert all(re.search(r" · draft (\d+% )?(k[0-6]|off) +generating…$", text) for text, _ in live), live

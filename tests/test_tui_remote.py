@@ -8,19 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from fakes import settle
+from fakes import send, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.model_picker import RemoteModelPicker
 from vibechat.engine.history import History
 from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 
 SIZE = (110, 36)
-
-
-async def send(pilot, text: str) -> None:
-    pilot.app.prompt_input.load_text(text)
-    await pilot.press("enter")
-    await settle(pilot)
 
 
 def status_text(widget) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from fakes import RecordingBackend, settle
+from fakes import RecordingBackend, send, settle
 from vibechat.app.appconfig import load_app_config
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
@@ -18,13 +18,6 @@ from vibechat.engine.config import config_path
 from vibechat.engine.history import History
 
 SIZE = (110, 36)
-
-
-async def send(pilot, text: str, wait: bool = True) -> None:
-    pilot.app.prompt_input.load_text(text)
-    await pilot.press("enter")
-    if wait:
-        await settle(pilot)
 
 
 def block_of(app) -> ThinkingBlock:
