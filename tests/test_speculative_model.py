@@ -134,6 +134,42 @@ def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_pa
 
 
 @pytest.mark.model
+def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_path, monkeypatch):
+    import types
+
+    import llama_cpp
+
+    from vibechat.engine import drafting
+
+    decodes = []  # the model's decodes while it generates: each one a new token and its drafts
+
+    def decode(ctx, batch):
+        decodes.append(batch.n_tokens)
+        return llama_cpp.llama_decode(ctx, batch)
+
+    proxy = types.SimpleNamespace(**{name: getattr(llama_cpp, name) for name in dir(llama_cpp) if name.startswith("llama_")})
+    proxy.llama_decode = decode
+    monkeypatch.setattr(drafting, "ll", proxy)
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              speculative="prompt-lookup", draft_tokens=4,
+                                              draft_model_path=starter_path))
+    try:
+        backend.load()
+        _, reply = collect(backend, [ChatMessage("user", "List three colours.")],
+                           SamplingParams(temperature=0, max_tokens=30))
+    finally:
+        backend.close()
+    st = reply.stats
+    assert st.accepted_draft_tokens >= st.drafted_tokens - 4 > 0  # the same model: its drafts kept
+    assert sum(decodes) == len(decodes) + st.drafted_tokens
+    # every token but the last was decoded once, in the batch it came from: after k kept drafts the
+    # token at the batch's last position is sampled from its logits (the extra token), not decoded
+    # again on its own
+    assert st.completion_tokens - st.accepted_draft_tokens - len(decodes) in (0, 1)
+    assert len(decodes) <= (st.completion_tokens - 1) // 5 + 2  # ~k + 1 = 5 tokens a decode (k: 4 drafts)
+
+
+@pytest.mark.model
 def test_a_draft_model_turns_auto_drafting_on(starter_path):
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
                                               draft_model_path=starter_path))
