@@ -167,7 +167,8 @@ class AdaptiveDraft:
             return c1
         if n in self.costs:
             return self.costs[n]
-        return c1 + n * self.m if self.m is not None else c1 * (n + 1)
+        m = self.m
+        return c1 + n * m if m is not None else c1 * (n + 1)
 
     @property
     def m(self) -> float | None:
