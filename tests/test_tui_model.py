@@ -101,3 +101,22 @@ async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(sta
             assert f"draft {rate} " + ("off" if stats.drafting_turned_off else f"k{stats.draft_k}") in shown
     finally:
         backend.close()
+
+
+async def test_the_status_bar_names_the_draft_model_and_its_memory(starter_path):
+    from vibechat.engine.knobs import human_mib
+
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off",
+                                              draft_model_path=starter_path))
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=8), blink=False)
+    try:
+        async with app.run_test(size=(200, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            info = app.status.model
+            assert info is not None and info.draft_model and info.draft_model_bytes
+            assert info.draft_model_bytes > starter_path.stat().st_size  # its weights and its KV cache
+            shown = app.status.render().plain
+            assert f"draft {info.draft_model} {human_mib(info.draft_model_bytes)}" in shown
+    finally:
+        backend.close()
