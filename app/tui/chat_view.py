@@ -29,7 +29,7 @@ from textual.widgets import Static
 from . import outside
 from .confirm import ConfirmScreen
 from .markdown_segment import MarkdownSegment
-from .one_layout import SizedByLayout
+from .one_layout import SizedByLayout, StableGutterScroll
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
 
@@ -334,7 +334,7 @@ class EarlierMessages(Static, can_focus=True):
 W = TypeVar("W", bound=ChatMessageWidget)
 
 
-class ChatView(VerticalScroll):
+class ChatView(StableGutterScroll, VerticalScroll):
     """The scrollable list of messages. Focus it (Tab) for PgUp/PgDn/Home/End scrolling;
     from the input, PgUp/PgDn scroll it too. A printable key pressed while it or a message
     has focus is posted as ``Typed``: it belongs in the input."""

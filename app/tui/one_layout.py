@@ -9,18 +9,45 @@ the message each ask again: measured, two full layouts per render (docs/PERFORMA
 For a widget that does not scroll, its virtual size is its size, and the layout that just ran
 already placed it and everything around it: ``SizedByLayout`` records the new size without
 asking for a second layout. It is still repainted (Textual marks a resized widget dirty
-either way). Scrolling containers (the chat view) keep Textual's behaviour: their scroll
-range follows their virtual size.
+either way).
+
+The chat view scrolls, and its virtual size (the height of the conversation) grows with every
+line of a streaming reply: a second full layout per render, measured as a third of the layouts
+of a reply (docs/PERFORMANCE.md). The layout that grew it has already arranged its children,
+scrolled it to the bottom when it is anchored, and updated its scrollbar (Textual's
+``_scroll_update``). What a second layout could still change is the width left to the
+messages when the scrollbar appears or goes; with ``scrollbar-gutter: stable`` that width
+never changes, and the scrollbar's own appearance asks for a layout anyway.
+``StableGutterScroll`` records the virtual size without asking again, and requires the
+stable gutter.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.geometry import Size
 from textual.widget import Widget
+
+if TYPE_CHECKING:
+    _Mixin = Widget
+else:
+    _Mixin = object
 
 
 class SizedByLayout(Widget):
     """Mix in first, before the Textual base class, on widgets that never scroll."""
 
     def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+        return super()._size_updated(size, virtual_size, container_size, layout=False)
+
+
+class StableGutterScroll(_Mixin):
+    """Mix in first, on a scrolling container styled ``scrollbar-gutter: stable`` (see above).
+    Not a ``Widget`` itself: a Widget subclass first in the bases would put Textual's default
+    CSS for every widget ahead of the container's own (its ``overflow-y: auto`` lost)."""
+
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+        if self.styles.scrollbar_gutter != "stable":  # the width could change: Textual's way
+            return super()._size_updated(size, virtual_size, container_size, layout)
         return super()._size_updated(size, virtual_size, container_size, layout=False)
