@@ -59,3 +59,162 @@ async def test_a_growing_reply_costs_one_layout_per_render_and_shows_every_line(
                 assert body.size.height == line * 2 - 1  # each paragraph and the blank line between
         finally:
             Screen._refresh_layout = original  # type: ignore[method-assign]
+
+
+class _OneReply:
+    """A chat view alone in an app, with one reply in it."""
+
+    @staticmethod
+    def app():
+        from textual.app import App, ComposeResult
+
+        from vibechat.app.tui.chat_view import ChatView
+
+        class OneReply(App):
+            def compose(self) -> ComposeResult:
+                yield ChatView()
+
+        return OneReply()
+
+
+def _segment_strips(segment) -> list[tuple]:
+    """What the segment paints, line by line: each line's segments (text and style)."""
+    from textual.geometry import Region
+
+    return [tuple(strip) for strip in segment.render_lines(Region(0, 0, segment.size.width, segment.size.height))]
+
+
+def _segment_text(segment) -> list[str]:
+    """What the segment shows, line by line."""
+    return ["".join(piece.text for piece in line).rstrip() for line in _segment_strips(segment)]
+
+
+async def test_a_streaming_reply_keeps_room_below_its_text_and_scrolls_once_every_few_lines():
+    """While a reply streams in a full, anchored view, its tail keeps up to ROOM blank lines
+    below the text: the view scrolls (a full layout) once every ROOM + 1 lines, not with
+    every line, the newest line is always in view, and the room goes when the reply ends."""
+    from textual.screen import Screen
+
+    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.markdown_segment import MarkdownSegment
+
+    app = _OneReply.app()
+    layouts: list[int] = []
+    original = Screen._refresh_layout
+
+    def counting(self, size=None, scroll=False):
+        layouts.append(1)
+        return original(self, size, scroll)
+
+    async with app.run_test(size=(60, 20)) as pilot:
+        view = app.query_one(ChatView)
+        reply = await view.add(AssistantMessage(live=True))
+        await pilot.pause()
+        room = AssistantMessage.ROOM
+        Screen._refresh_layout = counting  # type: ignore[method-assign]
+        try:
+            lines = 40  # one line of text per render, twice the view's height
+            for n in range(1, lines + 1):  # hard line breaks: one line each
+                await reply.append(f"line {n}  \n")
+                await pilot.pause()
+                await pilot.pause()
+                tail = reply.body.children[-1]
+                assert isinstance(tail, MarkdownSegment)
+                shown = _segment_text(tail)
+                written = [line for line in shown if line.strip()]
+                assert len(written) == n, f"render {n}"
+                assert written[-1].endswith(f"line {n}")
+                assert n <= tail.size.height <= n + room  # the room below the text
+                # the newest line is on screen: the view follows the reply (the view is
+                # anchored: before it overflows, the conversation sits at its bottom)
+                assert view.scroll_y == view.max_scroll_y or view.max_scroll_y == 0
+                newest = tail.region.y + n - 1
+                assert view.region.y <= newest < view.region.bottom
+            assert len(layouts) <= lines // (room + 1) + 2, f"{len(layouts)} layouts for {lines} lines"
+            await reply.finish()
+            await pilot.pause()
+            await pilot.pause()
+            assert tail.size.height == lines  # settled: no room left
+            assert view.scroll_y == view.max_scroll_y
+        finally:
+            Screen._refresh_layout = original  # type: ignore[method-assign]
+
+
+async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fresh_render_would():
+    """A render of the same height re-renders only the lines from the first one that differs;
+    the lines kept from before and the new ones are together exactly what a fresh segment
+    with the whole text shows, also when the new text rewraps or restyles earlier lines."""
+    from vibechat.app.tui.chat_view import ChatView
+    from vibechat.app.tui.markdown_segment import MarkdownSegment
+
+    app = _OneReply.app()
+    pieces = ["The keeper ", "climbed the ", "stairs **every ", "night** and ", "lit the lamp; ",
+              "the sea ", "was `calm` ", "and grey, ", "and the ships ", "passed far ", "away.\n\n",
+              "- one ", "item\n", "- two ", "items\n\n", "# A ", "heading\n\n", "Last ", "words."]
+    async with app.run_test(size=(40, 40)) as pilot:
+        view = app.query_one(ChatView)
+        live = MarkdownSegment("", room=3)
+        await view.mount(live)
+        await pilot.pause()
+        rendered: list[int] = []
+        original = MarkdownSegment._strips
+
+        def counting(self, start, end):
+            if self is live:
+                rendered.extend(range(start, end))
+            return original(self, start, end)
+
+        MarkdownSegment._strips = counting  # type: ignore[method-assign]
+        try:
+            text = ""
+            for piece in pieces:
+                text += piece
+                before = _segment_strips(live)
+                rendered.clear()
+                live.set_text(text)
+                await pilot.pause()
+                await pilot.pause()
+                fresh = MarkdownSegment(text)
+                await view.mount(fresh)
+                await pilot.pause()
+                expected = _segment_text(fresh)
+                await fresh.remove()
+                shown = _segment_text(live)
+                assert shown[:len(expected)] == expected, piece
+                assert not any(line.strip() for line in shown[len(expected):])  # the room: blank
+                if live.size.height == len(before) and rendered:  # no layout: only changed lines
+                    after = _segment_strips(live)
+                    first = next(y for y, (a, b) in enumerate(zip(before, after)) if a != b)
+                    assert min(rendered) >= first, f"{piece!r}: re-rendered line {min(rendered)}, first change {first}"
+        finally:
+            MarkdownSegment._strips = original  # type: ignore[method-assign]
+
+
+async def test_a_failed_or_abandoned_reply_gives_back_its_room():
+    """A reply that fails or is left (a new chat, another model) keeps its text and loses the
+    blank room of a streaming reply."""
+    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+
+    app = _OneReply.app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        view = app.query_one(ChatView)
+        failed = await view.add(AssistantMessage(live=True))
+        stream = ReplyStream(failed, generation=1)
+        stream.put("Half a rep")
+        await stream.render()
+        await pilot.pause()
+        assert failed.body.size.height == 1 + AssistantMessage.ROOM
+        await stream.fail("the engine stopped")
+        await pilot.pause()
+        await pilot.pause()
+        assert failed.body.size.height == 1
+        assert "Half a rep" in failed.text
+
+        left = await view.add(AssistantMessage(live=True))
+        await left.append("Left half")
+        await pilot.pause()
+        assert left.body.size.height == 1 + AssistantMessage.ROOM
+        left.end_live()
+        await pilot.pause()
+        await pilot.pause()
+        assert left.body.size.height == 1

@@ -168,6 +168,8 @@ class AssistantMessage(ChatMessageWidget):
     ``SEAL_AT`` characters, or forced at a line break (inside a code block too)
     past ``FORCE_AT``, so the work per update stays bounded however long the reply
     gets. When the reply ends, forced cuts are merged back and rendered once.
+    While the reply streams (``live``), its tail keeps ``ROOM`` blank lines below the text
+    (``MarkdownSegment.room``), so the conversation scrolls once every ``ROOM + 1`` lines.
     (Textual's ``Markdown`` widget, streamed with ``Markdown.get_stream()``, mounts
     one widget per block; measured in docs/PERFORMANCE.md, it absorbs about a
     quarter of the tokens per second.)
@@ -178,6 +180,7 @@ class AssistantMessage(ChatMessageWidget):
 
     SEAL_AT = 600
     FORCE_AT = 1500
+    ROOM = 3
 
     BINDINGS = [Binding("enter", "open_link", "Open link", id="message.open_link", show=False)]
 
@@ -187,9 +190,11 @@ class AssistantMessage(ChatMessageWidget):
             self.href = href
 
     def __init__(self, text: str = "", *, label: str | None = None, code_theme: str = "monokai",
-                 status: str = "", status_kind: str | None = None, thinking: ThinkingBlock | None = None) -> None:
+                 status: str = "", status_kind: str | None = None, thinking: ThinkingBlock | None = None,
+                 live: bool = False) -> None:
         super().__init__("assistant", text, label=label, status=status, status_kind=status_kind)
         self.code_theme = code_theme
+        self.live = live  # streaming: the tail keeps room below its text
         self.thinking = thinking  # the model's thinking, above the answer (thinking_block.py)
         self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
         self._link_index = 0
@@ -198,12 +203,14 @@ class AssistantMessage(ChatMessageWidget):
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
             yield self.thinking
+        count = len(self._segmenter.segments)
         with ReplyBody(classes="reply--body"):
-            for index in range(len(self._segmenter.segments)):
-                yield self._segment(self._segmenter.display(index))
+            for index in range(count):
+                yield self._segment(self._segmenter.display(index), tail=index == count - 1)
 
-    def _segment(self, text: str) -> MarkdownSegment:
-        return MarkdownSegment(text, code_theme=self.code_theme, classes="reply--segment")
+    def _segment(self, text: str, tail: bool = False) -> MarkdownSegment:
+        return MarkdownSegment(text, code_theme=self.code_theme, classes="reply--segment",
+                               room=self.ROOM if tail and self.live else 0)
 
     @property
     def body(self) -> Vertical:
@@ -225,10 +232,12 @@ class AssistantMessage(ChatMessageWidget):
         sealed = segmenter.feed(text)
         if sealed:
             count = len(segmenter.segments)
+            tail.settle()
             tail.set_text(segmenter.display(count - sealed - 1))
             # Not awaited: the new segments join the DOM now and are laid out with the
             # rest of this update in one refresh, instead of a refresh of their own.
-            body.mount_all([self._segment(segmenter.display(i)) for i in range(count - sealed, count)])
+            body.mount_all([self._segment(segmenter.display(i), tail=i == count - 1)
+                            for i in range(count - sealed, count)])
             self._forget_scrolled_away(body)
         else:
             tail.set_text(segmenter.display(-1))
@@ -251,9 +260,16 @@ class AssistantMessage(ChatMessageWidget):
             segment.forget_strips()
             self._forgotten += 1
 
+    def end_live(self) -> None:
+        """The reply no longer streams: the room below its tail goes."""
+        self.live = False
+        for segment in self.query(MarkdownSegment):
+            segment.settle()
+
     async def finish(self, final_text: str | None = None) -> None:
         """End of the stream: merge segments that were cut by force (one render each);
         rebuild everything only if the final text differs from what streamed."""
+        self.end_live()
         body = self.body
         self._forgotten = 0
         if final_text is not None and final_text != self.text:

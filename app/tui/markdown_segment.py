@@ -5,10 +5,14 @@ model needs every core. ``MarkdownSegment`` keeps that cheap:
 
 * the Markdown is parsed and rendered once per text and width (Textual asks for
   the height and then for the lines; both come from one cached render);
-* a new text whose rendered height is unchanged only repaints the segment's own
-  region. Only a height change asks for a layout, which (with the view anchored
-  to the bottom) scrolls and repaints the whole screen. Text grows by a line
-  every few renders, so most renders are repaints of a few lines;
+* a new text whose height is unchanged repaints only the lines that changed
+  (usually the last one or two). Only a height change asks for a layout, which
+  (with the view anchored to the bottom) scrolls and repaints the whole screen;
+* the live tail keeps ``room`` blank lines below its text while it streams, so its
+  height changes once every ``room + 1`` lines instead of with every line: a
+  reply at ~90 tokens/s grows by about three lines a second, and each layout of
+  a 120×40 screen costs the UI thread 5–7 ms that the model's threads need
+  (docs/PERFORMANCE.md). The room goes when the segment settles;
 * what a segment keeps is small for the garbage collector. A long reply is
   thousands of rendered lines, and Python's full collections, which scan every
   live container object, paused the event loop for 60–90 ms at 16,000 tokens
@@ -86,6 +90,21 @@ class _Rendered:
         return out
 
 
+def first_difference(before: _Rendered, after: _Rendered) -> int:
+    """The first line that renders differently in ``after`` (its length if none does). A
+    packed line names its styles by number, in order of first use, so equal lines mean
+    equal text only where the styles they number are equal too."""
+    first = min(len(before), len(after))
+    for y, (old, new) in enumerate(zip(before.lines, after.lines)):
+        if old != new:
+            first = y
+            break
+    used = 1 + max((n for row in before.lines[:first] for n in row[1::2] if isinstance(n, int)), default=-1)
+    if before.styles[:used] != after.styles[:used]:
+        return 0
+    return first
+
+
 class CachedMarkdown:
     """A Rich renderable: ``text`` as Markdown, its lines cached (packed) per render
     width. The parsed document is not kept: a new width parses again."""
@@ -141,10 +160,13 @@ class MarkdownSegment(SizedByLayout):
     }
     """
 
-    def __init__(self, text: str = "", *, code_theme: str = "monokai", classes: str | None = None) -> None:
+    def __init__(self, text: str = "", *, code_theme: str = "monokai", classes: str | None = None,
+                 room: int = 0) -> None:
         super().__init__(classes=classes)
         self.code_theme = code_theme
         self._renderable = CachedMarkdown(text, code_theme)
+        self.room = room  # blank lines the live tail may keep below its text (see the module doc)
+        self._rows = 0  # the height the last layout gave it
         self._wanted = (0, 0)  # the lines Textual is painting (render_lines' crop)
         self._window: tuple[int, list[Strip]] | None = None  # strips made for that paint
 
@@ -155,24 +177,44 @@ class MarkdownSegment(SizedByLayout):
     def set_text(self, text: str) -> None:
         if text == self._renderable.text:
             return
-        before = self._height(self._renderable)
+        before = self._rendered(self._renderable)
         self._renderable = CachedMarkdown(text, self.code_theme)
-        after = self._height(self._renderable)
-        self.refresh(layout=before is None or before != after)
+        after = self._rendered(self._renderable)
+        if before is None or after is None or self.rows(len(after)) != self._rows:
+            self.refresh(layout=True)
+            return
+        first = first_difference(before, after)
+        end = max(len(before), len(after))
+        if first < end:
+            self.refresh(Region(0, first, self.content_size.width, end - first))
 
-    def _height(self, renderable: CachedMarkdown) -> int | None:
-        """Lines ``renderable`` takes at the current width (None before the first layout)."""
+    def settle(self) -> None:
+        """The text stops streaming: the room below it goes."""
+        if self.room:
+            self.room = 0
+            self.refresh(layout=True)
+
+    def rows(self, lines: int) -> int:
+        """The height for ``lines`` of text: the height it has while they fit in it with at
+        most ``room`` blank lines left, else the lines and ``room`` blank lines."""
+        if self.room and lines <= self._rows <= lines + self.room:
+            return self._rows
+        return lines + self.room
+
+    def _rendered(self, renderable: CachedMarkdown) -> _Rendered | None:
+        """``renderable`` at the current width (None before the first layout)."""
         width = self.content_size.width
         if not width or not self.is_attached:
             return None
-        return len(self._rendered_at(renderable, width))
+        return self._rendered_at(renderable, width)
 
     def _rendered_at(self, renderable: CachedMarkdown, width: int) -> _Rendered:
         app = self.app
         return renderable.rendered(app.console, app.console_options.update_width(width))
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return len(self._rendered_at(self._renderable, width))
+        self._rows = self.rows(len(self._rendered_at(self._renderable, width)))
+        return self._rows
 
     def render(self) -> CachedMarkdown:
         return self._renderable

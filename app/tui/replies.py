@@ -92,7 +92,7 @@ class Replies:
     async def start(self) -> None:
         """Answer the conversation's last prompt."""
         host = self.host
-        widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme()))
+        widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
         if not host.model_ready:
             widget.set_status("waiting for the model to load…")
         turn = self.session.begin_reply()
@@ -249,6 +249,7 @@ class Replies:
         if self.session.abandon():
             self.host.history_changed()
         if self.stream is not None:
+            self.stream.widget.end_live()
             block = self.stream.widget.thinking
             if block is not None and block.live:  # its clock stops (the widget may stay on screen)
                 block.fold(stopped=True)

@@ -202,6 +202,6 @@ class ReplyStream:
         shown = self.sanitizer.feed(rest) + self.sanitizer.flush()
         if shown:
             await self.widget.append(shown)
-        if partial:  # a cut stream: what arrived stays, as the server sent it
-            await self.widget.finish(sanitize(partial))
+        # What arrived stays (a cut stream's text as the server sent it), settled.
+        await self.widget.finish(sanitize(partial) if partial else None)
         self.widget.set_status(f"⚠ {error}", "error")
