@@ -36,7 +36,12 @@ else:
 
 
 class SizedByLayout(Widget):
-    """Mix in first, before the Textual base class, on widgets that never scroll."""
+    """Mix in first, before the Textual base class, on widgets that never scroll.
+
+    A ``Widget`` subclass first in the bases: Textual takes default CSS along the first base
+    only, so the widgets it is mixed into get their own CSS and ``Widget``'s, not that of
+    ``Vertical`` (their own says what they need, and the snapshots hold the look). Made a
+    plain mixin, the containers' defaults come back and the chat's layout changes."""
 
     def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
         return super()._size_updated(size, virtual_size, container_size, layout=False)
