@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from vibechat.app.tui import create_app, freeze_startup_objects
+from vibechat.app.tui import create_app, freeze_startup_objects, pacing
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta
 from vibechat.engine.params import SamplingParams
@@ -336,11 +336,15 @@ async def tui_decode(tokens: int) -> dict[str, float]:
             await pilot.press("enter")
             await until_settled(app, 600)
             stats = app.status.stats
+            stream = app.replies.last_stream
+            renders = stream.renders if stream is not None else 0
     finally:
         AssistantMessage.append = original  # type: ignore[method-assign]
         backend.close()
+    decode_s = stats.completion_tokens / stats.decode_tokens_per_s if stats.decode_tokens_per_s else float("nan")
     return {"tok_s": stats.decode_tokens_per_s, "tokens": stats.completion_tokens, "ttft_ms": stats.ttft_ms,
-            "enter_to_text_ms": (first[0] - start) * 1000 if first else float("nan")}
+            "enter_to_text_ms": (first[0] - start) * 1000 if first else float("nan"),
+            "renders_per_s": renders / decode_s}
 
 
 def main() -> None:
@@ -354,6 +358,9 @@ def main() -> None:
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--skip-keys", action="store_true")
     parser.add_argument("--no-reference", action="store_true", help="skip Textual's Markdown.get_stream() reference")
+    parser.add_argument("--budgets", default="",
+                        help="comma-separated UI budgets to compare in the model rounds, e.g. 0.02,0.03 "
+                             "(default: the chat's, pacing.BUSY_BUDGET)")
     parser.add_argument("--no-late-freeze", action="store_true",
                         help="no second gc.freeze() once the model is ready (the chat does one: app/tui/gc_policy.py)")
     args = parser.parse_args()
@@ -389,25 +396,40 @@ def main() -> None:
 
     if args.skip_model:
         return
+    budgets = [float(b) for b in args.budgets.split(",")] if args.budgets else [pacing.BUSY_BUDGET]
     print(f"\nStarter model, {args.model_tokens}-token reply, greedy: the chat (model in its worker process, "
-          "as `vibechat` runs it) vs `vibechat run` (alternating)")
-    cli_rates, tui_rates, cli_ttft, tui_ttft, tui_enter = [], [], [], [], []
+          "as `vibechat` runs it) vs `vibechat run`, alternating; UI budget(s) while the model has every core: "
+          + ", ".join(f"{b:.0%}" for b in budgets))
+    cli_rates, cli_ttft = [], []
+    chat: dict[float, dict[str, list[float]]] = {b: {"tok_s": [], "ttft_ms": [], "enter_to_text_ms": [], "ratio": [],
+                                                     "renders_per_s": []} for b in budgets}
+    default_budget = pacing.BUSY_BUDGET
     for r in range(args.rounds):
         rate, ttft = cli_run(args.model_tokens)
         cli_rates.append(rate)
         cli_ttft.append(ttft)
-        t = asyncio.run(tui_decode(args.model_tokens))
-        tui_rates.append(t["tok_s"])
-        tui_ttft.append(t["ttft_ms"])
-        tui_enter.append(t["enter_to_text_ms"])
-        print(f"  round {r + 1}: vibechat run {rate:.1f} tok/s, TTFT {ttft:.0f} ms | chat {t['tok_s']:.1f} tok/s "
-              f"({t['tokens']} tokens), TTFT {t['ttft_ms']:.0f} ms (engine), Enter to first text "
-              f"{t['enter_to_text_ms']:.0f} ms", flush=True)
-    cli_m, tui_m = statistics.median(cli_rates), statistics.median(tui_rates)
-    print(f"  median: vibechat run {cli_m:.1f} tok/s, chat {tui_m:.1f} tok/s, ratio {tui_m / cli_m:.3f} "
-          f"(target ≥ 0.97) | TTFT run {statistics.median(cli_ttft):.0f} ms, chat {statistics.median(tui_ttft):.0f} ms "
-          f"(engine), Enter to first text {statistics.median(tui_enter):.0f} ms (target ≤ run + 10)")
-
+        line = f"  round {r + 1}: vibechat run {rate:.1f} tok/s, TTFT {ttft:.0f} ms"
+        for budget in budgets:
+            pacing.BUSY_BUDGET = budget  # read by pacing.ui_budget() when a reply starts
+            try:
+                t = asyncio.run(tui_decode(args.model_tokens))
+            finally:
+                pacing.BUSY_BUDGET = default_budget
+            t["ratio"] = t["tok_s"] / rate
+            for key, values in chat[budget].items():
+                values.append(t[key])
+            line += (f" | chat at {budget:.0%}: {t['tok_s']:.1f} tok/s ({t['tokens']} tokens, "
+                     f"{t['renders_per_s']:.1f} renders/s), ratio {t['ratio']:.3f}, TTFT {t['ttft_ms']:.0f} ms "
+                     f"(engine), Enter to first text {t['enter_to_text_ms']:.0f} ms")
+        print(line, flush=True)
+    cli_m = statistics.median(cli_rates)
+    print(f"  median: vibechat run {cli_m:.1f} tok/s, TTFT {statistics.median(cli_ttft):.0f} ms")
+    for budget, got in chat.items():
+        m = {key: statistics.median(values) for key, values in got.items()}
+        print(f"  chat at {budget:.0%}: {m['tok_s']:.1f} tok/s, {m['renders_per_s']:.1f} renders/s | decode ratio: "
+              f"median of the rounds {m['ratio']:.3f} (range {min(got['ratio']):.3f}–{max(got['ratio']):.3f}), "
+              f"of the medians {m['tok_s'] / cli_m:.3f} (target ≥ 0.97) | TTFT {m['ttft_ms']:.0f} ms (engine; "
+              f"target ≤ run + 10), Enter to first text {m['enter_to_text_ms']:.0f} ms")
 
 if __name__ == "__main__":
     main()

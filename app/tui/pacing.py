@@ -17,7 +17,7 @@ from collections.abc import Callable
 # Share of one core the UI may use while the model has every core (measured in
 # docs/PERFORMANCE.md: about 1 % of decode speed per 1 % of a core; the target is decode
 # at >= 0.97x `vibechat run`, so the UI gets 3 %: 2-5 renders/s on a 2-core host).
-BUSY_BUDGET = 0.03
+BUSY_BUDGET = 0.02
 FREE_BUDGET = 1.0
 
 
