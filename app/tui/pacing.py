@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 # Share of one core the UI may use while the model has every core (measured in
 # docs/PERFORMANCE.md: about 1 % of decode speed per 1 % of a core; the target is decode
-# at >= 0.97x `vibechat run`, so the UI gets 3 %: 2-5 renders/s on a 2-core host).
+# at >= 0.97x `vibechat run`, so the UI gets 2 %: ~2.9 renders/s of a streaming reply on a
+# 2-core host, each a repaint of the lines that changed or, every few lines, a layout).
 BUSY_BUDGET = 0.02
 FREE_BUDGET = 1.0
 
