@@ -218,3 +218,53 @@ async def test_a_failed_or_abandoned_reply_gives_back_its_room():
         await pilot.pause()
         await pilot.pause()
         assert left.body.size.height == 1
+
+
+async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_other():
+    """A message appearing, or its status line changing, is laid out once: no widget the
+    layout sized (the message, its label, text and status lines, the chat view) asks for a
+    second layout from within it (one_layout.py). In the chat the layout for a sent message
+    runs while the model reads the prompt, so a second one would delay the first token."""
+    from textual.screen import Screen
+    from textual.widget import Widget
+
+    from vibechat.app.tui.chat_view import AssistantMessage, ChatMessageWidget, ChatView
+
+    app = _OneReply.app()
+    asked: list[str] = []  # widgets asking for a layout during a layout
+    in_layout: list[bool] = [False]
+    original_layout, original_refresh = Screen._refresh_layout, Widget.refresh
+
+    def layout(self, size=None, scroll=False):
+        in_layout[0] = True
+        try:
+            return original_layout(self, size, scroll)
+        finally:
+            in_layout[0] = False
+
+    def refresh(self, *regions, repaint=True, layout=False, recompose=False):
+        if layout and in_layout[0]:
+            asked.append(type(self).__name__)
+        return original_refresh(self, *regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    async with app.run_test(size=(60, 20)) as pilot:
+        view = app.query_one(ChatView)
+        await pilot.pause()
+        Screen._refresh_layout = layout  # type: ignore[method-assign]
+        Widget.refresh = refresh  # type: ignore[method-assign]
+        try:
+            await view.add(ChatMessageWidget("user", "What does a lighthouse keeper do?"))
+            await pilot.pause()
+            await pilot.pause()
+            reply = await view.add(AssistantMessage(live=True))
+            reply.set_status("waiting for the model to load…")
+            await pilot.pause()
+            await pilot.pause()
+            reply.set_status("⚠ the engine stopped\nwhile reading the prompt", "error")
+            await pilot.pause()
+            await pilot.pause()
+            assert reply.query_one(".message--status").size.height == 2
+            assert asked == []
+        finally:
+            Screen._refresh_layout = original_layout  # type: ignore[method-assign]
+            Widget.refresh = original_refresh  # type: ignore[method-assign]

@@ -52,6 +52,17 @@ def code_blocks(markdown: str) -> list[str]:
     return blocks
 
 
+class MessageText(SizedByLayout, Static):
+    """A message's label, plain text or status line: sized by the layout that placed it (one
+    layout when a message appears or its status changes, not two: one_layout.py)."""
+
+    DEFAULT_CSS = """
+    MessageText {
+        height: auto;
+    }
+    """
+
+
 class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     """One message. Focus it (Tab or a click) to copy it (Ctrl+C) or its code (Ctrl+K); its
     keys then show beside its label. No plain letters: typing on a focused message goes to
@@ -118,12 +129,12 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         self._status = status
 
     def compose(self) -> ComposeResult:
-        yield Static(Content(self._label), classes="message--role")
+        yield MessageText(Content(self._label), classes="message--role")
         yield from self.compose_body()
-        yield Static(outside.block(self._status), classes="message--status")
+        yield MessageText(outside.block(self._status), classes="message--status")
 
     def compose_body(self) -> ComposeResult:
-        yield Static(outside.block(self.text, limit=None), classes="message--body")
+        yield MessageText(outside.block(self.text, limit=None), classes="message--body")
 
     def on_focus(self) -> None:
         """The message's keys beside its label, as they are now (a streaming reply's Ctrl+C
