@@ -274,8 +274,8 @@ class AssistantMessage(ChatMessageWidget):
     def end_live(self) -> None:
         """The reply no longer streams: the room below its tail goes."""
         self.live = False
-        for segment in self.query(MarkdownSegment):
-            segment.settle()
+        for part in self.query(MarkdownSegment):
+            part.settle()
 
     async def finish(self, final_text: str | None = None) -> None:
         """End of the stream: merge segments that were cut by force (one render each);
