@@ -127,6 +127,43 @@ async def test_ctrl_n_clears_the_view_and_resets_the_cache(backend):
         assert app.status.stats.prompt_tokens_evaluated == app.status.stats.prompt_tokens
 
 
+async def test_a_sent_message_is_drawn_with_the_first_words_of_its_reply(backend, monkeypatch):
+    """While the model reads the prompt the screen is not redrawn (a layout would take CPU
+    from the model's threads); the sent message appears with the reply's first words, or
+    when pacing.HOLD_S is up (made long here, so only the words end the hold)."""
+    from textual.app import App
+
+    from vibechat.app.tui import pacing
+
+    monkeypatch.setattr(pacing, "HOLD_S", 60.0)
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False)
+    frames: list[str] = []  # what each frame written to the terminal shows
+    original = App._display
+
+    def display(self, screen, renderable):
+        if renderable is not None and not self._batch_count:
+            frames.append("\n".join(strip.text for strip in screen._compositor.render_strips()))
+        return original(self, screen, renderable)
+
+    monkeypatch.setattr(App, "_display", display)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.prompt_input.load_text("lighthouse")
+        await pilot.pause()
+        frames.clear()  # the prompt in the input
+        await pilot.press("enter")
+        for _ in range(3):
+            await pilot.pause()
+        assert app.prompt_input.text == ""  # taken at once (the input cleared before the hold)
+        backend.gate.set()  # the first words
+        await settle(pilot)
+        assert replies(app)[0].text == backend.reply
+        showing = [frame for frame in frames if "lighthouse" in frame]
+        assert showing, "the sent message was never drawn"
+        assert "Hello" in showing[0]  # first drawn with the reply's first words
+
+
 async def test_escape_stops_a_reply_and_keeps_the_partial_text(backend):
     backend.reply = " ".join(f"word{i}" for i in range(200))
     backend.gate = threading.Event()

@@ -9,7 +9,7 @@ import pytest
 from vibechat.app import slash
 from vibechat.app.tui.chat_view import code_blocks, http_links
 from vibechat.app.tui.reply_stream import DeltaBuffer
-from vibechat.app.tui.pacing import BUSY_BUDGET, FREE_BUDGET, RenderPacer, ui_budget
+from vibechat.app.tui.pacing import BUSY_BUDGET, FREE_BUDGET, HOLD_S, FrameHold, RenderPacer, ui_budget
 from vibechat.engine import system
 from vibechat.engine.conversation import Conversation
 
@@ -83,6 +83,40 @@ def test_render_pacer_keeps_the_ui_under_its_cpu_budget():
     clock[0] += 0.1
     pacer.rendering()
     assert pacer.interval == pytest.approx(0.5)
+
+
+def test_a_frame_hold_holds_the_screen_until_released_once_or_its_time_is_up():
+    from contextlib import contextmanager
+
+    class Screen:
+        def __init__(self) -> None:
+            self.batches, self.timers = 0, []
+
+        @contextmanager
+        def batch_update(self):
+            self.batches += 1
+            try:
+                yield
+            finally:
+                self.batches -= 1
+
+        def set_timer(self, delay, callback=None):
+            self.timers.append((delay, callback))
+
+    screen = Screen()
+    hold = FrameHold(screen)
+    assert screen.batches == 1 and hold.held
+    assert screen.timers[0][0] == HOLD_S <= 0.1  # never longer than feels instant
+    hold.release()  # the first words
+    hold.release()  # and then anything else about the reply
+    assert screen.batches == 0 and not hold.held
+    screen.timers[0][1]()  # the time is up after all: nothing more to release
+    assert screen.batches == 0
+
+    late = FrameHold(screen, limit_s=0.05)
+    assert screen.timers[-1][0] == 0.05
+    screen.timers[-1][1]()  # a long prompt: shown when the time is up
+    assert screen.batches == 0 and not late.held
 
 
 def test_ui_budget_is_small_only_when_the_model_has_every_core():

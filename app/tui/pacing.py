@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 # Share of one core the UI may use while the model has every core (measured in
 # docs/PERFORMANCE.md: about 1 % of decode speed per 1 % of a core; the target is decode
@@ -58,3 +60,33 @@ class RenderPacer:
             self._budget_interval = min(self.max_interval, (cpu - self._last_cpu) / self.budget)
             self.interval = max(self.min_interval, self._budget_interval)
         self._last_at, self._last_cpu = now, cpu
+
+
+HOLD_S = 0.1  # the longest the first frame of a sent message waits for the reply's first words
+
+
+class _Screen(Protocol):
+    def batch_update(self) -> AbstractContextManager[None]: ...
+    def set_timer(self, delay: float, callback: Any = None) -> Any: ...
+
+
+class FrameHold:
+    """The screen's next frame waits while the model reads a short prompt.
+
+    Showing a sent message costs the UI a layout of the screen (10-15 ms of CPU while the
+    model's threads have every core), and drawn while the model reads the prompt it delays
+    the first token by as much. Held until the reply's first words (or an error) arrive, it
+    is drawn with them instead; a prompt that takes longer than ``limit_s`` to read (a long
+    one, or a slow machine) is shown after ``limit_s``, under a tenth of a second, the
+    time a key press takes to feel instant. ``release`` may be called any number of times."""
+
+    def __init__(self, screen: _Screen, limit_s: float | None = None) -> None:
+        self._batch = screen.batch_update()
+        self._batch.__enter__()
+        self.held = True
+        screen.set_timer(HOLD_S if limit_s is None else limit_s, self.release)
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._batch.__exit__(None, None, None)

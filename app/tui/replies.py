@@ -33,7 +33,7 @@ from .events import (
 )
 from .host import ChatHost
 from .markdown_segment import warm_up as warm_up_markdown
-from .pacing import RenderPacer, ui_budget
+from .pacing import FrameHold, RenderPacer, ui_budget
 from .reply_stream import ReplyStream
 
 log = logging.getLogger("vibechat.tui")
@@ -45,6 +45,7 @@ class Replies:
         self.host = host
         self.stream: ReplyStream | None = None  # the reply on screen while it streams
         self.last_stream: ReplyStream | None = None  # ... and after it ended
+        self.hold: FrameHold | None = None  # the sent message's frame, waiting for the first words
         self.turn: Turn | None = None
         self.last: GenerationDone | None = None  # how the last reply ended (/stats)
 
@@ -103,6 +104,8 @@ class Replies:
         self.last_stream = stream
         host.generating = True
         host.status.state = "generating…"
+        if host.model_ready:
+            self.hold = FrameHold(host)
         host.run_worker(lambda: self._generate(turn, stream), thread=True, exclusive=True, group="generate",
                         exit_on_error=False)
 
@@ -137,7 +140,14 @@ class Replies:
         stream = self.stream
         return stream if stream is not None and stream.generation == generation else None
 
+    def _release(self) -> None:
+        """Whatever the engine says first about a reply releases the held frame."""
+        if self.hold is not None:
+            self.hold.release()
+            self.hold = None
+
     async def on_text(self, message: ReplyText) -> None:
+        self._release()
         stream = self._current(message.generation)
         if stream is None:
             return
@@ -155,11 +165,13 @@ class Replies:
             await self._finish(stream, done)
 
     async def on_thinking(self, message: ReplyThinking) -> None:
+        self._release()
         stream = self._current(message.generation)
         if stream is not None:
             await stream.render_thinking()
 
     async def on_event(self, message: ReplyEvent) -> None:
+        self._release()
         stream = self._current(message.generation)
         if stream is None:
             return
@@ -194,6 +206,7 @@ class Replies:
             self.count_context()
 
     async def on_failed(self, message: ReplyFailed) -> None:
+        self._release()
         stream = self._current(message.generation)
         if stream is None:
             return
@@ -205,6 +218,7 @@ class Replies:
         self._ended()
 
     def _ended(self) -> None:
+        self._release()
         self.stream = self.turn = None
         self.host.generating = False
         status = self.host.status
