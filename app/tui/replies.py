@@ -85,6 +85,7 @@ class Replies:
             if len(text) <= MAX_KEPT_IN_INPUT:
                 host.prompt_input.load_text(text)
             return
+        self._hold()  # from here until the reply's first words: no frame (see FrameHold)
         self.session.chat.add_user(text)  # saved before generation starts
         host.history_changed()
         await host.chat.add(ChatMessageWidget("user", text))
@@ -93,6 +94,7 @@ class Replies:
     async def start(self) -> None:
         """Answer the conversation's last prompt."""
         host = self.host
+        self._hold()
         widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
         if not host.model_ready:
             widget.set_status("waiting for the model to load…")
@@ -104,8 +106,6 @@ class Replies:
         self.last_stream = stream
         host.generating = True
         host.status.state = "generating…"
-        if host.model_ready:
-            self.hold = FrameHold(host)
         host.run_worker(lambda: self._generate(turn, stream), thread=True, exclusive=True, group="generate",
                         exit_on_error=False)
 
@@ -139,6 +139,12 @@ class Replies:
     def _current(self, generation: int) -> ReplyStream | None:
         stream = self.stream
         return stream if stream is not None and stream.generation == generation else None
+
+    def _hold(self) -> None:
+        """Hold the screen's frames until the reply's first words (a loaded model only: a
+        model still loading shows its progress at once)."""
+        if (self.hold is None or not self.hold.held) and self.host.model_ready:
+            self.hold = FrameHold(self.host)
 
     def _release(self) -> None:
         """Whatever the engine says first about a reply releases the held frame."""
