@@ -2,12 +2,46 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from vibechat.app.tui import reply_stream
 from vibechat.app.tui.reply_stream import APPEND_LIMIT, APPEND_MAX, FIRST_LIMIT, ReplyStream
 
 
 def stream() -> ReplyStream:
     return ReplyStream(widget=None, generation=1)  # type: ignore[arg-type]  # limit() does not touch it
+
+
+def _chat_view_app():
+    """A chat view alone in an app."""
+    from textual.app import App, ComposeResult
+
+    from vibechat.app.tui.chat_view import ChatView
+
+    class OneView(App):
+        def compose(self) -> ComposeResult:
+            yield ChatView()
+
+    return OneView()
+
+
+@contextmanager
+def _counting_layouts():
+    """The screen's layouts while in the block, one entry each."""
+    from textual.screen import Screen
+
+    layouts: list[int] = []
+    original = Screen._refresh_layout
+
+    def counting(self, size=None, scroll=False):
+        layouts.append(1)
+        return original(self, size, scroll)
+
+    Screen._refresh_layout = counting  # type: ignore[method-assign]
+    try:
+        yield layouts
+    finally:
+        Screen._refresh_layout = original  # type: ignore[method-assign]
 
 
 def test_first_render_is_small_then_slices_follow_the_measured_cost():
@@ -27,28 +61,13 @@ async def test_a_growing_reply_costs_one_layout_per_render_and_shows_every_line(
     """The live tail growing by a line asks for one layout of the screen, not two (Textual's
     virtual_size reactive asks again for each widget that grew: app/tui/one_layout.py), and
     that one layout still gives the reply the height of its text."""
-    from textual.app import App, ComposeResult
-    from textual.screen import Screen
-
     from vibechat.app.tui.chat_view import AssistantMessage, ChatView
 
-    class OneReply(App):
-        def compose(self) -> ComposeResult:
-            yield ChatView()
-
-    layouts: list[int] = []
-    original = Screen._refresh_layout
-
-    def counting(self, size=None, scroll=False):
-        layouts.append(1)
-        return original(self, size, scroll)
-
-    app = OneReply()
+    app = _chat_view_app()
     async with app.run_test(size=(60, 30)) as pilot:
         reply = await app.query_one(ChatView).add(AssistantMessage())
         await pilot.pause()
-        Screen._refresh_layout = counting  # type: ignore[method-assign]
-        try:
+        with _counting_layouts() as layouts:
             for line in range(1, 6):
                 layouts.clear()
                 await reply.append(f"line {line}\n\n")
@@ -57,24 +76,6 @@ async def test_a_growing_reply_costs_one_layout_per_render_and_shows_every_line(
                 assert len(layouts) == 1, f"render {line}: {len(layouts)} layouts"
                 body = reply.body
                 assert body.size.height == line * 2 - 1  # each paragraph and the blank line between
-        finally:
-            Screen._refresh_layout = original  # type: ignore[method-assign]
-
-
-class _OneReply:
-    """A chat view alone in an app, with one reply in it."""
-
-    @staticmethod
-    def app():
-        from textual.app import App, ComposeResult
-
-        from vibechat.app.tui.chat_view import ChatView
-
-        class OneReply(App):
-            def compose(self) -> ComposeResult:
-                yield ChatView()
-
-        return OneReply()
 
 
 def _segment_strips(segment) -> list[tuple]:
@@ -93,26 +94,16 @@ async def test_a_streaming_reply_keeps_room_below_its_text_and_scrolls_once_ever
     """While a reply streams in a full, anchored view, its tail keeps up to ROOM blank lines
     below the text: the view scrolls (a full layout) once every ROOM + 1 lines, not with
     every line, the newest line is always in view, and the room goes when the reply ends."""
-    from textual.screen import Screen
-
     from vibechat.app.tui.chat_view import AssistantMessage, ChatView
     from vibechat.app.tui.markdown_segment import MarkdownSegment
 
-    app = _OneReply.app()
-    layouts: list[int] = []
-    original = Screen._refresh_layout
-
-    def counting(self, size=None, scroll=False):
-        layouts.append(1)
-        return original(self, size, scroll)
-
+    app = _chat_view_app()
     async with app.run_test(size=(60, 20)) as pilot:
         view = app.query_one(ChatView)
         reply = await view.add(AssistantMessage(live=True))
         await pilot.pause()
         room = AssistantMessage.ROOM
-        Screen._refresh_layout = counting  # type: ignore[method-assign]
-        try:
+        with _counting_layouts() as layouts:
             lines = 40  # one line of text per render, twice the view's height
             for n in range(1, lines + 1):  # hard line breaks: one line each
                 await reply.append(f"line {n}  \n")
@@ -136,8 +127,6 @@ async def test_a_streaming_reply_keeps_room_below_its_text_and_scrolls_once_ever
             await pilot.pause()
             assert tail.size.height == lines  # settled: no room left
             assert view.scroll_y == view.max_scroll_y
-        finally:
-            Screen._refresh_layout = original  # type: ignore[method-assign]
 
 
 async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fresh_render_would():
@@ -147,7 +136,7 @@ async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fr
     from vibechat.app.tui.chat_view import ChatView
     from vibechat.app.tui.markdown_segment import MarkdownSegment
 
-    app = _OneReply.app()
+    app = _chat_view_app()
     pieces = ["The keeper ", "climbed the ", "stairs **every ", "night** and ", "lit the lamp; ",
               "the sea ", "was `calm` ", "and grey, ", "and the ships ", "passed far ", "away.\n\n",
               "- one ", "item\n", "- two ", "items\n\n", "# A ", "heading\n\n", "Last ", "words."]
@@ -195,7 +184,7 @@ async def test_a_failed_or_abandoned_reply_gives_back_its_room():
     blank room of a streaming reply."""
     from vibechat.app.tui.chat_view import AssistantMessage, ChatView
 
-    app = _OneReply.app()
+    app = _chat_view_app()
     async with app.run_test(size=(60, 20)) as pilot:
         view = app.query_one(ChatView)
         failed = await view.add(AssistantMessage(live=True))
@@ -230,7 +219,7 @@ async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_oth
 
     from vibechat.app.tui.chat_view import AssistantMessage, ChatMessageWidget, ChatView
 
-    app = _OneReply.app()
+    app = _chat_view_app()
     asked: list[str] = []  # widgets asking for a layout during a layout
     in_layout: list[bool] = [False]
     original_layout, original_refresh = Screen._refresh_layout, Widget.refresh
