@@ -332,9 +332,10 @@ async def tui_decode(tokens: int) -> dict[str, float]:
                 await asyncio.sleep(0.05)
             await asyncio.sleep(1.0)  # the Markdown warm-up after the load
             app.prompt_input.load_text(PROMPT)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             await pilot.press("enter")
             await until_settled(app, 600)
+            cpu_share = (time.process_time() - cpu_start) / (time.perf_counter() - start)
             stats = app.status.stats
             stream = app.replies.last_stream
             renders = stream.renders if stream is not None else 0
@@ -344,7 +345,7 @@ async def tui_decode(tokens: int) -> dict[str, float]:
     decode_s = stats.completion_tokens / stats.decode_tokens_per_s if stats.decode_tokens_per_s else float("nan")
     return {"tok_s": stats.decode_tokens_per_s, "tokens": stats.completion_tokens, "ttft_ms": stats.ttft_ms,
             "enter_to_text_ms": (first[0] - start) * 1000 if first else float("nan"),
-            "renders_per_s": renders / decode_s}
+            "renders_per_s": renders / decode_s, "cpu_pct": cpu_share * 100}
 
 
 def main() -> None:
@@ -361,6 +362,9 @@ def main() -> None:
     parser.add_argument("--budgets", default="",
                         help="comma-separated UI budgets to compare in the model rounds, e.g. 0.02,0.03 "
                              "(default: the chat's, pacing.BUSY_BUDGET)")
+    parser.add_argument("--rooms", default="",
+                        help="comma-separated blank lines kept below a streaming reply to compare in the model "
+                             "rounds, e.g. 3,5 (default: the chat's, AssistantMessage.ROOM)")
     parser.add_argument("--no-late-freeze", action="store_true",
                         help="no second gc.freeze() once the model is ready (the chat does one: app/tui/gc_policy.py)")
     args = parser.parse_args()
@@ -397,39 +401,50 @@ def main() -> None:
     if args.skip_model:
         return
     budgets = [float(b) for b in args.budgets.split(",")] if args.budgets else [pacing.BUSY_BUDGET]
+    rooms = [int(n) for n in args.rooms.split(",")] if args.rooms else [AssistantMessage.ROOM]
+    variants = [(b, n) for b in budgets for n in rooms]
     print(f"\nStarter model, {args.model_tokens}-token reply, greedy: the chat (model in its worker process, "
-          "as `vibechat` runs it) vs `vibechat run`, alternating; UI budget(s) while the model has every core: "
-          + ", ".join(f"{b:.0%}" for b in budgets))
+          "as `vibechat` runs it) vs `vibechat run`, alternating; UI budget(s) while the model has every core, "
+          "blank lines below a streaming reply: " + ", ".join(label(v) for v in variants))
     cli_rates, cli_ttft = [], []
-    chat: dict[float, dict[str, list[float]]] = {b: {"tok_s": [], "ttft_ms": [], "enter_to_text_ms": [], "ratio": [],
-                                                     "renders_per_s": []} for b in budgets}
-    default_budget = pacing.BUSY_BUDGET
+    chat: dict[tuple[float, int], dict[str, list[float]]] = {
+        v: {"tok_s": [], "ttft_ms": [], "enter_to_text_ms": [], "ratio": [], "renders_per_s": [], "cpu_pct": []}
+        for v in variants}
+    default_budget, default_room = pacing.BUSY_BUDGET, AssistantMessage.ROOM
     for r in range(args.rounds):
         rate, ttft = cli_run(args.model_tokens)
         cli_rates.append(rate)
         cli_ttft.append(ttft)
         line = f"  round {r + 1}: vibechat run {rate:.1f} tok/s, TTFT {ttft:.0f} ms"
-        for budget in budgets:
-            pacing.BUSY_BUDGET = budget  # read by pacing.ui_budget() when a reply starts
+        for variant in variants:
+            pacing.BUSY_BUDGET, AssistantMessage.ROOM = variant  # read when a reply starts
             try:
                 t = asyncio.run(tui_decode(args.model_tokens))
             finally:
-                pacing.BUSY_BUDGET = default_budget
+                pacing.BUSY_BUDGET, AssistantMessage.ROOM = default_budget, default_room
             t["ratio"] = t["tok_s"] / rate
-            for key, values in chat[budget].items():
+            for key, values in chat[variant].items():
                 values.append(t[key])
-            line += (f" | chat at {budget:.0%}: {t['tok_s']:.1f} tok/s ({t['tokens']} tokens, "
-                     f"{t['renders_per_s']:.1f} renders/s), ratio {t['ratio']:.3f}, TTFT {t['ttft_ms']:.0f} ms "
-                     f"(engine), Enter to first text {t['enter_to_text_ms']:.0f} ms")
+            line += (f" | chat at {label(variant)}: {t['tok_s']:.1f} tok/s ({t['tokens']} tokens, "
+                     f"{t['renders_per_s']:.1f} renders/s, chat process {t['cpu_pct']:.2f} % of a core), "
+                     f"ratio {t['ratio']:.3f}, TTFT {t['ttft_ms']:.0f} ms (engine), Enter to first text "
+                     f"{t['enter_to_text_ms']:.0f} ms")
         print(line, flush=True)
     cli_m = statistics.median(cli_rates)
     print(f"  median: vibechat run {cli_m:.1f} tok/s, TTFT {statistics.median(cli_ttft):.0f} ms")
-    for budget, got in chat.items():
+    for variant, got in chat.items():
         m = {key: statistics.median(values) for key, values in got.items()}
-        print(f"  chat at {budget:.0%}: {m['tok_s']:.1f} tok/s, {m['renders_per_s']:.1f} renders/s | decode ratio: "
-              f"median of the rounds {m['ratio']:.3f} (range {min(got['ratio']):.3f}–{max(got['ratio']):.3f}), "
-              f"of the medians {m['tok_s'] / cli_m:.3f} (target ≥ 0.97) | TTFT {m['ttft_ms']:.0f} ms (engine; "
-              f"target ≤ run + 10), Enter to first text {m['enter_to_text_ms']:.0f} ms")
+        print(f"  chat at {label(variant)}: {m['tok_s']:.1f} tok/s, {m['renders_per_s']:.1f} renders/s, chat process "
+              f"{m['cpu_pct']:.2f} % of a core | decode ratio: median of the rounds {m['ratio']:.3f} (range "
+              f"{min(got['ratio']):.3f}–{max(got['ratio']):.3f}), of the medians {m['tok_s'] / cli_m:.3f} (target ≥ "
+              f"0.97) | TTFT {m['ttft_ms']:.0f} ms (engine; target ≤ run + 10), Enter to first text "
+              f"{m['enter_to_text_ms']:.0f} ms")
+
+
+def label(variant: tuple[float, int]) -> str:
+    budget, room = variant
+    return f"{budget:.0%} room {room}"
+
 
 if __name__ == "__main__":
     main()
