@@ -7,6 +7,10 @@ model more than the UI's share. So the pacer measures what the UI thread spent
 since the last render and spaces renders so the UI stays under ``budget`` of one
 core: a fast machine renders up to ``max_hz`` times a second, a slow one less
 often, and a machine with a core to spare for the UI renders at ``max_hz``.
+
+A render that costs more than one interval at ``min_hz`` may pay for (a layout of
+the whole screen when the view scrolls) leaves the rest as a debt, paid by the
+intervals after it: the budget holds on average, not only for cheap renders.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Protocol
 # 2-core host, each a repaint of the lines that changed or, every few lines, a layout).
 BUSY_BUDGET = 0.02
 FREE_BUDGET = 1.0
+DEBT_INTERVALS = 4  # the most a costly render is paid back over: this many intervals at min_hz
 
 
 def ui_budget(model_threads: int | None, cores: int) -> float:
@@ -43,6 +48,7 @@ class RenderPacer:
         self._last_at: float | None = None
         self._last_cpu = 0.0
         self._budget_interval = 0.0
+        self.debt = 0.0  # UI seconds spent beyond the budget and not yet paid for by waiting
         self.interval = self.min_interval
 
     def wait(self, backlog: bool = False) -> float:
@@ -54,10 +60,16 @@ class RenderPacer:
         return max(0.0, self._last_at + interval - self._clock())
 
     def rendering(self) -> None:
-        """A render starts now: the CPU the UI used since the previous one sets the next interval."""
+        """A render starts now: the CPU the UI used since the previous one, and what is still
+        owed, set the next interval (the next render is taken to cost about as much)."""
         now, cpu = self._clock(), self._cpu()
         if self._last_at is not None:
-            self._budget_interval = min(self.max_interval, (cpu - self._last_cpu) / self.budget)
+            # Waiting longer than the budget asked (no text came sooner) pays off debt too.
+            idle = now - self._last_at - self._budget_interval
+            owed = cpu - self._last_cpu + max(0.0, self.debt - self.budget * max(0.0, idle))
+            self._budget_interval = min(self.max_interval, owed / self.budget)
+            self.debt = min(owed - self.budget * self._budget_interval,
+                            self.budget * self.max_interval * DEBT_INTERVALS)
             self.interval = max(self.min_interval, self._budget_interval)
         self._last_at, self._last_cpu = now, cpu
 
