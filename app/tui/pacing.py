@@ -22,8 +22,9 @@ from typing import Any, Protocol
 
 # Share of one core the UI may use while the model has every core (measured in
 # docs/PERFORMANCE.md: about 1 % of decode speed per 1 % of a core; the target is decode
-# at >= 0.97x `vibechat run`, so the UI gets 2 %: ~2.9 renders/s of a streaming reply on a
-# 2-core host, each a repaint of the lines that changed or, every few lines, a layout).
+# at >= 0.97x `vibechat run`, so the UI gets 2 %: ~2.2 renders/s of a streaming reply on a
+# 2-core host, each a repaint of the lines that changed or, every few lines, a layout that
+# scrolls the view and costs more than the 2 renders/s floor pays for: see the debt below).
 BUSY_BUDGET = 0.02
 FREE_BUDGET = 1.0
 DEBT_INTERVALS = 4  # the most a costly render is paid back over: this many intervals at min_hz
