@@ -20,6 +20,7 @@ from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.history import History
 from vibechat.engine.llamacpp import LlamaCppOptions
+from vibechat.engine.local_model import LocalModel
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.worker import CRASH_HOOK_ENV, WorkerBackend
 
@@ -179,3 +180,74 @@ async def test_an_engine_that_crashes_again_after_its_restart_is_not_restarted_i
             assert stored_messages() == [("user", "complete"), ("assistant", "error")] * 3
     finally:
         backend.close()
+
+
+async def test_the_chats_everyday_actions_work_through_the_engine_process(starter_path, tmp_path):
+    """What the chat does every day, through its engine process on the real starter model: a
+    second turn reuses the KV prefix, Ctrl+N resets the cache, Esc stops a reply at once, a
+    reload with changed settings (what the GPU layers slider does) keeps the conversation, and
+    a model switch ends the old engine process and answers from the new one."""
+    def worker_for(path: Path, **changes) -> WorkerBackend:
+        return WorkerBackend(LlamaCppOptions(**{"model_path": path, "context_size": 2048, "repack": "off", **changes}))
+
+    started: list[WorkerBackend] = []
+
+    def factory(path: Path, **changes) -> WorkerBackend:
+        started.append(worker_for(path, **changes))
+        return started[-1]
+
+    backend = worker_for(starter_path)
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=8), backend_factory=factory, blink=False)
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            first_engine = backend.pid
+            assert first_engine is not None and app.status.state == "ready"
+            assert_answered(app, await send(app, pilot, "List three colours."))
+            assert_answered(app, await send(app, pilot, "And three animals?"))
+            stats = app.status.stats
+            assert stats.prompt_tokens_evaluated < stats.prompt_tokens / 2  # the first turn stayed in the cache
+
+            await pilot.press("ctrl+n")
+            await settle(pilot)
+            assert_answered(app, await send(app, pilot, "And three animals?"))
+            stats = app.status.stats
+            assert stats.prompt_tokens_evaluated == stats.prompt_tokens  # the cache was reset
+            assert backend.pid == first_engine  # ... by the same engine process
+
+            app.set_params(SamplingParams(temperature=0, max_tokens=400))
+            app.prompt_input.load_text(STORY)
+            await pilot.press("enter")
+            deadline = time.monotonic() + 120
+            while not (app.replies.stream and app.replies.stream.started):
+                assert time.monotonic() < deadline, "no reply text within 120 s"
+                await pilot.pause(0.01)
+            await pilot.press("escape")
+            await settle(pilot)
+            assert app.status.stats.finish_reason == "cancelled"
+            assert app.status.stats.completion_tokens < 400
+
+            app.models.reload_model(context_size=1024)  # a reload with other settings, as the GPU layers slider asks
+            await settle(pilot)
+            [reloaded] = started
+            assert app.session.backend is reloaded and reloaded.describe().context_size == 1024
+            assert reloaded.pid is not None and backend.pid is None  # the old engine process ended
+            assert [m.role for m in app.session.conversation.messages()][-2:] == ["user", "assistant"]
+            app.set_params(SamplingParams(temperature=0, max_tokens=8))
+            assert_answered(app, await send(app, pilot, "Thanks."))
+            assert app.status.stats.prompt_tokens > 30  # the conversation went on in the new engine
+
+            copy = tmp_path / "gemma-copy-Q4_K_M.gguf"
+            os.link(starter_path, copy)
+            app.models.switch_model(LocalModel(name="gemma-copy", path=copy, size=copy.stat().st_size,
+                                               quant="Q4_K_M", source="vibechat"))
+            await settle(pilot)
+            switched = started[-1]
+            assert len(started) == 2 and app.session.backend is switched
+            assert switched.describe().path == str(copy) and reloaded.pid is None
+            assert_answered(app, await send(app, pilot, "List three colours."))
+            assert switched.pid is not None and app.is_running
+    finally:
+        for engine in (backend, *started):
+            engine.close()
