@@ -105,6 +105,36 @@ class _Crash:
     report: Path | None
 
 
+class _Preload:
+    """A load begun ahead of its caller (``WorkerBackend.preload``): the next ``load()`` takes
+    it over, with its progress so far and from then on, and its result or its error."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.info: ModelInfo | None = None
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._latest: float | None = None
+        self._sink: Callable[[float], object] | None = None
+
+    def progress(self, fraction: float) -> None:
+        with self._lock:  # in order with the replay below
+            self._latest = fraction
+            if self._sink is not None:
+                self._sink(fraction)
+
+    def take_over(self, on_progress: Callable[[float], object] | None) -> ModelInfo:
+        with self._lock:
+            self._sink = on_progress
+            if on_progress is not None and self._latest is not None:
+                on_progress(self._latest)  # where it stands (it may be done already)
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.info is not None
+        return self.info
+
+
 class WorkerBackend:
     """A ``LlamaCppBackend`` (same ``LlamaCppOptions``) in a child process. One thread drives
     it; ``cancel()`` may be called from any thread."""
@@ -128,6 +158,8 @@ class WorkerBackend:
         self._broken: tuple[Any, str] | None = None  # (options, message): no restart until they change
         self._closing = False  # close() ends the child: its end is no crash
         self._stderr_reader: threading.Thread | None = None
+        self._preload: _Preload | None = None  # a load begun ahead of the first load() call
+        self._preloading: threading.Thread | None = None
 
     # ------------------------------------------------------------ process
     @property
@@ -136,6 +168,8 @@ class WorkerBackend:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def _start(self) -> None:
+        if self._closing:  # a preload that reaches here while close() runs starts nothing
+            raise EngineCrashed("the engine was closed.")
         cmd = [sys.executable, "-m", "vibechat.engine.worker"]
         kwargs: dict[str, Any] = {}
         if os.name == "posix":
@@ -246,6 +280,17 @@ class WorkerBackend:
         return Path(str(self.options.model_path)).name
 
     def _ensure_loaded(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        """The model, loaded: every call that needs it comes here first; one made while a
+        preload runs waits for it and gets its result or its error."""
+        preload = self._preload
+        if preload is not None:
+            try:
+                return preload.take_over(on_progress)
+            finally:
+                self._preload = None  # taken over: from now on, calls load as usual
+        return self._load_now(on_progress)
+
+    def _load_now(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         self._check_broken()
         if self._loaded and self._alive() and self._info is not None:
             return self._info
@@ -330,6 +375,26 @@ class WorkerBackend:
         self._discard_child()
 
     # ------------------------------------------------------- Backend API
+    def preload(self) -> None:
+        """Start the engine process and its load now, in a thread of this one: the chat calls
+        it before its screen opens, so the load runs while the UI starts. The next call that
+        needs the model (``load()`` first, in the chat) takes this load over: its progress,
+        then its result or its error (a crash is reported once, not loaded again)."""
+        if self._preload is not None or self._proc is not None:
+            return
+        state = self._preload = _Preload()
+
+        def run() -> None:
+            try:
+                state.info = self._load_now(state.progress)
+            except BaseException as exc:  # noqa: BLE001 - handed to the load() that takes over
+                state.error = exc
+            finally:
+                state.done.set()
+
+        self._preloading = threading.Thread(target=run, daemon=True, name="vibechat-worker-preload")
+        self._preloading.start()
+
     def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         return self._ensure_loaded(on_progress)
 
@@ -433,6 +498,9 @@ class WorkerBackend:
         self._closing = True
         try:
             self._stop_child()
+            if self._preloading is not None:  # a load still under way ends with the child: not a crash
+                self._preloading.join(timeout=10)
+                self._stop_child()  # a child it started just before close() began
         finally:
             self._closing = False
         self._info = None

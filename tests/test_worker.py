@@ -443,3 +443,44 @@ def test_crash_reports_are_private_whatever_the_umask(starter_path):
     again = write_crash_report("crashed (SIGKILL)", "while loading x", -9, [], [], options(starter_path), None)
     assert again is not None and again != report and report.read_text() == text
     assert_private(again)
+
+
+def test_a_preload_is_taken_over_by_the_next_load_with_its_progress(starter_path, worker):
+    """The chat starts its engine's load before its screen opens (``preload``): the first
+    load() takes that load over, in the same engine process, and the engine answers."""
+    worker.preload()
+    wait_until(lambda: worker.pid is not None, "the engine process the preload starts")
+    child = worker.pid
+    progress: list[float] = []
+    info = worker.load(on_progress=progress.append)
+    assert info.architecture == "gemma3" and worker.describe() == info
+    assert progress and progress[-1] == pytest.approx(1.0)  # where the load stood, then the rest
+    assert worker.pid == child  # taken over, not loaded again
+    assert_answers(worker)
+    assert worker.load() == info and worker.pid == child
+
+
+def test_a_crash_during_a_preload_is_reported_once_by_the_call_that_takes_it_over(starter_path, worker, monkeypatch):
+    monkeypatch.setenv(CRASH_HOOK_ENV, "load:SIGKILL")
+    worker.preload()
+    with pytest.raises(EngineCrashed) as crash:
+        worker.load()
+    assert "SIGKILL" in str(crash.value) and "while loading" in str(crash.value)
+    report = report_of(crash.value)
+    monkeypatch.delenv(CRASH_HOOK_ENV)
+    assert worker.load().architecture == "gemma3"  # the next call loads afresh
+    assert sorted(report.parent.iterdir()) == [report]  # one crash, one report
+    assert_answers(worker)
+
+
+def test_closing_during_a_preload_ends_the_engine_and_reports_no_crash(starter_path):
+    backend = WorkerBackend(options(starter_path))
+    backend.preload()
+    wait_until(lambda: backend.pid is not None, "the engine process the preload starts")
+    child = backend.pid
+    backend.close()
+    assert backend.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # ended and reaped
+    crashes = Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes"
+    assert not crashes.exists() or not any(crashes.iterdir())
