@@ -49,6 +49,8 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash)."""
+    from vibechat.engine.worker import WorkerBackend
+
     from ..backends import make_backend
     from ..progress import pull_with_progress
 
@@ -56,6 +58,8 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
     # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).
     # A local model runs in a child process: a llama.cpp crash ends that process, not the chat.
     backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True, worker=True)
+    if isinstance(backend, WorkerBackend):
+        backend.preload()  # the engine process loads the model while the screen opens
 
     def factory(path: "Path", **changes: Any) -> "Backend":
         """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
