@@ -11,24 +11,35 @@ Per round, a fresh process:
   model worker (``python -m vibechat.engine.worker``), once the model is ready;
 
 then Ctrl+Q. Decode speed and time to first token while the chat renders are in
-``bench_tui.py`` (part 2).
+``bench_tui.py`` (part 2), headless; ``--decode N`` measures them here too, where the chat
+writes every frame to a real terminal (this script reads the pty, as a terminal emulator
+would, on the same cores): after the model is ready, the prompt is typed and sent, the
+chat (``-t 0 -n N``) streams the reply, and its saved stats (the history file) give the
+decode tokens/s and the engine's time to first token; ``vibechat run`` with the same prompt
+and settings runs right after, in the same round, for the ratio.
 
-    .venv/bin/python bench/bench_chat.py [--rounds 5]
+    .venv/bin/python bench/bench_chat.py [--rounds 5] [--decode 1000]
 
-Linux only (pty, /proc). Runs with its own empty config and data directories, ``--no-save``.
+Linux only (pty, /proc). Runs with its own empty config and data directories; ``--no-save``
+unless ``--save`` or ``--decode`` (then the history is this round's own new file, as on the
+first start on a new machine: it is created while the model loads).
 """
 
 from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import pty
 import re
 import select
+import shutil
 import signal
+import sqlite3
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import termios
@@ -60,15 +71,48 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def one_round(exe: Path, timeout: float = 60.0) -> dict[str, float]:
+PROMPT = "Write a long story about a lighthouse keeper and the sea, in many chapters."  # as bench_tui.py
+
+
+def saved_reply_stats(db: Path) -> dict | None:
+    """The stats of the chat's last reply once it is saved as finished (None: not yet)."""
+    if not db.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
+            row = con.execute("SELECT status, stats FROM messages WHERE role = 'assistant' "
+                              "ORDER BY id DESC LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None
+    if row is None or row[0] == "streaming" or not row[1]:
+        return None
+    return json.loads(row[1])
+
+
+def drain(fd: int, until, timeout: float) -> bytes:
+    """Read the terminal's output (as a terminal would: woken by output, else twice a second to
+    check ``until()``) until ``until()`` or ``timeout``."""
+    out, deadline = b"", time.perf_counter() + timeout
+    while not until() and time.perf_counter() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                out += os.read(fd, 1 << 16)
+            except OSError:
+                break
+    return out
+
+
+def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = False) -> dict[str, float]:
     home = Path(tempfile.mkdtemp(prefix="vibechat-bench-chat-"))
     env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(COLS), LINES=str(ROWS),
                VIBECHAT_CONFIG_DIR=str(home / "config"), VIBECHAT_DATA_DIR=str(home / "data"),
-               XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"))
+               XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"),
+               VIBECHAT_STATE_DIR=str(home / "state"))
+    argv = [str(exe), "-t", "0", "-n", str(decode)] if decode else [str(exe)] if save else [str(exe), "--no-save"]
     start = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:  # the child: the chat
-        os.execve(str(exe), [str(exe), "--no-save"], env)
+        os.execve(str(exe), argv, env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
     screen = b""
     marks: dict[str, float] = {}
@@ -94,6 +138,24 @@ def one_round(exe: Path, timeout: float = 60.0) -> dict[str, float]:
                   "chat_rss_mb": rss_mb(pid) or float("nan")}
         workers = children(pid)
         result["worker_rss_mb"] = sum(filter(None, (rss_mb(w) for w in workers))) if workers else float("nan")
+        if decode and "ready" in marks:
+            drain(fd, lambda: False, 1.0)  # as bench_tui: the Markdown warm-up after the load
+            os.write(fd, PROMPT.encode())
+            drain(fd, lambda: False, 0.2)
+            os.write(fd, b"\r")
+            stats: dict = {}
+            checked = [0.0]
+
+            def saved() -> bool:  # at most twice a second: the lookup costs CPU the model would miss
+                if time.perf_counter() - checked[0] >= 0.5:
+                    checked[0] = time.perf_counter()
+                    stats.update(saved_reply_stats(home / "data" / "history.db") or {})
+                return bool(stats)
+
+            drain(fd, saved, 600)
+            if stats:
+                result["chat_tok_s"], result["chat_ttft_ms"] = stats["decode_tokens_per_s"], stats["ttft_ms"]
+                result["chat_tokens"] = stats["completion_tokens"]
         os.write(fd, b"\x11")  # Ctrl+Q
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -110,25 +172,46 @@ def one_round(exe: Path, timeout: float = 60.0) -> dict[str, float]:
             os.waitpid(pid, 0)
     finally:
         os.close(fd)
+    try:
+        if decode:
+            out = subprocess.run([str(exe), "run", "-p", PROMPT, "-t", "0", "-n", str(decode), "--json"],
+                                 capture_output=True, text=True, check=True, env=env)
+            ran = json.loads(out.stdout)["stats"]
+            result["run_tok_s"], result["run_ttft_ms"] = ran["decode_tokens_per_s"], ran["ttft_ms"]
+            result["ratio"] = result.get("chat_tok_s", float("nan")) / result["run_tok_s"]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--decode", type=int, default=0, metavar="N",
+                        help="also stream an N-token greedy reply in the terminal, and run `vibechat run` for the ratio")
+    parser.add_argument("--save", action="store_true", help="with the history on (a new file each round), as users run it")
     args = parser.parse_args()
     exe = Path(sys.executable).with_name("vibechat")
     one_round(exe)  # warm the page cache (model file, Python modules); not counted
     rows = []
     for r in range(args.rounds):
-        rows.append(one_round(exe))
+        rows.append(one_round(exe, decode=args.decode, save=args.save))
         x = rows[-1]
-        print(f"  round {r + 1}: first frame {x['first_frame_s']:.2f} s | model ready {x['model_ready_s']:.2f} s "
-              f"(target ≤ 1.2) | chat RSS {x['chat_rss_mb']:.0f} MB | worker RSS {x['worker_rss_mb']:.0f} MB",
-              flush=True)
-    for key, label in (("first_frame_s", "first frame s"), ("model_ready_s", "model ready s"),
-                       ("chat_rss_mb", "chat process RSS MB"), ("worker_rss_mb", "model worker RSS MB")):
-        values = [row[key] for row in rows]
+        line = (f"  round {r + 1}: first frame {x['first_frame_s']:.2f} s | model ready {x['model_ready_s']:.2f} s "
+                f"(target ≤ 1.2) | chat RSS {x['chat_rss_mb']:.0f} MB | worker RSS {x['worker_rss_mb']:.0f} MB")
+        if args.decode:
+            line += (f" | in the terminal: chat {x.get('chat_tok_s', float('nan')):.1f} tok/s "
+                     f"({x.get('chat_tokens', 0)} tokens), TTFT {x.get('chat_ttft_ms', float('nan')):.0f} ms; "
+                     f"run {x['run_tok_s']:.1f} tok/s, TTFT {x['run_ttft_ms']:.0f} ms; ratio {x['ratio']:.3f}")
+        print(line, flush=True)
+    keys = [("first_frame_s", "first frame s"), ("model_ready_s", "model ready s"),
+            ("chat_rss_mb", "chat process RSS MB"), ("worker_rss_mb", "model worker RSS MB")]
+    if args.decode:
+        keys += [("chat_tok_s", "chat decode tok/s (in the terminal)"), ("run_tok_s", "vibechat run decode tok/s"),
+                 ("ratio", "decode ratio chat / run, per round (target ≥ 0.97)"),
+                 ("chat_ttft_ms", "chat TTFT ms (engine)"), ("run_ttft_ms", "vibechat run TTFT ms")]
+    for key, label in keys:
+        values = [row.get(key, float("nan")) for row in rows]
         print(f"  median {label}: {statistics.median(values):.2f} (range {min(values):.2f}–{max(values):.2f})")
 
 
