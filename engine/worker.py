@@ -120,19 +120,25 @@ class _Preload:
     def progress(self, fraction: float) -> None:
         with self._lock:  # in order with the replay below
             self._latest = fraction
-            if self._sink is not None:
-                self._sink(fraction)
+            self._tell(fraction)
 
     def take_over(self, on_progress: Callable[[float], object] | None) -> ModelInfo:
         with self._lock:
             self._sink = on_progress
-            if on_progress is not None and self._latest is not None:
-                on_progress(self._latest)  # where it stands (it may be done already)
+            if self._latest is not None:
+                self._tell(self._latest)  # where it stands (it may be done already)
         self.done.wait()
         if self.error is not None:
             raise self.error
         assert self.info is not None
         return self.info
+
+    def _tell(self, fraction: float) -> None:
+        if self._sink is not None:
+            try:
+                self._sink(fraction)
+            except Exception:  # noqa: BLE001 - as for a load's own progress: never fails the load
+                log.debug("load progress callback failed", exc_info=True)
 
 
 class WorkerBackend:
