@@ -693,12 +693,15 @@ class _ForwardLogs(logging.Handler):
 
 
 def _crash_hook(stage: str) -> None:
-    """Test-only (CRASH_HOOK_ENV): end this process with a signal at ``stage``."""
+    """Test-only (CRASH_HOOK_ENV): end this process at ``stage`` with a signal ("reply:SIGABRT")
+    or an exit status ("reply:exit3")."""
     hook = os.environ.get(CRASH_HOOK_ENV, "")
     if not hook:
         return
     at, _, name = hook.partition(":")
     if at == stage:
+        if name.startswith("exit"):
+            os._exit(int(name[4:]))
         os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
         time.sleep(10)  # the signal ends us
 
