@@ -29,6 +29,11 @@ pytestmark = pytest.mark.model
 STORY = "Write a long story about a dragon who learns to bake bread."
 
 
+def worker_backend(path: Path, **changes) -> WorkerBackend:
+    """The chat's engine process for the model at ``path`` (with ``changes`` to its options)."""
+    return WorkerBackend(LlamaCppOptions(**{"model_path": path, "context_size": 2048, "repack": "off", **changes}))
+
+
 def crash_reports() -> list[Path]:
     folder = Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes"
     reports = sorted(folder.iterdir()) if folder.is_dir() else []
@@ -63,7 +68,7 @@ def assert_answered(app, reply: AssistantMessage) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL], ids=lambda sig: sig.name)
 async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
+    backend = worker_backend(starter_path)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -109,7 +114,7 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
 @pytest.mark.parametrize("sig", ["SIGSEGV", "SIGKILL"])
 async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter_path, monkeypatch, sig):
     monkeypatch.setenv(CRASH_HOOK_ENV, f"load:{sig}")  # the engine process the chat starts dies in its load
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
+    backend = worker_backend(starter_path)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -133,7 +138,7 @@ async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter
 async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated(starter_path, monkeypatch, sig):
     # Every engine process started with the hook set dies when a reply starts (before any text).
     monkeypatch.setenv(CRASH_HOOK_ENV, f"prompt:{sig}")
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
+    backend = worker_backend(starter_path)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -159,7 +164,7 @@ async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated
 
 async def test_an_engine_that_crashes_again_after_its_restart_is_not_restarted_in_a_loop(starter_path, monkeypatch):
     monkeypatch.setenv(CRASH_HOOK_ENV, "prompt:SIGSEGV")  # every reply's start crashes, with these settings
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
+    backend = worker_backend(starter_path)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -187,16 +192,13 @@ async def test_the_chats_everyday_actions_work_through_the_engine_process(starte
     second turn reuses the KV prefix, Ctrl+N resets the cache, Esc stops a reply at once, a
     reload with changed settings (what the GPU layers slider does) keeps the conversation, and
     a model switch ends the old engine process and answers from the new one."""
-    def worker_for(path: Path, **changes) -> WorkerBackend:
-        return WorkerBackend(LlamaCppOptions(**{"model_path": path, "context_size": 2048, "repack": "off", **changes}))
-
     started: list[WorkerBackend] = []
 
     def factory(path: Path, **changes) -> WorkerBackend:
-        started.append(worker_for(path, **changes))
+        started.append(worker_backend(path, **changes))
         return started[-1]
 
-    backend = worker_for(starter_path)
+    backend = worker_backend(starter_path)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=8), backend_factory=factory, blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
