@@ -75,7 +75,9 @@ PROMPT = "Write a long story about a lighthouse keeper and the sea, in many chap
 
 
 def saved_reply_stats(db: Path) -> dict | None:
-    """The stats of the chat's last reply once it is saved as finished (None: not yet)."""
+    """The stats of the chat's last reply once it is saved as finished (None: not yet). Read
+    only, not through ``History``: opening one repairs replies left 'streaming' (a crash's),
+    and the chat's reply is streaming while this looks."""
     if not db.exists():
         return None
     try:
