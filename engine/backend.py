@@ -126,9 +126,13 @@ class GenerationStats:
 
 @dataclass(frozen=True)
 class TextDelta:
-    """A piece of the reply; never splits a UTF-8 character."""
+    """A piece of the reply; never splits a UTF-8 character. ``tokens``: the reply's
+    generated tokens so far (thinking included), when the backend knows them (the local
+    engine; 0: not known, then a front end counts pieces instead), as for ``ThinkingDelta``:
+    the status bar's live count."""
 
     text: str
+    tokens: int = 0
 
 
 @dataclass(frozen=True)

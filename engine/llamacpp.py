@@ -860,14 +860,14 @@ class _Emitter:
 def _split(pieces: list[Piece], text_parts: list[str],
            thinking_parts: list[str], tokens: int = 0) -> Iterator[ChatEvent]:
     """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``;
-    ``tokens``: generated so far (the thinking's live count)."""
+    ``tokens``: generated so far (the live count the status bar shows)."""
     for thinking, text in pieces:
         if thinking:
             thinking_parts.append(text)
             yield ThinkingDelta(text, tokens)
         else:
             text_parts.append(text)
-            yield TextDelta(text)
+            yield TextDelta(text, tokens)
 
 
 def _text_bytes(messages: Sequence[ChatMessage]) -> int:

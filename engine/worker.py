@@ -451,10 +451,9 @@ class WorkerBackend:
                     continue
                 if kind in ("delta", "thinking"):
                     tokens = msg[2]
-                    if kind == "delta":
-                        yield TextDelta(msg[1])
-                    else:  # with the generated tokens so far (the thinking's live count)
-                        yield ThinkingDelta(msg[1], msg[3] if len(msg) > 3 else 0)
+                    # with the generated tokens so far (the status bar's live count)
+                    live = msg[3] if len(msg) > 3 else 0
+                    yield TextDelta(msg[1], live) if kind == "delta" else ThinkingDelta(msg[1], live)
                 elif kind == "event":
                     if isinstance(msg[1], GenerationDone):
                         tokens = max(tokens, msg[1].stats.completion_tokens)
@@ -803,7 +802,7 @@ def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
     pending: list[str] = []
     pending_kind = "delta"  # or "thinking": the pieces joined are of one kind
     tokens = 0
-    thinking_tokens = 0  # the last ThinkingDelta's count of generated tokens (its live count)
+    generated = 0  # the last delta's count of generated tokens (the status bar's live count)
     last = 0.0
     clock = time.perf_counter
     _crash_hook("prompt")
@@ -813,28 +812,27 @@ def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
             kind = "delta" if type(event) is TextDelta else "thinking" if type(event) is ThinkingDelta else None
             if kind is not None:
                 if pending and kind != pending_kind:
-                    send((pending_kind, "".join(pending), tokens, thinking_tokens))
+                    send((pending_kind, "".join(pending), tokens, generated))
                     pending.clear()
                 pending_kind = kind
                 pending.append(event.text)
                 tokens += 1
-                if kind == "thinking":
-                    thinking_tokens = event.tokens
+                generated = event.tokens
                 now = clock()
                 if now - last >= FLUSH_S:
-                    send((kind, "".join(pending), tokens, thinking_tokens))
+                    send((kind, "".join(pending), tokens, generated))
                     pending.clear()
                     last = now
                     _crash_hook("reply")  # mid-reply: the parent has text to keep
                 continue
             if pending:
-                send((pending_kind, "".join(pending), tokens, thinking_tokens))
+                send((pending_kind, "".join(pending), tokens, generated))
                 pending.clear()
             send(("event", event))
     finally:
         stream.close()
         if pending:
-            send((pending_kind, "".join(pending), tokens, thinking_tokens))
+            send((pending_kind, "".join(pending), tokens, generated))
 
 
 if __name__ == "__main__":

@@ -64,6 +64,19 @@ def test_streaming_yields_many_deltas_that_join_to_the_text(backend):
     assert done.stats.decode_tokens_per_s > 0 and done.stats.ttft_ms > 0
 
 
+def test_each_text_delta_carries_the_reply_tokens_so_far(backend):
+    """The status bar's live count: every TextDelta says how many tokens the reply has so far."""
+    counts, done = [], None
+    for event in backend.stream_chat(HELLO, SamplingParams(temperature=0, max_tokens=40)):
+        if isinstance(event, TextDelta):
+            counts.append(event.tokens)
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done is not None and len(counts) > 10
+    assert counts == sorted(counts) and counts[0] >= 1
+    assert counts[-1] == done.stats.completion_tokens
+
+
 def test_greedy_is_deterministic(backend):
     _, first, _ = collect(backend, HELLO, GREEDY)
     backend.reset()

@@ -85,6 +85,12 @@ def test_a_reply_through_the_worker_is_the_in_process_reply(starter_path, worker
     info = worker.load(on_progress=progress.append)
     assert info.architecture == "gemma3" and worker.describe() == info
     assert progress and max(progress) == pytest.approx(1.0)
+    counts = []
+    for event in worker.stream_chat(HELLO, GREEDY):
+        if isinstance(event, TextDelta):
+            counts.append(event.tokens)
+    assert counts and counts[-1] == expected.stats.completion_tokens  # the live count crosses too
+    worker.reset()
     deltas, done = collect(worker, HELLO, GREEDY)
     assert done.text == expected.text and "".join(deltas) == done.text
     assert done.stats.completion_tokens == expected.stats.completion_tokens
