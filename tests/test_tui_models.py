@@ -216,9 +216,12 @@ async def focus_gpu_slider(pilot):
     return slider
 
 
-async def test_gpu_layers_on_a_build_without_offload_explains_the_rebuild_and_reloads_nothing(tmp_path):
+async def test_gpu_layers_on_a_build_without_offload_is_disabled_with_a_one_line_reason(tmp_path):
     """This build cannot offload: the chat runs on the CPU with a warning (``vibechat run`` fails
-    instead), and the GPU layers slider says how to get a GPU build rather than reloading."""
+    instead), and the GPU layers slider is disabled with one line saying why (the rebuild
+    command in its tooltip), rather than taking key presses and answering each with a notice."""
+    from textual.widgets import Static
+
     notice = "Running on the CPU: GPU offload of all layers was asked for (...)"
     made = []
     app = create_app(RecordingBackend(info=replace(INFO, notices=(notice,))),
@@ -227,15 +230,39 @@ async def test_gpu_layers_on_a_build_without_offload_explains_the_rebuild_and_re
         await settle(pilot)
         assert any(n.message == notice and n.severity == "warning" for n in app._notifications)
         slider = await focus_gpu_slider(pilot)
+        assert slider.disabled and not slider.has_focus  # a disabled widget takes no focus, no keys
         assert slider.value == 0 and slider.spec.maximum == INFO.n_layers
-        await pilot.press("right", "right")
-        await pilot.pause(1.2)
-        assert slider.value == 0  # nothing is offloaded, and the slider says so
-        shown = [n for n in app._notifications if n.title == "GPU layers"]
-        assert len(shown) == 1 and shown[0].severity == "warning"  # once, not per key press
-        assert 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir' in shown[0].message
-        assert "-DGGML_METAL=on" in shown[0].message and "the GPU layers slider" in shown[0].message
-        assert made == []
+        hint = str(app.query_one("#gpu-hint", Static).render())
+        assert hint == "Off: this llama.cpp build is CPU-only."
+        assert 'CMAKE_ARGS="-DGGML_CUDA=on"' in str(slider.tooltip)
+        await pilot.press("tab", "right", "right")  # keys elsewhere never reach it
+        await pilot.pause()
+        assert slider.value == 0 and made == []
+        assert not [n for n in app._notifications if n.title == "GPU layers"]
+
+
+async def test_the_gpu_layers_slider_is_disabled_for_a_server_and_until_a_model_is_loaded():
+    from vibechat.app.tui.slider import Slider
+
+    gate = __import__("threading").Event()
+    server = replace(INFO, server="http://127.0.0.1:1/v1", backend="openai", gpu_offload_supported=True)
+    backend = RecordingBackend(info=server)
+    real_load = backend.load
+
+    def slow_load(on_progress=None):
+        gate.wait(10)
+        return real_load(on_progress)
+
+    backend.load = slow_load
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f2")
+        slider = app.query_one("#slider-gpu_layers", Slider)
+        assert slider.disabled  # the model is still loading
+        gate.set()
+        await settle(pilot)
+        assert slider.disabled
+        assert "server decides" in str(app.query_one("#gpu-hint").render())
 
 
 async def test_the_gpu_layers_slider_reloads_the_model_and_keeps_the_conversation(tmp_path):

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from vibechat.engine.backend import Backend, ModelInfo
 from vibechat.engine.errors import DownloadCancelled, VibechatError
-from vibechat.engine.knobs import gpu_unavailable_message
 from vibechat.engine.models import LocalModel
 
 from ..progress import human_size
@@ -48,7 +46,6 @@ class ModelManager:
         self.backend_factory = backend_factory
         self.engine_changes: dict[str, Any] = {}  # engine settings changed in this session (GPU layers)
         self._gpu_reload_timer: Any = None
-        self._gpu_notice_at = -1e9
         self.download_title: str | None = None  # the running download
         self._download_cancel: threading.Event | None = None
         self._download_screen: DownloadScreen | None = None
@@ -133,23 +130,16 @@ class ModelManager:
 
     # ------------------------------------------------------------ GPU layers
     def request_gpu_layers(self, layers: int) -> None:
-        """The GPU layers slider moved: reload the model once it rests, or, on a build that
-        cannot offload, say how to get one (and the slider goes back to 0)."""
+        """The GPU layers slider moved: reload the model once it rests. (On a build that
+        cannot offload, or a server, the panel disables the slider and says why.)"""
         host, info = self.host, self.host.session.info
         if info is None:
             return
         if self._gpu_reload_timer is not None:
             self._gpu_reload_timer.stop()
             self._gpu_reload_timer = None
-        if not info.gpu_offload_supported:
+        if not info.gpu_offload_supported or info.server is not None or layers == info.gpu_layers:
             host.panel.show_model(info)
-            now = time.monotonic()
-            if now - self._gpu_notice_at > 5:  # once, not on every key press
-                self._gpu_notice_at = now
-                host.notify(gpu_unavailable_message(layers, asked_by="the GPU layers slider"),
-                            title="GPU layers", severity="warning", timeout=20)
-            return
-        if layers == info.gpu_layers:
             return
         self._gpu_reload_timer = host.set_timer(GPU_RELOAD_DELAY, lambda: self.reload_model(gpu_layers=layers))
 

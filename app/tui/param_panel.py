@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from vibechat.engine.backend import ModelInfo
+from vibechat.engine.knobs import gpu_unavailable_message
 from vibechat.engine.params import PARAM_SPECS, SamplingParams
 from vibechat.engine.think_switch import DEFAULT_THINKING, THINKING_MODES
 
@@ -53,6 +54,15 @@ def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
     default = n_layers if info is not None and info.gpu_offload_supported else 0
     return SliderSpec(name=GPU_LAYERS, label="GPU layers", minimum=0, maximum=max(n_layers, 1), fine=1,
                       coarse=4, default=default, integer=True)
+
+
+def gpu_slider_unavailable(info: ModelInfo) -> str | None:
+    """Why the GPU layers slider cannot work for ``info`` (one short line), or None."""
+    if info.server is not None:
+        return "Off: the server decides where it runs."
+    if not info.gpu_offload_supported:
+        return "Off: this llama.cpp build is CPU-only."
+    return None
 
 
 class ParamPanel(VerticalScroll):
@@ -108,8 +118,10 @@ class ParamPanel(VerticalScroll):
                      "r reset one · R reset all · ↑/↓ move\nCtrl+S save as default",
                      classes="panel--hint")
         yield Static("Model", classes="panel--title")
-        yield Slider(gpu_layers_spec(None), 0)
-        yield Static("Changing it reloads the model.", classes="panel--hint")
+        gpu = Slider(gpu_layers_spec(None), 0)
+        gpu.disabled = True  # until a model is loaded (show_model)
+        yield gpu
+        yield Static("Waiting for the model.", id="gpu-hint", classes="panel--hint", markup=False)
 
     @property
     def params(self) -> SamplingParams:
@@ -134,10 +146,17 @@ class ParamPanel(VerticalScroll):
         self.post_message(self.Changed(self._params, event.name))
 
     def show_model(self, info: ModelInfo) -> None:
-        """The GPU layers slider follows the loaded model: its layer count, what is offloaded."""
+        """The GPU layers slider follows the loaded model: its layer count, what is offloaded.
+        Where it cannot work (a CPU-only llama.cpp build, a server), it is disabled and its
+        hint line says why (the rebuild command is in its tooltip and in ``vibechat --version``)."""
         slider = self.query_one(f"#slider-{GPU_LAYERS}", Slider)
         slider.spec = gpu_layers_spec(info)
         slider.set_value(info.gpu_layers, announce=False)
+        reason = gpu_slider_unavailable(info)
+        slider.disabled = reason is not None
+        slider.tooltip = (gpu_unavailable_message(-1, asked_by="the GPU layers slider")
+                          if reason and info.server is None else None)
+        self.query_one("#gpu-hint", Static).update(reason or "Changing it reloads the model.")
         slider.refresh()
 
     def on_slider_changed(self, event: Slider.Changed) -> None:

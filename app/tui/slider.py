@@ -55,6 +55,9 @@ class Slider(Widget, can_focus=True):
     Slider:focus .slider--label {
         text-style: bold;
     }
+    Slider:disabled {
+        color: $text-disabled;
+    }
     """
     COMPONENT_CLASSES = {"slider--label", "slider--bar", "slider--fill"}
     BINDINGS = [
