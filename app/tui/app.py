@@ -15,6 +15,7 @@ notifications are handled by the base, ``OutsideTextApp``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from textual import events, on
 from textual.app import ComposeResult, SystemCommand
@@ -36,7 +37,7 @@ from vibechat.themes import THEMES
 
 from .. import slash
 from ..appconfig import load_app_config
-from . import config_ui, palette, slash_commands
+from . import config_ui, notices, palette, slash_commands
 from .bindings import APP_BINDINGS
 from .chat_view import ChatView, EarlierMessages
 from .downloader import DownloadScreen
@@ -71,7 +72,7 @@ class VibechatApp(OutsideTextApp):
     #main {
         width: 1fr;
     }
-    """
+    """ + notices.CSS  # notices at the top right, never over the input or the status bar
     BINDINGS = APP_BINDINGS  # bindings.py: ids (for [keys]), descriptions, tooltips
 
     generating: var[bool] = var(False)
@@ -371,8 +372,16 @@ class VibechatApp(OutsideTextApp):
         panel.add_class("-visible")
         self._side_panel_last = panel
 
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        if not self.closing:
+            notices.fit_above(self.screen, self.chat)
+
     def on_resize(self, event: events.Resize) -> None:
         """Narrowed with both side panels open: the one in use (focused, else opened last) stays."""
+        if not self.closing:
+            self.call_after_refresh(notices.fit_above, self.screen, self.chat)
         if self.room_for_both_panels(event.size.width):
             return
         shown = [p for p in (self.sidebar, self.panel) if p.has_class("-visible")]
