@@ -12,6 +12,7 @@ read as markup (``outside``).
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TypeVar
 from urllib.parse import urlparse
@@ -27,6 +28,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from . import outside
+from .clipboard import copied_notice
 from .confirm import ConfirmScreen
 from .markdown_segment import MarkdownSegment
 from .one_layout import SizedByLayout, StableGutterScroll
@@ -433,9 +435,10 @@ class ChatView(StableGutterScroll, VerticalScroll):
         return list(self.query(ChatMessageWidget))
 
     def copy(self, text: str, what: str) -> None:
-        """Copy ``text`` to the clipboard (OSC 52: works over SSH) and say so."""
+        """Copy ``text`` through the terminal (OSC 52: works over SSH) and say where it went
+        (``clipboard.copied_notice``: whether it reaches the clipboard is up to the terminal)."""
         self.app.copy_to_clipboard(text)
-        self.notify(f"Copied the {what} ({len(text):,} characters) to the clipboard.", timeout=2, markup=False)
+        self.notify(copied_notice(what, len(text), os.environ), timeout=6, markup=False)
 
     @on(ChatMessageWidget.CopyRequested)
     def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
