@@ -266,10 +266,8 @@ class VibechatApp(OutsideTextApp):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop":
             return self.generating  # False: not in the footer either
-        if action in ("regenerate", "copy_last"):
-            return None if self.generating or not self.conversation.turns else True
-        if action == "edit_last":
-            return True if any(t.role == "user" for t in self.conversation.turns) else None
+        # Regenerate, edit and copy always run: with nothing to act on, they say why
+        # (a disabled binding would swallow the key without a word).
         return True
 
     def watch_generating(self, generating: bool) -> None:

@@ -256,6 +256,7 @@ class Replies:
             if turn.role == "assistant":
                 self.host.chat.copy(sanitize(turn.content), "reply")
                 return
+        self.host.notify("No reply to copy yet: Ctrl+O copies the last reply once there is one.", timeout=4)
 
     # ------------------------------------------------------ leaving a reply
     def stop(self) -> None:
@@ -293,7 +294,12 @@ class Replies:
     async def regenerate(self) -> None:
         """Replace the last reply (and a failed one after the prompt) with a new one."""
         chatlog = self.session.chat
-        if self.host.generating or not chatlog.conversation.turns:
+        if self.host.generating:
+            self.host.notify("Still answering: press Esc to stop the reply, then Ctrl+R to regenerate it.",
+                             severity="warning", timeout=4)
+            return
+        if not chatlog.conversation.turns:
+            self.host.notify("Nothing to regenerate yet: send a message first.", timeout=4)
             return
         chatlog.drop_last_reply()
         widgets = self.host.chat.messages()
@@ -305,6 +311,10 @@ class Replies:
     async def edit_last(self) -> None:
         """Take the last prompt back into the input (and what followed it out)."""
         host = self.host
+        if not any(turn.role == "user" for turn in self.session.conversation.turns):
+            host.notify("Nothing to edit yet: Ctrl+L takes your last message back into the input once you have "
+                        "sent one.", timeout=4)
+            return
         self.abandon()
         text = self.session.chat.take_last_user()
         if text is None:
