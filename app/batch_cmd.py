@@ -198,9 +198,11 @@ def _check_not_blank(prompts: BinaryIO, source: str) -> None:
         raise VibechatError(_no_prompts(source))
 
 
-def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_id: int | None) -> None:
-    """--prompts-file makes each line its own conversation: the single-prompt options do not mix."""
-    for given, flag in ((prompt is not None, "--prompt"), (continue_latest, "--continue"),
+def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_id: int | None,
+                    prompt_flag: str = "--prompt") -> None:
+    """--prompts-file makes each line its own conversation: the single-prompt options do not mix
+    (``prompt_flag``: how the prompt was given, ``--prompt`` or a positional ``PROMPT``)."""
+    for given, flag in ((prompt is not None, prompt_flag), (continue_latest, "--continue"),
                         (conversation_id is not None, "--conversation")):
         if given:
             raise VibechatError(f"--prompts-file and {flag} do not mix: each line of the file is a prompt "

@@ -17,7 +17,11 @@ from vibechat.engine.knobs import EngineSettings
 from .clitools import guard
 from .config_cmd import config_app
 from .history_cmd import history_app
+from .models_cmd import info as models_info
+from .models_cmd import list_cmd as models_list
 from .models_cmd import models_app
+from .models_cmd import pull_cmd as models_pull
+from .models_cmd import rm as models_rm
 from .options import (
     ApiKeyEnvOpt,
     BackendOpt,
@@ -53,6 +57,8 @@ from .options import (
 cli = typer.Typer(
     name="vibechat",
     help="Chat with local LLMs in your terminal. With no command, opens the chat.",
+    epilog="ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands list, pull, info "
+           "and rm.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -62,6 +68,14 @@ cli = typer.Typer(
 cli.add_typer(models_app, name="models")
 cli.add_typer(history_app, name="history")
 cli.add_typer(config_app, name="config")
+
+# ollama habits: `vibechat list` (or `ls`), `pull`, `show` and `rm` are the `models` commands
+# of the same names (ollama's `show` is `models info`), with the same options. Hidden: the
+# command list stays short; the main page's last line names them.
+OLLAMA_SHORTCUTS = {"list": models_list, "ls": models_list, "pull": models_pull, "show": models_info,
+                    "rm": models_rm}
+for _name, _command in OLLAMA_SHORTCUTS.items():
+    cli.command(_name, hidden=True)(_command)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -214,9 +228,13 @@ RUN_HELP = ("Answer one prompt, streaming the reply to stdout.\n\n"
 
 @cli.command(help=RUN_HELP)
 def run(
+    ctx: typer.Context,
+    words: Annotated[Optional[list[str]], typer.Argument(
+        metavar="PROMPT", show_default=False,
+        help="The prompt, as with 'ollama run' (words are joined by spaces; '-' reads stdin).")] = None,
     prompt: Annotated[Optional[str], typer.Option(
         "--prompt", "-p", metavar="TEXT",
-        help="The prompt; '-' reads stdin (also read when piped and no --prompt).")] = None,
+        help="The prompt, as an option; '-' reads stdin (also read when piped and no prompt is given).")] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
     temperature: TemperatureOpt = None,
@@ -274,6 +292,8 @@ def run(
         rich_help_panel=STRUCTURED)] = None,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
+    positional = bool(words)
+    prompt = positional_prompt(ctx, words, prompt)
     engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
@@ -291,7 +311,8 @@ def run(
         if prompts_file is not None:
             from .batch_cmd import batch_main, check_conflicts
 
-            check_conflicts(prompt=prompt, continue_latest=continue_, conversation_id=conversation)
+            check_conflicts(prompt=prompt, continue_latest=continue_, conversation_id=conversation,
+                            prompt_flag="PROMPT" if positional else "--prompt")
         elif no_prefix_cache:
             raise VibechatError("--no-prefix-cache applies only with --prompts-file (one prompt always starts "
                                 "from an empty cache); drop it.")
@@ -330,6 +351,40 @@ def run(
     code = guard(go)
     if code:
         raise typer.Exit(code)
+
+
+def positional_prompt(ctx: typer.Context, words: list[str] | None, option: str | None) -> str | None:
+    """The prompt of ``vibechat run PROMPT`` (words joined by spaces, as ``ollama run MODEL
+    PROMPT`` does) or of ``--prompt``: both, or a model's name where the prompt goes (an
+    ollama habit: ``run MODEL PROMPT``), is a one-line usage error saying what to type."""
+    if not words:
+        return option
+    usage_error = _click_exception("UsageError")
+    if option is not None:
+        raise usage_error("the prompt is given twice, as PROMPT and with --prompt: give one of them.", ctx=ctx)
+    first = words[0]
+    if looks_like_a_model(first):
+        shown = " ".join(words[1:]) or "your prompt"
+        raise usage_error(f"{first!r} is a model, not a prompt: pick the model with --model, e.g. "
+                          f'vibechat run --model {first} "{shown}"', ctx=ctx)
+    return " ".join(words)
+
+
+def looks_like_a_model(word: str) -> bool:
+    """Whether a prompt's first word names a model (``ollama run MODEL PROMPT`` typed out of
+    habit): a ``.gguf`` file, a GGUF repo on the Hub, or a local model's exact name. A word
+    with a space in it (a quoted prompt) never does."""
+    if word in ("", "-") or any(ch.isspace() for ch in word) or len(word) > 300:
+        return False
+    lowered = word.lower()
+    if lowered.endswith(".gguf") or ("/" in lowered and "gguf" in lowered):
+        return True
+    try:
+        from vibechat.engine.models import all_models
+
+        return any(model.name.lower() == lowered for model in all_models())
+    except Exception:  # noqa: BLE001 - a folder that cannot be read: then it is a prompt
+        return False
 
 
 def structured_output(json_schema: str | None, grammar: str | None, choice):
@@ -437,6 +492,32 @@ def quiet_flags(command: Any, help_names: list[str] | None = None) -> None:
         quiet_flags(sub, help_names)
 
 
+def escape_help(command: Any, seen: set[int] | None = None) -> None:
+    """Help texts as written: Typer renders them as Rich markup, which would take the
+    bracketed words of a help text (``[thinking]``) for style tags and drop them. Each
+    command's and option's help is escaped once, before the first page is drawn, where
+    Rich draws it (plain click help, ``TYPER_USE_RICH=0``, shows the text as is)."""
+    from rich.markup import escape
+
+    from typer import core
+
+    seen = set() if seen is None else seen
+    if id(command) in seen:  # a command reached twice (an alias) is escaped once
+        return
+    seen.add(id(command))
+    if core.HAS_RICH and getattr(command, "rich_markup_mode", None) == "rich":
+        for attr in ("help", "short_help", "epilog"):
+            text = getattr(command, attr, None)
+            if isinstance(text, str):
+                setattr(command, attr, escape(text))
+        for param in command.params:
+            if isinstance(getattr(param, "help", None), str) and id(param) not in seen:
+                seen.add(id(param))
+                param.help = escape(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        escape_help(sub, seen)
+
+
 def main() -> None:
     """The console script: runs the commands with click's standalone mode off, so that a
     usage error (an unknown option, a value of the wrong type) is one line on stderr and
@@ -452,6 +533,7 @@ def main() -> None:
                 pass
     command = get_command(cli)
     quiet_flags(command)
+    escape_help(command)
     click_exception, usage_error = _click_exception("ClickException"), _click_exception("UsageError")
     try:
         code = command.main(standalone_mode=False)

@@ -35,7 +35,7 @@ class RunRequest:
 
 
 def read_prompt(prompt: str | None, stdin: TextIO) -> str:
-    """The prompt from ``--prompt``, ``--prompt -`` or piped stdin."""
+    """The prompt given (``run PROMPT`` or ``--prompt``; ``-`` reads stdin), or piped stdin."""
     if prompt == "-" or (prompt is None and not stdin.isatty()):
         from vibechat.engine.knobs import MAX_CONTEXT, prompt_byte_limit
 
@@ -45,11 +45,12 @@ def read_prompt(prompt: str | None, stdin: TextIO) -> str:
             raise VibechatError(f"the prompt on stdin is larger than {most >> 20} MiB, more than any context "
                                 "holds: shorten it.")
     elif prompt is None:
-        raise VibechatError("no prompt: pass --prompt TEXT, or pipe text on stdin (--prompt - reads it).")
+        raise VibechatError('no prompt: give it after run (vibechat run "Why is the sky blue?"), with --prompt '
+                            "TEXT, or pipe text on stdin ('-' reads it).")
     else:
         text = prompt
     if not text.strip():
-        raise VibechatError("the prompt is empty: pass some text with --prompt or on stdin.")
+        raise VibechatError('the prompt is empty: give some text (vibechat run "TEXT", --prompt TEXT, or on stdin).')
     return text
 
 

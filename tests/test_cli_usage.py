@@ -3,6 +3,7 @@ errors are one line (exit 2), --help and --version answer at once."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from importlib.metadata import version
 
@@ -73,7 +74,8 @@ def test_version_names_vibechat_llama_cpp_and_gpu_offload(flag, user_dirs):
 HELP_PAGES = [[], ["run"], ["models"], ["models", "search"], ["models", "files"], ["models", "pull"],
               ["models", "list"], ["models", "info"], ["models", "rm"], ["history"], ["history", "list"],
               ["history", "show"], ["history", "search"], ["history", "export"], ["history", "rm"], ["config"],
-              ["config", "path"], ["config", "show"], ["config", "edit"]]
+              ["config", "path"], ["config", "show"], ["config", "edit"], ["list"], ["ls"], ["pull"], ["show"],
+              ["rm"]]
 
 
 def test_help_pages_name_values_plainly():
@@ -102,3 +104,106 @@ def test_draft_tokens_without_drafting_is_an_error_not_silently_ignored(args):
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == ("vibechat: error: --draft-tokens applies only with speculative decoding: add --draft "
                           "prompt-lookup, or drop --draft-tokens.\n")
+
+
+# ------------------------------------------------------------------ help texts as written
+def command_tree() -> list[tuple[list[str], object]]:
+    """Every command of ``vibechat`` (hidden ones too) with its path, as click builds them."""
+    from typer.main import get_command
+
+    from vibechat.app.cli import cli
+
+    def walk(command, path):
+        yield path, command
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            yield from walk(sub, [*path, name])
+
+    return list(walk(get_command(cli), []))
+
+
+def flat(page: str) -> str:
+    """A help page's words in one line: no box drawing, line breaks as spaces."""
+    return " ".join(re.sub("[│╭╮╰╯─]", " ", page).split())
+
+
+def test_every_help_page_keeps_the_bracketed_words_of_its_help_texts():
+    """Rich takes '[thinking]' in a help text for a style tag and drops it ('between  and
+    lines'): every bracketed word of every command's and option's help reaches its page."""
+    tree = command_tree()
+    assert len(tree) > 20  # every page, the hidden shortcuts included
+    bracketed = 0
+    for path, command in tree:
+        texts = [command.help or "", *(getattr(param, "help", None) or "" for param in command.params)]
+        wanted = {" ".join(m.split()) for text in texts for m in re.findall(r"\[[^\[\]]+\]", text)}
+        if not wanted:
+            continue
+        out = vibechat(*path, "--help")
+        assert out.returncode == 0, out.stderr
+        page = flat(out.stdout)
+        for words in wanted:
+            assert words in page, (path, words)
+            bracketed += 1
+    assert bracketed  # the test looked at some
+    run = flat(vibechat("run", "--help").stdout)
+    assert "stderr, between [thinking] and [end of thinking] lines (stdout" in run
+
+
+# ------------------------------------------------------------------ ollama habits
+@pytest.mark.parametrize(("shortcut", "command"), [("list", "list"), ("ls", "list"), ("pull", "pull"),
+                                                   ("show", "info"), ("rm", "rm")])
+def test_ollama_style_shortcuts_are_the_models_commands(shortcut, command):
+    short, full = vibechat(shortcut, "--help"), vibechat("models", command, "--help")
+    assert short.returncode == 0 and full.returncode == 0, short.stderr
+    assert f"Usage: vibechat {shortcut} [OPTIONS]" in short.stdout
+
+    def body(page: str) -> str:  # the page below its usage line: summary, arguments, options
+        return page.split("Usage:", 1)[1].split("\n", 1)[1]
+
+    assert body(short.stdout) == body(full.stdout)
+
+
+def test_the_shortcuts_keep_the_command_list_short_and_are_named_once():
+    page = vibechat("--help").stdout
+    commands = page.split("Commands", 1)[1].split("╰", 1)[0]
+    assert [line.split()[1] for line in commands.splitlines() if line.startswith("│ ")] == [
+        "run", "models", "history", "config"]
+    assert ("ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands list, pull, info "
+            "and rm.") in flat(page)
+
+
+def test_shortcuts_answer_as_their_models_command(user_dirs):
+    listed, shortcut = vibechat("models", "list", "--json"), vibechat("ls", "--json")
+    assert shortcut.returncode == 0 and shortcut.stdout == listed.stdout and '"starter"' in shortcut.stdout
+    info, shown = vibechat("models", "info", "starter", "--json"), vibechat("show", "starter", "--json")
+    assert shown.returncode == 0 and shown.stdout == info.stdout
+    refused = vibechat("rm", "starter", "--yes")  # the bundled model: never deleted, and says why
+    assert refused.returncode == 1 and refused.stderr == vibechat("models", "rm", "starter", "--yes").stderr
+    missing = vibechat("pull")
+    assert missing.returncode == 2
+    assert missing.stderr == "vibechat: error: missing argument 'REF' (see 'vibechat pull --help')\n"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["run", "hello there", "-p", "hi"],
+     "the prompt is given twice, as PROMPT and with --prompt: give one of them"),
+    (["run", "tiny.gguf", "Why is the sky blue?"],
+     "'tiny.gguf' is a model, not a prompt: pick the model with --model, e.g. vibechat run --model tiny.gguf "
+     '"Why is the sky blue?"'),
+    (["run", "bartowski/Llama-3.2-1B-Instruct-GGUF"],
+     "'bartowski/Llama-3.2-1B-Instruct-GGUF' is a model, not a prompt: pick the model with --model, e.g. "
+     'vibechat run --model bartowski/Llama-3.2-1B-Instruct-GGUF "your prompt"'),
+    (["run", "starter", "hi"], "'starter' is a model, not a prompt"),  # a local model's name
+])
+def test_a_positional_prompt_given_twice_or_naming_a_model_is_a_usage_error(args, said, user_dirs):
+    out = vibechat(*args)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith(f"vibechat: error: {said}")
+    assert out.stderr.endswith(" (see 'vibechat run --help')\n") and out.stderr.count("\n") == 1
+    assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # refused before any model
+
+
+def test_a_positional_prompt_does_not_mix_with_a_prompts_file():
+    out = vibechat("run", "--prompts-file", "-", "hello", input='{"prompt": "hi"}\n')
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == ("vibechat: error: --prompts-file and PROMPT do not mix: each line of the file is a prompt "
+                          "and a new conversation; drop PROMPT.\n")

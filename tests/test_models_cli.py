@@ -93,6 +93,26 @@ def test_pull_list_info_rm(hub):
     assert not [m for m in listed() if m["source"] == "vibechat"]
 
 
+def test_ollama_style_pull_ls_show_rm(hub):
+    """`vibechat pull`, `ls` (`list`), `show` and `rm`, as ollama users type them: the models
+    commands of those names (`show` is `models info`)."""
+    out = vibechat("pull", f"{REPO}:q4_k_m")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"{REPO}:Q4_K_M")
+    name = f"{REPO}:Q4_K_M"
+    for shortcut in ("ls", "list"):
+        shown = vibechat(shortcut, "--json")
+        assert shown.returncode == 0 and json.loads(shown.stdout) == listed()
+    assert name in vibechat("ls").stdout
+    info = vibechat("show", name, "--json")
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout) == json.loads(vibechat("models", "info", name, "--json").stdout)
+    assert json.loads(info.stdout)["quant"] == "Q4_K_M"
+    gone = vibechat("rm", name, "--yes")
+    assert gone.returncode == 0 and "Deleted" in gone.stdout
+    assert not [m for m in listed() if m["source"] == "vibechat"]
+
+
 def test_an_interrupted_pull_resumes_in_the_next_process(hub):
     hub.drop_after("Tiny-Chat-Q8_0.gguf", nbytes=9000, times=20)
     first = vibechat("models", "pull", f"{REPO}:Q8_0")
