@@ -33,15 +33,22 @@ def path() -> None:
 
 
 def _value_text(key: str, value: Any) -> str:
+    """A setting's value for people, as the config file spells it: ``true``/``false`` (not
+    Python's ``True``), ``(none)`` for nothing, a list as its quoted items (``"\\nUser:"``:
+    JSON's quoting shows a newline or a tab in a stop string)."""
+    import json
+
     from vibechat.engine.config import SETTINGS_BY_KEY, models_dir
 
     setting = SETTINGS_BY_KEY.get(key)
     if key == "models_dir" and value is None:
         return f"{models_dir()}"  # what config.models_dir() resolves: the default folder
-    if value is None or value == []:
+    if value is None or (isinstance(value, (list, tuple)) and not value):
         return f"({setting.default_text()})" if setting is not None and setting.unset else "(none)"
-    if isinstance(value, list):
-        return ", ".join(repr(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(json.dumps(str(v), ensure_ascii=False) for v in value)
     return str(value)
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .clitools import echo, guard, safe_json, table
+from .clitools import echo, guard, plain, safe_json, table
 
 history_app = typer.Typer(help="List, show, search, export and delete saved conversations.",
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -174,8 +174,10 @@ def rm(conversation_id: IdArg,
                 if not sys.stdin.isatty():
                     raise VibechatError(f"not deleting conversation {conversation_id} without confirmation "
                                         "(stdin is not a terminal, so vibechat cannot ask): pass --yes.")
-                if not typer.confirm(f"Delete conversation {conversation_id} ({conversation.title!r}, "
-                                     f"{len(conversation.messages)} messages)?", default=False):
+                title = plain(conversation.title)  # outside text, quoted for people (not as a Python repr)
+                count = len(conversation.messages)
+                if not typer.confirm(f"Delete conversation {conversation_id} (\u201c{title}\u201d, "
+                                     f"{count} message{'' if count == 1 else 's'})?", default=False):
                     typer.echo("Kept.", err=True)
                     return
             history.delete(conversation_id)

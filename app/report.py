@@ -9,12 +9,13 @@ from vibechat.engine.backend import GenerationStats, ModelInfo
 
 def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
     """One line: tokens, timings, tokens/s, why it stopped, the seed; with ``info``, where the
-    model runs too (device, threads, repacking, KV cache)."""
+    model runs too (device, threads, repacking, KV cache). What is not known (a seed a server
+    did not say) is left out, never shown as ``None``."""
     thinking = f" ({stats.thinking_tokens} thinking)" if stats.thinking_tokens else ""  # counted in, too
     text = (f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
             f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens{thinking} · "
             f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
-            f"{stats.finish_reason} · seed {stats.seed}")
+            f"{stats.finish_reason}" + ("" if stats.seed is None else f" · seed {stats.seed}"))
     if stats.drafted_tokens:
         rate = stats.accepted_draft_tokens / stats.drafted_tokens
         text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,33 @@ def test_show_with_no_file_says_how_to_create_it():
     assert out.returncode == 0, out.stderr
     assert "not created yet: 'vibechat config edit' creates it" in out.stdout
     assert json.loads(vibechat("config", "show", "--json").stdout)["exists"] is False
+
+
+PYTHON_WORDS = re.compile(r"(?<![\w.])(None|True|False)(?![\w.])|\[\]|\(\)")
+
+
+def shown_values(stdout: str) -> dict[str, str]:
+    """``config show``'s table as {setting: value}."""
+    rows = stdout.split("\nsetting ", 1)[1].splitlines()[1:]
+    return {line.split()[0]: line[line.index(" "):].rsplit("  ", 1)[0].strip() for line in rows
+            if line[:1].isalpha()}
+
+
+def test_show_speaks_to_people_not_python():
+    """No Python repr in the table: booleans as the file writes them, nothing as (none), a
+    stop list as its quoted strings."""
+    out = vibechat("config", "show")
+    assert out.returncode == 0, out.stderr
+    assert not PYTHON_WORDS.search(out.stdout), PYTHON_WORDS.search(out.stdout)
+    values = shown_values(out.stdout)
+    assert values["thinking_expanded"] == "false" and values["params.stop"] == "(none)"
+    assert values["params.seed"] == "(none)" and values["params.max_tokens"] == "(none)"
+    write('thinking_expanded = true\n\n[params]\nstop = ["\\nUser:", "END"]\n')
+    out = vibechat("config", "show")
+    assert not PYTHON_WORDS.search(out.stdout), PYTHON_WORDS.search(out.stdout)
+    values = shown_values(out.stdout)
+    assert values["thinking_expanded"].split()[0] == "true"
+    assert values["params.stop"].startswith('"\\nUser:", "END"')
 
 
 def test_a_broken_file_still_shows_paths_and_the_problem():
