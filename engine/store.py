@@ -177,7 +177,8 @@ def _parts(path: Path) -> tuple[Path, Path]:
 
 def _owner(source: str) -> str:
     return {"hf-cache": "it lives in the Hugging Face cache", "ollama": "it belongs to Ollama",
-            "lmstudio": "it belongs to LM Studio"}.get(source, source)
+            "lmstudio": "it belongs to LM Studio",
+            "file": "it is your own file, opened by its path"}.get(source, source)
 
 
 def _remove_with(model: LocalModel) -> str:
