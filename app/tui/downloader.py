@@ -6,6 +6,9 @@ quantization asks the app to download it (``DownloadScreen.Start``): the downloa
 runs in an app worker, so Esc hides this screen and chatting goes on; the app
 feeds progress back with ``show_progress`` while the screen is open.
 
+A path to a .gguf file on this machine is not searched for: its header is checked, and
+Enter again closes the screen with the path, which the app opens (and remembers).
+
 Repo ids, file names, quantization labels and the Hub's errors come from outside:
 cells and lines are built with ``outside``, sanitised and never read as markup (a
 ``DataTable`` reads a ``str`` cell as markup; so would a ``Static``).
@@ -25,13 +28,16 @@ from textual.widgets import DataTable, Input, ProgressBar, Static
 from vibechat.engine.download import Progress
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.hub import HubModel, RepoListing
+from vibechat.engine.models import LocalModel
 from vibechat.engine.refs import HubRef, QuantOption
 
 from ..progress import human_size, progress_line
 from .outside import block, cell, line
 
 
-class DownloadScreen(ModalScreen[None]):
+class DownloadScreen(ModalScreen[str | None]):
+    """Dismissed with None, or with the path of a local .gguf file to open instead."""
+
     DEFAULT_CSS = """
     DownloadScreen {
         align: center middle;
@@ -93,6 +99,13 @@ class DownloadScreen(ModalScreen[None]):
             self.found = found
             self.error = error
 
+    class _Checked(Message):
+        def __init__(self, text: str, model: LocalModel | None, error: str | None) -> None:
+            super().__init__()
+            self.text = text
+            self.model = model
+            self.error = error
+
     class _Listed(Message):
         def __init__(self, listing: RepoListing | None, ref: HubRef, fits: dict[str, str],
                      error: str | None) -> None:
@@ -109,11 +122,12 @@ class DownloadScreen(ModalScreen[None]):
         self._listing: RepoListing | None = None
         self._options: list[QuantOption] = []
         self._mode = "idle"  # "repos" or "files": what the table shows
+        self._local: str | None = None  # a local .gguf path, checked: Enter again opens it
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Download a model from the Hugging Face Hub", classes="download--title")
-            yield Input(placeholder="Search (e.g. llama 3.2 1b) or owner/repo[:QUANT], then Enter",
+            yield Input(placeholder="Search (e.g. llama 3.2 1b), owner/repo[:QUANT] or a .gguf path, then Enter",
                         id="download-query")
             yield DataTable(cursor_type="row", zebra_stripes=True, id="download-table")
             yield Static("", id="download-status")
@@ -136,10 +150,20 @@ class DownloadScreen(ModalScreen[None]):
     def _query(self, event: Input.Submitted) -> None:
         from vibechat.engine.refs import parse_hub_ref
 
+        from vibechat.engine.models import path_ref
+
         text = event.value.strip()
         if not text:
             return
+        if text == self._local:
+            self.dismiss(text)
+            return
+        self._local = None
         try:
+            if path_ref(text) is not None:  # a file on this machine: nothing to search the Hub for
+                self._status(f"Checking {text}…")
+                self._check(text)
+                return
             ref = parse_hub_ref(text)
         except VibechatError as exc:
             self._status(str(exc))
@@ -150,6 +174,30 @@ class DownloadScreen(ModalScreen[None]):
         else:
             self._status(f"Searching for {text!r}…")
             self._search(text)
+
+    @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
+    def _check(self, text: str) -> None:
+        from vibechat.engine.models import file_model, path_ref
+
+        try:
+            path = path_ref(text)
+            assert path is not None  # checked by the caller
+            self.post_message(self._Checked(text, file_model(path), None))
+        except VibechatError as exc:
+            self.post_message(self._Checked(text, None, str(exc)))
+
+    @on(_Checked)
+    def _checked(self, message: _Checked) -> None:
+        if message.model is None:
+            self._status(f"{message.error} (This screen downloads from the Hugging Face Hub; a .gguf file's "
+                         "path opens it.)")
+            return
+        if self.query_one(Input).value.strip() != message.text:
+            return  # typed over meanwhile
+        self._local = message.text
+        model = message.model
+        self._status(f"{message.text} is a model file on this machine ({model.quant}, {human_size(model.size)}), "
+                     "not a Hub search: press Enter again to open it in the chat.")
 
     @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
     def _search(self, query: str) -> None:

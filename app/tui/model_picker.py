@@ -6,6 +6,12 @@ They find the models in a worker (other tools' folders can be slow to walk, a
 server can be slow to answer) and dismiss with what the user chose; the app does
 the loading (or, for a server, switches the model id).
 
+The local picker also opens a .gguf file by its path ("Open a file", ``o``): the path
+completes as in a shell (``path_complete``), the file's header is checked in a worker
+before the picker closes (a missing file, a folder, a FIFO or a file that is no GGUF is
+one line under the table), and the app remembers the file once it has loaded, so it is
+listed here next time (source ``file``).
+
 Names come from outside (other tools' folder names, a server's model ids, its errors):
 cells and lines are built with ``outside``, sanitised and never read as markup (a
 ``DataTable`` reads a ``str`` cell as markup).
@@ -24,7 +30,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.backend import ModelInfo
@@ -32,6 +38,7 @@ from vibechat.engine.models import LocalModel
 
 from ..progress import human_size
 from .outside import block, cell, line
+from .path_complete import GGUFPathSuggester
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ PICKER_CSS = """
         color: $text-muted;
         padding: 1 0 0 0;
     }
+    PICKER #picker-path {
+        margin: 1 0 0 0;
+    }
 """
 
 
@@ -78,12 +88,23 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="picker.close"),
         Binding("d", "download", "Download a model", id="picker.download"),
+        Binding("o", "open_file", "Open a file", id="picker.open_file",
+                tooltip="Type the path of a .gguf file to load (Right completes it)"),
     ]
 
     class Found(Message):
         def __init__(self, models: list[LocalModel]) -> None:
             super().__init__()
             self.models = models
+
+    class Checked(Message):
+        """The file typed into "Open a file", checked: the model to load, or why not."""
+
+        def __init__(self, text: str, model: LocalModel | None, error: str | None) -> None:
+            super().__init__()
+            self.text = text
+            self.model = model
+            self.error = error
 
     def __init__(self, loaded_path: str | None, downloading: str | None = None,
                  loaded_info: ModelInfo | None = None) -> None:
@@ -100,7 +121,10 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
             table.add_columns(" ", "name", "quant", "size", "source", "GPU layers")
             yield table
             yield Static("Looking for models…", id="picker-status")
+            yield Input(placeholder="Open a file: the path of a .gguf (o), Right completes, Enter loads",
+                        suggester=GGUFPathSuggester(), id="picker-path")
             downloading = Content.assemble(" (downloading ", line(self.downloading), ")") if self.downloading else ""
+            # "o open a file" is said by the path line's placeholder: this line holds a download's name
             yield Static(Content.assemble("Enter load · d download a model", downloading, " · Esc close"),
                          classes="picker--keys")
 
@@ -141,6 +165,38 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
 
     def action_download(self) -> None:
         self.dismiss(PickerChoice(download=True))
+
+    def action_open_file(self) -> None:
+        self.query_one("#picker-path", Input).focus()
+
+    @on(Input.Submitted, "#picker-path")
+    def _open_file(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if text:
+            self._status(Content.assemble("Checking ", line(text), "…"))
+            self._check(text)
+
+    @work(thread=True, exclusive=True, group="picker-file", exit_on_error=False)
+    def _check(self, text: str) -> None:
+        """The file's header (and whether it is listed already, under another name)."""
+        from pathlib import Path
+
+        from vibechat.engine.models import file_model
+
+        try:
+            self.post_message(self.Checked(text, file_model(Path(text)), None))
+        except VibechatError as exc:
+            self.post_message(self.Checked(text, None, str(exc)))
+
+    def on_model_picker_checked(self, message: Checked) -> None:
+        if message.model is None:
+            self._status(block(f"⚠ {message.error}"))
+            return
+        if self.query_one("#picker-path", Input).value.strip() == message.text:  # not typed over meanwhile
+            self.dismiss(PickerChoice(model=message.model))
+
+    def _status(self, content: Content) -> None:
+        self.query_one("#picker-status", Static).update(content)
 
     def action_dismiss_picker(self) -> None:
         self.dismiss(None)

@@ -1,6 +1,7 @@
-"""The chat's model management: the picker, switching models, reloading one with
-other GPU layers, downloading them; on a remote backend, the server's models
-(switching one only changes the model id).
+"""The chat's model management: the picker, switching models (``/load`` too: by name
+or by a .gguf file's path, remembered once it loads), reloading one with other GPU
+layers, downloading them; on a remote backend, the server's models (switching one
+only changes the model id).
 
 A controller of ``VibechatApp`` (see ``host.py``): it keeps its own state (the
 download, the reload timer) and drives the engine through the ``ChatSession``,
@@ -22,12 +23,15 @@ from typing import Any
 from vibechat.engine.backend import Backend, ModelInfo
 from vibechat.engine.errors import DownloadCancelled, VibechatError
 from vibechat.engine.models import LocalModel
+from vibechat.engine.opened import SOURCE as OPENED
+from vibechat.engine.opened import remember
 
 from ..progress import human_size
 from .downloader import DownloadScreen
 from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelSwitched, ModelSwitchFailed
 from .host import ChatHost
 from .model_picker import ModelPicker, PickerChoice, RemoteModelPicker
+from .outside import one_line
 from .welcome import welcome_text
 
 log = logging.getLogger("vibechat.tui")
@@ -70,6 +74,39 @@ class ModelManager:
         info = host.session.info
         host.push_screen(ModelPicker(info.path if info else None, self.download_title, loaded_info=info),
                          self._picked)
+
+    def load(self, ref: str) -> None:
+        """``/load MODEL_OR_PATH``: a local model by name or a .gguf file by path (checked, and
+        remembered once it loads), as F3 would load it; on a server, another of its model ids.
+        A name or path that does not work is one line, and the current model stays."""
+        host = self.host
+        if host.session.remote is not None:
+            self.switch_remote_model(ref)
+            return
+        if self.backend_factory is None:
+            host.notify("This session cannot switch models.", severity="warning")
+            return
+        host.run_worker(self._find_and_switch(ref), group="model-find", exclusive=True, exit_on_error=False)
+
+    async def _find_and_switch(self, ref: str) -> None:
+        """Find what ``ref`` names in a thread (other tools' folders can be slow to walk, a
+        header is read), then switch to it here, on the UI thread."""
+        import asyncio
+
+        from vibechat.engine.models import local_model
+
+        try:
+            model = await asyncio.to_thread(local_model, ref)
+        except VibechatError as exc:
+            error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - never crash the UI over a name
+            log.exception("finding %r failed", ref)
+            error = f"unexpected error: {exc}"
+        else:
+            self.switch_model(model)
+            return
+        self.host.notify(f"Could not load {one_line(ref)}: {error} The current model stays loaded.",
+                         title="Model", severity="error", timeout=15)
 
     def _picked(self, choice: PickerChoice | None) -> None:
         if choice is None:
@@ -160,6 +197,8 @@ class ModelManager:
             log.exception("switching to %s failed", model.name)
             post(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))
         else:
+            if model.source == OPENED:  # a file opened by path, loaded: listed from now on
+                remember(model.path)
             post(ModelSwitched(info, model.name, reload=reload))
 
     def _swap_backend(self, model: LocalModel) -> ModelInfo:
@@ -200,8 +239,10 @@ class ModelManager:
         screen = DownloadScreen(running=self.download_title)
         self._download_screen = screen
 
-        def closed(_result: None) -> None:
+        def closed(path: str | None) -> None:
             self._download_screen = None
+            if path:  # a local .gguf typed into the downloader: opened rather than searched for
+                self.load(path)
 
         self.host.push_screen(screen, closed)
 
