@@ -1,16 +1,25 @@
 """Slash commands typed in the chat input, for people coming from ``ollama run``.
 
 Parsing is pure: ``parse()`` turns a line into a ``SlashCommand`` (or ``None`` for
-a normal message); the app decides what each does.
+a normal message), ``parse_set()`` what ``/set`` asks for (ollama's spellings
+included: ``/set parameter num_predict 200``); the app decides what each does.
+``shown()`` writes a parameter's value for people (``auto``, ``random``, ``none``,
+never a Python repr).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 COMMANDS: dict[str, str] = {
     "/set": "/set NAME VALUE: change a parameter (temperature, top_k, top_p, min_p, repeat_penalty, "
-            "max_tokens, seed, stop, thinking); /set alone lists them",
+            "max_tokens, seed, stop, thinking; ollama's /set parameter NAME VALUE and num_predict work too); "
+            "/set system TEXT; /set alone lists them",
+    "/show": "/show info|parameters|system|template: the model (file, quantization, context, where it runs, "
+             "prompt format) and the parameters; /show alone is /show info",
+    "/load": "/load MODEL|PATH: load another model by name (vibechat models list) or a .gguf file's path "
+             "(a new conversation starts; a server: another of its model ids); /load alone opens F3",
     "/format": "/format json|FILE|off: make the next replies JSON (json), follow a JSON Schema or a .gbnf "
                "grammar (FILE, or inline JSON); off clears it; /format alone shows it",
     "/think": "/think on|off|auto: switch a reasoning model's thinking on or off for the next replies, where "
@@ -59,3 +68,106 @@ def suggestion(name: str) -> str:
     close = [c for c in COMMANDS if c.startswith(name[:3])] if len(name) > 1 else []
     hint = f" Did you mean {close[0]}?" if close else ""
     return f"Unknown command {name}.{hint} Type /help for the list; start with // to send a message beginning with /."
+
+
+# --- /set -------------------------------------------------------------------------------------
+
+# ollama's parameter names that mean one of ours.
+OLLAMA_NAMES = {"num_predict": "max_tokens"}
+# Settings that are not sampling parameters: what to do instead (ollama takes them in /set).
+ENGINE_SETTINGS = {
+    "num_ctx": "The context size is an engine setting, fixed when the model loads: start the chat with "
+               "--ctx N, or set context_size in the config file (vibechat config edit).",
+    "num_gpu": "GPU layers are an engine setting: the GPU layers slider in the parameter panel (F2), "
+               "--n-gpu-layers N, or gpu_layers in the config file (vibechat config edit).",
+    "num_thread": "CPU threads are an engine setting: start the chat with --threads N, or set threads in "
+                  "the config file (vibechat config edit).",
+    "repeat_last_n": "vibechat's repeat penalty looks back over a fixed window of recent tokens; "
+                     "/set repeat_penalty VALUE sets how strongly.",
+}
+# ollama's /set switches: the parameter they set, or what vibechat does instead.
+SWITCHES: dict[str, tuple[str, str] | str] = {
+    "noformat": ("format", "off"),
+    "think": ("thinking", "on"),
+    "nothink": ("thinking", "off"),
+    "verbose": "vibechat always shows each reply's speed in the status bar; /stats shows its statistics in full.",
+    "quiet": "vibechat always shows each reply's speed in the status bar (nothing is printed into the chat).",
+    "wordwrap": "vibechat always wraps replies to the window.",
+    "nowordwrap": "vibechat always wraps replies to the window.",
+    "history": "Up and Down in an empty input always recall earlier prompts; chats are saved unless vibechat "
+               "was started with --no-save.",
+    "nohistory": "To keep this chat out of the history, start vibechat with --no-save.",
+}
+SET_USAGE = ("/set NAME VALUE (or /set parameter NAME VALUE), e.g. /set temperature 0.5; "
+             "/set system TEXT; /set alone lists the parameters.")
+
+
+@dataclass(frozen=True)
+class SetRequest:
+    """What ``/set ARG`` asks for. ``kind``: ``list`` (show the parameters), ``param``
+    (``name`` = ``value``, names ours), ``system`` (``value`` the prompt), ``info`` (nothing
+    to set: ``value`` says why and what to do instead)."""
+
+    kind: str
+    name: str = ""
+    value: str = ""
+
+
+def parse_set(arg: str) -> SetRequest:
+    """``/set``'s argument, in vibechat's spelling (``NAME VALUE``) or ollama's
+    (``parameter NAME VALUE``, ``system TEXT``, ``num_predict``, ``think``...)."""
+    head, _, rest = arg.strip().partition(" ")
+    head, rest = head.lower(), rest.strip()
+    if not head:
+        return SetRequest("list")
+    if head == "system":
+        return SetRequest("system", value=rest)
+    ollama = head == "parameter"
+    if ollama:
+        if not rest:
+            return SetRequest("list")
+        head, _, rest = rest.partition(" ")
+        head, rest = head.lower(), rest.strip()
+    key = head.replace("-", "_")
+    key = OLLAMA_NAMES.get(key, key)
+    if key in ENGINE_SETTINGS:
+        return SetRequest("info", value=ENGINE_SETTINGS[key])
+    switch = SWITCHES.get(key)
+    if not ollama and not rest and switch is not None:
+        return SetRequest("info", value=switch) if isinstance(switch, str) else SetRequest("param", *switch)
+    if ollama and key == "stop" and "|" not in rest:
+        rest = "|".join(rest.split())  # ollama: /set parameter stop A B C, one stop string a word
+    return SetRequest("param", key, rest)
+
+
+def shown(name: str, value: Any) -> str:
+    """A parameter's value for people: ``auto`` (None: the model's default), ``random`` (a
+    seed of None), ``none`` (no stop strings), ``free text`` (no reply format), numbers as
+    typed (``0.8``, not ``0.80000001``). Stop strings are quoted, line breaks as ``\\n``."""
+    if name == "seed" and value is None:
+        return "random"
+    if name in ("format", "output_format"):
+        return getattr(value, "label", None) or "free text"
+    if value is None:
+        return "auto"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (tuple, list)):
+        return " | ".join(_quoted(str(v)) for v in value) if value else "none"
+    return str(value)
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace('"', '\\"') + '"'
+
+
+def param_rows(params: Any) -> list[tuple[str, str]]:
+    """Every parameter of ``params`` (``SamplingParams``) and its value for people, in the
+    order of ``/set``'s list."""
+    rows = [(name, shown(name, value)) for name, value in params.to_dict().items()
+            if name not in ("output_format", "thinking")]
+    rows.append(("thinking", shown("thinking", params.thinking)))
+    rows.append(("format", shown("format", params.output_format)))
+    return rows

@@ -1,23 +1,49 @@
-"""The chat's slash commands (``/set``, ``/format``, ``/think``, ``/system``, ``/new``, ``/stats``, ``/help``,
-``/bye``): parsed by ``app/slash.py``, run here against the app's public face."""
+"""The chat's slash commands (``/set``, ``/show``, ``/load``, ``/format``, ``/think``, ``/system``, ``/new``,
+``/stats``, ``/help``, ``/bye``): parsed by ``app/slash.py``, run here against the app's public face."""
 
 from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Protocol
 
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.think_switch import NO_SWITCH, check_thinking, describe_switch
 
 from .. import slash
 from ..report import format_stats
+from . import show_info
 from .chat_view import ChatMessageWidget
 from .host import ChatHost
+from .outside import one_line
+
+if TYPE_CHECKING:
+    from .models_ui import ModelManager
 
 
-async def run(app: ChatHost, command: slash.SlashCommand) -> None:
+class SlashHost(ChatHost, Protocol):
+    """The app as the slash commands see it: its public face, and its model manager (``/load``)."""
+
+    models: ModelManager
+
+    def action_models(self) -> None: ...
+
+
+SHOW_WHAT = ("info", "parameters", "system", "template")
+
+
+async def run(app: SlashHost, command: slash.SlashCommand) -> None:
     name, arg = command.name, command.arg
     if not command.known:
         app.notify(slash.suggestion(name), severity="warning", timeout=6)
     elif name == "/set":
         await _set(app, arg)
+    elif name == "/show":
+        await _show(app, arg)
+    elif name == "/load":
+        if arg:
+            app.models.load(arg)
+        else:
+            app.action_models()  # F3: pick one, or open a file
     elif name == "/format":
         await _format(app, arg)
     elif name == "/think":
@@ -36,26 +62,66 @@ async def run(app: ChatHost, command: slash.SlashCommand) -> None:
 
 
 async def _set(app: ChatHost, arg: str) -> None:
+    """``/set NAME VALUE``, ollama's ``/set parameter NAME VALUE`` and ``/set system TEXT``;
+    ``/set`` alone lists the parameters (``slash.parse_set`` reads the spellings)."""
     params = app.session.conversation.params
-    if not arg:
-        listed = {k: v for k, v in params.to_dict().items() if k not in ("output_format", "thinking")}
-        listed["thinking"] = params.thinking
-        if params.output_format is not None:
-            listed["format"] = params.output_format.label
-        await note(app, "  ".join(f"{k}={v}" for k, v in listed.items()))
+    request = slash.parse_set(arg)
+    if request.kind == "list":
+        await note(app, show_info.parameters_text(params))
         return
-    key, _, value = arg.partition(" ")
+    if request.kind == "system":
+        await _system(app, request.value)
+        return
+    if request.kind == "info":
+        app.notify(request.value, timeout=8)
+        return
+    key, value = request.name, request.value
+    if key in ("think", "thinking"):
+        await _think(app, value)
+        return
+    if key in ("format", "output_format"):
+        await _format(app, value or "off")
+        return
     try:
         params = params.set_from_text(key, value)
     except VibechatError as exc:
-        app.notify(str(exc), severity="error", timeout=6)
-        return
-    shown = key.replace("-", "_").lower()
-    if shown in ("think", "thinking"):
-        await _think(app, value)
+        app.notify(f"{exc} ({slash.SET_USAGE})" if key not in params.to_dict() else str(exc),
+                   severity="error", timeout=8)
         return
     app.set_params(params)
-    app.notify(f"{shown} = {getattr(params, shown)}", timeout=2)
+    app.notify(f"{key} = {slash.shown(key, getattr(params, key))}", timeout=2)
+
+
+async def _show(app: ChatHost, arg: str) -> None:
+    """``/show [info|parameters|system|template]``, as ollama's ``/show``."""
+    what = arg.strip().lower() or "info"
+    matches = [w for w in SHOW_WHAT if w.startswith(what)]
+    if len(matches) != 1:
+        app.notify(f"/show {one_line(arg, limit=40)}: show what? /show {'|'.join(SHOW_WHAT)} (/show alone: info).",
+                   severity="warning", timeout=6)
+        return
+    session = app.session
+    info, params, system = session.info, session.conversation.params, session.conversation.system
+    if matches[0] == "info":
+        await note(app, show_info.info_text(info, params, system))
+    elif matches[0] == "parameters":
+        await note(app, show_info.parameters_text(params))
+    elif matches[0] == "system":
+        await note(app, show_info.system_text(system))
+    else:
+        template = None
+        if info is not None and info.chat_format == "gguf" and not info.server:
+            template = await asyncio.to_thread(_read_template, info.path)  # the file's header: off the UI thread
+        await note(app, show_info.template_text(info, template))
+
+
+def _read_template(path: str) -> str | None:
+    from vibechat.engine.gguf import inspect_gguf
+
+    try:
+        return inspect_gguf(path).chat_template
+    except VibechatError as exc:
+        return f"(the template cannot be read: {exc})"
 
 
 async def _format(app: ChatHost, arg: str) -> None:

@@ -1,0 +1,131 @@
+"""What ``/show`` says (``info``, ``parameters``, ``system``, ``template``): pure text,
+one label and value a line, for a note in the chat (shown sanitised, never as markup).
+
+Outside text (the model's name, the file's path, GGUF metadata, a server's URL) is put
+on one line and bounded here; the note sanitises it again as it is shown.
+"""
+
+from __future__ import annotations
+
+from vibechat.engine.backend import ModelInfo
+from vibechat.engine.params import SamplingParams
+from vibechat.engine.think_switch import describe_switch
+
+from .. import slash
+from ..progress import human_size
+from .outside import one_line
+from .welcome import COMPLETION
+TEMPLATE_SHOWN = 6000  # characters of a chat template /show template prints at most
+WRAP = 64  # characters a line of a long value (the parameters) takes at most, past its label
+
+
+def table(rows: list[tuple[str, str]]) -> str:
+    """``label  value`` lines, the values aligned (a value's own lines too)."""
+    width = max((len(label) for label, _ in rows), default=0)
+    indent = "\n" + " " * (width + 2)
+    return "\n".join(f"{label.ljust(width)}  {indent.join(value.splitlines()) or value}" for label, value in rows)
+
+
+def wrapped(parts: list[str], width: int = WRAP, sep: str = " · ") -> str:
+    """``parts`` joined by ``sep``, on lines of about ``width`` characters (broken between parts)."""
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
+def prompt_format(info: ModelInfo) -> str:
+    """How the model is prompted, in a few words."""
+    if info.chat_format == "gguf":
+        return "the file's own chat template (/show template prints it)"
+    if info.chat_format == "server":
+        return "the server's chat template (the server formats the prompt)"
+    if info.chat_format == COMPLETION:
+        return ("completion: a base model (no chat template), prompted with a short example "
+                "conversation (a few-shot frame)")
+    return f"the built-in {one_line(info.chat_format)} turn format (the file has no chat template)"
+
+
+def params_line(params: SamplingParams) -> str:
+    """The parameters as ``name value`` pairs, on lines of about ``WRAP`` characters."""
+    return wrapped([f"{name} {value}" for name, value in slash.param_rows(params)])
+
+
+def info_text(info: ModelInfo | None, params: SamplingParams, system: str | None) -> str:
+    """``/show info``: the model, its context, where it runs, its prompt format, and the
+    conversation's parameters and system prompt."""
+    if info is None:
+        return "No model is loaded yet.\n" + table([("parameters", params_line(params))])
+    rows: list[tuple[str, str]] = [("model", one_line(info.name))]
+    if info.server:
+        rows.append(("server", f"{one_line(info.server)} ({one_line(info.backend)}; it loads and runs the model)"))
+    else:
+        rows.append(("file", f"{one_line(info.path, limit=None)} · {human_size(info.file_size)}"))
+    shape = [one_line(x) for x in (info.architecture, info.quantization) if x]
+    if info.n_layers:
+        shape.append(f"{info.n_layers} layers")
+    if shape:
+        rows.append(("architecture", " · ".join(shape)))
+    rows.append(("context", _context(info)))
+    if not info.server:
+        rows.append(("runs on", _runs_on(info)))
+    rows.append(("prompt format", prompt_format(info)))
+    if info.server:
+        rows.append(("thinking", f"{params.thinking} (the server's template decides; /think on|off asks it)"))
+    elif info.thinking_switch:
+        rows.append(("thinking", f"{params.thinking}, through {describe_switch(info.thinking_switch)} (/think)"))
+    rows.append(("parameters", params_line(params)))
+    rows.append(("system", _system(system)))
+    return table(rows)
+
+
+def _context(info: ModelInfo) -> str:
+    if not info.context_size:
+        text = "not reported by the server"
+    else:
+        text = f"{info.context_size:,} tokens"
+    if info.trained_context:
+        text += f" (trained on {info.trained_context:,})"
+    return text
+
+
+def _runs_on(info: ModelInfo) -> str:
+    parts = [one_line(info.device)]
+    if info.n_threads:
+        parts.append(f"{info.n_threads} thread" + ("" if info.n_threads == 1 else "s"))
+    if info.kv_cache_bytes:
+        parts.append(info.kv_cache + (" (flash attention on)" if info.flash_attn else ""))
+    if info.speculative != "off":
+        draft = f" with {one_line(info.draft_model)}" if info.draft_model else ""
+        parts.append(f"{info.speculative} drafting{draft} ({info.draft_tokens} tokens)")
+    return " · ".join(parts)
+
+
+def _system(system: str | None) -> str:
+    return one_line(system, limit=120) if system else "none (/set system TEXT sets one)"
+
+
+def parameters_text(params: SamplingParams) -> str:
+    """``/set`` alone, ``/show parameters``: one parameter a line, its value for people."""
+    return ("Parameters (/set NAME VALUE changes one):\n"
+            + table([(f"  {name}", value) for name, value in slash.param_rows(params)]))
+
+
+def system_text(system: str | None) -> str:
+    return f"System prompt: {system}" if system else "System prompt: none (/set system TEXT sets one)."
+
+
+def template_text(info: ModelInfo | None, template: str | None) -> str:
+    """``/show template``: the file's chat template (``template``, read from the GGUF), or
+    how the model is prompted when it has none."""
+    if info is None:
+        return "No model is loaded yet."
+    if info.chat_format != "gguf" or not template:
+        return f"Prompt format: {prompt_format(info)}."
+    cut = len(template) > TEMPLATE_SHOWN
+    shown = template[:TEMPLATE_SHOWN] + ("\n… (cut: /show template shows the first "
+                                         f"{TEMPLATE_SHOWN:,} of {len(template):,} characters)" if cut else "")
+    return f"Chat template of {one_line(info.name)}:\n{shown}"
