@@ -283,6 +283,13 @@ class VibechatApp(OutsideTextApp):
     def action_stop(self) -> None:
         self.replies.stop()
 
+    def action_quit_if_empty(self) -> None:
+        """Ctrl+D: quit, when the input is empty (from the input, it only comes here then)."""
+        if self.prompt_input.text:
+            self.notify("Ctrl+D quits when the input is empty; Ctrl+Q quits at any time.", timeout=4)
+            return
+        self.exit()
+
     async def action_new_conversation(self) -> None:
         await self.start_new_conversation()
         self.notify("New conversation", timeout=2)

@@ -39,6 +39,10 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("ctrl+c", "stop", "Stop", id="interrupt", show=False, priority=True,
             tooltip="Stop the reply; the text so far stays"),
     Binding("ctrl+c", "help_quit", "How to quit", id="quit_hint", show=False, system=True),
+    # Ctrl+D quits from an empty input, as in ollama and shells. The input passes the key on only
+    # when it is empty (PromptInput.check_action); with text in it, Ctrl+D deletes to the right.
+    Binding("ctrl+d", "quit_if_empty", "Quit if the input is empty", id="quit_if_empty", show=False,
+            tooltip="Quit vibechat, as Ctrl+D does in ollama and shells (Ctrl+Q quits at any time)"),
     Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False,
             priority=True, tooltip="Lower the temperature by one step: more predictable replies"),
     Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False,

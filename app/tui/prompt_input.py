@@ -2,7 +2,9 @@
 
 Enter sends; Ctrl+J (or Shift+Enter / Alt+Enter where the terminal reports them)
 inserts a newline; Up in an empty input recalls earlier prompts, Down goes back
-towards the newest. Posts ``PromptInput.Submitted``.
+towards the newest. Posts ``PromptInput.Submitted``. Ctrl+D deletes to the right, as
+in any text area, but an empty input lets the key go on to the app's binding, which
+quits (as in ollama and shells): see ``check_action``.
 
 A ``TextArea`` shows control characters as they are, so text loaded into it (a saved
 message taken back with Ctrl+L, which may have come from a pipe or a paste) is sanitised
@@ -53,6 +55,13 @@ class PromptInput(TextArea):
         self.cursor_blink = blink
         self.prompt_history: list[str] = []
         self._history_index: int | None = None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Delete-right (Delete, Ctrl+D) has nothing to do in an empty input: refused there,
+        the key goes on up to the app's bindings (Ctrl+D: quit, as in a shell)."""
+        if action == "delete_right" and not self.text:
+            return False
+        return super().check_action(action, parameters)
 
     def load_text(self, text: str) -> None:
         """Replace the input's text with ``text``, sanitised (see the module doc)."""
