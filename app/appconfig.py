@@ -17,7 +17,7 @@ BINDING_IDS: tuple[str, ...] = (
     "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
     "models", "change_theme", "temperature_down", "temperature_up", "top_k_down", "top_k_up",
     "top_p_down", "top_p_up", "scroll_end", "scroll_home", "toggle_sidebar", "search_history", "quit_hint",
-    "toggle_thinking",
+    "toggle_thinking", "quit_if_empty",
     # the prompt input
     "input.scroll_up", "input.scroll_down",
     # a focused message
@@ -31,7 +31,8 @@ BINDING_IDS: tuple[str, ...] = (
     "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.search",
     "search.close", "search.results", "rename.cancel", "export.cancel",
     # dialogs
-    "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download", "remote_picker.close",
+    "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download", "picker.open_file",
+    "remote_picker.close",
     "download.hide", "download.cancel",
 )
 
