@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -72,8 +73,8 @@ cli.add_typer(config_app, name="config")
 # ollama habits: `vibechat list` (or `ls`), `pull`, `show` and `rm` are the `models` commands
 # of the same names (ollama's `show` is `models info`), with the same options. Hidden: the
 # command list stays short; the main page's last line names them.
-OLLAMA_SHORTCUTS = {"list": models_list, "ls": models_list, "pull": models_pull, "show": models_info,
-                    "rm": models_rm}
+OLLAMA_SHORTCUTS: dict[str, Callable[..., None]] = {
+    "list": models_list, "ls": models_list, "pull": models_pull, "show": models_info, "rm": models_rm}
 for _name, _command in OLLAMA_SHORTCUTS.items():
     cli.command(_name, hidden=True)(_command)
 
