@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "/think": "/think on|off|auto: switch a reasoning model's thinking on or off for the next replies, where "
               "its template takes a switch (auto: as the template does by default); /think alone shows it",
     "/system": "/system TEXT: set the system prompt; /system alone shows it, /system clear removes it",
+    "/save": "/save: (ollama's) nothing to do: conversations are saved as you go (Ctrl+B lists them); "
+             "Ctrl+S in F2 saves the parameters as your defaults",
     "/clear": "/clear: clear the conversation (same as /new)",
     "/new": "/new: start a new conversation (Ctrl+N)",
     "/stats": "/stats: show the last reply's statistics",
@@ -32,6 +34,10 @@ COMMANDS: dict[str, str] = {
     "/bye": "/bye: quit",
 }
 ALIASES = {"/quit": "/bye", "/exit": "/bye", "/?": "/help", "/reset": "/new"}
+# What /save says: ollama saves a session as a new model; here nothing is ever unsaved.
+SAVE_NOTE = ("Nothing to save: this conversation is saved as you go (Ctrl+B lists your conversations, "
+             "'vibechat history export ID' writes one to a file). To keep these parameters as your defaults, "
+             "press Ctrl+S in the parameter panel (F2).")
 
 
 @dataclass(frozen=True)

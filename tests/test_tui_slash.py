@@ -233,3 +233,19 @@ async def test_ctrl_d_deletes_in_a_full_input_and_quits_from_an_empty_one():
         await pilot.press("ctrl+d")
         await pilot.pause()
     assert app.return_code == 0 and not app.is_running
+
+
+async def test_save_says_conversations_save_themselves_and_how_to_keep_the_parameters():
+    """ollama's /save makes a model of the session; here nothing needs saving, and it says so."""
+    app = create_app(RecordingBackend(), blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/save mymodel")
+        said = last_note(app)
+        assert "saved as you go" in said and "Ctrl+S" in said
+        assert not [n for n in messages(app) if "Unknown command" in n]
+    app = create_app(RecordingBackend(), blink=False, save=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/save")
+        assert "not being saved" in last_note(app)
