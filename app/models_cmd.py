@@ -172,13 +172,20 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
 @models_app.command()
 def rm(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list'.")],
        yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False) -> None:
-    """Delete one of vibechat's downloaded models (asks first)."""
+    """Delete one of vibechat's downloaded models (asks first); a file opened by path (file:NAME) is only
+    taken off the list."""
     def go() -> None:
         from vibechat.engine.errors import VibechatError
         from vibechat.engine.models import find_model
         from vibechat.engine.store import check_removable, remove
 
         model = find_model(name)
+        if model.source == "file":  # a file opened by path in the chat: forget it, never delete it
+            from vibechat.engine.opened import forget
+
+            forget(model.path)
+            _echo(f"Forgot {model.name}: it is no longer listed; the file itself stays ({model.path}).")
+            return
         check_removable(model)
         if not yes:
             if not sys.stdin.isatty():

@@ -87,6 +87,12 @@ async def test_the_picker_opens_a_gguf_by_path_and_remembers_it(tmp_path):
     assert out.returncode == 0, out.stderr
     [listed] = [m for m in json.loads(out.stdout) if m["source"] == "file"]
     assert listed["name"] == "file:my-model-Q8_0" and listed["path"] == str(model) and listed["quant"] == "Q8_0"
+    # `vibechat models rm file:NAME` forgets it and leaves the user's file alone
+    out = subprocess.run([str(VIBECHAT_BIN), "models", "rm", "file:my-model-Q8_0"], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0 and "Forgot file:my-model-Q8_0" in out.stdout, out.stderr
+    assert model.is_file() and [m for m in all_models() if m.source == "file"] == []
+    opened.remember(model)
     model.unlink()
     assert [m for m in all_models() if m.source == "file"] == []
     assert json.loads(opened.list_path().read_text())["files"] == []  # pruned
