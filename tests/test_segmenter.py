@@ -121,3 +121,27 @@ def test_a_token_seals_at_most_one_segment():
             n = rng.randint(1, 12)
             assert seg.feed(text[pos:pos + n]) <= 1
             pos += n
+
+
+def test_no_clean_cut_inside_a_loose_list_or_an_indented_code_block():
+    """A blank line before a list item or an indented line does not end the block above it
+    (a loose list's items, a list item's next paragraph, an indented code block's next
+    lines): cut there, the two sides would render as two blocks."""
+    loose = "Intro.\n\n" + "".join(f"- item {i} " + "word " * 10 + "\n\n" for i in range(30)) + "Outro."
+    indented = "Intro.\n\n" + "".join(f"    code line {i}\n\n" for i in range(80)) + "Outro."
+    numbered = "Intro.\n\n" + "".join(f"{i}. step {i} " + "word " * 10 + "\n\n  more about it\n\n"
+                                      for i in range(20)) + "Outro."
+    for text in (loose, indented, numbered):
+        seg = segment(text, 100)
+        cuts = [s.end for s in seg.segments[:-1]]
+        assert cuts and all(not text[cut:].startswith(("-", " ")) and not text[cut].isdigit() for cut in cuts)
+        assert "".join(seg.display(i) for i in range(len(seg.segments))) == text
+    # A line still arriving that may become a list item is no clean cut yet.
+    seg = ReplySegmenter(10, 1000)
+    seg.feed("A paragraph of words.\n\n-")
+    assert len(seg.segments) == 1
+    seg.feed(" an item\n")
+    assert len(seg.segments) == 1
+    seg.feed("\nNext paragraph")
+    assert [seg.display(i) for i in range(len(seg.segments))] == ["A paragraph of words.\n\n- an item\n\n",
+                                                                  "Next paragraph"]

@@ -216,14 +216,26 @@ class AssistantMessage(ChatMessageWidget):
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
             yield self.thinking
-        count = len(self._segmenter.segments)
         with ReplyBody(classes="reply--body"):
-            for index in range(count):
-                yield self._segment(self._segmenter.display(index), tail=index == count - 1)
+            yield from self._segments(0, None)
 
-    def _segment(self, text: str, tail: bool = False) -> MarkdownSegment:
-        return MarkdownSegment(text, code_theme=self.code_theme, classes="reply--segment",
-                               room=self.ROOM if tail and self.live else 0)
+    def _segments(self, start: int, above: MarkdownSegment | None, tail: bool = True) -> list[MarkdownSegment]:
+        """Widgets for the segmenter's segments from ``start`` on, below ``above`` (the widget
+        of segment ``start - 1``); ``tail``: the last one is the live tail."""
+        made: list[MarkdownSegment] = []
+        count = len(self._segmenter.segments)
+        for index in range(start, count):
+            above = self._segment(index, above, tail=tail and index == count - 1)
+            made.append(above)
+        return made
+
+    def _segment(self, index: int, above: MarkdownSegment | None, tail: bool = False) -> MarkdownSegment:
+        """Segment ``index``'s widget. Below a clean cut it starts with the blank line that
+        separates two blocks in the whole reply (``CachedMarkdown.gap_above``)."""
+        gap = (above is not None and not self._segmenter.segments[index - 1].forced_after
+               and not above.ends_with_rule)
+        return MarkdownSegment(self._segmenter.display(index), code_theme=self.code_theme, classes="reply--segment",
+                               room=self.ROOM if tail and self.live else 0, gap_above=gap)
 
     @property
     def body(self) -> Vertical:
@@ -249,8 +261,7 @@ class AssistantMessage(ChatMessageWidget):
             tail.set_text(segmenter.display(count - sealed - 1))
             # Not awaited: the new segments join the DOM now and are laid out with the
             # rest of this update in one refresh, instead of a refresh of their own.
-            body.mount_all([self._segment(segmenter.display(i), tail=i == count - 1)
-                            for i in range(count - sealed, count)])
+            body.mount_all(self._segments(count - sealed, tail))
             self._forget_scrolled_away(body)
         else:
             tail.set_text(segmenter.display(-1))
@@ -289,8 +300,7 @@ class AssistantMessage(ChatMessageWidget):
             self.text = final_text
             self._segmenter = segment(final_text, self.SEAL_AT, self.FORCE_AT)
             await body.remove_children()
-            await body.mount_all([self._segment(self._segmenter.display(i))
-                                  for i in range(len(self._segmenter.segments))])
+            await body.mount_all(self._segments(0, None, tail=False))
             return
         runs = self._segmenter.merge_forced()  # indexes into the segments as they streamed
         if not runs:

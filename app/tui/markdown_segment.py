@@ -20,10 +20,15 @@ model needs every core. ``MarkdownSegment`` keeps that cheap:
   objects a line). The lines are kept packed in tuples of strings and integers,
   which the collector stops tracking, and a segment hands Textual strips only for
   the lines on screen, and forgets them when it scrolls out of view.
+
+A reply's line breaks are shown as line breaks (``ChatMarkdown``), as every chat UI
+shows a model's output: in Markdown a single newline is a space, which joined JSON,
+poems, lists written without blank lines and unfenced code into one line.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -36,8 +41,14 @@ from textual.visual import RichVisual, Visual
 
 from .one_layout import SizedByLayout
 
-WARM_UP = "# A\n\nText *em* **strong** `code` [link](https://x.example).\n\n- a\n\n1. b\n\n> q\n\n" \
+WARM_UP = "# A\n\nText *em* **strong** `code` [link](https://x.example).\nA second line.\n\n- a\n\n1. b\n\n> q\n\n" \
           "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\ndef f(x):\n    return x\n```\n"
+
+# The blocks that Rich's Markdown opens with a blank line even at the top of a document (it
+# writes one before a block whenever an element closed before it, and these close their
+# items, rows or paragraphs first): a segment that starts with one has its blank line.
+OPENS_WITH_BLANK = frozenset({"bullet_list_open", "ordered_list_open", "blockquote_open", "table_open"})
+_RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")  # a line that may be a horizontal rule
 
 # A packed line: (text, style index, text, style index, ...) -- strings and integers
 # only, so the garbage collector stops tracking it. A line with a control segment
@@ -50,6 +61,33 @@ def warm_up(console: Console, code_theme: str) -> None:
     ~60 ms of imports and caches (code highlighting above all), which would
     otherwise land on the first reply. Safe to call from a worker thread."""
     CachedMarkdown(WARM_UP, code_theme).lines(console, console.options.update_width(80))
+
+
+class ChatMarkdown(RichMarkdown):
+    """Rich's Markdown with the text's line breaks kept (see the module doc). markdown-it's
+    ``breaks`` option only changes its HTML output; its tokens still say ``softbreak``,
+    which Rich renders as a space, and ``hardbreak`` as a new line (what two trailing
+    spaces make). So each ``softbreak`` of the parsed document becomes a ``hardbreak``:
+    only paragraph and heading text has them (a code block's lines are its own), and the
+    walk is over the tokens already parsed, a few per line."""
+
+    def __init__(self, markup: str, code_theme: str) -> None:
+        super().__init__(markup, code_theme=code_theme, hyperlinks=False)
+        for token in self.parsed:
+            for child in token.children or ():
+                if child.type == "softbreak":
+                    child.type = "hardbreak"
+
+    @property
+    def opens_with_blank(self) -> bool:
+        """Rendered alone, the document starts with a blank line (``OPENS_WITH_BLANK``)."""
+        return bool(self.parsed) and self.parsed[0].type in OPENS_WITH_BLANK
+
+    @property
+    def ends_with_rule(self) -> bool:
+        """The last block is a horizontal rule, the one block Rich puts no blank line after."""
+        last = [token for token in self.parsed if token.level == 0]
+        return bool(last) and last[-1].type == "hr"
 
 
 class _Rendered:
@@ -107,22 +145,43 @@ def first_difference(before: _Rendered, after: _Rendered) -> int:
 
 class CachedMarkdown:
     """A Rich renderable: ``text`` as Markdown, its lines cached (packed) per render
-    width. The parsed document is not kept: a new width parses again."""
+    width. The parsed document is not kept: a new width parses again.
+
+    ``gap_above``: the text continues a reply below a segment cut after a blank line
+    (segmenter.py), whose last block Rich separates from the next by a blank line (every
+    block but a horizontal rule). Rendered whole, the reply has that blank line; rendered
+    alone, this segment has it only if its first block opens with one. So it is added
+    here, and the segments render exactly as the whole reply."""
 
     KEEP = 2  # renders kept (the current width and the one before)
 
-    def __init__(self, text: str, code_theme: str) -> None:
+    def __init__(self, text: str, code_theme: str, gap_above: bool = False) -> None:
         self.text = text
         self.code_theme = code_theme
+        self.gap_above = gap_above
         self._renders: dict[tuple, _Rendered] = {}
+        self._ends_with_rule: bool | None = None  # known once parsed
+
+    @property
+    def ends_with_rule(self) -> bool:
+        """Its last block is a horizontal rule (then no blank line separates the next). Parsed
+        only when its last line looks like one (it may be a heading's underline)."""
+        if self._ends_with_rule is None:
+            last = self.text.rstrip().rpartition("\n")[2]
+            self._ends_with_rule = bool(_RULE.match(last)) and ChatMarkdown(self.text, self.code_theme).ends_with_rule
+        return self._ends_with_rule
 
     def rendered(self, console: Console, options: ConsoleOptions) -> _Rendered:
         key = (options.max_width, options.justify, options.overflow, options.no_wrap)
         rendered = self._renders.get(key)
         if rendered is None:
-            markdown = RichMarkdown(self.text, code_theme=self.code_theme, hyperlinks=False)
+            markdown = ChatMarkdown(self.text, self.code_theme)
+            self._ends_with_rule = markdown.ends_with_rule
             # No height: Textual passes the widget's, and Rich would crop or pad to it.
-            rendered = _Rendered(console.render_lines(markdown, options.update(height=None), pad=False))
+            lines = console.render_lines(markdown, options.update(height=None), pad=False)
+            if self.gap_above and markdown.parsed and not markdown.opens_with_blank:
+                lines.insert(0, [])
+            rendered = _Rendered(lines)
             while len(self._renders) >= self.KEEP:
                 del self._renders[next(iter(self._renders))]
             self._renders[key] = rendered
@@ -161,10 +220,10 @@ class MarkdownSegment(SizedByLayout):
     """
 
     def __init__(self, text: str = "", *, code_theme: str = "monokai", classes: str | None = None,
-                 room: int = 0) -> None:
+                 room: int = 0, gap_above: bool = False) -> None:
         super().__init__(classes=classes)
         self.code_theme = code_theme
-        self._renderable = CachedMarkdown(text, code_theme)
+        self._renderable = CachedMarkdown(text, code_theme, gap_above)
         self.room = room  # blank lines the live tail may keep below its text (see the module doc)
         self._rows = 0  # the height the last layout gave it
         self._wanted = (0, 0)  # the lines Textual is painting (render_lines' crop)
@@ -174,11 +233,16 @@ class MarkdownSegment(SizedByLayout):
     def text(self) -> str:
         return self._renderable.text
 
+    @property
+    def ends_with_rule(self) -> bool:
+        """Its last block is a horizontal rule (``CachedMarkdown.gap_above``)."""
+        return self._renderable.ends_with_rule
+
     def set_text(self, text: str) -> None:
         if text == self._renderable.text:
             return
         before = self._rendered(self._renderable)
-        self._renderable = CachedMarkdown(text, self.code_theme)
+        self._renderable = CachedMarkdown(text, self.code_theme, self._renderable.gap_above)
         after = self._rendered(self._renderable)
         if before is None or after is None or self.rows(len(after)) != self._rows:
             self.refresh(layout=True)

@@ -1,8 +1,12 @@
 """Cutting a growing Markdown reply into segments, so each render touches only a
 bounded live tail.
 
-A clean cut is made after a blank line outside a code fence: both sides are
-complete Markdown documents and render exactly as the whole would. Replies do
+A clean cut is made after a blank line outside a code fence, before a line that
+surely starts a new block: both sides are complete Markdown documents and render
+exactly as the whole would (the widget adds the blank line Rich puts between two
+blocks: markdown_segment.py). A blank line is no clean cut before an indented line
+(an indented code block, or a list item's next paragraph, goes on across it) or a
+list item (a loose list goes on, its items apart). Replies do
 not always offer one (a long code block, a model that never leaves a blank
 line), and a tail that only grows would make every render slower than the last.
 So past ``force_at`` characters the segmenter forces a cut: after a line break,
@@ -16,9 +20,12 @@ Pure Python, no Textual: the widget asks what to render.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 FENCES = ("```", "~~~")
+_LIST_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+_LIST_ITEM_START = re.compile(r"(?:[-*+]|\d{1,9}[.)]?)$")  # a line still arriving that may become one
 
 
 @dataclass
@@ -45,6 +52,18 @@ def _closer(opener: str) -> str:
     return char * (len(stripped) - len(stripped.lstrip(char)))
 
 
+def _starts_block(line: str) -> bool:
+    """Whether ``line``, after a blank line, surely starts a new block (see the module doc):
+    not blank, not indented, not a list item, nor the start of one (the last line of a
+    text still streaming)."""
+    if not line.strip() or line[0] in " \t":
+        return False
+    body = line.rstrip("\n")
+    if _LIST_ITEM.match(body):
+        return False
+    return line.endswith("\n") or not _LIST_ITEM_START.match(body)
+
+
 def _closes(line: str, opener: str) -> bool:
     stripped = line.strip()
     closer = _closer(opener)
@@ -65,7 +84,11 @@ def _scan(text: str, opener: str, limit: int, clean_limit: int) -> _Scan:
     scan = _Scan()
     fence_open = opener
     pos = 0
+    after_blank = 0  # a blank line outside a fence ended here: a clean cut if a block starts
     for line in text.splitlines(keepends=True):
+        if after_blank and _starts_block(line):
+            scan.clean = after_blank
+        after_blank = 0
         pos += len(line)
         if not line.endswith("\n") or pos >= len(text) or pos > clean_limit:
             break  # never cut after the last line: something must follow the cut
@@ -80,7 +103,7 @@ def _scan(text: str, opener: str, limit: int, clean_limit: int) -> _Scan:
         elif fence:
             fence_open = line.rstrip("\n")
         elif not line.strip():
-            scan.clean = pos
+            after_blank = pos
             if pos <= limit:
                 scan.line = pos
         elif pos <= limit:
