@@ -11,8 +11,11 @@ JSON object per line, in the order of the file. A bad line (see ``engine/batch.p
 becomes a result with ``error`` and ``line``, plus one line on stderr; the rest run.
 
 Exit codes: 0 every line succeeded, 1 at least one failed or there was none (or the
-command could not start: one line on stderr), 130 after Ctrl-C: the prompt in progress stops at once
-and is reported with ``finish_reason: "cancelled"``; the lines after it do not run.
+command could not start: one line on stderr), 3 none failed but a structured reply
+(``--json-schema``/``--grammar``) was cut by a limit before its grammar was complete (its
+result says ``"structured_output": "incomplete"``, with one line on stderr), 130 after Ctrl-C:
+the prompt in progress stops at once and is reported with ``finish_reason: "cancelled"``; the
+lines after it do not run.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from vibechat.engine.session import ChatSession
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
 from .report import format_stats, json_stats
-from .run_cmd import ThinkingEcho, load_or_interrupt, trim_notice
+from .run_cmd import (EXIT_INCOMPLETE, ThinkingEcho, incomplete_line, load_or_interrupt, structured_state,
+                      trim_notice)
 
 
 @dataclass
@@ -76,6 +80,7 @@ class _Batch:
         self.history, self.source, self.out, self.err = history, source, out, err
         self.failed = 0
         self.done = 0
+        self.incomplete = 0  # structured replies a limit cut before their grammar was complete
 
     def write(self, obj: dict[str, object]) -> None:
         self.out.write(safe_json(obj) + "\n")
@@ -133,12 +138,26 @@ class _Batch:
             "finish_reason": "cancelled" if result.interrupted else done.finish_reason,
             "stats": json_stats(done.stats),
         })
+        used = done.params or params
+        state = structured_state(used, str(obj["finish_reason"]), result.text)
+        if state is not None:  # under --json-schema/--grammar: whether the JSON (grammar) is whole
+            obj["structured_output"] = state
         self.done += 1
         self.write(obj)
         if self.options.show_stats and done.finish_reason != "cancelled":
             self.err.write(plain(f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}")
                            + "\n")
             self.err.flush()
+        cut = None if result.interrupted else incomplete_line(
+            used, done.stats, self.info, result.text, fix_tokens="raise --max-tokens (or the line's max_tokens)")
+        if cut is not None:
+            self.incomplete += 1
+            self.err.write(plain(f"vibechat: {self.source} line {request.line}: {cut}") + "\n")
+            self.err.flush()
+
+    def exit_code(self) -> int:
+        """1 if a line failed, else 3 if a structured reply was cut short, else 0."""
+        return 1 if self.failed else EXIT_INCOMPLETE if self.incomplete else 0
 
     def _after(self, chat: ChatLog) -> None:
         """A failed save is reported once; the rest of the batch is not saved."""
@@ -170,14 +189,14 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
                     batch.run_one(item, lambda: interrupt.requested)
     except BrokenPipeError:  # `| head -n 3`: stop quietly
         quiet_stdout()
-        return 1 if batch.failed else 0
+        return batch.exit_code()
     if interrupt.requested:
         err.write("\n")
         return 130
     if batch.done + batch.failed == 0:
         err.write(f"vibechat: error: {_no_prompts(source)}\n")
         return 1
-    return 1 if batch.failed else 0
+    return batch.exit_code()
 
 
 def _no_prompts(source: str) -> str:

@@ -285,11 +285,13 @@ def run(
     json_schema: Annotated[Optional[str], typer.Option(
         "--json-schema", metavar="FILE|JSON",
         help="Constrain the reply to JSON that follows this JSON Schema (a file, or inline JSON; 'json': any "
-             "JSON object). Local engine: llama.cpp's grammar sampler; remote: response_format.",
+             "JSON object). Local engine: llama.cpp's grammar sampler; remote: response_format. A reply that "
+             "--max-tokens or the context cuts before it is complete exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
     grammar: Annotated[Optional[str], typer.Option(
         "--grammar", metavar="FILE",
-        help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local engine only.",
+        help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local engine only. A reply "
+             "that --max-tokens or the context cuts exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""

@@ -1,7 +1,9 @@
 """``vibechat run``: one prompt, the reply streamed to stdout.
 
-Exit codes: 0 success, 1 a user error (one line on stderr), 130 after Ctrl-C
-(what was generated stays printed). A closed pipe (``| head``) ends quietly.
+Exit codes: 0 success, 1 a user error (one line on stderr), 3 a structured reply
+(``--json-schema``/``--grammar``) cut by a limit before its grammar was complete (printed as
+far as it went, with one line on stderr naming the limit), 130 after Ctrl-C (what was
+generated stays printed). A closed pipe (``| head``) ends quietly.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from vibechat.engine.backend import Backend, ChatEvent, ContextTrimmed, ModelInfo, ThinkingDelta
+from vibechat.engine.backend import Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo, ThinkingDelta
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.params import SamplingParams
@@ -21,6 +23,9 @@ from vibechat.engine.think_switch import unswitchable
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
 from .report import engine_dict, format_stats, json_stats
+
+
+EXIT_INCOMPLETE = 3  # a structured reply cut by a limit: its JSON (or grammar) is not whole
 
 
 @dataclass
@@ -125,12 +130,60 @@ class ThinkingEcho:
             self._at_line_start = text.endswith("\n")
 
 
+def structured_state(params: SamplingParams | None, finish_reason: str, text: str) -> str | None:
+    """``--json``'s ``structured_output`` under ``--json-schema``/``--grammar``: ``complete``
+    when the reply ended by itself (the grammar allows the end only once it is complete), or
+    when a limit or Ctrl-C cut it just as its JSON was whole (it parses); ``incomplete``
+    otherwise; None for free text (no field)."""
+    if params is None or params.output_format is None:
+        return None
+    if finish_reason == "stop":
+        return "complete"
+    if params.output_format.kind != "grammar" and _parses(text):
+        return "complete"  # cut just as it was whole: the limit fell on the end-of-reply token
+    return "incomplete"
+
+
+def _parses(text: str) -> bool:
+    import json
+
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def incomplete_line(params: SamplingParams, stats: GenerationStats, info: ModelInfo, text: str,
+                    fix_tokens: str = "raise --max-tokens") -> str | None:
+    """The stderr line for a structured reply that a limit cut before it was complete (None:
+    it was not cut, or it is free text): which limit (the reply's token limit, or the context
+    filling up) and what to raise. Whether a grammar's output is whole cannot be told from
+    the text (llama.cpp's sampler ends a reply only once it is): the line says it may not be."""
+    fmt = params.output_format
+    if fmt is None or stats.finish_reason != "length" or structured_state(params, "length", text) == "complete":
+        return None
+    limit = params.max_tokens  # as used (None: no limit; 0 asks for none too)
+    if limit and stats.completion_tokens >= limit:
+        cut, fix = f"hit the {limit}-token limit (--max-tokens)", fix_tokens
+    elif not info.server and stats.prompt_tokens + stats.completion_tokens >= info.context_size - 1:
+        cut, fix = f"filled the {info.context_size}-token context (--ctx)", "raise --ctx, or shorten the prompt"
+    else:  # a server's limit, or one the engine set: said as the reply's own
+        cut, fix = f"hit its token limit after {stats.completion_tokens} tokens", fix_tokens
+    if fmt.kind == "grammar":
+        return f"the reply {cut} before it ended, so its grammar may be incomplete: {fix}"
+    return f"the reply {cut} before the JSON was complete: {fix}"
+
+
 def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
     """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing saved."""
     seed = request.params.seed
-    return {"text": "", "thinking": "", "model": None, "model_path": None, "conversation_id": None,
-            "params": request.params.to_dict(), "finish_reason": "cancelled",
-            "stats": json_stats(None, seed=seed), "engine": None}
+    obj: dict[str, object] = {"text": "", "thinking": "", "model": None, "model_path": None,
+                              "conversation_id": None, "params": request.params.to_dict(),
+                              "finish_reason": "cancelled", "stats": json_stats(None, seed=seed), "engine": None}
+    if request.params.output_format is not None:
+        obj["structured_output"] = "incomplete"
+    return obj
 
 
 def load_or_interrupt(session: ChatSession, ctrl_c: CtrlC) -> ModelInfo:
@@ -192,12 +245,23 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         "stats": json_stats(stats),
         "engine": engine_dict(info),
     }
+    used = done.params or request.params
+    state = structured_state(used, str(obj["finish_reason"]), result.text)
+    if state is not None:  # under --json-schema/--grammar: whether the JSON (grammar) is whole
+        obj["structured_output"] = state
     if not _end_output(request, out, text, obj, held_back()):
         return 0
     if request.show_stats and not interrupted:
         err.write(plain(format_stats(done.stats, info)) + "\n")  # names the model's device or server
         err.flush()
-    return 130 if interrupted else 0
+    if interrupted:
+        return 130
+    cut = incomplete_line(used, stats, info, result.text)
+    if cut is not None:  # half a JSON object is no success: `| jq` would fail on it
+        err.write(f"vibechat: {cut}\n")
+        err.flush()
+        return EXIT_INCOMPLETE
+    return 0
 
 
 def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str,
@@ -209,6 +273,8 @@ def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: 
     obj = {"text": text, "thinking": "", "model": info.name, "model_path": info.path,
            "conversation_id": chat.conversation_id, "params": params.to_dict(),
            "finish_reason": "interrupted", "error": error, "stats": json_stats(None, seed=params.seed)}
+    if params.output_format is not None:
+        obj["structured_output"] = "incomplete"
     _end_output(request, out, text, obj, tail)
 
 

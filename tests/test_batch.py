@@ -17,6 +17,7 @@ from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.engine.batch import BatchLineError, BatchRequest, parse_line, read_requests
 from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
+from vibechat.engine.structured import OutputFormat
 
 
 def vibechat(*args: str, input: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -70,7 +71,7 @@ def test_line_parameters_sit_on_top_of_the_command():
     ('{"prompt": "x", "temperature": "hot"}', "temperature must be a number"),
     ('{"prompt": "x", "top_k": true}', "top_k must be a whole number"),
     ('{"prompt": "x", "temperature": null}', "temperature needs a value"),
-    ('{"prompt": "x", "max_tokens": 2.5}', "max_tokens must be a whole number between 1 and 1000000 (or null)"),
+    ('{"prompt": "x", "max_tokens": 2.5}', "max_tokens must be a whole number between"),
     ('{"prompt": "x", "seed": -1}', "seed must be between 0 and"),
     ('{"prompt": "x", "stop": [1]}', "stop must be a string or a list of strings"),
     ('{"prompt": "x", "stop": [""]}', "stop strings must be non-empty"),
@@ -132,6 +133,29 @@ def test_no_prefix_cache_starts_every_prompt_from_an_empty_cache():
     options = BatchOptions(system=None, params=SamplingParams(), reuse_prefix=False)
     assert run_batch(backend, prompts, "p.jsonl", options, None, io.StringIO(), io.StringIO()) == 0
     assert backend.resets == 2
+
+
+@pytest.mark.model
+def test_a_structured_line_cut_by_its_limit_is_marked_and_sets_the_exit_status(backend):
+    """Under --json-schema a line cut by its token limit is no success: its result says the
+    structured output is incomplete, stderr names the line and the limit, and the batch exits
+    3 (1 still wins when a line failed); a whole one says complete."""
+    digits = {"type": "object", "properties": {"digits": {"type": "string", "pattern": "^[0-9]{8}$"}},
+              "required": ["digits"], "additionalProperties": False}
+    fmt = OutputFormat("schema", json.dumps(digits), "digits.json")
+    options = BatchOptions(system=None, params=SamplingParams(seed=1, max_tokens=64, output_format=fmt))
+    ask = "A number as JSON"
+    out, err = io.StringIO(), io.StringIO()
+    prompts = io.BytesIO(jsonl({"prompt": ask, "max_tokens": 3}, {"prompt": ask}).encode())
+    assert run_batch(backend, prompts, "p.jsonl", options, None, out, err) == 3
+    cut, whole = results(out.getvalue())
+    assert (cut["finish_reason"], cut["structured_output"]) == ("length", "incomplete")
+    assert (whole["finish_reason"], whole["structured_output"]) == ("stop", "complete")
+    assert len(json.loads(whole["text"])["digits"]) == 8
+    assert err.getvalue() == ("vibechat: p.jsonl line 1: the reply hit the 3-token limit (--max-tokens) before the "
+                              "JSON was complete: raise --max-tokens (or the line's max_tokens)\n")
+    prompts = io.BytesIO(jsonl({"prompt": ask, "max_tokens": 3}, {"prompt": ask, "temperature": 9}).encode())
+    assert run_batch(backend, prompts, "p.jsonl", options, None, io.StringIO(), io.StringIO()) == 1
 
 
 # ----------------------------------------------------------- usage errors

@@ -162,6 +162,65 @@ def test_run_json_schema_on_the_starter_model(starter_installed, tmp_path):
     assert schema_errors(json.loads(out.stdout), PERSON) == []
 
 
+# A string of 300 digits: the starter writes a digit a token, so no reply under 300 tokens
+# completes it, whatever it samples.
+DIGITS = {"type": "object", "properties": {"digits": {"type": "string", "pattern": "^[0-9]{300}$"}},
+          "required": ["digits"], "additionalProperties": False}
+
+
+def test_run_cut_by_max_tokens_before_the_json_is_complete_is_no_success(starter_installed):
+    """Half a JSON object is not a success: exit 3 and one line naming the limit and the fix,
+    the text printed as far as it went; --json says the structured output is incomplete."""
+    args = ("run", "A long number as JSON:", "--seed", "1", "-n", "8", "--json-schema", json.dumps(DIGITS),
+            "--no-save")
+    line = ("vibechat: the reply hit the 8-token limit (--max-tokens) before the JSON was complete: "
+            "raise --max-tokens")
+    out = vibechat(*args)
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.splitlines()[-1] == line and out.stderr.count("before the JSON") == 1
+    assert out.stdout.startswith("{") and out.stdout.endswith("\n")  # as far as it went
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out.stdout)
+    out = vibechat(*args, "--json")
+    assert out.returncode == 3 and out.stderr.splitlines()[-1] == line
+    obj = json.loads(out.stdout)
+    assert (obj["finish_reason"], obj["structured_output"]) == ("length", "incomplete")
+    assert obj["stats"]["completion_tokens"] == 8
+
+
+def test_run_that_fills_the_context_before_the_json_is_complete_is_no_success(starter_installed):
+    # A prompt of some 220 of the context's 256 tokens: the reply fills the rest in a few tokens
+    # (a grammar over the whole vocabulary makes each token slow).
+    prompt = "A long number as JSON, after these words: " + "lorem " * 140
+    out = vibechat("run", prompt, "--seed", "2", "--ctx", "256", "-n", "1000",
+                   "--json-schema", json.dumps(DIGITS), "--no-save", "--json")
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.splitlines()[-1] == ("vibechat: the reply filled the 256-token context (--ctx) before the "
+                                           "JSON was complete: raise --ctx, or shorten the prompt")
+    obj = json.loads(out.stdout)
+    assert (obj["finish_reason"], obj["structured_output"]) == ("length", "incomplete")
+    assert obj["stats"]["prompt_tokens"] + obj["stats"]["completion_tokens"] == 256
+
+
+def test_a_complete_structured_reply_exits_0_and_says_so(starter_installed, tmp_path):
+    grammar = tmp_path / "yesno.gbnf"
+    grammar.write_text('root ::= "yes" | "no"\n')
+    out = vibechat("run", "Is the sky blue?", "--seed", "1", "-n", "8", "--grammar", str(grammar), "--no-save",
+                   "--json")
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["text"] in ("yes", "no")
+    assert (obj["finish_reason"], obj["structured_output"]) == ("stop", "complete")
+    # One token: cut before the end-of-reply token, whether or not "yes" was whole; a grammar's
+    # output cannot be checked from its text, so the line says it may be incomplete.
+    cut = vibechat("run", "Is the sky blue?", "--seed", "1", "-n", "1", "--grammar", str(grammar), "--no-save")
+    assert cut.returncode == 3 and cut.stderr.splitlines()[-1] == (
+        "vibechat: the reply hit the 1-token limit (--max-tokens) before it ended, so its grammar may be "
+        "incomplete: raise --max-tokens")
+    free = vibechat("run", "Hi", "--seed", "1", "-n", "2", "--no-save", "--json")  # free text: no field, exit 0
+    assert free.returncode == 0 and "structured_output" not in json.loads(free.stdout)
+
+
 def test_run_refuses_bad_formats_in_one_line_before_loading(tmp_path):
     bad = tmp_path / "bad.gbnf"
     bad.write_text("root ::= nothing\n")
