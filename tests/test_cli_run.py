@@ -64,6 +64,23 @@ def test_same_seed_same_reply_across_processes(starter_installed):
     assert first["text"] == second["text"]
 
 
+def test_the_prompt_as_an_argument_as_ollama_users_type_it(starter_installed):
+    """`vibechat run PROMPT` (quoted, or words joined by spaces as `ollama run` does) asks the
+    same as --prompt; '-' reads stdin."""
+    greedy = ("-t", "0", "-n", "4", "--json")
+    replies = []
+    for words in (["Name a colour."], ["Name", "a", "colour."]):
+        out = vibechat("run", *words, *greedy)
+        assert out.returncode == 0, out.stderr
+        obj = json.loads(out.stdout)
+        saved = json.loads(vibechat("history", "show", str(obj["conversation_id"]), "--json").stdout)
+        assert saved["messages"][0]["content"] == "Name a colour."
+        replies.append(obj["text"])
+    dash = vibechat("run", "-", *greedy, "--no-save", input="Name a colour.")
+    assert dash.returncode == 0, dash.stderr
+    assert replies == [json.loads(dash.stdout)["text"]] * 2  # the same prompt, greedy: the same reply
+
+
 @pytest.mark.parametrize("how", ["piped", "dash"])
 def test_prompt_from_stdin(starter_installed, how):
     args = ["run", "-t", "0", "-n", "4", "--json"] + (["--prompt", "-"] if how == "dash" else [])
