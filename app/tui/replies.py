@@ -4,7 +4,9 @@ The session owns the lifecycle (a reply begins, streams, and settles once) and
 the engine lock; this controller puts it on screen: it runs the blocking calls
 in thread workers, gives each reply a ``ReplyStream`` (buffer, pacer,
 sanitiser, widget), renders what the workers post, and settles the reply once
-its last text is on screen. Messages of a reply the session has left (a new
+its last text is on screen. The status bar follows the reply: its figures are
+cleared when a reply starts, show the reply's tokens so far with each paced render,
+and its final stats when it ends. Messages of a reply the session has left (a new
 chat, an edit) are ignored by their generation number.
 """
 
@@ -35,6 +37,7 @@ from .host import ChatHost
 from .markdown_segment import warm_up as warm_up_markdown
 from .pacing import FrameHold, RenderPacer, ui_budget
 from .reply_stream import ReplyStream
+from .status_bar import LiveReply
 
 log = logging.getLogger("vibechat.tui")
 MAX_KEPT_IN_INPUT = 4 << 20  # a refused prompt goes back into the input up to this many characters
@@ -105,7 +108,10 @@ class Replies:
         self.turn, self.stream = turn, stream
         self.last_stream = stream
         host.generating = True
-        host.status.state = "generating…"
+        status = host.status
+        status.state = "generating…"
+        # The last reply's figures go: the bar shows this one's as it streams.
+        status.stats, status.thought, status.live = None, False, LiveReply()
         host.run_worker(lambda: self._generate(turn, stream), thread=True, exclusive=True, group="generate",
                         exit_on_error=False)
 
@@ -127,7 +133,8 @@ class Replies:
         try:
             done = self.session.stream(turn, text, on_event=event, on_context=lambda n: post(
                 ContextCounted(generation, n)), on_reset=lambda: post(CacheReset()),
-                on_load=lambda f: post(ModelProgress(f)))  # an engine restarted after a crash reloads
+                on_load=lambda f: post(ModelProgress(f)),  # an engine restarted after a crash reloads
+                on_tokens=stream.count_tokens)
         except VibechatError as exc:  # a cut stream (StreamInterrupted) keeps its text as the reply
             post(ReplyFailed(generation, str(exc), ChatSession.partial_of(turn, exc)))
         except Exception as exc:  # noqa: BLE001
@@ -163,7 +170,9 @@ class Replies:
         if wait > 0:
             self.host.set_timer(wait, lambda: self.host.post_message(ReplyText(message.generation)))
             return
-        if await stream.render():  # a burst: render it in slices, with a screen refresh between them
+        more = await stream.render()
+        self._show_live(stream)
+        if more:  # a burst: render it in slices, with a screen refresh between them
             self.host.call_after_refresh(self.host.post_message, ReplyText(message.generation))
             return
         done = stream.take_done()
@@ -175,6 +184,30 @@ class Replies:
         stream = self._current(message.generation)
         if stream is not None:
             await stream.render_thinking()
+            self._pace_live(stream)
+
+    def _pace_live(self, stream: ReplyStream) -> None:
+        """While the model thinks (no text renders yet), the status bar's figures are drawn at
+        the pace of the renders: now, or when the pacer allows (one timer at a time)."""
+        if stream.started or stream.live_waiting:
+            return
+        wait = stream.wait()
+        if wait > 0:
+            stream.live_waiting = True
+
+            def later() -> None:
+                stream.live_waiting = False
+                if self._current(stream.generation) is stream:
+                    self._pace_live(stream)
+
+            self.host.set_timer(wait, later)
+            return
+        stream.pacer.rendering()
+        self._show_live(stream)
+
+    def _show_live(self, stream: ReplyStream) -> None:
+        """The reply's figures so far in the status bar (a repaint of its one line)."""
+        self.host.status.live = stream.count.live()
 
     async def on_event(self, message: ReplyEvent) -> None:
         self._release()
@@ -198,6 +231,7 @@ class Replies:
             self.host.history_changed()
         self.last = done
         stats, status = done.stats, self.host.status
+        status.live = None  # the reply's own stats replace the live figures
         status.thought = bool(done.thinking)
         status.stats = stats
         status.context_used = stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
@@ -228,7 +262,7 @@ class Replies:
         self.stream = self.turn = None
         self.host.generating = False
         status = self.host.status
-        status.drafting = None  # the reply's own stats (if any) say the rest
+        status.drafting = status.live = None  # the reply's own stats (if any) say the rest
         status.state = "ready" if self.host.model_ready else status.state
 
     # ------------------------------------------------------------- thinking

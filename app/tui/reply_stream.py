@@ -3,30 +3,34 @@
 A ``ReplyStream`` holds what belongs to one reply and nothing else: the
 ``DeltaBuffer`` the generating thread fills, the ``RenderPacer`` that spaces
 renders, the ``Sanitizer`` that holds back an escape sequence split across
-tokens, and the ``AssistantMessage`` whose segmenter renders the text. The app
+tokens, the ``ReplyCount`` of its tokens so far (the status bar's live figures),
+and the ``AssistantMessage`` whose segmenter renders the text. The app
 makes one per reply and drops it when the reply settles, so no state leaks
 from one reply into the next.
 
-Threads: only :meth:`put` is called from the generating thread; everything else
-runs on the UI thread.
+Threads: only :meth:`put`, :meth:`put_thinking` and :meth:`count_tokens` are called from
+the generating thread; everything else runs on the UI thread.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from vibechat.engine.backend import GenerationDone
 from vibechat.engine.sanitize import Sanitizer, sanitize
 
 from .chat_view import AssistantMessage
 from .pacing import RenderPacer
+from .status_bar import LiveReply
 from .thinking_block import ThinkingBlock
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at least...
 APPEND_MAX = 6000  # ... and at most: between them, what fits in SLICE_BUDGET_S
 SLICE_BUDGET_S = 0.006  # time one render of a burst may take (the event loop waits meanwhile)
 FIRST_LIMIT = 300  # characters in the first render of a reply, which also lays the reply out
+RATE_AFTER_S = 0.25  # a live speed is measured over at least this long (a burst says nothing)
 
 
 class DeltaBuffer:
@@ -79,6 +83,55 @@ class DeltaBuffer:
             return text, bool(rest)
 
 
+class ReplyCount:
+    """The reply's generated tokens as they arrive, for the status bar's live figures.
+
+    The generating thread notes each piece (text or thinking) and, where the backend says
+    it (the local engine), the reply's token count so far; the UI reads a ``LiveReply`` at
+    its render pace. Where the backend does not count (a server), the pieces are counted,
+    about a token each, and the figures say they are an estimate. The speed is measured
+    from the first piece to the latest, as the tokens arrived."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pieces = 0
+        self._tokens = 0  # the backend's count (0: it does not say)
+        self._first: tuple[float, int] | None = None  # (when, count) at the first piece
+        self._latest: tuple[float, int] = (0.0, 0)
+
+    def piece(self, tokens: int = 0) -> None:
+        """From the generating thread: a piece arrived; ``tokens``: the reply's generated
+        tokens so far, when the backend says (0: it does not)."""
+        now = self._clock()
+        with self._lock:
+            self._pieces += 1
+            self._tokens = max(self._tokens, tokens)
+            self._note(now)
+
+    def tokens(self, count: int) -> None:
+        """From the generating thread: the reply's generated tokens so far (the next piece's)."""
+        now = self._clock()
+        with self._lock:
+            self._tokens = max(self._tokens, count)
+            self._note(now)
+
+    def _note(self, now: float) -> None:
+        count = self._tokens or self._pieces
+        if self._first is None:
+            self._first = (now, count)
+        self._latest = (now, count)
+
+    def live(self) -> LiveReply:
+        with self._lock:
+            first, (at, count) = self._first, self._latest
+            estimated = not self._tokens
+        rate = 0.0
+        if first is not None and at - first[0] >= RATE_AFTER_S and count > first[1]:
+            rate = (count - first[1]) / (at - first[0])
+        return LiveReply(count, rate, estimated)
+
+
 class ReplyStream:
     """The reply of generation ``generation`` as it streams into ``widget``."""
 
@@ -99,6 +152,8 @@ class ReplyStream:
         self.thoughts = DeltaBuffer()
         self.thought_tokens = 0  # the reply's generated tokens at the last thinking piece (0: unknown)
         self.expand_thinking = expand_thinking
+        self.count = ReplyCount()  # its tokens so far (the status bar's live figures)
+        self.live_waiting = False  # the status bar's figures wait for the pacer (while the model thinks)
 
     def limit(self) -> int:
         """Characters the next render may take: a stream that outruns the UI is drawn
@@ -113,12 +168,19 @@ class ReplyStream:
 
     def put(self, text: str) -> bool:
         """From the generating thread: True when the UI must be told (see ``DeltaBuffer``)."""
+        self.count.piece()
         return self.deltas.put(text)
+
+    def count_tokens(self, tokens: int) -> None:
+        """From the generating thread: the reply's generated tokens so far, as the backend
+        counts them (given before the piece of text that brings them)."""
+        self.count.tokens(tokens)
 
     def put_thinking(self, text: str, tokens: int = 0) -> bool:
         """From the generating thread: a piece of thinking; True when the UI must be told."""
         if tokens:
             self.thought_tokens = tokens
+        self.count.piece(tokens)
         return self.thoughts.put(text)
 
     async def render_thinking(self) -> ThinkingBlock | None:

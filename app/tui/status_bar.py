@@ -1,5 +1,5 @@
 """The status bar: model and quantization, CPU/GPU (layers offloaded; or the remote
-server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, last
+server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context meter, the
 reply's speed (every generated token counts, a reasoning model's thinking included: then
 the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking included)``
 where a server does not say; while a reply is drafted and after it, the accepted share and the
@@ -7,11 +7,28 @@ draft length),
 the reply format (``/format``), the thinking switch (``/think``: ``think off``), and what the
 engine is doing. The app sets its attributes; it renders them.
 
+While a reply streams, the bar shows that reply's figures (``live``, updated by replies.py
+at the pace of the reply's renders, never per token): its tokens so far, its speed so far,
+and the context it fills (the prompt and the tokens generated). A count the backend does
+not give (a server) is the number of streamed pieces, about a token each, and is shown as
+an estimate: ``~57 tok``. No figure of an earlier reply is shown meanwhile: the last
+reply's stats are cleared when a reply starts, and its own replace the live ones when it
+ends.
+
+The bar is one line. Where it is too narrow for every field, fields are dropped whole,
+never cut, in the reverse of ``PRIORITY``: the engine's state and the context meter stay
+longest, then the model's name (which may be shortened, ``gemma-3-27b-it-q…``), the
+speed, the token count; the download, the format and thinking switches; then the
+quantization, where the model runs, the KV cache, the draft model and the time to first
+token go first. At 80 columns the state, context, name, speed and count fit.
+
 The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
 can a state (``loading NAME…``): every text shown is sanitised and kept to one line
 (``outside.one_line``), never read as markup."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.reactive import reactive
@@ -22,6 +39,13 @@ from vibechat.engine.knobs import human_mib
 from vibechat.engine.params import SamplingParams
 
 from .outside import one_line
+
+# The fields on the left, most important first: a narrow bar drops them from the end. The
+# state (and a download's progress) on the right stay longest of all.
+PRIORITY = ("context", "model", "speed", "tokens", "format", "think", "draft", "quantization", "thinking",
+            "device", "kv_cache", "ttft", "draft_model")
+NAME_MIN = 12  # cells a shortened model name keeps at least (with its ellipsis)
+GAP = 2  # cells at least between the fields and the state
 
 
 def model_line(info: ModelInfo) -> str:
@@ -40,6 +64,22 @@ def draft_text(drafted: int, accepted: int, k: int, turned_off: bool) -> str:
     return rate + ("off" if turned_off else f"k{k}")
 
 
+@dataclass(frozen=True)
+class LiveReply:
+    """The reply streaming now, as far as it has come (see the module doc)."""
+
+    tokens: int = 0  # generated so far, thinking included (0: none yet)
+    tokens_per_s: float = 0.0  # since its first token (0: not measured yet)
+    estimated: bool = False  # counted from the streamed pieces: the backend does not say
+
+
+@dataclass(frozen=True)
+class _Field:
+    key: str
+    text: Text
+    after: str = ""  # the field it sticks to, with a space instead of " · " (quantization: the name)
+
+
 class StatusBar(Widget):
     DEFAULT_CSS = """
     StatusBar {
@@ -53,8 +93,9 @@ class StatusBar(Widget):
 
     model: reactive[ModelInfo | None] = reactive(None)
     state: reactive[str] = reactive("starting")
-    context_used: reactive[int] = reactive(0)
+    context_used: reactive[int] = reactive(0)  # while a reply streams: its prompt (the live tokens are added)
     stats: reactive[GenerationStats | None] = reactive(None)
+    live: reactive[LiveReply | None] = reactive(None)  # the reply streaming now
     download: reactive[str] = reactive("")  # e.g. "⬇ 42%" while a model downloads
     thought: reactive[bool] = reactive(False)  # the last reply had thinking (its tokens are in stats)
     output_format: reactive[str] = reactive("")  # /format: "json", "schema person.json" ("": free text)
@@ -66,44 +107,113 @@ class StatusBar(Widget):
         self.output_format = params.output_format.label if params.output_format else ""
         self.thinking = params.thinking
 
-    def render(self) -> Text:
+    # ------------------------------------------------------------------ fields
+    def _fields(self) -> list[_Field]:
+        """Every field there is something to show for, in the order they are shown."""
         dim = "dim"
-        parts: list[Text | tuple[str, str] | str] = []
-        info = self.model
+        fields: list[_Field] = []
+
+        def add(key: str, *parts: str | tuple[str, str], after: str = "") -> None:
+            fields.append(_Field(key, Text.assemble(*parts), after))
+
+        info, live, stats = self.model, self.live, self.stats
+        if live is not None:
+            stats = None  # never an earlier reply's figures (replies.py clears them too)
+        estimate = "~" if live is not None and live.estimated else ""
         if info is not None:
-            parts.append((one_line(info.name), "bold"))
+            add("model", (one_line(info.name), "bold"))
             if info.quantization:
-                parts += [" ", (one_line(info.quantization), dim)]
-            parts += [" · ", one_line(info.device.split(" (")[0]), " · "]
+                add("quantization", (one_line(info.quantization), dim), after="model")
+            add("device", one_line(info.device.split(" (")[0]))
             if info.kv_cache_bytes:
-                parts += [one_line(info.kv_cache), " · "]
+                add("kv_cache", one_line(info.kv_cache))
             if info.draft_model:
-                parts += [("draft ", dim), one_line(info.draft_model), (f" {human_mib(info.draft_model_bytes or 0)}", dim),
-                          " · "]
-            used, size = self.context_used, info.context_size
+                add("draft_model", ("draft ", dim), one_line(info.draft_model),
+                    (f" {human_mib(info.draft_model_bytes or 0)}", dim))
+            used, size = self.context_used + (live.tokens if live is not None else 0), info.context_size
             ratio = used / size if size else 0
             style = "red" if ratio > 0.9 else "yellow" if ratio > 0.7 else ""
             # A remote server may not say its context size (0): then only what is used.
-            parts += [("ctx ", dim), (f"{used:,}/{size:,}" if size else f"{used:,}", style)]
-        stats = self.stats
+            add("context", ("ctx ", dim), (estimate + (f"{used:,}/{size:,}" if size else f"{used:,}"), style))
+        if live is not None and live.tokens:
+            add("tokens", f"{estimate}{live.tokens:,} tok")
+            if live.tokens_per_s > 0:
+                add("speed", f"{estimate}{live.tokens_per_s:.1f} tok/s")
         if stats is not None and stats.completion_tokens:
-            parts += [" · ", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", " · "]
+            add("ttft", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms")
+            add("tokens", f"{stats.completion_tokens:,} tok")
             if stats.thinking_tokens:  # generated too: in the count and the speed
-                parts += [f"{stats.completion_tokens:,} tok ", (f"({stats.thinking_tokens:,} thinking)", dim), " · "]
+                add("thinking", (f"({stats.thinking_tokens:,} thinking)", dim), after="tokens")
             elif self.thought:  # a server that does not say how many were thinking
-                parts += [f"{stats.completion_tokens:,} tok ", ("(thinking included)", dim), " · "]
-            parts.append(f"{stats.decode_tokens_per_s:.1f} tok/s")
+                add("thinking", ("(thinking included)", dim), after="tokens")
+            add("speed", f"{stats.decode_tokens_per_s:.1f} tok/s")
             if (stats.drafted_tokens or stats.drafting_turned_off) and self.drafting is None:
-                parts += [" · ", ("draft ", dim), draft_text(stats.drafted_tokens, stats.accepted_draft_tokens,
-                                                          stats.draft_k, stats.drafting_turned_off)]
-        if (live := self.drafting) is not None:
-            parts += [" · ", ("draft ", dim), draft_text(live.drafted, live.accepted, live.k, live.turned_off)]
+                add("draft", ("draft ", dim), draft_text(stats.drafted_tokens, stats.accepted_draft_tokens,
+                                                          stats.draft_k, stats.drafting_turned_off))
+        if (drafting := self.drafting) is not None:
+            add("draft", ("draft ", dim), draft_text(drafting.drafted, drafting.accepted, drafting.k,
+                                                      drafting.turned_off))
         if self.output_format:
-            parts += [" · ", ("format ", dim), (one_line(self.output_format), "bold")]
+            add("format", ("format ", dim), (one_line(self.output_format), "bold"))
         if self.thinking != "auto":
-            parts += [" · ", ("think ", dim), (self.thinking, "bold")]
-        left = Text.assemble(*parts)
-        right = Text.assemble((one_line(self.download) + "  ", "bold") if self.download else "",
-                              (one_line(self.state), "italic"))
-        gap = max(1, self.size.width - 2 - left.cell_len - right.cell_len)
+            add("think", ("think ", dim), (self.thinking, "bold"))
+        return fields
+
+    @staticmethod
+    def _join(fields: list[_Field]) -> Text:
+        out = Text()
+        previous = ""
+        for field in fields:
+            if previous:
+                out.append(" " if field.after and field.after == previous else " · ")
+            out.append_text(field.text)
+            previous = field.key
+        return out
+
+    def _fit(self, fields: list[_Field], room: int) -> list[_Field]:
+        """The most important fields (``PRIORITY``) that fit in ``room`` cells, shown in their
+        own order: the first that does not fit is dropped, and every one after it. The model's
+        name counts as ``NAME_MIN`` cells, and takes what is left, up to its whole length."""
+        order = {key: rank for rank, key in enumerate(PRIORITY)}
+        name = next((f for f in fields if f.key == "model"), None)
+        short = None
+        if name is not None and name.text.cell_len > NAME_MIN:
+            short = _Field("model", _shortened(name.text, NAME_MIN))
+        kept: set[str] = set()
+        for field in sorted(fields, key=lambda f: order[f.key]):
+            trial = [short if f.key == "model" and short is not None else f
+                     for f in fields if f.key in kept or f is field]
+            if self._join(trial).cell_len > room:
+                break
+            kept.add(field.key)
+        chosen = [f for f in fields if f.key in kept]
+        if name is not None and short is not None and "model" in kept:
+            spare = room - self._join([short if f.key == "model" else f for f in chosen]).cell_len
+            whole = _Field("model", _shortened(name.text, NAME_MIN + spare))
+            chosen = [whole if f.key == "model" else f for f in chosen]
+        return chosen
+
+    def render(self) -> Text:
+        fields = self._fields()
+        download = Text(one_line(self.download), style="bold") if self.download else None
+        state = Text(one_line(self.state), style="italic")
+        width = self.content_size.width
+        if not width:  # not laid out yet: everything, unfitted
+            return Text.assemble(self._join(fields), "  ", download or "", "  " if download else "", state)
+        state.truncate(width, overflow="ellipsis")
+        right = state
+        if download is not None and download.cell_len + 2 + state.cell_len <= width:
+            right = Text.assemble(download, "  ", state)
+        room = width - right.cell_len - GAP
+        left = self._join(self._fit(fields, room)) if room > 0 else Text()
+        gap = max(0, width - left.cell_len - right.cell_len)
         return Text.assemble(left, " " * gap, right)
+
+
+def _shortened(text: Text, cells: int) -> Text:
+    """``text`` cut to ``cells`` cells, an ellipsis at the cut."""
+    if text.cell_len <= cells:
+        return text
+    cut = text.copy()
+    cut.truncate(max(1, cells), overflow="ellipsis")
+    return cut
