@@ -238,7 +238,9 @@ class Replies:
         if stats.finish_reason == "cancelled":
             stream.widget.set_status("⏹ stopped", "stopped")
         elif stats.finish_reason == "length":
-            stream.widget.set_status("… cut at the token limit")
+            fmt = done.params.output_format if done.params is not None else None  # /format: say it is cut
+            what = "" if fmt is None else f": the {'grammar' if fmt.kind == 'grammar' else 'JSON'} output is incomplete"
+            stream.widget.set_status(f"… cut at the token limit{what}")
         self._ended()
         if done.thinking and self.host.model_ready:
             # The thinking is not sent back to the model (nor kept in its context): the meter
