@@ -62,7 +62,8 @@ BLOCKS = ["Paragraph {i} " + "word " * 12, "line one\nline two\nline three", '{{
           "# Heading {i}", "## Sub {i}", "- a\n- b\n- c", "1. one\n2. two", "> quoted {i}\n> more",
           "| a | b |\n|---|---|\n| {i} | 2 |", "```python\nx = {i}\n\n\ny = 2\n```", "---", "    indented code {i}",
           "Setext\n===", "text then\n- list item\n- another", "- loose {i}\n\n- loose b\n\n  its second paragraph",
-          "1) paren\n\n2) paren2", "Text with *emphasis\nacross* lines and `code`"]
+          "1) paren\n\n2) paren2", "Text with *emphasis\nacross* lines and `code`", "- lazy item\nlazy continuation",
+          "- nested\n  - inner\n\n  - inner loose", "* * *"]
 
 
 def reply_texts(count: int) -> list[str]:

@@ -5,8 +5,8 @@ A clean cut is made after a blank line outside a code fence, before a line that
 surely starts a new block: both sides are complete Markdown documents and render
 exactly as the whole would (the widget adds the blank line Rich puts between two
 blocks: markdown_segment.py). A blank line is no clean cut before an indented line
-(an indented code block, or a list item's next paragraph, goes on across it) or a
-list item (a loose list goes on, its items apart). Replies do
+(an indented code block, or a list item's next paragraph, goes on across it), nor,
+inside a list, before a list item (a loose list goes on, its items apart). Replies do
 not always offer one (a long code block, a model that never leaves a blank
 line), and a tail that only grows would make every render slower than the last.
 So past ``force_at`` characters the segmenter forces a cut: after a line break,
@@ -52,12 +52,14 @@ def _closer(opener: str) -> str:
     return char * (len(stripped) - len(stripped.lstrip(char)))
 
 
-def _starts_block(line: str) -> bool:
+def _starts_block(line: str, in_list: bool) -> bool:
     """Whether ``line``, after a blank line, surely starts a new block (see the module doc):
-    not blank, not indented, not a list item, nor the start of one (the last line of a
-    text still streaming)."""
+    not blank, not indented, and after a list, not a list item, nor the start of one (the
+    last line of a text still streaming)."""
     if not line.strip() or line[0] in " \t":
         return False
+    if not in_list:
+        return True
     body = line.rstrip("\n")
     if _LIST_ITEM.match(body):
         return False
@@ -78,16 +80,18 @@ class _Scan:
     fenced_opener: str = ""  # the opener line of the fence that ``fenced_line`` is in
 
 
-def _scan(text: str, opener: str, limit: int, clean_limit: int) -> _Scan:
+def _scan(text: str, opener: str, limit: int, clean_limit: int, in_list: bool) -> _Scan:
     """Where ``text`` can be cut: clean cuts at most ``clean_limit`` characters in, other
-    cuts at most ``limit``; ``opener``: the fence it starts inside of ("" if none)."""
+    cuts at most ``limit``; ``opener``: the fence it starts inside of ("" if none);
+    ``in_list``: it may start inside a list."""
     scan = _Scan()
     fence_open = opener
     pos = 0
     after_blank = 0  # a blank line outside a fence ended here: a clean cut if a block starts
     for line in text.splitlines(keepends=True):
-        if after_blank and _starts_block(line):
+        if after_blank and _starts_block(line, in_list):
             scan.clean = after_blank
+            in_list = False
         after_blank = 0
         pos += len(line)
         if not line.endswith("\n") or pos >= len(text) or pos > clean_limit:
@@ -106,8 +110,10 @@ def _scan(text: str, opener: str, limit: int, clean_limit: int) -> _Scan:
             after_blank = pos
             if pos <= limit:
                 scan.line = pos
-        elif pos <= limit:
-            scan.line = pos
+        else:
+            in_list = in_list or bool(_LIST_ITEM.match(line.lstrip(" ").rstrip("\n")))
+            if pos <= limit:
+                scan.line = pos
     return scan
 
 
@@ -150,7 +156,9 @@ class ReplySegmenter:
         # are fewer widgets to lay out), or by force within force_at.
         small = len(tail) <= self.force_at + self.seal_at
         limit = len(tail) if small else self.force_at
-        scan = _scan(tail, opener, limit, len(tail) if small else max(self.force_at, self.burst_piece))
+        # After a forced cut the tail may start inside a list: no list item starts a new block.
+        in_list = len(self.segments) > 1 and self.segments[-2].forced_after
+        scan = _scan(tail, opener, limit, len(tail) if small else max(self.force_at, self.burst_piece), in_list)
         if scan.clean:
             return self._seal(live, scan.clean)
         if len(tail) <= self.force_at:
