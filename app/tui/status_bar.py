@@ -170,27 +170,37 @@ class StatusBar(Widget):
             previous = field.key
         return out
 
+    @staticmethod
+    def _width(fields: list[_Field], widths: dict[str, int]) -> int:
+        """The cells ``fields`` take joined (``_join``), each as wide as ``widths`` says."""
+        total, previous = 0, ""
+        for field in fields:
+            if previous:
+                total += 1 if field.after and field.after == previous else 3
+            total += widths[field.key]
+            previous = field.key
+        return total
+
     def _fit(self, fields: list[_Field], room: int) -> list[_Field]:
         """The most important fields (``PRIORITY``) that fit in ``room`` cells, shown in their
         own order: the first that does not fit is dropped, and every one after it. The model's
         name counts as ``NAME_MIN`` cells, and takes what is left, up to its whole length."""
+        widths = {field.key: field.text.cell_len for field in fields}
+        whole_name = widths.get("model", 0)
+        if whole_name > NAME_MIN:
+            widths["model"] = NAME_MIN
         order = {key: rank for rank, key in enumerate(PRIORITY)}
-        name = next((f for f in fields if f.key == "model"), None)
-        short = None
-        if name is not None and name.text.cell_len > NAME_MIN:
-            short = _Field("model", _shortened(name.text, NAME_MIN))
+        chosen: list[_Field] = []
         kept: set[str] = set()
         for field in sorted(fields, key=lambda f: order[f.key]):
-            trial = [short if f.key == "model" and short is not None else f
-                     for f in fields if f.key in kept or f is field]
-            if self._join(trial).cell_len > room:
+            trial = [f for f in fields if f.key in kept or f is field]
+            if self._width(trial, widths) > room:
                 break
+            chosen = trial
             kept.add(field.key)
-        chosen = [f for f in fields if f.key in kept]
-        if name is not None and short is not None and "model" in kept:
-            spare = room - self._join([short if f.key == "model" else f for f in chosen]).cell_len
-            whole = _Field("model", _shortened(name.text, NAME_MIN + spare))
-            chosen = [whole if f.key == "model" else f for f in chosen]
+        if whole_name > NAME_MIN and any(f.key == "model" for f in chosen):
+            cells = min(whole_name, NAME_MIN + room - self._width(chosen, widths))
+            chosen = [_Field("model", _shortened(f.text, cells)) if f.key == "model" else f for f in chosen]
         return chosen
 
     def render(self) -> Text:
