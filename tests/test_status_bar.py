@@ -92,9 +92,11 @@ def test_the_count_is_the_backends_when_it_says_else_the_pieces_and_the_speed_ne
     now[0] += RATE_AFTER_S / 2
     count.piece()
     assert count.live() == LiveReply(3, pytest.approx(2 / RATE_AFTER_S), True)  # pieces: an estimate
+    now[0] += RATE_AFTER_S
+    assert count.live() == LiveReply(3, pytest.approx(1 / RATE_AFTER_S), True)  # stalled: slower
 
     exact = ReplyCount(clock=lambda: now[0])
-    exact.tokens(3)  # the local engine: the count comes with the piece
+    exact.told(3)  # the local engine: the count comes with the piece
     exact.piece()
     now[0] += 1.0
     exact.piece(9)  # a thinking piece with its count
