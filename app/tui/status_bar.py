@@ -16,11 +16,12 @@ reply's stats are cleared when a reply starts, and its own replace the live ones
 ends.
 
 The bar is one line. Where it is too narrow for every field, fields are dropped whole,
-never cut, in the reverse of ``PRIORITY``: the engine's state and the context meter stay
-longest, then the model's name (which may be shortened, ``gemma-3-27b-it-q…``), the
-speed, the token count; the download, the format and thinking switches; then the
-quantization, where the model runs, the KV cache, the draft model and the time to first
-token go first. At 80 columns the state, context, name, speed and count fit.
+never cut, in the reverse of ``PRIORITY``: the engine's state (and a download's progress)
+on the right stay longest, then the context meter, the model's name (which may be
+shortened, ``gemma-3-27b-it-q…``), the speed, the token count, the format and thinking
+switches, the drafting figures; the quantization, the thinking share, where the model
+runs, the KV cache, the time to first token and the draft model go first. At 80 columns
+the state, context, name, speed and count fit.
 
 The model's name comes from outside (a GGUF's ``general.name``, a server's model id), and so
 can a state (``loading NAME…``): every text shown is sanitised and kept to one line
