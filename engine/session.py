@@ -216,6 +216,7 @@ class ChatSession:
                on_context: Callable[[int], object] | None = None,
                on_reset: Callable[[], object] | None = None,
                on_load: Callable[[float], object] | None = None,
+               on_tokens: Callable[[int], object] | None = None,
                stop_requested: Callable[[], bool] | None = None) -> GenerationDone:
         """Generate ``turn``'s reply with the engine lock held (blocks): each piece of text
         is saved and given to ``on_text``; the thinking (``ThinkingDelta``) is saved apart
@@ -223,6 +224,8 @@ class ChatSession:
         starts (the context meter), ``on_reset`` is called when a pending reset ran first,
         ``on_load`` gets the progress (0..1) of a load the backend needs first (an engine
         process restarted after a crash reloads its model; a loaded backend reports nothing).
+        ``on_tokens`` gets the reply's generated tokens so far before each piece of text that
+        carries the count (``TextDelta.tokens``: the local engine; a server's pieces do not).
         ``stop_requested()`` turning true stops it (so does :meth:`cancel`).
 
         Returns the backend's ``GenerationDone``, or a stopped one when the reply ended
@@ -249,6 +252,8 @@ class ChatSession:
                         self.backend.cancel()
                     if isinstance(event, TextDelta):
                         turn.add(event.text)
+                        if event.tokens and on_tokens is not None:
+                            on_tokens(event.tokens)
                         on_text(event.text)
                     elif isinstance(event, ThinkingDelta):
                         turn.add_thinking(event.text)
