@@ -122,3 +122,24 @@ async def test_the_chat_on_the_starter_shows_the_starters_welcome(starter_instal
         await settle(pilot)
         welcome = str(app.chat.query_one(".chat--empty").render())
         assert "This is the starter" in welcome and RECOMMENDED[0].ref in welcome
+
+
+async def test_stats_while_a_reply_streams_shows_the_last_finished_reply():
+    """The status bar shows the streaming reply's own figures; /stats, the last reply's."""
+    import threading
+
+    backend = RecordingBackend()
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=(110, 36), notifications=True) as pilot:
+        await send(pilot, "first")
+        backend.gate = threading.Event()
+        backend.started.clear()
+        await send(pilot, "second", wait=False)
+        backend.started.wait(5)
+        await pilot.pause()
+        await send(pilot, "/stats", wait=False)
+        await pilot.pause()
+        notes = [m.text for m in app.chat.messages() if m.role == "note"]
+        assert notes and "tokens/s" in notes[-1] and "No reply yet" not in notes[-1]
+        backend.gate.set()
+        await settle(pilot)

@@ -18,12 +18,14 @@ from .outside import one_line
 
 if TYPE_CHECKING:
     from .models_ui import ModelManager
+    from .replies import Replies
 
 
 class SlashHost(ChatHost, Protocol):
     """The app as the slash commands see it: its public face, and its model manager (``/load``)."""
 
     models: ModelManager
+    replies: Replies
 
     def action_models(self) -> None: ...
 
@@ -57,8 +59,8 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
     elif name in ("/new", "/clear"):
         await app.action_new_conversation()
     elif name == "/stats":
-        stats = app.status.stats
-        await note(app, format_stats(stats, app.session.info) if stats else "No reply yet.")
+        last = app.replies.last  # the last reply that ended (the status bar shows a streaming one's)
+        await note(app, format_stats(last.stats, app.session.info) if last is not None else "No reply yet.")
     elif name == "/help":
         app.action_help()
     elif name == "/bye":
