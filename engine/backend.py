@@ -41,7 +41,10 @@ class ModelInfo:
     n_layers: int | None
     gpu_layers: int  # layers offloaded to the GPU (0 = CPU only)
     gpu_offload_supported: bool
-    chat_format: str  # "gguf" (the file's own template) or the built-in format used
+    # How the model is prompted: "gguf" (the file's own template), a built-in turn format
+    # ("gemma", "chatml", "llama3"), "completion" (a base model: the few-shot frame of
+    # engine/chat_template.py) or "server" (the server applies its own).
+    chat_format: str
     file_size: int
     n_threads: int | None = None
     flash_attn: bool | None = None
@@ -61,6 +64,17 @@ class ModelInfo:
     # The chat-template variable that switches thinking (enable_thinking, thinking, reasoning_effort;
     # engine/think_switch.py); None: the template has none, or it is a server's (not known here).
     thinking_switch: str | None = None
+    chat_format_reason: str = ""  # why that format, in a few words (prompt_format auto decides)
+
+    @property
+    def prompt_format(self) -> str:
+        """How the model is prompted, as ``vibechat run --json`` says it: ``completion``,
+        ``chat template (gguf)``, ``chat template (built-in gemma)``, ``chat template (server)``."""
+        if self.chat_format == "completion":
+            return "completion"
+        if self.chat_format in ("gguf", "server"):
+            return f"chat template ({self.chat_format})"
+        return f"chat template (built-in {self.chat_format})"
 
     @property
     def device(self) -> str:

@@ -1,10 +1,10 @@
 """Turn a list of chat messages into the prompt text a model was trained on.
 
-The GGUF's own ``tokenizer.chat_template`` wins. When a file has none (the
-starter model, many base models), we pick a built-in template from the
-architecture and the special tokens in the vocabulary, instead of
-llama-cpp-python's ``llama-2`` fallback, which makes most models answer
-nonsense. All templates, built-in or not, render in Jinja's sandbox.
+Which template a model gets is engine/prompt_format.py's choice: the GGUF's own
+``tokenizer.chat_template``; a built-in turn format for an instruct model whose file lost its
+template; the completion frame (a few-shot transcript) for a base model, instead of
+llama-cpp-python's ``llama-2`` fallback or turns it never learned, which make it answer
+nonsense. All templates, built-in or not, the frame included, render in Jinja's sandbox.
 
 A GGUF's template is code from outside. The sandbox stops it from reaching Python's
 internals, not from spending CPU and memory, so rendering is bounded too:
@@ -40,6 +40,23 @@ from typing import Any
 
 from .backend import ChatMessage
 from .errors import ChatTemplateError, TemplateCancelled
+from .prompt_format import (  # noqa: F401 - re-exported: the templates and the choice live there
+    BUILTIN_TEMPLATES,
+    CHATML,
+    COMPLETION,
+    COMPLETION_EXAMPLES,
+    COMPLETION_PREAMBLE,
+    COMPLETION_STOPS,
+    FRAME_VARIABLES,
+    GEMMA,
+    LLAMA3,
+    TURN_TOKENS,
+    PromptChoice,
+    choose_template,
+    frame_messages,
+    model_kind,
+    neutralise_turns,
+)
 from .sanitize import sanitize
 from .think_switch import find_switch
 
@@ -53,77 +70,6 @@ MAX_INT_BITS = 1 << 16  # a whole number a template computes (65,536 bits: ~20,0
 MAX_SOURCE = 1 << 20  # characters of a template
 _OWN_VARIABLES = frozenset({"messages", "add_generation_prompt", "bos_token", "eos_token"})
 _BIG_NUMBER = re.compile(r"\d{7,}")  # a width or precision of a million or more in a format string
-
-# Gemma's official template: no system role, so a system prompt opens the first
-# user turn (what Google's own template does; llama-cpp-python's "gemma" format
-# silently drops it).
-GEMMA = (
-    "{{ bos_token }}"
-    "{% if messages and messages[0]['role'] == 'system' %}"
-    "{% set first_user_prefix = messages[0]['content'] + '\n\n' %}{% set loop_messages = messages[1:] %}"
-    "{% else %}{% set first_user_prefix = '' %}{% set loop_messages = messages %}{% endif %}"
-    "{% for message in loop_messages %}"
-    "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
-    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
-    "{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
-)
-
-CHATML = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
-LLAMA3 = (
-    "{{ bos_token }}"
-    "{% for message in messages %}"
-    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
-)
-
-# For models with no template and no recognisable turn tokens: a plain transcript
-# that base models continue sensibly.
-PLAIN = (
-    "{{ bos_token }}"
-    "{% for message in messages %}"
-    "{% if message['role'] == 'system' %}{{ message['content'] + '\n\n' }}"
-    "{% elif message['role'] == 'user' %}{{ 'User: ' + message['content'] + '\n' }}"
-    "{% else %}{{ 'Assistant: ' + message['content'] + '\n' }}{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
-)
-
-BUILTIN_TEMPLATES: dict[str, str] = {"gemma": GEMMA, "chatml": CHATML, "llama3": LLAMA3, "plain": PLAIN}
-
-# The special tokens that open or close a turn in the formats we know. A reply ends when the
-# model emits one of those its template uses: llama.cpp's vocabulary marks only some of them
-# as end of generation (<end_of_turn>, <|im_end|>, <|eot_id|>), never the token that starts
-# the next turn, after which a model writes the next role word ("user") and goes on.
-TURN_TOKENS = ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>",
-               "<|start_header_id|>", "<|eot_id|>")
-
-# PLAIN has no special tokens: the next turn starts with this text.
-PLAIN_STOPS = ("\nUser:",)
-
-
-def choose_template(gguf_template: str | None, architecture: str,
-                    has_token: Callable[[str], bool]) -> tuple[str, str]:
-    """(name, template source): ``("gguf", ...)`` when the file has its own."""
-    if gguf_template:
-        return "gguf", gguf_template
-    arch = architecture.lower()
-    if arch.startswith("gemma") or has_token("<start_of_turn>"):
-        return "gemma", GEMMA
-    if has_token("<|im_start|>"):
-        return "chatml", CHATML
-    if has_token("<|start_header_id|>"):
-        return "llama3", LLAMA3
-    return "plain", PLAIN
-
 
 def _clean(text: object, limit: int = 300) -> str:
     """Text from a template (its own words, or an error about it) fit for a message:
@@ -417,13 +363,26 @@ class ChatTemplate:
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
-        """Text that starts a new turn in a format without turn tokens: generation ends there."""
-        return PLAIN_STOPS if self.name == "plain" else ()
+        """Text that starts a new turn in a format without turn tokens (the completion frame):
+        generation ends there."""
+        return COMPLETION_STOPS if self.name == COMPLETION else ()
+
+    def framed(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        """The messages as this format writes them: the completion frame's ``frame_messages``,
+        else as they are. What ``render`` is given to build a prompt (``prompt``)."""
+        return frame_messages(messages) if self.name == COMPLETION else list(messages)
+
+    def prompt(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
+               variables: Mapping[str, Any] | None = None) -> str:
+        """The prompt text for ``messages`` (``render`` of ``framed``)."""
+        return self.render(self.framed(messages), add_generation_prompt, variables)
 
     @property
     def described(self) -> str:
         if self.name == "gguf":
             return "the model's chat template (tokenizer.chat_template in its GGUF file)"
+        if self.name == COMPLETION:
+            return "the built-in completion frame"
         return f"the built-in {self.name!r} chat template"
 
     def _fix(self) -> str:
@@ -477,6 +436,8 @@ class ChatTemplate:
         switch: ``enable_thinking=False`` ...), which never replace the ones set here."""
         dicts = [m.to_dict() for m in messages]
         extra = {k: v for k, v in (variables or {}).items() if k not in _OWN_VARIABLES}
+        if self.name == COMPLETION:
+            extra.update(FRAME_VARIABLES)
         try:
             return self._render(dicts, add_generation_prompt, extra)
         except (ChatTemplateError, Exception) as first:  # noqa: BLE001 - template code is arbitrary

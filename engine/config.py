@@ -36,8 +36,10 @@ from .knobs import (
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_KV_CACHE_TYPE,
     MAX_CONTEXT,
+    DEFAULT_PROMPT_FORMAT,
     MAX_DRAFT_TOKENS,
     check_kv_cache_type,
+    check_prompt_format,
     check_speculative,
 )
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
@@ -129,6 +131,12 @@ class Config:
         "about 30% faster decoding): auto (on, except where this llama.cpp build's AMX kernel crashes: on a CPU "
         "with AMX a one-time probe decides), on, or off.",
         kind="text", example='"off"', env="VIBECHAT_REPACK", flag="--repack", check=check_repack))
+    prompt_format: str = field(default=DEFAULT_PROMPT_FORMAT, metadata=_doc(
+        "How a local model is prompted: auto (its GGUF's chat template; a base model, or a GGUF with no "
+        "template and no sign of chat tuning in its name, as a completion model: a short example "
+        "conversation, then the chat as User:/Assistant: lines), completion, template (the GGUF's own, "
+        "even for a base model) or a built-in turn format: gemma, chatml, llama3.",
+        kind="text", example='"completion"', env="VIBECHAT_PROMPT_FORMAT", check=check_prompt_format))
     theme: str = field(default=DEFAULT_THEME, metadata=_doc(
         "The colour theme (F4 in the chat chooses one and saves it here).",
         kind="text", example='"vibechat-paper"', env="VIBECHAT_THEME"))
@@ -208,9 +216,10 @@ def _settings() -> tuple[Setting, ...]:
                            choices=m["choices"], check=m["check"]))
     for spec in PARAM_SPECS.values():
         env = "VIBECHAT_" + spec.name.upper()
-        example = {"max_tokens": "512", "seed": "42"}.get(spec.name, _show(spec.default))
+        example = {"max_tokens": "512", "seed": "42", "repeat_penalty": "1.1"}.get(spec.name, _show(spec.default))
+        unset = "auto" if spec.auto else "none" if spec.optional else ""
         out.append(Setting(f"params.{spec.name}", "whole number" if spec.kind is int else "number",
-                           spec.help, spec.default, example, "none" if spec.optional else "", env,
+                           spec.help, spec.default, example, unset, env,
                            "--" + spec.name.replace("_", "-"), spec.minimum, spec.maximum,
                            optional=spec.optional))
     out.append(Setting("params.stop", "list of text",
@@ -340,6 +349,8 @@ def _check(setting: Setting, value: Any, base: Path) -> Any:
     name = setting.key.removeprefix("params.")
     if setting.key.startswith("params.") and name in PARAM_SPECS:
         spec = PARAM_SPECS[name]
+        if spec.auto and isinstance(value, str):  # "auto", "none", "off" (TOML has no null)
+            return spec.parse(value)
         if spec.optional and (value is None or (isinstance(value, str) and value.strip().lower() == "none")):
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -106,6 +106,22 @@ DRAFT_NGRAM = 2  # ... and its max_ngram_size=2
 MAX_DRAFT_LOGITS_BYTES = 1 << 30
 
 
+# How a local model is prompted (engine/chat_template.py choose_template): "auto" decides from
+# the GGUF (its chat template; a base model, or none: the completion frame); "completion" is
+# the few-shot frame for base models; "template" the GGUF's own chat template (even where its
+# metadata says base); or one of the built-in turn formats.
+PROMPT_FORMATS = ("auto", "completion", "template", "gemma", "chatml", "llama3")
+DEFAULT_PROMPT_FORMAT = "auto"
+
+
+def check_prompt_format(value: object) -> str:
+    """``value`` as a known prompt format (any case), or a one-line error listing them."""
+    name = str(value).strip().lower() if isinstance(value, str) else None
+    if name not in PROMPT_FORMATS:
+        raise InvalidParameterError(f"prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {value!r}).")
+    return name
+
+
 def check_kv_cache_type(value: object) -> str:
     """``value`` as a known KV-cache type name (any case), or a one-line error listing them."""
     name = str(value).strip().lower() if isinstance(value, str) else None
@@ -208,6 +224,9 @@ class EngineSettings:
     # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
     # kernel crashes (engine/repack.py), "on" / "off" force it.
     repack: str = DEFAULT_REPACK
+    # How the model is prompted: "auto" (its chat template; a base model: the completion frame),
+    # "completion", "template" or a built-in turn format (PROMPT_FORMATS).
+    prompt_format: str = DEFAULT_PROMPT_FORMAT
     backend: str | None = None  # "llama" or "openai"
     base_url: str | None = None  # the openai backend's server
     api_key_env: str | None = None  # the variable holding its API key

@@ -42,7 +42,7 @@ from .backend import (
     TextDelta,
     ThinkingDelta,
 )
-from .chat_template import ChatTemplate, choose_template
+from .chat_template import COMPLETION, ChatTemplate, choose_template
 from .harmony import HarmonySplitter, uses_harmony
 from .think_switch import OpensThinking, switched
 from .thinking import Piece, StreamSplitter, ThinkingSplitter, template_opens_thinking
@@ -343,7 +343,10 @@ class LlamaCppBackend:
 
         bos = self._token_text(ll.llama_vocab_bos(self._vocab))
         eos = self._token_text(ll.llama_vocab_eos(self._vocab))
-        name, source = choose_template(gguf.chat_template, gguf.architecture, self._has_token)
+        # The GGUF's template, a built-in turn format, or (a base model) the completion frame.
+        choice = choose_template(gguf.chat_template, gguf.architecture, self._has_token, gguf.metadata,
+                                 gguf.path.name, opts.prompt_format)
+        name, source = choice.name, choice.source
         # cancel() (Ctrl-C) also stops a render: a GGUF's template is code that may loop for long.
         self._template = ChatTemplate(name, source, bos_token=bos, eos_token=eos, cancelled=self._cancel.is_set)
         self._turn_stops = frozenset(self._single_token(text) for text in self._template.turn_tokens
@@ -351,7 +354,8 @@ class LlamaCppBackend:
         # A generation prompt that ends inside <think> (DeepSeek-R1's distills): the reply
         # starts inside the thinking block (engine/thinking.py).
         self._reply_thinks = template_opens_thinking(self._template.render)
-        self._harmony = uses_harmony(source, self._has_token)  # gpt-oss's channels (engine/harmony.py)
+        # gpt-oss's channels (engine/harmony.py); never in the completion frame, which has no channels.
+        self._harmony = name != COMPLETION and uses_harmony(source, self._has_token)
         # ... and with the thinking switched on or off, where the template takes a switch.
         self._opens_thinking = OpensThinking(self._template.render, self._template.thinking_switch,
                                              template_opens_thinking)
@@ -397,7 +401,7 @@ class LlamaCppBackend:
             n_layers=n_layers,
             gpu_layers=_offloaded_layers(captured, n_gpu_layers, n_layers, offload),
             gpu_offload_supported=offload,
-            chat_format=name, thinking_switch=self._template.thinking_switch,
+            chat_format=name, chat_format_reason=choice.reason, thinking_switch=self._template.thinking_switch,
             file_size=gguf.file_size,
             n_threads=n_threads,
             flash_attn=_flash_attn_state(captured, flash_attn),
@@ -413,8 +417,8 @@ class LlamaCppBackend:
             repack_reason=repack.reason,
             notices=tuple(notices),
         )
-        log.info("loaded %s (%s, %s) ctx=%d threads=%d template=%s kv=%s (%s bytes) speculative=%s repack=%s",
-                 gguf.path, gguf.architecture, gguf.quantization, context_size, n_threads, name, kv_type,
+        log.info("loaded %s (%s, %s) ctx=%d threads=%d template=%s (%s) kv=%s (%s bytes) speculative=%s repack=%s",
+                 gguf.path, gguf.architecture, gguf.quantization, context_size, n_threads, name, choice.reason, kv_type,
                  kv_bytes, speculative, repack.describe())
         return self._info
 
@@ -533,6 +537,7 @@ class LlamaCppBackend:
         forge a turn (content_parts). ``thinking``: the switch's mode (engine/think_switch.py)."""
         assert self._template is not None
         render = switched(self._template.render, self._template.thinking_switch, thinking)
+        messages = self._template.framed(messages)  # the completion frame's own spelling of each content
         text = render(messages)
         bos = self._template.bos_token
         already_has_bos = bool(bos) and text.startswith(bos)
@@ -650,7 +655,7 @@ class LlamaCppBackend:
     def _chain(self, params: SamplingParams):
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         add = ll.llama_sampler_chain_add
-        if params.repeat_penalty != 1.0:
+        if params.repeat_penalty is not None and params.repeat_penalty != 1.0:  # None: unresolved "auto", off
             n_vocab = ll.llama_vocab_n_tokens(self._vocab)
             add(chain, ll.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0))
         if params.temperature <= 0:
@@ -678,7 +683,9 @@ class LlamaCppBackend:
                     params: SamplingParams) -> Generator[ChatEvent, None, None]:
         self.load()
         self._cancel.clear()
-        params = params.with_seed()
+        assert self._template is not None
+        # "auto" made this model's defaults (engine/params.py): what is reported is what was used.
+        params = params.with_seed().resolved(self._template.name)
         t_start = time.perf_counter()
         try:
             tokens, dropped = self._fit(messages, params)
@@ -721,7 +728,9 @@ class LlamaCppBackend:
                 limit = min(limit, params.max_tokens)
             assert self._template is not None
             inside = self._reply_thinks if params.thinking == "auto" else self._opens_thinking(params.thinking)
-            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), inside, self._harmony)
+            completion = self._template.name == COMPLETION
+            out = _Emitter(self, limit, (*params.stop, *self._template.stop_strings), inside, self._harmony,
+                           lstrip=completion)
             sampler = self._sampler(params)
             try:
                 if self._policy is not None:
@@ -788,10 +797,10 @@ class _Emitter:
     start of a stop string."""
 
     __slots__ = ("_backend", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
-                 "_vocab", "_turn_stops", "_splitter", "thinking_tokens")
+                 "_vocab", "_turn_stops", "_splitter", "thinking_tokens", "_lstrip", "_line_start")
 
     def __init__(self, backend: LlamaCppBackend, limit: int, stop: Sequence[str], inside: bool = False,
-                 harmony: bool = False) -> None:
+                 harmony: bool = False, lstrip: bool = False) -> None:
         self._backend = backend
         self._cancel = backend._cancel
         self._vocab = backend._vocab
@@ -806,6 +815,13 @@ class _Emitter:
         self._stops = StopMatcher(stop)
         # The reply's thinking apart: <think> tags (engine/thinking.py) or gpt-oss's channels (harmony.py).
         self._splitter: StreamSplitter = HarmonySplitter() if harmony else ThinkingSplitter(inside)
+        # The completion frame's cue is "Assistant:", so an answer starts with a space (" Paris."):
+        # not the reply's text. (Re-rendered, the frame puts it back: the cached tokens still match.)
+        # Leading blank lines go too, and the stop strings see the answer as the start of a line
+        # (a "\n" put before it, never emitted): an answer that opens with "User:" ends there,
+        # one that opens with a blank line does not end empty.
+        self._lstrip = lstrip
+        self._line_start = False  # the "\n" put before the answer is still to be taken out
 
     def may_continue(self) -> bool:
         """Whether to sample another token (False: cancelled, or the limit is reached)."""
@@ -839,9 +855,16 @@ class _Emitter:
             if stops.stopped:
                 break
             if not thinking:
+                if self._lstrip:
+                    text = text.lstrip()
+                    if not text:
+                        continue
+                    self._lstrip, self._line_start, text = False, True, "\n" + text
                 text = stops.feed(text)
                 if stops.stopped:
                     self.done = True
+                if self._line_start and text:
+                    self._line_start, text = False, text[1:]
             if text:
                 out.append((thinking, text))
         return out
@@ -852,6 +875,8 @@ class _Emitter:
             return []
         out = self._stopped_at(self._splitter.feed(self._decode(b"", final=True)) + self._splitter.flush())
         rest = self._stops.flush()
+        if self._line_start and rest:
+            self._line_start, rest = False, rest[1:]
         if rest:
             out.append((False, rest))
         return out

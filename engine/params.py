@@ -2,6 +2,15 @@
 
 ``PARAM_SPECS`` describes each numeric parameter once (range, default, steps,
 help) so the CLI flags, the TUI sliders and ``/set`` all agree with validation.
+
+``max_tokens`` and ``repeat_penalty`` default to ``None``, "auto": the model's own default,
+which the backend resolves (``SamplingParams.resolved``) by how it prompts the model. A model
+with a chat template gets what it always got (no token limit, repeat penalty 1 = off); a base
+model prompted as a completion model (engine/chat_template.py) gets a reply budget and a
+repeat penalty (``COMPLETION_AUTO``, chosen by bench/bench_starter_chat.py: a base model
+otherwise drifts into a new document). An explicit value always wins: ``max_tokens`` 0 (typed
+``none``) is no limit, ``repeat_penalty`` 1 (typed ``off``) is off. Resolved, ``max_tokens``
+None means no limit, as everywhere downstream (the reply's ``GenerationDone.params``).
 """
 
 from __future__ import annotations
@@ -32,7 +41,9 @@ class ParamSpec:
     fine_step: float
     coarse_step: float
     help: str
-    optional: bool = False  # None allowed (means "no limit" / "random")
+    optional: bool = False  # None allowed: "random" (seed) or "auto" (the model's default: ``auto``)
+    auto: bool = False  # None is "auto", resolved by the backend (SamplingParams.resolved)
+    off: float | int | None = None  # what 'none' / 'off' mean where None is auto (max_tokens 0, penalty 1)
 
     def check(self, value: Any) -> float | int | None:
         if value is None:
@@ -62,9 +73,17 @@ class ParamSpec:
         return value
 
     def parse(self, text: str) -> float | int | None:
-        """Parse a user-typed value (CLI flag, ``/set``); ``none``/``off`` clear optional ones."""
+        """Parse a user-typed value (CLI flag, ``/set``): ``auto`` (or nothing) is the model's
+        default where there is one; ``none``/``off`` clear a seed (random), lift the token limit
+        (0) and turn the repeat penalty off (1)."""
         raw = text.strip()
-        if self.optional and raw.lower() in {"none", "off", "random", "-1", ""}:
+        word = raw.lower()
+        if self.auto:
+            if word in {"auto", "default", ""}:
+                return None
+            if word in {"none", "off", "no limit", "unlimited", "-1"}:
+                return self.off
+        elif self.optional and word in {"none", "off", "random", "-1", ""}:
             return None
         try:
             number: float | int = int(raw) if self.kind is int else float(raw)
@@ -75,9 +94,26 @@ class ParamSpec:
 
     def range_text(self) -> str:
         text = f"between {_fmt(self.minimum)} and {_fmt(self.maximum)}"
-        if self.optional:
+        if self.auto:
+            word = "none" if self.name == "max_tokens" else "off"
+            text += f" ({_fmt(self.off) if self.off is not None else word} or '{word}': {self.off_text}; " \
+                    "'auto': the model's default)"
+        elif self.optional:
             text += " (or 'none')"
         return text
+
+    @property
+    def off_text(self) -> str:
+        """What the 'none' value does, in two words."""
+        return "no limit" if self.name == "max_tokens" else "off"
+
+    def show(self, value: float | int | None) -> str:
+        """``value`` for people: ``auto``, ``no limit``, ``off``, ``random``, else the number."""
+        if value is None:
+            return "auto" if self.auto else "random" if self.name == "seed" else "none"
+        if self.auto and value == self.off:
+            return self.off_text
+        return _fmt(value)
 
     def clamp(self, value: float) -> float | int:
         value = min(max(value, self.minimum), self.maximum)
@@ -88,6 +124,11 @@ def _fmt(value: float | int) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+# "auto" for a base model prompted as a completion model (engine/chat_template.py): a reply
+# budget and a repeat penalty, measured with bench/bench_starter_chat.py (docs/PERFORMANCE.md).
+COMPLETION_AUTO: dict[str, float | int] = {"max_tokens": 256, "repeat_penalty": 1.1}
+# ... and for every other model: no limit (None once resolved), the penalty off.
+TEMPLATE_AUTO: dict[str, float | int | None] = {"max_tokens": None, "repeat_penalty": 1.0}
 PARAM_SPECS: dict[str, ParamSpec] = {
     spec.name: spec
     for spec in (
@@ -99,16 +140,28 @@ PARAM_SPECS: dict[str, ParamSpec] = {
                   "Nucleus sampling: keep the smallest set of tokens whose probability reaches P; 1 disables."),
         ParamSpec("min_p", float, 0.0, 1.0, 0.05, 0.01, 0.05,
                   "Drop tokens less likely than min_p times the top token's probability; 0 disables."),
-        ParamSpec("repeat_penalty", float, 0.1, 5.0, 1.0, 0.01, 0.1,
-                  "Penalise recently generated tokens; 1 disables."),
-        ParamSpec("max_tokens", int, 1, 1_000_000, None, 16, 256,
-                  "Stop after this many generated tokens; none = until the model stops or the context is full.",
-                  optional=True),
+        ParamSpec("repeat_penalty", float, 0.1, 5.0, None, 0.01, 0.1,
+                  "Penalise recently generated tokens; 1 (off) disables; auto = the model's default "
+                  f"(off, or {COMPLETION_AUTO['repeat_penalty']:g} for a base model prompted as a completion model).",
+                  optional=True, auto=True, off=1.0),
+        ParamSpec("max_tokens", int, 0, 1_000_000, None, 16, 256,
+                  "Stop after this many generated tokens; 0 (none) = until the model stops or the context is full; "
+                  f"auto = the model's default (none, or {COMPLETION_AUTO['max_tokens']} for a base model "
+                  "prompted as a completion model).",
+                  optional=True, auto=True, off=0),
         ParamSpec("seed", int, 0, SEED_MAX, None, 1, 1000,
                   "Random seed; the same seed and settings reproduce a reply. none = a fresh random seed each time.",
                   optional=True),
     )
 }
+
+
+AUTO_PARAMS = tuple(name for name, spec in PARAM_SPECS.items() if spec.auto)
+
+
+def auto_values(chat_format: str) -> dict[str, float | int | None]:
+    """What "auto" is for a model prompted in ``chat_format`` (``ModelInfo.chat_format``)."""
+    return dict(COMPLETION_AUTO) if chat_format == "completion" else dict(TEMPLATE_AUTO)
 
 
 @dataclass(frozen=True)
@@ -152,6 +205,16 @@ class SamplingParams:
     def replace(self, **changes: Any) -> "SamplingParams":
         """A copy with some fields changed (validated)."""
         return dataclasses.replace(self, **changes)
+
+    def resolved(self, chat_format: str) -> "SamplingParams":
+        """The values a backend uses for a model prompted in ``chat_format``: each "auto"
+        (None) made the model's default (``auto_values``), an explicit one kept; max_tokens 0
+        (no limit) becomes None, what "no limit" is downstream."""
+        defaults = auto_values(chat_format)
+        changes: dict[str, Any] = {name: defaults[name] for name in AUTO_PARAMS if getattr(self, name) is None}
+        if self.max_tokens == 0:
+            changes["max_tokens"] = None
+        return dataclasses.replace(self, **changes) if changes else self
 
     def with_seed(self) -> "SamplingParams":
         """A copy whose seed is fixed: the given one, or a freshly drawn random one."""

@@ -9,10 +9,13 @@ from vibechat.engine.errors import GenerationError
 M = ChatMessage
 
 
-def test_gemma_without_gguf_template_gets_gemma_turns():
-    name, source = choose_template(None, "gemma3", lambda t: False)
-    assert name == "gemma"
-    text = ChatTemplate(name, source, bos_token="<bos>").render(
+IT = {"general.finetune": "it"}  # what convert_hf_to_gguf.py writes for gemma-3-270m-it
+
+
+def test_an_instruct_gemma_without_gguf_template_gets_gemma_turns():
+    choice = choose_template(None, "gemma3", lambda t: False, IT)
+    assert choice.name == "gemma"
+    text = ChatTemplate(choice.name, choice.source, bos_token="<bos>").render(
         [M("system", "Be brief."), M("user", "Hi"), M("assistant", "Hello!"), M("user", "Bye")]
     )
     assert text == (
@@ -24,15 +27,16 @@ def test_gemma_without_gguf_template_gets_gemma_turns():
 
 
 def test_gguf_template_wins():
-    name, source = choose_template("{{ messages[0]['content'] }}", "gemma3", lambda t: True)
-    assert name == "gguf"
+    assert choose_template("{{ messages[0]['content'] }}", "gemma3", lambda t: True).name == "gguf"
+    assert choose_template("{{ messages[0]['content'] }}", "gemma3", lambda t: True, IT).name == "gguf"
 
 
 @pytest.mark.parametrize(("token", "expected"), [("<|im_start|>", "chatml"),
                                                    ("<|start_header_id|>", "llama3"),
-                                                   (None, "plain")])
-def test_fallback_by_vocabulary(token, expected):
-    assert choose_template(None, "llama", lambda t: t == token)[0] == expected
+                                                   (None, "completion")])
+def test_an_instruct_model_without_template_gets_the_format_its_vocabulary_names(token, expected):
+    assert choose_template(None, "llama", lambda t: t == token, {"general.name": "Llama 3.2 1B Instruct"}).name \
+        == expected
 
 
 def test_template_rejecting_system_role_gets_it_folded_into_first_user_turn():
@@ -55,14 +59,13 @@ def test_sandbox_blocks_attribute_escape():
     ("gemma", ("<start_of_turn>", "<end_of_turn>")),
     ("chatml", ("<|im_start|>", "<|im_end|>")),
     ("llama3", ("<|start_header_id|>", "<|eot_id|>")),
-    ("plain", ()),
 ])
 def test_every_builtin_format_names_the_tokens_that_end_a_reply(name, tokens):
     from vibechat.engine.chat_template import BUILTIN_TEMPLATES
 
     template = ChatTemplate(name, BUILTIN_TEMPLATES[name])
     assert template.turn_tokens == tokens
-    assert template.stop_strings == (("\nUser:",) if name == "plain" else ())
+    assert template.stop_strings == ()
 
 
 def test_a_gguf_template_ends_replies_on_the_turn_tokens_it_writes():
@@ -144,8 +147,8 @@ def test_a_template_cannot_make_huge_values(source, needle):
 def test_a_long_conversation_still_renders():
     """The size bound grows with the conversation: a long chat is no template bomb."""
     big = "word " * 400_000  # 2 MB of user text
-    name, source = choose_template(None, "gemma3", lambda t: False)
-    text = ChatTemplate(name, source).render([M("user", big), M("assistant", "ok"), M("user", big)])
+    choice = choose_template(None, "gemma3", lambda t: False, IT)
+    text = ChatTemplate(choice.name, choice.source).render([M("user", big), M("assistant", "ok"), M("user", big)])
     assert text.count("word") == 800_000
     loops = "{% for m in messages %}{% for c in m['content'][:5000] %}{{ c }}{% endfor %}{% endfor %}"
     assert len(ChatTemplate("gguf", loops).render([M("user", big)])) == 5000

@@ -95,7 +95,7 @@ def test_show_speaks_to_people_not_python():
     assert not PYTHON_WORDS.search(out.stdout), PYTHON_WORDS.search(out.stdout)
     values = shown_values(out.stdout)
     assert values["thinking_expanded"] == "false" and values["params.stop"] == "(none)"
-    assert values["params.seed"] == "(none)" and values["params.max_tokens"] == "(none)"
+    assert values["params.seed"] == "(none)" and values["params.max_tokens"] == "(auto)"  # the model's default
     write('thinking_expanded = true\n\n[params]\nstop = ["\\nUser:", "END"]\n')
     out = vibechat("config", "show")
     assert not PYTHON_WORDS.search(out.stdout), PYTHON_WORDS.search(out.stdout)

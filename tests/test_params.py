@@ -25,7 +25,8 @@ def test_defaults_match_specs():
         ("top_p", 1.5, "top_p must be between 0 and 1"),
         ("min_p", -1, "min_p must be between 0 and 1"),
         ("repeat_penalty", 0, "repeat_penalty must be between 0.1 and 5"),
-        ("max_tokens", 0, "max_tokens must be between 1 and 1000000"),
+        ("max_tokens", -3, "max_tokens must be between 0 and 1000000 (0 or 'none': no limit; 'auto': the model's "
+                           "default)"),
         ("seed", -5, "seed must be between 0 and"),
         ("temperature", float("nan"), "temperature must be a number"),
         ("temperature", "hot", "temperature must be a number"),
@@ -62,7 +63,10 @@ def test_set_from_text_parses_like_a_user_types():
     params = SamplingParams()
     assert params.set_from_text("temperature", "0.3").temperature == 0.3
     assert params.set_from_text("top-k", "12").top_k == 12
-    assert params.set_from_text("max_tokens", "none").max_tokens is None
+    assert params.set_from_text("max_tokens", "none").max_tokens == 0  # no limit
+    assert params.set_from_text("max_tokens", "auto").max_tokens is None  # the model's default
+    assert params.set_from_text("repeat_penalty", "off").repeat_penalty == 1.0
+    assert params.set_from_text("repeat_penalty", "auto").repeat_penalty is None
     assert params.set_from_text("stop", "a|b").stop == ("a", "b")
     with pytest.raises(InvalidParameterError, match="unknown parameter 'warmth'"):
         params.set_from_text("warmth", "1")
