@@ -14,7 +14,9 @@ standard fields; ``top_k``, ``min_p`` and ``repeat_penalty`` are the extra field
 llama.cpp-family servers accept (and ``repetition_penalty``, vLLM's name). A
 server that rejects them (HTTP 400 naming one) gets the request again without
 them, and this backend remembers not to send them. Stop strings are also applied
-here, so they hold on servers that ignore them.
+here, so they hold on servers that ignore them. "auto" (``max_tokens`` and
+``repeat_penalty`` None: engine/params.py) sends nothing: the server's own default
+(which knows the model); ``max_tokens`` 0 (no limit) sends nothing either.
 
 Stats come from the server when it sends them (``usage`` with
 ``stream_options.include_usage``, llama-server's ``timings``) and are measured
@@ -566,7 +568,7 @@ class OpenAICompatibleBackend:
             "top_p": params.top_p,
             "seed": params.seed,
         }
-        if params.max_tokens is not None:
+        if params.max_tokens:  # None ("auto": the server's default) and 0 (no limit) send nothing
             body["max_tokens"] = params.max_tokens
         if params.stop:
             body["stop"] = list(params.stop)
@@ -578,8 +580,9 @@ class OpenAICompatibleBackend:
             body["chat_template_kwargs"] = switch
         if self._send_optional:
             body["stream_options"] = {"include_usage": True}
-            body.update(top_k=params.top_k, min_p=params.min_p, repeat_penalty=params.repeat_penalty,
-                        repetition_penalty=params.repeat_penalty)
+            body.update(top_k=params.top_k, min_p=params.min_p)
+            if params.repeat_penalty is not None:  # None, "auto": the server's default
+                body.update(repeat_penalty=params.repeat_penalty, repetition_penalty=params.repeat_penalty)
         return body
 
     def _start(self, messages: Sequence[ChatMessage], params: SamplingParams, deadline: float
@@ -621,6 +624,8 @@ class OpenAICompatibleBackend:
         self.load()
         self._cancel.clear()
         params = params.with_seed()
+        if params.max_tokens == 0:  # asked for no limit: None, what "no limit" is once resolved
+            params = params.replace(max_tokens=None)
         messages = list(messages)
         stats = GenerationStats(seed=params.seed)
         t_start = time.perf_counter()

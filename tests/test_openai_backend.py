@@ -144,6 +144,20 @@ def test_no_max_tokens_or_stop_means_the_fields_are_left_out_and_a_seed_is_drawn
     assert isinstance(body["seed"], int) and body["seed"] == done.stats.seed
 
 
+def test_auto_sends_nothing_the_servers_default_decides(stub):
+    """max_tokens and repeat_penalty "auto" (the defaults): the server's own defaults, which know
+    its model; no limit (max_tokens 0) is not sent either; an explicit penalty of 1 (off) is."""
+    _, done = collect(backend_for(stub), HELLO, SamplingParams())
+    body = stub.last_body
+    assert "max_tokens" not in body and "repeat_penalty" not in body and "repetition_penalty" not in body
+    assert body["top_k"] == 40  # the other extra fields still go
+    assert done.params.max_tokens is None and done.params.repeat_penalty is None  # auto: the server's
+    _, done = collect(backend_for(stub), HELLO, SamplingParams(max_tokens=0, repeat_penalty=1.0))
+    body = stub.last_body
+    assert "max_tokens" not in body and (body["repeat_penalty"], body["repetition_penalty"]) == (1.0, 1.0)
+    assert done.params.max_tokens is None  # no limit, as it reads once resolved
+
+
 def test_stats_are_measured_when_the_server_sends_none(stub):
     stub.mode = "plain"
     deltas, done = collect(backend_for(stub))
