@@ -9,7 +9,8 @@ from vibechat.engine.backend import GenerationStats, ModelInfo
 
 def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
     """One line: tokens, timings, tokens/s, why it stopped, the seed; with ``info``, where the
-    model runs too (device, threads, repacking, KV cache). What is not known (a seed a server
+    model runs too (device, threads, repacking, KV cache) and how it is prompted where that is
+    not its own chat template (``prompt: completion``). What is not known (a seed a server
     did not say) is left out, never shown as ``None``."""
     thinking = f" ({stats.thinking_tokens} thinking)" if stats.thinking_tokens else ""  # counted in, too
     text = (f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
@@ -31,6 +32,8 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
             text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
         if info.draft_model:
             text += f" · draft model {info.draft_model}"
+        if info.chat_format not in ("gguf", "server"):  # not the model's own chat template: say so
+            text += f" · prompt: {info.prompt_format}"
     return text
 
 
@@ -41,7 +44,8 @@ def engine_dict(info: ModelInfo) -> dict[str, object]:
             "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
             "speculative": info.speculative, "draft_tokens": info.draft_tokens,
             "draft_model": info.draft_model, "draft_model_bytes": info.draft_model_bytes,
-            "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason}
+            "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason,
+            "prompt_format": info.prompt_format, "prompt_format_reason": info.chat_format_reason}
 
 
 def json_stats(stats: GenerationStats | None, seed: int | None = None) -> dict[str, object]:

@@ -241,6 +241,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         "model_path": info.path,
         "conversation_id": chat.conversation_id,
         "params": (done.params or request.params).to_dict(),
+        "prompt_format": info.prompt_format,  # "completion", "chat template (gguf)" ... (ModelInfo.chat_format)
         "finish_reason": "cancelled" if interrupted else stats.finish_reason,
         "stats": json_stats(stats),
         "engine": engine_dict(info),

@@ -67,8 +67,11 @@ async def test_model_output_is_sanitised_in_the_view(backend):
     (["down", "shift+left"], "top_k", 30),
     (["down", "down", "left"], "top_p", 0.94),
     (["down", "down", "down", "right"], "min_p", 0.06),
-    (["down", "down", "down", "down", "right"], "repeat_penalty", 1.01),
-    (["down", "down", "down", "down", "down", "pageup"], "max_tokens", 256),
+    # repeat penalty and max tokens start at "auto" (the model's default), one step below their minimum
+    (["down", "down", "down", "down", "right"], "repeat_penalty", 0.1),
+    (["down", "down", "down", "down", "end", "r"], "repeat_penalty", None),
+    (["down", "down", "down", "down", "down", "right"], "max_tokens", 0),  # no limit
+    (["down", "down", "down", "down", "down", "right", "pageup"], "max_tokens", 256),
 ])
 async def test_slider_keys_change_the_value_and_the_next_request_uses_it(backend, keys, name, expected):
     app = create_app(backend, blink=False)
@@ -79,12 +82,12 @@ async def test_slider_keys_change_the_value_and_the_next_request_uses_it(backend
         assert isinstance(app.focused, Slider)
         await pilot.press(*keys)
         slider = app.query_one(f"#slider-{name}", Slider)
-        assert slider.param_value == pytest.approx(expected)
+        assert slider.param_value == (None if expected is None else pytest.approx(expected))
         assert str(slider.spec.show(slider.param_value)) in str(slider.render())
         await pilot.press("f2")  # close the panel, back to the input
         await send(pilot, "hello")
         used = backend.requests[-1][1]
-        assert getattr(used, name) == pytest.approx(expected)
+        assert getattr(used, name) == (None if expected is None else pytest.approx(expected))
         for other, value in SamplingParams().to_dict().items():
             if other not in (name, "stop", "seed"):
                 assert getattr(used, other) == value

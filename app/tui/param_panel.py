@@ -9,7 +9,7 @@ app reloads the model, or explains why it cannot).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from textual.app import ComposeResult
@@ -34,13 +34,44 @@ def _spec(name: str, label: str, **overrides: Any) -> SliderSpec:
     return replace(spec, **overrides)
 
 
+@dataclass(frozen=True)
+class AutoSliderSpec(SliderSpec):
+    """A parameter whose None is "auto", the model's own default (engine/params.py): "auto"
+    sits one fine step below the parameter's minimum, so every value the parameter takes keeps
+    its place on the slider and is shown as it is; the value that turns it off is shown in
+    words (``no limit``, ``off``). Nothing lands between "auto" and the minimum."""
+
+    first: float = 0.0  # the parameter's own minimum, the first value after "auto"
+    off: float | int | None = None
+    off_text: str = ""
+
+    def clamp(self, value: float) -> float | int:
+        if value < self.first - 1e-9:
+            return self.minimum
+        return super().clamp(value)
+
+    def show(self, value: float | int | None) -> str:
+        if value is not None and value > self.minimum and value == self.off:
+            return self.off_text
+        return super().show(value)
+
+
+def _auto_spec(name: str, label: str, maximum: float | None = None) -> AutoSliderSpec:
+    p = PARAM_SPECS[name]
+    lowest = p.minimum - p.fine_step
+    return AutoSliderSpec(name=name, label=label, minimum=int(lowest) if p.kind is int else round(lowest, 6),
+                          maximum=p.maximum if maximum is None else maximum, fine=p.fine_step,
+                          coarse=p.coarse_step, default=None, integer=p.kind is int, none_at_minimum="auto",
+                          first=p.minimum, off=p.off, off_text=p.off_text)
+
+
 SLIDERS: tuple[SliderSpec, ...] = (
     _spec("temperature", "Temperature"),
     _spec("top_k", "Top-k"),
     _spec("top_p", "Top-p"),
     _spec("min_p", "Min-p"),
-    _spec("repeat_penalty", "Repeat penalty"),
-    _spec("max_tokens", "Max tokens", minimum=0, maximum=32768, none_at_minimum="no limit"),
+    _auto_spec("repeat_penalty", "Repeat penalty"),  # auto, 0.10 … 1.00 (off) … 5.00
+    _auto_spec("max_tokens", "Max tokens", maximum=32768),  # auto, no limit (0), 16 … 32768
 )
 SLIDER_SPECS = {spec.name: spec for spec in SLIDERS}
 GPU_LAYERS = "gpu_layers"
