@@ -115,8 +115,9 @@ def test_the_gpu_message_gives_the_rebuild_commands():
 def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path):
     sizes = {}
     for kind in ("f16", "q8_0", "q4_0"):
+        # Gemma's turn format: 8 tokens generated whatever the cache (the completion frame may end sooner)
         backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, kv_cache_type=kind,
-                                                  repack="off"))
+                                                  repack="off", prompt_format="gemma"))
         try:
             info = backend.load()
             assert info.kv_cache_type == kind
@@ -183,13 +184,26 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 
 
 # ------------------------------------------------------ speculative decoding
+# Drafting is compared with plain decoding on the starter prompted in Gemma's turn format
+# (prompt_format gemma), where it copies the code back for hundreds of tokens: in its own
+# format, the completion frame, it answers this request with "Hello!" and stops.
 @pytest.fixture(scope="module")
 def drafting(starter_path):
-    """Prompt lookup on, otherwise the settings of the session's ``llama_backend``."""
+    """Prompt lookup on, otherwise the settings of ``gemma_plain``."""
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, speculative="prompt-lookup",
-                                              repack="off"))
+                                              repack="off", prompt_format="gemma"))
     info = backend.load()
     assert info.speculative == "prompt-lookup" and info.draft_tokens == 10
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def gemma_plain(starter_path):
+    """The session's ``llama_backend`` settings in Gemma's turn format: no drafting."""
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
+                                              prompt_format="gemma"))
+    backend.load()
     yield backend
     backend.close()
 
@@ -201,10 +215,17 @@ def spec(drafting):
     drafting.reset()
 
 
+@pytest.fixture
+def plain_backend(gemma_plain):
+    gemma_plain.reset()
+    yield gemma_plain
+    gemma_plain.reset()
+
+
 @pytest.mark.model
-def test_greedy_output_with_prompt_lookup_is_identical_to_without(backend, spec):
+def test_greedy_output_with_prompt_lookup_is_identical_to_without(plain_backend, spec):
     params = SamplingParams(temperature=0, max_tokens=100)
-    _, plain = collect(backend, REWRITE, params)
+    _, plain = collect(plain_backend, REWRITE, params)
     spec_deltas, drafted = collect(spec, REWRITE, params)
     assert same_start(drafted.text, plain.text, 12) and "def scale_" in plain.text
     assert "".join(spec_deltas) == drafted.text
@@ -220,15 +241,15 @@ def test_greedy_output_with_prompt_lookup_is_identical_to_without(backend, spec)
     params = params.replace(max_tokens=40)
     _, spec2 = collect(spec, turn2, params)
     assert spec2.stats.prompt_tokens_evaluated < spec2.stats.prompt_tokens // 2
-    backend.reset()
-    _, plain2 = collect(backend, turn2, params)
+    plain_backend.reset()
+    _, plain2 = collect(plain_backend, turn2, params)
     assert same_start(spec2.text, plain2.text)
 
 
 @pytest.mark.model
-def test_prompt_lookup_keeps_seeded_sampling_reproducible(backend, spec):
+def test_prompt_lookup_keeps_seeded_sampling_reproducible(plain_backend, spec):
     params = SamplingParams(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=7, max_tokens=80)
-    _, plain = collect(backend, REWRITE, params)
+    _, plain = collect(plain_backend, REWRITE, params)
     _, drafted = collect(spec, REWRITE, params)
     assert same_start(drafted.text, plain.text, 5) and drafted.stats.drafted_tokens > 0
 
@@ -269,7 +290,7 @@ def test_prompt_lookup_honours_stop_strings_max_tokens_and_utf8(spec):
 
 
 @pytest.mark.model
-def test_cancel_while_drafting_then_the_next_request_is_right(backend, spec):
+def test_cancel_while_drafting_then_the_next_request_is_right(plain_backend, spec):
     params = SamplingParams(temperature=0, max_tokens=300)
     seen = 0
     done = None
@@ -282,7 +303,7 @@ def test_cancel_while_drafting_then_the_next_request_is_right(backend, spec):
             done = event
     assert done.stats.finish_reason == "cancelled" and done.stats.completion_tokens < 100
     _, after = collect(spec, REWRITE, params.replace(max_tokens=60))
-    _, plain = collect(backend, REWRITE, params.replace(max_tokens=60))
+    _, plain = collect(plain_backend, REWRITE, params.replace(max_tokens=60))
     assert same_start(after.text, plain.text) and after.stats.finish_reason == "length"
 
 

@@ -20,10 +20,34 @@ WORDS = [ChatMessage("user", "Write a list of 50 random words, never repeating o
 RANDOM = SamplingParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=7, max_tokens=120)
 
 
+# Every model here is the starter prompted in Gemma's turn format (prompt_format gemma): there
+# it copies code back and lists words for as long as it is let, which drafting needs to be
+# measured. In its own format, the completion frame, it answers the rewrite with "Hello!".
+GEMMA = "gemma"
+
+
+@pytest.fixture(scope="module")
+def gemma_plain(starter_path):
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
+                                              prompt_format=GEMMA))
+    backend.load()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def backend(gemma_plain):
+    """Plain decoding to compare drafting with: here, in Gemma's turn format too (this module's
+    own ``backend``, in place of the session's starter in its completion frame)."""
+    gemma_plain.reset()
+    yield gemma_plain
+    gemma_plain.reset()
+
+
 @pytest.fixture(scope="module")
 def auto(starter_path):
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, speculative="auto",
-                                              draft_tokens=8, repack="off"))
+                                              draft_tokens=8, repack="off", prompt_format=GEMMA))
     info = backend.load()
     assert info.speculative == "auto" and info.draft_tokens == 8
     yield backend
@@ -106,7 +130,7 @@ def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(backend):
 @pytest.mark.model
 def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path, backend):
     drafted = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
-                                              speculative="prompt-lookup", draft_tokens=4,
+                                              prompt_format=GEMMA, speculative="prompt-lookup", draft_tokens=4,
                                               draft_model_path=starter_path))
     plain_backend, backend = backend, drafted
     try:
@@ -151,7 +175,7 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
     proxy.llama_decode = decode
     monkeypatch.setattr(drafting, "ll", proxy)
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
-                                              speculative="prompt-lookup", draft_tokens=4,
+                                              prompt_format=GEMMA, speculative="prompt-lookup", draft_tokens=4,
                                               draft_model_path=starter_path))
     try:
         backend.load()
@@ -172,7 +196,7 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
 @pytest.mark.model
 def test_a_draft_model_turns_auto_drafting_on(starter_path):
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
-                                              draft_model_path=starter_path))
+                                              prompt_format=GEMMA, draft_model_path=starter_path))
     try:
         info = backend.load()
         assert info.speculative == "auto" and info.draft_tokens == 10
@@ -189,7 +213,7 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_pa
 
     other = copy_with_metadata(starter_path, tmp_path / "other-vocab.gguf", {"tokenizer.ggml.bos_token_id": 7})
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
-                                              draft_model_path=other))
+                                              prompt_format=GEMMA, draft_model_path=other))
     with pytest.raises(ModelLoadError) as caught:
         backend.load()
     message = str(caught.value)
