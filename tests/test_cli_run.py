@@ -19,7 +19,16 @@ def vibechat(*args: str, input: str | None = None, timeout: float = 180) -> subp
                           timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
 
 
-def test_streams_reply_to_stdout_on_the_starter_model(starter_installed):
+@pytest.fixture
+def rambling(monkeypatch):
+    """The starter prompted in Gemma's turn format (VIBECHAT_PROMPT_FORMAT=gemma), where it writes
+    on to the token limit, echoes what it is asked to repeat and copies code back: what a test of
+    streaming, limits, Ctrl-C, a closed pipe or drafting needs. In its own format, the completion
+    frame, it answers in a few words and stops."""
+    monkeypatch.setenv("VIBECHAT_PROMPT_FORMAT", "gemma")
+
+
+def test_streams_reply_to_stdout_on_the_starter_model(starter_installed, rambling):
     out = vibechat("run", "--prompt", "The three primary colours are", "-t", "0", "-n", "16", "--stats")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
@@ -39,7 +48,7 @@ def test_engine_flags_are_applied(starter_installed):
     assert (obj["engine"]["repack"], obj["engine"]["repack_setting"]) == ("off", "off")
 
 
-def test_json_output(starter_installed):
+def test_json_output(starter_installed, rambling):
     out = vibechat("run", "-p", "Hello", "--json", "--temperature", "0", "--max-tokens", "8",
                    "--top-k", "5", "--stop", "zzz")
     assert out.returncode == 0, out.stderr
@@ -90,9 +99,14 @@ def test_prompt_from_stdin(starter_installed, how):
 
 
 def test_system_prompt_is_used(starter_installed):
+    # The starter's completion frame puts a system prompt in its preamble's place: a longer
+    # system prompt, a longer prompt, word for word.
     plain = json.loads(vibechat("run", "-p", "Hi", "-n", "1", "--json").stdout)
-    with_system = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate.", "-n", "1", "--json").stdout)
-    assert with_system["stats"]["prompt_tokens"] > plain["stats"]["prompt_tokens"]
+    short = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate.", "-n", "1", "--json").stdout)
+    longer = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate. You sail the seven seas.", "-n", "1",
+                                 "--json").stdout)
+    assert plain["stats"]["prompt_tokens"] != short["stats"]["prompt_tokens"]
+    assert longer["stats"]["prompt_tokens"] == short["stats"]["prompt_tokens"] + 6  # " You sail the seven seas."
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -154,7 +168,7 @@ def test_no_prompt_on_a_terminal_is_an_error(starter_installed):
     assert out.returncode == 1 and "prompt is empty" in out.stderr
 
 
-def test_control_sequences_are_neutralised_unless_raw(starter_installed):
+def test_control_sequences_are_neutralised_unless_raw(starter_installed, rambling):
     # The base model echoes its prompt, escape sequences included.
     prompt = "Repeat after me: \x1b]52;c;aGVsbG8=\x07 \x1b[2J\n\x1b]52;c;aGVsbG8=\x07 \x1b[2J\n"
     raw = vibechat("run", "-p", prompt, "-t", "0", "-n", "40", "--raw")
@@ -169,7 +183,7 @@ def test_control_sequences_are_neutralised_unless_raw(starter_installed):
     assert clean.stdout == as_json["text"] + ("" if as_json["text"].endswith("\n") else "\n")
 
 
-def test_closed_pipe_exits_quietly(starter_installed):
+def test_closed_pipe_exits_quietly(starter_installed, rambling):
     cmd = f"'{VIBECHAT_BIN}' run -p 'Count to one hundred: 1, 2, 3,' -t 0 -n 300 | head -c 20"
     out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=180)
     assert len(out.stdout) == 20
@@ -193,7 +207,7 @@ def test_stop_at_a_newline_typed_as_backslash_n(starter_installed):
     assert obj["params"]["stop"] == ["\n"] and obj["finish_reason"] == "stop" and "\n" not in obj["text"]
 
 
-def test_ctrl_c_keeps_output_and_exits_130(starter_installed):
+def test_ctrl_c_keeps_output_and_exits_130(starter_installed, rambling):
     proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", "Count to one thousand: 1, 2, 3,", "-t", "0",
                              "-n", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
@@ -242,7 +256,7 @@ def test_kv_cache_type_is_applied_and_reported(starter_installed):
     assert "KV q4_0 10 MiB (flash attention on)" in out.stderr
 
 
-def test_prompt_lookup_drafting_gives_the_same_greedy_reply(starter_installed):
+def test_prompt_lookup_drafting_gives_the_same_greedy_reply(starter_installed, rambling):
     code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
     args = ("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "40", "--json")
     plain = json.loads(vibechat(*args).stdout)
@@ -256,7 +270,7 @@ def test_prompt_lookup_drafting_gives_the_same_greedy_reply(starter_installed):
     assert "· drafted " in out.stderr and "accepted" in out.stderr
 
 
-def test_auto_drafting_reports_drafts_the_final_draft_length_and_whether_it_turned_off(starter_installed):
+def test_auto_drafting_reports_drafts_the_final_draft_length_and_whether_it_turned_off(starter_installed, rambling):
     code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
     args = ("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "40", "--json")
     out = vibechat(*args, "--draft", "auto", "--draft-tokens", "6", "--stats")
@@ -273,7 +287,7 @@ def test_auto_drafting_reports_drafts_the_final_draft_length_and_whether_it_turn
     assert plain["draft_k"] == 0 and plain["drafting_turned_off"] is False
 
 
-def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_installed):
+def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_installed, rambling):
     code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
     out = vibechat("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "24", "--json",
                    "--stats", "--draft-model", "starter", "--draft-tokens", "4", "--ctx", "1024")

@@ -16,8 +16,14 @@ from vibechat.engine.params import SamplingParams
 pytestmark = pytest.mark.model
 
 
+# Gemma's turn format (prompt_format gemma) where a test needs a reply of its full length: in its
+# own format, the completion frame, the starter ends "List three colours." after a few tokens.
+GEMMA = "gemma"
+
+
 async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+                                              prompt_format=GEMMA))
     seen: list[str] = []
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
@@ -50,8 +56,9 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
             assert "tok/s" in str(app.status.render())
             assert app.status.context_used == stats.prompt_tokens + stats.completion_tokens
             assert (shown.temperature, shown.top_k) == (0.1, 39)
-            used = app.replies.last.params  # echoed by the real backend
-            assert used.replace(seed=None) == shown
+            used = app.replies.last.params  # echoed by the real backend, "auto" made the model's own value
+            assert used.replace(seed=None) == shown.resolved(app.status.model.chat_format)
+            assert shown.repeat_penalty is None and used.repeat_penalty == 1.0  # a turn format: off
 
             first_prompt = stats.prompt_tokens
             await send(pilot, "And three animals?")
@@ -81,7 +88,7 @@ async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(sta
 
     monkeypatch.setattr(StatusBar, "watch_drafting", watch_drafting, raising=False)
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
-                                              speculative="auto", draft_tokens=6))
+                                              speculative="auto", draft_tokens=6, prompt_format=GEMMA))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=40), blink=False)
     try:
         async with app.run_test(size=(160, 36)) as pilot:
