@@ -357,10 +357,16 @@ def test_the_local_emitter_splits_bytes_and_applies_stops_to_the_answer_only(mon
 
 
 @pytest.mark.model
-def test_a_local_reply_that_starts_inside_a_block_that_never_closes(llama_backend):
+def test_a_local_reply_that_starts_inside_a_block_that_never_closes(starter_path):
     """The starter model does not think: a template that opened <think> (poked here) makes
-    its whole reply thinking, and a stop string in it does not end the reply."""
-    llama_backend.reset()
+    its whole reply thinking, and a stop string in it does not end the reply. In Gemma's turn
+    format (prompt_format gemma), where the starter writes on to the limit: the completion
+    frame's own stops would end the free reply sooner than the thinking."""
+    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+
+    llama_backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off",
+                                                    prompt_format="gemma"))
+    llama_backend.load()
     messages = [ChatMessage("user", "Write a list of three fruits.")]
     _, _, free = collect_local(llama_backend, messages, SamplingParams(temperature=0, max_tokens=12))
     word = free.text.strip().split()[1]
@@ -370,8 +376,7 @@ def test_a_local_reply_that_starts_inside_a_block_that_never_closes(llama_backen
         thinking, answer, done = collect_local(
             llama_backend, messages, SamplingParams(temperature=0, max_tokens=12, stop=[word]))
     finally:
-        llama_backend._reply_thinks = False
-        llama_backend.reset()
+        llama_backend.close()
     assert answer == done.text == "" and thinking == done.thinking == free.text
     assert done.stats.completion_tokens == 12 and done.finish_reason == "length"
 
