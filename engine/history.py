@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import InvalidParameterError, VibechatError
-from .params import SamplingParams
+from .params import PARAM_SPECS, SamplingParams
 from .paths import data_dir
 
 Status = Literal["streaming", "complete", "stopped", "error", "interrupted"]
@@ -238,7 +238,7 @@ class StoredConversation:
                  f"- Updated: {s.updated}"]
         p = self.params
         lines.append(f"- Parameters: temperature {p.temperature:g}, top-k {p.top_k}, top-p {p.top_p:g}, "
-                     f"min-p {p.min_p:g}, repeat penalty {p.repeat_penalty:g}")
+                     f"min-p {p.min_p:g}, repeat penalty {PARAM_SPECS['repeat_penalty'].show(p.repeat_penalty)}")
         if self.system:
             lines += ["", "## System", "", self.system]
         for m in self.messages:
