@@ -156,6 +156,10 @@ def shown(name: str, value: Any) -> str:
         return getattr(value, "label", None) or "free text"
     if value is None:
         return "auto"
+    if name in ("max_tokens", "repeat_penalty"):  # 0: no limit, 1: off (engine/params.py)
+        from vibechat.engine.params import PARAM_SPECS
+
+        return PARAM_SPECS[name].show(value)
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, float):

@@ -98,7 +98,7 @@ async def test_set_alone_and_its_confirmations_are_for_people():
         await send(pilot, "/set seed random")
         await send(pilot, "/set max_tokens none")
         said = messages(app)[-4:]
-        assert said == ["stop = none", "seed = 42", "seed = random", "max_tokens = auto"]
+        assert said == ["stop = none", "seed = 42", "seed = random", "max_tokens = no limit"]
         await send(pilot, "/show parameters")
         assert "stop            none" in last_note(app) and not REPR.search(last_note(app))
 
