@@ -25,11 +25,21 @@ FALLBACK_EDITORS = ("sensible-editor", "editor", "nano", "vim", "vi")
 
 
 @config_app.command()
-def path() -> None:
-    """Print the config file's path ($VIBECHAT_CONFIG moves it)."""
-    from vibechat.engine.config import config_path
+def path(every: Annotated[bool, typer.Option(
+        "--all", help="Every folder vibechat writes to (settings, conversations, models, the starter's "
+                      "cache, crash reports), one 'what<TAB>path' a line: what to delete to uninstall.")] = False,
+         ) -> None:
+    """Print the config file's path ($VIBECHAT_CONFIG moves it); --all: every folder vibechat uses."""
+    from vibechat.engine.config import config_path, models_dir
+    from vibechat.engine.paths import cache_dir, config_dir, crash_dir, data_dir
 
-    typer.echo(str(config_path()))
+    if not every:
+        typer.echo(str(config_path()))
+        return
+    rows = (("config", config_path()), ("config folder", config_dir()), ("data folder", data_dir()),
+            ("models", models_dir()), ("cache", cache_dir()), ("crash reports", crash_dir()))
+    for what, where in rows:
+        typer.echo(f"{what}\t{where}")
 
 
 def _value_text(key: str, value: Any) -> str:
