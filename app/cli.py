@@ -32,6 +32,7 @@ from .options import (
     DraftModelOpt,
     DraftTokensOpt,
     EngineFlags,
+    PromptFormatOpt,
     RepackOpt,
     GpuLayersOpt,
     MaxTokensOpt,
@@ -188,6 +189,7 @@ def main_callback(
     draft_tokens: DraftTokensOpt = None,
     draft_model: DraftModelOpt = None,
     repack: RepackOpt = None,
+    prompt_format: PromptFormatOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
 ) -> None:
@@ -196,7 +198,7 @@ def main_callback(
     engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
-                          draft_model=draft_model, repack=repack)
+                          draft_model=draft_model, repack=repack, prompt_format=prompt_format)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
@@ -258,6 +260,7 @@ def run(
     draft_tokens: DraftTokensOpt = None,
     draft_model: DraftModelOpt = None,
     repack: RepackOpt = None,
+    prompt_format: PromptFormatOpt = None,
     json_output: Annotated[bool, typer.Option(
         "--json", help="Print one JSON object (text, thinking, model, params, stats; completion_tokens count "
                        "the thinking too).")] = False,
@@ -300,7 +303,7 @@ def run(
     engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
                           backend=backend, base_url=base_url, api_key_env=api_key_env,
                           kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
-                          draft_model=draft_model, repack=repack)
+                          draft_model=draft_model, repack=repack, prompt_format=prompt_format)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
 
     def go() -> int:

@@ -91,6 +91,11 @@ RepackOpt = Annotated[Optional[str], typer.Option(
     help="CPU weight repacking: auto (default: on, except where llama.cpp's AMX kernel crashes: see --version), "
     "on or off.",
     rich_help_panel=ENGINE)]
+PromptFormatOpt = Annotated[Optional[str], typer.Option(
+    "--prompt-format", metavar="FORMAT",
+    help="How a local model is prompted: auto (its chat template; a base model as a completion model), "
+         "completion, template, gemma, chatml or llama3.",
+    rich_help_panel=ENGINE)]
 HISTORY = "History"
 STRUCTURED = "Structured output"
 NoSaveOpt = Annotated[bool, typer.Option(

@@ -136,7 +136,8 @@ class Config:
         "template and no sign of chat tuning in its name, as a completion model: a short example "
         "conversation, then the chat as User:/Assistant: lines), completion, template (the GGUF's own, "
         "even for a base model) or a built-in turn format: gemma, chatml, llama3.",
-        kind="text", example='"completion"', env="VIBECHAT_PROMPT_FORMAT", check=check_prompt_format))
+        kind="text", example='"completion"', env="VIBECHAT_PROMPT_FORMAT", flag="--prompt-format",
+        check=check_prompt_format))
     theme: str = field(default=DEFAULT_THEME, metadata=_doc(
         "The colour theme (F4 in the chat chooses one and saves it here).",
         kind="text", example='"vibechat-paper"', env="VIBECHAT_THEME"))

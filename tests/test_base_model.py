@@ -302,6 +302,28 @@ def test_run_json_says_how_the_model_was_prompted(backend):
     assert "prompt: completion" in err.getvalue()
 
 
+@pytest.mark.model
+def test_the_prompt_format_flag_overrides_the_choice(starter_installed):
+    """`--prompt-format gemma` asks for the built-in turn format by the command line (as
+    prompt_format in the config and VIBECHAT_PROMPT_FORMAT do); a bad value is one line."""
+    import subprocess
+
+    from conftest import VIBECHAT_BIN
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(VIBECHAT_BIN), "run", "--no-save", "-n", "4", *args], capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    out = run("--prompt-format", "gemma", "--json", "hi")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["prompt_format"] == "chat template (built-in gemma)"
+    bad = run("--prompt-format", "bogus", "hi")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        "vibechat: error: --prompt-format: prompt_format must be one of auto, completion, template, gemma, chatml, "
+        "llama3 (got 'bogus')."]
+
+
 # ------------------------------------------------------------ a model with a template: unchanged
 def test_a_model_with_a_chat_template_is_prompted_exactly_by_it_with_todays_defaults(templated):
     info = templated.describe()
