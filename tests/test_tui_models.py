@@ -233,7 +233,8 @@ async def test_gpu_layers_on_a_build_without_offload_is_disabled_with_a_one_line
         assert slider.disabled and not slider.has_focus  # a disabled widget takes no focus, no keys
         assert slider.value == 0 and slider.spec.maximum == INFO.n_layers
         hint = str(app.query_one("#gpu-hint", Static).render())
-        assert hint == "Off: this llama.cpp build is CPU-only."
+        assert hint == "Off: a CPU-only llama.cpp build."
+        assert app.query_one("#gpu-hint").size.height == 1  # one line in the panel
         assert 'CMAKE_ARGS="-DGGML_CUDA=on"' in str(slider.tooltip)
         await pilot.press("tab", "right", "right")  # keys elsewhere never reach it
         await pilot.pause()

@@ -90,9 +90,9 @@ def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
 def gpu_slider_unavailable(info: ModelInfo) -> str | None:
     """Why the GPU layers slider cannot work for ``info`` (one short line), or None."""
     if info.server is not None:
-        return "Off: the server decides where it runs."
+        return "Off: the server decides."
     if not info.gpu_offload_supported:
-        return "Off: this llama.cpp build is CPU-only."
+        return "Off: a CPU-only llama.cpp build."
     return None
 
 
