@@ -133,7 +133,7 @@ def version_text() -> str:
     lines.append(f"llama-cpp-python {llama or getattr(llama_cpp, '__version__', '?')}"
                  + (f" (llama.cpp backends: {', '.join(backends)})" if backends else ""))
     lines.append("GPU offload: yes" if gpu else
-                 "GPU offload: no (a CPU-only build; the README's GPU section says how to rebuild it)")
+                 "GPU offload: no (a CPU-only build; GPU in docs/USAGE.md says how to rebuild it)")
     lines.append(_repack_line(text, str(llama or getattr(llama_cpp, "__version__", ""))))
     return "\n".join(lines)
 

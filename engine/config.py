@@ -4,7 +4,7 @@
 environment variable, flag, example) in its metadata, and the sampling
 parameters are documented by ``PARAM_SPECS``. ``SETTINGS`` flattens both into one
 list that drives validation, the commented template (``template()``), ``vibechat
-config show`` and the README table (``markdown_table()``).
+config show`` and the settings table in docs/USAGE.md (``markdown_table()``).
 
 Precedence: command-line flag > ``VIBECHAT_*`` variable > file > default.
 ``load_config()`` never raises over a bad file or variable: it reports the first
@@ -857,7 +857,7 @@ def template(key_ids: Collection[str] | None = None) -> str:
 
 
 def markdown_table() -> str:
-    """The README's table of settings."""
+    """The settings table of docs/USAGE.md."""
     rows = ["| key | variable | default | what it sets |", "| --- | --- | --- | --- |"]
     for s in SETTINGS:
         help_text = s.help.replace("|", "\\|")

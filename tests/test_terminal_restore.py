@@ -53,7 +53,10 @@ class Terminal:
     """The chat on the slave side of a pseudo-terminal of COLUMNS x ROWS; everything it
     writes is collected from the master side by a thread."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], program: list[str] | None = None,
+                 cwd: Path | None = None) -> None:
+        """``vibechat ARGS``; ``program``: another command line that starts the chat
+        (``python3 dev.py chat``), run in ``cwd``."""
         self.master, self.slave = os.openpty()
         fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         self.tty_before = termios.tcgetattr(self.slave)
@@ -63,9 +66,9 @@ class Terminal:
         def controlling_tty() -> None:  # a new session whose controlling terminal is this one
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen([str(VIBECHAT_BIN), *args], stdin=self.slave, stdout=self.slave,
-                                     stderr=self.slave, env=env, close_fds=True, start_new_session=True,
-                                     preexec_fn=controlling_tty)
+        self.proc = subprocess.Popen([*(program or [str(VIBECHAT_BIN)]), *args], stdin=self.slave,
+                                     stdout=self.slave, stderr=self.slave, env=env, close_fds=True,
+                                     start_new_session=True, preexec_fn=controlling_tty, cwd=cwd)
         self._reader = threading.Thread(target=self._read, daemon=True, name="pty-reader")
         self._reader.start()
 
