@@ -182,6 +182,30 @@ def backend(llama_backend):
     llama_backend.reset()
     yield llama_backend
     llama_backend.reset()
+
+
+@pytest.fixture(scope="session")
+def gemma_llama_backend(starter_path: Path):
+    """The session's starter settings in Gemma's turn format (``prompt_format="gemma"``), loaded
+    once: the starter's own format, the completion frame, ends its replies after a few words,
+    while the tests of the decode loop's mechanics (streaming, cancel, limits, stop strings, turn
+    tokens, drafting against plain decoding) need a model that writes on; Gemma's turns also
+    give a template with turn tokens, as an instruct model's has."""
+    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+
+    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
+                                              prompt_format="gemma"))
+    backend.load()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def gemma_backend(gemma_llama_backend):
+    """``gemma_llama_backend`` with an empty KV cache."""
+    gemma_llama_backend.reset()
+    yield gemma_llama_backend
+    gemma_llama_backend.reset()
 @pytest.fixture(scope="session")
 def llama_server(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
     """llama-cpp-python's OpenAI-compatible server (its ``[server]`` extra, in the test

@@ -155,3 +155,15 @@ def split_stream(splitter, pieces: list[str]) -> tuple[str, str, int]:
     for is_thinking, text in splitter.flush():
         (thinking if is_thinking else answer).append(text)
     return "".join(thinking), "".join(answer), most_held
+
+
+async def open_picker(pilot):
+    """F3, and the model picker once it has listed the models."""
+    from vibechat.app.tui.model_picker import ModelPicker
+
+    await pilot.press("f3")
+    picker = pilot.app.screen
+    assert isinstance(picker, ModelPicker)
+    await picker.workers.wait_for_complete()
+    await pilot.pause()
+    return picker

@@ -189,21 +189,11 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 # format, the completion frame, it answers this request with "Hello!" and stops.
 @pytest.fixture(scope="module")
 def drafting(starter_path):
-    """Prompt lookup on, otherwise the settings of ``gemma_plain``."""
+    """Prompt lookup on, otherwise the settings of conftest's ``gemma_llama_backend``."""
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, speculative="prompt-lookup",
                                               repack="off", prompt_format="gemma"))
     info = backend.load()
     assert info.speculative == "prompt-lookup" and info.draft_tokens == 10
-    yield backend
-    backend.close()
-
-
-@pytest.fixture(scope="module")
-def gemma_plain(starter_path):
-    """The session's ``llama_backend`` settings in Gemma's turn format: no drafting."""
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
-                                              prompt_format="gemma"))
-    backend.load()
     yield backend
     backend.close()
 
@@ -216,10 +206,9 @@ def spec(drafting):
 
 
 @pytest.fixture
-def plain_backend(gemma_plain):
-    gemma_plain.reset()
-    yield gemma_plain
-    gemma_plain.reset()
+def plain_backend(gemma_backend):
+    """The settings of ``drafting`` with no drafting: conftest's ``gemma_backend``."""
+    yield gemma_backend
 
 
 @pytest.mark.model

@@ -21,25 +21,10 @@ GREEDY = SamplingParams(temperature=0, max_tokens=24)
 HELLO = [ChatMessage("user", "Write a list of three fruits.")]
 
 
-@pytest.fixture(scope="module")
-def gemma_format(starter_path):
-    """The starter prompted in Gemma's turn format (prompt_format gemma), as vibechat prompted it
-    before it was treated as the base model it is: there it writes on and on, which the tests
-    of the decode loop's mechanics (streaming, cancel, limits, stop strings, turn tokens) need.
-    The starter's own format, the completion frame, ends its replies after a few words."""
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
-                                        prompt_format="gemma"))
-    b.load()
-    yield b
-    b.close()
-
-
 @pytest.fixture
-def rambling(gemma_format):
-    """``gemma_format`` with an empty KV cache."""
-    gemma_format.reset()
-    yield gemma_format
-    gemma_format.reset()
+def rambling(gemma_backend):
+    """The starter in Gemma's turn format, with an empty KV cache (conftest's ``gemma_backend``)."""
+    yield gemma_backend
 
 
 def collect(backend, messages, params):

@@ -188,23 +188,10 @@ def test_loading_with_a_context_too_large_for_memory_is_one_line(starter_path, m
 
 
 # ------------------------------------------------------------ what people write stays text
-@pytest.fixture(scope="module")
-def gemma_turns(starter_path):
-    """The starter prompted in Gemma's turn format (prompt_format gemma): a template with turn
-    tokens, as an instruct model's is (the starter's own, the completion frame, has none)."""
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
-                                        prompt_format="gemma"))
-    b.load()
-    yield b
-    b.close()
-
-
 @pytest.fixture(params=["gemma", "completion"])
 def each_format(request, backend):
     """Gemma's turn format, then the starter's own completion frame."""
-    return request.getfixturevalue("gemma_turns") if request.param == "gemma" else backend
+    return request.getfixturevalue("gemma_backend") if request.param == "gemma" else backend
 
 
 @pytest.mark.model

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from fakes import INFO, RecordingBackend, send, settle
+from fakes import INFO, RecordingBackend, open_picker, send, settle
 from ggufgen import gguf_bytes
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
@@ -25,15 +25,6 @@ SIZE = (110, 36)
 
 def real_backend(path) -> LlamaCppBackend:
     return LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=1024, repack="off"))
-
-
-async def open_picker(pilot) -> ModelPicker:
-    await pilot.press("f3")
-    picker = pilot.app.screen
-    assert isinstance(picker, ModelPicker)
-    await picker.workers.wait_for_complete()
-    await pilot.pause()
-    return picker
 
 
 async def ask(pilot, screen: DownloadScreen, text: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN
-from fakes import INFO, RecordingBackend, settle
+from fakes import INFO, RecordingBackend, open_picker, settle
 from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
@@ -24,15 +24,6 @@ from vibechat.engine import opened
 from vibechat.engine.models import all_models
 
 SIZE = (110, 36)
-
-
-async def open_picker(pilot) -> ModelPicker:
-    await pilot.press("f3")
-    picker = pilot.app.screen
-    assert isinstance(picker, ModelPicker)
-    await picker.workers.wait_for_complete()
-    await pilot.pause()
-    return picker
 
 
 async def type_path(pilot, picker: ModelPicker, text: str) -> None:
