@@ -83,7 +83,7 @@ class ModelInfo:
         if self.server:
             return f"{self.backend} · {self.server}"
         if self.gpu_layers:
-            return f"GPU {self.gpu_layers}/{self.n_layers} layers"
+            return f"GPU {self.gpu_layers}/{self.n_layers} layers" if self.n_layers else f"GPU {self.gpu_layers} layers"
         if self.backend != "llama.cpp" or self.gpu_offload_supported:
             return "CPU" if self.backend == "llama.cpp" else self.backend
         return "CPU (no GPU offload in this build)"

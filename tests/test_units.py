@@ -193,3 +193,12 @@ def test_ctrl_c_as_the_load_ends_saves_the_prompt_and_still_prints_the_json_obje
     assert result["finish_reason"] == "cancelled" and result["text"] == "" and result["model"] == "Fake 1B"
     assert backend.requests == []  # the request was never started
     assert [m.content for m in chat.conversation.messages() if m.role == "user"] == ["Hello"]
+
+
+def test_the_device_never_shows_an_unknown_layer_count_as_none():
+    from dataclasses import replace
+
+    from fakes import INFO
+
+    assert replace(INFO, gpu_layers=5, n_layers=16, gpu_offload_supported=True).device == "GPU 5/16 layers"
+    assert replace(INFO, gpu_layers=5, n_layers=None, gpu_offload_supported=True).device == "GPU 5 layers"
