@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Where a local model comes from. Only vibechat's own downloads can be removed.
-SOURCES = ("vibechat", "starter", "hf-cache", "ollama", "lmstudio")
+SOURCES = ("vibechat", "starter", "hf-cache", "ollama", "lmstudio", "file")  # file: opened by path (opened.py)
 
 
 @dataclass(frozen=True)
