@@ -13,6 +13,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, Union, runtime_checkable
 
+from .knobs import COMPLETION
 from .params import SamplingParams
 
 Role = Literal["system", "user", "assistant"]
@@ -70,8 +71,8 @@ class ModelInfo:
     def prompt_format(self) -> str:
         """How the model is prompted, as ``vibechat run --json`` says it: ``completion``,
         ``chat template (gguf)``, ``chat template (built-in gemma)``, ``chat template (server)``."""
-        if self.chat_format == "completion":
-            return "completion"
+        if self.chat_format == COMPLETION:
+            return COMPLETION
         if self.chat_format in ("gguf", "server"):
             return f"chat template ({self.chat_format})"
         return f"chat template (built-in {self.chat_format})"

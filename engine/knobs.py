@@ -110,7 +110,8 @@ MAX_DRAFT_LOGITS_BYTES = 1 << 30
 # the GGUF (its chat template; a base model, or none: the completion frame); "completion" is
 # the few-shot frame for base models; "template" the GGUF's own chat template (even where its
 # metadata says base); or one of the built-in turn formats.
-PROMPT_FORMATS = ("auto", "completion", "template", "gemma", "chatml", "llama3")
+COMPLETION = "completion"  # also ModelInfo.chat_format for a model prompted this way
+PROMPT_FORMATS = ("auto", COMPLETION, "template", "gemma", "chatml", "llama3")
 DEFAULT_PROMPT_FORMAT = "auto"
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidParameterError
+from .knobs import COMPLETION
 from .structured import OutputFormat
 from .think_switch import DEFAULT_THINKING, check_thinking
 
@@ -161,7 +162,7 @@ AUTO_PARAMS = tuple(name for name, spec in PARAM_SPECS.items() if spec.auto)
 
 def auto_values(chat_format: str) -> dict[str, float | int | None]:
     """What "auto" is for a model prompted in ``chat_format`` (``ModelInfo.chat_format``)."""
-    return dict(COMPLETION_AUTO) if chat_format == "completion" else dict(TEMPLATE_AUTO)
+    return dict(COMPLETION_AUTO) if chat_format == COMPLETION else dict(TEMPLATE_AUTO)
 
 
 @dataclass(frozen=True)

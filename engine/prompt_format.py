@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backend import ChatMessage
-from .knobs import DEFAULT_PROMPT_FORMAT, check_prompt_format
+from .knobs import COMPLETION, DEFAULT_PROMPT_FORMAT, check_prompt_format
 
 # Gemma's official template: no system role, so a system prompt opens the first
 # user turn (what Google's own template does; llama-cpp-python's "gemma" format
@@ -73,7 +73,6 @@ TURN_TOKENS = ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>",
 # A system prompt takes the preamble's place: the preamble is the frame's own description of
 # the assistant, and the user's replaces it rather than contradicting it; the examples stay
 # (they teach the format, not a persona).
-COMPLETION = "completion"
 COMPLETION_PREAMBLE = ("A chat between a curious user and a helpful assistant. "
                        "The assistant answers briefly and directly.")
 COMPLETION_EXAMPLES = (

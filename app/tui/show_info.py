@@ -8,13 +8,13 @@ on one line and bounded here; the note sanitises it again as it is shown.
 from __future__ import annotations
 
 from vibechat.engine.backend import ModelInfo
+from vibechat.engine.knobs import COMPLETION
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.think_switch import describe_switch
 
 from .. import slash
 from ..progress import human_size
 from .outside import one_line
-from .welcome import COMPLETION
 TEMPLATE_SHOWN = 6000  # characters of a chat template /show template prints at most
 WRAP = 64  # characters a line of a long value (the parameters) takes at most, past its label
 

@@ -9,12 +9,12 @@ quantization come from outside and are made one line by ``model_line``.
 from __future__ import annotations
 
 from vibechat.engine.backend import ModelInfo
+from vibechat.engine.knobs import COMPLETION
 from vibechat.engine.starter import RECOMMENDED, is_starter
 
 from .status_bar import model_line
 
 KEYS = "Enter sends · Ctrl+J newline · F1 help · F2 parameters · F3 models · Ctrl+N new chat · / commands"
-COMPLETION = "completion"  # ModelInfo.chat_format of a base model prompted with a few-shot frame
 
 
 def recommendations() -> str:
