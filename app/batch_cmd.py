@@ -39,9 +39,8 @@ from vibechat.engine.session import ChatSession
 
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from .report import format_stats, json_stats
-from .run_cmd import (EXIT_INCOMPLETE, ThinkingEcho, incomplete_line, load_or_interrupt, structured_state,
-                      trim_notice)
+from .report import format_stats, json_stats, structured_state
+from .run_cmd import EXIT_INCOMPLETE, ThinkingEcho, incomplete_line, load_or_interrupt, trim_notice
 
 
 @dataclass

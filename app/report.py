@@ -1,10 +1,13 @@
 """How a reply's statistics and the engine's settings are reported: one line of text (``run
---stats``, ``--prompts-file --stats``, the chat's stats panel) and the ``engine`` object of
-``--json``. Shared by the CLI commands and the TUI, so it imports neither."""
+--stats``, ``--prompts-file --stats``, the chat's stats panel), the ``engine`` object of
+``--json``, and whether a structured reply is whole (``structured_state``: ``run``,
+``--prompts-file`` and the chat say it alike). Shared by the CLI commands and the TUI, so it
+imports neither."""
 
 from __future__ import annotations
 
 from vibechat.engine.backend import GenerationStats, ModelInfo
+from vibechat.engine.params import SamplingParams
 
 
 def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
@@ -59,3 +62,27 @@ def json_stats(stats: GenerationStats | None, seed: int | None = None) -> dict[s
             "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
             "drafted_tokens", "accepted_draft_tokens", "draft_k", "drafting_turned_off")
     return {k: data[k] for k in keys}
+
+
+def structured_state(params: SamplingParams | None, finish_reason: str, text: str) -> str | None:
+    """``--json``'s ``structured_output`` under ``--json-schema``/``--grammar``: ``complete``
+    when the reply ended by itself (the grammar allows the end only once it is complete), or
+    when a limit or Ctrl-C cut it just as its JSON was whole (it parses); ``incomplete``
+    otherwise; None for free text (no field)."""
+    if params is None or params.output_format is None:
+        return None
+    if finish_reason == "stop":
+        return "complete"
+    if params.output_format.kind != "grammar" and _parses(text):
+        return "complete"  # cut just as it was whole: the limit fell on the end-of-reply token
+    return "incomplete"
+
+
+def _parses(text: str) -> bool:
+    import json
+
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

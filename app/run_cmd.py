@@ -22,7 +22,7 @@ from vibechat.engine.think_switch import unswitchable
 
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from .report import engine_dict, format_stats, json_stats
+from .report import engine_dict, format_stats, json_stats, structured_state
 
 
 EXIT_INCOMPLETE = 3  # a structured reply cut by a limit: its JSON (or grammar) is not whole
@@ -128,30 +128,6 @@ class ThinkingEcho:
             self.err.write(text)
             self.err.flush()
             self._at_line_start = text.endswith("\n")
-
-
-def structured_state(params: SamplingParams | None, finish_reason: str, text: str) -> str | None:
-    """``--json``'s ``structured_output`` under ``--json-schema``/``--grammar``: ``complete``
-    when the reply ended by itself (the grammar allows the end only once it is complete), or
-    when a limit or Ctrl-C cut it just as its JSON was whole (it parses); ``incomplete``
-    otherwise; None for free text (no field)."""
-    if params is None or params.output_format is None:
-        return None
-    if finish_reason == "stop":
-        return "complete"
-    if params.output_format.kind != "grammar" and _parses(text):
-        return "complete"  # cut just as it was whole: the limit fell on the end-of-reply token
-    return "incomplete"
-
-
-def _parses(text: str) -> bool:
-    import json
-
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 def incomplete_line(params: SamplingParams, stats: GenerationStats, info: ModelInfo, text: str,

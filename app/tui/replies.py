@@ -21,6 +21,7 @@ from vibechat.engine.sanitize import sanitize
 from vibechat.engine.session import ChatSession, Turn
 from vibechat.engine.system import available_cores
 
+from ..report import structured_state
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .events import (
     CacheReset,
@@ -238,8 +239,10 @@ class Replies:
         if stats.finish_reason == "cancelled":
             stream.widget.set_status("⏹ stopped", "stopped")
         elif stats.finish_reason == "length":
-            fmt = done.params.output_format if done.params is not None else None  # /format: say it is cut
-            what = "" if fmt is None else f": the {'grammar' if fmt.kind == 'grammar' else 'JSON'} output is incomplete"
+            what = ""  # /format: whether the JSON (grammar) is whole, as `vibechat run --json` says it
+            fmt = done.params.output_format if done.params is not None else None
+            if fmt is not None and structured_state(done.params, "length", done.text) == "incomplete":
+                what = f": the {'grammar' if fmt.kind == 'grammar' else 'JSON'} output is incomplete"
             stream.widget.set_status(f"… cut at the token limit{what}")
         self._ended()
         if done.thinking and self.host.model_ready:
