@@ -369,26 +369,31 @@ def positional_prompt(ctx: typer.Context, words: list[str] | None, option: str |
     if option is not None:
         raise usage_error("the prompt is given twice, as PROMPT and with --prompt: give one of them.", ctx=ctx)
     first = words[0]
-    if looks_like_a_model(first):
+    if looks_like_a_model(first, by_name=len(words) > 1):
         shown = " ".join(words[1:]) or "your prompt"
         raise usage_error(f"{first!r} is a model, not a prompt: pick the model with --model, e.g. "
                           f'vibechat run --model {first} "{shown}"', ctx=ctx)
     return " ".join(words)
 
 
-def looks_like_a_model(word: str) -> bool:
+def looks_like_a_model(word: str, by_name: bool = True) -> bool:
     """Whether a prompt's first word names a model (``ollama run MODEL PROMPT`` typed out of
-    habit): a ``.gguf`` file, a GGUF repo on the Hub, or a local model's exact name. A word
-    with a space in it (a quoted prompt) never does."""
+    habit): a ``.gguf`` file, a GGUF repo on the Hub, or (``by_name``: more words follow, as
+    after a model) the exact name of one of vibechat's own models: the starter, its downloads,
+    files opened by path (other tools' folders are not walked for it: that would slow every
+    run, and their names carry a prefix, ``ollama:``, nobody types as a prompt). A word with a
+    space in it (a quoted prompt) never does."""
     if word in ("", "-") or any(ch.isspace() for ch in word) or len(word) > 300:
         return False
     lowered = word.lower()
     if lowered.endswith(".gguf") or ("/" in lowered and "gguf" in lowered):
         return True
+    if not by_name:
+        return False
     try:
         from vibechat.engine.models import all_models
 
-        return any(model.name.lower() == lowered for model in all_models())
+        return any(model.name.lower() == lowered for model in all_models(discover=False))
     except Exception:  # noqa: BLE001 - a folder that cannot be read: then it is a prompt
         return False
 
