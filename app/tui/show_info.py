@@ -15,6 +15,7 @@ from vibechat.engine.think_switch import describe_switch
 from .. import slash
 from ..progress import human_size
 from .outside import one_line
+
 TEMPLATE_SHOWN = 6000  # characters of a chat template /show template prints at most
 WRAP = 64  # characters a line of a long value (the parameters) takes at most, past its label
 
