@@ -165,15 +165,26 @@ def starter_installed(starter_cache: Path, user_dirs: dict[str, Path]) -> Path:
     return next(dst.glob("*.gguf"))
 
 
+@contextlib.contextmanager
+def loaded_starter(starter_path: Path, **changes):
+    """The starter loaded in this process with the tests' settings (a 4,096-token context,
+    CPU repacking off: it runs on every CPU), ``changes`` to its options applied; closed after."""
+    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+
+    backend = LlamaCppBackend(LlamaCppOptions(**{"model_path": starter_path, "context_size": 4096,
+                                                 "repack": "off", **changes}))
+    backend.load()
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
 @pytest.fixture(scope="session")
 def llama_backend(starter_path: Path):
     """One loaded starter model for the whole session (loading costs ~1 s)."""
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off"))
-    backend.load()
-    yield backend
-    backend.close()
+    with loaded_starter(starter_path) as backend:
+        yield backend
 
 
 @pytest.fixture
@@ -191,13 +202,8 @@ def gemma_llama_backend(starter_path: Path):
     while the tests of the decode loop's mechanics (streaming, cancel, limits, stop strings, turn
     tokens, drafting against plain decoding) need a model that writes on; Gemma's turns also
     give a template with turn tokens, as an instruct model's has."""
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
-                                              prompt_format="gemma"))
-    backend.load()
-    yield backend
-    backend.close()
+    with loaded_starter(starter_path, prompt_format="gemma") as backend:
+        yield backend
 
 
 @pytest.fixture
@@ -206,6 +212,8 @@ def gemma_backend(gemma_llama_backend):
     gemma_llama_backend.reset()
     yield gemma_llama_backend
     gemma_llama_backend.reset()
+
+
 @pytest.fixture(scope="session")
 def llama_server(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
     """llama-cpp-python's OpenAI-compatible server (its ``[server]`` extra, in the test

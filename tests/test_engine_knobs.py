@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import collect as collect_reply
-from conftest import same_start
+from conftest import loaded_starter, same_start
 from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import GpuOffloadUnavailableError, InvalidParameterError, ModelLoadError
 from vibechat.engine.knobs import (
@@ -190,12 +190,10 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 @pytest.fixture(scope="module")
 def drafting(starter_path):
     """Prompt lookup on, otherwise the settings of conftest's ``gemma_llama_backend``."""
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, speculative="prompt-lookup",
-                                              repack="off", prompt_format="gemma"))
-    info = backend.load()
-    assert info.speculative == "prompt-lookup" and info.draft_tokens == 10
-    yield backend
-    backend.close()
+    with loaded_starter(starter_path, speculative="prompt-lookup", prompt_format="gemma") as backend:
+        info = backend.describe()
+        assert info.speculative == "prompt-lookup" and info.draft_tokens == 10
+        yield backend
 
 
 @pytest.fixture
