@@ -115,6 +115,22 @@ async def test_global_shortcuts_nudge_without_the_panel(backend):
         assert backend.requests[-1][1].temperature == pytest.approx(0.9)
 
 
+async def test_repeated_nudges_show_one_notice_with_the_latest_value(backend):
+    """Ten presses of F6 and a press of F7 show one notice (the latest value), not a stack
+    of toasts over the conversation."""
+    from textual.widgets._toast import Toast
+
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        for _ in range(4):
+            await pilot.press("f6")
+        await pilot.press("f7")
+        await settle(pilot)
+        shown = [str(toast.render()) for toast in app.screen.query(Toast)]
+        assert len(shown) == 1 and "Top-k 39" in shown[0]
+
+
 async def test_ctrl_n_clears_the_view_and_resets_the_cache(backend):
     app = create_app(backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:

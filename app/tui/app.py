@@ -97,6 +97,7 @@ class VibechatApp(OutsideTextApp):
         for theme in THEMES:
             self.register_theme(theme)
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
+        self._nudge_notice = notices.Slot()  # F5–F10: one notice, replaced on each press
         if config.config.keys:
             self.set_keymap(dict(config.config.keys))
 
@@ -410,7 +411,7 @@ class VibechatApp(OutsideTextApp):
         spec = SLIDER_SPECS[name]
         value = spec.clamp(getattr(self.conversation.params, name) + spec.fine * direction)
         self.set_params(self.conversation.params.replace(**{name: value}))
-        self.notify(f"{NUDGED[name]} {spec.show(value)}", timeout=1.5)
+        self._nudge_notice.show(self, f"{NUDGED[name]} {spec.show(value)}", timeout=1.5)
 
     def set_params(self, params: SamplingParams) -> None:
         """The one place parameters change: the next generation uses exactly these, and the

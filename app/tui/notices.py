@@ -9,8 +9,14 @@ over the input).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from textual.notifications import Notification, Notify
 from textual.screen import Screen
 from textual.widget import Widget
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 CSS = """
 ToastRack {
@@ -28,3 +34,17 @@ def fit_above(screen: Screen, area: Widget) -> None:
         return
     for rack in screen.query("ToastRack"):
         rack.styles.max_height = max(1, area.region.bottom - screen.region.y)
+
+
+class Slot:
+    """One place for a notice that replaces its previous self: ten presses of F6 show one
+    "Temperature 1.2" notice, not ten stacked ones. Our own text only (no markup)."""
+
+    def __init__(self) -> None:
+        self._shown: Notification | None = None
+
+    def show(self, app: "App[object]", message: str, *, timeout: float) -> None:
+        if self._shown is not None:
+            app._unnotify(self._shown)  # Textual's own removal: a no-op once it has expired
+        self._shown = Notification(message, timeout=timeout, markup=False)
+        app.post_message(Notify(self._shown))
