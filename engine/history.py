@@ -7,8 +7,11 @@ Built to survive crashes and a second vibechat process:
   "database is locked";
 - numbered schema migrations, each recorded in ``schema_migrations``;
 - a reply is saved while it streams (status ``streaming``) and settled as
-  ``complete`` / ``stopped`` / ``error``; rows a crash left ``streaming`` are
-  marked ``interrupted`` when the database is next opened;
+  ``complete`` / ``cut`` (a limit ended it: ``max_tokens`` or the context) /
+  ``stopped`` / ``error``; rows a crash left ``streaming`` are marked
+  ``interrupted`` when the database is next opened;
+- each conversation records where it came from (``source``: ``chat``, ``run`` or
+  ``batch``, i.e. ``--prompts-file``), so the chat can list its own first;
 - full-text search over every message with SQLite FTS5 (what was said: a reply's
   thinking, kept in its own column, is not searched);
 
@@ -35,8 +38,10 @@ from .errors import InvalidParameterError, VibechatError
 from .params import PARAM_SPECS, SamplingParams
 from .paths import data_dir
 
-Status = Literal["streaming", "complete", "stopped", "error", "interrupted"]
-STATUSES: tuple[str, ...] = ("streaming", "complete", "stopped", "error", "interrupted")
+Status = Literal["streaming", "complete", "cut", "stopped", "error", "interrupted"]
+STATUSES: tuple[str, ...] = ("streaming", "complete", "cut", "stopped", "error", "interrupted")
+# Where a conversation came from: the chat, `vibechat run`, a line of `run --prompts-file`.
+SOURCES: tuple[str, ...] = ("chat", "run", "batch")
 TITLE_LENGTH = 60
 BUSY_TIMEOUT_MS = 10_000
 
@@ -102,13 +107,47 @@ def title_from(prompt: str) -> str:
     """A conversation title from its first prompt: the first non-empty line, sanitised (no
     terminal controls: a title is shown in lists and dialogs), shortened. Only the first 64 KiB
     are looked at."""
+    return next((_short(line) for line in _title_lines(prompt)), "New conversation")
+
+
+def title_from_exchange(prompt: str, reply: str) -> str:
+    """A title worth reading from a conversation's first exchange: the prompt's first
+    substantive line (a question, a request: not a bare "hi"); failing that, the reply's first
+    substantive sentence (a greeting answered says what the model offered); failing that, the
+    prompt's first line. Sanitised and shortened like :func:`title_from`."""
+    for line in _title_lines(prompt):
+        if _substantive(line):
+            return _short(line)
+    for line in _title_lines(reply, markdown=True):
+        for sentence in re.split(r"(?<=[.!?:])\s+", line)[:20]:
+            if _substantive(sentence):
+                return _short(sentence)
+    return title_from(prompt)
+
+
+def _substantive(line: str) -> bool:
+    """Enough words to tell one conversation from another: three words, or long ones."""
+    words = re.findall(r"\w+", line)
+    return len(words) >= 3 or sum(map(len, words)) >= 16
+
+
+def _short(line: str) -> str:
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def _title_lines(text: str, *, markdown: bool = False) -> Iterator[str]:
+    """``text``'s non-empty lines, sanitised, spaces collapsed; with ``markdown``, without
+    quote, heading, list and emphasis marks. At most 64 KiB and 50 lines are read."""
     from .sanitize import sanitize
 
-    for line in sanitize(prompt[:1 << 16]).splitlines():
+    for count, line in enumerate(sanitize(text[:1 << 16]).splitlines()):
+        if count >= 50:
+            return
+        if markdown:
+            line = re.sub(r"[*`]+|(?<!\w)_+|_+(?!\w)", "", re.sub(r"^[\s>#*+\-|]+", "", line))
         line = " ".join(line.split())
         if line:
-            return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
-    return "New conversation"
+            yield line
 
 
 # --------------------------------------------------------------------- schema
@@ -161,6 +200,51 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';
     """,
+    # 3: where a conversation came from (a database older than this cannot tell: its
+    # conversations count as the chat's, so none of them leaves the chat's list); whether its
+    # title is the user's (a rename: never replaced by a written title); and a reply cut by a
+    # limit ('cut'). SQLite cannot change a CHECK constraint, so messages is copied into a new
+    # table with the same ids (the full-text index, keyed by id, stays valid) and its
+    # indexes and triggers are made again.
+    """
+    ALTER TABLE conversations ADD COLUMN source TEXT NOT NULL DEFAULT 'chat';
+    ALTER TABLE conversations ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX conversations_by_source ON conversations(source, updated DESC, id DESC);
+    CREATE TABLE messages_v3 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'cut', 'stopped', 'error', 'interrupted')),
+        error TEXT,
+        writer_pid INTEGER,
+        params TEXT,
+        stats TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        thinking TEXT NOT NULL DEFAULT ''
+    );
+    INSERT INTO messages_v3(id, conversation_id, role, content, status, error, writer_pid, params, stats,
+                            created, updated, thinking)
+        SELECT id, conversation_id, role, content, status, error, writer_pid, params, stats, created, updated,
+               thinking FROM messages;
+    DELETE FROM sqlite_sequence WHERE name = 'messages_v3';
+    INSERT INTO sqlite_sequence(name, seq) SELECT 'messages_v3', seq FROM sqlite_sequence WHERE name = 'messages';
+    DROP TABLE messages;
+    ALTER TABLE messages_v3 RENAME TO messages;
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    CREATE INDEX messages_streaming ON messages(status) WHERE status = 'streaming';
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    """,
 ]
 
 
@@ -174,9 +258,10 @@ class ConversationSummary:
     model: str | None
     created: str
     updated: str
+    source: str = "chat"  # one of SOURCES
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "model": self.model,
+        return {"id": self.id, "title": self.title, "model": self.model, "source": self.source,
                 "created": self.created, "updated": self.updated}
 
 
@@ -234,8 +319,8 @@ class StoredConversation:
 
     def to_markdown(self) -> str:
         s = self.summary
-        lines = [f"# {s.title}", "", f"- Model: {s.model or 'unknown'}", f"- Started: {s.created}",
-                 f"- Updated: {s.updated}"]
+        lines = [f"# {s.title}", "", f"- Model: {s.model or 'unknown'}", f"- Source: {s.source}",
+                 f"- Started: {s.created}", f"- Updated: {s.updated}"]
         p = self.params
         lines.append(f"- Parameters: temperature {p.temperature:g}, top-k {p.top_k}, top-p {p.top_p:g}, "
                      f"min-p {p.min_p:g}, repeat penalty {PARAM_SPECS['repeat_penalty'].show(p.repeat_penalty)}")
@@ -243,7 +328,9 @@ class StoredConversation:
             lines += ["", "## System", "", self.system]
         for m in self.messages:
             heading = "User" if m.role == "user" else "Assistant"
-            if m.status != "complete":
+            if m.status == "cut":
+                heading += " (cut: it reached the token limit or the end of the context)"
+            elif m.status != "complete":
                 heading += f" ({m.status}{': ' + m.error if m.error else ''})"
             lines += ["", f"## {heading}", ""]
             if m.thinking:
@@ -452,26 +539,32 @@ class History:
 
     # ----------------------------------------------------------- conversations
     def create(self, *, title: str, model: str | None = None, model_path: str | None = None,
-               system: str | None = None, params: SamplingParams | None = None) -> int:
+               system: str | None = None, params: SamplingParams | None = None, source: str = "chat") -> int:
+        """A new conversation; ``source``: where it comes from (one of ``SOURCES``)."""
+        if source not in SOURCES:
+            raise InvalidParameterError(f"unknown conversation source {source!r}: use {', '.join(SOURCES)}.")
         stamp = now()
         with self._write() as c:
             cur = c.execute(
-                "INSERT INTO conversations(title, model, model_path, system, params, created, updated) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO conversations(title, model, model_path, system, params, created, updated, source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (title, model, model_path, system, json.dumps((params or SamplingParams()).to_dict()),
-                 stamp, stamp))
+                 stamp, stamp, source))
             assert cur.lastrowid is not None
             return cur.lastrowid
 
-    def conversations(self, limit: int | None = None, offset: int = 0) -> list[ConversationSummary]:
-        """Newest first; reads no messages. Fetched as one JSON row: Python's sqlite3 gives
-        up the GIL for every row it steps, and each time waits to get it back from a busy UI
-        thread, which made a thousand rows take a noticeable while in a worker."""
+    def conversations(self, limit: int | None = None, offset: int = 0,
+                      source: str | None = None) -> list[ConversationSummary]:
+        """Newest first (by their last message: a rename is no activity); only those from
+        ``source`` (one of ``SOURCES``; None: all); reads no messages. Fetched as one JSON
+        row: Python's sqlite3 gives up the GIL for every row it steps, and each time waits to
+        get it back from a busy UI thread, which made a thousand rows take a noticeable
+        while in a worker."""
         rows = self._read(
-            "SELECT json_group_array(json_array(id, title, model, created, updated)) AS rows FROM "
-            "(SELECT id, title, model, created, updated FROM conversations "
-            " ORDER BY updated DESC, id DESC LIMIT ? OFFSET ?)",
-            (-1 if limit is None else limit, offset))
+            "SELECT json_group_array(json_array(id, title, model, created, updated, source)) AS rows FROM "
+            "(SELECT id, title, model, created, updated, source FROM conversations "
+            " WHERE ?1 IS NULL OR source = ?1 ORDER BY updated DESC, id DESC LIMIT ?2 OFFSET ?3)",
+            (source, -1 if limit is None else limit, offset))
         return [ConversationSummary(*row) for row in json.loads(rows[0]["rows"] or "[]")]
 
     def count(self) -> int:
@@ -487,7 +580,7 @@ class History:
             raise ConversationNotFound(
                 f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
         r = rows[0]
-        summary = ConversationSummary(r["id"], r["title"], r["model"], r["created"], r["updated"])
+        summary = ConversationSummary(r["id"], r["title"], r["model"], r["created"], r["updated"], r["source"])
         messages = [
             StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
                           _loads(m["params"]), _loads(m["stats"]), m["thinking"] or "")
@@ -496,10 +589,26 @@ class History:
         return StoredConversation(summary, r["model_path"], r["system"], _params(r["params"]), messages)
 
     def rename(self, conversation_id: int, title: str) -> None:
+        """The user's own title: kept for good (:meth:`set_title` never replaces it). Not
+        activity: the conversation keeps its place in the lists (``updated`` unchanged)."""
         title = " ".join(title.split())
         if not title:
             raise InvalidParameterError("a conversation title cannot be empty.")
-        self._update_conversation(conversation_id, "title = ?", (title,))
+        self._update_conversation(conversation_id, "title = ?, title_set = 1", (title,), touch=False)
+
+    def set_title(self, conversation_id: int, title: str) -> bool:
+        """A title written for the conversation (from its first exchange, or by the model):
+        saved unless the user renamed it, without moving it in the lists. True when saved."""
+        title = " ".join(title.split())
+        if not title:
+            return False
+        with self._write() as c:
+            return c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title_set = 0",
+                             (title, conversation_id)).rowcount > 0
+
+    def title_is_users(self, conversation_id: int) -> bool:
+        rows = self._read("SELECT title_set FROM conversations WHERE id = ?", (conversation_id,))
+        return bool(rows and rows[0]["title_set"])
 
     def set_settings(self, conversation_id: int, *, system: str | None, params: SamplingParams,
                      model: str | None = None, model_path: str | None = None) -> None:

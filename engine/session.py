@@ -44,6 +44,7 @@ from .backend import (
 from .chatlog import ChatLog, Reply
 from .conversation import Conversation
 from .errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
+from .history import HistoryError, title_from_exchange
 from .knobs import prompt_too_large
 from .params import SamplingParams
 
@@ -304,7 +305,25 @@ class ChatSession:
             return False
         self.chat.finish_reply(turn.record, done)
         self._forget(turn)
+        self._title_first_exchange()
         return True
+
+    def _title_first_exchange(self) -> None:
+        """After the first reply, the saved title says what the conversation is about (the
+        first message alone is often a "hi"): see ``title_from_exchange``. A title the user
+        gave stays."""
+        chat = self.chat
+        turns = chat.conversation.turns
+        if chat.history is None or chat.conversation_id is None or len(turns) != 2:
+            return
+        title = title_from_exchange(turns[0].content, turns[1].content)
+        if title == chat.title:
+            return
+        try:
+            if chat.history.set_title(chat.conversation_id, title):
+                chat.title = title
+        except HistoryError as exc:  # a title is not worth stopping a chat for
+            log.warning("could not save the title: %s", exc)
 
     def fail_reply(self, turn: Turn, error: str, partial: str | None = None) -> bool:
         """A reply that failed, saved with the error. With ``partial`` (a stream cut

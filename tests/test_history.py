@@ -15,6 +15,7 @@ from conftest import read_only_dir
 from vibechat.engine.backend import GenerationDone, GenerationStats
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
+from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.history import (
     HIT_END,
     HIT_START,
@@ -22,9 +23,11 @@ from vibechat.engine.history import (
     ConversationNotFound,
     History,
     HistoryError,
+    _statements,
     default_path,
     fts_query,
     title_from,
+    title_from_exchange,
 )
 from vibechat.engine.params import SamplingParams
 
@@ -310,3 +313,136 @@ def test_titles_are_sanitised_from_the_prompt():
 
     assert title_from("\x1b]0;T\x07\x1b[2J  Hello \x9b31mworld\nmore") == "Hello world"
     assert title_from("\n\x1b[2J\n") == "New conversation"
+
+
+# ------------------------------------------------ issue 30: history hygiene
+V2_DB_ROWS = [  # a database as vibechat wrote it before conversations had a source (schema 2)
+    "INSERT INTO conversations(title, model, params, created, updated) VALUES "
+    "('hi', 'Fake 1B', '{\"temperature\": 0.5}', '2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z')",
+    "INSERT INTO conversations(title, created, updated) VALUES ('second', '2026-01-03T00:00:00Z', '2026-01-03T00:00:00Z')",
+    "INSERT INTO messages(conversation_id, role, content, status, created, updated) "
+    "VALUES (1, 'user', 'tell me about zanzibar', 'complete', 'x', 'x')",
+    "INSERT INTO messages(conversation_id, role, content, status, stats, created, updated, thinking) "
+    "VALUES (1, 'assistant', 'an island of spices', 'complete', '{\"finish_reason\": \"length\"}', 'x', 'x', 'hmm')",
+    "INSERT INTO messages(conversation_id, role, content, status, error, created, updated) "
+    "VALUES (2, 'assistant', 'half a', 'interrupted', 'server went away', 'x', 'x')",
+    "INSERT INTO messages(conversation_id, role, content, status, created, updated) "
+    "VALUES (2, 'user', 'deleted later', 'complete', 'x', 'x')",
+    "DELETE FROM messages WHERE id = 4",  # the newest id is gone: ids are never handed out twice
+]
+
+
+def write_v2_database(path: Path) -> None:
+    """The schema exactly as the two first migrations made it (raw SQL), with rows."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+    for version, script in enumerate(MIGRATIONS[:2], start=1):
+        for statement in _statements(script):
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01')", (version,))
+    for statement in V2_DB_ROWS:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+def test_a_schema_2_database_migrates_whole_and_its_conversations_count_as_the_chats(tmp_path: Path):
+    path = tmp_path / "history.db"
+    write_v2_database(path)
+    with History(path) as db:
+        assert db.schema_version == len(MIGRATIONS) >= 3
+        listed = db.conversations()
+        assert [(c.id, c.title, c.source) for c in listed] == [(2, "second", "chat"), (1, "hi", "chat")]
+        assert [c.id for c in db.conversations(source="chat")] == [2, 1]
+        assert db.conversations(source="run") == []
+        first = db.get(1)
+        assert first.summary.model == "Fake 1B" and first.params.temperature == 0.5
+        assert [(m.id, m.role, m.content, m.status) for m in first.messages] == [
+            (1, "user", "tell me about zanzibar", "complete"), (2, "assistant", "an island of spices", "complete")]
+        assert first.messages[1].thinking == "hmm" and first.messages[1].stats == {"finish_reason": "length"}
+        second = db.get(2).messages
+        assert [(m.id, m.status, m.error) for m in second] == [(3, "interrupted", "server went away")]
+        # Full-text search still finds the old messages, and follows new writes and deletes.
+        assert [h.message_id for h in db.search("zanzibar")] == [1]
+        new = db.add_message(2, "assistant", "cut short", "cut")
+        assert new == 5  # after the deleted 4: the sequence was carried over
+        assert [h.message_id for h in db.search("short")] == [5]
+        db.update_message(new, "now spices too", "cut")
+        assert db.search("short") == [] and {h.message_id for h in db.search("spices")} == {2, 5}
+        db.delete(1)
+        assert [h.message_id for h in db.search("spices")] == [5]
+        names = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master")}
+        assert {"messages_fts_insert", "messages_fts_delete", "messages_fts_update", "messages_by_conversation",
+                "messages_streaming"} <= names and "messages_v3" not in names
+        assert db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    with History(path) as db:  # opened again: nothing migrates twice
+        assert db.schema_version == len(MIGRATIONS) and db.count() == 1
+
+
+def test_each_conversation_records_where_it_came_from(history: History):
+    for source in ("chat", "run", "batch"):
+        chat = ChatLog(Conversation(), history, source=source)
+        chat.add_user(f"a question asked from {source}")
+    assert [c.source for c in history.conversations()] == ["batch", "run", "chat"]
+    assert [c.title for c in history.conversations(source="run")] == ["a question asked from run"]
+    assert history.get(history.conversations(source="batch")[0].id).to_dict()["source"] == "batch"
+    with pytest.raises(InvalidParameterError, match="unknown conversation source 'web'"):
+        history.create(title="x", source="web")
+
+
+def test_a_reply_cut_by_a_limit_is_saved_exported_and_reopened_as_cut(history: History):
+    chat = ChatLog(Conversation(), history)
+    chat.add_user("count to a thousand please")
+    chat.finish_reply(chat.start_reply(), done("one two three", reason="length"))
+    stored = history.get(chat.conversation_id)
+    reply = stored.messages[1]
+    assert reply.status == "cut" and reply.in_context
+    assert stored.to_dict()["messages"][1]["status"] == "cut"
+    assert "## Assistant (cut: it reached the token limit or the end of the context)" in stored.to_markdown()
+    reopened = ChatLog.open(history, chat.conversation_id)
+    assert [t.content for t in reopened.conversation.turns] == ["count to a thousand please", "one two three"]
+
+
+@pytest.mark.parametrize(("prompt", "reply", "title"), [
+    ("hi", "Hello! I can help with **recipes**, code and more. What would you like?",
+     "I can help with recipes, code and more."),
+    ("Hi\n\nWhy is the sky blue at noon?", "Rayleigh scattering.", "Why is the sky blue at noon?"),
+    ("Explain KV caches", "Sure.", "Explain KV caches"),
+    ("hi", "", "hi"),
+    ("hi", "Hello!\n\n# Zanzibar spice markets\n- cloves", "Zanzibar spice markets"),
+    ("ok", "\x1b]0;pwned\x07Hello \x1b[31mthere, how are you doing today?", "Hello there, how are you doing today?"),
+])
+def test_titles_come_from_the_first_exchange(prompt: str, reply: str, title: str):
+    assert title_from_exchange(prompt, reply) == title
+
+
+def test_the_first_exchange_retitles_a_conversation_unless_the_user_renamed_it(history: History):
+    from vibechat.engine.session import ChatSession
+    from fakes import RecordingBackend
+
+    session = ChatSession(RecordingBackend(reply="Hello! Ask me about tide pools and coral reefs."),
+                          ChatLog(Conversation(), history))
+    session.chat.add_user("hi")
+    assert history.conversations()[0].title == "hi"
+    session.answer()
+    assert history.conversations()[0].title == "Ask me about tide pools and coral reefs."
+    assert session.chat.title == "Ask me about tide pools and coral reefs."
+    # A rename is the user's for good: a later first exchange (after an edit) keeps it.
+    session.chat.rename("Reef notes")
+    session.chat.take_last_user()
+    session.chat.add_user("hello again")
+    session.answer()
+    assert history.conversations()[0].title == session.chat.title == "Reef notes"
+
+
+def test_renaming_is_not_activity_and_keeps_the_conversation_in_its_place(history: History):
+    older = ChatLog(Conversation(), history)
+    older.add_user("the older one")
+    newer = ChatLog(Conversation(), history)
+    newer.add_user("the newer one")
+    before = {c.id: c.updated for c in history.conversations()}
+    older.rename("Renamed old one")
+    listed = history.conversations()
+    assert [c.title for c in listed] == ["the newer one", "Renamed old one"]
+    assert {c.id: c.updated for c in listed} == before
