@@ -1,8 +1,9 @@
 """``vibechat history``: list, show, search, export and delete saved conversations.
 
-Every chat in the TUI and every ``vibechat run`` (unless ``--no-save``) is saved in
-one SQLite database under the data dir; ``vibechat run --continue`` adds to the
-latest conversation, ``--conversation ID`` to any.
+Every chat in the TUI and every ``vibechat run`` (unless ``--no-save`` or
+``save_runs = false``) is saved in one SQLite database under the data dir, with where
+it came from (its source: chat, run, or batch for ``--prompts-file``);
+``vibechat run --continue`` adds to the latest conversation, ``--conversation ID`` to any.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ history_app = typer.Typer(help="List, show, search, export and delete saved conv
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+SOURCE_CHOICES = ["chat", "run", "batch", "all"]  # engine/history.py's SOURCES, and all
 IdArg = Annotated[int, typer.Argument(metavar="ID", help="A conversation id from 'vibechat history list'.", min=1)]
 
 
@@ -44,22 +46,35 @@ def _emit_json(data: object) -> None:
 
 @history_app.command("list")
 def list_(
+    ctx: typer.Context,
     limit: Annotated[Optional[int], typer.Option(
         "--limit", "-n", metavar="N", help="Show at most this many.", min=1)] = None,
+    source: Annotated[str, typer.Option(
+        "--source", "-s", metavar="SOURCE",
+        help="Only conversations from: chat (the chat), run ('vibechat run'), batch (--prompts-file) or "
+             "all.")] = "all",
     json_output: JsonOpt = False,
 ) -> None:
-    """Saved conversations, most recently updated first."""
+    """Saved conversations, most recently active first (a rename does not move one)."""
+    wanted = source.strip().lower()
+    if wanted not in SOURCE_CHOICES:  # a usage error (exit 2), like any bad option value
+        raise typer.BadParameter(f"unknown source {source!r}: use {', '.join(SOURCE_CHOICES)}.", ctx=ctx,
+                                 param_hint="'--source'")
+
     def go() -> None:
         with _open() as history:
-            found = history.conversations(limit=limit)
+            found = history.conversations(limit=limit, source=None if wanted == "all" else wanted)
         if json_output:
             _emit_json([c.to_dict() for c in found])
             return
         if not found:
+            if wanted != "all":
+                typer.echo(f"No saved conversations from {wanted}: 'vibechat history list' shows all.", err=True)
+                return
             typer.echo("No saved conversations yet: chat in 'vibechat' or ask with 'vibechat run'.", err=True)
             return
-        table(["id", "updated", "model", "title"],
-              [[str(c.id), _when(c.updated), c.model or "", c.title] for c in found], right={0})
+        table(["id", "updated", "source", "model", "title"],
+              [[str(c.id), _when(c.updated), c.source, c.model or "", c.title] for c in found], right={0})
 
     guard(go)
 

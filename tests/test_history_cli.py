@@ -155,8 +155,11 @@ def test_every_run_is_saved_and_can_be_continued(starter_installed):
     conversation = json.loads(vibechat("history", "show", str(cid), "--json").stdout)
     assert conversation["title"] == "Name a colour." and conversation["model"] == "Gemma 3 270m"
     assert conversation["system"] == "Be brief." and conversation["params"]["top_k"] == 7
+    # Six tokens are seldom a whole reply: one cut by -n is saved as cut.
+    cut = json.loads(first.stdout)["finish_reason"] == "length"
     assert [(m["role"], m["status"]) for m in conversation["messages"]] == [
-        ("user", "complete"), ("assistant", "complete")]
+        ("user", "complete"), ("assistant", "cut" if cut else "complete")]
+    assert conversation["source"] == "run"
 
     # --continue adds a turn to the latest conversation, with its system prompt and parameters.
     again = vibechat("run", "--continue", "-p", "And another?", "-n", "6", "--json")
@@ -261,3 +264,85 @@ def test_two_runs_at_once_both_save_without_lock_errors(starter_installed):
     for cid in ids:
         messages = json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]
         assert [m["status"] for m in messages] == ["complete", "complete"]
+
+
+# ------------------------------------------------ issue 30: where conversations came from
+@pytest.fixture
+def from_everywhere() -> dict[str, int]:
+    """One conversation from each source, oldest first: chat, run, batch."""
+    ids = {}
+    with History() as history:
+        for source in ("chat", "run", "batch"):
+            chat = ChatLog(Conversation(), history, model="Gemma 3 270m", source=source)
+            chat.add_user(f"asked from {source}")
+            ids[source] = chat.conversation_id
+    return ids
+
+
+def test_list_shows_the_source_and_filters_by_it(from_everywhere):
+    out = vibechat("history", "list")
+    assert out.returncode == 0, out.stderr
+    header, *rows = out.stdout.splitlines()
+    assert header.split() == ["id", "updated", "source", "model", "title"]
+    assert [row.split()[3] for row in rows] == ["batch", "run", "chat"]  # id, day, time, source
+    for source, cid in from_everywhere.items():
+        only = vibechat("history", "list", "--source", source)
+        assert only.returncode == 0, only.stderr
+        assert [line.split()[0] for line in only.stdout.splitlines()[1:]] == [str(cid)]
+        data = json.loads(vibechat("history", "list", "-s", source, "--json").stdout)
+        assert [(c["id"], c["source"]) for c in data] == [(cid, source)]
+    assert len(json.loads(vibechat("history", "list", "--source", "ALL", "--json").stdout)) == 3
+
+
+def test_an_unknown_source_is_a_usage_error_and_an_empty_filter_says_so(from_everywhere):
+    bad = vibechat("history", "list", "--source", "web")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "unknown source 'web'" in bad.stderr and "chat, run, batch, all" in bad.stderr
+    with History() as history:
+        history.delete(from_everywhere["batch"])
+    none = vibechat("history", "list", "--source", "batch")
+    assert none.returncode == 0 and none.stdout == "" and "No saved conversations from batch" in none.stderr
+
+
+def test_a_cut_reply_is_exported_as_cut(tmp_path: Path):
+    with History() as history:
+        chat = ChatLog(Conversation(), history)
+        chat.add_user("Count to a hundred.")
+        from vibechat.engine.backend import GenerationStats
+
+        chat.finish_reply(chat.start_reply(), GenerationDone("1, 2, 3", GenerationStats(finish_reason="length")))
+        cid = chat.conversation_id
+    data = json.loads(vibechat("history", "show", str(cid), "--json").stdout)
+    assert data["messages"][1]["status"] == "cut"
+    md = vibechat("history", "export", str(cid))
+    assert "## Assistant (cut: it reached the token limit or the end of the context)\n\n1, 2, 3" in md.stdout
+    target = tmp_path / "c.json"
+    assert vibechat("history", "export", str(cid), "-o", str(target)).returncode == 0
+    assert json.loads(target.read_text())["messages"][1]["status"] == "cut"
+
+
+@pytest.mark.model
+def test_runs_and_prompts_files_are_saved_by_source_and_save_runs_false_keeps_them_out(starter_installed,
+                                                                                       user_dirs):
+    run = vibechat("run", "-p", "Name a colour.", "-n", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    batch = vibechat("run", "--prompts-file", "-", "-n", "2", input='{"prompt": "Name a fruit."}\n')
+    assert batch.returncode == 0, batch.stderr
+    listed = json.loads(vibechat("history", "list", "--json").stdout)
+    assert [(c["source"], c["title"]) for c in listed] == [("batch", "Name a fruit."), ("run", "Name a colour.")]
+
+    # save_runs = false (config file or variable): runs and prompt files leave nothing behind ...
+    off = vibechat("run", "-p", "Secret.", "-n", "2", "--json", env={"VIBECHAT_SAVE_RUNS": "0"})
+    assert off.returncode == 0, off.stderr
+    assert json.loads(off.stdout)["conversation_id"] is None
+    config = user_dirs["config"] / "vibechat" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("save_runs = false\n")
+    quiet = vibechat("run", "--prompts-file", "-", "-n", "2", input='{"prompt": "Also secret."}\n')
+    assert quiet.returncode == 0, quiet.stderr
+    assert len(json.loads(vibechat("history", "list", "--json").stdout)) == 2
+    # ... but adding to a saved conversation, asked for by name, still saves.
+    more = vibechat("run", "--conversation", str(listed[1]["id"]), "-p", "Another?", "-n", "2", "--json")
+    assert more.returncode == 0, more.stderr
+    assert json.loads(more.stdout)["conversation_id"] == listed[1]["id"]
+    assert len(json.loads(vibechat("history", "show", str(listed[1]["id"]), "--json").stdout)["messages"]) == 4
