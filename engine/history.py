@@ -203,7 +203,8 @@ MIGRATIONS: list[str] = [
     # 3: where a conversation came from (a database older than this cannot tell: its
     # conversations count as the chat's, so none of them leaves the chat's list); whether its
     # title is the user's (a rename: never replaced by a written title); and a reply cut by a
-    # limit ('cut'). SQLite cannot change a CHECK constraint, so messages is copied into a new
+    # limit ('cut': the replies saved 'complete' whose stats say a limit ended them become
+    # 'cut' too). SQLite cannot change a CHECK constraint, so messages is copied into a new
     # table with the same ids (the full-text index, keyed by id, stays valid) and its
     # indexes and triggers are made again.
     """
@@ -226,8 +227,11 @@ MIGRATIONS: list[str] = [
     );
     INSERT INTO messages_v3(id, conversation_id, role, content, status, error, writer_pid, params, stats,
                             created, updated, thinking)
-        SELECT id, conversation_id, role, content, status, error, writer_pid, params, stats, created, updated,
-               thinking FROM messages;
+        SELECT id, conversation_id, role, content,
+               CASE WHEN status = 'complete' AND role = 'assistant'
+                     AND CASE WHEN json_valid(stats) THEN json_extract(stats, '$.finish_reason') END = 'length'
+                    THEN 'cut' ELSE status END,
+               error, writer_pid, params, stats, created, updated, thinking FROM messages;
     DELETE FROM sqlite_sequence WHERE name = 'messages_v3';
     INSERT INTO sqlite_sequence(name, seq) SELECT 'messages_v3', seq FROM sqlite_sequence WHERE name = 'messages';
     DROP TABLE messages;

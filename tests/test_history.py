@@ -324,8 +324,8 @@ V2_DB_ROWS = [  # a database as vibechat wrote it before conversations had a sou
     "VALUES (1, 'user', 'tell me about zanzibar', 'complete', 'x', 'x')",
     "INSERT INTO messages(conversation_id, role, content, status, stats, created, updated, thinking) "
     "VALUES (1, 'assistant', 'an island of spices', 'complete', '{\"finish_reason\": \"length\"}', 'x', 'x', 'hmm')",
-    "INSERT INTO messages(conversation_id, role, content, status, error, created, updated) "
-    "VALUES (2, 'assistant', 'half a', 'interrupted', 'server went away', 'x', 'x')",
+    "INSERT INTO messages(conversation_id, role, content, status, error, stats, created, updated) "
+    "VALUES (2, 'assistant', 'half a', 'interrupted', 'server went away', 'not json', 'x', 'x')",
     "INSERT INTO messages(conversation_id, role, content, status, created, updated) "
     "VALUES (2, 'user', 'deleted later', 'complete', 'x', 'x')",
     "DELETE FROM messages WHERE id = 4",  # the newest id is gone: ids are never handed out twice
@@ -347,6 +347,8 @@ def write_v2_database(path: Path) -> None:
 
 
 def test_a_schema_2_database_migrates_whole_and_its_conversations_count_as_the_chats(tmp_path: Path):
+    """Its conversations become the chat's (the database cannot tell), and its replies that
+    a limit cut (their stats say so) become 'cut'."""
     path = tmp_path / "history.db"
     write_v2_database(path)
     with History(path) as db:
@@ -358,7 +360,7 @@ def test_a_schema_2_database_migrates_whole_and_its_conversations_count_as_the_c
         first = db.get(1)
         assert first.summary.model == "Fake 1B" and first.params.temperature == 0.5
         assert [(m.id, m.role, m.content, m.status) for m in first.messages] == [
-            (1, "user", "tell me about zanzibar", "complete"), (2, "assistant", "an island of spices", "complete")]
+            (1, "user", "tell me about zanzibar", "complete"), (2, "assistant", "an island of spices", "cut")]
         assert first.messages[1].thinking == "hmm" and first.messages[1].stats == {"finish_reason": "length"}
         second = db.get(2).messages
         assert [(m.id, m.status, m.error) for m in second] == [(3, "interrupted", "server went away")]

@@ -4,6 +4,7 @@ recording backend, and the real starter model for the cache rebuild."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -435,3 +436,141 @@ async def test_a_long_conversation_opens_with_its_newest_messages_and_shows_olde
         await pilot.press("ctrl+home")
         await settle(pilot)
         assert len(app.chat.messages()) == 60
+
+
+# ------------------------------------------------ issue 30: history hygiene
+def seed_sources(path: Path, sources: list[str]) -> list[int]:
+    """One conversation per source, in order (the last is the newest), as each front end saves it."""
+    ids = []
+    with History(path) as history:
+        for n, source in enumerate(sources):
+            chat = ChatLog(Conversation(), history, model="Fake 1B", source=source)
+            chat.add_user(f"{source} question {n}")
+            chat.finish_reply(chat.start_reply(), GenerationDone(f"{source} answer {n}"))
+            ids.append(chat.conversation_id)
+    return ids
+
+
+def listed(sidebar: ConversationSidebar) -> list[str]:
+    return [option.id for option in sidebar.options._options]
+
+
+async def test_the_sidebar_shows_the_chats_own_first_and_f_cycles_run_batch_all(db):
+    chat1, run1, batch1, run2, chat2 = seed_sources(db, ["chat", "run", "batch", "run", "chat"])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        sidebar = app.query_one(ConversationSidebar)
+        title = sidebar.query_one("#sidebar-title")
+        await pilot.press("ctrl+b")
+        assert listed(sidebar) == [str(chat2), str(chat1)]
+        assert str(title.render()) == "Chats (2 of 5)"
+        await pilot.press("f")
+        assert listed(sidebar) == [str(run2), str(run1)] and str(title.render()) == "Runs (2 of 5)"
+        await pilot.press("f")
+        assert listed(sidebar) == [str(batch1)] and str(title.render()) == "Prompt files (1 of 5)"
+        await pilot.press("f")
+        assert listed(sidebar) == [str(i) for i in (chat2, run2, batch1, run1, chat1)]
+        assert str(title.render()) == "All conversations (5)"
+        assert sidebar.options.highlighted_option.id == str(batch1)  # the highlight stays where it was
+        # Enter opens the highlighted one, whatever its source; a new chat is the chat's.
+        await pilot.press("home", "down", "enter")
+        await settle(pilot)
+        assert app.chatlog.conversation_id == run2
+        await pilot.press("ctrl+b", "f")  # back in the list
+        assert listed(sidebar) == [str(chat2), str(chat1)]
+        app.prompt_input.focus()
+        await app.run_action("new_conversation")
+        await send(pilot, "a fresh chat about tide pools")
+        new = app.chatlog.conversation_id
+        assert listed(sidebar) == [str(new), str(chat2), str(chat1)]
+        # From the palette's action too (the list shown, on the next filter).
+        await app.run_action("filter_conversations")
+        assert sidebar.display and str(title.render()) == "Runs (2 of 6)"
+    with History(db) as other:
+        assert other.get(new).summary.source == "chat"
+
+
+async def test_renaming_keeps_the_conversation_in_its_place_in_the_sidebar_and_in_history_list(db):
+    older, newer = seed_history(db, [("The older chat", ["answer"]), ("The newer chat", ["answer"])])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        sidebar = app.query_one(ConversationSidebar)
+        await pilot.press("ctrl+b", "down", "r")
+        await pilot.pause()
+        assert isinstance(app.screen, RenameScreen)
+        app.screen.query_one("#rename-input").value = "Older, renamed"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert listed(sidebar) == [str(newer), str(older)]
+        assert [s.title for s in sidebar.summaries] == ["The newer chat", "Older, renamed"]
+    with History(db) as other:  # what `vibechat history list` shows: the same order
+        assert [(c.id, c.title) for c in other.conversations()] == [(newer, "The newer chat"),
+                                                                    (older, "Older, renamed")]
+    app = make_app(db)  # and the sidebar of the next start agrees
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert listed(app.query_one(ConversationSidebar)) == [str(newer), str(older)]
+
+
+async def test_the_export_dialogs_format_row_takes_right_left_and_enter(db, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seed_history(db, [("Export me", ["Exported **reply**"])])
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "e")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ExportScreen)
+        path_input = screen.query_one("#export-path")
+        await pilot.press("shift+tab")  # from the path to the format row
+        assert screen.query_one("#export-format").has_focus
+        await pilot.press("right")
+        assert screen.format == "json" and path_input.value.endswith("export-me.json")
+        await pilot.press("right")  # the last choice stays chosen
+        assert screen.format == "json"
+        await pilot.press("left")
+        assert screen.format == "md" and path_input.value.endswith("export-me.md")
+        await pilot.press("right", "enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, ExportScreen)
+        data = json.loads(next(tmp_path.glob("vibechat-*-export-me.json")).read_text())
+        assert [m["content"] for m in data["messages"]] == ["Export me", "Exported **reply**"]
+
+
+async def test_a_reply_cut_by_the_limit_opens_as_cut(db):
+    with History(db) as history:
+        cid = history.create(title="cut")
+        history.add_message(cid, "user", "count to a thousand")
+        history.add_message(cid, "assistant", "one two three", "cut")
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.chats.open_conversation(cid)
+        await settle(pilot)
+        reply = app.chat.messages()[-1]
+        assert reply.text == "one two three"
+        assert "cut at the token limit" in str(reply.query_one(".message--status").render())
+
+
+class CutByTheLimit(RecordingBackend):
+    """Every reply ends as max_tokens or the context ends one (finish_reason 'length')."""
+
+    def stream_chat(self, messages, params):
+        for event in super().stream_chat(messages, params):
+            if isinstance(event, GenerationDone):
+                event = dataclasses.replace(event, stats=dataclasses.replace(event.stats, finish_reason="length"))
+            yield event
+
+
+async def test_a_reply_cut_in_the_chat_is_saved_as_cut(db):
+    backend = CutByTheLimit(reply="one two three four")
+    app = make_app(db, backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "count please")
+        cid = app.chatlog.conversation_id
+    with History(db) as other:
+        assert [m.status for m in other.get(cid).messages] == ["complete", "cut"]

@@ -182,6 +182,32 @@ class RenameScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+class FormatRow(RadioSet):
+    """The export formats as a row: Left and Right choose (a row has no "highlighted but not
+    chosen" state worth a second key), Enter exports (``Submitted``) as it does in the path."""
+
+    BINDINGS = [
+        Binding("right,down", "pick(1)", "Next format", id="export.next_format", show=False),
+        Binding("left,up", "pick(-1)", "Previous format", id="export.previous_format", show=False),
+        Binding("enter", "submit", "Export", id="export.submit", show=False),
+    ]
+
+    class Submitted(Message):
+        pass
+
+    def action_pick(self, step: int) -> None:
+        buttons = list(self.query(RadioButton))
+        if not buttons:
+            return
+        current = next((i for i, button in enumerate(buttons) if button.value), 0)
+        target = max(0, min(len(buttons) - 1, current + step))
+        buttons[target].value = True
+        self._selected = target  # the highlight follows the choice
+
+    def action_submit(self) -> None:
+        self.post_message(self.Submitted())
+
+
 @dataclass(frozen=True)
 class ExportChoice:
     format: str  # "md" or "json"
@@ -209,11 +235,11 @@ class ExportScreen(ModalScreen[ExportChoice | None]):
         with Vertical():
             yield Static("Export the conversation", classes="modal--title")
             with Horizontal(classes="export--formats"):
-                with RadioSet(id="export-format"):
+                with FormatRow(id="export-format"):
                     yield RadioButton("Markdown", value=True, id="format-md")
                     yield RadioButton("JSON", id="format-json")
             yield Input(plain(str(self.stem.with_suffix(".md")), limit=None), id="export-path")
-            yield Static("Enter write · Tab switch format/path · Esc cancel", classes="modal--keys")
+            yield Static("Enter write · Tab switch format/path · ←→ format · Esc cancel", classes="modal--keys")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -232,7 +258,14 @@ class ExportScreen(ModalScreen[ExportChoice | None]):
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
+        self._export(event.value)
+
+    @on(FormatRow.Submitted)
+    def _submitted_from_formats(self) -> None:
+        self._export(self.query_one(Input).value)
+
+    def _export(self, value: str) -> None:
+        text = value.strip()
         if not text:
             self.notify("Give a file to write to.", severity="warning")
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from vibechat.engine.backend import ModelInfo
@@ -34,7 +35,8 @@ from .thinking_block import ThinkingBlock
 log = logging.getLogger("vibechat.tui")
 
 OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on request
-STATUS_NOTES = {
+STATUS_NOTES: dict[str, tuple[str, str | None]] = {
+    "cut": ("… cut at the token limit", None),
     "stopped": ("⏹ stopped", "stopped"),
     "interrupted": ("⚠ interrupted: vibechat closed while this reply streamed", "stopped"),
 }
@@ -91,7 +93,8 @@ class HistoryManager:
         stamp = now()
         old = next((s for s in sidebar.summaries if s.id == chatlog.conversation_id), None)
         sidebar.upsert(ConversationSummary(chatlog.conversation_id, chatlog.title or "", chatlog.model,
-                                           old.created if old else stamp, stamp))
+                                           old.created if old else stamp, stamp,
+                                           old.source if old else chatlog.source))
         sidebar.current = chatlog.conversation_id
 
     # ----------------------------------------------------------------- actions
@@ -104,6 +107,13 @@ class HistoryManager:
         else:
             self.host.show_side_panel(sidebar)
             sidebar.focus_list()
+
+    def cycle_filter(self) -> None:
+        """The palette's "f": the list shows the next source (chat, run, batch, all), shown."""
+        sidebar = self.host.sidebar
+        sidebar.action_cycle_filter()
+        self.host.show_side_panel(sidebar)
+        sidebar.focus_list()
 
     def search(self) -> None:
         if self.history is None:
@@ -147,11 +157,11 @@ class HistoryManager:
                 return
             if conversation_id == host.session.chat.conversation_id:
                 host.session.chat.title = new_title
+            # Renaming is no activity: the conversation keeps its place, here as in the database.
             sidebar = host.sidebar
             old = next((s for s in sidebar.summaries if s.id == conversation_id), None)
             if old is not None:
-                sidebar.summaries = [s if s.id != conversation_id else
-                                     ConversationSummary(s.id, new_title, s.model, s.created, s.updated)
+                sidebar.summaries = [s if s.id != conversation_id else replace(s, title=new_title)
                                      for s in sidebar.summaries]
                 sidebar.show(sidebar.summaries)
             host.notify(f"Renamed to “{new_title}”.", timeout=2)

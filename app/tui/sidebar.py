@@ -1,4 +1,8 @@
-"""The conversation sidebar: saved conversations, newest first.
+"""The conversation sidebar: saved conversations, newest first; the chat's own by default.
+
+Scripts save conversations too (``vibechat run``, ``--prompts-file``): the list shows
+the chat's own first and ``f`` cycles what it shows, chat → run → batch → all, the
+choice named in its title ("Chats (6 of 25)").
 
 It shows summaries only (title, when, model), never messages, so it opens as fast
 with a thousand conversations as with none; a conversation's messages are read
@@ -7,6 +11,8 @@ the list knows its height without measuring a thousand titles, and an entry's te
 is made the first time it is drawn: only what scrolls into view costs anything.
 Attributes down (``show``, ``upsert``, ``forget``, ``current``), messages up
 (``Open``, ``Rename``, ``Delete``, ``Export``, ``Search``): the app does the work.
+The sidebar keeps every summary (``summaries``) and shows those its filter lets through
+(``shown``): switching filters reads nothing.
 Titles and model names come from outside (the user's and the model's words, a GGUF's
 name): shown with ``outside``, sanitised and never read as markup.
 """
@@ -78,6 +84,11 @@ class Entry(Visual):
         return self.HEIGHT
 
 
+# What the list can show ("f" cycles them), and its title for each.
+FILTERS = ("chat", "run", "batch", "all")
+FILTER_TITLES = {"chat": "Chats", "run": "Runs", "batch": "Prompt files", "all": "All conversations"}
+
+
 class ConversationSidebar(Vertical, can_focus=False):
     WIDTH = 36  # columns (the app keeps both side panels open only where the chat still fits)
     DEFAULT_CSS = """
@@ -115,9 +126,11 @@ class ConversationSidebar(Vertical, can_focus=False):
         Binding("d,delete", "request('delete')", "Delete", id="sidebar.delete", show=False),
         Binding("e", "request('export')", "Export", id="sidebar.export", show=False),
         Binding("slash", "search", "Search", id="sidebar.search", show=False),
+        Binding("f", "cycle_filter", "Show chats, runs, prompt files or all", id="sidebar.filter", show=False),
     ]
 
     current: reactive[int | None] = reactive(None)  # the open conversation, marked ●
+    source_filter: reactive[str] = reactive("chat")  # one of FILTERS
 
     class Open(Message):
         def __init__(self, conversation_id: int) -> None:
@@ -137,12 +150,19 @@ class ConversationSidebar(Vertical, can_focus=False):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.summaries: list[ConversationSummary] = []
+        self.summaries: list[ConversationSummary] = []  # all of them, newest first
 
     def compose(self) -> ComposeResult:
-        yield Static("Conversations", classes="sidebar--title", id="sidebar-title")
+        yield Static(FILTER_TITLES[self.source_filter], classes="sidebar--title", id="sidebar-title")
         yield OptionList(id="sidebar-list")
-        yield Static("Enter open · r rename · d delete\ne export · / search", classes="sidebar--keys")
+        yield Static("Enter open · r rename · d delete\ne export · / search · f filter", classes="sidebar--keys")
+
+    @property
+    def shown(self) -> list[ConversationSummary]:
+        """The summaries the filter lets through, newest first."""
+        if self.source_filter == "all":
+            return self.summaries
+        return [s for s in self.summaries if s.source == self.source_filter]
 
     @property
     def options(self) -> OptionList:
@@ -158,7 +178,9 @@ class ConversationSidebar(Vertical, can_focus=False):
         open conversation saved again while already on top, redraws that entry only."""
         if self.summaries and self.summaries[0].id == summary.id:
             self.summaries[0] = summary
-            self.options.replace_option_prompt_at_index(0, self._entry(summary))
+            options = self.options
+            if options.option_count and options.get_option_at_index(0).id == str(summary.id):
+                options.replace_option_prompt_at_index(0, self._entry(summary))
             return
         self.summaries = [summary] + [s for s in self.summaries if s.id != summary.id]
         self._rebuild()
@@ -172,19 +194,18 @@ class ConversationSidebar(Vertical, can_focus=False):
         if not self.is_mounted:
             return
         options = self.options
-        for summary in self.summaries:
+        for summary in self.shown:
             if summary.id in (old, new):
                 options.replace_option_prompt(str(summary.id), self._entry(summary))
 
     def _rebuild(self) -> None:
         options = self.options
         highlighted = options.highlighted_option.id if options.highlighted_option is not None else None
+        shown = self.shown
         options.clear_options()
-        options.add_options([Option(self._entry(s), id=str(s.id)) for s in self.summaries])
-        title = self.query_one("#sidebar-title", Static)
-        count = len(self.summaries)
-        title.update(f"Conversations ({count})" if count else "Conversations")
-        ids = [str(s.id) for s in self.summaries]
+        options.add_options([Option(self._entry(s), id=str(s.id)) for s in shown])
+        self.query_one("#sidebar-title", Static).update(self._title(len(shown)))
+        ids = [str(s.id) for s in shown]
         if highlighted in ids:
             options.highlighted = ids.index(highlighted)
         elif self.current is not None and str(self.current) in ids:
@@ -192,12 +213,27 @@ class ConversationSidebar(Vertical, can_focus=False):
         elif ids:
             options.highlighted = 0
 
+    def _title(self, count: int) -> str:
+        """``Chats (6 of 25)``: what the filter shows, and that there are others."""
+        name, total = FILTER_TITLES[self.source_filter], len(self.summaries)
+        if not total:
+            return name
+        return f"{name} ({count})" if count == total else f"{name} ({count} of {total})"
+
+    def watch_source_filter(self) -> None:
+        if self.is_mounted:
+            self._rebuild()
+
+    def action_cycle_filter(self) -> None:
+        """Chat → run → batch → all → chat."""
+        self.source_filter = FILTERS[(FILTERS.index(self.source_filter) + 1) % len(FILTERS)]
+
     def _entry(self, summary: ConversationSummary) -> Entry:
         return Entry(summary, summary.id == self.current)
 
     def focus_list(self) -> None:
         """Focus the list, on the open conversation (else the newest)."""
-        ids = [s.id for s in self.summaries]
+        ids = [s.id for s in self.shown]
         if ids:
             self.options.highlighted = ids.index(self.current) if self.current in ids else 0
         self.options.focus()
@@ -213,7 +249,7 @@ class ConversationSidebar(Vertical, can_focus=False):
         option = self.options.highlighted_option
         if option is None:
             return None
-        return next((s for s in self.summaries if str(s.id) == option.id), None)
+        return next((s for s in self.shown if str(s.id) == option.id), None)
 
     def action_request(self, what: str) -> None:
         summary = self._highlighted()
