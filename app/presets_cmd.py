@@ -37,7 +37,7 @@ def with_preset(loaded: "LoadedConfig", name: str | None) -> "LoadedConfig":
     preset raises ``VibechatError`` with one line."""
     if name is None:
         return loaded
-    from vibechat.engine.presets import apply_to_loaded, load_presets
+    from vibechat.engine.preset_file import apply_to_loaded, load_presets
 
     return apply_to_loaded(loaded, load_presets(loaded.path).get(name))
 
@@ -47,7 +47,7 @@ def preset_dict(preset: "Preset") -> dict[str, Any]:
 
 
 def _book():
-    from vibechat.engine.presets import load_presets
+    from vibechat.engine.preset_file import load_presets
 
     return load_presets()
 
@@ -137,8 +137,8 @@ def import_(
     and skipped. The preset is written into the config file; its comments stay."""
     def go() -> None:
         from vibechat.engine.errors import ConfigError
-        from vibechat.engine.presets import NAME_RE, default_name, load_presets, parse_modelfile, read_modelfile, \
-            save_preset
+        from vibechat.engine.preset_file import load_presets, save_preset
+        from vibechat.engine.presets import NAME_RE, default_name, parse_modelfile, read_modelfile
 
         from .appconfig import BINDING_IDS
 

@@ -12,48 +12,32 @@ context size, each optional::
     [presets.coder.params]
     temperature = 0.2
 
-Each value is checked by the config's own rules (``config.SETTINGS_BY_KEY``: a preset's
-``temperature`` obeys exactly what ``[params]`` does); the config loader checks the
-``presets`` table through ``parse_presets`` (a bad preset is a bad file, reported in one
-line naming the file, the line, the preset and the key), and ``load_presets`` reads them
-one by one, so that one bad preset leaves the others usable.
+Each value is checked by the config's own rules (``Rules``, handed in: a preset's
+``temperature`` obeys exactly what ``[params]`` does); engine/config.py checks the file's
+``presets`` table through ``parse_preset`` (a bad preset is reported in one line naming the
+file, the line, the preset and the key), and engine/preset_file.py reads them one by one,
+so that one bad preset leaves the others usable.
 
 Precedence with ``--preset NAME``: flags > preset > ``VIBECHAT_*`` variables > file >
 defaults: a preset named on purpose outranks the standing defaults, never a flag typed
-beside it (``apply_to_loaded``).
+beside it (``preset_file.apply_to_loaded``).
 
 ``parse_modelfile`` reads an Ollama Modelfile (untrusted text: bounded, sanitised) into a
 preset's table: FROM, SYSTEM and PARAMETER lines; what has no counterpart is named in notes.
 
-Headless; tomlkit is imported when a file is read.
+Headless and free of config: engine/config.py imports this module.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import (
-    PARAM_KEYS,
-    SETTINGS_BY_KEY,
-    LoadedConfig,
-    Origin,
-    _apply,
-    _bare,
-    _check,
-    _file_message,
-    _line_of,
-    _read_text,
-    _show,
-    config_path,
-    key_lines,
-)
-from .errors import ConfigError, InvalidParameterError, VibechatError
+from .errors import InvalidParameterError, VibechatError
 from .params import PARAM_SPECS, SamplingParams
 from .sanitize import sanitize
 from .structured import OutputFormat
@@ -74,6 +58,34 @@ class PresetProblem(ValueError):
     def __init__(self, message: str, where: tuple[str, ...]) -> None:
         super().__init__(message)
         self.where = where
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The config's own rules, handed in by its callers: engine/config.py imports this module
+    (to check the file's ``presets`` table), so this one cannot import it.
+
+    ``check(key, value, base)``: ``value`` for the setting ``key`` (dotted: ``params.top_k``,
+    ``system_prompt``), checked as the config file's would be (raises
+    ``InvalidParameterError``); ``param_keys``: the keys ``[params]`` takes."""
+
+    check: Callable[[str, Any, Path], Any]
+    param_keys: Sequence[str]
+
+
+def _show(value: Any) -> str:
+    """A value as the config file spells it, for messages."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "a table" if isinstance(value, Mapping) else str(value)
+
+
+def _bare(exc: Exception) -> str:
+    return str(exc).rstrip(".")
 
 
 @dataclass(frozen=True)
@@ -154,10 +166,10 @@ def _suggest(word: str, choices: Any) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _checked(preset: str, key: str, value: Any, base: Path, where: tuple[str, ...]) -> Any:
-    """``value`` checked by the config setting ``key``'s rules (the same ``_check`` as the file's)."""
+def _checked(rules: Rules, preset: str, key: str, value: Any, base: Path, where: tuple[str, ...]) -> Any:
+    """``value`` checked by the config setting ``key``'s rules (the same as the file's)."""
     try:
-        return _check(SETTINGS_BY_KEY[key], value, base)
+        return rules.check(key, value, base)
     except InvalidParameterError as exc:
         raise PresetProblem(f"preset '{preset}': {_bare(exc)}", where) from None
 
@@ -181,9 +193,10 @@ def _format_text(preset: str, value: Any, base: Path, where: tuple[str, ...]) ->
     return str(path if path.is_absolute() else base / path)
 
 
-def parse_preset(name: str, table: Any, base: Path) -> Preset:
-    """One ``[presets.NAME]`` table, checked; raises ``PresetProblem`` (one line, naming the
-    preset and the key). ``base``: the config file's folder (relative paths)."""
+def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
+    """One ``[presets.NAME]`` table, checked by the config's ``rules``; raises ``PresetProblem``
+    (one line, naming the preset and the key). ``base``: the config file's folder (relative
+    paths)."""
     where: tuple[str, ...] = ("presets", name)
     if not NAME_RE.fullmatch(name):
         raise PresetProblem(f"preset name {_show(sanitize(name)[:70])} is not usable: use letters, digits, - and _ "
@@ -199,20 +212,20 @@ def parse_preset(name: str, table: Any, base: Path) -> Preset:
                 raise PresetProblem(f"preset '{name}': params must be a table ([presets.{name}.params]), "
                                     f"not {_show(value)}", at)
             for param, item in value.items():
-                if param not in PARAM_KEYS:
+                if param not in rules.param_keys:
                     raise PresetProblem(f"preset '{name}': unknown key '{param}' in [presets.{name}.params]"
-                                        f"{_suggest(param, PARAM_KEYS)}; known: {', '.join(PARAM_KEYS)}",
+                                        f"{_suggest(param, rules.param_keys)}; known: {', '.join(rules.param_keys)}",
                                         (*at, param))
                 if param == "thinking" and "thinking" in params:
                     raise PresetProblem(f"preset '{name}': thinking is set twice (thinking and params.thinking): "
                                         "keep one", (*at, param))
-                params[param] = _checked(name, f"params.{param}", item, base, (*at, param))
+                params[param] = _checked(rules, name, f"params.{param}", item, base, (*at, param))
         elif key == "format":
             fields["format"] = _format_text(name, value, base, at)
         elif key == "system" and value == "":
             fields["system"] = ""  # no system prompt at all
         elif key in SETTING_OF:
-            checked = _checked(name, SETTING_OF[key], value, base, at)
+            checked = _checked(rules, name, SETTING_OF[key], value, base, at)
             if key == "thinking":
                 if "thinking" in params:
                     raise PresetProblem(f"preset '{name}': thinking is set twice (thinking and params.thinking): "
@@ -221,13 +234,13 @@ def parse_preset(name: str, table: Any, base: Path) -> Preset:
             else:
                 fields[key] = checked
         else:
-            hint = (f" ({key} belongs in the [presets.{name}.params] table)" if key in PARAM_KEYS
+            hint = (f" ({key} belongs in the [presets.{name}.params] table)" if key in rules.param_keys
                     else _suggest(key, PRESET_KEYS))
             raise PresetProblem(f"preset '{name}': unknown key '{key}'{hint}; known: {', '.join(PRESET_KEYS)}", at)
     return Preset(name=name, params=params, **fields)
 
 
-def parse_presets(table: Any, base: Path) -> dict[str, Preset]:
+def parse_presets(table: Any, base: Path, rules: Rules) -> dict[str, Preset]:
     """The ``presets`` table, checked (the config loader's hook); the first problem raises
     ``PresetProblem``."""
     if not isinstance(table, Mapping):
@@ -235,84 +248,7 @@ def parse_presets(table: Any, base: Path) -> dict[str, Preset]:
     if len(table) > MAX_PRESETS:
         raise PresetProblem(f"presets holds {len(table)} presets, more than {MAX_PRESETS}: keep fewer",
                             ("presets",))
-    return {name: parse_preset(name, value, base) for name, value in table.items()}
-
-
-# ------------------------------------------------------------------ the file's presets
-@dataclass(frozen=True)
-class PresetBook:
-    """The config file's presets: the usable ones, and why each other one is not (one line
-    each, naming the file and the line). ``problem``: the file itself could not be read."""
-
-    path: Path
-    presets: dict[str, Preset] = field(default_factory=dict)
-    problems: dict[str, str] = field(default_factory=dict)
-    problem: str | None = None
-
-    def get(self, name: str) -> Preset:
-        """The preset ``name``; a missing or broken one raises ``VibechatError`` in one line,
-        with a suggestion."""
-        preset = self.presets.get(name)
-        if preset is not None:
-            return preset
-        if name in self.problems:
-            raise ConfigError(self.problems[name])
-        if self.problem:
-            raise ConfigError(f"no preset {_show(sanitize(name)[:70])}: {self.problem}")
-        names = sorted([*self.presets, *self.problems])
-        if not names:
-            raise ConfigError(f"no preset {_show(sanitize(name)[:70])}: {self.path} has no presets yet; add a "
-                              "[presets.NAME] table ('vibechat config edit') or import an Ollama Modelfile "
-                              "('vibechat presets import Modelfile').")
-        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ConfigError(f"no preset {_show(sanitize(name)[:70])}{hint}; presets in {self.path}: {', '.join(names)}.")
-
-
-def load_presets(path: Path | None = None) -> PresetBook:
-    """The presets of the config file (``config_path()`` by default), each checked on its own:
-    a bad one is left out with its problem, the others stay usable. Never raises."""
-    import tomlkit
-
-    path = path or config_path()
-    try:
-        text = _read_text(path)
-    except ConfigError as exc:
-        return PresetBook(path, problem=str(exc))
-    if text is None:
-        return PresetBook(path)
-    try:
-        data = tomlkit.parse(text).unwrap()
-    except Exception:  # noqa: BLE001 - the config loader words TOML errors: ask it
-        from .config import check_config_file
-
-        return PresetBook(path, problem=check_config_file(path) or f"config file {path} cannot be read as TOML")
-    table = data.get("presets")
-    if table is None:
-        return PresetBook(path)
-    lines = key_lines(text)
-    try:
-        parse_presets({} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table, path.parent)
-    except PresetProblem as exc:
-        return PresetBook(path, problem=_file_message(path, _line_of(lines, exc.where), str(exc)))
-    presets: dict[str, Preset] = {}
-    problems: dict[str, str] = {}
-    for name, value in table.items():
-        try:
-            presets[name] = parse_preset(name, value, path.parent)
-        except PresetProblem as exc:
-            problems[name] = _file_message(path, _line_of(lines, exc.where), str(exc))
-    return PresetBook(path, presets, problems)
-
-
-def apply_to_loaded(loaded: LoadedConfig, preset: Preset) -> LoadedConfig:
-    """``loaded`` (file and variables) with ``preset`` on top; flags go on top of this
-    (``options.with_flags``). Each value the preset sets is recorded as coming from it."""
-    values = preset.settings()
-    origins = dict(loaded.origins)
-    for key in values:
-        origins[key] = Origin("preset", preset.name)
-    return dataclasses.replace(loaded, config=_apply(loaded.config, values), origins=origins)
+    return {name: parse_preset(name, value, base, rules) for name, value in table.items()}
 
 
 # ------------------------------------------------------------------ Ollama's Modelfile
@@ -524,16 +460,3 @@ def default_name(path: Path) -> str:
     stem = path.stem if path.name.lower() not in ("modelfile", "modelfile.txt") else path.resolve().parent.name
     name = re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-")[:64]
     return name or "imported"
-
-
-def save_preset(name: str, table: Mapping[str, Any], path: Path | None = None, *,
-                key_ids: Any = None) -> Path:
-    """Write ``table`` as ``[presets.NAME]`` (replacing one of that name) with the config's
-    ``update_config``: the rest of the file, comments included, stays as it was."""
-    from .config import update_config
-
-    try:  # never write a preset that would not load
-        parse_preset(name, table, (path or config_path()).parent)
-    except PresetProblem as exc:
-        raise ConfigError(str(exc)) from None
-    return update_config({f"presets.{name}": dict(table)}, path, key_ids=key_ids)

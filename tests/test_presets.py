@@ -19,7 +19,8 @@ from vibechat.app.tui import create_app
 from vibechat.engine.config import config_path, load_config
 from vibechat.engine.errors import InvalidParameterError, VibechatError
 from vibechat.engine.params import SamplingParams
-from vibechat.engine.presets import apply_to_loaded, load_presets, parse_modelfile, parse_preset
+from vibechat.engine.preset_file import apply_to_loaded, check_preset, load_presets
+from vibechat.engine.presets import parse_modelfile
 
 SIZE = (110, 36)
 CODER = """\
@@ -171,7 +172,7 @@ def test_ollamas_documented_modelfile_becomes_a_preset(tmp_path):
                             "system": "You are Mario from super mario bros, acting as an assistant.",
                             "params": {"temperature": 1.0}}
     assert any("ollama:llama3.2:latest" in n and "Ollama" in n for n in result.notes)
-    preset = parse_preset("mario", result.table, tmp_path)  # what import writes, checked as the file's
+    preset = check_preset("mario", result.table, tmp_path)  # what import writes, checked as the file's
     assert preset.context_size == 4096 and preset.params == {"temperature": 1.0}
 
 
@@ -187,7 +188,7 @@ def test_a_modelfile_with_multiline_system_stops_and_what_vibechat_leaves_out(tm
     for named in ("repeat_last_n", "mirostat", "TEMPLATE", "MESSAGE", "LICENSE"):
         assert named in notes
     assert "licence text" not in table["system"]  # inside LICENSE's quotes: not an instruction
-    parse_preset("llama", table, tmp_path)
+    check_preset("llama", table, tmp_path)
 
 
 def test_modelfile_from_a_gguf_path_a_folder_and_bad_values(tmp_path):
@@ -376,3 +377,11 @@ async def test_preset_save_keeps_the_current_setup_in_the_config_file():
     pirate = load_presets(path).presets["pirate"]
     assert pirate.system == "Talk like a pirate." and pirate.params["temperature"] == 0.4
     assert pirate.model == INFO.path and pirate.format == "off"
+
+
+def test_the_chat_with_an_unknown_preset_stops_before_the_screen_opens_with_one_line():
+    path = write_config(CODER)
+    out = vibechat("--preset", "coders", VIBECHAT_CONFIG=str(path), timeout=60)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == (f"vibechat: error: no preset \"coders\" (did you mean 'coder'?); presets in {path}: "
+                          "coder, plain.\n")

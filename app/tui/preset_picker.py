@@ -34,7 +34,8 @@ from .outside import block, cell, one_line
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from vibechat.engine.presets import Preset, PresetBook
+    from vibechat.engine.preset_file import PresetBook
+    from vibechat.engine.presets import Preset
 
     from .models_ui import ModelManager
 
@@ -104,7 +105,7 @@ class PresetPicker(ModalScreen["str | None"]):
 
     @work(thread=True, exclusive=True, group="preset-picker", exit_on_error=False)
     def _find(self) -> None:
-        from vibechat.engine.presets import load_presets
+        from vibechat.engine.preset_file import load_presets
 
         self.post_message(self.Found(load_presets(self.config_path)))
 
@@ -159,7 +160,7 @@ async def run(app: PresetHost, arg: str) -> None:
 
 
 async def apply_named(app: PresetHost, name: str) -> None:
-    from vibechat.engine.presets import load_presets
+    from vibechat.engine.preset_file import load_presets
 
     book = await asyncio.to_thread(load_presets, app.config.path)  # a file read: off the UI thread
     try:
@@ -211,7 +212,8 @@ def _load_model(app: PresetHost, preset: Preset) -> None:
 async def save_current(app: PresetHost, name: str) -> None:
     """``/preset save NAME``: the conversation's system prompt, parameters, thinking and reply
     format, and the model in use, as ``[presets.NAME]`` (replacing one of that name)."""
-    from vibechat.engine.presets import NAME_RE, save_preset
+    from vibechat.engine.preset_file import save_preset
+    from vibechat.engine.presets import NAME_RE
 
     from ..appconfig import BINDING_IDS
 
