@@ -7,11 +7,17 @@ list that drives validation, the commented template (``template()``), ``vibechat
 config show`` and the settings table in docs/USAGE.md (``markdown_table()``).
 
 Precedence: command-line flag > ``VIBECHAT_*`` variable > file > default.
-``load_config()`` never raises over a bad file or variable: it reports the first
-problem in ``LoadedConfig.problem`` (one line naming the file, line and key, or
-the variable) and leaves the bad part out. Saving (``update_config()``) edits the
-file with tomlkit, so the user's comments and formatting stay as they were, and
-refuses to touch a file that does not load cleanly.
+``load_config()`` never raises over a bad file or variable. A mistake is local: a
+bad key or value is left out on its own (the rest of the file still applies, so a
+typo in ``[params]`` never turns a server set-up into the local model), and every
+problem is collected in ``LoadedConfig.problems`` (one line each, naming the file,
+line and key, or the variable, with a suggestion for a misspelt name). Only a file
+that is not TOML at all (or cannot be read) is left out whole: then the problem says
+so, in plain words (``toml_words``). Unknown ``VIBECHAT_*`` variables are named too
+(``warnings``: they are ignored, they do not stop a run). Saving
+(``update_config()``) edits the file with tomlkit, so the user's comments and
+formatting stay as they were, and refuses to touch a file that does not load
+cleanly.
 
 Headless and free of side effects at import time (tomlkit is imported when a
 file is read).
@@ -51,6 +57,7 @@ CONFIG_ENV = "VIBECHAT_CONFIG"
 CONFIG_NAME = "config.toml"
 DEFAULT_THEME = "vibechat-dusk"
 FIX = "fix it with 'vibechat config edit'"
+WHOLE_FILE_LEFT_OUT = "running on the defaults until it is fixed"
 TRUE_WORDS = ("1", "true", "yes", "on")  # a true-or-false setting in an environment variable
 FALSE_WORDS = ("0", "false", "no", "off")
 
@@ -145,6 +152,15 @@ class Config:
         "Show a reasoning model's thinking expanded in the chat (else folded to one line, \"Thought for "
         "12 s\", that Enter or a click opens).",
         kind="true or false", example="true", env="VIBECHAT_THINKING_EXPANDED"))
+    save_runs: bool = field(default=True, metadata=_doc(
+        "Save each 'vibechat run' (and each line of --prompts-file) in the history, as --no-save does not; "
+        "false keeps scripts out of it (--continue and --conversation still add to a saved conversation).",
+        kind="true or false", example="false", env="VIBECHAT_SAVE_RUNS"))
+    model_titles: bool = field(default=True, metadata=_doc(
+        "In the chat, an instruct model (one with a chat template) writes each new conversation's title "
+        "after its first reply, while it is idle; false (or a base model): the title comes from the first "
+        "exchange's words. A title you give (rename) is always kept.",
+        kind="true or false", example="false", env="VIBECHAT_MODEL_TITLES"))
     models_dir: Path | None = field(default=None, metadata=_doc(
         "Where downloaded models go; a relative path is relative to this file's folder.",
         kind="path", example='"~/models/vibechat"', unset="'models' in the data folder",
@@ -278,23 +294,84 @@ DEFAULT_ORIGIN = Origin("default")
 
 
 @dataclass(frozen=True)
+class ConfigProblem:
+    """One mistake in the config file or the environment, and what it leaves out.
+
+    ``str()`` is the line for a terminal (where, what, the known names, the fix);
+    ``short`` is the chat's line (the file's name, what, what runs instead). ``key``: the
+    dotted setting left out (None: the whole file, or a variable that is no setting).
+    ``blocking``: ``vibechat run`` refuses to run with it (an unknown variable, which
+    changes nothing, does not block)."""
+
+    where: str  # "config file /x/config.toml, line 2" | "environment variable VIBECHAT_THREADS='many'"
+    what: str  # plain words, with a suggestion where there is one
+    fix: str = FIX
+    short_where: str = ""  # "config.toml line 2" | "VIBECHAT_THREADS"
+    effect: str = "not applied"  # what happens meanwhile, for the chat's line
+    key: str | None = None
+    blocking: bool = True
+    detail: str = ""  # for terminals only: "known: a, b, c"
+
+    def __str__(self) -> str:
+        detail = f"; {self.detail}" if self.detail else ""
+        return f"{self.where}: {self.what}{detail}; {self.fix}"
+
+    @property
+    def short(self) -> str:
+        return f"{self.short_where or self.where}: {self.what}: {self.effect}"
+
+
+@dataclass(frozen=True)
 class LoadedConfig:
     """The effective config and where each value came from.
 
-    ``file_problem``: the file could not be used (its values are all left out);
-    ``env_problem``: the first bad ``VIBECHAT_*`` variable (left out). ``problem`` is
-    either, as one line for the user."""
+    ``problems``: every key of the file and every variable left out, and every unknown
+    ``VIBECHAT_*`` variable, in that order. ``file_problem``: the file as a whole could not
+    be used (not TOML, unreadable): nothing of it applies. ``problem``: the first problem
+    that stops ``vibechat run``, as one line (saying how many more there are)."""
 
     config: Config
     path: Path
     exists: bool = False
     origins: Mapping[str, Origin] = field(default_factory=dict)
     file_problem: str | None = None
-    env_problem: str | None = None
+    problems: tuple[ConfigProblem, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.file_problem and not self.problems:  # given as text alone
+            whole = ConfigProblem(f"config file {self.path}", self.file_problem, short_where=self.path.name,
+                                  effect=WHOLE_FILE_LEFT_OUT)
+            object.__setattr__(self, "problems", (whole,))
+
+    @property
+    def blocking(self) -> tuple[ConfigProblem, ...]:
+        return tuple(p for p in self.problems if p.blocking)
+
+    @property
+    def warnings(self) -> tuple[ConfigProblem, ...]:
+        """Problems that change nothing (an unknown variable, ignored): a run says them and goes on."""
+        return tuple(p for p in self.problems if not p.blocking)
 
     @property
     def problem(self) -> str | None:
-        return self.file_problem or self.env_problem
+        blocking = self.blocking
+        if not blocking:
+            return None
+        first = str(blocking[0])
+        more = len(blocking) - 1
+        if more:
+            first += f" (and {more} more problem{'s' if more > 1 else ''}: 'vibechat config show' lists them)"
+        return first
+
+    @property
+    def env_problem(self) -> str | None:
+        """The first bad ``VIBECHAT_*`` value (left out), or None."""
+        return next((str(p) for p in self.problems if p.blocking and p.where.startswith("environment")), None)
+
+    @property
+    def left_out(self) -> tuple[str, ...]:
+        """The settings not applied (dotted keys), in order: what the chat names."""
+        return tuple(dict.fromkeys(p.key for p in self.problems if p.key))
 
     def origin(self, key: str) -> Origin:
         return self.origins.get(key, DEFAULT_ORIGIN)
@@ -427,56 +504,101 @@ def _suggest(word: str, choices: Collection[str]) -> str:
 
 
 class _FileProblem(Exception):
-    def __init__(self, message: str, where: tuple[str, ...] = ()) -> None:
+    """A problem of one key: ``where`` its key path (for the line), ``key`` the setting it
+    leaves out (dotted; None: no setting), ``detail`` the known names (terminals only)."""
+
+    def __init__(self, message: str, where: tuple[str, ...] = (), *, key: str | None = None,
+                 detail: str = "") -> None:
         super().__init__(message)
         self.where = where
+        self.key = key
+        self.detail = detail
 
 
 def _read_document(data: Mapping[str, Any], base: Path,
-                   key_ids: Collection[str] | None) -> dict[str, Any]:
-    """Check a parsed file; returns ``{dotted key: value}`` or raises _FileProblem."""
+                   key_ids: Collection[str] | None) -> tuple[dict[str, Any], list[_FileProblem]]:
+    """Check a parsed file key by key: ``{dotted key: value}`` for the good ones, and a
+    problem for each bad one (left out; the others still apply). Bounded by the file
+    (at most 1 MiB)."""
     values: dict[str, Any] = {}
+    problems: list[_FileProblem] = []
+
+    def check(key: str, item: Any, where: tuple[str, ...]) -> None:
+        try:
+            values[key] = _check(SETTINGS_BY_KEY[key], item, base)
+        except InvalidParameterError as exc:
+            problems.append(_FileProblem(_bare(exc), where, key=key))
+
     for key, value in data.items():
         if key == "params":
             if not isinstance(value, Mapping):
-                raise _FileProblem(f"params must be a table ([params]), not {_show(value)}", ("params",))
+                problems.append(_FileProblem(f"params must be a table ([params]), not {_show(value)}", ("params",),
+                                             key="params"))
+                continue
             for name, item in value.items():
                 if name not in PARAM_KEYS:
-                    raise _FileProblem(f"unknown key '{name}' in [params]{_suggest(name, PARAM_KEYS)}; "
-                                       f"known: {', '.join(PARAM_KEYS)}", ("params", name))
-                values[f"params.{name}"] = _checked(f"params.{name}", item, base, ("params", name))
+                    problems.append(_FileProblem(f"unknown key '{name}' in [params]{_suggest(name, PARAM_KEYS)}",
+                                                 ("params", name), detail=f"known: {', '.join(PARAM_KEYS)}"))
+                    continue
+                check(f"params.{name}", item, ("params", name))
         elif key == "keys":
             if not isinstance(value, Mapping):
-                raise _FileProblem(f"keys must be a table ([keys]), not {_show(value)}", ("keys",))
+                problems.append(_FileProblem(f"keys must be a table ([keys]), not {_show(value)}", ("keys",),
+                                             key="keys"))
+                continue
             for name, item in value.items():
-                where = ("keys", name)
-                if isinstance(item, Mapping):
-                    raise _FileProblem(f"keys.{name} is a table: quote binding ids that contain a dot "
-                                       f"(\"{name}.…\" = \"key\")", where)
-                if key_ids is not None and name not in key_ids:
-                    raise _FileProblem(f"unknown binding id '{name}' in [keys]{_suggest(name, key_ids)}; "
-                                       f"known: {', '.join(sorted(key_ids))}", where)
-                if not isinstance(item, str) or not item.strip():
-                    raise _FileProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
-                                       f"(got {_show(item)})", where)
-                problem = keys_problem(item)
-                if problem:
-                    raise _FileProblem(f"keys.{name} = {_show(item)} is not a valid key: {problem}", where)
-                values[f"keys.{name}"] = item.replace(" ", "")
+                try:
+                    values[f"keys.{name}"] = _binding(name, item, key_ids)
+                except _FileProblem as exc:
+                    problems.append(exc)
+        elif key == "presets":
+            problems.extend(_preset_problems(value, base))
         elif key in SETTINGS_BY_KEY:
-            values[key] = _checked(key, value, base, (key,))
+            check(key, value, (key,))
         else:
             hint = (f" ({key} belongs in the [params] table)" if key in PARAM_KEYS
                     else _suggest(key, TOP_LEVEL))
-            raise _FileProblem(f"unknown key '{key}'{hint}; known: {', '.join(TOP_LEVEL)}", (key,))
-    return values
+            problems.append(_FileProblem(f"unknown key '{key}'{hint}", (key,), detail=f"known: {', '.join(TOP_LEVEL)}"))
+    return values, problems
 
 
-def _checked(key: str, value: Any, base: Path, where: tuple[str, ...]) -> Any:
+def _binding(name: str, item: Any, key_ids: Collection[str] | None) -> str:
+    """A ``[keys]`` entry checked: its key string, or _FileProblem."""
+    where, key = ("keys", name), f"keys.{name}"
+    if isinstance(item, Mapping):
+        raise _FileProblem(f"keys.{name} is a table: quote binding ids that contain a dot "
+                           f"(\"{name}.…\" = \"key\")", where, key=key)
+    if key_ids is not None and name not in key_ids:
+        raise _FileProblem(f"unknown binding id '{name}' in [keys]{_suggest(name, key_ids)}", where, key=key,
+                           detail=f"known: {', '.join(sorted(key_ids))}")
+    if not isinstance(item, str) or not item.strip():
+        raise _FileProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
+                           f"(got {_show(item)})", where, key=key)
+    problem = keys_problem(item)
+    if problem:
+        raise _FileProblem(f"keys.{name} = {_show(item)} is not a valid key: {problem}", where, key=key)
+    return item.replace(" ", "")
+
+
+def _preset_problems(table: Any, base: Path) -> list[_FileProblem]:
+    """The ``[presets.NAME]`` tables' problems, one per bad preset (engine/presets.py checks
+    them; the chat and ``run`` read the good ones from there)."""
     try:
-        return _check(SETTINGS_BY_KEY[key], value, base)
-    except InvalidParameterError as exc:
-        raise _FileProblem(_bare(exc), where) from None
+        from .presets import MAX_PRESETS, PresetProblem, Rules, parse_preset, parse_presets
+    except ImportError:  # pragma: no cover - presets are not part of this build
+        return [_FileProblem("unknown key 'presets'", ("presets",))]
+    problems: list[_FileProblem] = []
+    rules = Rules(lambda key, value, at: _check(SETTINGS_BY_KEY[key], value, at), PARAM_KEYS)  # this file's own
+    try:  # the table itself (a table of tables, not too many)
+        parse_presets({} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table, base, rules)
+    except PresetProblem as exc:
+        return [_FileProblem(str(exc), tuple(exc.where), key="presets")]
+    for name, value in table.items():
+        try:
+            parse_preset(name, value, base, rules)
+        except PresetProblem as exc:
+            problems.append(_FileProblem(str(exc), tuple(exc.where), key=f"presets.{name}"))
+    return problems
 
 
 # ----------------------------------------------------- where keys are in the text
@@ -533,14 +655,15 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
     return lines
 
 
-def _duplicate_line(text: str, name: str) -> int | None:
-    """The line where a key named ``name`` is defined a second time in the same table."""
-    seen: set[tuple[str, ...]] = set()
+def _duplicate_lines(text: str, name: str) -> tuple[int, int] | None:
+    """The lines where a key (or table) named ``name`` is first defined and defined again in
+    the same table."""
+    seen: dict[tuple[str, ...], int] = {}
     for path, number in _definitions(text):
         if path and path[-1] == name:
             if path in seen:
-                return number
-            seen.add(path)
+                return seen[path], number
+            seen[path] = number
     return None
 
 
@@ -551,34 +674,76 @@ def _line_of(lines: Mapping[tuple[str, ...], int], where: tuple[str, ...]) -> in
     return None
 
 
-def _file_message(path: Path, line: int | None, message: str) -> str:
+def _file_message(path: Path, line: int | None, message: str, column: int | None = None) -> str:
+    return f"{_file_where(path, line, column)}: {message}; {FIX}"
+
+
+def _file_where(path: Path, line: int | None, column: int | None = None) -> str:
     at = f", line {line}" if line else ""
-    return f"config file {path}{at}: {message}; {FIX}"
+    return f"config file {path}{at}{f', column {column}' if line and column else ''}"
+
+
+class _Unusable(ConfigError):
+    """The file as a whole cannot be used (not TOML, unreadable, too large): ``problem`` says why."""
+
+    def __init__(self, problem: ConfigProblem) -> None:
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+def _whole_file(path: Path, message: str, line: int | None = None, column: int | None = None) -> _Unusable:
+    short = f"{path.name} line {line}" if line else path.name
+    return _Unusable(ConfigProblem(_file_where(path, line, column), message, short_where=short,
+                                   effect=WHOLE_FILE_LEFT_OUT))
+
+
+def _parse_toml(text: str, path: Path) -> Mapping[str, Any]:
+    """The file's TOML as plain data; a syntax error raises _Unusable in plain words."""
+    import tomlkit
+
+    from .toml_words import plain_syntax_error
+
+    try:
+        return tomlkit.parse(text).unwrap()
+    except Exception as exc:  # noqa: BLE001 - tomlkit raises ParseError and a few other kinds
+        duplicate = re.match(r'Key "(.+)" already exists', str(exc))
+        if duplicate:
+            name = duplicate.group(1)
+            lines = _duplicate_lines(text, name)
+            line = lines[1] if lines else getattr(exc, "line", None)
+            first = f" (first on line {lines[0]})" if lines else ""
+            raise _whole_file(path, f"'{name}' is set twice{first}: keep one", line) from None
+        problem = plain_syntax_error(text, exc)
+        raise _whole_file(path, problem.message, problem.line, problem.column) from None
+
+
+def read_config_text(text: str, path: Path, key_ids: Collection[str] | None = None
+                     ) -> tuple[dict[str, Any], dict[str, Origin], list[ConfigProblem]]:
+    """The values a config file's text sets (by dotted key), their origins, and a problem
+    for each key left out (the others apply). A file that is not TOML raises ``ConfigError``
+    (one line, in plain words, with the line and column)."""
+    data = _parse_toml(text, path)
+    lines = key_lines(text)
+    values, bad = _read_document(data, path.parent, key_ids)
+    problems = []
+    for exc in bad:
+        line = _line_of(lines, exc.where)
+        problems.append(ConfigProblem(_file_where(path, line), str(exc), short_where=f"{path.name} line {line}"
+                                      if line else path.name, effect="not applied", key=exc.key,
+                                      detail=exc.detail))
+    origins = {key: Origin("file", str(path), _line_of(lines, tuple(key.split(".", 1))))
+               for key in values}
+    return values, origins, problems
 
 
 def parse_config_text(text: str, path: Path, key_ids: Collection[str] | None = None
                       ) -> tuple[dict[str, Any], dict[str, Origin]]:
-    """The values a config file's text sets (by dotted key) and their origins; a problem
-    raises ``ConfigError`` with one line naming the file, the line and the key."""
-    import tomlkit
-    from tomlkit.exceptions import ParseError
-
-    try:
-        data = tomlkit.parse(text).unwrap()
-    except ParseError as exc:
-        reason = re.sub(r" at line \d+ col \d+$", "", str(exc)).rstrip(".")
-        raise ConfigError(_file_message(path, exc.line, f"TOML syntax error: {reason} (column {exc.col})")) from None
-    except Exception as exc:  # noqa: BLE001 - tomlkit raises a few other kinds on odd input
-        duplicate = re.match(r'Key "(.+)" already exists', str(exc))
-        line = _duplicate_line(text, duplicate.group(1)) if duplicate else None
-        raise ConfigError(_file_message(path, line, f"TOML syntax error: {str(exc).rstrip('.')}")) from None
-    lines = key_lines(text)
-    try:
-        values = _read_document(data, path.parent, key_ids)
-    except _FileProblem as exc:
-        raise ConfigError(_file_message(path, _line_of(lines, exc.where), str(exc))) from None
-    origins = {key: Origin("file", str(path), _line_of(lines, tuple(key.split(".", 1))))
-               for key in values}
+    """The values a config file's text sets (by dotted key) and their origins; any problem
+    raises ``ConfigError`` with one line naming the file, the line and the key (for
+    writers, which never touch a file that does not load cleanly)."""
+    values, origins, problems = read_config_text(text, path, key_ids)
+    if problems:
+        raise ConfigError(str(problems[0]))
     return values, origins
 
 
@@ -592,32 +757,56 @@ def _read_text(path: Path) -> str | None:
         with path.open("rb") as fh:
             data = fh.read(MAX_CONFIG_BYTES + 1)
         if len(data) > MAX_CONFIG_BYTES:
-            raise ConfigError(_file_message(path, None, f"is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a "
-                                            "vibechat config file"))
+            raise _whole_file(path, f"is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a vibechat config file")
         return data.decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(_file_message(path, None, f"could not be read ({reason})")) from None
+        raise _whole_file(path, f"could not be read ({reason})") from None
 
 
-def check_config_file(path: Path | None = None, key_ids: Collection[str] | None = None) -> str | None:
-    """The file's problem as one line, or None when it loads cleanly (or does not exist)."""
+def config_file_problems(path: Path | None = None, key_ids: Collection[str] | None = None
+                         ) -> list[ConfigProblem]:
+    """Every problem of the file (none: it loads cleanly, or does not exist)."""
     path = path or config_path()
     try:
         text = _read_text(path)
-        if text is not None:
-            parse_config_text(text, path, key_ids)
-    except ConfigError as exc:
-        return str(exc)
-    return None
+        return [] if text is None else read_config_text(text, path, key_ids)[2]
+    except _Unusable as exc:
+        return [exc.problem]
 
 
-def _env_values(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Origin], str | None]:
+def check_config_file(path: Path | None = None, key_ids: Collection[str] | None = None) -> str | None:
+    """The file's first problem as one line, or None when it loads cleanly (or does not exist)."""
+    problems = config_file_problems(path, key_ids)
+    return str(problems[0]) if problems else None
+
+
+# Variables vibechat reads that are not settings (each documented where it is read): an
+# unknown VIBECHAT_* variable is named with a suggestion, these are not.
+OTHER_VARIABLES = (
+    "VIBECHAT_CONFIG",  # the config file (config_path)
+    "VIBECHAT_CONFIG_DIR", "VIBECHAT_DATA_DIR", "VIBECHAT_CACHE_DIR", "VIBECHAT_STATE_DIR",  # paths.py
+    "VIBECHAT_API_KEY",  # the server's key (openai_backend.KEY_VARIABLES)
+    "VIBECHAT_DEBUG",  # logging (app/cli.py)
+    "VIBECHAT_TEST_WORKER_CRASH",  # the worker's crash hook, for tests (worker.CRASH_HOOK_ENV)
+)
+MAX_VARIABLES = 10_000  # the environment is outside data: its loop is bounded
+
+
+def known_variables() -> tuple[str, ...]:
+    """Every ``VIBECHAT_*`` variable vibechat reads: the settings', then the others."""
+    return tuple(dict.fromkeys([*(s.env for s in SETTINGS if s.env), *OTHER_VARIABLES]))
+
+
+def _env_values(environ: Mapping[str, str], api_key_env: str | None = None
+                ) -> tuple[dict[str, Any], dict[str, Origin], list[ConfigProblem]]:
+    """The settings the variables set, their origins, and a problem for each bad value (left
+    out) and each unknown ``VIBECHAT_*`` variable (ignored: it sets nothing)."""
     values: dict[str, Any] = {}
     origins: dict[str, Origin] = {}
-    problem = None
+    problems: list[ConfigProblem] = []
     for setting in SETTINGS:
         raw = environ.get(setting.env or "")
         if not raw:
@@ -625,11 +814,22 @@ def _env_values(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, O
         try:
             values[setting.key] = _from_text(setting, raw)
         except InvalidParameterError as exc:
-            if problem is None:
-                problem = f"environment variable {setting.env}={raw!r}: {_bare(exc)}; fix or unset it"
+            problems.append(ConfigProblem(f"environment variable {setting.env}={raw!r}", _bare(exc),
+                                          "fix or unset it", short_where=f"{setting.env}", effect="ignored",
+                                          key=setting.key))
             continue
         origins[setting.key] = Origin("env", setting.env or "")
-    return values, origins, problem
+    known = known_variables()
+    for count, name in enumerate(environ):
+        if count >= MAX_VARIABLES:
+            break
+        if name.startswith("VIBECHAT_") and name not in known and name != api_key_env:
+            close = difflib.get_close_matches(name[9:], [k[9:] for k in known], n=1, cutoff=0.8)  # past VIBECHAT_
+            hint = f" (did you mean VIBECHAT_{close[0]}?)" if close else ""
+            problems.append(ConfigProblem(f"environment variable {name}", f"not a vibechat variable{hint}",
+                                          "it is ignored: rename or unset it", short_where=name, effect="ignored",
+                                          blocking=False))
+    return values, origins, problems
 
 
 def _from_text(setting: Setting, raw: str) -> Any:
@@ -657,27 +857,31 @@ def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None =
                 key_ids: Collection[str] | None = None) -> LoadedConfig:
     """The effective config: defaults, then the file, then ``VIBECHAT_*`` variables.
 
-    Never raises over a bad file or variable: a file with any problem is left out
-    entirely (``file_problem``), a bad variable is left out (``env_problem``).
+    Never raises over a bad file or variable: a bad key or value is left out on its own
+    (the rest applies), a file that is not TOML or cannot be read is left out whole
+    (``file_problem``), a bad variable is left out; each is in ``problems``.
     ``key_ids``: the binding ids ``[keys]`` may name (None: any)."""
     path = path or config_path()
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     origins: dict[str, Origin] = {}
+    problems: list[ConfigProblem] = []
     file_problem = None
     exists = False
     try:
         text = _read_text(path)
         exists = text is not None
         if text is not None:
-            values, origins = parse_config_text(text, path, key_ids)
-    except ConfigError as exc:
+            values, origins, problems = read_config_text(text, path, key_ids)
+    except _Unusable as exc:
         exists = path.exists()
         file_problem = str(exc)
-    env, env_origins, env_problem = _env_values(environ)
+        problems = [exc.problem]
+    env, env_origins, env_problems = _env_values(environ, values.get("api_key_env"))
     values.update(env)
     origins.update(env_origins)
-    return LoadedConfig(_apply(Config(), values), path, exists, origins, file_problem, env_problem)
+    return LoadedConfig(_apply(Config(), values), path, exists, origins, file_problem,
+                        (*problems, *env_problems))
 
 
 def configured_models_dir() -> Path | None:
@@ -692,8 +896,8 @@ def configured_models_dir() -> Path | None:
     cached = _models_dir_cache.get(path)
     if cached is not None and cached[0] == signature:
         return cached[1]
-    try:
-        values, _ = parse_config_text(path.read_text(encoding="utf-8"), path)
+    try:  # a bad key elsewhere in the file does not matter here
+        values, _, _ = read_config_text(path.read_text(encoding="utf-8"), path)
         found = values.get("models_dir")
     except (ConfigError, OSError, UnicodeDecodeError):
         found = None
@@ -731,6 +935,7 @@ def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
         text = template(key_ids)
     parse_config_text(text, path, key_ids)  # raises on any problem: never overwrite a broken file
     doc = tomlkit.parse(text)
+    new_top: dict[str, Any] = {}
     for key, value in changes.items():
         setting = SETTINGS_BY_KEY.get(key)
         if setting is not None:
@@ -748,15 +953,48 @@ def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
                 del container[key]
         elif not present and setting is not None and value == _plain_default(setting):
             continue  # the built-in default already: not pinned in the file
+        elif not present and not name:
+            new_top[key] = value  # placed by hand below: tomlkit would put it under a table's comment
         elif not present or _plain(container[key]) != value:
             if name and head not in doc:
                 doc[head] = container = tomlkit.table()
             container[key] = value
     new_text = tomlkit.dumps(doc)
+    for key, value in new_top.items():
+        new_text = _insert_top_level(new_text, key, value)
     parse_config_text(new_text, path, key_ids)
     if new_text != text or not path.exists():
         _write_atomic(path, new_text)
     return path
+
+
+def _insert_top_level(text: str, key: str, value: Any) -> str:
+    """``text`` with ``key = value`` added among the top-level settings, where a person would
+    write it: under its commented-out example (``# theme = ...``, as the template has), else
+    under the last top-level line, above the first table and the comments and blank lines
+    that lead into it (they belong to that table: "# Default sampling parameters ..." over
+    ``[params]``); with no table, at the end."""
+    import tomlkit
+
+    line = f"{key} = {tomlkit.item(value).as_string()}"
+    lines = text.splitlines(keepends=True)
+    first_table = next((number - 1 for path, number in _definitions(text)
+                        if _HEADER_RE.match(lines[number - 1])), None)
+    if first_table is None:
+        return text + ("" if not text or text.endswith("\n") else "\n") + line + "\n"
+    example = re.compile(rf"#\s*{re.escape(key)}\s*=")
+    at = next((i + 1 for i in range(first_table - 1, -1, -1) if example.match(lines[i].lstrip())), None)
+    if at is None:  # right under the last top-level line, above the table's comments and blank lines
+        at = first_table
+        while at > 0 and lines[at - 1].lstrip().startswith("#"):
+            at -= 1
+        while at > 0 and not lines[at - 1].strip():
+            at -= 1
+        if at == 0:
+            return line + "\n\n" + text
+        if not lines[at - 1].endswith("\n"):
+            lines[at - 1] += "\n"
+    return "".join([*lines[:at], line + "\n", *lines[at:]])
 
 
 def _plain_default(setting: Setting) -> Any:

@@ -123,7 +123,6 @@ def test_precedence_flag_over_env_over_file_over_default():
 
 
 BAD_FILES = [
-    ("[params]\ntemperature = 0.5\n\ntemperature = 9\n", 4, "TOML syntax error"),
     ("model = \"x\"\n[params]\ntemperature = 9\n", 3, "temperature must be between 0 and 5 (got 9)"),
     ("[params]\ntop_k = \"many\"\n", 2, "top_k must be a whole number between 0 and 1000 (got \"many\")"),
     ("[params]\ntop_k = 2.5\n", 2, "top_k must be a whole number between 0 and 1000 (got 2.5)"),
@@ -188,7 +187,7 @@ def test_remote_server_settings_from_the_file_the_environment_and_flags():
 
 
 @pytest.mark.parametrize(("text", "line", "message"), BAD_FILES)
-def test_a_bad_file_is_one_line_with_file_line_and_key(text, line, message):
+def test_a_bad_key_is_one_line_with_file_line_and_key_and_only_it_is_left_out(text, line, message):
     path = write(text)
     loaded = load_config(key_ids=IDS)
     problem = loaded.problem
@@ -196,10 +195,132 @@ def test_a_bad_file_is_one_line_with_file_line_and_key(text, line, message):
     assert problem.startswith(f"config file {path}, line {line}: ")
     assert message in problem
     assert problem.endswith("; fix it with 'vibechat config edit'")
-    assert loaded.file_problem == problem and loaded.exists
-    # Nothing from a broken file is used: all defaults.
-    assert loaded.config == Config()
+    assert loaded.file_problem is None and loaded.exists  # the file is used: only that key is left out
+    assert [str(p) for p in loaded.problems] == [problem]
     assert check_config_file(path, IDS) == problem
+    assert loaded.problems[0].short.startswith(f"config.toml line {line}: ")
+    assert loaded.problems[0].short.endswith(": not applied")
+    assert "known:" not in loaded.problems[0].short  # the chat's line: the suggestion, not the list
+
+
+def test_a_typo_leaves_the_rest_of_the_file_applied_and_every_problem_is_named():
+    """The issue's case: base_url set and a typo in [params] still points at the server."""
+    path = write('base_url = "http://127.0.0.1:8080"\nmodel = "srv"\ntheme = 3\n\n[params]\n'
+                 'temprature = 0.5\ntop_k = 7\nseed = "x"\n')
+    loaded = load_config(key_ids=IDS)
+    assert loaded.file_problem is None
+    config = loaded.config
+    assert (config.base_url, config.model, config.params.top_k) == ("http://127.0.0.1:8080/v1", "srv", 7)
+    assert config.theme == "vibechat-dusk" and config.params.seed is None  # the bad values: left out
+    problems = [str(p) for p in loaded.problems]
+    assert problems[0] == (f"config file {path}, line 3: theme must be a non-empty string (got 3); "
+                           "fix it with 'vibechat config edit'")
+    assert problems[1] == (f"config file {path}, line 6: unknown key 'temprature' in [params] (did you mean "
+                           "'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, "
+                           "seed, stop, thinking; fix it with 'vibechat config edit'")
+    assert problems[2].startswith(f"config file {path}, line 8: seed must be ") and len(problems) == 3
+    assert loaded.problem == problems[0] + " (and 2 more problems: 'vibechat config show' lists them)"
+    assert [p.short for p in loaded.problems][:2] == [
+        "config.toml line 3: theme must be a non-empty string (got 3): not applied",
+        "config.toml line 6: unknown key 'temprature' in [params] (did you mean 'temperature'?): not applied"]
+    assert loaded.left_out == ("theme", "params.seed")
+    assert check_config_file(path, IDS) == problems[0]
+
+
+# (file text, line, column, plain words): every kind of TOML error tomlkit reports.
+TOML_ERRORS = [
+    ('model = "m"\n\n[params]\nsystem = "You are\ntemperature = 0.5\n', 4, 10,
+     'a string is not closed: a " is missing at the end'),
+    ("model = 'C:\\models\n", 1, 9, "a string is not closed: a ' is missing at the end"),
+    ('system_prompt = """Be brief.\n\nmodel = "m"\n', 1, 17,
+     'a multi-line string is not closed: the closing """ is missing'),
+    ("system_prompt = '''Be brief.\n", 1, 17, "a multi-line string is not closed: the closing ''' is missing"),
+    ('[params]\nstop = ["###",\n  "User:"\ntop_k = 3\n', 2, 8, "a list is not closed: a ] is missing"),
+    ('[params]\nstop = ["###"\n', 2, 8, "a list is not closed: a ] is missing"),
+    ('params = { top_k = 3\ntheme = "x"\n', 1, 10, "an inline table is not closed: a } is missing"),
+    ("[params\ntop_k = 1\n", 1, 1, "a table header is not closed: a ] is missing, as in [params]"),
+    ("model = gemma\n", 1, 9, 'gemma is not a valid value: text needs quotes ("gemma")'),
+    ("thinking_expanded = True\n", 1, 21, "True is not a TOML value: true and false are lower case"),
+    ("model = none\n", 1, 9, "none is not a TOML value: TOML has no null; delete the line"),
+    ("model =\n", 1, 8, 'no value after = (text needs quotes: key = "text")'),
+    ('model == "m"\n', 1, 8, "one = too many: a line is key = value"),
+    ("theme\n", 1, 1, "'theme' has no value: a line is key = value, or a comment starting with #"),
+    ('model = "m" extra\n', 1, 13, "unexpected 'e' after the value: one key = value a line (a comment starts with #)"),
+    ("threads = 4x\n", 1, 11, "4x is not a valid number"),
+    ("threads = 1__0\n", 1, 11, "1__0 is not a valid number"),
+    ("seed = 2024-13-45\n", 1, 8, "2024-13-45 is not a valid date or time"),
+    ('models_dir = "C:\\new\\qwen"\n', 1, 21,
+     "a string has an unknown escape \\q: write \\\\ for a backslash, or use single quotes"),
+    ('model = "a\\u12"\n', 1, 11, "a \\u escape needs 4 hex digits"),
+    ('model = "a\x01b"\n', 1, 11, "a string holds a control character (U+0001): write it as \\u0001"),
+    ("# note\x07\nmodel = 'm'\n", 1, 7, "a comment holds a control character (U+0007): delete it"),
+    ("= 3\n", 1, 1, "a line starts with = and no key"),
+    ("[]\n", 1, 1, "[] names no table: write [params] or [keys]"),
+    ("my model = 'm'\n", 1, 1, "'my model' is not a valid key: a key with spaces needs quotes"),
+    ("\ufeffmodel = 'm'\n", 1, 1, "the file starts with a byte order mark (BOM)"),
+    ("[params]\ntemperature = 0.5\n\ntemperature = 9\n", 4, None,
+     "'temperature' is set twice (first on line 2): keep one"),
+    ("[params]\ntop_k = 1\n\n[params]\n", 4, None, "'params' is set twice (first on line 1): keep one"),
+    ("params.top_k = 1\n[params]\ntop_p = 0.5\n", 3, 1, "this table is defined twice"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "column", "words"), TOML_ERRORS)
+def test_toml_errors_in_plain_words_with_line_and_column(text, line, column, words):
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    loaded = load_config(key_ids=IDS)
+    at = f"config file {path}, line {line}" + (f", column {column}" if column else "")
+    problem = loaded.problem
+    assert problem is not None and "\n" not in problem
+    assert problem.startswith(f"{at}: {words}"), problem
+    assert problem.endswith("; fix it with 'vibechat config edit'")
+    for jargon in ("Unexpected", "Control characters", "\\u000a", "TOML parse error", " col "):
+        assert jargon not in problem
+    # Not TOML: nothing of the file can apply, and the chat's line says what runs instead.
+    assert loaded.file_problem == problem and loaded.config == Config()
+    what = problem.split(": ", 1)[1].removesuffix("; fix it with 'vibechat config edit'")
+    assert loaded.problems[0].short == f"config.toml line {line}: {what}: running on the defaults until it is fixed"
+
+
+def test_unknown_variables_are_named_with_a_suggestion_and_change_nothing():
+    loaded = load_config(environ={"VIBECHAT_TEMPRATURE": "0.5", "VIBECHAT_TOP_K": "9", "VIBECHAT_CONFIG_DIR": "/x",
+                                  "VIBECHAT_DATA_DIR": "/y", "VIBECHAT_API_KEY": "k", "VIBECHAT_ZZZQQQ": "1",
+                                  "VIBECHAT_SERVER_TOKEN": "k", "OTHER_TEMPRATURE": "1"})
+    assert loaded.problem is None  # nothing blocks a run: the variables set nothing
+    assert loaded.config.params.top_k == 9 and loaded.config.params.temperature == 0.8
+    assert [str(p) for p in loaded.warnings] == [
+        "environment variable VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean VIBECHAT_TEMPERATURE?); "
+        "it is ignored: rename or unset it",
+        "environment variable VIBECHAT_ZZZQQQ: not a vibechat variable; it is ignored: rename or unset it",
+        "environment variable VIBECHAT_SERVER_TOKEN: not a vibechat variable; it is ignored: rename or unset it"]
+    assert loaded.warnings[0].short == ("VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean "
+                                        "VIBECHAT_TEMPERATURE?): ignored")
+    # The variable the config names as the server's key is vibechat's to read.
+    write('api_key_env = "VIBECHAT_SERVER_TOKEN"\n')
+    assert load_config(environ={"VIBECHAT_SERVER_TOKEN": "k"}).warnings == ()
+
+
+def test_every_vibechat_variable_the_code_reads_is_known():
+    """An unknown-variable warning about a variable vibechat itself reads would be a lie."""
+    import re
+
+    from vibechat.engine.config import known_variables
+
+    found: set[str] = set()
+    for folder in ("engine", "app"):
+        for source in (REPO / folder).rglob("*.py"):
+            found.update(re.findall(r"\b(VIBECHAT_[A-Z0-9_]*[A-Z0-9])\b", source.read_text()))
+    assert found - set(known_variables()) == set()
+
+
+def test_every_bad_variable_is_reported_and_left_out():
+    loaded = load_config(environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_TOP_K": "-3", "VIBECHAT_THREADS": "2"})
+    assert [p.key for p in loaded.problems] == ["params.temperature", "params.top_k"]
+    assert loaded.config.threads == 2
+    assert loaded.problem.endswith("(and 1 more problem: 'vibechat config show' lists them)")
+    assert loaded.problems[1].short.startswith("VIBECHAT_TOP_K: top_k must be")
 
 
 def test_the_error_message_of_the_issue():
@@ -229,7 +350,7 @@ def test_a_huge_file_is_a_problem_read_no_further():
 def test_a_bad_variable_names_it_and_only_it_is_left_out():
     write("[params]\ntop_k = 7\n")
     loaded = load_config(environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_THREADS": "2"})
-    assert loaded.file_problem is None
+    assert loaded.file_problem is None and loaded.problems[0].short_where == "VIBECHAT_TEMPERATURE"
     assert loaded.env_problem == ("environment variable VIBECHAT_TEMPERATURE='hot': temperature must be a number "
                                   "between 0 and 5 (got 'hot'); fix or unset it")
     assert loaded.problem == loaded.env_problem
@@ -386,7 +507,9 @@ def test_models_dir_env_over_file_over_default(monkeypatch, tmp_path):
     monkeypatch.setenv("VIBECHAT_MODELS_DIR", str(tmp_path / "env"))
     assert models_dir() == tmp_path / "env"
     monkeypatch.delenv("VIBECHAT_MODELS_DIR")
-    write('models_dir = "store"\n[params]\ntemperature = 9\n')  # broken: quietly the default
+    write('models_dir = "store"\n[params]\ntemperature = 9\n')  # a bad key elsewhere: still used
+    assert models_dir() == path.parent / "store"
+    write('models_dir = "store"\n[params\n')  # not TOML: quietly the default ...
     assert models_dir() == data_dir() / "models"
     assert load_config().problem  # ... while the config itself says what is wrong
 
@@ -401,3 +524,27 @@ def test_the_usage_docs_have_the_settings_table_and_a_valid_example():
     path = write(example)
     loaded = load_config(path, key_ids=BINDING_IDS)
     assert loaded.problem is None and loaded.config.keys["toggle_params"] == "f12"
+
+
+def test_a_new_top_level_key_is_written_among_the_top_level_settings():
+    """F4's first theme: never under the comment that leads into [params] (it belongs there)."""
+    path = write(template(IDS))
+    save_theme("vibechat-paper", key_ids=IDS)
+    lines = path.read_text().splitlines()
+    at = lines.index('theme = "vibechat-paper"')
+    assert lines[at - 1] == '# theme = "vibechat-paper"'  # under its own documented example
+    assert at < lines.index("[params]")
+    write('model = "m"  # mine\n\n# sampling: a bit cooler\n[params]\ntop_k = 3\n\n[keys]\nhelp = "f12"\n')
+    update_config({"theme": "vibechat-paper", "threads": 2}, key_ids=IDS)
+    assert path.read_text() == ('model = "m"  # mine\ntheme = "vibechat-paper"\nthreads = 2\n\n'
+                                '# sampling: a bit cooler\n[params]\ntop_k = 3\n\n[keys]\nhelp = "f12"\n')
+    write("# my settings\n\n# sampling\n[params]\ntop_k = 3\n")
+    save_theme("vibechat-paper", key_ids=IDS)
+    assert path.read_text() == '# my settings\ntheme = "vibechat-paper"\n\n# sampling\n[params]\ntop_k = 3\n'
+    write("[params]\ntop_k = 3\n")
+    save_theme("vibechat-paper", key_ids=IDS)
+    assert path.read_text() == 'theme = "vibechat-paper"\n\n[params]\ntop_k = 3\n'
+    write("threads = 2")  # no table, no final newline
+    save_theme("vibechat-paper", key_ids=IDS)
+    assert path.read_text() == 'threads = 2\ntheme = "vibechat-paper"\n'
+    assert load_config(key_ids=IDS).config.theme == "vibechat-paper"

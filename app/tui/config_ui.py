@@ -1,5 +1,5 @@
 """The chat's use of the config file: the theme and key overrides at start, the
-problem notes, remembering the theme, "save parameters as default".
+problems to show (``config_bar``), remembering the theme, "save parameters as default".
 
 Plain functions over a ``LoadedConfig``: the app asks, they answer (and write).
 Writes go through the engine (tomlkit: the user's comments and formatting stay),
@@ -19,14 +19,14 @@ from ..appconfig import BINDING_IDS
 
 
 def starting_theme(config: LoadedConfig, available: Iterable[str]) -> tuple[str, list[str]]:
-    """The theme to start with, and the notes to show once the app is up (the config's
-    problem; a configured theme that is not installed)."""
-    notes = [config.problem] if config.problem else []
+    """The theme to start with, and the config's problems to show while the chat runs, one
+    line each (every setting not applied, and why; a configured theme that is not installed)."""
+    notes = [problem.short for problem in config.problems]
     wanted = config.config.theme
     if wanted in available:
         return wanted, notes
     where = config.origin("theme")
-    notes.append(f"Theme {wanted!r} ({where}) is not installed: using {DEFAULT_THEME}. F4 lists the themes.")
+    notes.append(f"theme {wanted!r} ({where}) is not installed: {DEFAULT_THEME} applies (F4 lists the themes)")
     return DEFAULT_THEME, notes
 
 
