@@ -1,7 +1,9 @@
-"""``vibechat config``: where the config file is, what is in effect, editing it.
+"""``vibechat config``: where the config file is, what is in effect, checking and editing it.
 
-All three work with a broken file: ``show`` reports the problem beside the values
-in effect (the defaults, for everything the file would set), ``edit`` opens it.
+All of them work with a broken file: ``show`` reports every problem beside the values
+in effect (a bad key is left out, the rest of the file applies; a file that is not
+TOML is left out whole), ``check`` lists the problems and fails when there are any,
+``edit`` opens the file and checks it after.
 Engine modules are imported inside the commands, so ``--help`` stays instant.
 """
 
@@ -12,13 +14,18 @@ import shlex
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .clitools import echo, guard, safe_json, table
 
-config_app = typer.Typer(help="Show, locate and edit the config file (config.toml).", no_args_is_help=True,
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from vibechat.engine.config import ConfigProblem
+
+config_app = typer.Typer(help="Show, locate, check and edit the config file (config.toml).", no_args_is_help=True,
                          context_settings={"help_option_names": ["-h", "--help"]})
 
 FALLBACK_EDITORS = ("sensible-editor", "editor", "nano", "vim", "vi")
@@ -84,7 +91,8 @@ def show(
                 "path": str(loaded.path),
                 "exists": loaded.exists,
                 "problem": loaded.problem,
-                "problems": [p for p in (loaded.file_problem, loaded.env_problem) if p],
+                "problems": [str(p) for p in loaded.problems],
+                "left_out": "file" if loaded.file_problem else list(loaded.left_out),
                 "settings": {key: {"value": str(value) if isinstance(value, Path) else value, **origin.to_dict()}
                              for key, value, origin in rows},
             }
@@ -92,13 +100,12 @@ def show(
             return
         state = "" if loaded.exists else "  (not created yet: 'vibechat config edit' creates it)"
         echo(f"config file: {loaded.path}{state}")
-        for problem in (loaded.file_problem, loaded.env_problem):
-            if problem:  # quotes the file's own text
-                echo(f"problem: {problem}")
-        if loaded.problem:
-            left_out = " and ".join(what for what, bad in (("the whole file", loaded.file_problem),
-                                                           ("that variable", loaded.env_problem)) if bad)
-            typer.echo(f"(the values below are in effect: they leave out {left_out})")
+        for problem in loaded.problems:  # quotes the file's own text: sanitised by echo
+            echo(f"problem: {problem}")
+        if loaded.file_problem:
+            typer.echo("(the values below are in effect: the whole file is left out until it is fixed)")
+        elif loaded.left_out:
+            echo(f"(the values below are in effect: they leave out {', '.join(loaded.left_out)})")
         typer.echo("")
         table(["setting", "value", "source"], [[key, _value_text(key, value), str(origin)]
                                               for key, value, origin in rows])
@@ -130,7 +137,7 @@ def find_editor() -> list[str]:
 def edit() -> None:
     """Open the config file in $VISUAL / $EDITOR, then check it (creates a documented template first)."""
     def go() -> int:
-        from vibechat.engine.config import check_config_file, config_path, write_template
+        from vibechat.engine.config import config_file_problems, config_path, write_template
         from vibechat.engine.errors import ConfigError
 
         from .appconfig import BINDING_IDS
@@ -149,10 +156,37 @@ def edit() -> None:
         if code != 0:
             raise ConfigError(f"the editor {editor[0]!r} exited with status {code}; "
                               f"{target} was not checked.")
-        problem = check_config_file(target, BINDING_IDS)
-        if problem:
-            raise ConfigError(problem)
+        report_problems(config_file_problems(target, BINDING_IDS))
         typer.echo(f"{target}: OK", err=True)
+        return 0
+
+    guard(go)
+
+
+def report_problems(problems: "Sequence[ConfigProblem]") -> None:
+    """Every problem on stderr, one line each; the last one ends the command (exit 1)."""
+    from vibechat.engine.errors import ConfigError
+
+    if not problems:
+        return
+    for problem in problems[:-1]:
+        echo(f"vibechat: error: {problem}", err=True)
+    raise ConfigError(str(problems[-1]))
+
+
+@config_app.command()
+def check() -> None:
+    """Check the config file and the VIBECHAT_* variables: every problem, one line each on stderr
+    (exit 1), else 'OK'. Unknown variables are named too; they change nothing, so they alone pass."""
+    def go() -> int:
+        from .appconfig import load_app_config
+
+        loaded = load_app_config()
+        for warning in loaded.warnings:
+            echo(f"vibechat: warning: {warning}", err=True)
+        report_problems(loaded.blocking)
+        state = "" if loaded.exists else " (no file: the defaults apply)"
+        echo(f"{loaded.path}: OK{state}", err=True)
         return 0
 
     guard(go)

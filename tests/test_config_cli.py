@@ -113,9 +113,13 @@ def test_a_broken_file_still_shows_paths_and_the_problem():
     assert out.returncode == 0, out.stderr
     assert f"problem: {problem}\n" in out.stdout
     assert "Traceback" not in out.stdout + out.stderr
+    assert "(the values below are in effect: they leave out params.temperature)\n" in out.stdout
     data = json.loads(vibechat("config", "show", "--json").stdout)
-    assert data["problem"] == problem
-    assert data["settings"]["theme"] == {"value": "vibechat-dusk", "source": "default"}
+    assert data["problem"] == problem and data["problems"] == [problem]
+    assert data["left_out"] == ["params.temperature"]
+    # Only the bad value is left out: the rest of the file applies.
+    assert data["settings"]["theme"] == {"value": "vibechat-paper", "source": "file", "file": str(path), "line": 1}
+    assert data["settings"]["params.temperature"] == {"value": 0.8, "source": "default"}
     assert path.read_text() == BROKEN
 
 
@@ -181,6 +185,19 @@ def test_edit_reports_a_problem_in_one_line(tmp_path):
                           "max_tokens, seed, stop, thinking; fix it with 'vibechat config edit'\n")
 
 
+def test_edit_reports_every_problem_one_line_each(tmp_path):
+    path = write("[params]\ntop_k = 40\n")
+    code = "path.write_text('theme = 3\\n' + path.read_text() + 'temprature = 0.5\\n')\n"
+    out = vibechat("config", "edit", env={"VISUAL": editor(tmp_path, code)})
+    assert out.returncode == 1
+    assert [line.split(": ", 3)[2:] for line in out.stderr.splitlines()] == [
+        [f"config file {path}, line 1", "theme must be a non-empty string (got 3); fix it with 'vibechat config edit'"],
+        [f"config file {path}, line 4", "unknown key 'temprature' in [params] (did you mean 'temperature'?); known: "
+         "temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking; fix it with "
+         "'vibechat config edit'"]]
+    assert all(line.startswith("vibechat: error: config file") for line in out.stderr.splitlines())
+
+
 def test_edit_opens_a_broken_file_so_it_can_be_fixed(tmp_path):
     path = write(BROKEN)
     code = "path.write_text(path.read_text().replace('temperature = 9', 'temperature = 0.9'))\n"
@@ -230,3 +247,60 @@ def test_the_chat_gets_the_effective_config_and_starts_despite_a_broken_file(mon
     assert seen["engine"].threads == 2 and seen["system"] is None
     assert seen["config"].problem.startswith(f"config file {path}, line 4")
     assert str(seen["config"].origin("params.top_k")) == "flag --top-k"
+
+
+NOT_TOML = 'model = "m"\n\n[params]\nsystem = "You are\ntop_k = 3\n'
+
+
+def test_run_refuses_a_file_that_is_not_toml_in_one_line_of_plain_words():
+    path = write(NOT_TOML)
+    out = vibechat("run", "-p", "hi")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == (f"vibechat: error: config file {path}, line 4, column 10: a string is not closed: a \" is "
+                          "missing at the end; fix it with 'vibechat config edit'\n")
+    show = vibechat("config", "show")
+    assert show.returncode == 0, show.stderr
+    assert "(the values below are in effect: the whole file is left out until it is fixed)" in show.stdout
+    assert json.loads(vibechat("config", "show", "--json").stdout)["left_out"] == "file"
+
+
+def test_run_refuses_a_file_with_several_problems_naming_the_first_and_counting_the_rest():
+    path = write("theme = 3\n[params]\ntemprature = 0.5\n")
+    out = vibechat("run", "-p", "hi")
+    assert out.returncode == 1 and len(out.stderr.splitlines()) == 1
+    assert out.stderr == (f"vibechat: error: config file {path}, line 1: theme must be a non-empty string (got 3); "
+                          "fix it with 'vibechat config edit' (and 1 more problem: 'vibechat config show' lists "
+                          "them)\n")
+
+
+def test_an_unknown_variable_is_named_and_the_run_goes_on(stub):
+    out = vibechat("run", "-p", "hi", "--no-save", "--base-url", stub.url, "--model", "stub-small",
+                   env={"VIBECHAT_TEMPRATURE": "0.5"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == stub.reply
+    assert out.stderr.splitlines()[0] == (
+        "vibechat: warning: environment variable VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean "
+        "VIBECHAT_TEMPERATURE?); it is ignored: rename or unset it")
+    assert "temperature" not in stub.last_body or stub.last_body["temperature"] == 0.8
+
+
+def test_config_check_lists_every_problem_and_fails_and_passes_a_good_file():
+    out = vibechat("config", "check")
+    assert out.returncode == 0 and out.stderr == f"{config_path()}: OK (no file: the defaults apply)\n"
+    path = write("theme = 3\n[params]\ntemprature = 0.5\ntop_k = 3\n")
+    out = vibechat("config", "check", env={"VIBECHAT_TOP_P": "2", "VIBECHAT_THEME_NAME": "x"})
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.splitlines() == [
+        "vibechat: warning: environment variable VIBECHAT_THEME_NAME: not a vibechat variable; it is ignored: "
+        "rename or unset it",
+        f"vibechat: error: config file {path}, line 1: theme must be a non-empty string (got 3); fix it with "
+        "'vibechat config edit'",
+        f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in [params] (did you mean "
+        "'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking; "
+        "fix it with 'vibechat config edit'",
+        "vibechat: error: environment variable VIBECHAT_TOP_P='2': top_p must be between 0 and 1 (got 2); fix or "
+        "unset it"]
+    write("[params]\ntop_k = 3\n")
+    out = vibechat("config", "check", env={"VIBECHAT_TEMPRATURE": "1"})  # a warning alone passes
+    assert out.returncode == 0
+    assert out.stderr.splitlines()[-1] == f"{path}: OK"
