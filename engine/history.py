@@ -125,6 +125,15 @@ def title_from_exchange(prompt: str, reply: str) -> str:
     return title_from(prompt)
 
 
+def title_from_model(text: str) -> str | None:
+    """The title a model wrote (:meth:`ChatSession.write_title`) made fit for a list: its
+    first line, without a "Title:" label, quotes, Markdown marks or a full stop; sanitised,
+    shortened. None when nothing is left."""
+    line = next(_title_lines(text[:2000], markdown=True), "")
+    line = re.sub(r"^title\s*:\s*", "", line, flags=re.IGNORECASE).strip(" \"'“”‘’«».")
+    return _short(line) if re.search(r"\w", line) else None
+
+
 def _substantive(line: str) -> bool:
     """Enough words to tell one conversation from another: three words, or long ones."""
     words = re.findall(r"\w+", line)

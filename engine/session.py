@@ -44,11 +44,16 @@ from .backend import (
 from .chatlog import ChatLog, Reply
 from .conversation import Conversation
 from .errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
-from .history import HistoryError, title_from_exchange
+from .history import HistoryError, title_from_exchange, title_from_model
 from .knobs import prompt_too_large
 from .params import SamplingParams
 
 log = logging.getLogger("vibechat.session")
+
+# What an instruct model is asked for a conversation's title (write_title): short, greedy.
+TITLE_REQUEST = ("Write a title for the conversation so far: at most six words, in its language, no quotes. "
+                 "Answer with the title only.")
+TITLE_PARAMS = SamplingParams(temperature=0.0, max_tokens=16, thinking="off", seed=0)
 
 
 def _ignore(_text: str) -> None:
@@ -324,6 +329,38 @@ class ChatSession:
                 chat.title = title
         except HistoryError as exc:  # a title is not worth stopping a chat for
             log.warning("could not save the title: %s", exc)
+
+    def write_title(self, generation: int, stop_requested: Callable[[], bool]) -> str | None:
+        """The model's title for the conversation's first exchange (blocks: a worker's job):
+        a short greedy request (``TITLE_PARAMS``) after the exchange, which shares its prefix
+        (the KV cache keeps it). None when the session moved on from ``generation``, a reply
+        began, ``stop_requested()`` turned true (the user sent a message: the engine is
+        stopped for it), or the request failed: the title from the exchange's words stays.
+        Nothing is saved here (see ``History.set_title``)."""
+        messages = self.conversation.messages()
+        if len(self.conversation.turns) != 2:
+            return None
+        messages.append(ChatMessage("user", TITLE_REQUEST))
+        parts: list[str] = []
+        with self.engine_lock:
+            if not self.is_current(generation) or self.turn is not None or stop_requested():
+                return None
+            events = self.backend.stream_chat(messages, TITLE_PARAMS)
+            try:
+                for event in events:
+                    if stop_requested():
+                        self.backend.cancel()
+                        return None
+                    if isinstance(event, TextDelta) and len(parts) < 64:
+                        parts.append(event.text)
+                    elif isinstance(event, GenerationDone) and event.finish_reason == "cancelled":
+                        return None
+            except VibechatError as exc:  # too long for the context, a server error: no title
+                log.info("no title from the model: %s", exc)
+                return None
+            finally:
+                events.close()
+        return title_from_model("".join(parts))
 
     def fail_reply(self, turn: Turn, error: str, partial: str | None = None) -> bool:
         """A reply that failed, saved with the error. With ``partial`` (a stream cut

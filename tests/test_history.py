@@ -448,3 +448,17 @@ def test_renaming_is_not_activity_and_keeps_the_conversation_in_its_place(histor
     listed = history.conversations()
     assert [c.title for c in listed] == ["the newer one", "Renamed old one"]
     assert {c.id: c.updated for c in listed} == before
+
+
+@pytest.mark.parametrize(("text", "title"), [
+    ('"Tide Pools and Coral Reefs."', "Tide Pools and Coral Reefs"),
+    ("Title: **Rust vs Haskell**\nHere is why…", "Rust vs Haskell"),
+    ("\x1b[2J“Spice markets”", "Spice markets"),
+    ("word " * 30, ("word " * 12).strip()[:59].rstrip() + "…"),
+    ('"..."', None),
+    ("", None),
+])
+def test_a_title_the_model_wrote_is_cleaned_for_lists(text: str, title: str | None):
+    from vibechat.engine.history import title_from_model
+
+    assert title_from_model(text) == title

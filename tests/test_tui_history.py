@@ -574,3 +574,91 @@ async def test_a_reply_cut_in_the_chat_is_saved_as_cut(db):
         cid = app.chatlog.conversation_id
     with History(db) as other:
         assert [m.status for m in other.get(cid).messages] == ["complete", "cut"]
+
+
+# ------------------------------------------------ titles written by the model
+async def test_an_instruct_model_writes_the_title_after_the_first_reply(db, monkeypatch):
+    from vibechat.engine.session import TITLE_REQUEST
+
+    monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "1")
+    backend = RecordingBackend(reply='"Tide pools and coral reefs."')
+    app = make_app(db, backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "tell me about the sea please")
+        assert len(backend.requests) == 2  # the reply, then the title
+        messages, params = backend.requests[-1]
+        assert [m.content for m in messages] == ["tell me about the sea please", '"Tide pools and coral reefs."',
+                                                 TITLE_REQUEST]
+        assert (params.temperature, params.max_tokens) == (0.0, 16)
+        await pilot.pause()
+        sidebar = app.query_one(ConversationSidebar)
+        assert [s.title for s in sidebar.summaries] == ["Tide pools and coral reefs"]
+        assert app.chatlog.title == "Tide pools and coral reefs"
+        await send(pilot, "and the deep sea?")  # once per conversation
+        assert len(backend.requests) == 3
+        assert [s.title for s in sidebar.summaries] == ["Tide pools and coral reefs"]
+    with History(db) as other:
+        assert other.conversations()[0].title == "Tide pools and coral reefs"
+
+
+class TitleWaits(RecordingBackend):
+    """A request for a title waits (at most 10 s) until the test lets it go."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.title_asked, self.title_go = threading.Event(), threading.Event()
+
+    def stream_chat(self, messages, params):
+        from vibechat.engine.session import TITLE_REQUEST
+
+        if messages[-1].content == TITLE_REQUEST:
+            self.title_asked.set()
+            self.title_go.wait(10)
+        yield from super().stream_chat(messages, params)
+
+
+async def test_a_message_sent_while_the_title_is_written_stops_it(db, monkeypatch):
+    monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "1")
+    backend = TitleWaits(reply="Tide pools and coral reefs")
+    app = make_app(db, backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "tell me about the sea please", wait=False)
+        for _ in range(500):  # the reply done, the title asked for (and held)
+            if backend.title_asked.is_set():
+                break
+            await pilot.pause(0.02)
+        await send(pilot, "and the deep sea?", wait=False)
+        for _ in range(500):
+            if app.session.turn is not None:
+                break
+            await pilot.pause(0.02)
+        backend.title_go.set()
+        await settle(pilot)
+        assert [m.content for m in backend.requests[-1][0]][-1] == "and the deep sea?"
+        assert app.chatlog.title == "tell me about the sea please"  # the exchange's own words
+    with History(db) as other:
+        stored = other.get(other.conversations()[0].id)
+        assert stored.title == "tell me about the sea please"
+        assert [(m.content, m.status) for m in stored.messages] == [
+            ("tell me about the sea please", "complete"), ("Tide pools and coral reefs", "complete"),
+            ("and the deep sea?", "complete"), ("Tide pools and coral reefs", "complete")]
+
+
+@pytest.mark.parametrize("why", ["base model", "model_titles off"])
+async def test_a_base_model_or_model_titles_off_gets_the_title_from_the_exchange(db, monkeypatch, why):
+    if why == "base model":
+        monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "1")
+        backend = RecordingBackend(reply="Hello! I can tell you about tide pools.",
+                                   info=dataclasses.replace(RecordingBackend().info, chat_format="completion"))
+    else:
+        backend = RecordingBackend(reply="Hello! I can tell you about tide pools.")
+    app = make_app(db, backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "hi")
+        assert len(backend.requests) == 1
+        assert app.chatlog.title == "I can tell you about tide pools."
+    with History(db) as other:
+        assert other.conversations()[0].title == "I can tell you about tide pools."

@@ -8,6 +8,11 @@ writes (rename, delete) run where they are asked for.
 Opening a conversation brings back its system prompt and parameters and rebuilds
 the model's KV cache from its messages in a worker, so the next reply starts
 without evaluating the whole conversation first.
+
+After a new conversation's first reply, an instruct model writes its title (``model_titles``
+in the config): a short request in a worker, which waits for the engine and gives way to
+the user's next message; until then, and for a base model, the title comes from the first
+exchange's words (engine/history.py).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.gguf import quant_from_filename
 from vibechat.engine.history import ConversationSummary, History, SearchHit, StoredConversation, StoredMessage
+from vibechat.engine.knobs import COMPLETION
 from vibechat.engine.sanitize import sanitize
 
 from .chat_view import AssistantMessage, ChatMessageWidget, EarlierMessages
@@ -48,6 +54,7 @@ class HistoryManager:
     def __init__(self, host: ChatHost) -> None:
         self.host = host
         self._problem_shown: str | None = None
+        self._titled: set[int] = set()  # conversations the model was asked to title
 
     @property
     def history(self) -> History | None:
@@ -96,6 +103,39 @@ class HistoryManager:
                                            old.created if old else stamp, stamp,
                                            old.source if old else chatlog.source))
         sidebar.current = chatlog.conversation_id
+        self._ask_for_title()
+
+    def _ask_for_title(self) -> None:
+        """After a conversation's first reply, an instruct model writes its title, in a worker
+        that waits for the engine; a message sent meanwhile stops it (``write_title``)."""
+        session = self.host.session
+        chat, info = session.chat, session.info
+        cid = chat.conversation_id
+        turns = chat.conversation.turns
+        if (cid is None or cid in self._titled or chat.history is None or len(turns) != 2
+                or turns[1].role != "assistant" or not turns[1].content or session.turn is not None
+                or info is None or info.chat_format == COMPLETION or not self.host.config.config.model_titles):
+            return
+        self._titled.add(cid)
+        generation, history = session.generation, chat.history
+
+        def stop() -> bool:
+            return not session.is_current(generation) or session.turn is not None
+
+        def write() -> None:
+            title = session.write_title(generation, stop)
+            try:
+                if title is None or not history.set_title(cid, title):
+                    return  # no title, or the user's own (a rename) stays
+                if session.chat is chat:
+                    chat.title = title
+                summaries = history.conversations()
+            except VibechatError as exc:
+                log.warning("could not save the title: %s", exc)
+                return
+            self.host.post_message(HistoryListed(summaries, 0, None))
+
+        self.host.run_worker(write, thread=True, group="title", exit_on_error=False)
 
     # ----------------------------------------------------------------- actions
     def toggle_sidebar(self) -> None:
