@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from vibechat.engine.config import LoadedConfig
     from vibechat.engine.presets import Preset
 
-presets_app = typer.Typer(help="List, show and import presets: named set-ups (model, system prompt, parameters) "
-                               "in the config file.", no_args_is_help=True,
+presets_app = typer.Typer(help="Named set-ups: list, show, import (a Modelfile), remove.",
+                          no_args_is_help=True,
                           context_settings={"help_option_names": ["-h", "--help"]})
 
 PresetOpt = Annotated[Optional[str], typer.Option(
