@@ -120,6 +120,30 @@ async def test_a_typo_with_base_url_set_still_runs_the_server_and_names_the_typo
     backend.close()
 
 
+async def test_the_bar_follows_the_file_as_it_is_fixed(backend, monkeypatch):
+    from vibechat.app.tui import config_bar
+
+    monkeypatch.setattr(config_bar, "POLL_S", 0.05)
+    path = write_config('[params]\ntemprature = 0.5\n')
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+
+        async def bar_says(words: str) -> list[str]:
+            for _ in range(400):  # bounded: the file is looked at every 0.05 s, checked in a thread
+                if words in bar_text(app):
+                    break
+                await pilot.pause(0.05)
+            return bar_text(app).splitlines()
+
+        assert (await bar_says("temprature"))[0].startswith("⚠ config.toml line 2: unknown key 'temprature'")
+        path.write_text('[params]\n\ntop_k = "x"\n')  # another mistake: the bar says which
+        assert (await bar_says("top_k"))[0].startswith("⚠ config.toml line 3: top_k must be a whole number")
+        path.write_text('[params]\ntemperature = 0.5\n')
+        assert (await bar_says("loads cleanly")) == [
+            "⚠ config.toml loads cleanly now: start vibechat again to apply it", "^g hides this"]
+
+
 async def test_many_problems_are_counted_past_the_first_few(backend):
     write_config("".join(f"nope{i} = 1\n" for i in range(7)))
     app = create_app(backend, blink=False)

@@ -30,6 +30,11 @@ def starting_theme(config: LoadedConfig, available: Iterable[str]) -> tuple[str,
     return DEFAULT_THEME, notes
 
 
+def file_problems(config: LoadedConfig) -> int:
+    """How many of ``starting_theme``'s notes (the first ones) are the file's problems."""
+    return sum(1 for problem in config.problems if problem.where.startswith("config file"))
+
+
 def remember_theme(config: LoadedConfig, name: str) -> tuple[LoadedConfig, str | None]:
     """Save ``name`` as the theme: the config as it is now, and a problem to show (or None)."""
     if name == config.config.theme:
