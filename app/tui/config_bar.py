@@ -28,6 +28,7 @@ from textual.content import Content
 from textual.events import Click
 from textual.message import Message
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 
 from . import outside
@@ -93,7 +94,7 @@ class ConfigBar(Widget):
     _file: Path | None = None
     _from_file = 0
     _signature: tuple[int, int, int] | None = None
-    _timer = None
+    _timer: Timer | None = None
     _clean = False  # the file was fixed and nothing else is wrong: no "Fix:" hint
 
     def _poll(self) -> None:
