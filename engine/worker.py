@@ -9,8 +9,8 @@ session so the terminal's signals do not reach it). Three pipes:
 * the child's stdin carries the parent's requests as length-prefixed pickles: ``load``,
   ``stream``, ``reset``, ``prefill``, ``count`` (one at a time, each with an id), and
   ``cancel``. A reader thread in the child takes them; ``cancel`` is acted on at once
-  by that thread (the backend's abort/progress callbacks see it), never queued behind
-  the running request;
+  by that thread (the backend's abort/progress callbacks see it) and acknowledged, never
+  queued behind the running request;
 * the child's stdout (a private copy of it: fd 1 itself then points at stderr, so
   nothing native can write into the protocol) carries the answers: log records, load
   progress, the reply's text and its thinking (pieces of one kind that come faster than
@@ -24,6 +24,12 @@ ends before the answer, the child died: the call raises ``EngineCrashed`` naming
 signal, what it was doing and the crash report; the next call starts a fresh child. A
 fresh child that dies again during its load or its first request, with the same
 options, is not restarted until the options change (``EngineCrashLoop``).
+
+A hung child is a dead one: after a cancel, a watchdog thread waits for the child's
+acknowledgement (``STOP_GRACE_S``) and the request's end (``STOP_LIMIT_S``); a child that
+misses either (stopped with SIGSTOP, frozen) is killed and the call fails like a crash,
+with its own line. Nothing else is timed: a slow load or prompt evaluation that nobody
+stopped is no hang. ``close()`` ends the child within a few seconds whatever it does.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ log = logging.getLogger("vibechat.llama_cpp")
 
 # Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
 # stream's first piece of text, once it was sent) makes every child started while it is set
-# send itself SIGNAL at that stage. Read by the child only.
+# send itself SIGNAL at that stage ("STAGE:hang": hang there). Read by the child only.
 CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
 
 LOG_TAIL = 50
@@ -61,6 +67,22 @@ LOG_TAIL = 50
 # at ~90 tokens/s it sends 4x fewer messages than one per token (each a wake-up of two threads
 # in the chat's process, on the model's cores). The first piece of a reply goes at once.
 FLUSH_S = 0.04
+# A stop request (cancel) that the engine process does not answer within this long means it is
+# hung (stopped with SIGSTOP, frozen with the GIL held): the watchdog ends it (SIGKILL) and the
+# call in flight fails like a crash. A live process answers at once, whatever llama.cpp is doing:
+# its request reader acknowledges every cancel. Nothing else is a deadline: a long prompt
+# evaluation or a slow load the user did not stop runs as long as it takes.
+STOP_GRACE_S = 1.5
+# A process that acknowledged the cancel but has not ended the request this long after it is
+# stuck too (a native call that never returns): ended the same way. llama.cpp honours a cancel
+# between two tokens, graph nodes or tensors; the slowest honest case is a process still starting
+# (importing llama.cpp) that has not read the cancel yet.
+STOP_LIMIT_S = 10.0
+# close(): how long the engine process gets to exit by itself, then after SIGTERM, before
+# SIGKILL (a stopped process acts on SIGKILL only): well within 3 s in all.
+CLOSE_EXIT_S = 1.0
+CLOSE_TERM_S = 0.5
+REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
 _HEADER = struct.Struct(">I")
 
 
@@ -103,6 +125,31 @@ def _signal_name(number: int) -> str:
 class _Crash:
     message: str
     report: Path | None
+
+
+class _Heard:
+    """What one engine process has said, as its protocol reader sees it: for the watchdog,
+    which needs it while the thread that drives the engine waits on the inbox. Request ids
+    only grow, so "the highest so far" tells about every earlier request too."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.hello = False  # its request reader runs (it reads and acknowledges cancels)
+        self.acked = 0  # the highest request id whose cancel it acknowledged
+        self.ended = 0  # the highest request id it answered (a result or an error)
+        self.gone = False  # its protocol pipe ended
+
+    def note(self, *, hello: bool = False, acked: int = 0, ended: int = 0, gone: bool = False) -> None:
+        with self._cond:
+            self.hello |= hello
+            self.acked = max(self.acked, acked)
+            self.ended = max(self.ended, ended)
+            self.gone |= gone
+            self._cond.notify_all()
+
+    def wait(self, condition: Callable[[], bool], timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(condition, max(0.0, timeout))
 
 
 class _Preload:
@@ -166,6 +213,10 @@ class WorkerBackend:
         self._stderr_reader: threading.Thread | None = None
         self._preload: _Preload | None = None  # a load begun ahead of the first load() call
         self._preloading: threading.Thread | None = None
+        self._heard = _Heard()  # the current child's
+        self._watched = 0  # the request the watchdog watches (one watchdog per stopped request)
+        self._watch_lock = threading.Lock()
+        self._hung: tuple[subprocess.Popen[bytes], str] | None = None  # (child, why) the watchdog ended
 
     # ------------------------------------------------------------ process
     @property
@@ -183,12 +234,18 @@ class WorkerBackend:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 close_fds=True, **kwargs)
         self._proc = proc
+        if self._closing:  # close() began while it started: it ends with the others
+            self._stop_child()
+            _close_quietly(proc.stdout)
+            _close_quietly(proc.stderr)
+            raise EngineCrashed("the engine was closed.")
         self._inbox = queue.Queue()
         self._tail = collections.deque(maxlen=LOG_TAIL)  # new ones: an old reader may still append
         self._stderr_tail = collections.deque(maxlen=LOG_TAIL)
+        self._heard = _Heard()
         self._loaded = False
         self._restarted, self._proven = self._crashed_before, False
-        threading.Thread(target=self._read_protocol, args=(proc, self._inbox, self._tail), daemon=True,
+        threading.Thread(target=self._read_protocol, args=(proc, self._inbox, self._tail, self._heard), daemon=True,
                          name="vibechat-worker-reader").start()
         self._stderr_reader = threading.Thread(target=self._read_stderr, args=(proc, self._stderr_tail), daemon=True,
                                                name="vibechat-worker-stderr")
@@ -196,7 +253,8 @@ class WorkerBackend:
         self._send(("init", self.options))
 
     @staticmethod
-    def _read_protocol(proc: subprocess.Popen[bytes], inbox: queue.Queue[Any], tail: collections.deque[str]) -> None:
+    def _read_protocol(proc: subprocess.Popen[bytes], inbox: queue.Queue[Any], tail: collections.deque[str],
+                       heard: _Heard) -> None:
         assert proc.stdout is not None
         try:
             while True:
@@ -213,8 +271,17 @@ class WorkerBackend:
                         tail.append(f"{logging.getLevelName(level)} {text}")
                     logging.getLogger(name).log(level, "%s", text)
                     continue
+                if msg[0] == "hello":
+                    heard.note(hello=True)
+                    continue
+                if msg[0] == "cancelling":
+                    heard.note(acked=msg[1])
+                    continue
+                if msg[0] in ("result", "error"):
+                    heard.note(ended=msg[1])
                 inbox.put(msg)
         finally:
+            heard.note(gone=True)
             inbox.put(("eof",))
             _close_quietly(proc.stdout)
 
@@ -329,24 +396,25 @@ class WorkerBackend:
     # --------------------------------------------------------- crashes
     def _crash(self, doing: str) -> EngineCrashed:
         """The child is gone: reap it, write the report, decide whether to restart later."""
-        if self._closing:
-            return EngineCrashed("the engine was closed while it was busy.")
         proc = self._proc
-        rc: int | None = None
-        if proc is not None:
-            try:
-                rc = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # it closed its pipe but lives on: end it
-                proc.kill()
-                rc = proc.wait(timeout=10)
-        how = (f"crashed ({_signal_name(-rc)})" if rc is not None and rc < 0
-               else f"exited unexpectedly (status {rc})")
+        if self._closing or proc is None:  # ended on purpose (close(), a stopped load), maybe just now
+            return EngineCrashed("the engine was closed while it was busy.")
+        rc = _end_process(proc, wait_s=2.0)  # it closed its pipe: it is ending (or is ended now)
+        hung = self._hung
+        if hung is not None and hung[0] is proc:  # the watchdog ended it: no crash of llama.cpp's
+            how, doing = "stopped responding", f"{doing} ({hung[1]}), so vibechat ended it"
+        else:
+            hung = None
+            how = (f"crashed ({_signal_name(-rc)})" if rc is not None and rc < 0
+                   else f"exited unexpectedly (status {rc})")
         if self._stderr_reader is not None:  # its last lines (a fault handler's traceback)
             self._stderr_reader.join(timeout=2)
         report = write_crash_report(how, doing, rc, list(self._tail), list(self._stderr_tail), self.options,
                                     self._info)
         self._discard_child()
         where = f"; crash report: {report}" if report else ""
+        if hung is not None:  # a hang is not counted towards a crash loop: the user stopped it
+            return EngineCrashed(f"the engine {how} {doing}; it restarts with the next request{where}", report)
         if self._restarted and not self._proven:
             setting = suggest_setting(self.options, self._info, doing, rc)
             message = (f"the engine {how} {doing} again right after a restart, so vibechat will not restart "
@@ -363,22 +431,18 @@ class WorkerBackend:
         if proc is not None:  # its stdout and stderr are closed by their reader threads
             _close_quietly(proc.stdin)
 
-    def _stop_child(self, timeout: float = 5.0) -> None:
+    def _stop_child(self) -> None:
+        """End the child on purpose: its stdin ends (it stops what runs and exits), then
+        SIGTERM, then SIGKILL (all a stopped or hung child acts on): under
+        ``CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S`` in all, whatever it is doing."""
         proc = self._proc
         if proc is None:
             return
-        self._send(("close",))
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=timeout)
+        # Discarded first, so that a call waiting on its answer takes its end for a close, not
+        # a crash; its stdin closes, and its request reader, seeing the end, stops what runs
+        # and exits.
         self._discard_child()
+        _end_process(proc, wait_s=CLOSE_EXIT_S, term_s=CLOSE_TERM_S)
 
     # ------------------------------------------------------- Backend API
     def preload(self) -> None:
@@ -410,9 +474,48 @@ class WorkerBackend:
         return self._info
 
     def cancel(self) -> None:
+        """Stop the request in flight (any thread). The engine process acknowledges the cancel
+        at once and ends the request soon after; one that does neither is ended by the
+        watchdog (``STOP_GRACE_S``, ``STOP_LIMIT_S``) and the call fails like a crash."""
         busy = self._busy
         if busy is not None:
             self._send(("cancel", busy))
+            self._watch(busy)
+
+    def _watch(self, rid: int) -> None:
+        """Watch the current child answer the cancel of request ``rid`` (one watchdog a request)."""
+        proc, heard = self._proc, self._heard
+        with self._watch_lock:
+            if proc is None or rid <= self._watched:
+                return
+            self._watched = rid
+        threading.Thread(target=self._watchdog, args=(proc, heard, rid), daemon=True,
+                         name="vibechat-worker-watchdog").start()
+
+    def _watchdog(self, proc: subprocess.Popen[bytes], heard: _Heard, rid: int) -> None:
+        asked = time.monotonic()
+
+        def answered() -> bool:
+            return heard.gone or heard.ended >= rid or heard.acked >= rid
+
+        # A child still starting has not read the cancel yet: its own start is no hang.
+        ok = heard.wait(answered, STOP_GRACE_S) or (
+            not heard.hello and heard.wait(lambda: answered() or heard.hello, STOP_LIMIT_S - STOP_GRACE_S)
+            and heard.wait(answered, STOP_GRACE_S))
+        if not ok:
+            why = f"no answer to the stop request within {STOP_GRACE_S:g} s"
+        elif heard.wait(lambda: heard.gone or heard.ended >= rid, asked + STOP_LIMIT_S - time.monotonic()):
+            return
+        else:
+            why = f"the request did not end within {STOP_LIMIT_S:g} s of the stop request"
+        if self._proc is not proc or proc.poll() is not None:
+            return  # ended meanwhile, or on purpose
+        log.warning("the engine process %s is hung (%s): ending it", proc.pid, why)
+        self._hung = (proc, why)
+        try:
+            proc.kill()  # the reader sees its pipe end; the waiting call reports it (_crash)
+        except OSError:
+            pass
 
     def reset(self) -> None:
         if not (self._loaded and self._alive()):
@@ -473,7 +576,8 @@ class WorkerBackend:
 
     def _abandon(self, rid: int) -> None:
         self._send(("cancel", rid))
-        deadline = time.monotonic() + 60
+        self._watch(rid)  # a hung child is ended within STOP_LIMIT_S: its end comes as "eof"
+        deadline = time.monotonic() + STOP_LIMIT_S + 5
         while time.monotonic() < deadline:
             try:
                 msg = self._inbox.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -489,26 +593,53 @@ class WorkerBackend:
             if msg[0] in ("result", "error") and msg[1] == rid:
                 self._busy = None
                 return
-        log.warning("the engine did not stop within 60 s: ending it")
+        log.warning("the engine did not stop within %g s: ending it", STOP_LIMIT_S + 5)
         self._kill()
 
     def _kill(self) -> None:
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
         self._discard_child()
+        if proc is not None:
+            _end_process(proc, wait_s=0)
 
     def close(self) -> None:
+        """End the engine process, whatever it is doing (stopped, hung, mid-reply): within
+        ``CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S`` (2.5 s), never waiting on its answers."""
         self._closing = True
         try:
             self._stop_child()
-            if self._preloading is not None:  # a load still under way ends with the child: not a crash
-                self._preloading.join(timeout=10)
-                self._stop_child()  # a child it started just before close() began
+            preloading = self._preloading
+            # A load still under way ends with its child (not a crash); one that was starting
+            # its child just as close() began has it ended here.
+            deadline = time.monotonic() + CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S
+            while preloading is not None and preloading.is_alive() and time.monotonic() < deadline:
+                preloading.join(timeout=0.05)
+                self._stop_child()
         finally:
             self._closing = False
         self._info = None
+
+
+def _end_process(proc: subprocess.Popen[bytes], wait_s: float, term_s: float = 0.0) -> int | None:
+    """Wait up to ``wait_s`` for ``proc`` to exit by itself, then SIGTERM it and wait up to
+    ``term_s`` (when given), then SIGKILL it and wait up to ``REAP_S``: its exit status, or
+    None if even that did not end it (an uninterruptible wait: init reaps it later)."""
+    steps: list[tuple[Callable[[], None] | None, float]] = [(None, wait_s)]
+    if term_s > 0:
+        steps.append((proc.terminate, term_s))
+    steps.append((proc.kill, REAP_S))
+    for send, wait in steps:
+        if send is not None:
+            try:
+                send()  # Popen: no signal once the process was reaped (no pid reused)
+            except OSError:
+                pass
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    log.warning("the engine process %s did not end after SIGKILL", proc.pid)
+    return None
 
 
 def _close_quietly(pipe: IO[bytes] | None) -> None:
@@ -693,7 +824,8 @@ class _ForwardLogs(logging.Handler):
 
 def _crash_hook(stage: str) -> None:
     """Test-only (CRASH_HOOK_ENV): end this process at ``stage`` with a signal ("reply:SIGABRT")
-    or an exit status ("reply:exit3")."""
+    or an exit status ("reply:exit3"), stop it ("reply:SIGSTOP": it stays stopped), or hang it
+    ("reply:hang": its main thread never returns, its request reader goes on)."""
     hook = os.environ.get(CRASH_HOOK_ENV, "")
     if not hook:
         return
@@ -701,6 +833,8 @@ def _crash_hook(stage: str) -> None:
     if at == stage:
         if name.startswith("exit"):
             os._exit(int(name[4:]))
+        if name == "hang":
+            threading.Event().wait()  # until the parent ends this process
         os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
         time.sleep(10)  # the signal ends us
 
@@ -734,6 +868,7 @@ def child_main() -> int:
                     break
                 if msg[0] == "cancel":
                     control.cancel(msg[1])
+                    send(("cancelling", msg[1]))  # the parent's watchdog: this process is alive
                 else:
                     requests.put(msg)
         except Exception:  # noqa: BLE001
@@ -744,6 +879,7 @@ def child_main() -> int:
         threading.Timer(5.0, os._exit, args=(0,)).start()
 
     threading.Thread(target=read_requests, daemon=True, name="vibechat-worker-requests").start()
+    send(("hello",))  # its requests are read from now on: a cancel is acknowledged at once
 
     engine_log = logging.getLogger("vibechat")
     engine_log.setLevel(logging.DEBUG)

@@ -506,3 +506,200 @@ def test_closing_during_a_preload_ends_the_engine_and_reports_no_crash(starter_p
         os.kill(child, 0)  # ended and reaped
     crashes = Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes"
     assert not crashes.exists() or not any(crashes.iterdir())
+
+
+# ---------------------------------------------------------------- a hung engine
+HUNG_BOUND_S = 15  # today's (unwatched) code never gets there: the engine stays stopped
+
+
+def is_stopped(pid: int) -> bool:
+    """The process is stopped (SIGSTOP took effect): its state in /proc/PID/stat is T."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def is_gone(pid: int) -> bool:
+    """Ended and reaped (no /proc entry left, not even a zombie)."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+def end_for_good(pid: int | None) -> None:
+    """A test's cleanup: the engine process it stopped never outlives it."""
+    if pid is not None:
+        for sig in (signal.SIGKILL, signal.SIGCONT):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def run_in_thread(work) -> tuple[threading.Thread, dict]:
+    """``work()`` in a thread: its result or its exception lands in the dict ("result"/"error")."""
+    outcome: dict = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states in /proc")
+
+
+@needs_proc
+def test_a_stopped_engine_that_does_not_answer_a_cancel_is_ended_and_the_next_reply_runs(rambling_worker):
+    """SIGSTOP mid-reply, then cancel(): the engine cannot acknowledge it, so the watchdog ends
+    it and the reply fails like a crash, in one line that says so, with the text so far; the
+    next request starts a fresh engine (not counted as a crash loop)."""
+    rambling_worker.load()
+    pieces: list[str] = []
+    stopped_pid: list[int] = []
+
+    def consume() -> None:
+        for event in rambling_worker.stream_chat(STORY, LONG_REPLY):
+            if isinstance(event, TextDelta):
+                pieces.append(event.text)
+                if len(pieces) == 3:  # the reply is under way: stop its engine, then ask it to stop
+                    pid = rambling_worker.pid
+                    stopped_pid.append(pid)
+                    os.kill(pid, signal.SIGSTOP)
+                    wait_until(lambda: is_stopped(pid), "the engine process to be stopped")
+                    rambling_worker.cancel()
+                    cancelled.set()
+
+    cancelled = threading.Event()
+    thread, outcome = run_in_thread(consume)
+    try:
+        wait_until(lambda: cancelled.is_set() or not thread.is_alive(), "the reply's third piece")
+        thread.join(HUNG_BOUND_S)
+        assert not thread.is_alive(), f"the stopped engine's reply did not end within {HUNG_BOUND_S} s of the stop"
+    finally:
+        end_for_good(stopped_pid[0] if stopped_pid else None)
+        thread.join(WAIT_S)
+    error = outcome.get("error")
+    assert isinstance(error, EngineCrashed) and not isinstance(error, EngineCrashLoop), outcome
+    message = str(error)
+    assert "\n" not in message
+    assert re.search(r"stopped responding mid-reply after \d+ tokens \(no answer to the stop request within "
+                     r"1\.5 s\), so vibechat ended it; it restarts with the next request; crash report: ", message)
+    assert "".join(pieces).strip()  # the text so far was yielded before the error
+    report = report_of(error).read_text()
+    assert "stopped responding" in report and "SIGKILL" in report
+    assert is_gone(stopped_pid[0]) and rambling_worker.pid is None
+    assert_answers(rambling_worker)  # a fresh engine process
+    assert_answers(rambling_worker)
+
+
+@needs_proc
+def test_a_load_stopped_with_its_engine_stopped_ends_the_engine(worker):
+    """A load cancelled while its engine process is stopped: the same watchdog."""
+    stopped_pid: list[int] = []
+
+    def stop_then_cancel(_fraction: float) -> None:  # the load is under way in the engine process
+        if not stopped_pid:
+            pid = worker.pid
+            stopped_pid.append(pid)
+            os.kill(pid, signal.SIGSTOP)
+            wait_until(lambda: is_stopped(pid), "the engine process to be stopped")
+            worker.cancel()
+
+    thread, outcome = run_in_thread(lambda: worker.load(on_progress=stop_then_cancel))
+    try:
+        thread.join(HUNG_BOUND_S)
+        assert not thread.is_alive(), f"the stopped engine's load did not end within {HUNG_BOUND_S} s"
+    finally:
+        end_for_good(stopped_pid[0] if stopped_pid else None)
+        thread.join(WAIT_S)
+    error = outcome.get("error")
+    assert isinstance(error, EngineCrashed), outcome
+    assert "stopped responding while loading gemma-3-270m" in str(error) and "no answer to the stop request" in str(error)
+    assert is_gone(stopped_pid[0])
+    assert worker.load().architecture == "gemma3"
+
+
+def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_worker, monkeypatch):
+    """The engine's request reader answers the cancel, but the reply never ends (a native call
+    that never returns: the "hang" hook blocks the engine's main thread after the first piece):
+    ended once the stop limit passes (shortened here), and said so."""
+    import vibechat.engine.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "STOP_LIMIT_S", 3.0)
+    monkeypatch.setenv(CRASH_HOOK_ENV, "reply:hang")
+    pieces: list[str] = []
+    hung_pid: list[int] = []
+
+    def consume() -> None:
+        for event in rambling_worker.stream_chat(STORY, LONG_REPLY):
+            if isinstance(event, TextDelta):
+                pieces.append(event.text)
+                hung_pid.append(rambling_worker.pid)
+                rambling_worker.cancel()
+
+    thread, outcome = run_in_thread(consume)
+    try:
+        wait_until(lambda: hung_pid or not thread.is_alive(), "the reply's first piece")
+        thread.join(HUNG_BOUND_S)
+        assert not thread.is_alive(), f"the hung engine's reply did not end within {HUNG_BOUND_S} s of the stop"
+    finally:
+        end_for_good(hung_pid[0] if hung_pid else None)
+        thread.join(WAIT_S)
+    error = outcome.get("error")
+    assert isinstance(error, EngineCrashed), outcome
+    assert len(pieces) == 1 and pieces[0]
+    assert "stopped responding mid-reply" in str(error)
+    assert "the request did not end within 3 s of the stop request" in str(error)
+    monkeypatch.delenv(CRASH_HOOK_ENV)
+    assert_answers(rambling_worker)
+
+
+@needs_proc
+def test_a_slow_engine_that_nobody_stopped_is_not_taken_for_a_hung_one(rambling_worker, monkeypatch):
+    """Only an unanswered cancel is a deadline: an engine that says nothing for longer than the
+    watchdog's grace (stopped here, then continued) while nobody asked it to stop goes on."""
+    import vibechat.engine.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "STOP_GRACE_S", 0.2)
+    rambling_worker.load()
+    pid = rambling_worker.pid
+    count = 0
+    done = None
+    try:
+        for event in rambling_worker.stream_chat(STORY, GREEDY):
+            if isinstance(event, TextDelta):
+                count += 1
+                if count == 1:
+                    os.kill(pid, signal.SIGSTOP)
+                    wait_until(lambda: is_stopped(pid), "the engine process to be stopped")
+                    time.sleep(4 * worker_module.STOP_GRACE_S)  # silent for longer than the grace
+                    os.kill(pid, signal.SIGCONT)
+            elif isinstance(event, GenerationDone):
+                done = event
+    finally:
+        end_for_good(None if done is not None else pid)
+    assert done is not None and done.finish_reason == "length" and rambling_worker.pid == pid
+
+
+@needs_proc
+def test_close_ends_a_stopped_engine(rambling_worker):
+    """close() (quitting) never waits on the engine: a stopped one ignores SIGTERM and the
+    close request until continued, so it is killed; it is reaped, not left behind."""
+    rambling_worker.load()
+    pid = rambling_worker.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: is_stopped(pid), "the engine process to be stopped")
+        thread, outcome = run_in_thread(rambling_worker.close)
+        thread.join(HUNG_BOUND_S)
+        assert not thread.is_alive(), f"close() did not return within {HUNG_BOUND_S} s"
+        assert "error" not in outcome
+        assert is_gone(pid) and rambling_worker.pid is None
+    finally:
+        end_for_good(pid)
