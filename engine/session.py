@@ -44,7 +44,8 @@ from .backend import (
 from .chatlog import ChatLog, Reply
 from .conversation import Conversation
 from .errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
-from .history import HistoryError, title_from_exchange, title_from_model
+from .history import HistoryError
+from .titles import title_from_exchange, title_from_model
 from .knobs import prompt_too_large
 from .params import SamplingParams
 

@@ -319,7 +319,8 @@ def test_titles_are_sanitised_from_the_prompt():
 V2_DB_ROWS = [  # a database as vibechat wrote it before conversations had a source (schema 2)
     "INSERT INTO conversations(title, model, params, created, updated) VALUES "
     "('hi', 'Fake 1B', '{\"temperature\": 0.5}', '2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z')",
-    "INSERT INTO conversations(title, created, updated) VALUES ('second', '2026-01-03T00:00:00Z', '2026-01-03T00:00:00Z')",
+    "INSERT INTO conversations(title, created, updated) "
+    "VALUES ('second', '2026-01-03T00:00:00Z', '2026-01-03T00:00:00Z')",
     "INSERT INTO messages(conversation_id, role, content, status, created, updated) "
     "VALUES (1, 'user', 'tell me about zanzibar', 'complete', 'x', 'x')",
     "INSERT INTO messages(conversation_id, role, content, status, stats, created, updated, thinking) "
