@@ -17,6 +17,16 @@ from vibechat.engine.config import config_path
 from vibechat.engine.paths import config_dir
 
 
+@pytest.fixture(autouse=True)
+def no_setting_variables(monkeypatch):
+    """The config's own tests see the variables they set, and only the folders' (conftest.py
+    may set a setting's variable for every other test); VIBECHAT_REPACK stays (a real model's
+    tests need it: conftest.py)."""
+    for name in list(os.environ):
+        if name.startswith("VIBECHAT_") and not name.endswith("_DIR") and name != "VIBECHAT_REPACK":
+            monkeypatch.delenv(name)
+
+
 def vibechat(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
