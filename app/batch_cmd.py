@@ -39,8 +39,9 @@ from vibechat.engine.session import ChatSession
 
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from .report import format_stats, json_stats, structured_state
-from .run_cmd import EXIT_INCOMPLETE, ThinkingEcho, incomplete_line, load_or_interrupt, trim_notice
+from .report import ReplyMeter, format_stats, json_stats, reply_object, structured_state
+from .run_cmd import (EXIT_INCOMPLETE, ThinkingEcho, empty_reply_line, incomplete_line, is_empty_reply,
+                      load_or_interrupt, trim_notice)
 
 
 @dataclass
@@ -110,6 +111,7 @@ class _Batch:
             self.report(request.line, str(exc).rstrip("."), request.id, request.id is not None)
             return
         chat.add_user(request.prompt)
+        meter = ReplyMeter()  # the reply's wall time (elapsed_ms)
         try:
             echo = ThinkingEcho(self.err, f" line {request.line}") if self.options.show_thinking else None
             try:
@@ -125,24 +127,24 @@ class _Batch:
             return
         self._after(chat)
         done = result.done
-        obj: dict[str, object] = {"line": request.line}
+        head: dict[str, object] = {"line": request.line}
         if request.id is not None:
-            obj["id"] = request.id
-        obj.update({
-            "text": result.text if self.options.raw else sanitize(result.text),
-            "thinking": done.thinking if self.options.raw else sanitize(done.thinking),
-            "model": self.info.name,
-            "conversation_id": chat.conversation_id,
-            "params": (done.params or params).to_dict(),
-            "finish_reason": "cancelled" if result.interrupted else done.finish_reason,
-            "stats": json_stats(done.stats),
-        })
+            head["id"] = request.id
         used = done.params or params
-        state = structured_state(used, str(obj["finish_reason"]), result.text)
-        if state is not None:  # under --json-schema/--grammar: whether the JSON (grammar) is whole
-            obj["structured_output"] = state
+        finish_reason = "cancelled" if result.interrupted else done.finish_reason
+        empty = not result.interrupted and is_empty_reply(result.text, finish_reason, used, done.stats)
+        obj = reply_object(
+            head=head, per_line=True, text=result.text if self.options.raw else sanitize(result.text),
+            thinking=done.thinking if self.options.raw else sanitize(done.thinking), info=self.info,
+            conversation_id=chat.conversation_id, params=used, finish_reason=finish_reason,
+            stats=json_stats(done.stats, meter=meter), structured=structured_state(used, finish_reason, result.text),
+            empty=empty)
         self.done += 1
         self.write(obj)
+        if empty:  # said, as `run` says it (which exits 4); the batch goes on
+            self.err.write(plain(f"vibechat: {self.source} line {request.line}: "
+                                 f"{empty_reply_line(self.info, bool(done.thinking.strip()))}") + "\n")
+            self.err.flush()
         if self.options.show_stats and done.finish_reason != "cancelled":
             self.err.write(plain(f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}")
                            + "\n")
@@ -193,8 +195,7 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
         err.write("\n")
         return 130
     if batch.done + batch.failed == 0:
-        err.write(f"vibechat: error: {_no_prompts(source)}\n")
-        return 1
+        raise VibechatError(_no_prompts(source))  # said as any failure to start is (one JSON line with error)
     return batch.exit_code()
 
 

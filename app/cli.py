@@ -306,6 +306,13 @@ def run(
                           draft_model=draft_model, repack=repack, prompt_format=prompt_format)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
 
+    from .run_cmd import JsonFailure
+
+    # --json (and --prompts-file, whose results are JSON Lines) promise one JSON object on
+    # stdout, also when the run fails before its reply: what is known by then goes in it.
+    failure = JsonFailure(json_output or prompts_file is not None, sys.stdout)
+    failure.model = model
+
     def go() -> int:
         from vibechat.engine.errors import ConfigError, VibechatError
 
@@ -326,6 +333,7 @@ def run(
         if loaded.problem:
             raise ConfigError(loaded.problem)
         config = with_flags(loaded, engine, sampling, system).config
+        failure.model, failure.params = config.model, config.params
         check_draft_tokens(engine, config)
         output_format = structured_output(json_schema, grammar, EngineSettings.from_config(config))
         if output_format is not None:  # checked before any model loads
@@ -336,6 +344,7 @@ def run(
         chat = open_chat(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
         choice = EngineSettings.from_config(config)
         params, system_prompt = config.params, config.system_prompt
+        failure.conversation_id = chat.conversation_id
         if chat.conversation_id is not None:  # continuing: the conversation's settings, under the flags
             params = sampling.to_params(chat.conversation.params)
             if output_format is not None:
@@ -345,8 +354,10 @@ def run(
                 choice = replace(choice, model=chat.model_path)
         text = read_prompt(prompt, sys.stdin)
         backend = make_backend(choice, pull=pull_with_progress)
+        failure.model, failure.params = choice.model, params
         request = RunRequest(prompt=text, system=system_prompt, params=params,
                              json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking)
+        failure.request = request
         try:
             return execute(backend, request, sys.stdout, sys.stderr, chat)
         finally:
@@ -354,7 +365,7 @@ def run(
             if chat.history is not None:
                 chat.history.close()
 
-    code = guard(go)
+    code = guard(go, on_failure=failure.failed)
     if code:
         raise typer.Exit(code)
 
@@ -474,12 +485,11 @@ def _click_exception(name: str) -> Any:
 def usage_error_line(exc: Any) -> str:
     """Click's usage error as the one line vibechat prints: the message (typer's
     "Did you mean" suggestions included) and where to read the command's options."""
-    message = " ".join(exc.format_message().split()).rstrip(".")
-    if message[:1].isupper() and not message[1:2].isupper():
-        message = message[0].lower() + message[1:]
+    from .clitools import usage_message
+
     ctx = getattr(exc, "ctx", None)
     where = ctx.command_path if ctx is not None else "vibechat"
-    return f"vibechat: error: {message} (see '{where} --help')"
+    return f"vibechat: error: {usage_message(exc)} (see '{where} --help')"
 
 
 def quiet_flags(command: Any, help_names: list[str] | None = None) -> None:
@@ -558,7 +568,10 @@ def main() -> None:
             if exc.format_message().strip():  # (with Rich, it is printed already)
                 typer.echo(exc.format_message())
         elif isinstance(exc, usage_error):
+            from .clitools import usage_json, usage_message
+
             typer.echo(usage_error_line(exc), err=True)
+            usage_json(exc, usage_message(exc), sys.argv[1:])  # run --json: its one object, with the error
         else:
             from .clitools import echo
 

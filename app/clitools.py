@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import typer
@@ -25,9 +25,10 @@ def fail(message: str, code: int = 1) -> "typer.Exit":
     return typer.Exit(code)
 
 
-def guard(fn: Callable[[], T]) -> T:
+def guard(fn: Callable[[], T], on_failure: Callable[[BaseException, int], object] | None = None) -> T:
     """Run ``fn`` the way every command does: a VibechatError becomes a one-line message and
-    exit code 1, Ctrl-C exit code 130."""
+    exit code 1, Ctrl-C exit code 130. ``on_failure(exc, exit_status)`` is told first
+    (``run --json``: its object on stdout)."""
     import typer
 
     from vibechat.engine.errors import VibechatError
@@ -35,10 +36,82 @@ def guard(fn: Callable[[], T]) -> T:
     try:
         return fn()
     except VibechatError as exc:
+        if on_failure is not None:
+            on_failure(exc, 1)
         raise fail(str(exc)) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if on_failure is not None:
+            on_failure(exc, 130)
         typer.echo("", err=True)
         raise typer.Exit(130) from None
+
+
+def usage_message(exc: Any) -> str:
+    """Click's usage error ``exc`` as one line in vibechat's words: a value of the wrong type
+    or out of an option's range (which Typer words as pydantic does, "Input should be a
+    valid integer, unable to parse string as an integer") names the option and what it
+    takes, ``--ctx must be a whole number (got 'abc')``; any other keeps click's message
+    (typer's "Did you mean" suggestions included), in lower case."""
+    try:
+        own = _own_words(exc)
+    except Exception:  # noqa: BLE001 - the wording must never cost the user a traceback
+        own = None
+    message = own if own is not None else " ".join(exc.format_message().split()).rstrip(".")
+    if message[:1].isupper() and not message[1:2].isupper():
+        message = message[0].lower() + message[1:]
+    return message
+
+
+# pydantic's error types (what Typer checks a typed option's value with) in our words
+_WHOLE = ("int_parsing", "int_type", "int_from_float", "int_parsing_size")
+_NUMBER = ("float_parsing", "float_type")
+_BOUNDS = {"greater_than_equal": ("ge", "at least"), "greater_than": ("gt", "more than"),
+           "less_than_equal": ("le", "at most"), "less_than": ("lt", "less than")}
+
+
+def _own_words(exc: Any) -> str | None:
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    param = getattr(exc, "param", None)
+    if type(cause).__name__ != "ValidationError" or not callable(errors) or param is None:
+        return None
+    try:
+        error = errors()[0]
+    except Exception:  # noqa: BLE001 - not pydantic's shape after all: click's words then
+        return None
+    opts = [opt for opt in getattr(param, "opts", ()) if opt.startswith("--")]
+    name = max(opts, key=len) if opts else str(getattr(param, "metavar", None) or param.name or "the value").upper()
+    got = str(error.get("input"))
+    got = plain(got if len(got) <= 40 else got[:39] + "…")
+    kind = error.get("type")
+    if kind in _WHOLE:
+        return f"{name} must be a whole number (got {got!r})"
+    if kind in _NUMBER:
+        return f"{name} must be a number (got {got!r})"
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        bound = (error.get("ctx") or {}).get(key)
+        if bound is not None:
+            return f"{name} must be {words} {bound} (got {got})"
+    return None
+
+
+def usage_json(exc: Any, message: str, argv: list[str]) -> None:
+    """``vibechat run --json`` (or ``--prompts-file``) promises one JSON object on stdout,
+    even when its command line is malformed: the object with ``error`` (kind ``usage``,
+    exit status 2). Other commands print nothing on stdout for a usage error."""
+    ctx = getattr(exc, "ctx", None)
+    if ctx is None or ctx.info_name != "run" or ctx.parent is None or ctx.parent.parent is not None:
+        return
+    args = argv[:argv.index("--")] if "--" in argv else argv
+    if "--json" in args or any(a == "--prompts-file" or a.startswith("--prompts-file=") for a in args):
+        from .report import error_object, reply_object
+
+        try:
+            sys.stdout.write(safe_json(reply_object(error=error_object(message, "usage", 2))) + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):
+            quiet_stdout()
 
 
 def plain(text: object) -> str:
@@ -58,19 +131,34 @@ def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
 
 def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set[int] = frozenset()) -> None:
     """Print a borderless table. Cells are plain text (never Rich markup) with terminal
-    control sequences stripped."""
+    control sequences stripped, each on one line (a line break or tab in a title is a
+    space). On a terminal, long cells fold to fit its width; piped or redirected, a row is
+    always one line whatever its length, so ``| grep`` finds a row with its id."""
+    from rich.cells import cell_len
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from vibechat.engine.sanitize import sanitize
 
+    cells = [[" ".join(sanitize(cell).split()) for cell in row] for row in rows]
+    terminal = sys.stdout.isatty()
     grid = Table(box=None, pad_edge=False, header_style="bold")
     for i, column in enumerate(columns):
-        grid.add_column(column, justify="right" if i in right else "left", overflow="fold")
-    for row in rows:
-        grid.add_row(*(Text(sanitize(cell)) for cell in row))
-    Console(soft_wrap=False).print(grid)
+        grid.add_column(column, justify="right" if i in right else "left", overflow="fold", no_wrap=not terminal)
+    for row in cells:
+        grid.add_row(*(Text(cell) for cell in row))
+    if terminal:
+        Console(soft_wrap=False).print(grid)
+        return
+    # As wide as the widest row (the cells and a two-space gap between columns): no wrapping.
+    widths = [max([cell_len(column), *(cell_len(row[i]) for row in cells if i < len(row))])
+              for i, column in enumerate(columns)]
+    console = Console(soft_wrap=False, width=max(80, sum(widths) + 2 * len(widths)))
+    with console.capture() as captured:
+        console.print(grid)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    sys.stdout.flush()
 
 
 def safe_json(data: object, indent: int | None = None) -> str:

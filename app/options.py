@@ -19,6 +19,42 @@ import typer
 
 from vibechat.engine.knobs import CONTEXT_STEP, MAX_CONTEXT
 
+def _number_check(name: str) -> Any:
+    """A sampling flag's callback: a value that is not a number at all (``-n abc``) is a
+    malformed command line, a usage error (exit 2) in the command's own words, like any
+    option of the wrong type; a number out of range is a bad value, said later by
+    ``PARAM_SPECS`` (exit 1), as in the config file and ``/set``."""
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]) -> Optional[str]:
+        if value is not None and not _is_number_or_word(name, value):
+            from vibechat.engine.params import PARAM_SPECS
+
+            spec = PARAM_SPECS[name]
+            kind = "a whole number" if spec.kind is int else "a number"
+            flag = "--" + name.replace("_", "-")
+            shown = value if len(value) <= 40 else value[:39] + "…"
+            usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+            raise usage_error(f"{flag} must be {kind} {spec.range_text()} (got {shown!r})", ctx=ctx)
+        return value
+    return check
+
+
+def _is_number_or_word(name: str, value: str) -> bool:
+    """Whether ``value`` is what the flag takes, range aside: a number of its kind or one of
+    its words (``auto``, ``none``...)."""
+    from vibechat.engine.errors import InvalidParameterError
+    from vibechat.engine.params import PARAM_SPECS
+
+    spec = PARAM_SPECS[name]
+    try:
+        spec.parse(value)
+    except InvalidParameterError:
+        try:
+            int(value.strip()) if spec.kind is int else float(value.strip())
+        except ValueError:
+            return False
+    return True
+
+
 SAMPLING = "Sampling"
 ENGINE = "Model and engine"
 REMOTE = "Remote server"
@@ -28,20 +64,27 @@ ModelOpt = Annotated[Optional[str], typer.Option(
     "model); with --backend openai, the server's model id.", rich_help_panel=ENGINE)]
 SystemOpt = Annotated[Optional[str], typer.Option("--system", "-s", metavar="TEXT", help="System prompt.")]
 TemperatureOpt = Annotated[Optional[str], typer.Option(
-    "--temperature", "-t", metavar="NUMBER", help="0-5; 0 is greedy (default 0.8).", rich_help_panel=SAMPLING)]
+    "--temperature", "-t", callback=_number_check("temperature"),
+    metavar="NUMBER", help="0-5; 0 is greedy (default 0.8).", rich_help_panel=SAMPLING)]
 TopKOpt = Annotated[Optional[str], typer.Option(
-    "--top-k", metavar="N", help="0-1000; 0 disables (default 40).", rich_help_panel=SAMPLING)]
+    "--top-k", callback=_number_check("top_k"),
+    metavar="N", help="0-1000; 0 disables (default 40).", rich_help_panel=SAMPLING)]
 TopPOpt = Annotated[Optional[str], typer.Option(
-    "--top-p", metavar="NUMBER", help="0-1; 1 disables (default 0.95).", rich_help_panel=SAMPLING)]
+    "--top-p", callback=_number_check("top_p"),
+    metavar="NUMBER", help="0-1; 1 disables (default 0.95).", rich_help_panel=SAMPLING)]
 MinPOpt = Annotated[Optional[str], typer.Option(
-    "--min-p", metavar="NUMBER", help="0-1; 0 disables (default 0.05).", rich_help_panel=SAMPLING)]
+    "--min-p", callback=_number_check("min_p"),
+    metavar="NUMBER", help="0-1; 0 disables (default 0.05).", rich_help_panel=SAMPLING)]
 RepeatPenaltyOpt = Annotated[Optional[str], typer.Option(
-    "--repeat-penalty", metavar="NUMBER", help="0.1-5; 1 disables (default 1.0).", rich_help_panel=SAMPLING)]
+    "--repeat-penalty", callback=_number_check("repeat_penalty"),
+    metavar="NUMBER", help="0.1-5; 1 disables (default 1.0).", rich_help_panel=SAMPLING)]
 MaxTokensOpt = Annotated[Optional[str], typer.Option(
-    "--max-tokens", "-n", metavar="N", help="Most tokens to generate (default: until the model stops).",
+    "--max-tokens", "-n", callback=_number_check("max_tokens"),
+    metavar="N", help="Most tokens to generate (default: until the model stops).",
     rich_help_panel=SAMPLING)]
 SeedOpt = Annotated[Optional[str], typer.Option(
-    "--seed", metavar="N", help="Seed for reproducible sampling (default: random).", rich_help_panel=SAMPLING)]
+    "--seed", callback=_number_check("seed"),
+    metavar="N", help="Seed for reproducible sampling (default: random).", rich_help_panel=SAMPLING)]
 StopOpt = Annotated[Optional[list[str]], typer.Option(
     "--stop", metavar="TEXT", help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
     rich_help_panel=SAMPLING)]

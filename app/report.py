@@ -1,6 +1,7 @@
 """How a reply's statistics and the engine's settings are reported: one line of text (``run
 --stats``, ``--prompts-file --stats``, the chat's stats panel), the ``engine`` object of
-``--json``, and whether a structured reply is whole (``structured_state``: ``run``,
+``--json`` and the one object ``--json`` prints (``reply_object``: also on failure, with an
+``error``), and whether a structured reply is whole (``structured_state``: ``run``,
 ``--prompts-file`` and the chat say it alike). Shared by the CLI commands and the TUI, so it
 imports neither."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from vibechat.engine.backend import GenerationStats, ModelInfo
 from vibechat.engine.params import SamplingParams
+from vibechat.engine.sanitize import sanitize
 
 
 def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
@@ -41,8 +43,17 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
 
 
 def engine_dict(info: ModelInfo) -> dict[str, object]:
-    """How the model runs, for ``--json``."""
-    return {"device": info.device, "gpu_layers": info.gpu_layers, "n_layers": info.n_layers,
+    """How the model runs, for ``--json``. A server: its backend, its API root, the model id
+    as the server names it, and what it said of the context; none of the local engine's
+    fields (a server's GPU layers or KV cache are not known here, not "0" or "f16")."""
+    if info.server:
+        from vibechat.engine.openai_backend import api_root
+
+        return {"backend": info.backend, "server": sanitize(info.server),
+                "base_url": sanitize(api_root(info) or info.server), "model": sanitize(info.name),
+                "context_size": info.context_size or None,  # None: the server did not say
+                "prompt_format": info.prompt_format}
+    return {"backend": info.backend, "device": info.device, "gpu_layers": info.gpu_layers, "n_layers": info.n_layers,
             "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
             "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
             "speculative": info.speculative, "draft_tokens": info.draft_tokens,
@@ -51,17 +62,129 @@ def engine_dict(info: ModelInfo) -> dict[str, object]:
             "prompt_format": info.prompt_format, "prompt_format_reason": info.chat_format_reason}
 
 
-def json_stats(stats: GenerationStats | None, seed: int | None = None) -> dict[str, object]:
-    """A reply's statistics for ``--json`` (None: unknown, a reply cut short by the server)."""
-    if stats is None:  # none known (a reply cut short by the server)
-        return {"prompt_tokens": None, "prompt_tokens_evaluated": None, "completion_tokens": None,
-                "thinking_tokens": None, "ttft_ms": None, "prompt_eval_ms": None, "decode_tokens_per_s": None,
-                "seed": seed}
-    data = stats.to_dict()
-    keys = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "thinking_tokens", "ttft_ms",
-            "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
-            "drafted_tokens", "accepted_draft_tokens", "draft_k", "drafting_turned_off")
-    return {k: data[k] for k in keys}
+STATS_KEYS = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "thinking_tokens", "ttft_ms",
+              "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
+              "drafted_tokens", "accepted_draft_tokens", "draft_k", "drafting_turned_off")
+
+
+def json_stats(stats: GenerationStats | None, seed: int | None = None,
+               meter: "ReplyMeter | None" = None) -> dict[str, object]:
+    """A reply's statistics for ``--json``, always with the same keys. ``stats`` None: the
+    backend sent none (a reply cut short by the server, a crash): what ``meter`` measured
+    here stands in (pieces received, each counted as a token, as a server's reply is
+    measured when it sends no usage), the rest is null (unknown, never a made-up 0).
+    ``elapsed_ms``: the reply's wall time as measured here (null without ``meter``)."""
+    elapsed = meter.elapsed_ms() if meter is not None else None
+    if stats is None:
+        data: dict[str, object] = dict.fromkeys(STATS_KEYS)
+        data["seed"] = seed
+        if meter is not None:
+            data.update(meter.measured())
+        data["elapsed_ms"] = elapsed
+        return data
+    known = stats.to_dict()
+    return {**{k: known[k] for k in STATS_KEYS}, "elapsed_ms": elapsed}
+
+
+class ReplyMeter:
+    """What the CLI sees of a reply as it streams (pieces of text and of thinking, when the
+    first came and the last), so that a reply that ends without the backend's statistics
+    (a server that died mid-reply, an engine crash) still reports what is known."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.perf_counter
+        self.started = self._clock()
+        self.pieces = 0
+        self.thinking_pieces = 0
+        self.first = 0.0
+        self.last = 0.0
+
+    def piece(self, thinking: bool = False) -> None:
+        """A piece of the reply (``thinking``: of its thinking) arrived now."""
+        self.last = self._clock()
+        if not self.first:
+            self.first = self.last
+        self.pieces += 1
+        self.thinking_pieces += thinking
+
+    def elapsed_ms(self) -> float:
+        return round((self._clock() - self.started) * 1000, 2)
+
+    def measured(self) -> dict[str, object]:
+        """The statistics' keys this meter knows."""
+        data: dict[str, object] = {"completion_tokens": self.pieces, "thinking_tokens": self.thinking_pieces}
+        if self.first:
+            data["ttft_ms"] = round((self.first - self.started) * 1000, 2)
+            data["decode_ms"] = round((self.last - self.first) * 1000, 2)
+            if self.pieces > 1 and self.last > self.first:
+                data["decode_tokens_per_s"] = round((self.pieces - 1) / (self.last - self.first), 2)
+        return data
+
+
+# What a script finds in ``error.kind`` (--json): which kind of failure, by the error's class.
+ERROR_KINDS: tuple[tuple[str, str], ...] = (
+    ("ConfigError", "config"), ("InvalidParameterError", "value"), ("ContextOverflowError", "context"),
+    ("StreamInterrupted", "interrupted"), ("EngineCrashed", "crash"), ("RemoteServerError", "server"),
+    ("HistoryError", "history"), ("HubError", "download"), ("DownloadError", "download"),
+    ("ModelFileError", "model"), ("ModelLoadError", "model"), ("ModelRefError", "model"),
+    ("ModelStoreError", "model"), ("GpuOffloadUnavailableError", "model"), ("BatchLineError", "value"),
+    ("GenerationError", "generation"),
+)
+
+
+def error_kind(exc: BaseException) -> str:
+    """``error.kind`` for ``exc``: its most specific class in ERROR_KINDS (``error``: any other)."""
+    names = [cls.__name__ for cls in type(exc).__mro__]
+    for name in names:
+        for cls_name, kind in ERROR_KINDS:
+            if name == cls_name:
+                return kind
+    return "error"
+
+
+def error_object(message: str, kind: str, exit_status: int) -> dict[str, object]:
+    """``--json``'s ``error``: the message (one line, as on stderr without ``vibechat: error:``),
+    its kind and the exit status the command ends with."""
+    line = " ".join(sanitize(message).split())
+    return {"message": line, "kind": kind, "exit_status": exit_status}
+
+
+def reply_object(*, text: str = "", thinking: str = "", info: ModelInfo | None = None, model: str | None = None,
+                 conversation_id: int | None = None, params: SamplingParams | None = None,
+                 finish_reason: str | None = None, stats: dict[str, object] | None = None,
+                 structured: str | None = None, error: dict[str, object] | None = None, empty: bool = False,
+                 head: dict[str, object] | None = None, per_line: bool = False) -> dict[str, object]:
+    """THE object ``run --json`` prints, and each result line of ``--prompts-file``
+    (``per_line``: after ``head``, its ``line`` and ``id``; without the engine, the same for
+    every line): whatever is known, also when the run failed (``error``, and null for what
+    is not known). ``model``: the name asked for, when no model was loaded (``info`` None).
+    A server's model has no file: ``model`` is the server's id, ``model_path`` null."""
+    seed = params.seed if params is not None else None
+    obj: dict[str, object] = dict(head or {})
+    obj.update({
+        "text": text,
+        "thinking": thinking,
+        "model": sanitize(info.name) if info is not None else (sanitize(model) if model else None),
+    })
+    if not per_line:
+        obj["model_path"] = info.path if info is not None and not info.server else None
+    obj.update({"conversation_id": conversation_id,
+                "params": params.to_dict() if params is not None else None})
+    if not per_line:
+        obj["prompt_format"] = info.prompt_format if info is not None else None
+    obj.update({"finish_reason": finish_reason,
+                "stats": stats if stats is not None else json_stats(None, seed=seed)})
+    if not per_line:
+        obj["engine"] = engine_dict(info) if info is not None else None
+    if structured is not None:  # under --json-schema/--grammar: whether the JSON (grammar) is whole
+        obj["structured_output"] = structured
+    if empty:
+        obj["empty"] = True
+    if error is not None:
+        obj["error"] = error
+    return obj
 
 
 def structured_state(params: SamplingParams | None, finish_reason: str, text: str) -> str | None:

@@ -1,15 +1,22 @@
 """``vibechat run``: one prompt, the reply streamed to stdout.
 
-Exit codes: 0 success, 1 a user error (one line on stderr), 3 a structured reply
-(``--json-schema``/``--grammar``) cut by a limit before its grammar was complete (printed as
-far as it went, with one line on stderr naming the limit), 130 after Ctrl-C (what was
-generated stays printed). A closed pipe (``| head``) ends quietly.
+Exit statuses (``EXIT_*``; docs/USAGE.md lists them for users): 0 success, 1 a failure
+(one line on stderr: a bad value, a missing model, a server that refuses, a prompt beyond
+the context, a reply cut by a dying server), 2 a malformed command line (app/cli.py), 3 a
+structured reply (``--json-schema``/``--grammar``) cut by a limit before its grammar was
+complete (printed as far as it went, with one line on stderr naming the limit), 4 an empty
+reply (the model or server ended it with no text: one line on stderr), 130 after Ctrl-C
+(what was generated stays printed). A closed pipe (``| head``) ends quietly.
+
+With ``--json``, stdout holds exactly one JSON object whatever happens (``JsonFailure``
+writes it when the run fails before its reply): with ``error`` (message, kind, exit
+status) when it failed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
 
 from vibechat.engine.backend import Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo, ThinkingDelta
@@ -22,10 +29,14 @@ from vibechat.engine.think_switch import unswitchable
 
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from .report import engine_dict, format_stats, json_stats, structured_state
+from .report import ReplyMeter, error_kind, error_object, format_stats, json_stats, reply_object, structured_state
 
 
+EXIT_FAILED = 1  # a failure, said in one line on stderr
+EXIT_USAGE = 2  # a malformed command line
 EXIT_INCOMPLETE = 3  # a structured reply cut by a limit: its JSON (or grammar) is not whole
+EXIT_EMPTY = 4  # the model (or server) ended its reply without any text
+EXIT_CANCELLED = 130  # Ctrl-C
 
 
 @dataclass
@@ -37,6 +48,43 @@ class RunRequest:
     show_stats: bool = False
     raw: bool = False
     show_thinking: bool = False  # a reasoning model's thinking on stderr, as it streams
+    printed: bool = field(default=False, init=False)  # --json: the object is on stdout already
+
+
+class JsonFailure:
+    """``--json``'s promise to scripts: stdout holds one JSON object, also when the run fails
+    before its reply (a bad config, an unknown model, a server that refuses, a prompt beyond
+    the context, Ctrl-C during a download): then an object with ``error`` and whatever is
+    known (``known``: the model asked for, the parameters). ``--prompts-file`` prints its
+    results as JSON Lines, so there it is one line with ``error``. Nothing is written once
+    the run's own object is out (``request.printed``)."""
+
+    def __init__(self, enabled: bool, out: TextIO) -> None:
+        self.enabled, self.out = enabled, out
+        self.request: RunRequest | None = None
+        self.model: str | None = None  # the model asked for
+        self.params: SamplingParams | None = None
+        self.conversation_id: int | None = None
+
+    def write(self, message: str, kind: str, exit_status: int) -> None:
+        if not self.enabled or (self.request is not None and self.request.printed):
+            return
+        obj = reply_object(model=self.model, params=self.params, conversation_id=self.conversation_id,
+                           error=error_object(message, kind, exit_status))
+        try:
+            self.out.write(safe_json(obj) + "\n")
+            self.out.flush()
+        except (BrokenPipeError, ValueError):  # stdout closed: nothing to promise to
+            quiet_stdout()
+        if self.request is not None:
+            self.request.printed = True
+
+    def failed(self, exc: BaseException, exit_status: int = EXIT_FAILED) -> None:
+        """``exc`` ends the run (its one line on stderr is the caller's)."""
+        if isinstance(exc, KeyboardInterrupt):
+            self.write("stopped by Ctrl-C", "cancelled", EXIT_CANCELLED)
+        else:
+            self.write(str(exc), error_kind(exc), exit_status)
 
 
 def read_prompt(prompt: str | None, stdin: TextIO) -> str:
@@ -61,7 +109,9 @@ def read_prompt(prompt: str | None, stdin: TextIO) -> str:
 
 def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog | None = None) -> int:
     """Answer ``request.prompt``; ``chat`` holds the conversation it continues (and saves it
-    when it has a history): the prompt is saved before generation, the reply as it streams."""
+    when it has a history): the prompt is saved before generation, the reply as it streams.
+    A failure once the model is loaded is raised after ``--json`` printed its object
+    (what is known: the model, the engine, the parameters, the error)."""
     session = ChatSession(backend, chat)
     conversation = session.conversation
     if request.system is not None:
@@ -77,11 +127,18 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
             raise KeyboardInterrupt from None
         # A Ctrl-C from here on, even one that landed just as the load ended, stops the reply,
         # not the command: the prompt is saved, the reply saved as stopped, --json prints its object.
-        ignored = unswitchable(info.server, info.thinking_switch, request.params.thinking)
-        for notice in (*info.notices, *([ignored] if ignored else [])):  # e.g. the context size rounded up
-            err.write(plain(f"vibechat: {notice}") + "\n")
-        session.check_prompt(request.prompt)  # before it is saved: a prompt that cannot fit is refused
-        session.chat.add_user(request.prompt)
+        try:
+            ignored = unswitchable(info.server, info.thinking_switch, request.params.thinking)
+            for notice in (*info.notices, *([ignored] if ignored else [])):  # e.g. the context size rounded up
+                err.write(plain(f"vibechat: {notice}") + "\n")
+            session.check_prompt(request.prompt)  # before it is saved: a prompt that cannot fit is refused
+            session.chat.add_user(request.prompt)
+        except VibechatError as exc:
+            if request.json_output:
+                obj = reply_object(info=info, conversation_id=session.chat.conversation_id, params=request.params,
+                                   error=error_object(str(exc), error_kind(exc), EXIT_FAILED))
+                _end_output(request, out, "", obj)
+            raise
         return _answer(session, request, out, err, info, ctrl_c)
 
 
@@ -153,13 +210,9 @@ def incomplete_line(params: SamplingParams, stats: GenerationStats, info: ModelI
 
 def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
     """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing saved."""
-    seed = request.params.seed
-    obj: dict[str, object] = {"text": "", "thinking": "", "model": None, "model_path": None,
-                              "conversation_id": None, "params": request.params.to_dict(),
-                              "finish_reason": "cancelled", "stats": json_stats(None, seed=seed), "engine": None}
-    if request.params.output_format is not None:
-        obj["structured_output"] = "incomplete"
-    return obj
+    params = request.params
+    return reply_object(params=params, finish_reason="cancelled",
+                        structured=None if params.output_format is None else "incomplete")
 
 
 def load_or_interrupt(session: ChatSession, ctrl_c: CtrlC) -> ModelInfo:
@@ -179,13 +232,23 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     # so what streams is exactly sanitize(text), the text --json prints.
     sanitizer = None if request.raw else Sanitizer()
     echo = ThinkingEcho(err) if request.show_thinking else None
+    meter = ReplyMeter()  # what is known of a reply that ends without the backend's stats
+    notice = trim_notice(err, echo)
+    shown: list[str] = []  # the reply so far, for --json when it fails (a crash) mid-reply
 
     def show(text: str) -> None:
+        meter.piece()
+        shown.append(text)
         if echo is not None:
             echo.close()
         if not request.json_output:
             out.write(text if sanitizer is None else sanitizer.feed(text))
             out.flush()
+
+    def on_event(event: ChatEvent) -> None:
+        if isinstance(event, ThinkingDelta):
+            meter.piece(thinking=True)
+        notice(event)
 
     def held_back() -> str:
         return "" if sanitizer is None or request.json_output else sanitizer.flush()
@@ -194,13 +257,13 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     params = request.params.with_seed()  # drawn here, so an interrupted reply reports it too
     try:
         try:
-            result = session.answer(params, on_text=show, on_event=trim_notice(err, echo),
-                                    stop_requested=lambda: ctrl_c.requested)
+            result = session.answer(params, on_text=show, on_event=on_event, stop_requested=lambda: ctrl_c.requested)
         finally:
             if echo is not None:
                 echo.close()  # a reply that ended while thinking
-    except StreamInterrupted as exc:  # cut mid-reply: the partial text stays printed and saved
-        _write_interrupted(request, out, exc.partial, info, chat, str(exc), params, held_back())
+    except VibechatError as exc:  # cut mid-reply (the partial text stays printed and saved), a crash
+        partial = exc.partial if isinstance(exc, StreamInterrupted) else "".join(shown)
+        _write_failed(request, out, partial, info, chat, exc, params, meter, held_back())
         raise
     done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
     if chat.problem:
@@ -210,29 +273,26 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         return 0
 
     text, stats = result.text if request.raw else sanitize(result.text), done.stats
-    obj = {
-        "text": text,
-        "thinking": done.thinking if request.raw else sanitize(done.thinking),
-        "model": info.name,
-        "model_path": info.path,
-        "conversation_id": chat.conversation_id,
-        "params": (done.params or request.params).to_dict(),
-        "prompt_format": info.prompt_format,  # "completion", "chat template (gguf)" ... (ModelInfo.chat_format)
-        "finish_reason": "cancelled" if interrupted else stats.finish_reason,
-        "stats": json_stats(stats),
-        "engine": engine_dict(info),
-    }
     used = done.params or request.params
-    state = structured_state(used, str(obj["finish_reason"]), result.text)
-    if state is not None:  # under --json-schema/--grammar: whether the JSON (grammar) is whole
-        obj["structured_output"] = state
+    finish_reason = "cancelled" if interrupted else stats.finish_reason
+    empty = not interrupted and is_empty_reply(result.text, finish_reason, used, stats)
+    empty_line = empty_reply_line(info, bool(done.thinking.strip())) if empty else None
+    obj = reply_object(
+        text=text, thinking=done.thinking if request.raw else sanitize(done.thinking), info=info,
+        conversation_id=chat.conversation_id, params=used, finish_reason=finish_reason,
+        stats=json_stats(stats, meter=meter), structured=structured_state(used, finish_reason, result.text),
+        empty=empty, error=None if empty_line is None else error_object(empty_line, "empty", EXIT_EMPTY))
     if not _end_output(request, out, text, obj, held_back()):
         return 0
     if request.show_stats and not interrupted:
         err.write(plain(format_stats(done.stats, info)) + "\n")  # names the model's device or server
         err.flush()
     if interrupted:
-        return 130
+        return EXIT_CANCELLED
+    if empty_line is not None:  # a script would take silence for an answer
+        err.write(plain(f"vibechat: {empty_line}") + "\n")
+        err.flush()
+        return EXIT_EMPTY
     cut = incomplete_line(used, stats, info, result.text)
     if cut is not None:  # half a JSON object is no success: `| jq` would fail on it
         err.write(f"vibechat: {cut}\n")
@@ -241,17 +301,40 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     return 0
 
 
-def _write_interrupted(request: RunRequest, out: TextIO, text: str, info, chat: ChatLog, error: str,
-                       params: SamplingParams, tail: str = "") -> None:
+def is_empty_reply(text: str, finish_reason: str, params: SamplingParams, stats: GenerationStats) -> bool:
+    """Whether a reply that ended by itself has no text to show: the model (or the server)
+    sent none. A reply that one of the user's ``--stop`` strings cut at its very start is
+    what was asked for, not an empty reply."""
+    if finish_reason != "stop" or text.strip():
+        return False
+    return not (params.stop and stats.completion_tokens)
+
+
+def empty_reply_line(info: ModelInfo, thought: bool = False) -> str:
+    """The stderr line for a reply that ended by itself with no text: who sent nothing, and
+    where to look (a server's chat template or reasoning format, a model that needs a
+    prompt format)."""
+    what = "only thinking, no answer" if thought else "no text"
+    if info.server:
+        return (f"the reply from {info.server} was empty ({what}; finish_reason stop): check the server's chat "
+                "template and reasoning format (its log), or try another model.")
+    return (f"the model's reply was empty ({what}; finish_reason stop): try again, another --prompt-format, "
+            "or another model.")
+
+
+def _write_failed(request: RunRequest, out: TextIO, text: str, info: ModelInfo, chat: ChatLog,
+                  error: VibechatError, params: SamplingParams, meter: ReplyMeter, tail: str = "") -> None:
     """Before the error line: end the partial reply's line, or (``--json``) print it as an
-    object with finish_reason 'interrupted' and the error; the server sent no statistics,
-    so the counts are null (unknown), and the seed is the one sent."""
+    object with the error (``finish_reason`` 'interrupted' for a stream cut mid-reply, else
+    'error'); the backend sent no statistics, so they are what was measured here (pieces
+    received, timings), null where unknown; the seed is the one sent."""
     text = text if request.raw else sanitize(text)
-    obj = {"text": text, "thinking": "", "model": info.name, "model_path": info.path,
-           "conversation_id": chat.conversation_id, "params": params.to_dict(),
-           "finish_reason": "interrupted", "error": error, "stats": json_stats(None, seed=params.seed)}
-    if params.output_format is not None:
-        obj["structured_output"] = "incomplete"
+    cut = isinstance(error, StreamInterrupted)
+    obj = reply_object(text=text, info=info, conversation_id=chat.conversation_id, params=params,
+                       finish_reason="interrupted" if cut else "error",
+                       stats=json_stats(None, seed=params.seed, meter=meter),
+                       structured=None if params.output_format is None else "incomplete",
+                       error=error_object(str(error), error_kind(error), EXIT_FAILED))
     _end_output(request, out, text, obj, tail)
 
 
@@ -259,6 +342,8 @@ def _end_output(request: RunRequest, out: TextIO, text: str, obj: dict, tail: st
     """End a reply's output: ``obj`` as one JSON line (``--json``), else the text the
     sanitizer held back (``tail``) and a newline after text (as shown) that lacks one.
     False when stdout was closed (``| head``)."""
+    if request.json_output:
+        request.printed = True  # one object at most, even if the write fails
     try:
         out.write(tail)
         if request.json_output:

@@ -131,6 +131,20 @@ def normalize_base_url(url: str) -> str:
     return f"{parts.scheme.lower()}://{parts.netloc}{path}{query}"
 
 
+def model_url(root: str, model: str) -> str:
+    """A server's model as ``ModelInfo.path`` names it: its URL under the API root."""
+    return f"{root}/models/{quote(model, safe='/:@')}"
+
+
+def api_root(info: ModelInfo) -> str | None:
+    """The API root (``http://127.0.0.1:8080/v1``) of a server's ``ModelInfo``, whose ``path``
+    is the model's URL under it (``model_url``); None for a local model."""
+    suffix = model_url("", info.name)
+    if not info.server or not info.path.endswith(suffix):
+        return None
+    return info.path[:-len(suffix)]
+
+
 def display_url(base_url: str, keep_v1: bool = False) -> str:
     """The server as shown to the user: no credentials, no query, no ``/v1`` (unless
     ``keep_v1``: the API root)."""
@@ -491,7 +505,7 @@ class OpenAICompatibleBackend:
         trained = _count(meta.get("n_ctx_train")) or None
         return ModelInfo(
             name=model,
-            path=f"{self._root}/models/{quote(model, safe='/:@')}",
+            path=model_url(self._root, model),
             architecture="",
             quantization="",
             trained_context=trained if isinstance(trained, int) else None,

@@ -159,12 +159,18 @@ def test_a_structured_line_cut_by_its_limit_is_marked_and_sets_the_exit_status(b
 
 
 # ----------------------------------------------------------- usage errors
+def start_error(out: subprocess.CompletedProcess) -> dict:
+    """The one JSON line a prompts file that could not start prints: its ``error``."""
+    assert out.stdout.count("\n") == 1, out.stdout
+    return json.loads(out.stdout)["error"]
+
+
 @pytest.mark.parametrize("args", [["--prompt", "hi"], ["--continue"], ["--conversation", "3"]])
 def test_single_prompt_options_do_not_mix(tmp_path, args):
     path = tmp_path / "p.jsonl"
     path.write_text(jsonl({"prompt": "hi"}))
     out = vibechat("run", "--prompts-file", str(path), *args)
-    assert out.returncode == 1 and out.stdout == ""
+    assert out.returncode == 1 and start_error(out)["kind"] == "error"
     assert out.stderr.count("\n") == 1 and "--prompts-file and " + args[0] + " do not mix" in out.stderr
 
 
@@ -185,7 +191,7 @@ def test_a_file_without_prompts_is_an_error_before_the_model_loads(tmp_path, use
     path = tmp_path / "empty.jsonl"
     path.write_text(text)
     out = vibechat("run", "--prompts-file", str(path))
-    assert out.returncode == 1 and out.stdout == ""
+    assert out.returncode == 1 and f"no prompts in {path}" in start_error(out)["message"]
     assert out.stderr.count("\n") == 1 and f"no prompts in {path}" in out.stderr
     assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # nothing loaded (nor unpacked)
 
@@ -194,7 +200,7 @@ def test_a_file_without_prompts_is_an_error_before_the_model_loads(tmp_path, use
 @pytest.mark.model
 def test_no_prompts_on_stdin_is_an_error(starter_installed):
     out = vibechat("run", "--prompts-file", "-", input="\n\n")
-    assert out.returncode == 1 and out.stdout == ""
+    assert out.returncode == 1 and start_error(out)["exit_status"] == 1
     assert out.stderr == ('vibechat: error: no prompts in stdin: it is empty or blank; give one JSON object per '
                           'line, e.g. {"prompt": "Hi"}.\n')
 

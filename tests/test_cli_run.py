@@ -111,7 +111,6 @@ def test_system_prompt_is_used(starter_installed):
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["-p", "hi", "--temperature", "9"], "temperature must be between 0 and 5 (got 9)"),
-    (["-p", "hi", "--top-p", "abc"], "top_p must be a number"),
     (["-p", "hi", "--ctx", "10"], "--ctx must be between 256 and 1048576 (got 10)"),
     (["-p", "hi", "--ctx", "128"], "--ctx must be between 256 and 1048576 (got 128)"),  # llama.cpp would use 256
     (["-p", "hi", "--threads", "0"], "--threads must be between 1 and 1024 (got 0)"),

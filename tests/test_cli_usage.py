@@ -3,6 +3,7 @@ errors are one line (exit 2), --help and --version answer at once."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from importlib.metadata import version
@@ -18,17 +19,17 @@ def vibechat(*args: str, input: str | None = None, timeout: float = 60) -> subpr
 
 
 @pytest.mark.parametrize(("args", "needle", "command"), [
-    (["run", "--conversation", "0"], "invalid value for '--conversation'", "vibechat run"),
-    (["run", "--cid", "abc"], "valid integer", "vibechat run"),
+    (["run", "--conversation", "0"], "--conversation must be at least 1 (got 0)", "vibechat run"),
+    (["run", "--cid", "abc"], "--conversation must be a whole number (got 'abc')", "vibechat run"),
     (["run", "--bogus"], "no such option: --bogus", "vibechat run"),
     (["run", "--temprature", "1"], "--temperature", "vibechat run"),  # typer's suggestion survives
     (["histroy"], "Did you mean 'history'?", "vibechat"),
     (["--no-such-flag"], "no such option: --no-such-flag", "vibechat"),
-    (["history", "list", "-n", "0"], "invalid value for '--limit'", "vibechat history list"),
-    (["history", "show", "abc"], "valid integer", "vibechat history show"),
+    (["history", "list", "-n", "0"], "--limit must be at least 1 (got 0)", "vibechat history list"),
+    (["history", "show", "abc"], "ID must be a whole number (got 'abc')", "vibechat history show"),
     (["history", "show"], "missing argument 'ID'", "vibechat history show"),
     (["history", "export", "29", "-o", "."], "is a directory", "vibechat history export"),
-    (["models", "search", "x", "--limit", "0"], "invalid value for '--limit'", "vibechat models search"),
+    (["models", "search", "x", "--limit", "0"], "--limit must be at least 1 (got 0)", "vibechat models search"),
     (["config", "show", "--jsn"], "no such option: --jsn", "vibechat config show"),
     (["history", "search", ""], "no word to search for", "vibechat history search"),
     (["history", "search", "  !! "], "give at least one word", "vibechat history search"),
@@ -101,7 +102,11 @@ def test_the_run_summary_is_one_line_in_the_command_list():
 @pytest.mark.parametrize("args", [["run", "-p", "hi"], ["run", "--prompts-file", "-"], []])
 def test_draft_tokens_without_drafting_is_an_error_not_silently_ignored(args):
     out = vibechat(*args, "--draft-tokens", "5") if args else vibechat("--draft-tokens", "5")
-    assert out.returncode == 1 and out.stdout == ""
+    assert out.returncode == 1
+    if "--prompts-file" in args:  # its results are JSON Lines: one line says it could not start
+        assert json.loads(out.stdout)["error"]["kind"] == "error"
+    else:
+        assert out.stdout == ""
     assert out.stderr == ("vibechat: error: --draft-tokens applies only with speculative decoding: add --draft "
                           "prompt-lookup, or drop --draft-tokens.\n")
 
@@ -166,7 +171,7 @@ def test_the_shortcuts_keep_the_command_list_short_and_are_named_once():
     page = vibechat("--help").stdout
     commands = page.split("Commands", 1)[1].split("╰", 1)[0]
     assert [line.split()[1] for line in commands.splitlines() if line.startswith("│ ")] == [
-        "run", "models", "history", "config"]
+        "run", "models", "history", "config", "presets"]
     assert ("ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands list, pull, info "
             "and rm.") in flat(page)
 
@@ -204,6 +209,6 @@ def test_a_positional_prompt_given_twice_or_naming_a_model_is_a_usage_error(args
 
 def test_a_positional_prompt_does_not_mix_with_a_prompts_file():
     out = vibechat("run", "--prompts-file", "-", "hello", input='{"prompt": "hi"}\n')
-    assert out.returncode == 1 and out.stdout == ""
+    assert out.returncode == 1 and json.loads(out.stdout)["error"]["exit_status"] == 1  # one JSON line
     assert out.stderr == ("vibechat: error: --prompts-file and PROMPT do not mix: each line of the file is a prompt "
                           "and a new conversation; drop PROMPT.\n")

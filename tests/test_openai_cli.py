@@ -91,11 +91,13 @@ def test_a_cut_stream_keeps_the_partial_reply_marked_interrupted(stub):
     out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "-p", "Again.", "--json")
     error_line(out)
     obj = json.loads(out.stdout)
-    assert obj["text"] == "Hello there, this" and obj["finish_reason"] == "interrupted" and obj["error"]
-    assert "Ctrl+R" not in obj["error"]  # a message for every front end, not the chat's key
-    # the seed sent is reported; counts the server never sent are unknown, not zero
+    assert obj["text"] == "Hello there, this" and obj["finish_reason"] == "interrupted"
+    assert obj["error"]["kind"] == "interrupted" and "dropped mid-reply" in obj["error"]["message"]
+    assert "Ctrl+R" not in obj["error"]["message"]  # a message for every front end, not the chat's key
+    # the seed sent is reported; the pieces that arrived are counted; what the server never sent is
+    # unknown, not zero
     assert obj["params"]["seed"] == obj["stats"]["seed"] == stub.last_body["seed"]
-    assert obj["stats"]["completion_tokens"] is None
+    assert obj["stats"]["completion_tokens"] == 3 and obj["stats"]["prompt_tokens"] is None
     # The conversation continues with the partial reply in it.
     stub.mode = "ok"
     out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "Go on.")

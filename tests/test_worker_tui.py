@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from fakes import settle
+from test_terminal_restore import Terminal, chat_env  # noqa: F401 - chat_env: a fixture
+from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.history import History
@@ -253,3 +256,109 @@ async def test_the_chats_everyday_actions_work_through_the_engine_process(starte
     finally:
         for engine in (backend, *started):
             engine.close()
+
+
+# ---------------------------------------------------------------- a hung engine
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states in /proc")
+
+
+async def wait_for(pilot, condition, what: str, bound: float = 120) -> None:
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {bound} s for {what}"
+        await pilot.pause(0.01)
+
+
+@needs_proc
+async def test_esc_stops_a_reply_whose_engine_is_stopped(starter_path):
+    """SIGSTOP on the engine process mid-reply, then Esc: the engine cannot answer the stop, so
+    it is ended (not waited on until it is continued): the reply ends with one line saying so,
+    its text so far saved (status 'error'), and the next prompt is answered by a fresh engine."""
+    backend = worker_backend(starter_path)
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
+    pid = None
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.status.state == "ready"
+            app.prompt_input.load_text(STORY)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.replies.stream and app.replies.stream.started, "the reply's text")
+            pid = backend.pid
+            os.kill(pid, signal.SIGSTOP)  # the reply is on screen: its engine stops answering
+            try:
+                await wait_for(pilot, lambda: is_stopped(pid), "the engine process to be stopped")
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: not app.generating, "the reply to stop after Esc", HUNG_BOUND_S)
+            finally:
+                end_for_good(pid)  # today's code waits for it: the test ends it either way
+            await settle(pilot)
+            reply = app.chat.query(AssistantMessage).last()
+            status = reply_status(reply)
+            assert "stopped responding mid-reply" in status and "no answer to the stop request" in status
+            assert "crash report" in status
+            assert reply.has_class("-error") and reply.text.strip()  # the text so far stays
+            assert is_gone(pid)
+            with History() as history:
+                user, failed = history.get(history.latest().id).messages
+            assert failed.status == "error" and "stopped responding" in (failed.error or "")
+            assert failed.content.strip() and failed.content.split()[0] in reply.text  # the text so far, saved
+
+            reply = await send(app, pilot, "List three colours.")
+            assert_answered(app, reply)
+            assert backend.pid not in (None, pid)
+            assert stored_messages() == [
+                ("user", "complete"), ("assistant", "error"), ("user", "complete"), ("assistant", "complete")]
+    finally:
+        end_for_good(pid)
+        backend.close()
+
+
+def engine_process_of(chat_pid: int) -> int | None:
+    """The chat's engine process (``python -m vibechat.engine.worker``, its child), if running."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid and b"vibechat.engine.worker" in cmdline:
+            return int(entry.name)
+    return None
+
+
+@needs_proc
+@pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")
+def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):
+    """The real chat in a terminal, its engine stopped mid-reply (the hook stops it right after
+    it sent the reply's first piece: no race with a signal), then Ctrl+Q: the chat exits
+    without waiting for the engine to be continued, and the engine process is ended and
+    reaped, not left behind."""
+    chat_env[CRASH_HOOK_ENV] = "reply:SIGSTOP"
+    term = Terminal(["--temperature", "0", "--max-tokens", "400", "--ctx", "2048"], chat_env)
+    engine = None
+    try:
+        term.wait_for("Enter sends", "the model to load")
+        term.type(STORY.encode())
+        term.wait_for(STORY[-20:], "the prompt to show in the input")
+        term.type(b"\r")
+        deadline = time.monotonic() + 120
+        while engine is None or not is_stopped(engine):
+            assert time.monotonic() < deadline and term.proc.poll() is None, "the engine never stopped mid-reply"
+            engine = engine or engine_process_of(term.proc.pid)
+            time.sleep(0.05)
+        term.type(b"\x11")  # Ctrl+Q
+        try:
+            code = term.proc.wait(HUNG_BOUND_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the chat did not quit within {HUNG_BOUND_S} s with its engine stopped:\n{term.text()[-2000:]}")
+        assert code == 0, term.text()[-3000:]
+        assert is_gone(engine)  # ended and reaped by the chat
+        for bad in ("Traceback", "Exception ignored"):
+            assert bad not in term.text()
+    finally:
+        end_for_good(engine)
+        term.close()
