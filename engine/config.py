@@ -321,6 +321,11 @@ class ConfigProblem:
     def short(self) -> str:
         return f"{self.short_where or self.where}: {self.what}: {self.effect}"
 
+    @property
+    def in_file(self) -> bool:
+        """The config file's problem (else a variable's)."""
+        return self.where.startswith("config file")
+
 
 @dataclass(frozen=True)
 class LoadedConfig:
@@ -367,7 +372,7 @@ class LoadedConfig:
     @property
     def env_problem(self) -> str | None:
         """The first bad ``VIBECHAT_*`` value (left out), or None."""
-        return next((str(p) for p in self.problems if p.blocking and p.where.startswith("environment")), None)
+        return next((str(p) for p in self.problems if p.blocking and not p.in_file), None)
 
     @property
     def left_out(self) -> tuple[str, ...]:

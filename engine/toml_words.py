@@ -109,6 +109,14 @@ _WHAT = {
 }
 
 
+def _char(c: str) -> str:
+    """A character for a message: quoted, or named where it is not printable."""
+    names = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab", "\x00": "the end of the file"}
+    if c in names:
+        return names[c]
+    return f"'{c}'" if c.isprintable() and len(c) == 1 else f"U+{ord(c[:1] or ' '):04X}"
+
+
 def _unclosed(opened: _Open) -> SyntaxProblem:
     return SyntaxProblem(opened.line, opened.column, _WHAT[opened.kind])
 
@@ -144,8 +152,11 @@ def _unexpected(text: str, line: int, col: int, char: str) -> SyntaxProblem:
         if char in "\n\r":
             return SyntaxProblem(line, 1, f"'{key[:40]}' has no value: a line is key = value, or a comment "
                                           "starting with #")
-        return SyntaxProblem(line, col + 1, f"a key cannot contain '{char}': quote it (\"my key\" = 1) or use "
-                                            "letters, digits, _ and -")
+        if char in "\"'":
+            return SyntaxProblem(line, col + 1, f"a key cannot contain {_char(char)}: a quoted key needs a quote at "
+                                                "both ends (\"my key\" = 1)")
+        return SyntaxProblem(line, col + 1, f"a key cannot contain {_char(char)}: quote it (\"my key\" = 1) or "
+                                            "use letters, digits, _ and -")
     after_eq = before.split("=", 1)[1]
     if not after_eq.strip():
         if char in "\n\r#":
@@ -158,8 +169,11 @@ def _unexpected(text: str, line: int, col: int, char: str) -> SyntaxProblem:
                                                "(or comment it out with #) to leave the setting unset")
         if char == "=":
             return SyntaxProblem(line, col + 1, "one = too many: a line is key = value")
+        if not word:
+            return SyntaxProblem(line, col + 1, f"a value cannot start with {_char(char)} (text needs quotes: "
+                                                "key = \"text\")")
         return SyntaxProblem(line, column, f"{word} is not a valid value: text needs quotes (\"{word}\")")
-    return SyntaxProblem(line, col + 1, f"unexpected '{char}' after the value: one key = value a line "
+    return SyntaxProblem(line, col + 1, f"unexpected {_char(char)} after the value: one key = value a line "
                                         "(a comment starts with #)")
 
 
@@ -213,7 +227,12 @@ def plain_syntax_error(text: str, exc: Exception) -> SyntaxProblem:
             return SyntaxProblem(line, column, f"{word or 'this'} is not a valid date or time (text needs "
                                                f"quotes: \"{word}\")")
         if isinstance(exc, tk.EmptyKeyError):
-            return SyntaxProblem(line, col + 1, "a line starts with = and no key: a line is key = value")
+            row = _line_text(text, line)
+            first = row[col:col + 1]
+            if first == "=":
+                return SyntaxProblem(line, col + 1, "a line starts with = and no key: a line is key = value")
+            return SyntaxProblem(line, col + 1, f"a line cannot start with {_char(first or chr(0))}: a line is "
+                                                "key = value, a [table] or a # comment")
         if isinstance(exc, tk.EmptyTableNameError):
             return SyntaxProblem(line, col, "[] names no table: write [params] or [keys]")
         invalid_key = re.match(r'Invalid key "(.*)"$', reason)

@@ -32,7 +32,7 @@ def starting_theme(config: LoadedConfig, available: Iterable[str]) -> tuple[str,
 
 def file_problems(config: LoadedConfig) -> int:
     """How many of ``starting_theme``'s notes (the first ones) are the file's problems."""
-    return sum(1 for problem in config.problems if problem.where.startswith("config file"))
+    return sum(1 for problem in config.problems if problem.in_file)
 
 
 def remember_theme(config: LoadedConfig, name: str) -> tuple[LoadedConfig, str | None]:
