@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from vibechat.engine.config import (
+    FIX,
     SETTINGS,
     Config,
     LoadedConfig,
@@ -19,6 +20,7 @@ from vibechat.engine.config import (
     load_config,
     markdown_table,
     models_dir,
+    read_config_text,
     save_params,
     save_theme,
     template,
@@ -561,3 +563,31 @@ def test_a_new_top_level_key_is_written_among_the_top_level_settings():
     save_theme("vibechat-paper", key_ids=IDS)
     assert path.read_text() == 'threads = 2\ntheme = "vibechat-paper"\n'
     assert load_config(key_ids=IDS).config.theme == "vibechat-paper"
+
+
+def test_a_mangled_file_is_always_one_line_never_a_traceback():
+    """Random damage to a real config (seeded: the same cases on every run): whatever tomlkit
+    makes of it, the problem is one line in our words."""
+    import random
+
+    good = ('model = "m"\nsystem_prompt = """two\nlines"""\n[params]\ntop_k = 3\nstop = ["x",\n "y"]\n'
+            "[keys]\n\"help\" = 'f12'\nx = { d = 1, e = [1, 2] }\nv = 2024-01-02\n")
+    rng = random.Random(30)
+    path = config_path()
+    seen = set()
+    for _ in range(1500):
+        text = list(good)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(text))
+            if rng.random() < 0.4:
+                del text[at]
+            else:
+                text.insert(at, rng.choice('"\'[]{}=#\n\\ .,x1\x01\ufeff\r\t+-:T'))
+        try:
+            read_config_text("".join(text), path)
+        except ConfigError as exc:
+            message = str(exc)
+            assert "\n" not in message and "\r" not in message and "TOML parse error" not in message
+            assert message.startswith(f"config file {path}") and message.endswith(FIX)
+            seen.add(message.split(": ", 1)[1].split(":")[0][:20])
+    assert len(seen) > 20  # many kinds of mistake were made, and worded
