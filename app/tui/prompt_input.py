@@ -6,6 +6,15 @@ towards the newest. Posts ``PromptInput.Submitted``. Ctrl+D deletes to the right
 in any text area, but an empty input lets the key go on to the app's binding, which
 quits (as in ollama and shells): see ``check_action``.
 
+The input is the user's: what is in it never moves. While a reply is on its way
+(``busy``, set by the replies controller), Enter on a message queues it (``queued``: one at
+a time, posted as ``QueueChanged`` for the line above the input) instead of sending it; the
+controller sends it when the reply ends, or gives it back (Esc, a failure, a new chat).
+Text that comes back (a queued message, Ctrl+L's last prompt, a refused prompt) goes in
+with ``give_back``: into an empty input as it was, else on its own line before the draft,
+the cursor staying on the character it was on. A paste is one edit at the cursor
+(``TextArea``), never key presses: its line breaks never send it.
+
 A ``TextArea`` shows control characters as they are, so text loaded into it (a saved
 message taken back with Ctrl+L, which may have come from a pipe or a paste) is sanitised
 first; pasted text is sanitised by the app as it arrives.
@@ -20,7 +29,10 @@ from textual.widgets import TextArea
 
 from vibechat.engine.sanitize import sanitize
 
+from .. import slash
+
 NEWLINE_KEYS = {"ctrl+j", "shift+enter", "alt+enter", "ctrl+enter"}
+QUEUE_FULL = "One message is queued already: it is sent when the reply ends (Esc or ↑ takes it back)."
 
 
 class PromptInput(TextArea):
@@ -48,6 +60,13 @@ class PromptInput(TextArea):
             super().__init__()
             self.text = text
 
+    class QueueChanged(Message):
+        """A message was queued (``text``) or left the queue (``None``: sent or given back)."""
+
+        def __init__(self, text: str | None) -> None:
+            super().__init__()
+            self.text = text
+
     def __init__(self, *, id: str | None = None, blink: bool = True) -> None:
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
                          highlight_cursor_line=False,
@@ -55,6 +74,8 @@ class PromptInput(TextArea):
         self.cursor_blink = blink
         self.prompt_history: list[str] = []
         self._history_index: int | None = None
+        self.busy = False  # a reply is on its way: Enter queues a message (the controller sets it)
+        self.queued: str | None = None  # the message sent when the reply ends
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Delete-right (Delete, Ctrl+D) has nothing to do in an empty input: refused there,
@@ -72,20 +93,70 @@ class PromptInput(TextArea):
             self.prompt_history.append(text)
         self._history_index = None
 
+    # ---------------------------------------------------------------- the queue
+    def queue(self, text: str) -> bool:
+        """Hold ``text`` until the reply ends; False (and a notice) when one is queued already:
+        then ``text`` is the caller's to keep (see ``give_back``)."""
+        if self.queued is not None:
+            self.notify(QUEUE_FULL, severity="warning", timeout=4, markup=False)
+            return False
+        self.queued = text
+        self.post_message(self.QueueChanged(text))
+        return True
+
+    def take_queued(self) -> str | None:
+        """The queued message, out of the queue (to be sent now)."""
+        text, self.queued = self.queued, None
+        if text is not None:
+            self.post_message(self.QueueChanged(None))
+        return text
+
+    def unqueue(self) -> None:
+        """The queued message back into the input, unsent (see ``give_back``)."""
+        text = self.take_queued()
+        if text is not None:
+            self.give_back(text)
+
+    def give_back(self, text: str) -> None:
+        """Put ``text`` back in the input without moving what is there: into an empty input
+        as it was (the cursor at its end), else on its own line before the draft, whose text and
+        cursor stay as they are. One edit: Ctrl+Z undoes it."""
+        text = sanitize(text)
+        if not text:
+            return
+        if not self.text:
+            self.insert(text, (0, 0), maintain_selection_offset=False)
+        else:
+            self.insert(text + "\n", (0, 0), maintain_selection_offset=True)
+
     async def _on_key(self, event: events.Key) -> None:
         if event.key == "enter":
             event.stop()
             event.prevent_default()
             text = self.text
-            if text.strip():
+            if not text.strip():
+                return
+            if self.busy and slash.parse(text) is None:
+                # A message while a reply is on its way waits for it (slash commands run now).
+                # Decided here, with the key: a refused one stays exactly as it is typed.
+                if not self.queue(text):
+                    return
                 self.remember(text)
                 self.clear()
-                self.post_message(self.Submitted(text))
+                return
+            self.remember(text)
+            self.clear()
+            self.post_message(self.Submitted(text))
             return
         if event.key in NEWLINE_KEYS:
             event.stop()
             event.prevent_default()
             self.insert("\n")
+            return
+        if event.key == "up" and self.queued is not None and not self.text:
+            event.stop()  # the queued message back to edit (before any recall of older prompts)
+            event.prevent_default()
+            self.unqueue()
             return
         if event.key == "up" and self._can_recall(older=True):
             event.stop()

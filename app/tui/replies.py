@@ -8,12 +8,20 @@ its last text is on screen. The status bar follows the reply: its figures are
 cleared when a reply starts, show the reply's tokens so far with each paced render,
 and its final stats when it ends. Messages of a reply the session has left (a new
 chat, an edit) are ignored by their generation number.
+
+A message sent while a reply is on its way is queued in the input (``PromptInput.queue``,
+shown by a ``QueuedNote`` above it): a reply that ends on its own (complete, or cut at a
+limit) sends it next; one that is stopped (Esc, Ctrl+C, another model), fails, or is left
+(a new chat, an edit, another conversation) gives it back into the input, unsent: the user
+stopped things, or has an error to read first, and nothing typed is lost.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+
+from textual.widget import Widget
 
 from vibechat.engine.backend import ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, ThinkingDelta
 from vibechat.engine.errors import VibechatError
@@ -37,6 +45,7 @@ from .events import (
 from .host import ChatHost
 from .markdown_segment import warm_up as warm_up_markdown
 from .pacing import FrameHold, RenderPacer, ui_budget
+from .queued_note import QueuedNote
 from .reply_stream import ReplyStream
 from .status_bar import LiveReply
 
@@ -78,16 +87,16 @@ class Replies:
     async def send(self, text: str) -> None:
         """A prompt typed in the input (slash commands already handled)."""
         host = self.host
-        if host.generating:
-            host.notify("Still answering: press Esc to stop first.", severity="warning")
-            host.prompt_input.load_text(text)
+        if host.generating:  # sent just as a reply started (the input queues them itself): it waits too
+            if not host.prompt_input.queue(text):
+                host.prompt_input.give_back(text)
             return
         try:
             self.session.check_prompt(text)
         except VibechatError as exc:  # refused before it is saved or tokenized; kept in the input if editable there
             host.notify(str(exc), severity="error")
             if len(text) <= MAX_KEPT_IN_INPUT:
-                host.prompt_input.load_text(text)
+                host.prompt_input.give_back(text)
             return
         self._hold()  # from here until the reply's first words: no frame (see FrameHold)
         self.session.chat.add_user(text)  # saved before generation starts
@@ -109,6 +118,7 @@ class Replies:
         self.turn, self.stream = turn, stream
         self.last_stream = stream
         host.generating = True
+        host.prompt_input.busy = True  # Enter queues from now until the reply ends
         status = host.status
         status.state = "generating…"
         # The last reply's figures go: the bar shows this one's as it streams.
@@ -236,7 +246,8 @@ class Replies:
         status.thought = bool(done.thinking)
         status.stats = stats
         status.context_used = stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
-        if stats.finish_reason == "cancelled":
+        stopped = stats.finish_reason == "cancelled"
+        if stopped:
             stream.widget.set_status("⏹ stopped", "stopped")
         elif stats.finish_reason == "length":
             what = ""  # /format: whether the JSON (grammar) is whole, as `vibechat run --json` says it
@@ -249,6 +260,12 @@ class Replies:
             # The thinking is not sent back to the model (nor kept in its context): the meter
             # shows the conversation as the next prompt will be, counted by the engine.
             self.count_context()
+        if stopped:  # stopped by the user (or a model switch): what waited is theirs again
+            self.host.prompt_input.unqueue()
+            return
+        queued = self.host.prompt_input.take_queued()
+        if queued is not None:
+            await self.send(queued)
 
     async def on_failed(self, message: ReplyFailed) -> None:
         self._release()
@@ -261,11 +278,13 @@ class Replies:
             self.host.history_changed()
         self.host.notify(message.error, severity="error", timeout=10)
         self._ended()
+        self.host.prompt_input.unqueue()  # not sent after an error: back in the input, to send once it is read
 
     def _ended(self) -> None:
         self._release()
         self.stream = self.turn = None
         self.host.generating = False
+        self.host.prompt_input.busy = False
         status = self.host.status
         status.drafting = status.live = None  # the reply's own stats (if any) say the rest
         status.state = "ready" if self.host.model_ready else status.state
@@ -299,15 +318,32 @@ class Replies:
 
     # ------------------------------------------------------ leaving a reply
     def stop(self) -> None:
-        """Esc: the reply stops; the text so far stays (it settles as stopped)."""
+        """Esc: the reply stops; the text so far stays (it settles as stopped). A queued
+        message goes back into the input, unsent."""
         if self.host.generating:
             self.session.cancel()
+            self.host.prompt_input.unqueue()
+
+    async def show_queued(self, text: str | None) -> None:
+        """The line above the input that shows the queued message (``None``: none now)."""
+        prompt = self.host.prompt_input
+        area = prompt.parent
+        if not isinstance(area, Widget):  # the app is closing
+            return
+        notes = list(area.query_children(QueuedNote))
+        if text is None:
+            await area.remove_children(notes)
+        elif notes:
+            notes[0].show(text)
+        else:
+            await area.mount(QueuedNote(text), before=prompt)
 
     def abandon(self) -> None:
         """A new chat, an edit, quitting, another model: the reply in progress is left
         (saved as stopped) and its later messages ignored."""
         if self.session.abandon():
             self.host.history_changed()
+        self.host.prompt_input.unqueue()  # the reply it waited for is gone: back in the input
         if self.stream is not None:
             self.stream.widget.end_live()
             block = self.stream.widget.thinking
@@ -364,8 +400,7 @@ class Replies:
             await last.remove()
             if last.role == "user":
                 break
-        host.prompt_input.load_text(text)
-        host.prompt_input.move_cursor(host.prompt_input.document.end)
+        host.prompt_input.give_back(text)  # a draft in the input stays as it is, after it
         host.prompt_input.focus()
         host.refresh_bindings()
         if not self.session.conversation.turns:  # the meter leaves the turn taken back out
