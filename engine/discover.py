@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from .errors import ModelFileError
+from .files import UnreadableFile, read_file
 from .gguf import GGUFInfo, inspect_gguf, quant_from_filename
 from .local_model import SOURCES, LocalModel
 from .refs import QuantOption, RepoFile, group_quants
@@ -149,8 +150,8 @@ def hf_cache_models(root: Path) -> list[LocalModel]:
 def _hf_snapshot(repo_dir: Path) -> Path | None:
     snapshots = repo_dir / "snapshots"
     try:
-        commit = (repo_dir / "refs" / "main").read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
+        commit = read_file(repo_dir / "refs" / "main", 4096).decode("utf-8", errors="replace").strip()
+    except (OSError, UnreadableFile):
         commit = ""
     if commit and "/" not in commit and "\\" not in commit and commit not in (".", ".."):
         candidate = snapshots / commit

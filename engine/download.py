@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DownloadCancelled, DownloadError, HubError, ModelFileError
+from .files import read_file
 from .hub import Hub, explain, is_transient, raise_for_status, short
 from .refs import QuantOption, RepoFile, is_safe_repo_path, show_name
 
@@ -103,7 +104,7 @@ def _version(file: RepoFile) -> dict[str, object]:
 
 def _part_version(meta: Path) -> dict[str, object] | None:
     try:
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = json.loads(read_file(meta, 1 << 16))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

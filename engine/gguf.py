@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelFileError
+from .files import kind_of
 from .sanitize import sanitize
 
 GGUF_MAGIC = b"GGUF"
@@ -38,6 +39,9 @@ KEEP_ARRAY_MAX = 64
 MAX_STRING = 1 << 20  # bytes of a metadata string kept (chat templates are tens of KB); longer: skipped
 MAX_KEY = 1 << 16  # bytes of a metadata key; an entry with a longer one is skipped
 MAX_DISPLAY = 200  # characters of a name shown to people
+# Metadata llama.cpp trusts and asserts on (a GGML_ASSERT aborts the process): refused here.
+MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS
+MAX_CONTEXT_LENGTH = 1 << 27  # 134M tokens: ten times the longest context a model claims today
 
 # GGUF metadata value types: (struct format, size)
 _SCALARS: dict[int, tuple[str, int]] = {
@@ -305,7 +309,11 @@ def inspect_gguf(path: str | os.PathLike[str], *, file_size: int | None = None) 
         hint = f" (it holds {', '.join(ggufs[:3])})" if ggufs else ""
         raise ModelFileError(f"{p} is a directory, not a model file: pass the .gguf file inside it{hint}.")
     try:
-        size = p.stat().st_size
+        st = p.stat()
+        kind = kind_of(st.st_mode)
+        if kind is not None:  # a FIFO would block the read below; a device never ends
+            raise ModelFileError(f"{p} is {kind}, not a model file: give the path of a .gguf file.")
+        size = st.st_size
         if size == 0:
             raise ModelFileError(f"{p} is empty (0 bytes): the download probably failed; download it again.")
         with p.open("rb") as fh:
@@ -318,6 +326,23 @@ def inspect_gguf(path: str | os.PathLike[str], *, file_size: int | None = None) 
         raise
     except OSError as exc:
         raise ModelFileError(f"{p} cannot be read ({exc.strerror or exc}): check its permissions.") from None
+
+
+def _check_limits(info: GGUFInfo) -> None:
+    """Refuse metadata llama.cpp would assert on (an abort that ends the process, with a
+    backtrace): more layers than it supports, a context length
+    no model has (or that turns negative in llama.cpp's 32-bit integer)."""
+    arch = info.architecture
+    layers = info.metadata.get(f"{arch}.block_count")
+    if isinstance(layers, int) and layers > MAX_LAYERS:  # (a split's first file may hold no tensor at all)
+        raise ModelFileError(
+            f"{info.path} is a corrupt GGUF file (its metadata says {layers:,} layers; llama.cpp takes at "
+            f"most {MAX_LAYERS}): download it again.")
+    context = info.metadata.get(f"{arch}.context_length")
+    if isinstance(context, int) and context > MAX_CONTEXT_LENGTH:
+        raise ModelFileError(
+            f"{info.path} is a corrupt GGUF file (its metadata says a context of {context:,} tokens, "
+            f"more than any model has): download it again.")
 
 
 def _parse(path: Path, buf: mmap.mmap, size: int) -> GGUFInfo:
@@ -352,6 +377,7 @@ def _parse(path: Path, buf: mmap.mmap, size: int) -> GGUFInfo:
         elif vtype == _STRING:
             info.skipped_strings[key] = r.pos - start - 8
 
+    _check_limits(info)
     alignment = info.metadata.get("general.alignment", 32)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
         raise ModelFileError(f"{path} is a corrupt GGUF file (bad alignment {alignment!r}): download it again.")

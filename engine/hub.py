@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from .errors import HubError, ModelRefError
+from .files import UnreadableFile, read_file
 from .refs import (
     HubRef,
     QuantOption,
@@ -90,8 +91,8 @@ def hub_token() -> str | None:
             os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
         path = os.path.join(home, "token")
     try:
-        return Path(path).expanduser().read_text(encoding="utf-8").strip() or None
-    except OSError:
+        return read_file(Path(path).expanduser(), 1 << 16).decode("utf-8").strip() or None
+    except (OSError, UnicodeDecodeError, UnreadableFile):
         return None
 
 

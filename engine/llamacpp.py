@@ -291,7 +291,7 @@ class LlamaCppBackend:
                                      "try another file or a newer vibechat.")
             if speculative != "off":
                 speculative, draft_tokens = self._check_drafting(model, speculative, draft_tokens, notices)
-            trained = int(ll.llama_model_n_ctx_train(model))
+            trained = max(0, int(ll.llama_model_n_ctx_train(model)))  # an int32: garbage can be negative
             # Rounded up here as llama.cpp would: every size and message below is the real one.
             n_ctx = round_context(opts.context_size or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT))
             n_threads = opts.threads or default_threads()

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InvalidParameterError, LoadCancelled
+from .files import UnreadableFile, read_file
 
 log = logging.getLogger("vibechat.repack")
 
@@ -191,10 +192,8 @@ def probe_key(info: str, llama_version: str, cpuinfo: str | None = None) -> str:
 
 def _read_verdicts(path: Path) -> dict[str, dict]:
     try:
-        if path.stat().st_size > 1 << 16:  # not ours: start over
-            return {}
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_file(path, 1 << 16))
+    except (OSError, ValueError, UnreadableFile):  # (larger than ours ever is: not ours, start over)
         return {}
     return data if isinstance(data, dict) else {}
 

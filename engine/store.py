@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from .config import models_dir
 from .download import Downloader, Progress
 from .errors import ModelStoreError
+from .files import UnreadableFile, read_file
 from .gguf import header_quant, quant_from_filename
 from .hub import Hub, RepoListing
 from .local_model import LocalModel
@@ -50,14 +51,17 @@ def _lock():
     return FileLock(str(root / ".registry.lock"), timeout=30)
 
 
+MAX_REGISTRY_BYTES = 64 << 20  # a few hundred bytes per model: this is thousands of times more
+
+
 def read_registry() -> dict[str, dict]:
     """Entries keyed by the first file's path relative to the models dir."""
     path = registry_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_file(path, MAX_REGISTRY_BYTES))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, UnreadableFile) as exc:
         raise ModelStoreError(f"{path} cannot be read ({exc}): move it away and vibechat starts a new one "
                               "(the model files stay listed).") from None
     models = data.get("models") if isinstance(data, dict) else None

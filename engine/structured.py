@@ -16,15 +16,28 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from .errors import InvalidParameterError
+from .files import UnreadableFile, read_file_text
 
 FormatKind = Literal["json", "schema", "grammar"]
 _KINDS = ("json", "schema", "grammar")
 MAX_FORMAT_BYTES = 1_000_000
+# Bounds checked before a schema or grammar reaches the converter or llama.cpp, which expand
+# repetitions into text (a 43-byte {"minLength": 1000000000} asked for gigabytes) and parse
+# nesting by recursion (100,000 nested parentheses crash the process). llama.cpp itself refuses
+# repetitions of a rule beyond ~2,000; a schema nested deeper than a person writes is no schema.
+MAX_REPEAT = 1000  # minLength, maxLength, minItems, maxItems, a pattern's {m,n}
+MAX_SCHEMA_DEPTH = 64  # JSON levels of the schema document (about 30 levels of subschemas)
+MAX_PATTERN_CHARS = 2000
+MAX_PATTERN_NESTING = 32
+MAX_GRAMMAR_NESTING = 2000  # parentheses inside one another in the GBNF
+MAX_GRAMMAR_BYTES = 1_000_000
+_REPEAT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems")
 
 # JSON Schema keywords llama-cpp-python's converter (llama_grammar.SchemaConverter) ignores
 # silently: a reply would not honour them, so a schema that uses one is refused.
@@ -75,13 +88,15 @@ class OutputFormat:
             path = Path(raw).expanduser()
             what = "grammar" if kind == "grammar" else "schema" if kind == "schema" else "file"
             try:
-                if path.stat().st_size > MAX_FORMAT_BYTES:
-                    raise InvalidParameterError(f"{what} {raw}: larger than {MAX_FORMAT_BYTES:,} bytes.")
-                text = path.read_text(encoding="utf-8")
+                text = read_file_text(path, MAX_FORMAT_BYTES)
             except FileNotFoundError:
                 raise InvalidParameterError(f"{what} {raw}: no such file.") from None
-            except (OSError, UnicodeDecodeError) as exc:
-                raise InvalidParameterError(f"{what} {raw}: cannot read it ({exc}).") from None
+            except UnreadableFile as exc:
+                raise InvalidParameterError(f"{what} {raw} {exc.reason}: give a {what} file.") from None
+            except UnicodeDecodeError:
+                raise InvalidParameterError(f"{what} {raw} is not UTF-8 text: give a {what} file.") from None
+            except OSError as exc:
+                raise InvalidParameterError(f"{what} {raw}: cannot read it ({exc.strerror or exc}).") from None
             if kind is None:
                 kind = "grammar" if path.suffix.lower() == ".gbnf" else "schema"
             fmt = cls(kind, text, path.name)
@@ -125,8 +140,9 @@ class OutputFormat:
             self.schema()
 
     def gbnf(self) -> str:
-        """The GBNF grammar for llama.cpp's grammar sampler."""
+        """The GBNF grammar for llama.cpp's grammar sampler, within the bounds above."""
         if self.kind == "grammar":
+            check_grammar_bounds(self.text)
             return self.text
         if self.kind == "json":
             return _json_gbnf()
@@ -144,6 +160,9 @@ class OutputFormat:
 
 
 def _schema(text: str) -> dict[str, Any]:
+    if _json_depth(text) > MAX_SCHEMA_DEPTH:
+        raise InvalidParameterError(f"the JSON Schema is nested more than {MAX_SCHEMA_DEPTH} levels deep: "
+                                    "flatten it (use $defs and $ref for what repeats).")
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -152,6 +171,119 @@ def _schema(text: str) -> dict[str, Any]:
         raise InvalidParameterError("a JSON Schema must be a JSON object (got "
                                     f"{type(value).__name__}).")
     return value
+
+
+def _json_depth(text: str) -> int:
+    """How deep ``[``/``{`` nest in JSON text, strings skipped: measured before ``json.loads``
+    and before any walk that recurses. Linear; stops counting once past the bound."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_SCHEMA_DEPTH:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def too_large(schema: dict[str, Any]) -> str | None:
+    """What in ``schema`` would expand past the bounds once converted (a repetition count, a
+    pattern's quantifier or nesting), with where it is, or None. Walks without recursion."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, f"{where}/{i}") for i, item in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key in _REPEAT_KEYWORDS:
+            value = node.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_REPEAT:
+                shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+                return f"{key} {shown} at {where or '/'} (at most {MAX_REPEAT:,})"
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            found = _pattern_problem(pattern)
+            if found:
+                return f"{found} in the pattern at {where or '/'}"
+        stack.extend((value, f"{where}/{key}") for key, value in node.items() if isinstance(value, (dict, list)))
+    return None
+
+
+_QUANTIFIER = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"{len(pattern):,} characters (at most {MAX_PATTERN_CHARS:,})"
+    for match in _QUANTIFIER.finditer(pattern):
+        for number in match.groups():
+            if number and int(number) > MAX_REPEAT:
+                return f"the repetition {match.group(0)} (at most {MAX_REPEAT:,})"
+    depth = deepest = 0
+    escaped = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    if deepest > MAX_PATTERN_NESTING:
+        return f"groups nested {deepest} deep (at most {MAX_PATTERN_NESTING})"
+    return None
+
+
+def check_grammar_bounds(gbnf: str) -> None:
+    """Refuse, in one line, a GBNF grammar llama.cpp's parser could crash on (parentheses
+    nested past :data:`MAX_GRAMMAR_NESTING`: it recurses per level) or that is too large.
+    Strings, character classes and comments are skipped. Linear in the text."""
+    if len(gbnf) > MAX_GRAMMAR_BYTES:
+        raise InvalidParameterError(f"the grammar is {len(gbnf):,} characters long (at most "
+                                    f"{MAX_GRAMMAR_BYTES:,}): simplify it.")
+    depth = 0
+    quote: str | None = None  # '"' inside a string, "]" inside a character class
+    escaped = comment = False
+    for ch in gbnf:
+        if comment:
+            comment = ch != "\n"
+        elif quote is not None:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch == "#":
+            comment = True
+        elif ch == '"':
+            quote = '"'
+        elif ch == "[":
+            quote = "]"
+        elif ch == "(":
+            depth += 1
+            if depth > MAX_GRAMMAR_NESTING:
+                raise InvalidParameterError(f"the grammar nests parentheses more than {MAX_GRAMMAR_NESTING:,} "
+                                            "deep, which llama.cpp's parser cannot take: use named rules.")
+        elif ch == ")":
+            depth -= 1
 
 
 def unsupported_feature(schema: Any, where: str = "") -> str | None:
@@ -198,13 +330,18 @@ def _schema_gbnf(text: str) -> str:
     found = unsupported_feature(schema)
     if found:
         raise InvalidParameterError(f"the JSON Schema uses {found}, which llama.cpp's grammar cannot express.")
+    found = too_large(schema)
+    if found:
+        raise InvalidParameterError(f"the JSON Schema asks for {found}: lower it.")
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        return json_schema_to_gbnf(json.dumps(schema))
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
     except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         detail = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise InvalidParameterError(f"the JSON Schema cannot be turned into a grammar: {detail}.") from None
+    check_grammar_bounds(gbnf)
+    return gbnf
 
 
 @functools.lru_cache(maxsize=1)

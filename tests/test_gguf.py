@@ -207,3 +207,41 @@ def test_a_huge_string_or_key_is_skipped_not_kept(tmp_path):
     assert "general.description" not in info.metadata and info.skipped_strings["general.description"] == 2 << 20
     assert not any(len(key) > 65536 for key in info.metadata)
     assert info.metadata["general.license"] == "mit" and info.architecture == "llama"
+
+
+# ------------------------------------------------------------------ issue 25: files that are no files, metadata llama.cpp asserts on
+def test_a_fifo_or_a_device_as_a_model_is_named_as_such_without_blocking(tmp_path):
+    """Before: "empty (0 bytes): the download probably failed" (and a FIFO with a writer would
+    block the read)."""
+    import os
+
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.gguf"
+    zero.symlink_to("/dev/zero")
+    assert "is a named pipe (FIFO), not a model file" in _error(fifo)
+    assert "is a character device, not a model file" in _error(zero)
+
+
+@pytest.mark.parametrize("key, value, said", [
+    ("llama.block_count", 100_000, "its metadata says 100,000 layers; llama.cpp takes at most 512"),
+    ("llama.context_length", 0xFFFFFFFF, "a context of 4,294,967,295 tokens"),
+], ids=["layers", "context"])
+def test_metadata_llama_cpp_would_assert_on_is_refused_before_it_loads(tmp_path, key, value, said):
+    from ggufgen import write_gguf
+
+    path = write_gguf(tmp_path / "odd.gguf", extra={key: value})
+    message = _error(path)
+    assert "corrupt GGUF file" in message and said in message
+
+
+@pytest.mark.model
+def test_run_on_a_model_claiming_100000_layers_is_one_line_not_an_abort(tmp_path, starter_path):
+    """Before: llama.cpp's GGML_ASSERT, a 114-line backtrace and exit 134."""
+    from ggufgen import copy_with_metadata
+    from test_cli_run import vibechat
+
+    path = copy_with_metadata(starter_path, tmp_path / "many-layers.gguf", {"gemma3.block_count": 100_000})
+    out = vibechat("run", "-p", "hi", "--model", str(path), "-n", "4", timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "100,000 layers" in out.stderr, out.stderr

@@ -5,7 +5,9 @@ what cannot work. Replies are checked by parsing and validating, never by exact 
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import re
 
 import pytest
 
@@ -106,6 +108,95 @@ def test_bad_files_and_json_are_one_line(tmp_path):
                        (str(tmp_path / "list.json"), "must be a JSON object")):
         with pytest.raises(InvalidParameterError, match=said):
             OutputFormat.parse(spec)
+
+
+# ------------------------------------------------------------------ bounds (issue 25)
+@pytest.mark.parametrize("schema, said", [
+    ({"type": "string", "minLength": 1_000_000_000}, r"minLength 1,000,000,000 at / \(at most 1,000\)"),
+    ({"type": "string", "maxLength": 10_000_000}, "maxLength 10,000,000 at /"),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 5000}, "minItems 5,000"),
+    ({"type": "object", "properties": {"pin": {"type": "string", "pattern": "^a{100000000}$"}}},
+     r"the repetition \{100000000\} .* in the pattern at /properties/pin"),
+    ({"type": "string", "pattern": "(" * 40 + "a" + ")" * 40}, "groups nested 40 deep"),
+], ids=["minLength", "maxLength", "minItems", "pattern-repeat", "pattern-nesting"])
+def test_a_schema_that_would_expand_past_the_bounds_is_refused_at_once(schema, said):
+    """A 43-byte schema asked the converter for gigabytes (12.7 GB after 60 s) or crashed
+    llama.cpp's parser: it is refused in one line before any conversion."""
+    with pytest.raises(InvalidParameterError, match=said) as caught:
+        OutputFormat("schema", json.dumps(schema)).check()
+    assert "\n" not in str(caught.value)
+
+
+def test_the_largest_repetition_allowed_is_one_llama_cpp_takes():
+    check_output_format(OutputFormat("schema", json.dumps({"type": "string", "maxLength": 1000})))
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": ' + "[" * 1000 + "]" * 1000 + "}",  # json.loads would raise RecursionError
+    '{"type": "object", "properties": ' + '{"a": {"type": "object", "properties": ' * 400 + "{}" + "}}" * 400 + "}",
+], ids=["arrays", "subschemas"])
+def test_a_schema_nested_too_deep_is_one_line_not_a_recursion_error(text):
+    with pytest.raises(InvalidParameterError, match="nested more than 64 levels deep"):
+        OutputFormat.parse(text)
+
+
+def test_a_grammar_nested_too_deep_for_llama_cpp_is_refused_before_it_parses():
+    gbnf = "root ::= " + "(" * 100_000 + '"a"' + ")" * 100_000
+    with pytest.raises(InvalidParameterError, match="nests parentheses more than 2,000 deep"):
+        OutputFormat("grammar", gbnf, "deep.gbnf").check()
+    # parentheses in strings, character classes and comments are text, not nesting
+    OutputFormat("grammar", 'root ::= "((((" [(] x # ((((\nx ::= "a"\n').check()
+
+
+def special_files(tmp_path):
+    """A FIFO, /dev/zero behind a .json name, a directory: none is a schema file."""
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    return [(fifo, "is a named pipe (FIFO), not a file"), (zero, "is a character device, not a file"),
+            (folder, "is a directory, not a file")]
+
+
+def test_a_fifo_a_device_or_a_folder_as_a_format_file_is_refused_at_once(tmp_path):
+    for path, said in special_files(tmp_path):
+        for kind in (None, "grammar"):
+            with pytest.raises(InvalidParameterError, match=re.escape(said)):
+                OutputFormat.parse(str(path), kind=kind)
+
+
+def test_run_refuses_a_fifo_or_dev_zero_schema_in_one_line_without_hanging(tmp_path):
+    """Before: a FIFO hung forever and /dev/zero behind a symlink grew to 23.9 GB until the
+    OOM killer ended the run."""
+    for path, said in special_files(tmp_path)[:2]:
+        for flag in ("--json-schema", "--grammar"):
+            out = vibechat("run", "-p", "hi", "--model", str(tmp_path / "absent.gguf"), flag, str(path), timeout=60)
+            assert out.returncode == 1, out.stderr
+            assert said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+async def test_format_in_the_chat_refuses_what_run_refuses_and_the_chat_goes_on(tmp_path):
+    from fakes import RecordingBackend, send, settle
+    from vibechat.app.tui import create_app
+
+    backend = RecordingBackend("Fine.")
+    app = create_app(backend, blink=False, save=False)
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps({"type": "string", "minLength": 1_000_000_000}))
+    deep = tmp_path / "deep.gbnf"
+    deep.write_text("root ::= " + "(" * 50_000 + '"a"' + ")" * 50_000)
+    async with app.run_test(size=(110, 36), notifications=True) as pilot:
+        await settle(pilot)
+        for path, _said in special_files(tmp_path):
+            await send(pilot, f"/format {path}")
+        await send(pilot, f"/format {huge}")
+        await send(pilot, f"/format {deep}")
+        assert app.conversation.params.output_format is None  # nothing was accepted
+        await send(pilot, "Still there?")
+        assert app.replies.last.text == "Fine."
+        assert backend.requests[-1][1].output_format is None
 
 
 # ------------------------------------------------------------------ the starter model

@@ -1,0 +1,124 @@
+"""Reading the files vibechat is given, bounded and by type.
+
+Every file vibechat reads comes from outside (a schema, a grammar, a prompts file, the
+config, a model's metadata, a JSON file another tool wrote): it may be a named pipe that
+never ends or never opens, ``/dev/zero`` behind a symlink, a directory, or gigabytes that
+``stat`` says are 0 bytes (``/proc``). :func:`read_file` is the one way in:
+
+- the file is opened without blocking (a FIFO with no writer opens at once) and its type
+  is checked on the open descriptor (``fstat``: no race with a rename): anything but a
+  regular file is refused at once with what it is;
+- the read is capped by counting the bytes read, never by the size ``stat`` reports.
+
+Errors are :class:`~vibechat.engine.errors.VibechatError` subclasses whose ``reason`` is a
+phrase the caller puts after the file's name (``"is a named pipe (FIFO), not a file"``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from .errors import VibechatError
+
+_CHUNK = 1 << 20
+
+
+class UnreadableFile(VibechatError):
+    """A file that cannot be read as one: ``reason`` completes "<path> ...", the message
+    is the path and the reason."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+
+class NotARegularFile(UnreadableFile):
+    """A FIFO, a device, a directory or a socket where a file was expected."""
+
+
+class FileTooLarge(UnreadableFile):
+    """More bytes than the caller's bound: read no further."""
+
+
+def kind_of(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_regular(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`NotARegularFile` when ``path`` exists and is not a regular file (a
+    FIFO, a device, a directory): for files another library opens (SQLite, llama.cpp),
+    where opening a FIFO would block. A missing file passes (the caller creates it)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # the caller's own open reports it
+    kind = kind_of(mode)
+    if kind is not None:
+        raise NotARegularFile(path, f"is {kind}, not a file")
+
+
+def read_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The file's bytes, at most ``limit`` of them.
+
+    Raises ``FileNotFoundError`` when there is no file (callers often treat that as
+    "not set"), :class:`NotARegularFile`, :class:`FileTooLarge`, or ``OSError`` (a
+    permission, an I/O error)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        raise NotARegularFile(path, "is a directory, not a file") from None
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket: open() refuses it
+            check_regular(path)
+        raise
+    try:
+        kind = kind_of(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise NotARegularFile(path, f"is {kind}, not a file")
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise FileTooLarge(path, f"is larger than {human_limit(limit)}")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_file_text(path: str | os.PathLike[str], limit: int) -> str:
+    """:func:`read_file`, decoded as UTF-8 (``UnicodeDecodeError`` when it is not)."""
+    return read_file(path, limit).decode("utf-8")
+
+
+def human_limit(limit: int) -> str:
+    if limit >= 1 << 20 and limit % (1 << 20) == 0:
+        return f"{limit >> 20} MiB"
+    if limit >= 1 << 10 and limit % (1 << 10) == 0:
+        return f"{limit >> 10} KiB"
+    return f"{limit:,} bytes"
+
