@@ -9,7 +9,7 @@ over the input).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.notifications import Notification, Notify
 from textual.screen import Screen
@@ -43,7 +43,7 @@ class Slot:
     def __init__(self) -> None:
         self._shown: Notification | None = None
 
-    def show(self, app: "App[object]", message: str, *, timeout: float) -> None:
+    def show(self, app: "App[Any]", message: str, *, timeout: float) -> None:
         if self._shown is not None:
             app._unnotify(self._shown)  # Textual's own removal: a no-op once it has expired
         self._shown = Notification(message, timeout=timeout, markup=False)
