@@ -330,18 +330,22 @@ def run(
             raise VibechatError("--no-prefix-cache applies only with --prompts-file (one prompt always starts "
                                 "from an empty cache); drop it.")
         loaded = load_app_config()
+        for warning in loaded.warnings:  # unknown VIBECHAT_* variables: they set nothing, the run goes on
+            echo(f"vibechat: warning: {warning}", err=True)
         if loaded.problem:
             raise ConfigError(loaded.problem)
-        config = with_flags(loaded, engine, sampling, system).config
+        config = with_flags(with_preset(loaded, preset), engine, sampling, system).config
         failure.model, failure.params = config.model, config.params
         check_draft_tokens(engine, config)
         output_format = structured_output(json_schema, grammar, EngineSettings.from_config(config))
         if output_format is not None:  # checked before any model loads
             config = replace(config, params=config.params.replace(output_format=output_format))
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
-            return batch_main(prompts_file, config=config, no_save=no_save, raw=raw, show_stats=stats,
-                              reuse_prefix=not no_prefix_cache, show_thinking=show_thinking)
-        chat = open_chat(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
+            return batch_main(prompts_file, config=config, no_save=no_save or not config.save_runs, raw=raw,
+                              show_stats=stats, reuse_prefix=not no_prefix_cache, show_thinking=show_thinking)
+        # save_runs = false keeps runs out of the history, except one that asks to add to a saved conversation.
+        chat = open_chat(no_save=no_save or (not config.save_runs and not continue_ and conversation is None),
+                         continue_latest=continue_, conversation_id=conversation)
         choice = EngineSettings.from_config(config)
         params, system_prompt = config.params, config.system_prompt
         failure.conversation_id = chat.conversation_id

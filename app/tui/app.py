@@ -40,6 +40,7 @@ from ..appconfig import load_app_config
 from . import config_ui, notices, palette, slash_commands
 from .bindings import APP_BINDINGS
 from .chat_view import ChatView, EarlierMessages
+from .config_bar import ConfigBar
 from .downloader import DownloadScreen
 from .gc_policy import freeze_startup_objects
 from .events import (CacheRebuilt, CacheReset, ContextCounted, ConversationLoaded, ConversationLoadFailed,
@@ -103,6 +104,7 @@ class VibechatApp(OutsideTextApp):
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
+        yield ConfigBar(id="config-bar")  # the config's problems, until fixed or hidden
         with Horizontal(id="body"):
             yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
@@ -151,11 +153,17 @@ class VibechatApp(OutsideTextApp):
         self.prompt_input.focus()
         self.chat.set_welcome("Loading the model…")
         self.theme_changed_signal.subscribe(self, self._remember_theme)
-        for note in self._config_notes:  # the config's problem: the chat runs on defaults meanwhile
-            self.notify(note, title="Config", severity="warning", timeout=15)
+        hide = next((b for b in self._bindings_list() if b.id == "hide_config_problems"), None)
+        self.query_one(ConfigBar).show(self._config_notes, self.key_for(hide) if hide else "",
+                                       file=self.config.path, from_file=config_ui.file_problems(self.config))
         self.status.state = "loading…"
         self.replies.load_model()
         self.chats.list_history()
+
+    def on_unmount(self) -> None:
+        """Quitting: the reply in progress stops (saved as stopped), so that the exit, which
+        waits for the worker threads, never waits on the engine (a hung one is ended)."""
+        self.session.abandon()
 
     # ------------------------------------------------------------ the model
     @property
@@ -434,6 +442,13 @@ class VibechatApp(OutsideTextApp):
     @on(ParamPanel.GpuLayersChanged)
     def _on_gpu_layers_changed(self, message: ParamPanel.GpuLayersChanged) -> None:
         self.models.request_gpu_layers(message.layers)
+
+    def action_hide_config_problems(self) -> None:
+        self.query_one(ConfigBar).hide()
+
+    @on(ConfigBar.HideRequested)
+    def _on_config_bar_click(self) -> None:
+        self.action_hide_config_problems()
 
     # --------------------------------------------------------------- keys, palette
     def bound_key(self, binding: Binding) -> str:

@@ -55,6 +55,8 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
             tooltip="Sample from a smaller share of the probability mass"),
     Binding("f10", "nudge('top_p', 1)", "Top-p up", id="top_p_up", show=False, priority=True,
             tooltip="Sample from a larger share of the probability mass"),
+    Binding("ctrl+g", "hide_config_problems", "Hide config problems", id="hide_config_problems", show=False,
+            priority=True, tooltip="Hide the bar that lists the config's problems (they stay until fixed)"),
     Binding("ctrl+end", "scroll_chat_end", "Scroll to end", id="scroll_end", show=False,
             tooltip="Scroll the conversation to the newest message and follow the reply"),
     Binding("ctrl+home", "scroll_chat_home", "Scroll to start", id="scroll_home", show=False,
