@@ -23,6 +23,7 @@ from .models_cmd import list_cmd as models_list
 from .models_cmd import models_app
 from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
+from .presets_cmd import PresetOpt, presets_app, with_preset
 from .options import (
     ApiKeyEnvOpt,
     BackendOpt,
@@ -70,6 +71,7 @@ cli = typer.Typer(
 cli.add_typer(models_app, name="models")
 cli.add_typer(history_app, name="history")
 cli.add_typer(config_app, name="config")
+cli.add_typer(presets_app, name="presets")
 
 # ollama habits: `vibechat list` (or `ls`), `pull`, `show` and `rm` are the `models` commands
 # of the same names (ollama's `show` is `models info`), with the same options. Hidden: the
@@ -190,6 +192,7 @@ def main_callback(
     draft_model: DraftModelOpt = None,
     repack: RepackOpt = None,
     prompt_format: PromptFormatOpt = None,
+    preset: PresetOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
 ) -> None:
@@ -209,9 +212,9 @@ def main_callback(
         from .appconfig import load_app_config
         from .tui import run_tui
 
-        # A problem in the config file does not stop the chat: it starts on the defaults
-        # and shows the problem.
-        loaded = with_flags(load_app_config(), engine, sampling, system)
+        # A problem in the config does not stop the chat: a bad key is left out on its own (a
+        # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
+        loaded = with_flags(with_preset(load_app_config(), preset), engine, sampling, system)
         config = loaded.config
         check_draft_tokens(engine, config)
         return run_tui(engine=EngineSettings.from_config(config), params=config.params,
@@ -261,6 +264,7 @@ def run(
     draft_model: DraftModelOpt = None,
     repack: RepackOpt = None,
     prompt_format: PromptFormatOpt = None,
+    preset: PresetOpt = None,
     json_output: Annotated[bool, typer.Option(
         "--json", help="Print one JSON object (text, thinking, model, params, stats; completion_tokens count "
                        "the thinking too).")] = False,

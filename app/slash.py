@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
                "grammar (FILE, or inline JSON); off clears it; /format alone shows it",
     "/think": "/think on|off|auto: switch a reasoning model's thinking on or off for the next replies, where "
               "its template takes a switch (auto: as the template does by default); /think alone shows it",
+    "/preset": "/preset NAME: apply a preset from the config file (system prompt, parameters, thinking, format; "
+               "its model loads as with /load); /preset alone opens the list; /preset save NAME keeps this set-up",
     "/system": "/system TEXT: set the system prompt; /system alone shows it, /system clear removes it",
     "/save": "/save: (ollama's) nothing to do: conversations are saved as you go (Ctrl+B lists them); "
              "Ctrl+S in F2 saves the parameters as your defaults",

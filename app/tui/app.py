@@ -336,6 +336,11 @@ class VibechatApp(OutsideTextApp):
     def action_models(self) -> None:
         self.models.open_picker()
 
+    def action_presets(self) -> None:
+        from . import preset_picker
+
+        preset_picker.open_picker(self)
+
     def action_download(self) -> None:
         self.models.open_downloads()
 

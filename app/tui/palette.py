@@ -24,12 +24,16 @@ from .thinking_block import ThinkingBlock
 # Actions without a key of their own: (title, help, action); {config} is the config file.
 PALETTE_ONLY = [
     ("Download a model", "Search the Hugging Face Hub and download a GGUF model", "download"),
+    ("Apply a preset", "Pick one of the presets in {config} ([presets.NAME]: model, system prompt, parameters)",
+     "presets"),
     ("Save parameters as default", "Write the current sampling parameters to the [params] table of {config}",
      "save_params_default"),
     ("Rename this conversation", "Give the open conversation another title", "rename_conversation"),
     ("Delete this conversation", "Delete the open conversation from the history (asks first)",
      "delete_conversation"),
     ("Export this conversation", "Write the open conversation to a Markdown or JSON file", "export_conversation"),
+    ("Conversation list: chats, runs, prompt files or all", "Show the next of them in the conversation list "
+     "(f in the list)", "filter_conversations"),
     ("Thinking expanded or folded", "New replies show their thinking expanded, or folded to one line (until "
      "vibechat closes; thinking_expanded in {config} keeps it)", "toggle_thinking_expanded"),
 ]

@@ -52,6 +52,10 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
         await _think(app, arg)
     elif name == "/system":
         await _system(app, arg)
+    elif name == "/preset":
+        from . import preset_picker
+
+        await preset_picker.run(app, arg)
     elif name == "/save":
         await note(app, slash.SAVE_NOTE if app.history is not None else
                    "This chat is not being saved (--no-save). To keep these parameters as your defaults, press "
