@@ -28,8 +28,9 @@ BINDING_IDS: tuple[str, ...] = (
     "slider.minimum", "slider.maximum", "slider.reset", "slider.previous", "slider.next",
     "choice.previous_value", "choice.next_value", "choice.reset", "choice.previous", "choice.next",
     # conversation history: the sidebar and its dialogs
-    "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.search",
+    "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.search", "sidebar.filter",
     "search.close", "search.results", "rename.cancel", "export.cancel",
+    "export.previous_format", "export.next_format", "export.submit",
     # dialogs
     "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download", "picker.open_file",
     "remote_picker.close", "preset_picker.close",

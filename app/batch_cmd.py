@@ -102,7 +102,7 @@ class _Batch:
     def run_one(self, request: BatchRequest, stop_requested) -> None:
         params = request.params(self.options.params)
         system = self.options.system if request.system is None else (request.system or None)
-        chat = ChatLog(Conversation(system=system, params=params), self.history)
+        chat = ChatLog(Conversation(system=system, params=params), self.history, source="batch")
         # Without prefix reuse every prompt starts from an empty KV cache: order cannot matter.
         self.session.open(chat, reset_cache=not self.options.reuse_prefix)
         try:

@@ -480,7 +480,7 @@ def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | No
     except BaseException:
         history.close()
         raise
-    return ChatLog(Conversation(), history)
+    return ChatLog(Conversation(), history, source="run")
 
 
 def _click_exception(name: str) -> Any:

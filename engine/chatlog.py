@@ -50,8 +50,9 @@ class Reply:
 
 class ChatLog:
     def __init__(self, conversation: Conversation, history: History | None = None, *,
-                 model: str | None = None, model_path: str | None = None) -> None:
+                 model: str | None = None, model_path: str | None = None, source: str = "chat") -> None:
         self.conversation = conversation
+        self.source = source  # where a new conversation is saved as coming from: chat, run, batch
         self.history = history
         self.model = model
         self.model_path = model_path
@@ -105,7 +106,8 @@ class ChatLog:
             self.title = title_from(text)
             self.conversation_id = self._save(
                 "save the conversation", self.history.create, title=self.title, model=self.model,
-                model_path=self.model_path, system=self.conversation.system, params=self.conversation.params)
+                model_path=self.model_path, system=self.conversation.system, params=self.conversation.params,
+                source=self.source)
         if self.conversation_id is not None and self.history is not None:
             row = self._save("save the prompt", self.history.add_message, self.conversation_id, "user", text)
             if row is not None:
@@ -128,9 +130,9 @@ class ChatLog:
 
     def finish_reply(self, reply: Reply, done: GenerationDone) -> None:
         """The reply is part of the conversation (its answer: the thinking is saved, never
-        sent to the model again); saved as complete, or stopped."""
+        sent to the model again); saved as complete, cut (by a limit), or stopped."""
         self.conversation.add_assistant(done.text)
-        status = "stopped" if done.finish_reason == "cancelled" else "complete"
+        status = {"cancelled": "stopped", "length": "cut"}.get(done.finish_reason, "complete")
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, status, done.text, params=done.params,
                        stats=done.stats.to_dict(), thinking=done.thinking)

@@ -115,6 +115,9 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
     monkeypatch.setenv("VIBECHAT_STATE_DIR", str(dirs["state"] / "vibechat"))
     monkeypatch.setenv("HF_HOME", str(dirs["cache"] / "huggingface"))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    # The chat's fake backends answer every request with their scripted reply: a title written by
+    # the model would be a second request after each first reply. Its tests turn it back on.
+    monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "0")
     if request.node.get_closest_marker("model") or "starter_installed" in request.fixturenames:
         # Real-model tests run llama.cpp in the configuration that works on every CPU (repacking
         # off: engine/repack.py), named here so that it is exercised on any machine; the tests of

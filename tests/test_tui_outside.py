@@ -352,7 +352,8 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
     info = replace(INFO, name=HOSTILE, quantization="Q4", notices=(HOSTILE,))
     reply = f"See [site](https://evil.example/a[/crash]b) and [js](javascript:alert(1)) {HOSTILE}"
     backend = HostileBackend(reply=reply, info=info)
-    config = LoadedConfig(Config(), tmp_path / HOSTILE_DIR / "config.toml", file_problem=HOSTILE)
+    # model_titles off: the rename dialog below shows the first prompt as the title.
+    config = LoadedConfig(Config(model_titles=False), tmp_path / HOSTILE_DIR / "config.toml", file_problem=HOSTILE)
     app = create_app(backend, blink=False, history=History(db), config=config,
                      backend_factory=lambda path, **changes: RecordingBackend())
     async with app.run_test(size=(240, 60), notifications=True) as pilot:

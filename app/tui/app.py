@@ -350,6 +350,9 @@ class VibechatApp(OutsideTextApp):
     def action_search_history(self) -> None:
         self.chats.search()
 
+    def action_filter_conversations(self) -> None:
+        self.chats.cycle_filter()
+
     def action_rename_conversation(self) -> None:
         self.chats.act_on_open("rename")
 
