@@ -219,6 +219,10 @@ class VibechatApp(OutsideTextApp):
         else:
             await self.replies.send(slash.unescape(message.text))
 
+    @on(PromptInput.QueueChanged)
+    async def _on_queue_changed(self, message: PromptInput.QueueChanged) -> None:
+        await self.replies.show_queued(message.text)
+
     async def on_reply_text(self, message: ReplyText) -> None:
         await self.replies.on_text(message)
 
@@ -323,7 +327,8 @@ class VibechatApp(OutsideTextApp):
 
     @on(ChatView.Typed)
     def _on_typed(self, message: ChatView.Typed) -> None:
-        """Typing while a message (or the chat) has focus: the text goes where it belongs."""
+        """Typing (or a paste, whole) while a message (or the chat) has focus: the text goes
+        where it belongs, at the input's cursor."""
         self.prompt_input.focus()
         self.prompt_input.insert(message.character, maintain_selection_offset=False)
 

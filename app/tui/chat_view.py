@@ -376,7 +376,7 @@ W = TypeVar("W", bound=ChatMessageWidget)
 class ChatView(StableGutterScroll, VerticalScroll):
     """The scrollable list of messages. Focus it (Tab) for PgUp/PgDn/Home/End scrolling;
     from the input, PgUp/PgDn scroll it too. A printable key pressed while it or a message
-    has focus is posted as ``Typed``: it belongs in the input."""
+    has focus is posted as ``Typed``: it belongs in the input (a paste too, whole)."""
 
     class Typed(Message):
         def __init__(self, character: str) -> None:
@@ -402,6 +402,13 @@ class ChatView(StableGutterScroll, VerticalScroll):
             event.stop()
             event.prevent_default()
             self.post_message(self.Typed(event.character))
+
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste on the chat (a message focused, after a Ctrl+F jump) goes to the input
+        whole, as typing does (sanitised by the app as it arrived)."""
+        event.stop()
+        if event.text:
+            self.post_message(self.Typed(event.text))
 
     def set_welcome(self, text: str) -> None:
         """The line an empty chat shows (it names the model): shown as text, sanitised."""
