@@ -15,7 +15,7 @@ import typer
 
 from vibechat.engine.knobs import EngineSettings
 
-from .clitools import guard
+from .clitools import echo, guard
 from .config_cmd import config_app
 from .history_cmd import history_app
 from .models_cmd import info as models_info
