@@ -205,3 +205,19 @@ def test_an_empty_reply_says_so_and_exits_4(stub):
     assert out.returncode == 4 and obj["empty"] is True and obj["text"] == "" and obj["finish_reason"] == "stop"
     assert (obj["error"]["kind"], obj["error"]["exit_status"]) == ("empty", 4)
     assert out.stderr.count("\n") == 1 and "empty" in out.stderr
+
+
+def test_the_readmes_exit_status_table_is_the_one_run_uses():
+    """The README's table lists exactly the statuses run_cmd defines (each one exercised by a
+    test here or in test_cli_run.py / test_structured.py / test_ctrl_c.py), in that order."""
+    import re
+    from pathlib import Path
+
+    from vibechat.app import run_cmd
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## One-shot: `vibechat run`"):]
+    section = section[:section.index("\n## ", 1)]
+    table = [int(m.group(1)) for m in re.finditer(r"^\| (\d+) \|", section, re.MULTILINE)]
+    defined = [0] + sorted(v for k, v in vars(run_cmd).items() if k.startswith("EXIT_") and isinstance(v, int))
+    assert table == defined == [0, 1, 2, 3, 4, 130]
