@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
@@ -31,6 +32,7 @@ from vibechat.engine.batch import BatchLineError, BatchRequest, read_requests
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.conversation import Conversation
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.files import kind_of
 from vibechat.engine.history import History
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.think_switch import unswitchable
@@ -54,16 +56,53 @@ class BatchOptions:
     show_thinking: bool = False  # a reasoning model's thinking on stderr, each reply's marked with its line
 
 
+MAX_PROMPT_LINE_BYTES = 16 << 20  # 16 MiB: millions of tokens, beyond any context; a longer "line" is not a prompt
+
+
 def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
-    """The prompts file (``-``: stdin) and how to name it in messages."""
+    """The prompts file (``-``: stdin) and how to name it in messages.
+
+    A named file must be a regular file, checked on the open descriptor: a FIFO (it may never
+    open or never end), ``/dev/zero`` or a folder is refused at once. Stdin may be a pipe
+    (prompts run as they arrive); its lines are bounded by :func:`bounded_lines`."""
     if path == "-":
         return stdin, "stdin"
-    try:
-        return open(path, "rb"), path  # noqa: SIM115  (closed by the caller)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:  # without blocking: a FIFO with no writer opens at once, and is refused below
+        fd = os.open(path, flags)
     except IsADirectoryError:
         raise VibechatError(f"cannot read prompts file {path}: it is a folder.") from None
     except OSError as exc:
         raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
+    try:
+        kind = kind_of(os.fstat(fd).st_mode)
+    except OSError as exc:
+        os.close(fd)
+        raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
+    if kind is not None:
+        os.close(fd)
+        what = "it is a folder" if kind == "a directory" else f"it is {kind}, not a file"
+        raise VibechatError(f"cannot read prompts file {path}: {what}; give a JSON Lines file, or '-' "
+                            "to read the prompts from stdin.")
+    return os.fdopen(fd, "rb"), path
+
+
+def bounded_lines(stream: BinaryIO, source: str) -> Iterator[bytes]:
+    """The lines of ``stream``, each read with a cap (:data:`MAX_PROMPT_LINE_BYTES`): an endless
+    line (``/dev/zero`` on stdin) stops the batch with one line instead of filling memory."""
+    number = 0
+    while True:
+        try:
+            line = stream.readline(MAX_PROMPT_LINE_BYTES + 1)
+        except OSError as exc:  # stdin redirected from a folder, an I/O error
+            raise VibechatError(f"cannot read prompts file {source}: {exc.strerror or exc}.") from None
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_PROMPT_LINE_BYTES and not line.endswith(b"\n"):
+            raise VibechatError(f"{source} line {number} is longer than {MAX_PROMPT_LINE_BYTES >> 20} MiB: not a "
+                                "prompt (is it a JSON Lines file?); the lines after it were not run.")
+        yield line
 
 
 def _is_regular(stream: BinaryIO) -> bool:
@@ -172,7 +211,7 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
     """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
     session = ChatSession(backend)
     interrupt = CtrlC(session.cancel, blocking_input=not _is_regular(prompts))
-    items = read_requests(prompts)
+    items = read_requests(bounded_lines(prompts, source))
     try:
         with interrupt.installed():
             info = load_or_interrupt(session, interrupt)
@@ -209,7 +248,7 @@ def _check_not_blank(prompts: BinaryIO, source: str) -> None:
     if not _is_regular(prompts):
         return
     try:
-        blank = all(not line.strip() for line in prompts)
+        blank = all(not line.strip() for line in bounded_lines(prompts, source))
         prompts.seek(0)
     except OSError:
         return  # read again, and reported, by the batch itself

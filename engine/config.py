@@ -37,6 +37,7 @@ from typing import Any
 
 from .config_text import _duplicate_lines, _line_of, insert_top_level, key_lines  # noqa: F401 - presets.py uses them
 from .errors import ConfigError, InvalidParameterError
+from .files import FileTooLarge, NotARegularFile, UnreadableFile, read_file_text
 from .keynames import keys_problem
 from .knobs import (
     CONTEXT_STEP,
@@ -686,14 +687,14 @@ MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KB: anything this large is 
 def _read_text(path: Path) -> str | None:
     """The file's text, or None when there is no file; unreadable or absurdly large raises
     ConfigError."""
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_CONFIG_BYTES + 1)
-        if len(data) > MAX_CONFIG_BYTES:
-            raise _whole_file(path, f"is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a vibechat config file")
-        return data.decode("utf-8")
+    try:  # bounded and by type: a FIFO or /dev/zero as the config is refused at once
+        return read_file_text(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return None
+    except NotARegularFile as exc:
+        raise _whole_file(path, f"could not be read: it {exc.reason}; the config must be a regular TOML file") from None
+    except FileTooLarge:
+        raise _whole_file(path, f"is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a vibechat config file") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise _whole_file(path, f"could not be read ({reason})") from None
@@ -830,9 +831,9 @@ def configured_models_dir() -> Path | None:
     if cached is not None and cached[0] == signature:
         return cached[1]
     try:  # a bad key elsewhere in the file does not matter here
-        values, _, _ = read_config_text(path.read_text(encoding="utf-8"), path)
+        values, _, _ = read_config_text(read_file_text(path, MAX_CONFIG_BYTES), path)
         found = values.get("models_dir")
-    except (ConfigError, OSError, UnicodeDecodeError):
+    except (ConfigError, OSError, UnicodeDecodeError, UnreadableFile):  # a FIFO: never blocks
         found = None
     _models_dir_cache[path] = (signature, found)
     return found
