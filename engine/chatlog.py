@@ -28,15 +28,15 @@ class Reply:
     """A reply being generated: what the log needs to settle it."""
 
     writer: ReplyWriter | None
+    failed: HistoryError | None = None  # a save while it streamed failed: reported when it ends
 
     def append(self, text: str) -> None:
         """Called with every piece of text as it streams (from the generating thread)."""
         if self.writer is not None:
             try:
                 self.writer.append(text)
-            except HistoryError as exc:  # the final save reports it; keep generating
-                log.warning("could not save the reply while it streams: %s", exc)
-                self.writer = None
+            except HistoryError as exc:  # reported when the reply ends; keep generating
+                self._failed(exc)
 
     def append_thinking(self, text: str) -> None:
         """Called with every piece of the reply's thinking (saved apart from the text)."""
@@ -44,8 +44,11 @@ class Reply:
             try:
                 self.writer.append_thinking(text)
             except HistoryError as exc:
-                log.warning("could not save the reply while it streams: %s", exc)
-                self.writer = None
+                self._failed(exc)
+
+    def _failed(self, exc: HistoryError) -> None:
+        log.warning("could not save the reply while it streams: %s", exc)
+        self.writer, self.failed = None, exc
 
 
 class ChatLog:
@@ -94,10 +97,16 @@ class ChatLog:
         try:
             return fn(*args, **kwargs)
         except HistoryError as exc:
-            self.problem = f"Not saving this chat any more: {exc}"
+            self._stop_saving(what, exc)
+            return None
+
+    def _stop_saving(self, what: str, exc: HistoryError) -> None:
+        if self.history is not None:
+            # One line, said once: what could not be saved and why (the error names the
+            # file, the reason and the fix); the conversation itself stays in memory.
+            self.problem = f"saving stopped ({what} failed): {exc}"
             log.warning("could not %s: %s", what, exc)
             self.history = None
-            return None
 
     def add_user(self, text: str) -> ChatMessage:
         """The prompt, saved before any generation starts."""
@@ -133,6 +142,8 @@ class ChatLog:
         sent to the model again); saved as complete, cut (by a limit), or stopped."""
         self.conversation.add_assistant(done.text)
         status = {"cancelled": "stopped", "length": "cut"}.get(done.finish_reason, "complete")
+        if reply.failed is not None:
+            self._stop_saving("save the reply", reply.failed)
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, status, done.text, params=done.params,
                        stats=done.stats.to_dict(), thinking=done.thinking)
@@ -148,6 +159,8 @@ class ChatLog:
         dropped: ``StreamInterrupted``), the text received is kept as the reply, part of
         the conversation like a stopped one, and saved with status 'interrupted' and the
         reason."""
+        if reply.failed is not None:
+            self._stop_saving("save the reply", reply.failed)
         if partial:
             self.conversation.add_assistant(partial)
             if reply.writer is not None and self.history is not None:

@@ -21,10 +21,13 @@ thousands of conversations opens as fast as an empty one.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import InvalidParameterError, VibechatError
+from .files import NotARegularFile, check_regular
 from .params import PARAM_SPECS, SamplingParams
 from .paths import data_dir
 from .titles import TITLE_LENGTH, title_from, title_from_exchange, title_from_model  # noqa: F401 - their home was here
@@ -362,9 +366,15 @@ class History:
         if self._conn is not None:
             return self
         try:
+            for item in (self.path, self.path.with_name(self.path.name + "-wal"),
+                         self.path.with_name(self.path.name + "-shm")):
+                check_regular(item)  # a FIFO here would block the open below forever
             make_private(self.path)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False)
+        except NotARegularFile as exc:
+            raise HistoryError(f"cannot open the chat history: {exc}; move it aside (vibechat creates a "
+                               "new one) or point VIBECHAT_DATA_DIR elsewhere.") from None
         except (OSError, sqlite3.Error) as exc:
             raise self._error("open", exc) from None
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
@@ -417,6 +427,9 @@ class History:
         if "not a database" in text or "malformed" in text:
             return HistoryError(f"the chat history at {self.path} is damaged ({text}): move it aside to start "
                                 "a new one (vibechat recreates it).")
+        why = _write_trouble(exc, where) if doing == "write" else None
+        if why is not None:
+            return HistoryError(f"cannot {doing} the chat history at {self.path}: {why}.")
         return HistoryError(f"cannot {doing} the chat history at {self.path}: {text}.")
 
     @property
@@ -440,7 +453,7 @@ class History:
             try:
                 yield conn
             except BaseException as exc:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 if isinstance(exc, sqlite3.Error):
                     raise self._error("write", exc) from None
                 raise
@@ -448,7 +461,7 @@ class History:
                 try:
                     conn.execute("COMMIT")
                 except sqlite3.Error as exc:
-                    conn.execute("ROLLBACK")
+                    _rollback(conn)
                     raise self._error("write", exc) from None
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
@@ -657,6 +670,39 @@ class History:
                           " ".join(r["snippet"].split()), r["updated"]) for r in rows]
 
 
+def write_export(path: Path, text: str, *, overwrite: bool = False) -> None:
+    """Write an exported conversation to ``path`` whole or not at all: into a temporary
+    file beside it, flushed to disk, then renamed over it, so a full disk or a file-size
+    limit leaves the old file as it was (or no file), never a partial one. Without
+    ``overwrite`` an existing file is kept (FileExistsError), checked at the rename itself
+    (a hard link), so a file that appears meanwhile is not replaced either. OSError on
+    failure, the temporary file removed."""
+    folder = path.parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:  # a replaced file keeps its mode; a new one is private, like the history it comes from
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        except OSError:
+            pass
+        if overwrite:
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # a filesystem without hard links: the check, then the rename
+            if path.exists() or path.is_symlink():
+                raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+            os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def _details(summary: str, text: str) -> list[str]:
     """A collapsed Markdown block (GitHub's ``<details>``); the text's HTML-significant
     characters escaped, so a ``</details>`` in it cannot end the block early."""
@@ -678,6 +724,50 @@ def _use_wal(conn: sqlite3.Connection) -> None:
             if not _locked(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+
+
+def _write_trouble(exc: BaseException, where: Path) -> str | None:
+    """Why a write failed, in words and with the fix, for the failures a user can act on:
+    a full disk, a file-size limit (``ulimit -f``), a database another process holds past
+    the busy timeout. SQLite reports a short write as a bare "disk I/O error" (or
+    "database or disk is full"), so the disk's free space and the process's limit are
+    looked at to tell which. None: nothing more to say than SQLite's own text."""
+    text = str(exc)
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if _locked(exc):
+        return (f"another process held it for over {BUSY_TIMEOUT_MS // 1000} s ({text}): close the other "
+                "vibechat (or its `run`), then try again")
+    if not (name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in text or "I/O error" in text):
+        return None
+    try:
+        import resource  # POSIX only
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit != resource.RLIM_INFINITY:
+            return (f"the file-size limit (ulimit -f: {limit} bytes) was reached ({text}): raise the limit, "
+                    "or pass --no-save")
+    except (ImportError, OSError, ValueError):
+        pass
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        free = None
+    if free is not None and free < 1024 * 1024:
+        return f"the disk is full ({text}): free some space on it, or pass --no-save"
+    return f"the disk could not be written ({text}): check that it has space and works, or pass --no-save"
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Undo a failed write transaction, if one is still open: after a failed COMMIT (a full
+    disk, a file-size limit) SQLite has often rolled back already, and a second ROLLBACK
+    would raise "no transaction is active" over the real reason. A rollback that fails in
+    turn (the disk went away) leaves the connection as SQLite left it: the caller reports
+    the first error, which says what happened."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
 
 
 def _locked(exc: BaseException) -> bool:
