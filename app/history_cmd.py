@@ -144,6 +144,7 @@ def export(
     """Write one conversation as Markdown or JSON."""
     def go() -> None:
         from vibechat.engine.errors import VibechatError
+        from vibechat.engine.history import write_export
         from vibechat.engine.sanitize import sanitize
 
         if format_ is None:  # from the file's extension: .json is JSON, anything else Markdown
@@ -162,9 +163,8 @@ def export(
         if output is None:
             echo(text, nl=False)
             return
-        try:
-            with output.open("w" if force else "x", encoding="utf-8") as fh:  # "x": never overwrite
-                fh.write(text)
+        try:  # whole or not at all: a full disk leaves the old file (or none), never a part
+            write_export(output, text, overwrite=force)
         except FileExistsError:
             raise VibechatError(f"{output} already exists: pass --force to overwrite it, or choose another "
                                 "file with -o.") from None

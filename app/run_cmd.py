@@ -24,7 +24,7 @@ from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
-from vibechat.engine.session import ChatSession
+from vibechat.engine.session import Answer, ChatSession
 from vibechat.engine.think_switch import unswitchable
 
 from .clitools import plain, quiet_stdout, safe_json
@@ -74,7 +74,7 @@ class JsonFailure:
         try:
             self.out.write(safe_json(obj) + "\n")
             self.out.flush()
-        except (BrokenPipeError, ValueError):  # stdout closed: nothing to promise to
+        except (OSError, ValueError, AttributeError):  # stdout closed or full: nothing to promise to
             quiet_stdout()
         if self.request is not None:
             self.request.printed = True
@@ -112,6 +112,8 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
     when it has a history): the prompt is saved before generation, the reply as it streams.
     A failure once the model is loaded is raised after ``--json`` printed its object
     (what is known: the model, the engine, the parameters, the error)."""
+    if out is None:  # `vibechat run … >&-`: Python has no sys.stdout at all
+        raise VibechatError(STDOUT_CLOSED)
     session = ChatSession(backend, chat)
     conversation = session.conversation
     if request.system is not None:
@@ -235,6 +237,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     meter = ReplyMeter()  # what is known of a reply that ends without the backend's stats
     notice = trim_notice(err, echo)
     shown: list[str] = []  # the reply so far, for --json when it fails (a crash) mid-reply
+    stdout_failed: list[OSError] = []  # a write to stdout that failed (not a closed pipe)
 
     def show(text: str) -> None:
         meter.piece()
@@ -242,8 +245,14 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         if echo is not None:
             echo.close()
         if not request.json_output:
-            out.write(text if sanitizer is None else sanitizer.feed(text))
-            out.flush()
+            try:
+                out.write(text if sanitizer is None else sanitizer.feed(text))
+                out.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as exc:  # /dev/full, a full disk: the reply is stopped and saved as such
+                stdout_failed.append(exc)
+                raise BrokenPipeError from None
 
     def on_event(event: ChatEvent) -> None:
         if isinstance(event, ThinkingDelta):
@@ -266,11 +275,22 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         _write_failed(request, out, partial, info, chat, exc, params, meter, held_back())
         raise
     done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
-    if chat.problem:
-        err.write(plain(f"vibechat: {chat.problem}") + "\n")
+    if chat.problem:  # saving stopped (a full disk): the reply is still printed, the run fails
+        err.write(plain(f"vibechat: error: {chat.problem}") + "\n")
+    if stdout_failed:
+        raise stdout_error(stdout_failed[0])
     if pipe_closed:
         quiet_stdout()
-        return 0
+        return EXIT_FAILED if chat.problem else 0
+    code = _finish(request, out, err, result, info, meter, held_back(), chat.conversation_id)
+    return EXIT_FAILED if chat.problem and code == 0 else code
+
+
+def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info: ModelInfo,
+            meter: ReplyMeter, tail: str, conversation_id: int | None) -> int:
+    """The reply's end (its JSON object, the statistics, the lines for an empty or cut
+    reply) and the exit status they give."""
+    done, interrupted = result.done, result.interrupted
 
     text, stats = result.text if request.raw else sanitize(result.text), done.stats
     used = done.params or request.params
@@ -279,10 +299,10 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     empty_line = empty_reply_line(info, bool(done.thinking.strip())) if empty else None
     obj = reply_object(
         text=text, thinking=done.thinking if request.raw else sanitize(done.thinking), info=info,
-        conversation_id=chat.conversation_id, params=used, finish_reason=finish_reason,
+        conversation_id=conversation_id, params=used, finish_reason=finish_reason,
         stats=json_stats(stats, meter=meter), structured=structured_state(used, finish_reason, result.text),
         empty=empty, error=None if empty_line is None else error_object(empty_line, "empty", EXIT_EMPTY))
-    if not _end_output(request, out, text, obj, held_back()):
+    if not _end_output(request, out, text, obj, tail):
         return 0
     if request.show_stats and not interrupted:
         err.write(plain(format_stats(done.stats, info)) + "\n")  # names the model's device or server
@@ -354,4 +374,19 @@ def _end_output(request: RunRequest, out: TextIO, text: str, obj: dict, tail: st
     except BrokenPipeError:
         quiet_stdout()
         return False
+    except OSError as exc:  # /dev/full, a full disk
+        raise stdout_error(exc) from None
     return True
+
+
+STDOUT_CLOSED = ("standard output is closed (>&-): send it somewhere, a file, a pipe or /dev/null "
+                 "(vibechat run … > /dev/null).")
+
+
+def stdout_error(exc: OSError) -> VibechatError:
+    """The one line for a reply that could not be written to stdout (a full disk, /dev/full);
+    stdout is pointed at /dev/null after, so that Python's own flush at exit stays quiet.
+    What was saved of the reply stays saved (as stopped)."""
+    quiet_stdout()
+    return VibechatError(f"cannot write the reply to standard output ({exc.strerror or exc}): free some space "
+                         "where it goes, or send it elsewhere.")
