@@ -154,3 +154,28 @@ def test_a_base_url_that_does_not_parse_is_one_line(tmp_path, url, why):
     assert bad.returncode == 1 and f"line 1: base_url {why}" in one_error_line(bad)
     shown = vibechat("config", "show", env={"VIBECHAT_CONFIG": str(config)})
     assert shown.returncode == 0 and "Traceback" not in shown.stderr and f"base_url {why}" in shown.stdout
+
+
+# ------------------------------------------------------------ the chat's start
+@pytest.mark.parametrize("terminal", ["stdout", "stdin"])
+def test_the_chat_refuses_to_start_without_a_terminal(terminal):
+    """`vibechat < /dev/null > out` wrote escape codes into out and hung; now one line, exit 1,
+    nothing written to the end that is not a terminal, and no model loaded. One end is a
+    pseudo-terminal, the other is not."""
+    import pty
+
+    main, secondary = pty.openpty()
+    try:
+        with open(os.devnull, "rb") as null:
+            out = subprocess.run(
+                [str(VIBECHAT_BIN)], timeout=TIMEOUT, stderr=subprocess.PIPE, text=True,
+                stdin=null if terminal == "stdout" else secondary,
+                stdout=secondary if terminal == "stdout" else subprocess.PIPE)
+    finally:
+        os.close(secondary)
+        os.close(main)
+    assert out.returncode == 1
+    if terminal == "stdin":
+        assert out.stdout == ""
+    assert one_error_line(out) == ("vibechat: error: the chat needs a terminal (stdin and stdout); for scripts "
+                                   "use 'vibechat run'.")
