@@ -39,6 +39,7 @@ from vibechat.engine.think_switch import unswitchable
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.session import ChatSession
 
+from .bounds import bound_line
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
 from .report import ReplyMeter, format_stats, json_stats, reply_object, structured_state
@@ -193,6 +194,11 @@ class _Batch:
         if cut is not None:
             self.incomplete += 1
             self.err.write(plain(f"vibechat: {self.source} line {request.line}: {cut}") + "\n")
+            self.err.flush()
+        bound = None if result.interrupted or cut is not None else bound_line(
+            done, self.info, used, result.text, fix_tokens="--max-tokens (or the line's max_tokens)")
+        if bound is not None:  # a cut no one would see, said as `run` says it
+            self.err.write(plain(f"vibechat: {self.source} line {request.line}: {bound}") + "\n")
             self.err.flush()
 
     def exit_code(self) -> int:

@@ -671,6 +671,7 @@ class OpenAICompatibleBackend:
         timings: dict[str, Any] | None = None
         server_finish: str | None = None
         capped = False  # ended here at max_tokens or MAX_REPLY_CHARS: a 'length' finish
+        bound = ""  # MAX_REPLY_CHARS cut it: said on stderr by the front ends (app/bounds.py)
         try:
             while True:
                 try:
@@ -712,6 +713,7 @@ class OpenAICompatibleBackend:
                         break
                     if received + len(piece) > MAX_REPLY_CHARS:
                         piece, capped = piece[:MAX_REPLY_CHARS - received], True
+                        bound = f"vibechat's bound of {MAX_REPLY_CHARS:,} characters for a server's reply"
                     received += len(piece)  # the thinking counts: it is generated too
                     deltas += 1
                     t_last = time.perf_counter()
@@ -751,7 +753,8 @@ class OpenAICompatibleBackend:
         stats.finish_reason = finish
         if params.output_format is not None and finish == "stop" and not stops.stopped:
             _check_json_reply(self.server, text)
-        yield GenerationDone(text=text, stats=stats, params=params, thinking="".join(reply.thinking))
+        yield GenerationDone(text=text, stats=stats, params=params, thinking="".join(reply.thinking),
+                             bound=bound if finish == "length" else "")
 
     def _cut(self, exc: BaseException | None, partial: str, reader: "_Stream") -> VibechatError:
         """A stream that ended before the reply did: StreamInterrupted with the text so far."""

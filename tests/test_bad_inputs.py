@@ -179,3 +179,24 @@ def test_the_chat_refuses_to_start_without_a_terminal(terminal):
         assert out.stdout == ""
     assert one_error_line(out) == ("vibechat: error: the chat needs a terminal (stdin and stdout); for scripts "
                                    "use 'vibechat run'.")
+
+
+# ------------------------------------------------------------- honest bounds
+def test_a_server_reply_cut_at_the_bound_while_thinking_says_so(stub, tmp_path):
+    """A server that opens <think> and never closes it: at the 2M-character bound `run` printed
+    nothing and exited 0; now one line on stderr names the bound (the exit status stays 0)."""
+    stub.pieces = ["<think>", *["x" * 65536] * 40]  # 2.6 M characters, 41 events
+    out = vibechat("run", "--no-save", "--base-url", stub.url, "-m", "stub-small", "hi")
+    assert out.returncode == 0, out.stderr
+    assert one_error_line(out) == (
+        "vibechat: the reply was cut at vibechat's bound of 2,097,152 characters for a server's reply while the "
+        "model was still thinking: no answer came; ask for a shorter reply: lower --max-tokens.")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n')
+    batch = vibechat("run", "--no-save", "--base-url", stub.url, "-m", "stub-small", "--prompts-file", str(prompts))
+    assert batch.returncode == 0, batch.stderr
+    assert json.loads(batch.stdout)["finish_reason"] == "length"
+    assert one_error_line(batch) == (
+        f"vibechat: {prompts} line 1: the reply was cut at vibechat's bound of 2,097,152 characters for a server's "
+        "reply while the model was still thinking: no answer came; ask for a shorter reply: lower --max-tokens "
+        "(or the line's max_tokens).")

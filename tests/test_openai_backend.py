@@ -553,3 +553,17 @@ def test_numbers_from_the_server_are_used_only_when_sane(stub):
     assert all(math.isfinite(v) and v >= 0 for v in (stats.prompt_eval_ms, stats.decode_ms,
                                                      stats.decode_tokens_per_s))
     json.dumps(done.stats.__dict__, allow_nan=False)
+
+
+def test_a_thinking_reply_cut_at_the_size_bound_says_which_bound(stub, monkeypatch):
+    """Issue 25: a reply that opens <think> and never closes it, cut at MAX_REPLY_CHARS: no
+    answer, finish_reason length, and ``bound`` names vibechat's bound (the front ends say it)."""
+    monkeypatch.setattr(openai_backend, "MAX_REPLY_CHARS", 100)
+    stub.pieces = ["<think>", *["mull " * 10] * 20]
+    deltas, done = collect(backend_for(stub))
+    assert deltas == [] and done.text == "" and done.thinking.startswith("mull mull")
+    assert done.stats.finish_reason == "length"
+    assert done.bound == "vibechat's bound of 100 characters for a server's reply"
+    stub.pieces = ["Short", " answer."]  # not cut: no bound
+    _, done = collect(backend_for(stub))
+    assert (done.text, done.bound, done.stats.finish_reason) == ("Short answer.", "", "stop")
