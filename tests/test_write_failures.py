@@ -296,3 +296,27 @@ def test_a_crash_report_on_a_full_disk_leaves_no_half_file(user_dirs):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["None", "[]"]
     assert "Traceback" not in out.stderr
+
+
+# ------------------------------------------------------------------- config
+def test_a_config_save_on_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path: Path):
+    """Already so before issue 25 (the config is written to a temporary file and renamed):
+    kept so."""
+    config = tmp_path / "config.toml"
+    config.write_text('theme = "nord"\n' + "# a long comment\n" * 400)
+    out = python(f"""
+        import resource, signal
+        from pathlib import Path
+        from vibechat.engine.config import save_theme
+        from vibechat.engine.errors import VibechatError
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
+        try:
+            save_theme("gruvbox", Path({str(config)!r}))
+        except VibechatError as exc:
+            print(exc)
+    """)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert out.stdout.startswith("could not save the config file") and len(out.stdout.splitlines()) == 1
+    assert config.read_text().startswith('theme = "nord"\n')
+    assert [p.name for p in tmp_path.iterdir() if p.name != "user"] == ["config.toml"]
