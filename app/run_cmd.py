@@ -29,6 +29,7 @@ from vibechat.engine.think_switch import unswitchable
 
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
+from .bounds import bound_line
 from .report import ReplyMeter, error_kind, error_object, format_stats, json_stats, reply_object, structured_state
 
 
@@ -282,14 +283,15 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     if pipe_closed:
         quiet_stdout()
         return EXIT_FAILED if chat.problem else 0
-    code = _finish(request, out, err, result, info, meter, held_back(), chat.conversation_id)
+    code = _finish(request, out, err, result, info, meter, held_back(), chat.conversation_id, chat.problem)
     return EXIT_FAILED if chat.problem and code == 0 else code
 
 
 def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info: ModelInfo,
-            meter: ReplyMeter, tail: str, conversation_id: int | None) -> int:
+            meter: ReplyMeter, tail: str, conversation_id: int | None, save_problem: str | None = None) -> int:
     """The reply's end (its JSON object, the statistics, the lines for an empty or cut
-    reply) and the exit status they give."""
+    reply) and the exit status they give. ``save_problem``: saving stopped (its line is
+    already on stderr): ``--json``'s object carries it as the error, kind ``history``."""
     done, interrupted = result.done, result.interrupted
 
     text, stats = result.text if request.raw else sanitize(result.text), done.stats
@@ -301,7 +303,8 @@ def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info:
         text=text, thinking=done.thinking if request.raw else sanitize(done.thinking), info=info,
         conversation_id=conversation_id, params=used, finish_reason=finish_reason,
         stats=json_stats(stats, meter=meter), structured=structured_state(used, finish_reason, result.text),
-        empty=empty, error=None if empty_line is None else error_object(empty_line, "empty", EXIT_EMPTY))
+        empty=empty, error=error_object(empty_line, "empty", EXIT_EMPTY) if empty_line is not None
+        else None if save_problem is None else error_object(save_problem, "history", EXIT_FAILED))
     if not _end_output(request, out, text, obj, tail):
         return 0
     if request.show_stats and not interrupted:
@@ -318,6 +321,10 @@ def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info:
         err.write(f"vibechat: {cut}\n")
         err.flush()
         return EXIT_INCOMPLETE
+    bound = bound_line(done, info, used, result.text)
+    if bound is not None:  # a cut no one would see: a server's reply at vibechat's bound, thinking cut
+        err.write(plain(f"vibechat: {bound}") + "\n")
+        err.flush()
     return 0
 
 

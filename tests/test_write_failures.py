@@ -142,6 +142,13 @@ def test_run_on_a_full_disk_prints_the_reply_and_fails_in_one_line(stub):
     shown = json.loads(vibechat("history", "show", str(saved[0]["id"]), "--json").stdout)
     # What was saved before stays; what the limit let through of this run may be there too.
     assert [m["content"] for m in shown["messages"]][:2] == ["Hi", stub.reply]
+    # --json: the object has the reply and the error (kind history), as exit status 1 says.
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "Once more",
+                   "--json", limit=max(size, 32768))
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["text"] == stub.reply and obj["error"]["kind"] == "history" and obj["error"]["exit_status"] == 1
+    assert obj["error"]["message"].startswith("saving stopped (")
 
 
 def test_run_into_dev_full_fails_in_one_line(stub):
