@@ -195,6 +195,9 @@ class GenerationDone:
     stats: GenerationStats = field(default_factory=GenerationStats)
     params: SamplingParams | None = None  # exactly what was used, the drawn seed included
     thinking: str = ""
+    # A bound of vibechat's own that ended the reply (finish_reason "length"), in words, for the
+    # line that says so ("" when none did: the model, max_tokens or the server ended it).
+    bound: str = ""
 
     @property
     def finish_reason(self) -> FinishReason:

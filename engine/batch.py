@@ -120,6 +120,8 @@ def parse_line(text: str, line: int) -> BatchRequest:
         raise BatchLineError(line, f"not valid JSON: {exc.msg} (column {exc.colno}){hint}") from None
     except ValueError as exc:  # a duplicate key
         raise BatchLineError(line, f"not a valid request: {exc}") from None
+    except RecursionError:  # arrays or objects nested ~1,000 deep: this line fails, not the batch
+        raise BatchLineError(line, "not a valid request: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise BatchLineError(line, f'expected a JSON object like {{"prompt": "..."}}, got {_kind(data)}')
 

@@ -53,7 +53,9 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
 
     from ..backends import make_backend
     from ..progress import pull_with_progress
+    from ..terminal import require_terminal
 
+    require_terminal()  # `vibechat < /dev/null > out`: one line, before any escape code or model load
     # A bad --model fails here, before the screen opens; a Hub model is downloaded first.
     # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).
     # A local model runs in a child process: a llama.cpp crash ends that process, not the chat.
