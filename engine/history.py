@@ -386,7 +386,13 @@ class History:
                 conn.execute("PRAGMA foreign_keys = ON")
                 self._conn = conn
                 self._migrate()
-                self.repaired = self._repair()
+                try:
+                    self.repaired = self._repair()
+                except HistoryError:
+                    # A full disk, a file-size limit, a database held by another process:
+                    # reading must still work (`history list`, the sidebar); the replies a
+                    # crash cut off are marked at the next open that can write.
+                    self.repaired = 0
                 return self
             except sqlite3.Error as exc:
                 self._conn = None
@@ -477,7 +483,10 @@ class History:
         conn = self.conn
         conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                      "(version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
         for version, sql in enumerate(MIGRATIONS, start=1):
+            if version in done:  # no write lock to take: a history that cannot be written still reads
+                continue
             with self._write() as c:
                 # Checked inside the write lock: a second process migrating at the same
                 # moment waits, then finds the work done.
@@ -735,7 +744,7 @@ def _write_trouble(exc: BaseException, where: Path) -> str | None:
     text = str(exc)
     name = getattr(exc, "sqlite_errorname", "") or ""
     if _locked(exc):
-        return (f"another process held it for over {BUSY_TIMEOUT_MS // 1000} s ({text}): close the other "
+        return (f"another process held it for over {BUSY_TIMEOUT_MS / 1000:g} s ({text}): close the other "
                 "vibechat (or its `run`), then try again")
     if not (name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in text or "I/O error" in text):
         return None

@@ -327,3 +327,28 @@ def test_a_config_save_on_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_pat
     assert out.stdout.startswith("could not save the config file") and len(out.stdout.splitlines()) == 1
     assert config.read_text().startswith('theme = "nord"\n')
     assert [p.name for p in tmp_path.iterdir() if p.name != "user"] == ["config.toml"]
+
+
+def test_the_history_opens_for_reading_when_marking_interrupted_replies_cannot_be_written(tmp_path: Path,
+                                                                                         monkeypatch):
+    """Opening marks the replies a crash left 'streaming' as interrupted: a write. When it
+    cannot be made (here another process holds the write lock past the busy timeout; a full
+    disk does the same), the history used to refuse to open at all, listing included."""
+    db = tmp_path / "history.db"
+    cid = seed(db, ("hi", "hello"))
+    with History(db) as history:
+        history.add_message(cid, "assistant", "cut off", "streaming")
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("UPDATE messages SET writer_pid = 2147483646 WHERE status = 'streaming'")  # no such process
+    monkeypatch.setattr("vibechat.engine.history.BUSY_TIMEOUT_MS", 100)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with History(db) as history:
+            assert [s.id for s in history.conversations()] == [cid] and history.repaired == 0
+            assert [m.status for m in history.get(cid).messages] == ["complete", "complete", "streaming"]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    with History(db) as history:  # the next open that can write marks it
+        assert history.repaired == 1
+        assert history.get(cid).messages[-1].status == "interrupted"
