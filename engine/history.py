@@ -433,7 +433,7 @@ class History:
         if "not a database" in text or "malformed" in text:
             return HistoryError(f"the chat history at {self.path} is damaged ({text}): move it aside to start "
                                 "a new one (vibechat recreates it).")
-        why = _write_trouble(exc, where) if doing == "write" else None
+        why = _write_trouble(exc, where) if doing in ("write", "open") else None
         if why is not None:
             return HistoryError(f"cannot {doing} the chat history at {self.path}: {why}.")
         return HistoryError(f"cannot {doing} the chat history at {self.path}: {text}.")

@@ -352,3 +352,12 @@ def test_the_history_opens_for_reading_when_marking_interrupted_replies_cannot_b
     with History(db) as history:  # the next open that can write marks it
         assert history.repaired == 1
         assert history.get(cid).messages[-1].status == "interrupted"
+
+
+def test_run_that_cannot_even_open_the_history_says_why(stub):
+    """Opening writes too (SQLite's shared-memory file): under a tiny file-size limit it
+    said only "disk I/O error"."""
+    assert vibechat("run", "--base-url", stub.url, "--model", "stub-small", "-p", "Hi").returncode == 0
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "Again", limit=1000)
+    line = one_error_line(out)
+    assert "cannot open the chat history" in line and "file-size limit" in line and "--no-save" in line
