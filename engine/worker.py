@@ -751,6 +751,9 @@ def _write_private(path: Path, text: str) -> None:
         with os.fdopen(fd, "wb") as out:
             fd = -1
             out.write(text.encode("utf-8"))
+    except OSError:  # a full disk: no half a report left behind
+        path.unlink(missing_ok=True)
+        raise
     finally:
         if fd >= 0:
             os.close(fd)

@@ -26,7 +26,8 @@ from vibechat.engine.backend import ModelInfo
 from vibechat.engine.chatlog import ChatLog
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.gguf import quant_from_filename
-from vibechat.engine.history import ConversationSummary, History, SearchHit, StoredConversation, StoredMessage
+from vibechat.engine.history import (ConversationSummary, History, SearchHit, StoredConversation, StoredMessage,
+                                     write_export)
 from vibechat.engine.knobs import COMPLETION
 from vibechat.engine.sanitize import sanitize
 
@@ -92,7 +93,8 @@ class HistoryManager:
         chatlog, sidebar = self.host.session.chat, self.host.sidebar
         if chatlog.problem and chatlog.problem != self._problem_shown:
             self._problem_shown = chatlog.problem
-            self.host.notify(chatlog.problem, title="History", severity="error", timeout=15)
+            self.host.notify(f"{chatlog.problem}; the conversation stays on screen", title="History",
+                             severity="error", timeout=15)
         if chatlog.conversation_id is None:
             return
         from vibechat.engine.history import now
@@ -241,7 +243,7 @@ class HistoryManager:
                 stored = self.history.get(conversation_id)
                 text = stored.to_markdown() if choice.format == "md" else _json(stored)
                 choice.path.parent.mkdir(parents=True, exist_ok=True)
-                choice.path.write_text(text, encoding="utf-8")
+                write_export(choice.path, text, overwrite=True)  # whole or not at all (the dialog asked)
             except VibechatError as exc:
                 host.notify(str(exc), severity="error")
             except OSError as exc:

@@ -36,6 +36,19 @@ class OutsideTextApp(App[None]):
         super().notify(outside.plain(message), title=outside.one_line(title), severity=severity, timeout=timeout,
                        markup=markup)
 
+    def _fatal_error(self) -> None:
+        """Textual's crash screen, without the values of local variables: Textual shows
+        them (``show_locals=True``), and in vibechat they hold the conversation, a reply, a
+        path, an API key. The traceback itself is kept (a bug report needs it)."""
+        import rich
+        from rich.segment import Segments
+        from rich.traceback import Traceback
+
+        self.bell()
+        traceback = Traceback(show_locals=False, width=None, suppress=[rich])
+        self._exit_renderables.append(Segments(self.console.render(traceback, self.console.options)))
+        self._close_messages_no_wait()
+
     def action_help_quit(self) -> None:
         """Textual's hint on how to quit (its markup, the key escaped)."""
         for key, active_binding in self.active_bindings.items():
