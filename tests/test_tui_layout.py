@@ -78,6 +78,7 @@ def test_a_crash_in_the_chat_exits_non_zero(monkeypatch):
     from typer.testing import CliRunner
 
     import vibechat.app.backends as backends
+    import vibechat.app.terminal as terminal
     import vibechat.app.tui as tui
     from vibechat.app.cli import cli
     from vibechat.app.tui.app import VibechatApp
@@ -91,6 +92,7 @@ def test_a_crash_in_the_chat_exits_non_zero(monkeypatch):
 
     monkeypatch.setattr(backends, "make_backend", lambda *args, **kwargs: RecordingBackend())
     monkeypatch.setattr(tui, "freeze_startup_objects", lambda: None)
+    monkeypatch.setattr(terminal, "require_terminal", lambda: None)  # CliRunner has no terminal; headless
     monkeypatch.setattr(tui, "create_app", lambda backend, **kwargs: Crashing(backend, blink=False))
     result = CliRunner().invoke(cli, ["--no-save"])
     assert result.exit_code == 1, result.output
