@@ -183,6 +183,16 @@ def loaded_starter(starter_path: Path, **changes):
         backend.close()
 
 
+@pytest.fixture
+def no_setting_variables(monkeypatch):
+    """For the config's own tests: they see the variables they set, and only the folders'
+    (``user_dirs`` sets a setting's variable for every other test); VIBECHAT_REPACK stays (a
+    real model's tests need it)."""
+    for name in list(os.environ):
+        if name.startswith("VIBECHAT_") and not name.endswith("_DIR") and name != "VIBECHAT_REPACK":
+            monkeypatch.delenv(name)
+
+
 @pytest.fixture(scope="session")
 def llama_backend(starter_path: Path):
     """One loaded starter model for the whole session (loading costs ~1 s)."""

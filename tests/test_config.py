@@ -34,14 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 IDS = ("help", "toggle_params", "params.reset_all")
 
 
-@pytest.fixture(autouse=True)
-def no_setting_variables(monkeypatch):
-    """The config's own tests see the variables they set, and only the folders' (conftest.py
-    may set a setting's variable for every other test); VIBECHAT_REPACK stays (a real model's
-    tests need it: conftest.py)."""
-    for name in list(os.environ):
-        if name.startswith("VIBECHAT_") and not name.endswith("_DIR") and name != "VIBECHAT_REPACK":
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_setting_variables")  # conftest.py
 
 
 def write(text: str, path: Path | None = None) -> Path:

@@ -18,7 +18,7 @@ import pytest
 
 from fakes import settle
 from test_terminal_restore import Terminal, chat_env  # noqa: F401 - chat_env: a fixture
-from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped
+from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped, needs_proc
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.history import History
@@ -259,7 +259,6 @@ async def test_the_chats_everyday_actions_work_through_the_engine_process(starte
 
 
 # ---------------------------------------------------------------- a hung engine
-needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states in /proc")
 
 
 async def wait_for(pilot, condition, what: str, bound: float = 120) -> None:

@@ -28,6 +28,7 @@ from textual.widgets import DataTable, Static
 
 from vibechat.engine.errors import VibechatError
 
+from .history_screens import MODAL_CSS  # the dialogs' frame, title and key line
 from .host import ChatHost
 from .outside import block, cell, one_line
 
@@ -51,31 +52,13 @@ class PresetHost(ChatHost, Protocol):
 class PresetPicker(ModalScreen["str | None"]):
     """The config file's presets; Enter applies one (dismisses with its name)."""
 
-    DEFAULT_CSS = """
-    PresetPicker {
-        align: center middle;
-    }
+    DEFAULT_CSS = MODAL_CSS.format(name="PresetPicker") + """
     PresetPicker > Vertical {
         width: 110;
-        max-width: 95%;
-        height: auto;
-        max-height: 85%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 1;
-    }
-    PresetPicker .picker--title {
-        text-style: bold;
-        color: $primary;
-        padding: 0 0 1 0;
     }
     PresetPicker DataTable {
         height: auto;
         max-height: 20;
-    }
-    PresetPicker .picker--keys {
-        color: $text-muted;
-        padding: 1 0 0 0;
     }
     """
     BINDINGS = [Binding("escape", "dismiss_picker", "Close", id="preset_picker.close")]
@@ -92,12 +75,12 @@ class PresetPicker(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("Presets", classes="picker--title")
+            yield Static("Presets", classes="modal--title")
             table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True, id="preset-table")
             table.add_columns("name", "model", "system prompt", "parameters")
             yield table
             yield Static("Reading the presets…", id="preset-status")
-            yield Static("Enter apply · Esc close · [presets.NAME] in the config file adds one", classes="picker--keys")
+            yield Static("Enter apply · Esc close · [presets.NAME] in the config file adds one", classes="modal--keys")
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()
