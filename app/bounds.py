@@ -9,8 +9,22 @@ in one line; the exit status stays 0 (the limit did what it was set to do; the J
 
 from __future__ import annotations
 
-from vibechat.engine.backend import GenerationDone, ModelInfo
+from typing import Literal
+
+from vibechat.engine.backend import GenerationDone, GenerationStats, ModelInfo
 from vibechat.engine.params import SamplingParams
+
+
+def limit_that_cut(params: SamplingParams, stats: GenerationStats, info: ModelInfo
+                   ) -> Literal["max_tokens", "context", "other"]:
+    """Which limit ended a reply cut as ``length``: the reply's token limit (as used), the
+    local context filling up, or another (a server's, one the engine set)."""
+    limit = params.max_tokens  # as used (None: no limit; 0 asks for none too)
+    if limit and stats.completion_tokens >= limit:
+        return "max_tokens"
+    if not info.server and info.context_size and stats.prompt_tokens + stats.completion_tokens >= info.context_size - 1:
+        return "context"
+    return "other"
 
 
 def bound_line(done: GenerationDone, info: ModelInfo, params: SamplingParams, text: str,
@@ -26,10 +40,10 @@ def bound_line(done: GenerationDone, info: ModelInfo, params: SamplingParams, te
         return f"the reply was cut at {done.bound}{thinking}; ask for a shorter reply: lower {fix_tokens}."
     if not no_answer:
         return None  # a visible cut at max_tokens or the context: the JSON's finish_reason says it
-    limit, stats = params.max_tokens, done.stats
-    if limit and stats.completion_tokens >= limit:
-        cut, fix = f"the {limit}-token limit ({fix_tokens})", f"raise {fix_tokens}"
-    elif not info.server and info.context_size and stats.prompt_tokens + stats.completion_tokens >= info.context_size - 1:
+    which = limit_that_cut(params, done.stats, info)
+    if which == "max_tokens":
+        cut, fix = f"the {params.max_tokens}-token limit ({fix_tokens})", f"raise {fix_tokens}"
+    elif which == "context":
         cut, fix = f"the {info.context_size}-token context (--ctx)", "raise --ctx"
     else:
         cut, fix = "its token limit", f"raise {fix_tokens}"

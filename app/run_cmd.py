@@ -29,7 +29,7 @@ from vibechat.engine.think_switch import unswitchable
 
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from .bounds import bound_line
+from .bounds import bound_line, limit_that_cut
 from .report import ReplyMeter, error_kind, error_object, format_stats, json_stats, reply_object, structured_state
 
 
@@ -199,10 +199,10 @@ def incomplete_line(params: SamplingParams, stats: GenerationStats, info: ModelI
     fmt = params.output_format
     if fmt is None or stats.finish_reason != "length" or structured_state(params, "length", text) == "complete":
         return None
-    limit = params.max_tokens  # as used (None: no limit; 0 asks for none too)
-    if limit and stats.completion_tokens >= limit:
-        cut, fix = f"hit the {limit}-token limit (--max-tokens)", fix_tokens
-    elif not info.server and stats.prompt_tokens + stats.completion_tokens >= info.context_size - 1:
+    which = limit_that_cut(params, stats, info)
+    if which == "max_tokens":
+        cut, fix = f"hit the {params.max_tokens}-token limit (--max-tokens)", fix_tokens
+    elif which == "context":
         cut, fix = f"filled the {info.context_size}-token context (--ctx)", "raise --ctx, or shorten the prompt"
     else:  # a server's limit, or one the engine set: said as the reply's own
         cut, fix = f"hit its token limit after {stats.completion_tokens} tokens", fix_tokens
