@@ -24,10 +24,16 @@ SOURCE_CHOICES = ["chat", "run", "batch", "all"]  # engine/history.py's SOURCES,
 IdArg = Annotated[int, typer.Argument(metavar="ID", help="A conversation id from 'vibechat history list'.", min=1)]
 
 
-def _open():
+def _open(*, reading: bool = True):
+    """The history, opened to read (``list``, ``show``, ``search``, ``export``): a read-only
+    data dir or a full disk still reads, and says so once on stderr. ``reading=False``
+    (``rm``): a history that cannot be written fails at once, in one line."""
     from vibechat.engine.history import History
 
-    return History().open()
+    history = History(read_only_ok=reading).open()
+    if history.read_only is not None:
+        echo(f"vibechat: note: reading the chat history only: {history.read_only}", err=True)
+    return history
 
 
 def _when(stamp: str) -> str:
@@ -183,7 +189,7 @@ def rm(conversation_id: IdArg,
     def go() -> None:
         from vibechat.engine.errors import VibechatError
 
-        with _open() as history:
+        with _open(reading=False) as history:
             conversation = history.get(conversation_id)
             if not yes:
                 if not sys.stdin.isatty():

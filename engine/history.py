@@ -351,11 +351,16 @@ class History:
     """The conversation database. Safe to share between threads (one connection behind
     a lock); several processes may use the same file at once."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, read_only_ok: bool = False) -> None:
         self.path = Path(path) if path is not None else default_path()
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
         self.repaired = 0  # replies found 'streaming' (left by a crash) when opened
+        # Readers (`history list/show/search/export`, the chat's sidebar) may open a history
+        # they cannot write: a read-only data dir, a full disk. ``read_only`` is then why
+        # (the open's one-line error, with its fix), and every write fails with it.
+        self.read_only_ok = read_only_ok
+        self.read_only: str | None = None
 
     # ------------------------------------------------------------ lifecycle
     def open(self) -> "History":
@@ -365,6 +370,50 @@ class History:
     def _open(self) -> "History":
         if self._conn is not None:
             return self
+        try:
+            return self._open_for_writing()
+        except HistoryError as exc:
+            # SQLite's WAL needs to create its -shm file beside the database even to read,
+            # and the open migrates and repairs: a read-only folder or a full disk fails
+            # here. A reader that accepts it gets the file as it is, read-only. A database
+            # another process held past the busy timeout is not read behind its back.
+            if not self.read_only_ok or "another process held it" in str(exc) or not self._open_read_only():
+                raise
+            self.read_only = str(exc).replace("cannot open the chat history", "cannot write the chat history", 1)
+            return self
+
+    def _open_read_only(self) -> bool:
+        """Open the file read-only, with no migration and no repair: first through SQLite's
+        WAL index (an -shm file that exists, so a write another process is making is seen),
+        then as immutable (no -shm at all: what the file holds now). False when neither
+        reads it at the schema this vibechat writes."""
+        try:
+            check_regular(self.path)
+            if not self.path.is_file():
+                return False
+            uri = self.path.resolve().as_uri()
+        except (OSError, ValueError, NotARegularFile):
+            return False
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            conn = None
+            try:
+                conn = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                                       isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA query_only = ON")
+                version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+            except sqlite3.Error:
+                if conn is not None:
+                    conn.close()
+                continue
+            if version != len(MIGRATIONS):  # older needs a migration (a write); newer is not ours to read
+                conn.close()
+                return False
+            self._conn = conn
+            self.repaired = 0
+            return True
+        return False
+
+    def _open_for_writing(self) -> "History":
         try:
             for item in (self.path, self.path.with_name(self.path.name + "-wal"),
                          self.path.with_name(self.path.name + "-shm")):
@@ -416,6 +465,7 @@ class History:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self.read_only = None  # the next open tries to write again
 
     def __enter__(self) -> "History":
         return self.open()
@@ -452,6 +502,8 @@ class History:
         a busy database waits (busy_timeout) instead of failing halfway."""
         with self._lock:
             conn = self.conn
+            if self.read_only is not None:  # opened read-only: the open's reason, with its fix
+                raise HistoryError(self.read_only)
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
