@@ -75,6 +75,15 @@ def read_only_dir(path: Path):
 
 
 @pytest.fixture
+def history(tmp_path: Path):
+    """An open, empty history database in this test's folder (engine/history.py), closed after."""
+    from vibechat.engine.history import History
+
+    with History(tmp_path / "history.db") as db:
+        yield db
+
+
+@pytest.fixture
 def stub():
     """A real OpenAI-compatible HTTP server on 127.0.0.1 (tests/openai_stub.py); ``stub.backend()``
     is vibechat's remote backend pointed at it."""

@@ -32,12 +32,6 @@ from vibechat.engine.history import (
 from vibechat.engine.params import SamplingParams
 
 
-@pytest.fixture
-def history(tmp_path: Path):
-    with History(tmp_path / "history.db") as h:
-        yield h
-
-
 def done(text: str, reason: str = "stop") -> GenerationDone:
     return GenerationDone(text, GenerationStats(completion_tokens=len(text.split()), finish_reason=reason),
                           SamplingParams(seed=7))

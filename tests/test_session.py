@@ -26,13 +26,6 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=24, seed=1)
 WAIT_S = 120  # every wait below is bounded by this
 
 
-@pytest.fixture
-def history(tmp_path: Path):
-    db = History(tmp_path / "history.db").open()
-    yield db
-    db.close()
-
-
 def session_with(backend, history: History | None = None) -> ChatSession:
     session = ChatSession(backend, ChatLog(Conversation(params=GREEDY), history))
     session.load()

@@ -104,13 +104,6 @@ def test_the_template_probe_finds_a_generation_prompt_that_opens_thinking():
 
 
 # ------------------------------------------------------------------- session
-@pytest.fixture
-def history(tmp_path: Path):
-    db = History(tmp_path / "history.db").open()
-    yield db
-    db.close()
-
-
 def thinking_backend(thinking: str = "I think \x1b[31mred\x1b[0m thoughts", reply: str = "Forty two.") -> RecordingBackend:
     backend = RecordingBackend(reply)
     backend.thinking = thinking
