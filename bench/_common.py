@@ -1,5 +1,6 @@
 """What the benchmarks share: how busy the rest of the machine is, waiting for it to be
-quiet, alternating rounds that rerun a disturbed sample, and the machine's description.
+quiet, alternating rounds that rerun a disturbed sample, the machine's description, and
+the host's speed (``calibration``) with the chat's speed targets scaled to it.
 
 On a shared machine (CI runners, laptops with a browser open) figures swing with other
 load, so every sample notes how many cores other processes used while it ran; a sample
@@ -12,11 +13,13 @@ import json
 import logging
 import os
 import platform
+import re
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -170,3 +173,104 @@ def describe_machine() -> str:
         pass
     return (f"{cpu}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}; "
             f"llama-cpp-python {llama_cpp_python_version()}")
+
+
+# ------------------------------------------------------------------ host speed
+CALIBRATION_LOOP = "sum(i*i for i in range(10000))"
+REFERENCE_US = 974.0  # the loop on the slowest machine the targets were set on (a 2 GHz EPYC)
+_TIMEIT = re.compile(r"([0-9.]+) (sec|msec|usec|nsec) per loop")
+_UNIT_US = {"sec": 1e6, "msec": 1e3, "usec": 1.0, "nsec": 1e-3}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The host's speed, as the notes compare machines: ``python3 -m timeit`` of a small
+    pure-Python loop (``line``: what timeit printed; ``us``: microseconds per loop, None if
+    it printed no figure). The chat's UI work is pure Python on one core, so its costs
+    scale with this figure, not with the model's decode speed."""
+
+    line: str
+    us: float | None
+
+    @property
+    def speed(self) -> float | None:
+        """How many times faster than the reference machine (974 µs) this host is."""
+        return REFERENCE_US / self.us if self.us else None
+
+    def __str__(self) -> str:
+        return (f'python3 -m timeit "{CALIBRATION_LOOP}": {self.line}'
+                + (f" (×{self.speed:.2f} the {REFERENCE_US:.0f} µs reference)" if self.speed else ""))
+
+
+def calibration() -> Calibration:
+    """Run the calibration loop in a fresh interpreter (as the notes do), on this Python."""
+    out = subprocess.run([sys.executable, "-m", "timeit", CALIBRATION_LOOP],
+                         capture_output=True, text=True, timeout=120)
+    line = out.stdout.strip() or out.stderr.strip()
+    found = _TIMEIT.search(line)
+    return Calibration(line, float(found.group(1)) * _UNIT_US[found.group(2)] if found else None)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of the chat's speed targets, as set at the reference speed and as it applies
+    here: times scale by µs/974 (a slower host may take longer), rates by 974/µs."""
+
+    name: str
+    reference: float  # the target at 974 µs
+    value: float  # the target on this host
+    unit: str
+    at_least: bool  # a rate (the figure must reach it) rather than a time (must stay under)
+
+    def met(self, figure: float) -> bool:
+        return figure >= self.value if self.at_least else figure <= self.value
+
+    def verdict(self, figure: float) -> str:
+        """``target ≥ 26,000 (10,000 at 974 µs): met`` for a figure."""
+        sign = "≥" if self.at_least else "≤"
+        return (f"target {sign} {fmt(self.value, self.unit)} ({fmt(self.reference, self.unit)} at "
+                f"{REFERENCE_US:.0f} µs): {'met' if self.met(figure) else 'NOT met'}")
+
+
+def fmt(value: float, unit: str) -> str:
+    if unit == "tok/s":
+        return f"{value:,.0f} {unit}"
+    if unit == "s":
+        return f"{value:.2f} {unit}"
+    return f"{value:.1f} {unit}"
+
+
+# name: (target at the reference speed, unit, a rate?)
+REFERENCE_TARGETS = {
+    "absorb": (10_000.0, "tok/s", True),  # a 16,000-token synthetic stream, absorbed by the UI
+    "gap": (33.0, "ms", False),  # the worst event-loop gap meanwhile
+    "keypress": (50.0, "ms", False),  # keypress to screen, worst, while a reply streams at 500 tok/s
+    "ttft_over_run": (10.0, "ms", False),  # the chat's TTFT minus `vibechat run`'s (same host: not scaled)
+    "first_frame": (0.5, "s", False),  # `vibechat` started to its first frame
+    "model_ready": (1.0, "s", False),  # ... to the model ready (the starter)
+}
+UNSCALED = {"ttft_over_run"}  # a difference between two runs on the same host
+
+
+def scaled_targets(cal: Calibration) -> dict[str, Target]:
+    """The chat's speed targets (issue 26) scaled to this host's calibration (unscaled when
+    timeit printed no figure)."""
+    factor = cal.us / REFERENCE_US if cal.us else 1.0
+    targets = {}
+    for name, (reference, unit, at_least) in REFERENCE_TARGETS.items():
+        value = reference if name in UNSCALED else reference / factor if at_least else reference * factor
+        targets[name] = Target(name, reference, value, unit, at_least)
+    return targets
+
+
+def print_calibration(cal: Calibration, names: Iterable[str]) -> dict[str, Target]:
+    """Print the machine, the calibration and the targets ``names`` as they apply here;
+    returns every scaled target."""
+    targets = scaled_targets(cal)
+    print(f"Machine: {describe_machine()}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"Calibration: {cal}; load average {load:.2f} (other work on the cores slows the loop too)")
+    print("Targets here: " + "; ".join(
+        f"{name} {'≥' if targets[name].at_least else '≤'} {fmt(targets[name].value, targets[name].unit)}"
+        for name in names), flush=True)
+    return targets

@@ -41,7 +41,6 @@ import ctypes
 import json
 import re
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -56,7 +55,7 @@ from vibechat.engine.params import SamplingParams
 from vibechat.engine.starter import starter_model_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import describe_machine, quiet_logs  # noqa: E402
+from _common import calibration, describe_machine, quiet_logs  # noqa: E402
 
 PROMPTS = (
     # greetings and small talk
@@ -222,13 +221,6 @@ def summary(config: str, replies: list[Reply]) -> dict[str, float]:
     }
 
 
-def calibration() -> str:
-    """The host's speed, as the notes compare machines: ``python3 -m timeit`` of a small loop."""
-    out = subprocess.run([sys.executable, "-m", "timeit", "sum(i*i for i in range(10000))"],
-                         capture_output=True, text=True, timeout=120)
-    return out.stdout.strip() or out.stderr.strip()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -243,7 +235,7 @@ def main() -> int:
     quiet_logs()
     model = starter_model_path()
     print(f"Machine: {describe_machine()}")
-    print(f"Calibration: python3 -m timeit \"sum(i*i for i in range(10000))\": {calibration()}")
+    print(f"Calibration: {calibration()}")
     print(f"{len(prompts)} prompts x seeds {args.seeds}, at most {LIMIT} tokens a reply\n", flush=True)
     results: dict[str, list[Reply]] = {}
     for config in args.configs:
@@ -269,7 +261,7 @@ def main() -> int:
                 if r.seed == args.seeds[0]:
                     print(f"- {r.prompt!r} -> {r.text.strip()[:300]!r} [{r.finish_reason}, {r.tokens}]")
     if args.json is not None:
-        args.json.write_text(json.dumps({"machine": describe_machine(), "calibration": calibration(),
+        args.json.write_text(json.dumps({"machine": describe_machine(), "calibration": calibration().line,
                                          "replies": [asdict(r) for rs in results.values() for r in rs]}, indent=1))
     return 0
 
