@@ -2,7 +2,8 @@
 """Set up a virtualenv for vibechat and run it, or run the test suite.
 
     python3 dev.py chat [ARGS...]   # set up, then open the chat (starter model by default)
-    python3 dev.py test [PYTEST ARGS...]   # set up with test extras, then run pytest
+    python3 dev.py test [PYTEST ARGS...]   # set up with test extras, then run the whole suite (CI's command)
+    python3 dev.py test --quick [PYTEST ARGS...]   # the inner loop: every test but the real model's
 
 Set-up is idempotent: the virtualenv lives in .venv and is only reinstalled when
 pyproject.toml changes. pip's wheel cache keeps the compiled llama-cpp-python, so
@@ -70,6 +71,15 @@ def ensure_venv(extras: str) -> None:
     stamp.write_text(f"{digest} {extras}")
 
 
+def pytest_args(args: list[str]) -> list[str]:
+    """pytest's arguments for ``dev.py test ARGS``: ARGS as given, but ``--quick`` (the inner
+    loop) becomes ``-m "not model"``, which leaves out every test of the real starter model
+    (tests/conftest.py marks each test built on it), so the starter is never assembled."""
+    if "--quick" not in args:
+        return list(args)
+    return ["-m", "not model", *(arg for arg in args if arg != "--quick")]
+
+
 def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("chat", [])
     if command == "chat":
@@ -78,7 +88,7 @@ def main(argv: list[str]) -> int:
         return subprocess.call([str(exe), *rest])
     if command == "test":
         ensure_venv("test")
-        return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
+        return subprocess.call([str(PYTHON), "-m", "pytest", *pytest_args(rest)], cwd=ROOT)
     fail(f"unknown command {command!r}; use 'chat' or 'test'.")
     return 2
 

@@ -17,6 +17,22 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+# The fixture every real-model fixture is built on (starter_path, starter_installed, llama_backend,
+# gemma_llama_backend, llama_server and the modules' own): a test that uses it, however
+# indirectly, runs the real starter model.
+MODEL_FIXTURE = "starter_cache"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses the real model ``model``, whether or not it says so, before
+    ``-m`` selects: ``-m "not model"`` (``python3 dev.py test --quick``) then leaves out every
+    one of them, and no starter model is assembled or loaded."""
+    for item in items:
+        if MODEL_FIXTURE in getattr(item, "fixturenames", ()) and not item.get_closest_marker("model"):
+            item.add_marker(pytest.mark.model)
+
+
 def default_sigint() -> None:
     """``preexec_fn`` for a child that a test interrupts with SIGINT, as Ctrl-C in a terminal
     would: a shell's background job (how CI may run us) starts with SIGINT ignored, and

@@ -1,0 +1,42 @@
+"""dev.py, the README's set-up and test runner: ``test --quick`` is the inner loop without the
+real model, and every test that runs the real model carries the marker that leaves it out."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from conftest import MODEL_FIXTURE, REPO
+
+
+def load_dev():
+    """dev.py as a module (it is a script at the repository root, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("dev_script", REPO / "dev.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_leaves_out_the_real_model_and_passes_the_rest_to_pytest():
+    dev = load_dev()
+    assert dev.pytest_args(["--quick"]) == ["-m", "not model"]
+    assert dev.pytest_args(["--quick", "-k", "cli", "-x"]) == ["-m", "not model", "-k", "cli", "-x"]
+    assert dev.pytest_args(["-x", "--quick"]) == ["-m", "not model", "-x"]
+
+
+def test_without_quick_the_arguments_go_to_pytest_unchanged():
+    dev = load_dev()
+    assert dev.pytest_args([]) == []  # the whole suite: CI's command
+    assert dev.pytest_args(["-k", "cli", "tests/test_batch.py"]) == ["-k", "cli", "tests/test_batch.py"]
+
+
+def test_every_collected_test_on_the_real_model_is_marked_model(request: pytest.FixtureRequest):
+    """Over the tests collected with this one (the whole suite, when run whole): a test that uses
+    the starter model through any fixture carries ``model``, so ``-m "not model"`` (``--quick``)
+    never assembles nor loads it, whether or not the test says so itself."""
+    items = request.session.items
+    on_model = [item for item in items if MODEL_FIXTURE in getattr(item, "fixturenames", ())]
+    unmarked = [item.nodeid for item in on_model if not item.get_closest_marker("model")]
+    assert not unmarked, f"tests on the real model without the model marker: {unmarked}"
