@@ -22,6 +22,7 @@ from vibechat.engine.backend import GenerationDone
 from vibechat.engine.sanitize import Sanitizer, sanitize
 
 from .chat_view import AssistantMessage
+from .gc_policy import allow_full_collections, defer_full_collections
 from .pacing import RenderPacer
 from .status_bar import LiveReply
 from .thinking_block import ThinkingBlock
@@ -184,6 +185,7 @@ class ReplyStream:
     async def render_thinking(self) -> ThinkingBlock | None:
         """Hand the buffered thinking to the reply's thinking block (mounted with the first
         piece: live, unless the answer has begun); the block draws it at its pace."""
+        defer_full_collections()  # while the reply streams (gc_policy.py)
         text, pieces = self.thoughts.take_all()
         block = self.widget.thinking
         if text:
@@ -215,6 +217,7 @@ class ReplyStream:
         """Render what is buffered (a slice of it in a burst); True when more is queued
         (render again after a screen refresh)."""
         self.pacer.rendering()
+        defer_full_collections()  # while the reply streams (gc_policy.py)
         text, more = self.deltas.take(self.limit())
         self.backlog = more
         if text:
@@ -253,6 +256,7 @@ class ReplyStream:
         if tail:
             await self.widget.append(tail)
         await self.widget.finish(sanitize(final_text))
+        allow_full_collections()
 
     async def fail(self, error: str, partial: str | None = None) -> None:
         """The reply failed: the text that arrived stays on screen (what was still queued
@@ -265,3 +269,4 @@ class ReplyStream:
         # What arrived stays (a cut stream's text as the server sent it), settled.
         await self.widget.finish(sanitize(partial) if partial else None)
         self.widget.set_status(f"⚠ {error}", "error")
+        allow_full_collections()
