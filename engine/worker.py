@@ -25,11 +25,13 @@ signal, what it was doing and the crash report; the next call starts a fresh chi
 fresh child that dies again during its load or its first request, with the same
 options, is not restarted until the options change (``EngineCrashLoop``).
 
-A hung child is a dead one: after a cancel, a watchdog thread waits for the child's
-acknowledgement (``STOP_GRACE_S``) and the request's end (``STOP_LIMIT_S``); a child that
-misses either (stopped with SIGSTOP, frozen) is killed and the call fails like a crash,
-with its own line. Nothing else is timed: a slow load or prompt evaluation that nobody
-stopped is no hang. ``close()`` ends the child within a few seconds whatever it does.
+A hung child is a dead one: after a cancel, a watchdog thread gives the request
+``STOP_GRACE_S`` to end; a child that does not end it by then (stopped with SIGSTOP, frozen,
+stuck in a native call after it acknowledged the cancel) is killed and the call fails like
+a crash, with its own line, so a stop takes under 2 s whatever the engine does. Only a child
+still starting (importing llama.cpp, before it can act on a cancel) gets longer
+(``START_LIMIT_S``). Nothing else is timed: a slow load or prompt evaluation that nobody
+stopped is no hang. ``close()`` ends the child within ``CLOSE_LIMIT_S`` whatever it does.
 """
 
 from __future__ import annotations
@@ -67,22 +69,28 @@ LOG_TAIL = 50
 # at ~90 tokens/s it sends 4x fewer messages than one per token (each a wake-up of two threads
 # in the chat's process, on the model's cores). The first piece of a reply goes at once.
 FLUSH_S = 0.04
-# A stop request (cancel) that the engine process does not answer within this long means it is
-# hung (stopped with SIGSTOP, frozen with the GIL held): the watchdog ends it (SIGKILL) and the
-# call in flight fails like a crash. A live process answers at once, whatever llama.cpp is doing:
-# its request reader acknowledges every cancel. Nothing else is a deadline: a long prompt
-# evaluation or a slow load the user did not stop runs as long as it takes.
+# A request that has not ended this long after its stop request (cancel) means a hung engine
+# process, acknowledged or not: stopped with SIGSTOP, frozen with the GIL held (no
+# acknowledgement), or stuck in a native call that never returns (its request reader
+# acknowledged the cancel, its main thread never comes back). The watchdog ends it (SIGKILL) and
+# the call in flight fails like a crash, so Esc ends a reply within 2 s whatever the engine does.
+# A live process needs milliseconds: the cancel reaches llama.cpp at once (its reader thread sets
+# the flag), which checks it between graph nodes (the abort callback: a prompt evaluation stops
+# mid-batch), between tokens, between tensors of a load, and in a chat template's render.
+# Nothing else is a deadline: a long prompt evaluation or a slow load that nobody stopped runs as
+# long as it takes.
 STOP_GRACE_S = 1.5
-# A process that acknowledged the cancel but has not ended the request this long after it is
-# stuck too (a native call that never returns): ended the same way. llama.cpp honours a cancel
-# between two tokens, graph nodes or tensors; the slowest honest case is a process still starting
-# (importing llama.cpp) that has not read the cancel yet.
-STOP_LIMIT_S = 10.0
+# The one exception: a process still starting (Python, then importing llama.cpp) cannot act on a
+# cancel until it says "ready"; its start is no hang, up to this long (then STOP_GRACE_S more).
+# Only a load is ever in flight then, never a reply.
+START_LIMIT_S = 10.0
 # close(): how long the engine process gets to exit by itself, then after SIGTERM, before
-# SIGKILL (a stopped process acts on SIGKILL only): well within 3 s in all.
+# SIGKILL (a stopped process acts on SIGKILL only), and a bound on close() in all: quitting
+# never waits more than 3 s for the engine.
 CLOSE_EXIT_S = 1.0
 CLOSE_TERM_S = 0.5
 REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
+CLOSE_LIMIT_S = CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S
 _HEADER = struct.Struct(">I")
 
 
@@ -134,14 +142,14 @@ class _Heard:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self.hello = False  # its request reader runs (it reads and acknowledges cancels)
+        self.ready = False  # its backend exists: it acts on a cancel at once from now on
         self.acked = 0  # the highest request id whose cancel it acknowledged
         self.ended = 0  # the highest request id it answered (a result or an error)
         self.gone = False  # its protocol pipe ended
 
-    def note(self, *, hello: bool = False, acked: int = 0, ended: int = 0, gone: bool = False) -> None:
+    def note(self, *, ready: bool = False, acked: int = 0, ended: int = 0, gone: bool = False) -> None:
         with self._cond:
-            self.hello |= hello
+            self.ready |= ready
             self.acked = max(self.acked, acked)
             self.ended = max(self.ended, ended)
             self.gone |= gone
@@ -271,8 +279,8 @@ class WorkerBackend:
                         tail.append(f"{logging.getLevelName(level)} {text}")
                     logging.getLogger(name).log(level, "%s", text)
                     continue
-                if msg[0] == "hello":
-                    heard.note(hello=True)
+                if msg[0] == "ready":
+                    heard.note(ready=True)
                     continue
                 if msg[0] == "cancelling":
                     heard.note(acked=msg[1])
@@ -475,8 +483,8 @@ class WorkerBackend:
 
     def cancel(self) -> None:
         """Stop the request in flight (any thread). The engine process acknowledges the cancel
-        at once and ends the request soon after; one that does neither is ended by the
-        watchdog (``STOP_GRACE_S``, ``STOP_LIMIT_S``) and the call fails like a crash."""
+        at once and ends the request within milliseconds; one that has not ended it
+        ``STOP_GRACE_S`` later is ended by the watchdog and the call fails like a crash."""
         busy = self._busy
         if busy is not None:
             self._send(("cancel", busy))
@@ -493,21 +501,21 @@ class WorkerBackend:
                          name="vibechat-worker-watchdog").start()
 
     def _watchdog(self, proc: subprocess.Popen[bytes], heard: _Heard, rid: int) -> None:
-        asked = time.monotonic()
+        """One deadline, ``STOP_GRACE_S`` after the cancel, for the request to end, whether the
+        child acknowledged the cancel or not: a live one needs milliseconds. Only a child still
+        starting (not ready: it cannot act on a cancel yet) gets up to ``START_LIMIT_S`` first."""
 
-        def answered() -> bool:
-            return heard.gone or heard.ended >= rid or heard.acked >= rid
+        def ended() -> bool:
+            return heard.gone or heard.ended >= rid
 
-        # A child still starting has not read the cancel yet: its own start is no hang.
-        ok = heard.wait(answered, STOP_GRACE_S) or (
-            not heard.hello and heard.wait(lambda: answered() or heard.hello, STOP_LIMIT_S - STOP_GRACE_S)
-            and heard.wait(answered, STOP_GRACE_S))
-        if not ok:
-            why = f"no answer to the stop request within {STOP_GRACE_S:g} s"
-        elif heard.wait(lambda: heard.gone or heard.ended >= rid, asked + STOP_LIMIT_S - time.monotonic()):
+        if not heard.ready:  # its own start is no hang; its deadline runs from when it can stop
+            heard.wait(lambda: ended() or heard.ready, START_LIMIT_S)
+        if heard.wait(ended, STOP_GRACE_S):
             return
-        else:
-            why = f"the request did not end within {STOP_LIMIT_S:g} s of the stop request"
+        if heard.acked >= rid:  # its reader runs, the request never ends: a native call stuck
+            why = f"the request did not end within {STOP_GRACE_S:g} s of the stop request"
+        else:  # stopped, or frozen with the GIL held
+            why = f"no answer to the stop request within {STOP_GRACE_S:g} s"
         if self._proc is not proc or proc.poll() is not None:
             return  # ended meanwhile, or on purpose
         log.warning("the engine process %s is hung (%s): ending it", proc.pid, why)
@@ -576,8 +584,8 @@ class WorkerBackend:
 
     def _abandon(self, rid: int) -> None:
         self._send(("cancel", rid))
-        self._watch(rid)  # a hung child is ended within STOP_LIMIT_S: its end comes as "eof"
-        deadline = time.monotonic() + STOP_LIMIT_S + 5
+        self._watch(rid)  # a hung child is ended within STOP_GRACE_S: its end comes as "eof"
+        deadline = time.monotonic() + STOP_GRACE_S + 2 * REAP_S  # the watchdog's, then this one's
         while time.monotonic() < deadline:
             try:
                 msg = self._inbox.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -593,7 +601,7 @@ class WorkerBackend:
             if msg[0] in ("result", "error") and msg[1] == rid:
                 self._busy = None
                 return
-        log.warning("the engine did not stop within %g s: ending it", STOP_LIMIT_S + 5)
+        log.warning("the engine did not stop within %g s: ending it", STOP_GRACE_S + 2 * REAP_S)
         self._kill()
 
     def _kill(self) -> None:
@@ -604,17 +612,26 @@ class WorkerBackend:
 
     def close(self) -> None:
         """End the engine process, whatever it is doing (stopped, hung, mid-reply): within
-        ``CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S`` (2.5 s), never waiting on its answers."""
+        ``CLOSE_LIMIT_S`` (2.5 s) in all, never waiting on its answers."""
         self._closing = True
+        started = time.monotonic()
         try:
-            self._stop_child()
+            self._stop_child()  # within CLOSE_LIMIT_S
             preloading = self._preloading
-            # A load still under way ends with its child (not a crash); one that was starting
-            # its child just as close() began has it ended here.
-            deadline = time.monotonic() + CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S
-            while preloading is not None and preloading.is_alive() and time.monotonic() < deadline:
+            # A load still under way ends with its child (not a crash); a child that _start() made
+            # just as close() began is ended by _start() itself (it sees _closing). Whatever is
+            # left when the time is up is killed without a further wait.
+            while (preloading is not None and preloading.is_alive()
+                   and time.monotonic() < started + CLOSE_LIMIT_S):
                 preloading.join(timeout=0.05)
-                self._stop_child()
+            proc = self._proc
+            if proc is not None:
+                self._discard_child()
+                try:
+                    proc.kill()
+                    proc.wait(timeout=max(0.05, started + CLOSE_LIMIT_S - time.monotonic()))
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
         finally:
             self._closing = False
         self._info = None
@@ -882,7 +899,6 @@ def child_main() -> int:
         threading.Timer(5.0, os._exit, args=(0,)).start()
 
     threading.Thread(target=read_requests, daemon=True, name="vibechat-worker-requests").start()
-    send(("hello",))  # its requests are read from now on: a cancel is acknowledged at once
 
     engine_log = logging.getLogger("vibechat")
     engine_log.setLevel(logging.DEBUG)
@@ -897,6 +913,7 @@ def child_main() -> int:
     backend = LlamaCppBackend(first[1])
     with control.lock:
         control.backend = backend
+    send(("ready",))  # a cancel stops what runs at once from now on: the parent's watchdog times it
     while True:
         msg = requests.get()
         if msg is None or msg[0] == "close":

@@ -314,6 +314,44 @@ async def test_esc_stops_a_reply_whose_engine_is_stopped(starter_path):
         backend.close()
 
 
+async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(starter_path, monkeypatch):
+    """The engine's main thread hangs right after it sent the reply's first piece (the "hang"
+    hook: a native call that never returns), while its request reader still acknowledges the
+    stop: Esc ends the reply at the watchdog's one deadline (1.5 s after the stop, as for an
+    engine that does not answer at all; 10 s before), with one line saying so, and the next
+    prompt is answered by a fresh engine."""
+    monkeypatch.setenv(CRASH_HOOK_ENV, "reply:hang")
+    backend = worker_backend(starter_path)
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
+    pid = None
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.status.state == "ready"
+            app.prompt_input.load_text(STORY)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.replies.stream and app.replies.stream.started, "the reply's text")
+            pid = backend.pid
+            monkeypatch.delenv(CRASH_HOOK_ENV)  # the next engine process answers
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not app.generating, "the reply to stop after Esc", HUNG_BOUND_S)
+            await settle(pilot)
+            reply = app.chat.query(AssistantMessage).last()
+            status = reply_status(reply)
+            assert "stopped responding mid-reply" in status, status
+            assert "the request did not end within 1.5 s of the stop request" in status, status
+            assert reply.has_class("-error") and reply.text.strip()  # the text so far stays
+            assert is_gone(pid)
+
+            reply = await send(app, pilot, "List three colours.")
+            assert_answered(app, reply)
+            assert backend.pid not in (None, pid)
+    finally:
+        end_for_good(pid)
+        backend.close()
+
+
 def engine_process_of(chat_pid: int) -> int | None:
     """The chat's engine process (``python -m vibechat.engine.worker``, its child), if running."""
     for entry in Path("/proc").iterdir():
