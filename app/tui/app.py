@@ -4,8 +4,13 @@ The chat's work is done by controllers that own their state (see ``host.py``):
 ``Replies`` (a reply from prompt to settled, on top of the engine's
 ``ChatSession``), ``ModelManager`` (picker, switching, GPU-layer reloads,
 downloads) and ``HistoryManager`` (saved conversations). Blocking work runs in
-thread workers that post messages (``events.py``); the app routes each message
-to its controller, and the UI thread renders.
+thread workers that post messages (``events.py``); each controller says which
+messages it answers (its ``handlers()``), and one handler here hands each message
+to its controller. What the chat is doing (generating, the model, the status, the
+last stats, the context) is one ``ChatState`` (chat_state.py): the controllers
+write it, the status bar and the app watch it. The app keeps the layout, its
+bindings (an action is the binding's end: a line into the controller that does it)
+and this wiring.
 
 Outside text (model names, server errors, titles, paths) is never read as markup:
 widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
@@ -14,6 +19,7 @@ notifications are handled by the base, ``OutsideTextApp``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,7 +27,7 @@ from textual import events, on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.reactive import var
+from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
@@ -39,13 +45,10 @@ from .. import slash
 from ..appconfig import load_app_config
 from . import config_ui, notices, palette, slash_commands
 from .bindings import APP_BINDINGS
-from .chat_view import ChatView, EarlierMessages
+from .chat_state import ChatState
+from .chat_view import ChatView
 from .config_bar import ConfigBar
-from .downloader import DownloadScreen
 from .gc_policy import freeze_startup_objects
-from .events import (CacheRebuilt, CacheReset, ContextCounted, ConversationLoaded, ConversationLoadFailed,
-                     DownloadEnded, DownloadUpdate, HistoryListed, ModelFailed, ModelProgress, ModelReady,
-                     ModelSwitched, ModelSwitchFailed, ReplyEvent, ReplyFailed, ReplyText, ReplyThinking)
 from .help_screen import HelpScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
@@ -76,9 +79,6 @@ class VibechatApp(OutsideTextApp):
     """ + notices.CSS  # notices at the top right, never over the input or the status bar
     BINDINGS = APP_BINDINGS  # bindings.py: ids (for [keys]), descriptions, tooltips
 
-    generating: var[bool] = var(False)
-    model_ready: var[bool] = var(False)
-
     def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
                  config: LoadedConfig | None = None, blink: bool = True,
                  backend_factory: BackendFactory | None = None, history: History | None = None,
@@ -91,9 +91,11 @@ class VibechatApp(OutsideTextApp):
                                                     history))
         self.blink = blink
         self._freeze_gc = freeze_gc  # once, when the model is first ready (gc_policy)
+        self.state = ChatState(self)
         self.replies = Replies(self)
         self.models = ModelManager(self, backend_factory)
         self.chats = HistoryManager(self)
+        self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers()}
         self._side_panel_last: Widget | None = None  # the side panel opened last
         for theme in THEMES:
             self.register_theme(theme)
@@ -111,7 +113,7 @@ class VibechatApp(OutsideTextApp):
                 yield ChatView(id="chat")
                 yield PromptInput(id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
-        yield StatusBar(id="status")
+        yield StatusBar(self.state, id="status")
         yield Footer()
 
     @property
@@ -125,6 +127,15 @@ class VibechatApp(OutsideTextApp):
     @property
     def conversation(self) -> Conversation:
         return self.session.conversation
+
+    @property
+    def generating(self) -> bool:
+        """A reply is on its way (the chat state's; read by the bindings and the tests)."""
+        return self.state.generating
+
+    @property
+    def model_ready(self) -> bool:
+        return self.state.model_ready
 
     @property
     def chat(self) -> ChatView:
@@ -153,10 +164,11 @@ class VibechatApp(OutsideTextApp):
         self.prompt_input.focus()
         self.chat.set_welcome("Loading the model…")
         self.theme_changed_signal.subscribe(self, self._remember_theme)
+        self.state.changed.subscribe(self, self._state_changed, immediate=True)
         hide = next((b for b in self._bindings_list() if b.id == "hide_config_problems"), None)
         self.query_one(ConfigBar).show(self._config_notes, self.key_for(hide) if hide else "",
                                        file=self.config.path, from_file=config_ui.file_problems(self.config))
-        self.status.state = "loading…"
+        self.state.status = "loading…"
         self.replies.load_model()
         self.chats.list_history()
 
@@ -165,52 +177,23 @@ class VibechatApp(OutsideTextApp):
         waits for the worker threads, never waits on the engine (a hung one is ended)."""
         self.session.abandon()
 
-    # ------------------------------------------------------------ the model
+    # ------------------------------------------------------------ messages
+    @on(Message)
+    async def route(self, message: Message) -> None:
+        """A message a controller answers goes to it (``routes``, from their ``handlers()``).
+        One that lands while the app closes is dropped: the widgets it would update are gone
+        (the reply in progress was saved as stopped at unmount)."""
+        handler = self.routes.get(type(message))
+        if handler is not None and not self.closing:
+            result = handler(message)
+            if inspect.isawaitable(result):
+                await result
+
     @property
     def closing(self) -> bool:
         """The app is closing: its widgets are gone (a worker's message may still land)."""
         return not self.query(StatusBar)
 
-    def on_model_progress(self, message: ModelProgress) -> None:
-        if not self.closing:
-            self.status.state = f"loading {message.fraction:.0%}"
-
-    def on_model_ready(self, message: ModelReady) -> None:
-        if self.closing:
-            return
-        self.models.show(message.info)
-        if self._freeze_gc:
-            self._freeze_gc = False
-            self.call_after_refresh(freeze_startup_objects)
-
-    def on_model_failed(self, message: ModelFailed) -> None:
-        if self.closing:
-            return
-        self.status.state = "no model"
-        self.chat.set_welcome(f"The model could not be loaded: {message.error}")
-        self.notify(message.error, title="Model", severity="error", timeout=15)
-
-    async def on_model_switched(self, message: ModelSwitched) -> None:
-        await self.models.switched(message)
-
-    def on_model_switch_failed(self, message: ModelSwitchFailed) -> None:
-        self.models.switch_failed(message)
-
-    @on(DownloadScreen.Start)
-    def _download_start(self, message: DownloadScreen.Start) -> None:
-        self.models.start_download(message)
-
-    @on(DownloadScreen.Cancel)
-    def _download_cancel(self) -> None:
-        self.models.cancel_download()
-
-    def on_download_update(self, message: DownloadUpdate) -> None:
-        self.models.download_update(message)
-
-    def on_download_ended(self, message: DownloadEnded) -> None:
-        self.models.download_ended(message)
-
-    # --------------------------------------------------------------- replies
     @on(PromptInput.Submitted)
     async def _on_submit(self, message: PromptInput.Submitted) -> None:
         command = slash.parse(message.text)
@@ -218,62 +201,6 @@ class VibechatApp(OutsideTextApp):
             await slash_commands.run(self, command)
         else:
             await self.replies.send(slash.unescape(message.text))
-
-    @on(PromptInput.QueueChanged)
-    async def _on_queue_changed(self, message: PromptInput.QueueChanged) -> None:
-        await self.replies.show_queued(message.text)
-
-    async def on_reply_text(self, message: ReplyText) -> None:
-        await self.replies.on_text(message)
-
-    async def on_reply_thinking(self, message: ReplyThinking) -> None:
-        await self.replies.on_thinking(message)
-
-    async def on_reply_event(self, message: ReplyEvent) -> None:
-        await self.replies.on_event(message)
-
-    async def on_reply_failed(self, message: ReplyFailed) -> None:
-        await self.replies.on_failed(message)
-
-    def on_context_counted(self, message: ContextCounted) -> None:
-        self.replies.on_context_counted(message)
-
-    def on_cache_reset(self, _message: CacheReset) -> None:
-        self.status.context_used = 0
-
-    # --------------------------------------------------------------- history
-    def on_history_listed(self, message: HistoryListed) -> None:
-        if self.closing:  # a worker's message can land while the app closes
-            return
-        self.chats.listed(message)
-
-    def history_changed(self) -> None:
-        self.chats.changed()
-
-    @on(ConversationSidebar.Open)
-    def _open(self, message: ConversationSidebar.Open) -> None:
-        self.chats.open_conversation(message.conversation_id)
-
-    @on(ConversationSidebar.Search)
-    def _search(self) -> None:
-        self.chats.search()
-
-    @on(ConversationSidebar.Request)
-    def _sidebar_request(self, message: ConversationSidebar.Request) -> None:
-        self.chats.act(message.what, message.summary.id, message.summary.title)
-
-    async def on_conversation_loaded(self, message: ConversationLoaded) -> None:
-        await self.chats.loaded(message)
-
-    def on_conversation_load_failed(self, message: ConversationLoadFailed) -> None:
-        self.chats.load_failed(message)
-
-    def on_cache_rebuilt(self, message: CacheRebuilt) -> None:
-        self.chats.cache_rebuilt(message)
-
-    @on(EarlierMessages.Requested)
-    async def _show_earlier(self, message: EarlierMessages.Requested) -> None:
-        await self.chats.show_earlier(message)
 
     # ------------------------------------------------------------- actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -283,11 +210,17 @@ class VibechatApp(OutsideTextApp):
         # (a disabled binding would swallow the key without a word).
         return True
 
-    def watch_generating(self, generating: bool) -> None:
-        # A bindings refresh rebuilds the footer's keys (a layout, ~7 ms): as a reply starts
-        # it would run during the prompt's evaluation, on the model's cores. Esc stops at once
-        # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
-        self.set_timer(FOOTER_DELAY_S, self._show_stop_key) if generating else self.refresh_bindings()
+    def _state_changed(self, name: str) -> None:
+        """What the app itself follows of the chat state: the footer's Stop key, and the
+        model's first load (the startup objects are frozen then, once: gc_policy)."""
+        if name == "generating":
+            # A bindings refresh rebuilds the footer's keys (a layout, ~7 ms): as a reply starts
+            # it would run during the prompt's evaluation, on the model's cores. Esc stops at once
+            # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
+            self.set_timer(FOOTER_DELAY_S, self._show_stop_key) if self.generating else self.refresh_bindings()
+        elif name == "model_ready" and self.model_ready and self._freeze_gc:
+            self._freeze_gc = False
+            self.call_after_refresh(freeze_startup_objects)
 
     def _show_stop_key(self) -> None:
         if self.generating and not self.closing:  # else: already refreshed, or the screens are gone
@@ -304,11 +237,8 @@ class VibechatApp(OutsideTextApp):
         self.exit()
 
     async def action_new_conversation(self) -> None:
-        await self.start_new_conversation()
+        await self.replies.new_conversation()
         self.notify("New conversation", timeout=2)
-
-    async def start_new_conversation(self, reset_cache: bool = True) -> None:
-        await self.replies.new_conversation(reset_cache)
 
     async def action_regenerate(self) -> None:
         await self.replies.regenerate()
@@ -439,22 +369,18 @@ class VibechatApp(OutsideTextApp):
         conversation remembers them."""
         self.chatlog.set_params(params)
         self.panel.params = params
-        self.status.show_params(params)  # the reply format, the thinking switch
+        self.state.show_params(params)  # the reply format, the thinking switch
 
     def show_params(self, params: SamplingParams) -> None:
         """An opened conversation's parameters (already saved with it)."""
         self.conversation.params = params
         self.panel.params = params
-        self.status.show_params(params)  # the reply format, the thinking switch
+        self.state.show_params(params)  # the reply format, the thinking switch
 
     @on(ParamPanel.Changed)
     def _on_params_changed(self, message: ParamPanel.Changed) -> None:
         if message.params != self.conversation.params:
             self.set_params(message.params)  # the status bar shows the thinking switch
-
-    @on(ParamPanel.GpuLayersChanged)
-    def _on_gpu_layers_changed(self, message: ParamPanel.GpuLayersChanged) -> None:
-        self.models.request_gpu_layers(message.layers)
 
     def action_hide_config_problems(self) -> None:
         self.query_one(ConfigBar).hide()

@@ -4,10 +4,12 @@ The session owns the lifecycle (a reply begins, streams, and settles once) and
 the engine lock; this controller puts it on screen: it runs the blocking calls
 in thread workers, gives each reply a ``ReplyStream`` (buffer, pacer,
 sanitiser, widget), renders what the workers post, and settles the reply once
-its last text is on screen. The status bar follows the reply: its figures are
-cleared when a reply starts, show the reply's tokens so far with each paced render,
-and its final stats when it ends. Messages of a reply the session has left (a new
-chat, an edit) are ignored by their generation number.
+its last text is on screen. It answers its own messages (``handlers()``: the
+workers' and the input's queue), and writes what the chat is doing into the
+``ChatState``, which the status bar follows: the figures are cleared when a reply
+starts, show the reply's tokens so far with each paced render, and its final
+stats when it ends. Messages of a reply the session has left (a new chat, an
+edit) are ignored by their generation number.
 
 A message sent while a reply is on its way is queued in the input (``PromptInput.queue``,
 shown by a ``QueuedNote`` above it): a reply that ends on its own (complete, or cut at a
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import TYPE_CHECKING
 
 from textual.widget import Widget
 
@@ -31,6 +34,7 @@ from vibechat.engine.system import available_cores
 
 from ..report import structured_state
 from .chat_view import AssistantMessage, ChatMessageWidget
+from .chat_state import ChatState, LiveReply
 from .events import (
     CacheReset,
     ContextCounted,
@@ -43,11 +47,14 @@ from .events import (
     ReplyThinking,
 )
 from .host import ChatHost
+from .prompt_input import PromptInput
 from .markdown_segment import warm_up as warm_up_markdown
 from .pacing import FrameHold, RenderPacer, ui_budget
 from .queued_note import QueuedNote
 from .reply_stream import ReplyStream
-from .status_bar import LiveReply
+
+if TYPE_CHECKING:
+    from .host import Handlers
 
 log = logging.getLogger("vibechat.tui")
 MAX_KEPT_IN_INPUT = 4 << 20  # a refused prompt goes back into the input up to this many characters
@@ -60,11 +67,27 @@ class Replies:
         self.last_stream: ReplyStream | None = None  # ... and after it ended
         self.hold: FrameHold | None = None  # the sent message's frame, waiting for the first words
         self.turn: Turn | None = None
-        self.last: GenerationDone | None = None  # how the last reply ended (/stats)
 
     @property
     def session(self) -> ChatSession:
         return self.host.session
+
+    @property
+    def state(self) -> ChatState:
+        return self.host.state
+
+    @property
+    def last(self) -> GenerationDone | None:
+        """How the last reply that ended ended (kept in the chat state: /stats)."""
+        return self.state.last
+
+    def handlers(self) -> Handlers:
+        """The messages this controller answers (the app hands them here)."""
+        return {ReplyText: self.on_text, ReplyThinking: self.on_thinking, ReplyEvent: self.on_event,
+                ReplyFailed: self.on_failed, ContextCounted: self.on_context_counted,
+                CacheReset: self.on_cache_reset, ModelProgress: self.on_load_progress,
+                ModelFailed: self.on_load_failed,
+                PromptInput.QueueChanged: lambda message: self.show_queued(message.text)}
 
     # ------------------------------------------------------------- the model
     def load_model(self) -> None:
@@ -83,11 +106,20 @@ class Replies:
             post(ModelReady(info))
             warm_up_markdown(self.host.console, self.host.code_theme())  # while the user types the first prompt
 
+    def on_load_progress(self, message: ModelProgress) -> None:
+        """A model loads (at start, after a switch, or an engine restarted after a crash)."""
+        self.state.status = f"loading {message.fraction:.0%}"
+
+    def on_load_failed(self, message: ModelFailed) -> None:
+        self.state.status = "no model"
+        self.host.chat.set_welcome(f"The model could not be loaded: {message.error}")
+        self.host.notify(message.error, title="Model", severity="error", timeout=15)
+
     # ---------------------------------------------------------------- sending
     async def send(self, text: str) -> None:
         """A prompt typed in the input (slash commands already handled)."""
         host = self.host
-        if host.generating:  # sent just as a reply started (the input queues them itself): it waits too
+        if self.state.generating:  # sent just as a reply started (the input queues them itself): it waits too
             if not host.prompt_input.queue(text):
                 host.prompt_input.give_back(text)
             return
@@ -100,7 +132,7 @@ class Replies:
             return
         self._hold()  # from here until the reply's first words: no frame (see FrameHold)
         self.session.chat.add_user(text)  # saved before generation starts
-        host.history_changed()
+        host.chats.changed()
         await host.chat.add(ChatMessageWidget("user", text))
         await self.start()
 
@@ -109,7 +141,7 @@ class Replies:
         host = self.host
         self._hold()
         widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
-        if not host.model_ready:
+        if not self.state.model_ready:
             widget.set_status("waiting for the model to load…")
         turn = self.session.begin_reply()
         model = self.session.info
@@ -117,12 +149,12 @@ class Replies:
         stream = ReplyStream(widget, turn.generation, pacer, expand_thinking=host.config.config.thinking_expanded)
         self.turn, self.stream = turn, stream
         self.last_stream = stream
-        host.generating = True
+        state = self.state
+        state.generating = True
         host.prompt_input.busy = True  # Enter queues from now until the reply ends
-        status = host.status
-        status.state = "generating…"
+        state.status = "generating…"
         # The last reply's figures go: the bar shows this one's as it streams.
-        status.stats, status.thought, status.live = None, False, LiveReply()
+        state.stats, state.thought, state.live = None, False, LiveReply()
         host.run_worker(lambda: self._generate(turn, stream), thread=True, exclusive=True, group="generate",
                         exit_on_error=False)
 
@@ -161,7 +193,7 @@ class Replies:
     def _hold(self) -> None:
         """Hold the screen's frames until the reply's first words (a loaded model only: a
         model still loading shows its progress at once)."""
-        if (self.hold is None or not self.hold.held) and self.host.model_ready:
+        if (self.hold is None or not self.hold.held) and self.state.model_ready:
             self.hold = FrameHold(self.host)
 
     def _release(self) -> None:
@@ -218,7 +250,7 @@ class Replies:
 
     def _show_live(self, stream: ReplyStream) -> None:
         """The reply's figures so far in the status bar (a repaint of its one line)."""
-        self.host.status.live = stream.count.live()
+        self.state.live = stream.count.live()
 
     async def on_event(self, message: ReplyEvent) -> None:
         self._release()
@@ -227,11 +259,11 @@ class Replies:
             return
         event = message.event
         if isinstance(event, ContextTrimmed):
-            self.host.status.context_used = event.prompt_tokens  # what is left of the conversation
+            self.state.context_used = event.prompt_tokens  # what is left of the conversation
             self.host.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
                              f"{event.context_size:,}-token context.", severity="warning")
         elif isinstance(event, DraftProgress):
-            self.host.status.drafting = event
+            self.state.drafting = event
         elif isinstance(event, GenerationDone) and not stream.hold(event):  # else: after the queued slices
             await self._finish(stream, event)
 
@@ -239,13 +271,13 @@ class Replies:
         await stream.settle_thinking(done)
         await stream.finish(done.text)
         if self.turn is not None and self.session.finish_reply(self.turn, done):
-            self.host.history_changed()
-        self.last = done
-        stats, status = done.stats, self.host.status
-        status.live = None  # the reply's own stats replace the live figures
-        status.thought = bool(done.thinking)
-        status.stats = stats
-        status.context_used = stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
+            self.host.chats.changed()
+        stats, state = done.stats, self.state
+        state.last = done
+        state.live = None  # the reply's own stats replace the live figures
+        state.thought = bool(done.thinking)
+        state.stats = stats
+        state.context_used = stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
         stopped = stats.finish_reason == "cancelled"
         if stopped:
             stream.widget.set_status("⏹ stopped", "stopped")
@@ -256,7 +288,7 @@ class Replies:
                 what = f": the {'grammar' if fmt.kind == 'grammar' else 'JSON'} output is incomplete"
             stream.widget.set_status(f"… cut at the token limit{what}")
         self._ended()
-        if done.thinking and self.host.model_ready:
+        if done.thinking and self.state.model_ready:
             # The thinking is not sent back to the model (nor kept in its context): the meter
             # shows the conversation as the next prompt will be, counted by the engine.
             self.count_context()
@@ -275,7 +307,7 @@ class Replies:
         # The user message stays in the conversation, so Ctrl+R retries it.
         await stream.fail(message.error, message.partial)
         if self.turn is not None and self.session.fail_reply(self.turn, message.error, message.partial):
-            self.host.history_changed()
+            self.host.chats.changed()
         self.host.notify(message.error, severity="error", timeout=10)
         self._ended()
         self.host.prompt_input.unqueue()  # not sent after an error: back in the input, to send once it is read
@@ -283,11 +315,11 @@ class Replies:
     def _ended(self) -> None:
         self._release()
         self.stream = self.turn = None
-        self.host.generating = False
+        state = self.state
+        state.generating = False
         self.host.prompt_input.busy = False
-        status = self.host.status
-        status.drafting = status.live = None  # the reply's own stats (if any) say the rest
-        status.state = "ready" if self.host.model_ready else status.state
+        state.drafting = state.live = None  # the reply's own stats (if any) say the rest
+        state.status = "ready" if state.model_ready else state.status
 
     # ------------------------------------------------------------- thinking
     def toggle_thinking(self) -> None:
@@ -320,7 +352,7 @@ class Replies:
     def stop(self) -> None:
         """Esc: the reply stops; the text so far stays (it settles as stopped). A queued
         message goes back into the input, unsent."""
-        if self.host.generating:
+        if self.state.generating:
             self.session.cancel()
             self.host.prompt_input.unqueue()
 
@@ -342,7 +374,7 @@ class Replies:
         """A new chat, an edit, quitting, another model: the reply in progress is left
         (saved as stopped) and its later messages ignored."""
         if self.session.abandon():
-            self.host.history_changed()
+            self.host.chats.changed()
         self.host.prompt_input.unqueue()  # the reply it waited for is gone: back in the input
         if self.stream is not None:
             self.stream.widget.end_live()
@@ -359,8 +391,8 @@ class Replies:
         self.session.new_conversation(reset_cache=reset_cache)
         host.sidebar.current = None
         await host.chat.clear()
-        host.status.stats = None
-        host.status.context_used = 0
+        self.state.stats = None
+        self.state.context_used = 0
         if reset_cache:
             self.reset_cache()
         host.prompt_input.focus()
@@ -369,7 +401,7 @@ class Replies:
     async def regenerate(self) -> None:
         """Replace the last reply (and a failed one after the prompt) with a new one."""
         chatlog = self.session.chat
-        if self.host.generating:
+        if self.state.generating:
             self.host.notify("Still answering: press Esc to stop the reply, then Ctrl+R to regenerate it.",
                              severity="warning", timeout=4)
             return
@@ -404,8 +436,8 @@ class Replies:
         host.prompt_input.focus()
         host.refresh_bindings()
         if not self.session.conversation.turns:  # the meter leaves the turn taken back out
-            host.status.context_used = 0
-        elif host.model_ready:
+            self.state.context_used = 0
+        elif self.state.model_ready:
             self.count_context()
 
     def reset_cache(self) -> None:
@@ -429,6 +461,9 @@ class Replies:
 
     def on_context_counted(self, message: ContextCounted) -> None:
         if self.session.is_current(message.generation):
-            self.host.status.context_used = message.tokens
-            if self.host.generating:  # the prompt is being evaluated (after a reload, say)
-                self.host.status.state = "generating…"
+            self.state.context_used = message.tokens
+            if self.state.generating:  # the prompt is being evaluated (after a reload, say)
+                self.state.status = "generating…"
+
+    def on_cache_reset(self, _message: CacheReset) -> None:
+        self.state.context_used = 0

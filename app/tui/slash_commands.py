@@ -1,12 +1,13 @@
 """The chat's slash commands (``/set``, ``/show``, ``/load``, ``/format``, ``/think``, ``/system``, ``/new``,
-``/stats``, ``/help``, ``/bye``): parsed by ``app/slash.py``, run here against the app's public face."""
+``/stats``, ``/help``, ``/bye``): parsed by ``app/slash.py``, run here against the app's public face.
+What they report of the chat (the model, the last reply) comes from its ``ChatState``, never a widget."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.errors import VibechatError
+from vibechat.engine.errors import InvalidParameterError, VibechatError
 from vibechat.engine.think_switch import NO_SWITCH, check_thinking, describe_switch
 
 from .. import slash
@@ -17,15 +18,16 @@ from .host import ChatHost
 from .outside import one_line
 
 if TYPE_CHECKING:
+    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.session import ChatSession
+
     from .models_ui import ModelManager
-    from .replies import Replies
 
 
 class SlashHost(ChatHost, Protocol):
     """The app as the slash commands see it: its public face, and its model manager (``/load``)."""
 
     models: ModelManager
-    replies: Replies
 
     def action_models(self) -> None: ...
 
@@ -63,8 +65,8 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
     elif name in ("/new", "/clear"):
         await app.action_new_conversation()
     elif name == "/stats":
-        last = app.replies.last  # the last reply that ended (the status bar shows a streaming one's)
-        await note(app, format_stats(last.stats, app.session.info) if last is not None else "No reply yet.")
+        last = app.state.last  # the last reply that ended (the status bar shows a streaming one's)
+        await note(app, format_stats(last.stats, app.state.model) if last is not None else "No reply yet.")
     elif name == "/help":
         app.action_help()
     elif name == "/bye":
@@ -110,8 +112,8 @@ async def _show(app: ChatHost, arg: str) -> None:
         app.notify(f"/show {one_line(arg, limit=40)}: show what? /show {'|'.join(SHOW_WHAT)} (/show alone: info).",
                    severity="warning", timeout=6)
         return
-    session = app.session
-    info, params, system = session.info, session.conversation.params, session.conversation.system
+    conversation = app.session.conversation
+    info, params, system = app.state.model, conversation.params, conversation.system
     if matches[0] == "info":
         await note(app, show_info.info_text(info, params, system))
     elif matches[0] == "parameters":
@@ -136,27 +138,49 @@ def _read_template(path: str) -> str | None:
 
 async def _format(app: ChatHost, arg: str) -> None:
     """``/format json|FILE|off``: what the next replies must be (kept with the conversation's
-    parameters). A schema is checked here (it parses, the grammar converter can express it); a
-    grammar is parsed by llama.cpp in the engine's process, which reports a bad one."""
+    parameters). What ``vibechat run`` refuses, this refuses, in one line, the format staying
+    as it was: the file is read and a schema converted here (within engine/structured.py's
+    bounds), and whether llama.cpp's parser takes the grammar is asked of the engine's process
+    (the chat's own never loads libllama), all off the UI thread. For a server, as for ``run``:
+    a schema that parses and no grammar (the server judges the schema when it is used)."""
     params = app.session.conversation.params
     if not arg:
         fmt = params.output_format
         await note(app, f"Reply format: {fmt.label}" if fmt else "Reply format: free text (/format json|FILE|off).")
         return
-    info = app.session.info
-    remote = info is not None and info.server is not None
     try:
-        params = params.set_from_text("format", arg)
-        fmt = params.output_format
-        if fmt is not None and remote:
-            fmt.check_remote()
-        elif fmt is not None:
-            fmt.check()
+        params = await asyncio.to_thread(_checked_format, app.session, params, arg)
     except VibechatError as exc:
-        app.notify(str(exc), severity="error", timeout=6)
+        app.notify(one_line(str(exc), limit=None), severity="error", timeout=8)
         return
+    fmt = params.output_format
     app.set_params(params)
     app.notify(f"Reply format: {fmt.label}." if fmt else "Reply format: free text.", timeout=2)
+
+
+def _checked_format(session: ChatSession, params: SamplingParams, arg: str) -> SamplingParams:
+    """``params`` with the format ``arg``, checked as ``run`` checks it (blocks: the file, the
+    schema's conversion, and a local engine's parser, which waits for the engine lock: a
+    reply in progress first)."""
+    params = params.set_from_text("format", arg)
+    fmt = params.output_format
+    info = session.info
+    if fmt is None:
+        return params
+    if info is not None and info.server is not None:
+        fmt.check_remote()
+        return params
+    fmt.check()  # the bounds and the conversion, before the engine sees the grammar
+    with session.engine_lock:
+        check = getattr(session.backend, "check_output_format", None)  # the engine process's parser
+        if check is not None:
+            try:
+                check(fmt)
+            except InvalidParameterError:
+                raise
+            except VibechatError as exc:  # the engine could not answer (it crashed on it, or no model)
+                raise VibechatError(f"{fmt.label}: not checked, so not used: {exc}") from None
+    return params
 
 
 async def _think(app: ChatHost, arg: str) -> None:

@@ -5,7 +5,9 @@ the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking 
 where a server does not say; while a reply is drafted and after it, the accepted share and the
 draft length),
 the reply format (``/format``), the thinking switch (``/think``: ``think off``), and what the
-engine is doing. The app sets its attributes; it renders them.
+engine is doing. It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies
+of the state's fields, made when it mounts and each time a field changes (as ``data_bind``
+would); the controllers write the state, never the bar.
 
 While a reply streams, the bar shows that reply's figures (``live``, updated by replies.py
 at the pace of the reply's renders, never per token): its tokens so far, its speed so far,
@@ -37,14 +39,18 @@ from textual.widget import Widget
 
 from vibechat.engine.backend import DraftProgress, GenerationStats, ModelInfo
 from vibechat.engine.knobs import human_mib
-from vibechat.engine.params import SamplingParams
 
+from .chat_state import ChatState, LiveReply
 from .outside import one_line
 
 # The fields on the left, most important first: a narrow bar drops them from the end. The
 # state (and a download's progress) on the right stay longest of all.
 PRIORITY = ("context", "model", "speed", "tokens", "format", "think", "draft", "quantization", "thinking",
             "device", "kv_cache", "ttft", "draft_model")
+# The chat state's fields the bar shows, by the name of the bar's own reactive.
+SHOWN = {"model": "model", "status": "state", "context_used": "context_used", "stats": "stats", "live": "live",
+         "download": "download", "thought": "thought", "output_format": "output_format", "thinking": "thinking",
+         "drafting": "drafting"}
 NAME_MIN = 12  # cells a shortened model name keeps at least (with its ellipsis)
 GAP = 2  # cells at least between the fields and the state
 
@@ -63,15 +69,6 @@ def draft_text(drafted: int, accepted: int, k: int, turned_off: bool) -> str:
     draft length), ``off`` when adaptive drafting found that it did not pay."""
     rate = f"{accepted / drafted:.0%} " if drafted else ""
     return rate + ("off" if turned_off else f"k{k}")
-
-
-@dataclass(frozen=True)
-class LiveReply:
-    """The reply streaming now, as far as it has come (see the module doc)."""
-
-    tokens: int = 0  # generated so far, thinking included (0: none yet)
-    tokens_per_s: float = 0.0  # since its first token (0: not measured yet)
-    estimated: bool = False  # counted from the streamed pieces: the backend does not say
 
 
 @dataclass(frozen=True)
@@ -103,10 +100,20 @@ class StatusBar(Widget):
     thinking: reactive[str] = reactive("auto")  # /think: shown when not auto ("think off")
     drafting: reactive[DraftProgress | None] = reactive(None)  # live, while a drafted reply streams
 
-    def show_params(self, params: SamplingParams) -> None:
-        """What the status bar shows of the parameters: the reply format, the thinking switch."""
-        self.output_format = params.output_format.label if params.output_format else ""
-        self.thinking = params.thinking
+    def __init__(self, state: ChatState, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.chat_state = state
+
+    def on_mount(self) -> None:
+        for name in SHOWN:
+            self._follow(name)
+        self.chat_state.changed.subscribe(self, self._follow, immediate=True)  # at once: in the order written
+
+    def _follow(self, name: str) -> None:
+        """A field of the chat state changed: the bar's copy follows (a repaint when shown)."""
+        mine = SHOWN.get(name)
+        if mine is not None:
+            setattr(self, mine, getattr(self.chat_state, name))
 
     # ------------------------------------------------------------------ fields
     def _fields(self) -> list[_Field]:

@@ -1,0 +1,102 @@
+"""What the chat is doing, in one object: ``ChatState``.
+
+Whether a reply is being generated, whether the model is ready, the engine's state as the
+status bar says it ("loading 42%", "generating…"), the model loaded, the context the
+conversation fills, the last reply's stats (and the reply itself, for ``/stats``), the
+figures of the reply streaming now, a download's progress, and what the status bar shows
+of the parameters (the reply format, the thinking switch).
+
+The controllers (``replies.py``, ``models_ui.py``, ``history_ui.py``) write it, on the UI
+thread (workers post messages; the handlers write); nobody writes a widget's copy.
+Widgets and the app watch it: each field that changes to another value publishes its
+name on ``changed`` (Textual's ``Signal``, owned by the app), and the status bar copies
+the fields it shows into its own reactives (as ``data_bind`` would), so a write repaints
+the bar in the same order the controller wrote. A subscriber that was not mounted yet
+reads the fields when it mounts: the state is the source of truth, the signal only says
+when to look again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from textual.signal import Signal
+
+from vibechat.engine.backend import DraftProgress, GenerationDone, GenerationStats, ModelInfo
+from vibechat.engine.params import SamplingParams
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class LiveReply:
+    """The reply streaming now, as far as it has come (the status bar's live figures)."""
+
+    tokens: int = 0  # generated so far, thinking included (0: none yet)
+    tokens_per_s: float = 0.0  # since its first token (0: not measured yet)
+    estimated: bool = False  # counted from the streamed pieces: the backend does not say
+
+
+class _Field(Generic[T]):
+    """One field of the state: reads give its value (``default`` until written); a write of
+    another value publishes the field's name (an equal value publishes nothing, as a
+    Textual reactive would not repaint)."""
+
+    def __init__(self, default: T) -> None:
+        self.default = default
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, state: None, owner: type) -> _Field[T]: ...
+    @overload
+    def __get__(self, state: ChatState, owner: type) -> T: ...
+
+    def __get__(self, state: ChatState | None, owner: type) -> T | _Field[T]:
+        if state is None:
+            return self
+        return state._values.get(self.name, self.default)
+
+    def __set__(self, state: ChatState, value: T) -> None:
+        if state._values.get(self.name, self.default) != value:
+            state._values[self.name] = value
+            state.changed.publish(self.name)
+
+
+class ChatState:
+    """See the module docstring. The fields keep the names the status bar shows them by
+    (``status`` is the bar's ``state``: what the engine is doing)."""
+
+    generating: _Field[bool] = _Field(False)  # a reply is on its way (Esc stops it)
+    model_ready: _Field[bool] = _Field(False)  # a model is loaded and answers
+    status: _Field[str] = _Field("starting")  # what the engine is doing: "loading 42%", "generating…", "ready"
+    model: _Field[ModelInfo | None] = _Field(None)  # the model loaded (the status bar, /show, /stats)
+    context_used: _Field[int] = _Field(0)  # tokens the conversation fills (while a reply streams: its prompt)
+    stats: _Field[GenerationStats | None] = _Field(None)  # the last reply's, shown (None: cleared)
+    thought: _Field[bool] = _Field(False)  # the last reply had thinking (its tokens are in stats)
+    last: _Field[GenerationDone | None] = _Field(None)  # how the last reply that ended ended (/stats)
+    live: _Field[LiveReply | None] = _Field(None)  # the reply streaming now, as far as it has come
+    drafting: _Field[DraftProgress | None] = _Field(None)  # live, while a drafted reply streams
+    download: _Field[str] = _Field("")  # e.g. "⬇ 42%" while a model downloads
+    output_format: _Field[str] = _Field("")  # /format: "json", "schema person.json" ("": free text)
+    thinking: _Field[str] = _Field("auto")  # /think: on, off, auto
+
+    def __init__(self, owner: DOMNode) -> None:
+        self._values: dict[str, Any] = {}
+        self.changed: Signal[str] = Signal(owner, "chat-state")  # a field's name, each time it changes
+
+    @classmethod
+    def fields(cls) -> tuple[str, ...]:
+        """Every field's name, in the order they are declared."""
+        return tuple(name for name, value in vars(cls).items() if isinstance(value, _Field))
+
+    def show_params(self, params: SamplingParams) -> None:
+        """What is shown of the parameters: the reply format, the thinking switch."""
+        self.output_format = params.output_format.label if params.output_format else ""
+        self.thinking = params.thinking
