@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.errors import InvalidParameterError, VibechatError
+from vibechat.engine.errors import VibechatError
 from vibechat.engine.think_switch import NO_SWITCH, check_thinking, describe_switch
 
 from .. import slash
@@ -18,9 +18,6 @@ from .host import ChatHost
 from .outside import one_line
 
 if TYPE_CHECKING:
-    from vibechat.engine.params import SamplingParams
-    from vibechat.engine.session import ChatSession
-
     from .models_ui import ModelManager
 
 
@@ -138,49 +135,27 @@ def _read_template(path: str) -> str | None:
 
 async def _format(app: ChatHost, arg: str) -> None:
     """``/format json|FILE|off``: what the next replies must be (kept with the conversation's
-    parameters). What ``vibechat run`` refuses, this refuses, in one line, the format staying
-    as it was: the file is read and a schema converted here (within engine/structured.py's
-    bounds), and whether llama.cpp's parser takes the grammar is asked of the engine's process
-    (the chat's own never loads libllama), all off the UI thread. For a server, as for ``run``:
-    a schema that parses and no grammar (the server judges the schema when it is used)."""
+    parameters). A schema is checked here (it parses, the grammar converter can express it); a
+    grammar is parsed by llama.cpp in the engine's process, which reports a bad one."""
     params = app.session.conversation.params
     if not arg:
         fmt = params.output_format
         await note(app, f"Reply format: {fmt.label}" if fmt else "Reply format: free text (/format json|FILE|off).")
         return
+    info = app.session.info
+    remote = info is not None and info.server is not None
     try:
-        params = await asyncio.to_thread(_checked_format, app.session, params, arg)
+        params = params.set_from_text("format", arg)
+        fmt = params.output_format
+        if fmt is not None and remote:
+            fmt.check_remote()
+        elif fmt is not None:
+            fmt.check()
     except VibechatError as exc:
-        app.notify(one_line(str(exc), limit=None), severity="error", timeout=8)
+        app.notify(str(exc), severity="error", timeout=6)
         return
-    fmt = params.output_format
     app.set_params(params)
     app.notify(f"Reply format: {fmt.label}." if fmt else "Reply format: free text.", timeout=2)
-
-
-def _checked_format(session: ChatSession, params: SamplingParams, arg: str) -> SamplingParams:
-    """``params`` with the format ``arg``, checked as ``run`` checks it (blocks: the file, the
-    schema's conversion, and a local engine's parser, which waits for the engine lock: a
-    reply in progress first)."""
-    params = params.set_from_text("format", arg)
-    fmt = params.output_format
-    info = session.info
-    if fmt is None:
-        return params
-    if info is not None and info.server is not None:
-        fmt.check_remote()
-        return params
-    fmt.check()  # the bounds and the conversion, before the engine sees the grammar
-    with session.engine_lock:
-        check = getattr(session.backend, "check_output_format", None)  # the engine process's parser
-        if check is not None:
-            try:
-                check(fmt)
-            except InvalidParameterError:
-                raise
-            except VibechatError as exc:  # the engine could not answer (it crashed on it, or no model)
-                raise VibechatError(f"{fmt.label}: not checked, so not used: {exc}") from None
-    return params
 
 
 async def _think(app: ChatHost, arg: str) -> None:
