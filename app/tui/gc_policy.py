@@ -18,9 +18,12 @@ each, the worst event-loop gaps of the stream (docs/PERFORMANCE.md, "Speed on sl
 CPUs"). So while a reply streams, full collections wait (``defer_full_collections``,
 called at every render): the young generations are still collected, as often as
 before, so garbage that is not in a cycle with old objects goes at once. They
-resume when the reply ends (``allow_full_collections``) or, should a reply end
-without saying so, once no render has asked for ``HOLD_S`` (the check runs at the
-start of any collection, so it needs no timer).
+resume ``ENDED_S`` after the reply ends (``allow_full_collections``): the one
+collection owed then runs while the user reads the reply, not in the turn that draws
+its last words (there it was the longest gap of the stream, 40-400 ms). Should a reply
+end without saying so, they resume once no render has asked for ``HOLD_S``. The
+check runs at the start of any collection (young ones run all the time in a live
+app), so it needs no timer.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import time
 from collections.abc import Callable
 
 HOLD_S = 5.0  # full collections resume when no render has deferred them for this long
+ENDED_S = 1.0  # ... and this long after the reply ended
 DEFERRED = 1 << 30  # the full-collection threshold while deferred: never reached
 
 
@@ -48,8 +52,8 @@ class _Deferral:
         self.until = 0.0  # when the deferral lapses unless renewed
         self.hooked = False
 
-    def defer(self) -> None:
-        self.until = self.clock() + HOLD_S
+    def defer(self, hold_s: float = HOLD_S) -> None:
+        self.until = self.clock() + hold_s
         if self.saved is None:
             if not self.hooked:  # once per process: a callback that returns at once when not deferred
                 gc.callbacks.append(self._on_collection)
@@ -58,7 +62,12 @@ class _Deferral:
             self.saved = (t0, t1, t2)
             gc.set_threshold(t0, t1, DEFERRED)
 
-    def allow(self) -> None:
+    def allow(self, after_s: float = 0.0) -> None:
+        """Full collections resume now, or at the first collection ``after_s`` from now."""
+        if after_s > 0:
+            if self.saved is not None:
+                self.until = min(self.until, self.clock() + after_s)
+            return
         saved, self.saved = self.saved, None
         if saved is not None:
             gc.set_threshold(*saved)
@@ -76,10 +85,16 @@ def defer_full_collections() -> None:
     _deferral.defer()
 
 
-def allow_full_collections() -> None:
-    """The reply ended: full collections run again when Python's thresholds say."""
-    _deferral.allow()
+def allow_full_collections(after_s: float = ENDED_S) -> None:
+    """The reply ended: full collections run again, when Python's thresholds say, from
+    ``after_s`` on (0: at once)."""
+    _deferral.allow(after_s)
 
 
 def full_collections_deferred() -> bool:
     return _deferral.saved is not None
+
+
+def full_collections_resume_at() -> float | None:
+    """When (``time.monotonic()``) deferred full collections resume (None: not deferred)."""
+    return _deferral.until if _deferral.saved is not None else None
