@@ -39,7 +39,7 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     if not save:
         history = None
     elif history is None:
-        history = History()  # opened in a worker once the app is up
+        history = History(read_only_ok=True)  # opened in a worker once the app is up; browsable if read-only
     return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
                        backend_factory=backend_factory, history=history, freeze_gc=freeze_gc)
 

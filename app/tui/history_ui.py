@@ -75,7 +75,7 @@ class HistoryManager:
         except VibechatError as exc:
             self.host.post_message(HistoryListed([], 0, str(exc)))
             return
-        self.host.post_message(HistoryListed(summaries, self.history.repaired, None))
+        self.host.post_message(HistoryListed(summaries, self.history.repaired, self.history.read_only))
 
     def listed(self, message: HistoryListed) -> None:
         self.host.sidebar.show(message.summaries)
