@@ -7,7 +7,8 @@ Process model: ``python -m vibechat.engine.worker`` (a plain ``subprocess``, in 
 session so the terminal's signals do not reach it). Three pipes:
 
 * the child's stdin carries the parent's requests as length-prefixed pickles: ``load``,
-  ``stream``, ``reset``, ``prefill``, ``count`` (one at a time, each with an id), and
+  ``stream``, ``reset``, ``prefill``, ``count``, ``check_format`` (one at a time, each with
+  an id), and
   ``cancel``. A reader thread in the child takes them; ``cancel`` is acted on at once
   by that thread (the backend's abort/progress callbacks see it) and acknowledged, never
   queued behind the running request;
@@ -543,6 +544,16 @@ class WorkerBackend:
         rid = self._request("count", list(messages), thinking)
         return int(self._answer(rid, lambda: "while counting tokens"))
 
+    def check_output_format(self, fmt: Any) -> None:  # an OutputFormat
+        """A one-line ``InvalidParameterError`` unless llama.cpp's grammar parser takes ``fmt``'s
+        grammar (``llamacpp.check_output_format``, what ``vibechat run`` checks), asked of the
+        engine process: the chat's own process never loads libllama. A grammar that crashed the
+        parser (past the bounds engine/structured.py checks) ends only the engine process: the
+        call raises ``EngineCrashed``. Blocks (the model is loaded first), like every request."""
+        self._ensure_loaded()
+        rid = self._request("check_format", fmt)
+        self._answer(rid, lambda: f"while checking the reply format ({fmt.label})")
+
     def stream_chat(self, messages: Sequence[ChatMessage],
                     params: SamplingParams) -> Generator[ChatEvent, None, None]:
         self._ensure_loaded()
@@ -944,6 +955,11 @@ def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[t
         return None
     if kind == "count":
         return backend.count_tokens(*args[:2])  # messages, thinking
+    if kind == "check_format":  # needs no model: llama.cpp's parser alone (stderr is ours here)
+        from .llamacpp import check_output_format
+
+        check_output_format(args[0])
+        return None
     if kind == "prefill":
         _crash_hook("prompt")
         return backend.prefill(*args[:2])

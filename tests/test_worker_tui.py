@@ -258,6 +258,54 @@ async def test_the_chats_everyday_actions_work_through_the_engine_process(starte
             engine.close()
 
 
+async def test_format_refuses_a_grammar_that_llama_cpp_rejects_as_run_does(starter_path, tmp_path):
+    """/format FILE with a GBNF grammar that does not parse (llama.cpp's parser says so, in
+    the engine's process: the chat's never loads libllama) is refused in one line naming the
+    problem, and the format stays as it was; a good one is accepted and used. Before, the bad
+    one was accepted and every request then failed."""
+    from helpers import notifications, wait_for as wait_until_true
+
+    bad = tmp_path / "bad.gbnf"
+    bad.write_text('root ::= "a" | (\n')
+    good = tmp_path / "yes-no.gbnf"
+    good.write_text('root ::= "yes" | "no"\n')
+    backend = worker_backend(starter_path)
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=8), blink=False, save=False)
+
+    def errors() -> list[str]:
+        return [str(n.message) for n in notifications(app) if n.severity == "error"]
+
+    try:
+        async with app.run_test(size=(110, 36), notifications=True) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.status.state == "ready"
+            app.prompt_input.load_text(f"/format {bad}")
+            await pilot.press("enter")
+            await wait_until_true(pilot, lambda: any("bad.gbnf" in str(n.message) for n in notifications(app)),
+                                  "the answer to /format, yes or no")
+            await settle(pilot)
+            [refusal] = errors()
+            assert "grammar bad.gbnf: llama.cpp rejects the grammar:" in refusal and "\n" not in refusal, refusal
+            assert app.session.conversation.params.output_format is None  # as it was
+
+            app.prompt_input.load_text(f"/format {good}")
+            await pilot.press("enter")
+            await settle(pilot)
+            fmt = app.session.conversation.params.output_format
+            assert fmt is not None and fmt.label == "grammar yes-no.gbnf"
+            app.prompt_input.load_text(f"/format {bad}")
+            await pilot.press("enter")
+            await wait_until_true(pilot, lambda: len(errors()) == 2, "the second refusal")
+            await settle(pilot)
+            assert app.session.conversation.params.output_format == fmt  # the good one stays
+
+            reply = await send(app, pilot, "Is the sky blue?")
+            assert reply.text.strip() in ("yes", "no") and not reply.has_class("-error"), reply.text
+    finally:
+        backend.close()
+
+
 # ---------------------------------------------------------------- a hung engine
 
 

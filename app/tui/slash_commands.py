@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.errors import VibechatError
+from vibechat.engine.errors import InvalidParameterError, VibechatError
 from vibechat.engine.think_switch import NO_SWITCH, check_thinking, describe_switch
 
 from .. import slash
@@ -18,6 +18,9 @@ from .host import ChatHost
 from .outside import one_line
 
 if TYPE_CHECKING:
+    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.session import ChatSession
+
     from .models_ui import ModelManager
 
 
@@ -135,27 +138,55 @@ def _read_template(path: str) -> str | None:
 
 async def _format(app: ChatHost, arg: str) -> None:
     """``/format json|FILE|off``: what the next replies must be (kept with the conversation's
-    parameters). A schema is checked here (it parses, the grammar converter can express it); a
-    grammar is parsed by llama.cpp in the engine's process, which reports a bad one."""
+    parameters). What ``vibechat run`` refuses, this refuses, in one line, the format staying
+    as it was: the file is read and a schema converted here (within engine/structured.py's
+    bounds), and whether llama.cpp's parser takes the grammar is asked of the engine's process
+    (the chat's own never loads libllama), in a worker: the check waits for the engine (a
+    reply in progress ends first) while the chat goes on. For a server, as for ``run``: a
+    schema that parses and no grammar (the server judges the schema when it is used)."""
     params = app.session.conversation.params
     if not arg:
         fmt = params.output_format
         await note(app, f"Reply format: {fmt.label}" if fmt else "Reply format: free text (/format json|FILE|off).")
         return
-    info = app.session.info
-    remote = info is not None and info.server is not None
-    try:
-        params = params.set_from_text("format", arg)
-        fmt = params.output_format
-        if fmt is not None and remote:
-            fmt.check_remote()
-        elif fmt is not None:
-            fmt.check()
-    except VibechatError as exc:
-        app.notify(str(exc), severity="error", timeout=6)
-        return
-    app.set_params(params)
-    app.notify(f"Reply format: {fmt.label}." if fmt else "Reply format: free text.", timeout=2)
+
+    async def check_then_set() -> None:
+        try:
+            checked = await asyncio.to_thread(_checked_format, app.session, params, arg)
+        except VibechatError as exc:
+            app.notify(one_line(str(exc), limit=None), severity="error", timeout=8)
+            return
+        fmt = checked.output_format  # onto the parameters as they are now (a slider may have moved)
+        app.set_params(app.session.conversation.params.replace(output_format=fmt))
+        app.notify(f"Reply format: {fmt.label}." if fmt else "Reply format: free text.", timeout=2)
+
+    # The last /format wins: an earlier one still waiting for the engine is dropped.
+    app.run_worker(check_then_set(), group="format", exclusive=True, exit_on_error=False)
+
+
+def _checked_format(session: ChatSession, params: SamplingParams, arg: str) -> SamplingParams:
+    """``params`` with the format ``arg``, checked as ``run`` checks it (blocks: the file, the
+    schema's conversion, and a local engine's parser, which waits for the engine lock: a
+    reply in progress ends first)."""
+    params = params.set_from_text("format", arg)
+    fmt = params.output_format
+    info = session.info
+    if fmt is None:
+        return params
+    if info is not None and info.server is not None:
+        fmt.check_remote()
+        return params
+    fmt.check()  # the bounds and the conversion, before the engine sees the grammar
+    with session.engine_lock:
+        check = getattr(session.backend, "check_output_format", None)  # the engine process's parser
+        if check is not None:  # (a backend in the chat's process has none: it parses at the request)
+            try:
+                check(fmt)
+            except InvalidParameterError:
+                raise
+            except VibechatError as exc:  # the engine could not answer (it crashed on it, or no model)
+                raise VibechatError(f"{fmt.label}: not checked, so not used: {exc}") from None
+    return params
 
 
 async def _think(app: ChatHost, arg: str) -> None:
