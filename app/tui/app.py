@@ -168,7 +168,6 @@ class VibechatApp(OutsideTextApp):
         hide = next((b for b in self._bindings_list() if b.id == "hide_config_problems"), None)
         self.query_one(ConfigBar).show(self._config_notes, self.key_for(hide) if hide else "",
                                        file=self.config.path, from_file=config_ui.file_problems(self.config))
-        self.state.status = "loading…"
         self.replies.load_model()
         self.chats.list_history()
 

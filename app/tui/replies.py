@@ -91,6 +91,7 @@ class Replies:
 
     # ------------------------------------------------------------- the model
     def load_model(self) -> None:
+        self.state.status = "loading…"
         self.host.run_worker(self._load, thread=True, exclusive=True, group="model", exit_on_error=False)
 
     def _load(self) -> None:
