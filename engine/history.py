@@ -37,6 +37,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from .convlock import ConversationLock
 from .errors import InvalidParameterError, VibechatError
 from .files import NotARegularFile, check_regular
 from .params import PARAM_SPECS, SamplingParams
@@ -618,6 +619,22 @@ class History:
             for m in self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,))
         ]
         return StoredConversation(summary, r["model_path"], r["system"], _params(r["params"]), messages)
+
+    def messages_after(self, conversation_id: int, message_id: int) -> list[StoredMessage]:
+        """The conversation's messages saved after ``message_id`` (another process's turns,
+        added since this one last read or wrote it), oldest first. Empty when there are
+        none, or the conversation is gone."""
+        return [
+            StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
+                          _loads(m["params"]), _loads(m["stats"]), m["thinking"] or "")
+            for m in self._read("SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id",
+                                (conversation_id, message_id))
+        ]
+
+    def writer_lock(self, conversation_id: int) -> ConversationLock:
+        """The lock whoever adds a turn to the conversation holds, from reading it to saving
+        the reply (see engine/convlock.py); a lock file beside this database."""
+        return ConversationLock(self.path, conversation_id)
 
     def rename(self, conversation_id: int, title: str) -> None:
         """The user's own title: kept for good (:meth:`set_title` never replaces it). Not
