@@ -135,14 +135,26 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
             for notice in (*info.notices, *([ignored] if ignored else [])):  # e.g. the context size rounded up
                 err.write(plain(f"vibechat: {notice}") + "\n")
             session.check_prompt(request.prompt)  # before it is saved: a prompt that cannot fit is refused
+            # --continue: one writer at a time. Another vibechat adding to the conversation is waited
+            # for; its turns join what the model is sent, and this turn is saved after them.
+            session.catch_up(wait=True, on_wait=lambda: _waiting(err, session), stop_requested=lambda: ctrl_c.requested)
             session.chat.add_user(request.prompt)
         except VibechatError as exc:
+            session.stop_writing()
             if request.json_output:
                 obj = reply_object(info=info, conversation_id=session.chat.conversation_id, params=request.params,
                                    error=error_object(str(exc), error_kind(exc), EXIT_FAILED))
                 _end_output(request, out, "", obj)
             raise
-        return _answer(session, request, out, err, info, ctrl_c)
+        try:
+            return _answer(session, request, out, err, info, ctrl_c)
+        finally:
+            session.stop_writing()  # the reply is saved (or the run failed): the next writer may go on
+
+
+def _waiting(err: TextIO, session: ChatSession) -> None:
+    err.write(f"vibechat: waiting for another vibechat writing to conversation {session.chat.conversation_id}…\n")
+    err.flush()
 
 
 def trim_notice(err: TextIO, thinking: ThinkingEcho | None = None) -> Callable[[ChatEvent], None]:

@@ -8,6 +8,9 @@
   → exactly one of :meth:`~ChatSession.finish_reply`, :meth:`~ChatSession.fail_reply`
   or :meth:`~ChatSession.abandon` (a new chat, an edit or quitting mid-reply: kept as
   stopped). A :class:`Turn` settles once, whichever thread gets there first.
+- **one writer per conversation**: :meth:`~ChatSession.catch_up` takes the saved
+  conversation's writer lock (engine/convlock.py, across processes) and takes in the turns
+  another vibechat added, before a turn is added; the lock is let go once the reply is saved.
 - the **engine lock** (a backend is not thread-safe: one thread uses it at a time) and
   the **generation counter** (a front end ignores events of a reply that was abandoned).
 - the **pending reset** (a new conversation empties the KV cache before the next use
@@ -43,8 +46,9 @@ from .backend import (
 )
 from .chatlog import ChatLog, Reply
 from .conversation import Conversation
+from .convlock import WAIT_LIMIT, ConversationBusy, ConversationLock
 from .errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
-from .history import HistoryError
+from .history import HistoryError, StoredMessage
 from .titles import title_from_exchange, title_from_model
 from .knobs import prompt_too_large
 from .params import SamplingParams
@@ -138,6 +142,7 @@ class ChatSession:
         self.generation = 0
         self.turn: Turn | None = None  # the reply in progress
         self._reset_pending = False
+        self._writer: ConversationLock | None = None  # this conversation's writer lock, while held
 
     @property
     def conversation(self) -> Conversation:
@@ -214,6 +219,7 @@ class ChatSession:
         reply row is saved (status 'streaming') before the first token."""
         self.generation += 1
         params = (params or self.conversation.params).with_seed()
+        self._claim()
         turn = Turn(self.generation, self.conversation.messages(), params, self.chat.start_reply())
         self.turn = turn
         return turn
@@ -311,6 +317,7 @@ class ChatSession:
             return False
         self.chat.finish_reply(turn.record, done)
         self._forget(turn)
+        self.stop_writing()  # saved: the next writer may read it
         self._title_first_exchange()
         return True
 
@@ -373,6 +380,7 @@ class ChatSession:
             return False
         self.chat.fail_reply(turn.record, error, partial=partial)
         self._forget(turn)
+        self.stop_writing()
         return True
 
     @staticmethod
@@ -394,17 +402,67 @@ class ChatSession:
         done = turn.stopped()
         if turn._settle():
             self.chat.finish_reply(turn.record, done)
+        self.stop_writing()
         return True
 
     def _forget(self, turn: Turn) -> None:
         if self.turn is turn:
             self.turn = None
 
+    # ---------------------------------------------------------- other writers
+    def catch_up(self, *, wait: bool = False, limit: float = WAIT_LIMIT, on_wait: Callable[[], object] | None = None,
+                 stop_requested: Callable[[], bool] | None = None) -> list[StoredMessage]:
+        """Before a turn is added (a prompt sent, a reply regenerated, a prompt taken back):
+        take the saved conversation's writer lock (engine/convlock.py) and take in the turns
+        other vibechats saved since this session read it, so the model is sent what the
+        history holds, in its order. Returns those turns (for a screen to show).
+
+        ``wait``: wait for another writer (``vibechat run``: up to ``limit`` seconds, ``on_wait()``
+        once when the wait begins, ``stop_requested()`` ends it with KeyboardInterrupt); else
+        only try (the chat, whose interface must not freeze): :class:`ConversationBusy` when
+        another vibechat is writing to it. The lock is held until the reply is saved (or the
+        turn left: :meth:`stop_writing`). A conversation not saved (yet) has nothing to catch up."""
+        chat = self.chat
+        history, cid = chat.history, chat.conversation_id
+        if history is None or cid is None:
+            return []
+        if self._writer is None or self._writer.conversation_id != cid:
+            self.stop_writing()
+            lock = history.writer_lock(cid)
+            if wait:
+                lock.acquire(limit=limit, on_wait=on_wait, stop_requested=stop_requested)
+            elif not lock.try_acquire():
+                raise ConversationBusy("another vibechat is adding to this conversation right now (vibechat run?): "
+                                       "send again once it has finished.")
+            self._writer = lock
+        try:
+            return chat.take_in(history.messages_after(cid, chat.seen))
+        except HistoryError as exc:  # reading failed: the turn goes on with what this session knows
+            log.warning("could not read the conversation's new turns: %s", exc)
+            return []
+
+    def stop_writing(self) -> None:
+        """Let other vibechats add to the conversation again (the reply is saved, or left)."""
+        lock, self._writer = self._writer, None
+        if lock is not None:
+            lock.release()
+
+    def _claim(self) -> None:
+        """A reply begins: a conversation saved just now (its first prompt) is locked too, so that
+        a ``run --continue`` picking it as the latest waits for this reply. Only tried: nobody
+        else can be writing to a conversation this new but such a run."""
+        chat = self.chat
+        if self._writer is None and chat.history is not None and chat.conversation_id is not None:
+            lock = chat.history.writer_lock(chat.conversation_id)
+            if lock.try_acquire():
+                self._writer = lock
+
     # ------------------------------------------------------- the conversation
     def new_conversation(self, reset_cache: bool = True) -> None:
         """An empty conversation (the saved one stays as it is). ``reset_cache``: empty the
         KV cache before the engine's next use (a freshly loaded model has nothing to forget)."""
         self.abandon()
+        self.stop_writing()
         self.chat.clear()
         if reset_cache:
             self._reset_pending = True
@@ -414,6 +472,7 @@ class ChatSession:
         or a fresh one). ``reset_cache``: the next reply starts from an empty KV cache;
         else it keeps the token prefix it shares with what the cache holds."""
         self.abandon()
+        self.stop_writing()
         self._reset_pending = reset_cache
         self.chat = chat
         if self.info is not None:
