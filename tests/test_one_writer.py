@@ -217,3 +217,29 @@ async def test_the_chat_sends_and_shows_a_turn_that_run_added(stub):
     assert last[-3:] == [("user", "a long one"), ("assistant", "Hello there, this"), ("user", "after it")]
     stored = history.get(cid).messages
     assert [(m.role, m.content) for m in stored][-4:] == [*last[-3:], ("assistant", stub.reply)]
+
+
+async def test_regenerating_in_the_chat_keeps_the_turns_a_run_added(stub):
+    """Ctrl+R after a run added a turn: the chat takes it in first, so what it regenerates is the
+    last reply the history holds, and nothing the run saved is deleted."""
+    from vibechat.app.tui import create_app
+
+    assert vibechat("run", *server_flags(stub), "-p", "first").returncode == 0
+    history = History()
+    cid = history.open().latest().id
+    app = create_app(stub.backend(), blink=False, history=history)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        app.chats.open_conversation(cid)
+        await settle(pilot)
+        added = await asyncio.to_thread(vibechat, "run", *server_flags(stub), "--continue", "-p", "second")
+        assert added.returncode == 0, added.stderr
+        stub.reply = "A new reply."
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        old = "Hello there, this is the stub speaking."
+        assert sent(stub.last_body) == [("user", "first"), ("assistant", old), ("user", "second")]
+        assert [w.text for w in app.chat.messages()] == ["first", old, "second", "A new reply."]
+    stored = history.get(cid).messages
+    assert [(m.role, m.content) for m in stored] == [("user", "first"), ("assistant", old), ("user", "second"),
+                                                     ("assistant", "A new reply.")]
