@@ -18,6 +18,17 @@ def vibechat(*args: str, input: str | None = None, timeout: float = 60) -> subpr
                           timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
 
 
+_HELP_PAGES: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
+
+
+def help_page(*path: str) -> subprocess.CompletedProcess:
+    """``vibechat PATH... --help`` in a real subprocess, run once per page for this module: a page
+    depends on no user file or variable, and several tests read the same pages."""
+    if path not in _HELP_PAGES:
+        _HELP_PAGES[path] = vibechat(*path, "--help")
+    return _HELP_PAGES[path]
+
+
 @pytest.mark.parametrize(("args", "needle", "command"), [
     (["run", "--conversation", "0"], "--conversation must be at least 1 (got 0)", "vibechat run"),
     (["run", "--cid", "abc"], "--conversation must be a whole number (got 'abc')", "vibechat run"),
@@ -82,21 +93,21 @@ HELP_PAGES = [[], ["run"], ["models"], ["models", "search"], ["models", "files"]
 def test_help_pages_name_values_plainly():
     """No '<bool>' beside a flag, no '<str>' or '<int>' for a value: options say what they take."""
     for args in HELP_PAGES:
-        page = vibechat(*args, "--help").stdout
+        page = help_page(*args).stdout
         for label in ("<bool>", "<str>", "<int", "<float>", "<Path>", "<list", "<path>"):
             assert label not in page, (args, label)
-    page = vibechat("run", "--help").stdout
+    page = help_page("run").stdout
     for flag, label in (("--temperature", "NUMBER"), ("--top-k", "N"), ("--model", "MODEL"), ("--prompt", "TEXT"),
                         ("--conversation", "ID"), ("--prompts-file", "FILE.jsonl")):
         assert any(flag in line and f" {label} " in line for line in page.splitlines()), (flag, label)
 
 
 def test_the_run_summary_is_one_line_in_the_command_list():
-    page = vibechat("--help").stdout
+    page = help_page().stdout
     [line] = [line for line in page.splitlines() if "│ run " in line]
     assert "Answer one prompt, streaming the reply to stdout." in line
     assert "unless" not in page  # the details stay on run's own page
-    assert "--prompts-file runs many prompts" in " ".join(vibechat("run", "--help").stdout.split())
+    assert "--prompts-file runs many prompts" in " ".join(help_page("run").stdout.split())
 
 
 @pytest.mark.parametrize("args", [["run", "-p", "hi"], ["run", "--prompts-file", "-"], []])
@@ -142,14 +153,14 @@ def test_every_help_page_keeps_the_bracketed_words_of_its_help_texts():
         wanted = {" ".join(m.split()) for text in texts for m in re.findall(r"\[[^\[\]]+\]", text)}
         if not wanted:
             continue
-        out = vibechat(*path, "--help")
+        out = help_page(*path)
         assert out.returncode == 0, out.stderr
         page = flat(out.stdout)
         for words in wanted:
             assert words in page, (path, words)
             bracketed += 1
     assert bracketed  # the test looked at some
-    run = flat(vibechat("run", "--help").stdout)
+    run = flat(help_page("run").stdout)
     assert "stderr, between [thinking] and [end of thinking] lines (stdout" in run
 
 
@@ -157,7 +168,7 @@ def test_every_help_page_keeps_the_bracketed_words_of_its_help_texts():
 @pytest.mark.parametrize(("shortcut", "command"), [("list", "list"), ("ls", "list"), ("pull", "pull"),
                                                    ("show", "info"), ("rm", "rm")])
 def test_ollama_style_shortcuts_are_the_models_commands(shortcut, command):
-    short, full = vibechat(shortcut, "--help"), vibechat("models", command, "--help")
+    short, full = help_page(shortcut), help_page("models", command)
     assert short.returncode == 0 and full.returncode == 0, short.stderr
     assert f"Usage: vibechat {shortcut} [OPTIONS]" in short.stdout
 
@@ -168,7 +179,7 @@ def test_ollama_style_shortcuts_are_the_models_commands(shortcut, command):
 
 
 def test_the_shortcuts_keep_the_command_list_short_and_are_named_once():
-    page = vibechat("--help").stdout
+    page = help_page().stdout
     commands = page.split("Commands", 1)[1].split("╰", 1)[0]
     assert [line.split()[1] for line in commands.splitlines() if line.startswith("│ ")] == [
         "run", "models", "history", "config", "presets"]
