@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .backend import ChatMessage, GenerationDone
 from .conversation import Conversation
-from .history import History, HistoryError, ReplyWriter, StoredConversation, title_from
+from .history import History, HistoryError, ReplyWriter, StoredConversation, StoredMessage, title_from
 from .params import SamplingParams
 
 log = logging.getLogger("vibechat.history")
@@ -63,6 +63,7 @@ class ChatLog:
         self.title: str | None = None
         self.problem: str | None = None  # the first save that failed, for the UI to show
         self._rows: list[int] = []  # saved message ids, aligned with conversation.turns
+        self.seen = 0  # the newest message id this log read or wrote: another writer's turns come after it
 
     # -------------------------------------------------------------- opening
     @classmethod
@@ -77,7 +78,12 @@ class ChatLog:
         chat = cls(conversation, history, model=stored.summary.model, model_path=stored.model_path)
         chat.conversation_id = stored.id
         chat.title = stored.title
+        streaming = False
         for message in stored.messages:
+            # A reply still being written (by another vibechat: a crash's was repaired when the
+            # history opened) is read again once done (take_in): ``seen`` stops before it.
+            streaming = streaming or message.status == "streaming"
+            chat.seen = chat.seen if streaming else message.id
             if message.in_context:
                 conversation.turns.append(ChatMessage(message.role, message.content))  # type: ignore[arg-type]
                 chat._rows.append(message.id)
@@ -121,6 +127,7 @@ class ChatLog:
             row = self._save("save the prompt", self.history.add_message, self.conversation_id, "user", text)
             if row is not None:
                 self._rows.append(row)
+                self.seen = max(self.seen, row)
         return message
 
     def start_reply(self) -> Reply:
@@ -135,6 +142,7 @@ class ChatLog:
                              "assistant", "", "streaming")
             if row is not None and self.history is not None:
                 writer = ReplyWriter(self.history, row)
+                self.seen = max(self.seen, row)
         return Reply(writer)
 
     def finish_reply(self, reply: Reply, done: GenerationDone) -> None:
@@ -215,3 +223,29 @@ class ChatLog:
         self.conversation_id = None
         self.title = None
         self._rows = []
+        self.seen = 0
+
+    def take_in(self, messages: list[StoredMessage]) -> list[StoredMessage]:
+        """Turns another vibechat saved after those this log knows (``History.messages_after``
+        its ``seen``): they join the conversation, so the model is sent what the history holds
+        (a failed reply is shown, not sent, as when a conversation is opened). Returns the new
+        ones, to show; one read while it was still being written now counts as it ended. A
+        reply still being written (a writer without the lock) is left for the next time."""
+        taken = []
+        for message in messages:
+            if message.status == "streaming":
+                break  # its turn is not over: it and what follows are read again next time
+            self.seen = max(self.seen, message.id)
+            turn = ChatMessage(message.role, message.content)  # type: ignore[arg-type]
+            if message.id in self._rows:  # read when it was still being written: now as it ended
+                index = self._rows.index(message.id)
+                if message.in_context:
+                    self.conversation.turns[index] = turn
+                else:
+                    del self.conversation.turns[index], self._rows[index]
+                continue
+            taken.append(message)
+            if message.in_context:
+                self.conversation.turns.append(turn)
+                self._rows.append(message.id)
+        return taken

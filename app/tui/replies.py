@@ -131,11 +131,31 @@ class Replies:
             if len(text) <= MAX_KEPT_IN_INPUT:
                 host.prompt_input.give_back(text)
             return
+        if not await self.catch_up():
+            host.prompt_input.give_back(text)
+            return
         self._hold()  # from here until the reply's first words: no frame (see FrameHold)
         self.session.chat.add_user(text)  # saved before generation starts
         host.chats.changed()
         await host.chat.add(ChatMessageWidget("user", text))
         await self.start()
+
+    async def catch_up(self) -> bool:
+        """Before a turn is added: turns another vibechat (``run --continue``) saved since join the
+        conversation and the screen (``ChatSession.catch_up``). False, said: it is adding one now."""
+        from vibechat.engine.convlock import ConversationBusy
+
+        from .history_ui import HistoryManager
+
+        try:
+            others = self.session.catch_up()
+        except ConversationBusy as exc:
+            self.host.notify(str(exc), severity="warning", timeout=6)
+            return False
+        if others:
+            await self.host.chat.add_all(HistoryManager(self.host).message_widgets(others))
+            self.host.chats.changed()
+        return True
 
     async def start(self) -> None:
         """Answer the conversation's last prompt."""
@@ -409,12 +429,16 @@ class Replies:
         if not chatlog.conversation.turns:
             self.host.notify("Nothing to regenerate yet: send a message first.", timeout=4)
             return
+        if not await self.catch_up():
+            return
         chatlog.drop_last_reply()
         widgets = self.host.chat.messages()
         if widgets and widgets[-1].role == "assistant":
             await widgets[-1].remove()
         if chatlog.conversation.last_role == "user":
             await self.start()
+        else:
+            self.session.stop_writing()
 
     async def edit_last(self) -> None:
         """Take the last prompt back into the input (and what followed it out)."""
@@ -424,7 +448,9 @@ class Replies:
                         "sent one.", timeout=4)
             return
         self.abandon()
-        text = self.session.chat.take_last_user()
+        caught_up = await self.catch_up()
+        text = self.session.chat.take_last_user() if caught_up else None
+        self.session.stop_writing()
         if text is None:
             return
         widgets = host.chat.messages()
