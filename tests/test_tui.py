@@ -594,10 +594,8 @@ async def test_worker_messages_that_land_while_the_app_closes_are_ignored(backen
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
     assert app.closing
-    app.on_history_listed(HistoryListed([], 0, None))
-    app.on_model_progress(ModelProgress(0.5))
-    app.on_model_ready(ModelReady(INFO))
-    app.on_model_failed(ModelFailed("gone"))
+    for message in (HistoryListed([], 0, None), ModelProgress(0.5), ModelReady(INFO), ModelFailed("gone")):
+        await app.route(message)  # as the app hands a worker's message to its controller
 
 
 async def test_format_sets_the_next_replies_format_and_the_status_bar_shows_it(backend, tmp_path):

@@ -21,6 +21,7 @@ import logging
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vibechat.engine.backend import ModelInfo
 from vibechat.engine.chatlog import ChatLog
@@ -37,7 +38,11 @@ from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, Hi
 from .host import ChatHost
 from .history_screens import ExportChoice, ExportScreen, RenameScreen, SearchScreen
 from .outside import one_line
+from .sidebar import ConversationSidebar
 from .thinking_block import ThinkingBlock
+
+if TYPE_CHECKING:
+    from .host import Handlers
 
 log = logging.getLogger("vibechat.tui")
 
@@ -56,6 +61,15 @@ class HistoryManager:
         self.host = host
         self._problem_shown: str | None = None
         self._titled: set[int] = set()  # conversations the model was asked to title
+
+    def handlers(self) -> Handlers:
+        """The messages this controller answers (the app hands them here)."""
+        return {HistoryListed: self.listed, ConversationLoaded: self.loaded, ConversationLoadFailed: self.load_failed,
+                CacheRebuilt: self.cache_rebuilt, EarlierMessages.Requested: self.show_earlier,
+                ConversationSidebar.Open: lambda message: self.open_conversation(message.conversation_id),
+                ConversationSidebar.Search: lambda _message: self.search(),
+                ConversationSidebar.Request: lambda message: self.act(message.what, message.summary.id,
+                                                                      message.summary.title)}
 
     @property
     def history(self) -> History | None:
@@ -223,7 +237,7 @@ class HistoryManager:
                 return
             host.sidebar.forget(conversation_id)
             if conversation_id == host.session.chat.conversation_id:
-                await host.start_new_conversation()
+                await host.replies.new_conversation()
                 host.sidebar.current = None
             host.notify(f"Deleted “{title}”.", timeout=2)
 
@@ -290,7 +304,7 @@ class HistoryManager:
 
     async def loaded(self, message: ConversationLoaded) -> None:
         host, stored = self.host, message.stored
-        await host.start_new_conversation(reset_cache=False)
+        await host.replies.new_conversation(reset_cache=False)
         loaded = host.session.info
         if loaded is not None:
             note = model_change_note(stored.summary.model, stored.model_path, loaded)
@@ -376,7 +390,7 @@ class HistoryManager:
         self.host.run_worker(rebuild, thread=True, group="reset", exit_on_error=False)
 
     def cache_rebuilt(self, message: CacheRebuilt) -> None:
-        self.host.status.context_used = message.tokens
+        self.host.state.context_used = message.tokens
 
 
 def model_change_note(name: str | None, path: str | None, loaded: ModelInfo) -> str | None:

@@ -1,9 +1,12 @@
 """What the chat's controllers (``replies``, ``models_ui``, ``history_ui``,
 ``config_ui``) may use of the app: its public face, nothing private.
 
-Each controller owns its own state and gets the app as a ``ChatHost``; the app
-routes messages to them. Changing how the engine is driven means reading
-``engine/session.py`` and ``replies.py``, not the app.
+Each controller owns its own state and gets the app as a ``ChatHost``; it says which
+messages it answers (``handlers()``, a ``Handlers`` table) and the app hands them over.
+What the chat is doing is the ``ChatState`` (``state``), which the controllers write and
+the widgets watch. Controllers reach each other through the host (``replies``,
+``chats``), never through a method of the app that only passes a call on. Changing how
+the engine is driven means reading ``engine/session.py`` and ``replies.py``, not the app.
 """
 
 from __future__ import annotations
@@ -22,19 +25,38 @@ if TYPE_CHECKING:
     from vibechat.engine.params import SamplingParams
     from vibechat.engine.session import ChatSession
 
+    from .chat_state import ChatState
     from .chat_view import ChatView
     from .param_panel import ParamPanel
     from .prompt_input import PromptInput
     from .sidebar import ConversationSidebar
-    from .status_bar import StatusBar
+
+    # A controller's messages: each class it answers, and the method (sync or async) that does.
+    Handlers = dict[type[Message], Callable[[Any], object]]
+
+
+class ReplyControl(Protocol):
+    """What the other controllers use of ``Replies`` (replies.py)."""
+
+    async def new_conversation(self, reset_cache: bool = True) -> None: ...
+
+
+class ConversationList(Protocol):
+    """What the other controllers use of ``HistoryManager`` (history_ui.py)."""
+
+    def changed(self) -> None: ...
 
 
 class ChatHost(Protocol):
     session: ChatSession
     history: History | None
     config: LoadedConfig
-    generating: bool
-    model_ready: bool
+    state: ChatState
+
+    @property
+    def replies(self) -> ReplyControl: ...
+    @property
+    def chats(self) -> ConversationList: ...
 
     @property
     def console(self) -> Console: ...
@@ -42,8 +64,6 @@ class ChatHost(Protocol):
     def chat(self) -> ChatView: ...
     @property
     def prompt_input(self) -> PromptInput: ...
-    @property
-    def status(self) -> StatusBar: ...
     @property
     def panel(self) -> ParamPanel: ...
     @property
@@ -63,10 +83,8 @@ class ChatHost(Protocol):
     def refresh_bindings(self) -> None: ...
     def show_side_panel(self, panel: Widget) -> None: ...
     def code_theme(self) -> str: ...
-    def history_changed(self) -> None: ...
     def show_params(self, params: SamplingParams) -> None: ...
     def set_params(self, params: SamplingParams) -> None: ...
     def action_help(self) -> None: ...
     def exit(self, *args: Any, **kwargs: Any) -> None: ...
     async def action_new_conversation(self) -> None: ...
-    async def start_new_conversation(self, reset_cache: bool = True) -> None: ...

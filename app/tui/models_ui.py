@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vibechat.engine.backend import Backend, ModelInfo
 from vibechat.engine.errors import DownloadCancelled, VibechatError
@@ -28,11 +28,15 @@ from vibechat.engine.opened import remember
 
 from ..progress import human_size
 from .downloader import DownloadScreen
-from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelSwitched, ModelSwitchFailed
+from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelReady, ModelSwitched, ModelSwitchFailed
 from .host import ChatHost
 from .model_picker import ModelPicker, PickerChoice, RemoteModelPicker
 from .outside import one_line
+from .param_panel import ParamPanel
 from .welcome import welcome_text
+
+if TYPE_CHECKING:
+    from .host import Handlers
 
 log = logging.getLogger("vibechat.tui")
 
@@ -54,12 +58,20 @@ class ModelManager:
         self._download_cancel: threading.Event | None = None
         self._download_screen: DownloadScreen | None = None
 
+    def handlers(self) -> Handlers:
+        """The messages this controller answers (the app hands them here)."""
+        return {ModelReady: lambda message: self.show(message.info), ModelSwitched: self.switched,
+                ModelSwitchFailed: self.switch_failed, DownloadScreen.Start: self.start_download,
+                DownloadScreen.Cancel: lambda _message: self.cancel_download(),
+                DownloadUpdate: self.download_update, DownloadEnded: self.download_ended,
+                ParamPanel.GpuLayersChanged: lambda message: self.request_gpu_layers(message.layers)}
+
     def show(self, info: ModelInfo) -> None:
         """A model is loaded: the status bar, the panel and the welcome say which and how."""
-        host = self.host
-        host.model_ready = True
-        host.status.model = info
-        host.status.state = "ready"
+        host, state = self.host, self.host.state
+        state.model_ready = True
+        state.model = info
+        state.status = "ready"
         host.panel.show_model(info)
         host.chat.set_welcome(welcome_text(info))
         for notice in info.notices:  # e.g. GPU layers asked of a build that cannot offload
@@ -124,9 +136,9 @@ class ModelManager:
         if current is not None and current.name == model_id:
             host.notify(f"{model_id} is already in use.", timeout=3)
             return
-        if host.generating:
+        if host.state.generating:
             host.session.cancel()
-        host.status.state = "switching model…"
+        host.state.status = "switching model…"
         host.run_worker(lambda: self._switch_remote(model_id), thread=True, exclusive=True, group="model",
                         exit_on_error=False)
 
@@ -147,9 +159,9 @@ class ModelManager:
         if current is not None and str(model.path) == current.path:
             host.notify(f"{model.name} is already loaded.", timeout=3)
             return
-        if host.generating:
+        if host.state.generating:
             host.session.cancel()
-        host.status.state = f"loading {model.name}…"
+        host.state.status = f"loading {model.name}…"
         self._switch(model)
 
     # ------------------------------------------------------------ GPU layers
@@ -176,9 +188,9 @@ class ModelManager:
             host.notify("This session cannot reload the model.", severity="warning")
             return
         self.engine_changes.update(changes)
-        if host.generating:
+        if host.state.generating:
             host.session.cancel()
-        host.status.state = "reloading…"
+        host.state.status = "reloading…"
         model = LocalModel(name=info.name, path=Path(info.path), size=info.file_size, quant=info.quantization,
                            source="vibechat")
         self._switch(model, reload=True)
@@ -222,13 +234,13 @@ class ModelManager:
         if message.reload:  # the same model: the conversation goes on
             host.notify(f"Reloaded {message.name}: {message.info.device}.", timeout=4)
             return
-        await host.start_new_conversation(reset_cache=False)
+        await host.replies.new_conversation(reset_cache=False)
         verb = "Switched to" if message.info.server else "Loaded"
         host.notify(f"{verb} {message.name}: a new conversation starts.", timeout=4)
 
     def switch_failed(self, message: ModelSwitchFailed) -> None:
         host = self.host
-        host.status.state = "ready" if host.model_ready else "no model"
+        host.state.status = "ready" if host.state.model_ready else "no model"
         if host.session.info is not None:
             host.panel.show_model(host.session.info)  # the GPU layers slider shows what is loaded
         host.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",
@@ -257,7 +269,7 @@ class ModelManager:
         cancel = self._download_cancel = threading.Event()
         if self._download_screen is not None:
             self._download_screen.show_started(title)
-        host.status.download = "⬇ starting"
+        host.state.download = "⬇ starting"
         host.run_worker(lambda: self._download(message.listing, option, cancel, title), thread=True,
                         group="download", exit_on_error=False)
 
@@ -287,7 +299,7 @@ class ModelManager:
 
     def download_update(self, message: DownloadUpdate) -> None:
         progress = message.progress
-        self.host.status.download = f"⬇ {progress.fraction:.0%}"
+        self.host.state.download = f"⬇ {progress.fraction:.0%}"
         if self._download_screen is not None:
             self._download_screen.show_progress(progress)
 
@@ -295,7 +307,7 @@ class ModelManager:
         host = self.host
         self.download_title = None
         self._download_cancel = None
-        host.status.download = ""
+        host.state.download = ""
         if message.model is not None:
             text = f"Downloaded {message.model.name}: press F3 to load it."
             host.notify(text, title="Download", timeout=10)
