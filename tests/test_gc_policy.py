@@ -15,7 +15,9 @@ from vibechat.app.tui.reply_stream import ReplyStream
 
 @pytest.fixture(autouse=True)
 def thresholds():
-    """Whatever a test does, the process's collector is as it was afterwards."""
+    """Whatever a test does, the process's collector is as it was afterwards (and a reply
+    an earlier test left streaming does not defer full collections here)."""
+    gc_policy.allow_full_collections(0)
     before = gc.get_threshold()
     yield before
     gc_policy.allow_full_collections(0)

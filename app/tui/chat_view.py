@@ -12,8 +12,10 @@ read as markup (``outside``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import time
 from typing import TypeVar
 from urllib.parse import urlparse
 
@@ -30,7 +32,7 @@ from textual.widgets import Static
 from . import outside
 from .clipboard import copied_notice
 from .confirm import ConfirmScreen
-from .markdown_segment import MarkdownSegment
+from .markdown_segment import CachedMarkdown, MarkdownSegment, prepare
 from .one_layout import SizedByLayout, StableGutterScroll
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
@@ -212,6 +214,7 @@ class AssistantMessage(ChatMessageWidget):
         self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
         self._link_index = 0
         self._forgotten = 0  # segments above this one have dropped their strips
+        self.offloop_cpu = 0.0  # CPU seconds its renders took in worker threads (``append``)
 
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
@@ -219,23 +222,31 @@ class AssistantMessage(ChatMessageWidget):
         with ReplyBody(classes="reply--body"):
             yield from self._segments(0, None)
 
-    def _segments(self, start: int, above: MarkdownSegment | None, tail: bool = True) -> list[MarkdownSegment]:
+    def _segments(self, start: int, above: MarkdownSegment | None, tail: bool = True,
+                  prepared: list[CachedMarkdown] | None = None) -> list[MarkdownSegment]:
         """Widgets for the segmenter's segments from ``start`` on, below ``above`` (the widget
-        of segment ``start - 1``); ``tail``: the last one is the live tail."""
+        of segment ``start - 1``); ``tail``: the last one is the live tail; ``prepared``:
+        their texts already rendered (``markdown_segment.prepare``)."""
         made: list[MarkdownSegment] = []
         count = len(self._segmenter.segments)
         for index in range(start, count):
-            above = self._segment(index, above, tail=tail and index == count - 1)
+            above = self._segment(index, above, tail=tail and index == count - 1,
+                                  prepared=prepared[index - start] if prepared else None)
             made.append(above)
         return made
 
-    def _segment(self, index: int, above: MarkdownSegment | None, tail: bool = False) -> MarkdownSegment:
+    def _segment(self, index: int, above: MarkdownSegment | None, tail: bool = False,
+                 prepared: CachedMarkdown | None = None) -> MarkdownSegment:
         """Segment ``index``'s widget. Below a clean cut it starts with the blank line that
         separates two blocks in the whole reply (``CachedMarkdown.gap_above``)."""
+        room = self.ROOM if tail and self.live else 0
+        if prepared is not None:  # its gap above was decided as it was rendered
+            return MarkdownSegment(prepared.text, code_theme=self.code_theme, classes="reply--segment", room=room,
+                                   prepared=prepared)
         gap = (above is not None and not self._segmenter.segments[index - 1].forced_after
                and not above.ends_with_rule)
         return MarkdownSegment(self._segmenter.display(index), code_theme=self.code_theme, classes="reply--segment",
-                               room=self.ROOM if tail and self.live else 0, gap_above=gap)
+                               room=room, gap_above=gap)
 
     @property
     def body(self) -> Vertical:
@@ -248,23 +259,46 @@ class AssistantMessage(ChatMessageWidget):
         return block
 
     async def append(self, text: str) -> None:
-        """Add streamed text; only the live tail re-renders."""
+        """Add streamed text; only the live tail re-renders. The Markdown of the changed
+        segments is parsed and rendered in a worker thread (``markdown_segment.prepare``),
+        so the event loop keeps turning meanwhile (the Python in it still takes turns
+        with the worker, every ``sys.getswitchinterval()``); the widgets take the rendered
+        lines in one step afterwards. The worker's CPU seconds add up in ``offloop_cpu``
+        (the UI's work all the same: the render pacer counts it)."""
         self.text += text
         segmenter = self._segmenter
         body = self.body
         tail = body.children[-1]
         assert isinstance(tail, MarkdownSegment)
         sealed = segmenter.feed(text)
+        count = len(segmenter.segments)
+        first = count - sealed - 1  # the tail's segment (settled when ``sealed``)
+        texts = [segmenter.display(index) for index in range(first, count)]
+        prepared = None
+        options = tail.render_options()
+        if options is not None:
+            cuts = [None] + [not segmenter.segments[index - 1].forced_after for index in range(first + 1, count)]
+
+            def work() -> tuple[list[CachedMarkdown], float]:
+                start = time.thread_time()
+                made = prepare(list(zip(texts, cuts)), self.code_theme, *options, tail.gap_above)
+                return made, time.thread_time() - start
+
+            prepared, spent = await asyncio.to_thread(work)
+            self.offloop_cpu += spent
+            if not self.is_attached or body.children[-1] is not tail:
+                return  # gone meanwhile (a new chat): nothing to show it in
+        if prepared:
+            tail.offer(prepared[0])
         if sealed:
-            count = len(segmenter.segments)
             tail.settle()
-            tail.set_text(segmenter.display(count - sealed - 1))
+            tail.set_text(texts[0])
             # Not awaited: the new segments join the DOM now and are laid out with the
             # rest of this update in one refresh, instead of a refresh of their own.
-            body.mount_all(self._segments(count - sealed, tail))
+            body.mount_all(self._segments(count - sealed, tail, prepared=prepared[1:] if prepared else None))
             self._forget_scrolled_away(body)
         else:
-            tail.set_text(segmenter.display(-1))
+            tail.set_text(texts[0])
 
     def _forget_scrolled_away(self, body: Vertical) -> None:
         """Settled segments that scrolled above the view drop their painted strips (see

@@ -197,6 +197,25 @@ class CachedMarkdown:
             yield new_line
 
 
+def prepare(texts: Sequence[tuple[str, bool | None]], code_theme: str, console: Console,
+            options: ConsoleOptions, gap_above_first: bool) -> list[CachedMarkdown]:
+    """``texts`` parsed and rendered at ``options``, for segments about to show them; safe
+    in a worker thread (Rich renders with the console's settings, read only). Each text
+    comes with whether a clean cut separates it from the one before (None for the first:
+    ``gap_above_first`` says); below a clean cut it starts with a blank line unless the
+    text before ends with a horizontal rule (``CachedMarkdown.gap_above``)."""
+    prepared: list[CachedMarkdown] = []
+    for text, clean_cut in texts:
+        if clean_cut is None:
+            gap = gap_above_first
+        else:
+            gap = clean_cut and not prepared[-1].ends_with_rule
+        markdown = CachedMarkdown(text, code_theme, gap)
+        markdown.rendered(console, options)
+        prepared.append(markdown)
+    return prepared
+
+
 class _Lines:
     """Some already rendered lines, as a Rich renderable."""
 
@@ -220,14 +239,16 @@ class MarkdownSegment(SizedByLayout):
     """
 
     def __init__(self, text: str = "", *, code_theme: str = "monokai", classes: str | None = None,
-                 room: int = 0, gap_above: bool = False) -> None:
+                 room: int = 0, gap_above: bool = False, prepared: CachedMarkdown | None = None) -> None:
         super().__init__(classes=classes)
         self.code_theme = code_theme
-        self._renderable = CachedMarkdown(text, code_theme, gap_above)
+        # ``prepared``: the text already parsed and rendered, off the event loop (``prepare``)
+        self._renderable = prepared if prepared is not None else CachedMarkdown(text, code_theme, gap_above)
         self.room = room  # blank lines the live tail may keep below its text (see the module doc)
         self._rows = 0  # the height the last layout gave it
         self._wanted = (0, 0)  # the lines Textual is painting (render_lines' crop)
         self._window: tuple[int, list[Strip]] | None = None  # strips made for that paint
+        self._offered: CachedMarkdown | None = None  # the next text, already rendered (``offer``)
 
     @property
     def text(self) -> str:
@@ -238,11 +259,21 @@ class MarkdownSegment(SizedByLayout):
         """Its last block is a horizontal rule (``CachedMarkdown.gap_above``)."""
         return self._renderable.ends_with_rule
 
+    def offer(self, prepared: CachedMarkdown) -> None:
+        """The next ``set_text`` of ``prepared``'s text takes it as it is, already rendered
+        (``prepare``), instead of rendering the text itself."""
+        self._offered = prepared
+
     def set_text(self, text: str) -> None:
+        offered, self._offered = self._offered, None
         if text == self._renderable.text:
             return
         before = self._rendered(self._renderable)
-        self._renderable = CachedMarkdown(text, self.code_theme, self._renderable.gap_above)
+        gap_above = self._renderable.gap_above
+        if offered is not None and offered.text == text and offered.gap_above == gap_above:
+            self._renderable = offered
+        else:
+            self._renderable = CachedMarkdown(text, self.code_theme, gap_above)
         after = self._rendered(self._renderable)
         if before is None or after is None or self.rows(len(after)) != self._rows:
             self.refresh(layout=True)
@@ -264,6 +295,19 @@ class MarkdownSegment(SizedByLayout):
         if self.room and lines <= self._rows <= lines + self.room:
             return self._rows
         return lines + self.room
+
+    @property
+    def gap_above(self) -> bool:
+        return self._renderable.gap_above
+
+    def render_options(self) -> tuple[Console, ConsoleOptions] | None:
+        """What renders this segment at its current width (None before its first layout): a
+        text rendered with them ahead of time (``prepare``) is the one the segment would render."""
+        width = self.content_size.width
+        if not width or not self.is_attached:
+            return None
+        app = self.app
+        return app.console, app.console_options.update_width(width)
 
     def _rendered(self, renderable: CachedMarkdown) -> _Rendered | None:
         """``renderable`` at the current width (None before the first layout)."""

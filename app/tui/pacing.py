@@ -49,8 +49,14 @@ class RenderPacer:
         self._last_at: float | None = None
         self._last_cpu = 0.0
         self._budget_interval = 0.0
+        self._elsewhere = 0.0  # CPU the UI's work used in other threads (``spent``)
         self.debt = 0.0  # UI seconds spent beyond the budget and not yet paid for by waiting
         self.interval = self.min_interval
+
+    def spent(self, cpu_s: float) -> None:
+        """CPU seconds the UI's work used outside the UI thread (a render's Markdown, drawn in
+        a worker thread): counted as the UI thread's own."""
+        self._elsewhere += cpu_s
 
     def wait(self, backlog: bool = False) -> float:
         """Seconds until the next render may run (0: now). ``backlog``: text is arriving
@@ -63,7 +69,7 @@ class RenderPacer:
     def rendering(self) -> None:
         """A render starts now: the CPU the UI used since the previous one, and what is still
         owed, set the next interval (the next render is taken to cost about as much)."""
-        now, cpu = self._clock(), self._cpu()
+        now, cpu = self._clock(), self._cpu() + self._elsewhere
         if self._last_at is not None:
             # Waiting longer than the budget asked (no text came sooner) pays off debt too.
             idle = now - self._last_at - self._budget_interval

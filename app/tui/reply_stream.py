@@ -228,10 +228,13 @@ class ReplyStream:
                 await self.settle_thinking()  # the answer begins: the thinking folds
             shown = self.sanitizer.feed(text)
             if shown:
-                start = time.perf_counter()
+                start, elsewhere = time.thread_time(), self.widget.offloop_cpu
                 await self.widget.append(shown)
+                # The event loop's share sizes the slices; the Markdown, rendered in a worker
+                # thread, counts in the UI's CPU budget all the same.
+                self.pacer.spent(self.widget.offloop_cpu - elsewhere)
                 if len(shown) >= APPEND_LIMIT // 2:  # a token's cost says little
-                    self.s_per_char = (time.perf_counter() - start) / len(shown)
+                    self.s_per_char = (time.thread_time() - start) / len(shown)
         return more
 
     def hold(self, done: GenerationDone) -> bool:
