@@ -26,22 +26,11 @@ RANDOM = SamplingParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, repeat_p
 GEMMA = "gemma"
 
 
-@pytest.fixture(scope="module")
-def gemma_plain(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
-                                              prompt_format=GEMMA))
-    backend.load()
-    yield backend
-    backend.close()
-
-
 @pytest.fixture
-def backend(gemma_plain):
-    """Plain decoding to compare drafting with: here, in Gemma's turn format too (this module's
-    own ``backend``, in place of the session's starter in its completion frame)."""
-    gemma_plain.reset()
-    yield gemma_plain
-    gemma_plain.reset()
+def plain_backend(gemma_backend):
+    """Plain decoding to compare drafting with, in Gemma's turn format too: conftest's
+    ``gemma_backend`` (the session's starter loaded once with these settings, KV cache empty)."""
+    yield gemma_backend
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +51,7 @@ def consistent(stats: GenerationStats, max_k: int) -> None:
 
 
 @pytest.mark.model
-def test_auto_drafting_completes_replies_with_consistent_statistics(auto, backend):
+def test_auto_drafting_completes_replies_with_consistent_statistics(auto, plain_backend):
     auto.reset()
     params = SamplingParams(temperature=0, max_tokens=120)
     deltas, reply = collect(auto, REWRITE, params)
@@ -73,7 +62,7 @@ def test_auto_drafting_completes_replies_with_consistent_statistics(auto, backen
     assert reply.stats.drafted_tokens > 0
     # Which batches verify the drafts depends on measured times, and batched kernels round
     # differently (docs/PERFORMANCE.md): only the reply's opening is compared with plain decoding.
-    _, plain = collect(backend, REWRITE, params)
+    _, plain = collect(plain_backend, REWRITE, params)
     assert "def scale_" in reply.text and same_start(reply.text, plain.text, 5)
 
     policy = auto._policy
@@ -90,12 +79,12 @@ def test_auto_drafting_completes_replies_with_consistent_statistics(auto, backen
 
 
 @pytest.mark.model
-def test_auto_drafting_keeps_seeded_sampling_reproducible(auto, backend):
+def test_auto_drafting_keeps_seeded_sampling_reproducible(auto, plain_backend):
     auto.reset()
     _, first = collect(auto, WORDS, RANDOM.replace(max_tokens=40))
     auto.reset()
     _, again = collect(auto, WORDS, RANDOM.replace(max_tokens=40))
-    _, plain = collect(backend, WORDS, RANDOM.replace(max_tokens=40))
+    _, plain = collect(plain_backend, WORDS, RANDOM.replace(max_tokens=40))
     # every token is drawn from the target's logits with the same chain: the same words
     assert same_start(first.text, plain.text, 5) and same_start(again.text, plain.text, 5)
 
@@ -121,18 +110,18 @@ def test_drafting_reports_its_progress_while_the_reply_streams(auto, monkeypatch
 
 
 @pytest.mark.model
-def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(backend):
-    _, plain = collect(backend, REWRITE, SamplingParams(temperature=0, max_tokens=10))
+def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(plain_backend):
+    _, plain = collect(plain_backend, REWRITE, SamplingParams(temperature=0, max_tokens=10))
     assert plain.stats.drafted_tokens == plain.stats.draft_k == 0 and not plain.stats.drafting_turned_off
 
 
 # ------------------------------------------------------------------ a draft model
 @pytest.mark.model
-def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path, backend):
+def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path, plain_backend):
     drafted = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
                                               prompt_format=GEMMA, speculative="prompt-lookup", draft_tokens=4,
                                               draft_model_path=starter_path))
-    plain_backend, backend = backend, drafted
+    backend = drafted
     try:
         info = backend.load()
         assert info.speculative == "prompt-lookup" and info.draft_model and info.draft_model_bytes
