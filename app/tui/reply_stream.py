@@ -27,9 +27,14 @@ from .pacing import RenderPacer
 from .status_bar import LiveReply
 from .thinking_block import ThinkingBlock
 
-APPEND_LIMIT = 1200  # characters appended to the Markdown per event-loop turn, at least...
-APPEND_MAX = 6000  # ... and at most: between them, what fits in SLICE_BUDGET_S
-SLICE_BUDGET_S = 0.006  # time one render of a burst may take (the event loop waits meanwhile)
+APPEND_LIMIT = 1200  # characters appended to the Markdown per render, at least...
+# ... and at most: between them, what fits in SLICE_BUDGET_S of the event loop's own time.
+# The Markdown renders in a worker thread (chat_view.py), so a slice costs the loop little
+# more than the layout and repaint that follow it, each render one of them: larger slices
+# are fewer of both (12,000 characters: 55 µs of CPU a token at 16,000 tokens against 68
+# at 6,000; docs/PERFORMANCE.md, "Speed on slow CPUs").
+APPEND_MAX = 12000
+SLICE_BUDGET_S = 0.006  # event-loop time one render of a burst may take
 FIRST_LIMIT = 300  # characters in the first render of a reply, which also lays the reply out
 RATE_AFTER_S = 0.25  # a live speed is measured over at least this long (a burst says nothing)
 
