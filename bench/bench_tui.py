@@ -454,7 +454,8 @@ def main() -> None:
               f"0.97) | TTFT {m['ttft_ms']:.0f} ms (engine), Enter to first text "
               f"{m['enter_to_text_ms']:.0f} ms")
         over = [chat_ttft - run_ttft for chat_ttft, run_ttft in zip(got["ttft_ms"], cli_ttft)]
-        print(verdict_line(f"chat at {label(variant)}: TTFT minus run's, per round,", over, targets["ttft_over_run"]))
+        print(verdict_line(f"TTFT of the chat at {label(variant)} minus run's (per round)", over,
+                           targets["ttft_over_run"]))
 
 
 def verdict_line(what: str, figures: list[float], target: Target) -> str:
