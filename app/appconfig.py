@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from vibechat.engine.config import LoadedConfig
+    from vibechat.engine.settings.config import LoadedConfig
 
 BINDING_IDS: tuple[str, ...] = (
     # the chat (VibechatApp)
@@ -41,6 +41,6 @@ BINDING_IDS: tuple[str, ...] = (
 def load_app_config(path: "Path | None" = None) -> "LoadedConfig":
     """The effective config (defaults, file, ``VIBECHAT_*``), ``[keys]`` checked against
     the app's binding ids. Never raises over a bad file: see ``LoadedConfig.problem``."""
-    from vibechat.engine.config import load_config
+    from vibechat.engine.settings.config import load_config
 
     return load_config(path, key_ids=BINDING_IDS)

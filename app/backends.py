@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from vibechat.engine.backend import Backend
-from vibechat.engine.knobs import EngineSettings
+from vibechat.engine.turns.backend import Backend
+from vibechat.engine.settings.knobs import EngineSettings
 
 from .options import check_engine_numbers
 
@@ -17,7 +17,7 @@ def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> 
     """The file ``ref`` names; a Hub reference not on this machine yet is downloaded first
     with ``pull`` (as ``ollama run`` does), or reported when there is none."""
     from vibechat.engine.errors import ModelNotDownloadedError
-    from vibechat.engine.models import resolve_model
+    from vibechat.engine.models.resolve import resolve_model
 
     try:
         return resolve_model(ref)
@@ -32,17 +32,17 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
                  cpu_fallback: bool = False, worker: bool = False) -> Backend:
     """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker).
 
-    ``worker``: a local model runs in a child process (engine/worker.py: the chat survives
+    ``worker``: a local model runs in a child process (engine/llama/worker.py: the chat survives
     llama.cpp ending its process); else in this one (``vibechat run``, ``--prompts-file``).
 
     ``cpu_fallback``: GPU layers asked for on a build that cannot offload load on the CPU
     with a notice (the chat) instead of failing the load (``vibechat run``)."""
-    from vibechat.engine.config import SETTINGS_BY_KEY
+    from vibechat.engine.settings.config import SETTINGS_BY_KEY
 
     check_engine_numbers(engine.as_dict())
     if engine.remote:
         return make_remote_backend(engine)
-    from vibechat.engine.knobs import LlamaCppOptions
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     # Each text setting with fixed choices in its canonical form ("Q8_0" -> "q8_0", "none" -> "off").
     checked = {key: SETTINGS_BY_KEY[key].check(value) for key, value in engine.as_dict().items()
@@ -51,10 +51,10 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
     options = LlamaCppOptions.of(replace(engine, **checked), model_path(engine.model, pull), cpu_fallback=cpu_fallback,
                                  draft_model_path=draft)
     if worker:
-        from vibechat.engine.worker import WorkerBackend
+        from vibechat.engine.llama.worker import WorkerBackend
 
         return WorkerBackend(options)
-    from vibechat.engine.llamacpp import LlamaCppBackend  # loads libllama: only where the model runs here
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend  # loads libllama: only where the model runs here
 
     return LlamaCppBackend(options)
 
@@ -63,7 +63,7 @@ def make_remote_backend(engine: EngineSettings) -> Backend:
     """An OpenAI-compatible server's backend; the API key comes from the environment
     (never from a flag or the config file, so it stays out of shell history and files)."""
     from vibechat.engine.errors import VibechatError
-    from vibechat.engine.openai_backend import make_openai_backend
+    from vibechat.engine.remote.openai_backend import make_openai_backend
 
     if not engine.base_url:
         raise VibechatError("the openai backend needs the server's address: pass --base-url URL "

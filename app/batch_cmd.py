@@ -7,7 +7,7 @@ llama-server's prompt cache does; ``--no-prefix-cache`` starts every prompt from
 empty cache instead, for results that cannot depend on line order even in the last
 bit (llama.cpp does not promise bit-identical logits across batch sizes; in our
 tests reuse never changed a reply). Results go to stdout as each prompt completes, one
-JSON object per line, in the order of the file. A bad line (see ``engine/batch.py``)
+JSON object per line, in the order of the file. A bad line (see ``engine/chat/batch.py``)
 becomes a result with ``error`` and ``line``, plus one line on stderr; the rest run.
 
 Exit codes: 0 every line succeeded, 1 at least one failed or there was none (or the
@@ -27,17 +27,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
-from vibechat.engine.backend import Backend, ModelInfo
-from vibechat.engine.batch import BatchLineError, BatchRequest, read_requests
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
+from vibechat.engine.turns.backend import Backend, ModelInfo
+from vibechat.engine.chat.batch import BatchLineError, BatchRequest, read_requests
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.files import kind_of
-from vibechat.engine.history import History
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.think_switch import unswitchable
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.think_switch import unswitchable
 from vibechat.engine.sanitize import sanitize
-from vibechat.engine.session import ChatSession
+from vibechat.engine.chat.session import ChatSession
 
 from .bounds import bound_line
 from .clitools import plain, quiet_stdout, safe_json
@@ -276,7 +276,7 @@ def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_i
 def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True,
                show_thinking: bool = False) -> int:
     """``vibechat run --prompts-file PATH`` with the effective ``config`` (flags applied)."""
-    from vibechat.engine.knobs import EngineSettings
+    from vibechat.engine.settings.knobs import EngineSettings
 
     from .backends import make_backend
     from .progress import pull_with_progress

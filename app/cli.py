@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from vibechat.engine.knobs import EngineSettings
+from vibechat.engine.settings.knobs import EngineSettings
 
 from .clitools import echo, guard
 from .config_cmd import config_app
@@ -142,7 +142,7 @@ def version_text() -> str:
 
 def _repack_line(system_info: str, llama_version: str) -> str:
     """``--version``'s line about CPU weight repacking under the configured ``repack``."""
-    from vibechat.engine import repack
+    from vibechat.engine.llama import repack
     from vibechat.engine.paths import cache_dir
 
     from .appconfig import load_app_config
@@ -410,7 +410,7 @@ def looks_like_a_model(word: str, by_name: bool = True) -> bool:
     if not by_name:
         return False
     try:
-        from vibechat.engine.models import all_models
+        from vibechat.engine.models.resolve import all_models
 
         return any(model.name.lower() == lowered for model in all_models(discover=False))
     except Exception:  # noqa: BLE001 - a folder that cannot be read: then it is a prompt
@@ -421,7 +421,7 @@ def structured_output(json_schema: str | None, grammar: str | None, choice):
     """The ``OutputFormat`` of ``--json-schema`` / ``--grammar`` (None: neither), checked for
     the backend that will run it: a one-line error here, before any model loads."""
     from vibechat.engine.errors import VibechatError
-    from vibechat.engine.structured import OutputFormat
+    from vibechat.engine.settings.structured import OutputFormat
 
     if json_schema is not None and grammar is not None:
         raise VibechatError("--json-schema and --grammar both constrain the reply: give one of them.")
@@ -433,7 +433,7 @@ def structured_output(json_schema: str | None, grammar: str | None, choice):
         if choice.remote:
             fmt.check_remote()
         else:
-            from vibechat.engine.llamacpp import check_output_format
+            from vibechat.engine.llama.llamacpp import check_output_format
 
             check_output_format(fmt)
     except VibechatError as exc:
@@ -445,7 +445,7 @@ def check_draft_tokens(engine: EngineFlags, config) -> None:
     """--draft-tokens sizes speculative drafts: given while drafting is off (no --draft
     prompt-lookup, nor speculative in the config), it would be ignored without a word."""
     from vibechat.engine.errors import VibechatError
-    from vibechat.engine.knobs import check_speculative
+    from vibechat.engine.settings.knobs import check_speculative
 
     if (engine.get("draft_tokens") is not None and check_speculative(config.speculative or "off") == "off"
             and not config.draft_model):
@@ -456,10 +456,10 @@ def check_draft_tokens(engine: EngineFlags, config) -> None:
 def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | None):
     """The ``ChatLog`` a ``run`` adds to: a new saved conversation, a saved one to continue,
     or (``--no-save``) one kept in memory only."""
-    from vibechat.engine.chatlog import ChatLog
-    from vibechat.engine.conversation import Conversation
+    from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.chat.conversation import Conversation
     from vibechat.engine.errors import VibechatError
-    from vibechat.engine.history import History
+    from vibechat.engine.chat.history import History
 
     if continue_latest and conversation_id is not None:
         raise VibechatError("--continue and --conversation both pick a conversation: use one of them.")

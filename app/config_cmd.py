@@ -23,7 +23,7 @@ from .clitools import echo, guard, safe_json, table
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from vibechat.engine.config import ConfigProblem
+    from vibechat.engine.settings.config import ConfigProblem
 
 config_app = typer.Typer(help="Show, locate, check and edit the config file (config.toml).", no_args_is_help=True,
                          context_settings={"help_option_names": ["-h", "--help"]})
@@ -37,7 +37,7 @@ def path(every: Annotated[bool, typer.Option(
                       "cache, crash reports), one 'what<TAB>path' a line: what to delete to uninstall.")] = False,
          ) -> None:
     """Print the config file's path ($VIBECHAT_CONFIG moves it); --all: every folder vibechat uses."""
-    from vibechat.engine.config import config_path, models_dir
+    from vibechat.engine.settings.config import config_path, models_dir
     from vibechat.engine.paths import cache_dir, config_dir, crash_dir, data_dir
 
     if not every:
@@ -55,7 +55,7 @@ def _value_text(key: str, value: Any) -> str:
     JSON's quoting shows a newline or a tab in a stop string)."""
     import json
 
-    from vibechat.engine.config import SETTINGS_BY_KEY, models_dir
+    from vibechat.engine.settings.config import SETTINGS_BY_KEY, models_dir
 
     setting = SETTINGS_BY_KEY.get(key)
     if key == "models_dir" and value is None:
@@ -137,7 +137,7 @@ def find_editor() -> list[str]:
 def edit() -> None:
     """Open the config file in $VISUAL / $EDITOR, then check it (creates a documented template first)."""
     def go() -> int:
-        from vibechat.engine.config import config_file_problems, config_path, write_template
+        from vibechat.engine.settings.config import config_file_problems, config_path, write_template
         from vibechat.engine.errors import ConfigError
 
         from .appconfig import BINDING_IDS

@@ -20,7 +20,7 @@ history_app = typer.Typer(help="List, show, search, export and delete saved conv
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-SOURCE_CHOICES = ["chat", "run", "batch", "all"]  # engine/history.py's SOURCES, and all
+SOURCE_CHOICES = ["chat", "run", "batch", "all"]  # engine/chat/history.py's SOURCES, and all
 IdArg = Annotated[int, typer.Argument(metavar="ID", help="A conversation id from 'vibechat history list'.", min=1)]
 
 
@@ -28,7 +28,7 @@ def _open(*, reading: bool = True):
     """The history, opened to read (``list``, ``show``, ``search``, ``export``): a read-only
     data dir or a full disk still reads, and says so once on stderr. ``reading=False``
     (``rm``): a history that cannot be written fails at once, in one line."""
-    from vibechat.engine.history import History
+    from vibechat.engine.chat.history import History
 
     history = History(read_only_ok=reading).open()
     if history.read_only is not None:
@@ -112,14 +112,14 @@ def search(
 ) -> None:
     """Full-text search across every saved message (what was said: a reasoning model's thinking is
     not searched)."""
-    from vibechat.engine.history import fts_query
+    from vibechat.engine.chat.history import fts_query
 
     if fts_query(query) is None:  # nothing to look for: a usage error, like a missing argument
         raise typer.BadParameter(f"no word to search for in {query!r}: give at least one word.", ctx=ctx,
                                  param_hint="'QUERY'")
 
     def go() -> None:
-        from vibechat.engine.history import HIT_END, HIT_START
+        from vibechat.engine.chat.history import HIT_END, HIT_START
 
         with _open() as history:
             hits = history.search(query, limit=limit)
@@ -150,7 +150,7 @@ def export(
     """Write one conversation as Markdown or JSON."""
     def go() -> None:
         from vibechat.engine.errors import VibechatError
-        from vibechat.engine.history import write_export
+        from vibechat.engine.chat.history import write_export
         from vibechat.engine.sanitize import sanitize
 
         if format_ is None:  # from the file's extension: .json is JSON, anything else Markdown

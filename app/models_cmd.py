@@ -34,7 +34,7 @@ def search(
 ) -> None:
     """Search the Hugging Face Hub for GGUF repos, most downloaded first."""
     def go() -> None:
-        from vibechat.engine.hub import Hub
+        from vibechat.engine.models.hub import Hub
 
         found = Hub().search(query, limit=limit)
         if json_output:
@@ -61,9 +61,9 @@ def files(
     """A repo's GGUF models by quantization, with sizes and whether each fits in memory."""
     def go() -> None:
         from vibechat.engine.errors import ModelRefError
-        from vibechat.engine.fit import memory_fit
-        from vibechat.engine.hub import Hub
-        from vibechat.engine.refs import parse_hub_ref, pick_quant
+        from vibechat.engine.models.fit import memory_fit
+        from vibechat.engine.models.hub import Hub
+        from vibechat.engine.settings.refs import parse_hub_ref, pick_quant
 
         ref = parse_hub_ref(repo)
         if ref is None:
@@ -104,7 +104,7 @@ def pull_cmd(
 def list_cmd(json_output: JsonOpt = False) -> None:
     """Models on this machine: vibechat's, the starter, and other tools' (read-only)."""
     def go() -> None:
-        from vibechat.engine.models import all_models
+        from vibechat.engine.models.resolve import all_models
 
         models = all_models()
         if json_output:
@@ -123,10 +123,10 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
     def go() -> None:
         from pathlib import Path
 
-        from vibechat.engine.gguf import inspect_gguf
-        from vibechat.engine.models import LocalModel, find_model
-        from vibechat.engine.refs import parse_hub_ref
-        from vibechat.engine.starter import starter_header
+        from vibechat.engine.models.gguf import inspect_gguf
+        from vibechat.engine.models.resolve import LocalModel, find_model
+        from vibechat.engine.settings.refs import parse_hub_ref
+        from vibechat.engine.models.starter import starter_header
 
         path = Path(name).expanduser()
         model: LocalModel | None = None
@@ -176,12 +176,12 @@ def rm(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vi
     taken off the list."""
     def go() -> None:
         from vibechat.engine.errors import VibechatError
-        from vibechat.engine.models import find_model
-        from vibechat.engine.store import check_removable, remove
+        from vibechat.engine.models.resolve import find_model
+        from vibechat.engine.models.store import check_removable, remove
 
         model = find_model(name)
         if model.source == "file":  # a file opened by path in the chat: forget it, never delete it
-            from vibechat.engine.opened import forget
+            from vibechat.engine.models.opened import forget
 
             forget(model.path)
             _echo(f"Forgot {model.name}: it is no longer listed; the file itself stays ({model.path}).")

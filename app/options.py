@@ -5,7 +5,7 @@ Numeric sampling flags are read as text and parsed by the engine's
 ``with_flags`` lays the flags over the loaded config (flag > env > file > default).
 
 The engine flags given travel as ``{config key: value}`` (the names of
-``EngineSettings`` in engine/knobs.py, ``None`` not given); each flag's name, for
+``EngineSettings`` in engine/settings/knobs.py, ``None`` not given); each flag's name, for
 messages and ``config show``, is the one the config's settings table records.
 """
 
@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from vibechat.engine.knobs import CONTEXT_STEP, MAX_CONTEXT
+from vibechat.engine.settings.knobs import CONTEXT_STEP, MAX_CONTEXT
 
 def _number_check(name: str) -> Any:
     """A sampling flag's callback: a value that is not a number at all (``-n abc``) is a
@@ -26,7 +26,7 @@ def _number_check(name: str) -> Any:
     ``PARAM_SPECS`` (exit 1), as in the config file and ``/set``."""
     def check(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]) -> Optional[str]:
         if value is not None and not _is_number_or_word(name, value):
-            from vibechat.engine.params import PARAM_SPECS
+            from vibechat.engine.settings.params import PARAM_SPECS
 
             spec = PARAM_SPECS[name]
             kind = "a whole number" if spec.kind is int else "a number"
@@ -42,7 +42,7 @@ def _is_number_or_word(name: str, value: str) -> bool:
     """Whether ``value`` is what the flag takes, range aside: a number of its kind or one of
     its words (``auto``, ``none``...)."""
     from vibechat.engine.errors import InvalidParameterError
-    from vibechat.engine.params import PARAM_SPECS
+    from vibechat.engine.settings.params import PARAM_SPECS
 
     spec = PARAM_SPECS[name]
     try:
@@ -150,7 +150,7 @@ EngineFlags = Mapping[str, Any]  # engine flags as typed, by config key (EngineS
 
 def engine_flags(**given: Any) -> dict[str, Any]:
     """The engine flags given on the command line, by config key; ``None``: not given."""
-    from vibechat.engine.knobs import ENGINE_SETTING_KEYS
+    from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
     unknown = set(given) - set(ENGINE_SETTING_KEYS)
     if unknown:
@@ -172,7 +172,7 @@ class SamplingChoice:
 
     def to_params(self, base=None):
         """Validated ``SamplingParams``: ``base`` (or the defaults) with the given flags applied."""
-        from vibechat.engine.params import PARAM_SPECS, SamplingParams
+        from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
 
         changes: dict[str, object] = {}
         for name, raw in self.values.items():
@@ -207,7 +207,7 @@ def unescape(text: str) -> str:
 def check_engine_numbers(values: EngineFlags) -> None:
     """Each whole number (engine settings by config key) within its setting's range, named
     by its flag."""
-    from vibechat.engine.config import SETTINGS_BY_KEY, range_text
+    from vibechat.engine.settings.config import SETTINGS_BY_KEY, range_text
     from vibechat.engine.errors import InvalidParameterError
 
     for key, value in values.items():
@@ -223,8 +223,8 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     """``loaded`` (a ``LoadedConfig``) with the command-line flags on top (``engine``: the
     engine flags given, by config key); each value given on the command line is recorded as
     coming from its flag."""
-    from vibechat.engine.config import SETTINGS_BY_KEY
-    from vibechat.engine.params import PARAM_SPECS
+    from vibechat.engine.settings.config import SETTINGS_BY_KEY
+    from vibechat.engine.settings.params import PARAM_SPECS
 
     check_engine_numbers(engine)  # flag errors keep their own wording
     values: dict[str, object] = {}

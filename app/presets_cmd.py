@@ -1,7 +1,7 @@
 """``vibechat presets``: list, show, import (an Ollama Modelfile) and remove presets, and
 ``--preset NAME`` for the chat and ``vibechat run``.
 
-Presets live in the config file (``[presets.NAME]``, engine/presets.py). With ``--preset``,
+Presets live in the config file (``[presets.NAME]``, engine/settings/presets.py). With ``--preset``,
 the preset goes between the config and the flags: flags > preset > ``VIBECHAT_*`` > file >
 defaults. A name that is not there is one line with a suggestion and exit status 1 (a bad
 value, like an unknown model).
@@ -17,8 +17,8 @@ import typer
 from .clitools import echo, guard, safe_json, table
 
 if TYPE_CHECKING:
-    from vibechat.engine.config import LoadedConfig
-    from vibechat.engine.presets import Preset
+    from vibechat.engine.settings.config import LoadedConfig
+    from vibechat.engine.settings.presets import Preset
 
 presets_app = typer.Typer(help="Named set-ups: list, show, import (a Modelfile), remove.",
                           no_args_is_help=True,
@@ -37,7 +37,7 @@ def with_preset(loaded: "LoadedConfig", name: str | None) -> "LoadedConfig":
     preset raises ``VibechatError`` with one line."""
     if name is None:
         return loaded
-    from vibechat.engine.preset_file import apply_to_loaded, load_presets
+    from vibechat.engine.settings.preset_file import apply_to_loaded, load_presets
 
     return apply_to_loaded(loaded, load_presets(loaded.path).get(name))
 
@@ -47,7 +47,7 @@ def preset_dict(preset: "Preset") -> dict[str, Any]:
 
 
 def _book():
-    from vibechat.engine.preset_file import load_presets
+    from vibechat.engine.settings.preset_file import load_presets
 
     return load_presets()
 
@@ -96,7 +96,7 @@ def show(name: NameArg, json_output: JsonOpt = False) -> None:
     def go() -> None:
         import json
 
-        from vibechat.engine.params import PARAM_SPECS
+        from vibechat.engine.settings.params import PARAM_SPECS
 
         preset = _book().get(name)
         if json_output:
@@ -137,8 +137,8 @@ def import_(
     and skipped. The preset is written into the config file; its comments stay."""
     def go() -> None:
         from vibechat.engine.errors import ConfigError
-        from vibechat.engine.preset_file import load_presets, save_preset
-        from vibechat.engine.presets import NAME_RE, default_name, parse_modelfile, read_modelfile
+        from vibechat.engine.settings.preset_file import load_presets, save_preset
+        from vibechat.engine.settings.presets import NAME_RE, default_name, parse_modelfile, read_modelfile
 
         from .appconfig import BINDING_IDS
 
@@ -168,7 +168,7 @@ def import_(
 def rm(name: NameArg) -> None:
     """Remove a preset from the config file (the rest of the file stays as it is)."""
     def go() -> None:
-        from vibechat.engine.config import update_config
+        from vibechat.engine.settings.config import update_config
 
         from .appconfig import BINDING_IDS
 

@@ -9,14 +9,14 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from vibechat.engine.download import Progress
+from vibechat.engine.models.download import Progress
 
 if TYPE_CHECKING:  # Rich is imported only when a bar is shown
     from types import TracebackType
 
     from rich.progress import Progress as RichProgress, TaskID
 
-    from vibechat.engine.local_model import LocalModel
+    from vibechat.engine.models.local_model import LocalModel
 
 
 def human_size(n: float) -> str:
@@ -98,8 +98,8 @@ def pull_with_progress(ref_text: str, revision: str | None = None) -> "LocalMode
     import typer
 
     from vibechat.engine.errors import ModelRefError
-    from vibechat.engine.refs import parse_hub_ref
-    from vibechat.engine.store import pull
+    from vibechat.engine.settings.refs import parse_hub_ref
+    from vibechat.engine.models.store import pull
 
     ref = parse_hub_ref(ref_text)
     if ref is None:

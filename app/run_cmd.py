@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from vibechat.engine.backend import Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo, ThinkingDelta
-from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.turns.backend import Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo, ThinkingDelta
+from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
-from vibechat.engine.session import Answer, ChatSession
-from vibechat.engine.think_switch import unswitchable
+from vibechat.engine.chat.session import Answer, ChatSession
+from vibechat.engine.settings.think_switch import unswitchable
 
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
@@ -91,7 +91,7 @@ class JsonFailure:
 def read_prompt(prompt: str | None, stdin: TextIO) -> str:
     """The prompt given (``run PROMPT`` or ``--prompt``; ``-`` reads stdin), or piped stdin."""
     if prompt == "-" or (prompt is None and not stdin.isatty()):
-        from vibechat.engine.knobs import MAX_CONTEXT, prompt_byte_limit
+        from vibechat.engine.settings.knobs import MAX_CONTEXT, prompt_byte_limit
 
         most = prompt_byte_limit(MAX_CONTEXT)
         text = stdin.read(most + 1)  # bounded: a runaway pipe is not read into memory

@@ -152,12 +152,12 @@ def shown(name: str, value: Any) -> str:
     """A parameter's value for people: ``auto`` (None: the model's default), ``random`` (a
     seed of None), ``none`` (no stop strings), ``free text`` (no reply format), numbers as
     typed (``0.8``, not ``0.80000001``). Stop strings are quoted, line breaks as ``\\n``."""
-    from vibechat.engine.params import PARAM_SPECS
+    from vibechat.engine.settings.params import PARAM_SPECS
 
     if name in ("format", "output_format"):
         return getattr(value, "label", None) or "free text"
     spec = PARAM_SPECS.get(name)
-    if spec is not None:  # auto, no limit, off, random, or the number (engine/params.py)
+    if spec is not None:  # auto, no limit, off, random, or the number (engine/settings/params.py)
         return spec.show(value)
     if value is None:
         return "auto"

@@ -8,7 +8,7 @@ Per round, a fresh process:
 - model ready: until the status bar says ``ready`` (the model loaded in its worker
   process and the chat can answer);
 - memory: the resident set (VmRSS, /proc) of the chat process itself and, apart, of its
-  model worker (``python -m vibechat.engine.worker``), once the model is ready;
+  model worker (``python -m vibechat.engine.llama.worker``), once the model is ready;
 
 then Ctrl+Q. Decode speed and time to first token while the chat renders are in
 ``bench_tui.py`` (part 2), headless; ``--decode N`` measures them here too, where the chat

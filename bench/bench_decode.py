@@ -312,7 +312,7 @@ def run_rounds(model: Path, native: Path | None, token_counts: list[int], rounds
 def resolved_repack(setting: str) -> bool:
     """Whether ``--repack setting`` loads with extra buffer types here (a cached probe verdict
     counts; without one, auto on an AMX machine means off)."""
-    from vibechat.engine import repack as rp
+    from vibechat.engine.llama import repack as rp
     from vibechat.engine.paths import cache_dir
 
     info = rp.system_info()
@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.python_worker:
         print(json.dumps(python_default_worker(str(args.model), GEMMA_PROMPT, args.tokens[0], args.repack != "off")))
         return 0
-    from vibechat.engine.starter import starter_model_path
+    from vibechat.engine.models.starter import starter_model_path
 
     model = args.model or starter_model_path()
     native = None if args.skip_native else build_native(cache_root(), args.sdist)

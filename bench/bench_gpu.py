@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
 
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-    from vibechat.engine.starter import starter_model_path
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.models.starter import starter_model_path
 
     quiet_logs()
     model = args.model or starter_model_path()

@@ -1,6 +1,6 @@
 """Grammar-constrained decoding against unconstrained, on the starter model, in one run:
 the same prompt and seeds, tokens/s without a grammar, with a JSON Schema the way the engine
-samples it (engine/grammar_sampling.py: the chain first, the grammar checks only the token
+samples it (engine/llama/grammar_sampling.py: the chain first, the grammar checks only the token
 drawn, a resample when it rejects it), and with llama.cpp's grammar sampler first in the
 chain (what the engine did before: the whole vocabulary checked on every token). Runs are
 interleaved (free, lazy, first, free, lazy, first, ...); prints each kind's median and range,
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import llama_cpp as ll
 
-from vibechat.engine import grammar_sampling
-from vibechat.engine.backend import ChatMessage, GenerationDone
-from vibechat.engine.grammar_sampling import ChainSampler
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.structured import OutputFormat
+from vibechat.engine.llama import grammar_sampling
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+from vibechat.engine.llama.grammar_sampling import ChainSampler
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.structured import OutputFormat
 
 SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"},

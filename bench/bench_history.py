@@ -87,7 +87,7 @@ def message_text(rng: random.Random, conversation: int, turn: int) -> str:
 def build(path: Path, conversations: int, messages: int, seed: int = 7) -> float:
     """The schema from History (so the full-text triggers are the real ones), then every
     row in one transaction with executemany. Returns the build time in seconds."""
-    from vibechat.engine.history import History, title_from
+    from vibechat.engine.chat.history import History, title_from
 
     path.unlink(missing_ok=True)
     for suffix in ("-wal", "-shm"):
@@ -146,7 +146,7 @@ class InstantBackend:
     name = "bench"
 
     def __init__(self) -> None:
-        from vibechat.engine.backend import ModelInfo
+        from vibechat.engine.turns.backend import ModelInfo
 
         self.info = ModelInfo(name="Bench 1B", path="/models/bench.gguf", architecture="llama",
                               quantization="Q4_K_M", trained_context=8192, context_size=8192, n_layers=16,
@@ -174,7 +174,7 @@ class InstantBackend:
         pass
 
     def stream_chat(self, messages, params):
-        from vibechat.engine.backend import GenerationDone
+        from vibechat.engine.turns.backend import GenerationDone
 
         yield GenerationDone("")
 
@@ -185,7 +185,7 @@ async def sample(db: Path, messages: int) -> dict:
 
     from vibechat.app.tui import create_app
     from vibechat.app.tui.history_ui import HistoryManager
-    from vibechat.engine.history import History, now
+    from vibechat.engine.chat.history import History, now
 
     statements: list[str] = []
     connect = sqlite3.connect
@@ -332,7 +332,7 @@ def contended_ms(fn) -> float:
 
 
 def store_figures(big: Path, empty: Path) -> None:
-    from vibechat.engine.history import History
+    from vibechat.engine.chat.history import History
 
     with History(big) as history, History(empty) as none:
         sql = ("SELECT id, title, model, created, updated FROM conversations "  # as History.conversations()

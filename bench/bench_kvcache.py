@@ -53,7 +53,7 @@ class Sample:
 
 def long_prompt(backend, target: int):
     """A user message of about ``target`` tokens (a numbered log the base model continues)."""
-    from vibechat.engine.backend import ChatMessage
+    from vibechat.engine.turns.backend import ChatMessage
 
     words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
              "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=6000, help="prompt length (default ~6000)")
     args = parser.parse_args(argv)
 
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-    from vibechat.engine.starter import starter_model_path
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.models.starter import starter_model_path
 
     quiet_logs()
     model = starter_model_path()

@@ -1,7 +1,7 @@
 """CPU weight repacking (``--repack``): what each load configuration costs, on this CPU.
 
 llama.cpp 0.3.36's AMX kernel crashes on multi-token batches on many Intel AMX VMs
-(engine/repack.py). This measures, on the starter model and through vibechat's own
+(engine/llama/repack.py). This measures, on the starter model and through vibechat's own
 backend, every configuration that a fix could choose:
 
 * ``on``        -- extra buffer types on (llama.cpp's default; AMX tiles where the build and
@@ -42,9 +42,9 @@ def worker(model: str, repack: str, n_ubatch: int, n_tokens: int, prompt_tokens:
     """In its own process: load, evaluate a prompt of about ``prompt_tokens`` tokens
     (timed), then generate ``n_tokens`` greedily (timed). One JSON line on stdout."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from vibechat.engine.backend import ChatMessage, GenerationDone
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.settings.params import SamplingParams
 
     backend = LlamaCppBackend(LlamaCppOptions(model_path=Path(model), context_size=4096, n_ubatch=n_ubatch,
                                               repack=repack))
@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(worker(str(args.model), repack, n_ubatch, args.tokens, args.prompt_tokens)))
         return 0
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from vibechat.engine import repack as rp
-    from vibechat.engine.starter import starter_model_path
+    from vibechat.engine.llama import repack as rp
+    from vibechat.engine.models.starter import starter_model_path
 
     model = args.model or starter_model_path()
     print(describe_machine())

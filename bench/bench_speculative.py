@@ -8,7 +8,7 @@ fills by repeating the prompt, where drafts nearly always succeed. The bundled s
 runs each (greedily but for the free text, ``--tokens`` generated) in three modes per round, in alternating order: plain decoding
 (``off``), ``prompt-lookup`` (always ``--draft-tokens`` drafts) and ``auto`` (the draft length
 chosen from measured costs and acceptance, drafting off when it does not pay:
-engine/speculative.py); with ``--draft-model``, a fourth: ``auto`` with the starter as its own
+engine/llama/speculative.py); with ``--draft-model``, a fourth: ``auto`` with the starter as its own
 draft model (the only draft this repository ships: it checks that drafting from a model works
 and what it costs, it cannot be faster). The backends are loaded once, in this process, with the same settings otherwise. Per task and mode: median
 decode tokens/s (vibechat's own statistic: generated tokens / time from the end of the prompt
@@ -118,8 +118,8 @@ TASKS = {"code": TASK, "free": FREE, "echo": ECHO}
 def reply(backend, task: str, n_tokens: int):
     """The ``GenerationDone`` of a reply to ``task`` from an empty KV cache: greedy for the
     code, seeded sampling for the free text."""
-    from vibechat.engine.backend import ChatMessage, GenerationDone
-    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+    from vibechat.engine.settings.params import SamplingParams
 
     messages = [ChatMessage("user", TASKS[task])]
     if task != "free":
@@ -174,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in args.tasks.split(",") if t]
     modes = (*MODES, "draft-model") if args.draft_model else MODES
 
-    from vibechat.engine.backend import ChatMessage
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-    from vibechat.engine.starter import starter_model_path
+    from vibechat.engine.turns.backend import ChatMessage
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.models.starter import starter_model_path
 
     quiet_logs()
     model = starter_model_path()

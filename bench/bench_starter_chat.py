@@ -48,11 +48,11 @@ from pathlib import Path
 
 import llama_cpp as ll
 
-from vibechat.engine.backend import ChatMessage, GenerationDone
-from vibechat.engine.chat_template import COMPLETION_EXAMPLES
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.starter import starter_model_path
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+from vibechat.engine.turns.chat_template import COMPLETION_EXAMPLES
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.models.starter import starter_model_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import calibration, describe_machine, quiet_logs  # noqa: E402
@@ -132,7 +132,7 @@ def repeated_3grams(reply: str) -> float:
     return (len(grams) - len(set(grams))) / len(grams) if grams else 0.0
 
 
-# The subjects of the frame's examples (engine/chat_template.py COMPLETION_EXAMPLES): none of the
+# The subjects of the frame's examples (engine/turns/chat_template.py COMPLETION_EXAMPLES): none of the
 # prompts is about them, so a reply that names one borrowed it from an example.
 EXAMPLE_SUBJECTS = ("tokyo", "japan", "apple")
 

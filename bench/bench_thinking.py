@@ -23,7 +23,7 @@ from bench_tui import SIZE, SyntheticBackend, markdown_tokens, until_settled
 
 from vibechat.app.tui import create_app
 from vibechat.app.tui.thinking_block import ThinkingBlock
-from vibechat.engine.backend import GenerationDone, GenerationStats, TextDelta, ThinkingDelta
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats, TextDelta, ThinkingDelta
 
 
 class Streaming(SyntheticBackend):

@@ -33,8 +33,8 @@ from pathlib import Path
 from _common import Target, calibration, print_calibration
 from vibechat.app.tui import create_app, freeze_startup_objects, pacing
 from vibechat.app.tui.chat_view import AssistantMessage
-from vibechat.engine.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer
 
 SIZE = (120, 40)
@@ -315,7 +315,7 @@ async def tui_decode(tokens: int) -> dict[str, float]:
     while the reply renders, the engine's time to first token, and the time from Enter
     to the first text handed to the reply widget."""
     from vibechat.app.backends import make_backend
-    from vibechat.engine.knobs import EngineSettings
+    from vibechat.engine.settings.knobs import EngineSettings
 
     backend = make_backend(EngineSettings(), worker=True)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=tokens), blink=False, freeze_gc=LATE_FREEZE[0])

@@ -41,5 +41,5 @@ def state_dir() -> Path:
 
 
 def crash_dir() -> Path:
-    """Where the engine's crash reports go (engine/worker.py)."""
+    """Where the engine's crash reports go (engine/llama/worker.py)."""
     return state_dir() / "crashes"

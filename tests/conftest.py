@@ -44,7 +44,7 @@ def default_sigint() -> None:
 
 def collect(backend, messages, params):
     """A reply's text deltas and its final ``GenerationDone`` (there must be one)."""
-    from vibechat.engine.backend import GenerationDone, TextDelta
+    from vibechat.engine.turns.backend import GenerationDone, TextDelta
 
     deltas, done = [], None
     for event in backend.stream_chat(messages, params):
@@ -92,8 +92,8 @@ def read_only_dir(path: Path):
 
 @pytest.fixture
 def history(tmp_path: Path):
-    """An open, empty history database in this test's folder (engine/history.py), closed after."""
-    from vibechat.engine.history import History
+    """An open, empty history database in this test's folder (engine/chat/history.py), closed after."""
+    from vibechat.engine.chat.history import History
 
     with History(tmp_path / "history.db") as db:
         yield db
@@ -145,7 +145,7 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
     monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "0")
     if request.node.get_closest_marker("model") or "starter_installed" in request.fixturenames:
         # Real-model tests run llama.cpp in the configuration that works on every CPU (repacking
-        # off: engine/repack.py), named here so that it is exercised on any machine; the tests of
+        # off: engine/llama/repack.py), named here so that it is exercised on any machine; the tests of
         # "auto" itself unset it. (Other tests see no VIBECHAT_* variable: the config's defaults.)
         monkeypatch.setenv("VIBECHAT_REPACK", "off")
     return dirs
@@ -158,7 +158,7 @@ def starter_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     old = os.environ.get("VIBECHAT_CACHE_DIR")
     os.environ["VIBECHAT_CACHE_DIR"] = str(cache)
     try:
-        from vibechat.engine.starter import starter_model_path
+        from vibechat.engine.models.starter import starter_model_path
 
         starter_model_path()
     finally:
@@ -197,7 +197,7 @@ def starter_installed(starter_cache: Path, user_dirs: dict[str, Path]) -> Path:
 def loaded_starter(starter_path: Path, **changes):
     """The starter loaded in this process with the tests' settings (a 4,096-token context,
     CPU repacking off: it runs on every CPU), ``changes`` to its options applied; closed after."""
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 
     backend = LlamaCppBackend(LlamaCppOptions(**{"model_path": starter_path, "context_size": 4096,
                                                  "repack": "off", **changes}))

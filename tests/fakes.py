@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator, Sequence
 
-from vibechat.engine.backend import (
+from vibechat.engine.turns.backend import (
     ChatEvent,
     ChatMessage,
     GenerationDone,
@@ -14,7 +14,7 @@ from vibechat.engine.backend import (
     TextDelta,
     ThinkingDelta,
 )
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 
 INFO = ModelInfo(name="Fake 1B", path="/models/fake.gguf", architecture="llama", quantization="Q4_K_M",
                  trained_context=4096, context_size=4096, n_layers=16, gpu_layers=0,
@@ -144,7 +144,7 @@ async def settle(pilot) -> None:
 
 
 def split_stream(splitter, pieces: list[str]) -> tuple[str, str, int]:
-    """Feeds ``pieces`` to a thinking/answer splitter (engine/thinking.py, engine/harmony.py):
+    """Feeds ``pieces`` to a thinking/answer splitter (engine/turns/thinking.py, engine/turns/harmony.py):
     the thinking, the answer, and the most text it ever held back. No piece may be empty."""
     thinking, answer, most_held = [], [], 0
     for piece in pieces:

@@ -1,5 +1,5 @@
 """Small, real GGUF files for tests: a valid v3 header, metadata, one F32 tensor and its
-data, which ``vibechat.engine.gguf.inspect_gguf`` (and llama.cpp's parser) accept.
+data, which ``vibechat.engine.models.gguf.inspect_gguf`` (and llama.cpp's parser) accept.
 They are not loadable models (llama.cpp would miss most tensors); tests that load a
 model use the starter model."""
 

@@ -1,5 +1,5 @@
 """``python -m llama_cpp.server`` with llama.cpp's CPU weight repacking off: the safe
-configuration on every CPU (engine/repack.py). The server has no switch for it (its
+configuration on every CPU (engine/llama/repack.py). The server has no switch for it (its
 ``Llama`` takes no ``use_extra_bufts``), so this sets it on the model parameters every
 ``Llama`` starts from, then runs the server with the arguments given.
 

@@ -18,8 +18,8 @@ from conftest import VIBECHAT_BIN
 from fakes import RecordingBackend
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.engine.errors import InvalidParameterError, VibechatError
-from vibechat.engine.openai_backend import normalize_base_url
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.server_url import normalize_base_url
+from vibechat.engine.settings.params import SamplingParams
 
 TIMEOUT = 30  # a hang on a FIFO fails here instead of hanging the suite
 
@@ -62,7 +62,7 @@ def test_a_config_that_is_no_file_is_refused_at_once(tmp_path, kind):
 
 def test_models_dir_from_a_fifo_config_does_not_block(tmp_path):
     path = fifo(tmp_path / "config.toml")
-    code = "from vibechat.engine.config import configured_models_dir; print(configured_models_dir())"
+    code = "from vibechat.engine.settings.config import configured_models_dir; print(configured_models_dir())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
                          env={**os.environ, "VIBECHAT_CONFIG": str(path)}, stdin=subprocess.DEVNULL)
     assert (out.returncode, out.stdout) == (0, "None\n"), out.stderr

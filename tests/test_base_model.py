@@ -1,6 +1,6 @@
 """Base models chat sensibly by default (issue 24): a model without a chat template (the
 starter, Gemma 3 270M base) is prompted as a completion model (the few-shot frame of
-engine/chat_template.py) with a reply budget and a repeat penalty ("auto", engine/params.py);
+engine/turns/chat_template.py) with a reply budget and a repeat penalty ("auto", engine/settings/params.py);
 a model with a chat template is prompted exactly as before. On the real starter model, and on
 a copy of it that carries Gemma 3's chat template."""
 
@@ -15,8 +15,8 @@ import pytest
 
 from conftest import collect
 from ggufgen import copy_with_metadata
-from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
-from vibechat.engine.chat_template import (
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.turns.chat_template import (
     COMPLETION_EXAMPLES,
     COMPLETION_PREAMBLE,
     COMPLETION_STOPS,
@@ -26,11 +26,11 @@ from vibechat.engine.chat_template import (
     model_kind,
     neutralise_turns,
 )
-from vibechat.engine.config import load_config
+from vibechat.engine.settings.config import load_config
 from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.gguf import inspect_gguf
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import COMPLETION_AUTO, PARAM_SPECS, SamplingParams
+from vibechat.engine.models.gguf import inspect_gguf
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import COMPLETION_AUTO, PARAM_SPECS, SamplingParams
 
 M = ChatMessage
 FRAME_HEAD = (f"<bos>{COMPLETION_PREAMBLE}\n\n"

@@ -1,4 +1,4 @@
-"""`vibechat run --prompts-file`: line parsing (engine/batch.py), the batch loop on a recording
+"""`vibechat run --prompts-file`: line parsing (engine/chat/batch.py), the batch loop on a recording
 backend, and end to end in subprocesses on the real starter model."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 from conftest import VIBECHAT_BIN, default_sigint, same_start
 from fakes import RecordingBackend
 from vibechat.app.batch_cmd import BatchOptions, run_batch
-from vibechat.engine.batch import BatchLineError, BatchRequest, parse_line, read_requests
-from vibechat.engine.history import History
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.structured import OutputFormat
+from vibechat.engine.chat.batch import BatchLineError, BatchRequest, parse_line, read_requests
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.structured import OutputFormat
 
 
 def vibechat(*args: str, input: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""The config file (engine/config.py): defaults, file, environment, flags, problems
+"""The config file (engine/settings/config.py): defaults, file, environment, flags, problems
 reported in one line with file, line and key, saving that keeps the user's text."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vibechat.engine.config import (
+from vibechat.engine.settings.config import (
     FIX,
     SETTINGS,
     Config,
@@ -27,7 +27,7 @@ from vibechat.engine.config import (
     update_config,
 )
 from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.paths import config_dir, data_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -314,7 +314,7 @@ def test_every_vibechat_variable_the_code_reads_is_known():
     """An unknown-variable warning about a variable vibechat itself reads would be a lie."""
     import re
 
-    from vibechat.engine.config import known_variables
+    from vibechat.engine.settings.config import known_variables
 
     found: set[str] = set()
     for folder in ("engine", "app"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN
-from vibechat.engine.config import config_path
+from vibechat.engine.settings.config import config_path
 from vibechat.engine.paths import config_dir
 
 

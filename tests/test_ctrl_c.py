@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint
-from vibechat.engine.history import History
+from vibechat.engine.chat.history import History
 
 pytestmark = pytest.mark.model
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from ggufgen import gguf_bytes, write_gguf, write_split_gguf
 
-from vibechat.engine import discover
-from vibechat.engine.discover import (
+from vibechat.engine.models import discover
+from vibechat.engine.models.discover import (
     discover_models,
     hf_cache_models,
     hf_hub_cache_dir,

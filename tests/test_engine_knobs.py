@@ -7,9 +7,9 @@ import pytest
 
 from conftest import collect as collect_reply
 from conftest import loaded_starter, same_start
-from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import GpuOffloadUnavailableError, InvalidParameterError, ModelLoadError
-from vibechat.engine.knobs import (
+from vibechat.engine.settings.knobs import (
     CONTEXT_STEP,
     KV_CACHE_TYPES,
     MAX_CONTEXT,
@@ -22,8 +22,8 @@ from vibechat.engine.knobs import (
     kv_cache_bytes,
     round_context,
 )
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
 
 CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8))
 REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
@@ -38,8 +38,8 @@ def test_engine_settings_are_the_config_keys_of_the_same_name_type_and_default()
     """One shape, one name a setting: every EngineSettings field is the config key of that name."""
     import dataclasses
 
-    from vibechat.engine.config import Config, SETTINGS_BY_KEY
-    from vibechat.engine.knobs import ENGINE_SETTING_KEYS, EngineSettings
+    from vibechat.engine.settings.config import Config, SETTINGS_BY_KEY
+    from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS, EngineSettings
 
     config_fields = {f.name: f for f in dataclasses.fields(Config)}
     for f in dataclasses.fields(EngineSettings):
@@ -52,7 +52,7 @@ def test_engine_settings_are_the_config_keys_of_the_same_name_type_and_default()
 
 
 def test_the_local_backends_options_are_the_settings_plus_the_runtime(tmp_path):
-    from vibechat.engine.knobs import EngineSettings
+    from vibechat.engine.settings.knobs import EngineSettings
 
     settings = EngineSettings(model="tiny", context_size=512, gpu_layers=0, repack="off")
     options = LlamaCppOptions.of(settings, tmp_path / "tiny.gguf", cpu_fallback=True)
@@ -66,8 +66,8 @@ def test_each_engine_flag_is_the_one_the_settings_table_names():
     import typer.main
 
     from vibechat.app.cli import cli
-    from vibechat.engine.config import SETTINGS_BY_KEY
-    from vibechat.engine.knobs import ENGINE_SETTING_KEYS
+    from vibechat.engine.settings.config import SETTINGS_BY_KEY
+    from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
     group = typer.main.get_command(cli)
     for command in (group, group.commands["run"]):  # type: ignore[attr-defined]

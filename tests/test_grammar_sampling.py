@@ -1,4 +1,4 @@
-"""The lazy grammar sampler (engine/grammar_sampling.py): the chain draws first, the grammar
+"""The lazy grammar sampler (engine/llama/grammar_sampling.py): the chain draws first, the grammar
 checks only that token, and a rejected token is resampled with the grammar over the whole
 row. Unit tests drive it over hand-made logits rows with the starter model's real vocabulary
 and llama.cpp's real samplers; the rest run the real starter model."""
@@ -16,11 +16,11 @@ import pytest
 
 from jsonschema_lite import errors as schema_errors
 from test_structured import PERSON, run_reply
-from vibechat.engine.backend import ChatMessage, GenerationDone
-from vibechat.engine.grammar_sampling import ChainSampler, GrammarSampler, accept_is_stateless
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.structured import OutputFormat
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+from vibechat.engine.llama.grammar_sampling import ChainSampler, GrammarSampler, accept_is_stateless
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.structured import OutputFormat
 
 
 # ------------------------------------------------------------------ over a logits row
@@ -143,7 +143,7 @@ def test_only_chains_whose_accept_keeps_no_state_take_the_fast_first_draw():
 
 # ------------------------------------------------------------------ the starter model
 def resample_counts(caplog) -> tuple[int, int]:
-    records = [r for r in caplog.records if r.name == "vibechat.engine.grammar_sampling"]
+    records = [r for r in caplog.records if r.name == "vibechat.engine.llama.grammar_sampling"]
     assert records
     return int(records[-1].args[0]), int(records[-1].args[1])  # type: ignore[index]
 
@@ -151,7 +151,7 @@ def resample_counts(caplog) -> tuple[int, int]:
 def test_a_grammar_the_model_would_not_follow_is_resampled_and_followed(backend, caplog):
     free = run_reply(backend, SamplingParams(temperature=0, max_tokens=4))
     assert not free.text.startswith("Z")
-    caplog.set_level(logging.DEBUG, logger="vibechat.engine.grammar_sampling")
+    caplog.set_level(logging.DEBUG, logger="vibechat.engine.llama.grammar_sampling")
     fmt = OutputFormat("grammar", 'root ::= "Zebra-" [0-9] [0-9] [0-9]', "zebra.gbnf")
     for params in (SamplingParams(temperature=0, max_tokens=32, output_format=fmt),
                    SamplingParams(seed=3, max_tokens=32, output_format=fmt)):

@@ -1,4 +1,4 @@
-"""gpt-oss's harmony channels on the local engine (engine/harmony.py): ``analysis`` is
+"""gpt-oss's harmony channels on the local engine (engine/turns/harmony.py): ``analysis`` is
 thinking, ``final`` the answer, split at every position (one cut and two), bounded buffering,
 commentary / tool calls / unknown channels, a reply that ignores the format, an unfinished
 header or body; detection from the template and the vocabulary; the local emitter (stop
@@ -13,8 +13,8 @@ import pytest
 
 from fakes import split_stream
 from ggufgen import copy_with_metadata
-from vibechat.engine.chat_template import GEMMA, ChatTemplate
-from vibechat.engine.harmony import MAX_HEADER, HarmonySplitter, channel_is_answer, uses_harmony
+from vibechat.engine.turns.chat_template import GEMMA, ChatTemplate
+from vibechat.engine.turns.harmony import MAX_HEADER, HarmonySplitter, channel_is_answer, uses_harmony
 
 THOUGHT = "User asks 2+2. <b>Easy</b>: 4."
 ANSWER = "2 + 2 = **4**. (Not <|end of story>.)"
@@ -115,7 +115,7 @@ class _Pieces:
 
 
 def test_the_local_emitter_routes_channels_and_applies_stops_to_the_answer_only(monkeypatch):
-    from vibechat.engine import llamacpp
+    from vibechat.engine.llama import llamacpp
 
     monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
     raw = "<|channel|>analysis<|message|>café STOP<|end|><|start|>assistant<|channel|>final<|message|>Bon STOP".encode()
@@ -133,9 +133,9 @@ def test_the_local_emitter_routes_channels_and_applies_stops_to_the_answer_only(
 @pytest.mark.model
 def test_the_real_engine_finds_harmony_and_a_reply_without_channels_is_answer(
         starter_path: Path, tmp_path: Path, llama_backend):
-    from vibechat.engine.backend import ChatMessage, GenerationDone
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.settings.params import SamplingParams
 
     assert llama_backend._harmony is False  # the starter: <think> family splitter
     path = copy_with_metadata(starter_path, tmp_path / "gpt-oss-style.gguf", {"tokenizer.chat_template": GPT_OSS})

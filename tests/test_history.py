@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import read_only_dir
 
-from vibechat.engine.backend import GenerationDone, GenerationStats
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.history import (
+from vibechat.engine.chat.history import (
     HIT_END,
     HIT_START,
     MIGRATIONS,
@@ -29,7 +29,7 @@ from vibechat.engine.history import (
     title_from,
     title_from_exchange,
 )
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 
 
 def done(text: str, reason: str = "stop") -> GenerationDone:
@@ -255,7 +255,7 @@ def test_a_failed_save_never_stops_the_chat(tmp_path: Path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from vibechat.engine.history import History
+    from vibechat.engine.chat.history import History
     h = History(sys.argv[1]).open()
     cid = h.create(title=sys.argv[2])
     for i in range(int(sys.argv[3])):
@@ -283,7 +283,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
 
 OPENER = textwrap.dedent("""
     import sys
-    from vibechat.engine.history import History
+    from vibechat.engine.chat.history import History
     h = History(sys.argv[1]).open()
     cid = h.create(title=sys.argv[2])
     h.add_message(cid, "user", "hello")
@@ -303,7 +303,7 @@ def test_processes_creating_the_same_new_database_at_once_all_succeed(tmp_path: 
 
 
 def test_titles_are_sanitised_from_the_prompt():
-    from vibechat.engine.history import title_from
+    from vibechat.engine.chat.history import title_from
 
     assert title_from("\x1b]0;T\x07\x1b[2J  Hello \x9b31mworld\nmore") == "Hello world"
     assert title_from("\n\x1b[2J\n") == "New conversation"
@@ -415,7 +415,7 @@ def test_titles_come_from_the_first_exchange(prompt: str, reply: str, title: str
 
 
 def test_the_first_exchange_retitles_a_conversation_unless_the_user_renamed_it(history: History):
-    from vibechat.engine.session import ChatSession
+    from vibechat.engine.chat.session import ChatSession
     from fakes import RecordingBackend
 
     session = ChatSession(RecordingBackend(reply="Hello! Ask me about tide pools and coral reefs."),
@@ -454,6 +454,6 @@ def test_renaming_is_not_activity_and_keeps_the_conversation_in_its_place(histor
     ("", None),
 ])
 def test_a_title_the_model_wrote_is_cleaned_for_lists(text: str, title: str | None):
-    from vibechat.engine.history import title_from_model
+    from vibechat.engine.chat.history import title_from_model
 
     assert title_from_model(text) == title

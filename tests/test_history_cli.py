@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint, read_only_dir
-from vibechat.engine.backend import GenerationDone
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
-from vibechat.engine.history import History, default_path
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import History, default_path
+from vibechat.engine.settings.params import SamplingParams
 
 
 def vibechat(*args: str, input: str | None = None, timeout: float = 180,
@@ -308,7 +308,7 @@ def test_a_cut_reply_is_exported_as_cut(tmp_path: Path):
     with History() as history:
         chat = ChatLog(Conversation(), history)
         chat.add_user("Count to a hundred.")
-        from vibechat.engine.backend import GenerationStats
+        from vibechat.engine.turns.backend import GenerationStats
 
         chat.finish_reply(chat.start_reply(), GenerationDone("1, 2, 3", GenerationStats(finish_reason="length")))
         cid = chat.conversation_id

@@ -12,7 +12,7 @@ from pathlib import Path
 from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.sidebar import ConversationSidebar
-from vibechat.engine.history import History
+from vibechat.engine.chat.history import History
 
 CONVERSATIONS, MESSAGES = 300, 20
 TOUCHES_MESSAGES = re.compile(r"\bmessages\b", re.IGNORECASE)  # the table, not messages_fts

@@ -144,13 +144,13 @@ def _describe(path: list[str], where: dict[tuple[str, str], list[str]]) -> str:
 
 def test_the_graph_sees_the_package():
     graph, _ = _graph()
-    assert {"vibechat.app.cli", "vibechat.app.tui", "vibechat.app.tui.app", "vibechat.engine.config",
+    assert {"vibechat.app.cli", "vibechat.app.tui", "vibechat.app.tui.app", "vibechat.engine.settings.config",
             "vibechat.themes"} <= set(graph)
-    assert "vibechat.engine.errors" in graph["vibechat.engine.config"]  # relative, module level
+    assert "vibechat.engine.errors" in graph["vibechat.engine.settings.config"]  # relative, module level
     assert "vibechat.app.tui" in graph["vibechat.app.cli"]  # relative, inside a function
     assert "vibechat.app.tui.app" in graph["vibechat.app.tui"]  # inside TYPE_CHECKING and a function
-    assert "vibechat.engine.repack" in graph["vibechat.engine.llamacpp"]  # from . import repack
-    assert "vibechat.engine.backend" in graph["vibechat.engine.worker"]  # absolute (vibechat.engine...)
+    assert "vibechat.engine.llama.repack" in graph["vibechat.engine.llama.llamacpp"]  # from . import repack
+    assert "vibechat.engine.turns.backend" in graph["vibechat.engine.llama.worker"]  # absolute (vibechat.engine...)
 
 
 def test_tarjan_finds_every_cycle():
@@ -206,3 +206,57 @@ def test_the_tui_imports_no_cli_command_module():
                         following.append(imported)
             frontier = following
     assert offenders == [], "the TUI imports CLI command modules:\n" + "\n".join(offenders)
+
+
+# The engine's rooms (engine/<room>/, each __init__ says what lives there and what it imports)
+# and which rooms each may import. "base" is engine/'s own modules (errors, files, sanitize,
+# paths, system): every room may use them, and they use no room. A room not listed for another
+# is out of bounds, whether the import stands at module level, in a function or under
+# TYPE_CHECKING. docs/ARCHITECTURE.md draws the same table.
+ENGINE = "vibechat.engine"
+ROOM_MAY_IMPORT: dict[str, set[str]] = {
+    "base": set(),
+    "settings": {"base"},
+    "turns": {"base", "settings"},
+    "models": {"base", "settings"},
+    "remote": {"base", "settings", "turns"},
+    "chat": {"base", "settings", "turns"},
+    "llama": {"base", "settings", "turns", "models"},
+}
+
+
+def _room(module: str) -> str | None:
+    """The engine room of a module, "base" for engine/'s own modules, None outside the engine."""
+    if module != ENGINE and not module.startswith(ENGINE + "."):
+        return None
+    parts = module[len(ENGINE) + 1:].split(".") if module != ENGINE else []
+    if len(parts) >= 2 or (parts and (ROOT / "engine" / parts[0]).is_dir()):
+        return parts[0]
+    return "base"
+
+
+def test_every_engine_module_lives_in_a_known_room():
+    graph, _ = _graph()
+    rooms = {room for room in map(_room, graph) if room is not None}
+    assert rooms == set(ROOM_MAY_IMPORT), f"rooms on disk {sorted(rooms)} vs the table {sorted(ROOM_MAY_IMPORT)}"
+    for folder in sorted(p for p in (ROOT / "engine").iterdir() if p.is_dir() and p.name != "__pycache__"):
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+        assert doc and "Imports" in doc, f"engine/{folder.name}/__init__.py must say what lives there and what it imports"
+
+
+def test_engine_rooms_import_only_the_rooms_below_them():
+    graph, where = _graph()
+    offenders = []
+    for importer in sorted(graph):
+        mine = _room(importer)
+        if mine is None:
+            continue
+        for imported in sorted(graph[importer]):
+            theirs = _room(imported)
+            if theirs is None:
+                offenders.append(f"  {importer} -> {imported} (the engine imports the app)"
+                                 f"   ({', '.join(where[importer, imported])})")
+            elif theirs != mine and theirs not in ROOM_MAY_IMPORT[mine]:
+                offenders.append(f"  {importer} ({mine}) -> {imported} ({theirs})"
+                                 f"   ({', '.join(where[importer, imported])})")
+    assert not offenders, "imports across the engine's layers:\n" + "\n".join(offenders)

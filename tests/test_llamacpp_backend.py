@@ -10,10 +10,10 @@ import threading
 import pytest
 
 from conftest import same_start
-from vibechat.engine.backend import ChatMessage, ContextTrimmed, GenerationDone, TextDelta
+from vibechat.engine.turns.backend import ChatMessage, ContextTrimmed, GenerationDone, TextDelta
 from vibechat.engine.errors import ContextOverflowError
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
 
 pytestmark = pytest.mark.model
 
@@ -275,7 +275,7 @@ def test_llama_logs_go_to_python_logging_and_fds_stay_put(starter_path, tmp_path
         "class H(logging.Handler):\n"
         "    def emit(self, r): records.append(r.getMessage())\n"
         "logging.getLogger('vibechat').addHandler(H()); logging.getLogger('vibechat').setLevel(logging.DEBUG)\n"
-        "from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions\n"
+        "from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions\n"
         "marks = []\n"
         "def progress(p):\n"
         "    if not marks: os.write(2, b'FD2-OPEN-DURING-LOAD'); os.write(1, b'FD1-OPEN-DURING-LOAD'); marks.append(p)\n"
@@ -301,7 +301,7 @@ def test_bad_file_never_reaches_llama_cpp(tmp_path):
 
 
 def test_a_model_larger_than_the_memory_available_is_refused_before_loading(starter_path, monkeypatch):
-    from vibechat.engine import llamacpp
+    from vibechat.engine.llama import llamacpp
     from vibechat.engine.errors import ModelLoadError
 
     monkeypatch.setattr(llamacpp, "available_memory", lambda: 100_000_000)
@@ -348,9 +348,9 @@ def test_a_new_turn_token_ends_the_reply_without_its_role_word(rambling, monkeyp
 
         monkeypatch.setattr(rambling, "_info", dataclasses.replace(rambling.describe(), speculative="prompt-lookup",
                                                                   draft_tokens=4))
-        from vibechat.engine.speculative import FixedDraft
+        from vibechat.engine.llama.speculative import FixedDraft
 
-        monkeypatch.setattr(rambling, "_policy", FixedDraft(4))  # the loop of engine/drafting.py
+        monkeypatch.setattr(rambling, "_policy", FixedDraft(4))  # the loop of engine/llama/drafting.py
     _, free, _ = collect(rambling, messages, greedy)
     rambling.reset()
     unforce = _force_token_at(monkeypatch, _token_id(rambling, "<start_of_turn>"), call=3)

@@ -15,8 +15,8 @@ import pytest
 from conftest import VIBECHAT_BIN, default_sigint
 from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.progress import CliProgress
-from vibechat.engine.config import models_dir
-from vibechat.engine.download import Progress
+from vibechat.engine.settings.config import models_dir
+from vibechat.engine.models.download import Progress
 
 REPO = "acme/Tiny-Chat-GGUF"
 FILES = {
@@ -227,7 +227,7 @@ def test_the_starter_model_cannot_be_removed_and_says_why(user_dirs):
 
 
 def test_info_describes_the_starter_model_without_unpacking_it(user_dirs, starter_path):
-    from vibechat.engine.gguf import inspect_gguf
+    from vibechat.engine.models.gguf import inspect_gguf
 
     out = vibechat("models", "info", "starter", "--json")
     assert out.returncode == 0, out.stderr

@@ -1,6 +1,6 @@
 """The chat's process never loads libllama (issue 26): the model lives in the engine
-process (engine/worker.py), and nothing the user opens in the chat imports llama_cpp or
-vibechat.engine.llamacpp there: the model picker and its open-file field, the
+process (engine/llama/worker.py), and nothing the user opens in the chat imports llama_cpp or
+vibechat.engine.llama.llamacpp there: the model picker and its open-file field, the
 downloader (searching and listing a repo, which judges each file against the machine's
 memory), the parameter panel with its GPU slider, /show, /stats, the chats sidebar and
 its search, rename and export dialogs, presets, help, the command palette and the theme
@@ -27,7 +27,7 @@ from ggufgen import gguf_bytes
 TESTS = Path(__file__).parent
 SIZE = (110, 36)
 REPO = "acme/Big-GGUF"
-LIBLLAMA = ("llama_cpp", "vibechat.engine.llamacpp")
+LIBLLAMA = ("llama_cpp", "vibechat.engine.llama.llamacpp")
 
 
 def libllama_modules() -> list[str]:
@@ -50,8 +50,8 @@ async def drive(model: str) -> dict[str, list[str]]:
     from vibechat.app.tui.model_picker import ModelPicker
     from vibechat.app.tui.preset_picker import PresetPicker
     from vibechat.app.tui.slider import Slider
-    from vibechat.engine.knobs import EngineSettings
-    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.settings.knobs import EngineSettings
+    from vibechat.engine.settings.params import SamplingParams
 
     engine = EngineSettings(model=model, context_size=512, repack="off")
     backend = make_backend(engine, cpu_fallback=True, worker=True)
@@ -187,7 +187,7 @@ def test_the_chat_never_loads_libllama_whatever_the_user_opens(starter_path, fak
     ([], False),
 ])
 def test_whether_the_build_offloads_is_read_from_its_libraries(tmp_path: Path, files, offloads):
-    from vibechat.engine.fit import build_offloads
+    from vibechat.engine.models.fit import build_offloads
 
     for name in files:
         (tmp_path / name).write_bytes(b"")
@@ -200,7 +200,7 @@ def test_the_installed_build_answers_as_llama_cpp_does(monkeypatch):
     follows LLAMA_CPP_LIB_PATH as llama-cpp-python does."""
     import llama_cpp
 
-    from vibechat.engine.fit import build_offloads
+    from vibechat.engine.models.fit import build_offloads
 
     monkeypatch.delenv("LLAMA_CPP_LIB_PATH", raising=False)
     assert build_offloads() is bool(llama_cpp.llama_supports_gpu_offload())

@@ -1,5 +1,5 @@
 """One conversation, one writer at a time (issue 25): concurrent ``vibechat run --continue``
-processes queue on the conversation's writer lock (engine/convlock.py), and the chat takes in
+processes queue on the conversation's writer lock (engine/chat/convlock.py), and the chat takes in
 the turns a run added before its next request, so what the history holds is what the model
 saw. Real processes, a real SQLite history and the stub server on 127.0.0.1, which records
 every request."""
@@ -19,8 +19,8 @@ import pytest
 from conftest import VIBECHAT_BIN
 from fakes import send, settle
 from openai_stub import StubServer
-from vibechat.engine.convlock import ConversationBusy, ConversationLock
-from vibechat.engine.history import History
+from vibechat.engine.chat.convlock import ConversationBusy, ConversationLock
+from vibechat.engine.chat.history import History
 
 RUNS = 4
 WAITING = "waiting for another vibechat writing to conversation"

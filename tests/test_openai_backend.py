@@ -13,10 +13,10 @@ import threading
 import pytest
 
 from openai_stub import StubServer, refused_url
-from vibechat.engine import openai_backend
-from vibechat.engine.backend import Backend, ChatMessage, GenerationDone, TextDelta
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
+from vibechat.engine.remote import openai_backend
+from vibechat.engine.turns.backend import Backend, ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.errors import (
     GenerationError,
     InvalidParameterError,
@@ -24,8 +24,8 @@ from vibechat.engine.errors import (
     StreamInterrupted,
     VibechatError,
 )
-from vibechat.engine.history import History
-from vibechat.engine.openai_backend import (
+from vibechat.engine.chat.history import History
+from vibechat.engine.remote.openai_backend import (
     OpenAICompatibleBackend,
     OpenAIOptions,
     display_url,
@@ -33,7 +33,7 @@ from vibechat.engine.openai_backend import (
     normalize_base_url,
     resolve_api_key,
 )
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 
 HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Say hello.")]
 KEY = "sk-test-5ecret-KEY-0123456789"

@@ -15,9 +15,9 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from conftest import collect as collect_reply
-from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
-from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.settings.params import SamplingParams
 
 pytestmark = pytest.mark.model
 

@@ -17,9 +17,9 @@ import pytest
 from conftest import VIBECHAT_BIN
 from ggufgen import write_gguf
 from openai_stub import StubServer
-from vibechat.engine.backend import ChatMessage
-from vibechat.engine.history import History
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
 
 # One hostile string: an OSC 52 clipboard write, a title change and a screen clear, a C1 CSI,
 # Rich/Textual markup that would style, link or crash, and a lone surrogate.
@@ -56,7 +56,7 @@ def test_models_info_prints_gguf_metadata_sanitised(tmp_path):
     as_json = vibechat("models", "info", str(path), "--json")
     assert as_json.returncode == 0
     assert_inert(as_json.stdout)
-    # the header reader keeps names sanitised (engine/gguf.py): the text, without the controls
+    # the header reader keeps names sanitised (engine/models/gguf.py): the text, without the controls
     assert json.loads(as_json.stdout)["architecture"] == "evil[bold]B[/bold][link=https://evil.example]x[/link][/crash]"
 
 
@@ -141,7 +141,7 @@ def test_a_prompt_too_large_for_the_context_is_refused_before_it_is_saved(starte
 
 
 def test_prompt_limits_are_bounded_and_named():
-    from vibechat.engine.knobs import MAX_PROMPT_BYTES, prompt_byte_limit, prompt_too_large
+    from vibechat.engine.settings.knobs import MAX_PROMPT_BYTES, prompt_byte_limit, prompt_too_large
 
     assert prompt_byte_limit(2048) == 2048 * 256
     assert prompt_byte_limit(1 << 20) == MAX_PROMPT_BYTES == prompt_byte_limit(None)
@@ -161,7 +161,7 @@ def test_a_conversation_too_large_drops_old_turns_without_tokenizing_them(backen
 # ------------------------------------------------------------ the KV cache counts in the memory check
 def test_a_context_whose_kv_cache_cannot_fit_is_refused_naming_a_size_that_fits():
     from vibechat.engine.errors import ModelLoadError
-    from vibechat.engine.llamacpp import check_context_memory
+    from vibechat.engine.llama.llamacpp import check_context_memory
 
     gb = 10 ** 9
     check_context_memory(2 * gb, gb, 131072, "f16", True, available=4 * gb)  # fits
@@ -176,7 +176,7 @@ def test_a_context_whose_kv_cache_cannot_fit_is_refused_naming_a_size_that_fits(
 
 @pytest.mark.model
 def test_loading_with_a_context_too_large_for_memory_is_one_line(starter_path, monkeypatch):
-    from vibechat.engine import llamacpp
+    from vibechat.engine.llama import llamacpp
     from vibechat.engine.errors import ModelLoadError
 
     backend = llamacpp.LlamaCppBackend(llamacpp.LlamaCppOptions(model_path=starter_path, context_size=131072,
@@ -223,7 +223,7 @@ def test_ordinary_conversations_tokenize_as_before(each_format):
 
 
 def test_content_is_told_apart_from_the_template_or_not_at_all():
-    from vibechat.engine.llamacpp import content_parts
+    from vibechat.engine.llama.llamacpp import content_parts
 
     def render(messages):  # a template that trims content
         return "".join(f"<t>{m.role}\n{m.content.strip()}</t>\n" for m in messages) + "<t>model\n"

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.params import PARAM_SPECS, SEED_MAX, SamplingParams
+from vibechat.engine.settings.params import PARAM_SPECS, SEED_MAX, SamplingParams
 
 
 def test_defaults_match_specs():

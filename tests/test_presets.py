@@ -16,11 +16,11 @@ from conftest import VIBECHAT_BIN
 from fakes import INFO, RecordingBackend, send, settle
 from ggufgen import write_gguf
 from vibechat.app.tui import create_app
-from vibechat.engine.config import config_path, load_config
+from vibechat.engine.settings.config import config_path, load_config
 from vibechat.engine.errors import InvalidParameterError, VibechatError
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.preset_file import apply_to_loaded, check_preset, load_presets
-from vibechat.engine.presets import parse_modelfile
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.preset_file import apply_to_loaded, check_preset, load_presets
+from vibechat.engine.settings.presets import parse_modelfile
 
 SIZE = (110, 36)
 CODER = """\

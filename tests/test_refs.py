@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vibechat.engine.errors import ModelRefError
-from vibechat.engine.refs import (
+from vibechat.engine.settings.refs import (
     HubRef,
     RepoFile,
     group_quants,
@@ -49,7 +49,7 @@ def test_a_reference_to_a_file_with_an_unsafe_name_is_refused_by_name():
 
 
 def test_unsafe_names_are_never_offered_and_are_named_when_asked():
-    from vibechat.engine.refs import refused_files, show_name
+    from vibechat.engine.settings.refs import refused_files, show_name
 
     listing = [RepoFile("ok-Q4_K_M.gguf", 1), RepoFile("bad\x1b[2J-Q8_0.gguf", 1), RepoFile("README\x07.md", 1)]
     assert [o.label for o in group_quants(listing)] == ["Q4_K_M"]

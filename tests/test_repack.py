@@ -1,4 +1,4 @@
-"""CPU weight repacking (engine/repack.py): the decision on every kind of machine, with
+"""CPU weight repacking (engine/llama/repack.py): the decision on every kind of machine, with
 llama.cpp's system info faked where this CPU is not the kind in question; the one-time probe
 in a real child process (one that really dies by a signal for the crash); and the setting
 applied end to end on the starter model."""
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN, collect
-from vibechat.engine import repack
-from vibechat.engine.backend import ChatMessage
+from vibechat.engine.llama import repack
+from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.errors import InvalidParameterError, LoadCancelled
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 
 # What llama_print_system_info() says on the two kinds of machine (abridged from real ones).
 AMX_BUILD = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
@@ -182,7 +182,7 @@ def fake_amx_machine(monkeypatch, probe_command=None):
 
 
 def starter_backend(path: Path, setting: str):
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 
     return LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=1024, repack=setting))
 
@@ -333,7 +333,7 @@ def test_every_way_the_app_builds_a_local_backend_carries_the_setting(starter_pa
     from dataclasses import replace
 
     from vibechat.app.backends import make_backend
-    from vibechat.engine.knobs import EngineSettings
+    from vibechat.engine.settings.knobs import EngineSettings
 
     engine = EngineSettings(model=str(starter_path), repack="off")
     for worker in (False, True):

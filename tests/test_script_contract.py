@@ -178,7 +178,7 @@ def test_ctx_of_the_wrong_type_is_said_exactly():
 
 
 def test_tables_piped_keep_one_row_per_line(user_dirs):
-    from vibechat.engine.history import History
+    from vibechat.engine.chat.history import History
 
     title = "A very long title about " + " ".join(f"word{i}" for i in range(40)) + " THE-END"
     history = History().open()

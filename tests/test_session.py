@@ -1,4 +1,4 @@
-"""The chat core (engine/session.py), driven without Textual: the reply lifecycle and how
+"""The chat core (engine/chat/session.py), driven without Textual: the reply lifecycle and how
 each ending is saved (a real SQLite file), the engine lock, the generation counter, the
 pending reset, context counting, prefill, the backend swap; and, for real, a session
 over the worker-process engine on the starter model surviving a killed engine."""
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from fakes import OnePieceAtATime, RecordingBackend
-from vibechat.engine.backend import ContextTrimmed, GenerationDone, TextDelta
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
+from vibechat.engine.turns.backend import ContextTrimmed, GenerationDone, TextDelta
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.errors import EngineCrashed, ModelLoadError, StreamInterrupted, VibechatError
-from vibechat.engine.history import History
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.session import ChatSession
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.chat.session import ChatSession
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, seed=1)
 WAIT_S = 120  # every wait below is bounded by this
@@ -340,8 +340,8 @@ def test_remote_model_switching_needs_a_server_backend():
 # ------------------------------------------------- for real: the worker engine
 @pytest.mark.model
 def test_a_session_over_the_worker_engine_survives_a_killed_engine_and_goes_on(starter_path, history):
-    from vibechat.engine.knobs import LlamaCppOptions
-    from vibechat.engine.worker import WorkerBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
+    from vibechat.engine.llama.worker import WorkerBackend
 
     # Gemma's turn format: there the starter writes on to the token limit, so the kill below lands
     # mid-reply; in its own completion frame it stops after a sentence, which could be all sent

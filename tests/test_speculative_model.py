@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import collect, same_start
-from vibechat.engine.backend import ChatMessage, GenerationStats
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.speculative import AdaptiveDraft
+from vibechat.engine.turns.backend import ChatMessage, GenerationStats
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.llama.speculative import AdaptiveDraft
 
 CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8))
 REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
@@ -91,8 +91,8 @@ def test_auto_drafting_keeps_seeded_sampling_reproducible(auto, plain_backend):
 
 @pytest.mark.model
 def test_drafting_reports_its_progress_while_the_reply_streams(auto, monkeypatch):
-    from vibechat.engine import llamacpp
-    from vibechat.engine.backend import DraftProgress, GenerationDone
+    from vibechat.engine.llama import llamacpp
+    from vibechat.engine.turns.backend import DraftProgress, GenerationDone
 
     monkeypatch.setattr(llamacpp, "DRAFT_PROGRESS_S", 0.0)  # after every piece (else twice a second)
     auto.reset()
@@ -152,7 +152,7 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
 
     import llama_cpp
 
-    from vibechat.engine import drafting
+    from vibechat.engine.llama import drafting
 
     decodes = []  # the model's decodes while it generates: each one a new token and its drafts
 
@@ -214,9 +214,9 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_pa
 
 @pytest.mark.model
 def test_the_draft_models_kv_cache_counts_in_the_memory_check(starter_path, monkeypatch, tmp_path):
-    from vibechat.engine import llamacpp
+    from vibechat.engine.llama import llamacpp
     from vibechat.engine.errors import ModelLoadError
-    from vibechat.engine.fit import weights_to_load
+    from vibechat.engine.models.fit import weights_to_load
 
     size = starter_path.stat().st_size
     options = LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off", gpu_layers=0,

@@ -1,4 +1,4 @@
-"""The adaptive draft-length policy (engine/speculative.py), driven with simulated costs: it
+"""The adaptive draft-length policy (engine/llama/speculative.py), driven with simulated costs: it
 drafts long when verifying is cheap and drafts are accepted, turns drafting off when it does
 not pay, probes again with a bounded, backing-off overhead."""
 
@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from vibechat.engine.knobs import check_speculative
-from vibechat.engine.speculative import (
+from vibechat.engine.settings.knobs import check_speculative
+from vibechat.engine.llama.speculative import (
     BASE_INTERVAL,
     MAX_INTERVAL,
     PROBE_LOOKUPS,
@@ -32,7 +32,7 @@ class FakeClock:
 def simulate(policy: AdaptiveDraft | FixedDraft, tokens: int, *, c1: float, m: float, accept: float, hit: float = 1.0,
              lookup: float = 0.0001, seed: int = 1, first: float | None = None,
              table: dict[int, float] | None = None) -> dict[str, float]:
-    """Decode ``tokens`` tokens as the loop in engine/drafting.py would, on a machine where a
+    """Decode ``tokens`` tokens as the loop in engine/llama/drafting.py would, on a machine where a
     single-token step costs ``c1`` s, each drafted position ``m`` s more, a lookup finds a draft
     with probability ``hit`` and each draft is accepted with probability ``accept``. Time runs
     on the policy's fake clock; returns the simulated seconds and counts. ``first``: what
@@ -229,7 +229,7 @@ def test_fixed_policy_always_drafts_the_most_and_the_mode_names():
 
 
 def test_drafting_that_stops_paying_is_checked_again_soon():
-    from vibechat.engine.speculative import RECHECK_INTERVAL
+    from vibechat.engine.llama.speculative import RECHECK_INTERVAL
 
     policy = adaptive(10)
     simulate(policy, 300, c1=0.010, m=0.003, accept=0.95)

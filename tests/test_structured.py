@@ -14,11 +14,11 @@ import pytest
 from jsonschema_lite import errors as schema_errors
 from openai_stub import StubServer
 from test_cli_run import vibechat
-from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import InvalidParameterError, RemoteServerError
-from vibechat.engine.llamacpp import check_output_format
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.structured import OutputFormat
+from vibechat.engine.llama.llamacpp import check_output_format
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.structured import OutputFormat
 
 PERSON = {
     "type": "object",

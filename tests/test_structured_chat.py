@@ -10,8 +10,8 @@ import pytest
 from fakes import send, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.structured import OutputFormat
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.structured import OutputFormat
 
 pytestmark = pytest.mark.model
 

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint
 from ggufgen import copy_with_metadata
-from vibechat.engine.backend import ChatMessage, GenerationDone
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+from vibechat.engine.settings.params import SamplingParams
 
 pytestmark = pytest.mark.model
 
@@ -34,7 +34,7 @@ def slow_template_model(starter_path: Path, tmp_path_factory: pytest.TempPathFac
 
 
 def test_cancel_stops_a_gguf_template_that_loops(slow_template_model):
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 
     backend = LlamaCppBackend(LlamaCppOptions(model_path=slow_template_model, context_size=1024, repack="off"))
     try:

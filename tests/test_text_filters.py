@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from vibechat.engine.sanitize import MAX_SEQUENCE, Sanitizer, replace_surrogates, sanitize
-from vibechat.engine.stops import StopMatcher
+from vibechat.engine.turns.stops import StopMatcher
 
 
 def test_sanitize_removes_escape_sequences_and_controls():
@@ -152,7 +152,7 @@ def test_run_streams_exactly_the_text_json_reports():
 
     from fakes import RecordingBackend
     from vibechat.app.run_cmd import RunRequest, execute
-    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.settings.params import SamplingParams
 
     outputs = {}
     for json_output in (False, True):

@@ -1,4 +1,4 @@
-"""Switching a reasoning model's thinking on or off (engine/think_switch.py): which switch a
+"""Switching a reasoning model's thinking on or off (engine/settings/think_switch.py): which switch a
 template takes (its own variables, read without running it), the real renderer with Qwen3's
 ``enable_thinking`` on and off, a GGUF carrying such a template on the real llama.cpp engine
 (prompt, token count, a generation prompt that opens ``<think>`` unless switched off), the
@@ -19,12 +19,12 @@ from fakes import INFO, RecordingBackend, send, settle
 from ggufgen import copy_with_metadata
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
-from vibechat.engine.backend import ChatMessage
-from vibechat.engine.chat_template import GEMMA, ChatTemplate
-from vibechat.engine.config import load_config
+from vibechat.engine.turns.backend import ChatMessage
+from vibechat.engine.turns.chat_template import GEMMA, ChatTemplate
+from vibechat.engine.settings.config import load_config
 from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.think_switch import check_thinking, remote_kwargs, template_variables
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.think_switch import check_thinking, remote_kwargs, template_variables
 
 # Qwen3's own template, cut to what matters here (no tools): a system turn, the turns, the
 # assistant's earlier thinking dropped, and the generation prompt with its switch.
@@ -138,7 +138,7 @@ def qwen3_style(starter_path: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def local_reply(backend, mode: str):
-    from vibechat.engine.backend import GenerationDone
+    from vibechat.engine.turns.backend import GenerationDone
 
     backend.reset()
     events = list(backend.stream_chat(HI, SamplingParams(temperature=0.0, max_tokens=8, seed=1, thinking=mode)))
@@ -149,7 +149,7 @@ def local_reply(backend, mode: str):
 
 @pytest.mark.model
 def test_the_real_engine_renders_counts_and_splits_with_the_switch(qwen3_style: Path):
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 
     assert "{%- else %}{{- '<think>\\n' }}" in QWEN3_OPENS
     backend = LlamaCppBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
@@ -181,8 +181,8 @@ def test_the_starter_has_no_switch(llama_backend):
 
 @pytest.mark.model
 def test_the_engine_process_counts_with_the_switch(qwen3_style: Path):
-    from vibechat.engine.knobs import LlamaCppOptions
-    from vibechat.engine.worker import WorkerBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
+    from vibechat.engine.llama.worker import WorkerBackend
 
     backend = WorkerBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
     try:
@@ -320,7 +320,7 @@ async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_i
     then shows what the next prompt sends, without the thinking."""
     from vibechat.app.tui import create_app
     from vibechat.app.tui.thinking_block import ThinkingBlock
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 
     backend = LlamaCppBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)

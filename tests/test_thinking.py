@@ -1,5 +1,5 @@
 """A reasoning model's thinking, kept apart from the answer on every path except the
-chat's display: the streaming splitter (engine/thinking.py: tags split at every position,
+chat's display: the streaming splitter (engine/turns/thinking.py: tags split at every position,
 a block that never closes, a block the template opened), the template probe, the session
 and its history (own column, migration of an old file, exports, search), ``vibechat
 run`` (``--json``, ``--show-thinking``) and ``--prompts-file`` on a fake backend, and the
@@ -18,15 +18,15 @@ import pytest
 from fakes import RecordingBackend, split_stream
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
-from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
-from vibechat.engine.chat_template import ChatTemplate
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
-from vibechat.engine.history import MIGRATIONS, History, _statements
-from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.session import ChatSession
-from vibechat.engine.thinking import (
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
+from vibechat.engine.turns.chat_template import ChatTemplate
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import MIGRATIONS, History, _statements
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.chat.session import ChatSession
+from vibechat.engine.turns.thinking import (
     CLOSE_TAG,
     MAX_LEADING,
     ThinkingSplitter,
@@ -319,7 +319,7 @@ class _Pieces:
 
 
 def emitted(table: dict[int, bytes], tokens: list[int], stop: tuple[str, ...] = (), inside: bool = False):
-    from vibechat.engine import llamacpp
+    from vibechat.engine.llama import llamacpp
 
     out = llamacpp._Emitter(_Pieces(table), 1000, stop, inside)  # type: ignore[arg-type]
     thinking, answer = [], []
@@ -334,7 +334,7 @@ def emitted(table: dict[int, bytes], tokens: list[int], stop: tuple[str, ...] = 
 
 
 def test_the_local_emitter_splits_bytes_and_applies_stops_to_the_answer_only(monkeypatch):
-    from vibechat.engine import llamacpp
+    from vibechat.engine.llama import llamacpp
 
     monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
     raw = "<think>café STOP here</think>\n\nBon STOP appétit".encode()
@@ -355,7 +355,7 @@ def test_a_local_reply_that_starts_inside_a_block_that_never_closes(starter_path
     its whole reply thinking, and a stop string in it does not end the reply. In Gemma's turn
     format (prompt_format gemma), where the starter writes on to the limit: the completion
     frame's own stops would end the free reply sooner than the thinking."""
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 
     llama_backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off",
                                                     prompt_format="gemma"))
@@ -422,7 +422,7 @@ def test_run_show_thinking_json_and_the_history_exports_end_to_end(stub):
 
 
 def test_the_engine_process_sends_thinking_and_text_as_their_own_kinds():
-    from vibechat.engine import worker
+    from vibechat.engine.llama import worker
 
     sent: list[tuple] = []
     worker._stream(thinking_backend("a b c", "x y"), [ChatMessage("user", "hi")], GREEDY, sent.append)
@@ -451,7 +451,7 @@ async def test_the_chat_does_not_show_thinking_as_answer_text():
 
 # ------------------------------------------------------- thinking token counts
 def test_the_local_emitter_counts_the_thinking_tokens_tags_included(monkeypatch):
-    from vibechat.engine import llamacpp
+    from vibechat.engine.llama import llamacpp
 
     monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
     table = {1: b"<think>", 2: b"Hmm", 3: b", yes", 4: b"</th", 5: b"ink>", 6: b"\n\nYes", 7: b"."}
@@ -463,7 +463,7 @@ def test_the_local_emitter_counts_the_thinking_tokens_tags_included(monkeypatch)
 
 
 def test_the_engine_process_forwards_the_thinking_token_count():
-    from vibechat.engine import worker
+    from vibechat.engine.llama import worker
 
     class Counting(RecordingBackend):
         def stream_chat(self, messages, params):

@@ -14,7 +14,7 @@ from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.help_screen import HelpScreen
 from vibechat.app.tui.markdown_segment import MarkdownSegment
 from vibechat.app.tui.slider import Slider
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 
 SIZE = (110, 36)
 

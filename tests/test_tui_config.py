@@ -16,8 +16,8 @@ from fakes import RecordingBackend, send, settle
 from vibechat.app.appconfig import BINDING_IDS, load_app_config
 from vibechat.app.tui import create_app
 from vibechat.app.tui.config_bar import ConfigBar
-from vibechat.engine.config import config_path
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.config import config_path
+from vibechat.engine.settings.params import SamplingParams
 
 SIZE = (110, 36)
 
@@ -282,20 +282,20 @@ async def test_a_key_textual_cannot_report_is_reported_and_f2_still_works(backen
 
 
 def test_every_default_key_passes_the_engines_key_check():
-    from vibechat.engine.keynames import keys_problem
+    from vibechat.engine.settings.keynames import keys_problem
 
     bad = {f"{owner}: {b.id} = {b.key!r}": keys_problem(b.key) for owner, b in _tui_bindings() if keys_problem(b.key)}
     assert bad == {}
 
 
 def test_the_engines_key_names_are_ones_textual_reports():
-    """engine/keynames.py cannot import Textual: its tables are checked against Textual's here."""
+    """engine/settings/keynames.py cannot import Textual: its tables are checked against Textual's here."""
     import string
 
     from textual._keyboard_protocol import FUNCTIONAL_KEYS
     from textual.keys import Keys, _character_to_key
 
-    from vibechat.engine.keynames import FUNCTION_KEYS, KEY_NAMES, MODIFIERS, NAMED_KEYS, PUNCTUATION_NAMES
+    from vibechat.engine.settings.keynames import FUNCTION_KEYS, KEY_NAMES, MODIFIERS, NAMED_KEYS, PUNCTUATION_NAMES
 
     assert PUNCTUATION_NAMES == {c: _character_to_key(c) for c in string.punctuation}
     textual_names = {k.value.rpartition("+")[2] for k in Keys} | set(FUNCTIONAL_KEYS.values())

@@ -19,11 +19,11 @@ from vibechat.app.tui.chat_view import AssistantMessage, EarlierMessages
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.history_screens import ExportScreen, RenameScreen, SearchScreen
 from vibechat.app.tui.sidebar import ConversationSidebar
-from vibechat.engine.backend import GenerationDone
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
-from vibechat.engine.history import History
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
 
 SIZE = (110, 36)
 
@@ -384,7 +384,7 @@ async def test_no_save_keeps_nothing(db, user_dirs):
 
 @pytest.mark.model
 async def test_an_opened_conversation_continues_on_the_real_model(db, starter_path):
-    from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 
     seed_history(db, [("The capital of France is", ["Paris.", "The capital of Italy is"]),
                       ("Something else", ["ok"])], params=SamplingParams(temperature=0, max_tokens=6))
@@ -578,7 +578,7 @@ async def test_a_reply_cut_in_the_chat_is_saved_as_cut(db):
 
 # ------------------------------------------------ titles written by the model
 async def test_an_instruct_model_writes_the_title_after_the_first_reply(db, monkeypatch):
-    from vibechat.engine.session import TITLE_REQUEST
+    from vibechat.engine.chat.session import TITLE_REQUEST
 
     monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "1")
     backend = RecordingBackend(reply='"Tide pools and coral reefs."')
@@ -610,7 +610,7 @@ class TitleWaits(RecordingBackend):
         self.title_asked, self.title_go = threading.Event(), threading.Event()
 
     def stream_chat(self, messages, params):
-        from vibechat.engine.session import TITLE_REQUEST
+        from vibechat.engine.chat.session import TITLE_REQUEST
 
         if messages[-1].content == TITLE_REQUEST:
             self.title_asked.set()

@@ -12,7 +12,7 @@ from fakes import INFO, RecordingBackend, send, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.clipboard import TMUX_FIX, copied_notice
 from vibechat.app.tui.welcome import welcome_text
-from vibechat.engine.starter import RECOMMENDED
+from vibechat.engine.models.starter import RECOMMENDED
 
 
 def shown(app) -> list[str]:

@@ -10,8 +10,8 @@ from fakes import send, settle
 
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
 
 pytestmark = pytest.mark.model
 
@@ -77,7 +77,7 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
 
 async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(starter_path, monkeypatch):
     from vibechat.app.tui.status_bar import StatusBar
-    from vibechat.engine import llamacpp
+    from vibechat.engine.llama import llamacpp
 
     monkeypatch.setattr(llamacpp, "DRAFT_PROGRESS_S", 0.0)  # live figures after every piece
     live: list[tuple[str, bool]] = []  # the bar as each live figure arrived, and whether a reply was streaming
@@ -111,7 +111,7 @@ async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(sta
 
 
 async def test_the_status_bar_names_the_draft_model_and_its_memory(starter_path):
-    from vibechat.engine.knobs import human_mib
+    from vibechat.engine.settings.knobs import human_mib
 
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off",
                                               draft_model_path=starter_path))

@@ -15,10 +15,10 @@ from ggufgen import gguf_bytes
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
 from vibechat.app.tui.model_picker import ModelPicker
-from vibechat.engine.config import models_dir
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.store import store_models
+from vibechat.engine.settings.config import models_dir
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.models.store import store_models
 
 SIZE = (110, 36)
 

@@ -20,8 +20,8 @@ from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
 from vibechat.app.tui.model_picker import ModelPicker
 from vibechat.app.tui.path_complete import complete_path
-from vibechat.engine import opened
-from vibechat.engine.models import all_models
+from vibechat.engine.models import opened
+from vibechat.engine.models.resolve import all_models
 
 SIZE = (110, 36)
 

@@ -20,11 +20,11 @@ from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.downloader import DownloadScreen
 from vibechat.app.tui.history_screens import RenameScreen
 from vibechat.app.tui.model_picker import ModelPicker
-from vibechat.engine.backend import GenerationDone
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
-from vibechat.engine.history import History
-from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.turns.backend import GenerationDone
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import History
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 
 SIZE = (160, 40)
 C1 = {chr(c) for c in range(0x80, 0xA0)}
@@ -193,7 +193,7 @@ async def test_an_lm_studio_folder_named_with_markup_is_listed_in_the_picker(use
 
 async def test_a_hub_file_path_with_markup_is_not_offered_and_does_not_crash_the_downloader(fake_hub):
     """A repo's file ``odd[/crash]/odd-Q4_K_M.gguf``: brackets are unsafe in a file name on
-    disk, so the engine does not offer it (engine/refs.py); the safe file beside it is listed."""
+    disk, so the engine does not offer it (engine/settings/refs.py); the safe file beside it is listed."""
     fake_hub.add_repo("acme/Odd-GGUF", {"odd[/crash]/odd-Q4_K_M.gguf": gguf_bytes(),
                                         "plain/odd-Q8_0.gguf": gguf_bytes()})
     app = create_app(RecordingBackend(), blink=False, save=False)
@@ -272,7 +272,7 @@ PIECES = ("[link=https://evil.example]x[/link]", "[/crash]", "[bold]b", "[@click
 # A path part (no "/"): for the current directory and the config file's folder.
 HOSTILE_DIR = "\x1b]52;c;ZXZpbA==\x07a[bold]b[@click=app.quit]q"
 DIR_SHOWN = "a[bold]b[@click=app.quit]q"
-# (Hub file names with control characters or brackets are refused by the engine: engine/refs.py)
+# (Hub file names with control characters or brackets are refused by the engine: engine/settings/refs.py)
 HOSTILE_FILE = "evil/evil-Q4_K_M.gguf"
 
 
@@ -312,12 +312,12 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
 
     from vibechat.app.tui.history_screens import ExportScreen, SearchScreen
     from vibechat.app.tui.prompt_input import PromptInput
-    from vibechat.engine import download, hub, models
-    from vibechat.engine.config import Config, LoadedConfig
+    from vibechat.engine.models import download, hub, resolve as models
+    from vibechat.engine.settings.config import Config, LoadedConfig
     from vibechat.engine.errors import VibechatError
-    from vibechat.engine.hub import HubModel, RepoListing
-    from vibechat.engine.models import LocalModel
-    from vibechat.engine.refs import RepoFile
+    from vibechat.engine.models.hub import HubModel, RepoListing
+    from vibechat.engine.models.resolve import LocalModel
+    from vibechat.engine.settings.refs import RepoFile
 
     cwd = tmp_path / HOSTILE_DIR
     cwd.mkdir()

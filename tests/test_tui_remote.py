@@ -11,8 +11,8 @@ from pathlib import Path
 from fakes import send, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.model_picker import RemoteModelPicker
-from vibechat.engine.history import History
-from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.chat.history import History
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 
 SIZE = (110, 36)
 

@@ -16,10 +16,10 @@ from fakes import INFO, RecordingBackend, send, settle
 from ggufgen import write_gguf
 from vibechat.app.tui import create_app
 from vibechat.app.tui.help_screen import HelpScreen
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.models import all_models
-from vibechat.engine.openai_backend import OpenAICompatibleBackend, OpenAIOptions
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.models.resolve import all_models
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.settings.params import SamplingParams
 
 SIZE = (110, 36)
 REPR = re.compile(r"\b(None|False|True)\b|\[\]|\(\)")  # Python reprs that must never reach people

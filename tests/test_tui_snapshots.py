@@ -48,10 +48,10 @@ def test_help_screen(snap_compare):
 
 def test_conversation_sidebar(snap_compare, tmp_path):
     """The sidebar over a saved conversation that was opened (fixed dates: no clock)."""
-    from vibechat.engine.backend import GenerationDone
-    from vibechat.engine.chatlog import ChatLog
-    from vibechat.engine.conversation import Conversation
-    from vibechat.engine.history import History
+    from vibechat.engine.turns.backend import GenerationDone
+    from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.chat.conversation import Conversation
+    from vibechat.engine.chat.history import History
 
     path = tmp_path / "history.db"
     with History(path) as history:
@@ -77,10 +77,10 @@ def test_conversation_sidebar(snap_compare, tmp_path):
 
 def _thinking_app(tmp_path):
     """A saved reply with thinking (and its token count), opened from the history."""
-    from vibechat.engine.backend import GenerationDone, GenerationStats
-    from vibechat.engine.chatlog import ChatLog
-    from vibechat.engine.conversation import Conversation
-    from vibechat.engine.history import History
+    from vibechat.engine.turns.backend import GenerationDone, GenerationStats
+    from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.chat.conversation import Conversation
+    from vibechat.engine.chat.history import History
 
     path = tmp_path / "history.db"
     with History(path) as history:

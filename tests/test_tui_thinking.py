@@ -14,8 +14,8 @@ from vibechat.app.appconfig import load_app_config
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.thinking_block import ThinkingBlock, seconds_text
-from vibechat.engine.config import config_path
-from vibechat.engine.history import History
+from vibechat.engine.settings.config import config_path
+from vibechat.engine.chat.history import History
 
 SIZE = (110, 36)
 

@@ -11,7 +11,7 @@ from vibechat.app.tui.chat_view import code_blocks, http_links
 from vibechat.app.tui.reply_stream import DeltaBuffer
 from vibechat.app.tui.pacing import BUSY_BUDGET, DEBT_INTERVALS, FREE_BUDGET, HOLD_S, FrameHold, RenderPacer, ui_budget
 from vibechat.engine import system
-from vibechat.engine.conversation import Conversation
+from vibechat.engine.chat.conversation import Conversation
 
 
 def test_default_threads_stays_within_affinity_and_physical_cores(monkeypatch):
@@ -170,9 +170,9 @@ def test_ctrl_c_as_the_load_ends_saves_the_prompt_and_still_prints_the_json_obje
 
     from fakes import RecordingBackend
     from vibechat.app.run_cmd import RunRequest, execute
-    from vibechat.engine.chatlog import ChatLog
-    from vibechat.engine.conversation import Conversation
-    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.chat.conversation import Conversation
+    from vibechat.engine.settings.params import SamplingParams
 
     class InterruptedAsItLoads(RecordingBackend):
         def load(self, on_progress=None):

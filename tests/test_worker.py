@@ -1,4 +1,4 @@
-"""``WorkerBackend`` (engine/worker.py): the starter model in a real child process. Replies,
+"""``WorkerBackend`` (engine/llama/worker.py): the starter model in a real child process. Replies,
 cancel, KV reuse, and the child killed at every stage: the call raises one line naming the
 signal and the crash report, and the next request is answered by a fresh child."""
 
@@ -18,11 +18,11 @@ import pytest
 
 from conftest import collect
 from test_ctrl_c import LONG_PROMPT
-from vibechat.engine.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import EngineCrashed, EngineCrashLoop, LoadCancelled, VibechatError
-from vibechat.engine.llamacpp import LlamaCppBackend, LlamaCppOptions
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.worker import CRASH_HOOK_ENV, WorkerBackend
+from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.llama.worker import CRASH_HOOK_ENV, WorkerBackend
 
 pytestmark = pytest.mark.model
 
@@ -350,7 +350,7 @@ def test_a_load_error_crosses_the_process_boundary(tmp_path):
 
 
 def test_the_setting_named_after_repeated_crashes(starter_path):
-    from vibechat.engine.worker import suggest_setting
+    from vibechat.engine.llama.worker import suggest_setting
 
     from types import SimpleNamespace
 
@@ -372,8 +372,8 @@ def test_the_child_ends_when_the_chat_process_dies(starter_path):
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from vibechat.engine.llamacpp import LlamaCppOptions\n"
-        "from vibechat.engine.worker import WorkerBackend\n"
+        "from vibechat.engine.llama.llamacpp import LlamaCppOptions\n"
+        "from vibechat.engine.llama.worker import WorkerBackend\n"
         "b = WorkerBackend(LlamaCppOptions(model_path=Path(sys.argv[1]), context_size=2048, repack='off'))\n"
         "b.load()\n"
         "print(b.pid, flush=True)\n"
@@ -423,9 +423,9 @@ def test_the_chat_process_never_loads_libllama(starter_path):
         "import sys\n"
         "import vibechat.app.tui.app\n"
         "from vibechat.app.backends import make_backend\n"
-        "from vibechat.engine.knobs import EngineSettings\n"
-        "from vibechat.engine.backend import ChatMessage, GenerationDone\n"
-        "from vibechat.engine.params import SamplingParams\n"
+        "from vibechat.engine.settings.knobs import EngineSettings\n"
+        "from vibechat.engine.turns.backend import ChatMessage, GenerationDone\n"
+        "from vibechat.engine.settings.params import SamplingParams\n"
         f"settings = EngineSettings(model={str(starter_path)!r}, context_size=512, repack='off')\n"
         "backend = make_backend(settings, worker=True)\n"
         "info = backend.load()\n"
@@ -446,7 +446,7 @@ def test_crash_reports_are_private_whatever_the_umask(starter_path):
     """Mode 0600 from the start (never briefly readable by others), in a 0700 folder, even
     with a permissive umask and a crashes/ folder an older vibechat made world-readable."""
     from vibechat.engine.paths import crash_dir
-    from vibechat.engine.worker import write_crash_report
+    from vibechat.engine.llama.worker import write_crash_report
 
     folder = crash_dir()
     folder.mkdir(parents=True)
@@ -630,7 +630,7 @@ def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_
     that never returns: the "hang" hook blocks the engine's main thread after the first piece):
     acknowledged or not, the one deadline after a stop is the watchdog's STOP_GRACE_S (under
     2 s): the engine is killed then, and the message says so (a deadline of 10 s before)."""
-    import vibechat.engine.worker as worker_module
+    import vibechat.engine.llama.worker as worker_module
 
     assert worker_module.STOP_GRACE_S < 2  # the watchdog's one deadline: Esc ends a reply within 2 s
     monkeypatch.setenv(CRASH_HOOK_ENV, "reply:hang")
@@ -667,7 +667,7 @@ def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_
 def test_a_slow_engine_that_nobody_stopped_is_not_taken_for_a_hung_one(rambling_worker, monkeypatch):
     """Only an unanswered cancel is a deadline: an engine that says nothing for longer than the
     watchdog's grace (stopped here, then continued) while nobody asked it to stop goes on."""
-    import vibechat.engine.worker as worker_module
+    import vibechat.engine.llama.worker as worker_module
 
     monkeypatch.setattr(worker_module, "STOP_GRACE_S", 0.2)
     rambling_worker.load()

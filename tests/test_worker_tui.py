@@ -21,11 +21,11 @@ from test_terminal_restore import Terminal, chat_env  # noqa: F401 - chat_env: a
 from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped, needs_proc
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
-from vibechat.engine.history import History
-from vibechat.engine.llamacpp import LlamaCppOptions
-from vibechat.engine.local_model import LocalModel
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.worker import CRASH_HOOK_ENV, WorkerBackend
+from vibechat.engine.chat.history import History
+from vibechat.engine.llama.llamacpp import LlamaCppOptions
+from vibechat.engine.models.local_model import LocalModel
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.llama.worker import CRASH_HOOK_ENV, WorkerBackend
 
 pytestmark = pytest.mark.model
 
@@ -401,7 +401,7 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(st
 
 
 def engine_process_of(chat_pid: int) -> int | None:
-    """The chat's engine process (``python -m vibechat.engine.worker``, its child), if running."""
+    """The chat's engine process (``python -m vibechat.engine.llama.worker``, its child), if running."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -410,7 +410,7 @@ def engine_process_of(chat_pid: int) -> int | None:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid and b"vibechat.engine.worker" in cmdline:
+        if int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid and b"vibechat.engine.llama.worker" in cmdline:
             return int(entry.name)
     return None
 

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN, read_only_dir
-from vibechat.engine.backend import GenerationDone
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.conversation import Conversation
-from vibechat.engine.history import History, HistoryError, default_path
+from vibechat.engine.turns.backend import GenerationDone
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import History, HistoryError, default_path
 
 TESTS = Path(__file__).parent
 
@@ -75,7 +75,7 @@ def test_a_failed_commit_is_one_history_error_and_the_database_stays_readable(tm
     out = python(f"""
         import json, resource, signal
         from pathlib import Path
-        from vibechat.engine.history import History, HistoryError
+        from vibechat.engine.chat.history import History, HistoryError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         folder = Path({str(tmp_path)!r})
         history = History(folder / "history.db").open()
@@ -197,7 +197,7 @@ def test_a_database_locked_past_the_busy_timeout_is_one_line_naming_the_other_pr
                                                                                      monkeypatch):
     db = tmp_path / "history.db"
     cid = seed(db, ("hi", "hello"))
-    monkeypatch.setattr("vibechat.engine.history.BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr("vibechat.engine.chat.history.BUSY_TIMEOUT_MS", 100)
     other = sqlite3.connect(db, isolation_level=None)
     with History(db) as history:
         other.execute("BEGIN IMMEDIATE")  # another vibechat in the middle of a long write
@@ -222,7 +222,7 @@ def test_the_chat_on_a_full_disk_keeps_the_reply_on_screen_and_says_saving_stopp
         from pathlib import Path
         from fakes import RecordingBackend, send, settle
         from vibechat.app.tui import create_app
-        from vibechat.engine.history import History
+        from vibechat.engine.chat.history import History
 
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         folder = Path({str(tmp_path)!r})
@@ -292,7 +292,7 @@ def test_a_crash_report_on_a_full_disk_leaves_no_half_file(user_dirs):
     out = python("""
         import resource, signal
         from vibechat.engine.paths import crash_dir
-        from vibechat.engine.worker import write_crash_report
+        from vibechat.engine.llama.worker import write_crash_report
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         crash_dir().mkdir(parents=True, exist_ok=True)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
@@ -314,7 +314,7 @@ def test_a_config_save_on_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_pat
     out = python(f"""
         import resource, signal
         from pathlib import Path
-        from vibechat.engine.config import save_theme
+        from vibechat.engine.settings.config import save_theme
         from vibechat.engine.errors import VibechatError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
@@ -340,7 +340,7 @@ def test_the_history_opens_for_reading_when_marking_interrupted_replies_cannot_b
         history.add_message(cid, "assistant", "cut off", "streaming")
     other = sqlite3.connect(db, isolation_level=None)
     other.execute("UPDATE messages SET writer_pid = 2147483646 WHERE status = 'streaming'")  # no such process
-    monkeypatch.setattr("vibechat.engine.history.BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr("vibechat.engine.chat.history.BUSY_TIMEOUT_MS", 100)
     other.execute("BEGIN IMMEDIATE")
     try:
         with History(db) as history:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from vibechat.engine.backend import Backend
-    from vibechat.engine.config import LoadedConfig
-    from vibechat.engine.history import History
-    from vibechat.engine.knobs import EngineSettings
-    from vibechat.engine.params import SamplingParams
+    from vibechat.engine.turns.backend import Backend
+    from vibechat.engine.settings.config import LoadedConfig
+    from vibechat.engine.chat.history import History
+    from vibechat.engine.settings.knobs import EngineSettings
+    from vibechat.engine.settings.params import SamplingParams
 
     from .app import VibechatApp
     from .models_ui import BackendFactory
@@ -32,7 +32,7 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     data dir), unless ``save`` is false. ``freeze_gc``: once the model is ready, what the app
     built so far leaves the garbage collector's sight (see ``gc_policy``; the real chat does,
     tests that make many apps in one process do not)."""
-    from vibechat.engine.history import History
+    from vibechat.engine.chat.history import History
 
     from .app import VibechatApp
 
@@ -49,7 +49,7 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash)."""
-    from vibechat.engine.worker import WorkerBackend
+    from vibechat.engine.llama.worker import WorkerBackend
 
     from ..backends import make_backend
     from ..progress import pull_with_progress

@@ -32,13 +32,13 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer
 
-from vibechat.engine.backend import Backend
-from vibechat.engine.chatlog import ChatLog
-from vibechat.engine.config import LoadedConfig
-from vibechat.engine.conversation import Conversation
-from vibechat.engine.history import History
-from vibechat.engine.params import SamplingParams
-from vibechat.engine.session import ChatSession
+from vibechat.engine.turns.backend import Backend
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.settings.config import LoadedConfig
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.chat.session import ChatSession
 from vibechat.themes import THEMES
 
 from .. import slash

@@ -107,7 +107,7 @@ class ConfigBar(Widget):
 
     def _recheck(self, path: Path | None) -> None:
         """In a thread: the file's problems now, as the bar's lines."""
-        from vibechat.engine.config import config_file_problems
+        from vibechat.engine.settings.config import config_file_problems
 
         from ..appconfig import BINDING_IDS
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from vibechat.engine.config import DEFAULT_THEME, LoadedConfig, save_params, save_theme
+from vibechat.engine.settings.config import DEFAULT_THEME, LoadedConfig, save_params, save_theme
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.params import SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 
 from ..appconfig import BINDING_IDS
 

@@ -25,11 +25,11 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
-from vibechat.engine.download import Progress
+from vibechat.engine.models.download import Progress
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.hub import HubModel, RepoListing
-from vibechat.engine.models import LocalModel
-from vibechat.engine.refs import HubRef, QuantOption
+from vibechat.engine.models.hub import HubModel, RepoListing
+from vibechat.engine.models.resolve import LocalModel
+from vibechat.engine.settings.refs import HubRef, QuantOption
 
 from ..progress import human_size, progress_line
 from .outside import block, cell, line
@@ -148,9 +148,9 @@ class DownloadScreen(ModalScreen[str | None]):
     # ------------------------------------------------------------ searching
     @on(Input.Submitted, "#download-query")
     def _query(self, event: Input.Submitted) -> None:
-        from vibechat.engine.refs import parse_hub_ref
+        from vibechat.engine.settings.refs import parse_hub_ref
 
-        from vibechat.engine.models import path_ref
+        from vibechat.engine.models.resolve import path_ref
 
         text = event.value.strip()
         if not text:
@@ -177,7 +177,7 @@ class DownloadScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
     def _check(self, text: str) -> None:
-        from vibechat.engine.models import file_model, path_ref
+        from vibechat.engine.models.resolve import file_model, path_ref
 
         try:
             path = path_ref(text)
@@ -201,7 +201,7 @@ class DownloadScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
     def _search(self, query: str) -> None:
-        from vibechat.engine.hub import Hub
+        from vibechat.engine.models.hub import Hub
 
         try:
             self.post_message(self._Searched(query, Hub().search(query, limit=30), None))
@@ -210,8 +210,8 @@ class DownloadScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
     def _list(self, ref: HubRef) -> None:
-        from vibechat.engine.fit import memory_fit
-        from vibechat.engine.hub import Hub
+        from vibechat.engine.models.fit import memory_fit
+        from vibechat.engine.models.hub import Hub
 
         try:
             listing = Hub().listing(ref.repo)

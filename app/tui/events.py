@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from vibechat.engine.backend import ChatEvent, ModelInfo
-from vibechat.engine.download import Progress
-from vibechat.engine.history import ConversationSummary, StoredConversation
-from vibechat.engine.models import LocalModel
+from vibechat.engine.turns.backend import ChatEvent, ModelInfo
+from vibechat.engine.models.download import Progress
+from vibechat.engine.chat.history import ConversationSummary, StoredConversation
+from vibechat.engine.models.resolve import LocalModel
 
 # ----------------------------------------------------------------- the model
 

@@ -12,7 +12,7 @@ without evaluating the whole conversation first.
 After a new conversation's first reply, an instruct model writes its title (``model_titles``
 in the config): a short request in a worker, which waits for the engine and gives way to
 the user's next message; until then, and for a base model, the title comes from the first
-exchange's words (engine/history.py).
+exchange's words (engine/chat/history.py).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vibechat.engine.backend import ModelInfo
-from vibechat.engine.chatlog import ChatLog
+from vibechat.engine.turns.backend import ModelInfo
+from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.gguf import quant_from_filename
-from vibechat.engine.history import (ConversationSummary, History, SearchHit, StoredConversation, StoredMessage,
+from vibechat.engine.models.gguf import quant_from_filename
+from vibechat.engine.chat.history import (ConversationSummary, History, SearchHit, StoredConversation, StoredMessage,
                                      write_export)
-from vibechat.engine.knobs import COMPLETION
+from vibechat.engine.settings.knobs import COMPLETION
 from vibechat.engine.sanitize import sanitize
 
 from .chat_view import AssistantMessage, ChatMessageWidget, EarlierMessages
@@ -111,7 +111,7 @@ class HistoryManager:
                              severity="error", timeout=15)
         if chatlog.conversation_id is None:
             return
-        from vibechat.engine.history import now
+        from vibechat.engine.chat.history import now
 
         stamp = now()
         old = next((s for s in sidebar.summaries if s.id == chatlog.conversation_id), None)

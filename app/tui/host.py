@@ -6,7 +6,7 @@ messages it answers (``handlers()``, a ``Handlers`` table) and the app hands the
 What the chat is doing is the ``ChatState`` (``state``), which the controllers write and
 the widgets watch. Controllers reach each other through the host (``replies``,
 ``chats``), never through a method of the app that only passes a call on. Changing how
-the engine is driven means reading ``engine/session.py`` and ``replies.py``, not the app.
+the engine is driven means reading ``engine/chat/session.py`` and ``replies.py``, not the app.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from textual.message import Message
     from textual.widget import Widget
 
-    from vibechat.engine.config import LoadedConfig
-    from vibechat.engine.history import History
-    from vibechat.engine.params import SamplingParams
-    from vibechat.engine.session import ChatSession
+    from vibechat.engine.settings.config import LoadedConfig
+    from vibechat.engine.chat.history import History
+    from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.chat.session import ChatSession
 
     from .chat_state import ChatState
     from .chat_view import ChatView

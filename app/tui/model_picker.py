@@ -33,8 +33,8 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.backend import ModelInfo
-from vibechat.engine.models import LocalModel
+from vibechat.engine.turns.backend import ModelInfo
+from vibechat.engine.models.resolve import LocalModel
 
 from ..progress import human_size
 from .outside import block, cell, line
@@ -134,7 +134,7 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
 
     @work(thread=True, exclusive=True, group="picker", exit_on_error=False)
     def _find(self) -> None:
-        from vibechat.engine.models import all_models
+        from vibechat.engine.models.resolve import all_models
 
         self.post_message(self.Found(all_models()))
 
@@ -181,7 +181,7 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
         """The file's header (and whether it is listed already, under another name)."""
         from pathlib import Path
 
-        from vibechat.engine.models import file_model
+        from vibechat.engine.models.resolve import file_model
 
         try:
             self.post_message(self.Checked(text, file_model(Path(text)), None))

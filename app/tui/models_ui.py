@@ -20,11 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vibechat.engine.backend import Backend, ModelInfo
+from vibechat.engine.turns.backend import Backend, ModelInfo
 from vibechat.engine.errors import DownloadCancelled, VibechatError
-from vibechat.engine.models import LocalModel
-from vibechat.engine.opened import SOURCE as OPENED
-from vibechat.engine.opened import remember
+from vibechat.engine.models.resolve import LocalModel
+from vibechat.engine.models.opened import SOURCE as OPENED
+from vibechat.engine.models.opened import remember
 
 from ..progress import human_size
 from .downloader import DownloadScreen
@@ -105,7 +105,7 @@ class ModelManager:
         header is read), then switch to it here, on the UI thread."""
         import asyncio
 
-        from vibechat.engine.models import local_model
+        from vibechat.engine.models.resolve import local_model
 
         try:
             model = await asyncio.to_thread(local_model, ref)
@@ -215,9 +215,9 @@ class ModelManager:
 
     def _swap_backend(self, model: LocalModel) -> ModelInfo:
         """In the worker: load ``model`` and make it the session's backend."""
-        from vibechat.engine.fit import weights_to_load
-        from vibechat.engine.gguf import inspect_gguf
-        from vibechat.engine.models import resolve_model
+        from vibechat.engine.models.fit import weights_to_load
+        from vibechat.engine.models.gguf import inspect_gguf
+        from vibechat.engine.models.resolve import resolve_model
         from vibechat.engine.system import available_memory
 
         assert self.backend_factory is not None
@@ -278,9 +278,9 @@ class ModelManager:
             self._download_cancel.set()
 
     def _download(self, listing, option, cancel: threading.Event, title: str) -> None:
-        from vibechat.engine.download import Downloader
-        from vibechat.engine.hub import Hub
-        from vibechat.engine.store import model_folder, register
+        from vibechat.engine.models.download import Downloader
+        from vibechat.engine.models.hub import Hub
+        from vibechat.engine.models.store import model_folder, register
 
         post = self.host.post_message
         try:

@@ -18,10 +18,10 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-from vibechat.engine.backend import ModelInfo
-from vibechat.engine.knobs import gpu_unavailable_message
-from vibechat.engine.params import PARAM_SPECS, SamplingParams
-from vibechat.engine.think_switch import DEFAULT_THINKING, THINKING_MODES
+from vibechat.engine.turns.backend import ModelInfo
+from vibechat.engine.settings.knobs import gpu_unavailable_message
+from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
+from vibechat.engine.settings.think_switch import DEFAULT_THINKING, THINKING_MODES
 
 from .choice import Choice, ChoiceSpec
 from .slider import Slider, SliderSpec
@@ -36,7 +36,7 @@ def _spec(name: str, label: str, **overrides: Any) -> SliderSpec:
 
 @dataclass(frozen=True)
 class AutoSliderSpec(SliderSpec):
-    """A parameter whose None is "auto", the model's own default (engine/params.py): "auto"
+    """A parameter whose None is "auto", the model's own default (engine/settings/params.py): "auto"
     sits one fine step below the parameter's minimum, so every value the parameter takes keeps
     its place on the slider and is shown as it is; the value that turns it off is shown in
     words (``no limit``, ``off``). Nothing lands between "auto" and the minimum."""

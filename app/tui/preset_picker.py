@@ -1,7 +1,7 @@
 """Presets in the chat: ``/preset NAME`` applies one, ``/preset`` (or the command palette's
 "Apply a preset") opens the picker, ``/preset save NAME`` keeps the current set-up as one.
 
-A preset (engine/presets.py, the config file's ``[presets.NAME]``) sets the system prompt,
+A preset (engine/settings/presets.py, the config file's ``[presets.NAME]``) sets the system prompt,
 the sampling parameters, the thinking switch and the reply format of the open conversation,
 as ``/system``, ``/set``, ``/think`` and ``/format`` would; a model it names is loaded as
 ``/load`` loads one (``ModelManager.load``: a new conversation starts, with the preset's
@@ -35,8 +35,8 @@ from .outside import block, cell, one_line
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from vibechat.engine.preset_file import PresetBook
-    from vibechat.engine.presets import Preset
+    from vibechat.engine.settings.preset_file import PresetBook
+    from vibechat.engine.settings.presets import Preset
 
     from .models_ui import ModelManager
 
@@ -88,7 +88,7 @@ class PresetPicker(ModalScreen["str | None"]):
 
     @work(thread=True, exclusive=True, group="preset-picker", exit_on_error=False)
     def _find(self) -> None:
-        from vibechat.engine.preset_file import load_presets
+        from vibechat.engine.settings.preset_file import load_presets
 
         self.post_message(self.Found(load_presets(self.config_path)))
 
@@ -143,7 +143,7 @@ async def run(app: PresetHost, arg: str) -> None:
 
 
 async def apply_named(app: PresetHost, name: str) -> None:
-    from vibechat.engine.preset_file import load_presets
+    from vibechat.engine.settings.preset_file import load_presets
 
     book = await asyncio.to_thread(load_presets, app.config.path)  # a file read: off the UI thread
     try:
@@ -177,7 +177,7 @@ def apply(app: PresetHost, preset: Preset) -> None:
 def _load_model(app: PresetHost, preset: Preset) -> None:
     """The preset's model (as ``/load``) and context size (a reload), where they differ
     from what is loaded."""
-    from vibechat.engine.knobs import CONTEXT_STEP
+    from vibechat.engine.settings.knobs import CONTEXT_STEP
 
     info = app.session.info
     remote = info is not None and info.server is not None
@@ -195,8 +195,8 @@ def _load_model(app: PresetHost, preset: Preset) -> None:
 async def save_current(app: PresetHost, name: str) -> None:
     """``/preset save NAME``: the conversation's system prompt, parameters, thinking and reply
     format, and the model in use, as ``[presets.NAME]`` (replacing one of that name)."""
-    from vibechat.engine.preset_file import save_preset
-    from vibechat.engine.presets import NAME_RE
+    from vibechat.engine.settings.preset_file import save_preset
+    from vibechat.engine.settings.presets import NAME_RE
 
     from ..appconfig import BINDING_IDS
 
@@ -216,7 +216,7 @@ async def save_current(app: PresetHost, name: str) -> None:
 def current_table(app: PresetHost) -> tuple[dict[str, Any], str]:
     """The set-up in use as a preset's table, and what it leaves out (a grammar file's text
     has no place in one), as the end of a sentence."""
-    from vibechat.engine.params import PARAM_SPECS
+    from vibechat.engine.settings.params import PARAM_SPECS
 
     conversation, info = app.session.conversation, app.session.info
     params = conversation.params

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 from textual.widget import Widget
 
-from vibechat.engine.backend import ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, ThinkingDelta
+from vibechat.engine.turns.backend import ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, ThinkingDelta
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
-from vibechat.engine.session import ChatSession, Turn
+from vibechat.engine.chat.session import ChatSession, Turn
 from vibechat.engine.system import available_cores
 
 from ..report import structured_state
@@ -143,7 +143,7 @@ class Replies:
     async def catch_up(self) -> bool:
         """Before a turn is added: turns another vibechat (``run --continue``) saved since join the
         conversation and the screen (``ChatSession.catch_up``). False, said: it is adding one now."""
-        from vibechat.engine.convlock import ConversationBusy
+        from vibechat.engine.chat.convlock import ConversationBusy
 
         from .history_ui import HistoryManager
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from vibechat.engine.backend import GenerationDone
+from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.sanitize import Sanitizer, sanitize
 
 from .chat_view import AssistantMessage

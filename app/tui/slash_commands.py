@@ -8,7 +8,7 @@ import asyncio
 from typing import TYPE_CHECKING, Protocol
 
 from vibechat.engine.errors import InvalidParameterError, VibechatError
-from vibechat.engine.think_switch import NO_SWITCH, check_thinking, describe_switch
+from vibechat.engine.settings.think_switch import NO_SWITCH, check_thinking, describe_switch
 
 from .. import slash
 from ..report import format_stats
@@ -18,8 +18,8 @@ from .host import ChatHost
 from .outside import one_line
 
 if TYPE_CHECKING:
-    from vibechat.engine.params import SamplingParams
-    from vibechat.engine.session import ChatSession
+    from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.chat.session import ChatSession
 
     from .models_ui import ModelManager
 
@@ -128,7 +128,7 @@ async def _show(app: ChatHost, arg: str) -> None:
 
 
 def _read_template(path: str) -> str | None:
-    from vibechat.engine.gguf import inspect_gguf
+    from vibechat.engine.models.gguf import inspect_gguf
 
     try:
         return inspect_gguf(path).chat_template
@@ -139,7 +139,7 @@ def _read_template(path: str) -> str | None:
 async def _format(app: ChatHost, arg: str) -> None:
     """``/format json|FILE|off``: what the next replies must be (kept with the conversation's
     parameters). What ``vibechat run`` refuses, this refuses, in one line, the format staying
-    as it was: the file is read and a schema converted here (within engine/structured.py's
+    as it was: the file is read and a schema converted here (within engine/settings/structured.py's
     bounds), and whether llama.cpp's parser takes the grammar is asked of the engine's process
     (the chat's own never loads libllama), in a worker: the check waits for the engine (a
     reply in progress ends first) while the chat goes on. For a server, as for ``run``: a

@@ -1,0 +1,251 @@
+"""A conversation kept in step with its saved copy.
+
+``ChatLog`` wraps a :class:`Conversation` and, when given a :class:`History`,
+saves every change as it happens: the conversation is created with its first
+prompt (an empty "new chat" leaves nothing behind), the user's message is saved
+before generation starts, the reply while it streams. The TUI and ``vibechat run``
+both go through here, so they save the same way.
+
+Saving never stops a chat: after a failed write the log keeps the conversation in
+memory, reports the problem once through ``problem`` and stops saving.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ..turns.backend import ChatMessage, GenerationDone
+from .conversation import Conversation
+from .history import History, HistoryError, ReplyWriter, StoredConversation, StoredMessage, title_from
+from ..settings.params import SamplingParams
+
+log = logging.getLogger("vibechat.history")
+
+
+@dataclass
+class Reply:
+    """A reply being generated: what the log needs to settle it."""
+
+    writer: ReplyWriter | None
+    failed: HistoryError | None = None  # a save while it streamed failed: reported when it ends
+
+    def append(self, text: str) -> None:
+        """Called with every piece of text as it streams (from the generating thread)."""
+        if self.writer is not None:
+            try:
+                self.writer.append(text)
+            except HistoryError as exc:  # reported when the reply ends; keep generating
+                self._failed(exc)
+
+    def append_thinking(self, text: str) -> None:
+        """Called with every piece of the reply's thinking (saved apart from the text)."""
+        if self.writer is not None:
+            try:
+                self.writer.append_thinking(text)
+            except HistoryError as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: HistoryError) -> None:
+        log.warning("could not save the reply while it streams: %s", exc)
+        self.writer, self.failed = None, exc
+
+
+class ChatLog:
+    def __init__(self, conversation: Conversation, history: History | None = None, *,
+                 model: str | None = None, model_path: str | None = None, source: str = "chat") -> None:
+        self.conversation = conversation
+        self.source = source  # where a new conversation is saved as coming from: chat, run, batch
+        self.history = history
+        self.model = model
+        self.model_path = model_path
+        self.conversation_id: int | None = None
+        self.title: str | None = None
+        self.problem: str | None = None  # the first save that failed, for the UI to show
+        self._rows: list[int] = []  # saved message ids, aligned with conversation.turns
+        self.seen = 0  # the newest message id this log read or wrote: another writer's turns come after it
+
+    # -------------------------------------------------------------- opening
+    @classmethod
+    def open(cls, history: History, conversation_id: int) -> "ChatLog":
+        """A saved conversation, ready to continue: its system prompt and parameters come
+        back, and its turns are what the model sees (failed replies are left out)."""
+        return cls.from_stored(history.get(conversation_id), history)
+
+    @classmethod
+    def from_stored(cls, stored: StoredConversation, history: History | None) -> "ChatLog":
+        conversation = Conversation(system=stored.system, params=stored.params)
+        chat = cls(conversation, history, model=stored.summary.model, model_path=stored.model_path)
+        chat.conversation_id = stored.id
+        chat.title = stored.title
+        streaming = False
+        for message in stored.messages:
+            # A reply still being written (by another vibechat: a crash's was repaired when the
+            # history opened) is read again once done (take_in): ``seen`` stops before it.
+            streaming = streaming or message.status == "streaming"
+            chat.seen = chat.seen if streaming else message.id
+            if message.in_context:
+                conversation.turns.append(ChatMessage(message.role, message.content))  # type: ignore[arg-type]
+                chat._rows.append(message.id)
+        return chat
+
+    @property
+    def saving(self) -> bool:
+        return self.history is not None
+
+    def set_model(self, name: str | None, path: str | None) -> None:
+        self.model, self.model_path = name, path
+
+    # ---------------------------------------------------------------- saving
+    def _save(self, what: str, fn, *args, **kwargs):
+        if self.history is None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except HistoryError as exc:
+            self._stop_saving(what, exc)
+            return None
+
+    def _stop_saving(self, what: str, exc: HistoryError) -> None:
+        if self.history is not None:
+            # One line, said once: what could not be saved and why (the error names the
+            # file, the reason and the fix); the conversation itself stays in memory.
+            self.problem = f"saving stopped ({what} failed): {exc}"
+            log.warning("could not %s: %s", what, exc)
+            self.history = None
+
+    def add_user(self, text: str) -> ChatMessage:
+        """The prompt, saved before any generation starts."""
+        message = self.conversation.add_user(text)
+        if self.history is not None and self.conversation_id is None:
+            self.title = title_from(text)
+            self.conversation_id = self._save(
+                "save the conversation", self.history.create, title=self.title, model=self.model,
+                model_path=self.model_path, system=self.conversation.system, params=self.conversation.params,
+                source=self.source)
+        if self.conversation_id is not None and self.history is not None:
+            row = self._save("save the prompt", self.history.add_message, self.conversation_id, "user", text)
+            if row is not None:
+                self._rows.append(row)
+                self.seen = max(self.seen, row)
+        return message
+
+    def start_reply(self) -> Reply:
+        """A reply row (status 'streaming') saved before the first token."""
+        writer = None
+        if self.conversation_id is not None and self.history is not None:
+            # The settings this reply was generated with come back when the chat is opened.
+            self._save("save the settings", self.history.set_settings, self.conversation_id,
+                       system=self.conversation.system, params=self.conversation.params,
+                       model=self.model, model_path=self.model_path)
+            row = self._save("save the reply", self.history.add_message, self.conversation_id,
+                             "assistant", "", "streaming")
+            if row is not None and self.history is not None:
+                writer = ReplyWriter(self.history, row)
+                self.seen = max(self.seen, row)
+        return Reply(writer)
+
+    def finish_reply(self, reply: Reply, done: GenerationDone) -> None:
+        """The reply is part of the conversation (its answer: the thinking is saved, never
+        sent to the model again); saved as complete, cut (by a limit), or stopped."""
+        self.conversation.add_assistant(done.text)
+        status = {"cancelled": "stopped", "length": "cut"}.get(done.finish_reason, "complete")
+        if reply.failed is not None:
+            self._stop_saving("save the reply", reply.failed)
+        if reply.writer is not None and self.history is not None:
+            self._save("save the reply", reply.writer.finish, status, done.text, params=done.params,
+                       stats=done.stats.to_dict(), thinking=done.thinking)
+            self._rows.append(reply.writer.message_id)
+        else:
+            self._rows.append(0)  # not saved: keeps the rows aligned with the turns
+
+    def fail_reply(self, reply: Reply, error: str, partial: str | None = None) -> None:
+        """A reply that failed: saved with its partial text and the error; not sent to the
+        model again (the prompt stays, so it can be retried).
+
+        With ``partial`` (a stream cut mid-reply, e.g. a remote server's connection
+        dropped: ``StreamInterrupted``), the text received is kept as the reply, part of
+        the conversation like a stopped one, and saved with status 'interrupted' and the
+        reason."""
+        if reply.failed is not None:
+            self._stop_saving("save the reply", reply.failed)
+        if partial:
+            self.conversation.add_assistant(partial)
+            if reply.writer is not None and self.history is not None:
+                self._save("save the reply", reply.writer.finish, "interrupted", partial, error=error)
+                self._rows.append(reply.writer.message_id)
+            else:
+                self._rows.append(0)
+            return
+        if reply.writer is not None and self.history is not None:
+            self._save("save the reply", reply.writer.finish, "error", error=error)
+
+    def _truncate(self) -> None:
+        del self._rows[len(self.conversation.turns):]
+        if self.conversation_id is not None and self.history is not None:
+            last = next((r for r in reversed(self._rows) if r), None)
+            self._save("update the conversation", self.history.truncate_after, self.conversation_id, last)
+
+    def drop_last_reply(self) -> ChatMessage | None:
+        """To regenerate: the last reply (and any failed one after it) is forgotten."""
+        dropped = self.conversation.drop_last_reply()
+        self._truncate()
+        return dropped
+
+    def take_last_user(self) -> str | None:
+        """To edit and resend the last prompt: it and what follows are forgotten."""
+        text = self.conversation.take_last_user()
+        self._truncate()
+        return text
+
+    def save_settings(self) -> None:
+        """Parameters or system prompt changed: remembered with the conversation."""
+        if self.conversation_id is not None and self.history is not None:
+            self._save("save the settings", self.history.set_settings, self.conversation_id,
+                       system=self.conversation.system, params=self.conversation.params)
+
+    def set_params(self, params: SamplingParams) -> None:
+        self.conversation.params = params
+        self.save_settings()
+
+    def set_system(self, system: str | None) -> None:
+        self.conversation.system = system
+        self.save_settings()
+
+    def rename(self, title: str) -> None:
+        if self.conversation_id is not None and self.history is not None:
+            self.history.rename(self.conversation_id, title)
+            self.title = " ".join(title.split())
+
+    def clear(self) -> None:
+        """A new conversation: the saved one stays as it is."""
+        self.conversation.clear()
+        self.conversation_id = None
+        self.title = None
+        self._rows = []
+        self.seen = 0
+
+    def take_in(self, messages: list[StoredMessage]) -> list[StoredMessage]:
+        """Turns another vibechat saved after those this log knows (``History.messages_after``
+        its ``seen``): they join the conversation, so the model is sent what the history holds
+        (a failed reply is shown, not sent, as when a conversation is opened). Returns the new
+        ones, to show; one read while it was still being written now counts as it ended. A
+        reply still being written (a writer without the lock) is left for the next time."""
+        taken = []
+        for message in messages:
+            if message.status == "streaming":
+                break  # its turn is not over: it and what follows are read again next time
+            self.seen = max(self.seen, message.id)
+            turn = ChatMessage(message.role, message.content)  # type: ignore[arg-type]
+            if message.id in self._rows:  # read when it was still being written: now as it ended
+                index = self._rows.index(message.id)
+                if message.in_context:
+                    self.conversation.turns[index] = turn
+                else:
+                    del self.conversation.turns[index], self._rows[index]
+                continue
+            taken.append(message)
+            if message.in_context:
+                self.conversation.turns.append(turn)
+                self._rows.append(message.id)
+        return taken

@@ -1,0 +1,67 @@
+"""Conversation titles worth reading in a list: from the first prompt, from the first
+exchange (a "hi" is no title: then the reply's first sentence), or as a model wrote one.
+Titles come from outside (the user's and the model's words): sanitised (no terminal
+controls), one line, bounded; only the start of a long text is read."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+TITLE_LENGTH = 60
+
+
+def title_from(prompt: str) -> str:
+    """A conversation title from its first prompt: the first non-empty line, sanitised (no
+    terminal controls: a title is shown in lists and dialogs), shortened. Only the first 64 KiB
+    are looked at."""
+    return next((_short(line) for line in _title_lines(prompt)), "New conversation")
+
+
+def title_from_exchange(prompt: str, reply: str) -> str:
+    """A title worth reading from a conversation's first exchange: the prompt's first
+    substantive line (a question, a request: not a bare "hi"); failing that, the reply's first
+    substantive sentence (a greeting answered says what the model offered); failing that, the
+    prompt's first line. Sanitised and shortened like :func:`title_from`."""
+    for line in _title_lines(prompt):
+        if _substantive(line):
+            return _short(line)
+    for line in _title_lines(reply, markdown=True):
+        for sentence in re.split(r"(?<=[.!?:])\s+", line)[:20]:
+            if _substantive(sentence):
+                return _short(sentence)
+    return title_from(prompt)
+
+
+def title_from_model(text: str) -> str | None:
+    """The title a model wrote (:meth:`ChatSession.write_title`) made fit for a list: its
+    first line, without a "Title:" label, quotes, Markdown marks or a full stop; sanitised,
+    shortened. None when nothing is left."""
+    line = next(_title_lines(text[:2000], markdown=True), "")
+    line = re.sub(r"^title\s*:\s*", "", line, flags=re.IGNORECASE).strip(" \"'“”‘’«».")
+    return _short(line) if re.search(r"\w", line) else None
+
+
+def _substantive(line: str) -> bool:
+    """Enough words to tell one conversation from another: three words, or long ones."""
+    words = re.findall(r"\w+", line)
+    return len(words) >= 3 or sum(map(len, words)) >= 16
+
+
+def _short(line: str) -> str:
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def _title_lines(text: str, *, markdown: bool = False) -> Iterator[str]:
+    """``text``'s non-empty lines, sanitised, spaces collapsed; with ``markdown``, without
+    quote, heading, list and emphasis marks. At most 64 KiB and 50 lines are read."""
+    from ..sanitize import sanitize
+
+    for count, line in enumerate(sanitize(text[:1 << 16]).splitlines()):
+        if count >= 50:
+            return
+        if markdown:
+            line = re.sub(r"[*`]+|(?<!\w)_+|_+(?!\w)", "", re.sub(r"^[\s>#*+\-|]+", "", line))
+        line = " ".join(line.split())
+        if line:
+            yield line

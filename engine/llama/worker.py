@@ -1,0 +1,1011 @@
+"""``WorkerBackend``: a ``LlamaCppBackend`` in a child process, so that llama.cpp ending
+its process (a segfault, a GGML_ASSERT abort, the OOM killer, a GPU driver error) ends
+only the child: the chat stays up, says what happened in one line, writes a crash
+report, and starts a fresh child for the next request.
+
+Process model: ``python -m vibechat.engine.llama.worker`` (a plain ``subprocess``, in its own
+session so the terminal's signals do not reach it). Three pipes:
+
+* the child's stdin carries the parent's requests as length-prefixed pickles: ``load``,
+  ``stream``, ``reset``, ``prefill``, ``count``, ``check_format`` (one at a time, each with
+  an id), and
+  ``cancel``. A reader thread in the child takes them; ``cancel`` is acted on at once
+  by that thread (the backend's abort/progress callbacks see it) and acknowledged, never
+  queued behind the running request;
+* the child's stdout (a private copy of it: fd 1 itself then points at stderr, so
+  nothing native can write into the protocol) carries the answers: log records, load
+  progress, the reply's text and its thinking (pieces of one kind that come faster than
+  every few milliseconds are joined), the other events, a result or an error;
+* the child's stderr (stray native output, Python's fault handler) is drained by a
+  thread into the crash report's tail and the ``vibechat.llama_cpp`` logger: never the
+  terminal.
+
+The child keeps its backend (and its KV cache) between requests. When the protocol pipe
+ends before the answer, the child died: the call raises ``EngineCrashed`` naming the
+signal, what it was doing and the crash report; the next call starts a fresh child. A
+fresh child that dies again during its load or its first request, with the same
+options, is not restarted until the options change (``EngineCrashLoop``).
+
+A hung child is a dead one: after a cancel, a watchdog thread gives the request
+``STOP_GRACE_S`` to end; a child that does not end it by then (stopped with SIGSTOP, frozen,
+stuck in a native call after it acknowledged the cancel) is killed and the call fails like
+a crash, with its own line, so a stop takes under 2 s whatever the engine does. Only a child
+still starting (importing llama.cpp, before it can act on a cancel) gets longer
+(``START_LIMIT_S``). Nothing else is timed: a slow load or prompt evaluation that nobody
+stopped is no hang. ``close()`` ends the child within ``CLOSE_LIMIT_S`` whatever it does.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import pickle
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from ..turns.backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta, ThinkingDelta
+from ..errors import EngineCrashed, EngineCrashLoop, GenerationError, VibechatError
+from ..settings.params import SamplingParams
+
+log = logging.getLogger("vibechat.llama_cpp")
+
+# Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
+# stream's first piece of text, once it was sent) makes every child started while it is set
+# send itself SIGNAL at that stage ("STAGE:hang": hang there). Read by the child only.
+CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
+
+LOG_TAIL = 50
+# Reply pieces closer together than this travel in one message. The chat draws a reply at most
+# 15 times a second (2-3 while the model uses every core), so 40 ms costs no visible delay, and
+# at ~90 tokens/s it sends 4x fewer messages than one per token (each a wake-up of two threads
+# in the chat's process, on the model's cores). The first piece of a reply goes at once.
+FLUSH_S = 0.04
+# A request that has not ended this long after its stop request (cancel) means a hung engine
+# process, acknowledged or not: stopped with SIGSTOP, frozen with the GIL held (no
+# acknowledgement), or stuck in a native call that never returns (its request reader
+# acknowledged the cancel, its main thread never comes back). The watchdog ends it (SIGKILL) and
+# the call in flight fails like a crash, so Esc ends a reply within 2 s whatever the engine does.
+# A live process needs milliseconds: the cancel reaches llama.cpp at once (its reader thread sets
+# the flag), which checks it between graph nodes (the abort callback: a prompt evaluation stops
+# mid-batch), between tokens, between tensors of a load, and in a chat template's render.
+# Nothing else is a deadline: a long prompt evaluation or a slow load that nobody stopped runs as
+# long as it takes.
+STOP_GRACE_S = 1.5
+# The one exception: a process still starting (Python, then importing llama.cpp) cannot act on a
+# cancel until it says "ready"; its start is no hang, up to this long (then STOP_GRACE_S more).
+# Only a load is ever in flight then, never a reply.
+START_LIMIT_S = 10.0
+# close(): how long the engine process gets to exit by itself, then after SIGTERM, before
+# SIGKILL (a stopped process acts on SIGKILL only), and a bound on close() in all: quitting
+# never waits more than 3 s for the engine.
+CLOSE_EXIT_S = 1.0
+CLOSE_TERM_S = 0.5
+REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
+CLOSE_LIMIT_S = CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S
+_HEADER = struct.Struct(">I")
+
+
+# ------------------------------------------------------------------ framing
+def _write_frame(stream: IO[bytes], obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_frame(stream: IO[bytes]) -> Any:
+    """The next object, or None at the end of the stream (the other side is gone)."""
+    header = _read_exact(stream, _HEADER.size)
+    if header is None:
+        return None
+    data = _read_exact(stream, _HEADER.unpack(header)[0])
+    return None if data is None else pickle.loads(data)
+
+
+def _read_exact(stream: IO[bytes], n: int) -> bytes | None:
+    parts: list[bytes] = []
+    while n:
+        chunk = stream.read(n)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+# ------------------------------------------------------------------- parent
+@dataclasses.dataclass
+class _Crash:
+    message: str
+    report: Path | None
+
+
+class _Heard:
+    """What one engine process has said, as its protocol reader sees it: for the watchdog,
+    which needs it while the thread that drives the engine waits on the inbox. Request ids
+    only grow, so "the highest so far" tells about every earlier request too."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.ready = False  # its backend exists: it acts on a cancel at once from now on
+        self.acked = 0  # the highest request id whose cancel it acknowledged
+        self.ended = 0  # the highest request id it answered (a result or an error)
+        self.gone = False  # its protocol pipe ended
+
+    def note(self, *, ready: bool = False, acked: int = 0, ended: int = 0, gone: bool = False) -> None:
+        with self._cond:
+            self.ready |= ready
+            self.acked = max(self.acked, acked)
+            self.ended = max(self.ended, ended)
+            self.gone |= gone
+            self._cond.notify_all()
+
+    def wait(self, condition: Callable[[], bool], timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(condition, max(0.0, timeout))
+
+
+class _Preload:
+    """A load begun ahead of its caller (``WorkerBackend.preload``): the next ``load()`` takes
+    it over, with its progress so far and from then on, and its result or its error."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.info: ModelInfo | None = None
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._latest: float | None = None
+        self._sink: Callable[[float], object] | None = None
+
+    def progress(self, fraction: float) -> None:
+        with self._lock:  # in order with the replay below
+            self._latest = fraction
+            self._tell(fraction)
+
+    def take_over(self, on_progress: Callable[[float], object] | None) -> ModelInfo:
+        with self._lock:
+            self._sink = on_progress
+            if self._latest is not None:
+                self._tell(self._latest)  # where it stands (it may be done already)
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.info is not None
+        return self.info
+
+    def _tell(self, fraction: float) -> None:
+        if self._sink is not None:
+            try:
+                self._sink(fraction)
+            except Exception:  # noqa: BLE001 - as for a load's own progress: never fails the load
+                log.debug("load progress callback failed", exc_info=True)
+
+
+class WorkerBackend:
+    """A ``LlamaCppBackend`` (same ``LlamaCppOptions``) in a child process. One thread drives
+    it; ``cancel()`` may be called from any thread."""
+
+    name = "llama.cpp"
+
+    def __init__(self, options: Any) -> None:  # LlamaCppOptions (not imported: no libllama here)
+        self.options = options
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._inbox: queue.Queue[Any] = queue.Queue()
+        self._write_lock = threading.Lock()
+        self._tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
+        self._info: ModelInfo | None = None
+        self._loaded = False  # the current child has the model loaded
+        self._next_id = 0
+        self._busy: int | None = None  # the request in flight (what cancel() stops)
+        self._restarted = False  # the current child replaces one that crashed ...
+        self._proven = False  # ... and has answered a request since
+        self._crashed_before = False
+        self._broken: tuple[Any, str] | None = None  # (options, message): no restart until they change
+        self._closing = False  # close() ends the child: its end is no crash
+        self._stderr_reader: threading.Thread | None = None
+        self._preload: _Preload | None = None  # a load begun ahead of the first load() call
+        self._preloading: threading.Thread | None = None
+        self._heard = _Heard()  # the current child's
+        self._watched = 0  # the request the watchdog watches (one watchdog per stopped request)
+        self._watch_lock = threading.Lock()
+        self._hung: tuple[subprocess.Popen[bytes], str] | None = None  # (child, why) the watchdog ended
+
+    # ------------------------------------------------------------ process
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (None: no child running)."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def _start(self) -> None:
+        if self._closing:  # a preload that reaches here while close() runs starts nothing
+            raise EngineCrashed("the engine was closed.")
+        cmd = [sys.executable, "-m", "vibechat.engine.llama.worker"]
+        kwargs: dict[str, Any] = {}
+        if os.name == "posix":
+            kwargs["start_new_session"] = True  # Ctrl-C / Ctrl-Z in the terminal are the chat's
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                close_fds=True, **kwargs)
+        self._proc = proc
+        if self._closing:  # close() began while it started: it ends with the others
+            self._stop_child()
+            _close_quietly(proc.stdout)
+            _close_quietly(proc.stderr)
+            raise EngineCrashed("the engine was closed.")
+        self._inbox = queue.Queue()
+        self._tail = collections.deque(maxlen=LOG_TAIL)  # new ones: an old reader may still append
+        self._stderr_tail = collections.deque(maxlen=LOG_TAIL)
+        self._heard = _Heard()
+        self._loaded = False
+        self._restarted, self._proven = self._crashed_before, False
+        threading.Thread(target=self._read_protocol, args=(proc, self._inbox, self._tail, self._heard), daemon=True,
+                         name="vibechat-worker-reader").start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, args=(proc, self._stderr_tail), daemon=True,
+                                               name="vibechat-worker-stderr")
+        self._stderr_reader.start()
+        self._send(("init", self.options))
+
+    @staticmethod
+    def _read_protocol(proc: subprocess.Popen[bytes], inbox: queue.Queue[Any], tail: collections.deque[str],
+                       heard: _Heard) -> None:
+        assert proc.stdout is not None
+        try:
+            while True:
+                try:
+                    msg = _read_frame(proc.stdout)
+                except Exception as exc:  # noqa: BLE001 - a torn frame: the child died mid-write
+                    log.debug("worker protocol: %s", exc)
+                    msg = None
+                if msg is None:
+                    break
+                if msg[0] == "log":
+                    _, name, level, text = msg
+                    if level >= logging.INFO:  # llama.cpp's DEBUG lines (graph details) would crowd the report
+                        tail.append(f"{logging.getLevelName(level)} {text}")
+                    logging.getLogger(name).log(level, "%s", text)
+                    continue
+                if msg[0] == "ready":
+                    heard.note(ready=True)
+                    continue
+                if msg[0] == "cancelling":
+                    heard.note(acked=msg[1])
+                    continue
+                if msg[0] in ("result", "error"):
+                    heard.note(ended=msg[1])
+                inbox.put(msg)
+        finally:
+            heard.note(gone=True)
+            inbox.put(("eof",))
+            _close_quietly(proc.stdout)
+
+    @staticmethod
+    def _read_stderr(proc: subprocess.Popen[bytes], tail: collections.deque[str]) -> None:
+        assert proc.stderr is not None
+        try:
+            for raw in proc.stderr:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line:
+                    tail.append(line)
+                    log.warning("engine process: %s", line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            _close_quietly(proc.stderr)
+
+    def _send(self, msg: tuple[Any, ...]) -> bool:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return False
+        with self._write_lock:
+            try:
+                _write_frame(proc.stdin, msg)
+                return True
+            except (OSError, ValueError):  # the child is gone: its answer pipe says so
+                return False
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _request(self, kind: str, *args: Any) -> int:
+        self._next_id += 1
+        rid = self._next_id
+        self._busy = rid
+        self._send((kind, rid, *args))
+        return rid
+
+    def _answer(self, rid: int, what: Callable[[], str],
+                on_message: Callable[[tuple[Any, ...]], None] | None = None) -> Any:
+        """Wait for request ``rid``'s result; messages on the way go to ``on_message``.
+        Raises what the child raised, or ``EngineCrashed`` if it died (``what()``: doing what)."""
+        while True:
+            msg = self._inbox.get()
+            kind = msg[0]
+            if kind == "eof":
+                self._busy = None
+                raise self._crash(what())
+            if kind in ("result", "error") and msg[1] != rid:
+                continue  # a late answer to an abandoned request
+            if kind == "result":
+                self._busy = None
+                return msg[2]
+            if kind == "error":
+                self._busy = None
+                raise _rebuild_error(msg[2], msg[3])
+            if on_message is not None:
+                on_message(msg)
+
+    def _check_broken(self) -> None:
+        if self._broken is not None:
+            options, message = self._broken
+            if options == self.options:
+                raise EngineCrashLoop(message)
+            self._broken = None
+            self._crashed_before = False
+
+    def _model_name(self) -> str:
+        return Path(str(self.options.model_path)).name
+
+    def _ensure_loaded(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        """The model, loaded: every call that needs it comes here first; one made while a
+        preload runs waits for it and gets its result or its error."""
+        preload = self._preload
+        if preload is not None:
+            try:
+                return preload.take_over(on_progress)
+            finally:
+                self._preload = None  # taken over: from now on, calls load as usual
+        return self._load_now(on_progress)
+
+    def _load_now(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        self._check_broken()
+        if self._loaded and self._alive() and self._info is not None:
+            return self._info
+        if self._proc is not None and not self._alive():  # died while idle (the OOM killer?)
+            log.warning("%s", self._crash("while idle between requests"))
+        if self._proc is not None:
+            self._stop_child()
+        self._check_broken()
+        self._start()
+
+        def progress(msg: tuple[Any, ...]) -> None:
+            if msg[0] == "progress" and on_progress is not None:
+                try:
+                    on_progress(msg[1])
+                except Exception:  # noqa: BLE001
+                    pass
+
+        rid = self._request("load")
+        try:
+            info = self._answer(rid, lambda: f"while loading {self._model_name()}", progress)
+        except EngineCrashed:
+            raise
+        except BaseException:
+            self._stop_child()  # a failed or cancelled load: the next call starts afresh
+            raise
+        self._info = info
+        self._loaded = True
+        return info
+
+    # --------------------------------------------------------- crashes
+    def _crash(self, doing: str) -> EngineCrashed:
+        """The child is gone: reap it, write the report, decide whether to restart later."""
+        proc = self._proc
+        if self._closing or proc is None:  # ended on purpose (close(), a stopped load), maybe just now
+            return EngineCrashed("the engine was closed while it was busy.")
+        rc = _end_process(proc, wait_s=2.0)  # it closed its pipe: it is ending (or is ended now)
+        hung = self._hung
+        if hung is not None and hung[0] is proc:  # the watchdog ended it: no crash of llama.cpp's
+            how, doing = "stopped responding", f"{doing} ({hung[1]}), so vibechat ended it"
+        else:
+            hung = None
+            how = (f"crashed ({_signal_name(-rc)})" if rc is not None and rc < 0
+                   else f"exited unexpectedly (status {rc})")
+        if self._stderr_reader is not None:  # its last lines (a fault handler's traceback)
+            self._stderr_reader.join(timeout=2)
+        report = write_crash_report(how, doing, rc, list(self._tail), list(self._stderr_tail), self.options,
+                                    self._info)
+        self._discard_child()
+        where = f"; crash report: {report}" if report else ""
+        if hung is not None:  # a hang is not counted towards a crash loop: the user stopped it
+            return EngineCrashed(f"the engine {how} {doing}; it restarts with the next request{where}", report)
+        if self._restarted and not self._proven:
+            setting = suggest_setting(self.options, self._info, doing, rc)
+            message = (f"the engine {how} {doing} again right after a restart, so vibechat will not restart "
+                       f"it with the same settings: try {setting}{where}")
+            self._broken = (dataclasses.replace(self.options), message)
+            return EngineCrashLoop(message, report)
+        self._crashed_before = True
+        return EngineCrashed(f"the engine {how} {doing}; it restarts with the next request{where}", report)
+
+    def _discard_child(self) -> None:
+        proc, self._proc = self._proc, None
+        self._loaded = False
+        self._busy = None
+        if proc is not None:  # its stdout and stderr are closed by their reader threads
+            _close_quietly(proc.stdin)
+
+    def _stop_child(self) -> None:
+        """End the child on purpose: its stdin ends (it stops what runs and exits), then
+        SIGTERM, then SIGKILL (all a stopped or hung child acts on): under
+        ``CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S`` in all, whatever it is doing."""
+        proc = self._proc
+        if proc is None:
+            return
+        # Discarded first, so that a call waiting on its answer takes its end for a close, not
+        # a crash; its stdin closes, and its request reader, seeing the end, stops what runs
+        # and exits.
+        self._discard_child()
+        _end_process(proc, wait_s=CLOSE_EXIT_S, term_s=CLOSE_TERM_S)
+
+    # ------------------------------------------------------- Backend API
+    def preload(self) -> None:
+        """Start the engine process and its load now, in a thread of this one: the chat calls
+        it before its screen opens, so the load runs while the UI starts. The next call that
+        needs the model (``load()`` first, in the chat) takes this load over: its progress,
+        then its result or its error (a crash is reported once, not loaded again)."""
+        if self._preload is not None or self._proc is not None:
+            return
+        state = self._preload = _Preload()
+
+        def run() -> None:
+            try:
+                state.info = self._load_now(state.progress)
+            except BaseException as exc:  # noqa: BLE001 - handed to the load() that takes over
+                state.error = exc
+            finally:
+                state.done.set()
+
+        self._preloading = threading.Thread(target=run, daemon=True, name="vibechat-worker-preload")
+        self._preloading.start()
+
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        return self._ensure_loaded(on_progress)
+
+    def describe(self) -> ModelInfo:
+        if self._info is None:
+            raise GenerationError("no model is loaded yet.")
+        return self._info
+
+    def cancel(self) -> None:
+        """Stop the request in flight (any thread). The engine process acknowledges the cancel
+        at once and ends the request within milliseconds; one that has not ended it
+        ``STOP_GRACE_S`` later is ended by the watchdog and the call fails like a crash."""
+        busy = self._busy
+        if busy is not None:
+            self._send(("cancel", busy))
+            self._watch(busy)
+
+    def _watch(self, rid: int) -> None:
+        """Watch the current child answer the cancel of request ``rid`` (one watchdog a request)."""
+        proc, heard = self._proc, self._heard
+        with self._watch_lock:
+            if proc is None or rid <= self._watched:
+                return
+            self._watched = rid
+        threading.Thread(target=self._watchdog, args=(proc, heard, rid), daemon=True,
+                         name="vibechat-worker-watchdog").start()
+
+    def _watchdog(self, proc: subprocess.Popen[bytes], heard: _Heard, rid: int) -> None:
+        """One deadline, ``STOP_GRACE_S`` after the cancel, for the request to end, whether the
+        child acknowledged the cancel or not: a live one needs milliseconds. Only a child still
+        starting (not ready: it cannot act on a cancel yet) gets up to ``START_LIMIT_S`` first."""
+
+        def ended() -> bool:
+            return heard.gone or heard.ended >= rid
+
+        if not heard.ready:  # its own start is no hang; its deadline runs from when it can stop
+            heard.wait(lambda: ended() or heard.ready, START_LIMIT_S)
+        if heard.wait(ended, STOP_GRACE_S):
+            return
+        if heard.acked >= rid:  # its reader runs, the request never ends: a native call stuck
+            why = f"the request did not end within {STOP_GRACE_S:g} s of the stop request"
+        else:  # stopped, or frozen with the GIL held
+            why = f"no answer to the stop request within {STOP_GRACE_S:g} s"
+        if self._proc is not proc or proc.poll() is not None:
+            return  # ended meanwhile, or on purpose
+        log.warning("the engine process %s is hung (%s): ending it", proc.pid, why)
+        self._hung = (proc, why)
+        try:
+            proc.kill()  # the reader sees its pipe end; the waiting call reports it (_crash)
+        except OSError:
+            pass
+
+    def reset(self) -> None:
+        if not (self._loaded and self._alive()):
+            return  # a fresh child starts with an empty cache
+        rid = self._request("reset")
+        self._answer(rid, lambda: "while clearing the conversation cache")
+
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+        self._ensure_loaded()
+        rid = self._request("prefill", list(messages), thinking)
+        result = int(self._answer(rid, lambda: "while evaluating the conversation"))
+        self._proven = True
+        return result
+
+    def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+        self._ensure_loaded()
+        rid = self._request("count", list(messages), thinking)
+        return int(self._answer(rid, lambda: "while counting tokens"))
+
+    def check_output_format(self, fmt: Any) -> None:  # an OutputFormat
+        """A one-line ``InvalidParameterError`` unless llama.cpp's grammar parser takes ``fmt``'s
+        grammar (``llamacpp.check_output_format``, what ``vibechat run`` checks), asked of the
+        engine process: the chat's own process never loads libllama. A grammar that crashed the
+        parser (past the bounds engine/settings/structured.py checks) ends only the engine process: the
+        call raises ``EngineCrashed``. Blocks (the model is loaded first), like every request."""
+        self._ensure_loaded()
+        rid = self._request("check_format", fmt)
+        self._answer(rid, lambda: f"while checking the reply format ({fmt.label})")
+
+    def stream_chat(self, messages: Sequence[ChatMessage],
+                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+        self._ensure_loaded()
+        rid = self._request("stream", list(messages), params)
+        tokens = 0
+        finished = False
+        try:
+            while True:
+                msg = self._inbox.get()
+                kind = msg[0]
+                if kind == "eof":
+                    finished = True
+                    self._busy = None
+                    raise self._crash("while evaluating the prompt" if tokens == 0
+                                      else f"mid-reply after {tokens} token{'s' if tokens != 1 else ''}")
+                if kind in ("result", "error") and msg[1] != rid:
+                    continue
+                if kind in ("delta", "thinking"):
+                    tokens = msg[2]
+                    # with the generated tokens so far (the status bar's live count)
+                    live = msg[3] if len(msg) > 3 else 0
+                    yield TextDelta(msg[1], live) if kind == "delta" else ThinkingDelta(msg[1], live)
+                elif kind == "event":
+                    if isinstance(msg[1], GenerationDone):
+                        tokens = max(tokens, msg[1].stats.completion_tokens)
+                    yield msg[1]
+                elif kind == "result":
+                    finished = True
+                    self._busy = None
+                    self._proven = True
+                    return
+                elif kind == "error":
+                    finished = True
+                    self._busy = None
+                    raise _rebuild_error(msg[2], msg[3])
+        finally:
+            if not finished:  # closed early (or the consumer failed): stop it, wait for its end
+                self._abandon(rid)
+
+    def _abandon(self, rid: int) -> None:
+        self._send(("cancel", rid))
+        self._watch(rid)  # a hung child is ended within STOP_GRACE_S: its end comes as "eof"
+        deadline = time.monotonic() + STOP_GRACE_S + 2 * REAP_S  # the watchdog's, then this one's
+        while time.monotonic() < deadline:
+            try:
+                msg = self._inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if msg[0] == "eof":
+                try:
+                    crash = self._crash("while stopping a reply")
+                    log.warning("%s", crash)
+                except Exception:  # noqa: BLE001
+                    log.exception("engine crash while stopping a reply")
+                return
+            if msg[0] in ("result", "error") and msg[1] == rid:
+                self._busy = None
+                return
+        log.warning("the engine did not stop within %g s: ending it", STOP_GRACE_S + 2 * REAP_S)
+        self._kill()
+
+    def _kill(self) -> None:
+        proc = self._proc
+        self._discard_child()
+        if proc is not None:
+            _end_process(proc, wait_s=0)
+
+    def close(self) -> None:
+        """End the engine process, whatever it is doing (stopped, hung, mid-reply): within
+        ``CLOSE_LIMIT_S`` (2.5 s) in all, never waiting on its answers."""
+        self._closing = True
+        started = time.monotonic()
+        try:
+            self._stop_child()  # within CLOSE_LIMIT_S
+            preloading = self._preloading
+            # A load still under way ends with its child (not a crash); a child that _start() made
+            # just as close() began is ended by _start() itself (it sees _closing). Whatever is
+            # left when the time is up is killed without a further wait.
+            while (preloading is not None and preloading.is_alive()
+                   and time.monotonic() < started + CLOSE_LIMIT_S):
+                preloading.join(timeout=0.05)
+            proc = self._proc
+            if proc is not None:
+                self._discard_child()
+                try:
+                    proc.kill()
+                    proc.wait(timeout=max(0.05, started + CLOSE_LIMIT_S - time.monotonic()))
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+        finally:
+            self._closing = False
+        self._info = None
+
+
+def _end_process(proc: subprocess.Popen[bytes], wait_s: float, term_s: float = 0.0) -> int | None:
+    """Wait up to ``wait_s`` for ``proc`` to exit by itself, then SIGTERM it and wait up to
+    ``term_s`` (when given), then SIGKILL it and wait up to ``REAP_S``: its exit status, or
+    None if even that did not end it (an uninterruptible wait: init reaps it later)."""
+    steps: list[tuple[Callable[[], None] | None, float]] = [(None, wait_s)]
+    if term_s > 0:
+        steps.append((proc.terminate, term_s))
+    steps.append((proc.kill, REAP_S))
+    for send, wait in steps:
+        if send is not None:
+            try:
+                send()  # Popen: no signal once the process was reaped (no pid reused)
+            except OSError:
+                pass
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    log.warning("the engine process %s did not end after SIGKILL", proc.pid)
+    return None
+
+
+def _close_quietly(pipe: IO[bytes] | None) -> None:
+    try:
+        if pipe is not None:
+            pipe.close()
+    except (OSError, ValueError):
+        pass
+
+
+def _rebuild_error(name: str, message: str) -> Exception:
+    """The child's exception, as the same class when it is one of engine/errors.py's."""
+    from .. import errors
+
+    cls = getattr(errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, VibechatError):
+        try:
+            return cls(message)
+        except TypeError:
+            return GenerationError(message)
+    return GenerationError(f"the engine failed: {name}: {message}")
+
+
+def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | None) -> str:
+    """The setting most likely to avoid a crash that repeats, in a few words (each named by
+    its flag, from the config's settings table)."""
+    from ..settings.config import SETTINGS_BY_KEY
+
+    def flag(key: str) -> str:
+        return SETTINGS_BY_KEY[key].flag or key
+
+    ideas: list[str] = []
+    if getattr(options, "repack", "off") != "off":
+        ideas.append(f"{flag('repack')} off")
+    gpu = info.gpu_layers if info is not None else (options.gpu_layers or 0)
+    if gpu:
+        ideas.append(f"{flag('gpu_layers')} 0")
+    if getattr(options, "speculative", "off") != "off" and not doing.startswith("while loading"):
+        ideas.append(f"{flag('speculative')} off")
+    if getattr(options, "kv_cache_type", "f16") != "f16":
+        ideas.append(f"{flag('kv_cache_type')} f16")
+    smaller = f"a smaller {flag('context_size')}"
+    ideas.append(smaller)
+    if rc is not None and rc == -getattr(signal, "SIGKILL", -1):  # the OOM killer's signal: memory first
+        ideas.remove(smaller)
+        ideas.insert(0, smaller)
+    ideas.append("another model")
+    return ", ".join(ideas[:-1]) + " or " + ideas[-1]
+
+
+def write_crash_report(how: str, doing: str, rc: int | None, log_lines: list[str], stderr_lines: list[str],
+                       options: Any, info: ModelInfo | None) -> Path | None:
+    """A text file under the state dir's ``crashes/`` folder; None if it could not be written."""
+    import platform
+    from datetime import datetime, timezone
+
+    from ..paths import crash_dir
+
+    now = datetime.now(timezone.utc)
+    signal_line = f"{_signal_name(-rc)} (signal {-rc})" if rc is not None and rc < 0 else f"exit status {rc}"
+    try:
+        opts = dataclasses.asdict(options)
+    except TypeError:
+        opts = {"options": repr(options)}
+    lines = [
+        "vibechat engine crash report",
+        f"time: {now.isoformat(timespec='seconds')}",
+        f"what: the engine {how} {doing}",
+        f"signal: {signal_line}",
+        f"vibechat: {_version('vibechat')}",
+        f"llama-cpp-python: {_version('llama_cpp_python')}",
+        f"python: {platform.python_version()} ({platform.platform()})",
+        "options:",
+        *(f"  {key} = {value}" for key, value in opts.items()),
+    ]
+    if info is not None:
+        lines += ["model:", *(f"  {key} = {value}" for key, value in info.to_dict().items())]
+    lines += [f"last {len(log_lines)} llama.cpp log lines (INFO and above):", *(f"  {line}" for line in log_lines)]
+    lines += [f"last {len(stderr_lines)} lines on the engine's stderr:", *(f"  {line}" for line in stderr_lines)]
+    try:
+        folder = crash_dir()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private(folder, 0o700)  # made earlier, or by an older vibechat, with the umask's mode
+        path = folder / f"crash-{now:%Y%m%d-%H%M%S}-{os.getpid()}-{time.monotonic_ns() % 10**6}.txt"
+        _write_private(path, "\n".join(lines) + "\n")
+        return path
+    except OSError as exc:
+        log.warning("could not write the crash report: %s", exc)
+        return None
+
+
+def _private(path: Path, mode: int) -> None:
+    """``path`` readable by its owner only (best effort: a folder of someone else's stays as it is)."""
+    try:
+        if os.name == "posix" and path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+    except OSError:
+        pass
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file with mode 0600 from the start (the report holds the user's settings and log
+    lines): never briefly readable by others, whatever the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        if os.name == "posix":
+            os.fchmod(fd, 0o600)  # the umask may have taken bits off, never added them: exact
+        with os.fdopen(fd, "wb") as out:
+            fd = -1
+            out.write(text.encode("utf-8"))
+    except OSError:  # a full disk: no half a report left behind
+        path.unlink(missing_ok=True)
+        raise
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# -------------------------------------------------------------------- child
+class _Control:
+    """The child's cancel state, shared by its reader thread (which cancels) and its main
+    thread (which runs one request at a time). A cancel for request N is asserted again
+    until N has ended: the backend clears its flag when a request starts, and the cancel
+    may arrive before that."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.backend: Any = None
+        self.cancel_upto = 0
+        self.done = 0
+        self._asserting = False
+
+    def cancel(self, rid: int) -> None:
+        with self.lock:
+            if rid <= self.done:
+                return
+            self.cancel_upto = max(self.cancel_upto, rid)
+            if self.backend is not None:
+                self.backend.cancel()
+            if self._asserting:
+                return
+            self._asserting = True
+        threading.Thread(target=self._assert_cancel, daemon=True).start()
+
+    def _assert_cancel(self) -> None:
+        while True:
+            with self.lock:
+                if self.done >= self.cancel_upto:
+                    self._asserting = False
+                    return
+                if self.backend is not None:
+                    self.backend.cancel()
+            time.sleep(0.005)
+
+    def cancelled(self, rid: int) -> bool:
+        with self.lock:
+            return self.cancel_upto >= rid
+
+    def finished(self, rid: int) -> None:
+        with self.lock:
+            self.done = max(self.done, rid)
+
+
+class _ForwardLogs(logging.Handler):
+    def __init__(self, send: Callable[[tuple[Any, ...]], None]) -> None:
+        super().__init__(logging.DEBUG)
+        self._send = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._send(("log", record.name, record.levelno, record.getMessage()))
+        except Exception:  # noqa: BLE001 - never raise into llama.cpp's log callback
+            pass
+
+
+def _crash_hook(stage: str) -> None:
+    """Test-only (CRASH_HOOK_ENV): end this process at ``stage`` with a signal ("reply:SIGABRT")
+    or an exit status ("reply:exit3"), stop it ("reply:SIGSTOP": it stays stopped), or hang it
+    ("reply:hang": its main thread never returns, its request reader goes on)."""
+    hook = os.environ.get(CRASH_HOOK_ENV, "")
+    if not hook:
+        return
+    at, _, name = hook.partition(":")
+    if at == stage:
+        if name.startswith("exit"):
+            os._exit(int(name[4:]))
+        if name == "hang":
+            threading.Event().wait()  # until the parent ends this process
+        os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
+        time.sleep(10)  # the signal ends us
+
+
+def child_main() -> int:
+    import faulthandler
+
+    # The protocol gets a private copy of stdout; fd 1 then points at stderr (the parent's
+    # pipe), so native code printing to stdout cannot break a frame.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    faulthandler.enable(sys.stderr)  # a Python traceback on SIGSEGV/SIGABRT, for the crash report
+    if hasattr(signal, "SIGINT"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inp = sys.stdin.buffer
+    write_lock = threading.Lock()
+
+    def send(msg: tuple[Any, ...]) -> None:
+        with write_lock:
+            _write_frame(out, msg)
+
+    control = _Control()
+    requests: queue.Queue[Any] = queue.Queue()
+
+    def read_requests() -> None:
+        try:
+            while True:
+                msg = _read_frame(inp)
+                if msg is None:
+                    break
+                if msg[0] == "cancel":
+                    control.cancel(msg[1])
+                    send(("cancelling", msg[1]))  # the parent's watchdog: this process is alive
+                else:
+                    requests.put(msg)
+        except Exception:  # noqa: BLE001
+            pass
+        # The parent is gone (or closed us): stop what runs, and exit soon whatever happens.
+        control.cancel(1 << 62)
+        requests.put(None)
+        threading.Timer(5.0, os._exit, args=(0,)).start()
+
+    threading.Thread(target=read_requests, daemon=True, name="vibechat-worker-requests").start()
+
+    engine_log = logging.getLogger("vibechat")
+    engine_log.setLevel(logging.DEBUG)
+    engine_log.propagate = False
+    engine_log.addHandler(_ForwardLogs(send))
+
+    first = requests.get()
+    if first is None or first[0] != "init":
+        return 0
+    from .llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(first[1])
+    with control.lock:
+        control.backend = backend
+    send(("ready",))  # a cancel stops what runs at once from now on: the parent's watchdog times it
+    while True:
+        msg = requests.get()
+        if msg is None or msg[0] == "close":
+            break
+        kind, rid, *args = msg
+        try:
+            if kind == "load" and control.cancelled(rid):  # while this process started
+                from ..errors import LoadCancelled
+
+                raise LoadCancelled(f"loading {Path(str(first[1].model_path)).name} was cancelled.")
+            result = _serve(backend, kind, rid, args, send)
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back as an answer
+            control.finished(rid)
+            send(("error", rid, type(exc).__name__, str(exc)))
+        else:
+            control.finished(rid)
+            send(("result", rid, result))
+    backend.close()
+    return 0
+
+
+def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[tuple[Any, ...]], None]) -> Any:
+    if kind == "load":
+        _crash_hook("load")
+        return backend.load(on_progress=lambda value: send(("progress", value)))
+    if kind == "reset":
+        backend.reset()
+        return None
+    if kind == "count":
+        return backend.count_tokens(*args[:2])  # messages, thinking
+    if kind == "check_format":  # needs no model: llama.cpp's parser alone (stderr is ours here)
+        from .llamacpp import check_output_format
+
+        check_output_format(args[0])
+        return None
+    if kind == "prefill":
+        _crash_hook("prompt")
+        return backend.prefill(*args[:2])
+    if kind == "stream":
+        _stream(backend, args[0], args[1], send)
+        return None
+    raise GenerationError(f"unknown engine request {kind!r}")
+
+
+def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
+            send: Callable[[tuple[Any, ...]], None]) -> None:
+    pending: list[str] = []
+    pending_kind = "delta"  # or "thinking": the pieces joined are of one kind
+    tokens = 0
+    generated = 0  # the last delta's count of generated tokens (the status bar's live count)
+    last = 0.0
+    clock = time.perf_counter
+    _crash_hook("prompt")
+    stream = backend.stream_chat(messages, params)
+    try:
+        for event in stream:
+            kind = "delta" if type(event) is TextDelta else "thinking" if type(event) is ThinkingDelta else None
+            if kind is not None:
+                if pending and kind != pending_kind:
+                    send((pending_kind, "".join(pending), tokens, generated))
+                    pending.clear()
+                pending_kind = kind
+                pending.append(event.text)
+                tokens += 1
+                generated = event.tokens
+                now = clock()
+                if now - last >= FLUSH_S:
+                    send((kind, "".join(pending), tokens, generated))
+                    pending.clear()
+                    last = now
+                    _crash_hook("reply")  # mid-reply: the parent has text to keep
+                continue
+            if pending:
+                send((pending_kind, "".join(pending), tokens, generated))
+                pending.clear()
+            send(("event", event))
+    finally:
+        stream.close()
+        if pending:
+            send((pending_kind, "".join(pending), tokens, generated))
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())

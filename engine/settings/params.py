@@ -1,0 +1,261 @@
+"""Sampling parameters: one validated, immutable type shared by every backend.
+
+``PARAM_SPECS`` describes each numeric parameter once (range, default, steps,
+help) so the CLI flags, the TUI sliders and ``/set`` all agree with validation.
+
+``max_tokens`` and ``repeat_penalty`` default to ``None``, "auto": the model's own default,
+which the backend resolves (``SamplingParams.resolved``) by how it prompts the model. A model
+with a chat template gets what it always got (no token limit, repeat penalty 1 = off); a base
+model prompted as a completion model (engine/turns/chat_template.py) gets a reply budget and a
+repeat penalty (``COMPLETION_AUTO``, chosen by bench/bench_starter_chat.py: a base model
+otherwise drifts into a new document). An explicit value always wins: ``max_tokens`` 0 (typed
+``none``) is no limit, ``repeat_penalty`` 1 (typed ``off``) is off. Resolved, ``max_tokens``
+None means no limit, as everywhere downstream (the reply's ``GenerationDone.params``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidParameterError
+from .knobs import COMPLETION
+from .structured import OutputFormat
+from .think_switch import DEFAULT_THINKING, check_thinking
+
+SEED_MAX = 2**32 - 2  # llama.cpp reserves 0xFFFFFFFF for "random"
+MAX_STOP_STRINGS = 16
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """How one numeric sampling parameter is bounded, shown and stepped."""
+
+    name: str
+    kind: type  # int or float
+    minimum: float
+    maximum: float
+    default: float | int | None
+    fine_step: float
+    coarse_step: float
+    help: str
+    optional: bool = False  # None allowed: "random" (seed) or "auto" (the model's default: ``auto``)
+    auto: bool = False  # None is "auto", resolved by the backend (SamplingParams.resolved)
+    off: float | int | None = None  # what 'none' / 'off' mean where None is auto (max_tokens 0, penalty 1)
+
+    def check(self, value: Any) -> float | int | None:
+        if value is None:
+            if self.optional:
+                return None
+            raise InvalidParameterError(f"{self.name} needs a value {self.range_text()}.")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            try:
+                value = self.parse(str(value))
+            except InvalidParameterError:
+                raise
+        if self.kind is int:
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise InvalidParameterError(
+                        f"{self.name} must be a whole number {self.range_text()} (got {value:g})."
+                    )
+                value = int(value)
+        else:
+            value = float(value)
+            if math.isnan(value) or math.isinf(value):
+                raise InvalidParameterError(f"{self.name} must be a number {self.range_text()} (got {value}).")
+        if not (self.minimum <= value <= self.maximum):
+            raise InvalidParameterError(
+                f"{self.name} must be {self.range_text()} (got {_fmt(value)})."
+            )
+        return value
+
+    def parse(self, text: str) -> float | int | None:
+        """Parse a user-typed value (CLI flag, ``/set``): ``auto`` (or nothing) is the model's
+        default where there is one; ``none``/``off`` clear a seed (random), lift the token limit
+        (0) and turn the repeat penalty off (1)."""
+        raw = text.strip()
+        word = raw.lower()
+        if self.auto:
+            if word in {"auto", "default", ""}:
+                return None
+            if word in {"none", "off", "no limit", "unlimited", "-1"}:
+                return self.off
+        elif self.optional and word in {"none", "off", "random", "-1", ""}:
+            return None
+        try:
+            number: float | int = int(raw) if self.kind is int else float(raw)
+        except ValueError:
+            kind = "a whole number" if self.kind is int else "a number"
+            raise InvalidParameterError(f"{self.name} must be {kind} {self.range_text()} (got {raw!r}).") from None
+        return self.check(number)
+
+    def range_text(self) -> str:
+        text = f"between {_fmt(self.minimum)} and {_fmt(self.maximum)}"
+        if self.auto:
+            word = "none" if self.name == "max_tokens" else "off"
+            text += f" ({_fmt(self.off) if self.off is not None else word} or '{word}': {self.off_text}; " \
+                    "'auto': the model's default)"
+        elif self.optional:
+            text += " (or 'none')"
+        return text
+
+    @property
+    def off_text(self) -> str:
+        """What the 'none' value does, in two words."""
+        return "no limit" if self.name == "max_tokens" else "off"
+
+    def show(self, value: float | int | None) -> str:
+        """``value`` for people: ``auto``, ``no limit``, ``off``, ``random``, else the number."""
+        if value is None:
+            return "auto" if self.auto else "random" if self.name == "seed" else "none"
+        if self.auto and value == self.off:
+            return self.off_text
+        return _fmt(value)
+
+    def clamp(self, value: float) -> float | int:
+        value = min(max(value, self.minimum), self.maximum)
+        return int(round(value)) if self.kind is int else round(float(value), 6)
+
+
+def _fmt(value: float | int) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+# "auto" for a base model prompted as a completion model (engine/turns/chat_template.py): a reply
+# budget and a repeat penalty, measured with bench/bench_starter_chat.py (docs/PERFORMANCE.md).
+COMPLETION_AUTO: dict[str, float | int] = {"max_tokens": 256, "repeat_penalty": 1.1}
+# ... and for every other model: no limit (None once resolved), the penalty off.
+TEMPLATE_AUTO: dict[str, float | int | None] = {"max_tokens": None, "repeat_penalty": 1.0}
+PARAM_SPECS: dict[str, ParamSpec] = {
+    spec.name: spec
+    for spec in (
+        ParamSpec("temperature", float, 0.0, 5.0, 0.8, 0.05, 0.25,
+                  "Randomness of sampling; 0 always picks the most likely token (greedy)."),
+        ParamSpec("top_k", int, 0, 1000, 40, 1, 10,
+                  "Sample only among the K most likely tokens; 0 disables the limit."),
+        ParamSpec("top_p", float, 0.0, 1.0, 0.95, 0.01, 0.05,
+                  "Nucleus sampling: keep the smallest set of tokens whose probability reaches P; 1 disables."),
+        ParamSpec("min_p", float, 0.0, 1.0, 0.05, 0.01, 0.05,
+                  "Drop tokens less likely than min_p times the top token's probability; 0 disables."),
+        ParamSpec("repeat_penalty", float, 0.1, 5.0, None, 0.01, 0.1,
+                  "Penalise recently generated tokens; 1 (off) disables; auto = the model's default "
+                  f"(off, or {COMPLETION_AUTO['repeat_penalty']:g} for a base model prompted as a completion model).",
+                  optional=True, auto=True, off=1.0),
+        ParamSpec("max_tokens", int, 0, 1_000_000, None, 16, 256,
+                  "Stop after this many generated tokens; 0 (none) = until the model stops or the context is full; "
+                  f"auto = the model's default (none, or {COMPLETION_AUTO['max_tokens']} for a base model "
+                  "prompted as a completion model).",
+                  optional=True, auto=True, off=0),
+        ParamSpec("seed", int, 0, SEED_MAX, None, 1, 1000,
+                  "Random seed; the same seed and settings reproduce a reply. none = a fresh random seed each time.",
+                  optional=True),
+    )
+}
+
+
+AUTO_PARAMS = tuple(name for name, spec in PARAM_SPECS.items() if spec.auto)
+
+
+def auto_values(chat_format: str) -> dict[str, float | int | None]:
+    """What "auto" is for a model prompted in ``chat_format`` (``ModelInfo.chat_format``)."""
+    return dict(COMPLETION_AUTO) if chat_format == COMPLETION else dict(TEMPLATE_AUTO)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Validated sampling parameters. Construct with keywords; invalid values raise
+    :class:`InvalidParameterError` naming the parameter and its range."""
+
+    temperature: float = PARAM_SPECS["temperature"].default  # type: ignore[assignment]
+    top_k: int = PARAM_SPECS["top_k"].default  # type: ignore[assignment]
+    top_p: float = PARAM_SPECS["top_p"].default  # type: ignore[assignment]
+    min_p: float = PARAM_SPECS["min_p"].default  # type: ignore[assignment]
+    repeat_penalty: float = PARAM_SPECS["repeat_penalty"].default  # type: ignore[assignment]
+    max_tokens: int | None = PARAM_SPECS["max_tokens"].default  # type: ignore[assignment]
+    seed: int | None = PARAM_SPECS["seed"].default  # type: ignore[assignment]
+    stop: tuple[str, ...] = field(default_factory=tuple)
+    # JSON, a JSON Schema or a GBNF grammar the reply must follow (None: free text). Saved with
+    # the conversation's parameters (the text itself, not a file's path).
+    output_format: OutputFormat | None = None
+    # A reasoning model's thinking: "auto" (its template's default), "on" or "off", where its
+    # template takes a switch (engine/settings/think_switch.py). Travels with each request.
+    thinking: str = DEFAULT_THINKING
+
+    def __post_init__(self) -> None:
+        for name, spec in PARAM_SPECS.items():
+            object.__setattr__(self, name, spec.check(getattr(self, name)))
+        stop = self.stop
+        if isinstance(stop, str):
+            stop = (stop,)
+        stop = tuple(stop or ())
+        if len(stop) > MAX_STOP_STRINGS:
+            raise InvalidParameterError(f"stop takes at most {MAX_STOP_STRINGS} strings (got {len(stop)}).")
+        for item in stop:
+            if not isinstance(item, str) or not item:
+                raise InvalidParameterError("stop strings must be non-empty text.")
+        object.__setattr__(self, "stop", stop)
+        object.__setattr__(self, "thinking", check_thinking(self.thinking))
+        fmt = self.output_format
+        if fmt is not None and not isinstance(fmt, OutputFormat):
+            object.__setattr__(self, "output_format", OutputFormat.from_dict(fmt))
+
+    def replace(self, **changes: Any) -> "SamplingParams":
+        """A copy with some fields changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def resolved(self, chat_format: str) -> "SamplingParams":
+        """The values a backend uses for a model prompted in ``chat_format``: each "auto"
+        (None) made the model's default (``auto_values``), an explicit one kept; max_tokens 0
+        (no limit) becomes None, what "no limit" is downstream."""
+        defaults = auto_values(chat_format)
+        changes: dict[str, Any] = {name: defaults[name] for name in AUTO_PARAMS if getattr(self, name) is None}
+        if self.max_tokens == 0:
+            changes["max_tokens"] = None
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def with_seed(self) -> "SamplingParams":
+        """A copy whose seed is fixed: the given one, or a freshly drawn random one."""
+        if self.seed is not None:
+            return self
+        return self.replace(seed=random.SystemRandom().randint(0, SEED_MAX))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["stop"] = list(self.stop)
+        if self.output_format is None:
+            del data["output_format"]  # as before structured output: older readers take it
+        if self.thinking == DEFAULT_THINKING:
+            del data["thinking"]  # likewise
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SamplingParams":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidParameterError(
+                f"unknown sampling parameter {unknown[0]!r}; known: {', '.join(sorted(known))}."
+            )
+        return cls(**data)
+
+    def set_from_text(self, name: str, text: str) -> "SamplingParams":
+        """Apply a ``/set NAME VALUE``-style change, with a helpful error for unknown names."""
+        key = name.strip().lower().replace("-", "_")
+        if key == "stop":
+            return self.replace(stop=tuple(s for s in text.split("|") if s) if text.strip() else ())
+        if key in ("thinking", "think"):
+            return self.replace(thinking=check_thinking(text))
+        if key in ("format", "output_format"):
+            raw = text.strip()
+            return self.replace(output_format=None if raw.lower() in ("", "off", "none")
+                                else OutputFormat.parse(raw))
+        spec = PARAM_SPECS.get(key)
+        if spec is None:
+            raise InvalidParameterError(
+                f"unknown parameter {name!r}; known: {', '.join([*PARAM_SPECS, 'stop', 'thinking'])}."
+            )
+        return self.replace(**{key: spec.parse(text)})

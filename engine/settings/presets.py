@@ -1,0 +1,462 @@
+"""Presets: named set-ups in the config file, as LM Studio's presets and Ollama's Modelfiles.
+
+A preset is a ``[presets.NAME]`` table: a model, a system prompt, sampling parameters
+(``[presets.NAME.params]``, the keys ``[params]`` takes), thinking, an output format and a
+context size, each optional::
+
+    [presets.coder]
+    model = "bartowski/Qwen2.5-Coder-7B-Instruct-GGUF"
+    system = "You are a terse senior engineer."
+    thinking = "off"
+    format = "json"
+    [presets.coder.params]
+    temperature = 0.2
+
+Each value is checked by the config's own rules (``Rules``, handed in: a preset's
+``temperature`` obeys exactly what ``[params]`` does); engine/settings/config.py checks the file's
+``presets`` table through ``parse_preset`` (a bad preset is reported in one line naming the
+file, the line, the preset and the key), and engine/settings/preset_file.py reads them one by one,
+so that one bad preset leaves the others usable.
+
+Precedence with ``--preset NAME``: flags > preset > ``VIBECHAT_*`` variables > file >
+defaults: a preset named on purpose outranks the standing defaults, never a flag typed
+beside it (``preset_file.apply_to_loaded``).
+
+``parse_modelfile`` reads an Ollama Modelfile (untrusted text: bounded, sanitised) into a
+preset's table: FROM, SYSTEM and PARAMETER lines; what has no counterpart is named in notes.
+
+Headless and free of config: engine/settings/config.py imports this module.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidParameterError, VibechatError
+from .params import PARAM_SPECS, SamplingParams
+from ..sanitize import sanitize
+from .structured import OutputFormat
+
+MAX_PRESETS = 100  # a config file holds a few; the loop over the table is bounded all the same
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [presets.NAME] needs no quotes
+# A preset's keys (besides params) and the config setting whose rules check each.
+SETTING_OF = {"model": "model", "system": "system_prompt", "thinking": "params.thinking",
+              "context_size": "context_size"}
+PRESET_KEYS = ("model", "system", "thinking", "format", "context_size", "params")
+FORMAT_OFF = ("off", "none", "free", "text")
+
+
+class PresetProblem(ValueError):
+    """A preset that cannot be used: the message (``preset 'NAME': ...``) and where in the
+    file (a key path, for the line number)."""
+
+    def __init__(self, message: str, where: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The config's own rules, handed in by its callers: engine/settings/config.py imports this module
+    (to check the file's ``presets`` table), so this one cannot import it.
+
+    ``check(key, value, base)``: ``value`` for the setting ``key`` (dotted: ``params.top_k``,
+    ``system_prompt``), checked as the config file's would be (raises
+    ``InvalidParameterError``); ``param_keys``: the keys ``[params]`` takes."""
+
+    check: Callable[[str, Any, Path], Any]
+    param_keys: Sequence[str]
+
+
+def _show(value: Any) -> str:
+    """A value as the config file spells it, for messages."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "a table" if isinstance(value, Mapping) else str(value)
+
+
+def _bare(exc: Exception) -> str:
+    return str(exc).rstrip(".")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One checked preset. ``None``: the preset leaves that setting as it is; ``system`` ""
+    removes the system prompt; ``format`` is as written (``json``, ``off``, inline JSON
+    Schema text, or a schema or grammar file's path, made absolute against the config
+    file's folder) and read when the preset is applied."""
+
+    name: str
+    model: str | None = None
+    system: str | None = None
+    context_size: int | None = None
+    format: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)  # by [params] key, checked; thinking included
+
+    def output_format(self) -> OutputFormat | None:
+        """The format the preset asks for (None: free text); only where ``format`` is set.
+        Raises ``InvalidParameterError`` naming the preset (a schema file gone, say)."""
+        assert self.format is not None
+        if self.format.strip().lower() in FORMAT_OFF:
+            return None
+        try:
+            return OutputFormat.parse(self.format)
+        except VibechatError as exc:
+            raise InvalidParameterError(f"preset '{self.name}': format: {_bare(exc)}.") from None
+
+    def settings(self) -> dict[str, Any]:
+        """What the preset sets, by dotted config key (``params.output_format`` for the format)."""
+        values: dict[str, Any] = {f"params.{name}": value for name, value in self.params.items()}
+        if self.model is not None:
+            values["model"] = self.model
+        if self.system is not None:
+            values["system_prompt"] = self.system or None
+        if self.context_size is not None:
+            values["context_size"] = self.context_size
+        if self.format is not None:
+            values["params.output_format"] = self.output_format()
+        return values
+
+    def over(self, params: SamplingParams) -> SamplingParams:
+        """``params`` with the preset's parameters, thinking and format on top (the chat's
+        ``/preset``): what the preset leaves out stays as it was."""
+        changes = {key.removeprefix("params."): value for key, value in self.settings().items()
+                   if key.startswith("params.")}
+        return params.replace(**changes) if changes else params
+
+    def to_table(self) -> dict[str, Any]:
+        """The preset as its TOML table (what ``update_config`` writes)."""
+        table: dict[str, Any] = {}
+        for key in ("model", "system", "thinking", "format", "context_size"):
+            value = self.params.get("thinking") if key == "thinking" else getattr(self, key)
+            if value is not None:
+                table[key] = value
+        params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()
+                  if k != "thinking" and v is not None}
+        if params:
+            table["params"] = params
+        return table
+
+    def summary(self) -> str:
+        """The parameters in one line: ``temperature 0.2, top_k 40, thinking off, format json``."""
+        parts = []
+        for name, value in self.params.items():
+            spec = PARAM_SPECS.get(name)
+            shown = spec.show(value) if spec is not None else (
+                " | ".join(value) if isinstance(value, tuple) else str(value))
+            parts.append(f"{name} {shown}")
+        if self.format is not None:
+            parts.append(f"format {self.format if len(self.format) <= 24 else 'schema (inline)'}")
+        if self.context_size is not None:
+            parts.append(f"context {self.context_size}")
+        return ", ".join(parts)
+
+
+def _suggest(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _checked(rules: Rules, preset: str, key: str, value: Any, base: Path, where: tuple[str, ...]) -> Any:
+    """``value`` checked by the config setting ``key``'s rules (the same as the file's)."""
+    try:
+        return rules.check(key, value, base)
+    except InvalidParameterError as exc:
+        raise PresetProblem(f"preset '{preset}': {_bare(exc)}", where) from None
+
+
+def _format_text(preset: str, value: Any, base: Path, where: tuple[str, ...]) -> str:
+    """A preset's ``format``: json, off, inline JSON (a schema: parsed now), or a file's path
+    (absolute against the config's folder; read when the preset is applied)."""
+    if not isinstance(value, str) or not value.strip():
+        raise PresetProblem(f"preset '{preset}': format must be \"json\", \"off\", a JSON Schema (inline JSON or "
+                            f"a file) or a .gbnf grammar file (got {_show(value)})", where)
+    raw = value.strip()
+    if raw.lower() == "json" or raw.lower() in FORMAT_OFF:
+        return raw.lower()
+    if raw.startswith("{"):
+        try:
+            OutputFormat.parse(raw)
+        except VibechatError as exc:
+            raise PresetProblem(f"preset '{preset}': format: {_bare(exc)}", where) from None
+        return raw
+    path = Path(raw).expanduser()
+    return str(path if path.is_absolute() else base / path)
+
+
+def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
+    """One ``[presets.NAME]`` table, checked by the config's ``rules``; raises ``PresetProblem``
+    (one line, naming the preset and the key). ``base``: the config file's folder (relative
+    paths)."""
+    where: tuple[str, ...] = ("presets", name)
+    if not NAME_RE.fullmatch(name):
+        raise PresetProblem(f"preset name {_show(sanitize(name)[:70])} is not usable: use letters, digits, - and _ "
+                            "(at most 64)", where)
+    if not isinstance(table, Mapping):
+        raise PresetProblem(f"presets.{name} must be a table ([presets.{name}]), not {_show(table)}", where)
+    fields: dict[str, Any] = {}
+    params: dict[str, Any] = {}
+    for key, value in table.items():
+        at = (*where, key)
+        if key == "params":
+            if not isinstance(value, Mapping):
+                raise PresetProblem(f"preset '{name}': params must be a table ([presets.{name}.params]), "
+                                    f"not {_show(value)}", at)
+            for param, item in value.items():
+                if param not in rules.param_keys:
+                    raise PresetProblem(f"preset '{name}': unknown key '{param}' in [presets.{name}.params]"
+                                        f"{_suggest(param, rules.param_keys)}; known: {', '.join(rules.param_keys)}",
+                                        (*at, param))
+                if param == "thinking" and "thinking" in params:
+                    raise PresetProblem(f"preset '{name}': thinking is set twice (thinking and params.thinking): "
+                                        "keep one", (*at, param))
+                params[param] = _checked(rules, name, f"params.{param}", item, base, (*at, param))
+        elif key == "format":
+            fields["format"] = _format_text(name, value, base, at)
+        elif key == "system" and value == "":
+            fields["system"] = ""  # no system prompt at all
+        elif key in SETTING_OF:
+            checked = _checked(rules, name, SETTING_OF[key], value, base, at)
+            if key == "thinking":
+                if "thinking" in params:
+                    raise PresetProblem(f"preset '{name}': thinking is set twice (thinking and params.thinking): "
+                                        "keep one", at)
+                params["thinking"] = checked
+            else:
+                fields[key] = checked
+        else:
+            hint = (f" ({key} belongs in the [presets.{name}.params] table)" if key in rules.param_keys
+                    else _suggest(key, PRESET_KEYS))
+            raise PresetProblem(f"preset '{name}': unknown key '{key}'{hint}; known: {', '.join(PRESET_KEYS)}", at)
+    return Preset(name=name, params=params, **fields)
+
+
+def parse_presets(table: Any, base: Path, rules: Rules) -> dict[str, Preset]:
+    """The ``presets`` table, checked (the config loader's hook); the first problem raises
+    ``PresetProblem``."""
+    if not isinstance(table, Mapping):
+        raise PresetProblem(f"presets must be a table of presets ([presets.NAME]), not {_show(table)}", ("presets",))
+    if len(table) > MAX_PRESETS:
+        raise PresetProblem(f"presets holds {len(table)} presets, more than {MAX_PRESETS}: keep fewer",
+                            ("presets",))
+    return {name: parse_preset(name, value, base, rules) for name, value in table.items()}
+
+
+# ------------------------------------------------------------------ Ollama's Modelfile
+MAX_MODELFILE_BYTES = 256 * 1024  # Modelfiles are a few lines (a long TEMPLATE: a few KB)
+# PARAMETER names vibechat takes, as [params] keys (or context_size).
+MODELFILE_PARAMS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p",
+                    "repeat_penalty": "repeat_penalty", "num_predict": "max_tokens", "seed": "seed",
+                    "stop": "stop", "num_ctx": "context_size"}
+IGNORED = {
+    "template": "TEMPLATE ignored: vibechat prompts with the GGUF's own chat template (or --prompt-format)",
+    "adapter": "ADAPTER ignored: vibechat does not apply LoRA adapters",
+    "license": "LICENSE ignored (it is the model's licence text)",
+    "message": "MESSAGE ignored: a preset holds no example conversation",
+    "requires": "REQUIRES ignored (an Ollama version requirement)",
+}
+_INSTRUCTION = re.compile(r"\s*([A-Za-z]+)(?:\s+(.*))?$", re.S)
+
+
+@dataclass(frozen=True)
+class ModelfileImport:
+    """A Modelfile read as a preset's table (checked by ``parse_preset`` before it is
+    written), and what could not be carried over, one note a line."""
+
+    table: dict[str, Any]
+    notes: list[str]
+
+
+def _unquote(text: str) -> str:
+    """A Modelfile argument: ``"quoted"`` loses its quotes (and ``\\"`` its backslash)."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return text
+
+
+def _instructions(text: str) -> list[tuple[str, str, int, bool]]:
+    """``(instruction, argument, line, triple_quoted)`` for each instruction; a ``\"\"\"``
+    argument runs to the closing ``\"\"\"``, across lines (``MESSAGE user \"\"\"...``: one
+    word may come first); comments and blank lines are skipped."""
+    out: list[tuple[str, str, int, bool]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        number, raw = i + 1, lines[i]
+        i += 1
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        match = _INSTRUCTION.match(raw)
+        if not match:
+            out.append(("", raw.strip(), number, False))
+            continue
+        word, arg = match.group(1).lower(), (match.group(2) or "")
+        start = arg.find('"""')
+        if start < 0 or len(arg[:start].split()) > 1:
+            out.append((word, arg.strip(), number, False))
+            continue
+        head, rest = arg[:start], arg[start + 3:]
+        end = rest.find('"""')
+        if end >= 0:
+            content = rest[:end]
+        else:
+            parts = [rest]
+            while i < len(lines):  # bounded by the file, itself bounded
+                line = lines[i]
+                i += 1
+                end = line.find('"""')
+                if end >= 0:
+                    parts.append(line[:end])
+                    break
+                parts.append(line)
+            content = "\n".join(parts)
+        out.append((word, head + content.strip(), number, True))
+    return out
+
+
+def _model_ref(ref: str, folder: Path, notes: list[str]) -> str | None:
+    """FROM's reference as a vibechat model reference (None: none fits, with a note)."""
+    ref = ref.strip()
+    if not ref:
+        notes.append("FROM is empty: the preset keeps the model in use")
+        return None
+    lowered = ref.lower()
+    for prefix in ("https://hf.co/", "hf.co/", "https://huggingface.co/", "huggingface.co/"):
+        if lowered.startswith(prefix):
+            from .refs import parse_hub_ref
+
+            hub = ref[len(prefix):]
+            try:
+                parsed = parse_hub_ref(hub)
+            except VibechatError:
+                parsed = None
+            if parsed is None:
+                notes.append(f"FROM {ref}: not a Hugging Face model reference vibechat reads; the preset keeps the "
+                             "model in use")
+                return None
+            notes.append(f"FROM {ref}: the Hugging Face model {hub} ('vibechat models pull {hub}' downloads it)")
+            return hub
+    if ref.startswith((".", "/", "~")) or lowered.endswith((".gguf", ".bin", ".safetensors")) or "\\" in ref:
+        path = Path(ref).expanduser()
+        path = path if path.is_absolute() else folder / path
+        if path.is_dir() or lowered.endswith((".safetensors", ".bin")):
+            notes.append(f"FROM {ref}: not a GGUF file (a safetensors or .bin model): vibechat opens GGUF files "
+                         "only; the preset keeps the model in use")
+            return None
+        if not path.is_file():
+            notes.append(f"FROM {ref}: {path} does not exist (yet); kept as written")
+        return str(path)
+    # An Ollama model name: model[:tag], namespace/model[:tag], host/namespace/model[:tag].
+    name, _, tag = ref.partition(":")
+    parts = name.split("/")
+    if not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p) for p in parts) or len(parts) > 3 or (
+            tag and not re.fullmatch(r"[A-Za-z0-9._-]+", tag)):
+        notes.append(f"FROM {ref}: not a model reference vibechat reads; the preset keeps the model in use")
+        return None
+    tag = tag or "latest"
+    if len(parts) == 3 and parts[0] == "registry.ollama.ai":
+        parts = parts[1:]
+    if len(parts) == 2 and parts[0] == "library":
+        parts = parts[1:]
+    mapped = f"ollama:{'/'.join(parts)}:{tag}"
+    notes.append(f"FROM {ref}: Ollama's model, opened from Ollama's folder as {mapped} (pull it with Ollama "
+                 "first)")
+    return mapped
+
+
+def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
+    """An Ollama Modelfile's FROM, SYSTEM and PARAMETER lines as a preset's table;
+    ``folder``: the Modelfile's own (FROM ./file.gguf is relative to it). Values are checked
+    where the table is (``parse_preset``); a PARAMETER value that is no number raises
+    ``InvalidParameterError`` naming its line."""
+    text = sanitize(text.replace("\r\n", "\n"))  # outside text: no control sequences
+    table: dict[str, Any] = {}
+    params: dict[str, Any] = {}
+    stops: list[str] = []
+    notes: list[str] = []
+    froms = 0
+    for word, arg, number, quoted in _instructions(text):
+        if word == "from":
+            froms += 1
+            model = _model_ref(_unquote(arg), folder, notes)
+            if model is not None:
+                table["model"] = model
+            else:
+                table.pop("model", None)
+        elif word == "system":
+            table["system"] = arg if quoted else _unquote(arg)
+        elif word == "parameter":
+            name, _, value = arg.strip().partition(" ")
+            key, value = name.lower(), _unquote(value)
+            ours = MODELFILE_PARAMS.get(key)
+            if ours is None:
+                notes.append(f"PARAMETER {sanitize(name)[:40]} (line {number}) skipped: vibechat has no such setting")
+            elif ours == "stop":
+                if value:
+                    stops.append(value)
+            elif ours == "context_size":
+                try:
+                    table["context_size"] = int(value)
+                except ValueError:
+                    raise InvalidParameterError(f"line {number}: PARAMETER num_ctx must be a whole number "
+                                                f"(got {_show(value[:40])}).") from None
+            else:
+                if ours == "max_tokens" and value.strip() == "-2":  # Ollama: fill the context
+                    value = "none"
+                try:
+                    parsed = PARAM_SPECS[ours].parse(value)
+                except InvalidParameterError as exc:
+                    raise InvalidParameterError(f"line {number}: PARAMETER {key}: {_bare(exc)}.") from None
+                if parsed is not None:  # None: auto, or a random seed, as without the line
+                    params[ours] = parsed
+        elif word in IGNORED:
+            note = IGNORED[word]
+            if note not in notes:
+                notes.append(note)
+        else:
+            notes.append(f"line {number} skipped: {sanitize(word or arg)[:40]!r} is no Modelfile instruction "
+                         "vibechat reads")
+    if froms > 1:
+        notes.append("FROM is given more than once: the last one counts")
+    if stops:
+        params["stop"] = stops
+    if params:
+        table["params"] = params
+    return ModelfileImport(table, notes)
+
+
+def read_modelfile(path: Path) -> str:
+    """A Modelfile's text, bounded; a missing, unreadable or oversized file raises
+    ``VibechatError`` in one line."""
+    try:
+        with Path(path).open("rb") as fh:
+            data = fh.read(MAX_MODELFILE_BYTES + 1)
+    except FileNotFoundError:
+        raise VibechatError(f"{path} does not exist: give the Modelfile's path.") from None
+    except IsADirectoryError:
+        raise VibechatError(f"{path} is a folder: give the Modelfile's path.") from None
+    except OSError as exc:
+        raise VibechatError(f"{path} cannot be read ({exc.strerror or exc}).") from None
+    if len(data) > MAX_MODELFILE_BYTES:
+        raise VibechatError(f"{path} is larger than {MAX_MODELFILE_BYTES >> 10} KiB: not a Modelfile.")
+    if b"\0" in data:
+        raise VibechatError(f"{path} is a binary file, not a Modelfile.")
+    return data.decode("utf-8", "replace")
+
+
+def default_name(path: Path) -> str:
+    """A preset name for a Modelfile: its file's name (the folder's, for a plain ``Modelfile``),
+    made a bare TOML key."""
+    stem = path.stem if path.name.lower() not in ("modelfile", "modelfile.txt") else path.resolve().parent.name
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-")[:64]
+    return name or "imported"

@@ -1,0 +1,352 @@
+"""Structured output: a reply constrained to JSON, to a JSON Schema, or to a GBNF grammar.
+
+An :class:`OutputFormat` travels on :class:`~vibechat.engine.settings.params.SamplingParams`
+(``output_format``), so it crosses the worker's pipe (it pickles) and is saved with a
+conversation's parameters. It carries the text itself (a schema's JSON, a grammar), never a
+path: a saved conversation does not depend on a file that may change.
+
+The local engine turns it into GBNF (llama-cpp-python's schema converter) for llama.cpp's
+grammar sampler; the OpenAI-compatible backend sends ``response_format``. What can be wrong
+with a format (a file that does not parse, a schema keyword the converter cannot express)
+is found here, and a grammar llama.cpp's parser rejects by ``llamacpp.check_output_format``:
+one-line :class:`InvalidParameterError`\\ s, before a model loads.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import InvalidParameterError
+from ..files import UnreadableFile, read_file_text
+
+FormatKind = Literal["json", "schema", "grammar"]
+_KINDS = ("json", "schema", "grammar")
+MAX_FORMAT_BYTES = 1_000_000
+# Bounds checked before a schema or grammar reaches the converter or llama.cpp, which expand
+# repetitions into text (a 43-byte {"minLength": 1000000000} asked for gigabytes) and parse
+# nesting by recursion (100,000 nested parentheses crash the process). llama.cpp itself refuses
+# repetitions of a rule beyond ~2,000; a schema nested deeper than a person writes is no schema.
+MAX_REPEAT = 1000  # minLength, maxLength, minItems, maxItems, a pattern's {m,n}
+MAX_SCHEMA_DEPTH = 64  # JSON levels of the schema document (about 30 levels of subschemas)
+MAX_PATTERN_CHARS = 2000
+MAX_PATTERN_NESTING = 32
+MAX_GRAMMAR_NESTING = 2000  # parentheses inside one another in the GBNF
+MAX_GRAMMAR_BYTES = 1_000_000
+_REPEAT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems")
+
+# JSON Schema keywords llama-cpp-python's converter (llama_grammar.SchemaConverter) ignores
+# silently: a reply would not honour them, so a schema that uses one is refused.
+UNSUPPORTED_KEYWORDS = frozenset({
+    "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
+    "patternProperties", "propertyNames", "minProperties", "maxProperties", "unevaluatedProperties",
+    "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems", "multipleOf",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$dynamicRef", "$recursiveRef",
+})
+SUPPORTED_FORMATS = frozenset({"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4",
+                               "uuid5"})
+# Keywords whose values are schemas, or maps/lists of schemas, to walk into.
+_SUBSCHEMA = ("items", "additionalProperties", "additionalItems")
+_SCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """What a reply must be: ``json`` (any JSON object), ``schema`` (``text`` is the JSON
+    Schema) or ``grammar`` (``text`` is GBNF with a ``root`` rule). ``name`` says where it
+    came from (a file's name, ``inline``), for the status bar."""
+
+    kind: FormatKind
+    text: str = ""
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise InvalidParameterError(f"output format must be one of {', '.join(_KINDS)} (got {self.kind!r}).")
+        if self.kind != "json" and not self.text.strip():
+            raise InvalidParameterError(f"the {self.kind} is empty.")
+
+    # ---------------------------------------------------------------- making one
+    @classmethod
+    def parse(cls, spec: str, kind: FormatKind | None = None) -> "OutputFormat":
+        """From what a user typed: ``json``, inline JSON (a schema), or a file: ``*.gbnf``
+        is a grammar, anything else a schema; ``kind`` forces one. A schema must parse; the
+        rest is checked per backend (:meth:`check`, :meth:`check_remote`)."""
+        raw = spec.strip()
+        if not raw:
+            raise InvalidParameterError("give a JSON Schema (a file or inline JSON), a .gbnf grammar file, or 'json'.")
+        if kind is None and raw.lower() == "json":
+            return cls("json", name="json")
+        if raw.startswith("{") and kind != "grammar":
+            fmt = cls("schema", raw, "inline")
+        else:
+            path = Path(raw).expanduser()
+            what = "grammar" if kind == "grammar" else "schema" if kind == "schema" else "file"
+            try:
+                text = read_file_text(path, MAX_FORMAT_BYTES)
+            except FileNotFoundError:
+                raise InvalidParameterError(f"{what} {raw}: no such file.") from None
+            except UnreadableFile as exc:
+                raise InvalidParameterError(f"{what} {raw} {exc.reason}: give a {what} file.") from None
+            except UnicodeDecodeError:
+                raise InvalidParameterError(f"{what} {raw} is not UTF-8 text: give a {what} file.") from None
+            except OSError as exc:
+                raise InvalidParameterError(f"{what} {raw}: cannot read it ({exc.strerror or exc}).") from None
+            if kind is None:
+                kind = "grammar" if path.suffix.lower() == ".gbnf" else "schema"
+            fmt = cls(kind, text, path.name)
+        fmt.schema()  # a schema must be a JSON object; what else it needs depends on the backend
+        return fmt
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "OutputFormat":
+        if not isinstance(data, dict):
+            raise InvalidParameterError("output_format must be an object with kind and text.")
+        kind = data.get("kind")
+        if kind not in _KINDS:
+            raise InvalidParameterError(f"output format must be one of {', '.join(_KINDS)} (got {kind!r}).")
+        return cls(kind=kind, text=data.get("text", "") or "", name=data.get("name", "") or "")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "text": self.text, "name": self.name}
+
+    # ---------------------------------------------------------------- what it is
+    @property
+    def label(self) -> str:
+        """Short, for the status bar: ``json``, ``schema person.json``, ``grammar list.gbnf``."""
+        return "json" if self.kind == "json" else f"{self.kind} {self.name or 'inline'}"
+
+    def schema(self) -> dict[str, Any] | None:
+        """The JSON Schema as an object (``None`` for ``json`` and grammars)."""
+        return _schema(self.text) if self.kind == "schema" else None
+
+    def check(self) -> None:
+        """Raise a one-line ``InvalidParameterError`` if this cannot become a grammar (a schema
+        that does not parse, or uses what the converter cannot express). Whether llama.cpp's
+        parser takes the grammar is ``llamacpp.check_output_format``'s to say."""
+        self.gbnf()
+
+    def check_remote(self) -> None:
+        """What an OpenAI-compatible server needs: a schema that parses; no grammar."""
+        if self.kind == "grammar":
+            raise InvalidParameterError("a GBNF grammar works only with the local engine; "
+                                        "use a JSON Schema with a remote server.")
+        if self.kind == "schema":
+            self.schema()
+
+    def gbnf(self) -> str:
+        """The GBNF grammar for llama.cpp's grammar sampler, within the bounds above."""
+        if self.kind == "grammar":
+            check_grammar_bounds(self.text)
+            return self.text
+        if self.kind == "json":
+            return _json_gbnf()
+        return _schema_gbnf(self.text)
+
+    def response_format(self) -> dict[str, Any]:
+        """OpenAI's ``response_format`` for this format (not for grammars)."""
+        if self.kind == "json":
+            return {"type": "json_object"}
+        if self.kind == "schema":
+            name = Path(self.name).stem if self.name and self.name != "inline" else "reply"
+            name = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "reply"
+            return {"type": "json_schema", "json_schema": {"name": name, "schema": self.schema(), "strict": True}}
+        raise InvalidParameterError("a GBNF grammar works only with the local engine.")
+
+
+def _schema(text: str) -> dict[str, Any]:
+    if _json_depth(text) > MAX_SCHEMA_DEPTH:
+        raise InvalidParameterError(f"the JSON Schema is nested more than {MAX_SCHEMA_DEPTH} levels deep: "
+                                    "flatten it (use $defs and $ref for what repeats).")
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidParameterError(f"the JSON Schema is not valid JSON ({exc}).") from None
+    if not isinstance(value, dict):
+        raise InvalidParameterError("a JSON Schema must be a JSON object (got "
+                                    f"{type(value).__name__}).")
+    return value
+
+
+def _json_depth(text: str) -> int:
+    """How deep ``[``/``{`` nest in JSON text, strings skipped: measured before ``json.loads``
+    and before any walk that recurses. Linear; stops counting once past the bound."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_SCHEMA_DEPTH:
+                    return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def too_large(schema: dict[str, Any]) -> str | None:
+    """What in ``schema`` would expand past the bounds once converted (a repetition count, a
+    pattern's quantifier or nesting), with where it is, or None. Walks without recursion."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, f"{where}/{i}") for i, item in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key in _REPEAT_KEYWORDS:
+            value = node.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_REPEAT:
+                shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+                return f"{key} {shown} at {where or '/'} (at most {MAX_REPEAT:,})"
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            found = _pattern_problem(pattern)
+            if found:
+                return f"{found} in the pattern at {where or '/'}"
+        stack.extend((value, f"{where}/{key}") for key, value in node.items() if isinstance(value, (dict, list)))
+    return None
+
+
+_QUANTIFIER = re.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+
+
+def _pattern_problem(pattern: str) -> str | None:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"{len(pattern):,} characters (at most {MAX_PATTERN_CHARS:,})"
+    for match in _QUANTIFIER.finditer(pattern):
+        for number in match.groups():
+            if number and int(number) > MAX_REPEAT:
+                return f"the repetition {match.group(0)} (at most {MAX_REPEAT:,})"
+    depth = deepest = 0
+    escaped = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    if deepest > MAX_PATTERN_NESTING:
+        return f"groups nested {deepest} deep (at most {MAX_PATTERN_NESTING})"
+    return None
+
+
+def check_grammar_bounds(gbnf: str) -> None:
+    """Refuse, in one line, a GBNF grammar llama.cpp's parser could crash on (parentheses
+    nested past :data:`MAX_GRAMMAR_NESTING`: it recurses per level) or that is too large.
+    Strings, character classes and comments are skipped. Linear in the text."""
+    if len(gbnf) > MAX_GRAMMAR_BYTES:
+        raise InvalidParameterError(f"the grammar is {len(gbnf):,} characters long (at most "
+                                    f"{MAX_GRAMMAR_BYTES:,}): simplify it.")
+    depth = 0
+    quote: str | None = None  # '"' inside a string, "]" inside a character class
+    escaped = comment = False
+    for ch in gbnf:
+        if comment:
+            comment = ch != "\n"
+        elif quote is not None:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch == "#":
+            comment = True
+        elif ch == '"':
+            quote = '"'
+        elif ch == "[":
+            quote = "]"
+        elif ch == "(":
+            depth += 1
+            if depth > MAX_GRAMMAR_NESTING:
+                raise InvalidParameterError(f"the grammar nests parentheses more than {MAX_GRAMMAR_NESTING:,} "
+                                            "deep, which llama.cpp's parser cannot take: use named rules.")
+        elif ch == ")":
+            depth -= 1
+
+
+def unsupported_feature(schema: Any, where: str = "") -> str | None:
+    """The first schema keyword the grammar converter cannot express, with where it is
+    (``'minimum' at /properties/age``), or None."""
+    if isinstance(schema, bool):
+        return None
+    if not isinstance(schema, dict):
+        return f"a schema that is a {type(schema).__name__} at {where or '/'}"
+    for key in schema:
+        if key in UNSUPPORTED_KEYWORDS:
+            return f"{key!r} at {where or '/'}"
+    fmt = schema.get("format")
+    if isinstance(fmt, str) and fmt not in SUPPORTED_FORMATS:
+        return f"format {fmt!r} at {where or '/'}"
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and not ref.startswith("#"):
+        return f"the remote $ref {ref!r} at {where or '/'}"
+    for key in _SUBSCHEMA:
+        if isinstance(schema.get(key), (dict, bool)):
+            found = unsupported_feature(schema[key], f"{where}/{key}")
+            if found:
+                return found
+    for key in _SCHEMA_MAPS:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            for name, sub in value.items():
+                found = unsupported_feature(sub, f"{where}/{key}/{name}")
+                if found:
+                    return found
+    for key in _SCHEMA_LISTS:
+        value = schema.get(key)
+        if isinstance(value, list):
+            for i, sub in enumerate(value):
+                found = unsupported_feature(sub, f"{where}/{key}/{i}")
+                if found:
+                    return found
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _schema_gbnf(text: str) -> str:
+    schema = _schema(text)
+    found = unsupported_feature(schema)
+    if found:
+        raise InvalidParameterError(f"the JSON Schema uses {found}, which llama.cpp's grammar cannot express.")
+    found = too_large(schema)
+    if found:
+        raise InvalidParameterError(f"the JSON Schema asks for {found}: lower it.")
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
+    except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise InvalidParameterError(f"the JSON Schema cannot be turned into a grammar: {detail}.") from None
+    check_grammar_bounds(gbnf)
+    return gbnf
+
+
+@functools.lru_cache(maxsize=1)
+def _json_gbnf() -> str:
+    from llama_cpp.llama_grammar import JSON_GBNF
+
+    # llama.cpp's json.gbnf: an object at the top, any JSON inside.
+    return JSON_GBNF

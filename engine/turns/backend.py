@@ -1,0 +1,266 @@
+"""The backend interface: what the app needs from any model runtime.
+
+A backend loads one model, streams a chat as events, can be cancelled from any
+thread, resets its conversation cache, counts the tokens a message list takes,
+and describes the model it has loaded. ``LlamaCppBackend`` runs GGUF files in
+process, ``OpenAICompatibleBackend`` talks to a server over HTTP; tests use
+recording doubles that implement the same protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal, Protocol, Union, runtime_checkable
+
+from ..settings.knobs import COMPLETION
+from ..settings.params import SamplingParams
+
+Role = Literal["system", "user", "assistant"]
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the status bar, ``vibechat run --json`` and ``models info`` show."""
+
+    name: str
+    path: str
+    architecture: str
+    quantization: str
+    trained_context: int | None
+    context_size: int
+    n_layers: int | None
+    gpu_layers: int  # layers offloaded to the GPU (0 = CPU only)
+    gpu_offload_supported: bool
+    # How the model is prompted: "gguf" (the file's own template), a built-in turn format
+    # ("gemma", "chatml", "llama3"), "completion" (a base model: the few-shot frame of
+    # engine/turns/chat_template.py) or "server" (the server applies its own).
+    chat_format: str
+    file_size: int
+    n_threads: int | None = None
+    flash_attn: bool | None = None
+    backend: str = "llama.cpp"
+    server: str | None = None  # a remote backend's server (its URL, without credentials)
+    kv_cache_type: str = "f16"  # the K and V cache element type
+    kv_cache_bytes: int | None = None  # what llama.cpp allocated for the KV cache (None: unknown)
+    flash_attn_forced: bool = False  # turned on because the quantized V cache needs it
+    speculative: str = "off"  # "auto" (adaptive) or "prompt-lookup" (fixed) when drafting
+    draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
+    draft_model: str | None = None  # the draft model's name (None: drafts come from prompt lookup)
+    draft_model_bytes: int | None = None  # its weights and its KV cache, loaded beside the model
+    repack: str | None = None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
+    repack_setting: str | None = None  # as asked: auto, on or off
+    repack_reason: str = ""  # why, in a few words (e.g. "no AMX kernel in this build")
+    notices: tuple[str, ...] = ()  # warnings about how it was loaded (one line each), e.g. GPU -> CPU
+    # The chat-template variable that switches thinking (enable_thinking, thinking, reasoning_effort;
+    # engine/settings/think_switch.py); None: the template has none, or it is a server's (not known here).
+    thinking_switch: str | None = None
+    chat_format_reason: str = ""  # why that format, in a few words (prompt_format auto decides)
+
+    @property
+    def prompt_format(self) -> str:
+        """How the model is prompted, as ``vibechat run --json`` says it: ``completion``,
+        ``chat template (gguf)``, ``chat template (built-in gemma)``, ``chat template (server)``."""
+        if self.chat_format == COMPLETION:
+            return COMPLETION
+        if self.chat_format in ("gguf", "server"):
+            return f"chat template ({self.chat_format})"
+        return f"chat template (built-in {self.chat_format})"
+
+    @property
+    def device(self) -> str:
+        """Where the model runs: ``GPU 18/18 layers``, ``CPU``, why not the GPU, or the
+        remote server (``openai · http://127.0.0.1:8080``)."""
+        if self.server:
+            return f"{self.backend} · {self.server}"
+        if self.gpu_layers:
+            return f"GPU {self.gpu_layers}/{self.n_layers} layers" if self.n_layers else f"GPU {self.gpu_layers} layers"
+        if self.backend != "llama.cpp" or self.gpu_offload_supported:
+            return "CPU" if self.backend == "llama.cpp" else self.backend
+        return "CPU (no GPU offload in this build)"
+
+    @property
+    def kv_cache(self) -> str:
+        """``KV q8_0 76 MiB`` (the size when known)."""
+        from ..settings.knobs import human_mib
+
+        size = f" {human_mib(self.kv_cache_bytes)}" if self.kv_cache_bytes else ""
+        return f"KV {self.kv_cache_type}{size}"
+
+    @property
+    def memory_bytes(self) -> int:
+        """What the loaded model holds in memory, as far as known: its weights, its KV cache,
+        and a draft model's weights and KV cache (0 for a server)."""
+        if self.server:
+            return 0
+        return self.file_size + (self.kv_cache_bytes or 0) + (self.draft_model_bytes or 0)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class GenerationStats:
+    """Per-reply statistics; times in milliseconds."""
+
+    prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0  # after KV-cache prefix reuse
+    prompt_eval_ms: float = 0.0
+    completion_tokens: int = 0
+    ttft_ms: float = 0.0
+    decode_ms: float = 0.0
+    decode_tokens_per_s: float = 0.0
+    finish_reason: FinishReason = "stop"
+    seed: int | None = None
+    dropped_messages: int = 0  # oldest messages left out to fit the context
+    drafted_tokens: int = 0  # speculative decoding: tokens proposed by the draft
+    accepted_draft_tokens: int = 0  # ... and how many of them the model confirmed
+    # Of completion_tokens, those spent thinking (a reasoning model): exact on the local engine
+    # (the tokens generated inside the thinking block, its tags included); on a server, its
+    # usage.completion_tokens_details.reasoning_tokens. 0: no thinking, or not known.
+    thinking_tokens: int = 0
+    draft_k: int = 0  # the draft length at the end of the reply (0: not drafting then)
+    drafting_turned_off: bool = False  # adaptive drafting judged, last, that drafting did not pay
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        for key in ("prompt_eval_ms", "ttft_ms", "decode_ms", "decode_tokens_per_s"):
+            data[key] = round(data[key], 2)
+        return data
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the reply; never splits a UTF-8 character. ``tokens``: the reply's
+    generated tokens so far (thinking included), when the backend knows them (the local
+    engine; 0: not known, then a front end counts pieces instead), as for ``ThinkingDelta``:
+    the status bar's live count."""
+
+    text: str
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    """A piece of the reply's thinking (a reasoning model's ``<think>`` block, or a server's
+    ``reasoning_content``): never part of the answer's ``TextDelta``s, never sent back to the
+    model. Unsanitized model output, like ``TextDelta``. ``tokens``: the reply's generated
+    tokens so far, when the backend knows them (the local engine; 0: not known, then a front
+    end counts pieces instead)."""
+
+    text: str
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ContextTrimmed:
+    """Sent before the reply when the oldest messages were left out to fit the context."""
+
+    dropped_messages: int
+    prompt_tokens: int
+    context_size: int
+
+
+@dataclass(frozen=True)
+class DraftProgress:
+    """Speculative decoding while a reply is generated (the local engine, drafting on): the
+    tokens drafted and accepted so far in this reply, the draft length now (0: not drafting
+    at the moment) and whether adaptive drafting judged, last, that drafting does not pay.
+    Sent now and then while the reply streams (about twice a second), never part of the
+    text; the final figures are in ``GenerationDone.stats``."""
+
+    drafted: int
+    accepted: int
+    k: int
+    turned_off: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationDone:
+    """The last event of every stream: the full text (the answer, without the thinking),
+    the thinking apart (empty for a model that does not think), and the stats (whose
+    ``completion_tokens`` count the thinking's tokens too)."""
+
+    text: str
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    params: SamplingParams | None = None  # exactly what was used, the drawn seed included
+    thinking: str = ""
+    # A bound of vibechat's own that ended the reply (finish_reason "length"), in words, for the
+    # line that says so ("" when none did: the model, max_tokens or the server ended it).
+    bound: str = ""
+
+    @property
+    def finish_reason(self) -> FinishReason:
+        return self.stats.finish_reason
+
+
+ChatEvent = Union[TextDelta, ThinkingDelta, ContextTrimmed, DraftProgress, GenerationDone]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Everything the app asks of a model runtime. One thread drives a backend;
+    only :meth:`cancel` may be called from another thread."""
+
+    name: str
+
+    def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+        """Load the model (blocking; idempotent); ``on_progress`` gets 0..1 while it loads
+        (what it returns is ignored). Raises a ``VibechatError`` on failure."""
+
+    def stream_chat(self, messages: Sequence[ChatMessage],
+                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+        """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``.
+        A reasoning model's thinking comes as ``ThinkingDelta``s (before the answer's
+        ``TextDelta``s), kept out of the answer and out of ``GenerationDone.text``; it is in
+        ``GenerationDone.thinking``. A reply whose thinking never ended has an empty answer.
+        A generator: ``close()`` on it, before the end, ends the reply and frees what it holds."""
+
+    def cancel(self) -> None:
+        """Ask the running generation (or prompt evaluation) to stop soon. Thread-safe."""
+
+    def reset(self) -> None:
+        """Forget the conversation cache (a new conversation starts)."""
+
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+        """Rebuild the conversation cache from ``messages`` (an opened conversation), so the
+        next reply evaluates only what is new; returns the tokens cached. Cancellable.
+        ``thinking``: the thinking switch the next replies use (``SamplingParams.thinking``)."""
+
+    def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+        """Tokens the prompt for ``messages`` takes, rendered exactly as for generation
+        (with the thinking switch ``thinking``: the prompt differs)."""
+
+    def describe(self) -> ModelInfo:
+        """The loaded model's description."""
+
+    def close(self) -> None:
+        """Free the model."""
+
+
+@runtime_checkable
+class RemoteModels(Protocol):
+    """A backend that is a server with models to choose from (``OpenAICompatibleBackend``):
+    the model picker lists them and switches between them."""
+
+    server: str  # the server's URL, without credentials
+
+    @property
+    def model_id(self) -> str | None:
+        """The server's model in use (None: the server's default)."""
+
+    def list_models(self) -> list[str]:
+        """The server's model ids (blocking; may run beside a reply)."""
+
+    def switch_model(self, model: str) -> ModelInfo:
+        """Use another of the server's models from now on (blocking)."""
