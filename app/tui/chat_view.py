@@ -215,6 +215,7 @@ class AssistantMessage(ChatMessageWidget):
         self._link_index = 0
         self._forgotten = 0  # segments above this one have dropped their strips
         self.offloop_cpu = 0.0  # CPU seconds its renders took in worker threads (``append``)
+        self.loop_cpu = 0.0  # ... and on the event loop (what a slice of a burst costs the loop)
 
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
@@ -265,6 +266,7 @@ class AssistantMessage(ChatMessageWidget):
         with the worker, every ``sys.getswitchinterval()``); the widgets take the rendered
         lines in one step afterwards. The worker's CPU seconds add up in ``offloop_cpu``
         (the UI's work all the same: the render pacer counts it)."""
+        started = time.thread_time()
         self.text += text
         segmenter = self._segmenter
         body = self.body
@@ -284,7 +286,9 @@ class AssistantMessage(ChatMessageWidget):
                 made = prepare(list(zip(texts, cuts)), self.code_theme, *options, tail.gap_above)
                 return made, time.thread_time() - start
 
+            self.loop_cpu += time.thread_time() - started
             prepared, spent = await asyncio.to_thread(work)
+            started = time.thread_time()  # the loop ran other work meanwhile: not this append's
             self.offloop_cpu += spent
             if not self.is_attached or body.children[-1] is not tail:
                 return  # gone meanwhile (a new chat): nothing to show it in
@@ -299,6 +303,7 @@ class AssistantMessage(ChatMessageWidget):
             self._forget_scrolled_away(body)
         else:
             tail.set_text(texts[0])
+        self.loop_cpu += time.thread_time() - started
 
     def _forget_scrolled_away(self, body: Vertical) -> None:
         """Settled segments that scrolled above the view drop their painted strips (see

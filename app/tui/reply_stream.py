@@ -233,13 +233,13 @@ class ReplyStream:
                 await self.settle_thinking()  # the answer begins: the thinking folds
             shown = self.sanitizer.feed(text)
             if shown:
-                start, elsewhere = time.thread_time(), self.widget.offloop_cpu
+                on_loop, elsewhere = self.widget.loop_cpu, self.widget.offloop_cpu
                 await self.widget.append(shown)
-                # The event loop's share sizes the slices; the Markdown, rendered in a worker
-                # thread, counts in the UI's CPU budget all the same.
+                # The append's own time on the event loop sizes the slices; the Markdown,
+                # rendered in a worker thread, counts in the UI's CPU budget all the same.
                 self.pacer.spent(self.widget.offloop_cpu - elsewhere)
                 if len(shown) >= APPEND_LIMIT // 2:  # a token's cost says little
-                    self.s_per_char = (time.thread_time() - start) / len(shown)
+                    self.s_per_char = (self.widget.loop_cpu - on_loop) / len(shown)
         return more
 
     def hold(self, done: GenerationDone) -> bool:
