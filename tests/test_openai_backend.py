@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from openai_stub import StubServer, refused_url
-from vibechat.engine.remote import openai_backend
+from vibechat.engine.remote import openai_backend, sse
 from vibechat.engine.turns.backend import Backend, ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
@@ -486,12 +486,12 @@ def test_an_event_without_end_is_an_error_after_a_bounded_read(stub, mode):
 
 
 def test_the_whole_answer_and_the_number_of_events_are_bounded(stub, monkeypatch):
-    monkeypatch.setattr(openai_backend, "MAX_EVENTS", 50)
+    monkeypatch.setattr(sse, "MAX_EVENTS", 50)
     stub.mode = "empty_events"
     with pytest.raises(StreamInterrupted, match="more than 50 events in one answer"):
         collect(backend_for(stub))
     assert stub.client_gone.wait(10)
-    monkeypatch.setattr(openai_backend, "MAX_STREAM_BYTES", 4096)
+    monkeypatch.setattr(sse, "MAX_STREAM_BYTES", 4096)
     stub.mode, stub.client_gone = "pings", threading.Event()
     with pytest.raises(StreamInterrupted, match="more than 4,096 bytes in one answer"):
         collect(backend_for(stub))
