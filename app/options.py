@@ -11,13 +11,20 @@ messages and ``config show``, is the one the config's settings table records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, ClassVar, Optional
 
 import typer
 
-from vibechat.engine.settings.knobs import CONTEXT_STEP, MAX_CONTEXT
+from vibechat.engine.settings.setting import ENGINE as ENGINE_GROUP
+from vibechat.engine.settings.setting import REMOTE as REMOTE_GROUP
+from vibechat.engine.settings.setting import SAMPLING as SAMPLING_GROUP
+from vibechat.engine.settings.setting import Setting
+from vibechat.engine.settings.table import PARAM_FLAGS, SETTINGS, SETTINGS_BY_KEY
 
 def _number_check(name: str) -> Any:
     """A sampling flag's callback: a value that is not a number at all (``-n abc``) is a
@@ -55,90 +62,70 @@ def _is_number_or_word(name: str, value: str) -> bool:
     return True
 
 
-SAMPLING = "Sampling"
-ENGINE = "Model and engine"
-REMOTE = "Remote server"
+PANELS = {SAMPLING_GROUP: "Sampling", ENGINE_GROUP: "Model and engine", REMOTE_GROUP: "Remote server"}
+SAMPLING, ENGINE, REMOTE = (PANELS[g] for g in (SAMPLING_GROUP, ENGINE_GROUP, REMOTE_GROUP))
 
-ModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", "-m", metavar="MODEL", help="A .gguf path or a local model name (default: the bundled starter "
-    "model); with --backend openai, the server's model id.", rich_help_panel=ENGINE)]
-SystemOpt = Annotated[Optional[str], typer.Option("--system", "-s", metavar="TEXT", help="System prompt.")]
-TemperatureOpt = Annotated[Optional[str], typer.Option(
-    "--temperature", "-t", callback=_number_check("temperature"),
-    metavar="NUMBER", help="0-5; 0 is greedy (default 0.8).", rich_help_panel=SAMPLING)]
-TopKOpt = Annotated[Optional[str], typer.Option(
-    "--top-k", callback=_number_check("top_k"),
-    metavar="N", help="0-1000; 0 disables (default 40).", rich_help_panel=SAMPLING)]
-TopPOpt = Annotated[Optional[str], typer.Option(
-    "--top-p", callback=_number_check("top_p"),
-    metavar="NUMBER", help="0-1; 1 disables (default 0.95).", rich_help_panel=SAMPLING)]
-MinPOpt = Annotated[Optional[str], typer.Option(
-    "--min-p", callback=_number_check("min_p"),
-    metavar="NUMBER", help="0-1; 0 disables (default 0.05).", rich_help_panel=SAMPLING)]
-RepeatPenaltyOpt = Annotated[Optional[str], typer.Option(
-    "--repeat-penalty", callback=_number_check("repeat_penalty"),
-    metavar="NUMBER", help="0.1-5; 1 disables (default 1.0).", rich_help_panel=SAMPLING)]
-MaxTokensOpt = Annotated[Optional[str], typer.Option(
-    "--max-tokens", "-n", callback=_number_check("max_tokens"),
-    metavar="N", help="Most tokens to generate (default: until the model stops).",
-    rich_help_panel=SAMPLING)]
-SeedOpt = Annotated[Optional[str], typer.Option(
-    "--seed", callback=_number_check("seed"),
-    metavar="N", help="Seed for reproducible sampling (default: random).", rich_help_panel=SAMPLING)]
-StopOpt = Annotated[Optional[list[str]], typer.Option(
-    "--stop", metavar="TEXT", help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
-    rich_help_panel=SAMPLING)]
-ThinkingOpt = Annotated[Optional[str], typer.Option(
-    "--thinking", metavar="MODE", help="A reasoning model's thinking: auto (its template's default), on or off; "
-    "where the template takes a switch (Qwen3, Granite; gpt-oss: off = low effort) or a server is asked.",
-    rich_help_panel=SAMPLING)]
-CtxOpt = Annotated[Optional[int], typer.Option(
-    "--ctx", metavar="TOKENS", help=f"Context size in tokens, {CONTEXT_STEP}-{MAX_CONTEXT}, rounded up to a multiple of "
-    f"{CONTEXT_STEP} (default: the model's, at most 8192).", rich_help_panel=ENGINE)]
-GpuLayersOpt = Annotated[Optional[int], typer.Option(
-    "--n-gpu-layers", metavar="N",
-    help="Layers to offload to the GPU (default: all when the build supports it; -1 = all).",
-    rich_help_panel=ENGINE)]
-ThreadsOpt = Annotated[Optional[int], typer.Option(
-    "--threads", metavar="N", help="CPU threads (default: physical performance cores).", rich_help_panel=ENGINE)]
-BackendOpt = Annotated[Optional[str], typer.Option(
-    "--backend", metavar="NAME",
-    help="llama (GGUF files through llama.cpp, the default) or openai (an OpenAI-compatible server).",
-    rich_help_panel=REMOTE)]
-BaseUrlOpt = Annotated[Optional[str], typer.Option(
-    "--base-url", metavar="URL",
-    help="The server's API root, e.g. http://127.0.0.1:8080/v1 (implies --backend openai).",
-    rich_help_panel=REMOTE)]
-ApiKeyEnvOpt = Annotated[Optional[str], typer.Option(
-    "--api-key-env", metavar="VAR", help="The environment variable holding the server's API key "
-    "(default: VIBECHAT_API_KEY, else OPENAI_API_KEY for https servers).", rich_help_panel=REMOTE)]
-KvCacheTypeOpt = Annotated[Optional[str], typer.Option(
-    "--kv-cache-type", metavar="TYPE",
-    help="KV-cache type: f16 (default), q8_0 or q4_0 (less memory; turns flash attention on).",
-    rich_help_panel=ENGINE)]
-DraftOpt = Annotated[Optional[str], typer.Option(
-    "--draft", metavar="MODE",
-    help="Speculative decoding: off (default), auto (drafts from the prompt and reply, only as much as pays) "
-         "or prompt-lookup (always --draft-tokens drafts).",
-    rich_help_panel=ENGINE)]
-DraftTokensOpt = Annotated[Optional[int], typer.Option(
-    "--draft-tokens", metavar="N", help="Most tokens drafted per step with --draft auto|prompt-lookup (default 10).",
-    rich_help_panel=ENGINE)]
-DraftModelOpt = Annotated[Optional[str], typer.Option(
-    "--draft-model", metavar="REF",
-    help="A small model of the same family that drafts tokens for the model to check (any --model "
-         "reference); drafting is auto with it, or the --draft mode given.",
-    rich_help_panel=ENGINE)]
-RepackOpt = Annotated[Optional[str], typer.Option(
-    "--repack", metavar="MODE",
-    help="CPU weight repacking: auto (default: on, except where llama.cpp's AMX kernel crashes: see --version), "
-    "on or off.",
-    rich_help_panel=ENGINE)]
-PromptFormatOpt = Annotated[Optional[str], typer.Option(
-    "--prompt-format", metavar="FORMAT",
-    help="How a local model is prompted: auto (its chat template; a base model as a completion model), "
-         "completion, template, gemma, chatml or llama3.",
-    rich_help_panel=ENGINE)]
+
+def setting_option(key: str) -> Any:
+    """The typer option of the setting ``key`` (dotted), built from its row of the settings
+    table: its flag and short alias, metavar, the flag's line and panel. A sampling number is
+    read as text and parsed by ``PARAM_SPECS`` (one message everywhere); ``--stop`` repeats."""
+    setting = SETTINGS_BY_KEY[key]
+    assert setting.flag, f"{key} has no flag"
+    names = [setting.flag, *([setting.short] if setting.short else [])]
+    extra: dict[str, Any] = {}
+    if setting.group:
+        extra["rich_help_panel"] = PANELS[setting.group]
+    kind: Any = str
+    if key == "params.stop":
+        kind = list[str]
+    elif key.startswith("params.") and setting.name in PARAM_FLAGS and key != "params.thinking":
+        extra["callback"] = _number_check(setting.name)
+    elif setting.kind == "whole number":
+        kind = int
+    return Annotated[Optional[kind], typer.Option(*names, metavar=setting.metavar, help=setting.flag_help,
+                                                  **extra)]
+
+
+def option_name(setting: Setting) -> str:
+    """The command's parameter for a setting's flag: the config key (``params.``'s bare name;
+    ``system`` for the system prompt, as the commands always called it)."""
+    return "system" if setting.key == "system_prompt" else setting.name
+
+
+def flagged_settings() -> list[Setting]:
+    """The settings that have a flag, in the help pages' order: the model, the system prompt,
+    then sampling, the engine and the remote server, each in the table's order."""
+    flagged = [s for s in SETTINGS if s.flag]
+    first = [SETTINGS_BY_KEY["model"], SETTINGS_BY_KEY["system_prompt"]]
+    rest = [s for s in flagged if s not in first]
+    order = {SAMPLING_GROUP: 0, ENGINE_GROUP: 1, REMOTE_GROUP: 2}
+    return first + sorted(rest, key=lambda s: order.get(s.group or "", 3))
+
+
+ModelOpt = setting_option("model")
+SystemOpt = setting_option("system_prompt")
+TemperatureOpt = setting_option("params.temperature")
+TopKOpt = setting_option("params.top_k")
+TopPOpt = setting_option("params.top_p")
+MinPOpt = setting_option("params.min_p")
+RepeatPenaltyOpt = setting_option("params.repeat_penalty")
+MaxTokensOpt = setting_option("params.max_tokens")
+SeedOpt = setting_option("params.seed")
+StopOpt = setting_option("params.stop")
+ThinkingOpt = setting_option("params.thinking")
+CtxOpt = setting_option("context_size")
+GpuLayersOpt = setting_option("gpu_layers")
+ThreadsOpt = setting_option("threads")
+BackendOpt = setting_option("backend")
+BaseUrlOpt = setting_option("base_url")
+ApiKeyEnvOpt = setting_option("api_key_env")
+KvCacheTypeOpt = setting_option("kv_cache_type")
+DraftOpt = setting_option("speculative")
+DraftTokensOpt = setting_option("draft_tokens")
+DraftModelOpt = setting_option("draft_model")
+RepackOpt = setting_option("repack")
+PromptFormatOpt = setting_option("prompt_format")
 HISTORY = "History"
 STRUCTURED = "Structured output"
 NoSaveOpt = Annotated[bool, typer.Option(
@@ -245,3 +232,71 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     if sampling.thinking is not None:
         values["params.thinking"], flags["params.thinking"] = sampling.thinking, "--thinking"
     return loaded.with_flags(values, flags)
+
+
+@dataclass(frozen=True)
+class SettingFlags:
+    """Every setting's flag as given on the command line, in one value: ``engine`` (the engine
+    flags given, by config key), ``sampling`` (as typed) and ``system`` (``--system``)."""
+
+    engine: Mapping[str, Any] = field(default_factory=dict)
+    sampling: SamplingChoice = field(default_factory=SamplingChoice)
+    system: str | None = None
+
+    NONE: ClassVar["SettingFlags"]  # nothing given
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> "SettingFlags":
+        """The flags from the options ``setting_options`` added, by parameter name."""
+        from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
+
+        engine = engine_flags(**{k: given[k] for k in ENGINE_SETTING_KEYS if k in given})
+        from vibechat.engine.settings.params import PARAM_SPECS
+
+        values = {name: given.get(name) for name in PARAM_SPECS}
+        sampling = SamplingChoice(values=values, stop=given.get("stop"), thinking=given.get("thinking"))
+        return cls(engine, sampling, given.get("system"))
+
+    def as_tuple(self) -> tuple[Mapping[str, Any], SamplingChoice, str | None]:
+        """``(engine, sampling, system)``: what ``with_flags`` takes after the config."""
+        return self.engine, self.sampling, self.system
+
+    def apply(self, loaded):
+        """``loaded`` (a ``LoadedConfig``) with these flags on top (``with_flags``)."""
+        return with_flags(loaded, self.engine, self.sampling, self.system)
+
+
+SettingFlags.NONE = SettingFlags()
+
+
+def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a typer command one option per setting with a flag, built from the settings table,
+    where its parameter annotated ``SettingFlags`` stands; the command is called with one
+    ``SettingFlags`` there. Put it under ``@app.command()``: typer reads the signature made here."""
+    signature = inspect.signature(command)
+    hints = typing.get_type_hints(command, include_extras=True)
+    placeholder = next(name for name in signature.parameters if hints.get(name) is SettingFlags)
+    added = [inspect.Parameter(option_name(s), inspect.Parameter.KEYWORD_ONLY, default=None,
+                               annotation=setting_option(s.key)) for s in flagged_settings()]
+    names = {p.name for p in added}
+    clash = names & (set(signature.parameters) - {placeholder})
+    if clash:
+        raise TypeError(f"{command.__name__} already has parameters named {', '.join(sorted(clash))}")
+    params: list[inspect.Parameter] = []
+    for p in signature.parameters.values():
+        p = p.replace(annotation=hints.get(p.name, p.annotation))  # resolved: typer reads them as they are
+        if p.name == placeholder:
+            params += added
+        else:
+            params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind is p.POSITIONAL_OR_KEYWORD
+                          and params and params[-1].kind is inspect.Parameter.KEYWORD_ONLY else p)
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        given = {name: kwargs.pop(name) for name in names if name in kwargs}
+        kwargs[placeholder] = SettingFlags.of(given)
+        return command(*args, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper

@@ -1,24 +1,19 @@
-"""The engine's settings in one shape (``EngineSettings``, and ``LlamaCppOptions``: the
-same plus what only the local runtime knows), and the local engine's knobs that are not
-sampling parameters: the KV-cache type, speculative decoding by prompt lookup, and what to
-say when GPU layers are asked of a build that cannot offload.
-
-One name a setting: each ``EngineSettings`` field is named as its config key
-(``context_size``, ``gpu_layers``, ``threads``, ``speculative`` ...), and the config's
-settings table (``SETTINGS`` in engine/settings/config.py) gives each its flag (``--ctx``,
-``--n-gpu-layers``, ``--draft`` ...), variable, range and check. The config, the CLI
-(``app/options.py``), the chat's reloads and the backends all pass settings by these names.
+"""The engine's settings in one shape, declared once: ``EngineSettings``, each field a row of the
+settings table (its help, variable, flag, range or check in the field's metadata: ``doc()``);
+``Config`` (engine/settings/table.py) is these and the chat's own settings, and ``SETTINGS``
+there flattens both into the table that the config file, ``VIBECHAT_*`` variables, the flags
+(app/options.py), ``config show`` and the settings table of docs/USAGE.md come from.
+``LlamaCppOptions`` is the same plus what only the local runtime knows.
 
 Adding an engine setting takes:
 
-1. its field in ``Config`` (engine/settings/config.py), with its help, variable, flag, range or check;
-2. the field of the same name, type and default in ``EngineSettings`` below
-   (tests/test_engine_knobs.py checks that the two agree);
-3. its use where llama.cpp takes it (``LlamaCppBackend.load`` in engine/llama/llamacpp.py), or the
+1. its field below, with its help, variable, flag (and the flag's line), range or check: the
+   config key, the variable, the flag of both commands and its row in the docs follow;
+2. its use where llama.cpp takes it (``LlamaCppBackend.load`` in engine/llama/llamacpp.py), or the
    openai backend (``make_remote_backend`` in app/backends.py).
 
-A command-line flag for it is a typer option in app/options.py and a parameter of the
-commands in app/cli.py that passes it on by the setting's name.
+The values a setting may take and their checks are in choices.py, the context's rounding and
+the prompt's limits in limits.py (both re-exported here, where the engine has always found them).
 
 Light on purpose (no llama_cpp import): the config, the CLI and the TUI use the
 names and checks here; ``engine/llama/llamacpp.py`` maps them onto llama.cpp.
@@ -26,167 +21,45 @@ names and checks here; ``engine/llama/llamacpp.py`` maps them onto llama.cpp.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidParameterError
-
-# CPU weight repacking: the setting only (what it does to a load is engine/llama/repack.py's).
-REPACK_MODES = ("auto", "on", "off")
-DEFAULT_REPACK = "auto"
-_ALIASES = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"}
-
-
-def check_repack(value: object) -> str:
-    """``value`` as auto, on or off (true/false/yes/no/1/0 too), or a one-line error."""
-    name = str(value).strip().lower() if isinstance(value, (str, bool)) else None
-    if name is not None:
-        name = _ALIASES.get(name, name)
-    if name not in REPACK_MODES:
-        raise InvalidParameterError(f"repack must be one of {', '.join(REPACK_MODES)} (got {value!r}).")
-    return name
-
-
-# llama.cpp allocates a context in steps of this many tokens: it pads n_ctx up to a multiple
-# (llama-context.cpp: GGML_PAD(n_ctx, 256)), so a smaller context is never smaller in fact.
-CONTEXT_STEP = 256
-MAX_CONTEXT = 1 << 20
-
-
-# No token of a GGUF vocabulary we know spans more bytes than this (the starter's longest is 48):
-# text longer than context x this cannot fit, whatever it says, and is refused before it is
-# tokenized or saved. Where the context is unknown (a server that does not say), a prompt is
-# bounded by MAX_PROMPT_BYTES.
-MAX_BYTES_PER_TOKEN = 256
-MAX_PROMPT_BYTES = 16 << 20
-
-
-def prompt_byte_limit(context_size: int | None) -> int:
-    """The most UTF-8 bytes of text a prompt for a ``context_size``-token context may hold:
-    what could fit (``MAX_BYTES_PER_TOKEN`` a token), and no more than ``MAX_PROMPT_BYTES``
-    unless the context is larger than 1M tokens."""
-    if not context_size:
-        return MAX_PROMPT_BYTES
-    return min(context_size * MAX_BYTES_PER_TOKEN, max(MAX_PROMPT_BYTES, context_size * 16))
-
-
-def prompt_too_large(n_bytes: int, context_size: int | None) -> str | None:
-    """Why a prompt of ``n_bytes`` (UTF-8) cannot be sent to a ``context_size``-token context
-    (None: it may fit), one line naming the fix."""
-    if context_size:
-        limit = prompt_byte_limit(context_size)
-        if n_bytes > limit:
-            return (f"the prompt is {_human_bytes(n_bytes)}, more than a {context_size:,}-token context can hold "
-                    f"(at most about {_human_bytes(limit)} of text): shorten it, or raise --ctx.")
-        return None
-    if n_bytes > MAX_PROMPT_BYTES:
-        return (f"the prompt is {_human_bytes(n_bytes)}; vibechat sends at most {_human_bytes(MAX_PROMPT_BYTES)}: "
-                "shorten it.")
-    return None
-
-
-def _human_bytes(n: int) -> str:
-    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n / 1024:.0f} KiB"
-
-
-def round_context(n_ctx: int) -> int:
-    """The context llama.cpp allocates for ``n_ctx`` tokens: the next multiple of ``CONTEXT_STEP``."""
-    return -(-n_ctx // CONTEXT_STEP) * CONTEXT_STEP
-
-
-def context_rounding_notice(asked: int, used: int) -> str | None:
-    """What to tell a user who asked for ``asked`` tokens of context and got ``used``."""
-    if used == asked:
-        return None
-    return f"context {asked} rounded up to {used} (llama.cpp allocates it in steps of {CONTEXT_STEP})"
-
-
-# KV-cache element types: name -> bytes per element (ggml block size / elements per block).
-KV_CACHE_TYPES: dict[str, float] = {
-    "f16": 2.0,
-    "q8_0": 34 / 32,  # 32 int8 values + one f16 scale
-    "q4_0": 18 / 32,  # 32 4-bit values + one f16 scale
-}
-DEFAULT_KV_CACHE_TYPE = "f16"
-
-# Speculative decoding: "off", or drafts looked up in the prompt and the reply so far, either
-# "auto" (the draft length adapts to what pays on this machine, and drafting turns itself off
-# when it does not: engine/llama/speculative.py) or "prompt-lookup" (always draft_tokens drafts).
-SPECULATIVE_MODES = ("off", "auto", "prompt-lookup")
-DEFAULT_DRAFT_TOKENS = 10  # as llama-cpp-python's LlamaPromptLookupDecoding(num_pred_tokens=10)
-MAX_DRAFT_TOKENS = 1024
-DRAFT_NGRAM = 2  # ... and its max_ngram_size=2
-# Verifying k drafted tokens asks llama.cpp for (k + 1) rows of logits, n_vocab floats each.
-MAX_DRAFT_LOGITS_BYTES = 1 << 30
-
-
-# How a local model is prompted (engine/turns/chat_template.py choose_template): "auto" decides from
-# the GGUF (its chat template; a base model, or none: the completion frame); "completion" is
-# the few-shot frame for base models; "template" the GGUF's own chat template (even where its
-# metadata says base); or one of the built-in turn formats.
-COMPLETION = "completion"  # also ModelInfo.chat_format for a model prompted this way
-PROMPT_FORMATS = ("auto", COMPLETION, "template", "gemma", "chatml", "llama3")
-DEFAULT_PROMPT_FORMAT = "auto"
-
-
-def check_prompt_format(value: object) -> str:
-    """``value`` as a known prompt format (any case), or a one-line error listing them."""
-    name = str(value).strip().lower() if isinstance(value, str) else None
-    if name not in PROMPT_FORMATS:
-        raise InvalidParameterError(f"prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {value!r}).")
-    return name
-
-
-def check_kv_cache_type(value: object) -> str:
-    """``value`` as a known KV-cache type name (any case), or a one-line error listing them."""
-    name = str(value).strip().lower() if isinstance(value, str) else None
-    if name not in KV_CACHE_TYPES:
-        raise InvalidParameterError(
-            f"kv_cache_type must be one of {', '.join(KV_CACHE_TYPES)} (got {value!r})."
-        )
-    return name
-
-
-def check_speculative(value: object) -> str:
-    """``value`` as a known speculative mode ('none' means 'off'), or a one-line error."""
-    name = str(value).strip().lower() if isinstance(value, str) else None
-    if name in ("none", "no", "false", ""):
-        name = "off"
-    if name not in SPECULATIVE_MODES:
-        raise InvalidParameterError(
-            f"speculative must be one of {', '.join(SPECULATIVE_MODES)} (got {value!r})."
-        )
-    return name
-
-
-def check_draft_tokens(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DRAFT_TOKENS:
-        raise InvalidParameterError(f"draft_tokens must be a whole number between 1 and {MAX_DRAFT_TOKENS} "
-                                    f"(got {value!r}).")
-    return value
-
-
-def kv_cache_bytes(n_ctx: int, n_layers: int, n_embd_k_gqa: int, n_embd_v_gqa: int, cache_type: str) -> int:
-    """The KV cache's size: ``n_ctx`` cells of K and V for every layer."""
-    return int(n_ctx * n_layers * (n_embd_k_gqa + n_embd_v_gqa) * KV_CACHE_TYPES[cache_type])
-
-
-def draft_logits_bytes(draft_tokens: int, n_vocab: int) -> int:
-    """The logits one verification batch needs: the last token and each draft, float32."""
-    return (draft_tokens + 1) * n_vocab * 4
-
-
-def check_draft_logits(draft_tokens: int, n_vocab: int) -> None:
-    """Refuse a draft length whose logits buffer would be absurd (one line, naming the flag)."""
-    need = draft_logits_bytes(draft_tokens, n_vocab)
-    if need > MAX_DRAFT_LOGITS_BYTES:
-        most = MAX_DRAFT_LOGITS_BYTES // (n_vocab * 4) - 1
-        raise InvalidParameterError(
-            f"--draft-tokens {draft_tokens} would need {need / (1 << 20):,.0f} MiB of logits per verification "
-            f"({draft_tokens + 1} positions x {n_vocab:,} vocabulary x 4 bytes; the limit is "
-            f"{MAX_DRAFT_LOGITS_BYTES >> 20:,} MiB): use --draft-tokens {most} or fewer (draft_tokens in the config)."
-        )
+from ..sizes import human_bytes
+from .choices import (  # noqa: F401 - the engine's names for them
+    BACKENDS,
+    COMPLETION,
+    DEFAULT_DRAFT_TOKENS,
+    DEFAULT_KV_CACHE_TYPE,
+    DEFAULT_PROMPT_FORMAT,
+    DEFAULT_REPACK,
+    DRAFT_NGRAM,
+    KV_CACHE_TYPES,
+    MAX_DRAFT_LOGITS_BYTES,
+    MAX_DRAFT_TOKENS,
+    PROMPT_FORMATS,
+    REPACK_MODES,
+    SPECULATIVE_MODES,
+    check_draft_logits,
+    check_draft_tokens,
+    check_kv_cache_type,
+    check_prompt_format,
+    check_repack,
+    check_speculative,
+    draft_logits_bytes,
+    kv_cache_bytes,
+)
+from .limits import (  # noqa: F401 - the engine's names for them
+    CONTEXT_STEP,
+    MAX_BYTES_PER_TOKEN,
+    MAX_CONTEXT,
+    MAX_PROMPT_BYTES,
+    context_rounding_notice,
+    prompt_byte_limit,
+    prompt_too_large,
+    round_context,
+)
+from .setting import ENGINE, REMOTE, doc
 
 
 def llama_cpp_version() -> str:
@@ -216,37 +89,111 @@ def gpu_unavailable_message(n_gpu_layers: int, version: str | None = None, asked
 
 
 def human_mib(n_bytes: int) -> str:
-    mib = n_bytes / (1 << 20)
-    if mib >= 1024:
-        return f"{mib / 1024:.1f} GiB"
-    return f"{mib:.0f} MiB" if mib >= 10 else f"{mib:.1f} MiB"
+    """A memory size in words (the one formatter: engine/sizes.py)."""
+    return human_bytes(n_bytes)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EngineSettings:
-    """The engine settings: each field is the config key of that name, with its type and
-    default (``Config`` in engine/settings/config.py, whose ``SETTINGS`` table gives its flag and
-    variable). ``None`` means "choose like llama.cpp would" (or, for ``backend``: llama,
-    or openai when ``base_url`` is set)."""
+    """The engine settings: each field is the config key of that name, declared here once, with
+    its type, default and row of the settings table. ``None`` means "choose like llama.cpp
+    would" (or, for ``backend``: llama, or openai when ``base_url`` is set)."""
 
-    model: str | None = None  # a .gguf path, a local model name or a Hub reference; a server's model id
-    context_size: int | None = None  # default: trained context, capped at 8192
-    gpu_layers: int | None = None  # default: all when the build can offload, else 0
-    threads: int | None = None  # default: physical performance cores
-    kv_cache_type: str = DEFAULT_KV_CACHE_TYPE  # "f16", "q8_0" or "q4_0", for K and V
-    speculative: str = "off"  # "auto" / "prompt-lookup": draft tokens from the prompt and reply so far
-    draft_tokens: int = DEFAULT_DRAFT_TOKENS  # most tokens drafted per step
-    draft_model: str | None = None  # a model reference that drafts instead of prompt lookup
+    model: str | None = field(default=None, metadata=doc(
+        "The model to open: a .gguf path, a name from 'vibechat models list', or a Hugging Face "
+        "reference (owner/repo, owner/repo:QUANT); with the openai backend, the server's model id.",
+        kind="text", example='"bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"',
+        unset="the bundled starter model", env="VIBECHAT_MODEL", flag="--model", short="-m", metavar="MODEL",
+        flag_help="A .gguf path or a local model name (default: the bundled starter model); with --backend "
+                  "openai, the server's model id.", group=ENGINE))
+    context_size: int | None = field(default=None, metadata=doc(
+        f"Context window in tokens; a size that is no multiple of {CONTEXT_STEP} is rounded up to one "
+        f"(llama.cpp allocates the context in steps of {CONTEXT_STEP}).",
+        kind="whole number", example="4096", unset="the model's, at most 8192",
+        env="VIBECHAT_CONTEXT_SIZE", flag="--ctx", minimum=CONTEXT_STEP, maximum=MAX_CONTEXT, metavar="TOKENS",
+        flag_help=f"Context size in tokens, {CONTEXT_STEP}-{MAX_CONTEXT}, rounded up to a multiple of "
+                  f"{CONTEXT_STEP} (default: the model's, at most 8192).", group=ENGINE))
+    gpu_layers: int | None = field(default=None, metadata=doc(
+        "Layers to offload to the GPU: -1 all, 0 none (CPU only).",
+        kind="whole number", example="0", unset="all, if the build can offload",
+        env="VIBECHAT_GPU_LAYERS", flag="--n-gpu-layers", minimum=-1, metavar="N",
+        flag_help="Layers to offload to the GPU (default: all when the build supports it; -1 = all).",
+        group=ENGINE))
+    threads: int | None = field(default=None, metadata=doc(
+        "CPU threads for generation.",
+        kind="whole number", example="4", unset="the physical performance cores",
+        env="VIBECHAT_THREADS", flag="--threads", minimum=1, maximum=1024, metavar="N",
+        flag_help="CPU threads (default: physical performance cores).", group=ENGINE))
+    kv_cache_type: str = field(default=DEFAULT_KV_CACHE_TYPE, metadata=doc(
+        "KV-cache type for keys and values: f16, q8_0 (about half the memory) or q4_0 (about a quarter); "
+        "a quantized cache turns flash attention on.",
+        kind="text", example='"q8_0"', env="VIBECHAT_KV_CACHE_TYPE", flag="--kv-cache-type",
+        check=check_kv_cache_type, metavar="TYPE",
+        flag_help="KV-cache type: f16 (default), q8_0 or q4_0 (less memory; turns flash attention on).",
+        group=ENGINE))
+    speculative: str = field(default="off", metadata=doc(
+        "Speculative decoding: off; auto (drafts tokens by finding the last words earlier in the prompt or "
+        "reply, as many as pay on this machine, none when drafting does not pay); or prompt-lookup (always "
+        "draft_tokens drafts). Helps when the reply repeats the prompt, e.g. editing code.",
+        kind="text", example='"auto"', env="VIBECHAT_SPECULATIVE", flag="--draft",
+        check=check_speculative, metavar="MODE",
+        flag_help="Speculative decoding: off (default), auto (drafts from the prompt and reply, only as much "
+                  "as pays) or prompt-lookup (always --draft-tokens drafts).", group=ENGINE))
+    draft_tokens: int = field(default=DEFAULT_DRAFT_TOKENS, metadata=doc(
+        "Most tokens drafted per step with speculative decoding (auto adapts below it).",
+        kind="whole number", example="10", env="VIBECHAT_DRAFT_TOKENS", flag="--draft-tokens",
+        minimum=1, maximum=MAX_DRAFT_TOKENS, metavar="N",
+        flag_help="Most tokens drafted per step with --draft auto|prompt-lookup (default 10).", group=ENGINE))
+    draft_model: str | None = field(default=None, metadata=doc(
+        "A small model that drafts tokens for the model to check (speculative decoding): any model "
+        "reference --model takes. It must share the model's vocabulary (same family); it turns drafting "
+        "on (auto, unless speculative says prompt-lookup for a fixed draft length).",
+        kind="text", example='"unsloth/gemma-3-270m-it-GGUF:Q4_K_M"', unset="none: drafts come from prompt lookup",
+        env="VIBECHAT_DRAFT_MODEL", flag="--draft-model", metavar="REF",
+        flag_help="A small model of the same family that drafts tokens for the model to check (any --model "
+                  "reference); drafting is auto with it, or the --draft mode given.", group=ENGINE))
     # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
     # kernel crashes (engine/llama/repack.py), "on" / "off" force it.
-    repack: str = DEFAULT_REPACK
-    # How the model is prompted: "auto" (its chat template; a base model: the completion frame),
-    # "completion", "template" or a built-in turn format (PROMPT_FORMATS).
-    prompt_format: str = DEFAULT_PROMPT_FORMAT
-    backend: str | None = None  # "llama" or "openai"
-    base_url: str | None = None  # the openai backend's server
-    api_key_env: str | None = None  # the variable holding its API key
-    timeout: int | None = None  # seconds to wait for it
+    repack: str = field(default=DEFAULT_REPACK, metadata=doc(
+        "llama.cpp's CPU weight repacking (its extra buffer types: interleaved quant blocks, Intel AMX tiles; "
+        "about 30% faster decoding): auto (on, except where this llama.cpp build's AMX kernel crashes: on a CPU "
+        "with AMX a one-time probe decides), on, or off.",
+        kind="text", example='"off"', env="VIBECHAT_REPACK", flag="--repack", check=check_repack, metavar="MODE",
+        flag_help="CPU weight repacking: auto (default: on, except where llama.cpp's AMX kernel crashes: see "
+                  "--version), on or off.", group=ENGINE))
+    prompt_format: str = field(default=DEFAULT_PROMPT_FORMAT, metadata=doc(
+        "How a local model is prompted: auto (its GGUF's chat template; a base model, or a GGUF with no "
+        "template and no sign of chat tuning in its name, as a completion model: a short example "
+        "conversation, then the chat as User:/Assistant: lines), completion, template (the GGUF's own, "
+        "even for a base model) or a built-in turn format: gemma, chatml, llama3.",
+        kind="text", example='"completion"', env="VIBECHAT_PROMPT_FORMAT", flag="--prompt-format",
+        check=check_prompt_format, metavar="FORMAT",
+        flag_help="How a local model is prompted: auto (its chat template; a base model as a completion model), "
+                  "completion, template, gemma, chatml or llama3.", group=ENGINE))
+    backend: str | None = field(default=None, metadata=doc(
+        "Where replies come from: llama (GGUF files through llama.cpp, on this machine) or openai (a "
+        "server with an OpenAI-compatible API at base_url: llama-server, vLLM, Ollama, LM Studio, ...).",
+        kind="text", example='"openai"', unset="llama; openai when base_url is set",
+        env="VIBECHAT_BACKEND", flag="--backend", choices=BACKENDS, metavar="NAME",
+        flag_help="llama (GGUF files through llama.cpp, the default) or openai (an OpenAI-compatible server).",
+        group=REMOTE))
+    base_url: str | None = field(default=None, metadata=doc(
+        "The openai backend's server: its API root, such as http://127.0.0.1:8080/v1 (a bare host "
+        "gets /v1).",
+        kind="url", example='"http://127.0.0.1:8080/v1"', unset="none", env="VIBECHAT_BASE_URL",
+        flag="--base-url", metavar="URL",
+        flag_help="The server's API root, e.g. http://127.0.0.1:8080/v1 (implies --backend openai).",
+        group=REMOTE))
+    api_key_env: str | None = field(default=None, metadata=doc(
+        "The environment variable that holds the server's API key (the key itself never goes in "
+        "this file).",
+        kind="variable name", example='"MY_SERVER_KEY"', unset="VIBECHAT_API_KEY, else OPENAI_API_KEY (https only)",
+        flag="--api-key-env", metavar="VAR",
+        flag_help="The environment variable holding the server's API key (default: VIBECHAT_API_KEY, else "
+                  "OPENAI_API_KEY for https servers).", group=REMOTE))
+    timeout: int | None = field(default=None, metadata=doc(
+        "Seconds to wait for the openai backend's server (to connect: at most 10) before giving up.",
+        kind="whole number", example="600", unset="300", env="VIBECHAT_TIMEOUT", minimum=1, maximum=86400))
 
     @classmethod
     def from_config(cls, config: Any) -> "EngineSettings":
@@ -265,7 +212,7 @@ class EngineSettings:
 ENGINE_SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(EngineSettings))
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class LlamaCppOptions(EngineSettings):
     """How ``LlamaCppBackend`` (engine/llama/llamacpp.py) loads a model: the engine settings, by
     their config names, and what only the runtime knows (the resolved file, whether to fall

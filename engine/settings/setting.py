@@ -1,0 +1,70 @@
+"""One setting's row of the settings table: its key, type, default, flag, variable and help
+(``Setting``), and ``doc()``, the row's fields as a dataclass field's metadata, where a setting
+is declared (``EngineSettings`` in knobs.py, ``Config`` in table.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The flag groups: where a flag shows on the help pages (app/options.py titles them).
+ENGINE, REMOTE, SAMPLING = "engine", "remote", "sampling"
+
+
+def show(value: Any) -> str:
+    """A value as the config file spells it (``none`` for unset)."""
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)
+
+
+def doc(help: str, *, kind: str, example: str, unset: str = "", env: str | None = None,
+        flag: str | None = None, minimum: int | None = None, maximum: int | None = None,
+        choices: tuple[str, ...] = (), check: Any = None, short: str | None = None,
+        metavar: str | None = None, flag_help: str = "", group: str | None = None) -> dict[str, Any]:
+    """A setting's row, as its field's metadata. ``check``: for a text setting with fixed choices,
+    the function that validates it (returns the canonical value or raises InvalidParameterError
+    naming the choices). ``flag``, ``short``, ``metavar``, ``flag_help``, ``group``: its
+    command-line option (app/options.py builds it; ``flag_help`` is the help page's shorter line)."""
+    return {"help": help, "kind": kind, "example": example, "unset": unset, "env": env, "flag": flag,
+            "minimum": minimum, "maximum": maximum, "choices": choices, "check": check, "short": short,
+            "metavar": metavar, "flag_help": flag_help, "group": group}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One documented setting; ``key`` is its dotted TOML key (``params.top_k``)."""
+
+    key: str
+    kind: str  # "text", "whole number", "number", "path", "list of text"
+    help: str
+    default: Any
+    example: str
+    unset: str = ""  # what happens when unset (the default is None)
+    env: str | None = None
+    flag: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    optional: bool = True  # None (unset) is a valid value
+    choices: tuple[str, ...] = ()  # the values a text setting may take (none: any)
+    check: Any = None  # a text setting with fixed choices: its validating function
+    short: str | None = None  # the flag's one-letter alias ("-m")
+    metavar: str | None = None  # the flag's value on the help page ("TOKENS")
+    flag_help: str = ""  # the flag's line on the help page
+    group: str | None = None  # ENGINE, REMOTE, SAMPLING or None: the help page's panel
+    engine: bool = False  # an EngineSettings field (what the engine is started with)
+
+    @property
+    def name(self) -> str:
+        return self.key.rpartition(".")[2]
+
+    def default_text(self) -> str:
+        if isinstance(self.default, bool):  # as TOML writes it
+            return "true" if self.default else "false"
+        return self.unset if self.default is None and self.unset else show(self.default)
