@@ -534,6 +534,22 @@ def test_the_usage_docs_have_the_settings_table_and_a_valid_example():
     assert loaded.problem is None and loaded.config.keys["toggle_params"] == "f12"
 
 
+def test_the_docs_settings_table_lists_every_setting_with_its_flag_variable_and_key():
+    """Issue 26.4: the table in docs/USAGE.md (the README links to it) has a row for exactly the
+    settings of the table, each with its flag (and short alias), variable and config key."""
+    text = (REPO / "docs" / "USAGE.md").read_text()
+    header = "| key | flag | variable | default | what it sets |"
+    assert header in text
+    rows = text[text.index(header):].split("\n\n", 1)[0].splitlines()[2:]
+    found = {}
+    for row in rows[:-1]:  # the last: keys.<id>, the binding overrides
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        found[cells[0].strip("`")] = (cells[1], cells[2])
+    expected = {s.key: ((f"`{s.flag}`" + (f", `{s.short}`" if s.short else "")) if s.flag else "",
+                        f"`{s.env}`" if s.env else "") for s in SETTINGS}
+    assert found == expected and rows[-1].startswith("| `keys.<id>` |")
+
+
 def test_a_new_top_level_key_is_written_among_the_top_level_settings():
     """F4's first theme: never under the comment that leads into [params] (it belongs there)."""
     path = write(template(IDS))

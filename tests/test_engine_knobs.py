@@ -51,6 +51,26 @@ def test_engine_settings_are_the_config_keys_of_the_same_name_type_and_default()
     assert EngineSettings.from_config(custom).as_dict() == {k: getattr(custom, k) for k in ENGINE_SETTING_KEYS}
 
 
+def test_each_engine_setting_is_declared_once_and_the_table_and_the_config_come_from_it():
+    """Issue 26.4: EngineSettings' fields are the table's engine rows (their help, variable and
+    flag live on the field), and Config is EngineSettings plus the chat's own settings: no
+    field is written twice."""
+    import dataclasses
+
+    from vibechat.engine.settings.config import SETTINGS, Config
+    from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS, EngineSettings
+
+    assert issubclass(Config, EngineSettings)
+    engine_rows = [s for s in SETTINGS if s.engine]
+    assert tuple(s.key for s in engine_rows) == ENGINE_SETTING_KEYS
+    for f, row in zip(dataclasses.fields(EngineSettings), engine_rows):
+        assert (row.help, row.env, row.flag, row.default) == (
+            f.metadata["help"], f.metadata["env"], f.metadata["flag"], f.default), f.name
+    own = [f.name for f in dataclasses.fields(Config) if f.name not in ENGINE_SETTING_KEYS]
+    assert "system_prompt" in own and not set(own) & set(Config.__dataclass_fields__) - set(
+        f.name for f in dataclasses.fields(Config))
+
+
 def test_the_local_backends_options_are_the_settings_plus_the_runtime(tmp_path):
     from vibechat.engine.settings.knobs import EngineSettings
 
