@@ -1,7 +1,8 @@
-"""The app's side of the config: the binding ids ``[keys]`` may name, and the loader
-that checks them. Light on purpose (no Textual): ``vibechat run`` and ``vibechat
-config`` load the config too, and a test keeps ``BINDING_IDS`` in step with every
-``Binding`` in the TUI."""
+"""The app's side of the config: the binding ids ``[keys]`` may name and what a key string may
+be (keynames.py), and the loader that checks them. The engine's config reads ``[keys]``
+generically (binding id = key string) and asks ``BINDING_IDS`` about both. Light on purpose
+(no Textual): ``vibechat run`` and ``vibechat config`` load the config too, and a test keeps
+``BINDING_IDS`` in step with every ``Binding`` in the TUI."""
 
 from __future__ import annotations
 
@@ -12,7 +13,20 @@ if TYPE_CHECKING:
 
     from vibechat.engine.settings.config import LoadedConfig
 
-BINDING_IDS: tuple[str, ...] = (
+class BindingIds(tuple[str, ...]):
+    """The binding ids ``[keys]`` may name (a tuple, as the engine's config takes them), and
+    the check of a key string the engine's config asks them for (``key_problem``)."""
+
+    __slots__ = ()
+
+    def key_problem(self, keys: str) -> str | None:
+        """Why ``keys`` ("f12,ctrl+t") is no key Textual reports, in words, or None."""
+        from .keynames import keys_problem
+
+        return keys_problem(keys)
+
+
+BINDING_IDS = BindingIds((
     # the chat (VibechatApp)
     "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
     "models", "change_theme", "temperature_down", "temperature_up", "top_k_down", "top_k_up",
@@ -35,7 +49,7 @@ BINDING_IDS: tuple[str, ...] = (
     "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download", "picker.open_file",
     "remote_picker.close", "preset_picker.close",
     "download.hide", "download.cancel",
-)
+))
 
 
 def load_app_config(path: "Path | None" = None) -> "LoadedConfig":

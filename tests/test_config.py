@@ -26,12 +26,13 @@ from vibechat.engine.settings.config import (
     template,
     update_config,
 )
+from vibechat.app.appconfig import BindingIds
 from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.paths import config_dir, data_dir
 
 REPO = Path(__file__).resolve().parent.parent
-IDS = ("help", "toggle_params", "params.reset_all")
+IDS = BindingIds(("help", "toggle_params", "params.reset_all"))  # the app's ids check key strings too
 
 
 pytestmark = pytest.mark.usefixtures("no_setting_variables")  # conftest.py
@@ -548,6 +549,16 @@ def test_the_docs_settings_table_lists_every_setting_with_its_flag_variable_and_
     expected = {s.key: ((f"`{s.flag}`" + (f", `{s.short}`" if s.short else "")) if s.flag else "",
                         f"`{s.env}`" if s.env else "") for s in SETTINGS}
     assert found == expected and rows[-1].startswith("| `keys.<id>` |")
+
+
+def test_key_names_are_the_apps_the_engine_reads_keys_generically():
+    """Issue 26.1: Textual's key names live in app/keynames.py, not in engine/; the engine's
+    config checks a [keys] binding's string only through the app's binding ids."""
+    assert not (REPO / "engine" / "settings" / "keynames.py").exists() and (REPO / "app" / "keynames.py").exists()
+    path = write('[keys]\nhelp = "cntrl+t"\n')
+    assert load_config(path, key_ids=("help",)).config.keys == {"help": "cntrl+t"}  # generic: any key string
+    problem = load_config(path, key_ids=IDS).problem or ""
+    assert "'cntrl' is not a modifier (did you mean 'ctrl'?)" in problem
 
 
 def test_a_new_top_level_key_is_written_among_the_top_level_settings():

@@ -38,7 +38,6 @@ from typing import Any
 from .config_text import _duplicate_lines, _line_of, insert_top_level, key_lines  # noqa: F401 - presets.py uses them
 from ..errors import ConfigError, InvalidParameterError
 from ..files import FileTooLarge, NotARegularFile, UnreadableFile, read_file_text
-from .keynames import keys_problem
 from .params import PARAM_SPECS, SamplingParams
 from ..paths import config_dir, data_dir
 from .setting import Setting, doc as _doc, show as _show  # noqa: F401 - the table's row, by its old names

@@ -1,8 +1,9 @@
 """Which key strings a ``[keys]`` binding may use: those Textual can report for a key press.
 
-Checked here without Textual (``engine/`` never imports it; ``vibechat run`` and
-``vibechat config`` read the config too); a test keeps these tables in step with
-Textual's own. The grammar, spaces ignored::
+The app's, not the engine's: the engine's config reads ``[keys]`` generically (binding id =
+key string) and asks the app's binding ids (``appconfig.BINDING_IDS``) whether a key string
+is one. Checked here without Textual (``vibechat run`` and ``vibechat config`` read the config
+too, and stay light); a test keeps these tables in step with Textual's own. The grammar, spaces ignored::
 
     keys     = key ("," key)*                    several keys for one binding: "f12,ctrl+t"
     key      = (modifier "+")* name
