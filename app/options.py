@@ -1,4 +1,7 @@
-"""Command-line options shared by ``vibechat`` (the TUI) and ``vibechat run``.
+"""Command-line options shared by ``vibechat`` (the TUI) and ``vibechat run``, built from the
+settings table (engine/settings/table.py ``SETTINGS``): each setting with a flag is one option
+(``setting_option``: its flag, short alias, metavar, line and panel are the table's), and
+``setting_options`` gives a command all of them as one ``SettingFlags`` parameter.
 
 Numeric sampling flags are read as text and parsed by the engine's
 ``PARAM_SPECS``, so a bad value gets the same one-line message everywhere.
@@ -26,6 +29,7 @@ from vibechat.engine.settings.setting import SAMPLING as SAMPLING_GROUP
 from vibechat.engine.settings.setting import Setting
 from vibechat.engine.settings.table import PARAM_FLAGS, SETTINGS, SETTINGS_BY_KEY
 
+
 def _number_check(name: str) -> Any:
     """A sampling flag's callback: a value that is not a number at all (``-n abc``) is a
     malformed command line, a usage error (exit 2) in the command's own words, like any
@@ -37,7 +41,7 @@ def _number_check(name: str) -> Any:
 
             spec = PARAM_SPECS[name]
             kind = "a whole number" if spec.kind is int else "a number"
-            flag = "--" + name.replace("_", "-")
+            flag = SETTINGS_BY_KEY[f"params.{name}"].flag
             shown = value if len(value) <= 40 else value[:39] + "…"
             usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
             raise usage_error(f"{flag} must be {kind} {spec.range_text()} (got {shown!r})", ctx=ctx)
@@ -126,6 +130,7 @@ DraftTokensOpt = setting_option("draft_tokens")
 DraftModelOpt = setting_option("draft_model")
 RepackOpt = setting_option("repack")
 PromptFormatOpt = setting_option("prompt_format")
+
 HISTORY = "History"
 STRUCTURED = "Structured output"
 NoSaveOpt = Annotated[bool, typer.Option(
@@ -194,7 +199,7 @@ def unescape(text: str) -> str:
 def check_engine_numbers(values: EngineFlags) -> None:
     """Each whole number (engine settings by config key) within its setting's range, named
     by its flag."""
-    from vibechat.engine.settings.config import SETTINGS_BY_KEY, range_text
+    from vibechat.engine.settings.config import range_text
     from vibechat.engine.errors import InvalidParameterError
 
     for key, value in values.items():
@@ -210,7 +215,6 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     """``loaded`` (a ``LoadedConfig``) with the command-line flags on top (``engine``: the
     engine flags given, by config key); each value given on the command line is recorded as
     coming from its flag."""
-    from vibechat.engine.settings.config import SETTINGS_BY_KEY
     from vibechat.engine.settings.params import PARAM_SPECS
 
     check_engine_numbers(engine)  # flag errors keep their own wording
@@ -222,15 +226,16 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     if engine.get("base_url") is not None and engine.get("backend") is None:  # --base-url alone means a server
         values["backend"], flags["backend"] = "openai", SETTINGS_BY_KEY["base_url"].flag or "base_url"
     if system is not None:
-        values["system_prompt"], flags["system_prompt"] = system, "--system"
+        values["system_prompt"] = system
     for name, raw in sampling.values.items():
         if raw is not None:  # "--seed none" is given too: it overrides a configured seed
-            key = f"params.{name}"
-            values[key], flags[key] = PARAM_SPECS[name].parse(raw), "--" + name.replace("_", "-")
+            values[f"params.{name}"] = PARAM_SPECS[name].parse(raw)
     if sampling.stop:
-        values["params.stop"], flags["params.stop"] = tuple(sampling.stop), "--stop"
+        values["params.stop"] = tuple(sampling.stop)
     if sampling.thinking is not None:
-        values["params.thinking"], flags["params.thinking"] = sampling.thinking, "--thinking"
+        values["params.thinking"] = sampling.thinking
+    for key in values:  # each value is said to come from its flag, as the table names it
+        flags.setdefault(key, SETTINGS_BY_KEY[key].flag or key)
     return loaded.with_flags(values, flags)
 
 
