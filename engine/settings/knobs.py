@@ -72,19 +72,21 @@ def llama_cpp_version() -> str:
         return ""
 
 
-def gpu_unavailable_message(n_gpu_layers: int, version: str | None = None, asked_by: str | None = None) -> str:
+def gpu_unavailable_message(gpu_layers: int, version: str | None = None, asked_by: str | None = None) -> str:
     """One line: GPU layers were asked for, this build cannot offload, how to rebuild it.
-    ``asked_by``: where the request came from (default: the flag, the config key, the variable)."""
+    ``asked_by``: where the request came from (default: the flag, the config key, the variable,
+    as the settings table names them)."""
     version = llama_cpp_version() if version is None else version
     pin = f"llama-cpp-python=={version}" if version else "llama-cpp-python"
-    asked = "all layers" if n_gpu_layers < 0 else f"{n_gpu_layers} layer" + ("" if n_gpu_layers == 1 else "s")
-    asked_by = asked_by or f"--n-gpu-layers {n_gpu_layers}, gpu_layers in the config or VIBECHAT_GPU_LAYERS"
+    asked = "all layers" if gpu_layers < 0 else f"{gpu_layers} layer" + ("" if gpu_layers == 1 else "s")
+    row = EngineSettings.__dataclass_fields__["gpu_layers"].metadata
+    asked_by = asked_by or f"{row['flag']} {gpu_layers}, gpu_layers in the config or {row['env']}"
     return (
         f"GPU offload of {asked} was asked for ({asked_by}) but this llama-cpp-python build is CPU-only: "
         "rebuild it for CUDA with "
         f"CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install --force-reinstall --no-cache-dir {pin} "
         f"(or CMAKE_ARGS=\"-DGGML_CUDA=on\" python3 dev.py chat), for Metal with CMAKE_ARGS=\"-DGGML_METAL=on\", "
-        "or use --n-gpu-layers 0 for the CPU."
+        f"or use {row['flag']} 0 for the CPU."
     )
 
 
