@@ -102,3 +102,36 @@ def test_the_pacer_counts_work_done_in_other_threads_as_the_uis():
     clock[0] += 0.05
     pacer.rendering()
     assert pacer.interval == pytest.approx(0.2)  # 20 ms of UI work at 10 %: 200 ms apart
+
+
+async def test_a_slice_rendering_in_a_worker_thread_does_not_hold_up_the_app():
+    """The app's message handler that renders a slice returns while the slice's Markdown
+    renders (a key pressed meanwhile is handled at once); the next render, the end of the
+    reply and a failure all wait for that slice, so nothing is lost or drawn out of order."""
+    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.reply_stream import ReplyStream
+    from vibechat.engine.turns.backend import GenerationDone, GenerationStats
+
+    app = _chat_view_app()
+    async with app.run_test(size=(80, 30)) as pilot:
+        reply = await app.query_one(ChatView).add(AssistantMessage(live=True))
+        stream = ReplyStream(reply, generation=1)
+        stream.put("The first words.\n\n")
+        assert await stream.render() is False  # not laid out yet: drawn on the spot
+        assert stream.pending is None
+        await pilot.pause()
+        stream.put(REPLY[:4000])
+        assert await stream.render() is True  # come back: the slice is still rendering
+        assert stream.pending is not None and not stream.pending.done()
+        done = GenerationDone("The first words.\n\n" + REPLY[:4000], GenerationStats(completion_tokens=9))
+        assert stream.hold(done)  # the end waits for the slice
+        assert stream.take_done() is None
+        for _ in range(500):  # the slice renders (bounded: a hang fails, not waits forever)
+            if stream.pending is None:
+                break
+            await pilot.pause()
+            await stream.render()  # settles the slice once it is done, else comes back
+        assert stream.pending is None
+        assert stream.take_done() is done
+        await stream.finish(done.text)
+        assert reply.text == done.text

@@ -259,6 +259,12 @@ class AssistantMessage(ChatMessageWidget):
         await self.mount(block, before=self.body)
         return block
 
+    def renders_off_loop(self) -> bool:
+        """The next ``append`` renders its Markdown in a worker thread (the live tail has
+        been laid out: its width is known)."""
+        tail = self.body.children[-1] if self.is_attached and self.body.children else None
+        return isinstance(tail, MarkdownSegment) and tail.render_options() is not None
+
     async def append(self, text: str) -> None:
         """Add streamed text; only the live tail re-renders. The Markdown of the changed
         segments is parsed and rendered in a worker thread (``markdown_segment.prepare``),

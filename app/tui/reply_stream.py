@@ -14,6 +14,7 @@ the generating thread; everything else runs on the UI thread.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -158,6 +159,7 @@ class ReplyStream:
         self.expand_thinking = expand_thinking
         self.count = ReplyCount()  # its tokens so far (the status bar's live figures)
         self.live_waiting = False  # the status bar's figures wait for the pacer (while the model thinks)
+        self.pending: asyncio.Task[None] | None = None  # a slice rendering in a worker thread (``render``)
 
     def limit(self) -> int:
         """Characters the next render may take: a stream that outruns the UI is drawn
@@ -220,7 +222,16 @@ class ReplyStream:
 
     async def render(self) -> bool:
         """Render what is buffered (a slice of it in a burst); True when more is queued
-        (render again after a screen refresh)."""
+        or the last slice is still rendering (render again after a screen refresh).
+
+        A slice whose Markdown renders in a worker thread (``AssistantMessage.append``)
+        runs as a task of its own: the caller, the app's message handler, returns at once,
+        so a key pressed meanwhile is handled and drawn without waiting for the render. The
+        next render waits for it (and raises what it raised); so do ``finish`` and ``fail``."""
+        if self.pending is not None:
+            if not self.pending.done():
+                return True
+            await self._settle_pending()
         self.pacer.rendering()
         defer_full_collections()  # while the reply streams (gc_policy.py)
         text, more = self.deltas.take(self.limit())
@@ -233,26 +244,38 @@ class ReplyStream:
                 await self.settle_thinking()  # the answer begins: the thinking folds
             shown = self.sanitizer.feed(text)
             if shown:
-                on_loop, elsewhere = self.widget.loop_cpu, self.widget.offloop_cpu
-                await self.widget.append(shown)
-                # The append's own time on the event loop sizes the slices; the Markdown,
-                # rendered in a worker thread, counts in the UI's CPU budget all the same.
-                self.pacer.spent(self.widget.offloop_cpu - elsewhere)
-                if len(shown) >= APPEND_LIMIT // 2:  # a token's cost says little
-                    self.s_per_char = (self.widget.loop_cpu - on_loop) / len(shown)
+                if self.widget.renders_off_loop():
+                    self.pending = asyncio.create_task(self._append(shown))
+                    return True
+                await self._append(shown)
         return more
+
+    async def _append(self, shown: str) -> None:
+        on_loop, elsewhere = self.widget.loop_cpu, self.widget.offloop_cpu
+        await self.widget.append(shown)
+        # The append's own time on the event loop sizes the slices; the Markdown, rendered
+        # in a worker thread, counts in the UI's CPU budget all the same.
+        self.pacer.spent(self.widget.offloop_cpu - elsewhere)
+        if len(shown) >= APPEND_LIMIT // 2:  # a token's cost says little
+            self.s_per_char = (self.widget.loop_cpu - on_loop) / len(shown)
+
+    async def _settle_pending(self) -> None:
+        """Wait for the slice still rendering, if any (its error is raised here)."""
+        task, self.pending = self.pending, None
+        if task is not None:
+            await task
 
     def hold(self, done: GenerationDone) -> bool:
         """The reply ended while slices of a burst are still queued: keep ``done`` until
         they are rendered (True), else False (finish now)."""
-        if self.deltas.pending:
+        if self.deltas.pending or self.pending is not None:
             self.done_waiting = done
             return True
         return False
 
     def take_done(self) -> GenerationDone | None:
         """The held end, once nothing is queued any more."""
-        if self.deltas.pending or self.done_waiting is None:
+        if self.deltas.pending or self.pending is not None or self.done_waiting is None:
             return None
         done, self.done_waiting = self.done_waiting, None
         return done
@@ -260,6 +283,7 @@ class ReplyStream:
     async def finish(self, final_text: str) -> None:
         """The reply ended: the held-back tail, then the final text (the same as what
         streamed, unless the stream was cut)."""
+        await self._settle_pending()
         tail = self.sanitizer.flush()  # an unfinished escape sequence at the end: its text
         if tail:
             await self.widget.append(tail)
@@ -269,6 +293,7 @@ class ReplyStream:
     async def fail(self, error: str, partial: str | None = None) -> None:
         """The reply failed: the text that arrived stays on screen (what was still queued
         is drawn too), marked with the error."""
+        await self._settle_pending()
         await self.settle_thinking()
         rest, _ = self.deltas.take()
         shown = self.sanitizer.feed(rest) + self.sanitizer.flush()
