@@ -19,16 +19,15 @@ from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.chat.history import (
     HIT_END,
     HIT_START,
-    MIGRATIONS,
     ConversationNotFound,
     History,
     HistoryError,
-    _statements,
     default_path,
     fts_query,
     title_from,
     title_from_exchange,
 )
+from vibechat.engine.chat.schema import MIGRATIONS, statements
 from vibechat.engine.settings.params import SamplingParams
 
 
@@ -332,7 +331,7 @@ def write_v2_database(path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
     for version, script in enumerate(MIGRATIONS[:2], start=1):
-        for statement in _statements(script):
+        for statement in statements(script):
             conn.execute(statement)
         conn.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01')", (version,))
     for statement in V2_DB_ROWS:

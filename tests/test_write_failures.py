@@ -197,7 +197,7 @@ def test_a_database_locked_past_the_busy_timeout_is_one_line_naming_the_other_pr
                                                                                      monkeypatch):
     db = tmp_path / "history.db"
     cid = seed(db, ("hi", "hello"))
-    monkeypatch.setattr("vibechat.engine.chat.history.BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr("vibechat.engine.chat.database.BUSY_TIMEOUT_MS", 100)
     other = sqlite3.connect(db, isolation_level=None)
     with History(db) as history:
         other.execute("BEGIN IMMEDIATE")  # another vibechat in the middle of a long write
@@ -340,7 +340,7 @@ def test_the_history_opens_for_reading_when_marking_interrupted_replies_cannot_b
         history.add_message(cid, "assistant", "cut off", "streaming")
     other = sqlite3.connect(db, isolation_level=None)
     other.execute("UPDATE messages SET writer_pid = 2147483646 WHERE status = 'streaming'")  # no such process
-    monkeypatch.setattr("vibechat.engine.chat.history.BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr("vibechat.engine.chat.database.BUSY_TIMEOUT_MS", 100)
     other.execute("BEGIN IMMEDIATE")
     try:
         with History(db) as history:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from ..turns.backend import ChatMessage, GenerationDone
 from .conversation import Conversation
-from .history import History, HistoryError, ReplyWriter, StoredConversation, StoredMessage, title_from
+from .history import History, HistoryError, StoredConversation, StoredMessage, title_from
+from .reply_writer import ReplyWriter
 from ..settings.params import SamplingParams
 
 log = logging.getLogger("vibechat.history")

@@ -1,0 +1,186 @@
+"""What the chat history holds, as Python values: a conversation's summary (what a list
+shows), its messages, a search hit; the Markdown a conversation exports as; the text a
+search box becomes for FTS5; the rows' timestamps.
+
+A row's JSON columns (parameters, stats) are read leniently: one written by a newer or
+older vibechat, or damaged, reads as nothing (or the default parameters) rather than a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal
+
+from ..errors import InvalidParameterError
+from ..settings.params import PARAM_SPECS, SamplingParams
+
+
+Status = Literal["streaming", "complete", "cut", "stopped", "error", "interrupted"]
+STATUSES: tuple[str, ...] = ("streaming", "complete", "cut", "stopped", "error", "interrupted")
+# Where a conversation came from: the chat, `vibechat run`, a line of `run --prompts-file`.
+SOURCES: tuple[str, ...] = ("chat", "run", "batch")
+
+_last_stamp = ""
+_stamp_lock = threading.Lock()
+
+
+def now() -> str:
+    """UTC timestamps as ISO-8601 text: they sort as text and read well in JSON. Within
+    a process each one is later than the one before, so "newest first" never ties."""
+    global _last_stamp
+    with _stamp_lock:
+        moment = datetime.now(timezone.utc)
+        stamp = moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        while stamp <= _last_stamp:
+            moment += timedelta(microseconds=1)
+            stamp = moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        _last_stamp = stamp
+        return stamp
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """What a list of conversations shows; no messages."""
+
+    id: int
+    title: str
+    model: str | None
+    created: str
+    updated: str
+    source: str = "chat"  # one of SOURCES
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "model": self.model, "source": self.source,
+                "created": self.created, "updated": self.updated}
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    role: str
+    content: str
+    status: str
+    created: str
+    error: str | None = None
+    params: dict[str, Any] | None = None
+    stats: dict[str, Any] | None = None
+    thinking: str = ""  # a reasoning model's thinking (never sent back to the model)
+
+    @property
+    def in_context(self) -> bool:
+        """Whether the model sees this message when the conversation continues: failed
+        replies are shown, not sent; a stopped or interrupted reply is kept as written."""
+        return self.role == "user" or (self.status != "error" and bool(self.content))
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "role": self.role, "content": self.content,
+                                "status": self.status, "created": self.created}
+        if self.error:
+            data["error"] = self.error
+        if self.role == "assistant":
+            data["thinking"] = self.thinking
+        if self.params:
+            data["params"] = self.params
+        if self.stats:
+            data["stats"] = self.stats
+        return data
+
+
+@dataclass(frozen=True)
+class StoredConversation:
+    summary: ConversationSummary
+    model_path: str | None
+    system: str | None
+    params: SamplingParams
+    messages: list[StoredMessage] = field(default_factory=list)
+
+    @property
+    def id(self) -> int:
+        return self.summary.id
+
+    @property
+    def title(self) -> str:
+        return self.summary.title
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.summary.to_dict(), "model_path": self.model_path, "system": self.system,
+                "params": self.params.to_dict(), "messages": [m.to_dict() for m in self.messages]}
+
+    def to_markdown(self) -> str:
+        s = self.summary
+        lines = [f"# {s.title}", "", f"- Model: {s.model or 'unknown'}", f"- Source: {s.source}",
+                 f"- Started: {s.created}", f"- Updated: {s.updated}"]
+        p = self.params
+        lines.append(f"- Parameters: temperature {p.temperature:g}, top-k {p.top_k}, top-p {p.top_p:g}, "
+                     f"min-p {p.min_p:g}, repeat penalty {PARAM_SPECS['repeat_penalty'].show(p.repeat_penalty)}")
+        if self.system:
+            lines += ["", "## System", "", self.system]
+        for m in self.messages:
+            heading = "User" if m.role == "user" else "Assistant"
+            if m.status == "cut":
+                heading += " (cut: it reached the token limit or the end of the context)"
+            elif m.status != "complete":
+                heading += f" ({m.status}{': ' + m.error if m.error else ''})"
+            lines += ["", f"## {heading}", ""]
+            if m.thinking:
+                lines += [*_details("Thinking", m.thinking), ""]
+            lines.append(m.content)
+        return "\n".join(lines).rstrip() + "\n"
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    conversation_id: int
+    message_id: int
+    title: str
+    role: str
+    snippet: str  # the match in context; the matched words between HIT_START and HIT_END
+    updated: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"conversation_id": self.conversation_id, "message_id": self.message_id, "title": self.title,
+                "role": self.role, "snippet": self.snippet, "updated": self.updated}
+
+
+HIT_START, HIT_END = "\x02", "\x03"  # markers the UI turns into highlighting (never in saved text)
+
+
+def fts_query(text: str) -> str | None:
+    """The user's words as a safe FTS5 query: every word must appear, the last one may be
+    a prefix (search-as-you-type). Quotes and operators in the input are plain text."""
+    words = re.findall(r"\w+", text, flags=re.UNICODE)
+    if not words:
+        return None
+    quoted = ['"' + w.replace('"', '""') + '"' for w in words]
+    quoted[-1] += "*"
+    return " ".join(quoted)
+
+
+def json_object(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def params_from(text: str | None) -> SamplingParams:
+    data = json_object(text) or {}
+    try:
+        return SamplingParams.from_dict(data)
+    except (InvalidParameterError, TypeError):
+        return SamplingParams()  # saved by a newer/older vibechat: defaults rather than a crash
+
+
+def _details(summary: str, text: str) -> list[str]:
+    """A collapsed Markdown block (GitHub's ``<details>``); the text's HTML-significant
+    characters escaped, so a ``</details>`` in it cannot end the block early."""
+    body = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return [f"<details><summary>{summary}</summary>", "", body.strip("\n"), "", "</details>"]
+

@@ -1,0 +1,154 @@
+"""The chat history's schema: numbered migrations, each run once, in order, inside one
+write transaction, and recorded in ``schema_migrations``.
+
+A migration is checked again inside the write lock, so a second process migrating the
+same new file at the same moment waits, then finds the work done. A database whose
+schema is newer than this vibechat knows is refused (upgrade vibechat) rather than
+written in a shape it does not understand.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from .records import now
+
+# Each migration runs once, in order, inside one transaction, and is recorded.
+MIGRATIONS: list[str] = [
+    # 1: conversations and their ordered messages, with full-text search.
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        title TEXT NOT NULL,
+        model TEXT,
+        model_path TEXT,
+        system TEXT,
+        params TEXT NOT NULL DEFAULT '{}',
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE INDEX conversations_by_updated ON conversations(updated DESC, id DESC);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'stopped', 'error', 'interrupted')),
+        error TEXT,
+        writer_pid INTEGER,
+        params TEXT,
+        stats TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    CREATE INDEX messages_streaming ON messages(status) WHERE status = 'streaming';
+    CREATE VIRTUAL TABLE messages_fts USING fts5(
+        content, content='messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    """,
+    # 2: a reasoning model's thinking, kept apart from the reply's text (not searched:
+    # messages_fts indexes content only).
+    """
+    ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';
+    """,
+    # 3: where a conversation came from (a database older than this cannot tell: its
+    # conversations count as the chat's, so none of them leaves the chat's list); whether its
+    # title is the user's (a rename: never replaced by a written title); and a reply cut by a
+    # limit ('cut': the replies saved 'complete' whose stats say a limit ended them become
+    # 'cut' too). SQLite cannot change a CHECK constraint, so messages is copied into a new
+    # table with the same ids (the full-text index, keyed by id, stays valid) and its
+    # indexes and triggers are made again.
+    """
+    ALTER TABLE conversations ADD COLUMN source TEXT NOT NULL DEFAULT 'chat';
+    ALTER TABLE conversations ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX conversations_by_source ON conversations(source, updated DESC, id DESC);
+    CREATE TABLE messages_v3 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'cut', 'stopped', 'error', 'interrupted')),
+        error TEXT,
+        writer_pid INTEGER,
+        params TEXT,
+        stats TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        thinking TEXT NOT NULL DEFAULT ''
+    );
+    INSERT INTO messages_v3(id, conversation_id, role, content, status, error, writer_pid, params, stats,
+                            created, updated, thinking)
+        SELECT id, conversation_id, role, content,
+               CASE WHEN status = 'complete' AND role = 'assistant'
+                     AND CASE WHEN json_valid(stats) THEN json_extract(stats, '$.finish_reason') END = 'length'
+                    THEN 'cut' ELSE status END,
+               error, writer_pid, params, stats, created, updated, thinking FROM messages;
+    DELETE FROM sqlite_sequence WHERE name = 'messages_v3';
+    INSERT INTO sqlite_sequence(name, seq) SELECT 'messages_v3', seq FROM sqlite_sequence WHERE name = 'messages';
+    DROP TABLE messages;
+    ALTER TABLE messages_v3 RENAME TO messages;
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    CREATE INDEX messages_streaming ON messages(status) WHERE status = 'streaming';
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    """,
+]
+
+
+def migrate(conn: sqlite3.Connection, write: Callable[[], AbstractContextManager[sqlite3.Connection]]) -> None:
+    """Bring the database on ``conn`` to the newest schema; ``write``: one write transaction
+    (the history's own, which turns SQLite's errors into one line with the fix)."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                 "(version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+    done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    for version, sql in enumerate(MIGRATIONS, start=1):
+        if version in done:  # no write lock to take: a history that cannot be written still reads
+            continue
+        with write() as c:
+            # Checked inside the write lock: a second process migrating at the same
+            # moment waits, then finds the work done.
+            if c.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone():
+                continue
+            for statement in statements(sql):
+                c.execute(statement)
+            c.execute("INSERT INTO schema_migrations(version, applied) VALUES (?, ?)", (version, now()))
+    newest = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+    if newest > len(MIGRATIONS):
+        raise sqlite3.DatabaseError(
+            f"schema version {newest} is newer than this vibechat knows ({len(MIGRATIONS)}); upgrade vibechat")
+
+
+def statements(script: str) -> list[str]:
+    """Split a migration into statements (sqlite3.complete_statement knows about triggers)."""
+    found: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            if current.strip():
+                found.append(current.strip())
+            current = ""
+    if current.strip():
+        found.append(current.strip())
+    return found
