@@ -122,6 +122,15 @@ def vibechat_logging():
 
 
 @pytest.fixture(autouse=True)
+def kept_notifications(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pilot tests read what the app notified through tests/helpers.py, the timed-out toasts
+    too: a notice is not lost to a slow CPU between the app's notify and the test's read."""
+    from helpers import keep_notifications
+
+    keep_notifications(monkeypatch)
+
+
+@pytest.fixture(autouse=True)
 def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> dict[str, Path]:
     dirs = {name: tmp_path / "user" / name for name in ("home", "config", "data", "cache", "state")}
     for path in dirs.values():

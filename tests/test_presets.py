@@ -14,6 +14,7 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from fakes import INFO, RecordingBackend, send, settle
+from helpers import notices, wait_for
 from ggufgen import write_gguf
 from vibechat.app.tui import create_app
 from vibechat.engine.settings.config import config_path, load_config
@@ -268,7 +269,7 @@ seed = 11
 
 # ------------------------------------------------------------------ the chat
 def messages(app) -> list[str]:
-    return [n.message for n in app._notifications]
+    return notices(app)
 
 
 async def test_slash_preset_applies_system_params_thinking_and_format():
@@ -321,17 +322,12 @@ async def test_preset_picker_from_slash_and_the_palette_applies_the_chosen_one()
         palette = app.screen
         assert isinstance(palette, CommandPalette)
         found = palette.query_one(CommandList)
-        for _ in range(250):  # the palette searches in a worker
-            if found.option_count and found.highlighted is not None:
-                break
-            await pilot.pause(0.02)
+        await wait_for(pilot, lambda: found.option_count and found.highlighted is not None,
+                       "the palette's results")  # it searches in a worker
         assert "Apply a preset" in str(found.get_option_at_index(found.highlighted or 0).prompt)
         await pilot.press("enter")
-        for _ in range(100):
-            if isinstance(app.screen, PresetPicker):
-                break
-            await pilot.pause(0.02)
-        assert isinstance(app.screen, PresetPicker), (app.screen_stack, [n.message for n in app._notifications])
+        await wait_for(pilot, lambda: isinstance(app.screen, PresetPicker), "the preset picker")
+        assert isinstance(app.screen, PresetPicker), (app.screen_stack, notices(app))
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, PresetPicker)
@@ -352,10 +348,8 @@ async def test_a_presets_model_loads_as_load_does_and_the_preset_survives_the_ne
         await settle(pilot)
         await send(pilot, "Hello")
         await send(pilot, "/preset other")
-        for _ in range(200):
-            if app.status.model is not None and app.status.model.path == str(other):
-                break
-            await pilot.pause(0.02)
+        await wait_for(pilot, lambda: app.status.model is not None and app.status.model.path == str(other),
+                       "the preset's model to load")
         await settle(pilot)
         assert made == [(other, {"context_size": 2048})]  # the preset's context size comes with it
         assert app.status.model.path == str(other)

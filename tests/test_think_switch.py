@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fakes import INFO, RecordingBackend, send, settle
+from helpers import notices, was_notified
 from ggufgen import copy_with_metadata
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
@@ -261,7 +262,7 @@ async def test_think_off_in_the_chat_changes_the_next_request(stub, tmp_path: Pa
         assert "chat_template_kwargs" not in stub.last_body
         assert "think" not in app.status.render().plain
         await send(pilot, "/think off")
-        assert any("Thinking off for the next replies" in n.message for n in app._notifications)
+        assert was_notified(app, "Thinking off for the next replies")
         assert "think off" in app.status.render().plain
         await send(pilot, "Again")
         assert stub.last_body["chat_template_kwargs"] == {"enable_thinking": False}
@@ -279,11 +280,11 @@ async def test_think_is_refused_where_the_template_has_no_switch():
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await send(pilot, "/think off")
-        messages = [n.message for n in app._notifications]
+        messages = notices(app)
         assert any("this model's template has no switch for thinking (" in m for m in messages), messages
         assert app.session.conversation.params.thinking == "auto"
         await send(pilot, "/think sideways")
-        assert any("thinking must be one of auto, on, off" in n.message for n in app._notifications)
+        assert was_notified(app, "thinking must be one of auto, on, off")
 
 
 async def test_the_panels_thinking_switch():

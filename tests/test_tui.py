@@ -8,6 +8,7 @@ import pytest
 from textual.content import Content
 
 from fakes import OnePieceAtATime, RecordingBackend, send, settle
+from helpers import notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.confirm import ConfirmScreen
@@ -24,29 +25,29 @@ def replies(app) -> list[AssistantMessage]:
 
 
 @pytest.fixture
-def backend() -> RecordingBackend:
+def fake_backend() -> RecordingBackend:
     return RecordingBackend()
 
 
-async def test_send_shows_user_message_and_streamed_markdown_reply(backend):
-    app = create_app(backend, blink=False)
+async def test_send_shows_user_message_and_streamed_markdown_reply(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert app.status.model is not None and app.status.state == "ready"
         await send(pilot, "Hi there")
         roles = [(w.role, w.text) for w in app.chat.messages()]
-        assert roles == [("user", "Hi there"), ("assistant", backend.reply)]
+        assert roles == [("user", "Hi there"), ("assistant", fake_backend.reply)]
         body = "\n".join(str(seg.render()) for seg in replies(app)[0].query(".reply--segment"))
         assert "there" in replies(app)[0].text and body
-        assert backend.requests[0][0][-1].content == "Hi there"
+        assert fake_backend.requests[0][0][-1].content == "Hi there"
         assert app.status.stats.decode_tokens_per_s == 42.0
         assert "42.0 tok/s" in str(app.status.render())
         assert app.status.context_used > 0
 
 
-async def test_model_output_is_sanitised_in_the_view(backend):
-    backend.reply = "evil \x1b]52;c;aGk=\x07 \x1b[2J text"
-    app = create_app(backend, blink=False)
+async def test_model_output_is_sanitised_in_the_view(fake_backend):
+    fake_backend.reply = "evil \x1b]52;c;aGk=\x07 \x1b[2J text"
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "go")
         shown = replies(app)[0].text
@@ -73,8 +74,8 @@ async def test_model_output_is_sanitised_in_the_view(backend):
     (["down", "down", "down", "down", "down", "right"], "max_tokens", 0),  # no limit
     (["down", "down", "down", "down", "down", "right", "pageup"], "max_tokens", 256),
 ])
-async def test_slider_keys_change_the_value_and_the_next_request_uses_it(backend, keys, name, expected):
-    app = create_app(backend, blink=False)
+async def test_slider_keys_change_the_value_and_the_next_request_uses_it(fake_backend, keys, name, expected):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("f2")
@@ -86,41 +87,41 @@ async def test_slider_keys_change_the_value_and_the_next_request_uses_it(backend
         assert str(slider.spec.show(slider.param_value)) in str(slider.render())
         await pilot.press("f2")  # close the panel, back to the input
         await send(pilot, "hello")
-        used = backend.requests[-1][1]
+        used = fake_backend.requests[-1][1]
         assert getattr(used, name) == (None if expected is None else pytest.approx(expected))
         for other, value in SamplingParams().to_dict().items():
             if other not in (name, "stop", "seed"):
                 assert getattr(used, other) == value
 
 
-async def test_reset_all_restores_defaults(backend):
-    app = create_app(backend, params=SamplingParams(temperature=1.5, top_k=3), blink=False)
+async def test_reset_all_restores_defaults(fake_backend):
+    app = create_app(fake_backend, params=SamplingParams(temperature=1.5, top_k=3), blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("f2", "R")
         assert app.conversation.params.temperature == 0.8 and app.conversation.params.top_k == 40
 
 
-async def test_global_shortcuts_nudge_without_the_panel(backend):
-    app = create_app(backend, blink=False)
+async def test_global_shortcuts_nudge_without_the_panel(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await pilot.press("f6", "f6", "f7", "f9")
         params = app.conversation.params
         assert params.temperature == pytest.approx(0.9)
         assert params.top_k == 39 and params.top_p == pytest.approx(0.94)
-        assert any("Top-p 0.94" in n.message for n in app._notifications)
+        assert was_notified(app, "Top-p 0.94")
         assert not app.panel.has_class("-visible")
         assert app.query_one("#slider-temperature", Slider).param_value == pytest.approx(0.9)
         await send(pilot, "x")
-        assert backend.requests[-1][1].temperature == pytest.approx(0.9)
+        assert fake_backend.requests[-1][1].temperature == pytest.approx(0.9)
 
 
-async def test_repeated_nudges_show_one_notice_with_the_latest_value(backend):
+async def test_repeated_nudges_show_one_notice_with_the_latest_value(fake_backend):
     """Ten presses of F6 and a press of F7 show one notice (the latest value), not a stack
     of toasts over the conversation."""
     from textual.widgets._toast import Toast
 
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         for _ in range(4):
@@ -131,22 +132,22 @@ async def test_repeated_nudges_show_one_notice_with_the_latest_value(backend):
         assert len(shown) == 1 and "Top-k 39" in shown[0]
 
 
-async def test_ctrl_n_clears_the_view_and_resets_the_cache(backend):
-    app = create_app(backend, blink=False)
+async def test_ctrl_n_clears_the_view_and_resets_the_cache(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "first")
         await send(pilot, "second")
         assert app.status.stats.prompt_tokens_evaluated < app.status.stats.prompt_tokens
         await pilot.press("ctrl+n")
         await settle(pilot)
-        assert backend.resets == 1
+        assert fake_backend.resets == 1
         assert app.chat.messages() == [] and app.conversation.turns == []
         await send(pilot, "fresh")
-        assert backend.requests[-1][0] == [app.conversation.turns[0]]
+        assert fake_backend.requests[-1][0] == [app.conversation.turns[0]]
         assert app.status.stats.prompt_tokens_evaluated == app.status.stats.prompt_tokens
 
 
-async def test_a_sent_message_is_drawn_with_the_first_words_of_its_reply(backend, monkeypatch):
+async def test_a_sent_message_is_drawn_with_the_first_words_of_its_reply(fake_backend, monkeypatch):
     """While the model reads the prompt the screen is not redrawn (a layout would take CPU
     from the model's threads); the sent message appears with the reply's first words, or
     when pacing.HOLD_S is up (made long here, so only the words end the hold)."""
@@ -155,8 +156,8 @@ async def test_a_sent_message_is_drawn_with_the_first_words_of_its_reply(backend
     from vibechat.app.tui import pacing
 
     monkeypatch.setattr(pacing, "HOLD_S", 60.0)
-    backend.gate = threading.Event()
-    app = create_app(backend, blink=False)
+    fake_backend.gate = threading.Event()
+    app = create_app(fake_backend, blink=False)
     frames: list[str] = []  # what each frame written to the terminal shows
     original = App._display
 
@@ -175,28 +176,28 @@ async def test_a_sent_message_is_drawn_with_the_first_words_of_its_reply(backend
         for _ in range(3):
             await pilot.pause()
         assert app.prompt_input.text == ""  # taken at once (the input cleared before the hold)
-        backend.gate.set()  # the first words
+        fake_backend.gate.set()  # the first words
         await settle(pilot)
-        assert replies(app)[0].text == backend.reply
+        assert replies(app)[0].text == fake_backend.reply
         showing = [frame for frame in frames if "lighthouse" in frame]
         assert showing, "the sent message was never drawn"
         assert "Hello" in showing[0]  # first drawn with the reply's first words
 
 
-async def test_escape_stops_a_reply_and_keeps_the_partial_text(backend):
-    backend.reply = " ".join(f"word{i}" for i in range(200))
-    backend.gate = threading.Event()
-    app = create_app(backend, blink=False)
+async def test_escape_stops_a_reply_and_keeps_the_partial_text(fake_backend):
+    fake_backend.reply = " ".join(f"word{i}" for i in range(200))
+    fake_backend.gate = threading.Event()
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.prompt_input.load_text("talk")
         await pilot.press("enter")
         for _ in range(3):  # let three words through
-            backend.gate.set()
-            backend.gate.clear()
+            fake_backend.gate.set()
+            fake_backend.gate.clear()
             await pilot.pause(0.05)
         await pilot.press("escape")
-        backend.gate.set()
+        fake_backend.gate.set()
         await settle(pilot)
         reply = replies(app)[0]
         assert reply.text.startswith("word0")
@@ -207,24 +208,24 @@ async def test_escape_stops_a_reply_and_keeps_the_partial_text(backend):
         assert not app.generating
 
 
-async def test_ctrl_c_stops_a_streaming_reply_and_otherwise_copies_or_hints(backend):
-    backend.reply = " ".join(f"word{i}" for i in range(200))
-    backend.gate = threading.Event()
-    app = create_app(backend, blink=False)
+async def test_ctrl_c_stops_a_streaming_reply_and_otherwise_copies_or_hints(fake_backend):
+    fake_backend.reply = " ".join(f"word{i}" for i in range(200))
+    fake_backend.gate = threading.Event()
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         app.prompt_input.load_text("talk")
         await pilot.press("enter")
-        backend.gate.set()
-        backend.gate.clear()
-        await pilot.pause(0.05)
+        fake_backend.gate.set()
+        fake_backend.gate.clear()
+        await wait_for(pilot, lambda: replies(app) and replies(app)[0].text.strip(), "the reply's first words")
         assert app.generating
         await pilot.press("ctrl+c")
-        backend.gate.set()
+        fake_backend.gate.set()
         await settle(pilot)
         reply = replies(app)[0]
         assert reply.has_class("-stopped") and 0 < len(reply.text.split()) < 200
-        assert not any("quit" in n.message.lower() for n in app._notifications)
+        assert not any("quit" in n.lower() for n in notices(app))
         assert app.is_running
         # Not generating: Ctrl+C copies the input's selection ...
         app.prompt_input.load_text("copy me")
@@ -235,52 +236,52 @@ async def test_ctrl_c_stops_a_streaming_reply_and_otherwise_copies_or_hints(back
         app.prompt_input.load_text("")
         await pilot.press("ctrl+c")
         await pilot.pause()
-        assert any("quit" in n.message.lower() for n in app._notifications)
+        assert any("quit" in n.lower() for n in notices(app))
         assert app.is_running
 
 
-async def test_the_context_meter_counts_the_prompt_when_sent_and_drops_a_taken_back_turn(backend):
-    app = create_app(backend, blink=False)
+async def test_the_context_meter_counts_the_prompt_when_sent_and_drops_a_taken_back_turn(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "one two three")
         after_first = app.status.context_used
         assert after_first > 0
-        backend.gate = threading.Event()
+        fake_backend.gate = threading.Event()
         app.prompt_input.load_text("four five")
         await pilot.press("enter")
-        await pilot.pause(0.1)
-        assert app.generating and app.chat.messages()[-1].text == ""  # nothing streamed yet
-        prompt = backend.count_tokens(app.conversation.messages())
+        await wait_for(pilot, lambda: app.generating, "the reply to start")
+        assert app.chat.messages()[-1].text == ""  # nothing streamed yet
+        prompt = fake_backend.count_tokens(app.conversation.messages())
         assert prompt > after_first
         assert app.status.context_used == prompt  # counted when sent, not when the reply ends
         assert f"{prompt:,}/4,096" in str(app.status.render())
-        backend.gate.set()
+        fake_backend.gate.set()
         await settle(pilot)
-        backend.gate = None
+        fake_backend.gate = None
         assert app.status.context_used > prompt  # the reply counts too
         await pilot.press("ctrl+l")  # take the second turn back
         await settle(pilot)
-        assert app.status.context_used == backend.count_tokens(app.conversation.messages())
+        assert app.status.context_used == fake_backend.count_tokens(app.conversation.messages())
         assert app.status.context_used < prompt
         await pilot.press("ctrl+l")  # and the first: nothing left
         await settle(pilot)
         assert app.conversation.turns == [] and app.status.context_used == 0
 
 
-async def test_regenerate_replaces_the_last_reply(backend):
-    app = create_app(backend, blink=False)
+async def test_regenerate_replaces_the_last_reply(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "question")
         await pilot.press("ctrl+r")
         await settle(pilot)
-        assert len(backend.requests) == 2
-        assert backend.requests[1][0] == backend.requests[0][0]
+        assert len(fake_backend.requests) == 2
+        assert fake_backend.requests[1][0] == fake_backend.requests[0][0]
         assert len(replies(app)) == 1
         assert [t.role for t in app.conversation.turns] == ["user", "assistant"]
 
 
-async def test_edit_last_message_puts_it_back_in_the_input(backend):
-    app = create_app(backend, blink=False)
+async def test_edit_last_message_puts_it_back_in_the_input(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "one")
         await send(pilot, "two with a typo")
@@ -292,16 +293,16 @@ async def test_edit_last_message_puts_it_back_in_the_input(backend):
         app.prompt_input.load_text("two fixed")
         await pilot.press("enter")
         await settle(pilot)
-        assert backend.requests[-1][0][-1].content == "two fixed"
+        assert fake_backend.requests[-1][0][-1].content == "two fixed"
 
 
-async def test_copy_last_reply_and_code_block(backend):
-    backend.reply = "Here:\n```python\nprint('hi')\n```\ndone"
-    app = create_app(backend, blink=False)
+async def test_copy_last_reply_and_code_block(fake_backend):
+    fake_backend.reply = "Here:\n```python\nprint('hi')\n```\ndone"
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "code please")
         await pilot.press("ctrl+o")
-        assert app.clipboard == backend.reply
+        assert app.clipboard == fake_backend.reply
         replies(app)[0].focus()
         await pilot.press("ctrl+k")
         assert app.clipboard == "print('hi')\n"
@@ -310,8 +311,8 @@ async def test_copy_last_reply_and_code_block(backend):
         assert app.clipboard == "code please"
 
 
-async def test_prompt_history_recall_with_up(backend):
-    app = create_app(backend, blink=False)
+async def test_prompt_history_recall_with_up(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "alpha")
         await send(pilot, "beta")
@@ -323,39 +324,39 @@ async def test_prompt_history_recall_with_up(backend):
         assert app.prompt_input.text == "beta"
 
 
-async def test_ctrl_j_inserts_a_newline(backend):
-    app = create_app(backend, blink=False)
+async def test_ctrl_j_inserts_a_newline(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("a", "ctrl+j", "b", "enter")
         await settle(pilot)
-        assert backend.requests[0][0][-1].content == "a\nb"
+        assert fake_backend.requests[0][0][-1].content == "a\nb"
 
 
-async def test_scrolling_up_is_not_yanked_back_by_the_stream(backend):
-    backend.reply = "\n\n".join(f"Paragraph {i} " + "text " * 30 for i in range(60))
-    backend.gate = threading.Event()
-    app = create_app(backend, blink=False)
+async def test_scrolling_up_is_not_yanked_back_by_the_stream(fake_backend):
+    fake_backend.reply = "\n\n".join(f"Paragraph {i} " + "text " * 30 for i in range(60))
+    fake_backend.gate = threading.Event()
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.prompt_input.load_text("long")
         await pilot.press("enter")
-        backend.gate.set()  # stream everything
+        fake_backend.gate.set()  # stream everything
         await settle(pilot)
         chat = app.chat
         assert chat.max_scroll_y > 0 and chat.scroll_y == chat.max_scroll_y
         # Second long reply: scroll up while it streams.
-        backend.gate.clear()
+        fake_backend.gate.clear()
         app.prompt_input.load_text("again")
         await pilot.press("enter")
         for _ in range(5):
-            backend.gate.set()
-            backend.gate.clear()
+            fake_backend.gate.set()
+            fake_backend.gate.clear()
             await pilot.pause(0.02)
         await pilot.press("pageup", "pageup")
         await pilot.pause()
         held = chat.scroll_y
         assert held < chat.max_scroll_y
-        backend.gate.set()
+        fake_backend.gate.set()
         await settle(pilot)
         assert chat.scroll_y == held  # not yanked back
         await pilot.press("ctrl+end")
@@ -363,46 +364,46 @@ async def test_scrolling_up_is_not_yanked_back_by_the_stream(backend):
         assert chat.scroll_y == chat.max_scroll_y
 
 
-async def test_slash_commands(backend):
-    app = create_app(backend, blink=False)
+async def test_slash_commands(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await send(pilot, "/set temperature 0.3")
         await send(pilot, "/set top-k 12")
         await send(pilot, "/set max_tokens 99")
         await send(pilot, "/system You are a pirate.")
-        assert backend.requests == []  # none of it went to the model
+        assert fake_backend.requests == []  # none of it went to the model
         assert app.query_one("#slider-temperature", Slider).param_value == pytest.approx(0.3)
         await send(pilot, "ahoy")
-        messages, params = backend.requests[-1]
+        messages, params = fake_backend.requests[-1]
         assert (params.temperature, params.top_k, params.max_tokens) == (0.3, 12, 99)
         assert messages[0].role == "system" and messages[0].content == "You are a pirate."
 
         await send(pilot, "/set temperature 9")
         assert app.conversation.params.temperature == 0.3
-        assert any("temperature must be between 0 and 5" in n.message for n in app._notifications)
+        assert was_notified(app, "temperature must be between 0 and 5")
 
         await send(pilot, "/frobnicate now")
-        assert any("Unknown command /frobnicate" in n.message for n in app._notifications)
-        assert len(backend.requests) == 1
+        assert was_notified(app, "Unknown command /frobnicate")
+        assert len(fake_backend.requests) == 1
 
         await send(pilot, "/stats")
         assert "tokens/s" in app.chat.messages()[-1].text
 
         await send(pilot, "//etc/hosts is a path")
-        assert backend.requests[-1][0][-1].content == "/etc/hosts is a path"
+        assert fake_backend.requests[-1][0][-1].content == "/etc/hosts is a path"
 
         await send(pilot, "/help")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
 
         await send(pilot, "/new")
-        assert app.conversation.turns == [] and backend.resets == 1
+        assert app.conversation.turns == [] and fake_backend.resets == 1
 
 
-async def test_typing_on_a_focused_message_goes_to_the_input(backend):
-    backend.reply = "See https://example.com/a for more."
-    app = create_app(backend, blink=False)
+async def test_typing_on_a_focused_message_goes_to_the_input(fake_backend):
+    fake_backend.reply = "See https://example.com/a for more."
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "hi")
         reply = replies(app)[0]
@@ -429,8 +430,8 @@ async def test_typing_on_a_focused_message_goes_to_the_input(backend):
         await pilot.press("n")
 
 
-async def test_help_screen_lists_every_binding(backend):
-    app = create_app(backend, blink=False)
+async def test_help_screen_lists_every_binding(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
@@ -444,8 +445,8 @@ async def test_help_screen_lists_every_binding(backend):
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_every_action_is_in_the_command_palette(backend):
-    app = create_app(backend, blink=False)
+async def test_every_action_is_in_the_command_palette(fake_backend):
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE):
         commands = list(app.get_system_commands(app.screen))
         titles = [c.title for c in commands]
@@ -459,8 +460,8 @@ async def test_every_action_is_in_the_command_palette(backend):
         assert shown["Theme"].endswith("(f4)") and shown["Stop"].endswith("(escape / ctrl+c)")
 
 
-async def test_links_open_only_after_confirmation_and_only_http(backend):
-    app = create_app(backend, blink=False)
+async def test_links_open_only_after_confirmation_and_only_http(fake_backend):
+    app = create_app(fake_backend, blink=False)
     opened: list[str] = []
     app.open_url = lambda url, **_: opened.append(url)  # type: ignore[method-assign]
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -469,7 +470,7 @@ async def test_links_open_only_after_confirmation_and_only_http(backend):
         reply.post_message(AssistantMessage.LinkRequested("javascript:alert(1)"))
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
-        assert any("only http and https" in n.message for n in app._notifications)
+        assert was_notified(app, "only http and https")
         reply.post_message(AssistantMessage.LinkRequested("https://example.com/x"))
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -481,10 +482,10 @@ async def test_links_open_only_after_confirmation_and_only_http(backend):
         assert opened == ["https://example.com/x"]
 
 
-async def test_ui_stays_responsive_while_generating(backend):
-    backend.reply = " ".join(["word"] * 50)
-    backend.gate = threading.Event()
-    app = create_app(backend, blink=False)
+async def test_ui_stays_responsive_while_generating(fake_backend):
+    fake_backend.reply = " ".join(["word"] * 50)
+    fake_backend.gate = threading.Event()
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.prompt_input.load_text("go")
@@ -495,7 +496,7 @@ async def test_ui_stays_responsive_while_generating(backend):
         assert app.prompt_input.text == "typing while it works"
         await pilot.press("f2")
         assert app.panel.has_class("-visible")
-        backend.gate.set()
+        fake_backend.gate.set()
         await settle(pilot)
         assert not app.generating
 
@@ -511,12 +512,12 @@ async def test_load_failure_is_shown_not_raised():
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         assert app.status.state == "no model"
-        assert any("Git LFS pointer" in n.message for n in app._notifications)
+        assert was_notified(app, "Git LFS pointer")
 
 
-async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block(backend, monkeypatch):
+async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block(fake_backend, monkeypatch):
     code = "```python\n" + "".join(f"value_{i} = compute({i})  # step {i}\n" for i in range(300)) + "```"
-    backend.reply = "Here it is:\n\n" + code
+    fake_backend.reply = "Here it is:\n\n" + code
     rendered: list[int] = []
     original = MarkdownSegment.set_text
 
@@ -525,11 +526,11 @@ async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block
         original(self, text)
 
     monkeypatch.setattr(MarkdownSegment, "set_text", spy)
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "code please")
         reply = replies(app)[0]
-        assert reply.text == backend.reply
+        assert reply.text == fake_backend.reply
         # Every render while streaming touched a bounded piece, never the whole block...
         assert len(code) > 9000 and max(rendered[:-1]) < 3000
         # ...and the finished reply shows the block whole, in one segment.
@@ -569,28 +570,28 @@ async def test_a_sequence_split_across_pieces_never_shows_while_streaming(monkey
         assert replies(app)[0].text == sanitize(backend.reply)
 
 
-async def test_a_prompt_too_large_for_the_context_is_refused_and_kept_in_the_input(backend):
-    app = create_app(backend, blink=False)  # the fake model has a 4,096-token context: at most 1 MiB of text
+async def test_a_prompt_too_large_for_the_context_is_refused_and_kept_in_the_input(fake_backend):
+    app = create_app(fake_backend, blink=False)  # the fake model has a 4,096-token context: at most 1 MiB of text
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         big = "word " * 220_000  # 1.1 MB
         await send(pilot, big[: 4096 * 256 + 10])
-        assert backend.requests == [] and app.chat.messages() == []  # not sent, not shown, not saved
+        assert fake_backend.requests == [] and app.chat.messages() == []  # not sent, not shown, not saved
         assert app.chatlog.conversation_id is None
-        notes = [str(n.message) for n in app._notifications]
+        notes = notices(app)
         assert any("more than a 4,096-token context can hold" in n for n in notes)
         assert app.prompt_input.text == big[: 4096 * 256 + 10]  # nothing typed is lost
         await send(pilot, "Hi")
-        assert len(backend.requests) == 1
+        assert len(fake_backend.requests) == 1
 
 
-async def test_worker_messages_that_land_while_the_app_closes_are_ignored(backend):
+async def test_worker_messages_that_land_while_the_app_closes_are_ignored(fake_backend):
     """The history list and the model load come from workers: their message can arrive after
     the app began closing (its widgets gone); handling it must not raise."""
     from fakes import INFO
     from vibechat.app.tui.events import HistoryListed, ModelFailed, ModelProgress, ModelReady
 
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
     assert app.closing
@@ -598,28 +599,28 @@ async def test_worker_messages_that_land_while_the_app_closes_are_ignored(backen
         await app.route(message)  # as the app hands a worker's message to its controller
 
 
-async def test_format_sets_the_next_replies_format_and_the_status_bar_shows_it(backend, tmp_path):
+async def test_format_sets_the_next_replies_format_and_the_status_bar_shows_it(fake_backend, tmp_path):
     import json as _json
 
     schema = tmp_path / "person.json"
     schema.write_text(_json.dumps({"type": "object", "properties": {"name": {"type": "string"}},
                                    "required": ["name"]}))
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await send(pilot, "/format json")
         assert "format json" in app.status.render().plain
         await send(pilot, "hi")
-        assert backend.requests[-1][1].output_format.kind == "json"
+        assert fake_backend.requests[-1][1].output_format.kind == "json"
         await send(pilot, f"/format {schema}")
         assert "person.json" in app.status.render().plain
         await send(pilot, "again")
-        fmt = backend.requests[-1][1].output_format
+        fmt = fake_backend.requests[-1][1].output_format
         assert fmt.kind == "schema" and _json.loads(fmt.text)["required"] == ["name"]
         await send(pilot, "/format off")
         await send(pilot, "free")
-        assert backend.requests[-1][1].output_format is None
+        assert fake_backend.requests[-1][1].output_format is None
         assert "format" not in app.status.render().plain
         await send(pilot, "/format {not json")
-        assert any(n.severity == "error" for n in app._notifications)  # one line, nothing changed
+        assert any(n.severity == "error" for n in notifications(app))  # one line, nothing changed
         assert app.conversation.params.output_format is None

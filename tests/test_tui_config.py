@@ -13,6 +13,7 @@ from textual.binding import Binding
 
 import vibechat.app.tui as tui_package
 from fakes import RecordingBackend, send, settle
+from helpers import notices, notifications, wait_for, was_notified
 from vibechat.app.appconfig import BINDING_IDS, load_app_config
 from vibechat.app.tui import create_app
 from vibechat.app.tui.config_bar import ConfigBar
@@ -33,7 +34,7 @@ top_k = 40 # keep
 
 
 @pytest.fixture
-def backend() -> RecordingBackend:
+def fake_backend() -> RecordingBackend:
     return RecordingBackend()
 
 
@@ -49,9 +50,9 @@ def bar_text(app) -> str:
     return str(bar.render()) if bar.display else ""
 
 
-async def test_a_bad_value_is_left_out_alone_and_the_bar_says_so_until_hidden(backend):
+async def test_a_bad_value_is_left_out_alone_and_the_bar_says_so_until_hidden(fake_backend):
     path = write_config('theme = "vibechat-paper"\n[params]\ntemperature = 9\ntop_k = 7\n')
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         assert app.status.state == "ready"
@@ -62,20 +63,20 @@ async def test_a_bad_value_is_left_out_alone_and_the_bar_says_so_until_hidden(ba
         assert bar_text(app).splitlines() == [
             "⚠ config.toml line 3: temperature must be between 0 and 5 (got 9): not applied",
             "Fix: vibechat config edit (then start vibechat again) · ^g hides this"]
-        assert not app._notifications  # not a toast: the bar
+        assert not notifications(app)  # not a toast: the bar
         app.theme = "vibechat-phosphor"  # not saved: the file has a problem
         app.action_save_params_default()
         await pilot.pause()
-        assert any("not saved" in n.message.lower() for n in app._notifications)
+        assert any("not saved" in n.lower() for n in notices(app))
         await pilot.press("ctrl+g")  # hidden on the user's word
         await pilot.pause()
         assert not bar.display and bar_text(app) == ""
     assert path.read_text() == 'theme = "vibechat-paper"\n[params]\ntemperature = 9\ntop_k = 7\n'
 
 
-async def test_a_file_that_is_not_toml_runs_on_the_defaults_and_says_so(backend):
+async def test_a_file_that_is_not_toml_runs_on_the_defaults_and_says_so(fake_backend):
     write_config('model = "m"\n\n[params]\nsystem = "You are\ntop_k = 3\n')
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert app.conversation.params == SamplingParams()
@@ -120,12 +121,12 @@ async def test_a_typo_with_base_url_set_still_runs_the_server_and_names_the_typo
     backend.close()
 
 
-async def test_the_bar_follows_the_file_as_it_is_fixed(backend, monkeypatch):
+async def test_the_bar_follows_the_file_as_it_is_fixed(fake_backend, monkeypatch):
     from vibechat.app.tui import config_bar
 
     monkeypatch.setattr(config_bar, "POLL_S", 0.05)
     path = write_config('[params]\ntemprature = 0.5\n')
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
 
@@ -144,9 +145,9 @@ async def test_the_bar_follows_the_file_as_it_is_fixed(backend, monkeypatch):
             "⚠ config.toml loads cleanly now: start vibechat again to apply it", "^g hides this"]
 
 
-async def test_many_problems_are_counted_past_the_first_few(backend):
+async def test_many_problems_are_counted_past_the_first_few(fake_backend):
     write_config("".join(f"nope{i} = 1\n" for i in range(7)))
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         lines = bar_text(app).splitlines()
@@ -154,9 +155,9 @@ async def test_many_problems_are_counted_past_the_first_few(backend):
         assert lines[4] == "… and 3 more: 'vibechat config show' lists them"
 
 
-async def test_theme_choice_is_saved_in_the_config_keeping_comments(backend):
+async def test_theme_choice_is_saved_in_the_config_keeping_comments(fake_backend):
     path = write_config(COMMENTED)
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         assert app.theme == "vibechat-dusk"
         for name in ("vibechat-dusk", "vibechat-paper", "vibechat-phosphor"):
@@ -172,9 +173,9 @@ async def test_theme_choice_is_saved_in_the_config_keeping_comments(backend):
         assert again.theme == "vibechat-paper"
 
 
-async def test_unknown_theme_in_config_falls_back_and_says_so(backend):
+async def test_unknown_theme_in_config_falls_back_and_says_so(fake_backend):
     write_config('theme = "no-such-theme"\n')
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         assert app.theme == "vibechat-dusk"
@@ -182,9 +183,9 @@ async def test_unknown_theme_in_config_falls_back_and_says_so(backend):
                                                  "vibechat-dusk applies (F4 lists the themes)")
 
 
-async def test_save_as_default_writes_params_and_keeps_the_rest(backend):
+async def test_save_as_default_writes_params_and_keeps_the_rest(fake_backend):
     path = write_config(COMMENTED)
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         assert app.conversation.params.temperature == 0.7  # the config's defaults
@@ -192,7 +193,7 @@ async def test_save_as_default_writes_params_and_keeps_the_rest(backend):
         await pilot.press("down", "down", "end")  # top_p -> 1.0
         await pilot.press("ctrl+s")
         await pilot.pause()
-        assert any("Saved these parameters" in n.message for n in app._notifications)
+        assert was_notified(app, "Saved these parameters")
     text = path.read_text()
     assert text.startswith("# my settings, hand-written\nmodel = \"starter\"   # the small one\n\n[params]\n"
                            "# a bit cooler than the default\ntemperature   = 0.75\ntop_k = 40 # keep\n")
@@ -201,13 +202,25 @@ async def test_save_as_default_writes_params_and_keeps_the_rest(backend):
     assert loaded.config.params == SamplingParams(temperature=0.75, top_p=1.0)
 
 
-async def test_save_as_default_from_the_palette_creates_a_documented_file(backend):
-    app = create_app(backend, params=SamplingParams(top_k=12, seed=5), blink=False)
+def palette_highlights(app, text: str) -> bool:
+    """Whether the command palette is open with ``text`` in its highlighted command."""
+    from textual.command import CommandList
+
+    found = app.screen.query(CommandList)
+    if not found or found.first().highlighted is None:
+        return False
+    commands = found.first()
+    return text.lower() in str(commands.get_option_at_index(commands.highlighted).prompt).lower()
+
+
+async def test_save_as_default_from_the_palette_creates_a_documented_file(fake_backend):
+    app = create_app(fake_backend, params=SamplingParams(top_k=12, seed=5), blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("ctrl+p")
         await pilot.press(*"save parameters as default")
-        await pilot.pause(0.5)  # the palette searches in a worker
+        await wait_for(pilot, lambda: palette_highlights(app, "Save parameters as default"),
+                       "the palette to find the command")  # it searches in a worker
         await pilot.press("enter")
         await settle(pilot)
     text = config_path().read_text()
@@ -215,9 +228,9 @@ async def test_save_as_default_from_the_palette_creates_a_documented_file(backen
     assert load_app_config().config.params == SamplingParams(top_k=12, seed=5)
 
 
-async def test_keys_override_rebinds_an_action(backend):
+async def test_keys_override_rebinds_an_action(fake_backend):
     write_config('[keys]\ntoggle_params = "f12"\n"params.reset_all" = "X"\n')
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("f2")  # no longer the panel's key
@@ -232,9 +245,9 @@ async def test_keys_override_rebinds_an_action(backend):
         assert commands["Params"].endswith(" (f12)")
 
 
-async def test_unknown_binding_id_is_reported_and_the_chat_starts(backend):
+async def test_unknown_binding_id_is_reported_and_the_chat_starts(fake_backend):
     path = write_config('[keys]\ntoggle_param = "f12"\n')
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         messages = bar_text(app)
@@ -268,9 +281,9 @@ def test_every_binding_has_an_id_and_a_description_and_keys_knows_them_all():
     assert set(ids) == set(BINDING_IDS), "app/appconfig.py BINDING_IDS must list every binding id"
 
 
-async def test_a_key_textual_cannot_report_is_reported_and_f2_still_works(backend):
+async def test_a_key_textual_cannot_report_is_reported_and_f2_still_works(fake_backend):
     path = write_config('[keys]\ntoggle_params = "notakey+++"\n')
-    app = create_app(backend, blink=False)
+    app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         messages = bar_text(app)
@@ -282,20 +295,21 @@ async def test_a_key_textual_cannot_report_is_reported_and_f2_still_works(backen
 
 
 def test_every_default_key_passes_the_engines_key_check():
-    from vibechat.engine.settings.keynames import keys_problem
+    from vibechat.app.keynames import keys_problem
 
     bad = {f"{owner}: {b.id} = {b.key!r}": keys_problem(b.key) for owner, b in _tui_bindings() if keys_problem(b.key)}
     assert bad == {}
 
 
 def test_the_engines_key_names_are_ones_textual_reports():
-    """engine/settings/keynames.py cannot import Textual: its tables are checked against Textual's here."""
+    """app/keynames.py does not import Textual (vibechat run and config stay light): its tables
+    are checked against Textual's here."""
     import string
 
     from textual._keyboard_protocol import FUNCTIONAL_KEYS
     from textual.keys import Keys, _character_to_key
 
-    from vibechat.engine.settings.keynames import FUNCTION_KEYS, KEY_NAMES, MODIFIERS, NAMED_KEYS, PUNCTUATION_NAMES
+    from vibechat.app.keynames import FUNCTION_KEYS, KEY_NAMES, MODIFIERS, NAMED_KEYS, PUNCTUATION_NAMES
 
     assert PUNCTUATION_NAMES == {c: _character_to_key(c) for c in string.punctuation}
     textual_names = {k.value.rpartition("+")[2] for k in Keys} | set(FUNCTIONAL_KEYS.values())

@@ -14,6 +14,7 @@ from textual.widgets import OptionList
 
 from conftest import read_only_dir
 from fakes import RecordingBackend, send, settle
+from helpers import notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage, EarlierMessages
 from vibechat.app.tui.confirm import ConfirmScreen
@@ -165,7 +166,7 @@ async def test_opening_a_conversation_had_with_another_quantization_names_the_fi
         await pilot.press("ctrl+b", "enter")
         await settle(pilot)
         assert app.chatlog.title == "Old chat"
-        notes = [n.message for n in app._notifications]
+        notes = notices(app)
         assert any("fake-1b-Q8_0.gguf" in n and "fake.gguf" in n for n in notes), notes
         assert not any("with Fake 1B; it continues with Fake 1B" in n for n in notes)
 
@@ -335,7 +336,7 @@ async def test_export_asks_before_replacing_an_existing_file(db, tmp_path: Path,
         await pilot.press("n")
         await pilot.pause()
         assert target.read_text() == "precious"
-        assert any("Not exported" in n.message for n in app._notifications)
+        assert was_notified(app, "Not exported")
         await pilot.press("e")
         await pilot.pause()
         await pilot.press("enter")
@@ -355,7 +356,7 @@ async def test_a_reply_left_streaming_by_a_crash_opens_as_interrupted(db):
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        assert any("marked interrupted" in n.message for n in app._notifications)
+        assert was_notified(app, "marked interrupted")
         app.chats.open_conversation(cid)
         await settle(pilot)
         reply = app.chat.messages()[-1]
@@ -368,7 +369,7 @@ async def test_a_read_only_data_dir_is_shown_and_the_chat_still_works(tmp_path: 
         app = make_app(ro / "history.db")
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            problems = [n.message for n in app._notifications if "not saved" in n.message]
+            problems = [n.message for n in notifications(app) if "not saved" in n.message]
             assert problems and "writable" in problems[0]
             await send(pilot, "still answers")
             assert [w.role for w in app.chat.messages()] == ["user", "assistant"]
@@ -625,15 +626,10 @@ async def test_a_message_sent_while_the_title_is_written_stops_it(db, monkeypatc
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "tell me about the sea please", wait=False)
-        for _ in range(500):  # the reply done, the title asked for (and held)
-            if backend.title_asked.is_set():
-                break
-            await pilot.pause(0.02)
+        # the reply done, the title asked for (and held)
+        await wait_for(pilot, backend.title_asked.is_set, "the title to be asked for")
         await send(pilot, "and the deep sea?", wait=False)
-        for _ in range(500):
-            if app.session.turn is not None:
-                break
-            await pilot.pause(0.02)
+        await wait_for(pilot, lambda: app.session.turn is not None, "the second message's turn")
         backend.title_go.set()
         await settle(pilot)
         assert [m.content for m in backend.requests[-1][0]][-1] == "and the deep sea?"

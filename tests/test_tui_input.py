@@ -6,13 +6,13 @@ backend whose replies the test holds open piece by piece (the real model: test_t
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from textual import events
 
 from fakes import OnePieceAtATime, settle
+from helpers import notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import ChatMessageWidget
 from vibechat.app.tui.prompt_input import QUEUE_FULL
@@ -31,18 +31,9 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def backend() -> OnePieceAtATime:
-    """Each piece of a reply waits for the test's ``backend.step.release()``."""
+def fake_backend() -> OnePieceAtATime:
+    """Each piece of a reply waits for the test's ``fake_backend.step.release()``."""
     return OnePieceAtATime(REPLY)
-
-
-async def until(pilot, condition: Callable[[], bool], what: str) -> None:
-    """Wait (bounded) until ``condition()`` holds."""
-    for _ in range(1000):
-        if condition():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def start_reply(pilot, text: str = "first") -> None:
@@ -51,7 +42,7 @@ async def start_reply(pilot, text: str = "first") -> None:
     await settle(pilot)
     app.prompt_input.load_text(text)
     await pilot.press("enter")
-    await until(pilot, lambda: app.generating, "the reply to start")
+    await wait_for(pilot, lambda: app.generating, "the reply to start")
 
 
 def user_turns(app) -> list[str]:
@@ -61,7 +52,7 @@ def user_turns(app) -> list[str]:
 async def answered(pilot, *prompts: str) -> None:
     """Wait until the conversation is ``prompts``, each answered, and no reply is on its way."""
     app = pilot.app
-    await until(pilot, lambda: user_turns(app) == list(prompts) and len(app.conversation.turns) == 2 * len(prompts)
+    await wait_for(pilot, lambda: user_turns(app) == list(prompts) and len(app.conversation.turns) == 2 * len(prompts)
                 and not app.generating, f"the replies to {prompts}")
     await settle(pilot)
 
@@ -77,65 +68,65 @@ def saved(db: Path) -> list[tuple[str, str, str]]:
         return [(m.role, m.content, m.status) for m in history.get(history.latest().id).messages]
 
 
-async def test_enter_while_a_reply_streams_queues_the_message_and_typing_goes_on_in_order(backend, db):
+async def test_enter_while_a_reply_streams_queues_the_message_and_typing_goes_on_in_order(fake_backend, db):
     """Issue 30: typing AAA, Enter, CCC while a reply streams gave "CCCAAA" (the cursor jumped to
     the start), and a garbled message was sent. Now AAA waits, shown above the input; CCC stays as
     typed, its cursor where it was, through the reply's end and the queued message's own reply."""
-    app = create_app(backend, blink=False, history=History(db))
+    app = create_app(fake_backend, blink=False, history=History(db))
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await start_reply(pilot)
         await pilot.press("A", "A", "A", "enter")
-        await until(pilot, lambda: note(app) is not None, "the queued line")
+        await wait_for(pilot, lambda: note(app) is not None, "the queued line")
         assert app.prompt_input.text == "" and app.prompt_input.queued == "AAA"
         assert "queued" in note(app) and "AAA" in note(app)
         await pilot.press("C", "C", "C", "left")
         assert app.prompt_input.text == "CCC" and app.prompt_input.cursor_location == (0, 2)
-        assert not any("Still answering" in n.message for n in app._notifications)
+        assert not was_notified(app, "Still answering")
         assert user_turns(app) == ["first"]  # not sent yet
 
-        backend.step.release(100)  # the reply ends on its own: the queued message goes next
+        fake_backend.step.release(100)  # the reply ends on its own: the queued message goes next
         await answered(pilot, "first", "AAA")
         assert user_turns(app) == ["first", "AAA"]
         assert [(w.role, w.text) for w in app.chat.messages()] == [
             ("user", "first"), ("assistant", REPLY), ("user", "AAA"), ("assistant", REPLY)]
-        assert backend.requests[-1][0][-1].content == "AAA"
+        assert fake_backend.requests[-1][0][-1].content == "AAA"
         assert note(app) is None and app.prompt_input.queued is None
         assert app.prompt_input.text == "CCC" and app.prompt_input.cursor_location == (0, 2)
     assert saved(db) == [("user", "first", "complete"), ("assistant", REPLY, "complete"),
                          ("user", "AAA", "complete"), ("assistant", REPLY, "complete")]
 
 
-async def test_only_one_message_waits_a_second_enter_keeps_its_text_where_it_is(backend):
-    app = create_app(backend, blink=False, save=False)
+async def test_only_one_message_waits_a_second_enter_keeps_its_text_where_it_is(fake_backend):
+    app = create_app(fake_backend, blink=False, save=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await start_reply(pilot)
         await pilot.press("A", "A", "A", "enter", "B", "B", "B", "left", "enter")
         await pilot.pause()
         assert app.prompt_input.queued == "AAA"
         assert app.prompt_input.text == "BBB" and app.prompt_input.cursor_location == (0, 2)
-        assert any(n.message == QUEUE_FULL for n in app._notifications)
-        backend.step.release(100)
+        assert any(n.message == QUEUE_FULL for n in notifications(app))
+        fake_backend.step.release(100)
         await answered(pilot, "first", "AAA")
         assert app.prompt_input.text == "BBB"  # never sent on its own
 
 
-async def test_escape_stops_the_reply_and_gives_the_queued_message_back_unsent(backend, db):
+async def test_escape_stops_the_reply_and_gives_the_queued_message_back_unsent(fake_backend, db):
     """Esc: the reply stops as always (saved as stopped), and the queued message is the user's
     again, before the draft they went on typing (whose cursor stays on its character)."""
-    app = create_app(backend, blink=False, history=History(db))
+    app = create_app(fake_backend, blink=False, history=History(db))
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(pilot)
-        backend.step.release()  # one piece of the reply
-        await until(pilot, lambda: backend.requests and app.chat.messages()[-1].text == "one", "the first piece")
+        fake_backend.step.release()  # one piece of the reply
+        await wait_for(pilot, lambda: fake_backend.requests and app.chat.messages()[-1].text == "one", "the first piece")
         await pilot.press("A", "A", "A", "enter", "B", "B", "B")
-        await until(pilot, lambda: note(app) is not None, "the queued line")
+        await wait_for(pilot, lambda: note(app) is not None, "the queued line")
         await pilot.press("escape")
         assert app.prompt_input.queued is None
         assert app.prompt_input.text == "AAA\nBBB" and app.prompt_input.cursor_location == (1, 3)
-        backend.step.release(100)
+        fake_backend.step.release(100)
         await settle(pilot)
-        await until(pilot, lambda: note(app) is None, "the queued line to go")
-        assert len(backend.requests) == 1 and user_turns(app) == ["first"]
+        await wait_for(pilot, lambda: note(app) is None, "the queued line to go")
+        assert len(fake_backend.requests) == 1 and user_turns(app) == ["first"]
         stopped = app.chat.messages()[-1]
         assert stopped.has_class("-stopped") and stopped.text.startswith("one") and stopped.text != REPLY
         await pilot.press("Z")  # typing goes on where the cursor was
@@ -143,19 +134,19 @@ async def test_escape_stops_the_reply_and_gives_the_queued_message_back_unsent(b
     assert saved(db) == [("user", "first", "complete"), ("assistant", stopped.text, "stopped")]
 
 
-async def test_up_takes_the_queued_message_back_to_edit_and_enter_queues_it_again(backend):
-    app = create_app(backend, blink=False, save=False)
+async def test_up_takes_the_queued_message_back_to_edit_and_enter_queues_it_again(fake_backend):
+    app = create_app(fake_backend, blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(pilot)
         await pilot.press("A", "A", "A", "enter")
-        await until(pilot, lambda: note(app) is not None, "the queued line")
+        await wait_for(pilot, lambda: note(app) is not None, "the queued line")
         await pilot.press("up")  # an empty input: the queued message comes back (not an older prompt)
-        await until(pilot, lambda: note(app) is None, "the queued line to go")
+        await wait_for(pilot, lambda: note(app) is None, "the queued line to go")
         assert app.prompt_input.text == "AAA" and app.prompt_input.queued is None
         assert app.prompt_input.cursor_location == (0, 3)
         await pilot.press("B", "enter")
         assert app.prompt_input.queued == "AAAB" and app.prompt_input.text == ""
-        backend.step.release(100)
+        fake_backend.step.release(100)
         await answered(pilot, "first", "AAAB")
 
 
@@ -175,56 +166,56 @@ async def test_a_queued_message_is_not_sent_after_a_failed_reply_but_given_back(
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await start_reply(pilot)
         await pilot.press("A", "A", "A", "enter")
-        await until(pilot, lambda: note(app) is not None, "the queued line")
+        await wait_for(pilot, lambda: note(app) is not None, "the queued line")
         backend.step.release(100)
         await settle(pilot)
-        await until(pilot, lambda: note(app) is None, "the queued line to go")
+        await wait_for(pilot, lambda: note(app) is None, "the queued line to go")
         assert app.prompt_input.text == "AAA" and app.prompt_input.queued is None
         assert len(backend.requests) == 1
-        assert any("went away" in n.message for n in app._notifications)
+        assert was_notified(app, "went away")
     assert [(role, content) for role, content, _status in saved(db)] == [("user", "first"), ("assistant", "")]
 
 
-async def test_enter_while_the_model_loads_sends_the_first_message_and_queues_the_next(backend):
+async def test_enter_while_the_model_loads_sends_the_first_message_and_queues_the_next(fake_backend):
     """While the model loads, the first message is sent (its reply waits for the model) and the
     next one waits in the queue, as while a reply streams."""
     loading = threading.Event()
-    load = backend.load
+    load = fake_backend.load
 
     def slow_load(on_progress=None):
         loading.wait(60)
         return load(on_progress)
 
-    backend.load = slow_load
-    app = create_app(backend, blink=False, save=False)
+    fake_backend.load = slow_load
+    app = create_app(fake_backend, blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert not app.model_ready
         await pilot.press("o", "n", "e", "enter")
-        await until(pilot, lambda: app.generating, "the reply waiting for the model")
+        await wait_for(pilot, lambda: app.generating, "the reply waiting for the model")
         await pilot.press("t", "w", "o", "enter", "x")
         assert app.prompt_input.queued == "two" and app.prompt_input.text == "x"
         loading.set()
-        backend.step.release(100)
+        fake_backend.step.release(100)
         await answered(pilot, "one", "two")
-        assert [m[0][-1].content for m in backend.requests] == ["one", "two"]
+        assert [m[0][-1].content for m in fake_backend.requests] == ["one", "two"]
         assert app.prompt_input.text == "x"
 
 
-async def test_a_paste_is_one_unit_at_the_cursor_and_enter_sends_it_once(backend):
+async def test_a_paste_is_one_unit_at_the_cursor_and_enter_sends_it_once(fake_backend):
     """A paste with line breaks is inserted whole at the cursor, never sent by its own line
     breaks; on a focused message (after a Ctrl+F jump, say) it goes to the input, whole, and
     the input has the focus, so the Enter that follows sends the text once."""
-    backend.step.release(1000)  # replies flow
+    fake_backend.step.release(1000)  # replies flow
     pasted = "Zanzibar also\nlikes tuna.\n\nAnd fish."
-    app = create_app(backend, blink=False, save=False)
+    app = create_app(fake_backend, blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.prompt_input.load_text("Note: ")
         app.prompt_input.move_cursor((0, 6))
         app.post_message(events.Paste(pasted))
         await pilot.pause()
-        assert app.prompt_input.text == "Note: " + pasted and not backend.requests
+        assert app.prompt_input.text == "Note: " + pasted and not fake_backend.requests
         await pilot.press("enter")
         await settle(pilot)
         assert user_turns(app) == ["Note: " + pasted]
@@ -232,17 +223,17 @@ async def test_a_paste_is_one_unit_at_the_cursor_and_enter_sends_it_once(backend
         app.chat.messages()[0].focus()  # a message has the focus, as after a Ctrl+F jump
         await pilot.pause()
         app.post_message(events.Paste(pasted))
-        await until(pilot, lambda: app.prompt_input.has_focus, "the input to take the paste")
-        assert app.prompt_input.text == pasted and len(backend.requests) == 1
+        await wait_for(pilot, lambda: app.prompt_input.has_focus, "the input to take the paste")
+        assert app.prompt_input.text == pasted and len(fake_backend.requests) == 1
         await pilot.press("enter")
         await settle(pilot)
         assert user_turns(app) == ["Note: " + pasted, pasted]
         assert app.prompt_input.text == ""
 
 
-async def test_a_paste_while_a_reply_streams_is_queued_whole(backend):
+async def test_a_paste_while_a_reply_streams_is_queued_whole(fake_backend):
     pasted = "line one\nline two"
-    app = create_app(backend, blink=False, save=False)
+    app = create_app(fake_backend, blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(pilot)
         app.post_message(events.Paste(pasted))
@@ -250,30 +241,30 @@ async def test_a_paste_while_a_reply_streams_is_queued_whole(backend):
         assert app.prompt_input.text == pasted
         await pilot.press("enter")
         assert app.prompt_input.queued == pasted and app.prompt_input.text == ""
-        backend.step.release(100)
+        fake_backend.step.release(100)
         await answered(pilot, "first", pasted)
 
 
-async def test_ctrl_n_while_a_reply_streams_stops_it_and_starts_a_new_conversation(backend, db):
+async def test_ctrl_n_while_a_reply_streams_stops_it_and_starts_a_new_conversation(fake_backend, db):
     """Ctrl+N during a reply: the reply stops (saved as stopped, with its text so far, as Esc
     does) and a new conversation starts; a queued message comes back into its input, unsent."""
-    app = create_app(backend, blink=False, history=History(db))
+    app = create_app(fake_backend, blink=False, history=History(db))
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(pilot)
-        backend.step.release()
-        await until(pilot, lambda: app.chat.messages()[-1].text == "one", "the first piece")
+        fake_backend.step.release()
+        await wait_for(pilot, lambda: app.chat.messages()[-1].text == "one", "the first piece")
         await pilot.press("A", "A", "A", "enter")
-        await until(pilot, lambda: note(app) is not None, "the queued line")
+        await wait_for(pilot, lambda: note(app) is not None, "the queued line")
         first_id = app.chatlog.conversation_id
         await pilot.press("ctrl+n")
         await pilot.pause()
         assert not app.generating
         assert app.chat.messages() == [] and app.conversation.turns == []
         assert app.prompt_input.text == "AAA" and app.prompt_input.queued is None
-        await until(pilot, lambda: note(app) is None, "the queued line to go")
-        backend.step.release(100)
+        await wait_for(pilot, lambda: note(app) is None, "the queued line to go")
+        fake_backend.step.release(100)
         await settle(pilot)
-        assert len(backend.requests) == 1  # nothing was sent on its own
+        assert len(fake_backend.requests) == 1  # nothing was sent on its own
         await pilot.press("enter")  # the new conversation's first message
         await settle(pilot)
         assert [(w.role, w.text) for w in app.chat.query(ChatMessageWidget)] == [("user", "AAA"), ("assistant", REPLY)]
@@ -284,11 +275,11 @@ async def test_ctrl_n_while_a_reply_streams_stops_it_and_starts_a_new_conversati
             ("user", "first", "complete"), ("assistant", "one", "stopped")]
 
 
-async def test_ctrl_l_keeps_the_draft_in_the_input(backend):
+async def test_ctrl_l_keeps_the_draft_in_the_input(fake_backend):
     """Ctrl+L takes the last message back without losing what was being typed: it goes on its
     own line before the draft, whose cursor stays on its character."""
-    backend.step.release(1000)
-    app = create_app(backend, blink=False, save=False)
+    fake_backend.step.release(1000)
+    app = create_app(fake_backend, blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.prompt_input.load_text("last message")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fakes import RecordingBackend, settle
+from helpers import wait_for
 from vibechat.app.tui import create_app
 
 
@@ -135,12 +136,9 @@ async def test_the_footer_fits_80_columns():
         backend.gate = threading.Event()
         app.prompt_input.load_text("again")
         await pilot.press("enter")
-        await pilot.pause(0.1)
-        assert app.generating
-        for _ in range(100):  # the footer shows Stop a moment after the reply starts (FOOTER_DELAY_S)
-            if "escape" in {k.key for k in app.screen.query("FooterKey")}:
-                break
-            await pilot.pause(0.05)
+        await wait_for(pilot, lambda: app.generating, "the reply to start")
+        # the footer shows Stop a moment after the reply starts (FOOTER_DELAY_S)
+        await wait_for(pilot, lambda: "escape" in {k.key for k in app.screen.query("FooterKey")}, "Stop in the footer")
         assert "escape" in {k.key for k in app.screen.query("FooterKey")}  # Stop, while a reply streams
         assert footer_fits(app) == []
         backend.gate.set()

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from fakes import INFO, RecordingBackend, send, settle
+from helpers import notices
 from vibechat.app.tui import create_app
 from vibechat.app.tui.clipboard import TMUX_FIX, copied_notice
 from vibechat.app.tui.welcome import welcome_text
@@ -21,7 +22,7 @@ def shown(app) -> list[str]:
 
 
 def messages(app) -> list[str]:
-    return [n.message for n in app._notifications]
+    return notices(app)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from fakes import INFO, RecordingBackend, open_picker, send, settle
+from helpers import notifications, wait_for, was_notified
 from ggufgen import gguf_bytes
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
@@ -80,7 +81,7 @@ async def test_picker_lists_models_and_switching_starts_a_new_conversation(start
         await choose(pilot, picker, "acme/Gemma-Copy-GGUF:Q4_K_M")
         assert app.status.model.path == str(copy)
         assert app.chat.messages() == [] and app.conversation.turns == []  # a new conversation
-        assert any("Loaded acme/Gemma-Copy-GGUF:Q4_K_M" in n.message for n in app._notifications)
+        assert was_notified(app, "Loaded acme/Gemma-Copy-GGUF:Q4_K_M")
         await send(pilot, "Hello again")
         assert app.status.stats.completion_tokens > 0  # the new model answers
 
@@ -89,7 +90,7 @@ async def test_picker_lists_models_and_switching_starts_a_new_conversation(start
         picker = await open_picker(pilot)
         await choose(pilot, picker, "acme/Broken-GGUF:Q8_0")
         assert any("Could not load acme/Broken-GGUF:Q8_0" in n.message and "HTML page" in n.message
-                   and "current model stays loaded" in n.message for n in app._notifications)
+                   and "current model stays loaded" in n.message for n in notifications(app))
         assert app.backend is current and app.status.model.path == str(copy)
         assert app.status.state == "ready"
         await send(pilot, "Still there?")
@@ -114,7 +115,7 @@ async def test_a_model_too_big_for_memory_is_refused_and_the_current_one_stays(m
         picker = await open_picker(pilot)
         await choose(pilot, picker, "acme/Huge-GGUF:Q8_0")
         assert any("needs about" in n.message and "smaller quantization" in n.message
-                   for n in app._notifications)
+                   for n in notifications(app))
         assert app.backend is current
     assert models_ui  # the module under test
 
@@ -148,11 +149,11 @@ async def test_downloader_shows_progress_and_chatting_goes_on(fake_hub):
         assert not isinstance(app.screen, DownloadScreen)
         app.prompt_input.load_text("meanwhile")
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: backend.requests, "the message sent during the download")
         assert backend.requests[-1][0][-1].content == "meanwhile"
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert any(f"Downloaded {BIG}:Q4_K_M" in n.message for n in app._notifications)
+        assert was_notified(app, f"Downloaded {BIG}:Q4_K_M")
         assert app.status.download == ""
         [model] = store_models()
         assert model.name == f"{BIG}:Q4_K_M" and model.path.read_bytes() == data
@@ -181,7 +182,7 @@ async def test_downloader_reports_hub_errors_on_screen(fake_hub):
         assert "was not found" in str(screen.query_one("#download-status").render())
         await ask(pilot, screen, "corp/Gated-GGUF")
         await press_and_wait(pilot, "enter")
-        assert any("is gated: accept its license" in n.message for n in app._notifications)
+        assert was_notified(app, "is gated: accept its license")
         assert store_models() == []
 
 
@@ -193,7 +194,7 @@ async def test_choosing_the_loaded_model_does_not_reload_it(starter_installed):
         await settle(pilot)
         picker = await open_picker(pilot)
         await choose(pilot, picker, "starter")
-        assert made == [] and any("already loaded" in n.message for n in app._notifications)
+        assert made == [] and was_notified(app, "already loaded")
 
 
 
@@ -219,7 +220,7 @@ async def test_gpu_layers_on_a_build_without_offload_is_disabled_with_a_one_line
                      backend_factory=lambda p, **kw: made.append((p, kw)) or RecordingBackend(), blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
-        assert any(n.message == notice and n.severity == "warning" for n in app._notifications)
+        assert any(n.message == notice and n.severity == "warning" for n in notifications(app))
         slider = await focus_gpu_slider(pilot)
         assert slider.disabled and not slider.has_focus  # a disabled widget takes no focus, no keys
         assert slider.value == 0 and slider.spec.maximum == INFO.n_layers
@@ -230,7 +231,7 @@ async def test_gpu_layers_on_a_build_without_offload_is_disabled_with_a_one_line
         await pilot.press("tab", "right", "right")  # keys elsewhere never reach it
         await pilot.pause()
         assert slider.value == 0 and made == []
-        assert not [n for n in app._notifications if n.title == "GPU layers"]
+        assert not [n for n in notifications(app) if n.title == "GPU layers"]
 
 
 async def test_the_gpu_layers_slider_is_disabled_for_a_server_and_until_a_model_is_loaded():
@@ -277,12 +278,12 @@ async def test_the_gpu_layers_slider_reloads_the_model_and_keeps_the_conversatio
         slider = await focus_gpu_slider(pilot)
         assert slider.value == 16
         await pilot.press("left", "left", "left")  # one reload, after the slider rests
-        await pilot.pause(1.2)
+        await wait_for(pilot, lambda: made, "the reload once the slider rests")
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()
         assert made == [(path, {"gpu_layers": 13})]
         assert app.status.model.device == "GPU 13/16 layers" and slider.value == 13
-        assert any("Reloaded Fake 1B: GPU 13/16 layers" in n.message for n in app._notifications)
+        assert was_notified(app, "Reloaded Fake 1B: GPU 13/16 layers")
         assert len(app.chat.messages()) == 2  # the conversation goes on
         picker = await open_picker(pilot)
         assert "● loaded (GPU 13/16 layers)" in str(picker.query_one("#picker-status").render())

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from fakes import INFO, RecordingBackend, open_picker, settle
+from helpers import wait_for, was_notified
 from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
@@ -62,7 +63,7 @@ async def test_the_picker_opens_a_gguf_by_path_and_remembers_it(tmp_path):
         await type_path(pilot, picker, str(model))
         assert made == [model]  # checked, then loaded
         assert app.status.model.path == str(model) and not isinstance(app.screen, ModelPicker)
-        assert any("Loaded file:my-model-Q8_0" in n.message for n in app._notifications)
+        assert was_notified(app, "Loaded file:my-model-Q8_0")
 
         picker = await open_picker(pilot)  # remembered: listed, and shown as the loaded one
         row = [m.name for m in picker.models].index("file:my-model-Q8_0")
@@ -143,10 +144,7 @@ async def test_the_path_line_completes_as_you_type(tmp_path):
         await pilot.press("o")
         field = picker.query_one("#picker-path")
         field.insert_text_at_cursor(f"{tmp_path}/mo")
-        for _ in range(100):  # the suggestion comes from a worker
-            if field._suggestion:
-                break
-            await pilot.pause(0.02)
+        await wait_for(pilot, lambda: field._suggestion, "the path's suggestion")  # from a worker
         assert field._suggestion == f"{tmp_path}/models/"
         await pilot.press("right")  # accepts it
         assert field.value == f"{tmp_path}/models/"

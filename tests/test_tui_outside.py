@@ -15,6 +15,7 @@ from rich.segment import Segment
 from fakes import INFO, RecordingBackend, settle
 from ggufgen import gguf_bytes
 from openai_stub import StubServer
+from helpers import notifications, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.downloader import DownloadScreen
@@ -137,7 +138,7 @@ async def test_a_servers_error_is_shown_as_text_live_and_when_the_conversation_i
             await pause(pilot)
             reply = app.chat.messages()[-1]
             assert BAD in reply.query_one(".message--status").render().plain
-            assert any(BAD in n.message for n in app._notifications)
+            assert was_notified(app, BAD)
             Rendered(app).check(BAD)
             cid = app.chatlog.conversation_id
             assert cid is not None
@@ -234,7 +235,7 @@ async def test_deleting_a_conversation_titled_with_markup(tmp_path: Path):
         await pilot.press("y")
         await settle(pilot)
         await pause(pilot)
-        assert any(TITLE in n.message for n in app._notifications)
+        assert was_notified(app, TITLE)
         Rendered(app).check("[/crash]")
         with History(db) as other:
             assert other.count() == 0
@@ -255,7 +256,7 @@ async def test_renaming_a_conversation_titled_with_markup(tmp_path: Path):
         await pilot.press("enter")
         await settle(pilot)
         await pause(pilot)
-        assert any("[/crash] renamed" in n.message for n in app._notifications)
+        assert was_notified(app, "[/crash] renamed")
         Rendered(app).check("[/crash] renamed")
     with History(db) as other:
         assert other.get(cid).title == "[/crash] renamed [link=https://x]t"
@@ -291,8 +292,8 @@ class HostileBackend(RecordingBackend):
 
 def check_notifications(app) -> None:
     """Every notification so far: plain text (never markup), sanitised."""
-    assert app._notifications
-    for n in app._notifications:
+    assert notifications(app)
+    for n in notifications(app):
         assert not n.markup, n.message
         for text in (n.message, n.title):
             assert "\x1b" not in text and not C1 & set(text), repr(text)
@@ -377,8 +378,8 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         for text in ("/nope[/crash]", "/set top_k [/crash]"):
             app.prompt_input.post_message(PromptInput.Submitted(text))
             await pause(pilot)
-        assert any("/nope[/crash]" in n.message for n in app._notifications)
-        assert any("[/crash]" in n.message and "top_k" in n.message for n in app._notifications)
+        assert was_notified(app, "/nope[/crash]")
+        assert any("[/crash]" in n.message and "top_k" in n.message for n in notifications(app))
         Rendered(app).check("[/crash]")
 
         # The reply's links: an http one asks first (the URL shown as text), others are refused.
@@ -394,7 +395,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
             if isinstance(app.screen, ConfirmScreen):
                 Rendered(app).check()
                 await pilot.press("n")
-        assert any("javascript" in n.message for n in app._notifications)
+        assert was_notified(app, "javascript")
 
         # A failed reply: its status line and the notification quote the error.
         backend.fail = HOSTILE
@@ -438,7 +439,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         Rendered(app).check(DIR_SHOWN)
         await pilot.press("n")
         await pause(pilot)
-        assert any("Exported to" in n.message for n in app._notifications)
+        assert was_notified(app, "Exported to")
         check_notifications(app)
         app.clear_notifications()
 
@@ -459,7 +460,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         await settle(pilot)
         await pause(pilot)
         # The conversation opened was had with another model: said in a notification.
-        assert any(f"This conversation was with old {SHOWN};" in n.message for n in app._notifications)
+        assert was_notified(app, f"This conversation was with old {SHOWN};")
         Rendered(app).check(*PIECES)
         check_notifications(app)
         app.clear_notifications()
@@ -475,7 +476,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         await pilot.press("enter")
         await app.workers.wait_for_complete()
         await pause(pilot)
-        assert any("Could not load" in n.message for n in app._notifications)
+        assert was_notified(app, "Could not load")
         Rendered(app).check()
         check_notifications(app)
         app.clear_notifications()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 
 from fakes import send, settle
+from helpers import was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.model_picker import RemoteModelPicker
 from vibechat.engine.chat.history import History
@@ -51,7 +52,7 @@ async def test_the_chat_on_a_server(stub, tmp_path: Path):
         await pilot.pause()
         assert app.backend is backend and app.status.model.name == "stub-large"
         assert app.conversation.turns == [] and app.chat.messages() == []
-        assert any("Switched to stub-large" in n.message for n in app._notifications)
+        assert was_notified(app, "Switched to stub-large")
         await send(pilot, "Hello again.")
         assert stub.last_body["model"] == "stub-large"
 
@@ -82,7 +83,7 @@ async def test_a_server_that_is_down_is_explained_and_the_picker_says_so(tmp_pat
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         assert app.status.state == "no model"
-        assert any("connection refused" in n.message for n in app._notifications)
+        assert was_notified(app, "connection refused")
         await pilot.press("f3")
         picker = app.screen
         assert isinstance(picker, RemoteModelPicker)

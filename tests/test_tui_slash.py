@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from fakes import INFO, RecordingBackend, send, settle
+from helpers import notices
 from ggufgen import write_gguf
 from vibechat.app.tui import create_app
 from vibechat.app.tui.help_screen import HelpScreen
@@ -45,7 +46,7 @@ def info_rows(text: str) -> dict[str, str]:
 
 
 def messages(app) -> list[str]:
-    return [n.message for n in app._notifications]
+    return notices(app)
 
 
 async def test_set_takes_ollamas_syntax_and_names():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 
 from fakes import RecordingBackend, send, settle
+from helpers import wait_for
 from vibechat.app.appconfig import load_app_config
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
@@ -32,14 +33,6 @@ def header(block: ThinkingBlock) -> str:
 
 def body(block: ThinkingBlock) -> str:
     return str(block.query_one(".thinking--body").render())
-
-
-async def wait_for(pilot, condition, tries: int = 250) -> None:
-    for _ in range(tries):
-        if condition():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("the condition never held")
 
 
 async def test_reasoning_content_folds_when_the_answer_starts_and_toggles(stub, tmp_path: Path):
@@ -115,8 +108,8 @@ async def test_the_live_line_while_thinking_then_esc_keeps_it_stopped(stub, tmp_
         assert line.endswith("Then red [bold]ideas[/bold]")
         assert "\x1b" not in line and "\n" not in line
         before = block.seconds
-        await pilot.pause(0.3)
-        assert block.seconds > before and header(block).startswith("▸ Thinking… ")  # the clock runs
+        await wait_for(pilot, lambda: block.seconds > before, "the thinking clock to run")
+        assert header(block).startswith("▸ Thinking… ")  # the clock runs
 
         await pilot.press("escape")
         await settle(pilot)
