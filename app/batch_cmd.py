@@ -25,7 +25,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from vibechat.engine.turns.backend import Backend, ModelInfo
 from vibechat.engine.chat.batch import BatchLineError, BatchRequest, read_requests
@@ -36,15 +36,16 @@ from vibechat.engine.files import kind_of
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import unswitchable
-from vibechat.engine.sanitize import sanitize
 from vibechat.engine.chat.session import ChatSession
 
 from .bounds import bound_line
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from .report import ReplyMeter, format_stats, json_stats, reply_object, structured_state
-from .run_cmd import (EXIT_INCOMPLETE, ThinkingEcho, empty_reply_line, incomplete_line, is_empty_reply,
-                      load_or_interrupt, trim_notice)
+from .report import ReplyMeter, RunResult, format_stats
+from .run_cmd import EXIT_INCOMPLETE, ThinkingEcho, empty_reply_line, incomplete_line, load_or_interrupt, trim_notice
+
+if TYPE_CHECKING:
+    from .run_plan import RunPlan
 
 
 @dataclass
@@ -126,18 +127,13 @@ class _Batch:
         self.out.write(safe_json(obj) + "\n")
         self.out.flush()
 
-    def report(self, line: int, message: str, request_id: str | int | None, has_id: bool,
+    def report(self, line: int, message: str, request_id: str | int | None,
                conversation_id: int | None = None) -> None:
         self.failed += 1
         self.err.write(plain(f"vibechat: {self.source} line {line}: {message}") + "\n")
         self.err.flush()
-        obj: dict[str, object] = {"line": line}
-        if has_id:
-            obj["id"] = request_id
-        obj["error"] = message
-        if conversation_id is not None:
-            obj["conversation_id"] = conversation_id
-        self.write(obj)
+        self.write(RunResult(line=line, request_id=request_id, line_error=message,
+                             conversation_id=conversation_id).to_json())
 
     def run_one(self, request: BatchRequest, stop_requested) -> None:
         params = request.params(self.options.params)
@@ -148,7 +144,7 @@ class _Batch:
         try:
             self.session.check_prompt(request.prompt)  # before it is saved
         except VibechatError as exc:
-            self.report(request.line, str(exc).rstrip("."), request.id, request.id is not None)
+            self.report(request.line, str(exc).rstrip("."), request.id)
             return
         chat.add_user(request.prompt)
         meter = ReplyMeter()  # the reply's wall time (elapsed_ms)
@@ -162,26 +158,17 @@ class _Batch:
                     echo.close()
         except VibechatError as exc:  # e.g. a prompt longer than the context
             self._after(chat)
-            self.report(request.line, str(exc).rstrip("."), request.id, request.id is not None,
-                        chat.conversation_id)
+            self.report(request.line, str(exc).rstrip("."), request.id, chat.conversation_id)
             return
         self._after(chat)
         done = result.done
-        head: dict[str, object] = {"line": request.line}
-        if request.id is not None:
-            head["id"] = request.id
-        used = done.params or params
-        finish_reason = "cancelled" if result.interrupted else done.finish_reason
-        empty = not result.interrupted and is_empty_reply(result.text, finish_reason, used, done.stats)
-        obj = reply_object(
-            head=head, per_line=True, text=result.text if self.options.raw else sanitize(result.text),
-            thinking=done.thinking if self.options.raw else sanitize(done.thinking), info=self.info,
-            conversation_id=chat.conversation_id, params=used, finish_reason=finish_reason,
-            stats=json_stats(done.stats, meter=meter), structured=structured_state(used, finish_reason, result.text),
-            empty=empty)
+        report = RunResult.of_answer(result, params=params, info=self.info, conversation_id=chat.conversation_id,
+                                     raw=self.options.raw, meter=meter)
+        report.line, report.request_id = request.line, request.id
+        used = report.params or params
         self.done += 1
-        self.write(obj)
-        if empty:  # said, as `run` says it (which exits 4); the batch goes on
+        self.write(report.to_json())
+        if report.empty:  # said, as `run` says it (which exits 4); the batch goes on
             self.err.write(plain(f"vibechat: {self.source} line {request.line}: "
                                  f"{empty_reply_line(self.info, bool(done.thinking.strip()))}") + "\n")
             self.err.flush()
@@ -230,7 +217,7 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
                 if item is None:
                     break
                 if isinstance(item, BatchLineError):
-                    batch.report(item.line, item.message, item.id, item.id is not None)
+                    batch.report(item.line, item.message, item.id)
                 else:
                     batch.run_one(item, lambda: interrupt.requested)
     except BrokenPipeError:  # `| head -n 3`: stop quietly
@@ -273,11 +260,10 @@ def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_i
                                 f"and a new conversation; drop {flag}.")
 
 
-def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True,
+def batch_main(path: str, plan: RunPlan, *, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True,
                show_thinking: bool = False) -> int:
-    """``vibechat run --prompts-file PATH`` with the effective ``config`` (flags applied)."""
-    from vibechat.engine.settings.knobs import EngineSettings
-
+    """``vibechat run --prompts-file PATH`` as ``plan`` says (the model, the command's system
+    prompt and parameters; each line may set its own)."""
     from .backends import make_backend
     from .progress import pull_with_progress
 
@@ -288,8 +274,8 @@ def batch_main(path: str, *, config, no_save: bool, raw: bool, show_stats: bool,
         _check_not_blank(prompts, source)
         if not no_save:
             history = History().open()  # a read-only data dir fails here, in one line, before any work
-        backend = make_backend(EngineSettings.from_config(config), pull=pull_with_progress)
-        options = BatchOptions(system=config.system_prompt, params=config.params, raw=raw, show_stats=show_stats,
+        backend = make_backend(plan.engine, pull=pull_with_progress)
+        options = BatchOptions(system=plan.system, params=plan.params, raw=raw, show_stats=show_stats,
                                reuse_prefix=reuse_prefix, show_thinking=show_thinking)
         return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)
     finally:

@@ -7,13 +7,9 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-
-from vibechat.engine.settings.knobs import EngineSettings
 
 from .clitools import echo, guard
 from .config_cmd import config_app
@@ -23,7 +19,8 @@ from .models_cmd import list_cmd as models_list
 from .models_cmd import models_app
 from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
-from .presets_cmd import PresetOpt, presets_app, with_preset
+from .presets_cmd import PresetOpt, presets_app
+from .run_plan import RunFlags, RunPlan
 from .options import (
     ApiKeyEnvOpt,
     BackendOpt,
@@ -32,7 +29,6 @@ from .options import (
     DraftOpt,
     DraftModelOpt,
     DraftTokensOpt,
-    EngineFlags,
     PromptFormatOpt,
     RepackOpt,
     GpuLayersOpt,
@@ -54,7 +50,6 @@ from .options import (
     TopKOpt,
     TopPOpt,
     engine_flags,
-    with_flags,
 )
 
 cli = typer.Typer(
@@ -207,6 +202,7 @@ def main_callback(
     ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
     if ctx.invoked_subcommand is not None:
         return
+    flags = RunFlags(engine=engine, sampling=sampling, system=system, preset=preset)
 
     def start() -> int:
         from .appconfig import load_app_config
@@ -214,11 +210,10 @@ def main_callback(
 
         # A problem in the config does not stop the chat: a bad key is left out on its own (a
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
-        loaded = with_flags(with_preset(load_app_config(), preset), engine, sampling, system)
-        config = loaded.config
-        check_draft_tokens(engine, config)
-        return run_tui(engine=EngineSettings.from_config(config), params=config.params,
-                       system=config.system_prompt, config=loaded, save=not no_save)
+        plan = RunPlan.of(load_app_config(), flags)
+        plan.check()
+        return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
+                       save=not no_save)
 
     code = guard(start)
     if code:  # the chat crashed (its traceback is on the screen): say so to the shell too
@@ -309,6 +304,7 @@ def run(
                           kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
                           draft_model=draft_model, repack=repack, prompt_format=prompt_format)
     sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
+    flags = RunFlags(engine=engine, sampling=sampling, system=system, preset=preset)
 
     from .run_cmd import JsonFailure
 
@@ -338,32 +334,22 @@ def run(
             echo(f"vibechat: warning: {warning}", err=True)
         if loaded.problem:
             raise ConfigError(loaded.problem)
-        config = with_flags(with_preset(loaded, preset), engine, sampling, system).config
-        failure.model, failure.params = config.model, config.params
-        check_draft_tokens(engine, config)
-        output_format = structured_output(json_schema, grammar, EngineSettings.from_config(config))
-        if output_format is not None:  # checked before any model loads
-            config = replace(config, params=config.params.replace(output_format=output_format))
+        plan = RunPlan.of(loaded, flags)
+        failure.model, failure.params = plan.config.model, plan.params
+        plan.check()
+        # checked before any model loads
+        plan = plan.with_output_format(structured_output(json_schema, grammar, plan.engine))
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
-            return batch_main(prompts_file, config=config, no_save=no_save or not config.save_runs, raw=raw,
+            return batch_main(prompts_file, plan, no_save=not plan.saves(no_save, continuing=False), raw=raw,
                               show_stats=stats, reuse_prefix=not no_prefix_cache, show_thinking=show_thinking)
-        # save_runs = false keeps runs out of the history, except one that asks to add to a saved conversation.
-        chat = open_chat(no_save=no_save or (not config.save_runs and not continue_ and conversation is None),
-                         continue_latest=continue_, conversation_id=conversation)
-        choice = EngineSettings.from_config(config)
-        params, system_prompt = config.params, config.system_prompt
+        plan = plan.open_conversation(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
+        chat = plan.chat
+        assert chat is not None
         failure.conversation_id = chat.conversation_id
-        if chat.conversation_id is not None:  # continuing: the conversation's settings, under the flags
-            params = sampling.to_params(chat.conversation.params)
-            if output_format is not None:
-                params = params.replace(output_format=output_format)
-            system_prompt = system  # None keeps the conversation's
-            if "model" not in engine and chat.model_path and Path(chat.model_path).is_file():
-                choice = replace(choice, model=chat.model_path)
         text = read_prompt(prompt, sys.stdin)
-        backend = make_backend(choice, pull=pull_with_progress)
-        failure.model, failure.params = choice.model, params
-        request = RunRequest(prompt=text, system=system_prompt, params=params,
+        backend = make_backend(plan.engine, pull=pull_with_progress)
+        failure.model, failure.params = plan.engine.model, plan.params
+        request = RunRequest(prompt=text, system=plan.system, params=plan.params,
                              json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking)
         failure.request = request
         try:
@@ -439,48 +425,6 @@ def structured_output(json_schema: str | None, grammar: str | None, choice):
     except VibechatError as exc:
         raise VibechatError(f"{flag}: {exc}") from None
     return fmt
-
-
-def check_draft_tokens(engine: EngineFlags, config) -> None:
-    """--draft-tokens sizes speculative drafts: given while drafting is off (no --draft
-    prompt-lookup, nor speculative in the config), it would be ignored without a word."""
-    from vibechat.engine.errors import VibechatError
-    from vibechat.engine.settings.knobs import check_speculative
-
-    if (engine.get("draft_tokens") is not None and check_speculative(config.speculative or "off") == "off"
-            and not config.draft_model):
-        raise VibechatError("--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
-                            "or drop --draft-tokens.")
-
-
-def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | None):
-    """The ``ChatLog`` a ``run`` adds to: a new saved conversation, a saved one to continue,
-    or (``--no-save``) one kept in memory only."""
-    from vibechat.engine.chat.chatlog import ChatLog
-    from vibechat.engine.chat.conversation import Conversation
-    from vibechat.engine.errors import VibechatError
-    from vibechat.engine.chat.history import History
-
-    if continue_latest and conversation_id is not None:
-        raise VibechatError("--continue and --conversation both pick a conversation: use one of them.")
-    if no_save:
-        if continue_latest or conversation_id is not None:
-            raise VibechatError("--no-save cannot add to a saved conversation: drop --no-save, "
-                                "or --continue/--conversation.")
-        return ChatLog(Conversation())
-    history = History().open()  # a read-only data dir fails here, in one line, before any work
-    try:
-        if continue_latest:
-            latest = history.latest()
-            if latest is None:
-                raise VibechatError("no saved conversation to continue yet: ask without --continue first.")
-            conversation_id = latest.id
-        if conversation_id is not None:
-            return ChatLog.open(history, conversation_id)
-    except BaseException:
-        history.close()
-        raise
-    return ChatLog(Conversation(), history, source="run")
 
 
 def _click_exception(name: str) -> Any:

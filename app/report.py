@@ -1,15 +1,21 @@
 """How a reply's statistics and the engine's settings are reported: one line of text (``run
 --stats``, ``--prompts-file --stats``, the chat's stats panel), the ``engine`` object of
-``--json`` and the one object ``--json`` prints (``reply_object``: also on failure, with an
-``error``), and whether a structured reply is whole (``structured_state``: ``run``,
-``--prompts-file`` and the chat say it alike). Shared by the CLI commands and the TUI, so it
+``--json`` and the one object ``--json`` prints (``RunResult.to_json``: also on failure, with
+an ``error``, and each line of ``--prompts-file``), and whether a structured reply is whole
+(``structured_state``: ``run``, ``--prompts-file`` and the chat say it alike). Shared by the CLI commands and the TUI, so it
 imports neither."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from vibechat.engine.turns.backend import GenerationStats, ModelInfo
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
+
+if TYPE_CHECKING:
+    from vibechat.engine.chat.session import Answer
 
 
 def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
@@ -151,40 +157,92 @@ def error_object(message: str, kind: str, exit_status: int) -> dict[str, object]
     return {"message": line, "kind": kind, "exit_status": exit_status}
 
 
-def reply_object(*, text: str = "", thinking: str = "", info: ModelInfo | None = None, model: str | None = None,
-                 conversation_id: int | None = None, params: SamplingParams | None = None,
-                 finish_reason: str | None = None, stats: dict[str, object] | None = None,
-                 structured: str | None = None, error: dict[str, object] | None = None, empty: bool = False,
-                 head: dict[str, object] | None = None, per_line: bool = False) -> dict[str, object]:
-    """THE object ``run --json`` prints, and each result line of ``--prompts-file``
-    (``per_line``: after ``head``, its ``line`` and ``id``; without the engine, the same for
-    every line): whatever is known, also when the run failed (``error``, and null for what
-    is not known). ``model``: the name asked for, when no model was loaded (``info`` None).
-    A server's model has no file: ``model`` is the server's id, ``model_path`` null."""
-    seed = params.seed if params is not None else None
-    obj: dict[str, object] = dict(head or {})
-    obj.update({
-        "text": text,
-        "thinking": thinking,
-        "model": sanitize(info.name) if info is not None else (sanitize(model) if model else None),
-    })
-    if not per_line:
-        obj["model_path"] = info.path if info is not None and not info.server else None
-    obj.update({"conversation_id": conversation_id,
-                "params": params.to_dict() if params is not None else None})
-    if not per_line:
-        obj["prompt_format"] = info.prompt_format if info is not None else None
-    obj.update({"finish_reason": finish_reason,
-                "stats": stats if stats is not None else json_stats(None, seed=seed)})
-    if not per_line:
-        obj["engine"] = engine_dict(info) if info is not None else None
-    if structured is not None:  # under --json-schema/--grammar: whether the JSON (grammar) is whole
-        obj["structured_output"] = structured
-    if empty:
-        obj["empty"] = True
-    if error is not None:
-        obj["error"] = error
-    return obj
+@dataclass
+class RunResult:
+    """What a run reports to a script, and THE one place its JSON object is made
+    (:meth:`to_json`): ``run --json``'s object (on success and on failure: ``error`` with the
+    message, kind and exit status, null for what is not known), each result line of
+    ``--prompts-file`` (``line`` set: after ``line`` and ``id``, the same keys less those of
+    the engine, which are the same for every line) and a line that failed (``line_error``:
+    ``line``, ``id``, ``error`` as text, ``conversation_id``: a documented format).
+
+    ``model``: the name asked for, when no model was loaded (``info`` None). A server's
+    model has no file: ``model`` is the server's id, ``model_path`` null."""
+
+    text: str = ""
+    thinking: str = ""
+    info: ModelInfo | None = None
+    model: str | None = None
+    conversation_id: int | None = None
+    params: SamplingParams | None = None
+    finish_reason: str | None = None
+    stats: dict[str, object] | None = None  # None: unknown (the seed sent, the rest null)
+    structured: str | None = None  # under --json-schema/--grammar: whether the JSON (grammar) is whole
+    error: dict[str, object] | None = None  # error_object(): the run failed (or its reply was empty)
+    empty: bool = False  # the reply ended by itself with no text
+    line: int | None = None  # --prompts-file: the line this result answers
+    request_id: str | int | None = None  # --prompts-file: the line's own "id", if it gave one
+    line_error: str | None = None  # --prompts-file: the line failed, for this reason
+
+    @classmethod
+    def of_answer(cls, answer: Answer, *, params: SamplingParams, info: ModelInfo, conversation_id: int | None,
+                  raw: bool, meter: ReplyMeter | None) -> RunResult:
+        """A reply that ended (by itself, at a limit, or stopped by Ctrl-C): its text and
+        thinking as shown (sanitized unless ``raw``), the parameters the backend used
+        (``params``: those sent, where it did not say), the statistics and whether it is empty."""
+        done = answer.done
+        used = done.params or params
+        finish_reason = "cancelled" if answer.interrupted else done.stats.finish_reason
+        return cls(text=answer.text if raw else sanitize(answer.text),
+                   thinking=done.thinking if raw else sanitize(done.thinking), info=info,
+                   conversation_id=conversation_id, params=used, finish_reason=finish_reason,
+                   stats=json_stats(done.stats, meter=meter),
+                   structured=structured_state(used, finish_reason, answer.text),
+                   empty=not answer.interrupted and is_empty_reply(answer.text, finish_reason, used, done.stats))
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON object (key order included: scripts and tests read it as printed)."""
+        obj: dict[str, object] = {}
+        per_line = self.line is not None
+        if per_line:
+            obj["line"] = self.line
+            if self.request_id is not None:
+                obj["id"] = self.request_id
+            if self.line_error is not None:
+                obj["error"] = self.line_error
+                if self.conversation_id is not None:
+                    obj["conversation_id"] = self.conversation_id
+                return obj
+        info, params = self.info, self.params
+        obj["text"], obj["thinking"] = self.text, self.thinking
+        obj["model"] = sanitize(info.name) if info is not None else (sanitize(self.model) if self.model else None)
+        if not per_line:
+            obj["model_path"] = info.path if info is not None and not info.server else None
+        obj["conversation_id"] = self.conversation_id
+        obj["params"] = params.to_dict() if params is not None else None
+        if not per_line:
+            obj["prompt_format"] = info.prompt_format if info is not None else None
+        obj["finish_reason"] = self.finish_reason
+        obj["stats"] = self.stats if self.stats is not None else json_stats(
+            None, seed=params.seed if params is not None else None)
+        if not per_line:
+            obj["engine"] = engine_dict(info) if info is not None else None
+        if self.structured is not None:
+            obj["structured_output"] = self.structured
+        if self.empty:
+            obj["empty"] = True
+        if self.error is not None:
+            obj["error"] = self.error
+        return obj
+
+
+def is_empty_reply(text: str, finish_reason: str, params: SamplingParams, stats: GenerationStats) -> bool:
+    """Whether a reply that ended by itself has no text to show: the model (or the server)
+    sent none. A reply that one of the user's ``--stop`` strings cut at its very start is
+    what was asked for, not an empty reply."""
+    if finish_reason != "stop" or text.strip():
+        return False
+    return not (params.stop and stats.completion_tokens)
 
 
 def structured_state(params: SamplingParams | None, finish_reason: str, text: str) -> str | None:

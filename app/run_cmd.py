@@ -30,7 +30,7 @@ from vibechat.engine.settings.think_switch import unswitchable
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
 from .bounds import bound_line, limit_that_cut
-from .report import ReplyMeter, error_kind, error_object, format_stats, json_stats, reply_object, structured_state
+from .report import ReplyMeter, RunResult, error_kind, error_object, format_stats, json_stats, structured_state
 
 
 EXIT_FAILED = 1  # a failure, said in one line on stderr
@@ -70,8 +70,8 @@ class JsonFailure:
     def write(self, message: str, kind: str, exit_status: int) -> None:
         if not self.enabled or (self.request is not None and self.request.printed):
             return
-        obj = reply_object(model=self.model, params=self.params, conversation_id=self.conversation_id,
-                           error=error_object(message, kind, exit_status))
+        obj = RunResult(model=self.model, params=self.params, conversation_id=self.conversation_id,
+                        error=error_object(message, kind, exit_status)).to_json()
         try:
             self.out.write(safe_json(obj) + "\n")
             self.out.flush()
@@ -142,8 +142,8 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
         except VibechatError as exc:
             session.stop_writing()
             if request.json_output:
-                obj = reply_object(info=info, conversation_id=session.chat.conversation_id, params=request.params,
-                                   error=error_object(str(exc), error_kind(exc), EXIT_FAILED))
+                obj = RunResult(info=info, conversation_id=session.chat.conversation_id, params=request.params,
+                                error=error_object(str(exc), error_kind(exc), EXIT_FAILED)).to_json()
                 _end_output(request, out, "", obj)
             raise
         try:
@@ -226,8 +226,8 @@ def incomplete_line(params: SamplingParams, stats: GenerationStats, info: ModelI
 def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
     """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing saved."""
     params = request.params
-    return reply_object(params=params, finish_reason="cancelled",
-                        structured=None if params.output_format is None else "incomplete")
+    return RunResult(params=params, finish_reason="cancelled",
+                     structured=None if params.output_format is None else "incomplete").to_json()
 
 
 def load_or_interrupt(session: ChatSession, ctrl_c: CtrlC) -> ModelInfo:
@@ -304,20 +304,16 @@ def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info:
     """The reply's end (its JSON object, the statistics, the lines for an empty or cut
     reply) and the exit status they give. ``save_problem``: saving stopped (its line is
     already on stderr): ``--json``'s object carries it as the error, kind ``history``."""
-    done, interrupted = result.done, result.interrupted
-
-    text, stats = result.text if request.raw else sanitize(result.text), done.stats
-    used = done.params or request.params
-    finish_reason = "cancelled" if interrupted else stats.finish_reason
-    empty = not interrupted and is_empty_reply(result.text, finish_reason, used, stats)
-    empty_line = empty_reply_line(info, bool(done.thinking.strip())) if empty else None
-    obj = reply_object(
-        text=text, thinking=done.thinking if request.raw else sanitize(done.thinking), info=info,
-        conversation_id=conversation_id, params=used, finish_reason=finish_reason,
-        stats=json_stats(stats, meter=meter), structured=structured_state(used, finish_reason, result.text),
-        empty=empty, error=error_object(empty_line, "empty", EXIT_EMPTY) if empty_line is not None
-        else None if save_problem is None else error_object(save_problem, "history", EXIT_FAILED))
-    if not _end_output(request, out, text, obj, tail):
+    done, interrupted, stats = result.done, result.interrupted, result.done.stats
+    report = RunResult.of_answer(result, params=request.params, info=info, conversation_id=conversation_id,
+                                 raw=request.raw, meter=meter)
+    used = report.params or request.params
+    empty_line = empty_reply_line(info, bool(done.thinking.strip())) if report.empty else None
+    if empty_line is not None:
+        report.error = error_object(empty_line, "empty", EXIT_EMPTY)
+    elif save_problem is not None:
+        report.error = error_object(save_problem, "history", EXIT_FAILED)
+    if not _end_output(request, out, report.text, report.to_json(), tail):
         return 0
     if request.show_stats and not interrupted:
         err.write(plain(format_stats(done.stats, info)) + "\n")  # names the model's device or server
@@ -340,15 +336,6 @@ def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info:
     return 0
 
 
-def is_empty_reply(text: str, finish_reason: str, params: SamplingParams, stats: GenerationStats) -> bool:
-    """Whether a reply that ended by itself has no text to show: the model (or the server)
-    sent none. A reply that one of the user's ``--stop`` strings cut at its very start is
-    what was asked for, not an empty reply."""
-    if finish_reason != "stop" or text.strip():
-        return False
-    return not (params.stop and stats.completion_tokens)
-
-
 def empty_reply_line(info: ModelInfo, thought: bool = False) -> str:
     """The stderr line for a reply that ended by itself with no text: who sent nothing, and
     where to look (a server's chat template or reasoning format, a model that needs a
@@ -369,11 +356,11 @@ def _write_failed(request: RunRequest, out: TextIO, text: str, info: ModelInfo, 
     received, timings), null where unknown; the seed is the one sent."""
     text = text if request.raw else sanitize(text)
     cut = isinstance(error, StreamInterrupted)
-    obj = reply_object(text=text, info=info, conversation_id=chat.conversation_id, params=params,
-                       finish_reason="interrupted" if cut else "error",
-                       stats=json_stats(None, seed=params.seed, meter=meter),
-                       structured=None if params.output_format is None else "incomplete",
-                       error=error_object(str(error), error_kind(error), EXIT_FAILED))
+    obj = RunResult(text=text, info=info, conversation_id=chat.conversation_id, params=params,
+                    finish_reason="interrupted" if cut else "error",
+                    stats=json_stats(None, seed=params.seed, meter=meter),
+                    structured=None if params.output_format is None else "incomplete",
+                    error=error_object(str(error), error_kind(error), EXIT_FAILED)).to_json()
     _end_output(request, out, text, obj, tail)
 
 

@@ -1,0 +1,161 @@
+"""What to run: the model and engine, the sampling parameters, the system prompt and the
+conversation it continues, decided once from the loaded config, a preset and the command's
+flags (:class:`RunPlan`). The chat (``vibechat``), ``vibechat run`` and ``run --prompts-file``
+each build one and act on it, so a setting reaches all three the same way:
+
+    flags > preset > ``VIBECHAT_*`` > the config file > defaults
+
+and, for ``run --continue`` / ``--conversation``, flags > preset > the saved conversation's
+own model, system prompt and parameters > the config (the conversation was set up on
+purpose: the standing defaults do not change it; a preset named on purpose does).
+
+Headless: no Textual, no Rich, no llama.cpp; nothing is loaded or opened here but the
+config's presets (``--preset``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vibechat.engine.settings.knobs import EngineSettings
+
+from .options import EngineFlags, SamplingChoice, with_flags
+
+if TYPE_CHECKING:
+    from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.settings.config import Config, LoadedConfig
+    from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.settings.presets import Preset
+    from vibechat.engine.settings.structured import OutputFormat
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """What the command line asked for, as typed: the engine flags given (by config key),
+    the sampling flags, ``--system`` and ``--preset`` (None: not given)."""
+
+    engine: EngineFlags = field(default_factory=dict)
+    sampling: SamplingChoice = field(default_factory=SamplingChoice)
+    system: str | None = None
+    preset: str | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a command runs (see the module docstring). ``system`` None: no system prompt, or,
+    continuing a conversation, the conversation's own; ``chat``: the conversation a ``run``
+    adds to (None until :meth:`continuing`)."""
+
+    loaded: LoadedConfig  # the config with the preset and the flags on top (``config show``'s view)
+    flags: RunFlags
+    engine: EngineSettings  # the model and how it runs
+    params: SamplingParams
+    system: str | None
+    preset: Preset | None = None
+    output_format: OutputFormat | None = None  # --json-schema / --grammar
+    chat: ChatLog | None = None
+
+    @classmethod
+    def of(cls, loaded: LoadedConfig, flags: RunFlags) -> RunPlan:
+        """The plan for ``loaded`` (file and variables) with ``flags.preset`` and the flags on
+        top. An unknown or broken preset, or a flag's bad value, raises one line."""
+        preset = None
+        if flags.preset is not None:
+            from vibechat.engine.settings.preset_file import apply_to_loaded, load_presets
+
+            preset = load_presets(loaded.path).get(flags.preset)
+            loaded = apply_to_loaded(loaded, preset)
+        loaded = with_flags(loaded, flags.engine, flags.sampling, flags.system)
+        config = loaded.config
+        return cls(loaded=loaded, flags=flags, engine=EngineSettings.from_config(config), params=config.params,
+                   system=config.system_prompt, preset=preset)
+
+    @property
+    def config(self) -> Config:
+        return self.loaded.config
+
+    def check(self) -> None:
+        """Flags that would be ignored without a word are refused: ``--draft-tokens`` while
+        drafting is off (no ``--draft``, nor ``speculative`` or a draft model in the config)."""
+        from vibechat.engine.errors import VibechatError
+        from vibechat.engine.settings.knobs import check_speculative
+
+        config = self.config
+        if (self.flags.engine.get("draft_tokens") is not None
+                and check_speculative(config.speculative or "off") == "off" and not config.draft_model):
+            raise VibechatError("--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
+                                "or drop --draft-tokens.")
+
+    def with_output_format(self, output_format: OutputFormat | None) -> RunPlan:
+        """The reply constrained to ``output_format`` (``--json-schema``/``--grammar``; None:
+        as the config and preset say)."""
+        if output_format is None:
+            return self
+        return replace(self, output_format=output_format, params=self.params.replace(output_format=output_format))
+
+    def saves(self, no_save: bool, continuing: bool) -> bool:
+        """Whether the run is saved in the history: not with ``--no-save``; ``save_runs =
+        false`` keeps runs out too, except one that asks to add to a saved conversation."""
+        return not no_save and (self.config.save_runs or continuing)
+
+    def open_conversation(self, *, no_save: bool, continue_latest: bool, conversation_id: int | None) -> RunPlan:
+        """The plan for a ``run`` (``--continue``, ``--conversation ID`` or a new
+        conversation, saved unless ``--no-save``): :func:`open_chat`, then :meth:`continuing`."""
+        continuing = continue_latest or conversation_id is not None
+        chat = open_chat(no_save=not self.saves(no_save, continuing), continue_latest=continue_latest,
+                         conversation_id=conversation_id)
+        return self.continuing(chat)
+
+    def continuing(self, chat: ChatLog) -> RunPlan:
+        """The plan for a ``run`` that adds to ``chat``. A saved conversation goes on with its
+        own parameters, system prompt and model (where its file is still there), under the
+        preset and then the flags; a new one takes the plan as it is."""
+        if chat.conversation_id is None:
+            return replace(self, chat=chat)
+        preset, flags = self.preset, self.flags
+        base = chat.conversation.params
+        if preset is not None:
+            base = preset.over(base)
+        params = flags.sampling.to_params(base)
+        if self.output_format is not None:
+            params = params.replace(output_format=self.output_format)
+        system = flags.system
+        if system is None and preset is not None:
+            system = preset.system  # "" takes the conversation's system prompt away, as the preset says
+        engine = self.engine
+        model_chosen = "model" in flags.engine or (preset is not None and preset.model is not None)
+        if not model_chosen and chat.model_path and Path(chat.model_path).is_file():
+            engine = replace(engine, model=chat.model_path)
+        return replace(self, chat=chat, params=params, system=system, engine=engine)
+
+
+def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | None) -> ChatLog:
+    """The ``ChatLog`` a ``run`` adds to: a new saved conversation, a saved one to continue,
+    or (``no_save``) one kept in memory only."""
+    from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.chat.conversation import Conversation
+    from vibechat.engine.chat.history import History
+    from vibechat.engine.errors import VibechatError
+
+    if continue_latest and conversation_id is not None:
+        raise VibechatError("--continue and --conversation both pick a conversation: use one of them.")
+    if no_save:
+        if continue_latest or conversation_id is not None:
+            raise VibechatError("--no-save cannot add to a saved conversation: drop --no-save, "
+                                "or --continue/--conversation.")
+        return ChatLog(Conversation())
+    history = History().open()  # a read-only data dir fails here, in one line, before any work
+    try:
+        if continue_latest:
+            latest = history.latest()
+            if latest is None:
+                raise VibechatError("no saved conversation to continue yet: ask without --continue first.")
+            conversation_id = latest.id
+        if conversation_id is not None:
+            return ChatLog.open(history, conversation_id)
+    except BaseException:
+        history.close()
+        raise
+    return ChatLog(Conversation(), history, source="run")
