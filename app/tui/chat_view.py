@@ -196,6 +196,11 @@ class AssistantMessage(ChatMessageWidget):
     SEAL_AT = 600
     FORCE_AT = 1500
     ROOM = 3
+    # Appends this large (a burst's slices) render their Markdown in a worker thread. Text at
+    # a model's pace (15 renders a second at most, each a few tokens) renders on the event loop:
+    # its live tail is small, and a worker would hold the GIL while the loop draws a keypress
+    # (docs/PERFORMANCE.md, "Speed on slow CPUs").
+    OFF_LOOP_AT = 1000
 
     BINDINGS = [Binding("enter", "open_link", "Open link", id="message.open_link", show=False)]
 
@@ -259,15 +264,19 @@ class AssistantMessage(ChatMessageWidget):
         await self.mount(block, before=self.body)
         return block
 
-    def renders_off_loop(self) -> bool:
-        """The next ``append`` renders its Markdown in a worker thread (the live tail has
-        been laid out: its width is known)."""
-        tail = self.body.children[-1] if self.is_attached and self.body.children else None
+    def renders_off_loop(self, size: int) -> bool:
+        """An ``append`` of ``size`` characters renders its Markdown in a worker thread: a
+        burst's slice (``OFF_LOOP_AT`` characters or more) once the live tail has been laid
+        out (its width is known)."""
+        if size < self.OFF_LOOP_AT or not self.is_attached or not self.body.children:
+            return False
+        tail = self.body.children[-1]
         return isinstance(tail, MarkdownSegment) and tail.render_options() is not None
 
     async def append(self, text: str) -> None:
         """Add streamed text; only the live tail re-renders. The Markdown of the changed
-        segments is parsed and rendered in a worker thread (``markdown_segment.prepare``),
+        segments of a large append (``OFF_LOOP_AT``) is parsed and rendered in a worker
+        thread (``markdown_segment.prepare``),
         so the event loop keeps turning meanwhile (the Python in it still takes turns
         with the worker, every ``sys.getswitchinterval()``); the widgets take the rendered
         lines in one step afterwards. The worker's CPU seconds add up in ``offloop_cpu``
@@ -283,7 +292,7 @@ class AssistantMessage(ChatMessageWidget):
         first = count - sealed - 1  # the tail's segment (settled when ``sealed``)
         texts = [segmenter.display(index) for index in range(first, count)]
         prepared = None
-        options = tail.render_options()
+        options = tail.render_options() if len(text) >= self.OFF_LOOP_AT else None
         if options is not None:
             cuts = [None] + [not segmenter.segments[index - 1].forced_after for index in range(first + 1, count)]
 

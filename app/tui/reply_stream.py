@@ -224,14 +224,12 @@ class ReplyStream:
         """Render what is buffered (a slice of it in a burst); True when more is queued
         or the last slice is still rendering (render again after a screen refresh).
 
-        A slice whose Markdown renders in a worker thread (``AssistantMessage.append``)
+        A burst's slice, whose Markdown renders in a worker thread (``AssistantMessage.append``),
         runs as a task of its own: the caller, the app's message handler, returns at once,
         so a key pressed meanwhile is handled and drawn without waiting for the render. The
-        next render waits for it (and raises what it raised); so do ``finish`` and ``fail``."""
-        if self.pending is not None:
-            if not self.pending.done():
-                return True
-            await self._settle_pending()
+        next render, paced as ever, waits for it (and raises what it raised), so slices never
+        overlap and nothing polls; so do ``finish`` and ``fail``."""
+        await self._settle_pending()
         self.pacer.rendering()
         defer_full_collections()  # while the reply streams (gc_policy.py)
         text, more = self.deltas.take(self.limit())
@@ -244,7 +242,7 @@ class ReplyStream:
                 await self.settle_thinking()  # the answer begins: the thinking folds
             shown = self.sanitizer.feed(text)
             if shown:
-                if self.widget.renders_off_loop():
+                if self.widget.renders_off_loop(len(shown)):
                     self.pending = asyncio.create_task(self._append(shown))
                     return True
                 await self._append(shown)
