@@ -20,11 +20,10 @@ if TYPE_CHECKING:  # Rich is imported only when a bar is shown
 
 
 def human_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+    """A file's or a download's size, in decimal units as the Hub gives them (engine/sizes.py)."""
+    from vibechat.engine.sizes import human_bytes
+
+    return human_bytes(n, si=True)
 
 
 def human_time(seconds: float | None) -> str:

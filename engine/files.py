@@ -116,9 +116,8 @@ def read_file_text(path: str | os.PathLike[str], limit: int) -> str:
 
 
 def human_limit(limit: int) -> str:
-    if limit >= 1 << 20 and limit % (1 << 20) == 0:
-        return f"{limit >> 20} MiB"
-    if limit >= 1 << 10 and limit % (1 << 10) == 0:
-        return f"{limit >> 10} KiB"
-    return f"{limit:,} bytes"
+    """A limit in words: the one byte formatter (sizes.py)."""
+    from .sizes import human_bytes
+
+    return human_bytes(limit)
 

@@ -71,6 +71,21 @@ def test_each_engine_setting_is_declared_once_and_the_table_and_the_config_come_
         f.name for f in dataclasses.fields(Config))
 
 
+def test_one_byte_formatter_says_every_size():
+    """Issue 26.1: one formatter (engine/sizes.py) for memory, limits, prompts and downloads."""
+    from vibechat.app.progress import human_size
+    from vibechat.engine.files import human_limit
+    from vibechat.engine.settings.knobs import human_mib, prompt_too_large
+    from vibechat.engine.sizes import human_bytes
+
+    assert [human_bytes(n) for n in (700, 64 << 10, 16 << 20, 36 << 20, 5.5 * (1 << 20), 1.5 * (1 << 30))] == [
+        "700 bytes", "64 KiB", "16 MiB", "36 MiB", "5.5 MiB", "1.5 GiB"]
+    assert [human_bytes(n, si=True) for n in (512, 253.1e6, 3e9)] == ["512 B", "253.1 MB", "3.0 GB"]
+    for n in (700, 1 << 20, 48 << 20, 3 << 30):
+        assert human_limit(n) == human_mib(n) == human_bytes(n) and human_size(n) == human_bytes(n, si=True)
+    assert "the prompt is 17 MiB" in (prompt_too_large(17 << 20, None) or "")
+
+
 def test_the_local_backends_options_are_the_settings_plus_the_runtime(tmp_path):
     from vibechat.engine.settings.knobs import EngineSettings
 
