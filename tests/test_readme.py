@@ -88,6 +88,13 @@ def run_dev_test(command: str, env: dict[str, str], request: pytest.FixtureReque
     assert lines[-1] == command
 
 
+def run_dev_quick(command: str, env: dict[str, str], request: pytest.FixtureRequest) -> None:
+    """The inner loop: every test but the real model's (tests/test_dev.py checks the marking)."""
+    from test_dev import load_dev
+
+    assert load_dev().pytest_args(command.split()[3:]) == ["-m", "not model"]
+
+
 def run_activate(command: str, env: dict[str, str], request: pytest.FixtureRequest) -> None:
     plain = {k: v for k, v in env.items() if k != "PATH"} | {"PATH": "/usr/bin:/bin"}
     out = ok(shell(f"{command} && command -v vibechat", plain))
@@ -159,6 +166,7 @@ def run_uninstall(command: str, env: dict[str, str], request: pytest.FixtureRequ
 RUNNERS: dict[str, Callable[[str, dict[str, str], pytest.FixtureRequest], None]] = {
     "python3 dev.py chat": run_dev_chat,
     "python3 dev.py test": run_dev_test,
+    "python3 dev.py test --quick": run_dev_quick,
     "source .venv/bin/activate": run_activate,
     f"vibechat models pull {PULL_REF}": run_pull_then_chat,
     f"vibechat --model {PULL_REF}": run_pull_then_chat,
