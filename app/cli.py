@@ -21,36 +21,7 @@ from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
 from .presets_cmd import PresetOpt, presets_app
 from .run_plan import RunFlags, RunPlan
-from .options import (
-    ApiKeyEnvOpt,
-    BackendOpt,
-    BaseUrlOpt,
-    CtxOpt,
-    DraftOpt,
-    DraftModelOpt,
-    DraftTokensOpt,
-    PromptFormatOpt,
-    RepackOpt,
-    GpuLayersOpt,
-    MaxTokensOpt,
-    HISTORY,
-    STRUCTURED,
-    KvCacheTypeOpt,
-    MinPOpt,
-    ModelOpt,
-    NoSaveOpt,
-    RepeatPenaltyOpt,
-    SamplingChoice,
-    SeedOpt,
-    StopOpt,
-    ThinkingOpt,
-    SystemOpt,
-    TemperatureOpt,
-    ThreadsOpt,
-    TopKOpt,
-    TopPOpt,
-    engine_flags,
-)
+from .options import HISTORY, STRUCTURED, NoSaveOpt, SettingFlags, setting_options
 
 cli = typer.Typer(
     name="vibechat",
@@ -90,15 +61,6 @@ def _setup_logging(verbose: bool) -> None:
         logging.getLogger("huggingface_hub").addHandler(handler)
     else:
         root.addHandler(logging.NullHandler())
-
-
-def _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop,
-              thinking=None) -> SamplingChoice:
-    return SamplingChoice(
-        values={"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
-                "repeat_penalty": repeat_penalty, "max_tokens": max_tokens, "seed": seed},
-        stop=stop, thinking=thinking,
-    )
 
 
 def version_text() -> str:
@@ -158,51 +120,25 @@ def _print_version(value: bool) -> None:
 
 
 @cli.callback(invoke_without_command=True)
+@setting_options
 def main_callback(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option(
         "--version", "-V", callback=_print_version, is_eager=True, expose_value=False,
         help="Print the versions of vibechat and llama-cpp-python, and whether this build can offload "
              "to a GPU.")] = False,
-    model: ModelOpt = None,
-    system: SystemOpt = None,
-    temperature: TemperatureOpt = None,
-    top_k: TopKOpt = None,
-    top_p: TopPOpt = None,
-    min_p: MinPOpt = None,
-    repeat_penalty: RepeatPenaltyOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    seed: SeedOpt = None,
-    stop: StopOpt = None,
-    thinking: ThinkingOpt = None,
-    context_size: CtxOpt = None,
-    gpu_layers: GpuLayersOpt = None,
-    threads: ThreadsOpt = None,
-    backend: BackendOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    kv_cache_type: KvCacheTypeOpt = None,
-    speculative: DraftOpt = None,
-    draft_tokens: DraftTokensOpt = None,
-    draft_model: DraftModelOpt = None,
-    repack: RepackOpt = None,
-    prompt_format: PromptFormatOpt = None,
+    flags: SettingFlags = SettingFlags.NONE,  # every setting's flag, from the settings table (options.py)
     preset: PresetOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
     _setup_logging(verbose)
-    engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
-                          backend=backend, base_url=base_url, api_key_env=api_key_env,
-                          kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
-                          draft_model=draft_model, repack=repack, prompt_format=prompt_format)
-    sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
-    ctx.obj = {"verbose": verbose, "flags": (engine, sampling, system)}
+    ctx.obj = {"verbose": verbose, "flags": flags.as_tuple()}
     if ctx.invoked_subcommand is not None:
         return
-    flags = RunFlags(engine=engine, sampling=sampling, system=system, preset=preset)
+    wanted = RunFlags(flags, preset)
 
     def start() -> int:
         from .appconfig import load_app_config
@@ -210,7 +146,7 @@ def main_callback(
 
         # A problem in the config does not stop the chat: a bad key is left out on its own (a
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
-        plan = RunPlan.of(load_app_config(), flags)
+        plan = RunPlan.of(load_app_config(), wanted)
         plan.check()
         return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
                        save=not no_save)
@@ -228,6 +164,7 @@ RUN_HELP = ("Answer one prompt, streaming the reply to stdout.\n\n"
 
 
 @cli.command(help=RUN_HELP)
+@setting_options
 def run(
     ctx: typer.Context,
     words: Annotated[Optional[list[str]], typer.Argument(
@@ -236,29 +173,7 @@ def run(
     prompt: Annotated[Optional[str], typer.Option(
         "--prompt", "-p", metavar="TEXT",
         help="The prompt, as an option; '-' reads stdin (also read when piped and no prompt is given).")] = None,
-    model: ModelOpt = None,
-    system: SystemOpt = None,
-    temperature: TemperatureOpt = None,
-    top_k: TopKOpt = None,
-    top_p: TopPOpt = None,
-    min_p: MinPOpt = None,
-    repeat_penalty: RepeatPenaltyOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    seed: SeedOpt = None,
-    stop: StopOpt = None,
-    thinking: ThinkingOpt = None,
-    context_size: CtxOpt = None,
-    gpu_layers: GpuLayersOpt = None,
-    threads: ThreadsOpt = None,
-    backend: BackendOpt = None,
-    base_url: BaseUrlOpt = None,
-    api_key_env: ApiKeyEnvOpt = None,
-    kv_cache_type: KvCacheTypeOpt = None,
-    speculative: DraftOpt = None,
-    draft_tokens: DraftTokensOpt = None,
-    draft_model: DraftModelOpt = None,
-    repack: RepackOpt = None,
-    prompt_format: PromptFormatOpt = None,
+    flags: SettingFlags = SettingFlags.NONE,  # every setting's flag, from the settings table (options.py)
     preset: PresetOpt = None,
     json_output: Annotated[bool, typer.Option(
         "--json", help="Print one JSON object (text, thinking, model, params, stats; completion_tokens count "
@@ -299,19 +214,14 @@ def run(
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
     positional = bool(words)
     prompt = positional_prompt(ctx, words, prompt)
-    engine = engine_flags(model=model, context_size=context_size, gpu_layers=gpu_layers, threads=threads,
-                          backend=backend, base_url=base_url, api_key_env=api_key_env,
-                          kv_cache_type=kv_cache_type, speculative=speculative, draft_tokens=draft_tokens,
-                          draft_model=draft_model, repack=repack, prompt_format=prompt_format)
-    sampling = _sampling(temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking)
-    flags = RunFlags(engine=engine, sampling=sampling, system=system, preset=preset)
+    wanted = RunFlags(flags, preset)
 
     from .run_cmd import JsonFailure
 
     # --json (and --prompts-file, whose results are JSON Lines) promise one JSON object on
     # stdout, also when the run fails before its reply: what is known by then goes in it.
     failure = JsonFailure(json_output or prompts_file is not None, sys.stdout)
-    failure.model = model
+    failure.model = flags.engine.get("model")
 
     def go() -> int:
         from vibechat.engine.errors import ConfigError, VibechatError
@@ -334,7 +244,7 @@ def run(
             echo(f"vibechat: warning: {warning}", err=True)
         if loaded.problem:
             raise ConfigError(loaded.problem)
-        plan = RunPlan.of(loaded, flags)
+        plan = RunPlan.of(loaded, wanted)
         failure.model, failure.params = plan.config.model, plan.params
         plan.check()
         # checked before any model loads

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from vibechat.engine.settings.knobs import EngineSettings
 
-from .options import EngineFlags, SamplingChoice, with_flags
+from .options import SettingFlags
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.chatlog import ChatLog
@@ -33,12 +33,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunFlags:
-    """What the command line asked for, as typed: the engine flags given (by config key),
-    the sampling flags, ``--system`` and ``--preset`` (None: not given)."""
+    """What the command line asked for, as typed: every setting's flag (``settings``: the
+    engine flags given, the sampling flags, ``--system``) and ``--preset`` (None: not given)."""
 
-    engine: EngineFlags = field(default_factory=dict)
-    sampling: SamplingChoice = field(default_factory=SamplingChoice)
-    system: str | None = None
+    settings: SettingFlags = field(default_factory=SettingFlags)
     preset: str | None = None
 
 
@@ -67,7 +65,7 @@ class RunPlan:
 
             preset = load_presets(loaded.path).get(flags.preset)
             loaded = apply_to_loaded(loaded, preset)
-        loaded = with_flags(loaded, flags.engine, flags.sampling, flags.system)
+        loaded = flags.settings.apply(loaded)
         config = loaded.config
         return cls(loaded=loaded, flags=flags, engine=EngineSettings.from_config(config), params=config.params,
                    system=config.system_prompt, preset=preset)
@@ -83,7 +81,7 @@ class RunPlan:
         from vibechat.engine.settings.knobs import check_speculative
 
         config = self.config
-        if (self.flags.engine.get("draft_tokens") is not None
+        if (self.flags.settings.engine.get("draft_tokens") is not None
                 and check_speculative(config.speculative or "off") == "off" and not config.draft_model):
             raise VibechatError("--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
                                 "or drop --draft-tokens.")
@@ -114,7 +112,7 @@ class RunPlan:
         preset and then the flags; a new one takes the plan as it is."""
         if chat.conversation_id is None:
             return replace(self, chat=chat)
-        preset, flags = self.preset, self.flags
+        preset, flags = self.preset, self.flags.settings
         base = chat.conversation.params
         if preset is not None:
             base = preset.over(base)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN
-from vibechat.app.options import SamplingChoice
+from vibechat.app.options import SamplingChoice, SettingFlags
 from vibechat.app.report import RunResult
 from vibechat.app.run_plan import RunFlags, RunPlan
 from vibechat.engine.chat.chatlog import ChatLog
@@ -121,14 +121,14 @@ def continue_plan(flags: RunFlags, conversation_id: int) -> RunPlan:
 
 def test_continuing_keeps_the_conversations_setup_under_the_preset_and_the_flags():
     cid = saved_conversation(SamplingParams(temperature=0.9, top_k=5, top_p=0.4), "Be brief.")
-    plain = continue_plan(RunFlags(sampling=SamplingChoice(values={"top_p": "0.6"})), cid)
+    plain = continue_plan(RunFlags(SettingFlags(sampling=SamplingChoice(values={"top_p": "0.6"}))), cid)
     assert plain.chat is not None and plain.chat.conversation_id == cid
     # the conversation's own parameters (not the file's min_p 0.1), under the flag
     assert (plain.params.temperature, plain.params.top_k, plain.params.top_p, plain.params.min_p) == (0.9, 5, 0.6, 0.05)
     assert plain.system is None  # None: the conversation's own system prompt goes on
 
     # issue 30: `run --continue --preset` ignored the preset; now flags > preset > the conversation
-    preset = continue_plan(RunFlags(sampling=SamplingChoice(values={"top_k": "3"}), preset="short"), cid)
+    preset = continue_plan(RunFlags(SettingFlags(sampling=SamplingChoice(values={"top_k": "3"})), "short"), cid)
     assert (preset.params.temperature, preset.params.top_k, preset.params.top_p) == (0.2, 3, 0.4)
     assert preset.system == "You answer in one word."
     assert preset.engine.context_size == 4096
