@@ -101,28 +101,17 @@ def test_detection_from_the_template_and_the_vocabulary():
 
 
 # --------------------------------------------------------------- local engine
-class _Pieces:
-    """What ``_Emitter`` asks of the backend, with a token table instead of a model."""
-
-    def __init__(self, table: dict[int, bytes]) -> None:
-        self._cancel = threading.Event()
-        self._vocab = None
-        self._turn_stops = frozenset({0})
-        self.table = table
-
-    def _piece_bytes(self, token: int) -> bytes:
-        return self.table[token]
-
-
 def test_the_local_emitter_routes_channels_and_applies_stops_to_the_answer_only(monkeypatch):
     from vibechat.engine.llama import llamacpp
+    from vibechat.engine.llama.decoding import Emitter
 
     monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
     raw = "<|channel|>analysis<|message|>café STOP<|end|><|start|>assistant<|channel|>final<|message|>Bon STOP".encode()
     table = {i + 1: raw[i:i + 1] for i in range(len(raw))}  # one byte a token
 
     def run(stop: tuple[str, ...]):
-        out = llamacpp._Emitter(_Pieces(table), 1000, stop, False, True)  # type: ignore[arg-type]
+        # a token table instead of a model: token 0 ends the reply (a turn token)
+        out = Emitter(table.__getitem__, None, frozenset({0}), threading.Event(), 1000, stop, False, True)
         pieces = [p for token in [*table, 0] if not out.done for p in out.emit(token)] + out.tail()
         return ("".join(t for th, t in pieces if th), "".join(t for th, t in pieces if not th))
 

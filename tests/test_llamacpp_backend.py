@@ -301,15 +301,15 @@ def test_bad_file_never_reaches_llama_cpp(tmp_path):
 
 
 def test_a_model_larger_than_the_memory_available_is_refused_before_loading(starter_path, monkeypatch):
-    from vibechat.engine.llama import llamacpp
+    from vibechat.engine.llama import memory_checks
     from vibechat.engine.errors import ModelLoadError
 
-    monkeypatch.setattr(llamacpp, "available_memory", lambda: 100_000_000)
+    monkeypatch.setattr(memory_checks, "available_memory", lambda: 100_000_000)
     backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, gpu_layers=0, repack="off"))
     with pytest.raises(ModelLoadError, match=r"needs about 0.3 GB of memory but 0.1 GB is available: "
                                              r"choose a smaller quantization"):
         backend.load()
-    monkeypatch.setattr(llamacpp, "available_memory", lambda: None)  # an OS that does not say: no check
+    monkeypatch.setattr(memory_checks, "available_memory", lambda: None)  # an OS that does not say: no check
     assert backend.load().architecture == "gemma3"
     backend.close()
 

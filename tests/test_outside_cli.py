@@ -161,7 +161,7 @@ def test_a_conversation_too_large_drops_old_turns_without_tokenizing_them(backen
 # ------------------------------------------------------------ the KV cache counts in the memory check
 def test_a_context_whose_kv_cache_cannot_fit_is_refused_naming_a_size_that_fits():
     from vibechat.engine.errors import ModelLoadError
-    from vibechat.engine.llama.llamacpp import check_context_memory
+    from vibechat.engine.llama.memory_checks import check_context_memory
 
     gb = 10 ** 9
     check_context_memory(2 * gb, gb, 131072, "f16", True, available=4 * gb)  # fits
@@ -176,13 +176,13 @@ def test_a_context_whose_kv_cache_cannot_fit_is_refused_naming_a_size_that_fits(
 
 @pytest.mark.model
 def test_loading_with_a_context_too_large_for_memory_is_one_line(starter_path, monkeypatch):
-    from vibechat.engine.llama import llamacpp
+    from vibechat.engine.llama import llamacpp, memory_checks
     from vibechat.engine.errors import ModelLoadError
 
     backend = llamacpp.LlamaCppBackend(llamacpp.LlamaCppOptions(model_path=starter_path, context_size=131072,
                                                                 repack="off"))
     # This machine as one with 1 GB free: the weights (0.25 GB) fit, a 131,072-token cache does not.
-    monkeypatch.setattr(llamacpp, "available_memory", lambda: 10 ** 9)
+    monkeypatch.setattr(memory_checks, "available_memory", lambda: 10 ** 9)
     with pytest.raises(ModelLoadError, match=r"131,072-token context needs about .* use --ctx \d+ or less"):
         backend.load()
 

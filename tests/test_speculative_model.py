@@ -214,7 +214,7 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_pa
 
 @pytest.mark.model
 def test_the_draft_models_kv_cache_counts_in_the_memory_check(starter_path, monkeypatch, tmp_path):
-    from vibechat.engine.llama import llamacpp
+    from vibechat.engine.llama import memory_checks
     from vibechat.engine.errors import ModelLoadError
     from vibechat.engine.models.fit import weights_to_load
 
@@ -231,7 +231,7 @@ def test_the_draft_models_kv_cache_counts_in_the_memory_check(starter_path, monk
         backend.close()
     # Room for both models' weights and the model's KV cache, not for the draft's as well.
     checks = iter([10 ** 12, 10 ** 12, 2 * size + 1000])
-    monkeypatch.setattr(llamacpp, "available_memory", lambda: next(checks))
+    monkeypatch.setattr(memory_checks, "available_memory", lambda: next(checks))
     backend = LlamaCppBackend(options)
     with pytest.raises(ModelLoadError) as caught:
         backend.load()

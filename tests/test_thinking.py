@@ -305,23 +305,11 @@ def test_cancel_during_remote_thinking(stub):
 
 
 # --------------------------------------------------------------- local engine
-class _Pieces:
-    """What ``_Emitter`` asks of the backend, with a token table instead of a model."""
-
-    def __init__(self, table: dict[int, bytes]) -> None:
-        self._cancel = threading.Event()
-        self._vocab = None
-        self._turn_stops = frozenset({0})
-        self.table = table
-
-    def _piece_bytes(self, token: int) -> bytes:
-        return self.table[token]
-
-
 def emitted(table: dict[int, bytes], tokens: list[int], stop: tuple[str, ...] = (), inside: bool = False):
-    from vibechat.engine.llama import llamacpp
+    from vibechat.engine.llama.decoding import Emitter
 
-    out = llamacpp._Emitter(_Pieces(table), 1000, stop, inside)  # type: ignore[arg-type]
+    # a token table instead of a model: token 0 ends the reply (a turn token)
+    out = Emitter(table.__getitem__, None, frozenset({0}), threading.Event(), 1000, stop, inside)
     thinking, answer = [], []
     for token in tokens:
         for is_thinking, text in out.emit(token):

@@ -1,5 +1,7 @@
 """The decode loop of speculative decoding by prompt lookup, for ``LlamaCppBackend``
 (engine/llama/llamacpp.py), with the draft length chosen by a policy (engine/llama/speculative.py).
+It is handed what it needs of the backend as a ``DecodeTarget`` (engine/llama/decoding.py: the
+context, its memory, the tokens the KV cache holds, the cancel flag) and the reply's ``Emitter``.
 
 After each token, its last words are looked up in the prompt and the reply so far
 (llama-cpp-python's ``LlamaPromptLookupDecoding``); when they occurred before, the tokens that
@@ -27,38 +29,37 @@ by about 1 in 30, which can flip a near-tie (docs/PERFORMANCE.md).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import llama_cpp as ll
 
-from ..turns.backend import GenerationStats
-from .draft_model import DraftModel
-from .grammar_sampling import Sampler
 from ..errors import GenerationError
 from ..settings.knobs import DRAFT_NGRAM
-from .speculative import AdaptiveDraft, FixedDraft
+from ..turns.backend import GenerationStats
 from ..turns.thinking import Piece
+from .decoding import DecodeTarget, Emitter
+from .draft_model import DraftModel
+from .grammar_sampling import Sampler
+from .speculative import AdaptiveDraft, FixedDraft
 
 
-def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, sampler: Sampler, out: Any,
+def prompt_lookup_tokens(target: DecodeTarget, policy: FixedDraft | AdaptiveDraft, sampler: Sampler, out: Emitter,
                          prompt: Sequence[int],
                          stats: GenerationStats, drafter: DraftModel | None = None) -> Iterator[list[Piece]]:
-    """``backend``: the ``LlamaCppBackend`` (engine/llama/llamacpp.py) whose context, KV-cache
-    bookkeeping (``_tokens``) and failure handling the loop uses; ``out``: its ``_Emitter``
-    (both typed loosely: llamacpp imports this module, not the reverse). Yields the reply's pieces as they form; counts drafts in ``stats``, and leaves the
-    policy's last draft length and verdict there too. With ``drafter``, the draft model
-    proposes the drafts instead of the lookup."""
+    """``target``: the backend's context, KV-cache bookkeeping (``tokens``) and failure
+    handling, for this reply; ``out``: the reply's ``Emitter``. Yields the reply's pieces as
+    they form; counts drafts in ``stats``, and leaves the policy's last draft length and
+    verdict there too. With ``drafter``, the draft model proposes the drafts instead of the
+    lookup."""
     import numpy as np
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    info = backend.describe()
     n_draft = policy.max_k
     lookup = LlamaPromptLookupDecoding(max_ngram_size=DRAFT_NGRAM, num_pred_tokens=n_draft)
-    history = np.empty(info.context_size + 1, dtype=np.intc)  # the prompt and every emitted token
+    history = np.empty(target.context_size + 1, dtype=np.intc)  # the prompt and every emitted token
     history[:len(prompt)] = prompt
     n_history = len(prompt)
-    n_batch = max(2, min(backend.options.n_batch, info.context_size))
-    ctx, mem, one, kept = backend._ctx, backend._mem, backend._one, backend._tokens
+    n_batch = max(2, min(target.n_batch, target.context_size))
+    ctx, mem, one, kept = target.ctx, target.memory, target.one, target.tokens
     sample, decode, batch_one = sampler.sample, ll.llama_decode, ll.llama_batch_get_one
     clock = policy.clock
     policy.new_reply()
@@ -96,7 +97,7 @@ def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, sampl
                 rc = decode(ctx, batch_one(one, 1))
                 policy.single(clock() - t0)
                 if rc != 0:
-                    backend._decode_failed(rc, out)
+                    target.failed(rc, out)
                     return
                 kept.append(token)
                 continue
@@ -109,7 +110,7 @@ def prompt_lookup_tokens(backend: Any, policy: FixedDraft | AdaptiveDraft, sampl
             rc = decode(ctx, batch)
             elapsed = clock() - t0
             if rc != 0:
-                backend._decode_failed(rc, out)
+                target.failed(rc, out)
                 return
             kept.append(token)
             kept.extend(drafts)  # what the KV cache holds now; rejected ones go below

@@ -1,0 +1,217 @@
+"""The decode loop's parts, shared by the plain loop here and the drafting loop
+(engine/llama/drafting.py): what the loops are handed of the backend (``DecodeTarget``), what they
+do with each sampled token (``Emitter``), the sampler they draw with, and the events the reply's
+pieces become. Both loops sample with the same sampler and hand every token to the same Emitter;
+they differ only in how many tokens one ``llama_decode`` evaluates."""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import llama_cpp as ll
+
+from ..errors import GenerationError
+from ..settings.params import SamplingParams
+from ..turns.backend import ChatEvent, FinishReason, TextDelta, ThinkingDelta
+from ..turns.harmony import HarmonySplitter
+from ..turns.stops import StopMatcher
+from ..turns.thinking import Piece, StreamSplitter, ThinkingSplitter
+from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
+from .native import grammar_error
+
+PENALTY_LAST_N = 64
+
+
+@dataclasses.dataclass
+class DecodeTarget:
+    """What a decode loop is handed of ``LlamaCppBackend`` for one reply: its llama.cpp context
+    and memory, the tokens its KV cache holds (the loops append what they decode, and drop
+    rejected drafts), its cancel flag and its sizes. Made per reply: ``reset()`` replaces the
+    backend's token list."""
+
+    ctx: Any  # llama_context_p
+    memory: Any  # llama_memory_t
+    tokens: list[int]  # what the KV cache holds for sequence 0
+    cancel: threading.Event
+    n_batch: int  # the options' batch size (each loop bounds it by the context)
+    context_size: int
+    one: Any = dataclasses.field(default_factory=lambda: (ll.llama_token * 1)())  # a one-token batch's buffer
+
+    def failed(self, rc: int, out: Emitter) -> None:
+        """A ``llama_decode`` returned ``rc``: the reply ends cancelled (an abort, or a cancel
+        meanwhile), else raises."""
+        if rc == 2 or self.cancel.is_set():
+            out.finish = "cancelled"
+            return
+        raise GenerationError(f"llama.cpp failed while generating (llama_decode returned {rc}); "
+                              "start a new conversation.")
+
+
+def plain_tokens(target: DecodeTarget, sampler: Sampler, out: Emitter) -> Iterator[list[Piece]]:
+    """One token per llama_decode. Yields the reply's pieces (thinking, answer) as they form."""
+    ctx, one, kept = target.ctx, target.one, target.tokens
+    sample, decode, batch_one = sampler.sample, ll.llama_decode, ll.llama_batch_get_one
+    while out.may_continue():
+        token = sample(ctx, -1)
+        split = out.emit(token)
+        if split:
+            yield split
+        if out.done:
+            return
+        one[0] = token
+        rc = decode(ctx, batch_one(one, 1))
+        if rc != 0:
+            target.failed(rc, out)
+            return
+        kept.append(token)
+
+
+def sampler_chain(vocab: Any, params: SamplingParams) -> Any:
+    """llama.cpp's C sampler chain for ``params`` (penalties, top-k, top-p, min-p, temperature,
+    the seeded draw; greedy at temperature 0)."""
+    chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+    add = ll.llama_sampler_chain_add
+    if params.repeat_penalty is not None and params.repeat_penalty != 1.0:  # None: unresolved "auto", off
+        n_vocab = ll.llama_vocab_n_tokens(vocab)
+        add(chain, ll.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0))
+    if params.temperature <= 0:
+        add(chain, ll.llama_sampler_init_greedy())
+        return chain
+    if params.top_k > 0:
+        add(chain, ll.llama_sampler_init_top_k(params.top_k))
+    if params.top_p < 1.0:
+        add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
+    if params.min_p > 0.0:
+        add(chain, ll.llama_sampler_init_min_p(params.min_p, 1))
+    add(chain, ll.llama_sampler_init_temp(params.temperature))
+    assert params.seed is not None
+    add(chain, ll.llama_sampler_init_dist(params.seed))
+    return chain
+
+
+def make_sampler(chain: Any, vocab: Any, params: SamplingParams) -> Sampler:
+    """The sampler the decode loops draw with: ``chain``, and for an output format llama.cpp's
+    grammar sampler beside it, checked lazily (engine/llama/grammar_sampling.py). Takes
+    ownership of ``chain`` (freed when the grammar is refused)."""
+    if params.output_format is None:
+        return ChainSampler(chain)
+    gbnf = params.output_format.gbnf()
+    reason = grammar_error(gbnf)  # first, quietly: a bad grammar's complaint goes to stderr
+    grammar = None if reason else ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+    if not grammar:
+        ll.llama_sampler_free(chain)
+        raise GenerationError(f"llama.cpp rejects the grammar: {reason or 'it does not parse'}.")
+    return GrammarSampler(chain, grammar, ll.llama_vocab_n_tokens(vocab))
+
+
+class Emitter:
+    """What every decode loop does with a sampled token: stop on cancel or at the length
+    limit, end at end-of-generation or at a token that opens or closes a turn, decode the
+    token's bytes as UTF-8 without splitting a character, and hold back text that may be the
+    start of a stop string."""
+
+    __slots__ = ("_piece_bytes", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
+                 "_vocab", "_turn_stops", "_splitter", "thinking_tokens", "_lstrip", "_line_start")
+
+    def __init__(self, piece_bytes: Callable[[int], bytes], vocab: Any, turn_stops: frozenset[int],
+                 cancel: threading.Event, limit: int, stop: Sequence[str], inside: bool = False,
+                 harmony: bool = False, lstrip: bool = False) -> None:
+        """``piece_bytes``: a token's bytes; ``vocab``: the model's (llama.cpp says which tokens end
+        a generation); ``turn_stops``: the template's turn tokens that end a reply too;
+        ``cancel``: set to stop."""
+        self._piece_bytes = piece_bytes
+        self._cancel = cancel
+        self._vocab = vocab
+        self._eog = ll.llama_vocab_is_eog
+        self._turn_stops = turn_stops
+        self.limit = limit
+        self.generated = 0
+        self.thinking_tokens = 0  # of those, generated inside the thinking block (its tags included)
+        self.finish: FinishReason = "stop"
+        self.done = False  # ended by end-of-generation or a stop string
+        self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        self._stops = StopMatcher(stop)
+        # The reply's thinking apart: <think> tags (engine/turns/thinking.py) or gpt-oss's channels (harmony.py).
+        self._splitter: StreamSplitter = HarmonySplitter() if harmony else ThinkingSplitter(inside)
+        # The completion frame's cue is "Assistant:", so an answer starts with a space (" Paris."):
+        # not the reply's text. (Re-rendered, the frame puts it back: the cached tokens still match.)
+        # Leading blank lines go too, and the stop strings see the answer as the start of a line
+        # (a "\n" put before it, never emitted): an answer that opens with "User:" ends there,
+        # one that opens with a blank line does not end empty.
+        self._lstrip = lstrip
+        self._line_start = False  # the "\n" put before the answer is still to be taken out
+
+    def may_continue(self) -> bool:
+        """Whether to sample another token (False: cancelled, or the limit is reached)."""
+        if self._cancel.is_set():
+            self.finish = "cancelled"
+            return False
+        if self.generated >= self.limit:
+            self.finish = "length"
+            return False
+        return True
+
+    def emit(self, token: int) -> list[Piece]:
+        """The thinking and answer pieces ``token`` adds to the reply (none when held back);
+        sets ``done`` at the end."""
+        if token in self._turn_stops or self._eog(self._vocab, token):
+            self.done = True
+            return []
+        self.generated += 1
+        splitter = self._splitter
+        was_thinking = splitter.thinking
+        pieces = splitter.feed(self._decode(self._piece_bytes(token)))
+        if was_thinking or splitter.thinking:  # inside the block, or the token that opens or closes it
+            self.thinking_tokens += 1
+        return self._stopped_at(pieces)
+
+    def _stopped_at(self, pieces: list[Piece]) -> list[Piece]:
+        """Stop strings apply to the answer only (the thinking comes first, and is not matched)."""
+        out: list[Piece] = []
+        stops = self._stops
+        for thinking, text in pieces:
+            if stops.stopped:
+                break
+            if not thinking:
+                if self._lstrip:
+                    text = text.lstrip()
+                    if not text:
+                        continue
+                    self._lstrip, self._line_start, text = False, True, "\n" + text
+                text = stops.feed(text)
+                if stops.stopped:
+                    self.done = True
+                if self._line_start and text:
+                    self._line_start, text = False, text[1:]
+            if text:
+                out.append((thinking, text))
+        return out
+
+    def tail(self) -> list[Piece]:
+        """What is still held back once generation ends (nothing after a stop string)."""
+        if self._stops.stopped:
+            return []
+        out = self._stopped_at(self._splitter.feed(self._decode(b"", final=True)) + self._splitter.flush())
+        rest = self._stops.flush()
+        if self._line_start and rest:
+            self._line_start, rest = False, rest[1:]
+        if rest:
+            out.append((False, rest))
+        return out
+
+
+def split_events(pieces: list[Piece], text_parts: list[str],
+           thinking_parts: list[str], tokens: int = 0) -> Iterator[ChatEvent]:
+    """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``;
+    ``tokens``: generated so far (the live count the status bar shows)."""
+    for thinking, text in pieces:
+        if thinking:
+            thinking_parts.append(text)
+            yield ThinkingDelta(text, tokens)
+        else:
+            text_parts.append(text)
+            yield TextDelta(text, tokens)
