@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 
 from textual import events, on
 from textual.actions import SkipAction
+from rich.console import Console, ConsoleOptions
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
@@ -221,6 +222,7 @@ class AssistantMessage(ChatMessageWidget):
         self._forgotten = 0  # segments above this one have dropped their strips
         self.offloop_cpu = 0.0  # CPU seconds its renders took in worker threads (``append``)
         self.loop_cpu = 0.0  # ... and on the event loop (what a slice of a burst costs the loop)
+        self._segment_width = 0  # the segments' width at the last layout (``_render_options``)
 
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
@@ -271,7 +273,15 @@ class AssistantMessage(ChatMessageWidget):
         if size < self.OFF_LOOP_AT or not self.is_attached or not self.body.children:
             return False
         tail = self.body.children[-1]
-        return isinstance(tail, MarkdownSegment) and tail.render_options() is not None
+        return isinstance(tail, MarkdownSegment) and self._render_options(tail) is not None
+
+    def _render_options(self, tail: MarkdownSegment) -> tuple[Console, ConsoleOptions] | None:
+        """The tail's render options: at its width, or, a tail mounted by the last slice and
+        not laid out yet, at the width of the segments before it (the same column; should it
+        differ, the layout renders the text again, as it would have)."""
+        if tail.content_size.width:
+            self._segment_width = tail.content_size.width
+        return tail.render_options(self._segment_width)
 
     async def append(self, text: str) -> None:
         """Add streamed text; only the live tail re-renders. The Markdown of the changed
@@ -292,7 +302,7 @@ class AssistantMessage(ChatMessageWidget):
         first = count - sealed - 1  # the tail's segment (settled when ``sealed``)
         texts = [segmenter.display(index) for index in range(first, count)]
         prepared = None
-        options = tail.render_options() if len(text) >= self.OFF_LOOP_AT else None
+        options = self._render_options(tail) if len(text) >= self.OFF_LOOP_AT else None
         if options is not None:
             cuts = [None] + [not segmenter.segments[index - 1].forced_after for index in range(first + 1, count)]
 

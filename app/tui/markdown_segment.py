@@ -300,10 +300,11 @@ class MarkdownSegment(SizedByLayout):
     def gap_above(self) -> bool:
         return self._renderable.gap_above
 
-    def render_options(self) -> tuple[Console, ConsoleOptions] | None:
-        """What renders this segment at its current width (None before its first layout): a
-        text rendered with them ahead of time (``prepare``) is the one the segment would render."""
-        width = self.content_size.width
+    def render_options(self, width: int = 0) -> tuple[Console, ConsoleOptions] | None:
+        """What renders this segment at its current width, or at ``width`` before its first
+        layout (None: neither known): a text rendered with them ahead of time (``prepare``) is
+        the one the segment would render at that width."""
+        width = self.content_size.width or width
         if not width or not self.is_attached:
             return None
         app = self.app
