@@ -25,7 +25,10 @@ from vibechat.engine.settings.knobs import (
 from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 
-CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8))
+# Three functions are enough: the starter echoes the request and copies the code back, so drafts
+# start within a few tokens and every check below holds within the first 48 (a longer prompt only
+# costs prompt evaluation on every fresh request).
+CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(3))
 REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
 
 
@@ -246,12 +249,12 @@ def plain_backend(gemma_backend):
 
 @pytest.mark.model
 def test_greedy_output_with_prompt_lookup_is_identical_to_without(plain_backend, spec):
-    params = SamplingParams(temperature=0, max_tokens=100)
+    params = SamplingParams(temperature=0, max_tokens=48)
     _, plain = collect(plain_backend, REWRITE, params)
     spec_deltas, drafted = collect(spec, REWRITE, params)
     assert same_start(drafted.text, plain.text, 12) and "def scale_" in plain.text
     assert "".join(spec_deltas) == drafted.text
-    assert drafted.stats.completion_tokens == plain.stats.completion_tokens == 100
+    assert drafted.stats.completion_tokens == plain.stats.completion_tokens == 48
     assert drafted.stats.finish_reason == plain.stats.finish_reason == "length"
     # The reply copies the prompt's code: most drafts are right.
     assert drafted.stats.drafted_tokens > 30
@@ -260,7 +263,7 @@ def test_greedy_output_with_prompt_lookup_is_identical_to_without(plain_backend,
     # The KV cache holds exactly the tokens the backend believes it holds: the next turn
     # (which reuses it) answers as a fresh backend without drafting does.
     turn2 = REWRITE + [ChatMessage("assistant", drafted.text), ChatMessage("user", "Now rename total to result.")]
-    params = params.replace(max_tokens=40)
+    params = params.replace(max_tokens=20)
     _, spec2 = collect(spec, turn2, params)
     assert spec2.stats.prompt_tokens_evaluated < spec2.stats.prompt_tokens // 2
     plain_backend.reset()
@@ -270,7 +273,7 @@ def test_greedy_output_with_prompt_lookup_is_identical_to_without(plain_backend,
 
 @pytest.mark.model
 def test_prompt_lookup_keeps_seeded_sampling_reproducible(plain_backend, spec):
-    params = SamplingParams(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=7, max_tokens=80)
+    params = SamplingParams(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=7, max_tokens=24)
     _, plain = collect(plain_backend, REWRITE, params)
     _, drafted = collect(spec, REWRITE, params)
     assert same_start(drafted.text, plain.text, 5) and drafted.stats.drafted_tokens > 0
@@ -281,9 +284,9 @@ def test_prompt_lookup_honours_stop_strings_max_tokens_and_utf8(spec):
     # Drafted decoding is compared with itself: the same request takes the same batches, so on
     # one machine it gives the same text. Compared with plain decoding it may part at a near-tie
     # (batched kernels round differently; seen on an Intel AMX CPU), so that is not asserted.
-    params = SamplingParams(temperature=0, max_tokens=90)
+    params = SamplingParams(temperature=0, max_tokens=48)
     free_deltas, free = collect(spec, REWRITE, params)
-    assert free.stats.completion_tokens == 90 and free.stats.drafted_tokens > 0
+    assert free.stats.completion_tokens == 48 and free.stats.drafted_tokens > 0
     assert "".join(free_deltas) == free.text
     # A stop string from the second half of the reply itself (six characters, no blank at
     # either end) ends the reply at its first occurrence.
@@ -294,7 +297,7 @@ def test_prompt_lookup_honours_stop_strings_max_tokens_and_utf8(spec):
     spec.reset()
     deltas, stopped = collect(spec, REWRITE, params.replace(stop=(word,)))
     assert stopped.text == "".join(deltas) == expected
-    assert stopped.stats.finish_reason == "stop" and stopped.stats.completion_tokens < 90
+    assert stopped.stats.finish_reason == "stop" and stopped.stats.completion_tokens < 48
 
     for n in (1, 7, 33):  # the limit falls inside a draft: exactly n tokens, no more
         spec.reset()
@@ -306,7 +309,7 @@ def test_prompt_lookup_honours_stop_strings_max_tokens_and_utf8(spec):
 
     text = "Répète trois fois: 日本語のテキスト 😀🎉 ünïcödé. 日本語のテキスト 😀🎉 ünïcödé. "
     spec.reset()
-    spec_deltas, drafted = collect(spec, [ChatMessage("user", text)], params.replace(max_tokens=60))
+    spec_deltas, drafted = collect(spec, [ChatMessage("user", text)], params.replace(max_tokens=40))
     assert all("\ufffd" not in d for d in spec_deltas)  # no character split between deltas
     assert "".join(spec_deltas) == drafted.text
 
@@ -324,8 +327,8 @@ def test_cancel_while_drafting_then_the_next_request_is_right(plain_backend, spe
         elif isinstance(event, GenerationDone):
             done = event
     assert done.stats.finish_reason == "cancelled" and done.stats.completion_tokens < 100
-    _, after = collect(spec, REWRITE, params.replace(max_tokens=60))
-    _, plain = collect(plain_backend, REWRITE, params.replace(max_tokens=60))
+    _, after = collect(spec, REWRITE, params.replace(max_tokens=24))
+    _, plain = collect(plain_backend, REWRITE, params.replace(max_tokens=24))
     assert same_start(after.text, plain.text) and after.stats.finish_reason == "length"
 
 
