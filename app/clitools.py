@@ -105,10 +105,10 @@ def usage_json(exc: Any, message: str, argv: list[str]) -> None:
         return
     args = argv[:argv.index("--")] if "--" in argv else argv
     if "--json" in args or any(a == "--prompts-file" or a.startswith("--prompts-file=") for a in args):
-        from .report import error_object, reply_object
+        from .report import RunResult, error_object
 
         try:
-            sys.stdout.write(safe_json(reply_object(error=error_object(message, "usage", 2))) + "\n")
+            sys.stdout.write(safe_json(RunResult(error=error_object(message, "usage", 2)).to_json()) + "\n")
             sys.stdout.flush()
         except (BrokenPipeError, ValueError):
             quiet_stdout()
