@@ -17,7 +17,6 @@ import typer
 from .clitools import echo, guard, safe_json, table
 
 if TYPE_CHECKING:
-    from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.settings.presets import Preset
 
 presets_app = typer.Typer(help="Named set-ups: list, show, import (a Modelfile), remove.",
@@ -30,16 +29,6 @@ PresetOpt = Annotated[Optional[str], typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="A preset's name ('vibechat presets list').")]
 SYSTEM_WIDTH = 40  # the system prompt's start, in the list
-
-
-def with_preset(loaded: "LoadedConfig", name: str | None) -> "LoadedConfig":
-    """``loaded`` with the preset ``name`` on top (None: as it is); an unknown or broken
-    preset raises ``VibechatError`` with one line."""
-    if name is None:
-        return loaded
-    from vibechat.engine.settings.preset_file import apply_to_loaded, load_presets
-
-    return apply_to_loaded(loaded, load_presets(loaded.path).get(name))
 
 
 def preset_dict(preset: "Preset") -> dict[str, Any]:
