@@ -68,7 +68,7 @@ def test_json_output(starter_installed, rambling):
 
 
 def test_same_seed_same_reply_across_processes(starter_installed):
-    args = ("run", "-p", "Once upon a time", "--seed", "99", "-n", "20", "--json")
+    args = ("run", "-p", "Once upon a time", "--seed", "99", "-n", "20", "--json", "--ctx", "512")
     first, second = json.loads(vibechat(*args).stdout), json.loads(vibechat(*args).stdout)
     assert first["text"] == second["text"]
 
@@ -76,7 +76,7 @@ def test_same_seed_same_reply_across_processes(starter_installed):
 def test_the_prompt_as_an_argument_as_ollama_users_type_it(starter_installed):
     """`vibechat run PROMPT` (quoted, or words joined by spaces as `ollama run` does) asks the
     same as --prompt; '-' reads stdin."""
-    greedy = ("-t", "0", "-n", "4", "--json")
+    greedy = ("-t", "0", "-n", "4", "--json", "--ctx", "512")
     replies = []
     for words in (["Name a colour."], ["Name", "a", "colour."]):
         out = vibechat("run", *words, *greedy)
@@ -92,7 +92,7 @@ def test_the_prompt_as_an_argument_as_ollama_users_type_it(starter_installed):
 
 @pytest.mark.parametrize("how", ["piped", "dash"])
 def test_prompt_from_stdin(starter_installed, how):
-    args = ["run", "-t", "0", "-n", "4", "--json"] + (["--prompt", "-"] if how == "dash" else [])
+    args = ["run", "-t", "0", "-n", "4", "--json", "--ctx", "512"] + (["--prompt", "-"] if how == "dash" else [])
     out = vibechat(*args, input="Tell me a story about a cat.\n")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["stats"]["prompt_tokens"] > 8
@@ -101,10 +101,10 @@ def test_prompt_from_stdin(starter_installed, how):
 def test_system_prompt_is_used(starter_installed):
     # The starter's completion frame puts a system prompt in its preamble's place: a longer
     # system prompt, a longer prompt, word for word.
-    plain = json.loads(vibechat("run", "-p", "Hi", "-n", "1", "--json").stdout)
-    short = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate.", "-n", "1", "--json").stdout)
-    longer = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate. You sail the seven seas.", "-n", "1",
-                                 "--json").stdout)
+    small = ("-n", "1", "--json", "--ctx", "512")
+    plain = json.loads(vibechat("run", "-p", "Hi", *small).stdout)
+    short = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate.", *small).stdout)
+    longer = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate. You sail the seven seas.", *small).stdout)
     assert plain["stats"]["prompt_tokens"] != short["stats"]["prompt_tokens"]
     assert longer["stats"]["prompt_tokens"] == short["stats"]["prompt_tokens"] + 6  # " You sail the seven seas."
 
@@ -168,15 +168,16 @@ def test_no_prompt_on_a_terminal_is_an_error(starter_installed):
 
 
 def test_control_sequences_are_neutralised_unless_raw(starter_installed, rambling):
-    # The base model echoes its prompt, escape sequences included.
+    # The base model echoes its prompt, escape sequences included (within its first 24 tokens).
     prompt = "Repeat after me: \x1b]52;c;aGVsbG8=\x07 \x1b[2J\n\x1b]52;c;aGVsbG8=\x07 \x1b[2J\n"
-    raw = vibechat("run", "-p", prompt, "-t", "0", "-n", "40", "--raw")
-    assert "\x1b" in raw.stdout  # the model really produced escape sequences
-    clean = vibechat("run", "-p", prompt, "-t", "0", "-n", "40")
+    greedy = ("-t", "0", "-n", "24", "--ctx", "512")
+    raw = vibechat("run", "-p", prompt, *greedy, "--raw")
+    assert raw.stdout.count("\x1b") >= 2  # the model really produced escape sequences
+    clean = vibechat("run", "-p", prompt, *greedy)
     assert clean.returncode == 0
     assert not any(c in clean.stdout for c in "\x1b\x07\x9b\r")
     assert "]52;c;" not in clean.stdout and "[2J" not in clean.stdout  # whole sequences go, no leftovers
-    as_json = json.loads(vibechat("run", "-p", prompt, "-t", "0", "-n", "40", "--json").stdout)
+    as_json = json.loads(vibechat("run", "-p", prompt, *greedy, "--json").stdout)
     assert "\x1b" not in as_json["text"]
     # What streamed is what --json reports (the streamed pieces split the sequences).
     assert clean.stdout == as_json["text"] + ("" if as_json["text"].endswith("\n") else "\n")
@@ -239,11 +240,10 @@ def test_gpu_layers_on_a_cpu_only_build_are_an_error_with_the_rebuild_command(st
     out = vibechat("run", "-p", "hi", "-n", "2")
     assert out.returncode == 1 and "GPU offload of all layers was asked for" in out.stderr
     assert "-DGGML_METAL=on" in out.stderr and out.stderr.count("\n") == 1
-    out = vibechat("run", "-p", "hi", "-n", "2", "--n-gpu-layers", "0")  # the flag wins: CPU only
+    out = vibechat("run", "-p", "hi", "-n", "2", "--n-gpu-layers", "0", "--ctx", "512")  # the flag wins: CPU only
     assert out.returncode == 0, out.stderr
-    monkeypatch.delenv("VIBECHAT_GPU_LAYERS")
-    out = vibechat("run", "-p", "hi", "-n", "2")  # not asking (the default: all if possible) never fails
-    assert out.returncode == 0, out.stderr
+    # Not asking (the default: all if possible) never fails: every other run in this file
+    # (test_streams_reply_to_stdout_on_the_starter_model first) runs with the default.
 
 
 def test_kv_cache_type_is_applied_and_reported(starter_installed):
@@ -255,23 +255,25 @@ def test_kv_cache_type_is_applied_and_reported(starter_installed):
     assert "KV q4_0 10 MiB (flash attention on)" in out.stderr
 
 
-def test_prompt_lookup_drafting_gives_the_same_greedy_reply(starter_installed, rambling):
+def test_prompt_lookup_drafting_gives_the_same_greedy_reply_and_auto_reports_its_drafts(starter_installed, rambling):
+    """One plain greedy run is the reference for both kinds of drafting: prompt lookup gives the
+    same text; auto reports its drafts, its final draft length and whether it turned off (in the
+    JSON and in --stats)."""
     code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
-    args = ("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "40", "--json")
+    args = ("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "24", "--json",
+            "--ctx", "512")
     plain = json.loads(vibechat(*args).stdout)
+    assert plain["stats"]["drafted_tokens"] == 0 and plain["engine"]["speculative"] == "off"
+    assert plain["stats"]["draft_k"] == 0 and plain["stats"]["drafting_turned_off"] is False
+
     out = vibechat(*args, "--draft", "prompt-lookup", "--draft-tokens", "6", "--stats")
     assert out.returncode == 0, out.stderr
     drafted = json.loads(out.stdout)
     assert drafted["text"] == plain["text"]
     assert drafted["engine"]["speculative"] == "prompt-lookup" and drafted["engine"]["draft_tokens"] == 6
     assert drafted["stats"]["drafted_tokens"] >= drafted["stats"]["accepted_draft_tokens"] > 0
-    assert plain["stats"]["drafted_tokens"] == 0 and plain["engine"]["speculative"] == "off"
     assert "· drafted " in out.stderr and "accepted" in out.stderr
 
-
-def test_auto_drafting_reports_drafts_the_final_draft_length_and_whether_it_turned_off(starter_installed, rambling):
-    code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
-    args = ("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "40", "--json")
     out = vibechat(*args, "--draft", "auto", "--draft-tokens", "6", "--stats")
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
@@ -282,14 +284,12 @@ def test_auto_drafting_reports_drafts_the_final_draft_length_and_whether_it_turn
     said = "drafting off (did not pay)" if stats["drafting_turned_off"] else f"draft k {stats['draft_k']}"
     assert f"· drafted {stats['drafted_tokens']}, accepted {stats['accepted_draft_tokens']}" in out.stderr
     assert said in out.stderr
-    plain = json.loads(vibechat(*args).stdout)["stats"]
-    assert plain["draft_k"] == 0 and plain["drafting_turned_off"] is False
 
 
 def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_installed, rambling):
     code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
-    out = vibechat("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "24", "--json",
-                   "--stats", "--draft-model", "starter", "--draft-tokens", "4", "--ctx", "1024")
+    out = vibechat("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "16", "--json",
+                   "--stats", "--draft-model", "starter", "--draft-tokens", "4", "--ctx", "512")
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
     engine, stats = reply["engine"], reply["stats"]
@@ -300,7 +300,10 @@ def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_inst
 
 
 def test_the_draft_model_from_the_environment_and_from_the_config_file(starter_installed, monkeypatch, tmp_path):
-    args = ("run", "-p", "Say hi.", "-t", "0", "-n", "8", "--json", "--draft-tokens", "3", "--ctx", "1024")
+    """The variable drafts in a real run; the config file's key is the same setting (one table,
+    one Config: engine/settings), so `config show` proves the file gives it, without loading two
+    models a second time."""
+    args = ("run", "-p", "Say hi.", "-t", "0", "-n", "8", "--json", "--draft-tokens", "3", "--ctx", "512")
     monkeypatch.setenv("VIBECHAT_DRAFT_MODEL", "starter")
     out = vibechat(*args)
     assert out.returncode == 0, out.stderr
@@ -310,9 +313,10 @@ def test_the_draft_model_from_the_environment_and_from_the_config_file(starter_i
     config = tmp_path / "draft.toml"
     config.write_text('draft_model = "starter"\n', encoding="utf-8")
     monkeypatch.setenv("VIBECHAT_CONFIG", str(config))
-    out = vibechat(*args)
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["engine"]["draft_model"]
+    shown = vibechat("config", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["settings"]["draft_model"]["value"] == "starter"
+    assert json.loads(shown.stdout)["settings"]["draft_model"]["source"].startswith("file")
 
 
 def test_help_lists_every_flag():
