@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN
-from vibechat.engine.llama.worker import CRASH_HOOK_ENV
+from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
 
 pytestmark = [pytest.mark.model, pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")]
 
@@ -179,7 +179,7 @@ def test_a_clean_quit_restores_the_terminal(chat_env):
 
 def test_quitting_after_the_engine_crashed_mid_reply_restores_the_terminal(chat_env):
     # The engine process sends itself SIGSEGV once its first piece of the reply was sent
-    # (engine/llama/worker.py _crash_hook): mid-reply, every time, without racing a signal.
+    # (engine/llama/worker_child.py _crash_hook): mid-reply, every time, without racing a signal.
     chat_env[CRASH_HOOK_ENV] = "reply:SIGSEGV"
     code, term = chat_until_quit(chat_env, PROMPT, "SIGSEGV", 400)
     assert "mid-reply" in term.text()

@@ -410,10 +410,10 @@ def test_run_show_thinking_json_and_the_history_exports_end_to_end(stub):
 
 
 def test_the_engine_process_sends_thinking_and_text_as_their_own_kinds():
-    from vibechat.engine.llama import worker
+    from vibechat.engine.llama import worker_child
 
     sent: list[tuple] = []
-    worker._stream(thinking_backend("a b c", "x y"), [ChatMessage("user", "hi")], GREEDY, sent.append)
+    worker_child._stream(thinking_backend("a b c", "x y"), [ChatMessage("user", "hi")], GREEDY, sent.append)
     kinds = [m[0] for m in sent]
     assert kinds[-1] == "event" and isinstance(sent[-1][1], GenerationDone)
     assert "".join(m[1] for m in sent if m[0] == "thinking") == "a b c"
@@ -451,7 +451,7 @@ def test_the_local_emitter_counts_the_thinking_tokens_tags_included(monkeypatch)
 
 
 def test_the_engine_process_forwards_the_thinking_token_count():
-    from vibechat.engine.llama import worker
+    from vibechat.engine.llama import worker_child
 
     class Counting(RecordingBackend):
         def stream_chat(self, messages, params):
@@ -461,7 +461,7 @@ def test_the_engine_process_forwards_the_thinking_token_count():
     backend = Counting("x y")
     backend.thinking = "a b c"
     sent: list[tuple] = []
-    worker._stream(backend, [ChatMessage("user", "hi")], GREEDY, sent.append)
+    worker_child._stream(backend, [ChatMessage("user", "hi")], GREEDY, sent.append)
     thinking = [m for m in sent if m[0] == "thinking"]
     assert thinking and thinking[-1][3] == 3  # the last thinking piece's count of generated tokens
 

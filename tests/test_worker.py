@@ -22,7 +22,8 @@ from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import EngineCrashed, EngineCrashLoop, LoadCancelled, VibechatError
 from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.llama.worker import CRASH_HOOK_ENV, WorkerBackend
+from vibechat.engine.llama.worker import WorkerBackend
+from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
 
 pytestmark = pytest.mark.model
 
@@ -350,7 +351,7 @@ def test_a_load_error_crosses_the_process_boundary(tmp_path):
 
 
 def test_the_setting_named_after_repeated_crashes(starter_path):
-    from vibechat.engine.llama.worker import suggest_setting
+    from vibechat.engine.llama.crash_report import suggest_setting
 
     from types import SimpleNamespace
 
@@ -446,7 +447,7 @@ def test_crash_reports_are_private_whatever_the_umask(starter_path):
     """Mode 0600 from the start (never briefly readable by others), in a 0700 folder, even
     with a permissive umask and a crashes/ folder an older vibechat made world-readable."""
     from vibechat.engine.paths import crash_dir
-    from vibechat.engine.llama.worker import write_crash_report
+    from vibechat.engine.llama.crash_report import write_crash_report
 
     folder = crash_dir()
     folder.mkdir(parents=True)

@@ -25,7 +25,8 @@ from vibechat.engine.chat.history import History
 from vibechat.engine.llama.llamacpp import LlamaCppOptions
 from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.llama.worker import CRASH_HOOK_ENV, WorkerBackend
+from vibechat.engine.llama.worker import WorkerBackend
+from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
 
 pytestmark = pytest.mark.model
 
@@ -401,7 +402,7 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(st
 
 
 def engine_process_of(chat_pid: int) -> int | None:
-    """The chat's engine process (``python -m vibechat.engine.llama.worker``, its child), if running."""
+    """The chat's engine process (``python -m vibechat.engine.llama.worker_child``, its child), if running."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -410,7 +411,7 @@ def engine_process_of(chat_pid: int) -> int | None:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid and b"vibechat.engine.llama.worker" in cmdline:
+        if int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid and b"vibechat.engine.llama.worker_child" in cmdline:
             return int(entry.name)
     return None
 

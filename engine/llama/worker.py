@@ -3,28 +3,18 @@ its process (a segfault, a GGML_ASSERT abort, the OOM killer, a GPU driver error
 only the child: the chat stays up, says what happened in one line, writes a crash
 report, and starts a fresh child for the next request.
 
-Process model: ``python -m vibechat.engine.llama.worker`` (a plain ``subprocess``, in its own
-session so the terminal's signals do not reach it). Three pipes:
-
-* the child's stdin carries the parent's requests as length-prefixed pickles: ``load``,
-  ``stream``, ``reset``, ``prefill``, ``count``, ``check_format`` (one at a time, each with
-  an id), and
-  ``cancel``. A reader thread in the child takes them; ``cancel`` is acted on at once
-  by that thread (the backend's abort/progress callbacks see it) and acknowledged, never
-  queued behind the running request;
-* the child's stdout (a private copy of it: fd 1 itself then points at stderr, so
-  nothing native can write into the protocol) carries the answers: log records, load
-  progress, the reply's text and its thinking (pieces of one kind that come faster than
-  every few milliseconds are joined), the other events, a result or an error;
-* the child's stderr (stray native output, Python's fault handler) is drained by a
-  thread into the crash report's tail and the ``vibechat.llama_cpp`` logger: never the
-  terminal.
+Process model: ``python -m vibechat.engine.llama.worker_child`` (a plain ``subprocess``, in its
+own session so the terminal's signals do not reach it; the child's side is worker_child.py).
+Requests go down its stdin and answers come up its stdout as frames (worker_wire.py says what
+travels); its stderr is drained by a thread into the crash report's tail and the
+``vibechat.llama_cpp`` logger: never the terminal. Reply pieces of one kind that come faster
+than every few milliseconds are joined by the child.
 
 The child keeps its backend (and its KV cache) between requests. When the protocol pipe
 ends before the answer, the child died: the call raises ``EngineCrashed`` naming the
-signal, what it was doing and the crash report; the next call starts a fresh child. A
-fresh child that dies again during its load or its first request, with the same
-options, is not restarted until the options change (``EngineCrashLoop``).
+signal, what it was doing and the crash report (crash_report.py); the next call starts a
+fresh child. A fresh child that dies again during its load or its first request, with the
+same options, is not restarted until the options change (``EngineCrashLoop``).
 
 A hung child is a dead one: after a cancel, a watchdog thread gives the request
 ``STOP_GRACE_S`` to end; a child that does not end it by then (stopped with SIGSTOP, frozen,
@@ -32,7 +22,8 @@ stuck in a native call after it acknowledged the cancel) is killed and the call 
 a crash, with its own line, so a stop takes under 2 s whatever the engine does. Only a child
 still starting (importing llama.cpp, before it can act on a cancel) gets longer
 (``START_LIMIT_S``). Nothing else is timed: a slow load or prompt evaluation that nobody
-stopped is no hang. ``close()`` ends the child within ``CLOSE_LIMIT_S`` whatever it does.
+stopped is no hang. ``close()`` ends the child within ``CLOSE_LIMIT_S`` whatever it does
+(worker_process.py).
 """
 
 from __future__ import annotations
@@ -41,36 +32,25 @@ import collections
 import dataclasses
 import logging
 import os
-import pickle
 import queue
-import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from ..turns.backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta, ThinkingDelta
 from ..errors import EngineCrashed, EngineCrashLoop, GenerationError, VibechatError
 from ..settings.params import SamplingParams
+from ..turns.backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta, ThinkingDelta
+from .crash_report import signal_name, suggest_setting, write_crash_report
+from .worker_process import CLOSE_EXIT_S, CLOSE_LIMIT_S, CLOSE_TERM_S, REAP_S, Heard, close_quietly, end_process
+from .worker_wire import read_frame, write_frame
 
 log = logging.getLogger("vibechat.llama_cpp")
 
-# Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
-# stream's first piece of text, once it was sent) makes every child started while it is set
-# send itself SIGNAL at that stage ("STAGE:hang": hang there). Read by the child only.
-CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
-
 LOG_TAIL = 50
-# Reply pieces closer together than this travel in one message. The chat draws a reply at most
-# 15 times a second (2-3 while the model uses every core), so 40 ms costs no visible delay, and
-# at ~90 tokens/s it sends 4x fewer messages than one per token (each a wake-up of two threads
-# in the chat's process, on the model's cores). The first piece of a reply goes at once.
-FLUSH_S = 0.04
-# A request that has not ended this long after its stop request (cancel) means a hung engine
 # process, acknowledged or not: stopped with SIGSTOP, frozen with the GIL held (no
 # acknowledgement), or stuck in a native call that never returns (its request reader
 # acknowledged the cancel, its main thread never comes back). The watchdog ends it (SIGKILL) and
@@ -85,80 +65,6 @@ STOP_GRACE_S = 1.5
 # cancel until it says "ready"; its start is no hang, up to this long (then STOP_GRACE_S more).
 # Only a load is ever in flight then, never a reply.
 START_LIMIT_S = 10.0
-# close(): how long the engine process gets to exit by itself, then after SIGTERM, before
-# SIGKILL (a stopped process acts on SIGKILL only), and a bound on close() in all: quitting
-# never waits more than 3 s for the engine.
-CLOSE_EXIT_S = 1.0
-CLOSE_TERM_S = 0.5
-REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
-CLOSE_LIMIT_S = CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S
-_HEADER = struct.Struct(">I")
-
-
-# ------------------------------------------------------------------ framing
-def _write_frame(stream: IO[bytes], obj: object) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)) + data)
-    stream.flush()
-
-
-def _read_frame(stream: IO[bytes]) -> Any:
-    """The next object, or None at the end of the stream (the other side is gone)."""
-    header = _read_exact(stream, _HEADER.size)
-    if header is None:
-        return None
-    data = _read_exact(stream, _HEADER.unpack(header)[0])
-    return None if data is None else pickle.loads(data)
-
-
-def _read_exact(stream: IO[bytes], n: int) -> bytes | None:
-    parts: list[bytes] = []
-    while n:
-        chunk = stream.read(n)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        n -= len(chunk)
-    return b"".join(parts)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-# ------------------------------------------------------------------- parent
-@dataclasses.dataclass
-class _Crash:
-    message: str
-    report: Path | None
-
-
-class _Heard:
-    """What one engine process has said, as its protocol reader sees it: for the watchdog,
-    which needs it while the thread that drives the engine waits on the inbox. Request ids
-    only grow, so "the highest so far" tells about every earlier request too."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.ready = False  # its backend exists: it acts on a cancel at once from now on
-        self.acked = 0  # the highest request id whose cancel it acknowledged
-        self.ended = 0  # the highest request id it answered (a result or an error)
-        self.gone = False  # its protocol pipe ended
-
-    def note(self, *, ready: bool = False, acked: int = 0, ended: int = 0, gone: bool = False) -> None:
-        with self._cond:
-            self.ready |= ready
-            self.acked = max(self.acked, acked)
-            self.ended = max(self.ended, ended)
-            self.gone |= gone
-            self._cond.notify_all()
-
-    def wait(self, condition: Callable[[], bool], timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(condition, max(0.0, timeout))
 
 
 class _Preload:
@@ -222,7 +128,7 @@ class WorkerBackend:
         self._stderr_reader: threading.Thread | None = None
         self._preload: _Preload | None = None  # a load begun ahead of the first load() call
         self._preloading: threading.Thread | None = None
-        self._heard = _Heard()  # the current child's
+        self._heard = Heard()  # the current child's
         self._watched = 0  # the request the watchdog watches (one watchdog per stopped request)
         self._watch_lock = threading.Lock()
         self._hung: tuple[subprocess.Popen[bytes], str] | None = None  # (child, why) the watchdog ended
@@ -236,7 +142,7 @@ class WorkerBackend:
     def _start(self) -> None:
         if self._closing:  # a preload that reaches here while close() runs starts nothing
             raise EngineCrashed("the engine was closed.")
-        cmd = [sys.executable, "-m", "vibechat.engine.llama.worker"]
+        cmd = [sys.executable, "-m", "vibechat.engine.llama.worker_child"]
         kwargs: dict[str, Any] = {}
         if os.name == "posix":
             kwargs["start_new_session"] = True  # Ctrl-C / Ctrl-Z in the terminal are the chat's
@@ -245,13 +151,13 @@ class WorkerBackend:
         self._proc = proc
         if self._closing:  # close() began while it started: it ends with the others
             self._stop_child()
-            _close_quietly(proc.stdout)
-            _close_quietly(proc.stderr)
+            close_quietly(proc.stdout)
+            close_quietly(proc.stderr)
             raise EngineCrashed("the engine was closed.")
         self._inbox = queue.Queue()
         self._tail = collections.deque(maxlen=LOG_TAIL)  # new ones: an old reader may still append
         self._stderr_tail = collections.deque(maxlen=LOG_TAIL)
-        self._heard = _Heard()
+        self._heard = Heard()
         self._loaded = False
         self._restarted, self._proven = self._crashed_before, False
         threading.Thread(target=self._read_protocol, args=(proc, self._inbox, self._tail, self._heard), daemon=True,
@@ -263,12 +169,12 @@ class WorkerBackend:
 
     @staticmethod
     def _read_protocol(proc: subprocess.Popen[bytes], inbox: queue.Queue[Any], tail: collections.deque[str],
-                       heard: _Heard) -> None:
+                       heard: Heard) -> None:
         assert proc.stdout is not None
         try:
             while True:
                 try:
-                    msg = _read_frame(proc.stdout)
+                    msg = read_frame(proc.stdout)
                 except Exception as exc:  # noqa: BLE001 - a torn frame: the child died mid-write
                     log.debug("worker protocol: %s", exc)
                     msg = None
@@ -292,7 +198,7 @@ class WorkerBackend:
         finally:
             heard.note(gone=True)
             inbox.put(("eof",))
-            _close_quietly(proc.stdout)
+            close_quietly(proc.stdout)
 
     @staticmethod
     def _read_stderr(proc: subprocess.Popen[bytes], tail: collections.deque[str]) -> None:
@@ -306,7 +212,7 @@ class WorkerBackend:
         except (OSError, ValueError):
             pass
         finally:
-            _close_quietly(proc.stderr)
+            close_quietly(proc.stderr)
 
     def _send(self, msg: tuple[Any, ...]) -> bool:
         proc = self._proc
@@ -314,7 +220,7 @@ class WorkerBackend:
             return False
         with self._write_lock:
             try:
-                _write_frame(proc.stdin, msg)
+                write_frame(proc.stdin, msg)
                 return True
             except (OSError, ValueError):  # the child is gone: its answer pipe says so
                 return False
@@ -408,13 +314,13 @@ class WorkerBackend:
         proc = self._proc
         if self._closing or proc is None:  # ended on purpose (close(), a stopped load), maybe just now
             return EngineCrashed("the engine was closed while it was busy.")
-        rc = _end_process(proc, wait_s=2.0)  # it closed its pipe: it is ending (or is ended now)
+        rc = end_process(proc, wait_s=2.0)  # it closed its pipe: it is ending (or is ended now)
         hung = self._hung
         if hung is not None and hung[0] is proc:  # the watchdog ended it: no crash of llama.cpp's
             how, doing = "stopped responding", f"{doing} ({hung[1]}), so vibechat ended it"
         else:
             hung = None
-            how = (f"crashed ({_signal_name(-rc)})" if rc is not None and rc < 0
+            how = (f"crashed ({signal_name(-rc)})" if rc is not None and rc < 0
                    else f"exited unexpectedly (status {rc})")
         if self._stderr_reader is not None:  # its last lines (a fault handler's traceback)
             self._stderr_reader.join(timeout=2)
@@ -438,7 +344,7 @@ class WorkerBackend:
         self._loaded = False
         self._busy = None
         if proc is not None:  # its stdout and stderr are closed by their reader threads
-            _close_quietly(proc.stdin)
+            close_quietly(proc.stdin)
 
     def _stop_child(self) -> None:
         """End the child on purpose: its stdin ends (it stops what runs and exits), then
@@ -451,7 +357,7 @@ class WorkerBackend:
         # a crash; its stdin closes, and its request reader, seeing the end, stops what runs
         # and exits.
         self._discard_child()
-        _end_process(proc, wait_s=CLOSE_EXIT_S, term_s=CLOSE_TERM_S)
+        end_process(proc, wait_s=CLOSE_EXIT_S, term_s=CLOSE_TERM_S)
 
     # ------------------------------------------------------- Backend API
     def preload(self) -> None:
@@ -501,7 +407,7 @@ class WorkerBackend:
         threading.Thread(target=self._watchdog, args=(proc, heard, rid), daemon=True,
                          name="vibechat-worker-watchdog").start()
 
-    def _watchdog(self, proc: subprocess.Popen[bytes], heard: _Heard, rid: int) -> None:
+    def _watchdog(self, proc: subprocess.Popen[bytes], heard: Heard, rid: int) -> None:
         """One deadline, ``STOP_GRACE_S`` after the cancel, for the request to end, whether the
         child acknowledged the cancel or not: a live one needs milliseconds. Only a child still
         starting (not ready: it cannot act on a cancel yet) gets up to ``START_LIMIT_S`` first."""
@@ -619,7 +525,7 @@ class WorkerBackend:
         proc = self._proc
         self._discard_child()
         if proc is not None:
-            _end_process(proc, wait_s=0)
+            end_process(proc, wait_s=0)
 
     def close(self) -> None:
         """End the engine process, whatever it is doing (stopped, hung, mid-reply): within
@@ -648,36 +554,6 @@ class WorkerBackend:
         self._info = None
 
 
-def _end_process(proc: subprocess.Popen[bytes], wait_s: float, term_s: float = 0.0) -> int | None:
-    """Wait up to ``wait_s`` for ``proc`` to exit by itself, then SIGTERM it and wait up to
-    ``term_s`` (when given), then SIGKILL it and wait up to ``REAP_S``: its exit status, or
-    None if even that did not end it (an uninterruptible wait: init reaps it later)."""
-    steps: list[tuple[Callable[[], None] | None, float]] = [(None, wait_s)]
-    if term_s > 0:
-        steps.append((proc.terminate, term_s))
-    steps.append((proc.kill, REAP_S))
-    for send, wait in steps:
-        if send is not None:
-            try:
-                send()  # Popen: no signal once the process was reaped (no pid reused)
-            except OSError:
-                pass
-        try:
-            return proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-    log.warning("the engine process %s did not end after SIGKILL", proc.pid)
-    return None
-
-
-def _close_quietly(pipe: IO[bytes] | None) -> None:
-    try:
-        if pipe is not None:
-            pipe.close()
-    except (OSError, ValueError):
-        pass
-
-
 def _rebuild_error(name: str, message: str) -> Exception:
     """The child's exception, as the same class when it is one of engine/errors.py's."""
     from .. import errors
@@ -689,323 +565,3 @@ def _rebuild_error(name: str, message: str) -> Exception:
         except TypeError:
             return GenerationError(message)
     return GenerationError(f"the engine failed: {name}: {message}")
-
-
-def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | None) -> str:
-    """The setting most likely to avoid a crash that repeats, in a few words (each named by
-    its flag, from the config's settings table)."""
-    from ..settings.config import SETTINGS_BY_KEY
-
-    def flag(key: str) -> str:
-        return SETTINGS_BY_KEY[key].flag or key
-
-    ideas: list[str] = []
-    if getattr(options, "repack", "off") != "off":
-        ideas.append(f"{flag('repack')} off")
-    gpu = info.gpu_layers if info is not None else (options.gpu_layers or 0)
-    if gpu:
-        ideas.append(f"{flag('gpu_layers')} 0")
-    if getattr(options, "speculative", "off") != "off" and not doing.startswith("while loading"):
-        ideas.append(f"{flag('speculative')} off")
-    if getattr(options, "kv_cache_type", "f16") != "f16":
-        ideas.append(f"{flag('kv_cache_type')} f16")
-    smaller = f"a smaller {flag('context_size')}"
-    ideas.append(smaller)
-    if rc is not None and rc == -getattr(signal, "SIGKILL", -1):  # the OOM killer's signal: memory first
-        ideas.remove(smaller)
-        ideas.insert(0, smaller)
-    ideas.append("another model")
-    return ", ".join(ideas[:-1]) + " or " + ideas[-1]
-
-
-def write_crash_report(how: str, doing: str, rc: int | None, log_lines: list[str], stderr_lines: list[str],
-                       options: Any, info: ModelInfo | None) -> Path | None:
-    """A text file under the state dir's ``crashes/`` folder; None if it could not be written."""
-    import platform
-    from datetime import datetime, timezone
-
-    from ..paths import crash_dir
-
-    now = datetime.now(timezone.utc)
-    signal_line = f"{_signal_name(-rc)} (signal {-rc})" if rc is not None and rc < 0 else f"exit status {rc}"
-    try:
-        opts = dataclasses.asdict(options)
-    except TypeError:
-        opts = {"options": repr(options)}
-    lines = [
-        "vibechat engine crash report",
-        f"time: {now.isoformat(timespec='seconds')}",
-        f"what: the engine {how} {doing}",
-        f"signal: {signal_line}",
-        f"vibechat: {_version('vibechat')}",
-        f"llama-cpp-python: {_version('llama_cpp_python')}",
-        f"python: {platform.python_version()} ({platform.platform()})",
-        "options:",
-        *(f"  {key} = {value}" for key, value in opts.items()),
-    ]
-    if info is not None:
-        lines += ["model:", *(f"  {key} = {value}" for key, value in info.to_dict().items())]
-    lines += [f"last {len(log_lines)} llama.cpp log lines (INFO and above):", *(f"  {line}" for line in log_lines)]
-    lines += [f"last {len(stderr_lines)} lines on the engine's stderr:", *(f"  {line}" for line in stderr_lines)]
-    try:
-        folder = crash_dir()
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _private(folder, 0o700)  # made earlier, or by an older vibechat, with the umask's mode
-        path = folder / f"crash-{now:%Y%m%d-%H%M%S}-{os.getpid()}-{time.monotonic_ns() % 10**6}.txt"
-        _write_private(path, "\n".join(lines) + "\n")
-        return path
-    except OSError as exc:
-        log.warning("could not write the crash report: %s", exc)
-        return None
-
-
-def _private(path: Path, mode: int) -> None:
-    """``path`` readable by its owner only (best effort: a folder of someone else's stays as it is)."""
-    try:
-        if os.name == "posix" and path.stat().st_mode & 0o777 != mode:
-            path.chmod(mode)
-    except OSError:
-        pass
-
-
-def _write_private(path: Path, text: str) -> None:
-    """A new file with mode 0600 from the start (the report holds the user's settings and log
-    lines): never briefly readable by others, whatever the umask."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(path, flags, 0o600)
-    try:
-        if os.name == "posix":
-            os.fchmod(fd, 0o600)  # the umask may have taken bits off, never added them: exact
-        with os.fdopen(fd, "wb") as out:
-            fd = -1
-            out.write(text.encode("utf-8"))
-    except OSError:  # a full disk: no half a report left behind
-        path.unlink(missing_ok=True)
-        raise
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-def _version(dist: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-# -------------------------------------------------------------------- child
-class _Control:
-    """The child's cancel state, shared by its reader thread (which cancels) and its main
-    thread (which runs one request at a time). A cancel for request N is asserted again
-    until N has ended: the backend clears its flag when a request starts, and the cancel
-    may arrive before that."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.backend: Any = None
-        self.cancel_upto = 0
-        self.done = 0
-        self._asserting = False
-
-    def cancel(self, rid: int) -> None:
-        with self.lock:
-            if rid <= self.done:
-                return
-            self.cancel_upto = max(self.cancel_upto, rid)
-            if self.backend is not None:
-                self.backend.cancel()
-            if self._asserting:
-                return
-            self._asserting = True
-        threading.Thread(target=self._assert_cancel, daemon=True).start()
-
-    def _assert_cancel(self) -> None:
-        while True:
-            with self.lock:
-                if self.done >= self.cancel_upto:
-                    self._asserting = False
-                    return
-                if self.backend is not None:
-                    self.backend.cancel()
-            time.sleep(0.005)
-
-    def cancelled(self, rid: int) -> bool:
-        with self.lock:
-            return self.cancel_upto >= rid
-
-    def finished(self, rid: int) -> None:
-        with self.lock:
-            self.done = max(self.done, rid)
-
-
-class _ForwardLogs(logging.Handler):
-    def __init__(self, send: Callable[[tuple[Any, ...]], None]) -> None:
-        super().__init__(logging.DEBUG)
-        self._send = send
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self._send(("log", record.name, record.levelno, record.getMessage()))
-        except Exception:  # noqa: BLE001 - never raise into llama.cpp's log callback
-            pass
-
-
-def _crash_hook(stage: str) -> None:
-    """Test-only (CRASH_HOOK_ENV): end this process at ``stage`` with a signal ("reply:SIGABRT")
-    or an exit status ("reply:exit3"), stop it ("reply:SIGSTOP": it stays stopped), or hang it
-    ("reply:hang": its main thread never returns, its request reader goes on)."""
-    hook = os.environ.get(CRASH_HOOK_ENV, "")
-    if not hook:
-        return
-    at, _, name = hook.partition(":")
-    if at == stage:
-        if name.startswith("exit"):
-            os._exit(int(name[4:]))
-        if name == "hang":
-            threading.Event().wait()  # until the parent ends this process
-        os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
-        time.sleep(10)  # the signal ends us
-
-
-def child_main() -> int:
-    import faulthandler
-
-    # The protocol gets a private copy of stdout; fd 1 then points at stderr (the parent's
-    # pipe), so native code printing to stdout cannot break a frame.
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    faulthandler.enable(sys.stderr)  # a Python traceback on SIGSEGV/SIGABRT, for the crash report
-    if hasattr(signal, "SIGINT"):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    inp = sys.stdin.buffer
-    write_lock = threading.Lock()
-
-    def send(msg: tuple[Any, ...]) -> None:
-        with write_lock:
-            _write_frame(out, msg)
-
-    control = _Control()
-    requests: queue.Queue[Any] = queue.Queue()
-
-    def read_requests() -> None:
-        try:
-            while True:
-                msg = _read_frame(inp)
-                if msg is None:
-                    break
-                if msg[0] == "cancel":
-                    control.cancel(msg[1])
-                    send(("cancelling", msg[1]))  # the parent's watchdog: this process is alive
-                else:
-                    requests.put(msg)
-        except Exception:  # noqa: BLE001
-            pass
-        # The parent is gone (or closed us): stop what runs, and exit soon whatever happens.
-        control.cancel(1 << 62)
-        requests.put(None)
-        threading.Timer(5.0, os._exit, args=(0,)).start()
-
-    threading.Thread(target=read_requests, daemon=True, name="vibechat-worker-requests").start()
-
-    engine_log = logging.getLogger("vibechat")
-    engine_log.setLevel(logging.DEBUG)
-    engine_log.propagate = False
-    engine_log.addHandler(_ForwardLogs(send))
-
-    first = requests.get()
-    if first is None or first[0] != "init":
-        return 0
-    from .llamacpp import LlamaCppBackend
-
-    backend = LlamaCppBackend(first[1])
-    with control.lock:
-        control.backend = backend
-    send(("ready",))  # a cancel stops what runs at once from now on: the parent's watchdog times it
-    while True:
-        msg = requests.get()
-        if msg is None or msg[0] == "close":
-            break
-        kind, rid, *args = msg
-        try:
-            if kind == "load" and control.cancelled(rid):  # while this process started
-                from ..errors import LoadCancelled
-
-                raise LoadCancelled(f"loading {Path(str(first[1].model_path)).name} was cancelled.")
-            result = _serve(backend, kind, rid, args, send)
-        except BaseException as exc:  # noqa: BLE001 - every failure goes back as an answer
-            control.finished(rid)
-            send(("error", rid, type(exc).__name__, str(exc)))
-        else:
-            control.finished(rid)
-            send(("result", rid, result))
-    backend.close()
-    return 0
-
-
-def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[tuple[Any, ...]], None]) -> Any:
-    if kind == "load":
-        _crash_hook("load")
-        return backend.load(on_progress=lambda value: send(("progress", value)))
-    if kind == "reset":
-        backend.reset()
-        return None
-    if kind == "count":
-        return backend.count_tokens(*args[:2])  # messages, thinking
-    if kind == "check_format":  # needs no model: llama.cpp's parser alone (stderr is ours here)
-        from .llamacpp import check_output_format
-
-        check_output_format(args[0])
-        return None
-    if kind == "prefill":
-        _crash_hook("prompt")
-        return backend.prefill(*args[:2])
-    if kind == "stream":
-        _stream(backend, args[0], args[1], send)
-        return None
-    raise GenerationError(f"unknown engine request {kind!r}")
-
-
-def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
-            send: Callable[[tuple[Any, ...]], None]) -> None:
-    pending: list[str] = []
-    pending_kind = "delta"  # or "thinking": the pieces joined are of one kind
-    tokens = 0
-    generated = 0  # the last delta's count of generated tokens (the status bar's live count)
-    last = 0.0
-    clock = time.perf_counter
-    _crash_hook("prompt")
-    stream = backend.stream_chat(messages, params)
-    try:
-        for event in stream:
-            kind = "delta" if type(event) is TextDelta else "thinking" if type(event) is ThinkingDelta else None
-            if kind is not None:
-                if pending and kind != pending_kind:
-                    send((pending_kind, "".join(pending), tokens, generated))
-                    pending.clear()
-                pending_kind = kind
-                pending.append(event.text)
-                tokens += 1
-                generated = event.tokens
-                now = clock()
-                if now - last >= FLUSH_S:
-                    send((kind, "".join(pending), tokens, generated))
-                    pending.clear()
-                    last = now
-                    _crash_hook("reply")  # mid-reply: the parent has text to keep
-                continue
-            if pending:
-                send((pending_kind, "".join(pending), tokens, generated))
-                pending.clear()
-            send(("event", event))
-    finally:
-        stream.close()
-        if pending:
-            send((pending_kind, "".join(pending), tokens, generated))
-
-
-if __name__ == "__main__":
-    sys.exit(child_main())

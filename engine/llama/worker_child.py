@@ -1,0 +1,248 @@
+"""The engine process: ``python -m vibechat.engine.llama.worker_child``, started by
+``WorkerBackend`` (engine/llama/worker.py). It holds one ``LlamaCppBackend`` (and its KV cache)
+between requests, serves them one at a time on its main thread, and acts on a cancel at once
+from its request reader thread; its stdout is the protocol's (engine/llama/worker_wire.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import GenerationError
+from ..settings.params import SamplingParams
+from ..turns.backend import ChatMessage, TextDelta, ThinkingDelta
+from .worker_wire import read_frame, write_frame
+
+# Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
+# stream's first piece of text, once it was sent) makes every child started while it is set
+# send itself SIGNAL at that stage ("STAGE:hang": hang there). Read by the child only.
+CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
+
+# Reply pieces closer together than this travel in one message. The chat draws a reply at most
+# 15 times a second (2-3 while the model uses every core), so 40 ms costs no visible delay, and
+# at ~90 tokens/s it sends 4x fewer messages than one per token (each a wake-up of two threads
+# in the chat's process, on the model's cores). The first piece of a reply goes at once.
+FLUSH_S = 0.04
+
+
+class _Control:
+    """The child's cancel state, shared by its reader thread (which cancels) and its main
+    thread (which runs one request at a time). A cancel for request N is asserted again
+    until N has ended: the backend clears its flag when a request starts, and the cancel
+    may arrive before that."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.backend: Any = None
+        self.cancel_upto = 0
+        self.done = 0
+        self._asserting = False
+
+    def cancel(self, rid: int) -> None:
+        with self.lock:
+            if rid <= self.done:
+                return
+            self.cancel_upto = max(self.cancel_upto, rid)
+            if self.backend is not None:
+                self.backend.cancel()
+            if self._asserting:
+                return
+            self._asserting = True
+        threading.Thread(target=self._assert_cancel, daemon=True).start()
+
+    def _assert_cancel(self) -> None:
+        while True:
+            with self.lock:
+                if self.done >= self.cancel_upto:
+                    self._asserting = False
+                    return
+                if self.backend is not None:
+                    self.backend.cancel()
+            time.sleep(0.005)
+
+    def cancelled(self, rid: int) -> bool:
+        with self.lock:
+            return self.cancel_upto >= rid
+
+    def finished(self, rid: int) -> None:
+        with self.lock:
+            self.done = max(self.done, rid)
+
+
+class _ForwardLogs(logging.Handler):
+    def __init__(self, send: Callable[[tuple[Any, ...]], None]) -> None:
+        super().__init__(logging.DEBUG)
+        self._send = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._send(("log", record.name, record.levelno, record.getMessage()))
+        except Exception:  # noqa: BLE001 - never raise into llama.cpp's log callback
+            pass
+
+
+def _crash_hook(stage: str) -> None:
+    """Test-only (CRASH_HOOK_ENV): end this process at ``stage`` with a signal ("reply:SIGABRT")
+    or an exit status ("reply:exit3"), stop it ("reply:SIGSTOP": it stays stopped), or hang it
+    ("reply:hang": its main thread never returns, its request reader goes on)."""
+    hook = os.environ.get(CRASH_HOOK_ENV, "")
+    if not hook:
+        return
+    at, _, name = hook.partition(":")
+    if at == stage:
+        if name.startswith("exit"):
+            os._exit(int(name[4:]))
+        if name == "hang":
+            threading.Event().wait()  # until the parent ends this process
+        os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
+        time.sleep(10)  # the signal ends us
+
+
+def child_main() -> int:
+    import faulthandler
+
+    # The protocol gets a private copy of stdout; fd 1 then points at stderr (the parent's
+    # pipe), so native code printing to stdout cannot break a frame.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    faulthandler.enable(sys.stderr)  # a Python traceback on SIGSEGV/SIGABRT, for the crash report
+    if hasattr(signal, "SIGINT"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inp = sys.stdin.buffer
+    write_lock = threading.Lock()
+
+    def send(msg: tuple[Any, ...]) -> None:
+        with write_lock:
+            write_frame(out, msg)
+
+    control = _Control()
+    requests: queue.Queue[Any] = queue.Queue()
+
+    def read_requests() -> None:
+        try:
+            while True:
+                msg = read_frame(inp)
+                if msg is None:
+                    break
+                if msg[0] == "cancel":
+                    control.cancel(msg[1])
+                    send(("cancelling", msg[1]))  # the parent's watchdog: this process is alive
+                else:
+                    requests.put(msg)
+        except Exception:  # noqa: BLE001
+            pass
+        # The parent is gone (or closed us): stop what runs, and exit soon whatever happens.
+        control.cancel(1 << 62)
+        requests.put(None)
+        threading.Timer(5.0, os._exit, args=(0,)).start()
+
+    threading.Thread(target=read_requests, daemon=True, name="vibechat-worker-requests").start()
+
+    engine_log = logging.getLogger("vibechat")
+    engine_log.setLevel(logging.DEBUG)
+    engine_log.propagate = False
+    engine_log.addHandler(_ForwardLogs(send))
+
+    first = requests.get()
+    if first is None or first[0] != "init":
+        return 0
+    from .llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(first[1])
+    with control.lock:
+        control.backend = backend
+    send(("ready",))  # a cancel stops what runs at once from now on: the parent's watchdog times it
+    while True:
+        msg = requests.get()
+        if msg is None or msg[0] == "close":
+            break
+        kind, rid, *args = msg
+        try:
+            if kind == "load" and control.cancelled(rid):  # while this process started
+                from ..errors import LoadCancelled
+
+                raise LoadCancelled(f"loading {Path(str(first[1].model_path)).name} was cancelled.")
+            result = _serve(backend, kind, rid, args, send)
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back as an answer
+            control.finished(rid)
+            send(("error", rid, type(exc).__name__, str(exc)))
+        else:
+            control.finished(rid)
+            send(("result", rid, result))
+    backend.close()
+    return 0
+
+
+def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[tuple[Any, ...]], None]) -> Any:
+    if kind == "load":
+        _crash_hook("load")
+        return backend.load(on_progress=lambda value: send(("progress", value)))
+    if kind == "reset":
+        backend.reset()
+        return None
+    if kind == "count":
+        return backend.count_tokens(*args[:2])  # messages, thinking
+    if kind == "check_format":  # needs no model: llama.cpp's parser alone (stderr is ours here)
+        from .native import check_output_format
+
+        check_output_format(args[0])
+        return None
+    if kind == "prefill":
+        _crash_hook("prompt")
+        return backend.prefill(*args[:2])
+    if kind == "stream":
+        _stream(backend, args[0], args[1], send)
+        return None
+    raise GenerationError(f"unknown engine request {kind!r}")
+
+
+def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
+            send: Callable[[tuple[Any, ...]], None]) -> None:
+    pending: list[str] = []
+    pending_kind = "delta"  # or "thinking": the pieces joined are of one kind
+    tokens = 0
+    generated = 0  # the last delta's count of generated tokens (the status bar's live count)
+    last = 0.0
+    clock = time.perf_counter
+    _crash_hook("prompt")
+    stream = backend.stream_chat(messages, params)
+    try:
+        for event in stream:
+            kind = "delta" if type(event) is TextDelta else "thinking" if type(event) is ThinkingDelta else None
+            if kind is not None:
+                if pending and kind != pending_kind:
+                    send((pending_kind, "".join(pending), tokens, generated))
+                    pending.clear()
+                pending_kind = kind
+                pending.append(event.text)
+                tokens += 1
+                generated = event.tokens
+                now = clock()
+                if now - last >= FLUSH_S:
+                    send((kind, "".join(pending), tokens, generated))
+                    pending.clear()
+                    last = now
+                    _crash_hook("reply")  # mid-reply: the parent has text to keep
+                continue
+            if pending:
+                send((pending_kind, "".join(pending), tokens, generated))
+                pending.clear()
+            send(("event", event))
+    finally:
+        stream.close()
+        if pending:
+            send((pending_kind, "".join(pending), tokens, generated))
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())

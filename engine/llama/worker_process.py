@@ -1,0 +1,76 @@
+"""The parent's side of one engine process, apart from the requests: what the process has said
+(``Heard``, for the watchdog), and ending it within a bound whatever it does (``end_process``).
+engine/llama/worker.py drives them."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+from collections.abc import Callable
+from typing import IO
+
+log = logging.getLogger("vibechat.llama_cpp")
+
+# close(): how long the engine process gets to exit by itself, then after SIGTERM, before
+# SIGKILL (a stopped process acts on SIGKILL only), and a bound on close() in all: quitting
+# never waits more than 3 s for the engine.
+CLOSE_EXIT_S = 1.0
+CLOSE_TERM_S = 0.5
+REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
+CLOSE_LIMIT_S = CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S
+
+
+class Heard:
+    """What one engine process has said, as its protocol reader sees it: for the watchdog,
+    which needs it while the thread that drives the engine waits on the inbox. Request ids
+    only grow, so "the highest so far" tells about every earlier request too."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.ready = False  # its backend exists: it acts on a cancel at once from now on
+        self.acked = 0  # the highest request id whose cancel it acknowledged
+        self.ended = 0  # the highest request id it answered (a result or an error)
+        self.gone = False  # its protocol pipe ended
+
+    def note(self, *, ready: bool = False, acked: int = 0, ended: int = 0, gone: bool = False) -> None:
+        with self._cond:
+            self.ready |= ready
+            self.acked = max(self.acked, acked)
+            self.ended = max(self.ended, ended)
+            self.gone |= gone
+            self._cond.notify_all()
+
+    def wait(self, condition: Callable[[], bool], timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(condition, max(0.0, timeout))
+
+
+def end_process(proc: subprocess.Popen[bytes], wait_s: float, term_s: float = 0.0) -> int | None:
+    """Wait up to ``wait_s`` for ``proc`` to exit by itself, then SIGTERM it and wait up to
+    ``term_s`` (when given), then SIGKILL it and wait up to ``REAP_S``: its exit status, or
+    None if even that did not end it (an uninterruptible wait: init reaps it later)."""
+    steps: list[tuple[Callable[[], None] | None, float]] = [(None, wait_s)]
+    if term_s > 0:
+        steps.append((proc.terminate, term_s))
+    steps.append((proc.kill, REAP_S))
+    for send, wait in steps:
+        if send is not None:
+            try:
+                send()  # Popen: no signal once the process was reaped (no pid reused)
+            except OSError:
+                pass
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    log.warning("the engine process %s did not end after SIGKILL", proc.pid)
+    return None
+
+
+def close_quietly(pipe: IO[bytes] | None) -> None:
+    try:
+        if pipe is not None:
+            pipe.close()
+    except (OSError, ValueError):
+        pass
