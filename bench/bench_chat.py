@@ -112,6 +112,10 @@ def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = Fa
                VIBECHAT_CONFIG_DIR=str(home / "config"), VIBECHAT_DATA_DIR=str(home / "data"),
                XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"),
                VIBECHAT_STATE_DIR=str(home / "state"))
+    # With its bytecode cached, as an installed package has it (pip compiles it; the warm-up round
+    # writes it here): a PYTHONDONTWRITEBYTECODE=1 in the caller's environment (this host's shells
+    # set it) would have every start compile ~90 changed modules from source, ~0.2 s of a first frame.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     argv = [str(exe), "-t", "0", "-n", str(decode)] if decode else [str(exe)] if save else [str(exe), "--no-save"]
     start = time.perf_counter()
     pid, fd = pty.fork()
@@ -198,7 +202,7 @@ def main() -> None:
     targets = print_calibration(calibration(), ["first_frame", "model_ready"]
                                 + (["ttft_over_run"] if args.decode else []))
     exe = Path(sys.executable).with_name("vibechat")
-    one_round(exe)  # warm the page cache (model file, Python modules); not counted
+    one_round(exe)  # warm the page cache (model file, Python modules) and write their bytecode; not counted
     rows = []
     for r in range(args.rounds):
         rows.append(one_round(exe, decode=args.decode, save=args.save))
