@@ -167,8 +167,6 @@ def test_every_run_is_saved_and_can_be_continued(starter_installed):
     result = json.loads(again.stdout)
     assert result["conversation_id"] == cid and result["params"]["top_k"] == 7
     assert result["stats"]["prompt_tokens"] > json.loads(first.stdout)["stats"]["prompt_tokens"]
-    messages = json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]
-    assert [m["content"] for m in messages][2] == "And another?" and len(messages) == 4
 
     other = vibechat("run", "-p", "Unrelated.", "-n", "2", "--json")
     other_id = json.loads(other.stdout)["conversation_id"]
@@ -177,7 +175,9 @@ def test_every_run_is_saved_and_can_be_continued(starter_installed):
     third = vibechat("run", "--conversation", str(cid), "-p", "Last one?", "-n", "4", "--top-k", "3", "--json")
     assert third.returncode == 0, third.stderr
     assert json.loads(third.stdout)["params"]["top_k"] == 3
-    assert len(json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]) == 6
+    # One read of the conversation at the end (a process each costs a start-up): both added turns.
+    messages = json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]
+    assert [m["content"] for m in messages][2::2] == ["And another?", "Last one?"] and len(messages) == 6
 
 
 @pytest.mark.model
