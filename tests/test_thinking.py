@@ -22,7 +22,8 @@ from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
-from vibechat.engine.chat.history import MIGRATIONS, History, _statements
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.schema import MIGRATIONS, statements
 from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.chat.session import ChatSession
@@ -190,7 +191,7 @@ def test_an_old_history_file_is_migrated_and_keeps_working(tmp_path: Path):
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
-    for statement in _statements(MIGRATIONS[0]):
+    for statement in statements(MIGRATIONS[0]):
         conn.execute(statement)
     conn.execute("INSERT INTO schema_migrations VALUES (1, '2026-01-01')")
     conn.execute("INSERT INTO conversations(title, created, updated) VALUES ('old', 'x', 'x')")
