@@ -404,8 +404,9 @@ def escape_help(command: Any, seen: set[int] | None = None) -> None:
 def skip_unset_coercion(command: Any) -> None:
     """A parameter the command line leaves unset (None) skips the pydantic ``TypeAdapter`` that
     this Typer builds for every parameter it processes, only to turn None into None (or ``()``).
-    The chat's start parses ~30 of them, all unset: ~0.25 s and pydantic's import (0.15 s) on a
-    2 GHz EPYC before the first frame (docs/PERFORMANCE.md, "Speed on slow CPUs"). The value
+    The chat's start parses ~30 of them, all unset: with pydantic's import, 0.17 s (busy 2-core
+    host) before the engine process even starts, so before the first frame and the model's load
+    (docs/PERFORMANCE.md, "Speed on slow CPUs"). The value
     is the same: Typer's coercion returns before any type's code for None, so a stand-in that
     has no adapter gives its result; a value that is given is coerced as before. A Typer
     without these internals is left alone."""
