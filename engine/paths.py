@@ -41,5 +41,5 @@ def state_dir() -> Path:
 
 
 def crash_dir() -> Path:
-    """Where the engine's crash reports go (engine/llama/worker.py)."""
+    """Where the engine's crash reports go (engine/llama/crash_report.py)."""
     return state_dir() / "crashes"
