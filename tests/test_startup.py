@@ -67,3 +67,30 @@ def test_the_freeze_before_the_screen_opens_runs_no_full_collection(monkeypatch)
     finally:
         gc.unfreeze()  # the test process keeps collecting what it makes
     assert collections == []
+
+
+async def test_routing_a_message_does_not_walk_the_layout(monkeypatch):
+    """Every message a controller answers asks the app whether it is closing; the ~240 progress
+    messages of a model's load arrive at once, ahead of its ModelReady, and a long conversation
+    has a widget per message: the answer comes from the screen's own children (the status bar),
+    not a walk of the whole layout. It is still right: no status bar, closing."""
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.events import ModelProgress
+    from vibechat.app.tui.status_bar import StatusBar
+
+    app = create_app(RecordingBackend(), save=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.model_ready, "the model is ready")
+        screen = app.default_screen
+        walks: list[tuple] = []
+        real_walk = screen.walk_children
+        monkeypatch.setattr(screen, "walk_children",
+                            lambda *args, **kwargs: walks.append(args) or real_walk(*args, **kwargs))
+        assert app.closing is False
+        assert walks == []
+        app.post_message(ModelProgress(0.5))
+        await wait_for(pilot, lambda: app.state.status == "loading 50%", "the progress is shown")
+        await app.query_one(StatusBar).remove()
+        assert app.closing is True

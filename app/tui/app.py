@@ -113,7 +113,7 @@ class VibechatApp(OutsideTextApp):
                 yield ChatView(id="chat")
                 yield PromptInput(id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
-        yield StatusBar(self.state, id="status")
+        yield StatusBar(self.state, id="status")  # a child of the screen itself: ``closing`` looks there
         yield Footer()
 
     @property
@@ -190,8 +190,12 @@ class VibechatApp(OutsideTextApp):
 
     @property
     def closing(self) -> bool:
-        """The app is closing: its widgets are gone (a worker's message may still land)."""
-        return not self.query(StatusBar)
+        """The app is closing: its widgets are gone (a worker's message may still land). Asked
+        for every routed message (a model's load sends ~240 progress messages at once, ahead of
+        its ModelReady; a reply, one a slice), so it looks among the default screen's children,
+        where ``compose`` puts the status bar, not through the whole layout (a long
+        conversation's every widget): 0.02-0.03 ms instead of 0.17 ms here, with 31 widgets."""
+        return not self.query_children(StatusBar)
 
     @on(PromptInput.Submitted)
     async def _on_submit(self, message: PromptInput.Submitted) -> None:
