@@ -17,6 +17,18 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile vibechat's own modules once, before any test starts a ``vibechat`` process.
+    An installed package has its bytecode written at install time; this editable checkout has
+    none where ``PYTHONDONTWRITEBYTECODE`` is set (as on the CI machines), so each of the suite's
+    few hundred ``vibechat`` processes would compile ~100 modules again (~0.2 s each).
+    Python reads bytecode even when told not to write it; stale files are recompiled here."""
+    import compileall
+
+    for folder in ("app", "engine", "themes"):
+        compileall.compile_dir(str(REPO / folder), quiet=2, workers=1)
+
+
 # The fixture every real-model fixture is built on (starter_path, starter_installed, llama_backend,
 # gemma_llama_backend, llama_server and the modules' own): a test that uses it, however
 # indirectly, runs the real starter model.
