@@ -21,6 +21,7 @@ names and checks here; ``engine/llama/llamacpp.py`` maps them onto llama.cpp.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,10 @@ from .limits import (  # noqa: F401 - the engine's names for them
 from .setting import ENGINE, REMOTE, doc
 
 
+@functools.cache
 def llama_cpp_version() -> str:
-    """The installed llama-cpp-python's version ('' if unknown), without importing it."""
+    """The installed llama-cpp-python's version ('' if unknown), without importing it; read once
+    a process (the metadata scan costs ~20 ms, and the chat asks as its model becomes ready)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
