@@ -16,6 +16,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The tests live in folders that mirror the code (tests/engine/<room>/, tests/app/, tests/app/tui/).
+# A test module may import a helper from another by its name (``from test_worker import
+# needs_proc``), as the shared modules here are imported (``from fakes import ...``): every folder
+# is on the path from the start, whichever file pytest happens to import first.
+for _folder in sorted({p.parent for p in Path(__file__).resolve().parent.rglob("test_*.py")}):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Compile vibechat's own modules once, before any test starts a ``vibechat`` process.

@@ -24,7 +24,7 @@ import pytest
 
 from ggufgen import gguf_bytes
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[2]
 SIZE = (110, 36)
 REPO = "acme/Big-GGUF"
 LIBLLAMA = ("llama_cpp", "vibechat.engine.llama.llamacpp")

@@ -215,7 +215,7 @@ def test_the_readmes_exit_status_table_is_the_one_run_uses():
 
     from vibechat.app import run_cmd
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## One-shot: `vibechat run`"):]
     section = section[:section.index("\n## ", 1)]
     table = [int(m.group(1)) for m in re.finditer(r"^\| (\d+) \|", section, re.MULTILINE)]

@@ -31,7 +31,7 @@ from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatE
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.paths import config_dir, data_dir
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 IDS = BindingIds(("help", "toggle_params", "params.reset_all"))  # the app's ids check key strings too
 
 
