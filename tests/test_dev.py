@@ -29,7 +29,7 @@ def test_quick_leaves_out_the_real_model_and_passes_the_rest_to_pytest():
 def test_without_quick_the_arguments_go_to_pytest_unchanged():
     dev = load_dev()
     assert dev.pytest_args([]) == []  # the whole suite: CI's command
-    assert dev.pytest_args(["-k", "cli", "tests/test_batch.py"]) == ["-k", "cli", "tests/test_batch.py"]
+    assert dev.pytest_args(["-k", "cli", "tests/engine/chat/test_batch.py"]) == ["-k", "cli", "tests/engine/chat/test_batch.py"]
 
 
 def test_every_collected_test_on_the_real_model_is_marked_model(request: pytest.FixtureRequest):

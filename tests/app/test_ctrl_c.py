@@ -1,5 +1,5 @@
 """Ctrl-C at any moment of ``vibechat run``: while the model loads, while the prompt is
-evaluated, while the reply streams (tests/test_cli_run.py). Real processes on the starter model, SIGINT sent when
+evaluated, while the reply streams (tests/app/test_cli_run.py). Real processes on the starter model, SIGINT sent when
 the process says (on stderr, with ``--verbose``) which stage it is in. Each must end with
 exit 130, no traceback and no "Exception ignored" (a KeyboardInterrupt raised inside one of
 llama.cpp's ctypes callbacks is printed and lost: the run used to go on), and what was said

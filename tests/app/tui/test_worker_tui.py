@@ -2,8 +2,8 @@
 while the model loads and while the prompt is evaluated: the app stays up, shows the one
 line, keeps the partial reply (saved with status 'error'), writes a crash report, and
 answers the next prompt from a fresh engine process; and an engine that crashes again right
-after its restart is not restarted in a loop. (tests/test_terminal_restore.py: the real
-command in a pseudo-terminal; tests/test_worker.py: the backend alone.)"""
+after its restart is not restarted in a loop. (tests/app/test_terminal_restore.py: the real
+command in a pseudo-terminal; tests/engine/llama/test_worker.py: the backend alone.)"""
 
 from __future__ import annotations
 
