@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from conftest import VIBECHAT_BIN, default_sigint
 from fakes import send, settle
 from openai_stub import StubServer
 from vibechat.engine.chat.convlock import ConversationBusy, ConversationLock
@@ -140,7 +140,7 @@ def test_a_run_that_waits_too_long_says_so_in_one_line(stub):
         # A run given up on (Ctrl-C while it waits) leaves the conversation as it was.
         proc = subprocess.Popen([str(VIBECHAT_BIN), "run", *server_flags(stub), "--continue", "-p", "more"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, env=dict(os.environ))
+                                stdin=subprocess.DEVNULL, env=dict(os.environ), preexec_fn=default_sigint)
         assert WAITING in wait_line(proc)
         proc.send_signal(2)
         assert proc.wait(timeout=60) == 130
