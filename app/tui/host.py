@@ -22,11 +22,12 @@ if TYPE_CHECKING:
 
     from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.chat.history import History
+    from vibechat.engine.chat.records import StoredMessage
     from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.chat.session import ChatSession
 
     from .chat_state import ChatState
-    from .chat_view import ChatView
+    from .chat_view import ChatMessageWidget, ChatView
     from .param_panel import ParamPanel
     from .prompt_input import PromptInput
     from .sidebar import ConversationSidebar
@@ -45,6 +46,7 @@ class ConversationList(Protocol):
     """What the other controllers use of ``HistoryManager`` (history_ui.py)."""
 
     def changed(self) -> None: ...
+    def message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]: ...
 
 
 class ChatHost(Protocol):

@@ -145,15 +145,13 @@ class Replies:
         conversation and the screen (``ChatSession.catch_up``). False, said: it is adding one now."""
         from vibechat.engine.chat.convlock import ConversationBusy
 
-        from .history_ui import HistoryManager
-
         try:
             others = self.session.catch_up()
         except ConversationBusy as exc:
             self.host.notify(str(exc), severity="warning", timeout=6)
             return False
         if others:
-            await self.host.chat.add_all(HistoryManager(self.host).message_widgets(others))
+            await self.host.chat.add_all(self.host.chats.message_widgets(others))
             self.host.chats.changed()
         return True
 
