@@ -101,14 +101,15 @@ def _repack_line(system_info: str, llama_version: str) -> str:
     """``--version``'s line about CPU weight repacking under the configured ``repack``."""
     from vibechat.engine.llama import repack
     from vibechat.engine.paths import cache_dir
+    from vibechat.engine.settings.knobs import DEFAULT_REPACK, check_repack
 
     from .appconfig import load_app_config
 
     loaded = load_app_config()
     try:
-        setting = repack.check_repack(loaded.config.repack)
+        setting = check_repack(loaded.config.repack)
     except Exception:  # noqa: BLE001 - a bad value is reported where it is used
-        setting = repack.DEFAULT_REPACK
+        setting = DEFAULT_REPACK
     key = repack.probe_key(system_info, llama_version)
     return repack.setting_summary(setting, system_info, repack.cpu_flags(), cache_dir() / repack.VERDICT_FILE, key)
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.models.gguf import quant_from_filename
+from vibechat.engine.settings.refs import quant_from_filename
 from vibechat.engine.chat.history import (ConversationSummary, History, SearchHit, StoredConversation, StoredMessage,
                                      write_export)
 from vibechat.engine.settings.knobs import COMPLETION

@@ -26,6 +26,7 @@ from ..settings.knobs import (
     check_draft_logits,
     check_draft_tokens,
     check_kv_cache_type,
+    check_repack,
     check_speculative,
     gpu_unavailable_message,
     kv_cache_bytes,
@@ -65,7 +66,7 @@ def check_request(opts: LlamaCppOptions) -> LoadRequest:
     if opts.draft_model_path is not None and speculative == "off":
         speculative = "auto"  # a draft model turns drafting on
     draft_tokens = check_draft_tokens(opts.draft_tokens) if speculative != "off" else 0
-    _repack.check_repack(opts.repack)
+    check_repack(opts.repack)
     gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
     draft_gguf = inspect_gguf(opts.draft_model_path) if opts.draft_model_path is not None else None
     return LoadRequest(kv_type, speculative, draft_tokens, gguf, draft_gguf)

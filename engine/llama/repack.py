@@ -46,7 +46,7 @@ from pathlib import Path
 
 from ..errors import InvalidParameterError, LoadCancelled
 from ..files import UnreadableFile, read_file
-from ..settings.knobs import DEFAULT_REPACK, REPACK_MODES, check_repack  # noqa: F401 - the setting lives with the knobs
+from ..settings.knobs import check_repack  # the setting (its modes, default and check) lives with the knobs
 
 log = logging.getLogger("vibechat.repack")
 

@@ -26,7 +26,8 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import ModelFileError
 from ..files import UnreadableFile, read_file
-from .gguf import GGUFInfo, inspect_gguf, quant_from_filename
+from .gguf import GGUFInfo, inspect_gguf
+from ..settings.refs import quant_from_filename
 from .local_model import SOURCES, LocalModel
 from ..settings.refs import QuantOption, RepoFile, group_quants
 

@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import ModelFileError
 from ..files import kind_of
 from ..sanitize import sanitize
-from ..settings.refs import quant_from_filename  # noqa: F401 - re-exported for the models room
+from ..settings.refs import quant_from_filename
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)

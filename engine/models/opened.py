@@ -21,7 +21,8 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .gguf import header_quant, quant_from_filename
+from .gguf import header_quant
+from ..settings.refs import quant_from_filename
 from .local_model import LocalModel
 from ..paths import data_dir
 

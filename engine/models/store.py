@@ -28,7 +28,8 @@ from ..settings.config import models_dir
 from .download import Downloader, Progress
 from ..errors import ModelStoreError
 from ..files import UnreadableFile, read_file
-from .gguf import header_quant, quant_from_filename
+from .gguf import header_quant
+from ..settings.refs import quant_from_filename
 from .hub import Hub, RepoListing
 from .local_model import LocalModel
 from ..settings.refs import HubRef, QuantOption, RepoFile, group_quants

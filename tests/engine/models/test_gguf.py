@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from vibechat.engine.errors import ModelFileError
-from vibechat.engine.models.gguf import inspect_gguf, quant_from_filename
+from vibechat.engine.models.gguf import inspect_gguf
+from vibechat.engine.settings.refs import quant_from_filename
 
 
 def _gguf_string(text: str) -> bytes:
