@@ -292,7 +292,7 @@ def test_a_crash_report_on_a_full_disk_leaves_no_half_file(user_dirs):
     out = python("""
         import resource, signal
         from vibechat.engine.paths import crash_dir
-        from vibechat.engine.llama.worker import write_crash_report
+        from vibechat.engine.llama.crash_report import write_crash_report
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         crash_dir().mkdir(parents=True, exist_ok=True)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
