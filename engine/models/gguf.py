@@ -51,6 +51,7 @@ _SCALARS: dict[int, tuple[str, int]] = {
 }
 _STRING, _ARRAY = 8, 9
 _ITEM_SIZES = {vtype: n for vtype, (_fmt, n) in _SCALARS.items()}
+_U64 = struct.Struct("<Q")  # a string's length
 
 # ggml tensor types: (elements per block, bytes per block)
 GGML_TYPE_SIZES: dict[int, tuple[int, int]] = {
@@ -248,12 +249,19 @@ class _Reader:
         )
 
     def _skip_strings(self, count: int) -> None:
-        unpack, buf, size, pos = struct.unpack_from, self.buf, self.size, self.pos
-        for _ in range(count):
-            if pos + 8 > size:
-                raise self.truncated()
-            pos += 8 + unpack("<Q", buf, pos)[0]
-        if pos > size:
+        """Skip ``count`` strings (a tokenizer's vocabulary: 262,144 of them in Gemma 3's).
+        Each length says where the next begins, so they are read one by one, in the tightest
+        loop Python has for it: a precompiled unpack, no check per string. A length that runs
+        past the end makes the next unpack fail (``struct.error``, or ``OverflowError`` past
+        what an offset can hold), and the end is checked once after the last; the loop is
+        bounded by ``count``, which callers bound by the bytes left (``_count``)."""
+        unpack, buf, pos = _U64.unpack_from, self.buf, self.pos
+        try:
+            for _ in range(count):
+                pos += unpack(buf, pos)[0] + 8
+        except (struct.error, OverflowError):
+            raise self.truncated() from None
+        if pos > self.size:
             raise self.truncated()
         self.pos = pos
 

@@ -246,3 +246,35 @@ def test_run_on_a_model_claiming_100000_layers_is_one_line_not_an_abort(tmp_path
     out = vibechat("run", "-p", "hi", "--model", str(path), "-n", "4", timeout=120)
     assert out.returncode == 1, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "100,000 layers" in out.stderr, out.stderr
+
+
+# ------------------------------------------------------------------ issue 26: the vocabulary skipped in one tight loop
+def test_a_long_string_array_is_skipped_and_what_follows_is_read(tmp_path):
+    """A tokenizer's vocabulary (here 5,000 strings of 0-300 bytes, some not ASCII) is skipped
+    without a check per string (engine/models/gguf.py, ``_skip_strings``): the keys after it,
+    nested string arrays and the tensors are read as before."""
+    from ggufgen import array, write_gguf
+
+    words = [("tok" + "é" * (i % 150))[: i % 300] for i in range(5000)]
+    vocab = b"".join(_gguf_string(w) for w in words)
+    nested = struct.pack("<IQ", 8, 3) + b"".join(_gguf_string(w) for w in ("a", "", "ü" * 40))
+    path = write_gguf(tmp_path / "vocab.gguf", extra={"tokenizer.ggml.tokens": array(8, len(words), vocab),
+                                                      "x.nested": array(9, 70, nested * 70),
+                                                      "general.license": "mit"})
+    info = inspect_gguf(path)
+    assert info.array_lengths["tokenizer.ggml.tokens"] == 5000 and info.array_lengths["x.nested"] == 70
+    assert info.metadata["general.license"] == "mit"
+    assert info.architecture == "llama" and info.tensor_count == 1
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+@pytest.mark.parametrize("length", [2**40, 2**64 - 1])  # past the file; past what an offset can hold
+def test_a_string_in_a_long_array_claiming_more_than_the_file_is_refused(tmp_path, where, length):
+    from ggufgen import array, write_gguf
+
+    good = [_gguf_string("tok") for _ in range(99)]
+    liar = struct.pack("<Q", length) + b"tok"
+    items = [liar, *good] if where == "first" else [*good, liar]
+    path = write_gguf(tmp_path / "liar.gguf", extra={"tokenizer.ggml.tokens": array(8, 100, b"".join(items))})
+    message = _error(path)
+    assert "truncated or corrupt" in message and "download it again" in message
