@@ -1,32 +1,29 @@
-"""The app's side of the config: the binding ids ``[keys]`` may name and what a key string may
-be (keynames.py), and the loader that checks them. The engine's config reads ``[keys]``
-generically (binding id = key string) and asks ``BINDING_IDS`` about both. Light on purpose
-(no Textual): ``vibechat run`` and ``vibechat config`` load the config too, and a test keeps
-``BINDING_IDS`` in step with every ``Binding`` in the TUI."""
+"""The app's side of the config file: the chat's own settings (the theme, the thinking folded or
+not, the key bindings), declared as the engine declares its own (``AppConfig``, a ``Config`` whose
+fields carry their rows of the settings table), and the loader that reads the file with them
+(``load_app_config``). The engine's config machinery is generic: it takes this table
+(``APP_SCHEMA``) and never names these settings.
+
+``[keys]`` is a text table (binding id = key string) whose entries ``check_binding`` checks: the
+binding ids below and what a key string may be (keynames.py). Light on purpose (no Textual):
+``vibechat run`` and ``vibechat config`` load the config too, and a test keeps ``BINDING_IDS``
+in step with every ``Binding`` in the TUI."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    from pathlib import Path
+from vibechat.engine.settings.config import LoadedConfig, load_config, update_config
+from vibechat.engine.settings.config_check import suggest
+from vibechat.engine.settings.setting import doc, show
+from vibechat.engine.settings.table import Config, EntryProblem, Schema, text_table
 
-    from vibechat.engine.settings.config import LoadedConfig
+DEFAULT_THEME = "vibechat-dusk"
 
-class BindingIds(tuple[str, ...]):
-    """The binding ids ``[keys]`` may name (a tuple, as the engine's config takes them), and
-    the check of a key string the engine's config asks them for (``key_problem``)."""
-
-    __slots__ = ()
-
-    def key_problem(self, keys: str) -> str | None:
-        """Why ``keys`` ("f12,ctrl+t") is no key Textual reports, in words, or None."""
-        from .keynames import keys_problem
-
-        return keys_problem(keys)
-
-
-BINDING_IDS = BindingIds((
+BINDING_IDS: tuple[str, ...] = (
     # the chat (VibechatApp)
     "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
     "models", "change_theme", "temperature_down", "temperature_up", "top_k_down", "top_k_up",
@@ -49,12 +46,69 @@ BINDING_IDS = BindingIds((
     "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download", "picker.open_file",
     "remote_picker.close", "preset_picker.close",
     "download.hide", "download.cancel",
-))
+)
 
 
-def load_app_config(path: "Path | None" = None) -> "LoadedConfig":
-    """The effective config (defaults, file, ``VIBECHAT_*``), ``[keys]`` checked against
-    the app's binding ids. Never raises over a bad file: see ``LoadedConfig.problem``."""
-    from vibechat.engine.settings.config import load_config
+def check_binding(name: str, item: Any) -> str:
+    """A ``[keys]`` entry checked (the engine's loader asks): its key string, or EntryProblem."""
+    if isinstance(item, Mapping):
+        raise EntryProblem(f"keys.{name} is a table: quote binding ids that contain a dot "
+                           f"(\"{name}.…\" = \"key\")")
+    if name not in BINDING_IDS:
+        raise EntryProblem(f"unknown binding id '{name}' in [keys]{suggest(name, BINDING_IDS)}",
+                           detail=f"known: {', '.join(sorted(BINDING_IDS))}")
+    if not isinstance(item, str) or not item.strip():
+        raise EntryProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
+                           f"(got {show(item)})")
+    from .keynames import keys_problem
 
-    return load_config(path, key_ids=BINDING_IDS)
+    problem = keys_problem(item)
+    if problem:
+        raise EntryProblem(f"keys.{name} = {show(item)} is not a valid key: {problem}")
+    return item.replace(" ", "")
+
+
+@dataclass(frozen=True)
+class AppConfig(Config):
+    """Everything the config file can set: the engine's settings (``Config``) and the chat's
+    own, which only the app reads. ``APP_SCHEMA`` lists these right after ``system_prompt``
+    and ``[keys]`` last, where the file has always had them."""
+
+    theme: str = field(default=DEFAULT_THEME, metadata=doc(
+        "The colour theme (F4 in the chat chooses one and saves it here).",
+        kind="text", example='"vibechat-paper"', env="VIBECHAT_THEME"))
+    thinking_expanded: bool = field(default=False, metadata=doc(
+        "Show a reasoning model's thinking expanded in the chat (else folded to one line, \"Thought for "
+        "12 s\", that Enter or a click opens).",
+        kind="true or false", example="true", env="VIBECHAT_THINKING_EXPANDED"))
+    keys: Mapping[str, str] = field(default_factory=dict, metadata=text_table(
+        "Key binding overrides: binding id = \"key\" (several keys: \"f12,ctrl+t\"). Quote ids that "
+        "contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, space, pageup, comma, "
+        "question_mark ...), after modifiers joined by + in the order alt, ctrl, hyper, meta, shift, super.",
+        example='"toggle_params" = "f12"', check=check_binding, entry="id",
+        entries="Binding ids: " + ", ".join(sorted(BINDING_IDS)) + "."))
+
+
+APP_SCHEMA = Schema.of(AppConfig, after="system_prompt")
+
+
+def load_app_config(path: Path | None = None) -> LoadedConfig[AppConfig]:
+    """The effective config (defaults, file, ``VIBECHAT_*``) with the app's settings, ``[keys]``
+    checked against the app's binding ids. Never raises over a bad file: see
+    ``LoadedConfig.problem``."""
+    return load_config(path, schema=APP_SCHEMA)
+
+
+def chat_settings(loaded: LoadedConfig[Any]) -> AppConfig:
+    """The app's settings of ``loaded``: its config, or (a config read by the engine's table
+    alone, as a test may give the chat) that config with the chat's own settings at their
+    defaults."""
+    config = loaded.config
+    if isinstance(config, AppConfig):
+        return config
+    return AppConfig(**{f.name: getattr(config, f.name) for f in fields(Config)})
+
+
+def save_theme(theme: str, path: Path | None = None) -> Path:
+    """Save ``theme`` in the config file (F4), keeping the rest of it as the user wrote it."""
+    return update_config({"theme": theme}, path, schema=APP_SCHEMA)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from vibechat.engine.settings.config import ConfigProblem
+    from vibechat.engine.settings.setting import Setting
 
 config_app = typer.Typer(help="Show, locate, check and edit the config file (config.toml).", no_args_is_help=True,
                          context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,15 +50,14 @@ def path(every: Annotated[bool, typer.Option(
         typer.echo(f"{what}\t{where}")
 
 
-def _value_text(key: str, value: Any) -> str:
+def _value_text(key: str, value: Any, setting: "Setting | None") -> str:
     """A setting's value for people, as the config file spells it: ``true``/``false`` (not
     Python's ``True``), ``(none)`` for nothing, a list as its quoted items (``"\\nUser:"``:
     JSON's quoting shows a newline or a tab in a stop string)."""
     import json
 
-    from vibechat.engine.settings.config import SETTINGS_BY_KEY, models_dir
+    from vibechat.engine.settings.config import models_dir
 
-    setting = SETTINGS_BY_KEY.get(key)
     if key == "models_dir" and value is None:
         return f"{models_dir()}"  # what config.models_dir() resolves: the default folder
     if value is None or (isinstance(value, (list, tuple)) and not value):
@@ -107,7 +107,8 @@ def show(
         elif loaded.left_out:
             echo(f"(the values below are in effect: they leave out {', '.join(loaded.left_out)})")
         typer.echo("")
-        table(["setting", "value", "source"], [[key, _value_text(key, value), str(origin)]
+        by_key = loaded.schema.by_key
+        table(["setting", "value", "source"], [[key, _value_text(key, value, by_key.get(key)), str(origin)]
                                               for key, value, origin in rows])
 
     guard(go)
@@ -140,13 +141,13 @@ def edit() -> None:
         from vibechat.engine.settings.config import config_file_problems, config_path, write_template
         from vibechat.engine.errors import ConfigError
 
-        from .appconfig import BINDING_IDS
+        from .appconfig import APP_SCHEMA
 
         target = config_path()
         editor = find_editor()
         if not editor:
             raise ConfigError(f"no editor found: set EDITOR (e.g. export EDITOR=nano), or edit {target} by hand.")
-        if write_template(target, BINDING_IDS):
+        if write_template(target, APP_SCHEMA):
             typer.echo(f"Created {target} (every setting documented, all commented out).", err=True)
         try:
             code = subprocess.call([*editor, str(target)])
@@ -156,7 +157,7 @@ def edit() -> None:
         if code != 0:
             raise ConfigError(f"the editor {editor[0]!r} exited with status {code}; "
                               f"{target} was not checked.")
-        report_problems(config_file_problems(target, BINDING_IDS))
+        report_problems(config_file_problems(target, APP_SCHEMA))
         typer.echo(f"{target}: OK", err=True)
         return 0
 

@@ -129,7 +129,7 @@ def import_(
         from vibechat.engine.settings.preset_file import load_presets, save_preset
         from vibechat.engine.settings.presets import NAME_RE, default_name, parse_modelfile, read_modelfile
 
-        from .appconfig import BINDING_IDS
+        from .appconfig import APP_SCHEMA
 
         text = read_modelfile(modelfile)
         chosen = name if name is not None else default_name(modelfile)
@@ -146,7 +146,7 @@ def import_(
         if not result.table:
             raise ConfigError(f"{modelfile} holds no FROM, SYSTEM or PARAMETER line vibechat can use: nothing "
                               "imported.")
-        path = save_preset(chosen, result.table, key_ids=BINDING_IDS)
+        path = save_preset(chosen, result.table, schema=APP_SCHEMA)
         echo(f"Saved preset '{chosen}' in {path}: use it with 'vibechat --preset {chosen}', "
              f"'vibechat run --preset {chosen}' or /preset {chosen} in the chat.")
 
@@ -159,12 +159,12 @@ def rm(name: NameArg) -> None:
     def go() -> None:
         from vibechat.engine.settings.config import update_config
 
-        from .appconfig import BINDING_IDS
+        from .appconfig import APP_SCHEMA
 
         book = _book()
         if name not in book.presets and name not in book.problems:
             book.get(name)  # raises: not there, with a suggestion
-        update_config({f"presets.{name}": None}, key_ids=BINDING_IDS)
+        update_config({f"presets.{name}": None}, schema=APP_SCHEMA)
         echo(f"Removed preset '{name}' from {book.path}.")
 
     guard(go)

@@ -42,7 +42,7 @@ from vibechat.engine.chat.session import ChatSession
 from vibechat.themes import THEMES
 
 from .. import slash
-from ..appconfig import load_app_config
+from ..appconfig import chat_settings, load_app_config
 from . import config_ui, notices, palette, slash_commands
 from .bindings import APP_BINDINGS
 from .chat_state import ChatState
@@ -101,8 +101,9 @@ class VibechatApp(OutsideTextApp):
             self.register_theme(theme)
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
         self._nudge_notice = notices.Slot()  # F5–F10: one notice, replaced on each press
-        if config.config.keys:
-            self.set_keymap(dict(config.config.keys))
+        keys = chat_settings(config).keys
+        if keys:
+            self.set_keymap(dict(keys))
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -395,7 +396,7 @@ class VibechatApp(OutsideTextApp):
     # --------------------------------------------------------------- keys, palette
     def bound_key(self, binding: Binding) -> str:
         """The key(s) a binding answers to, after ``[keys]`` overrides (``ctrl+n``)."""
-        return self.config.config.keys.get(binding.id or "", binding.key)
+        return chat_settings(self.config).keys.get(binding.id or "", binding.key)
 
     def key_for(self, binding: Binding) -> str:
         """``bound_key`` as shown to people (``^n``)."""

@@ -109,11 +109,11 @@ class ConfigBar(Widget):
         """In a thread: the file's problems now, as the bar's lines."""
         from vibechat.engine.settings.config import config_file_problems
 
-        from ..appconfig import BINDING_IDS
+        from ..appconfig import APP_SCHEMA
 
         if path is None:
             return
-        problems = config_file_problems(path, BINDING_IDS)
+        problems = config_file_problems(path, APP_SCHEMA)
         lines = [p.short for p in problems] or [
             f"{path.name} loads cleanly now: start vibechat again to apply it"]
         self.app.call_from_thread(self._rechecked, lines, not problems)

@@ -32,6 +32,7 @@ from vibechat.engine.chat.history import (ConversationSummary, History, SearchHi
 from vibechat.engine.settings.knobs import COMPLETION
 from vibechat.engine.sanitize import sanitize
 
+from ..appconfig import chat_settings
 from .chat_view import AssistantMessage, ChatMessageWidget, EarlierMessages
 from .confirm import ConfirmScreen
 from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed
@@ -363,7 +364,7 @@ class HistoryManager:
         if not m.thinking:
             return None
         tokens = (m.stats or {}).get("thinking_tokens")
-        return ThinkingBlock(m.thinking, expanded=self.host.config.config.thinking_expanded,
+        return ThinkingBlock(m.thinking, expanded=chat_settings(self.host.config).thinking_expanded,
                              count=tokens if isinstance(tokens, int) and tokens > 0 else 0,
                              stopped=m.status == "stopped" and not m.content)
 

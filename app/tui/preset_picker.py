@@ -198,7 +198,7 @@ async def save_current(app: PresetHost, name: str) -> None:
     from vibechat.engine.settings.preset_file import save_preset
     from vibechat.engine.settings.presets import NAME_RE
 
-    from ..appconfig import BINDING_IDS
+    from ..appconfig import APP_SCHEMA
 
     if not NAME_RE.fullmatch(name):
         app.notify(f"A preset name is letters, digits, - and _ (got {one_line(name, limit=40)!r}).",
@@ -206,7 +206,7 @@ async def save_current(app: PresetHost, name: str) -> None:
         return
     table, left_out = current_table(app)
     try:
-        path = await asyncio.to_thread(save_preset, name, table, app.config.path, key_ids=BINDING_IDS)
+        path = await asyncio.to_thread(save_preset, name, table, app.config.path, schema=APP_SCHEMA)
     except VibechatError as exc:
         app.notify(one_line(str(exc), limit=400), title="Preset", severity="error", timeout=15)
         return

@@ -32,6 +32,7 @@ from vibechat.engine.sanitize import sanitize
 from vibechat.engine.chat.session import ChatSession, Turn
 from vibechat.engine.system import available_cores
 
+from ..appconfig import chat_settings
 from ..report import structured_state
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .chat_state import ChatState, LiveReply
@@ -165,7 +166,8 @@ class Replies:
         turn = self.session.begin_reply()
         model = self.session.info
         pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
-        stream = ReplyStream(widget, turn.generation, pacer, expand_thinking=host.config.config.thinking_expanded)
+        stream = ReplyStream(widget, turn.generation, pacer,
+                             expand_thinking=chat_settings(host.config).thinking_expanded)
         self.turn, self.stream = turn, stream
         self.last_stream = stream
         state = self.state
@@ -354,9 +356,9 @@ class Replies:
         """New replies' thinking opens expanded, or stays folded (until the app closes: the
         config file is left as it is)."""
         config = self.host.config
-        expanded = not config.config.thinking_expanded
-        self.host.config = dataclasses.replace(config, config=dataclasses.replace(config.config,
-                                                                                  thinking_expanded=expanded))
+        settings = chat_settings(config)
+        expanded = not settings.thinking_expanded
+        self.host.config = dataclasses.replace(config, config=dataclasses.replace(settings, thinking_expanded=expanded))
         self.host.notify("Thinking is shown expanded from the next reply." if expanded
                          else "Thinking is folded to one line from the next reply.", timeout=3)
 

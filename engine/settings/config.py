@@ -2,9 +2,12 @@
 
 ``Config`` is the model; each of its fields carries its documentation (``help``,
 environment variable, flag, example) in its metadata, and the sampling
-parameters are documented by ``PARAM_SPECS``. ``SETTINGS`` flattens both into one
-list that drives validation, the commented template (``template()``), ``vibechat
-config show`` and the settings table in docs/USAGE.md (``markdown_table()``).
+parameters are documented by ``PARAM_SPECS``. A ``Schema`` (table.py) flattens both
+into one list that drives validation, the commented template (``template()``),
+``vibechat config show`` and the settings table in docs/USAGE.md (``markdown_table()``).
+The app's own settings are fields of a ``Config`` subclass of its own
+(app/appconfig.py): it hands its schema to every function here that reads or writes
+the file (``schema=``), and the engine's own (``SCHEMA``) is the default.
 
 Precedence: command-line flag > ``VIBECHAT_*`` variable > file > default.
 ``load_config()`` never raises over a bad file or variable. A mistake is local: a
@@ -30,10 +33,10 @@ import difflib
 import os
 import re
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 from .config_text import _duplicate_lines, _line_of, insert_top_level, key_lines  # noqa: F401 - presets.py uses them
 from ..errors import ConfigError, InvalidParameterError
@@ -42,13 +45,13 @@ from .params import PARAM_SPECS, SamplingParams
 from ..paths import config_dir, data_dir
 from .setting import Setting, doc as _doc, show as _show  # noqa: F401 - the table's row, by its old names
 from .choices import BACKENDS  # noqa: F401
-from .table import DEFAULT_THEME, PARAM_KEYS, SETTINGS, SETTINGS_BY_KEY, TOP_LEVEL, Config  # noqa: F401
+from .table import PARAM_KEYS, SCHEMA, SETTINGS, SETTINGS_BY_KEY, TOP_LEVEL, Config, Schema  # noqa: F401
 from .config_check import (  # noqa: F401 - the config's checks, by the names callers know
     FALSE_WORDS,
     TRUE_WORDS,
+    C,
     _apply,
     _bare,
-    _binding,
     _check,
     _FileProblem,
     _from_text,
@@ -133,20 +136,22 @@ class ConfigProblem:
 
 
 @dataclass(frozen=True)
-class LoadedConfig:
-    """The effective config and where each value came from.
+class LoadedConfig(Generic[C]):
+    """The effective config and where each value came from; ``schema``: the settings table
+    it was read by (the app's, with its own settings, or the engine's).
 
     ``problems``: every key of the file and every variable left out, and every unknown
     ``VIBECHAT_*`` variable, in that order. ``file_problem``: the file as a whole could not
     be used (not TOML, unreadable): nothing of it applies. ``problem``: the first problem
     that stops ``vibechat run``, as one line (saying how many more there are)."""
 
-    config: Config
+    config: C
     path: Path
     exists: bool = False
     origins: Mapping[str, Origin] = field(default_factory=dict)
     file_problem: str | None = None
     problems: tuple[ConfigProblem, ...] = ()
+    schema: Schema = field(default=SCHEMA, repr=False)
 
     def __post_init__(self) -> None:
         if self.file_problem and not self.problems:  # given as text alone
@@ -188,28 +193,31 @@ class LoadedConfig:
         return self.origins.get(key, DEFAULT_ORIGIN)
 
     def value(self, key: str) -> Any:
-        """The effective value of a dotted key (``params.top_k``, ``keys.help``)."""
+        """The effective value of a dotted key (``params.top_k``, a text table's ``TABLE.name``)."""
         head, _, rest = key.partition(".")
-        if head == "keys":
-            return self.config.keys.get(rest)
+        if head in self.schema.tables:
+            return getattr(self.config, head).get(rest)
         if head == "params":
             value = getattr(self.config.params, rest)
             return list(value) if rest == "stop" else value
         return getattr(self.config, head)
 
     def items(self) -> list[tuple[str, Any, Origin]]:
-        """Every setting (and each key override) with its value and origin, in SETTINGS order."""
-        rows = [(s.key, self.value(s.key), self.origin(s.key)) for s in SETTINGS]
-        rows += [(f"keys.{k}", v, self.origin(f"keys.{k}")) for k, v in sorted(self.config.keys.items())]
+        """Every setting (and each entry of a text table: a key override) with its value and
+        origin, in the schema's order."""
+        rows = [(s.key, self.value(s.key), self.origin(s.key)) for s in self.schema.settings]
+        for head in self.schema.tables:
+            entries = sorted(getattr(self.config, head).items())
+            rows += [(f"{head}.{k}", v, self.origin(f"{head}.{k}")) for k, v in entries]
         return rows
 
-    def with_flags(self, values: Mapping[str, Any], flags: Mapping[str, str]) -> "LoadedConfig":
+    def with_flags(self, values: Mapping[str, Any], flags: Mapping[str, str]) -> "LoadedConfig[C]":
         """A copy with command-line values on top (``values`` by dotted key, ``flags`` the
         flag each came from); values are checked as a file's would be."""
         changes: dict[str, Any] = {}
         origins = dict(self.origins)
         for key, value in values.items():
-            setting = SETTINGS_BY_KEY[key]
+            setting = self.schema.by_key[key]
             try:
                 changes[key] = _check(setting, value, Path.cwd())
             except InvalidParameterError as exc:
@@ -261,14 +269,14 @@ def _parse_toml(text: str, path: Path) -> Mapping[str, Any]:
         raise _whole_file(path, problem.message, problem.line, problem.column) from None
 
 
-def read_config_text(text: str, path: Path, key_ids: Collection[str] | None = None
+def read_config_text(text: str, path: Path, schema: Schema = SCHEMA
                      ) -> tuple[dict[str, Any], dict[str, Origin], list[ConfigProblem]]:
     """The values a config file's text sets (by dotted key), their origins, and a problem
-    for each key left out (the others apply). A file that is not TOML raises ``ConfigError``
-    (one line, in plain words, with the line and column)."""
+    for each key left out (the others apply), by ``schema``'s table. A file that is not TOML
+    raises ``ConfigError`` (one line, in plain words, with the line and column)."""
     data = _parse_toml(text, path)
     lines = key_lines(text)
-    values, bad = _read_document(data, path.parent, key_ids)
+    values, bad = _read_document(data, path.parent, schema)
     problems = []
     for exc in bad:
         line = _line_of(lines, exc.where)
@@ -280,12 +288,12 @@ def read_config_text(text: str, path: Path, key_ids: Collection[str] | None = No
     return values, origins, problems
 
 
-def parse_config_text(text: str, path: Path, key_ids: Collection[str] | None = None
+def parse_config_text(text: str, path: Path, schema: Schema = SCHEMA
                       ) -> tuple[dict[str, Any], dict[str, Origin]]:
     """The values a config file's text sets (by dotted key) and their origins; any problem
     raises ``ConfigError`` with one line naming the file, the line and the key (for
     writers, which never touch a file that does not load cleanly)."""
-    values, origins, problems = read_config_text(text, path, key_ids)
+    values, origins, problems = read_config_text(text, path, schema)
     if problems:
         raise ConfigError(str(problems[0]))
     return values, origins
@@ -310,20 +318,19 @@ def _read_text(path: Path) -> str | None:
         raise _whole_file(path, f"could not be read ({reason})") from None
 
 
-def config_file_problems(path: Path | None = None, key_ids: Collection[str] | None = None
-                         ) -> list[ConfigProblem]:
+def config_file_problems(path: Path | None = None, schema: Schema = SCHEMA) -> list[ConfigProblem]:
     """Every problem of the file (none: it loads cleanly, or does not exist)."""
     path = path or config_path()
     try:
         text = _read_text(path)
-        return [] if text is None else read_config_text(text, path, key_ids)[2]
+        return [] if text is None else read_config_text(text, path, schema)[2]
     except _Unusable as exc:
         return [exc.problem]
 
 
-def check_config_file(path: Path | None = None, key_ids: Collection[str] | None = None) -> str | None:
+def check_config_file(path: Path | None = None, schema: Schema = SCHEMA) -> str | None:
     """The file's first problem as one line, or None when it loads cleanly (or does not exist)."""
-    problems = config_file_problems(path, key_ids)
+    problems = config_file_problems(path, schema)
     return str(problems[0]) if problems else None
 
 
@@ -339,19 +346,19 @@ OTHER_VARIABLES = (
 MAX_VARIABLES = 10_000  # the environment is outside data: its loop is bounded
 
 
-def known_variables() -> tuple[str, ...]:
+def known_variables(schema: Schema = SCHEMA) -> tuple[str, ...]:
     """Every ``VIBECHAT_*`` variable vibechat reads: the settings', then the others."""
-    return tuple(dict.fromkeys([*(s.env for s in SETTINGS if s.env), *OTHER_VARIABLES]))
+    return tuple(dict.fromkeys([*(s.env for s in schema.settings if s.env), *OTHER_VARIABLES]))
 
 
-def _env_values(environ: Mapping[str, str], api_key_env: str | None = None
+def _env_values(environ: Mapping[str, str], api_key_env: str | None = None, schema: Schema = SCHEMA
                 ) -> tuple[dict[str, Any], dict[str, Origin], list[ConfigProblem]]:
     """The settings the variables set, their origins, and a problem for each bad value (left
     out) and each unknown ``VIBECHAT_*`` variable (ignored: it sets nothing)."""
     values: dict[str, Any] = {}
     origins: dict[str, Origin] = {}
     problems: list[ConfigProblem] = []
-    for setting in SETTINGS:
+    for setting in schema.settings:
         raw = environ.get(setting.env or "")
         if not raw:
             continue
@@ -363,7 +370,7 @@ def _env_values(environ: Mapping[str, str], api_key_env: str | None = None
                                           key=setting.key))
             continue
         origins[setting.key] = Origin("env", setting.env or "")
-    known = known_variables()
+    known = known_variables(schema)
     for count, name in enumerate(environ):
         if count >= MAX_VARIABLES:
             break
@@ -377,13 +384,14 @@ def _env_values(environ: Mapping[str, str], api_key_env: str | None = None
 
 
 def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None = None,
-                key_ids: Collection[str] | None = None) -> LoadedConfig:
+                schema: Schema = SCHEMA) -> LoadedConfig[Any]:
     """The effective config: defaults, then the file, then ``VIBECHAT_*`` variables.
 
     Never raises over a bad file or variable: a bad key or value is left out on its own
     (the rest applies), a file that is not TOML or cannot be read is left out whole
     (``file_problem``), a bad variable is left out; each is in ``problems``.
-    ``key_ids``: the binding ids ``[keys]`` may name (None: any)."""
+    ``schema``: what the file may hold (the app's table: its own settings too); the config
+    is an instance of its class."""
     path = path or config_path()
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
@@ -395,16 +403,16 @@ def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None =
         text = _read_text(path)
         exists = text is not None
         if text is not None:
-            values, origins, problems = read_config_text(text, path, key_ids)
+            values, origins, problems = read_config_text(text, path, schema)
     except _Unusable as exc:
         exists = path.exists()
         file_problem = str(exc)
         problems = [exc.problem]
-    env, env_origins, env_problems = _env_values(environ, values.get("api_key_env"))
+    env, env_origins, env_problems = _env_values(environ, values.get("api_key_env"), schema)
     values.update(env)
     origins.update(env_origins)
-    return LoadedConfig(_apply(Config(), values), path, exists, origins, file_problem,
-                        (*problems, *env_problems))
+    return LoadedConfig(_apply(schema.config(), values), path, exists, origins, file_problem,
+                        (*problems, *env_problems), schema)
 
 
 def configured_models_dir() -> Path | None:
@@ -443,24 +451,25 @@ def models_dir() -> Path:
 
 # ------------------------------------------------------------------ saving
 def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
-                  key_ids: Collection[str] | None = None) -> Path:
-    """Set dotted keys (``theme``, ``params.top_k``) in the config file; None removes one.
+                  schema: Schema = SCHEMA) -> Path:
+    """Set dotted keys (``threads``, ``params.top_k``) in the config file; None removes one.
 
     Everything else in the file stays byte for byte (tomlkit), an unchanged value keeps
     its spelling, a built-in default is not added (only updated where the file has the
     key), a missing file starts from ``template()``, and the write is atomic. A file
-    that does not load cleanly is never touched: ``ConfigError`` says why."""
+    that does not load cleanly (by ``schema``: the app's, whose settings it may hold) is
+    never touched: ``ConfigError`` says why."""
     import tomlkit
 
     path = path or config_path()
     text = _read_text(path)
     if text is None:
-        text = template(key_ids)
-    parse_config_text(text, path, key_ids)  # raises on any problem: never overwrite a broken file
+        text = template(schema)
+    parse_config_text(text, path, schema)  # raises on any problem: never overwrite a broken file
     doc = tomlkit.parse(text)
     new_top: dict[str, Any] = {}
     for key, value in changes.items():
-        setting = SETTINGS_BY_KEY.get(key)
+        setting = schema.by_key.get(key)
         if setting is not None:
             value = _check(setting, value, path.parent)
         if isinstance(value, Path):
@@ -485,7 +494,7 @@ def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
     new_text = tomlkit.dumps(doc)
     for key, value in new_top.items():
         new_text = insert_top_level(new_text, key, value)
-    parse_config_text(new_text, path, key_ids)
+    parse_config_text(new_text, path, schema)
     if new_text != text or not path.exists():
         _write_atomic(path, new_text)
     return path
@@ -500,19 +509,14 @@ def _plain(item: Any) -> Any:
     return item.unwrap() if hasattr(item, "unwrap") else item
 
 
-def save_params(params: SamplingParams, path: Path | None = None, *,
-                key_ids: Collection[str] | None = None) -> Path:
+def save_params(params: SamplingParams, path: Path | None = None, *, schema: Schema = SCHEMA) -> Path:
     """Make ``params`` the defaults (the ``[params]`` table): values the file has are
     updated (unset ones removed), others are added where they differ from the built-in
     defaults."""
     changes: dict[str, Any] = {f"params.{name}": getattr(params, name) for name in PARAM_SPECS}
     changes["params.stop"] = list(params.stop) or None
     changes["params.thinking"] = params.thinking
-    return update_config(changes, path, key_ids=key_ids)
-
-
-def save_theme(theme: str, path: Path | None = None, *, key_ids: Collection[str] | None = None) -> Path:
-    return update_config({"theme": theme}, path, key_ids=key_ids)
+    return update_config(changes, path, schema=schema)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -537,12 +541,12 @@ def _write_atomic(path: Path, text: str) -> None:
         raise ConfigError(f"could not save the config file {path}: {exc.strerror or exc}.") from None
 
 
-def write_template(path: Path | None = None, key_ids: Collection[str] | None = None) -> bool:
+def write_template(path: Path | None = None, schema: Schema = SCHEMA) -> bool:
     """Create the config file from ``template()`` unless it exists; True when created."""
     path = path or config_path()
     if path.exists():
         return False
-    _write_atomic(path, template(key_ids))
+    _write_atomic(path, template(schema))
     return True
 
 

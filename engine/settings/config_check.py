@@ -10,12 +10,12 @@ import difflib
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import InvalidParameterError
 from .params import PARAM_SPECS, SamplingParams
 from .setting import Setting, show as _show
-from .table import PARAM_KEYS, SETTINGS_BY_KEY, TOP_LEVEL, Config
+from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Config, EntryProblem, Schema
 
 TRUE_WORDS = ("1", "true", "yes", "on")  # a true-or-false setting in an environment variable
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -101,20 +101,38 @@ def _check(setting: Setting, value: Any, base: Path) -> Any:
     return value
 
 
-def _apply(config: Config, changes: Mapping[str, Any]) -> Config:
-    top = {k: v for k, v in changes.items() if "." not in k}
-    params = {k.partition(".")[2]: v for k, v in changes.items() if k.startswith("params.")}
-    keys = {k.partition(".")[2]: v for k, v in changes.items() if k.startswith("keys.")}
+C = TypeVar("C", bound=Config)
+
+
+def _apply(config: C, changes: Mapping[str, Any]) -> C:
+    """``config`` with ``changes`` (checked values, by dotted key) on top: ``params.*`` into
+    the sampling parameters, ``TABLE.name`` (a text table's entry) into that
+    table, the rest as fields."""
+    top: dict[str, Any] = {}
+    params: dict[str, Any] = {}
+    tables: dict[str, dict[str, Any]] = {}
+    for key, value in changes.items():
+        head, dot, name = key.partition(".")
+        if not dot:
+            top[key] = value
+        elif head == "params":
+            params[name] = value
+        else:
+            tables.setdefault(head, {})[name] = value
     if params:
         top["params"] = config.params.replace(**params)
-    if keys:
-        top["keys"] = {**config.keys, **keys}
+    for head, entries in tables.items():
+        top[head] = {**getattr(config, head), **entries}
     return dataclasses.replace(config, **top)
 
 
-def _suggest(word: str, choices: Collection[str]) -> str:
+def suggest(word: str, choices: Collection[str]) -> str:
+    """`` (did you mean 'x'?)`` when one of ``choices`` is close to ``word``, else ''."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+_suggest = suggest
 
 
 class _FileProblem(Exception):
@@ -130,16 +148,16 @@ class _FileProblem(Exception):
 
 
 def _read_document(data: Mapping[str, Any], base: Path,
-                   key_ids: Collection[str] | None) -> tuple[dict[str, Any], list[_FileProblem]]:
-    """Check a parsed file key by key: ``{dotted key: value}`` for the good ones, and a
-    problem for each bad one (left out; the others still apply). Bounded by the file
+                   schema: Schema = SCHEMA) -> tuple[dict[str, Any], list[_FileProblem]]:
+    """Check a parsed file key by key against ``schema``: ``{dotted key: value}`` for the good
+    ones, and a problem for each bad one (left out; the others still apply). Bounded by the file
     (at most 1 MiB)."""
     values: dict[str, Any] = {}
     problems: list[_FileProblem] = []
 
     def check(key: str, item: Any, where: tuple[str, ...]) -> None:
         try:
-            values[key] = _check(SETTINGS_BY_KEY[key], item, base)
+            values[key] = _check(schema.by_key[key], item, base)
         except InvalidParameterError as exc:
             problems.append(_FileProblem(_bare(exc), where, key=key))
 
@@ -155,45 +173,29 @@ def _read_document(data: Mapping[str, Any], base: Path,
                                                  ("params", name), detail=f"known: {', '.join(PARAM_KEYS)}"))
                     continue
                 check(f"params.{name}", item, ("params", name))
-        elif key == "keys":
+        elif key in schema.tables:
             if not isinstance(value, Mapping):
-                problems.append(_FileProblem(f"keys must be a table ([keys]), not {_show(value)}", ("keys",),
-                                             key="keys"))
+                problems.append(_FileProblem(f"{key} must be a table ([{key}]), not {_show(value)}", (key,),
+                                             key=key))
                 continue
+            entry = schema.tables[key].metadata["check"]
             for name, item in value.items():
                 try:
-                    values[f"keys.{name}"] = _binding(name, item, key_ids)
-                except _FileProblem as exc:
-                    problems.append(exc)
+                    values[f"{key}.{name}"] = entry(name, item)
+                except EntryProblem as exc:  # the table's own words, as they are
+                    problems.append(_FileProblem(str(exc), (key, name), key=f"{key}.{name}", detail=exc.detail))
+                except InvalidParameterError as exc:
+                    problems.append(_FileProblem(_bare(exc), (key, name), key=f"{key}.{name}"))
         elif key == "presets":
             problems.extend(_preset_problems(value, base))
-        elif key in SETTINGS_BY_KEY:
+        elif key in schema.by_key:
             check(key, value, (key,))
         else:
             hint = (f" ({key} belongs in the [params] table)" if key in PARAM_KEYS
-                    else _suggest(key, TOP_LEVEL))
-            problems.append(_FileProblem(f"unknown key '{key}'{hint}", (key,), detail=f"known: {', '.join(TOP_LEVEL)}"))
+                    else _suggest(key, schema.top_level))
+            problems.append(_FileProblem(f"unknown key '{key}'{hint}", (key,),
+                                         detail=f"known: {', '.join(schema.top_level)}"))
     return values, problems
-
-
-def _binding(name: str, item: Any, key_ids: Collection[str] | None) -> str:
-    """A ``[keys]`` entry checked: its key string, or _FileProblem."""
-    where, key = ("keys", name), f"keys.{name}"
-    if isinstance(item, Mapping):
-        raise _FileProblem(f"keys.{name} is a table: quote binding ids that contain a dot "
-                           f"(\"{name}.…\" = \"key\")", where, key=key)
-    if key_ids is not None and name not in key_ids:
-        raise _FileProblem(f"unknown binding id '{name}' in [keys]{_suggest(name, key_ids)}", where, key=key,
-                           detail=f"known: {', '.join(sorted(key_ids))}")
-    if not isinstance(item, str) or not item.strip():
-        raise _FileProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
-                           f"(got {_show(item)})", where, key=key)
-    # What a key string may be is the app's (app/keynames.py): its binding ids check them.
-    check = getattr(key_ids, "key_problem", None)
-    problem = check(item) if check is not None else None
-    if problem:
-        raise _FileProblem(f"keys.{name} = {_show(item)} is not a valid key: {problem}", where, key=key)
-    return item.replace(" ", "")
 
 
 def _preset_problems(table: Any, base: Path) -> list[_FileProblem]:

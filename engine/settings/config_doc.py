@@ -1,12 +1,11 @@
 """The settings table in words: the commented config file a new user starts from
-(``template()``) and the table of docs/USAGE.md (``markdown_table()``), both from ``SETTINGS``."""
+(``template()``) and the table of docs/USAGE.md (``markdown_table()``), both from a settings
+table (``Schema``: the engine's own, or the app's with its settings and text tables)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 from .setting import Setting, show as _show
-from .table import SETTINGS, Config
+from .table import SCHEMA, Config, Schema
 
 
 # ------------------------------------------------------------ documentation
@@ -29,8 +28,9 @@ def _describe(setting: Setting) -> str:
     return " ".join(parts)
 
 
-def template(key_ids: Collection[str] | None = None) -> str:
-    """A config file with every setting documented and commented out (it loads as defaults)."""
+def template(schema: Schema = SCHEMA) -> str:
+    """A config file with every setting of ``schema`` documented and commented out (it loads as
+    defaults); a text table's field may name its entries (``entries``: a sentence)."""
     out = [
         "# vibechat configuration (TOML). Every setting is optional: a commented-out line shows",
         "# an example; delete the leading '# ' to use it.",
@@ -38,28 +38,30 @@ def template(key_ids: Collection[str] | None = None) -> str:
         "# 'vibechat config show' prints the effective values and where each comes from.",
         "",
     ]
-    for setting in SETTINGS:
+    for setting in schema.settings:
         if setting.key == "params.temperature":
             out += [*_wrap(Config.__dataclass_fields__["params"].metadata["help"]), "[params]", ""]
         out += _wrap(_describe(setting))
         out += [f"# {setting.name} = {setting.example}", ""]
-    keys_doc = Config.__dataclass_fields__["keys"].metadata
-    out += _wrap(keys_doc["help"])
-    if key_ids:
-        out += _wrap("Binding ids: " + ", ".join(sorted(key_ids)) + ".")
-    out += ["[keys]", f"# {keys_doc['example']}", ""]
+    for name, table in schema.tables.items():
+        out += _wrap(table.metadata["help"])
+        if table.metadata.get("entries"):
+            out += _wrap(table.metadata["entries"])
+        out += [f"[{name}]", f"# {table.metadata['example']}", ""]
     return "\n".join(out)
 
 
-def markdown_table() -> str:
-    """The settings table of docs/USAGE.md: each setting's key, flag, variable, default and help."""
+def markdown_table(schema: Schema = SCHEMA) -> str:
+    """The settings table of docs/USAGE.md: each setting's key, flag, variable, default and help
+    (a text table: one row for its entries, ``TABLE.<entry>``)."""
     rows = ["| key | flag | variable | default | what it sets |", "| --- | --- | --- | --- | --- |"]
-    for s in SETTINGS:
+    for s in schema.settings:
         help_text = s.help.replace("|", "\\|")
         if s.minimum is not None and s.maximum is not None:
             help_text += f" ({_show(s.minimum)}–{_show(s.maximum)})"
         env = f"`{s.env}`" if s.env else ""
         flag = f"`{s.flag}`" + (f", `{s.short}`" if s.short else "") if s.flag else ""
         rows.append(f"| `{s.key}` | {flag} | {env} | {s.default_text()} | {help_text} |")
-    rows.append("| `keys.<id>` | | | | " + Config.__dataclass_fields__["keys"].metadata["help"] + " |")
+    for name, table in schema.tables.items():
+        rows.append(f"| `{name}.<{table.metadata['entry']}>` | | | | {table.metadata['help']} |")
     return "\n".join(rows)

@@ -87,7 +87,7 @@ def _line_of(lines: Mapping[tuple[str, ...], int], where: tuple[str, ...]) -> in
 
 def insert_top_level(text: str, key: str, value: Any) -> str:
     """``text`` with ``key = value`` added among the top-level settings, where a person would
-    write it: under its commented-out example (``# theme = ...``, as the template has), else
+    write it: under its commented-out example (``# threads = ...``, as the template has), else
     under the last top-level line, above the first table and the comments and blank lines
     that lead into it (they belong to that table: "# Default sampling parameters ..." over
     ``[params]``); with no table, at the end."""

@@ -18,8 +18,10 @@ from typing import Any
 
 from .config import (
     PARAM_KEYS,
+    SCHEMA,
     SETTINGS_BY_KEY,
     LoadedConfig,
+    Schema,
     Origin,
     _apply,
     _check,
@@ -126,13 +128,14 @@ def apply_to_loaded(loaded: LoadedConfig, preset: Preset) -> LoadedConfig:
 
 
 def save_preset(name: str, table: Mapping[str, Any], path: Path | None = None, *,
-                key_ids: Any = None) -> Path:
+                schema: Schema = SCHEMA) -> Path:
     """Write ``table`` as ``[presets.NAME]`` (replacing one of that name) with the config's
-    ``update_config``: the rest of the file, comments included, stays as it was."""
+    ``update_config``: the rest of the file, comments included, stays as it was (``schema``:
+    the file's settings table, the app's)."""
     from .config import update_config
 
     try:  # never write a preset that would not load
         check_preset(name, table, (path or config_path()).parent)
     except PresetProblem as exc:
         raise ConfigError(str(exc)) from None
-    return update_config({f"presets.{name}": dict(table)}, path, key_ids=key_ids)
+    return update_config({f"presets.{name}": dict(table)}, path, schema=schema)

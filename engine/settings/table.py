@@ -1,29 +1,32 @@
 """The settings table: every setting once, with its name, type, default, flag, variable, config
-key and help. ``Config`` is what the config file can set: the engine's settings
-(``EngineSettings``, engine/settings/knobs.py, whose fields carry their rows) and the chat's own;
-the sampling parameters are documented by ``PARAM_SPECS`` (params.py) and their flags' lines
-here (``PARAM_FLAGS``). ``SETTINGS`` flattens them into one list that drives the config file's
-checks (config.py), the ``VIBECHAT_*`` variables, the commented template and the docs' table
-(config_save.py), ``vibechat config show``, and the command-line flags (app/options.py).
+key and help. ``Config`` is what the config file can set for the engine and ``vibechat run``: the
+engine's settings (``EngineSettings``, engine/settings/knobs.py, whose fields carry their rows) and
+a few of the file's own; the sampling parameters are documented by ``PARAM_SPECS`` (params.py) and
+their flags' lines here (``PARAM_FLAGS``).
 
-The chat's own settings that only the app reads (``theme``, ``thinking_expanded``, ``keys``)
-are rows here because they are keys of the one file; app/appconfig.py owns what they mean.
+A ``Schema`` flattens a ``Config`` class into one list of rows that drives the config file's
+checks (config_check.py), the ``VIBECHAT_*`` variables, the commented template and the docs'
+table (config_doc.py), ``vibechat config show``, and the command-line flags (app/options.py).
+The app declares its own settings (app/appconfig.py) as fields of a subclass of ``Config``
+and loads the file with that class's schema; the engine never names them. A subclass may add
+a table of text entries (``text_table``: name = "text", each entry checked by the function its
+field carries).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidParameterError
 from .knobs import EngineSettings
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .setting import SAMPLING, Setting, doc, show
 from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
-
-DEFAULT_THEME = "vibechat-dusk"
 
 # The sampling flags' lines on the help page: (short alias, metavar, line).
 PARAM_FLAGS: dict[str, tuple[str | None, str, str]] = {
@@ -43,20 +46,14 @@ PARAM_FLAGS: dict[str, tuple[str | None, str, str]] = {
 
 @dataclass(frozen=True)
 class Config(EngineSettings):
-    """Everything the config file can set; the defaults are the values with no file. The
-    engine's settings come first (``EngineSettings``), then the chat's own."""
+    """What the config file can set for the engine and ``vibechat run``; the defaults are the
+    values with no file. The engine's settings come first (``EngineSettings``), then the file's
+    own. The app's settings are a subclass's fields (app/appconfig.py ``AppConfig``)."""
 
     system_prompt: str | None = field(default=None, metadata=doc(
         "The system prompt of every new conversation.",
         kind="text", example='"You are a concise assistant."', unset="none",
         env="VIBECHAT_SYSTEM_PROMPT", flag="--system", short="-s", metavar="TEXT", flag_help="System prompt."))
-    theme: str = field(default=DEFAULT_THEME, metadata=doc(
-        "The colour theme (F4 in the chat chooses one and saves it here).",
-        kind="text", example='"vibechat-paper"', env="VIBECHAT_THEME"))
-    thinking_expanded: bool = field(default=False, metadata=doc(
-        "Show a reasoning model's thinking expanded in the chat (else folded to one line, \"Thought for "
-        "12 s\", that Enter or a click opens).",
-        kind="true or false", example="true", env="VIBECHAT_THINKING_EXPANDED"))
     save_runs: bool = field(default=True, metadata=doc(
         "Save each 'vibechat run' (and each line of --prompts-file) in the history, as --no-save does not; "
         "false keeps scripts out of it (--continue and --conversation still add to a saved conversation).",
@@ -73,27 +70,46 @@ class Config(EngineSettings):
     params: SamplingParams = field(default_factory=SamplingParams, metadata=doc(
         "Default sampling parameters (the chat saves them here with 'Save parameters as default').",
         kind="table", example=""))
-    keys: Mapping[str, str] = field(default_factory=dict, metadata=doc(
-        "Key binding overrides: binding id = \"key\" (several keys: \"f12,ctrl+t\"). Quote ids that "
-        "contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, space, pageup, comma, "
-        "question_mark ...), after modifiers joined by + in the order alt, ctrl, hyper, meta, shift, super.",
-        kind="table", example='"toggle_params" = "f12"'))
 
 
+EntryCheck = Callable[[str, Any], str]
+"""A text table's entry check: ``check(name, value)`` gives the entry's value, or raises
+``EntryProblem`` naming what is wrong (the engine adds the file, the line and the fix)."""
 
 
-def _settings() -> tuple[Setting, ...]:
+class EntryProblem(InvalidParameterError):
+    """A text table's entry that cannot be used: the message, and ``detail`` (the known names,
+    shown on terminals only)."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+TEXT_TABLE = "table of text"  # the kind of a text table's field (``text_table``)
+
+
+def text_table(help: str, *, example: str, check: EntryCheck, entry: str = "name",
+               entries: str = "") -> dict[str, Any]:
+    """The metadata of a table of text entries (``name = "text"``, as the app's key overrides):
+    a ``Mapping[str, str]`` field whose entries ``check`` makes (any name, any value is the
+    check's to refuse). ``config show`` has a row per entry the file sets (``TABLE.name``), the
+    docs' table one for them all (``TABLE.<entry>``); ``entries``: a sentence the template
+    adds, naming the entries there may be."""
+    return {**doc(help, kind=TEXT_TABLE, example=example), "check": check, "entry": entry, "entries": entries}
+
+
+def _scalar_row(f: dataclasses.Field[Any], engine: bool) -> Setting:
+    m = f.metadata
+    default = f.default
+    return Setting(f.name, m["kind"], m["help"], default, m["example"], m["unset"], m["env"],
+                   m["flag"], m["minimum"], m["maximum"], optional=default is None,
+                   choices=m["choices"], check=m["check"], short=m["short"], metavar=m["metavar"],
+                   flag_help=m["flag_help"], group=m["group"], engine=engine)
+
+
+def _param_rows() -> list[Setting]:
     out: list[Setting] = []
-    engine = {f.name for f in dataclasses.fields(EngineSettings)}
-    for f in dataclasses.fields(Config):
-        if f.name in ("params", "keys"):
-            continue
-        m = f.metadata
-        default = f.default
-        out.append(Setting(f.name, m["kind"], m["help"], default, m["example"], m["unset"], m["env"],
-                           m["flag"], m["minimum"], m["maximum"], optional=default is None,
-                           choices=m["choices"], check=m["check"], short=m["short"], metavar=m["metavar"],
-                           flag_help=m["flag_help"], group=m["group"], engine=f.name in engine))
     for spec in PARAM_SPECS.values():
         env = "VIBECHAT_" + spec.name.upper()
         example = {"max_tokens": "512", "seed": "42", "repeat_penalty": "1.1"}.get(spec.name, show(spec.default))
@@ -117,10 +133,58 @@ def _settings() -> tuple[Setting, ...]:
                        DEFAULT_THINKING, '"off"', env="VIBECHAT_THINKING", flag="--thinking", optional=False,
                        choices=THINKING_MODES, check=check_thinking,
                        metavar=PARAM_FLAGS["thinking"][1], flag_help=PARAM_FLAGS["thinking"][2], group=SAMPLING))
-    return tuple(out)
+    return out
 
 
-SETTINGS: tuple[Setting, ...] = _settings()
-SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
-TOP_LEVEL = tuple(f.name for f in dataclasses.fields(Config))
-PARAM_KEYS = tuple(s.name for s in SETTINGS if s.key.startswith("params."))
+@dataclass(frozen=True, eq=False)
+class Schema:
+    """A config class's settings table: what one config file may hold, in the order the
+    template, the docs' table and ``config show`` list it.
+
+    ``settings``: a row per setting (the top-level ones, then ``[params]``'s); ``tables``: the
+    text tables' fields (``keys``), by name, each with its entry check; ``top_level``: every
+    top-level key, tables included. Built by ``Schema.of``; the engine's own is ``SCHEMA``."""
+
+    config: type[Config]
+    settings: tuple[Setting, ...]
+    tables: Mapping[str, dataclasses.Field[Any]]
+    top_level: tuple[str, ...]
+
+    @classmethod
+    def of(cls, config: type[Config], after: str = "system_prompt") -> Schema:
+        """The table of ``config`` (``Config`` or a subclass). A subclass's own settings are
+        listed right after ``after`` (the file's settings stay together, whoever declares them),
+        its text tables last, after ``[params]``."""
+        base = {f.name for f in dataclasses.fields(Config)}
+        engine = {f.name for f in dataclasses.fields(EngineSettings)}
+        fields = dataclasses.fields(config)
+        own = [f for f in fields if f.name not in base and f.metadata.get("kind") != TEXT_TABLE]
+        scalars: list[dataclasses.Field[Any]] = []
+        for f in fields:
+            if f.name in base and f.name != "params":
+                scalars.append(f)
+                if f.name == after:
+                    scalars += own
+        if len(scalars) == len(base) - 1:  # ``after`` is no setting: the subclass's come last
+            scalars += own
+        tables = {f.name: f for f in fields if f.metadata.get("kind") == TEXT_TABLE}
+        settings = (*(_scalar_row(f, f.name in engine) for f in scalars), *_param_rows())
+        return cls(config, settings, tables, (*(f.name for f in scalars), "params", *tables))
+
+    def __repr__(self) -> str:
+        return f"Schema({self.config.__name__})"
+
+    @functools.cached_property
+    def by_key(self) -> dict[str, Setting]:
+        return {s.key: s for s in self.settings}
+
+    @functools.cached_property
+    def param_keys(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.settings if s.key.startswith("params."))
+
+
+SCHEMA = Schema.of(Config)
+SETTINGS: tuple[Setting, ...] = SCHEMA.settings
+SETTINGS_BY_KEY: dict[str, Setting] = SCHEMA.by_key
+TOP_LEVEL = SCHEMA.top_level
+PARAM_KEYS = SCHEMA.param_keys

@@ -10,7 +10,7 @@ import pytest
 
 from vibechat.engine.settings.config import (
     FIX,
-    SETTINGS,
+    SCHEMA,
     Config,
     LoadedConfig,
     Origin,
@@ -22,17 +22,16 @@ from vibechat.engine.settings.config import (
     models_dir,
     read_config_text,
     save_params,
-    save_theme,
     template,
     update_config,
 )
-from vibechat.app.appconfig import BindingIds
+from vibechat.app.appconfig import APP_SCHEMA as APP, BINDING_IDS, AppConfig, save_theme
 from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.paths import config_dir, data_dir
 
 REPO = Path(__file__).resolve().parents[3]
-IDS = BindingIds(("help", "toggle_params", "params.reset_all"))  # the app's ids check key strings too
+# The file holds the app's settings too (theme, [keys]): the app's table reads it (app/appconfig.py).
 
 
 pytestmark = pytest.mark.usefixtures("no_setting_variables")  # conftest.py
@@ -52,9 +51,9 @@ def test_path_is_config_toml_in_the_config_dir_or_vibechat_config(monkeypatch, t
 
 
 def test_no_file_means_defaults():
-    loaded = load_config(key_ids=IDS)
+    loaded = load_config(schema=APP)
     assert isinstance(loaded, LoadedConfig)
-    assert loaded.config == Config() and loaded.config.params == SamplingParams()
+    assert loaded.config == AppConfig() and loaded.config.params == SamplingParams()
     assert loaded.exists is False and loaded.problem is None
     assert all(origin == Origin("default") for _, _, origin in loaded.items())
     assert loaded.config.theme == "vibechat-dusk" and loaded.config.keys == {}
@@ -85,7 +84,7 @@ def test_file_values_and_the_line_each_came_from():
         'help = "f12"\n'
         '"params.reset_all" = "ctrl+r, X"\n'
     )
-    loaded = load_config(key_ids=IDS)
+    loaded = load_config(schema=APP)
     assert loaded.problem is None and loaded.exists
     c = loaded.config
     assert c.model == "acme/Tiny-GGUF:Q8_0" and c.system_prompt == "Be brief.\ntemperature = 3\n"
@@ -106,7 +105,7 @@ def test_environment_overrides_the_file_and_names_its_variable():
     write('theme = "vibechat-paper"\n[params]\ntemperature = 0.3\ntop_k = 7\n')
     env = {"VIBECHAT_TOP_K": "9", "VIBECHAT_MODEL": "m.gguf", "VIBECHAT_STOP": "a|b",
            "VIBECHAT_CONTEXT_SIZE": "1024", "VIBECHAT_SEED": "none", "VIBECHAT_THEME": ""}
-    loaded = load_config(environ=env)
+    loaded = load_config(schema=APP, environ=env)
     c = loaded.config
     assert c.params.temperature == 0.3 and c.params.top_k == 9 and c.params.stop == ("a", "b")
     assert c.model == "m.gguf" and c.context_size == 1024 and c.theme == "vibechat-paper"
@@ -117,7 +116,7 @@ def test_environment_overrides_the_file_and_names_its_variable():
 
 def test_precedence_flag_over_env_over_file_over_default():
     write("[params]\ntemperature = 0.3\ntop_k = 7\ntop_p = 0.5\n")
-    loaded = load_config(environ={"VIBECHAT_TOP_K": "9", "VIBECHAT_TOP_P": "0.6"})
+    loaded = load_config(schema=APP, environ={"VIBECHAT_TOP_K": "9", "VIBECHAT_TOP_P": "0.6"})
     flagged = loaded.with_flags({"params.top_p": 0.7, "threads": 3}, {"params.top_p": "--top-p", "threads": "--threads"})
     p = flagged.config.params
     assert (p.temperature, p.top_k, p.top_p, p.min_p) == (0.3, 9, 0.7, 0.05)
@@ -141,8 +140,8 @@ BAD_FILES = [
     ("[params]\ntemprature = 0.5\n", 2, "unknown key 'temprature' in [params] (did you mean 'temperature'?)"),
     ("params = 3\n", 1, "params must be a table ([params])"),
     ("[params]\nstop = [1, 2]\n", 2, "stop must be a list of strings"),
-    ("[keys]\nhelpp = \"f2\"\n", 2, "unknown binding id 'helpp' in [keys] (did you mean 'help'?); known: help, "
-                                   "params.reset_all, toggle_params"),
+    ("[keys]\nhelpp = \"f2\"\n", 2, "unknown binding id 'helpp' in [keys] (did you mean 'help'?); known: "
+                                   + ", ".join(sorted(BINDING_IDS))),
     ("[keys]\nparams.reset_all = \"x\"\n", 2, "quote binding ids that contain a dot"),
     ("[keys]\nhelp = 1\n", 2, "keys.help must be a key string"),
     ("[keys]\n\ntoggle_params = \"notakey+++\"\n", 3,
@@ -172,30 +171,30 @@ BAD_FILES = [
                                   "pageup,pagedown", "ctrl+alt+delete".replace("ctrl+alt", "alt+ctrl"), "super+1"])
 def test_keys_textual_can_report_are_accepted(keys):
     write(f'[keys]\nhelp = "{keys}"\n')
-    loaded = load_config(key_ids=IDS)
+    loaded = load_config(schema=APP)
     assert loaded.problem is None
     assert loaded.config.keys == {"help": keys.replace(" ", "")}
 
 
 def test_remote_server_settings_from_the_file_the_environment_and_flags():
     write('backend = "OpenAI"\nbase_url = "http://127.0.0.1:8080"\napi_key_env = "MY_KEY"\ntimeout = 30\n')
-    config = load_config().config
+    config = load_config(schema=APP).config
     assert (config.backend, config.base_url, config.api_key_env, config.timeout) == (
         "openai", "http://127.0.0.1:8080/v1", "MY_KEY", 30)
-    env = load_config(environ={"VIBECHAT_BACKEND": "llama", "VIBECHAT_BASE_URL": "http://h:1/v1/",
+    env = load_config(schema=APP, environ={"VIBECHAT_BACKEND": "llama", "VIBECHAT_BASE_URL": "http://h:1/v1/",
                                "VIBECHAT_TIMEOUT": "5"}).config
     assert (env.backend, env.base_url, env.timeout) == ("llama", "http://h:1/v1", 5)
-    problem = load_config(environ={"VIBECHAT_BASE_URL": "h:1"}).problem
+    problem = load_config(schema=APP, environ={"VIBECHAT_BASE_URL": "h:1"}).problem
     assert problem.startswith("environment variable VIBECHAT_BASE_URL='h:1': base_url must be an http://")
     with pytest.raises(InvalidParameterError, match="^--api-key-env: api_key_env must be the name") as err:
-        load_config().with_flags({"api_key_env": "sk-secret-value"}, {"api_key_env": "--api-key-env"})
+        load_config(schema=APP).with_flags({"api_key_env": "sk-secret-value"}, {"api_key_env": "--api-key-env"})
     assert "sk-secret-value" not in str(err.value)  # a key typed in by mistake is not echoed
 
 
 @pytest.mark.parametrize(("text", "line", "message"), BAD_FILES)
 def test_a_bad_key_is_one_line_with_file_line_and_key_and_only_it_is_left_out(text, line, message):
     path = write(text)
-    loaded = load_config(key_ids=IDS)
+    loaded = load_config(schema=APP)
     problem = loaded.problem
     assert problem is not None and "\n" not in problem
     assert problem.startswith(f"config file {path}, line {line}: ")
@@ -203,7 +202,7 @@ def test_a_bad_key_is_one_line_with_file_line_and_key_and_only_it_is_left_out(te
     assert problem.endswith("; fix it with 'vibechat config edit'")
     assert loaded.file_problem is None and loaded.exists  # the file is used: only that key is left out
     assert [str(p) for p in loaded.problems] == [problem]
-    assert check_config_file(path, IDS) == problem
+    assert check_config_file(path, APP) == problem
     assert loaded.problems[0].short.startswith(f"config.toml line {line}: ")
     assert loaded.problems[0].short.endswith(": not applied")
     assert "known:" not in loaded.problems[0].short  # the chat's line: the suggestion, not the list
@@ -213,7 +212,7 @@ def test_a_typo_leaves_the_rest_of_the_file_applied_and_every_problem_is_named()
     """The issue's case: base_url set and a typo in [params] still points at the server."""
     path = write('base_url = "http://127.0.0.1:8080"\nmodel = "srv"\ntheme = 3\n\n[params]\n'
                  'temprature = 0.5\ntop_k = 7\nseed = "x"\n')
-    loaded = load_config(key_ids=IDS)
+    loaded = load_config(schema=APP)
     assert loaded.file_problem is None
     config = loaded.config
     assert (config.base_url, config.model, config.params.top_k) == ("http://127.0.0.1:8080/v1", "srv", 7)
@@ -230,7 +229,7 @@ def test_a_typo_leaves_the_rest_of_the_file_applied_and_every_problem_is_named()
         "config.toml line 3: theme must be a non-empty string (got 3): not applied",
         "config.toml line 6: unknown key 'temprature' in [params] (did you mean 'temperature'?): not applied"]
     assert loaded.left_out == ("theme", "params.seed")
-    assert check_config_file(path, IDS) == problems[0]
+    assert check_config_file(path, APP) == problems[0]
 
 
 # (file text, line, column, plain words): every kind of TOML error tomlkit reports.
@@ -279,7 +278,7 @@ def test_toml_errors_in_plain_words_with_line_and_column(text, line, column, wor
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    loaded = load_config(key_ids=IDS)
+    loaded = load_config(schema=APP)
     at = f"config file {path}, line {line}" + (f", column {column}" if column else "")
     problem = loaded.problem
     assert problem is not None and "\n" not in problem
@@ -288,13 +287,13 @@ def test_toml_errors_in_plain_words_with_line_and_column(text, line, column, wor
     for jargon in ("Unexpected", "Control characters", "\\u000a", "TOML parse error", " col "):
         assert jargon not in problem
     # Not TOML: nothing of the file can apply, and the chat's line says what runs instead.
-    assert loaded.file_problem == problem and loaded.config == Config()
+    assert loaded.file_problem == problem and loaded.config == AppConfig()
     what = problem.split(": ", 1)[1].removesuffix("; fix it with 'vibechat config edit'")
     assert loaded.problems[0].short == f"config.toml line {line}: {what}: running on the defaults until it is fixed"
 
 
 def test_unknown_variables_are_named_with_a_suggestion_and_change_nothing():
-    loaded = load_config(environ={"VIBECHAT_TEMPRATURE": "0.5", "VIBECHAT_TOP_K": "9", "VIBECHAT_CONFIG_DIR": "/x",
+    loaded = load_config(schema=APP, environ={"VIBECHAT_TEMPRATURE": "0.5", "VIBECHAT_TOP_K": "9", "VIBECHAT_CONFIG_DIR": "/x",
                                   "VIBECHAT_DATA_DIR": "/y", "VIBECHAT_API_KEY": "k", "VIBECHAT_ZZZQQQ": "1",
                                   "VIBECHAT_SERVER_TOKEN": "k", "OTHER_TEMPRATURE": "1"})
     assert loaded.problem is None  # nothing blocks a run: the variables set nothing
@@ -308,7 +307,7 @@ def test_unknown_variables_are_named_with_a_suggestion_and_change_nothing():
                                         "VIBECHAT_TEMPERATURE?): ignored")
     # The variable the config names as the server's key is vibechat's to read.
     write('api_key_env = "VIBECHAT_SERVER_TOKEN"\n')
-    assert load_config(environ={"VIBECHAT_SERVER_TOKEN": "k"}).warnings == ()
+    assert load_config(schema=APP, environ={"VIBECHAT_SERVER_TOKEN": "k"}).warnings == ()
 
 
 def test_every_vibechat_variable_the_code_reads_is_known():
@@ -321,11 +320,11 @@ def test_every_vibechat_variable_the_code_reads_is_known():
     for folder in ("engine", "app"):
         for source in (REPO / folder).rglob("*.py"):
             found.update(re.findall(r"\b(VIBECHAT_[A-Z0-9_]*[A-Z0-9])\b", source.read_text()))
-    assert found - set(known_variables()) == set()
+    assert found - set(known_variables(APP)) == set()
 
 
 def test_every_bad_variable_is_reported_and_left_out():
-    loaded = load_config(environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_TOP_K": "-3", "VIBECHAT_THREADS": "2"})
+    loaded = load_config(schema=APP, environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_TOP_K": "-3", "VIBECHAT_THREADS": "2"})
     assert [p.key for p in loaded.problems] == ["params.temperature", "params.top_k"]
     assert loaded.config.threads == 2
     assert loaded.problem.endswith("(and 1 more problem: 'vibechat config show' lists them)")
@@ -334,13 +333,13 @@ def test_every_bad_variable_is_reported_and_left_out():
 
 def test_the_error_message_of_the_issue():
     path = write("model = \"m\"\n\ntemperature = 9\n".replace("\ntemperature", "[params]\ntemperature"))
-    assert load_config().problem == (f"config file {path}, line 3: temperature must be between 0 and 5 "
+    assert load_config(schema=APP).problem == (f"config file {path}, line 3: temperature must be between 0 and 5 "
                                      f"(got 9); fix it with 'vibechat config edit'")
 
 
 def test_unreadable_file_is_a_problem_not_a_crash():
     config_path().mkdir(parents=True)  # a directory where the file should be
-    loaded = load_config()
+    loaded = load_config(schema=APP)
     assert loaded.problem and loaded.problem.startswith(f"config file {config_path()}: could not be read")
     path = write(b"\xff\xfe bad".decode("latin-1"), config_path().with_name("latin.toml"))
     path.write_bytes(b"theme = \"\xff\"\n")
@@ -351,21 +350,21 @@ def test_a_huge_file_is_a_problem_read_no_further():
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"# " + b"x" * (4 << 20) + b"\n")
-    loaded = load_config()
+    loaded = load_config(schema=APP)
     assert loaded.problem == (f"config file {path}: is larger than 1 MiB: not a vibechat config file; "
                               "fix it with 'vibechat config edit'")
 
 
 def test_a_bad_variable_names_it_and_only_it_is_left_out():
     write("[params]\ntop_k = 7\n")
-    loaded = load_config(environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_THREADS": "2"})
+    loaded = load_config(schema=APP, environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_THREADS": "2"})
     assert loaded.file_problem is None and loaded.problems[0].short_where == "VIBECHAT_TEMPERATURE"
     assert loaded.env_problem == ("environment variable VIBECHAT_TEMPERATURE='hot': temperature must be a number "
                                   "between 0 and 5 (got 'hot'); fix or unset it")
     assert loaded.problem == loaded.env_problem
     assert loaded.config.params.temperature == 0.8 and loaded.config.params.top_k == 7
     assert loaded.config.threads == 2
-    bad = load_config(environ={"VIBECHAT_CONTEXT_SIZE": "big"}).problem
+    bad = load_config(schema=APP, environ={"VIBECHAT_CONTEXT_SIZE": "big"}).problem
     assert bad and bad.startswith("environment variable VIBECHAT_CONTEXT_SIZE='big': context_size must be")
 
 
@@ -373,7 +372,7 @@ def test_vibechat_config_points_at_another_file(monkeypatch, tmp_path):
     write("[params]\ntop_k = 7\n")
     other = write("[params]\ntop_k = 3\n", tmp_path / "elsewhere" / "mine.toml")
     monkeypatch.setenv("VIBECHAT_CONFIG", str(other))
-    loaded = load_config()
+    loaded = load_config(schema=APP)
     assert loaded.path == other and loaded.config.params.top_k == 3
     assert loaded.origin("params.top_k").name == str(other)
 
@@ -402,7 +401,7 @@ stop = [
 
 def test_save_params_changes_only_the_values_byte_for_byte():
     path = write(USER_FILE)
-    save_params(SamplingParams(temperature=0.5, top_k=40, seed=None, min_p=0.1, stop=("###",)), key_ids=IDS)
+    save_params(SamplingParams(temperature=0.5, top_k=40, seed=None, min_p=0.1, stop=("###",)), schema=APP)
     text = path.read_text()
     expected = (USER_FILE
                 .replace("temperature=0.70\n", "temperature=0.5\n")
@@ -410,29 +409,29 @@ def test_save_params_changes_only_the_values_byte_for_byte():
     # New keys go at the end of [params]; everything else is as the user wrote it.
     assert text.replace("min_p = 0.1\n", "") == expected
     assert "min_p = 0.1\n" in text
-    assert load_config(key_ids=IDS).config.params == SamplingParams(temperature=0.5, min_p=0.1, stop=("###",))
+    assert load_config(schema=APP).config.params == SamplingParams(temperature=0.5, min_p=0.1, stop=("###",))
 
 
 def test_saving_the_same_values_leaves_the_file_alone():
     path = write(USER_FILE)
     before = path.stat().st_mtime_ns
-    save_params(SamplingParams(temperature=0.7, top_k=40, seed=42, stop=("###",)), key_ids=IDS)
+    save_params(SamplingParams(temperature=0.7, top_k=40, seed=42, stop=("###",)), schema=APP)
     assert path.read_text() == USER_FILE  # 0.70 stays spelt 0.70
     assert path.stat().st_mtime_ns == before
 
 
 def test_save_theme_keeps_comments_and_tables():
     path = write(USER_FILE)
-    save_theme("vibechat-paper", key_ids=IDS)
+    save_theme("vibechat-paper")
     assert path.read_text() == USER_FILE.replace("theme = 'vibechat-dusk'", "theme = \"vibechat-paper\"")
 
 
 def test_saving_into_no_file_starts_from_the_documented_template():
-    save_params(SamplingParams(top_k=12), key_ids=IDS)
+    save_params(SamplingParams(top_k=12), schema=APP)
     text = config_path().read_text()
     assert text.startswith("# vibechat configuration")
     assert "# temperature = 0.8" in text and "top_k = 12" in text
-    loaded = load_config(key_ids=IDS)
+    loaded = load_config(schema=APP)
     assert loaded.problem is None and loaded.config.params == SamplingParams(top_k=12)
     assert loaded.origin("params.top_k").kind == "file"
 
@@ -440,9 +439,9 @@ def test_saving_into_no_file_starts_from_the_documented_template():
 @pytest.mark.parametrize(("text", "_line", "_message"), BAD_FILES)
 def test_a_broken_file_is_never_overwritten(text, _line, _message):
     path = write(text)
-    for save in (lambda: save_params(SamplingParams(top_k=3), key_ids=IDS),
-                 lambda: save_theme("vibechat-paper", key_ids=IDS),
-                 lambda: update_config({"threads": 2}, key_ids=IDS)):
+    for save in (lambda: save_params(SamplingParams(top_k=3), schema=APP),
+                 lambda: save_theme("vibechat-paper"),
+                 lambda: update_config({"threads": 2}, schema=APP)):
         with pytest.raises(ConfigError) as info:
             save()
         assert f"config file {path}" in str(info.value)
@@ -453,7 +452,7 @@ def test_a_broken_file_is_never_overwritten(text, _line, _message):
 def test_an_invalid_value_is_refused_before_writing():
     path = write(USER_FILE)
     with pytest.raises(VibechatError, match="threads must be between 1 and 1024"):
-        update_config({"threads": 0}, key_ids=IDS)
+        update_config({"threads": 0}, schema=APP)
     assert path.read_text() == USER_FILE
 
 
@@ -477,7 +476,7 @@ def test_save_writes_through_a_symlinked_file(tmp_path):
 
 
 def test_template_documents_every_setting_and_loads_as_defaults():
-    text = template(IDS)
+    text = template(APP)
     for key in ("model", "system_prompt", "context_size", "gpu_layers", "threads", "theme", "models_dir",
                 "temperature", "top_k", "top_p", "min_p", "repeat_penalty", "max_tokens", "seed", "stop"):
         assert f"\n# {key} = " in text
@@ -485,14 +484,14 @@ def test_template_documents_every_setting_and_loads_as_defaults():
         assert var in text
     assert "params.reset_all" in text and "[params]" in text and "[keys]" in text
     path = write(text)
-    loaded = load_config(key_ids=IDS)
-    assert loaded.problem is None and loaded.config == Config() and loaded.exists
+    loaded = load_config(schema=APP)
+    assert loaded.problem is None and loaded.config == AppConfig() and loaded.exists
     # Every commented-out example is valid once uncommented.
-    for setting in SETTINGS:
+    for setting in APP.settings:
         text = text.replace(f"\n# {setting.name} = {setting.example}\n", f"\n{setting.name} = {setting.example}\n")
     text = text.replace('\n# "toggle_params" = "f12"\n', '\n"toggle_params" = "f12"\n')
     write(text, path)
-    loaded = load_config(key_ids=IDS)
+    loaded = load_config(schema=APP)
     assert loaded.problem is None
     assert all(origin.kind == "file" for _, _, origin in loaded.items())
 
@@ -520,18 +519,16 @@ def test_models_dir_env_over_file_over_default(monkeypatch, tmp_path):
     assert models_dir() == path.parent / "store"
     write('models_dir = "store"\n[params\n')  # not TOML: quietly the default ...
     assert models_dir() == data_dir() / "models"
-    assert load_config().problem  # ... while the config itself says what is wrong
+    assert load_config(schema=APP).problem  # ... while the config itself says what is wrong
 
 
 def test_the_usage_docs_have_the_settings_table_and_a_valid_example():
-    from vibechat.app.appconfig import BINDING_IDS
-
     readme = (REPO / "docs" / "USAGE.md").read_text()  # the reference (the README links to it)
-    assert markdown_table() in readme
+    assert markdown_table(APP) in readme
     section = readme[readme.index("## Configuration"):]
     example = section[section.index("```toml\n") + 8:section.index("```\n", section.index("```toml"))]
     path = write(example)
-    loaded = load_config(path, key_ids=BINDING_IDS)
+    loaded = load_config(path, schema=APP)
     assert loaded.problem is None and loaded.config.keys["toggle_params"] == "f12"
 
 
@@ -547,42 +544,63 @@ def test_the_docs_settings_table_lists_every_setting_with_its_flag_variable_and_
         cells = [c.strip() for c in row.strip("|").split(" | ")]
         found[cells[0].strip("`")] = (cells[1], cells[2])
     expected = {s.key: ((f"`{s.flag}`" + (f", `{s.short}`" if s.short else "")) if s.flag else "",
-                        f"`{s.env}`" if s.env else "") for s in SETTINGS}
+                        f"`{s.env}`" if s.env else "") for s in APP.settings}
     assert found == expected and rows[-1].startswith("| `keys.<id>` |")
 
 
-def test_key_names_are_the_apps_the_engine_reads_keys_generically():
-    """Issue 26.1: Textual's key names live in app/keynames.py, not in engine/; the engine's
-    config checks a [keys] binding's string only through the app's binding ids."""
+def test_the_engine_knows_no_ui_setting_the_app_declares_them_and_reads_keys_generically():
+    """Issue 26.1: the chat's own settings (theme, thinking_expanded, the [keys] bindings) and
+    Textual's key names are the app's. The engine's settings table has none of them and its
+    sources never name them (toml_words.py's syntax help names ``[keys]`` as a table header, a
+    word about TOML); the app declares them (``AppConfig``) and hands its table to the engine's
+    loader, which checks a text table's entries only through the check the app's field carries."""
+    import dataclasses
+    import re
+
+    ui = {"theme", "thinking_expanded", "keys"}
+    assert ui.isdisjoint(f.name for f in dataclasses.fields(Config)) and ui.isdisjoint(SCHEMA.top_level)
+    assert ui <= {f.name for f in dataclasses.fields(AppConfig)} and ui <= set(APP.top_level)
+    named = re.compile(r"\btheme|thinking_expanded|THEME|\[keys\]|\bkeys\.|[\"']keys[\"']|key_ids|binding id")
+    for source in sorted((REPO / "engine" / "settings").glob("*.py")):
+        if source.name != "toml_words.py":
+            found = [line for line in source.read_text().splitlines() if named.search(line)]
+            assert found == [], f"{source.name} names a UI setting: {found[0]}"
     assert not (REPO / "engine" / "settings" / "keynames.py").exists() and (REPO / "app" / "keynames.py").exists()
-    path = write('[keys]\nhelp = "cntrl+t"\n')
-    assert load_config(path, key_ids=("help",)).config.keys == {"help": "cntrl+t"}  # generic: any key string
-    problem = load_config(path, key_ids=IDS).problem or ""
-    assert "'cntrl' is not a modifier (did you mean 'ctrl'?)" in problem
+    # The engine's own table: the app's settings are unknown keys and variables there.
+    path = write('theme = "vibechat-paper"\n[keys]\nhelp = "cntrl+t"\n')
+    engine = load_config(path, environ={"VIBECHAT_THEME": "vibechat-paper"})
+    assert [p.what for p in engine.problems] == ["unknown key 'theme'", "unknown key 'keys'",
+                                                  "not a vibechat variable"]
+    assert isinstance(engine.config, Config) and not isinstance(engine.config, AppConfig)
+    # The app's: the same file read with its settings, the bad key string named by its check.
+    loaded = load_config(path, schema=APP)
+    assert isinstance(loaded.config, AppConfig) and loaded.config.theme == "vibechat-paper"
+    assert loaded.left_out == ("keys.help",)
+    assert "'cntrl' is not a modifier (did you mean 'ctrl'?)" in (loaded.problem or "")
 
 
 def test_a_new_top_level_key_is_written_among_the_top_level_settings():
     """F4's first theme: never under the comment that leads into [params] (it belongs there)."""
-    path = write(template(IDS))
-    save_theme("vibechat-paper", key_ids=IDS)
+    path = write(template(APP))
+    save_theme("vibechat-paper")
     lines = path.read_text().splitlines()
     at = lines.index('theme = "vibechat-paper"')
     assert lines[at - 1] == '# theme = "vibechat-paper"'  # under its own documented example
     assert at < lines.index("[params]")
     write('model = "m"  # mine\n\n# sampling: a bit cooler\n[params]\ntop_k = 3\n\n[keys]\nhelp = "f12"\n')
-    update_config({"theme": "vibechat-paper", "threads": 2}, key_ids=IDS)
+    update_config({"theme": "vibechat-paper", "threads": 2}, schema=APP)
     assert path.read_text() == ('model = "m"  # mine\ntheme = "vibechat-paper"\nthreads = 2\n\n'
                                 '# sampling: a bit cooler\n[params]\ntop_k = 3\n\n[keys]\nhelp = "f12"\n')
     write("# my settings\n\n# sampling\n[params]\ntop_k = 3\n")
-    save_theme("vibechat-paper", key_ids=IDS)
+    save_theme("vibechat-paper")
     assert path.read_text() == '# my settings\ntheme = "vibechat-paper"\n\n# sampling\n[params]\ntop_k = 3\n'
     write("[params]\ntop_k = 3\n")
-    save_theme("vibechat-paper", key_ids=IDS)
+    save_theme("vibechat-paper")
     assert path.read_text() == 'theme = "vibechat-paper"\n\n[params]\ntop_k = 3\n'
     write("threads = 2")  # no table, no final newline
-    save_theme("vibechat-paper", key_ids=IDS)
+    save_theme("vibechat-paper")
     assert path.read_text() == 'threads = 2\ntheme = "vibechat-paper"\n'
-    assert load_config(key_ids=IDS).config.theme == "vibechat-paper"
+    assert load_config(schema=APP).config.theme == "vibechat-paper"
 
 
 def test_a_mangled_file_is_always_one_line_never_a_traceback():
