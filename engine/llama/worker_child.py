@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import signal
 import sys
 import threading
@@ -32,6 +33,29 @@ CRASH_HOOK_ENV = "VIBECHAT_TEST_WORKER_CRASH"
 # at ~90 tokens/s it sends 4x fewer messages than one per token (each a wake-up of two threads
 # in the chat's process, on the model's cores). The first piece of a reply goes at once.
 FLUSH_S = 0.04
+# A load's progress goes to the chat at most once a whole percent (what its status bar shows)
+# and this often: llama.cpp calls back ~240 times for the starter, mostly within a second, and
+# each is a message the chat's event loop handles before the model's ``ready``.
+PROGRESS_S = 0.05
+
+
+class _ProgressThrottle:
+    """Passes a load's progress on when its percentage changed and ``PROGRESS_S`` went by since
+    the last one passed; the first and the end (1.0) always pass, so the chat sees the load
+    start and finish."""
+
+    def __init__(self, send: Callable[[float], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self._send = send
+        self._clock = clock
+        self._shown: int | None = None  # the percentage last passed on
+        self._at = 0.0
+
+    def __call__(self, fraction: float) -> None:
+        percent, now = int(fraction * 100), self._clock()
+        if self._shown is not None and (percent == self._shown or fraction < 1.0 and now - self._at < PROGRESS_S):
+            return
+        self._shown, self._at = percent, now
+        self._send(fraction)
 
 
 class _Control:
@@ -107,6 +131,69 @@ def _crash_hook(stage: str) -> None:
         time.sleep(10)  # the signal ends us
 
 
+def import_bindings_only() -> None:
+    """Import ``llama_cpp`` as its bindings alone, with the rest of the package on first use.
+
+    The package's ``__init__`` is ``from .llama_cpp import *`` (the ctypes bindings, which is
+    all the engine calls) and ``from .llama import *`` (the high-level ``Llama``, which imports
+    numpy, jinja2 and the chat formats): 0.14 s of this process's start on a 355 µs host
+    against 0.02 s for the bindings, on the way to every model load. Here the package is made
+    as its ``__init__`` would make it, from its bindings; any other name (``Llama``,
+    ``LlamaGrammar``) loads ``llama_cpp.llama`` when it is first asked for, and submodules
+    (``llama_cpp.llama_grammar``) import as usual. Done once, before anything imports
+    ``llama_cpp``; if it was imported already, or is not installed, nothing changes."""
+    import importlib
+    import importlib.util
+    import types
+
+    if "llama_cpp" in sys.modules:
+        return
+    try:
+        spec = importlib.util.find_spec("llama_cpp")
+    except (ImportError, ValueError):
+        return
+    if spec is None or not spec.submodule_search_locations:
+        return
+    package = types.ModuleType("llama_cpp")
+    package.__spec__ = spec
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__file__ = spec.origin
+    package.__package__ = "llama_cpp"
+
+    def __getattr__(name: str) -> Any:  # the high-level half of ``__init__``, on first use
+        if name.startswith("__"):
+            raise AttributeError(name)
+        submodule = sys.modules.get(f"llama_cpp.{name}")
+        if submodule is not None:  # ``import llama_cpp.x as y`` while x itself still imports
+            return submodule
+        high = importlib.import_module("llama_cpp.llama")
+        for key, value in vars(high).items():
+            if not key.startswith("_"):
+                package.__dict__.setdefault(key, value)
+        try:
+            return package.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module 'llama_cpp' has no attribute {name!r}") from None
+
+    package.__getattr__ = __getattr__  # type: ignore[method-assign]
+    sys.modules["llama_cpp"] = package
+    try:
+        import llama_cpp.llama_cpp as bindings
+    except Exception:  # noqa: BLE001 - a build that does not load: the usual import says why, as before
+        for name in [n for n in sys.modules if n == "llama_cpp" or n.startswith("llama_cpp.")]:
+            del sys.modules[name]
+        return
+    names = getattr(bindings, "__all__", None) or [k for k in vars(bindings) if not k.startswith("_")]
+    for key in names:
+        package.__dict__[key] = getattr(bindings, key)
+    try:  # ``__version__ = "0.3.36"`` in ``__init__``: the repack probe's key and the crash report use it
+        found = re.search(r"^__version__\s*=\s*[\"']([^\"']{1,40})[\"']", Path(str(spec.origin)).read_text("utf-8"), re.M)
+    except (OSError, UnicodeDecodeError):
+        found = None
+    if found:
+        package.__dict__["__version__"] = found.group(1)
+
+
 def child_main() -> int:
     import faulthandler
 
@@ -156,6 +243,7 @@ def child_main() -> int:
     first = requests.get()
     if first is None or first[0] != "init":
         return 0
+    import_bindings_only()
     from .llamacpp import LlamaCppBackend
 
     backend = LlamaCppBackend(first[1])
@@ -186,7 +274,7 @@ def child_main() -> int:
 def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[tuple[Any, ...]], None]) -> Any:
     if kind == "load":
         _crash_hook("load")
-        return backend.load(on_progress=lambda value: send(("progress", value)))
+        return backend.load(on_progress=_ProgressThrottle(lambda value: send(("progress", value))))
     if kind == "reset":
         backend.reset()
         return None

@@ -1,5 +1,5 @@
 """The chat's start: what the command line costs before the first frame (issue 26.6,
-docs/PERFORMANCE.md, "Speed on slow CPUs"). Real subprocesses, no model."""
+docs/PERFORMANCE.md, "Speed on slow CPUs"). Real subprocesses; one test starts the engine process on the starter model."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import gc
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 import vibechat.app.tui as tui
 
@@ -94,3 +96,34 @@ async def test_routing_a_message_does_not_walk_the_layout(monkeypatch):
         await wait_for(pilot, lambda: app.state.status == "loading 50%", "the progress is shown")
         await app.query_one(StatusBar).remove()
         assert app.closing is True
+
+
+@pytest.mark.model
+def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progress_messages(starter_path):
+    """The engine process imports llama-cpp-python's ctypes bindings, not its high-level half
+    (``Llama``: numpy, jinja2, the chat formats; 0.14 s of every start), and sends a load's
+    progress at most once a percent: llama.cpp called back 237 times for the starter, each a
+    message the chat handled before ``ready``. It still loads and answers, and a grammar
+    (which samples with numpy) still works: numpy is imported when one is first used."""
+    from conftest import collect
+    from vibechat.engine.llama.worker import WorkerBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
+    from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.settings.structured import OutputFormat
+    from vibechat.engine.turns.backend import ChatMessage
+
+    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
+    try:
+        progress: list[float] = []
+        assert backend.load(on_progress=progress.append).architecture == "gemma3"
+        assert progress[-1] == pytest.approx(1.0) and progress == sorted(progress)
+        assert len(progress) <= 101, len(progress)  # 237 before
+        hello = [ChatMessage("user", "List three colours.")]
+        _, done = collect(backend, hello, SamplingParams(temperature=0, max_tokens=12))
+        assert done.text.strip()
+        digits = SamplingParams(temperature=0, max_tokens=8,
+                                output_format=OutputFormat("grammar", 'root ::= [0-9] [0-9] [0-9]', "digits.gbnf"))
+        _, done = collect(backend, hello, digits)
+        assert done.text.isdigit() and len(done.text) == 3, done.text
+    finally:
+        backend.close()
