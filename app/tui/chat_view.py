@@ -33,7 +33,7 @@ from textual.widgets import Static
 from . import outside
 from .clipboard import copied_notice
 from .confirm import ConfirmScreen
-from .markdown_segment import CachedMarkdown, MarkdownSegment, prepare
+from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .one_layout import SizedByLayout, StableGutterScroll
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
@@ -184,6 +184,10 @@ class AssistantMessage(ChatMessageWidget):
     ``SEAL_AT`` characters, or forced at a line break (inside a code block too)
     past ``FORCE_AT``, so the work per update stays bounded however long the reply
     gets. When the reply ends, forced cuts are merged back and rendered once.
+    Once a streaming reply has more than ``FOLD_AT`` segment widgets, the settled ones go
+    into one ``SettledSegments`` at the top of its body, so the layout after each render
+    touches a few widgets however long the reply is (a burst's slice then mounts only its
+    new tail: the segments it sealed go straight into the fold).
     While the reply streams (``live``), its tail keeps ``ROOM`` blank lines below the text
     (``MarkdownSegment.room``), so the conversation scrolls once every ``ROOM + 1`` lines.
     (Textual's ``Markdown`` widget, streamed with ``Markdown.get_stream()``, mounts
@@ -202,6 +206,10 @@ class AssistantMessage(ChatMessageWidget):
     # its live tail is small, and a worker would hold the GIL while the loop draws a keypress
     # (docs/PERFORMANCE.md, "Speed on slow CPUs").
     OFF_LOOP_AT = 1000
+    # More segment widgets than this in a streaming reply's body: the settled ones are folded
+    # into one widget (``SettledSegments``). A short reply keeps a widget per segment, as a
+    # finished one does (the fold pays once the layout would visit many).
+    FOLD_AT = 8
 
     BINDINGS = [Binding("enter", "open_link", "Open link", id="message.open_link", show=False)]
 
@@ -322,9 +330,14 @@ class AssistantMessage(ChatMessageWidget):
         if sealed:
             tail.settle()
             tail.set_text(texts[0])
+            made = self._segments(count - sealed, tail, prepared=prepared[1:] if prepared else None)
+            standing = self._standing(body)
+            if len(standing) + len(made) > self.FOLD_AT:
+                self._fold(body, standing, made[:-1])
+                made = made[-1:]
             # Not awaited: the new segments join the DOM now and are laid out with the
             # rest of this update in one refresh, instead of a refresh of their own.
-            body.mount_all(self._segments(count - sealed, tail, prepared=prepared[1:] if prepared else None))
+            body.mount_all(made)
             self._forget_scrolled_away(body)
         else:
             tail.set_text(texts[0])
@@ -338,7 +351,7 @@ class AssistantMessage(ChatMessageWidget):
         if not isinstance(view, Widget):
             return
         top = view.region.y
-        segments = body.children
+        segments = self._standing(body)
         while self._forgotten < len(segments) - 2:
             segment = segments[self._forgotten]
             region = segment.region
@@ -347,6 +360,29 @@ class AssistantMessage(ChatMessageWidget):
             assert isinstance(segment, MarkdownSegment)
             segment.forget_strips()
             self._forgotten += 1
+
+    @staticmethod
+    def _standing(body: Widget) -> list[MarkdownSegment]:
+        """The body's segment widgets, in order: not the fold, nor those folded into it
+        (hidden until they are removed)."""
+        return [child for child in body.children
+                if isinstance(child, MarkdownSegment) and not isinstance(child, SettledSegments) and child.display]
+
+    def _fold(self, body: Widget, standing: list[MarkdownSegment], more: list[MarkdownSegment]) -> None:
+        """Fold the ``standing`` segment widgets, settled, and the settled segments ``more``
+        (made, never mounted) into the body's ``SettledSegments``, made on the first fold.
+        The folded widgets are hidden at once (the fold shows their lines in this very
+        layout) and removed."""
+        parts = [widget.markdown for widget in standing + more]
+        fold = body.children[0] if body.children else None
+        if isinstance(fold, SettledSegments):
+            fold.fold(parts)
+        else:
+            body.mount(SettledSegments(parts, self.code_theme, classes="reply--settled"), before=0)
+        for widget in standing:
+            widget.display = False
+        body.remove_children(standing)
+        self._forgotten = 0
 
     def end_live(self) -> None:
         """The reply no longer streams: the room below its tail goes."""
@@ -369,12 +405,52 @@ class AssistantMessage(ChatMessageWidget):
         runs = self._segmenter.merge_forced()  # indexes into the segments as they streamed
         if not runs:
             return
+        fold = body.children[0] if body.children else None
+        if isinstance(fold, SettledSegments):
+            await self._merge_folded(fold, runs)
+            return
         widgets = list(body.query(MarkdownSegment))
         merged_away = 0
         for run in runs:
             widgets[run[0]].set_text(self._segmenter.display(run[0] - merged_away))
             merged_away += len(run) - 1
         await body.remove_children([widgets[i] for run in runs for i in run[1:]])
+
+    async def _merge_folded(self, fold: SettledSegments, runs: list[list[int]]) -> None:
+        """``finish`` for a folded reply: each run of segments joined by forced cuts becomes
+        one text (with the gap above of its first), rendered once; the fold holds all of them
+        but the last, which the last widget shows, or, ``FOLD_AT`` of them or fewer (a long
+        code block cut by force), each has a widget again."""
+        body = self.body
+        standing = self._standing(body)
+        streamed = fold.parts + [widget.markdown for widget in standing]
+        starts = {run[0]: run[-1] for run in runs}
+        merged: list[CachedMarkdown] = []
+        index = 0
+        while index < len(streamed):  # bounded: each step moves past one run or segment
+            last = starts.get(index)
+            if last is None:
+                merged.append(streamed[index])
+                index += 1
+            else:
+                merged.append(CachedMarkdown(self._segmenter.display(len(merged)), self.code_theme,
+                                             streamed[index].gap_above))
+                index = last + 1
+        if len(merged) <= self.FOLD_AT:  # few once merged: a widget each, as if it never folded
+            old: list[Widget] = [fold, *standing]
+            for widget in old:
+                widget.display = False
+            mounted = body.mount_all([MarkdownSegment(markdown.text, code_theme=self.code_theme,
+                                                      classes="reply--segment", prepared=markdown)
+                                      for markdown in merged])
+            await body.remove_children(old)
+            await mounted
+            return
+        fold.set_parts(merged[:-1])
+        standing[-1].show(merged[-1])
+        for widget in standing[:-1]:
+            widget.display = False
+        await body.remove_children(standing[:-1])
 
     def action_open_link(self) -> None:
         links = http_links(self.text)

@@ -29,6 +29,7 @@ poems, lists written without blank lines and unfenced code into one line.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -128,6 +129,36 @@ class _Rendered:
         return out
 
 
+class _Joined(_Rendered):
+    """The rendered lines of several texts, one below the other (``SettledMarkdown``): the
+    parts' own packed lines, looked up where they are, never copied."""
+
+    __slots__ = ("parts", "starts", "total")
+
+    def __init__(self, parts: Sequence[_Rendered]) -> None:  # no super(): nothing to pack
+        self.parts = list(parts)
+        self.starts: list[int] = []  # the first line of each part
+        total = 0
+        for part in self.parts:
+            self.starts.append(total)
+            total += len(part)
+        self.total = total
+
+    def __len__(self) -> int:
+        return self.total
+
+    def segments(self, start: int = 0, end: int | None = None) -> list[list[Segment]]:
+        end = self.total if end is None else min(end, self.total)
+        out: list[list[Segment]] = []
+        index = max(0, bisect_right(self.starts, start) - 1)
+        while start < end and index < len(self.parts):  # bounded: one step per part
+            first = self.starts[index]
+            out += self.parts[index].segments(start - first, end - first)
+            start = first + len(self.parts[index])
+            index += 1
+        return out
+
+
 def first_difference(before: _Rendered, after: _Rendered) -> int:
     """The first line that renders differently in ``after`` (its length if none does). A
     packed line names its styles by number, in order of first use, so equal lines mean
@@ -195,6 +226,30 @@ class CachedMarkdown:
         for line in self.lines(console, options):
             yield from line
             yield new_line
+
+
+class SettledMarkdown(CachedMarkdown):
+    """The settled segments of a long reply, one below the other, as one renderable: each
+    part renders (and caches) its own lines as its segment would have, and the lines of the
+    whole are theirs in order (``_Joined``), so a new width re-renders each part once.
+    Only ``parts`` says the text (``text`` is not kept: the message has it)."""
+
+    def __init__(self, parts: Sequence[CachedMarkdown], code_theme: str) -> None:
+        super().__init__("", code_theme, gap_above=bool(parts) and parts[0].gap_above)
+        self.parts = list(parts)
+        self._joined: tuple[tuple, int, _Joined] | None = None  # (width key, parts, lines)
+
+    @property
+    def ends_with_rule(self) -> bool:
+        return bool(self.parts) and self.parts[-1].ends_with_rule
+
+    def rendered(self, console: Console, options: ConsoleOptions) -> _Rendered:
+        key = (options.max_width, options.justify, options.overflow, options.no_wrap)
+        joined = self._joined
+        if joined is None or joined[0] != key or joined[1] != len(self.parts):
+            joined = self._joined = (key, len(self.parts), _Joined([part.rendered(console, options)
+                                                                    for part in self.parts]))
+        return joined[2]
 
 
 def prepare(texts: Sequence[tuple[str, bool | None]], code_theme: str, console: Console,
@@ -356,7 +411,60 @@ class MarkdownSegment(SizedByLayout):
         lines = self._rendered_at(self._renderable, width).segments(start, end)
         return Visual.to_strips(self, RichVisual(self, _Lines(lines)), width, None, self.visual_style)
 
+    @property
+    def markdown(self) -> CachedMarkdown:
+        """What it shows: its text, rendered (and cached) per width."""
+        return self._renderable
+
+    def show(self, markdown: CachedMarkdown) -> None:
+        """Show ``markdown`` instead (with its own gap above): a merged text at a reply's end."""
+        self._renderable = markdown
+        self._offered = None
+        self.refresh(layout=True)
+
     def forget_strips(self) -> None:
         """Out of view: drop the strips Textual's styles cache keeps for it (they come
         back from the packed lines, without parsing, if it scrolls into view again)."""
         self.refresh()
+
+
+class SettledSegments(MarkdownSegment):
+    """The settled segments at the top of a long streaming reply, in one widget.
+
+    A streaming reply is a column of segments (chat_view.py); every layout of the screen
+    asks each widget for its box and places it, and each new segment is mounted, shown and
+    sized, so a layout after a slice of a burst cost more the longer the reply got (the
+    worst event-loop gaps, docs/PERFORMANCE.md). Settled segments never change, so the reply
+    folds them in here: one widget whose height is the sum of their lines and whose lines
+    are theirs (``SettledMarkdown``), painted like a segment (only the lines on screen become
+    strips). A slice's layout then touches this widget and a few segments, however long the
+    reply is."""
+
+    DEFAULT_CSS = """
+    SettledSegments {
+        height: auto;
+    }
+    """
+
+    def __init__(self, parts: Sequence[CachedMarkdown], code_theme: str, classes: str | None = None) -> None:
+        super().__init__(code_theme=code_theme, classes=classes)
+        self._settled = SettledMarkdown(parts, code_theme)
+        self._renderable = self._settled
+
+    @property
+    def parts(self) -> list[CachedMarkdown]:
+        return self._settled.parts
+
+    def fold(self, parts: Sequence[CachedMarkdown]) -> None:
+        """Take ``parts`` below those it holds (the next settled segments, in order)."""
+        self._settled.parts.extend(parts)
+        self.refresh(layout=True)
+
+    def set_parts(self, parts: Sequence[CachedMarkdown]) -> None:
+        """Hold ``parts`` instead (the reply ended and merged its forced cuts)."""
+        self._settled = SettledMarkdown(parts, self.code_theme)
+        self._renderable = self._settled
+        self.refresh(layout=True)
+
+    def set_text(self, text: str) -> None:
+        raise TypeError("settled segments do not change text; fold() or set_parts()")

@@ -257,3 +257,74 @@ async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_oth
         finally:
             Screen._refresh_layout = original_layout  # type: ignore[method-assign]
             Widget.refresh = original_refresh  # type: ignore[method-assign]
+
+
+LONG_BLOCKS = ["Paragraph {i} " + "word " * 12, "line one\nline two\nline three", "# Heading {i}", "- a\n- b\n- c",
+               "1. one\n2. two", "> quoted {i}\n> more", "| a | b |\n|---|---|\n| {i} | 2 |",
+               "```python\nx = {i}\n" + "y = x + 1  # a long line of code\n" * 6 + "```", "---",
+               "    indented code {i}", "- loose {i}\n\n- loose b\n\n  its second paragraph",
+               "A paragraph {i} with no blank line for a while\n" * 5]
+
+
+def _long_reply(blocks: int) -> str:
+    import random
+
+    rng = random.Random(26)
+    return "\n\n".join(rng.choice(LONG_BLOCKS).format(i=i) for i in range(blocks))
+
+
+async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_whole_reply_shows(monkeypatch):
+    """A reply of over 100 segments, streamed in pieces (some large enough to render in a worker
+    thread), keeps at most ``FOLD_AT`` segment widgets and its fold in its body at every
+    step, however long it gets: the settled segments are folded into one widget
+    (``SettledSegments``). Finished (forced cuts merged), it shows line for line what the
+    reply rendered whole shows, at two widths."""
+    import random
+
+    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.markdown_segment import MarkdownSegment, SettledSegments
+
+    monkeypatch.setattr(AssistantMessage, "SEAL_AT", 60)
+    monkeypatch.setattr(AssistantMessage, "FORCE_AT", 150)
+    text = _long_reply(300)
+    app = _chat_view_app()
+    async with app.run_test(size=(80, 16)) as pilot:
+        view = app.query_one(ChatView)
+        streamed = await view.add(AssistantMessage(live=True))
+        rng = random.Random(6)
+        pos = 0
+        while pos < len(text):
+            step = 1500 if rng.random() < 0.1 else rng.randint(40, 600)
+            await streamed.append(text[pos:pos + step])
+            pos += step
+            await pilot.pause()
+            shown = [child for child in streamed.body.children if child.display]
+            assert len(shown) <= AssistantMessage.FOLD_AT + 1
+            assert all(isinstance(child, MarkdownSegment) for child in shown)
+        assert len(streamed._segmenter.segments) >= 100  # streamed
+        assert isinstance(streamed.body.children[0], SettledSegments)
+        assert streamed.offloop_cpu > 0  # some pieces rendered in a worker, straight into the fold
+        await streamed.finish()
+        assert len(streamed._segmenter.segments) < len(streamed.body.children[0].parts) + 2  # merged
+        class Uncut(AssistantMessage):  # the reference: the whole reply in one segment
+            SEAL_AT = FORCE_AT = 1 << 30
+
+        whole = await view.add(Uncut(text))
+        for width in (80, 57):
+            await pilot.resize_terminal(width, 16)
+            await pilot.pause()
+            await pilot.pause()
+            expected = _shown_lines(whole)
+            assert len(expected) > 400
+            assert _shown_lines(streamed) == expected, f"at {width} columns"
+
+
+def _shown_lines(reply) -> list[str]:
+    """What the reply's body shows, top to bottom (its fold and segments)."""
+    from vibechat.app.tui.markdown_segment import MarkdownSegment
+
+    lines: list[str] = []
+    for segment in reply.body.query(MarkdownSegment):
+        if segment.display:
+            lines += _segment_text(segment)
+    return lines
