@@ -293,7 +293,7 @@ def test_toml_errors_in_plain_words_with_line_and_column(text, line, column, wor
 
 
 def test_unknown_variables_are_named_with_a_suggestion_and_change_nothing():
-    loaded = load_config(schema=APP, environ={"VIBECHAT_TEMPRATURE": "0.5", "VIBECHAT_TOP_K": "9", "VIBECHAT_CONFIG_DIR": "/x",
+    loaded = load_config(environ={"VIBECHAT_TEMPRATURE": "0.5", "VIBECHAT_TOP_K": "9", "VIBECHAT_CONFIG_DIR": "/x",
                                   "VIBECHAT_DATA_DIR": "/y", "VIBECHAT_API_KEY": "k", "VIBECHAT_ZZZQQQ": "1",
                                   "VIBECHAT_SERVER_TOKEN": "k", "OTHER_TEMPRATURE": "1"})
     assert loaded.problem is None  # nothing blocks a run: the variables set nothing
@@ -324,7 +324,7 @@ def test_every_vibechat_variable_the_code_reads_is_known():
 
 
 def test_every_bad_variable_is_reported_and_left_out():
-    loaded = load_config(schema=APP, environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_TOP_K": "-3", "VIBECHAT_THREADS": "2"})
+    loaded = load_config(environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_TOP_K": "-3", "VIBECHAT_THREADS": "2"})
     assert [p.key for p in loaded.problems] == ["params.temperature", "params.top_k"]
     assert loaded.config.threads == 2
     assert loaded.problem.endswith("(and 1 more problem: 'vibechat config show' lists them)")
@@ -357,7 +357,7 @@ def test_a_huge_file_is_a_problem_read_no_further():
 
 def test_a_bad_variable_names_it_and_only_it_is_left_out():
     write("[params]\ntop_k = 7\n")
-    loaded = load_config(schema=APP, environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_THREADS": "2"})
+    loaded = load_config(environ={"VIBECHAT_TEMPERATURE": "hot", "VIBECHAT_THREADS": "2"})
     assert loaded.file_problem is None and loaded.problems[0].short_where == "VIBECHAT_TEMPERATURE"
     assert loaded.env_problem == ("environment variable VIBECHAT_TEMPERATURE='hot': temperature must be a number "
                                   "between 0 and 5 (got 'hot'); fix or unset it")
