@@ -314,7 +314,7 @@ def test_a_config_save_on_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_pat
     out = python(f"""
         import resource, signal
         from pathlib import Path
-        from vibechat.engine.settings.config import save_theme
+        from vibechat.app.appconfig import save_theme
         from vibechat.engine.errors import VibechatError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))

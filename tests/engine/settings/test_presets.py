@@ -18,6 +18,7 @@ from helpers import notices, wait_for
 from ggufgen import write_gguf
 from vibechat.app.tui import create_app
 from vibechat.engine.settings.config import config_path, load_config
+from vibechat.app.appconfig import APP_SCHEMA  # the file holds the app's settings too (theme)
 from vibechat.engine.errors import InvalidParameterError, VibechatError
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.preset_file import apply_to_loaded, check_preset, load_presets
@@ -63,7 +64,7 @@ def write_config(text: str) -> Path:
 # ------------------------------------------------------------------ the config's presets
 def test_presets_are_read_and_checked_by_the_configs_own_rules():
     path = write_config(CODER)
-    loaded = load_config(path, environ={})
+    loaded = load_config(path, schema=APP_SCHEMA, environ={})
     assert loaded.problem is None  # [presets] is a known table, checked
     book = load_presets(path)
     coder = book.presets["coder"]
@@ -97,7 +98,7 @@ def test_a_bad_preset_is_one_line_naming_the_file_the_preset_and_the_key(table, 
     with pytest.raises(VibechatError) as caught:
         book.get("x")
     assert str(caught.value) == problem
-    assert load_config(path, environ={}).problem is not None  # the config loader sees it too
+    assert load_config(path, schema=APP_SCHEMA, environ={}).problem is not None  # the config loader sees it too
 
 
 def test_one_bad_preset_leaves_the_others_usable_and_an_unknown_name_gets_a_suggestion():
@@ -116,7 +117,7 @@ def test_preset_sits_between_the_variables_and_the_flags():
     from vibechat.app.options import SamplingChoice, with_flags
 
     path = write_config(CODER)
-    loaded = load_config(path, environ={"VIBECHAT_TEMPERATURE": "0.9", "VIBECHAT_TOP_P": "0.3"})
+    loaded = load_config(path, schema=APP_SCHEMA, environ={"VIBECHAT_TEMPERATURE": "0.9", "VIBECHAT_TOP_P": "0.3"})
     with_preset = apply_to_loaded(loaded, load_presets(path).presets["coder"])
     final = with_flags(with_preset, {}, SamplingChoice(values={"top_k": "7"}), None)
     params = final.config.params
@@ -214,7 +215,7 @@ def test_presets_import_writes_the_config_keeping_its_comments_and_the_commands_
     assert "Saved preset 'mario'" in out.stdout and "ollama:llama3.2:latest" in out.stderr
     text = path.read_text()
     assert text.startswith(CODER)  # every byte of the file as it was, comments included
-    assert load_config(path, environ={}).problem is None
+    assert load_config(path, schema=APP_SCHEMA, environ={}).problem is None
     assert load_presets(path).presets["mario"].context_size == 4096
 
     again = vibechat("presets", "import", str(folder / "Modelfile"), **env)
