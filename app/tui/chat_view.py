@@ -27,7 +27,9 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
+from textual.strip import Strip
 from textual.widget import Widget
+from textual.visual import Visual
 from textual.widgets import Static
 
 from . import outside
@@ -132,6 +134,7 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         self.message_id: int | None = None  # its row in the history, when saved
         self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat"}[role]
         self._status = status
+        self._blank_line: Strip | None = None  # a line of its own content (``render_line``)
 
     def compose(self) -> ComposeResult:
         yield MessageText(Content(self._label), classes="message--role")
@@ -140,6 +143,18 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
 
     def compose_body(self) -> ComposeResult:
         yield MessageText(outside.block(self.text, limit=None), classes="message--body")
+
+    def render_line(self, y: int) -> Strip:
+        """A line of the message's own content: its background, the same on every line
+        (``Blank``), rendered once per change as Textual renders it. Textual's default
+        renders every line of a container's height whenever it changes size, and a
+        streaming reply's message changes size with every render (thousands of lines; its
+        padding and border are drawn around this, as ever)."""
+        width = self.size.width
+        if self._dirty_regions or self._blank_line is None or self._blank_line.cell_length != width:
+            self._blank_line = Visual.to_strips(self, self._render(), width, 1, self.visual_style)[0]
+            self._dirty_regions.clear()
+        return self._blank_line
 
     def on_focus(self) -> None:
         """The message's keys beside its label, as they are now (a streaming reply's Ctrl+C
@@ -172,7 +187,12 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
 
 
 class ReplyBody(SizedByLayout, Vertical):
-    """The column of a reply's Markdown segments."""
+    """The column of a reply's Markdown segments. Its segments cover it whole (it has no
+    border, padding nor gaps), so it paints nothing itself (``BLANK``): a container's own
+    lines are rendered for its whole height whenever it changes size, and a streaming reply's
+    body changes size with every render (thousands of lines, never seen)."""
+
+    BLANK = True
 
 
 class AssistantMessage(ChatMessageWidget):

@@ -328,3 +328,31 @@ def _shown_lines(reply) -> list[str]:
         if segment.display:
             lines += _segment_text(segment)
     return lines
+
+
+async def test_a_growing_reply_never_renders_its_containers_whole_height(monkeypatch):
+    """A streaming reply's message and body change size with every render; their own lines
+    (never seen: their children cover them) are not rendered for their whole height each
+    time, only a line (the message's background) or none (the body): the cost of a render
+    stays that of the screen, not of the reply's length."""
+    from textual.visual import Visual
+
+    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+
+    heights: list[tuple[object, int]] = []
+    original = Visual.to_strips.__func__  # type: ignore[attr-defined]
+
+    def recording(cls, widget, visual, width, height, *args, **kwargs):
+        heights.append((widget, height or 0))
+        return original(cls, widget, visual, width, height, *args, **kwargs)
+
+    monkeypatch.setattr(Visual, "to_strips", classmethod(recording))
+    app = _chat_view_app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        reply = await app.query_one(ChatView).add(AssistantMessage(live=True))
+        for n in range(40):
+            await reply.append(f"Paragraph {n}, long enough to wrap " + "word " * 12 + "\n\n")
+            await pilot.pause()
+        assert reply.size.height > 100
+        containers = [height for widget, height in heights if widget in (reply, reply.body)]
+        assert containers and max(containers) <= 1
