@@ -49,7 +49,6 @@ from .chat_state import ChatState
 from .chat_view import ChatView
 from .config_bar import ConfigBar
 from .gc_policy import freeze_startup_objects
-from .help_screen import HelpScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
 from .param_panel import SLIDER_SPECS, ParamPanel
@@ -270,6 +269,8 @@ class VibechatApp(OutsideTextApp):
         return palette.help_sections(self._bindings_list(), self.key_for)
 
     def action_help(self) -> None:
+        from .help_screen import HelpScreen  # on first use, as the other dialogs: not before the first frame
+
         self.push_screen(HelpScreen(self.help_sections()))
 
     def action_models(self) -> None:

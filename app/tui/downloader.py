@@ -33,6 +33,7 @@ from vibechat.engine.settings.refs import HubRef, QuantOption
 
 from ..progress import human_size, progress_line
 from .outside import block, cell, line
+from .screen_messages import DownloadCancel, DownloadStart
 
 
 class DownloadScreen(ModalScreen[str | None]):
@@ -81,16 +82,10 @@ class DownloadScreen(ModalScreen[str | None]):
         Binding("ctrl+x", "cancel_download", "Cancel the download", id="download.cancel"),
     ]
 
-    class Start(Message):
-        """Download ``option`` of ``listing``."""
-
-        def __init__(self, listing: RepoListing, option: QuantOption) -> None:
-            super().__init__()
-            self.listing = listing
-            self.option = option
-
-    class Cancel(Message):
-        """Stop the running download (it resumes on the next attempt)."""
+    # What it asks of the models controller: defined apart (screen_messages.py), so that the
+    # controller can name them at start-up while this screen is imported when first opened.
+    Start = DownloadStart
+    Cancel = DownloadCancel
 
     class _Searched(Message):
         def __init__(self, query: str, found: list[HubModel] | None, error: str | None) -> None:

@@ -37,12 +37,12 @@ from .chat_view import AssistantMessage, ChatMessageWidget, EarlierMessages
 from .confirm import ConfirmScreen
 from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed
 from .host import ChatHost
-from .history_screens import ExportChoice, ExportScreen, RenameScreen, SearchScreen
 from .outside import one_line
 from .sidebar import ConversationSidebar
 from .thinking_block import ThinkingBlock
 
 if TYPE_CHECKING:
+    from .history_screens import ExportChoice
     from .host import Handlers
 
 log = logging.getLogger("vibechat.tui")
@@ -173,6 +173,8 @@ class HistoryManager:
         sidebar.focus_list()
 
     def search(self) -> None:
+        from .history_screens import SearchScreen  # the dialogs: on first use, not before the first frame
+
         if self.history is None:
             self.host.notify("Chat history is off.", severity="warning")
             return
@@ -202,6 +204,8 @@ class HistoryManager:
 
     # ------------------------------------------------------- rename / delete
     def _rename(self, conversation_id: int, title: str) -> None:
+        from .history_screens import RenameScreen
+
         host = self.host
 
         def renamed(new_title: str | None) -> None:
@@ -247,6 +251,8 @@ class HistoryManager:
 
     # ---------------------------------------------------------------- export
     def _export(self, conversation_id: int, title: str) -> None:
+        from .history_screens import ExportScreen
+
         host = self.host
         slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "conversation"
         stem = Path.cwd() / f"vibechat-{conversation_id}-{slug}"

@@ -27,16 +27,17 @@ from vibechat.engine.models.opened import SOURCE as OPENED
 from vibechat.engine.models.opened import remember
 
 from ..progress import human_size
-from .downloader import DownloadScreen
 from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelReady, ModelSwitched, ModelSwitchFailed
 from .host import ChatHost
-from .model_picker import ModelPicker, PickerChoice, RemoteModelPicker
 from .outside import one_line
 from .param_panel import ParamPanel
+from .screen_messages import DownloadCancel, DownloadStart
 from .welcome import welcome_text
 
 if TYPE_CHECKING:
+    from .downloader import DownloadScreen
     from .host import Handlers
+    from .model_picker import PickerChoice
 
 log = logging.getLogger("vibechat.tui")
 
@@ -61,8 +62,8 @@ class ModelManager:
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
         return {ModelReady: lambda message: self.show(message.info), ModelSwitched: self.switched,
-                ModelSwitchFailed: self.switch_failed, DownloadScreen.Start: self.start_download,
-                DownloadScreen.Cancel: lambda _message: self.cancel_download(),
+                ModelSwitchFailed: self.switch_failed, DownloadStart: self.start_download,
+                DownloadCancel: lambda _message: self.cancel_download(),
                 DownloadUpdate: self.download_update, DownloadEnded: self.download_ended,
                 ParamPanel.GpuLayersChanged: lambda message: self.request_gpu_layers(message.layers)}
 
@@ -79,6 +80,8 @@ class ModelManager:
 
     # ---------------------------------------------------------------- picker
     def open_picker(self) -> None:
+        from .model_picker import ModelPicker, RemoteModelPicker  # on first use: not before the first frame
+
         host, remote = self.host, self.host.session.remote
         if remote is not None:  # a server: its models, no files
             host.push_screen(RemoteModelPicker(remote.server, remote.model_id, remote.list_models), self._picked)
@@ -248,6 +251,8 @@ class ModelManager:
 
     # ------------------------------------------------------------- downloads
     def open_downloads(self) -> None:
+        from .downloader import DownloadScreen  # on first use: not before the first frame
+
         screen = DownloadScreen(running=self.download_title)
         self._download_screen = screen
 
@@ -258,7 +263,7 @@ class ModelManager:
 
         self.host.push_screen(screen, closed)
 
-    def start_download(self, message: DownloadScreen.Start) -> None:
+    def start_download(self, message: DownloadStart) -> None:
         host = self.host
         if self.download_title:
             host.notify("A download is already running.", severity="warning")

@@ -7,6 +7,7 @@ import gc
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -127,3 +128,55 @@ def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progres
         assert done.text.isdigit() and len(done.text) == 3, done.text
     finally:
         backend.close()
+
+
+# The chat in a fresh process (the test process has imported every screen already): what it has
+# imported once its first frame is drawn and the model is ready, then each dialog opened.
+SCREENS_PROBE = textwrap.dedent("""
+    import asyncio
+    import sys
+
+    sys.path.insert(0, sys.argv[1])
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+
+    LAZY = ("downloader", "model_picker", "history_screens", "help_screen")
+
+    def imported():
+        return [name for name in LAZY if f"vibechat.app.tui.{name}" in sys.modules]
+
+    async def main():
+        app = create_app(RecordingBackend(), save=False)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.model_ready, "the model is ready")
+            print("at start:", imported())
+            for open_it, screen in ((app.models.open_downloads, "DownloadScreen"),
+                                    (app.models.open_picker, "ModelPicker"),
+                                    (app.action_help, "HelpScreen"),
+                                    (lambda: app.chats._rename(1, "a title"), "RenameScreen")):
+                open_it()
+                await wait_for(pilot, lambda: type(app.screen).__name__ == screen and app.screen.is_mounted, screen)
+                app.screen.dismiss(None)
+                await wait_for(pilot, lambda: app.screen is app.default_screen, "the dialog closed")
+            print("opened:", imported())
+            from vibechat.app.tui.downloader import DownloadScreen
+            print("routed:", app.routes[DownloadScreen.Start] == app.models.start_download,
+                  DownloadScreen.Cancel in app.routes)
+
+    asyncio.run(main())
+""")
+
+
+def test_the_dialogs_are_imported_when_first_opened_not_before_the_first_frame():
+    """The download and model-picker screens (their data tables, progress bar, path completion),
+    the history dialogs and the help are imported when first opened, not before the chat's
+    first frame; their controllers still answer the messages they send (the downloader's
+    ``Start`` and ``Cancel``, defined apart in screen_messages.py)."""
+    tests = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", SCREENS_PROBE, tests], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "at start: []" in done.stdout, done.stdout
+    assert "opened: ['downloader', 'model_picker', 'history_screens', 'help_screen']" in done.stdout
+    assert "routed: True True" in done.stdout
