@@ -256,7 +256,17 @@ class AssistantMessage(ChatMessageWidget):
         if self.thinking is not None:
             yield self.thinking
         with ReplyBody(classes="reply--body"):
-            yield from self._segments(0, None)
+            yield from self._column()
+
+    def _column(self, tail: bool = True) -> list[MarkdownSegment]:
+        """The body's widgets for the whole text (a reply opened, or rebuilt at its end): a
+        widget per segment, or, past ``FOLD_AT`` segments, the fold of all but the last
+        (``SettledSegments``) and the last."""
+        made = self._segments(0, None, tail=tail)
+        if len(made) <= self.FOLD_AT:
+            return made
+        return [SettledSegments([widget.markdown for widget in made[:-1]], self.code_theme, classes="reply--settled"),
+                made[-1]]
 
     def _segments(self, start: int, above: MarkdownSegment | None, tail: bool = True,
                   prepared: list[CachedMarkdown] | None = None) -> list[MarkdownSegment]:
@@ -420,7 +430,7 @@ class AssistantMessage(ChatMessageWidget):
             self.text = final_text
             self._segmenter = segment(final_text, self.SEAL_AT, self.FORCE_AT)
             await body.remove_children()
-            await body.mount_all(self._segments(0, None, tail=False))
+            await body.mount_all(self._column(tail=False))
             return
         runs = self._segmenter.merge_forced()  # indexes into the segments as they streamed
         if not runs:

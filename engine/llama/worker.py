@@ -67,6 +67,18 @@ STOP_GRACE_S = 1.5
 START_LIMIT_S = 10.0
 
 
+def forwarded_log_level() -> int:
+    """The lowest level of the engine process's log records worth sending here: INFO (the
+    crash report keeps the last INFO-and-above lines), DEBUG only when this process logs it
+    (``--verbose``, VIBECHAT_DEBUG, or any ``vibechat.*`` logger set lower). A load writes ~1,300
+    DEBUG lines of llama.cpp's: sent as frames, each was pickled there and unpickled here, on
+    the chat's start, to be dropped."""
+    loggers = [logger for name, logger in list(logging.Logger.manager.loggerDict.items())
+               if name.startswith("vibechat.") and isinstance(logger, logging.Logger)]
+    return min(logging.INFO, logging.getLogger("vibechat").getEffectiveLevel(),
+               *(logger.getEffectiveLevel() for logger in loggers))
+
+
 class _Preload:
     """A load begun ahead of its caller (``WorkerBackend.preload``): the next ``load()`` takes
     it over, with its progress so far and from then on, and its result or its error."""
@@ -165,7 +177,7 @@ class WorkerBackend:
         self._stderr_reader = threading.Thread(target=self._read_stderr, args=(proc, self._stderr_tail), daemon=True,
                                                name="vibechat-worker-stderr")
         self._stderr_reader.start()
-        self._send(("init", self.options))
+        self._send(("init", self.options, forwarded_log_level()))
 
     @staticmethod
     def _read_protocol(proc: subprocess.Popen[bytes], inbox: queue.Queue[Any], tail: collections.deque[str],

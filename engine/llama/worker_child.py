@@ -187,7 +187,8 @@ def import_bindings_only() -> None:
     for key in names:
         package.__dict__[key] = getattr(bindings, key)
     try:  # ``__version__ = "0.3.36"`` in ``__init__``: the repack probe's key and the crash report use it
-        found = re.search(r"^__version__\s*=\s*[\"']([^\"']{1,40})[\"']", Path(str(spec.origin)).read_text("utf-8"), re.M)
+        source = Path(str(spec.origin)).read_text("utf-8")
+        found = re.search(r"^__version__\s*=\s*[\"']([^\"']{1,40})[\"']", source, re.M)
     except (OSError, UnicodeDecodeError):
         found = None
     if found:
@@ -243,6 +244,7 @@ def child_main() -> int:
     first = requests.get()
     if first is None or first[0] != "init":
         return 0
+    engine_log.setLevel(first[2] if len(first) > 2 else logging.DEBUG)  # what the parent keeps (worker.py)
     import_bindings_only()
     from .llamacpp import LlamaCppBackend
 

@@ -1,10 +1,11 @@
 """The wire between the chat's process and its engine process (engine/llama/worker.py, the parent;
 engine/llama/worker_child.py, the child): length-prefixed pickles, one frame per message.
 
-* The child's stdin carries the parent's requests: ``init`` (the options), then ``load``,
-  ``stream``, ``reset``, ``prefill``, ``count``, ``check_format`` (one at a time, each with an
-  id), ``cancel`` (acted on at once by the child's request reader and acknowledged with
-  ``cancelling``, never queued behind the running request) and ``close``.
+* The child's stdin carries the parent's requests: ``init`` (the options, and the lowest
+  level of log records the parent keeps), then ``load``, ``stream``, ``reset``, ``prefill``,
+  ``count``, ``check_format`` (one at a time, each with an id), ``cancel`` (acted on at once
+  by the child's request reader and acknowledged with ``cancelling``, never queued behind the
+  running request) and ``close``.
 * The child's stdout (a private copy of it: fd 1 itself then points at stderr, so nothing
   native can write into the protocol) carries the answers: ``ready``, ``log`` records, load
   ``progress``, the reply's text (``delta``) and its thinking (``thinking``), the other

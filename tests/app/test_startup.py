@@ -1,5 +1,6 @@
 """The chat's start: what the command line costs before the first frame (issue 26.6,
-docs/PERFORMANCE.md, "Speed on slow CPUs"). Real subprocesses; one test starts the engine process on the starter model."""
+docs/PERFORMANCE.md, "Speed on slow CPUs"). Real subprocesses; one test starts the engine
+process on the starter model."""
 
 from __future__ import annotations
 
@@ -100,12 +101,18 @@ async def test_routing_a_message_does_not_walk_the_layout(monkeypatch):
 
 
 @pytest.mark.model
-def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progress_messages(starter_path):
+def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progress_messages(starter_path,
+                                                                                          monkeypatch):
     """The engine process imports llama-cpp-python's ctypes bindings, not its high-level half
     (``Llama``: numpy, jinja2, the chat formats; 0.14 s of every start), and sends a load's
     progress at most once a percent: llama.cpp called back 237 times for the starter, each a
-    message the chat handled before ``ready``. It still loads and answers, and a grammar
-    (which samples with numpy) still works: numpy is imported when one is first used."""
+    message the chat handled before ``ready``; nor the ~1,300 DEBUG lines of llama.cpp's log
+    that the chat drops (INFO and above still come: a crash report's tail). It still loads and
+    answers, and a grammar (which samples with numpy) still works: numpy is imported when one
+    is first used."""
+    import logging
+
+    import vibechat.engine.llama.worker as worker
     from conftest import collect
     from vibechat.engine.llama.worker import WorkerBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
@@ -113,12 +120,26 @@ def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progres
     from vibechat.engine.settings.structured import OutputFormat
     from vibechat.engine.turns.backend import ChatMessage
 
+    levels: list[int] = []  # of the log records that came from the engine process
+    read_frame = worker.read_frame
+
+    def spy(stream):
+        frame = read_frame(stream)
+        if frame is not None and frame[0] == "log":
+            levels.append(frame[2])
+        return frame
+
+    monkeypatch.setattr(worker, "read_frame", spy)
+    monkeypatch.setattr(logging.getLogger("vibechat"), "level", logging.WARNING)  # the chat's, without --verbose
+    for name in [n for n in list(logging.Logger.manager.loggerDict) if n.startswith("vibechat.")]:
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)  # (another test may have set one)
     backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
     try:
         progress: list[float] = []
         assert backend.load(on_progress=progress.append).architecture == "gemma3"
         assert progress[-1] == pytest.approx(1.0) and progress == sorted(progress)
         assert len(progress) <= 101, len(progress)  # 237 before
+        assert levels and min(levels) >= logging.INFO, levels.count(logging.DEBUG)  # 1,318 DEBUG before
         hello = [ChatMessage("user", "List three colours.")]
         _, done = collect(backend, hello, SamplingParams(temperature=0, max_tokens=12))
         assert done.text.strip()

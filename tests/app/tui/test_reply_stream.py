@@ -278,7 +278,8 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
     thread), keeps at most ``FOLD_AT`` segment widgets and its fold in its body at every
     step, however long it gets: the settled segments are folded into one widget
     (``SettledSegments``). Finished (forced cuts merged), it shows line for line what the
-    reply rendered whole shows, at two widths."""
+    reply rendered whole shows, at two widths; so does the reply opened (from the history),
+    folded as it opens."""
     import random
 
     from vibechat.app.tui.chat_view import AssistantMessage, ChatView
@@ -310,6 +311,8 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
             SEAL_AT = FORCE_AT = 1 << 30
 
         whole = await view.add(Uncut(text))
+        opened = await view.add(AssistantMessage(text))  # from the history: folded as it opens
+        assert len(opened.body.children) == 2 and isinstance(opened.body.children[0], SettledSegments)
         for width in (80, 57):
             await pilot.resize_terminal(width, 16)
             await pilot.pause()
@@ -317,6 +320,7 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
             expected = _shown_lines(whole)
             assert len(expected) > 400
             assert _shown_lines(streamed) == expected, f"at {width} columns"
+            assert _shown_lines(opened) == expected, f"at {width} columns"
 
 
 def _shown_lines(reply) -> list[str]:
