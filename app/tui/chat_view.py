@@ -207,7 +207,8 @@ class AssistantMessage(ChatMessageWidget):
     Once a streaming reply has more than ``FOLD_AT`` segment widgets, the settled ones go
     into one ``SettledSegments`` at the top of its body, so the layout after each render
     touches a few widgets however long the reply is (a burst's slice then mounts only its
-    new tail: the segments it sealed go straight into the fold).
+    new tail: the segments it sealed go straight into the fold); a long reply opened from
+    the history opens folded.
     While the reply streams (``live``), its tail keeps ``ROOM`` blank lines below the text
     (``MarkdownSegment.room``), so the conversation scrolls once every ``ROOM + 1`` lines.
     (Textual's ``Markdown`` widget, streamed with ``Markdown.get_stream()``, mounts
