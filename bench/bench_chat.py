@@ -19,6 +19,12 @@ decode tokens/s and the engine's time to first token; ``vibechat run`` with the 
 and settings runs right after, in the same round, for the ratio.
 
     .venv/bin/python bench/bench_chat.py [--rounds 5] [--decode 1000]
+    .venv/bin/python bench/bench_chat.py --compare /tmp/before /tmp/after [--rounds 10]
+
+``--compare A B``: two trees of the chat, each a folder holding ``vibechat/{app,engine,themes}``
+(e.g. ``git archive COMMIT app engine themes | tar -x -C A/vibechat``), put first on
+``PYTHONPATH`` (the engine process inherits it), round by round in ABBA order, so that a shared
+host's load falls on both alike; the load average is printed with each round.
 
 Linux only (pty, /proc). Runs with its own empty config and data directories; ``--no-save``
 unless ``--save`` or ``--decode`` (then the history is this round's own new file, as on the
@@ -192,9 +198,43 @@ def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = Fa
     return result
 
 
+def compare(exe: Path, trees: list[str], rounds: int) -> None:
+    """Alternate the two trees round by round (ABBA), then print each one's medians."""
+    for tree in trees:
+        if not (Path(tree) / "vibechat" / "app").is_dir():
+            raise SystemExit(f"{tree} holds no vibechat/app: see --compare in this script's help.")
+    rows: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
+    saved = os.environ.get("PYTHONPATH")
+    try:
+        for tree in trees:  # warm-up: the page cache, and each tree's bytecode written
+            os.environ["PYTHONPATH"] = tree
+            one_round(exe)
+        for r in range(rounds):
+            for tree in (trees if r % 2 == 0 else trees[::-1]):
+                os.environ["PYTHONPATH"] = tree
+                x = one_round(exe)
+                rows[tree].append(x)
+                print(f"  round {r + 1} {tree}: first frame {x['first_frame_s']:.2f} s | model ready "
+                      f"{x['model_ready_s']:.2f} s | chat RSS {x['chat_rss_mb']:.0f} MB | load "
+                      f"{os.getloadavg()[0]:.1f} | {time.strftime('%H:%M:%S', time.gmtime())} UTC", flush=True)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    for key, label in (("first_frame_s", "first frame s"), ("model_ready_s", "model ready s"),
+                       ("chat_rss_mb", "chat RSS MB"), ("worker_rss_mb", "worker RSS MB")):
+        for tree in trees:
+            values = [row[key] for row in rows[tree]]
+            print(f"  median {label} {tree}: {statistics.median(values):.2f} "
+                  f"(range {min(values):.2f}–{max(values):.2f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                        help="alternate two trees of the chat (folders holding vibechat/), ABBA")
     parser.add_argument("--decode", type=int, default=0, metavar="N",
                         help="also stream an N-token greedy reply in the terminal, and run `vibechat run` for the ratio")
     parser.add_argument("--save", action="store_true", help="with the history on (a new file each round), as users run it")
@@ -202,6 +242,9 @@ def main() -> None:
     targets = print_calibration(calibration(), ["first_frame", "model_ready"]
                                 + (["ttft_over_run"] if args.decode else []))
     exe = Path(sys.executable).with_name("vibechat")
+    if args.compare:
+        compare(exe, list(args.compare), args.rounds)
+        return
     one_round(exe)  # warm the page cache (model file, Python modules) and write their bytecode; not counted
     rows = []
     for r in range(args.rounds):
