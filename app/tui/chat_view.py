@@ -32,7 +32,7 @@ from textual.widget import Widget
 from textual.visual import Visual
 from textual.widgets import Static
 
-from . import outside
+from . import outside, reply_fold
 from .clipboard import copied_notice
 from .confirm import ConfirmScreen
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
@@ -362,10 +362,11 @@ class AssistantMessage(ChatMessageWidget):
             tail.settle()
             tail.set_text(texts[0])
             made = self._segments(count - sealed, tail, prepared=prepared[1:] if prepared else None)
-            standing = self._standing(body)
+            standing = reply_fold.standing(body)
             if len(standing) + len(made) > self.FOLD_AT:
-                self._fold(body, standing, made[:-1])
+                reply_fold.fold(body, standing, made[:-1], self.code_theme)
                 made = made[-1:]
+                self._forgotten = 0
             # Not awaited: the new segments join the DOM now and are laid out with the
             # rest of this update in one refresh, instead of a refresh of their own.
             body.mount_all(made)
@@ -382,7 +383,7 @@ class AssistantMessage(ChatMessageWidget):
         if not isinstance(view, Widget):
             return
         top = view.region.y
-        segments = self._standing(body)
+        segments = reply_fold.standing(body)
         while self._forgotten < len(segments) - 2:
             segment = segments[self._forgotten]
             region = segment.region
@@ -391,29 +392,6 @@ class AssistantMessage(ChatMessageWidget):
             assert isinstance(segment, MarkdownSegment)
             segment.forget_strips()
             self._forgotten += 1
-
-    @staticmethod
-    def _standing(body: Widget) -> list[MarkdownSegment]:
-        """The body's segment widgets, in order: not the fold, nor those folded into it
-        (hidden until they are removed)."""
-        return [child for child in body.children
-                if isinstance(child, MarkdownSegment) and not isinstance(child, SettledSegments) and child.display]
-
-    def _fold(self, body: Widget, standing: list[MarkdownSegment], more: list[MarkdownSegment]) -> None:
-        """Fold the ``standing`` segment widgets, settled, and the settled segments ``more``
-        (made, never mounted) into the body's ``SettledSegments``, made on the first fold.
-        The folded widgets are hidden at once (the fold shows their lines in this very
-        layout) and removed."""
-        parts = [widget.markdown for widget in standing + more]
-        fold = body.children[0] if body.children else None
-        if isinstance(fold, SettledSegments):
-            fold.fold(parts)
-        else:
-            body.mount(SettledSegments(parts, self.code_theme, classes="reply--settled"), before=0)
-        for widget in standing:
-            widget.display = False
-        body.remove_children(standing)
-        self._forgotten = 0
 
     def end_live(self) -> None:
         """The reply no longer streams: the room below its tail goes."""
@@ -448,40 +426,10 @@ class AssistantMessage(ChatMessageWidget):
         await body.remove_children([widgets[i] for run in runs for i in run[1:]])
 
     async def _merge_folded(self, fold: SettledSegments, runs: list[list[int]]) -> None:
-        """``finish`` for a folded reply: each run of segments joined by forced cuts becomes
-        one text (with the gap above of its first), rendered once; the fold holds all of them
-        but the last, which the last widget shows, or, ``FOLD_AT`` of them or fewer (a long
-        code block cut by force), each has a widget again."""
-        body = self.body
-        standing = self._standing(body)
-        streamed = fold.parts + [widget.markdown for widget in standing]
-        starts = {run[0]: run[-1] for run in runs}
-        merged: list[CachedMarkdown] = []
-        index = 0
-        while index < len(streamed):  # bounded: each step moves past one run or segment
-            last = starts.get(index)
-            if last is None:
-                merged.append(streamed[index])
-                index += 1
-            else:
-                merged.append(CachedMarkdown(self._segmenter.display(len(merged)), self.code_theme,
-                                             streamed[index].gap_above))
-                index = last + 1
-        if len(merged) <= self.FOLD_AT:  # few once merged: a widget each, as if it never folded
-            old: list[Widget] = [fold, *standing]
-            for widget in old:
-                widget.display = False
-            mounted = body.mount_all([MarkdownSegment(markdown.text, code_theme=self.code_theme,
-                                                      classes="reply--segment", prepared=markdown)
-                                      for markdown in merged])
-            await body.remove_children(old)
-            await mounted
-            return
-        fold.set_parts(merged[:-1])
-        standing[-1].show(merged[-1])
-        for widget in standing[:-1]:
-            widget.display = False
-        await body.remove_children(standing[:-1])
+        """``finish`` for a folded reply: each run of forced cuts made one segment (reply_fold.py)."""
+        streamed = fold.parts + [widget.markdown for widget in reply_fold.standing(self.body)]
+        merged = reply_fold.merge_runs(streamed, runs, self._segmenter.display, self.code_theme)
+        await reply_fold.show_merged(self.body, fold, merged, self.code_theme, self.FOLD_AT)
 
     def action_open_link(self) -> None:
         links = http_links(self.text)
