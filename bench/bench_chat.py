@@ -69,6 +69,16 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process ``pid`` has used so far (its own threads), from
+    /proc: on a shared host, less disturbed by other work than the wall-clock figures."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def children(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -143,13 +153,15 @@ def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = Fa
             now = time.perf_counter()
             if "frame" not in marks and FIRST_FRAME.search(screen):
                 marks["frame"] = now
+                marks["frame_cpu"] = cpu_s(pid)
             if "frame" in marks and re.search(rb"\bready\b", screen):
                 marks["ready"] = now
         if os.environ.get("BENCH_CHAT_DUMP"):
             sys.stderr.write(screen[-3000:].decode("utf-8", "replace") + "\n")
         result = {"first_frame_s": marks.get("frame", float("nan")) - start,
                   "model_ready_s": marks.get("ready", float("nan")) - start,
-                  "chat_rss_mb": rss_mb(pid) or float("nan")}
+                  "chat_rss_mb": rss_mb(pid) or float("nan"),
+                  "first_frame_cpu_s": marks.get("frame_cpu", float("nan"))}
         workers = children(pid)
         result["worker_rss_mb"] = sum(filter(None, (rss_mb(w) for w in workers))) if workers else float("nan")
         if decode and "ready" in marks:
@@ -214,7 +226,8 @@ def compare(exe: Path, trees: list[str], rounds: int) -> None:
                 os.environ["PYTHONPATH"] = tree
                 x = one_round(exe)
                 rows[tree].append(x)
-                print(f"  round {r + 1} {tree}: first frame {x['first_frame_s']:.2f} s | model ready "
+                print(f"  round {r + 1} {tree}: first frame {x['first_frame_s']:.2f} s "
+                      f"(chat CPU {x['first_frame_cpu_s']:.2f} s) | model ready "
                       f"{x['model_ready_s']:.2f} s | chat RSS {x['chat_rss_mb']:.0f} MB | load "
                       f"{os.getloadavg()[0]:.1f} | {time.strftime('%H:%M:%S', time.gmtime())} UTC", flush=True)
     finally:
@@ -222,7 +235,8 @@ def compare(exe: Path, trees: list[str], rounds: int) -> None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
-    for key, label in (("first_frame_s", "first frame s"), ("model_ready_s", "model ready s"),
+    for key, label in (("first_frame_s", "first frame s"), ("first_frame_cpu_s", "chat CPU to first frame s"),
+                       ("model_ready_s", "model ready s"),
                        ("chat_rss_mb", "chat RSS MB"), ("worker_rss_mb", "worker RSS MB")):
         for tree in trees:
             values = [row[key] for row in rows[tree]]
