@@ -101,7 +101,7 @@ def _repack_line(system_info: str, llama_version: str) -> str:
     """``--version``'s line about CPU weight repacking under the configured ``repack``."""
     from vibechat.engine.llama import repack
     from vibechat.engine.paths import cache_dir
-    from vibechat.engine.settings.knobs import DEFAULT_REPACK, check_repack
+    from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
 
     from .appconfig import load_app_config
 
@@ -330,7 +330,7 @@ def structured_output(json_schema: str | None, grammar: str | None, choice):
         if choice.remote:
             fmt.check_remote()
         else:
-            from vibechat.engine.llama.llamacpp import check_output_format
+            from vibechat.engine.llama.native import check_output_format
 
             check_output_format(fmt)
     except VibechatError as exc:

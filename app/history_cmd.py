@@ -112,14 +112,14 @@ def search(
 ) -> None:
     """Full-text search across every saved message (what was said: a reasoning model's thinking is
     not searched)."""
-    from vibechat.engine.chat.history import fts_query
+    from vibechat.engine.chat.records import fts_query
 
     if fts_query(query) is None:  # nothing to look for: a usage error, like a missing argument
         raise typer.BadParameter(f"no word to search for in {query!r}: give at least one word.", ctx=ctx,
                                  param_hint="'QUERY'")
 
     def go() -> None:
-        from vibechat.engine.chat.history import HIT_END, HIT_START
+        from vibechat.engine.chat.records import HIT_END, HIT_START
 
         with _open() as history:
             hits = history.search(query, limit=limit)
@@ -150,7 +150,7 @@ def export(
     """Write one conversation as Markdown or JSON."""
     def go() -> None:
         from vibechat.engine.errors import VibechatError
-        from vibechat.engine.chat.history import write_export
+        from vibechat.engine.chat.export import write_export
         from vibechat.engine.sanitize import sanitize
 
         if format_ is None:  # from the file's extension: .json is JSON, anything else Markdown

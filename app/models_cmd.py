@@ -124,7 +124,8 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
         from pathlib import Path
 
         from vibechat.engine.models.gguf import inspect_gguf
-        from vibechat.engine.models.resolve import LocalModel, find_model
+        from vibechat.engine.models.local_model import LocalModel
+        from vibechat.engine.models.resolve import find_model
         from vibechat.engine.settings.refs import parse_hub_ref
         from vibechat.engine.models.starter import starter_header
 

@@ -53,7 +53,7 @@ def engine_dict(info: ModelInfo) -> dict[str, object]:
     as the server names it, and what it said of the context; none of the local engine's
     fields (a server's GPU layers or KV cache are not known here, not "0" or "f16")."""
     if info.server:
-        from vibechat.engine.remote.openai_backend import api_root
+        from vibechat.engine.remote.options import api_root
 
         return {"backend": info.backend, "server": sanitize(info.server),
                 "base_url": sanitize(api_root(info) or info.server), "model": sanitize(info.name),

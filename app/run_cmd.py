@@ -91,7 +91,7 @@ class JsonFailure:
 def read_prompt(prompt: str | None, stdin: TextIO) -> str:
     """The prompt given (``run PROMPT`` or ``--prompt``; ``-`` reads stdin), or piped stdin."""
     if prompt == "-" or (prompt is None and not stdin.isatty()):
-        from vibechat.engine.settings.knobs import MAX_CONTEXT, prompt_byte_limit
+        from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit
 
         most = prompt_byte_limit(MAX_CONTEXT)
         text = stdin.read(most + 1)  # bounded: a runaway pipe is not read into memory

@@ -78,7 +78,7 @@ class RunPlan:
         """Flags that would be ignored without a word are refused: ``--draft-tokens`` while
         drafting is off (no ``--draft``, nor ``speculative`` or a draft model in the config)."""
         from vibechat.engine.errors import VibechatError
-        from vibechat.engine.settings.knobs import check_speculative
+        from vibechat.engine.settings.choices import check_speculative
 
         config = self.config
         if (self.flags.settings.engine.get("draft_tokens") is not None

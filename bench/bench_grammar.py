@@ -22,7 +22,8 @@ import llama_cpp as ll
 from vibechat.engine.llama import grammar_sampling
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 from vibechat.engine.llama.grammar_sampling import ChainSampler
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
 

@@ -87,7 +87,8 @@ def message_text(rng: random.Random, conversation: int, turn: int) -> str:
 def build(path: Path, conversations: int, messages: int, seed: int = 7) -> float:
     """The schema from History (so the full-text triggers are the real ones), then every
     row in one transaction with executemany. Returns the build time in seconds."""
-    from vibechat.engine.chat.history import History, title_from
+    from vibechat.engine.chat.history import History
+    from vibechat.engine.chat.titles import title_from
 
     path.unlink(missing_ok=True)
     for suffix in ("-wal", "-shm"):
@@ -185,7 +186,8 @@ async def sample(db: Path, messages: int) -> dict:
 
     from vibechat.app.tui import create_app
     from vibechat.app.tui.history_ui import HistoryManager
-    from vibechat.engine.chat.history import History, now
+    from vibechat.engine.chat.history import History
+    from vibechat.engine.chat.records import now
 
     statements: list[str] = []
     connect = sqlite3.connect

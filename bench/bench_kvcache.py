@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=6000, help="prompt length (default ~6000)")
     args = parser.parse_args(argv)
 
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.models.starter import starter_model_path
 
     quiet_logs()

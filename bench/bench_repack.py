@@ -43,7 +43,8 @@ def worker(model: str, repack: str, n_ubatch: int, n_tokens: int, prompt_tokens:
     (timed), then generate ``n_tokens`` greedily (timed). One JSON line on stdout."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from vibechat.engine.turns.backend import ChatMessage, GenerationDone
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.settings.params import SamplingParams
 
     backend = LlamaCppBackend(LlamaCppOptions(model_path=Path(model), context_size=4096, n_ubatch=n_ubatch,

@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = (*MODES, "draft-model") if args.draft_model else MODES
 
     from vibechat.engine.turns.backend import ChatMessage
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.models.starter import starter_model_path
 
     quiet_logs()

@@ -49,8 +49,9 @@ from pathlib import Path
 import llama_cpp as ll
 
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone
-from vibechat.engine.turns.chat_template import COMPLETION_EXAMPLES
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.turns.prompt_format import COMPLETION_EXAMPLES
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.models.starter import starter_model_path
 

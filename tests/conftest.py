@@ -226,7 +226,8 @@ def starter_installed(starter_cache: Path, user_dirs: dict[str, Path]) -> Path:
 def loaded_starter(starter_path: Path, **changes):
     """The starter loaded in this process with the tests' settings (a 4,096-token context,
     CPU repacking off: it runs on every CPU), ``changes`` to its options applied; closed after."""
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     backend = LlamaCppBackend(LlamaCppOptions(**{"model_path": starter_path, "context_size": 4096,
                                                  "repack": "off", **changes}))

@@ -57,7 +57,8 @@ class _QuietServer(ThreadingHTTPServer):
 class StubServer:
     def backend(self, model: str = "stub-small"):
         """vibechat's remote backend pointed at this server."""
-        from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+        from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
+        from vibechat.engine.remote.options import OpenAIOptions
 
         return OpenAICompatibleBackend(OpenAIOptions(base_url=self.url, model=model))
 

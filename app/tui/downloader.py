@@ -28,7 +28,7 @@ from textual.widgets import DataTable, Input, ProgressBar, Static
 from vibechat.engine.models.download import Progress
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.models.hub import HubModel, RepoListing
-from vibechat.engine.models.resolve import LocalModel
+from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.settings.refs import HubRef, QuantOption
 
 from ..progress import human_size, progress_line

@@ -14,8 +14,8 @@ from textual.message import Message
 
 from vibechat.engine.turns.backend import ChatEvent, ModelInfo
 from vibechat.engine.models.download import Progress
-from vibechat.engine.chat.history import ConversationSummary, StoredConversation
-from vibechat.engine.models.resolve import LocalModel
+from vibechat.engine.chat.records import ConversationSummary, StoredConversation
+from vibechat.engine.models.local_model import LocalModel
 
 # ----------------------------------------------------------------- the model
 

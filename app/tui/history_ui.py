@@ -27,9 +27,10 @@ from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.settings.refs import quant_from_filename
-from vibechat.engine.chat.history import (ConversationSummary, History, SearchHit, StoredConversation, StoredMessage,
-                                     write_export)
-from vibechat.engine.settings.knobs import COMPLETION
+from vibechat.engine.chat.records import ConversationSummary, SearchHit, StoredConversation, StoredMessage
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.export import write_export
+from vibechat.engine.settings.choices import COMPLETION
 from vibechat.engine.sanitize import sanitize
 
 from ..appconfig import chat_settings
@@ -112,7 +113,7 @@ class HistoryManager:
                              severity="error", timeout=15)
         if chatlog.conversation_id is None:
             return
-        from vibechat.engine.chat.history import now
+        from vibechat.engine.chat.records import now
 
         stamp = now()
         old = next((s for s in sidebar.summaries if s.id == chatlog.conversation_id), None)

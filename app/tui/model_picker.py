@@ -34,7 +34,7 @@ from textual.widgets import DataTable, Input, Static
 
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.turns.backend import ModelInfo
-from vibechat.engine.models.resolve import LocalModel
+from vibechat.engine.models.local_model import LocalModel
 
 from ..progress import human_size
 from .outside import block, cell, line

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from vibechat.engine.turns.backend import Backend, ModelInfo
 from vibechat.engine.errors import DownloadCancelled, VibechatError
-from vibechat.engine.models.resolve import LocalModel
+from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.models.opened import SOURCE as OPENED
 from vibechat.engine.models.opened import remember
 

@@ -177,7 +177,7 @@ def apply(app: PresetHost, preset: Preset) -> None:
 def _load_model(app: PresetHost, preset: Preset) -> None:
     """The preset's model (as ``/load``) and context size (a reload), where they differ
     from what is loaded."""
-    from vibechat.engine.settings.knobs import CONTEXT_STEP
+    from vibechat.engine.settings.limits import CONTEXT_STEP
 
     info = app.session.info
     remote = info is not None and info.server is not None

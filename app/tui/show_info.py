@@ -8,7 +8,7 @@ on one line and bounded here; the note sanitises it again as it is shown.
 from __future__ import annotations
 
 from vibechat.engine.turns.backend import ModelInfo
-from vibechat.engine.settings.knobs import COMPLETION
+from vibechat.engine.settings.choices import COMPLETION
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import describe_switch
 

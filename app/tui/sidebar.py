@@ -35,7 +35,7 @@ from textual.visual import RenderOptions, Visual
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from vibechat.engine.chat.history import ConversationSummary
+from vibechat.engine.chat.records import ConversationSummary
 
 from .outside import line
 

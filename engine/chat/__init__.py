@@ -2,7 +2,7 @@
 prompts and titles. Talks to a model only through the turns.Backend protocol.
 Imports the base, settings and turns.
 
-The history: history (``History``: reads, writes, search; the names importers use),
+The history: history (``History``: reads, writes, search),
 database (the file, its opening and transactions, errors in words), schema (migrations),
 records (the rows as values, the Markdown export), export (written whole or not at all),
 reply_writer (a reply saved while it streams), convlock (one writer per conversation).

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 from ..turns.backend import ChatMessage, GenerationDone
 from .conversation import Conversation
-from .history import History, HistoryError, StoredConversation, StoredMessage, title_from
+from .history import History
+from .database import HistoryError
+from .records import StoredConversation, StoredMessage
+from .titles import title_from
 from .reply_writer import ReplyWriter
 from ..settings.params import SamplingParams
 

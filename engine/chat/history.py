@@ -21,8 +21,8 @@ every message with SQLite FTS5 (what was said: a reply's thinking, kept in its o
 column, is not searched). Listing conversations never reads their messages: the sidebar
 of an app with thousands of conversations opens as fast as an empty one.
 
-The names importers know from here (the records, the errors, ``write_export``, the
-titles) are re-exported: this module is the history's face.
+Each name is imported from the module that defines it (the records from records.py, the
+errors from database.py, ...): this module is ``History`` only.
 """
 
 from __future__ import annotations
@@ -34,22 +34,13 @@ from typing import Any
 from ..errors import InvalidParameterError
 from ..settings.params import SamplingParams
 from .convlock import ConversationLock
-from .database import (  # noqa: F401 - re-exported
-    BUSY_TIMEOUT_MS,
-    ConversationNotFound,
-    HistoryDatabase,
-    HistoryError,
-    default_path,
-)
-from .export import write_export  # noqa: F401 - re-exported
-from .records import (  # noqa: F401 - re-exported
+from .database import ConversationNotFound, HistoryDatabase
+from .records import (
     HIT_END,
     HIT_START,
     SOURCES,
-    STATUSES,
     ConversationSummary,
     SearchHit,
-    Status,
     StoredConversation,
     StoredMessage,
     fts_query,
@@ -57,8 +48,6 @@ from .records import (  # noqa: F401 - re-exported
     now,
     params_from,
 )
-from .schema import MIGRATIONS  # noqa: F401 - re-exported
-from .titles import TITLE_LENGTH, title_from, title_from_exchange, title_from_model  # noqa: F401 - their home was here
 
 
 class History(HistoryDatabase):

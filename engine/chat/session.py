@@ -48,9 +48,10 @@ from .chatlog import ChatLog, Reply
 from .conversation import Conversation
 from .convlock import WAIT_LIMIT, ConversationBusy, ConversationLock
 from ..errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
-from .history import HistoryError, StoredMessage
+from .database import HistoryError
+from .records import StoredMessage
 from .titles import title_from_exchange, title_from_model
-from ..settings.knobs import prompt_too_large
+from ..settings.limits import prompt_too_large
 from ..settings.params import SamplingParams
 
 log = logging.getLogger("vibechat.session")

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 import llama_cpp as ll
 
 from ..errors import GenerationError
-from ..settings.knobs import DRAFT_NGRAM
+from ..settings.choices import DRAFT_NGRAM
 from ..turns.backend import GenerationStats
 from ..turns.thinking import Piece
 from .decoding import DecodeTarget, Emitter

@@ -31,8 +31,8 @@ import llama_cpp as ll
 
 from ..errors import ContextOverflowError, GenerationError, TemplateCancelled
 from ..models.gguf import GGUFInfo
-from ..settings.knobs import LlamaCppOptions  # noqa: F401 - defined where the chat can read it without libllama
-from ..settings.knobs import CONTEXT_STEP, context_rounding_notice, prompt_byte_limit, prompt_too_large
+from ..settings.knobs import LlamaCppOptions  # defined where the chat can read it without libllama
+from ..settings.limits import CONTEXT_STEP, context_rounding_notice, prompt_byte_limit, prompt_too_large
 from ..settings.params import SamplingParams
 from ..settings.think_switch import OpensThinking, switched
 from ..system import default_threads
@@ -46,9 +46,10 @@ from ..turns.backend import (
     GenerationStats,
     ModelInfo,
 )
-from ..turns.chat_template import COMPLETION, ChatTemplate, choose_template
+from ..settings.choices import COMPLETION
+from ..turns.chat_template import ChatTemplate
 from ..turns.harmony import uses_harmony
-from ..turns.prompt_format import PromptChoice
+from ..turns.prompt_format import PromptChoice, choose_template
 from ..turns.thinking import template_opens_thinking
 from . import loading
 from . import repack as _repack
@@ -57,7 +58,6 @@ from .draft_model import DraftModel
 from .drafting import prompt_lookup_tokens
 from .grammar_sampling import Sampler
 from .memory_checks import check_draft_memory
-from .native import check_output_format  # noqa: F401 - `vibechat run` checks a reply format here before loading
 from .native import ensure_llama_initialised, gpu_offload_supported
 from .speculative import AdaptiveDraft, FixedDraft, make_policy
 

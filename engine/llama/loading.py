@@ -21,17 +21,16 @@ import llama_cpp as ll
 
 from ..errors import GpuOffloadUnavailableError, LoadCancelled, ModelFileError, ModelLoadError
 from ..models.gguf import GGUFInfo, inspect_gguf
-from ..settings.knobs import (
-    LlamaCppOptions,
+from ..settings.knobs import LlamaCppOptions, gpu_unavailable_message
+from ..settings.choices import (
     check_draft_logits,
     check_draft_tokens,
     check_kv_cache_type,
     check_repack,
     check_speculative,
-    gpu_unavailable_message,
     kv_cache_bytes,
-    round_context,
 )
+from ..settings.limits import round_context
 from . import repack as _repack
 from .memory_checks import check_context_memory, check_memory
 

@@ -5,7 +5,7 @@ for and the machine would swap, or the process be killed; each refusal names wha
 from __future__ import annotations
 
 from ..errors import ModelLoadError
-from ..settings.knobs import CONTEXT_STEP
+from ..settings.limits import CONTEXT_STEP
 from ..system import available_memory
 
 

@@ -44,9 +44,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InvalidParameterError, LoadCancelled
+from ..errors import LoadCancelled
 from ..files import UnreadableFile, read_file
-from ..settings.knobs import check_repack  # the setting (its modes, default and check) lives with the knobs
+from ..settings.choices import check_repack  # the setting (its modes, default and check) lives with the other choices
 
 log = logging.getLogger("vibechat.repack")
 

@@ -464,7 +464,7 @@ class WorkerBackend:
 
     def check_output_format(self, fmt: Any) -> None:  # an OutputFormat
         """A one-line ``InvalidParameterError`` unless llama.cpp's grammar parser takes ``fmt``'s
-        grammar (``llamacpp.check_output_format``, what ``vibechat run`` checks), asked of the
+        grammar (``native.check_output_format``, what ``vibechat run`` checks), asked of the
         engine process: the chat's own process never loads libllama. A grammar that crashed the
         parser (past the bounds engine/settings/structured.py checks) ends only the engine process: the
         call raises ``EngineCrashed``. Blocks (the model is loaded first), like every request."""

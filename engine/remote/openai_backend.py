@@ -49,22 +49,11 @@ from typing import Any
 
 from ..errors import GenerationError, RemoteServerError, StreamInterrupted, VibechatError
 from ..settings.params import SamplingParams
-from ..settings.server_url import normalize_base_url
 from ..turns.backend import ChatEvent, ChatMessage, FinishReason, GenerationDone, GenerationStats, ModelInfo
 from ..turns.stops import StopMatcher
 from .client import Cancelled, Exchange, Expired, ServerClient, TooMuch, message_of
 from .listing import ServerModels
-from .options import (
-    BACKEND_NAME,
-    DEFAULT_DEADLINE,
-    DEFAULT_TIMEOUT,
-    OpenAIOptions,
-    api_root,
-    display_url,
-    model_url,
-    resolve_api_key,
-    withheld_key,
-)
+from .options import BACKEND_NAME, DEFAULT_DEADLINE, DEFAULT_TIMEOUT, OpenAIOptions, resolve_api_key, withheld_key
 from .reply import ReplyText, check_json_reply, fill_stats, past, reasoning_tokens
 from .request import OPTIONAL_FIELDS, chat_body
 from .sse import EventStream
@@ -340,7 +329,3 @@ def make_openai_backend(base_url: str, model: str | None, *, api_key_env: str | 
         deadline=max(float(deadline) if deadline is not None else DEFAULT_DEADLINE,
                      float(timeout) if timeout is not None else 0.0)))
 
-
-# The options' names are re-exported: importers know this module as the remote backend's face.
-__all__ = ["OpenAICompatibleBackend", "OpenAIOptions", "make_openai_backend", "normalize_base_url",
-           "display_url", "resolve_api_key", "api_root", "model_url", "DEFAULT_TIMEOUT", "DEFAULT_DEADLINE"]

@@ -13,7 +13,7 @@ Adding an engine setting takes:
    openai backend (``make_remote_backend`` in app/backends.py).
 
 The values a setting may take and their checks are in choices.py, the context's rounding and
-the prompt's limits in limits.py (both re-exported here, where the engine has always found them).
+the prompt's limits in limits.py: import them from there.
 
 Light on purpose (no llama_cpp import): the config, the CLI and the TUI use the
 names and checks here; ``engine/llama/llamacpp.py`` maps them onto llama.cpp.
@@ -27,39 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from ..sizes import human_bytes
-from .choices import (  # noqa: F401 - the engine's names for them
+from .choices import (
     BACKENDS,
-    COMPLETION,
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_KV_CACHE_TYPE,
     DEFAULT_PROMPT_FORMAT,
     DEFAULT_REPACK,
-    DRAFT_NGRAM,
-    KV_CACHE_TYPES,
-    MAX_DRAFT_LOGITS_BYTES,
     MAX_DRAFT_TOKENS,
-    PROMPT_FORMATS,
-    REPACK_MODES,
-    SPECULATIVE_MODES,
-    check_draft_logits,
-    check_draft_tokens,
     check_kv_cache_type,
     check_prompt_format,
     check_repack,
     check_speculative,
-    draft_logits_bytes,
-    kv_cache_bytes,
 )
-from .limits import (  # noqa: F401 - the engine's names for them
-    CONTEXT_STEP,
-    MAX_BYTES_PER_TOKEN,
-    MAX_CONTEXT,
-    MAX_PROMPT_BYTES,
-    context_rounding_notice,
-    prompt_byte_limit,
-    prompt_too_large,
-    round_context,
-)
+from .limits import CONTEXT_STEP, MAX_CONTEXT
 from .setting import ENGINE, REMOTE, doc
 
 

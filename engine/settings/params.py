@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidParameterError
-from .knobs import COMPLETION
+from .choices import COMPLETION
 from .structured import OutputFormat
 from .think_switch import DEFAULT_THINKING, check_thinking
 

@@ -8,7 +8,7 @@ path: a saved conversation does not depend on a file that may change.
 The local engine turns it into GBNF (llama-cpp-python's schema converter) for llama.cpp's
 grammar sampler; the OpenAI-compatible backend sends ``response_format``. What can be wrong
 with a format (a file that does not parse, a schema keyword the converter cannot express)
-is found here, and a grammar llama.cpp's parser rejects by ``llamacpp.check_output_format``:
+is found here, and a grammar llama.cpp's parser rejects by ``native.check_output_format``:
 one-line :class:`InvalidParameterError`\\ s, before a model loads.
 """
 
@@ -128,7 +128,7 @@ class OutputFormat:
     def check(self) -> None:
         """Raise a one-line ``InvalidParameterError`` if this cannot become a grammar (a schema
         that does not parse, or uses what the converter cannot express). Whether llama.cpp's
-        parser takes the grammar is ``llamacpp.check_output_format``'s to say."""
+        parser takes the grammar is ``native.check_output_format``'s to say."""
         self.gbnf()
 
     def check_remote(self) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Protocol, Union, runtime_checkable
 
-from ..settings.knobs import COMPLETION
+from ..settings.choices import COMPLETION
 from ..settings.params import SamplingParams
 
 Role = Literal["system", "user", "assistant"]

@@ -40,24 +40,9 @@ from typing import Any
 
 from .backend import ChatMessage
 from ..errors import ChatTemplateError, TemplateCancelled
-from .prompt_format import (  # noqa: F401 - re-exported: the templates and the choice live there
-    BUILTIN_TEMPLATES,
-    CHATML,
-    COMPLETION,
-    COMPLETION_EXAMPLES,
-    COMPLETION_PREAMBLE,
-    COMPLETION_STOPS,
-    FRAME_VARIABLES,
-    GEMMA,
-    LLAMA3,
-    TURN_TOKENS,
-    PromptChoice,
-    choose_template,
-    frame_messages,
-    model_kind,
-    neutralise_turns,
-)
+from .prompt_format import COMPLETION_STOPS, FRAME_VARIABLES, TURN_TOKENS, frame_messages
 from ..sanitize import sanitize
+from ..settings.choices import COMPLETION
 from ..settings.think_switch import find_switch
 
 log = logging.getLogger("vibechat.template")

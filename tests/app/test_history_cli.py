@@ -17,7 +17,8 @@ from conftest import VIBECHAT_BIN, default_sigint, read_only_dir
 from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
-from vibechat.engine.chat.history import History, default_path
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.database import default_path
 from vibechat.engine.settings.params import SamplingParams
 
 

@@ -141,7 +141,7 @@ def test_a_prompt_too_large_for_the_context_is_refused_before_it_is_saved(starte
 
 
 def test_prompt_limits_are_bounded_and_named():
-    from vibechat.engine.settings.knobs import MAX_PROMPT_BYTES, prompt_byte_limit, prompt_too_large
+    from vibechat.engine.settings.limits import MAX_PROMPT_BYTES, prompt_byte_limit, prompt_too_large
 
     assert prompt_byte_limit(2048) == 2048 * 256
     assert prompt_byte_limit(1 << 20) == MAX_PROMPT_BYTES == prompt_byte_limit(None)
@@ -178,9 +178,9 @@ def test_a_context_whose_kv_cache_cannot_fit_is_refused_naming_a_size_that_fits(
 def test_loading_with_a_context_too_large_for_memory_is_one_line(starter_path, monkeypatch):
     from vibechat.engine.llama import llamacpp, memory_checks
     from vibechat.engine.errors import ModelLoadError
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    backend = llamacpp.LlamaCppBackend(llamacpp.LlamaCppOptions(model_path=starter_path, context_size=131072,
-                                                                repack="off"))
+    backend = llamacpp.LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=131072, repack="off"))
     # This machine as one with 1 GB free: the weights (0.25 GB) fit, a 131,072-token cache does not.
     monkeypatch.setattr(memory_checks, "available_memory", lambda: 10 ** 9)
     with pytest.raises(ModelLoadError, match=r"131,072-token context needs about .* use --ctx \d+ or less"):

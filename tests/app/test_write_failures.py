@@ -25,7 +25,8 @@ from conftest import VIBECHAT_BIN, read_only_dir
 from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
-from vibechat.engine.chat.history import History, HistoryError, default_path
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.database import HistoryError, default_path
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -75,7 +76,8 @@ def test_a_failed_commit_is_one_history_error_and_the_database_stays_readable(tm
     out = python(f"""
         import json, resource, signal
         from pathlib import Path
-        from vibechat.engine.chat.history import History, HistoryError
+        from vibechat.engine.chat.database import HistoryError
+        from vibechat.engine.chat.history import History
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         folder = Path({str(tmp_path)!r})
         history = History(folder / "history.db").open()

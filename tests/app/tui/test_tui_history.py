@@ -385,7 +385,8 @@ async def test_no_save_keeps_nothing(db, user_dirs):
 
 @pytest.mark.model
 async def test_an_opened_conversation_continues_on_the_real_model(db, starter_path):
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     seed_history(db, [("The capital of France is", ["Paris.", "The capital of Italy is"]),
                       ("Something else", ["ok"])], params=SamplingParams(temperature=0, max_tokens=6))

@@ -10,7 +10,8 @@ from fakes import send, settle
 
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 
 pytestmark = pytest.mark.model

@@ -17,7 +17,8 @@ from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
 from vibechat.app.tui.model_picker import ModelPicker
 from vibechat.engine.settings.config import models_dir
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.models.store import store_models
 

@@ -25,7 +25,8 @@ from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
-from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
+from vibechat.engine.remote.options import OpenAIOptions
 
 SIZE = (160, 40)
 C1 = {chr(c) for c in range(0x80, 0xA0)}
@@ -317,7 +318,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
     from vibechat.engine.settings.config import Config, LoadedConfig
     from vibechat.engine.errors import VibechatError
     from vibechat.engine.models.hub import HubModel, RepoListing
-    from vibechat.engine.models.resolve import LocalModel
+    from vibechat.engine.models.local_model import LocalModel
     from vibechat.engine.settings.refs import RepoFile
 
     cwd = tmp_path / HOSTILE_DIR

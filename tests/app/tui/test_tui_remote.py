@@ -13,7 +13,8 @@ from helpers import was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.model_picker import RemoteModelPicker
 from vibechat.engine.chat.history import History
-from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
+from vibechat.engine.remote.options import OpenAIOptions
 
 SIZE = (110, 36)
 

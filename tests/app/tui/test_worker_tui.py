@@ -22,7 +22,7 @@ from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped, needs_p
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.chat.history import History
-from vibechat.engine.llama.llamacpp import LlamaCppOptions
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.llama.worker import WorkerBackend

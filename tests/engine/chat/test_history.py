@@ -16,17 +16,10 @@ from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.chat.history import (
-    HIT_END,
-    HIT_START,
-    ConversationNotFound,
-    History,
-    HistoryError,
-    default_path,
-    fts_query,
-    title_from,
-    title_from_exchange,
-)
+from vibechat.engine.chat.records import HIT_END, HIT_START, fts_query
+from vibechat.engine.chat.database import ConversationNotFound, HistoryError, default_path
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.titles import title_from, title_from_exchange
 from vibechat.engine.chat.schema import MIGRATIONS, statements
 from vibechat.engine.settings.params import SamplingParams
 
@@ -302,7 +295,7 @@ def test_processes_creating_the_same_new_database_at_once_all_succeed(tmp_path: 
 
 
 def test_titles_are_sanitised_from_the_prompt():
-    from vibechat.engine.chat.history import title_from
+    from vibechat.engine.chat.titles import title_from
 
     assert title_from("\x1b]0;T\x07\x1b[2J  Hello \x9b31mworld\nmore") == "Hello world"
     assert title_from("\n\x1b[2J\n") == "New conversation"
@@ -453,6 +446,6 @@ def test_renaming_is_not_activity_and_keeps_the_conversation_in_its_place(histor
     ("", None),
 ])
 def test_a_title_the_model_wrote_is_cleaned_for_lists(text: str, title: str | None):
-    from vibechat.engine.chat.history import title_from_model
+    from vibechat.engine.chat.titles import title_from_model
 
     assert title_from_model(text) == title

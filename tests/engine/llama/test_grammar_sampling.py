@@ -18,7 +18,8 @@ from jsonschema_lite import errors as schema_errors
 from test_structured import PERSON, run_reply
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 from vibechat.engine.llama.grammar_sampling import ChainSampler, GrammarSampler, accept_is_stateless
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
 

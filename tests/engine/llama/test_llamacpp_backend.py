@@ -12,7 +12,8 @@ import pytest
 from conftest import same_start
 from vibechat.engine.turns.backend import ChatMessage, ContextTrimmed, GenerationDone, TextDelta
 from vibechat.engine.errors import ContextOverflowError
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 
 pytestmark = pytest.mark.model
@@ -275,7 +276,8 @@ def test_llama_logs_go_to_python_logging_and_fds_stay_put(starter_path, tmp_path
         "class H(logging.Handler):\n"
         "    def emit(self, r): records.append(r.getMessage())\n"
         "logging.getLogger('vibechat').addHandler(H()); logging.getLogger('vibechat').setLevel(logging.DEBUG)\n"
-        "from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions\n"
+        "from vibechat.engine.llama.llamacpp import LlamaCppBackend\n"
+        "from vibechat.engine.settings.knobs import LlamaCppOptions\n"
         "marks = []\n"
         "def progress(p):\n"
         "    if not marks: os.write(2, b'FD2-OPEN-DURING-LOAD'); os.write(1, b'FD1-OPEN-DURING-LOAD'); marks.append(p)\n"

@@ -42,7 +42,7 @@ def never(*_args, **_kwargs):
 
 # ------------------------------------------------------------ the decision (no model)
 def test_setting_names_and_a_bad_one():
-    from vibechat.engine.settings.knobs import check_repack  # the setting lives with the knobs
+    from vibechat.engine.settings.choices import check_repack  # the setting lives with the knobs
 
     assert [check_repack(v) for v in ("auto", " ON ", "off", "true", "0", "no")] == \
         ["auto", "on", "off", "on", "off", "off"]
@@ -184,7 +184,8 @@ def fake_amx_machine(monkeypatch, probe_command=None):
 
 
 def starter_backend(path: Path, setting: str):
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     return LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=1024, repack=setting))
 

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import collect, same_start
 from vibechat.engine.turns.backend import ChatMessage, GenerationStats
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.llama.speculative import AdaptiveDraft
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from vibechat.engine.settings.knobs import check_speculative
+from vibechat.engine.settings.choices import check_speculative
 from vibechat.engine.llama.speculative import (
     BASE_INTERVAL,
     MAX_INTERVAL,

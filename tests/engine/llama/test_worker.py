@@ -20,7 +20,8 @@ from conftest import collect
 from test_ctrl_c import LONG_PROMPT
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import EngineCrashed, EngineCrashLoop, LoadCancelled, VibechatError
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
@@ -373,7 +374,7 @@ def test_the_child_ends_when_the_chat_process_dies(starter_path):
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from vibechat.engine.llama.llamacpp import LlamaCppOptions\n"
+        "from vibechat.engine.settings.knobs import LlamaCppOptions\n"
         "from vibechat.engine.llama.worker import WorkerBackend\n"
         "b = WorkerBackend(LlamaCppOptions(model_path=Path(sys.argv[1]), context_size=2048, repack='off'))\n"
         "b.load()\n"

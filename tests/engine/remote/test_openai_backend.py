@@ -25,14 +25,9 @@ from vibechat.engine.errors import (
     VibechatError,
 )
 from vibechat.engine.chat.history import History
-from vibechat.engine.remote.openai_backend import (
-    OpenAICompatibleBackend,
-    OpenAIOptions,
-    display_url,
-    make_openai_backend,
-    normalize_base_url,
-    resolve_api_key,
-)
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, make_openai_backend
+from vibechat.engine.remote.options import OpenAIOptions, display_url, resolve_api_key
+from vibechat.engine.settings.server_url import normalize_base_url
 from vibechat.engine.settings.params import SamplingParams
 
 HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Say hello.")]

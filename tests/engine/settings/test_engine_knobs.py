@@ -9,20 +9,17 @@ from conftest import collect as collect_reply
 from conftest import loaded_starter, same_start
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import GpuOffloadUnavailableError, InvalidParameterError, ModelLoadError
-from vibechat.engine.settings.knobs import (
-    CONTEXT_STEP,
+from vibechat.engine.settings.limits import CONTEXT_STEP, MAX_CONTEXT, context_rounding_notice, round_context
+from vibechat.engine.settings.choices import (
     KV_CACHE_TYPES,
-    MAX_CONTEXT,
     check_draft_logits,
     check_kv_cache_type,
     check_speculative,
-    context_rounding_notice,
     draft_logits_bytes,
-    gpu_unavailable_message,
     kv_cache_bytes,
-    round_context,
 )
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.settings.knobs import LlamaCppOptions, gpu_unavailable_message
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.params import SamplingParams
 
 # Three functions are enough: the starter echoes the request and copies the code back, so drafts
@@ -78,7 +75,8 @@ def test_one_byte_formatter_says_every_size():
     """Issue 26.1: one formatter (engine/sizes.py) for memory, limits, prompts and downloads."""
     from vibechat.app.progress import human_size
     from vibechat.engine.files import human_limit
-    from vibechat.engine.settings.knobs import human_mib, prompt_too_large
+    from vibechat.engine.settings.knobs import human_mib
+    from vibechat.engine.settings.limits import prompt_too_large
     from vibechat.engine.sizes import human_bytes
 
     assert [human_bytes(n) for n in (700, 64 << 10, 16 << 20, 36 << 20, 5.5 * (1 << 20), 1.5 * (1 << 30))] == [

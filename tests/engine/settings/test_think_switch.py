@@ -21,7 +21,8 @@ from ggufgen import copy_with_metadata
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
 from vibechat.engine.turns.backend import ChatMessage
-from vibechat.engine.turns.chat_template import GEMMA, ChatTemplate
+from vibechat.engine.turns.prompt_format import GEMMA
+from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.settings.config import load_config
 from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.settings.params import SamplingParams
@@ -150,7 +151,8 @@ def local_reply(backend, mode: str):
 
 @pytest.mark.model
 def test_the_real_engine_renders_counts_and_splits_with_the_switch(qwen3_style: Path):
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     assert "{%- else %}{{- '<think>\\n' }}" in QWEN3_OPENS
     backend = LlamaCppBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
@@ -321,7 +323,8 @@ async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_i
     then shows what the next prompt sends, without the thinking."""
     from vibechat.app.tui import create_app
     from vibechat.app.tui.thinking_block import ThinkingBlock
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     backend = LlamaCppBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)

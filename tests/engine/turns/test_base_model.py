@@ -16,20 +16,21 @@ import pytest
 from conftest import collect
 from ggufgen import copy_with_metadata
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
-from vibechat.engine.turns.chat_template import (
+from vibechat.engine.turns.prompt_format import (
     COMPLETION_EXAMPLES,
     COMPLETION_PREAMBLE,
     COMPLETION_STOPS,
-    ChatTemplate,
     choose_template,
     frame_messages,
     model_kind,
     neutralise_turns,
 )
+from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.settings.config import load_config
 from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.models.gguf import inspect_gguf
-from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import COMPLETION_AUTO, PARAM_SPECS, SamplingParams
 
 M = ChatMessage

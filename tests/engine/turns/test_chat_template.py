@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from vibechat.engine.turns.backend import ChatMessage
-from vibechat.engine.turns.chat_template import ChatTemplate, choose_template
+from vibechat.engine.turns.chat_template import ChatTemplate
+from vibechat.engine.turns.prompt_format import choose_template
 from vibechat.engine.errors import GenerationError
 
 M = ChatMessage
@@ -61,7 +62,7 @@ def test_sandbox_blocks_attribute_escape():
     ("llama3", ("<|start_header_id|>", "<|eot_id|>")),
 ])
 def test_every_builtin_format_names_the_tokens_that_end_a_reply(name, tokens):
-    from vibechat.engine.turns.chat_template import BUILTIN_TEMPLATES
+    from vibechat.engine.turns.prompt_format import BUILTIN_TEMPLATES
 
     template = ChatTemplate(name, BUILTIN_TEMPLATES[name])
     assert template.turn_tokens == tokens

@@ -13,7 +13,8 @@ import pytest
 
 from fakes import split_stream
 from ggufgen import copy_with_metadata
-from vibechat.engine.turns.chat_template import GEMMA, ChatTemplate
+from vibechat.engine.turns.prompt_format import GEMMA
+from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.turns.harmony import MAX_HEADER, HarmonySplitter, channel_is_answer, uses_harmony
 
 THOUGHT = "User asks 2+2. <b>Easy</b>: 4."
@@ -123,7 +124,8 @@ def test_the_local_emitter_routes_channels_and_applies_stops_to_the_answer_only(
 def test_the_real_engine_finds_harmony_and_a_reply_without_channels_is_answer(
         starter_path: Path, tmp_path: Path, llama_backend):
     from vibechat.engine.turns.backend import ChatMessage, GenerationDone
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.settings.params import SamplingParams
 
     assert llama_backend._harmony is False  # the starter: <think> family splitter

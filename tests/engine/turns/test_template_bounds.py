@@ -34,7 +34,8 @@ def slow_template_model(starter_path: Path, tmp_path_factory: pytest.TempPathFac
 
 
 def test_cancel_stops_a_gguf_template_that_loops(slow_template_model):
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     backend = LlamaCppBackend(LlamaCppOptions(model_path=slow_template_model, context_size=1024, repack="off"))
     try:

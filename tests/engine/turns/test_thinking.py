@@ -24,7 +24,8 @@ from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.schema import MIGRATIONS, statements
-from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, OpenAIOptions
+from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
+from vibechat.engine.remote.options import OpenAIOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.turns.thinking import (
@@ -344,7 +345,8 @@ def test_a_local_reply_that_starts_inside_a_block_that_never_closes(starter_path
     its whole reply thinking, and a stop string in it does not end the reply. In Gemma's turn
     format (prompt_format gemma), where the starter writes on to the limit: the completion
     frame's own stops would end the free reply sooner than the thinking."""
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend, LlamaCppOptions
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     llama_backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off",
                                                     prompt_format="gemma"))
