@@ -111,7 +111,7 @@ class VibechatApp(OutsideTextApp):
             yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
-                yield PromptInput(id="input", blink=self.blink)
+                yield PromptInput(self.state, id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
         yield StatusBar(self.state, id="status")  # a child of the screen itself: ``closing`` looks there
         yield Footer()

@@ -13,7 +13,8 @@ name on ``changed`` (Textual's ``Signal``, owned by the app), and the status bar
 the fields it shows into its own reactives (as ``data_bind`` would), so a write repaints
 the bar in the same order the controller wrote. A subscriber that was not mounted yet
 reads the fields when it mounts: the state is the source of truth, the signal only says
-when to look again.
+when to look again. A widget that only needs a field at one moment reads it then: the prompt
+input's ``busy`` is ``generating``, looked at as Enter is pressed.
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@ towards the newest. Posts ``PromptInput.Submitted``. Ctrl+D deletes to the right
 in any text area, but an empty input lets the key go on to the app's binding, which
 quits (as in ollama and shells): see ``check_action``.
 
-The input is the user's: what is in it never moves. While a reply is on its way
-(``busy``, set by the replies controller), Enter on a message queues it (``queued``: one at
-a time, posted as ``QueueChanged`` for the line above the input) instead of sending it; the
-controller sends it when the reply ends, or gives it back (Esc, a failure, a new chat).
+The input is the user's: what is in it never moves. While a reply is on its way (``busy``:
+the chat state's ``generating``, read from the ``ChatState`` the app hands down, so the input
+never has a copy of its own to fall out of step), Enter on a message queues it (``queued``:
+one at a time, posted as ``QueueChanged`` for the line above the input) instead of sending
+it; the replies controller sends it when the reply ends, or gives it back (Esc, a failure, a
+new chat).
 Text that comes back (a queued message, Ctrl+L's last prompt, a refused prompt) goes in
 with ``give_back``: into an empty input as it was, else on its own line before the draft,
 the cursor staying on the character it was on. A paste is one edit at the cursor
@@ -22,6 +24,8 @@ first; pasted text is sanitised by the app as it arrives.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import events
 from textual.binding import Binding
 from textual.message import Message
@@ -30,6 +34,9 @@ from textual.widgets import TextArea
 from vibechat.engine.sanitize import sanitize
 
 from .. import slash
+
+if TYPE_CHECKING:
+    from .chat_state import ChatState
 
 NEWLINE_KEYS = {"ctrl+j", "shift+enter", "alt+enter", "ctrl+enter"}
 QUEUE_FULL = "One message is queued already: it is sent when the reply ends (Esc or ↑ takes it back)."
@@ -67,15 +74,21 @@ class PromptInput(TextArea):
             super().__init__()
             self.text = text
 
-    def __init__(self, *, id: str | None = None, blink: bool = True) -> None:
+    def __init__(self, state: ChatState, *, id: str | None = None, blink: bool = True) -> None:
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
                          highlight_cursor_line=False,
                          placeholder="Message the model · Enter send · Ctrl+J newline · / commands")
         self.cursor_blink = blink
         self.prompt_history: list[str] = []
         self._history_index: int | None = None
-        self.busy = False  # a reply is on its way: Enter queues a message (the controller sets it)
+        self.chat_state = state  # what the chat is doing: ``busy`` reads it
         self.queued: str | None = None  # the message sent when the reply ends
+
+    @property
+    def busy(self) -> bool:
+        """A reply is on its way: Enter queues a message. The chat state's, read at the key (the
+        only moment it matters), never copied: whoever writes ``generating``, the input follows."""
+        return self.chat_state.generating
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Delete-right (Delete, Ctrl+D) has nothing to do in an empty input: refused there,

@@ -171,8 +171,7 @@ class Replies:
         self.turn, self.stream = turn, stream
         self.last_stream = stream
         state = self.state
-        state.generating = True
-        host.prompt_input.busy = True  # Enter queues from now until the reply ends
+        state.generating = True  # the input queues what Enter sends from now until the reply ends
         state.status = "generating…"
         # The last reply's figures go: the bar shows this one's as it streams.
         state.stats, state.thought, state.live = None, False, LiveReply()
@@ -338,7 +337,6 @@ class Replies:
         self.stream = self.turn = None
         state = self.state
         state.generating = False
-        self.host.prompt_input.busy = False
         state.drafting = state.live = None  # the reply's own stats (if any) say the rest
         state.status = "ready" if state.model_ready else state.status
 

@@ -15,7 +15,7 @@ import threading
 import pytest
 from textual.message import Message
 
-from fakes import INFO, RecordingBackend, send, settle
+from fakes import INFO, OnePieceAtATime, RecordingBackend, send, settle
 from vibechat.app.report import format_stats
 from vibechat.app.tui import create_app, events, show_info
 from vibechat.app.tui.app import VibechatApp
@@ -109,6 +109,48 @@ async def test_the_state_goes_from_loading_to_ready_to_generating_and_back_and_t
         app.state.download = "⬇ 42%"
         await pilot.pause()
         assert app.status.state == "a state of its own" and "⬇ 42%" in app.status.render().plain
+
+
+@pytest.fixture
+def fake_backend() -> OnePieceAtATime:
+    """Each piece of a reply waits for the test's ``fake_backend.step.release()``."""
+    return OnePieceAtATime("one two three")
+
+
+async def test_the_input_is_busy_exactly_while_the_state_says_generating(fake_backend):
+    """The prompt input queues what Enter sends while a reply is on its way: its ``busy`` is the
+    chat state's ``generating``, whoever writes it (the replies controller, or anything else),
+    never a flag of its own that someone must remember to set."""
+    app = create_app(fake_backend, blink=False, save=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        seen: list[tuple[bool, bool]] = []  # (generating, the input's busy) as generating changes
+
+        def changed(name: str) -> None:
+            if name == "generating":
+                seen.append((app.state.generating, app.prompt_input.busy))
+
+        app.state.changed.subscribe(app, changed, immediate=True)
+        assert app.prompt_input.busy is False
+        await send(pilot, "first", wait=False)
+        await until(pilot, lambda: app.generating, "the reply to start")
+        await send(pilot, "second", wait=False)  # Enter while the reply streams: queued by the input
+        await until(pilot, lambda: app.prompt_input.queued == "second", "the message to be queued")
+        assert [t.content for t in app.conversation.turns if t.role == "user"] == ["first"]
+        fake_backend.step.release(100)  # the reply ends; the queued message goes next, and its reply
+        await until(pilot, lambda: len(app.conversation.turns) == 4 and not app.generating, "both replies")
+        await settle(pilot)
+        assert seen == [(True, True), (False, False), (True, True), (False, False)]
+
+        # Written by another than the replies controller, the state is followed all the same;
+        # other fields leave the input as it is.
+        app.state.generating = True
+        assert app.prompt_input.busy is True
+        app.state.status = "a state of its own"
+        assert app.prompt_input.busy is True
+        app.state.generating = False
+        assert app.prompt_input.busy is False
+        assert seen[4:] == [(True, True), (False, False)]
 
 
 async def test_an_equal_value_publishes_nothing_and_the_params_show_as_the_format_and_the_thinking_switch():
