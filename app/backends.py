@@ -37,7 +37,7 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
 
     ``cpu_fallback``: GPU layers asked for on a build that cannot offload load on the CPU
     with a notice (the chat) instead of failing the load (``vibechat run``)."""
-    from vibechat.engine.settings.config import SETTINGS_BY_KEY
+    from vibechat.engine.settings.table import SETTINGS_BY_KEY
 
     check_engine_numbers(engine.as_dict())
     if engine.remote:

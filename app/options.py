@@ -199,7 +199,7 @@ def unescape(text: str) -> str:
 def check_engine_numbers(values: EngineFlags) -> None:
     """Each whole number (engine settings by config key) within its setting's range, named
     by its flag."""
-    from vibechat.engine.settings.config import range_text
+    from vibechat.engine.settings.config_check import range_text
     from vibechat.engine.errors import InvalidParameterError
 
     for key, value in values.items():

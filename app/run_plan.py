@@ -25,7 +25,8 @@ from .options import SettingFlags
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.chatlog import ChatLog
-    from vibechat.engine.settings.config import Config, LoadedConfig
+    from vibechat.engine.settings.table import Config
+    from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.settings.presets import Preset
     from vibechat.engine.settings.structured import OutputFormat

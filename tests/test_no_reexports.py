@@ -2,11 +2,11 @@
 
 When engine/ moved into rooms, the modules that were split kept importing their parts' names
 "for the importers" (``knobs`` for choices.py and limits.py, ``history`` for records.py and
-database.py, ``openai_backend`` for options.py, ``chat_template`` for prompt_format.py). A
-reader looking for ``round_context`` then finds it in two places and cannot tell which one
-is its home, and the layering that tests/test_import_graph.py checks is blurred: an import
-of ``knobs`` may really be one of ``limits``. So, read from the sources with ``ast``
-(nothing imported):
+database.py, ``openai_backend`` for options.py, ``chat_template`` for prompt_format.py,
+``config`` for table.py and the config's checks and docs). A reader looking for
+``round_context`` then finds it in two places and cannot tell which one is its home, and the
+layering that tests/test_import_graph.py checks is blurred: an import of ``knobs`` may really
+be one of ``limits``. So, read from the sources with ``ast`` (nothing imported):
 
 - an engine module uses every name it imports from another vibechat module (an import it
   does not use is only there for others: a re-export);
@@ -25,9 +25,6 @@ from test_import_graph import ROOT, _modules
 
 ENGINE = "vibechat.engine"
 SOURCES = ("app", "engine", "tests", "bench")
-# Still a face for the names split from it; the settings helper (issue 26, point 4) owns it:
-# drop it from here with its re-exports.
-PENDING = {"vibechat.engine.settings.config"}
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # A one-line import in a script held in a string: "from vibechat.engine.x import a, b as c".
 SCRIPT_IMPORT = re.compile(r"^[ \t]*from[ \t]+(vibechat\.[\w.]+)[ \t]+import[ \t]+([\w, \t]+)$", re.MULTILINE)
@@ -107,7 +104,7 @@ def test_engine_modules_import_only_what_they_use():
     imported = _imported_names(modules)
     unused = []
     for module, path in sorted(modules.items()):
-        if not module.startswith(ENGINE + ".") or module in PENDING:
+        if not module.startswith(ENGINE + "."):
             continue
         used = _used(ast.parse(path.read_text(), str(path)))
         unused += [f"  {path.relative_to(ROOT)}:{line}: {name} (from {base})"
@@ -145,7 +142,7 @@ def test_every_engine_name_is_imported_from_its_home():
     for top in SOURCES:
         for path in sorted((ROOT / top).rglob("*.py")):
             for base, names, line in _imports_in(path, _module_of(path, modules)):
-                if base not in modules or not base.startswith(ENGINE) or base in PENDING:
+                if base not in modules or not base.startswith(ENGINE):
                     continue
                 for name in names:
                     if f"{base}.{name}" in modules:

@@ -27,7 +27,7 @@ def signal_name(number: int) -> str:
 def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | None) -> str:
     """The setting most likely to avoid a crash that repeats, in a few words (each named by
     its flag, from the config's settings table)."""
-    from ..settings.config import SETTINGS_BY_KEY
+    from ..settings.table import SETTINGS_BY_KEY
 
     def flag(key: str) -> str:
         return SETTINGS_BY_KEY[key].flag or key

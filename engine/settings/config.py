@@ -38,29 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic
 
-from .config_text import _duplicate_lines, _line_of, insert_top_level, key_lines  # noqa: F401 - presets.py uses them
+from .config_text import _duplicate_lines, _line_of, insert_top_level, key_lines
 from ..errors import ConfigError, InvalidParameterError
 from ..files import FileTooLarge, NotARegularFile, UnreadableFile, read_file_text
 from .params import PARAM_SPECS, SamplingParams
 from ..paths import config_dir, data_dir
-from .setting import Setting, doc as _doc, show as _show  # noqa: F401 - the table's row, by its old names
-from .choices import BACKENDS  # noqa: F401
-from .table import PARAM_KEYS, SCHEMA, SETTINGS, SETTINGS_BY_KEY, TOP_LEVEL, Config, Schema  # noqa: F401
-from .config_check import (  # noqa: F401 - the config's checks, by the names callers know
-    FALSE_WORDS,
-    TRUE_WORDS,
-    C,
-    _apply,
-    _bare,
-    _check,
-    _FileProblem,
-    _from_text,
-    _preset_problems,
-    _read_document,
-    _suggest,
-    range_text,
-)
-from .config_doc import markdown_table, template  # noqa: F401
+from .setting import Setting
+from .table import SCHEMA, Schema
+from .config_check import C, _apply, _bare, _check, _from_text, _read_document
+from .config_doc import template
 
 CONFIG_ENV = "VIBECHAT_CONFIG"
 CONFIG_NAME = "config.toml"

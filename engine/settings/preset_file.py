@@ -16,21 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import (
-    PARAM_KEYS,
-    SCHEMA,
-    SETTINGS_BY_KEY,
-    LoadedConfig,
-    Schema,
-    Origin,
-    _apply,
-    _check,
-    _file_message,
-    _line_of,
-    _read_text,
-    config_path,
-    key_lines,
-)
+from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Schema
+from .config import LoadedConfig, Origin, _file_message, _read_text, config_path
+from .config_check import _apply, _check
+from .config_text import _line_of, key_lines
 from ..errors import ConfigError
 from .presets import MAX_PRESETS, Preset, PresetProblem, Rules, _show, parse_preset, parse_presets
 from ..sanitize import sanitize

@@ -11,7 +11,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from vibechat.app.options import SettingFlags, flagged_settings, option_name, setting_options
-from vibechat.engine.settings.config import SETTINGS
+from vibechat.engine.settings.table import SETTINGS
 
 
 def _app() -> tuple[typer.Typer, list[SettingFlags]]:

@@ -315,7 +315,8 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
     from vibechat.app.tui.history_screens import ExportScreen, SearchScreen
     from vibechat.app.tui.prompt_input import PromptInput
     from vibechat.engine.models import download, hub, resolve as models
-    from vibechat.engine.settings.config import Config, LoadedConfig
+    from vibechat.engine.settings.table import Config
+    from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.errors import VibechatError
     from vibechat.engine.models.hub import HubModel, RepoListing
     from vibechat.engine.models.local_model import LocalModel

@@ -10,21 +10,19 @@ import pytest
 
 from vibechat.engine.settings.config import (
     FIX,
-    SCHEMA,
-    Config,
     LoadedConfig,
     Origin,
     check_config_file,
     config_path,
-    key_lines,
     load_config,
-    markdown_table,
     models_dir,
     read_config_text,
     save_params,
-    template,
     update_config,
 )
+from vibechat.engine.settings.table import SCHEMA, Config
+from vibechat.engine.settings.config_text import key_lines
+from vibechat.engine.settings.config_doc import markdown_table, template
 from vibechat.app.appconfig import APP_SCHEMA as APP, BINDING_IDS, AppConfig, save_theme
 from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
 from vibechat.engine.settings.params import SamplingParams

@@ -38,7 +38,7 @@ def test_engine_settings_are_the_config_keys_of_the_same_name_type_and_default()
     """One shape, one name a setting: every EngineSettings field is the config key of that name."""
     import dataclasses
 
-    from vibechat.engine.settings.config import Config, SETTINGS_BY_KEY
+    from vibechat.engine.settings.table import Config, SETTINGS_BY_KEY
     from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS, EngineSettings
 
     config_fields = {f.name: f for f in dataclasses.fields(Config)}
@@ -57,7 +57,7 @@ def test_each_engine_setting_is_declared_once_and_the_table_and_the_config_come_
     field is written twice."""
     import dataclasses
 
-    from vibechat.engine.settings.config import SETTINGS, Config
+    from vibechat.engine.settings.table import SETTINGS, Config
     from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS, EngineSettings
 
     assert issubclass(Config, EngineSettings)
@@ -102,7 +102,7 @@ def test_each_engine_flag_is_the_one_the_settings_table_names():
     import typer.main
 
     from vibechat.app.cli import cli
-    from vibechat.engine.settings.config import SETTINGS_BY_KEY
+    from vibechat.engine.settings.table import SETTINGS_BY_KEY
     from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
     group = typer.main.get_command(cli)
