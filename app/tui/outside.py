@@ -56,6 +56,14 @@ def _cut(text: str, limit: int | None) -> str:
     return text
 
 
+def markup_literal(text: str) -> str:
+    """``text`` for an API that reads markup and takes no ``Content`` (the command palette's
+    help lines): every ``[`` escaped, so no tag can form, not even half of one that a cut
+    (``one_line``) left unclosed, which ``textual.markup.escape`` lets through and the markup
+    parser then rejects with an exception."""
+    return text.replace("[", "\\[")
+
+
 def line(text: str, style: str = "", limit: int | None = LINE) -> Content:
     """One line of outside text as ``Content`` (never markup), styled ``style``."""
     return Content(one_line(text, limit)).stylize(style)

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable
 
 from textual.app import SystemCommand
 from textual.binding import Binding
-from textual.markup import escape
 
 from .. import slash
 from . import outside
@@ -76,12 +75,13 @@ def help_sections(app_bindings: list[Binding], key_for: Callable[[Binding], str]
 
 def action_commands(app_bindings: list[Binding], bound_key: Callable[[Binding], str], config_path: object,
                     run_action: Callable[[str], object]) -> Iterable[SystemCommand]:
-    """One palette entry per action. The palette reads help lines as markup: escaped."""
+    """One palette entry per action. The palette reads help lines as markup: every bracket is
+    escaped (``outside.markup_literal``)."""
     for same in by_action(app_bindings):
         first, action = same[0], same[0].action
         keys = " / ".join(bound_key(b) for b in same)
-        yield SystemCommand(first.description, escape(f"{first.tooltip or first.description} ({keys})"),
+        yield SystemCommand(first.description, outside.markup_literal(f"{first.tooltip or first.description} ({keys})"),
                             lambda action=action: run_action(action))
     for title, help_text, action in PALETTE_ONLY:
-        yield SystemCommand(title, escape(outside.one_line(help_text.format(config=config_path))),
+        yield SystemCommand(title, outside.markup_literal(outside.one_line(help_text.format(config=config_path))),
                             lambda action=action: run_action(action))

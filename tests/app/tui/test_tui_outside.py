@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from rich.segment import Segment
 
 from fakes import INFO, RecordingBackend, settle
@@ -599,3 +600,24 @@ def test_the_helpers_sanitise_bound_and_never_read_markup():
     assert outside.block("a\nb").plain == "a\nb" and len(outside.block("y" * 10_000).plain) == outside.BLOCK
     cell = outside.cell(markup)
     assert cell.plain == markup and not cell.spans
+
+
+@pytest.mark.parametrize("pad", range(0, 40, 3))
+def test_a_palette_help_line_cut_inside_a_hostile_tag_is_shown_as_text(pad):
+    """The palette reads its help lines as markup. A config path holding brackets, cut to one
+    line mid-tag (``[@click=app.…``), once made the palette's worker raise a MarkupError:
+    ``textual.markup.escape`` leaves an unclosed tag as it is, which the parser then rejects."""
+    from textual.content import Content
+
+    from vibechat.app.tui import outside
+    from vibechat.app.tui.palette import action_commands
+
+    config = Path("/x" * pad) / HOSTILE_DIR / ("[@click=app.quit]q[bold]" * 20) / "config.toml"
+    helps = [command.help for command in action_commands([], str, config, lambda action: None)]
+    assert helps
+    for help_markup in helps:
+        content = Content.from_markup(help_markup)  # raised MarkupError before
+        assert not content.spans
+        assert content.plain == help_markup.replace("\\[", "[")
+    shown = [Content.from_markup(h).plain for h in helps]
+    assert any(outside.ELLIPSIS in line and "[@click=app." in line for line in shown)
