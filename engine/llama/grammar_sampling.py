@@ -32,20 +32,30 @@ from __future__ import annotations
 import ctypes
 import logging
 import math
-from typing import Any, Protocol
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol
 
 import llama_cpp as ll
-import numpy as np
 
 from ..errors import GenerationError
+
+if TYPE_CHECKING:  # numpy (0.1 s to import) only when a grammar samples: not on every engine start
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
 # Samplers whose accept changes nothing: llama_sampler_sample may accept a rejected token.
 _STATELESS = frozenset({b"greedy", b"dist", b"top-k", b"top-p", b"min-p", b"temp", b"typical"})
 
-TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
-assert TOKEN_DATA.itemsize == ctypes.sizeof(ll.llama_token_data)
+
+@cache
+def token_data() -> np.dtype[Any]:
+    """llama_token_data as a numpy record."""
+    import numpy as np
+
+    dtype = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
+    assert dtype.itemsize == ctypes.sizeof(ll.llama_token_data)
+    return dtype
 
 
 class Sampler(Protocol):
@@ -97,7 +107,7 @@ class GrammarSampler:
         self._one: Any = ll.llama_token_data()
         self._one_array: Any = ll.llama_token_data_array(data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False)
         self._buf: np.ndarray | None = None  # the vocabulary's candidates: allocated once, on first use
-        self._ids = np.empty(0, dtype=np.int32)
+        self._ids: np.ndarray | None = None
         self._array: Any = ll.llama_token_data_array()
 
     # ------------------------------------------------------------ per token
@@ -145,9 +155,11 @@ class GrammarSampler:
     def _apply(self, logits: np.ndarray, *, grammar: bool) -> int:
         """Fill the candidates from ``logits`` (the whole vocabulary), apply the grammar (if
         asked) then the chain, and return the token the chain selects, accepted into neither."""
+        import numpy as np
+
         n = self.n_vocab
         if self._buf is None:
-            self._buf = np.empty(n, dtype=TOKEN_DATA)
+            self._buf = np.empty(n, dtype=token_data())
             self._ids = np.arange(n, dtype=np.int32)
         buf = self._buf
         buf["id"] = self._ids  # every time: the chain sorts the candidates in place
@@ -174,6 +186,8 @@ class GrammarSampler:
 
 
 def _logits_row(ctx: Any, idx: int, n_vocab: int) -> np.ndarray:
+    import numpy as np
+
     ptr = ll.llama_get_logits_ith(ctx, idx)
     if not ptr:
         raise GenerationError(f"llama.cpp returned no logits for output {idx}; start a new conversation.")

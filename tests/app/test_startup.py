@@ -140,6 +140,9 @@ def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progres
         assert progress[-1] == pytest.approx(1.0) and progress == sorted(progress)
         assert len(progress) <= 101, len(progress)  # 237 before
         assert levels and min(levels) >= logging.INFO, levels.count(logging.DEBUG)  # 1,318 DEBUG before
+        maps = Path(f"/proc/{backend.pid}/maps")
+        if maps.exists():  # Linux: the shared libraries the process has loaded
+            assert "numpy" not in maps.read_text()
         hello = [ChatMessage("user", "List three colours.")]
         _, done = collect(backend, hello, SamplingParams(temperature=0, max_tokens=12))
         assert done.text.strip()
@@ -147,6 +150,8 @@ def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progres
                                 output_format=OutputFormat("grammar", 'root ::= [0-9] [0-9] [0-9]', "digits.gbnf"))
         _, done = collect(backend, hello, digits)
         assert done.text.isdigit() and len(done.text) == 3, done.text
+        if maps.exists():
+            assert "numpy" in maps.read_text()  # imported for the grammar, on first use
     finally:
         backend.close()
 
