@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 from typing import TypeVar
 from urllib.parse import urlparse
@@ -36,27 +35,10 @@ from . import outside, reply_fold
 from .clipboard import copied_notice
 from .confirm import ConfirmScreen
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
+from .markdown_text import code_blocks, http_links
 from .one_layout import SizedByLayout, StableGutterScroll
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
-
-
-def code_blocks(markdown: str) -> list[str]:
-    """Fenced code blocks in ``markdown``, in order (an unclosed last one included)."""
-    blocks: list[str] = []
-    current: list[str] | None = None
-    for line in markdown.splitlines(keepends=True):
-        if line.lstrip().startswith(("```", "~~~")):
-            if current is None:
-                current = []
-            else:
-                blocks.append("".join(current))
-                current = None
-        elif current is not None:
-            current.append(line)
-    if current is not None:
-        blocks.append("".join(current))
-    return blocks
 
 
 class MessageText(SizedByLayout, Static):
@@ -439,19 +421,6 @@ class AssistantMessage(ChatMessageWidget):
         href = links[self._link_index % len(links)]
         self._link_index += 1
         self.post_message(self.LinkRequested(href))
-
-
-_LINK = re.compile(r"\]\((\S+?)\)|<(https?://[^>\s]+)>|(https?://[^\s)\]>\"']+)")
-
-
-def http_links(markdown: str) -> list[str]:
-    """Every link target in ``markdown`` (Markdown links and bare URLs), in order, once."""
-    seen: list[str] = []
-    for match in _LINK.finditer(markdown):
-        href = next(g for g in match.groups() if g).rstrip(".,;:!?")
-        if href not in seen:
-            seen.append(href)
-    return seen
 
 
 class EarlierMessages(Static, can_focus=True):

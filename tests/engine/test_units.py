@@ -7,7 +7,7 @@ import os
 import pytest
 
 from vibechat.app import slash
-from vibechat.app.tui.chat_view import code_blocks, http_links
+from vibechat.app.tui.markdown_text import code_blocks, http_links
 from vibechat.app.tui.reply_stream import DeltaBuffer
 from vibechat.app.tui.pacing import BUSY_BUDGET, DEBT_INTERVALS, FREE_BUDGET, HOLD_S, FrameHold, RenderPacer, ui_budget
 from vibechat.engine import system
