@@ -5,6 +5,8 @@
     python3 dev.py test [PYTEST ARGS...]   # set up with test extras, then run the whole suite (CI's command)
     python3 dev.py test --quick [PYTEST ARGS...]   # the inner loop: every test but the real model's
 
+Tests run on one pytest-xdist worker per core (two at least); ``-n 0`` runs them in one process.
+
 Set-up is idempotent: the virtualenv lives in .venv and is only reinstalled when
 pyproject.toml changes. pip's wheel cache keeps the compiled llama-cpp-python, so
 only the first set-up on a machine pays for that build. Pass CMAKE_ARGS (for
@@ -71,13 +73,25 @@ def ensure_venv(extras: str) -> None:
     stamp.write_text(f"{digest} {extras}")
 
 
+def workers() -> int:
+    """pytest-xdist workers for ``dev.py test``: one per core, two at least. The suite spends
+    much of its time waiting (on ``vibechat`` processes, an engine process, a server), so even
+    two cores run two workers well; tests/conftest.py shares the cores out among the real
+    model's threads (``worker_threads``)."""
+    return max(2, os.cpu_count() or 1)
+
+
 def pytest_args(args: list[str]) -> list[str]:
-    """pytest's arguments for ``dev.py test ARGS``: ARGS as given, but ``--quick`` (the inner
-    loop) becomes ``-m "not model"``, which leaves out every test of the real starter model
-    (tests/conftest.py marks each test built on it), so the starter is never assembled."""
-    if "--quick" not in args:
-        return list(args)
-    return ["-m", "not model", *(arg for arg in args if arg != "--quick")]
+    """pytest's arguments for ``dev.py test ARGS``: ARGS as given, run on ``workers()``
+    pytest-xdist workers unless ARGS say how (``-n 0``: in this process, ``-n 4``); ``--quick``
+    (the inner loop) becomes ``-m "not model"``, which leaves out every test of the real
+    starter model (tests/conftest.py marks each test built on it), so the starter is never
+    assembled."""
+    quick = "--quick" in args
+    rest = [arg for arg in args if arg != "--quick"]
+    told = any(arg.startswith(("-n", "--numprocesses")) for arg in rest)
+    parallel = [] if told else ["-n", str(workers())]
+    return [*(["-m", "not model"] if quick else []), *parallel, *rest]
 
 
 def main(argv: list[str]) -> int:

@@ -177,25 +177,59 @@ def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.F
         # off: engine/llama/repack.py), named here so that it is exercised on any machine; the tests of
         # "auto" itself unset it. (Other tests see no VIBECHAT_* variable: the config's defaults.)
         monkeypatch.setenv("VIBECHAT_REPACK", "off")
+        if worker_threads():
+            monkeypatch.setenv("VIBECHAT_THREADS", str(worker_threads()))
     return dirs
+
+
+def worker_threads() -> int | None:
+    """llama.cpp's threads for a real-model test when pytest-xdist runs the suite on several
+    workers: the cores shared out between them (None: one worker, the engine's default). Two
+    workers each spinning two threads on two cores would wait on each other at every step."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers <= 1:
+        return None
+    return max(1, (os.cpu_count() or 1) // workers)
 
 
 @pytest.fixture(scope="session")
 def starter_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache dir holding the assembled starter model (assembled once per session)."""
-    cache = tmp_path_factory.mktemp("starter-cache")
-    old = os.environ.get("VIBECHAT_CACHE_DIR")
-    os.environ["VIBECHAT_CACHE_DIR"] = str(cache)
-    try:
-        from vibechat.engine.models.starter import starter_model_path
+    """A cache dir holding the assembled starter model, assembled once per run: under
+    pytest-xdist (``dev.py test`` runs the suite on every core) the workers share one copy,
+    assembled by the first worker that needs it while the others wait on a lock."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = root / "starter-cache"
+    with _exclusive(root / "starter-cache.lock"):
+        done = cache / ".assembled"
+        if not done.exists():
+            cache.mkdir(exist_ok=True)
+            old = os.environ.get("VIBECHAT_CACHE_DIR")
+            os.environ["VIBECHAT_CACHE_DIR"] = str(cache)
+            try:
+                from vibechat.engine.models.starter import starter_model_path
 
-        starter_model_path()
-    finally:
-        if old is None:
-            os.environ.pop("VIBECHAT_CACHE_DIR", None)
-        else:
-            os.environ["VIBECHAT_CACHE_DIR"] = old
+                starter_model_path()
+            finally:
+                if old is None:
+                    os.environ.pop("VIBECHAT_CACHE_DIR", None)
+                else:
+                    os.environ["VIBECHAT_CACHE_DIR"] = old
+            done.touch()
     return cache
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path):
+    """An exclusive lock on ``path`` between this run's worker processes."""
+    import fcntl
+
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
@@ -230,7 +264,7 @@ def loaded_starter(starter_path: Path, **changes):
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
     backend = LlamaCppBackend(LlamaCppOptions(**{"model_path": starter_path, "context_size": 4096,
-                                                 "repack": "off", **changes}))
+                                                 "repack": "off", "threads": worker_threads(), **changes}))
     backend.load()
     try:
         yield backend

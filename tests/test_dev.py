@@ -21,15 +21,21 @@ def load_dev():
 
 def test_quick_leaves_out_the_real_model_and_passes_the_rest_to_pytest():
     dev = load_dev()
-    assert dev.pytest_args(["--quick"]) == ["-m", "not model"]
-    assert dev.pytest_args(["--quick", "-k", "cli", "-x"]) == ["-m", "not model", "-k", "cli", "-x"]
-    assert dev.pytest_args(["-x", "--quick"]) == ["-m", "not model", "-x"]
+    n = ["-n", str(dev.workers())]
+    assert dev.pytest_args(["--quick"]) == ["-m", "not model", *n]
+    assert dev.pytest_args(["--quick", "-k", "cli", "-x"]) == ["-m", "not model", *n, "-k", "cli", "-x"]
+    assert dev.pytest_args(["-x", "--quick"]) == ["-m", "not model", *n, "-x"]
 
 
-def test_without_quick_the_arguments_go_to_pytest_unchanged():
+def test_without_quick_the_arguments_go_to_pytest_on_a_worker_per_core():
     dev = load_dev()
-    assert dev.pytest_args([]) == []  # the whole suite: CI's command
-    assert dev.pytest_args(["-k", "cli", "tests/engine/chat/test_batch.py"]) == ["-k", "cli", "tests/engine/chat/test_batch.py"]
+    n = ["-n", str(dev.workers())]
+    assert dev.workers() >= 2  # the suite mostly waits: two workers even on one core
+    assert dev.pytest_args([]) == n  # the whole suite: CI's command
+    assert dev.pytest_args(["-k", "cli", "tests/engine/chat/test_batch.py"]) == [*n, "-k", "cli", "tests/engine/chat/test_batch.py"]
+    # saying how many workers (or none: -n 0, one process) is the caller's choice
+    for given in (["-n", "0"], ["-n4", "-x"], ["--numprocesses=3"], ["-x", "-n", "auto"]):
+        assert dev.pytest_args(given) == given
 
 
 def test_every_collected_test_on_the_real_model_is_marked_model(request: pytest.FixtureRequest):

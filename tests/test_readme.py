@@ -92,7 +92,8 @@ def run_dev_quick(command: str, env: dict[str, str], request: pytest.FixtureRequ
     """The inner loop: every test but the real model's (tests/test_dev.py checks the marking)."""
     from test_dev import load_dev
 
-    assert load_dev().pytest_args(command.split()[3:]) == ["-m", "not model"]
+    dev = load_dev()
+    assert dev.pytest_args(command.split()[3:]) == ["-m", "not model", "-n", str(dev.workers())]
 
 
 def run_activate(command: str, env: dict[str, str], request: pytest.FixtureRequest) -> None:
