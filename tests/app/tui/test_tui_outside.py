@@ -16,7 +16,7 @@ from rich.segment import Segment
 from fakes import INFO, RecordingBackend, settle
 from ggufgen import gguf_bytes
 from openai_stub import StubServer
-from helpers import notifications, was_notified
+from helpers import notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.downloader import DownloadScreen
@@ -61,6 +61,14 @@ class Rendered:
                 assert "@click" not in (style.meta or {}), f"{seg.text!r} runs {style.meta['@click']!r}"
         for text in shown:
             assert any(text in line for line in self.lines), f"{text!r} not shown:\n{self.text}"
+
+
+async def shown(pilot, app, *texts: str) -> None:
+    """Wait until each of ``texts`` is on the screen (a worker's result drawn, a palette's
+    list gathered: later on a busy CPU), then ``Rendered.check`` the screen."""
+    await wait_for(pilot, lambda: all(any(t in line for line in Rendered(app).lines) for t in texts),
+                   f"{texts!r} on the screen")
+    Rendered(app).check(*texts)
 
 
 async def pause(pilot, times: int = 3) -> None:
@@ -491,8 +499,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         Rendered(app).check("[link=https://evil.example]x[/link] [/crash]")
         await pilot.press("enter")  # the repo's files
         await downloader.workers.wait_for_complete()
-        await pause(pilot)
-        Rendered(app).check("evil/evil-Q4_K_M.gguf", "[@click=app.quit]q[/]")
+        await shown(pilot, app, "evil/evil-Q4_K_M.gguf", "[@click=app.quit]q[/]")
         await pilot.press("enter")  # download it: it fails
         await app.workers.wait_for_complete()
         await pause(pilot)
@@ -506,8 +513,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         await pilot.press("ctrl+p")
         palette = await screen_is(pilot, CommandPalette)
         palette.query_one("Input").value = "Save parameters"
-        await pause(pilot, 10)
-        Rendered(app).check(DIR_SHOWN)
+        await shown(pilot, app, DIR_SHOWN)
         await pilot.press("escape")
         await pause(pilot)
 
