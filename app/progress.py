@@ -9,13 +9,12 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from vibechat.engine.models.download import Progress
-
-if TYPE_CHECKING:  # Rich is imported only when a bar is shown
+if TYPE_CHECKING:  # Rich is imported only when a bar is shown; the downloader when it runs
     from types import TracebackType
 
     from rich.progress import Progress as RichProgress, TaskID
 
+    from vibechat.engine.models.download import Progress
     from vibechat.engine.models.local_model import LocalModel
 
 

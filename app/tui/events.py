@@ -9,13 +9,16 @@ those of a reply it has left (a new chat, an edit). Widgets' own messages
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from vibechat.engine.turns.backend import ChatEvent, ModelInfo
-from vibechat.engine.models.download import Progress
 from vibechat.engine.chat.records import ConversationSummary, StoredConversation
 from vibechat.engine.models.local_model import LocalModel
+
+if TYPE_CHECKING:  # the downloader's module (and the Hub client) load when a download starts
+    from vibechat.engine.models.download import Progress
 
 # ----------------------------------------------------------------- the model
 

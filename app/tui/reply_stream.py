@@ -22,10 +22,10 @@ from collections.abc import Callable
 from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.sanitize import Sanitizer, sanitize
 
+from .chat_state import LiveReply
 from .chat_view import AssistantMessage
 from .gc_policy import allow_full_collections, defer_full_collections
 from .pacing import RenderPacer
-from .status_bar import LiveReply
 from .thinking_block import ThinkingBlock
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per render, at least...

@@ -177,6 +177,8 @@ SCREENS_PROBE = textwrap.dedent("""
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: app.model_ready, "the model is ready")
             print("at start:", imported())
+            print("hub at start:", [name for name in ("vibechat.engine.models.download", "vibechat.engine.models.hub")
+                                    if name in sys.modules])
             for open_it, screen in ((app.models.open_downloads, "DownloadScreen"),
                                     (app.models.open_picker, "ModelPicker"),
                                     (app.action_help, "HelpScreen"),
@@ -197,12 +199,13 @@ SCREENS_PROBE = textwrap.dedent("""
 def test_the_dialogs_are_imported_when_first_opened_not_before_the_first_frame():
     """The download and model-picker screens (their data tables, progress bar, path completion),
     the history dialogs and the help are imported when first opened, not before the chat's
-    first frame; their controllers still answer the messages they send (the downloader's
+    first frame, nor the downloader's engine module and the Hub client; their controllers still answer the messages they send (the downloader's
     ``Start`` and ``Cancel``, defined apart in screen_messages.py)."""
     tests = str(Path(__file__).resolve().parents[1])
     done = subprocess.run([sys.executable, "-c", SCREENS_PROBE, tests], capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "at start: []" in done.stdout, done.stdout
+    assert "hub at start: []" in done.stdout, done.stdout  # nor the downloader's engine module
     assert "opened: ['downloader', 'model_picker', 'history_screens', 'help_screen']" in done.stdout
     assert "routed: True True" in done.stdout
