@@ -81,6 +81,13 @@ def workers() -> int:
     return max(2, os.cpu_count() or 1)
 
 
+def parallel_args() -> list[str]:
+    """pytest-xdist's arguments: ``workers()`` workers, each test file whole on one of them
+    (``loadfile``), so a file's tests run in their order and share its module fixtures (a
+    loaded model) as in one process."""
+    return ["-n", str(workers()), "--dist", "loadfile"]
+
+
 def pytest_args(args: list[str]) -> list[str]:
     """pytest's arguments for ``dev.py test ARGS``: ARGS as given, run on ``workers()``
     pytest-xdist workers unless ARGS say how (``-n 0``: in this process, ``-n 4``); ``--quick``
@@ -90,7 +97,7 @@ def pytest_args(args: list[str]) -> list[str]:
     quick = "--quick" in args
     rest = [arg for arg in args if arg != "--quick"]
     told = any(arg.startswith(("-n", "--numprocesses")) for arg in rest)
-    parallel = [] if told else ["-n", str(workers())]
+    parallel = [] if told else parallel_args()
     return [*(["-m", "not model"] if quick else []), *parallel, *rest]
 
 

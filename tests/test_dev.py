@@ -21,7 +21,7 @@ def load_dev():
 
 def test_quick_leaves_out_the_real_model_and_passes_the_rest_to_pytest():
     dev = load_dev()
-    n = ["-n", str(dev.workers())]
+    n = dev.parallel_args()
     assert dev.pytest_args(["--quick"]) == ["-m", "not model", *n]
     assert dev.pytest_args(["--quick", "-k", "cli", "-x"]) == ["-m", "not model", *n, "-k", "cli", "-x"]
     assert dev.pytest_args(["-x", "--quick"]) == ["-m", "not model", *n, "-x"]
@@ -29,7 +29,7 @@ def test_quick_leaves_out_the_real_model_and_passes_the_rest_to_pytest():
 
 def test_without_quick_the_arguments_go_to_pytest_on_a_worker_per_core():
     dev = load_dev()
-    n = ["-n", str(dev.workers())]
+    n = dev.parallel_args()
     assert dev.workers() >= 2  # the suite mostly waits: two workers even on one core
     assert dev.pytest_args([]) == n  # the whole suite: CI's command
     assert dev.pytest_args(["-k", "cli", "tests/engine/chat/test_batch.py"]) == [*n, "-k", "cli", "tests/engine/chat/test_batch.py"]

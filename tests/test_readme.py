@@ -93,7 +93,7 @@ def run_dev_quick(command: str, env: dict[str, str], request: pytest.FixtureRequ
     from test_dev import load_dev
 
     dev = load_dev()
-    assert dev.pytest_args(command.split()[3:]) == ["-m", "not model", "-n", str(dev.workers())]
+    assert dev.pytest_args(command.split()[3:]) == ["-m", "not model", *dev.parallel_args()]
 
 
 def run_activate(command: str, env: dict[str, str], request: pytest.FixtureRequest) -> None:

@@ -13,7 +13,7 @@ from vibechat.engine.turns.backend import ChatMessage, GenerationStats
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.llama.speculative import AdaptiveDraft
+from vibechat.engine.llama.speculative import AdaptiveDraft, make_policy
 
 CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8))
 REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
@@ -96,6 +96,11 @@ def test_drafting_reports_its_progress_while_the_reply_streams(auto, monkeypatch
     from vibechat.engine.turns.backend import DraftProgress, GenerationDone
 
     monkeypatch.setattr(llamacpp, "DRAFT_PROGRESS_S", 0.0)  # after every piece (else twice a second)
+    # The module's backend keeps what its policy measured from reply to reply: after other
+    # tests' replies (which ones depends on the order, and pytest-xdist's workers split a module)
+    # it may judge drafting hopeless on this machine and not probe at all. This test is about the
+    # progress reports: it starts from a fresh policy, as a newly loaded backend does.
+    monkeypatch.setattr(auto, "_policy", make_policy("auto", 8))
     auto.reset()
     events = list(auto.stream_chat(REWRITE, SamplingParams(temperature=0, max_tokens=60)))
     progress = [e for e in events if isinstance(e, DraftProgress)]
