@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from conftest import collect as collect_reply
 from openai_stub import StubServer, refused_url
 from vibechat.engine.remote import openai_backend, sse
 from vibechat.engine.turns.backend import Backend, ChatMessage, GenerationDone, TextDelta
@@ -39,13 +40,8 @@ def backend_for(stub: StubServer, model: str | None = "stub-small", **kw) -> Ope
 
 
 def collect(backend, messages=HELLO, params=SamplingParams(temperature=0)):
-    deltas, done = [], None
-    for event in backend.stream_chat(messages, params):
-        if isinstance(event, TextDelta):
-            deltas.append(event.text)
-        elif isinstance(event, GenerationDone):
-            done = event
-    return deltas, done
+    """conftest's ``collect``, with this file's usual request."""
+    return collect_reply(backend, messages, params)
 
 
 def test_urls_are_normalised_and_shown_without_credentials():

@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from conftest import collect
 from jsonschema_lite import errors as schema_errors
 from openai_stub import StubServer
 from test_cli_run import vibechat
@@ -42,13 +43,8 @@ ASK = [ChatMessage("user", "Describe a person as JSON.")]
 
 
 def run_reply(backend, params):
-    deltas, done = [], None
-    for event in backend.stream_chat(ASK, params):
-        if isinstance(event, TextDelta):
-            deltas.append(event.text)
-        elif isinstance(event, GenerationDone):
-            done = event
-    assert done is not None and "".join(deltas) == done.text
+    deltas, done = collect(backend, ASK, params)
+    assert "".join(deltas) == done.text
     return done
 
 
