@@ -108,12 +108,13 @@ def build(path: Path, conversations: int, messages: int, seed: int = 7) -> float
         last = stamp(c * messages + max(messages - 1, 0))
         convs.append((c + 1, title_from(texts[0]) if texts else "New conversation", "Bench 1B",
                       "/models/bench.gguf", None, params, first, last))
-        rows.extend((c + 1, "user" if t % 2 == 0 else "assistant", text, "complete",
-                     stamp(c * messages + t), stamp(c * messages + t)) for t, text in enumerate(texts))
+        ids = range(c * messages + 1, (c + 1) * messages + 1)  # each message follows the one before it
+        rows.extend((ids[t], c + 1, ids[t] - 1 if t else None, "user" if t % 2 == 0 else "assistant", text,
+                     "complete", stamp(c * messages + t), stamp(c * messages + t)) for t, text in enumerate(texts))
     conn.executemany("INSERT INTO conversations(id, title, model, model_path, system, params, created, updated) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", convs)
-    conn.executemany("INSERT INTO messages(conversation_id, role, content, status, created, updated) "
-                     "VALUES (?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany("INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

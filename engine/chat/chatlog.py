@@ -67,6 +67,9 @@ class ChatLog:
         self.title: str | None = None
         self.problem: str | None = None  # the first save that failed, for the UI to show
         self._rows: list[int] = []  # saved message ids, aligned with conversation.turns
+        # The saved branch on screen, first message to last, failed replies included: each
+        # row's parent is the one before it (``leaf`` is the last). A new message follows it.
+        self._path: list[tuple[int, str]] = []  # (message id, role)
         self.seen = 0  # the newest message id this log read or wrote: another writer's turns come after it
 
     # -------------------------------------------------------------- opening
@@ -88,10 +91,16 @@ class ChatLog:
             # history opened) is read again once done (take_in): ``seen`` stops before it.
             streaming = streaming or message.status == "streaming"
             chat.seen = chat.seen if streaming else message.id
+            chat._path.append((message.id, message.role))
             if message.in_context:
                 conversation.turns.append(ChatMessage(message.role, message.content))  # type: ignore[arg-type]
                 chat._rows.append(message.id)
         return chat
+
+    @property
+    def leaf(self) -> int | None:
+        """The last saved message of the branch on screen (None: nothing saved yet)."""
+        return self._path[-1][0] if self._path else None
 
     @property
     def saving(self) -> bool:
@@ -128,9 +137,11 @@ class ChatLog:
                 model_path=self.model_path, system=self.conversation.system, params=self.conversation.params,
                 source=self.source)
         if self.conversation_id is not None and self.history is not None:
-            row = self._save("save the prompt", self.history.add_message, self.conversation_id, "user", text)
+            row = self._save("save the prompt", self.history.add_message, self.conversation_id, "user", text,
+                             parent_id=self.leaf)
             if row is not None:
                 self._rows.append(row)
+                self._path.append((row, "user"))
                 self.seen = max(self.seen, row)
         return message
 
@@ -143,9 +154,10 @@ class ChatLog:
                        system=self.conversation.system, params=self.conversation.params,
                        model=self.model, model_path=self.model_path)
             row = self._save("save the reply", self.history.add_message, self.conversation_id,
-                             "assistant", "", "streaming")
+                             "assistant", "", "streaming", parent_id=self.leaf)
             if row is not None and self.history is not None:
                 writer = ReplyWriter(self.history, row)
+                self._path.append((row, "assistant"))
                 self.seen = max(self.seen, row)
         return Reply(writer)
 
@@ -184,23 +196,58 @@ class ChatLog:
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, "error", error=error)
 
-    def _truncate(self) -> None:
-        del self._rows[len(self.conversation.turns):]
-        if self.conversation_id is not None and self.history is not None:
-            last = next((r for r in reversed(self._rows) if r), None)
-            self._save("update the conversation", self.history.truncate_after, self.conversation_id, last)
+    def _cut_path(self, index: int) -> None:
+        """The branch on screen now ends before its ``index``-th saved message: the turns from
+        there on leave the conversation (not the history: a new message added now starts a
+        sibling branch, and the one cut stays saved, one switch away)."""
+        kept = {row for row, _role in self._path[:index]}
+        del self._path[index:]
+        keep = len(self._rows)
+        while keep and self._rows[keep - 1] not in kept:
+            keep -= 1
+        del self.conversation.turns[keep:], self._rows[keep:]
 
     def drop_last_reply(self) -> ChatMessage | None:
-        """To regenerate: the last reply (and any failed one after it) is forgotten."""
+        """To regenerate: the last reply (and a failed one after the prompt) leaves the
+        branch on screen; the new reply will be its sibling, and it stays saved."""
         dropped = self.conversation.drop_last_reply()
-        self._truncate()
+        if not self.saving or not self._path:
+            del self._rows[len(self.conversation.turns):]
+            return dropped
+        index = len(self._path)
+        while index and self._path[index - 1][1] == "assistant":
+            index -= 1
+        self._cut_path(index)
         return dropped
 
     def take_last_user(self) -> str | None:
-        """To edit and resend the last prompt: it and what follows are forgotten."""
+        """To edit and resend the last prompt: it and what follows leave the branch on screen;
+        the edited prompt will be its sibling, and it stays saved."""
+        users = [row for row, role in self._path if role == "user"]
+        if self.saving and users and users[-1] in self._rows:
+            return self.take_user(users[-1])
         text = self.conversation.take_last_user()
-        self._truncate()
+        del self._rows[len(self.conversation.turns):]
         return text
+
+    def take_user(self, message_id: int) -> str | None:
+        """To edit any earlier prompt (``message_id``, on the branch on screen): it and what
+        follows leave the branch on screen; the edited prompt will be its sibling. Returns
+        its text, or None when it is not on this branch."""
+        if message_id not in self._rows or (message_id, "user") not in self._path:
+            return None
+        text = self.conversation.turns[self._rows.index(message_id)].content
+        self._cut_path(self._path.index((message_id, "user")))
+        return text
+
+    def take_reply(self, message_id: int) -> bool:
+        """To regenerate an earlier reply (``message_id``, on the branch on screen): it and
+        what follows leave the branch on screen; the new reply will be its sibling. False
+        when it is not on this branch."""
+        if (message_id, "assistant") not in self._path:
+            return False
+        self._cut_path(self._path.index((message_id, "assistant")))
+        return True
 
     def save_settings(self) -> None:
         """Parameters or system prompt changed: remembered with the conversation."""
@@ -227,6 +274,7 @@ class ChatLog:
         self.conversation_id = None
         self.title = None
         self._rows = []
+        self._path = []
         self.seen = 0
 
     def take_in(self, messages: list[StoredMessage]) -> list[StoredMessage]:
@@ -241,13 +289,18 @@ class ChatLog:
                 break  # its turn is not over: it and what follows are read again next time
             self.seen = max(self.seen, message.id)
             turn = ChatMessage(message.role, message.content)  # type: ignore[arg-type]
-            if message.id in self._rows:  # read when it was still being written: now as it ended
+            on_branch = (message.id, message.role) in self._path
+            if on_branch and message.id in self._rows:  # read when it was still being written: now as it ended
                 index = self._rows.index(message.id)
                 if message.in_context:
                     self.conversation.turns[index] = turn
                 else:
                     del self.conversation.turns[index], self._rows[index]
                 continue
+            if not on_branch:
+                if message.parent_id != self.leaf:  # another branch's (an edit elsewhere): one switch away
+                    continue
+                self._path.append((message.id, message.role))
             taken.append(message)
             if message.in_context:
                 self.conversation.turns.append(turn)

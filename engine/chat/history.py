@@ -45,9 +45,23 @@ from .records import (
     StoredMessage,
     fts_query,
     json_object,
+    newest_leaf,
     now,
     params_from,
+    path_to,
 )
+
+
+class Latest:
+    """``add_message``'s default parent: the last message of the branch on screen."""
+
+
+LATEST = Latest()
+
+
+def _message(m: Any) -> StoredMessage:
+    return StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
+                         json_object(m["params"]), json_object(m["stats"]), m["thinking"] or "", m["parent_id"])
 
 
 class History(HistoryDatabase):
@@ -92,30 +106,70 @@ class History(HistoryDatabase):
         found = self.conversations(limit=1)
         return found[0] if found else None
 
-    def get(self, conversation_id: int) -> StoredConversation:
+    def get(self, conversation_id: int, *, leaf: int | None = None, through: int | None = None) -> StoredConversation:
+        """The conversation with every message (``tree``) and one branch (``messages``): the
+        one ending at ``leaf``, else the newest branch through ``through`` (a search hit's
+        message, a sibling switched to), else the one last on screen."""
         rows = self._read("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
         if not rows:
             raise ConversationNotFound(
                 f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
         r = rows[0]
         summary = ConversationSummary(r["id"], r["title"], r["model"], r["created"], r["updated"], r["source"])
-        messages = [
-            StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
-                          json_object(m["params"]), json_object(m["stats"]), m["thinking"] or "")
-            for m in self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,))
-        ]
-        return StoredConversation(summary, r["model_path"], r["system"], params_from(r["params"]), messages)
+        tree = [_message(m) for m in self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id",
+                                                (conversation_id,))]
+        if leaf is None:
+            known = {m.id for m in tree}
+            leaf = newest_leaf(tree, through) if through in known else r["leaf_id"]
+        return StoredConversation(summary, r["model_path"], r["system"], params_from(r["params"]),
+                                  path_to(tree, leaf), tree)
 
     def messages_after(self, conversation_id: int, message_id: int) -> list[StoredMessage]:
         """The conversation's messages saved after ``message_id`` (another process's turns,
-        added since this one last read or wrote it), oldest first. Empty when there are
-        none, or the conversation is gone."""
-        return [
-            StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
-                          json_object(m["params"]), json_object(m["stats"]), m["thinking"] or "")
-            for m in self._read("SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id",
-                                (conversation_id, message_id))
-        ]
+        added since this one last read or wrote it), oldest first, on every branch. Empty
+        when there are none, or the conversation is gone."""
+        return [_message(m) for m in self._read("SELECT * FROM messages WHERE conversation_id = ? AND id > ? "
+                                                "ORDER BY id", (conversation_id, message_id))]
+
+    def siblings(self, message_id: int) -> list[int]:
+        """The messages with the same parent as ``message_id`` (it included; the other
+        replies to its prompt, the other versions of its prompt), oldest first."""
+        rows = self._read("SELECT s.id FROM messages m JOIN messages s ON s.conversation_id = m.conversation_id "
+                          "AND s.parent_id IS m.parent_id WHERE m.id = ? ORDER BY s.id", (message_id,))
+        return [r["id"] for r in rows]
+
+    def branch(self, message_id: int) -> tuple[int, int]:
+        """Where ``message_id`` stands among its siblings: (1-based position, how many)."""
+        siblings = self.siblings(message_id)
+        return (siblings.index(message_id) + 1, len(siblings)) if message_id in siblings else (1, 1)
+
+    def set_leaf(self, conversation_id: int, message_id: int) -> None:
+        """The branch on screen ends at ``message_id`` (a sibling switched to, a search hit
+        opened): the conversation opens on it and continues from it. Not activity."""
+        self._update_conversation(conversation_id, "leaf_id = ?", (message_id,), touch=False)
+
+    def fork(self, conversation_id: int, leaf: int) -> int:
+        """A new conversation holding a copy of the branch that ends at ``leaf`` (one
+        branch: the other ones stay in the original), with the original's settings."""
+        stored = self.get(conversation_id, leaf=leaf)
+        stamp = now()
+        with self._write() as c:
+            cur = c.execute(
+                "INSERT INTO conversations(title, model, model_path, system, params, created, updated, source) "
+                "SELECT ?, model, model_path, system, params, ?, ?, 'chat' FROM conversations WHERE id = ?",
+                (f"{stored.title} (fork)", stamp, stamp, conversation_id))
+            new_id = cur.lastrowid
+            assert new_id is not None
+            parent: int | None = None
+            for m in stored.messages:
+                parent = c.execute(
+                    "INSERT INTO messages(conversation_id, parent_id, role, content, status, error, params, stats, "
+                    "thinking, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (new_id, parent, m.role, m.content, "interrupted" if m.status == "streaming" else m.status,
+                     m.error, json.dumps(m.params) if m.params else None,
+                     json.dumps(m.stats) if m.stats else None, m.thinking, m.created, stamp)).lastrowid
+            c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (parent, new_id))
+            return new_id
 
     def writer_lock(self, conversation_id: int) -> ConversationLock:
         """The lock whoever adds a turn to the conversation holds, from reading it to saving
@@ -173,16 +227,23 @@ class History(HistoryDatabase):
 
     # ---------------------------------------------------------------- messages
     def add_message(self, conversation_id: int, role: str, content: str, status: str = "complete", *,
-                    params: SamplingParams | None = None) -> int:
+                    params: SamplingParams | None = None, parent_id: int | None | Latest = LATEST) -> int:
+        """A message after ``parent_id`` (None: a first message; by default the branch on
+        screen's last): the branch on screen now ends with it."""
         stamp = now()
         with self._write() as c:
+            if isinstance(parent_id, Latest):
+                row = c.execute("SELECT COALESCE(leaf_id, (SELECT MAX(id) FROM messages WHERE conversation_id = ?1)) "
+                                "FROM conversations WHERE id = ?1", (conversation_id,)).fetchone()
+                parent_id = row[0] if row else None
             cur = c.execute(
-                "INSERT INTO messages(conversation_id, role, content, status, writer_pid, params, created, updated) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, status, os.getpid() if status == "streaming" else None,
+                "INSERT INTO messages(conversation_id, parent_id, role, content, status, writer_pid, params, "
+                "created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, parent_id, role, content, status, os.getpid() if status == "streaming" else None,
                  json.dumps(params.to_dict()) if params else None, stamp, stamp))
-            c.execute("UPDATE conversations SET updated = ? WHERE id = ?", (stamp, conversation_id))
             assert cur.lastrowid is not None
+            c.execute("UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
+                      (stamp, cur.lastrowid, conversation_id))
             return cur.lastrowid
 
     def update_message(self, message_id: int, content: str, status: str | None = None, *,
@@ -208,13 +269,6 @@ class History(HistoryDatabase):
             c.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*args, message_id))
             c.execute("UPDATE conversations SET updated = ? WHERE id = "
                       "(SELECT conversation_id FROM messages WHERE id = ?)", (args[1], message_id))
-
-    def truncate_after(self, conversation_id: int, message_id: int | None) -> int:
-        """Delete the conversation's messages after ``message_id`` (all of them for None):
-        what regenerating or editing the last prompt throws away."""
-        with self._write() as c:
-            return c.execute("DELETE FROM messages WHERE conversation_id = ? AND id > ?",
-                             (conversation_id, message_id or 0)).rowcount
 
     # ----------------------------------------------------------------- search
     def search(self, text: str, limit: int = 50) -> list[SearchHit]:

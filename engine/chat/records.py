@@ -69,6 +69,7 @@ class StoredMessage:
     params: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
     thinking: str = ""  # a reasoning model's thinking (never sent back to the model)
+    parent_id: int | None = None  # the message it follows (None: the conversation's first)
 
     @property
     def in_context(self) -> bool:
@@ -77,8 +78,8 @@ class StoredMessage:
         return self.role == "user" or (self.status != "error" and bool(self.content))
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": self.id, "role": self.role, "content": self.content,
-                                "status": self.status, "created": self.created}
+        data: dict[str, Any] = {"id": self.id, "parent_id": self.parent_id, "role": self.role,
+                                "content": self.content, "status": self.status, "created": self.created}
         if self.error:
             data["error"] = self.error
         if self.role == "assistant":
@@ -92,11 +93,16 @@ class StoredMessage:
 
 @dataclass(frozen=True)
 class StoredConversation:
+    """A saved conversation: ``messages`` is the branch on screen (its first message to
+    ``leaf_id``: what the model is sent, what continues, what Markdown exports), ``tree``
+    every message on every branch, oldest first (empty: ``messages`` is all there is)."""
+
     summary: ConversationSummary
     model_path: str | None
     system: str | None
     params: SamplingParams
     messages: list[StoredMessage] = field(default_factory=list)
+    tree: list[StoredMessage] = field(default_factory=list)
 
     @property
     def id(self) -> int:
@@ -106,9 +112,26 @@ class StoredConversation:
     def title(self) -> str:
         return self.summary.title
 
+    @property
+    def leaf_id(self) -> int | None:
+        return self.messages[-1].id if self.messages else None
+
+    def branch(self, message_id: int) -> tuple[int, int]:
+        """Where the message stands among its siblings (the messages with the same parent:
+        a regenerated reply, an edited prompt): (1-based position, how many), oldest first."""
+        message = next((m for m in self.tree if m.id == message_id), None)
+        if message is None:
+            return (1, 1)
+        siblings = [m.id for m in self.tree if m.parent_id == message.parent_id]
+        return (siblings.index(message_id) + 1, len(siblings))
+
     def to_dict(self) -> dict[str, Any]:
+        """The branch on screen as ``messages`` (as before the tree), and every message of
+        every branch as ``tree`` with its ``parent_id``."""
         return {**self.summary.to_dict(), "model_path": self.model_path, "system": self.system,
-                "params": self.params.to_dict(), "messages": [m.to_dict() for m in self.messages]}
+                "params": self.params.to_dict(), "leaf_id": self.leaf_id,
+                "messages": [m.to_dict() for m in self.messages],
+                "tree": [m.to_dict() for m in (self.tree or self.messages)]}
 
     def to_markdown(self) -> str:
         s = self.summary
@@ -144,6 +167,39 @@ class SearchHit:
     def to_dict(self) -> dict[str, Any]:
         return {"conversation_id": self.conversation_id, "message_id": self.message_id, "title": self.title,
                 "role": self.role, "snippet": self.snippet, "updated": self.updated}
+
+
+def path_to(tree: list[StoredMessage], leaf_id: int | None) -> list[StoredMessage]:
+    """The branch ending at ``leaf_id``: its first message to it, following the parents
+    (None or an id not in ``tree``: the branch of the newest message). Bounded by the
+    tree's size, whatever the rows say."""
+    by_id = {m.id: m for m in tree}
+    leaf = by_id.get(leaf_id) if leaf_id is not None else None
+    if leaf is None:
+        if not tree:
+            return []
+        leaf = max(tree, key=lambda m: m.id)
+    path, on_path = [leaf], {leaf.id}
+    while path[-1].parent_id is not None:
+        parent = by_id.get(path[-1].parent_id)
+        if parent is None or parent.id in on_path:  # a damaged row: the branch starts here
+            break
+        path.append(parent)
+        on_path.add(parent.id)
+    return path[::-1]
+
+
+def newest_leaf(tree: list[StoredMessage], message_id: int) -> int:
+    """The end of the branch through ``message_id`` that continues, at every fork, with the
+    newest child: where switching to a message, or opening at one, lands."""
+    children: dict[int, int] = {}
+    for m in tree:  # oldest first: the newest child of each wins
+        if m.parent_id is not None:
+            children[m.parent_id] = m.id
+    current, steps = message_id, 0
+    while current in children and steps <= len(tree):
+        current, steps = children[current], steps + 1
+    return current
 
 
 HIT_START, HIT_END = "\x02", "\x03"  # markers the UI turns into highlighting (never in saved text)

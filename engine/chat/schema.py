@@ -113,6 +113,18 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     """,
+    # 4: a message tree. Every message has a parent (the message it follows; NULL for a
+    # conversation's first), so a regenerated reply or an edited prompt is a sibling of the
+    # one it replaces instead of deleting it; a conversation remembers the last message of
+    # the branch on screen (``leaf_id``; NULL: its newest message). Every existing message
+    # gets the one before it as its parent: each conversation stays the same single branch.
+    """
+    ALTER TABLE messages ADD COLUMN parent_id INTEGER;
+    ALTER TABLE conversations ADD COLUMN leaf_id INTEGER;
+    UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
+                                     WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id);
+    CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id, id);
+    """,
 ]
 
 

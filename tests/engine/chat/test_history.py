@@ -121,29 +121,6 @@ def test_stopped_and_failed_replies_keep_their_status(history: History):
         ("user", "one"), ("assistant", "partial"), ("user", "two")]
 
 
-def test_regenerate_and_edit_forget_the_dropped_messages(history: History):
-    chat = ChatLog(Conversation(), history)
-    for prompt in ("first", "second"):
-        chat.add_user(prompt)
-        reply = chat.start_reply()
-        chat.finish_reply(reply, done(f"answer to {prompt}"))
-    chat.drop_last_reply()
-    assert [m.content for m in history.get(chat.conversation_id).messages] == ["first", "answer to first", "second"]
-    chat.finish_reply(chat.start_reply(), done("a better answer"))
-    assert chat.take_last_user() == "second"
-    assert [m.content for m in history.get(chat.conversation_id).messages] == ["first", "answer to first"]
-
-
-def test_a_failed_reply_is_replaced_by_its_retry(history: History):
-    chat = ChatLog(Conversation(), history)
-    chat.add_user("hi")
-    chat.fail_reply(chat.start_reply(), "boom")
-    chat.drop_last_reply()  # regenerate: no reply in context, but the failed row goes
-    chat.finish_reply(chat.start_reply(), done("hello"))
-    assert [(m.role, m.status) for m in history.get(chat.conversation_id).messages] == [
-        ("user", "complete"), ("assistant", "complete")]
-
-
 def test_opening_restores_parameters_and_system_prompt(history: History):
     chat = ChatLog(Conversation(system="You are terse."), history)
     chat.add_user("hello")

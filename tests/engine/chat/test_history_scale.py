@@ -29,14 +29,15 @@ def build(path: Path) -> list[int]:
         stamps = [f"2026-01-01T00:00:00.{c * MESSAGES + t:06d}Z" for t in range(MESSAGES)]
         conversations.append((c, f"Chat {c}: " + " ".join(rng.choices(WORDS, k=12)), "Fake 1B", stamps[0],
                               stamps[-1]))
-        messages += [(c, "user" if t % 2 == 0 else "assistant", " ".join(rng.choices(WORDS, k=60)), "complete",
-                      stamps[t], stamps[t]) for t in range(MESSAGES)]
+        first = (c - 1) * MESSAGES + 1  # each message follows the one before it: one branch
+        messages += [(first + t, c, first + t - 1 if t else None, "user" if t % 2 == 0 else "assistant",
+                      " ".join(rng.choices(WORDS, k=60)), "complete", stamps[t], stamps[t]) for t in range(MESSAGES)]
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO conversations(id, title, model, created, updated) VALUES (?, ?, ?, ?, ?)",
                      conversations)
-    conn.executemany("INSERT INTO messages(conversation_id, role, content, status, created, updated) "
-                     "VALUES (?, ?, ?, ?, ?, ?)", messages)
+    conn.executemany("INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", messages)
     conn.execute("COMMIT")
     conn.close()
     return list(range(CONVERSATIONS, 0, -1))
