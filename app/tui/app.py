@@ -302,6 +302,9 @@ class VibechatApp(OutsideTextApp):
     def action_export_conversation(self) -> None:
         self.chats.act_on_open("export")
 
+    def action_fork_conversation(self) -> None:
+        self.chats.fork()
+
     def action_save_params_default(self) -> None:
         text, saved = config_ui.save_params_default(self.config, self.conversation.params)
         self.notify(text, title="Config", severity="information" if saved else "error", timeout=4 if saved else 15)

@@ -17,9 +17,10 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True,
             tooltip="Start a new conversation (clears the view and the model's KV cache)"),
     Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", show=False, priority=True,
-            tooltip="Replace the last reply with a new one"),
-    Binding("ctrl+l", "edit_last", "Edit last", id="edit_last", show=False, priority=True,
-            tooltip="Take your last message back into the input, to change and resend it"),
+            tooltip="A new reply in place of the focused or last one (the old one stays: ← → on it switch)"),
+    Binding("ctrl+l", "edit_last", "Edit message", id="edit_last", show=False, priority=True,
+            tooltip="Take your focused or last message back into the input, to change and resend it (the "
+            "old one stays: ← → on it switch)"),
     Binding("ctrl+o", "copy_last", "Copy reply", id="copy_last", show=False, priority=True,
             tooltip="Copy the last reply to the clipboard (OSC 52: works over SSH)"),
     Binding("ctrl+t", "toggle_thinking", "Toggle thinking", id="toggle_thinking", show=False, priority=True,

@@ -37,6 +37,7 @@ from .confirm import ConfirmScreen
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .markdown_text import code_blocks, http_links
 from .one_layout import SizedByLayout, StableGutterScroll
+from .earlier_messages import EarlierMessages
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
 
@@ -100,6 +101,10 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     BINDINGS = [
         Binding("ctrl+c", "copy_message", "Copy message", id="message.copy", show=False),
         Binding("ctrl+k", "copy_code", "Copy code", id="message.copy_code", show=False),
+        # A message with siblings (a regenerated reply, an edited prompt: ‹ 2/3 › beside its
+        # label) switches to the previous or next one; the conversation below follows it.
+        Binding("left", "branch(-1)", "Previous version", id="message.previous_version", show=False),
+        Binding("right", "branch(1)", "Next version", id="message.next_version", show=False),
     ]
 
     class CopyRequested(Message):
@@ -108,18 +113,28 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             self.text = text
             self.what = what
 
+    class BranchRequested(Message):
+        """Show the message's previous (``step`` -1) or next (+1) sibling instead, and the
+        conversation that follows it."""
+
+        def __init__(self, message_id: int, step: int) -> None:
+            super().__init__()
+            self.message_id = message_id
+            self.step = step
+
     def __init__(self, role: str, text: str = "", *, label: str | None = None, status: str = "",
                  status_kind: str | None = None) -> None:
         super().__init__(classes=f"-{role}" + (f" -{status_kind}" if status_kind else ""))
         self.role = role
         self.text = text
         self.message_id: int | None = None  # its row in the history, when saved
+        self.branch: tuple[int, int] = (1, 1)  # its place among its siblings, and how many (set_branch)
         self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat"}[role]
         self._status = status
         self._blank_line: Strip | None = None  # a line of its own content (``render_line``)
 
     def compose(self) -> ComposeResult:
-        yield MessageText(Content(self._label), classes="message--role")
+        yield MessageText(self._label_content(), classes="message--role")
         yield from self.compose_body()
         yield MessageText(outside.block(self._status), classes="message--status")
 
@@ -145,11 +160,32 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
                 for node, binding, enabled, _tooltip in self.screen.active_bindings.values()
                 if node is self and enabled]
         if keys:
-            self.query_one(".message--role", Static).update(
-                Content.assemble(self._label, ("   " + " · ".join(keys), "not bold")))
+            self.query_one(".message--role", Static).update(self._label_content("   " + " · ".join(keys)))
 
     def on_blur(self) -> None:
-        self.query_one(".message--role", Static).update(Content(self._label))
+        self.query_one(".message--role", Static).update(self._label_content())
+
+    def _label_content(self, keys: str = "") -> Content:
+        """The label, ``‹ 2/3 ›`` when the message has siblings, and the focused message's keys."""
+        index, count = self.branch
+        return Content.assemble(self._label, (f"  ‹ {index}/{count} ›" if count > 1 else "", "not bold"),
+                                (keys, "not bold"))
+
+    def set_branch(self, index: int, count: int) -> None:
+        """Its place among its siblings (``index`` of ``count``, 1-based): shown as ``‹ 2/3 ›``."""
+        self.branch = (index, count)
+        if self.is_mounted:
+            self.query_one(".message--role", Static).update(self._label_content())
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "branch":  # only with siblings: else the arrows scroll the chat as ever
+            return self.branch[1] > 1 and self.message_id is not None
+        return True
+
+    def action_branch(self, step: int) -> None:
+        if self.message_id is not None:
+            self.post_message(self.BranchRequested(self.message_id, step))
 
     def set_status(self, text: str, kind: str | None = None) -> None:
         """The line under the message (``⚠ the server's error``): shown as text, sanitised."""
@@ -421,41 +457,6 @@ class AssistantMessage(ChatMessageWidget):
         href = links[self._link_index % len(links)]
         self._link_index += 1
         self.post_message(self.LinkRequested(href))
-
-
-class EarlierMessages(Static, can_focus=True):
-    """Stands in for the older messages of an opened conversation, which are mounted
-    only when asked for: a long conversation opens at once."""
-
-    DEFAULT_CSS = """
-    EarlierMessages {
-        margin: 0 1 1 1;
-        padding: 0 1;
-        color: $text-muted;
-        text-style: italic;
-    }
-    EarlierMessages:focus {
-        background: $boost;
-    }
-    """
-    BINDINGS = [Binding("enter", "show", "Show earlier messages", id="chat.show_earlier")]
-
-    class Requested(Message):
-        def __init__(self, stand_in: "EarlierMessages") -> None:
-            super().__init__()
-            self.stand_in = stand_in
-
-    def __init__(self, pending: list) -> None:
-        count = len(pending)
-        super().__init__(f"↑ {count} earlier message{'s' if count != 1 else ''} · Enter or click to show",
-                         markup=False)
-        self.pending = pending  # what it stands for (the app knows how to show them)
-
-    def on_click(self) -> None:
-        self.post_message(self.Requested(self))
-
-    def action_show(self) -> None:
-        self.post_message(self.Requested(self))
 
 
 W = TypeVar("W", bound=ChatMessageWidget)

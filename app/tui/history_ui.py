@@ -34,7 +34,8 @@ from vibechat.engine.settings.choices import COMPLETION
 from vibechat.engine.sanitize import sanitize
 
 from ..appconfig import chat_settings
-from .chat_view import AssistantMessage, ChatMessageWidget, EarlierMessages
+from .chat_view import AssistantMessage, ChatMessageWidget
+from .earlier_messages import EarlierMessages
 from .confirm import ConfirmScreen
 from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed
 from .host import ChatHost
@@ -63,11 +64,13 @@ class HistoryManager:
         self.host = host
         self._problem_shown: str | None = None
         self._titled: set[int] = set()  # conversations the model was asked to title
+        self.opened: StoredConversation | None = None  # the conversation last opened (its branches)
 
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
         return {HistoryListed: self.listed, ConversationLoaded: self.loaded, ConversationLoadFailed: self.load_failed,
                 CacheRebuilt: self.cache_rebuilt, EarlierMessages.Requested: self.show_earlier,
+                ChatMessageWidget.BranchRequested: self.switch_branch,
                 ConversationSidebar.Open: lambda message: self.open_conversation(message.conversation_id),
                 ConversationSidebar.Search: lambda _message: self.search(),
                 ConversationSidebar.Request: lambda message: self.act(message.what, message.summary.id,
@@ -299,9 +302,13 @@ class HistoryManager:
                              group="history-open", exit_on_error=False)
 
     def _read(self, conversation_id: int, jump_to: int | None) -> None:
+        """In a worker: the conversation, on the branch through ``jump_to`` (a search hit, a
+        sibling switched to) when given, which is then the branch it opens on next time too."""
         assert self.history is not None
         try:
-            stored = self.history.get(conversation_id)
+            stored = self.history.get(conversation_id, through=jump_to)
+            if jump_to is not None and stored.leaf_id is not None and not self.history.read_only:
+                self.history.set_leaf(conversation_id, stored.leaf_id)
         except VibechatError as exc:
             self.host.post_message(ConversationLoadFailed(str(exc)))
             return
@@ -319,6 +326,7 @@ class HistoryManager:
             if note:
                 host.notify(note, timeout=6)
         host.session.open(ChatLog.from_stored(stored, self.history))
+        self.opened = stored
         host.show_params(stored.params)
         # The newest messages (from the search match, when jumping to one) are mounted now;
         # older ones wait behind a stand-in until asked for.
@@ -362,8 +370,51 @@ class HistoryManager:
                 widget = AssistantMessage(sanitize(m.content), code_theme=theme, status=status, status_kind=kind,
                                           thinking=self.thinking_block(m))
             widget.message_id = m.id
+            if self.opened is not None:
+                widget.branch = self.opened.branch(m.id)
             widgets.append(widget)
         return widgets
+
+    # -------------------------------------------------------------- branches
+    def switch_branch(self, message: ChatMessageWidget.BranchRequested) -> None:
+        """A message's previous or next sibling (← / → on it) is shown instead, with the
+        conversation that follows it (its newest branch): the conversation reopens on it."""
+        host, chat = self.host, self.host.session.chat
+        if self.history is None or chat.conversation_id is None:
+            return
+        if host.state.generating:
+            host.notify("Still answering: press Esc to stop the reply, then switch versions.", severity="warning",
+                        timeout=4)
+            return
+        try:
+            siblings = self.history.siblings(message.message_id)
+        except VibechatError as exc:
+            host.notify(str(exc), severity="error")
+            return
+        if message.message_id not in siblings:
+            return
+        index = siblings.index(message.message_id) + message.step
+        if 0 <= index < len(siblings):
+            self.open_conversation(chat.conversation_id, jump_to=siblings[index])
+
+    def fork(self) -> None:
+        """The branch on screen, copied into a new conversation that opens (the palette's
+        "Fork this branch"); the original keeps every branch."""
+        host, chat = self.host, self.host.session.chat
+        if self.history is None or chat.conversation_id is None or chat.leaf is None:
+            host.notify("This conversation is not saved yet: send a message first.", severity="warning")
+            return
+        if host.state.generating:
+            host.notify("Still answering: press Esc to stop the reply, then fork.", severity="warning", timeout=4)
+            return
+        try:
+            new = self.history.fork(chat.conversation_id, chat.leaf)
+        except VibechatError as exc:
+            host.notify(str(exc), severity="error")
+            return
+        self.list_history()  # the fork joins the list
+        self.open_conversation(new)
+        host.notify("Forked: this branch goes on as a conversation of its own.", timeout=4)
 
     def thinking_block(self, m: StoredMessage) -> ThinkingBlock | None:
         """A reply's stored thinking, folded to "Thought" (its time is not stored; its token

@@ -31,6 +31,8 @@ PALETTE_ONLY = [
     ("Delete this conversation", "Delete the open conversation from the history (asks first)",
      "delete_conversation"),
     ("Export this conversation", "Write the open conversation to a Markdown or JSON file", "export_conversation"),
+    ("Fork this branch", "Copy the branch on screen into a new conversation and open it (the original keeps "
+     "every branch)", "fork_conversation"),
     ("Conversation list: chats, runs, prompt files or all", "Show the next of them in the conversation list "
      "(f in the list)", "filter_conversations"),
     ("Thinking expanded or folded", "New replies show their thinking expanded, or folded to one line (until "

@@ -138,8 +138,20 @@ class Replies:
         self._hold()  # from here until the reply's first words: no frame (see FrameHold)
         self.session.chat.add_user(text)  # saved before generation starts
         host.chats.changed()
-        await host.chat.add(ChatMessageWidget("user", text))
+        await host.chat.add(self._saved(ChatMessageWidget("user", text)))
         await self.start()
+
+    def _saved(self, widget: ChatMessageWidget) -> ChatMessageWidget:
+        """The message just saved (the branch's last): its id, and its place among its
+        siblings (an edited prompt, a regenerated reply: ‹ 2/2 ›)."""
+        chat = self.session.chat
+        widget.message_id = chat.leaf if chat.saving else None
+        if widget.message_id is not None and chat.history is not None:
+            try:
+                widget.branch = chat.history.branch(widget.message_id)
+            except VibechatError:  # only a label: the reply goes on
+                pass
+        return widget
 
     async def catch_up(self) -> bool:
         """Before a turn is added: turns another vibechat (``run --continue``) saved since join the
@@ -164,6 +176,7 @@ class Replies:
         if not self.state.model_ready:
             widget.set_status("waiting for the model to load…")
         turn = self.session.begin_reply()
+        self._saved(widget).set_branch(*widget.branch)
         model = self.session.info
         pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
         stream = ReplyStream(widget, turn.generation, pacer,
@@ -418,7 +431,14 @@ class Replies:
         host.refresh_bindings()
 
     async def regenerate(self) -> None:
-        """Replace the last reply (and a failed one after the prompt) with a new one."""
+        """A new reply in place of the focused reply, else the last one (and a failed one after
+        the prompt). The replaced reply stays saved, as its sibling (‹ 1/2 ›: ← switches back)."""
+        focused = self.host.focused
+        if isinstance(focused, AssistantMessage) and focused.message_id is not None:
+            later = self._after(focused)
+            if later and not self.state.generating:
+                await self._regenerate_earlier(focused, later)
+                return
         chatlog = self.session.chat
         if self.state.generating:
             self.host.notify("Still answering: press Esc to stop the reply, then Ctrl+R to regenerate it.",
@@ -438,9 +458,60 @@ class Replies:
         else:
             self.session.stop_writing()
 
-    async def edit_last(self) -> None:
-        """Take the last prompt back into the input (and what followed it out)."""
+    def _after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]:
+        """The messages on screen after ``widget``."""
+        widgets = self.host.chat.messages()
+        return widgets[widgets.index(widget) + 1:] if widget in widgets else []
+
+    async def _regenerate_earlier(self, widget: ChatMessageWidget, later: list[ChatMessageWidget]) -> None:
+        """Regenerate a reply before the last: the branch on screen ends at its prompt, and
+        the new reply starts a sibling branch (the old one stays, one ← away)."""
+        if not await self.catch_up():
+            return
+        assert widget.message_id is not None
+        if not self.session.chat.take_reply(widget.message_id):
+            self.session.stop_writing()
+            return
+        for other in [widget, *later]:
+            await other.remove()
+        await self.start()
+
+    async def _edit_earlier(self, widget: ChatMessageWidget) -> bool:
+        """Take a prompt before the last back into the input: the branch on screen ends
+        before it, and sending starts a sibling branch (the old one stays, one ← away)."""
         host = self.host
+        assert widget.message_id is not None
+        self.abandon()
+        if not await self.catch_up():
+            return True
+        text = self.session.chat.take_user(widget.message_id)
+        self.session.stop_writing()
+        if text is None:
+            return False
+        for other in [widget, *self._after(widget)]:
+            await other.remove()
+        self._took_back(text)
+        return True
+
+    def _took_back(self, text: str) -> None:
+        host = self.host
+        host.prompt_input.give_back(text)  # a draft in the input stays as it is, after it
+        host.prompt_input.focus()
+        host.refresh_bindings()
+        if not self.session.conversation.turns:  # the meter leaves the turn taken back out
+            self.state.context_used = 0
+        elif self.state.model_ready:
+            self.count_context()
+
+    async def edit_last(self) -> None:
+        """Take the focused prompt, else the last one, back into the input (and what followed
+        it off the screen: it stays saved, and the edited prompt becomes its sibling)."""
+        host = self.host
+        focused = host.focused
+        if (isinstance(focused, ChatMessageWidget) and focused.role == "user" and focused.message_id is not None
+                and any(w.role == "user" for w in self._after(focused))):
+            if await self._edit_earlier(focused):
+                return
         if not any(turn.role == "user" for turn in self.session.conversation.turns):
             host.notify("Nothing to edit yet: Ctrl+L takes your last message back into the input once you have "
                         "sent one.", timeout=4)
@@ -457,13 +528,7 @@ class Replies:
             await last.remove()
             if last.role == "user":
                 break
-        host.prompt_input.give_back(text)  # a draft in the input stays as it is, after it
-        host.prompt_input.focus()
-        host.refresh_bindings()
-        if not self.session.conversation.turns:  # the meter leaves the turn taken back out
-            self.state.context_used = 0
-        elif self.state.model_ready:
-            self.count_context()
+        self._took_back(text)
 
     def reset_cache(self) -> None:
         """A new conversation: the KV cache empties before the engine's next use."""

@@ -16,7 +16,8 @@ from conftest import read_only_dir
 from fakes import RecordingBackend, send, settle
 from helpers import notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import AssistantMessage, EarlierMessages
+from vibechat.app.tui.chat_view import AssistantMessage
+from vibechat.app.tui.earlier_messages import EarlierMessages
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.history_screens import ExportScreen, RenameScreen, SearchScreen
 from vibechat.app.tui.sidebar import ConversationSidebar

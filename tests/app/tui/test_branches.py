@@ -1,0 +1,111 @@
+"""The message tree in the chat: Ctrl+R and Ctrl+L (on the last message or a focused earlier
+one) add a sibling instead of deleting; ‹ 2/3 › shows on a message with siblings, and ← / →
+on it switch versions, the conversation below following; a branch forks into a new
+conversation. A real Textual app (Pilot) on a real SQLite file, with the recording backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Static
+
+from fakes import RecordingBackend, send, settle
+from helpers import wait_for
+from vibechat.app.tui import create_app
+from vibechat.engine.chat.history import History
+
+SIZE = (110, 36)
+
+
+def label(widget) -> str:
+    return str(widget.query_one(".message--role", Static).render())
+
+
+def shown(app) -> list[str]:
+    return [w.text for w in app.chat.messages()]
+
+
+async def test_a_regenerated_reply_keeps_the_first_and_the_arrows_switch_between_them(tmp_path: Path):
+    history = History(tmp_path / "history.db")
+    backend = RecordingBackend(reply="the ocean answer")
+    app = create_app(backend, blink=False, history=history)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "question")
+        backend.reply = "the desert answer"
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        reply = app.chat.messages()[-1]
+        assert reply.text == "the desert answer" and reply.branch == (2, 2) and "‹ 2/2 ›" in label(reply)
+        assert [h.snippet for h in history.search("ocean")]  # the first reply is kept, and found
+
+        reply.focus()
+        await pilot.press("left")
+        await wait_for(pilot, lambda: shown(app) == ["question", "the ocean answer"], "the first version")
+        await settle(pilot)
+        first = app.chat.messages()[-1]
+        assert first.branch == (1, 2) and "‹ 1/2 ›" in label(first)
+        assert app.focused is first
+        # The model is sent the branch on screen.
+        backend.reply = "more"
+        app.prompt_input.focus()
+        await send(pilot, "and then?")
+        assert [m.content for m in backend.requests[-1][0]] == ["question", "the ocean answer", "and then?"]
+
+        assert app.chat.messages()[1].branch == (1, 2)
+        app.chat.messages()[1].focus()
+        await pilot.press("right")
+        await wait_for(pilot, lambda: shown(app) == ["question", "the desert answer"], "the second version")
+        await settle(pilot)
+    # Reopened as it was left: on the branch switched to.
+    assert [m.content for m in History(tmp_path / "history.db").open().get(
+        history.latest().id).messages] == ["question", "the desert answer"]
+
+
+async def test_ctrl_l_on_an_earlier_prompt_starts_a_sibling_branch_and_the_old_one_stays(tmp_path: Path):
+    history = History(tmp_path / "history.db")
+    backend = RecordingBackend(reply="ok")
+    app = create_app(backend, blink=False, history=history)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for prompt in ("one", "two", "three"):
+            await send(pilot, prompt)
+        app.chat.messages()[2].focus()  # "two"
+        await pilot.press("ctrl+l")
+        await settle(pilot)
+        assert app.prompt_input.text == "two" and shown(app) == ["one", "ok"]
+        app.prompt_input.load_text("two, better")
+        await pilot.press("enter")
+        await settle(pilot)
+        assert [m.content for m in backend.requests[-1][0]] == ["one", "ok", "two, better"]
+        edited = app.chat.messages()[2]
+        assert edited.branch == (2, 2) and "‹ 2/2 ›" in label(edited)
+        edited.focus()
+        await pilot.press("left")
+        await wait_for(pilot, lambda: shown(app) == ["one", "ok", "two", "ok", "three", "ok"], "the old branch")
+        await settle(pilot)
+
+
+async def test_ctrl_r_on_an_earlier_reply_regenerates_it_and_a_fork_copies_the_branch(tmp_path: Path):
+    history = History(tmp_path / "history.db")
+    backend = RecordingBackend(reply="first")
+    app = create_app(backend, blink=False, history=history)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "a")
+        await send(pilot, "b")
+        backend.reply = "again"
+        app.chat.messages()[1].focus()
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert shown(app) == ["a", "again"] and app.chat.messages()[1].branch == (2, 2)
+        assert [m.content for m in backend.requests[-1][0]] == ["a"]
+        original = app.session.chat.conversation_id
+        assert len(history.get(original).tree) == 5  # nothing deleted
+
+        app.action_fork_conversation()
+        await wait_for(pilot, lambda: app.session.chat.conversation_id not in (None, original), "the fork")
+        await settle(pilot)
+        fork = history.get(app.session.chat.conversation_id)
+        assert [m.content for m in fork.tree] == ["a", "again"] and shown(app) == ["a", "again"]
+        assert len(history.get(original).tree) == 5
