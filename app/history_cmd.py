@@ -87,7 +87,9 @@ def list_(
 
 @history_app.command()
 def show(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
-    """One conversation with all its messages."""
+    """One conversation: the branch last on screen as Markdown (a message with other versions, a
+    regenerated reply or an edited prompt, says "version 2 of 3"); --json carries every branch
+    (``tree``, each message with its ``parent_id``)."""
     def go() -> None:
         from vibechat.engine.sanitize import sanitize
 
@@ -178,6 +180,27 @@ def export(
             raise VibechatError(f"cannot write {output}: {exc.strerror or exc}.") from None
         echo(f"Wrote conversation {conversation_id} to {output} ({'JSON' if kind == 'json' else 'Markdown'}).",
              err=True)
+
+    guard(go)
+
+
+@history_app.command()
+def fork(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
+    """Copy the branch last on screen of a conversation into a new conversation (the original
+    keeps every branch); prints the new conversation's id."""
+    def go() -> None:
+        with _open(reading=False) as history:
+            stored = history.get(conversation_id)
+            if stored.leaf_id is None:
+                from vibechat.engine.errors import VibechatError
+
+                raise VibechatError(f"conversation {conversation_id} has no messages to fork.")
+            new = history.fork(conversation_id, stored.leaf_id)
+        if json_output:
+            _emit_json({"id": new, "forked_from": conversation_id})
+        else:
+            typer.echo(f"Forked conversation {conversation_id} into {new}: vibechat run --conversation {new} "
+                       "goes on with it.")
 
     guard(go)
 

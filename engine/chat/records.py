@@ -148,6 +148,9 @@ class StoredConversation:
                 heading += " (cut: it reached the token limit or the end of the context)"
             elif m.status != "complete":
                 heading += f" ({m.status}{': ' + m.error if m.error else ''})"
+            index, count = self.branch(m.id)
+            if count > 1:  # the others are in the JSON export (``tree``)
+                heading += f" · version {index} of {count}"
             lines += ["", f"## {heading}", ""]
             if m.thinking:
                 lines += [*_details("Thinking", m.thinking), ""]
