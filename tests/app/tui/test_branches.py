@@ -109,3 +109,35 @@ async def test_ctrl_r_on_an_earlier_reply_regenerates_it_and_a_fork_copies_the_b
         fork = history.get(app.session.chat.conversation_id)
         assert [m.content for m in fork.tree] == ["a", "again"] and shown(app) == ["a", "again"]
         assert len(history.get(original).tree) == 5
+
+
+async def test_search_finds_a_reply_on_a_hidden_branch_and_opens_the_conversation_on_it(tmp_path: Path):
+    from vibechat.app.tui.history_screens import SearchScreen
+    from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.chat.conversation import Conversation
+    from vibechat.engine.turns.backend import GenerationDone
+
+    path = tmp_path / "history.db"
+    with History(path) as seeded:
+        chat = ChatLog(Conversation(), seeded)
+        chat.add_user("tell me something")
+        chat.finish_reply(chat.start_reply(), GenerationDone("the ocean is wide"))
+        chat.drop_last_reply()  # regenerated: the ocean reply is a hidden sibling now
+        chat.finish_reply(chat.start_reply(), GenerationDone("mountains are tall"))
+        chat.add_user("why?")
+        chat.finish_reply(chat.start_reply(), GenerationDone("because"))
+    app = create_app(RecordingBackend(), blink=False, history=History(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        assert isinstance(app.screen, SearchScreen)
+        await pilot.press(*"ocean")
+        await settle(pilot)
+        assert len(app.screen.hits) == 1
+        await pilot.press("enter")
+        await settle(pilot)
+        assert shown(app) == ["tell me something", "the ocean is wide"]
+        found = app.focused
+        assert found is app.chat.messages()[1] and found.branch == (1, 2)
+        assert [t.content for t in app.session.conversation.turns] == ["tell me something", "the ocean is wide"]
