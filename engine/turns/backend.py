@@ -11,22 +11,39 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from ..settings.choices import COMPLETION
 from ..settings.params import SamplingParams
+from .tool_calls import ToolCall
 
-Role = Literal["system", "user", "assistant"]
-FinishReason = Literal["stop", "length", "cancelled"]
+Role = Literal["system", "user", "assistant", "tool"]
+# "tool_calls": the reply ends asking for tool calls (``GenerationDone.tool_calls``).
+FinishReason = Literal["stop", "length", "cancelled", "tool_calls"]
 
 
 @dataclass(frozen=True)
 class ChatMessage:
+    """One message. An assistant message may ask for tool calls (``tool_calls``, its
+    ``content`` then often empty); a ``tool`` message is a call's result (``tool_call_id``:
+    the call it answers, ``name``: the tool's)."""
+
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI chat message (what servers and Hugging Face chat templates read)."""
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role == "tool":
+            data["name"] = self.name
+        return data
 
 
 @dataclass(frozen=True)
@@ -198,6 +215,8 @@ class GenerationDone:
     # A bound of vibechat's own that ended the reply (finish_reason "length"), in words, for the
     # line that says so ("" when none did: the model, max_tokens or the server ended it).
     bound: str = ""
+    # The tool calls the reply ends with (finish_reason "tool_calls"), in the order asked for.
+    tool_calls: tuple[ToolCall, ...] = ()
 
     @property
     def finish_reason(self) -> FinishReason:
