@@ -220,8 +220,9 @@ ROOM_MAY_IMPORT: dict[str, set[str]] = {
     "turns": {"base", "settings"},
     "models": {"base", "settings"},
     "remote": {"base", "settings", "turns"},
-    "chat": {"base", "settings", "turns"},
+    "chat": {"base", "settings", "turns", "tools"},
     "llama": {"base", "settings", "turns", "models"},
+    "tools": {"base", "settings", "turns"},
 }
 
 
