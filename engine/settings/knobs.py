@@ -40,6 +40,8 @@ from .choices import (
     check_speculative,
 )
 from .limits import CONTEXT_STEP, MAX_CONTEXT
+
+DEFAULT_KV_SNAPSHOT_MIB = 2048  # the KV snapshots' disk cache (an 8k-token starter chat: ~150 MB)
 from .setting import ENGINE, REMOTE, doc
 
 
@@ -155,6 +157,12 @@ class EngineSettings:
         check=check_prompt_format, metavar="FORMAT",
         flag_help="How a local model is prompted: auto (its chat template; a base model as a completion model), "
                   "completion, template, gemma, chatml or llama3.", group=ENGINE))
+    kv_snapshot_cache_mib: int = field(default=DEFAULT_KV_SNAPSHOT_MIB, metadata=doc(
+        "MiB of disk for KV snapshots: after a reply a local model's conversation state is kept (in memory and "
+        "under the cache folder), so reopening the conversation, --continue or another branch evaluates only "
+        "the new tokens; least recently used go first; 0 turns snapshots off. 'vibechat history cache' shows "
+        "and clears them.",
+        kind="whole number", example="4096", env="VIBECHAT_KV_SNAPSHOT_CACHE_MIB", minimum=0, maximum=1 << 20))
     backend: str | None = field(default=None, metadata=doc(
         "Where replies come from: llama (GGUF files through llama.cpp, on this machine) or openai (a "
         "server with an OpenAI-compatible API at base_url: llama-server, vLLM, Ollama, LM Studio, ...).",

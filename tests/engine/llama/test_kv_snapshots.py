@@ -1,0 +1,244 @@
+"""The KV snapshot store (engine/llama/kv_snapshots.py) with small fake payloads: matching,
+the disk format's checks, the bound, the modes, the fallbacks; and ``vibechat history cache``.
+The real model's restores are in test_kv_snapshots_model.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from vibechat.engine.llama import kv_snapshots as ks
+from vibechat.engine.llama.kv_snapshots import SnapshotKey, SnapshotStore
+
+from conftest import read_only_dir
+
+KEY = SnapshotKey(model_path="/m.gguf", model_size=10, model_mtime_ns=1, n_ctx=4096, type_k="f16", type_v="f16",
+                  flash_attn=True, swa_full=True, n_seq_max=1, kv_unified=False, offload_kqv=True, n_gpu_layers=0,
+                  llama_cpp_version="0.3.36")
+
+
+@pytest.fixture(autouse=True)
+def few_tokens(monkeypatch):
+    monkeypatch.setattr(ks, "MIN_TOKENS", 4)
+
+
+def store(folder: Path, key: SnapshotKey = KEY, mib: int = 64, **kw) -> SnapshotStore:
+    return SnapshotStore(key, mib << 20, folder=lambda: folder, **kw)
+
+
+def payload(n: int, seed: int = 1) -> bytearray:
+    return bytearray((i * seed) % 251 for i in range(n))
+
+
+def kept(folder: Path, tokens: list[int], data: bytearray, key: SnapshotKey = KEY, mib: int = 64) -> None:
+    """``tokens`` kept by a store of its own (another process, as far as memory goes), on disk."""
+    s = store(folder, key, mib)
+    s.keep(tokens, data)
+    s.close()
+
+
+def files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*" + ks.SUFFIX))
+
+
+def test_a_new_store_finds_the_longest_common_prefix_on_disk_and_restores_its_bytes(tmp_path):
+    folder = tmp_path / "snaps"
+    kept(folder, [1, 2, 3, 4, 5, 6], payload(1000, 3))
+    kept(folder, [1, 2, 3, 9, 9, 9, 9, 9], payload(500, 5))
+    s = store(folder)
+    match = s.best([1, 2, 3, 4, 5, 6, 7, 8])
+    assert match is not None and (match.source, match.common) == ("disk", 6)
+    snap = s.load(match)
+    assert snap is not None and bytes(snap.data) == bytes(payload(1000, 3)) and snap.tokens_list() == [1, 2, 3, 4, 5, 6]
+    assert s.best([1, 2, 3, 9, 9, 1]).common == 5
+    assert s.best([1, 2, 3, 4, 5, 6], at_most=5).common == 5  # capped: the last prompt token is evaluated
+    assert s.best([7, 7]) is None
+    # loaded once, it is in memory now: a tie goes to memory
+    assert s.best([1, 2, 3, 4, 5, 6, 7]).source == "memory"
+    # the folder is private, the files too
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files(folder))
+
+
+def test_one_conversation_leaves_one_file(tmp_path):
+    folder = tmp_path / "snaps"
+    s = store(folder)
+    s.keep([1, 2, 3, 4], payload(100))
+    s.flush()
+    s.keep([1, 2, 3, 4, 5, 6], payload(150))  # the next reply of the same conversation
+    s.keep([1, 2, 3, 4, 5], payload(120))  # a regenerate: a longer snapshot already has these
+    s.close()
+    (only,) = files(folder)
+    assert ks.read_header(only).tokens == ks.token_bytes([1, 2, 3, 4, 5, 6])
+    assert len(s._memory) == 0  # closed: memory dropped
+
+
+def test_the_disk_bound_drops_the_least_recently_used_first(tmp_path):
+    folder = tmp_path / "snaps"
+    size = 300 << 10
+    for first in (10, 20, 30):  # three conversations of ~300 KiB under a 1 MiB bound
+        kept(folder, [first, 1, 2, 3], payload(size, first), mib=1)
+        kept(folder, [first, 1, 2, 3], payload(size, first), mib=1)  # (the same again: one file)
+    assert len(files(folder)) == 3
+    old = {ks.read_header(p).tokens[:4]: p for p in files(folder)}
+    now = os.stat(folder).st_mtime
+    for i, first in enumerate((10, 20, 30)):  # 20 used last but one, 10 least recently
+        os.utime(old[ks.token_bytes([first])], (now - 100 + i * 10, now - 100 + i * 10))
+    s = store(folder, mib=1)
+    assert s.load(s.best([20, 1, 2, 3, 4])) is not None  # a use makes it recent
+    kept(folder, [40, 1, 2, 3], payload(size, 40), mib=1)
+    left = {ks.tokens_of(ks.read_header(p).tokens)[0] for p in files(folder)}
+    assert left == {20, 30, 40}  # 10, the least recently used, went first
+    assert sum(p.stat().st_size for p in files(folder)) <= 1 << 20
+
+
+def test_a_snapshot_over_the_bound_is_not_written_and_zero_turns_snapshots_off(tmp_path, caplog):
+    folder = tmp_path / "snaps"
+    with caplog.at_level(logging.INFO, "vibechat.kv_snapshots"):
+        kept(folder, [1, 2, 3, 4], payload(2 << 20), mib=1)
+    assert not files(folder) and "not written" in caplog.text
+    off = SnapshotStore(KEY, 0, folder=lambda: folder)
+    off.keep([1, 2, 3, 4], payload(10))
+    off.close()
+    assert off.best([1, 2, 3, 4]) is None and not folder.exists() or not files(folder)
+
+
+def test_below_the_minimum_nothing_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(ks, "MIN_TOKENS", 10)
+    folder = tmp_path / "snaps"
+    kept(folder, [1, 2, 3], payload(10))
+    assert not files(folder)
+
+
+def test_the_memory_bound(tmp_path):
+    s = store(tmp_path / "snaps", memory_bytes=250)
+    s.keep([1, 1, 1, 1], payload(100))
+    s.keep([2, 2, 2, 2], payload(100))
+    s.keep([3, 3, 3, 3], payload(100))
+    assert [ks.tokens_of(t)[0] for t in s._memory] == [2, 3]
+    s.close()
+
+
+def _stale_key() -> SnapshotKey:
+    return dataclasses.replace(KEY, n_ctx=2048)
+
+
+@pytest.mark.parametrize("damage", ["stale", "corrupt", "truncated", "fifo", "gone", "not-a-snapshot", "unreadable"])
+def test_a_bad_snapshot_is_never_used_and_says_why(tmp_path, caplog, damage):
+    folder = tmp_path / "snaps"
+    tokens = list(range(1, 40))
+    kept(folder, tokens, payload(5000))
+    (path,) = files(folder)
+    key = KEY
+    s = store(folder)
+    if damage == "stale":
+        key = _stale_key()
+    elif damage == "corrupt":
+        with path.open("r+b") as f:  # a byte of the state flipped
+            f.seek(-100, os.SEEK_END)
+            byte = f.read(1)
+            f.seek(-100, os.SEEK_END)
+            f.write(bytes([byte[0] ^ 0xFF]))
+    elif damage == "truncated":
+        os.truncate(path, path.stat().st_size - 10)
+    elif damage == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+    elif damage == "gone":  # found, then deleted (another process cleared the cache) before it is read
+        found = s.best(tokens + [1])
+        assert found is not None
+        s.best = lambda *_args: found  # type: ignore[method-assign]
+        path.unlink()
+    elif damage == "not-a-snapshot":
+        path.write_bytes(b"GGUF" + bytes(100))
+    elif damage == "unreadable":
+        if os.geteuid() == 0:
+            pytest.skip("root reads any file")
+        path.chmod(0)
+    reader = s if damage == "gone" else store(folder, key)
+    with caplog.at_level(logging.INFO, "vibechat.kv_snapshots"):
+        match = reader.best(tokens + [1])
+        snap = reader.load(match) if match is not None else None
+    assert snap is None
+    words = {"stale": "other settings (n_ctx 4096 (now 2048))", "corrupt": "corrupt (checksum)",
+             "truncated": "truncated", "fifo": "not a regular file", "gone": "it is gone",
+             "not-a-snapshot": "no vibechat KV snapshot", "unreadable": "cannot be opened"}[damage]
+    assert words in caplog.text
+    assert len([r for r in caplog.records if r.name == "vibechat.kv_snapshots"]) == 1
+
+
+def test_a_fifo_under_the_name_is_replaced_not_written_through(tmp_path):
+    folder = tmp_path / "snaps"
+    kept(folder, [1, 2, 3, 4], payload(100))
+    (path,) = files(folder)
+    path.unlink()
+    os.mkfifo(path)
+    kept(folder, [1, 2, 3, 4], payload(100))  # would block forever writing into the FIFO
+    assert path.is_file() and ks.read_header(path).tokens == ks.token_bytes([1, 2, 3, 4])
+
+
+def test_a_read_only_or_blocked_cache_folder_says_so_once_and_goes_on(tmp_path, caplog):
+    with read_only_dir(tmp_path / "ro") as ro:
+        s = store(ro / "snaps")
+        with caplog.at_level(logging.WARNING, "vibechat.kv_snapshots"):
+            s.keep([1, 2, 3, 4], payload(100))
+            s.keep([5, 6, 7, 8], payload(100))
+            s.flush()
+        assert caplog.text.count("are not written") == 1
+        assert s.best([1, 2, 3, 4]) is not None  # memory still serves this process
+        s.close()
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    s = store(blocked / "snaps")
+    with caplog.at_level(logging.WARNING, "vibechat.kv_snapshots"):
+        s.keep([1, 2, 3, 4], payload(100))
+        s.close()
+    assert "are not written" in caplog.text
+
+
+def test_the_index_reads_headers_only_and_within_its_bounds(tmp_path, monkeypatch):
+    folder = tmp_path / "snaps"
+    for first in range(5):
+        kept(folder, [first, 1, 2, 3], payload(1000, first + 1))
+    reads: list[int] = []
+    real = ks._read_exact
+
+    def counting(fd: int, n: int) -> bytes:
+        reads.append(n)
+        return real(fd, n)
+
+    monkeypatch.setattr(ks, "_read_exact", counting)
+    monkeypatch.setattr(ks, "MAX_FILES", 3)
+    s = store(folder)
+    assert len(s._scan()) == 3  # the three most recently used
+    assert max(reads) < 1000  # never a payload
+    reads.clear()
+    s._scan()
+    assert not reads  # unchanged files are not read again
+
+
+def test_history_cache_shows_and_clears(tmp_path, monkeypatch):
+    from vibechat.app.cli import cli
+
+    folder = ks.snapshot_folder()
+    kept(folder, [1, 2, 3, 4], payload(4096))
+    monkeypatch.setenv("VIBECHAT_KV_SNAPSHOT_CACHE_MIB", "512")
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["history", "cache", "--json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.output)
+    assert data["folder"] == str(folder) and data["files"] == 1 and data["bytes"] > 4096
+    assert data["limit_bytes"] == 512 << 20
+    text = runner.invoke(cli, ["history", "cache"])
+    assert text.exit_code == 0 and "1 file," in text.output and "512 MiB" in text.output
+    cleared = runner.invoke(cli, ["history", "cache", "--clear"])
+    assert cleared.exit_code == 0 and "Deleted 1 KV snapshot" in cleared.output
+    assert not files(folder)
+    assert json.loads(runner.invoke(cli, ["history", "cache", "--json"]).output)["files"] == 0
