@@ -41,6 +41,10 @@ class RecordingBackend:
         self.cached: list[ChatMessage] = []
         self.gate: threading.Event | None = None
         self.started = threading.Event()
+        # Tools: each request offered tools takes the next scripted list of calls (a reply that
+        # asks for them) while any is left; every request's (tools, tool_choice) is recorded.
+        self.tool_script: list[list] = []
+        self.offered: list[tuple[tuple, str]] = []
         self._cancel = threading.Event()
         self.loaded = False
 
@@ -68,11 +72,18 @@ class RecordingBackend:
     def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         return sum(len(m.content.split()) + 4 for m in messages)
 
-    def stream_chat(self, messages: Sequence[ChatMessage],
-                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams, tools: Sequence = (),
+                    tool_choice: str = "auto") -> Generator[ChatEvent, None, None]:
         self._cancel.clear()
         messages = list(messages)
         self.requests.append((messages, params))
+        self.offered.append((tuple(tools), tool_choice))
+        if tools and self.tool_script:  # a scripted reply that asks for tool calls
+            calls = tuple(self.tool_script.pop(0))
+            self.started.set()
+            yield GenerationDone(text="", stats=GenerationStats(finish_reason="tool_calls", seed=7),
+                                 params=params.with_seed(), tool_calls=calls)
+            return
         prompt = self.count_tokens(messages)
         keep = 0
         while keep < min(len(self.cached), len(messages)) and self.cached[keep] == messages[keep]:

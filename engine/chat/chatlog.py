@@ -93,7 +93,7 @@ class ChatLog:
             chat.seen = chat.seen if streaming else message.id
             chat._path.append((message.id, message.role))
             if message.in_context:
-                conversation.turns.append(ChatMessage(message.role, message.content))  # type: ignore[arg-type]
+                conversation.turns.append(message.chat_message())
                 chat._rows.append(message.id)
         return chat
 
@@ -163,14 +163,15 @@ class ChatLog:
 
     def finish_reply(self, reply: Reply, done: GenerationDone) -> None:
         """The reply is part of the conversation (its answer: the thinking is saved, never
-        sent to the model again); saved as complete, cut (by a limit), or stopped."""
-        self.conversation.add_assistant(done.text)
+        sent to the model again, and the tool calls it asks for); saved as complete, cut (by
+        a limit), or stopped."""
+        self.conversation.turns.append(ChatMessage("assistant", done.text, tool_calls=done.tool_calls))
         status = {"cancelled": "stopped", "length": "cut"}.get(done.finish_reason, "complete")
         if reply.failed is not None:
             self._stop_saving("save the reply", reply.failed)
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, status, done.text, params=done.params,
-                       stats=done.stats.to_dict(), thinking=done.thinking)
+                       stats=done.stats.to_dict(), thinking=done.thinking, tool_calls=done.tool_calls)
             self._rows.append(reply.writer.message_id)
         else:
             self._rows.append(0)  # not saved: keeps the rows aligned with the turns
@@ -195,6 +196,20 @@ class ChatLog:
             return
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, "error", error=error)
+
+    def add_tool_result(self, call_id: str, tool: str, text: str) -> int | None:
+        """A tool call's result (``tool``: SERVER/NAME), after the reply that asked for it:
+        part of the conversation (the model reads it next) and saved. Returns its row."""
+        self.conversation.turns.append(ChatMessage("tool", text, tool_call_id=call_id, name=tool.rsplit("/", 1)[-1]))
+        row = None
+        if self.conversation_id is not None and self.history is not None:
+            row = self._save("save the tool's result", self.history.add_message, self.conversation_id, "tool", text,
+                             parent_id=self.leaf, tool_call_id=call_id, tool_name=tool)
+        if row is not None:
+            self._path.append((row, "tool"))
+            self.seen = max(self.seen, row)
+        self._rows.append(row or 0)
+        return row
 
     def _cut_path(self, index: int) -> None:
         """The branch on screen now ends before its ``index``-th saved message: the turns from
@@ -288,7 +303,7 @@ class ChatLog:
             if message.status == "streaming":
                 break  # its turn is not over: it and what follows are read again next time
             self.seen = max(self.seen, message.id)
-            turn = ChatMessage(message.role, message.content)  # type: ignore[arg-type]
+            turn = message.chat_message()
             on_branch = (message.id, message.role) in self._path
             if on_branch and message.id in self._rows:  # read when it was still being written: now as it ended
                 index = self._rows.index(message.id)

@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import InvalidParameterError
 from ..settings.params import SamplingParams
+from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
 from .database import ConversationNotFound, HistoryDatabase
 from .records import (
@@ -49,6 +50,7 @@ from .records import (
     now,
     params_from,
     path_to,
+    tool_calls_from,
 )
 
 
@@ -61,7 +63,8 @@ LATEST = Latest()
 
 def _message(m: Any) -> StoredMessage:
     return StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
-                         json_object(m["params"]), json_object(m["stats"]), m["thinking"] or "", m["parent_id"])
+                         json_object(m["params"]), json_object(m["stats"]), m["thinking"] or "", m["parent_id"],
+                         tool_calls_from(m["tool_calls"]), m["tool_call_id"], m["tool_name"])
 
 
 class History(HistoryDatabase):
@@ -164,10 +167,13 @@ class History(HistoryDatabase):
             for m in stored.messages:
                 parent = c.execute(
                     "INSERT INTO messages(conversation_id, parent_id, role, content, status, error, params, stats, "
-                    "thinking, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "thinking, created, updated, tool_calls, tool_call_id, tool_name) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (new_id, parent, m.role, m.content, "interrupted" if m.status == "streaming" else m.status,
                      m.error, json.dumps(m.params) if m.params else None,
-                     json.dumps(m.stats) if m.stats else None, m.thinking, m.created, stamp)).lastrowid
+                     json.dumps(m.stats) if m.stats else None, m.thinking, m.created, stamp,
+                     json.dumps([c.to_dict() for c in m.tool_calls]) if m.tool_calls else None,
+                     m.tool_call_id, m.tool_name)).lastrowid
             c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (parent, new_id))
             return new_id
 
@@ -227,9 +233,11 @@ class History(HistoryDatabase):
 
     # ---------------------------------------------------------------- messages
     def add_message(self, conversation_id: int, role: str, content: str, status: str = "complete", *,
-                    params: SamplingParams | None = None, parent_id: int | None | Latest = LATEST) -> int:
+                    params: SamplingParams | None = None, parent_id: int | None | Latest = LATEST,
+                    tool_call_id: str | None = None, tool_name: str | None = None) -> int:
         """A message after ``parent_id`` (None: a first message; by default the branch on
-        screen's last): the branch on screen now ends with it."""
+        screen's last): the branch on screen now ends with it. A tool's result (role
+        ``tool``) names the call it answers and the tool."""
         stamp = now()
         with self._write() as c:
             if isinstance(parent_id, Latest):
@@ -238,9 +246,9 @@ class History(HistoryDatabase):
                 parent_id = row[0] if row else None
             cur = c.execute(
                 "INSERT INTO messages(conversation_id, parent_id, role, content, status, writer_pid, params, "
-                "created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "created, updated, tool_call_id, tool_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (conversation_id, parent_id, role, content, status, os.getpid() if status == "streaming" else None,
-                 json.dumps(params.to_dict()) if params else None, stamp, stamp))
+                 json.dumps(params.to_dict()) if params else None, stamp, stamp, tool_call_id, tool_name))
             assert cur.lastrowid is not None
             c.execute("UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
                       (stamp, cur.lastrowid, conversation_id))
@@ -248,8 +256,12 @@ class History(HistoryDatabase):
 
     def update_message(self, message_id: int, content: str, status: str | None = None, *,
                        error: str | None = None, params: SamplingParams | None = None,
-                       stats: dict[str, Any] | None = None, thinking: str | None = None) -> None:
+                       stats: dict[str, Any] | None = None, thinking: str | None = None,
+                       tool_calls: tuple[ToolCall, ...] | None = None) -> None:
         sets, args = ["content = ?", "updated = ?"], [content, now()]
+        if tool_calls:
+            sets.append("tool_calls = ?")
+            args.append(json.dumps([call.to_dict() for call in tool_calls]))
         if thinking is not None:
             sets.append("thinking = ?")
             args.append(thinking)

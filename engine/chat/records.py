@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from ..errors import InvalidParameterError
 from ..settings.params import PARAM_SPECS, SamplingParams
+from ..turns.backend import ChatMessage
+from ..turns.tool_calls import ToolCall
 
 
 Status = Literal["streaming", "complete", "cut", "stopped", "error", "interrupted"]
@@ -70,12 +72,23 @@ class StoredMessage:
     stats: dict[str, Any] | None = None
     thinking: str = ""  # a reasoning model's thinking (never sent back to the model)
     parent_id: int | None = None  # the message it follows (None: the conversation's first)
+    tool_calls: tuple[ToolCall, ...] = ()  # a reply's: the tool calls it asked for
+    tool_call_id: str | None = None  # a tool result's: the call it answers
+    tool_name: str | None = None  # a tool result's: the tool, as SERVER/NAME
 
     @property
     def in_context(self) -> bool:
         """Whether the model sees this message when the conversation continues: failed
-        replies are shown, not sent; a stopped or interrupted reply is kept as written."""
-        return self.role == "user" or (self.status != "error" and bool(self.content))
+        replies are shown, not sent; a stopped or interrupted reply is kept as written; a
+        reply that asked for tools, and the tools' results, are sent."""
+        return self.role in ("user", "tool") or (self.status != "error" and bool(self.content or self.tool_calls))
+
+    def chat_message(self) -> ChatMessage:
+        """The message as the model is sent it."""
+        if self.role == "tool":
+            return ChatMessage("tool", self.content, tool_call_id=self.tool_call_id or "",
+                               name=(self.tool_name or "").rsplit("/", 1)[-1] or None)
+        return ChatMessage(self.role, self.content, tool_calls=self.tool_calls)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "parent_id": self.parent_id, "role": self.role,
@@ -88,6 +101,11 @@ class StoredMessage:
             data["params"] = self.params
         if self.stats:
             data["stats"] = self.stats
+        if self.tool_calls:
+            data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.role == "tool":
+            data["tool_call_id"] = self.tool_call_id
+            data["tool_name"] = self.tool_name
         return data
 
 
@@ -143,7 +161,7 @@ class StoredConversation:
         if self.system:
             lines += ["", "## System", "", self.system]
         for m in self.messages:
-            heading = "User" if m.role == "user" else "Assistant"
+            heading = {"user": "User", "tool": f"Tool result: {m.tool_name or 'a tool'}"}.get(m.role, "Assistant")
             if m.status == "cut":
                 heading += " (cut: it reached the token limit or the end of the context)"
             elif m.status != "complete":
@@ -154,7 +172,12 @@ class StoredConversation:
             lines += ["", f"## {heading}", ""]
             if m.thinking:
                 lines += [*_details("Thinking", m.thinking), ""]
+            if m.role == "tool":
+                lines += [*_details("Result", m.content)]
+                continue
             lines.append(m.content)
+            for call in m.tool_calls:
+                lines += ["", f"Called `{call.name}` with:", "", "```json", call.arguments, "```"]
         return "\n".join(lines).rstrip() + "\n"
 
 
@@ -217,6 +240,19 @@ def fts_query(text: str) -> str | None:
     quoted = ['"' + w.replace('"', '""') + '"' for w in words]
     quoted[-1] += "*"
     return " ".join(quoted)
+
+
+def tool_calls_from(text: str | None) -> tuple[ToolCall, ...]:
+    """A reply's saved tool calls (a JSON list); damaged or absent: none."""
+    if not text:
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ()
+    if not isinstance(value, list):
+        return ()
+    return tuple(ToolCall.from_dict(item) for item in value[:64] if isinstance(item, dict))
 
 
 def json_object(text: str | None) -> dict[str, Any] | None:

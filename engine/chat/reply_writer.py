@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from ..settings.params import SamplingParams
+from ..turns.tool_calls import ToolCall
 from .history import History
 
 
@@ -58,7 +59,7 @@ class ReplyWriter:
 
     def finish(self, status: str, text: str | None = None, *, error: str | None = None,
                params: SamplingParams | None = None, stats: dict[str, Any] | None = None,
-               thinking: str | None = None) -> None:
+               thinking: str | None = None, tool_calls: tuple[ToolCall, ...] = ()) -> None:
         self.history.update_message(self.message_id, self.text if text is None else text, status,
                                     error=error, params=params, stats=stats,
-                                    thinking=self.thinking if thinking is None else thinking)
+                                    thinking=self.thinking if thinking is None else thinking, tool_calls=tool_calls)

@@ -125,6 +125,51 @@ MIGRATIONS: list[str] = [
                                      WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id);
     CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id, id);
     """,
+    # 5: tool calls. A reply may ask for tool calls (``tool_calls``: a JSON list of {id, name,
+    # arguments}), and a call's result is a message of its own, role 'tool' (``tool_call_id``:
+    # the call it answers; ``tool_name``: the tool, as SERVER/NAME). The role's CHECK changes,
+    # so messages is copied into a new table with the same ids, as in migration 3.
+    """
+    CREATE TABLE messages_v5 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+        content TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'cut', 'stopped', 'error', 'interrupted')),
+        error TEXT,
+        writer_pid INTEGER,
+        params TEXT,
+        stats TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        thinking TEXT NOT NULL DEFAULT '',
+        parent_id INTEGER,
+        tool_calls TEXT,
+        tool_call_id TEXT,
+        tool_name TEXT
+    );
+    INSERT INTO messages_v5(id, conversation_id, role, content, status, error, writer_pid, params, stats,
+                            created, updated, thinking, parent_id)
+        SELECT id, conversation_id, role, content, status, error, writer_pid, params, stats, created, updated,
+               thinking, parent_id FROM messages;
+    DELETE FROM sqlite_sequence WHERE name = 'messages_v5';
+    INSERT INTO sqlite_sequence(name, seq) SELECT 'messages_v5', seq FROM sqlite_sequence WHERE name = 'messages';
+    DROP TABLE messages;
+    ALTER TABLE messages_v5 RENAME TO messages;
+    CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+    CREATE INDEX messages_streaming ON messages(status) WHERE status = 'streaming';
+    CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id, id);
+    CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END;
+    CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    END;
+    """,
 ]
 
 

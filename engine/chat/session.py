@@ -53,6 +53,7 @@ from .records import StoredMessage
 from .titles import title_from_exchange, title_from_model
 from ..settings.limits import prompt_too_large
 from ..settings.params import SamplingParams
+from ..turns.tool_calls import ToolSpec
 
 log = logging.getLogger("vibechat.session")
 
@@ -76,6 +77,8 @@ class Turn:
     messages: list[ChatMessage]
     params: SamplingParams
     record: Reply
+    tools: tuple[ToolSpec, ...] = ()  # offered to the model (engine/chat/tool_turns.py)
+    tool_choice: str = "auto"
     parts: list[str] = field(default_factory=list)
     thinking_parts: list[str] = field(default_factory=list)
     settled: bool = False
@@ -215,13 +218,16 @@ class ChatSession:
     def is_current(self, generation: int) -> bool:
         return generation == self.generation
 
-    def begin_reply(self, params: SamplingParams | None = None) -> Turn:
-        """A reply to the conversation as it stands (its last message is the prompt); the
-        reply row is saved (status 'streaming') before the first token."""
+    def begin_reply(self, params: SamplingParams | None = None, *, tools: tuple[ToolSpec, ...] = (),
+                    tool_choice: str = "auto") -> Turn:
+        """A reply to the conversation as it stands (its last message is the prompt, or a
+        tool's result); the reply row is saved (status 'streaming') before the first token.
+        ``tools``: offered to the model (``tool_choice``: auto, none or required)."""
         self.generation += 1
         params = (params or self.conversation.params).with_seed()
         self._claim()
-        turn = Turn(self.generation, self.conversation.messages(), params, self.chat.start_reply())
+        turn = Turn(self.generation, self.conversation.messages(), params, self.chat.start_reply(),
+                    tools=tools, tool_choice=tool_choice)
         self.turn = turn
         return turn
 
@@ -259,7 +265,11 @@ class ChatSession:
                 if tokens is not None:
                     on_context(tokens)
             done: GenerationDone | None = None
-            events = self.backend.stream_chat(turn.messages, turn.params)
+            if turn.tools:
+                events = self.backend.stream_chat(turn.messages, turn.params,  # type: ignore[call-arg]
+                                                  tools=turn.tools, tool_choice=turn.tool_choice)
+            else:
+                events = self.backend.stream_chat(turn.messages, turn.params)
             try:
                 for event in events:
                     if stop_requested is not None and stop_requested():
@@ -283,13 +293,15 @@ class ChatSession:
 
     def answer(self, params: SamplingParams | None = None, *, on_text: Callable[[str], object] | None = None,
                on_event: Callable[[ChatEvent], object] | None = None,
-               stop_requested: Callable[[], bool] | None = None) -> Answer:
+               stop_requested: Callable[[], bool] | None = None,
+               tools: tuple[ToolSpec, ...] = (), tool_choice: str = "auto") -> Answer:
         """The whole lifecycle in the caller's thread (``vibechat run``, ``--prompts-file``):
         answer the conversation's last prompt, saving the reply as it streams. Ctrl-C
         (``KeyboardInterrupt``), ``stop_requested()`` or a closed pipe (``BrokenPipeError``
         from ``on_text``) stop it, keeping the partial reply as stopped; a failure is saved
-        with the reply and raised."""
-        turn = self.begin_reply(params)
+        with the reply and raised. ``tools``: offered to the model (engine/chat/tool_turns.py
+        runs the calls)."""
+        turn = self.begin_reply(params, tools=tools, tool_choice=tool_choice)
         try:
             done = self.stream(turn, on_text or _ignore, on_event=on_event, stop_requested=stop_requested)
         except VibechatError as exc:

@@ -1,0 +1,113 @@
+"""A reply that calls tools: the model asks for calls, each is allowed or not (nothing runs
+without a yes: ``decide``), run, and its result saved as a ``tool`` message after the reply
+that asked; then the model answers again with the results in view, for at most ``rounds``
+rounds (the last one is offered no tools, so it answers in words).
+
+``ToolBox`` is what offers and runs the tools (engine/tools/: MCP servers and the built-in
+ones); this module only sequences a reply's rounds through the ``ChatSession``, so ``vibechat
+run`` and the chat (which asks the user in a dialog, in its own order) save alike. A denied
+call, an unknown tool or arguments that do not parse become the call's result, in words the
+model can act on: it is told, never left waiting.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from ..turns.tool_calls import ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from ..turns.backend import ChatEvent
+    from ..settings.params import SamplingParams
+    from .session import Answer, ChatSession
+
+DENIED = "The user did not allow this call. Do not call it again unless they ask for it."
+MAX_CALLS = 16  # calls run from one reply, at most (the rest are answered "not run")
+MAX_RESULT_CHARS = 64_000  # a result kept for the model, at most (the tool's own bound is usually lower)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a call came to: the text the model is given, and whether it is an error."""
+
+    text: str
+    is_error: bool = False
+
+
+class ToolBox(Protocol):
+    """The tools a reply is offered, and running one (engine/tools/)."""
+
+    def specs(self) -> Sequence[ToolSpec]:
+        """The tools to offer (may start servers: blocks)."""
+
+    def run(self, call: ToolCall, spec: ToolSpec, cancel: threading.Event) -> ToolOutcome:
+        """Run one allowed call (blocks, bounded by the call's timeout; ``cancel`` stops it)."""
+
+
+def outcome_of(call: ToolCall, spec: ToolSpec | None, allowed: bool, toolbox: ToolBox,
+               cancel: threading.Event) -> ToolOutcome:
+    """One call's result: an unknown tool, a denied call or arguments that do not parse are
+    results too (the model is told); otherwise the tool runs."""
+    if spec is None:
+        return ToolOutcome(f"There is no tool named {call.name[:80]!r}.", True)
+    if not allowed:
+        return ToolOutcome(DENIED, True)
+    try:
+        call.parsed_arguments()
+    except ValueError as exc:
+        return ToolOutcome(f"The call was not run: {exc}.", True)
+    outcome = toolbox.run(call, spec, cancel)
+    if len(outcome.text) > MAX_RESULT_CHARS:
+        cut = outcome.text[:MAX_RESULT_CHARS]
+        return ToolOutcome(f"{cut}\n[cut: the result was {len(outcome.text):,} characters; the first "
+                           f"{MAX_RESULT_CHARS:,} are shown]", outcome.is_error)
+    return outcome
+
+
+def save_outcome(session: "ChatSession", call: ToolCall, spec: ToolSpec | None, outcome: ToolOutcome) -> None:
+    """The call's result joins the conversation after the reply that asked for it (saved)."""
+    session.chat.add_tool_result(call.id, spec.qualified if spec is not None else f"unknown/{call.name[:80]}",
+                                 outcome.text)
+
+
+def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable[[ToolCall, ToolSpec], bool], *,
+                      rounds: int, tool_choice: str = "auto", params: "SamplingParams | None" = None,
+                      on_text: Callable[[str], object] | None = None,
+                      on_event: "Callable[[ChatEvent], object] | None" = None,
+                      on_call: Callable[[ToolCall, ToolSpec | None, bool, ToolOutcome], object] | None = None,
+                      stop_requested: Callable[[], bool] | None = None) -> "Answer":
+    """Answer the conversation's last prompt, running the tool calls ``decide`` allows, for at
+    most ``rounds`` rounds of calls (blocks: ``vibechat run``). ``on_call`` hears of each call
+    once settled (allowed or not, and its outcome). Returns the last reply's ``Answer``."""
+    offered = tuple(toolbox.specs()) if tool_choice != "none" else ()
+    by_name = {spec.name: spec for spec in offered}
+    cancel = threading.Event()
+    choice = tool_choice
+    for round_ in range(max(0, rounds) + 1):
+        tools = offered if round_ < rounds else ()  # the last round answers in words
+        answer = session.answer(params, on_text=on_text, on_event=on_event, stop_requested=stop_requested,
+                                tools=tools, tool_choice=choice if tools else "auto")
+        done = answer.done
+        if answer.interrupted or answer.pipe_closed or not done.tool_calls or not tools:
+            return answer
+        stopped = False
+        for index, call in enumerate(done.tool_calls):
+            spec = by_name.get(call.name)
+            # Every call gets a result (servers refuse a conversation with a call unanswered).
+            if stopped or index >= MAX_CALLS:
+                why = "the user stopped the reply" if stopped else f"at most {MAX_CALLS} calls run per reply"
+                allowed, outcome = False, ToolOutcome(f"Not run: {why}.", True)
+            else:
+                allowed = spec is not None and decide(call, spec)
+                outcome = outcome_of(call, spec, allowed, toolbox, cancel)
+            save_outcome(session, call, spec, outcome)
+            if on_call is not None:
+                on_call(call, spec, allowed, outcome)
+            stopped = stopped or (stop_requested is not None and bool(stop_requested()))
+        if stopped:
+            return answer
+        choice = "auto"  # "required" forces the first call, not every round
+    return answer
