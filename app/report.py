@@ -28,6 +28,8 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
             f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens{thinking} · "
             f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
             f"{stats.finish_reason}" + ("" if stats.seed is None else f" · seed {stats.seed}"))
+    if stats.restored_tokens:
+        text += f" · restored {stats.restored_tokens} tokens in {stats.restore_ms / 1000:.2f} s"
     if stats.drafted_tokens:
         rate = stats.accepted_draft_tokens / stats.drafted_tokens
         text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
@@ -68,7 +70,8 @@ def engine_dict(info: ModelInfo) -> dict[str, object]:
             "prompt_format": info.prompt_format, "prompt_format_reason": info.chat_format_reason}
 
 
-STATS_KEYS = ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "thinking_tokens", "ttft_ms",
+STATS_KEYS = ("prompt_tokens", "prompt_tokens_evaluated", "restored_tokens", "restore_ms", "completion_tokens",
+              "thinking_tokens", "ttft_ms",
               "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
               "drafted_tokens", "accepted_draft_tokens", "draft_k", "drafting_turned_off")
 

@@ -4,7 +4,9 @@ reply's speed (every generated token counts, a reasoning model's thinking includ
 the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking included)``
 where a server does not say; while a reply is drafted and after it, the accepted share and the
 draft length),
-the reply format (``/format``), the thinking switch (``/think``: ``think off``), and what the
+after a reply that started from a KV snapshot (a reopened conversation, another branch) how much
+it restored (``restored 8,132 tokens in 0.11 s``), the reply format (``/format``), the thinking
+switch (``/think``: ``think off``), and what the
 engine is doing. It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies
 of the state's fields, made when it mounts and each time a field changes (as ``data_bind``
 would); the controllers write the state, never the bar.
@@ -45,7 +47,8 @@ from .outside import one_line
 
 # The fields on the left, most important first: a narrow bar drops them from the end. The
 # state (and a download's progress) on the right stay longest of all.
-PRIORITY = ("context", "model", "speed", "tokens", "format", "think", "draft", "quantization", "thinking",
+PRIORITY = ("context", "model", "speed", "tokens", "format", "think", "draft", "restored", "quantization",
+            "thinking",
             "device", "kv_cache", "ttft", "draft_model")
 # The chat state's fields the bar shows, by the name of the bar's own reactive.
 SHOWN = {"model": "model", "status": "state", "context_used": "context_used", "stats": "stats", "live": "live",
@@ -158,6 +161,9 @@ class StatusBar(Widget):
             if (stats.drafted_tokens or stats.drafting_turned_off) and self.drafting is None:
                 add("draft", ("draft ", dim), draft_text(stats.drafted_tokens, stats.accepted_draft_tokens,
                                                           stats.draft_k, stats.drafting_turned_off))
+        if stats is not None and stats.restored_tokens:  # the reply started from a KV snapshot
+            add("restored", ("restored ", dim), f"{stats.restored_tokens:,} tokens",
+                (f" in {stats.restore_ms / 1000:.2f} s", dim))
         if (drafting := self.drafting) is not None:
             add("draft", ("draft ", dim), draft_text(drafting.drafted, drafting.accepted, drafting.k,
                                                       drafting.turned_off))

@@ -377,8 +377,14 @@ class SnapshotStore:
     thread; ``keep`` hands the disk write to a background thread; ``close`` waits for it."""
 
     def __init__(self, key: SnapshotKey, disk_bytes: int, folder: Callable[[], Path] = snapshot_folder,
-                 memory_bytes: int | None = None) -> None:
+                 memory_bytes: int | None = None,
+                 restorable: Callable[[int, int], bool] | None = None) -> None:
         self.key = key
+        # Whether a snapshot of n tokens can be restored and continued after its first k
+        # (None: always). A sliding-window model's state keeps only the window's cells of those
+        # layers (llama.cpp writes no more), so a long one continues only from its end; a
+        # recurrent state cannot be cut at all (engine/llama/kv_state.py).
+        self.restorable = restorable
         self.digest = key.digest
         self.disk_bytes = max(0, disk_bytes)
         self.memory_bytes = MEMORY_BYTES if memory_bytes is None else memory_bytes
@@ -416,6 +422,8 @@ class SnapshotStore:
         found: Match | None = None
         for snap in reversed(self._memory.values()):
             common = min(common_prefix(snap.tokens, want), cap)
+            if not self._usable(snap.n_tokens, common):
+                continue
             if common > 0 and (found is None or common > found.common):
                 found = Match(common, "memory", snapshot=snap)
         stale: tuple[int, _DiskEntry] | None = None
@@ -425,6 +433,8 @@ class SnapshotStore:
                 if common > (stale[0] if stale else 0):
                     stale = (common, entry)
                 continue
+            if not self._usable(len(entry.tokens) // 4, common):
+                continue
             if common > 0 and (found is None or common > found.common):
                 found = Match(common, "disk", entry=entry)
         if stale is not None and stale[0] > (found.common if found else 0) + RESTORE_MARGIN:
@@ -432,6 +442,9 @@ class SnapshotStore:
                        "(%s): not used", stale[1].path.name, stale[0], self.key.differences(stale[1].key_info),
                        level=logging.INFO)
         return found
+
+    def _usable(self, n_tokens: int, common: int) -> bool:
+        return self.restorable is None or self.restorable(n_tokens, common)
 
     def load(self, match: Match) -> Snapshot | None:
         """The snapshot of ``match``, its file read and checked (None, with one log line, when
@@ -468,10 +481,12 @@ class SnapshotStore:
             return
         tb = token_bytes(tokens)
         for old in list(self._memory):
-            if old.startswith(tb):
+            if old == tb or self.restorable is None and old.startswith(tb):
                 self._memory.move_to_end(old)
                 return  # a longer one has these: restoring it and trimming gives this state
-            if tb.startswith(old):
+            if tb.startswith(old) and self.restorable is None:
+                # (where a restore cannot be trimmed, the shorter one stays in memory: another
+                # branch forks there; on disk one conversation still leaves one file)
                 del self._memory[old]
         snap = Snapshot(tb, data)
         self._remember(snap)

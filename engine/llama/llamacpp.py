@@ -57,6 +57,9 @@ from .decoding import DecodeTarget, Emitter, make_sampler, plain_tokens, sampler
 from .draft_model import DraftModel
 from .drafting import prompt_lookup_tokens
 from .grammar_sampling import Sampler
+from . import kv_snapshots
+from .kv_snapshots import RESTORE_MARGIN, SnapshotStore
+from .kv_state import make_store, restore_state, take_state, trim_allowed
 from .memory_checks import check_draft_memory
 from .native import ensure_llama_initialised, gpu_offload_supported
 from .speculative import AdaptiveDraft, FixedDraft, make_policy
@@ -99,6 +102,11 @@ class LlamaCppBackend:
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
         self._no_abort = ctypes.cast(None, ll.ggml_abort_callback)  # type: ignore[arg-type]
         self._piece = ctypes.create_string_buffer(256)
+        self._snapshots: SnapshotStore | None = None  # KV snapshots (None: off, or no model loaded)
+        self._snapshot_due = False  # a reply ended: its state is worth keeping (keep_snapshot())
+        # The engine process takes the snapshot after it sent the reply's end (worker_child.py);
+        # in process, stream_chat takes it once its consumer asks past the GenerationDone.
+        self.defer_snapshots = False
 
     # ----------------------------------------------------------------- loading
     def load(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
@@ -143,6 +151,8 @@ class LlamaCppBackend:
         self._model, self._ctx, self._gguf = model, ctx, gguf
         self._vocab = ll.llama_model_get_vocab(model)
         self._mem = ll.llama_get_memory(ctx)
+        self._snapshots = make_store(opts.kv_snapshot_cache_mib, model, gguf.path, cparams, request.kv_type,
+                                     loading.flash_attn_state(captured, flash_attn), n_gpu_layers)
         ll.llama_set_abort_callback(ctx, self._no_abort, None)
         choice = self._choose_template(gguf)
         assert self._template is not None
@@ -253,6 +263,10 @@ class LlamaCppBackend:
         return self._info
 
     def close(self) -> None:
+        if self._snapshots is not None:
+            self.keep_snapshot()
+            self._snapshots.close()  # its disk writes finish: ``vibechat run`` leaves its snapshot behind
+            self._snapshots = None
         if self._draft is not None:
             self._draft.close()
             self._draft = None
@@ -365,6 +379,7 @@ class LlamaCppBackend:
         if self._mem is not None:
             ll.llama_memory_clear(self._mem, True)
         self._tokens = []
+        self._snapshot_due = False
         if self._draft is not None:
             self._draft.reset()
 
@@ -372,18 +387,89 @@ class LlamaCppBackend:
         self.load()
         self._cancel.clear()
         try:
-            tokens, _dropped = self._fit(messages, SamplingParams(thinking=thinking))
+            tokens, dropped = self._fit(messages, SamplingParams(thinking=thinking))
+            # Where the next user turn will part from these tokens (past the last message, before
+            # the generation prompt): the snapshot is taken there, so a new engine can continue it.
+            cut = len(tokens) if dropped else _common_prefix(
+                tokens, self._prompt_tokens([*messages, ChatMessage("user", "\u2026")], thinking))
         except TemplateCancelled:
             return 0
-        self.reset()
+        self._snapshot_due = False
+        restored, restore_ms = self._restore_snapshot(tokens, len(tokens))
+        keep = self._trim_to(tokens, len(tokens))
+        if self._draft is not None:
+            self._draft.reset()
         ll.llama_set_abort_callback(self._ctx, self._aborting, None)
         try:
-            if not self._decode(tokens):
-                self.reset()
-                return 0
+            for end in [c for c in (cut,) if keep < c < len(tokens)] + [len(tokens)]:
+                if not self._decode(tokens[len(self._tokens):end]):
+                    self.reset()
+                    return 0
+                if end == cut:
+                    self._snapshot_due = True
+                    self.keep_snapshot()
         finally:
             ll.llama_set_abort_callback(self._ctx, self._no_abort, None)
+        if restored:
+            log.info("prefill: restored %d of %d tokens from a KV snapshot in %.0f ms, evaluated %d",
+                     min(restored, keep), len(tokens), restore_ms, len(tokens) - keep)
         return len(tokens)
+
+    # ------------------------------------------------------------ KV snapshots
+    def _restore_snapshot(self, tokens: Sequence[int], at_most: int) -> tuple[int, float]:
+        """Restore the KV snapshot that shares the most of ``tokens`` (up to ``at_most``) when it
+        shares ``RESTORE_MARGIN`` more than the live cache: the tokens it holds, and the restore's
+        milliseconds ((0, 0.0): nothing restored, the cache as it was, or emptied when a
+        restore failed)."""
+        store = self._snapshots
+        if store is None:
+            return 0, 0.0
+        t0 = time.perf_counter()
+        live = min(_common_prefix(self._tokens, tokens), at_most)
+        match = store.best(tokens, at_most)
+        if match is None or match.common < live + RESTORE_MARGIN:
+            if at_most - live >= max(kv_snapshots.MIN_TOKENS, RESTORE_MARGIN):  # a long evaluation ahead: say why
+                log.info("no KV snapshot shares more of this prompt than the cache (%d of %d tokens%s): "
+                         "evaluating the rest", live, len(tokens),
+                         f"; the best shares {match.common}" if match is not None else "")
+            return 0, 0.0
+        snap = store.load(match)
+        if snap is None:
+            return 0, 0.0
+        if self._draft is not None:
+            self._draft.reset()
+        if not restore_state(self._ctx, self._mem, snap):
+            self._tokens[:] = []
+            return 0, 0.0
+        self._tokens[:] = snap.tokens_list()
+        ms = (time.perf_counter() - t0) * 1000
+        log.info("restored %d tokens from a KV snapshot (%s) in %.0f ms", match.common, match.source, ms)
+        return match.common, ms
+
+    def _trim_to(self, tokens: Sequence[int], at_most: int) -> int:
+        """Drop what the KV cache holds past its common prefix with ``tokens`` (at most
+        ``at_most`` kept): the tokens kept. A cache that cannot be trimmed is emptied."""
+        keep = min(_common_prefix(self._tokens, tokens), at_most)
+        if keep < len(self._tokens):
+            if not trim_allowed(self._mem, self._model, keep):  # a restored sliding window ends later
+                log.info("the KV cache cannot be continued at token %d (its sliding-window layers start "
+                         "later: a restored state): evaluating the prompt", keep)
+                keep = 0
+            if not keep or not ll.llama_memory_seq_rm(self._mem, 0, keep, -1):
+                ll.llama_memory_clear(self._mem, True)
+                keep = 0
+            del self._tokens[keep:]
+        return keep
+
+    def keep_snapshot(self) -> None:
+        """Keep the KV state the last reply (or prefill) left, if it is due: off the reply's
+        critical path (after its end went out); the disk write runs in a background thread."""
+        store, due, self._snapshot_due = self._snapshots, self._snapshot_due, False
+        if not due or store is None or self._ctx is None or not store.worth(len(self._tokens)):
+            return
+        data = take_state(self._ctx)
+        if data is not None:
+            store.keep(self._tokens, data)
 
     def _decode(self, tokens: Sequence[int]) -> bool:
         """Evaluate ``tokens`` after the cached ones; False if cancelled."""
@@ -436,13 +522,12 @@ class LlamaCppBackend:
         if dropped:
             yield ContextTrimmed(dropped_messages=dropped, prompt_tokens=len(tokens), context_size=n_ctx)
 
-        # Reuse the cached prefix; always evaluate at least the last prompt token for fresh logits.
-        keep = min(_common_prefix(self._tokens, tokens), len(tokens) - 1)
-        if keep < len(self._tokens):
-            if not ll.llama_memory_seq_rm(self._mem, 0, keep, -1):
-                ll.llama_memory_clear(self._mem, True)
-                keep = 0
-            del self._tokens[keep:]
+        # Reuse the cached prefix, or a KV snapshot's that shares more; always evaluate at least the
+        # last prompt token for fresh logits.
+        self._snapshot_due = False
+        restored, stats.restore_ms = self._restore_snapshot(tokens, len(tokens) - 1)
+        keep = self._trim_to(tokens, len(tokens) - 1)
+        stats.restored_tokens = min(restored, keep)
         suffix = tokens[keep:]
         stats.prompt_tokens_evaluated = len(suffix)
 
@@ -498,8 +583,12 @@ class LlamaCppBackend:
         stats.decode_ms = (t_end - t_prompt_done) * 1000
         if stats.completion_tokens and stats.decode_ms > 0:
             stats.decode_tokens_per_s = stats.completion_tokens / (stats.decode_ms / 1000)
+        self._snapshot_due = evaluated  # the cache holds the prompt (and the reply): worth keeping
         yield GenerationDone(text="".join(text_parts), stats=stats, params=params,
                              thinking="".join(thinking_parts))
+        # Here only once the consumer asks past the reply's end: it has shown the reply.
+        if not self.defer_snapshots:
+            self.keep_snapshot()
 
 
 def _text_bytes(messages: Sequence[ChatMessage]) -> int:

@@ -249,6 +249,7 @@ def child_main() -> int:
     from .llamacpp import LlamaCppBackend
 
     backend = LlamaCppBackend(first[1])
+    backend.defer_snapshots = True  # taken after a reply's answer went out (below), off its path
     with control.lock:
         control.backend = backend
     send(("ready",))  # a cancel stops what runs at once from now on: the parent's watchdog times it
@@ -269,8 +270,19 @@ def child_main() -> int:
         else:
             control.finished(rid)
             send(("result", rid, result))
+        if kind in ("stream", "prefill"):
+            _keep_snapshot(backend)
     backend.close()
     return 0
+
+
+def _keep_snapshot(backend: Any) -> None:
+    """The KV snapshot of what the request left in the cache (engine/llama/kv_snapshots.py),
+    once its answer is out; never fails the engine."""
+    try:
+        backend.keep_snapshot()
+    except Exception:  # noqa: BLE001 - a snapshot is an optimisation
+        logging.getLogger("vibechat.kv_snapshots").exception("taking a KV snapshot failed")
 
 
 def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[tuple[Any, ...]], None]) -> Any:

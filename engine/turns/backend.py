@@ -132,6 +132,10 @@ class GenerationStats:
 
     prompt_tokens: int = 0
     prompt_tokens_evaluated: int = 0  # after KV-cache prefix reuse
+    # The prompt's tokens that came from a KV snapshot (engine/llama/kv_snapshots.py: a reopened
+    # conversation, another branch) instead of being evaluated, and the restore's time.
+    restored_tokens: int = 0
+    restore_ms: float = 0.0
     prompt_eval_ms: float = 0.0
     completion_tokens: int = 0
     ttft_ms: float = 0.0
@@ -151,7 +155,7 @@ class GenerationStats:
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
-        for key in ("prompt_eval_ms", "ttft_ms", "decode_ms", "decode_tokens_per_s"):
+        for key in ("prompt_eval_ms", "restore_ms", "ttft_ms", "decode_ms", "decode_tokens_per_s"):
             data[key] = round(data[key], 2)
         return data
 

@@ -1,0 +1,223 @@
+"""KV snapshots on the real starter model (issue 27): a conversation reopened in a new engine
+process restores its state and evaluates only the new turn, with the same greedy reply as the
+process that never stopped; ``vibechat run --continue`` restores in a new process; every bad
+snapshot falls back to evaluating the prompt, with a log line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vibechat.engine.llama import kv_snapshots as ks
+from vibechat.engine.settings.knobs import LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+
+from conftest import VIBECHAT_BIN, collect, loaded_starter, worker_threads
+
+pytestmark = pytest.mark.model
+
+GREEDY = SamplingParams(temperature=0, max_tokens=24, seed=7)
+# ~330 tokens: over MIN_TOKENS (the engine process keeps its own module constant)
+STORY = ("Here are my notes on the history of Rome, from its founding by Romulus to the fall of the western "
+         "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, Augustus and the "
+         "emperors after him. ") * 6
+TURN1 = [ChatMessage("system", "You are a terse assistant."), ChatMessage("user", STORY + "Who founded Rome?")]
+
+
+def turn2(first: str) -> list[ChatMessage]:
+    return [*TURN1, ChatMessage("assistant", first), ChatMessage("user", "And who defeated Hannibal?")]
+
+
+def done_of(backend, messages) -> GenerationDone:
+    return collect(backend, messages, GREEDY)[1]
+
+
+def options(starter_path: Path, **changes) -> LlamaCppOptions:
+    return LlamaCppOptions(**{"model_path": starter_path, "context_size": 2048, "repack": "off",
+                              "threads": worker_threads(), **changes})
+
+
+def snapshot_files() -> list[Path]:
+    return sorted(ks.snapshot_folder().glob("*" + ks.SUFFIX))
+
+
+def test_a_new_engine_process_restores_the_conversation_and_replies_as_the_first_would(starter_path):
+    from vibechat.engine.llama.worker import WorkerBackend
+
+    first_process = WorkerBackend(options(starter_path))
+    try:
+        first = done_of(first_process, TURN1)
+        assert first.stats.restored_tokens == 0 and first.text
+    finally:
+        first_process.close()  # its snapshot is written by now
+    (path,) = snapshot_files()
+    assert os.stat(path).st_mode & 0o777 == 0o600 and os.stat(path.parent).st_mode & 0o777 == 0o700
+
+    second_process = WorkerBackend(options(starter_path))
+    try:
+        n_turn1 = second_process.count_tokens(TURN1)
+        reopened = done_of(second_process, turn2(first.text))
+    finally:
+        second_process.close()
+    stats = reopened.stats
+    assert stats.restored_tokens >= n_turn1 - 2 and stats.restore_ms > 0
+    # only the new turn is evaluated: the reply and its end marker, the user's words, the turn marks
+    assert stats.prompt_tokens_evaluated == stats.prompt_tokens - stats.restored_tokens
+    assert stats.prompt_tokens_evaluated < 30
+
+    # The same turn continued in one process that never restored (snapshots off): the KV bytes
+    # are the same, so greedy decoding gives the same tokens.
+    unbroken = WorkerBackend(options(starter_path, kv_snapshot_cache_mib=0))
+    try:
+        assert done_of(unbroken, TURN1).text == first.text
+        continued = done_of(unbroken, turn2(first.text))
+    finally:
+        unbroken.close()
+    assert continued.stats.restored_tokens == 0
+    assert continued.stats.prompt_tokens_evaluated == stats.prompt_tokens_evaluated
+    assert reopened.text == continued.text
+
+
+def test_prefill_of_an_opened_conversation_restores(starter_path, caplog):
+    """The chat's Ctrl+B → Enter path: prefill a conversation another engine left a snapshot of."""
+    with loaded_starter(starter_path, context_size=2048) as writer:
+        first = done_of(writer, TURN1)
+    history = turn2(first.text)[:-1]  # the conversation as saved: turn one and its reply
+    with loaded_starter(starter_path, context_size=2048) as reader, \
+            caplog.at_level(logging.INFO, "vibechat.llama_cpp"):
+        assert reader.prefill(history) == reader.count_tokens(history)
+        assert "prefill: restored" in caplog.text
+        done = done_of(reader, turn2(first.text))
+    assert done.stats.prompt_tokens_evaluated < 30  # the prefill left the cache holding the conversation
+
+
+def test_run_continue_restores_in_a_new_process(starter_installed, monkeypatch):
+    monkeypatch.setenv("VIBECHAT_CONTEXT_SIZE", "2048")
+
+    def run(*args: str) -> dict:
+        out = subprocess.run([str(VIBECHAT_BIN), "run", *args, "-t", "0", "-n", "16", "--json", "--stats"],
+                             capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        assert out.returncode == 0, out.stderr
+        return {"json": json.loads(out.stdout), "stderr": out.stderr}
+
+    first = run("-p", STORY + "Who founded Rome?")
+    assert first["json"]["stats"]["restored_tokens"] == 0
+    assert len(snapshot_files()) == 1  # the run left its snapshot behind
+    again = run("--continue", "-p", "And who defeated Hannibal?")
+    stats = again["json"]["stats"]
+    assert stats["restored_tokens"] > 300 and stats["restore_ms"] > 0
+    assert stats["prompt_tokens_evaluated"] == stats["prompt_tokens"] - stats["restored_tokens"] < 40
+    assert f"restored {stats['restored_tokens']} tokens in" in again["stderr"]
+
+
+@pytest.fixture(scope="module")
+def a_snapshot(starter_path: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str, str]:
+    """One snapshot file of TURN1's reply (its name and bytes), and the reply."""
+    folder = tmp_path_factory.mktemp("snapshot")
+    old = os.environ.get("VIBECHAT_CACHE_DIR")
+    os.environ["VIBECHAT_CACHE_DIR"] = str(folder)
+    try:
+        with loaded_starter(starter_path, context_size=2048) as backend:
+            first = done_of(backend, TURN1)
+    finally:
+        if old is None:
+            os.environ.pop("VIBECHAT_CACHE_DIR", None)
+        else:
+            os.environ["VIBECHAT_CACHE_DIR"] = old
+    (path,) = (folder / ks.FOLDER).glob("*" + ks.SUFFIX)
+    return path.read_bytes(), path.name, first.text
+
+
+@pytest.mark.parametrize("damage", ["missing", "stale", "corrupt", "truncated", "fifo"])
+def test_a_bad_snapshot_falls_back_to_evaluating_the_prompt(starter_path, a_snapshot, caplog, damage):
+    data, name, first = a_snapshot
+    folder = ks.snapshot_folder()
+    folder.mkdir(parents=True, mode=0o700)
+    path = folder / name
+    context = 2048
+    if damage == "stale":  # made for another context size
+        path.write_bytes(data)
+        context = 1024
+    elif damage == "corrupt":
+        raw = bytearray(data)
+        raw[-1000] ^= 0xFF
+        path.write_bytes(bytes(raw))
+    elif damage == "truncated":
+        path.write_bytes(data[:-4096])
+    elif damage == "fifo":
+        os.mkfifo(path)
+    with loaded_starter(starter_path, context_size=context) as backend, \
+            caplog.at_level(logging.INFO, "vibechat"):
+        done = done_of(backend, turn2(first))
+    assert done.text and done.stats.finish_reason in ("stop", "length")
+    assert done.stats.restored_tokens == 0
+    assert done.stats.prompt_tokens_evaluated == done.stats.prompt_tokens
+    why = {"missing": "no KV snapshot shares more of this prompt", "stale": "made with other settings (n_ctx 2048",
+           "corrupt": "corrupt (checksum)", "truncated": "truncated", "fifo": "not a regular file"}[damage]
+    assert why in caplog.text
+
+
+def test_a_state_llama_cpp_refuses_is_cleared_and_the_prompt_evaluated(starter_path, a_snapshot, caplog):
+    """A file whose checks pass but whose state llama.cpp will not read (here: a key that lies
+    about the context, as a bug in the key would): set_data's 0 clears the cache, nothing breaks."""
+    data, name, first = a_snapshot
+    with loaded_starter(starter_path, context_size=2048) as backend:
+        store = backend._snapshots
+        assert store is not None
+        tokens = backend._prompt_tokens(turn2(first))[:400]
+        store.keep(tokens, bytearray(b"\x01" * 4096))  # a state of another shape
+        with caplog.at_level(logging.INFO, "vibechat"):
+            done = done_of(backend, turn2(first))
+    assert done.text and done.stats.restored_tokens == 0
+    assert done.stats.prompt_tokens_evaluated == done.stats.prompt_tokens
+    assert "llama.cpp read 0 of its 4096 bytes" in caplog.text
+
+
+def test_snapshots_off_leave_nothing(starter_path):
+    with loaded_starter(starter_path, context_size=2048, kv_snapshot_cache_mib=0) as backend:
+        done_of(backend, TURN1)
+    assert not ks.snapshot_folder().exists()
+
+
+def test_the_key_names_what_makes_a_state_valid(starter_path):
+    with loaded_starter(starter_path, context_size=2048) as backend:
+        assert backend._snapshots is not None
+        key = backend._snapshots.key
+    assert key.model_path == str(starter_path.resolve()) and key.model_size == starter_path.stat().st_size
+    assert key.n_ctx == 2048 and key.type_k == key.type_v == "f16" and key.swa_full
+    assert key.llama_cpp_version and key.format == ks.FORMAT_VERSION
+    assert dataclasses.replace(key, n_ctx=4096).digest != key.digest
+
+
+def test_a_restored_sliding_window_is_only_continued_from_its_end(starter_path, caplog):
+    """The starter's sliding-window layers (512 tokens): a state llama.cpp saves holds only the
+    window's cells of those layers, so a restored state longer than the window is continued from
+    its end, never cut back to an earlier fork (that would attend to cells it lacks)."""
+    long_turn = [ChatMessage("system", "You are a terse assistant."),
+                 ChatMessage("user", STORY * 2 + "Who founded Rome?")]
+    with loaded_starter(starter_path, context_size=2048) as first:
+        reply1 = done_of(first, long_turn).text
+        branch = [*long_turn, ChatMessage("assistant", reply1)]
+        two = [*branch, ChatMessage("user", "And who defeated Hannibal?")]
+        reply2 = done_of(first, two).text
+        sibling = [*branch, ChatMessage("user", "And who built the Colosseum?")]
+        same = done_of(first, sibling).stats  # this engine evaluated it all: its cache can be cut anywhere
+        assert same.prompt_tokens > 600 and same.prompt_tokens_evaluated < 30 and same.restored_tokens == 0
+    with loaded_starter(starter_path, context_size=2048) as second, caplog.at_level(logging.INFO, "vibechat"):
+        three = [*two, ChatMessage("assistant", reply2), ChatMessage("user", "Thanks.")]
+        resumed = done_of(second, three).stats  # branch two continued from its end: restored
+        assert resumed.restored_tokens > 600 and resumed.prompt_tokens_evaluated < 30
+        caplog.clear()
+        switched = done_of(second, sibling).stats  # back to the fork: neither the cache nor a snapshot reaches
+        assert switched.restored_tokens == 0 and switched.prompt_tokens_evaluated == switched.prompt_tokens
+        assert "sliding-window layers start later" in caplog.text
+    with loaded_starter(starter_path, context_size=2048) as third:
+        fresh = done_of(third, sibling).stats  # a new engine: every snapshot goes on past the fork
+        assert fresh.restored_tokens == 0 and fresh.prompt_tokens_evaluated == fresh.prompt_tokens
