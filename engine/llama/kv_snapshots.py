@@ -52,7 +52,7 @@ FOLDER = "kv-snapshots"
 MIN_TOKENS = 256
 # A restore pays when the snapshot shares this many more tokens than the live cache already does.
 RESTORE_MARGIN = 16
-MEMORY_BYTES = 512 << 20  # the recent snapshots kept in this process
+MEMORY_BYTES = 256 << 20  # the recent snapshots kept in this process
 # The disk index: at most this many files looked at, this much read of their headers and
 # tokens in one scan, and this long a JSON header (a file claiming more is corrupt).
 MAX_FILES = 256
@@ -492,9 +492,10 @@ class SnapshotStore:
         self._remember(snap)
         name = f"{self.digest[:16]}-{hashlib.sha256(tb).hexdigest()[:24]}{SUFFIX}"
         self._start_writer()
-        self._pending.append(name)
-        while len(self._pending) > WRITE_QUEUE:  # the disk is slower than the replies: drop the oldest
-            self._pending.popleft()
+        with self._lock:
+            self._pending.append(name)
+            while len(self._pending) > WRITE_QUEUE:  # the disk is slower than the replies: drop the oldest
+                self._pending.popleft()
         self._queue.put((name, snap, self._folder()))
 
     def _remember(self, snap: Snapshot) -> None:
@@ -519,8 +520,11 @@ class SnapshotStore:
                 if item is None:
                     return
                 name, snap, folder = item
-                if name in self._pending:
-                    self._pending.remove(name)
+                with self._lock:
+                    due = name in self._pending
+                    if due:
+                        self._pending.remove(name)
+                if due:
                     self._write(folder, name, snap)
             except Exception:  # noqa: BLE001 - a snapshot is an optimisation: never fails the engine
                 log.exception("writing a KV snapshot failed")
