@@ -32,7 +32,9 @@ BINDING_IDS: tuple[str, ...] = (
     # the prompt input
     "input.scroll_up", "input.scroll_down",
     # a focused message
-    "message.copy", "message.copy_code", "message.open_link", "message.previous_version", "message.next_version", "chat.show_earlier", "thinking.toggle",
+    "message.copy", "message.copy_code", "message.open_link", "message.previous_version", "message.next_version", "tool.toggle",
+    # a tool call's question (nothing runs without a yes)
+    "approval.once", "approval.conversation", "approval.always", "approval.deny", "chat.show_earlier", "thinking.toggle",
     # the parameter panel (F2), its sliders and its choices (the thinking switch)
     "params.reset_all", "params.save_default",
     "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",

@@ -16,21 +16,28 @@ if TYPE_CHECKING:
     from vibechat.engine.settings.knobs import EngineSettings
     from vibechat.engine.settings.params import SamplingParams
 
+    from vibechat.engine.chat.tool_turns import ToolBox
+
     from .app import VibechatApp
     from .models_ui import BackendFactory
+    from .tool_rounds import ToolPolicy
 
 
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
                config: "LoadedConfig | None" = None, blink: bool = True,
                backend_factory: "BackendFactory | None" = None,
-               history: "History | None" = None, save: bool = True, freeze_gc: bool = False) -> "VibechatApp":
+               history: "History | None" = None, save: bool = True, freeze_gc: bool = False,
+               tools: "ToolBox | None" = None, tool_policy: "ToolPolicy | None" = None,
+               tool_rounds: int = 8) -> "VibechatApp":
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
     starts with. Chats are saved in ``history`` (None: the default database under the
     data dir), unless ``save`` is false. ``freeze_gc``: once the model is ready, what the app
     built so far leaves the garbage collector's sight (see ``gc_policy``; the real chat does,
-    tests that make many apps in one process do not)."""
+    tests that make many apps in one process do not). ``tools``: what replies may call (None:
+    no tools), ``tool_policy`` who runs without asking, ``tool_rounds`` the most rounds of calls
+    per prompt (engine/chat/tool_turns.py)."""
     from vibechat.engine.chat.history import History
 
     from .app import VibechatApp
@@ -40,7 +47,8 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     elif history is None:
         history = History(read_only_ok=True)  # opened in a worker once the app is up; browsable if read-only
     return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
-                       backend_factory=backend_factory, history=history, freeze_gc=freeze_gc)
+                       backend_factory=backend_factory, history=history, freeze_gc=freeze_gc, tools=tools,
+                       tool_policy=tool_policy, tool_rounds=tool_rounds)
 
 
 def freeze_startup_objects() -> None:

@@ -39,6 +39,7 @@ from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.chat.session import ChatSession
+from vibechat.engine.chat.tool_turns import ToolBox
 from vibechat.themes import THEMES
 
 from .. import slash
@@ -57,6 +58,7 @@ from .prompt_input import PromptInput
 from .replies import Replies
 from .sidebar import ConversationSidebar
 from .status_bar import StatusBar
+from .tool_rounds import ToolPolicy, ToolRounds
 
 MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
 FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
@@ -81,7 +83,8 @@ class VibechatApp(OutsideTextApp):
     def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
                  config: LoadedConfig | None = None, blink: bool = True,
                  backend_factory: BackendFactory | None = None, history: History | None = None,
-                 freeze_gc: bool = False) -> None:
+                 freeze_gc: bool = False, tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
+                 tool_rounds: int = 8) -> None:
         super().__init__()
         config = config or load_app_config()
         self.config = config
@@ -94,7 +97,9 @@ class VibechatApp(OutsideTextApp):
         self.replies = Replies(self)
         self.models = ModelManager(self, backend_factory)
         self.chats = HistoryManager(self)
-        self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers()}
+        self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
+        self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers(),
+                       **self.tool_rounds.handlers()}
         self._side_panel_last: Widget | None = None  # the side panel opened last
         for theme in THEMES:
             self.register_theme(theme)
@@ -170,6 +175,7 @@ class VibechatApp(OutsideTextApp):
                                        file=self.config.path, from_file=config_ui.file_problems(self.config))
         self.replies.load_model()
         self.chats.list_history()
+        self.tool_rounds.list_tools()
 
     def on_unmount(self) -> None:
         """Quitting: the reply in progress stops (saved as stopped), so that the exit, which

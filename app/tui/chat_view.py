@@ -82,6 +82,9 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         border-left: thick $warning;
         color: $text-muted;
     }
+    ChatMessageWidget.-tool {
+        border-left: thick $accent;
+    }
     ChatMessageWidget.-stopped > .message--status, ChatMessageWidget.-error > .message--status {
         color: $warning;
         text-style: italic;
@@ -129,7 +132,7 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         self.text = text
         self.message_id: int | None = None  # its row in the history, when saved
         self.branch: tuple[int, int] = (1, 1)  # its place among its siblings, and how many (set_branch)
-        self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat"}[role]
+        self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
         self._status = status
         self._blank_line: Strip | None = None  # a line of its own content (``render_line``)
 

@@ -161,3 +161,25 @@ class DownloadEnded(Message):
     model: LocalModel | None = None
     error: str | None = None
     cancelled: bool = False
+
+
+# ----------------------------------------------------------------- tools
+
+
+@dataclass
+class ToolsListed(Message):
+    """The tools a reply may be offered (MCP servers started, built-ins enabled); ``problems``:
+    one line per server that did not start."""
+
+    specs: tuple
+    problems: tuple[str, ...] = ()
+
+
+@dataclass
+class ToolFinished(Message):
+    """A tool call ran (or was cancelled, timed out, failed): its outcome, for the call
+    ``index`` of the round that began at ``generation``."""
+
+    generation: int
+    index: int
+    outcome: object

@@ -32,6 +32,7 @@ from vibechat.engine.chat.history import History
 from vibechat.engine.chat.export import write_export
 from vibechat.engine.settings.choices import COMPLETION
 from vibechat.engine.sanitize import sanitize
+from vibechat.engine.turns.tool_calls import ToolCall
 
 from ..appconfig import chat_settings
 from .chat_view import AssistantMessage, ChatMessageWidget
@@ -353,9 +354,18 @@ class HistoryManager:
         self._rebuild_cache()
 
     def message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]:
+        from .tool_block import ToolCallBlock
+
         theme = self.host.code_theme()
         widgets: list[ChatMessageWidget] = []
+        calls = {call.id: call for m in messages for call in m.tool_calls}
         for m in messages:
+            if m.role == "tool":  # a tool's result, under the call it answers
+                call = calls.get(m.tool_call_id or "") or ToolCall(m.tool_call_id or "", m.tool_name or "", "")
+                block = ToolCallBlock(call, m.tool_name or "a tool", state="done", result=m.content)
+                block.message_id = m.id
+                widgets.append(block)
+                continue
             status, kind = "", None
             if m.status == "error" or (m.status == "interrupted" and m.error):  # a cut stream says why
                 status, kind = f"⚠ {m.error or 'failed'}", "error"
@@ -363,6 +373,8 @@ class HistoryManager:
                 status, kind = STATUS_NOTES[m.status]
             elif m.stats and m.stats.get("finish_reason") == "length":
                 status = "… cut at the token limit"
+            elif m.tool_calls:
+                status = "→ asked for " + ", ".join(sorted({c.name[:40] for c in m.tool_calls}))
             widget: ChatMessageWidget
             if m.role == "user":
                 widget = ChatMessageWidget("user", sanitize(m.content), status=status, status_kind=kind)

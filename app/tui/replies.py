@@ -136,6 +136,7 @@ class Replies:
             host.prompt_input.give_back(text)
             return
         self._hold()  # from here until the reply's first words: no frame (see FrameHold)
+        host.tool_rounds.new_prompt()
         self.session.chat.add_user(text)  # saved before generation starts
         host.chats.changed()
         await host.chat.add(self._saved(ChatMessageWidget("user", text)))
@@ -175,7 +176,8 @@ class Replies:
         widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
         if not self.state.model_ready:
             widget.set_status("waiting for the model to load…")
-        turn = self.session.begin_reply()
+        tools, tool_choice = host.tool_rounds.offer()
+        turn = self.session.begin_reply(tools=tools, tool_choice=tool_choice)
         self._saved(widget).set_branch(*widget.branch)
         model = self.session.info
         pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
@@ -303,6 +305,7 @@ class Replies:
     async def _finish(self, stream: ReplyStream, done: GenerationDone) -> None:
         await stream.settle_thinking(done)
         await stream.finish(done.text)
+        offered = self.turn is not None and bool(self.turn.tools)
         if self.turn is not None and self.session.finish_reply(self.turn, done):
             self.host.chats.changed()
         stats, state = done.stats, self.state
@@ -328,6 +331,10 @@ class Replies:
         if stopped:  # stopped by the user (or a model switch): what waited is theirs again
             self.host.prompt_input.unqueue()
             return
+        if done.tool_calls:
+            stream.widget.set_status("→ asked for " + ", ".join(sorted({c.name[:40] for c in done.tool_calls})))
+            if offered and self.host.tool_rounds.take_over(done):
+                return  # the calls are answered, then the model answers again
         queued = self.host.prompt_input.take_queued()
         if queued is not None:
             await self.send(queued)
@@ -384,7 +391,10 @@ class Replies:
     def stop(self) -> None:
         """Esc: the reply stops; the text so far stays (it settles as stopped). A queued
         message goes back into the input, unsent."""
-        if self.state.generating:
+        if self.host.tool_rounds.active:
+            self.host.tool_rounds.stop()
+            self.host.prompt_input.unqueue()
+        elif self.state.generating:
             self.session.cancel()
             self.host.prompt_input.unqueue()
 
@@ -405,6 +415,9 @@ class Replies:
     def abandon(self) -> None:
         """A new chat, an edit, quitting, another model: the reply in progress is left
         (saved as stopped) and its later messages ignored."""
+        if self.host.tool_rounds.active:
+            self.host.tool_rounds.abandon()
+            self._ended()
         if self.session.abandon():
             self.host.chats.changed()
         self.host.prompt_input.unqueue()  # the reply it waited for is gone: back in the input

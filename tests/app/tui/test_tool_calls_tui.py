@@ -1,0 +1,141 @@
+"""Tool calls in the chat: each call shows its tool and arguments and waits for the user's
+yes (once, for this conversation, always, or deny with Esc); a running call is cancelled with
+Esc; results are folded blocks, saved, and sent to the model, which then answers again. A
+real Textual app (Pilot) on a real SQLite file; the recording backend scripts the calls and a
+small in-test tool box stands in for engine/tools (the MCP path is tested with a real server
+in tests/engine/tools and through `vibechat run`)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from fakes import RecordingBackend, send, settle
+from helpers import wait_for
+from vibechat.app.tui import create_app
+from vibechat.app.tui.tool_approval import ToolApprovalScreen
+from vibechat.app.tui.tool_block import ToolCallBlock
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.tool_turns import DENIED, ToolOutcome
+from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
+
+SIZE = (110, 36)
+CLOCK = ToolSpec("clock", "What time it is [bold]now[/bold]", server="time", tool="now")
+SLOW = ToolSpec("slow", "Takes a while", server="util", tool="slow")
+
+
+class Box:
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.release = threading.Event()
+
+    def specs(self):
+        return [CLOCK, SLOW]
+
+    def run(self, call, spec, cancel):
+        self.ran.append(call.id)
+        if spec is SLOW:
+            cancel.wait(30)
+            return ToolOutcome("The user cancelled the call.", True)
+        return ToolOutcome("\x1b]52;c;aGk=\x07It is [red]noon[/red].")
+
+
+class Policy:
+    def __init__(self) -> None:
+        self.always: set[str] = set()
+        self.here: set[tuple[int | None, str]] = set()
+
+    def allowed(self, spec, conversation_id):
+        return spec.qualified in self.always or (conversation_id, spec.qualified) in self.here
+
+    def allow_for_conversation(self, spec, conversation_id):
+        self.here.add((conversation_id, spec.qualified))
+
+    def allow_always(self, spec):
+        self.always.add(spec.qualified)
+
+
+def make(tmp_path: Path, backend: RecordingBackend, box: Box, policy: Policy):
+    return create_app(backend, blink=False, history=History(tmp_path / "history.db"), tools=box, tool_policy=policy)
+
+
+async def test_a_call_waits_for_a_yes_then_runs_and_the_model_answers_with_its_result(tmp_path: Path):
+    backend, box, policy = RecordingBackend(reply="It is noon."), Box(), Policy()
+    backend.tool_script = [[ToolCall("c1", "clock", '{"zone": "UTC"}')], [ToolCall("c2", "clock", "{}")],
+                           [ToolCall("c3", "clock", "{}")]]
+    app = make(tmp_path, backend, box, policy)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "what time is it?", wait=False)
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
+        assert box.ran == []  # nothing runs without a yes
+        shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "time/now" in shown and '"zone": "UTC"' in shown and "[bold]now[/bold]" in shown  # never markup
+        await pilot.press("y")
+        await settle(pilot)
+        assert box.ran == ["c1"]
+        # c2 came next (the model asked again): asked again, allowed for this conversation.
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the second question")
+        await pilot.press("c")
+        await settle(pilot)
+        assert box.ran == ["c1", "c2", "c3"]  # c3: allowed in this conversation, not asked
+        blocks = list(app.query(ToolCallBlock))
+        assert len(blocks) == 3 and "\x1b" not in blocks[0].text and "[red]noon[/red]" in blocks[0].text
+        assert app.chat.messages()[-1].text == "It is noon."
+        sent = backend.requests[-1][0]
+        assert [m.role for m in sent] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]
+        stored = app.history.get(app.session.chat.conversation_id)
+        assert [m.role for m in stored.messages][-2:] == ["tool", "assistant"]
+    # Reopened: the calls and their results are there, folded, and sent to the model again.
+    again = make(tmp_path, RecordingBackend(reply="ok"), Box(), Policy())
+    async with again.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        again.chats.open_conversation(stored.id)
+        await wait_for(pilot, lambda: len(again.query(ToolCallBlock)) == 3, "the reopened calls")
+        await wait_for(pilot, lambda: again.sidebar.current == stored.id, "the conversation opened")
+        await settle(pilot)
+        reopened = list(again.query(ToolCallBlock))
+        assert reopened[0].tool == "time/now" and '"zone": "UTC"' in reopened[0].call.arguments
+        assert [t.role for t in again.session.conversation.turns][:3] == ["user", "assistant", "tool"]
+
+
+async def test_esc_denies_and_the_model_is_told_and_always_allow_is_kept(tmp_path: Path):
+    backend, box, policy = RecordingBackend(reply="Alright."), Box(), Policy()
+    backend.tool_script = [[ToolCall("c1", "clock", "{}")]]
+    app = make(tmp_path, backend, box, policy)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "time?", wait=False)
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
+        await pilot.press("escape")
+        await settle(pilot)
+        assert box.ran == [] and backend.requests[-1][0][-1].content == DENIED
+        backend.tool_script = [[ToolCall("c2", "clock", "{}")]]
+        await send(pilot, "time, really?", wait=False)
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
+        await pilot.press("a")
+        await settle(pilot)
+        assert box.ran == ["c2"] and policy.always == {"time/now"}
+
+
+async def test_esc_cancels_a_running_call_and_no_reply_follows(tmp_path: Path):
+    backend, box, policy = RecordingBackend(reply="never"), Box(), Policy()
+    policy.always.add("util/slow")
+    backend.tool_script = [[ToolCall("c1", "slow", "{}"), ToolCall("c2", "clock", "{}")]]
+    app = make(tmp_path, backend, box, policy)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "go slow", wait=False)
+        await wait_for(pilot, lambda: box.ran == ["c1"] and app.tool_rounds.active, "the slow call running")
+        app.prompt_input.focus()
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not app.tool_rounds.active and not app.generating
+        assert len(backend.requests) == 1  # no reply after a stop
+        blocks = list(app.query(ToolCallBlock))
+        assert "cancelled" in blocks[0].text and blocks[1].text.startswith("Not run")
+        stored = app.history.get(app.session.chat.conversation_id)
+        assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "tool"]  # every call answered
