@@ -466,7 +466,7 @@ class Replies:
         widgets = self.host.chat.messages()
         if widgets and widgets[-1].role == "assistant":
             await widgets[-1].remove()
-        if chatlog.conversation.last_role == "user":
+        if chatlog.conversation.last_role in ("user", "tool"):  # a prompt, or tools' results
             await self.start()
         else:
             self.session.stop_writing()

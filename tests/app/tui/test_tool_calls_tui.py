@@ -139,3 +139,21 @@ async def test_esc_cancels_a_running_call_and_no_reply_follows(tmp_path: Path):
         assert "cancelled" in blocks[0].text and blocks[1].text.startswith("Not run")
         stored = app.history.get(app.session.chat.conversation_id)
         assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "tool"]  # every call answered
+
+
+async def test_regenerating_the_answer_after_tool_results_keeps_the_results_and_runs_nothing_again(tmp_path: Path):
+    backend, box, policy = RecordingBackend(reply="It is noon."), Box(), Policy()
+    policy.always.add("time/now")
+    backend.tool_script = [[ToolCall("c1", "clock", "{}")]]
+    app = make(tmp_path, backend, box, policy)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "time?")
+        await settle(pilot)
+        backend.reply = "Noon, exactly."
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert box.ran == ["c1"] and app.chat.messages()[-1].text == "Noon, exactly."
+        assert [m.role for m in backend.requests[-1][0]] == ["user", "assistant", "tool"]
+        assert app.chat.messages()[-1].branch == (2, 2)
