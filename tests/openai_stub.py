@@ -27,6 +27,13 @@ stream ends normally; ``client_gone`` is set when the client closes the connecti
 - ``pings``: after ``cut_after`` words, only ``: ping`` comments, every ``interval`` seconds;
 - ``raw_event``: after ``cut_after`` words, ``raw_event`` as one event's data.
 
+Tool calls (as llama-server, vLLM and Ollama stream them): when ``tool_deltas`` is set, a
+request whose last message is not a ``tool`` message is answered with ``tool_text`` (content
+pieces), then one chunk for each entry of ``tool_deltas`` (that chunk's ``delta.tool_calls``:
+``fragments()`` splits a call into pieces, ``whole_call()`` sends it in one, its arguments an
+object), then ``tool_finish``; the next request (the calls' results in ``tool`` messages)
+is answered with ``reply`` as usual.
+
 ``pieces`` replaces the words of ``reply`` with exact content pieces; ``final_fields`` is
 merged into the last (usage) event; ``running_usage`` adds a running ``usage`` to every
 content chunk (that many tokens a piece); ``models_body`` replaces the ``/v1/models`` answer.
@@ -89,6 +96,9 @@ class StubServer:
         self.sent = 0  # events, lines or pings a misbehaving mode sent
         self.client_gone = threading.Event()  # the client closed a misbehaving stream before its end
         self.release = threading.Event()
+        self.tool_deltas: list[list[dict[str, Any]]] = []  # each: one chunk's delta.tool_calls
+        self.tool_text: list[str] = []  # content pieces sent before the calls
+        self.tool_finish: str | None = "tool_calls"  # Ollama before 0.5 said "stop"
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -176,6 +186,19 @@ class StubServer:
                 self._event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
                 self.wfile.write(b"6\r\n: ping\r\n")  # a keep-alive comment, split across chunks
                 self.wfile.write(b"1\r\n\n\r\n")
+                messages = body.get("messages") or [{}]
+                if stub.tool_deltas and messages[-1].get("role") != "tool":
+                    for piece in stub.tool_text:
+                        self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                    for calls in stub.tool_deltas:
+                        self._event({"choices": [{"index": 0, "delta": {"content": None, "tool_calls": calls},
+                                                  "finish_reason": None}]})
+                    self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": stub.tool_finish}]})
+                    self._event({"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 12,
+                                                          "total_tokens": 42}})
+                    self._chunk(b"data: [DONE]\n\n")
+                    self._chunk(b"")
+                    return
                 if mode == "endless":
                     self._misbehave(lambda i: self._event(
                         {"choices": [{"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": None}]}))
@@ -278,6 +301,24 @@ class StubServer:
         MISBEHAVING = {"empty_events": Handler._empty_event, "endless_line": Handler._endless_line,
                        "no_blank": Handler._data_line, "pings": Handler._ping, "raw_event": Handler._raw_event}
         return Handler
+
+
+def fragments(index: int, call_id: str, name: str, arguments: str, size: int = 5) -> list[list[dict[str, Any]]]:
+    """One call as llama-server and vLLM stream it: the id and the name first, then the
+    arguments in ``size``-character fragments (each list: one chunk's ``delta.tool_calls``)."""
+    chunks = [[{"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]]
+    chunks += [[{"index": index, "function": {"arguments": arguments[i:i + size]}}]
+               for i in range(0, len(arguments), size)]
+    return chunks
+
+
+def whole_call(index: int | None, call_id: str, name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    """One call in one piece, its arguments an object (as some servers send them); ``index``
+    None leaves it out."""
+    call: dict[str, Any] = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    if index is not None:
+        call["index"] = index
+    return [call]
 
 
 def refused_url() -> str:

@@ -13,7 +13,9 @@ another; the room's other modules do the parts:
   parameters, and the extra fields a strict server refuses, sent again without them);
 * sse.py: the server-sent events, within their size and idle bounds;
 * reply.py: the reply's text and thinking, the stats (the server's where it sends them,
-  measured here otherwise), a structured-output reply's JSON check.
+  measured here otherwise), a structured-output reply's JSON check;
+* tool_stream.py: the tool calls a reply streams (``delta.tool_calls``), put together and
+  bounded; they end the reply as ``GenerationDone.tool_calls``, finish reason ``tool_calls``.
 
 Stop strings are also applied here, so they hold on servers that ignore them. Without
 ``usage`` the prompt's tokens are an estimate (``count_tokens``: about four characters a
@@ -51,12 +53,14 @@ from ..errors import GenerationError, RemoteServerError, StreamInterrupted, Vibe
 from ..settings.params import SamplingParams
 from ..turns.backend import ChatEvent, ChatMessage, FinishReason, GenerationDone, GenerationStats, ModelInfo
 from ..turns.stops import StopMatcher
+from ..turns.tool_calls import ToolCall, ToolSpec
 from .client import Cancelled, Exchange, Expired, ServerClient, TooMuch, message_of
 from .listing import ServerModels
 from .options import BACKEND_NAME, DEFAULT_DEADLINE, DEFAULT_TIMEOUT, OpenAIOptions, resolve_api_key, withheld_key
 from .reply import ReplyText, check_json_reply, fill_stats, past, reasoning_tokens
 from .request import OPTIONAL_FIELDS, chat_body
 from .sse import EventStream
+from .tool_stream import ToolCallBound, ToolCallStream
 
 log = logging.getLogger("vibechat.openai")
 
@@ -126,22 +130,26 @@ class OpenAICompatibleBackend:
 
     def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         """An estimate (the server's tokenizer is not at hand): about four characters a
-        token, plus a few for each message's turn markers."""
-        return sum(len(m.content) // CHARS_PER_TOKEN + 4 for m in messages)
+        token, plus a few for each message's turn markers (a call's name and arguments count
+        as text)."""
+        return sum((len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)) // CHARS_PER_TOKEN
+                   + 4 for m in messages)
 
     # ------------------------------------------------------------ generation
     def cancel(self) -> None:
         self._http.cancel()
 
-    def _start(self, messages: Sequence[ChatMessage], params: SamplingParams, deadline: float
+    def _start(self, messages: Sequence[ChatMessage], params: SamplingParams, deadline: float,
+               tools: Sequence[ToolSpec] = (), tool_choice: str = "auto"
                ) -> tuple[Exchange, http.client.HTTPResponse]:
         """POST the chat; the open stream. Retries once without the extra fields when the
-        server refuses them; a 404 names the models the server has."""
+        server refuses them; a 404 names the models the server has; a refusal that names
+        tools says how to start the server so that it takes them."""
         path = "/chat/completions"
         model = self.options.model
         assert model is not None  # load() picked it
         while True:
-            body = chat_body(model, messages, params, self._send_optional)
+            body = chat_body(model, messages, params, self._send_optional, tools, tool_choice)
             exchange, resp = self._http.open("POST", path, body, track=True, deadline=deadline)
             if resp.status == 200:
                 return exchange, resp
@@ -160,6 +168,12 @@ class OpenAICompatibleBackend:
                     name in str(error) for name in ("response_format", "json_schema", "json_object")):
                 error = RemoteServerError(f"{self.server} does not take structured output (response_format "
                                           f"{params.output_format.response_format()['type']}): {error}")
+            elif "tools" in body and resp.status in (400, 422, 500, 501) and any(
+                    word in str(error).lower() for word in ("tool", "jinja", "function")):
+                error = RemoteServerError(
+                    f"{str(error).rstrip('.')}: it does not take tool calls as sent; start llama-server with "
+                    "--jinja, or vLLM with --enable-auto-tool-choice and --tool-call-parser NAME, or turn "
+                    "the tools off (tool_choice none).")
             raise error
 
     def _missing_model(self, error: RemoteServerError) -> RemoteServerError:
@@ -170,8 +184,12 @@ class OpenAICompatibleBackend:
             return listed  # "has no model 'x'; it offers a, b"
         return error
 
-    def stream_chat(self, messages: Sequence[ChatMessage],
-                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams,
+                    tools: Sequence[ToolSpec] = (), tool_choice: str = "auto"
+                    ) -> Generator[ChatEvent, None, None]:
+        """The reply, streamed (see ``Backend.stream_chat``). ``tools``: offered to the model
+        (``tool_choice`` auto, none or required: request.py); the calls it asks for end the
+        reply as ``GenerationDone.tool_calls`` (finish reason ``tool_calls``), after its text."""
         self.load()
         self._http.cancelled.clear()
         params = params.with_seed()
@@ -182,10 +200,11 @@ class OpenAICompatibleBackend:
         t_start = time.perf_counter()
         deadline = time.monotonic() + self.options.deadline
         reply = ReplyText(StopMatcher(params.stop))
+        calls = ToolCallStream()
         stops, parts = reply.stops, reply.parts
         finish: FinishReason = "stop"
         try:
-            exchange, resp = self._start(messages, params, deadline)
+            exchange, resp = self._start(messages, params, deadline, tools, tool_choice)
         except Cancelled:
             stats.finish_reason = "cancelled"
             yield GenerationDone(text="", stats=stats, params=params)
@@ -253,6 +272,19 @@ class OpenAICompatibleBackend:
                         break
                 if stops.stopped or capped:
                     break  # closing the connection stops the server's generation
+                if delta.get("tool_calls"):
+                    if limit is not None and (deltas >= limit or past(usage, limit)):
+                        capped = True  # like a text piece past max_tokens
+                        break
+                    try:
+                        fed = calls.feed(delta["tool_calls"])
+                    except ToolCallBound as exc:
+                        yield from reply.flush()
+                        raise self._too_many(exc, "".join(parts)) from None
+                    if fed:  # one piece of a call: at least one token, as a text piece
+                        deltas += 1
+                        t_last = time.perf_counter()
+                        t_first = t_first or t_last
                 if isinstance(choice.get("finish_reason"), str):
                     server_finish = choice["finish_reason"]
                 if self._http.cancelled.is_set():
@@ -273,6 +305,11 @@ class OpenAICompatibleBackend:
             log.info("the reply from %s was cut at %s", self.server,
                      f"max_tokens ({limit})" if limit is not None and deltas >= limit
                      else f"{MAX_REPLY_CHARS:,} characters")
+        asked: tuple[ToolCall, ...] = ()
+        if finish == "stop" and not stops.stopped and (calls or server_finish == "tool_calls"):
+            # Calls, or a server that says so without any: passed on as they are (the chat tells
+            # the model a tool it does not have does not exist). A reply cut or cancelled: none.
+            finish, asked = "tool_calls", calls.calls()
         t_end = time.perf_counter()
         text = "".join(parts)
         fill_stats(stats, self.count_tokens(messages), deltas, t_start, t_first, t_last, t_end, usage, timings)
@@ -283,7 +320,7 @@ class OpenAICompatibleBackend:
         if params.output_format is not None and finish == "stop" and not stops.stopped:
             check_json_reply(self.server, text)
         yield GenerationDone(text=text, stats=stats, params=params, thinking="".join(reply.thinking),
-                             bound=bound if finish == "length" else "")
+                             bound=bound if finish == "length" else "", tool_calls=asked)
 
     def _cut(self, exc: BaseException | None, partial: str, reader: EventStream) -> VibechatError:
         """A stream that ended before the reply did: StreamInterrupted with the text so far."""
@@ -307,6 +344,15 @@ class OpenAICompatibleBackend:
             return StreamInterrupted(f"{why} mid-reply; the partial reply is kept, marked interrupted. "
                                      f"{fix[0].upper()}{fix[1:]}.", partial)
         return GenerationError(f"{why} before the reply began; {fix}.")
+
+    def _too_many(self, exc: ToolCallBound, partial: str) -> VibechatError:
+        """A reply whose tool calls went past a bound: one line, the text so far kept."""
+        why = f"{self.server} sent {exc}, more than vibechat takes"
+        fix = "the model may be looping: ask again, or offer fewer tools"
+        if partial:
+            return StreamInterrupted(f"{why}; the partial reply is kept, marked interrupted. "
+                                     f"{fix[0].upper()}{fix[1:]}.", partial)
+        return RemoteServerError(f"{why}; {fix}.")
 
     def _server_failed(self, chunk: dict[str, Any], partial: str) -> VibechatError:
         message = f"{self.server} failed mid-reply: {self._http.clean(message_of(chunk)) or 'no reason given'}"

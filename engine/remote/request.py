@@ -7,32 +7,88 @@ naming one) gets the request again without them (``send_optional`` False: the ba
 remembers). "auto" (``max_tokens`` and ``repeat_penalty`` None: engine/settings/params.py)
 sends nothing: the server's own default (which knows the model); ``max_tokens`` 0 (no
 limit) sends nothing either.
+
+Tools go as OpenAI's ``tools`` with ``tool_choice`` "auto" or "required" (llama-server with
+``--jinja``, vLLM and Ollama take both; Ollama ignores ``tool_choice``); "none" sends no tools
+at all, the one way every one of them honours (Ollama would still call tools it is given).
+The messages go in the shape all three read (``wire_messages``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from ..settings.params import SamplingParams
 from ..settings.think_switch import remote_kwargs
+from ..errors import InvalidParameterError
 from ..turns.backend import ChatMessage
+from ..turns.tool_calls import TOOL_CHOICES, ToolSpec
 
 EXTRA_FIELDS = ("top_k", "min_p", "repeat_penalty", "repetition_penalty")
 OPTIONAL_FIELDS = (*EXTRA_FIELDS, "stream_options")  # what a strict server may refuse
 
 
+def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """The messages as OpenAI's API takes them, from ``ChatMessage.to_dict()``, made
+    acceptable to llama-server, vLLM and Ollama alike:
+
+    * an assistant message that only calls tools has ``content: null`` (what OpenAI and
+      llama-server write themselves; some chat templates test the content for none);
+    * a call's arguments that are not a JSON object (the model wrote them wrong, and was told
+      so as the call's result) go as ``{}``: Ollama refuses the whole request otherwise
+      ("invalid tool call arguments"), and llama-server fails rendering a template that
+      parses them;
+    * a ``tool`` message is named after the function the model called (the call it answers,
+      by id), which a template may print, rather than the tool's name on its server."""
+    called: dict[str, str] = {}
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        data = message.to_dict()
+        if message.tool_calls:
+            if not message.content:
+                data["content"] = None
+            data["tool_calls"] = [
+                {**entry, "function": {**entry["function"], "arguments": _object_text(call.arguments)}}
+                for call, entry in zip(message.tool_calls, data["tool_calls"])]
+            called.update((call.id, call.name) for call in message.tool_calls)
+        if message.role == "tool" and message.tool_call_id in called:
+            data["name"] = called[message.tool_call_id]
+        wire.append(data)
+    return wire
+
+
+def _object_text(arguments: str) -> str:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return "{}"
+    return arguments if isinstance(value, dict) else "{}"
+
+
+def tool_fields(tools: Sequence[ToolSpec], tool_choice: str) -> dict[str, Any]:
+    """The request's ``tools`` and ``tool_choice`` (nothing for no tools, or "none")."""
+    if tool_choice not in TOOL_CHOICES:
+        raise InvalidParameterError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}.")
+    if not tools or tool_choice == "none":
+        return {}
+    return {"tools": [spec.to_openai() for spec in tools], "tool_choice": tool_choice}
+
+
 def chat_body(model: str, messages: Sequence[ChatMessage], params: SamplingParams,
-              send_optional: bool) -> dict[str, Any]:
+              send_optional: bool, tools: Sequence[ToolSpec] = (), tool_choice: str = "auto") -> dict[str, Any]:
     """``POST /chat/completions``'s JSON body for a streamed reply. A structured output
-    that a server cannot take (a grammar) is a one-line error here, before anything is sent."""
+    that a server cannot take (a grammar) is a one-line error here, before anything is sent;
+    ``tools`` are offered as ``tool_choice`` says (see the module doc)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": [m.to_dict() for m in messages],
+        "messages": wire_messages(messages),
         "stream": True,
         "temperature": params.temperature,
         "top_p": params.top_p,
         "seed": params.seed,
+        **tool_fields(tools, tool_choice),
     }
     if params.max_tokens:  # None ("auto": the server's default) and 0 (no limit) send nothing
         body["max_tokens"] = params.max_tokens
