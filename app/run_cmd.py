@@ -25,6 +25,8 @@ from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatErr
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.chat.session import Answer, ChatSession
+from vibechat.engine.chat.tool_turns import DENIED, ToolBox, ToolOutcome, answer_with_tools
+from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 from vibechat.engine.settings.think_switch import unswitchable
 
 from .clitools import plain, quiet_stdout, safe_json
@@ -49,6 +51,12 @@ class RunRequest:
     show_stats: bool = False
     raw: bool = False
     show_thinking: bool = False  # a reasoning model's thinking on stderr, as it streams
+    # Tools (engine/chat/tool_turns.py): what the model is offered, and which calls run (run never
+    # asks: only those ``allow_tool`` allows, from --allow-tool; the rest are denied, one stderr line each).
+    tools: ToolBox | None = None
+    allow_tool: Callable[[ToolSpec], bool] | None = None
+    tool_choice: str = "auto"
+    tool_rounds: int = 8
     printed: bool = field(default=False, init=False)  # --json: the object is on stdout already
 
 
@@ -279,7 +287,11 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     params = request.params.with_seed()  # drawn here, so an interrupted reply reports it too
     try:
         try:
-            result = session.answer(params, on_text=show, on_event=on_event, stop_requested=lambda: ctrl_c.requested)
+            if request.tools is not None:
+                result = _answer_with_tools(session, request, params, show, on_event, err, ctrl_c)
+            else:
+                result = session.answer(params, on_text=show, on_event=on_event,
+                                        stop_requested=lambda: ctrl_c.requested)
         finally:
             if echo is not None:
                 echo.close()  # a reply that ended while thinking
@@ -297,6 +309,27 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         return EXIT_FAILED if chat.problem else 0
     code = _finish(request, out, err, result, info, meter, held_back(), chat.conversation_id, chat.problem)
     return EXIT_FAILED if chat.problem and code == 0 else code
+
+
+def _answer_with_tools(session: ChatSession, request: RunRequest, params: SamplingParams,
+                       show: Callable[[str], None], on_event: Callable[[ChatEvent], None], err: TextIO,
+                       ctrl_c: CtrlC) -> Answer:
+    """The reply, running the calls --allow-tool allows: run never asks. A denied call is one
+    stderr line naming the flag that would allow it; the model is told it was denied."""
+    assert request.tools is not None
+    allow = request.allow_tool or (lambda spec: False)
+
+    def on_call(call: ToolCall, spec: ToolSpec | None, allowed: bool, outcome: ToolOutcome) -> None:
+        if spec is None:
+            err.write(plain(f"vibechat: the model called a tool that does not exist: {call.name[:80]}") + "\n")
+        elif not allowed and outcome.text == DENIED:
+            err.write(plain(f"vibechat: denied the model's call to {spec.qualified} (--allow-tool "
+                            f"{spec.qualified} allows it)") + "\n")
+        err.flush()
+
+    return answer_with_tools(session, request.tools, lambda call, spec: allow(spec), rounds=request.tool_rounds,
+                             tool_choice=request.tool_choice, params=params, on_text=show, on_event=on_event,
+                             on_call=on_call, stop_requested=lambda: ctrl_c.requested)
 
 
 def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info: ModelInfo,
