@@ -30,7 +30,9 @@ Everything a server sends is untrusted, and every loop over it is bounded:
 * size: one event at most ``sse.MAX_EVENT`` bytes, a whole answer ``sse.MAX_STREAM_BYTES``
   bytes and ``sse.MAX_EVENTS`` events, the reply's text ``MAX_REPLY_CHARS`` characters
   (more ends the reply as ``length``, keeping the text), a JSON answer
-  ``client.MAX_JSON_BODY`` bytes, an error body ``client.MAX_ERROR_BODY``;
+  ``client.MAX_JSON_BODY`` bytes, an error body ``client.MAX_ERROR_BODY``; a reply's tool
+  calls ``tool_stream.MAX_TOOL_CALLS``, each one's arguments ``MAX_ARGUMENTS_CHARS`` (more is
+  a one-line error, the text so far kept);
 * ``max_tokens`` holds on the client too: after that many content pieces (one piece is
   at least one token on the servers we know) the next piece is not shown and the
   connection is closed (``length``), as is a piece that the server's own running
@@ -172,8 +174,8 @@ class OpenAICompatibleBackend:
                     word in str(error).lower() for word in ("tool", "jinja", "function")):
                 error = RemoteServerError(
                     f"{str(error).rstrip('.')}: it does not take tool calls as sent; start llama-server with "
-                    "--jinja, or vLLM with --enable-auto-tool-choice and --tool-call-parser NAME, or turn "
-                    "the tools off (tool_choice none).")
+                    "--jinja or vLLM with --enable-auto-tool-choice --tool-call-parser NAME, pick a model that "
+                    "supports tools (Ollama), or turn the tools off (tool_choice none).")
             raise error
 
     def _missing_model(self, error: RemoteServerError) -> RemoteServerError:

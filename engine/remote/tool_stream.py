@@ -104,7 +104,7 @@ class ToolCallStream:
             if len(call_id) > MAX_ID_CHARS:
                 raise ToolCallBound(f"a tool call id longer than {MAX_ID_CHARS} characters")
             call.id = call_id
-        if name:  # a name sent again whole (with a new id) is not appended
+        if name and name != call.name:  # a name sent again whole (with a new id) is not appended
             if len(call.name) + len(name) > MAX_NAME_CHARS:
                 raise ToolCallBound(f"a tool name longer than {MAX_NAME_CHARS} characters")
             call.name = name if not call.name else call.name + name

@@ -192,14 +192,21 @@ def test_oversized_arguments_are_one_line_and_the_text_so_far_is_kept(stub: Stub
     assert caught.value.partial == "Working on it."
 
 
-def test_a_server_that_refuses_tools_says_how_to_start_it(stub: StubServer):
-    stub.mode, stub.status = "status", 500
-    stub.error_body = {"error": {"code": 500, "message": "tools param requires --jinja flag", "type": "server_error"}}
+@pytest.mark.parametrize("status, said", [
+    (500, "tools param requires --jinja flag"),  # llama-server without --jinja
+    (400, "registry.ollama.ai/library/gemma3:270m does not support tools"),  # Ollama
+])
+def test_a_server_that_refuses_tools_says_how_to_start_it(stub: StubServer, status: int, said: str):
+    stub.mode, stub.status = "status", status
+    stub.error_body = {"error": {"code": status, "message": said, "type": "server_error"}}
     with pytest.raises(RemoteServerError) as caught:
         reply(stub.backend())
     message = str(caught.value)
-    assert "tools param requires --jinja flag" in message and "start llama-server with --jinja" in message
+    assert said in message and "start llama-server with --jinja" in message and "supports tools" in message
     assert "\n" not in message
+    with pytest.raises(RemoteServerError) as caught:  # the same refusal without tools: the server's words
+        reply(stub.backend(), tool_choice="none")
+    assert said in str(caught.value) and "turn the tools off" not in str(caught.value)
 
 
 def test_a_reply_cut_at_max_tokens_asks_for_no_calls(stub: StubServer):
