@@ -32,7 +32,9 @@ request whose last message is not a ``tool`` message is answered with ``tool_tex
 pieces), then one chunk for each entry of ``tool_deltas`` (that chunk's ``delta.tool_calls``:
 ``fragments()`` splits a call into pieces, ``whole_call()`` sends it in one, its arguments an
 object), then ``tool_finish``; the next request (the calls' results in ``tool`` messages)
-is answered with ``reply`` as usual.
+is answered with ``reply`` as usual. With ``tool_stall`` set, the calls are followed by one
+more content piece, " ...", then nothing until released (a reply cancelled mid-call: that
+piece tells the client the calls have been read).
 
 ``pieces`` replaces the words of ``reply`` with exact content pieces; ``final_fields`` is
 merged into the last (usage) event; ``running_usage`` adds a running ``usage`` to every
@@ -99,6 +101,7 @@ class StubServer:
         self.tool_deltas: list[list[dict[str, Any]]] = []  # each: one chunk's delta.tool_calls
         self.tool_text: list[str] = []  # content pieces sent before the calls
         self.tool_finish: str | None = "tool_calls"  # Ollama before 0.5 said "stop"
+        self.tool_stall = False
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -193,6 +196,10 @@ class StubServer:
                     for calls in stub.tool_deltas:
                         self._event({"choices": [{"index": 0, "delta": {"content": None, "tool_calls": calls},
                                                   "finish_reason": None}]})
+                    if stub.tool_stall:
+                        self._event({"choices": [{"index": 0, "delta": {"content": " ..."}, "finish_reason": None}]})
+                        stub.release.wait(30)
+                        return
                     self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": stub.tool_finish}]})
                     self._event({"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 12,
                                                           "total_tokens": 42}})

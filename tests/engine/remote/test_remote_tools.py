@@ -215,3 +215,16 @@ def test_a_reply_cut_at_max_tokens_asks_for_no_calls(stub: StubServer):
             if isinstance(e, GenerationDone)][0]
     assert done.finish_reason == "length" and done.tool_calls == ()
     assert json.loads(json.dumps(stub.last_body))["max_tokens"] == 3
+
+
+def test_a_reply_cancelled_mid_call_asks_for_no_calls(stub: StubServer):
+    stub.tool_stall = True  # the call's first fragments, then " ...", then silence
+    stub.tool_deltas = fragments(0, "c", "get_weather", '{"city": "Par')
+    backend = stub.backend()
+    done = None
+    for event in backend.stream_chat(ASK, PARAMS, tools=(WEATHER,)):
+        if isinstance(event, TextDelta) and event.text == " ...":  # the fragments were read before it
+            backend.cancel()
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done is not None and done.finish_reason == "cancelled" and done.tool_calls == ()
