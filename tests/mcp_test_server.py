@@ -1,0 +1,73 @@
+"""A real MCP server for the tests, written with the official SDK (``MCPServer``, stdio):
+``python tests/mcp_test_server.py [NAME]``. Its tools cover what a client must survive: a
+plain call (echo), typed arguments (add), a call that hangs (slow), a server that dies
+mid-call (die), a result with terminal escapes and Rich markup (escapes), a result over any
+sane bound (huge), and what the server's environment holds (env).
+
+``--fail-start`` exits before speaking MCP (a server that fails to start); ``--hang-start``
+never answers (a server that hangs on start). ``--pidfile FILE`` writes the server's pid
+(the orphan tests look for it after its owner is killed).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def main(argv: list[str]) -> None:
+    args = list(argv)
+    name = "test"
+    if "--pidfile" in args:
+        at = args.index("--pidfile")
+        with open(args[at + 1], "w", encoding="utf-8") as handle:
+            handle.write(str(os.getpid()))
+        del args[at:at + 2]
+    if "--fail-start" in args:
+        print("mcp_test_server: cannot start: the database is missing", file=sys.stderr)
+        raise SystemExit(3)
+    if "--hang-start" in args:
+        while True:
+            time.sleep(60)
+    if args:
+        name = args[0]
+
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(name)
+
+    @server.tool(description="Say the text back.")
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool(description="Add two whole numbers.")
+    def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    @server.tool(description="Sleep for some seconds, then say so.")
+    def slow(seconds: float) -> str:
+        time.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool(description="Die mid-call (the process exits at once).")
+    def die() -> str:
+        os._exit(7)
+
+    @server.tool(description="Text with terminal escapes and Rich markup.")
+    def escapes() -> str:
+        return "\x1b[2J\x1b]0;pwned\x07[bold red]not bold[/] \x1b[31mred\x1b[0m done"
+
+    @server.tool(description="A result of about a megabyte.")
+    def huge() -> str:
+        return "x" * 1_000_000
+
+    @server.tool(description="The value of one environment variable, or <unset>.")
+    def env(name: str) -> str:
+        return os.environ.get(name, "<unset>")
+
+    server.run("stdio")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
