@@ -20,9 +20,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import InvalidParameterError
 from ..settings.params import SamplingParams
 from ..settings.think_switch import remote_kwargs
-from ..errors import InvalidParameterError
 from ..turns.backend import ChatMessage
 from ..turns.tool_calls import TOOL_CHOICES, ToolSpec
 
@@ -34,8 +34,10 @@ def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     """The messages as OpenAI's API takes them, from ``ChatMessage.to_dict()``, made
     acceptable to llama-server, vLLM and Ollama alike:
 
-    * an assistant message that only calls tools has ``content: null`` (what OpenAI and
-      llama-server write themselves; some chat templates test the content for none);
+    * an assistant message that only calls tools keeps ``content: ""``: llama-server, vLLM,
+      Ollama and OpenAI take it as they take ``null``, and llama-cpp-python's server takes
+      nothing else (it refuses ``null``, and its chat formats fail on a message without
+      ``content``);
     * a call's arguments that are not a JSON object (the model wrote them wrong, and was told
       so as the call's result) go as ``{}``: Ollama refuses the whole request otherwise
       ("invalid tool call arguments"), and llama-server fails rendering a template that
@@ -47,8 +49,6 @@ def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     for message in messages:
         data = message.to_dict()
         if message.tool_calls:
-            if not message.content:
-                data["content"] = None
             data["tool_calls"] = [
                 {**entry, "function": {**entry["function"], "arguments": _object_text(call.arguments)}}
                 for call, entry in zip(message.tool_calls, data["tool_calls"])]

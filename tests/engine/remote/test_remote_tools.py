@@ -134,7 +134,7 @@ def test_the_follow_up_request_carries_the_calls_and_their_results(stub: StubSer
     text, done = reply(backend, [*ASK, asked, *results])
     assert text == stub.reply and done.finish_reason == "stop" and done.tool_calls == ()
     sent = stub.last_body["messages"]
-    assert sent[2] == {"role": "assistant", "content": None, "tool_calls": [
+    assert sent[2] == {"role": "assistant", "content": "", "tool_calls": [  # see request.wire_messages
         {"id": "call_w", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
         # Arguments that are not a JSON object would make Ollama and llama-server refuse it all.
         {"id": "call_bad", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}
@@ -228,3 +228,20 @@ def test_a_reply_cancelled_mid_call_asks_for_no_calls(stub: StubServer):
         elif isinstance(event, GenerationDone):
             done = event
     assert done is not None and done.finish_reason == "cancelled" and done.tool_calls == ()
+
+
+@pytest.mark.model
+def test_a_real_server_takes_the_tools_and_the_calls_results(llama_server):
+    """llama-cpp-python's server (the starter model, Gemma's format: it does not parse calls
+    itself) takes a request offering tools, with an assistant's calls (content "": it refuses
+    ``null``, and its formats need the key) and the tool messages that answer them, and answers in words."""
+    from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
+    from vibechat.engine.remote.options import OpenAIOptions
+
+    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=llama_server, model="starter"))
+    call = ToolCall("call_w", "get_weather", '{"city": "Paris"}')
+    messages = [*ASK, ChatMessage("assistant", "", tool_calls=(call,)),
+                ChatMessage("tool", "18 C, sunny", tool_call_id="call_w", name="weather")]
+    done = [e for e in backend.stream_chat(messages, PARAMS.replace(max_tokens=8, seed=1), tools=(WEATHER,))
+            if isinstance(e, GenerationDone)][0]
+    assert done.finish_reason in ("stop", "length") and done.text.strip() and done.tool_calls == ()
