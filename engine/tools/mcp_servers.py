@@ -1,0 +1,418 @@
+"""The configured MCP servers, for synchronous callers (the chat's worker threads, ``vibechat
+run``): ``McpServers`` runs one asyncio loop on a background thread, where each server's
+connection lives in a task of its own (the SDK's transports must be entered and left by one
+task). A server starts when first needed (``start()``, ``tools()``, or a call), its tools are
+listed once, and it stays up until ``close()``.
+
+What a server sends is outside text and is bounded: at most ``MAX_TOOLS`` tools (of
+``MAX_PAGES`` pages), each description cut, a schema over ``MAX_SCHEMA_CHARS`` or not an
+object schema left out, a name that is not printable left out; a result is joined to text
+(non-text blocks: a one-line note), cut to the result limit with a note, and sanitised
+(results.py). A server that fails to start, hangs on start, or dies is one line on its
+status (``statuses()``), and the others go on. A call past its timeout or cancelled (the
+``cancel`` event) is an error result; the connection stays for the next call.
+
+Servers get only the environment their config names plus what a process needs to start (the
+SDK's ``get_default_environment()``: HOME, LOGNAME, PATH, SHELL, TERM, USER); their stderr
+goes to a temporary file (never the terminal: the chat owns it), whose last line says why one
+failed. On POSIX each stdio server runs under mcp_launcher.py, which stops its process group
+when vibechat dies, however it dies: no orphans. ``mcp`` is imported only here, when a server
+starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..sanitize import sanitize
+from ..turns.tool_calls import ToolSpec
+from .mcp_config import HttpServer, McpConfig, ServerConfig
+from .names import model_names
+from .results import DEFAULT_RESULT_LIMIT, ToolResult, bounded, error
+
+START_TIMEOUT_S = 20.0  # a server's start and tool listing, at most
+CLOSE_TIMEOUT_S = 10.0  # close(): every server stopped, at most (the SDK kills what lingers)
+MAX_TOOLS = 128  # tools kept of one server
+MAX_PAGES = 16  # pages of a server's tool list read
+MAX_TOOL_NAME_CHARS = 128  # a server's own tool name, at most (longer: left out)
+MAX_DESCRIPTION_CHARS = 2_000  # a tool's description, cut to
+MAX_SCHEMA_CHARS = 16_000  # a tool's input schema as JSON, at most (larger: left out)
+MAX_BLOCKS = 256  # content blocks of one result read
+MAX_REASON_CHARS = 300  # a status line's reason, at most
+LAUNCHER = Path(__file__).resolve().with_name("mcp_launcher.py")
+
+NOT_STARTED, STARTING, STARTED, FAILED, STOPPED, DISABLED = (
+    "not started", "starting", "started", "failed", "stopped", "disabled")
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """One server as ``vibechat tools`` shows it: its ``state`` (not started, starting,
+    started, failed, stopped, disabled), the one-line ``reason`` when it is not up (or a note,
+    such as tools left out), and its tools (model-facing names)."""
+
+    name: str
+    transport: str
+    where: str
+    state: str
+    reason: str = ""
+    tools: tuple[ToolSpec, ...] = ()
+
+
+class _Server:
+    """A server's live state (the manager's lock guards it)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.state = NOT_STARTED
+        self.reason = ""
+        self.note = ""  # started, but some tools were left out
+        self.tools: tuple[tuple[str, str, dict[str, Any]], ...] = ()  # (name there, description, schema)
+        self.client: Any = None
+        self.stop: asyncio.Event | None = None
+        self.task: Any = None  # the concurrent Future of its task
+        self.ready = threading.Event()
+        self.errlog: IO[str] | None = None
+
+    def stderr_tail(self) -> str:
+        """The last line the server wrote to stderr (sanitised, bounded), or ''."""
+        if self.errlog is None:
+            return ""
+        try:
+            fd = self.errlog.fileno()
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, 4096, max(0, size - 4096)).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+        lines = [line.strip() for line in sanitize(data).splitlines() if line.strip()]
+        return lines[-1][:MAX_REASON_CHARS] if lines else ""
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (anyio wraps failures in exception groups)."""
+    for _ in range(16):
+        inner = getattr(exc, "exceptions", None)  # an exception group (3.11+)
+        if not inner or not isinstance(inner[0], BaseException):
+            break
+        exc = inner[0]
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    exc = _leaf(exc)
+    text = sanitize(str(exc)).replace("\n", " ").strip() or type(exc).__name__
+    return text[:MAX_REASON_CHARS]
+
+
+class McpServers:
+    """The servers of an ``McpConfig``, started when first needed; ``close()`` (or leaving a
+    ``with`` block, or vibechat's exit) stops them all. Every method may be called from any
+    thread; each blocks (``start_timeout`` bounds a start, a call's ``timeout`` a call)."""
+
+    def __init__(self, config: McpConfig, *, start_timeout: float = START_TIMEOUT_S,
+                 result_limit: int = DEFAULT_RESULT_LIMIT) -> None:
+        self.config = config
+        self.start_timeout = start_timeout
+        self.result_limit = result_limit
+        self._servers = {server.name: _Server(server) for server in config.servers}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def __enter__(self) -> McpServers:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._servers)
+
+    # ------------------------------------------------------------------ start
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the MCP servers are closed")
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(target=self._loop.run_forever, name="vibechat-mcp", daemon=True)
+                self._thread.start()
+                atexit.register(self.close)
+            return self._loop
+
+    def start(self, names: Iterable[str] | None = None) -> None:
+        """Start the servers (all, or ``names``) not started yet, side by side, and wait until
+        each is up or has failed (at most ``start_timeout``; one that hangs fails)."""
+        wanted = [self._servers[n] for n in (self._servers if names is None else names) if n in self._servers]
+        fresh: list[_Server] = []
+        with self._lock:
+            if self._closed:
+                return
+            for server in wanted:
+                if server.state == NOT_STARTED:
+                    server.state = STARTING
+                    fresh.append(server)
+        if fresh:
+            loop = self._ensure_loop()
+            for server in fresh:
+                server.task = asyncio.run_coroutine_threadsafe(self._serve(server), loop)
+        deadline = time.monotonic() + self.start_timeout
+        for server in wanted:
+            if not server.ready.wait(max(0.0, deadline - time.monotonic())):
+                self._failed(server, f"did not answer within {self.start_timeout:g} s of starting "
+                                     "(it hangs, or waits for input)")
+                if server.task is not None:
+                    server.task.cancel()
+
+    def _failed(self, server: _Server, reason: str) -> None:
+        with self._lock:
+            if server.state in (STARTING, STARTED):
+                server.state, server.reason = FAILED, reason[:MAX_REASON_CHARS]
+            server.client = None
+        server.ready.set()
+
+    async def _serve(self, server: _Server) -> None:
+        """The task that owns one server's connection: connect, list, wait for ``close``."""
+        from contextlib import AsyncExitStack
+
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._connect(stack, server)
+                tools, note = await _list_tools(client)
+                stop = asyncio.Event()
+                with self._lock:
+                    if server.state != STARTING:  # timed out meanwhile
+                        return
+                    server.client, server.stop, server.tools, server.note = client, stop, tools, note
+                    server.state = STARTED
+                server.ready.set()
+                await stop.wait()
+        except asyncio.CancelledError:
+            self._failed(server, "stopped while starting")
+            raise
+        except Exception as exc:
+            tail = server.stderr_tail()
+            reason = _reason(exc)
+            if tail and ("closed" in reason.lower() or isinstance(_leaf(exc), (EOFError, OSError))):
+                reason = tail  # the server's own last words say more than "connection closed"
+            self._failed(server, f"did not start: {reason}" if not server.ready.is_set() else reason)
+        finally:
+            with self._lock:
+                server.client = None
+                if server.state == STARTED:
+                    server.state = STOPPED
+
+    async def _connect(self, stack: Any, server: _Server) -> Any:
+        from mcp import Client
+        from mcp.types import Implementation
+
+        config = server.config
+        if isinstance(config, HttpServer):
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            http = await stack.enter_async_context(create_mcp_http_client(headers=dict(config.headers)))
+            transport: Any = streamable_http_client(config.url, http_client=http)
+        else:
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            command, args = config.command, list(config.args)
+            if os.name == "posix":  # the launcher stops the server if vibechat dies
+                command, args = sys.executable, ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args]
+            # Kept past the connection (closed with the manager): its last line says why one failed.
+            server.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            params = StdioServerParameters(command=command, args=args, env=dict(config.env), cwd=config.cwd)
+            transport = stdio_client(params, errlog=server.errlog)
+        client = Client(transport, client_info=Implementation(name="vibechat", version="1"), cache=None)
+        return await stack.enter_async_context(client)
+
+    # ------------------------------------------------------------------ tools
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """Every started server's tools (starting those not tried yet), named for the model:
+        unique, safe for templates (names.py)."""
+        self.start()
+        return self._specs()
+
+    def _specs(self, only: str | None = None) -> tuple[ToolSpec, ...]:
+        with self._lock:
+            rows = [(s.config.name, tool) for s in self._servers.values() if s.state == STARTED
+                    for tool in s.tools]
+        names = model_names([(server, tool[0]) for server, tool in rows])
+        return tuple(ToolSpec(name, description, schema, server, tool)
+                     for name, (server, (tool, description, schema)) in zip(names, rows)
+                     if only is None or server == only)
+
+    def statuses(self) -> tuple[ServerStatus, ...]:
+        """Each configured server (those disabled and those the file got wrong too), as it
+        is now: starts nothing."""
+        out: list[ServerStatus] = []
+        for server in self._servers.values():
+            with self._lock:
+                state, reason = server.state, server.reason or server.note
+            out.append(ServerStatus(server.config.name, server.config.transport, sanitize(server.config.where),
+                                    state, reason, self._specs(server.config.name)))
+        out += [ServerStatus(name, "", "", DISABLED, "disabled in the file") for name in self.config.disabled]
+        out += [ServerStatus(name, "", "", FAILED, line) for name, line in self.config.problems]
+        return tuple(out)
+
+    # ------------------------------------------------------------------ calls
+    def call(self, spec: ToolSpec, arguments: Mapping[str, Any], *, timeout: float,
+             cancel: threading.Event | None = None) -> ToolResult:
+        """Run ``spec`` (one of ``tools()``) with ``arguments``: its result, or an error result
+        the model can read (the server is down, the call took over ``timeout`` seconds or was
+        cancelled, the server died during it). Blocks."""
+        server = self._servers.get(spec.server)
+        if server is None:
+            return error(f"There is no MCP server named {spec.server[:60]!r}.")
+        self.start([spec.server])
+        with self._lock:
+            client, state, reason = server.client, server.state, server.reason
+        if state != STARTED or client is None or self._loop is None:
+            return error(f"The tool server '{spec.server}' is not running ({reason or state}).")
+        future = asyncio.run_coroutine_threadsafe(self._call(server, client, spec.tool, dict(arguments)), self._loop)
+        finished = threading.Event()
+        future.add_done_callback(lambda _f: finished.set())
+        deadline = time.monotonic() + max(0.0, timeout)
+        while not finished.is_set():
+            left = deadline - time.monotonic()
+            if cancel is not None and cancel.is_set():
+                future.cancel()
+                return error("The call was cancelled by the user.")
+            if left <= 0:
+                future.cancel()
+                return error(f"The call took longer than {timeout:g} s and was stopped.")
+            finished.wait(min(left, 0.05) if cancel is not None else left)
+        try:
+            return future.result()
+        except BaseException as exc:  # the task was cancelled as it finished, or the SDK failed
+            return error(f"The call failed: {_reason(exc)}.")
+
+    async def _call(self, server: _Server, client: Any, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        try:
+            result = await client.call_tool(tool, arguments)
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                return error(f"The tool server '{server.config.name}' refused the call: {_reason(exc)}.")
+            await asyncio.sleep(0.2)  # let its last words reach the stderr file
+            tail = server.stderr_tail()
+            self._failed(server, "stopped during a call" + (f": {tail}" if tail else ""))
+            if server.stop is not None:
+                server.stop.set()
+            return error(f"The tool server '{server.config.name}' stopped during the call"
+                         + (f" ({tail})." if tail else "."))
+        except Exception as exc:
+            return error(f"The call failed: {_reason(exc)}.")
+        return result_of(result, self.result_limit)
+
+    # ------------------------------------------------------------------ close
+    def close(self) -> None:
+        """Stop every server (each gets its stdin closed, then SIGTERM, then SIGKILL: the SDK's
+        shutdown) and the loop's thread; bounded by ``CLOSE_TIMEOUT_S``. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            loop, thread = self._loop, self._thread
+        atexit.unregister(self.close)
+        if loop is None or thread is None:
+            return
+        tasks = []
+        for server in self._servers.values():
+            if server.task is None:
+                continue
+            tasks.append(server.task)
+            if server.stop is not None:
+                loop.call_soon_threadsafe(server.stop.set)
+            else:
+                server.task.cancel()
+        deadline = time.monotonic() + CLOSE_TIMEOUT_S
+        for task in tasks:
+            try:
+                task.result(timeout=max(0.0, deadline - time.monotonic()))
+            except BaseException:
+                pass  # failed or cancelled: its transport's shutdown has run
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=2.0)
+        if not thread.is_alive():
+            loop.close()
+        for server in self._servers.values():
+            if server.errlog is not None:
+                server.errlog.close()
+
+
+async def _list_tools(client: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]], ...], str]:
+    """A server's tools, bounded; and a note when some were left out."""
+    tools: list[tuple[str, str, dict[str, Any]]] = []
+    left_out = 0
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        for tool in page.tools:
+            schema = tool.input_schema
+            name = tool.name
+            if (len(tools) >= MAX_TOOLS or not isinstance(name, str) or not name.isprintable()
+                    or not 0 < len(name) <= MAX_TOOL_NAME_CHARS or not isinstance(schema, dict)
+                    or schema.get("type") != "object"
+                    or len(json.dumps(schema, ensure_ascii=False)) > MAX_SCHEMA_CHARS):
+                left_out += 1
+                continue
+            description = sanitize(tool.description or "").strip()
+            if len(description) > MAX_DESCRIPTION_CHARS:
+                description = description[:MAX_DESCRIPTION_CHARS] + "…"
+            tools.append((name, description, schema))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    note = (f"{left_out} tool(s) left out (over {MAX_TOOLS}, a bad name, or a schema that is not an "
+            f"object or is over {MAX_SCHEMA_CHARS:,} characters)") if left_out else ""
+    return tuple(tools), note
+
+
+def result_of(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
+    """An MCP ``CallToolResult`` as text: text blocks joined, other blocks a one-line note,
+    the structured content when there is no block; bounded and sanitised."""
+    parts: list[str] = []
+    total = 0
+    blocks = list(result.content or ())
+    for block in blocks[:MAX_BLOCKS]:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            part = str(block.text)
+        elif kind in ("image", "audio"):
+            part = f"[{'an image' if kind == 'image' else 'audio'} ({getattr(block, 'mime_type', '?')}), not shown]"
+        elif kind == "resource_link":
+            part = f"[a link to a resource: {str(getattr(block, 'uri', ''))[:500]}]"
+        elif kind == "resource":
+            resource = getattr(block, "resource", None)
+            text = getattr(resource, "text", None)
+            part = text if isinstance(text, str) else (
+                f"[a resource ({getattr(resource, 'mime_type', None) or 'binary'}), not shown: "
+                f"{str(getattr(resource, 'uri', ''))[:500]}]")
+        else:
+            part = f"[a {str(kind)[:40]} block, not shown]"
+        parts.append(part)
+        total += len(part) + 1
+        if total > limit:
+            break
+    if len(blocks) > MAX_BLOCKS and total <= limit:
+        parts.append(f"[{len(blocks) - MAX_BLOCKS} more blocks not read]")
+    if not parts and getattr(result, "structured_content", None) is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False)[:limit + 1])
+    text = "\n".join(parts) if parts else "(the tool returned nothing)"
+    return bounded(text, bool(getattr(result, "is_error", False)), limit)
