@@ -39,6 +39,7 @@ from datetime import datetime
 from typing import Any
 
 from .backend import ChatMessage
+from .tool_calls import ToolSpec
 from ..errors import ChatTemplateError, TemplateCancelled
 from .prompt_format import COMPLETION_STOPS, FRAME_VARIABLES, TURN_TOKENS, frame_messages
 from ..sanitize import sanitize
@@ -358,9 +359,15 @@ class ChatTemplate:
         return frame_messages(messages) if self.name == COMPLETION else list(messages)
 
     def prompt(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
-               variables: Mapping[str, Any] | None = None) -> str:
+               variables: Mapping[str, Any] | None = None, tools: Sequence[ToolSpec] | None = None) -> str:
         """The prompt text for ``messages`` (``render`` of ``framed``)."""
-        return self.render(self.framed(messages), add_generation_prompt, variables)
+        return self.render(self.framed(messages), add_generation_prompt, variables, tools)
+
+    @property
+    def reads_tools(self) -> bool:
+        """Whether this template reads the ``tools`` variable (offers tools to the model).
+        Which call syntax it teaches is engine/turns/tool_formats.py's ``tool_format``."""
+        return "tools" in self.variables
 
     @property
     def described(self) -> str:
@@ -416,13 +423,26 @@ class ChatTemplate:
         return find_switch(self.variables)
 
     def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
-               variables: Mapping[str, Any] | None = None) -> str:
+               variables: Mapping[str, Any] | None = None, tools: Sequence[ToolSpec] | None = None) -> str:
         """The prompt for ``messages``; ``variables``: extra template variables (the thinking
-        switch: ``enable_thinking=False`` ...), which never replace the ones set here."""
+        switch: ``enable_thinking=False`` ...), which never replace the ones set here.
+        ``tools``: offered to the model as the ``tools`` variable Hugging Face templates read
+        (``ToolSpec.to_openai()`` each); a template that does not read it raises
+        ``ChatTemplateError``. Calls and results in the history are rendered in the shape
+        those templates expect (:func:`template_messages`), with or without ``tools``."""
         dicts = [m.to_dict() for m in messages]
         extra = {k: v for k, v in (variables or {}).items() if k not in _OWN_VARIABLES}
         if self.name == COMPLETION:
             extra.update(FRAME_VARIABLES)
+        with_tools = bool(tools) or any(m.tool_calls or m.role == "tool" for m in messages)
+        if with_tools:  # (only then: a conversation without tools renders as it always did)
+            dicts = template_messages(dicts, short_ids="[TOOL_CALLS]" in self.source)
+        if tools:
+            if not self.reads_tools:
+                raise ChatTemplateError(f"{self.described} has no tool support (it does not read 'tools'): "
+                                        "chat without tools with this model (tool choice none), or use a "
+                                        "model whose template offers tools (Qwen 2.5/3, Llama 3.1+, Mistral, gpt-oss).")
+            extra["tools"] = [tool.to_openai() for tool in tools]
         try:
             return self._render(dicts, add_generation_prompt, extra)
         except (ChatTemplateError, Exception) as first:  # noqa: BLE001 - template code is arbitrary
@@ -438,6 +458,10 @@ class ChatTemplate:
                     raise self._bounded(exc) from None
                 except Exception:  # noqa: BLE001
                     pass
+            if with_tools:
+                raise ChatTemplateError(
+                    f"{self.described} cannot render tools or tool calls ({_clean(first, 200)}): chat without "
+                    "tools with this model (tool choice none), or use another model.") from None
             if isinstance(first, ChatTemplateError):
                 raise
             raise ChatTemplateError(f"{self.described} failed ({_clean(first, 200)}): {self._fix()}.") from None
@@ -451,6 +475,9 @@ class ChatTemplate:
     def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool,
                 extra: dict[str, Any]) -> str:
         conversation = sum(len(m.get("content") or "") for m in messages)
+        if "tools" in extra or any("tool_calls" in m for m in messages):  # what tools add to the prompt
+            conversation += len(json.dumps([extra.get("tools"), [m.get("tool_calls") for m in messages]],
+                                           ensure_ascii=False, default=str))
         budget = _Budget(self.deadline, MAX_OUTPUT + OUTPUT_PER_INPUT * conversation, self.cancelled)
         log.debug("rendering %s (%d messages)", self.described, len(messages))
         token = _BUDGET.set(budget)
@@ -470,3 +497,43 @@ class ChatTemplate:
             raise _Limit("recursed too deeply") from None
         finally:
             _BUDGET.reset(token)
+
+
+def template_messages(dicts: list[dict[str, Any]], short_ids: bool = False) -> list[dict[str, Any]]:
+    """Messages with tool calls and results in the shape Hugging Face chat templates expect:
+    each call's ``function.arguments`` a mapping (templates write ``arguments | tojson``, and
+    Llama's iterate it), left as text when it is not a JSON object; ``short_ids``: ids as
+    nine letters and digits (Mistral's templates refuse any other), the same id for a call
+    and its result, the same across renders (a cached prompt prefix stays valid)."""
+    out: list[dict[str, Any]] = []
+    for message in dicts:
+        message = dict(message)
+        calls = message.get("tool_calls")
+        if calls:
+            converted = []
+            for call in calls:
+                function = dict(call.get("function", {}))
+                arguments = function.get("arguments")
+                if isinstance(arguments, str):
+                    try:
+                        parsed = json.loads(arguments) if arguments.strip() else {}
+                    except (ValueError, RecursionError):
+                        parsed = None
+                    if isinstance(parsed, dict):
+                        function["arguments"] = parsed
+                converted.append({**call, "id": _short_id(call.get("id", "")) if short_ids else call.get("id", ""),
+                                  "function": function})
+            message["tool_calls"] = converted
+        if short_ids and message.get("tool_call_id") is not None:
+            message["tool_call_id"] = _short_id(message["tool_call_id"])
+        out.append(message)
+    return out
+
+
+def _short_id(call_id: str) -> str:
+    """A call id as nine letters and digits: itself when it is one, else a digest of it."""
+    if len(call_id) == 9 and call_id.isascii() and call_id.isalnum():
+        return call_id
+    import hashlib
+
+    return hashlib.sha256(call_id.encode("utf-8", "replace")).hexdigest()[:9]
