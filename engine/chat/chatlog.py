@@ -70,6 +70,7 @@ class ChatLog:
         # The saved branch on screen, first message to last, failed replies included: each
         # row's parent is the one before it (``leaf`` is the last). A new message follows it.
         self._path: list[tuple[int, str]] = []  # (message id, role)
+        self._call_names: dict[str, str] = {}  # tool call id -> the name the model called it by
         self.seen = 0  # the newest message id this log read or wrote: another writer's turns come after it
 
     # -------------------------------------------------------------- opening
@@ -92,8 +93,9 @@ class ChatLog:
             streaming = streaming or message.status == "streaming"
             chat.seen = chat.seen if streaming else message.id
             chat._path.append((message.id, message.role))
+            chat._call_names.update((call.id, call.name) for call in message.tool_calls)
             if message.in_context:
-                conversation.turns.append(message.chat_message())
+                conversation.turns.append(message.chat_message(chat._call_names))
                 chat._rows.append(message.id)
         return chat
 
@@ -166,6 +168,7 @@ class ChatLog:
         sent to the model again, and the tool calls it asks for); saved as complete, cut (by
         a limit), or stopped."""
         self.conversation.turns.append(ChatMessage("assistant", done.text, tool_calls=done.tool_calls))
+        self._call_names.update((call.id, call.name) for call in done.tool_calls)
         status = {"cancelled": "stopped", "length": "cut"}.get(done.finish_reason, "complete")
         if reply.failed is not None:
             self._stop_saving("save the reply", reply.failed)
@@ -197,10 +200,12 @@ class ChatLog:
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, "error", error=error)
 
-    def add_tool_result(self, call_id: str, tool: str, text: str) -> int | None:
-        """A tool call's result (``tool``: SERVER/NAME), after the reply that asked for it:
-        part of the conversation (the model reads it next) and saved. Returns its row."""
-        self.conversation.turns.append(ChatMessage("tool", text, tool_call_id=call_id, name=tool.rsplit("/", 1)[-1]))
+    def add_tool_result(self, call_id: str, tool: str, text: str, name: str | None = None) -> int | None:
+        """A tool call's result (``tool``: SERVER/NAME; ``name``: as the model called it), after
+        the reply that asked for it: part of the conversation (the model reads it next) and
+        saved. Returns its row."""
+        name = name or self._call_names.get(call_id) or tool.rsplit("/", 1)[-1]
+        self.conversation.turns.append(ChatMessage("tool", text, tool_call_id=call_id, name=name))
         row = None
         if self.conversation_id is not None and self.history is not None:
             row = self._save("save the tool's result", self.history.add_message, self.conversation_id, "tool", text,
@@ -290,6 +295,7 @@ class ChatLog:
         self.title = None
         self._rows = []
         self._path = []
+        self._call_names = {}
         self.seen = 0
 
     def take_in(self, messages: list[StoredMessage]) -> list[StoredMessage]:
@@ -303,7 +309,8 @@ class ChatLog:
             if message.status == "streaming":
                 break  # its turn is not over: it and what follows are read again next time
             self.seen = max(self.seen, message.id)
-            turn = message.chat_message()
+            self._call_names.update((call.id, call.name) for call in message.tool_calls)
+            turn = message.chat_message(self._call_names)
             on_branch = (message.id, message.role) in self._path
             if on_branch and message.id in self._rows:  # read when it was still being written: now as it ended
                 index = self._rows.index(message.id)

@@ -83,11 +83,12 @@ class StoredMessage:
         reply that asked for tools, and the tools' results, are sent."""
         return self.role in ("user", "tool") or (self.status != "error" and bool(self.content or self.tool_calls))
 
-    def chat_message(self) -> ChatMessage:
-        """The message as the model is sent it."""
+    def chat_message(self, call_names: dict[str, str] | None = None) -> ChatMessage:
+        """The message as the model is sent it; a tool's result is named as the model called
+        the tool (``call_names``: call id → name, from the reply that asked), else as its server does."""
         if self.role == "tool":
-            return ChatMessage("tool", self.content, tool_call_id=self.tool_call_id or "",
-                               name=(self.tool_name or "").rsplit("/", 1)[-1] or None)
+            name = (call_names or {}).get(self.tool_call_id or "") or (self.tool_name or "").rsplit("/", 1)[-1]
+            return ChatMessage("tool", self.content, tool_call_id=self.tool_call_id or "", name=name or None)
         return ChatMessage(self.role, self.content, tool_calls=self.tool_calls)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:

@@ -53,6 +53,7 @@ def test_allowed_calls_run_denied_ones_are_told_and_everything_is_saved_in_order
     sent = backend.requests[-1][0]  # the second round sees the call and every result
     assert [m.role for m in sent] == ["user", "assistant", "tool", "tool", "tool", "tool"]
     assert [m.tool_call_id for m in sent[2:]] == ["c1", "c2", "c3", "c4"]
+    assert [m.name for m in sent[2:]] == ["clock", "echo", "nope", "echo"]  # as the model called them
     assert sent[3].content == DENIED and "no tool named" in sent[4].content and "not valid JSON" in sent[5].content
     assert backend.offered[0][0] == (CLOCK, ECHO)
 
