@@ -1,0 +1,212 @@
+"""Tool calls that always parse: a GBNF grammar for one family's call syntax
+(engine/turns/tool_formats.py) with each tool's arguments constrained by its JSON schema, and
+the grammar sampler for a ``tool_choice``, as llama-server does it:
+
+* ``none`` (or no tools): no grammar; the tools are not offered either;
+* ``auto``: a *lazy* grammar (``llama_sampler_init_grammar_lazy_patterns``): the model writes
+  freely until the family's opening marker appears (``<tool_call>``, ``[TOOL_CALLS]``,
+  `` to=functions.``, a reply that opens with ``{"name"``), and from there on the call must
+  follow the grammar: a union over the tools, each ``{"name": "<that tool>", "arguments":
+  <its schema>}`` or the family's own shape. Past the calls, only the end of the reply;
+* ``required``: the same grammar from the first token (a call is forced).
+
+Each tool's schema goes through llama-cpp-python's converter (``json_schema_to_gbnf``) on its
+own, its rules renamed ``t<i>-…`` so that tools cannot clash; a schema the converter cannot
+take, or one past the structured-output bounds (engine/settings/structured.py), constrains
+that tool's arguments to any JSON object instead (the tool checks them; nothing is refused).
+Keywords the converter ignores (``minimum``, ``pattern`` on properties …: common in MCP
+servers' schemas) are left to the tool, unlike ``--format``, which refuses them.
+
+The sampler is engine/llama/grammar_sampling.py's ``GrammarSampler``: the chain draws, the
+grammar checks only the token drawn (a lazy grammar awaiting its trigger allows every token
+and only watches). It owns the chain and the grammar: ``free()`` frees both.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import llama_cpp as ll
+
+from ..errors import GenerationError
+from ..settings.structured import check_grammar_bounds, too_large
+from ..turns.tool_calls import ToolChoice, ToolSpec
+from ..turns.tool_formats import HARMONY, HERMES, LLAMA3, MISTRAL, ToolFormat
+from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
+from .native import grammar_error
+
+MAX_TOOLS = 128  # tools in one grammar (engine/tools/ bounds a server's list before this)
+_IDENT = re.compile(r"[a-zA-Z0-9-]+")
+
+
+def trigger_patterns(fmt: ToolFormat) -> list[str]:
+    """The regular expressions (ECMAScript, as llama.cpp's ``std::regex`` reads them) whose match
+    in the reply so far starts a lazy grammar; the grammar is given the text from the match (or
+    from its first group) on. Fixed strings only: llama.cpp cannot report a bad pattern."""
+    if fmt.family == HERMES:
+        return [r"<tool_call>"]
+    if fmt.family == MISTRAL:
+        return [r"\[TOOL_CALLS\]"]
+    if fmt.family == LLAMA3:  # the call is the whole reply: only at its start
+        return [r'^\s*(?:<\|python_tag\|>)?\s*(\{\s*"name")[\s\S]*$']
+    return [r" to=functions\."]
+
+
+def tool_gbnf(fmt: ToolFormat, tools: Sequence[ToolSpec], lazy: bool) -> str:
+    """The grammar (root ``root``) for ``fmt``'s calls to ``tools``; ``lazy``: it starts at the
+    trigger (:func:`trigger_patterns`) rather than at the reply's first token."""
+    if not tools:
+        raise ValueError("no tools to call")
+    lines: list[str] = []
+    alternatives: list[str] = []
+    for i, tool in enumerate(tools[:MAX_TOOLS]):
+        args = _arguments_rules(tool, f"t{i}-", lines)
+        name = json.dumps(tool.name, ensure_ascii=False)
+        if fmt.family == HARMONY:
+            alternatives.append(f"{_lit(tool.name)} header {args}")
+        elif fmt.family == MISTRAL and fmt.args_marker:
+            alternatives.append(f"{_lit(tool.name)} \"[ARGS]\" {args}")
+        else:
+            key = "parameters" if fmt.family == LLAMA3 else "arguments"
+            alternatives.append(f'{_lit(name)} ws "," ws {_lit(json.dumps(key))} ws ":" ws {args}')
+    lines.append("call ::= " + " | ".join(f"( {a} )" for a in alternatives))
+    lines.append("ws ::= [ \\t\\n]{0,8}")
+    more = max(0, fmt.max_calls - 1)
+    obj = 'obj ::= "{" ws "\\"name\\"" ws ":" ws call ws "}"'
+    if fmt.family == HERMES:
+        lines += ['root ::= tc ( ws tc ){0,%d} ws' % more,
+                  'tc ::= "<tool_call>" ws obj ws "</tool_call>"', obj]
+    elif fmt.family == LLAMA3:
+        lines += ['root ::= "<|python_tag|>"? ws obj ws', obj]
+    elif fmt.family == MISTRAL and fmt.args_marker:
+        lines += ['root ::= ( "[TOOL_CALLS]" call ){1,%d} ws' % fmt.max_calls]
+    elif fmt.family == MISTRAL:
+        lines += ['root ::= "[TOOL_CALLS]" ws "[" ws item ( ws "," ws item ){0,%d} ws "]" ws' % more,
+                  'item ::= "{" ws "\\"name\\"" ws ":" ws call ( ws "," ws "\\"id\\"" ws ":" ws "\\"" '
+                  '[a-zA-Z0-9]{9} "\\"" )? ws "}"']
+    else:  # harmony: " to=functions.NAME" then the rest of the header, then the arguments
+        lines += ['tocall ::= " to=functions." call',
+                  'header ::= ( "<|channel|>" ( "commentary" | "analysis" ) )? ( " "? "<|constrain|>"? "json" )? '
+                  '"<|message|>"',
+                  'free ::= ( [^<] | "<" [^|] )*']
+        lines.append('root ::= tocall' if lazy else
+                     'root ::= ( "<|channel|>analysis<|message|>" free "<|end|><|start|>assistant" )? '
+                     '( "<|channel|>commentary" )? tocall')
+    gbnf = "\n".join(lines)
+    check_grammar_bounds(gbnf)
+    return gbnf
+
+
+def tool_sampler(chain: Any, vocab: Any, fmt: ToolFormat | None, tools: Sequence[ToolSpec],
+                 choice: ToolChoice) -> Sampler:
+    """The sampler a reply that may call ``tools`` draws with: ``chain`` alone for ``none``
+    (or no tools, or no format), else ``chain`` with the tool grammar, lazy for ``auto``, from
+    the first token for ``required``. Takes ownership of ``chain`` (freed when the grammar is
+    refused, with a ``GenerationError`` naming why)."""
+    if choice == "none" or not tools or fmt is None:
+        return ChainSampler(chain)
+    lazy = choice == "auto"
+    try:
+        gbnf = tool_gbnf(fmt, tools, lazy)
+    except Exception as exc:  # noqa: BLE001 - a bound, or a schema the converter chokes on
+        ll.llama_sampler_free(chain)
+        raise GenerationError(f"the tools' grammar cannot be built ({' '.join(str(exc).split())[:200]}).") from None
+    reason = grammar_error(gbnf)
+    grammar = None
+    if not reason:
+        if lazy:
+            patterns = [p.encode("utf-8") for p in trigger_patterns(fmt)]
+            words = (ctypes.c_char_p * len(patterns))(*patterns)
+            no_tokens = (ll.llama_token * 1)()
+            grammar = ll.llama_sampler_init_grammar_lazy_patterns(vocab, gbnf.encode("utf-8"), b"root", words,
+                                                                  len(patterns), no_tokens, 0)
+        else:
+            grammar = ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+    if not grammar:
+        ll.llama_sampler_free(chain)
+        raise GenerationError(f"llama.cpp rejects the tools' grammar: {reason or 'it does not parse'}.")
+    return GrammarSampler(chain, grammar, ll.llama_vocab_n_tokens(vocab))
+
+
+def _arguments_rules(tool: ToolSpec, prefix: str, lines: list[str]) -> str:
+    """Add the rules for ``tool``'s arguments (renamed with ``prefix``) to ``lines``; the name
+    of their root rule."""
+    gbnf = _schema_gbnf(tool.parameters)
+    lines.extend(_prefixed(gbnf, prefix))
+    return f"{prefix}root"
+
+
+def _schema_gbnf(schema: Any) -> str:
+    from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object" or too_large(schema):
+        return JSON_GBNF  # any JSON object
+
+    try:
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
+        check_grammar_bounds(gbnf)
+    except Exception:  # noqa: BLE001 - the converter asserts and raises on what it cannot express
+        return JSON_GBNF
+    if grammar_error(gbnf):
+        return JSON_GBNF
+    return gbnf
+
+
+def _prefixed(gbnf: str, prefix: str) -> list[str]:
+    """``gbnf``'s rules with every rule name (defined and referenced) prefixed; literals,
+    character classes and repetition counts are left alone."""
+    rules: dict[str, str] = {}
+    last = ""
+    for line in gbnf.splitlines():  # a rule may go on over several lines
+        head = line.split("::=", 1)
+        if len(head) == 2 and _IDENT.fullmatch(head[0].strip()):
+            last = head[0].strip()
+            rules[last] = head[1]
+        elif last:
+            rules[last] += "\n" + line
+    names = set(rules)
+    out = []
+    for name, body in rules.items():
+        parts: list[str] = []
+        i, n = 0, len(body)
+        while i < n:
+            c = body[i]
+            if c in '"[':
+                close = '"' if c == '"' else "]"
+                j = i + 1
+                while j < n and body[j] != close:
+                    j += 2 if body[j] == "\\" else 1
+                parts.append(body[i:j + 1])
+                i = j + 1
+            elif c == "#":  # a comment, to the end of its line
+                j = body.find("\n", i)
+                i = n if j < 0 else j
+            elif c == "\n":
+                parts.append(" ")
+                i += 1
+            elif c == "{":
+                j = body.find("}", i)
+                j = n - 1 if j < 0 else j
+                parts.append(body[i:j + 1])
+                i = j + 1
+            else:
+                m = _IDENT.match(body, i)
+                if m:
+                    word = m.group(0)
+                    parts.append(prefix + word if word in names else word)
+                    i = m.end()
+                else:
+                    parts.append(c)
+                    i += 1
+        out.append(f"{prefix}{name} ::= {' '.join(''.join(parts).split())}")
+    return out
+
+
+def _lit(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
