@@ -27,6 +27,7 @@ from .knobs import EngineSettings
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .setting import SAMPLING, Setting, doc, show
 from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
+from .tool_checks import BUILTIN_TOOL_NAMES, check_builtin_tools, check_tool_folders, check_tool_patterns
 
 # The sampling flags' lines on the help page: (short alias, metavar, line).
 PARAM_FLAGS: dict[str, tuple[str | None, str, str]] = {
@@ -67,6 +68,31 @@ class Config(EngineSettings):
         "Where downloaded models go; a relative path is relative to this file's folder.",
         kind="path", example='"~/models/vibechat"', unset="'models' in the data folder",
         env="VIBECHAT_MODELS_DIR"))
+    builtin_tools: tuple[str, ...] = field(default=(), metadata=doc(
+        f"The built-in tools the model is offered ({', '.join(BUILTIN_TOOL_NAMES)}); none until named "
+        "here. Each call still asks first (or needs --allow-tool in 'vibechat run'). In the variable, "
+        "separate them with commas.",
+        kind="list of text", example='["current_time", "read_file", "list_folder"]',
+        env="VIBECHAT_BUILTIN_TOOLS", check=check_builtin_tools))
+    tool_folders: tuple[Path, ...] = field(default=(), metadata=doc(
+        "The folders read_file and list_folder may read (with what is below them; absolute paths, ~ "
+        "allowed); none: they read nothing. In the variable, separate them as in PATH.",
+        kind="list of paths", example='["~/notes"]',
+        env="VIBECHAT_TOOL_FOLDERS", check=check_tool_folders))
+    allowed_tools: tuple[str, ...] = field(default=(), metadata=doc(
+        "Tools that run without asking: SERVER/NAME, SERVER/* (all of a server's tools), "
+        "builtin/NAME; the chat's 'Always allow' adds to it. In the variable, separate them with commas.",
+        kind="list of text", example='["time/get_current_time", "builtin/current_time"]',
+        env="VIBECHAT_ALLOWED_TOOLS", check=check_tool_patterns))
+    tool_timeout: int = field(default=60, metadata=doc(
+        "Seconds a tool call may run before it is stopped (the model is told).",
+        kind="whole number", example="120", env="VIBECHAT_TOOL_TIMEOUT", minimum=1, maximum=3600))
+    tool_rounds: int = field(default=8, metadata=doc(
+        "Rounds of tool calls one reply may make before it must answer in words.",
+        kind="whole number", example="4", env="VIBECHAT_TOOL_ROUNDS", minimum=1, maximum=64))
+    tool_result_limit: int = field(default=32_000, metadata=doc(
+        "Characters of a tool's result the model is given; a longer one is cut, with a note saying so.",
+        kind="whole number", example="8000", env="VIBECHAT_TOOL_RESULT_LIMIT", minimum=1000, maximum=64_000))
     params: SamplingParams = field(default_factory=SamplingParams, metadata=doc(
         "Default sampling parameters (the chat saves them here with 'Save parameters as default').",
         kind="table", example=""))
