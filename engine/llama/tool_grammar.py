@@ -25,6 +25,7 @@ and only watches). It owns the chain and the grammar: ``free()`` frees both.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -132,17 +133,36 @@ def tool_sampler(chain: Any, vocab: Any, fmt: ToolFormat | None, tools: Sequence
     return GrammarSampler(chain, grammar, ll.llama_vocab_n_tokens(vocab))
 
 
+def marker_tokens(vocab: Any, fmt: ToolFormat) -> frozenset[int]:
+    """The tokens that are one of ``fmt``'s markers whole (``[TOOL_CALLS]``, ``<|python_tag|>``:
+    control tokens, which ``llama_token_to_piece`` renders as nothing unless ``special``): the
+    decode loop renders these with ``special=True`` so the recogniser sees the markers, as the
+    grammar does (llama.cpp matches a grammar against special pieces)."""
+    found: set[int] = set()
+    buf = (ll.llama_token * 4)()
+    for marker in fmt.markers:
+        data = marker.encode("utf-8")
+        if ll.llama_tokenize(vocab, data, len(data), buf, 4, False, True) == 1:
+            found.add(int(buf[0]))
+    return frozenset(found)
+
+
 def _arguments_rules(tool: ToolSpec, prefix: str, lines: list[str]) -> str:
     """Add the rules for ``tool``'s arguments (renamed with ``prefix``) to ``lines``; the name
     of their root rule."""
-    gbnf = _schema_gbnf(tool.parameters)
-    lines.extend(_prefixed(gbnf, prefix))
+    try:
+        key = json.dumps(tool.parameters, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        key = "null"  # not JSON: any object
+    lines.extend(_prefixed(_schema_gbnf(key), prefix))
     return f"{prefix}root"
 
 
-def _schema_gbnf(schema: Any) -> str:
+@functools.lru_cache(maxsize=256)  # the same tools are offered reply after reply
+def _schema_gbnf(key: str) -> str:
     from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
+    schema = json.loads(key)
     if not isinstance(schema, dict) or schema.get("type", "object") != "object" or too_large(schema):
         return JSON_GBNF  # any JSON object
 

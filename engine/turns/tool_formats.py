@@ -74,6 +74,13 @@ class ToolFormat:
     openers: tuple[str, ...]
     args_marker: bool = False
 
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """The family's markup: whole tokens in many vocabularies (control tokens, which a
+        decode loop renders as nothing unless it asks for special pieces: it must render these
+        as text for the recogniser to see them)."""
+        return _MARKERS[self.family]
+
     def recogniser(self, make_id: Callable[[int], str] | None = None) -> "ToolCallRecogniser":
         """A fresh recogniser for one reply (``make_id(n)``: the n-th call's id, from 1)."""
         if self.family == HERMES:
@@ -85,6 +92,12 @@ class ToolFormat:
         return _HarmonyCalls(self, make_id)
 
 
+_MARKERS = {
+    HERMES: ("<tool_call>", "</tool_call>"),
+    LLAMA3: (_PYTHON_TAG,),
+    MISTRAL: ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"),
+    HARMONY: (_START, _CHANNEL, _MESSAGE, _END, "<|constrain|>"),
+}
 _FORMATS = {
     HERMES: ToolFormat(HERMES, MAX_CALLS, ("<tool_call>",)),
     LLAMA3: ToolFormat(LLAMA3, 1, (_PYTHON_TAG, "{")),
@@ -158,11 +171,13 @@ class ToolCallRecogniser:
     def _start_call(self) -> None:
         self._in_call, self._body, self._body_len = True, [], 0
 
-    def _add_body(self, text: str) -> None:
-        room = MAX_CALL_CHARS - self._body_len
-        if room > 0 and text:
+    def _add_body(self, text: str) -> str:
+        """Keep ``text`` as the call's, up to the bound; what did not fit."""
+        room = max(0, MAX_CALL_CHARS - self._body_len)
+        if room and text:
             self._body.append(text[:room])
             self._body_len += min(len(text), room)
+        return text[room:]
 
     def _take_body(self) -> str:
         body = "".join(self._body)
@@ -250,18 +265,33 @@ class _MarkedCalls(ToolCallRecogniser):
             hits = [(at, m) for m in self._ends if (at := text.find(m)) >= 0]
             if hits:
                 at, marker = min(hits)
-                self._add_body(text[:at])
+                if self._overflow(self._add_body(text[:at]), out):
+                    text = text[at:]
+                    continue
                 self._end_call(out, closed=marker == self._closer)
                 text = text[at + len(marker):] if marker == self._closer else text[at:]
                 continue
             keep = 0 if final else partial_suffix(text, self._ends)
-            self._add_body(text[:len(text) - keep])
+            if self._overflow(self._add_body(text[:len(text) - keep]), out):
+                text = text[len(text) - keep:]
+                continue
             if final:
                 if self._in_call:
                     self._end_call(out, closed=False)
                 return
             self._held = text[len(text) - keep:]
             return
+
+    def _overflow(self, rest: str, out: list[str]) -> bool:
+        """Past the bound: a block not shaped like a call was text all along (passed on, and
+        the stream goes on as text); a call's excess is dropped (its arguments will not parse)."""
+        if self._body_len < MAX_CALL_CHARS:
+            return False
+        head = "".join(self._body)[:MAX_NAME * 2].lstrip()
+        if head.startswith(("{", "[")) or "[ARGS]" in head:
+            return False
+        out.append(self._opener + self._take_body() + rest)
+        return True
 
     def _pass(self, text: str, out: list[str]) -> None:
         if self._after_call:

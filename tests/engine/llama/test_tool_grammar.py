@@ -175,3 +175,23 @@ def test_auto_lets_the_model_write_freely_until_the_marker_then_holds_the_call_t
         assert piece(vocab, got).strip() in ("", "{") or piece(vocab, got).lstrip().startswith("{")
     finally:
         sampler.free()
+
+
+def test_the_markers_that_are_whole_tokens_are_known(vocab, monkeypatch):
+    """A marker that is one token is found (the decode loop renders it as text); one spelled
+    in several tokens (the starter has no tool markers of its own) is text already."""
+    from vibechat.engine.llama.tool_grammar import marker_tokens
+    from vibechat.engine.turns import tool_formats
+
+    fmt = tool_format("<tool_call>")
+    assert fmt is not None and marker_tokens(vocab, fmt) == frozenset()
+    monkeypatch.setitem(tool_formats._MARKERS, "hermes", ("<start_of_turn>", "<tool_call>"))
+    assert marker_tokens(vocab, fmt) == frozenset(tokens_of_special(vocab, "<start_of_turn>"))
+
+
+def tokens_of_special(vocab, text: str) -> list[int]:
+    data = text.encode()
+    buf = (ll.llama_token * 8)()
+    n = ll.llama_tokenize(vocab, data, len(data), buf, 8, False, True)
+    assert n == 1
+    return list(buf[:n])

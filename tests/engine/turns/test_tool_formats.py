@@ -190,3 +190,10 @@ def test_the_newer_mistral_form_is_read_too():
     rec.feed('[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_weather[ARGS]{"city": "Rome"}')
     _, calls = rec.finish()
     assert [json.loads(c.arguments)["city"] for c in calls] == ["Paris", "Rome"]
+
+
+def test_a_long_text_after_a_stray_marker_is_passed_on_whole():
+    reply = "Write <tool_call> like this: " + "z" * (2 * MAX_CALL_CHARS) + " the end"
+    for size in (997, 65536):
+        text, calls, _ = run(QWEN, [reply[i:i + size] for i in range(0, len(reply), size)])
+        assert calls == [] and text == reply
