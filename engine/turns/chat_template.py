@@ -40,6 +40,7 @@ from typing import Any
 
 from .backend import ChatMessage
 from .tool_calls import ToolSpec
+from .tool_formats import ToolFormat, tool_format
 from ..errors import ChatTemplateError, TemplateCancelled
 from .prompt_format import COMPLETION_STOPS, FRAME_VARIABLES, TURN_TOKENS, frame_messages
 from ..sanitize import sanitize
@@ -368,6 +369,12 @@ class ChatTemplate:
         """Whether this template reads the ``tools`` variable (offers tools to the model).
         Which call syntax it teaches is engine/turns/tool_formats.py's ``tool_format``."""
         return "tools" in self.variables
+
+    @property
+    def tool_format(self) -> ToolFormat | None:
+        """How this template's model writes tool calls (engine/turns/tool_formats.py), or None:
+        no tools for this model (the template does not offer them, or speaks no family we read)."""
+        return tool_format(self.source) if self.reads_tools else None
 
     @property
     def described(self) -> str:

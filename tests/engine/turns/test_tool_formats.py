@@ -44,7 +44,7 @@ def conversation() -> list[ChatMessage]:
 def test_each_official_template_renders_tools_a_call_and_its_result(name, family):
     tmpl = template(name)
     assert tool_family(tmpl.source) == family
-    assert tmpl.reads_tools
+    assert tmpl.reads_tools and tmpl.tool_format is not None and tmpl.tool_format.family == family
     prompt = tmpl.render(conversation(), tools=[WEATHER])
     assert "get_weather" in prompt and "The weather in a city" in prompt  # the tool, offered
     assert "Paris" in prompt and "21" in prompt  # the call's arguments and the result
@@ -62,6 +62,7 @@ def test_mistral_gets_the_nine_character_ids_its_template_demands():
 def test_a_template_without_tools_says_so():
     plain = ChatTemplate("gguf", "{% for m in messages %}{{ m.content }}{% endfor %}")
     assert tool_family(plain.source) is None and tool_format(plain.source) is None
+    assert plain.tool_format is None and not plain.reads_tools
     with pytest.raises(ChatTemplateError, match="no tool support"):
         plain.render([ChatMessage("user", "hi")], tools=[WEATHER])
 
