@@ -198,3 +198,38 @@ def test_a_long_text_after_a_stray_marker_is_passed_on_whole():
     for size in (997, 65536):
         text, calls, _ = run(QWEN, [reply[i:i + size] for i in range(0, len(reply), size)])
         assert calls == [] and text == reply
+
+
+def test_harmony_calls_come_out_before_the_harmony_splitter_which_still_sees_the_thinking():
+    from vibechat.engine.turns.harmony import HarmonySplitter
+
+    reply = ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+             'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}')
+    for chunks in every_split(reply):
+        fmt = tool_format((TEMPLATES / GPT_OSS).read_text(encoding="utf-8"))
+        assert fmt is not None
+        rec, splitter = fmt.recogniser(counter), HarmonySplitter()
+        pieces = [p for chunk in chunks for p in splitter.feed(rec.feed(chunk))]
+        rest, calls = rec.finish()
+        pieces += splitter.feed(rest) + splitter.flush()
+        assert "".join(t for thinking, t in pieces if thinking) == "Need the weather."
+        assert "".join(t for thinking, t in pieces if not thinking) == ""
+        assert [(c.name, c.parsed_arguments()) for c in calls] == [("get_weather", {"city": "Paris"})]
+
+
+@pytest.mark.parametrize("name", sorted(OFFICIAL))
+def test_no_jumble_of_markers_and_json_crashes_a_recogniser_or_loses_it_more_than_a_bound(name):
+    import random
+
+    rng = random.Random(28)
+    parts = ["<tool_call>", "</tool_call>", "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>", "<|start|>",
+             "<|channel|>", "<|message|>", "<|end|>", " to=functions.", "get_weather", "{", "}", "[", "]",
+             '"name"', '"arguments"', ":", ",", '"', "\\", "Paris", " ", "\n", "é", "\x00"]
+    for _ in range(200):
+        reply = "".join(rng.choice(parts) for _ in range(rng.randint(0, 40)))
+        cuts = sorted(rng.sample(range(len(reply) + 1), min(4, len(reply) + 1)))
+        chunks = [reply[a:b] for a, b in zip([0, *cuts], [*cuts, len(reply)])]
+        text, calls, _ = run(name, chunks)
+        assert len(calls) <= MAX_CALLS and len(text) <= len(reply)
+        for call in calls:
+            assert isinstance(call.name, str) and isinstance(call.arguments, str)
