@@ -25,7 +25,8 @@ from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatErr
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.chat.session import Answer, ChatSession
-from vibechat.engine.chat.tool_turns import DENIED, ToolBox, ToolOutcome, answer_with_tools
+from vibechat.engine.chat.tool_turns import DENIED, ToolBox, answer_with_tools
+from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 from vibechat.engine.settings.think_switch import unswitchable
 
@@ -319,7 +320,7 @@ def _answer_with_tools(session: ChatSession, request: RunRequest, params: Sampli
     assert request.tools is not None
     allow = request.allow_tool or (lambda spec: False)
 
-    def on_call(call: ToolCall, spec: ToolSpec | None, allowed: bool, outcome: ToolOutcome) -> None:
+    def on_call(call: ToolCall, spec: ToolSpec | None, allowed: bool, outcome: ToolResult) -> None:
         if spec is None:
             err.write(plain(f"vibechat: the model called a tool that does not exist: {call.name[:80]}") + "\n")
         elif not allowed and outcome.text == DENIED:

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.chat.tool_turns import DENIED, ToolBox, ToolOutcome, outcome_of
+from vibechat.engine.chat.tool_turns import DENIED, ToolBox, outcome_of
+from vibechat.engine.settings.table import Schema
+from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
+from ..appconfig import APP_SCHEMA
 from .events import ToolFinished, ToolsListed
 from .host import ChatHost
 from .tool_block import ToolCallBlock
@@ -35,11 +38,12 @@ log = logging.getLogger("vibechat.tui")
 
 
 class ToolPolicy(Protocol):
-    """Who may run without asking (engine/tools/approval.py)."""
+    """Who may run without asking (engine/tools/approval.py's ``ToolApproval``)."""
 
-    def allowed(self, spec: ToolSpec, conversation_id: int | None) -> bool: ...
-    def allow_for_conversation(self, spec: ToolSpec, conversation_id: int | None) -> None: ...
-    def allow_always(self, spec: ToolSpec) -> None: ...
+    def allowed(self, spec: ToolSpec) -> bool: ...
+    def allow_for_conversation(self, spec: ToolSpec) -> None: ...
+    def new_conversation(self) -> None: ...
+    def always_allow(self, spec: ToolSpec, path: Path | None = None, *, schema: Schema = ...) -> Path: ...
 
 
 class ToolRounds:
@@ -58,6 +62,7 @@ class ToolRounds:
         self._block: ToolCallBlock | None = None
         self._stopped = False
         self._cancel = threading.Event()
+        self._policy_for: int | None = None  # the conversation the policy's "this conversation" is
 
     def handlers(self) -> "Handlers":
         return {ToolsListed: self.listed, ToolFinished: self.finished}
@@ -125,7 +130,7 @@ class ToolRounds:
         block = ToolCallBlock(call, spec.qualified if spec is not None else f"unknown/{call.name}")
         self._block = await self.host.chat.add(block)
         if self._stopped:
-            self._settle(ToolOutcome("Not run: the user stopped the reply.", True), "⏹ not run: stopped", "stopped")
+            self._settle(ToolResult("Not run: the user stopped the reply.", True), "⏹ not run: stopped", "stopped")
             return
         if spec is None:
             self._settle(outcome_of(call, None, False, self.toolbox, self._cancel), "⚠ no such tool", "error")  # type: ignore[arg-type]
@@ -133,10 +138,13 @@ class ToolRounds:
         try:
             call.parsed_arguments()
         except ValueError as exc:
-            self._settle(ToolOutcome(f"The call was not run: {exc}.", True), "⚠ arguments not valid", "error")
+            self._settle(ToolResult(f"The call was not run: {exc}.", True), "⚠ arguments not valid", "error")
             return
         conversation = self.host.session.chat.conversation_id
-        if self.policy is not None and self.policy.allowed(spec, conversation):
+        if self.policy is not None and conversation != self._policy_for:
+            self.policy.new_conversation()  # what another conversation allowed is not allowed here
+            self._policy_for = conversation
+        if self.policy is not None and self.policy.allowed(spec):
             self._run(call, spec)
             return
         from .tool_approval import ToolApprovalScreen
@@ -152,21 +160,20 @@ class ToolRounds:
     def _answered(self, generation: int, call: ToolCall, spec: ToolSpec, answer: str | None) -> None:
         if generation != self._generation or not self._current():
             return
-        conversation = self.host.session.chat.conversation_id
         if answer in ("conversation", "always") and self.policy is not None:
             try:
                 if answer == "always":
-                    self.policy.allow_always(spec)
-                    self.host.notify(f"{spec.qualified} runs without asking from now on (saved in the config file).",
-                                     timeout=5, markup=False)
+                    written = self.policy.always_allow(spec, self.host.config.path, schema=APP_SCHEMA)
+                    self.host.notify(f"{spec.qualified} runs without asking from now on (allowed_tools in "
+                                     f"{written}).", timeout=5, markup=False)
                 else:
-                    self.policy.allow_for_conversation(spec, conversation)
+                    self.policy.allow_for_conversation(spec)
             except VibechatError as exc:  # the config could not be saved: allowed this once
                 self.host.notify(str(exc), severity="warning", markup=False)
         if self._stopped:
-            self._settle(ToolOutcome("Not run: the user stopped the reply.", True), "⏹ not run: stopped", "stopped")
+            self._settle(ToolResult("Not run: the user stopped the reply.", True), "⏹ not run: stopped", "stopped")
         elif answer in (None, "deny"):
-            self._settle(ToolOutcome(DENIED, True), "✗ denied", "stopped")
+            self._settle(ToolResult(DENIED, True), "✗ denied", "stopped")
         else:
             self._run(call, spec)
 
@@ -182,7 +189,7 @@ class ToolRounds:
                 outcome = outcome_of(call, spec, True, toolbox, cancel)
             except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never a crash
                 log.exception("tool call failed")
-                outcome = ToolOutcome(f"The tool failed: {exc}", True)
+                outcome = ToolResult(f"The tool failed: {exc}", True)
             self.host.post_message(ToolFinished(generation, index, outcome))
 
         self.host.run_worker(work, thread=True, group="tool-call", exit_on_error=False)
@@ -191,7 +198,7 @@ class ToolRounds:
         if message.generation != self._generation or message.index != self._index or not self._current():
             return
         outcome = message.outcome
-        assert isinstance(outcome, ToolOutcome)
+        assert isinstance(outcome, ToolResult)
         if self._stopped:
             state, kind = "⏹ cancelled", "stopped"
         elif outcome.is_error:
@@ -200,7 +207,7 @@ class ToolRounds:
             state, kind = "✓ done", None
         self._settle(outcome, state, kind)
 
-    def _settle(self, outcome: ToolOutcome, state: str, kind: str | None) -> None:
+    def _settle(self, outcome: ToolResult, state: str, kind: str | None) -> None:
         """The call's result: saved after the reply that asked for it, shown, then the next call."""
         call, block = self._calls[self._index], self._block
         spec = self._spec(call)

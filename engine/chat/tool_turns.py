@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from ..tools.results import ToolResult
 from ..turns.tool_calls import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -29,45 +29,37 @@ MAX_CALLS = 16  # calls run from one reply, at most (the rest are answered "not 
 MAX_RESULT_CHARS = 64_000  # a result kept for the model, at most (the tool's own bound is usually lower)
 
 
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What a call came to: the text the model is given, and whether it is an error."""
-
-    text: str
-    is_error: bool = False
-
-
 class ToolBox(Protocol):
     """The tools a reply is offered, and running one (engine/tools/)."""
 
     def specs(self) -> Sequence[ToolSpec]:
         """The tools to offer (may start servers: blocks)."""
 
-    def run(self, call: ToolCall, spec: ToolSpec, cancel: threading.Event) -> ToolOutcome:
+    def run(self, call: ToolCall, spec: ToolSpec | None = None, cancel: threading.Event | None = None) -> ToolResult:
         """Run one allowed call (blocks, bounded by the call's timeout; ``cancel`` stops it)."""
 
 
 def outcome_of(call: ToolCall, spec: ToolSpec | None, allowed: bool, toolbox: ToolBox,
-               cancel: threading.Event) -> ToolOutcome:
+               cancel: threading.Event) -> ToolResult:
     """One call's result: an unknown tool, a denied call or arguments that do not parse are
     results too (the model is told); otherwise the tool runs."""
     if spec is None:
-        return ToolOutcome(f"There is no tool named {call.name[:80]!r}.", True)
+        return ToolResult(f"There is no tool named {call.name[:80]!r}.", True)
     if not allowed:
-        return ToolOutcome(DENIED, True)
+        return ToolResult(DENIED, True)
     try:
         call.parsed_arguments()
     except ValueError as exc:
-        return ToolOutcome(f"The call was not run: {exc}.", True)
+        return ToolResult(f"The call was not run: {exc}.", True)
     outcome = toolbox.run(call, spec, cancel)
     if len(outcome.text) > MAX_RESULT_CHARS:
         cut = outcome.text[:MAX_RESULT_CHARS]
-        return ToolOutcome(f"{cut}\n[cut: the result was {len(outcome.text):,} characters; the first "
+        return ToolResult(f"{cut}\n[cut: the result was {len(outcome.text):,} characters; the first "
                            f"{MAX_RESULT_CHARS:,} are shown]", outcome.is_error)
     return outcome
 
 
-def save_outcome(session: "ChatSession", call: ToolCall, spec: ToolSpec | None, outcome: ToolOutcome) -> None:
+def save_outcome(session: "ChatSession", call: ToolCall, spec: ToolSpec | None, outcome: ToolResult) -> None:
     """The call's result joins the conversation after the reply that asked for it (saved)."""
     session.chat.add_tool_result(call.id, spec.qualified if spec is not None else f"unknown/{call.name[:80]}",
                                  outcome.text)
@@ -77,7 +69,7 @@ def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable
                       rounds: int, tool_choice: str = "auto", params: "SamplingParams | None" = None,
                       on_text: Callable[[str], object] | None = None,
                       on_event: "Callable[[ChatEvent], object] | None" = None,
-                      on_call: Callable[[ToolCall, ToolSpec | None, bool, ToolOutcome], object] | None = None,
+                      on_call: Callable[[ToolCall, ToolSpec | None, bool, ToolResult], object] | None = None,
                       stop_requested: Callable[[], bool] | None = None) -> "Answer":
     """Answer the conversation's last prompt, running the tool calls ``decide`` allows, for at
     most ``rounds`` rounds of calls (blocks: ``vibechat run``). ``on_call`` hears of each call
@@ -99,7 +91,7 @@ def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable
             # Every call gets a result (servers refuse a conversation with a call unanswered).
             if stopped or index >= MAX_CALLS:
                 why = "the user stopped the reply" if stopped else f"at most {MAX_CALLS} calls run per reply"
-                allowed, outcome = False, ToolOutcome(f"Not run: {why}.", True)
+                allowed, outcome = False, ToolResult(f"Not run: {why}.", True)
             else:
                 allowed = spec is not None and decide(call, spec)
                 outcome = outcome_of(call, spec, allowed, toolbox, cancel)

@@ -16,7 +16,9 @@ from vibechat.app.tui import create_app
 from vibechat.app.tui.tool_approval import ToolApprovalScreen
 from vibechat.app.tui.tool_block import ToolCallBlock
 from vibechat.engine.chat.history import History
-from vibechat.engine.chat.tool_turns import DENIED, ToolOutcome
+from vibechat.engine.chat.tool_turns import DENIED
+from vibechat.engine.tools.approval import ToolApproval
+from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 SIZE = (110, 36)
@@ -36,23 +38,12 @@ class Box:
         self.ran.append(call.id)
         if spec is SLOW:
             cancel.wait(30)
-            return ToolOutcome("The user cancelled the call.", True)
-        return ToolOutcome("\x1b]52;c;aGk=\x07It is [red]noon[/red].")
+            return ToolResult("The user cancelled the call.", True)
+        return ToolResult("\x1b]52;c;aGk=\x07It is [red]noon[/red].")
 
 
-class Policy:
-    def __init__(self) -> None:
-        self.always: set[str] = set()
-        self.here: set[tuple[int | None, str]] = set()
-
-    def allowed(self, spec, conversation_id):
-        return spec.qualified in self.always or (conversation_id, spec.qualified) in self.here
-
-    def allow_for_conversation(self, spec, conversation_id):
-        self.here.add((conversation_id, spec.qualified))
-
-    def allow_always(self, spec):
-        self.always.add(spec.qualified)
+def Policy(always=()) -> ToolApproval:
+    return ToolApproval(always=always)
 
 
 def make(tmp_path: Path, backend: RecordingBackend, box: Box, policy: Policy):
@@ -117,12 +108,12 @@ async def test_esc_denies_and_the_model_is_told_and_always_allow_is_kept(tmp_pat
         await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
         await pilot.press("a")
         await settle(pilot)
-        assert box.ran == ["c2"] and policy.always == {"time/now"}
+        assert box.ran == ["c2"] and policy.always == ("time/now",)
+        assert 'allowed_tools = ["time/now"]' in app.config.path.read_text()  # saved for good
 
 
 async def test_esc_cancels_a_running_call_and_no_reply_follows(tmp_path: Path):
-    backend, box, policy = RecordingBackend(reply="never"), Box(), Policy()
-    policy.always.add("util/slow")
+    backend, box, policy = RecordingBackend(reply="never"), Box(), Policy(always=["util/slow"])
     backend.tool_script = [[ToolCall("c1", "slow", "{}"), ToolCall("c2", "clock", "{}")]]
     app = make(tmp_path, backend, box, policy)
     async with app.run_test(size=SIZE) as pilot:
@@ -142,8 +133,7 @@ async def test_esc_cancels_a_running_call_and_no_reply_follows(tmp_path: Path):
 
 
 async def test_regenerating_the_answer_after_tool_results_keeps_the_results_and_runs_nothing_again(tmp_path: Path):
-    backend, box, policy = RecordingBackend(reply="It is noon."), Box(), Policy()
-    policy.always.add("time/now")
+    backend, box, policy = RecordingBackend(reply="It is noon."), Box(), Policy(always=["time/now"])
     backend.tool_script = [[ToolCall("c1", "clock", "{}")]]
     app = make(tmp_path, backend, box, policy)
     async with app.run_test(size=SIZE) as pilot:

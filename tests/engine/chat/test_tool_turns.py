@@ -13,7 +13,8 @@ from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.session import ChatSession
-from vibechat.engine.chat.tool_turns import DENIED, ToolOutcome, answer_with_tools
+from vibechat.engine.chat.tool_turns import DENIED, answer_with_tools
+from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 CLOCK = ToolSpec("clock", "The time", server="time", tool="now")
@@ -28,9 +29,9 @@ class Box:
     def specs(self):
         return [CLOCK, ECHO]
 
-    def run(self, call: ToolCall, spec: ToolSpec, cancel: threading.Event) -> ToolOutcome:
+    def run(self, call: ToolCall, spec: ToolSpec, cancel: threading.Event) -> ToolResult:
         self.ran.append(call)
-        return ToolOutcome(f"{spec.qualified} says {call.parsed_arguments()}")
+        return ToolResult(f"{spec.qualified} says {call.parsed_arguments()}")
 
 
 def session_with(history: History, backend: RecordingBackend) -> ChatSession:

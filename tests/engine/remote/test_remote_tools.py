@@ -16,7 +16,8 @@ from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.session import ChatSession
-from vibechat.engine.chat.tool_turns import ToolOutcome, answer_with_tools
+from vibechat.engine.chat.tool_turns import answer_with_tools
+from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.errors import InvalidParameterError, RemoteServerError, StreamInterrupted
 from vibechat.engine.remote.tool_stream import MAX_TOOL_CALLS
 from vibechat.engine.settings.params import SamplingParams
@@ -157,9 +158,9 @@ def test_a_chat_runs_the_servers_calls_and_answers_with_their_results(stub: Stub
         def specs(self):
             return [WEATHER]
 
-        def run(self, call: ToolCall, spec: ToolSpec, cancel: threading.Event) -> ToolOutcome:
+        def run(self, call: ToolCall, spec: ToolSpec, cancel: threading.Event) -> ToolResult:
             ran.append(call)
-            return ToolOutcome(f"{call.parsed_arguments()['city']}: 18 C")
+            return ToolResult(f"{call.parsed_arguments()['city']}: 18 C")
 
     session = ChatSession(stub.backend(), ChatLog(Conversation(), history))
     session.chat.add_user("Weather in Paris?")
