@@ -1,7 +1,7 @@
 """A real MCP server for the tests, written with the official SDK (``MCPServer``, stdio):
 ``python tests/mcp_test_server.py [NAME]``. Its tools cover what a client must survive: a
 plain call (echo), typed arguments (add), a call that hangs (slow), a server that dies
-mid-call (die), a result with terminal escapes and Rich markup (escapes), a result over any
+mid-call (die), a result and a description with terminal escapes and Rich markup (escapes, marked), a result over any
 sane bound (huge), and what the server's environment holds (env).
 
 ``--fail-start`` exits before speaking MCP (a server that fails to start); ``--hang-start``
@@ -65,6 +65,10 @@ def main(argv: list[str]) -> None:
     @server.tool(description="The value of one environment variable, or <unset>.")
     def env(name: str) -> str:
         return os.environ.get(name, "<unset>")
+
+    @server.tool(description="\x1b]0;pwned\x07[bold red]Marked up[/] \x1b[31mdescription\x1b[0m.\nSecond line.")
+    def marked() -> str:
+        return "ok"
 
     server.run("stdio")
 

@@ -264,8 +264,10 @@ class McpServers:
                 state, reason = server.state, server.reason or server.note
             out.append(ServerStatus(server.config.name, server.config.transport, sanitize(server.config.where),
                                     state, reason, self._specs(server.config.name)))
-        out += [ServerStatus(name, "", "", DISABLED, "disabled in the file") for name in self.config.disabled]
-        out += [ServerStatus(name, "", "", FAILED, line) for name, line in self.config.problems]
+        out += [ServerStatus(name, "", "", DISABLED) for name in self.config.disabled]
+        prefix = f"{sanitize(str(self.config.path))}: "
+        out += [ServerStatus(name, "", "", FAILED, "not usable: " + line.removeprefix(prefix).removeprefix(
+            f"server '{name}': ")) for name, line in self.config.problems]
         return tuple(out)
 
     # ------------------------------------------------------------------ calls

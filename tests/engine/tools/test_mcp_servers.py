@@ -117,7 +117,7 @@ def test_a_server_that_fails_or_hangs_on_start_is_one_line_and_the_rest_goes_on(
         specs = servers.tools()
         assert {spec.server for spec in specs} == {"ok"}
         status = {s.name: s for s in servers.statuses()}
-        assert status["ok"].state == STARTED and len(status["ok"].tools) == 7
+        assert status["ok"].state == STARTED and len(status["ok"].tools) == 8
         assert status["broken"].state == FAILED
         assert status["broken"].reason == "did not start: mcp_test_server: cannot start: the database is missing"
         assert status["missing"].state == FAILED and "/no/such/server" in status["missing"].reason
@@ -136,7 +136,7 @@ def test_a_server_that_dies_mid_call_is_one_error_result_and_the_others_go_on():
         again = servers.call(tools["dies/echo"], {"text": "x"}, timeout=30)
         assert again.is_error and "is not running" in again.text
         assert servers.call(tools["lives/echo"], {"text": "ok"}, timeout=30).text == "ok"
-        assert [spec.server for spec in servers.tools()] == ["lives"] * 7
+        assert [spec.server for spec in servers.tools()] == ["lives"] * 8
 
 
 def test_non_text_blocks_are_a_one_line_note():

@@ -113,3 +113,22 @@ def test_a_bad_tool_setting_is_one_line_naming_it(line, words):
         return
     assert loaded.problem is not None and words in loaded.problem and "\n" not in loaded.problem
     assert dataclasses.asdict(loaded.config)["tool_rounds"] == 8  # the bad key is left out, the defaults apply
+
+
+def test_the_mcp_sdk_is_imported_only_when_a_server_starts():
+    """The chat's start and a run with no tools never pay for the SDK (pydantic, httpx, anyio):
+    every tools module imports, and a registry with the built-ins offers and runs them, without it."""
+    import subprocess
+
+    code = ("import sys\n"
+            "import vibechat.app.cli, vibechat.app.tools_cmd\n"
+            "from vibechat.engine.tools import approval, builtin, mcp_config, mcp_servers, registry\n"
+            "from vibechat.engine.settings.table import Config\n"
+            "from vibechat.engine.turns.tool_calls import ToolCall\n"
+            "with registry.ToolRegistry(Config(builtin_tools=('current_time',))) as tools:\n"
+            "    assert [s.name for s in tools.specs()] == ['current_time']\n"
+            "    assert not tools.run(ToolCall('1', 'current_time')).is_error\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
