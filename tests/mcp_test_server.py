@@ -6,7 +6,8 @@ sane bound (huge), and what the server's environment holds (env).
 
 ``--fail-start`` exits before speaking MCP (a server that fails to start); ``--hang-start``
 never answers (a server that hangs on start). ``--pidfile FILE`` writes the server's pid
-(the orphan tests look for it after its owner is killed).
+(the orphan tests look for it after its owner is killed). ``--http PORT`` serves
+streamable HTTP on 127.0.0.1:PORT (path ``/mcp``) instead of stdio.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def main(argv: list[str]) -> None:
     if "--hang-start" in args:
         while True:
             time.sleep(60)
-    if args:
+    if args and not args[0].startswith("--"):
         name = args[0]
 
     from mcp.server.mcpserver import MCPServer
@@ -70,7 +71,10 @@ def main(argv: list[str]) -> None:
     def marked() -> str:
         return "ok"
 
-    server.run("stdio")
+    if "--http" in args:  # streamable HTTP on 127.0.0.1:PORT, path /mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(args[args.index("--http") + 1]))
+    else:
+        server.run("stdio")
 
 
 if __name__ == "__main__":

@@ -212,3 +212,33 @@ def test_no_server_outlives_its_owner(tmp_path, mode):
             owner.wait()
         if pidfile.exists() and alive(int(pidfile.read_text())):
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
+
+
+def test_a_streamable_http_server_is_listed_and_called(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a free port (the server binds it a moment later)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, SERVER, "web", "--http", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # wait until it listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
+                time.sleep(0.05)
+        with manager({"web": {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Test": "1"}},
+                      "gone": {"url": "http://127.0.0.1:9/mcp"}}, start_timeout=15) as servers:
+            tools = by(servers)
+            assert tools["web/add"].name == "add"
+            assert servers.call(tools["web/add"], {"a": 20, "b": 22}, timeout=30).text == "42"
+            web, gone = servers.statuses()
+            assert web.state == STARTED
+            assert gone.state == FAILED and gone.reason.startswith("did not start") and "\n" not in gone.reason
+    finally:
+        server.kill()
+        server.wait()
