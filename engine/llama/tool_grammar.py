@@ -44,17 +44,56 @@ MAX_TOOLS = 128  # tools in one grammar (engine/tools/ bounds a server's list be
 _IDENT = re.compile(r"[a-zA-Z0-9-]+")
 
 
-def trigger_patterns(fmt: ToolFormat) -> list[str]:
+def trigger_patterns(fmt: ToolFormat, tools: Sequence[ToolSpec]) -> list[str]:
     """The regular expressions (ECMAScript, as llama.cpp's ``std::regex`` reads them) whose match
     in the reply so far starts a lazy grammar; the grammar is given the text from the match (or
-    from its first group) on. Fixed strings only: llama.cpp cannot report a bad pattern."""
+    from its first group) on, the rest of the token that completed it included.
+
+    That text must fit the grammar: llama.cpp throws where it does not, through its C API, and
+    the process aborts. So each pattern matches only at the end of the reply so far (``$``), and
+    only the opening marker followed by a beginning of what the grammar takes next (whitespace,
+    ``{"name": "``, a prefix of a tool's name): a token that runs past that (an unknown tool's
+    name) does not trigger, and that call goes unconstrained (the recogniser still finds it;
+    its arguments may not parse) instead of aborting."""
+    names = _alternatives([json.dumps(t.name, ensure_ascii=False)[1:-1] if fmt.family != HARMONY else t.name
+                           for t in tools[:MAX_TOOLS]])
+    ws = "[ \\t\\n]{0,8}"
+    key = [ws, '"name"', ws, ":", ws, '"', names]  # {"name": "NAME… after the brace
     if fmt.family == HERMES:
-        return [r"<tool_call>"]
+        return ["<tool_call>" + _prefix_of([ws, "{", *key]) + "$"]
     if fmt.family == MISTRAL:
-        return [r"\[TOOL_CALLS\]"]
+        if fmt.args_marker:
+            return ["\\[TOOL_CALLS\\]" + _prefix_of([names]) + "$"]
+        return ["\\[TOOL_CALLS\\]" + _prefix_of([ws, "[", ws, "{", *key]) + "$"]
     if fmt.family == LLAMA3:  # the call is the whole reply: only at its start
-        return [r'^\s*(?:<\|python_tag\|>)?\s*(\{\s*"name")[\s\S]*$']
-    return [r" to=functions\."]
+        return ["^[ \\t\\n]*(?:<\\|python_tag\\|>)?[ \\t\\n]*(\\{" + _prefix_of(key) + ")$"]
+    return [" to=functions\\." + _prefix_of([names]) + "$"]
+
+
+def _escape(text: str) -> str:
+    """``text`` as an ECMAScript regex literal (only syntax characters escaped: an escaped
+    letter, digit or ``_`` means something else there)."""
+    return "".join("\\" + c if c in "\\^$.|?*+()[]{}/" else c for c in text)
+
+
+def _prefix_of(items: list[str]) -> str:
+    """A regex matching any beginning of ``items`` in turn, the empty one included: each item a
+    literal (matched a character at a time) or a ready-made piece (starting with ``[`` or
+    ``(?:``: whitespace, the names' alternation), which is whole or absent. No capturing
+    group: llama.cpp starts the grammar at the first group that matched."""
+    out = ""
+    for item in reversed(items):
+        if item.startswith(("[", "(?:")) and len(item) > 1:
+            out = f"(?:{item}{out})?"
+        else:
+            for c in reversed(item):
+                out = f"(?:{_escape(c)}{out})?"
+    return out
+
+
+def _alternatives(names: list[str]) -> str:
+    """A regex for any beginning of any of ``names`` (a piece for :func:`_prefix_of`)."""
+    return "(?:" + "|".join(_prefix_of([n]) for n in names if n) + ")"
 
 
 def tool_gbnf(fmt: ToolFormat, tools: Sequence[ToolSpec], lazy: bool) -> str:
@@ -120,7 +159,7 @@ def tool_sampler(chain: Any, vocab: Any, fmt: ToolFormat | None, tools: Sequence
     grammar = None
     if not reason:
         if lazy:
-            patterns = [p.encode("utf-8") for p in trigger_patterns(fmt)]
+            patterns = [p.encode("utf-8") for p in trigger_patterns(fmt, tools)]
             words = (ctypes.c_char_p * len(patterns))(*patterns)
             no_tokens = (ll.llama_token * 1)()
             grammar = ll.llama_sampler_init_grammar_lazy_patterns(vocab, gbnf.encode("utf-8"), b"root", words,

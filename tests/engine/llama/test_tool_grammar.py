@@ -41,7 +41,37 @@ def test_llama_cpp_parses_the_grammar_of_every_family(source, lazy):
     gbnf = tool_gbnf(fmt, [WEATHER, LOOSE, ODD], lazy)
     assert grammar_error(gbnf) is None
     assert "get_weather" in gbnf and "search" in gbnf and "odd" in gbnf
-    assert trigger_patterns(fmt)
+    assert trigger_patterns(fmt, [WEATHER, LOOSE, ODD])
+
+
+@pytest.mark.parametrize(("source", "fires", "holds"), [
+    ("<tool_call>", ["Sure <tool_call>", "<tool_call>\n", '<tool_call>\n{"na', '<tool_call>{"name": "get_w'],
+     ["<tool_call>.", '<tool_call>{"name": "zzz', "<tool_call", '<tool_call>{"name": "get_weather"', "Sure"]),
+    ("<|python_tag|>", ["{", ' {"name": "get', '<|python_tag|>{"', "\n{"],
+     ['Hi {"name"', "{x", '{"city"', '{"name": "nope']),
+    ("[TOOL_CALLS]", ["[TOOL_CALLS]", '[TOOL_CALLS][{"name": "se', "x [TOOL_CALLS] ["], ["[TOOL_CALLS]x"]),
+    ("[TOOL_CALLS] [ARGS]", ["[TOOL_CALLS]", "[TOOL_CALLS]get"], ["[TOOL_CALLS]{", "[TOOL_CALLS]get_weather["]),
+    ("<|channel|><|message|>functions.", ["<|channel|>commentary to=functions.", " to=functions.sea"],
+     [" to=functions.zz", " to=functions", " to=functions.get_weather<|channel|>"]),
+])
+def test_a_lazy_grammar_starts_only_where_what_it_is_given_fits_it(source, fires, holds):
+    """llama.cpp gives the grammar the text from the trigger's match (or first group) to the end,
+    the rest of the token that completed it included, and aborts the process when that does not
+    fit: a trigger matches only the opening marker and a beginning of what the grammar takes."""
+    import re
+
+    fmt = tool_format(source)
+    assert fmt is not None
+    (pattern,) = trigger_patterns(fmt, [WEATHER, LOOSE])
+    regex = re.compile(pattern)  # the constructs used read the same in ECMAScript (std::regex)
+    marker = {"hermes": "<tool_call>", "llama3": "{", "mistral": "[TOOL_CALLS]", "harmony": " to=functions."}
+    for text in fires:
+        found = regex.search(text)
+        assert found, text
+        start = next((found.start(i) for i in range(1, (regex.groups or 0) + 1) if found.group(i)), found.start())
+        assert text[start:].startswith(marker[fmt.family]), text
+    for text in holds:
+        assert not regex.search(text), text
 
 
 def test_each_tools_rules_keep_to_themselves():
@@ -159,20 +189,28 @@ def favouring(vocab, token: int):
 
 
 @pytest.mark.model
-def test_auto_lets_the_model_write_freely_until_the_marker_then_holds_the_call_to_the_grammar(vocab):
-    sampler = tool_sampler(greedy(), vocab, tool_format("<tool_call>"), [WEATHER], "auto")
+@pytest.mark.parametrize(("source", "before", "marker", "next_fits"), [
+    ("<tool_call>", "Sure, let me look that up.\n", "<tool_call>", lambda p: p.strip() == "" or p.lstrip()[:1] == "{"),
+    ("<|python_tag|>", "", "{", lambda p: p.strip() == "" or p.lstrip()[:1] == '"'),
+    ("[TOOL_CALLS]", "Let me see. ", "[TOOL_CALLS]", lambda p: p.strip() == "" or p.lstrip()[:1] == "["),
+    ("<|channel|><|message|>functions.", "<|channel|>commentary", " to=functions.",
+     lambda p: "get_weather".startswith(p)),
+])
+def test_auto_lets_the_model_write_freely_until_the_marker_then_holds_the_call_to_the_grammar(
+        vocab, source, before, marker, next_fits):
+    sampler = tool_sampler(greedy(), vocab, tool_format(source), [WEATHER], "auto")
     assert isinstance(sampler, GrammarSampler)
     try:
         sure = tokens_of(vocab, "Sure")[0]
-        for token in tokens_of(vocab, "Sure, let me look that up.\n"):  # before the marker: anything
+        for token in tokens_of(vocab, before) if before else []:  # before the marker: anything
             assert sampler.sample_logits(favouring(vocab, token)) == token
         assert sampler.resampled == 0
-        for token in tokens_of(vocab, "<tool_call>"):
+        for token in tokens_of(vocab, marker):
             assert sampler.sample_logits(favouring(vocab, token)) == token
         # Inside the call now: prose is refused, and what comes instead fits a call.
         got = sampler.sample_logits(favouring(vocab, sure))
         assert got != sure and sampler.resampled == 1
-        assert piece(vocab, got).strip() in ("", "{") or piece(vocab, got).lstrip().startswith("{")
+        assert next_fits(piece(vocab, got)), piece(vocab, got)
     finally:
         sampler.free()
 
