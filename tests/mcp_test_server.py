@@ -7,7 +7,8 @@ sane bound (huge), and what the server's environment holds (env).
 ``--fail-start`` exits before speaking MCP (a server that fails to start); ``--hang-start``
 never answers (a server that hangs on start). ``--pidfile FILE`` writes the server's pid
 (the orphan tests look for it after its owner is killed). ``--http PORT`` serves
-streamable HTTP on 127.0.0.1:PORT (path ``/mcp``) instead of stdio.
+streamable HTTP on 127.0.0.1:PORT (path ``/mcp``) instead of stdio. ``--many`` adds 150
+tools (more than a client keeps), the first with a description of 10,000 characters.
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def main(argv: list[str]) -> None:
     @server.tool(description="\x1b]0;pwned\x07[bold red]Marked up[/] \x1b[31mdescription\x1b[0m.\nSecond line.")
     def marked() -> str:
         return "ok"
+
+    if "--many" in args:  # more tools than a client keeps, one with a description of 10,000 characters
+        for n in range(150):
+            server.tool(name=f"t{n:03d}", description="long " * 2_000 if n == 0 else f"Tool {n}.")(lambda: "ok")
 
     if "--http" in args:  # streamable HTTP on 127.0.0.1:PORT, path /mcp
         server.run("streamable-http", host="127.0.0.1", port=int(args[args.index("--http") + 1]))

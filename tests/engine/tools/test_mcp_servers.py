@@ -242,3 +242,36 @@ def test_a_streamable_http_server_is_listed_and_called(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_servers_tool_list_is_bounded():
+    from vibechat.engine.tools.mcp_servers import MAX_DESCRIPTION_CHARS, MAX_TOOLS
+
+    with manager({"many": entry("many", "--many")}) as servers:
+        specs = servers.tools()
+        assert len(specs) == MAX_TOOLS
+        [status] = servers.statuses()
+        assert status.state == STARTED and status.reason.startswith(f"{8 + 150 - MAX_TOOLS} tool(s) left out")
+        long = next(spec for spec in specs if spec.name == "t000")
+        assert len(long.description) == MAX_DESCRIPTION_CHARS + 1 and long.description.endswith("…")
+
+
+def test_a_schema_that_is_not_an_object_or_too_large_is_left_out():
+    """The SDK's server always writes object schemas: another server may not (a unit test of
+    the listing, with the SDK's own types)."""
+    import asyncio
+
+    from mcp_types import ListToolsResult, Tool
+
+    from vibechat.engine.tools.mcp_servers import MAX_SCHEMA_CHARS, _list_tools
+
+    class Listing:
+        async def list_tools(self, cursor=None):
+            return ListToolsResult(tools=[
+                Tool(name="ok", input_schema={"type": "object", "properties": {}}),
+                Tool(name="array", input_schema={"type": "array"}),
+                Tool(name="big", input_schema={"type": "object", "description": "x" * MAX_SCHEMA_CHARS}),
+                Tool(name="esc\x1b[2J", input_schema={"type": "object"})])
+
+    tools, note = asyncio.run(_list_tools(Listing()))
+    assert [t[0] for t in tools] == ["ok"] and note.startswith("3 tool(s) left out")
