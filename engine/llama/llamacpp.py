@@ -428,6 +428,8 @@ class LlamaCppBackend:
         live = min(_common_prefix(self._tokens, tokens), at_most)
         if live < len(self._tokens) and not trim_allowed(self._mem, self._model, live):
             live = 0  # the cache cannot be cut back there (a restored sliding window): a snapshot may
+        if at_most - live < RESTORE_MARGIN:  # the cache has (nearly) all of it: no snapshot can do better
+            return 0, 0.0
         match = store.best(tokens, at_most)
         if match is None or match.common < live + RESTORE_MARGIN:
             if at_most - live >= max(kv_snapshots.MIN_TOKENS, RESTORE_MARGIN):  # a long evaluation ahead: say why
