@@ -8,7 +8,8 @@ sane bound (huge), and what the server's environment holds (env).
 never answers (a server that hangs on start). ``--pidfile FILE`` writes the server's pid
 (the orphan tests look for it after its owner is killed). ``--http PORT`` serves
 streamable HTTP on 127.0.0.1:PORT (path ``/mcp``) instead of stdio. ``--many`` adds 150
-tools (more than a client keeps), the first with a description of 10,000 characters.
+tools (more than a client keeps), the first with a description of 10,000 characters;
+``--noisy`` writes 2 MiB to stderr first.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def main(argv: list[str]) -> None:
     if "--fail-start" in args:
         print("mcp_test_server: cannot start: the database is missing", file=sys.stderr)
         raise SystemExit(3)
+    if "--noisy" in args:  # 2 MiB of stderr before it serves
+        for _ in range(2048):
+            sys.stderr.write("n" * 1023 + "\n")
+        sys.stderr.write("the last line\n")
+        sys.stderr.flush()
     if "--hang-start" in args:
         while True:
             time.sleep(60)

@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO, cast
 
 from ..sanitize import sanitize
 from ..turns.tool_calls import ToolSpec
@@ -50,6 +50,8 @@ MAX_DESCRIPTION_CHARS = 2_000  # a tool's description, cut to
 MAX_SCHEMA_CHARS = 16_000  # a tool's input schema as JSON, at most (larger: left out)
 MAX_BLOCKS = 256  # content blocks of one result read
 MAX_REASON_CHARS = 300  # a status line's reason, at most
+MAX_STDERR_BYTES = 1 << 20  # a server's stderr file, at most (then cut to its last lines)
+STDERR_CHECK_S = 30.0  # how often a started server's stderr file is measured
 LAUNCHER = Path(__file__).resolve().with_name("mcp_launcher.py")
 
 NOT_STARTED, STARTING, STARTED, FAILED, STOPPED, DISABLED = (
@@ -97,6 +99,22 @@ class _Server:
             return ""
         lines = [line.strip() for line in sanitize(data).splitlines() if line.strip()]
         return lines[-1][:MAX_REASON_CHARS] if lines else ""
+
+    def trim_stderr(self) -> None:
+        """Cut the stderr file to its last 4 KiB once it is over ``MAX_STDERR_BYTES``: a chatty
+        server running for days does not fill the disk. (Opened to append, the server's writes
+        follow the cut.)"""
+        if self.errlog is None or os.name != "posix":  # elsewhere not opened to append: never cut
+            return
+        try:
+            fd = self.errlog.fileno()
+            size = os.fstat(fd).st_size
+            if size > MAX_STDERR_BYTES:
+                tail = os.pread(fd, 4096, size - 4096)
+                os.ftruncate(fd, 0)
+                os.write(fd, tail)
+        except (OSError, ValueError):
+            pass
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -199,7 +217,12 @@ class McpServers:
                     server.client, server.stop, server.tools, server.note = client, stop, tools, note
                     server.state = STARTED
                 server.ready.set()
-                await stop.wait()
+                while True:
+                    try:
+                        await asyncio.wait_for(stop.wait(), STDERR_CHECK_S)
+                        break
+                    except asyncio.TimeoutError:
+                        server.trim_stderr()
         except asyncio.CancelledError:
             self._failed(server, "stopped while starting")
             raise
@@ -233,9 +256,9 @@ class McpServers:
             if os.name == "posix":  # the launcher stops the server if vibechat dies
                 command, args = sys.executable, ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args]
             # Kept past the connection (closed with the manager): its last line says why one failed.
-            server.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            server.errlog = _append_only(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
             params = StdioServerParameters(command=command, args=args, env=dict(config.env), cwd=config.cwd)
-            transport = stdio_client(params, errlog=server.errlog)
+            transport = stdio_client(params, errlog=cast(TextIO, server.errlog))
         client = Client(transport, client_info=Implementation(name="vibechat", version="1"), cache=None)
         return await stack.enter_async_context(client)
 
@@ -356,6 +379,19 @@ class McpServers:
         for server in self._servers.values():
             if server.errlog is not None:
                 server.errlog.close()
+
+
+def _append_only(file: IO[str]) -> IO[str]:
+    """``file`` with O_APPEND set on its descriptor (the server's stderr shares it): every
+    write goes to the end, so a cut (``trim_stderr``) leaves no hole."""
+    try:
+        import fcntl
+
+        flags = fcntl.fcntl(file.fileno(), fcntl.F_GETFL)
+        fcntl.fcntl(file.fileno(), fcntl.F_SETFL, flags | os.O_APPEND)
+    except (ImportError, OSError):
+        pass  # not POSIX: the file is never cut
+    return file
 
 
 async def _list_tools(client: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]], ...], str]:

@@ -275,3 +275,19 @@ def test_a_schema_that_is_not_an_object_or_too_large_is_left_out():
 
     tools, note = asyncio.run(_list_tools(Listing()))
     assert [t[0] for t in tools] == ["ok"] and note.startswith("3 tool(s) left out")
+
+
+def test_a_chatty_servers_stderr_file_is_kept_small(monkeypatch):
+    import vibechat.engine.tools.mcp_servers as mcp_servers
+
+    monkeypatch.setattr(mcp_servers, "STDERR_CHECK_S", 0.05)
+    with manager({"noisy": entry("noisy", "--noisy")}) as servers:
+        servers.start()
+        server = servers._servers["noisy"]
+        assert server.state == STARTED
+        deadline = time.monotonic() + 30
+        while os.fstat(server.errlog.fileno()).st_size > mcp_servers.MAX_STDERR_BYTES:
+            assert time.monotonic() < deadline, "the stderr file was not cut"
+            time.sleep(0.05)
+        assert server.stderr_tail() == "the last line"
+        assert servers.call(by(servers)["noisy/echo"], {"text": "fine"}, timeout=30).text == "fine"
