@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..errors import InvalidParameterError
 from ..settings.config import load_config, update_config
 from ..settings.table import SCHEMA, Schema
 from ..settings.tool_checks import check_tool_patterns
@@ -37,7 +38,10 @@ class ToolApproval:
 
     def __init__(self, always: Iterable[str] = (), allow: Iterable[str] = ()) -> None:
         self.always = tuple(always)
-        self.allow = check_tool_patterns(list(allow))  # raises InvalidParameterError: a bad --allow-tool
+        try:
+            self.allow = check_tool_patterns(list(allow))
+        except InvalidParameterError as exc:  # in the words of the flag that gave it
+            raise InvalidParameterError("--allow-tool" + str(exc).removeprefix("allowed_tools:")) from None
         self._conversation: set[str] = set()
 
     def allowed(self, spec: ToolSpec) -> bool:
