@@ -21,6 +21,7 @@ from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
 from .presets_cmd import PresetOpt, presets_app
 from .run_plan import RunFlags, RunPlan
+from .tools_cmd import tools as tools_cmd
 from .options import HISTORY, STRUCTURED, NoSaveOpt, SettingFlags, setting_options
 
 cli = typer.Typer(
@@ -273,6 +274,9 @@ def run(
     code = guard(go, on_failure=failure.failed)
     if code:
         raise typer.Exit(code)
+
+
+cli.command("tools", help="List the MCP servers and their tools, and the built-in tools.")(tools_cmd)
 
 
 def positional_prompt(ctx: typer.Context, words: list[str] | None, option: str | None) -> str | None:

@@ -182,7 +182,7 @@ def test_the_shortcuts_keep_the_command_list_short_and_are_named_once():
     page = help_page().stdout
     commands = page.split("Commands", 1)[1].split("╰", 1)[0]
     assert [line.split()[1] for line in commands.splitlines() if line.startswith("│ ")] == [
-        "run", "models", "history", "config", "presets"]
+        "run", "tools", "models", "history", "config", "presets"]
     assert ("ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands list, pull, info "
             "and rm.") in flat(page)
 
