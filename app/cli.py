@@ -21,6 +21,7 @@ from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
 from .presets_cmd import PresetOpt, presets_app
 from .run_plan import RunFlags, RunPlan
+from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, tools_for
 from .tools_cmd import tools as tools_cmd
 from .options import HISTORY, STRUCTURED, NoSaveOpt, SettingFlags, setting_options
 
@@ -133,6 +134,7 @@ def main_callback(
     preset: PresetOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
     _setup_logging(verbose)
@@ -150,8 +152,14 @@ def main_callback(
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
         plan = RunPlan.of(load_app_config(), wanted)
         plan.check()
-        return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
-                       save=not no_save)
+        registry, approval = tools_for(plan.config, mcp_config)  # the chat asks before each call
+        try:
+            return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
+                           save=not no_save, tools=registry, tool_policy=approval,
+                           tool_rounds=plan.config.tool_rounds)
+        finally:
+            if registry is not None:
+                registry.close()
 
     code = guard(start)
     if code:  # the chat crashed (its traceback is on the screen): say so to the shell too
@@ -212,6 +220,9 @@ def run(
         help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local engine only. A reply "
              "that --max-tokens or the context cuts exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
+    allow_tool: AllowToolOpt = None,
+    tool_choice: ToolChoiceOpt = "auto",
+    mcp_config: McpConfigOpt = None,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
     positional = bool(words)
@@ -259,15 +270,25 @@ def run(
         assert chat is not None
         failure.conversation_id = chat.conversation_id
         text = read_prompt(prompt, sys.stdin)
-        backend = make_backend(plan.engine, pull=pull_with_progress)
+        registry, approval = tools_for(plan.config, mcp_config, allow_tool, tool_choice)
+        try:
+            backend = make_backend(plan.engine, pull=pull_with_progress)
+        except BaseException:
+            if registry is not None:
+                registry.close()
+            raise
         failure.model, failure.params = plan.engine.model, plan.params
         request = RunRequest(prompt=text, system=plan.system, params=plan.params,
-                             json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking)
+                             json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking,
+                             tools=registry, allow_tool=approval.allowed, tool_choice=tool_choice,
+                             tool_rounds=plan.config.tool_rounds)
         failure.request = request
         try:
             return execute(backend, request, sys.stdout, sys.stderr, chat)
         finally:
             backend.close()
+            if registry is not None:
+                registry.close()
             if chat.history is not None:
                 chat.history.close()
 

@@ -61,7 +61,8 @@ def freeze_startup_objects() -> None:
 
 
 def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | None,
-            config: "LoadedConfig | None" = None, save: bool = True) -> int:
+            config: "LoadedConfig | None" = None, save: bool = True, tools: "ToolBox | None" = None,
+            tool_policy: "ToolPolicy | None" = None, tool_rounds: int = 8) -> int:
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash)."""
@@ -84,7 +85,7 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
         return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,
-                     freeze_gc=True)
+                     freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds)
     freeze_startup_objects()
     try:
         app.run()

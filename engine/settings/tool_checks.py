@@ -16,7 +16,7 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = ("current_time", "read_file", "list_folder
 MAX_LIST_ITEMS = 256
 MAX_PATTERN_CHARS = 200
 # NAME, SERVER/NAME or SERVER/*: a server's name as mcp.json may give it, a tool's as its server does.
-TOOL_PATTERN = re.compile(r"(?:[A-Za-z0-9_-]+/)?(?:\*|[^\s/*][^\s*]*)")
+TOOL_PATTERN = re.compile(r"(?:[A-Za-z0-9_-]+/)?(?:\*|[^\s/*]+)")
 
 
 def _items(value: Any, name: str, separator: str) -> list[str]:

@@ -1,0 +1,55 @@
+"""The command line's tool options (``--allow-tool``, ``--tool-choice``, ``--mcp-config``) and
+the tools a chat or a run gets from them and the config: ``ToolRegistry`` (the built-ins the
+config enables, the MCP servers of mcp.json) and ``ToolApproval`` (who runs without asking).
+No tools configured: none offered, and nothing of the MCP SDK is loaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from vibechat.engine.settings.table import Config
+    from vibechat.engine.tools.approval import ToolApproval
+    from vibechat.engine.tools.registry import ToolRegistry
+
+TOOLS = "Tools"
+
+AllowToolOpt = Annotated[Optional[list[str]], typer.Option(
+    "--allow-tool", metavar="NAME",
+    help="Let the model run this tool (repeatable): NAME, SERVER/NAME, SERVER/* (all of a server's tools), "
+         "builtin/NAME. 'run' never asks: any other call is denied (one stderr line), and the model is told.",
+    rich_help_panel=TOOLS)]
+ToolChoiceOpt = Annotated[str, typer.Option(
+    "--tool-choice", metavar="auto|none|required",
+    help="Whether the model may call tools (auto), may not (none), or must call one first (required).",
+    rich_help_panel=TOOLS)]
+McpConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--mcp-config", metavar="FILE",
+    help="Read the MCP servers from FILE (the mcpServers shape) instead of mcp.json in the config folder.",
+    rich_help_panel=TOOLS)]
+
+
+def tools_for(config: "Config", mcp_config: Path | None, allow: list[str] | None = None,
+              tool_choice: str = "auto") -> tuple["ToolRegistry | None", "ToolApproval"]:
+    """The registry (None: no tools configured) and the approval policy for a chat or a run.
+    One-line errors: an mcp.json that cannot be used, a bad --allow-tool, a bad --tool-choice,
+    --tool-choice required with no tools."""
+    from vibechat.engine.errors import InvalidParameterError
+    from vibechat.engine.tools.approval import ToolApproval
+    from vibechat.engine.tools.registry import ToolRegistry
+    from vibechat.engine.turns.tool_calls import TOOL_CHOICES
+
+    if tool_choice not in TOOL_CHOICES:
+        raise InvalidParameterError(f"--tool-choice {tool_choice!r} is not one of {', '.join(TOOL_CHOICES)}.")
+    approval = ToolApproval(always=config.allowed_tools, allow=allow or ())
+    registry = ToolRegistry.load(config, mcp_config)
+    if not registry.builtins and not registry.servers.names:
+        registry.close()
+        if tool_choice == "required":
+            raise InvalidParameterError("--tool-choice required, but no tools are configured: name built-in tools in "
+                                        "builtin_tools or MCP servers in mcp.json ('vibechat tools' lists them).")
+        return None, approval
+    return registry, approval

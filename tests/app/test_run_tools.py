@@ -1,0 +1,64 @@
+"""`vibechat run` with tools, end to end: a real `vibechat` subprocess, the OpenAI stub server on
+127.0.0.1 as the model (it streams tool calls), and a real MCP server over stdio (written with
+the SDK: tests/mcp_test_server.py) as the tool. `run` never asks: only --allow-tool runs a call;
+any other is denied with one stderr line, and the model is told."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import VIBECHAT_BIN
+from openai_stub import fragments
+
+SERVER = str(Path(__file__).resolve().parents[1] / "mcp_test_server.py")
+
+
+def vibechat(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+
+
+def mcp_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"test": {"command": sys.executable, "args": [SERVER]}}}))
+    return path
+
+
+def test_an_allowed_call_runs_on_the_mcp_server_and_the_model_answers_with_its_result(stub, tmp_path: Path):
+    stub.reply = "Five."
+    stub.tool_deltas = fragments(0, "call_1", "add", '{"a": 2, "b": 3}')
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(mcp_file(tmp_path)),
+                   "--allow-tool", "test/add", "-p", "What is 2 + 3?", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["text"] == "Five."
+    sent = stub.last_body["messages"]
+    assert [m["role"] for m in sent if m["role"] != "system"] == ["user", "assistant", "tool"]
+    assert sent[-1]["tool_call_id"] == "call_1" and sent[-1]["content"].strip() == "5"
+    assert any(t["function"]["name"] == "add" for t in [r for r in stub.requests if r["path"].endswith("/chat/completions")][0]["body"]["tools"])
+    shown = json.loads(vibechat("history", "show", str(json.loads(out.stdout)["conversation_id"]), "--json").stdout)
+    assert [m["role"] for m in shown["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert shown["messages"][2]["tool_name"] == "test/add"
+
+
+def test_without_allow_tool_the_call_is_denied_with_one_line_and_the_model_is_told(stub, tmp_path: Path):
+    stub.reply = "I may not."
+    stub.tool_deltas = fragments(0, "call_1", "escapes", "{}")
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(mcp_file(tmp_path)),
+                   "-p", "Try it.")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "I may not."
+    lines = [line for line in out.stderr.splitlines() if "denied" in line]
+    assert lines == ["vibechat: denied the model's call to test/escapes (--allow-tool test/escapes allows it)"]
+    assert "did not allow" in stub.last_body["messages"][-1]["content"]
+
+
+def test_a_bad_allow_tool_pattern_and_required_without_tools_are_one_line(stub, tmp_path: Path):
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--allow-tool", "a/b/c", "-p", "Hi")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "--allow-tool" in out.stderr
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--tool-choice", "required", "-p", "Hi")
+    assert out.returncode != 0 and "no tools are configured" in out.stderr and "Traceback" not in out.stderr
