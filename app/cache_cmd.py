@@ -18,8 +18,8 @@ def cache(
 ) -> None:
     """Show the KV snapshots kept on disk (reopened conversations start from them), or --clear them."""
     def go() -> None:
-        from vibechat.engine.llama.kv_snapshots import clear as clear_snapshots
-        from vibechat.engine.llama.kv_snapshots import snapshot_folder, summary
+        from vibechat.engine.llama.kv_files import clear as clear_snapshots
+        from vibechat.engine.llama.kv_files import snapshot_folder, summary
         from vibechat.engine.settings.config import load_config
         from vibechat.engine.sizes import human_bytes
 
@@ -37,7 +37,8 @@ def cache(
             typer.echo(safe_json({"folder": str(folder), "files": found.files, "bytes": found.bytes,
                                   "limit_bytes": limit_mib << 20, "enabled": limit_mib > 0}))
             return
-        limit = f"{human_bytes(limit_mib << 20)} (kv_snapshot_cache_mib)" if limit_mib else "off (kv_snapshot_cache_mib = 0)"
+        limit = (f"{human_bytes(limit_mib << 20)} (kv_snapshot_cache_mib)" if limit_mib
+                 else "off (kv_snapshot_cache_mib = 0)")
         echo(f"KV snapshots: {folder}")
         echo(f"  {found.files} file{'' if found.files == 1 else 's'}, {human_bytes(found.bytes)} of {limit}")
         echo("  'vibechat history cache --clear' deletes them.")

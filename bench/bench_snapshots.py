@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         args.conversation_tokens, args.rounds = 1500, 1
     threads = args.threads or 2
 
-    from vibechat.engine.llama import kv_snapshots
+    from vibechat.engine.llama import kv_files
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.models.starter import starter_model_path
     from vibechat.engine.settings.knobs import LlamaCppOptions
@@ -124,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     n_saved = writer.prefill(saved)  # the chat keeps a snapshot of what it evaluated (as after a reply)
     kv_bytes = {"f16": writer.describe().kv_cache_bytes or 0}
     writer.close()
-    folder = kv_snapshots.snapshot_folder()
-    (snapshot_file,) = folder.glob("*" + kv_snapshots.SUFFIX)
-    sizes = {"f16": (snapshot_file.stat().st_size, len(kv_snapshots.read_header(snapshot_file).tokens) // 4)}
+    folder = kv_files.snapshot_folder()
+    (snapshot_file,) = folder.glob("*" + kv_files.SUFFIX)
+    sizes = {"f16": (snapshot_file.stat().st_size, len(kv_files.read_header(snapshot_file).tokens) // 4)}
     asked = [*saved, ChatMessage("user", "Which note mentioned the glacier first? Answer briefly.")]
 
     snapshot_bytes = snapshot_file.read_bytes()
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         if mode == "scratch":
             scratch.reset()
             return with_other_load(lambda: _Timed(reply(scratch, asked, args.tokens), mode))
-        kv_snapshots.clear(folder)
+        kv_files.clear(folder)
         snapshot_file.write_bytes(snapshot_bytes)
         os.chmod(snapshot_file, 0o600)
         if "reopened" in engines:
@@ -231,18 +231,18 @@ def main(argv: list[str] | None = None) -> int:
     # ------------------------------------------------------------ size
     print("\n| KV cache | snapshot on disk | KV cache in memory for those tokens | ratio | whole cache |")
     print("|---|---|---|---|---|")
-    kv_snapshots.clear(folder)
+    kv_files.clear(folder)
     backend = engine(kv_type="q8_0")  # the conversation again, with a q8_0 cache
     backend.prefill(saved)
     kv_bytes["q8_0"] = backend.describe().kv_cache_bytes or 0
     backend.close()
-    (path,) = folder.glob("*" + kv_snapshots.SUFFIX)
-    sizes["q8_0"] = (path.stat().st_size, len(kv_snapshots.read_header(path).tokens) // 4)
+    (path,) = folder.glob("*" + kv_files.SUFFIX)
+    sizes["q8_0"] = (path.stat().st_size, len(kv_files.read_header(path).tokens) // 4)
     for kv_type, (size, held) in sizes.items():
         in_memory = kv_bytes[kv_type] * held / N_CTX
         print(f"| {kv_type} | {size / (1 << 20):.1f} MiB ({held:,} tokens) | {in_memory / (1 << 20):.1f} MiB | "
               f"{size / in_memory:.2f} | {kv_bytes[kv_type] / (1 << 20):.0f} MiB at {N_CTX:,} |")
-    kv_snapshots.clear(folder)
+    kv_files.clear(folder)
     return 0
 
 

@@ -16,14 +16,11 @@ checksums); whatever is wrong with one (gone, stale, corrupt, truncated, a FIFO,
 costs one log line and the prompt is evaluated as before. A file is written to a temp name
 and renamed, so a half file never stands under a real name; files are 0600 in a 0700 folder.
 
-File layout: ``MAGIC``, a 4-byte little-endian length, a JSON header (format, key digest,
-token count, payload size, the tokens' and the payload's CRC-32), the tokens (int32 LE),
-the payload. The disk index reads the header and the tokens only, never a payload.
+The files themselves (their layout, their checks) are kv_files.py's.
 """
 
 from __future__ import annotations
 
-import array
 import collections
 import dataclasses
 import hashlib
@@ -32,21 +29,29 @@ import logging
 import os
 import queue
 import stat
-import struct
-import sys
 import threading
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .kv_files import (
+    FORMAT_VERSION,
+    MAX_HEADER_BYTES,
+    SUFFIX,
+    DiskEntry,
+    Snapshot,
+    SnapshotError,
+    ensure_folder,
+    read_header,
+    read_payload,
+    snapshot_folder,
+    token_bytes,
+    write_file,
+)
+
 log = logging.getLogger("vibechat.kv_snapshots")
 
-FORMAT_VERSION = 1
-MAGIC = b"VCKVSNP1"
-SUFFIX = ".kvs"
-FOLDER = "kv-snapshots"
 # Below this many tokens a snapshot is not worth its write: evaluating them takes well under a
 # second. Tests lower it.
 MIN_TOKENS = 256
@@ -54,22 +59,11 @@ MIN_TOKENS = 256
 RESTORE_MARGIN = 16
 MEMORY_BYTES = 256 << 20  # the recent snapshots kept in this process
 # The disk index: at most this many files looked at, this much read of their headers and
-# tokens in one scan, and this long a JSON header (a file claiming more is corrupt).
+# tokens in one scan.
 MAX_FILES = 256
 MAX_INDEX_BYTES = 64 << 20
-MAX_HEADER_BYTES = 16 << 10
-MAX_TOKENS = 1 << 21  # more than any context vibechat creates (engine/settings/limits.py)
 TEMP_STALE_S = 600.0  # a temp file this old was left by a process that ended mid-write
 WRITE_QUEUE = 4  # snapshots waiting for the disk at most; an older waiting one is dropped
-
-_TOKEN = "<i"  # tokens on disk: int32 little-endian
-
-
-def snapshot_folder() -> Path:
-    """Where snapshots go (read at each use: the cache dir may change under tests)."""
-    from ..paths import cache_dir
-
-    return cache_dir() / FOLDER
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,54 +124,6 @@ def common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def token_bytes(tokens: Sequence[int]) -> bytes:
-    arr = array.array("i", tokens)
-    if sys.byteorder != "little":
-        arr.byteswap()
-    return arr.tobytes()
-
-
-def tokens_of(data: bytes) -> list[int]:
-    arr = array.array("i")
-    arr.frombytes(data)
-    if sys.byteorder != "little":
-        arr.byteswap()
-    return arr.tolist()
-
-
-@dataclasses.dataclass
-class Snapshot:
-    """One snapshot: its tokens (int32 LE bytes) and its state bytes (any buffer: a ctypes
-    array from ``llama_state_seq_get_data``, or a bytearray read from a file)."""
-
-    tokens: bytes
-    data: Any
-
-    @property
-    def n_tokens(self) -> int:
-        return len(self.tokens) // 4
-
-    def tokens_list(self) -> list[int]:
-        return tokens_of(self.tokens)
-
-    @property
-    def size(self) -> int:
-        return memoryview(self.data).nbytes
-
-
-@dataclasses.dataclass
-class _DiskEntry:
-    path: Path
-    tokens: bytes
-    key: str
-    key_info: dict[str, Any]
-    payload_at: int
-    payload_bytes: int
-    payload_crc: int
-    file_bytes: int
-    mtime: float
-
-
 @dataclasses.dataclass
 class Match:
     """The best snapshot for a prompt: ``common`` tokens of it shared with the prompt."""
@@ -185,190 +131,7 @@ class Match:
     common: int
     source: str  # "memory" or "disk"
     snapshot: Snapshot | None = None  # memory
-    entry: _DiskEntry | None = None  # disk
-
-
-class SnapshotError(Exception):
-    """A snapshot file that cannot be used; the message says why in a few words."""
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    chunks: list[bytes] = []
-    left = n
-    while left > 0:
-        chunk = os.read(fd, min(left, 8 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _open_regular(path: Path) -> tuple[int, os.stat_result]:
-    """``path`` opened for reading if it is a regular file (not a FIFO, whose open would block,
-    nor a link); raises SnapshotError otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        raise SnapshotError("it is gone") from None
-    except OSError as exc:
-        raise SnapshotError(f"it cannot be opened ({exc.strerror or exc})") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise SnapshotError("it is not a regular file")
-    return fd, st
-
-
-def read_header(path: Path) -> _DiskEntry:
-    """A snapshot file's header and tokens (never its payload), checked: SnapshotError says
-    what is wrong."""
-    fd, st = _open_regular(path)
-    try:
-        head = _read_exact(fd, len(MAGIC) + 4)
-        if len(head) < len(MAGIC) + 4 or head[:len(MAGIC)] != MAGIC:
-            raise SnapshotError("it is no vibechat KV snapshot (or one of another format)")
-        (hlen,) = struct.unpack("<I", head[len(MAGIC):])
-        if hlen > MAX_HEADER_BYTES:
-            raise SnapshotError("its header is corrupt")
-        raw = _read_exact(fd, hlen)
-        try:
-            header = json.loads(raw.decode("utf-8"))
-            n_tokens = int(header["n_tokens"])
-            payload_bytes = int(header["payload_bytes"])
-            key, key_info = str(header["key"]), dict(header["key_info"])
-            tokens_crc, payload_crc = int(header["tokens_crc32"]), int(header["payload_crc32"])
-            fmt = int(header["format"])
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            raise SnapshotError("its header is corrupt") from None
-        if fmt != FORMAT_VERSION:
-            raise SnapshotError(f"it is of format {fmt} (this vibechat reads {FORMAT_VERSION})")
-        if not 0 < n_tokens <= MAX_TOKENS or payload_bytes <= 0:
-            raise SnapshotError("its header is corrupt")
-        payload_at = len(MAGIC) + 4 + hlen + 4 * n_tokens
-        if st.st_size != payload_at + payload_bytes:
-            raise SnapshotError(f"it is truncated ({st.st_size:,} bytes, its header says "
-                                f"{payload_at + payload_bytes:,})")
-        tokens = _read_exact(fd, 4 * n_tokens)
-        if len(tokens) != 4 * n_tokens or zlib.crc32(tokens) != tokens_crc:
-            raise SnapshotError("its tokens are corrupt (checksum)")
-        return _DiskEntry(path, tokens, key, key_info, payload_at, payload_bytes, payload_crc, st.st_size,
-                          st.st_mtime)
-    except OSError as exc:
-        raise SnapshotError(f"it cannot be read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-
-
-def read_payload(entry: _DiskEntry) -> bytearray:
-    """The state bytes of ``entry``'s file, checked against its header (size, checksum)."""
-    fd, st = _open_regular(entry.path)
-    try:
-        if st.st_size != entry.file_bytes:
-            raise SnapshotError("it changed since it was indexed")
-        os.lseek(fd, entry.payload_at, os.SEEK_SET)
-        data = bytearray(entry.payload_bytes)
-        view = memoryview(data)
-        got = 0
-        while got < entry.payload_bytes:
-            n = os.readv(fd, [view[got:]])
-            if n <= 0:
-                break
-            got += n
-        if got != entry.payload_bytes:
-            raise SnapshotError("it is truncated")
-        if zlib.crc32(data) != entry.payload_crc:
-            raise SnapshotError("its state is corrupt (checksum)")
-        return data
-    except OSError as exc:
-        raise SnapshotError(f"it cannot be read ({exc.strerror or exc})") from None
-    finally:
-        os.close(fd)
-
-
-def write_file(folder: Path, name: str, key: SnapshotKey, snapshot: Snapshot) -> Path:
-    """Write ``snapshot`` as ``folder/name`` (0600): to a temp file, then renamed over the name."""
-    payload = memoryview(snapshot.data).cast("B")
-    header = json.dumps({
-        "format": FORMAT_VERSION, "key": key.digest, "key_info": key.as_dict(), "n_tokens": snapshot.n_tokens,
-        "payload_bytes": payload.nbytes, "tokens_crc32": zlib.crc32(snapshot.tokens),
-        "payload_crc32": zlib.crc32(payload), "written": time.time(),
-    }).encode("utf-8")
-    temp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        try:
-            for part in (MAGIC, struct.pack("<I", len(header)), header, snapshot.tokens, payload):
-                view = memoryview(part)
-                while view.nbytes:
-                    view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        target = folder / name
-        os.replace(temp, target)  # a FIFO or a file under the name is replaced, never written through
-        return target
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-
-
-def ensure_folder(folder: Path) -> None:
-    """The snapshot folder, private (0700); raises OSError when it cannot be made."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = os.stat(folder, follow_symlinks=False)
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(f"{folder} is not a folder")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(folder, 0o700)
-
-
-@dataclasses.dataclass
-class CacheSummary:
-    """What ``vibechat history cache`` shows."""
-
-    folder: Path
-    files: int
-    bytes: int
-
-
-def summary(folder: Path | None = None) -> CacheSummary:
-    """The snapshot files in the folder and the bytes they hold (no header read)."""
-    folder = folder or snapshot_folder()
-    files = held = 0
-    try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False):
-                    files += 1
-                    held += entry.stat(follow_symlinks=False).st_size
-    except OSError:
-        pass
-    return CacheSummary(folder, files, held)
-
-
-def clear(folder: Path | None = None) -> tuple[int, int]:
-    """Delete every snapshot (and leftover temp file): how many files and bytes went."""
-    folder = folder or snapshot_folder()
-    files = held = 0
-    try:
-        with os.scandir(folder) as entries:
-            for entry in list(entries):
-                if not (entry.name.endswith(SUFFIX) or entry.name.endswith(".tmp")):
-                    continue
-                try:
-                    size = entry.stat(follow_symlinks=False).st_size
-                    os.unlink(entry.path)
-                except OSError:
-                    continue
-                if entry.name.endswith(SUFFIX):
-                    files += 1
-                    held += size
-    except FileNotFoundError:
-        pass
-    return files, held
+    entry: DiskEntry | None = None  # disk
 
 
 class SnapshotStore:
@@ -390,7 +153,7 @@ class SnapshotStore:
         self.memory_bytes = MEMORY_BYTES if memory_bytes is None else memory_bytes
         self._folder = folder
         self._memory: collections.OrderedDict[bytes, Snapshot] = collections.OrderedDict()  # oldest first
-        self._index: dict[str, tuple[tuple[int, int], _DiskEntry | None]] = {}  # name -> (ino, size), entry
+        self._index: dict[str, tuple[tuple[int, int], DiskEntry | None]] = {}  # name -> (ino, size), entry
         self._lock = threading.Lock()  # the index, between the engine's thread and the writer
         self._logged: set[str] = set()
         self._queue: queue.Queue[tuple[str, Snapshot, Path] | None] = queue.Queue()
@@ -426,7 +189,7 @@ class SnapshotStore:
                 continue
             if common > 0 and (found is None or common > found.common):
                 found = Match(common, "memory", snapshot=snap)
-        stale: tuple[int, _DiskEntry] | None = None
+        stale: tuple[int, DiskEntry] | None = None
         for entry in self._scan():
             common = min(common_prefix(entry.tokens, want), cap)
             if entry.key != self.digest:
@@ -541,7 +304,7 @@ class SnapshotStore:
         try:
             ensure_folder(folder)
             self._make_room(folder, size, snap.tokens)
-            path = write_file(folder, name, self.key, snap)
+            path = write_file(folder, name, self.digest, self.key.as_dict(), snap)
         except OSError as exc:
             self._note("KV snapshots are not written to %s: %s", folder, exc.strerror or exc,
                        once=f"write:{folder}:{getattr(exc, 'errno', None)}")
@@ -586,7 +349,7 @@ class SnapshotStore:
             self._index.pop(name, None)
 
     # ------------------------------------------------------------------- index
-    def _scan(self, folder: Path | None = None) -> list[_DiskEntry]:
+    def _scan(self, folder: Path | None = None) -> list[DiskEntry]:
         """The snapshot files' headers, bounded (``MAX_FILES``, ``MAX_INDEX_BYTES``): a file's
         header is read once (files are never changed in place: a new one is a new inode)."""
         folder = folder or self._folder()
@@ -619,7 +382,7 @@ class SnapshotStore:
                 continue
             found.append((st.st_mtime, item))
         found.sort(key=lambda pair: -pair[0])  # the most recently used first: those are kept under the bound
-        entries: list[_DiskEntry] = []
+        entries: list[DiskEntry] = []
         budget = MAX_INDEX_BYTES
         seen: set[str] = set()
         for _mtime, item in found[:MAX_FILES]:
@@ -640,7 +403,7 @@ class SnapshotStore:
                            level=logging.INFO, once="budget")
                 break
             try:
-                entry: _DiskEntry | None = read_header(Path(item.path))
+                entry: DiskEntry | None = read_header(Path(item.path))
             except SnapshotError as exc:
                 self._note("KV snapshot %s not used: %s", item.name, exc, once=f"bad:{item.path}:{sig}")
                 entry = None

@@ -12,14 +12,16 @@ from typing import Any
 
 import llama_cpp as ll
 
-from .kv_snapshots import Snapshot, SnapshotKey, SnapshotStore
+from .kv_files import Snapshot
+from .kv_snapshots import SnapshotKey, SnapshotStore
 
 log = logging.getLogger("vibechat.kv_snapshots")
 
 SEQ = 0  # the one sequence the backend uses
 
 
-def snapshot_key(model_path: Path, cparams: Any, kv_type: str, flash_attn: bool | None, n_gpu_layers: int) -> SnapshotKey:
+def snapshot_key(model_path: Path, cparams: Any, kv_type: str, flash_attn: bool | None,
+                 n_gpu_layers: int) -> SnapshotKey:
     """What a state of this context is valid under: the model file, and every context
     parameter that changes the state's layout or meaning (see ``SnapshotKey``)."""
     return SnapshotKey.for_model(

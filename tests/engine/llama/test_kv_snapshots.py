@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from vibechat.engine.llama import kv_files as kf
 from vibechat.engine.llama import kv_snapshots as ks
 from vibechat.engine.llama.kv_snapshots import SnapshotKey, SnapshotStore
 
@@ -45,7 +46,7 @@ def kept(folder: Path, tokens: list[int], data: bytearray, key: SnapshotKey = KE
 
 
 def files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*" + ks.SUFFIX))
+    return sorted(folder.glob("*" + kf.SUFFIX))
 
 
 def test_a_new_store_finds_the_longest_common_prefix_on_disk_and_restores_its_bytes(tmp_path):
@@ -76,7 +77,7 @@ def test_one_conversation_leaves_one_file(tmp_path):
     s.keep([1, 2, 3, 4, 5], payload(120))  # a regenerate: a longer snapshot already has these
     s.close()
     (only,) = files(folder)
-    assert ks.read_header(only).tokens == ks.token_bytes([1, 2, 3, 4, 5, 6])
+    assert kf.read_header(only).tokens == kf.token_bytes([1, 2, 3, 4, 5, 6])
     assert len(s._memory) == 0  # closed: memory dropped
 
 
@@ -87,14 +88,14 @@ def test_the_disk_bound_drops_the_least_recently_used_first(tmp_path):
         kept(folder, [first, 1, 2, 3], payload(size, first), mib=1)
         kept(folder, [first, 1, 2, 3], payload(size, first), mib=1)  # (the same again: one file)
     assert len(files(folder)) == 3
-    old = {ks.read_header(p).tokens[:4]: p for p in files(folder)}
+    old = {kf.read_header(p).tokens[:4]: p for p in files(folder)}
     now = os.stat(folder).st_mtime
     for i, first in enumerate((10, 20, 30)):  # 20 used last but one, 10 least recently
-        os.utime(old[ks.token_bytes([first])], (now - 100 + i * 10, now - 100 + i * 10))
+        os.utime(old[kf.token_bytes([first])], (now - 100 + i * 10, now - 100 + i * 10))
     s = store(folder, mib=1)
     assert s.load(s.best([20, 1, 2, 3, 4])) is not None  # a use makes it recent
     kept(folder, [40, 1, 2, 3], payload(size, 40), mib=1)
-    left = {ks.tokens_of(ks.read_header(p).tokens)[0] for p in files(folder)}
+    left = {kf.tokens_of(kf.read_header(p).tokens)[0] for p in files(folder)}
     assert left == {20, 30, 40}  # 10, the least recently used, went first
     assert sum(p.stat().st_size for p in files(folder)) <= 1 << 20
 
@@ -122,7 +123,7 @@ def test_the_memory_bound(tmp_path):
     s.keep([1, 1, 1, 1], payload(100))
     s.keep([2, 2, 2, 2], payload(100))
     s.keep([3, 3, 3, 3], payload(100))
-    assert [ks.tokens_of(t)[0] for t in s._memory] == [2, 3]
+    assert [kf.tokens_of(t)[0] for t in s._memory] == [2, 3]
     s.close()
 
 
@@ -181,7 +182,7 @@ def test_a_fifo_under_the_name_is_replaced_not_written_through(tmp_path):
     path.unlink()
     os.mkfifo(path)
     kept(folder, [1, 2, 3, 4], payload(100))  # would block forever writing into the FIFO
-    assert path.is_file() and ks.read_header(path).tokens == ks.token_bytes([1, 2, 3, 4])
+    assert path.is_file() and kf.read_header(path).tokens == kf.token_bytes([1, 2, 3, 4])
 
 
 def test_a_read_only_or_blocked_cache_folder_says_so_once_and_goes_on(tmp_path, caplog):
@@ -208,13 +209,13 @@ def test_the_index_reads_headers_only_and_within_its_bounds(tmp_path, monkeypatc
     for first in range(5):
         kept(folder, [first, 1, 2, 3], payload(1000, first + 1))
     reads: list[int] = []
-    real = ks._read_exact
+    real = kf._read_exact
 
     def counting(fd: int, n: int) -> bytes:
         reads.append(n)
         return real(fd, n)
 
-    monkeypatch.setattr(ks, "_read_exact", counting)
+    monkeypatch.setattr(kf, "_read_exact", counting)
     monkeypatch.setattr(ks, "MAX_FILES", 3)
     s = store(folder)
     assert len(s._scan()) == 3  # the three most recently used
@@ -227,7 +228,7 @@ def test_the_index_reads_headers_only_and_within_its_bounds(tmp_path, monkeypatc
 def test_history_cache_shows_and_clears(tmp_path, monkeypatch):
     from vibechat.app.cli import cli
 
-    folder = ks.snapshot_folder()
+    folder = kf.snapshot_folder()
     kept(folder, [1, 2, 3, 4], payload(4096))
     monkeypatch.setenv("VIBECHAT_KV_SNAPSHOT_CACHE_MIB", "512")
     runner = CliRunner()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from vibechat.engine.llama import kv_files as kf
 from vibechat.engine.llama import kv_snapshots as ks
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
@@ -45,7 +46,7 @@ def options(starter_path: Path, **changes) -> LlamaCppOptions:
 
 
 def snapshot_files() -> list[Path]:
-    return sorted(ks.snapshot_folder().glob("*" + ks.SUFFIX))
+    return sorted(kf.snapshot_folder().glob("*" + kf.SUFFIX))
 
 
 def test_a_new_engine_process_restores_the_conversation_and_replies_as_the_first_would(starter_path):
@@ -131,14 +132,14 @@ def a_snapshot(starter_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
             os.environ.pop("VIBECHAT_CACHE_DIR", None)
         else:
             os.environ["VIBECHAT_CACHE_DIR"] = old
-    (path,) = (folder / ks.FOLDER).glob("*" + ks.SUFFIX)
+    (path,) = (folder / kf.FOLDER).glob("*" + kf.SUFFIX)
     return path.read_bytes(), path.name, first.text
 
 
 @pytest.mark.parametrize("damage", ["missing", "stale", "corrupt", "truncated", "fifo"])
 def test_a_bad_snapshot_falls_back_to_evaluating_the_prompt(starter_path, a_snapshot, caplog, damage):
     data, name, first = a_snapshot
-    folder = ks.snapshot_folder()
+    folder = kf.snapshot_folder()
     folder.mkdir(parents=True, mode=0o700)
     path = folder / name
     context = 2048
@@ -183,7 +184,7 @@ def test_a_state_llama_cpp_refuses_is_cleared_and_the_prompt_evaluated(starter_p
 def test_snapshots_off_leave_nothing(starter_path):
     with loaded_starter(starter_path, context_size=2048, kv_snapshot_cache_mib=0) as backend:
         done_of(backend, TURN1)
-    assert not ks.snapshot_folder().exists()
+    assert not kf.snapshot_folder().exists()
 
 
 def test_the_key_names_what_makes_a_state_valid(starter_path):
@@ -192,7 +193,7 @@ def test_the_key_names_what_makes_a_state_valid(starter_path):
         key = backend._snapshots.key
     assert key.model_path == str(starter_path.resolve()) and key.model_size == starter_path.stat().st_size
     assert key.n_ctx == 2048 and key.type_k == key.type_v == "f16" and key.swa_full
-    assert key.llama_cpp_version and key.format == ks.FORMAT_VERSION
+    assert key.llama_cpp_version and key.format == kf.FORMAT_VERSION
     assert dataclasses.replace(key, n_ctx=4096).digest != key.digest
 
 
