@@ -78,7 +78,7 @@ class RecordingBackend:
         messages = list(messages)
         self.requests.append((messages, params))
         self.offered.append((tuple(tools), tool_choice))
-        if tools and self.tool_script:  # a scripted reply that asks for tool calls
+        if tools and tool_choice != "none" and self.tool_script:  # a scripted reply that asks for tool calls
             calls = tuple(self.tool_script.pop(0))
             self.started.set()
             yield GenerationDone(text="", stats=GenerationStats(finish_reason="tool_calls", seed=7),

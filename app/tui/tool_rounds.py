@@ -5,8 +5,7 @@ controller: one call at a time, it shows a ``ToolCallBlock``, asks the user (``T
 unless the tool is allowed already (always, or for this conversation), runs the call in a
 worker (Esc cancels it: the call's result says so, and no further reply is asked for), saves
 each result after the reply that asked, and once every call is answered starts the next reply
-with the results in view, for at most ``rounds`` rounds per prompt (the last one is offered no
-tools). Nothing runs without a yes; a denied call is told to the model as its result.
+with the results in view, for at most ``rounds`` rounds per prompt (the last one may call none). Nothing runs without a yes; a denied call is told to the model as its result.
 
 The tools are listed once, in a worker, when the app starts (an MCP server may take a moment
 to start): a reply begun before that is offered none.
@@ -96,16 +95,18 @@ class ToolRounds:
 
     def offer(self) -> tuple[tuple[ToolSpec, ...], str]:
         """What the next reply is offered: the tools and the choice (none after the last round)."""
-        if not self.specs or self.round >= self.rounds or self.tool_choice == "none":
+        if not self.specs:
             return (), "auto"
+        if self.round >= self.rounds or self.tool_choice == "none":  # listed (the prompt's prefix stays), not called
+            return self.specs, "none"
         return self.specs, self.tool_choice if self.round == 0 else "auto"
 
     # ------------------------------------------------------------- a round
     def take_over(self, done: GenerationDone) -> bool:
         """The reply just settled asks for ``done.tool_calls``: answer them, then the next
         reply. False when there is nothing to answer."""
-        if not done.tool_calls or self.toolbox is None:
-            return False
+        if not done.tool_calls or self.toolbox is None or self.round >= self.rounds:
+            return False  # (calls past the last round: a server that did not take "none")
         self.active, self._stopped = True, False
         self._calls, self._index = list(done.tool_calls), 0
         self._generation = self.host.session.generation

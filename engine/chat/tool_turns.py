@@ -1,7 +1,7 @@
 """A reply that calls tools: the model asks for calls, each is allowed or not (nothing runs
 without a yes: ``decide``), run, and its result saved as a ``tool`` message after the reply
 that asked; then the model answers again with the results in view, for at most ``rounds``
-rounds (the last one is offered no tools, so it answers in words).
+rounds (the last one may call none, so it answers in words).
 
 ``ToolBox`` is what offers and runs the tools (engine/tools/: MCP servers and the built-in
 ones); this module only sequences a reply's rounds through the ``ChatSession``, so ``vibechat
@@ -79,11 +79,12 @@ def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable
     cancel = threading.Event()
     choice = tool_choice
     for round_ in range(max(0, rounds) + 1):
-        tools = offered if round_ < rounds else ()  # the last round answers in words
-        answer = session.answer(params, on_text=on_text, on_event=on_event, stop_requested=stop_requested,
-                                tools=tools, tool_choice=choice if tools else "auto")
+        last = round_ >= rounds  # the last round answers in words: tools listed (the prompt's prefix
+        answer = session.answer(params, on_text=on_text, on_event=on_event,  # stays), none called
+                                stop_requested=stop_requested, tools=offered,
+                                tool_choice="none" if last or not offered else choice)
         done = answer.done
-        if answer.interrupted or answer.pipe_closed or not done.tool_calls or not tools:
+        if answer.interrupted or answer.pipe_closed or not done.tool_calls or not offered or last:
             return answer
         stopped = False
         for index, call in enumerate(done.tool_calls):

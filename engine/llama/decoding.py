@@ -20,6 +20,8 @@ from ..turns.backend import ChatEvent, FinishReason, TextDelta, ThinkingDelta
 from ..turns.harmony import HarmonySplitter
 from ..turns.stops import StopMatcher
 from ..turns.thinking import Piece, StreamSplitter, ThinkingSplitter
+from ..turns.tool_calls import ToolCall
+from ..turns.tool_formats import ToolCallRecogniser
 from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .native import grammar_error
 
@@ -115,14 +117,17 @@ class Emitter:
     start of a stop string."""
 
     __slots__ = ("_piece_bytes", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
-                 "_vocab", "_turn_stops", "_splitter", "thinking_tokens", "_lstrip", "_line_start")
+                 "_vocab", "_turn_stops", "_splitter", "thinking_tokens", "_lstrip", "_line_start", "_calls",
+                 "_raw_calls", "tool_calls")
 
     def __init__(self, piece_bytes: Callable[[int], bytes], vocab: Any, turn_stops: frozenset[int],
                  cancel: threading.Event, limit: int, stop: Sequence[str], inside: bool = False,
-                 harmony: bool = False, lstrip: bool = False) -> None:
+                 harmony: bool = False, lstrip: bool = False, calls: ToolCallRecogniser | None = None) -> None:
         """``piece_bytes``: a token's bytes; ``vocab``: the model's (llama.cpp says which tokens end
         a generation); ``turn_stops``: the template's turn tokens that end a reply too;
-        ``cancel``: set to stop."""
+        ``cancel``: set to stop; ``calls``: tools were offered: the recogniser of the family's
+        calls (engine/turns/tool_formats.py), which holds a call's text back; the calls found
+        are ``tool_calls`` once ``tail()`` ran."""
         self._piece_bytes = piece_bytes
         self._cancel = cancel
         self._vocab = vocab
@@ -144,6 +149,11 @@ class Emitter:
         # one that opens with a blank line does not end empty.
         self._lstrip = lstrip
         self._line_start = False  # the "\n" put before the answer is still to be taken out
+        # Harmony names a call's tool in a message header the splitter drops: its recogniser
+        # reads the raw text; the others read the answer (a <tool_call> inside thinking stays thinking).
+        self._calls = calls
+        self._raw_calls = harmony and calls is not None
+        self.tool_calls: list[ToolCall] = []
 
     def may_continue(self) -> bool:
         """Whether to sample another token (False: cancelled, or the limit is reached)."""
@@ -164,10 +174,22 @@ class Emitter:
         self.generated += 1
         splitter = self._splitter
         was_thinking = splitter.thinking
-        pieces = splitter.feed(self._decode(self._piece_bytes(token)))
+        text = self._decode(self._piece_bytes(token))
+        if self._raw_calls:
+            assert self._calls is not None
+            text = self._calls.feed(text)
+        pieces = splitter.feed(text)
         if was_thinking or splitter.thinking:  # inside the block, or the token that opens or closes it
             self.thinking_tokens += 1
-        return self._stopped_at(pieces)
+        return self._stopped_at(self._answer_calls(pieces))
+
+    def _answer_calls(self, pieces: list[Piece]) -> list[Piece]:
+        """The answer's pieces through the call recogniser (a call's text held back)."""
+        calls = self._calls
+        if calls is None or self._raw_calls:
+            return pieces
+        out = [(thinking, text if thinking else calls.feed(text)) for thinking, text in pieces]
+        return [(thinking, text) for thinking, text in out if text]
 
     def _stopped_at(self, pieces: list[Piece]) -> list[Piece]:
         """Stop strings apply to the answer only (the thinking comes first, and is not matched)."""
@@ -193,9 +215,22 @@ class Emitter:
 
     def tail(self) -> list[Piece]:
         """What is still held back once generation ends (nothing after a stop string)."""
+        calls = self._calls
         if self._stops.stopped:
+            if calls is not None:
+                self.tool_calls = calls.finish()[1]  # the calls made before the stop string, if any
             return []
-        out = self._stopped_at(self._splitter.feed(self._decode(b"", final=True)) + self._splitter.flush())
+        text = self._decode(b"", final=True)
+        if calls is not None and self._raw_calls:
+            text = calls.feed(text)
+            rest, self.tool_calls = calls.finish()
+            text += rest
+        pieces = self._answer_calls(self._splitter.feed(text) + self._splitter.flush())
+        if calls is not None and not self._raw_calls:
+            rest, self.tool_calls = calls.finish()
+            if rest:
+                pieces.append((False, rest))
+        out = self._stopped_at(pieces)
         rest = self._stops.flush()
         if self._line_start and rest:
             self._line_start, rest = False, rest[1:]

@@ -20,8 +20,8 @@ steps (loading.py), the memory checks (memory_checks.py), the decode loop and sa
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -48,6 +48,7 @@ from ..turns.backend import (
 )
 from ..settings.choices import COMPLETION
 from ..turns.chat_template import ChatTemplate
+from ..turns.tool_calls import ToolSpec
 from ..turns.harmony import uses_harmony
 from ..turns.prompt_format import PromptChoice, choose_template
 from ..turns.thinking import template_opens_thinking
@@ -56,6 +57,9 @@ from . import repack as _repack
 from .decoding import DecodeTarget, Emitter, make_sampler, plain_tokens, sampler_chain, split_events
 from .draft_model import DraftModel
 from .drafting import prompt_lookup_tokens
+from .prompt_parts import common_prefix, content_parts, drop_oldest_turn, text_bytes, tokenize
+from .tool_replies import reply_tools, tool_calls_finish
+from .tool_grammar import marker_tokens, tool_sampler
 from .grammar_sampling import Sampler
 from . import kv_snapshots
 from .kv_snapshots import RESTORE_MARGIN, SnapshotStore
@@ -67,14 +71,6 @@ from .speculative import AdaptiveDraft, FixedDraft, make_policy
 log = logging.getLogger("vibechat.llama_cpp")
 
 DRAFT_PROGRESS_S = 0.5  # while drafting, a DraftProgress this often (the chat's live status)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class LlamaCppBackend:
@@ -102,6 +98,7 @@ class LlamaCppBackend:
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
         self._no_abort = ctypes.cast(None, ll.ggml_abort_callback)  # type: ignore[arg-type]
         self._piece = ctypes.create_string_buffer(256)
+        self._special: frozenset[int] = frozenset()  # tokens rendered as text: the reply's tool-call markers
         self._snapshots: SnapshotStore | None = None  # KV snapshots (None: off, or no model loaded)
         self._snapshot_due = False  # a reply ended: its state is worth keeping (keep_snapshot())
         # The engine process takes the snapshot after it sent the reply's end (worker_child.py);
@@ -287,20 +284,7 @@ class LlamaCppBackend:
         return raw.decode("utf-8", errors="replace") if raw else ""
 
     def _tokenize(self, text: str, add_special: bool, parse_special: bool = True) -> list[int]:
-        """``text``'s tokens; ``parse_special``: whether special-token texts in it
-        (``<end_of_turn>``, ``<|im_start|>``) become those tokens (the template's own text) or
-        stay plain text (what people and models wrote)."""
-        data = text.encode("utf-8", "replace")
-        cap = len(data) + 16
-        buf = (ll.llama_token * cap)()
-        n = ll.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
-        if n < 0:
-            cap = -n
-            buf = (ll.llama_token * cap)()
-            n = ll.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, parse_special)
-            if n < 0:
-                raise GenerationError("the prompt could not be tokenized.")
-        return list(buf[:n])
+        return tokenize(self._vocab, text, add_special, parse_special)
 
     def _has_token(self, text: str) -> bool:
         tokens = self._tokenize(text, add_special=False)
@@ -309,12 +293,14 @@ class LlamaCppBackend:
     def _single_token(self, text: str) -> int:
         return self._tokenize(text, add_special=False)[0]
 
-    def _prompt_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> list[int]:
+    def _prompt_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto",
+                       tools: Sequence[ToolSpec] = ()) -> list[int]:
         """The prompt's tokens: the template's own text with its special tokens, each message's
         content as plain text, so a message holding ``<end_of_turn><start_of_turn>model`` cannot
         forge a turn (content_parts). ``thinking``: the switch's mode (engine/settings/think_switch.py)."""
         assert self._template is not None
-        render = switched(self._template.render, self._template.thinking_switch, thinking)
+        render = switched(functools.partial(self._template.render, tools=tools) if tools else self._template.render,
+                          self._template.thinking_switch, thinking)
         messages = self._template.framed(messages)  # the completion frame's own spelling of each content
         text = render(messages)
         bos = self._template.bos_token
@@ -335,7 +321,8 @@ class LlamaCppBackend:
         self.load()
         return len(self._prompt_tokens(messages, thinking))
 
-    def _fit(self, messages: Sequence[ChatMessage], params: SamplingParams) -> tuple[list[int], int]:
+    def _fit(self, messages: Sequence[ChatMessage], params: SamplingParams,
+             tools: Sequence[ToolSpec] = ()) -> tuple[list[int], int]:
         """Prompt tokens for the newest messages that fit, and how many old ones were dropped."""
         n_ctx = self.describe().context_size
         reserve = min(params.max_tokens or 512, n_ctx // 4)
@@ -344,18 +331,18 @@ class LlamaCppBackend:
         dropped = 0
         # Text that cannot fit whatever its tokens is dropped (old turns) or refused (the last
         # message) before anything is tokenized: tokenizing 32 MB takes most of a minute.
-        size = _text_bytes(system + rest)
+        size = text_bytes(system + rest)
         while size > prompt_byte_limit(n_ctx) and len(rest) > 1:
-            gone = _drop_oldest_turn(rest)
+            gone = drop_oldest_turn(rest)
             dropped += len(gone)
-            size -= _text_bytes(gone)
+            size -= text_bytes(gone)
         too_large = prompt_too_large(size, n_ctx)
         if too_large:
             raise ContextOverflowError(too_large)
-        tokens = self._prompt_tokens(system + rest, params.thinking)
+        tokens = self._prompt_tokens(system + rest, params.thinking, tools)
         while len(tokens) + reserve > n_ctx and len(rest) > 1:
-            dropped += len(_drop_oldest_turn(rest))
-            tokens = self._prompt_tokens(system + rest, params.thinking)
+            dropped += len(drop_oldest_turn(rest))
+            tokens = self._prompt_tokens(system + rest, params.thinking, tools)
         if len(tokens) >= n_ctx:
             trained = self.describe().trained_context
             more = f" (this model was trained for {trained:,})" if trained and trained > n_ctx else ""
@@ -390,7 +377,7 @@ class LlamaCppBackend:
             tokens, dropped = self._fit(messages, SamplingParams(thinking=thinking))
             # Where the next user turn will part from these tokens (past the last message, before
             # the generation prompt): the snapshot is taken there, so a new engine can continue it.
-            cut = len(tokens) if dropped else _common_prefix(
+            cut = len(tokens) if dropped else common_prefix(
                 tokens, self._prompt_tokens([*messages, ChatMessage("user", "\u2026")], thinking))
         except TemplateCancelled:
             return 0
@@ -425,7 +412,7 @@ class LlamaCppBackend:
         if store is None:
             return 0, 0.0
         t0 = time.perf_counter()
-        live = min(_common_prefix(self._tokens, tokens), at_most)
+        live = min(common_prefix(self._tokens, tokens), at_most)
         if live < len(self._tokens) and not trim_allowed(self._mem, self._model, live):
             live = 0  # the cache cannot be cut back there (a restored sliding window): a snapshot may
         if at_most - live < RESTORE_MARGIN:  # the cache has (nearly) all of it: no snapshot can do better
@@ -453,7 +440,7 @@ class LlamaCppBackend:
     def _trim_to(self, tokens: Sequence[int], at_most: int) -> int:
         """Drop what the KV cache holds past its common prefix with ``tokens`` (at most
         ``at_most`` kept): the tokens kept. A cache that cannot be trimmed is emptied."""
-        keep = min(_common_prefix(self._tokens, tokens), at_most)
+        keep = min(common_prefix(self._tokens, tokens), at_most)
         if keep < len(self._tokens):
             if not trim_allowed(self._mem, self._model, keep):  # a restored sliding window ends later
                 log.info("the KV cache cannot be continued at token %d (its sliding-window layers start "
@@ -501,22 +488,26 @@ class LlamaCppBackend:
         return sampler_chain(self._vocab, params)
 
     def _piece_bytes(self, token: int) -> bytes:
-        n = ll.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, False)
+        special = token in self._special  # a tool-call marker that is a control token: its text
+        n = ll.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, special)
         if n < 0:
             self._piece = ctypes.create_string_buffer(-n)
-            n = ll.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, False)
+            n = ll.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, special)
         return self._piece.raw[:n]
 
-    def stream_chat(self, messages: Sequence[ChatMessage],
-                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams,
+                    tools: Sequence[ToolSpec] = (), tool_choice: str = "auto") -> Generator[ChatEvent, None, None]:
         self.load()
         self._cancel.clear()
         assert self._template is not None
         # "auto" made this model's defaults (engine/settings/params.py): what is reported is what was used.
         params = params.with_seed().resolved(self._template.name)
         t_start = time.perf_counter()
+        # Tools go to the template and a grammar shapes the calls (engine/llama/tool_replies.py).
+        fmt, tools = reply_tools(self._template, tools, tool_choice, params.output_format)
+        self._special = marker_tokens(self._vocab, fmt) if fmt is not None else frozenset()
         try:
-            tokens, dropped = self._fit(messages, params)
+            tokens, dropped = self._fit(messages, params, tools)
         except TemplateCancelled:  # cancel() while the chat template rendered: nothing was evaluated
             yield GenerationDone(text="", stats=GenerationStats(seed=params.seed, finish_reason="cancelled"),
                                  params=params)
@@ -557,9 +548,11 @@ class LlamaCppBackend:
             inside = self._reply_thinks if params.thinking == "auto" else self._opens_thinking(params.thinking)
             completion = self._template.name == COMPLETION
             out = Emitter(self._piece_bytes, self._vocab, self._turn_stops, self._cancel, limit,
-                          (*params.stop, *self._template.stop_strings), inside, self._harmony, lstrip=completion)
+                          (*params.stop, *self._template.stop_strings), inside, self._harmony, lstrip=completion,
+                          calls=fmt.recogniser() if fmt is not None else None)
             target = DecodeTarget(self._ctx, self._mem, self._tokens, self._cancel, self.options.n_batch, n_ctx)
-            sampler = self._sampler(params)
+            sampler = (tool_sampler(self._chain(params), self._vocab, fmt, tools, tool_choice)  # type: ignore[arg-type]
+                       if fmt is not None else self._sampler(params))
             try:
                 if self._policy is not None:
                     pieces = prompt_lookup_tokens(target, self._policy, sampler, out, tokens, stats, self._draft)
@@ -581,6 +574,7 @@ class LlamaCppBackend:
             stats.completion_tokens = out.generated  # thinking tokens included
             stats.thinking_tokens = out.thinking_tokens
             yield from split_events(out.tail(), text_parts, thinking_parts, out.generated)
+            finish = tool_calls_finish(finish, out.tool_calls)
         t_end = time.perf_counter()
         stats.finish_reason = finish
         stats.ttft_ms = (t_first_token - t_start) * 1000 if started else 0.0
@@ -589,48 +583,9 @@ class LlamaCppBackend:
             stats.decode_tokens_per_s = stats.completion_tokens / (stats.decode_ms / 1000)
         self._snapshot_due = evaluated  # the cache holds the prompt (and the reply): worth keeping
         yield GenerationDone(text="".join(text_parts), stats=stats, params=params,
-                             thinking="".join(thinking_parts))
+                             thinking="".join(thinking_parts),
+                             tool_calls=tuple(out.tool_calls) if evaluated and finish == "tool_calls" else ())
         # Here only once the consumer asks past the reply's end: it has shown the reply.
         if not self.defer_snapshots:
             self.keep_snapshot()
 
-
-def _text_bytes(messages: Sequence[ChatMessage]) -> int:
-    return sum(len(m.content.encode("utf-8", "replace")) for m in messages)
-
-
-def _drop_oldest_turn(rest: list[ChatMessage]) -> list[ChatMessage]:
-    """Drop the oldest turn from ``rest`` (a user message and the replies that follow it);
-    returns the messages that went."""
-    gone = [rest.pop(0)]
-    while len(rest) > 1 and rest[0].role != "user":
-        gone.append(rest.pop(0))
-    return gone
-
-
-def content_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage],
-                  text: str) -> list[tuple[str, bool]] | None:
-    """``text`` (the template's rendering of ``messages``) cut into the template's own pieces
-    (False) and the messages' contents (True), or None when that cannot be told apart.
-
-    The template is rendered again with each content replaced by a placeholder no message can
-    contain (a fresh random nonce); the placeholders are then filled with the contents, as is
-    or stripped (templates that ``trim``), and the result must be ``text`` exactly."""
-    import secrets
-
-    nonce = secrets.token_hex(8)
-    marks = [f"\ue000{nonce}{i}\ue001" for i in range(len(messages))]
-    skeleton = render([ChatMessage(m.role, mark) for m, mark in zip(messages, marks)])
-    pattern = re.compile("\ue000" + nonce + "(\\d+)\ue001")
-    for strip in (False, True):
-        parts: list[tuple[str, bool]] = []
-        at = 0
-        for match in pattern.finditer(skeleton):
-            parts.append((skeleton[at:match.start()], False))
-            content = messages[int(match.group(1))].content
-            parts.append((content.strip() if strip else content, True))
-            at = match.end()
-        parts.append((skeleton[at:], False))
-        if "".join(piece for piece, _ in parts) == text:
-            return parts
-    return None

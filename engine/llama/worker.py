@@ -43,6 +43,7 @@ from typing import Any
 
 from ..errors import EngineCrashed, EngineCrashLoop, GenerationError, VibechatError
 from ..settings.params import SamplingParams
+from ..turns.tool_calls import ToolSpec
 from ..turns.backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta, ThinkingDelta
 from .crash_report import signal_name, suggest_setting, write_crash_report
 from .worker_process import CLOSE_EXIT_S, CLOSE_LIMIT_S, CLOSE_TERM_S, REAP_S, Heard, close_quietly, end_process
@@ -472,10 +473,10 @@ class WorkerBackend:
         rid = self._request("check_format", fmt)
         self._answer(rid, lambda: f"while checking the reply format ({fmt.label})")
 
-    def stream_chat(self, messages: Sequence[ChatMessage],
-                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams,
+                    tools: Sequence[ToolSpec] = (), tool_choice: str = "auto") -> Generator[ChatEvent, None, None]:
         self._ensure_loaded()
-        rid = self._request("stream", list(messages), params)
+        rid = self._request("stream", list(messages), params, tuple(tools), tool_choice)
         tokens = 0
         finished = False
         try:

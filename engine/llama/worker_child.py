@@ -302,14 +302,15 @@ def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[t
     if kind == "prefill":
         _crash_hook("prompt")
         return backend.prefill(*args[:2])
-    if kind == "stream":
-        _stream(backend, args[0], args[1], send)
+    if kind == "stream":  # messages, params, and (from this version on) the tools and the tool choice
+        _stream(backend, args[0], args[1], send, tuple(args[2]) if len(args) > 2 else (),
+                args[3] if len(args) > 3 else "auto")
         return None
     raise GenerationError(f"unknown engine request {kind!r}")
 
 
 def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
-            send: Callable[[tuple[Any, ...]], None]) -> None:
+            send: Callable[[tuple[Any, ...]], None], tools: tuple[Any, ...] = (), tool_choice: str = "auto") -> None:
     pending: list[str] = []
     pending_kind = "delta"  # or "thinking": the pieces joined are of one kind
     tokens = 0
@@ -317,7 +318,8 @@ def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
     last = 0.0
     clock = time.perf_counter
     _crash_hook("prompt")
-    stream = backend.stream_chat(messages, params)
+    stream = (backend.stream_chat(messages, params, tools=tools, tool_choice=tool_choice) if tools
+              else backend.stream_chat(messages, params))
     try:
         for event in stream:
             kind = "delta" if type(event) is TextDelta else "thinking" if type(event) is ThinkingDelta else None

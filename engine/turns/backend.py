@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from ..settings.choices import COMPLETION
 from ..settings.params import SamplingParams
-from .tool_calls import ToolCall
+from .tool_calls import ToolCall, ToolSpec
 
 Role = Literal["system", "user", "assistant", "tool"]
 # "tool_calls": the reply ends asking for tool calls (``GenerationDone.tool_calls``).
@@ -241,9 +241,13 @@ class Backend(Protocol):
         """Load the model (blocking; idempotent); ``on_progress`` gets 0..1 while it loads
         (what it returns is ignored). Raises a ``VibechatError`` on failure."""
 
-    def stream_chat(self, messages: Sequence[ChatMessage],
-                    params: SamplingParams) -> Generator[ChatEvent, None, None]:
+    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams,
+                    tools: Sequence[ToolSpec] = (), tool_choice: str = "auto") -> Generator[ChatEvent, None, None]:
         """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``.
+        ``tools``: offered to the model (``tool_choice``: auto, none, or required: a call first);
+        a reply that asks for calls ends with them in ``GenerationDone.tool_calls`` (finish
+        reason ``tool_calls``), its text before them as usual. A model that cannot call tools
+        (a template without them) answers without.
         A reasoning model's thinking comes as ``ThinkingDelta``s (before the answer's
         ``TextDelta``s), kept out of the answer and out of ``GenerationDone.text``; it is in
         ``GenerationDone.thinking``. A reply whose thinking never ended has an empty answer.

@@ -223,7 +223,7 @@ def test_ordinary_conversations_tokenize_as_before(each_format):
 
 
 def test_content_is_told_apart_from_the_template_or_not_at_all():
-    from vibechat.engine.llama.llamacpp import content_parts
+    from vibechat.engine.llama.prompt_parts import content_parts
 
     def render(messages):  # a template that trims content
         return "".join(f"<t>{m.role}\n{m.content.strip()}</t>\n" for m in messages) + "<t>model\n"

@@ -70,14 +70,14 @@ def test_allowed_calls_run_denied_ones_are_told_and_everything_is_saved_in_order
     assert history.search("noon")
 
 
-def test_the_rounds_are_bounded_and_the_last_round_is_offered_no_tools(history: History):
+def test_the_rounds_are_bounded_and_the_last_round_may_call_none(history: History):
     backend = RecordingBackend(reply="Done.")
     backend.tool_script = [[ToolCall(f"c{i}", "clock", "{}")] for i in range(10)]
     session, box = session_with(history, backend), Box()
     answer = answer_with_tools(session, box, lambda call, spec: True, rounds=2, tool_choice="required")
     assert answer.text == "Done." and len(box.ran) == 2
-    assert [choice for _tools, choice in backend.offered] == ["required", "auto", "auto"]
-    assert [len(tools) for tools, _choice in backend.offered] == [2, 2, 0]
+    assert [choice for _tools, choice in backend.offered] == ["required", "auto", "none"]
+    assert [len(tools) for tools, _choice in backend.offered] == [2, 2, 2]
 
 
 def test_tool_choice_none_offers_nothing(history: History):

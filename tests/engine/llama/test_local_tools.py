@@ -1,0 +1,70 @@
+"""Tool calls on the local engine, through the engine process as the chat uses it: the starter's
+weights with llama.cpp's official Qwen 2.5 template (a Hermes-style `<tool_call>` family), tool
+choice `required` (the grammar forces a call from the first token): the reply ends asking for
+one call whose arguments parse and follow the tool's schema, its text held back from the reply;
+the call and its result then render back through the template for the next reply. The starter
+is a tiny base model: what it says is not judged, only that the call is well formed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import worker_threads
+from ggufgen import copy_with_metadata
+from vibechat.engine.llama.worker import WorkerBackend
+from vibechat.engine.settings.knobs import LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.turns.tool_calls import ToolSpec
+
+pytestmark = pytest.mark.model
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+WEATHER = ToolSpec("get_weather", "The weather forecast for a city.",
+                   {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                    "required": ["city", "days"]}, server="test", tool="get_weather")
+
+
+@pytest.fixture(scope="module")
+def qwen_tools(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    source = (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
+    path = copy_with_metadata(starter_path, tmp_path_factory.mktemp("tools") / "qwen-tools-like.gguf",
+                              {"tokenizer.chat_template": source})
+    backend = WorkerBackend(LlamaCppOptions(model_path=path, context_size=2048, repack="off", prompt_format="template",
+                                            threads=worker_threads()))
+    yield backend
+    backend.close()
+
+
+def reply(backend, messages, choice):
+    text, done = [], None
+    for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=80, seed=1),
+                                     tools=(WEATHER,), tool_choice=choice):
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, GenerationDone):
+            done = event
+    assert done is not None
+    return "".join(text), done
+
+
+def test_required_makes_the_starter_call_the_tool_with_arguments_that_parse(qwen_tools):
+    asked = [ChatMessage("user", "What will the weather be in Paris for the next 3 days?")]
+    text, done = reply(qwen_tools, asked, "required")
+    assert done.finish_reason == "tool_calls" and len(done.tool_calls) == 1, (text, done)
+    call = done.tool_calls[0]
+    arguments = call.parsed_arguments()
+    assert call.name == "get_weather" and isinstance(arguments["city"], str) and isinstance(arguments["days"], int)
+    assert "<tool_call>" not in text and "<tool_call>" not in done.text
+
+    # The call and its result go back through the template; choice none: an answer in words.
+    follow = [*asked, ChatMessage("assistant", done.text, tool_calls=done.tool_calls),
+              ChatMessage("tool", "Sunny, 24 C.", tool_call_id=call.id, name=call.name)]
+    _text, after = reply(qwen_tools, follow, "none")
+    assert after.finish_reason in ("stop", "length") and not after.tool_calls
+    # The tools are still listed (choice none calls none): the prompt goes on from the last one's.
+    assert after.stats.prompt_tokens > done.stats.prompt_tokens
+    reused = after.stats.prompt_tokens - after.stats.prompt_tokens_evaluated
+    assert reused >= done.stats.prompt_tokens - 24  # (the call as rendered may differ from how it was written)
