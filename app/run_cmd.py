@@ -289,6 +289,9 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     try:
         try:
             if request.tools is not None:
+                if not info.tool_calls and request.tool_choice != "none":  # tools configured, a model without
+                    err.write(plain(f"vibechat: {info.name}'s chat template has no tool support: it is offered "
+                                    "no tools.") + "\n")
                 result = _answer_with_tools(session, request, params, show, on_event, err, ctrl_c)
             else:
                 result = session.answer(params, on_text=show, on_event=on_event,

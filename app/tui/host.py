@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .chat_view import ChatMessageWidget, ChatView
     from .param_panel import ParamPanel
     from .prompt_input import PromptInput
-    from vibechat.engine.turns.backend import GenerationDone
+    from vibechat.engine.turns.backend import GenerationDone, ModelInfo
     from vibechat.engine.turns.tool_calls import ToolSpec
     from .sidebar import ConversationSidebar
 
@@ -55,6 +55,7 @@ class ToolControl(Protocol):
     def take_over(self, done: GenerationDone) -> bool: ...
     def stop(self) -> None: ...
     def abandon(self) -> None: ...
+    def model_ready(self, info: ModelInfo) -> None: ...
 
 
 class ConversationList(Protocol):

@@ -77,6 +77,7 @@ class ModelManager:
         host.chat.set_welcome(welcome_text(info))
         for notice in info.notices:  # e.g. GPU layers asked of a build that cannot offload
             host.notify(notice, title="Model", severity="warning", timeout=20)
+        host.tool_rounds.model_ready(info)  # tools configured, and a model that calls none: said once
 
     # ---------------------------------------------------------------- picker
     def open_picker(self) -> None:

@@ -22,7 +22,7 @@ from vibechat.engine.chat.tool_turns import DENIED, ToolBox, outcome_of
 from vibechat.engine.settings.table import Schema
 from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.turns.backend import GenerationDone
+from vibechat.engine.turns.backend import GenerationDone, ModelInfo
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 from ..appconfig import APP_SCHEMA
@@ -62,6 +62,7 @@ class ToolRounds:
         self._stopped = False
         self._cancel = threading.Event()
         self._policy_for: int | None = None  # the conversation the policy's "this conversation" is
+        self._told_about: str | None = None  # the model told it calls no tools
 
     def handlers(self) -> "Handlers":
         return {ToolsListed: self.listed, ToolFinished: self.finished}
@@ -88,6 +89,16 @@ class ToolRounds:
         self.specs = tuple(message.specs)
         for problem in message.problems:
             self.host.notify(problem, title="Tools", severity="warning", timeout=10)
+        self.model_ready(self.host.state.model)
+
+    def model_ready(self, info: ModelInfo | None) -> None:
+        """Once per model: tools are configured, but its chat template offers none."""
+        if info is None or not self.specs or info.tool_calls or info.path == self._told_about:
+            return
+        self._told_about = info.path
+        self.host.notify(f"{info.name}'s chat template has no tool support: it is offered no tools (a Qwen, "
+                         "Llama 3.1+, Mistral or gpt-oss GGUF, or a server, can call them).", title="Tools",
+                         timeout=10, markup=False)
 
     def new_prompt(self) -> None:
         """A prompt was sent: its replies may call tools for ``rounds`` rounds again."""

@@ -179,6 +179,7 @@ class LlamaCppBackend:
             gpu_layers=loading.offloaded_layers(captured, n_gpu_layers, n_layers, offload),
             gpu_offload_supported=offload,
             chat_format=choice.name, chat_format_reason=choice.reason, thinking_switch=self._template.thinking_switch,
+            tool_calls=fmt.family if (fmt := self._template.tool_format) is not None else "",
             file_size=gguf.file_size,
             n_threads=n_threads,
             flash_attn=loading.flash_attn_state(captured, flash_attn),

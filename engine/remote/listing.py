@@ -93,6 +93,7 @@ class ServerModels:
             gpu_layers=0,
             gpu_offload_supported=False,
             chat_format="server",  # the server applies its own chat template
+            tool_calls="server",  # and parses the model's tool calls itself
             file_size=0,
             backend=BACKEND_NAME,
             server=self.server,

@@ -83,6 +83,10 @@ class ModelInfo:
     # engine/settings/think_switch.py); None: the template has none, or it is a server's (not known here).
     thinking_switch: str | None = None
     chat_format_reason: str = ""  # why that format, in a few words (prompt_format auto decides)
+    # How the model calls tools: the call format its chat template speaks (hermes, llama3,
+    # mistral, harmony: engine/turns/tool_formats.py), "server" (the server parses calls), or
+    # "" (none: its template offers no tools, so a reply is offered none).
+    tool_calls: str = ""
 
     @property
     def prompt_format(self) -> str:

@@ -147,3 +147,19 @@ async def test_regenerating_the_answer_after_tool_results_keeps_the_results_and_
         assert box.ran == ["c1"] and app.chat.messages()[-1].text == "Noon, exactly."
         assert [m.role for m in backend.requests[-1][0]] == ["user", "assistant", "tool"]
         assert app.chat.messages()[-1].branch == (2, 2)
+
+
+async def test_a_model_whose_template_has_no_tools_is_said_once_and_one_that_has_them_is_not(tmp_path: Path):
+    from dataclasses import replace
+
+    from fakes import INFO
+    from helpers import notices
+
+    for info, said in ((replace(INFO, tool_calls=""), True), (replace(INFO, tool_calls="hermes"), False)):
+        app = make(tmp_path, RecordingBackend(info=info), Box(), Policy())
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await wait_for(pilot, lambda: app.tool_rounds.specs and app.state.model_ready, "tools and model")
+            await settle(pilot)
+            told = [n for n in notices(app) if "no tool support" in n]
+            assert len(told) == (1 if said else 0), notices(app)
