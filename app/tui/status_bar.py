@@ -3,12 +3,11 @@ server: ``openai · http://127.0.0.1:8080``), KV-cache type and memory, context 
 reply's speed (every generated token counts, a reasoning model's thinking included: then
 the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking included)``
 where a server does not say; while a reply is drafted and after it, the accepted share and the
-draft length),
-after a reply that started from a KV snapshot (a reopened conversation, another branch) how much
-it restored (``restored 8,132 tokens in 0.11 s``), the reply format (``/format``), the thinking
-switch (``/think``: ``think off``), and what the
-engine is doing. It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies
-of the state's fields, made when it mounts and each time a field changes (as ``data_bind``
+draft length; after a reply that started from a KV snapshot, beside its time to first token, how
+much it restored: ``ttft 133 ms (restored 8,132 tokens in 0.11 s)``), the reply format
+(``/format``), the thinking switch (``/think``: ``think off``), and what the engine is doing.
+It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies of the state's
+fields, made when it mounts and each time a field changes (as ``data_bind``
 would); the controllers write the state, never the bar.
 
 While a reply streams, the bar shows that reply's figures (``live``, updated by replies.py
@@ -47,8 +46,7 @@ from .outside import one_line
 
 # The fields on the left, most important first: a narrow bar drops them from the end. The
 # state (and a download's progress) on the right stay longest of all.
-PRIORITY = ("context", "model", "speed", "tokens", "format", "think", "draft", "restored", "quantization",
-            "thinking",
+PRIORITY = ("context", "model", "speed", "tokens", "format", "think", "draft", "quantization", "thinking",
             "device", "kv_cache", "ttft", "draft_model")
 # The chat state's fields the bar shows, by the name of the bar's own reactive.
 SHOWN = {"model": "model", "status": "state", "context_used": "context_used", "stats": "stats", "live": "live",
@@ -151,7 +149,11 @@ class StatusBar(Widget):
             if live.tokens_per_s > 0:
                 add("speed", f"{estimate}{live.tokens_per_s:.1f} tok/s")
         if stats is not None and stats.completion_tokens:
-            add("ttft", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms")
+            restored: tuple[str | tuple[str, str], ...] = ()
+            if stats.restored_tokens:  # the reply started from a KV snapshot: why its first token came soon
+                restored = ((" (restored ", dim), f"{stats.restored_tokens:,} tokens",
+                            (f" in {stats.restore_ms / 1000:.2f} s)", dim))
+            add("ttft", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", *restored)
             add("tokens", f"{stats.completion_tokens:,} tok")
             if stats.thinking_tokens:  # generated too: in the count and the speed
                 add("thinking", (f"({stats.thinking_tokens:,} thinking)", dim), after="tokens")
@@ -161,9 +163,6 @@ class StatusBar(Widget):
             if (stats.drafted_tokens or stats.drafting_turned_off) and self.drafting is None:
                 add("draft", ("draft ", dim), draft_text(stats.drafted_tokens, stats.accepted_draft_tokens,
                                                           stats.draft_k, stats.drafting_turned_off))
-        if stats is not None and stats.restored_tokens:  # the reply started from a KV snapshot
-            add("restored", ("restored ", dim), f"{stats.restored_tokens:,} tokens",
-                (f" in {stats.restore_ms / 1000:.2f} s", dim))
         if (drafting := self.drafting) is not None:
             add("draft", ("draft ", dim), draft_text(drafting.drafted, drafting.accepted, drafting.k,
                                                       drafting.turned_off))

@@ -40,7 +40,7 @@ async def test_the_bar_says_what_a_reply_restored():
     async with app.run_test(size=(220, 24)) as pilot:
         await settle(pilot)
         await send(pilot, "Go on")
-        assert "restored 8,132 tokens in 0.11 s" in bar_line(app)
+        assert "ttft 34 ms (restored 8,132 tokens in 0.11 s)" in bar_line(app)
         await send(pilot, "Again")
         assert "restored" not in bar_line(app)
 
