@@ -222,3 +222,16 @@ def test_a_restored_sliding_window_is_only_continued_from_its_end(starter_path, 
     with loaded_starter(starter_path, context_size=2048) as third:
         fresh = done_of(third, sibling).stats  # a new engine: every snapshot goes on past the fork
         assert fresh.restored_tokens == 0 and fresh.prompt_tokens_evaluated == fresh.prompt_tokens
+
+
+def test_a_prefilled_conversation_leaves_a_snapshot_its_next_turn_continues(starter_path):
+    """The chat's Ctrl+B → Enter evaluates a saved conversation (prefill): its snapshot ends where
+    the next user turn parts from it (before the generation prompt), so a new engine continues it
+    even where a restored state cannot be cut back (the starter's sliding window, > 512 tokens)."""
+    history = [ChatMessage("system", "You are a terse assistant."),
+               ChatMessage("user", STORY * 2 + "Who founded Rome?"), ChatMessage("assistant", "Romulus.")]
+    with loaded_starter(starter_path, context_size=2048) as opener:
+        assert opener.prefill(history) == opener.count_tokens(history) > 600
+    with loaded_starter(starter_path, context_size=2048) as later:
+        done = done_of(later, [*history, ChatMessage("user", "And who defeated Hannibal?")])
+    assert done.stats.restored_tokens > 600 and done.stats.prompt_tokens_evaluated < 30
