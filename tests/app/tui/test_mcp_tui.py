@@ -1,0 +1,97 @@
+"""The chat with a real MCP server over stdio (tests/mcp_test_server.py, written with the SDK)
+through engine/tools' registry, as `vibechat` wires it: each call asks; allow, deny and always
+allow; Esc cancels a running call; a hanging call ends at tool_timeout; a server that dies
+mid-call is one result and the chat goes on; a result with terminal escapes and markup is shown
+as plain text. A real Textual app (Pilot) and SQLite file; the recording backend scripts the
+model's calls (the model's side of tool calling is tested with the starter and the stub server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes import RecordingBackend, send, settle
+from helpers import wait_for
+from vibechat.app.tui import create_app
+from vibechat.app.tui.tool_approval import ToolApprovalScreen
+from vibechat.app.tui.tool_block import ToolCallBlock
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.table import Config
+from vibechat.engine.tools.approval import ToolApproval
+from vibechat.engine.tools.registry import ToolRegistry
+from vibechat.engine.turns.tool_calls import ToolCall
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the test server runs under the POSIX launcher")
+
+SERVER = str(Path(__file__).resolve().parents[2] / "mcp_test_server.py")
+SIZE = (110, 36)
+
+
+@pytest.fixture
+def registry(tmp_path_factory):
+    """A registry of its own per test: the first test's server dies (a tool that exits mid-call)."""
+    mcp = tmp_path_factory.mktemp("mcp") / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"test": {"command": sys.executable, "args": [SERVER]}}}))
+    with ToolRegistry.load(Config(tool_timeout=3, tool_result_limit=2000), mcp) as tools:
+        yield tools
+
+
+def blocks(app) -> list[ToolCallBlock]:
+    return list(app.query(ToolCallBlock))
+
+
+async def test_calls_ask_first_then_run_on_the_server_and_a_hanging_or_dying_one_is_one_result(
+        tmp_path: Path, registry: ToolRegistry):
+    backend = RecordingBackend(reply="Done.")
+    backend.tool_script = [[ToolCall("c1", "add", '{"a": 2, "b": 3}'), ToolCall("c2", "escapes", "{}"),
+                            ToolCall("c3", "echo", '{"text": "no"}')],
+                           [ToolCall("c4", "slow", '{"seconds": 30}')],
+                           [ToolCall("c5", "die", "{}")]]
+    approval = ToolApproval()
+    app = create_app(backend, blink=False, history=History(tmp_path / "history.db"), tools=registry,
+                     tool_policy=approval)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the server's tools", bound=60)
+        await send(pilot, "go", wait=False)
+        # add once, escapes always, echo denied; c4 (slow) once: it hangs past tool_timeout (3 s) and
+        # ends as an error result; c5 (die) once: the server exits mid-call.
+        for key, call in (("y", "c1"), ("a", "c2"), ("n", "c3"), ("y", "c4"), ("y", "c5")):
+            await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), f"{call}'s question", bound=60)
+            screen = app.screen
+            assert isinstance(screen, ToolApprovalScreen) and screen.call.id == call
+            await pilot.press(key)
+            await wait_for(pilot, lambda: app.screen is not screen, f"{call}'s answer")
+        await wait_for(pilot, lambda: not app.generating, "the last reply", bound=60)
+        await settle(pilot)
+        shown = blocks(app)
+        assert [b.call.id for b in shown] == ["c1", "c2", "c3", "c4", "c5"]
+        assert shown[0].text.strip() == "5"
+        assert "\x1b" not in shown[1].text and "[bold red]not bold[/]" in shown[1].text  # plain text, no markup
+        assert "did not allow" in shown[2].text
+        assert shown[3].text and "slept" not in shown[3].text  # stopped at the timeout
+        assert shown[4].text  # the dead server's call is one result
+        assert approval.always == ("test/escapes",)
+        assert app.chat.messages()[-1].text == "Done."  # the chat went on
+
+
+async def test_esc_cancels_a_running_call_on_the_server(tmp_path: Path, registry: ToolRegistry):
+    backend = RecordingBackend(reply="never")
+    backend.tool_script = [[ToolCall("c1", "slow", '{"seconds": 30}')]]
+    app = create_app(backend, blink=False, history=History(tmp_path / "history.db"), tools=registry,
+                     tool_policy=ToolApproval(always=["test/slow"]))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the server's tools", bound=60)
+        await send(pilot, "go slow", wait=False)
+        await wait_for(pilot, lambda: blocks(app) and app.tool_rounds.active, "the running call", bound=60)
+        app.prompt_input.focus()
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.tool_rounds.active, "the cancelled call", bound=20)
+        await settle(pilot)
+        assert blocks(app)[0].text and "slept" not in blocks(app)[0].text
+        assert len(backend.requests) == 1  # no reply after a stop
