@@ -228,3 +228,8 @@ def rm(conversation_id: IdArg,
         typer.echo(f"Deleted conversation {conversation_id}.")
 
     guard(go)
+
+
+from .cache_cmd import register as _register_cache  # noqa: E402 - ``history cache`` (the KV snapshots)
+
+_register_cache(history_app)
