@@ -68,3 +68,46 @@ def test_required_makes_the_starter_call_the_tool_with_arguments_that_parse(qwen
     assert after.stats.prompt_tokens > done.stats.prompt_tokens
     reused = after.stats.prompt_tokens - after.stats.prompt_tokens_evaluated
     assert reused >= done.stats.prompt_tokens - 24  # (the call as rendered may differ from how it was written)
+
+
+@pytest.mark.skipif(__import__("os").name != "posix", reason="the test server runs under the POSIX launcher")
+def test_the_starters_call_reaches_a_real_mcp_tool_and_its_result_the_model(qwen_tools, tmp_path):
+    """Through the session as `vibechat run` drives it: the starter (required) calls the test MCP
+    server's add(a, b); the arguments parse, the tool runs, and its result is the conversation's
+    next message, sent back to the model."""
+    import json
+    import sys
+
+    from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.chat.conversation import Conversation
+    from vibechat.engine.chat.history import History
+    from vibechat.engine.chat.session import ChatSession
+    from vibechat.engine.chat.tool_turns import answer_with_tools
+    from vibechat.engine.settings.table import Config
+    from vibechat.engine.tools.registry import ToolRegistry
+
+    server = Path(__file__).resolve().parents[2] / "mcp_test_server.py"
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"test": {"command": sys.executable, "args": [str(server)]}}}))
+    with ToolRegistry.load(Config(tool_timeout=30), mcp) as registry, History(tmp_path / "history.db") as history:
+        adder = registry.find("add") or next(s for s in registry.specs() if s.name == "add")
+
+        class OnlyAdd:  # the one tool offered, as the registry runs it
+            def specs(self):
+                return [adder]
+
+            def run(self, call, spec=None, cancel=None):
+                return registry.run(call, spec, cancel)
+
+        session = ChatSession(qwen_tools, ChatLog(Conversation(), history))
+        session.chat.add_user("Add 2 and 3 with the tool.")
+        answer_with_tools(session, OnlyAdd(), lambda call, spec: True, rounds=1, tool_choice="required",
+                          params=SamplingParams(temperature=0, max_tokens=60, seed=1))
+        stored = history.get(session.chat.conversation_id)
+        roles = [m.role for m in stored.messages]
+        assert roles[:3] == ["user", "assistant", "tool"], roles
+        call = stored.messages[1].tool_calls[0]
+        arguments = call.parsed_arguments()
+        assert call.name == "add" and isinstance(arguments["a"], int) and isinstance(arguments["b"], int)
+        assert stored.messages[2].content.strip() == str(arguments["a"] + arguments["b"])  # the tool ran
+        assert stored.messages[2].tool_name == "test/add" and roles[3:] == ["assistant"]
