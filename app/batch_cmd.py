@@ -20,6 +20,8 @@ lines after it do not run.
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import stat
 import sys
@@ -274,7 +276,10 @@ def batch_main(path: str, plan: RunPlan, *, no_save: bool, raw: bool, show_stats
         _check_not_blank(prompts, source)
         if not no_save:
             history = History().open()  # a read-only data dir fails here, in one line, before any work
-        backend = make_backend(plan.engine, pull=pull_with_progress)
+        # No KV snapshots: each line is a conversation of its own, which the run's prefix reuse
+        # serves; a snapshot per line would churn the disk, and with --no-prefix-cache a restored
+        # one would make a line's result depend on the lines (and runs) before it.
+        backend = make_backend(dataclasses.replace(plan.engine, kv_snapshot_cache_mib=0), pull=pull_with_progress)
         options = BatchOptions(system=plan.system, params=plan.params, raw=raw, show_stats=show_stats,
                                reuse_prefix=reuse_prefix, show_thinking=show_thinking)
         return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)

@@ -4,6 +4,8 @@ and every JSON object a run prints comes from ``RunResult.to_json()``."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import subprocess
@@ -66,7 +68,7 @@ def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(mo
 
     seen: dict[str, dict] = {}
 
-    def run_tui(*, engine, params, system, config, save):
+    def run_tui(*, engine, params, system, config, save, **_tools):
         seen["chat"] = {"engine": engine, "params": params, "system": system}
         return 0
 
@@ -96,6 +98,10 @@ def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(mo
         result = runner.invoke(cli, args)
         assert result.exit_code == 0, (args, result.output)
     assert len(built) == 3  # each command built its plan once, through RunPlan
+    # The same plan; --prompts-file only keeps no KV snapshots (each line is a conversation of its own).
+    assert seen["batch"]["engine"].kv_snapshot_cache_mib == 0
+    seen["batch"]["engine"] = dataclasses.replace(seen["batch"]["engine"],
+                                                  kv_snapshot_cache_mib=seen["run"]["engine"].kv_snapshot_cache_mib)
     assert seen["chat"] == seen["run"] == seen["batch"]
     plan = built[0]
     assert seen["chat"] == {"engine": plan.engine, "params": plan.params, "system": plan.system}

@@ -97,7 +97,7 @@ async def test_a_typo_with_base_url_set_still_runs_the_server_and_names_the_typo
     write_config(f'base_url = "{stub.url}"\nmodel = "stub-small"\n\n[params]\ntemprature = 0.5\ntop_k = 9\n')
     seen: dict = {}
 
-    def run_tui(*, engine, params, system, config, save):  # the chat command's own path, up to the app
+    def run_tui(*, engine, params, system, config, save, **_tools):  # the chat command's own path, up to the app
         from vibechat.app.backends import make_backend
 
         seen.update(backend=make_backend(engine), params=params, config=config)
