@@ -152,7 +152,7 @@ def main_callback(
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
         plan = RunPlan.of(load_app_config(), wanted)
         plan.check()
-        registry, approval = tools_for(plan.config, mcp_config)  # the chat asks before each call
+        registry, approval = tools_for(plan.config, mcp_config, lenient=True)  # the chat asks before each call
         try:
             return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
                            save=not no_save, tools=registry, tool_policy=approval,

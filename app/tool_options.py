@@ -33,19 +33,28 @@ McpConfigOpt = Annotated[Optional[Path], typer.Option(
 
 
 def tools_for(config: "Config", mcp_config: Path | None, allow: list[str] | None = None,
-              tool_choice: str = "auto") -> tuple["ToolRegistry | None", "ToolApproval"]:
+              tool_choice: str = "auto", *, lenient: bool = False) -> tuple["ToolRegistry | None", "ToolApproval"]:
     """The registry (None: no tools configured) and the approval policy for a chat or a run.
     One-line errors: an mcp.json that cannot be used, a bad --allow-tool, a bad --tool-choice,
-    --tool-choice required with no tools."""
+    --tool-choice required with no tools. ``lenient`` (the chat, which a config problem never
+    stops): an mcp.json that cannot be used leaves its servers out, and the chat says why."""
     from vibechat.engine.errors import InvalidParameterError
     from vibechat.engine.tools.approval import ToolApproval
+    from vibechat.engine.tools.mcp_config import McpConfigError
     from vibechat.engine.tools.registry import ToolRegistry
     from vibechat.engine.turns.tool_calls import TOOL_CHOICES
 
     if tool_choice not in TOOL_CHOICES:
         raise InvalidParameterError(f"--tool-choice {tool_choice!r} is not one of {', '.join(TOOL_CHOICES)}.")
     approval = ToolApproval(always=config.allowed_tools, allow=allow or ())
-    registry = ToolRegistry.load(config, mcp_config)
+    try:
+        registry = ToolRegistry.load(config, mcp_config)
+    except McpConfigError as exc:
+        if not lenient:
+            raise
+        registry = ToolRegistry(config)
+        registry.file_problem = str(exc)
+        return registry, approval
     if not registry.builtins and not registry.servers.names:
         registry.close()
         if tool_choice == "required":

@@ -80,7 +80,7 @@ class ToolRounds:
             except VibechatError as exc:
                 self.host.post_message(ToolsListed((), (str(exc),)))
                 return
-            problems = tuple(getattr(toolbox, "problems", lambda: ())())
+            problems = tuple(getattr(toolbox, "problems", lambda: ())())  # servers that could not be used
             self.host.post_message(ToolsListed(specs, problems))
 
         self.host.run_worker(work, thread=True, group="tools", exit_on_error=False)

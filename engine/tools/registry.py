@@ -16,7 +16,7 @@ from ..settings.table import Config
 from ..turns.tool_calls import ToolCall, ToolSpec
 from .builtin import BUILTIN_SPECS, builtin_specs, run_builtin
 from .mcp_config import McpConfig, load_mcp_config
-from .mcp_servers import McpServers, ServerStatus
+from .mcp_servers import FAILED, McpServers, ServerStatus
 from .names import model_names
 from .results import ToolResult, error
 
@@ -40,6 +40,7 @@ class ToolRegistry:
         self.servers = McpServers(mcp or McpConfig(), result_limit=config.tool_result_limit)
         self._by_name: dict[str, ToolSpec] = {}
         self._lock = threading.Lock()
+        self.file_problem = ""  # an mcp.json that could not be used, when the chat went on without it
 
     @classmethod
     def load(cls, config: Config, mcp_config: str | Path | None = None) -> ToolRegistry:
@@ -88,6 +89,13 @@ class ToolRegistry:
             return run_builtin(spec.tool or spec.name, arguments, self.config.tool_folders,
                                self.config.tool_result_limit)
         return self.servers.call(spec, arguments, timeout=self.config.tool_timeout, cancel=cancel)
+
+    def problems(self) -> tuple[str, ...]:
+        """One line for each server that could not be used (after ``specs()``): the chat says
+        each once; and ``file_problem``, an mcp.json the chat went on without."""
+        lines = [f"MCP server {status.name}: {status.reason}" for status in self.statuses()
+                 if status.state == FAILED and status.reason]
+        return ((self.file_problem,) if self.file_problem else ()) + tuple(lines)
 
     def statuses(self) -> tuple[ServerStatus, ...]:
         """Each MCP server as it is now (starts nothing)."""

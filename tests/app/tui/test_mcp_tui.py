@@ -95,3 +95,26 @@ async def test_esc_cancels_a_running_call_on_the_server(tmp_path: Path, registry
         await settle(pilot)
         assert blocks(app)[0].text and "slept" not in blocks(app)[0].text
         assert len(backend.requests) == 1  # no reply after a stop
+
+
+async def test_a_server_that_fails_and_a_broken_mcp_json_are_said_once_and_the_chat_goes_on(tmp_path: Path):
+    from helpers import notices
+    from vibechat.app.tool_options import tools_for
+
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"good": {"command": sys.executable, "args": [SERVER]},
+                                              "bad": {"command": sys.executable, "args": [SERVER, "--fail-start"]}}}))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for path, said in ((mcp, "MCP server bad"), (broken, "broken.json")):
+        registry, approval = tools_for(Config(), path, lenient=True)  # the chat's way: never stopped by the file
+        assert registry is not None
+        with registry:
+            app = create_app(RecordingBackend(reply="fine"), blink=False, history=History(tmp_path / "h.db"),
+                             tools=registry, tool_policy=approval)
+            async with app.run_test(size=SIZE) as pilot:
+                await settle(pilot)
+                await wait_for(pilot, lambda: any(said in n for n in notices(app)), "the problem said", bound=60)
+                await send(pilot, "hello")
+                assert app.chat.messages()[-1].text == "fine"
+                assert len([n for n in notices(app) if said in n]) == 1
