@@ -186,6 +186,7 @@ class RunResult:
     line: int | None = None  # --prompts-file: the line this result answers
     request_id: str | int | None = None  # --prompts-file: the line's own "id", if it gave one
     line_error: str | None = None  # --prompts-file: the line failed, for this reason
+    tool_calls: list[dict[str, object]] | None = None  # the tool calls of a run offered tools, as they went
 
     @classmethod
     def of_answer(cls, answer: Answer, *, params: SamplingParams, info: ModelInfo, conversation_id: int | None,
@@ -230,6 +231,8 @@ class RunResult:
             None, seed=params.seed if params is not None else None)
         if not per_line:
             obj["engine"] = engine_dict(info) if info is not None else None
+        if self.tool_calls is not None and not per_line:
+            obj["tool_calls"] = self.tool_calls
         if self.structured is not None:
             obj["structured_output"] = self.structured
         if self.empty:

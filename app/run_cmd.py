@@ -41,6 +41,7 @@ EXIT_USAGE = 2  # a malformed command line
 EXIT_INCOMPLETE = 3  # a structured reply cut by a limit: its JSON (or grammar) is not whole
 EXIT_EMPTY = 4  # the model (or server) ended its reply without any text
 EXIT_CANCELLED = 130  # Ctrl-C
+LOGGED = 4000  # characters of a tool call's arguments and result in --json's "tool_calls"
 
 
 @dataclass
@@ -58,6 +59,8 @@ class RunRequest:
     allow_tool: Callable[[ToolSpec], bool] | None = None
     tool_choice: str = "auto"
     tool_rounds: int = 8
+    # --json's "tool_calls": each call as it went (its tool, arguments, whether it ran, its result, cut)
+    tool_log: list[dict[str, object]] = field(default_factory=list, init=False)
     printed: bool = field(default=False, init=False)  # --json: the object is on stdout already
 
 
@@ -324,6 +327,10 @@ def _answer_with_tools(session: ChatSession, request: RunRequest, params: Sampli
     allow = request.allow_tool or (lambda spec: False)
 
     def on_call(call: ToolCall, spec: ToolSpec | None, allowed: bool, outcome: ToolResult) -> None:
+        request.tool_log.append({
+            "id": sanitize(call.id[:256]), "name": sanitize(call.name[:256]),
+            "tool": spec.qualified if spec is not None else None, "arguments": sanitize(call.arguments[:LOGGED]),
+            "ran": allowed, "error": outcome.is_error, "result": outcome.text[:LOGGED]})
         if spec is None:
             err.write(plain(f"vibechat: the model called a tool that does not exist: {call.name[:80]}") + "\n")
         elif not allowed and outcome.text == DENIED:
@@ -344,6 +351,8 @@ def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info:
     done, interrupted, stats = result.done, result.interrupted, result.done.stats
     report = RunResult.of_answer(result, params=request.params, info=info, conversation_id=conversation_id,
                                  raw=request.raw, meter=meter)
+    if request.tools is not None:
+        report.tool_calls = request.tool_log
     used = report.params or request.params
     empty_line = empty_reply_line(info, bool(done.thinking.strip())) if report.empty else None
     if empty_line is not None:

@@ -34,7 +34,10 @@ def test_an_allowed_call_runs_on_the_mcp_server_and_the_model_answers_with_its_r
     out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(mcp_file(tmp_path)),
                    "--allow-tool", "test/add", "-p", "What is 2 + 3?", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["text"] == "Five."
+    obj = json.loads(out.stdout)
+    assert obj["text"] == "Five."
+    assert obj["tool_calls"] == [{"id": "call_1", "name": "add", "tool": "test/add", "arguments": '{"a": 2, "b": 3}',
+                                  "ran": True, "error": False, "result": "5"}]
     sent = stub.last_body["messages"]
     assert [m["role"] for m in sent if m["role"] != "system"] == ["user", "assistant", "tool"]
     assert sent[-1]["tool_call_id"] == "call_1" and sent[-1]["content"].strip() == "5"
