@@ -453,8 +453,10 @@ class HistoryManager:
         session = self.host.session
         generation = session.generation
 
+        tools = self.host.tool_rounds.offer()[0]  # listed in the prompt as the next reply lists them
+
         def rebuild() -> None:
-            tokens = session.rebuild_cache(generation)
+            tokens = session.rebuild_cache(generation, tools)
             if tokens is not None:
                 self.host.post_message(CacheRebuilt(tokens))
 

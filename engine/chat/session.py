@@ -519,7 +519,7 @@ class ChatSession:
             log.debug("could not count the context", exc_info=True)
             return None
 
-    def rebuild_cache(self, generation: int) -> int | None:
+    def rebuild_cache(self, generation: int, tools: tuple[ToolSpec, ...] = ()) -> int | None:
         """Evaluate the opened conversation into the KV cache, so its next reply evaluates
         only the new prompt (blocks). Returns the tokens the cache holds, or None when
         the session moved on or no model is loaded."""
@@ -529,6 +529,8 @@ class ChatSession:
                 return None
             self._reset_pending = False
             try:
+                if tools:  # the next replies' tools: listed in the prompt as they will be
+                    return self.backend.prefill(messages, self.conversation.params.thinking, tools)
                 return self.backend.prefill(messages, self.conversation.params.thinking)
             except VibechatError as exc:  # too long for the context: the next reply trims it
                 log.info("cache not rebuilt: %s", exc)

@@ -371,15 +371,17 @@ class LlamaCppBackend:
         if self._draft is not None:
             self._draft.reset()
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence[ToolSpec] = ()) -> int:
         self.load()
         self._cancel.clear()
+        assert self._template is not None
+        _fmt, tools = reply_tools(self._template, tools, "none", None)  # listed as the replies will list them
         try:
-            tokens, dropped = self._fit(messages, SamplingParams(thinking=thinking))
+            tokens, dropped = self._fit(messages, SamplingParams(thinking=thinking), tools)
             # Where the next user turn will part from these tokens (past the last message, before
             # the generation prompt): the snapshot is taken there, so a new engine can continue it.
             cut = len(tokens) if dropped else common_prefix(
-                tokens, self._prompt_tokens([*messages, ChatMessage("user", "\u2026")], thinking))
+                tokens, self._prompt_tokens([*messages, ChatMessage("user", "\u2026")], thinking, tools))
         except TemplateCancelled:
             return 0
         self._snapshot_due = False

@@ -451,9 +451,9 @@ class WorkerBackend:
         rid = self._request("reset")
         self._answer(rid, lambda: "while clearing the conversation cache")
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence[ToolSpec] = ()) -> int:
         self._ensure_loaded()
-        rid = self._request("prefill", list(messages), thinking)
+        rid = self._request("prefill", list(messages), thinking, tuple(tools))
         result = int(self._answer(rid, lambda: "while evaluating the conversation"))
         self._proven = True
         return result

@@ -301,7 +301,7 @@ def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[t
         return None
     if kind == "prefill":
         _crash_hook("prompt")
-        return backend.prefill(*args[:2])
+        return backend.prefill(*args[:3])  # messages, thinking, and (from this version on) the tools
     if kind == "stream":  # messages, params, and (from this version on) the tools and the tool choice
         _stream(backend, args[0], args[1], send, tuple(args[2]) if len(args) > 2 else (),
                 args[3] if len(args) > 3 else "auto")

@@ -126,7 +126,7 @@ class OpenAICompatibleBackend:
     def reset(self) -> None:
         """Nothing to forget here: the server keeps (or not) its own cache."""
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence[ToolSpec] = ()) -> int:
         """Nothing to rebuild: the server evaluates the prompt with the next reply."""
         return 0
 

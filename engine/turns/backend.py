@@ -263,10 +263,11 @@ class Backend(Protocol):
     def reset(self) -> None:
         """Forget the conversation cache (a new conversation starts)."""
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence[ToolSpec] = ()) -> int:
         """Rebuild the conversation cache from ``messages`` (an opened conversation), so the
         next reply evaluates only what is new; returns the tokens cached. Cancellable.
-        ``thinking``: the thinking switch the next replies use (``SamplingParams.thinking``)."""
+        ``thinking``: the thinking switch the next replies use (``SamplingParams.thinking``);
+        ``tools``: those the next replies are offered (a template lists them in the prompt)."""
 
     def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         """Tokens the prompt for ``messages`` takes, rendered exactly as for generation

@@ -111,3 +111,17 @@ def test_the_starters_call_reaches_a_real_mcp_tool_and_its_result_the_model(qwen
         assert call.name == "add" and isinstance(arguments["a"], int) and isinstance(arguments["b"], int)
         assert stored.messages[2].content.strip() == str(arguments["a"] + arguments["b"])  # the tool ran
         assert stored.messages[2].tool_name == "test/add" and roles[3:] == ["assistant"]
+
+
+def test_an_opened_tool_conversation_is_prefilled_with_its_tools_so_the_next_reply_evaluates_only_the_new_turn(
+        qwen_tools):
+    from vibechat.engine.turns.tool_calls import ToolCall
+
+    call = ToolCall("call_1", "get_weather", '{"city": "Paris", "days": 2}')
+    opened = [ChatMessage("user", "Weather in Paris for 2 days?"), ChatMessage("assistant", "", tool_calls=(call,)),
+              ChatMessage("tool", "Sunny.", tool_call_id="call_1", name="get_weather"),
+              ChatMessage("assistant", "It will be sunny.")]
+    cached = qwen_tools.prefill(opened, "auto", (WEATHER,))
+    _text, done = reply(qwen_tools, [*opened, ChatMessage("user", "And in Rome?")], "none")
+    assert done.stats.prompt_tokens > cached
+    assert done.stats.prompt_tokens_evaluated <= done.stats.prompt_tokens - cached + 8  # the tools' prefix was kept
