@@ -169,10 +169,16 @@ def test_cancel_during_prompt_evaluation_and_mid_reply(rambling_worker):
     rambling_worker.load()
     # the long prompt: cancelled while it is evaluated (it takes seconds), then mid-reply
     stream = rambling_worker.stream_chat([ChatMessage("user", LONG_PROMPT)], LONG_REPLY)
-    timer = threading.Timer(0.5, rambling_worker.cancel)
-    timer.start()
-    events = list(stream)
-    timer.join()
+    # Cancelled again and again until the reply ends: a cancel sent before the engine process took
+    # the request up (a loaded machine) is no cancel of it, and a single timer raced with that.
+    ended = threading.Event()
+    canceller = threading.Thread(target=lambda: [rambling_worker.cancel() for _ in iter(lambda: ended.wait(0.2), True)])
+    canceller.start()
+    try:
+        events = list(stream)
+    finally:
+        ended.set()
+        canceller.join()
     done = events[-1]
     assert isinstance(done, GenerationDone) and done.finish_reason == "cancelled"
     assert done.stats.completion_tokens <= 1
