@@ -64,7 +64,7 @@ class RecordingBackend:
         self.resets += 1
         self.cached = []
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
+    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence = ()) -> int:
         self.prefills.append(list(messages))
         self.cached = list(messages)
         return self.count_tokens(messages)
