@@ -253,7 +253,16 @@ class ToolRounds:
                 self._block.set_status("cancelling…")
 
     def abandon(self) -> None:
-        """A new chat, another conversation: the round is left (its calls' results so far stay saved)."""
-        if self.active:
-            self._cancel.set()
-            self.active = False
+        """A new chat, another conversation: the round is left. Its calls' results so far stay
+        saved, and each call not answered yet gets one that says so (a server refuses a
+        conversation with a call unanswered, should it be continued later)."""
+        if not self.active:
+            return
+        self._cancel.set()
+        self.active = False
+        chat = self.host.session.chat
+        for call in self._calls[self._index:]:
+            spec = self._spec(call)
+            chat.add_tool_result(call.id, spec.qualified if spec is not None else f"unknown/{call.name[:80]}",
+                                 "Not run: the user left the conversation.")
+        self._index = len(self._calls)

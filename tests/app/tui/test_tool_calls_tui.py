@@ -163,3 +163,21 @@ async def test_a_model_whose_template_has_no_tools_is_said_once_and_one_that_has
             await settle(pilot)
             told = [n for n in notices(app) if "no tool support" in n]
             assert len(told) == (1 if said else 0), notices(app)
+
+
+async def test_a_new_chat_while_a_call_waits_answers_every_call_of_the_conversation_it_leaves(tmp_path: Path):
+    backend, box, policy = RecordingBackend(reply="never"), Box(), Policy()
+    backend.tool_script = [[ToolCall("c1", "clock", "{}"), ToolCall("c2", "clock", "{}")]]
+    app = make(tmp_path, backend, box, policy)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "time?", wait=False)
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
+        left = app.session.chat.conversation_id
+        app.pop_screen()  # the question goes unanswered: the user starts a new chat
+        await app.action_new_conversation()
+        await settle(pilot)
+        stored = app.history.get(left)
+        assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "tool"]
+        assert all(m.content.startswith("Not run") for m in stored.messages[2:]) and box.ran == []
