@@ -65,6 +65,29 @@ def save_outcome(session: "ChatSession", call: ToolCall, spec: ToolSpec | None, 
                                  outcome.text)
 
 
+def _watched(run: Callable[[], ToolResult], cancel: threading.Event,
+             stop_requested: Callable[[], bool] | None) -> ToolResult:
+    """``run()``, with ``cancel`` set as soon as ``stop_requested()`` turns true (Ctrl-C in
+    ``vibechat run``): a call then ends at once, not at its timeout."""
+    if stop_requested is None:
+        return run()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.1):
+            if stop_requested():
+                cancel.set()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True, name="vibechat-tool-watch")
+    watcher.start()
+    try:
+        return run()
+    finally:
+        done.set()
+        watcher.join()
+
+
 def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable[[ToolCall, ToolSpec], bool], *,
                       rounds: int, tool_choice: str = "auto", params: "SamplingParams | None" = None,
                       on_text: Callable[[str], object] | None = None,
@@ -95,7 +118,7 @@ def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable
                 allowed, outcome = False, ToolResult(f"Not run: {why}.", True)
             else:
                 allowed = spec is not None and decide(call, spec)
-                outcome = outcome_of(call, spec, allowed, toolbox, cancel)
+                outcome = _watched(lambda: outcome_of(call, spec, allowed, toolbox, cancel), cancel, stop_requested)
             save_outcome(session, call, spec, outcome)
             if on_call is not None:
                 on_call(call, spec, allowed, outcome)

@@ -86,3 +86,21 @@ def test_tool_choice_none_offers_nothing(history: History):
     session = session_with(history, backend)
     answer = answer_with_tools(session, Box(), lambda call, spec: True, rounds=3, tool_choice="none")
     assert answer.text == "No tools." and backend.offered == [((), "auto")]
+
+
+def test_a_stop_while_a_call_runs_cancels_it_and_every_call_is_still_answered(history: History):
+    backend = RecordingBackend(reply="never")
+    backend.tool_script = [[ToolCall("c1", "echo", "{}"), ToolCall("c2", "clock", "{}")]]
+    stop = threading.Event()
+
+    class Slow(Box):
+        def run(self, call, spec, cancel):
+            stop.set()  # Ctrl-C arrives while the call runs
+            assert cancel.wait(30), "the call was not cancelled"
+            return ToolResult("cancelled", True)
+
+    session = session_with(history, backend)
+    answer_with_tools(session, Slow(), lambda call, spec: True, rounds=3, stop_requested=stop.is_set)
+    stored = history.get(session.chat.conversation_id)
+    assert [m.content for m in stored.messages[2:]] == ["cancelled", "Not run: the user stopped the reply."]
+    assert len(backend.requests) == 1  # no reply after a stop
