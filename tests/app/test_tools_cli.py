@@ -17,7 +17,6 @@ from conftest import VIBECHAT_BIN
 from vibechat.engine.paths import config_dir
 
 SERVER = str(Path(__file__).resolve().parents[1] / "mcp_test_server.py")
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="the test server runs under the POSIX launcher")
 
 
 def vibechat(*args: str, **env: str) -> subprocess.CompletedProcess:

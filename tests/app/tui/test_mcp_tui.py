@@ -8,7 +8,6 @@ model's calls (the model's side of tool calling is tested with the starter and t
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -25,7 +24,6 @@ from vibechat.engine.tools.approval import ToolApproval
 from vibechat.engine.tools.registry import ToolRegistry
 from vibechat.engine.turns.tool_calls import ToolCall
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="the test server runs under the POSIX launcher")
 
 SERVER = str(Path(__file__).resolve().parents[2] / "mcp_test_server.py")
 SIZE = (110, 36)

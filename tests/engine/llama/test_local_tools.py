@@ -70,7 +70,6 @@ def test_required_makes_the_starter_call_the_tool_with_arguments_that_parse(qwen
     assert reused >= done.stats.prompt_tokens - 24  # (the call as rendered may differ from how it was written)
 
 
-@pytest.mark.skipif(__import__("os").name != "posix", reason="the test server runs under the POSIX launcher")
 def test_the_starters_call_reaches_a_real_mcp_tool_and_its_result_the_model(qwen_tools, tmp_path):
     """Through the session as `vibechat run` drives it: the starter (required) calls the test MCP
     server's add(a, b); the arguments parse, the tool runs, and its result is the conversation's

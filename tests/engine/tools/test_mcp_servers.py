@@ -23,7 +23,6 @@ from vibechat.engine.tools.mcp_servers import FAILED, NOT_STARTED, STARTED, McpS
 from vibechat.engine.turns.tool_calls import ToolSpec
 
 SERVER = str(Path(__file__).resolve().parents[2] / "mcp_test_server.py")
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="the orphan checks and test server use POSIX")
 
 
 def entry(*args: str, **env: str) -> dict:
@@ -191,6 +190,7 @@ def wait_gone(pid: int, seconds: float = 15.0) -> bool:
 
 
 @pytest.mark.parametrize("mode", ["close", "exit", "sigkill"])
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL and the parent-death launcher are POSIX's")
 def test_no_server_outlives_its_owner(tmp_path, mode):
     pidfile = tmp_path / "server.pid"
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(pidfile), SERVER, "hang" if mode == "sigkill" else mode],

@@ -41,7 +41,6 @@ def registry(tmp_path_factory):
         yield tools
 
 
-@pytest.mark.skipif(os.name != "posix", reason="the test server runs under the POSIX launcher")
 def test_a_reply_is_offered_the_enabled_builtins_and_the_servers_tools(registry):
     specs = registry.specs()
     names = [s.name for s in specs]
@@ -52,7 +51,6 @@ def test_a_reply_is_offered_the_enabled_builtins_and_the_servers_tools(registry)
         ("current_time", True), ("read_file", False), ("list_folder", True)]
 
 
-@pytest.mark.skipif(os.name != "posix", reason="the test server runs under the POSIX launcher")
 def test_a_call_runs_by_name_with_the_configs_timeout_and_limit(registry):
     registry.specs()
     assert registry.run(ToolCall("1", "add", '{"a": 1, "b": 2}')).text == "3"
