@@ -181,3 +181,24 @@ async def test_a_new_chat_while_a_call_waits_answers_every_call_of_the_conversat
         stored = app.history.get(left)
         assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "tool"]
         assert all(m.content.startswith("Not run") for m in stored.messages[2:]) and box.ran == []
+
+
+async def test_a_result_is_folded_to_its_first_line_and_enter_opens_it(tmp_path: Path):
+    class Lines(Box):
+        def run(self, call, spec, cancel):
+            return ToolResult("first line\nsecond line\nthird line")
+
+    backend, policy = RecordingBackend(reply="ok"), Policy(always=["time/now"])
+    backend.tool_script = [[ToolCall("c1", "clock", "{}")]]
+    app = make(tmp_path, backend, Lines(), policy)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "time?")
+        await settle(pilot)
+        block = app.query_one(ToolCallBlock)
+        shown = lambda: str(block.query_one(".tool--result").render())  # noqa: E731
+        assert "first line" in shown() and "second line" not in shown() and "3 lines" in shown()
+        block.focus()
+        await pilot.press("enter")
+        assert "second line" in shown() and "third line" in shown()

@@ -68,6 +68,7 @@ def test_allowed_calls_run_denied_ones_are_told_and_everything_is_saved_in_order
     again = ChatLog.open(history, session.chat.conversation_id)
     assert again.conversation.turns == list(sent) + [again.conversation.turns[-1]]
     assert history.search("noon")
+    assert [h.role for h in history.search("says")] == ["tool"]  # a tool's result is searched too
 
 
 def test_the_rounds_are_bounded_and_the_last_round_may_call_none(history: History):
