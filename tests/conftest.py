@@ -62,12 +62,13 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def collect(backend, messages, params):
-    """A reply's text deltas and its final ``GenerationDone`` (there must be one)."""
+def collect(backend, messages, params, **tools):
+    """A reply's text deltas and its final ``GenerationDone`` (there must be one); ``tools``:
+    ``tools=`` and ``tool_choice=`` for ``stream_chat``."""
     from vibechat.engine.turns.backend import GenerationDone, TextDelta
 
     deltas, done = [], None
-    for event in backend.stream_chat(messages, params):
+    for event in backend.stream_chat(messages, params, **tools):
         if isinstance(event, TextDelta):
             deltas.append(event.text)
         elif isinstance(event, GenerationDone):

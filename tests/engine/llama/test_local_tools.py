@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import worker_threads
+from conftest import collect, worker_threads
 from ggufgen import copy_with_metadata
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.turns.tool_calls import ToolSpec
 
 pytestmark = pytest.mark.model
@@ -39,14 +39,8 @@ def qwen_tools(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def reply(backend, messages, choice):
-    text, done = [], None
-    for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=80, seed=1),
-                                     tools=(WEATHER,), tool_choice=choice):
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-        elif isinstance(event, GenerationDone):
-            done = event
-    assert done is not None
+    text, done = collect(backend, messages, SamplingParams(temperature=0, max_tokens=80, seed=1), tools=(WEATHER,),
+                         tool_choice=choice)
     return "".join(text), done
 
 

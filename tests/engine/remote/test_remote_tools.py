@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from conftest import collect
 from openai_stub import StubServer, fragments, whole_call
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
@@ -33,14 +34,8 @@ PARAMS = SamplingParams(temperature=0)
 
 
 def reply(backend, messages=ASK, tools=(WEATHER, CLOCK), tool_choice="auto"):
-    """The text deltas and the final event of one reply."""
-    texts, done = [], None
-    for event in backend.stream_chat(messages, PARAMS, tools=tools, tool_choice=tool_choice):
-        if isinstance(event, TextDelta):
-            texts.append(event.text)
-        elif isinstance(event, GenerationDone):
-            done = event
-    assert done is not None
+    """The text of one reply and its final event."""
+    texts, done = collect(backend, messages, PARAMS, tools=tools, tool_choice=tool_choice)
     return "".join(texts), done
 
 
