@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.chat.tool_turns import DENIED, ToolBox, outcome_of
+from vibechat.engine.chat.tool_turns import DENIED, NOT_RUN_STOPPED, ToolBox, outcome_of, round_choice, save_outcome, tool_label
 from vibechat.engine.settings.table import Schema
 from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.errors import VibechatError
@@ -108,9 +108,7 @@ class ToolRounds:
         """What the next reply is offered: the tools and the choice (none after the last round)."""
         if not self.specs:
             return (), "auto"
-        if self.round >= self.rounds or self.tool_choice == "none":  # listed (the prompt's prefix stays), not called
-            return self.specs, "none"
-        return self.specs, self.tool_choice if self.round == 0 else "auto"
+        return self.specs, round_choice(self.round, self.rounds, self.tool_choice)
 
     # ------------------------------------------------------------- a round
     def take_over(self, done: GenerationDone) -> bool:
@@ -139,10 +137,10 @@ class ToolRounds:
             return
         call = self._calls[self._index]
         spec = self._spec(call)
-        block = ToolCallBlock(call, spec.qualified if spec is not None else f"unknown/{call.name}")
+        block = ToolCallBlock(call, tool_label(call, spec))
         self._block = await self.host.chat.add(block)
         if self._stopped:
-            self._settle(ToolResult("Not run: the user stopped the reply.", True), "⏹ not run: stopped", "stopped")
+            self._settle(ToolResult(NOT_RUN_STOPPED, True), "⏹ not run: stopped", "stopped")
             return
         if spec is None:
             self._settle(outcome_of(call, None, False, self.toolbox, self._cancel), "⚠ no such tool", "error")  # type: ignore[arg-type]
@@ -183,7 +181,7 @@ class ToolRounds:
             except VibechatError as exc:  # the config could not be saved: allowed this once
                 self.host.notify(str(exc), severity="warning", markup=False)
         if self._stopped:
-            self._settle(ToolResult("Not run: the user stopped the reply.", True), "⏹ not run: stopped", "stopped")
+            self._settle(ToolResult(NOT_RUN_STOPPED, True), "⏹ not run: stopped", "stopped")
         elif answer in (None, "deny"):
             self._settle(ToolResult(DENIED, True), "✗ denied", "stopped")
         else:
@@ -222,9 +220,7 @@ class ToolRounds:
     def _settle(self, outcome: ToolResult, state: str, kind: str | None) -> None:
         """The call's result: saved after the reply that asked for it, shown, then the next call."""
         call, block = self._calls[self._index], self._block
-        spec = self._spec(call)
-        self.host.session.chat.add_tool_result(
-            call.id, spec.qualified if spec is not None else f"unknown/{call.name[:80]}", outcome.text)
+        save_outcome(self.host.session, call, self._spec(call), outcome)
         self.host.chats.changed()
         if block is not None:
             block.message_id = self.host.session.chat.leaf if self.host.session.chat.saving else None
@@ -260,9 +256,7 @@ class ToolRounds:
             return
         self._cancel.set()
         self.active = False
-        chat = self.host.session.chat
         for call in self._calls[self._index:]:
-            spec = self._spec(call)
-            chat.add_tool_result(call.id, spec.qualified if spec is not None else f"unknown/{call.name[:80]}",
-                                 "Not run: the user left the conversation.")
+            save_outcome(self.host.session, call, self._spec(call),
+                         ToolResult("Not run: the user left the conversation.", True))
         self._index = len(self._calls)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .session import Answer, ChatSession
 
 DENIED = "The user did not allow this call. Do not call it again unless they ask for it."
+NOT_RUN_STOPPED = "Not run: the user stopped the reply."
 MAX_CALLS = 16  # calls run from one reply, at most (the rest are answered "not run")
 MAX_RESULT_CHARS = 64_000  # a result kept for the model, at most (the tool's own bound is usually lower)
 
@@ -59,10 +60,23 @@ def outcome_of(call: ToolCall, spec: ToolSpec | None, allowed: bool, toolbox: To
     return outcome
 
 
+def tool_label(call: ToolCall, spec: ToolSpec | None) -> str:
+    """The tool a call names, as the user names it: SERVER/NAME (``unknown/NAME`` for none)."""
+    return spec.qualified if spec is not None else f"unknown/{call.name[:80]}"
+
+
 def save_outcome(session: "ChatSession", call: ToolCall, spec: ToolSpec | None, outcome: ToolResult) -> None:
     """The call's result joins the conversation after the reply that asked for it (saved)."""
-    session.chat.add_tool_result(call.id, spec.qualified if spec is not None else f"unknown/{call.name[:80]}",
-                                 outcome.text)
+    session.chat.add_tool_result(call.id, tool_label(call, spec), outcome.text)
+
+
+def round_choice(round_: int, rounds: int, tool_choice: str) -> str:
+    """The tool choice of a reply's ``round_``-th round (0: the prompt's first reply): "required"
+    forces the first call only, and the last round may call none, so it answers in words (the
+    tools stay listed: the prompt keeps its prefix)."""
+    if round_ >= rounds or tool_choice == "none":
+        return "none"
+    return tool_choice if round_ == 0 else "auto"
 
 
 def _watched(run: Callable[[], ToolResult], cancel: threading.Event,
@@ -100,22 +114,21 @@ def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable
     offered = tuple(toolbox.specs()) if tool_choice != "none" else ()
     by_name = {spec.name: spec for spec in offered}
     cancel = threading.Event()
-    choice = tool_choice
     for round_ in range(max(0, rounds) + 1):
-        last = round_ >= rounds  # the last round answers in words: tools listed (the prompt's prefix
-        answer = session.answer(params, on_text=on_text, on_event=on_event,  # stays), none called
-                                stop_requested=stop_requested, tools=offered,
-                                tool_choice="none" if last or not offered else choice)
+        choice = round_choice(round_, rounds, tool_choice) if offered else "auto"
+        answer = session.answer(params, on_text=on_text, on_event=on_event, stop_requested=stop_requested,
+                                tools=offered, tool_choice=choice)
         done = answer.done
-        if answer.interrupted or answer.pipe_closed or not done.tool_calls or not offered or last:
+        if answer.interrupted or answer.pipe_closed or not done.tool_calls or choice == "none" or not offered:
             return answer
         stopped = False
         for index, call in enumerate(done.tool_calls):
             spec = by_name.get(call.name)
             # Every call gets a result (servers refuse a conversation with a call unanswered).
             if stopped or index >= MAX_CALLS:
-                why = "the user stopped the reply" if stopped else f"at most {MAX_CALLS} calls run per reply"
-                allowed, outcome = False, ToolResult(f"Not run: {why}.", True)
+                allowed = False
+                outcome = ToolResult(NOT_RUN_STOPPED if stopped else f"Not run: at most {MAX_CALLS} calls run per reply.",
+                                     True)
             else:
                 allowed = spec is not None and decide(call, spec)
                 outcome = _watched(lambda: outcome_of(call, spec, allowed, toolbox, cancel), cancel, stop_requested)
@@ -125,5 +138,4 @@ def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable
             stopped = stopped or (stop_requested is not None and bool(stop_requested()))
         if stopped:
             return answer
-        choice = "auto"  # "required" forces the first call, not every round
     return answer
