@@ -343,8 +343,7 @@ class OpenAICompatibleBackend:
             why = f"the connection to {self.server} dropped"
             fix = "check the server (its log), then try again"
         if partial:
-            return StreamInterrupted(f"{why} mid-reply; the partial reply is kept, marked interrupted. "
-                                     f"{fix[0].upper()}{fix[1:]}.", partial)
+            return _kept(f"{why} mid-reply", fix, partial)
         return GenerationError(f"{why} before the reply began; {fix}.")
 
     def _too_many(self, exc: ToolCallBound, partial: str) -> VibechatError:
@@ -352,8 +351,7 @@ class OpenAICompatibleBackend:
         why = f"{self.server} sent {exc}, more than vibechat takes"
         fix = "the model may be looping: ask again, or offer fewer tools"
         if partial:
-            return StreamInterrupted(f"{why}; the partial reply is kept, marked interrupted. "
-                                     f"{fix[0].upper()}{fix[1:]}.", partial)
+            return _kept(why, fix, partial)
         return RemoteServerError(f"{why}; {fix}.")
 
     def _server_failed(self, chunk: dict[str, Any], partial: str) -> VibechatError:
@@ -377,3 +375,8 @@ def make_openai_backend(base_url: str, model: str | None, *, api_key_env: str | 
         deadline=max(float(deadline) if deadline is not None else DEFAULT_DEADLINE,
                      float(timeout) if timeout is not None else 0.0)))
 
+
+def _kept(why: str, fix: str, partial: str) -> StreamInterrupted:
+    """A reply cut by ``why``: its text so far kept (marked interrupted), and ``fix``."""
+    return StreamInterrupted(f"{why}; the partial reply is kept, marked interrupted. {fix[0].upper()}{fix[1:]}.",
+                             partial)
