@@ -53,7 +53,6 @@ class ToolRounds:
         self.rounds = rounds
         self.specs: tuple[ToolSpec, ...] = ()
         self.round = 0  # tool rounds since the last prompt
-        self.tool_choice = "auto"
         self.active = False  # calls are being answered
         self._calls: list[ToolCall] = []
         self._index = 0
@@ -108,7 +107,7 @@ class ToolRounds:
         """What the next reply is offered: the tools and the choice (none after the last round)."""
         if not self.specs:
             return (), "auto"
-        return self.specs, round_choice(self.round, self.rounds, self.tool_choice)
+        return self.specs, round_choice(self.round, self.rounds, "auto")  # the model decides, the user says yes
 
     # ------------------------------------------------------------- a round
     def take_over(self, done: GenerationDone) -> bool:
