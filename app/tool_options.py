@@ -40,25 +40,26 @@ def tools_for(config: "Config", mcp_config: Path | None, allow: list[str] | None
     stops): an mcp.json that cannot be used leaves its servers out, and the chat says why."""
     from vibechat.engine.errors import InvalidParameterError
     from vibechat.engine.tools.approval import ToolApproval
-    from vibechat.engine.tools.mcp_config import McpConfigError
-    from vibechat.engine.tools.registry import ToolRegistry
+    from vibechat.engine.tools.mcp_config import McpConfig, McpConfigError, load_mcp_config
     from vibechat.engine.turns.tool_calls import TOOL_CHOICES
 
     if tool_choice not in TOOL_CHOICES:
         raise InvalidParameterError(f"--tool-choice {tool_choice!r} is not one of {', '.join(TOOL_CHOICES)}.")
     approval = ToolApproval(always=config.allowed_tools, allow=allow or ())
+    problem = ""
     try:
-        registry = ToolRegistry.load(config, mcp_config)
+        mcp = load_mcp_config(mcp_config)
     except McpConfigError as exc:
         if not lenient:
             raise
-        registry = ToolRegistry(config)
-        registry.file_problem = str(exc)
-        return registry, approval
-    if not registry.builtins and not registry.servers.names:
-        registry.close()
+        mcp, problem = McpConfig(), str(exc)
+    if not config.builtin_tools and not mcp.servers and not problem:
         if tool_choice == "required":
             raise InvalidParameterError("--tool-choice required, but no tools are configured: name built-in tools in "
                                         "builtin_tools or MCP servers in mcp.json ('vibechat tools' lists them).")
-        return None, approval
+        return None, approval  # no tools: the registry (and asyncio, its servers' loop) is not even imported
+    from vibechat.engine.tools.registry import ToolRegistry
+
+    registry = ToolRegistry(config, mcp)
+    registry.file_problem = problem
     return registry, approval

@@ -65,3 +65,14 @@ def test_a_bad_allow_tool_pattern_and_required_without_tools_are_one_line(stub, 
     assert len(out.stderr.strip().splitlines()) == 1 and "--allow-tool" in out.stderr
     out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--tool-choice", "required", "-p", "Hi")
     assert out.returncode != 0 and "no tools are configured" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_with_no_tools_configured_the_registry_and_its_event_loop_are_not_even_imported():
+    code = ("import sys\n"
+            "from vibechat.engine.settings.table import Config\n"
+            "from vibechat.app.tool_options import tools_for\n"
+            "assert tools_for(Config(), None)[0] is None\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('vibechat.engine.tools.registry', 'asyncio', 'mcp'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
