@@ -220,7 +220,8 @@ ROOM_MAY_IMPORT: dict[str, set[str]] = {
     "turns": {"base", "settings"},
     "models": {"base", "settings"},
     "remote": {"base", "settings", "turns"},
-    "chat": {"base", "settings", "turns", "tools"},
+    "attach": {"base", "settings", "turns"},
+    "chat": {"base", "settings", "turns", "tools", "attach"},
     "llama": {"base", "settings", "turns", "models"},
     "tools": {"base", "settings", "turns"},
 }
@@ -261,3 +262,19 @@ def test_engine_rooms_import_only_the_rooms_below_them():
                 offenders.append(f"  {importer} ({mine}) -> {imported} ({theirs})"
                                  f"   ({', '.join(where[importer, imported])})")
     assert not offenders, "imports across the engine's layers:\n" + "\n".join(offenders)
+
+
+def test_every_package_folder_is_installed():
+    """A room missing from pyproject's package lists works in the editable checkout and is absent
+    from a wheel (``pip install .``): engine/tools/ was, once."""
+    import tomlkit  # a dependency; tomllib is Python 3.11+
+
+    setuptools = tomlkit.parse((ROOT / "pyproject.toml").read_text()).unwrap()["tool"]["setuptools"]
+    folders = {str(p.parent.relative_to(ROOT)) for folder in PACKAGE_DIRS
+               for p in (ROOT / folder).rglob("__init__.py") if "__pycache__" not in p.parts}
+    listed = set(setuptools["packages"])
+    mapped = setuptools["package-dir"]
+    for folder in sorted(folders):
+        package = "vibechat." + folder.replace("/", ".")
+        assert package in listed, f"{folder}/ is not in pyproject's [tool.setuptools] packages"
+        assert mapped.get(package) == folder, f"{folder}/ is not in pyproject's [tool.setuptools.package-dir]"

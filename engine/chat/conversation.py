@@ -19,9 +19,10 @@ class Conversation:
     turns: list[ChatMessage] = field(default_factory=list)
 
     def messages(self) -> list[ChatMessage]:
-        """What the backend sees: the system prompt (if any) and every turn."""
+        """What the backend sees: the system prompt (if any) and every turn, each turn's text
+        files inlined (``ChatMessage.inlined``)."""
         head = [ChatMessage("system", self.system)] if self.system else []
-        return head + self.turns
+        return head + [turn.inlined() for turn in self.turns]
 
     def add_user(self, text: str) -> ChatMessage:
         message = ChatMessage("user", text)

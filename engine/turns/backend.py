@@ -10,11 +10,12 @@ recording doubles that implement the same protocol.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from ..settings.choices import COMPLETION
 from ..settings.params import SamplingParams
+from .attachments import Attachment, model_text
 from .tool_calls import ToolCall, ToolSpec
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -26,13 +27,27 @@ FinishReason = Literal["stop", "length", "cancelled", "tool_calls"]
 class ChatMessage:
     """One message. An assistant message may ask for tool calls (``tool_calls``, its
     ``content`` then often empty); a ``tool`` message is a call's result (``tool_call_id``:
-    the call it answers, ``name``: the tool's)."""
+    the call it answers, ``name``: the tool's). A user message may carry ``attachments``
+    (engine/turns/attachments.py): a backend is handed them ``inlined()``, images only."""
 
     role: Role
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+
+    @property
+    def images(self) -> tuple[Attachment, ...]:
+        """The images this message sends the model."""
+        return tuple(a for a in self.attachments if a.is_image)
+
+    def inlined(self) -> ChatMessage:
+        """The message as a backend takes it: its text files inlined into its content (with their
+        names), its images kept as attachments."""
+        if all(a.is_image for a in self.attachments):
+            return self
+        return replace(self, content=model_text(self.content, self.attachments), attachments=self.images)
 
     def to_dict(self) -> dict[str, Any]:
         """The OpenAI chat message (what servers and Hugging Face chat templates read)."""
@@ -87,6 +102,14 @@ class ModelInfo:
     # mistral, harmony: engine/turns/tool_formats.py), "server" (the server parses calls), or
     # "" (none: its template offers no tools, so a reply is offered none).
     tool_calls: str = ""
+    # Images: the projector file a local model sees them through (--mmproj; None: none loaded), or for a
+    # remote model "server" (the server decides whether its model takes images).
+    projector: str | None = None
+
+    @property
+    def takes_images(self) -> bool:
+        """Whether an image can be sent: a local model with a projector, or any server's."""
+        return self.projector is not None
 
     @property
     def prompt_format(self) -> str:
