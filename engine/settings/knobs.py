@@ -215,6 +215,7 @@ class LlamaCppOptions(EngineSettings):
 
     model_path: Path  # the file ``model`` resolved to
     draft_model_path: Path | None = None  # the file ``draft_model`` resolved to
+    mmproj_path: Path | None = None  # the multimodal projector the model sees images through (None: text only)
     # GPU layers asked for (gpu_layers != 0) on a build that cannot offload: False raises
     # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
     cpu_fallback: bool = False
