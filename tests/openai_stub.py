@@ -36,6 +36,11 @@ is answered with ``reply`` as usual. With ``tool_stall`` set, the calls are foll
 more content piece, " ...", then nothing until released (a reply cancelled mid-call: that
 piece tells the client the calls have been read).
 
+Images: a request records its messages as sent (content parts included: ``image_parts()``
+lists a body's images); with ``refuse_images`` set, a request carrying an ``image_url`` part
+is answered as llama-server without ``--mmproj`` answers it (HTTP 500, "image input is not
+supported"), text-only requests as usual.
+
 ``pieces`` replaces the words of ``reply`` with exact content pieces; ``final_fields`` is
 merged into the last (usage) event; ``running_usage`` adds a running ``usage`` to every
 content chunk (that many tokens a piece); ``models_body`` replaces the ``/v1/models`` answer.
@@ -102,6 +107,7 @@ class StubServer:
         self.tool_text: list[str] = []  # content pieces sent before the calls
         self.tool_finish: str | None = "tool_calls"  # Ollama before 0.5 said "stop"
         self.tool_stall = False
+        self.refuse_images = False  # a server whose model takes no images (llama-server without --mmproj)
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -173,6 +179,11 @@ class StubServer:
                 if stub.reject_extras and "top_k" in body:
                     self._json(400, {"error": {"message": "Unrecognized request argument supplied: top_k",
                                                "type": "invalid_request_error"}})
+                    return
+                if stub.refuse_images and image_parts(body):
+                    self._json(500, {"error": {"code": 500, "type": "server_error", "message": (
+                        "image input is not supported - hint: if this is unexpected, you may need to "
+                        "provide the mmproj")}})
                     return
                 mode = stub.mode
                 if mode == "status":
@@ -308,6 +319,16 @@ class StubServer:
         MISBEHAVING = {"empty_events": Handler._empty_event, "endless_line": Handler._endless_line,
                        "no_blank": Handler._data_line, "pings": Handler._ping, "raw_event": Handler._raw_event}
         return Handler
+
+
+def image_parts(body: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``image_url`` content parts of a request body's messages, in order."""
+    parts: list[dict[str, Any]] = []
+    for message in (body or {}).get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts += [part for part in content if isinstance(part, dict) and part.get("type") == "image_url"]
+    return parts
 
 
 def fragments(index: int, call_id: str, name: str, arguments: str, size: int = 5) -> list[list[dict[str, Any]]]:

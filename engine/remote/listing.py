@@ -94,6 +94,7 @@ class ServerModels:
             gpu_offload_supported=False,
             chat_format="server",  # the server applies its own chat template
             tool_calls="server",  # and parses the model's tool calls itself
+            projector="server",  # and decides whether its model takes images (a refusal: one line)
             file_size=0,
             backend=BACKEND_NAME,
             server=self.server,

@@ -15,11 +15,13 @@ another; the room's other modules do the parts:
 * reply.py: the reply's text and thinking, the stats (the server's where it sends them,
   measured here otherwise), a structured-output reply's JSON check;
 * tool_stream.py: the tool calls a reply streams (``delta.tool_calls``), put together and
-  bounded; they end the reply as ``GenerationDone.tool_calls``, finish reason ``tool_calls``.
+  bounded; they end the reply as ``GenerationDone.tool_calls``, finish reason ``tool_calls``;
+* images.py: a message's images as content parts (``data:`` URIs of the kept copies); a
+  server that refuses them is one line naming the fix (``--mmproj``, a vision model).
 
 Stop strings are also applied here, so they hold on servers that ignore them. Without
 ``usage`` the prompt's tokens are an estimate (``count_tokens``: about four characters a
-token). A stream cut mid-reply raises ``StreamInterrupted`` carrying the text received.
+token; an image ``images.IMAGE_TOKENS``). A stream cut mid-reply raises ``StreamInterrupted`` carrying the text received.
 
 Everything a server sends is untrusted, and every loop over it is bounded:
 
@@ -57,6 +59,7 @@ from ..turns.backend import ChatEvent, ChatMessage, FinishReason, GenerationDone
 from ..turns.stops import StopMatcher
 from ..turns.tool_calls import ToolCall, ToolSpec
 from .client import Cancelled, Exchange, Expired, ServerClient, TooMuch, message_of
+from .images import IMAGE_TOKENS, NO_IMAGES_FIX, refused_images
 from .listing import ServerModels
 from .options import BACKEND_NAME, DEFAULT_DEADLINE, DEFAULT_TIMEOUT, OpenAIOptions, resolve_api_key, withheld_key
 from .reply import ReplyText, check_json_reply, fill_stats, past, reasoning_tokens
@@ -133,9 +136,9 @@ class OpenAICompatibleBackend:
     def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         """An estimate (the server's tokenizer is not at hand): about four characters a
         token, plus a few for each message's turn markers (a call's name and arguments count
-        as text)."""
+        as text), and a rough fixed cost for each image (``images.IMAGE_TOKENS``)."""
         return sum((len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)) // CHARS_PER_TOKEN
-                   + 4 for m in messages)
+                   + 4 + IMAGE_TOKENS * len(m.images) for m in (m.inlined() for m in messages))
 
     # ------------------------------------------------------------ generation
     def cancel(self) -> None:
@@ -146,7 +149,7 @@ class OpenAICompatibleBackend:
                ) -> tuple[Exchange, http.client.HTTPResponse]:
         """POST the chat; the open stream. Retries once without the extra fields when the
         server refuses them; a 404 names the models the server has; a refusal that names
-        tools says how to start the server so that it takes them."""
+        images or tools says how to start the server so that it takes them."""
         path = "/chat/completions"
         model = self.options.model
         assert model is not None  # load() picked it
@@ -170,6 +173,9 @@ class OpenAICompatibleBackend:
                     name in str(error) for name in ("response_format", "json_schema", "json_object")):
                 error = RemoteServerError(f"{self.server} does not take structured output (response_format "
                                           f"{params.output_format.response_format()['type']}): {error}")
+            elif (resp.status in (400, 415, 422, 500, 501) and any(m.images for m in messages)
+                  and refused_images(str(error).replace(self.server, ""))):
+                error = RemoteServerError(f"{str(error).rstrip('.')}: {NO_IMAGES_FIX}")
             elif "tools" in body and resp.status in (400, 422, 500, 501) and any(
                     word in str(error).lower() for word in ("tool", "jinja", "function")):
                 error = RemoteServerError(

@@ -11,7 +11,8 @@ limit) sends nothing either.
 Tools go as OpenAI's ``tools`` with ``tool_choice`` "auto" or "required" (llama-server with
 ``--jinja``, vLLM and Ollama take both; Ollama ignores ``tool_choice``); "none" sends no tools
 at all, the one way every one of them honours (Ollama would still call tools it is given).
-The messages go in the shape all three read (``wire_messages``).
+The messages go in the shape all three read (``wire_messages``); a message's images as
+content parts with ``data:`` URIs (images.py), a message without images as plain text.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..settings.params import SamplingParams
 from ..settings.think_switch import remote_kwargs
 from ..turns.backend import ChatMessage
 from ..turns.tool_calls import TOOL_CHOICES, ToolSpec
+from .images import content
 
 EXTRA_FIELDS = ("top_k", "min_p", "repeat_penalty", "repetition_penalty")
 OPTIONAL_FIELDS = (*EXTRA_FIELDS, "stream_options")  # what a strict server may refuse
@@ -42,12 +44,18 @@ def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
       so as the call's result) go as ``{}``: Ollama refuses the whole request otherwise
       ("invalid tool call arguments"), and llama-server fails rendering a template that
       parses them;
+    * a message with images carries them as content parts after its text (images.py: the
+      kept copies read now, a missing one a one-line error); text files are inlined already
+      (``ChatMessage.inlined``, done again here for a message that was not);
     * a ``tool`` message is named after the function the model called (the call it answers,
       by id), which a template may print, rather than the tool's name on its server."""
     called: dict[str, str] = {}
     wire: list[dict[str, Any]] = []
     for message in messages:
+        message = message.inlined()
         data = message.to_dict()
+        if message.images:
+            data["content"] = content(message)
         if message.tool_calls:
             data["tool_calls"] = [
                 {**entry, "function": {**entry["function"], "arguments": _object_text(call.arguments)}}
