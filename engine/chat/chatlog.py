@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage, GenerationDone
 from .conversation import Conversation
 from .history import History
@@ -129,18 +130,21 @@ class ChatLog:
             log.warning("could not %s: %s", what, exc)
             self.history = None
 
-    def add_user(self, text: str) -> ChatMessage:
-        """The prompt, saved before any generation starts."""
-        message = self.conversation.add_user(text)
+    def add_user(self, text: str, attachments: tuple[Attachment, ...] = ()) -> ChatMessage:
+        """The prompt, saved before any generation starts, with its attachments (their rows in
+        the same transaction as the prompt's; their copies kept already by engine/attach)."""
+        attachments = tuple(attachments)
+        message = self.conversation.add_user(text, attachments)
         if self.history is not None and self.conversation_id is None:
-            self.title = title_from(text)
+            # A prompt that is only attachments is titled by the first one's name.
+            self.title = title_from(text if text.strip() or not attachments else attachments[0].name)
             self.conversation_id = self._save(
                 "save the conversation", self.history.create, title=self.title, model=self.model,
                 model_path=self.model_path, system=self.conversation.system, params=self.conversation.params,
                 source=self.source)
         if self.conversation_id is not None and self.history is not None:
             row = self._save("save the prompt", self.history.add_message, self.conversation_id, "user", text,
-                             parent_id=self.leaf)
+                             parent_id=self.leaf, attachments=attachments)
             if row is not None:
                 self._rows.append(row)
                 self._path.append((row, "user"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
 from ..settings.params import SamplingParams
 
@@ -24,8 +25,9 @@ class Conversation:
         head = [ChatMessage("system", self.system)] if self.system else []
         return head + [turn.inlined() for turn in self.turns]
 
-    def add_user(self, text: str) -> ChatMessage:
-        message = ChatMessage("user", text)
+    def add_user(self, text: str, attachments: tuple[Attachment, ...] = ()) -> ChatMessage:
+        """The user's prompt, with its images and files (kept already: engine/attach)."""
+        message = ChatMessage("user", text, attachments=tuple(attachments))
         self.turns.append(message)
         return message
 

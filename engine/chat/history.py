@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
+from ..attach.store import AttachmentStore
 from ..errors import InvalidParameterError
 from ..settings.params import SamplingParams
 from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
-from .database import ConversationNotFound, HistoryDatabase
+from ..turns.attachments import Attachment, AttachmentKind
+from .database import ConversationNotFound, HistoryDatabase, default_path
 from .records import (
     HIT_END,
     HIT_START,
@@ -61,16 +64,33 @@ class Latest:
 LATEST = Latest()
 
 
-def _message(m: Any) -> StoredMessage:
+def _message(m: Any, attachments: dict[int, tuple[Attachment, ...]] | None = None) -> StoredMessage:
     return StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
                          json_object(m["params"]), json_object(m["stats"]), m["thinking"] or "", m["parent_id"],
-                         tool_calls_from(m["tool_calls"]), m["tool_call_id"], m["tool_name"])
+                         tool_calls_from(m["tool_calls"]), m["tool_call_id"], m["tool_name"],
+                         (attachments or {}).get(m["id"], ()))
 
 
 class History(HistoryDatabase):
     """The conversation database: its conversations, their messages, the search. Safe to
     share between threads (one connection behind a lock); several processes may use the
-    same file at once (database.py)."""
+    same file at once (database.py).
+
+    A prompt's attachments are rows of their own (what each was, its digest); their kept copies
+    are in ``attachment_store`` (``AttachmentStore.default()``, where the chat and ``run`` keep
+    them), read back when a conversation is read."""
+
+    _attachment_store: AttachmentStore | None = None
+
+    @property
+    def attachment_store(self) -> AttachmentStore:
+        if self._attachment_store is None:
+            self._attachment_store = AttachmentStore.default()
+        return self._attachment_store
+
+    @attachment_store.setter
+    def attachment_store(self, store: AttachmentStore) -> None:
+        self._attachment_store = store
 
     # ----------------------------------------------------------- conversations
     def create(self, *, title: str, model: str | None = None, model_path: str | None = None,
@@ -119,8 +139,9 @@ class History(HistoryDatabase):
                 f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
         r = rows[0]
         summary = ConversationSummary(r["id"], r["title"], r["model"], r["created"], r["updated"], r["source"])
-        tree = [_message(m) for m in self._read("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id",
-                                                (conversation_id,))]
+        attachments = self._attachments("m.conversation_id = ?", (conversation_id,))
+        tree = [_message(m, attachments) for m in self._read("SELECT * FROM messages WHERE conversation_id = ? "
+                                                             "ORDER BY id", (conversation_id,))]
         if leaf is None:
             known = {m.id for m in tree}
             leaf = newest_leaf(tree, through) if through in known else r["leaf_id"]
@@ -131,8 +152,22 @@ class History(HistoryDatabase):
         """The conversation's messages saved after ``message_id`` (another process's turns,
         added since this one last read or wrote it), oldest first, on every branch. Empty
         when there are none, or the conversation is gone."""
-        return [_message(m) for m in self._read("SELECT * FROM messages WHERE conversation_id = ? AND id > ? "
-                                                "ORDER BY id", (conversation_id, message_id))]
+        attachments = self._attachments("m.conversation_id = ? AND m.id > ?", (conversation_id, message_id))
+        return [_message(m, attachments) for m in self._read("SELECT * FROM messages WHERE conversation_id = ? "
+                                                             "AND id > ? ORDER BY id", (conversation_id, message_id))]
+
+    def _attachments(self, where: str, args: Sequence[Any]) -> dict[int, tuple[Attachment, ...]]:
+        """The attachments of the messages ``where`` selects (``m``: messages), by message id, in
+        order, each with its kept copy found again (or said missing)."""
+        rows = self._read("SELECT a.* FROM attachments a JOIN messages m ON m.id = a.message_id "
+                          f"WHERE {where} ORDER BY a.message_id, a.position", args)
+        found: dict[int, list[Attachment]] = {}
+        store = self.attachment_store
+        for r in rows:
+            kind: AttachmentKind = "image" if r["kind"] == "image" else "file"
+            found.setdefault(r["message_id"], []).append(store.reopen(
+                kind, r["name"], r["digest"], r["mime"], r["size"], r["width"], r["height"], r["note"]))
+        return {message_id: tuple(items) for message_id, items in found.items()}
 
     def siblings(self, message_id: int) -> list[int]:
         """The messages with the same parent as ``message_id`` (it included; the other
@@ -174,6 +209,10 @@ class History(HistoryDatabase):
                      json.dumps(m.stats) if m.stats else None, m.thinking, m.created, stamp,
                      json.dumps([c.to_dict() for c in m.tool_calls]) if m.tool_calls else None,
                      m.tool_call_id, m.tool_name)).lastrowid
+                # The rows as saved (a copy found missing keeps its own note here).
+                c.execute("INSERT INTO attachments(message_id, position, kind, name, digest, mime, size, width, "
+                          "height, note) SELECT ?, position, kind, name, digest, mime, size, width, height, note "
+                          "FROM attachments WHERE message_id = ?", (parent, m.id))
             c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (parent, new_id))
             return new_id
 
@@ -225,19 +264,34 @@ class History(HistoryDatabase):
                     f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
 
     def delete(self, conversation_id: int) -> None:
+        """The conversation and its messages go; so do the kept copies of attachments no message
+        names any more (those of this history's own store, past the store's grace: see
+        ``AttachmentStore.prune``)."""
         with self._write() as c:
             cur = c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             if cur.rowcount == 0:
                 raise ConversationNotFound(
                     f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
+        self.prune_attachments()
+
+    def prune_attachments(self) -> int:
+        """Remove the kept copies no message names (past the store's grace); how many went. Only
+        for the history at the default path, whose store is the default one: a history elsewhere
+        (a test's, a copy) does not know every digest the store's other users name."""
+        if self.path != default_path() and self._attachment_store is None:
+            return 0
+        keep = {r["digest"] for r in self._read("SELECT DISTINCT digest FROM attachments")}
+        return self.attachment_store.prune(keep)
 
     # ---------------------------------------------------------------- messages
     def add_message(self, conversation_id: int, role: str, content: str, status: str = "complete", *,
                     params: SamplingParams | None = None, parent_id: int | None | Latest = LATEST,
-                    tool_call_id: str | None = None, tool_name: str | None = None) -> int:
+                    tool_call_id: str | None = None, tool_name: str | None = None,
+                    attachments: tuple[Attachment, ...] = ()) -> int:
         """A message after ``parent_id`` (None: a first message; by default the branch on
         screen's last): the branch on screen now ends with it. A tool's result (role
-        ``tool``) names the call it answers and the tool."""
+        ``tool``) names the call it answers and the tool. A prompt's ``attachments`` (kept
+        already: engine/attach) are saved with it, in the same transaction."""
         stamp = now()
         with self._write() as c:
             if isinstance(parent_id, Latest):
@@ -250,6 +304,7 @@ class History(HistoryDatabase):
                 (conversation_id, parent_id, role, content, status, os.getpid() if status == "streaming" else None,
                  json.dumps(params.to_dict()) if params else None, stamp, stamp, tool_call_id, tool_name))
             assert cur.lastrowid is not None
+            _insert_attachments(c, cur.lastrowid, attachments)
             c.execute("UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
                       (stamp, cur.lastrowid, conversation_id))
             return cur.lastrowid
@@ -299,3 +354,10 @@ class History(HistoryDatabase):
         return [SearchHit(r["conversation_id"], r["message_id"], r["title"], r["role"],
                           " ".join(r["snippet"].split()), r["updated"]) for r in rows]
 
+
+
+def _insert_attachments(c: Any, message_id: int, attachments: tuple[Attachment, ...]) -> None:
+    c.executemany("INSERT INTO attachments(message_id, position, kind, name, digest, mime, size, width, height, note) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                  [(message_id, i, a.kind, a.name, a.digest, a.mime, a.size, a.width, a.height, a.note)
+                   for i, a in enumerate(attachments)])

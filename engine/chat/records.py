@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from ..errors import InvalidParameterError
 from ..settings.params import PARAM_SPECS, SamplingParams
+from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
 from ..turns.tool_calls import ToolCall
 
@@ -75,6 +76,9 @@ class StoredMessage:
     tool_calls: tuple[ToolCall, ...] = ()  # a reply's: the tool calls it asked for
     tool_call_id: str | None = None  # a tool result's: the call it answers
     tool_name: str | None = None  # a tool result's: the tool, as SERVER/NAME
+    # A prompt's images and files, in order (engine/attach/store.py's ``reopen``: a copy gone
+    # missing has path "" and says so in its note).
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def in_context(self) -> bool:
@@ -89,7 +93,11 @@ class StoredMessage:
         if self.role == "tool":
             name = (call_names or {}).get(self.tool_call_id or "") or (self.tool_name or "").rsplit("/", 1)[-1]
             return ChatMessage("tool", self.content, tool_call_id=self.tool_call_id or "", name=name or None)
-        return ChatMessage(self.role, self.content, tool_calls=self.tool_calls)  # type: ignore[arg-type]
+        # An image whose kept copy is gone cannot be sent again: it stays on screen (and in the
+        # export) with its note; a missing file is still inlined, empty, with that note.
+        sent = tuple(a for a in self.attachments if a.path or not a.is_image)
+        return ChatMessage(self.role, self.content, tool_calls=self.tool_calls,  # type: ignore[arg-type]
+                           attachments=sent)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "parent_id": self.parent_id, "role": self.role,
@@ -104,6 +112,8 @@ class StoredMessage:
             data["stats"] = self.stats
         if self.tool_calls:
             data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.attachments:
+            data["attachments"] = [attachment_dict(a) for a in self.attachments]
         if self.role == "tool":
             data["tool_call_id"] = self.tool_call_id
             data["tool_name"] = self.tool_name
@@ -171,6 +181,8 @@ class StoredConversation:
             if count > 1:  # the others are in the JSON export (``tree``)
                 heading += f" · version {index} of {count}"
             lines += ["", f"## {heading}", ""]
+            if m.attachments:
+                lines += [*(attached_line(a) for a in m.attachments), ""]
             if m.thinking:
                 lines += [*_details("Thinking", m.thinking), ""]
             if m.role == "tool":
@@ -194,6 +206,23 @@ class SearchHit:
     def to_dict(self) -> dict[str, Any]:
         return {"conversation_id": self.conversation_id, "message_id": self.message_id, "title": self.title,
                 "role": self.role, "snippet": self.snippet, "updated": self.updated}
+
+
+def attachment_dict(a: Attachment) -> dict[str, Any]:
+    """An attachment in a JSON export: what it was and its content address, never its bytes
+    (nor a file's text: that is in the kept copy the digest names)."""
+    data: dict[str, Any] = {"kind": a.kind, "name": a.name, "digest": a.digest, "mime": a.mime, "size": a.size,
+                            "width": a.width, "height": a.height}
+    if a.note:
+        data["note"] = a.note
+    return data
+
+
+def attached_line(a: Attachment) -> str:
+    """An attachment in a Markdown export: ``Attached: photo.png · 640×480 · 212 KB`` (and its note),
+    one line whatever the saved name holds."""
+    line = f"Attached: {a.label()}" + (f" ({a.note})" if a.note else "")
+    return " ".join(line.split())
 
 
 def path_to(tree: list[StoredMessage], leaf_id: int | None) -> list[StoredMessage]:

@@ -170,6 +170,28 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     """,
+    # 6: attachments. A prompt's images and text files, in the order given: what reading knew of
+    # each (its name, kept size, pixels, the note it was given) and its content address, the
+    # digest naming its kept copy under data_dir/attachments (engine/attach/store.py: the bytes
+    # are never in the database). Written in the same transaction as the prompt; gone with it
+    # (ON DELETE CASCADE: a later migration that copies messages, as 3 and 5 do, must copy this
+    # table too, or dropping the old messages table takes the attachments with it).
+    """
+    CREATE TABLE attachments (
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('image', 'file')),
+        name TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        width INTEGER NOT NULL DEFAULT 0,
+        height INTEGER NOT NULL DEFAULT 0,
+        note TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (message_id, position)
+    );
+    CREATE INDEX attachments_by_digest ON attachments(digest);
+    """,
 ]
 
 

@@ -31,8 +31,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ..turns.attachments import Attachment, model_text
 from ..turns.backend import (
     Backend,
     ChatEvent,
@@ -61,6 +62,13 @@ log = logging.getLogger("vibechat.session")
 TITLE_REQUEST = ("Write a title for the conversation so far: at most six words, in its language, no quotes. "
                  "Answer with the title only.")
 TITLE_PARAMS = SamplingParams(temperature=0.0, max_tokens=16, thinking="off", seed=0)
+
+
+NO_IMAGES = "this model takes no images: load a vision model with its projector (--mmproj FILE)"
+
+
+class ImagesNotTaken(VibechatError):
+    """A prompt with images for a model that cannot see them (a local model without a projector)."""
 
 
 def _ignore(_text: str) -> None:
@@ -226,7 +234,7 @@ class ChatSession:
         self.generation += 1
         params = (params or self.conversation.params).with_seed()
         self._claim()
-        turn = Turn(self.generation, self.conversation.messages(), params, self.chat.start_reply(),
+        turn = Turn(self.generation, self._messages(), params, self.chat.start_reply(),
                     tools=tools, tool_choice=tool_choice)
         self.turn = turn
         return turn
@@ -315,10 +323,23 @@ class ChatSession:
         self.finish_reply(turn, done)
         return Answer(turn.text, done, interrupted=stop_requested is not None and stop_requested())
 
-    def check_prompt(self, text: str) -> None:
+    def _messages(self) -> list[ChatMessage]:
+        """The conversation as the backend is sent it. Images an earlier turn carries (a reopened
+        conversation's, a model switched since) are left out for a model that takes none: the
+        conversation goes on in text (check_prompt refuses new ones, with the fix)."""
+        messages = self.conversation.messages()
+        if self.info is None or self.info.takes_images:
+            return messages
+        return [replace(m, attachments=()) if m.attachments else m for m in messages]
+
+    def check_prompt(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
         """Refuse, before it is saved or tokenized, a prompt too large for the loaded model's
-        context (``ContextOverflowError``, one line naming the fix)."""
-        problem = prompt_too_large(len(text.encode("utf-8", "replace")),
+        context, its files' text counted (``ContextOverflowError``), or one with images for a
+        model that takes none (``ImagesNotTaken``): one line naming the fix."""
+        if self.info is not None and not self.info.takes_images and any(a.is_image for a in attachments):
+            raise ImagesNotTaken(NO_IMAGES)
+        sent = model_text(text, tuple(attachments))
+        problem = prompt_too_large(len(sent.encode("utf-8", "replace")),
                                    self.info.context_size if self.info is not None else None)
         if problem:
             raise ContextOverflowError(problem)
@@ -358,7 +379,7 @@ class ChatSession:
         began, ``stop_requested()`` turned true (the user sent a message: the engine is
         stopped for it), or the request failed: the title from the exchange's words stays.
         Nothing is saved here (see ``History.set_title``)."""
-        messages = self.conversation.messages()
+        messages = self._messages()
         if len(self.conversation.turns) != 2:
             return None
         messages.append(ChatMessage("user", TITLE_REQUEST))
@@ -506,7 +527,7 @@ class ChatSession:
         """The conversation's size in tokens, as the model would be sent it (blocks; a
         tokenization, no evaluation). None when it cannot be counted, or the session
         moved on from ``generation``."""
-        messages = self.conversation.messages()
+        messages = self._messages()
         with self.engine_lock:
             if not self.is_current(generation):
                 return None
@@ -523,7 +544,7 @@ class ChatSession:
         """Evaluate the opened conversation into the KV cache, so its next reply evaluates
         only the new prompt (blocks). Returns the tokens the cache holds, or None when
         the session moved on or no model is loaded."""
-        messages = self.conversation.messages()
+        messages = self._messages()
         with self.engine_lock:
             if not self.is_current(generation) or self.info is None:
                 return None
