@@ -305,3 +305,17 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
     wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return wrapper
+
+
+# `vibechat run`'s attachments (app/run_cmd.py reads them before the model loads).
+ATTACHMENTS = "Attachments"
+ImageOpt = Annotated[Optional[list[str]], typer.Option(
+    "--image", metavar="PATH",
+    help="Attach an image (PNG, JPEG, GIF, WebP, BMP) to the prompt, for a vision model (repeatable). A local "
+         "model needs its projector (--mmproj); a server's model must take images.",
+    rich_help_panel=ATTACHMENTS)]
+FileOpt = Annotated[Optional[list[str]], typer.Option(
+    "--file", metavar="PATH",
+    help="Attach a text file to the prompt (repeatable): the model is given its name and text, before the prompt "
+         "(bounded: longer files are cut, with a note).",
+    rich_help_panel=ATTACHMENTS)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vibechat.engine.turns.attachments import Attachment
 from vibechat.engine.turns.backend import GenerationStats, ModelInfo
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
@@ -138,7 +139,7 @@ ERROR_KINDS: tuple[tuple[str, str], ...] = (
     ("StreamInterrupted", "interrupted"), ("EngineCrashed", "crash"), ("RemoteServerError", "server"),
     ("HistoryError", "history"), ("HubError", "download"), ("DownloadError", "download"),
     ("ModelFileError", "model"), ("ModelLoadError", "model"), ("ModelRefError", "model"),
-    ("ModelStoreError", "model"), ("GpuOffloadUnavailableError", "model"), ("BatchLineError", "value"),
+    ("ModelStoreError", "model"), ("GpuOffloadUnavailableError", "model"), ("BatchLineError", "value"), ("AttachmentError", "attachment"),
     ("GenerationError", "generation"),
 )
 
@@ -187,6 +188,7 @@ class RunResult:
     request_id: str | int | None = None  # --prompts-file: the line's own "id", if it gave one
     line_error: str | None = None  # --prompts-file: the line failed, for this reason
     tool_calls: list[dict[str, object]] | None = None  # the tool calls of a run offered tools, as they went
+    attachments: list[dict[str, object]] | None = None  # --image / --file (attachment_list); None: none given
 
     @classmethod
     def of_answer(cls, answer: Answer, *, params: SamplingParams, info: ModelInfo, conversation_id: int | None,
@@ -233,6 +235,8 @@ class RunResult:
             obj["engine"] = engine_dict(info) if info is not None else None
         if self.tool_calls is not None and not per_line:
             obj["tool_calls"] = self.tool_calls
+        if self.attachments is not None and not per_line:
+            obj["attachments"] = self.attachments
         if self.structured is not None:
             obj["structured_output"] = self.structured
         if self.empty:
@@ -240,6 +244,15 @@ class RunResult:
         if self.error is not None:
             obj["error"] = self.error
         return obj
+
+
+def attachment_list(attachments: tuple[Attachment, ...]) -> list[dict[str, object]] | None:
+    """``--json``'s ``attachments``: what the prompt carried, as kept (an image's pixels after
+    scaling, the kept copy's bytes and digest), in order; None (no key) when nothing was attached."""
+    if not attachments:
+        return None
+    return [{"kind": a.kind, "name": sanitize(a.name), "size": a.size, "width": a.width, "height": a.height,
+             "digest": a.digest} for a in attachments]
 
 
 def is_empty_reply(text: str, finish_reason: str, params: SamplingParams, stats: GenerationStats) -> bool:

@@ -11,6 +11,13 @@ reply (the model or server ended it with no text: one line on stderr), 130 after
 With ``--json``, stdout holds exactly one JSON object whatever happens (``JsonFailure``
 writes it when the run fails before its reply): with ``error`` (message, kind, exit
 status) when it failed.
+
+``--image PATH`` and ``--file PATH`` (repeatable) attach files to the prompt
+(``read_attachments``): read, checked and kept (engine/attach) before the model loads, so a
+bad one is one line and exit status 2 with nothing loaded or saved; the prompt is then
+checked (a model that takes no images refuses them in one line) and saved with them.
+``--prompts-file`` refuses them (one line): its lines are prompts of their own, and one
+image attached to each would be evaluated again for every line.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from vibechat.engine.turns.attachments import Attachment, AttachmentKind
 from vibechat.engine.turns.backend import Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo, ThinkingDelta
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
@@ -30,10 +38,11 @@ from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 from vibechat.engine.settings.think_switch import unswitchable
 
-from .clitools import plain, quiet_stdout, safe_json
+from .clitools import fail, plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
 from .bounds import bound_line, limit_that_cut
-from .report import ReplyMeter, RunResult, error_kind, error_object, format_stats, json_stats, structured_state
+from .report import (ReplyMeter, RunResult, attachment_list, error_kind, error_object, format_stats, json_stats,
+                     structured_state)
 
 
 EXIT_FAILED = 1  # a failure, said in one line on stderr
@@ -59,6 +68,7 @@ class RunRequest:
     allow_tool: Callable[[ToolSpec], bool] | None = None
     tool_choice: str = "auto"
     tool_rounds: int = 8
+    attachments: tuple[Attachment, ...] = ()  # --image / --file, read and kept (read_attachments)
     # --json's "tool_calls": each call as it went (its tool, arguments, whether it ran, its result, cut)
     tool_log: list[dict[str, object]] = field(default_factory=list, init=False)
     printed: bool = field(default=False, init=False)  # --json: the object is on stdout already
@@ -78,11 +88,13 @@ class JsonFailure:
         self.model: str | None = None  # the model asked for
         self.params: SamplingParams | None = None
         self.conversation_id: int | None = None
+        self.attachments: tuple[Attachment, ...] = ()  # read before the failure
 
     def write(self, message: str, kind: str, exit_status: int) -> None:
         if not self.enabled or (self.request is not None and self.request.printed):
             return
         obj = RunResult(model=self.model, params=self.params, conversation_id=self.conversation_id,
+                        attachments=attachment_list(self.attachments),
                         error=error_object(message, kind, exit_status)).to_json()
         try:
             self.out.write(safe_json(obj) + "\n")
@@ -120,6 +132,52 @@ def read_prompt(prompt: str | None, stdin: TextIO) -> str:
     return text
 
 
+def read_attachments(images: list[str] | None, files: list[str] | None, err: TextIO, *, batch: bool = False,
+                     failure: JsonFailure | None = None) -> tuple[Attachment, ...]:
+    """``--image`` and ``--file``, read, checked and kept (``read_attachment``, the default
+    store) before any model loads: the images first, then the files, each in the order given.
+    What reading changed (an image scaled, a file cut) is said on stderr, one line each. A bad
+    one ends the run: one line on stderr and exit status 2 (a command line naming a file that
+    cannot be attached), ``--json``'s object with the error; nothing is loaded or saved.
+    ``batch`` (``--prompts-file``) refuses them: see the module docstring."""
+    if not images and not files:
+        return ()
+    if batch:
+        flag = "--image" if images else "--file"
+        raise VibechatError(f"--prompts-file and {flag} do not mix: each line of the file is a prompt of its own; "
+                            f"attach files to single prompts (vibechat run {flag} PATH \"PROMPT\"), or drop {flag}.")
+    from vibechat.engine.attach.reading import read_attachment
+    from vibechat.engine.attach.store import AttachmentError, AttachmentStore
+
+    store = AttachmentStore.default()
+    wanted: list[tuple[str, AttachmentKind]] = [(path, "image") for path in images or ()]
+    wanted += [(path, "file") for path in files or ()]
+    kept: list[Attachment] = []
+    try:
+        for path, kind in wanted:
+            kept.append(read_attachment(path, store, kind=kind))
+    except AttachmentError as problem:
+        exc = AttachmentError(_as_flags(str(problem)))
+        if failure is not None:
+            failure.failed(exc, EXIT_USAGE)
+        raise fail(str(exc), EXIT_USAGE) from None
+    for attachment in kept:
+        if attachment.note:
+            err.write(plain(f"vibechat: {attachment.name}: {attachment.note}") + "\n")
+    if failure is not None:
+        failure.attachments = tuple(kept)
+    return tuple(kept)
+
+
+def _as_flags(message: str) -> str:
+    """A reading error's fix in run's words: the chat's ``/image`` and ``/file`` ("attach an
+    image with /image") are ``--image`` and ``--file`` here; a path the message quotes is left
+    as it is (a word that goes on, ``/file.txt``, ``/images/``, is no command)."""
+    import re
+
+    return re.sub(r"(?<=\bwith )/(image|file)\b(?![\w./-])", r"--\1", message)
+
+
 def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, chat: ChatLog | None = None) -> int:
     """Answer ``request.prompt``; ``chat`` holds the conversation it continues (and saves it
     when it has a history): the prompt is saved before generation, the reply as it streams.
@@ -146,16 +204,17 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
             ignored = unswitchable(info.server, info.thinking_switch, request.params.thinking)
             for notice in (*info.notices, *([ignored] if ignored else [])):  # e.g. the context size rounded up
                 err.write(plain(f"vibechat: {notice}") + "\n")
-            session.check_prompt(request.prompt)  # before it is saved: a prompt that cannot fit is refused
+            # Before it is saved: a prompt that cannot fit is refused, and images a model cannot take.
+            session.check_prompt(request.prompt, request.attachments)
             # --continue: one writer at a time. Another vibechat adding to the conversation is waited
             # for; its turns join what the model is sent, and this turn is saved after them.
             session.catch_up(wait=True, on_wait=lambda: _waiting(err, session), stop_requested=lambda: ctrl_c.requested)
-            session.chat.add_user(request.prompt)
+            session.chat.add_user(request.prompt, request.attachments)
         except VibechatError as exc:
             session.stop_writing()
             if request.json_output:
                 obj = RunResult(info=info, conversation_id=session.chat.conversation_id, params=request.params,
-                                error=error_object(str(exc), error_kind(exc), EXIT_FAILED)).to_json()
+                                attachments=attachment_list(request.attachments), error=error_object(str(exc), error_kind(exc), EXIT_FAILED)).to_json()
                 _end_output(request, out, "", obj)
             raise
         try:
@@ -238,7 +297,7 @@ def incomplete_line(params: SamplingParams, stats: GenerationStats, info: ModelI
 def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
     """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing saved."""
     params = request.params
-    return RunResult(params=params, finish_reason="cancelled",
+    return RunResult(params=params, finish_reason="cancelled", attachments=attachment_list(request.attachments),
                      structured=None if params.output_format is None else "incomplete").to_json()
 
 
@@ -353,6 +412,7 @@ def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info:
                                  raw=request.raw, meter=meter)
     if request.tools is not None:
         report.tool_calls = request.tool_log
+    report.attachments = attachment_list(request.attachments)
     used = report.params or request.params
     empty_line = empty_reply_line(info, bool(done.thinking.strip())) if report.empty else None
     if empty_line is not None:
@@ -403,7 +463,7 @@ def _write_failed(request: RunRequest, out: TextIO, text: str, info: ModelInfo, 
     text = text if request.raw else sanitize(text)
     cut = isinstance(error, StreamInterrupted)
     obj = RunResult(text=text, info=info, conversation_id=chat.conversation_id, params=params,
-                    finish_reason="interrupted" if cut else "error",
+                    finish_reason="interrupted" if cut else "error", attachments=attachment_list(request.attachments),
                     stats=json_stats(None, seed=params.seed, meter=meter),
                     structured=None if params.output_format is None else "incomplete",
                     error=error_object(str(error), error_kind(error), EXIT_FAILED)).to_json()
