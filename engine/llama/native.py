@@ -33,10 +33,20 @@ class LlamaLog:
         self._level = logging.INFO
         self._lock = threading.Lock()
         self.captured: list[tuple[int, str]] | None = None
+        self._mtmd = False  # install_mtmd() done
         self._callback = ll.llama_log_callback(self._on_log)  # keep a reference: C holds the pointer
 
     def install(self) -> None:
         ll.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def install_mtmd(self) -> None:
+        """Route the multimodal library's log here too (it has its own, which prints to stderr)."""
+        from llama_cpp import mtmd_cpp
+
+        if not self._mtmd:
+            mtmd_cpp.mtmd_log_set(self._callback, ctypes.c_void_p(0))
+            mtmd_cpp.mtmd_helper_log_set(self._callback, ctypes.c_void_p(0))
+            self._mtmd = True
 
     def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         try:

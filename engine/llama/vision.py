@@ -1,0 +1,291 @@
+"""Images for a local vision model: llama.cpp's multimodal library (libmtmd, bound in
+``llama_cpp.mtmd_cpp``) with the projector file (``--mmproj``) beside the loaded text model.
+
+The backend keeps a prompt as a list of token ids (engine/llama/llamacpp.py): the KV-prefix reuse,
+the snapshots' matching and the cut logic all compare such lists. An image has no token ids, so
+each image chunk of a picture is written into the list as *placeholder ids*: negative numbers
+derived from the picture's digest and the chunk's index, one per position the chunk takes.
+The same picture in the same place gives the same ids (it compares equal, and is not encoded
+again while its turn is in the KV cache); another picture differs at its first id. The run's
+first id says where an image starts (``is_image_start``): a cut inside a run backs up to it
+(``image_start``), since an image is evaluated whole.
+
+What mtmd wraps around an image (Gemma 3: ``<start_of_image>`` before, ``<end_of_image>``
+after) comes back as text chunks: those are real tokens in the list, evaluated as text.
+
+The picture is decoded here, in the engine process, with Pillow (never stb), from the copy
+engine/attach kept (already checked and scaled): the file's bytes and pixels are bounded again
+in case the copy changed. Only projectors whose image chunks take one position per token are
+taken (not Qwen-VL's M-RoPE): the backend's positions are its list's indices.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import llama_cpp as ll
+
+from ..errors import ModelFileError
+from ..models.gguf import inspect_gguf
+from ..sanitize import sanitize
+from ..turns.attachments import Attachment
+from .native import ensure_llama_initialised
+from .vision_errors import ImageUnreadable, ProjectorError
+
+log = logging.getLogger("vibechat.llama_cpp")
+
+MAX_IMAGES = 16  # images in one prompt (each costs hundreds of tokens and an encode)
+MAX_IMAGE_BYTES = 64 << 20  # a kept copy larger than this is refused before Pillow reads it
+MAX_IMAGE_PIXELS = 40_000_000  # ... and one with more pixels before it is decoded
+IMAGE_FORMATS = ("PNG", "JPEG")  # what engine/attach keeps
+LAYOUT_CACHE = 256  # pictures whose token layout is remembered (a few ints each)
+
+# Placeholder ids: an image run's first id is <= -START (its start), the others are in [-START, -1].
+START = 1 << 30
+
+
+def is_image_token(token: int) -> bool:
+    return token < 0
+
+
+def is_image_start(token: int) -> bool:
+    return token <= -START
+
+
+def has_images(tokens: Sequence[int]) -> bool:
+    return any(t < 0 for t in tokens)
+
+
+def image_start(tokens: Sequence[int], k: int) -> int:
+    """``k``, or where the image run holding position ``k`` starts when ``k`` falls inside one
+    (a KV-cache cut there would keep half an image: it is evaluated whole)."""
+    if k >= len(tokens) or not (-START < tokens[k] < 0):
+        return k
+    while k > 0 and not is_image_start(tokens[k]):
+        k -= 1
+    return k
+
+
+def placeholders(digest: str, chunk: int, n: int) -> tuple[int, ...]:
+    """The ids of chunk ``chunk`` of the picture ``digest``, ``n`` positions long: 60 bits of the
+    pair's hash (30 in the start id, 30 in the rest), so two pictures differ at their start."""
+    h = int.from_bytes(hashlib.sha256(f"{digest}:{chunk}".encode()).digest()[:8], "little")
+    first, rest = h & (START - 1), (h >> 30) & (START - 1)
+    return (-(START + first), *([-(1 + rest)] * (n - 1)))
+
+
+@dataclass(frozen=True)
+class ImageChunk:
+    """Where an image chunk's placeholder run comes from: the picture and the chunk's index
+    among mtmd's chunks for it, and how many positions it takes."""
+
+    image: Attachment
+    index: int
+    n_tokens: int
+
+
+class Vision:
+    """The projector, initialised against a loaded text model; one thread uses it (the one
+    driving the backend). ``encodes`` counts image chunks encoded (the tests' and bench's view
+    of what the KV-prefix reuse spared)."""
+
+    def __init__(self, path: Path, model: Any, *, n_threads: int, use_gpu: bool) -> None:
+        from llama_cpp import mtmd_cpp as mt
+
+        self._mt = mt
+        self.path = Path(path)
+        self.name = file_label(self.path)
+        check_projector(self.path, int(ll.llama_model_n_embd_inp(model)))
+        llama_log = ensure_llama_initialised()
+        llama_log.install_mtmd()
+        params = mt.mtmd_context_params_default()
+        params.use_gpu = use_gpu
+        params.n_threads = max(1, n_threads)
+        params.print_timings = False
+        params.warmup = False  # the first image pays it; a load stays fast
+        captured: list[tuple[int, str]] = []
+        previous, llama_log.captured = llama_log.captured, captured
+        try:
+            ctx = mt.mtmd_init_from_file(str(self.path).encode("utf-8", "surrogateescape"), model, params)
+        finally:
+            llama_log.captured = previous
+        if not ctx:
+            said = next((line for level, line in captured if level >= logging.ERROR), "")
+            why = f" ({said.strip()[:200]})" if said else ""
+            raise ProjectorError(f"llama.cpp could not load the projector {self.name}{why}: use the mmproj "
+                                 "file made for this model.")
+        self._ctx = ctx
+        if not mt.mtmd_support_vision(ctx) or mt.mtmd_decode_use_mrope(ctx):
+            self.close()
+            what = "has no vision encoder" if ctx and not self._ctx else "places image tokens with M-RoPE (Qwen-VL)"
+            raise ProjectorError(f"the projector {self.name} {what}, which vibechat does not support: load the "
+                                 "model without --mmproj.")
+        self.encodes = 0
+        self._layouts: collections.OrderedDict[str, tuple[tuple[int, ...], ...]] = collections.OrderedDict()
+        self._chunks: dict[int, ImageChunk] = {}  # a run's start id -> its chunk
+
+    def close(self) -> None:
+        if self._ctx:
+            self._mt.mtmd_free(self._ctx)
+            self._ctx = None
+
+    # ------------------------------------------------------------------ layout
+    def layout(self, image: Attachment) -> tuple[tuple[int, ...], ...]:
+        """The picture's pieces as prompt tokens, in order: real tokens for mtmd's text chunks,
+        placeholder runs for its image chunks. Prepares the image (decode, resize) but does not
+        encode it: counting a prompt's tokens stays cheap. Remembered by digest."""
+        known = self._layouts.get(image.digest)
+        if known is not None:
+            self._layouts.move_to_end(image.digest)
+            for run in known:  # the picture (a same-digest copy at another path) evaluates from here
+                if run and is_image_start(run[0]):
+                    chunk = self._chunks.get(run[0])
+                    if chunk is not None and chunk.image.path != image.path:
+                        self._chunks[run[0]] = ImageChunk(image, chunk.index, chunk.n_tokens)
+            return known
+        mt = self._mt
+        pieces: list[tuple[int, ...]] = []
+        chunks, bitmap = self._tokenize(image)
+        try:
+            for i in range(mt.mtmd_input_chunks_size(chunks)):
+                chunk = mt.mtmd_input_chunks_get(chunks, i)
+                kind = mt.mtmd_input_chunk_get_type(chunk)
+                if kind == mt.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                    n = ctypes.c_size_t()
+                    tokens = mt.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                    pieces.append(tuple(int(tokens[j]) for j in range(min(n.value, 4096))))
+                elif kind == mt.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+                    n_tokens = int(mt.mtmd_input_chunk_get_n_tokens(chunk))
+                    if int(mt.mtmd_input_chunk_get_n_pos(chunk)) != n_tokens:
+                        raise ImageUnreadable(f"the projector {self.name} places the image {image.name} in another "
+                                              "number of positions than tokens, which vibechat does not support.")
+                    run = placeholders(image.digest, i, n_tokens)
+                    self._chunks[run[0]] = ImageChunk(image, i, n_tokens)
+                    pieces.append(run)
+        finally:
+            self._free(chunks, bitmap)
+        layout = tuple(pieces)
+        self._layouts[image.digest] = layout
+        while len(self._layouts) > LAYOUT_CACHE:
+            _digest, gone = self._layouts.popitem(last=False)
+            for run in gone:
+                if run and is_image_start(run[0]):
+                    self._chunks.pop(run[0], None)
+        return layout
+
+    # -------------------------------------------------------------- evaluation
+    def run_length(self, start: int) -> int:
+        chunk = self._chunks.get(start)
+        if chunk is None:
+            raise ImageUnreadable("an image in the prompt was forgotten before it was evaluated: send it again.")
+        return chunk.n_tokens
+
+    def evaluate(self, lctx: Any, start: int, n_past: int, n_batch: int) -> int:
+        """Encode the image chunk whose run starts with ``start`` and evaluate its embeddings at
+        positions ``n_past``...: llama.cpp's return code (0: done, 2: aborted by the cancel).
+        mtmd's helper switches the attention to non-causal for the image where the model wants
+        it (Gemma 3) and back."""
+        mt = self._mt
+        info = self._chunks.get(start)
+        if info is None:
+            raise ImageUnreadable("an image in the prompt was forgotten before it was evaluated: send it again.")
+        n_ubatch = int(ll.llama_n_ubatch(lctx))
+        chunks, bitmap = self._tokenize(info.image)
+        try:
+            if info.index >= mt.mtmd_input_chunks_size(chunks):
+                raise ImageUnreadable(f"the image {info.image.name} changed since it was attached: attach it again.")
+            chunk = mt.mtmd_input_chunks_get(chunks, info.index)
+            if (mt.mtmd_input_chunk_get_type(chunk) != mt.MTMD_INPUT_CHUNK_TYPE_IMAGE
+                    or int(mt.mtmd_input_chunk_get_n_tokens(chunk)) != info.n_tokens):
+                raise ImageUnreadable(f"the image {info.image.name} changed since it was attached: attach it again.")
+            if mt.mtmd_decode_use_non_causal(self._ctx, chunk) and info.n_tokens > n_ubatch:
+                raise ImageUnreadable(f"the image {info.image.name} takes {info.n_tokens} tokens, more than one "
+                                      f"batch of {n_ubatch} (n_ubatch): raise n_ubatch to at least {info.n_tokens}.")
+            new_past = ll.llama_pos(n_past)
+            self.encodes += 1
+            return int(mt.mtmd_helper_eval_chunk_single(self._ctx, lctx, chunk, n_past, 0,
+                                                         max(n_batch, info.n_tokens), False,
+                                                         ctypes.byref(new_past)))
+        finally:
+            self._free(chunks, bitmap)
+
+    # ------------------------------------------------------------------ images
+    def _tokenize(self, image: Attachment) -> tuple[Any, Any]:
+        """mtmd's chunks for the picture alone (its markers and its image chunks), and the bitmap."""
+        mt = self._mt
+        bitmap = self._bitmap(image)
+        chunks = mt.mtmd_input_chunks_init()
+        part = mt.mtmd_input_part(text=None, bitmap=bitmap)
+        parts = (ctypes.POINTER(mt.mtmd_input_part) * 1)(ctypes.pointer(part))
+        rc = mt.mtmd_tokenize_from_parts(self._ctx, chunks, parts, 1, False)
+        if rc != 0:
+            self._free(chunks, bitmap)
+            raise ImageUnreadable(f"llama.cpp could not prepare the image {image.name} for the projector "
+                                  f"{self.name} (code {rc}).")
+        return chunks, bitmap
+
+    def _bitmap(self, image: Attachment) -> Any:
+        """The kept copy decoded to RGB by Pillow, as an mtmd bitmap (the caller frees it)."""
+        from PIL import Image
+
+        path = Path(image.path) if image.path else None
+        if path is None or not path.is_file():
+            raise ImageUnreadable(f"the image {image.name} is missing (its kept copy is gone): attach it again.")
+        size = path.stat().st_size
+        if size > MAX_IMAGE_BYTES:
+            raise ImageUnreadable(f"the image {image.name} is {size:,} bytes, more than an attachment keeps: "
+                                  "attach it again.")
+        try:
+            with Image.open(path, formats=IMAGE_FORMATS) as img:
+                if img.width * img.height > MAX_IMAGE_PIXELS:
+                    raise ImageUnreadable(f"the image {image.name} has {img.width}×{img.height} pixels, more than "
+                                          "an attachment keeps: attach it again.")
+                rgb = img.convert("RGB")
+                rgb.load()
+        except ImageUnreadable:
+            raise
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+            raise ImageUnreadable(f"the image {image.name} could not be decoded ({type(exc).__name__}): "
+                                  "attach it again.") from None
+        data = rgb.tobytes()
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        bitmap = self._mt.mtmd_bitmap_init(rgb.width, rgb.height, buf)
+        if not bitmap:
+            raise ImageUnreadable(f"llama.cpp could not take the image {image.name}.")
+        return bitmap
+
+    def _free(self, chunks: Any, bitmap: Any) -> None:
+        if chunks:
+            self._mt.mtmd_input_chunks_free(chunks)
+        if bitmap:
+            self._mt.mtmd_bitmap_free(bitmap)
+
+
+def check_projector(path: Path, n_embd: int) -> None:
+    """Refuse, in one line and before llama.cpp reads it, a projector file that is no GGUF, no
+    projector, or one made for a model of another width."""
+    name = file_label(path)
+    try:
+        info = inspect_gguf(path)
+    except ModelFileError as exc:
+        raise ProjectorError(f"the projector (--mmproj): {exc}") from None
+    meta = info.metadata
+    if info.architecture != "clip" or not any(k.startswith("clip.") and "projector_type" in k for k in meta):
+        raise ProjectorError(f"{name} is not a multimodal projector (its architecture is "
+                             f"{info.architecture}): pass the model's mmproj-*.gguf file to --mmproj.")
+    width = meta.get("clip.vision.projection_dim")
+    if isinstance(width, int) and width > 0 and width != n_embd:
+        raise ProjectorError(f"the projector {name} does not fit this model (it projects to {width}, the "
+                             f"model takes {n_embd}): use the mmproj file made for this model.")
+
+
+def file_label(path: Path) -> str:
+    """A file's name as a one-line message may show it (a name is outside text)."""
+    return " ".join(sanitize(path.name).split())[:120] or "(unnamed)"
