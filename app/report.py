@@ -139,7 +139,9 @@ ERROR_KINDS: tuple[tuple[str, str], ...] = (
     ("StreamInterrupted", "interrupted"), ("EngineCrashed", "crash"), ("RemoteServerError", "server"),
     ("HistoryError", "history"), ("HubError", "download"), ("DownloadError", "download"),
     ("ModelFileError", "model"), ("ModelLoadError", "model"), ("ModelRefError", "model"),
-    ("ModelStoreError", "model"), ("GpuOffloadUnavailableError", "model"), ("BatchLineError", "value"), ("AttachmentError", "attachment"),
+    ("ModelStoreError", "model"), ("GpuOffloadUnavailableError", "model"), ("BatchLineError", "value"),
+    # a file that cannot be attached (exit 2), images for a model that takes none, a kept copy gone
+    ("AttachmentError", "attachment"), ("ImagesNotTaken", "attachment"), ("ImageUnreadable", "attachment"),
     ("GenerationError", "generation"),
 )
 

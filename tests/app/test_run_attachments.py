@@ -171,9 +171,12 @@ def test_prompts_file_refuses_attachments_in_one_line(stub: StubServer, tmp_path
 
 @pytest.mark.model
 def test_an_image_to_the_local_starter_without_a_projector_is_one_line(starter_installed, tmp_path):
-    out = vibechat("run", "--image", str(png(tmp_path / "leaf.png")), "-p", "What is this?", "-n", "4")
+    out = vibechat("run", "--image", str(png(tmp_path / "leaf.png")), "-p", "What is this?", "-n", "4", "--json")
     assert out.returncode == 1, (out.stdout, out.stderr)
     errors = [line for line in out.stderr.splitlines() if line.startswith("vibechat: error: ")]
     assert len(errors) == 1 and "takes no images" in errors[0] and "--mmproj" in errors[0]
-    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert "Traceback" not in out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["error"]["kind"] == "attachment" and obj["error"]["exit_status"] == 1 and obj["text"] == ""
+    assert [a["name"] for a in obj["attachments"]] == ["leaf.png"] and obj["engine"]["backend"] == "llama.cpp"
     assert saved_conversations() == []  # refused before the prompt was saved
