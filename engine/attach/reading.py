@@ -13,8 +13,9 @@ the problem and the fix), never a hang and never a traceback:
   upright (EXIF), made RGB(A), scaled so that its longest side is at most ``max_side``, and
   kept as PNG (alpha, or a lossless source) or JPEG (a lossy source);
 - a text file is read up to a bound of bytes (never to its end: /dev/zero has none), decoded
-  as UTF-8 (a byte-order mark allowed) or else Latin-1 when it is plainly text, refused when it
-  looks binary (a NUL byte, or many control characters), cut at ``FILE_TEXT_LIMIT`` characters,
+  as UTF-8 (a byte-order mark allowed), UTF-16 with its mark, or else Latin-1 when it is
+  plainly text, refused when it looks binary (a NUL byte, or many control characters), cut at
+  ``FILE_TEXT_LIMIT`` characters,
   and sanitised: terminal escapes are removed from the text the chat shows AND the model is
   given, one text for both (a model has no use for a raw ESC, and its reply may echo it).
 
@@ -82,7 +83,7 @@ def read_attachment(path: str | Path, store: AttachmentStore, kind: Literal["ima
         image = _identify(fp, name, must=kind == "image")
         if image is None:
             fp.seek(0)
-            return _read_text(fp, name, store)
+            return _read_text(fp, name, store, guessed=True)
         with image:
             return _keep_image(image, fp, name, store, max_side)
 
@@ -252,13 +253,14 @@ def _rgb(image: PILImage.Image) -> PILImage.Image:
 # --- text files ---------------------------------------------------------------------------
 
 
-def _read_text(fp: IO[bytes], name: str, store: AttachmentStore) -> Attachment:
+def _read_text(fp: IO[bytes], name: str, store: AttachmentStore, *, guessed: bool = False) -> Attachment:
+    """A text file as kept; ``guessed``: the caller did not say which kind (no image was found)."""
     try:
         data = fp.read(TEXT_READ_BYTES)
     except OSError as exc:
         raise AttachmentError(f"{name} cannot be read ({_reason(exc)}): check the file") from None
     more = len(data) >= TEXT_READ_BYTES
-    text, latin = _decode(data, more, name)
+    text, latin = _decode(data, more, name, guessed)
     text = sanitize(text.replace("\r\n", "\n").replace("\r", "\n"))
     notes = []
     if latin:
@@ -272,11 +274,21 @@ def _read_text(fp: IO[bytes], name: str, store: AttachmentStore) -> Attachment:
                       text=text, note="; ".join(notes))
 
 
-def _decode(data: bytes, cut: bool, name: str) -> tuple[str, bool]:
+def _decode(data: bytes, cut: bool, name: str, guessed: bool) -> tuple[str, bool]:
     """The bytes as text, and whether they were read as Latin-1; ``AttachmentError`` when they
     look binary. ``cut``: the read stopped at its bound, so the last character may be split."""
-    binary = AttachmentError(f"{name} looks binary: only text files are attached as files; "
-                             "attach an image with /image")
+    if guessed:
+        binary = AttachmentError(f"{name} is neither text nor an image vibechat reads ({_FORMATS_WORDS}): "
+                                 "attach a text file or one of those images")
+    else:
+        binary = AttachmentError(f"{name} looks binary: only text files are attached as files; "
+                                 "attach an image with /image")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with its byte-order mark (Windows' "Unicode")
+        even = data[: len(data) // 2 * 2]
+        text = even.decode("utf-16", errors="replace")
+        if "\x00" in text:
+            raise binary
+        return text, False
     if b"\x00" in data:
         raise binary
     if data.startswith(b"\xef\xbb\xbf"):

@@ -280,3 +280,17 @@ def test_looks_like_path_takes_what_terminals_paste(tmp_path, monkeypatch):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     assert looks_like_path(str(fifo)) is None
+
+
+def test_a_file_that_is_neither_text_nor_a_known_image(tmp_path, store):
+    path = tmp_path / "scan.tif"
+    Image.new("F", (20, 20), 0.5).save(path)
+    with pytest.raises(AttachmentError) as exc:
+        read_attachment(path, store)
+    assert one_line(exc).startswith("scan.tif is neither text nor an image vibechat reads (PNG, JPEG, GIF, WebP, BMP)")
+
+
+def test_utf16_with_its_mark_is_text(tmp_path, store):
+    path = tmp_path / "windows.txt"
+    path.write_bytes("\ufeffhello wörld\r\n".encode("utf-16-le"))
+    assert read_attachment(path, store, "file").text == "hello wörld\n"
