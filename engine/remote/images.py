@@ -21,6 +21,8 @@ to the side a projector takes).
 from __future__ import annotations
 
 import base64
+import os
+import stat
 from typing import Any
 
 from ..errors import GenerationError
@@ -68,7 +70,13 @@ def read_kept(image: Attachment) -> bytes:
         raise ImageUnreadable(f"the kept copy of {name} is missing (the attachment could not be found when the "
                               "conversation was opened): attach the image again, or start a new conversation.")
     try:
-        with open(image.path, "rb") as f:
+        # Opened without blocking and checked on the descriptor: a FIFO put where the copy was
+        # cannot hang the reply (the store's folder is private, but the path is read back from disk).
+        fd = os.open(image.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ImageUnreadable(f"the kept copy of {name} is not a file ({sanitize(image.path)[:200]}): "
+                                      "attach the image again.")
             data = f.read(MAX_IMAGE_BYTES + 1)
     except FileNotFoundError:
         raise ImageUnreadable(f"the kept copy of {name} is gone ({sanitize(image.path)[:200]}): attach the image "

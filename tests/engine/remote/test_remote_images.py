@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 
 import pytest
 
@@ -101,18 +102,21 @@ def test_a_file_attached_with_an_image_is_inlined_with_its_name(stub: StubServer
     assert [part["type"] for part in content] == ["text", "image_url"]
 
 
-@pytest.mark.parametrize("gone", ["deleted", "never found"])
+@pytest.mark.parametrize("gone", ["deleted", "never found", "a FIFO"])
 def test_a_missing_kept_copy_is_one_line_and_nothing_is_sent(stub: StubServer, tmp_path, gone: str):
     image = kept_png(tmp_path, "cat.png")
     if gone == "deleted":
         (tmp_path / "cat.png.kept").unlink()
+    elif gone == "a FIFO":  # put where the copy was: refused, never waited on
+        (tmp_path / "cat.png.kept").unlink()
+        os.mkfifo(tmp_path / "cat.png.kept")
     else:  # reopened from the history with its copy missing: path ""
         image = Attachment(kind="image", name="cat.png", digest="d" * 64, mime="image/png", size=10, path="",
                            note="the kept copy is missing")
     with pytest.raises(GenerationError) as caught:
         collect(stub.backend(), [ChatMessage("user", "What is it?", attachments=(image,))], PARAMS)
     message = str(caught.value)
-    assert "\n" not in message and "cat.png" in message and "attach the image again" in message
+    assert "\n" not in message and "cat.png" in message and "attach the image again" in message.lower()
     assert not [r for r in stub.requests if r["path"].endswith("/chat/completions")]
 
 
