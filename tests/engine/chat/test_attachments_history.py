@@ -68,6 +68,12 @@ def test_a_prompts_attachments_are_saved_and_come_back_in_order(history, photo, 
     assert turn.attachments == (photo, notes) and turn.images == (photo,)
 
 
+def test_a_prompt_of_attachments_alone_is_titled_by_the_first(history, photo, notes):
+    chat = new_log(history)
+    chat.add_user("", (photo, notes))
+    assert history.get(chat.conversation_id).title == "photo.png"
+
+
 def test_an_attachment_row_that_fails_takes_its_prompt_with_it(history, photo):
     chat = new_log(history)
     chat.add_user("first")
@@ -225,6 +231,7 @@ def test_deleting_a_conversation_removes_copies_no_message_names(store, photo, n
         for a in (photo, notes):
             os.utime(a.path, (old, old))
         db.delete(gone.conversation_id)
+        assert [r["digest"] for r in db._read("SELECT digest FROM attachments")] == [notes.digest]  # rows gone too
         assert not Path(photo.path).exists()  # named by no message any more
         assert Path(notes.path).exists()  # the other conversation still names it
         assert db.get(kept.conversation_id).messages[0].attachments == (notes,)
