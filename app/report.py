@@ -140,8 +140,10 @@ ERROR_KINDS: tuple[tuple[str, str], ...] = (
     ("HistoryError", "history"), ("HubError", "download"), ("DownloadError", "download"),
     ("ModelFileError", "model"), ("ModelLoadError", "model"), ("ModelRefError", "model"),
     ("ModelStoreError", "model"), ("GpuOffloadUnavailableError", "model"), ("BatchLineError", "value"),
-    # a file that cannot be attached (exit 2), images for a model that takes none, a kept copy gone
-    ("AttachmentError", "attachment"), ("ImagesNotTaken", "attachment"), ("ImageUnreadable", "attachment"),
+    # a file that cannot be attached (exit 2), images for a model that takes none (the session's
+    # check, the local engine's), a kept copy gone (the local engine's, the remote backend's)
+    ("AttachmentError", "attachment"), ("ImagesNotTaken", "attachment"), ("ImagesNotSupported", "attachment"),
+    ("ImageUnreadable", "attachment"),
     ("GenerationError", "generation"),
 )
 
