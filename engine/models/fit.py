@@ -82,8 +82,8 @@ def _library_folder() -> Path | None:
 
 
 def weights_to_load(backend: object) -> int | None:
-    """Bytes of weights a local backend loads: its model file and its draft model's, or None
-    (a server, or a backend that does not say)."""
+    """Bytes of weights a local backend loads: its model file, its draft model's and its
+    projector's, or None (a server, or a backend that does not say)."""
     from pathlib import Path
 
     from ..settings.knobs import LlamaCppOptions
@@ -92,6 +92,7 @@ def weights_to_load(backend: object) -> int | None:
     if not isinstance(options, LlamaCppOptions):
         return None
     try:
-        return sum(Path(p).stat().st_size for p in (options.model_path, options.draft_model_path) if p is not None)
+        return sum(Path(p).stat().st_size for p in (options.model_path, options.draft_model_path, options.mmproj_path)
+                   if p is not None)
     except OSError:
         return None

@@ -38,6 +38,7 @@ from ..settings.refs import (
     RepoFile,
     group_quants,
     is_repo_id,
+    is_safe_repo_path,
     pick_file,
     pick_quant,
     refused_files,
@@ -123,6 +124,16 @@ class RepoListing:
     @property
     def options(self) -> list[QuantOption]:
         return group_quants(list(self.files))
+
+    def projector_for(self, option: QuantOption) -> RepoFile | None:
+        """The repo's multimodal projector for ``option`` (a vision model's ``mmproj*.gguf``,
+        the best match for its name: ``projector.pick_projector``), fetched with it; None
+        when the repo has none (a text model). Only a path safe to save is considered."""
+        from .projector import is_projector_name, pick_projector
+
+        candidates = {f.path: f for f in self.files if is_projector_name(f.path) and is_safe_repo_path(f.path)}
+        chosen = pick_projector(option.first.path, candidates)
+        return candidates[chosen] if chosen is not None else None
 
     def choose(self, ref: HubRef) -> QuantOption:
         """The files ``ref`` asks for (default quantization when it names none). When none

@@ -25,6 +25,7 @@ class LocalModel:
     files: tuple[Path, ...] = ()  # every shard, in order (empty: just ``path``)
     revision: str | None = None  # the repo commit it was downloaded from
     added: str | None = None  # ISO 8601 UTC, when vibechat downloaded it
+    projector: Path | None = None  # the vision projector (mmproj) pulled with it or lying beside it
 
     @property
     def read_only(self) -> bool:
@@ -40,4 +41,5 @@ class LocalModel:
             "name": self.name, "path": str(self.path), "size": self.size, "quant": self.quant,
             "sha256": self.sha256, "source": self.source, "repo": self.repo,
             "files": [str(f) for f in self.all_files], "revision": self.revision, "added": self.added,
+            "projector": str(self.projector) if self.projector is not None else None,
         }

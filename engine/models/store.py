@@ -25,14 +25,15 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from ..settings.config import models_dir
-from .download import Downloader, Progress
+from .download import Downloader, Progress, ProgressCallback
 from ..errors import ModelStoreError
 from ..files import UnreadableFile, read_file
 from .gguf import header_quant
 from ..settings.refs import quant_from_filename
 from .hub import Hub, RepoListing
 from .local_model import LocalModel
-from ..settings.refs import HubRef, QuantOption, RepoFile, group_quants
+from .projector import is_projector_name, pick_projector
+from ..settings.refs import HubRef, QuantOption, RepoFile, group_quants, is_safe_repo_path
 from .starter import PACKAGE as STARTER_PACKAGE
 
 log = logging.getLogger("vibechat.store")
@@ -95,8 +96,12 @@ def store_models() -> list[LocalModel]:
         return []
     registry = _safe_registry()
     folders: dict[str, list[RepoFile]] = {}
+    projectors: dict[Path, list[Path]] = {}  # by folder: the projectors lying there
     for path in sorted(root.rglob("*.gguf")):
         if not path.is_file():
+            continue
+        if is_projector_name(path.name):
+            projectors.setdefault(path.parent, []).append(path)
             continue
         rel = path.relative_to(root).as_posix()
         parts = rel.split("/")
@@ -117,16 +122,45 @@ def store_models() -> list[LocalModel]:
                 name=name, path=files_abs[0], size=option.size, quant=quant, source="vibechat",
                 sha256=entry.get("sha256"), repo=repo, files=files_abs if len(files_abs) > 1 else (),
                 revision=entry.get("revision"), added=entry.get("added"),
+                projector=_projector(root, entry, files_abs[0], projectors.get(files_abs[0].parent, [])),
             ))
     return sorted(found, key=lambda m: m.name.lower())
+
+
+def _projector(root: Path, entry: dict, model: Path, beside: list[Path]) -> Path | None:
+    """A model's projector: the one recorded when it was pulled, if it is still there, else the
+    best match among those beside it (by name: reading no file)."""
+    recorded = entry.get("mmproj")
+    if isinstance(recorded, str) and is_safe_repo_path(recorded) and is_projector_name(recorded):
+        path = root / recorded
+        if path.is_file():
+            return path
+    chosen = pick_projector(model.name, [str(p) for p in beside])
+    return Path(chosen) if chosen is not None else None
+
+
+def recorded_projector(model_path: Path) -> Path | None:
+    """The projector pulled with the model at ``model_path`` (one of vibechat's own: its
+    registry says), when it is still there; None for any other model."""
+    root = models_dir()
+    try:
+        rel = Path(model_path).resolve().relative_to(root.resolve()).as_posix()
+    except (OSError, ValueError):
+        return None
+    recorded = _safe_registry().get(rel, {}).get("mmproj")
+    if not isinstance(recorded, str) or not is_safe_repo_path(recorded) or not is_projector_name(recorded):
+        return None
+    path = root / recorded
+    return path if path.is_file() else None
 
 
 def model_folder(repo: str) -> Path:
     return models_dir().joinpath(*repo.split("/"))
 
 
-def register(repo: str, revision: str, option: QuantOption) -> LocalModel:
-    """Record a completely downloaded (and verified) model; returns it as listed."""
+def register(repo: str, revision: str, option: QuantOption, projector: RepoFile | None = None) -> LocalModel:
+    """Record a completely downloaded (and verified) model, and the projector downloaded with
+    it (``projector``: a vision model's mmproj file); returns it as listed."""
     first_rel = f"{repo}/{option.first.path}"
     with _lock():
         models = _safe_registry()
@@ -136,6 +170,8 @@ def register(repo: str, revision: str, option: QuantOption) -> LocalModel:
             "sha256s": [f.sha256 for f in option.files],
             "added": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         }
+        if projector is not None:
+            models[first_rel].update({"mmproj": f"{repo}/{projector.path}", "mmproj_sha256": projector.sha256})
         _write_registry(models)
     for model in store_models():
         if model.path == models_dir() / first_rel:
@@ -170,10 +206,27 @@ def remove(model: LocalModel) -> None:
                                           "permissions.") from None
             models.pop(path.relative_to(root).as_posix(), None)
         _write_registry(models)
+        _remove_unused_projector(model)
     folder = model.path.parent
     while folder != root and folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
         folder = folder.parent
+
+
+def _remove_unused_projector(model: LocalModel) -> None:
+    """Delete the projector of a model just removed, unless another of vibechat's models (another
+    quantization of the repo) uses it still. Called with the registry locked."""
+    projector = model.projector
+    if projector is None or not projector.is_relative_to(models_dir()):
+        return
+    if any(other.projector == projector for other in store_models()):
+        return
+    for victim in (projector, *_parts(projector)):
+        try:
+            victim.unlink(missing_ok=True)
+        except OSError as exc:
+            raise ModelStoreError(f"could not delete {victim} ({exc.strerror or exc}): check its "
+                                  "permissions.") from None
 
 
 def _parts(path: Path) -> tuple[Path, Path]:
@@ -207,7 +260,18 @@ def pull(ref: HubRef, *, hub: Hub | None = None, on_progress: Callable[[Progress
     option = listing.choose(ref)
     if on_listing is not None:
         on_listing(listing, option)
-    Downloader(hub, cancel=cancel, on_progress=on_progress).download(
-        ref.repo, listing.revision, option, model_folder(ref.repo))
-    return register(ref.repo, listing.revision, option)
+    return fetch(listing, option, hub=hub, on_progress=on_progress, cancel=cancel)
+
+
+def fetch(listing: RepoListing, option: QuantOption, *, hub: Hub | None = None,
+          on_progress: ProgressCallback | None = None,
+          cancel: threading.Event | None = None) -> LocalModel:
+    """Download ``option``'s files from ``listing``'s repo, and its projector when the repo holds
+    one (``RepoListing.projector_for``: a vision model is pulled with it, as ``llama-cli -hf``
+    does), in one download (one progress, one free-space check), then register the model."""
+    projector = listing.projector_for(option)
+    files = option.files + ((projector,) if projector is not None and projector not in option.files else ())
+    Downloader(hub or Hub(), cancel=cancel, on_progress=on_progress).download(
+        listing.repo, listing.revision, QuantOption(option.label, files), model_folder(listing.repo))
+    return register(listing.repo, listing.revision, option, projector)
 

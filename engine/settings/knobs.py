@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidParameterError
 from ..sizes import human_bytes
 from .choices import (
     BACKENDS,
@@ -78,6 +79,16 @@ def gpu_unavailable_message(gpu_layers: int, version: str | None = None, asked_b
 def human_mib(n_bytes: int) -> str:
     """A memory size in words (the one formatter: engine/sizes.py)."""
     return human_bytes(n_bytes)
+
+
+def check_mmproj(value: object) -> str:
+    """``mmproj``'s value: "auto", "off" ("none" says it too) or a file's path (checked when the
+    model loads: app/backends.py). Raises ``InvalidParameterError`` for anything else."""
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise InvalidParameterError(f"mmproj must be a projector file's path, auto or off (got {value!r})")
+    text = str(value).strip()
+    word = text.lower()
+    return "off" if word == "none" else word if word in ("auto", "off") else text
 
 
 @dataclass(frozen=True)
@@ -139,6 +150,15 @@ class EngineSettings:
         env="VIBECHAT_DRAFT_MODEL", flag="--draft-model", metavar="REF",
         flag_help="A small model of the same family that drafts tokens for the model to check (any --model "
                   "reference); drafting is auto with it, or the --draft mode given.", group=ENGINE))
+    mmproj: str = field(default="auto", metadata=doc(
+        "The multimodal projector a vision model sees images through (llama.cpp's mmproj GGUF): a file; auto "
+        "(a *mmproj*.gguf beside the model file, the one whose name matches the model's best, f16 before bf16 "
+        "before q8_0; 'vibechat models pull' fetches it from the model's Hub repo with the model); or off "
+        "(text only).",
+        kind="text", example='"~/models/mmproj-gemma-3-4b-it-f16.gguf"', env="VIBECHAT_MMPROJ", flag="--mmproj",
+        check=check_mmproj, metavar="FILE",
+        flag_help="The vision model's projector GGUF: a file, auto (default: one beside the model) or off.",
+        group=ENGINE))
     # llama.cpp's CPU weight repacking (extra buffer types): "auto" turns it off where its AMX
     # kernel crashes (engine/llama/repack.py), "on" / "off" force it.
     repack: str = field(default=DEFAULT_REPACK, metadata=doc(

@@ -80,8 +80,8 @@ def test_pull_downloads_verifies_and_registers_the_default_quant(hub):
     assert not part_paths(model.path)[0].exists()
     entry = read_registry()[f"{REPO}/Tiny-Chat-Q4_K_M.gguf"]
     assert entry["repo"] == REPO and entry["added"]
-    # Progress: monotonic, complete, with the file and a speed.
-    assert seen and seen[-1].done == seen[-1].total == len(data)
+    # Progress: monotonic, complete, with the file and a speed; the projector comes with the model.
+    assert seen and seen[-1].done == seen[-1].total == len(data) + len(FILES["mmproj-Tiny-Chat-F16.gguf"])
     assert all(a.done <= b.done for a, b in zip(seen, seen[1:]))
     # Listed, found by its name and by the Hub reference, which no longer needs a download.
     assert [m.name for m in store_models()] == [model.name]
@@ -274,7 +274,8 @@ def test_a_listing_without_sizes_downloads_to_the_end_and_checks_the_sha256(hub)
     seen = []
     model = pull(HubRef(REPO), on_progress=seen.append)
     assert model.path.read_bytes() == FILES["Tiny-Chat-Q4_K_M.gguf"]
-    assert seen[-1].done == seen[-1].total == len(FILES["Tiny-Chat-Q4_K_M.gguf"])  # the size, learnt
+    last = [p for p in seen if p.file == "Tiny-Chat-Q4_K_M.gguf"][-1]
+    assert last.done == last.total == len(FILES["Tiny-Chat-Q4_K_M.gguf"])  # the size, learnt
     assert not part_paths(model.path)[0].exists()
 
 
@@ -410,3 +411,44 @@ def test_a_server_whose_copy_is_shorter_than_listed_ends_in_a_size_error(hub):
         pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
     assert [r.headers.get("Range") for r in hub.find(name) if r.method == "GET"][-1] == \
         f"bytes={len(FILES[name]) - 500}-"
+
+
+# ---------------------------------------------------- a vision model's projector (issue 29.1)
+def test_a_vision_model_is_pulled_with_its_projector_which_auto_then_finds(hub):
+    """The repo holds an mmproj GGUF: it is downloaded beside the model, verified, recorded with
+    it, listed as the model's projector (never as a model), and what --mmproj auto resolves to."""
+    from vibechat.engine.models.projector import find_projector
+    from vibechat.engine.models.store import recorded_projector, remove
+
+    listing = Hub().listing(REPO)
+    assert listing.projector_for(listing.choose(HubRef(REPO))).path == "mmproj-Tiny-Chat-F16.gguf"
+    model = pull(HubRef(REPO, "Q8_0"))
+    projector = model_folder(REPO) / "mmproj-Tiny-Chat-F16.gguf"
+    assert model.projector == projector and projector.read_bytes() == FILES["mmproj-Tiny-Chat-F16.gguf"]
+    entry = read_registry()[f"{REPO}/Tiny-Chat-Q8_0.gguf"]
+    assert entry["mmproj"] == f"{REPO}/mmproj-Tiny-Chat-F16.gguf"
+    assert entry["mmproj_sha256"] == hashlib.sha256(FILES["mmproj-Tiny-Chat-F16.gguf"]).hexdigest()
+    assert recorded_projector(model.path) == projector == find_projector(model.path, recorded_projector(model.path))
+    assert [m.name for m in store_models()] == [f"{REPO}:Q8_0"]  # the projector is no model
+    # A split model in a subfolder finds the repo's projector through the registry.
+    split = pull(HubRef(REPO, "Q6_K"))
+    assert split.projector == projector and find_projector(split.path, recorded_projector(split.path)) == projector
+    remove(split)
+    assert projector.exists()  # the Q8_0 uses it still
+    remove(find_model(f"{REPO}:Q8_0"))
+    assert not projector.exists() and not model_folder(REPO).exists()
+
+
+def test_a_text_model_has_no_projector(hub):
+    model = pull(HubRef("acme/Other-GGUF"))
+    assert model.projector is None and "mmproj" not in read_registry()["acme/Other-GGUF/Other-Q4_K_M.gguf"]
+    assert [p.name for p in model_folder("acme/Other-GGUF").iterdir()] == ["Other-Q4_K_M.gguf"]
+
+
+def test_a_projector_that_fails_its_sha256_is_not_kept(hub):
+    hub.serve_wrong_bytes(REPO, "mmproj-Tiny-Chat-F16.gguf")
+    with pytest.raises(DownloadError):
+        pull(HubRef(REPO, "Q8_0"))
+    assert not (model_folder(REPO) / "mmproj-Tiny-Chat-F16.gguf").exists()
+    # The model's own file, verified before, stays: the next pull fetches only the projector.
+    assert (model_folder(REPO) / "Tiny-Chat-Q8_0.gguf").read_bytes() == FILES["Tiny-Chat-Q8_0.gguf"]
