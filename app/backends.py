@@ -48,8 +48,10 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
     checked = {key: SETTINGS_BY_KEY[key].check(value) for key, value in engine.as_dict().items()
                if SETTINGS_BY_KEY[key].check is not None}
     draft = model_path(engine.draft_model, pull) if engine.draft_model else None
-    options = LlamaCppOptions.of(replace(engine, **checked), model_path(engine.model, pull), cpu_fallback=cpu_fallback,
-                                 draft_model_path=draft)
+    model = model_path(engine.model, pull)
+    projector = projector_path(checked.get("mmproj", "auto"), model)
+    options = LlamaCppOptions.of(replace(engine, **checked), model, cpu_fallback=cpu_fallback,
+                                 draft_model_path=draft, mmproj_path=projector)
     if worker:
         from vibechat.engine.llama.worker import WorkerBackend
 
@@ -57,6 +59,26 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
     from vibechat.engine.llama.llamacpp import LlamaCppBackend  # loads libllama: only where the model runs here
 
     return LlamaCppBackend(options)
+
+
+def projector_path(mmproj: str | None, model: Path) -> Path | None:
+    """The projector file the ``mmproj`` setting means for the model at ``model``: a file given
+    is checked (a missing, non-GGUF or non-projector file is one line, as a bad model path is);
+    "auto" is the one pulled with the model or found beside it, None when there is none (the
+    model is then text only, silently); "off" is None. A projector given as the model itself
+    is refused here, before anything loads."""
+    from vibechat.engine.models.projector import check_projector, find_projector, refuse_projector_as_model
+    from vibechat.engine.settings.table import SETTINGS_BY_KEY
+
+    refuse_projector_as_model(model)
+    value = mmproj or "auto"
+    if value == "off":
+        return None
+    if value == "auto":
+        from vibechat.engine.models.store import recorded_projector
+
+        return find_projector(model, recorded_projector(model))
+    return check_projector(Path(value), given_as=SETTINGS_BY_KEY["mmproj"].flag or "--mmproj")
 
 
 def make_remote_backend(engine: EngineSettings) -> Backend:

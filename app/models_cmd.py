@@ -98,6 +98,12 @@ def pull_cmd(
     """Download a model (resumes an interrupted download; verifies its sha256)."""
     model = _guard(lambda: pull_with_progress(ref, revision))
     _echo(f"{model.name}  {human_size(model.size)}  {model.path}")
+    if model.projector is not None:  # a vision model: its projector came with it (--mmproj auto finds it)
+        try:
+            size = human_size(model.projector.stat().st_size) + "  "
+        except OSError:
+            size = ""
+        _echo(f"  projector {model.projector.name}  {size}{model.projector}")
 
 
 @models_app.command("list")
@@ -151,6 +157,7 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
             "size": size, "layers": header.block_count,
             "source": model.source if model else "file", "repo": model.repo if model else None,
             "sha256": model.sha256 if model else None,
+            "projector": _projector_of(path) if unpacked else None,
         }
         if json_output:
             typer.echo(safe_json(data, indent=2))
@@ -168,6 +175,15 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
             _echo(f"{labels.get(key, key):>15}  {value}")  # GGUF metadata: outside text
 
     _guard(go)
+
+
+def _projector_of(path) -> str | None:
+    """The projector ``--mmproj auto`` would give the model at ``path`` (None: text only)."""
+    from vibechat.engine.models.projector import find_projector
+    from vibechat.engine.models.store import recorded_projector
+
+    found = find_projector(path, recorded_projector(path))
+    return str(found) if found is not None else None
 
 
 @models_app.command()

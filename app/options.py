@@ -128,6 +128,7 @@ KvCacheTypeOpt = setting_option("kv_cache_type")
 DraftOpt = setting_option("speculative")
 DraftTokensOpt = setting_option("draft_tokens")
 DraftModelOpt = setting_option("draft_model")
+MmprojOpt = setting_option("mmproj")
 RepackOpt = setting_option("repack")
 PromptFormatOpt = setting_option("prompt_format")
 

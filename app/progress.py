@@ -107,7 +107,11 @@ def pull_with_progress(ref_text: str, revision: str | None = None) -> "LocalMode
 
     def on_listing(listing, option) -> None:
         shards = f", {len(option.files)} files" if len(option.files) > 1 else ""
-        reporter.append(CliProgress(f"Downloading {ref.repo} {option.label} ({human_size(option.size)}{shards})"))
+        projector = listing.projector_for(option)
+        # A vision model's projector comes with it: its name (from the Hub) and size are said.
+        also = f" + projector {projector.path} ({human_size(projector.size)})" if projector is not None else ""
+        reporter.append(CliProgress(f"Downloading {ref.repo} {option.label} ({human_size(option.size)}{shards})"
+                                    f"{also}"))
         reporter[0].__enter__()
 
     try:

@@ -257,7 +257,10 @@ class DownloadScreen(ModalScreen[str | None]):
         table.focus()
         self._mode = "files"
         gated = " · gated: needs HF_TOKEN" if message.listing.gated else ""
-        self._status(f"{message.listing.repo}: Enter downloads the highlighted quantization (* default){gated}")
+        projector = message.listing.projector_for(chosen)
+        vision = (f" · a vision model: its projector {projector.path} ({human_size(projector.size)}) comes with it"
+                  if projector is not None else "")
+        self._status(f"{message.listing.repo}: Enter downloads the highlighted quantization (* default){gated}{vision}")
 
     def _table(self, *columns: str) -> DataTable:
         table = self.query_one(DataTable)
