@@ -23,7 +23,7 @@ from .presets_cmd import PresetOpt, presets_app
 from .run_plan import RunFlags, RunPlan
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, tools_for
 from .tools_cmd import tools as tools_cmd
-from .options import HISTORY, STRUCTURED, NoSaveOpt, SettingFlags, setting_options
+from .options import HISTORY, STRUCTURED, FileOpt, ImageOpt, NoSaveOpt, SettingFlags, setting_options
 
 cli = typer.Typer(
     name="vibechat",
@@ -223,6 +223,8 @@ def run(
     allow_tool: AllowToolOpt = None,
     tool_choice: ToolChoiceOpt = "auto",
     mcp_config: McpConfigOpt = None,
+    image: ImageOpt = None,
+    file: FileOpt = None,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
     positional = bool(words)
@@ -242,7 +244,7 @@ def run(
         from .appconfig import load_app_config
         from .backends import make_backend
         from .progress import pull_with_progress
-        from .run_cmd import RunRequest, execute, read_prompt
+        from .run_cmd import RunRequest, execute, read_attachments, read_prompt
 
         if prompts_file is not None:
             from .batch_cmd import batch_main, check_conflicts
@@ -262,6 +264,7 @@ def run(
         plan.check()
         # checked before any model loads
         plan = plan.with_output_format(structured_output(json_schema, grammar, plan.engine))
+        attachments = read_attachments(image, file, sys.stderr, batch=prompts_file is not None, failure=failure)
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
             return batch_main(prompts_file, plan, no_save=not plan.saves(no_save, continuing=False), raw=raw,
                               show_stats=stats, reuse_prefix=not no_prefix_cache, show_thinking=show_thinking)
@@ -281,7 +284,7 @@ def run(
         request = RunRequest(prompt=text, system=plan.system, params=plan.params,
                              json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking,
                              tools=registry, allow_tool=approval.allowed, tool_choice=tool_choice,
-                             tool_rounds=plan.config.tool_rounds)
+                             tool_rounds=plan.config.tool_rounds, attachments=attachments)
         failure.request = request
         try:
             return execute(backend, request, sys.stdout, sys.stderr, chat)
