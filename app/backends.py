@@ -75,9 +75,9 @@ def projector_path(mmproj: str | None, model: Path) -> Path | None:
     if value == "off":
         return None
     if value == "auto":
-        from vibechat.engine.models.store import recorded_projector
+        from vibechat.engine.models.resolve import known_projector
 
-        return find_projector(model, recorded_projector(model))
+        return find_projector(model, known_projector(model))
     return check_projector(Path(value), given_as=SETTINGS_BY_KEY["mmproj"].flag or "--mmproj")
 
 

@@ -180,9 +180,9 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
 def _projector_of(path) -> str | None:
     """The projector ``--mmproj auto`` would give the model at ``path`` (None: text only)."""
     from vibechat.engine.models.projector import find_projector
-    from vibechat.engine.models.store import recorded_projector
+    from vibechat.engine.models.resolve import known_projector
 
-    found = find_projector(path, recorded_projector(path))
+    found = find_projector(path, known_projector(path))
     return str(found) if found is not None else None
 
 

@@ -29,6 +29,7 @@ from ..files import UnreadableFile, read_file
 from .gguf import GGUFInfo, inspect_gguf
 from ..settings.refs import quant_from_filename
 from .local_model import SOURCES, LocalModel
+from .projector import pick_projector
 from ..settings.refs import QuantOption, RepoFile, group_quants
 
 log = logging.getLogger("vibechat.discover")
@@ -37,6 +38,7 @@ log = logging.getLogger("vibechat.discover")
 OLLAMA_SYSTEM_MODELS = Path("/usr/share/ollama/.ollama/models")
 OLLAMA_REGISTRY = "registry.ollama.ai"
 OLLAMA_MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
+OLLAMA_PROJECTOR_MEDIA_TYPE = "application/vnd.ollama.image.projector"  # a vision model's mmproj GGUF
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
@@ -193,7 +195,7 @@ def _hf_repo_models(repo_dir: Path, repo: str) -> list[LocalModel]:
             sha256 = target if _HEX64.match(target) else None
         listing.append(RepoFile(rel, st.st_size, sha256))
     return [_local_model(f"{repo}:{option.label}", snapshot, option, "hf-cache", repo=repo,
-                         revision=snapshot.name)
+                         revision=snapshot.name, projector=_projector(snapshot, listing, option))
             for option in group_quants(listing)]
 
 
@@ -235,26 +237,37 @@ def _ollama_model(root: Path, host: str, namespace: str, model: str, tag: os.Dir
         return None
     manifest = json.loads(Path(tag.path).read_bytes())
     layers = manifest.get("layers") if isinstance(manifest, dict) else None
+    blob = _ollama_blob(root, layers, OLLAMA_MODEL_MEDIA_TYPE)
+    if blob is None:
+        log.debug("discover: %s has no model layer", tag.path)
+        return None
+    hexdigest = blob.name[len("sha256-"):]
+    info = _header(blob)
+    if info is None:
+        return None  # missing or not a GGUF file (logged)
+    quant = info.quantization if info.quantization != "unknown" else "?"
+    repo = f"{namespace}/{model}" if host in ("hf.co", "huggingface.co") else None
+    projector = _ollama_blob(root, layers, OLLAMA_PROJECTOR_MEDIA_TYPE)
+    return LocalModel(name=_ollama_name(host, namespace, model, tag.name), path=blob,
+                      size=info.file_size, quant=quant, source="ollama", sha256=hexdigest,
+                      repo=repo, files=(blob,), projector=projector if projector and projector.exists() else None)
+
+
+def _ollama_blob(root: Path, layers: object, media_type: str) -> Path | None:
+    """The blob of a manifest's first layer of ``media_type`` (it may not exist); None when the
+    manifest has no such layer with a well-formed digest."""
     layer = next((x for x in (layers if isinstance(layers, list) else []) if isinstance(x, dict)
-                  and x.get("mediaType") == OLLAMA_MODEL_MEDIA_TYPE), None)
+                  and x.get("mediaType") == media_type), None)
     digest = layer.get("digest") if layer else None
     match = _DIGEST.match(digest) if isinstance(digest, str) else None
     if match is None:
-        log.debug("discover: %s has no model layer", tag.path)
         return None
     hexdigest = match.group(1)
     blob = root / "blobs" / f"sha256-{hexdigest}"
     if not blob.exists():
         legacy = root / "blobs" / f"sha256:{hexdigest}"  # before Ollama 0.1.x renamed them
         blob = legacy if legacy.exists() else blob
-    info = _header(blob)
-    if info is None:
-        return None  # missing or not a GGUF file (logged)
-    quant = info.quantization if info.quantization != "unknown" else "?"
-    repo = f"{namespace}/{model}" if host in ("hf.co", "huggingface.co") else None
-    return LocalModel(name=_ollama_name(host, namespace, model, tag.name), path=blob,
-                      size=info.file_size, quant=quant, source="ollama", sha256=hexdigest,
-                      repo=repo, files=(blob,))
+    return blob
 
 
 # --- LM Studio -------------------------------------------------------------------------------
@@ -270,7 +283,7 @@ def lmstudio_models(root: Path) -> list[LocalModel]:
             try:
                 listing = [RepoFile(rel, st.st_size) for rel, _, st in _walk_ggufs(repo_dir)]
                 models.extend(_local_model(f"lmstudio:{repo}:{option.label}", repo_dir, option,
-                                           "lmstudio", repo=repo)
+                                           "lmstudio", repo=repo, projector=_projector(repo_dir, listing, option))
                               for option in group_quants(listing))
             except (OSError, ValueError) as exc:
                 log.debug("discover: skipping %s: %s", repo_dir, exc)
@@ -280,11 +293,20 @@ def lmstudio_models(root: Path) -> list[LocalModel]:
 # --- helpers ---------------------------------------------------------------------------------
 
 def _local_model(name: str, base: Path, option: QuantOption, source: str, *, repo: str | None = None,
-                 revision: str | None = None) -> LocalModel:
+                 revision: str | None = None, projector: Path | None = None) -> LocalModel:
     files = tuple(base.joinpath(*PurePosixPath(f.path).parts) for f in option.files)
     return LocalModel(name=name, path=files[0], size=option.size,
                       quant=_quant(files[0], option.first.path), source=source,
-                      sha256=option.first.sha256, repo=repo, files=files, revision=revision)
+                      sha256=option.first.sha256, repo=repo, files=files, revision=revision, projector=projector)
+
+
+def _projector(base: Path, listing: list[RepoFile], option: QuantOption) -> Path | None:
+    """The projector lying in the same folder as ``option``'s model (by name: no file read),
+    as ``--mmproj auto`` looks for it."""
+    folder = PurePosixPath(option.first.path).parent
+    beside = [f.path for f in listing if PurePosixPath(f.path).parent == folder]
+    chosen = pick_projector(option.first.path, beside)
+    return base.joinpath(*PurePosixPath(chosen).parts) if chosen is not None else None
 
 
 def _quant(path: Path, rel: str) -> str:

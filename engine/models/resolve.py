@@ -136,6 +136,27 @@ def path_ref(ref: str) -> Path | None:
     return None
 
 
+def known_projector(model_path: Path) -> Path | None:
+    """The projector recorded with the model at ``model_path``: the one vibechat pulled with it
+    (its registry), or the projector layer of the Ollama manifest whose model blob it is (an
+    Ollama blob has no name to find a projector beside it by). None for any other file."""
+    from .store import recorded_projector
+
+    recorded = recorded_projector(model_path)
+    if recorded is not None:
+        return recorded
+    from .discover import ollama_dirs, ollama_models
+
+    real = os.path.realpath(model_path)
+    for root in ollama_dirs():
+        if os.path.dirname(real) != os.path.realpath(root / "blobs"):
+            continue
+        for model in ollama_models(root):
+            if os.path.realpath(model.path) == real and model.projector is not None:
+                return model.projector
+    return None
+
+
 def check_model_file(path: Path) -> GGUFInfo:
     """``path``'s GGUF header, checked: raises ``ModelFileError`` with one line for a
     missing file, a folder, something that is not a plain file (a FIFO would block the

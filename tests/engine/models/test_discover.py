@@ -127,6 +127,9 @@ def test_hf_cache_lists_quants_of_main_snapshot(tmp_path: Path):
     assert q6_model.path == q6_model.files[0]
     assert q6_model.size == sum(len(s) for s in shards) and q6_model.quant == "Q6_K"
     assert q6_model.sha256 == sha(shards[0])
+    # The projector beside a model is its own (mmproj auto): none in the split model's folder.
+    assert q4_model.projector == q8_model.projector == snapshot / "mmproj-Llama-3.2-1B-Instruct-f16.gguf"
+    assert q6_model.projector is None
     assert tree_state(tmp_path) == before  # nothing written
 
 
@@ -283,6 +286,7 @@ def test_lmstudio_models(tmp_path: Path):
     for m in models:
         assert m.source == "lmstudio" and m.sha256 is None and m.read_only and m.revision is None
     assert m_q4.repo == "lmstudio-community/Qwen3-0.6B-GGUF"
+    assert m_q4.projector == m_q8.projector == repo_dir / "mmproj-Qwen3-0.6B-F16.gguf" and bf16.projector is None
     assert tree_state(tmp_path) == before
 
 

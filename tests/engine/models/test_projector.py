@@ -73,3 +73,34 @@ def test_a_projector_given_as_the_model_is_refused(tmp_path):
         refuse_projector_as_model(projector)
     refuse_projector_as_model(write_gguf(tmp_path / "Tiny-Q4_K_M.gguf"))  # a chat model: fine
     assert check_projector(projector) == projector
+
+
+def test_an_ollama_vision_model_has_its_projector_layer_which_auto_finds(tmp_path, monkeypatch):
+    """Ollama keeps a vision model's projector as a layer of its manifest (a blob named by its
+    sha256, no name to find it by): the listing and --mmproj auto take it from the manifest."""
+    import hashlib
+    import json
+
+    from vibechat.engine.models import discover
+    from vibechat.engine.models.discover import ollama_models
+    from vibechat.engine.models.resolve import known_projector
+
+    root = tmp_path / "ollama"
+    monkeypatch.setenv("OLLAMA_MODELS", str(root))
+    monkeypatch.setattr(discover, "OLLAMA_SYSTEM_MODELS", tmp_path / "no-system-ollama")
+    blobs = {}
+    for kind, data in (("model", gguf_bytes(architecture="llama")), ("projector", gguf_bytes(architecture="clip"))):
+        digest = hashlib.sha256(data).hexdigest()
+        (root / "blobs").mkdir(parents=True, exist_ok=True)
+        (root / "blobs" / f"sha256-{digest}").write_bytes(data)
+        blobs[kind] = (digest, root / "blobs" / f"sha256-{digest}")
+    manifest = root / "manifests" / "registry.ollama.ai" / "library" / "llava" / "7b"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"schemaVersion": 2, "layers": [
+        {"mediaType": f"application/vnd.ollama.image.{kind}", "digest": f"sha256:{digest}", "size": 1}
+        for kind, (digest, _) in blobs.items()]}))
+    [model] = ollama_models(root)
+    assert model.name == "ollama:llava:7b" and model.path == blobs["model"][1]
+    assert model.projector == blobs["projector"][1]
+    assert known_projector(model.path) == model.projector == find_projector(model.path, known_projector(model.path))
+    assert known_projector(write_gguf(tmp_path / "elsewhere-Q4_K_M.gguf")) is None
