@@ -57,7 +57,7 @@ from . import repack as _repack
 from .decoding import DecodeTarget, Emitter, make_sampler, plain_tokens, sampler_chain, split_events
 from .draft_model import DraftModel
 from .drafting import prompt_lookup_tokens
-from .prompt_parts import common_prefix, content_parts, drop_oldest_turn, text_bytes, tokenize
+from .prompt_parts import common_prefix, drop_oldest_turn, owned_parts, text_bytes, tokenize
 from .tool_replies import reply_tools, tool_calls_finish
 from .tool_grammar import marker_tokens, tool_sampler
 from .grammar_sampling import Sampler
@@ -67,6 +67,8 @@ from .kv_state import make_store, restore_state, take_state, trim_allowed
 from .memory_checks import check_draft_memory
 from .native import ensure_llama_initialised, gpu_offload_supported
 from .speculative import AdaptiveDraft, FixedDraft, make_policy
+from .prompt_eval import decode_prompt, trim_cache
+from .vision import Vision, has_images, image_start, images_in_prompt
 
 log = logging.getLogger("vibechat.llama_cpp")
 
@@ -93,6 +95,7 @@ class LlamaCppBackend:
         self._tokens: list[int] = []  # what the KV cache holds for sequence 0
         self._policy: FixedDraft | AdaptiveDraft | None = None  # the draft length's policy (None: not drafting)
         self._draft: DraftModel | None = None  # --draft-model (None: drafts come from prompt lookup)
+        self._vision: Vision | None = None  # the projector (--mmproj; None: this model takes no images)
         self._cancel = threading.Event()
         self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
@@ -148,6 +151,12 @@ class LlamaCppBackend:
         self._model, self._ctx, self._gguf = model, ctx, gguf
         self._vocab = ll.llama_model_get_vocab(model)
         self._mem = ll.llama_get_memory(ctx)
+        if opts.mmproj_path is not None:
+            try:  # a projector that does not fit (or that llama.cpp refuses) fails the load: one line
+                self._vision = Vision(opts.mmproj_path, model, n_threads=n_threads, use_gpu=not on_cpu)
+            except BaseException:
+                self.close()
+                raise
         self._snapshots = make_store(opts.kv_snapshot_cache_mib, model, gguf.path, cparams, request.kv_type,
                                      loading.flash_attn_state(captured, flash_attn), n_gpu_layers)
         ll.llama_set_abort_callback(ctx, self._no_abort, None)
@@ -194,6 +203,7 @@ class LlamaCppBackend:
             repack_setting=repack.setting,
             repack_reason=repack.reason,
             notices=tuple(notices),
+            projector=self._vision.name if self._vision is not None else None,
         )
         log.info("loaded %s (%s, %s) ctx=%d threads=%d template=%s (%s) kv=%s (%s bytes) speculative=%s repack=%s",
                  gguf.path, gguf.architecture, gguf.quantization, context_size, n_threads, choice.name, choice.reason,
@@ -268,6 +278,9 @@ class LlamaCppBackend:
         if self._draft is not None:
             self._draft.close()
             self._draft = None
+        if self._vision is not None:
+            self._vision.close()
+            self._vision = None
         if self._ctx is not None:
             ll.llama_free(self._ctx)
             self._ctx = None
@@ -295,27 +308,35 @@ class LlamaCppBackend:
         return self._tokenize(text, add_special=False)[0]
 
     def _prompt_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto",
-                       tools: Sequence[ToolSpec] = ()) -> list[int]:
+                       tools: Sequence[ToolSpec] = (), strict: bool = False) -> list[int]:
         """The prompt's tokens: the template's own text with its special tokens, each message's
         content as plain text, so a message holding ``<end_of_turn><start_of_turn>model`` cannot
-        forge a turn (content_parts). ``thinking``: the switch's mode (engine/settings/think_switch.py)."""
+        forge a turn (owned_parts). ``thinking``: the switch's mode (engine/settings/think_switch.py).
+        A message's images go before its content, as placeholder runs (engine/llama/vision.py);
+        ``strict``: images in the newest user message to a model without a projector raise."""
         assert self._template is not None
+        images = images_in_prompt(messages, self._vision is not None, strict)
         render = switched(functools.partial(self._template.render, tools=tools) if tools else self._template.render,
                           self._template.thinking_switch, thinking)
         messages = self._template.framed(messages)  # the completion frame's own spelling of each content
         text = render(messages)
         bos = self._template.bos_token
         already_has_bos = bool(bos) and text.startswith(bos)
-        parts = content_parts(render, messages, text)
+        parts = owned_parts(render, messages, text)
         if parts is None:  # a template that rewrites content: as llama.cpp's server tokenizes it
+            if images:
+                raise GenerationError(f"the chat template {self._template.name} rewrites messages, so images "
+                                      "cannot be placed in them: choose another --prompt-format.")
             log.warning("chat template %s changes message content: special tokens in messages are parsed",
                         self._template.name)
             return self._tokenize(text, add_special=not already_has_bos)
         tokens: list[int] = []
-        for i, (piece, is_content) in enumerate(parts):
+        for i, (piece, owner) in enumerate(parts):
+            if self._vision is not None and owner in images:  # before the content's first piece
+                tokens += self._vision.tokens(images.pop(owner))
             if piece:
                 tokens += self._tokenize(piece, add_special=i == 0 and not already_has_bos,
-                                         parse_special=not is_content)
+                                         parse_special=owner < 0)
         return tokens
 
     def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
@@ -323,8 +344,9 @@ class LlamaCppBackend:
         return len(self._prompt_tokens(messages, thinking))
 
     def _fit(self, messages: Sequence[ChatMessage], params: SamplingParams,
-             tools: Sequence[ToolSpec] = ()) -> tuple[list[int], int]:
-        """Prompt tokens for the newest messages that fit, and how many old ones were dropped."""
+             tools: Sequence[ToolSpec] = (), strict: bool = True) -> tuple[list[int], int]:
+        """Prompt tokens for the newest messages that fit, and how many old ones were dropped
+        (``strict``: images to a model without a projector raise, before anything is evaluated)."""
         n_ctx = self.describe().context_size
         reserve = min(params.max_tokens or 512, n_ctx // 4)
         system = [m for m in messages[:1] if m.role == "system"]
@@ -340,10 +362,10 @@ class LlamaCppBackend:
         too_large = prompt_too_large(size, n_ctx)
         if too_large:
             raise ContextOverflowError(too_large)
-        tokens = self._prompt_tokens(system + rest, params.thinking, tools)
+        tokens = self._prompt_tokens(system + rest, params.thinking, tools, strict)
         while len(tokens) + reserve > n_ctx and len(rest) > 1:
             dropped += len(drop_oldest_turn(rest))
-            tokens = self._prompt_tokens(system + rest, params.thinking, tools)
+            tokens = self._prompt_tokens(system + rest, params.thinking, tools, strict)
         if len(tokens) >= n_ctx:
             trained = self.describe().trained_context
             more = f" (this model was trained for {trained:,})" if trained and trained > n_ctx else ""
@@ -377,11 +399,11 @@ class LlamaCppBackend:
         assert self._template is not None
         _fmt, tools = reply_tools(self._template, tools, "none", None)  # listed as the replies will list them
         try:
-            tokens, dropped = self._fit(messages, SamplingParams(thinking=thinking), tools)
+            tokens, dropped = self._fit(messages, SamplingParams(thinking=thinking), tools, strict=False)
             # Where the next user turn will part from these tokens (past the last message, before
             # the generation prompt): the snapshot is taken there, so a new engine can continue it.
-            cut = len(tokens) if dropped else common_prefix(
-                tokens, self._prompt_tokens([*messages, ChatMessage("user", "\u2026")], thinking, tools))
+            cut = len(tokens) if dropped else image_start(tokens, common_prefix(
+                tokens, self._prompt_tokens([*messages, ChatMessage("user", "\u2026")], thinking, tools)))
         except TemplateCancelled:
             return 0
         self._snapshot_due = False
@@ -441,19 +463,8 @@ class LlamaCppBackend:
         return match.common, ms
 
     def _trim_to(self, tokens: Sequence[int], at_most: int) -> int:
-        """Drop what the KV cache holds past its common prefix with ``tokens`` (at most
-        ``at_most`` kept): the tokens kept. A cache that cannot be trimmed is emptied."""
-        keep = min(common_prefix(self._tokens, tokens), at_most)
-        if keep < len(self._tokens):
-            if not trim_allowed(self._mem, self._model, keep):  # a restored sliding window ends later
-                log.info("the KV cache cannot be continued at token %d (its sliding-window layers start "
-                         "later: a restored state): evaluating the prompt", keep)
-                keep = 0
-            if not keep or not ll.llama_memory_seq_rm(self._mem, 0, keep, -1):
-                ll.llama_memory_clear(self._mem, True)
-                keep = 0
-            del self._tokens[keep:]
-        return keep
+        """Cut the KV cache back to its common prefix with ``tokens`` (prompt_eval.py): the tokens kept."""
+        return trim_cache(self._mem, self._model, self._tokens, tokens, at_most)
 
     def keep_snapshot(self) -> None:
         """Keep the KV state the last reply (or prefill) left, if it is due: off the reply's
@@ -461,26 +472,16 @@ class LlamaCppBackend:
         store, due, self._snapshot_due = self._snapshots, self._snapshot_due, False
         if not due or store is None or self._ctx is None or not store.worth(len(self._tokens)):
             return
+        if has_images(self._tokens):  # placeholder ids name a picture only while this process lives
+            return
         data = take_state(self._ctx)
         if data is not None:
             store.keep(self._tokens, data)
 
     def _decode(self, tokens: Sequence[int]) -> bool:
-        """Evaluate ``tokens`` after the cached ones; False if cancelled."""
+        """Evaluate ``tokens`` after the cached ones, images through the projector; False if cancelled."""
         n_batch = max(1, min(self.options.n_batch, self.describe().context_size))
-        for start in range(0, len(tokens), n_batch):
-            if self._cancel.is_set():
-                return False
-            chunk = tokens[start:start + n_batch]
-            arr = (ll.llama_token * len(chunk))(*chunk)
-            rc = ll.llama_decode(self._ctx, ll.llama_batch_get_one(arr, len(chunk)))
-            if rc == 2:
-                return False
-            if rc != 0:
-                raise GenerationError(f"llama.cpp failed to evaluate the prompt (llama_decode returned {rc}); "
-                                      "start a new conversation or lower --ctx.")
-            self._tokens.extend(chunk)
-        return True
+        return decode_prompt(self._ctx, self._mem, self._tokens, tokens, n_batch, self._cancel, self._vision)
 
     def _sampler(self, params: SamplingParams) -> Sampler:
         """The sampler the decode loops draw with (engine/llama/decoding.py): this backend's
@@ -557,7 +558,11 @@ class LlamaCppBackend:
             sampler = (tool_sampler(self._chain(params), self._vocab, fmt, tools, tool_choice)  # type: ignore[arg-type]
                        if fmt is not None else self._sampler(params))
             try:
-                if self._policy is not None:
+                if self._policy is not None and has_images(tokens):  # drafts must not see placeholder ids
+                    if self._draft is not None:
+                        self._draft.reset()
+                    pieces = plain_tokens(target, sampler, out)
+                elif self._policy is not None:
                     pieces = prompt_lookup_tokens(target, self._policy, sampler, out, tokens, stats, self._draft)
                 else:
                     pieces = plain_tokens(target, sampler, out)

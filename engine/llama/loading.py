@@ -68,6 +68,10 @@ def check_request(opts: LlamaCppOptions) -> LoadRequest:
     check_repack(opts.repack)
     gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
     draft_gguf = inspect_gguf(opts.draft_model_path) if opts.draft_model_path is not None else None
+    if opts.mmproj_path is not None:  # its header now; whether it fits the model once that is loaded
+        from .vision import check_projector
+
+        check_projector(opts.mmproj_path)
     return LoadRequest(kv_type, speculative, draft_tokens, gguf, draft_gguf)
 
 

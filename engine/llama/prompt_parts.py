@@ -56,7 +56,17 @@ def drop_oldest_turn(rest: list[ChatMessage]) -> list[ChatMessage]:
 def content_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage],
                   text: str) -> list[tuple[str, bool]] | None:
     """``text`` (the template's rendering of ``messages``) cut into the template's own pieces
-    (False) and the messages' contents (True), or None when that cannot be told apart.
+    (False) and the messages' contents (True), or None when that cannot be told apart
+    (``owned_parts``)."""
+    parts = owned_parts(render, messages, text)
+    return None if parts is None else [(piece, owner >= 0) for piece, owner in parts]
+
+
+def owned_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage],
+                text: str) -> list[tuple[str, int]] | None:
+    """``text`` (the template's rendering of ``messages``) cut into the template's own pieces
+    (owner -1) and the messages' contents (owner: the message's index; where its images go),
+    or None when that cannot be told apart.
 
     The template is rendered again with each content replaced by a placeholder no message can
     contain (a fresh random nonce); the placeholders are then filled with the contents, as is
@@ -69,14 +79,15 @@ def content_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequ
     skeleton = render([dataclasses.replace(m, content=mark) for m, mark in zip(messages, marks)])
     pattern = re.compile("\ue000" + nonce + "(\\d+)\ue001")
     for strip in (False, True):
-        parts: list[tuple[str, bool]] = []
+        parts: list[tuple[str, int]] = []
         at = 0
         for match in pattern.finditer(skeleton):
-            parts.append((skeleton[at:match.start()], False))
-            content = messages[int(match.group(1))].content
-            parts.append((content.strip() if strip else content, True))
+            parts.append((skeleton[at:match.start()], -1))
+            owner = int(match.group(1))
+            content = messages[owner].content
+            parts.append((content.strip() if strip else content, owner))
             at = match.end()
-        parts.append((skeleton[at:], False))
+        parts.append((skeleton[at:], -1))
         if "".join(piece for piece, _ in parts) == text:
             return parts
     return None

@@ -36,8 +36,9 @@ from ..errors import ModelFileError
 from ..models.gguf import inspect_gguf
 from ..sanitize import sanitize
 from ..turns.attachments import Attachment
+from ..turns.backend import ChatMessage
 from .native import ensure_llama_initialised
-from .vision_errors import ImageUnreadable, ProjectorError
+from .vision_errors import NO_PROJECTOR, ImagesNotSupported, ImageUnreadable, ProjectorError
 
 log = logging.getLogger("vibechat.llama_cpp")
 
@@ -79,6 +80,40 @@ def placeholders(digest: str, chunk: int, n: int) -> tuple[int, ...]:
     h = int.from_bytes(hashlib.sha256(f"{digest}:{chunk}".encode()).digest()[:8], "little")
     first, rest = h & (START - 1), (h >> 30) & (START - 1)
     return (-(START + first), *([-(1 + rest)] * (n - 1)))
+
+
+def images_in_prompt(messages: Sequence[ChatMessage], takes_images: bool,
+                     strict: bool) -> dict[int, tuple[Attachment, ...]]:
+    """The images each message (by index) puts into the prompt.
+
+    At most ``MAX_IMAGES``: the newest message's (more there is an error), then the earlier
+    messages' newest first; older ones are left out (logged). A model without a projector gets
+    none: with ``strict``, images in the newest user message raise ``ImagesNotSupported``
+    (before anything is evaluated); images in earlier turns are left out, so a conversation
+    that had them can go on with a text model."""
+    found = [(i, m.images) for i, m in enumerate(messages) if m.images]
+    if not found:
+        return {}
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    if not takes_images:
+        if strict and found[-1][0] == last_user:
+            raise ImagesNotSupported(NO_PROJECTOR)
+        log.info("this model takes no images: the %d image(s) of earlier turns are left out",
+                 sum(len(images) for _, images in found))
+        return {}
+    if found[-1][0] == last_user and len(found[-1][1]) > MAX_IMAGES:
+        raise ImageUnreadable(f"a message takes at most {MAX_IMAGES} images ({len(found[-1][1])} were "
+                              "attached): send fewer.")
+    budget, out, left_out = MAX_IMAGES, {}, 0
+    for i, images in reversed(found):
+        kept = images[len(images) - budget:] if 0 < budget < len(images) else images if budget > 0 else ()
+        left_out += len(images) - len(kept)
+        budget -= len(kept)
+        if kept:
+            out[i] = tuple(kept)
+    if left_out:
+        log.info("a prompt takes at most %d images: the %d oldest are left out", MAX_IMAGES, left_out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -180,6 +215,10 @@ class Vision:
                     self._chunks.pop(run[0], None)
         return layout
 
+    def tokens(self, images: Sequence[Attachment]) -> list[int]:
+        """``images`` one after the other as prompt tokens (``layout``)."""
+        return [token for image in images for run in self.layout(image) for token in run]
+
     # -------------------------------------------------------------- evaluation
     def run_length(self, start: int) -> int:
         chunk = self._chunks.get(start)
@@ -268,9 +307,9 @@ class Vision:
             self._mt.mtmd_bitmap_free(bitmap)
 
 
-def check_projector(path: Path, n_embd: int) -> None:
+def check_projector(path: Path, n_embd: int | None = None) -> None:
     """Refuse, in one line and before llama.cpp reads it, a projector file that is no GGUF, no
-    projector, or one made for a model of another width."""
+    projector, or (``n_embd``: the loaded model's width) one made for a model of another width."""
     name = file_label(path)
     try:
         info = inspect_gguf(path)
@@ -281,7 +320,7 @@ def check_projector(path: Path, n_embd: int) -> None:
         raise ProjectorError(f"{name} is not a multimodal projector (its architecture is "
                              f"{info.architecture}): pass the model's mmproj-*.gguf file to --mmproj.")
     width = meta.get("clip.vision.projection_dim")
-    if isinstance(width, int) and width > 0 and width != n_embd:
+    if n_embd is not None and isinstance(width, int) and width > 0 and width != n_embd:
         raise ProjectorError(f"the projector {name} does not fit this model (it projects to {width}, the "
                              f"model takes {n_embd}): use the mmproj file made for this model.")
 

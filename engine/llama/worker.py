@@ -568,10 +568,12 @@ class WorkerBackend:
 
 
 def _rebuild_error(name: str, message: str) -> Exception:
-    """The child's exception, as the same class when it is one of engine/errors.py's."""
+    """The child's exception, as the same class when it is one of engine/errors.py's (or the
+    vision path's, engine/llama/vision_errors.py)."""
     from .. import errors
+    from . import vision_errors
 
-    cls = getattr(errors, name, None)
+    cls = getattr(errors, name, None) or getattr(vision_errors, name, None)
     if isinstance(cls, type) and issubclass(cls, VibechatError):
         try:
             return cls(message)
