@@ -75,8 +75,12 @@ def files(
         rows: list[dict[str, Any]] = [
             {"quant": o.label, "size": o.size, "files": [f.path for f in o.files],
              "default": default is not None and o.files == default.files, "fits": fit(o.size)} for o in options]
+        # A vision model's projector: pulled with the model chosen (the default's is shown).
+        projector = listing.projector_for(default) if default is not None else None
         if json_output:
-            typer.echo(safe_json({"repo": ref.repo, "revision": listing.revision, "models": rows}, indent=2))
+            typer.echo(safe_json({"repo": ref.repo, "revision": listing.revision, "models": rows,
+                                  "projector": {"file": projector.path, "size": projector.size} if projector else None},
+                                 indent=2))
             return
         if not rows:
             _echo(f"{ref.repo} has no GGUF model files.", err=True)
@@ -85,6 +89,9 @@ def files(
                [[r["quant"] + (" *" if r["default"] else ""), human_size(r["size"]), r["fits"],
                  r["files"][0] + (f" (+{len(r['files']) - 1} more)" if len(r["files"]) > 1 else "")]
                 for r in rows], right={1})
+        if projector is not None:
+            _echo(f"\nA vision model: its projector {projector.path} ({human_size(projector.size)}) is pulled with it.",
+                  err=True)
         _echo(f"\n* the default · download: vibechat models pull {ref.repo}:QUANT", err=True)
 
     _guard(go)

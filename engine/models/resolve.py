@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import ModelFileError, ModelNotDownloadedError, ModelRefError
 from .gguf import GGUFInfo
 from .local_model import LocalModel
+from .projector import PROJECTOR_ARCHITECTURE
 from ..settings.refs import DEFAULT_QUANTS, parse_hub_ref
 from .starter import STARTER_NAME, starter_installed_path, starter_model_path, starter_sha256
 
@@ -173,7 +174,11 @@ def check_model_file(path: Path) -> GGUFInfo:
     if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
         kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
         raise ModelFileError(f"{path} is {kind}, not a model file: pass a .gguf file.")
-    return inspect_gguf(path)  # a folder, an empty file, an impostor, a corrupt header: its own line
+    header = inspect_gguf(path)  # a folder, an empty file, an impostor, a corrupt header: its own line
+    if header.architecture == PROJECTOR_ARCHITECTURE:
+        raise ModelFileError(f"{path} is a vision projector (mmproj), not a chat model: open the model it belongs "
+                             "to; its projector is found beside it (or give it with --mmproj).")
+    return header
 
 
 def file_model(path: Path) -> LocalModel:

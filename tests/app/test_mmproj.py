@@ -19,6 +19,7 @@ from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.backends import make_backend
 from vibechat.app.progress import human_size
 from vibechat.engine.errors import ModelFileError
+from vibechat.engine.models.resolve import file_model
 from vibechat.engine.settings.config import config_path
 from vibechat.engine.settings.knobs import EngineSettings
 
@@ -77,6 +78,8 @@ def test_a_bad_projector_file_or_a_projector_as_the_model_is_one_line(vision_mod
         options(model=str(vision_model), mmproj=str(readme))
     with pytest.raises(ModelFileError, match="is a vision projector \\(mmproj\\), not a chat model"):
         options(model=str(vision_model.parent / "mmproj-Tiny-Vision-F16.gguf"))
+    with pytest.raises(ModelFileError, match="is a vision projector \\(mmproj\\), not a chat model"):
+        file_model(vision_model.parent / "mmproj-Tiny-Vision-F16.gguf")  # /load PATH, a path in the downloader
 
 
 def test_the_flag_the_variable_and_the_config_key(vision_model, tmp_path):
@@ -99,6 +102,11 @@ def test_the_flag_the_variable_and_the_config_key(vision_model, tmp_path):
 
 def test_models_pull_fetches_the_projector_and_shows_it_and_the_list_offers_no_projector(fake_hub):
     fake_hub.add_repo(REPO, VISION)
+    files = vibechat("models", "files", REPO)
+    assert f"its projector mmproj-Tiny-Vision-F16.gguf ({human_size(len(VISION['mmproj-Tiny-Vision-F16.gguf']))})" \
+        in files.stderr and "mmproj" not in files.stdout  # no row of its own
+    assert json.loads(vibechat("models", "files", REPO, "--json").stdout)["projector"] == {
+        "file": "mmproj-Tiny-Vision-F16.gguf", "size": len(VISION["mmproj-Tiny-Vision-F16.gguf"])}
     out = vibechat("models", "pull", f"{REPO}:Q8_0")
     assert out.returncode == 0, out.stderr
     size = len(VISION["Tiny-Vision-Q8_0.gguf"])
