@@ -141,14 +141,19 @@ def known_projector(model_path: Path) -> Path | None:
     """The projector recorded with the model at ``model_path``: the one vibechat pulled with it
     (its registry), or the projector layer of the Ollama manifest whose model blob it is (an
     Ollama blob has no name to find a projector beside it by). None for any other file."""
-    from .store import recorded_projector
-
-    recorded = recorded_projector(model_path)
-    if recorded is not None:
-        return recorded
-    from .discover import ollama_dirs, ollama_models
+    from ..settings.config import models_dir
 
     real = os.path.realpath(model_path)
+    # Only a file of vibechat's own folder or an Ollama blob is looked up, so that opening any other
+    # model imports neither the store (the Hub client with it) nor the other tools' finders.
+    if Path(real).is_relative_to(os.path.realpath(models_dir())):
+        from .store import recorded_projector
+
+        return recorded_projector(Path(real))
+    if os.path.basename(os.path.dirname(real)) != "blobs" or not os.path.basename(real).startswith("sha256"):
+        return None
+    from .discover import ollama_dirs, ollama_models
+
     for root in ollama_dirs():
         if os.path.dirname(real) != os.path.realpath(root / "blobs"):
             continue
