@@ -153,7 +153,8 @@ class LlamaCppBackend:
         self._mem = ll.llama_get_memory(ctx)
         if opts.mmproj_path is not None:
             try:  # a projector that does not fit (or that llama.cpp refuses) fails the load: one line
-                self._vision = Vision(opts.mmproj_path, model, n_threads=n_threads, use_gpu=not on_cpu)
+                self._vision = Vision(opts.mmproj_path, model, n_threads=n_threads, use_gpu=not on_cpu,
+                                      cancelled=self._cancel.is_set)
             except BaseException:
                 self.close()
                 raise

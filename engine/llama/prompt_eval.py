@@ -64,9 +64,9 @@ def _decode_image(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], st
     if len(run) != n:
         raise GenerationError(OUT_OF_PLACE)
     rc = vision.evaluate(ctx, head, len(kept), n_batch)
-    if rc != 0:
+    if rc != 0 or cancel.is_set():  # a cancel may have cut the encode short: its output is not kept
         ll.llama_memory_seq_rm(mem, 0, len(kept), -1)  # no half image left behind
-        if rc == 2 or cancel.is_set():
+        if rc in (0, 2) or cancel.is_set():
             return 0
         raise GenerationError(f"llama.cpp failed to evaluate an image (code {rc}); start a new conversation "
                               "or lower --ctx.")

@@ -25,7 +25,7 @@ import collections
 import ctypes
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ MAX_IMAGES = 16  # images in one prompt (each costs hundreds of tokens and an en
 MAX_IMAGE_BYTES = 64 << 20  # a kept copy larger than this is refused before Pillow reads it
 MAX_IMAGE_PIXELS = 40_000_000  # ... and one with more pixels before it is decoded
 IMAGE_FORMATS = ("PNG", "JPEG")  # what engine/attach keeps
+CHECK_EVERY = 32  # the encoder's graph nodes between two looks at the cancel flag
 LAYOUT_CACHE = 256  # pictures whose token layout is remembered (a few ints each)
 
 # Placeholder ids: an image run's first id is <= -START (its start), the others are in [-START, -1].
@@ -131,7 +132,8 @@ class Vision:
     driving the backend). ``encodes`` counts image chunks encoded (the tests' and bench's view
     of what the KV-prefix reuse spared)."""
 
-    def __init__(self, path: Path, model: Any, *, n_threads: int, use_gpu: bool) -> None:
+    def __init__(self, path: Path, model: Any, *, n_threads: int, use_gpu: bool,
+                 cancelled: Callable[[], bool] | None = None) -> None:
         from llama_cpp import mtmd_cpp as mt
 
         self._mt = mt
@@ -145,6 +147,11 @@ class Vision:
         params.n_threads = max(1, n_threads)
         params.print_timings = False
         params.warmup = False  # the first image pays it; a load stays fast
+        self._cancelled = cancelled
+        self._nodes = 0
+        if cancelled is not None:  # (kept referenced: C holds the pointer)
+            self._between_nodes_cb = ll.ggml_backend_sched_eval_callback(self._between_nodes)
+            params.cb_eval = self._between_nodes_cb
         captured: list[tuple[int, str]] = []
         previous, llama_log.captured = llama_log.captured, captured
         try:
@@ -165,6 +172,19 @@ class Vision:
         self.encodes = 0
         self._layouts: collections.OrderedDict[str, tuple[tuple[int, ...], ...]] = collections.OrderedDict()
         self._chunks: dict[int, ImageChunk] = {}  # a run's start id -> its chunk
+
+    def _between_nodes(self, _tensor: Any, ask: bool, _data: Any) -> bool:
+        """The encoder's graph scheduler asks before each node whether we want to see it: every
+        ``CHECK_EVERY`` nodes we do, so the graph runs in pieces, and between pieces a cancel (Esc)
+        ends the encode. Its output is then never used: the backend drops the image after it."""
+        try:
+            assert self._cancelled is not None
+            if ask:
+                self._nodes += 1
+                return self._nodes % CHECK_EVERY == 0 or self._cancelled()
+            return not self._cancelled()
+        except Exception:  # noqa: BLE001 - never raise into C
+            return True
 
     def close(self) -> None:
         if self._ctx:

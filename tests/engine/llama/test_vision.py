@@ -233,3 +233,25 @@ def test_a_missing_picture_is_one_line(local, pictures, tmp_path):
     assert str(caught.value) == "the image picture-7.png is missing (its kept copy is gone): attach it again."
     _, done = collect(local, asking(pictures[0]), GREEDY)  # the engine goes on
     assert done.stats.completion_tokens > 0
+
+
+def test_a_cancel_during_an_image_ends_the_turn_and_keeps_no_half_image(local, pictures, monkeypatch):
+    """Esc while the picture is being encoded (here: the moment its pixels are read): the encode
+    stops at its next look at the flag, the turn ends cancelled, the cache keeps nothing of the
+    image, and the next turn encodes it again and replies."""
+    vision = local._vision
+    read = vision._bitmap
+
+    def read_then_cancel(image):
+        bitmap = read(image)
+        local.cancel()
+        return bitmap
+
+    monkeypatch.setattr(vision, "_bitmap", read_then_cancel)
+    _, done = collect(local, asking(pictures[0]), GREEDY)
+    assert done.stats.finish_reason == "cancelled" and done.stats.completion_tokens == 0
+    assert not any(t < 0 for t in local._tokens)
+    monkeypatch.undo()
+    _, again = collect(local, asking(pictures[0]), GREEDY)
+    assert again.stats.finish_reason in ("stop", "length") and again.stats.completion_tokens > 0
+    assert sum(1 for t in local._tokens if t < 0) == IMAGE_TOKENS
