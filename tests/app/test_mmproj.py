@@ -123,3 +123,28 @@ def test_models_pull_fetches_the_projector_and_shows_it_and_the_list_offers_no_p
     assert info["projector"] == mine[0]["projector"]
     # The Hub reference resolves to the model, whose projector auto finds (the one pulled with it).
     assert options(model=f"{REPO}:Q8_0").mmproj_path == Path(mine[0]["projector"])
+
+
+@pytest.mark.model
+def test_the_starter_sees_an_image_through_the_projector_auto_finds_beside_it(starter_path, starter_projector, tmp_path):
+    """The whole path: ``vibechat run --image`` on a model whose projector lies beside it (no
+    --mmproj given) loads the projector and replies; ``--mmproj off`` makes the same model text only,
+    and the image is then refused in one line. (The projector's weights are random: the reply's
+    words are not judged.)"""
+    from projector import write_test_image
+
+    folder = tmp_path / "vision"
+    folder.mkdir()
+    model = folder / "gemma-3-270m-Q4_K_M.gguf"
+    model.symlink_to(starter_path)
+    (folder / "mmproj-gemma-3-270m-F16.gguf").symlink_to(starter_projector)
+    image = write_test_image(tmp_path / "leaf.png")
+    args = ["run", "--model", str(model), "--image", str(image), "--no-save", "-n", "4", "--temperature", "0",
+            "--ctx", "1024", "--repack", "off", "--json", "-p", "What is this?"]
+    out = vibechat(*args)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["attachments"][0]["name"] == "leaf.png"
+    refused = vibechat(*args, "--mmproj", "off")
+    assert refused.returncode == 1
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("vibechat: error: ")]
+    assert len(errors) == 1 and "takes no images" in errors[0] and "--mmproj" in errors[0]
