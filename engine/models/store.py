@@ -5,7 +5,9 @@ side by side, as llama.cpp needs), plus ``registry.json``, which remembers where
 each model came from: repo, commit, sha256, date. The files on disk are the
 truth: a GGUF dropped into the folder by hand is listed too (without a sha256),
 an entry whose file is gone is not, and a ``.part`` file (an unfinished
-download) never is.
+download) never is. A vision model's projector (``mmproj*.gguf``) is pulled with it into the
+repo's folder and recorded in its entry (``mmproj``); it is never listed as a model, only as
+the ``projector`` of the models beside it, and goes with the last of them.
 
 Why our own folder rather than the Hugging Face cache: the cache stores blobs
 behind symlinks (awkward on Windows, and to find again by hand), other tools
