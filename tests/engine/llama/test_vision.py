@@ -255,3 +255,19 @@ def test_a_cancel_during_an_image_ends_the_turn_and_keeps_no_half_image(local, p
     _, again = collect(local, asking(pictures[0]), GREEDY)
     assert again.stats.finish_reason in ("stop", "length") and again.stats.completion_tokens > 0
     assert sum(1 for t in local._tokens if t < 0) == IMAGE_TOKENS
+
+
+def test_drafting_never_sees_an_image_turn(starter_path, starter_projector, pictures):
+    """With prompt-lookup drafting on, a turn whose prompt holds an image decodes plainly (no
+    draft can be a placeholder id); a text turn after it is answered as before."""
+    backend = LlamaCppBackend(options(starter_path, mmproj_path=starter_projector, speculative="prompt-lookup"))
+    try:
+        backend.load()
+        echo = "Repeat after me: the quick brown fox jumps over the lazy dog. " * 3
+        _, done = collect(backend, asking(pictures[0], echo), SamplingParams(temperature=0, max_tokens=32))
+        assert done.stats.finish_reason in ("stop", "length") and done.stats.completion_tokens > 0
+        assert done.stats.drafted_tokens == 0
+        _, text = collect(backend, [ChatMessage("user", echo)], SamplingParams(temperature=0, max_tokens=32))
+        assert text.stats.completion_tokens > 0
+    finally:
+        backend.close()
