@@ -96,6 +96,14 @@ def images_in_prompt(messages: Sequence[ChatMessage], takes_images: bool,
     if not found:
         return {}
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    if takes_images:  # a kept copy gone (a reopened conversation): its turn goes on without it
+        gone = [a for i, images in found if i != last_user or not strict for a in images if not _kept(a)]
+        if gone:
+            log.info("%d image(s) of this conversation are missing from the attachment store: left out", len(gone))
+            found = [(i, kept) for i, images in found
+                     if (kept := tuple(a for a in images if a not in gone))]
+            if not found:
+                return {}
     if not takes_images:
         if strict and found[-1][0] == last_user:
             raise ImagesNotSupported(NO_PROJECTOR)
@@ -115,6 +123,10 @@ def images_in_prompt(messages: Sequence[ChatMessage], takes_images: bool,
     if left_out:
         log.info("a prompt takes at most %d images: the %d oldest are left out", MAX_IMAGES, left_out)
     return out
+
+
+def _kept(image: Attachment) -> bool:
+    return bool(image.path) and Path(image.path).is_file()
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,12 @@ def test_a_missing_picture_is_one_line(local, pictures, tmp_path):
     assert str(caught.value) == "the image picture-7.png is missing (its kept copy is gone): attach it again."
     _, done = collect(local, asking(pictures[0]), GREEDY)  # the engine goes on
     assert done.stats.completion_tokens > 0
+    # In an earlier turn (a reopened conversation whose copy went), it is left out: the chat goes on.
+    history = [*asking(gone), ChatMessage("assistant", "A picture."), ChatMessage("user", "Thanks.")]
+    assert local.count_tokens(history) == local.count_tokens([ChatMessage("user", "What is in this picture?"),
+                                                               *history[1:]])
+    _, done = collect(local, history, GREEDY)
+    assert done.stats.completion_tokens > 0
 
 
 def test_a_cancel_during_an_image_ends_the_turn_and_keeps_no_half_image(local, pictures, monkeypatch):
