@@ -284,15 +284,11 @@ class ModelManager:
             self._download_cancel.set()
 
     def _download(self, listing, option, cancel: threading.Event, title: str) -> None:
-        from vibechat.engine.models.download import Downloader
-        from vibechat.engine.models.hub import Hub
-        from vibechat.engine.models.store import model_folder, register
+        from vibechat.engine.models.store import fetch
 
         post = self.host.post_message
-        try:
-            Downloader(Hub(), cancel=cancel, on_progress=lambda p: post(DownloadUpdate(p))).download(
-                listing.repo, listing.revision, option, model_folder(listing.repo))
-            model = register(listing.repo, listing.revision, option)
+        try:  # a vision model's projector comes with it
+            model = fetch(listing, option, cancel=cancel, on_progress=lambda p: post(DownloadUpdate(p)))
         except DownloadCancelled as exc:
             post(DownloadEnded(title, error=str(exc), cancelled=True))
         except VibechatError as exc:

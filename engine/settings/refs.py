@@ -116,7 +116,7 @@ def is_model_file(path: str) -> bool:
     name = PurePosixPath(path).name.lower()
     if not name.endswith(".gguf"):
         return False
-    return not (name.startswith("mmproj") or "mmproj" in name.split("-")[:2] or "imatrix" in name)
+    return not ("mmproj" in name or "imatrix" in name)  # mmproj-*, *-mmproj-*, Model.mmproj-Q8_0.gguf
 
 
 def parse_hub_ref(text: str) -> HubRef | None:

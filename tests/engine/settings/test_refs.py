@@ -9,6 +9,7 @@ from vibechat.engine.settings.refs import (
     HubRef,
     RepoFile,
     group_quants,
+    is_model_file,
     is_safe_repo_path,
     parse_hub_ref,
     pick_file,
@@ -131,3 +132,16 @@ def test_an_exact_file_picks_its_whole_split_model():
     assert pick_file(options, "Big-Q6_K-00002-of-00003.gguf").label == "Q6_K"
     with pytest.raises(ModelRefError, match="no model file"):
         pick_file(options, "mmproj-Model-F16.gguf")
+
+
+@pytest.mark.parametrize(("name", "model"), [
+    ("gemma-3-4b-it-Q4_K_M.gguf", True),
+    ("Qwen2.5-VL-7B-Instruct-Q4_K_M.gguf", True),
+    ("mmproj-model-f16.gguf", False),
+    ("gemma-3-4b-it-mmproj-f16.gguf", False),
+    ("gemma-3-4b-it.mmproj-Q8_0.gguf", False),  # a projector's other spelling: never offered as a chat model
+    ("model.imatrix.gguf", False),
+    ("notes.txt", False),
+])
+def test_projectors_and_imatrix_files_are_not_chat_models(name, model):
+    assert is_model_file(name) is model
