@@ -177,8 +177,9 @@ class Vision:
                                  "file made for this model.")
         self._ctx = ctx
         if not mt.mtmd_support_vision(ctx) or mt.mtmd_decode_use_mrope(ctx):
+            what = ("has no vision encoder" if not mt.mtmd_support_vision(ctx)
+                    else "places image tokens with M-RoPE (Qwen-VL)")
             self.close()
-            what = "has no vision encoder" if ctx and not self._ctx else "places image tokens with M-RoPE (Qwen-VL)"
             raise ProjectorError(f"the projector {self.name} {what}, which vibechat does not support: load the "
                                  "model without --mmproj.")
         self.encodes = 0
