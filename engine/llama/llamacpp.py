@@ -473,7 +473,7 @@ class LlamaCppBackend:
         store, due, self._snapshot_due = self._snapshots, self._snapshot_due, False
         if not due or store is None or self._ctx is None or not store.worth(len(self._tokens)):
             return
-        if has_images(self._tokens):  # placeholder ids name a picture only while this process lives
+        if has_images(self._tokens):  # a snapshot's key does not name the projector that made the image
             return
         data = take_state(self._ctx)
         if data is not None:

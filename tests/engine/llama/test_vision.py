@@ -277,3 +277,15 @@ def test_drafting_never_sees_an_image_turn(starter_path, starter_projector, pict
         assert text.stats.completion_tokens > 0
     finally:
         backend.close()
+
+
+def test_no_kv_snapshot_is_kept_of_a_prompt_with_an_image(local, pictures):
+    """A snapshot's key does not name the projector, so one holding an image's placeholder ids
+    could be restored under another projector: none is kept; a text prompt as long is."""
+    assert local._snapshots is not None and local._snapshots.enabled
+    long_text = "Here is a long note about harbours, lanterns and meadows. " * 30  # > 256 tokens
+    _, done = collect(local, asking(pictures[0], long_text), GREEDY)
+    assert done.stats.prompt_tokens > 256 and any(t < 0 for t in local._tokens)
+    assert local._snapshots.best(local._tokens) is None
+    _, done = collect(local, [ChatMessage("user", long_text)], GREEDY)
+    assert local._snapshots.best(local._tokens) is not None
