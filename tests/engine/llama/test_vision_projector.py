@@ -30,7 +30,8 @@ def test_the_projector_loads_and_an_image_evaluates_through_mtmd(backend, starte
     vision = Vision(starter_projector, backend._model, n_threads=2, use_gpu=False)
     try:
         pieces = vision.layout(_image(tmp_path))
-        start_of_image, end_of_image = backend._single_token("<start_of_image>"), backend._single_token("<end_of_image>")
+        start_of_image = backend._single_token("<start_of_image>")
+        end_of_image = backend._single_token("<end_of_image>")
         assert [len(p) for p in pieces] == [1, IMAGE_TOKENS, 1]
         assert pieces[0] == (start_of_image,) and pieces[2] == (end_of_image,)
         run = pieces[1]

@@ -34,7 +34,8 @@ def test_too_many_images_in_one_message_is_one_line(tmp_path):
     many = tuple(image(tmp_path, n) for n in range(MAX_IMAGES + 1))
     with pytest.raises(ImageUnreadable) as caught:
         images_in_prompt([ChatMessage("user", "look", attachments=many)], True, True)
-    assert str(caught.value) == f"a message takes at most {MAX_IMAGES} images ({MAX_IMAGES + 1} were attached): send fewer."
+    assert str(caught.value) == (f"a message takes at most {MAX_IMAGES} images ({MAX_IMAGES + 1} were "
+                                 "attached): send fewer.")
 
 
 def test_a_model_without_a_projector(tmp_path):
