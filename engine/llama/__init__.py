@@ -7,7 +7,9 @@ The backend, llamacpp, and its parts: native (llama.cpp's log, its init, the gra
 loading (the load's steps), memory_checks, decoding (the plain decode loop, sampling), drafting
 (speculative decoding's loop, with draft_model and speculative's policy), repack (CPU weight
 repacking), grammar_sampling, kv_snapshots (the KV states kept after replies, in memory and on
-disk) with kv_files (their files) and kv_state (taking and restoring one). Its process: worker (the chat's side),
+disk) with kv_files (their files) and kv_state (taking and restoring one), prompt_parts and
+prompt_eval (a prompt's tokens, evaluated into the KV cache), vision (images through the
+projector, libmtmd) with vision_errors. Its process: worker (the chat's side),
 worker_child (the engine process), worker_wire (the frames between them), worker_process (ending
 one), crash_report.
 """
