@@ -299,6 +299,16 @@ def backend(llama_backend):
 
 
 @pytest.fixture(scope="session")
+def starter_projector(starter_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight Gemma 3 projector (tests/projector.py) that fits the starter model,
+    written once per session: the local vision path's tests load it with ``mmproj_path``."""
+    from projector import model_width, write_projector
+
+    return write_projector(tmp_path_factory.mktemp("projector") / "mmproj-starter-test.gguf",
+                           model_width(starter_path))
+
+
+@pytest.fixture(scope="session")
 def gemma_llama_backend(starter_path: Path):
     """The session's starter settings in Gemma's turn format (``prompt_format="gemma"``), loaded
     once: the starter's own format, the completion frame, ends its replies after a few words,
