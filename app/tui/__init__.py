@@ -84,6 +84,9 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
         """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
         return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 
+    from .attachment_view import probe_terminal
+
+    probe_terminal()  # what the terminal draws images with: asked before the screen reads the keys
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,
                      freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds)
     freeze_startup_objects()

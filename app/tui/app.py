@@ -47,6 +47,8 @@ from ..appconfig import chat_settings, load_app_config
 from . import config_ui, notices, palette, slash_commands
 from .bindings import APP_BINDINGS
 from .chat_state import ChatState
+from .attachment_tray import AttachmentTray
+from .attachments import Attachments
 from .chat_view import ChatView
 from .config_bar import ConfigBar
 from .gc_policy import freeze_startup_objects
@@ -98,8 +100,9 @@ class VibechatApp(OutsideTextApp):
         self.models = ModelManager(self, backend_factory)
         self.chats = HistoryManager(self)
         self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
+        self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers(),
-                       **self.tool_rounds.handlers()}
+                       **self.tool_rounds.handlers(), **self.attachments.handlers()}
         self._side_panel_last: Widget | None = None  # the side panel opened last
         for theme in THEMES:
             self.register_theme(theme)
@@ -116,6 +119,7 @@ class VibechatApp(OutsideTextApp):
             yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
+                yield AttachmentTray(id="tray")  # what the next prompt carries (hidden while nothing)
                 yield PromptInput(self.state, id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
         yield StatusBar(self.state, id="status")  # a child of the screen itself: ``closing`` looks there
@@ -273,6 +277,13 @@ class VibechatApp(OutsideTextApp):
 
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         return palette.help_sections(self._bindings_list(), self.key_for)
+
+    def action_attach(self, kind: str) -> None:
+        """The palette's "Attach an image/a file": ``/image `` or ``/file `` typed for the path."""
+        if not self.prompt_input.text:
+            self.prompt_input.load_text("/image " if kind == "image" else "/file ")
+            self.prompt_input.move_cursor(self.prompt_input.document.end)
+        self.prompt_input.focus()
 
     def action_help(self) -> None:
         from .help_screen import HelpScreen  # on first use, as the other dialogs: not before the first frame

@@ -35,6 +35,7 @@ from vibechat.engine.sanitize import sanitize
 from vibechat.engine.turns.tool_calls import ToolCall
 
 from ..appconfig import chat_settings
+from .attachment_view import UserMessage
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .earlier_messages import EarlierMessages
 from .confirm import ConfirmScreen
@@ -377,7 +378,7 @@ class HistoryManager:
                 status = "→ asked for " + ", ".join(sorted({c.name[:40] for c in m.tool_calls}))
             widget: ChatMessageWidget
             if m.role == "user":
-                widget = ChatMessageWidget("user", sanitize(m.content), status=status, status_kind=kind)
+                widget = UserMessage(sanitize(m.content), m.attachments, status=status, status_kind=kind)
             else:
                 widget = AssistantMessage(sanitize(m.content), code_theme=theme, status=status, status_kind=kind,
                                           thinking=self.thinking_block(m))

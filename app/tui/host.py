@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.chat.session import ChatSession
 
+    from vibechat.engine.turns.attachments import Attachment
     from .chat_state import ChatState
     from .chat_view import ChatMessageWidget, ChatView
     from .param_panel import ParamPanel
@@ -65,6 +66,19 @@ class ConversationList(Protocol):
     def message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]: ...
 
 
+class AttachmentControl(Protocol):
+    """The attachments controller (attachments.py), as the others use it."""
+
+    @property
+    def pending(self) -> tuple[Attachment, ...]: ...
+    async def command(self, name: str, arg: str) -> None: ...
+    async def take(self) -> tuple[Attachment, ...]: ...
+    async def give_back(self, attachments: tuple[Attachment, ...]) -> None: ...
+    async def hold_for_queue(self) -> None: ...
+    def take_queued(self) -> tuple[Attachment, ...]: ...
+    async def queue_left(self) -> None: ...
+
+
 class ChatHost(Protocol):
     session: ChatSession
     history: History | None
@@ -75,6 +89,8 @@ class ChatHost(Protocol):
     def replies(self) -> ReplyControl: ...
     @property
     def chats(self) -> ConversationList: ...
+    @property
+    def attachments(self) -> AttachmentControl: ...  # what the next prompt carries (/image, /file, the tray)
     @property
     def tool_rounds(self) -> ToolControl: ...
 

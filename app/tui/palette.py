@@ -14,6 +14,9 @@ from textual.binding import Binding
 
 from .. import slash
 from . import outside
+from .attachment_tray import TrayItem
+from .attachment_view import FileAttachment
+from .attachments import COMMANDS as ATTACH
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .param_panel import ParamPanel
 from .sidebar import ConversationSidebar
@@ -35,6 +38,9 @@ PALETTE_ONLY = [
      "every branch)", "fork_conversation"),
     ("Conversation list: chats, runs, prompt files or all", "Show the next of them in the conversation list "
      "(f in the list)", "filter_conversations"),
+    ("Attach an image", "Attach an image to the next prompt, for a vision model (/image PATH)", "attach('image')"),
+    ("Attach a text file", "Attach a text file to the next prompt: its text goes to the model with its name "
+     "(/file PATH)", "attach('file')"),
     ("Thinking expanded or folded", "New replies show their thinking expanded, or folded to one line (until "
      "vibechat closes; thinking_expanded in {config} keeps it)", "toggle_thinking_expanded"),
 ]
@@ -67,10 +73,11 @@ def help_sections(app_bindings: list[Binding], key_for: Callable[[Binding], str]
         ("Input", [("enter", "Send"), ("ctrl+j (shift+enter, alt+enter)", "New line"),
                    ("up / down", "Earlier / later prompts (in an empty input)")]),
         ("A focused message (Tab or click it; typing goes back to the input)",
-         rows(ChatMessageWidget.BINDINGS) + rows(AssistantMessage.BINDINGS) + rows(ThinkingBlock.BINDINGS)),
+         rows(ChatMessageWidget.BINDINGS) + rows(AssistantMessage.BINDINGS) + rows(ThinkingBlock.BINDINGS)
+         + rows(FileAttachment.BINDINGS) + rows(TrayItem.BINDINGS)),
         ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
         ("Conversation list (Ctrl+B)", [("enter", "Open the conversation")] + rows(ConversationSidebar.BINDINGS)),
-        ("Slash commands", [(name, text.split(": ", 1)[1]) for name, text in slash.COMMANDS.items()]
+        ("Slash commands", [(name, text.split(": ", 1)[1]) for name, text in {**slash.COMMANDS, **ATTACH}.items()]
          + [("//text", "Send a message that starts with /")]),
     ]
 

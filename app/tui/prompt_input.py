@@ -17,6 +17,12 @@ with ``give_back``: into an empty input as it was, else on its own line before t
 the cursor staying on the character it was on. A paste is one edit at the cursor
 (``TextArea``), never key presses: its line breaks never send it.
 
+A paste that is one existing file's path (a file dragged onto the terminal) goes in as text,
+and the input offers to attach it instead (``PathOffered``; the tray shows the offer): Enter
+attaches it (``AttachAccepted``: the pasted text leaves the input), Esc or any other key keeps
+the text as it is. Nothing is attached without that Enter. With attachments pending
+(``has_attachments``, set by the attachments controller) an empty prompt may be sent.
+
 A ``TextArea`` shows control characters as they are, so text loaded into it (a saved
 message taken back with Ctrl+L, which may have come from a pipe or a paste) is sanitised
 first; pasted text is sanitised by the app as it arrives.
@@ -24,6 +30,7 @@ first; pasted text is sanitised by the app as it arrives.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import events
@@ -74,6 +81,20 @@ class PromptInput(TextArea):
             super().__init__()
             self.text = text
 
+    class PathOffered(Message):
+        """A pasted path may be attached (``path``), or the offer is withdrawn (``None``)."""
+
+        def __init__(self, path: Path | None) -> None:
+            super().__init__()
+            self.path = path
+
+    class AttachAccepted(Message):
+        """Enter on the offer: attach ``path`` (its pasted text has left the input)."""
+
+        def __init__(self, path: Path) -> None:
+            super().__init__()
+            self.path = path
+
     def __init__(self, state: ChatState, *, id: str | None = None, blink: bool = True) -> None:
         super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
                          highlight_cursor_line=False,
@@ -83,6 +104,9 @@ class PromptInput(TextArea):
         self._history_index: int | None = None
         self.chat_state = state  # what the chat is doing: ``busy`` reads it
         self.queued: str | None = None  # the message sent when the reply ends
+        self.has_attachments = False  # attachments wait to be sent: an empty prompt may go
+        # The open offer to attach a pasted path: the path, and where its text lies in the input.
+        self._offer: tuple[Path, tuple[int, int], tuple[int, int]] | None = None
 
     @property
     def busy(self) -> bool:
@@ -142,12 +166,48 @@ class PromptInput(TextArea):
         else:
             self.insert(text + "\n", (0, 0), maintain_selection_offset=True)
 
+    # ------------------------------------------------------------ a pasted path
+    async def _on_paste(self, event: events.Paste) -> None:
+        self.withdraw_offer()
+        start = self.selection.start if self.selection.start <= self.selection.end else self.selection.end
+        await super()._on_paste(event)
+        event.prevent_default()  # inserted once: TextArea's own handler is not called again
+        path = _pasted_path(event.text)
+        if path is not None:
+            self._offer = (path, start, self.cursor_location)
+            self.post_message(self.PathOffered(path))
+
+    @property
+    def offering(self) -> bool:
+        return self._offer is not None
+
+    def withdraw_offer(self) -> None:
+        """The offer closes; the pasted text stays as it is."""
+        if self._offer is not None:
+            self._offer = None
+            self.post_message(self.PathOffered(None))
+
+    def _accept_offer(self) -> None:
+        assert self._offer is not None
+        path, start, end = self._offer
+        self._offer = None
+        self.delete(start, end)
+        self.post_message(self.PathOffered(None))
+        self.post_message(self.AttachAccepted(path))
+
     async def _on_key(self, event: events.Key) -> None:
+        if self._offer is not None:
+            if event.key in ("enter", "escape"):
+                event.stop()
+                event.prevent_default()
+                self._accept_offer() if event.key == "enter" else self.withdraw_offer()
+                return
+            self.withdraw_offer()  # anything else typed: the text is the user's to keep
         if event.key == "enter":
             event.stop()
             event.prevent_default()
             text = self.text
-            if not text.strip():
+            if not text.strip() and not (self.has_attachments and not self.busy):
                 return
             if self.busy and slash.parse(text) is None:
                 # A message while a reply is on its way waits for it (slash commands run now).
@@ -203,3 +263,13 @@ class PromptInput(TextArea):
         self._history_index = index
         self.load_text(self.prompt_history[index])
         self.move_cursor(self.document.end)
+
+
+def _pasted_path(text: str) -> Path | None:
+    """The file a paste names (engine/attach: quotes, ``file://``, ``~``, escaped spaces), or
+    None. Only a short one-line paste is looked at (one ``stat``, no more)."""
+    if not text or len(text) > 4096 or "\n" in text.strip():
+        return None
+    from vibechat.engine.attach.reading import looks_like_path
+
+    return looks_like_path(text)

@@ -31,9 +31,11 @@ from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.chat.session import ChatSession, Turn
 from vibechat.engine.system import available_cores
+from vibechat.engine.turns.attachments import Attachment
 
 from ..appconfig import chat_settings
 from ..report import structured_state
+from .attachment_view import UserMessage
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .chat_state import ChatState, LiveReply
 from .events import (
@@ -88,7 +90,7 @@ class Replies:
                 ReplyFailed: self.on_failed, ContextCounted: self.on_context_counted,
                 CacheReset: self.on_cache_reset, ModelProgress: self.on_load_progress,
                 ModelFailed: self.on_load_failed,
-                PromptInput.QueueChanged: lambda message: self.show_queued(message.text)}
+                PromptInput.QueueChanged: self.on_queue_changed}
 
     # ------------------------------------------------------------- the model
     def load_model(self) -> None:
@@ -118,28 +120,40 @@ class Replies:
         self.host.notify(message.error, title="Model", severity="error", timeout=15)
 
     # ---------------------------------------------------------------- sending
-    async def send(self, text: str) -> None:
-        """A prompt typed in the input (slash commands already handled)."""
+    async def send(self, text: str, attachments: tuple[Attachment, ...] | None = None) -> None:
+        """A prompt typed in the input (slash commands already handled), with what the tray holds
+        (``attachments`` None), or a queued prompt with its own. Refused, the attachments stay
+        pending (a queued prompt's go back to the tray)."""
         host = self.host
+        pending = attachments is None
+        attached = host.attachments.pending if attachments is None else attachments
         if self.state.generating:  # sent just as a reply started (the input queues them itself): it waits too
             if not host.prompt_input.queue(text):
                 host.prompt_input.give_back(text)
+            if not pending:
+                await host.attachments.give_back(attached)
             return
         try:
-            self.session.check_prompt(text)
+            self.session.check_prompt(text, attached)
         except VibechatError as exc:  # refused before it is saved or tokenized; kept in the input if editable there
             host.notify(str(exc), severity="error")
             if len(text) <= MAX_KEPT_IN_INPUT:
                 host.prompt_input.give_back(text)
+            if not pending:
+                await host.attachments.give_back(attached)
             return
         if not await self.catch_up():
             host.prompt_input.give_back(text)
+            if not pending:
+                await host.attachments.give_back(attached)
             return
         self._hold()  # from here until the reply's first words: no frame (see FrameHold)
         host.tool_rounds.new_prompt()
-        self.session.chat.add_user(text)  # saved before generation starts
+        self.session.chat.add_user(text, attached)  # saved before generation starts
+        if pending and attached:
+            await host.attachments.take()
         host.chats.changed()
-        await host.chat.add(self._saved(ChatMessageWidget("user", text)))
+        await host.chat.add(self._saved(UserMessage(text, attached)))
         await self.start()
 
     def _saved(self, widget: ChatMessageWidget) -> ChatMessageWidget:
@@ -337,7 +351,7 @@ class Replies:
                 return  # the calls are answered, then the model answers again
         queued = self.host.prompt_input.take_queued()
         if queued is not None:
-            await self.send(queued)
+            await self.send(queued, self.host.attachments.take_queued())
 
     async def on_failed(self, message: ReplyFailed) -> None:
         self._release()
@@ -397,6 +411,15 @@ class Replies:
         elif self.state.generating:
             self.session.cancel()
             self.host.prompt_input.unqueue()
+
+    async def on_queue_changed(self, message: PromptInput.QueueChanged) -> None:
+        """A prompt was queued (it takes the tray's attachments with it) or left the queue (given
+        back unsent: its attachments come back to the tray; sent: they went with it)."""
+        if message.text is not None:
+            await self.host.attachments.hold_for_queue()
+        else:
+            await self.host.attachments.queue_left()
+        await self.show_queued(message.text)
 
     async def show_queued(self, text: str | None) -> None:
         """The line above the input that shows the queued message (``None``: none now)."""
@@ -504,6 +527,8 @@ class Replies:
         for other in [widget, *self._after(widget)]:
             await other.remove()
         self._took_back(text)
+        if isinstance(widget, UserMessage):  # its attachments come back to the tray too
+            await host.attachments.give_back(widget.attachments)
         return True
 
     def _took_back(self, text: str) -> None:
@@ -540,6 +565,8 @@ class Replies:
             last = widgets.pop()
             await last.remove()
             if last.role == "user":
+                if isinstance(last, UserMessage):  # its attachments come back to the tray too
+                    await host.attachments.give_back(last.attachments)
                 break
         self._took_back(text)
 

@@ -13,6 +13,7 @@ from vibechat.engine.settings.think_switch import NO_SWITCH, check_thinking, des
 from .. import slash
 from ..report import format_stats
 from . import show_info
+from .attachments import COMMANDS as ATTACH_COMMANDS
 from .chat_view import ChatMessageWidget
 from .host import ChatHost
 from .outside import one_line
@@ -37,7 +38,9 @@ SHOW_WHAT = ("info", "parameters", "system", "template")
 
 async def run(app: SlashHost, command: slash.SlashCommand) -> None:
     name, arg = command.name, command.arg
-    if not command.known:
+    if name in ATTACH_COMMANDS:  # /image, /file, /detach: the attachments controller's
+        await app.attachments.command(name, arg)
+    elif not command.known:
         app.notify(slash.suggestion(name), severity="warning", timeout=6)
     elif name == "/set":
         await _set(app, arg)
