@@ -173,6 +173,16 @@ async def test_an_image_to_a_model_without_images_is_refused_and_stays_pending(t
         assert len(tray(app).attachments) == 1  # still pending
         assert app.prompt_input.text == "Describe it."  # and the prompt back in the input
 
+        notes = tmp_path / "notes.md"
+        notes.write_text("text\n")
+        await attach(pilot, f"/file {notes}", 2)
+        list(tray(app).query(TrayItem))[0].focus()  # a focused line: Delete removes it
+        await pilot.press("delete")
+        assert [a.name for a in tray(app).attachments] == ["notes.md"]
+        await pilot.press("delete")  # the focus moved to the line left: Delete again
+        assert tray(app).attachments == ()
+        assert app.prompt_input.has_focus  # the last one gone: back to the input
+        await attach(pilot, f"/file {notes}", 1)
         await send(pilot, "/detach")
         assert tray(app).attachments == ()
 
