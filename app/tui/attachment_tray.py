@@ -36,10 +36,7 @@ class TrayItem(Static, can_focus=True):
         color: $text;
     }
     """
-    BINDINGS = [
-        Binding("delete", "remove", "Remove the attachment", id="attachment.remove", show=False),
-        Binding("backspace", "remove", "Remove the attachment", id="attachment.remove_back", show=False),
-    ]
+    BINDINGS = [Binding("delete,backspace", "remove", "Remove the attachment", id="attachment.remove", show=False)]
 
     def __init__(self, attachment: Attachment, index: int) -> None:
         icon = "🖼" if attachment.is_image else "📄"
