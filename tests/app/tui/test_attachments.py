@@ -303,3 +303,15 @@ async def test_an_image_that_cannot_be_shown_is_its_label_and_why(tmp_path):
         assert not missing.shown and "gone.png · 640×480" in shown(missing) and "missing" in shown(missing)
         assert not undecoded.shown and "broken.png · 640×480 · 48 B (not shown:" in shown(undecoded)
         assert not message.query(".attachment--thumb")
+
+
+async def test_the_palette_and_the_help_offer_attaching(tmp_path):
+    app = create_app(RecordingBackend(), blink=False, save=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Attach an image", "Attach a text file"} <= titles
+        await app.run_action("attach('image')")  # the palette's entry: /image typed, for the path
+        assert app.prompt_input.text == "/image " and app.prompt_input.has_focus
+        slash_rows = dict(dict(app.help_sections())["Slash commands"])
+        assert {"/image", "/file", "/detach"} <= set(slash_rows)
