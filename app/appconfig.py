@@ -33,6 +33,7 @@ BINDING_IDS: tuple[str, ...] = (
     "input.scroll_up", "input.scroll_down",
     # a focused message
     "message.copy", "message.copy_code", "message.open_link", "message.previous_version", "message.next_version", "tool.toggle",
+    "attachment.toggle", "attachment.remove",  # a file under a prompt; a line of the tray above the input
     # a tool call's question (nothing runs without a yes)
     "approval.once", "approval.conversation", "approval.always", "approval.deny", "chat.show_earlier", "thinking.toggle",
     # the parameter panel (F2), its sliders and its choices (the thinking switch)
