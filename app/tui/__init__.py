@@ -86,7 +86,7 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
 
     from .attachment_view import probe_terminal
 
-    probe_terminal()  # what the terminal draws images with: asked before the screen reads the keys
+    probe_terminal()  # a graphics terminal is asked what it draws images with, before the screen reads keys
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,
                      freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds)
     freeze_startup_objects()

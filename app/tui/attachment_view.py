@@ -5,9 +5,13 @@ label line (Enter on the focused block, or a click, shows its text; again folds 
 The thumbnail is textual-image's widget: Kitty's graphics protocol or Sixel where the terminal
 has them, coloured half blocks otherwise. textual-image learns what the terminal can do by
 asking it (escape sequences, answered on stdin) when it is first imported, which only works
-before Textual starts reading stdin: the chat asks it first (``probe_terminal``, from
-``run_tui``, before the screen opens). A headless app (the tests) always gets the Unicode
-renderer, whatever the process's stdout is, so what a test sees never depends on where it ran.
+before Textual starts reading stdin, and costs the import (~0.2 s) and the answers' wait before
+the first frame. So the chat asks only a terminal whose environment says it draws graphics
+(``graphics_terminal``: Kitty, WezTerm, Ghostty, iTerm2, foot, Konsole, ...), from ``run_tui``
+before the screen opens (``probe_terminal``); elsewhere nothing is asked, nothing imported before
+the first frame, and a thumbnail is drawn in half blocks. A headless app (the tests) always gets
+the Unicode renderer, whatever the process's stdout is, so what a test sees never depends on
+where it ran.
 
 The picture is decoded from the kept copy (engine/attach/store.py) in a thread, scaled down to
 the few rows it is shown in, then mounted: a long conversation reopened with many images never
@@ -18,7 +22,10 @@ and shown as ``Content`` (``outside``), never markup.
 
 from __future__ import annotations
 
+import io
 import logging
+import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
@@ -41,21 +48,65 @@ THUMB_ROWS = 8  # a thumbnail's height in rows: a glance, not the whole screen
 THUMB_PIXELS = 320  # the decoded picture's longest side at most (more than any terminal shows in 8 rows)
 
 
-def probe_terminal() -> None:
-    """Let textual-image ask the terminal what it can draw (Sixel, Kitty's protocol, or half
-    blocks): before the screen opens, once. A terminal that does not answer costs its
-    timeout (0.1 s); an error leaves the thumbnails to the half blocks."""
+# Terminals that draw pictures (Kitty's protocol or Sixel), as their environment names them.
+_GRAPHICS_TERM_PROGRAMS = ("wezterm", "ghostty", "iterm.app", "mlterm", "contour", "rio", "warpterminal")
+_GRAPHICS_TERMS = ("kitty", "foot", "mlterm", "contour", "wezterm", "ghostty", "yaft", "mintty")
+_GRAPHICS_VARIABLES = ("KITTY_WINDOW_ID", "WEZTERM_EXECUTABLE", "GHOSTTY_RESOURCES_DIR", "KONSOLE_VERSION")
+_probed = False  # textual-image asked the terminal (probe_terminal): its own choice of renderer stands
+
+
+def graphics_terminal(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment says the terminal draws pictures (then it is worth asking it)."""
+    env = os.environ if environ is None else environ
+    if any(env.get(name) for name in _GRAPHICS_VARIABLES):
+        return True
+    term, program = env.get("TERM", "").lower(), env.get("TERM_PROGRAM", "").lower()
+    return program in _GRAPHICS_TERM_PROGRAMS or any(word in term for word in _GRAPHICS_TERMS)
+
+
+def probe_terminal(environ: Mapping[str, str] | None = None) -> bool:
+    """Let textual-image ask a graphics terminal what it can draw (Sixel or Kitty's protocol):
+    before the screen opens, once; True when it asked. Any other terminal is not asked (its
+    thumbnails are half blocks) and the chat's first frame does not wait for the import. A
+    terminal that does not answer costs textual-image's timeout; an error leaves half blocks."""
+    global _probed
+    if not graphics_terminal(environ):
+        return False
     try:
         import textual_image.widget  # noqa: F401 - the import asks
     except Exception:  # noqa: BLE001 - a terminal that answers oddly: thumbnails as half blocks
         log.debug("textual-image could not probe the terminal", exc_info=True)
+        return False
+    _probed = True
+    return True
+
+
+def _quiet_import() -> Any:
+    """textual-image's widgets, imported without asking the terminal anything: its import asks
+    whenever stdout is a terminal, and once Textual reads stdin the answers would reach the chat
+    as keys. stdout is shown as no terminal for the import's length (the chat draws on stderr)."""
+    import sys
+
+    if "textual_image.widget" in sys.modules:
+        import textual_image.widget as tiw
+
+        return tiw
+    real = sys.__stdout__
+    try:
+        sys.__stdout__ = io.StringIO()  # type: ignore[misc]
+        import textual_image.widget as tiw
+    finally:
+        sys.__stdout__ = real  # type: ignore[misc]
+    return tiw
 
 
 def _image_widget_class(headless: bool) -> Any:
-    """textual-image's widget for this terminal; the Unicode one for a headless app."""
-    import textual_image.widget as tiw
-
-    return tiw.UnicodeImage if headless else tiw.Image
+    """textual-image's widget for this terminal: the one it chose after asking (probe_terminal),
+    else half blocks; the Unicode one for a headless app."""
+    tiw = _quiet_import()
+    if headless:
+        return tiw.UnicodeImage
+    return tiw.Image if _probed else tiw.HalfcellImage
 
 
 def load_thumbnail(path: str) -> PILImage.Image:

@@ -315,3 +315,23 @@ async def test_the_palette_and_the_help_offer_attaching(tmp_path):
         assert app.prompt_input.text == "/image " and app.prompt_input.has_focus
         slash_rows = dict(dict(app.help_sections())["Slash commands"])
         assert {"/image", "/file", "/detach"} <= set(slash_rows)
+
+
+def test_only_a_graphics_terminal_is_asked_and_no_other_waits_for_textual_image():
+    """textual-image asks the terminal on import (~0.2 s before the first frame): only a terminal
+    whose environment says it draws pictures is asked; elsewhere nothing is imported at start."""
+    import subprocess
+    import sys
+
+    from vibechat.app.tui.attachment_view import graphics_terminal
+
+    assert graphics_terminal({"TERM": "xterm-kitty"})
+    assert graphics_terminal({"TERM": "xterm-256color", "TERM_PROGRAM": "WezTerm"})
+    assert graphics_terminal({"TERM": "xterm-256color", "KONSOLE_VERSION": "230804"})
+    assert not graphics_terminal({"TERM": "xterm-256color", "TERM_PROGRAM": "Apple_Terminal"})
+    assert not graphics_terminal({"TERM": "screen-256color"})
+    code = ("import sys; from vibechat.app.tui.attachment_view import probe_terminal; "
+            "asked = probe_terminal({'TERM': 'xterm-256color'}); "
+            "print(asked, 'textual_image' in sys.modules, 'PIL' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "False", "False"], out.stderr
