@@ -35,6 +35,12 @@ COMMANDS: dict[str, str] = {
     "/help": "/help: list the commands and key bindings (F1)",
     "/bye": "/bye: quit",
 }
+# The attachment commands (app/tui/attachments.py handles them).
+ATTACH_COMMANDS: dict[str, str] = {
+    "/image": "/image PATH: attach an image to the next prompt (PNG, JPEG, GIF, WebP, BMP; for a vision model)",
+    "/file": "/file PATH: attach a text file to the next prompt (its text goes to the model with its name)",
+    "/detach": "/detach [N|all]: remove the last attachment waiting to be sent (N: the Nth; all: every one)",
+}
 ALIASES = {"/quit": "/bye", "/exit": "/bye", "/?": "/help", "/reset": "/new"}
 # What /save says: ollama saves a session as a new model; here nothing is ever unsaved.
 SAVE_NOTE = ("Nothing to save: this conversation is saved as you go (Ctrl+B lists your conversations, "
@@ -73,7 +79,7 @@ def unescape(line: str) -> str:
 
 def suggestion(name: str) -> str:
     """The one-line message for an unknown command."""
-    close = [c for c in COMMANDS if c.startswith(name[:3])] if len(name) > 1 else []
+    close = [c for c in (*COMMANDS, *ATTACH_COMMANDS) if c.startswith(name[:3])] if len(name) > 1 else []
     hint = f" Did you mean {close[0]}?" if close else ""
     return f"Unknown command {name}.{hint} Type /help for the list; start with // to send a message beginning with /."
 

@@ -23,6 +23,7 @@ from textual.message import Message
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.turns.attachments import Attachment
 
+from ..slash import ATTACH_COMMANDS
 from . import outside
 from .attachment_tray import MAX_PENDING, AttachmentTray
 from .prompt_input import PromptInput
@@ -35,11 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("vibechat.tui")
 
 # The slash commands this controller runs (listed with the others in F1's help).
-COMMANDS: dict[str, str] = {
-    "/image": "/image PATH: attach an image to the next prompt (PNG, JPEG, GIF, WebP, BMP; for a vision model)",
-    "/file": "/file PATH: attach a text file to the next prompt (its text goes to the model with its name)",
-    "/detach": "/detach [N|all]: remove the last attachment waiting to be sent (N: the Nth; all: every one)",
-}
+COMMANDS = ATTACH_COMMANDS  # /image, /file, /detach: declared with the other slash commands (app/slash.py)
 
 
 class Read(Message):

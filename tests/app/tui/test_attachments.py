@@ -335,3 +335,10 @@ def test_only_a_graphics_terminal_is_asked_and_no_other_waits_for_textual_image(
             "print(asked, 'textual_image' in sys.modules, 'PIL' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "False", "False"], out.stderr
+
+
+def test_a_mistyped_attachment_command_is_pointed_to_the_right_one():
+    from vibechat.app.slash import suggestion
+
+    assert "Did you mean /image?" in suggestion("/imag")
+    assert "Did you mean /detach?" in suggestion("/deta")
