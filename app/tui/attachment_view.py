@@ -93,7 +93,7 @@ def _quiet_import() -> Any:
         return tiw
     real = sys.__stdout__
     try:
-        sys.__stdout__ = io.StringIO()  # type: ignore[misc]
+        sys.__stdout__ = io.StringIO()  # type: ignore[assignment,misc]
         import textual_image.widget as tiw
     finally:
         sys.__stdout__ = real  # type: ignore[misc]

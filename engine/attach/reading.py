@@ -42,7 +42,7 @@ from .store import AttachmentError, AttachmentStore
 if TYPE_CHECKING:
     from PIL import Image as PILImage
 
-__all__ = ["AttachmentError", "MAX_IMAGE_BYTES", "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE", "looks_like_path",
+__all__ = ["MAX_IMAGE_BYTES", "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE", "looks_like_path",
            "read_attachment"]
 
 # An image's longest side as kept: what vision projectors take (Gemma 3: 896; Qwen2-VL tiles

@@ -15,10 +15,10 @@ from PIL import Image
 from vibechat.engine.attach.reading import (
     MAX_IMAGE_SIDE,
     TEXT_READ_BYTES,
-    AttachmentError,
     looks_like_path,
     read_attachment,
 )
+from vibechat.engine.attach.store import AttachmentError
 from vibechat.engine.attach.store import AttachmentStore
 from vibechat.engine.turns.attachments import FILE_TEXT_LIMIT
 
