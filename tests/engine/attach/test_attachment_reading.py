@@ -18,8 +18,7 @@ from vibechat.engine.attach.reading import (
     looks_like_path,
     read_attachment,
 )
-from vibechat.engine.attach.store import AttachmentError
-from vibechat.engine.attach.store import AttachmentStore
+from vibechat.engine.attach.store import AttachmentError, AttachmentStore
 from vibechat.engine.turns.attachments import FILE_TEXT_LIMIT
 
 
