@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import VibechatError
@@ -121,3 +122,30 @@ def human_limit(limit: int) -> str:
 
     return human_bytes(limit)
 
+
+
+def write_private(path: Path, parts: Iterable[bytes | memoryview], temp: Path, *, sync: bool = False) -> None:
+    """Write ``parts`` to ``temp`` (created new, 0600, never through a symlink), then rename it
+    over ``path``: a reader sees the old file or the whole new one, and a FIFO or a file under
+    the name is replaced, never written through. Any failure (a full disk: OSError ENOSPC)
+    removes the temp file and raises; ``sync``: the bytes reach the disk before the rename."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
+    fd = os.open(temp, flags, 0o600)
+    try:
+        try:
+            for part in parts:
+                view = memoryview(part).cast("B")
+                while view.nbytes:
+                    view = view[os.write(fd, view):]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise

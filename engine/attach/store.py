@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from ..errors import VibechatError
-from ..files import UnreadableFile, read_file
+from ..files import UnreadableFile, read_file, write_private
 from ..sanitize import sanitize
 from ..turns.attachments import FILE_TEXT_LIMIT, Attachment, AttachmentKind
 
@@ -146,25 +146,7 @@ class AttachmentStore:
 
     def _write(self, path: Path, data: bytes) -> None:
         """Write to a private temporary file beside ``path``, then rename it into place."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-        temp = self.root / f".tmp-{os.getpid()}-{time.monotonic_ns()}"
-        fd = os.open(temp, flags, 0o600)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, path)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
+        write_private(path, (data,), self.root / f".tmp-{os.getpid()}-{time.monotonic_ns()}", sync=True)
 
     def _failure(self, exc: OSError) -> str:
         where = sanitize(str(self.root))

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..files import write_private
+
 FORMAT_VERSION = 1
 MAGIC = b"VCKVSNP1"
 SUFFIX = ".kvs"
@@ -197,24 +199,9 @@ def write_file(folder: Path, name: str, key: str, key_info: dict[str, Any], snap
         "payload_crc32": zlib.crc32(payload), "written": time.time(),
     }).encode("utf-8")
     temp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        try:
-            for part in (MAGIC, struct.pack("<I", len(header)), header, snapshot.tokens, payload):
-                view = memoryview(part)
-                while view.nbytes:
-                    view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        target = folder / name
-        os.replace(temp, target)  # a FIFO or a file under the name is replaced, never written through
-        return target
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+    target = folder / name
+    write_private(target, (MAGIC, struct.pack("<I", len(header)), header, snapshot.tokens, payload), temp)
+    return target
 
 
 def ensure_folder(folder: Path) -> None:
