@@ -129,7 +129,8 @@ class Attachments:
                 post(Refused(outside.one_line(str(exc), limit=None)))
             except Exception as exc:  # noqa: BLE001 - never crash the chat over a file
                 log.exception("reading an attachment failed")
-                post(Refused(f"{outside.one_line(str(path))}: could not be read ({type(exc).__name__}: {exc})"))
+                post(Refused(f"{outside.one_line(str(path))}: could not be read "
+                             f"({type(exc).__name__}: {outside.one_line(str(exc))})"))
             else:
                 post(Read(attachment))
 
