@@ -68,7 +68,8 @@ def engine_dict(info: ModelInfo) -> dict[str, object]:
             "speculative": info.speculative, "draft_tokens": info.draft_tokens,
             "draft_model": info.draft_model, "draft_model_bytes": info.draft_model_bytes,
             "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason,
-            "prompt_format": info.prompt_format, "prompt_format_reason": info.chat_format_reason}
+            "prompt_format": info.prompt_format, "prompt_format_reason": info.chat_format_reason,
+            "projector": sanitize(info.projector) if info.projector else None}
 
 
 STATS_KEYS = ("prompt_tokens", "prompt_tokens_evaluated", "restored_tokens", "restore_ms", "completion_tokens",

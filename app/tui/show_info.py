@@ -73,6 +73,9 @@ def info_text(info: ModelInfo | None, params: SamplingParams, system: str | None
     rows.append(("context", _context(info)))
     if not info.server:
         rows.append(("runs on", _runs_on(info)))
+        # Whether /image works here: the projector a vision model sees images through.
+        rows.append(("images", f"through {one_line(info.projector)}" if info.projector
+                     else "none (a vision model takes them with its projector: --mmproj FILE)"))
     rows.append(("prompt format", prompt_format(info)))
     if info.server:
         rows.append(("thinking", f"{params.thinking} (the server's template decides; /think on|off asks it)"))

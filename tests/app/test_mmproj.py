@@ -144,6 +144,7 @@ def test_the_starter_sees_an_image_through_the_projector_auto_finds_beside_it(st
     out = vibechat(*args)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["attachments"][0]["name"] == "leaf.png"
+    assert json.loads(out.stdout)["engine"]["projector"] == "mmproj-gemma-3-270m-F16.gguf"
     refused = vibechat(*args, "--mmproj", "off")
     assert refused.returncode == 1
     errors = [line for line in refused.stderr.splitlines() if line.startswith("vibechat: error: ")]

@@ -120,6 +120,7 @@ async def test_show_info_describes_the_model_its_context_format_and_parameters(t
         assert rows["architecture"] == "llama · Q4_K_M · 16 layers"
         assert rows["context"] == "4,096 tokens (trained on 32,768)"
         assert rows["runs on"].startswith("CPU (no GPU offload in this build) · 2 threads · KV f16 64 MiB")
+        assert rows["images"].startswith("none (a vision model takes them with its projector: --mmproj")
         assert rows["prompt format"].startswith("the file's own chat template")
         assert rows["parameters"].startswith("temperature 0.8 · top_k 40") and "· seed random ·" in rows["parameters"]
         assert rows["system"] == "Be brief."
@@ -252,3 +253,11 @@ async def test_save_says_conversations_save_themselves_and_how_to_keep_the_param
         await settle(pilot)
         await send(pilot, "/save")
         assert "not being saved" in last_note(app)
+
+
+def test_show_info_names_the_projector_a_vision_model_sees_images_through():
+    from vibechat.app.tui.show_info import info_text
+    from vibechat.engine.settings.params import SamplingParams
+
+    rows = info_rows(info_text(replace(INFO, projector="mmproj-gemma-3-4b-it-f16.gguf\x1b[2J"), SamplingParams(), None))
+    assert rows["images"] == "through mmproj-gemma-3-4b-it-f16.gguf"  # the escape is gone
