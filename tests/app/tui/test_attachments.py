@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from PIL import Image
 from textual import events
 from textual.widgets import Static
@@ -342,3 +344,79 @@ def test_a_mistyped_attachment_command_is_pointed_to_the_right_one():
 
     assert "Did you mean /image?" in suggestion("/imag")
     assert "Did you mean /detach?" in suggestion("/deta")
+
+
+@pytest.mark.model
+async def test_the_chat_sends_an_image_to_the_real_engine_and_a_reopened_conversation_sends_it_again(
+        tmp_path, starter_path, starter_projector):
+    """The whole chat path, no doubles: the starter and the tests' tiny projector in the engine
+    process (the chat's WorkerBackend), /image, a reply, the context meter counting the image's
+    tokens; then a second app on the same history reopens the conversation, shows the image
+    and answers the next prompt with the image still in its prompt. (The projector's weights are
+    random: the reply's words are not judged.)"""
+    from vibechat.engine.llama.worker import WorkerBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
+    from vibechat.engine.settings.params import SamplingParams
+
+    photo = write_png(tmp_path / "leaf.png")
+
+    def engine() -> WorkerBackend:
+        return WorkerBackend(LlamaCppOptions(model_path=starter_path, mmproj_path=starter_projector,
+                                             context_size=1024, repack="off"))
+
+    params = SamplingParams(temperature=0, max_tokens=8)
+    backend = engine()
+    app = create_app(backend, params=params, blink=False)
+    try:
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await wait_for(pilot, lambda: app.status.state == "ready", "the model", bound=120)
+            assert app.status.model.projector == starter_projector.name
+            await attach(pilot, f"/image {photo}", 1)
+            await send(pilot, "What is in this picture?")
+            await wait_for(pilot, lambda: not app.generating, "the reply", bound=120)
+            assert errors(app) == [] and app.status.stats.finish_reason in ("stop", "length")
+            with_image = app.status.stats.prompt_tokens
+            message = user_messages(app)[-1]
+            await wait_for(pilot, lambda: thumbnails_loaded(message), "the thumbnail")
+            assert len(message.query(ImageAttachment)) == 1
+    finally:
+        backend.close()
+    text_only = engine()
+    try:  # the same prompt without the picture: the image's tokens are what the meter counted more
+        text_only.load()
+        from vibechat.engine.turns.backend import ChatMessage
+
+        without_image = text_only.count_tokens([ChatMessage("user", "What is in this picture?")])
+        assert with_image > without_image + 8
+    finally:
+        text_only.close()
+
+    with History() as history:
+        [stored] = [m for m in history.get(history.latest().id).messages if m.role == "user"]
+    assert [a.name for a in stored.attachments] == ["leaf.png"]
+
+    backend = engine()
+    app = create_app(backend, params=params, blink=False)
+    try:
+        async with app.run_test(size=SIZE, notifications=True) as pilot:
+            await wait_for(pilot, lambda: app.status.state == "ready", "the model", bound=120)
+            app.chats.open_conversation(stored_id := history_latest_id())
+            await wait_for(pilot, lambda: user_messages(app), "the reopened conversation")
+            message = user_messages(app)[0]
+            await wait_for(pilot, lambda: thumbnails_loaded(message), "the reopened thumbnail")
+            await send(pilot, "And now?")
+            await wait_for(pilot, lambda: not app.generating, "the second reply", bound=120)
+            assert errors(app) == [] and app.status.stats.finish_reason in ("stop", "length")
+            sent = app.session.conversation.messages()
+            assert [a.name for a in sent[0].images] == ["leaf.png"]  # what the engine was sent
+            stripped = [replace(m, attachments=()) for m in sent]
+            image_tokens = backend.count_tokens(sent) - backend.count_tokens(stripped)
+            assert image_tokens == with_image - without_image  # the image, counted in the prompt again
+            assert stored_id == history_latest_id()
+    finally:
+        backend.close()
+
+
+def history_latest_id() -> int:
+    with History() as history:
+        return history.latest().id
