@@ -286,8 +286,12 @@ def test_a_chatty_servers_stderr_file_is_kept_small(monkeypatch):
         server = servers._servers["noisy"]
         assert server.state == STARTED
         deadline = time.monotonic() + 30
-        while os.fstat(server.errlog.fileno()).st_size > mcp_servers.MAX_STDERR_BYTES:
-            assert time.monotonic() < deadline, "the stderr file was not cut"
+        # Until the file was cut and its tail written back (the cut is a truncate then a write:
+        # a look between the two sees it empty).
+        while (os.fstat(server.errlog.fileno()).st_size > mcp_servers.MAX_STDERR_BYTES
+               or server.stderr_tail() != "the last line"):
+            assert time.monotonic() < deadline, (
+                f"the stderr file was not cut to its tail ({os.fstat(server.errlog.fileno()).st_size} bytes, "
+                f"last line {server.stderr_tail()!r})")
             time.sleep(0.05)
-        assert server.stderr_tail() == "the last line"
         assert servers.call(by(servers)["noisy/echo"], {"text": "fine"}, timeout=30).text == "fine"
