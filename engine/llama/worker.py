@@ -33,6 +33,7 @@ import dataclasses
 import logging
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -62,6 +63,7 @@ LOG_TAIL = 50
 # Nothing else is a deadline: a long prompt evaluation or a slow load that nobody stopped runs as
 # long as it takes.
 STOP_GRACE_S = 1.5
+DUMP_S = 0.2  # a hung engine's time to write its threads' stacks (to its crash report) before it is ended
 # The one exception: a process still starting (Python, then importing llama.cpp) cannot act on a
 # cancel until it says "ready"; its start is no hang, up to this long (then STOP_GRACE_S more).
 # Only a load is ever in flight then, never a reply.
@@ -440,6 +442,12 @@ class WorkerBackend:
             return  # ended meanwhile, or on purpose
         log.warning("the engine process %s is hung (%s): ending it", proc.pid, why)
         self._hung = (proc, why)
+        if heard.acked >= rid and hasattr(signal, "SIGUSR1"):  # where it hangs, for the crash report
+            try:
+                proc.send_signal(signal.SIGUSR1)
+            except OSError:
+                pass
+            heard.wait(lambda: heard.gone, DUMP_S)
         try:
             proc.kill()  # the reader sees its pipe end; the waiting call reports it (_crash)
         except OSError:

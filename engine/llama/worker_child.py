@@ -204,6 +204,8 @@ def child_main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     faulthandler.enable(sys.stderr)  # a Python traceback on SIGSEGV/SIGABRT, for the crash report
+    if hasattr(signal, "SIGUSR1"):  # ... and where every thread is, before a hung one is ended (worker.py)
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     if hasattr(signal, "SIGINT"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     inp = sys.stdin.buffer

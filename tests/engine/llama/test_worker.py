@@ -665,7 +665,9 @@ def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_
     assert len(pieces) == 1 and pieces[0]
     assert re.search(r"stopped responding mid-reply after \d+ tokens? \(the request did not end within 1\.5 s of "
                      r"the stop request\), so vibechat ended it", str(error)), str(error)
-    assert "SIGKILL" in report_of(error).read_text()
+    report = report_of(error).read_text()
+    assert "SIGKILL" in report
+    assert "in _crash_hook" in report and "in _stream" in report  # where its main thread hung
     assert is_gone(hung_pid[0])
     monkeypatch.delenv(CRASH_HOOK_ENV)
     assert_answers(rambling_worker)
