@@ -19,7 +19,9 @@ same options, is not restarted until the options change (``EngineCrashLoop``).
 A hung child is a dead one: after a cancel, a watchdog thread gives the request
 ``STOP_GRACE_S`` to end; a child that does not end it by then (stopped with SIGSTOP, frozen,
 stuck in a native call after it acknowledged the cancel) is killed and the call fails like
-a crash, with its own line, so a stop takes under 2 s whatever the engine does. Only a child
+a crash, with its own line, so a stop takes under 2 s whatever the engine does; a model whose
+steps are slow here gets twice its recent slowest step more (one llama_decode cannot be
+interrupted: ``Heard.stop_grace``, worker_process.py). Only a child
 still starting (importing llama.cpp, before it can act on a cancel) gets longer
 (``START_LIMIT_S``). Nothing else is timed: a slow load or prompt evaluation that nobody
 stopped is no hang. ``close()`` ends the child within ``CLOSE_LIMIT_S`` whatever it does
@@ -209,6 +211,8 @@ class WorkerBackend:
                     continue
                 if msg[0] in ("result", "error"):
                     heard.note(ended=msg[1])
+                elif msg[0] in ("delta", "thinking"):
+                    heard.note_piece(time.monotonic())
                 inbox.put(msg)
         finally:
             heard.note(gone=True)
@@ -432,12 +436,13 @@ class WorkerBackend:
 
         if not heard.ready:  # its own start is no hang; its deadline runs from when it can stop
             heard.wait(lambda: ended() or heard.ready, START_LIMIT_S)
-        if heard.wait(ended, STOP_GRACE_S):
+        grace = heard.stop_grace(STOP_GRACE_S)
+        if heard.wait(ended, grace):
             return
         if heard.acked >= rid:  # its reader runs, the request never ends: a native call stuck
-            why = f"the request did not end within {STOP_GRACE_S:g} s of the stop request"
+            why = f"the request did not end within {grace:.3g} s of the stop request"
         else:  # stopped, or frozen with the GIL held
-            why = f"no answer to the stop request within {STOP_GRACE_S:g} s"
+            why = f"no answer to the stop request within {grace:.3g} s"
         if self._proc is not proc or proc.poll() is not None:
             return  # ended meanwhile, or on purpose
         log.warning("the engine process %s is hung (%s): ending it", proc.pid, why)
@@ -523,7 +528,8 @@ class WorkerBackend:
     def _abandon(self, rid: int) -> None:
         self._send(("cancel", rid))
         self._watch(rid)  # a hung child is ended within STOP_GRACE_S: its end comes as "eof"
-        deadline = time.monotonic() + STOP_GRACE_S + 2 * REAP_S  # the watchdog's, then this one's
+        limit = self._heard.stop_grace(STOP_GRACE_S) + 2 * REAP_S  # the watchdog's, then this one's
+        deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             try:
                 msg = self._inbox.get(timeout=max(0.0, deadline - time.monotonic()))
@@ -539,7 +545,7 @@ class WorkerBackend:
             if msg[0] in ("result", "error") and msg[1] == rid:
                 self._busy = None
                 return
-        log.warning("the engine did not stop within %g s: ending it", STOP_GRACE_S + 2 * REAP_S)
+        log.warning("the engine did not stop within %.3g s: ending it", limit)
         self._kill()
 
     def _kill(self) -> None:

@@ -116,8 +116,9 @@ class _ForwardLogs(logging.Handler):
 
 def _crash_hook(stage: str) -> None:
     """Test-only (CRASH_HOOK_ENV): end this process at ``stage`` with a signal ("reply:SIGABRT")
-    or an exit status ("reply:exit3"), stop it ("reply:SIGSTOP": it stays stopped), or hang it
-    ("reply:hang": its main thread never returns, its request reader goes on)."""
+    or an exit status ("reply:exit3"), stop it ("reply:SIGSTOP": it stays stopped), hang it
+    ("reply:hang": its main thread never returns, its request reader goes on), or slow it
+    ("reply:slow1.7": 1.7 s more for each piece of the reply, as a big model's steps)."""
     hook = os.environ.get(CRASH_HOOK_ENV, "")
     if not hook:
         return
@@ -127,6 +128,9 @@ def _crash_hook(stage: str) -> None:
             os._exit(int(name[4:]))
         if name == "hang":
             threading.Event().wait()  # until the parent ends this process
+        if name.startswith("slow"):  # "reply:slow1.7": each piece takes that long (a slow model's step)
+            time.sleep(float(name[4:]))
+            return
         os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
         time.sleep(10)  # the signal ends us
 

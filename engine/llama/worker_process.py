@@ -17,6 +17,9 @@ log = logging.getLogger("vibechat.llama_cpp")
 # never waits more than 3 s for the engine.
 CLOSE_EXIT_S = 1.0
 CLOSE_TERM_S = 0.5
+SLOW_STEP_S = 0.25  # a gap between a reply's pieces from which a stop gets more time (Heard.stop_grace)
+SLOW_STEP_LIMIT_S = 60.0  # ... up to this much more
+STEP_DECAY = 0.9  # a past slow step counts less with each piece since
 REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
 CLOSE_LIMIT_S = CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S
 
@@ -32,6 +35,8 @@ class Heard:
         self.acked = 0  # the highest request id whose cancel it acknowledged
         self.ended = 0  # the highest request id it answered (a result or an error)
         self.gone = False  # its protocol pipe ended
+        self.step_s = 0.0  # the recent slowest gap between a reply's pieces (decays per piece)
+        self._last_piece: float | None = None
 
     def note(self, *, ready: bool = False, acked: int = 0, ended: int = 0, gone: bool = False) -> None:
         with self._cond:
@@ -39,7 +44,23 @@ class Heard:
             self.acked = max(self.acked, acked)
             self.ended = max(self.ended, ended)
             self.gone |= gone
+            if ended:
+                self._last_piece = None  # the next request's wait for its first piece is its prompt's
             self._cond.notify_all()
+
+    def note_piece(self, now: float) -> None:
+        """A reply's piece arrived at ``now``: how long one step of this model takes here."""
+        with self._cond:
+            gap = 0.0 if self._last_piece is None else now - self._last_piece
+            self.step_s = max(gap, self.step_s * STEP_DECAY)
+            self._last_piece = now
+
+    def stop_grace(self, grace: float) -> float:
+        """The time a request gets to end after a stop: ``grace``, and more for a model whose
+        steps are slow here (a big model on the CPU, a busy machine): a token's llama_decode
+        cannot be interrupted, so a live engine ends its request only after the current one."""
+        step = self.step_s
+        return grace if step < SLOW_STEP_S else grace + min(SLOW_STEP_LIMIT_S, 2 * step)
 
     def wait(self, condition: Callable[[], bool], timeout: float) -> bool:
         with self._cond:

@@ -633,6 +633,35 @@ def test_a_load_stopped_with_its_engine_stopped_ends_the_engine(worker):
     assert worker.load().architecture == "gemma3"
 
 
+def test_a_stop_gives_a_model_with_slow_steps_the_time_of_its_step(starter_path, monkeypatch):
+    """A model whose every step takes longer than the watchdog's grace here (a big model on the
+    CPU: one llama_decode cannot be interrupted; the "slow" hook sleeps 1.7 s a piece) is not
+    taken for a hung one when stopped in the middle of a step: the stop waits for the step, the
+    reply ends cancelled, and the same engine process answers the next request. Before, the
+    watchdog ended it 1.5 s after the stop, and the model was loaded again."""
+    import vibechat.engine.llama.worker as worker_module
+
+    monkeypatch.setenv(CRASH_HOOK_ENV, "reply:slow1.7")
+    slow = WorkerBackend(options(starter_path, prompt_format="gemma"))
+    try:
+        slow.load()
+        pid = slow.pid
+        pieces = 0
+        done = None
+        for event in slow.stream_chat(STORY, LONG_REPLY):
+            if isinstance(event, TextDelta):
+                pieces += 1
+                if pieces == 3:  # two slow steps seen; the child now sleeps in its third
+                    slow.cancel()
+            elif isinstance(event, GenerationDone):
+                done = event
+        assert done is not None and done.stats.finish_reason == "cancelled"
+        assert slow.pid == pid  # not ended as hung
+        assert slow._heard.stop_grace(worker_module.STOP_GRACE_S) > 1.7 + worker_module.STOP_GRACE_S
+    finally:
+        slow.close()
+
+
 def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_worker, monkeypatch):
     """The engine's request reader answers the cancel, but the reply never ends (a native call
     that never returns: the "hang" hook blocks the engine's main thread after the first piece):
