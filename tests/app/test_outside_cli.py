@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from conftest import VIBECHAT_BIN, worker_threads
 from ggufgen import write_gguf
 from openai_stub import StubServer
 from vibechat.engine.turns.backend import ChatMessage
@@ -180,7 +180,8 @@ def test_loading_with_a_context_too_large_for_memory_is_one_line(starter_path, m
     from vibechat.engine.errors import ModelLoadError
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    backend = llamacpp.LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=131072, repack="off"))
+    backend = llamacpp.LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                                       model_path=starter_path, context_size=131072, repack="off"))
     # This machine as one with 1 GB free: the weights (0.25 GB) fit, a 131,072-token cache does not.
     monkeypatch.setattr(memory_checks, "available_memory", lambda: 10 ** 9)
     with pytest.raises(ModelLoadError, match=r"131,072-token context needs about .* use --ctx \d+ or less"):

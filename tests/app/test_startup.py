@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import worker_threads
 import vibechat.app.tui as tui
 
 # The console script's own entry point, with the chat's options (every setting's flag, all
@@ -133,7 +134,8 @@ def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progres
     monkeypatch.setattr(logging.getLogger("vibechat"), "level", logging.WARNING)  # the chat's, without --verbose
     for name in [n for n in list(logging.Logger.manager.loggerDict) if n.startswith("vibechat.")]:
         monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)  # (another test may have set one)
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
+    backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
+                                            model_path=starter_path, context_size=2048, repack="off"))
     try:
         progress: list[float] = []
         assert backend.load(on_progress=progress.append).architecture == "gemma3"

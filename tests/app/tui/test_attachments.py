@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from fakes import INFO, OnePieceAtATime, RecordingBackend, send, settle
 from helpers import notifications, wait_for
+from conftest import worker_threads
 from vibechat.app.tui import create_app
 from vibechat.app.tui.attachment_tray import AttachmentTray, TrayItem
 from vibechat.app.tui.attachment_view import FileAttachment, ImageAttachment, UserMessage, thumbnails_loaded
@@ -365,7 +366,8 @@ async def test_the_chat_sends_an_image_to_the_real_engine_and_a_reopened_convers
 
     photo = write_png(tmp_path / "leaf.png")
     params = SamplingParams(temperature=0, max_tokens=8)
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, mmproj_path=starter_projector,
+    backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
+                                            model_path=starter_path, mmproj_path=starter_projector,
                                             context_size=1024, repack="off"))
     try:
         app = create_app(backend, params=params, blink=False)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import OptionList
 
-from conftest import read_only_dir
+from conftest import read_only_dir, worker_threads
 from fakes import RecordingBackend, send, settle
 from helpers import notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
@@ -391,7 +391,8 @@ async def test_an_opened_conversation_continues_on_the_real_model(db, starter_pa
 
     seed_history(db, [("The capital of France is", ["Paris.", "The capital of Italy is"]),
                       ("Something else", ["ok"])], params=SamplingParams(temperature=0, max_tokens=6))
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=2048, repack="off"))
     app = create_app(backend, blink=False, history=History(db))
     try:
         async with app.run_test(size=SIZE) as pilot:

@@ -8,6 +8,7 @@ import pytest
 
 from fakes import send, settle
 
+from conftest import worker_threads
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
@@ -23,7 +24,8 @@ GEMMA = "gemma"
 
 
 async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=2048, repack="off",
                                               prompt_format=GEMMA))
     seen: list[str] = []
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
@@ -88,7 +90,8 @@ async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(sta
             live.append((self.render().plain, self.app.generating))
 
     monkeypatch.setattr(StatusBar, "watch_drafting", watch_drafting, raising=False)
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=2048, repack="off",
                                               speculative="auto", draft_tokens=6, prompt_format=GEMMA))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=40), blink=False)
     try:
@@ -114,7 +117,8 @@ async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(sta
 async def test_the_status_bar_names_the_draft_model_and_its_memory(starter_path):
     from vibechat.engine.settings.knobs import human_mib
 
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=1024, repack="off",
                                               draft_model_path=starter_path))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=8), blink=False)
     try:

@@ -13,6 +13,7 @@ import pytest
 from fakes import INFO, RecordingBackend, open_picker, send, settle
 from helpers import notifications, wait_for, was_notified
 from ggufgen import gguf_bytes
+from conftest import worker_threads
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
 from vibechat.app.tui.model_picker import ModelPicker
@@ -26,7 +27,7 @@ SIZE = (110, 36)
 
 
 def real_backend(path) -> LlamaCppBackend:
-    return LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=1024, repack="off"))
+    return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=path, context_size=1024, repack="off"))
 
 
 async def ask(pilot, screen: DownloadScreen, text: str) -> None:

@@ -15,6 +15,7 @@ import pytest
 from fakes import INFO, RecordingBackend, send, settle
 from helpers import notices
 from ggufgen import write_gguf
+from conftest import worker_threads
 from vibechat.app.tui import create_app
 from vibechat.app.tui.help_screen import HelpScreen
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
@@ -169,7 +170,7 @@ async def test_load_by_path_and_by_name_on_the_real_model(starter_installed, tmp
     html.write_text("<!DOCTYPE html><html>Sign in</html>")
 
     def factory(p):
-        return LlamaCppBackend(LlamaCppOptions(model_path=p, context_size=1024, repack="off"))
+        return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=p, context_size=1024, repack="off"))
 
     app = create_app(factory(starter_installed), params=SamplingParams(temperature=0, max_tokens=4),
                      backend_factory=factory, blink=False, save=False)

@@ -20,6 +20,7 @@ from fakes import settle
 from helpers import wait_for
 from test_terminal_restore import Terminal, chat_env  # noqa: F401 - chat_env: a fixture
 from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped, needs_proc
+from conftest import worker_threads
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.chat.history import History
@@ -40,7 +41,8 @@ LONG_PROMPTS = (STORY, "Tell me the whole history of bread, from the first farme
 
 def worker_backend(path: Path, **changes) -> WorkerBackend:
     """The chat's engine process for the model at ``path`` (with ``changes`` to its options)."""
-    return WorkerBackend(LlamaCppOptions(**{"model_path": path, "context_size": 2048, "repack": "off", **changes}))
+    return WorkerBackend(LlamaCppOptions(**{"model_path": path, "context_size": 2048, "repack": "off",
+                                            "threads": worker_threads(), **changes}))
 
 
 def crash_reports() -> list[Path]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fakes import OnePieceAtATime, RecordingBackend
+from conftest import worker_threads
 from vibechat.engine.turns.backend import ContextTrimmed, GenerationDone, TextDelta
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
@@ -346,7 +347,8 @@ def test_a_session_over_the_worker_engine_survives_a_killed_engine_and_goes_on(s
     # Gemma's turn format: there the starter writes on to the token limit, so the kill below lands
     # mid-reply; in its own completion frame it stops after a sentence, which could be all sent
     # (and its end read) before the kill, on a busy machine.
-    backend = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
+    backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
+                                            model_path=starter_path, context_size=4096, repack="off",
                                             prompt_format="gemma"))
     try:
         session = ChatSession(backend, ChatLog(Conversation(params=GREEDY), history))

@@ -16,6 +16,7 @@ import pytest
 
 from jsonschema_lite import errors as schema_errors
 from test_structured import PERSON, run_reply
+from conftest import worker_threads
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 from vibechat.engine.llama.grammar_sampling import ChainSampler, GrammarSampler, accept_is_stateless
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
@@ -175,7 +176,7 @@ def test_a_seeded_constrained_reply_is_reproducible(backend):
 
 
 def test_a_constrained_reply_with_speculative_decoding_follows_the_schema(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096,
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=starter_path, context_size=4096,
                                               speculative="prompt-lookup", repack="off"))
     try:
         backend.load()

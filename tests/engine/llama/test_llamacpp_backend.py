@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from conftest import same_start
+from conftest import same_start, worker_threads
 from vibechat.engine.turns.backend import ChatMessage, ContextTrimmed, GenerationDone, TextDelta
 from vibechat.engine.errors import ContextOverflowError
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
@@ -55,7 +55,7 @@ def test_describe_reports_the_starter_model(backend):
 
 
 def test_default_context_is_trained_length_capped_at_8192(starter_path):
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, repack="off"))
+    b = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=starter_path, repack="off"))
     try:
         assert b.load().context_size == 8192
     finally:
@@ -237,7 +237,8 @@ def test_oversize_single_message_is_a_clear_error(backend):
 
 @pytest.fixture(scope="module")
 def small_backend(starter_path):
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off"))
+    b = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                        model_path=starter_path, context_size=1024, repack="off"))
     b.load()
     yield b
     b.close()
@@ -299,7 +300,7 @@ def test_bad_file_never_reaches_llama_cpp(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\xff" * 20)
     with pytest.raises(ModelFileError):
-        LlamaCppBackend(LlamaCppOptions(model_path=bad, repack="off")).load()
+        LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=bad, repack="off")).load()
 
 
 def test_a_model_larger_than_the_memory_available_is_refused_before_loading(starter_path, monkeypatch):
@@ -307,7 +308,8 @@ def test_a_model_larger_than_the_memory_available_is_refused_before_loading(star
     from vibechat.engine.errors import ModelLoadError
 
     monkeypatch.setattr(memory_checks, "available_memory", lambda: 100_000_000)
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, gpu_layers=0, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, gpu_layers=0, repack="off"))
     with pytest.raises(ModelLoadError, match=r"needs about 0.3 GB of memory but 0.1 GB is available: "
                                              r"choose a smaller quantization"):
         backend.load()
@@ -404,7 +406,8 @@ def test_run_json_text_has_no_turn_marker_or_role_word(rambling, monkeypatch):
     (257, 512, "context 257 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
 ])
 def test_context_size_is_what_llama_cpp_allocates_and_rounding_is_said(starter_path, asked, used, notice):
-    b = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=asked, repack="off"))
+    b = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                        model_path=starter_path, context_size=asked, repack="off"))
     try:
         info = b.load()
         assert info.context_size == used

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VIBECHAT_BIN, collect
+from conftest import VIBECHAT_BIN, collect, worker_threads
 from vibechat.engine.llama import repack
 from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.errors import InvalidParameterError, LoadCancelled
@@ -187,7 +187,8 @@ def starter_backend(path: Path, setting: str):
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    return LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=1024, repack=setting))
+    return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                           model_path=path, context_size=1024, repack=setting))
 
 
 @pytest.mark.model

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import collect, same_start
+from conftest import collect, same_start, worker_threads
 from vibechat.engine.turns.backend import ChatMessage, GenerationStats
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
@@ -36,7 +36,8 @@ def plain_backend(gemma_backend):
 
 @pytest.fixture(scope="module")
 def auto(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, speculative="auto",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=4096, speculative="auto",
                                               draft_tokens=8, repack="off", prompt_format=GEMMA))
     info = backend.load()
     assert info.speculative == "auto" and info.draft_tokens == 8
@@ -124,7 +125,8 @@ def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(plain_backend):
 # ------------------------------------------------------------------ a draft model
 @pytest.mark.model
 def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path, plain_backend):
-    drafted = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+    drafted = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=2048, repack="off",
                                               prompt_format=GEMMA, speculative="prompt-lookup", draft_tokens=4,
                                               draft_model_path=starter_path))
     backend = drafted
@@ -169,7 +171,8 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
     proxy = types.SimpleNamespace(**{name: getattr(llama_cpp, name) for name in dir(llama_cpp) if name.startswith("llama_")})
     proxy.llama_decode = decode
     monkeypatch.setattr(drafting, "ll", proxy)
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=2048, repack="off",
                                               prompt_format=GEMMA, speculative="prompt-lookup", draft_tokens=4,
                                               draft_model_path=starter_path))
     try:
@@ -190,7 +193,8 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
 
 @pytest.mark.model
 def test_a_draft_model_turns_auto_drafting_on(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=2048, repack="off",
                                               prompt_format=GEMMA, draft_model_path=starter_path))
     try:
         info = backend.load()
@@ -207,7 +211,8 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_pa
     from vibechat.engine.errors import ModelLoadError
 
     other = copy_with_metadata(starter_path, tmp_path / "other-vocab.gguf", {"tokenizer.ggml.bos_token_id": 7})
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, repack="off",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=2048, repack="off",
                                               prompt_format=GEMMA, draft_model_path=other))
     with pytest.raises(ModelLoadError) as caught:
         backend.load()
@@ -225,7 +230,8 @@ def test_the_draft_models_kv_cache_counts_in_the_memory_check(starter_path, monk
     from vibechat.engine.models.fit import weights_to_load
 
     size = starter_path.stat().st_size
-    options = LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off", gpu_layers=0,
+    options = LlamaCppOptions(threads=worker_threads(),
+                              model_path=starter_path, context_size=4096, repack="off", gpu_layers=0,
                               draft_model_path=starter_path)
     assert weights_to_load(LlamaCppBackend(options)) == 2 * size  # what a model switch must find room for
     backend = LlamaCppBackend(options)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import collect
+from conftest import collect, worker_threads
 from projector import IMAGE_TOKENS, write_projector, write_test_image
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.llama.vision_errors import ImagesNotSupported, ProjectorError
@@ -27,7 +27,8 @@ NO_PROJECTOR = "this model takes no images: load a vision model with its project
 
 
 def options(model: Path, **changes) -> LlamaCppOptions:
-    return LlamaCppOptions(**{"model_path": model, "context_size": 4096, "repack": "off", **changes})
+    return LlamaCppOptions(**{"model_path": model, "context_size": 4096, "repack": "off",
+                              "threads": worker_threads(), **changes})
 
 
 def picture(folder: Path, seed: int = 0) -> Attachment:

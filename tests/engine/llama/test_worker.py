@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import collect
+from conftest import collect, worker_threads
 from test_ctrl_c import LONG_PROMPT
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import EngineCrashed, EngineCrashLoop, LoadCancelled, VibechatError
@@ -36,7 +36,8 @@ WAIT_S = 120  # every wait below is bounded by this
 
 
 def options(path: Path, **changes) -> LlamaCppOptions:
-    return LlamaCppOptions(**{"model_path": path, "context_size": 8192, "repack": "off", **changes})
+    return LlamaCppOptions(**{"model_path": path, "context_size": 8192, "repack": "off",
+                              "threads": worker_threads(), **changes})
 
 
 @pytest.fixture
@@ -637,8 +638,8 @@ def test_a_stop_gives_a_model_with_slow_steps_the_time_of_its_step(starter_path,
     """A model whose every step takes longer than the watchdog's grace here (a big model on the
     CPU: one llama_decode cannot be interrupted; the "slow" hook sleeps 1.7 s a piece) is not
     taken for a hung one when stopped in the middle of a step: the stop waits for the step, the
-    reply ends cancelled, and the same engine process answers the next request. Before, the
-    watchdog ended it 1.5 s after the stop, and the model was loaded again."""
+    reply ends cancelled, and the engine process lives on with its model. Before, the watchdog
+    ended it 1.5 s after the stop, and the next request loaded the model again."""
     import vibechat.engine.llama.worker as worker_module
 
     monkeypatch.setenv(CRASH_HOOK_ENV, "reply:slow1.7")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import collect as collect_reply
+from conftest import collect as collect_reply, worker_threads
 from conftest import loaded_starter, same_start
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import GpuOffloadUnavailableError, InvalidParameterError, ModelLoadError
@@ -152,7 +152,8 @@ def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path)
     sizes = {}
     for kind in ("f16", "q8_0", "q4_0"):
         # Gemma's turn format: 8 tokens generated whatever the cache (the completion frame may end sooner)
-        backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=2048, kv_cache_type=kind,
+        backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                                  model_path=starter_path, context_size=2048, kv_cache_type=kind,
                                                   repack="off", prompt_format="gemma"))
         try:
             info = backend.load()
@@ -178,7 +179,8 @@ def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path)
 
 @pytest.mark.model
 def test_an_unknown_kv_cache_type_fails_before_loading(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, kv_cache_type="q3", repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, kv_cache_type="q3", repack="off"))
     with pytest.raises(InvalidParameterError, match=r"kv_cache_type must be one of f16, q8_0, q4_0 \(got 'q3'\)"):
         backend.load()
     assert backend._model is None
@@ -187,7 +189,8 @@ def test_an_unknown_kv_cache_type_fails_before_loading(starter_path):
 @pytest.mark.model
 def test_a_context_that_refuses_a_quantized_cache_names_the_setting_and_the_fix(starter_path):
     # Flash attention explicitly off: llama.cpp cannot make a quantized V cache.
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, kv_cache_type="q8_0",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, context_size=512, kv_cache_type="q8_0",
                                               flash_attn=False, repack="off"))
     with pytest.raises(ModelLoadError) as info:
         backend.load()
@@ -203,13 +206,15 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 
     if llama_cpp.llama_supports_gpu_offload():
         pytest.skip("this llama-cpp-python build can offload to a GPU")
-    strict = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, gpu_layers=layers,
+    strict = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                             model_path=starter_path, context_size=512, gpu_layers=layers,
                                              repack="off"))
     with pytest.raises(GpuOffloadUnavailableError) as info:
         strict.load()
     assert f"--n-gpu-layers {layers}" in str(info.value) and "-DGGML_CUDA=on" in str(info.value)
     assert strict._model is None
-    fallback = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=512, gpu_layers=layers,
+    fallback = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                               model_path=starter_path, context_size=512, gpu_layers=layers,
                                                cpu_fallback=True, repack="off"))
     try:
         info = fallback.load()
@@ -332,7 +337,8 @@ def test_cancel_while_drafting_then_the_next_request_is_right(plain_backend, spe
 
 @pytest.mark.model
 def test_a_draft_length_with_an_absurd_logits_buffer_is_refused(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, speculative="prompt-lookup",
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=starter_path, speculative="prompt-lookup",
                                               draft_tokens=1024, repack="off"))
     with pytest.raises(InvalidParameterError, match=r"--draft-tokens 1024 would need 1,025 MiB of logits"):
         backend.load()

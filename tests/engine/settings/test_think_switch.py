@@ -18,6 +18,7 @@ import pytest
 from fakes import INFO, RecordingBackend, send, settle
 from helpers import notices, was_notified
 from ggufgen import copy_with_metadata
+from conftest import worker_threads
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
 from vibechat.engine.turns.backend import ChatMessage
@@ -155,7 +156,8 @@ def test_the_real_engine_renders_counts_and_splits_with_the_switch(qwen3_style: 
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
     assert "{%- else %}{{- '<think>\\n' }}" in QWEN3_OPENS
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=qwen3_style, context_size=512, repack="off"))
     try:
         info = backend.load()
         assert info.chat_format == "gguf" and info.thinking_switch == "enable_thinking"
@@ -187,7 +189,8 @@ def test_the_engine_process_counts_with_the_switch(qwen3_style: Path):
     from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.llama.worker import WorkerBackend
 
-    backend = WorkerBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
+    backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
+                                            model_path=qwen3_style, context_size=512, repack="off"))
     try:
         assert backend.load().thinking_switch == "enable_thinking"
         assert backend.count_tokens(HI, "off") > backend.count_tokens(HI)
@@ -326,7 +329,8 @@ async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_i
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=qwen3_style, context_size=512, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=qwen3_style, context_size=512, repack="off"))
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
         async with app.run_test(size=SIZE) as pilot:

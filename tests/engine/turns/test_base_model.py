@@ -13,7 +13,7 @@ import re
 import llama_cpp
 import pytest
 
-from conftest import collect
+from conftest import collect, worker_threads
 from ggufgen import copy_with_metadata
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.turns.prompt_format import (
@@ -102,7 +102,8 @@ def templated(starter_path, tmp_path_factory):
     """The starter with Gemma 3's chat template in its GGUF: a model with a template."""
     path = copy_with_metadata(starter_path, tmp_path_factory.mktemp("templated") / "gemma-3-270m-it-like.gguf",
                               {"tokenizer.chat_template": GEMMA3_TEMPLATE})
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=2048, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=path, context_size=2048, repack="off"))
     backend.load()
     yield backend
     backend.close()

@@ -13,6 +13,7 @@ import pytest
 
 from fakes import split_stream
 from ggufgen import copy_with_metadata
+from conftest import worker_threads
 from vibechat.engine.turns.prompt_format import GEMMA
 from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.turns.harmony import MAX_HEADER, HarmonySplitter, channel_is_answer, uses_harmony
@@ -130,7 +131,8 @@ def test_the_real_engine_finds_harmony_and_a_reply_without_channels_is_answer(
 
     assert llama_backend._harmony is False  # the starter: <think> family splitter
     path = copy_with_metadata(starter_path, tmp_path / "gpt-oss-style.gguf", {"tokenizer.chat_template": GPT_OSS})
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=path, context_size=512, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=path, context_size=512, repack="off"))
     try:
         info = backend.load()
         assert backend._harmony is True and info.thinking_switch == "reasoning_effort"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VIBECHAT_BIN, default_sigint
+from conftest import VIBECHAT_BIN, default_sigint, worker_threads
 from ggufgen import copy_with_metadata
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 from vibechat.engine.settings.params import SamplingParams
@@ -37,7 +37,8 @@ def test_cancel_stops_a_gguf_template_that_loops(slow_template_model):
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=slow_template_model, context_size=1024, repack="off"))
+    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                              model_path=slow_template_model, context_size=1024, repack="off"))
     try:
         assert backend.load().chat_format == "gguf"
         timer = threading.Timer(0.5, backend.cancel)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fakes import RecordingBackend, split_stream
+from conftest import worker_threads
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.app.run_cmd import RunRequest, execute
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
@@ -348,7 +349,8 @@ def test_a_local_reply_that_starts_inside_a_block_that_never_closes(starter_path
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    llama_backend = LlamaCppBackend(LlamaCppOptions(model_path=starter_path, context_size=1024, repack="off",
+    llama_backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
+                                                    model_path=starter_path, context_size=1024, repack="off",
                                                     prompt_format="gemma"))
     llama_backend.load()
     messages = [ChatMessage("user", "Write a list of three fruits.")]
