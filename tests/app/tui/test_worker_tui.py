@@ -35,6 +35,11 @@ pytestmark = pytest.mark.model
 STORY = "Write a long story about a dragon who learns to bake bread."
 # Long replies to stop with Esc. At temperature 0 a reply's first token is not the same on
 # every CPU (kernels differ): where one ends at once without text, the next prompt is sent.
+# In Gemma's turn format the starter writes on for hundreds of tokens; in its own (the completion
+# frame) it says a sentence and stops: too soon for a test that stops or kills a reply mid-way.
+RAMBLING = {"prompt_format": "gemma"}
+SHORT = SamplingParams(temperature=0, max_tokens=24)  # a prompt after the stopped one: answered soon
+ANSWERED = (("assistant", "complete"), ("assistant", "cut"))  # (cut: at max_tokens, rambling)
 LONG_PROMPTS = (STORY, "Tell me the whole history of bread, from the first farmers to today.",
                 "Describe, step by step and in detail, how a river reaches the sea.")
 
@@ -102,7 +107,7 @@ def assert_answered(app, reply: AssistantMessage) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL], ids=lambda sig: sig.name)
 async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
-    backend = worker_backend(starter_path)
+    backend = worker_backend(starter_path, **RAMBLING)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -126,6 +131,7 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
             assert str(report) in status and sig.name in report.read_text()
             assert failed.content.strip() and failed.content.split()[0] in reply.text  # the partial reply, saved
 
+            app.set_params(SHORT)
             app.prompt_input.load_text("List three colours.")
             await pilot.press("enter")
             await settle(pilot)
@@ -134,8 +140,9 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
             assert app.status.stats.finish_reason in ("stop", "length")
             with History() as history:
                 stored = history.get(history.latest().id)
-            assert [(m.role, m.status) for m in stored.messages] == [
-                ("user", "complete"), ("assistant", "error"), ("user", "complete"), ("assistant", "complete")]
+            *_, user, failed, user2, answer = [(m.role, m.status) for m in stored.messages]  # (start_a_long_reply)
+            assert [user, failed, user2] == [("user", "complete"), ("assistant", "error"), ("user", "complete")]
+            assert answer in ANSWERED
     finally:
         backend.close()
 
@@ -227,7 +234,7 @@ async def test_the_chats_everyday_actions_work_through_the_engine_process(starte
         started.append(worker_backend(path, **changes))
         return started[-1]
 
-    backend = worker_backend(starter_path)
+    backend = worker_backend(starter_path, **RAMBLING)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=8), backend_factory=factory, blink=False)
     try:
         async with app.run_test(size=(110, 36)) as pilot:
@@ -341,7 +348,7 @@ async def test_esc_stops_a_reply_whose_engine_is_stopped(starter_path):
     """SIGSTOP on the engine process mid-reply, then Esc: the engine cannot answer the stop, so
     it is ended (not waited on until it is continued): the reply ends with one line saying so,
     its text so far saved (status 'error'), and the next prompt is answered by a fresh engine."""
-    backend = worker_backend(starter_path)
+    backend = worker_backend(starter_path, **RAMBLING)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
     pid = None
     try:
@@ -372,11 +379,13 @@ async def test_esc_stops_a_reply_whose_engine_is_stopped(starter_path):
             assert failed.status == "error" and "stopped responding" in (failed.error or "")
             assert failed.content.strip() and failed.content.split()[0] in reply.text  # the text so far, saved
 
+            app.set_params(SHORT)
             reply = await send(app, pilot, "List three colours.")
             assert_answered(app, reply)
             assert backend.pid not in (None, pid)
-            assert stored_messages() == [
-                ("user", "complete"), ("assistant", "error"), ("user", "complete"), ("assistant", "complete")]
+            *earlier, answer = stored_messages()
+            assert earlier == [("user", "complete"), ("assistant", "error"), ("user", "complete")]
+            assert answer in ANSWERED
     finally:
         end_for_good(pid)
         backend.close()
@@ -389,7 +398,7 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(st
     engine that does not answer at all; 10 s before), with one line saying so, and the next
     prompt is answered by a fresh engine."""
     monkeypatch.setenv(CRASH_HOOK_ENV, "reply:hang")
-    backend = worker_backend(starter_path)
+    backend = worker_backend(starter_path, **RAMBLING)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=400), blink=False)
     pid = None
     try:
@@ -412,6 +421,7 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(st
             assert reply.has_class("-error") and reply.text.strip()  # the text so far stays
             assert is_gone(pid)
 
+            app.set_params(SHORT)
             reply = await send(app, pilot, "List three colours.")
             assert_answered(app, reply)
             assert backend.pid not in (None, pid)
