@@ -123,7 +123,6 @@ def human_limit(limit: int) -> str:
     return human_bytes(limit)
 
 
-
 def write_private(path: Path, parts: Iterable[bytes | memoryview], temp: Path, *, sync: bool = False) -> None:
     """Write ``parts`` to ``temp`` (created new, 0600, never through a symlink), then rename it
     over ``path``: a reader sees the old file or the whole new one, and a FIFO or a file under
