@@ -31,9 +31,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markdown import Markdown as RichMarkdown
 from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Region, Size
@@ -42,13 +42,12 @@ from textual.visual import RichVisual, Visual
 
 from .one_layout import SizedByLayout
 
+if TYPE_CHECKING:
+    from .chat_markdown import ChatMarkdown
+
 WARM_UP = "# A\n\nText *em* **strong** `code` [link](https://x.example).\nA second line.\n\n- a\n\n1. b\n\n> q\n\n" \
           "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\ndef f(x):\n    return x\n```\n"
 
-# The blocks that Rich's Markdown opens with a blank line even at the top of a document (it
-# writes one before a block whenever an element closed before it, and these close their
-# items, rows or paragraphs first): a segment that starts with one has its blank line.
-OPENS_WITH_BLANK = frozenset({"bullet_list_open", "ordered_list_open", "blockquote_open", "table_open"})
 _RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")  # a line that may be a horizontal rule
 
 # A packed line: (text, style index, text, style index, ...) -- strings and integers
@@ -64,31 +63,16 @@ def warm_up(console: Console, code_theme: str) -> None:
     CachedMarkdown(WARM_UP, code_theme).lines(console, console.options.update_width(80))
 
 
-class ChatMarkdown(RichMarkdown):
-    """Rich's Markdown with the text's line breaks kept (see the module doc). markdown-it's
-    ``breaks`` option only changes its HTML output; its tokens still say ``softbreak``,
-    which Rich renders as a space, and ``hardbreak`` as a new line (what two trailing
-    spaces make). So each ``softbreak`` of the parsed document becomes a ``hardbreak``:
-    only paragraph and heading text has them (a code block's lines are its own), and the
-    walk is over the tokens already parsed, a few per line."""
+def chat_markdown(markup: str, code_theme: str) -> "ChatMarkdown":
+    """``markup`` as the chat renders it (chat_markdown.py). That module, and with it Rich's
+    Markdown, markdown-it and Pygments (~27 ms on a 355 µs host, ~70 ms at the 974 µs
+    reference), is imported on the first render, not before the chat's first frame (an
+    empty conversation needs none): the model's load worker renders ``WARM_UP`` once the model
+    is ready (``warm_up``), so the import lands there, off the event loop, while the user
+    types the first prompt; a conversation opened at start imports it on its first render."""
+    from .chat_markdown import ChatMarkdown
 
-    def __init__(self, markup: str, code_theme: str) -> None:
-        super().__init__(markup, code_theme=code_theme, hyperlinks=False)
-        for token in self.parsed:
-            for child in token.children or ():
-                if child.type == "softbreak":
-                    child.type = "hardbreak"
-
-    @property
-    def opens_with_blank(self) -> bool:
-        """Rendered alone, the document starts with a blank line (``OPENS_WITH_BLANK``)."""
-        return bool(self.parsed) and self.parsed[0].type in OPENS_WITH_BLANK
-
-    @property
-    def ends_with_rule(self) -> bool:
-        """The last block is a horizontal rule, the one block Rich puts no blank line after."""
-        last = [token for token in self.parsed if token.level == 0]
-        return bool(last) and last[-1].type == "hr"
+    return ChatMarkdown(markup, code_theme)
 
 
 class _Rendered:
@@ -199,14 +183,14 @@ class CachedMarkdown:
         only when its last line looks like one (it may be a heading's underline)."""
         if self._ends_with_rule is None:
             last = self.text.rstrip().rpartition("\n")[2]
-            self._ends_with_rule = bool(_RULE.match(last)) and ChatMarkdown(self.text, self.code_theme).ends_with_rule
+            self._ends_with_rule = bool(_RULE.match(last)) and chat_markdown(self.text, self.code_theme).ends_with_rule
         return self._ends_with_rule
 
     def rendered(self, console: Console, options: ConsoleOptions) -> _Rendered:
         key = (options.max_width, options.justify, options.overflow, options.no_wrap)
         rendered = self._renders.get(key)
         if rendered is None:
-            markdown = ChatMarkdown(self.text, self.code_theme)
+            markdown = chat_markdown(self.text, self.code_theme)
             self._ends_with_rule = markdown.ends_with_rule
             # No height: Textual passes the widget's, and Rich would crop or pad to it.
             lines = console.render_lines(markdown, options.update(height=None), pad=False)

@@ -211,3 +211,61 @@ def test_the_dialogs_are_imported_when_first_opened_not_before_the_first_frame()
     assert "hub at start: []" in done.stdout, done.stdout  # nor the downloader's engine module
     assert "opened: ['downloader', 'model_picker', 'history_screens', 'help_screen']" in done.stdout
     assert "routed: True True" in done.stdout
+
+
+# The chat in a fresh process, its model's load held until the first frame is drawn: whether
+# Rich's Markdown (markdown-it, Pygments) was imported by then, and once the model is ready.
+MARKDOWN_PROBE = textwrap.dedent("""
+    import asyncio
+    import sys
+    import threading
+
+    sys.path.insert(0, sys.argv[1])
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+
+    MODULES = ("rich.markdown", "markdown_it", "vibechat.app.tui.chat_markdown")
+    drawn = threading.Event()
+
+    class HeldLoad(RecordingBackend):
+        def load(self, on_progress=None):
+            drawn.wait(30)  # the first frame is on its way to the terminal
+            return super().load(on_progress)
+
+    async def main():
+        app = create_app(HeldLoad(), save=False)
+        display = type(app)._display
+
+        def first_display(self, screen, renderable):
+            display(self, screen, renderable)
+            if not drawn.is_set():
+                print("at the first frame:", [name for name in MODULES if name in sys.modules])
+                drawn.set()
+
+        type(app)._display = first_display
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.model_ready, "the model is ready")
+            await wait_for(pilot, lambda: all(name in sys.modules for name in MODULES), "the warm-up's import")
+            print("after the warm-up:", [name for name in MODULES if name in sys.modules])
+            app.prompt_input.load_text("hi")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: not app.generating and app.chat.messages()[-1].text, "the reply")
+            print("reply:", repr(app.chat.messages()[-1].text))
+
+    asyncio.run(main())
+""")
+
+
+def test_rich_markdown_is_imported_after_the_first_frame_by_the_warm_up():
+    """Rich's Markdown, with markdown-it and Pygments (~27 ms of the first frame on a 355 µs host),
+    is not imported before the chat's first frame: the model's load worker imports it with its
+    warm-up render once the model is ready, and a reply then renders as Markdown."""
+    tests = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", MARKDOWN_PROBE, tests], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "at the first frame: []" in done.stdout, done.stdout
+    assert ("after the warm-up: ['rich.markdown', 'markdown_it', 'vibechat.app.tui.chat_markdown']"
+            in done.stdout), done.stdout
+    assert "reply: " in done.stdout and "reply: ''" not in done.stdout, done.stdout
