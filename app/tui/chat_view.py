@@ -179,7 +179,12 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         self.branch = (index, count)
         if self.is_mounted:
             self.query_one(".message--role", Static).update(self._label_content())
-            self.refresh_bindings()
+            # Its keys (‹ › between siblings) are in the footer only while it has the focus, and a
+            # focus change refreshes them anyway. A refresh rebuilds the footer's keys (a layout
+            # and their first render, ~10 ms of the frame that shows a sent prompt: the worst
+            # event-loop gap of a reply's start, docs/PERFORMANCE.md), so only then.
+            if self.has_focus_within:
+                self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "branch":  # only with siblings: else the arrows scroll the chat as ever

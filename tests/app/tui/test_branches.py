@@ -141,3 +141,48 @@ async def test_search_finds_a_reply_on_a_hidden_branch_and_opens_the_conversatio
         found = app.focused
         assert found is app.chat.messages()[1] and found.branch == (1, 2)
         assert [t.content for t in app.session.conversation.turns] == ["tell me something", "the ocean is wide"]
+
+
+async def test_a_sent_prompt_does_not_rebuild_the_footer_for_its_messages_place(tmp_path: Path, monkeypatch):
+    """A new message's place among its siblings (‹ 1/1 ›) is set as it is saved; its keys are
+    the footer's only while it has the focus, so the frame that shows a sent prompt does not
+    rebuild the footer's keys for it (that was ~10 ms of the reply's start, its worst event-loop
+    gap: docs/PERFORMANCE.md). A focused message's keys are refreshed as before."""
+    import threading
+
+    from textual.widgets import Footer
+
+    import vibechat.app.tui.app as app_module
+
+    monkeypatch.setattr(app_module, "FOOTER_DELAY_S", 600.0)  # the Stop key's own refresh, out of the way
+    rebuilt: list[object] = []
+    recompose = Footer.recompose
+
+    async def counting(self):
+        rebuilt.append(self)
+        return await recompose(self)
+
+    monkeypatch.setattr(Footer, "recompose", counting)
+    gate = threading.Event()
+    backend = RecordingBackend(reply="the ocean answer")
+    backend.gate = gate
+    app = create_app(backend, blink=False, history=History(tmp_path / "history.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        rebuilt.clear()
+        await send(pilot, "question", wait=False)
+        backend.started.wait(5)
+        await wait_for(pilot, lambda: len(app.chat.messages()) == 2 and app.chat.messages()[-1].message_id,
+                       "the reply saved, with its place")
+        await pilot.pause()
+        assert app.chat.messages()[-1].branch == (1, 1)
+        assert rebuilt == []
+        gate.set()
+        await settle(pilot)
+
+        reply = app.chat.messages()[-1]
+        reply.focus()
+        await pilot.pause()
+        rebuilt.clear()
+        reply.set_branch(1, 2)  # focused: its ← / → are live now, and the footer hears of it
+        await wait_for(pilot, lambda: rebuilt, "the footer's keys refreshed")
