@@ -66,6 +66,9 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash)."""
+    from .frame_rate import use_frame_rate
+
+    use_frame_rate()  # before anything imports Textual, which reads it once
     from vibechat.engine.llama.worker import WorkerBackend
 
     from ..backends import make_backend

@@ -5,6 +5,7 @@ process on the starter model."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -269,3 +270,40 @@ def test_rich_markdown_is_imported_after_the_first_frame_by_the_warm_up():
     assert ("after the warm-up: ['rich.markdown', 'markdown_it', 'vibechat.app.tui.chat_markdown']"
             in done.stdout), done.stdout
     assert "reply: " in done.stdout and "reply: ''" not in done.stdout, done.stdout
+
+
+# `vibechat` as the console script runs it, stopped at run_tui's terminal check (the probe's
+# stdin is no terminal): what Textual's frame rate is set to by then, and whether Textual had
+# been imported before it was set (it reads TEXTUAL_FPS once, at import).
+FPS_PROBE = textwrap.dedent("""
+    import os
+    import sys
+
+    sys.argv = ["vibechat", "--no-save", "--base-url", "http://127.0.0.1:9/v1"]
+    import vibechat.app.terminal as terminal
+
+    def stop_here():
+        print("TEXTUAL_FPS:", os.environ.get("TEXTUAL_FPS"), "| textual imported:", "textual" in sys.modules)
+        import textual.constants
+        print("Textual's frame rate:", textual.constants.MAX_FPS)
+        raise SystemExit(0)
+
+    terminal.require_terminal = stop_here
+    from vibechat.app.cli import main
+    main()
+""")
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "120"), ("30", "30")])
+def test_the_chat_sets_textuals_frame_rate_before_textual_is_imported(given, expected):
+    """Textual draws a change on a grid of frames (60 a second by default); the chat asks for
+    120, so a key waits at most 8.3 ms for its frame (app/tui/frame_rate.py). Set before Textual
+    is imported, which reads it once; a TEXTUAL_FPS the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
+    if given is not None:
+        env["TEXTUAL_FPS"] = given
+    done = subprocess.run([sys.executable, "-c", FPS_PROBE], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"TEXTUAL_FPS: {expected} | textual imported: False" in done.stdout, done.stdout
+    assert f"Textual's frame rate: {expected}" in done.stdout, done.stdout
