@@ -151,6 +151,7 @@ class ConversationSidebar(Vertical, can_focus=False):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.summaries: list[ConversationSummary] = []  # all of them, newest first
+        self._stale = False  # the list waits to be shown to be brought up to date (``_rebuild``)
 
     def compose(self) -> ComposeResult:
         yield Static(FILTER_TITLES[self.source_filter], classes="sidebar--title", id="sidebar-title")
@@ -191,7 +192,7 @@ class ConversationSidebar(Vertical, can_focus=False):
 
     def watch_current(self, old: int | None, new: int | None) -> None:
         """Move the ● mark: redraw the two entries concerned, not the list."""
-        if not self.is_mounted:
+        if not self.is_mounted or self._stale:  # stale: the rebuild when shown draws the mark
             return
         options = self.options
         for summary in self.shown:
@@ -199,6 +200,14 @@ class ConversationSidebar(Vertical, can_focus=False):
                 options.replace_option_prompt(str(summary.id), self._entry(summary))
 
     def _rebuild(self) -> None:
+        """The list, from the summaries. While the sidebar is hidden it waits until shown
+        (``on_show``, ``focus_list``): a new conversation moves to the top as its first prompt is
+        saved, and rebuilding a list of a thousand conversations then cost the frame that shows
+        the prompt ~10 ms, unseen (docs/PERFORMANCE.md, "Speed on slow CPUs")."""
+        if not self.has_class("-visible"):
+            self._stale = True
+            return
+        self._stale = False
         options = self.options
         highlighted = options.highlighted_option.id if options.highlighted_option is not None else None
         shown = self.shown
@@ -231,8 +240,14 @@ class ConversationSidebar(Vertical, can_focus=False):
     def _entry(self, summary: ConversationSummary) -> Entry:
         return Entry(summary, summary.id == self.current)
 
+    def on_show(self) -> None:
+        if self._stale:
+            self._rebuild()
+
     def focus_list(self) -> None:
         """Focus the list, on the open conversation (else the newest)."""
+        if self._stale:
+            self._rebuild()
         ids = [s.id for s in self.shown]
         if ids:
             self.options.highlighted = ids.index(self.current) if self.current in ids else 0

@@ -515,6 +515,7 @@ async def test_renaming_keeps_the_conversation_in_its_place_in_the_sidebar_and_i
     app = make_app(db)  # and the sidebar of the next start agrees
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
+        await pilot.press("ctrl+b")  # (a hidden list is filled when shown)
         assert listed(app.query_one(ConversationSidebar)) == [str(newer), str(older)]
 
 
@@ -661,3 +662,31 @@ async def test_a_base_model_or_model_titles_off_gets_the_title_from_the_exchange
         assert app.chatlog.title == "I can tell you about tide pools."
     with History(db) as other:
         assert other.conversations()[0].title == "I can tell you about tide pools."
+
+
+async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt_is_sent(db, monkeypatch):
+    """A new conversation moves to the top of the list as its first prompt is saved. While the
+    list is hidden it is not rebuilt then (with a thousand conversations that was ~10 ms of the
+    frame that shows the prompt): shown, it has the new conversation on top, marked open."""
+    seed_history(db, [("An older chat", ["answer"]), ("A newer chat", ["answer"])])
+    rebuilds: list[OptionList] = []
+    clear = OptionList.clear_options
+
+    def counting(self):
+        rebuilds.append(self)
+        return clear(self)
+
+    monkeypatch.setattr(OptionList, "clear_options", counting)
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        sidebar = app.query_one(ConversationSidebar)
+        rebuilds.clear()
+        await send(pilot, "a new question")
+        new = app.chatlog.conversation_id
+        assert new is not None and sidebar.summaries[0].id == new
+        assert [r for r in rebuilds if r is sidebar.options] == []
+        await pilot.press("ctrl+b")
+        assert listed(sidebar)[0] == str(new) and len(listed(sidebar)) == 3
+        assert sidebar.options.get_option_at_index(0).prompt.current  # the ● of the open one
+        assert sidebar.options.highlighted_option.id == str(new)
