@@ -9,14 +9,17 @@ above ``DISTURBED`` is run again, and the tables warn when one remains."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
 import os
 import platform
 import re
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -173,6 +176,19 @@ def describe_machine() -> str:
         pass
     return (f"{cpu}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}; "
             f"llama-cpp-python {llama_cpp_python_version()}")
+
+
+def use_own_dirs() -> Path:
+    """Run as a new user's first start: this process (and the ``vibechat`` processes it starts)
+    gets its own empty config, data and state folders, removed at exit. The chat then saves what
+    it streams as it does by default, into a new history of its own: never the user's, whose
+    sidebar a bench would otherwise grow by a conversation a round (and whose config could change
+    what is measured). The cache folder stays the user's: the starter is assembled there once."""
+    home = Path(tempfile.mkdtemp(prefix="vibechat-bench-"))
+    for name in ("CONFIG", "DATA", "STATE"):
+        os.environ[f"VIBECHAT_{name}_DIR"] = str(home / name.lower())
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return home
 
 
 # ------------------------------------------------------------------ host speed
