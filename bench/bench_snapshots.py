@@ -25,7 +25,9 @@ cache folder. With an 8,192-token context and 2 threads (``--threads``):
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -106,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_logs()
     model = starter_model_path()  # (from the usual cache) before the snapshots' folder moves
-    os.environ["VIBECHAT_CACHE_DIR"] = tempfile.mkdtemp(prefix="vibechat-bench-snapshots-")
+    snapshots_home = tempfile.mkdtemp(prefix="vibechat-bench-snapshots-")
+    atexit.register(shutil.rmtree, snapshots_home, ignore_errors=True)  # GBs of snapshots, not left behind
+    os.environ["VIBECHAT_CACHE_DIR"] = snapshots_home
 
     def engine(snapshots: bool = True, kv_type: str = "f16") -> LlamaCppBackend:
         backend = LlamaCppBackend(LlamaCppOptions(model_path=model, context_size=N_CTX, threads=threads,
