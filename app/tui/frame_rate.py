@@ -17,11 +17,10 @@ user set is theirs to keep.
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
 
 FRAME_RATE = 120
 
 
-def use_frame_rate(environ: MutableMapping[str, str] | None = None) -> None:
+def use_frame_rate() -> None:
     """Textual's frame rate for the chat, unless the user set one (see the module doc)."""
-    (os.environ if environ is None else environ).setdefault("TEXTUAL_FPS", str(FRAME_RATE))
+    os.environ.setdefault("TEXTUAL_FPS", str(FRAME_RATE))
