@@ -47,10 +47,8 @@ import time
 from pathlib import Path
 
 from _common import calibration, print_calibration
+from bench_chat import ANSI, COLS, FIRST_FRAME, ROWS, one_round
 from vibechat.app.tui.frame_rate import use_frame_rate
-
-ROWS, COLS = 40, 120
-ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 
 BARE_APP = textwrap.dedent("""
     from textual.app import App
@@ -136,9 +134,9 @@ def load_only(path: Path, n_ctx: int, threads: int, n_batch: int, n_ubatch: int)
 async def textual_growing(kind: str, steps: int = 40, presses: int = 30) -> dict[str, float]:
     """Textual alone: a column growing every 67 ms (``kind``: ``static``, a wrapped paragraph
     mounted and the view scrolled to its end; ``log``, a line appended to a ``Log``); its worst
-    event-loop gap, then keypress to screen while it goes on."""
-    from bench_tui import GapWatcher
-    from textual import events
+    event-loop gap, then keypress to screen while it goes on (``bench_tui.KeyTimer``, as the
+    chat's rounds measure it)."""
+    from bench_tui import GapWatcher, KeyTimer
     from textual.app import App, ComposeResult
     from textual.containers import VerticalScroll
     from textual.widgets import Footer, Log, Static, TextArea
@@ -153,57 +151,44 @@ async def textual_growing(kind: str, steps: int = 40, presses: int = 30) -> dict
             yield Footer()
 
     app = Growing()
-    latencies: list[float] = []
-    waiting: list[tuple[float, int]] = []
-    original = type(app)._display
-
-    def display(self, screen, renderable):  # as bench_tui's keypress rounds measure the chat
-        original(self, screen, renderable)
-        if waiting and len(self.query_one("#input", TextArea).text) >= waiting[0][1]:
-            latencies.append(time.perf_counter() - waiting.pop(0)[0])
-
-    type(app)._display = display  # type: ignore[method-assign]
     try:
-        async with app.run_test(size=(COLS, ROWS)) as pilot:
-            column = app.query_one("#column")
+        with KeyTimer(app, lambda app: app.query_one("#input", TextArea).text) as keys:
+            async with app.run_test(size=(COLS, ROWS)) as pilot:
+                column = app.query_one("#column")
 
-            async def step(i: int) -> None:
-                if isinstance(column, Log):
-                    column.write_line(f"{i} {paragraph[:COLS - 8]}")
-                else:
-                    await column.mount(Static(f"{i} {paragraph}", markup=False))
-                    column.scroll_end(animate=False)
+                async def step(i: int) -> None:
+                    if isinstance(column, Log):
+                        column.write_line(f"{i} {paragraph[:COLS - 8]}")
+                    else:
+                        await column.mount(Static(f"{i} {paragraph}", markup=False))
+                        column.scroll_end(animate=False)
 
-            for i in range(30):  # a screen's worth first, as a reply under way has
-                await step(i)
-            await pilot.pause()
-            gc.collect()
-            gc.freeze()
-            watcher = GapWatcher()
-            watcher.start()
-            for i in range(steps):
-                await step(i)
-                await asyncio.sleep(0.067)
-            await watcher.stop()
-
-            async def grow() -> None:
-                for i in range(10_000):
+                for i in range(30):  # a screen's worth first, as a reply under way has
+                    await step(i)
+                await pilot.pause()
+                gc.collect()
+                gc.freeze()
+                watcher = GapWatcher()
+                watcher.start()
+                for i in range(steps):
                     await step(i)
                     await asyncio.sleep(0.067)
+                await watcher.stop()
 
-            app.query_one("#input", TextArea).focus()
-            await pilot.pause()
-            growing = asyncio.create_task(grow())
-            for i in range(presses):
-                waiting.append((time.perf_counter(), i + 1))
-                app.post_message(events.Key("x", "x"))
-                await asyncio.sleep(0.15 + 0.05 * (i % 3))
-            await asyncio.sleep(0.2)
-            growing.cancel()
+                async def grow() -> None:
+                    for i in range(10_000):
+                        await step(i)
+                        await asyncio.sleep(0.067)
+
+                app.query_one("#input", TextArea).focus()
+                await pilot.pause()
+                growing = asyncio.create_task(grow())
+                await keys.type(presses)
+                await asyncio.sleep(0.2)
+                growing.cancel()
     finally:
-        type(app)._display = original  # type: ignore[method-assign]
         gc.unfreeze()
-    return {"gap_ms": watcher.worst * 1000, "keypress_ms": max(latencies) * 1000 if latencies else float("nan")}
+    return {"gap_ms": watcher.worst * 1000, "keypress_ms": keys.figures()["worst_ms"]}
 
 
 def median(values: list[float]) -> float:
@@ -220,7 +205,6 @@ def main() -> None:
     use_frame_rate()  # the chat's, and so the bare apps' too: before anything imports Textual
     targets = print_calibration(calibration(), ["first_frame", "model_ready", "gap", "keypress"])
 
-    import bench_chat
     import bench_tui
     from vibechat.app.tui import freeze_startup_objects
     from vibechat.engine.llama.loading import DEFAULT_MAX_CONTEXT
@@ -238,20 +222,20 @@ def main() -> None:
         fig.setdefault(key, []).append(value)
 
     if not (args.skip_frames and args.skip_load):
-        bench_chat.one_round(exe)  # page cache and bytecode warm, as bench_chat's own warm-up round
-        pty_until([sys.executable, "-c", BARE_APP], bench_chat.FIRST_FRAME)
+        one_round(exe)  # page cache and bytecode warm, as bench_chat's own warm-up round
+        pty_until([sys.executable, "-c", BARE_APP], FIRST_FRAME)
         load_only(*load_args)
         for r in range(args.rounds):
             line = f"  round {r + 1}:"
             if not args.skip_frames:
                 note("python", pty_until([sys.executable, "-c", "print('up')"], re.compile(rb"up")))
-                note("bare_frame", pty_until([sys.executable, "-c", BARE_APP], bench_chat.FIRST_FRAME))
+                note("bare_frame", pty_until([sys.executable, "-c", BARE_APP], FIRST_FRAME))
                 line += (f" python -c {fig['python'][-1]:.3f} s | bare Textual first frame "
                          f"{fig['bare_frame'][-1]:.3f} s |")
             if not args.skip_load:
                 note("load_only", load_only(*load_args))
                 line += f" llama.cpp alone, start to context {fig['load_only'][-1]:.3f} s |"
-            chat = bench_chat.one_round(exe)
+            chat = one_round(exe)
             note("chat_frame", chat["first_frame_s"])
             note("chat_ready", chat["model_ready_s"])
             line += f" the chat: first frame {chat['first_frame_s']:.3f} s, model ready {chat['model_ready_s']:.3f} s"

@@ -28,7 +28,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from _common import Target, calibration, print_calibration, use_own_dirs
 from vibechat.app.tui.frame_rate import use_frame_rate
@@ -168,47 +170,67 @@ class PacedBackend(SyntheticBackend):
         yield GenerationDone("".join(self.pieces[:sent]), GenerationStats(completion_tokens=sent))
 
 
+class KeyTimer:
+    """Keypress to screen, as the chat's rounds and bench_floors' bare apps measure it alike:
+    a key event is posted to the app as the terminal driver posts it (a printable character,
+    which goes to the focused input, empty at the start), and the latency is the time until the
+    app hands the terminal a frame in which the input holds that character (``App._display``,
+    which writes the frame, is the hook: the frame is on its way to the terminal). ``text``
+    reads the input's text from the app. A context manager: the hook is in place inside it."""
+
+    def __init__(self, app: Any, text: Callable[[Any], str]) -> None:
+        self.app, self._text = app, text
+        self.latencies: list[float] = []
+        self._waiting: list[tuple[float, int]] = []  # (posted at, input length to reach)
+        self.typed = 0
+        self._original = type(app)._display
+
+    def __enter__(self) -> KeyTimer:
+        original, waiting, latencies, text = self._original, self._waiting, self.latencies, self._text
+
+        def display(app, screen, renderable):
+            original(app, screen, renderable)
+            if waiting and len(text(app)) >= waiting[0][1]:
+                latencies.append(time.perf_counter() - waiting.pop(0)[0])
+
+        type(self.app)._display = display
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        type(self.app)._display = self._original
+
+    async def type(self, presses: int, going: Callable[[], bool] = lambda: True) -> None:
+        """Press ``presses`` keys at a typist's pace, while ``going()``."""
+        from textual import events
+
+        for i in range(presses):
+            if not going():
+                break
+            self.typed += 1
+            self._waiting.append((time.perf_counter(), self.typed))
+            self.app.post_message(events.Key("x", "x"))
+            await asyncio.sleep(0.15 + 0.05 * (i % 3))  # typing speed, off the render rhythm
+
+    def figures(self) -> dict[str, float]:
+        lat = sorted(self.latencies)
+        return {"presses": len(lat), "median_ms": statistics.median(lat) * 1000 if lat else float("nan"),
+                "worst_ms": lat[-1] * 1000 if lat else float("nan"), "lost": self.typed - len(lat)}
+
+
 async def keypress_run(pieces: list[str], rate: float, presses: int) -> dict[str, float]:
-    """Keypress-to-screen latency while a reply streams at ``rate`` tokens/s: a key event
-    is posted to the app as the terminal driver posts it (a printable character, which
-    goes to the prompt input), and the latency is the time until the app hands the
-    terminal a frame in which the input holds that character (``App._display``, which
-    writes the frame, is the hook: the frame is on its way to the terminal)."""
-    from textual import events
-
+    """Keypress-to-screen latency (``KeyTimer``) while a reply streams at ``rate`` tokens/s."""
     app = create_app(PacedBackend(pieces, rate), blink=False, freeze_gc=LATE_FREEZE[0])
-    latencies: list[float] = []
-    waiting: list[tuple[float, int]] = []  # (posted at, input length to reach)
-    original = type(app)._display
-
-    def display(self, screen, renderable):
-        original(self, screen, renderable)
-        if waiting and len(self.prompt_input.text) >= waiting[0][1]:
-            latencies.append(time.perf_counter() - waiting.pop(0)[0])
-
-    type(app)._display = display  # type: ignore[method-assign]
-    try:
+    with KeyTimer(app, lambda app: app.prompt_input.text) as keys:
         async with app.run_test(size=SIZE) as pilot:
             await app.workers.wait_for_complete()
             await pilot.pause()
             app.prompt_input.load_text("go")
             await pilot.press("enter")
             await asyncio.sleep(0.5)  # the reply is streaming
-            typed = 0
-            for i in range(presses):
-                if not app.generating:
-                    break
-                typed += 1
-                waiting.append((time.perf_counter(), typed))
-                app.post_message(events.Key("x", "x"))
-                await asyncio.sleep(0.15 + 0.05 * (i % 3))  # typing speed, off the render rhythm
+            await keys.type(presses, going=lambda: app.generating)
             await asyncio.sleep(0.2)
             await until_settled(app, 120)
-    finally:
-        type(app)._display = original  # type: ignore[method-assign]
-    lat = sorted(latencies)
-    return {"presses": len(lat), "median_ms": statistics.median(lat) * 1000 if lat else float("nan"),
-            "worst_ms": lat[-1] * 1000 if lat else float("nan"), "lost": typed - len(lat)}
+    return keys.figures()
 
 
 def headless_baseline(pieces: list[str]) -> float:
