@@ -4,6 +4,10 @@ Pasted text comes from the clipboard, notifications nearly always quote outside
 text (a model name, a server's error, a title, a path): ``OutsideTextApp``
 sanitises the one and shows the other as plain text (see ``outside``), for every
 screen and widget of the app.
+
+A paste's line breaks are kept whatever the terminal sends for them: xterm-style terminals
+and tmux send a bracketed paste's line breaks as CR, Windows text brings CRLF. Both become
+``\n`` before sanitising (which drops a lone CR: on its own it lets text overwrite a line).
 """
 
 from __future__ import annotations
@@ -18,12 +22,18 @@ from vibechat.engine.sanitize import sanitize
 from . import outside
 
 
+def pasted_lines(text: str) -> str:
+    """A paste's line breaks as ``\n``: CRLF (Windows text) and a lone CR (what xterm-style
+    terminals and tmux send for a line break in a bracketed paste) alike."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 class OutsideTextApp(App[None]):
     async def on_event(self, event: events.Event) -> None:
         """Pasted text comes from outside (the clipboard): sanitised before any widget gets
         it (an ``Input`` or a ``TextArea`` would show its control characters raw)."""
         if isinstance(event, events.Paste) and not event.is_forwarded:
-            event.text = sanitize(event.text)
+            event.text = sanitize(pasted_lines(event.text))
         await super().on_event(event)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",

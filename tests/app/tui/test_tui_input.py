@@ -291,3 +291,19 @@ async def test_ctrl_l_keeps_the_draft_in_the_input(fake_backend):
         assert app.prompt_input.text == "last message\ndraft"
         assert app.prompt_input.cursor_location == (1, 4)
         assert app.conversation.turns == []
+
+
+@pytest.mark.parametrize("line_break", ["\r", "\r\n", "\n"], ids=["CR", "CRLF", "LF"])
+async def test_a_pastes_line_breaks_are_kept_whatever_the_terminal_sends_for_them(fake_backend, line_break):
+    """xterm-style terminals and tmux send a bracketed paste's line breaks as CR, Windows text
+    brings CRLF: each is a line break in the input and in the prompt sent, never lost."""
+    app = create_app(fake_backend, blink=False, save=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.post_message(events.Paste(line_break.join(["alpha", "beta", "gamma"]) + line_break))
+        await pilot.pause()
+        assert app.prompt_input.text == "alpha\nbeta\ngamma\n"
+        assert app.prompt_input.document.line_count == 4
+        fake_backend.step.release(100)
+        await pilot.press("enter")
+        await answered(pilot, "alpha\nbeta\ngamma\n")
