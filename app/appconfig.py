@@ -42,7 +42,7 @@ BINDING_IDS: tuple[str, ...] = (
     "slider.minimum", "slider.maximum", "slider.reset", "slider.previous", "slider.next",
     "choice.previous_value", "choice.next_value", "choice.reset", "choice.previous", "choice.next",
     # conversation history: the sidebar and its dialogs
-    "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.search", "sidebar.filter",
+    "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.filter", "sidebar.filter_back",
     "search.close", "search.results", "rename.cancel", "export.cancel",
     "export.previous_format", "export.next_format", "export.submit",
     # dialogs

@@ -61,3 +61,15 @@ async def wait_for(pilot, condition: Callable[[], object], what: str = "the cond
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {bound:g} s for {what}")
         await pilot.pause(0.01)
+
+
+async def answer(pilot, key: str) -> None:
+    """Answer the question on screen (``QuestionScreen``: tool approval, confirm) with ``key``,
+    as a user does: once it is drawn and its settle time is over (a key pressed sooner is not
+    taken as an answer)."""
+    from vibechat.app.tui.question import QuestionScreen
+
+    screen = pilot.app.screen
+    assert isinstance(screen, QuestionScreen), f"no question on screen ({type(screen).__name__})"
+    await wait_for(pilot, lambda: screen.ready, "the question to take keys")
+    await pilot.press(key)

@@ -30,7 +30,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer
+from textual.widgets import Footer, Input, TextArea
 
 from vibechat.engine.turns.backend import Backend
 from vibechat.engine.chat.chatlog import ChatLog
@@ -52,10 +52,11 @@ from .attachments import Attachments
 from .chat_view import ChatView
 from .config_bar import ConfigBar
 from .gc_policy import freeze_startup_objects
+from .question import QuestionScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
 from .param_panel import SLIDER_SPECS, ParamPanel
-from .outside_app import OutsideTextApp
+from .outside_app import OutsideTextApp, pasted_text
 from .prompt_input import PromptInput
 from .replies import Replies
 from .sidebar import ConversationSidebar
@@ -269,11 +270,50 @@ class VibechatApp(OutsideTextApp):
         self.replies.toggle_thinking_expanded()
 
     @on(ChatView.Typed)
-    def _on_typed(self, message: ChatView.Typed) -> None:
-        """Typing (or a paste, whole) while a message (or the chat) has focus: the text goes
-        where it belongs, at the input's cursor."""
+    @on(ConversationSidebar.Typed)
+    def _on_typed(self, message: ChatView.Typed | ConversationSidebar.Typed) -> None:
+        """Typing (or a paste, whole) while a message, the chat or the conversation list has
+        focus: the text goes where it belongs, at the input's cursor."""
         self.prompt_input.focus()
         self.prompt_input.insert(message.character, maintain_selection_offset=False)
+
+    async def on_event(self, event: events.Event) -> None:
+        """While a question is up (``question.py``), what the user types or pastes goes where
+        they were typing, and a key pressed before the question could be seen goes nowhere."""
+        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded and self._question is not None:
+            question = self._question
+            if isinstance(event, events.Paste):
+                self._type_on(pasted_text(event.text))
+                return
+            verdict = question.verdict(event)
+            if verdict == "pass":
+                self._type_on(event.character or "", backspace=event.key == "backspace")
+            if verdict != "take":
+                return
+        await super().on_event(event)
+
+    @property
+    def _question(self) -> QuestionScreen | None:
+        """The question on screen, if one is."""
+        stack = self.screen_stack  # (``screen`` raises while the stack is empty)
+        return stack[-1] if stack and isinstance(stack[-1], QuestionScreen) else None
+
+    def _type_on(self, text: str, backspace: bool = False) -> None:
+        """``text`` (or a Backspace) typed while a question is up, where the user was typing: the
+        text field focused under it, else the prompt input (as typing on a message or the list
+        does)."""
+        below = self.screen_stack[-2] if len(self.screen_stack) > 1 else self.screen
+        target = below.focused
+        if not isinstance(target, (Input, TextArea)):
+            target = self.prompt_input
+            if below is self.default_screen:
+                target.focus()
+        if backspace:
+            target.action_delete_left()
+        elif isinstance(target, Input):
+            target.insert_text_at_cursor(text)
+        else:
+            target.insert(text, maintain_selection_offset=False)
 
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         return palette.help_sections(self._bindings_list(), self.key_for)

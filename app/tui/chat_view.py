@@ -579,5 +579,5 @@ class ChatView(StableGutterScroll, VerticalScroll):
             if yes:
                 self.app.open_url(href)
 
-        self.app.push_screen(ConfirmScreen(f"The model's reply links to:\n\n{href}\n\nOpen it in your browser?"),
-                             opened)
+        self.app.push_screen(ConfirmScreen(f"The model's reply links to:\n\n{href}\n\nOpen it in your browser?",
+                                           yes="open it", no="don't"), opened)

@@ -74,7 +74,6 @@ class HistoryManager:
                 CacheRebuilt: self.cache_rebuilt, EarlierMessages.Requested: self.show_earlier,
                 ChatMessageWidget.BranchRequested: self.switch_branch,
                 ConversationSidebar.Open: lambda message: self.open_conversation(message.conversation_id),
-                ConversationSidebar.Search: lambda _message: self.search(),
                 ConversationSidebar.Request: lambda message: self.act(message.what, message.summary.id,
                                                                       message.summary.title)}
 
@@ -162,11 +161,15 @@ class HistoryManager:
 
     # ----------------------------------------------------------------- actions
     def toggle_sidebar(self) -> None:
-        """Show the list and focus it; from the list, hide it (shown but not focused: focus it)."""
+        """Show the list and focus it; hide it when it is shown, focused or not (the input
+        takes the focus it had). Ctrl+B once shown focused a list left open after Enter, and a
+        user who took it for closed typed into it."""
         sidebar = self.host.sidebar
-        if sidebar.has_class("-visible") and sidebar.has_focus_within:
+        if sidebar.has_class("-visible"):
+            had_focus = sidebar.has_focus_within
             sidebar.remove_class("-visible")
-            self.host.prompt_input.focus()
+            if had_focus:
+                self.host.prompt_input.focus()
         else:
             self.host.show_side_panel(sidebar)
             sidebar.focus_list()
@@ -253,7 +256,7 @@ class HistoryManager:
             host.notify(f"Deleted “{title}”.", timeout=2)
 
         host.push_screen(ConfirmScreen(f"Delete the conversation “{one_line(title)}” and all its messages?\n\n"
-                                       "This cannot be undone."), answered)
+                                       "This cannot be undone.", yes="delete it", no="keep it"), answered)
 
     # ---------------------------------------------------------------- export
     def _export(self, conversation_id: int, title: str) -> None:
@@ -291,7 +294,8 @@ class HistoryManager:
                 else:
                     host.notify(f"Not exported: {choice.path} is left as it was.", timeout=5)
 
-            host.push_screen(ConfirmScreen(f"{choice.path} already exists.\n\nReplace it?"), answered)
+            host.push_screen(ConfirmScreen(f"{choice.path} already exists.\n\nReplace it?", yes="replace it",
+                                           no="keep it"), answered)
 
         host.push_screen(ExportScreen(stem), chosen)
 

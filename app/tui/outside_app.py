@@ -22,10 +22,11 @@ from vibechat.engine.sanitize import sanitize
 from . import outside
 
 
-def pasted_lines(text: str) -> str:
-    """A paste's line breaks as ``\n``: CRLF (Windows text) and a lone CR (what xterm-style
-    terminals and tmux send for a line break in a bracketed paste) alike."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+def pasted_text(text: str) -> str:
+    """A paste as a widget may get it: its line breaks as ``\n`` (CRLF from Windows text and a
+    lone CR, what xterm-style terminals and tmux send for a line break in a bracketed paste,
+    alike), then sanitised."""
+    return sanitize(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 class OutsideTextApp(App[None]):
@@ -33,7 +34,7 @@ class OutsideTextApp(App[None]):
         """Pasted text comes from outside (the clipboard): sanitised before any widget gets
         it (an ``Input`` or a ``TextArea`` would show its control characters raw)."""
         if isinstance(event, events.Paste) and not event.is_forwarded:
-            event.text = sanitize(pasted_lines(event.text))
+            event.text = pasted_text(event.text)
         await super().on_event(event)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",

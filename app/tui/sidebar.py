@@ -1,8 +1,13 @@
 """The conversation sidebar: saved conversations, newest first; the chat's own by default.
 
 Scripts save conversations too (``vibechat run``, ``--prompts-file``): the list shows
-the chat's own first and ``f`` cycles what it shows, chat → run → batch → all, the
+the chat's own first and ← / → cycle what it shows, chat → run → batch → all, the
 choice named in its title ("Chats (6 of 25)").
+
+The list acts on no letter: its keys are ones that ordinary typing does not produce (Enter,
+Ctrl+E, Delete, Ctrl+S, ← / →), and a printable key pressed while it has the focus is posted as
+``Typed``: it belongs in the input (a user who thought Ctrl+B had closed the list and typed on
+once deleted a conversation with the ``d`` and ``y`` of "good day").
 
 It shows summaries only (title, when, model), never messages, so it opens as fast
 with a thousand conversations as with none; a conversation's messages are read
@@ -10,7 +15,7 @@ when it is opened. Each entry is two lines whatever its title (cut with "…"), 
 the list knows its height without measuring a thousand titles, and an entry's text
 is made the first time it is drawn: only what scrolls into view costs anything.
 Attributes down (``show``, ``upsert``, ``forget``, ``current``), messages up
-(``Open``, ``Rename``, ``Delete``, ``Export``, ``Search``): the app does the work.
+(``Open``, ``Request``: rename, delete, export; ``Typed``): the app does the work.
 The sidebar keeps every summary (``summaries``) and shows those its filter lets through
 (``shown``): switching filters reads nothing.
 Titles and model names come from outside (the user's and the model's words, a GGUF's
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -120,13 +125,15 @@ class ConversationSidebar(Vertical, can_focus=False):
         padding: 0 1;
     }
     """ + f"ConversationSidebar {{ width: {WIDTH}; }}"
-    # Not in the footer (the app's keys fill it): the list's own hint line shows them.
+    # Not in the footer (the app's keys fill it): the list's own hint line shows them. No letter:
+    # typing goes to the input (``on_key``). Search is the app's Ctrl+F.
     BINDINGS = [
-        Binding("r", "request('rename')", "Rename", id="sidebar.rename", show=False),
-        Binding("d,delete", "request('delete')", "Delete", id="sidebar.delete", show=False),
-        Binding("e", "request('export')", "Export", id="sidebar.export", show=False),
-        Binding("slash", "search", "Search", id="sidebar.search", show=False),
-        Binding("f", "cycle_filter", "Show chats, runs, prompt files or all", id="sidebar.filter", show=False),
+        Binding("ctrl+e", "request('rename')", "Rename", id="sidebar.rename", show=False),
+        Binding("delete", "request('delete')", "Delete", id="sidebar.delete", show=False),
+        Binding("ctrl+s", "request('export')", "Export", id="sidebar.export", show=False),
+        Binding("right", "cycle_filter(1)", "Show chats, runs, prompt files or all", id="sidebar.filter", show=False),
+        Binding("left", "cycle_filter(-1)", "Show the previous of chats, runs, prompt files, all",
+                id="sidebar.filter_back", show=False),
     ]
 
     current: reactive[int | None] = reactive(None)  # the open conversation, marked ●
@@ -145,8 +152,12 @@ class ConversationSidebar(Vertical, can_focus=False):
             self.what = what
             self.summary = summary
 
-    class Search(Message):
-        pass
+    class Typed(Message):
+        """A printable key (or a paste) while the list has the focus: text for the input."""
+
+        def __init__(self, character: str) -> None:
+            super().__init__()
+            self.character = character
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -156,7 +167,7 @@ class ConversationSidebar(Vertical, can_focus=False):
     def compose(self) -> ComposeResult:
         yield Static(FILTER_TITLES[self.source_filter], classes="sidebar--title", id="sidebar-title")
         yield OptionList(id="sidebar-list")
-        yield Static("Enter open · r rename · d delete\ne export · / search · f filter", classes="sidebar--keys")
+        yield Static("Enter open · ^e rename\nDel delete · ^s export\n← → chats, runs, all", classes="sidebar--keys")
 
     @property
     def shown(self) -> list[ConversationSummary]:
@@ -233,9 +244,9 @@ class ConversationSidebar(Vertical, can_focus=False):
         if self.is_mounted:
             self._rebuild()
 
-    def action_cycle_filter(self) -> None:
-        """Chat → run → batch → all → chat."""
-        self.source_filter = FILTERS[(FILTERS.index(self.source_filter) + 1) % len(FILTERS)]
+    def action_cycle_filter(self, step: int = 1) -> None:
+        """Chat → run → batch → all → chat (``step`` -1: the other way)."""
+        self.source_filter = FILTERS[(FILTERS.index(self.source_filter) + step) % len(FILTERS)]
 
     def _entry(self, summary: ConversationSummary) -> Entry:
         return Entry(summary, summary.id == self.current)
@@ -271,5 +282,15 @@ class ConversationSidebar(Vertical, can_focus=False):
         if summary is not None:
             self.post_message(self.Request(what, summary))
 
-    def action_search(self) -> None:
-        self.post_message(self.Search())
+    def on_key(self, event: events.Key) -> None:
+        """A printable key is typing, never an action on a conversation: it goes to the input."""
+        if event.is_printable and event.character:
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Typed(event.character))
+
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste on the list goes to the input whole, as typing does."""
+        event.stop()
+        if event.text:
+            self.post_message(self.Typed(event.text))

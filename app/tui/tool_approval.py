@@ -2,6 +2,12 @@
 the user's answer: allow once, allow this tool for this conversation, always allow it (saved
 in the config file), or deny (Esc). Nothing runs without a yes.
 
+The question comes when a reply ends, often while the user is typing the next message. So each
+grant is a key ordinary typing never produces (Ctrl+Y once, Ctrl+E every call in this
+conversation, Ctrl+A always), and the dialog is a ``QuestionScreen``: a key
+pressed before it was seen is never an answer, and typing while it is up goes on in the input
+(a stray "y" or the "a" of "and" once ran a tool and allowed it for good).
+
 Everything shown is outside text (the model wrote the arguments, a server the tool's name and
 description): sanitised, bounded, shown as ``Content``, never read as markup."""
 
@@ -12,12 +18,12 @@ import json
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 from . import outside
+from .question import QuestionScreen
 
 ANSWERS = ("once", "conversation", "always", "deny")
 ARGUMENTS_SHOWN = 4000  # characters of the arguments shown (a longer call says it is cut)
@@ -34,7 +40,7 @@ def pretty_arguments(call: ToolCall) -> str:
     return text
 
 
-class ToolApprovalScreen(ModalScreen[str]):
+class ToolApprovalScreen(QuestionScreen[str]):
     """Dismissed with one of ``ANSWERS``."""
 
     DEFAULT_CSS = """
@@ -68,10 +74,10 @@ class ToolApprovalScreen(ModalScreen[str]):
     }
     """
     BINDINGS = [
-        Binding("y,enter", "answer('once')", "Allow once", id="approval.once"),
-        Binding("c", "answer('conversation')", "Allow in this conversation", id="approval.conversation"),
-        Binding("a", "answer('always')", "Always allow", id="approval.always"),
-        Binding("n,escape", "answer('deny')", "Deny", id="approval.deny"),
+        Binding("ctrl+y", "answer('once')", "Allow once", id="approval.once"),
+        Binding("ctrl+e", "answer('conversation')", "Allow in this conversation", id="approval.conversation"),
+        Binding("ctrl+a", "answer('always')", "Always allow", id="approval.always"),
+        Binding("escape", "answer('deny')", "Deny", id="approval.deny"),
     ]
 
     def __init__(self, call: ToolCall, spec: ToolSpec) -> None:
@@ -89,8 +95,9 @@ class ToolApprovalScreen(ModalScreen[str]):
                 yield Static(outside.block(spec.description, limit=600), classes="approval--description")
             with VerticalScroll():
                 yield Static(outside.block(pretty_arguments(self.call), limit=None), classes="approval--arguments")
-            yield Static("y / Enter allow once · c allow in this conversation · a always allow · n / Esc deny",
-                         classes="approval--keys")
+            yield Static(outside.block("Ctrl+Y run it once · Ctrl+E run it whenever asked in this conversation · "
+                                       "Ctrl+A always run it (saved in the config file) · Esc deny\n"
+                                       "What you type goes on in the input."), classes="approval--keys")
 
     def action_answer(self, answer: str) -> None:
         self.dismiss(answer)

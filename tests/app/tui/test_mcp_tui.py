@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fakes import RecordingBackend, send, settle
-from helpers import wait_for
+from helpers import answer, wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.tool_approval import ToolApprovalScreen
 from vibechat.app.tui.tool_block import ToolCallBlock
@@ -58,11 +58,11 @@ async def test_calls_ask_first_then_run_on_the_server_and_a_hanging_or_dying_one
         await send(pilot, "go", wait=False)
         # add once, escapes always, echo denied; c4 (slow) once: it hangs past tool_timeout (3 s) and
         # ends as an error result; c5 (die) once: the server exits mid-call.
-        for key, call in (("y", "c1"), ("a", "c2"), ("n", "c3"), ("y", "c4"), ("y", "c5")):
+        for key, call in (("ctrl+y", "c1"), ("ctrl+a", "c2"), ("escape", "c3"), ("ctrl+y", "c4"), ("ctrl+y", "c5")):
             await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), f"{call}'s question", bound=60)
             screen = app.screen
             assert isinstance(screen, ToolApprovalScreen) and screen.call.id == call
-            await pilot.press(key)
+            await answer(pilot, key)
             await wait_for(pilot, lambda: app.screen is not screen, f"{call}'s answer")
         await wait_for(pilot, lambda: not app.generating, "the last reply", bound=60)
         await settle(pilot)

@@ -1,5 +1,6 @@
 """Tool calls in the chat: each call shows its tool and arguments and waits for the user's
-yes (once, for this conversation, always, or deny with Esc); a running call is cancelled with
+yes (Ctrl+Y once, Ctrl+E for this conversation, Ctrl+A always, or deny with Esc; keys that
+ordinary typing never produces, taken only once the question was seen); a running call is cancelled with
 Esc; results are folded blocks, saved, and sent to the model, which then answers again. A
 real Textual app (Pilot) on a real SQLite file; the recording backend scripts the calls and a
 small in-test tool box stands in for engine/tools (the MCP path is tested with a real server
@@ -11,7 +12,7 @@ import threading
 from pathlib import Path
 
 from fakes import RecordingBackend, send, settle
-from helpers import wait_for
+from helpers import answer, wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.tool_approval import ToolApprovalScreen
 from vibechat.app.tui.tool_block import ToolCallBlock
@@ -63,12 +64,12 @@ async def test_a_call_waits_for_a_yes_then_runs_and_the_model_answers_with_its_r
         assert box.ran == []  # nothing runs without a yes
         shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
         assert "time/now" in shown and '"zone": "UTC"' in shown and "[bold]now[/bold]" in shown  # never markup
-        await pilot.press("y")
+        await answer(pilot, "ctrl+y")
         await settle(pilot)
         assert box.ran == ["c1"]
         # c2 came next (the model asked again): asked again, allowed for this conversation.
         await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the second question")
-        await pilot.press("c")
+        await answer(pilot, "ctrl+e")
         await settle(pilot)
         assert box.ran == ["c1", "c2", "c3"]  # c3: allowed in this conversation, not asked
         blocks = list(app.query(ToolCallBlock))
@@ -100,13 +101,13 @@ async def test_esc_denies_and_the_model_is_told_and_always_allow_is_kept(tmp_pat
         await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
         await send(pilot, "time?", wait=False)
         await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
-        await pilot.press("escape")
+        await answer(pilot, "escape")
         await settle(pilot)
         assert box.ran == [] and backend.requests[-1][0][-1].content == DENIED
         backend.tool_script = [[ToolCall("c2", "clock", "{}")]]
         await send(pilot, "time, really?", wait=False)
         await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
-        await pilot.press("a")
+        await answer(pilot, "ctrl+a")
         await settle(pilot)
         assert box.ran == ["c2"] and policy.always == ("time/now",)
         assert 'allowed_tools = ["time/now"]' in app.config.path.read_text()  # saved for good

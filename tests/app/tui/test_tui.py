@@ -8,7 +8,7 @@ import pytest
 from textual.content import Content
 
 from fakes import OnePieceAtATime, RecordingBackend, send, settle
-from helpers import notices, notifications, wait_for, was_notified
+from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.confirm import ConfirmScreen
@@ -427,7 +427,7 @@ async def test_typing_on_a_focused_message_goes_to_the_input(fake_backend):
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")
+        await answer(pilot, "escape")
 
 
 async def test_help_screen_lists_every_binding(fake_backend):
@@ -474,11 +474,13 @@ async def test_links_open_only_after_confirmation_and_only_http(fake_backend):
         reply.post_message(AssistantMessage.LinkRequested("https://example.com/x"))
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("n")
+        await answer(pilot, "escape")
         assert opened == []
         reply.post_message(AssistantMessage.LinkRequested("https://example.com/x"))
         await pilot.pause()
-        await pilot.press("y")
+        await answer(pilot, "y")  # a letter is typing, never a yes: it goes to the input
+        assert opened == [] and isinstance(app.screen, ConfirmScreen) and app.prompt_input.text == "y"
+        await pilot.press("ctrl+y")
         assert opened == ["https://example.com/x"]
 
 

@@ -14,7 +14,7 @@ from textual.widgets import OptionList
 
 from conftest import read_only_dir, worker_threads
 from fakes import RecordingBackend, send, settle
-from helpers import notices, notifications, wait_for, was_notified
+from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.earlier_messages import EarlierMessages
@@ -132,7 +132,10 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
         assert params.temperature == 1.3
         assert app.replies.last.stats.prompt_tokens_evaluated < app.replies.last.stats.prompt_tokens
         assert sidebar.summaries[0].id == ids[0]  # moved to the top
-        # Ctrl+B from the prompt focuses the (still shown) list on the open conversation; again hides it.
+        # Ctrl+B toggles the list: from the prompt it hides the (still shown) list; again shows and
+        # focuses it on the open conversation; again hides it, the input taking the focus back.
+        await pilot.press("ctrl+b")
+        assert not sidebar.display and app.prompt_input.has_focus
         await pilot.press("ctrl+b")
         assert sidebar.display and sidebar.options.has_focus
         assert sidebar.options.highlighted_option.id == str(ids[0])
@@ -195,7 +198,7 @@ async def test_rename_from_the_sidebar(db):
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+b", "r")
+        await pilot.press("ctrl+b", "ctrl+e")
         await pilot.pause()
         assert isinstance(app.screen, RenameScreen)
         app.screen.query_one("#rename-input").value = "A better title"
@@ -211,17 +214,17 @@ async def test_delete_asks_first_and_no_keeps_it(db):
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+b", "down", "d")
+        await pilot.press("ctrl+b", "down", "delete")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         assert "Keep or not" in app.screen.question
-        await pilot.press("n")
+        await answer(pilot, "escape")
         await pilot.pause()
         with History(db) as other:
             assert other.count() == 2
-        await pilot.press("d")
+        await pilot.press("delete")
         await pilot.pause()
-        await pilot.press("y")
+        await answer(pilot, "ctrl+y")
         await settle(pilot)
         assert [s.id for s in app.query_one(ConversationSidebar).summaries] == [ids[1]]
     with History(db) as other:
@@ -235,7 +238,7 @@ async def test_deleting_the_open_conversation_starts_a_new_one(db):
         await send(pilot, "short lived")
         await app.run_action("delete_conversation")
         await pilot.pause()
-        await pilot.press("y")
+        await answer(pilot, "ctrl+y")
         await settle(pilot)
         assert app.chat.messages() == [] and app.chatlog.conversation_id is None
     with History(db) as other:
@@ -300,7 +303,7 @@ async def test_export_the_open_conversation_to_markdown_and_json(db, tmp_path: P
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+b", "e")
+        await pilot.press("ctrl+b", "ctrl+s")
         await pilot.pause()
         assert isinstance(app.screen, ExportScreen)
         path_input = app.screen.query_one("#export-path")
@@ -309,7 +312,7 @@ async def test_export_the_open_conversation_to_markdown_and_json(db, tmp_path: P
         await pilot.pause()
         md = next(tmp_path.glob("vibechat-*-export-me.md")).read_text()
         assert md.startswith("# Export me") and "Exported **reply**" in md
-        await pilot.press("e")
+        await pilot.press("ctrl+s")
         await pilot.pause()
         app.screen.query_one("#format-json").value = True
         await pilot.pause()
@@ -327,23 +330,23 @@ async def test_export_asks_before_replacing_an_existing_file(db, tmp_path: Path,
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+b", "e")
+        await pilot.press("ctrl+b", "ctrl+s")
         await pilot.pause()
         target = Path(app.screen.query_one("#export-path").value)
         target.write_text("precious")
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen) and str(target) in app.screen.question
-        await pilot.press("n")
+        await answer(pilot, "escape")
         await pilot.pause()
         assert target.read_text() == "precious"
         assert was_notified(app, "Not exported")
-        await pilot.press("e")
+        await pilot.press("ctrl+s")
         await pilot.pause()
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
+        await answer(pilot, "ctrl+y")
         await pilot.pause()
         assert target.read_text().startswith("# Export me")
 
@@ -459,7 +462,7 @@ def listed(sidebar: ConversationSidebar) -> list[str]:
     return [option.id for option in sidebar.options._options]
 
 
-async def test_the_sidebar_shows_the_chats_own_first_and_f_cycles_run_batch_all(db):
+async def test_the_sidebar_shows_the_chats_own_first_and_right_cycles_run_batch_all(db):
     chat1, run1, batch1, run2, chat2 = seed_sources(db, ["chat", "run", "batch", "run", "chat"])
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
@@ -469,11 +472,11 @@ async def test_the_sidebar_shows_the_chats_own_first_and_f_cycles_run_batch_all(
         await pilot.press("ctrl+b")
         assert listed(sidebar) == [str(chat2), str(chat1)]
         assert str(title.render()) == "Chats (2 of 5)"
-        await pilot.press("f")
+        await pilot.press("right")
         assert listed(sidebar) == [str(run2), str(run1)] and str(title.render()) == "Runs (2 of 5)"
-        await pilot.press("f")
+        await pilot.press("right")
         assert listed(sidebar) == [str(batch1)] and str(title.render()) == "Prompt files (1 of 5)"
-        await pilot.press("f")
+        await pilot.press("left", "right", "right")
         assert listed(sidebar) == [str(i) for i in (chat2, run2, batch1, run1, chat1)]
         assert str(title.render()) == "All conversations (5)"
         assert sidebar.options.highlighted_option.id == str(batch1)  # the highlight stays where it was
@@ -481,7 +484,7 @@ async def test_the_sidebar_shows_the_chats_own_first_and_f_cycles_run_batch_all(
         await pilot.press("home", "down", "enter")
         await settle(pilot)
         assert app.chatlog.conversation_id == run2
-        await pilot.press("ctrl+b", "f")  # back in the list
+        await pilot.press("ctrl+b", "ctrl+b", "right")  # hidden, then back in the list
         assert listed(sidebar) == [str(chat2), str(chat1)]
         app.prompt_input.focus()
         await app.run_action("new_conversation")
@@ -501,7 +504,7 @@ async def test_renaming_keeps_the_conversation_in_its_place_in_the_sidebar_and_i
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         sidebar = app.query_one(ConversationSidebar)
-        await pilot.press("ctrl+b", "down", "r")
+        await pilot.press("ctrl+b", "down", "ctrl+e")
         await pilot.pause()
         assert isinstance(app.screen, RenameScreen)
         app.screen.query_one("#rename-input").value = "Older, renamed"
@@ -525,7 +528,7 @@ async def test_the_export_dialogs_format_row_takes_right_left_and_enter(db, tmp_
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+b", "e")
+        await pilot.press("ctrl+b", "ctrl+s")
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, ExportScreen)

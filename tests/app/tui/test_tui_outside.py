@@ -16,7 +16,7 @@ from rich.segment import Segment
 from fakes import INFO, RecordingBackend, settle
 from ggufgen import gguf_bytes
 from openai_stub import StubServer
-from helpers import notifications, wait_for, was_notified
+from helpers import answer, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.downloader import DownloadScreen
@@ -238,11 +238,11 @@ async def test_deleting_a_conversation_titled_with_markup(tmp_path: Path):
         await pilot.press("ctrl+b")
         await pause(pilot)
         Rendered(app).check("[/crash] [link=https://x]t")  # the sidebar
-        await pilot.press("d")
+        await pilot.press("delete")
         await pause(pilot)
         assert isinstance(app.screen, ConfirmScreen)
         Rendered(app).check(TITLE)
-        await pilot.press("y")
+        await answer(pilot, "ctrl+y")
         await settle(pilot)
         await pause(pilot)
         assert was_notified(app, TITLE)
@@ -257,7 +257,7 @@ async def test_renaming_a_conversation_titled_with_markup(tmp_path: Path):
     app = create_app(RecordingBackend(), blink=False, history=History(db))
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+b", "r")
+        await pilot.press("ctrl+b", "ctrl+e")
         await pause(pilot)
         assert isinstance(app.screen, RenameScreen)
         assert app.screen.query_one("#rename-input").value == TITLE
@@ -399,13 +399,13 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         confirm = await screen_is(pilot, ConfirmScreen)
         assert "https://evil.example/a[/crash]b" in confirm.question
         Rendered(app).check("https://evil.example/a[/crash]b")
-        await pilot.press("n")
+        await answer(pilot, "escape")
         for _ in range(3):
             await pilot.press("enter")
             await pause(pilot)
             if isinstance(app.screen, ConfirmScreen):
                 Rendered(app).check()
-                await pilot.press("n")
+                await answer(pilot, "escape")
         assert was_notified(app, "javascript")
 
         # A failed reply: its status line and the notification quote the error.
@@ -425,21 +425,21 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         await pilot.press("ctrl+b")
         await pause(pilot)
         Rendered(app).check("[link=https://evil.example]x[/")
-        await pilot.press("r")
+        await pilot.press("ctrl+e")
         rename = await screen_is(pilot, RenameScreen)
         title = rename.query_one("#rename-input").value  # the first prompt, shortened
         assert title.startswith("[link=https://evil") and "\x1b" not in title and not C1 & set(title)
         Rendered(app).check(title)
         await pilot.press("escape")
         await pause(pilot)
-        await pilot.press("d")
+        await pilot.press("delete")
         confirm = await screen_is(pilot, ConfirmScreen)
         assert f"“{title}”" in confirm.question
         Rendered(app).check(f"Delete the conversation “{title[:20]}")  # a long title wraps
-        await pilot.press("n")
+        await answer(pilot, "escape")
         await pause(pilot)
         for _ in range(2):  # the second time the file exists: asked before replacing it
-            await pilot.press("e")
+            await pilot.press("ctrl+s")
             export = await screen_is(pilot, ExportScreen)
             assert DIR_SHOWN in export.query_one("#export-path").value
             Rendered(app).check("[@click=app.quit]q/vibechat-")  # the input shows the path's end
@@ -448,7 +448,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
             await pause(pilot)
         await screen_is(pilot, ConfirmScreen)
         Rendered(app).check(DIR_SHOWN)
-        await pilot.press("n")
+        await answer(pilot, "escape")
         await pause(pilot)
         assert was_notified(app, "Exported to")
         check_notifications(app)

@@ -68,7 +68,7 @@ def test_conversation_sidebar(snap_compare, tmp_path):
         await pilot.app.workers.wait_for_complete()
         await pilot.press("ctrl+b", "down", "enter")
         await settle(pilot)
-        await pilot.press("ctrl+b")
+        await pilot.press("ctrl+b", "ctrl+b")  # Ctrl+B toggles: the list left open is hidden, then shown focused
         await pilot.pause()
 
     app = create_app(RecordingBackend(reply=REPLY), blink=False, history=History(path))
