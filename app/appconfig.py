@@ -68,7 +68,31 @@ def check_binding(name: str, item: Any) -> str:
     problem = keys_problem(item)
     if problem:
         raise EntryProblem(f"keys.{name} = {show(item)} is not a valid key: {problem}")
+    typed = [key for key in item.replace(" ", "").split(",") if types(key)]
+    if name in GRANTING and typed:
+        raise EntryProblem(f"keys.{name} = {show(item)}: {typed[0]!r} is a key that typing produces, and "
+                           f"this one runs, allows or deletes something; give a key such as \"ctrl+y\"")
     return item.replace(" ", "")
+
+
+# Bindings that grant (run a tool, allow it) or destroy (delete, replace): never on a key that
+# typing produces (a stray word would answer them).
+GRANTING = frozenset({"approval.once", "approval.conversation", "approval.always", "confirm.yes",
+                      "sidebar.delete"})
+
+
+def types(key: str) -> bool:
+    """Whether ``key`` (a Textual key name) is one that ordinary typing produces: a character
+    (``a``, ``slash``), space, Enter, Tab or Backspace, with or without Shift."""
+    bare = key.lower().removeprefix("shift+")
+    if "+" in bare:  # ctrl+, alt+, ...
+        return False
+    return bare not in NAMED_KEYS and not (bare.startswith("f") and bare[1:].isdigit())
+
+
+# Named keys that type nothing (the rest of Textual's single-word names are characters: "slash").
+NAMED_KEYS = frozenset({"escape", "delete", "insert", "home", "end", "pageup", "pagedown", "up", "down",
+                        "left", "right"})
 
 
 @dataclass(frozen=True)

@@ -319,3 +319,20 @@ def test_the_engines_key_names_are_ones_textual_reports():
     # Textual sorts the modifiers of a key it reports (textual/_xterm_parser.py): so do we.
     assert list(MODIFIERS) == sorted(MODIFIERS)
     assert {"alt", "ctrl", "hyper", "meta", "shift", "super"} == set(MODIFIERS)
+
+
+async def test_a_key_that_typing_produces_is_refused_for_a_binding_that_grants_or_deletes(fake_backend):
+    """[keys] cannot put "run this tool" or "delete" one letter away from ordinary typing; the
+    default key stays bound, and every default of those bindings is a key typing never makes."""
+    from vibechat.app.appconfig import GRANTING, types
+
+    path = write_config('[keys]\n"approval.once" = "y,ctrl+o"\n"sidebar.delete" = "d"\n"confirm.yes" = "enter"\n'
+                        '"approval.always" = "f12"\n')
+    app = create_app(fake_backend, blink=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        messages = bar_text(app)
+        for line, name, key in ((2, "approval.once", "y"), (3, "sidebar.delete", "d"), (4, "confirm.yes", "enter")):
+            assert f"{path.name} line {line}" in messages and f"keys.{name}" in messages and repr(key) in messages
+        assert "approval.always" not in messages  # f12 types nothing: accepted
+    assert all(not types(key) for _, b in _tui_bindings() if b.id in GRANTING for key in b.key.split(","))
