@@ -44,6 +44,7 @@ from vibechat.themes import THEMES
 
 from .. import slash
 from ..appconfig import chat_settings, load_app_config
+from ..terminal import SignalExit
 from . import config_ui, notices, palette, slash_commands
 from .bindings import APP_BINDINGS
 from .chat_state import ChatState
@@ -86,7 +87,7 @@ class VibechatApp(OutsideTextApp):
                  config: LoadedConfig | None = None, blink: bool = True,
                  backend_factory: BackendFactory | None = None, history: History | None = None,
                  freeze_gc: bool = False, tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
-                 tool_rounds: int = 8) -> None:
+                 tool_rounds: int = 8, exit_on_signals: bool = False) -> None:
         super().__init__()
         config = config or load_app_config()
         self.config = config
@@ -95,6 +96,7 @@ class VibechatApp(OutsideTextApp):
                                                     history))
         self.blink = blink
         self._freeze_gc = freeze_gc  # once, when the model is first ready (gc_policy)
+        self._signal_exit = SignalExit(self) if exit_on_signals else None  # the real chat's (terminal.py)
         self.state = ChatState(self)
         self.replies = Replies(self)
         self.models = ModelManager(self, backend_factory)
@@ -168,6 +170,11 @@ class VibechatApp(OutsideTextApp):
 
     def code_theme(self) -> str:
         return "monokai" if self.current_theme.dark else "friendly"
+
+    def on_load(self) -> None:
+        """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q does."""
+        if self._signal_exit is not None:
+            self._signal_exit.install()
 
     def on_mount(self) -> None:
         self.prompt_input.focus()
