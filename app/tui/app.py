@@ -190,8 +190,13 @@ class VibechatApp(OutsideTextApp):
 
     def on_unmount(self) -> None:
         """Quitting: the reply in progress stops (saved as stopped), so that the exit, which
-        waits for the worker threads, never waits on the engine (a hung one is ended)."""
+        waits for the worker threads, never waits on the engine: an engine process that has not
+        ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
+        for a model with slow steps is not waited for)."""
         self.session.abandon()
+        quit_engine = getattr(self.session.backend, "quit", None)  # the engine process's (worker.py)
+        if callable(quit_engine):
+            quit_engine()
 
     # ------------------------------------------------------------ messages
     @on(Message)
