@@ -90,8 +90,13 @@ def _reap() -> bool:
             return True
 
 
-def _signal_children(signum: int) -> None:
+def _signal_children(signum: int, skip: set[int] | None = None) -> None:
+    """Send ``signum`` to every child (but those in ``skip``, to which it then adds them)."""
     for pid in _children():
+        if skip is not None:
+            if pid in skip:
+                continue
+            skip.add(pid)
         try:
             os.kill(pid, signum)  # a child not reaped yet: its pid cannot be another's
         except OSError:
@@ -100,17 +105,18 @@ def _signal_children(signum: int) -> None:
 
 def end_descendants(grace: float) -> None:
     """End everything this process started, however deep and whichever session it is in:
-    SIGTERM to the group and every child, up to ``grace`` for them to end, then SIGKILL to
-    every child, round by round, until none is left (bounded)."""
+    SIGTERM to the group and to every child (those adopted meanwhile too), up to ``grace`` for
+    them to end, then SIGKILL to every child, round by round, until none is left (bounded)."""
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     try:
         os.killpg(0, signal.SIGTERM)  # the group (the launcher ignores it)
     except OSError:
         pass
-    _signal_children(signal.SIGTERM)
+    termed: set[int] = set()
     deadline = time.monotonic() + grace
     while _reap() and time.monotonic() < deadline:
+        _signal_children(signal.SIGTERM, termed)  # orphans adopted since (a server's setsid() child)
         time.sleep(0.02)
     for _ in range(KILL_ROUNDS):
         if not _reap():
