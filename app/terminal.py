@@ -102,12 +102,12 @@ class SignalExit:
             os.write(sys.__stdout__.fileno() if sys.__stdout__ else 1, RESTORE)
         except (OSError, ValueError):
             pass
-        if self._tty is not None:
-            try:
-                import termios
+        if self._tty is not None:  # only where termios was there to read them
+            import termios
 
+            try:
                 termios.tcsetattr(sys.__stdin__.fileno() if sys.__stdin__ else 0, termios.TCSANOW, self._tty)
-            except (ImportError, OSError, ValueError):
+            except (OSError, ValueError, termios.error):
                 pass
         os._exit(128 + (self._signum or signal.SIGTERM))
 
@@ -116,7 +116,9 @@ def _tty_settings() -> list[Any] | None:
     """The terminal's settings (echo, canonical input ...) now, or None where there are none."""
     try:
         import termios
-
+    except ImportError:
+        return None
+    try:
         return termios.tcgetattr(sys.__stdin__.fileno() if sys.__stdin__ else 0)
-    except (ImportError, OSError, ValueError):
+    except (OSError, ValueError, termios.error):  # not a terminal (termios.error is no OSError)
         return None
