@@ -9,14 +9,24 @@ never answers (a server that hangs on start). ``--pidfile FILE`` writes the serv
 (the orphan tests look for it after its owner is killed). ``--http PORT`` serves
 streamable HTTP on 127.0.0.1:PORT (path ``/mcp``) instead of stdio. ``--many`` adds 150
 tools (more than a client keeps), the first with a description of 10,000 characters;
-``--noisy`` writes 2 MiB to stderr first.
+``--noisy`` writes 2 MiB to stderr first. ``--family`` adds ``family_of_processes``: a child
+in the server's group, and one in a session of its own with a child of its own (the tests that
+nothing outlives vibechat).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import time
+
+SLEEPER = "import time; time.sleep(600)"
+# A process that leaves the server's group (setsid), starts a child of its own, says both pids.
+ESCAPER = ("import os, subprocess, sys, time; os.setsid(); "
+           "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+           "print(os.getpid(), c.pid, flush=True); time.sleep(600)")
 
 
 def main(argv: list[str]) -> None:
@@ -78,6 +88,10 @@ def main(argv: list[str]) -> None:
     def marked() -> str:
         return "ok"
 
+    if "--family" in args:  # a tool that starts a process tree of the server's own
+        server.tool(description="Start a family of processes (their pids to a file), then wait some seconds.")(
+            family_of_processes)
+
     if "--many" in args:  # more tools than a client keeps, one with a description of 10,000 characters
         for n in range(150):
             server.tool(name=f"t{n:03d}", description="long " * 2_000 if n == 0 else f"Tool {n}.")(lambda: "ok")
@@ -86,6 +100,23 @@ def main(argv: list[str]) -> None:
         server.run("streamable-http", host="127.0.0.1", port=int(args[args.index("--http") + 1]))
     else:
         server.run("stdio")
+
+
+def family_of_processes(pidfile: str, seconds: float = 0) -> str:
+    """Start a child in this server's group and one in a session of its own (with a child of
+    its own: a grandchild of the server), write all their pids and the server's to ``pidfile``
+    (JSON), then sleep ``seconds``. Each would sleep 10 minutes unless ended."""
+    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
+    child = subprocess.Popen([sys.executable, "-c", SLEEPER], **quiet)
+    escaper = subprocess.Popen([sys.executable, "-c", ESCAPER], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    assert escaper.stdout is not None
+    escaped, grandchild = (int(pid) for pid in escaper.stdout.readline().split())
+    pids = {"server": os.getpid(), "child": child.pid, "escaped": escaped, "grandchild": grandchild}
+    with open(pidfile + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(pids, handle)
+    os.replace(pidfile + ".tmp", pidfile)
+    time.sleep(seconds)
+    return "started " + " ".join(map(str, pids.values()))
 
 
 if __name__ == "__main__":

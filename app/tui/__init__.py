@@ -28,7 +28,7 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
                backend_factory: "BackendFactory | None" = None,
                history: "History | None" = None, save: bool = True, freeze_gc: bool = False,
                tools: "ToolBox | None" = None, tool_policy: "ToolPolicy | None" = None,
-               tool_rounds: int = 8) -> "VibechatApp":
+               tool_rounds: int = 8, exit_on_signals: bool = False) -> "VibechatApp":
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
@@ -37,7 +37,8 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     built so far leaves the garbage collector's sight (see ``gc_policy``; the real chat does,
     tests that make many apps in one process do not). ``tools``: what replies may call (None:
     no tools), ``tool_policy`` who runs without asking, ``tool_rounds`` the most rounds of calls
-    per prompt (engine/chat/tool_turns.py)."""
+    per prompt (engine/chat/tool_turns.py). ``exit_on_signals``: SIGTERM, SIGHUP and SIGINT end
+    the app as Ctrl+Q does (the real chat's; app/terminal.py ``SignalExit``)."""
     from vibechat.engine.chat.history import History
 
     from .app import VibechatApp
@@ -48,7 +49,7 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
         history = History(read_only_ok=True)  # opened in a worker once the app is up; browsable if read-only
     return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
                        backend_factory=backend_factory, history=history, freeze_gc=freeze_gc, tools=tools,
-                       tool_policy=tool_policy, tool_rounds=tool_rounds)
+                       tool_policy=tool_policy, tool_rounds=tool_rounds, exit_on_signals=exit_on_signals)
 
 
 def freeze_startup_objects() -> None:
@@ -91,7 +92,8 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
 
     probe_terminal()  # a graphics terminal is asked what it draws images with, before the screen reads keys
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,
-                     freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds)
+                     freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds,
+                     exit_on_signals=True)
     freeze_startup_objects()
     try:
         app.run()

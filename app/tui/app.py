@@ -44,6 +44,7 @@ from vibechat.themes import THEMES
 
 from .. import slash
 from ..appconfig import chat_settings, load_app_config
+from ..terminal import SignalExit
 from . import config_ui, notices, palette, slash_commands
 from .bindings import APP_BINDINGS
 from .chat_state import ChatState
@@ -87,7 +88,7 @@ class VibechatApp(OutsideTextApp):
                  config: LoadedConfig | None = None, blink: bool = True,
                  backend_factory: BackendFactory | None = None, history: History | None = None,
                  freeze_gc: bool = False, tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
-                 tool_rounds: int = 8) -> None:
+                 tool_rounds: int = 8, exit_on_signals: bool = False) -> None:
         super().__init__()
         config = config or load_app_config()
         self.config = config
@@ -96,6 +97,7 @@ class VibechatApp(OutsideTextApp):
                                                     history))
         self.blink = blink
         self._freeze_gc = freeze_gc  # once, when the model is first ready (gc_policy)
+        self._signal_exit = SignalExit(self) if exit_on_signals else None  # the real chat's (terminal.py)
         self.state = ChatState(self)
         self.replies = Replies(self)
         self.models = ModelManager(self, backend_factory)
@@ -170,6 +172,11 @@ class VibechatApp(OutsideTextApp):
     def code_theme(self) -> str:
         return "monokai" if self.current_theme.dark else "friendly"
 
+    def on_load(self) -> None:
+        """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q does."""
+        if self._signal_exit is not None:
+            self._signal_exit.install()
+
     def on_mount(self) -> None:
         self.prompt_input.focus()
         self.chat.set_welcome("Loading the model…")
@@ -184,8 +191,13 @@ class VibechatApp(OutsideTextApp):
 
     def on_unmount(self) -> None:
         """Quitting: the reply in progress stops (saved as stopped), so that the exit, which
-        waits for the worker threads, never waits on the engine (a hung one is ended)."""
+        waits for the worker threads, never waits on the engine: an engine process that has not
+        ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
+        for a model with slow steps is not waited for)."""
         self.session.abandon()
+        quit_engine = getattr(self.session.backend, "quit", None)  # the engine process's (worker.py)
+        if callable(quit_engine):
+            quit_engine()
 
     # ------------------------------------------------------------ messages
     @on(Message)

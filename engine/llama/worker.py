@@ -24,8 +24,9 @@ steps are slow here gets twice its recent slowest step more (one llama_decode ca
 interrupted: ``Heard.stop_grace``, worker_process.py). Only a child
 still starting (importing llama.cpp, before it can act on a cancel) gets longer
 (``START_LIMIT_S``). Nothing else is timed: a slow load or prompt evaluation that nobody
-stopped is no hang. ``close()`` ends the child within ``CLOSE_LIMIT_S`` whatever it does
-(worker_process.py).
+stopped is no hang. Quitting (``quit()``) is no stop: the request in flight gets
+``QUIT_GRACE_S``, never a slow model's longer grace, and then the child is killed; ``close()``
+ends the child within ``CLOSE_LIMIT_S`` whatever it does (worker_process.py).
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ from ..settings.params import SamplingParams
 from ..turns.tool_calls import ToolSpec
 from ..turns.backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta, ThinkingDelta
 from .crash_report import signal_name, suggest_setting, write_crash_report
-from .worker_process import CLOSE_EXIT_S, CLOSE_LIMIT_S, CLOSE_TERM_S, REAP_S, Heard, close_quietly, end_process
+from .worker_preload import Preload
+from .worker_process import (CLOSE_EXIT_S, CLOSE_LIMIT_S, CLOSE_TERM_S, QUIT_GRACE_S, REAP_S, Heard, close_quietly,
+                             end_process, end_unless_answered)
 from .worker_wire import read_frame, write_frame
 
 log = logging.getLogger("vibechat.llama_cpp")
@@ -84,42 +87,6 @@ def forwarded_log_level() -> int:
                *(logger.getEffectiveLevel() for logger in loggers))
 
 
-class _Preload:
-    """A load begun ahead of its caller (``WorkerBackend.preload``): the next ``load()`` takes
-    it over, with its progress so far and from then on, and its result or its error."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.info: ModelInfo | None = None
-        self.error: BaseException | None = None
-        self._lock = threading.Lock()
-        self._latest: float | None = None
-        self._sink: Callable[[float], object] | None = None
-
-    def progress(self, fraction: float) -> None:
-        with self._lock:  # in order with the replay below
-            self._latest = fraction
-            self._tell(fraction)
-
-    def take_over(self, on_progress: Callable[[float], object] | None) -> ModelInfo:
-        with self._lock:
-            self._sink = on_progress
-            if self._latest is not None:
-                self._tell(self._latest)  # where it stands (it may be done already)
-        self.done.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.info is not None
-        return self.info
-
-    def _tell(self, fraction: float) -> None:
-        if self._sink is not None:
-            try:
-                self._sink(fraction)
-            except Exception:  # noqa: BLE001 - as for a load's own progress: never fails the load
-                log.debug("load progress callback failed", exc_info=True)
-
-
 class WorkerBackend:
     """A ``LlamaCppBackend`` (same ``LlamaCppOptions``) in a child process. One thread drives
     it; ``cancel()`` may be called from any thread."""
@@ -143,12 +110,13 @@ class WorkerBackend:
         self._broken: tuple[Any, str] | None = None  # (options, message): no restart until they change
         self._closing = False  # close() ends the child: its end is no crash
         self._stderr_reader: threading.Thread | None = None
-        self._preload: _Preload | None = None  # a load begun ahead of the first load() call
+        self._preload: Preload | None = None  # a load begun ahead of the first load() call
         self._preloading: threading.Thread | None = None
         self._heard = Heard()  # the current child's
         self._watched = 0  # the request the watchdog watches (one watchdog per stopped request)
         self._watch_lock = threading.Lock()
         self._hung: tuple[subprocess.Popen[bytes], str] | None = None  # (child, why) the watchdog ended
+        self._quit: subprocess.Popen[bytes] | None = None  # the child ended because the chat quits
 
     # ------------------------------------------------------------ process
     @property
@@ -333,6 +301,10 @@ class WorkerBackend:
         proc = self._proc
         if self._closing or proc is None:  # ended on purpose (close(), a stopped load), maybe just now
             return EngineCrashed("the engine was closed while it was busy.")
+        if proc is self._quit:  # ended because the chat quits: reaped, no crash report
+            end_process(proc, wait_s=REAP_S)
+            self._discard_child()
+            return EngineCrashed("the engine was closed while it was busy.")
         rc = end_process(proc, wait_s=2.0)  # it closed its pipe: it is ending (or is ended now)
         hung = self._hung
         if hung is not None and hung[0] is proc:  # the watchdog ended it: no crash of llama.cpp's
@@ -386,7 +358,7 @@ class WorkerBackend:
         then its result or its error (a crash is reported once, not loaded again)."""
         if self._preload is not None or self._proc is not None:
             return
-        state = self._preload = _Preload()
+        state = self._preload = Preload()
 
         def run() -> None:
             try:
@@ -457,6 +429,20 @@ class WorkerBackend:
             proc.kill()  # the reader sees its pipe end; the waiting call reports it (_crash)
         except OSError:
             pass
+
+    def quit(self) -> None:
+        """The chat quits (any thread; returns at once): the request in flight is stopped, and
+        an engine process that has not ended it ``QUIT_GRACE_S`` later is killed, whatever it
+        is doing (stopped, hung, in a slow step), so the call waiting on it returns. The longer
+        grace a stop gives a model with slow steps (``Heard.stop_grace``) is not waited for, not
+        even for a stop made just before. Its end is no crash (no report); ``close()`` follows."""
+        busy, proc, heard = self._busy, self._proc, self._heard
+        if busy is None or proc is None:
+            return  # idle: close() ends it within CLOSE_LIMIT_S
+        self._quit = proc
+        self._send(("cancel", busy))
+        threading.Thread(target=end_unless_answered, args=(proc, heard, busy, QUIT_GRACE_S), daemon=True,
+                         name="vibechat-worker-quit").start()
 
     def reset(self) -> None:
         if not (self._loaded and self._alive()):

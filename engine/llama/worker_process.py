@@ -21,6 +21,11 @@ SLOW_STEP_S = 0.25  # a gap between a reply's pieces from which a stop gets more
 SLOW_STEP_LIMIT_S = 60.0  # ... up to this much more
 STEP_DECAY = 0.9  # a past slow step counts less with each piece since
 REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
+# Quitting: the request in flight gets this long to end after its cancel (a live engine needs
+# milliseconds), then the engine process is killed. Not ``Heard.stop_grace``: a model whose steps
+# are slow gets more time for a stop, which keeps it loaded, never for a quit, which takes at
+# most ~3 s whatever the engine does (the app's exit waits for the thread that drives it).
+QUIT_GRACE_S = 1.0
 CLOSE_LIMIT_S = CLOSE_EXIT_S + CLOSE_TERM_S + REAP_S
 
 
@@ -87,6 +92,18 @@ def end_process(proc: subprocess.Popen[bytes], wait_s: float, term_s: float = 0.
             continue
     log.warning("the engine process %s did not end after SIGKILL", proc.pid)
     return None
+
+
+def end_unless_answered(proc: subprocess.Popen[bytes], heard: Heard, rid: int, grace: float) -> None:
+    """Kill ``proc`` unless it ends request ``rid`` (or its pipe ends) within ``grace`` seconds
+    (a thread's work, after the request's cancel was sent)."""
+    if heard.wait(lambda: heard.gone or heard.ended >= rid, grace):
+        return
+    log.info("the engine process %s did not end its request within %.3g s: ending it", proc.pid, grace)
+    try:
+        proc.kill()  # its protocol reader sees the pipe end: the call waiting on it returns
+    except OSError:
+        pass
 
 
 def close_quietly(pipe: IO[bytes] | None) -> None:

@@ -15,9 +15,9 @@ status (``statuses()``), and the others go on. A call past its timeout or cancel
 Servers get only the environment their config names plus what a process needs to start (the
 SDK's ``get_default_environment()``: HOME, LOGNAME, PATH, SHELL, TERM, USER); their stderr
 goes to a temporary file (never the terminal: the chat owns it), whose last line says why one
-failed. On POSIX each stdio server runs under mcp_launcher.py, which stops its process group
-when vibechat dies, however it dies: no orphans. ``mcp`` is imported only here, when a server
-starts.
+failed. On POSIX each stdio server runs under mcp_launcher.py, a subreaper that ends the
+server's whole process tree (its group, and what left it) when the server exits or vibechat
+dies, however it dies: no orphans. ``mcp`` is imported only here, when a server starts.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ class McpServers:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             command, args = config.command, list(config.args)
-            if os.name == "posix":  # the launcher stops the server if vibechat dies
+            if os.name == "posix":  # the launcher ends the server's process tree with it, or with vibechat
                 command, args = sys.executable, ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args]
             # Kept past the connection (closed with the manager): its last line says why one failed.
             server.errlog = _append_only(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))

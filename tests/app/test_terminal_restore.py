@@ -6,7 +6,9 @@ after the last time it was turned on, the tty's settings (echo, canonical input)
 ones it had before, the exit status is 0, and nothing like a traceback was printed (the
 engine's fault handler writes to its own pipe, never to the terminal).
 
-The clean quit is the baseline: the same checks pass there, so they can tell."""
+The clean quit is the baseline: the same checks pass there, so they can tell. SIGTERM, SIGHUP
+and SIGINT mid-reply end the chat as Ctrl+Q does: the same checks, the reply saved as stopped
+with its text so far, the engine process ended (issue 40, point 4)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import errno
 import fcntl
 import os
 import re
+import signal
+import sqlite3
 import struct
 import subprocess
 import termios
@@ -151,10 +155,12 @@ def chat_until_quit(env: dict[str, str], prompt: str, answered: str, max_tokens:
     return code, term
 
 
-def assert_terminal_restored(term: Terminal, code: int) -> None:
+def assert_terminal_restored(term: Terminal, code: int, expected: int = 0) -> None:
+    """Every mode off after it was last turned on, the tty's settings as before, exit status
+    ``expected``, no traceback."""
     out = term.raw()
     screen = term.text()
-    assert code == 0, screen[-3000:]
+    assert code == expected, screen[-3000:]
     for name, (on, off) in MODES.items():
         last_on = out.rfind(on)
         assert last_on >= 0, f"{name}: never turned on ({on!r}): not what this test knows of the driver"
@@ -186,3 +192,92 @@ def test_quitting_after_the_engine_crashed_mid_reply_restores_the_terminal(chat_
     assert_terminal_restored(term, code)
     reports = list((Path(chat_env["VIBECHAT_STATE_DIR"]) / "crashes").iterdir())
     assert len(reports) == 1 and "SIGSEGV" in reports[0].read_text()
+
+
+def saved_reply(env: dict[str, str]) -> tuple[str, str] | None:
+    """The last saved reply in the chat's history (its status and text), read as it is written
+    (read-only: the chat's own database under the test's data folder), or None."""
+    path = Path(env["VIBECHAT_DATA_DIR"]) / "history.db"
+    if not path.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+            row = db.execute("SELECT status, content FROM messages WHERE role = 'assistant' "
+                             "ORDER BY id DESC LIMIT 1").fetchone()
+    except sqlite3.Error:  # not created yet
+        return None
+    return (str(row[0]), str(row[1])) if row else None
+
+
+def wait_for_pieces(term: Terminal, env: dict[str, str], count: int) -> str:
+    """Wait until the streaming reply was saved with ``count`` different texts (so at least that
+    many pieces came); the text saved last."""
+    seen: list[str] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(seen) < count:
+        if term.proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"no reply of {count} pieces streaming ({seen}):\n{term.text()[-3000:]}")
+        reply = saved_reply(env)
+        if reply is not None and reply[0] == "streaming" and reply[1].strip() and reply[1] not in seen:
+            seen.append(reply[1])
+        time.sleep(0.05)
+    return seen[-1]
+
+
+def engine_process_of(chat_pid: int) -> int | None:
+    """The chat's engine process (``python -m vibechat.engine.llama.worker_child``, its child), if running."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid and b"vibechat.engine.llama.worker_child" in cmdline:
+            return int(entry.name)
+    return None
+
+
+def wait_gone(pid: int) -> bool:
+    """The process ended and was reaped (no /proc entry left), within 10 s."""
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not Path(f"/proc/{pid}").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda sig: sig.name)
+def test_a_signal_mid_reply_restores_the_terminal_and_keeps_the_reply(chat_env, sig):
+    """SIGTERM, SIGHUP or SIGINT sent to the chat while a reply streams (``kill``, a closing
+    terminal window, a service manager) ends it as Ctrl+Q does: the terminal as it was (every
+    mode off, the cursor shown, the tty's settings), exit status 128 + the signal, no
+    traceback; the reply saved as stopped with its text so far; the engine process ended and
+    reaped. Before, the signal ended the chat on the spot: the alternate screen, mouse
+    reporting and the hidden cursor stayed on."""
+    chat_env[CRASH_HOOK_ENV] = "reply:slow1.0"  # a piece a second: the reply is still coming at the signal
+    term = Terminal(["--temperature", "0", "--max-tokens", "400", "--ctx", "2048"], chat_env)
+    engine = None
+    try:
+        term.wait_for("Enter sends", "the model to load")
+        term.type(PROMPT.encode())
+        term.wait_for(PROMPT[-20:], "the prompt to show in the input")
+        term.type(b"\r")
+        text = wait_for_pieces(term, chat_env, 1)
+        engine = engine_process_of(term.proc.pid)
+        assert engine is not None
+        term.proc.send_signal(sig)
+        try:
+            code = term.proc.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the chat did not end within {WAIT_S} s of {sig.name}:\n{term.text()[-3000:]}")
+        term.tty_after = termios.tcgetattr(term.slave)
+        assert_terminal_restored(term, code, 128 + sig)
+        status, saved = saved_reply(chat_env) or ("", "")
+        assert status == "stopped" and saved.startswith(text), (status, saved, text)
+        assert wait_gone(engine), f"the engine process {engine} outlived the chat"
+    finally:
+        if engine is not None and Path(f"/proc/{engine}").exists():
+            os.kill(engine, signal.SIGKILL)
+        term.close()

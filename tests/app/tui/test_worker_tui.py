@@ -18,7 +18,8 @@ import pytest
 
 from fakes import settle
 from helpers import wait_for
-from test_terminal_restore import Terminal, chat_env  # noqa: F401 - chat_env: a fixture
+from test_terminal_restore import chat_env  # noqa: F401 - a fixture
+from test_terminal_restore import Terminal, engine_process_of, wait_for_pieces
 from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped, needs_proc
 from conftest import worker_threads
 from vibechat.app.tui import create_app
@@ -430,21 +431,6 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(st
         backend.close()
 
 
-def engine_process_of(chat_pid: int) -> int | None:
-    """The chat's engine process (``python -m vibechat.engine.llama.worker_child``, its child), if running."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat_line = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid and b"vibechat.engine.llama.worker_child" in cmdline:
-            return int(entry.name)
-    return None
-
-
 @needs_proc
 @pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")
 def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):
@@ -474,6 +460,47 @@ def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):
         assert is_gone(engine)  # ended and reaped by the chat
         for bad in ("Traceback", "Exception ignored"):
             assert bad not in term.text()
+    finally:
+        end_for_good(engine)
+        term.close()
+
+
+@needs_proc
+@pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")
+def test_quitting_after_a_stop_with_slow_steps_takes_at_most_3_s(chat_env):
+    """The real chat in a terminal, on a model whose steps are slow here (the "slow" hook: 2 s
+    a piece), its engine then not answering (SIGSTOP): Esc (a stop, whose grace for a slow
+    model is 1.5 s + twice its step), then Ctrl+Q: the chat exits within 3 s (3.5 s measured,
+    for a busy machine), not after the stop's grace, and its engine is ended and reaped. Before,
+    the quit waited out that grace: 6.2 s."""
+    chat_env[CRASH_HOOK_ENV] = "reply:slow2.0"
+    term = Terminal(["--temperature", "0", "--max-tokens", "400", "--ctx", "2048"], chat_env)
+    engine = None
+    try:
+        term.wait_for("Enter sends", "the model to load")
+        term.type(STORY.encode())
+        term.wait_for(STORY[-20:], "the prompt to show in the input")
+        term.type(b"\r")
+        wait_for_pieces(term, chat_env, 2)  # two slow steps seen: a stop now gets their time
+        engine = engine_process_of(term.proc.pid)
+        assert engine is not None
+        os.kill(engine, signal.SIGSTOP)
+        deadline = time.monotonic() + 120
+        while not is_stopped(engine):
+            assert time.monotonic() < deadline, "the engine process did not stop"
+            time.sleep(0.05)
+        term.type(b"\x1b")  # Esc: the stop
+        time.sleep(0.5)  # Esc alone, not the start of Alt+Ctrl+Q
+        started = time.monotonic()
+        term.type(b"\x11")  # Ctrl+Q
+        try:
+            code = term.proc.wait(HUNG_BOUND_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the chat did not quit within {HUNG_BOUND_S} s:\n{term.text()[-2000:]}")
+        took = time.monotonic() - started
+        assert code == 0, term.text()[-3000:]
+        assert took < 3.5, f"quitting took {took:.2f} s"
+        assert is_gone(engine)  # ended and reaped by the chat
     finally:
         end_for_good(engine)
         term.close()

@@ -663,6 +663,52 @@ def test_a_stop_gives_a_model_with_slow_steps_the_time_of_its_step(starter_path,
         slow.close()
 
 
+@needs_proc
+def test_quitting_after_a_stop_does_not_wait_the_grace_of_a_model_with_slow_steps(starter_path, monkeypatch):
+    """A stop on a model whose steps are slow here (the "slow" hook: 2 s a piece) gets its longer
+    grace (1.5 s + twice the step), which keeps the engine loaded; a quit does not wait for it:
+    with the engine then not answering at all (SIGSTOP), ``quit()`` after the stop ends it within
+    ``QUIT_GRACE_S`` (and a reap), well inside the stop's grace; the call waiting on it returns
+    with "closed", no crash report is written, and the engine process is gone. Before, quitting
+    waited out the stop's grace (the chat took 6.2 s to quit)."""
+    import vibechat.engine.llama.worker as worker_module
+
+    monkeypatch.setenv(CRASH_HOOK_ENV, "reply:slow2.0")
+    slow = WorkerBackend(options(starter_path, prompt_format="gemma"))
+    pid = None
+    try:
+        slow.load()
+        pid = slow.pid
+        pieces: list[str] = []
+
+        def consume() -> None:
+            for event in slow.stream_chat(STORY, LONG_REPLY):
+                if isinstance(event, TextDelta):
+                    pieces.append(event.text)
+
+        thread, outcome = run_in_thread(consume)
+        wait_until(lambda: len(pieces) >= 2 or not thread.is_alive(), "two slow pieces of the reply")
+        assert thread.is_alive(), outcome  # still replying: the starter rambles in Gemma's format
+        grace = slow._heard.stop_grace(worker_module.STOP_GRACE_S)
+        assert grace > worker_module.STOP_GRACE_S + 2  # a slow model's stop: its steps' time more
+        os.kill(pid, signal.SIGSTOP)
+        wait_until(lambda: is_stopped(pid), "the engine process to be stopped")
+        slow.cancel()  # the stop (its watchdog would wait the whole grace)
+        started = time.monotonic()
+        slow.quit()
+        thread.join(grace)
+        took = time.monotonic() - started
+        assert not thread.is_alive(), f"quitting waited for the stop's grace ({grace:.3g} s)"
+        assert took < grace - 1  # within QUIT_GRACE_S and a reap, not the stop's grace
+        error = outcome.get("error")
+        assert isinstance(error, EngineCrashed) and "closed" in str(error), outcome
+        assert is_gone(pid)
+        assert not (Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes").exists()  # a quit is no crash
+    finally:
+        end_for_good(pid)
+        slow.close()
+
+
 def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_worker, monkeypatch):
     """The engine's request reader answers the cancel, but the reply never ends (a native call
     that never returns: the "hang" hook blocks the engine's main thread after the first piece):
