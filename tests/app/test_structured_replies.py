@@ -189,3 +189,21 @@ def test_a_reply_cut_before_its_json_is_whole_exits_3_in_one_line(starter_instal
         assert out.stderr.strip().splitlines() == ["vibechat: the reply hit the 8-token limit (--max-tokens) "
                                                    "before the JSON was complete: raise --max-tokens"]
         assert (obj["finish_reason"], obj["structured_output"]) == ("length", "incomplete")
+
+
+# ------------------------------------------------------------------ a server that ignores the schema
+def test_json_from_a_server_that_does_not_match_the_schema_is_invalid_not_complete(stub):
+    """A server may take ``response_format`` and answer JSON of another shape: it parses, so it
+    is no cut reply, but it is not what was asked: exit 3, one line naming where it differs."""
+    stub.reply = '{"name": "Ada", "age": "thirty-six", "occupation": "engineer"}'
+    out, obj = one_run(("--base-url", stub.url, "--model", "stub-small"), "--json-schema", json.dumps(PERSON), "-p",
+                       "Describe a fictional person.")
+    assert out.returncode == 3, out.stderr
+    assert (obj["finish_reason"], obj["structured_output"]) == ("stop", "invalid")
+    assert out.stderr.strip().splitlines() == [
+        "vibechat: the reply is not what was asked: its JSON does not match the schema (at /age: 'thirty-six' is "
+        "not of type 'integer')"]
+    stub.reply = '{"name": "Ada", "age": 36, "occupation": "engineer"}'
+    out, obj = one_run(("--base-url", stub.url, "--model", "stub-small"), "--json-schema", json.dumps(PERSON), "-p",
+                       "Describe a fictional person.")
+    assert out.returncode == 0 and obj["structured_output"] == "complete", out.stderr
