@@ -201,11 +201,13 @@ def _schema(text: str) -> dict[str, Any]:
 def _schema_mismatch(value: Any, schema: dict[str, Any]) -> str | None:
     """The first way ``value`` does not match ``schema`` (where, and what: one line of at most
     200 characters), or None. ``jsonschema`` (imported only here: a reply under a schema is
-    judged once it ends) checks what the grammar converter expresses; ``format`` is not
-    checked (the grammar shaped it). A schema the validator cannot apply (a ``$ref`` it cannot
+    judged once it ends) checks what the grammar converter expresses, but for ``format`` and
+    ``pattern`` (:func:`_without_patterns`), which the grammar (or a server's strict
+    ``response_format``) enforced. A schema the validator cannot apply (a ``$ref`` it cannot
     resolve, a keyword it rejects) judges nothing: None."""
     import jsonschema
 
+    schema = _without_patterns(schema)
     try:
         validator = jsonschema.validators.validator_for(schema)(schema)
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
@@ -218,6 +220,19 @@ def _schema_mismatch(value: Any, schema: dict[str, Any]) -> str | None:
     where = "/" + "/".join(str(part) for part in error.absolute_path)
     message = " ".join(error.message.split())
     return f"at {where}: {message}"[:200]
+
+
+def _without_patterns(schema: Any) -> Any:
+    """``schema`` without its ``pattern`` keywords (a string's, never a property named so,
+    whose value is a schema). Python's ``re`` has no time bound, and a pattern such as
+    ``^(a+)+$`` takes exponential time on text it does not match: the model's text is not run
+    through the user's pattern. Recursion bounded by the schema's depth (MAX_SCHEMA_DEPTH)."""
+    if isinstance(schema, list):
+        return [_without_patterns(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {key: _without_patterns(value) for key, value in schema.items()
+            if not (key == "pattern" and isinstance(value, str))}
 
 
 def _json_depth(text: str) -> int:

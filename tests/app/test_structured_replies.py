@@ -207,3 +207,15 @@ def test_json_from_a_server_that_does_not_match_the_schema_is_invalid_not_comple
     out, obj = one_run(("--base-url", stub.url, "--model", "stub-small"), "--json-schema", json.dumps(PERSON), "-p",
                        "Describe a fictional person.")
     assert out.returncode == 0 and obj["structured_output"] == "complete", out.stderr
+
+
+def test_the_users_pattern_is_not_run_over_the_reply():
+    """Python's re has no time bound: a pattern like ^(a+)+$ takes exponential time on text it
+    does not match. The grammar (or a server's strict response_format) enforced the pattern; the
+    judge checks the rest of the schema without it, and a property named "pattern" still counts."""
+    schema = {"type": "object", "required": ["word", "pattern"],
+              "properties": {"word": {"type": "string", "pattern": "^(a+)+$"}, "pattern": {"type": "integer"}}}
+    fmt = OutputFormat("schema", json.dumps(schema), "s.json")
+    assert fmt.judge(json.dumps({"word": "a" * 64 + "!", "pattern": 1}))[0] == "complete"
+    state, why = fmt.judge(json.dumps({"word": "a", "pattern": "x"}))
+    assert state == "invalid" and "/pattern" in why

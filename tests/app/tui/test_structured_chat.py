@@ -64,7 +64,7 @@ async def test_free_text_cut_at_the_token_limit_is_only_cut():
 
 @pytest.mark.parametrize(("reply", "status"), [
     ('{"name":"a person you can imagine.', "… ended: the JSON output is incomplete"),  # a stop string cut it
-    ('{"digits": "12"}', "… ended: the JSON does not match the schema"),
+    ('{"digits": 12}', "… ended: the JSON does not match the schema"),
     ('{"digits": "' + "7" * 300 + '"}', ""),  # whole and matching: nothing to say
 ])
 async def test_a_structured_reply_that_ends_says_whether_it_is_whole(reply, status):
