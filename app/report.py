@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vibechat.engine.turns.attachments import Attachment
-from vibechat.engine.turns.backend import GenerationStats, ModelInfo
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 
@@ -208,7 +208,7 @@ class RunResult:
                    thinking=done.thinking if raw else sanitize(done.thinking), info=info,
                    conversation_id=conversation_id, params=used, finish_reason=finish_reason,
                    stats=json_stats(done.stats, meter=meter),
-                   structured=structured_state(used, finish_reason, answer.text),
+                   structured=structured_state(used, answer.text, done.stats),
                    empty=not answer.interrupted and is_empty_reply(answer.text, finish_reason, used, done.stats))
 
     def to_json(self) -> dict[str, object]:
@@ -269,25 +269,25 @@ def is_empty_reply(text: str, finish_reason: str, params: SamplingParams, stats:
     return not (params.stop and stats.completion_tokens)
 
 
-def structured_state(params: SamplingParams | None, finish_reason: str, text: str) -> str | None:
+def structured_state(params: SamplingParams | None, text: str, stats: GenerationStats | None = None) -> str | None:
     """``--json``'s ``structured_output`` under ``--json-schema``/``--grammar``: ``complete``
-    when the reply ended by itself (the grammar allows the end only once it is complete), or
-    when a limit or Ctrl-C cut it just as its JSON was whole (it parses); ``incomplete``
-    otherwise; None for free text (no field)."""
+    only when the reply is whole and what was asked (its JSON parses and matches the schema;
+    a grammar's end was accepted by the sampler: ``stats.grammar_accepted``), ``incomplete``
+    when it was cut short, ``invalid`` when its JSON is not what was asked
+    (``OutputFormat.judge``); None for free text (no field)."""
     if params is None or params.output_format is None:
         return None
-    if finish_reason == "stop":
-        return "complete"
-    if params.output_format.kind != "grammar" and _parses(text):
-        return "complete"  # cut just as it was whole: the limit fell on the end-of-reply token
-    return "incomplete"
+    return params.output_format.judge(text, stats is not None and stats.grammar_accepted)[0]
 
 
-def _parses(text: str) -> bool:
-    import json
-
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
+def structured_note(done: GenerationDone) -> str:
+    """What the chat adds to a ``/format`` reply's status when it is not complete, judged as
+    ``structured_state`` judges it: ``: the JSON output is incomplete`` (or the grammar's),
+    ``: the JSON does not match the schema``; empty when it is complete, or free text."""
+    state = structured_state(done.params, done.text, done.stats)
+    fmt = done.params.output_format if done.params is not None else None
+    if fmt is None or state in (None, "complete"):
+        return ""
+    if state == "invalid":
+        return ": the JSON does not match the schema" if fmt.kind == "schema" else ": the output is not a JSON object"
+    return f": the {'grammar' if fmt.kind == 'grammar' else 'JSON'} output is incomplete"

@@ -3,8 +3,9 @@
 Exit statuses (``EXIT_*``; docs/USAGE.md lists them for users): 0 success, 1 a failure
 (one line on stderr: a bad value, a missing model, a server that refuses, a prompt beyond
 the context, a reply cut by a dying server), 2 a malformed command line (app/cli.py), 3 a
-structured reply (``--json-schema``/``--grammar``) cut by a limit before its grammar was
-complete (printed as far as it went, with one line on stderr naming the limit), 4 an empty
+structured reply (``--json-schema``/``--grammar``) that is not complete: cut by a limit or a
+stop string before its grammar was, or JSON that does not match (printed as far as it went,
+with one line on stderr naming the limit or the mismatch), 4 an empty
 reply (the model or server ended it with no text: one line on stderr), 130 after Ctrl-C
 (what was generated stays printed). A closed pipe (``| head``) ends quietly.
 
@@ -41,13 +42,12 @@ from vibechat.engine.settings.think_switch import unswitchable
 from .clitools import fail, plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
 from .bounds import bound_line, limit_that_cut
-from .report import (ReplyMeter, RunResult, attachment_list, error_kind, error_object, format_stats, json_stats,
-                     structured_state)
+from .report import ReplyMeter, RunResult, attachment_list, error_kind, error_object, format_stats, json_stats
 
 
 EXIT_FAILED = 1  # a failure, said in one line on stderr
 EXIT_USAGE = 2  # a malformed command line
-EXIT_INCOMPLETE = 3  # a structured reply cut by a limit: its JSON (or grammar) is not whole
+EXIT_INCOMPLETE = 3  # a structured reply that is not complete: cut short, or JSON that does not match
 EXIT_EMPTY = 4  # the model (or server) ended its reply without any text
 EXIT_CANCELLED = 130  # Ctrl-C
 LOGGED = 4000  # characters of a tool call's arguments and result in --json's "tool_calls"
@@ -275,13 +275,23 @@ class ThinkingEcho:
 
 def incomplete_line(params: SamplingParams, stats: GenerationStats, info: ModelInfo, text: str,
                     fix_tokens: str = "raise --max-tokens") -> str | None:
-    """The stderr line for a structured reply that a limit cut before it was complete (None:
-    it was not cut, or it is free text): which limit (the reply's token limit, or the context
-    filling up) and what to raise. Whether a grammar's output is whole cannot be told from
-    the text (llama.cpp's sampler ends a reply only once it is): the line says it may not be."""
+    """The stderr line for a structured reply that is not complete (None: it is, or it is free
+    text, or it ended in tool calls): cut by a limit (which one: the reply's token limit, or
+    the context filling up, and what to raise), ended early (one of the user's ``--stop``
+    strings, the model's end of turn), or JSON that is not what was asked. Whether it is
+    complete is ``structured_state``'s to say, as ``--json`` says it."""
     fmt = params.output_format
-    if fmt is None or stats.finish_reason != "length" or structured_state(params, "length", text) == "complete":
+    if fmt is None or stats.finish_reason not in ("stop", "length"):
         return None
+    state, why = fmt.judge(text, stats.grammar_accepted)
+    if state == "complete":
+        return None
+    if state == "invalid":
+        return sanitize(f"the reply is not what was asked: {why}")
+    what = "its grammar accepted it" if fmt.kind == "grammar" else "the JSON was complete"
+    if stats.finish_reason == "stop":
+        fix = "remove --stop, or try another --seed" if params.stop else "try again, or another --seed"
+        return f"the reply ended before {what}: {fix}"
     which = limit_that_cut(params, stats, info)
     if which == "max_tokens":
         cut, fix = f"hit the {params.max_tokens}-token limit (--max-tokens)", fix_tokens

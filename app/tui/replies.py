@@ -34,7 +34,7 @@ from vibechat.engine.system import available_cores
 from vibechat.engine.turns.attachments import Attachment
 
 from ..appconfig import chat_settings
-from ..report import structured_state
+from ..report import structured_note
 from .attachment_view import UserMessage
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .chat_state import ChatState, LiveReply
@@ -332,11 +332,9 @@ class Replies:
         if stopped:
             stream.widget.set_status("⏹ stopped", "stopped")
         elif stats.finish_reason == "length":
-            what = ""  # /format: whether the JSON (grammar) is whole, as `vibechat run --json` says it
-            fmt = done.params.output_format if done.params is not None else None
-            if fmt is not None and structured_state(done.params, "length", done.text) == "incomplete":
-                what = f": the {'grammar' if fmt.kind == 'grammar' else 'JSON'} output is incomplete"
-            stream.widget.set_status(f"… cut at the token limit{what}")
+            stream.widget.set_status(f"… cut at the token limit{structured_note(done)}")
+        elif stats.finish_reason == "stop" and (note := structured_note(done)):
+            stream.widget.set_status(f"… ended{note}")
         self._ended()
         if done.thinking and self.state.model_ready:
             # The thinking is not sent back to the model (nor kept in its context): the meter

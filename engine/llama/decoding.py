@@ -16,7 +16,7 @@ import llama_cpp as ll
 
 from ..errors import GenerationError
 from ..settings.params import SamplingParams
-from ..turns.backend import ChatEvent, FinishReason, TextDelta, ThinkingDelta
+from ..turns.backend import ChatEvent, FinishReason, GenerationStats, TextDelta, ThinkingDelta
 from ..turns.harmony import HarmonySplitter
 from ..turns.stops import StopMatcher
 from ..turns.thinking import Piece, StreamSplitter, ThinkingSplitter
@@ -118,7 +118,7 @@ class Emitter:
 
     __slots__ = ("_piece_bytes", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
                  "_vocab", "_turn_stops", "_splitter", "thinking_tokens", "_lstrip", "_line_start", "_calls",
-                 "_raw_calls", "tool_calls")
+                 "_raw_calls", "tool_calls", "at_eog")
 
     def __init__(self, piece_bytes: Callable[[int], bytes], vocab: Any, turn_stops: frozenset[int],
                  cancel: threading.Event, limit: int, stop: Sequence[str], inside: bool = False,
@@ -138,6 +138,9 @@ class Emitter:
         self.thinking_tokens = 0  # of those, generated inside the thinking block (its tags included)
         self.finish: FinishReason = "stop"
         self.done = False  # ended by end-of-generation or a stop string
+        # Ended by an end-of-generation token (not a turn token, a stop string or a limit): under a
+        # grammar, llama.cpp's sampler allows one only once the grammar is complete.
+        self.at_eog = False
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
         self._stops = StopMatcher(stop)
         # The reply's thinking apart: <think> tags (engine/turns/thinking.py) or gpt-oss's channels (harmony.py).
@@ -168,8 +171,9 @@ class Emitter:
     def emit(self, token: int) -> list[Piece]:
         """The thinking and answer pieces ``token`` adds to the reply (none when held back);
         sets ``done`` at the end."""
-        if token in self._turn_stops or self._eog(self._vocab, token):
-            self.done = True
+        eog = bool(self._eog(self._vocab, token))
+        if eog or token in self._turn_stops:
+            self.done, self.at_eog = True, eog
             return []
         self.generated += 1
         splitter = self._splitter
@@ -213,6 +217,13 @@ class Emitter:
                 out.append((thinking, text))
         return out
 
+    def count_into(self, stats: GenerationStats, params: SamplingParams) -> None:
+        """What this reply's tokens were, into its ``stats``: how many (thinking included), how
+        many of them thinking, and (under an output format) whether the grammar accepted it."""
+        stats.completion_tokens = self.generated
+        stats.thinking_tokens = self.thinking_tokens
+        stats.grammar_accepted = params.output_format is not None and self.at_eog
+
     def tail(self) -> list[Piece]:
         """What is still held back once generation ends (nothing after a stop string)."""
         calls = self._calls
@@ -237,6 +248,14 @@ class Emitter:
         if rest:
             out.append((False, rest))
         return out
+
+
+def reply_stops(params: SamplingParams, frame_stops: Sequence[str]) -> tuple[str, ...]:
+    """The stop strings a reply ends at: the user's, and the prompt format's (the completion
+    frame's "\nUser:") for free text only. Under an output format the grammar decides where the
+    reply ends: a frame's stop string would cut it wherever its text turned up (inside a JSON
+    string), and once the grammar is complete it allows nothing but whitespace and the end."""
+    return tuple(params.stop) if params.output_format is not None else (*params.stop, *frame_stops)
 
 
 def split_events(pieces: list[Piece], text_parts: list[str],

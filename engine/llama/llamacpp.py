@@ -54,7 +54,7 @@ from ..turns.prompt_format import PromptChoice, choose_template
 from ..turns.thinking import template_opens_thinking
 from . import loading
 from . import repack as _repack
-from .decoding import DecodeTarget, Emitter, make_sampler, plain_tokens, sampler_chain, split_events
+from .decoding import DecodeTarget, Emitter, make_sampler, plain_tokens, reply_stops, sampler_chain, split_events
 from .draft_model import DraftModel
 from .drafting import prompt_lookup_tokens
 from .prompt_parts import common_prefix, drop_oldest_turn, owned_parts, text_bytes, tokenize
@@ -553,7 +553,7 @@ class LlamaCppBackend:
             inside = self._reply_thinks if params.thinking == "auto" else self._opens_thinking(params.thinking)
             completion = self._template.name == COMPLETION
             out = Emitter(self._piece_bytes, self._vocab, self._turn_stops, self._cancel, limit,
-                          (*params.stop, *self._template.stop_strings), inside, self._harmony, lstrip=completion,
+                          reply_stops(params, self._template.stop_strings), inside, self._harmony, lstrip=completion,
                           calls=fmt.recogniser() if fmt is not None else None)
             target = DecodeTarget(self._ctx, self._mem, self._tokens, self._cancel, self.options.n_batch, n_ctx)
             sampler = (tool_sampler(self._chain(params), self._vocab, fmt, tools, tool_choice)  # type: ignore[arg-type]
@@ -580,8 +580,7 @@ class LlamaCppBackend:
             finally:
                 sampler.free()
             finish = out.finish
-            stats.completion_tokens = out.generated  # thinking tokens included
-            stats.thinking_tokens = out.thinking_tokens
+            out.count_into(stats, params)
             yield from split_events(out.tail(), text_parts, thinking_parts, out.generated)
             finish = tool_calls_finish(finish, out.tool_calls)
         t_end = time.perf_counter()

@@ -25,6 +25,9 @@ from ..errors import InvalidParameterError
 from ..files import UnreadableFile, read_file_text
 
 FormatKind = Literal["json", "schema", "grammar"]
+# Whether a reply is what its format asks (OutputFormat.judge): whole and matching, cut short
+# (JSON that does not parse, a grammar the sampler did not accept), or JSON that is not what was asked.
+ReplyState = Literal["complete", "incomplete", "invalid"]
 _KINDS = ("json", "schema", "grammar")
 MAX_FORMAT_BYTES = 1_000_000
 # Bounds checked before a schema or grammar reaches the converter or llama.cpp, which expand
@@ -148,6 +151,28 @@ class OutputFormat:
             return _json_gbnf()
         return _schema_gbnf(self.text)
 
+    def judge(self, text: str, accepted: bool = False) -> tuple[ReplyState, str]:
+        """Whether ``text`` is a whole reply in this format, and if not, why (a few words).
+        ``accepted``: the local engine's grammar sampler allowed the reply's end (it does only
+        once the grammar is complete): what a grammar's output is judged by, as its text
+        cannot be. JSON is judged by its text, whoever wrote it (a server may ignore
+        ``response_format``): ``complete`` when it parses and is an object (``json``) or
+        matches the schema; ``incomplete`` when it does not parse (cut short); ``invalid``
+        when it parses but is not what was asked. Bounded: JSON nested past
+        :data:`MAX_SCHEMA_DEPTH` levels is not parsed (``invalid``)."""
+        if self.kind == "grammar":
+            return ("complete", "") if accepted else ("incomplete", "its grammar was not complete")
+        if _json_depth(text) > MAX_SCHEMA_DEPTH:
+            return "invalid", f"its JSON is nested more than {MAX_SCHEMA_DEPTH} levels deep"
+        try:
+            value = json.loads(text)
+        except ValueError:  # cut short, unless the grammar accepted it (then it is not JSON)
+            return ("invalid", "its text is not valid JSON") if accepted else ("incomplete", "its JSON was not complete")
+        if self.kind == "json":
+            return ("complete", "") if isinstance(value, dict) else ("invalid", "its JSON is not an object")
+        problem = _schema_mismatch(value, self.schema() or {})
+        return ("invalid", f"its JSON does not match the schema ({problem})") if problem else ("complete", "")
+
     def response_format(self) -> dict[str, Any]:
         """OpenAI's ``response_format`` for this format (not for grammars)."""
         if self.kind == "json":
@@ -171,6 +196,43 @@ def _schema(text: str) -> dict[str, Any]:
         raise InvalidParameterError("a JSON Schema must be a JSON object (got "
                                     f"{type(value).__name__}).")
     return value
+
+
+def _schema_mismatch(value: Any, schema: dict[str, Any]) -> str | None:
+    """The first way ``value`` does not match ``schema`` (where, and what: one line of at most
+    200 characters), or None. ``jsonschema`` (imported only here: a reply under a schema is
+    judged once it ends) checks what the grammar converter expresses, but for ``format`` and
+    ``pattern`` (:func:`_without_patterns`), which the grammar (or a server's strict
+    ``response_format``) enforced. A schema the validator cannot apply (a ``$ref`` it cannot
+    resolve, a keyword it rejects) judges nothing: None."""
+    import jsonschema
+
+    schema = _without_patterns(schema)
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except RecursionError:
+        return "nested too deep to check"
+    except Exception:  # noqa: BLE001 - the validator's own failures (referencing, schema errors) vary by version
+        return None
+    if error is None:
+        return None
+    where = "/" + "/".join(str(part) for part in error.absolute_path)
+    message = " ".join(error.message.split())
+    return f"at {where}: {message}"[:200]
+
+
+def _without_patterns(schema: Any) -> Any:
+    """``schema`` without its ``pattern`` keywords (a string's, never a property named so,
+    whose value is a schema). Python's ``re`` has no time bound, and a pattern such as
+    ``^(a+)+$`` takes exponential time on text it does not match: the model's text is not run
+    through the user's pattern. Recursion bounded by the schema's depth (MAX_SCHEMA_DEPTH)."""
+    if isinstance(schema, list):
+        return [_without_patterns(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {key: _without_patterns(value) for key, value in schema.items()
+            if not (key == "pattern" and isinstance(value, str))}
 
 
 def _json_depth(text: str) -> int:
@@ -341,7 +403,21 @@ def _schema_gbnf(text: str) -> str:
         detail = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise InvalidParameterError(f"the JSON Schema cannot be turned into a grammar: {detail}.") from None
     check_grammar_bounds(gbnf)
-    return gbnf
+    return _strict_strings(gbnf)
+
+
+# llama-cpp-python's converter lets a JSON string hold any character but a quote and a backslash:
+# raw line breaks and control characters too, which JSON forbids (json.loads, jq refuse them), and
+# a frame's "\nUser:" could be written inside one. llama.cpp's own converter (and JSON_GBNF below)
+# leaves them out; so does the rule put in its place.
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+_STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def _strict_strings(gbnf: str) -> str:
+    """``gbnf`` with its string characters as JSON allows them (no raw control characters)."""
+    return "\n".join(_STRICT_CHAR + line[len(_LOOSE_CHAR):] if line.startswith(_LOOSE_CHAR) else line
+                     for line in gbnf.split("\n"))
 
 
 @functools.lru_cache(maxsize=1)

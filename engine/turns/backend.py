@@ -179,6 +179,10 @@ class GenerationStats:
     thinking_tokens: int = 0
     draft_k: int = 0  # the draft length at the end of the reply (0: not drafting then)
     drafting_turned_off: bool = False  # adaptive drafting judged, last, that drafting did not pay
+    # Under an output format on the local engine: the reply ended at an end-of-generation token,
+    # which llama.cpp's grammar sampler allows only once the grammar is complete. False: cut (a
+    # limit, a stop string, a turn token), or not known (a server; free text).
+    grammar_accepted: bool = False
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)

@@ -264,7 +264,8 @@ def test_two_runs_at_once_both_save_without_lock_errors(starter_installed):
     assert {c["id"] for c in listed} == ids and len(ids) == 2
     for cid in ids:
         messages = json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]
-        assert [m["status"] for m in messages] == ["complete", "complete"]
+        # the reply complete, or cut at -n 24: where the starter ends its count is its own choice
+        assert messages[0]["status"] == "complete" and messages[1]["status"] in ("complete", "cut")
 
 
 # ------------------------------------------------ issue 30: where conversations came from

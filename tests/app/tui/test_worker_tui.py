@@ -165,7 +165,8 @@ async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter
             reply = await send(app, pilot, "List three colours.")
             assert_answered(app, reply)
             assert backend.pid is not None
-            assert stored_messages() == [("user", "complete"), ("assistant", "complete")]
+            user, answer = stored_messages()  # (complete, or cut at the limit: where it ends is the model's)
+            assert user == ("user", "complete") and answer in ANSWERED
             assert len(crash_reports()) == 1
     finally:
         backend.close()
@@ -193,8 +194,9 @@ async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated
             monkeypatch.delenv(CRASH_HOOK_ENV)
             reply = await send(app, pilot, "List three colours.")
             assert_answered(app, reply)
-            assert stored_messages() == [
-                ("user", "complete"), ("assistant", "error"), ("user", "complete"), ("assistant", "complete")]
+            *earlier, answer = stored_messages()
+            assert earlier == [("user", "complete"), ("assistant", "error"), ("user", "complete")]
+            assert answer in ANSWERED  # complete, or cut at the limit: where it ends is the model's
     finally:
         backend.close()
 

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint, same_start
 from fakes import RecordingBackend
+from test_cli_run import rambling  # noqa: F401 - a fixture: the starter in Gemma's turn format
 from vibechat.app.batch_cmd import BatchOptions, run_batch
 from vibechat.engine.chat.batch import BatchLineError, BatchRequest, parse_line, read_requests
 from vibechat.engine.chat.history import History
@@ -228,8 +229,9 @@ def test_a_bad_line_is_reported_in_place_and_the_rest_run(starter_installed, tmp
         assert r["model"] == "Gemma 3 270m" and isinstance(r["params"]["seed"], int)
     # The line's parameters win over the flags, which fill in the rest.
     assert first["params"]["max_tokens"] == 5 and first["params"]["top_k"] == 9
-    assert third["params"]["max_tokens"] == 3 and third["stats"]["completion_tokens"] == 3
-    assert third["params"]["seed"] == third["stats"]["seed"] == 7 and third["finish_reason"] == "length"
+    # (the starter may answer "Apple." and stop within 3 tokens: how many it writes is its own choice)
+    assert third["params"]["max_tokens"] == 3 and third["stats"]["completion_tokens"] <= 3
+    assert third["params"]["seed"] == third["stats"]["seed"] == 7 and third["finish_reason"] in ("length", "stop")
     assert fourth["params"]["temperature"] == 0 and fourth["params"]["top_k"] == 5
     # Each prompt is a conversation of its own in the history; every prompt is evaluated from scratch.
     ids = [r["conversation_id"] for r in (first, third, fourth)]
@@ -298,13 +300,15 @@ def test_stdin_no_save_and_a_prompt_beyond_the_context(starter_installed):
     assert [r["line"] for r in got] == [1, 3, 4]
     assert got[1]["id"] == "big" and "context holds 256" in got[1]["error"]
     assert "stdin line 3: the prompt takes" in out.stderr and "Traceback" not in out.stderr
-    assert got[0]["text"] and got[2]["stats"]["completion_tokens"] == 2
+    assert got[0]["finish_reason"] in ("stop", "length") and got[2]["stats"]["completion_tokens"] <= 2
     assert all(r.get("conversation_id") is None for r in got)
     assert saved_count() == 0
 
 
 @pytest.mark.model
-def test_results_stream_and_ctrl_c_reports_the_prompt_in_progress(starter_installed, tmp_path):
+def test_results_stream_and_ctrl_c_reports_the_prompt_in_progress(starter_installed, tmp_path, rambling):
+    # Gemma's turn format (rambling): the long prompt must still run when Ctrl-C comes; in its own
+    # completion frame the starter may end the count after a line, on its own choice.
     path = tmp_path / "prompts.jsonl"
     path.write_text(jsonl({"prompt": "Hi", "max_tokens": 2},
                           {"prompt": "Count to one thousand: 1, 2, 3,", "temperature": 0, "max_tokens": 3000},
@@ -315,7 +319,7 @@ def test_results_stream_and_ctrl_c_reports_the_prompt_in_progress(starter_instal
     try:
         first = json.loads(proc.stdout.readline())
         assert proc.poll() is None  # the first result came while the long prompt still runs
-        assert first["line"] == 1 and first["stats"]["completion_tokens"] == 2
+        assert first["line"] == 1 and first["stats"]["completion_tokens"] <= 2
         deadline = time.monotonic() + 120
         while saved_count() < 2 and time.monotonic() < deadline:  # the long prompt has started
             time.sleep(0.1)
