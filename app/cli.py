@@ -201,6 +201,12 @@ def run(
         "--conversation", "--cid", metavar="ID",
         help="Add this prompt to saved conversation ID ('vibechat history list').",
         min=1, rich_help_panel=HISTORY)] = None,
+    switch_model: Annotated[bool, typer.Option(
+        "--switch-model",
+        help="With --continue/--conversation: go on with the model and server this run names (--model, "
+             "--base-url, --backend, a preset's model) instead of the conversation's own; without it a "
+             "different one is refused.",
+        rich_help_panel=HISTORY)] = False,
     prompts_file: Annotated[Optional[str], typer.Option(
         "--prompts-file", metavar="FILE.jsonl",
         help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per line on stdout; "
@@ -268,11 +274,12 @@ def run(
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
             return batch_main(prompts_file, plan, no_save=not plan.saves(no_save, continuing=False), raw=raw,
                               show_stats=stats, reuse_prefix=not no_prefix_cache, show_thinking=show_thinking)
-        plan = plan.open_conversation(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
+        plan = plan.open_conversation(no_save=no_save, continue_latest=continue_, conversation_id=conversation,
+                                      switch=switch_model)
         chat = plan.chat
         assert chat is not None
         failure.conversation_id = chat.conversation_id
-        text = read_prompt(prompt, sys.stdin)
+        given = read_prompt(prompt, sys.stdin)
         registry, approval = tools_for(plan.config, mcp_config, allow_tool, tool_choice)
         try:
             backend = make_backend(plan.engine, pull=pull_with_progress)
@@ -281,7 +288,7 @@ def run(
                 registry.close()
             raise
         failure.model, failure.params = plan.engine.model, plan.params
-        request = RunRequest(prompt=text, system=plan.system, params=plan.params,
+        request = RunRequest(prompt=given.text, stdin_chars=given.stdin_chars, system=plan.system, params=plan.params,
                              json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking,
                              tools=registry, allow_tool=approval.allowed, tool_choice=tool_choice,
                              tool_rounds=plan.config.tool_rounds, attachments=attachments)
