@@ -172,6 +172,50 @@ async def test_opening_a_conversation_had_with_another_quantization_names_the_fi
         assert not any("with Fake 1B; it continues with Fake 1B" in n for n in notes)
 
 
+SERVER = "http://127.0.0.1:9/v1"
+
+
+def on_server(name: str, root: str = SERVER):
+    """The recording backend's model as a server's (its ModelInfo as the remote backend makes it)."""
+    from fakes import INFO
+    from vibechat.engine.remote.options import model_url
+
+    return dataclasses.replace(INFO, name=name, path=model_url(root, name), server=root.removesuffix("/v1"))
+
+
+@pytest.mark.parametrize(("name", "path", "loaded", "expected"), [
+    # issue 39, point 3: a server's conversation opened where another server (or the local engine) answers
+    ("stub-small", f"{SERVER}/models/stub-small", None,
+     f"This conversation was with stub-small on {SERVER}; replies here come from Fake 1B (to go on with it, "
+     f"start vibechat --base-url {SERVER} --model stub-small"),
+    ("stub-small", f"{SERVER}/models/stub-small", ("stub-small", "http://127.0.0.1:10/v1"),
+     f"This conversation was with stub-small on {SERVER}; replies here come from stub-small on "
+     "http://127.0.0.1:10/v1"),  # the same model id on another server was silent
+    ("stub-small", f"{SERVER}/models/stub-small", ("stub-large", SERVER), "F3 picks stub-small"),
+    ("Fake 1B", "/models/other.gguf", ("Fake 1B", SERVER), "start vibechat --backend llama"),
+    ("stub-small", f"{SERVER}/models/stub-small", ("stub-small", SERVER), None),
+])
+def test_the_note_names_the_servers_when_a_conversation_was_had_elsewhere(name, path, loaded, expected):
+    from fakes import INFO
+    from vibechat.app.tui.history_ui import model_change_note
+
+    info = INFO if loaded is None else on_server(*loaded)
+    note = model_change_note(name, path, info)
+    assert (note is None) if expected is None else (note is not None and expected in note), note
+
+
+async def test_opening_a_servers_conversation_in_a_local_chat_says_whose_replies_follow(db):
+    seed_history(db, [("Old chat", ["Old answer"])], model="stub-small", model_path=f"{SERVER}/models/stub-small")
+    app = make_app(db)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "enter")
+        await settle(pilot)
+        assert app.chatlog.title == "Old chat"
+        warned = [n for n in notifications(app) if n.severity == "warning"]
+        assert any(f"stub-small on {SERVER}" in n.message and "--base-url" in n.message for n in warned), warned
+
+
 async def test_parameters_changed_in_the_tui_are_saved_with_the_conversation(db):
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
