@@ -244,7 +244,7 @@ class ModelManager:
 
     def switch_failed(self, message: ModelSwitchFailed) -> None:
         host = self.host
-        host.state.status = "ready" if host.state.model_ready else "no model"
+        host.state.status = host.state.at_rest
         if host.session.info is not None:
             host.panel.show_model(host.session.info)  # the GPU layers slider shows what is loaded
         host.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",
