@@ -152,7 +152,9 @@ def main_callback(
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
         plan = RunPlan.of(load_app_config(), wanted)
         plan.check()
-        registry, approval = tools_for(plan.config, mcp_config, lenient=True)  # the chat asks before each call
+        # The chat asks before each call; tool_choice none (config, variable, preset) offers none.
+        choice = "none" if plan.config.tool_choice == "none" else "auto"
+        registry, approval = tools_for(plan.config, mcp_config, choice, lenient=True)
         try:
             return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
                            save=not no_save, tools=registry, tool_policy=approval,
@@ -227,7 +229,7 @@ def run(
              "that --max-tokens or the context cuts exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
     allow_tool: AllowToolOpt = None,
-    tool_choice: ToolChoiceOpt = "auto",
+    tool_choice: ToolChoiceOpt = None,
     mcp_config: McpConfigOpt = None,
     image: ImageOpt = None,
     file: FileOpt = None,
@@ -280,7 +282,8 @@ def run(
         assert chat is not None
         failure.conversation_id = chat.conversation_id
         given = read_prompt(prompt, sys.stdin)
-        registry, approval = tools_for(plan.config, mcp_config, allow_tool, tool_choice)
+        choice = tool_choice if tool_choice is not None else plan.config.tool_choice  # flag > preset > config
+        registry, approval = tools_for(plan.config, mcp_config, allow_tool, choice)
         try:
             backend = make_backend(plan.engine, pull=pull_with_progress)
         except BaseException:
@@ -290,7 +293,8 @@ def run(
         failure.model, failure.params = plan.engine.model, plan.params
         request = RunRequest(prompt=given.text, stdin_chars=given.stdin_chars, system=plan.system, params=plan.params,
                              json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking,
-                             tools=registry, allow_tool=approval.allowed, tool_choice=tool_choice,
+                             tools=registry, allow_tool=approval.allowed, tool_choice=choice,
+                             verbose=bool((ctx.obj or {}).get("verbose")),
                              tool_rounds=plan.config.tool_rounds, attachments=attachments)
         failure.request = request
         try:

@@ -68,6 +68,7 @@ class RunRequest:
     allow_tool: Callable[[ToolSpec], bool] | None = None
     tool_choice: str = "auto"
     tool_rounds: int = 8
+    verbose: bool = False  # vibechat --verbose: say what is only worth knowing when asked (no tool support)
     attachments: tuple[Attachment, ...] = ()  # --image / --file, read and kept (read_attachments)
     stdin_chars: int | None = None  # piped stdin joined before the prompt given (Prompt): --json's "stdin"
     # --json's "tool_calls": each call as it went (its tool, arguments, whether it ran, its result, cut)
@@ -377,7 +378,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     try:
         try:
             if request.tools is not None:
-                if not info.tool_calls and request.tool_choice != "none":  # tools configured, a model without
+                if request.verbose and not info.tool_calls and request.tool_choice != "none":  # said when asked
                     err.write(plain(f"vibechat: {info.name}'s chat template has no tool support: it is offered "
                                     "no tools.") + "\n")
                 result = _answer_with_tools(session, request, params, show, on_event, err, ctrl_c)

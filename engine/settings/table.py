@@ -27,7 +27,8 @@ from .knobs import EngineSettings
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .setting import SAMPLING, Setting, doc, show
 from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
-from .tool_checks import BUILTIN_TOOL_NAMES, check_builtin_tools, check_tool_folders, check_tool_patterns
+from .tool_checks import (BUILTIN_TOOL_NAMES, TOOL_CHOICES, check_builtin_tools, check_tool_choice, check_tool_folders,
+                          check_tool_patterns)
 
 # The sampling flags' lines on the help page: (short alias, metavar, words). A parameter's words
 # take its range as {range}; its default is added from its declaration (``ParamSpec.default_text``).
@@ -91,6 +92,12 @@ class Config(EngineSettings):
         "builtin/NAME; the chat's 'Always allow' adds to it. In the variable, separate them with commas.",
         kind="list of text", example='["time/get_current_time", "builtin/current_time"]',
         env="VIBECHAT_ALLOWED_TOOLS", check=check_tool_patterns))
+    tool_choice: str = field(default="auto", metadata=doc(
+        "Whether a reply is offered the configured tools: auto (the model decides), none (no tools are "
+        "offered: the chat starts no MCP server and says nothing of tools; a preset's tool_choice does it "
+        "for one model), or required ('vibechat run' only: the model must call one first). "
+        "run --tool-choice overrides it.",
+        kind="text", example='"none"', env="VIBECHAT_TOOL_CHOICE", choices=TOOL_CHOICES, check=check_tool_choice))
     tool_timeout: int = field(default=60, metadata=doc(
         "Seconds a tool call may run before it is stopped (the model is told).",
         kind="whole number", example="120", env="VIBECHAT_TOOL_TIMEOUT", minimum=1, maximum=3600))
