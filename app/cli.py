@@ -21,7 +21,7 @@ from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
 from .presets_cmd import PresetOpt, presets_app
 from .run_plan import RunFlags, RunPlan
-from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, tools_for
+from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools_cmd import tools as tools_cmd
 from .options import HISTORY, STRUCTURED, FileOpt, ImageOpt, NoSaveOpt, SettingFlags, setting_options
 
@@ -152,9 +152,7 @@ def main_callback(
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
         plan = RunPlan.of(load_app_config(), wanted)
         plan.check()
-        # The chat asks before each call; tool_choice none (config, variable, preset) offers none.
-        choice = "none" if plan.config.tool_choice == "none" else "auto"
-        registry, approval = tools_for(plan.config, mcp_config, choice, lenient=True)
+        registry, approval = chat_tools(plan.config, mcp_config)  # the chat asks before each call
         try:
             return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
                            save=not no_save, tools=registry, tool_policy=approval,
@@ -259,6 +257,9 @@ def run(
 
             check_conflicts(prompt=prompt, continue_latest=continue_, conversation_id=conversation,
                             prompt_flag="PROMPT" if positional else "--prompt")
+            if switch_model:
+                raise VibechatError("--switch-model applies only with --continue or --conversation ID, not with "
+                                    "--prompts-file (each line is a new conversation): drop it.")
         elif no_prefix_cache:
             raise VibechatError("--no-prefix-cache applies only with --prompts-file (one prompt always starts "
                                 "from an empty cache); drop it.")

@@ -67,3 +67,10 @@ def tools_for(config: "Config", mcp_config: Path | None, allow: list[str] | None
     registry = ToolRegistry(config, mcp)
     registry.file_problem = problem
     return registry, approval
+
+
+def chat_tools(config: "Config", mcp_config: Path | None) -> tuple["ToolRegistry | None", "ToolApproval"]:
+    """The chat's tools (``tools_for``, lenient): the model decides whether to call them and the
+    user says yes to each; ``tool_choice`` none (the config, ``VIBECHAT_TOOL_CHOICE``, a preset's)
+    offers none, and no MCP server starts; required applies to ``vibechat run`` only."""
+    return tools_for(config, mcp_config, tool_choice="none" if config.tool_choice == "none" else "auto", lenient=True)

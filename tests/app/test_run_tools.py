@@ -118,3 +118,19 @@ def test_the_no_tool_support_note_is_said_only_with_verbose(starter_installed, u
     assert told.returncode in (0, 4), told.stderr
     assert [line for line in told.stderr.splitlines() if line.startswith("vibechat:") and "no tool support" in line] == [
         "vibechat: Gemma 3 270m's chat template has no tool support: it is offered no tools."]
+
+
+def test_the_chat_is_offered_no_tools_when_tool_choice_is_none(tmp_path: Path):
+    from dataclasses import replace
+
+    from vibechat.app.tool_options import chat_tools
+    from vibechat.engine.settings.table import Config
+
+    config = Config(builtin_tools=("current_time",))
+    registry, _ = chat_tools(config, mcp_file(tmp_path))
+    assert registry is not None
+    registry.close()
+    assert chat_tools(replace(config, tool_choice="none"), mcp_file(tmp_path))[0] is None
+    required, _ = chat_tools(replace(config, tool_choice="required"), mcp_file(tmp_path))  # run's alone
+    assert required is not None
+    required.close()
