@@ -40,7 +40,7 @@ from .attachment_view import UserMessage
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .earlier_messages import EarlierMessages
 from .confirm import ConfirmScreen
-from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed
+from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed, OwnModelWanted
 from .host import ChatHost
 from .outside import one_line
 from .sidebar import ConversationSidebar
@@ -326,8 +326,9 @@ class HistoryManager:
         loaded = host.session.info
         if loaded is not None:
             note = model_change_note(stored.summary.model, stored.model_path, loaded)
-            if note:  # a reply would come from another model: said until read, not in passing
-                host.notify(sanitize(note), severity="warning", timeout=15)
+            own = OwnBackend.of(stored.summary.model, stored.model_path)
+            if note and own is not None:  # the chat switches to it where it can (models_ui), else says so
+                host.post_message(OwnModelWanted(own.name, own.path, own.server, sanitize(note)))
         host.session.open(ChatLog.from_stored(stored, self.history))
         self.opened = stored
         host.show_params(stored.params)

@@ -734,3 +734,51 @@ async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt
         assert listed(sidebar)[0] == str(new) and len(listed(sidebar)) == 3
         assert sidebar.options.get_option_at_index(0).prompt.current  # the ● of the open one
         assert sidebar.options.highlighted_option.id == str(new)
+
+
+async def test_opening_a_conversation_had_with_another_local_model_switches_to_it_and_keeps_it(db, tmp_path):
+    # issue 39, point 3: the chat answered an opened conversation with whatever model was loaded
+    from ggufgen import write_gguf
+    from fakes import INFO
+
+    other = write_gguf(tmp_path / "other-7b-Q4_K_M.gguf")
+    [cid] = seed_history(db, [("Old chat", ["Old answer"])], model="Other 7B", model_path=str(other))
+    made: list = []
+
+    def factory(path, **changes):
+        made.append(RecordingBackend(info=dataclasses.replace(INFO, name="Other 7B", path=str(path)), reply="Again."))
+        return made[-1]
+
+    app = make_app(db, backend_factory=factory)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "enter")
+        await wait_for(pilot, lambda: app.session.info is not None and app.session.info.name == "Other 7B",
+                       "the conversation's own model")
+        await settle(pilot)
+        assert app.chatlog.conversation_id == cid and app.chat.messages()[-1].text == "Old answer"
+        await send(pilot, "And then?")
+        assert app.chat.messages()[-1].text == "Again." and len(made) == 1
+        assert [m.content for m in made[0].requests[-1][0]][-3:] == ["Old chat", "Old answer", "And then?"]
+    with History(db) as history:
+        assert history.get(cid).summary.model == "Other 7B"  # never relabelled
+
+
+async def test_opening_a_conversation_had_with_another_model_of_the_same_server_switches_to_it(db, stub):
+    from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
+    from vibechat.engine.remote.options import OpenAIOptions
+
+    [cid] = seed_history(db, [("Old chat", ["Old answer"])], model="stub-small",
+                         model_path=f"{stub.url}/models/stub-small")
+    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-large"))
+    app = make_app(db, backend=backend)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "enter")
+        await wait_for(pilot, lambda: app.session.info is not None and app.session.info.name == "stub-small",
+                       "the conversation's own model")
+        await settle(pilot)
+        assert app.chatlog.conversation_id == cid
+        await send(pilot, "And then?")
+        assert stub.last_body["model"] == "stub-small"
+        assert [m["content"] for m in stub.last_body["messages"]][-3:] == ["Old chat", "Old answer", "And then?"]
