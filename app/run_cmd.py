@@ -97,6 +97,7 @@ class JsonFailure:
             return
         obj = RunResult(model=self.model, params=self.params, conversation_id=self.conversation_id,
                         attachments=attachment_list(self.attachments),
+                        stdin_chars=self.request.stdin_chars if self.request is not None else None,
                         error=error_object(message, kind, exit_status)).to_json()
         try:
             self.out.write(safe_json(obj) + "\n")

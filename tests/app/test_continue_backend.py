@@ -149,3 +149,12 @@ def test_piped_stdin_beside_a_prompt_keeps_stdins_size_bound(stub):
     line = one_error_line(vibechat("run", "--base-url", stub.url, "-m", "stub-small", "Sum it up:", input=too_much))
     assert "stdin is larger than" in line
     assert chat_requests(stub) == []
+
+
+def test_json_says_stdin_was_used_also_when_the_run_fails():
+    from openai_stub import refused_url
+
+    out = vibechat("run", "--base-url", refused_url(), "-m", "m", "--json", "Repeat this:", input="SECRET\n")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["error"] and obj["stdin"] == {"included": True, "chars": len("SECRET")}
