@@ -63,7 +63,8 @@ class ModelManager:
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
         return {ModelReady: lambda message: self.show(message.info), ModelSwitched: self.switched,
-                ModelSwitchFailed: self.switch_failed, OwnModelWanted: self.own_model, DownloadStart: self.start_download,
+                ModelSwitchFailed: self.switch_failed, OwnModelWanted: self.own_model,
+                DownloadStart: self.start_download,
                 DownloadCancel: lambda _message: self.cancel_download(),
                 DownloadUpdate: self.download_update, DownloadEnded: self.download_ended,
                 ParamPanel.GpuLayersChanged: lambda message: self.request_gpu_layers(message.layers)}

@@ -119,7 +119,8 @@ def test_a_local_conversation_stays_local_when_the_config_names_a_server(tmp_pat
     assert plan.engine.remote
     going_on = plan.open_conversation(no_save=False, continue_latest=True, conversation_id=None)
     assert not going_on.engine.remote and going_on.engine.model == str(model)
-    other = RunPlan.of(load_config(config, environ={}), RunFlags(SettingFlags(engine={"model": str(tmp_path / "b.gguf")})))
+    another = RunFlags(SettingFlags(engine={"model": str(tmp_path / "b.gguf")}))
+    other = RunPlan.of(load_config(config, environ={}), another)
     with pytest.raises(VibechatError, match="--switch-model"):
         other.open_conversation(no_save=False, continue_latest=True, conversation_id=None)
     Path(model).unlink()  # its file gone: refused, not answered by another model

@@ -116,8 +116,8 @@ def test_the_no_tool_support_note_is_said_only_with_verbose(starter_installed, u
     told = subprocess.run([str(VIBECHAT_BIN), "--verbose", *args], capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL, env=dict(os.environ))
     assert told.returncode in (0, 4), told.stderr
-    assert [line for line in told.stderr.splitlines() if line.startswith("vibechat:") and "no tool support" in line] == [
-        "vibechat: Gemma 3 270m's chat template has no tool support: it is offered no tools."]
+    said = [line for line in told.stderr.splitlines() if line.startswith("vibechat:") and "no tool support" in line]
+    assert said == ["vibechat: Gemma 3 270m's chat template has no tool support: it is offered no tools."]
 
 
 def test_the_chat_is_offered_no_tools_when_tool_choice_is_none(tmp_path: Path):
