@@ -21,7 +21,7 @@ from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
 from .presets_cmd import PresetOpt, presets_app
 from .run_plan import RunFlags, RunPlan
-from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, tools_for
+from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools_cmd import tools as tools_cmd
 from .options import HISTORY, STRUCTURED, FileOpt, ImageOpt, NoSaveOpt, SettingFlags, setting_options
 
@@ -152,7 +152,7 @@ def main_callback(
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
         plan = RunPlan.of(load_app_config(), wanted)
         plan.check()
-        registry, approval = tools_for(plan.config, mcp_config, lenient=True)  # the chat asks before each call
+        registry, approval = chat_tools(plan.config, mcp_config)  # the chat asks before each call
         try:
             return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
                            save=not no_save, tools=registry, tool_policy=approval,
@@ -201,6 +201,12 @@ def run(
         "--conversation", "--cid", metavar="ID",
         help="Add this prompt to saved conversation ID ('vibechat history list').",
         min=1, rich_help_panel=HISTORY)] = None,
+    switch_model: Annotated[bool, typer.Option(
+        "--switch-model",
+        help="With --continue/--conversation: go on with the model and server this run names (--model, "
+             "--base-url, --backend, a preset's model) instead of the conversation's own; without it a "
+             "different one is refused.",
+        rich_help_panel=HISTORY)] = False,
     prompts_file: Annotated[Optional[str], typer.Option(
         "--prompts-file", metavar="FILE.jsonl",
         help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per line on stdout; "
@@ -221,7 +227,7 @@ def run(
              "that --max-tokens or the context cuts exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
     allow_tool: AllowToolOpt = None,
-    tool_choice: ToolChoiceOpt = "auto",
+    tool_choice: ToolChoiceOpt = None,
     mcp_config: McpConfigOpt = None,
     image: ImageOpt = None,
     file: FileOpt = None,
@@ -251,6 +257,9 @@ def run(
 
             check_conflicts(prompt=prompt, continue_latest=continue_, conversation_id=conversation,
                             prompt_flag="PROMPT" if positional else "--prompt")
+            if switch_model:
+                raise VibechatError("--switch-model applies only with --continue or --conversation ID, not with "
+                                    "--prompts-file (each line is a new conversation): drop it.")
         elif no_prefix_cache:
             raise VibechatError("--no-prefix-cache applies only with --prompts-file (one prompt always starts "
                                 "from an empty cache); drop it.")
@@ -268,12 +277,14 @@ def run(
         if prompts_file is not None:  # many prompts: app/batch_cmd.py
             return batch_main(prompts_file, plan, no_save=not plan.saves(no_save, continuing=False), raw=raw,
                               show_stats=stats, reuse_prefix=not no_prefix_cache, show_thinking=show_thinking)
-        plan = plan.open_conversation(no_save=no_save, continue_latest=continue_, conversation_id=conversation)
+        plan = plan.open_conversation(no_save=no_save, continue_latest=continue_, conversation_id=conversation,
+                                      switch=switch_model)
         chat = plan.chat
         assert chat is not None
         failure.conversation_id = chat.conversation_id
-        text = read_prompt(prompt, sys.stdin)
-        registry, approval = tools_for(plan.config, mcp_config, allow_tool, tool_choice)
+        given = read_prompt(prompt, sys.stdin)
+        choice = tool_choice if tool_choice is not None else plan.config.tool_choice  # flag > preset > config
+        registry, approval = tools_for(plan.config, mcp_config, allow_tool, choice)
         try:
             backend = make_backend(plan.engine, pull=pull_with_progress)
         except BaseException:
@@ -281,9 +292,10 @@ def run(
                 registry.close()
             raise
         failure.model, failure.params = plan.engine.model, plan.params
-        request = RunRequest(prompt=text, system=plan.system, params=plan.params,
+        request = RunRequest(prompt=given.text, stdin_chars=given.stdin_chars, system=plan.system, params=plan.params,
                              json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking,
-                             tools=registry, allow_tool=approval.allowed, tool_choice=tool_choice,
+                             tools=registry, allow_tool=approval.allowed, tool_choice=choice,
+                             verbose=bool((ctx.obj or {}).get("verbose")),
                              tool_rounds=plan.config.tool_rounds, attachments=attachments)
         failure.request = request
         try:

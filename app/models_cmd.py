@@ -138,6 +138,7 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
 
         from vibechat.engine.models.gguf import inspect_gguf
         from vibechat.engine.models.local_model import LocalModel
+        from vibechat.engine.turns.backend import prompt_format_line, prompt_format_name
         from vibechat.engine.models.resolve import find_model
         from vibechat.engine.settings.refs import parse_hub_ref
         from vibechat.engine.models.starter import starter_header
@@ -157,10 +158,12 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
         else:
             header = inspect_gguf(path)
         size = header.file_size if model is None or not unpacked else model.size
+        choice = _prompt_choice(header)
         data = {
             "name": model.name if model else path.name, "path": str(path),
             "architecture": header.architecture, "context_length": header.context_length,
             "quant": header.quantization, "chat_template": header.chat_template is not None,
+            "prompt_format": prompt_format_name(choice.name), "prompt_format_reason": choice.reason,
             "size": size, "layers": header.block_count,
             "source": model.source if model else "file", "repo": model.repo if model else None,
             "sha256": model.sha256 if model else None,
@@ -169,19 +172,39 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
         if json_output:
             typer.echo(safe_json(data, indent=2))
             return
-        labels = {"context_length": "context length", "chat_template": "chat template"}
+        labels = {"context_length": "context length", "chat_template": "chat template",
+                  "prompt_format": "prompt format"}
         for key, value in data.items():
             if key == "size":
                 value = human_size(size)
             elif key == "path" and not unpacked:
                 value = f"{value} (unpacked there when first used)"
             elif key == "chat_template":
-                value = "yes" if value else "no (vibechat picks a built-in format by architecture)"
-            elif value is None:
+                value = "yes" if value else "no"
+            elif key == "prompt_format":
+                value = prompt_format_line(choice.name, choice.reason)
+            elif key == "prompt_format_reason" or value is None:
                 continue
             _echo(f"{labels.get(key, key):>15}  {value}")  # GGUF metadata: outside text
 
     _guard(go)
+
+
+def _prompt_choice(header):
+    """How the engine will prompt the model of ``header`` (a ``GGUFInfo``), decided as it
+    decides at load (``choose_template``, the config's ``prompt_format``): a ``PromptChoice``,
+    shown in the words ``/show info`` and ``run --json`` use (``prompt_format_name``,
+    ``prompt_format_line``). The header keeps no vocabulary: a model whose turn format only
+    its tokens would name is judged without them."""
+    from vibechat.engine.turns.prompt_format import choose_template
+
+    from .appconfig import load_app_config
+
+    config = load_app_config()
+    setting = config.config.prompt_format if not config.problem else None
+    choice = choose_template(header.chat_template, header.architecture, lambda token: False, header.metadata,
+                             header.path.name, *([setting] if setting else []))
+    return choice
 
 
 def _projector_of(path) -> str | None:

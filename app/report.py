@@ -194,6 +194,7 @@ class RunResult:
     line_error: str | None = None  # --prompts-file: the line failed, for this reason
     tool_calls: list[dict[str, object]] | None = None  # the tool calls of a run offered tools, as they went
     attachments: list[dict[str, object]] | None = None  # --image / --file (attachment_list); None: none given
+    stdin_chars: int | None = None  # piped stdin joined before the prompt given (run_cmd.Prompt); None: not
 
     @classmethod
     def of_answer(cls, answer: Answer, *, params: SamplingParams, info: ModelInfo, conversation_id: int | None,
@@ -242,6 +243,8 @@ class RunResult:
             obj["tool_calls"] = self.tool_calls
         if self.attachments is not None and not per_line:
             obj["attachments"] = self.attachments
+        if self.stdin_chars is not None and not per_line:  # the prompt is stdin, a blank line, then PROMPT
+            obj["stdin"] = {"included": True, "chars": self.stdin_chars}
         if self.structured is not None:
             obj["structured_output"] = self.structured
         if self.empty:

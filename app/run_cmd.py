@@ -68,7 +68,9 @@ class RunRequest:
     allow_tool: Callable[[ToolSpec], bool] | None = None
     tool_choice: str = "auto"
     tool_rounds: int = 8
+    verbose: bool = False  # vibechat --verbose: say what is only worth knowing when asked (no tool support)
     attachments: tuple[Attachment, ...] = ()  # --image / --file, read and kept (read_attachments)
+    stdin_chars: int | None = None  # piped stdin joined before the prompt given (Prompt): --json's "stdin"
     # --json's "tool_calls": each call as it went (its tool, arguments, whether it ran, its result, cut)
     tool_log: list[dict[str, object]] = field(default_factory=list, init=False)
     printed: bool = field(default=False, init=False)  # --json: the object is on stdout already
@@ -95,6 +97,7 @@ class JsonFailure:
             return
         obj = RunResult(model=self.model, params=self.params, conversation_id=self.conversation_id,
                         attachments=attachment_list(self.attachments),
+                        stdin_chars=self.request.stdin_chars if self.request is not None else None,
                         error=error_object(message, kind, exit_status)).to_json()
         try:
             self.out.write(safe_json(obj) + "\n")
@@ -112,23 +115,46 @@ class JsonFailure:
             self.write(str(exc), error_kind(exc), exit_status)
 
 
-def read_prompt(prompt: str | None, stdin: TextIO) -> str:
-    """The prompt given (``run PROMPT`` or ``--prompt``; ``-`` reads stdin), or piped stdin."""
-    if prompt == "-" or (prompt is None and not stdin.isatty()):
-        from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit
+@dataclass(frozen=True)
+class Prompt:
+    """The prompt a run sends: ``text``, and ``stdin_chars`` when piped stdin was joined
+    with a prompt given on the command line (None: it was not; ``--json``'s ``stdin``)."""
 
-        most = prompt_byte_limit(MAX_CONTEXT)
-        text = stdin.read(most + 1)  # bounded: a runaway pipe is not read into memory
-        if len(text) > most:
-            raise VibechatError(f"the prompt on stdin is larger than {most >> 20} MiB, more than any context "
-                                "holds: shorten it.")
+    text: str
+    stdin_chars: int | None = None
+
+
+STDIN_JOIN = "\n\n"  # between piped stdin (the context, first) and the prompt given, as a blank line
+
+
+def read_prompt(prompt: str | None, stdin: TextIO) -> Prompt:
+    """The prompt given (``run PROMPT`` or ``--prompt``; ``-`` reads stdin), or piped stdin.
+    Both a prompt and piped stdin are one prompt, as ollama and llm make them: stdin first,
+    as the context, then a blank line and the prompt (``echo TEXT | vibechat run "Sum it up:"``).
+    Stdin is read within the same bound whichever way it comes."""
+    piped = not stdin.isatty()
+    if prompt == "-" or (prompt is None and piped):
+        text, joined = _read_stdin(stdin), None
     elif prompt is None:
         raise VibechatError('no prompt: give it after run (vibechat run "Why is the sky blue?"), with --prompt '
                             "TEXT, or pipe text on stdin ('-' reads it).")
     else:
-        text = prompt
+        context = _read_stdin(stdin).rstrip() if piped else ""
+        text, joined = (f"{context}{STDIN_JOIN}{prompt}", len(context)) if context.strip() else (prompt, None)
     if not text.strip():
         raise VibechatError('the prompt is empty: give some text (vibechat run "TEXT", --prompt TEXT, or on stdin).')
+    return Prompt(text, joined)
+
+
+def _read_stdin(stdin: TextIO) -> str:
+    """All of stdin, bounded: a runaway pipe is not read into memory."""
+    from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit
+
+    most = prompt_byte_limit(MAX_CONTEXT)
+    text = stdin.read(most + 1)
+    if len(text) > most:
+        raise VibechatError(f"the prompt on stdin is larger than {most >> 20} MiB, more than any context "
+                            "holds: shorten it.")
     return text
 
 
@@ -214,7 +240,8 @@ def execute(backend: Backend, request: RunRequest, out: TextIO, err: TextIO, cha
             session.stop_writing()
             if request.json_output:
                 obj = RunResult(info=info, conversation_id=session.chat.conversation_id, params=request.params,
-                                attachments=attachment_list(request.attachments), error=error_object(str(exc), error_kind(exc), EXIT_FAILED)).to_json()
+                                attachments=attachment_list(request.attachments), stdin_chars=request.stdin_chars,
+                                error=error_object(str(exc), error_kind(exc), EXIT_FAILED)).to_json()
                 _end_output(request, out, "", obj)
             raise
         try:
@@ -308,6 +335,7 @@ def _cancelled_load_object(request: RunRequest) -> dict[str, object]:
     """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing saved."""
     params = request.params
     return RunResult(params=params, finish_reason="cancelled", attachments=attachment_list(request.attachments),
+                     stdin_chars=request.stdin_chars,
                      structured=None if params.output_format is None else "incomplete").to_json()
 
 
@@ -361,7 +389,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     try:
         try:
             if request.tools is not None:
-                if not info.tool_calls and request.tool_choice != "none":  # tools configured, a model without
+                if request.verbose and not info.tool_calls and request.tool_choice != "none":  # said when asked
                     err.write(plain(f"vibechat: {info.name}'s chat template has no tool support: it is offered "
                                     "no tools.") + "\n")
                 result = _answer_with_tools(session, request, params, show, on_event, err, ctrl_c)
@@ -423,6 +451,7 @@ def _finish(request: RunRequest, out: TextIO, err: TextIO, result: Answer, info:
     if request.tools is not None:
         report.tool_calls = request.tool_log
     report.attachments = attachment_list(request.attachments)
+    report.stdin_chars = request.stdin_chars
     used = report.params or request.params
     empty_line = empty_reply_line(info, bool(done.thinking.strip())) if report.empty else None
     if empty_line is not None:
@@ -474,6 +503,7 @@ def _write_failed(request: RunRequest, out: TextIO, text: str, info: ModelInfo, 
     cut = isinstance(error, StreamInterrupted)
     obj = RunResult(text=text, info=info, conversation_id=chat.conversation_id, params=params,
                     finish_reason="interrupted" if cut else "error", attachments=attachment_list(request.attachments),
+                    stdin_chars=request.stdin_chars,
                     stats=json_stats(None, seed=params.seed, meter=meter),
                     structured=None if params.output_format is None else "incomplete",
                     error=error_object(str(error), error_kind(error), EXIT_FAILED)).to_json()

@@ -6,8 +6,10 @@ each build one and act on it, so a setting reaches all three the same way:
     flags > preset > ``VIBECHAT_*`` > the config file > defaults
 
 and, for ``run --continue`` / ``--conversation``, flags > preset > the saved conversation's
-own model, system prompt and parameters > the config (the conversation was set up on
-purpose: the standing defaults do not change it; a preset named on purpose does).
+own system prompt and parameters > the config (the conversation was set up on purpose: the
+standing defaults do not change it; a preset named on purpose does). Its model and server
+are its own: another one named on purpose needs ``--switch-model``
+(app/conversation_backend.py).
 
 Headless: no Textual, no Rich, no llama.cpp; nothing is loaded or opened here but the
 config's presets (``--preset``).
@@ -16,11 +18,11 @@ config's presets (``--preset``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vibechat.engine.settings.knobs import EngineSettings
 
+from .conversation_backend import OwnBackend, own_engine
 from .options import SettingFlags
 
 if TYPE_CHECKING:
@@ -99,18 +101,31 @@ class RunPlan:
         false`` keeps runs out too, except one that asks to add to a saved conversation."""
         return not no_save and (self.config.save_runs or continuing)
 
-    def open_conversation(self, *, no_save: bool, continue_latest: bool, conversation_id: int | None) -> RunPlan:
+    def open_conversation(self, *, no_save: bool, continue_latest: bool, conversation_id: int | None,
+                          switch: bool = False) -> RunPlan:
         """The plan for a ``run`` (``--continue``, ``--conversation ID`` or a new
-        conversation, saved unless ``--no-save``): :func:`open_chat`, then :meth:`continuing`."""
+        conversation, saved unless ``--no-save``): :func:`open_chat`, then :meth:`continuing`
+        (``switch``: ``--switch-model``)."""
         continuing = continue_latest or conversation_id is not None
+        if switch and not continuing:
+            from vibechat.engine.errors import VibechatError
+
+            raise VibechatError("--switch-model applies only with --continue or --conversation ID: drop it.")
         chat = open_chat(no_save=not self.saves(no_save, continuing), continue_latest=continue_latest,
                          conversation_id=conversation_id)
-        return self.continuing(chat)
+        try:
+            return self.continuing(chat, switch)
+        except BaseException:
+            if chat.history is not None:
+                chat.history.close()
+            raise
 
-    def continuing(self, chat: ChatLog) -> RunPlan:
+    def continuing(self, chat: ChatLog, switch: bool = False) -> RunPlan:
         """The plan for a ``run`` that adds to ``chat``. A saved conversation goes on with its
-        own parameters, system prompt and model (where its file is still there), under the
-        preset and then the flags; a new one takes the plan as it is."""
+        own parameters and system prompt, under the preset and then the flags, and with its
+        own model on its own server: another one named on purpose is refused in one line
+        unless ``switch`` (``--switch-model``; app/conversation_backend.py). A new one takes
+        the plan as it is."""
         if chat.conversation_id is None:
             return replace(self, chat=chat)
         preset, flags = self.preset, self.flags.settings
@@ -124,9 +139,12 @@ class RunPlan:
         if system is None and preset is not None:
             system = preset.system  # "" takes the conversation's system prompt away, as the preset says
         engine = self.engine
-        model_chosen = "model" in flags.engine or (preset is not None and preset.model is not None)
-        if not model_chosen and chat.model_path and Path(chat.model_path).is_file():
-            engine = replace(engine, model=chat.model_path)
+        own = OwnBackend.of(chat.model, chat.model_path)
+        if own is not None:  # its own model and server, or (chosen on purpose) one line; see conversation_backend
+            chosen = {key for key in ("model", "base_url", "backend") if flags.engine.get(key) is not None}
+            if preset is not None and preset.model is not None:
+                chosen.add("model")
+            engine = own_engine(own, engine, chosen, chat.conversation_id, switch)
         return replace(self, chat=chat, params=params, system=system, engine=engine)
 
 

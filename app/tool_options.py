@@ -22,10 +22,11 @@ AllowToolOpt = Annotated[Optional[list[str]], typer.Option(
     help="Let the model run this tool (repeatable): NAME, SERVER/NAME, SERVER/* (all of a server's tools), "
          "builtin/NAME. 'run' never asks: any other call is denied (one stderr line), and the model is told.",
     rich_help_panel=TOOLS)]
-ToolChoiceOpt = Annotated[str, typer.Option(
+ToolChoiceOpt = Annotated[Optional[str], typer.Option(
     "--tool-choice", metavar="auto|none|required",
-    help="Whether the model may call tools (auto), may not (none), or must call one first (required).",
-    rich_help_panel=TOOLS)]
+    help="Whether the model may call tools (auto), may not (none), or must call one first (required); "
+         "default: the tool_choice setting (VIBECHAT_TOOL_CHOICE, a preset's), else auto.",
+    show_default=False, rich_help_panel=TOOLS)]
 McpConfigOpt = Annotated[Optional[Path], typer.Option(
     "--mcp-config", metavar="FILE",
     help="Read the MCP servers from FILE (the mcpServers shape) instead of mcp.json in the config folder.",
@@ -34,18 +35,21 @@ McpConfigOpt = Annotated[Optional[Path], typer.Option(
 
 def tools_for(config: "Config", mcp_config: Path | None, allow: list[str] | None = None,
               tool_choice: str = "auto", *, lenient: bool = False) -> tuple["ToolRegistry | None", "ToolApproval"]:
-    """The registry (None: no tools configured) and the approval policy for a chat or a run.
+    """The registry (None: no tools configured, or ``tool_choice`` none) and the approval
+    policy for a chat or a run.
     One-line errors: an mcp.json that cannot be used, a bad --allow-tool, a bad --tool-choice,
     --tool-choice required with no tools. ``lenient`` (the chat, which a config problem never
     stops): an mcp.json that cannot be used leaves its servers out, and the chat says why."""
     from vibechat.engine.errors import InvalidParameterError
     from vibechat.engine.tools.approval import ToolApproval
     from vibechat.engine.tools.mcp_config import McpConfig, McpConfigError, load_mcp_config
-    from vibechat.engine.turns.tool_calls import TOOL_CHOICES
+    from vibechat.engine.settings.tool_checks import TOOL_CHOICES
 
     if tool_choice not in TOOL_CHOICES:
         raise InvalidParameterError(f"--tool-choice {tool_choice!r} is not one of {', '.join(TOOL_CHOICES)}.")
     approval = ToolApproval(always=config.allowed_tools, allow=allow or ())
+    if tool_choice == "none":  # switched off (the flag, tool_choice, a preset's): none offered, no server started
+        return None, approval
     problem = ""
     try:
         mcp = load_mcp_config(mcp_config)
@@ -63,3 +67,10 @@ def tools_for(config: "Config", mcp_config: Path | None, allow: list[str] | None
     registry = ToolRegistry(config, mcp)
     registry.file_problem = problem
     return registry, approval
+
+
+def chat_tools(config: "Config", mcp_config: Path | None) -> tuple["ToolRegistry | None", "ToolApproval"]:
+    """The chat's tools (``tools_for``, lenient): the model decides whether to call them and the
+    user says yes to each; ``tool_choice`` none (the config, ``VIBECHAT_TOOL_CHOICE``, a preset's)
+    offers none, and no MCP server starts; required applies to ``vibechat run`` only."""
+    return tools_for(config, mcp_config, tool_choice="none" if config.tool_choice == "none" else "auto", lenient=True)

@@ -201,7 +201,7 @@ def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = Fa
     try:
         if decode:
             out = subprocess.run([str(exe), "run", "-p", PROMPT, "-t", "0", "-n", str(decode), "--json"],
-                                 capture_output=True, text=True, check=True, env=env)
+                                 capture_output=True, text=True, check=True, env=env, stdin=subprocess.DEVNULL)
             ran = json.loads(out.stdout)["stats"]
             result["run_tok_s"], result["run_ttft_ms"] = ran["decode_tokens_per_s"], ran["ttft_ms"]
             result["ratio"] = result.get("chat_tok_s", float("nan")) / result["run_tok_s"]

@@ -68,7 +68,7 @@ def whole_path(model: Path) -> str:
     exe = shutil.which("vibechat", path=str(Path(sys.executable).parent)) or "vibechat"
     out = subprocess.run([exe, "run", "--model", str(model), "--prompt", "Name three colours.",
                           "--n-gpu-layers", "-1", "--temperature", "0", "--max-tokens", "32", "--json",
-                          "--no-save"], capture_output=True, text=True, timeout=600)
+                          "--no-save"], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     if out.returncode != 0:
         return f"FAILED (exit {out.returncode}): {out.stderr.strip()}"
     result = json.loads(out.stdout)

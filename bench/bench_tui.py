@@ -336,7 +336,7 @@ def cli_run(tokens: int) -> tuple[float, float]:
     exe = Path(sys.executable).with_name("vibechat")
     out = subprocess.run([str(exe), "run", "-p", PROMPT, "-t", "0", "-n", str(tokens), "--prompt-format", FORMAT,
                           "--json"],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL)
     stats = json.loads(out.stdout)["stats"]
     return stats["decode_tokens_per_s"], stats["ttft_ms"]
 

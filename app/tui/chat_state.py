@@ -97,6 +97,12 @@ class ChatState:
         """Every field's name, in the order they are declared."""
         return tuple(name for name, value in vars(cls).items() if isinstance(value, _Field))
 
+    @property
+    def at_rest(self) -> str:
+        """The status once nothing runs any more (a reply ended, however it ended): "ready"
+        with a model that answers, else "no model" (never a "generating…" left behind)."""
+        return "ready" if self.model_ready else "no model"
+
     def show_params(self, params: SamplingParams) -> None:
         """What is shown of the parameters: the reply format, the thinking switch."""
         self.output_format = params.output_format.label if params.output_format else ""

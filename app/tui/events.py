@@ -47,11 +47,25 @@ class ModelFailed(Message):
 @dataclass
 class ModelSwitched(Message):
     """Another model is loaded (the previous one is closed); ``reload``: the same model
-    with other engine settings (the conversation goes on)."""
+    with other engine settings (the conversation goes on); ``keep``: the model of the
+    conversation just opened (it goes on with it)."""
 
     info: ModelInfo
     name: str
     reload: bool = False
+    keep: bool = False
+
+
+@dataclass
+class OwnModelWanted(Message):
+    """A conversation just opened was had with another model than the one loaded: ``name``
+    and ``path`` (its file, or for a server's model its URL; ``server``: that server's API
+    root), and ``note``, the line that says so when the chat cannot switch to it."""
+
+    name: str
+    path: str
+    server: str | None
+    note: str
 
 
 @dataclass

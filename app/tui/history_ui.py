@@ -35,11 +35,12 @@ from vibechat.engine.sanitize import sanitize
 from vibechat.engine.turns.tool_calls import ToolCall
 
 from ..appconfig import chat_settings
+from ..conversation_backend import OwnBackend
 from .attachment_view import UserMessage
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .earlier_messages import EarlierMessages
 from .confirm import ConfirmScreen
-from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed
+from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed, OwnModelWanted
 from .host import ChatHost
 from .outside import one_line
 from .sidebar import ConversationSidebar
@@ -329,8 +330,9 @@ class HistoryManager:
         loaded = host.session.info
         if loaded is not None:
             note = model_change_note(stored.summary.model, stored.model_path, loaded)
-            if note:
-                host.notify(note, timeout=6)
+            own = OwnBackend.of(stored.summary.model, stored.model_path)
+            if note and own is not None:  # the chat switches to it where it can (models_ui), else says so
+                host.post_message(OwnModelWanted(own.name, own.path, own.server, sanitize(note)))
         host.session.open(ChatLog.from_stored(stored, self.history))
         self.opened = stored
         host.show_params(stored.params)
@@ -472,20 +474,43 @@ class HistoryManager:
 
 
 def model_change_note(name: str | None, path: str | None, loaded: ModelInfo) -> str | None:
-    """What to say when an opened conversation was had with another model file than the one
-    loaded: nothing when it is the same model (same name, and the same file name or
-    quantization: the file moved or was downloaded again); the file names when only the
-    file differs (another quantization); else both models' names."""
+    """What to say, in one line, when an opened conversation was had with another model than
+    the one the chat runs, and how to go on with its own: nothing when it is the same model
+    (same name, and the same file name or quantization: the file moved or was downloaded
+    again; on a server, the same model id on the same server); the file names when only the
+    file differs (another quantization); else both models, with their servers."""
     if not path or path == loaded.path:
         return None
+    own = OwnBackend.of(name, path)
+    assert own is not None
+    if own.server is not None or loaded.server:
+        return _server_note(own, loaded)
     old_file, new_file = Path(path).name, Path(loaded.path).name
+    how = "F3 loads another model; then open this conversation again to go on with it"
     if name and name != loaded.name:
-        return f"This conversation was with {name}; it continues with {loaded.name} (F3 switches models)."
+        return f"This conversation was with {name}; it continues with {loaded.name} ({how})."
     old_quant = quant_from_filename(old_file)
     if old_file == new_file or (old_quant and old_quant == loaded.quantization.upper()):
         return None
     return (f"This conversation was with {old_file}; it continues with {new_file}, another file of "
-            f"{loaded.name} (F3 switches models).")
+            f"{loaded.name} ({how}).")
+
+
+def _server_note(own: OwnBackend, loaded: ModelInfo) -> str | None:
+    """:func:`model_change_note` where a server is involved: the conversation's, the chat's, or both."""
+    from vibechat.engine.remote.options import api_root
+
+    root = api_root(loaded)
+    if own.server == root and own.name == loaded.name:
+        return None
+    if own.server is not None and own.server == root:
+        how = f"F3 picks {own.name}; then open this conversation again to go on with it"
+    elif own.server is not None:
+        how = f"to go on with it, start vibechat --base-url {own.server} --model {own.name} and open it there"
+    else:
+        how = "to go on with it, start vibechat --backend llama and open it there"
+    running = f"{loaded.name} on {root}" if root else loaded.name
+    return f"This conversation was with {own.describe()}; replies here come from {running} ({how})."
 
 
 def _json(stored: StoredConversation) -> str:

@@ -27,7 +27,8 @@ from vibechat.engine.models.opened import SOURCE as OPENED
 from vibechat.engine.models.opened import remember
 
 from ..progress import human_size
-from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelReady, ModelSwitched, ModelSwitchFailed
+from .events import (DownloadEnded, DownloadUpdate, ModelProgress, ModelReady, ModelSwitched, ModelSwitchFailed,
+                     OwnModelWanted)
 from .host import ChatHost
 from .outside import one_line
 from .param_panel import ParamPanel
@@ -62,7 +63,8 @@ class ModelManager:
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
         return {ModelReady: lambda message: self.show(message.info), ModelSwitched: self.switched,
-                ModelSwitchFailed: self.switch_failed, DownloadStart: self.start_download,
+                ModelSwitchFailed: self.switch_failed, OwnModelWanted: self.own_model,
+                DownloadStart: self.start_download,
                 DownloadCancel: lambda _message: self.cancel_download(),
                 DownloadUpdate: self.download_update, DownloadEnded: self.download_ended,
                 ParamPanel.GpuLayersChanged: lambda message: self.request_gpu_layers(message.layers)}
@@ -134,6 +136,30 @@ class ModelManager:
         elif choice.remote_id is not None:
             self.switch_remote_model(choice.remote_id)
 
+    def own_model(self, message: OwnModelWanted) -> None:
+        """A conversation had with another model was opened: the chat goes on with that model
+        where it can load it (its file is here and the chat runs local models; or it is another
+        model of the server the chat uses), keeping the conversation; else the warning says
+        what differs and how to go on with it (history_ui.model_change_note)."""
+        from vibechat.engine.remote.options import api_root
+
+        host, info = self.host, self.host.session.info
+        remote = host.session.remote
+        if message.server is None and remote is None and self.backend_factory is not None \
+                and Path(message.path).is_file():
+            path = Path(message.path)
+            host.notify(f"This conversation was with {one_line(message.name)}: loading it.", timeout=6)
+            model = LocalModel(name=message.name, path=path, size=path.stat().st_size, quant="", source="vibechat")
+            host.state.status = f"loading {one_line(message.name)}…"
+            self._switch(model, keep=True)
+        elif message.server is not None and remote is not None and info is not None and \
+                api_root(info) == message.server:
+            host.state.status = "switching model…"
+            host.run_worker(lambda: self._switch_remote(message.name, keep=True), thread=True, exclusive=True,
+                            group="model", exit_on_error=False)
+        else:
+            host.notify(message.note, severity="warning", timeout=15)
+
     def switch_remote_model(self, model_id: str) -> None:
         """Ask the server for another of its models from now on (a new conversation)."""
         host, current = self.host, self.host.session.info
@@ -146,14 +172,14 @@ class ModelManager:
         host.run_worker(lambda: self._switch_remote(model_id), thread=True, exclusive=True, group="model",
                         exit_on_error=False)
 
-    def _switch_remote(self, model_id: str) -> None:
+    def _switch_remote(self, model_id: str, keep: bool = False) -> None:
         post = self.host.post_message
         try:
             info = self.host.session.switch_remote(model_id)
         except VibechatError as exc:
             post(ModelSwitchFailed(model_id, str(exc)))
         else:
-            post(ModelSwitched(info, model_id))
+            post(ModelSwitched(info, model_id, keep=keep))
 
     def switch_model(self, model: LocalModel) -> None:
         host, current = self.host, self.host.session.info
@@ -199,11 +225,11 @@ class ModelManager:
                            source="vibechat")
         self._switch(model, reload=True)
 
-    def _switch(self, model: LocalModel, reload: bool = False) -> None:
-        self.host.run_worker(lambda: self._switch_in_worker(model, reload), thread=True, exclusive=True,
+    def _switch(self, model: LocalModel, reload: bool = False, keep: bool = False) -> None:
+        self.host.run_worker(lambda: self._switch_in_worker(model, reload, keep), thread=True, exclusive=True,
                              group="model", exit_on_error=False)
 
-    def _switch_in_worker(self, model: LocalModel, reload: bool) -> None:
+    def _switch_in_worker(self, model: LocalModel, reload: bool, keep: bool = False) -> None:
         post = self.host.post_message
         try:
             info = self._swap_backend(model)
@@ -215,7 +241,7 @@ class ModelManager:
         else:
             if model.source == OPENED:  # a file opened by path, loaded: listed from now on
                 remember(model.path)
-            post(ModelSwitched(info, model.name, reload=reload))
+            post(ModelSwitched(info, model.name, reload=reload, keep=keep))
 
     def _swap_backend(self, model: LocalModel) -> ModelInfo:
         """In the worker: load ``model`` and make it the session's backend."""
@@ -238,13 +264,16 @@ class ModelManager:
         if message.reload:  # the same model: the conversation goes on
             host.notify(f"Reloaded {message.name}: {message.info.device}.", timeout=4)
             return
+        if message.keep:  # the model of the conversation just opened: it goes on with it
+            host.notify(f"Switched to {one_line(message.name)}, the model this conversation was had with.", timeout=4)
+            return
         await host.replies.new_conversation(reset_cache=False)
         verb = "Switched to" if message.info.server else "Loaded"
         host.notify(f"{verb} {message.name}: a new conversation starts.", timeout=4)
 
     def switch_failed(self, message: ModelSwitchFailed) -> None:
         host = self.host
-        host.state.status = "ready" if host.state.model_ready else "no model"
+        host.state.status = host.state.at_rest
         if host.session.info is not None:
             host.panel.show_model(host.session.info)  # the GPU layers slider shows what is loaded
         host.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",

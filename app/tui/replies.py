@@ -370,7 +370,7 @@ class Replies:
         state = self.state
         state.generating = False
         state.drafting = state.live = None  # the reply's own stats (if any) say the rest
-        state.status = "ready" if state.model_ready else state.status
+        state.status = state.at_rest
 
     # ------------------------------------------------------------- thinking
     def toggle_thinking(self) -> None:

@@ -7,8 +7,7 @@ on one line and bounded here; the note sanitises it again as it is shown.
 
 from __future__ import annotations
 
-from vibechat.engine.turns.backend import ModelInfo
-from vibechat.engine.settings.choices import COMPLETION
+from vibechat.engine.turns.backend import ModelInfo, prompt_format_line
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import describe_switch
 
@@ -39,15 +38,10 @@ def wrapped(parts: list[str], width: int = WRAP, sep: str = " · ") -> str:
 
 
 def prompt_format(info: ModelInfo) -> str:
-    """How the model is prompted, in a few words."""
-    if info.chat_format == "gguf":
-        return "the file's own chat template (/show template prints it)"
-    if info.chat_format == "server":
-        return "the server's chat template (the server formats the prompt)"
-    if info.chat_format == COMPLETION:
-        return ("completion: a base model (no chat template), prompted with a short example "
-                "conversation (a few-shot frame)")
-    return f"the built-in {one_line(info.chat_format)} turn format (the file has no chat template)"
+    """How the model is prompted, in the words ``vibechat show`` and ``run --json`` use
+    (``prompt_format_line``); its own chat template can be printed."""
+    line = one_line(prompt_format_line(info.chat_format, info.chat_format_reason))
+    return f"{line}; /show template prints it" if info.chat_format == "gguf" else line
 
 
 def params_line(params: SamplingParams) -> str:

@@ -232,7 +232,7 @@ class ToolRounds:
         self.active = False
         state = self.host.state
         state.generating = False
-        state.status = "ready" if state.model_ready else state.status
+        state.status = state.at_rest
         if self._stopped:
             self.host.prompt_input.unqueue()
             return

@@ -21,7 +21,8 @@ from ..errors import InvalidParameterError
 from ..settings.structured import OutputFormat
 from ..turns.backend import FinishReason
 from ..turns.chat_template import ChatTemplate
-from ..turns.tool_calls import TOOL_CHOICES, ToolCall, ToolSpec
+from ..settings.tool_checks import TOOL_CHOICES
+from ..turns.tool_calls import ToolCall, ToolSpec
 from ..turns.tool_formats import ToolFormat
 
 log = logging.getLogger("vibechat.llama_cpp")

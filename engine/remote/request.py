@@ -25,7 +25,8 @@ from ..errors import InvalidParameterError
 from ..settings.params import SamplingParams
 from ..settings.think_switch import remote_kwargs
 from ..turns.backend import ChatMessage
-from ..turns.tool_calls import TOOL_CHOICES, ToolSpec
+from ..settings.tool_checks import TOOL_CHOICES
+from ..turns.tool_calls import ToolSpec
 from .images import content
 
 EXTRA_FIELDS = ("top_k", "min_p", "repeat_penalty", "repetition_penalty")

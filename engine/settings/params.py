@@ -116,6 +116,19 @@ class ParamSpec:
             return self.off_text
         return _fmt(value)
 
+    def span(self) -> str:
+        """The range as help pages write it: ``0-5``."""
+        return f"{_fmt(self.minimum)}-{_fmt(self.maximum)}"
+
+    def default_text(self) -> str:
+        """The default as help pages say it, from this declaration: the number, ``random``, or
+        for ``auto`` what each kind of model gets (``TEMPLATE_AUTO``, ``COMPLETION_AUTO``)."""
+        if not self.auto:
+            return self.show(self.default)
+        template, completion = TEMPLATE_AUTO[self.name], COMPLETION_AUTO[self.name]
+        return (f"auto: {self.off_text if template is None else self.show(template)} for a model with a chat "
+                f"template, {self.show(completion)} for a base model prompted as a completion model")
+
     def clamp(self, value: float) -> float | int:
         value = min(max(value, self.minimum), self.maximum)
         return int(round(value)) if self.kind is int else round(float(value), 6)

@@ -46,8 +46,8 @@ MAX_PRESETS = 100  # a config file holds a few; the loop over the table is bound
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [presets.NAME] needs no quotes
 # A preset's keys (besides params) and the config setting whose rules check each.
 SETTING_OF = {"model": "model", "system": "system_prompt", "thinking": "params.thinking",
-              "context_size": "context_size"}
-PRESET_KEYS = ("model", "system", "thinking", "format", "context_size", "params")
+              "context_size": "context_size", "tool_choice": "tool_choice"}
+PRESET_KEYS = ("model", "system", "thinking", "format", "context_size", "tool_choice", "params")
 FORMAT_OFF = ("off", "none", "free", "text")
 
 
@@ -99,6 +99,7 @@ class Preset:
     model: str | None = None
     system: str | None = None
     context_size: int | None = None
+    tool_choice: str | None = None  # "none": this preset's model is offered no tools
     format: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)  # by [params] key, checked; thinking included
 
@@ -122,6 +123,8 @@ class Preset:
             values["system_prompt"] = self.system or None
         if self.context_size is not None:
             values["context_size"] = self.context_size
+        if self.tool_choice is not None:
+            values["tool_choice"] = self.tool_choice
         if self.format is not None:
             values["params.output_format"] = self.output_format()
         return values
@@ -136,7 +139,7 @@ class Preset:
     def to_table(self) -> dict[str, Any]:
         """The preset as its TOML table (what ``update_config`` writes)."""
         table: dict[str, Any] = {}
-        for key in ("model", "system", "thinking", "format", "context_size"):
+        for key in ("model", "system", "thinking", "format", "context_size", "tool_choice"):
             value = self.params.get("thinking") if key == "thinking" else getattr(self, key)
             if value is not None:
                 table[key] = value
@@ -158,6 +161,8 @@ class Preset:
             parts.append(f"format {self.format if len(self.format) <= 24 else 'schema (inline)'}")
         if self.context_size is not None:
             parts.append(f"context {self.context_size}")
+        if self.tool_choice is not None:
+            parts.append(f"tool_choice {self.tool_choice}")
         return ", ".join(parts)
 
 

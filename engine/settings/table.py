@@ -27,22 +27,30 @@ from .knobs import EngineSettings
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .setting import SAMPLING, Setting, doc, show
 from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
-from .tool_checks import BUILTIN_TOOL_NAMES, check_builtin_tools, check_tool_folders, check_tool_patterns
+from .tool_checks import (BUILTIN_TOOL_NAMES, TOOL_CHOICES, check_builtin_tools, check_tool_choice, check_tool_folders,
+                          check_tool_patterns)
 
-# The sampling flags' lines on the help page: (short alias, metavar, line).
+# The sampling flags' lines on the help page: (short alias, metavar, words). A parameter's words
+# take its range as {range}; its default is added from its declaration (``ParamSpec.default_text``).
 PARAM_FLAGS: dict[str, tuple[str | None, str, str]] = {
-    "temperature": ("-t", "NUMBER", "0-5; 0 is greedy (default 0.8)."),
-    "top_k": (None, "N", "0-1000; 0 disables (default 40)."),
-    "top_p": (None, "NUMBER", "0-1; 1 disables (default 0.95)."),
-    "min_p": (None, "NUMBER", "0-1; 0 disables (default 0.05)."),
-    "repeat_penalty": (None, "NUMBER", "0.1-5; 1 disables (default 1.0)."),
-    "max_tokens": ("-n", "N", "Most tokens to generate (default: until the model stops)."),
-    "seed": (None, "N", "Seed for reproducible sampling (default: random)."),
+    "temperature": ("-t", "NUMBER", "{range}; 0 is greedy"),
+    "top_k": (None, "N", "{range}; 0 disables"),
+    "top_p": (None, "NUMBER", "{range}; 1 disables"),
+    "min_p": (None, "NUMBER", "{range}; 0 disables"),
+    "repeat_penalty": (None, "NUMBER", "{range}; 1 (off) disables"),
+    "max_tokens": ("-n", "N", "Most tokens to generate; 0 (none) = no limit"),
+    "seed": (None, "N", "Seed for reproducible sampling"),
     "stop": (None, "TEXT", "Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab)."),
     "thinking": (None, "MODE", "A reasoning model's thinking: auto (its template's default), on or off; "
                  "where the template takes a switch (Qwen3, Granite; gpt-oss: off = low effort) or a server is "
                  "asked."),
 }
+
+
+def param_flag_help(name: str) -> str:
+    """A sampling parameter's flag line: its words, then its default, both from one declaration."""
+    spec = PARAM_SPECS[name]
+    return f"{PARAM_FLAGS[name][2].format(range=spec.span())} (default {spec.default_text()})."
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,12 @@ class Config(EngineSettings):
         "builtin/NAME; the chat's 'Always allow' adds to it. In the variable, separate them with commas.",
         kind="list of text", example='["time/get_current_time", "builtin/current_time"]',
         env="VIBECHAT_ALLOWED_TOOLS", check=check_tool_patterns))
+    tool_choice: str = field(default="auto", metadata=doc(
+        "Whether a reply is offered the configured tools: auto (the model decides), none (no tools are "
+        "offered: the chat starts no MCP server and says nothing of tools; a preset's tool_choice does it "
+        "for one model), or required ('vibechat run' only: the model must call one first). "
+        "run --tool-choice overrides it.",
+        kind="text", example='"none"', env="VIBECHAT_TOOL_CHOICE", choices=TOOL_CHOICES, check=check_tool_choice))
     tool_timeout: int = field(default=60, metadata=doc(
         "Seconds a tool call may run before it is stopped (the model is told).",
         kind="whole number", example="120", env="VIBECHAT_TOOL_TIMEOUT", minimum=1, maximum=3600))
@@ -140,7 +154,7 @@ def _param_rows() -> list[Setting]:
         env = "VIBECHAT_" + spec.name.upper()
         example = {"max_tokens": "512", "seed": "42", "repeat_penalty": "1.1"}.get(spec.name, show(spec.default))
         unset = "auto" if spec.auto else "none" if spec.optional else ""
-        short, metavar, flag_help = PARAM_FLAGS[spec.name]
+        short, metavar, flag_help = *PARAM_FLAGS[spec.name][:2], param_flag_help(spec.name)
         out.append(Setting(f"params.{spec.name}", "whole number" if spec.kind is int else "number",
                            spec.help, spec.default, example, unset, env,
                            "--" + spec.name.replace("_", "-"), spec.minimum, spec.maximum,

@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import InvalidParameterError
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("current_time", "read_file", "list_folder")
+TOOL_CHOICES: tuple[str, ...] = ("auto", "none", "required")  # whether a reply may (must) call tools
 MAX_LIST_ITEMS = 256
 MAX_PATTERN_CHARS = 200
 # NAME, SERVER/NAME or SERVER/*: a server's name as mcp.json may give it, a tool's as its server does.
@@ -65,3 +66,11 @@ def check_tool_patterns(value: Any) -> tuple[str, ...]:
         if item not in out:
             out.append(item)
     return tuple(out)
+
+
+def check_tool_choice(value: Any) -> str:
+    """The ``tool_choice`` setting: auto, none or required (any case)."""
+    choice = str(value).strip().lower()
+    if choice not in TOOL_CHOICES:
+        raise InvalidParameterError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)} (got {str(value)[:40]!r})")
+    return choice

@@ -61,6 +61,24 @@ class ChatMessage:
         return data
 
 
+def prompt_format_name(chat_format: str) -> str:
+    """How a model is prompted, in the words every place uses (``vibechat show``, ``/show
+    info``, ``run --json``'s ``prompt_format``): ``completion``, ``chat template (gguf)``,
+    ``chat template (built-in gemma)``, ``chat template (server)``."""
+    if chat_format == COMPLETION:
+        return COMPLETION
+    if chat_format in ("gguf", "server"):
+        return f"chat template ({chat_format})"
+    return f"chat template (built-in {chat_format})"
+
+
+def prompt_format_line(chat_format: str, reason: str = "") -> str:
+    """:func:`prompt_format_name` and why (``ModelInfo.chat_format_reason``, ``PromptChoice.reason``),
+    as ``vibechat show`` and ``/show info`` print it: ``completion (no chat template in the GGUF, ...)``."""
+    name = prompt_format_name(chat_format)
+    return f"{name} ({reason})" if reason else name
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """What the status bar, ``vibechat run --json`` and ``models info`` show."""
@@ -113,13 +131,8 @@ class ModelInfo:
 
     @property
     def prompt_format(self) -> str:
-        """How the model is prompted, as ``vibechat run --json`` says it: ``completion``,
-        ``chat template (gguf)``, ``chat template (built-in gemma)``, ``chat template (server)``."""
-        if self.chat_format == COMPLETION:
-            return COMPLETION
-        if self.chat_format in ("gguf", "server"):
-            return f"chat template ({self.chat_format})"
-        return f"chat template (built-in {self.chat_format})"
+        """How the model is prompted, as ``vibechat run --json`` says it (:func:`prompt_format_name`)."""
+        return prompt_format_name(self.chat_format)
 
     @property
     def device(self) -> str:

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 ToolChoice = Literal["auto", "none", "required"]
-TOOL_CHOICES: tuple[str, ...] = ("auto", "none", "required")
 MAX_ARGUMENTS_CHARS = 64_000  # a call's arguments as the model wrote them, at most (longer: refused)
 
 

@@ -190,7 +190,7 @@ def test_control_sequences_are_neutralised_unless_raw(starter_installed, ramblin
 
 
 def test_closed_pipe_exits_quietly(starter_installed, rambling):
-    cmd = f"'{VIBECHAT_BIN}' run -p 'Count to one hundred: 1, 2, 3,' -t 0 -n 300 | head -c 20"
+    cmd = f"'{VIBECHAT_BIN}' run -p 'Count to one hundred: 1, 2, 3,' -t 0 -n 300 < /dev/null | head -c 20"
     out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=180)
     assert len(out.stdout) == 20
     assert out.stderr == ""

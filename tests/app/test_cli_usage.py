@@ -223,3 +223,21 @@ def test_a_positional_prompt_does_not_mix_with_a_prompts_file():
     assert out.returncode == 1 and json.loads(out.stdout)["error"]["exit_status"] == 1  # one JSON line
     assert out.stderr == ("vibechat: error: --prompts-file and PROMPT do not mix: each line of the file is a prompt "
                           "and a new conversation; drop PROMPT.\n")
+
+
+def flat(page: str) -> str:
+    """A help page's words on one line: Rich's box edges and line breaks gone."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", page).split())
+
+
+@pytest.mark.parametrize("path", [(), ("run",)])
+def test_help_states_the_true_defaults_of_repeat_penalty_and_max_tokens(path):
+    # issue 39, point 7: the pages said 1.0 and "until the model stops"; a completion model gets 1.1 and 256
+    from vibechat.engine.settings.params import COMPLETION_AUTO
+
+    page = flat(help_page(*path).stdout)
+    assert "(default 1.0)" not in page and "until the model stops" not in page
+    penalty = page[page.index("--repeat-penalty"):page.index("--max-tokens")]
+    tokens = page[page.index("--max-tokens"):page.index("--seed")]
+    assert "default auto" in penalty and f"{COMPLETION_AUTO['repeat_penalty']:g} for a base model" in penalty
+    assert "default auto" in tokens and f"{COMPLETION_AUTO['max_tokens']} for a base model" in tokens

@@ -76,3 +76,61 @@ def test_with_no_tools_configured_the_registry_and_its_event_loop_are_not_even_i
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_tool_choice_none_in_the_config_or_its_variable_offers_no_tools(stub, tmp_path: Path, user_dirs):
+    # issue 39, point 7: VIBECHAT_TOOL_CHOICE was "not a vibechat variable"; only --tool-choice none silenced tools
+    base = ("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(mcp_file(tmp_path)), "-p", "Hi")
+    out = subprocess.run([str(VIBECHAT_BIN), *base], capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL, env={**os.environ, "VIBECHAT_TOOL_CHOICE": "none"})
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == "" and out.stdout.strip() == stub.reply
+    assert "tools" not in stub.last_body  # none offered
+    config = user_dirs["config"] / "vibechat" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('tool_choice = "none"\n[presets.plain]\ntool_choice = "none"\n')
+    asked = len(stub.requests)
+    assert vibechat(*base).returncode == 0 and "tools" not in stub.last_body
+    config.write_text('[presets.plain]\ntool_choice = "none"\n')  # per model: a preset naming it
+    assert vibechat(*base, "--preset", "plain").returncode == 0 and "tools" not in stub.last_body
+    assert vibechat(*base).returncode == 0 and "tools" in stub.last_body  # without it: offered
+    assert len(stub.requests) > asked
+    shown = json.loads(subprocess.run([str(VIBECHAT_BIN), "config", "show", "--json"], capture_output=True, text=True,
+                                      timeout=60, stdin=subprocess.DEVNULL,
+                                      env={**os.environ, "VIBECHAT_TOOL_CHOICE": "NONE"}).stdout)
+    assert "VIBECHAT_TOOL_CHOICE" in json.dumps(shown) and '"none"' in json.dumps(shown)
+    bad = subprocess.run([str(VIBECHAT_BIN), *base], capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL, env={**os.environ, "VIBECHAT_TOOL_CHOICE": "never"})
+    assert "tool_choice must be one of auto, none, required" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_no_tool_support_note_is_said_only_with_verbose(starter_installed, user_dirs):
+    # issue 39, point 7: every run on a model without tool support printed it on stderr
+    config = user_dirs["config"] / "vibechat" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('builtin_tools = ["current_time"]\n')
+    args = ("run", "-p", "Hi", "-n", "2", "--no-save")
+    quiet = vibechat(*args)
+    assert quiet.returncode in (0, 4), quiet.stderr
+    assert "no tool support" not in quiet.stderr
+    told = subprocess.run([str(VIBECHAT_BIN), "--verbose", *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+    assert told.returncode in (0, 4), told.stderr
+    said = [line for line in told.stderr.splitlines() if line.startswith("vibechat:") and "no tool support" in line]
+    assert said == ["vibechat: Gemma 3 270m's chat template has no tool support: it is offered no tools."]
+
+
+def test_the_chat_is_offered_no_tools_when_tool_choice_is_none(tmp_path: Path):
+    from dataclasses import replace
+
+    from vibechat.app.tool_options import chat_tools
+    from vibechat.engine.settings.table import Config
+
+    config = Config(builtin_tools=("current_time",))
+    registry, _ = chat_tools(config, mcp_file(tmp_path))
+    assert registry is not None
+    registry.close()
+    assert chat_tools(replace(config, tool_choice="none"), mcp_file(tmp_path))[0] is None
+    required, _ = chat_tools(replace(config, tool_choice="required"), mcp_file(tmp_path))  # run's alone
+    assert required is not None
+    required.close()

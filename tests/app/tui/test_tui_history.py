@@ -175,6 +175,50 @@ async def test_opening_a_conversation_had_with_another_quantization_names_the_fi
         assert not any("with Fake 1B; it continues with Fake 1B" in n for n in notes)
 
 
+SERVER = "http://127.0.0.1:9/v1"
+
+
+def on_server(name: str, root: str = SERVER):
+    """The recording backend's model as a server's (its ModelInfo as the remote backend makes it)."""
+    from fakes import INFO
+    from vibechat.engine.remote.options import model_url
+
+    return dataclasses.replace(INFO, name=name, path=model_url(root, name), server=root.removesuffix("/v1"))
+
+
+@pytest.mark.parametrize(("name", "path", "loaded", "expected"), [
+    # issue 39, point 3: a server's conversation opened where another server (or the local engine) answers
+    ("stub-small", f"{SERVER}/models/stub-small", None,
+     f"This conversation was with stub-small on {SERVER}; replies here come from Fake 1B (to go on with it, "
+     f"start vibechat --base-url {SERVER} --model stub-small"),
+    ("stub-small", f"{SERVER}/models/stub-small", ("stub-small", "http://127.0.0.1:10/v1"),
+     f"This conversation was with stub-small on {SERVER}; replies here come from stub-small on "
+     "http://127.0.0.1:10/v1"),  # the same model id on another server was silent
+    ("stub-small", f"{SERVER}/models/stub-small", ("stub-large", SERVER), "F3 picks stub-small"),
+    ("Fake 1B", "/models/other.gguf", ("Fake 1B", SERVER), "start vibechat --backend llama"),
+    ("stub-small", f"{SERVER}/models/stub-small", ("stub-small", SERVER), None),
+])
+def test_the_note_names_the_servers_when_a_conversation_was_had_elsewhere(name, path, loaded, expected):
+    from fakes import INFO
+    from vibechat.app.tui.history_ui import model_change_note
+
+    info = INFO if loaded is None else on_server(*loaded)
+    note = model_change_note(name, path, info)
+    assert (note is None) if expected is None else (note is not None and expected in note), note
+
+
+async def test_opening_a_servers_conversation_in_a_local_chat_says_whose_replies_follow(db):
+    seed_history(db, [("Old chat", ["Old answer"])], model="stub-small", model_path=f"{SERVER}/models/stub-small")
+    app = make_app(db)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "enter")
+        await settle(pilot)
+        assert app.chatlog.title == "Old chat"
+        warned = [n for n in notifications(app) if n.severity == "warning"]
+        assert any(f"stub-small on {SERVER}" in n.message and "--base-url" in n.message for n in warned), warned
+
+
 async def test_parameters_changed_in_the_tui_are_saved_with_the_conversation(db):
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
@@ -693,3 +737,51 @@ async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt
         assert listed(sidebar)[0] == str(new) and len(listed(sidebar)) == 3
         assert sidebar.options.get_option_at_index(0).prompt.current  # the ● of the open one
         assert sidebar.options.highlighted_option.id == str(new)
+
+
+async def test_opening_a_conversation_had_with_another_local_model_switches_to_it_and_keeps_it(db, tmp_path):
+    # issue 39, point 3: the chat answered an opened conversation with whatever model was loaded
+    from ggufgen import write_gguf
+    from fakes import INFO
+
+    other = write_gguf(tmp_path / "other-7b-Q4_K_M.gguf")
+    [cid] = seed_history(db, [("Old chat", ["Old answer"])], model="Other 7B", model_path=str(other))
+    made: list = []
+
+    def factory(path, **changes):
+        made.append(RecordingBackend(info=dataclasses.replace(INFO, name="Other 7B", path=str(path)), reply="Again."))
+        return made[-1]
+
+    app = make_app(db, backend_factory=factory)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "enter")
+        await wait_for(pilot, lambda: app.session.info is not None and app.session.info.name == "Other 7B",
+                       "the conversation's own model")
+        await settle(pilot)
+        assert app.chatlog.conversation_id == cid and app.chat.messages()[-1].text == "Old answer"
+        await send(pilot, "And then?")
+        assert app.chat.messages()[-1].text == "Again." and len(made) == 1
+        assert [m.content for m in made[0].requests[-1][0]][-3:] == ["Old chat", "Old answer", "And then?"]
+    with History(db) as history:
+        assert history.get(cid).summary.model == "Other 7B"  # never relabelled
+
+
+async def test_opening_a_conversation_had_with_another_model_of_the_same_server_switches_to_it(db, stub):
+    from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
+    from vibechat.engine.remote.options import OpenAIOptions
+
+    [cid] = seed_history(db, [("Old chat", ["Old answer"])], model="stub-small",
+                         model_path=f"{stub.url}/models/stub-small")
+    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-large"))
+    app = make_app(db, backend=backend)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b", "enter")
+        await wait_for(pilot, lambda: app.session.info is not None and app.session.info.name == "stub-small",
+                       "the conversation's own model")
+        await settle(pilot)
+        assert app.chatlog.conversation_id == cid
+        await send(pilot, "And then?")
+        assert stub.last_body["model"] == "stub-small"
+        assert [m["content"] for m in stub.last_body["messages"]][-3:] == ["Old chat", "Old answer", "And then?"]

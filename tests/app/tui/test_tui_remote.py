@@ -92,3 +92,38 @@ async def test_a_server_that_is_down_is_explained_and_the_picker_says_so(tmp_pat
         await pilot.pause()
         assert "connection refused" in str(picker.query_one("#picker-status").render())
         await pilot.press("escape")
+
+
+async def failed_first_reply(app, pilot) -> None:
+    """Send a prompt whose reply fails, and wait until the chat has said so."""
+    from helpers import wait_for
+
+    await settle(pilot)
+    await send(pilot, "hello")
+    await wait_for(pilot, lambda: not app.state.generating, "the failed reply to end")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def test_the_status_bar_leaves_generating_when_nothing_listens_at_the_server(tmp_path: Path):
+    # issue 39, point 7: a first reply that failed left "generating…" in the status bar
+    from openai_stub import refused_url
+
+    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=refused_url(), model="m"))
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await failed_first_reply(app, pilot)
+        assert was_notified(app, "connection refused")
+        assert app.state.status == "no model" and app.status.state == "no model"
+        assert "generating" not in app.status.render().plain
+
+
+async def test_the_status_bar_leaves_generating_when_the_server_refuses_the_key(stub, tmp_path: Path):
+    stub.api_key = "sk-right-key-0123456789"
+    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small",
+                                                    api_key="sk-wrong-key-0123456789"))
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await failed_first_reply(app, pilot)
+        assert stub.requests and was_notified(app, "Invalid API key")
+        assert app.status.state == "no model" and "generating" not in app.status.render().plain

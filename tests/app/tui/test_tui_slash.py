@@ -107,6 +107,34 @@ async def test_set_alone_and_its_confirmations_are_for_people():
         assert "stop            none" in last_note(app) and not REPR.search(last_note(app))
 
 
+async def test_show_and_show_info_and_json_name_the_prompt_format_in_the_same_words():
+    # issue 39, point 7: `vibechat show starter` said "chat template no (vibechat picks a built-in format by
+    # architecture)" where /show info and --json said completion
+    import json
+    import subprocess
+
+    from conftest import VIBECHAT_BIN
+    from vibechat.app.report import engine_dict
+
+    def show(*args: str) -> str:
+        out = subprocess.run([str(VIBECHAT_BIN), "show", "starter", *args], capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    shown = json.loads(show("--json"))
+    assert shown["prompt_format"] == "completion" and shown["prompt_format_reason"]
+    [row] = [line.split("prompt format", 1)[1].strip() for line in show().splitlines() if "prompt format" in line]
+    assert row == f"completion ({shown['prompt_format_reason']})"
+    info = replace(INFO, chat_format="completion", chat_format_reason=shown["prompt_format_reason"])
+    assert engine_dict(info)["prompt_format"] == shown["prompt_format"]  # run --json's words
+    app = create_app(RecordingBackend(info=info), blink=False, save=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/show info")
+        assert info_rows(last_note(app))["prompt format"] == row
+
+
 async def test_show_info_describes_the_model_its_context_format_and_parameters(tmp_path):
     path = write_gguf(tmp_path / "tiny-chat-Q4_K_M.gguf", chat_template="{{ bos_token }}{% for m in messages %}"
                       "<|{{ m.role }}|>{{ m.content }}{% endfor %}")
@@ -122,7 +150,7 @@ async def test_show_info_describes_the_model_its_context_format_and_parameters(t
         assert rows["context"] == "4,096 tokens (trained on 32,768)"
         assert rows["runs on"].startswith("CPU (no GPU offload in this build) · 2 threads · KV f16 64 MiB")
         assert rows["images"].startswith("none (a vision model takes them with its projector: --mmproj")
-        assert rows["prompt format"].startswith("the file's own chat template")
+        assert rows["prompt format"].startswith("chat template (gguf)") and "/show template" in rows["prompt format"]
         assert rows["parameters"].startswith("temperature 0.8 · top_k 40") and "· seed random ·" in rows["parameters"]
         assert rows["system"] == "Be brief."
         assert not REPR.search(text), text
@@ -146,7 +174,7 @@ async def test_show_info_on_a_server_says_what_is_known(stub):
         rows = info_rows(last_note(app))
         assert rows["model"] == "stub-small" and rows["server"].startswith(f"http://127.0.0.1:{stub.port}")
         assert rows["context"] == "8,192 tokens (trained on 131,072)"
-        assert rows["prompt format"].startswith("the server's chat template") and "file" not in rows
+        assert rows["prompt format"].startswith("chat template (server)") and "file" not in rows
 
         # /load ID on a server: another of its models (a new conversation)
         await send(pilot, "/load stub-large")

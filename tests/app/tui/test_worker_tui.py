@@ -148,6 +148,24 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
         backend.close()
 
 
+async def test_a_reply_whose_restarted_engine_crashes_in_its_load_leaves_no_generating_behind(starter_path,
+                                                                                               monkeypatch):
+    # issue 39, point 7: the status bar stayed on "generating…" (or "loading N%") after the reply failed
+    monkeypatch.setenv(CRASH_HOOK_ENV, "load:SIGKILL")  # every engine process dies in its load
+    backend = worker_backend(starter_path)
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
+    try:
+        async with app.run_test(size=(110, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.status.state == "no model"
+            reply = await send(app, pilot, "List three colours.")
+            assert reply.has_class("-error")
+            assert app.state.status == "no model" and app.status.state == "no model"
+    finally:
+        backend.close()
+
+
 @pytest.mark.parametrize("sig", ["SIGSEGV", "SIGKILL"])
 async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter_path, monkeypatch, sig):
     monkeypatch.setenv(CRASH_HOOK_ENV, f"load:{sig}")  # the engine process the chat starts dies in its load
