@@ -190,11 +190,13 @@ class VibechatApp(OutsideTextApp):
         self.tool_rounds.list_tools()
 
     def on_unmount(self) -> None:
-        """Quitting: the reply in progress stops (saved as stopped), so that the exit, which
-        waits for the worker threads, never waits on the engine: an engine process that has not
+        """Quitting: the reply in progress stops (saved as stopped) and a running tool call is
+        cancelled, so that the exit, which waits for the worker threads, never waits on the
+        engine or a tool (up to ``tool_timeout``): an engine process that has not
         ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
         for a model with slow steps is not waited for)."""
         self.session.abandon()
+        self.tool_rounds.abandon()  # a running tool call is cancelled: the exit never waits out its timeout
         quit_engine = getattr(self.session.backend, "quit", None)  # the engine process's (worker.py)
         if callable(quit_engine):
             quit_engine()

@@ -203,3 +203,26 @@ async def test_a_result_is_folded_to_its_first_line_and_enter_opens_it(tmp_path:
         block.focus()
         await pilot.press("enter")
         assert "second line" in shown() and "third line" in shown()
+
+
+async def test_quitting_while_a_call_runs_cancels_it(tmp_path: Path):
+    """The exit waits for the worker threads: a running call is cancelled at quit, so the chat
+    never waits out the tool's timeout (a server's call could take up to tool_timeout, 60 s)."""
+    cancelled: list[bool] = []
+
+    class Slow(Box):
+        def run(self, call, spec, cancel):
+            self.ran.append(call.id)
+            cancelled.append(cancel.wait(30))
+            return ToolResult("The user cancelled the call.", True)
+
+    backend, box = RecordingBackend(reply="never"), Slow()
+    backend.tool_script = [[ToolCall("c1", "slow", "{}")]]
+    app = make(tmp_path, backend, box, Policy(always=["util/slow"]))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "go slow", wait=False)
+        await wait_for(pilot, lambda: box.ran == ["c1"] and app.tool_rounds.active, "the slow call running")
+        await pilot.press("ctrl+q")
+    assert cancelled == [True]  # cancelled at quit, not left to time out
