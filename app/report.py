@@ -284,10 +284,10 @@ def structured_state(params: SamplingParams | None, finish_reason: str, text: st
 
 
 def _parses(text: str) -> bool:
-    import json
+    from vibechat.engine.json_bounds import bounded_loads
 
     try:
-        json.loads(text)
-    except ValueError:
+        bounded_loads(text)
+    except ValueError:  # not JSON, or nested too deeply to parse safely
         return False
     return True

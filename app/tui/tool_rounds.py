@@ -18,7 +18,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.chat.tool_turns import DENIED, NOT_RUN_STOPPED, ToolBox, outcome_of, round_choice, save_outcome, tool_label
+from vibechat.engine.chat.tool_turns import (DENIED, NOT_RUN_ARGUMENTS, NOT_RUN_STOPPED, ToolBox, outcome_of, round_choice,
+                                             save_outcome, tool_label)
 from vibechat.engine.settings.table import Schema
 from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.errors import VibechatError
@@ -147,7 +148,7 @@ class ToolRounds:
         try:
             call.parsed_arguments()
         except ValueError as exc:
-            self._settle(ToolResult(f"The call was not run: {exc}.", True), "⚠ arguments not valid", "error")
+            self._settle(ToolResult(f"{NOT_RUN_ARGUMENTS}{exc}.", True), "⚠ arguments not valid", "error")
             return
         conversation = self.host.session.chat.conversation_id
         if self.policy is not None and conversation != self._policy_for:

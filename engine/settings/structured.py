@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from ..errors import InvalidParameterError
 from ..files import UnreadableFile, read_file_text
+from ..json_bounds import json_depth
 
 FormatKind = Literal["json", "schema", "grammar"]
 _KINDS = ("json", "schema", "grammar")
@@ -160,7 +161,7 @@ class OutputFormat:
 
 
 def _schema(text: str) -> dict[str, Any]:
-    if _json_depth(text) > MAX_SCHEMA_DEPTH:
+    if json_depth(text, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
         raise InvalidParameterError(f"the JSON Schema is nested more than {MAX_SCHEMA_DEPTH} levels deep: "
                                     "flatten it (use $defs and $ref for what repeats).")
     try:
@@ -171,32 +172,6 @@ def _schema(text: str) -> dict[str, Any]:
         raise InvalidParameterError("a JSON Schema must be a JSON object (got "
                                     f"{type(value).__name__}).")
     return value
-
-
-def _json_depth(text: str) -> int:
-    """How deep ``[``/``{`` nest in JSON text, strings skipped: measured before ``json.loads``
-    and before any walk that recurses. Linear; stops counting once past the bound."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_SCHEMA_DEPTH:
-                    return deepest
-        elif ch in "]}":
-            depth -= 1
-    return deepest
 
 
 def too_large(schema: dict[str, Any]) -> str | None:

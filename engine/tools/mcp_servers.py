@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+from ..json_bounds import MAX_JSON_DEPTH, value_depth
 from ..sanitize import sanitize
 from ..turns.tool_calls import ToolSpec
 from .mcp_config import HttpServer, McpConfig, ServerConfig
@@ -406,7 +407,7 @@ async def _list_tools(client: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]
             name = tool.name
             if (len(tools) >= MAX_TOOLS or not isinstance(name, str) or not name.isprintable()
                     or not 0 < len(name) <= MAX_TOOL_NAME_CHARS or not isinstance(schema, dict)
-                    or schema.get("type") != "object"
+                    or schema.get("type") != "object" or value_depth(schema) > MAX_JSON_DEPTH
                     or len(json.dumps(schema, ensure_ascii=False)) > MAX_SCHEMA_CHARS):
                 left_out += 1
                 continue
@@ -450,7 +451,11 @@ def result_of(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
             break
     if len(blocks) > MAX_BLOCKS and total <= limit:
         parts.append(f"[{len(blocks) - MAX_BLOCKS} more blocks not read]")
-    if not parts and getattr(result, "structured_content", None) is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False)[:limit + 1])
+    structured = getattr(result, "structured_content", None)
+    if not parts and structured is not None:
+        if value_depth(structured) > MAX_JSON_DEPTH:  # dumping it would recurse that deep
+            parts.append(f"[structured content nested more than {MAX_JSON_DEPTH} levels deep: not read]")
+        else:
+            parts.append(json.dumps(structured, ensure_ascii=False)[:limit + 1])
     text = "\n".join(parts) if parts else "(the tool returned nothing)"
     return bounded(text, bool(getattr(result, "is_error", False)), limit)

@@ -76,3 +76,30 @@ def test_with_no_tools_configured_the_registry_and_its_event_loop_are_not_even_i
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+DEEP = '{"a":' + "[" * 20_000 + "]" * 20_000 + "}"  # 40 KB: under the length bound, past any depth bound
+
+
+def test_arguments_nested_too_deeply_are_one_line_the_model_is_told_and_the_conversation_continues(stub, tmp_path: Path):
+    stub.reply = "Sorry."
+    stub.tool_deltas = fragments(0, "call_1", "add", DEEP, size=4000)
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(mcp_file(tmp_path)),
+                   "--allow-tool", "test/add", "-p", "Add.", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == ["vibechat: did not run the model's call to test/add: the arguments are "
+                                               "too deeply nested (more than 64 levels of [ and {); write them flatter."]
+    obj = json.loads(out.stdout)
+    assert obj["text"] == "Sorry."
+    assert obj["tool_calls"][0]["error"] is True and "too deeply nested" in obj["tool_calls"][0]["result"]
+    assert "nested" in stub.last_body["messages"][-1]["content"]
+    # The saved conversation holds that turn; it opens and goes on.
+    stub.tool_deltas = []
+    stub.reply = "Still here."
+    again = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "And now?", "--json")
+    assert again.returncode == 0, again.stderr
+    assert "Traceback" not in again.stderr
+    assert json.loads(again.stdout)["text"] == "Still here."
+    shown = vibechat("history", "show", str(obj["conversation_id"]), "--json")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr
