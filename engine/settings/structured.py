@@ -88,14 +88,16 @@ class OutputFormat:
         else:
             path = Path(raw).expanduser()
             what = "grammar" if kind == "grammar" else "schema" if kind == "schema" else "file"
+            wanted = {"grammar": "a GBNF grammar file", "schema": "a JSON Schema file"}.get(
+                what, "a JSON Schema file or a .gbnf grammar file")
             try:
                 text = read_file_text(path, MAX_FORMAT_BYTES)
             except FileNotFoundError:
                 raise InvalidParameterError(f"{what} {raw}: no such file.") from None
             except UnreadableFile as exc:
-                raise InvalidParameterError(f"{what} {raw} {exc.reason}: give a {what} file.") from None
+                raise InvalidParameterError(f"{what} {raw} {exc.reason}: give {wanted}.") from None
             except UnicodeDecodeError:
-                raise InvalidParameterError(f"{what} {raw} is not UTF-8 text: give a {what} file.") from None
+                raise InvalidParameterError(f"{what} {raw} is not UTF-8 text: give {wanted}.") from None
             except OSError as exc:
                 raise InvalidParameterError(f"{what} {raw}: cannot read it ({exc.strerror or exc}).") from None
             if kind is None:
