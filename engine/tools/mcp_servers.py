@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
@@ -38,6 +38,7 @@ from typing import IO, Any, TextIO, cast
 from ..json_bounds import MAX_JSON_DEPTH, value_depth
 from ..sanitize import sanitize
 from ..turns.tool_calls import ToolSpec
+from . import mcp_logs
 from .mcp_config import HttpServer, McpConfig, ServerConfig
 from .names import model_names
 from .results import DEFAULT_RESULT_LIMIT, ToolResult, bounded, error
@@ -76,8 +77,9 @@ class ServerStatus:
 class _Server:
     """A server's live state (the manager's lock guards it)."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, report: Callable[[str], None] | None = None) -> None:
         self.config = config
+        self.noted = mcp_logs.Noted(config.name, report)  # its misbehaviour, in one line (mcp_logs.py)
         self.state = NOT_STARTED
         self.reason = ""
         self.note = ""  # started, but some tools were left out
@@ -144,7 +146,8 @@ class McpServers:
         self.config = config
         self.start_timeout = start_timeout
         self.result_limit = result_limit
-        self._servers = {server.name: _Server(server) for server in config.servers}
+        self.on_problem: Callable[[str], None] | None = None  # hears each server's misbehaviour, once
+        self._servers = {server.name: _Server(server, self._problem) for server in config.servers}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -156,6 +159,14 @@ class McpServers:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    def _problem(self, line: str) -> None:
+        if self.on_problem is not None:
+            self.on_problem(line)
+
+    def misbehaviour(self) -> tuple[str, ...]:
+        """One line for each server that misbehaved while it ran (mcp_logs.py)."""
+        return tuple(f"MCP server {s.config.name} {s.noted.line}" for s in self._servers.values() if s.noted.line)
+
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._servers)
@@ -166,6 +177,7 @@ class McpServers:
             if self._closed:
                 raise RuntimeError("the MCP servers are closed")
             if self._loop is None:
+                mcp_logs.install()
                 self._loop = asyncio.new_event_loop()
                 self._thread = threading.Thread(target=self._loop.run_forever, name="vibechat-mcp", daemon=True)
                 self._thread.start()
@@ -207,6 +219,7 @@ class McpServers:
         """The task that owns one server's connection: connect, list, wait for ``close``."""
         from contextlib import AsyncExitStack
 
+        mcp_logs.SERVING.set(server.noted)  # the SDK's tasks for this server inherit it
         try:
             async with AsyncExitStack() as stack:
                 client = await self._connect(stack, server)

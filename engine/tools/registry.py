@@ -95,7 +95,7 @@ class ToolRegistry:
         each once; and ``file_problem``, an mcp.json the chat went on without."""
         lines = [f"MCP server {status.name}: {status.reason}" for status in self.statuses()
                  if status.state == FAILED and status.reason]
-        return ((self.file_problem,) if self.file_problem else ()) + tuple(lines)
+        return ((self.file_problem,) if self.file_problem else ()) + tuple(lines) + self.servers.misbehaviour()
 
     def statuses(self) -> tuple[ServerStatus, ...]:
         """Each MCP server as it is now (starts nothing)."""

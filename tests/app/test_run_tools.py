@@ -103,3 +103,27 @@ def test_arguments_nested_too_deeply_are_one_line_the_model_is_told_and_the_conv
     assert json.loads(again.stdout)["text"] == "Still here."
     shown = vibechat("history", "show", str(obj["conversation_id"]), "--json")
     assert shown.returncode == 0 and "Traceback" not in shown.stderr
+
+
+def test_a_server_writing_garbage_on_stdout_is_one_line_on_stderr_never_a_traceback(stub, tmp_path: Path):
+    """issue 40, point 6: the MCP SDK logged ~22 lines of traceback ("Failed to parse JSONRPC
+    message from server") on stderr. Third-party loggers go to the log file; the user sees one
+    line naming the server."""
+    noisy = ("import runpy, sys\n"
+             "print('hello, I am not JSON-RPC', flush=True)\n"
+             "print('{\"neither\": \"am I\"}', flush=True)\n"
+             f"sys.argv = [{SERVER!r}]\n"
+             f"runpy.run_path({SERVER!r}, run_name='__main__')\n")
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"noisy": {"command": sys.executable, "args": ["-c", noisy]}}}))
+    stub.reply = "Five."
+    stub.tool_deltas = fragments(0, "call_1", "add", '{"a": 2, "b": 3}')
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(path),
+                   "--allow-tool", "noisy/add", "-p", "What is 2 + 3?", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "JSONRPC" not in out.stderr
+    assert out.stderr.strip().splitlines() == ["vibechat: MCP server noisy wrote something other than JSON-RPC on its "
+                                               "stdout (ignored; the log file has the details)"]
+    assert json.loads(out.stdout)["tool_calls"][0]["result"] == "5"  # the server still served
+    log = (Path(os.environ["VIBECHAT_STATE_DIR"]) / "vibechat.log").read_text()
+    assert "Failed to parse JSONRPC message from server" in log and "Traceback" in log

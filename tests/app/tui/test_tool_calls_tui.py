@@ -236,3 +236,21 @@ async def test_arguments_nested_too_deeply_are_one_result_the_chat_stays_up_and_
         await send(pilot, "And now?")
         await wait_for(pilot, lambda: again.chat.messages()[-1].text == "Still here.", "the next answer")
         assert [m["role"] for m in stub.last_body["messages"] if m["role"] != "system"][-3:] == ["tool", "assistant", "user"]
+
+
+async def test_a_right_to_left_override_in_a_result_is_not_shown(tmp_path: Path):
+    class Reversed(Box):
+        def run(self, call, spec, cancel):
+            return ToolResult("invoice_\u202efdp.exe is ready")
+
+    backend, policy = RecordingBackend(reply="ok"), Policy(always=["time/now"])
+    backend.tool_script = [[ToolCall("c1", "clock", "{}")]]
+    app = make(tmp_path, backend, Reversed(), policy)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "time?")
+        await settle(pilot)
+        block = app.query_one(ToolCallBlock)
+        shown = str(block.query_one(".tool--result").render())
+        assert "invoice_fdp.exe is ready" in shown and "\u202e" not in shown
