@@ -15,11 +15,11 @@ log on stderr, as before.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import IO, Any
 
 LOG_NAME = "vibechat.log"
 MAX_LOG_BYTES = 1 << 20  # then it is rotated once (vibechat.log.1): at most 2 MiB on disk
@@ -55,11 +55,11 @@ class LogFile(RotatingFileHandler):
         self.setLevel(logging.WARNING)
         self.setFormatter(_Plain("%(asctime)s %(levelname)s %(name)s: %(message)s"))
 
-    def _open(self) -> IO[Any]:
+    def _open(self) -> io.TextIOWrapper:
         Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(self.baseFilename, flags, 0o600)
-        return open(fd, "a", encoding="utf-8", errors="replace")
+        return io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "a")), encoding="utf-8", errors="replace")
 
     def handleError(self, record: logging.LogRecord) -> None:
         pass
