@@ -57,3 +57,26 @@ def test_deep_tool_call_arguments_are_refused_saved_turns_read_back_and_sent_aga
     assert tool_calls_from("[" * 50_000) == ()  # damaged past the bound: none, not a crash
     sent = wire_messages([ChatMessage("user", "hi"), ChatMessage("assistant", "", tool_calls=(call,))])
     assert sent[-1]["tool_calls"][0]["function"]["arguments"] == "{}"
+
+
+def test_an_mcp_result_whose_structured_content_nests_too_deeply_is_a_note_not_a_crash():
+    from types import SimpleNamespace
+
+    from vibechat.engine.tools.mcp_servers import result_of
+
+    deep: list = []
+    for _ in range(5_000):  # what a library's parser may hand over (json.dumps of it would recurse)
+        deep = [deep]
+    result = result_of(SimpleNamespace(content=[], structured_content={"a": deep}, is_error=False))
+    assert f"nested more than {MAX_JSON_DEPTH} levels deep" in result.text
+    assert result_of(SimpleNamespace(content=[], structured_content={"a": [1]}, is_error=False)).text == '{"a": [1]}'
+
+
+def test_an_mcp_config_nested_too_deeply_is_one_line(tmp_path):
+    from vibechat.engine.tools.mcp_config import McpConfigError, load_mcp_config
+
+    path = tmp_path / "mcp.json"
+    path.write_text('{"mcpServers": ' + "[" * 20_000 + "]" * 20_000 + "}")
+    with pytest.raises(McpConfigError) as exc:
+        load_mcp_config(path)
+    assert "nested too deeply" in str(exc.value) and "\n" not in str(exc.value)
