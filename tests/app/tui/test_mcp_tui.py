@@ -116,3 +116,31 @@ async def test_a_server_that_fails_and_a_broken_mcp_json_are_said_once_and_the_c
                 await send(pilot, "hello")
                 assert app.chat.messages()[-1].text == "fine"
                 assert len([n for n in notices(app) if said in n]) == 1
+
+
+async def test_a_server_writing_garbage_on_stdout_is_one_notice_and_its_tools_still_work(tmp_path: Path, capfd):
+    """issue 40, point 6: the SDK's traceback never reaches the terminal the chat draws on."""
+    from helpers import notices
+
+    noisy = ("import runpy, sys\n"
+             "print('hello, I am not JSON-RPC', flush=True)\n"
+             "print('nor am I', flush=True)\n"
+             f"sys.argv = [{SERVER!r}]\n"
+             f"runpy.run_path({SERVER!r}, run_name='__main__')\n")
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"noisy": {"command": sys.executable, "args": ["-c", noisy]}}}))
+    from vibechat.app.logfile import route_logs_to_file
+
+    route_logs_to_file()  # as `vibechat` sets it up (the conftest puts the loggers back)
+    with ToolRegistry.load(Config(tool_timeout=3, tool_result_limit=2000), mcp) as tools:
+        app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "h.db"), tools=tools,
+                         tool_policy=ToolApproval())
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await wait_for(pilot, lambda: app.tool_rounds.specs, "the server's tools", bound=60)
+            await settle(pilot)
+            said = [n for n in notices(app) if "noisy" in n]
+            assert said == ["MCP server noisy wrote something other than JSON-RPC on its stdout (ignored; the log "
+                            "file has the details)"]
+            assert any(spec.name == "add" for spec in app.tool_rounds.specs)
+    assert "Traceback" not in capfd.readouterr().err
