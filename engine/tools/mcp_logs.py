@@ -34,7 +34,6 @@ class Noted:
 SERVING: ContextVar[Noted | None] = ContextVar("vibechat_mcp_serving", default=None)
 
 _lock = threading.Lock()
-_installed: list[logging.Handler] = []
 
 
 def line_for(record: logging.LogRecord) -> str:
@@ -48,19 +47,24 @@ def line_for(record: logging.LogRecord) -> str:
 class _Misbehaviour(logging.Handler):
     """On the ``mcp`` logger: the first warning or error about a server becomes its line."""
 
+    vibechat = True  # vibechat's own: kept when the app takes the libraries' handlers away (app/logfile.py)
+
     def emit(self, record: logging.LogRecord) -> None:
         noted = SERVING.get()
         if noted is None or noted.line:
             return
         noted.line = line_for(record)
         if noted.report is not None:
-            noted.report(f"MCP server {noted.name} {noted.line}")
+            try:
+                noted.report(f"MCP server {noted.name} {noted.line}")
+            except Exception:  # noqa: BLE001 - a closed stderr: logging would print its own traceback
+                pass
 
 
 def install() -> None:
-    """Put the handler on the ``mcp`` logger (once per process)."""
+    """Put the handler on the ``mcp`` logger, unless one is there already (whoever set the
+    loggers up since may have replaced their handlers)."""
+    logger = logging.getLogger("mcp")
     with _lock:
-        if not _installed:
-            handler = _Misbehaviour(logging.WARNING)
-            logging.getLogger("mcp").addHandler(handler)
-            _installed.append(handler)
+        if not any(isinstance(h, _Misbehaviour) for h in logger.handlers):
+            logger.addHandler(_Misbehaviour(logging.WARNING))

@@ -298,7 +298,7 @@ class McpServers:
         out: list[ServerStatus] = []
         for server in self._servers.values():
             with self._lock:
-                state, reason = server.state, server.reason or server.note
+                state, reason = server.state, server.reason or server.note or server.noted.line
             out.append(ServerStatus(server.config.name, server.config.transport, sanitize(server.config.where),
                                     state, reason, self._specs(server.config.name)))
         out += [ServerStatus(name, "", "", DISABLED) for name in self.config.disabled]
