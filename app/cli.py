@@ -276,7 +276,7 @@ def run(
         text = read_prompt(prompt, sys.stdin)
         registry, approval = tools_for(plan.config, mcp_config, allow_tool, tool_choice)
         if registry is not None:  # a server that misbehaves: one line each (the details: the log file)
-            registry.servers.on_problem = lambda line: echo(f"vibechat: {line}", err=True)
+            registry.hear_problems(lambda line: echo(f"vibechat: {line}", err=True))
         try:
             backend = make_backend(plan.engine, pull=pull_with_progress)
         except BaseException:

@@ -27,7 +27,7 @@ from vibechat.engine.turns.backend import GenerationDone, ModelInfo
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 from ..appconfig import APP_SCHEMA
-from .events import ToolFinished, ToolsListed
+from .events import ToolFinished, ToolsListed, ToolsProblem
 from .host import ChatHost
 from .tool_block import ToolCallBlock
 
@@ -65,7 +65,7 @@ class ToolRounds:
         self._told_about: str | None = None  # the model told it calls no tools
 
     def handlers(self) -> "Handlers":
-        return {ToolsListed: self.listed, ToolFinished: self.finished}
+        return {ToolsListed: self.listed, ToolsProblem: self.problem, ToolFinished: self.finished}
 
     # ------------------------------------------------------------ offering
     def list_tools(self) -> None:
@@ -73,6 +73,10 @@ class ToolRounds:
         toolbox = self.toolbox
         if toolbox is None:
             return
+
+        hear = getattr(toolbox, "hear_problems", None)  # a server misbehaving later is said when it does
+        if hear is not None:
+            hear(lambda line: self.host.post_message(ToolsProblem(line)))
 
         def work() -> None:
             try:
@@ -90,6 +94,9 @@ class ToolRounds:
         for problem in message.problems:
             self.host.notify(problem, title="Tools", severity="warning", timeout=10)
         self.model_ready(self.host.state.model)
+
+    def problem(self, message: ToolsProblem) -> None:
+        self.host.notify(message.line, title="Tools", severity="warning", timeout=10)
 
     def model_ready(self, info: ModelInfo | None) -> None:
         """Once per model: tools are configured, but its chat template offers none."""

@@ -7,7 +7,8 @@ that is not JSON-RPC is ``logger.exception("Failed to parse JSONRPC message from
 terminal; this handler, on the ``mcp`` logger, notes for the server they are about one line
 saying what it did, once. Which server: each server's connection lives in a task of its own
 (mcp_servers.py), and the SDK's reader tasks are started from it, so they carry the context
-variable :data:`SERVING` that task set. The line goes to the server's ``report`` callback.
+variable :data:`SERVING` that task set. The line goes to the server's ``report`` callback,
+which says whether someone heard it (then it is not said again when the servers are listed).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ MAX_LINE_CHARS = 160  # of the SDK's message quoted in a server's line
 
 
 class Noted:
-    """A server's side of it: the one line (empty until it misbehaves) and whom to tell."""
+    """A server's side of it: the one line (empty until it misbehaves), whom to tell, and
+    whether it was heard."""
 
-    def __init__(self, name: str, report: Callable[[str], None] | None = None) -> None:
+    def __init__(self, name: str, report: Callable[[str], bool] | None = None) -> None:
         self.name = name
         self.report = report
         self.line = ""
+        self.told = False
 
 
 SERVING: ContextVar[Noted | None] = ContextVar("vibechat_mcp_serving", default=None)
@@ -56,7 +59,7 @@ class _Misbehaviour(logging.Handler):
         noted.line = line_for(record)
         if noted.report is not None:
             try:
-                noted.report(f"MCP server {noted.name} {noted.line}")
+                noted.told = noted.report(f"MCP server {noted.name} {noted.line}")
             except Exception:  # noqa: BLE001 - a closed stderr: logging would print its own traceback
                 pass
 

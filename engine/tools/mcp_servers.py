@@ -77,7 +77,7 @@ class ServerStatus:
 class _Server:
     """A server's live state (the manager's lock guards it)."""
 
-    def __init__(self, config: ServerConfig, report: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: ServerConfig, report: Callable[[str], bool] | None = None) -> None:
         self.config = config
         self.noted = mcp_logs.Noted(config.name, report)  # its misbehaviour, in one line (mcp_logs.py)
         self.state = NOT_STARTED
@@ -146,7 +146,7 @@ class McpServers:
         self.config = config
         self.start_timeout = start_timeout
         self.result_limit = result_limit
-        self.on_problem: Callable[[str], None] | None = None  # hears each server's misbehaviour, once
+        self.on_problem: Callable[[str], object] | None = None  # hears each server's misbehaviour, once
         self._servers = {server.name: _Server(server, self._problem) for server in config.servers}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -159,13 +159,19 @@ class McpServers:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _problem(self, line: str) -> None:
-        if self.on_problem is not None:
-            self.on_problem(line)
+    def _problem(self, line: str) -> bool:
+        """Tell ``on_problem`` (from the servers' thread); whether anyone heard it."""
+        hear = self.on_problem
+        if hear is None:
+            return False
+        hear(line)
+        return True
 
     def misbehaviour(self) -> tuple[str, ...]:
-        """One line for each server that misbehaved while it ran (mcp_logs.py)."""
-        return tuple(f"MCP server {s.config.name} {s.noted.line}" for s in self._servers.values() if s.noted.line)
+        """One line for each server that misbehaved while it ran and that ``on_problem`` did
+        not hear (mcp_logs.py)."""
+        return tuple(f"MCP server {s.config.name} {s.noted.line}" for s in self._servers.values()
+                     if s.noted.line and not s.noted.told)
 
     @property
     def names(self) -> tuple[str, ...]:
