@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..json_bounds import bounded_loads
 from ..files import write_private
 
 FORMAT_VERSION = 2  # 2: the name's token digest and the header's ``bound`` (files of 1 are refused, then pruned)
@@ -161,7 +162,7 @@ def read_header(path: Path) -> DiskEntry:
             raise SnapshotError("its header is corrupt")
         raw = _read_exact(fd, hlen)
         try:
-            header = json.loads(raw.decode("utf-8"))
+            header = bounded_loads(raw.decode("utf-8"))
             n_tokens = int(header["n_tokens"])
             payload_bytes = int(header["payload_bytes"])
             key, key_info = str(header["key"]), dict(header["key_info"])

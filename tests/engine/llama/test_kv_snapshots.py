@@ -346,3 +346,13 @@ def test_history_cache_clear_says_what_it_could_not_delete_and_fails(tmp_path, m
     assert "Deleted 1 KV snapshot" in cleared.output
     assert f"could not delete {stuck.name} (" in cleared.output
     assert not [p for p in files(folder) if p.is_file()] and stuck.is_dir()
+
+
+def test_a_header_nested_too_deeply_is_corrupt_not_a_recursion_error(tmp_path):
+    import struct
+
+    path = tmp_path / ("0" * 16 + "-" + "0" * 24 + kf.SUFFIX)
+    body = b"[" * 10_000 + b"]" * 5_000  # within the header's 16 KiB
+    path.write_bytes(kf.MAGIC + struct.pack("<I", len(body)) + body)
+    with pytest.raises(kf.SnapshotError, match="header is corrupt"):
+        kf.read_header(path)
