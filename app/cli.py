@@ -51,9 +51,12 @@ for _name, _command in OLLAMA_SHORTCUTS.items():
 
 
 def _setup_logging(verbose: bool) -> None:
+    from .logfile import route_logs_to_file
+
     root = logging.getLogger("vibechat")
     root.propagate = False
     root.handlers.clear()
+    root.addHandler(route_logs_to_file())  # libraries' records too: never on the terminal
     if verbose or os.environ.get("VIBECHAT_DEBUG"):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
@@ -61,8 +64,6 @@ def _setup_logging(verbose: bool) -> None:
         root.addHandler(handler)
         root.setLevel(logging.DEBUG)
         logging.getLogger("huggingface_hub").addHandler(handler)
-    else:
-        root.addHandler(logging.NullHandler())
 
 
 def version_text() -> str:
@@ -285,6 +286,8 @@ def run(
         given = read_prompt(prompt, sys.stdin)
         choice = tool_choice if tool_choice is not None else plan.config.tool_choice  # flag > preset > config
         registry, approval = tools_for(plan.config, mcp_config, allow_tool, choice)
+        if registry is not None:  # a server that misbehaves: one line each (the details: the log file)
+            registry.hear_problems(lambda line: echo(f"vibechat: {line}", err=True))
         try:
             backend = make_backend(plan.engine, pull=pull_with_progress)
         except BaseException:

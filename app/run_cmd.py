@@ -34,7 +34,7 @@ from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatErr
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.chat.session import Answer, ChatSession
-from vibechat.engine.chat.tool_turns import DENIED, ToolBox, answer_with_tools
+from vibechat.engine.chat.tool_turns import DENIED, NOT_RUN_ARGUMENTS, ToolBox, answer_with_tools
 from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 from vibechat.engine.settings.think_switch import unswitchable
@@ -433,6 +433,9 @@ def _answer_with_tools(session: ChatSession, request: RunRequest, params: Sampli
         elif not allowed and outcome.text == DENIED:
             err.write(plain(f"vibechat: denied the model's call to {spec.qualified} (--allow-tool "
                             f"{spec.qualified} allows it)") + "\n")
+        elif allowed and outcome.is_error and outcome.text.startswith(NOT_RUN_ARGUMENTS):
+            err.write(plain(f"vibechat: did not run the model's call to {spec.qualified}: "
+                            f"{outcome.text[len(NOT_RUN_ARGUMENTS):][:200]}") + "\n")
         err.flush()
 
     return answer_with_tools(session, request.tools, lambda call, spec: allow(spec), rounds=request.tool_rounds,

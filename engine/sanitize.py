@@ -12,7 +12,10 @@ so that no leftover such as ``[31m`` or ``]0;title`` shows:
   (``ESC c``, ``ESC 7``, ``ESC ( B`` ...);
 
 then every remaining C0 control except newline and tab (a carriage return too: on its own
-it lets output overwrite what was already printed), DEL and every C1 control. A lone
+it lets output overwrite what was already printed), DEL and every C1 control, and the bidi
+embedding, override and isolate controls (U+202A-U+202E, U+2066-U+2069: a right-to-left
+override makes the terminal show text in another order than it is, "Trojan Source"; the
+plain marks U+200E/U+200F, which reorder nothing around them, stay). A lone
 surrogate (U+D800-U+DFFF: a JSON ``\\ud800`` escape decodes to one) cannot be encoded to
 UTF-8 and would crash whatever prints or saves the text: it becomes U+FFFD (the
 replacement character), like any other undecodable input. ``replace_surrogates`` does only
@@ -38,9 +41,9 @@ import re
 MAX_SEQUENCE = 512
 
 _ESC = "\x1b"
-# Characters that start a sequence or are dropped (C0 but \t and \n, DEL, C1), and lone
-# surrogates (replaced).
-_SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# Characters that start a sequence or are dropped (C0 but \t and \n, DEL, C1, bidi embeddings,
+# overrides and isolates), and lone surrogates (replaced).
+_SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 _CSI_BODY = re.compile("[\x30-\x3f]*[\x20-\x2f]*")

@@ -133,13 +133,19 @@ def stub():
 @pytest.fixture(autouse=True)
 def vibechat_logging():
     """The CLI, run in process, sets the ``vibechat`` logger up for a terminal (no propagation,
-    its own handlers): put it back after each test, so that a later test's ``caplog`` sees
+    its own handlers) and the root and libraries' loggers for the log file (app/logfile.py): put
+    them back after each test, so that a later test's ``caplog`` sees
     the records (they reach pytest's handler on the root logger by propagation)."""
-    logger = logging.getLogger("vibechat")
-    saved = (logger.propagate, list(logger.handlers), logger.level)
+    from vibechat.app.logfile import THIRD_PARTY
+
+    names = ("vibechat", "", *THIRD_PARTY)  # "": the root logger, which the log file's handler joins
+    saved = {name: (logging.getLogger(name).propagate, list(logging.getLogger(name).handlers),
+                    logging.getLogger(name).level) for name in names}
     yield
-    logger.propagate, logger.handlers[:], level = saved[0], saved[1], saved[2]
-    logger.setLevel(level)
+    for name, (propagate, handlers, level) in saved.items():
+        logger = logging.getLogger(name)
+        logger.propagate, logger.handlers[:] = propagate, handlers
+        logger.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

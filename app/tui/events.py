@@ -190,6 +190,14 @@ class ToolsListed(Message):
 
 
 @dataclass
+class ToolsProblem(Message):
+    """A tool server misbehaved while it ran (wrote something other than JSON-RPC on its
+    stdout): its one line, said once."""
+
+    line: str
+
+
+@dataclass
 class ToolFinished(Message):
     """A tool call ran (or was cancelled, timed out, failed): its outcome, for the call
     ``index`` of the round that began at ``generation``."""

@@ -18,7 +18,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.chat.tool_turns import DENIED, NOT_RUN_STOPPED, ToolBox, outcome_of, round_choice, save_outcome, tool_label
+from vibechat.engine.chat.tool_turns import (DENIED, NOT_RUN_ARGUMENTS, NOT_RUN_STOPPED, ToolBox, outcome_of, round_choice,
+                                             save_outcome, tool_label)
 from vibechat.engine.settings.table import Schema
 from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.errors import VibechatError
@@ -26,7 +27,7 @@ from vibechat.engine.turns.backend import GenerationDone, ModelInfo
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 from ..appconfig import APP_SCHEMA
-from .events import ToolFinished, ToolsListed
+from .events import ToolFinished, ToolsListed, ToolsProblem
 from .host import ChatHost
 from .tool_block import ToolCallBlock
 
@@ -64,7 +65,7 @@ class ToolRounds:
         self._told_about: str | None = None  # the model told it calls no tools
 
     def handlers(self) -> "Handlers":
-        return {ToolsListed: self.listed, ToolFinished: self.finished}
+        return {ToolsListed: self.listed, ToolsProblem: self.problem, ToolFinished: self.finished}
 
     # ------------------------------------------------------------ offering
     def list_tools(self) -> None:
@@ -72,6 +73,10 @@ class ToolRounds:
         toolbox = self.toolbox
         if toolbox is None:
             return
+
+        hear = getattr(toolbox, "hear_problems", None)  # a server misbehaving later is said when it does
+        if hear is not None:
+            hear(lambda line: self.host.post_message(ToolsProblem(line)))
 
         def work() -> None:
             try:
@@ -89,6 +94,9 @@ class ToolRounds:
         for problem in message.problems:
             self.host.notify(problem, title="Tools", severity="warning", timeout=10)
         self.model_ready(self.host.state.model)
+
+    def problem(self, message: ToolsProblem) -> None:
+        self.host.notify(message.line, title="Tools", severity="warning", timeout=10)
 
     def model_ready(self, info: ModelInfo | None) -> None:
         """Once per model: tools are configured, but its chat template offers none."""
@@ -147,7 +155,7 @@ class ToolRounds:
         try:
             call.parsed_arguments()
         except ValueError as exc:
-            self._settle(ToolResult(f"The call was not run: {exc}.", True), "⚠ arguments not valid", "error")
+            self._settle(ToolResult(f"{NOT_RUN_ARGUMENTS}{exc}.", True), "⚠ arguments not valid", "error")
             return
         conversation = self.host.session.chat.conversation_id
         if self.policy is not None and conversation != self._policy_for:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from ..errors import InvalidParameterError, VibechatError
+from ..json_bounds import MAX_JSON_DEPTH, json_depth
 from ..settings.params import PARAM_SPECS, SamplingParams
 from ..settings.think_switch import check_thinking
 
@@ -113,6 +114,8 @@ def _param(name: str, value: Any) -> Any:
 
 def parse_line(text: str, line: int) -> BatchRequest:
     """The request on line ``line`` (1-based), or :class:`BatchLineError` saying what is wrong."""
+    if json_depth(text) > MAX_JSON_DEPTH:  # checked before the parser recurses: this line fails, not the batch
+        raise BatchLineError(line, "not a valid request: JSON nested too deeply")
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
@@ -120,8 +123,6 @@ def parse_line(text: str, line: int) -> BatchRequest:
         raise BatchLineError(line, f"not valid JSON: {exc.msg} (column {exc.colno}){hint}") from None
     except ValueError as exc:  # a duplicate key
         raise BatchLineError(line, f"not a valid request: {exc}") from None
-    except RecursionError:  # arrays or objects nested ~1,000 deep: this line fails, not the batch
-        raise BatchLineError(line, "not a valid request: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise BatchLineError(line, f'expected a JSON object like {{"prompt": "..."}}, got {_kind(data)}')
 

@@ -8,7 +8,6 @@ older vibechat, or damaged, reads as nothing (or the default parameters) rather 
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 from ..errors import InvalidParameterError
+from ..json_bounds import bounded_loads
 from ..settings.params import PARAM_SPECS, SamplingParams
 from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
@@ -277,8 +277,8 @@ def tool_calls_from(text: str | None) -> tuple[ToolCall, ...]:
     if not text:
         return ()
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = bounded_loads(text)
+    except ValueError:  # damaged, or nested too deeply (JsonTooDeep)
         return ()
     if not isinstance(value, list):
         return ()
@@ -289,7 +289,7 @@ def json_object(text: str | None) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
+        value = bounded_loads(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

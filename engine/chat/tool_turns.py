@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 DENIED = "The user did not allow this call. Do not call it again unless they ask for it."
 NOT_RUN_STOPPED = "Not run: the user stopped the reply."
 MAX_CALLS = 16  # calls run from one reply, at most (the rest are answered "not run")
+NOT_RUN_ARGUMENTS = "The call was not run: "  # then why its arguments were refused (the model is told)
 MAX_RESULT_CHARS = 64_000  # a result kept for the model, at most (the tool's own bound is usually lower)
 
 
@@ -51,7 +52,7 @@ def outcome_of(call: ToolCall, spec: ToolSpec | None, allowed: bool, toolbox: To
     try:
         call.parsed_arguments()
     except ValueError as exc:
-        return ToolResult(f"The call was not run: {exc}.", True)
+        return ToolResult(f"{NOT_RUN_ARGUMENTS}{exc}.", True)
     outcome = toolbox.run(call, spec, cancel)
     if len(outcome.text) > MAX_RESULT_CHARS:
         cut = outcome.text[:MAX_RESULT_CHARS]

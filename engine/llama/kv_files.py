@@ -3,9 +3,13 @@ layout, reading one back with every check before its bytes reach llama.cpp, writ
 a half file never stands under a real name, and what ``vibechat history cache`` shows and clears.
 
 Layout: ``MAGIC``, a 4-byte little-endian length, a JSON header (format, key digest and fields,
-token count, payload size, the tokens' and the payload's CRC-32), the tokens (int32 LE), the
-payload (``llama_state_seq_get_data``'s bytes). The disk index reads the header and the tokens
-only, never a payload. Files are 0600 in a 0700 folder; a FIFO, a link or anything else that is
+token count, payload size, the tokens' and the payload's CRC-32, and ``bound``: a SHA-256 of the
+key, the tokens and the payload together), the tokens (int32 LE), the payload
+(``llama_state_seq_get_data``'s bytes). The disk index reads the header and the tokens only,
+never a payload. A snapshot is used only for the exact tokens it was taken for: the file's name
+ends in a digest of its tokens (checked when its header is read) and ``bound`` ties the state
+to the tokens (checked before the state is restored), so tokens swapped for another
+conversation's, the CRCs recomputed, are refused. Files are 0600 in a 0700 folder; a FIFO, a link or anything else that is
 not a regular file under a snapshot's name is never opened for reading, and is replaced (not
 written through) by a new snapshot of that name.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import hashlib
 import json
 import os
 import stat
@@ -26,9 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..json_bounds import bounded_loads
 from ..files import write_private
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the name's token digest and the header's ``bound`` (files of 1 are refused, then pruned)
 MAGIC = b"VCKVSNP1"
 SUFFIX = ".kvs"
 FOLDER = "kv-snapshots"
@@ -48,6 +54,25 @@ def token_bytes(tokens: Sequence[int]) -> bytes:
     if sys.byteorder != "little":
         arr.byteswap()
     return arr.tobytes()
+
+
+def tokens_digest(tokens: bytes) -> str:
+    """The digest of a token list that a snapshot's file name ends in."""
+    return hashlib.sha256(tokens).hexdigest()[:24]
+
+
+def file_name(key: str, tokens: bytes) -> str:
+    """A snapshot's file name: its key's digest and its tokens' (one conversation, one file)."""
+    return f"{key[:16]}-{tokens_digest(tokens)}{SUFFIX}"
+
+
+def binding(key: str, tokens: bytes, payload: Any) -> str:
+    """The SHA-256 that ties a state to the key and the exact tokens it was taken for."""
+    h = hashlib.sha256(key.encode("ascii", "replace"))
+    h.update(struct.pack("<Q", len(tokens)))
+    h.update(tokens)
+    h.update(payload)
+    return h.hexdigest()
 
 
 def tokens_of(data: bytes) -> list[int]:
@@ -89,6 +114,7 @@ class DiskEntry:
     payload_crc: int
     file_bytes: int
     mtime: float
+    bound: str = ""  # binding(key, tokens, payload), checked by read_payload
 
 
 class SnapshotError(Exception):
@@ -136,12 +162,13 @@ def read_header(path: Path) -> DiskEntry:
             raise SnapshotError("its header is corrupt")
         raw = _read_exact(fd, hlen)
         try:
-            header = json.loads(raw.decode("utf-8"))
+            header = bounded_loads(raw.decode("utf-8"))
             n_tokens = int(header["n_tokens"])
             payload_bytes = int(header["payload_bytes"])
             key, key_info = str(header["key"]), dict(header["key_info"])
             tokens_crc, payload_crc = int(header["tokens_crc32"]), int(header["payload_crc32"])
             fmt = int(header["format"])
+            bound = str(header.get("bound", ""))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             raise SnapshotError("its header is corrupt") from None
         if fmt != FORMAT_VERSION:
@@ -155,8 +182,10 @@ def read_header(path: Path) -> DiskEntry:
         tokens = _read_exact(fd, 4 * n_tokens)
         if len(tokens) != 4 * n_tokens or zlib.crc32(tokens) != tokens_crc:
             raise SnapshotError("its tokens are corrupt (checksum)")
+        if path.name != file_name(key, tokens):
+            raise SnapshotError("its tokens are not those it was taken for (its name's digest differs)")
         return DiskEntry(path, tokens, key, key_info, payload_at, payload_bytes, payload_crc, st.st_size,
-                          st.st_mtime)
+                          st.st_mtime, bound)
     except OSError as exc:
         raise SnapshotError(f"it cannot be read ({exc.strerror or exc})") from None
     finally:
@@ -182,6 +211,8 @@ def read_payload(entry: DiskEntry) -> bytearray:
             raise SnapshotError("it is truncated")
         if zlib.crc32(data) != entry.payload_crc:
             raise SnapshotError("its state is corrupt (checksum)")
+        if binding(entry.key, entry.tokens, data) != entry.bound:
+            raise SnapshotError("its state was not taken for these tokens (digest)")
         return data
     except OSError as exc:
         raise SnapshotError(f"it cannot be read ({exc.strerror or exc})") from None
@@ -189,14 +220,16 @@ def read_payload(entry: DiskEntry) -> bytearray:
         os.close(fd)
 
 
-def write_file(folder: Path, name: str, key: str, key_info: dict[str, Any], snapshot: Snapshot) -> Path:
-    """Write ``snapshot`` as ``folder/name`` (0600), made under the key ``key`` (its digest;
-    ``key_info``: its fields): to a temp file, then renamed over the name."""
+def write_file(folder: Path, key: str, key_info: dict[str, Any], snapshot: Snapshot) -> Path:
+    """Write ``snapshot`` as ``folder/file_name(...)`` (0600), made under the key ``key`` (its
+    digest; ``key_info``: its fields): to a temp file, then renamed over the name."""
     payload = memoryview(snapshot.data).cast("B")
+    name = file_name(key, snapshot.tokens)
     header = json.dumps({
         "format": FORMAT_VERSION, "key": key, "key_info": key_info, "n_tokens": snapshot.n_tokens,
         "payload_bytes": payload.nbytes, "tokens_crc32": zlib.crc32(snapshot.tokens),
-        "payload_crc32": zlib.crc32(payload), "written": time.time(),
+        "payload_crc32": zlib.crc32(payload), "bound": binding(key, snapshot.tokens, payload),
+        "written": time.time(),
     }).encode("utf-8")
     temp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
     target = folder / name
@@ -238,23 +271,73 @@ def summary(folder: Path | None = None) -> CacheSummary:
     return CacheSummary(folder, files, held)
 
 
-def clear(folder: Path | None = None) -> tuple[int, int]:
-    """Delete every snapshot (and leftover temp file): how many files and bytes went."""
-    folder = folder or snapshot_folder()
-    files = held = 0
+@dataclasses.dataclass
+class Removal:
+    """What a prune or a clear deleted, and what it could not (name, why): said, never hidden."""
+
+    files: int = 0
+    bytes: int = 0
+    failed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def remove(self, path: str, size: int, counted: bool = True) -> None:
+        """Delete ``path``; a failure is kept with its reason (a directory under a snapshot's
+        name, a read-only folder, an immutable file)."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self.failed.append((os.path.basename(path), exc.strerror or str(exc)))
+            return
+        if counted:
+            self.files += 1
+            self.bytes += size
+
+
+def _entries(folder: Path) -> list[tuple[float, int, str, bool]]:
+    """(mtime, size, path, is a regular file) of each snapshot (``*.kvs``) in ``folder``."""
+    out: list[tuple[float, int, str, bool]] = []
     try:
         with os.scandir(folder) as entries:
-            for entry in list(entries):
-                if not (entry.name.endswith(SUFFIX) or entry.name.endswith(".tmp")):
-                    continue
-                try:
-                    size = entry.stat(follow_symlinks=False).st_size
-                    os.unlink(entry.path)
-                except OSError:
-                    continue
+            for entry in entries:
                 if entry.name.endswith(SUFFIX):
-                    files += 1
-                    held += size
-    except FileNotFoundError:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    out.append((st.st_mtime, st.st_size, entry.path, stat.S_ISREG(st.st_mode)))
+    except OSError:
         pass
-    return files, held
+    return out
+
+
+def prune(folder: Path, limit: int) -> Removal:
+    """Delete the least recently used snapshots until those left hold at most ``limit`` bytes
+    (the ``kv_snapshot_cache_mib`` bound, lowered since they were written)."""
+    done = Removal()
+    files = sorted(e for e in _entries(folder) if e[3])
+    held = sum(e[1] for e in files)
+    for _mtime, size, path, _regular in files:
+        if held <= limit:
+            break
+        before = len(done.failed)
+        done.remove(path, size)
+        if len(done.failed) == before:
+            held -= size
+    return done
+
+
+def clear(folder: Path | None = None) -> Removal:
+    """Delete every snapshot (and leftover temp file): what went, and what could not."""
+    folder = folder or snapshot_folder()
+    done = Removal()
+    for _mtime, size, path, _regular in _entries(folder):
+        done.remove(path, size)
+    try:
+        with os.scandir(folder) as entries:
+            temps = [entry.path for entry in entries if entry.name.endswith(".tmp")]
+    except OSError:
+        temps = []
+    for path in temps:
+        done.remove(path, 0, counted=False)
+    return done

@@ -43,6 +43,8 @@ from .kv_files import (
     Snapshot,
     SnapshotError,
     ensure_folder,
+    file_name,
+    prune,
     read_header,
     read_payload,
     snapshot_folder,
@@ -173,6 +175,17 @@ class SnapshotStore:
             self._logged.add(once)
         log.log(level, message, *args)
 
+    def prune(self) -> None:
+        """Keep the folder within the bound now (it may have been lowered since the files were
+        written): the least recently used go first. What cannot be deleted is one log line."""
+        if not self.enabled:
+            return
+        done = prune(self._folder(), self.disk_bytes)
+        if done.files:
+            log.info("KV snapshots: %d deleted (%d bytes) to keep within kv_snapshot_cache_mib", done.files, done.bytes)
+        for name, why in done.failed[:3]:
+            self._note("KV snapshot %s could not be deleted: %s", name, why, once=f"del:{name}")
+
     # ---------------------------------------------------------------- matching
     def best(self, tokens: Sequence[int], at_most: int | None = None) -> Match | None:
         """The snapshot sharing the longest token prefix with ``tokens`` (capped at ``at_most``):
@@ -253,7 +266,7 @@ class SnapshotStore:
                 del self._memory[old]
         snap = Snapshot(tb, data)
         self._remember(snap)
-        name = f"{self.digest[:16]}-{hashlib.sha256(tb).hexdigest()[:24]}{SUFFIX}"
+        name = file_name(self.digest, tb)
         self._start_writer()
         with self._lock:
             self._pending.append(name)
@@ -304,7 +317,7 @@ class SnapshotStore:
         try:
             ensure_folder(folder)
             self._make_room(folder, size, snap.tokens)
-            path = write_file(folder, name, self.digest, self.key.as_dict(), snap)
+            path = write_file(folder, self.digest, self.key.as_dict(), snap)
         except OSError as exc:
             self._note("KV snapshots are not written to %s: %s", folder, exc.strerror or exc,
                        once=f"write:{folder}:{getattr(exc, 'errno', None)}")

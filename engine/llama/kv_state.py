@@ -68,7 +68,9 @@ def make_store(mib: int, model: Any, model_path: Path, cparams: Any, kv_type: st
     except OSError as exc:  # the model file vanished since it loaded
         log.warning("KV snapshots are off: %s", exc)
         return None
-    return SnapshotStore(key, mib << 20, restorable=restorable(model))
+    store = SnapshotStore(key, mib << 20, restorable=restorable(model))
+    store.prune()  # a bound lowered since the last start holds from now on
+    return store
 
 
 def take_state(ctx: Any) -> Any | None:

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..json_bounds import bounded_loads
 from ..errors import LoadCancelled
 from ..files import UnreadableFile, read_file
 from ..settings.choices import check_repack  # the setting (its modes, default and check) lives with the other choices
@@ -181,7 +182,7 @@ def probe_key(info: str, llama_version: str, cpuinfo: str | None = None) -> str:
 
 def _read_verdicts(path: Path) -> dict[str, dict]:
     try:
-        data = json.loads(read_file(path, 1 << 16))
+        data = bounded_loads(read_file(path, 1 << 16))
     except (OSError, ValueError, UnreadableFile):  # (larger than ours ever is: not ours, start over)
         return {}
     return data if isinstance(data, dict) else {}

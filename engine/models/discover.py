@@ -16,7 +16,6 @@ name names no quantization, and for Ollama blobs, which have no meaningful name.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -26,6 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from ..errors import ModelFileError
 from ..files import UnreadableFile, read_file
+from ..json_bounds import bounded_loads
 from .gguf import GGUFInfo, inspect_gguf
 from ..settings.refs import quant_from_filename
 from .local_model import SOURCES, LocalModel
@@ -235,7 +235,7 @@ def _ollama_model(root: Path, host: str, namespace: str, model: str, tag: os.Dir
     if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_MANIFEST_BYTES:
         log.debug("discover: %s is not a manifest", tag.path)
         return None
-    manifest = json.loads(Path(tag.path).read_bytes())
+    manifest = bounded_loads(Path(tag.path).read_bytes())
     layers = manifest.get("layers") if isinstance(manifest, dict) else None
     blob = _ollama_blob(root, layers, OLLAMA_MODEL_MEDIA_TYPE)
     if blob is None:

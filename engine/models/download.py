@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..json_bounds import bounded_loads
 from ..errors import DownloadCancelled, DownloadError, HubError, ModelFileError
 from ..files import read_file
 from .hub import Hub, explain, is_transient, raise_for_status, short
@@ -104,7 +105,7 @@ def _version(file: RepoFile) -> dict[str, object]:
 
 def _part_version(meta: Path) -> dict[str, object] | None:
     try:
-        data = json.loads(read_file(meta, 1 << 16))
+        data = bounded_loads(read_file(meta, 1 << 16))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -19,7 +19,6 @@ cleaned.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -32,6 +31,7 @@ from urllib.parse import quote
 
 from ..errors import HubError, ModelRefError
 from ..files import UnreadableFile, read_file
+from ..json_bounds import bounded_loads
 from ..settings.refs import (
     HubRef,
     QuantOption,
@@ -247,8 +247,8 @@ class Hub:
             raise HubError(f"{self._where()} answered {what} with more than {MAX_ANSWER >> 20} MB: check "
                            "HF_ENDPOINT (a Hub mirror should answer like the Hub).")
         try:
-            return json.loads(body)
-        except (ValueError, RecursionError):
+            return bounded_loads(body)
+        except ValueError:  # not JSON, not UTF-8, or nested too deeply
             raise HubError(f"{self._where()} answered {what} with something other than JSON: check "
                            "HF_ENDPOINT (a Hub mirror should answer like the Hub).") from None
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from .gguf import header_quant
 from ..settings.refs import quant_from_filename
 from .local_model import LocalModel
+from ..json_bounds import bounded_loads
 from ..paths import data_dir
 
 log = logging.getLogger("vibechat.opened")
@@ -62,7 +63,7 @@ def _read() -> list[dict[str, str]]:
     try:
         if len(raw) > MAX_BYTES:
             raise ValueError("too big")
-        data = json.loads(raw.decode("utf-8"))
+        data = bounded_loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         log.warning("%s is not a list of opened files (%s): it is started again when a file is next opened.",
                     path, exc)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ModelFileError
+from ..json_bounds import bounded_loads
 from .gguf import GGUFInfo, inspect_gguf
 from ..paths import cache_dir
 
@@ -75,7 +76,7 @@ def starter_model_path() -> Path:
     marker = target_dir / (pkg.MODEL_NAME + ".verified.json")
     if target.exists() and marker.exists():
         try:
-            if json.loads(marker.read_text()) == {**_stamp(target), "sha256": pkg.EXPECTED_SHA256}:
+            if bounded_loads(marker.read_text()) == {**_stamp(target), "sha256": pkg.EXPECTED_SHA256}:
                 return target
         except (OSError, ValueError):
             pass

@@ -30,6 +30,7 @@ from ..settings.config import models_dir
 from .download import Downloader, Progress, ProgressCallback
 from ..errors import ModelStoreError
 from ..files import UnreadableFile, read_file
+from ..json_bounds import bounded_loads
 from .gguf import header_quant
 from ..settings.refs import quant_from_filename
 from .hub import Hub, RepoListing
@@ -62,7 +63,7 @@ def read_registry() -> dict[str, dict]:
     """Entries keyed by the first file's path relative to the models dir."""
     path = registry_path()
     try:
-        data = json.loads(read_file(path, MAX_REGISTRY_BYTES))
+        data = bounded_loads(read_file(path, MAX_REGISTRY_BYTES))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, UnreadableFile) as exc:

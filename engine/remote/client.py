@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import RemoteServerError
+from ..json_bounds import MAX_JSON_DEPTH, bounded_loads
 from ..sanitize import replace_surrogates, sanitize
 from .options import OpenAIOptions, display_url
 
@@ -289,12 +290,15 @@ def clean(text: str, key: str | None, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+# A server's event or reply, at most this deep: a tool call's arguments sent as an object sit a
+# few levels down (choices/delta/tool_calls/function), and are then bounded as arguments.
+MAX_REPLY_DEPTH = MAX_JSON_DEPTH + 16
+
+
 def loads(text: str) -> Any:
-    """``json.loads``, with nesting too deep for it a ValueError too (not RecursionError)."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+    """``json.loads`` of a server's text, its depth bounded first (engine/json_bounds.py): text
+    nested too deeply is a ValueError (``JsonTooDeep``) like text that is not JSON."""
+    return bounded_loads(text, MAX_REPLY_DEPTH)
 
 
 def read_body(resp: http.client.HTTPResponse, limit: int) -> bytes:

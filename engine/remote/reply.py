@@ -15,10 +15,10 @@ as one token.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..errors import RemoteServerError
+from ..json_bounds import bounded_loads
 from ..sanitize import REPLACEMENT
 from ..turns.backend import ChatEvent, GenerationStats, TextDelta, ThinkingDelta
 from ..turns.stops import StopMatcher
@@ -143,7 +143,7 @@ def check_json_reply(server: str, text: str) -> None:
     """A server that ignores ``response_format`` answers in free text: say so, rather than
     hand on a reply that is not the JSON asked for."""
     try:
-        json.loads(text)
+        bounded_loads(text)
     except ValueError:
         raise RemoteServerError(f"{server} answered with text that is not JSON: it seems to ignore "
                                 "response_format (structured output); use the local engine, or a server "

@@ -17,11 +17,11 @@ content parts with ``data:`` URIs (images.py), a message without images as plain
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidParameterError
+from ..json_bounds import bounded_loads
 from ..settings.params import SamplingParams
 from ..settings.think_switch import remote_kwargs
 from ..turns.backend import ChatMessage
@@ -70,8 +70,8 @@ def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
 
 def _object_text(arguments: str) -> str:
     try:
-        value = json.loads(arguments)
-    except ValueError:
+        value = bounded_loads(arguments)
+    except ValueError:  # not JSON, or nested too deeply (JsonTooDeep): sent as no arguments
         return "{}"
     return arguments if isinstance(value, dict) else "{}"
 

@@ -26,7 +26,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..json_bounds import value_depth
 from ..turns.tool_calls import MAX_ARGUMENTS_CHARS, ToolCall
+from .client import MAX_REPLY_DEPTH
 
 MAX_TOOL_CALLS = 64  # calls in one reply (the chat runs at most 16 of them: engine/chat/tool_turns.py)
 MAX_NAME_CHARS = 256  # a tool's name (OpenAI's own limit is 64)
@@ -110,6 +112,8 @@ class ToolCallStream:
             call.name = name if not call.name else call.name + name
         arguments = function.get("arguments")
         if isinstance(arguments, (dict, list)):  # an object, not JSON text: as JSON text
+            if value_depth(arguments) > MAX_REPLY_DEPTH:  # the event's own bound keeps it shallower
+                raise ToolCallBound(f"a tool call's arguments nested more than {MAX_REPLY_DEPTH} levels deep")
             arguments = json.dumps(arguments, ensure_ascii=False)
         if isinstance(arguments, str) and arguments:
             call.size += len(arguments)

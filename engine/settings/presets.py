@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import difflib
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidParameterError, VibechatError
+from ..files import FileTooLarge, UnreadableFile, kind_of, read_file
 from .params import PARAM_SPECS, SamplingParams
 from ..sanitize import sanitize
 from .structured import OutputFormat
@@ -354,13 +356,7 @@ def _model_ref(ref: str, folder: Path, notes: list[str]) -> str | None:
     if ref.startswith((".", "/", "~")) or lowered.endswith((".gguf", ".bin", ".safetensors")) or "\\" in ref:
         path = Path(ref).expanduser()
         path = path if path.is_absolute() else folder / path
-        if path.is_dir() or lowered.endswith((".safetensors", ".bin")):
-            notes.append(f"FROM {ref}: not a GGUF file (a safetensors or .bin model): vibechat opens GGUF files "
-                         "only; the preset keeps the model in use")
-            return None
-        if not path.is_file():
-            notes.append(f"FROM {ref}: {path} does not exist (yet); kept as written")
-        return str(path)
+        return _from_path(ref, path, lowered, notes)
     # An Ollama model name: model[:tag], namespace/model[:tag], host/namespace/model[:tag].
     name, _, tag = ref.partition(":")
     parts = name.split("/")
@@ -440,20 +436,44 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
     return ModelfileImport(table, notes)
 
 
+def _from_path(ref: str, path: Path, lowered: str, notes: list[str]) -> str | None:
+    """FROM naming a file: its path when it is (or may yet be) a GGUF file, with a note that
+    says truly what is there (nothing yet, a folder, a device, a FIFO); None when it cannot be
+    a model vibechat opens (the preset then keeps the model in use)."""
+    try:
+        mode: int | None = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        notes.append(f"FROM {ref}: {path} cannot be checked ({exc.strerror or exc}); kept as written")
+        return str(path)
+    kind = kind_of(mode) if mode is not None else None
+    if stat.S_ISDIR(mode or 0) or lowered.endswith((".safetensors", ".bin")):
+        what = "a folder" if stat.S_ISDIR(mode or 0) else "a safetensors or .bin model"
+        notes.append(f"FROM {ref}: {what}, not a GGUF file: vibechat opens GGUF files only; the preset keeps "
+                     "the model in use")
+        return None
+    if kind is not None:
+        notes.append(f"FROM {ref}: {path} is {kind}, not a GGUF file; the preset keeps the model in use")
+        return None
+    if mode is None:
+        notes.append(f"FROM {ref}: {path} does not exist (yet); kept as written")
+    return str(path)
+
+
 def read_modelfile(path: Path) -> str:
     """A Modelfile's text, bounded; a missing, unreadable or oversized file raises
     ``VibechatError`` in one line."""
     try:
-        with Path(path).open("rb") as fh:
-            data = fh.read(MAX_MODELFILE_BYTES + 1)
+        data = read_file(path, MAX_MODELFILE_BYTES)  # a FIFO or a device is refused at once
     except FileNotFoundError:
         raise VibechatError(f"{path} does not exist: give the Modelfile's path.") from None
-    except IsADirectoryError:
-        raise VibechatError(f"{path} is a folder: give the Modelfile's path.") from None
+    except FileTooLarge as exc:
+        raise VibechatError(f"{path} {exc.reason}: not a Modelfile.") from None
+    except UnreadableFile as exc:
+        raise VibechatError(f"{path} {exc.reason}: give the Modelfile's path.") from None
     except OSError as exc:
         raise VibechatError(f"{path} cannot be read ({exc.strerror or exc}).") from None
-    if len(data) > MAX_MODELFILE_BYTES:
-        raise VibechatError(f"{path} is larger than {MAX_MODELFILE_BYTES >> 10} KiB: not a Modelfile.")
     if b"\0" in data:
         raise VibechatError(f"{path} is a binary file, not a Modelfile.")
     return data.decode("utf-8", "replace")

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from ..errors import InvalidParameterError
 from ..files import UnreadableFile, read_file_text
+from ..json_bounds import json_depth
 
 FormatKind = Literal["json", "schema", "grammar"]
 # Whether a reply is what its format asks (OutputFormat.judge): whole and matching, cut short
@@ -90,14 +91,16 @@ class OutputFormat:
         else:
             path = Path(raw).expanduser()
             what = "grammar" if kind == "grammar" else "schema" if kind == "schema" else "file"
+            wanted = {"grammar": "a GBNF grammar file", "schema": "a JSON Schema file"}.get(
+                what, "a JSON Schema file or a .gbnf grammar file")
             try:
                 text = read_file_text(path, MAX_FORMAT_BYTES)
             except FileNotFoundError:
                 raise InvalidParameterError(f"{what} {raw}: no such file.") from None
             except UnreadableFile as exc:
-                raise InvalidParameterError(f"{what} {raw} {exc.reason}: give a {what} file.") from None
+                raise InvalidParameterError(f"{what} {raw} {exc.reason}: give {wanted}.") from None
             except UnicodeDecodeError:
-                raise InvalidParameterError(f"{what} {raw} is not UTF-8 text: give a {what} file.") from None
+                raise InvalidParameterError(f"{what} {raw} is not UTF-8 text: give {wanted}.") from None
             except OSError as exc:
                 raise InvalidParameterError(f"{what} {raw}: cannot read it ({exc.strerror or exc}).") from None
             if kind is None:
@@ -162,7 +165,7 @@ class OutputFormat:
         :data:`MAX_SCHEMA_DEPTH` levels is not parsed (``invalid``)."""
         if self.kind == "grammar":
             return ("complete", "") if accepted else ("incomplete", "its grammar was not complete")
-        if _json_depth(text) > MAX_SCHEMA_DEPTH:
+        if json_depth(text, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
             return "invalid", f"its JSON is nested more than {MAX_SCHEMA_DEPTH} levels deep"
         try:
             value = json.loads(text)
@@ -185,7 +188,7 @@ class OutputFormat:
 
 
 def _schema(text: str) -> dict[str, Any]:
-    if _json_depth(text) > MAX_SCHEMA_DEPTH:
+    if json_depth(text, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
         raise InvalidParameterError(f"the JSON Schema is nested more than {MAX_SCHEMA_DEPTH} levels deep: "
                                     "flatten it (use $defs and $ref for what repeats).")
     try:
@@ -233,32 +236,6 @@ def _without_patterns(schema: Any) -> Any:
         return schema
     return {key: _without_patterns(value) for key, value in schema.items()
             if not (key == "pattern" and isinstance(value, str))}
-
-
-def _json_depth(text: str) -> int:
-    """How deep ``[``/``{`` nest in JSON text, strings skipped: measured before ``json.loads``
-    and before any walk that recurses. Linear; stops counting once past the bound."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_SCHEMA_DEPTH:
-                    return deepest
-        elif ch in "]}":
-            depth -= 1
-    return deepest
 
 
 def too_large(schema: dict[str, Any]) -> str | None:

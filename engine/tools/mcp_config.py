@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import VibechatError
 from ..files import FileTooLarge, NotARegularFile, human_limit, read_file
+from ..json_bounds import JsonTooDeep, bounded_loads
 from ..paths import config_dir
 from ..sanitize import sanitize
 
@@ -124,9 +125,11 @@ def load_mcp_config(path: str | Path | None = None) -> McpConfig:
     except OSError as exc:
         raise McpConfigError(f"{shown}: cannot be read ({exc.strerror or exc}); check its permissions") from None
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = bounded_loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise McpConfigError(f"{shown} is not UTF-8 text; save it as UTF-8 JSON") from None
+    except JsonTooDeep as exc:
+        raise McpConfigError(f"{shown}: {exc}; an mcp.json is a few levels deep") from None
     except json.JSONDecodeError as exc:
         raise McpConfigError(f"{shown}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}); "
                              "fix the JSON (a trailing comma?)") from None

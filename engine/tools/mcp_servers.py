@@ -30,13 +30,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+from ..json_bounds import MAX_JSON_DEPTH, value_depth
 from ..sanitize import sanitize
 from ..turns.tool_calls import ToolSpec
+from . import mcp_logs
 from .mcp_config import HttpServer, McpConfig, ServerConfig
 from .names import model_names
 from .results import DEFAULT_RESULT_LIMIT, ToolResult, bounded, error
@@ -75,8 +77,9 @@ class ServerStatus:
 class _Server:
     """A server's live state (the manager's lock guards it)."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, report: Callable[[str], bool] | None = None) -> None:
         self.config = config
+        self.noted = mcp_logs.Noted(config.name, report)  # its misbehaviour, in one line (mcp_logs.py)
         self.state = NOT_STARTED
         self.reason = ""
         self.note = ""  # started, but some tools were left out
@@ -143,7 +146,8 @@ class McpServers:
         self.config = config
         self.start_timeout = start_timeout
         self.result_limit = result_limit
-        self._servers = {server.name: _Server(server) for server in config.servers}
+        self.on_problem: Callable[[str], object] | None = None  # hears each server's misbehaviour, once
+        self._servers = {server.name: _Server(server, self._problem) for server in config.servers}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -155,6 +159,20 @@ class McpServers:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    def _problem(self, line: str) -> bool:
+        """Tell ``on_problem`` (from the servers' thread); whether anyone heard it."""
+        hear = self.on_problem
+        if hear is None:
+            return False
+        hear(line)
+        return True
+
+    def misbehaviour(self) -> tuple[str, ...]:
+        """One line for each server that misbehaved while it ran and that ``on_problem`` did
+        not hear (mcp_logs.py)."""
+        return tuple(f"MCP server {s.config.name} {s.noted.line}" for s in self._servers.values()
+                     if s.noted.line and not s.noted.told)
+
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._servers)
@@ -165,6 +183,7 @@ class McpServers:
             if self._closed:
                 raise RuntimeError("the MCP servers are closed")
             if self._loop is None:
+                mcp_logs.install()
                 self._loop = asyncio.new_event_loop()
                 self._thread = threading.Thread(target=self._loop.run_forever, name="vibechat-mcp", daemon=True)
                 self._thread.start()
@@ -206,6 +225,7 @@ class McpServers:
         """The task that owns one server's connection: connect, list, wait for ``close``."""
         from contextlib import AsyncExitStack
 
+        mcp_logs.SERVING.set(server.noted)  # the SDK's tasks for this server inherit it
         try:
             async with AsyncExitStack() as stack:
                 client = await self._connect(stack, server)
@@ -284,7 +304,7 @@ class McpServers:
         out: list[ServerStatus] = []
         for server in self._servers.values():
             with self._lock:
-                state, reason = server.state, server.reason or server.note
+                state, reason = server.state, server.reason or server.note or server.noted.line
             out.append(ServerStatus(server.config.name, server.config.transport, sanitize(server.config.where),
                                     state, reason, self._specs(server.config.name)))
         out += [ServerStatus(name, "", "", DISABLED) for name in self.config.disabled]
@@ -406,7 +426,7 @@ async def _list_tools(client: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]
             name = tool.name
             if (len(tools) >= MAX_TOOLS or not isinstance(name, str) or not name.isprintable()
                     or not 0 < len(name) <= MAX_TOOL_NAME_CHARS or not isinstance(schema, dict)
-                    or schema.get("type") != "object"
+                    or schema.get("type") != "object" or value_depth(schema) > MAX_JSON_DEPTH
                     or len(json.dumps(schema, ensure_ascii=False)) > MAX_SCHEMA_CHARS):
                 left_out += 1
                 continue
@@ -450,7 +470,11 @@ def result_of(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
             break
     if len(blocks) > MAX_BLOCKS and total <= limit:
         parts.append(f"[{len(blocks) - MAX_BLOCKS} more blocks not read]")
-    if not parts and getattr(result, "structured_content", None) is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False)[:limit + 1])
+    structured = getattr(result, "structured_content", None)
+    if not parts and structured is not None:
+        if value_depth(structured) > MAX_JSON_DEPTH:  # dumping it would recurse that deep
+            parts.append(f"[structured content nested more than {MAX_JSON_DEPTH} levels deep: not read]")
+        else:
+            parts.append(json.dumps(structured, ensure_ascii=False)[:limit + 1])
     text = "\n".join(parts) if parts else "(the tool returned nothing)"
     return bounded(text, bool(getattr(result, "is_error", False)), limit)

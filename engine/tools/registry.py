@@ -9,6 +9,7 @@ parse and an unknown tool are results the model can read, a call is bounded by t
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,7 +96,12 @@ class ToolRegistry:
         each once; and ``file_problem``, an mcp.json the chat went on without."""
         lines = [f"MCP server {status.name}: {status.reason}" for status in self.statuses()
                  if status.state == FAILED and status.reason]
-        return ((self.file_problem,) if self.file_problem else ()) + tuple(lines)
+        return ((self.file_problem,) if self.file_problem else ()) + tuple(lines) + self.servers.misbehaviour()
+
+    def hear_problems(self, listener: Callable[[str], object]) -> None:
+        """``listener`` hears, from the servers' thread, one line for each server that
+        misbehaves while it runs (writes something other than JSON-RPC on its stdout), once."""
+        self.servers.on_problem = listener
 
     def statuses(self) -> tuple[ServerStatus, ...]:
         """Each MCP server as it is now (starts nothing)."""

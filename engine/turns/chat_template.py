@@ -42,6 +42,7 @@ from .backend import ChatMessage
 from .tool_calls import ToolSpec
 from .tool_formats import ToolFormat, tool_format
 from ..errors import ChatTemplateError, TemplateCancelled
+from ..json_bounds import bounded_loads
 from .prompt_format import COMPLETION_STOPS, FRAME_VARIABLES, TURN_TOKENS, frame_messages
 from ..sanitize import sanitize
 from ..settings.choices import COMPLETION
@@ -523,8 +524,8 @@ def template_messages(dicts: list[dict[str, Any]], short_ids: bool = False) -> l
                 arguments = function.get("arguments")
                 if isinstance(arguments, str):
                     try:
-                        parsed = json.loads(arguments) if arguments.strip() else {}
-                    except (ValueError, RecursionError):
+                        parsed = bounded_loads(arguments) if arguments.strip() else {}
+                    except ValueError:  # not JSON, or nested too deeply: left as text
                         parsed = None
                     if isinstance(parsed, dict):
                         function["arguments"] = parsed

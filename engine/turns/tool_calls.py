@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..json_bounds import JsonTooDeep, bounded_loads
+
 ToolChoice = Literal["auto", "none", "required"]
 MAX_ARGUMENTS_CHARS = 64_000  # a call's arguments as the model wrote them, at most (longer: refused)
 
@@ -65,7 +67,10 @@ class ToolCall:
                              f"{MAX_ARGUMENTS_CHARS:,} are accepted")
         text = self.arguments.strip() or "{}"
         try:
-            value = json.loads(text)
+            value = bounded_loads(text)
+        except JsonTooDeep as exc:
+            raise ValueError(f"the arguments are too deeply nested (more than {exc.limit} levels of "
+                             "[ and {); write them flatter") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"the arguments are not valid JSON ({exc.msg} at character {exc.pos})") from None
         if not isinstance(value, dict):

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .thinking import partial_suffix
+from ..json_bounds import bounded_loads
 from .tool_calls import MAX_ARGUMENTS_CHARS, ToolCall
 
 MAX_CALLS = 16  # calls kept from one reply (a grammar allows no more either)
@@ -226,8 +227,8 @@ class ToolCallRecogniser:
 
 def _loads(text: str) -> object:
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
+        return bounded_loads(text)
+    except ValueError:  # not JSON, or nested too deeply (JsonTooDeep)
         return None
 
 

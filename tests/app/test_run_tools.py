@@ -134,3 +134,52 @@ def test_the_chat_is_offered_no_tools_when_tool_choice_is_none(tmp_path: Path):
     required, _ = chat_tools(replace(config, tool_choice="required"), mcp_file(tmp_path))  # run's alone
     assert required is not None
     required.close()
+DEEP = '{"a":' + "[" * 20_000 + "]" * 20_000 + "}"  # 40 KB: under the length bound, past any depth bound
+
+
+def test_arguments_nested_too_deeply_are_one_line_the_model_is_told_and_the_conversation_continues(stub, tmp_path: Path):
+    stub.reply = "Sorry."
+    stub.tool_deltas = fragments(0, "call_1", "add", DEEP, size=4000)
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(mcp_file(tmp_path)),
+                   "--allow-tool", "test/add", "-p", "Add.", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == ["vibechat: did not run the model's call to test/add: the arguments are "
+                                               "too deeply nested (more than 64 levels of [ and {); write them flatter."]
+    obj = json.loads(out.stdout)
+    assert obj["text"] == "Sorry."
+    assert obj["tool_calls"][0]["error"] is True and "too deeply nested" in obj["tool_calls"][0]["result"]
+    assert "nested" in stub.last_body["messages"][-1]["content"]
+    # The saved conversation holds that turn; it opens and goes on.
+    stub.tool_deltas = []
+    stub.reply = "Still here."
+    again = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "And now?", "--json")
+    assert again.returncode == 0, again.stderr
+    assert "Traceback" not in again.stderr
+    assert json.loads(again.stdout)["text"] == "Still here."
+    shown = vibechat("history", "show", str(obj["conversation_id"]), "--json")
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr
+
+
+def test_a_server_writing_garbage_on_stdout_is_one_line_on_stderr_never_a_traceback(stub, tmp_path: Path):
+    """issue 40, point 6: the MCP SDK logged ~22 lines of traceback ("Failed to parse JSONRPC
+    message from server") on stderr. Third-party loggers go to the log file; the user sees one
+    line naming the server."""
+    noisy = ("import runpy, sys\n"
+             "print('hello, I am not JSON-RPC', flush=True)\n"
+             "print('{\"neither\": \"am I\"}', flush=True)\n"
+             f"sys.argv = [{SERVER!r}]\n"
+             f"runpy.run_path({SERVER!r}, run_name='__main__')\n")
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"noisy": {"command": sys.executable, "args": ["-c", noisy]}}}))
+    stub.reply = "Five."
+    stub.tool_deltas = fragments(0, "call_1", "add", '{"a": 2, "b": 3}')
+    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(path),
+                   "--allow-tool", "noisy/add", "-p", "What is 2 + 3?", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr and "JSONRPC" not in out.stderr
+    assert out.stderr.strip().splitlines() == ["vibechat: MCP server noisy wrote something other than JSON-RPC on its "
+                                               "stdout (ignored; the log file has the details)"]
+    assert json.loads(out.stdout)["tool_calls"][0]["result"] == "5"  # the server still served
+    log = (Path(os.environ["VIBECHAT_STATE_DIR"]) / "vibechat.log").read_text()
+    assert "Failed to parse JSONRPC message from server" in log and "Traceback" in log

@@ -163,3 +163,13 @@ def test_run_streams_exactly_the_text_json_reports():
     text = json.loads(outputs[True])["text"]
     assert text == sanitize(SPLIT_REPLY) == "evil  and  red link end ]0;t"
     assert outputs[False] == text + "\n"
+
+
+def test_bidi_overrides_embeddings_and_isolates_never_reach_the_terminal():
+    """issue 40: a right-to-left override (U+202E) in a tool result reached the screen, where
+    it shows text in another order than it is. The plain marks (U+200E/U+200F) stay."""
+    controls = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    assert sanitize(f"rm -rf /{controls}fdp.txt") == "rm -rf /fdp.txt"
+    assert sanitize("\u05e9\u05dc\u05d5\u05dd\u200f, hello\u200e") == "\u05e9\u05dc\u05d5\u05dd\u200f, hello\u200e"
+    stream = Sanitizer()
+    assert stream.feed("exe.\u202e") + stream.feed("txt") + stream.flush() == "exe.txt"

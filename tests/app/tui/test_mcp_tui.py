@@ -116,3 +116,61 @@ async def test_a_server_that_fails_and_a_broken_mcp_json_are_said_once_and_the_c
                 await send(pilot, "hello")
                 assert app.chat.messages()[-1].text == "fine"
                 assert len([n for n in notices(app) if said in n]) == 1
+
+
+async def test_a_server_writing_garbage_on_stdout_is_one_notice_and_its_tools_still_work(tmp_path: Path, capfd):
+    """issue 40, point 6: the SDK's traceback never reaches the terminal the chat draws on."""
+    from helpers import notices
+
+    noisy = ("import runpy, sys\n"
+             "print('hello, I am not JSON-RPC', flush=True)\n"
+             "print('nor am I', flush=True)\n"
+             f"sys.argv = [{SERVER!r}]\n"
+             f"runpy.run_path({SERVER!r}, run_name='__main__')\n")
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"noisy": {"command": sys.executable, "args": ["-c", noisy]}}}))
+    from vibechat.app.logfile import route_logs_to_file
+
+    route_logs_to_file()  # as `vibechat` sets it up (the conftest puts the loggers back)
+    with ToolRegistry.load(Config(tool_timeout=3, tool_result_limit=2000), mcp) as tools:
+        app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "h.db"), tools=tools,
+                         tool_policy=ToolApproval())
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await wait_for(pilot, lambda: app.tool_rounds.specs, "the server's tools", bound=60)
+            await settle(pilot)
+            said = [n for n in notices(app) if "noisy" in n]
+            assert said == ["MCP server noisy wrote something other than JSON-RPC on its stdout (ignored; the log "
+                            "file has the details)"]
+            assert any(spec.name == "add" for spec in app.tool_rounds.specs)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+async def test_a_server_that_misbehaves_later_is_said_when_it_does_once(tmp_path: Path):
+    from helpers import notices
+
+    trigger = tmp_path / "now"
+    # The SDK's server diverts stray prints from fd 1 to stderr: the garbage goes to a copy of it.
+    late = ("import os, runpy, sys, threading, time\n"
+            "pipe = os.dup(1)\n"
+            "def garbage():\n"
+            f"    while not os.path.exists({str(trigger)!r}):\n"
+            "        time.sleep(0.05)\n"
+            "    for _ in range(3):\n"
+            "        os.write(pipe, b'late garbage\\n')\n"
+            "threading.Thread(target=garbage, daemon=True).start()\n"
+            f"sys.argv = [{SERVER!r}]\n"
+            f"runpy.run_path({SERVER!r}, run_name='__main__')\n")
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"late": {"command": sys.executable, "args": ["-c", late]}}}))
+    with ToolRegistry.load(Config(tool_timeout=3, tool_result_limit=2000), mcp) as tools:
+        app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "h.db"), tools=tools,
+                         tool_policy=ToolApproval())
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await wait_for(pilot, lambda: app.tool_rounds.specs, "the server's tools", bound=60)
+            assert not [n for n in notices(app) if "MCP server late" in n]  # it behaved while it started
+            trigger.write_text("")
+            await wait_for(pilot, lambda: [n for n in notices(app) if "MCP server late" in n], "the line", bound=30)
+            await settle(pilot)
+            assert len([n for n in notices(app) if "MCP server late" in n]) == 1

@@ -226,3 +226,53 @@ async def test_quitting_while_a_call_runs_cancels_it(tmp_path: Path):
         await wait_for(pilot, lambda: box.ran == ["c1"] and app.tool_rounds.active, "the slow call running")
         await pilot.press("ctrl+q")
     assert cancelled == [True]  # cancelled at quit, not left to time out
+async def test_arguments_nested_too_deeply_are_one_result_the_chat_stays_up_and_the_conversation_reopens(
+        stub, tmp_path: Path):
+    from openai_stub import fragments
+
+    deep = '{"a":' + "[" * 20_000 + "]" * 20_000 + "}"  # 40 KB: under the length bound
+    stub.reply = "Sorry."
+    stub.tool_deltas = fragments(0, "call_1", "clock", deep, size=4000)
+    box = Box()
+    app = make(tmp_path, stub.backend(), box, Policy())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "what time is it?", wait=False)
+        await wait_for(pilot, lambda: not app.generating and app.chat.messages()[-1].text == "Sorry.", "the answer")
+        assert box.ran == [] and not isinstance(app.screen, ToolApprovalScreen)
+        [block] = app.query(ToolCallBlock)
+        assert "too deeply nested" in block.text
+        assert "too deeply nested" in stub.last_body["messages"][-1]["content"]  # the model is told
+        conversation = app.session.chat.conversation_id
+    # Reopened, the conversation shows the call and goes on.
+    stub.tool_deltas = []
+    stub.reply = "Still here."
+    again = make(tmp_path, stub.backend(), Box(), Policy())
+    async with again.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        again.chats.open_conversation(conversation)
+        await wait_for(pilot, lambda: len(again.query(ToolCallBlock)) == 1, "the reopened call")
+        await wait_for(pilot, lambda: again.sidebar.current == conversation, "the conversation opened")
+        await settle(pilot)
+        await send(pilot, "And now?")
+        await wait_for(pilot, lambda: again.chat.messages()[-1].text == "Still here.", "the next answer")
+        assert [m["role"] for m in stub.last_body["messages"] if m["role"] != "system"][-3:] == ["tool", "assistant", "user"]
+
+
+async def test_a_right_to_left_override_in_a_result_is_not_shown(tmp_path: Path):
+    class Reversed(Box):
+        def run(self, call, spec, cancel):
+            return ToolResult("invoice_\u202efdp.exe is ready")
+
+    backend, policy = RecordingBackend(reply="ok"), Policy(always=["time/now"])
+    backend.tool_script = [[ToolCall("c1", "clock", "{}")]]
+    app = make(tmp_path, backend, Reversed(), policy)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "time?")
+        await settle(pilot)
+        block = app.query_one(ToolCallBlock)
+        shown = str(block.query_one(".tool--result").render())
+        assert "invoice_fdp.exe is ready" in shown and "\u202e" not in shown

@@ -250,3 +250,109 @@ def test_history_cache_shows_and_clears(tmp_path, monkeypatch):
     assert cleared.exit_code == 0 and "Deleted 1 KV snapshot" in cleared.output
     assert not files(folder)
     assert json.loads(runner.invoke(cli, ["history", "cache", "--json"]).output)["files"] == 0
+
+
+def _rewrite(path: Path, target: Path, tokens: list[int]) -> None:
+    """``path``'s snapshot with its tokens swapped for ``tokens`` (as many) and its checksums
+    recomputed by hand, written as ``target``: what someone with write access to the folder
+    could make of another conversation's file."""
+    import struct
+    import zlib
+
+    raw = path.read_bytes()
+    (hlen,) = struct.unpack("<I", raw[len(kf.MAGIC):len(kf.MAGIC) + 4])
+    at = len(kf.MAGIC) + 4
+    header = json.loads(raw[at:at + hlen])
+    new_tokens = kf.token_bytes(tokens)
+    assert len(new_tokens) == 4 * header["n_tokens"]
+    header["tokens_crc32"] = zlib.crc32(new_tokens)
+    body = json.dumps(header).encode("utf-8")
+    payload = raw[at + hlen + len(new_tokens):]
+    path.unlink()
+    target.write_bytes(kf.MAGIC + struct.pack("<I", len(body)) + body + new_tokens + payload)
+
+
+@pytest.mark.parametrize("renamed", [False, True])
+def test_a_snapshot_is_restored_only_for_the_tokens_it_was_taken_for(tmp_path, caplog, renamed):
+    """issue 40, point 7: tokens swapped for another conversation's, checksums recomputed: never
+    restored (the name's token digest, then the state's binding digest, refuse it)."""
+    folder = tmp_path / "snaps"
+    mine, theirs = list(range(1, 40)), list(range(100, 139))
+    kept(folder, theirs, payload(5000, 7))
+    (path,) = files(folder)
+    target = folder / kf.file_name(KEY.digest, kf.token_bytes(mine)) if renamed else path
+    _rewrite(path, target, mine)
+    s = store(folder)
+    with caplog.at_level(logging.INFO, "vibechat.kv_snapshots"):
+        match = s.best(mine + [1])
+        snap = s.load(match) if match is not None else None
+    assert snap is None
+    assert ("not taken for these tokens" if renamed else "not those it was taken for") in caplog.text
+
+
+def _sized(folder: Path, count: int, size: int) -> list[Path]:
+    """``count`` snapshots of ``size`` bytes, the first least recently used."""
+    for first in range(count):
+        kept(folder, [first + 10, 1, 2, 3], payload(size, first + 1))
+    by_first = {kf.tokens_of(kf.read_header(p).tokens)[0]: p for p in files(folder)}
+    now = os.stat(folder).st_mtime
+    for first, path in by_first.items():
+        os.utime(path, (now - 1000 + first, now - 1000 + first))
+    return [by_first[first + 10] for first in range(count)]
+
+
+def test_lowering_the_bound_prunes_at_once_least_recently_used_first(tmp_path):
+    folder = tmp_path / "snaps"
+    made = _sized(folder, 3, 600 << 10)  # 1.8 MiB written under 64 MiB
+    store(folder, mib=1).prune()  # the next start, with 1 MiB
+    assert files(folder) == [made[2]]  # the most recently used stays
+    assert sum(p.stat().st_size for p in files(folder)) <= 1 << 20
+
+
+def test_history_cache_keeps_the_bound_shows_off_plainly_and_a_bad_value_as_the_problem(tmp_path, monkeypatch):
+    from vibechat.app.cli import cli
+
+    folder = kf.snapshot_folder()
+    made = _sized(folder, 3, 600 << 10)
+    runner = CliRunner()
+    monkeypatch.setenv("VIBECHAT_KV_SNAPSHOT_CACHE_MIB", "1")
+    shown = runner.invoke(cli, ["history", "cache"])
+    assert shown.exit_code == 0, shown.output
+    assert "1 file, " in shown.output and " of 1 MiB (kv_snapshot_cache_mib)" in shown.output
+    assert files(folder) == [made[2]]
+    monkeypatch.setenv("VIBECHAT_KV_SNAPSHOT_CACHE_MIB", "0")
+    off = runner.invoke(cli, ["history", "cache"])
+    assert off.exit_code == 0 and "of off" not in off.output
+    assert "off (kv_snapshot_cache_mib = 0): none are taken or used; 1 file, " in off.output
+    monkeypatch.setenv("VIBECHAT_KV_SNAPSHOT_CACHE_MIB", "lots")
+    bad = runner.invoke(cli, ["history", "cache"])
+    assert bad.exit_code == 1 and "Traceback" not in bad.output
+    assert len(bad.output.strip().splitlines()) == 1
+    assert "VIBECHAT_KV_SNAPSHOT_CACHE_MIB" in bad.output and "lots" in bad.output
+    assert "4 GiB" not in bad.output and "4096" not in bad.output  # not the default in its place
+
+
+def test_history_cache_clear_says_what_it_could_not_delete_and_fails(tmp_path, monkeypatch):
+    """As root no mode stops an unlink: a non-empty folder under a snapshot's name does."""
+    from vibechat.app.cli import cli
+
+    folder = kf.snapshot_folder()
+    kept(folder, [1, 2, 3, 4], payload(4096))
+    stuck = folder / ("0" * 16 + "-" + "1" * 24 + kf.SUFFIX)
+    stuck.mkdir()
+    (stuck / "inside").write_text("x")
+    cleared = CliRunner().invoke(cli, ["history", "cache", "--clear"])
+    assert cleared.exit_code == 1
+    assert "Deleted 1 KV snapshot" in cleared.output
+    assert f"could not delete {stuck.name} (" in cleared.output
+    assert not [p for p in files(folder) if p.is_file()] and stuck.is_dir()
+
+
+def test_a_header_nested_too_deeply_is_corrupt_not_a_recursion_error(tmp_path):
+    import struct
+
+    path = tmp_path / ("0" * 16 + "-" + "0" * 24 + kf.SUFFIX)
+    body = b"[" * 10_000 + b"]" * 5_000  # within the header's 16 KiB
+    path.write_bytes(kf.MAGIC + struct.pack("<I", len(body)) + body)
+    with pytest.raises(kf.SnapshotError, match="header is corrupt"):
+        kf.read_header(path)

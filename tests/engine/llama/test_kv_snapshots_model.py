@@ -235,3 +235,18 @@ def test_a_prefilled_conversation_leaves_a_snapshot_its_next_turn_continues(star
     with loaded_starter(starter_path, context_size=2048) as later:
         done = done_of(later, [*history, ChatMessage("user", "And who defeated Hannibal?")])
     assert done.stats.restored_tokens > 600 and done.stats.prompt_tokens_evaluated < 30
+
+
+def test_an_engine_started_under_a_lowered_bound_prunes_the_folder_at_once(starter_path):
+    """issue 40, point 7: 1.8 MiB of snapshots on disk, the engine starts with
+    kv_snapshot_cache_mib = 1: the least recently used go before any reply."""
+    folder = kf.snapshot_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(3):
+        path = folder / f"{i:016x}-{'0' * 24}{kf.SUFFIX}"
+        path.write_bytes(bytes(600 << 10))
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    with loaded_starter(starter_path, context_size=2048, kv_snapshot_cache_mib=1):
+        left = snapshot_files()
+        assert [p.name[:16] for p in left] == [f"{2:016x}"]  # the most recently used stays
+        assert sum(p.stat().st_size for p in left) <= 1 << 20

@@ -380,3 +380,22 @@ def test_the_chat_with_an_unknown_preset_stops_before_the_screen_opens_with_one_
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == (f"vibechat: error: no preset \"coders\" (did you mean 'coder'?); presets in {path}: "
                           "coder, plain.\n")
+
+
+def test_presets_import_of_a_fifo_is_refused_at_once_and_a_device_is_named_for_what_it_is(tmp_path):
+    """issue 40, point 2: the Modelfile goes through engine/files.py's typed, bounded reader (a
+    FIFO with no writer used to hang the import for ever); FROM naming a device says so."""
+    import os
+
+    fifo = tmp_path / "Modelfile"
+    os.mkfifo(fifo)
+    out = vibechat("presets", "import", str(fifo), timeout=30, VIBECHAT_CONFIG=str(tmp_path / "config.toml"))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [f"vibechat: error: {fifo} is a named pipe (FIFO), not a file: give the "
+                                               "Modelfile's path."]
+    result = parse_modelfile("FROM /dev/zero\nSYSTEM hi\n", tmp_path)
+    assert "model" not in result.table
+    assert result.notes == ["FROM /dev/zero: /dev/zero is a character device, not a GGUF file; the preset keeps "
+                            "the model in use"]
+    result = parse_modelfile("FROM ./later.gguf\n", tmp_path)  # a file still to come is kept, and said so
+    assert result.table == {"model": str(tmp_path / "later.gguf")} and "does not exist (yet)" in result.notes[0]

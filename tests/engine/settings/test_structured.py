@@ -163,6 +163,17 @@ def test_a_fifo_a_device_or_a_folder_as_a_format_file_is_refused_at_once(tmp_pat
                 OutputFormat.parse(str(path), kind=kind)
 
 
+def test_a_refused_format_file_names_what_to_give_instead(tmp_path):
+    """issue 40: the line said "give a file file." for a file of no stated kind."""
+    fifo, said = special_files(tmp_path)[0]
+    wanted = {None: "a JSON Schema file or a .gbnf grammar file", "schema": "a JSON Schema file",
+              "grammar": "a GBNF grammar file"}
+    for kind, fix in wanted.items():
+        with pytest.raises(InvalidParameterError) as exc:
+            OutputFormat.parse(str(fifo), kind=kind)
+        assert str(exc.value).endswith(f"{said}: give {fix}.") and "file file" not in str(exc.value)
+
+
 def test_run_refuses_a_fifo_or_dev_zero_schema_in_one_line_without_hanging(tmp_path):
     """Before: a FIFO hung forever and /dev/zero behind a symlink grew to 23.9 GB until the
     OOM killer ended the run."""
