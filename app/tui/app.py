@@ -63,6 +63,7 @@ from .replies import Replies
 from .sidebar import ConversationSidebar
 from .status_bar import StatusBar
 from .tool_rounds import ToolPolicy, ToolRounds
+from .type_through import TypesIntoInput
 
 MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
 FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
@@ -283,9 +284,8 @@ class VibechatApp(OutsideTextApp):
     def action_toggle_thinking_expanded(self) -> None:
         self.replies.toggle_thinking_expanded()
 
-    @on(ChatView.Typed)
-    @on(ConversationSidebar.Typed)
-    def _on_typed(self, message: ChatView.Typed | ConversationSidebar.Typed) -> None:
+    @on(TypesIntoInput.Typed)
+    def _on_typed(self, message: TypesIntoInput.Typed) -> None:
         """Typing (or a paste, whole) while a message, the chat or the conversation list has
         focus: the text goes where it belongs, at the input's cursor."""
         self.prompt_input.focus()

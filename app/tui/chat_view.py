@@ -36,6 +36,7 @@ from .clipboard import copied_notice
 from .confirm import ConfirmScreen
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .markdown_text import code_blocks, http_links
+from .type_through import TypesIntoInput
 from .one_layout import SizedByLayout, StableGutterScroll
 from .earlier_messages import EarlierMessages
 from .segmenter import segment
@@ -56,7 +57,7 @@ class MessageText(SizedByLayout, Static):
 class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     """One message. Focus it (Tab or a click) to copy it (Ctrl+C) or its code (Ctrl+K); its
     keys then show beside its label. No plain letters: typing on a focused message goes to
-    the input (``ChatView.Typed``), as someone who clicked a message and typed expects."""
+    the input (``TypesIntoInput.Typed``), as someone who clicked a message and typed expects."""
 
     DEFAULT_CSS = """
     ChatMessageWidget {
@@ -470,15 +471,10 @@ class AssistantMessage(ChatMessageWidget):
 W = TypeVar("W", bound=ChatMessageWidget)
 
 
-class ChatView(StableGutterScroll, VerticalScroll):
+class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
     """The scrollable list of messages. Focus it (Tab) for PgUp/PgDn/Home/End scrolling;
     from the input, PgUp/PgDn scroll it too. A printable key pressed while it or a message
     has focus is posted as ``Typed``: it belongs in the input (a paste too, whole)."""
-
-    class Typed(Message):
-        def __init__(self, character: str) -> None:
-            super().__init__()
-            self.character = character
 
     DEFAULT_CSS = """
     ChatView {
@@ -493,19 +489,6 @@ class ChatView(StableGutterScroll, VerticalScroll):
     """
     def compose(self) -> ComposeResult:
         yield Static("", classes="chat--empty")
-
-    def on_key(self, event: events.Key) -> None:
-        if event.is_printable and event.character:
-            event.stop()
-            event.prevent_default()
-            self.post_message(self.Typed(event.character))
-
-    def on_paste(self, event: events.Paste) -> None:
-        """A paste on the chat (a message focused, after a Ctrl+F jump) goes to the input
-        whole, as typing does (sanitised by the app as it arrived)."""
-        event.stop()
-        if event.text:
-            self.post_message(self.Typed(event.text))
 
     def set_welcome(self, text: str) -> None:
         """The line an empty chat shows (it names the model): shown as text, sanitised."""

@@ -6,7 +6,7 @@ choice named in its title ("Chats (6 of 25)").
 
 The list acts on no letter: its keys are ones that ordinary typing does not produce (Enter,
 Ctrl+E, Delete, Ctrl+S, ← / →), and a printable key pressed while it has the focus is posted as
-``Typed``: it belongs in the input (a user who thought Ctrl+B had closed the list and typed on
+``Typed`` (``type_through``): it belongs in the input (a user who thought Ctrl+B had closed the list and typed on
 once deleted a conversation with the ``d`` and ``y`` of "good day").
 
 It shows summaries only (title, when, model), never messages, so it opens as fast
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from textual import events, on
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -43,6 +43,7 @@ from textual.widgets.option_list import Option
 from vibechat.engine.chat.records import ConversationSummary
 
 from .outside import line
+from .type_through import TypesIntoInput
 
 
 def when(stamp: str, today: datetime | None = None) -> str:
@@ -94,7 +95,7 @@ FILTERS = ("chat", "run", "batch", "all")
 FILTER_TITLES = {"chat": "Chats", "run": "Runs", "batch": "Prompt files", "all": "All conversations"}
 
 
-class ConversationSidebar(Vertical, can_focus=False):
+class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
     WIDTH = 36  # columns (the app keeps both side panels open only where the chat still fits)
     DEFAULT_CSS = """
     ConversationSidebar {
@@ -151,13 +152,6 @@ class ConversationSidebar(Vertical, can_focus=False):
             super().__init__()
             self.what = what
             self.summary = summary
-
-    class Typed(Message):
-        """A printable key (or a paste) while the list has the focus: text for the input."""
-
-        def __init__(self, character: str) -> None:
-            super().__init__()
-            self.character = character
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -281,16 +275,3 @@ class ConversationSidebar(Vertical, can_focus=False):
         summary = self._highlighted()
         if summary is not None:
             self.post_message(self.Request(what, summary))
-
-    def on_key(self, event: events.Key) -> None:
-        """A printable key is typing, never an action on a conversation: it goes to the input."""
-        if event.is_printable and event.character:
-            event.stop()
-            event.prevent_default()
-            self.post_message(self.Typed(event.character))
-
-    def on_paste(self, event: events.Paste) -> None:
-        """A paste on the list goes to the input whole, as typing does."""
-        event.stop()
-        if event.text:
-            self.post_message(self.Typed(event.text))
