@@ -37,7 +37,7 @@ BINDING_IDS: tuple[str, ...] = (
     # a tool call's question (nothing runs without a yes)
     "approval.once", "approval.conversation", "approval.always", "approval.deny", "chat.show_earlier", "thinking.toggle",
     # the parameter panel (F2), its sliders and its choices (the thinking switch)
-    "params.reset_all", "params.save_default",
+    "params.reset_all", "params.save_default", "params.close",
     "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",
     "slider.minimum", "slider.maximum", "slider.reset", "slider.previous", "slider.next",
     "choice.previous_value", "choice.next_value", "choice.reset", "choice.previous", "choice.next",

@@ -2,8 +2,10 @@
 auto, on, off), beside the panel's sliders and driven like them.
 
 Left/Right (or Space/Enter, or a click) move to the previous/next value, ``r`` resets to
-the default. It shows every value, the chosen one highlighted, and posts
-``Choice.Changed``; it does not know who listens.
+the default. It shows every value, the chosen one highlighted (``●`` once it is not the
+default), what it does in one line (``ChoiceSpec.help``, from the setting's declaration),
+and its default; focused, it is marked like a focused slider. It posts ``Choice.Changed``;
+it does not know who listens.
 """
 
 from __future__ import annotations
@@ -25,18 +27,27 @@ class ChoiceSpec:
     values: tuple[str, ...]
     default: str
     hint: str = ""  # one dim line under the values
+    help: str = ""  # what it does, in one line (the setting's ``Setting.summary``)
 
 
 class Choice(Widget, can_focus=True):
     DEFAULT_CSS = """
     Choice {
-        height: 2;
+        height: auto;
         padding: 0 1;
+        margin-bottom: 1;
     }
     Choice:focus {
-        background: $boost;
+        padding: 0 1 0 0;
+        border-left: outer $accent;
+        background: $accent 25%;
+    }
+    Choice .choice--changed {
+        color: $warning;
+        text-style: bold;
     }
     """
+    COMPONENT_CLASSES = {"choice--changed"}
     BINDINGS = [
         Binding("left", "step(-1)", "Previous value", id="choice.previous_value", show=False),
         Binding("right,space,enter", "step(1)", "Next value", id="choice.next_value", show=False),
@@ -82,9 +93,18 @@ class Choice(Widget, can_focus=True):
         self.focus()
         self.action_step(1)
 
+    @property
+    def changed(self) -> bool:
+        """Whether the value differs from the default (``r`` would change it)."""
+        return self.value != self.spec.default
+
     def render(self) -> Text:
         parts: list[tuple[str, str] | str] = [(self.spec.label, "bold" if self.has_focus else ""), " "]
         for value in self.spec.values:
             parts += [(f" {value} ", "reverse bold" if value == self.value else "dim"), " "]
         line1 = Text.assemble(*parts)
-        return Text("\n").join([line1, Text(self.spec.hint, style="dim")])
+        if self.changed:
+            line1.append("●", self.get_component_rich_style("choice--changed"))
+        hint = " · ".join(part for part in (f"default {self.spec.default}", self.spec.hint) if part)
+        lines = [line1, Text(self.spec.help, style="dim") if self.spec.help else None, Text(hint, style="dim")]
+        return Text("\n").join(line for line in lines if line is not None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -21,16 +22,24 @@ from textual.widgets import Static
 from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.settings.knobs import gpu_unavailable_message
 from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
+from vibechat.engine.settings.table import SETTINGS_BY_KEY
 from vibechat.engine.settings.think_switch import DEFAULT_THINKING, THINKING_MODES
 
 from .choice import Choice, ChoiceSpec
 from .slider import Slider, SliderSpec
 
 
+def summary(key: str) -> str:
+    """What the setting ``key`` does, in one line: the first clause of the help its flag and its
+    config comment come from (engine/settings/table.py), never restated here."""
+    return SETTINGS_BY_KEY[key].summary
+
+
 def _spec(name: str, label: str, **overrides: Any) -> SliderSpec:
     p = PARAM_SPECS[name]
     spec = SliderSpec(name=name, label=label, minimum=p.minimum, maximum=p.maximum, fine=p.fine_step,
-                      coarse=p.coarse_step, default=p.default, integer=p.kind is int)
+                      coarse=p.coarse_step, default=p.default, integer=p.kind is int,
+                      help=summary(f"params.{name}"))
     return replace(spec, **overrides)
 
 
@@ -62,7 +71,7 @@ def _auto_spec(name: str, label: str, maximum: float | None = None) -> AutoSlide
     return AutoSliderSpec(name=name, label=label, minimum=int(lowest) if p.kind is int else round(lowest, 6),
                           maximum=p.maximum if maximum is None else maximum, fine=p.fine_step,
                           coarse=p.coarse_step, default=None, integer=p.kind is int, none_at_minimum="auto",
-                          first=p.minimum, off=p.off, off_text=p.off_text)
+                          first=p.minimum, off=p.off, off_text=p.off_text, help=summary(f"params.{name}"))
 
 
 SLIDERS: tuple[SliderSpec, ...] = (
@@ -76,7 +85,7 @@ SLIDERS: tuple[SliderSpec, ...] = (
 SLIDER_SPECS = {spec.name: spec for spec in SLIDERS}
 GPU_LAYERS = "gpu_layers"
 THINKING = ChoiceSpec("thinking", "Thinking", THINKING_MODES, DEFAULT_THINKING,
-                      hint="if the template has a switch")
+                      hint="if the template has a switch", help=summary("params.thinking"))
 
 
 def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
@@ -84,7 +93,7 @@ def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
     n_layers = info.n_layers if info is not None and info.n_layers else 0
     default = n_layers if info is not None and info.gpu_offload_supported else 0
     return SliderSpec(name=GPU_LAYERS, label="GPU layers", minimum=0, maximum=max(n_layers, 1), fine=1,
-                      coarse=4, default=default, integer=True)
+                      coarse=4, default=default, integer=True, help=summary(GPU_LAYERS))
 
 
 def gpu_slider_unavailable(info: ModelInfo) -> str | None:
@@ -122,6 +131,8 @@ class ParamPanel(VerticalScroll):
     # Not in the footer (the app's keys fill it): the panel's hint lines show them.
     BINDINGS = [
         Binding("R", "reset_all", "Reset all", id="params.reset_all", show=False),
+        # Only while the panel has the focus: elsewhere Esc stops the reply (the app's binding).
+        Binding("escape", "app.toggle_params", "Close", id="params.close", show=False),
         Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default", show=False),
     ]
 
@@ -145,14 +156,19 @@ class ParamPanel(VerticalScroll):
         for spec in SLIDERS:
             yield Slider(spec, getattr(self._params, spec.name))
         yield Choice(THINKING, self._params.thinking)
-        yield Static("←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
-                     "r reset one · R reset all · ↑/↓ move\nCtrl+S save as default",
-                     classes="panel--hint")
+        yield Static(self.hint_text(), classes="panel--hint")
         yield Static("Model", classes="panel--title")
         gpu = Slider(gpu_layers_spec(None), 0)
         gpu.disabled = True  # until a model is loaded (show_model)
         yield gpu
         yield Static("Waiting for the model.", id="gpu-hint", classes="panel--hint", markup=False)
+
+    @staticmethod
+    def hint_text() -> str:
+        """The panel's keys (they are not in the footer): ● marks a value changed from its default."""
+        return ("←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
+                "↑/↓ move · ● changed from default\n"
+                "r reset one · R reset all to defaults\nCtrl+S save as default · Esc close")
 
     @property
     def params(self) -> SamplingParams:
@@ -207,3 +223,7 @@ class ParamPanel(VerticalScroll):
 
     def focus_first(self) -> None:
         self.query(Slider).first().focus()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """Keep the focused slider in sight: at 80×24 the panel is taller than the screen."""
+        event.widget.scroll_visible(animate=False)

@@ -1,9 +1,11 @@
 """A keyboard-first slider for one numeric parameter.
 
 Left/Right change by a fine step, Shift+Left/Right or PgUp/PgDn by a coarse one,
-Home/End jump to the bounds, ``r`` resets to the default. The value is always
-shown with its range. The slider posts ``Slider.Changed``; it does not know who
-listens.
+Home/End jump to the bounds, ``r`` resets to the default. It shows, from the top: its
+label and value (``●`` once the value is not the default), what it does in one line
+(``SliderSpec.help``, from the setting's declaration), the bar, and its range and
+default. The focused slider has a bar down its left edge and the accent behind it, in
+every theme. The slider posts ``Slider.Changed``; it does not know who listens.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class SliderSpec:
     default: float | None
     integer: bool = False
     none_at_minimum: str | None = None  # e.g. "no limit": the minimum means None
+    help: str = ""  # what it does, in one line (the setting's ``Setting.summary``)
 
     def clamp(self, value: float) -> float | int:
         value = min(max(value, self.minimum), self.maximum)
@@ -46,20 +49,27 @@ class SliderSpec:
 class Slider(Widget, can_focus=True):
     DEFAULT_CSS = """
     Slider {
-        height: 2;
+        height: auto;
         padding: 0 1;
+        margin-bottom: 1;
     }
     Slider:focus {
-        background: $boost;
+        padding: 0 1 0 0;
+        border-left: outer $accent;
+        background: $accent 25%;
     }
     Slider:focus .slider--label {
+        text-style: bold;
+    }
+    Slider .slider--changed {
+        color: $warning;
         text-style: bold;
     }
     Slider:disabled {
         color: $text-disabled;
     }
     """
-    COMPONENT_CLASSES = {"slider--label", "slider--bar", "slider--fill"}
+    COMPONENT_CLASSES = {"slider--label", "slider--bar", "slider--fill", "slider--changed"}
     BINDINGS = [
         Binding("left", "step(-1)", "Decrease", id="slider.decrease", show=False),
         Binding("right", "step(1)", "Increase", id="slider.increase", show=False),
@@ -123,19 +133,26 @@ class Slider(Widget, can_focus=True):
         default = self.spec.default
         self.set_value(self.spec.minimum if default is None and self.spec.none_at_minimum else default)
 
+    @property
+    def changed(self) -> bool:
+        """Whether the value differs from the default (``r`` would change it)."""
+        return self.param_value != self.spec.default
+
     def render(self) -> Text:
         spec = self.spec
-        width = max(10, self.size.width - 2)
+        width = max(10, self.size.width)
         fraction = (self._numeric() - spec.minimum) / ((spec.maximum - spec.minimum) or 1)
         fraction = min(max(fraction, 0.0), 1.0)
         filled = int(round(fraction * width))
         label_style = self.get_component_rich_style("slider--label")
-        value = spec.show(self.param_value)
-        line1 = Text.assemble(
-            (spec.label, label_style), " ", (value, "bold"), (f"  ({spec.range_text()})", "dim"),
-        )
+        line1 = Text.assemble((spec.label, label_style), " ", (spec.show(self.param_value), "bold"))
+        if self.changed:
+            line1.append(" ●", self.get_component_rich_style("slider--changed"))
         bar = Text.assemble(
             ("━" * filled, self.get_component_rich_style("slider--fill")),
             ("─" * (width - filled), self.get_component_rich_style("slider--bar")),
         )
-        return Text("\n").join([line1, bar])
+        default = spec.none_at_minimum if spec.default is None and spec.none_at_minimum else spec.show(spec.default)
+        lines = [line1, Text(spec.help, style="dim") if spec.help else None, bar,
+                 Text(f"{spec.range_text()} · default {default}", style="dim")]
+        return Text("\n").join(line for line in lines if line is not None)

@@ -24,6 +24,14 @@ def show(value: Any) -> str:
     return str(value)
 
 
+def first_clause(help: str) -> str:
+    """What a setting does, in a few words: its help up to the first ``;``, ``:`` or full stop
+    (the parameter panel's line under each slider). The help is the one declaration; this
+    never restates it."""
+    cut = min((at for at in (help.find("; "), help.find(": "), help.find(". ")) if at >= 0), default=len(help))
+    return help[:cut].rstrip(".")
+
+
 def doc(help: str, *, kind: str, example: str, unset: str = "", env: str | None = None,
         flag: str | None = None, minimum: int | None = None, maximum: int | None = None,
         choices: tuple[str, ...] = (), check: Any = None, short: str | None = None,
@@ -63,6 +71,11 @@ class Setting:
     @property
     def name(self) -> str:
         return self.key.rpartition(".")[2]
+
+    @property
+    def summary(self) -> str:
+        """The help's first clause (``first_clause``): what the setting does, in one short line."""
+        return first_clause(self.help)
 
     def default_text(self) -> str:
         if isinstance(self.default, bool):  # as TOML writes it

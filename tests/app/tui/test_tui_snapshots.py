@@ -37,6 +37,26 @@ def test_parameter_panel(snap_compare):
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
 
 
+def test_parameter_panel_80x24(snap_compare):
+    """Six ↓ and a →: the panel has scrolled to the focused switch, marked and changed (●)."""
+    async def run_before(pilot) -> None:
+        await _chat(pilot)
+        await pilot.press("f2", *["down"] * 6, "right")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_parameter_panel_120x40(snap_compare):
+    """Each slider's line from its declaration, its default, a changed value (●), the focus."""
+    async def run_before(pilot) -> None:
+        await _chat(pilot)
+        await pilot.press("f2", "right", "down", "down")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=(120, 40), run_before=run_before)
+
+
 def test_help_screen(snap_compare):
     async def run_before(pilot) -> None:
         await pilot.app.workers.wait_for_complete()
