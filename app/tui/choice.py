@@ -1,8 +1,8 @@
 """A keyboard-first control for a setting with a few named values (the thinking switch:
 auto, on, off), beside the panel's sliders and driven like them.
 
-Left/Right (or Space/Enter, or a click) move to the previous/next value, ``r`` resets to
-the default. It shows every value, the chosen one highlighted (``●`` once it is not the
+Left/Right (or Enter, or a click) move to the previous/next value, Delete (or Backspace)
+resets to the default: no letter or space, which the panel sends on to the input. It shows every value, the chosen one highlighted (``●`` once it is not the
 default), what it does in one line (``ChoiceSpec.help``, from the setting's declaration),
 and its default; focused, it is marked like a focused slider. It posts ``Choice.Changed``;
 it does not know who listens.
@@ -50,8 +50,8 @@ class Choice(Widget, can_focus=True):
     COMPONENT_CLASSES = {"choice--changed"}
     BINDINGS = [
         Binding("left", "step(-1)", "Previous value", id="choice.previous_value", show=False),
-        Binding("right,space,enter", "step(1)", "Next value", id="choice.next_value", show=False),
-        Binding("r", "reset", "Reset", id="choice.reset", show=False),
+        Binding("right,enter", "step(1)", "Next value", id="choice.next_value", show=False),
+        Binding("delete,backspace", "reset", "Reset", id="choice.reset", show=False),
         Binding("up", "app.focus_previous", "Previous", id="choice.previous", show=False),
         Binding("down", "app.focus_next", "Next", id="choice.next", show=False),
     ]

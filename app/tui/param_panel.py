@@ -5,6 +5,10 @@ Attributes down: the app sets ``params`` and calls ``show_model``; messages up: 
 panel posts ``ParamPanel.Changed`` with the new ``SamplingParams`` whenever a sampling
 slider or the thinking switch moves, and ``ParamPanel.GpuLayersChanged`` when the GPU layers slider does (the
 app reloads the model, or explains why it cannot).
+
+The panel acts on no letter: Delete resets the focused control, Shift+Delete all of them, and
+what is typed while it has the focus goes on to the input (``type_through``), so a word typed
+into a panel taken for closed ("Remember …") changes nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from vibechat.engine.settings.think_switch import DEFAULT_THINKING, THINKING_MOD
 
 from .choice import Choice, ChoiceSpec
 from .slider import Slider, SliderSpec
+from .type_through import TypesIntoInput
 
 
 def summary(key: str) -> str:
@@ -105,7 +110,7 @@ def gpu_slider_unavailable(info: ModelInfo) -> str | None:
     return None
 
 
-class ParamPanel(VerticalScroll):
+class ParamPanel(TypesIntoInput, VerticalScroll):
     WIDTH = 38  # columns (the app keeps both side panels open only where the chat still fits)
     DEFAULT_CSS = """
     ParamPanel {
@@ -130,7 +135,7 @@ class ParamPanel(VerticalScroll):
     """ + f"ParamPanel {{ width: {WIDTH}; }}"
     # Not in the footer (the app's keys fill it): the panel's hint lines show them.
     BINDINGS = [
-        Binding("R", "reset_all", "Reset all", id="params.reset_all", show=False),
+        Binding("shift+delete", "reset_all", "Reset all", id="params.reset_all", show=False),
         # Only while the panel has the focus: elsewhere Esc stops the reply (the app's binding).
         Binding("escape", "app.toggle_params", "Close", id="params.close", show=False),
         Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default", show=False),
@@ -168,7 +173,7 @@ class ParamPanel(VerticalScroll):
         """The panel's keys (they are not in the footer): ● marks a value changed from its default."""
         return ("←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
                 "↑/↓ move · ● changed from default\n"
-                "r reset one · R reset all to defaults\nCtrl+S save as default · Esc close")
+                "Del reset one · Shift+Del reset all\nCtrl+S save as default · Esc close")
 
     @property
     def params(self) -> SamplingParams:

@@ -1,7 +1,8 @@
 """A keyboard-first slider for one numeric parameter.
 
 Left/Right change by a fine step, Shift+Left/Right or PgUp/PgDn by a coarse one,
-Home/End jump to the bounds, ``r`` resets to the default. It shows, from the top: its
+Home/End jump to the bounds, Delete (or Backspace) resets to the default (no letter: the
+panel sends typing on to the input). It shows, from the top: its
 label and value (``●`` once the value is not the default), what it does in one line
 (``SliderSpec.help``, from the setting's declaration), the bar, and its range and
 default. The focused slider has a bar down its left edge and the accent behind it, in
@@ -77,7 +78,7 @@ class Slider(Widget, can_focus=True):
         Binding("shift+right,pageup", "step(10)", "Increase a lot", id="slider.increase_more", show=False),
         Binding("home", "bound(-1)", "Minimum", id="slider.minimum", show=False),
         Binding("end", "bound(1)", "Maximum", id="slider.maximum", show=False),
-        Binding("r", "reset", "Reset", id="slider.reset", show=False),
+        Binding("delete,backspace", "reset", "Reset", id="slider.reset", show=False),
         Binding("up", "app.focus_previous", "Previous", id="slider.previous", show=False),
         Binding("down", "app.focus_next", "Next", id="slider.next", show=False),
     ]

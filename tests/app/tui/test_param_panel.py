@@ -60,14 +60,14 @@ async def test_reset_one_and_all_clear_the_changed_marks_and_the_hint_names_them
     async with app.run_test(size=(120, 40)) as pilot:
         await open_panel(pilot)
         hint = app.panel.hint_text()
-        assert "r reset one" in hint and "R reset all" in hint and "Esc close" in hint
+        assert "Del reset one" in hint and "Shift+Del reset all" in hint and "Esc close" in hint
         assert hint in [str(s.render()) for s in app.panel.query(".panel--hint")]
         temperature, top_k = app.query_one("#slider-temperature", Slider), app.query_one("#slider-top_k", Slider)
         assert lines(temperature)[0].endswith("●") and lines(top_k)[0].endswith("●")
-        await pilot.press("r")  # the focused one: temperature
+        await pilot.press("delete")  # the focused one: temperature
         assert lines(temperature)[0] == "Temperature 0.80" and lines(top_k)[0] == "Top-k 3 ●"
         assert app.conversation.params.temperature == 0.8 and app.conversation.params.top_k == 3
-        await pilot.press("down", "right", "right", "R")  # top_k, the thinking switch: all back
+        await pilot.press("down", "right", "right", "shift+delete")  # top_k, the thinking switch: all back
         assert not [w.id for w in (*app.query(Slider), app.query_one(Choice))
                     if w.id != "slider-gpu_layers" and "●" in lines(w)[0]]
         assert app.conversation.params == SamplingParams()

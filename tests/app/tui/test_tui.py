@@ -63,14 +63,14 @@ async def test_model_output_is_sanitised_in_the_view(fake_backend):
     (["pagedown"], "temperature", 0.55),
     (["home"], "temperature", 0.0),
     (["end"], "temperature", 5.0),
-    (["right", "right", "r"], "temperature", 0.8),
+    (["right", "right", "delete"], "temperature", 0.8),
     (["down", "right"], "top_k", 41),
     (["down", "shift+left"], "top_k", 30),
     (["down", "down", "left"], "top_p", 0.94),
     (["down", "down", "down", "right"], "min_p", 0.06),
     # repeat penalty and max tokens start at "auto" (the model's default), one step below their minimum
     (["down", "down", "down", "down", "right"], "repeat_penalty", 0.1),
-    (["down", "down", "down", "down", "end", "r"], "repeat_penalty", None),
+    (["down", "down", "down", "down", "end", "backspace"], "repeat_penalty", None),
     (["down", "down", "down", "down", "down", "right"], "max_tokens", 0),  # no limit
     (["down", "down", "down", "down", "down", "right", "pageup"], "max_tokens", 256),
 ])
@@ -97,8 +97,22 @@ async def test_slider_keys_change_the_value_and_the_next_request_uses_it(fake_ba
 async def test_reset_all_restores_defaults(fake_backend):
     app = create_app(fake_backend, params=SamplingParams(temperature=1.5, top_k=3), blink=False)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("f2", "R")
+        await pilot.press("f2", "shift+delete")
         assert app.conversation.params.temperature == 0.8 and app.conversation.params.top_k == 40
+
+
+async def test_typing_into_the_parameter_panel_changes_nothing_and_goes_to_the_input(fake_backend):
+    """The panel acts on no letter (a stray "R" once reset every parameter): what is typed
+    there goes on to the input."""
+    app = create_app(fake_backend, params=SamplingParams(temperature=1.5, top_k=3), blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("f2", "down")
+        typed = "Remember: reset R r all, yes"
+        await pilot.press(*["space" if c == " " else c for c in typed])
+        await pilot.pause()
+        assert app.conversation.params.temperature == 1.5 and app.conversation.params.top_k == 3
+        assert app.prompt_input.text == typed and app.prompt_input.has_focus
 
 
 async def test_global_shortcuts_nudge_without_the_panel(fake_backend):
