@@ -232,6 +232,8 @@ class VibechatApp(OutsideTextApp):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop":
             return self.generating  # False: not in the footer either
+        if action == "cancel_edit":
+            return self.replies.can_cancel_edit
         # Regenerate, edit and copy always run: with nothing to act on, they say why
         # (a disabled binding would swallow the key without a word).
         return True
@@ -254,6 +256,9 @@ class VibechatApp(OutsideTextApp):
 
     def action_stop(self) -> None:
         self.replies.stop()
+
+    async def action_cancel_edit(self) -> None:
+        await self.replies.cancel_edit()
 
     def action_quit_if_empty(self) -> None:
         """Ctrl+D: quit, when the input is empty (from the input, it only comes here then)."""
