@@ -64,3 +64,29 @@ async def test_an_edited_prompt_once_sent_leaves_no_editing_line(tmp_path: Path)
         await pilot.press("escape")  # nothing to cancel now: nothing changes
         await settle(pilot)
         assert shown(app) == ["one", "ok"]
+
+
+async def test_a_versions_hint_names_the_directions_that_exist_and_fits_at_80_columns(tmp_path: Path):
+    """At ‹ 1/3 › the hint said ← previous (there is none) and → next was cut off at 80 columns."""
+    backend = RecordingBackend(reply="first")
+    app = create_app(backend, blink=False, history=History(tmp_path / "history.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "question")
+        for reply in ("second", "third"):
+            backend.reply = reply
+            await pilot.press("ctrl+r")
+            await settle(pilot)
+        app.chat.messages()[-1].focus()
+        await settle(pilot)
+        seen = {}
+        for expected in ("third", "second", "first"):
+            reply = app.chat.messages()[-1]
+            assert reply.text == expected and app.focused is reply
+            seen[reply.branch] = visible_label(reply)
+            await pilot.press("left")
+            await settle(pilot)
+        assert app.chat.messages()[-1].text == "first"  # ← at the first version: nothing to go to
+        assert "← previous version" in seen[(3, 3)] and "→ next" not in seen[(3, 3)]
+        assert "← previous version" in seen[(2, 3)] and "→ next version" in seen[(2, 3)]
+        assert "→ next version" in seen[(1, 3)] and "← previous" not in seen[(1, 3)]
