@@ -254,6 +254,17 @@ class VibechatApp(OutsideTextApp):
         if self.generating and not self.closing:  # else: already refreshed, or the screens are gone
             self.refresh_bindings()
 
+    def action_focus_chat(self) -> None:
+        """Tab from the input: the newest message, scrolled into view, when the chat is where the
+        focus goes next (else, the parameter panel open after the input, on as ever). From there
+        Shift+Tab goes up the conversation and Tab back down to the input."""
+        chain = self.screen.focus_chain
+        prompt = self.prompt_input
+        after = chain[(chain.index(prompt) + 1) % len(chain)] if prompt in chain else None
+        into_chat = after is not None and (after is self.chat or self.chat in after.ancestors)
+        if not (into_chat and self.chat.focus_newest()):
+            self.screen.focus_next()
+
     def action_stop(self) -> None:
         self.replies.stop()
 

@@ -549,6 +549,14 @@ class ChatView(StableGutterScroll, VerticalScroll):
         self.release_anchor()
         self.scroll_home(animate=False)
 
+    def focus_newest(self) -> bool:
+        """Focus the newest message, scrolled into view (Tab from the input); False: none yet."""
+        messages = self.messages()
+        if not messages:
+            return False
+        messages[-1].focus()
+        return True
+
     def messages(self) -> list[ChatMessageWidget]:
         return list(self.query(ChatMessageWidget))
 

@@ -67,6 +67,8 @@ class PromptInput(TextArea):
     BINDINGS = [
         Binding("pageup", "app.scroll_chat(-1)", "Scroll up", id="input.scroll_up", show=False),
         Binding("pagedown", "app.scroll_chat(1)", "Scroll down", id="input.scroll_down", show=False),
+        # Tab: the newest message first (the chat's oldest, far above, came first in the screen's order).
+        Binding("tab", "app.focus_chat", "Focus the newest message", id="input.focus_chat", show=False),
     ]
 
     class Submitted(Message):

@@ -90,3 +90,35 @@ async def test_a_versions_hint_names_the_directions_that_exist_and_fits_at_80_co
         assert "← previous version" in seen[(3, 3)] and "→ next" not in seen[(3, 3)]
         assert "← previous version" in seen[(2, 3)] and "→ next version" in seen[(2, 3)]
         assert "→ next version" in seen[(1, 3)] and "← previous" not in seen[(1, 3)]
+
+
+async def test_tab_from_the_input_reaches_the_newest_message_first(tmp_path: Path):
+    """Tab from the input went to the oldest message (out of view); only Shift+Tab reached the
+    last reply. Now the newest first, in view; Shift+Tab goes up, Tab back down to the input."""
+    app = create_app(RecordingBackend(reply="a reply\n\nof a few\n\nlines"), blink=False,
+                     history=History(tmp_path / "history.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for prompt in ("one", "two", "three", "four"):
+            await send(pilot, prompt)
+        messages = app.chat.messages()
+        assert app.prompt_input.has_focus
+        await pilot.press("tab")
+        await settle(pilot)
+        assert app.focused is messages[-1]
+        view = app.chat.region
+        assert view.y <= messages[-1].region.y < view.bottom  # in view
+        await pilot.press("shift+tab")
+        assert app.focused is messages[-2]  # up the conversation
+        await pilot.press("tab")
+        assert app.focused is messages[-1]
+        await pilot.press("tab")  # from the newest message: on to the input
+        assert app.prompt_input.has_focus
+
+
+async def test_tab_from_an_empty_chats_input_moves_on_as_ever(tmp_path: Path):
+    app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "history.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("tab")
+        assert not app.prompt_input.has_focus
