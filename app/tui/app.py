@@ -233,7 +233,7 @@ class VibechatApp(OutsideTextApp):
         if action == "stop":
             return self.generating  # False: not in the footer either
         if action == "cancel_edit":
-            return self.replies.can_cancel_edit
+            return self.replies.edit.can_cancel
         # Regenerate, edit and copy always run: with nothing to act on, they say why
         # (a disabled binding would swallow the key without a word).
         return True
@@ -269,7 +269,7 @@ class VibechatApp(OutsideTextApp):
         self.replies.stop()
 
     async def action_cancel_edit(self) -> None:
-        await self.replies.cancel_edit()
+        await self.replies.edit.cancel()
 
     def action_quit_if_empty(self) -> None:
         """Ctrl+D: quit, when the input is empty (from the input, it only comes here then)."""
@@ -286,7 +286,7 @@ class VibechatApp(OutsideTextApp):
         await self.replies.regenerate()
 
     async def action_edit_last(self) -> None:
-        await self.replies.edit_last()
+        await self.replies.edit.edit_last()
 
     def action_copy_last(self) -> None:
         self.replies.copy_last()

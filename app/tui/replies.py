@@ -53,23 +53,16 @@ from .host import ChatHost
 from .prompt_input import PromptInput
 from .markdown_segment import warm_up as warm_up_markdown
 from .pacing import FrameHold, RenderPacer, ui_budget
-from .queued_note import EditingNote, QueuedNote
+from .prompt_edit import PromptEdit
+from .queued_note import QueuedNote
 from .reply_stream import ReplyStream
 
 if TYPE_CHECKING:
     from .host import Handlers
 
 log = logging.getLogger("vibechat.tui")
-
-
-@dataclasses.dataclass(frozen=True)
-class Editing:
-    """A prompt taken back into the input with Ctrl+L, being edited: what Esc puts back."""
-
-    conversation_id: int | None  # the saved conversation, reopened as it was (None: not saved, no way back)
-    draft: str  # the input's text before Ctrl+L
-    tray: tuple[Attachment, ...]  # the tray's attachments before Ctrl+L
 MAX_KEPT_IN_INPUT = 4 << 20  # a refused prompt goes back into the input up to this many characters
+
 
 
 class Replies:
@@ -79,8 +72,7 @@ class Replies:
         self.last_stream: ReplyStream | None = None  # ... and after it ended
         self.hold: FrameHold | None = None  # the sent message's frame, waiting for the first words
         self.turn: Turn | None = None
-        self._before_edit: Editing | None = None  # as things were at the last Ctrl+L
-        self.editing: Editing | None = None  # a prompt taken back with Ctrl+L (``edit_last``)
+        self.edit = PromptEdit(self)  # a prompt taken back with Ctrl+L, being edited
 
     @property
     def session(self) -> ChatSession:
@@ -197,7 +189,7 @@ class Replies:
     async def start(self) -> None:
         """Answer the conversation's last prompt."""
         host = self.host
-        await self.end_edit()  # the edited prompt was sent (or another reply asked for)
+        await self.edit.end()  # the edited prompt was sent (or another reply asked for)
         self._hold()
         widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
         if not self.state.model_ready:
@@ -466,7 +458,7 @@ class Replies:
         too (a freshly loaded model has nothing to forget)."""
         host = self.host
         self.abandon()
-        await self.end_edit()
+        await self.edit.end()
         self.session.new_conversation(reset_cache=reset_cache)
         host.sidebar.current = None
         await host.chat.clear()
@@ -482,7 +474,7 @@ class Replies:
         the prompt). The replaced reply stays saved, as its sibling (‹ 1/2 ›: ← switches back)."""
         focused = self.host.focused
         if isinstance(focused, AssistantMessage) and focused.message_id is not None:
-            later = self._after(focused)
+            later = self.after(focused)
             if later and not self.state.generating:
                 await self._regenerate_earlier(focused, later)
                 return
@@ -505,7 +497,7 @@ class Replies:
         else:
             self.session.stop_writing()
 
-    def _after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]:
+    def after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]:
         """The messages on screen after ``widget``."""
         widgets = self.host.chat.messages()
         return widgets[widgets.index(widget) + 1:] if widget in widgets else []
@@ -522,108 +514,6 @@ class Replies:
         for other in [widget, *later]:
             await other.remove()
         await self.start()
-
-    async def _edit_earlier(self, widget: ChatMessageWidget) -> bool:
-        """Take a prompt before the last back into the input: the branch on screen ends
-        before it, and sending starts a sibling branch (the old one stays, one ← away)."""
-        host = self.host
-        assert widget.message_id is not None
-        self.abandon()
-        if not await self.catch_up():
-            return True
-        text = self.session.chat.take_user(widget.message_id)
-        self.session.stop_writing()
-        if text is None:
-            return False
-        for other in [widget, *self._after(widget)]:
-            await other.remove()
-        if isinstance(widget, UserMessage):  # its attachments come back to the tray too
-            await host.attachments.give_back(widget.attachments)
-        await self._took_back(text)
-        return True
-
-    async def _took_back(self, text: str) -> None:
-        host = self.host
-        self.editing = self._before_edit
-        await self.show_editing()
-        host.prompt_input.give_back(text)  # a draft in the input stays as it is, after it
-        host.prompt_input.focus()
-        host.refresh_bindings()
-        if not self.session.conversation.turns:  # the meter leaves the turn taken back out
-            self.state.context_used = 0
-        elif self.state.model_ready:
-            self.count_context()
-
-    async def edit_last(self) -> None:
-        """Take the focused prompt, else the last one, back into the input (and what followed
-        it off the screen: it stays saved, and the edited prompt becomes its sibling)."""
-        host = self.host
-        chatlog = self.session.chat
-        if self.editing is None:  # (a second Ctrl+L while editing: Esc still goes back to before the first)
-            self._before_edit = Editing(chatlog.conversation_id if chatlog.saving else None,
-                                        host.prompt_input.text, host.attachments.pending)
-        focused = host.focused
-        if (isinstance(focused, ChatMessageWidget) and focused.role == "user" and focused.message_id is not None
-                and any(w.role == "user" for w in self._after(focused))):
-            if await self._edit_earlier(focused):
-                return
-        if not any(turn.role == "user" for turn in self.session.conversation.turns):
-            host.notify("Nothing to edit yet: Ctrl+L takes your last message back into the input once you have "
-                        "sent one.", timeout=4)
-            return
-        self.abandon()
-        caught_up = await self.catch_up()
-        text = self.session.chat.take_last_user() if caught_up else None
-        self.session.stop_writing()
-        if text is None:
-            return
-        widgets = host.chat.messages()
-        while widgets:
-            last = widgets.pop()
-            await last.remove()
-            if last.role == "user":
-                if isinstance(last, UserMessage):  # its attachments come back to the tray too
-                    await host.attachments.give_back(last.attachments)
-                break
-        await self._took_back(text)
-
-    @property
-    def can_cancel_edit(self) -> bool:
-        """Esc puts the conversation back as it was before Ctrl+L (a saved one, no reply on its way)."""
-        return self.editing is not None and self.editing.conversation_id is not None and not self.state.generating
-
-    async def cancel_edit(self) -> None:
-        """Esc while editing a prompt taken back: the conversation is read again as it is saved (the
-        message and its reply back on screen), the input and the tray as they were before Ctrl+L."""
-        editing = self.editing
-        if editing is None or editing.conversation_id is None or not self.can_cancel_edit:
-            return
-        await self.end_edit()
-        prompt = self.host.prompt_input
-        prompt.load_text(editing.draft)
-        prompt.move_cursor(prompt.document.end)
-        await self.host.attachments.take()
-        await self.host.attachments.give_back(editing.tray)
-        self.host.chats.reopen(editing.conversation_id)
-
-    async def end_edit(self) -> None:
-        """The edit is over (sent, cancelled, another conversation): its line goes."""
-        if self.editing is not None:
-            self.editing = None
-            await self.show_editing()
-            self.host.refresh_bindings()
-
-    async def show_editing(self) -> None:
-        """The line above the input that says a prompt is being edited (none when not)."""
-        prompt = self.host.prompt_input
-        area = prompt.parent
-        if not isinstance(area, Widget):  # the app is closing
-            return
-        notes = list(area.query_children(EditingNote))
-        if self.editing is None:
-            await area.remove_children(notes)
-        elif not notes:
-            await area.mount(EditingNote(self.editing.conversation_id is not None), before=prompt)
 
     def reset_cache(self) -> None:
         """A new conversation: the KV cache empties before the engine's next use."""
