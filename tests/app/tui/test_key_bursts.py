@@ -12,7 +12,7 @@ from textual import events
 from textual.keys import _character_to_key, _get_unicode_name_from_key
 
 from fakes import RecordingBackend, settle
-from helpers import wait_for
+from helpers import keep_notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.history_screens import SearchScreen
@@ -104,3 +104,28 @@ async def test_slash_d_and_enter_typed_as_search_opens_go_to_the_search(tmp_path
         assert app.prompt_input.text == ""
         with History(db) as other:
             assert other.count() == 2
+
+
+async def test_slash_d_and_enter_typed_fast_on_the_conversation_list_open_no_delete_question(tmp_path: Path,
+                                                                                           monkeypatch):
+    """The reported case: "/d" Enter from tmux on the conversation list. The list's old ``/`` opened
+    the search once the key had bubbled up to the app, and the ``d`` that came with it, still on the
+    list, opened the delete question over it. The list acts on no letter now: what is typed there
+    goes to the input, in order."""
+    db = tmp_path / "history.db"
+    seed(db, "keep me", "and me")
+    keep_notifications(monkeypatch)
+    app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(db))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+b")  # the list open and focused
+        await settle(pilot)
+        burst(app, "/", "d", "enter")
+        await landed(pilot)
+        assert app.screen is app.default_screen  # no question, no dialog
+        with History(db) as other:
+            assert other.count() == 2
+        # As typed one by one: "/d" in the input, and Enter there sends it (an unknown command: said).
+        assert app.session.chat.conversation_id is None  # the Enter opened nothing from the list
+        assert app.prompt_input.has_focus and app.prompt_input.prompt_history == ["/d"]
+        assert was_notified(app, "Unknown command /d")
