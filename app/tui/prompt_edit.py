@@ -79,6 +79,7 @@ class PromptEdit:
         return True
 
     async def _took_back(self, text: str) -> None:
+        """``text`` taken back: into the input, and the edit begins (its line above the input)."""
         host = self.replies.host
         self.editing = self._before
         await self.show()
@@ -97,7 +98,7 @@ class PromptEdit:
         chatlog = self.replies.session.chat
         if self.editing is None:  # (a second Ctrl+L while editing: Esc still goes back to before the first)
             self._before = Editing(chatlog.conversation_id if chatlog.saving else None,
-                                        host.prompt_input.text, host.attachments.pending)
+                                   host.prompt_input.text, host.attachments.pending)
         focused = host.focused
         if (isinstance(focused, ChatMessageWidget) and focused.role == "user" and focused.message_id is not None
                 and any(w.role == "user" for w in self.replies.after(focused))):

@@ -64,7 +64,6 @@ log = logging.getLogger("vibechat.tui")
 MAX_KEPT_IN_INPUT = 4 << 20  # a refused prompt goes back into the input up to this many characters
 
 
-
 class Replies:
     def __init__(self, host: ChatHost) -> None:
         self.host = host
