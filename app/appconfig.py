@@ -28,9 +28,9 @@ BINDING_IDS: tuple[str, ...] = (
     "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
     "models", "change_theme", "temperature_down", "temperature_up", "top_k_down", "top_k_up",
     "top_p_down", "top_p_up", "scroll_end", "scroll_home", "toggle_sidebar", "search_history", "quit_hint",
-    "toggle_thinking", "quit_if_empty", "hide_config_problems",
+    "toggle_thinking", "quit_if_empty", "hide_config_problems", "cancel_edit",
     # the prompt input
-    "input.scroll_up", "input.scroll_down",
+    "input.scroll_up", "input.scroll_down", "input.focus_chat",
     # a focused message
     "message.copy", "message.copy_code", "message.open_link", "message.previous_version", "message.next_version", "tool.toggle",
     "attachment.toggle", "attachment.remove",  # a file under a prompt; a line of the tray above the input

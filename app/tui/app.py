@@ -235,6 +235,8 @@ class VibechatApp(OutsideTextApp):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop":
             return self.generating  # False: not in the footer either
+        if action == "cancel_edit":
+            return self.replies.edit.can_cancel
         # Regenerate, edit and copy always run: with nothing to act on, they say why
         # (a disabled binding would swallow the key without a word).
         return True
@@ -255,8 +257,22 @@ class VibechatApp(OutsideTextApp):
         if self.generating and not self.closing:  # else: already refreshed, or the screens are gone
             self.refresh_bindings()
 
+    def action_focus_chat(self) -> None:
+        """Tab from the input: the newest message, scrolled into view, when the chat is where the
+        focus goes next (else, the parameter panel open after the input, on as ever). From there
+        Shift+Tab goes up the conversation and Tab back down to the input."""
+        chain = self.screen.focus_chain
+        prompt = self.prompt_input
+        after = chain[(chain.index(prompt) + 1) % len(chain)] if prompt in chain else None
+        into_chat = after is not None and (after is self.chat or self.chat in after.ancestors)
+        if not (into_chat and self.chat.focus_newest()):
+            self.screen.focus_next()
+
     def action_stop(self) -> None:
         self.replies.stop()
+
+    async def action_cancel_edit(self) -> None:
+        await self.replies.edit.cancel()
 
     def action_quit_if_empty(self) -> None:
         """Ctrl+D: quit, when the input is empty (from the input, it only comes here then)."""
@@ -273,7 +289,7 @@ class VibechatApp(OutsideTextApp):
         await self.replies.regenerate()
 
     async def action_edit_last(self) -> None:
-        await self.replies.edit_last()
+        await self.replies.edit.edit_last()
 
     def action_copy_last(self) -> None:
         self.replies.copy_last()
@@ -293,7 +309,11 @@ class VibechatApp(OutsideTextApp):
 
     async def on_event(self, event: events.Event) -> None:
         """While a question is up (``question.py``), what the user types or pastes goes where
-        they were typing, and a key pressed before the question could be seen goes nowhere."""
+        they were typing, and a key pressed before the question could be seen goes nowhere. A
+        key that types, pressed on the conversation list or the chat, takes the input the focus
+        first (``_typing_elsewhere``)."""
+        if isinstance(event, events.Key) and not event.is_forwarded and self._typing_elsewhere(event):
+            self.screen.set_focus(self.prompt_input)
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded and self._question is not None:
             question = self._question
             if isinstance(event, events.Paste):
@@ -305,6 +325,17 @@ class VibechatApp(OutsideTextApp):
             if verdict != "take":
                 return
         await super().on_event(event)
+
+    def _typing_elsewhere(self, event: events.Key) -> bool:
+        """``event`` types, and the focus is on the conversation list or the chat, where typing
+        belongs in the input (they post it as ``Typed``). The input takes the focus now, before
+        the key is handed on, so the keys that came with it (a burst: tmux, a paste without
+        brackets, a fast typist) follow it there in order: "/d" Enter typed fast on the list
+        put "/d" in the input and then opened the list's conversation with the Enter."""
+        focused = self.focused
+        if not (event.is_printable and event.character) or focused is None or self.screen is not self.default_screen:
+            return False
+        return any(node is self.sidebar or node is self.chat for node in focused.ancestors_with_self)
 
     @property
     def _question(self) -> QuestionScreen | None:

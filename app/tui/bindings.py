@@ -33,6 +33,8 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     Binding("f4", "change_theme", "Theme", id="change_theme", show=False,
             tooltip="Pick the colour theme (remembered in the config file)"),
     Binding("escape", "stop", "Stop", id="stop", tooltip="Stop the reply; the text so far stays"),
+    Binding("escape", "cancel_edit", "Cancel edit", id="cancel_edit",
+            tooltip="Put back the message taken to edit (Ctrl+L) and its reply, and the input as it was"),
     # Ctrl+C stops a streaming reply, as in ollama and llama-cli; otherwise it falls through
     # to the input's (or a mouse selection's) copy, then to Textual's hint on how to quit.
     # Binding ctrl+c here replaces Textual's own ctrl+c binding (a class's bindings for a

@@ -160,9 +160,10 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     def on_focus(self) -> None:
         """The message's keys beside its label, as they are now (a streaming reply's Ctrl+C
         stops it: then not shown)."""
-        keys = [f"{self.app.get_key_display(binding)} {binding.description.lower()}"
-                for node, binding, enabled, _tooltip in self.screen.active_bindings.values()
+        mine = [binding for node, binding, enabled, _tooltip in self.screen.active_bindings.values()
                 if node is self and enabled]
+        mine.sort(key=lambda binding: not binding.action.startswith("branch"))  # first: they fit at 80 columns
+        keys = [f"{self.app.get_key_display(binding)} {binding.description.lower()}" for binding in mine]
         if keys:
             self.query_one(".message--role", Static).update(self._label_content("   " + " · ".join(keys)))
 
@@ -188,8 +189,11 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
                 self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "branch":  # only with siblings: else the arrows scroll the chat as ever
-            return self.branch[1] > 1 and self.message_id is not None
+        if action == "branch":  # only towards a sibling that exists: else the arrows scroll the chat as ever
+            index, count = self.branch
+            step = parameters[0] if parameters else 0
+            towards = index > 1 if isinstance(step, int) and step < 0 else index < count
+            return count > 1 and towards and self.message_id is not None
         return True
 
     def action_branch(self, step: int) -> None:
@@ -527,6 +531,14 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
             stand_in.action_show()
         self.release_anchor()
         self.scroll_home(animate=False)
+
+    def focus_newest(self) -> bool:
+        """Focus the newest message, scrolled into view (Tab from the input); False: none yet."""
+        messages = self.messages()
+        if not messages:
+            return False
+        messages[-1].focus()
+        return True
 
     def messages(self) -> list[ChatMessageWidget]:
         return list(self.query(ChatMessageWidget))

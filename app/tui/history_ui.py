@@ -308,6 +308,12 @@ class HistoryManager:
         self.host.run_worker(lambda: self._read(conversation_id, jump_to), thread=True, exclusive=True,
                              group="history-open", exit_on_error=False)
 
+    def reopen(self, conversation_id: int) -> None:
+        """The conversation read again as it is saved, on its saved branch (Esc after Ctrl+L: the
+        edit is dropped, the message and its reply come back)."""
+        self.host.run_worker(lambda: self._read(conversation_id, None), thread=True, exclusive=True,
+                             group="history-open", exit_on_error=False)
+
     def _read(self, conversation_id: int, jump_to: int | None) -> None:
         """In a worker: the conversation, on the branch through ``jump_to`` (a search hit, a
         sibling switched to) when given, which is then the branch it opens on next time too."""

@@ -67,6 +67,8 @@ class PromptInput(TextArea):
     BINDINGS = [
         Binding("pageup", "app.scroll_chat(-1)", "Scroll up", id="input.scroll_up", show=False),
         Binding("pagedown", "app.scroll_chat(1)", "Scroll down", id="input.scroll_down", show=False),
+        # Tab: the newest message first (the chat's oldest, far above, came first in the screen's order).
+        Binding("tab", "app.focus_chat", "Focus the newest message", id="input.focus_chat", show=False),
     ]
 
     class Submitted(Message):
@@ -242,6 +244,22 @@ class PromptInput(TextArea):
             self._recall(1)
             return
         await super()._on_key(event)
+        if not event.is_printable:
+            await self._edit_now(event)
+
+    async def _edit_now(self, event: events.Key) -> None:
+        """Run the input's own binding for ``event`` (Ctrl+U, Backspace, the arrows ...) now, in
+        the order the keys came. Textual runs a widget's bindings only once the key has bubbled up
+        to the app, through every container's queue, while the input goes on inserting the keys
+        after it: from a burst (tmux's ``send-keys``, a paste without brackets, a fast typist),
+        "Ctrl+U hello" cleared the line after "hel" was typed. The binding is the one the app would
+        have run (the focused widget's come first); one the input refuses (``check_action``) goes
+        on up as before."""
+        for binding in self._bindings.key_to_bindings.get(event.key, ()):
+            if not binding.priority and await self.app.run_action(binding.action, self):
+                event.stop()
+                event.prevent_default()
+                return
 
     def _on_last_line(self) -> bool:
         return self.cursor_location[0] >= self.document.line_count - 1

@@ -1,4 +1,5 @@
-"""The queued message, shown above the input until it is sent or taken back.
+"""The queued message, shown above the input until it is sent or taken back; and the line that
+says a message taken back with Ctrl+L is being edited (``EditingNote``).
 
 A message sent while a reply is on its way waits in the input (``PromptInput.queued``);
 this line shows it, dimmed, in the manner of a user message in the conversation (the
@@ -42,3 +43,22 @@ class QueuedNote(Static):
         if len(lines) > PREVIEW_LINES:
             preview += " …"
         return Content.assemble(("You · queued", "bold"), HINT, "\n", preview)
+
+
+class EditingNote(Static):
+    """"editing · Esc cancels" above the input while a message taken back with Ctrl+L is edited
+    (its reply left the screen with it): Esc puts the conversation back as it was."""
+
+    DEFAULT_CSS = """
+    EditingNote {
+        height: auto;
+        margin: 0 1 0 1;
+        padding: 0 1;
+        border-left: thick $secondary 50%;
+        color: $text-muted;
+    }
+    """
+
+    def __init__(self, cancellable: bool) -> None:
+        hint = " · Esc cancels: the message and its reply come back" if cancellable else ""
+        super().__init__(Content.assemble(("You · editing", "bold"), hint), id="editing")

@@ -53,6 +53,7 @@ from .host import ChatHost
 from .prompt_input import PromptInput
 from .markdown_segment import warm_up as warm_up_markdown
 from .pacing import FrameHold, RenderPacer, ui_budget
+from .prompt_edit import PromptEdit
 from .queued_note import QueuedNote
 from .reply_stream import ReplyStream
 
@@ -70,6 +71,7 @@ class Replies:
         self.last_stream: ReplyStream | None = None  # ... and after it ended
         self.hold: FrameHold | None = None  # the sent message's frame, waiting for the first words
         self.turn: Turn | None = None
+        self.edit = PromptEdit(self)  # a prompt taken back with Ctrl+L, being edited
 
     @property
     def session(self) -> ChatSession:
@@ -186,6 +188,7 @@ class Replies:
     async def start(self) -> None:
         """Answer the conversation's last prompt."""
         host = self.host
+        await self.edit.end()  # the edited prompt was sent (or another reply asked for)
         self._hold()
         widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
         if not self.state.model_ready:
@@ -454,6 +457,7 @@ class Replies:
         too (a freshly loaded model has nothing to forget)."""
         host = self.host
         self.abandon()
+        await self.edit.end()
         self.session.new_conversation(reset_cache=reset_cache)
         host.sidebar.current = None
         await host.chat.clear()
@@ -469,7 +473,7 @@ class Replies:
         the prompt). The replaced reply stays saved, as its sibling (‹ 1/2 ›: ← switches back)."""
         focused = self.host.focused
         if isinstance(focused, AssistantMessage) and focused.message_id is not None:
-            later = self._after(focused)
+            later = self.after(focused)
             if later and not self.state.generating:
                 await self._regenerate_earlier(focused, later)
                 return
@@ -492,7 +496,7 @@ class Replies:
         else:
             self.session.stop_writing()
 
-    def _after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]:
+    def after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]:
         """The messages on screen after ``widget``."""
         widgets = self.host.chat.messages()
         return widgets[widgets.index(widget) + 1:] if widget in widgets else []
@@ -509,64 +513,6 @@ class Replies:
         for other in [widget, *later]:
             await other.remove()
         await self.start()
-
-    async def _edit_earlier(self, widget: ChatMessageWidget) -> bool:
-        """Take a prompt before the last back into the input: the branch on screen ends
-        before it, and sending starts a sibling branch (the old one stays, one ← away)."""
-        host = self.host
-        assert widget.message_id is not None
-        self.abandon()
-        if not await self.catch_up():
-            return True
-        text = self.session.chat.take_user(widget.message_id)
-        self.session.stop_writing()
-        if text is None:
-            return False
-        for other in [widget, *self._after(widget)]:
-            await other.remove()
-        self._took_back(text)
-        if isinstance(widget, UserMessage):  # its attachments come back to the tray too
-            await host.attachments.give_back(widget.attachments)
-        return True
-
-    def _took_back(self, text: str) -> None:
-        host = self.host
-        host.prompt_input.give_back(text)  # a draft in the input stays as it is, after it
-        host.prompt_input.focus()
-        host.refresh_bindings()
-        if not self.session.conversation.turns:  # the meter leaves the turn taken back out
-            self.state.context_used = 0
-        elif self.state.model_ready:
-            self.count_context()
-
-    async def edit_last(self) -> None:
-        """Take the focused prompt, else the last one, back into the input (and what followed
-        it off the screen: it stays saved, and the edited prompt becomes its sibling)."""
-        host = self.host
-        focused = host.focused
-        if (isinstance(focused, ChatMessageWidget) and focused.role == "user" and focused.message_id is not None
-                and any(w.role == "user" for w in self._after(focused))):
-            if await self._edit_earlier(focused):
-                return
-        if not any(turn.role == "user" for turn in self.session.conversation.turns):
-            host.notify("Nothing to edit yet: Ctrl+L takes your last message back into the input once you have "
-                        "sent one.", timeout=4)
-            return
-        self.abandon()
-        caught_up = await self.catch_up()
-        text = self.session.chat.take_last_user() if caught_up else None
-        self.session.stop_writing()
-        if text is None:
-            return
-        widgets = host.chat.messages()
-        while widgets:
-            last = widgets.pop()
-            await last.remove()
-            if last.role == "user":
-                if isinstance(last, UserMessage):  # its attachments come back to the tray too
-                    await host.attachments.give_back(last.attachments)
-                break
-        self._took_back(text)
 
     def reset_cache(self) -> None:
         """A new conversation: the KV cache empties before the engine's next use."""
