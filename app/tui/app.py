@@ -310,8 +310,8 @@ class VibechatApp(OutsideTextApp):
     async def on_event(self, event: events.Event) -> None:
         """While a question is up (``question.py``), what the user types or pastes goes where
         they were typing, and a key pressed before the question could be seen goes nowhere. A
-        key that types, pressed on the conversation list or the chat, takes the input the focus
-        first (``_typing_elsewhere``)."""
+        key that types, pressed on the conversation list, the chat or the parameter panel, gives
+        the input the focus first (``_typing_elsewhere``)."""
         if isinstance(event, events.Key) and not event.is_forwarded and self._typing_elsewhere(event):
             self.screen.set_focus(self.prompt_input)
         if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded and self._question is not None:
@@ -327,15 +327,16 @@ class VibechatApp(OutsideTextApp):
         await super().on_event(event)
 
     def _typing_elsewhere(self, event: events.Key) -> bool:
-        """``event`` types, and the focus is on the conversation list or the chat, where typing
-        belongs in the input (they post it as ``Typed``). The input takes the focus now, before
-        the key is handed on, so the keys that came with it (a burst: tmux, a paste without
-        brackets, a fast typist) follow it there in order: "/d" Enter typed fast on the list
-        put "/d" in the input and then opened the list's conversation with the Enter."""
+        """``event`` types, and the focus is where typing belongs in the input (the conversation
+        list, the chat, the parameter panel: ``TypesIntoInput``, which post it as ``Typed``).
+        The input takes the focus now, before the key is handed on, so the keys that came with
+        it (a burst: tmux, a paste without brackets, a fast typist) follow it there in order:
+        "/d" Enter typed fast on the list put "/d" in the input and then opened the list's
+        conversation with the Enter."""
         focused = self.focused
         if not (event.is_printable and event.character) or focused is None or self.screen is not self.default_screen:
             return False
-        return any(node is self.sidebar or node is self.chat for node in focused.ancestors_with_self)
+        return any(isinstance(node, TypesIntoInput) for node in focused.ancestors_with_self)
 
     @property
     def _question(self) -> QuestionScreen | None:
