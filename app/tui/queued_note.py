@@ -18,9 +18,11 @@ PREVIEW_LINES = 2  # lines of the queued message shown (the rest: "…")
 HINT = " — sent when the reply ends · Esc or ↑ takes it back"
 
 
-class QueuedNote(Static):
+class NoteAboveInput(Static):
+    """A dimmed line above the input, bordered as a user message in the conversation is."""
+
     DEFAULT_CSS = """
-    QueuedNote {
+    NoteAboveInput {
         height: auto;
         margin: 0 1 0 1;
         padding: 0 1;
@@ -29,6 +31,8 @@ class QueuedNote(Static):
     }
     """
 
+
+class QueuedNote(NoteAboveInput):
     def __init__(self, text: str) -> None:
         super().__init__(self.describe(text), id="queued")
 
@@ -45,19 +49,9 @@ class QueuedNote(Static):
         return Content.assemble(("You · queued", "bold"), HINT, "\n", preview)
 
 
-class EditingNote(Static):
+class EditingNote(NoteAboveInput):
     """"editing · Esc cancels" above the input while a message taken back with Ctrl+L is edited
     (its reply left the screen with it): Esc puts the conversation back as it was."""
-
-    DEFAULT_CSS = """
-    EditingNote {
-        height: auto;
-        margin: 0 1 0 1;
-        padding: 0 1;
-        border-left: thick $secondary 50%;
-        color: $text-muted;
-    }
-    """
 
     def __init__(self, cancellable: bool) -> None:
         hint = " · Esc cancels: the message and its reply come back" if cancellable else ""
