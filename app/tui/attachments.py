@@ -109,7 +109,20 @@ class Attachments:
             self.host.notify(f"{name} needs a path: {COMMANDS[name].split(': ', 1)[0]}, e.g. {name} "
                              f"~/{'photo.png' if kind == 'image' else 'notes.md'}", severity="warning", timeout=6)
             return
+        if kind == "image" and self._refuses_images():
+            return
         self.attach(path_argument(arg), kind)
+
+    def _refuses_images(self) -> bool:
+        """The loaded model is known to take no images: said in one line, with the fix, and True
+        (an image is refused where it is attached, not at Enter). Before a model is loaded,
+        images are accepted and checked when the prompt is sent."""
+        model = self.host.state.model
+        if model is None or model.takes_images:
+            return False
+        self.host.notify(f"{outside.one_line(model.name)} takes no images: load a vision model (F3) with its "
+                         "projector (--mmproj FILE) to attach one.", severity="error", timeout=8)
+        return True
 
     def attach(self, path: str | Path, kind: Literal["image", "file"] | None) -> None:
         """Read ``path`` in a worker (``kind`` None: whichever it is); the tray shows it once kept."""
@@ -139,6 +152,8 @@ class Attachments:
     async def on_read(self, message: Read) -> None:
         self.reading = max(0, self.reading - 1)
         a = message.attachment
+        if a.is_image and self._refuses_images():  # a pasted path, or the model changed while it was read
+            return
         if not await self.tray.add(a):
             self.host.notify(f"{outside.one_line(a.name)} is attached already.", timeout=3)
             return

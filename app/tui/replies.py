@@ -138,7 +138,8 @@ class Replies:
         try:
             self.session.check_prompt(text, attached)
         except VibechatError as exc:  # refused before it is saved or tokenized; kept in the input if editable there
-            host.notify(str(exc), severity="error")
+            detach = " (its attachments stay: /detach N or /detach all, or Delete on a line of the tray, removes them)"
+            host.notify(str(exc) + (detach if attached else ""), severity="error")
             if len(text) <= MAX_KEPT_IN_INPUT:
                 host.prompt_input.give_back(text)
             if not pending:

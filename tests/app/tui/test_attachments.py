@@ -161,18 +161,38 @@ async def test_a_pasted_path_is_offered_and_attached_only_on_enter(tmp_path):
         assert not tray(app).offering
 
 
-async def test_an_image_to_a_model_without_images_is_refused_and_stays_pending(tmp_path):
+async def test_an_image_for_a_model_known_to_take_none_is_refused_where_it_is_attached(tmp_path):
+    """Not accepted into the tray to be refused at Enter: /image (or a pasted image path) on a
+    loaded model without a projector is one line at once, naming --mmproj and a vision model."""
     photo = write_png(tmp_path / "photo.png")
     backend = RecordingBackend()  # no projector
     app = create_app(backend, blink=False, save=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await attach(pilot, f"/image {photo}", 1)
+        refusal = errors(app)
+        assert len(refusal) == 1 and "takes no images" in refusal[0] and "--mmproj" in refusal[0]
+        assert "vision model" in refusal[0] and "\n" not in refusal[0]
+        assert tray(app).attachments == ()  # nothing pending
+        app.attachments.attach(photo, None)  # a pasted path, accepted with Enter: read, then refused
+        await wait_for(pilot, lambda: len(errors(app)) == 2, "the second refusal")
+        await settle(pilot)
+        assert tray(app).attachments == ()
+
+
+async def test_an_image_refused_at_enter_stays_pending_and_the_line_says_how_to_remove_it(tmp_path):
+    photo = write_png(tmp_path / "photo.png")
+    backend = RecordingBackend(info=VISION)
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await attach(pilot, f"/image {photo}", 1)
+        backend.info = app.session.info = INFO  # the model changed (no projector) while the image waited
         await send(pilot, "Describe it.")
         assert backend.requests == [] and user_messages(app) == []
         refusal = errors(app)
         assert len(refusal) == 1 and "takes no images" in refusal[0] and "--mmproj" in refusal[0]
-        assert "\n" not in refusal[0]
+        assert "/detach" in refusal[0] and "\n" not in refusal[0]
         assert len(tray(app).attachments) == 1  # still pending
         assert app.prompt_input.text == "Describe it."  # and the prompt back in the input
 
