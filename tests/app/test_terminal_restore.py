@@ -281,3 +281,42 @@ def test_a_signal_mid_reply_restores_the_terminal_and_keeps_the_reply(chat_env, 
         if engine is not None and Path(f"/proc/{engine}").exists():
             os.kill(engine, signal.SIGKILL)
         term.close()
+
+
+CRASHING_CHAT = """\
+from vibechat.app.tui.app import VibechatApp
+
+def crash(self):
+    raise RuntimeError("an injected crash in the chat's own code")
+
+VibechatApp.action_help = crash  # F1 now fails inside the chat
+from vibechat.app.cli import main
+main()
+"""
+
+
+def test_a_crash_in_the_chats_own_code_restores_the_terminal(chat_env):
+    """A bug in the chat itself (an exception in an action, here F1's): the terminal is
+    restored all the same (every mode off, the cursor shown, the tty's settings) and the exit
+    status is not 0. The traceback is shown, once the screen is the terminal's again: a bug
+    report needs it."""
+    python = str(VIBECHAT_BIN.parent / "python")
+    term = Terminal([], chat_env, program=[python, "-c", CRASHING_CHAT])
+    try:
+        term.wait_for("Enter sends", "the model to load")
+        term.type(b"\x1bOP")  # F1
+        try:
+            code = term.proc.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the chat did not end after its crash:\n{term.text()[-3000:]}")
+        term.tty_after = termios.tcgetattr(term.slave)
+    finally:
+        term.close()
+    out, screen = term.raw(), term.text()
+    assert code != 0 and "an injected crash in the chat's own code" in screen, screen[-3000:]
+    for name, (on, off) in MODES.items():
+        last_on = out.rfind(on)
+        assert last_on >= 0 and out.find(off, last_on) > last_on, f"{name}: still on after the crash"
+    assert out.rfind(b"\x1b[?25h") > out.rfind(b"\x1b[?25l")
+    assert out.rfind(b"\x1b[?1049l") > out.rfind(b"\x1b[?1049h")
+    assert term.tty_after == term.tty_before
