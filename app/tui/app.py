@@ -302,8 +302,9 @@ class VibechatApp(OutsideTextApp):
 
     @on(TypesIntoInput.Typed)
     def _on_typed(self, message: TypesIntoInput.Typed) -> None:
-        """Typing (or a paste, whole) while a message, the chat or the conversation list has
-        focus: the text goes where it belongs, at the input's cursor."""
+        """A paste (whole) while a message, the chat, the conversation list or the parameter panel
+        has the focus: the text goes where it belongs, at the input's cursor (typed keys go there
+        by ``_typing_elsewhere``)."""
         self.prompt_input.focus()
         self.prompt_input.insert(message.character, maintain_selection_offset=False)
 
@@ -312,10 +313,13 @@ class VibechatApp(OutsideTextApp):
         they were typing, and a key pressed before the question could be seen goes nowhere. A
         key that types, pressed on the conversation list, the chat or the parameter panel, gives
         the input the focus first (``_typing_elsewhere``)."""
-        if isinstance(event, events.Key) and not event.is_forwarded and self._typing_elsewhere(event):
+        if not isinstance(event, (events.Key, events.Paste)) or event.is_forwarded:
+            await super().on_event(event)
+            return
+        if isinstance(event, events.Key) and self._typing_elsewhere(event):
             self.screen.set_focus(self.prompt_input)
-        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded and self._question is not None:
-            question = self._question
+        question = self._question
+        if question is not None:
             if isinstance(event, events.Paste):
                 self._type_on(pasted_text(event.text))
                 return
@@ -328,7 +332,7 @@ class VibechatApp(OutsideTextApp):
 
     def _typing_elsewhere(self, event: events.Key) -> bool:
         """``event`` types, and the focus is where typing belongs in the input (the conversation
-        list, the chat, the parameter panel: ``TypesIntoInput``, which post it as ``Typed``).
+        list, the chat, the parameter panel: ``TypesIntoInput``).
         The input takes the focus now, before the key is handed on, so the keys that came with
         it (a burst: tmux, a paste without brackets, a fast typist) follow it there in order:
         "/d" Enter typed fast on the list put "/d" in the input and then opened the list's

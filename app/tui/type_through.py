@@ -1,7 +1,9 @@
-"""Widgets on which typing belongs in the input: the chat view (and so its messages) and the
-conversation list. None of them acts on a letter; a printable key or a paste there is posted
-as ``TypesIntoInput.Typed`` (a paste whole, sanitised by the app as it arrived), and the app
-puts it at the input's cursor. Someone who clicked a message, or took the list for closed,
+"""Widgets on which typing belongs in the input: the chat view (and so its messages), the
+conversation list and the parameter panel. None of them acts on a letter. A printable key
+pressed there never reaches them: the app gives the input the focus before it hands the key on
+(``VibechatApp._typing_elsewhere``), so the keys of a burst follow it there in order. A paste
+there is posted as ``TypesIntoInput.Typed`` (whole, sanitised by the app as it arrived), and the
+app puts it at the input's cursor. Someone who clicked a message, or took the list for closed,
 and typed on meant the input."""
 
 from __future__ import annotations
@@ -23,17 +25,11 @@ class TypesIntoInput(_Mixin):
     default CSS)."""
 
     class Typed(Message):
-        """Text typed (or pasted) on the widget: it belongs in the input."""
+        """Text pasted on the widget: it belongs in the input."""
 
         def __init__(self, character: str) -> None:
             super().__init__()
             self.character = character
-
-    def on_key(self, event: events.Key) -> None:
-        if event.is_printable and event.character:
-            event.stop()
-            event.prevent_default()
-            self.post_message(TypesIntoInput.Typed(event.character))
 
     def on_paste(self, event: events.Paste) -> None:
         event.stop()
