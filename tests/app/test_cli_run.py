@@ -328,3 +328,14 @@ def test_help_lists_every_flag():
                  "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--draft-model", "--repack", "--json",
                  "--stats", "--raw"):
         assert flag in out.stdout
+
+
+def test_a_run_is_titled_by_its_prompt_never_by_the_starters_reply(starter_installed):
+    """Issue 46 point 7: the starter is a base model; its reply ("How can I help you?" after
+    "Hello", "I like apples." after a piped "hi") continues the text and is no title. A run's
+    conversation is titled by its prompt, whatever the model answered."""
+    said = vibechat("run", "-n", "24", "Hello")
+    piped = vibechat("run", "-n", "24", input="hi\n")
+    assert said.returncode == 0 and piped.returncode == 0, said.stderr + piped.stderr
+    listed = json.loads(vibechat("history", "list", "--json").stdout)
+    assert [c["title"] for c in listed] == ["hi", "Hello"]  # newest first
