@@ -41,8 +41,8 @@ cli.add_typer(config_app, name="config")
 cli.add_typer(presets_app, name="presets")
 
 # ollama habits: `vibechat list` (or `ls`), `pull`, `show` and `rm` are the `models` commands
-# of the same names, with the same options. Hidden: the
-# command list stays short; the main page's last line names them.
+# of the same names, with the same options. Hidden: the command list stays short; the main
+# page's last line names them.
 OLLAMA_SHORTCUTS: dict[str, Callable[..., None]] = {
     "list": models_list, "ls": models_list, "pull": models_pull, "show": models_show, "rm": models_rm}
 for _name, _command in OLLAMA_SHORTCUTS.items():
