@@ -14,7 +14,7 @@ TITLE_LENGTH = 60
 
 def title_from(prompt: str) -> str:
     """A conversation title from its first prompt: its first substantive line (a question, a
-    request: "Hi\n\nWhy is the sky blue?" is titled by its question), else its first non-empty
+    request: "Hi" then "Why is the sky blue?" is titled by its question), else its first non-empty
     line (a bare "hi" stays "hi"); sanitised (no terminal controls: a title is shown in lists and
     dialogs), shortened. Only the first 64 KiB and 50 lines are looked at."""
     lines = list(_title_lines(prompt))
