@@ -132,10 +132,25 @@ def test_the_checker_finds_what_is_wrong(cli_tree):
     assert check_command(cli_tree, ["history", "export", "12", "[-o", "c12.json]", "[--force]"]) == []
 
 
-def test_the_shortcuts_the_readme_and_help_name_are_models_commands_of_those_names(cli_tree):
+def help_pages(command: Any, path: tuple[str, ...] = ("vibechat",)) -> list[tuple[str, str]]:
+    """``(command path, text)`` for every help text of the command tree: each command's help
+    and epilog and each parameter's help, as ``--help`` shows them."""
+    texts = [command.help or "", command.epilog or "", *(getattr(p, "help", None) or "" for p in command.params)]
+    found = [(" ".join(path), text) for text in texts if text]
+    for name, sub in getattr(command, "commands", {}).items():
+        found += help_pages(sub, (*path, name))
+    return found
+
+
+def test_the_readme_and_the_help_pages_name_real_commands(cli_tree):
     """README: "`vibechat list`, `pull`, `show` and `rm` are the `vibechat models` commands";
     ``--help``: "list (ls), pull, show and rm are the 'models' commands ...". Each name is a
-    ``models`` command (``models show`` beside ``models list``) and a shortcut of its own."""
+    ``models`` command (``models show`` beside ``models list``) and a shortcut of its own; and
+    every command a help page quotes ('vibechat history list') exists with its options."""
+    quoted = [(where, cmd) for where, text in help_pages(cli_tree) for cmd in re.findall(r"'(vibechat [^']+)'", text)]
+    assert len(quoted) > 10
+    for where, cmd in quoted:
+        assert check_command(cli_tree, vibechat_words(cmd)) == [], f"'{where} --help' names {cmd!r}"
     readme = " ".join((REPO / "README.md").read_text().split())
     said = re.search(r"((?:`[^`]+`(?:, | and ))+`[^`]+`) are the `vibechat models` commands", readme)
     assert said, "the README no longer names the ollama-style shortcuts"
