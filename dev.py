@@ -9,24 +9,38 @@ Tests run on one pytest-xdist worker per core (two at least); ``-n 0`` runs them
 
 Set-up is idempotent: the virtualenv lives in .venv and is only reinstalled when
 pyproject.toml changes. pip's wheel cache keeps the compiled llama-cpp-python, so
-only the first set-up on a machine pays for that build. Pass CMAKE_ARGS (for
+only the first set-up on a machine pays for that build. Set-up prints only its own lines
+(what it installs, and when llama-cpp-python is being built): pip's output goes to
+.venv/setup.log, and its last lines are shown when a step fails. Pass CMAKE_ARGS (for
 example CMAKE_ARGS="-DGGML_CUDA=on") to build llama.cpp with GPU support.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import re
 import subprocess
 import sys
+import threading
+import time
 import venv
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+SETUP_LOG = VENV / "setup.log"  # everything pip said during the last set-up
+TAIL_LINES = 40  # of pip's output, shown when a step fails
+STILL_BUILDING_S = 60.0  # how often a long build says it is still going
+# pip's line as it starts building a wheel from source ("Building wheel for llama-cpp-python
+# (pyproject.toml): started"): the one step of a set-up that takes minutes.
+BUILDING = re.compile(r"Building wheel for (llama[-_]cpp[-_]python)\b", re.IGNORECASE)
+BUILD_NOTE = ("dev.py: building llama-cpp-python from source (about 7 minutes on 2 cores; pip keeps "
+              "the wheel, so later set-ups take seconds)")
 
 
 def fail(message: str) -> None:
@@ -61,16 +75,71 @@ def ensure_venv(extras: str) -> None:
     target = f".[{extras}]" if extras else "."
     print(f"dev.py: installing vibechat{'[' + extras + ']' if extras else ''} into .venv "
           "(the first build of llama-cpp-python takes several minutes)", flush=True)
-    steps = [[str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"]]
-    if os.environ.get("CMAKE_ARGS"):
-        # A GPU build: pip would otherwise silently reuse the cached CPU wheel.
-        steps.append([str(PYTHON), "-m", "pip", "install", "--no-cache-dir", "--force-reinstall",
-                      "--no-deps", llama_requirement()])
-    steps.append([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", target])
-    for step in steps:
-        if subprocess.call(step, cwd=ROOT) != 0:
-            fail(f"'{' '.join(step[2:])}' failed; see the pip output above.")
+    SETUP_LOG.write_text("")
+    for step in install_steps(target, os.environ.get("CMAKE_ARGS", "")):
+        code, tail = run_step(step, SETUP_LOG)
+        if code != 0:
+            sys.stderr.write("".join(tail))
+            fail(f"'{' '.join(step[2:])}' failed; pip's last lines are above (all of them: {SETUP_LOG}).")
     stamp.write_text(f"{digest} {extras}")
+
+
+def install_steps(target: str, cmake_args: str) -> list[list[str]]:
+    """pip's commands that install ``target`` (``.`` or ``.[test]``) into .venv: pip itself
+    upgraded, then vibechat editable. With ``cmake_args`` (a GPU build) llama-cpp-python is
+    built first without the cache: pip would otherwise silently reuse the cached CPU wheel.
+    pip speaks at its normal level: ``run_step`` keeps what it says out of sight (in the set-up
+    log) and reads it only to tell when llama-cpp-python is being built."""
+    pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check"]
+    steps = [[*pip, "--upgrade", "pip"]]
+    if cmake_args:
+        steps.append([*pip, "--no-cache-dir", "--force-reinstall", "--no-deps", llama_requirement()])
+    steps.append([*pip, "-e", target])
+    return steps
+
+
+def progress_line(line: str) -> str | None:
+    """dev.py's own line for a line of pip's output, or None: pip's lines (its warnings,
+    setuptools' "Editable installation ... be careful with folders" banner) stay in the set-up
+    log; only the start of a build from source is said, with how long it takes."""
+    return BUILD_NOTE if BUILDING.search(line) else None
+
+
+def run_step(step: list[str], log: Path, out: TextIO | None = None,
+             every: float = STILL_BUILDING_S) -> tuple[int, list[str]]:
+    """Run one pip command with its output (stdout and stderr) appended to ``log``, not shown:
+    on ``out`` (stdout) only ``progress_line``'s lines, and while a build runs, every ``every``
+    seconds, how long it has been going. Returns the exit status and pip's last ``TAIL_LINES``
+    lines (for a failure: what went wrong)."""
+    out = out if out is not None else sys.stdout
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    building: list[float] = []  # when a build started
+    with open(log, "a", encoding="utf-8", errors="replace") as kept:
+        child = subprocess.Popen(step, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, text=True, errors="replace")
+
+        def read() -> None:
+            assert child.stdout is not None
+            for line in child.stdout:
+                kept.write(line)
+                tail.append(line)
+                note = progress_line(line)
+                if note is not None and not building:
+                    building.append(time.monotonic())
+                    print(note, file=out, flush=True)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        while True:
+            try:
+                code = child.wait(timeout=every)
+                break
+            except subprocess.TimeoutExpired:
+                if building:
+                    minutes = (time.monotonic() - building[0]) / 60
+                    print(f"dev.py: still building llama-cpp-python ({minutes:.0f} min so far)", file=out, flush=True)
+        reader.join()
+    return code, list(tail)
 
 
 def workers() -> int:

@@ -14,11 +14,11 @@ import typer
 from .clitools import echo, guard
 from .config_cmd import config_app
 from .history_cmd import history_app
-from .models_cmd import info as models_info
 from .models_cmd import list_cmd as models_list
 from .models_cmd import models_app
 from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
+from .models_cmd import show as models_show
 from .presets_cmd import PresetOpt, presets_app
 from .run_plan import RunFlags, RunPlan
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
@@ -28,8 +28,7 @@ from .options import HISTORY, STRUCTURED, FileOpt, ImageOpt, NoSaveOpt, SettingF
 cli = typer.Typer(
     name="vibechat",
     help="Chat with local LLMs in your terminal. With no command, opens the chat.",
-    epilog="ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands list, pull, info "
-           "and rm.",
+    epilog="ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the same names.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -42,10 +41,10 @@ cli.add_typer(config_app, name="config")
 cli.add_typer(presets_app, name="presets")
 
 # ollama habits: `vibechat list` (or `ls`), `pull`, `show` and `rm` are the `models` commands
-# of the same names (ollama's `show` is `models info`), with the same options. Hidden: the
-# command list stays short; the main page's last line names them.
+# of the same names, with the same options. Hidden: the command list stays short; the main
+# page's last line names them.
 OLLAMA_SHORTCUTS: dict[str, Callable[..., None]] = {
-    "list": models_list, "ls": models_list, "pull": models_pull, "show": models_info, "rm": models_rm}
+    "list": models_list, "ls": models_list, "pull": models_pull, "show": models_show, "rm": models_rm}
 for _name, _command in OLLAMA_SHORTCUTS.items():
     cli.command(_name, hidden=True)(_command)
 

@@ -27,8 +27,9 @@ def fail(message: str, code: int = 1) -> "typer.Exit":
 
 def guard(fn: Callable[[], T], on_failure: Callable[[BaseException, int], object] | None = None) -> T:
     """Run ``fn`` the way every command does: a VibechatError becomes a one-line message and
-    exit code 1, Ctrl-C exit code 130. ``on_failure(exc, exit_status)`` is told first
-    (``run --json``: its object on stdout)."""
+    exit code 1 (or the error's own ``exit_status``: 2 for a command-line error found late, such
+    as ``run`` with no prompt), Ctrl-C exit code 130. ``on_failure(exc, exit_status)`` is told
+    first (``run --json``: its object on stdout)."""
     import typer
 
     from vibechat.engine.errors import VibechatError
@@ -36,9 +37,10 @@ def guard(fn: Callable[[], T], on_failure: Callable[[BaseException, int], object
     try:
         return fn()
     except VibechatError as exc:
+        status = getattr(exc, "exit_status", 1)
         if on_failure is not None:
-            on_failure(exc, 1)
-        raise fail(str(exc)) from None
+            on_failure(exc, status)
+        raise fail(str(exc), status) from None
     except KeyboardInterrupt as exc:
         if on_failure is not None:
             on_failure(exc, 130)

@@ -129,8 +129,8 @@ def list_cmd(json_output: JsonOpt = False) -> None:
     _guard(go)
 
 
-@models_app.command()
-def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list', or a path.")],
+@models_app.command("show")
+def show(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list', or a path.")],
          json_output: JsonOpt = False) -> None:
     """What a model file says about itself: architecture, context, quantization, template."""
     def go() -> None:
@@ -188,6 +188,11 @@ def info(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
             _echo(f"{labels.get(key, key):>15}  {value}")  # GGUF metadata: outside text
 
     _guard(go)
+
+
+# `models info`, the command's name before `show` (ollama's word, beside `list`, `pull` and `rm`):
+# kept for scripts that use it, hidden from the command list.
+models_app.command("info", hidden=True, help=show.__doc__)(show)
 
 
 def _prompt_choice(header):

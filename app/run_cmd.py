@@ -115,6 +115,13 @@ class JsonFailure:
             self.write(str(exc), error_kind(exc), exit_status)
 
 
+class PromptMissing(VibechatError):
+    """No prompt to send (none given, stdin empty, or blank text): a malformed command line,
+    so ``guard`` ends the run with ``exit_status`` 2, as a missing argument does."""
+
+    exit_status = EXIT_USAGE
+
+
 @dataclass(frozen=True)
 class Prompt:
     """The prompt a run sends: ``text``, and ``stdin_chars`` when piped stdin was joined
@@ -136,13 +143,16 @@ def read_prompt(prompt: str | None, stdin: TextIO) -> Prompt:
     if prompt == "-" or (prompt is None and piped):
         text, joined = _read_stdin(stdin), None
     elif prompt is None:
-        raise VibechatError('no prompt: give it after run (vibechat run "Why is the sky blue?"), with --prompt '
+        raise PromptMissing('no prompt: give it after run (vibechat run "Why is the sky blue?"), with --prompt '
                             "TEXT, or pipe text on stdin ('-' reads it).")
     else:
         context = _read_stdin(stdin).rstrip() if piped else ""
         text, joined = (f"{context}{STDIN_JOIN}{prompt}", len(context)) if context.strip() else (prompt, None)
+    if not text.strip() and prompt is None:
+        raise PromptMissing('no prompt: stdin was empty; give it after run (vibechat run "Why is the sky blue?") '
+                            "or with --prompt TEXT, or pipe text on stdin.")
     if not text.strip():
-        raise VibechatError('the prompt is empty: give some text (vibechat run "TEXT", --prompt TEXT, or on stdin).')
+        raise PromptMissing('the prompt is empty: give some text (vibechat run "TEXT", --prompt TEXT, or on stdin).')
     return Prompt(text, joined)
 
 

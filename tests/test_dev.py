@@ -4,6 +4,8 @@ real model, and every test that runs the real model carries the marker that leav
 from __future__ import annotations
 
 import importlib.util
+import io
+import sys
 
 import pytest
 
@@ -46,3 +48,74 @@ def test_every_collected_test_on_the_real_model_is_marked_model(request: pytest.
     on_model = [item for item in items if MODEL_FIXTURE in getattr(item, "fixturenames", ())]
     unmarked = [item.nodeid for item in on_model if not item.get_closest_marker("model")]
     assert not unmarked, f"tests on the real model without the model marker: {unmarked}"
+
+
+BANNER = """\
+  /tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/command/editable_wheel.py:354: \
+BuildBackendWarning: Editable installation.
+  !!
+
+          ********************************************************************************
+          Please be careful with folders in your working directory with the same
+          name as your package as they may take precedence during imports.
+          ********************************************************************************
+
+  !!
+WARNING: Location 'file:///opt/pypi/simple/textual/' is ignored: it is neither a file nor a directory.
+"""
+
+
+def pip_like(tmp_path, output: str, code: int) -> list[str]:
+    """A real child that prints ``output`` as pip would (on stdout and stderr) and exits ``code``."""
+    script = tmp_path / "pip_like.py"
+    script.write_text("import sys\n"
+                      f"text = {output!r}\n"
+                      "half = len(text) // 2\n"
+                      "sys.stdout.write(text[:half]); sys.stdout.flush()\n"
+                      "sys.stderr.write(text[half:]); sys.stderr.flush()\n"
+                      f"sys.exit({code})\n")
+    return [sys.executable, str(script)]
+
+
+def test_set_up_runs_pip_at_its_normal_level_and_builds_a_gpu_llama_first():
+    """The set-up's pip commands: pip upgraded, then vibechat editable; with CMAKE_ARGS,
+    llama-cpp-python rebuilt first (the cached CPU wheel would be reused silently). pip is not
+    told to be quiet: its output is captured (``run_step``), and read for the build's start."""
+    dev = load_dev()
+    pip = [str(dev.PYTHON), "-m", "pip", "install", "--disable-pip-version-check"]
+    assert dev.install_steps(".[test]", "") == [[*pip, "--upgrade", "pip"], [*pip, "-e", ".[test]"]]
+    gpu = dev.install_steps(".", "-DGGML_CUDA=on")
+    assert gpu[1] == [*pip, "--no-cache-dir", "--force-reinstall", "--no-deps", dev.llama_requirement()]
+    assert gpu[2] == [*pip, "-e", "."] and dev.llama_requirement().startswith("llama-cpp-python")
+
+
+def test_set_up_shows_its_own_progress_lines_not_pips_banners(tmp_path):
+    """Issue 46 point 7: setuptools' "Editable installation ... be careful with folders" banner
+    and pip's warnings stay in the set-up log; the one long step, building llama-cpp-python,
+    is said in dev.py's own words with how long it takes."""
+    dev = load_dev()
+    assert dev.progress_line("  Building wheel for llama-cpp-python (pyproject.toml): started\n") == dev.BUILD_NOTE
+    assert dev.progress_line("Building wheel for llama_cpp_python (pyproject.toml) ... done") == dev.BUILD_NOTE
+    assert "7 minutes" in dev.BUILD_NOTE
+    assert all(dev.progress_line(line) is None for line in BANNER.splitlines())
+    log, shown = tmp_path / "setup.log", io.StringIO()
+    building = "  Building wheel for llama-cpp-python (pyproject.toml): started\n"
+    code, tail = dev.run_step(pip_like(tmp_path, BANNER + building + "Successfully installed vibechat\n", 0), log,
+                              out=shown)
+    assert code == 0
+    assert shown.getvalue() == dev.BUILD_NOTE + "\n"  # the build said once, nothing of pip's
+    kept = log.read_text()
+    assert "be careful with folders" in kept and "Successfully installed vibechat" in kept
+
+
+def test_a_failed_set_up_step_shows_why(tmp_path):
+    """A step that fails: its status and pip's last lines come back for the user (the error
+    itself among them); the log keeps all of it."""
+    dev = load_dev()
+    log, shown = tmp_path / "setup.log", io.StringIO()
+    noise = "".join(f"Collecting package-{i}\n" for i in range(100))
+    error = "ERROR: Could not find a version that satisfies the requirement llama-cpp-python==9.9\n"
+    code, tail = dev.run_step(pip_like(tmp_path, noise + error, 1), log, out=shown)
+    assert code == 1 and shown.getvalue() == ""
+    assert error in tail and len(tail) == dev.TAIL_LINES
+    assert log.read_text().count("Collecting package-") == 100

@@ -32,7 +32,7 @@ from textual.visual import Visual
 from textual.widgets import Static
 
 from . import outside, reply_fold
-from .clipboard import copied_notice
+from .clipboard import copied_notice, tmux_set_clipboard
 from .confirm import ConfirmScreen
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .markdown_text import code_blocks, http_links
@@ -545,9 +545,22 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
 
     def copy(self, text: str, what: str) -> None:
         """Copy ``text`` through the terminal (OSC 52: works over SSH) and say where it went
-        (``clipboard.copied_notice``: whether it reaches the clipboard is up to the terminal)."""
+        (``clipboard.copied_notice``: whether it reaches the clipboard is up to the terminal).
+        Inside tmux the notice waits for tmux's ``set-clipboard``, asked in a worker thread."""
         self.app.copy_to_clipboard(text)
-        self.notify(copied_notice(what, len(text), os.environ), timeout=6, markup=False)
+        env = dict(os.environ)
+        if not env.get("TMUX"):
+            self._say_copied(copied_notice(what, len(text), env))
+            return
+
+        def ask_tmux() -> None:
+            notice = copied_notice(what, len(text), env, tmux_set_clipboard(env))
+            self.app.call_from_thread(self._say_copied, notice)
+
+        self.run_worker(ask_tmux, thread=True, group="copy-notice", exit_on_error=False)
+
+    def _say_copied(self, notice: str) -> None:
+        self.notify(notice, timeout=6, markup=False)
 
     @on(ChatMessageWidget.CopyRequested)
     def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:

@@ -11,8 +11,8 @@ without evaluating the whole conversation first.
 
 After a new conversation's first reply, an instruct model writes its title (``model_titles``
 in the config): a short request in a worker, which waits for the engine and gives way to
-the user's next message; until then, and for a base model, the title comes from the first
-exchange's words (engine/chat/history.py).
+the user's next message; until then, and for a base model, the title is the first prompt's
+(engine/chat/titles.py), never the reply's words.
 """
 
 from __future__ import annotations

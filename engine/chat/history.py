@@ -230,7 +230,7 @@ class History(HistoryDatabase):
         self._update_conversation(conversation_id, "title = ?, title_set = 1", (title,), touch=False)
 
     def set_title(self, conversation_id: int, title: str) -> bool:
-        """A title written for the conversation (from its first exchange, or by the model):
+        """A title written for the conversation (from its first prompt, or by the model):
         saved unless the user renamed it, without moving it in the lists. True when saved."""
         title = " ".join(title.split())
         if not title:

@@ -51,7 +51,7 @@ from .convlock import WAIT_LIMIT, ConversationBusy, ConversationLock
 from ..errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
 from .database import HistoryError
 from .records import StoredMessage
-from .titles import title_from_exchange, title_from_model
+from .titles import title_from, title_from_model
 from ..settings.limits import prompt_too_large
 from ..settings.params import SamplingParams
 from ..turns.tool_calls import ToolSpec
@@ -352,18 +352,19 @@ class ChatSession:
         self.chat.finish_reply(turn.record, done)
         self._forget(turn)
         self.stop_writing()  # saved: the next writer may read it
-        self._title_first_exchange()
+        self._title_first_prompt()
         return True
 
-    def _title_first_exchange(self) -> None:
-        """After the first reply, the saved title says what the conversation is about (the
-        first message alone is often a "hi"): see ``title_from_exchange``. A title the user
-        gave stays."""
+    def _title_first_prompt(self) -> None:
+        """After the first reply, the saved title is the first prompt's (``title_from``), the
+        prompt that stays when the first message was taken back and edited; never the reply's
+        words (a chat model asked for a title writes its own: ``write_title``). A title the
+        user gave stays; a prompt of attachments only keeps the first one's name."""
         chat = self.chat
         turns = chat.conversation.turns
-        if chat.history is None or chat.conversation_id is None or len(turns) != 2:
+        if chat.history is None or chat.conversation_id is None or len(turns) != 2 or not turns[0].content.strip():
             return
-        title = title_from_exchange(turns[0].content, turns[1].content)
+        title = title_from(turns[0].content)
         if title == chat.title:
             return
         try:

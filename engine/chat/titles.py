@@ -1,5 +1,6 @@
-"""Conversation titles worth reading in a list: from the first prompt, from the first
-exchange (a "hi" is no title: then the reply's first sentence), or as a model wrote one.
+"""Conversation titles worth reading in a list: from the user's first prompt, or as a chat
+model wrote one when it was asked (``ChatSession.write_title``). Never from a reply: a base
+model's continuation ("How can I help you?" after "Hello") is no title of the user's.
 Titles come from outside (the user's and the model's words): sanitised (no terminal
 controls), one line, bounded; only the start of a long text is read."""
 
@@ -12,25 +13,12 @@ TITLE_LENGTH = 60
 
 
 def title_from(prompt: str) -> str:
-    """A conversation title from its first prompt: the first non-empty line, sanitised (no
-    terminal controls: a title is shown in lists and dialogs), shortened. Only the first 64 KiB
-    are looked at."""
-    return next((_short(line) for line in _title_lines(prompt)), "New conversation")
-
-
-def title_from_exchange(prompt: str, reply: str) -> str:
-    """A title worth reading from a conversation's first exchange: the prompt's first
-    substantive line (a question, a request: not a bare "hi"); failing that, the reply's first
-    substantive sentence (a greeting answered says what the model offered); failing that, the
-    prompt's first line. Sanitised and shortened like :func:`title_from`."""
-    for line in _title_lines(prompt):
-        if _substantive(line):
-            return _short(line)
-    for line in _title_lines(reply, markdown=True):
-        for sentence in re.split(r"(?<=[.!?:])\s+", line)[:20]:
-            if _substantive(sentence):
-                return _short(sentence)
-    return title_from(prompt)
+    """A conversation title from its first prompt: its first substantive line (a question, a
+    request: "Hi" then "Why is the sky blue?" is titled by its question), else its first non-empty
+    line (a bare "hi" stays "hi"); sanitised (no terminal controls: a title is shown in lists and
+    dialogs), shortened. Only the first 64 KiB and 50 lines are looked at."""
+    lines = list(_title_lines(prompt))
+    return _short(next((line for line in lines if _substantive(line)), lines[0] if lines else "New conversation"))
 
 
 def title_from_model(text: str) -> str | None:

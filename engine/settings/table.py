@@ -69,8 +69,8 @@ class Config(EngineSettings):
         kind="true or false", example="false", env="VIBECHAT_SAVE_RUNS"))
     model_titles: bool = field(default=True, metadata=doc(
         "In the chat, an instruct model (one with a chat template) writes each new conversation's title "
-        "after its first reply, while it is idle; false (or a base model): the title comes from the first "
-        "exchange's words. A title you give (rename) is always kept.",
+        "after its first reply, while it is idle; false (or a base model): the title is your first prompt's "
+        "first line, never the reply's words. A title you give (rename) is always kept.",
         kind="true or false", example="false", env="VIBECHAT_MODEL_TITLES"))
     models_dir: Path | None = field(default=None, metadata=doc(
         "Where downloaded models go; a relative path is relative to this file's folder.",

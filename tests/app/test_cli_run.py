@@ -121,7 +121,6 @@ def test_system_prompt_is_used(starter_installed):
     (["-p", "hi", "--ctx", "128"], "--ctx must be between 256 and 1048576 (got 128)"),  # llama.cpp would use 256
     (["-p", "hi", "--threads", "0"], "--threads must be between 1 and 1024 (got 0)"),
     (["-p", "hi", "--n-gpu-layers", "-2"], "--n-gpu-layers must be at least -1 (got -2)"),
-    (["-p", "   "], "the prompt is empty"),
     (["-p", "hi", "--model", "/nonexistent/x.gguf"], "does not exist"),
     (["-p", "hi", "--model", "no-such-model"], "no local model named 'no-such-model'"),
     (["-p", "hi", "--kv-cache-type", "q5"], "--kv-cache-type: kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5')"),
@@ -167,10 +166,13 @@ def test_a_context_size_between_steps_is_rounded_up_and_said_everywhere(starter_
     assert "the context holds 512 (300 rounded up to a multiple of 256)" in over.stderr
 
 
-def test_no_prompt_on_a_terminal_is_an_error(starter_installed):
-    # stdin is /dev/null here, which is not a TTY: an empty read gives the empty-prompt error.
+def test_no_prompt_is_a_usage_error(starter_installed):
+    # stdin is /dev/null here, which is not a TTY: an empty read is no prompt, exit 2 as a missing
+    # argument (tests/test_docs_commands.py: the same at a terminal, and the README's table).
     out = vibechat("run")
-    assert out.returncode == 1 and "prompt is empty" in out.stderr
+    assert out.returncode == 2 and "no prompt: stdin was empty" in out.stderr
+    blank = vibechat("run", "-p", "   ")
+    assert blank.returncode == 2 and "the prompt is empty" in blank.stderr
 
 
 def test_control_sequences_are_neutralised_unless_raw(starter_installed, rambling):
@@ -326,3 +328,14 @@ def test_help_lists_every_flag():
                  "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--draft-model", "--repack", "--json",
                  "--stats", "--raw"):
         assert flag in out.stdout
+
+
+def test_a_run_is_titled_by_its_prompt_never_by_the_starters_reply(starter_installed):
+    """Issue 46 point 7: the starter is a base model; its reply ("How can I help you?" after
+    "Hello", "I like apples." after a piped "hi") continues the text and is no title. A run's
+    conversation is titled by its prompt, whatever the model answered."""
+    said = vibechat("run", "-n", "24", "Hello")
+    piped = vibechat("run", "-n", "24", input="hi\n")
+    assert said.returncode == 0 and piped.returncode == 0, said.stderr + piped.stderr
+    listed = json.loads(vibechat("history", "list", "--json").stdout)
+    assert [c["title"] for c in listed] == ["hi", "Hello"]  # newest first

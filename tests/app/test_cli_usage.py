@@ -84,7 +84,7 @@ def test_version_names_vibechat_llama_cpp_and_gpu_offload(flag, user_dirs):
 
 
 HELP_PAGES = [[], ["run"], ["models"], ["models", "search"], ["models", "files"], ["models", "pull"],
-              ["models", "list"], ["models", "info"], ["models", "rm"], ["history"], ["history", "list"],
+              ["models", "list"], ["models", "show"], ["models", "info"], ["models", "rm"], ["history"], ["history", "list"],
               ["history", "show"], ["history", "search"], ["history", "export"], ["history", "rm"], ["config"],
               ["config", "path"], ["config", "show"], ["config", "edit"], ["list"], ["ls"], ["pull"], ["show"],
               ["rm"]]
@@ -166,7 +166,7 @@ def test_every_help_page_keeps_the_bracketed_words_of_its_help_texts():
 
 # ------------------------------------------------------------------ ollama habits
 @pytest.mark.parametrize(("shortcut", "command"), [("list", "list"), ("ls", "list"), ("pull", "pull"),
-                                                   ("show", "info"), ("rm", "rm")])
+                                                   ("show", "show"), ("rm", "rm")])
 def test_ollama_style_shortcuts_are_the_models_commands(shortcut, command):
     short, full = help_page(shortcut), help_page("models", command)
     assert short.returncode == 0 and full.returncode == 0, short.stderr
@@ -183,14 +183,13 @@ def test_the_shortcuts_keep_the_command_list_short_and_are_named_once():
     commands = page.split("Commands", 1)[1].split("╰", 1)[0]
     assert [line.split()[1] for line in commands.splitlines() if line.startswith("│ ")] == [
         "run", "tools", "models", "history", "config", "presets"]
-    assert ("ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands list, pull, info "
-            "and rm.") in flat(page)
+    assert "ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the same names." in flat(page)
 
 
 def test_shortcuts_answer_as_their_models_command(user_dirs):
     listed, shortcut = vibechat("models", "list", "--json"), vibechat("ls", "--json")
     assert shortcut.returncode == 0 and shortcut.stdout == listed.stdout and '"starter"' in shortcut.stdout
-    info, shown = vibechat("models", "info", "starter", "--json"), vibechat("show", "starter", "--json")
+    info, shown = vibechat("models", "show", "starter", "--json"), vibechat("show", "starter", "--json")
     assert shown.returncode == 0 and shown.stdout == info.stdout
     refused = vibechat("rm", "starter", "--yes")  # the bundled model: never deleted, and says why
     assert refused.returncode == 1 and refused.stderr == vibechat("models", "rm", "starter", "--yes").stderr

@@ -95,7 +95,7 @@ def test_pull_list_info_rm(hub):
 
 def test_ollama_style_pull_ls_show_rm(hub):
     """`vibechat pull`, `ls` (`list`), `show` and `rm`, as ollama users type them: the models
-    commands of those names (`show` is `models info`)."""
+    commands of those names."""
     out = vibechat("pull", f"{REPO}:q4_k_m")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"{REPO}:Q4_K_M")
@@ -106,7 +106,7 @@ def test_ollama_style_pull_ls_show_rm(hub):
     assert name in vibechat("ls").stdout
     info = vibechat("show", name, "--json")
     assert info.returncode == 0, info.stderr
-    assert json.loads(info.stdout) == json.loads(vibechat("models", "info", name, "--json").stdout)
+    assert json.loads(info.stdout) == json.loads(vibechat("models", "show", name, "--json").stdout)
     assert json.loads(info.stdout)["quant"] == "Q4_K_M"
     gone = vibechat("rm", name, "--yes")
     assert gone.returncode == 0 and "Deleted" in gone.stdout

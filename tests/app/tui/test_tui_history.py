@@ -684,7 +684,7 @@ async def test_a_message_sent_while_the_title_is_written_stops_it(db, monkeypatc
         backend.title_go.set()
         await settle(pilot)
         assert [m.content for m in backend.requests[-1][0]][-1] == "and the deep sea?"
-        assert app.chatlog.title == "tell me about the sea please"  # the exchange's own words
+        assert app.chatlog.title == "tell me about the sea please"  # the first prompt's own words
     with History(db) as other:
         stored = other.get(other.conversations()[0].id)
         assert stored.title == "tell me about the sea please"
@@ -694,21 +694,26 @@ async def test_a_message_sent_while_the_title_is_written_stops_it(db, monkeypatc
 
 
 @pytest.mark.parametrize("why", ["base model", "model_titles off"])
-async def test_a_base_model_or_model_titles_off_gets_the_title_from_the_exchange(db, monkeypatch, why):
+async def test_a_base_model_or_model_titles_off_gets_the_title_from_the_first_prompt(db, monkeypatch, why):
+    """Issue 46 point 7: the reply's words are the model's, never the title ("Hello" answered
+    "How can I help you?" stays "Hello"); only a chat model asked for a title writes one."""
+    reply = "How can I help you? I can tell you about tide pools."
     if why == "base model":
         monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "1")
-        backend = RecordingBackend(reply="Hello! I can tell you about tide pools.",
-                                   info=dataclasses.replace(RecordingBackend().info, chat_format="completion"))
+        backend = RecordingBackend(reply=reply, info=dataclasses.replace(RecordingBackend().info,
+                                                                         chat_format="completion"))
     else:
-        backend = RecordingBackend(reply="Hello! I can tell you about tide pools.")
+        backend = RecordingBackend(reply=reply)
     app = make_app(db, backend)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await send(pilot, "hi")
-        assert len(backend.requests) == 1
-        assert app.chatlog.title == "I can tell you about tide pools."
+        await send(pilot, "Hello")
+        assert len(backend.requests) == 1  # no title asked for
+        await pilot.pause()
+        assert app.chatlog.title == "Hello"
+        assert [s.title for s in app.query_one(ConversationSidebar).summaries] == ["Hello"]
     with History(db) as other:
-        assert other.conversations()[0].title == "I can tell you about tide pools."
+        assert other.conversations()[0].title == "Hello"
 
 
 async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt_is_sent(db, monkeypatch):

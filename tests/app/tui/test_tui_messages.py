@@ -4,14 +4,18 @@ to act on say why, and the welcome tells a newcomer what the starter is."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from fakes import INFO, RecordingBackend, send, settle
-from helpers import notices
+from helpers import notices, wait_for
 from vibechat.app.tui import create_app
-from vibechat.app.tui.clipboard import TMUX_FIX, copied_notice
+from vibechat.app.tui.clipboard import TMUX_FIX, copied_notice, tmux_set_clipboard
 from vibechat.app.tui.welcome import welcome_text
 from vibechat.engine.models.starter import RECOMMENDED
 
@@ -51,23 +55,75 @@ async def test_notices_never_cover_the_input_or_the_status_bar(size):
 def test_copying_says_the_text_was_sent_through_the_terminal_and_how_tmux_passes_it_on():
     plain = copied_notice("reply", 1234, {})
     assert "Sent the reply (1,234 characters)" in plain and "OSC 52" in plain and "Copied" not in plain
-    tmux = copied_notice("reply", 5, {"TMUX": "/tmp/tmux-0/default,1,0"})
-    assert TMUX_FIX in tmux and "~/.tmux.conf" in tmux
+    inside = {"TMUX": "/tmp/tmux-0/default,1,0"}
+    for setting in ("external", "off", None):  # None: tmux did not say
+        tmux = copied_notice("reply", 5, inside, setting)
+        assert TMUX_FIX in tmux and "~/.tmux.conf" in tmux, setting
+    passed_on = copied_notice("reply", 5, inside, "on")
+    assert passed_on.startswith("Sent the reply") and TMUX_FIX not in passed_on and "~/.tmux.conf" not in passed_on
     assert "screen" in copied_notice("code", 5, {"STY": "1.pts-0.host"})
     assert "nothing was copied" in copied_notice("reply", 5, {"TERM_PROGRAM": "Apple_Terminal"})
     assert "nothing was copied" in copied_notice("reply", 5, {"VTE_VERSION": "7600"})
 
 
-async def test_ctrl_o_under_tmux_names_the_setting_that_makes_the_copy_land(monkeypatch):
-    monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+def fake_tmux(folder: Path, script: str) -> Path:
+    """A ``tmux`` command in ``folder`` that runs ``script`` (sh) and notes its arguments in
+    ``folder/asked``: a controlled tmux for the copy notice to ask."""
+    folder.mkdir(exist_ok=True)
+    tmux = folder / "tmux"
+    tmux.write_text(f'#!/bin/sh\necho "$@" >> "{folder}/asked"\n{script}\n')
+    tmux.chmod(0o755)
+    return folder
+
+
+def test_tmux_is_asked_for_its_set_clipboard_and_a_bad_answer_is_unknown(tmp_path):
+    inside = {"TMUX": "/tmp/tmux-test/default,1,0", "PATH": str(tmp_path / "bin")}
+    for script, setting in (("echo on", "on"), ("echo external", "external"), ("echo off", "off"),
+                            ("echo 'no server running' >&2; exit 1", None), ("echo maybe", None),
+                            ("exec sleep 30", None)):
+        fake_tmux(tmp_path / "bin", script)
+        assert tmux_set_clipboard(inside, timeout=0.5) == setting, script
+    assert (tmp_path / "bin" / "asked").read_text().splitlines()[0] == "show -gv set-clipboard"
+    assert tmux_set_clipboard({"TMUX": "x,1,0", "PATH": str(tmp_path / "none")}) is None  # no tmux command
+    (tmp_path / "bin" / "asked").unlink()
+    assert tmux_set_clipboard({"PATH": str(tmp_path / "bin")}) is None  # not inside tmux: nothing asked
+    assert not (tmp_path / "bin" / "asked").exists()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_a_real_tmux_server_is_asked_for_its_setting(tmp_path):
+    """A tmux server of the test's own (its socket under tmp_path, no config read): the
+    answer follows ``set -g set-clipboard``."""
+    socket = tmp_path / "tmux.sock"
+    tmux = ["tmux", "-S", str(socket), "-f", "/dev/null"]
+    subprocess.run([*tmux, "new-session", "-d", "-s", "t", "sleep 60"], check=True, timeout=30)
+    try:
+        inside = dict(os.environ) | {"TMUX": f"{socket},1,0"}
+        for setting in ("on", "external", "off"):
+            subprocess.run([*tmux, "set", "-g", "set-clipboard", setting], check=True, timeout=30)
+            assert tmux_set_clipboard(inside, timeout=30) == setting
+    finally:
+        subprocess.run([*tmux, "kill-server"], timeout=30, check=False)
+
+
+@pytest.mark.parametrize(("script", "hint"), [("echo external", True), ("echo on", False),
+                                              ("exit 1", True)])
+async def test_ctrl_o_under_tmux_names_the_fix_only_when_the_copy_may_not_land(monkeypatch, tmp_path, script, hint):
+    """Inside tmux, Ctrl+O's notice names ``set-clipboard on`` when tmux has it otherwise
+    (``external``, tmux's default) or did not say; under ``on`` the copy reached the terminal
+    and no fix is named. tmux is a controlled one on PATH."""
+    bin_dir = fake_tmux(tmp_path / "bin", script)
+    monkeypatch.setenv("TMUX", "/tmp/tmux-test/default,1,0")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
     backend = RecordingBackend()
     app = create_app(backend, blink=False)
     async with app.run_test(size=(110, 36), notifications=True) as pilot:
         await send(pilot, "hello")
         await pilot.press("ctrl+o")
-        await pilot.pause()
-        said = messages(app)[-1]
-        assert said.startswith("Sent the reply") and TMUX_FIX in said
+        await wait_for(pilot, lambda: any(m.startswith("Sent the reply") for m in messages(app)), "the copy notice")
+        [said] = [m for m in messages(app) if m.startswith("Sent the reply")]
+        assert (TMUX_FIX in said) is hint, said
+        assert (bin_dir / "asked").read_text() == "show -gv set-clipboard\n"
         assert app.clipboard == backend.reply
 
 

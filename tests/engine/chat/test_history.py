@@ -19,7 +19,7 @@ from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.chat.records import HIT_END, HIT_START, fts_query
 from vibechat.engine.chat.database import ConversationNotFound, HistoryError, default_path
 from vibechat.engine.chat.history import History
-from vibechat.engine.chat.titles import title_from, title_from_exchange
+from vibechat.engine.chat.titles import title_from
 from vibechat.engine.chat.schema import MIGRATIONS, statements
 from vibechat.engine.settings.params import SamplingParams
 
@@ -370,34 +370,38 @@ def test_a_reply_cut_by_a_limit_is_saved_exported_and_reopened_as_cut(history: H
     assert [t.content for t in reopened.conversation.turns] == ["count to a thousand please", "one two three"]
 
 
-@pytest.mark.parametrize(("prompt", "reply", "title"), [
-    ("hi", "Hello! I can help with **recipes**, code and more. What would you like?",
-     "I can help with recipes, code and more."),
-    ("Hi\n\nWhy is the sky blue at noon?", "Rayleigh scattering.", "Why is the sky blue at noon?"),
-    ("Explain KV caches", "Sure.", "Explain KV caches"),
-    ("hi", "", "hi"),
-    ("hi", "Hello!\n\n# Zanzibar spice markets\n- cloves", "Zanzibar spice markets"),
-    ("ok", "\x1b]0;pwned\x07Hello \x1b[31mthere, how are you doing today?", "Hello there, how are you doing today?"),
+@pytest.mark.parametrize(("prompt", "title"), [
+    ("hi", "hi"),
+    ("Hi\n\nWhy is the sky blue at noon?", "Why is the sky blue at noon?"),
+    ("Explain KV caches", "Explain KV caches"),
+    ("ok\n\x1b]0;pwned\x07Tell me \x1b[31mabout the tides, please", "Tell me about the tides, please"),
+    ("", "New conversation"),
 ])
-def test_titles_come_from_the_first_exchange(prompt: str, reply: str, title: str):
-    assert title_from_exchange(prompt, reply) == title
+def test_titles_come_from_the_first_prompt(prompt: str, title: str):
+    assert title_from(prompt) == title
 
 
-def test_the_first_exchange_retitles_a_conversation_unless_the_user_renamed_it(history: History):
+@pytest.mark.parametrize("reply", ["How can I help you?", "I like apples.",
+                                   "Hello! Ask me about tide pools and coral reefs."])
+def test_a_reply_never_titles_a_conversation_the_first_prompt_does(history: History, reply: str):
+    """Issue 46 point 7: a base model's continuation ("Hello" answered "How can I help you?")
+    is no title; the first prompt is, also after the first reply, and after the first message
+    was edited; a rename is the user's for good."""
     from vibechat.engine.chat.session import ChatSession
     from fakes import RecordingBackend
 
-    session = ChatSession(RecordingBackend(reply="Hello! Ask me about tide pools and coral reefs."),
-                          ChatLog(Conversation(), history))
-    session.chat.add_user("hi")
-    assert history.conversations()[0].title == "hi"
+    session = ChatSession(RecordingBackend(reply=reply), ChatLog(Conversation(), history))
+    session.chat.add_user("Hello")
     session.answer()
-    assert history.conversations()[0].title == "Ask me about tide pools and coral reefs."
-    assert session.chat.title == "Ask me about tide pools and coral reefs."
+    assert history.conversations()[0].title == session.chat.title == "Hello"
+    session.chat.take_last_user()  # the first message taken back and edited
+    session.chat.add_user("hi\nWhat do sea anemones eat?")
+    session.answer()
+    assert history.conversations()[0].title == session.chat.title == "What do sea anemones eat?"
     # A rename is the user's for good: a later first exchange (after an edit) keeps it.
     session.chat.rename("Reef notes")
     session.chat.take_last_user()
-    session.chat.add_user("hello again")
+    session.chat.add_user("hello again, tell me more")
     session.answer()
     assert history.conversations()[0].title == session.chat.title == "Reef notes"
 
