@@ -30,7 +30,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Input, TextArea
+from textual.widgets import Input, TextArea
 
 from vibechat.engine.turns.backend import Backend
 from vibechat.engine.chat.chatlog import ChatLog
@@ -53,6 +53,7 @@ from .attachments import Attachments
 from .chat_view import ChatView
 from .config_bar import ConfigBar
 from .gc_policy import freeze_startup_objects
+from .footer import KeysFooter
 from .question import QuestionScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
@@ -127,7 +128,7 @@ class VibechatApp(OutsideTextApp):
                 yield PromptInput(self.state, id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
         yield StatusBar(self.state, id="status")  # a child of the screen itself: ``closing`` looks there
-        yield Footer()
+        yield KeysFooter()
 
     @property
     def backend(self) -> Backend:

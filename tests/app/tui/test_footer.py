@@ -1,0 +1,53 @@
+"""The footer rebuilds its keys only when the keys it shows change (issue 42, point 2).
+
+Textual's own ``Footer`` removes and mounts every key on each bindings refresh, and the
+screen refreshes its bindings on every focus move and whenever an action's availability may
+have changed; most refreshes show the same keys."""
+
+from __future__ import annotations
+
+import threading
+
+from fakes import RecordingBackend, settle
+from helpers import wait_for
+from vibechat.app.tui import create_app
+from vibechat.app.tui.footer import KeysFooter
+
+
+def shown(app) -> list[str]:
+    return [key.key for key in app.screen.query("FooterKey")]
+
+
+async def test_a_refresh_that_changes_no_key_keeps_the_footer_as_it_is():
+    app = create_app(RecordingBackend(reply="fine"), blink=False, save=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        footer = app.query_one(KeysFooter)
+        keys = list(app.screen.query("FooterKey"))
+        built = footer.rebuilds
+        assert built >= 1 and keys
+        for _ in range(5):
+            app.refresh_bindings()
+            await pilot.pause()
+        app.prompt_input.load_text("typing changes no key")
+        await pilot.press("left", "right", "end")
+        await settle(pilot)
+        assert footer.rebuilds == built
+        assert list(app.screen.query("FooterKey")) == keys  # the same widgets, never remounted
+
+
+async def test_a_key_that_appears_rebuilds_the_footer():
+    backend = RecordingBackend(reply="a reply")
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        footer = app.query_one(KeysFooter)
+        built = footer.rebuilds
+        assert "escape" not in shown(app)
+        app.prompt_input.load_text("hello")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "escape" in shown(app), "Stop in the footer while the reply streams")
+        assert footer.rebuilds > built
+        backend.gate.set()
+        await wait_for(pilot, lambda: "escape" not in shown(app), "Stop gone once the reply ended")
