@@ -173,8 +173,8 @@ def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set
         if sum(widths[:-1]) + 2 * (len(widths) - 1) + LAST_COLUMN_MIN <= console.width:
             # Every column but the last as wide as its widest cell; the last (a title) wraps
             # between words in the rest: no name or date is broken inside.
-            for column, width in zip(grid.columns[:-1], widths):
-                column.width = width
+            for fixed, width in zip(grid.columns[:-1], widths):
+                fixed.width = width
         console.print(grid)
         return
     # As wide as the widest row: no wrapping.
