@@ -2,7 +2,7 @@
 `` · `` parts where it can, else between words; only a token longer than the width (a path,
 a URL) is cut inside. Label-and-value rows keep their values in one column (a hanging indent),
 so a continued line never starts at the left edge. Pure text: the CLI prints it, the chat
-shows it (``tui/hanging_rows.py``)."""
+shows it (``tui/laid_out.py``)."""
 
 from __future__ import annotations
 
