@@ -131,6 +131,23 @@ def echo(text: object = "", *, err: bool = False, nl: bool = True) -> None:
     typer.echo(plain(text), err=err, nl=nl)
 
 
+def echo_lines(lines: list[str]) -> None:
+    """``echo`` each of ``lines``."""
+    for line in lines:
+        echo(line)
+
+
+def terminal_width() -> int | None:
+    """The columns a line printed on stdout has, when stdout is a terminal (``COLUMNS`` if
+    set); None when it is piped or redirected: a line is then never broken (``| grep``)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+LAST_COLUMN_MIN = 16  # a table's last column keeps this many columns on a terminal before others wrap
+
+
 def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set[int] = frozenset()) -> None:
     """Print a borderless table. Cells are plain text (never Rich markup) with terminal
     control sequences stripped, each on one line (a line break or tab in a title is a
@@ -150,12 +167,19 @@ def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set
         grid.add_column(column, justify="right" if i in right else "left", overflow="fold", no_wrap=not terminal)
     for row in cells:
         grid.add_row(*(Text(cell) for cell in row))
-    if terminal:
-        Console(soft_wrap=False).print(grid)
-        return
-    # As wide as the widest row (the cells and a two-space gap between columns): no wrapping.
+    # The widest cell of each column (and a two-space gap between columns).
     widths = [max([cell_len(column), *(cell_len(row[i]) for row in cells if i < len(row))])
               for i, column in enumerate(columns)]
+    if terminal:
+        console = Console(soft_wrap=False)
+        if sum(widths[:-1]) + 2 * (len(widths) - 1) + LAST_COLUMN_MIN <= console.width:
+            # Every column but the last as wide as its widest cell; the last (a title) wraps
+            # between words in the rest: no name or date is broken inside.
+            for fixed, width in zip(grid.columns[:-1], widths):
+                fixed.width = width
+        console.print(grid)
+        return
+    # As wide as the widest row: no wrapping.
     console = Console(soft_wrap=False, width=max(80, sum(widths) + 2 * len(widths)))
     with console.capture() as captured:
         console.print(grid)

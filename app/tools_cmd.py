@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .clitools import echo, guard, safe_json
+from .clitools import echo, echo_lines, guard, safe_json, terminal_width
 
 McpConfigOpt = Annotated[Optional[Path], typer.Option(
     "--mcp-config", metavar="FILE", help="Read the MCP servers from FILE instead of mcp.json in the config folder.",
@@ -35,6 +35,7 @@ def _tools(mcp_config: Path | None, json_output: bool) -> None:
     from vibechat.engine.tools.registry import ToolRegistry
 
     from .appconfig import load_app_config
+    from .columns import hanging, rows
 
     loaded = load_app_config()
     if loaded.problem and not json_output:
@@ -56,30 +57,28 @@ def _tools(mcp_config: Path | None, json_output: bool) -> None:
             "allowed_tools": list(config.allowed_tools),
         }, indent=2))
         return
+    width = terminal_width()
     where = source if source is not None else f"{default_mcp_config_path()} (no such file)"
-    echo(f"MCP servers ({where}):")
+    echo_lines(hanging("MCP servers (", f"{where}):", width))
     if not statuses:
-        echo("  none configured: add them to mcp.json (docs/USAGE.md, \"Tools\")")
+        echo_lines(hanging("  ", "none configured: add them to mcp.json (docs/USAGE.md, \"Tools\")", width))
     for status in statuses:
         kind = f" ({status.transport}: {status.where})" if status.transport else ""
-        line = f"  {status.name}{kind}: {status.state}"
+        line = f"{kind}: {status.state}"
         if status.state == "started":
             line += f", {len(status.tools)} tool{'s' if len(status.tools) != 1 else ''}"
-        echo(line + (f" - {status.reason}" if status.reason else ""))
-        width = max((len(spec.name) for spec in status.tools), default=0)
-        for spec in status.tools:
-            echo(f"    {spec.name.ljust(width)}  {_first_line(spec.description)}".rstrip())
+        echo_lines(hanging(f"  {status.name}", line + (f" - {status.reason}" if status.reason else ""), width))
+        echo_lines(rows([(f"    {spec.name}", _first_line(spec.description)) for spec in status.tools], width))
     echo("Built-in tools (builtin_tools in the config):")
-    width = max(len(b.spec.name) for b in builtins)
-    for builtin in builtins:
-        state = "enabled" if builtin.enabled else "off    "
-        echo(f"  {builtin.spec.name.ljust(width)}  {state}  {_first_line(builtin.spec.description)}")
+    names = max(len(b.spec.name) for b in builtins)
+    echo_lines(rows([(f"  {b.spec.name.ljust(names)}  {'enabled' if b.enabled else 'off    '}",
+                      _first_line(b.spec.description)) for b in builtins], width))
     if any(b.enabled and b.spec.name != "current_time" for b in builtins):
         folders = ", ".join(str(p) for p in config.tool_folders) or "none (set tool_folders)"
-        echo(f"  folders they may read: {folders}")
+        echo_lines(hanging("  folders they may read: ", folders, width))
     always = ", ".join(config.allowed_tools) or "none"
-    echo(f"Always allowed (allowed_tools): {always}. The chat asks before any other call; "
-         "'vibechat run' runs only those named by --allow-tool.")
+    echo_lines(hanging("Always allowed (allowed_tools): ", f"{always}. The chat asks before any other call; "
+                       "'vibechat run' runs only those named by --allow-tool.", width))
 
 
 def _first_line(text: str) -> str:

@@ -127,10 +127,12 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             self.step = step
 
     def __init__(self, role: str, text: str = "", *, label: str | None = None, status: str = "",
-                 status_kind: str | None = None) -> None:
+                 status_kind: str | None = None, body: Visual | None = None) -> None:
+        """``body``: what is shown of ``text`` when it is laid out (a note's table), not as it is."""
         super().__init__(classes=f"-{role}" + (f" -{status_kind}" if status_kind else ""))
         self.role = role
         self.text = text
+        self._body = body
         self.message_id: int | None = None  # its row in the history, when saved
         self.branch: tuple[int, int] = (1, 1)  # its place among its siblings, and how many (set_branch)
         self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
@@ -143,7 +145,7 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         yield MessageText(outside.block(self._status), classes="message--status")
 
     def compose_body(self) -> ComposeResult:
-        yield MessageText(outside.block(self.text, limit=None), classes="message--body")
+        yield MessageText(self._body or outside.block(self.text, limit=None), classes="message--body")
 
     def render_line(self, y: int) -> Strip:
         """A line of the message's own content: its background, the same on every line

@@ -32,6 +32,8 @@ from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.settings.refs import HubRef, QuantOption
 
 from ..progress import human_size, progress_line
+from . import short_screens
+from .laid_out import LaidOut
 from .outside import block, cell, line
 from .screen_messages import DownloadCancel, DownloadStart
 
@@ -60,6 +62,12 @@ class DownloadScreen(ModalScreen[str | None]):
         height: auto;
         max-height: 18;
     }
+    DownloadScreen.-short DataTable {
+        max-height: 9;
+    }
+    DownloadScreen.-short.-downloading DataTable {
+        max-height: 5;
+    }
     DownloadScreen #download-status {
         color: $text-muted;
         height: auto;
@@ -75,8 +83,10 @@ class DownloadScreen(ModalScreen[str | None]):
     DownloadScreen .download--keys {
         color: $text-muted;
         padding: 1 0 0 0;
+        dock: bottom;
     }
     """
+    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "hide", "Hide (the download goes on)", id="download.hide"),
         Binding("ctrl+x", "cancel_download", "Cancel the download", id="download.cancel"),
@@ -122,7 +132,8 @@ class DownloadScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Download a model from the Hugging Face Hub", classes="download--title")
-            yield Input(placeholder="Search (e.g. llama 3.2 1b), owner/repo[:QUANT] or a .gguf path, then Enter",
+            # Enter is in the key line: the placeholder fits the input at 80 columns.
+            yield Input(placeholder="Search (e.g. llama 3.2 1b), owner/repo[:QUANT] or a .gguf path",
                         id="download-query")
             yield DataTable(cursor_type="row", zebra_stripes=True, id="download-table")
             yield Static("", id="download-status")
@@ -130,8 +141,8 @@ class DownloadScreen(ModalScreen[str | None]):
                 yield Static("", id="download-title")
                 yield ProgressBar(total=100, show_eta=False, id="download-bar")
                 yield Static("", id="download-line")
-            yield Static("Enter search / open / download · Esc hide (downloads go on) · Ctrl+X cancel the download",
-                         classes="download--keys")
+            yield Static(LaidOut.text("Enter search / open / download · Esc hide (downloads go on) · "
+                                      "Ctrl+X cancel the download"), classes="download--keys")
 
     def on_mount(self) -> None:
         self.query_one(DataTable).display = False

@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from .laid_out import LaidOut
 
 Section = tuple[str, Sequence[tuple[str, str]]]
 
@@ -18,13 +20,16 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen {
         align: center middle;
     }
-    HelpScreen > VerticalScroll {
+    HelpScreen > Vertical {
         width: 84;
         max-width: 95%;
         height: 90%;
         border: thick $primary;
         background: $surface;
         padding: 0 2;
+    }
+    HelpScreen .help--keys {
+        color: $text-muted;
     }
     HelpScreen .help--title {
         text-style: bold;
@@ -39,12 +44,15 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            for title, rows in self.sections:
-                yield Static(title, classes="help--title")
-                width = max((len(k) for k, _ in rows), default=0)
-                yield Static("\n".join(f"{k.ljust(width)}  {d}" for k, d in rows), markup=False)
-            yield Static("\nEsc, F1 or q closes this screen.", classes="help--hint")
+        with Vertical():
+            # Above the scrolling part: how to close it is on the first page, at any size.
+            yield Static(LaidOut.text("Esc, F1 or q closes this screen · ↑ ↓ PgUp PgDn scroll"),
+                         classes="help--keys")
+            with VerticalScroll():
+                for title, rows in self.sections:
+                    yield Static(title, classes="help--title", markup=False)
+                    # A description too long for its line goes on under itself, not under the keys.
+                    yield Static(LaidOut.rows(rows))
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -21,6 +21,7 @@ from textual.widgets.option_list import Option
 from vibechat.engine.chat.records import HIT_END, HIT_START, SearchHit
 from vibechat.engine.chat.history import History
 
+from . import short_screens
 from .outside import one_line, plain
 from .sidebar import when
 
@@ -45,6 +46,7 @@ MODAL_CSS = """
 {name} .modal--keys {{
     color: $text-muted;
     padding: 1 0 0 0;
+    dock: bottom;
 }}
 """
 
@@ -65,9 +67,13 @@ class SearchScreen(ModalScreen[SearchHit | None]):
     SearchScreen OptionList {
         height: auto;
         max-height: 20;
+    }
+    SearchScreen.-short OptionList {
+        max-height: 9;
         border: none;
     }
     """
+    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "close", "Close", id="search.close"),
         Binding("down", "to_results", "Results", id="search.results", show=False),
@@ -219,6 +225,9 @@ class ExportScreen(ModalScreen[ExportChoice | None]):
     """Where to write the conversation, and as what."""
 
     DEFAULT_CSS = MODAL_CSS.format(name="ExportScreen") + """
+    ExportScreen .export--formats {
+        height: auto;
+    }
     ExportScreen RadioSet {
         layout: horizontal;
         border: none;

@@ -37,7 +37,9 @@ from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.models.local_model import LocalModel
 
 from ..progress import human_size
-from .outside import block, cell, line
+from . import short_screens
+from .laid_out import LaidOut
+from .outside import block, cell, line, one_line
 from .path_complete import GGUFPathSuggester
 
 
@@ -73,9 +75,13 @@ PICKER_CSS = """
         height: auto;
         max-height: 24;
     }
+    PICKER.-short DataTable {
+        max-height: 6;
+    }
     PICKER .picker--keys {
         color: $text-muted;
         padding: 1 0 0 0;
+        dock: bottom;
     }
     PICKER #picker-path {
         margin: 1 0 0 0;
@@ -85,6 +91,7 @@ PICKER_CSS = """
 
 class ModelPicker(ModalScreen[PickerChoice | None]):
     DEFAULT_CSS = PICKER_CSS.replace("PICKER", "ModelPicker")
+    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="picker.close"),
         Binding("d", "download", "Download a model", id="picker.download"),
@@ -150,9 +157,9 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
                           cell(model.source), layers, key=str(index))
         status = self.query_one("#picker-status", Static)
         count = f"{len(self.models)} model" + ("" if len(self.models) == 1 else "s")
-        where = Content.assemble(" (", line(info.device), ")") if info is not None else ""
-        status.update(Content.assemble(f"{count} · ● loaded", where,
-                                       " · other tools' models are used in place, read-only"))
+        where = f" ({one_line(info.device)})" if info is not None else ""
+        # Broken between its parts where it does not fit (LaidOut sanitises the device's name).
+        status.update(LaidOut.text(f"{count} · ● loaded{where} · other tools' models are used in place, read-only"))
         for index, model in enumerate(self.models):
             if self.loaded_path and str(model.path) == self.loaded_path:
                 table.move_cursor(row=index)
@@ -207,6 +214,7 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
     model the chat asks for (nothing is loaded here)."""
 
     DEFAULT_CSS = PICKER_CSS.replace("PICKER", "RemoteModelPicker")
+    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="remote_picker.close"),
     ]

@@ -28,6 +28,7 @@ from textual.widgets import DataTable, Static
 
 from vibechat.engine.errors import VibechatError
 
+from . import short_screens
 from .history_screens import MODAL_CSS  # the dialogs' frame, title and key line
 from .host import ChatHost
 from .outside import block, cell, one_line
@@ -60,7 +61,11 @@ class PresetPicker(ModalScreen["str | None"]):
         height: auto;
         max-height: 20;
     }
+    PresetPicker.-short DataTable {
+        max-height: 9;
+    }
     """
+    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [Binding("escape", "dismiss_picker", "Close", id="preset_picker.close")]
 
     class Found(Message):

@@ -11,30 +11,20 @@ from vibechat.engine.turns.backend import ModelInfo, prompt_format_line
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import describe_switch
 
-from .. import slash
+from .. import columns, slash
 from ..progress import human_size
 from .outside import one_line
 
 TEMPLATE_SHOWN = 6000  # characters of a chat template /show template prints at most
-WRAP = 64  # characters a line of a long value (the parameters) takes at most, past its label
 
 
-def table(rows: list[tuple[str, str]]) -> str:
-    """``label  value`` lines, the values aligned (a value's own lines too)."""
-    width = max((len(label) for label, _ in rows), default=0)
-    indent = "\n" + " " * (width + 2)
-    return "\n".join(f"{label.ljust(width)}  {indent.join(value.splitlines()) or value}" for label, value in rows)
+Rows = list[tuple[str, columns.Value]]
 
 
-def wrapped(parts: list[str], width: int = WRAP, sep: str = " · ") -> str:
-    """``parts`` joined by ``sep``, on lines of about ``width`` characters (broken between parts)."""
-    lines: list[str] = []
-    for part in parts:
-        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
-            lines[-1] += sep + part
-        else:
-            lines.append(part)
-    return "\n".join(lines)
+def table(rows: Rows) -> str:
+    """``label  value`` lines, the values aligned (a value's own lines too); a value of parts
+    on lines of about ``columns.PARTS`` characters (broken between parts)."""
+    return "\n".join(columns.rows(rows))
 
 
 def prompt_format(info: ModelInfo) -> str:
@@ -44,17 +34,23 @@ def prompt_format(info: ModelInfo) -> str:
     return f"{line}; /show template prints it" if info.chat_format == "gguf" else line
 
 
-def params_line(params: SamplingParams) -> str:
-    """The parameters as ``name value`` pairs, on lines of about ``WRAP`` characters."""
-    return wrapped([f"{name} {value}" for name, value in slash.param_rows(params)])
+def params_line(params: SamplingParams) -> list[str]:
+    """The parameters as ``name value`` parts (shown on lines of about ``columns.PARTS``)."""
+    return [f"{name} {value}" for name, value in slash.param_rows(params)]
 
 
 def info_text(info: ModelInfo | None, params: SamplingParams, system: str | None) -> str:
     """``/show info``: the model, its context, where it runs, its prompt format, and the
     conversation's parameters and system prompt."""
+    heading, rows = info_rows(info, params, system)
+    return heading + table(rows)
+
+
+def info_rows(info: ModelInfo | None, params: SamplingParams, system: str | None) -> tuple[str, Rows]:
+    """``/show info`` as a heading line (or "") and its rows (``info_text``)."""
     if info is None:
-        return "No model is loaded yet.\n" + table([("parameters", params_line(params))])
-    rows: list[tuple[str, str]] = [("model", one_line(info.name))]
+        return "No model is loaded yet.\n", [("parameters", params_line(params))]
+    rows: Rows = [("model", one_line(info.name))]
     if info.server:
         rows.append(("server", f"{one_line(info.server)} ({one_line(info.backend)}; it loads and runs the model)"))
     else:
@@ -77,7 +73,7 @@ def info_text(info: ModelInfo | None, params: SamplingParams, system: str | None
         rows.append(("thinking", f"{params.thinking}, through {describe_switch(info.thinking_switch)} (/think)"))
     rows.append(("parameters", params_line(params)))
     rows.append(("system", _system(system)))
-    return table(rows)
+    return "", rows
 
 
 def _context(info: ModelInfo) -> str:

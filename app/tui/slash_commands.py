@@ -16,6 +16,7 @@ from . import show_info
 from .attachments import COMMANDS as ATTACH_COMMANDS
 from .chat_view import ChatMessageWidget
 from .host import ChatHost
+from .laid_out import LaidOut
 from .outside import one_line
 
 if TYPE_CHECKING:
@@ -118,7 +119,9 @@ async def _show(app: ChatHost, arg: str) -> None:
     conversation = app.session.conversation
     info, params, system = app.state.model, conversation.params, conversation.system
     if matches[0] == "info":
-        await note(app, show_info.info_text(info, params, system))
+        heading, rows = show_info.info_rows(info, params, system)
+        # Laid out for the chat's width: a long value goes on under itself, not under the labels.
+        await note(app, heading + show_info.table(rows), LaidOut.rows(rows, heading))
     elif matches[0] == "parameters":
         await note(app, show_info.parameters_text(params))
     elif matches[0] == "system":
@@ -226,5 +229,6 @@ async def _system(app: ChatHost, arg: str) -> None:
                timeout=2)
 
 
-async def note(app: ChatHost, text: str) -> None:
-    await app.chat.add(ChatMessageWidget("note", text))
+async def note(app: ChatHost, text: str, body: LaidOut | None = None) -> None:
+    """A note in the chat: ``text``, shown as it is or as ``body`` lays it out."""
+    await app.chat.add(ChatMessageWidget("note", text, body=body))

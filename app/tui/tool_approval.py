@@ -22,7 +22,8 @@ from textual.widgets import Static
 
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
-from . import outside
+from . import outside, short_screens
+from .laid_out import LaidOut
 from .question import QuestionScreen
 
 ANSWERS = ("once", "conversation", "always", "deny")
@@ -65,14 +66,19 @@ class ToolApprovalScreen(QuestionScreen[str]):
     ToolApprovalScreen VerticalScroll {
         height: auto;
         max-height: 20;
+    }
+    ToolApprovalScreen.-short VerticalScroll {
+        max-height: 5;
         margin: 1 0 0 0;
         background: $boost;
     }
     ToolApprovalScreen .approval--keys {
         color: $text-muted;
         margin: 1 0 0 0;
+        dock: bottom;
     }
     """
+    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("ctrl+y", "answer('once')", "Allow once", id="approval.once"),
         Binding("ctrl+e", "answer('conversation')", "Allow in this conversation", id="approval.conversation"),
@@ -95,9 +101,9 @@ class ToolApprovalScreen(QuestionScreen[str]):
                 yield Static(outside.block(spec.description, limit=600), classes="approval--description")
             with VerticalScroll():
                 yield Static(outside.block(pretty_arguments(self.call), limit=None), classes="approval--arguments")
-            yield Static(outside.block("Ctrl+Y run it once · Ctrl+E run it whenever asked in this conversation · "
-                                       "Ctrl+A always run it (saved in the config file) · Esc deny\n"
-                                       "What you type goes on in the input."), classes="approval--keys")
+            yield Static(LaidOut.text("Ctrl+Y run it once · Ctrl+E run it whenever asked in this conversation · "
+                                      "Ctrl+A always run it (saved in the config file) · Esc deny\n"
+                                      "What you type goes on in the input."), classes="approval--keys")
 
     def action_answer(self, answer: str) -> None:
         self.dismiss(answer)
