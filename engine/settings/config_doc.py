@@ -38,8 +38,9 @@ def template(schema: Schema = SCHEMA) -> str:
         "# 'vibechat config show' prints the effective values and where each comes from.",
         "",
     ]
+    first_param = next((s.key for s in schema.settings if s.key.startswith("params.")), None)
     for setting in schema.settings:
-        if setting.key == "params.temperature":
+        if setting.key == first_param:  # [params] opens before the first parameter, whichever it is
             out += [*_wrap(Config.__dataclass_fields__["params"].metadata["help"]), "[params]", ""]
         out += _wrap(_describe(setting))
         out += [f"# {setting.name} = {setting.example}", ""]
