@@ -40,7 +40,7 @@ def summary(key: str) -> str:
     return SETTINGS_BY_KEY[key].summary
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ParamSliderSpec(SliderSpec):
     """A sampling parameter's slider, made from its declaration (``ParamSpec``,
     engine/settings/params.py), which clamps and shows its values. Where None is "auto" (the
@@ -49,23 +49,18 @@ class ParamSliderSpec(SliderSpec):
     that turns it off is shown in words (``no limit``, ``off``). Nothing lands between "auto"
     and the minimum."""
 
-    param: ParamSpec | None = None
-
-    @property
-    def _param(self) -> ParamSpec:
-        assert self.param is not None
-        return self.param
+    param: ParamSpec
 
     def clamp(self, value: float) -> float | int:
-        p = self._param
+        p = self.param
         if p.auto and value < p.minimum - 1e-9:
             return self.minimum
         return p.clamp(min(value, self.maximum))
 
     def show(self, value: float | int | None) -> str:
-        if value is not None and self._param.auto and value <= self.minimum:
-            value = None
-        return self._param.show(value, places=2)
+        if value is not None and self.param.auto and value <= self.minimum:
+            value = None  # the "auto" slot below the parameter's minimum
+        return self.param.show(value, places=2)
 
 
 def param_slider(p: ParamSpec) -> ParamSliderSpec:
@@ -82,11 +77,6 @@ def param_slider(p: ParamSpec) -> ParamSliderSpec:
 def sliders() -> tuple[ParamSliderSpec, ...]:
     """A slider per sampling parameter that has one (``ParamSpec.slider``), in the table's order."""
     return tuple(param_slider(p) for p in PARAM_SPECS.values() if p.slider)
-
-
-def slider_specs() -> dict[str, ParamSliderSpec]:
-    """The sampling sliders by parameter name."""
-    return {spec.name: spec for spec in sliders()}
 
 
 GPU_LAYERS = "gpu_layers"

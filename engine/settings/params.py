@@ -1,7 +1,10 @@
 """Sampling parameters: one validated, immutable type shared by every backend.
 
-``PARAM_SPECS`` describes each numeric parameter once (range, default, steps,
-help) so the CLI flags, the TUI sliders and ``/set`` all agree with validation.
+``PARAM_SPECS`` declares each numeric parameter once (``ParamSpec``: range, default, steps,
+help, flag, label, Ollama name, slider, export, llama.cpp's sampler stage, a server's fields,
+nudge keys): the CLI flags, the TUI sliders and keys, ``/set``, presets and Modelfiles, the
+backends and the exports are made from it, so they all agree with validation. Adding a
+parameter is a spec here and a ``SamplingParams`` field of its name.
 
 ``max_tokens`` and ``repeat_penalty`` default to ``None``, "auto": the model's own default,
 which the backend resolves (``SamplingParams.resolved``) by how it prompts the model. A model
