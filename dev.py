@@ -4,6 +4,7 @@
     python3 dev.py chat [ARGS...]   # set up, then open the chat (starter model by default)
     python3 dev.py test [PYTEST ARGS...]   # set up with test extras, then run the whole suite (CI's command)
     python3 dev.py test --quick [PYTEST ARGS...]   # the inner loop: every test but the real model's
+    python3 dev.py docs   # write the settings table of docs/USAGE.md from the settings' declarations
 
 Tests run on one pytest-xdist worker per core (two at least); ``-n 0`` runs them in one process.
 
@@ -170,6 +171,22 @@ def pytest_args(args: list[str]) -> list[str]:
     return [*(["-m", "not model"] if quick else []), *parallel, *rest]
 
 
+# ``dev.py docs``: the settings table of docs/USAGE.md made again from the declarations (the
+# app's schema: engine/settings/table.py, the sampling parameters' specs, app/appconfig.py).
+DOCS_TABLE = """
+import sys
+from pathlib import Path
+from vibechat.app.appconfig import APP_SCHEMA
+from vibechat.engine.settings.config_doc import markdown_table, with_table
+path = Path(sys.argv[1])
+old = path.read_text(encoding="utf-8")
+new = with_table(old, markdown_table(APP_SCHEMA))
+if new != old:
+    path.write_text(new, encoding="utf-8")
+print(f"{path}: settings table {'rewritten' if new != old else 'up to date'}")
+"""
+
+
 def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("chat", [])
     if command == "chat":
@@ -179,7 +196,10 @@ def main(argv: list[str]) -> int:
     if command == "test":
         ensure_venv("test")
         return subprocess.call([str(PYTHON), "-m", "pytest", *pytest_args(rest)], cwd=ROOT)
-    fail(f"unknown command {command!r}; use 'chat' or 'test'.")
+    if command == "docs":
+        ensure_venv("")
+        return subprocess.call([str(PYTHON), "-c", DOCS_TABLE, str(ROOT / "docs" / "USAGE.md")], cwd=ROOT)
+    fail(f"unknown command {command!r}; use 'chat', 'test' or 'docs'.")
     return 2
 
 

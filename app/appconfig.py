@@ -18,17 +18,29 @@ from typing import Any
 
 from vibechat.engine.settings.config import LoadedConfig, load_config, update_config
 from vibechat.engine.settings.config_check import suggest
+from vibechat.engine.settings.params import PARAM_SPECS
 from vibechat.engine.settings.setting import doc, show
 from vibechat.engine.settings.table import Config, EntryProblem, Schema, text_table
 
 DEFAULT_THEME = "vibechat-dusk"
 
+
+def nudge_ids(name: str) -> tuple[str, str]:
+    """The binding ids of a parameter's nudge keys (``ParamSpec.nudge``): down, up."""
+    return f"{name}_down", f"{name}_up"
+
+
+def nudge_binding_ids() -> tuple[str, ...]:
+    """The binding ids of every parameter's nudge keys, in the parameters' order."""
+    return tuple(key for spec in PARAM_SPECS.values() if spec.nudge is not None for key in nudge_ids(spec.name))
+
+
 BINDING_IDS: tuple[str, ...] = (
     # the chat (VibechatApp)
     "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
-    "models", "change_theme", "temperature_down", "temperature_up", "top_k_down", "top_k_up",
-    "top_p_down", "top_p_up", "scroll_end", "scroll_home", "toggle_sidebar", "search_history", "quit_hint",
-    "toggle_thinking", "quit_if_empty", "hide_config_problems", "cancel_edit",
+    "models", "change_theme", *nudge_binding_ids(),  # each parameter's keys (ParamSpec.nudge)
+    "scroll_end", "scroll_home", "toggle_sidebar", "search_history", "quit_hint", "toggle_thinking",
+    "quit_if_empty", "hide_config_problems", "cancel_edit",
     # the prompt input
     "input.scroll_up", "input.scroll_down", "input.focus_chat",
     # a focused message

@@ -27,7 +27,8 @@ from vibechat.engine.settings.setting import ENGINE as ENGINE_GROUP
 from vibechat.engine.settings.setting import REMOTE as REMOTE_GROUP
 from vibechat.engine.settings.setting import SAMPLING as SAMPLING_GROUP
 from vibechat.engine.settings.setting import Setting
-from vibechat.engine.settings.table import PARAM_FLAGS, SETTINGS, SETTINGS_BY_KEY
+from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
+from vibechat.engine.settings.table import SETTINGS, SETTINGS_BY_KEY
 
 
 def _number_check(name: str) -> Any:
@@ -37,8 +38,6 @@ def _number_check(name: str) -> Any:
     ``PARAM_SPECS`` (exit 1), as in the config file and ``/set``."""
     def check(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]) -> Optional[str]:
         if value is not None and not _is_number_or_word(name, value):
-            from vibechat.engine.settings.params import PARAM_SPECS
-
             spec = PARAM_SPECS[name]
             kind = "a whole number" if spec.kind is int else "a number"
             flag = SETTINGS_BY_KEY[f"params.{name}"].flag
@@ -53,7 +52,6 @@ def _is_number_or_word(name: str, value: str) -> bool:
     """Whether ``value`` is what the flag takes, range aside: a number of its kind or one of
     its words (``auto``, ``none``...)."""
     from vibechat.engine.errors import InvalidParameterError
-    from vibechat.engine.settings.params import PARAM_SPECS
 
     spec = PARAM_SPECS[name]
     try:
@@ -83,7 +81,7 @@ def setting_option(key: str) -> Any:
     kind: Any = str
     if key == "params.stop":
         kind = list[str]
-    elif key.startswith("params.") and setting.name in PARAM_FLAGS and key != "params.thinking":
+    elif key.startswith("params.") and setting.name in PARAM_SPECS:
         extra["callback"] = _number_check(setting.name)
     elif setting.kind == "whole number":
         kind = int
@@ -106,31 +104,6 @@ def flagged_settings() -> list[Setting]:
     order = {SAMPLING_GROUP: 0, ENGINE_GROUP: 1, REMOTE_GROUP: 2}
     return first + sorted(rest, key=lambda s: order.get(s.group or "", 3))
 
-
-ModelOpt = setting_option("model")
-SystemOpt = setting_option("system_prompt")
-TemperatureOpt = setting_option("params.temperature")
-TopKOpt = setting_option("params.top_k")
-TopPOpt = setting_option("params.top_p")
-MinPOpt = setting_option("params.min_p")
-RepeatPenaltyOpt = setting_option("params.repeat_penalty")
-MaxTokensOpt = setting_option("params.max_tokens")
-SeedOpt = setting_option("params.seed")
-StopOpt = setting_option("params.stop")
-ThinkingOpt = setting_option("params.thinking")
-CtxOpt = setting_option("context_size")
-GpuLayersOpt = setting_option("gpu_layers")
-ThreadsOpt = setting_option("threads")
-BackendOpt = setting_option("backend")
-BaseUrlOpt = setting_option("base_url")
-ApiKeyEnvOpt = setting_option("api_key_env")
-KvCacheTypeOpt = setting_option("kv_cache_type")
-DraftOpt = setting_option("speculative")
-DraftTokensOpt = setting_option("draft_tokens")
-DraftModelOpt = setting_option("draft_model")
-MmprojOpt = setting_option("mmproj")
-RepackOpt = setting_option("repack")
-PromptFormatOpt = setting_option("prompt_format")
 
 HISTORY = "History"
 STRUCTURED = "Structured output"
@@ -165,8 +138,6 @@ class SamplingChoice:
 
     def to_params(self, base=None):
         """Validated ``SamplingParams``: ``base`` (or the defaults) with the given flags applied."""
-        from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
-
         changes: dict[str, object] = {}
         for name, raw in self.values.items():
             if raw is not None:
@@ -216,8 +187,6 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     """``loaded`` (a ``LoadedConfig``) with the command-line flags on top (``engine``: the
     engine flags given, by config key); each value given on the command line is recorded as
     coming from its flag."""
-    from vibechat.engine.settings.params import PARAM_SPECS
-
     check_engine_numbers(engine)  # flag errors keep their own wording
     values: dict[str, object] = {}
     flags: dict[str, str] = {}
@@ -257,8 +226,6 @@ class SettingFlags:
         from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
         engine = engine_flags(**{k: given[k] for k in ENGINE_SETTING_KEYS if k in given})
-        from vibechat.engine.settings.params import PARAM_SPECS
-
         values = {name: given.get(name) for name in PARAM_SPECS}
         sampling = SamplingChoice(values=values, stop=given.get("stop"), thinking=given.get("thinking"))
         return cls(engine, sampling, given.get("system"))

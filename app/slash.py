@@ -12,10 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vibechat.engine.settings.params import PARAM_SPECS
+
+
+def set_help() -> str:
+    """``/set``'s line of help: every parameter by name (engine/settings/params.py, then the stop
+    strings and the thinking switch) and Ollama's own names for them."""
+    names = ", ".join([*PARAM_SPECS, "stop", "thinking"])
+    ollama = "".join(f" and {name}" for name in ollama_names())
+    return (f"/set NAME VALUE: change a parameter ({names}; ollama's /set parameter NAME VALUE{ollama} work "
+            "too); /set system TEXT; /set alone lists them")
+
+
+def ollama_names() -> dict[str, str]:
+    """Ollama's names for our parameters where they differ (``ParamSpec.ollama``): theirs to ours."""
+    return {spec.ollama: spec.name for spec in PARAM_SPECS.values() if spec.ollama}
+
+
 COMMANDS: dict[str, str] = {
-    "/set": "/set NAME VALUE: change a parameter (temperature, top_k, top_p, min_p, repeat_penalty, "
-            "max_tokens, seed, stop, thinking; ollama's /set parameter NAME VALUE and num_predict work too); "
-            "/set system TEXT; /set alone lists them",
+    "/set": set_help(),
     "/show": "/show info|parameters|system|template: the model (file, quantization, context, where it runs, "
              "prompt format) and the parameters; /show alone is /show info",
     "/load": "/load MODEL|PATH: load another model by name (vibechat models list) or a .gguf file's path "
@@ -87,7 +102,6 @@ def suggestion(name: str) -> str:
 # --- /set -------------------------------------------------------------------------------------
 
 # ollama's parameter names that mean one of ours.
-OLLAMA_NAMES = {"num_predict": "max_tokens"}
 # Settings that are not sampling parameters: what to do instead (ollama takes them in /set).
 ENGINE_SETTINGS = {
     "num_ctx": "The context size is an engine setting, fixed when the model loads: start the chat with "
@@ -143,7 +157,7 @@ def parse_set(arg: str) -> SetRequest:
         head, _, rest = rest.partition(" ")
         head, rest = head.lower(), rest.strip()
     key = head.replace("-", "_")
-    key = OLLAMA_NAMES.get(key, key)
+    key = ollama_names().get(key, key)
     if key in ENGINE_SETTINGS:
         return SetRequest("info", value=ENGINE_SETTINGS[key])
     switch = SWITCHES.get(key)
@@ -158,8 +172,6 @@ def shown(name: str, value: Any) -> str:
     """A parameter's value for people: ``auto`` (None: the model's default), ``random`` (a
     seed of None), ``none`` (no stop strings), ``free text`` (no reply format), numbers as
     typed (``0.8``, not ``0.80000001``). Stop strings are quoted, line breaks as ``\\n``."""
-    from vibechat.engine.settings.params import PARAM_SPECS
-
     if name in ("format", "output_format"):
         return getattr(value, "label", None) or "free text"
     spec = PARAM_SPECS.get(name)

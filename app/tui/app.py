@@ -37,7 +37,7 @@ from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.settings.config import LoadedConfig
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
-from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
 from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.chat.tool_turns import ToolBox
 from vibechat.themes import THEMES
@@ -57,7 +57,7 @@ from .footer import KeysFooter
 from .question import QuestionScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
-from .param_panel import SLIDER_SPECS, ParamPanel
+from .param_panel import ParamPanel, param_slider
 from .outside_app import OutsideTextApp, pasted_text
 from .prompt_input import PromptInput
 from .replies import Replies
@@ -68,7 +68,6 @@ from .type_through import TypesIntoInput
 
 MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
 FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
-NUDGED = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p"}
 
 
 class VibechatApp(OutsideTextApp):
@@ -475,10 +474,11 @@ class VibechatApp(OutsideTextApp):
         self.chat.scroll_to_start()
 
     def action_nudge(self, name: str, direction: int) -> None:
-        spec = SLIDER_SPECS[name]
+        """A parameter's nudge key (``ParamSpec.nudge``): one fine step down or up, as its slider steps."""
+        spec = param_slider(PARAM_SPECS[name])
         value = spec.clamp(getattr(self.conversation.params, name) + spec.fine * direction)
         self.set_params(self.conversation.params.replace(**{name: value}))
-        self._nudge_notice.show(self, f"{NUDGED[name]} {spec.show(value)}", timeout=1.5)
+        self._nudge_notice.show(self, f"{spec.label} {spec.show(value)}", timeout=1.5)
 
     def set_params(self, params: SamplingParams) -> None:
         """The one place parameters change: the next generation uses exactly these, and the

@@ -6,6 +6,26 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
+from vibechat.engine.settings.params import PARAM_SPECS
+
+from ..appconfig import nudge_ids
+
+
+def nudge_bindings() -> list[Binding]:
+    """Each parameter's nudge keys (``ParamSpec.nudge``, engine/settings/params.py): one fine
+    step down or up (``VibechatApp.action_nudge``), named by its label."""
+    out: list[Binding] = []
+    for spec in PARAM_SPECS.values():
+        if spec.nudge is None:
+            continue
+        down, up = nudge_ids(spec.name)
+        out += [Binding(spec.nudge.down, f"nudge('{spec.name}', -1)", f"{spec.label} down", id=down, show=False,
+                        priority=True, tooltip=spec.nudge.lower),
+                Binding(spec.nudge.up, f"nudge('{spec.name}', 1)", f"{spec.label} up", id=up, show=False,
+                        priority=True, tooltip=spec.nudge.higher)]
+    return out
+
+
 # The description names an action in the footer, help and the command palette; the
 # tooltip says what it does (the palette's help line, and the footer's on hover). The
 # footer shows only what fits in 80 columns (Stop only while a reply streams); the rest
@@ -46,18 +66,7 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
     # when it is empty (PromptInput.check_action); with text in it, Ctrl+D deletes to the right.
     Binding("ctrl+d", "quit_if_empty", "Quit if the input is empty", id="quit_if_empty", show=False,
             tooltip="Quit vibechat, as Ctrl+D does in ollama and shells (Ctrl+Q quits at any time)"),
-    Binding("f5", "nudge('temperature', -1)", "Temperature down", id="temperature_down", show=False,
-            priority=True, tooltip="Lower the temperature by one step: more predictable replies"),
-    Binding("f6", "nudge('temperature', 1)", "Temperature up", id="temperature_up", show=False,
-            priority=True, tooltip="Raise the temperature by one step: more varied replies"),
-    Binding("f7", "nudge('top_k', -1)", "Top-k down", id="top_k_down", show=False, priority=True,
-            tooltip="Sample from fewer of the likeliest tokens"),
-    Binding("f8", "nudge('top_k', 1)", "Top-k up", id="top_k_up", show=False, priority=True,
-            tooltip="Sample from more of the likeliest tokens"),
-    Binding("f9", "nudge('top_p', -1)", "Top-p down", id="top_p_down", show=False, priority=True,
-            tooltip="Sample from a smaller share of the probability mass"),
-    Binding("f10", "nudge('top_p', 1)", "Top-p up", id="top_p_up", show=False, priority=True,
-            tooltip="Sample from a larger share of the probability mass"),
+    *nudge_bindings(),
     Binding("ctrl+g", "hide_config_problems", "Hide config problems", id="hide_config_problems", show=False,
             priority=True, tooltip="Hide the bar that lists the config's problems (they stay until fixed)"),
     Binding("ctrl+end", "scroll_chat_end", "Scroll to end", id="scroll_end", show=False,

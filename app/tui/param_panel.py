@@ -13,8 +13,7 @@ into a panel taken for closed ("Remember …") changes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 from textual import events
 from textual.app import ComposeResult
@@ -25,7 +24,8 @@ from textual.widgets import Static
 
 from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.settings.knobs import gpu_unavailable_message
-from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
+from vibechat.engine.settings.params import PARAM_SPECS, ParamSpec, SamplingParams
+from vibechat.engine.settings.setting import first_clause
 from vibechat.engine.settings.table import SETTINGS_BY_KEY
 from vibechat.engine.settings.think_switch import DEFAULT_THINKING, THINKING_MODES
 
@@ -40,54 +40,45 @@ def summary(key: str) -> str:
     return SETTINGS_BY_KEY[key].summary
 
 
-def _spec(name: str, label: str, **overrides: Any) -> SliderSpec:
-    p = PARAM_SPECS[name]
-    spec = SliderSpec(name=name, label=label, minimum=p.minimum, maximum=p.maximum, fine=p.fine_step,
-                      coarse=p.coarse_step, default=p.default, integer=p.kind is int,
-                      help=summary(f"params.{name}"))
-    return replace(spec, **overrides)
+@dataclass(frozen=True, kw_only=True)
+class ParamSliderSpec(SliderSpec):
+    """A sampling parameter's slider, made from its declaration (``ParamSpec``,
+    engine/settings/params.py), which clamps and shows its values. Where None is "auto" (the
+    model's own default), "auto" sits one fine step below the parameter's minimum, so every
+    value the parameter takes keeps its place on the slider and is shown as it is; the value
+    that turns it off is shown in words (``no limit``, ``off``). Nothing lands between "auto"
+    and the minimum."""
 
-
-@dataclass(frozen=True)
-class AutoSliderSpec(SliderSpec):
-    """A parameter whose None is "auto", the model's own default (engine/settings/params.py): "auto"
-    sits one fine step below the parameter's minimum, so every value the parameter takes keeps
-    its place on the slider and is shown as it is; the value that turns it off is shown in
-    words (``no limit``, ``off``). Nothing lands between "auto" and the minimum."""
-
-    first: float = 0.0  # the parameter's own minimum, the first value after "auto"
-    off: float | int | None = None
-    off_text: str = ""
+    param: ParamSpec
 
     def clamp(self, value: float) -> float | int:
-        if value < self.first - 1e-9:
+        p = self.param
+        if p.auto and value < p.minimum - 1e-9:
             return self.minimum
-        return super().clamp(value)
+        return p.clamp(min(value, self.maximum))
 
     def show(self, value: float | int | None) -> str:
-        if value is not None and value > self.minimum and value == self.off:
-            return self.off_text
-        return super().show(value)
+        if value is not None and self.param.auto and value <= self.minimum:
+            value = None  # the "auto" slot below the parameter's minimum
+        return self.param.show(value, places=2)
 
 
-def _auto_spec(name: str, label: str, maximum: float | None = None) -> AutoSliderSpec:
-    p = PARAM_SPECS[name]
-    lowest = p.minimum - p.fine_step
-    return AutoSliderSpec(name=name, label=label, minimum=int(lowest) if p.kind is int else round(lowest, 6),
-                          maximum=p.maximum if maximum is None else maximum, fine=p.fine_step,
-                          coarse=p.coarse_step, default=None, integer=p.kind is int, none_at_minimum="auto",
-                          first=p.minimum, off=p.off, off_text=p.off_text, help=summary(f"params.{name}"))
+def param_slider(p: ParamSpec) -> ParamSliderSpec:
+    """The slider of the parameter ``p``: its range (from "auto" where None is auto, up to its
+    ``slider_maximum``), steps, default and line of help (the first clause of its help, as its
+    row of the settings table says it), from its declaration."""
+    lowest = p.minimum - p.fine_step if p.auto else p.minimum
+    return ParamSliderSpec(name=p.name, label=p.label, minimum=int(lowest) if p.kind is int else round(lowest, 6),
+                           maximum=p.maximum if p.slider_maximum is None else p.slider_maximum, fine=p.fine_step,
+                           coarse=p.coarse_step, default=p.default, integer=p.kind is int,
+                           none_at_minimum="auto" if p.auto else None, help=first_clause(p.help), param=p)
 
 
-SLIDERS: tuple[SliderSpec, ...] = (
-    _spec("temperature", "Temperature"),
-    _spec("top_k", "Top-k"),
-    _spec("top_p", "Top-p"),
-    _spec("min_p", "Min-p"),
-    _auto_spec("repeat_penalty", "Repeat penalty"),  # auto, 0.10 … 1.00 (off) … 5.00
-    _auto_spec("max_tokens", "Max tokens", maximum=32768),  # auto, no limit (0), 16 … 32768
-)
-SLIDER_SPECS = {spec.name: spec for spec in SLIDERS}
+def sliders() -> tuple[ParamSliderSpec, ...]:
+    """A slider per sampling parameter that has one (``ParamSpec.slider``), in the table's order."""
+    return tuple(param_slider(p) for p in PARAM_SPECS.values() if p.slider)
+
+
 GPU_LAYERS = "gpu_layers"
 THINKING = ChoiceSpec("thinking", "Thinking", THINKING_MODES, DEFAULT_THINKING,
                       hint="if the template has a switch", help=summary("params.thinking"))
@@ -158,7 +149,7 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static("Parameters", classes="panel--title")
-        for spec in SLIDERS:
+        for spec in sliders():
             yield Slider(spec, getattr(self._params, spec.name))
         yield Choice(THINKING, self._params.thinking)
         yield Static(self.hint_text(), classes="panel--hint")
@@ -190,7 +181,7 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
         self.query_one(Choice).set_value(params.thinking, announce=False)
 
     def _sampling_sliders(self) -> list[Slider]:
-        return [slider for slider in self.query(Slider) if slider.spec.name in SLIDER_SPECS]
+        return [slider for slider in self.query(Slider) if slider.spec.name in PARAM_SPECS]
 
     def on_choice_changed(self, event: Choice.Changed) -> None:
         event.stop()

@@ -45,6 +45,13 @@ def now() -> str:
         return stamp
 
 
+def export_line(params: SamplingParams) -> str:
+    """The Markdown export's parameters, each one its declaration exports (``ParamSpec.exported``)
+    under its label: ``temperature 0.8, top-k 40, ..., repeat penalty auto``."""
+    return ", ".join(f"{spec.label.lower()} {spec.show(getattr(params, name))}"
+                     for name, spec in PARAM_SPECS.items() if spec.exported)
+
+
 @dataclass(frozen=True)
 class ConversationSummary:
     """What a list of conversations shows; no messages."""
@@ -166,9 +173,7 @@ class StoredConversation:
         s = self.summary
         lines = [f"# {s.title}", "", f"- Model: {s.model or 'unknown'}", f"- Source: {s.source}",
                  f"- Started: {s.created}", f"- Updated: {s.updated}"]
-        p = self.params
-        lines.append(f"- Parameters: temperature {p.temperature:g}, top-k {p.top_k}, top-p {p.top_p:g}, "
-                     f"min-p {p.min_p:g}, repeat penalty {PARAM_SPECS['repeat_penalty'].show(p.repeat_penalty)}")
+        lines.append(f"- Parameters: {export_line(self.params)}")
         if self.system:
             lines += ["", "## System", "", self.system]
         for m in self.messages:

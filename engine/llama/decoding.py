@@ -15,7 +15,7 @@ from typing import Any
 import llama_cpp as ll
 
 from ..errors import GenerationError
-from ..settings.params import SamplingParams
+from ..settings.params import PARAM_SPECS, SamplingParams
 from ..turns.backend import ChatEvent, FinishReason, GenerationStats, TextDelta, ThinkingDelta
 from ..turns.harmony import HarmonySplitter
 from ..turns.stops import StopMatcher
@@ -24,8 +24,6 @@ from ..turns.tool_calls import ToolCall
 from ..turns.tool_formats import ToolCallRecogniser
 from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .native import grammar_error
-
-PENALTY_LAST_N = 64
 
 
 @dataclasses.dataclass
@@ -73,25 +71,22 @@ def plain_tokens(target: DecodeTarget, sampler: Sampler, out: Emitter) -> Iterat
 
 
 def sampler_chain(vocab: Any, params: SamplingParams) -> Any:
-    """llama.cpp's C sampler chain for ``params`` (penalties, top-k, top-p, min-p, temperature,
-    the seeded draw; greedy at temperature 0)."""
+    """llama.cpp's C sampler chain for ``params``: each parameter's stage as its declaration
+    says (``ParamSpec.llama``, engine/settings/params.py: penalties, top-k, top-p, min-p,
+    temperature, the seeded draw), in their order; at temperature 0 the chain ends in the
+    greedy pick, without the stages that only shape the draw."""
     chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
-    add = ll.llama_sampler_chain_add
-    if params.repeat_penalty is not None and params.repeat_penalty != 1.0:  # None: unresolved "auto", off
-        n_vocab = ll.llama_vocab_n_tokens(vocab)
-        add(chain, ll.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0))
-    if params.temperature <= 0:
-        add(chain, ll.llama_sampler_init_greedy())
-        return chain
-    if params.top_k > 0:
-        add(chain, ll.llama_sampler_init_top_k(params.top_k))
-    if params.top_p < 1.0:
-        add(chain, ll.llama_sampler_init_top_p(params.top_p, 1))
-    if params.min_p > 0.0:
-        add(chain, ll.llama_sampler_init_min_p(params.min_p, 1))
-    add(chain, ll.llama_sampler_init_temp(params.temperature))
-    assert params.seed is not None
-    add(chain, ll.llama_sampler_init_dist(params.seed))
+    greedy = params.temperature <= 0
+    stages = sorted(((spec.llama, spec.name) for spec in PARAM_SPECS.values() if spec.llama is not None),
+                    key=lambda stage: stage[0].order)
+    for stage, name in stages:
+        if greedy and stage.sampling:
+            continue
+        sampler = stage.make(ll, vocab, getattr(params, name))
+        if sampler is not None:
+            ll.llama_sampler_chain_add(chain, sampler)
+    if greedy:
+        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
     return chain
 
 

@@ -63,7 +63,7 @@ from .images import IMAGE_TOKENS, NO_IMAGES_FIX, refused_images
 from .listing import ServerModels
 from .options import BACKEND_NAME, DEFAULT_DEADLINE, DEFAULT_TIMEOUT, OpenAIOptions, resolve_api_key, withheld_key
 from .reply import ReplyText, check_json_reply, fill_stats, past, reasoning_tokens
-from .request import OPTIONAL_FIELDS, chat_body
+from .request import chat_body, optional_fields
 from .sse import EventStream
 from .tool_stream import ToolCallBound, ToolCallStream
 
@@ -163,7 +163,7 @@ class OpenAICompatibleBackend:
             finally:
                 self._http.release(exchange)
             if resp.status in (400, 422) and self._send_optional and any(
-                    name in str(error) for name in OPTIONAL_FIELDS):
+                    name in str(error) for name in optional_fields()):
                 log.info("%s refused the extra sampling fields; sending only the standard ones", self.server)
                 self._send_optional = False
                 continue

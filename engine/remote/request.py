@@ -1,12 +1,13 @@
 """The chat request's body: vibechat's sampling parameters in OpenAI's terms.
 
-``temperature``, ``top_p``, ``max_tokens``, ``seed`` and ``stop`` are standard fields;
-``top_k``, ``min_p`` and ``repeat_penalty`` are the extra fields llama.cpp-family servers
-accept (and ``repetition_penalty``, vLLM's name). A server that rejects them (HTTP 400
-naming one) gets the request again without them (``send_optional`` False: the backend
-remembers). "auto" (``max_tokens`` and ``repeat_penalty`` None: engine/settings/params.py)
-sends nothing: the server's own default (which knows the model); ``max_tokens`` 0 (no
-limit) sends nothing either.
+Each sampling parameter's fields are declared with it (``ParamSpec.remote`` in
+engine/settings/params.py): ``temperature``, ``top_p``, ``max_tokens``, ``seed`` and ``stop``
+are standard fields; ``top_k``, ``min_p`` and ``repeat_penalty`` are the extra fields
+llama.cpp-family servers accept (and ``repetition_penalty``, vLLM's name). A server that
+rejects them (HTTP 400 naming one) gets the request again without them (``send_optional``
+False: the backend remembers). "auto" (``max_tokens`` and ``repeat_penalty`` None) sends
+nothing: the server's own default (which knows the model); ``max_tokens`` 0 (no limit) sends
+nothing either.
 
 Tools go as OpenAI's ``tools`` with ``tool_choice`` "auto" or "required" (llama-server with
 ``--jinja``, vLLM and Ollama take both; Ollama ignores ``tool_choice``); "none" sends no tools
@@ -22,15 +23,36 @@ from typing import Any
 
 from ..errors import InvalidParameterError
 from ..json_bounds import bounded_loads
-from ..settings.params import SamplingParams
+from ..settings.params import PARAM_SPECS, SamplingParams
 from ..settings.think_switch import remote_kwargs
 from ..turns.backend import ChatMessage
 from ..settings.tool_checks import TOOL_CHOICES
 from ..turns.tool_calls import ToolSpec
 from .images import content
 
-EXTRA_FIELDS = ("top_k", "min_p", "repeat_penalty", "repetition_penalty")
-OPTIONAL_FIELDS = (*EXTRA_FIELDS, "stream_options")  # what a strict server may refuse
+
+
+def optional_fields() -> tuple[str, ...]:
+    """What a strict server may refuse: the parameters' extra fields (``RemoteField.optional``,
+    engine/settings/params.py) and ``stream_options``."""
+    extra = (key for spec in PARAM_SPECS.values() if spec.remote and spec.remote.optional for key in spec.remote.keys)
+    return (*extra, "stream_options")
+
+
+def param_fields(params: SamplingParams, send_optional: bool) -> dict[str, Any]:
+    """The sampling parameters' fields, as each one's declaration says (``ParamSpec.remote``):
+    its keys with its value, nothing for a value the server's own default stands for, and the
+    extras only while ``send_optional``."""
+    body: dict[str, Any] = {}
+    for name, spec in PARAM_SPECS.items():
+        remote = spec.remote
+        if remote is None or (remote.optional and not send_optional):
+            continue
+        value = getattr(params, name)
+        if value in remote.unsent:
+            continue
+        body.update(dict.fromkeys(remote.keys, value))
+    return body
 
 
 def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
@@ -94,13 +116,9 @@ def chat_body(model: str, messages: Sequence[ChatMessage], params: SamplingParam
         "model": model,
         "messages": wire_messages(messages),
         "stream": True,
-        "temperature": params.temperature,
-        "top_p": params.top_p,
-        "seed": params.seed,
+        **param_fields(params, send_optional),
         **tool_fields(tools, tool_choice),
     }
-    if params.max_tokens:  # None ("auto": the server's default) and 0 (no limit) send nothing
-        body["max_tokens"] = params.max_tokens
     if params.stop:
         body["stop"] = list(params.stop)
     if params.output_format is not None:
@@ -111,7 +129,4 @@ def chat_body(model: str, messages: Sequence[ChatMessage], params: SamplingParam
         body["chat_template_kwargs"] = switch
     if send_optional:
         body["stream_options"] = {"include_usage": True}
-        body.update(top_k=params.top_k, min_p=params.min_p)
-        if params.repeat_penalty is not None:  # None, "auto": the server's default
-            body.update(repeat_penalty=params.repeat_penalty, repetition_penalty=params.repeat_penalty)
     return body

@@ -38,14 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic
 
-from .config_text import _duplicate_lines, _line_of, insert_top_level, key_lines
+from .config_text import duplicate_lines, line_of, insert_top_level, key_lines
 from ..errors import ConfigError, InvalidParameterError
 from ..files import FileTooLarge, NotARegularFile, UnreadableFile, read_file_text
 from .params import PARAM_SPECS, SamplingParams
 from ..paths import config_dir, data_dir
 from .setting import Setting
 from .table import SCHEMA, Schema
-from .config_check import C, _apply, _bare, _check, _from_text, _read_document
+from .config_check import C, apply_changes, bare_message, check_value, value_from_text, read_document
 from .config_doc import template
 
 CONFIG_ENV = "VIBECHAT_CONFIG"
@@ -205,14 +205,14 @@ class LoadedConfig(Generic[C]):
         for key, value in values.items():
             setting = self.schema.by_key[key]
             try:
-                changes[key] = _check(setting, value, Path.cwd())
+                changes[key] = check_value(setting, value, Path.cwd())
             except InvalidParameterError as exc:
-                raise InvalidParameterError(f"{flags.get(key, key)}: {_bare(exc)}.") from None
+                raise InvalidParameterError(f"{flags.get(key, key)}: {bare_message(exc)}.") from None
             origins[key] = Origin("flag", flags.get(key, key))
-        return dataclasses.replace(self, config=_apply(self.config, changes), origins=origins)
+        return dataclasses.replace(self, config=apply_changes(self.config, changes), origins=origins)
 
 
-def _file_message(path: Path, line: int | None, message: str, column: int | None = None) -> str:
+def file_message(path: Path, line: int | None, message: str, column: int | None = None) -> str:
     return f"{_file_where(path, line, column)}: {message}; {FIX}"
 
 
@@ -247,7 +247,7 @@ def _parse_toml(text: str, path: Path) -> Mapping[str, Any]:
         duplicate = re.match(r'Key "(.+)" already exists', str(exc))
         if duplicate:
             name = duplicate.group(1)
-            lines = _duplicate_lines(text, name)
+            lines = duplicate_lines(text, name)
             line = lines[1] if lines else getattr(exc, "line", None)
             first = f" (first on line {lines[0]})" if lines else ""
             raise _whole_file(path, f"'{name}' is set twice{first}: keep one", line) from None
@@ -262,14 +262,14 @@ def read_config_text(text: str, path: Path, schema: Schema = SCHEMA
     raises ``ConfigError`` (one line, in plain words, with the line and column)."""
     data = _parse_toml(text, path)
     lines = key_lines(text)
-    values, bad = _read_document(data, path.parent, schema)
+    values, bad = read_document(data, path.parent, schema)
     problems = []
     for exc in bad:
-        line = _line_of(lines, exc.where)
+        line = line_of(lines, exc.where)
         problems.append(ConfigProblem(_file_where(path, line), str(exc), short_where=f"{path.name} line {line}"
                                       if line else path.name, effect="not applied", key=exc.key,
                                       detail=exc.detail))
-    origins = {key: Origin("file", str(path), _line_of(lines, tuple(key.split(".", 1))))
+    origins = {key: Origin("file", str(path), line_of(lines, tuple(key.split(".", 1))))
                for key in values}
     return values, origins, problems
 
@@ -288,7 +288,7 @@ def parse_config_text(text: str, path: Path, schema: Schema = SCHEMA
 MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KB: anything this large is not one
 
 
-def _read_text(path: Path) -> str | None:
+def read_config_file(path: Path) -> str | None:
     """The file's text, or None when there is no file; unreadable or absurdly large raises
     ConfigError."""
     try:  # bounded and by type: a FIFO or /dev/zero as the config is refused at once
@@ -308,7 +308,7 @@ def config_file_problems(path: Path | None = None, schema: Schema = SCHEMA) -> l
     """Every problem of the file (none: it loads cleanly, or does not exist)."""
     path = path or config_path()
     try:
-        text = _read_text(path)
+        text = read_config_file(path)
         return [] if text is None else read_config_text(text, path, schema)[2]
     except _Unusable as exc:
         return [exc.problem]
@@ -349,9 +349,9 @@ def _env_values(environ: Mapping[str, str], api_key_env: str | None = None, sche
         if not raw:
             continue
         try:
-            values[setting.key] = _from_text(setting, raw)
+            values[setting.key] = value_from_text(setting, raw)
         except InvalidParameterError as exc:
-            problems.append(ConfigProblem(f"environment variable {setting.env}={raw!r}", _bare(exc),
+            problems.append(ConfigProblem(f"environment variable {setting.env}={raw!r}", bare_message(exc),
                                           "fix or unset it", short_where=f"{setting.env}", effect="ignored",
                                           key=setting.key))
             continue
@@ -386,7 +386,7 @@ def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None =
     file_problem = None
     exists = False
     try:
-        text = _read_text(path)
+        text = read_config_file(path)
         exists = text is not None
         if text is not None:
             values, origins, problems = read_config_text(text, path, schema)
@@ -397,7 +397,7 @@ def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None =
     env, env_origins, env_problems = _env_values(environ, values.get("api_key_env"), schema)
     values.update(env)
     origins.update(env_origins)
-    return LoadedConfig(_apply(schema.config(), values), path, exists, origins, file_problem,
+    return LoadedConfig(apply_changes(schema.config(), values), path, exists, origins, file_problem,
                         (*problems, *env_problems), schema)
 
 
@@ -448,7 +448,7 @@ def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
     import tomlkit
 
     path = path or config_path()
-    text = _read_text(path)
+    text = read_config_file(path)
     if text is None:
         text = template(schema)
     parse_config_text(text, path, schema)  # raises on any problem: never overwrite a broken file
@@ -457,7 +457,7 @@ def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
     for key, value in changes.items():
         setting = schema.by_key.get(key)
         if setting is not None:
-            value = _check(setting, value, path.parent)
+            value = check_value(setting, value, path.parent)
         if isinstance(value, Path):
             value = str(value)
         elif isinstance(value, tuple):

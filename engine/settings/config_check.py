@@ -22,7 +22,7 @@ FALSE_WORDS = ("0", "false", "no", "off")
 
 
 # ------------------------------------------------------------- validation
-def _bare(exc: Exception) -> str:
+def bare_message(exc: Exception) -> str:
     return str(exc).rstrip(".")
 
 
@@ -36,7 +36,7 @@ def range_text(setting: Setting) -> str:
     return ""
 
 
-def _check(setting: Setting, value: Any, base: Path) -> Any:
+def check_value(setting: Setting, value: Any, base: Path) -> Any:
     """``value`` (as TOML or Python gives it) made the setting's type, or InvalidParameterError."""
     name = setting.key.removeprefix("params.")
     if setting.key.startswith("params.") and name in PARAM_SPECS:
@@ -87,7 +87,7 @@ def _check(setting: Setting, value: Any, base: Path) -> Any:
         try:
             return normalize_base_url(str(value))
         except InvalidParameterError as exc:
-            raise InvalidParameterError(f"{name} {_bare(exc).removeprefix('the base URL ')}") from None
+            raise InvalidParameterError(f"{name} {bare_message(exc).removeprefix('the base URL ')}") from None
     if setting.kind == "variable name":
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(value).strip()):
             # The value is not echoed: it may be the key itself, put here by mistake.
@@ -104,7 +104,7 @@ def _check(setting: Setting, value: Any, base: Path) -> Any:
 C = TypeVar("C", bound=Config)
 
 
-def _apply(config: C, changes: Mapping[str, Any]) -> C:
+def apply_changes(config: C, changes: Mapping[str, Any]) -> C:
     """``config`` with ``changes`` (checked values, by dotted key) on top: ``params.*`` into
     the sampling parameters, ``TABLE.name`` (a text table's entry) into that
     table, the rest as fields."""
@@ -147,7 +147,7 @@ class _FileProblem(Exception):
         self.detail = detail
 
 
-def _read_document(data: Mapping[str, Any], base: Path,
+def read_document(data: Mapping[str, Any], base: Path,
                    schema: Schema = SCHEMA) -> tuple[dict[str, Any], list[_FileProblem]]:
     """Check a parsed file key by key against ``schema``: ``{dotted key: value}`` for the good
     ones, and a problem for each bad one (left out; the others still apply). Bounded by the file
@@ -157,9 +157,9 @@ def _read_document(data: Mapping[str, Any], base: Path,
 
     def check(key: str, item: Any, where: tuple[str, ...]) -> None:
         try:
-            values[key] = _check(schema.by_key[key], item, base)
+            values[key] = check_value(schema.by_key[key], item, base)
         except InvalidParameterError as exc:
-            problems.append(_FileProblem(_bare(exc), where, key=key))
+            problems.append(_FileProblem(bare_message(exc), where, key=key))
 
     for key, value in data.items():
         if key == "params":
@@ -185,7 +185,7 @@ def _read_document(data: Mapping[str, Any], base: Path,
                 except EntryProblem as exc:  # the table's own words, as they are
                     problems.append(_FileProblem(str(exc), (key, name), key=f"{key}.{name}", detail=exc.detail))
                 except InvalidParameterError as exc:
-                    problems.append(_FileProblem(_bare(exc), (key, name), key=f"{key}.{name}"))
+                    problems.append(_FileProblem(bare_message(exc), (key, name), key=f"{key}.{name}"))
         elif key == "presets":
             problems.extend(_preset_problems(value, base))
         elif key in schema.by_key:
@@ -206,7 +206,7 @@ def _preset_problems(table: Any, base: Path) -> list[_FileProblem]:
     except ImportError:  # pragma: no cover - presets are not part of this build
         return [_FileProblem("unknown key 'presets'", ("presets",))]
     problems: list[_FileProblem] = []
-    rules = Rules(lambda key, value, at: _check(SETTINGS_BY_KEY[key], value, at), PARAM_KEYS)  # this file's own
+    rules = Rules(lambda key, value, at: check_value(SETTINGS_BY_KEY[key], value, at), PARAM_KEYS)  # this file's own
     try:  # the table itself (a table of tables, not too many)
         parse_presets({} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table, base, rules)
     except PresetProblem as exc:
@@ -219,10 +219,10 @@ def _preset_problems(table: Any, base: Path) -> list[_FileProblem]:
     return problems
 
 
-def _from_text(setting: Setting, raw: str) -> Any:
+def value_from_text(setting: Setting, raw: str) -> Any:
     """A setting typed as text (an environment variable)."""
     if setting.key == "params.stop":
-        return _check(setting, [s for s in raw.split("|") if s], Path.cwd())
+        return check_value(setting, [s for s in raw.split("|") if s], Path.cwd())
     if setting.key.startswith("params.") and setting.name in PARAM_SPECS:
         return PARAM_SPECS[setting.name].parse(raw)
     if setting.kind == "true or false":
@@ -236,7 +236,7 @@ def _from_text(setting: Setting, raw: str) -> Any:
         except ValueError:
             raise InvalidParameterError(
                 f"{setting.name} must be a whole number{range_text(setting)} (got {raw!r})") from None
-        return _check(setting, value, Path.cwd())
-    return _check(setting, raw, Path.cwd())
+        return check_value(setting, value, Path.cwd())
+    return check_value(setting, raw, Path.cwd())
 
 

@@ -38,8 +38,9 @@ def template(schema: Schema = SCHEMA) -> str:
         "# 'vibechat config show' prints the effective values and where each comes from.",
         "",
     ]
+    first_param = next((s.key for s in schema.settings if s.key.startswith("params.")), None)
     for setting in schema.settings:
-        if setting.key == "params.temperature":
+        if setting.key == first_param:  # [params] opens before the first parameter, whichever it is
             out += [*_wrap(Config.__dataclass_fields__["params"].metadata["help"]), "[params]", ""]
         out += _wrap(_describe(setting))
         out += [f"# {setting.name} = {setting.example}", ""]
@@ -54,7 +55,7 @@ def template(schema: Schema = SCHEMA) -> str:
 def markdown_table(schema: Schema = SCHEMA) -> str:
     """The settings table of docs/USAGE.md: each setting's key, flag, variable, default and help
     (a text table: one row for its entries, ``TABLE.<entry>``)."""
-    rows = ["| key | flag | variable | default | what it sets |", "| --- | --- | --- | --- | --- |"]
+    rows = [TABLE_HEADER, "| --- | --- | --- | --- | --- |"]
     for s in schema.settings:
         help_text = s.help.replace("|", "\\|")
         if s.minimum is not None and s.maximum is not None:
@@ -65,3 +66,18 @@ def markdown_table(schema: Schema = SCHEMA) -> str:
     for name, table in schema.tables.items():
         rows.append(f"| `{name}.<{table.metadata['entry']}>` | | | | {table.metadata['help']} |")
     return "\n".join(rows)
+
+
+TABLE_HEADER = "| key | flag | variable | default | what it sets |"
+
+
+def with_table(text: str, table: str) -> str:
+    """``text`` (docs/USAGE.md) with its settings table, the lines from ``TABLE_HEADER`` to the
+    first line that is no table row, replaced by ``table`` (``markdown_table``): what
+    ``python3 dev.py docs`` writes. Raises ValueError where the text has no such table."""
+    lines = text.split("\n")
+    start = lines.index(TABLE_HEADER)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join([*lines[:start], table, *lines[end:]])

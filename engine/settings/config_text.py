@@ -66,7 +66,7 @@ def key_lines(text: str) -> dict[tuple[str, ...], int]:
     return lines
 
 
-def _duplicate_lines(text: str, name: str) -> tuple[int, int] | None:
+def duplicate_lines(text: str, name: str) -> tuple[int, int] | None:
     """The lines where a key (or table) named ``name`` is first defined and defined again in
     the same table."""
     seen: dict[tuple[str, ...], int] = {}
@@ -78,7 +78,7 @@ def _duplicate_lines(text: str, name: str) -> tuple[int, int] | None:
     return None
 
 
-def _line_of(lines: Mapping[tuple[str, ...], int], where: tuple[str, ...]) -> int | None:
+def line_of(lines: Mapping[tuple[str, ...], int], where: tuple[str, ...]) -> int | None:
     for i in range(len(where), 0, -1):
         if where[:i] in lines:
             return lines[where[:i]]

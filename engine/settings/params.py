@@ -1,7 +1,10 @@
 """Sampling parameters: one validated, immutable type shared by every backend.
 
-``PARAM_SPECS`` describes each numeric parameter once (range, default, steps,
-help) so the CLI flags, the TUI sliders and ``/set`` all agree with validation.
+``PARAM_SPECS`` declares each numeric parameter once (``ParamSpec``: range, default, steps,
+help, flag, label, Ollama name, slider, export, llama.cpp's sampler stage, a server's fields,
+nudge keys): the CLI flags, the TUI sliders and keys, ``/set``, presets and Modelfiles, the
+backends and the exports are made from it, so they all agree with validation. Adding a
+parameter is a spec here and a ``SamplingParams`` field of its name.
 
 ``max_tokens`` and ``repeat_penalty`` default to ``None``, "auto": the model's own default,
 which the backend resolves (``SamplingParams.resolved``) by how it prompts the model. A model
@@ -19,6 +22,7 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import InvalidParameterError
@@ -31,8 +35,54 @@ MAX_STOP_STRINGS = 16
 
 
 @dataclass(frozen=True)
+class LlamaStage:
+    """How llama.cpp's sampler chain (engine/llama/decoding.py ``sampler_chain``) receives a
+    parameter: ``make(ll, vocab, value)`` gives the stage's sampler (``ll`` is the ``llama_cpp``
+    module, passed in so that this file never loads it), or None to leave it out; the chain
+    adds the stages by ``order``. ``sampling``: the stage only matters when tokens are drawn,
+    so it is left out at temperature 0, where the chain ends in the greedy pick."""
+
+    order: int
+    make: Callable[[Any, Any, Any], Any]
+    sampling: bool = True
+
+
+@dataclass(frozen=True)
+class RemoteField:
+    """How a server's chat request (engine/remote/request.py ``chat_body``) receives a
+    parameter: the body's ``keys`` carry its value, unless the value is one of ``unsent`` (the
+    server's own default then); ``optional``: an extra field a strict server may refuse (sent
+    only while the backend has not seen it refused)."""
+
+    keys: tuple[str, ...]
+    optional: bool = False
+    unsent: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Nudge:
+    """The chat's keys that step a parameter down and up by its fine step without opening the
+    parameter panel (app/tui/bindings.py makes the bindings), and what each does."""
+
+    down: str
+    up: str
+    lower: str  # the tooltip of ``down``
+    higher: str  # the tooltip of ``up``
+
+
+@dataclass(frozen=True)
 class ParamSpec:
-    """How one numeric sampling parameter is bounded, shown and stepped."""
+    """One numeric sampling parameter, declared once: how it is bounded, typed, shown and
+    stepped, and every place it shows up takes its part from here: the flag (``short``,
+    ``metavar``, ``flag_words``; engine/settings/table.py), the config's example, ``/set`` and
+    Ollama's name (``ollama``: its Modelfile's ``PARAMETER`` and ``/set parameter``), the
+    slider (``slider``, ``slider_maximum``), the export line (``exported``, under ``label``),
+    llama.cpp's sampler (``llama``), a server's request (``remote``) and the chat's keys
+    (``nudge``). ``SamplingParams`` has a field of the same name whose default is ``default``.
+
+    Special handling is said here, not in each consumer: ``optional`` (None allowed), ``auto``
+    (None is the model's default, ``off`` what 'none'/'off' type), ``none_text`` (None shown:
+    ``random`` for the seed)."""
 
     name: str
     kind: type  # int or float
@@ -45,6 +95,31 @@ class ParamSpec:
     optional: bool = False  # None allowed: "random" (seed) or "auto" (the model's default: ``auto``)
     auto: bool = False  # None is "auto", resolved by the backend (SamplingParams.resolved)
     off: float | int | None = None  # what 'none' / 'off' mean where None is auto (max_tokens 0, penalty 1)
+    off_word: str = "off"  # the word typed for ``off`` ('none' for max_tokens)
+    off_text: str = "off"  # what ``off`` does, in two words ('no limit' for max_tokens)
+    none_text: str = "none"  # None shown for people where it is not "auto" ('random' for the seed)
+    label: str = ""  # the name people read: the slider's, the export line's (lower case), the key's
+    short: str | None = None  # the flag's short alias (``-t``)
+    metavar: str = "NUMBER"
+    flag_words: str = "{range}"  # the flag's line before its default; ``{range}`` is ``span()``
+    example: str = ""  # the config template's example value (default: the default)
+    ollama: str = ""  # Ollama's name for it (Modelfile PARAMETER, /set parameter), if not ``name``
+    ollama_words: tuple[tuple[str, str], ...] = ()  # Ollama's values that mean one of ours ('-2': 'none')
+    slider: bool = True  # the parameter panel has a slider for it
+    slider_maximum: float | None = None  # the slider's top, if below ``maximum``
+    exported: bool = False  # on the Markdown export's parameters line
+    llama: LlamaStage | None = None
+    remote: RemoteField | None = None
+    nudge: Nudge | None = None
+
+    @property
+    def modelfile_name(self) -> str:
+        """The name Ollama's Modelfile and ``/set parameter`` give it."""
+        return self.ollama or self.name
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
 
     def check(self, value: Any) -> float | int | None:
         if value is None:
@@ -96,24 +171,22 @@ class ParamSpec:
     def range_text(self) -> str:
         text = f"between {_fmt(self.minimum)} and {_fmt(self.maximum)}"
         if self.auto:
-            word = "none" if self.name == "max_tokens" else "off"
+            word = self.off_word
             text += f" ({_fmt(self.off) if self.off is not None else word} or '{word}': {self.off_text}; " \
                     "'auto': the model's default)"
         elif self.optional:
             text += " (or 'none')"
         return text
 
-    @property
-    def off_text(self) -> str:
-        """What the 'none' value does, in two words."""
-        return "no limit" if self.name == "max_tokens" else "off"
-
-    def show(self, value: float | int | None) -> str:
-        """``value`` for people: ``auto``, ``no limit``, ``off``, ``random``, else the number."""
+    def show(self, value: float | int | None, places: int | None = None) -> str:
+        """``value`` for people: ``auto``, ``no limit``, ``off``, ``random``, else the number
+        (``places``: a float with that many decimals, as a slider shows it)."""
         if value is None:
-            return "auto" if self.auto else "random" if self.name == "seed" else "none"
+            return "auto" if self.auto else self.none_text
         if self.auto and value == self.off:
             return self.off_text
+        if places is not None and self.kind is float:
+            return f"{value:.{places}f}"
         return _fmt(value)
 
     def span(self) -> str:
@@ -143,29 +216,78 @@ def _fmt(value: float | int) -> str:
 COMPLETION_AUTO: dict[str, float | int] = {"max_tokens": 256, "repeat_penalty": 1.1}
 # ... and for every other model: no limit (None once resolved), the penalty off.
 TEMPLATE_AUTO: dict[str, float | int | None] = {"max_tokens": None, "repeat_penalty": 1.0}
+PENALTY_LAST_N = 64  # the tokens llama.cpp's repeat penalty looks back over
+
+
+def _penalties(ll: Any, vocab: Any, penalty: float | None) -> Any:
+    """llama.cpp's repeat penalty, left out while it is off (1) or unresolved "auto" (None)."""
+    if penalty is None or penalty == 1.0:
+        return None
+    return ll.llama_sampler_init_penalties(ll.llama_vocab_n_tokens(vocab), PENALTY_LAST_N, penalty, 0.0, 0.0)
+
+
+def _draw(ll: Any, vocab: Any, seed: int | None) -> Any:
+    """The seeded draw that ends the chain (a backend fixes the seed first: ``with_seed``)."""
+    assert seed is not None
+    return ll.llama_sampler_init_dist(seed)
+
+
 PARAM_SPECS: dict[str, ParamSpec] = {
     spec.name: spec
     for spec in (
         ParamSpec("temperature", float, 0.0, 5.0, 0.8, 0.05, 0.25,
-                  "Randomness of sampling; 0 always picks the most likely token (greedy)."),
+                  "Randomness of sampling; 0 always picks the most likely token (greedy).",
+                  label="Temperature", short="-t", flag_words="{range}; 0 is greedy", exported=True,
+                  llama=LlamaStage(40, lambda ll, vocab, value: ll.llama_sampler_init_temp(value)),
+                  remote=RemoteField(("temperature",)),
+                  nudge=Nudge("f5", "f6", "Lower the temperature by one step: more predictable replies",
+                              "Raise the temperature by one step: more varied replies")),
         ParamSpec("top_k", int, 0, 1000, 40, 1, 10,
-                  "Sample only among the K most likely tokens; 0 disables the limit."),
+                  "Sample only among the K most likely tokens; 0 disables the limit.",
+                  label="Top-k", metavar="N", flag_words="{range}; 0 disables", exported=True,
+                  llama=LlamaStage(10, lambda ll, vocab, value: ll.llama_sampler_init_top_k(value) if value > 0
+                                   else None),
+                  remote=RemoteField(("top_k",), optional=True),
+                  nudge=Nudge("f7", "f8", "Sample from fewer of the likeliest tokens",
+                              "Sample from more of the likeliest tokens")),
         ParamSpec("top_p", float, 0.0, 1.0, 0.95, 0.01, 0.05,
-                  "Nucleus sampling: keep the smallest set of tokens whose probability reaches P; 1 disables."),
+                  "Nucleus sampling: keep the smallest set of tokens whose probability reaches P; 1 disables.",
+                  label="Top-p", flag_words="{range}; 1 disables", exported=True,
+                  llama=LlamaStage(20, lambda ll, vocab, value: ll.llama_sampler_init_top_p(value, 1)
+                                   if value < 1.0 else None),
+                  remote=RemoteField(("top_p",)),
+                  nudge=Nudge("f9", "f10", "Sample from a smaller share of the probability mass",
+                              "Sample from a larger share of the probability mass")),
         ParamSpec("min_p", float, 0.0, 1.0, 0.05, 0.01, 0.05,
-                  "Drop tokens less likely than min_p times the top token's probability; 0 disables."),
+                  "Drop tokens less likely than min_p times the top token's probability; 0 disables.",
+                  label="Min-p", flag_words="{range}; 0 disables", exported=True,
+                  llama=LlamaStage(30, lambda ll, vocab, value: ll.llama_sampler_init_min_p(value, 1)
+                                   if value > 0.0 else None),
+                  remote=RemoteField(("min_p",), optional=True)),
         ParamSpec("repeat_penalty", float, 0.1, 5.0, None, 0.01, 0.1,
                   "Penalise recently generated tokens; 1 (off) disables; auto = the model's default "
                   f"(off, or {COMPLETION_AUTO['repeat_penalty']:g} for a base model prompted as a completion model).",
-                  optional=True, auto=True, off=1.0),
+                  optional=True, auto=True, off=1.0,
+                  label="Repeat penalty", flag_words="{range}; 1 (off) disables", example="1.1", exported=True,
+                  llama=LlamaStage(0, _penalties, sampling=False),
+                  # vLLM's name beside llama.cpp's; None ("auto"): the server's default
+                  remote=RemoteField(("repeat_penalty", "repetition_penalty"), optional=True, unsent=(None,))),
+        # No stage in llama.cpp's chain: the decode loop stops at the limit (engine/llama/decoding.py Emitter).
         ParamSpec("max_tokens", int, 0, 1_000_000, None, 16, 256,
                   "Stop after this many generated tokens; 0 (none) = until the model stops or the context is full; "
                   f"auto = the model's default (none, or {COMPLETION_AUTO['max_tokens']} for a base model "
                   "prompted as a completion model).",
-                  optional=True, auto=True, off=0),
+                  optional=True, auto=True, off=0, off_word="none", off_text="no limit",
+                  label="Max tokens", short="-n", metavar="N", flag_words="Most tokens to generate; 0 (none) = no limit",
+                  example="512", ollama="num_predict", ollama_words=(("-2", "none"),),  # Ollama: fill the context
+                  slider_maximum=32768,
+                  # None ("auto": the server's default) and 0 (no limit) send nothing
+                  remote=RemoteField(("max_tokens",), unsent=(None, 0))),
         ParamSpec("seed", int, 0, SEED_MAX, None, 1, 1000,
                   "Random seed; the same seed and settings reproduce a reply. none = a fresh random seed each time.",
-                  optional=True),
+                  optional=True, none_text="random",
+                  label="Seed", metavar="N", flag_words="Seed for reproducible sampling", example="42", slider=False,
+                  llama=LlamaStage(50, _draw), remote=RemoteField(("seed",))),
     )
 }
 
@@ -200,7 +322,8 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         for name, spec in PARAM_SPECS.items():
-            object.__setattr__(self, name, spec.check(getattr(self, name)))
+            if name in self.__dataclass_fields__:  # every spec's, checked below (a subclass may add one)
+                object.__setattr__(self, name, spec.check(getattr(self, name)))
         stop = self.stop
         if isinstance(stop, str):
             stop = (stop,)
@@ -272,3 +395,12 @@ class SamplingParams:
                 f"unknown parameter {name!r}; known: {', '.join([*PARAM_SPECS, 'stop', 'thinking'])}."
             )
         return self.replace(**{key: spec.parse(text)})
+
+
+def _undeclared() -> list[str]:
+    """The specs ``SamplingParams`` has no field for (none: each parameter is a field)."""
+    return sorted(set(PARAM_SPECS) - {f.name for f in dataclasses.fields(SamplingParams)})
+
+
+if _undeclared():  # pragma: no cover - a declaration mistake, found on import
+    raise TypeError(f"SamplingParams needs a field for {', '.join(_undeclared())}")

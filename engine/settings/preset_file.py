@@ -17,16 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Schema
-from .config import LoadedConfig, Origin, _file_message, _read_text, config_path
-from .config_check import _apply, _check
-from .config_text import _line_of, key_lines
+from .config import LoadedConfig, Origin, file_message, read_config_file, config_path
+from .config_check import apply_changes, check_value
+from .config_text import line_of, key_lines
 from ..errors import ConfigError
-from .presets import MAX_PRESETS, Preset, PresetProblem, Rules, _show, parse_preset, parse_presets
+from .presets import MAX_PRESETS, Preset, PresetProblem, Rules, spelled, parse_preset, parse_presets
 from ..sanitize import sanitize
 
 
 def _setting_check(key: str, value: Any, base: Path) -> Any:
-    return _check(SETTINGS_BY_KEY[key], value, base)
+    return check_value(SETTINGS_BY_KEY[key], value, base)
 
 
 RULES = Rules(_setting_check, PARAM_KEYS)  # the config file's own rules, for its presets
@@ -56,15 +56,15 @@ class PresetBook:
         if name in self.problems:
             raise ConfigError(self.problems[name])
         if self.problem:
-            raise ConfigError(f"no preset {_show(sanitize(name)[:70])}: {self.problem}")
+            raise ConfigError(f"no preset {spelled(sanitize(name)[:70])}: {self.problem}")
         names = sorted([*self.presets, *self.problems])
         if not names:
-            raise ConfigError(f"no preset {_show(sanitize(name)[:70])}: {self.path} has no presets yet; add a "
+            raise ConfigError(f"no preset {spelled(sanitize(name)[:70])}: {self.path} has no presets yet; add a "
                               "[presets.NAME] table ('vibechat config edit') or import an Ollama Modelfile "
                               "('vibechat presets import Modelfile').")
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ConfigError(f"no preset {_show(sanitize(name)[:70])}{hint}; presets in {self.path}: {', '.join(names)}.")
+        raise ConfigError(f"no preset {spelled(sanitize(name)[:70])}{hint}; presets in {self.path}: {', '.join(names)}.")
 
 
 def load_presets(path: Path | None = None) -> PresetBook:
@@ -74,7 +74,7 @@ def load_presets(path: Path | None = None) -> PresetBook:
 
     path = path or config_path()
     try:
-        text = _read_text(path)
+        text = read_config_file(path)
     except ConfigError as exc:
         return PresetBook(path, problem=str(exc))
     if text is None:
@@ -93,14 +93,14 @@ def load_presets(path: Path | None = None) -> PresetBook:
         parse_presets({} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table, path.parent,
                       RULES)
     except PresetProblem as exc:
-        return PresetBook(path, problem=_file_message(path, _line_of(lines, exc.where), str(exc)))
+        return PresetBook(path, problem=file_message(path, line_of(lines, exc.where), str(exc)))
     presets: dict[str, Preset] = {}
     problems: dict[str, str] = {}
     for name, value in table.items():
         try:
             presets[name] = check_preset(name, value, path.parent)
         except PresetProblem as exc:
-            problems[name] = _file_message(path, _line_of(lines, exc.where), str(exc))
+            problems[name] = file_message(path, line_of(lines, exc.where), str(exc))
     return PresetBook(path, presets, problems)
 
 
@@ -111,7 +111,7 @@ def apply_to_loaded(loaded: LoadedConfig, preset: Preset) -> LoadedConfig:
     origins = dict(loaded.origins)
     for key in values:
         origins[key] = Origin("preset", preset.name)
-    return dataclasses.replace(loaded, config=_apply(loaded.config, values), origins=origins)
+    return dataclasses.replace(loaded, config=apply_changes(loaded.config, values), origins=origins)
 
 
 

@@ -75,7 +75,7 @@ class Rules:
     param_keys: Sequence[str]
 
 
-def _show(value: Any) -> str:
+def spelled(value: Any) -> str:
     """A value as the config file spells it, for messages."""
     if isinstance(value, str):
         return f'"{value}"'
@@ -186,7 +186,7 @@ def _format_text(preset: str, value: Any, base: Path, where: tuple[str, ...]) ->
     (absolute against the config's folder; read when the preset is applied)."""
     if not isinstance(value, str) or not value.strip():
         raise PresetProblem(f"preset '{preset}': format must be \"json\", \"off\", a JSON Schema (inline JSON or "
-                            f"a file) or a .gbnf grammar file (got {_show(value)})", where)
+                            f"a file) or a .gbnf grammar file (got {spelled(value)})", where)
     raw = value.strip()
     if raw.lower() == "json" or raw.lower() in FORMAT_OFF:
         return raw.lower()
@@ -206,10 +206,10 @@ def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
     paths)."""
     where: tuple[str, ...] = ("presets", name)
     if not NAME_RE.fullmatch(name):
-        raise PresetProblem(f"preset name {_show(sanitize(name)[:70])} is not usable: use letters, digits, - and _ "
+        raise PresetProblem(f"preset name {spelled(sanitize(name)[:70])} is not usable: use letters, digits, - and _ "
                             "(at most 64)", where)
     if not isinstance(table, Mapping):
-        raise PresetProblem(f"presets.{name} must be a table ([presets.{name}]), not {_show(table)}", where)
+        raise PresetProblem(f"presets.{name} must be a table ([presets.{name}]), not {spelled(table)}", where)
     fields: dict[str, Any] = {}
     params: dict[str, Any] = {}
     for key, value in table.items():
@@ -217,7 +217,7 @@ def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
         if key == "params":
             if not isinstance(value, Mapping):
                 raise PresetProblem(f"preset '{name}': params must be a table ([presets.{name}.params]), "
-                                    f"not {_show(value)}", at)
+                                    f"not {spelled(value)}", at)
             for param, item in value.items():
                 if param not in rules.param_keys:
                     raise PresetProblem(f"preset '{name}': unknown key '{param}' in [presets.{name}.params]"
@@ -251,7 +251,7 @@ def parse_presets(table: Any, base: Path, rules: Rules) -> dict[str, Preset]:
     """The ``presets`` table, checked (the config loader's hook); the first problem raises
     ``PresetProblem``."""
     if not isinstance(table, Mapping):
-        raise PresetProblem(f"presets must be a table of presets ([presets.NAME]), not {_show(table)}", ("presets",))
+        raise PresetProblem(f"presets must be a table of presets ([presets.NAME]), not {spelled(table)}", ("presets",))
     if len(table) > MAX_PRESETS:
         raise PresetProblem(f"presets holds {len(table)} presets, more than {MAX_PRESETS}: keep fewer",
                             ("presets",))
@@ -260,10 +260,15 @@ def parse_presets(table: Any, base: Path, rules: Rules) -> dict[str, Preset]:
 
 # ------------------------------------------------------------------ Ollama's Modelfile
 MAX_MODELFILE_BYTES = 256 * 1024  # Modelfiles are a few lines (a long TEMPLATE: a few KB)
-# PARAMETER names vibechat takes, as [params] keys (or context_size).
-MODELFILE_PARAMS = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p",
-                    "repeat_penalty": "repeat_penalty", "num_predict": "max_tokens", "seed": "seed",
-                    "stop": "stop", "num_ctx": "context_size"}
+
+
+def modelfile_params() -> dict[str, str]:
+    """The ``PARAMETER`` names vibechat takes, as [params] keys (or context_size): each sampling
+    parameter's Ollama name (``ParamSpec.modelfile_name``), the stop strings and the context."""
+    return {**{spec.modelfile_name: name for name, spec in PARAM_SPECS.items()},
+            "stop": "stop", "num_ctx": "context_size"}
+
+
 IGNORED = {
     "template": "TEMPLATE ignored: vibechat prompts with the GGUF's own chat template (or --prompt-format)",
     "adapter": "ADAPTER ignored: vibechat does not apply LoRA adapters",
@@ -399,7 +404,7 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
         elif word == "parameter":
             name, _, value = arg.strip().partition(" ")
             key, value = name.lower(), _unquote(value)
-            ours = MODELFILE_PARAMS.get(key)
+            ours = modelfile_params().get(key)
             if ours is None:
                 notes.append(f"PARAMETER {sanitize(name)[:40]} (line {number}) skipped: vibechat has no such setting")
             elif ours == "stop":
@@ -410,10 +415,9 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
                     table["context_size"] = int(value)
                 except ValueError:
                     raise InvalidParameterError(f"line {number}: PARAMETER num_ctx must be a whole number "
-                                                f"(got {_show(value[:40])}).") from None
+                                                f"(got {spelled(value[:40])}).") from None
             else:
-                if ours == "max_tokens" and value.strip() == "-2":  # Ollama: fill the context
-                    value = "none"
+                value = dict(PARAM_SPECS[ours].ollama_words).get(value.strip(), value)  # num_predict -2: none
                 try:
                     parsed = PARAM_SPECS[ours].parse(value)
                 except InvalidParameterError as exc:

@@ -1,8 +1,8 @@
 """The settings table: every setting once, with its name, type, default, flag, variable, config
 key and help. ``Config`` is what the config file can set for the engine and ``vibechat run``: the
 engine's settings (``EngineSettings``, engine/settings/knobs.py, whose fields carry their rows) and
-a few of the file's own; the sampling parameters are documented by ``PARAM_SPECS`` (params.py) and
-their flags' lines here (``PARAM_FLAGS``).
+a few of the file's own; the sampling parameters' rows are made from their one declaration
+(``PARAM_SPECS``, params.py), the stop strings' and the thinking switch's are written here.
 
 A ``Schema`` flattens a ``Config`` class into one list of rows that drives the config file's
 checks (config_check.py), the ``VIBECHAT_*`` variables, the commented template and the docs'
@@ -30,27 +30,11 @@ from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
 from .tool_checks import (BUILTIN_TOOL_NAMES, TOOL_CHOICES, check_builtin_tools, check_tool_choice, check_tool_folders,
                           check_tool_patterns)
 
-# The sampling flags' lines on the help page: (short alias, metavar, words). A parameter's words
-# take its range as {range}; its default is added from its declaration (``ParamSpec.default_text``).
-PARAM_FLAGS: dict[str, tuple[str | None, str, str]] = {
-    "temperature": ("-t", "NUMBER", "{range}; 0 is greedy"),
-    "top_k": (None, "N", "{range}; 0 disables"),
-    "top_p": (None, "NUMBER", "{range}; 1 disables"),
-    "min_p": (None, "NUMBER", "{range}; 0 disables"),
-    "repeat_penalty": (None, "NUMBER", "{range}; 1 (off) disables"),
-    "max_tokens": ("-n", "N", "Most tokens to generate; 0 (none) = no limit"),
-    "seed": (None, "N", "Seed for reproducible sampling"),
-    "stop": (None, "TEXT", "Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab)."),
-    "thinking": (None, "MODE", "A reasoning model's thinking: auto (its template's default), on or off; "
-                 "where the template takes a switch (Qwen3, Granite; gpt-oss: off = low effort) or a server is "
-                 "asked."),
-}
-
-
 def param_flag_help(name: str) -> str:
-    """A sampling parameter's flag line: its words, then its default, both from one declaration."""
+    """A sampling parameter's flag line: its words (``ParamSpec.flag_words``, with its range),
+    then its default, all from its one declaration."""
     spec = PARAM_SPECS[name]
-    return f"{PARAM_FLAGS[name][2].format(range=spec.span())} (default {spec.default_text()})."
+    return f"{spec.flag_words.format(range=spec.span())} (default {spec.default_text()})."
 
 
 @dataclass(frozen=True)
@@ -152,19 +136,18 @@ def _param_rows() -> list[Setting]:
     out: list[Setting] = []
     for spec in PARAM_SPECS.values():
         env = "VIBECHAT_" + spec.name.upper()
-        example = {"max_tokens": "512", "seed": "42", "repeat_penalty": "1.1"}.get(spec.name, show(spec.default))
+        example = spec.example or show(spec.default)
         unset = "auto" if spec.auto else "none" if spec.optional else ""
-        short, metavar, flag_help = *PARAM_FLAGS[spec.name][:2], param_flag_help(spec.name)
         out.append(Setting(f"params.{spec.name}", "whole number" if spec.kind is int else "number",
-                           spec.help, spec.default, example, unset, env,
-                           "--" + spec.name.replace("_", "-"), spec.minimum, spec.maximum,
-                           optional=spec.optional, short=short, metavar=metavar, flag_help=flag_help,
-                           group=SAMPLING))
+                           spec.help, spec.default, example, unset, env, spec.flag, spec.minimum, spec.maximum,
+                           optional=spec.optional, short=spec.short, metavar=spec.metavar,
+                           flag_help=param_flag_help(spec.name), group=SAMPLING))
     out.append(Setting("params.stop", "list of text",
                        f"Stop when the reply contains one of these strings (at most {MAX_STOP_STRINGS}; "
                        "in the variable, separate them with |).",
-                       (), '["\\nUser:"]', env="VIBECHAT_STOP", flag="--stop", metavar=PARAM_FLAGS["stop"][1],
-                       flag_help=PARAM_FLAGS["stop"][2], group=SAMPLING))
+                       (), '["\\nUser:"]', env="VIBECHAT_STOP", flag="--stop", metavar="TEXT",
+                       flag_help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
+                       group=SAMPLING))
     out.append(Setting("params.thinking", "text",
                        "A reasoning model's thinking: auto (as its chat template does by default), on or off. "
                        "Applies where the template takes a switch (Qwen3's enable_thinking, Granite's thinking; "
@@ -172,7 +155,10 @@ def _param_rows() -> list[Setting]:
                        "enable_thinking.",
                        DEFAULT_THINKING, '"off"', env="VIBECHAT_THINKING", flag="--thinking", optional=False,
                        choices=THINKING_MODES, check=check_thinking,
-                       metavar=PARAM_FLAGS["thinking"][1], flag_help=PARAM_FLAGS["thinking"][2], group=SAMPLING))
+                       metavar="MODE",
+                       flag_help="A reasoning model's thinking: auto (its template's default), on or off; where the "
+                                 "template takes a switch (Qwen3, Granite; gpt-oss: off = low effort) or a server is "
+                                 "asked.", group=SAMPLING))
     return out
 
 

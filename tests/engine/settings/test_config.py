@@ -22,7 +22,7 @@ from vibechat.engine.settings.config import (
 )
 from vibechat.engine.settings.table import SCHEMA, Config
 from vibechat.engine.settings.config_text import key_lines
-from vibechat.engine.settings.config_doc import markdown_table, template
+from vibechat.engine.settings.config_doc import markdown_table, template, with_table
 from vibechat.app.appconfig import APP_SCHEMA as APP, BINDING_IDS, AppConfig, save_theme
 from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
 from vibechat.engine.settings.params import SamplingParams
@@ -518,6 +518,13 @@ def test_models_dir_env_over_file_over_default(monkeypatch, tmp_path):
     write('models_dir = "store"\n[params\n')  # not TOML: quietly the default ...
     assert models_dir() == data_dir() / "models"
     assert load_config(schema=APP).problem  # ... while the config itself says what is wrong
+
+
+def test_the_usage_docs_settings_table_is_the_generated_one_and_dev_py_docs_rewrites_it():
+    readme = (REPO / "docs" / "USAGE.md").read_text()
+    assert with_table(readme, markdown_table(APP)) == readme  # 'python3 dev.py docs' changes nothing
+    stale = readme.replace("| `params.top_k` |", "| `params.top_kk` |", 1)
+    assert stale != readme and with_table(stale, markdown_table(APP)) == readme
 
 
 def test_the_usage_docs_have_the_settings_table_and_a_valid_example():
