@@ -466,6 +466,7 @@ class Replies:
         self.state.context_used = 0
         if reset_cache:
             self.reset_cache()
+        host.chats.offer_last()  # an empty chat's welcome offers the last conversation again
         host.prompt_input.focus()
         host.refresh_bindings()
 

@@ -1,0 +1,181 @@
+"""Coming back to the chat (issue 46, point 2): ``vibechat --continue`` / ``-c`` and
+``--conversation ID`` open the chat on a saved conversation, picked as ``run`` picks it;
+``continue_last`` in the config makes that the default and ``--new`` starts a new chat once; the
+welcome of an empty chat offers the last conversation on one key. A real SQLite history under
+the test's data dir, the real command line (typer's runner; a real process for the errors) up to
+the screen's start, and a real Textual app (Pilot) with the recording backend from there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import VIBECHAT_BIN
+from fakes import RecordingBackend, settle
+from helpers import wait_for
+from vibechat.app import cli as cli_module
+from vibechat.app.tui import create_app
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.database import default_path
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone
+
+SIZE = (100, 30)
+
+
+def seed(chats: list[tuple[str, list[str]]], **settings: Any) -> list[int]:
+    """Conversations saved as the chat saves them, in the data dir's history (oldest first)."""
+    ids = []
+    with History(default_path()) as history:
+        for first, rest in chats:
+            chat = ChatLog(Conversation(**settings), history, model="Fake 1B", model_path="/models/fake.gguf")
+            for i, text in enumerate([first, *rest]):
+                if i % 2 == 0:
+                    chat.add_user(text)
+                else:
+                    chat.finish_reply(chat.start_reply(), GenerationDone(text))
+            ids.append(chat.conversation_id)
+    return ids
+
+
+@pytest.fixture
+def two_chats() -> list[int]:
+    return seed([("Older chat", ["Older answer"]), ("Newest chat", ["Newest answer", "And then?", "Then this."])],
+                system="Be brief.", params=SamplingParams(temperature=1.25))
+
+
+@pytest.fixture
+def started(monkeypatch) -> dict[str, Any]:
+    """What the command line hands the chat when it starts (the screen itself is not opened:
+    the test opens it with the same history and conversation, and the recording backend)."""
+    seen: dict[str, Any] = {}
+
+    def run_tui(**kwargs: Any) -> int:
+        seen.update(kwargs)
+        return 0
+
+    monkeypatch.setattr("vibechat.app.tui.run_tui", run_tui)
+    return seen
+
+
+def start(*args: str, env: dict[str, str] | None = None) -> Any:
+    result = CliRunner().invoke(cli_module.cli, list(args), env=env)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+async def messages_on_screen(started: dict[str, Any], backend: RecordingBackend | None = None):
+    """The chat as the command line started it: (the app, its messages as (role, text))."""
+    backend = backend or RecordingBackend()
+    history = started["history"] or History(default_path())
+    app = create_app(backend, blink=False, history=history, open_conversation=started["open_conversation"])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        if started["open_conversation"] is not None:
+            await wait_for(pilot, lambda: app.chatlog.conversation_id == started["open_conversation"]
+                           and app.chat.messages())
+            await settle(pilot)
+        shown = [(w.role, w.text) for w in app.chat.messages()]
+        return app, shown, backend
+
+
+@pytest.mark.parametrize("flag", ["--continue", "-c"])
+async def test_continue_opens_the_chat_on_the_last_conversation_with_its_messages_and_kv_cache(
+        two_chats, started, flag):
+    start(flag)
+    assert started["open_conversation"] == two_chats[1]
+    app, shown, backend = await messages_on_screen(started)
+    assert shown == [("user", "Newest chat"), ("assistant", "Newest answer"), ("user", "And then?"),
+                     ("assistant", "Then this.")]
+    assert app.conversation.system == "Be brief." and app.conversation.params.temperature == 1.25
+    # Its KV cache is rebuilt the way Ctrl+B → Enter rebuilds it (a snapshot is restored there).
+    assert [m.content for m in backend.prefills[-1][1:]] == ["Newest chat", "Newest answer", "And then?",
+                                                               "Then this."]
+
+
+async def test_conversation_id_opens_the_chat_on_that_conversation(two_chats, started):
+    start("--conversation", str(two_chats[0]))
+    assert started["open_conversation"] == two_chats[0]
+    _app, shown, _backend = await messages_on_screen(started)
+    assert shown == [("user", "Older chat"), ("assistant", "Older answer")]
+
+
+def chat_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+
+
+def test_an_unknown_id_an_empty_history_or_a_conflict_is_one_line_and_no_traceback(user_dirs):
+    empty = chat_process("--continue")
+    assert empty.returncode == 1, empty.stderr
+    assert empty.stderr.count("\n") == 1 and "no saved conversation to continue yet" in empty.stderr
+    assert "leave out --continue" in empty.stderr and "Traceback" not in empty.stderr
+    seed([("Only chat", ["Only answer"])])
+    unknown = chat_process("--conversation", "99")
+    assert unknown.returncode == 1 and unknown.stderr.count("\n") == 1, unknown.stderr
+    assert "no conversation 99" in unknown.stderr and "vibechat history list" in unknown.stderr
+    both = chat_process("--continue", "--new")
+    assert both.returncode == 1 and both.stderr.count("\n") == 1 and "use one of them" in both.stderr
+    unsaved = chat_process("-c", "--no-save")
+    assert unsaved.returncode == 1 and unsaved.stderr.count("\n") == 1 and "--no-save" in unsaved.stderr
+
+
+async def test_continue_last_in_the_config_opens_the_last_conversation_and_new_overrides_it(
+        two_chats, started, user_dirs):
+    config = user_dirs["config"] / "vibechat" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("continue_last = true\n")
+    start()
+    assert started["open_conversation"] == two_chats[1]
+    _app, shown, _backend = await messages_on_screen(started)
+    assert shown[0] == ("user", "Newest chat")
+    started.clear()
+    start("--new")
+    assert started["open_conversation"] is None
+    config.unlink()
+    started.clear()
+    start(env={"VIBECHAT_CONTINUE_LAST": "true"})  # the variable as well
+    assert started["open_conversation"] == two_chats[1]
+
+
+def test_continue_last_with_nothing_saved_starts_a_new_chat_without_a_word(started):
+    result = start(env={"VIBECHAT_CONTINUE_LAST": "true"})
+    assert started["open_conversation"] is None and result.output == ""
+
+
+async def test_the_welcome_offers_the_last_conversation_on_ctrl_r_and_opens_it(two_chats):
+    app = create_app(RecordingBackend(), blink=False, history=History(default_path()))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        offer = app.chat.query_one(".chat--offer")
+        await wait_for(pilot, lambda: offer.display)
+        assert str(offer.render()) == "Ctrl+R reopens your last chat: “Newest chat”"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.chatlog.conversation_id == two_chats[1] and app.chat.messages())
+        await settle(pilot)
+        assert [w.text for w in app.chat.messages()][:2] == ["Newest chat", "Newest answer"]
+        assert not offer.display  # a conversation on screen: Ctrl+R regenerates again
+        assert "resume_last" in {b.id for b in app._bindings_list()}
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        assert offer.display and "Newest chat" in str(offer.render())
+
+
+async def test_the_offered_title_is_one_sanitised_line(user_dirs):
+    with History(default_path()) as history:
+        cid = history.create(title="Red \x1b[31malert\x1b]0;pwned\x07\nsecond line")
+        history.add_message(cid, "user", "hi")
+    app = create_app(RecordingBackend(), blink=False, history=History(default_path()))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        offer = app.chat.query_one(".chat--offer")
+        await wait_for(pilot, lambda: offer.display)
+        text = str(offer.render())
+        assert "\x1b" not in text and "\x07" not in text and "\n" not in text
+        assert text.startswith("Ctrl+R reopens your last chat: “Red") and "second line" in text
