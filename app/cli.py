@@ -151,6 +151,13 @@ def main_callback(
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": flags.as_tuple()}
     if ctx.invoked_subcommand is not None:
+        chat_only = [flag for flag, given in (("--continue", continue_), ("--conversation", conversation is not None),
+                                              ("--new", new)) if given]
+        if chat_only:  # `vibechat -c run ...`: it would be ignored without a word
+            command, flag = ctx.invoked_subcommand, chat_only[0]
+            where = f" (for run, after it: vibechat run {flag} ...)" if command == "run" and flag != "--new" else ""
+            raise _click_exception("UsageError")(
+                f"{flag} before '{command}' opens the chat, which '{command}' does not: leave it out{where}.", ctx=ctx)
         return
     wanted = RunFlags(flags, preset)
 

@@ -7,6 +7,7 @@ the screen's start, and a real Textual app (Pilot) with the recording backend fr
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 from typing import Any
@@ -124,6 +125,9 @@ def test_an_unknown_id_an_empty_history_or_a_conflict_is_one_line_and_no_traceba
     assert both.returncode == 1 and both.stderr.count("\n") == 1 and "use one of them" in both.stderr
     unsaved = chat_process("-c", "--no-save")
     assert unsaved.returncode == 1 and unsaved.stderr.count("\n") == 1 and "--no-save" in unsaved.stderr
+    misplaced = chat_process("-c", "history", "list")  # a usage error (README's exit statuses: 2)
+    assert misplaced.returncode == 2 and misplaced.stderr.count("\n") == 1, misplaced.stderr
+    assert "--continue before 'history' opens the chat" in misplaced.stderr and misplaced.stdout == ""
 
 
 async def test_continue_last_in_the_config_opens_the_last_conversation_and_new_overrides_it(
@@ -179,3 +183,57 @@ async def test_the_offered_title_is_one_sanitised_line(user_dirs):
         text = str(offer.render())
         assert "\x1b" not in text and "\x07" not in text and "\n" not in text
         assert text.startswith("Ctrl+R reopens your last chat: “Red") and "second line" in text
+
+
+STORY = ("Here are my notes on the history of Rome, from its founding by Romulus to the fall of the western "
+         "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, Augustus and the "
+         "emperors after him. ") * 6
+
+
+@pytest.mark.model
+async def test_a_chat_started_on_a_conversation_restores_its_kv_snapshot(starter_path, caplog, monkeypatch):
+    """The real starter: a chat, closed (its KV snapshot written), then a new chat started on that
+    conversation (``--continue``'s) restores the snapshot as the list's Enter does, and the next
+    reply evaluates only the new prompt."""
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
+
+    from conftest import worker_threads
+
+    def engine() -> LlamaCppBackend:
+        return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=starter_path,
+                                               context_size=2048, repack="off"))
+
+    params = SamplingParams(temperature=0, max_tokens=6)
+    first = engine()
+    try:
+        app = create_app(first, blink=False, history=History(default_path()), params=params)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            app.prompt_input.load_text(STORY + "Who founded Rome?")
+            await pilot.press("enter")
+            await settle(pilot)
+            assert app.replies.last.stats is not None
+    finally:
+        first.close()  # its snapshot is on disk by now
+    with History(default_path()) as history:
+        latest = history.latest()
+    assert latest is not None
+    monkeypatch.setattr(logging.getLogger("vibechat"), "propagate", True)  # (a CLI test may have turned it off)
+    again = engine()
+    try:
+        app = create_app(again, blink=False, history=History(default_path()), open_conversation=latest.id)
+        with caplog.at_level(logging.INFO, logger="vibechat"):
+            async with app.run_test(size=SIZE) as pilot:
+                await wait_for(pilot, lambda: app.chatlog.conversation_id == latest.id and app.state.context_used > 0,
+                               "the conversation opened and its cache rebuilt", bound=120)
+                assert app.chat.messages()[0].text.endswith("Who founded Rome?")
+                restored = [r.getMessage() for r in caplog.records if r.getMessage().startswith("prefill: restored")]
+                assert restored, caplog.text
+                app.prompt_input.load_text("And who defeated Hannibal?")
+                await pilot.press("enter")
+                await settle(pilot)
+                stats = app.replies.last.stats
+                assert stats is not None and stats.prompt_tokens_evaluated < stats.prompt_tokens / 4
+    finally:
+        again.close()
