@@ -177,7 +177,7 @@ def main_callback(
             return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
                            save=not no_save, tools=registry, tool_policy=approval,
                            tool_rounds=plan.config.tool_rounds, history=opening.history,
-                           open_conversation=opening.conversation_id)
+                           open_conversation=opening.conversation_id, open_over=opening.over_saved)
         finally:
             if registry is not None:
                 registry.close()

@@ -17,6 +17,7 @@ config's presets (``--preset``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -130,21 +131,27 @@ class RunPlan:
         the plan as it is."""
         if chat.conversation_id is None:
             return replace(self, chat=chat)
-        preset, flags = self.preset, self.flags.settings
-        base = chat.conversation.params
-        if preset is not None:
-            base = preset.over(base)
-        params = flags.sampling.to_params(base)
-        if self.output_format is not None:
-            params = params.replace(output_format=self.output_format)
-        system = flags.system
-        if system is None and preset is not None:
-            system = preset.system  # "" takes the conversation's system prompt away, as the preset says
+        params, system = self.over_saved(chat.conversation.params)
         engine = self.engine
         own = OwnBackend.of(chat.model, chat.model_path)
         if own is not None:  # its own model and server, or (chosen on purpose) one line; see conversation_backend
             engine = own_engine(own, engine, self.chosen_backend(), chat.conversation_id, switch)
         return replace(self, chat=chat, params=params, system=system, engine=engine)
+
+    def over_saved(self, params: SamplingParams) -> tuple[SamplingParams, str | None]:
+        """A saved conversation's ``params`` with the preset and then the flags on top (the
+        config's standing defaults do not change them), and the system prompt they name in
+        place of its own (None: none named, it keeps its own; "": none)."""
+        preset, flags = self.preset, self.flags.settings
+        if preset is not None:
+            params = preset.over(params)
+        params = flags.sampling.to_params(params)
+        if self.output_format is not None:
+            params = params.replace(output_format=self.output_format)
+        system = flags.system
+        if system is None and preset is not None:
+            system = preset.system  # "" takes the conversation's system prompt away, as the preset says
+        return params, system
 
     def chosen_backend(self) -> set[str]:
         """What the user named on purpose of where and what runs: ``model``, ``base_url``,
@@ -188,18 +195,20 @@ class RunPlan:
             return ChatStart(self, history=history)
         own = OwnBackend.of(stored.summary.model, stored.model_path)
         engine = start_engine(own, self.engine, self.chosen_backend())
-        return ChatStart(replace(self, engine=engine), stored.id, history)
+        return ChatStart(replace(self, engine=engine), stored.id, history, self.over_saved)
 
 
 @dataclass(frozen=True)
 class ChatStart:
     """What the chat starts on (:meth:`RunPlan.opening`): the plan, the saved conversation it
-    opens (None: a new chat) and the history that was read for it (open; None: none was, the
-    chat opens its own)."""
+    opens (None: a new chat), the history that was read for it (open; None: none was, the
+    chat opens its own) and what the preset and flags set over the conversation's own
+    parameters and system prompt (:meth:`RunPlan.over_saved`, as in ``run --continue``)."""
 
     plan: RunPlan
     conversation_id: int | None = None
     history: History | None = None
+    over_saved: Callable[[SamplingParams], tuple[SamplingParams, str | None]] | None = None
 
 
 def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | None) -> ChatLog:

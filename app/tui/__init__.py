@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from vibechat.engine.chat.tool_turns import ToolBox
 
     from .app import VibechatApp
+    from .history_ui import OverSaved
     from .models_ui import BackendFactory
     from .tool_rounds import ToolPolicy
 
@@ -29,7 +30,7 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
                history: "History | None" = None, save: bool = True, freeze_gc: bool = False,
                tools: "ToolBox | None" = None, tool_policy: "ToolPolicy | None" = None,
                tool_rounds: int = 8, exit_on_signals: bool = False,
-               open_conversation: int | None = None) -> "VibechatApp":
+               open_conversation: int | None = None, open_over: "OverSaved | None" = None) -> "VibechatApp":
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
@@ -40,7 +41,8 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     no tools), ``tool_policy`` who runs without asking, ``tool_rounds`` the most rounds of calls
     per prompt (engine/chat/tool_turns.py). ``exit_on_signals``: SIGTERM, SIGHUP and SIGINT end
     the app as Ctrl+Q does (the real chat's; app/terminal.py ``SignalExit``). ``open_conversation``:
-    the saved conversation the chat opens on once the model is ready (``--continue``)."""
+    the saved conversation the chat opens on once the model is ready (``--continue``), with
+    ``open_over``'s parameters and system prompt over its own (the preset's and the flags')."""
     from vibechat.engine.chat.history import History
 
     from .app import VibechatApp
@@ -52,7 +54,7 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
                        backend_factory=backend_factory, history=history, freeze_gc=freeze_gc, tools=tools,
                        tool_policy=tool_policy, tool_rounds=tool_rounds, exit_on_signals=exit_on_signals,
-                       open_conversation=open_conversation)
+                       open_conversation=open_conversation, open_over=open_over)
 
 
 def freeze_startup_objects() -> None:
@@ -67,7 +69,7 @@ def freeze_startup_objects() -> None:
 def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | None,
             config: "LoadedConfig | None" = None, save: bool = True, tools: "ToolBox | None" = None,
             tool_policy: "ToolPolicy | None" = None, tool_rounds: int = 8, history: "History | None" = None,
-            open_conversation: int | None = None) -> int:
+            open_conversation: int | None = None, open_over: "OverSaved | None" = None) -> int:
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash). ``history``: the one already
@@ -98,7 +100,7 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
     probe_terminal()  # a graphics terminal is asked what it draws images with, before the screen reads keys
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,
                      history=history, freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds,
-                     exit_on_signals=True, open_conversation=open_conversation)
+                     exit_on_signals=True, open_conversation=open_conversation, open_over=open_over)
     freeze_startup_objects()
     try:
         app.run()

@@ -54,7 +54,7 @@ from .chat_view import ChatView
 from .config_bar import ConfigBar
 from .gc_policy import freeze_startup_objects
 from .question import QuestionScreen
-from .history_ui import HistoryManager
+from .history_ui import HistoryManager, OverSaved
 from .models_ui import BackendFactory, ModelManager
 from .param_panel import SLIDER_SPECS, ParamPanel
 from .outside_app import OutsideTextApp, pasted_text
@@ -89,7 +89,8 @@ class VibechatApp(OutsideTextApp):
                  config: LoadedConfig | None = None, blink: bool = True,
                  backend_factory: BackendFactory | None = None, history: History | None = None,
                  freeze_gc: bool = False, tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
-                 tool_rounds: int = 8, exit_on_signals: bool = False, open_conversation: int | None = None) -> None:
+                 tool_rounds: int = 8, exit_on_signals: bool = False, open_conversation: int | None = None,
+                 open_over: OverSaved | None = None) -> None:
         super().__init__()
         config = config or load_app_config()
         self.config = config
@@ -102,7 +103,7 @@ class VibechatApp(OutsideTextApp):
         self.state = ChatState(self)
         self.replies = Replies(self)
         self.models = ModelManager(self, backend_factory)
-        self.chats = HistoryManager(self, open_first=open_conversation)
+        self.chats = HistoryManager(self, open_first=open_conversation, over_first=open_over)
         self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers(),

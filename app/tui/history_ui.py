@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from vibechat.engine.chat.records import ConversationSummary, SearchHit, StoredC
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.export import write_export
 from vibechat.engine.settings.choices import COMPLETION
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.turns.tool_calls import ToolCall
 
@@ -53,6 +55,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vibechat.tui")
 
+# RunPlan.over_saved: a saved conversation's parameters with the command line's on top, and the
+# system prompt it names (None: the conversation's own).
+OverSaved = Callable[[SamplingParams], "tuple[SamplingParams, str | None]"]
+
 OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on request
 STATUS_NOTES: dict[str, tuple[str, str | None]] = {
     "cut": ("… cut at the token limit", None),
@@ -64,9 +70,11 @@ STATUS_NOTES: dict[str, tuple[str, str | None]] = {
 class HistoryManager:
     """See the module docstring."""
 
-    def __init__(self, host: ChatHost, open_first: int | None = None) -> None:
+    def __init__(self, host: ChatHost, open_first: int | None = None, over_first: OverSaved | None = None) -> None:
         self.host = host
         self._open_first = open_first  # --continue / --conversation ID: opened once the model is ready
+        # ... with the preset's and the flags' parameters and system prompt over its own, as in `run --continue`
+        self._over_first = (open_first, over_first) if open_first is not None and over_first is not None else None
         self._problem_shown: str | None = None
         self._titled: set[int] = set()  # conversations the model was asked to title
         self.opened: StoredConversation | None = None  # the conversation last opened (its branches)
@@ -377,6 +385,7 @@ class HistoryManager:
         self.opened = stored
         self.offer_last()
         host.show_params(stored.params)
+        self._apply_start_flags(stored)
         # The newest messages (from the search match, when jumping to one) are mounted now;
         # older ones wait behind a stand-in until asked for.
         messages = stored.messages
@@ -400,6 +409,19 @@ class HistoryManager:
             host.prompt_input.focus()
         host.refresh_bindings()
         self._rebuild_cache()
+
+    def _apply_start_flags(self, stored: StoredConversation) -> None:
+        """The conversation the chat started on, opened: the parameters and system prompt the
+        command line named (a preset, flags) go over its own and are saved with it, as a slider
+        moved or ``/system`` would (``RunPlan.over_saved``). Once, and only for that one."""
+        if self._over_first is None or self._over_first[0] != stored.id:
+            return
+        over, self._over_first = self._over_first[1], None
+        params, system = over(stored.params)
+        if params != stored.params:
+            self.host.set_params(params)
+        if system is not None and (system or None) != stored.system:
+            self.host.session.chat.set_system(system or None)
 
     def message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]:
         from .tool_block import ToolCallBlock

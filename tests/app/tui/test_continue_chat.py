@@ -75,7 +75,8 @@ async def messages_on_screen(started: dict[str, Any], backend: RecordingBackend 
     """The chat as the command line started it: (the app, its messages as (role, text))."""
     backend = backend or RecordingBackend()
     history = started["history"] or History(default_path())
-    app = create_app(backend, blink=False, history=history, open_conversation=started["open_conversation"])
+    app = create_app(backend, blink=False, history=history, open_conversation=started["open_conversation"],
+                     open_over=started.get("open_over"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         if started["open_conversation"] is not None:
@@ -98,6 +99,21 @@ async def test_continue_opens_the_chat_on_the_last_conversation_with_its_message
     # Its KV cache is rebuilt the way Ctrl+B → Enter rebuilds it (a snapshot is restored there).
     assert [m.content for m in backend.prefills[-1][1:]] == ["Newest chat", "Newest answer", "And then?",
                                                                "Then this."]
+
+
+async def test_flags_given_with_continue_go_over_the_conversations_own_as_in_run(two_chats, started):
+    start("-c", "--temperature", "0.3", "--system", "Be verbose.")
+    app, shown, backend = await messages_on_screen(started)
+    assert shown[0] == ("user", "Newest chat")
+    assert app.conversation.params.temperature == 0.3
+    assert app.conversation.system == "Be verbose."
+    with History(default_path()) as history:  # saved with it, as a slider moved or /system would
+        stored = history.get(two_chats[1])
+    assert stored.params.temperature == 0.3 and stored.system == "Be verbose."
+    started.clear()
+    start("-c")  # nothing named: the conversation's own, as saved
+    app, _shown, _backend = await messages_on_screen(started)
+    assert app.conversation.params.temperature == 0.3 and app.conversation.system == "Be verbose."
 
 
 async def test_conversation_id_opens_the_chat_on_that_conversation(two_chats, started):
