@@ -253,3 +253,28 @@ async def test_a_chat_started_on_a_conversation_restores_its_kv_snapshot(starter
                 assert stats is not None and stats.prompt_tokens_evaluated < stats.prompt_tokens / 4
     finally:
         again.close()
+
+
+def test_the_chat_starts_on_the_conversations_own_model_where_opening_it_would_load_it(started, tmp_path):
+    """No model is loaded twice: a conversation had with another local file that is here starts
+    the chat on that file (the list's Enter would switch to it); a model named on purpose, or a
+    conversation of a server the local chat does not use, start as configured (opening it then
+    switches where it can, else says which model replies: the list's way)."""
+    own = tmp_path / "own-model.gguf"
+    own.write_bytes(b"GGUF")
+    with History(default_path()) as history:
+        local = ChatLog(Conversation(), history, model="Own 1B", model_path=str(own))
+        local.add_user("hello")
+    start("--conversation", str(local.conversation_id))
+    assert started["engine"].model == str(own) and not started["engine"].remote
+    started.clear()
+    start("--conversation", str(local.conversation_id), "--model", "starter")
+    assert started["engine"].model == "starter"
+    with History(default_path()) as history:
+        remote = ChatLog(Conversation(), history, model="stub-small",
+                         model_path="http://127.0.0.1:9/v1/models/stub-small")
+        remote.add_user("hello")
+    started.clear()
+    start("-c")
+    assert started["open_conversation"] == remote.conversation_id
+    assert not started["engine"].remote and started["engine"].model != "stub-small"
