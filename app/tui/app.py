@@ -253,7 +253,7 @@ class VibechatApp(OutsideTextApp):
             # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
             self.set_timer(FOOTER_DELAY_S, self._show_stop_key) if self.generating else self.refresh_bindings()
         elif name == "model_ready" and self.model_ready:
-            self.chats.model_ready()  # --continue: the conversation opens now (its cache needs the model)
+            self.chats.model_settled()  # --continue: the conversation opens now (its cache needs the model)
             if self._freeze_gc:
                 self._freeze_gc = False
                 self.call_after_refresh(freeze_startup_objects)

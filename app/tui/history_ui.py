@@ -315,19 +315,20 @@ class HistoryManager:
         host.push_screen(ExportScreen(stem), chosen)
 
     # ------------------------------------------------------------------ open
-    def model_ready(self) -> None:
-        """A model is ready: the conversation the chat was started on (``--continue``,
-        ``--conversation ID``, ``continue_last``) opens now, as the list opens one: its own model
-        where it can, its KV cache rebuilt (from its snapshot when one is kept). Once."""
+    def model_settled(self) -> None:
+        """The first model is ready (or could not load): the conversation the chat was started
+        on (``--continue``, ``--conversation ID``, ``continue_last``) opens now, as the list opens
+        one: its own model where it can, its KV cache rebuilt (from its snapshot when one is
+        kept); with no model, its messages at least. Once."""
         conversation_id, self._open_first = self._open_first, None
         if conversation_id is not None:
             self.open_conversation(conversation_id)
 
     def offered(self) -> ConversationSummary | None:
         """The conversation an empty chat's welcome offers: the latest saved (as ``--continue``
-        picks it), while no conversation is on screen."""
+        picks it), while no conversation is on screen nor waits to open at start."""
         chat, summaries = self.host.session.chat, self.host.sidebar.summaries
-        if chat.conversation_id is not None or chat.conversation.turns or not summaries:
+        if chat.conversation_id is not None or chat.conversation.turns or not summaries or self._open_first:
             return None
         return summaries[0]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import threading
 from typing import Any
 
 import pytest
@@ -278,3 +279,38 @@ def test_the_chat_starts_on_the_conversations_own_model_where_opening_it_would_l
     start("-c")
     assert started["open_conversation"] == remote.conversation_id
     assert not started["engine"].remote and started["engine"].model != "stub-small"
+
+
+class HeldLoad(RecordingBackend):
+    """A model whose load waits for ``release`` and then fails or succeeds (``fails``)."""
+
+    def __init__(self, fails: bool) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.fails = fails
+
+    def load(self, on_progress=None):
+        self.release.wait(10)
+        if self.fails:
+            from vibechat.engine.errors import VibechatError
+
+            raise VibechatError("the model file is damaged: pick another with --model.")
+        return super().load(on_progress)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_the_start_conversation_opens_once_the_model_settles_and_none_is_offered_meanwhile(two_chats, fails):
+    """While the model loads, the welcome offers nothing (the conversation the chat was started on
+    is about to open: Ctrl+R there would open it early, without its cache); once the model is
+    ready it opens, and a model that cannot load leaves its messages on screen all the same."""
+    backend = HeldLoad(fails)
+    app = create_app(backend, blink=False, history=History(default_path()), open_conversation=two_chats[0])
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.sidebar.summaries, "the list")
+        await pilot.pause()
+        assert not app.chat.query_one(".chat--offer").display and app.chats.offered() is None
+        backend.release.set()
+        await wait_for(pilot, lambda: app.chatlog.conversation_id == two_chats[0] and app.chat.messages())
+        await settle(pilot)
+        assert [w.text for w in app.chat.messages()] == ["Older chat", "Older answer"]
+        assert bool(backend.prefills) is not fails  # a cache to rebuild only with a model
