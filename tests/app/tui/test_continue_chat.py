@@ -73,7 +73,7 @@ def start(*args: str, env: dict[str, str] | None = None) -> Any:
 
 
 async def messages_on_screen(started: dict[str, Any], backend: RecordingBackend | None = None):
-    """The chat as the command line started it: (the app, its messages as (role, text))."""
+    """The chat as the command line started it: the app, its messages as (role, text), the backend."""
     backend = backend or RecordingBackend()
     history = started["history"] or History(default_path())
     app = create_app(backend, blink=False, history=history, open_conversation=started["open_conversation"],
