@@ -40,7 +40,7 @@ BINDING_IDS: tuple[str, ...] = (
     "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
     "models", "change_theme", *nudge_binding_ids(),  # each parameter's keys (ParamSpec.nudge)
     "scroll_end", "scroll_home", "toggle_sidebar", "search_history", "quit_hint", "toggle_thinking",
-    "quit_if_empty", "hide_config_problems", "cancel_edit",
+    "quit_if_empty", "hide_config_problems", "cancel_edit", "resume_last",
     # the prompt input
     "input.scroll_up", "input.scroll_down", "input.focus_chat",
     # a focused message
@@ -120,6 +120,10 @@ class AppConfig(Config):
         "Show a reasoning model's thinking expanded in the chat (else folded to one line, \"Thought for "
         "12 s\", that Enter or a click opens).",
         kind="true or false", example="true", env="VIBECHAT_THINKING_EXPANDED"))
+    continue_last: bool = field(default=False, metadata=doc(
+        "Open the chat on the last saved conversation, as 'vibechat --continue' does ('vibechat --new' "
+        "starts a new chat once; with nothing saved yet, the chat starts new).",
+        kind="true or false", example="true", env="VIBECHAT_CONTINUE_LAST"))
     keys: Mapping[str, str] = field(default_factory=dict, metadata=text_table(
         "Key binding overrides: binding id = \"key\" (several keys: \"f12,ctrl+t\"). Quote ids that "
         "contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, space, pageup, comma, "

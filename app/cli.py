@@ -134,6 +134,15 @@ def main_callback(
     preset: PresetOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
+    continue_: Annotated[bool, typer.Option(
+        "--continue", "-c", help="Open the chat on the latest saved conversation (its model, parameters and "
+                                 "KV snapshot).", rich_help_panel=HISTORY)] = False,
+    conversation: Annotated[Optional[int], typer.Option(
+        "--conversation", "--cid", metavar="ID", help="Open the chat on saved conversation ID ('vibechat "
+                                                      "history list').", min=1, rich_help_panel=HISTORY)] = None,
+    new: Annotated[bool, typer.Option(
+        "--new", help="Start a new chat, also when continue_last in the config opens the last one.",
+        rich_help_panel=HISTORY)] = False,
     mcp_config: McpConfigOpt = None,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
@@ -141,6 +150,13 @@ def main_callback(
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": flags.as_tuple()}
     if ctx.invoked_subcommand is not None:
+        chat_only = [flag for flag, given in (("--continue", continue_), ("--conversation", conversation is not None),
+                                              ("--new", new)) if given]
+        if chat_only:  # `vibechat -c run ...`: it would be ignored without a word
+            command, flag = ctx.invoked_subcommand, chat_only[0]
+            where = f" (for run, after it: vibechat run {flag} ...)" if command == "run" and flag != "--new" else ""
+            raise _click_exception("UsageError")(
+                f"{flag} before '{command}' opens the chat, which '{command}' does not: leave it out{where}.", ctx=ctx)
         return
     wanted = RunFlags(flags, preset)
 
@@ -152,14 +168,20 @@ def main_callback(
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
         plan = RunPlan.of(load_app_config(), wanted)
         plan.check()
-        registry, approval = chat_tools(plan.config, mcp_config)  # the chat asks before each call
+        # --continue, --conversation ID or continue_last: picked as `run` picks, before the screen opens
+        opening = plan.opening(no_save=no_save, new=new, continue_latest=continue_, conversation_id=conversation)
+        plan, registry = opening.plan, None
         try:
+            registry, approval = chat_tools(plan.config, mcp_config)  # the chat asks before each call
             return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
                            save=not no_save, tools=registry, tool_policy=approval,
-                           tool_rounds=plan.config.tool_rounds)
+                           tool_rounds=plan.config.tool_rounds, history=opening.history,
+                           open_conversation=opening.conversation_id, open_over=opening.over_saved)
         finally:
             if registry is not None:
                 registry.close()
+            if opening.history is not None:  # (closed already when the chat ran)
+                opening.history.close()
 
     code = guard(start)
     if code:  # the chat crashed (its traceback is on the screen): say so to the shell too

@@ -107,6 +107,22 @@ def own_engine(own: OwnBackend, engine: EngineSettings, chosen: set[str], conver
     return replace(engine, backend="llama", model=model or own.path)
 
 
+def start_engine(own: OwnBackend | None, engine: EngineSettings, chosen: set[str]) -> EngineSettings:
+    """The engine the chat starts with to open a saved conversation at once (``vibechat
+    --continue``): its own model where opening it would switch to that anyway (the local file
+    is here and the chat runs local models; or another model of the server the chat uses: see
+    the chat's ``models_ui.own_model``), so no other model loads first. Anything else (a model
+    or server the user named on purpose, ``chosen``; a file gone; another server) starts as
+    ``engine`` says, and opening the conversation does what reopening it from the list does."""
+    if own is None or chosen:
+        return engine
+    if own.server is None and not engine.remote and Path(own.path).is_file():
+        return replace(engine, model=own.path)
+    if own.server is not None and engine.remote and same_server(own.server, engine.base_url):
+        return replace(engine, model=own.name)
+    return engine
+
+
 def _other_place(own: OwnBackend, engine: EngineSettings, chosen: set[str]) -> bool:
     """Whether the user chose another place to run than the conversation's: the local engine
     for a server's conversation, a server for a local one, or another server."""

@@ -17,16 +17,19 @@ config's presets (``--preset``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from vibechat.engine.settings.knobs import EngineSettings
 
-from .conversation_backend import OwnBackend, own_engine
+from .conversation_backend import OwnBackend, own_engine, start_engine
 from .options import SettingFlags
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.chatlog import ChatLog
+    from vibechat.engine.chat.history import History
+    from vibechat.engine.chat.records import StoredConversation
     from vibechat.engine.settings.table import Config
     from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.settings.params import SamplingParams
@@ -128,24 +131,84 @@ class RunPlan:
         the plan as it is."""
         if chat.conversation_id is None:
             return replace(self, chat=chat)
+        params, system = self.over_saved(chat.conversation.params)
+        engine = self.engine
+        own = OwnBackend.of(chat.model, chat.model_path)
+        if own is not None:  # its own model and server, or (chosen on purpose) one line; see conversation_backend
+            engine = own_engine(own, engine, self.chosen_backend(), chat.conversation_id, switch)
+        return replace(self, chat=chat, params=params, system=system, engine=engine)
+
+    def over_saved(self, params: SamplingParams) -> tuple[SamplingParams, str | None]:
+        """A saved conversation's ``params`` with the preset and then the flags on top (the
+        config's standing defaults do not change them), and the system prompt they name in
+        place of its own (None: none named, it keeps its own; "": none)."""
         preset, flags = self.preset, self.flags.settings
-        base = chat.conversation.params
         if preset is not None:
-            base = preset.over(base)
-        params = flags.sampling.to_params(base)
+            params = preset.over(params)
+        params = flags.sampling.to_params(params)
         if self.output_format is not None:
             params = params.replace(output_format=self.output_format)
         system = flags.system
         if system is None and preset is not None:
             system = preset.system  # "" takes the conversation's system prompt away, as the preset says
-        engine = self.engine
-        own = OwnBackend.of(chat.model, chat.model_path)
-        if own is not None:  # its own model and server, or (chosen on purpose) one line; see conversation_backend
-            chosen = {key for key in ("model", "base_url", "backend") if flags.engine.get(key) is not None}
-            if preset is not None and preset.model is not None:
-                chosen.add("model")
-            engine = own_engine(own, engine, chosen, chat.conversation_id, switch)
-        return replace(self, chat=chat, params=params, system=system, engine=engine)
+        return params, system
+
+    def chosen_backend(self) -> set[str]:
+        """What the user named on purpose of where and what runs: ``model``, ``base_url``,
+        ``backend`` (their flags), ``model`` for a preset's model too."""
+        chosen = {key for key in ("model", "base_url", "backend") if self.flags.settings.engine.get(key) is not None}
+        if self.preset is not None and self.preset.model is not None:
+            chosen.add("model")
+        return chosen
+
+    def opening(self, *, no_save: bool, new: bool, continue_latest: bool, conversation_id: int | None) -> ChatStart:
+        """How the chat starts: on a saved conversation (``--continue``, ``--conversation ID``, or
+        ``continue_last`` in the config unless ``--new``), picked as ``run`` picks it
+        (:func:`pick_conversation`: an empty history or an unknown id asked for is one line),
+        with the engine on that conversation's own model where opening it would load that
+        anyway (conversation_backend.start_engine); else a new chat. The standing setting
+        never stops a start: with nothing saved, or a history that cannot be read, the chat
+        opens new (and says what is wrong with the history, as ever)."""
+        from vibechat.engine.chat.history import History
+        from vibechat.engine.errors import VibechatError
+
+        from .appconfig import chat_settings
+
+        check_pick(no_save=no_save, continue_latest=continue_latest, conversation_id=conversation_id)
+        asked = continue_latest or conversation_id is not None
+        if new and asked:
+            raise VibechatError("--new starts a new chat, and --continue/--conversation open a saved one: "
+                                "use one of them.")
+        standing = not (asked or new or no_save) and chat_settings(self.loaded).continue_last
+        if not (asked or standing):
+            return ChatStart(self)
+        history = History(read_only_ok=True)  # reading a saved chat needs no write access, as in the list
+        try:
+            stored = pick_conversation(history.open(), continue_latest=continue_latest or standing,
+                                       conversation_id=conversation_id)
+        except BaseException as exc:
+            if asked or not isinstance(exc, VibechatError):
+                history.close()
+                raise
+            return ChatStart(self, history=history)
+        if stored is None:  # (not reached: something was asked for)
+            return ChatStart(self, history=history)
+        own = OwnBackend.of(stored.summary.model, stored.model_path)
+        engine = start_engine(own, self.engine, self.chosen_backend())
+        return ChatStart(replace(self, engine=engine), stored.id, history, self.over_saved)
+
+
+@dataclass(frozen=True)
+class ChatStart:
+    """What the chat starts on (:meth:`RunPlan.opening`): the plan, the saved conversation it
+    opens (None: a new chat), the history that was read for it (open; None: none was, the
+    chat opens its own) and what the preset and flags set over the conversation's own
+    parameters and system prompt (:meth:`RunPlan.over_saved`, as in ``run --continue``)."""
+
+    plan: RunPlan
+    conversation_id: int | None = None
+    history: History | None = None
+    over_saved: Callable[[SamplingParams], tuple[SamplingParams, str | None]] | None = None
 
 
 def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | None) -> ChatLog:
@@ -154,25 +217,45 @@ def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | No
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.conversation import Conversation
     from vibechat.engine.chat.history import History
-    from vibechat.engine.errors import VibechatError
 
-    if continue_latest and conversation_id is not None:
-        raise VibechatError("--continue and --conversation both pick a conversation: use one of them.")
+    check_pick(no_save=no_save, continue_latest=continue_latest, conversation_id=conversation_id)
     if no_save:
-        if continue_latest or conversation_id is not None:
-            raise VibechatError("--no-save cannot add to a saved conversation: drop --no-save, "
-                                "or --continue/--conversation.")
         return ChatLog(Conversation())
     history = History().open()  # a read-only data dir fails here, in one line, before any work
     try:
-        if continue_latest:
-            latest = history.latest()
-            if latest is None:
-                raise VibechatError("no saved conversation to continue yet: ask without --continue first.")
-            conversation_id = latest.id
-        if conversation_id is not None:
-            return ChatLog.open(history, conversation_id)
+        stored = pick_conversation(history, continue_latest=continue_latest, conversation_id=conversation_id)
+        if stored is not None:
+            return ChatLog.from_stored(stored, history)
     except BaseException:
         history.close()
         raise
     return ChatLog(Conversation(), history, source="run")
+
+
+def check_pick(*, no_save: bool, continue_latest: bool, conversation_id: int | None) -> None:
+    """``--continue`` and ``--conversation ID`` (of ``run`` and of the chat) asked for together,
+    or with ``--no-save``: one line naming the fix."""
+    from vibechat.engine.errors import VibechatError
+
+    if continue_latest and conversation_id is not None:
+        raise VibechatError("--continue and --conversation both pick a conversation: use one of them.")
+    if no_save and (continue_latest or conversation_id is not None):
+        raise VibechatError("--no-save cannot add to a saved conversation: drop --no-save, "
+                            "or --continue/--conversation.")
+
+
+def pick_conversation(history: History, *, continue_latest: bool,
+                      conversation_id: int | None) -> StoredConversation | None:
+    """The saved conversation ``--continue`` (the latest) or ``--conversation ID`` names in
+    ``history``, read (None: neither was asked for). An empty history or an unknown id raises
+    one line with the fix; ``run`` and the chat pick by this one rule."""
+    from vibechat.engine.errors import VibechatError
+
+    if continue_latest:
+        latest = history.latest()
+        if latest is None:
+            raise VibechatError("no saved conversation to continue yet: leave out --continue to start one.")
+        conversation_id = latest.id
+    if conversation_id is None:
+        return None
+    return history.get(conversation_id)  # unknown: one line naming 'vibechat history list'

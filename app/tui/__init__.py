@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from vibechat.engine.chat.tool_turns import ToolBox
 
     from .app import VibechatApp
+    from .history_ui import OverSaved
     from .models_ui import BackendFactory
     from .tool_rounds import ToolPolicy
 
@@ -28,7 +29,8 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
                backend_factory: "BackendFactory | None" = None,
                history: "History | None" = None, save: bool = True, freeze_gc: bool = False,
                tools: "ToolBox | None" = None, tool_policy: "ToolPolicy | None" = None,
-               tool_rounds: int = 8, exit_on_signals: bool = False) -> "VibechatApp":
+               tool_rounds: int = 8, exit_on_signals: bool = False,
+               open_conversation: int | None = None, open_over: "OverSaved | None" = None) -> "VibechatApp":
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
@@ -38,7 +40,9 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     tests that make many apps in one process do not). ``tools``: what replies may call (None:
     no tools), ``tool_policy`` who runs without asking, ``tool_rounds`` the most rounds of calls
     per prompt (engine/chat/tool_turns.py). ``exit_on_signals``: SIGTERM, SIGHUP and SIGINT end
-    the app as Ctrl+Q does (the real chat's; app/terminal.py ``SignalExit``)."""
+    the app as Ctrl+Q does (the real chat's; app/terminal.py ``SignalExit``). ``open_conversation``:
+    the saved conversation the chat opens on once the model is ready (``--continue``), with
+    ``open_over``'s parameters and system prompt over its own (the preset's and the flags')."""
     from vibechat.engine.chat.history import History
 
     from .app import VibechatApp
@@ -49,7 +53,8 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
         history = History(read_only_ok=True)  # opened in a worker once the app is up; browsable if read-only
     return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
                        backend_factory=backend_factory, history=history, freeze_gc=freeze_gc, tools=tools,
-                       tool_policy=tool_policy, tool_rounds=tool_rounds, exit_on_signals=exit_on_signals)
+                       tool_policy=tool_policy, tool_rounds=tool_rounds, exit_on_signals=exit_on_signals,
+                       open_conversation=open_conversation, open_over=open_over)
 
 
 def freeze_startup_objects() -> None:
@@ -63,10 +68,12 @@ def freeze_startup_objects() -> None:
 
 def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | None,
             config: "LoadedConfig | None" = None, save: bool = True, tools: "ToolBox | None" = None,
-            tool_policy: "ToolPolicy | None" = None, tool_rounds: int = 8) -> int:
+            tool_policy: "ToolPolicy | None" = None, tool_rounds: int = 8, history: "History | None" = None,
+            open_conversation: int | None = None, open_over: "OverSaved | None" = None) -> int:
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
-    normally, so the status is the only sign of the crash)."""
+    normally, so the status is the only sign of the crash). ``history``: the one already
+    opened to pick ``open_conversation`` (None: the chat opens its own)."""
     from .frame_rate import use_frame_rate
 
     use_frame_rate()  # before anything imports Textual, which reads it once
@@ -92,8 +99,8 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
 
     probe_terminal()  # a graphics terminal is asked what it draws images with, before the screen reads keys
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,
-                     freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds,
-                     exit_on_signals=True)
+                     history=history, freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds,
+                     exit_on_signals=True, open_conversation=open_conversation, open_over=open_over)
     freeze_startup_objects()
     try:
         app.run()

@@ -55,7 +55,7 @@ from .config_bar import ConfigBar
 from .gc_policy import freeze_startup_objects
 from .footer import KeysFooter
 from .question import QuestionScreen
-from .history_ui import HistoryManager
+from .history_ui import HistoryManager, OverSaved
 from .models_ui import BackendFactory, ModelManager
 from .param_panel import ParamPanel, param_slider
 from .outside_app import OutsideTextApp, pasted_text
@@ -89,7 +89,8 @@ class VibechatApp(OutsideTextApp):
                  config: LoadedConfig | None = None, blink: bool = True,
                  backend_factory: BackendFactory | None = None, history: History | None = None,
                  freeze_gc: bool = False, tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
-                 tool_rounds: int = 8, exit_on_signals: bool = False) -> None:
+                 tool_rounds: int = 8, exit_on_signals: bool = False, open_conversation: int | None = None,
+                 open_over: OverSaved | None = None) -> None:
         super().__init__()
         config = config or load_app_config()
         self.config = config
@@ -102,7 +103,7 @@ class VibechatApp(OutsideTextApp):
         self.state = ChatState(self)
         self.replies = Replies(self)
         self.models = ModelManager(self, backend_factory)
-        self.chats = HistoryManager(self)
+        self.chats = HistoryManager(self, open_first=open_conversation, over_first=open_over)
         self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers(),
@@ -237,6 +238,8 @@ class VibechatApp(OutsideTextApp):
             return self.generating  # False: not in the footer either
         if action == "cancel_edit":
             return self.replies.edit.can_cancel
+        if action == "resume_last":  # while the welcome offers it; else the key regenerates
+            return self.chats.offered() is not None
         # Regenerate, edit and copy always run: with nothing to act on, they say why
         # (a disabled binding would swallow the key without a word).
         return True
@@ -249,9 +252,11 @@ class VibechatApp(OutsideTextApp):
             # it would run during the prompt's evaluation, on the model's cores. Esc stops at once
             # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
             self.set_timer(FOOTER_DELAY_S, self._show_stop_key) if self.generating else self.refresh_bindings()
-        elif name == "model_ready" and self.model_ready and self._freeze_gc:
-            self._freeze_gc = False
-            self.call_after_refresh(freeze_startup_objects)
+        elif name == "model_ready" and self.model_ready:
+            self.chats.model_settled()  # --continue: the conversation opens now (its cache needs the model)
+            if self._freeze_gc:
+                self._freeze_gc = False
+                self.call_after_refresh(freeze_startup_objects)
 
     def _show_stop_key(self) -> None:
         if self.generating and not self.closing:  # else: already refreshed, or the screens are gone
@@ -394,6 +399,9 @@ class VibechatApp(OutsideTextApp):
     def action_toggle_sidebar(self) -> None:
         self.chats.toggle_sidebar()
 
+    def action_resume_last(self) -> None:
+        self.chats.resume_last()
+
     def action_search_history(self) -> None:
         self.chats.search()
 
@@ -509,6 +517,11 @@ class VibechatApp(OutsideTextApp):
     def bound_key(self, binding: Binding) -> str:
         """The key(s) a binding answers to, after ``[keys]`` overrides (``ctrl+n``)."""
         return chat_settings(self.config).keys.get(binding.id or "", binding.key)
+
+    def bound_key_of(self, binding_id: str) -> str:
+        """``bound_key`` of the binding ``binding_id`` ("" when there is none)."""
+        binding = next((b for b in self._bindings_list() if b.id == binding_id), None)
+        return self.bound_key(binding) if binding is not None else ""
 
     def key_for(self, binding: Binding) -> str:
         """``bound_key`` as shown to people (``^n``)."""

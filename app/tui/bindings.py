@@ -36,6 +36,10 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
             tooltip="Show or hide the sampling parameters and the GPU layers slider"),
     Binding("ctrl+n", "new_conversation", "New chat", id="new_conversation", priority=True,
             tooltip="Start a new conversation (clears the view and the model's KV cache)"),
+    # Before Regenerate on the same key: it answers only while the welcome offers the last chat
+    # (an empty chat, where there is nothing to regenerate); else the key goes on to Regenerate.
+    Binding("ctrl+r", "resume_last", "Reopen last chat (empty chat)", id="resume_last", show=False, priority=True,
+            tooltip="Open the last saved conversation (the welcome of an empty chat offers it)"),
     Binding("ctrl+r", "regenerate", "Regenerate", id="regenerate", show=False, priority=True,
             tooltip="A new reply in place of the focused or last one (the old one stays: ← → on it switch)"),
     Binding("ctrl+l", "edit_last", "Edit message", id="edit_last", show=False, priority=True,

@@ -492,13 +492,29 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
         color: $text-muted;
         margin: 1 2;
     }
+    ChatView > .chat--offer {
+        color: $text-accent;
+        margin: 0 2 1 2;
+        display: none;
+    }
+    ChatView > .chat--offer.-shown {
+        display: block;
+    }
     """
     def compose(self) -> ComposeResult:
         yield Static("", classes="chat--empty")
+        yield Static("", classes="chat--offer")
 
     def set_welcome(self, text: str) -> None:
         """The line an empty chat shows (it names the model): shown as text, sanitised."""
         self.query_one(".chat--empty", Static).update(outside.block(text))
+
+    def set_offer(self, text: str | None) -> None:
+        """The welcome's offer under it (the last conversation and its key); None: none. Shown
+        as text, sanitised."""
+        offer = self.query_one(".chat--offer", Static)
+        offer.update(outside.block(text or ""))
+        offer.set_class(text is not None, "-shown")
 
     def on_mount(self) -> None:
         self.anchor()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from vibechat.engine.chat.records import ConversationSummary, SearchHit, StoredC
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.export import write_export
 from vibechat.engine.settings.choices import COMPLETION
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.turns.tool_calls import ToolCall
 
@@ -45,12 +47,17 @@ from .host import ChatHost
 from .outside import one_line
 from .sidebar import ConversationSidebar
 from .thinking_block import ThinkingBlock
+from .welcome import resume_line
 
 if TYPE_CHECKING:
     from .history_screens import ExportChoice
     from .host import Handlers
 
 log = logging.getLogger("vibechat.tui")
+
+# RunPlan.over_saved: a saved conversation's parameters with the command line's on top, and the
+# system prompt it names (None: the conversation's own).
+OverSaved = Callable[[SamplingParams], "tuple[SamplingParams, str | None]"]
 
 OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on request
 STATUS_NOTES: dict[str, tuple[str, str | None]] = {
@@ -63,8 +70,11 @@ STATUS_NOTES: dict[str, tuple[str, str | None]] = {
 class HistoryManager:
     """See the module docstring."""
 
-    def __init__(self, host: ChatHost) -> None:
+    def __init__(self, host: ChatHost, open_first: int | None = None, over_first: OverSaved | None = None) -> None:
         self.host = host
+        self._open_first = open_first  # --continue / --conversation ID: opened once the model is ready
+        # ... with the preset's and the flags' parameters and system prompt over its own, as in `run --continue`
+        self._over_first = (open_first, over_first) if open_first is not None and over_first is not None else None
         self._problem_shown: str | None = None
         self._titled: set[int] = set()  # conversations the model was asked to title
         self.opened: StoredConversation | None = None  # the conversation last opened (its branches)
@@ -100,6 +110,7 @@ class HistoryManager:
 
     def listed(self, message: HistoryListed) -> None:
         self.host.sidebar.show(message.summaries)
+        self.offer_last()
         if message.problem:
             self.host.notify(f"Chats are not saved: {message.problem}", title="History", severity="error",
                              timeout=15)
@@ -112,6 +123,7 @@ class HistoryManager:
         """After a save: the open conversation moves to the top of the sidebar; a save that
         failed is reported once."""
         chatlog, sidebar = self.host.session.chat, self.host.sidebar
+        self.offer_last()  # a conversation under way: the welcome offers no other
         if chatlog.problem and chatlog.problem != self._problem_shown:
             self._problem_shown = chatlog.problem
             self.host.notify(f"{chatlog.problem}; the conversation stays on screen", title="History",
@@ -235,6 +247,7 @@ class HistoryManager:
                 sidebar.summaries = [s if s.id != conversation_id else replace(s, title=new_title)
                                      for s in sidebar.summaries]
                 sidebar.show(sidebar.summaries)
+                self.offer_last()
             host.notify(f"Renamed to “{new_title}”.", timeout=2)
 
         host.push_screen(RenameScreen(title), renamed)
@@ -251,6 +264,7 @@ class HistoryManager:
                 host.notify(str(exc), severity="error")
                 return
             host.sidebar.forget(conversation_id)
+            self.offer_last()
             if conversation_id == host.session.chat.conversation_id:
                 await host.replies.new_conversation()
                 host.sidebar.current = None
@@ -301,6 +315,35 @@ class HistoryManager:
         host.push_screen(ExportScreen(stem), chosen)
 
     # ------------------------------------------------------------------ open
+    def model_settled(self) -> None:
+        """The first model is ready (or could not load): the conversation the chat was started
+        on (``--continue``, ``--conversation ID``, ``continue_last``) opens now, as the list opens
+        one: its own model where it can, its KV cache rebuilt (from its snapshot when one is
+        kept); with no model, its messages at least. Once."""
+        conversation_id, self._open_first = self._open_first, None
+        if conversation_id is not None:
+            self.open_conversation(conversation_id)
+
+    def offered(self) -> ConversationSummary | None:
+        """The conversation an empty chat's welcome offers: the latest saved (as ``--continue``
+        picks it), while no conversation is on screen nor waits to open at start."""
+        chat, summaries = self.host.session.chat, self.host.sidebar.summaries
+        if chat.conversation_id is not None or chat.conversation.turns or not summaries or self._open_first:
+            return None
+        return summaries[0]
+
+    def offer_last(self) -> None:
+        """The welcome's line offering :meth:`offered` on its key (``resume_last``), or none."""
+        latest = self.offered()
+        key = self.host.bound_key_of("resume_last")
+        self.host.chat.set_offer(resume_line(key, latest.title) if latest is not None and key else None)
+
+    def resume_last(self) -> None:
+        """The welcome's key: the offered conversation opens (as from the list)."""
+        latest = self.offered()
+        if latest is not None:
+            self.open_conversation(latest.id)
+
     def open_conversation(self, conversation_id: int, jump_to: int | None = None) -> None:
         if conversation_id == self.host.session.chat.conversation_id and jump_to is None:
             self.host.prompt_input.focus()
@@ -319,7 +362,7 @@ class HistoryManager:
         sibling switched to) when given, which is then the branch it opens on next time too."""
         assert self.history is not None
         try:
-            stored = self.history.get(conversation_id, through=jump_to)
+            stored = self.history.open().get(conversation_id, through=jump_to)  # (opened once: the list's)
             if jump_to is not None and stored.leaf_id is not None and not self.history.read_only:
                 self.history.set_leaf(conversation_id, stored.leaf_id)
         except VibechatError as exc:
@@ -341,7 +384,9 @@ class HistoryManager:
                 host.post_message(OwnModelWanted(own.name, own.path, own.server, sanitize(note)))
         host.session.open(ChatLog.from_stored(stored, self.history))
         self.opened = stored
+        self.offer_last()
         host.show_params(stored.params)
+        self._apply_start_flags(stored)
         # The newest messages (from the search match, when jumping to one) are mounted now;
         # older ones wait behind a stand-in until asked for.
         messages = stored.messages
@@ -365,6 +410,19 @@ class HistoryManager:
             host.prompt_input.focus()
         host.refresh_bindings()
         self._rebuild_cache()
+
+    def _apply_start_flags(self, stored: StoredConversation) -> None:
+        """The conversation the chat started on, opened: the parameters and system prompt the
+        command line named (a preset, flags) go over its own and are saved with it, as a slider
+        moved or ``/system`` would (``RunPlan.over_saved``). Once, and only for that one."""
+        if self._over_first is None or self._over_first[0] != stored.id:
+            return
+        over, self._over_first = self._over_first[1], None
+        params, system = over(stored.params)
+        if params != stored.params:
+            self.host.set_params(params)
+        if system is not None and (system or None) != stored.system:
+            self.host.session.chat.set_system(system or None)
 
     def message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]:
         from .tool_block import ToolCallBlock

@@ -119,6 +119,7 @@ class Replies:
     def on_load_failed(self, message: ModelFailed) -> None:
         self.state.status = "no model"
         self.host.chat.set_welcome(f"The model could not be loaded: {message.error}")
+        self.host.chats.model_settled()  # the conversation the chat started on opens all the same
         self.host.notify(message.error, title="Model", severity="error", timeout=15)
 
     # ---------------------------------------------------------------- sending
@@ -466,6 +467,7 @@ class Replies:
         self.state.context_used = 0
         if reset_cache:
             self.reset_cache()
+        host.chats.offer_last()  # an empty chat's welcome offers the last conversation again
         host.prompt_input.focus()
         host.refresh_bindings()
 

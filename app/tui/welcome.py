@@ -12,6 +12,7 @@ from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.settings.choices import COMPLETION
 from vibechat.engine.models.starter import RECOMMENDED, is_starter
 
+from .outside import one_line
 from .status_bar import model_line
 
 KEYS = "Enter sends · Ctrl+J newline · F1 help · F2 parameters · F3 models · Ctrl+N new chat · / commands"
@@ -49,3 +50,21 @@ def welcome_text(info: ModelInfo) -> str:
         engine += f" · {info.speculative} drafting ({info.draft_tokens} tokens)"
     note = prompt_note(info, starter=info.server is None and is_starter(info.path))
     return "\n".join(part for part in (f"{model_line(info)}{engine}", note, KEYS) if part)
+
+
+TITLE_SHOWN = 60  # characters of a title the offer shows
+
+
+def resume_line(key: str, title: str) -> str:
+    """The welcome's offer of the last conversation: its key (``ctrl+r``, as bound) and its
+    title (outside text: made one sanitised line, cut)."""
+    shown = one_line(title, TITLE_SHOWN) or "untitled"
+    return f"{key_shown(key)} reopens your last chat: “{shown}”"
+
+
+def key_shown(key: str) -> str:
+    """A key as the welcome writes keys: ``ctrl+r`` → ``Ctrl+R``, ``f12`` → ``F12`` (the first
+    of several)."""
+    parts = key.split(",")[0].strip().split("+")
+    return "+".join(part.upper() if len(part) == 1 or part[1:].isdigit() else part.capitalize()
+                    for part in parts)
