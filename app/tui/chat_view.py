@@ -33,6 +33,7 @@ from textual.widgets import Static
 
 from . import outside, reply_fold
 from .clipboard import copied_notice, tmux_set_clipboard
+from .laid_out import LaidOut
 from .confirm import ConfirmScreen
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .markdown_text import code_blocks, http_links
@@ -506,8 +507,9 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
         yield Static("", classes="chat--offer")
 
     def set_welcome(self, text: str) -> None:
-        """The line an empty chat shows (it names the model): shown as text, sanitised."""
-        self.query_one(".chat--empty", Static).update(outside.block(text))
+        """The line an empty chat shows (it names the model): shown as text, sanitised, broken
+        between its `` · `` parts, else between words (never inside a word at 80 columns)."""
+        self.query_one(".chat--empty", Static).update(LaidOut.text(text))
 
     def set_offer(self, text: str | None) -> None:
         """The welcome's offer under it (the last conversation and its key); None: none. Shown

@@ -89,6 +89,25 @@ async def test_help_says_how_to_close_it_on_its_first_page_and_hangs_its_descrip
                 assert not whole_words(description, section), description
 
 
+# ------------------------------------------------------------------ the welcome
+async def test_the_welcome_breaks_between_its_parts_and_keeps_words_whole():
+    """The empty chat's lines (the model, its context, the keys) break at 80 columns between
+    their `` · `` parts, never inside a word and never leaving a `` · `` at a line's end."""
+    app = make_app(backend=RecordingBackend(info=LONG_INFO), save=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.pause()
+        welcome = app.chat.query_one(".chat--empty")
+        text = str(welcome.render())
+        width = welcome.content_region.width
+        assert width < 80
+        shown = [strip.text for strip in welcome.render_lines(welcome.region.reset_offset)]
+        assert not whole_words(text, shown)
+        laid = [line for line in shown if line.strip()]
+        assert len(laid) > 2  # broken, at this width
+        assert all(not line.rstrip().endswith("·") and not line.lstrip().startswith("·") for line in laid), laid
+
+
 # ------------------------------------------------------------------ /show info
 async def test_show_info_values_go_on_under_their_column_and_keep_words_whole():
     app = make_app(backend=RecordingBackend(info=LONG_INFO), save=False)
