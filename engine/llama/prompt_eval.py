@@ -1,18 +1,21 @@
 """Evaluating a prompt into the KV cache after what it already holds, for ``LlamaCppBackend``
-(engine/llama/llamacpp.py): text in batches through ``llama_decode``, each image's placeholder
-run (engine/llama/vision.py) whole through the projector; and cutting the cache back to the
+(engine/llama/llamacpp.py): text in batches through ``llama_decode`` (a long prompt in chunks
+sized to say its progress a few times a second), each image's placeholder run
+(engine/llama/vision.py) whole through the projector; and cutting the cache back to the
 prefix a new prompt shares with it (never inside an image)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import llama_cpp as ll
 
 from ..errors import GenerationError
+from ..turns.backend import PromptProgress
 from .kv_state import trim_allowed
 from .prompt_parts import common_prefix
 from .vision import Vision, image_start, is_image_start
@@ -22,10 +25,61 @@ log = logging.getLogger("vibechat.llama_cpp")
 OUT_OF_PLACE = "the prompt's image tokens are out of place: start a new conversation."
 
 
-def decode_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_batch: int,
-                  cancel: threading.Event, vision: Vision | None) -> bool:
-    """Evaluate ``tokens`` after the cached ones (``kept``, extended as they are evaluated);
-    False if cancelled."""
+# Reading progress (``PromptProgress``, engine/turns/backend.py). A prompt is evaluated in chunks of at
+# most n_batch tokens, and a chunk cannot be interrupted to say how far it came: at 130 tokens/s
+# (a slow CPU) a 512-token chunk takes 4 s. So a prompt of more than LONG_PROMPT tokens is read
+# first in a chunk of PROBE_TOKENS, whose time measures the rate; if the rest would then take longer
+# than QUIET_S it is read on in chunks worth about CHUNK_S each (never more than n_batch, never
+# fewer than MIN_CHUNK tokens: each chunk costs a pass over the weights, and llama.cpp reads a small
+# batch less efficiently), its progress said after each. Any other prompt is read in n_batch chunks
+# as ever, and says nothing: a short one keeps its speed, and its batch shapes (llama.cpp's kernels
+# round differently for other batch sizes, so a reply to a prompt read in timed chunks may part,
+# at a near-tie, from one read in whole batches).
+LONG_PROMPT = 128
+PROBE_TOKENS = 32
+QUIET_S = 0.25
+CHUNK_S = 0.2
+MIN_CHUNK = 32
+
+
+class ChunkSizer:
+    """How many tokens the next ``llama_decode`` of a prompt of ``total`` tokens takes, from
+    the rate measured so far, and whether its progress is worth saying (``reporting``)."""
+
+    def __init__(self, total: int, n_batch: int, report: bool) -> None:
+        self.n_batch = max(1, n_batch)
+        self.probing = report and total > LONG_PROMPT  # the next chunk is the probe
+        self.reporting = False
+        self.rate = 0.0  # tokens a second, in the last chunk measured (0: none yet)
+
+    def next_size(self) -> int:
+        """The next chunk's size at most (an image's run or the prompt's end may cut it shorter)."""
+        if self.probing:
+            return min(self.n_batch, PROBE_TOKENS)
+        if not self.reporting or self.rate <= 0:
+            return self.n_batch
+        return min(self.n_batch, max(MIN_CHUNK, int(self.rate * CHUNK_S)))
+
+    def measured(self, tokens: int, seconds: float, left: int) -> None:
+        """A chunk of ``tokens`` took ``seconds``; ``left``: the prompt's tokens still to read.
+        After the probe, whether to report is decided once."""
+        if seconds > 0:
+            self.rate = tokens / seconds
+        if self.probing:
+            self.probing = False
+            self.reporting = seconds > 0 and left / self.rate > QUIET_S
+
+
+def read_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_batch: int,
+                cancel: threading.Event, vision: Vision | None,
+                report: bool = False) -> Generator[PromptProgress, None, bool]:
+    """Evaluate ``tokens`` after the cached ones (``kept``, extended as they are evaluated).
+    A generator: with ``report``, a prompt long enough to take a while (see ``ChunkSizer``)
+    yields how far its reading came after each chunk (about every ``CHUNK_S``), the last time
+    with all of ``tokens`` read; a short one yields nothing. Returns False if cancelled
+    (``cancel``, checked between chunks; llama.cpp's abort callback stops one midway)."""
+    sizer = ChunkSizer(len(tokens), n_batch, report)
+    clock = time.perf_counter
     start = 0
     while start < len(tokens):
         if cancel.is_set():
@@ -35,13 +89,16 @@ def decode_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_
             if not done:
                 return False
             start += done
+            if sizer.reporting:
+                yield PromptProgress(start, len(tokens))
             continue
+        size = sizer.next_size()
         end = start
-        while end < len(tokens) and end - start < n_batch and tokens[end] >= 0:
+        while end < len(tokens) and end - start < size and tokens[end] >= 0:
             end += 1
         chunk = tokens[start:end]
-        start = end
         arr = (ll.llama_token * len(chunk))(*chunk)
+        began = clock()
         rc = ll.llama_decode(ctx, ll.llama_batch_get_one(arr, len(chunk)))
         if rc == 2:
             return False
@@ -49,7 +106,20 @@ def decode_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_
             raise GenerationError(f"llama.cpp failed to evaluate the prompt (llama_decode returned {rc}); "
                                   "start a new conversation or lower --ctx.")
         kept.extend(chunk)
+        start = end
+        sizer.measured(len(chunk), clock() - began, len(tokens) - start)
+        if sizer.reporting:
+            yield PromptProgress(start, len(tokens))
     return True
+
+
+def decode_all(reading: Generator[object, None, bool]) -> bool:
+    """A ``read_prompt`` run to its end, its progress unsaid (a prefill): False if cancelled."""
+    while True:
+        try:
+            next(reading)
+        except StopIteration as end:
+            return bool(end.value)
 
 
 def _decode_image(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], start: int, n_batch: int,
