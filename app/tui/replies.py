@@ -8,8 +8,9 @@ its last text is on screen. It answers its own messages (``handlers()``: the
 workers' and the input's queue), and writes what the chat is doing into the
 ``ChatState``, which the status bar follows: the figures are cleared when a reply
 starts, show the reply's tokens so far with each paced render, and its final
-stats when it ends. Messages of a reply the session has left (a new chat, an
-edit) are ignored by their generation number.
+stats when it ends. While a long prompt is read (``PromptProgress``), the reply's status line
+and the bar's state say how far, until the first words. Messages of a reply the session has
+left (a new chat, an edit) are ignored by their generation number.
 
 A message sent while a reply is on its way is queued in the input (``PromptInput.queue``,
 shown by a ``QueuedNote`` above it): a reply that ends on its own (complete, or cut at a
