@@ -47,6 +47,15 @@ def screen_lines(data: str) -> list[str]:
     return lines
 
 
+def read_until(master: int, ending: str) -> str:
+    """What the terminal got until it ends with ``ending`` (bounded: 30 s)."""
+    data = b""
+    while not data.decode("utf-8", errors="replace").endswith(ending):
+        assert select.select([master], [], [], 30)[0], f"waited 30 s for {ending!r}: {data!r}"
+        data += os.read(master, 65536)
+    return data.decode("utf-8")
+
+
 def run_on_a_terminal(request: RunRequest) -> tuple[int, str]:
     """``execute`` with stdout and stderr on one pty; its exit status and what the terminal got."""
     master, slave = os.openpty()
@@ -99,13 +108,13 @@ def test_a_shorter_figure_overwrites_a_longer_one_whole():
             assert line is not None and ReadingLine.for_stream(io.StringIO()) is None
             line.show(PromptProgress(12000, 27000))
             line.show(PromptProgress(900, 27000))  # e.g. a second prompt of a tool round
-            shown = os.read(master, 65536).decode("utf-8")
             line.clear()
             err.write("after\n")
             err.flush()
-            data = shown + os.read(master, 65536).decode("utf-8")
+            data = read_until(master, "after\r\n")
     finally:
         os.close(master)
         os.close(slave)
+    shown = data[:data.index("after")].rstrip("\r").rstrip(" ")[:-1]  # before the clear ("\r", spaces, "\r")
     assert screen_lines(shown) == ["reading the prompt · 900 / 27,000 tokens"]  # nothing left of the longer
     assert screen_lines(data)[0] == "after"
