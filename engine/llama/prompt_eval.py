@@ -29,12 +29,13 @@ OUT_OF_PLACE = "the prompt's image tokens are out of place: start a new conversa
 # most n_batch tokens, and a chunk cannot be interrupted to say how far it came: at 130 tokens/s
 # (a slow CPU) a 512-token chunk takes 4 s. So a prompt of more than LONG_PROMPT tokens is read
 # first in a chunk of PROBE_TOKENS, whose time measures the rate; if the rest would then take longer
-# than QUIET_S it is read on in chunks worth about CHUNK_S each (never more than n_batch, never
-# fewer than MIN_CHUNK tokens: each chunk costs a pass over the weights, and llama.cpp reads a small
-# batch less efficiently), its progress said after each. Any other prompt is read in n_batch chunks
-# as ever, and says nothing: a short one keeps its speed, and its batch shapes (llama.cpp's kernels
-# round differently for other batch sizes, so a reply to a prompt read in timed chunks may part,
-# at a near-tie, from one read in whole batches).
+# than QUIET_S it is read on in chunks worth CHUNK_S or a little less each (the power of two below:
+# the same few batch shapes whatever the speed's jitter; never more than n_batch, never fewer than
+# MIN_CHUNK tokens: each chunk costs a pass over the weights, and llama.cpp reads a small batch less
+# efficiently), its progress said after each. Any other prompt is read in n_batch chunks as ever,
+# and says nothing: a short one keeps its speed, and its batch shapes (llama.cpp's kernels round
+# differently for other batch shapes, so a reply to a prompt read in timed chunks may part, at a
+# near-tie, from one read in other chunks).
 LONG_PROMPT = 128
 PROBE_TOKENS = 32
 QUIET_S = 0.25
@@ -58,7 +59,8 @@ class ChunkSizer:
             return min(self.n_batch, PROBE_TOKENS)
         if not self.reporting or self.rate <= 0:
             return self.n_batch
-        return min(self.n_batch, max(MIN_CHUNK, int(self.rate * CHUNK_S)))
+        worth = max(MIN_CHUNK, int(self.rate * CHUNK_S))
+        return min(self.n_batch, 1 << (worth.bit_length() - 1))  # a power of two: fewer shapes
 
     def measured(self, tokens: int, seconds: float, left: int) -> None:
         """A chunk of ``tokens`` took ``seconds``; ``left``: the prompt's tokens still to read.

@@ -241,8 +241,9 @@ class PromptProgress:
     """The prompt is being read (evaluated) before the reply's first token: ``read`` of its
     ``total`` tokens so far. ``total`` counts only what this reply evaluates: a prefix the KV
     cache (or a snapshot) already held is not read again. Sent by the local engine for a prompt
-    long enough to take a while (a short one reads in a blink and says nothing), about every
-    0.2 s, the last with ``read == total``; never part of the text. A server sends none."""
+    long enough to take a while (engine/llama/prompt_eval.py: more than 128 tokens, and more
+    than a quarter of a second to go after the first few), a few times a second, the last with
+    ``read == total``; never part of the text. A server sends none."""
 
     read: int
     total: int

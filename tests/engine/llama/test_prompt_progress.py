@@ -85,7 +85,11 @@ def test_chunks_are_sized_to_the_measured_rate_only_for_a_prompt_that_takes_a_wh
     assert not sizer.reporting and sizer.next_size() == 512
     sizer = ChunkSizer(2000, 512, report=True)
     sizer.measured(PROBE_TOKENS, 0.0625, 2000 - PROBE_TOKENS)  # 512 tokens/s: ~4 s to go
-    assert sizer.reporting and sizer.next_size() == int(512 * CHUNK_S)
+    assert sizer.reporting and sizer.next_size() == 64  # 102 tokens' worth, as a power of two
+    sizer.measured(64, 64 / 600, 1500)  # 120 tokens' worth: the same shape
+    assert sizer.next_size() == 64
+    sizer.measured(64, 64 / 1300, 1400)  # 260 tokens' worth
+    assert sizer.next_size() == 256 and 256 <= 1300 * CHUNK_S
     sizer.measured(100, 100 / 20_000, 1000)  # faster now: never more than n_batch
     assert sizer.next_size() == 512
     sizer.measured(100, 100 / 50, 900)  # slower: never fewer than MIN_CHUNK
