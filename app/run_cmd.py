@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from vibechat.engine.turns.attachments import Attachment, AttachmentKind
-from vibechat.engine.turns.backend import (Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo, PromptProgress,
-                                           ThinkingDelta)
+from vibechat.engine.turns.backend import (Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo,
+                                           PromptProgress, ThinkingDelta)
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.settings.params import SamplingParams
