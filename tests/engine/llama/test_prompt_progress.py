@@ -1,15 +1,16 @@
 """A long prompt says how far its reading came (``PromptProgress``, issue 46 point 5): on the
 real starter, in this process and through the engine process, and a cancel meanwhile stops
 the reading. Asserted by the mechanism (the events' order and figures), never by their
-number or timing, which depend on the CPU; the chunk sizing itself is unit-tested with a
-clock of the test's own."""
+number or timing, which depend on the CPU. Where the chunks fall depends on the prompt alone,
+never on time or on whether progress is said (a seed's reply stays the same)."""
 
 from __future__ import annotations
 
 import pytest
 
 from conftest import worker_threads
-from vibechat.engine.llama.prompt_eval import CHUNK_S, LONG_PROMPT, MIN_CHUNK, PROBE_TOKENS, ChunkSizer
+from vibechat.engine.llama import prompt_eval
+from vibechat.engine.llama.prompt_eval import LONG_PROMPT, PROBE_TOKENS, chunk_ends, decode_all
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
@@ -74,23 +75,37 @@ def test_a_cancel_while_the_prompt_is_read_stops_the_reading(backend):
     assert again.finish_reason != "cancelled" and 0 < again.stats.prompt_tokens_evaluated < again.stats.prompt_tokens
 
 
-def test_chunks_are_sized_to_the_measured_rate_only_for_a_prompt_that_takes_a_while():
-    sizer = ChunkSizer(LONG_PROMPT, 512, report=True)
-    assert sizer.next_size() == 512  # short: read as ever, nothing said
-    sizer = ChunkSizer(2000, 512, report=False)
-    assert sizer.next_size() == 512  # a prefill says nothing
-    sizer = ChunkSizer(2000, 512, report=True)
-    assert sizer.next_size() == PROBE_TOKENS
-    sizer.measured(PROBE_TOKENS, PROBE_TOKENS / 100_000, 2000 - PROBE_TOKENS)  # fast: the rest in a blink
-    assert not sizer.reporting and sizer.next_size() == 512
-    sizer = ChunkSizer(2000, 512, report=True)
-    sizer.measured(PROBE_TOKENS, 0.0625, 2000 - PROBE_TOKENS)  # 512 tokens/s: ~4 s to go
-    assert sizer.reporting and sizer.next_size() == 64  # 102 tokens' worth, as a power of two
-    sizer.measured(64, 64 / 600, 1500)  # 120 tokens' worth: the same shape
-    assert sizer.next_size() == 64
-    sizer.measured(64, 64 / 1300, 1400)  # 260 tokens' worth
-    assert sizer.next_size() == 256 and 256 <= 1300 * CHUNK_S
-    sizer.measured(100, 100 / 20_000, 1000)  # faster now: never more than n_batch
-    assert sizer.next_size() == 512
-    sizer.measured(100, 100 / 50, 900)  # slower: never fewer than MIN_CHUNK
-    assert sizer.next_size() == MIN_CHUNK
+def test_where_the_chunks_fall_depends_on_the_tokens_alone():
+    long = list(range(1, 1201))
+    ends, start = [], 0
+    while start < len(long):
+        start = chunk_ends(long, start, 512)
+        ends.append(start)
+    assert ends == [PROBE_TOKENS, PROBE_TOKENS + 512, PROBE_TOKENS + 1024, 1200]
+    short = list(range(1, LONG_PROMPT + 1))
+    assert chunk_ends(short, 0, 64) == 64  # a short prompt: n_batch chunks, no probe
+    with_image = list(range(1, 40)) + [-5, -5] + list(range(1, 400))
+    assert chunk_ends(with_image, 0, 512) == PROBE_TOKENS and chunk_ends(with_image, PROBE_TOKENS, 512) == 39
+
+
+@pytest.mark.model
+def test_a_reply_and_a_prefill_read_a_prompt_in_the_same_chunks(backend, monkeypatch):
+    """Saying the progress changes nothing in how the prompt is evaluated: the same batches reach
+    llama.cpp whether the reading is reported (a reply) or not (a prefill), however long each took."""
+    sizes: list[int] = []
+    decode = prompt_eval._decode_text
+
+    def recording(ctx, chunk):
+        sizes.append(len(chunk))
+        return decode(ctx, chunk)
+
+    monkeypatch.setattr(prompt_eval, "_decode_text", recording)
+    backend.load()
+    tokens = backend._prompt_tokens(LONG)  # what a reply evaluates
+    backend.reset()
+    said = list(backend._reading(tokens, report=True))
+    reported, sizes[:] = list(sizes), []
+    backend.reset()
+    assert decode_all(backend._reading(tokens))
+    assert said and said[-1].read == len(tokens) > LONG_PROMPT
+    assert reported == sizes and sum(sizes) == len(tokens) and sizes[0] == PROBE_TOKENS
