@@ -1,7 +1,8 @@
-"""Download progress on the command line: a Rich progress bar on a terminal, plain
+"""Progress on the command line. Downloads: a Rich progress bar on a terminal, plain
 lines (at most one every few seconds) when output goes to a file or a pipe.
 ``pull_with_progress`` downloads a model that way (``models pull``, a Hub ``--model`` given
-to ``run`` or to the chat before its screen opens)."""
+to ``run`` or to the chat before its screen opens). A long prompt's reading (``run --stats``):
+``ReadingLine``, one line on a terminal's stderr, rewritten in place."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # Rich is imported only when a bar is shown; the downloader w
 
     from vibechat.engine.models.download import Progress
     from vibechat.engine.models.local_model import LocalModel
+    from vibechat.engine.turns.backend import PromptProgress
 
 
 def human_size(n: float) -> str:
@@ -88,6 +90,40 @@ class CliProgress:
                  tb: TracebackType | None) -> None:
         if self._rich is not None:
             self._rich.__exit__(exc_type, exc, tb)
+
+
+class ReadingLine:
+    """``run --stats`` on a terminal: how far a long prompt's reading came (``PromptProgress``),
+    on one line of ``stream`` rewritten in place (``\\r``), cleared before anything else is
+    written there or on stdout (the reply's text, its thinking, an error). Only made where
+    ``stream`` is a terminal (``for_stream``): scripts reading stderr get no noise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._cells = 0  # the line's length on screen (0: none shown)
+
+    @classmethod
+    def for_stream(cls, stream: TextIO) -> "ReadingLine | None":
+        """A ``ReadingLine`` on ``stream`` when it is a terminal, else None."""
+        try:
+            return cls(stream) if stream.isatty() else None
+        except (AttributeError, ValueError):  # no isatty, or a closed stream
+            return None
+
+    def show(self, progress: PromptProgress) -> None:
+        from .report import reading_line
+
+        line = reading_line(progress)
+        self.stream.write("\r" + line + " " * max(0, self._cells - len(line)))
+        self.stream.flush()
+        self._cells = len(line)
+
+    def clear(self) -> None:
+        """The line goes (the cursor back at its start), if one is shown."""
+        if self._cells:
+            self.stream.write("\r" + " " * self._cells + "\r")
+            self.stream.flush()
+            self._cells = 0
 
 
 def pull_with_progress(ref_text: str, revision: str | None = None) -> "LocalModel":

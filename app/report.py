@@ -1,5 +1,6 @@
 """How a reply's statistics and the engine's settings are reported: one line of text (``run
---stats``, ``--prompts-file --stats``, the chat's stats panel), the ``engine`` object of
+--stats``, ``--prompts-file --stats``, the chat's stats panel), a long prompt's reading
+progress (``reading_line``: the chat's reply and status bar, ``run --stats`` on a terminal), the ``engine`` object of
 ``--json`` and the one object ``--json`` prints (``RunResult.to_json``: also on failure, with
 an ``error``, and each line of ``--prompts-file``), and whether a structured reply is whole
 (``structured_state``: ``run``, ``--prompts-file`` and the chat say it alike). Shared by the CLI commands and the TUI, so it
@@ -11,12 +12,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vibechat.engine.turns.attachments import Attachment
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, PromptProgress
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.session import Answer
+
+
+def reading_line(progress: PromptProgress) -> str:
+    """How far a long prompt's reading came: ``reading the prompt · 1,200 / 2,700 tokens``."""
+    return f"reading the prompt · {progress.read:,} / {progress.total:,} tokens"
 
 
 def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from vibechat.engine.turns.attachments import Attachment, AttachmentKind
-from vibechat.engine.turns.backend import Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo, ThinkingDelta
+from vibechat.engine.turns.backend import (Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo,
+                                           PromptProgress, ThinkingDelta)
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.settings.params import SamplingParams
@@ -41,6 +42,7 @@ from vibechat.engine.settings.think_switch import unswitchable
 
 from .clitools import fail, plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
+from .progress import ReadingLine
 from .bounds import bound_line, limit_that_cut
 from .report import ReplyMeter, RunResult, attachment_list, error_kind, error_object, format_stats, json_stats
 
@@ -366,12 +368,17 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
     # so what streams is exactly sanitize(text), the text --json prints.
     sanitizer = None if request.raw else Sanitizer()
     echo = ThinkingEcho(err) if request.show_thinking else None
+    # --stats on a terminal: a long prompt's reading progress, on a line of its own that goes
+    # before anything else is written (scripts, --json: nothing).
+    reading = ReadingLine.for_stream(err) if request.show_stats and not request.json_output else None
     meter = ReplyMeter()  # what is known of a reply that ends without the backend's stats
     notice = trim_notice(err, echo)
     shown: list[str] = []  # the reply so far, for --json when it fails (a crash) mid-reply
     stdout_failed: list[OSError] = []  # a write to stdout that failed (not a closed pipe)
 
     def show(text: str) -> None:
+        if reading is not None:
+            reading.clear()
         meter.piece()
         shown.append(text)
         if echo is not None:
@@ -387,6 +394,12 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
                 raise BrokenPipeError from None
 
     def on_event(event: ChatEvent) -> None:
+        if isinstance(event, PromptProgress):
+            if reading is not None:
+                reading.show(event)
+            return
+        if reading is not None:
+            reading.clear()
         if isinstance(event, ThinkingDelta):
             meter.piece(thinking=True)
         notice(event)
@@ -407,6 +420,8 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
                 result = session.answer(params, on_text=show, on_event=on_event,
                                         stop_requested=lambda: ctrl_c.requested)
         finally:
+            if reading is not None:
+                reading.clear()  # a reply stopped (or failed) while its prompt was read
             if echo is not None:
                 echo.close()  # a reply that ended while thinking
     except VibechatError as exc:  # cut mid-reply (the partial text stays printed and saved), a crash

@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from projector import model_width, write_projector, write_test_image
 
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
+    from vibechat.engine.llama.prompt_eval import decode_all
     from vibechat.engine.models.starter import starter_model_path
     from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.turns.attachments import Attachment
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                     vision._free(chunks, bitmap)
             for _ in range(args.encodes):  # encoded and evaluated into the KV cache, as a turn does
                 backend.reset()
-                backend._decode(list(pieces[0]))
+                decode_all(backend._reading(list(pieces[0])))
                 t0 = time.perf_counter()
                 rc = vision.evaluate(backend._ctx, head, len(backend._tokens), 2048)
                 evaluate_ms.append((time.perf_counter() - t0) * 1000)

@@ -138,6 +138,7 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         self.branch: tuple[int, int] = (1, 1)  # its place among its siblings, and how many (set_branch)
         self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
         self._status = status
+        self._progress = False  # the status line shows a progress figure (``set_progress``)
         self._blank_line: Strip | None = None  # a line of its own content (``render_line``)
 
     def compose(self) -> ComposeResult:
@@ -205,10 +206,20 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
 
     def set_status(self, text: str, kind: str | None = None) -> None:
         """The line under the message (``⚠ the server's error``): shown as text, sanitised."""
+        self._progress = False
         self.query_one(".message--status", Static).update(outside.block(text))
         self.remove_class("-stopped", "-error")
         if kind:
             self.add_class(f"-{kind}")
+
+    def set_progress(self, text: str) -> None:
+        """The line under the message as a figure that changes a few times a second (a long
+        prompt's reading, ``set_status("")`` clears it): laid out when it appears, then only
+        repainted, in place, while it fits its one line (the conversation is not laid out again)."""
+        line = self.query_one(".message--status", Static)
+        in_place = self._progress and len(text) < line.size.width
+        self._progress = True
+        line.update(outside.block(text), layout=not in_place)
 
     def action_copy_message(self) -> None:
         if self.screen.get_selected_text():  # text selected with the mouse: the screen copies that

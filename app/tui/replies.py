@@ -8,8 +8,9 @@ its last text is on screen. It answers its own messages (``handlers()``: the
 workers' and the input's queue), and writes what the chat is doing into the
 ``ChatState``, which the status bar follows: the figures are cleared when a reply
 starts, show the reply's tokens so far with each paced render, and its final
-stats when it ends. Messages of a reply the session has left (a new chat, an
-edit) are ignored by their generation number.
+stats when it ends. While a long prompt is read (``PromptProgress``), the reply's status line
+and the bar's state say how far, until the first words. Messages of a reply the session has
+left (a new chat, an edit) are ignored by their generation number.
 
 A message sent while a reply is on its way is queued in the input (``PromptInput.queue``,
 shown by a ``QueuedNote`` above it): a reply that ends on its own (complete, or cut at a
@@ -26,7 +27,8 @@ from typing import TYPE_CHECKING
 
 from textual.widget import Widget
 
-from vibechat.engine.turns.backend import ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, ThinkingDelta
+from vibechat.engine.turns.backend import (ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, PromptProgress,
+                                           ThinkingDelta)
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.chat.session import ChatSession, Turn
@@ -34,7 +36,7 @@ from vibechat.engine.system import available_cores
 from vibechat.engine.turns.attachments import Attachment
 
 from ..appconfig import chat_settings
-from ..report import structured_note
+from ..report import reading_line, structured_note
 from .attachment_view import UserMessage
 from .chat_view import AssistantMessage, ChatMessageWidget
 from .chat_state import ChatState, LiveReply
@@ -261,6 +263,7 @@ class Replies:
         stream = self._current(message.generation)
         if stream is None:
             return
+        self._read(stream)
         # Renders are paced (see pacing.py): each one takes CPU that the model's threads
         # may need; text arriving meanwhile waits in the buffer.
         wait = stream.wait()
@@ -280,6 +283,7 @@ class Replies:
         self._release()
         stream = self._current(message.generation)
         if stream is not None:
+            self._read(stream)
             await stream.render_thinking()
             self._pace_live(stream)
 
@@ -316,12 +320,33 @@ class Replies:
             self.state.context_used = event.prompt_tokens  # what is left of the conversation
             self.host.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
                              f"{event.context_size:,}-token context.", severity="warning")
+        elif isinstance(event, PromptProgress):
+            self._reading(stream, event)
         elif isinstance(event, DraftProgress):
             self.state.drafting = event
         elif isinstance(event, GenerationDone) and not stream.hold(event):  # else: after the queued slices
             await self._finish(stream, event)
 
+    def _reading(self, stream: ReplyStream, progress: PromptProgress) -> None:
+        """A long prompt is being read: how far, under the reply and in the status bar (one line
+        each, repainted; nothing else is drawn again)."""
+        if stream.started:  # never after the reply's first words
+            return
+        stream.reading = True
+        line = reading_line(progress)
+        stream.widget.set_progress(line)
+        self.state.status = line
+
+    def _read(self, stream: ReplyStream) -> None:
+        """The prompt's reading is over (the first words came, or the reply ended): its line goes."""
+        if stream.reading:
+            stream.reading = False
+            stream.widget.set_status("")
+            if self.state.generating:
+                self.state.status = "generating…"
+
     async def _finish(self, stream: ReplyStream, done: GenerationDone) -> None:
+        self._read(stream)
         await stream.settle_thinking(done)
         await stream.finish(done.text)
         offered = self.turn is not None and bool(self.turn.tools)
@@ -361,6 +386,7 @@ class Replies:
         stream = self._current(message.generation)
         if stream is None:
             return
+        self._read(stream)
         # The user message stays in the conversation, so Ctrl+R retries it.
         await stream.fail(message.error, message.partial)
         if self.turn is not None and self.session.fail_reply(self.turn, message.error, message.partial):
@@ -448,6 +474,7 @@ class Replies:
             self.host.chats.changed()
         self.host.prompt_input.unqueue()  # the reply it waited for is gone: back in the input
         if self.stream is not None:
+            self._read(self.stream)
             self.stream.widget.end_live()
             block = self.stream.widget.thinking
             if block is not None and block.live:  # its clock stops (the widget may stay on screen)

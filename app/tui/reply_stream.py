@@ -148,6 +148,7 @@ class ReplyStream:
         self.deltas = DeltaBuffer()
         self.sanitizer = Sanitizer()
         self.started = False  # some text was rendered
+        self.reading = False  # the reply shows how far its (long) prompt was read
         self.renders = 0  # renders that drew text (one per delta while the UI keeps up)
         self.backlog = False  # the last render left text behind: the stream outruns the UI
         self.done_waiting: GenerationDone | None = None  # the end, waiting for queued text

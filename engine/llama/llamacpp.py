@@ -67,7 +67,7 @@ from .kv_state import make_store, restore_state, take_state, trim_allowed
 from .memory_checks import check_draft_memory
 from .native import ensure_llama_initialised, gpu_offload_supported
 from .speculative import AdaptiveDraft, FixedDraft, make_policy
-from .prompt_eval import decode_prompt, trim_cache
+from .prompt_eval import AbortTicks, decode_all, read_prompt, trim_cache
 from .vision import Vision, has_images, image_start, images_in_prompt
 
 log = logging.getLogger("vibechat.llama_cpp")
@@ -97,7 +97,7 @@ class LlamaCppBackend:
         self._draft: DraftModel | None = None  # --draft-model (None: drafts come from prompt lookup)
         self._vision: Vision | None = None  # the projector (--mmproj; None: this model takes no images)
         self._cancel = threading.Event()
-        self._aborting = ll.ggml_abort_callback(lambda _data: self._cancel.is_set())
+        self._ticks = AbortTicks(self._cancel)  # stops a decode on a cancel; counts how far it came
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
         self._no_abort = ctypes.cast(None, ll.ggml_abort_callback)  # type: ignore[arg-type]
         self._piece = ctypes.create_string_buffer(256)
@@ -412,10 +412,10 @@ class LlamaCppBackend:
         keep = self._trim_to(tokens, len(tokens))
         if self._draft is not None:
             self._draft.reset()
-        ll.llama_set_abort_callback(self._ctx, self._aborting, None)
+        ll.llama_set_abort_callback(self._ctx, self._ticks.callback, None)
         try:
             for end in [c for c in (cut,) if keep < c < len(tokens)] + [len(tokens)]:
-                if not self._decode(tokens[len(self._tokens):end]):
+                if not decode_all(self._reading(tokens[len(self._tokens):end])):
                     self.reset()
                     return 0
                 if end == cut:
@@ -479,10 +479,11 @@ class LlamaCppBackend:
         if data is not None:
             store.keep(self._tokens, data)
 
-    def _decode(self, tokens: Sequence[int]) -> bool:
-        """Evaluate ``tokens`` after the cached ones, images through the projector; False if cancelled."""
+    def _reading(self, tokens: Sequence[int], report: bool = False) -> Generator[ChatEvent, None, bool]:
+        """Evaluate ``tokens`` after the cached ones, images through the projector (prompt_eval.py): a
+        generator of a long prompt's ``PromptProgress`` when ``report``; it returns False if cancelled."""
         n_batch = max(1, min(self.options.n_batch, self.describe().context_size))
-        return decode_prompt(self._ctx, self._mem, self._tokens, tokens, n_batch, self._cancel, self._vision)
+        return read_prompt(self._ctx, self._mem, self._tokens, tokens, n_batch, self._ticks, self._vision, report)
 
     def _sampler(self, params: SamplingParams) -> Sampler:
         """The sampler the decode loops draw with (engine/llama/decoding.py): this backend's
@@ -535,10 +536,10 @@ class LlamaCppBackend:
         thinking_parts: list[str] = []
         started = False
         finish: FinishReason = "stop"
-        ll.llama_set_abort_callback(self._ctx, self._aborting, None)
+        ll.llama_set_abort_callback(self._ctx, self._ticks.callback, None)
         try:
             t_prompt = time.perf_counter()
-            evaluated = self._decode(suffix)
+            evaluated = yield from self._reading(suffix, report=True)  # a long prompt says how far it came
         finally:
             ll.llama_set_abort_callback(self._ctx, self._no_abort, None)
         t_first_token = t_prompt_done = time.perf_counter()

@@ -1,18 +1,20 @@
 """Evaluating a prompt into the KV cache after what it already holds, for ``LlamaCppBackend``
-(engine/llama/llamacpp.py): text in batches through ``llama_decode``, each image's placeholder
-run (engine/llama/vision.py) whole through the projector; and cutting the cache back to the
+(engine/llama/llamacpp.py): text in batches through ``llama_decode`` (a long prompt in chunks
+sized to say its progress a few times a second), each image's placeholder run
+(engine/llama/vision.py) whole through the projector; and cutting the cache back to the
 prefix a new prompt shares with it (never inside an image)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import llama_cpp as ll
 
 from ..errors import GenerationError
+from ..turns.backend import PromptProgress
 from .kv_state import trim_allowed
 from .prompt_parts import common_prefix
 from .vision import Vision, image_start, is_image_start
@@ -22,12 +24,60 @@ log = logging.getLogger("vibechat.llama_cpp")
 OUT_OF_PLACE = "the prompt's image tokens are out of place: start a new conversation."
 
 
-def decode_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_batch: int,
-                  cancel: threading.Event, vision: Vision | None) -> bool:
-    """Evaluate ``tokens`` after the cached ones (``kept``, extended as they are evaluated);
-    False if cancelled."""
+# Reading progress (``PromptProgress``, engine/turns/backend.py). A prompt is evaluated in chunks of
+# n_batch tokens, and one chunk takes a while on a CPU (512 tokens at 130 tokens/s: 4 s). Where the
+# chunks fall never depends on time or on whether progress is said: llama.cpp's kernels round
+# differently for other batch shapes, so timed chunks would let the same seed give another reply
+# to the same prompt. A prompt of more than LONG_PROMPT tokens is read first in a chunk of
+# PROBE_TOKENS (in every path: a reply, a prefill), then in n_batch chunks. While a chunk of a
+# reply's prompt is read (in a thread of its own), how far it came is estimated every REPORT_S from
+# llama.cpp's abort callback, which the CPU backend calls once per node of the graph it computes:
+# the probe counts the nodes of one decode.
+LONG_PROMPT = 128
+PROBE_TOKENS = 32
+REPORT_S = 0.2
+
+
+class AbortTicks:
+    """llama.cpp's abort callback (``llama_set_abort_callback``): stops a decode once ``cancel``
+    is set (or ``halt()`` was called), and counts its calls (one per graph node on the CPU; a GPU
+    backend does not call it), which is how far a decode came."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.count = 0
+        self.halted = False
+        self.callback = ll.ggml_abort_callback(self._check)
+
+    def _check(self, _data: Any) -> bool:
+        self.count += 1
+        return self.halted or self.cancel.is_set()
+
+
+def chunk_ends(tokens: Sequence[int], start: int, n_batch: int) -> int:
+    """Where the text chunk starting at ``tokens[start]`` ends: the probe first in a long prompt,
+    then n_batch tokens at most, never into an image's run. A function of the tokens alone."""
+    size = PROBE_TOKENS if start == 0 and len(tokens) > LONG_PROMPT else n_batch
+    end = start
+    while end < len(tokens) and end - start < max(1, size) and tokens[end] >= 0:
+        end += 1
+    return end
+
+
+def read_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_batch: int, ticks: AbortTicks,
+                vision: Vision | None, report: bool = False) -> Generator[PromptProgress, None, bool]:
+    """Evaluate ``tokens`` after the cached ones (``kept``, extended as they are evaluated).
+    A generator: with ``report``, a prompt of more than ``LONG_PROMPT`` tokens yields how far its
+    reading came after each chunk and, within one, about every ``REPORT_S`` (from ``ticks``, the
+    abort callback in use), the last time with all of ``tokens`` read; a short one yields
+    nothing. Returns False if cancelled (``ticks.cancel``, checked between chunks; the abort
+    callback stops one midway)."""
+    cancel = ticks.cancel
+    total = len(tokens)
+    report = report and total > LONG_PROMPT
+    nodes = 0  # graph nodes in one decode, counted in the probe (0: not known)
     start = 0
-    while start < len(tokens):
+    while start < total:
         if cancel.is_set():
             return False
         if tokens[start] < 0:
@@ -35,21 +85,80 @@ def decode_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_
             if not done:
                 return False
             start += done
+            if report:
+                yield PromptProgress(start, total)
             continue
-        end = start
-        while end < len(tokens) and end - start < n_batch and tokens[end] >= 0:
-            end += 1
+        end = chunk_ends(tokens, start, n_batch)
         chunk = tokens[start:end]
-        start = end
-        arr = (ll.llama_token * len(chunk))(*chunk)
-        rc = ll.llama_decode(ctx, ll.llama_batch_get_one(arr, len(chunk)))
+        counted = ticks.count
+        if report and nodes:
+            rc = yield from _decode_watched(ctx, chunk, ticks, nodes, start, total)
+        else:
+            rc = _decode_text(ctx, chunk)
         if rc == 2:
             return False
         if rc != 0:
             raise GenerationError(f"llama.cpp failed to evaluate the prompt (llama_decode returned {rc}); "
                                   "start a new conversation or lower --ctx.")
+        if not nodes:
+            nodes = ticks.count - counted
         kept.extend(chunk)
+        start = end
+        if report:
+            yield PromptProgress(start, total)
     return True
+
+
+def _decode_text(ctx: Any, chunk: Sequence[int]) -> int:
+    arr = (ll.llama_token * len(chunk))(*chunk)
+    return int(ll.llama_decode(ctx, ll.llama_batch_get_one(arr, len(chunk))))
+
+
+def _decode_watched(ctx: Any, chunk: Sequence[int], ticks: AbortTicks, nodes: int, start: int,
+                    total: int) -> Generator[PromptProgress, None, int]:
+    """``llama_decode`` of ``chunk`` in a thread of its own, its progress estimated every
+    ``REPORT_S`` from the abort callback's count (``nodes`` a decode): its return code. Closed
+    early (the reply was dropped), it stops the decode and waits for it before the context is
+    touched again."""
+    result: list[int | BaseException] = []
+    finished = threading.Event()
+    counted = ticks.count
+
+    def run() -> None:
+        try:
+            result.append(_decode_text(ctx, chunk))
+        except BaseException as exc:  # handed to the reading thread, raised there
+            result.append(exc)
+        finally:
+            finished.set()
+
+    thread = threading.Thread(target=run, name="vibechat-prompt-read", daemon=True)
+    thread.start()
+    said = start
+    try:
+        while not finished.wait(REPORT_S):
+            read = start + min(len(chunk) - 1, len(chunk) * (ticks.count - counted) // nodes)
+            if read > said:
+                said = read
+                yield PromptProgress(read, total)
+    finally:
+        if not finished.is_set():
+            ticks.halted = True
+        thread.join()
+        ticks.halted = False
+    outcome = result[0]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def decode_all(reading: Generator[object, None, bool]) -> bool:
+    """A ``read_prompt`` run to its end, its progress unsaid (a prefill): False if cancelled."""
+    while True:
+        try:
+            next(reading)
+        except StopIteration as end:
+            return bool(end.value)
 
 
 def _decode_image(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], start: int, n_batch: int,

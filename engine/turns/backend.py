@@ -237,6 +237,19 @@ class ContextTrimmed:
 
 
 @dataclass(frozen=True)
+class PromptProgress:
+    """The prompt is being read (evaluated) before the reply's first token: ``read`` of its
+    ``total`` tokens so far. ``total`` counts only what this reply evaluates: a prefix the KV
+    cache (or a snapshot) already held is not read again. Sent by the local engine for a prompt
+    long enough to take a while (engine/llama/prompt_eval.py: more than 128 tokens, and more
+    than a quarter of a second to go after the first few), a few times a second, the last with
+    ``read == total``; never part of the text. A server sends none."""
+
+    read: int
+    total: int
+
+
+@dataclass(frozen=True)
 class DraftProgress:
     """Speculative decoding while a reply is generated (the local engine, drafting on): the
     tokens drafted and accepted so far in this reply, the draft length now (0: not drafting
@@ -271,7 +284,7 @@ class GenerationDone:
         return self.stats.finish_reason
 
 
-ChatEvent = Union[TextDelta, ThinkingDelta, ContextTrimmed, DraftProgress, GenerationDone]
+ChatEvent = Union[TextDelta, ThinkingDelta, ContextTrimmed, PromptProgress, DraftProgress, GenerationDone]
 
 
 @runtime_checkable
@@ -288,6 +301,9 @@ class Backend(Protocol):
     def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams,
                     tools: Sequence[ToolSpec] = (), tool_choice: str = "auto") -> Generator[ChatEvent, None, None]:
         """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``.
+        While a long prompt is read, before the first ``TextDelta`` or ``ThinkingDelta``, the
+        local engine yields ``PromptProgress`` now and then (a consumer may ignore it); a
+        ``cancel()`` meanwhile stops the reading, and the reply ends cancelled.
         ``tools``: offered to the model (``tool_choice``: auto, none, or required: a call first);
         a reply that asks for calls ends with them in ``GenerationDone.tool_calls`` (finish
         reason ``tool_calls``), its text before them as usual. A model that cannot call tools

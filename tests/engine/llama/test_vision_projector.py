@@ -25,6 +25,7 @@ def _image(tmp_path: Path, seed: int = 0):
 def test_the_projector_loads_and_an_image_evaluates_through_mtmd(backend, starter_projector, tmp_path):
     import llama_cpp as ll
 
+    from vibechat.engine.llama.prompt_eval import decode_all
     from vibechat.engine.llama.vision import Vision, is_image_start
 
     vision = Vision(starter_projector, backend._model, n_threads=2, use_gpu=False)
@@ -37,7 +38,7 @@ def test_the_projector_loads_and_an_image_evaluates_through_mtmd(backend, starte
         run = pieces[1]
         assert is_image_start(run[0]) and all(t < 0 for t in run)
         assert vision.encodes == 0  # laying an image out does not encode it
-        assert backend._decode(list(pieces[0]))
+        assert decode_all(backend._reading(list(pieces[0])))
         assert vision.evaluate(backend._ctx, run[0], len(backend._tokens), 512) == 0
         assert vision.encodes == 1
         assert ll.llama_memory_seq_pos_max(backend._mem, 0) == IMAGE_TOKENS  # positions 0..16
