@@ -32,10 +32,12 @@ BINDING_IDS: tuple[str, ...] = (
     # the prompt input
     "input.scroll_up", "input.scroll_down", "input.focus_chat",
     # a focused message
-    "message.copy", "message.copy_code", "message.open_link", "message.previous_version", "message.next_version", "tool.toggle",
+    "message.copy", "message.copy_code", "message.open_link", "message.previous_version",
+    "message.next_version", "tool.toggle",
     "attachment.toggle", "attachment.remove",  # a file under a prompt; a line of the tray above the input
     # a tool call's question (nothing runs without a yes)
-    "approval.once", "approval.conversation", "approval.always", "approval.deny", "chat.show_earlier", "thinking.toggle",
+    "approval.once", "approval.conversation", "approval.always", "approval.deny", "chat.show_earlier",
+    "thinking.toggle",
     # the parameter panel (F2), its sliders and its choices (the thinking switch)
     "params.reset_all", "params.save_default", "params.close",
     "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",

@@ -52,7 +52,7 @@ def _limit_mib() -> int:
     return int(loaded.config.kv_snapshot_cache_mib)
 
 
-def _show(folder: "Path", limit_mib: int, json_output: bool) -> None:
+def _show(folder: Path, limit_mib: int, json_output: bool) -> None:
     from vibechat.engine.llama.kv_files import summary
     from vibechat.engine.sizes import human_bytes
 
@@ -71,7 +71,7 @@ def _show(folder: "Path", limit_mib: int, json_output: bool) -> None:
         echo("  'vibechat history cache --clear' deletes them.")
 
 
-def _clear(folder: "Path", json_output: bool) -> None:
+def _clear(folder: Path, json_output: bool) -> None:
     from vibechat.engine.llama.kv_files import clear as clear_snapshots
     from vibechat.engine.sizes import human_bytes
 
@@ -87,7 +87,7 @@ def _clear(folder: "Path", json_output: bool) -> None:
         raise typer.Exit(1)
 
 
-def _say_failed(failed: "list[tuple[str, str]]", why: str) -> None:
+def _say_failed(failed: list[tuple[str, str]], why: str) -> None:
     """One stderr line: what could not be deleted, and the reason."""
     first, reason = failed[0]
     more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""

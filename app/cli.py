@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -178,10 +178,10 @@ RUN_HELP = ("Answer one prompt, streaming the reply to stdout.\n\n"
 @setting_options
 def run(
     ctx: typer.Context,
-    words: Annotated[Optional[list[str]], typer.Argument(
+    words: Annotated[list[str] | None, typer.Argument(
         metavar="PROMPT", show_default=False,
         help="The prompt, as with 'ollama run' (words are joined by spaces; '-' reads stdin).")] = None,
-    prompt: Annotated[Optional[str], typer.Option(
+    prompt: Annotated[str | None, typer.Option(
         "--prompt", "-p", metavar="TEXT",
         help="The prompt, as an option; '-' reads stdin (also read when piped and no prompt is given).")] = None,
     flags: SettingFlags = SettingFlags.NONE,  # every setting's flag, from the settings table (options.py)
@@ -193,12 +193,13 @@ def run(
         "--show-thinking", help="Show a reasoning model's thinking on stderr, between [thinking] and "
                                 "[end of thinking] lines (stdout carries the answer only).")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print timing statistics on stderr.")] = False,
-    raw: Annotated[bool, typer.Option("--raw", help="Do not strip terminal control sequences from the output.")] = False,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="Do not strip terminal control sequences from the output.")] = False,
     no_save: NoSaveOpt = False,
     continue_: Annotated[bool, typer.Option(
         "--continue", "-c", help="Add this prompt to the latest saved conversation.",
         rich_help_panel=HISTORY)] = False,
-    conversation: Annotated[Optional[int], typer.Option(
+    conversation: Annotated[int | None, typer.Option(
         "--conversation", "--cid", metavar="ID",
         help="Add this prompt to saved conversation ID ('vibechat history list').",
         min=1, rich_help_panel=HISTORY)] = None,
@@ -208,7 +209,7 @@ def run(
              "--base-url, --backend, a preset's model) instead of the conversation's own; without it a "
              "different one is refused.",
         rich_help_panel=HISTORY)] = False,
-    prompts_file: Annotated[Optional[str], typer.Option(
+    prompts_file: Annotated[str | None, typer.Option(
         "--prompts-file", metavar="FILE.jsonl",
         help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per line on stdout; "
              "exit 1 if any line failed.")] = None,
@@ -216,13 +217,13 @@ def run(
         "--no-prefix-cache",
         help="With --prompts-file: start every prompt from an empty KV cache instead of reusing the prefix "
              "it shares with the previous one (slower; results then cannot depend on line order).")] = False,
-    json_schema: Annotated[Optional[str], typer.Option(
+    json_schema: Annotated[str | None, typer.Option(
         "--json-schema", metavar="FILE|JSON",
         help="Constrain the reply to JSON that follows this JSON Schema (a file, or inline JSON; 'json': any "
              "JSON object). Local engine: llama.cpp's grammar sampler; remote: response_format. A reply that "
              "--max-tokens or the context cuts before it is complete exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
-    grammar: Annotated[Optional[str], typer.Option(
+    grammar: Annotated[str | None, typer.Option(
         "--grammar", metavar="FILE",
         help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local engine only. A reply "
              "that --max-tokens or the context cuts exits with status 3.",

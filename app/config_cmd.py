@@ -50,7 +50,7 @@ def path(every: Annotated[bool, typer.Option(
         typer.echo(f"{what}\t{where}")
 
 
-def _value_text(key: str, value: Any, setting: "Setting | None") -> str:
+def _value_text(key: str, value: Any, setting: Setting | None) -> str:
     """A setting's value for people, as the config file spells it: ``true``/``false`` (not
     Python's ``True``), ``(none)`` for nothing, a list as its quoted items (``"\\nUser:"``:
     JSON's quoting shows a newline or a tab in a stop string)."""
@@ -164,7 +164,7 @@ def edit() -> None:
     guard(go)
 
 
-def report_problems(problems: "Sequence[ConfigProblem]") -> None:
+def report_problems(problems: Sequence[ConfigProblem]) -> None:
     """Every problem on stderr, one line each; the last one ends the command (exit 1)."""
     from vibechat.engine.errors import ConfigError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -53,7 +53,7 @@ def _emit_json(data: object) -> None:
 @history_app.command("list")
 def list_(
     ctx: typer.Context,
-    limit: Annotated[Optional[int], typer.Option(
+    limit: Annotated[int | None, typer.Option(
         "--limit", "-n", metavar="N", help="Show at most this many.", min=1)] = None,
     source: Annotated[str, typer.Option(
         "--source", "-s", metavar="SOURCE",
@@ -142,10 +142,10 @@ def search(
 @history_app.command()
 def export(
     conversation_id: IdArg,
-    format_: Annotated[Optional[str], typer.Option(
+    format_: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
         help="md (Markdown) or json; default: json for an -o file ending in .json, else Markdown.")] = None,
-    output: Annotated[Optional[Path], typer.Option(
+    output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", help="Write to this file instead of stdout.", dir_okay=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file if it exists.")] = False,
 ) -> None:

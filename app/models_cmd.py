@@ -6,7 +6,7 @@ Engine modules are imported inside the commands, so ``--help`` stays instant.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -21,7 +21,7 @@ models_app = typer.Typer(help="Find, download, list, inspect and remove GGUF mod
                          context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-RevisionOpt = Annotated[Optional[str], typer.Option("--revision", metavar="REV", help="A branch, tag or commit.")]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", metavar="REV", help="A branch, tag or commit.")]
 
 
 @models_app.command()

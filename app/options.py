@@ -19,7 +19,7 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Optional
+from typing import Annotated, Any, ClassVar
 
 import typer
 
@@ -35,7 +35,7 @@ def _number_check(name: str) -> Any:
     malformed command line, a usage error (exit 2) in the command's own words, like any
     option of the wrong type; a number out of range is a bad value, said later by
     ``PARAM_SPECS`` (exit 1), as in the config file and ``/set``."""
-    def check(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]) -> Optional[str]:
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
         if value is not None and not _is_number_or_word(name, value):
             from vibechat.engine.settings.params import PARAM_SPECS
 
@@ -87,7 +87,7 @@ def setting_option(key: str) -> Any:
         extra["callback"] = _number_check(setting.name)
     elif setting.kind == "whole number":
         kind = int
-    return Annotated[Optional[kind], typer.Option(*names, metavar=setting.metavar, help=setting.flag_help,
+    return Annotated[kind | None, typer.Option(*names, metavar=setting.metavar, help=setting.flag_help,
                                                   **extra)]
 
 
@@ -249,10 +249,10 @@ class SettingFlags:
     sampling: SamplingChoice = field(default_factory=SamplingChoice)
     system: str | None = None
 
-    NONE: ClassVar["SettingFlags"]  # nothing given
+    NONE: ClassVar[SettingFlags]  # nothing given
 
     @classmethod
-    def of(cls, given: Mapping[str, Any]) -> "SettingFlags":
+    def of(cls, given: Mapping[str, Any]) -> SettingFlags:
         """The flags from the options ``setting_options`` added, by parameter name."""
         from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
@@ -310,12 +310,12 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 # `vibechat run`'s attachments (app/run_cmd.py reads them before the model loads).
 ATTACHMENTS = "Attachments"
-ImageOpt = Annotated[Optional[list[str]], typer.Option(
+ImageOpt = Annotated[list[str] | None, typer.Option(
     "--image", metavar="PATH",
     help="Attach an image (PNG, JPEG, GIF, WebP, BMP) to the prompt, for a vision model (repeatable). A local "
          "model needs its projector (--mmproj); a server's model must take images.",
     rich_help_panel=ATTACHMENTS)]
-FileOpt = Annotated[Optional[list[str]], typer.Option(
+FileOpt = Annotated[list[str] | None, typer.Option(
     "--file", metavar="PATH",
     help="Attach a text file to the prompt (repeatable): the model is given its name and text, before the prompt "
          "(bounded: longer files are cut, with a note).",

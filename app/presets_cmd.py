@@ -10,7 +10,7 @@ value, like an unknown model).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,7 +23,7 @@ presets_app = typer.Typer(help="Named set-ups: list, show, import (a Modelfile),
                           no_args_is_help=True,
                           context_settings={"help_option_names": ["-h", "--help"]})
 
-PresetOpt = Annotated[Optional[str], typer.Option(
+PresetOpt = Annotated[str | None, typer.Option(
     "--preset", metavar="NAME", help="Start from the config file's preset NAME ([presets.NAME]: model, system "
     "prompt, parameters); flags given beside it win ('vibechat presets list').")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
@@ -31,7 +31,7 @@ NameArg = Annotated[str, typer.Argument(metavar="NAME", help="A preset's name ('
 SYSTEM_WIDTH = 40  # the system prompt's start, in the list
 
 
-def preset_dict(preset: "Preset") -> dict[str, Any]:
+def preset_dict(preset: Preset) -> dict[str, Any]:
     return {"name": preset.name, **preset.to_table()}
 
 
@@ -115,7 +115,7 @@ def show(name: NameArg, json_output: JsonOpt = False) -> None:
 @presets_app.command("import")
 def import_(
     modelfile: Annotated[Path, typer.Argument(metavar="MODELFILE", help="An Ollama Modelfile.")],
-    name: Annotated[Optional[str], typer.Option(
+    name: Annotated[str | None, typer.Option(
         "--name", metavar="NAME", help="The preset's name (default: the file's name; a file named Modelfile: "
                                        "its folder's).")] = None,
     force: Annotated[bool, typer.Option("--force", "-f", help="Replace a preset of that name.")] = False,

@@ -55,7 +55,7 @@ class CliProgress:
         self._last_plain = 0.0
         self._last: Progress | None = None
 
-    def __enter__(self) -> "CliProgress":
+    def __enter__(self) -> CliProgress:
         if self.fancy:
             from rich.console import Console
             from rich.progress import (BarColumn, DownloadColumn, Progress as RichProgress, TextColumn,
@@ -90,7 +90,7 @@ class CliProgress:
             self._rich.__exit__(exc_type, exc, tb)
 
 
-def pull_with_progress(ref_text: str, revision: str | None = None) -> "LocalModel":
+def pull_with_progress(ref_text: str, revision: str | None = None) -> LocalModel:
     """Download ``ref_text`` with progress on stderr; returns the registered model.
     Ctrl-C stops it (resumable) and exits with 130."""
     import typer

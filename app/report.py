@@ -2,7 +2,8 @@
 --stats``, ``--prompts-file --stats``, the chat's stats panel), the ``engine`` object of
 ``--json`` and the one object ``--json`` prints (``RunResult.to_json``: also on failure, with
 an ``error``, and each line of ``--prompts-file``), and whether a structured reply is whole
-(``structured_state``: ``run``, ``--prompts-file`` and the chat say it alike). Shared by the CLI commands and the TUI, so it
+(``structured_state``: ``run``, ``--prompts-file`` and the chat say it alike). Shared by the CLI
+commands and the TUI, so it
 imports neither."""
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ STATS_KEYS = ("prompt_tokens", "prompt_tokens_evaluated", "restored_tokens", "re
 
 
 def json_stats(stats: GenerationStats | None, seed: int | None = None,
-               meter: "ReplyMeter | None" = None) -> dict[str, object]:
+               meter: ReplyMeter | None = None) -> dict[str, object]:
     """A reply's statistics for ``--json``, always with the same keys. ``stats`` None: the
     backend sent none (a reply cut short by the server, a crash): what ``meter`` measured
     here stands in (pieces received, each counted as a token, as a server's reply is

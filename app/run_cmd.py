@@ -403,7 +403,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         partial = exc.partial if isinstance(exc, StreamInterrupted) else "".join(shown)
         _write_failed(request, out, partial, info, chat, exc, params, meter, held_back())
         raise
-    done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
+    pipe_closed = result.pipe_closed
     if chat.problem:  # saving stopped (a full disk): the reply is still printed, the run fails
         err.write(plain(f"vibechat: error: {chat.problem}") + "\n")
     if stdout_failed:

@@ -9,13 +9,13 @@ as markup (clitools). The servers are stopped before the command returns.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from .clitools import echo, guard, safe_json
 
-McpConfigOpt = Annotated[Optional[Path], typer.Option(
+McpConfigOpt = Annotated[Path | None, typer.Option(
     "--mcp-config", metavar="FILE", help="Read the MCP servers from FILE instead of mcp.json in the config folder.",
     dir_okay=False)]
 MAX_DESCRIPTION = 160  # a description's first line, cut to this in the text listing

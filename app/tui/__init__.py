@@ -23,12 +23,12 @@ if TYPE_CHECKING:
     from .tool_rounds import ToolPolicy
 
 
-def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
-               config: "LoadedConfig | None" = None, blink: bool = True,
-               backend_factory: "BackendFactory | None" = None,
-               history: "History | None" = None, save: bool = True, freeze_gc: bool = False,
-               tools: "ToolBox | None" = None, tool_policy: "ToolPolicy | None" = None,
-               tool_rounds: int = 8, exit_on_signals: bool = False) -> "VibechatApp":
+def create_app(backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
+               config: LoadedConfig | None = None, blink: bool = True,
+               backend_factory: BackendFactory | None = None,
+               history: History | None = None, save: bool = True, freeze_gc: bool = False,
+               tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
+               tool_rounds: int = 8, exit_on_signals: bool = False) -> VibechatApp:
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
@@ -61,9 +61,9 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | None,
-            config: "LoadedConfig | None" = None, save: bool = True, tools: "ToolBox | None" = None,
-            tool_policy: "ToolPolicy | None" = None, tool_rounds: int = 8) -> int:
+def run_tui(engine: EngineSettings, params: SamplingParams, system: str | None,
+            config: LoadedConfig | None = None, save: bool = True, tools: ToolBox | None = None,
+            tool_policy: ToolPolicy | None = None, tool_rounds: int = 8) -> int:
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash)."""
@@ -84,7 +84,7 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
     if isinstance(backend, WorkerBackend):
         backend.preload()  # the engine process loads the model while the screen opens
 
-    def factory(path: "Path", **changes: Any) -> "Backend":
+    def factory(path: Path, **changes: Any) -> Backend:
         """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
         return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 

@@ -74,7 +74,7 @@ def probe_terminal(environ: Mapping[str, str] | None = None) -> bool:
         return False
     try:
         import textual_image.widget  # noqa: F401 - the import asks
-    except Exception:  # noqa: BLE001 - a terminal that answers oddly: thumbnails as half blocks
+    except Exception:  # a terminal that answers oddly: thumbnails as half blocks
         log.debug("textual-image could not probe the terminal", exc_info=True)
         return False
     _probed = True
@@ -137,7 +137,7 @@ class ImageAttachment(SizedByLayout, Vertical):
         width: auto;
         max-width: 100%%;
     }
-    """ % THUMB_ROWS
+    """ % THUMB_ROWS  # noqa: UP031 - the CSS's braces stay single with %
 
     class Decoded(Message):
         """The thumbnail's picture (from the decoding thread), or why there is none."""

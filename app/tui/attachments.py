@@ -140,7 +140,7 @@ class Attachments:
                 attachment = read_attachment(path, store, kind=kind)
             except VibechatError as exc:
                 post(Refused(outside.one_line(str(exc), limit=None)))
-            except Exception as exc:  # noqa: BLE001 - never crash the chat over a file
+            except Exception as exc:  # never crash the chat over a file
                 log.exception("reading an attachment failed")
                 post(Refused(f"{outside.one_line(str(path))}: could not be read "
                              f"({type(exc).__name__}: {outside.one_line(str(exc))})"))

@@ -117,7 +117,7 @@ class ModelManager:
             model = await asyncio.to_thread(local_model, ref)
         except VibechatError as exc:
             error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - never crash the UI over a name
+        except Exception as exc:  # never crash the UI over a name
             log.exception("finding %r failed", ref)
             error = f"unexpected error: {exc}"
         else:
@@ -235,7 +235,7 @@ class ModelManager:
             info = self._swap_backend(model)
         except VibechatError as exc:
             post(ModelSwitchFailed(model.name, str(exc)))
-        except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
+        except Exception as exc:  # never crash the UI over a load
             log.exception("switching to %s failed", model.name)
             post(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))
         else:
@@ -322,7 +322,7 @@ class ModelManager:
             post(DownloadEnded(title, error=str(exc), cancelled=True))
         except VibechatError as exc:
             post(DownloadEnded(title, error=str(exc)))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.exception("download failed")
             post(DownloadEnded(title, error=f"unexpected error: {exc}"))
         else:

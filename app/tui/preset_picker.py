@@ -21,7 +21,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static

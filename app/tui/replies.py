@@ -105,7 +105,7 @@ class Replies:
             info = self.session.load(on_progress=lambda f: post(ModelProgress(f)))
         except VibechatError as exc:
             post(ModelFailed(str(exc)))
-        except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
+        except Exception as exc:  # never crash the UI over a load
             log.exception("model load failed")
             post(ModelFailed(f"unexpected error while loading the model: {exc}"))
         else:
@@ -233,7 +233,7 @@ class Replies:
                 on_tokens=stream.count_tokens)
         except VibechatError as exc:  # a cut stream (StreamInterrupted) keeps its text as the reply
             post(ReplyFailed(generation, str(exc), ChatSession.partial_of(turn, exc)))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.exception("generation failed")
             post(ReplyFailed(generation, f"unexpected error while generating: {exc}"))
         else:

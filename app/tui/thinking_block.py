@@ -84,7 +84,7 @@ class ThinkingBlock(SizedByLayout, Vertical, can_focus=True):
     class Toggled(Message):
         """The block was opened (``expanded``) or closed."""
 
-        def __init__(self, block: "ThinkingBlock", expanded: bool) -> None:
+        def __init__(self, block: ThinkingBlock, expanded: bool) -> None:
             super().__init__()
             self.block = block
             self.expanded = expanded

@@ -45,7 +45,7 @@ def vocab_mismatch(draft_vocab, target_vocab) -> str | None:
         return f"{dn:,} tokens against the model's {tn:,}"
     if (dbos, deos) != (tbos, teos):
         return f"BOS/EOS ids {dbos}/{deos} against the model's {tbos}/{teos}"
-    differ = sum(a != b for a, b in zip(dtexts, ttexts))
+    differ = sum(a != b for a, b in zip(dtexts, ttexts, strict=True))
     if differ:
         return f"{differ} of {len(ttexts)} sampled tokens spelled differently"
     return None

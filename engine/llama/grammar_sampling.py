@@ -84,7 +84,8 @@ class ChainSampler:
 def accept_is_stateless(chain: Any) -> bool:
     """Whether no sampler in ``chain`` keeps state on accept (so accepting a token that is
     then dropped changes nothing)."""
-    names = [ll.llama_sampler_name(ll.llama_sampler_chain_get(chain, i)) for i in range(ll.llama_sampler_chain_n(chain))]
+    names = [ll.llama_sampler_name(ll.llama_sampler_chain_get(chain, i))
+             for i in range(ll.llama_sampler_chain_n(chain))]
     return all(name in _STATELESS for name in names)
 
 
@@ -105,7 +106,8 @@ class GrammarSampler:
         self.sampled = self.resampled = 0
         self._fast_first = accept_is_stateless(chain)
         self._one: Any = ll.llama_token_data()
-        self._one_array: Any = ll.llama_token_data_array(data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False)
+        self._one_array: Any = ll.llama_token_data_array(data=ctypes.pointer(self._one), size=1, selected=-1,
+                                                         sorted=False)
         self._buf: np.ndarray | None = None  # the vocabulary's candidates: allocated once, on first use
         self._ids: np.ndarray | None = None
         self._array: Any = ll.llama_token_data_array()

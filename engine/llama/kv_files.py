@@ -9,7 +9,8 @@ key, the tokens and the payload together), the tokens (int32 LE), the payload
 never a payload. A snapshot is used only for the exact tokens it was taken for: the file's name
 ends in a digest of its tokens (checked when its header is read) and ``bound`` ties the state
 to the tokens (checked before the state is restored), so tokens swapped for another
-conversation's, the CRCs recomputed, are refused. Files are 0600 in a 0700 folder; a FIFO, a link or anything else that is
+conversation's, the CRCs recomputed, are refused. Files are 0600 in a 0700 folder; a FIFO, a link or
+anything else that is
 not a regular file under a snapshot's name is never opened for reading, and is replaced (not
 written through) by a new snapshot of that name.
 """

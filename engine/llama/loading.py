@@ -155,7 +155,8 @@ def load_model(gguf: GGUFInfo, mparams: Any, captured: list[tuple[int, str]], ca
 
 
 def check_drafting(model: Any, mode: str, draft_tokens: int, notices: list[str]) -> tuple[str, int]:
-    """Whether prompt-lookup drafting (``mode``: auto or prompt-lookup) can run on ``model``: refuses a draft length whose
+    """Whether prompt-lookup drafting (``mode``: auto or prompt-lookup) can run on ``model``:
+    refuses a draft length whose
     logits would be absurd (frees the model first), turns it off for models whose
     memory cannot drop rejected tokens."""
     n_vocab = int(ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(model)))

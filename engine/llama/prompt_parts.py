@@ -76,7 +76,7 @@ def owned_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequen
     nonce = secrets.token_hex(8)
     marks = [f"\ue000{nonce}{i}\ue001" for i in range(len(messages))]
     # Each message as it is (its tool calls, its call id) but its content: the skeleton renders as the text did.
-    skeleton = render([dataclasses.replace(m, content=mark) for m, mark in zip(messages, marks)])
+    skeleton = render([dataclasses.replace(m, content=mark) for m, mark in zip(messages, marks, strict=True)])
     pattern = re.compile("\ue000" + nonce + "(\\d+)\ue001")
     for strip in (False, True):
         parts: list[tuple[str, int]] = []

@@ -118,14 +118,14 @@ def tool_gbnf(fmt: ToolFormat, tools: Sequence[ToolSpec], lazy: bool) -> str:
     more = max(0, fmt.max_calls - 1)
     obj = 'obj ::= "{" ws "\\"name\\"" ws ":" ws call ws "}"'
     if fmt.family == HERMES:
-        lines += ['root ::= tc ( ws tc ){0,%d} ws' % more,
+        lines += [f'root ::= tc ( ws tc ){{0,{more}}} ws',
                   'tc ::= "<tool_call>" ws obj ws "</tool_call>"', obj]
     elif fmt.family == LLAMA3:
         lines += ['root ::= "<|python_tag|>"? ws obj ws', obj]
     elif fmt.family == MISTRAL and fmt.args_marker:
-        lines += ['root ::= ( "[TOOL_CALLS]" call ){1,%d} ws' % fmt.max_calls]
+        lines += [f'root ::= ( "[TOOL_CALLS]" call ){{1,{fmt.max_calls}}} ws']
     elif fmt.family == MISTRAL:
-        lines += ['root ::= "[TOOL_CALLS]" ws "[" ws item ( ws "," ws item ){0,%d} ws "]" ws' % more,
+        lines += [f'root ::= "[TOOL_CALLS]" ws "[" ws item ( ws "," ws item ){{0,{more}}} ws "]" ws',
                   'item ::= "{" ws "\\"name\\"" ws ":" ws call ( ws "," ws "\\"id\\"" ws ":" ws "\\"" '
                   '[a-zA-Z0-9]{9} "\\"" )? ws "}"']
     else:  # harmony: " to=functions.NAME" then the rest of the header, then the arguments

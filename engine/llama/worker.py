@@ -525,7 +525,7 @@ class WorkerBackend:
                 try:
                     crash = self._crash("while stopping a reply")
                     log.warning("%s", crash)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.exception("engine crash while stopping a reply")
                 return
             if msg[0] in ("result", "error") and msg[1] == rid:

@@ -287,7 +287,7 @@ def _keep_snapshot(backend: Any) -> None:
     once its answer is out; never fails the engine."""
     try:
         backend.keep_snapshot()
-    except Exception:  # noqa: BLE001 - a snapshot is an optimisation
+    except Exception:  # a snapshot is an optimisation
         logging.getLogger("vibechat.kv_snapshots").exception("taking a KV snapshot failed")
 
 

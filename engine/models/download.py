@@ -147,11 +147,11 @@ class Downloader:
                                     "(control characters, characters unsafe in a file name, or a path "
                                     "outside the repo): download it by hand and pass its path.")
         finals = [dest / f.path for f in option.files]
-        have = sum(downloaded_bytes(p, f) for p, f in zip(finals, option.files))
+        have = sum(downloaded_bytes(p, f) for p, f in zip(finals, option.files, strict=True))
         check_free_space(dest, option.size - have, f"{repo} {option.label}")
         total = option.size
         done_before = 0
-        for index, (final, file) in enumerate(zip(finals, option.files), start=1):
+        for index, (final, file) in enumerate(zip(finals, option.files, strict=True), start=1):
             self._file(repo, revision, file, final, index, len(finals), done_before, total, have)
             done_before += file.size
         return finals
@@ -209,7 +209,7 @@ class Downloader:
         report(state.offset, force=True)
         state.finish(final, file)
 
-    def _fetch(self, url: str, state: "_Part", file: RepoFile, meter: "_Meter",
+    def _fetch(self, url: str, state: _Part, file: RepoFile, meter: _Meter,
                report: Callable[[int], None]) -> None:
         """One HTTP request for the bytes from ``state.offset`` on, appended to the part file."""
         import httpx2
@@ -285,7 +285,7 @@ class _Part:
         self.budget = 0
 
     @classmethod
-    def open(cls, final: Path, file: RepoFile) -> "_Part":
+    def open(cls, final: Path, file: RepoFile) -> _Part:
         part, meta = part_paths(final)
         state = cls(part, meta)
         state.expected = file.size or None

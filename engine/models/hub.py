@@ -372,7 +372,8 @@ def explain(exc: BaseException, what: str, endpoint: str, has_token: bool,
                   else "set HF_TOKEN to a token of an account that has access (https://huggingface.co/settings/tokens)")
     if isinstance(exc, hf.GatedRepoError):  # before RepositoryNotFoundError: it is a subclass
         return (f"{what} is gated: accept its license at {page} while logged in, then "
-                f"{'make sure HF_TOKEN belongs to that account' if has_token else 'set HF_TOKEN to a token of that account'}.")
+                + ("make sure HF_TOKEN belongs to that account." if has_token
+                   else "set HF_TOKEN to a token of that account."))
     if isinstance(exc, hf.RevisionNotFoundError):
         return f"{what} has no revision {revision!r} on {where}: leave the revision out to use main."
     if isinstance(exc, hf.RepositoryNotFoundError):

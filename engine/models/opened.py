@@ -137,7 +137,7 @@ def opened_models() -> list[LocalModel]:
     pruned from the list. Two files with the same name are told apart by ``~2``, ``~3``."""
     try:
         entries = _read()
-    except Exception:  # noqa: BLE001 - a listing must never fail over this list
+    except Exception:  # a listing must never fail over this list
         log.warning("could not read %s", list_path(), exc_info=True)
         return []
     present = [e for e in entries if _is_file(e["path"])]

@@ -51,7 +51,7 @@ def all_models(*, discover: bool = True) -> list[LocalModel]:
 
         try:
             models += discover_models()
-        except Exception:  # noqa: BLE001 - another tool's odd folder must not break ours
+        except Exception:  # another tool's odd folder must not break ours
             log.warning("could not look for other tools' models", exc_info=True)
     return models + _opened_elsewhere(models)
 

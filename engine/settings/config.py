@@ -197,7 +197,7 @@ class LoadedConfig(Generic[C]):
             rows += [(f"{head}.{k}", v, self.origin(f"{head}.{k}")) for k, v in entries]
         return rows
 
-    def with_flags(self, values: Mapping[str, Any], flags: Mapping[str, str]) -> "LoadedConfig[C]":
+    def with_flags(self, values: Mapping[str, Any], flags: Mapping[str, str]) -> LoadedConfig[C]:
         """A copy with command-line values on top (``values`` by dotted key, ``flags`` the
         flag each came from); values are checked as a file's would be."""
         changes: dict[str, Any] = {}

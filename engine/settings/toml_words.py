@@ -30,7 +30,9 @@ class SyntaxProblem:
 
 @dataclass(frozen=True)
 class _Open:
-    kind: str  # "string", "literal string", "multi-line string", "multi-line literal string", "list", "inline table", "header"
+    # "string", "literal string", "multi-line string", "multi-line literal string", "list",
+    # "inline table", "header"
+    kind: str
     line: int
     column: int  # 1-based
     closer: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..settings.choices import COMPLETION
 from ..settings.params import SamplingParams
@@ -271,7 +271,7 @@ class GenerationDone:
         return self.stats.finish_reason
 
 
-ChatEvent = Union[TextDelta, ThinkingDelta, ContextTrimmed, DraftProgress, GenerationDone]
+ChatEvent = TextDelta | ThinkingDelta | ContextTrimmed | DraftProgress | GenerationDone
 
 
 @runtime_checkable

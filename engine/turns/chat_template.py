@@ -240,7 +240,7 @@ class _Guarded:
         _binop(operator, left, right)
         return _checked(super().call_binop(context, operator, left, right))  # type: ignore[misc]
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         budget = _budget()
         budget.tick()
         from jinja2.runtime import LoopContext, Macro
@@ -453,7 +453,7 @@ class ChatTemplate:
             extra["tools"] = [tool.to_openai() for tool in tools]
         try:
             return self._render(dicts, add_generation_prompt, extra)
-        except (ChatTemplateError, Exception) as first:  # noqa: BLE001 - template code is arbitrary
+        except (ChatTemplateError, Exception) as first:  # template code is arbitrary
             if isinstance(first, (_Limit, _Cancelled)):
                 raise self._bounded(first) from None
             # Many templates reject a system role; fold it into the first user turn and retry.
