@@ -103,10 +103,10 @@ def pytest_args(args: list[str]) -> list[str]:
 
 
 # The rule tests: the import graph and its rooms, engine/ without textual, the room sizes, no
-# re-exports, and mypy (tests/test_typing.py runs it twice, as a developer does and under the
-# installed names).
+# re-exports, imports inside functions said why, and mypy (tests/test_typing.py runs it twice,
+# as a developer does and under the installed names).
 RULE_TESTS = ("tests/test_import_graph.py", "tests/test_engine_headless.py", "tests/test_room_sizes.py",
-              "tests/test_no_reexports.py", "tests/test_typing.py")
+              "tests/test_no_reexports.py", "tests/test_imports_inside_functions.py", "tests/test_typing.py")
 
 
 def check_commands() -> list[list[str]]:

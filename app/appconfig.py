@@ -20,6 +20,7 @@ from vibechat.engine.settings.config import LoadedConfig, load_config, update_co
 from vibechat.engine.settings.config_check import suggest
 from vibechat.engine.settings.setting import doc, show
 from vibechat.engine.settings.table import Config, EntryProblem, Schema, text_table
+from .keynames import keys_problem
 
 DEFAULT_THEME = "vibechat-dusk"
 
@@ -65,7 +66,6 @@ def check_binding(name: str, item: Any) -> str:
     if not isinstance(item, str) or not item.strip():
         raise EntryProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
                            f"(got {show(item)})")
-    from .keynames import keys_problem
 
     problem = keys_problem(item)
     if problem:

@@ -16,6 +16,9 @@ command could not start: one line on stderr), 3 none failed but a structured rep
 result says ``"structured_output": "incomplete"``, with one line on stderr), 130 after Ctrl-C:
 the prompt in progress stops at once and is reported with ``finish_reason: "cancelled"``; the
 lines after it do not run.
+
+Imports inside functions are deliberate: the backends and the download progress load only when a
+batch runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """``vibechat history cache``: the KV snapshots on disk (engine/llama/kv_snapshots.py): the
 folder, how many files, the bytes they hold against the ``kv_snapshot_cache_mib`` limit;
 ``--clear`` deletes them (the next reopening evaluates its conversation again, nothing else
-is lost). Registered on ``vibechat history`` (app/history_cmd.py)."""
+is lost). Registered on ``vibechat history`` (app/history_cmd.py).
+
+Imports inside functions are deliberate: the config, the KV snapshot files and the size helpers
+load only when a ``history cache`` command runs (start-up time of every other command)."""
 
 from __future__ import annotations
 

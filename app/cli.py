@@ -1,5 +1,9 @@
 """The ``vibechat`` command line. Heavy modules (llama.cpp, Textual) are imported
-only inside the commands that need them, so ``--help`` answers at once."""
+only inside the commands that need them, so ``--help`` answers at once.
+
+Imports inside functions are deliberate: each command loads its own modules (the chat's Textual
+app, the backends, llama-cpp-python, the run and batch commands) only when it runs, so
+``--help`` and quick commands start fast (tests/test_engine_headless.py checks which load)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,13 @@ from .run_plan import RunFlags, RunPlan
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools_cmd import tools as tools_cmd
 from .options import HISTORY, STRUCTURED, FileOpt, ImageOpt, NoSaveOpt, SettingFlags, setting_options
+from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
+from vibechat.engine.errors import ConfigError, VibechatError
+from .progress import pull_with_progress
+from vibechat.engine.settings.structured import OutputFormat
+from .clitools import usage_message
+from typer import core
+from typer.main import get_command
 
 cli = typer.Typer(
     name="vibechat",
@@ -104,7 +115,6 @@ def _repack_line(system_info: str, llama_version: str) -> str:
     """``--version``'s line about CPU weight repacking under the configured ``repack``."""
     from vibechat.engine.llama import repack
     from vibechat.engine.paths import cache_dir
-    from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
 
     from .appconfig import load_app_config
 
@@ -247,11 +257,8 @@ def run(
     failure.model = flags.engine.get("model")
 
     def go() -> int:
-        from vibechat.engine.errors import ConfigError, VibechatError
-
         from .appconfig import load_app_config
         from .backends import make_backend
-        from .progress import pull_with_progress
         from .run_cmd import RunRequest, execute, read_attachments, read_prompt
 
         if prompts_file is not None:
@@ -361,8 +368,6 @@ def looks_like_a_model(word: str, by_name: bool = True) -> bool:
 def structured_output(json_schema: str | None, grammar: str | None, choice):
     """The ``OutputFormat`` of ``--json-schema`` / ``--grammar`` (None: neither), checked for
     the backend that will run it: a one-line error here, before any model loads."""
-    from vibechat.engine.errors import VibechatError
-    from vibechat.engine.settings.structured import OutputFormat
 
     if json_schema is not None and grammar is not None:
         raise VibechatError("--json-schema and --grammar both constrain the reply: give one of them.")
@@ -392,7 +397,6 @@ def _click_exception(name: str) -> Any:
 def usage_error_line(exc: Any) -> str:
     """Click's usage error as the one line vibechat prints: the message (typer's
     "Did you mean" suggestions included) and where to read the command's options."""
-    from .clitools import usage_message
 
     ctx = getattr(exc, "ctx", None)
     where = ctx.command_path if ctx is not None else "vibechat"
@@ -426,8 +430,6 @@ def escape_help(command: Any, seen: set[int] | None = None) -> None:
     command's and option's help is escaped once, before the first page is drawn, where
     Rich draws it (plain click help, ``TYPER_USE_RICH=0``, shows the text as is)."""
     from rich.markup import escape
-
-    from typer import core
 
     seen = set() if seen is None else seen
     if id(command) in seen:  # a command reached twice (an alias) is escaped once
@@ -484,7 +486,6 @@ def main() -> None:
     """The console script: runs the commands with click's standalone mode off, so that a
     usage error (an unknown option, a value of the wrong type) is one line on stderr and
     exit code 2 rather than click's boxed panel."""
-    from typer.main import get_command
 
     for stream in (sys.stdout, sys.stderr):  # a character the terminal's encoding lacks is no traceback
         reconfigure = getattr(stream, "reconfigure", None)

@@ -4,6 +4,9 @@ Every chat in the TUI and every ``vibechat run`` (unless ``--no-save`` or
 ``save_runs = false``) is saved in one SQLite database under the data dir, with where
 it came from (its source: chat, run, or batch for ``--prompts-file``);
 ``vibechat run --continue`` adds to the latest conversation, ``--conversation ID`` to any.
+
+Imports inside functions are deliberate: the history database and its export load only when a
+``history`` command runs (start-up time).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Annotated
 import typer
 
 from .clitools import echo, guard, plain, safe_json, table
+from datetime import datetime
 
 history_app = typer.Typer(help="List, show, search, export and delete saved conversations.",
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,7 +42,6 @@ def _open(*, reading: bool = True):
 
 def _when(stamp: str) -> str:
     """An ISO timestamp shown in local time, to the minute."""
-    from datetime import datetime
 
     try:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M")

@@ -10,6 +10,9 @@ Numeric sampling flags are read as text and parsed by the engine's
 The engine flags given travel as ``{config key: value}`` (the names of
 ``EngineSettings`` in engine/settings/knobs.py, ``None`` not given); each flag's name, for
 messages and ``config show``, is the one the config's settings table records.
+
+Imports inside functions are deliberate: the config checks load only when an option's value is
+checked (start-up time).
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from vibechat.engine.settings.setting import REMOTE as REMOTE_GROUP
 from vibechat.engine.settings.setting import SAMPLING as SAMPLING_GROUP
 from vibechat.engine.settings.setting import Setting
 from vibechat.engine.settings.table import PARAM_FLAGS, SETTINGS, SETTINGS_BY_KEY
+from vibechat.engine.settings.params import PARAM_SPECS
+from vibechat.engine.errors import InvalidParameterError
+from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
+from vibechat.engine.settings.params import SamplingParams
 
 
 def _number_check(name: str) -> Any:
@@ -37,7 +44,6 @@ def _number_check(name: str) -> Any:
     ``PARAM_SPECS`` (exit 1), as in the config file and ``/set``."""
     def check(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
         if value is not None and not _is_number_or_word(name, value):
-            from vibechat.engine.settings.params import PARAM_SPECS
 
             spec = PARAM_SPECS[name]
             kind = "a whole number" if spec.kind is int else "a number"
@@ -52,8 +58,6 @@ def _number_check(name: str) -> Any:
 def _is_number_or_word(name: str, value: str) -> bool:
     """Whether ``value`` is what the flag takes, range aside: a number of its kind or one of
     its words (``auto``, ``none``...)."""
-    from vibechat.engine.errors import InvalidParameterError
-    from vibechat.engine.settings.params import PARAM_SPECS
 
     spec = PARAM_SPECS[name]
     try:
@@ -143,7 +147,6 @@ EngineFlags = Mapping[str, Any]  # engine flags as typed, by config key (EngineS
 
 def engine_flags(**given: Any) -> dict[str, Any]:
     """The engine flags given on the command line, by config key; ``None``: not given."""
-    from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
     unknown = set(given) - set(ENGINE_SETTING_KEYS)
     if unknown:
@@ -165,7 +168,6 @@ class SamplingChoice:
 
     def to_params(self, base=None):
         """Validated ``SamplingParams``: ``base`` (or the defaults) with the given flags applied."""
-        from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
 
         changes: dict[str, object] = {}
         for name, raw in self.values.items():
@@ -201,7 +203,6 @@ def check_engine_numbers(values: EngineFlags) -> None:
     """Each whole number (engine settings by config key) within its setting's range, named
     by its flag."""
     from vibechat.engine.settings.config_check import range_text
-    from vibechat.engine.errors import InvalidParameterError
 
     for key, value in values.items():
         setting = SETTINGS_BY_KEY[key]
@@ -216,7 +217,6 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     """``loaded`` (a ``LoadedConfig``) with the command-line flags on top (``engine``: the
     engine flags given, by config key); each value given on the command line is recorded as
     coming from its flag."""
-    from vibechat.engine.settings.params import PARAM_SPECS
 
     check_engine_numbers(engine)  # flag errors keep their own wording
     values: dict[str, object] = {}
@@ -254,10 +254,8 @@ class SettingFlags:
     @classmethod
     def of(cls, given: Mapping[str, Any]) -> SettingFlags:
         """The flags from the options ``setting_options`` added, by parameter name."""
-        from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
         engine = engine_flags(**{k: given[k] for k in ENGINE_SETTING_KEYS if k in given})
-        from vibechat.engine.settings.params import PARAM_SPECS
 
         values = {name: given.get(name) for name in PARAM_SPECS}
         sampling = SamplingChoice(values=values, stop=given.get("stop"), thinking=given.get("thinking"))

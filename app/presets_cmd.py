@@ -5,6 +5,9 @@ Presets live in the config file (``[presets.NAME]``, engine/settings/presets.py)
 the preset goes between the config and the flags: flags > preset > ``VIBECHAT_*`` > file >
 defaults. A name that is not there is one line with a suggestion and exit status 1 (a bad
 value, like an unknown model).
+
+Imports inside functions are deliberate: the preset files and the config load only when a
+``presets`` command runs (start-up time).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .clitools import echo, guard, safe_json, table
+from .clitools import plain
+import json
 
 if TYPE_CHECKING:
     from vibechat.engine.settings.presets import Preset
@@ -52,8 +57,6 @@ def _problems(book) -> None:
 def list_(json_output: JsonOpt = False) -> None:
     """The presets in the config file: name, model, the system prompt's start, parameters."""
     def go() -> None:
-        from .clitools import plain
-
         book = _book()
         presets = sorted(book.presets.values(), key=lambda p: p.name)
         if json_output:
@@ -83,8 +86,6 @@ def list_(json_output: JsonOpt = False) -> None:
 def show(name: NameArg, json_output: JsonOpt = False) -> None:
     """Everything a preset sets (the system prompt in full)."""
     def go() -> None:
-        import json
-
         from vibechat.engine.settings.params import PARAM_SPECS
 
         preset = _book().get(name)

@@ -1,7 +1,10 @@
 """Download progress on the command line: a Rich progress bar on a terminal, plain
 lines (at most one every few seconds) when output goes to a file or a pipe.
 ``pull_with_progress`` downloads a model that way (``models pull``, a Hub ``--model`` given
-to ``run`` or to the chat before its screen opens)."""
+to ``run`` or to the chat before its screen opens).
+
+Imports inside functions are deliberate: Rich's progress bars, typer and the model store load
+only when a download shows its progress (start-up time)."""
 
 from __future__ import annotations
 

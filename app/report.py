@@ -4,7 +4,10 @@
 an ``error``, and each line of ``--prompts-file``), and whether a structured reply is whole
 (``structured_state``: ``run``, ``--prompts-file`` and the chat say it alike). Shared by the CLI
 commands and the TUI, so it
-imports neither."""
+imports neither.
+
+Imports inside functions are deliberate: the remote options load only when a report names a
+server (start-up time)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from vibechat.engine.turns.attachments import Attachment
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
+import time
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.session import Answer
@@ -104,8 +108,6 @@ class ReplyMeter:
     (a server that died mid-reply, an engine crash) still reports what is known."""
 
     def __init__(self) -> None:
-        import time
-
         self._clock = time.perf_counter
         self.started = self._clock()
         self.pieces = 0

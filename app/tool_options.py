@@ -1,7 +1,10 @@
 """The command line's tool options (``--allow-tool``, ``--tool-choice``, ``--mcp-config``) and
 the tools a chat or a run gets from them and the config: ``ToolRegistry`` (the built-ins the
 config enables, the MCP servers of mcp.json) and ``ToolApproval`` (who runs without asking).
-No tools configured: none offered, and nothing of the MCP SDK is loaded."""
+No tools configured: none offered, and nothing of the MCP SDK is loaded.
+
+Imports inside functions are deliberate: the tool registry, MCP configuration and approval load
+only when tools are asked for (start-up time: the MCP SDK is heavy)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ and vibechat's built-in tools, each enabled or not by the config's ``builtin_too
 
 Everything a server sends (names, descriptions) is outside text: printed sanitised and never
 as markup (clitools). The servers are stopped before the command returns.
+
+Imports inside functions are deliberate: the tool registry and MCP configuration load only when
+a ``tools`` command runs (start-up time).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import VibechatError
+from .sizes import human_bytes
 
 _CHUNK = 1 << 20
 
@@ -118,7 +119,6 @@ def read_file_text(path: str | os.PathLike[str], limit: int) -> str:
 
 def human_limit(limit: int) -> str:
     """A limit in words: the one byte formatter (sizes.py)."""
-    from .sizes import human_bytes
 
     return human_bytes(limit)
 

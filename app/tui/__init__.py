@@ -1,5 +1,8 @@
 """The chat TUI. ``create_app`` is the one factory the CLI and the tests use; the
-backend is injected."""
+backend is injected.
+
+Imports inside functions are deliberate: the Textual app and what it needs (backends, history,
+the engine process) load only when the chat opens, so the CLI starts without Textual."""
 
 from __future__ import annotations
 

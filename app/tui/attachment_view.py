@@ -18,6 +18,9 @@ the few rows it is shown in, then mounted: a long conversation reopened with man
 decodes them on the event loop. An image that cannot be shown (its copy is missing, or does
 not decode) is its label and why, as text. Names and a file's text come from outside: sanitised
 and shown as ``Content`` (``outside``), never markup.
+
+Imports inside functions are deliberate: Pillow and textual-image load only when an image is
+shown (start-up time).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from vibechat.engine.turns.attachments import Attachment
 from . import outside
 from .chat_view import ChatMessageWidget, MessageText
 from .one_layout import SizedByLayout
+import sys
 
 if TYPE_CHECKING:
     from PIL import Image as PILImage
@@ -85,7 +89,6 @@ def _quiet_import() -> Any:
     """textual-image's widgets, imported without asking the terminal anything: its import asks
     whenever stdout is a terminal, and once Textual reads stdin the answers would reach the chat
     as keys. stdout is shown as no terminal for the import's length (the chat draws on stderr)."""
-    import sys
 
     if "textual_image.widget" in sys.modules:
         import textual_image.widget as tiw

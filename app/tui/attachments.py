@@ -9,6 +9,9 @@ else changes (the input keeps its text, the tray what it had). The replies contr
 what is pending when a prompt is sent (``pending``, then ``take`` once the prompt is saved);
 a prompt queued while a reply is on its way takes the tray's attachments with it
 (``hold_for_queue``), and gives them back if it is given back unsent.
+
+Imports inside functions are deliberate: attachment reading and storage load only when a file is
+attached (start-up time: Pillow).
 """
 
 from __future__ import annotations

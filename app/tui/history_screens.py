@@ -23,6 +23,7 @@ from vibechat.engine.chat.history import History
 
 from .outside import one_line, plain
 from .sidebar import when
+from vibechat.engine.errors import VibechatError
 
 MODAL_CSS = """
 {name} {{
@@ -109,8 +110,6 @@ class SearchScreen(ModalScreen[SearchHit | None]):
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, query: str) -> None:
-        from vibechat.engine.errors import VibechatError
-
         try:
             hits = self.history.search(query)
         except VibechatError:

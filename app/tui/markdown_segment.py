@@ -24,6 +24,9 @@ model needs every core. ``MarkdownSegment`` keeps that cheap:
 A reply's line breaks are shown as line breaks (``ChatMarkdown``), as every chat UI
 shows a model's output: in Markdown a single newline is a space, which joined JSON,
 poems, lists written without blank lines and unfenced code into one line.
+
+Imports inside functions are deliberate: the chat's Markdown widget (markdown-it, Pygments)
+loads when a reply is first rendered, not before the chat's first frame.
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ from .pacing import FrameHold, RenderPacer, ui_budget
 from .prompt_edit import PromptEdit
 from .queued_note import QueuedNote
 from .reply_stream import ReplyStream
+from vibechat.engine.chat.convlock import ConversationBusy
 
 if TYPE_CHECKING:
     from .host import Handlers
@@ -174,7 +175,6 @@ class Replies:
     async def catch_up(self) -> bool:
         """Before a turn is added: turns another vibechat (``run --continue``) saved since join the
         conversation and the screen (``ChatSession.catch_up``). False, said: it is adding one now."""
-        from vibechat.engine.chat.convlock import ConversationBusy
 
         try:
             others = self.session.catch_up()

@@ -10,6 +10,9 @@ Nothing runs without a yes; a denied call is told to the model as its result.
 
 The tools are listed once, in a worker, when the app starts (an MCP server may take a moment
 to start): a reply begun before that is offered none.
+
+Imports inside functions are deliberate: the tool approval dialog loads when a tool call first
+asks, not before the chat's first frame.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ the problem and the fix), never a hang and never a traceback:
 
 What is kept (the scaled image's bytes, the file's text as UTF-8) goes to the
 ``AttachmentStore``, which names it by its digest.
+
+Imports inside functions are deliberate: Pillow loads only when an image is read (start-up
+time).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import llama_cpp as ll
 
 from ..errors import GenerationError
+import numpy as np
 
 if TYPE_CHECKING:  # numpy (0.1 s to import) only when a grammar samples: not on every engine start
     import numpy as np
@@ -51,7 +52,6 @@ _STATELESS = frozenset({b"greedy", b"dist", b"top-k", b"top-p", b"min-p", b"temp
 @cache
 def token_data() -> np.dtype[Any]:
     """llama_token_data as a numpy record."""
-    import numpy as np
 
     dtype = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
     assert dtype.itemsize == ctypes.sizeof(ll.llama_token_data)
@@ -157,7 +157,6 @@ class GrammarSampler:
     def _apply(self, logits: np.ndarray, *, grammar: bool) -> int:
         """Fill the candidates from ``logits`` (the whole vocabulary), apply the grammar (if
         asked) then the chain, and return the token the chain selects, accepted into neither."""
-        import numpy as np
 
         n = self.n_vocab
         if self._buf is None:
@@ -188,8 +187,6 @@ class GrammarSampler:
 
 
 def _logits_row(ctx: Any, idx: int, n_vocab: int) -> np.ndarray:
-    import numpy as np
-
     ptr = ll.llama_get_logits_ith(ctx, idx)
     if not ptr:
         raise GenerationError(f"llama.cpp returned no logits for output {idx}; start a new conversation.")

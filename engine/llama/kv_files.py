@@ -34,6 +34,7 @@ from typing import Any
 
 from ..json_bounds import bounded_loads
 from ..files import write_private
+from ..paths import cache_dir
 
 FORMAT_VERSION = 2  # 2: the name's token digest and the header's ``bound`` (files of 1 are refused, then pruned)
 MAGIC = b"VCKVSNP1"
@@ -45,7 +46,6 @@ MAX_TOKENS = 1 << 21  # more than any context vibechat creates (engine/settings/
 
 def snapshot_folder() -> Path:
     """Where snapshots go (read at each use: the cache dir may change under tests)."""
-    from ..paths import cache_dir
 
     return cache_dir() / FOLDER
 

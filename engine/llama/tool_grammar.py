@@ -39,6 +39,7 @@ from ..turns.tool_calls import ToolChoice, ToolSpec
 from ..turns.tool_formats import HARMONY, HERMES, LLAMA3, MISTRAL, ToolFormat
 from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .native import grammar_error
+from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
 MAX_TOOLS = 128  # tools in one grammar (engine/tools/ bounds a server's list before this)
 _IDENT = re.compile(r"[a-zA-Z0-9-]+")
@@ -199,8 +200,6 @@ def _arguments_rules(tool: ToolSpec, prefix: str, lines: list[str]) -> str:
 
 @functools.lru_cache(maxsize=256)  # the same tools are offered reply after reply
 def _schema_gbnf(key: str) -> str:
-    from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
-
     schema = json.loads(key)
     if not isinstance(schema, dict) or schema.get("type", "object") != "object" or too_large(schema):
         return JSON_GBNF  # any JSON object

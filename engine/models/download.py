@@ -18,6 +18,9 @@ checked still is (the sha256 when the listing has one, the learnt size), and a f
 checked by neither must at least be a whole GGUF file (``inspect_gguf``: its header and
 its tensors' data all there). A server that sends more than the size it announced is
 stopped at that size. An error answer is read up to ``MAX_ERROR_BODY`` bytes.
+
+Imports inside functions are deliberate: huggingface_hub and its HTTP client load only when a
+file is downloaded (start-up time).
 """
 
 from __future__ import annotations

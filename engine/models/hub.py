@@ -15,6 +15,9 @@ are whole numbers (a missing or bad size is 0: unknown, and the download learns 
 LFS sha256s of 64 hex digits, commit shas of 40. File names are checked where they
 become paths (``refs.is_safe_repo_path``). The server's own words reach only the log,
 cleaned.
+
+Imports inside functions are deliberate: huggingface_hub and its HTTP client load only when the
+Hub is asked (start-up time: they are heavy).
 """
 
 from __future__ import annotations

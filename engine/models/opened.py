@@ -10,6 +10,9 @@ list is next read; the list keeps the ``MAX_ENTRIES`` most recently opened files
 
 Headless and without side effects at import time; a missing or unreadable list is an
 empty one (logged), never an error: remembering is a convenience.
+
+Imports inside functions are deliberate: filelock loads only when the registry is written
+(start-up time).
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ cleanly.
 
 Headless and free of side effects at import time (tomlkit is imported when a
 file is read).
+
+Imports inside functions are deliberate: tomlkit loads only when the config file is edited
+(start-up time).
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ the prompt's limits in limits.py: import them from there.
 
 Light on purpose (no llama_cpp import): the config, the CLI and the TUI use the
 names and checks here; ``engine/llama/llamacpp.py`` maps them onto llama.cpp.
+
+Imports inside functions are deliberate: importlib.metadata loads only when the installed
+llama-cpp-python's version is asked for (start-up time).
 """
 
 from __future__ import annotations

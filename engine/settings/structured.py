@@ -10,6 +10,9 @@ grammar sampler; the OpenAI-compatible backend sends ``response_format``. What c
 with a format (a file that does not parse, a schema keyword the converter cannot express)
 is found here, and a grammar llama.cpp's parser rejects by ``native.check_output_format``:
 one-line :class:`InvalidParameterError`\\ s, before a model loads.
+
+Imports inside functions are deliberate: jsonschema and llama-cpp-python's grammar helpers load
+only when a structured reply is asked for (start-up time).
 """
 
 from __future__ import annotations

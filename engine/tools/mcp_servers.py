@@ -18,6 +18,9 @@ goes to a temporary file (never the terminal: the chat owns it), whose last line
 failed. On POSIX each stdio server runs under mcp_launcher.py, a subreaper that ends the
 server's whole process tree (its group, and what left it) when the server exits or vibechat
 dies, however it dies: no orphans. ``mcp`` is imported only here, when a server starts.
+
+Imports inside functions are deliberate: the MCP SDK (heavy: anyio, httpx, pydantic) loads only
+when an MCP server starts (start-up time); fcntl is POSIX only.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from . import mcp_logs
 from .mcp_config import HttpServer, McpConfig, ServerConfig
 from .names import model_names
 from .results import DEFAULT_RESULT_LIMIT, ToolResult, bounded, error
+from contextlib import AsyncExitStack
 
 START_TIMEOUT_S = 20.0  # a server's start and tool listing, at most
 CLOSE_TIMEOUT_S = 10.0  # close(): every server stopped, at most (the SDK kills what lingers)
@@ -223,7 +227,6 @@ class McpServers:
 
     async def _serve(self, server: _Server) -> None:
         """The task that owns one server's connection: connect, list, wait for ``close``."""
-        from contextlib import AsyncExitStack
 
         mcp_logs.SERVING.set(server.noted)  # the SDK's tasks for this server inherit it
         try:
