@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,6 @@ from vibechat.engine.turns.attachments import Attachment
 from . import outside
 from .chat_view import ChatMessageWidget, MessageText
 from .one_layout import SizedByLayout
-import sys
 
 if TYPE_CHECKING:
     from PIL import Image as PILImage
