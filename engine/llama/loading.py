@@ -232,6 +232,15 @@ def create_context(model: Any, cparams: Any, request: LoadRequest, captured: lis
     )
 
 
+def free_model(ctx: Any, model: Any) -> None:
+    """Free a context, then the model it was made from: the main model's and a draft model's
+    (either may be None: never made, or freed already). The caller drops its references."""
+    if ctx is not None:
+        ll.llama_free(ctx)
+    if model is not None:
+        ll.llama_model_free(model)
+
+
 def kv_cache_computed(model: Any, n_ctx: int, kv_type: str, arch: str) -> int | None:
     """n_ctx x layers x (K + V width) x bytes per element, from the model's shape (before the
     context exists, and when llama.cpp's log did not say)."""
