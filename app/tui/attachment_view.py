@@ -42,6 +42,7 @@ from vibechat.engine.turns.attachments import Attachment
 
 from . import outside
 from .chat_view import ChatMessageWidget, MessageText
+from .foldable import FoldableBlock
 from .one_layout import SizedByLayout
 
 if TYPE_CHECKING:
@@ -209,30 +210,13 @@ class ImageAttachment(SizedByLayout, Vertical):
             self.query_one(".attachment--label", Static).update(self._label(reason))
 
 
-class FileAttachment(SizedByLayout, Vertical, can_focus=True):
+class FileAttachment(FoldableBlock):
     """A text file under a prompt, folded to its label line; Enter or a click shows its text
     (plain, never markup) and folds it again."""
 
     DEFAULT_CSS = """
     FileAttachment {
-        height: auto;
         margin: 1 0 0 0;
-    }
-    FileAttachment > .attachment--label {
-        height: 1;
-        color: $text-muted;
-    }
-    FileAttachment:focus > .attachment--label {
-        background: $boost;
-        color: $text;
-    }
-    FileAttachment > .attachment--text {
-        height: auto;
-        display: none;
-        padding: 0 0 0 2;
-    }
-    FileAttachment.-expanded > .attachment--text {
-        display: block;
     }
     """
     BINDINGS = [Binding("enter", "toggle_text", "Show or fold the file", id="attachment.toggle", show=False)]
@@ -240,11 +224,10 @@ class FileAttachment(SizedByLayout, Vertical, can_focus=True):
     def __init__(self, attachment: Attachment) -> None:
         super().__init__(classes="attachment")
         self.attachment = attachment
-        self.expanded = False
 
     def compose(self) -> ComposeResult:
-        yield MessageText(self._header(), classes="attachment--label")
-        yield MessageText(outside.block("", limit=None), classes="attachment--text")
+        yield MessageText(self._header(), classes="attachment--label fold--header")
+        yield MessageText(outside.block("", limit=None), classes="attachment--text fold--body")
 
     def _header(self) -> Any:
         a = self.attachment
@@ -255,8 +238,9 @@ class FileAttachment(SizedByLayout, Vertical, can_focus=True):
         return outside.line(f"{mark} 📄 {a.label()}{note}{more}", limit=None)
 
     def action_toggle_text(self) -> None:
-        self.expanded = not self.expanded
-        self.set_class(self.expanded, "-expanded")
+        self.toggle()
+
+    def folded_or_opened(self) -> None:
         # The text is drawn when first shown: a folded 100,000-character file costs nothing.
         body = self.query_one(".attachment--text", Static)
         body.update(outside.block(self.attachment.text if self.expanded else "", limit=None))
