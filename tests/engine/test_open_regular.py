@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from vibechat.app.batch_cmd import open_prompts
-from vibechat.engine.attach.reading import AttachmentError, read_attachment
-from vibechat.engine.attach.store import AttachmentStore
+from vibechat.engine.attach.reading import read_attachment
+from vibechat.engine.attach.store import AttachmentError, AttachmentStore
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.files import NotARegularFile, open_regular, read_file
 
