@@ -20,7 +20,6 @@ from vibechat.engine.settings.config import LoadedConfig, load_config, update_co
 from vibechat.engine.settings.config_check import suggest
 from vibechat.engine.settings.setting import doc, show
 from vibechat.engine.settings.table import Config, EntryProblem, Schema, text_table
-
 from .keynames import keys_problem
 
 DEFAULT_THEME = "vibechat-dusk"

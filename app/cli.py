@@ -14,14 +14,8 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from typer import core
-from typer.main import get_command
 
-from vibechat.engine.errors import ConfigError, VibechatError
-from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
-from vibechat.engine.settings.structured import OutputFormat
-
-from .clitools import echo, guard, usage_message
+from .clitools import echo, guard
 from .config_cmd import config_app
 from .history_cmd import history_app
 from .models_cmd import info as models_info
@@ -29,20 +23,18 @@ from .models_cmd import list_cmd as models_list
 from .models_cmd import models_app
 from .models_cmd import pull_cmd as models_pull
 from .models_cmd import rm as models_rm
-from .options import (
-    HISTORY,
-    STRUCTURED,
-    FileOpt,
-    ImageOpt,
-    NoSaveOpt,
-    SettingFlags,
-    setting_options,
-)
 from .presets_cmd import PresetOpt, presets_app
-from .progress import pull_with_progress
 from .run_plan import RunFlags, RunPlan
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools_cmd import tools as tools_cmd
+from .options import HISTORY, STRUCTURED, FileOpt, ImageOpt, NoSaveOpt, SettingFlags, setting_options
+from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
+from vibechat.engine.errors import ConfigError, VibechatError
+from .progress import pull_with_progress
+from vibechat.engine.settings.structured import OutputFormat
+from .clitools import usage_message
+from typer import core
+from typer.main import get_command
 
 cli = typer.Typer(
     name="vibechat",

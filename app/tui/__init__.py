@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from vibechat.engine.chat.history import History
-    from vibechat.engine.chat.tool_turns import ToolBox
+    from vibechat.engine.turns.backend import Backend
     from vibechat.engine.settings.config import LoadedConfig
+    from vibechat.engine.chat.history import History
     from vibechat.engine.settings.knobs import EngineSettings
     from vibechat.engine.settings.params import SamplingParams
-    from vibechat.engine.turns.backend import Backend
+
+    from vibechat.engine.chat.tool_turns import ToolBox
 
     from .app import VibechatApp
     from .models_ui import BackendFactory

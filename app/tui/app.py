@@ -35,33 +35,33 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Input, TextArea
 
+from vibechat.engine.turns.backend import Backend
 from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.settings.config import LoadedConfig
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.chat.tool_turns import ToolBox
-from vibechat.engine.settings.config import LoadedConfig
-from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import Backend
 from vibechat.themes import THEMES
 
 from .. import slash
 from ..appconfig import chat_settings, load_app_config
 from ..terminal import SignalExit
 from . import config_ui, notices, palette, slash_commands
-from .attachment_tray import AttachmentTray
-from .attachments import Attachments
 from .bindings import APP_BINDINGS
 from .chat_state import ChatState
+from .attachment_tray import AttachmentTray
+from .attachments import Attachments
 from .chat_view import ChatView
 from .config_bar import ConfigBar
 from .gc_policy import freeze_startup_objects
+from .question import QuestionScreen
 from .history_ui import HistoryManager
 from .models_ui import BackendFactory, ModelManager
-from .outside_app import OutsideTextApp, pasted_text
 from .param_panel import SLIDER_SPECS, ParamPanel
+from .outside_app import OutsideTextApp, pasted_text
 from .prompt_input import PromptInput
-from .question import QuestionScreen
 from .replies import Replies
 from .sidebar import ConversationSidebar
 from .status_bar import StatusBar
@@ -379,8 +379,7 @@ class VibechatApp(OutsideTextApp):
         self.prompt_input.focus()
 
     def action_help(self) -> None:
-        # on first use, as the other dialogs: not before the first frame
-        from .help_screen import HelpScreen
+        from .help_screen import HelpScreen  # on first use, as the other dialogs: not before the first frame
 
         self.push_screen(HelpScreen(self.help_sections()))
 

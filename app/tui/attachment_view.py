@@ -28,7 +28,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +43,7 @@ from . import outside
 from .chat_view import ChatMessageWidget, MessageText
 from .foldable import FoldableBlock
 from .one_layout import SizedByLayout
+import sys
 
 if TYPE_CHECKING:
     from PIL import Image as PILImage

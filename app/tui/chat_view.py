@@ -18,29 +18,29 @@ import time
 from typing import TypeVar
 from urllib.parse import urlparse
 
-from rich.console import Console, ConsoleOptions
 from textual import on
 from textual.actions import SkipAction
+from rich.console import Console, ConsoleOptions
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.strip import Strip
-from textual.visual import Visual
 from textual.widget import Widget
+from textual.visual import Visual
 from textual.widgets import Static
 
 from . import outside, reply_fold
 from .clipboard import copied_notice
 from .confirm import ConfirmScreen
-from .earlier_messages import EarlierMessages
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .markdown_text import code_blocks, http_links
+from .type_through import TypesIntoInput
 from .one_layout import SizedByLayout, StableGutterScroll
+from .earlier_messages import EarlierMessages
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
-from .type_through import TypesIntoInput
 
 
 class MessageText(SizedByLayout, Static):

@@ -20,47 +20,36 @@ opened, not before the chat's first frame (tests/app/test_startup.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vibechat.engine.chat.chatlog import ChatLog
-from vibechat.engine.chat.export import write_export
-from vibechat.engine.chat.history import History
-from vibechat.engine.chat.records import (
-    ConversationSummary,
-    SearchHit,
-    StoredConversation,
-    StoredMessage,
-    now,
-)
-from vibechat.engine.errors import VibechatError
-from vibechat.engine.sanitize import sanitize
-from vibechat.engine.settings.choices import COMPLETION
-from vibechat.engine.settings.refs import quant_from_filename
 from vibechat.engine.turns.backend import ModelInfo
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.settings.refs import quant_from_filename
+from vibechat.engine.chat.records import ConversationSummary, SearchHit, StoredConversation, StoredMessage
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.export import write_export
+from vibechat.engine.settings.choices import COMPLETION
+from vibechat.engine.sanitize import sanitize
 from vibechat.engine.turns.tool_calls import ToolCall
 
 from ..appconfig import chat_settings
 from ..conversation_backend import OwnBackend
 from .attachment_view import UserMessage
 from .chat_view import AssistantMessage, ChatMessageWidget
-from .confirm import ConfirmScreen
 from .earlier_messages import EarlierMessages
-from .events import (
-    CacheRebuilt,
-    ConversationLoaded,
-    ConversationLoadFailed,
-    HistoryListed,
-    OwnModelWanted,
-)
+from .confirm import ConfirmScreen
+from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed, OwnModelWanted
 from .host import ChatHost
 from .outside import one_line
 from .sidebar import ConversationSidebar
 from .thinking_block import ThinkingBlock
+from vibechat.engine.chat.records import now
+import json
 
 if TYPE_CHECKING:
     from .history_screens import ExportChoice
@@ -198,8 +187,7 @@ class HistoryManager:
         sidebar.focus_list()
 
     def search(self) -> None:
-        # the dialogs: on first use, not before the first frame
-        from .history_screens import SearchScreen
+        from .history_screens import SearchScreen  # the dialogs: on first use, not before the first frame
 
         if self.history is None:
             self.host.notify("Chat history is off.", severity="warning")

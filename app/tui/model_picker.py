@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
@@ -37,12 +36,13 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.turns.backend import ModelInfo
+from vibechat.engine.models.local_model import LocalModel
 
 from ..progress import human_size
 from .outside import block, cell, line
 from .path_complete import GGUFPathSuggester
+from pathlib import Path
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.settings.params import PARAM_SPECS
 
 from .history_screens import MODAL_CSS  # the dialogs' frame, title and key line
 from .host import ChatHost
 from .outside import block, cell, one_line
+from vibechat.engine.settings.params import PARAM_SPECS
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -26,25 +26,18 @@ from typing import TYPE_CHECKING
 
 from textual.widget import Widget
 
-from vibechat.engine.chat.convlock import ConversationBusy
-from vibechat.engine.chat.session import ChatSession, Turn
+from vibechat.engine.turns.backend import ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, ThinkingDelta
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
+from vibechat.engine.chat.session import ChatSession, Turn
 from vibechat.engine.system import available_cores
 from vibechat.engine.turns.attachments import Attachment
-from vibechat.engine.turns.backend import (
-    ChatEvent,
-    ContextTrimmed,
-    DraftProgress,
-    GenerationDone,
-    ThinkingDelta,
-)
 
 from ..appconfig import chat_settings
 from ..report import structured_note
 from .attachment_view import UserMessage
-from .chat_state import ChatState, LiveReply
 from .chat_view import AssistantMessage, ChatMessageWidget
+from .chat_state import ChatState, LiveReply
 from .events import (
     CacheReset,
     ContextCounted,
@@ -57,12 +50,13 @@ from .events import (
     ReplyThinking,
 )
 from .host import ChatHost
+from .prompt_input import PromptInput
 from .markdown_segment import warm_up as warm_up_markdown
 from .pacing import FrameHold, RenderPacer, ui_budget
 from .prompt_edit import PromptEdit
-from .prompt_input import PromptInput
 from .queued_note import QueuedNote
 from .reply_stream import ReplyStream
+from vibechat.engine.chat.convlock import ConversationBusy
 
 if TYPE_CHECKING:
     from .host import Handlers

@@ -19,8 +19,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.turns.backend import GenerationDone
+from vibechat.engine.sanitize import Sanitizer, sanitize
 
 from .chat_state import LiveReply
 from .chat_view import AssistantMessage

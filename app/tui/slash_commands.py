@@ -22,8 +22,8 @@ from .host import ChatHost
 from .outside import one_line
 
 if TYPE_CHECKING:
-    from vibechat.engine.chat.session import ChatSession
     from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.chat.session import ChatSession
 
     from .models_ui import ModelManager
 

@@ -22,19 +22,11 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.chat.tool_turns import (
-    DENIED,
-    NOT_RUN_ARGUMENTS,
-    NOT_RUN_STOPPED,
-    ToolBox,
-    outcome_of,
-    round_choice,
-    save_outcome,
-    tool_label,
-)
-from vibechat.engine.errors import VibechatError
+from vibechat.engine.chat.tool_turns import (DENIED, NOT_RUN_ARGUMENTS, NOT_RUN_STOPPED, ToolBox, outcome_of,
+                                             round_choice, save_outcome, tool_label)
 from vibechat.engine.settings.table import Schema
 from vibechat.engine.tools.results import ToolResult
+from vibechat.engine.errors import VibechatError
 from vibechat.engine.turns.backend import GenerationDone, ModelInfo
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 

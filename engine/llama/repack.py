@@ -47,12 +47,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..json_bounds import bounded_loads
 from ..errors import LoadCancelled
 from ..files import UnreadableFile, read_file
-from ..json_bounds import bounded_loads
-
-# the setting (its modes, default and check) lives with the other choices
-from ..settings.choices import check_repack
+from ..settings.choices import check_repack  # the setting (its modes, default and check) lives with the other choices
 
 log = logging.getLogger("vibechat.repack")
 

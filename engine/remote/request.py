@@ -24,8 +24,8 @@ from ..errors import InvalidParameterError
 from ..json_bounds import bounded_loads
 from ..settings.params import SamplingParams
 from ..settings.think_switch import remote_kwargs
-from ..settings.tool_checks import TOOL_CHOICES
 from ..turns.backend import ChatMessage
+from ..settings.tool_checks import TOOL_CHOICES
 from ..turns.tool_calls import ToolSpec
 from .images import content
 

@@ -41,15 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic
 
+from .config_text import _duplicate_lines, _line_of, insert_top_level, key_lines
 from ..errors import ConfigError, InvalidParameterError
 from ..files import FileTooLarge, NotARegularFile, UnreadableFile, read_file_text
-from ..paths import config_dir, data_dir
-from .config_check import C, _apply, _bare, _check, _from_text, _read_document
-from .config_doc import template
-from .config_text import _duplicate_lines, _line_of, insert_top_level, key_lines
 from .params import PARAM_SPECS, SamplingParams
+from ..paths import config_dir, data_dir
 from .setting import Setting
 from .table import SCHEMA, Schema
+from .config_check import C, _apply, _bare, _check, _from_text, _read_document
+from .config_doc import template
 
 CONFIG_ENV = "VIBECHAT_CONFIG"
 CONFIG_NAME = "config.toml"

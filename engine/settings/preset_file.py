@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..sanitize import sanitize
-from .config import LoadedConfig, Origin, _file_message, _read_text, config_path, update_config
+from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Schema
+from .config import LoadedConfig, Origin, _file_message, _read_text, config_path
 from .config_check import _apply, _check
 from .config_text import _line_of, key_lines
+from ..errors import ConfigError
 from .presets import MAX_PRESETS, Preset, PresetProblem, Rules, _show, parse_preset, parse_presets
-from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Schema
+from ..sanitize import sanitize
+from .config import update_config
 
 
 def _setting_check(key: str, value: Any, base: Path) -> Any:

@@ -27,14 +27,8 @@ from .knobs import EngineSettings
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .setting import SAMPLING, Setting, doc, show
 from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
-from .tool_checks import (
-    BUILTIN_TOOL_NAMES,
-    TOOL_CHOICES,
-    check_builtin_tools,
-    check_tool_choice,
-    check_tool_folders,
-    check_tool_patterns,
-)
+from .tool_checks import (BUILTIN_TOOL_NAMES, TOOL_CHOICES, check_builtin_tools, check_tool_choice, check_tool_folders,
+                          check_tool_patterns)
 
 # The sampling flags' lines on the help page: (short alias, metavar, words). A parameter's words
 # take its range as {range}; its default is added from its declaration (``ParamSpec.default_text``).

@@ -5,6 +5,7 @@ and every JSON object a run prints comes from ``RunResult.to_json()``."""
 from __future__ import annotations
 
 import dataclasses
+
 import json
 import os
 import subprocess

@@ -8,16 +8,8 @@ import pytest
 
 from vibechat.app import slash
 from vibechat.app.tui.markdown_text import code_blocks, http_links
-from vibechat.app.tui.pacing import (
-    BUSY_BUDGET,
-    DEBT_INTERVALS,
-    FREE_BUDGET,
-    HOLD_S,
-    FrameHold,
-    RenderPacer,
-    ui_budget,
-)
 from vibechat.app.tui.reply_stream import DeltaBuffer
+from vibechat.app.tui.pacing import BUSY_BUDGET, DEBT_INTERVALS, FREE_BUDGET, HOLD_S, FrameHold, RenderPacer, ui_budget
 from vibechat.engine import system
 from vibechat.engine.chat.conversation import Conversation
 

@@ -21,8 +21,8 @@ from vibechat.app.tui import create_app, events, show_info
 from vibechat.app.tui.app import VibechatApp
 from vibechat.app.tui.chat_state import ChatState
 from vibechat.app.tui.status_bar import SHOWN
-from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats
+from vibechat.engine.settings.params import SamplingParams
 
 SIZE = (110, 36)
 CONTROLLERS = ("replies", "models", "chats")

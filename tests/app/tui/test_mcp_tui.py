@@ -24,6 +24,7 @@ from vibechat.engine.tools.approval import ToolApproval
 from vibechat.engine.tools.registry import ToolRegistry
 from vibechat.engine.turns.tool_calls import ToolCall
 
+
 SERVER = str(Path(__file__).resolve().parents[2] / "mcp_test_server.py")
 SIZE = (110, 36)
 

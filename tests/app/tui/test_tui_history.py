@@ -17,15 +17,15 @@ from fakes import RecordingBackend, send, settle
 from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
-from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.earlier_messages import EarlierMessages
+from vibechat.app.tui.confirm import ConfirmScreen
 from vibechat.app.tui.history_screens import ExportScreen, RenameScreen, SearchScreen
 from vibechat.app.tui.sidebar import ConversationSidebar
+from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import GenerationDone
 
 SIZE = (110, 36)
 
@@ -741,8 +741,8 @@ async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt
 
 async def test_opening_a_conversation_had_with_another_local_model_switches_to_it_and_keeps_it(db, tmp_path):
     # issue 39, point 3: the chat answered an opened conversation with whatever model was loaded
-    from fakes import INFO
     from ggufgen import write_gguf
+    from fakes import INFO
 
     other = write_gguf(tmp_path / "other-7b-Q4_K_M.gguf")
     [cid] = seed_history(db, [("Old chat", ["Old answer"])], model="Other 7B", model_path=str(other))

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from conftest import worker_threads
 from fakes import send, settle
+
+from conftest import worker_threads
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.engine.llama.llamacpp import LlamaCppBackend

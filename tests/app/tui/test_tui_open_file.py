@@ -15,8 +15,8 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from fakes import INFO, RecordingBackend, open_picker, settle
-from ggufgen import gguf_bytes, write_gguf
 from helpers import wait_for, was_notified
+from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.tui import create_app
 from vibechat.app.tui.downloader import DownloadScreen
 from vibechat.app.tui.model_picker import ModelPicker

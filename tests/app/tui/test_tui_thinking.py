@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+
 from fakes import RecordingBackend, send, settle
 from helpers import wait_for
 from vibechat.app.appconfig import load_app_config
 from vibechat.app.tui import create_app
 from vibechat.app.tui.chat_view import AssistantMessage
 from vibechat.app.tui.thinking_block import ThinkingBlock, seconds_text
-from vibechat.engine.chat.history import History
 from vibechat.engine.settings.config import config_path
+from vibechat.engine.chat.history import History
 
 SIZE = (110, 36)
 

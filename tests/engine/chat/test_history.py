@@ -10,18 +10,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import read_only_dir
+
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.errors import InvalidParameterError
+from vibechat.engine.chat.records import HIT_END, HIT_START, fts_query
 from vibechat.engine.chat.database import ConversationNotFound, HistoryError, default_path
 from vibechat.engine.chat.history import History
-from vibechat.engine.chat.records import HIT_END, HIT_START, fts_query
-from vibechat.engine.chat.schema import MIGRATIONS, statements
 from vibechat.engine.chat.titles import title_from, title_from_exchange
-from vibechat.engine.errors import InvalidParameterError
+from vibechat.engine.chat.schema import MIGRATIONS, statements
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
 
 def done(text: str, reason: str = "stop") -> GenerationDone:
@@ -384,8 +384,8 @@ def test_titles_come_from_the_first_exchange(prompt: str, reply: str, title: str
 
 
 def test_the_first_exchange_retitles_a_conversation_unless_the_user_renamed_it(history: History):
-    from fakes import RecordingBackend
     from vibechat.engine.chat.session import ChatSession
+    from fakes import RecordingBackend
 
     session = ChatSession(RecordingBackend(reply="Hello! Ask me about tide pools and coral reefs."),
                           ChatLog(Conversation(), history))
