@@ -5,6 +5,7 @@
     python3 dev.py test [PYTEST ARGS...]   # set up with test extras, then run the whole suite (CI's command)
     python3 dev.py test --quick [PYTEST ARGS...]   # the inner loop: every test but the real model's
     python3 dev.py docs   # write the settings table of docs/USAGE.md from the settings' declarations
+    python3 dev.py check   # the linter (ruff), mypy and the rule tests: seconds, run before the suite
 
 Tests run on one pytest-xdist worker per core (two at least); ``-n 0`` runs them in one process.
 
@@ -56,13 +57,13 @@ def llama_requirement() -> str:
 
 
 def ensure_venv(extras: str) -> None:
-    if sys.version_info < (3, 10):
+    if sys.version_info < (3, 10):  # noqa: UP036 - dev.py runs under any python3: it says which
         fail(f"vibechat needs Python 3.10 or newer (this is {sys.version.split()[0]}).")
     if not PYTHON.exists():
         print(f"dev.py: creating virtualenv in {VENV}", flush=True)
         try:
             venv.EnvBuilder(with_pip=True).create(VENV)
-        except Exception as exc:  # ensurepip missing on some Linux distributions
+        except Exception as exc:  # noqa: BLE001 - ensurepip missing on some Linux distributions
             fail(f"could not create a virtualenv ({exc}); install your Python's venv package "
                  "(Debian/Ubuntu: apt install python3-venv) and try again.")
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()
@@ -187,6 +188,29 @@ print(f"{path}: settings table {'rewritten' if new != old else 'up to date'}")
 """
 
 
+# The rule tests: the import graph and its rooms, engine/ without textual, the room sizes, no
+# re-exports, imports inside functions said why, and mypy (tests/test_typing.py runs it twice,
+# as a developer does and under the installed names).
+RULE_TESTS = ("tests/test_import_graph.py", "tests/test_engine_headless.py", "tests/test_room_sizes.py",
+              "tests/test_no_reexports.py", "tests/test_imports_inside_functions.py", "tests/test_typing.py")
+
+
+def check_commands() -> list[list[str]]:
+    """What ``dev.py check`` runs, in order: ruff's linter over the repository ([tool.ruff] in
+    pyproject.toml), then the rule tests in this process (``-n 0``: they are few and short)."""
+    return [[str(PYTHON), "-m", "ruff", "check", "."],
+            [str(PYTHON), "-m", "pytest", "-n", "0", "-q", *RULE_TESTS]]
+
+
+def check() -> int:
+    """Run every command of ``check_commands()`` (all of them, so one run shows every problem);
+    non-zero when any failed."""
+    failed = [command for command in check_commands() if subprocess.call(command, cwd=ROOT) != 0]
+    for command in failed:
+        print(f"dev.py check: '{' '.join(command[2:4])}' failed; see its output above.", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("chat", [])
     if command == "chat":
@@ -199,7 +223,10 @@ def main(argv: list[str]) -> int:
     if command == "docs":
         ensure_venv("")
         return subprocess.call([str(PYTHON), "-c", DOCS_TABLE, str(ROOT / "docs" / "USAGE.md")], cwd=ROOT)
-    fail(f"unknown command {command!r}; use 'chat', 'test' or 'docs'.")
+    if command == "check":
+        ensure_venv("test")
+        return check()
+    fail(f"unknown command {command!r}; use 'chat', 'test', 'check' or 'docs'.")
     return 2
 
 

@@ -21,6 +21,7 @@ from vibechat.engine.settings.config_check import suggest
 from vibechat.engine.settings.params import PARAM_SPECS
 from vibechat.engine.settings.setting import doc, show
 from vibechat.engine.settings.table import Config, EntryProblem, Schema, text_table
+from .keynames import keys_problem
 
 DEFAULT_THEME = "vibechat-dusk"
 
@@ -44,10 +45,12 @@ BINDING_IDS: tuple[str, ...] = (
     # the prompt input
     "input.scroll_up", "input.scroll_down", "input.focus_chat",
     # a focused message
-    "message.copy", "message.copy_code", "message.open_link", "message.previous_version", "message.next_version", "tool.toggle",
+    "message.copy", "message.copy_code", "message.open_link", "message.previous_version",
+    "message.next_version", "tool.toggle",
     "attachment.toggle", "attachment.remove",  # a file under a prompt; a line of the tray above the input
     # a tool call's question (nothing runs without a yes)
-    "approval.once", "approval.conversation", "approval.always", "approval.deny", "chat.show_earlier", "thinking.toggle",
+    "approval.once", "approval.conversation", "approval.always", "approval.deny", "chat.show_earlier",
+    "thinking.toggle",
     # the parameter panel (F2), its sliders and its choices (the thinking switch)
     "params.reset_all", "params.save_default", "params.close",
     "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",
@@ -75,7 +78,6 @@ def check_binding(name: str, item: Any) -> str:
     if not isinstance(item, str) or not item.strip():
         raise EntryProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
                            f"(got {show(item)})")
-    from .keynames import keys_problem
 
     problem = keys_problem(item)
     if problem:

@@ -1,5 +1,9 @@
 """Build the backend the user asked for. The CLI and the TUI both come through here;
-tests inject their own backend instead."""
+tests inject their own backend instead.
+
+Imports inside functions are deliberate: each backend (llama.cpp in this process or an engine
+process, a remote server) and the model resolution load only when a chat or run builds one, so a
+command that needs none starts fast."""
 
 from __future__ import annotations
 
@@ -11,12 +15,15 @@ from vibechat.engine.turns.backend import Backend
 from vibechat.engine.settings.knobs import EngineSettings
 
 from .options import check_engine_numbers
+from vibechat.engine.errors import ModelNotDownloadedError
+from vibechat.engine.settings.table import SETTINGS_BY_KEY
+from vibechat.engine.settings.knobs import LlamaCppOptions
+from vibechat.engine.errors import VibechatError
 
 
 def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> Path:
     """The file ``ref`` names; a Hub reference not on this machine yet is downloaded first
     with ``pull`` (as ``ollama run`` does), or reported when there is none."""
-    from vibechat.engine.errors import ModelNotDownloadedError
     from vibechat.engine.models.resolve import resolve_model
 
     try:
@@ -37,12 +44,10 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
 
     ``cpu_fallback``: GPU layers asked for on a build that cannot offload load on the CPU
     with a notice (the chat) instead of failing the load (``vibechat run``)."""
-    from vibechat.engine.settings.table import SETTINGS_BY_KEY
 
     check_engine_numbers(engine.as_dict())
     if engine.remote:
         return make_remote_backend(engine)
-    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     # Each text setting with fixed choices in its canonical form ("Q8_0" -> "q8_0", "none" -> "off").
     checked = {key: SETTINGS_BY_KEY[key].check(value) for key, value in engine.as_dict().items()
@@ -68,7 +73,6 @@ def projector_path(mmproj: str | None, model: Path) -> Path | None:
     model is then text only, silently); "off" is None. A projector given as the model itself
     is refused here, before anything loads."""
     from vibechat.engine.models.projector import check_projector, find_projector, refuse_projector_as_model
-    from vibechat.engine.settings.table import SETTINGS_BY_KEY
 
     refuse_projector_as_model(model)
     value = mmproj or "auto"
@@ -84,7 +88,6 @@ def projector_path(mmproj: str | None, model: Path) -> Path | None:
 def make_remote_backend(engine: EngineSettings) -> Backend:
     """An OpenAI-compatible server's backend; the API key comes from the environment
     (never from a flag or the config file, so it stays out of shell history and files)."""
-    from vibechat.engine.errors import VibechatError
     from vibechat.engine.remote.openai_backend import make_openai_backend
 
     if not engine.base_url:

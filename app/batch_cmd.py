@@ -16,6 +16,9 @@ command could not start: one line on stderr), 3 none failed but a structured rep
 result says ``"structured_output": "incomplete"``, with one line on stderr), 130 after Ctrl-C:
 the prompt in progress stops at once and is reported with ``finish_reason: "cancelled"``; the
 lines after it do not run.
+
+Imports inside functions are deliberate: the backends and the download progress load only when a
+batch runs.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from vibechat.engine.chat.batch import BatchLineError, BatchRequest, read_reques
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.files import kind_of
+from vibechat.engine.files import NotARegularFile, open_regular
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import unswitchable
@@ -71,24 +74,14 @@ def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
     (prompts run as they arrive); its lines are bounded by :func:`bounded_lines`."""
     if path == "-":
         return stdin, "stdin"
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:  # without blocking: a FIFO with no writer opens at once, and is refused below
-        fd = os.open(path, flags)
-    except IsADirectoryError:
-        raise VibechatError(f"cannot read prompts file {path}: it is a folder.") from None
-    except OSError as exc:
-        raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
     try:
-        kind = kind_of(os.fstat(fd).st_mode)
-    except OSError as exc:
-        os.close(fd)
-        raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
-    if kind is not None:
-        os.close(fd)
-        what = "it is a folder" if kind == "a directory" else f"it is {kind}, not a file"
+        return open_regular(path), path
+    except NotARegularFile as exc:
+        what = "it is a folder" if exc.kind == "a directory" else f"it is {exc.kind}, not a file"
         raise VibechatError(f"cannot read prompts file {path}: {what}; give a JSON Lines file, or '-' "
-                            "to read the prompts from stdin.")
-    return os.fdopen(fd, "rb"), path
+                            "to read the prompts from stdin.") from None
+    except OSError as exc:
+        raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
 
 
 def bounded_lines(stream: BinaryIO, source: str) -> Iterator[bytes]:

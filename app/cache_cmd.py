@@ -1,7 +1,10 @@
 """``vibechat history cache``: the KV snapshots on disk (engine/llama/kv_snapshots.py): the
 folder, how many files, the bytes they hold against the ``kv_snapshot_cache_mib`` limit;
 ``--clear`` deletes them (the next reopening evaluates its conversation again, nothing else
-is lost). Registered on ``vibechat history`` (app/history_cmd.py)."""
+is lost). Registered on ``vibechat history`` (app/history_cmd.py).
+
+Imports inside functions are deliberate: the config, the KV snapshot files and the size helpers
+load only when a ``history cache`` command runs (start-up time of every other command)."""
 
 from __future__ import annotations
 
@@ -52,7 +55,7 @@ def _limit_mib() -> int:
     return int(loaded.config.kv_snapshot_cache_mib)
 
 
-def _show(folder: "Path", limit_mib: int, json_output: bool) -> None:
+def _show(folder: Path, limit_mib: int, json_output: bool) -> None:
     from vibechat.engine.llama.kv_files import summary
     from vibechat.engine.sizes import human_bytes
 
@@ -71,7 +74,7 @@ def _show(folder: "Path", limit_mib: int, json_output: bool) -> None:
         echo("  'vibechat history cache --clear' deletes them.")
 
 
-def _clear(folder: "Path", json_output: bool) -> None:
+def _clear(folder: Path, json_output: bool) -> None:
     from vibechat.engine.llama.kv_files import clear as clear_snapshots
     from vibechat.engine.sizes import human_bytes
 
@@ -87,7 +90,7 @@ def _clear(folder: "Path", json_output: bool) -> None:
         raise typer.Exit(1)
 
 
-def _say_failed(failed: "list[tuple[str, str]]", why: str) -> None:
+def _say_failed(failed: list[tuple[str, str]], why: str) -> None:
     """One stderr line: what could not be deleted, and the reason."""
     first, reason = failed[0]
     more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""

@@ -1,5 +1,9 @@
 """The ``vibechat`` command line. Heavy modules (llama.cpp, Textual) are imported
-only inside the commands that need them, so ``--help`` answers at once."""
+only inside the commands that need them, so ``--help`` answers at once.
+
+Imports inside functions are deliberate: each command loads its own modules (the chat's Textual
+app, the backends, llama-cpp-python, the run and batch commands) only when it runs, so
+``--help`` and quick commands start fast (tests/test_engine_headless.py checks which load)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -24,6 +28,13 @@ from .run_plan import RunFlags, RunPlan
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools_cmd import tools as tools_cmd
 from .options import HISTORY, STRUCTURED, FileOpt, ImageOpt, NoSaveOpt, SettingFlags, setting_options
+from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
+from vibechat.engine.errors import ConfigError, VibechatError
+from .progress import pull_with_progress
+from vibechat.engine.settings.structured import OutputFormat
+from .clitools import usage_message
+from typer import core
+from typer.main import get_command
 
 cli = typer.Typer(
     name="vibechat",
@@ -103,7 +114,6 @@ def _repack_line(system_info: str, llama_version: str) -> str:
     """``--version``'s line about CPU weight repacking under the configured ``repack``."""
     from vibechat.engine.llama import repack
     from vibechat.engine.paths import cache_dir
-    from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
 
     from .appconfig import load_app_config
 
@@ -199,10 +209,10 @@ RUN_HELP = ("Answer one prompt, streaming the reply to stdout.\n\n"
 @setting_options
 def run(
     ctx: typer.Context,
-    words: Annotated[Optional[list[str]], typer.Argument(
+    words: Annotated[list[str] | None, typer.Argument(
         metavar="PROMPT", show_default=False,
         help="The prompt, as with 'ollama run' (words are joined by spaces; '-' reads stdin).")] = None,
-    prompt: Annotated[Optional[str], typer.Option(
+    prompt: Annotated[str | None, typer.Option(
         "--prompt", "-p", metavar="TEXT",
         help="The prompt, as an option; '-' reads stdin (also read when piped and no prompt is given).")] = None,
     flags: SettingFlags = SettingFlags.NONE,  # every setting's flag, from the settings table (options.py)
@@ -214,12 +224,13 @@ def run(
         "--show-thinking", help="Show a reasoning model's thinking on stderr, between [thinking] and "
                                 "[end of thinking] lines (stdout carries the answer only).")] = False,
     stats: Annotated[bool, typer.Option("--stats", help="Print timing statistics on stderr.")] = False,
-    raw: Annotated[bool, typer.Option("--raw", help="Do not strip terminal control sequences from the output.")] = False,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="Do not strip terminal control sequences from the output.")] = False,
     no_save: NoSaveOpt = False,
     continue_: Annotated[bool, typer.Option(
         "--continue", "-c", help="Add this prompt to the latest saved conversation.",
         rich_help_panel=HISTORY)] = False,
-    conversation: Annotated[Optional[int], typer.Option(
+    conversation: Annotated[int | None, typer.Option(
         "--conversation", "--cid", metavar="ID",
         help="Add this prompt to saved conversation ID ('vibechat history list').",
         min=1, rich_help_panel=HISTORY)] = None,
@@ -229,7 +240,7 @@ def run(
              "--base-url, --backend, a preset's model) instead of the conversation's own; without it a "
              "different one is refused.",
         rich_help_panel=HISTORY)] = False,
-    prompts_file: Annotated[Optional[str], typer.Option(
+    prompts_file: Annotated[str | None, typer.Option(
         "--prompts-file", metavar="FILE.jsonl",
         help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per line on stdout; "
              "exit 1 if any line failed.")] = None,
@@ -237,13 +248,13 @@ def run(
         "--no-prefix-cache",
         help="With --prompts-file: start every prompt from an empty KV cache instead of reusing the prefix "
              "it shares with the previous one (slower; results then cannot depend on line order).")] = False,
-    json_schema: Annotated[Optional[str], typer.Option(
+    json_schema: Annotated[str | None, typer.Option(
         "--json-schema", metavar="FILE|JSON",
         help="Constrain the reply to JSON that follows this JSON Schema (a file, or inline JSON; 'json': any "
              "JSON object). Local engine: llama.cpp's grammar sampler; remote: response_format. A reply that "
              "--max-tokens or the context cuts before it is complete exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
-    grammar: Annotated[Optional[str], typer.Option(
+    grammar: Annotated[str | None, typer.Option(
         "--grammar", metavar="FILE",
         help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local engine only. A reply "
              "that --max-tokens or the context cuts exits with status 3.",
@@ -267,11 +278,8 @@ def run(
     failure.model = flags.engine.get("model")
 
     def go() -> int:
-        from vibechat.engine.errors import ConfigError, VibechatError
-
         from .appconfig import load_app_config
         from .backends import make_backend
-        from .progress import pull_with_progress
         from .run_cmd import RunRequest, execute, read_attachments, read_prompt
 
         if prompts_file is not None:
@@ -381,8 +389,6 @@ def looks_like_a_model(word: str, by_name: bool = True) -> bool:
 def structured_output(json_schema: str | None, grammar: str | None, choice):
     """The ``OutputFormat`` of ``--json-schema`` / ``--grammar`` (None: neither), checked for
     the backend that will run it: a one-line error here, before any model loads."""
-    from vibechat.engine.errors import VibechatError
-    from vibechat.engine.settings.structured import OutputFormat
 
     if json_schema is not None and grammar is not None:
         raise VibechatError("--json-schema and --grammar both constrain the reply: give one of them.")
@@ -412,7 +418,6 @@ def _click_exception(name: str) -> Any:
 def usage_error_line(exc: Any) -> str:
     """Click's usage error as the one line vibechat prints: the message (typer's
     "Did you mean" suggestions included) and where to read the command's options."""
-    from .clitools import usage_message
 
     ctx = getattr(exc, "ctx", None)
     where = ctx.command_path if ctx is not None else "vibechat"
@@ -446,8 +451,6 @@ def escape_help(command: Any, seen: set[int] | None = None) -> None:
     command's and option's help is escaped once, before the first page is drawn, where
     Rich draws it (plain click help, ``TYPER_USE_RICH=0``, shows the text as is)."""
     from rich.markup import escape
-
-    from typer import core
 
     seen = set() if seen is None else seen
     if id(command) in seen:  # a command reached twice (an alias) is escaped once
@@ -504,7 +507,6 @@ def main() -> None:
     """The console script: runs the commands with click's standalone mode off, so that a
     usage error (an unknown option, a value of the wrong type) is one line on stderr and
     exit code 2 rather than click's boxed panel."""
-    from typer.main import get_command
 
     for stream in (sys.stdout, sys.stderr):  # a character the terminal's encoding lacks is no traceback
         reconfigure = getattr(stream, "reconfigure", None)

@@ -2,7 +2,10 @@
 line on stderr and exit code 1), and the one way every command prints text that may hold
 outside data (model names, metadata, Hub names, server errors, saved conversations):
 ``echo`` for lines, ``table`` for tables, ``safe_json`` for JSON. Terminal control
-sequences are stripped, and nothing is ever parsed as Rich markup."""
+sequences are stripped, and nothing is ever parsed as Rich markup.
+
+Imports inside functions are deliberate: Rich's console and tables, typer and the engine's error
+and sanitising modules load when a command first prints, not when the CLI starts."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
+import json
+import re
 
 if TYPE_CHECKING:
     import typer
@@ -17,7 +22,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def fail(message: str, code: int = 1) -> "typer.Exit":
+def fail(message: str, code: int = 1) -> typer.Exit:
     """The exception that ends a command with ``message`` on stderr and exit code ``code``."""
     import typer
 
@@ -191,8 +196,6 @@ def safe_json(data: object, indent: int | None = None) -> str:
     """JSON for a terminal or a file: text stays readable (not ASCII-escaped), but DEL and C1
     control characters, which JSON would leave raw and some terminals obey, and lone
     surrogates, which cannot be written as UTF-8, are escaped (C0 ones are by JSON)."""
-    import json
-    import re
 
     text = json.dumps(data, ensure_ascii=False, indent=indent)
     return re.sub("[\x7f-\x9f\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -5,6 +5,9 @@ in effect (a bad key is left out, the rest of the file applies; a file that is n
 TOML is left out whole), ``check`` lists the problems and fails when there are any,
 ``edit`` opens the file and checks it after.
 Engine modules are imported inside the commands, so ``--help`` stays instant.
+
+Imports inside functions are deliberate: the config file's modules load only when a ``config``
+command runs (start-up time).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .clitools import echo, guard, safe_json, table
+import json
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -50,11 +54,10 @@ def path(every: Annotated[bool, typer.Option(
         typer.echo(f"{what}\t{where}")
 
 
-def _value_text(key: str, value: Any, setting: "Setting | None") -> str:
+def _value_text(key: str, value: Any, setting: Setting | None) -> str:
     """A setting's value for people, as the config file spells it: ``true``/``false`` (not
     Python's ``True``), ``(none)`` for nothing, a list as its quoted items (``"\\nUser:"``:
     JSON's quoting shows a newline or a tab in a stop string)."""
-    import json
 
     from vibechat.engine.settings.config import models_dir
 
@@ -164,7 +167,7 @@ def edit() -> None:
     guard(go)
 
 
-def report_problems(problems: "Sequence[ConfigProblem]") -> None:
+def report_problems(problems: Sequence[ConfigProblem]) -> None:
     """Every problem on stderr, one line each; the last one ends the command (exit 1)."""
     from vibechat.engine.errors import ConfigError
 

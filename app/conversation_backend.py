@@ -10,6 +10,9 @@ conversation's (``--model``, ``--base-url``, ``--backend``, a preset's model) is
 line naming both and the fix, unless ``--switch-model`` says the switch is meant.
 
 Headless: no Textual, no Rich, no llama.cpp.
+
+Imports inside functions are deliberate: model resolution and the remote server's options load
+only when a conversation's backend is built (start-up time).
 """
 
 from __future__ import annotations

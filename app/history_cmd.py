@@ -4,17 +4,21 @@ Every chat in the TUI and every ``vibechat run`` (unless ``--no-save`` or
 ``save_runs = false``) is saved in one SQLite database under the data dir, with where
 it came from (its source: chat, run, or batch for ``--prompts-file``);
 ``vibechat run --continue`` adds to the latest conversation, ``--conversation ID`` to any.
+
+Imports inside functions are deliberate: the history database and its export load only when a
+``history`` command runs (start-up time).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from .clitools import echo, guard, plain, safe_json, table
+from datetime import datetime
 
 history_app = typer.Typer(help="List, show, search, export and delete saved conversations.",
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,7 +42,6 @@ def _open(*, reading: bool = True):
 
 def _when(stamp: str) -> str:
     """An ISO timestamp shown in local time, to the minute."""
-    from datetime import datetime
 
     try:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M")
@@ -53,7 +56,7 @@ def _emit_json(data: object) -> None:
 @history_app.command("list")
 def list_(
     ctx: typer.Context,
-    limit: Annotated[Optional[int], typer.Option(
+    limit: Annotated[int | None, typer.Option(
         "--limit", "-n", metavar="N", help="Show at most this many.", min=1)] = None,
     source: Annotated[str, typer.Option(
         "--source", "-s", metavar="SOURCE",
@@ -142,10 +145,10 @@ def search(
 @history_app.command()
 def export(
     conversation_id: IdArg,
-    format_: Annotated[Optional[str], typer.Option(
+    format_: Annotated[str | None, typer.Option(
         "--format", "-f", metavar="FORMAT",
         help="md (Markdown) or json; default: json for an -o file ending in .json, else Markdown.")] = None,
-    output: Annotated[Optional[Path], typer.Option(
+    output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", help="Write to this file instead of stdout.", dir_okay=False)] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file if it exists.")] = False,
 ) -> None:

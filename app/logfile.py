@@ -20,6 +20,8 @@ import logging
 import os
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
+from vibechat.engine.paths import state_dir
+from vibechat.engine.sanitize import sanitize
 
 LOG_NAME = "vibechat.log"
 MAX_LOG_BYTES = 1 << 20  # then it is rotated once (vibechat.log.1): at most 2 MiB on disk
@@ -29,7 +31,6 @@ THIRD_PARTY = ("mcp", "httpx", "httpx2", "httpcore", "huggingface_hub", "asyncio
 
 def log_path() -> Path:
     """The log file (under the state folder: ``VIBECHAT_STATE_DIR`` moves it)."""
-    from vibechat.engine.paths import state_dir
 
     return state_dir() / LOG_NAME
 
@@ -38,8 +39,6 @@ class _Plain(logging.Formatter):
     """Records as text with no terminal escapes (a server's words end up in them)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from vibechat.engine.sanitize import sanitize
-
         return sanitize(super().format(record))
 
 

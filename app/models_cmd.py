@@ -1,12 +1,15 @@
 """``vibechat models``: find, download, list, inspect and remove GGUF models.
 
 Engine modules are imported inside the commands, so ``--help`` stays instant.
+
+Imports inside functions are deliberate: the Hub client, GGUF reading, the model store and the
+fit estimate load only when a ``models`` command runs (start-up time).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -16,12 +19,13 @@ from .clitools import plain as _plain
 from .clitools import safe_json
 from .clitools import table as _table
 from .progress import human_size, pull_with_progress
+from pathlib import Path
 
 models_app = typer.Typer(help="Find, download, list, inspect and remove GGUF models.", no_args_is_help=True,
                          context_settings={"help_option_names": ["-h", "--help"]})
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-RevisionOpt = Annotated[Optional[str], typer.Option("--revision", metavar="REV", help="A branch, tag or commit.")]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", metavar="REV", help="A branch, tag or commit.")]
 
 
 @models_app.command()
@@ -134,8 +138,6 @@ def show(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
          json_output: JsonOpt = False) -> None:
     """What a model file says about itself: architecture, context, quantization, template."""
     def go() -> None:
-        from pathlib import Path
-
         from vibechat.engine.models.gguf import inspect_gguf
         from vibechat.engine.models.local_model import LocalModel
         from vibechat.engine.turns.backend import prompt_format_line, prompt_format_name

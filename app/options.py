@@ -10,6 +10,9 @@ Numeric sampling flags are read as text and parsed by the engine's
 The engine flags given travel as ``{config key: value}`` (the names of
 ``EngineSettings`` in engine/settings/knobs.py, ``None`` not given); each flag's name, for
 messages and ``config show``, is the one the config's settings table records.
+
+Imports inside functions are deliberate: the config checks load only when an option's value is
+checked (start-up time).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import inspect
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Optional
+from typing import Annotated, Any, ClassVar
 
 import typer
 
@@ -27,6 +30,8 @@ from vibechat.engine.settings.setting import ENGINE as ENGINE_GROUP
 from vibechat.engine.settings.setting import REMOTE as REMOTE_GROUP
 from vibechat.engine.settings.setting import SAMPLING as SAMPLING_GROUP
 from vibechat.engine.settings.setting import Setting
+from vibechat.engine.errors import InvalidParameterError
+from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
 from vibechat.engine.settings.table import SETTINGS, SETTINGS_BY_KEY
 
@@ -36,7 +41,7 @@ def _number_check(name: str) -> Any:
     malformed command line, a usage error (exit 2) in the command's own words, like any
     option of the wrong type; a number out of range is a bad value, said later by
     ``PARAM_SPECS`` (exit 1), as in the config file and ``/set``."""
-    def check(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]) -> Optional[str]:
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
         if value is not None and not _is_number_or_word(name, value):
             spec = PARAM_SPECS[name]
             kind = "a whole number" if spec.kind is int else "a number"
@@ -51,7 +56,6 @@ def _number_check(name: str) -> Any:
 def _is_number_or_word(name: str, value: str) -> bool:
     """Whether ``value`` is what the flag takes, range aside: a number of its kind or one of
     its words (``auto``, ``none``...)."""
-    from vibechat.engine.errors import InvalidParameterError
 
     spec = PARAM_SPECS[name]
     try:
@@ -85,7 +89,7 @@ def setting_option(key: str) -> Any:
         extra["callback"] = _number_check(setting.name)
     elif setting.kind == "whole number":
         kind = int
-    return Annotated[Optional[kind], typer.Option(*names, metavar=setting.metavar, help=setting.flag_help,
+    return Annotated[kind | None, typer.Option(*names, metavar=setting.metavar, help=setting.flag_help,
                                                   **extra)]
 
 
@@ -116,7 +120,6 @@ EngineFlags = Mapping[str, Any]  # engine flags as typed, by config key (EngineS
 
 def engine_flags(**given: Any) -> dict[str, Any]:
     """The engine flags given on the command line, by config key; ``None``: not given."""
-    from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
     unknown = set(given) - set(ENGINE_SETTING_KEYS)
     if unknown:
@@ -172,7 +175,6 @@ def check_engine_numbers(values: EngineFlags) -> None:
     """Each whole number (engine settings by config key) within its setting's range, named
     by its flag."""
     from vibechat.engine.settings.config_check import range_text
-    from vibechat.engine.errors import InvalidParameterError
 
     for key, value in values.items():
         setting = SETTINGS_BY_KEY[key]
@@ -218,12 +220,11 @@ class SettingFlags:
     sampling: SamplingChoice = field(default_factory=SamplingChoice)
     system: str | None = None
 
-    NONE: ClassVar["SettingFlags"]  # nothing given
+    NONE: ClassVar[SettingFlags]  # nothing given
 
     @classmethod
-    def of(cls, given: Mapping[str, Any]) -> "SettingFlags":
+    def of(cls, given: Mapping[str, Any]) -> SettingFlags:
         """The flags from the options ``setting_options`` added, by parameter name."""
-        from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 
         engine = engine_flags(**{k: given[k] for k in ENGINE_SETTING_KEYS if k in given})
         values = {name: given.get(name) for name in PARAM_SPECS}
@@ -277,12 +278,12 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 # `vibechat run`'s attachments (app/run_cmd.py reads them before the model loads).
 ATTACHMENTS = "Attachments"
-ImageOpt = Annotated[Optional[list[str]], typer.Option(
+ImageOpt = Annotated[list[str] | None, typer.Option(
     "--image", metavar="PATH",
     help="Attach an image (PNG, JPEG, GIF, WebP, BMP) to the prompt, for a vision model (repeatable). A local "
          "model needs its projector (--mmproj); a server's model must take images.",
     rich_help_panel=ATTACHMENTS)]
-FileOpt = Annotated[Optional[list[str]], typer.Option(
+FileOpt = Annotated[list[str] | None, typer.Option(
     "--file", metavar="PATH",
     help="Attach a text file to the prompt (repeatable): the model is given its name and text, before the prompt "
          "(bounded: longer files are cut, with a note).",

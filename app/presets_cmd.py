@@ -5,16 +5,21 @@ Presets live in the config file (``[presets.NAME]``, engine/settings/presets.py)
 the preset goes between the config and the flags: flags > preset > ``VIBECHAT_*`` > file >
 defaults. A name that is not there is one line with a suggestion and exit status 1 (a bad
 value, like an unknown model).
+
+Imports inside functions are deliberate: the preset files and the config load only when a
+``presets`` command runs (start-up time).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .clitools import echo, guard, safe_json, table
+from .clitools import plain
+import json
 
 if TYPE_CHECKING:
     from vibechat.engine.settings.presets import Preset
@@ -23,7 +28,7 @@ presets_app = typer.Typer(help="Named set-ups: list, show, import (a Modelfile),
                           no_args_is_help=True,
                           context_settings={"help_option_names": ["-h", "--help"]})
 
-PresetOpt = Annotated[Optional[str], typer.Option(
+PresetOpt = Annotated[str | None, typer.Option(
     "--preset", metavar="NAME", help="Start from the config file's preset NAME ([presets.NAME]: model, system "
     "prompt, parameters); flags given beside it win ('vibechat presets list').")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
@@ -31,7 +36,7 @@ NameArg = Annotated[str, typer.Argument(metavar="NAME", help="A preset's name ('
 SYSTEM_WIDTH = 40  # the system prompt's start, in the list
 
 
-def preset_dict(preset: "Preset") -> dict[str, Any]:
+def preset_dict(preset: Preset) -> dict[str, Any]:
     return {"name": preset.name, **preset.to_table()}
 
 
@@ -52,8 +57,6 @@ def _problems(book) -> None:
 def list_(json_output: JsonOpt = False) -> None:
     """The presets in the config file: name, model, the system prompt's start, parameters."""
     def go() -> None:
-        from .clitools import plain
-
         book = _book()
         presets = sorted(book.presets.values(), key=lambda p: p.name)
         if json_output:
@@ -83,8 +86,6 @@ def list_(json_output: JsonOpt = False) -> None:
 def show(name: NameArg, json_output: JsonOpt = False) -> None:
     """Everything a preset sets (the system prompt in full)."""
     def go() -> None:
-        import json
-
         from vibechat.engine.settings.params import PARAM_SPECS
 
         preset = _book().get(name)
@@ -115,7 +116,7 @@ def show(name: NameArg, json_output: JsonOpt = False) -> None:
 @presets_app.command("import")
 def import_(
     modelfile: Annotated[Path, typer.Argument(metavar="MODELFILE", help="An Ollama Modelfile.")],
-    name: Annotated[Optional[str], typer.Option(
+    name: Annotated[str | None, typer.Option(
         "--name", metavar="NAME", help="The preset's name (default: the file's name; a file named Modelfile: "
                                        "its folder's).")] = None,
     force: Annotated[bool, typer.Option("--force", "-f", help="Replace a preset of that name.")] = False,

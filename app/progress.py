@@ -2,7 +2,10 @@
 lines (at most one every few seconds) when output goes to a file or a pipe.
 ``pull_with_progress`` downloads a model that way (``models pull``, a Hub ``--model`` given
 to ``run`` or to the chat before its screen opens). A long prompt's reading (``run --stats``):
-``ReadingLine``, one line on a terminal's stderr, rewritten in place."""
+``ReadingLine``, one line on a terminal's stderr, rewritten in place.
+
+Imports inside functions are deliberate: Rich's progress bars, typer and the model store load
+only when a download shows its progress (start-up time)."""
 
 from __future__ import annotations
 
@@ -57,7 +60,7 @@ class CliProgress:
         self._last_plain = 0.0
         self._last: Progress | None = None
 
-    def __enter__(self) -> "CliProgress":
+    def __enter__(self) -> CliProgress:
         if self.fancy:
             from rich.console import Console
             from rich.progress import (BarColumn, DownloadColumn, Progress as RichProgress, TextColumn,
@@ -103,7 +106,7 @@ class ReadingLine:
         self._cells = 0  # the line's length on screen (0: none shown)
 
     @classmethod
-    def for_stream(cls, stream: TextIO) -> "ReadingLine | None":
+    def for_stream(cls, stream: TextIO) -> ReadingLine | None:
         """A ``ReadingLine`` on ``stream`` when it is a terminal, else None."""
         try:
             return cls(stream) if stream.isatty() else None
@@ -126,7 +129,7 @@ class ReadingLine:
             self._cells = 0
 
 
-def pull_with_progress(ref_text: str, revision: str | None = None) -> "LocalModel":
+def pull_with_progress(ref_text: str, revision: str | None = None) -> LocalModel:
     """Download ``ref_text`` with progress on stderr; returns the registered model.
     Ctrl-C stops it (resumable) and exits with 130."""
     import typer

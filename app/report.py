@@ -3,8 +3,12 @@
 progress (``reading_line``: the chat's reply and status bar, ``run --stats`` on a terminal), the ``engine`` object of
 ``--json`` and the one object ``--json`` prints (``RunResult.to_json``: also on failure, with
 an ``error``, and each line of ``--prompts-file``), and whether a structured reply is whole
-(``structured_state``: ``run``, ``--prompts-file`` and the chat say it alike). Shared by the CLI commands and the TUI, so it
-imports neither."""
+(``structured_state``: ``run``, ``--prompts-file`` and the chat say it alike). Shared by the CLI
+commands and the TUI, so it
+imports neither.
+
+Imports inside functions are deliberate: the remote options load only when a report names a
+server (start-up time)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from vibechat.engine.turns.attachments import Attachment
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, PromptProgress
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.sanitize import sanitize
+import time
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.session import Answer
@@ -85,7 +90,7 @@ STATS_KEYS = ("prompt_tokens", "prompt_tokens_evaluated", "restored_tokens", "re
 
 
 def json_stats(stats: GenerationStats | None, seed: int | None = None,
-               meter: "ReplyMeter | None" = None) -> dict[str, object]:
+               meter: ReplyMeter | None = None) -> dict[str, object]:
     """A reply's statistics for ``--json``, always with the same keys. ``stats`` None: the
     backend sent none (a reply cut short by the server, a crash): what ``meter`` measured
     here stands in (pieces received, each counted as a token, as a server's reply is
@@ -109,8 +114,6 @@ class ReplyMeter:
     (a server that died mid-reply, an engine crash) still reports what is known."""
 
     def __init__(self) -> None:
-        import time
-
         self._clock = time.perf_counter
         self.started = self._clock()
         self.pieces = 0

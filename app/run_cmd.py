@@ -19,6 +19,9 @@ bad one is one line and exit status 2 with nothing loaded or saved; the prompt i
 checked (a model that takes no images refuses them in one line) and saved with them.
 ``--prompts-file`` refuses them (one line): its lines are prompts of their own, and one
 image attached to each would be evaluated again for every line.
+
+Imports inside functions are deliberate: attachment reading (Pillow for images) loads only when
+a run attaches a file (start-up time).
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ from .interrupt import CtrlC
 from .progress import ReadingLine
 from .bounds import bound_line, limit_that_cut
 from .report import ReplyMeter, RunResult, attachment_list, error_kind, error_object, format_stats, json_stats
+from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit
+from vibechat.engine.attach.store import AttachmentError, AttachmentStore
+import re
 
 
 EXIT_FAILED = 1  # a failure, said in one line on stderr
@@ -160,7 +166,6 @@ def read_prompt(prompt: str | None, stdin: TextIO) -> Prompt:
 
 def _read_stdin(stdin: TextIO) -> str:
     """All of stdin, bounded: a runaway pipe is not read into memory."""
-    from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit
 
     most = prompt_byte_limit(MAX_CONTEXT)
     text = stdin.read(most + 1)
@@ -185,7 +190,6 @@ def read_attachments(images: list[str] | None, files: list[str] | None, err: Tex
         raise VibechatError(f"--prompts-file and {flag} do not mix: each line of the file is a prompt of its own; "
                             f"attach files to single prompts (vibechat run {flag} PATH \"PROMPT\"), or drop {flag}.")
     from vibechat.engine.attach.reading import read_attachment
-    from vibechat.engine.attach.store import AttachmentError, AttachmentStore
 
     store = AttachmentStore.default()
     wanted: list[tuple[str, AttachmentKind]] = [(path, "image") for path in images or ()]
@@ -211,7 +215,6 @@ def _as_flags(message: str) -> str:
     """A reading error's fix in run's words: the chat's ``/image`` and ``/file`` ("attach an
     image with /image") are ``--image`` and ``--file`` here; a path the message quotes is left
     as it is (a word that goes on, ``/file.txt``, ``/images/``, is no command)."""
-    import re
 
     return re.sub(r"(?<=\bwith )/(image|file)\b(?![\w./-])", r"--\1", message)
 
@@ -428,7 +431,7 @@ def _answer(session: ChatSession, request: RunRequest, out: TextIO, err: TextIO,
         partial = exc.partial if isinstance(exc, StreamInterrupted) else "".join(shown)
         _write_failed(request, out, partial, info, chat, exc, params, meter, held_back())
         raise
-    done, interrupted, pipe_closed = result.done, result.interrupted, result.pipe_closed
+    pipe_closed = result.pipe_closed
     if chat.problem:  # saving stopped (a full disk): the reply is still printed, the run fails
         err.write(plain(f"vibechat: error: {chat.problem}") + "\n")
     if stdout_failed:

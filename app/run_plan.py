@@ -13,6 +13,9 @@ are its own: another one named on purpose needs ``--switch-model``
 
 Headless: no Textual, no Rich, no llama.cpp; nothing is loaded or opened here but the
 config's presets (``--preset``).
+
+Imports inside functions are deliberate: the history database, the chat log and the preset files
+load only when a run needs them (start-up time).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from vibechat.engine.settings.knobs import EngineSettings
 
 from .conversation_backend import OwnBackend, own_engine, start_engine
 from .options import SettingFlags
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.settings.choices import check_speculative
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.chatlog import ChatLog
@@ -83,8 +88,6 @@ class RunPlan:
     def check(self) -> None:
         """Flags that would be ignored without a word are refused: ``--draft-tokens`` while
         drafting is off (no ``--draft``, nor ``speculative`` or a draft model in the config)."""
-        from vibechat.engine.errors import VibechatError
-        from vibechat.engine.settings.choices import check_speculative
 
         config = self.config
         if (self.flags.settings.engine.get("draft_tokens") is not None
@@ -111,7 +114,6 @@ class RunPlan:
         (``switch``: ``--switch-model``)."""
         continuing = continue_latest or conversation_id is not None
         if switch and not continuing:
-            from vibechat.engine.errors import VibechatError
 
             raise VibechatError("--switch-model applies only with --continue or --conversation ID: drop it.")
         chat = open_chat(no_save=not self.saves(no_save, continuing), continue_latest=continue_latest,

@@ -5,6 +5,9 @@ a normal message), ``parse_set()`` what ``/set`` asks for (ollama's spellings
 included: ``/set parameter num_predict 200``); the app decides what each does.
 ``shown()`` writes a parameter's value for people (``auto``, ``random``, ``none``,
 never a Python repr).
+
+Imports inside functions are deliberate: the sampling parameters' specs load only when ``/set``
+is used (start-up time).
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ the chat refuses to start, in one line, before it loads a model or writes a byte
 
 SIGTERM, SIGHUP and SIGINT sent to the chat (``kill``, a closing terminal window, a service
 manager) used to end it on the spot: the alternate screen, mouse reporting and the hidden
-cursor stayed on. ``SignalExit`` makes them end the chat the way Ctrl+Q does."""
+cursor stayed on. ``SignalExit`` makes them end the chat the way Ctrl+Q does.
+
+Imports inside functions are deliberate: termios exists on POSIX only; it is imported where the
+terminal's settings are read."""
 
 from __future__ import annotations
 

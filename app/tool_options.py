@@ -1,12 +1,15 @@
 """The command line's tool options (``--allow-tool``, ``--tool-choice``, ``--mcp-config``) and
 the tools a chat or a run gets from them and the config: ``ToolRegistry`` (the built-ins the
 config enables, the MCP servers of mcp.json) and ``ToolApproval`` (who runs without asking).
-No tools configured: none offered, and nothing of the MCP SDK is loaded."""
+No tools configured: none offered, and nothing of the MCP SDK is loaded.
+
+Imports inside functions are deliberate: the tool registry, MCP configuration and approval load
+only when tools are asked for (start-up time: the MCP SDK is heavy)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,24 +20,24 @@ if TYPE_CHECKING:
 
 TOOLS = "Tools"
 
-AllowToolOpt = Annotated[Optional[list[str]], typer.Option(
+AllowToolOpt = Annotated[list[str] | None, typer.Option(
     "--allow-tool", metavar="NAME",
     help="Let the model run this tool (repeatable): NAME, SERVER/NAME, SERVER/* (all of a server's tools), "
          "builtin/NAME. 'run' never asks: any other call is denied (one stderr line), and the model is told.",
     rich_help_panel=TOOLS)]
-ToolChoiceOpt = Annotated[Optional[str], typer.Option(
+ToolChoiceOpt = Annotated[str | None, typer.Option(
     "--tool-choice", metavar="auto|none|required",
     help="Whether the model may call tools (auto), may not (none), or must call one first (required); "
          "default: the tool_choice setting (VIBECHAT_TOOL_CHOICE, a preset's), else auto.",
     show_default=False, rich_help_panel=TOOLS)]
-McpConfigOpt = Annotated[Optional[Path], typer.Option(
+McpConfigOpt = Annotated[Path | None, typer.Option(
     "--mcp-config", metavar="FILE",
     help="Read the MCP servers from FILE (the mcpServers shape) instead of mcp.json in the config folder.",
     rich_help_panel=TOOLS)]
 
 
-def tools_for(config: "Config", mcp_config: Path | None, allow: list[str] | None = None,
-              tool_choice: str = "auto", *, lenient: bool = False) -> tuple["ToolRegistry | None", "ToolApproval"]:
+def tools_for(config: Config, mcp_config: Path | None, allow: list[str] | None = None,
+              tool_choice: str = "auto", *, lenient: bool = False) -> tuple[ToolRegistry | None, ToolApproval]:
     """The registry (None: no tools configured, or ``tool_choice`` none) and the approval
     policy for a chat or a run.
     One-line errors: an mcp.json that cannot be used, a bad --allow-tool, a bad --tool-choice,
@@ -69,7 +72,7 @@ def tools_for(config: "Config", mcp_config: Path | None, allow: list[str] | None
     return registry, approval
 
 
-def chat_tools(config: "Config", mcp_config: Path | None) -> tuple["ToolRegistry | None", "ToolApproval"]:
+def chat_tools(config: Config, mcp_config: Path | None) -> tuple[ToolRegistry | None, ToolApproval]:
     """The chat's tools (``tools_for``, lenient): the model decides whether to call them and the
     user says yes to each; ``tool_choice`` none (the config, ``VIBECHAT_TOOL_CHOICE``, a preset's)
     offers none, and no MCP server starts; required applies to ``vibechat run`` only."""

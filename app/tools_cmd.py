@@ -4,18 +4,21 @@ and vibechat's built-in tools, each enabled or not by the config's ``builtin_too
 
 Everything a server sends (names, descriptions) is outside text: printed sanitised and never
 as markup (clitools). The servers are stopped before the command returns.
+
+Imports inside functions are deliberate: the tool registry and MCP configuration load only when
+a ``tools`` command runs (start-up time).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from .clitools import echo, echo_lines, guard, safe_json, terminal_width
 
-McpConfigOpt = Annotated[Optional[Path], typer.Option(
+McpConfigOpt = Annotated[Path | None, typer.Option(
     "--mcp-config", metavar="FILE", help="Read the MCP servers from FILE instead of mcp.json in the config folder.",
     dir_okay=False)]
 MAX_DESCRIPTION = 160  # a description's first line, cut to this in the text listing

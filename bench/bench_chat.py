@@ -250,8 +250,10 @@ def main() -> None:
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
                         help="alternate two trees of the chat (folders holding vibechat/), ABBA")
     parser.add_argument("--decode", type=int, default=0, metavar="N",
-                        help="also stream an N-token greedy reply in the terminal, and run `vibechat run` for the ratio")
-    parser.add_argument("--save", action="store_true", help="with the history on (a new file each round), as users run it")
+                        help="also stream an N-token greedy reply in the terminal, and run "
+                             "`vibechat run` for the ratio")
+    parser.add_argument("--save", action="store_true",
+                        help="with the history on (a new file each round), as users run it")
     args = parser.parse_args()
     targets = print_calibration(calibration(), ["first_frame", "model_ready"]
                                 + (["ttft_over_run"] if args.decode else []))

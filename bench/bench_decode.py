@@ -302,9 +302,10 @@ def run_rounds(model: Path, native: Path | None, token_counts: list[int], rounds
     samples: list[Sample] = []
     for n_tokens in token_counts:
         samples += alternating_rounds(
-            rounds, list(runners), lambda name: measured(runners[name], n_tokens),
-            lambda name, s: (f"N={n_tokens} {name:15} {s.decode_tps:6.1f} tok/s  TTFT {s.ttft_ms:6.1f} ms  "
-                             f"{s.completion_tokens} tokens  threads={s.threads}"),
+            rounds, list(runners), lambda name, n_tokens=n_tokens: measured(runners[name], n_tokens),
+            lambda name, s, n_tokens=n_tokens: (
+                f"N={n_tokens} {name:15} {s.decode_tps:6.1f} tok/s  TTFT {s.ttft_ms:6.1f} ms  "
+                f"{s.completion_tokens} tokens  threads={s.threads}"),
             retries=retries, quiet_wait_s=quiet_wait_s)
     return samples
 
@@ -370,7 +371,8 @@ def format_table(rows: list[dict[str, object]]) -> str:
     disturbed = sum(r["disturbed"] for r in rows)
     if disturbed:
         lines.append(f"WARNING: other processes used > {DISTURBED} cores during {disturbed} of "
-                     f"{sum(r['rounds'] for r in rows)} samples: the figures are suspect, run again on a quiet machine.")
+                     f"{sum(r['rounds'] for r in rows)} samples: the figures are suspect, run again on a "
+                     "quiet machine.")
     for r in rows:
         if r["variant"] == "vibechat" and r["vs_native"] is not None:
             verdict = "meets" if r["vs_native"] >= TARGET_RATIO else "MISSES"

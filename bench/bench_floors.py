@@ -215,7 +215,8 @@ def main() -> None:
     exe = Path(sys.executable).with_name("vibechat")
     starter = starter_model_path()
     defaults = LlamaCppOptions(model_path=str(starter))
-    load_args = (starter, DEFAULT_MAX_CONTEXT, defaults.threads or default_threads(), defaults.n_batch, defaults.n_ubatch)
+    load_args = (starter, DEFAULT_MAX_CONTEXT, defaults.threads or default_threads(), defaults.n_batch,
+                 defaults.n_ubatch)
     fig: dict[str, list[float]] = {}
 
     def note(key: str, value: float) -> None:

@@ -65,7 +65,8 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("model", nargs="?", default=str(next(Path("~/.cache/vibechat/starter").expanduser().glob("*.gguf"))))
+    starter = next(Path("~/.cache/vibechat/starter").expanduser().glob("*.gguf"))
+    parser.add_argument("model", nargs="?", default=str(starter))
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--temperature", type=float, default=0.8)
@@ -87,7 +88,8 @@ def main() -> None:
         for kind, output_format in kinds:
             backend._sampler = (lambda p: grammar_first(backend, p)) if kind == "first" else lazy_sampler  # type: ignore[method-assign]
             backend.reset()
-            params = SamplingParams(seed=seed, temperature=args.temperature, max_tokens=256, output_format=output_format)
+            params = SamplingParams(seed=seed, temperature=args.temperature, max_tokens=256,
+                                    output_format=output_format)
             done = [e for e in backend.stream_chat(ask, params) if isinstance(e, GenerationDone)][0]
             speed[kind].append(done.stats.decode_tokens_per_s)
             tokens[kind] += done.stats.completion_tokens
@@ -95,7 +97,7 @@ def main() -> None:
     free = statistics.median(speed["free"])
     print(f"unconstrained       {spread(speed['free'])}, median of {args.runs}, {tokens['free']} tokens")
     for kind, label in (("lazy", "grammar (lazy)"), ("first", "grammar (first)")):
-        ratios = [g / f for g, f in zip(speed[kind], speed["free"])]
+        ratios = [g / f for g, f in zip(speed[kind], speed["free"], strict=True)]
         print(f"{label:<19} {spread(speed[kind])}, {tokens[kind]} tokens; ratio to unconstrained "
               f"{statistics.median(speed[kind]) / free:.2f} (per seed {min(ratios):.2f}-{max(ratios):.2f})")
     lazy, first = statistics.median(speed["lazy"]), statistics.median(speed["first"])

@@ -350,7 +350,8 @@ def store_figures(big: Path, empty: Path) -> None:
         print("History.search() on the large database (median of 11):")
         for query in ("lighthouse", "lighthouse error", "zq1234", "telesc", "error cache thread", "nowhere"):
             hits = len(history.search(query))
-            print(f"  {query!r:24} {median_ms(lambda: history.search(query), 11):7.2f} ms  {hits} hits (limit 50)")
+            ms = median_ms(lambda query=query: history.search(query), 11)
+            print(f"  {query!r:24} {ms:7.2f} ms  {hits} hits (limit 50)")
 
 
 # ---------------------------------------------------------------------- main
@@ -376,7 +377,7 @@ def main() -> None:
     dbs = {"empty": cache / "history-empty.db", f"1×{m}": cache / f"history-1x{m}.db",
            f"{n}×{m}": args.db or cache / f"history-{n}x{m}.db"}
     big_label = f"{n}×{m}"
-    for label, (path, (c, k)) in zip(dbs, zip(dbs.values(), [(0, 0), (1, m), (n, m)])):
+    for label, (path, (c, k)) in zip(dbs, zip(dbs.values(), [(0, 0), (1, m), (n, m)], strict=True), strict=True):
         took = ensure(path, c, k)
         size = path.stat().st_size / 1e6
         if took is None:

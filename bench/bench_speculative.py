@@ -5,12 +5,14 @@ Two tasks: a copy-heavy one, "rewrite this code with ``count`` renamed to ``quan
 free-text one (a list of random words, sampled at temperature 1.2 with a fixed seed), where the
 lookup finds drafts that mostly fail; and, with ``echo``, a greedy chat reply that the starter
 fills by repeating the prompt, where drafts nearly always succeed. The bundled starter model
-runs each (greedily but for the free text, ``--tokens`` generated) in three modes per round, in alternating order: plain decoding
+runs each (greedily but for the free text, ``--tokens`` generated) in three modes per round, in
+alternating order: plain decoding
 (``off``), ``prompt-lookup`` (always ``--draft-tokens`` drafts) and ``auto`` (the draft length
 chosen from measured costs and acceptance, drafting off when it does not pay:
 engine/llama/speculative.py); with ``--draft-model``, a fourth: ``auto`` with the starter as its own
 draft model (the only draft this repository ships: it checks that drafting from a model works
-and what it costs, it cannot be faster). The backends are loaded once, in this process, with the same settings otherwise. Per task and mode: median
+and what it costs, it cannot be faster). The backends are loaded once, in this process, with the
+same settings otherwise. Per task and mode: median
 decode tokens/s (vibechat's own statistic: generated tokens / time from the end of the prompt
 to the last token), the speed-up as the median of the per-round ratios against ``off`` in the
 same round, the share of drafted tokens the model accepted, and auto's final draft length.

@@ -56,7 +56,7 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.models.starter import starter_model_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import calibration, describe_machine, quiet_logs  # noqa: E402
+from _common import calibration, describe_machine, quiet_logs
 
 PROMPTS = (
     # greetings and small talk

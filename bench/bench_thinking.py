@@ -92,7 +92,7 @@ def main() -> None:
         cpu = [s["cpu_per_s"] for s in samples]
         redraws = f"{statistics.median(s['redraws'] for s in samples):.0f}" if kind == "thinking" else "–"
         print(f"| {kind} | {statistics.median(cpu):.3f} ({min(cpu):.3f}–{max(cpu):.3f}) | {redraws} |")
-    ratios = [t["cpu_per_s"] / a["cpu_per_s"] for t, a in zip(runs["thinking"], runs["answer"])]
+    ratios = [t["cpu_per_s"] / a["cpu_per_s"] for t, a in zip(runs["thinking"], runs["answer"], strict=True)]
     print(f"\nthinking / answer CPU: median {statistics.median(ratios):.2f} "
           f"(range {min(ratios):.2f}–{max(ratios):.2f})")
 

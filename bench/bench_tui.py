@@ -349,7 +349,8 @@ async def tui_decode(tokens: int) -> dict[str, float]:
     from vibechat.engine.settings.knobs import EngineSettings
 
     backend = make_backend(EngineSettings(prompt_format=FORMAT), worker=True)
-    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=tokens), blink=False, freeze_gc=LATE_FREEZE[0])
+    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=tokens), blink=False,
+                     freeze_gc=LATE_FREEZE[0])
     first: list[float] = []
     original = AssistantMessage.append
 
@@ -484,7 +485,7 @@ def main() -> None:
               f"{min(got['ratio']):.3f}–{max(got['ratio']):.3f}), of the medians {m['tok_s'] / cli_m:.3f} (target ≥ "
               f"0.97) | TTFT {m['ttft_ms']:.0f} ms (engine), Enter to first text "
               f"{m['enter_to_text_ms']:.0f} ms")
-        over = [chat_ttft - run_ttft for chat_ttft, run_ttft in zip(got["ttft_ms"], cli_ttft)]
+        over = [chat_ttft - run_ttft for chat_ttft, run_ttft in zip(got["ttft_ms"], cli_ttft, strict=False)]
         print(verdict_line(f"TTFT of the chat at {label(variant)} minus run's (per round)", over,
                            targets["ttft_over_run"]))
 

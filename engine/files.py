@@ -7,7 +7,8 @@ never ends or never opens, ``/dev/zero`` behind a symlink, a directory, or gigab
 
 - the file is opened without blocking (a FIFO with no writer opens at once) and its type
   is checked on the open descriptor (``fstat``: no race with a rename): anything but a
-  regular file is refused at once with what it is;
+  regular file is refused at once with what it is (:func:`open_regular`, also for callers
+  that read a file as a stream: a prompts file, an attachment);
 - the read is capped by counting the bytes read, never by the size ``stat`` reports.
 
 Errors are :class:`~vibechat.engine.errors.VibechatError` subclasses whose ``reason`` is a
@@ -21,8 +22,10 @@ import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import VibechatError
+from .sizes import human_bytes
 
 _CHUNK = 1 << 20
 
@@ -38,7 +41,12 @@ class UnreadableFile(VibechatError):
 
 
 class NotARegularFile(UnreadableFile):
-    """A FIFO, a device, a directory or a socket where a file was expected."""
+    """A FIFO, a device, a directory or a socket where a file was expected; ``kind`` says
+    which, in words (``kind_of``)."""
+
+    def __init__(self, path: str | os.PathLike[str], kind: str) -> None:
+        super().__init__(path, f"is {kind}, not a file")
+        self.kind = kind
 
 
 class FileTooLarge(UnreadableFile):
@@ -74,7 +82,36 @@ def check_regular(path: str | os.PathLike[str]) -> None:
         return  # the caller's own open reports it
     kind = kind_of(mode)
     if kind is not None:
-        raise NotARegularFile(path, f"is {kind}, not a file")
+        raise NotARegularFile(path, kind)
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for reading in binary, when it is a regular file.
+
+    The open does not block (a FIFO with no writer opens at once) and the type is checked on
+    the open descriptor (``fstat``: the path may have been swapped since any earlier check);
+    the descriptor is then made blocking again (reads of a regular file are plain reads).
+    Raises ``FileNotFoundError``, :class:`NotARegularFile` (a FIFO, a device, a directory, a
+    socket), or ``OSError`` (a permission, an I/O error)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        raise NotARegularFile(path, "a directory") from None
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket: open() refuses it
+            check_regular(path)
+        raise
+    try:
+        kind = kind_of(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise NotARegularFile(path, kind)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_file(path: str | os.PathLike[str], limit: int) -> bytes:
@@ -83,23 +120,11 @@ def read_file(path: str | os.PathLike[str], limit: int) -> bytes:
     Raises ``FileNotFoundError`` when there is no file (callers often treat that as
     "not set"), :class:`NotARegularFile`, :class:`FileTooLarge`, or ``OSError`` (a
     permission, an I/O error)."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except IsADirectoryError:
-        raise NotARegularFile(path, "is a directory, not a file") from None
-    except OSError as exc:
-        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket: open() refuses it
-            check_regular(path)
-        raise
-    try:
-        kind = kind_of(os.fstat(fd).st_mode)
-        if kind is not None:
-            raise NotARegularFile(path, f"is {kind}, not a file")
+    with open_regular(path) as file:
         chunks: list[bytes] = []
         total = 0
         while total <= limit:
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            chunk = file.read(min(_CHUNK, limit + 1 - total))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -107,8 +132,6 @@ def read_file(path: str | os.PathLike[str], limit: int) -> bytes:
         if total > limit:
             raise FileTooLarge(path, f"is larger than {human_limit(limit)}")
         return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def read_file_text(path: str | os.PathLike[str], limit: int) -> str:
@@ -118,7 +141,6 @@ def read_file_text(path: str | os.PathLike[str], limit: int) -> str:
 
 def human_limit(limit: int) -> str:
     """A limit in words: the one byte formatter (sizes.py)."""
-    from .sizes import human_bytes
 
     return human_bytes(limit)
 

@@ -5,6 +5,9 @@ platformdirs gives the per-OS defaults; ``VIBECHAT_CONFIG_DIR``,
 (tests point all four at a temporary directory).
 
 The models folder depends on the config file too: ``config.models_dir()`` resolves it.
+
+Imports inside functions are deliberate: platformdirs loads only when a user folder is first
+asked for (start-up time).
 """
 
 from __future__ import annotations

@@ -351,8 +351,9 @@ def llama_server(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "llama_server_safe.py"), "--model", str(starter_path), "--model_alias", "starter",
-         "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"],
+        [sys.executable, str(REPO / "tests" / "llama_server_safe.py"), "--model", str(starter_path),
+         "--model_alias", "starter", "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(port),
+         "--n_ctx", "2048"],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     try:

@@ -87,7 +87,7 @@ class HubRepo:
     wrong_bytes: set[str] = field(default_factory=set)
     hide_sizes: bool = False  # listings leave sizes out (a mirror that does)
     hide_sha256: bool = False  # listings leave the LFS block out too
-    serving: dict[str, "_Serving"] = field(default_factory=dict)
+    serving: dict[str, _Serving] = field(default_factory=dict)
 
     def body(self, path: str) -> bytes:
         """The bytes served for ``path``: the real ones, or a corrupted copy of the same
@@ -693,7 +693,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib signature)
+    def log_message(self, format: str, *args: object) -> None:  # stdlib signature
         """No access log on stderr: tests assert on ``FakeHub.requests`` instead."""
 
     def do_GET(self) -> None:
@@ -721,7 +721,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             try:
                 reply = hub._answer(req)
-            except Exception as exc:  # a bug in the fake: answer it rather than hang the client
+            except Exception as exc:  # noqa: BLE001 - a bug in the fake: answer it rather than hang the client
                 hub.server_errors.append(exc)
                 reply = _error(500, "fakehub bug: " + traceback.format_exception_only(exc)[-1].strip())
         self._send(reply, head=req.method == "HEAD")

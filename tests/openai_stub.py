@@ -114,7 +114,7 @@ class StubServer:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         self._thread.start()
         return self
 
@@ -150,7 +150,7 @@ class StubServer:
                 self._json(401, {"error": {"message": stub.auth_message, "type": "invalid_request_error"}})
                 return False
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": None})
                 if not self._authorised():
                     return
@@ -163,7 +163,7 @@ class StubServer:
                 else:
                     self._json(404, {"detail": "Not Found"})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})

@@ -34,7 +34,8 @@ def test_without_quick_the_arguments_go_to_pytest_on_a_worker_per_core():
     n = dev.parallel_args()
     assert dev.workers() >= 2  # the suite mostly waits: two workers even on one core
     assert dev.pytest_args([]) == n  # the whole suite: CI's command
-    assert dev.pytest_args(["-k", "cli", "tests/engine/chat/test_batch.py"]) == [*n, "-k", "cli", "tests/engine/chat/test_batch.py"]
+    some = ["-k", "cli", "tests/engine/chat/test_batch.py"]
+    assert dev.pytest_args(some) == [*n, *some]
     # saying how many workers (or none: -n 0, one process) is the caller's choice
     for given in (["-n", "0"], ["-n4", "-x"], ["--numprocesses=3"], ["-x", "-n", "auto"]):
         assert dev.pytest_args(given) == given
@@ -119,3 +120,20 @@ def test_a_failed_set_up_step_shows_why(tmp_path):
     assert code == 1 and shown.getvalue() == ""
     assert error in tail and len(tail) == dev.TAIL_LINES
     assert log.read_text().count("Collecting package-") == 100
+
+
+def test_check_runs_the_linter_then_the_rule_tests_and_each_rule_test_exists():
+    """``dev.py check`` (run by .ci/run before the suite): ruff's linter over the repository,
+    then the rule tests (import graph, engine headless, room sizes, re-exports, mypy), in one
+    process; every file it names is there, and ruff comes with the test extras."""
+    dev = load_dev()
+    lint, rules = dev.check_commands()
+    assert lint[1:] == ["-m", "ruff", "check", "."]
+    assert rules[1:5] == ["-m", "pytest", "-n", "0"]
+    named = [arg for arg in rules if arg.startswith("tests/")]
+    assert {"tests/test_import_graph.py", "tests/test_typing.py", "tests/test_room_sizes.py",
+            "tests/test_engine_headless.py"} <= set(named)
+    assert all((REPO / path).is_file() for path in named)
+    assert '"ruff==' in (REPO / "pyproject.toml").read_text()
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert ci.index("python3 dev.py check") < ci.index("python3 dev.py test")

@@ -1,5 +1,8 @@
 """The chat TUI. ``create_app`` is the one factory the CLI and the tests use; the
-backend is injected."""
+backend is injected.
+
+Imports inside functions are deliberate: the Textual app and what it needs (backends, history,
+the engine process) load only when the chat opens, so the CLI starts without Textual."""
 
 from __future__ import annotations
 
@@ -91,7 +94,7 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
     if isinstance(backend, WorkerBackend):
         backend.preload()  # the engine process loads the model while the screen opens
 
-    def factory(path: "Path", **changes: Any) -> "Backend":
+    def factory(path: Path, **changes: Any) -> Backend:
         """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
         return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 

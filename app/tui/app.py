@@ -15,6 +15,9 @@ and this wiring.
 Outside text (model names, server errors, titles, paths) is never read as markup:
 widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
 notifications are handled by the base, ``OutsideTextApp``.
+
+Imports inside functions are deliberate: the help and preset dialogs load when first opened, not
+before the chat's first frame (tests/app/test_startup.py).
 """
 
 from __future__ import annotations

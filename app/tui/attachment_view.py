@@ -18,6 +18,9 @@ the few rows it is shown in, then mounted: a long conversation reopened with man
 decodes them on the event loop. An image that cannot be shown (its copy is missing, or does
 not decode) is its label and why, as text. Names and a file's text come from outside: sanitised
 and shown as ``Content`` (``outside``), never markup.
+
+Imports inside functions are deliberate: Pillow and textual-image load only when an image is
+shown (start-up time).
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from vibechat.engine.turns.attachments import Attachment
 
 from . import outside
 from .chat_view import ChatMessageWidget, MessageText
+from .foldable import FoldableBlock
 from .one_layout import SizedByLayout
+import sys
 
 if TYPE_CHECKING:
     from PIL import Image as PILImage
@@ -74,7 +79,7 @@ def probe_terminal(environ: Mapping[str, str] | None = None) -> bool:
         return False
     try:
         import textual_image.widget  # noqa: F401 - the import asks
-    except Exception:  # noqa: BLE001 - a terminal that answers oddly: thumbnails as half blocks
+    except Exception:  # a terminal that answers oddly: thumbnails as half blocks
         log.debug("textual-image could not probe the terminal", exc_info=True)
         return False
     _probed = True
@@ -85,7 +90,6 @@ def _quiet_import() -> Any:
     """textual-image's widgets, imported without asking the terminal anything: its import asks
     whenever stdout is a terminal, and once Textual reads stdin the answers would reach the chat
     as keys. stdout is shown as no terminal for the import's length (the chat draws on stderr)."""
-    import sys
 
     if "textual_image.widget" in sys.modules:
         import textual_image.widget as tiw
@@ -137,7 +141,7 @@ class ImageAttachment(SizedByLayout, Vertical):
         width: auto;
         max-width: 100%%;
     }
-    """ % THUMB_ROWS
+    """ % THUMB_ROWS  # noqa: UP031 - the CSS's braces stay single with %
 
     class Decoded(Message):
         """The thumbnail's picture (from the decoding thread), or why there is none."""
@@ -206,30 +210,13 @@ class ImageAttachment(SizedByLayout, Vertical):
             self.query_one(".attachment--label", Static).update(self._label(reason))
 
 
-class FileAttachment(SizedByLayout, Vertical, can_focus=True):
+class FileAttachment(FoldableBlock):
     """A text file under a prompt, folded to its label line; Enter or a click shows its text
     (plain, never markup) and folds it again."""
 
     DEFAULT_CSS = """
     FileAttachment {
-        height: auto;
         margin: 1 0 0 0;
-    }
-    FileAttachment > .attachment--label {
-        height: 1;
-        color: $text-muted;
-    }
-    FileAttachment:focus > .attachment--label {
-        background: $boost;
-        color: $text;
-    }
-    FileAttachment > .attachment--text {
-        height: auto;
-        display: none;
-        padding: 0 0 0 2;
-    }
-    FileAttachment.-expanded > .attachment--text {
-        display: block;
     }
     """
     BINDINGS = [Binding("enter", "toggle_text", "Show or fold the file", id="attachment.toggle", show=False)]
@@ -237,11 +224,10 @@ class FileAttachment(SizedByLayout, Vertical, can_focus=True):
     def __init__(self, attachment: Attachment) -> None:
         super().__init__(classes="attachment")
         self.attachment = attachment
-        self.expanded = False
 
     def compose(self) -> ComposeResult:
-        yield MessageText(self._header(), classes="attachment--label")
-        yield MessageText(outside.block("", limit=None), classes="attachment--text")
+        yield MessageText(self._header(), classes="attachment--label fold--header")
+        yield MessageText(outside.block("", limit=None), classes="attachment--text fold--body")
 
     def _header(self) -> Any:
         a = self.attachment
@@ -252,8 +238,9 @@ class FileAttachment(SizedByLayout, Vertical, can_focus=True):
         return outside.line(f"{mark} 📄 {a.label()}{note}{more}", limit=None)
 
     def action_toggle_text(self) -> None:
-        self.expanded = not self.expanded
-        self.set_class(self.expanded, "-expanded")
+        self.toggle()
+
+    def folded_or_opened(self) -> None:
         # The text is drawn when first shown: a folded 100,000-character file costs nothing.
         body = self.query_one(".attachment--text", Static)
         body.update(outside.block(self.attachment.text if self.expanded else "", limit=None))

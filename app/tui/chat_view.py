@@ -18,7 +18,7 @@ import time
 from typing import TypeVar
 from urllib.parse import urlparse
 
-from textual import events, on
+from textual import on
 from textual.actions import SkipAction
 from rich.console import Console, ConsoleOptions
 from textual.app import ComposeResult
@@ -392,7 +392,7 @@ class AssistantMessage(ChatMessageWidget):
 
             def work() -> tuple[list[CachedMarkdown], float]:
                 start = time.thread_time()
-                made = prepare(list(zip(texts, cuts)), self.code_theme, *options, tail.gap_above)
+                made = prepare(list(zip(texts, cuts, strict=True)), self.code_theme, *options, tail.gap_above)
                 return made, time.thread_time() - start
 
             self.loop_cpu += time.thread_time() - started

@@ -2,7 +2,8 @@
 auto, on, off), beside the panel's sliders and driven like them.
 
 Left/Right (or Enter, or a click) move to the previous/next value, Delete (or Backspace)
-resets to the default: no letter or space, which the panel sends on to the input. It shows every value, the chosen one highlighted (``●`` once it is not the
+resets to the default: no letter or space, which the panel sends on to the input. It shows every
+value, the chosen one highlighted (``●`` once it is not the
 default), what it does in one line (``ChoiceSpec.help``, from the setting's declaration),
 and its default; focused, it is marked like a focused slider. It posts ``Choice.Changed``;
 it does not know who listens.
@@ -59,14 +60,14 @@ class Choice(Widget, can_focus=True):
     value: reactive[str] = reactive("", layout=False)
 
     class Changed(Message):
-        def __init__(self, choice: "Choice", name: str, value: str) -> None:
+        def __init__(self, choice: Choice, name: str, value: str) -> None:
             super().__init__()
             self.choice = choice
             self.name = name
             self.value = value
 
         @property
-        def control(self) -> "Choice":
+        def control(self) -> Choice:
             return self.choice
 
     def __init__(self, spec: ChoiceSpec, value: str, *, id: str | None = None) -> None:

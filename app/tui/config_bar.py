@@ -16,6 +16,9 @@ keeps what it started with until then). The
 lines quote the user's file (key names, values, paths): sanitised and never read as
 markup (``outside``). At most ``MAX_LINES`` problems are shown whole; the rest are
 counted, naming the settings they leave out.
+
+Imports inside functions are deliberate: the config file's modules load only when a setting is
+saved (start-up time).
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ Enter again closes the screen with the path, which the app opens (and remembers)
 Repo ids, file names, quantization labels and the Hub's errors come from outside:
 cells and lines are built with ``outside``, sanitised and never read as markup (a
 ``DataTable`` reads a ``str`` cell as markup; so would a ``Static``).
+
+Imports inside functions are deliberate: model resolution and the fit estimate load only when a
+download is chosen (start-up time).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from . import short_screens
 from .laid_out import LaidOut
 from .outside import block, cell, line
 from .screen_messages import DownloadCancel, DownloadStart
+from vibechat.engine.settings.refs import parse_hub_ref
+from vibechat.engine.models import hub
 
 
 class DownloadScreen(ModalScreen[str | None]):
@@ -154,8 +159,6 @@ class DownloadScreen(ModalScreen[str | None]):
     # ------------------------------------------------------------ searching
     @on(Input.Submitted, "#download-query")
     def _query(self, event: Input.Submitted) -> None:
-        from vibechat.engine.settings.refs import parse_hub_ref
-
         from vibechat.engine.models.resolve import path_ref
 
         text = event.value.strip()
@@ -207,20 +210,17 @@ class DownloadScreen(ModalScreen[str | None]):
 
     @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
     def _search(self, query: str) -> None:
-        from vibechat.engine.models.hub import Hub
-
         try:
-            self.post_message(self._Searched(query, Hub().search(query, limit=30), None))
+            self.post_message(self._Searched(query, hub.Hub().search(query, limit=30), None))
         except VibechatError as exc:
             self.post_message(self._Searched(query, None, str(exc)))
 
     @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
     def _list(self, ref: HubRef) -> None:
         from vibechat.engine.models.fit import memory_fit
-        from vibechat.engine.models.hub import Hub
 
         try:
-            listing = Hub().listing(ref.repo)
+            listing = hub.Hub().listing(ref.repo)
             fit = memory_fit()
             fits = {o.label: fit(o.size) for o in listing.options}
             self.post_message(self._Listed(listing, ref, fits, None))

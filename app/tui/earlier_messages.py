@@ -26,7 +26,7 @@ class EarlierMessages(Static, can_focus=True):
     BINDINGS = [Binding("enter", "show", "Show earlier messages", id="chat.show_earlier")]
 
     class Requested(Message):
-        def __init__(self, stand_in: "EarlierMessages") -> None:
+        def __init__(self, stand_in: EarlierMessages) -> None:
             super().__init__()
             self.stand_in = stand_in
 

@@ -24,6 +24,7 @@ from vibechat.engine.chat.history import History
 from . import short_screens
 from .outside import one_line, plain
 from .sidebar import when
+from vibechat.engine.errors import VibechatError
 
 MODAL_CSS = """
 {name} {{
@@ -115,8 +116,6 @@ class SearchScreen(ModalScreen[SearchHit | None]):
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, query: str) -> None:
-        from vibechat.engine.errors import VibechatError
-
         try:
             hits = self.history.search(query)
         except VibechatError:

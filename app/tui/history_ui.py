@@ -13,6 +13,9 @@ After a new conversation's first reply, an instruct model writes its title (``mo
 in the config): a short request in a worker, which waits for the engine and gives way to
 the user's next message; until then, and for a base model, the title is the first prompt's
 (engine/chat/titles.py), never the reply's words.
+
+Imports inside functions are deliberate: the history dialogs and the tool block load when first
+opened, not before the chat's first frame (tests/app/test_startup.py).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ from .outside import one_line
 from .sidebar import ConversationSidebar
 from .thinking_block import ThinkingBlock
 from .welcome import resume_line
+from vibechat.engine.chat.records import now
+import json
 
 if TYPE_CHECKING:
     from .history_screens import ExportChoice
@@ -130,7 +135,6 @@ class HistoryManager:
                              severity="error", timeout=15)
         if chatlog.conversation_id is None:
             return
-        from vibechat.engine.chat.records import now
 
         stamp = now()
         old = next((s for s in sidebar.summaries if s.id == chatlog.conversation_id), None)
@@ -578,6 +582,4 @@ def _server_note(own: OwnBackend, loaded: ModelInfo) -> str | None:
 
 
 def _json(stored: StoredConversation) -> str:
-    import json
-
     return json.dumps(stored.to_dict(), ensure_ascii=False, indent=2) + "\n"

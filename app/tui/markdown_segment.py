@@ -24,6 +24,9 @@ model needs every core. ``MarkdownSegment`` keeps that cheap:
 A reply's line breaks are shown as line breaks (``ChatMarkdown``), as every chat UI
 shows a model's output: in Markdown a single newline is a space, which joined JSON,
 poems, lists written without blank lines and unfenced code into one line.
+
+Imports inside functions are deliberate: the chat's Markdown widget (markdown-it, Pygments)
+loads when a reply is first rendered, not before the chat's first frame.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def warm_up(console: Console, code_theme: str) -> None:
     CachedMarkdown(WARM_UP, code_theme).lines(console, console.options.update_width(80))
 
 
-def chat_markdown(markup: str, code_theme: str) -> "ChatMarkdown":
+def chat_markdown(markup: str, code_theme: str) -> ChatMarkdown:
     """``markup`` as the chat renders it (chat_markdown.py). That module, and with it Rich's
     Markdown, markdown-it and Pygments (~27 ms on a 355 µs host, ~70 ms at the 974 µs
     reference), is imported on the first render, not before the chat's first frame (an
@@ -148,7 +151,7 @@ def first_difference(before: _Rendered, after: _Rendered) -> int:
     packed line names its styles by number, in order of first use, so equal lines mean
     equal text only where the styles they number are equal too."""
     first = min(len(before), len(after))
-    for y, (old, new) in enumerate(zip(before.lines, after.lines)):
+    for y, (old, new) in enumerate(zip(before.lines, after.lines, strict=False)):
         if old != new:
             first = y
             break

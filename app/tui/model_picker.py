@@ -15,6 +15,9 @@ listed here next time (source ``file``).
 Names come from outside (other tools' folder names, a server's model ids, its errors):
 cells and lines are built with ``outside``, sanitised and never read as markup (a
 ``DataTable`` reads a ``str`` cell as markup).
+
+Imports inside functions are deliberate: model resolution loads only when the picker lists
+models (start-up time).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from . import short_screens
 from .laid_out import LaidOut
 from .outside import block, cell, line, one_line
 from .path_complete import GGUFPathSuggester
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -186,7 +190,6 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
     @work(thread=True, exclusive=True, group="picker-file", exit_on_error=False)
     def _check(self, text: str) -> None:
         """The file's header (and whether it is listed already, under another name)."""
-        from pathlib import Path
 
         from vibechat.engine.models.resolve import file_model
 

@@ -10,6 +10,9 @@ header is checked first; it is loaded beside the current model when memory
 allows, else the current one is closed first and loaded again if the new one
 fails, and the swap happens under the engine lock, so a reply started meanwhile
 never meets a closed backend.
+
+Imports inside functions are deliberate: the model picker, the downloader and the model store
+load when first opened, not before the chat's first frame (tests/app/test_startup.py).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from .outside import one_line
 from .param_panel import ParamPanel
 from .screen_messages import DownloadCancel, DownloadStart
 from .welcome import welcome_text
+import asyncio
+from vibechat.engine.models.gguf import inspect_gguf
 
 if TYPE_CHECKING:
     from .downloader import DownloadScreen
@@ -109,7 +114,6 @@ class ModelManager:
     async def _find_and_switch(self, ref: str) -> None:
         """Find what ``ref`` names in a thread (other tools' folders can be slow to walk, a
         header is read), then switch to it here, on the UI thread."""
-        import asyncio
 
         from vibechat.engine.models.resolve import local_model
 
@@ -117,7 +121,7 @@ class ModelManager:
             model = await asyncio.to_thread(local_model, ref)
         except VibechatError as exc:
             error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - never crash the UI over a name
+        except Exception as exc:  # never crash the UI over a name
             log.exception("finding %r failed", ref)
             error = f"unexpected error: {exc}"
         else:
@@ -235,7 +239,7 @@ class ModelManager:
             info = self._swap_backend(model)
         except VibechatError as exc:
             post(ModelSwitchFailed(model.name, str(exc)))
-        except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
+        except Exception as exc:  # never crash the UI over a load
             log.exception("switching to %s failed", model.name)
             post(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))
         else:
@@ -246,7 +250,6 @@ class ModelManager:
     def _swap_backend(self, model: LocalModel) -> ModelInfo:
         """In the worker: load ``model`` and make it the session's backend."""
         from vibechat.engine.models.fit import weights_to_load
-        from vibechat.engine.models.gguf import inspect_gguf
         from vibechat.engine.models.resolve import resolve_model
         from vibechat.engine.system import available_memory
 
@@ -322,7 +325,7 @@ class ModelManager:
             post(DownloadEnded(title, error=str(exc), cancelled=True))
         except VibechatError as exc:
             post(DownloadEnded(title, error=str(exc)))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.exception("download failed")
             post(DownloadEnded(title, error=f"unexpected error: {exc}"))
         else:

@@ -43,7 +43,7 @@ class Slot:
     def __init__(self) -> None:
         self._shown: Notification | None = None
 
-    def show(self, app: "App[Any]", message: str, *, timeout: float) -> None:
+    def show(self, app: App[Any], message: str, *, timeout: float) -> None:
         if self._shown is not None:
             app._unnotify(self._shown)  # Textual's own removal: a no-op once it has expired
         self._shown = Notification(message, timeout=timeout, markup=False)

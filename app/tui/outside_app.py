@@ -8,6 +8,9 @@ screen and widget of the app.
 A paste's line breaks are kept whatever the terminal sends for them: xterm-style terminals
 and tmux send a bracketed paste's line breaks as CR, Windows text brings CRLF. Both become
 ``\n`` before sanitising (which drops a lone CR: on its own it lets text overwrite a line).
+
+Imports inside functions are deliberate: Rich's traceback module loads only when a crash is
+reported.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from textual.notifications import SeverityLevel
 from vibechat.engine.sanitize import sanitize
 
 from . import outside
+import rich
+from rich.segment import Segments
 
 
 def pasted_text(text: str) -> str:
@@ -51,8 +56,6 @@ class OutsideTextApp(App[None]):
         """Textual's crash screen, without the values of local variables: Textual shows
         them (``show_locals=True``), and in vibechat they hold the conversation, a reply, a
         path, an API key. The traceback itself is kept (a bug report needs it)."""
-        import rich
-        from rich.segment import Segments
         from rich.traceback import Traceback
 
         self.bell()

@@ -10,6 +10,9 @@ settings), and a context size reloads the model with it.
 The picker reads the config file in a worker and dismisses with the chosen preset's name.
 Names, models and prompts come from the user's file: cells and lines are built with
 ``outside`` (sanitised, never read as markup).
+
+Imports inside functions are deliberate: the preset files and the config load only when the
+picker opens (start-up time).
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
@@ -32,6 +34,7 @@ from . import short_screens
 from .history_screens import MODAL_CSS  # the dialogs' frame, title and key line
 from .host import ChatHost
 from .outside import block, cell, one_line
+from vibechat.engine.settings.params import PARAM_SPECS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -221,7 +224,6 @@ async def save_current(app: PresetHost, name: str) -> None:
 def current_table(app: PresetHost) -> tuple[dict[str, Any], str]:
     """The set-up in use as a preset's table, and what it leaves out (a grammar file's text
     has no place in one), as the end of a sentence."""
-    from vibechat.engine.settings.params import PARAM_SPECS
 
     conversation, info = app.session.conversation, app.session.info
     params = conversation.params

@@ -127,7 +127,8 @@ class PromptEdit:
     @property
     def can_cancel(self) -> bool:
         """Esc puts the conversation back as it was before Ctrl+L (a saved one, no reply on its way)."""
-        return self.editing is not None and self.editing.conversation_id is not None and not self.replies.state.generating
+        return (self.editing is not None and self.editing.conversation_id is not None
+                and not self.replies.state.generating)
 
     async def cancel(self) -> None:
         """Esc while editing a prompt taken back: the conversation is read again as it is saved (the

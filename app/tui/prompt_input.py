@@ -26,6 +26,9 @@ the text as it is. Nothing is attached without that Enter. With attachments pend
 A ``TextArea`` shows control characters as they are, so text loaded into it (a saved
 message taken back with Ctrl+L, which may have come from a pipe or a paste) is sanitised
 first; pasted text is sanitised by the app as it arrives.
+
+Imports inside functions are deliberate: attachment reading (Pillow) loads only when a path is
+pasted or dropped (start-up time).
 """
 
 from __future__ import annotations

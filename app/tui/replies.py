@@ -58,6 +58,7 @@ from .pacing import FrameHold, RenderPacer, ui_budget
 from .prompt_edit import PromptEdit
 from .queued_note import QueuedNote
 from .reply_stream import ReplyStream
+from vibechat.engine.chat.convlock import ConversationBusy
 
 if TYPE_CHECKING:
     from .host import Handlers
@@ -107,7 +108,7 @@ class Replies:
             info = self.session.load(on_progress=lambda f: post(ModelProgress(f)))
         except VibechatError as exc:
             post(ModelFailed(str(exc)))
-        except Exception as exc:  # noqa: BLE001 - never crash the UI over a load
+        except Exception as exc:  # never crash the UI over a load
             log.exception("model load failed")
             post(ModelFailed(f"unexpected error while loading the model: {exc}"))
         else:
@@ -177,7 +178,6 @@ class Replies:
     async def catch_up(self) -> bool:
         """Before a turn is added: turns another vibechat (``run --continue``) saved since join the
         conversation and the screen (``ChatSession.catch_up``). False, said: it is adding one now."""
-        from vibechat.engine.chat.convlock import ConversationBusy
 
         try:
             others = self.session.catch_up()
@@ -236,7 +236,7 @@ class Replies:
                 on_tokens=stream.count_tokens)
         except VibechatError as exc:  # a cut stream (StreamInterrupted) keeps its text as the reply
             post(ReplyFailed(generation, str(exc), ChatSession.partial_of(turn, exc)))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.exception("generation failed")
             post(ReplyFailed(generation, f"unexpected error while generating: {exc}"))
         else:

@@ -79,8 +79,8 @@ class Entry(Visual):
 
     def render_strips(self, width: int, height: int | None, style: Style, options: RenderOptions) -> list[Strip]:
         strips: list[Strip] = []
-        for line in self.lines:
-            strips += line.truncate(width, ellipsis=True).render_strips(width, 1, style, options)
+        for content in self.lines:
+            strips += content.truncate(width, ellipsis=True).render_strips(width, 1, style, options)
         return strips[:height] if height is not None else strips
 
     def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:

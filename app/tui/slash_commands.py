@@ -1,6 +1,9 @@
 """The chat's slash commands (``/set``, ``/show``, ``/load``, ``/format``, ``/think``, ``/system``, ``/new``,
 ``/stats``, ``/help``, ``/bye``): parsed by ``app/slash.py``, run here against the app's public face.
-What they report of the chat (the model, the last reply) comes from its ``ChatState``, never a widget."""
+What they report of the chat (the model, the last reply) comes from its ``ChatState``, never a widget.
+
+Imports inside functions are deliberate: the preset picker and GGUF reading load only when their
+commands are used (start-up time)."""
 
 from __future__ import annotations
 

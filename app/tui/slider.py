@@ -86,14 +86,14 @@ class Slider(Widget, can_focus=True):
     value: reactive[float | int | None] = reactive(None, layout=False)
 
     class Changed(Message):
-        def __init__(self, slider: "Slider", name: str, value: float | int | None) -> None:
+        def __init__(self, slider: Slider, name: str, value: float | int | None) -> None:
             super().__init__()
             self.slider = slider
             self.name = name
             self.value = value
 
         @property
-        def control(self) -> "Slider":
+        def control(self) -> Slider:
             return self.slider
 
     def __init__(self, spec: SliderSpec, value: float | int | None, *, id: str | None = None) -> None:

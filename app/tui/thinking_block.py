@@ -24,7 +24,6 @@ import time
 from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.timer import Timer
@@ -32,7 +31,7 @@ from textual.widgets import Static
 
 from vibechat.engine.sanitize import Sanitizer, sanitize
 
-from .one_layout import SizedByLayout
+from .foldable import FoldableBlock
 
 TICK_S = 0.25  # the live line's pace (at most 4 redraws of one line a second)
 LINE_KEEP = 1000  # characters of the current line kept for the live line (its end is shown)
@@ -48,34 +47,17 @@ def seconds_text(seconds: float) -> str:
     return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
-class ThinkingBlock(SizedByLayout, Vertical, can_focus=True):
+class ThinkingBlock(FoldableBlock):
     """See the module docstring. ``thinking``: the whole thinking (a reopened reply);
     ``live``: the model is thinking now (fed with :meth:`feed`, then :meth:`fold`)."""
 
     DEFAULT_CSS = """
-    ThinkingBlock {
-        height: auto;
-    }
-    ThinkingBlock > .thinking--header {
-        height: 1;
-        color: $text-muted;
-    }
-    ThinkingBlock:focus > .thinking--header {
-        background: $boost;
-        color: $text;
-    }
     ThinkingBlock > .thinking--body {
-        height: auto;
-        display: none;
         color: $text-muted;
         text-style: dim;
-        padding: 0 0 0 2;
     }
     ThinkingBlock.-expanded {
         margin: 0 0 1 0;
-    }
-    ThinkingBlock.-expanded > .thinking--body {
-        display: block;
     }
     """
     BINDINGS = [Binding("enter", "toggle_open", "Toggle thinking", id="thinking.toggle", show=False,
@@ -84,7 +66,7 @@ class ThinkingBlock(SizedByLayout, Vertical, can_focus=True):
     class Toggled(Message):
         """The block was opened (``expanded``) or closed."""
 
-        def __init__(self, block: "ThinkingBlock", expanded: bool) -> None:
+        def __init__(self, block: ThinkingBlock, expanded: bool) -> None:
             super().__init__()
             self.block = block
             self.expanded = expanded
@@ -109,10 +91,6 @@ class ThinkingBlock(SizedByLayout, Vertical, can_focus=True):
 
     # ------------------------------------------------------------------ state
     @property
-    def expanded(self) -> bool:
-        return self.has_class("-expanded")
-
-    @property
     def text(self) -> str:
         """The thinking as shown (sanitised)."""
         return "".join(self._parts)
@@ -124,8 +102,8 @@ class ThinkingBlock(SizedByLayout, Vertical, can_focus=True):
         return self._seconds
 
     def compose(self) -> ComposeResult:
-        yield Static(self.header(), classes="thinking--header")
-        yield Static(Content(self.text) if self.expanded else Content(""), classes="thinking--body")
+        yield Static(self.header(), classes="thinking--header fold--header")
+        yield Static(Content(self.text) if self.expanded else Content(""), classes="thinking--body fold--body")
 
     def on_mount(self) -> None:
         self._body_stale = not self.expanded
@@ -213,8 +191,7 @@ class ThinkingBlock(SizedByLayout, Vertical, can_focus=True):
             self._body_stale = False
 
     # ------------------------------------------------------------------ toggle
-    def toggle(self) -> None:
-        self.set_class(not self.expanded, "-expanded")
+    def folded_or_opened(self) -> None:
         self._tick()
         self.post_message(self.Toggled(self, self.expanded))
 

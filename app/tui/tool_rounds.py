@@ -5,10 +5,14 @@ controller: one call at a time, it shows a ``ToolCallBlock``, asks the user (``T
 unless the tool is allowed already (always, or for this conversation), runs the call in a
 worker (Esc cancels it: the call's result says so, and no further reply is asked for), saves
 each result after the reply that asked, and once every call is answered starts the next reply
-with the results in view, for at most ``rounds`` rounds per prompt (the last one may call none). Nothing runs without a yes; a denied call is told to the model as its result.
+with the results in view, for at most ``rounds`` rounds per prompt (the last one may call none).
+Nothing runs without a yes; a denied call is told to the model as its result.
 
 The tools are listed once, in a worker, when the app starts (an MCP server may take a moment
 to start): a reply begun before that is offered none.
+
+Imports inside functions are deliberate: the tool approval dialog loads when a tool call first
+asks, not before the chat's first frame.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.chat.tool_turns import (DENIED, NOT_RUN_ARGUMENTS, NOT_RUN_STOPPED, ToolBox, outcome_of, round_choice,
-                                             save_outcome, tool_label)
+from vibechat.engine.chat.tool_turns import (DENIED, NOT_RUN_ARGUMENTS, NOT_RUN_STOPPED, ToolBox, outcome_of,
+                                             round_choice, save_outcome, tool_label)
 from vibechat.engine.settings.table import Schema
 from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.errors import VibechatError
@@ -64,7 +68,7 @@ class ToolRounds:
         self._policy_for: int | None = None  # the conversation the policy's "this conversation" is
         self._told_about: str | None = None  # the model told it calls no tools
 
-    def handlers(self) -> "Handlers":
+    def handlers(self) -> Handlers:
         return {ToolsListed: self.listed, ToolsProblem: self.problem, ToolFinished: self.finished}
 
     # ------------------------------------------------------------ offering
@@ -204,7 +208,7 @@ class ToolRounds:
         def work() -> None:
             try:
                 outcome = outcome_of(call, spec, True, toolbox, cancel)
-            except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never a crash
+            except Exception as exc:  # a tool's failure is its result, never a crash
                 log.exception("tool call failed")
                 outcome = ToolResult(f"The tool failed: {exc}", True)
             self.host.post_message(ToolFinished(generation, index, outcome))

@@ -21,6 +21,9 @@ the problem and the fix), never a hang and never a traceback:
 
 What is kept (the scaled image's bytes, the file's text as UTF-8) goes to the
 ``AttachmentStore``, which names it by its digest.
+
+Imports inside functions are deliberate: Pillow loads only when an image is read (start-up
+time).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import warnings
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
-from ..files import kind_of
+from ..files import NotARegularFile, kind_of, open_regular
 from ..sanitize import sanitize
 from ..turns.attachments import FILE_TEXT_LIMIT, Attachment
 from .store import AttachmentError, AttachmentStore
@@ -108,31 +111,26 @@ def _open_regular(path: Path, name: str) -> IO[bytes]:
         raise AttachmentError(f"{shown} cannot be read (permission denied): check its permissions") from None
     except (OSError, ValueError) as exc:
         raise AttachmentError(f"{shown} cannot be read ({_reason(exc)}): check the path") from None
-    _refuse_kind(mode, name)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    _refuse_kind(kind_of(mode), name)
     try:
-        fd = os.open(path, flags)
+        return open_regular(path)
+    except NotARegularFile as exc:  # swapped for one since the stat
+        _refuse_kind(exc.kind, name)
+        raise
     except PermissionError:
         raise AttachmentError(f"{shown} cannot be read (permission denied): check its permissions") from None
     except OSError as exc:
         raise AttachmentError(f"{shown} cannot be read ({_reason(exc)}): check the path") from None
-    try:
-        _refuse_kind(os.fstat(fd).st_mode, name)
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)  # a regular file: blocking reads are plain reads
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
-def _refuse_kind(mode: int, name: str) -> None:
-    what = kind_of(mode)
-    if what is None:
+def _refuse_kind(kind: str | None, name: str) -> None:
+    """An attachment that is not a regular file (``kind``, from ``kind_of``; None: it is one)
+    refused in one line."""
+    if kind is None:
         return
-    if stat.S_ISDIR(mode):
+    if kind == "a directory":
         raise AttachmentError(f"{name} is a directory, not a file: attach a file inside it")
-    raise AttachmentError(f"{name} is {what}, not a file: attach a regular file")
+    raise AttachmentError(f"{name} is {kind}, not a file: attach a regular file")
 
 
 def _reason(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ from ..errors import VibechatError
 from ..files import UnreadableFile, read_file, write_private
 from ..sanitize import sanitize
 from ..turns.attachments import FILE_TEXT_LIMIT, Attachment, AttachmentKind
+from ..paths import data_dir
 
 # What a kept copy's type is named on disk (the engine process and a remote request read the
 # type back from the history's mime, never from the name).
@@ -59,8 +60,6 @@ class AttachmentStore:
 
     @classmethod
     def default(cls) -> AttachmentStore:
-        from ..paths import data_dir
-
         return cls(data_dir() / "attachments")
 
     def path_of(self, digest: str, mime: str) -> Path:

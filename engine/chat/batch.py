@@ -16,7 +16,7 @@ import difflib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from ..errors import InvalidParameterError, VibechatError
 from ..json_bounds import MAX_JSON_DEPTH, json_depth
@@ -59,7 +59,7 @@ class BatchRequest:
         return base.replace(**self.overrides)
 
 
-BatchItem = Union[BatchRequest, BatchLineError]
+BatchItem = BatchRequest | BatchLineError
 
 
 def _kind(value: Any) -> str:

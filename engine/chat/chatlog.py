@@ -76,13 +76,13 @@ class ChatLog:
 
     # -------------------------------------------------------------- opening
     @classmethod
-    def open(cls, history: History, conversation_id: int) -> "ChatLog":
+    def open(cls, history: History, conversation_id: int) -> ChatLog:
         """A saved conversation, ready to continue: its system prompt and parameters come
         back, and its turns are what the model sees (failed replies are left out)."""
         return cls.from_stored(history.get(conversation_id), history)
 
     @classmethod
-    def from_stored(cls, stored: StoredConversation, history: History | None) -> "ChatLog":
+    def from_stored(cls, stored: StoredConversation, history: History | None) -> ChatLog:
         conversation = Conversation(system=stored.system, params=stored.params)
         chat = cls(conversation, history, model=stored.summary.model, model_path=stored.model_path)
         chat.conversation_id = stored.id

@@ -15,6 +15,9 @@ Built to survive crashes and a second vibechat process:
 
 Errors are ``HistoryError``s of one line, naming the file and the fix (a full disk, a
 file-size limit, another process holding the database, a damaged file).
+
+Imports inside functions are deliberate: ``resource`` exists on POSIX only; it is imported where
+the open-file limit is read.
 """
 
 from __future__ import annotations

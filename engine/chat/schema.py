@@ -1,5 +1,7 @@
-"""The chat history's schema: numbered migrations, each run once, in order, inside one
-write transaction, and recorded in ``schema_migrations``.
+"""The chat history's schema: migrations as named functions (``MIGRATIONS``, in order: a
+database at version N has run the first N), each run once, inside one write transaction, and
+recorded in ``schema_migrations``. A migration says what it changes and why in its docstring;
+a new one is a function appended to ``MIGRATIONS``, never an edit of one that has shipped.
 
 A migration is checked again inside the write lock, so a second process migrating the
 same new file at the same moment waits, then finds the work done. A database whose
@@ -12,13 +14,30 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from .records import now
 
-# Each migration runs once, in order, inside one transaction, and is recorded.
-MIGRATIONS: list[str] = [
-    # 1: conversations and their ordered messages, with full-text search.
-    """
+
+class Executes(Protocol):
+    """What a migration runs its SQL on: a connection inside the write transaction (or the
+    recorder ``statements`` uses to list what a migration would run)."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+
+Migration = Callable[[Executes], None]
+
+
+def run_script(c: Executes, script: str) -> None:
+    """Run each statement of ``script`` on ``c``, in order."""
+    for statement in statements(script):
+        c.execute(statement)
+
+
+def conversations_and_messages(c: Executes) -> None:
+    """Conversations and their ordered messages, with full-text search."""
+    run_script(c, """
     CREATE TABLE conversations (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         title TEXT NOT NULL,
@@ -58,20 +77,25 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
-    """,
-    # 2: a reasoning model's thinking, kept apart from the reply's text (not searched:
-    # messages_fts indexes content only).
-    """
+    """)
+
+
+def thinking_apart(c: Executes) -> None:
+    """A reasoning model's thinking, kept apart from the reply's text (not searched: messages_fts
+    indexes content only)."""
+    run_script(c, """
     ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';
-    """,
-    # 3: where a conversation came from (a database older than this cannot tell: its
-    # conversations count as the chat's, so none of them leaves the chat's list); whether its
-    # title is the user's (a rename: never replaced by a written title); and a reply cut by a
-    # limit ('cut': the replies saved 'complete' whose stats say a limit ended them become
-    # 'cut' too). SQLite cannot change a CHECK constraint, so messages is copied into a new
-    # table with the same ids (the full-text index, keyed by id, stays valid) and its
-    # indexes and triggers are made again.
-    """
+    """)
+
+
+def sources_titles_and_cut_replies(c: Executes) -> None:
+    """Where a conversation came from (a database older than this cannot tell: its conversations
+    count as the chat's, so none of them leaves the chat's list); whether its title is the
+    user's (a rename: never replaced by a written title); and a reply cut by a limit ('cut': the
+    replies saved 'complete' whose stats say a limit ended them become 'cut' too). SQLite cannot
+    change a CHECK constraint, so messages is copied into a new table with the same ids (the
+    full-text index, keyed by id, stays valid) and its indexes and triggers are made again."""
+    run_script(c, """
     ALTER TABLE conversations ADD COLUMN source TEXT NOT NULL DEFAULT 'chat';
     ALTER TABLE conversations ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX conversations_by_source ON conversations(source, updated DESC, id DESC);
@@ -112,24 +136,30 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
-    """,
-    # 4: a message tree. Every message has a parent (the message it follows; NULL for a
-    # conversation's first), so a regenerated reply or an edited prompt is a sibling of the
-    # one it replaces instead of deleting it; a conversation remembers the last message of
-    # the branch on screen (``leaf_id``; NULL: its newest message). Every existing message
-    # gets the one before it as its parent: each conversation stays the same single branch.
-    """
+    """)
+
+
+def message_tree(c: Executes) -> None:
+    """A message tree. Every message has a parent (the message it follows; NULL for a
+    conversation's first), so a regenerated reply or an edited prompt is a sibling of the one it
+    replaces instead of deleting it; a conversation remembers the last message of the branch on
+    screen (``leaf_id``; NULL: its newest message). Every existing message gets the one before
+    it as its parent: each conversation stays the same single branch."""
+    run_script(c, """
     ALTER TABLE messages ADD COLUMN parent_id INTEGER;
     ALTER TABLE conversations ADD COLUMN leaf_id INTEGER;
     UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
                                      WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id);
     CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id, id);
-    """,
-    # 5: tool calls. A reply may ask for tool calls (``tool_calls``: a JSON list of {id, name,
-    # arguments}), and a call's result is a message of its own, role 'tool' (``tool_call_id``:
-    # the call it answers; ``tool_name``: the tool, as SERVER/NAME). The role's CHECK changes,
-    # so messages is copied into a new table with the same ids, as in migration 3.
-    """
+    """)
+
+
+def tool_calls(c: Executes) -> None:
+    """Tool calls. A reply may ask for tool calls (``tool_calls``: a JSON list of {id, name,
+    arguments}), and a call's result is a message of its own, role 'tool' (``tool_call_id``: the
+    call it answers; ``tool_name``: the tool, as SERVER/NAME). The role's CHECK changes, so
+    messages is copied into a new table with the same ids, as in migration 3."""
+    run_script(c, """
     CREATE TABLE messages_v5 (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -169,14 +199,17 @@ MIGRATIONS: list[str] = [
         INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
-    """,
-    # 6: attachments. A prompt's images and text files, in the order given: what reading knew of
-    # each (its name, kept size, pixels, the note it was given) and its content address, the
-    # digest naming its kept copy under data_dir/attachments (engine/attach/store.py: the bytes
-    # are never in the database). Written in the same transaction as the prompt; gone with it
-    # (ON DELETE CASCADE: a later migration that copies messages, as 3 and 5 do, must copy this
-    # table too, or dropping the old messages table takes the attachments with it).
-    """
+    """)
+
+
+def attachments(c: Executes) -> None:
+    """Attachments. A prompt's images and text files, in the order given: what reading knew of each
+    (its name, kept size, pixels, the note it was given) and its content address, the digest
+    naming its kept copy under data_dir/attachments (engine/attach/store.py: the bytes are never
+    in the database). Written in the same transaction as the prompt; gone with it (ON DELETE
+    CASCADE: a later migration that copies messages, as 3 and 5 do, must copy this table too, or
+    dropping the old messages table takes the attachments with it)."""
+    run_script(c, """
     CREATE TABLE attachments (
         message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
         position INTEGER NOT NULL,
@@ -191,7 +224,17 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (message_id, position)
     );
     CREATE INDEX attachments_by_digest ON attachments(digest);
-    """,
+    """)
+
+
+# The migrations, in the order they run: a database at version N has run the first N.
+MIGRATIONS: list[Migration] = [
+    conversations_and_messages,
+    thinking_apart,
+    sources_titles_and_cut_replies,
+    message_tree,
+    tool_calls,
+    attachments,
 ]
 
 
@@ -201,7 +244,7 @@ def migrate(conn: sqlite3.Connection, write: Callable[[], AbstractContextManager
     conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                  "(version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
     done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-    for version, sql in enumerate(MIGRATIONS, start=1):
+    for version, migration in enumerate(MIGRATIONS, start=1):
         if version in done:  # no write lock to take: a history that cannot be written still reads
             continue
         with write() as c:
@@ -209,8 +252,7 @@ def migrate(conn: sqlite3.Connection, write: Callable[[], AbstractContextManager
             # moment waits, then finds the work done.
             if c.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone():
                 continue
-            for statement in statements(sql):
-                c.execute(statement)
+            migration(c)
             c.execute("INSERT INTO schema_migrations(version, applied) VALUES (?, ?)", (version, now()))
     newest = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
     if newest > len(MIGRATIONS):
@@ -218,8 +260,23 @@ def migrate(conn: sqlite3.Connection, write: Callable[[], AbstractContextManager
             f"schema version {newest} is newer than this vibechat knows ({len(MIGRATIONS)}); upgrade vibechat")
 
 
-def statements(script: str) -> list[str]:
-    """Split a migration into statements (sqlite3.complete_statement knows about triggers)."""
+class _Recorder:
+    """Stands in for a connection and keeps the SQL a migration runs, without running it."""
+
+    def __init__(self) -> None:
+        self.executed: list[str] = []
+
+    def execute(self, sql: str, parameters: Any = (), /) -> None:
+        self.executed.append(sql)
+
+
+def statements(script: str | Migration) -> list[str]:
+    """The statements of ``script``, in order: SQL text split into statements
+    (sqlite3.complete_statement knows about triggers), or what a migration runs."""
+    if not isinstance(script, str):
+        recorder = _Recorder()
+        script(recorder)
+        return recorder.executed
     found: list[str] = []
     current = ""
     for line in script.splitlines(keepends=True):

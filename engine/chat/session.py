@@ -248,7 +248,8 @@ class ChatSession:
                stop_requested: Callable[[], bool] | None = None) -> GenerationDone:
         """Generate ``turn``'s reply with the engine lock held (blocks): each piece of text
         is saved and given to ``on_text``; the thinking (``ThinkingDelta``) is saved apart
-        and goes to ``on_event`` with the other events (``ContextTrimmed``); ``on_context`` gets the prompt's size in tokens before evaluation
+        and goes to ``on_event`` with the other events (``ContextTrimmed``); ``on_context`` gets the
+        prompt's size in tokens before evaluation
         starts (the context meter), ``on_reset`` is called when a pending reset ran first,
         ``on_load`` gets the progress (0..1) of a load the backend needs first (an engine
         process restarted after a crash reloads its model; a loaded backend reports nothing).
@@ -537,7 +538,7 @@ class ChatSession:
     def _count(self, messages: list[ChatMessage]) -> int | None:
         try:
             return self.backend.count_tokens(messages, self.conversation.params.thinking)
-        except Exception:  # noqa: BLE001 - only a meter: the generation reports real problems
+        except Exception:  # only a meter: the generation reports real problems
             log.debug("could not count the context", exc_info=True)
             return None
 
@@ -556,10 +557,10 @@ class ChatSession:
                 return self.backend.prefill(messages, self.conversation.params.thinking)
             except VibechatError as exc:  # too long for the context: the next reply trims it
                 log.info("cache not rebuilt: %s", exc)
-            except Exception:  # noqa: BLE001 - a cache rebuild is an optimisation
+            except Exception:  # a cache rebuild is an optimisation
                 log.exception("cache rebuild failed")
             try:
                 self.backend.reset()
-            except Exception:  # noqa: BLE001 - the next reply reports an engine that is gone
+            except Exception:  # the next reply reports an engine that is gone
                 log.debug("reset after a failed rebuild failed", exc_info=True)
             return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from ..sanitize import sanitize
 
 TITLE_LENGTH = 60
 
@@ -43,7 +44,6 @@ def _short(line: str) -> str:
 def _title_lines(text: str, *, markdown: bool = False) -> Iterator[str]:
     """``text``'s non-empty lines, sanitised, spaces collapsed; with ``markdown``, without
     quote, heading, list and emphasis marks. At most 64 KiB and 50 lines are read."""
-    from ..sanitize import sanitize
 
     for count, line in enumerate(sanitize(text[:1 << 16]).splitlines()):
         if count >= 50:

@@ -13,6 +13,7 @@ model can act on: it is told, never left waiting.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -66,7 +67,7 @@ def tool_label(call: ToolCall, spec: ToolSpec | None) -> str:
     return spec.qualified if spec is not None else f"unknown/{call.name[:80]}"
 
 
-def save_outcome(session: "ChatSession", call: ToolCall, spec: ToolSpec | None, outcome: ToolResult) -> None:
+def save_outcome(session: ChatSession, call: ToolCall, spec: ToolSpec | None, outcome: ToolResult) -> None:
     """The call's result joins the conversation after the reply that asked for it (saved)."""
     session.chat.add_tool_result(call.id, tool_label(call, spec), outcome.text)
 
@@ -103,12 +104,12 @@ def _watched(run: Callable[[], ToolResult], cancel: threading.Event,
         watcher.join()
 
 
-def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable[[ToolCall, ToolSpec], bool], *,
-                      rounds: int, tool_choice: str = "auto", params: "SamplingParams | None" = None,
+def answer_with_tools(session: ChatSession, toolbox: ToolBox, decide: Callable[[ToolCall, ToolSpec], bool], *,
+                      rounds: int, tool_choice: str = "auto", params: SamplingParams | None = None,
                       on_text: Callable[[str], object] | None = None,
-                      on_event: "Callable[[ChatEvent], object] | None" = None,
+                      on_event: Callable[[ChatEvent], object] | None = None,
                       on_call: Callable[[ToolCall, ToolSpec | None, bool, ToolResult], object] | None = None,
-                      stop_requested: Callable[[], bool] | None = None) -> "Answer":
+                      stop_requested: Callable[[], bool] | None = None) -> Answer:
     """Answer the conversation's last prompt, running the tool calls ``decide`` allows, for at
     most ``rounds`` rounds of calls (blocks: ``vibechat run``). ``on_call`` hears of each call
     once settled (allowed or not, and its outcome). Returns the last reply's ``Answer``."""
@@ -128,11 +129,11 @@ def answer_with_tools(session: "ChatSession", toolbox: ToolBox, decide: Callable
             # Every call gets a result (servers refuse a conversation with a call unanswered).
             if stopped or index >= MAX_CALLS:
                 allowed = False
-                outcome = ToolResult(NOT_RUN_STOPPED if stopped else f"Not run: at most {MAX_CALLS} calls run per reply.",
-                                     True)
+                outcome = ToolResult(
+                    NOT_RUN_STOPPED if stopped else f"Not run: at most {MAX_CALLS} calls run per reply.", True)
             else:
                 allowed = spec is not None and decide(call, spec)
-                outcome = _watched(lambda: outcome_of(call, spec, allowed, toolbox, cancel), cancel, stop_requested)
+                outcome = _watched(partial(outcome_of, call, spec, allowed, toolbox, cancel), cancel, stop_requested)
             save_outcome(session, call, spec, outcome)
             if on_call is not None:
                 on_call(call, spec, allowed, outcome)

@@ -1,6 +1,9 @@
 """The engine process's crash report (a private text file under the state dir's ``crashes/``)
 and the setting to suggest when a crash repeats. Written by the parent (engine/llama/worker.py),
-which saw the child end; needs no libllama."""
+which saw the child end; needs no libllama.
+
+Imports inside functions are deliberate: what a crash report needs (platform, dates, the
+settings table) loads only when one is written."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from typing import Any
 import llama_cpp as ll
 
 from ..errors import GenerationError, ModelLoadError
+from .loading import free_model
 
 PREFILL_TOKENS = 32  # a catch-up longer than this is a prefill (propose's prefill_s)
 VOCAB_SAMPLE = 256  # token ids compared between draft and target (spread over the vocabulary)
@@ -45,7 +46,7 @@ def vocab_mismatch(draft_vocab, target_vocab) -> str | None:
         return f"{dn:,} tokens against the model's {tn:,}"
     if (dbos, deos) != (tbos, teos):
         return f"BOS/EOS ids {dbos}/{deos} against the model's {tbos}/{teos}"
-    differ = sum(a != b for a, b in zip(dtexts, ttexts))
+    differ = sum(a != b for a, b in zip(dtexts, ttexts, strict=True))
     if differ:
         return f"{differ} of {len(ttexts)} sampled tokens spelled differently"
     return None
@@ -109,12 +110,8 @@ class DraftModel:
         if getattr(self, "_greedy", None) is not None:
             ll.llama_sampler_free(self._greedy)
             self._greedy = None
-        if self._ctx is not None:
-            ll.llama_free(self._ctx)
-            self._ctx = None
-        if self._model is not None:
-            ll.llama_model_free(self._model)
-            self._model = None
+        free_model(self._ctx, self._model)
+        self._ctx = self._model = None
 
     def _decode(self, tokens: Sequence[int]) -> None:
         for start in range(0, len(tokens), self._n_batch):

@@ -40,6 +40,8 @@ from .decoding import DecodeTarget, Emitter
 from .draft_model import DraftModel
 from .grammar_sampling import Sampler
 from .speculative import AdaptiveDraft, FixedDraft
+import numpy as np
+from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
 
 def prompt_lookup_tokens(target: DecodeTarget, policy: FixedDraft | AdaptiveDraft, sampler: Sampler, out: Emitter,
@@ -50,8 +52,6 @@ def prompt_lookup_tokens(target: DecodeTarget, policy: FixedDraft | AdaptiveDraf
     they form; counts drafts in ``stats``, and leaves the policy's last draft length and
     verdict there too. With ``drafter``, the draft model proposes the drafts instead of the
     lookup."""
-    import numpy as np
-    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     n_draft = policy.max_k
     lookup = LlamaPromptLookupDecoding(max_ngram_size=DRAFT_NGRAM, num_pred_tokens=n_draft)

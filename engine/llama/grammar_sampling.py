@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import llama_cpp as ll
 
 from ..errors import GenerationError
+import numpy as np
 
 if TYPE_CHECKING:  # numpy (0.1 s to import) only when a grammar samples: not on every engine start
     import numpy as np
@@ -51,7 +52,6 @@ _STATELESS = frozenset({b"greedy", b"dist", b"top-k", b"top-p", b"min-p", b"temp
 @cache
 def token_data() -> np.dtype[Any]:
     """llama_token_data as a numpy record."""
-    import numpy as np
 
     dtype = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
     assert dtype.itemsize == ctypes.sizeof(ll.llama_token_data)
@@ -84,7 +84,8 @@ class ChainSampler:
 def accept_is_stateless(chain: Any) -> bool:
     """Whether no sampler in ``chain`` keeps state on accept (so accepting a token that is
     then dropped changes nothing)."""
-    names = [ll.llama_sampler_name(ll.llama_sampler_chain_get(chain, i)) for i in range(ll.llama_sampler_chain_n(chain))]
+    names = [ll.llama_sampler_name(ll.llama_sampler_chain_get(chain, i))
+             for i in range(ll.llama_sampler_chain_n(chain))]
     return all(name in _STATELESS for name in names)
 
 
@@ -105,7 +106,8 @@ class GrammarSampler:
         self.sampled = self.resampled = 0
         self._fast_first = accept_is_stateless(chain)
         self._one: Any = ll.llama_token_data()
-        self._one_array: Any = ll.llama_token_data_array(data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False)
+        self._one_array: Any = ll.llama_token_data_array(data=ctypes.pointer(self._one), size=1, selected=-1,
+                                                         sorted=False)
         self._buf: np.ndarray | None = None  # the vocabulary's candidates: allocated once, on first use
         self._ids: np.ndarray | None = None
         self._array: Any = ll.llama_token_data_array()
@@ -155,7 +157,6 @@ class GrammarSampler:
     def _apply(self, logits: np.ndarray, *, grammar: bool) -> int:
         """Fill the candidates from ``logits`` (the whole vocabulary), apply the grammar (if
         asked) then the chain, and return the token the chain selects, accepted into neither."""
-        import numpy as np
 
         n = self.n_vocab
         if self._buf is None:
@@ -186,8 +187,6 @@ class GrammarSampler:
 
 
 def _logits_row(ctx: Any, idx: int, n_vocab: int) -> np.ndarray:
-    import numpy as np
-
     ptr = ll.llama_get_logits_ith(ctx, idx)
     if not ptr:
         raise GenerationError(f"llama.cpp returned no logits for output {idx}; start a new conversation.")

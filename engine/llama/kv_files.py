@@ -9,7 +9,8 @@ key, the tokens and the payload together), the tokens (int32 LE), the payload
 never a payload. A snapshot is used only for the exact tokens it was taken for: the file's name
 ends in a digest of its tokens (checked when its header is read) and ``bound`` ties the state
 to the tokens (checked before the state is restored), so tokens swapped for another
-conversation's, the CRCs recomputed, are refused. Files are 0600 in a 0700 folder; a FIFO, a link or anything else that is
+conversation's, the CRCs recomputed, are refused. Files are 0600 in a 0700 folder; a FIFO, a link or
+anything else that is
 not a regular file under a snapshot's name is never opened for reading, and is replaced (not
 written through) by a new snapshot of that name.
 """
@@ -33,6 +34,7 @@ from typing import Any
 
 from ..json_bounds import bounded_loads
 from ..files import write_private
+from ..paths import cache_dir
 
 FORMAT_VERSION = 2  # 2: the name's token digest and the header's ``bound`` (files of 1 are refused, then pruned)
 MAGIC = b"VCKVSNP1"
@@ -44,7 +46,6 @@ MAX_TOKENS = 1 << 21  # more than any context vibechat creates (engine/settings/
 
 def snapshot_folder() -> Path:
     """Where snapshots go (read at each use: the cache dir may change under tests)."""
-    from ..paths import cache_dir
 
     return cache_dir() / FOLDER
 

@@ -90,7 +90,7 @@ class SnapshotKey:
     format: int = FORMAT_VERSION
 
     @classmethod
-    def for_model(cls, model_path: Path, **fields: Any) -> "SnapshotKey":
+    def for_model(cls, model_path: Path, **fields: Any) -> SnapshotKey:
         resolved = model_path.resolve()
         st = resolved.stat()
         return cls(model_path=str(resolved), model_size=st.st_size, model_mtime_ns=st.st_mtime_ns, **fields)
@@ -302,7 +302,7 @@ class SnapshotStore:
                         self._pending.remove(name)
                 if due:
                     self._write(folder, name, snap)
-            except Exception:  # noqa: BLE001 - a snapshot is an optimisation: never fails the engine
+            except Exception:  # a snapshot is an optimisation: never fails the engine
                 log.exception("writing a KV snapshot failed")
             finally:
                 self._queue.task_done()

@@ -282,12 +282,8 @@ class LlamaCppBackend:
         if self._vision is not None:
             self._vision.close()
             self._vision = None
-        if self._ctx is not None:
-            ll.llama_free(self._ctx)
-            self._ctx = None
-        if self._model is not None:
-            ll.llama_model_free(self._model)
-            self._model = None
+        loading.free_model(self._ctx, self._model)
+        self._ctx = self._model = None
         self._info = None
         self._tokens = []
 

@@ -33,6 +33,9 @@ from ..settings.choices import (
 from ..settings.limits import round_context
 from . import repack as _repack
 from .memory_checks import check_context_memory, check_memory
+from .vision import check_projector
+from ..models.starter import starter_model_path
+from ..paths import cache_dir
 
 log = logging.getLogger("vibechat.llama_cpp")
 
@@ -69,7 +72,6 @@ def check_request(opts: LlamaCppOptions) -> LoadRequest:
     gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
     draft_gguf = inspect_gguf(opts.draft_model_path) if opts.draft_model_path is not None else None
     if opts.mmproj_path is not None:  # its header now; whether it fits the model once that is loaded
-        from .vision import check_projector
 
         check_projector(opts.mmproj_path)
     return LoadRequest(kv_type, speculative, draft_tokens, gguf, draft_gguf)
@@ -103,8 +105,6 @@ def repack_choice(setting: str, model_path: Path, cancelled: threading.Event) ->
     build's AMX kernel may crash on this CPU; then a one-time probe (cached) decides. The
     probe runs the starter model (small and the same everywhere; unpacked first if need be),
     else the model being loaded."""
-    from ..models.starter import starter_model_path
-    from ..paths import cache_dir
 
     info = _repack.system_info()
 
@@ -155,7 +155,8 @@ def load_model(gguf: GGUFInfo, mparams: Any, captured: list[tuple[int, str]], ca
 
 
 def check_drafting(model: Any, mode: str, draft_tokens: int, notices: list[str]) -> tuple[str, int]:
-    """Whether prompt-lookup drafting (``mode``: auto or prompt-lookup) can run on ``model``: refuses a draft length whose
+    """Whether prompt-lookup drafting (``mode``: auto or prompt-lookup) can run on ``model``:
+    refuses a draft length whose
     logits would be absurd (frees the model first), turns it off for models whose
     memory cannot drop rejected tokens."""
     n_vocab = int(ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(model)))
@@ -229,6 +230,15 @@ def create_context(model: Any, cparams: Any, request: LoadRequest, captured: lis
         f"llama.cpp could not create a {n_ctx:,}-token context for {name} "
         f"({reason}): try a smaller --ctx."
     )
+
+
+def free_model(ctx: Any, model: Any) -> None:
+    """Free a context, then the model it was made from: the main model's and a draft model's
+    (either may be None: never made, or freed already). The caller drops its references."""
+    if ctx is not None:
+        ll.llama_free(ctx)
+    if model is not None:
+        ll.llama_model_free(model)
 
 
 def kv_cache_computed(model: Any, n_ctx: int, kv_type: str, arch: str) -> int | None:

@@ -1,7 +1,10 @@
 """llama.cpp's process-wide state and what needs no model: its log routed to Python logging
 (never the terminal), the backend initialised once, whether this build can offload to a GPU,
 and the grammar parser's verdict on an output format. Loads libllama: imported only in the
-engine's process (and by ``vibechat run``, which runs the model itself)."""
+engine's process (and by ``vibechat run``, which runs the model itself).
+
+Imports inside functions are deliberate: llama-cpp-python (it loads libllama) is imported only
+when the native library is asked about (start-up time)."""
 
 from __future__ import annotations
 

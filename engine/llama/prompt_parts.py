@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import secrets
 from collections.abc import Callable, Sequence
 
 import llama_cpp as ll
@@ -71,12 +72,10 @@ def owned_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequen
     The template is rendered again with each content replaced by a placeholder no message can
     contain (a fresh random nonce); the placeholders are then filled with the contents, as is
     or stripped (templates that ``trim``), and the result must be ``text`` exactly."""
-    import secrets
-
     nonce = secrets.token_hex(8)
     marks = [f"\ue000{nonce}{i}\ue001" for i in range(len(messages))]
     # Each message as it is (its tool calls, its call id) but its content: the skeleton renders as the text did.
-    skeleton = render([dataclasses.replace(m, content=mark) for m, mark in zip(messages, marks)])
+    skeleton = render([dataclasses.replace(m, content=mark) for m, mark in zip(messages, marks, strict=True)])
     pattern = re.compile("\ue000" + nonce + "(\\d+)\ue001")
     for strip in (False, True):
         parts: list[tuple[str, int]] = []

@@ -23,6 +23,9 @@ The AMX path has a bug in llama-cpp-python 0.3.36's llama.cpp: on many Intel Xeo
 
 Headless and light: llama_cpp is imported only by the probe's child process and by
 ``system_info()``.
+
+Imports inside functions are deliberate: ctypes and llama-cpp-python load only when the repack
+setting is checked against the CPU (start-up time).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from ..turns.tool_calls import ToolChoice, ToolSpec
 from ..turns.tool_formats import HARMONY, HERMES, LLAMA3, MISTRAL, ToolFormat
 from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .native import grammar_error
+from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
 MAX_TOOLS = 128  # tools in one grammar (engine/tools/ bounds a server's list before this)
 _IDENT = re.compile(r"[a-zA-Z0-9-]+")
@@ -118,14 +119,14 @@ def tool_gbnf(fmt: ToolFormat, tools: Sequence[ToolSpec], lazy: bool) -> str:
     more = max(0, fmt.max_calls - 1)
     obj = 'obj ::= "{" ws "\\"name\\"" ws ":" ws call ws "}"'
     if fmt.family == HERMES:
-        lines += ['root ::= tc ( ws tc ){0,%d} ws' % more,
+        lines += [f'root ::= tc ( ws tc ){{0,{more}}} ws',
                   'tc ::= "<tool_call>" ws obj ws "</tool_call>"', obj]
     elif fmt.family == LLAMA3:
         lines += ['root ::= "<|python_tag|>"? ws obj ws', obj]
     elif fmt.family == MISTRAL and fmt.args_marker:
-        lines += ['root ::= ( "[TOOL_CALLS]" call ){1,%d} ws' % fmt.max_calls]
+        lines += [f'root ::= ( "[TOOL_CALLS]" call ){{1,{fmt.max_calls}}} ws']
     elif fmt.family == MISTRAL:
-        lines += ['root ::= "[TOOL_CALLS]" ws "[" ws item ( ws "," ws item ){0,%d} ws "]" ws' % more,
+        lines += [f'root ::= "[TOOL_CALLS]" ws "[" ws item ( ws "," ws item ){{0,{more}}} ws "]" ws',
                   'item ::= "{" ws "\\"name\\"" ws ":" ws call ( ws "," ws "\\"id\\"" ws ":" ws "\\"" '
                   '[a-zA-Z0-9]{9} "\\"" )? ws "}"']
     else:  # harmony: " to=functions.NAME" then the rest of the header, then the arguments
@@ -199,8 +200,6 @@ def _arguments_rules(tool: ToolSpec, prefix: str, lines: list[str]) -> str:
 
 @functools.lru_cache(maxsize=256)  # the same tools are offered reply after reply
 def _schema_gbnf(key: str) -> str:
-    from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
-
     schema = json.loads(key)
     if not isinstance(schema, dict) or schema.get("type", "object") != "object" or too_large(schema):
         return JSON_GBNF  # any JSON object

@@ -31,7 +31,8 @@ log = logging.getLogger("vibechat.llama_cpp")
 def reply_tools(template: ChatTemplate, tools: Sequence[ToolSpec], choice: str,
                 output_format: OutputFormat | None) -> tuple[ToolFormat | None, tuple[ToolSpec, ...]]:
     """The call format and the tools the template lists: no format (no call shaped or read)
-    for tool choice ``none``, and neither for no tools or a template without tool support. An output format (``--json-schema``, a
+    for tool choice ``none``, and neither for no tools or a template without tool support. An output
+    format (``--json-schema``, a
     grammar) and tools cannot shape one reply both: refused in one line."""
     if choice not in TOOL_CHOICES:
         raise InvalidParameterError(f"tool choice {choice!r} is not one of {', '.join(TOOL_CHOICES)}.")

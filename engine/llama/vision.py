@@ -17,6 +17,9 @@ The picture is decoded here, in the engine process, with Pillow (never stb), fro
 engine/attach kept (already checked and scaled): the file's bytes and pixels are bounded again
 in case the copy changed. Only projectors whose image chunks take one position per token are
 taken (not Qwen-VL's M-RoPE): the backend's positions are its list's indices.
+
+Imports inside functions are deliberate: Pillow and llama-cpp-python's multimodal bindings load
+only when a projector is used (start-up time).
 """
 
 from __future__ import annotations

@@ -54,6 +54,8 @@ from .worker_preload import Preload
 from .worker_process import (CLOSE_EXIT_S, CLOSE_LIMIT_S, CLOSE_TERM_S, QUIT_GRACE_S, REAP_S, Heard, close_quietly,
                              end_process, end_unless_answered)
 from .worker_wire import read_frame, write_frame
+from .. import errors
+from . import vision_errors
 
 log = logging.getLogger("vibechat.llama_cpp")
 
@@ -525,7 +527,7 @@ class WorkerBackend:
                 try:
                     crash = self._crash("while stopping a reply")
                     log.warning("%s", crash)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.exception("engine crash while stopping a reply")
                 return
             if msg[0] in ("result", "error") and msg[1] == rid:
@@ -570,8 +572,6 @@ class WorkerBackend:
 def _rebuild_error(name: str, message: str) -> Exception:
     """The child's exception, as the same class when it is one of engine/errors.py's (or the
     vision path's, engine/llama/vision_errors.py)."""
-    from .. import errors
-    from . import vision_errors
 
     cls = getattr(errors, name, None) or getattr(vision_errors, name, None)
     if isinstance(cls, type) and issubclass(cls, VibechatError):

@@ -2,6 +2,9 @@
 ``WorkerBackend`` (engine/llama/worker.py). It holds one ``LlamaCppBackend`` (and its KV cache)
 between requests, serves them one at a time on its main thread, and acts on a cancel at once
 from its request reader thread; its stdout is the protocol's (engine/llama/worker_wire.py).
+
+Imports inside functions are deliberate: the engine process loads llama-cpp-python and the
+backend after it has set up its crash handling (faulthandler) and its pipe.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from ..errors import GenerationError
 from ..settings.params import SamplingParams
 from ..turns.backend import ChatMessage, TextDelta, ThinkingDelta
 from .worker_wire import read_frame, write_frame
+import importlib
+import importlib.util
+import types
 
 # Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
 # stream's first piece of text, once it was sent) makes every child started while it is set
@@ -146,9 +152,6 @@ def import_bindings_only() -> None:
     ``LlamaGrammar``) loads ``llama_cpp.llama`` when it is first asked for, and submodules
     (``llama_cpp.llama_grammar``) import as usual. Done once, before anything imports
     ``llama_cpp``; if it was imported already, or is not installed, nothing changes."""
-    import importlib
-    import importlib.util
-    import types
 
     if "llama_cpp" in sys.modules:
         return
@@ -287,7 +290,7 @@ def _keep_snapshot(backend: Any) -> None:
     once its answer is out; never fails the engine."""
     try:
         backend.keep_snapshot()
-    except Exception:  # noqa: BLE001 - a snapshot is an optimisation
+    except Exception:  # a snapshot is an optimisation
         logging.getLogger("vibechat.kv_snapshots").exception("taking a KV snapshot failed")
 
 

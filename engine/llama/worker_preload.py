@@ -45,5 +45,5 @@ class Preload:
         if self._sink is not None:
             try:
                 self._sink(fraction)
-            except Exception:  # noqa: BLE001 - as for a load's own progress: never fails the load
+            except Exception:  # as for a load's own progress: never fails the load
                 log.debug("load progress callback failed", exc_info=True)

@@ -18,6 +18,9 @@ checked still is (the sha256 when the listing has one, the learnt size), and a f
 checked by neither must at least be a whole GGUF file (``inspect_gguf``: its header and
 its tensors' data all there). A server that sends more than the size it announced is
 stopped at that size. An error answer is read up to ``MAX_ERROR_BODY`` bytes.
+
+Imports inside functions are deliberate: huggingface_hub and its HTTP client load only when a
+file is downloaded (start-up time).
 """
 
 from __future__ import annotations
@@ -147,11 +150,11 @@ class Downloader:
                                     "(control characters, characters unsafe in a file name, or a path "
                                     "outside the repo): download it by hand and pass its path.")
         finals = [dest / f.path for f in option.files]
-        have = sum(downloaded_bytes(p, f) for p, f in zip(finals, option.files))
+        have = sum(downloaded_bytes(p, f) for p, f in zip(finals, option.files, strict=True))
         check_free_space(dest, option.size - have, f"{repo} {option.label}")
         total = option.size
         done_before = 0
-        for index, (final, file) in enumerate(zip(finals, option.files), start=1):
+        for index, (final, file) in enumerate(zip(finals, option.files, strict=True), start=1):
             self._file(repo, revision, file, final, index, len(finals), done_before, total, have)
             done_before += file.size
         return finals
@@ -209,7 +212,7 @@ class Downloader:
         report(state.offset, force=True)
         state.finish(final, file)
 
-    def _fetch(self, url: str, state: "_Part", file: RepoFile, meter: "_Meter",
+    def _fetch(self, url: str, state: _Part, file: RepoFile, meter: _Meter,
                report: Callable[[int], None]) -> None:
         """One HTTP request for the bytes from ``state.offset`` on, appended to the part file."""
         import httpx2
@@ -285,7 +288,7 @@ class _Part:
         self.budget = 0
 
     @classmethod
-    def open(cls, final: Path, file: RepoFile) -> "_Part":
+    def open(cls, final: Path, file: RepoFile) -> _Part:
         part, meta = part_paths(final)
         state = cls(part, meta)
         state.expected = file.size or None

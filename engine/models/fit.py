@@ -2,7 +2,10 @@
 this llama.cpp build offloads to a GPU. Read when asked (``memory_fit()``), never at import
 time. Light on purpose: the chat's process (the downloader's list) asks it, and that
 process never loads libllama (the model lives in the engine process): whether the build
-offloads is read from the backend libraries it installed, not asked of libllama."""
+offloads is read from the backend libraries it installed, not asked of libllama.
+
+Imports inside functions are deliberate: the llama.cpp options load only when a fit is estimated
+(start-up time)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import system
+from importlib.util import find_spec
 
 OVERHEAD = 1.1  # weights plus a modest context
 # ggml's GPU backends, each built as its own library beside libllama (libggml-cuda.so,
@@ -70,7 +74,6 @@ def _library_folder() -> Path | None:
     override = os.environ.get("LLAMA_CPP_LIB_PATH")
     if override:
         return Path(override)
-    from importlib.util import find_spec
 
     try:
         spec = find_spec("llama_cpp")
@@ -84,7 +87,6 @@ def _library_folder() -> Path | None:
 def weights_to_load(backend: object) -> int | None:
     """Bytes of weights a local backend loads: its model file, its draft model's and its
     projector's, or None (a server, or a backend that does not say)."""
-    from pathlib import Path
 
     from ..settings.knobs import LlamaCppOptions
 

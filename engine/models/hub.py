@@ -15,6 +15,9 @@ are whole numbers (a missing or bad size is 0: unknown, and the download learns 
 LFS sha256s of 64 hex digits, commit shas of 40. File names are checked where they
 become paths (``refs.is_safe_repo_path``). The server's own words reach only the log,
 cleaned.
+
+Imports inside functions are deliberate: huggingface_hub and its HTTP client load only when the
+Hub is asked (start-up time: they are heavy).
 """
 
 from __future__ import annotations
@@ -372,7 +375,8 @@ def explain(exc: BaseException, what: str, endpoint: str, has_token: bool,
                   else "set HF_TOKEN to a token of an account that has access (https://huggingface.co/settings/tokens)")
     if isinstance(exc, hf.GatedRepoError):  # before RepositoryNotFoundError: it is a subclass
         return (f"{what} is gated: accept its license at {page} while logged in, then "
-                f"{'make sure HF_TOKEN belongs to that account' if has_token else 'set HF_TOKEN to a token of that account'}.")
+                + ("make sure HF_TOKEN belongs to that account." if has_token
+                   else "set HF_TOKEN to a token of that account."))
     if isinstance(exc, hf.RevisionNotFoundError):
         return f"{what} has no revision {revision!r} on {where}: leave the revision out to use main."
     if isinstance(exc, hf.RepositoryNotFoundError):

@@ -10,6 +10,9 @@ list is next read; the list keeps the ``MAX_ENTRIES`` most recently opened files
 
 Headless and without side effects at import time; a missing or unreadable list is an
 empty one (logged), never an error: remembering is a convenience.
+
+Imports inside functions are deliberate: filelock loads only when the registry is written
+(start-up time).
 """
 
 from __future__ import annotations
@@ -137,7 +140,7 @@ def opened_models() -> list[LocalModel]:
     pruned from the list. Two files with the same name are told apart by ``~2``, ``~3``."""
     try:
         entries = _read()
-    except Exception:  # noqa: BLE001 - a listing must never fail over this list
+    except Exception:  # a listing must never fail over this list
         log.warning("could not read %s", list_path(), exc_info=True)
         return []
     present = [e for e in entries if _is_file(e["path"])]

@@ -10,6 +10,9 @@ A projector is never a chat model (``refs.is_model_file`` leaves it out of every
 Names come from other tools' folders and from the Hub: outside data. The folder scan is
 bounded (``MAX_SCAN`` entries), and a file is only read through ``inspect_gguf``, which
 checks its header before anything trusts it.
+
+Imports inside functions are deliberate: GGUF reading loads only when a projector file is
+checked (start-up time).
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ offer to download it.
 The sources are ``store`` (vibechat's own downloads), ``discover`` (other tools'
 folders) and ``opened`` (files the user opened by path in the chat); the ``LocalModel``
 record they share lives below them, in ``local_model``.
+
+Imports inside functions are deliberate: the config, the model store and discovery load only
+when a model is resolved (start-up time).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from .local_model import LocalModel
 from .projector import PROJECTOR_ARCHITECTURE
 from ..settings.refs import DEFAULT_QUANTS, parse_hub_ref
 from .starter import STARTER_NAME, starter_installed_path, starter_model_path, starter_sha256
+from .gguf import inspect_gguf
 
 log = logging.getLogger("vibechat.models")
 STARTER_SIZE = 253_000_000  # shown before the starter model is first unpacked
@@ -51,7 +55,7 @@ def all_models(*, discover: bool = True) -> list[LocalModel]:
 
         try:
             models += discover_models()
-        except Exception:  # noqa: BLE001 - another tool's odd folder must not break ours
+        except Exception:  # another tool's odd folder must not break ours
             log.warning("could not look for other tools' models", exc_info=True)
     return models + _opened_elsewhere(models)
 
@@ -167,7 +171,6 @@ def check_model_file(path: Path) -> GGUFInfo:
     """``path``'s GGUF header, checked: raises ``ModelFileError`` with one line for a
     missing file, a folder, something that is not a plain file (a FIFO would block the
     reader forever: it is never opened), or a file that is not a usable GGUF."""
-    from .gguf import inspect_gguf
 
     path = Path(path).expanduser()
     try:

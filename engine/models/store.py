@@ -14,6 +14,9 @@ behind symlinks (awkward on Windows, and to find again by hand), other tools
 prune it (``hf cache delete``), and its downloads cannot resume across restarts.
 Models already in the cache are still found and used, read-only (see
 ``discover``), so nothing is downloaded twice.
+
+Imports inside functions are deliberate: filelock loads only when the store is written (start-up
+time).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ another; the room's other modules do the parts:
 
 Stop strings are also applied here, so they hold on servers that ignore them. Without
 ``usage`` the prompt's tokens are an estimate (``count_tokens``: about four characters a
-token; an image ``images.IMAGE_TOKENS``). A stream cut mid-reply raises ``StreamInterrupted`` carrying the text received.
+token; an image ``images.IMAGE_TOKENS``). A stream cut mid-reply raises ``StreamInterrupted``
+carrying the text received.
 
 Everything a server sends is untrusted, and every loop over it is bounded:
 

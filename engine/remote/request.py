@@ -82,7 +82,7 @@ def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
         if message.tool_calls:
             data["tool_calls"] = [
                 {**entry, "function": {**entry["function"], "arguments": _object_text(call.arguments)}}
-                for call, entry in zip(message.tool_calls, data["tool_calls"])]
+                for call, entry in zip(message.tool_calls, data["tool_calls"], strict=True)]
             called.update((call.id, call.name) for call in message.tool_calls)
         if message.role == "tool" and message.tool_call_id in called:
             data["name"] = called[message.tool_call_id]

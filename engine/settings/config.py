@@ -24,6 +24,9 @@ cleanly.
 
 Headless and free of side effects at import time (tomlkit is imported when a
 file is read).
+
+Imports inside functions are deliberate: tomlkit loads only when the config file is edited
+(start-up time).
 """
 
 from __future__ import annotations
@@ -197,7 +200,7 @@ class LoadedConfig(Generic[C]):
             rows += [(f"{head}.{k}", v, self.origin(f"{head}.{k}")) for k, v in entries]
         return rows
 
-    def with_flags(self, values: Mapping[str, Any], flags: Mapping[str, str]) -> "LoadedConfig[C]":
+    def with_flags(self, values: Mapping[str, Any], flags: Mapping[str, str]) -> LoadedConfig[C]:
         """A copy with command-line values on top (``values`` by dotted key, ``flags`` the
         flag each came from); values are checked as a file's would be."""
         changes: dict[str, Any] = {}

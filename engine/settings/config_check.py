@@ -1,7 +1,10 @@
 """A setting's value checked: as TOML, a flag or the chat gives it (``check_value``), or as an
 environment variable's text (``from_text``), and a config file's parsed document checked key by
 key (``read_document``: each bad key a problem of its own, the others apply). Every rule comes
-from the settings table (table.py)."""
+from the settings table (table.py).
+
+Imports inside functions are deliberate: the preset rules and the server URL check load only
+when a config names them (start-up time)."""
 
 from __future__ import annotations
 

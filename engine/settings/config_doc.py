@@ -4,14 +4,14 @@ table (``Schema``: the engine's own, or the app's with its settings and text tab
 
 from __future__ import annotations
 
+import textwrap
+
 from .setting import Setting, show as _show
 from .table import SCHEMA, Config, Schema
 
 
 # ------------------------------------------------------------ documentation
 def _wrap(text: str, prefix: str = "# ", width: int = 92) -> list[str]:
-    import textwrap
-
     return textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=prefix,
                          break_on_hyphens=False, break_long_words=False) or [prefix.rstrip()]
 

@@ -5,6 +5,9 @@ The config's problems name a line; a saved setting goes where a person would wri
 Both read the text itself, line by line (table headers, ``key =`` lines, dotted and
 quoted keys; lines inside multi-line strings are skipped). Headless; the loops are
 bounded by the text (config.py refuses a file over 1 MiB before it gets here).
+
+Imports inside functions are deliberate: tomlkit loads only when the config file is edited
+(start-up time).
 """
 
 from __future__ import annotations

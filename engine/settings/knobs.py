@@ -17,6 +17,9 @@ the prompt's limits in limits.py: import them from there.
 
 Light on purpose (no llama_cpp import): the config, the CLI and the TUI use the
 names and checks here; ``engine/llama/llamacpp.py`` maps them onto llama.cpp.
+
+Imports inside functions are deliberate: importlib.metadata loads only when the installed
+llama-cpp-python's version is asked for (start-up time).
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ from .choices import (
     check_speculative,
 )
 from .limits import CONTEXT_STEP, MAX_CONTEXT
+from .setting import ENGINE, REMOTE, doc
 
 DEFAULT_KV_SNAPSHOT_MIB = 2048  # the KV snapshots' disk cache (an 8k-token starter chat: ~150 MB)
-from .setting import ENGINE, REMOTE, doc
 
 
 @functools.cache
@@ -209,7 +212,7 @@ class EngineSettings:
         kind="whole number", example="600", unset="300", env="VIBECHAT_TIMEOUT", minimum=1, maximum=86400))
 
     @classmethod
-    def from_config(cls, config: Any) -> "EngineSettings":
+    def from_config(cls, config: Any) -> EngineSettings:
         """The engine settings of an effective ``Config`` (flags already applied)."""
         return cls(**{name: getattr(config, name) for name in ENGINE_SETTING_KEYS})
 
@@ -244,6 +247,6 @@ class LlamaCppOptions(EngineSettings):
     n_ubatch: int = 512
 
     @classmethod
-    def of(cls, settings: EngineSettings, model_path: Path, **runtime: Any) -> "LlamaCppOptions":
+    def of(cls, settings: EngineSettings, model_path: Path, **runtime: Any) -> LlamaCppOptions:
         """``settings`` for the model at ``model_path`` (``runtime``: cpu_fallback ...)."""
         return cls(**settings.as_dict(), model_path=model_path, **runtime)

@@ -339,11 +339,11 @@ class SamplingParams:
         if fmt is not None and not isinstance(fmt, OutputFormat):
             object.__setattr__(self, "output_format", OutputFormat.from_dict(fmt))
 
-    def replace(self, **changes: Any) -> "SamplingParams":
+    def replace(self, **changes: Any) -> SamplingParams:
         """A copy with some fields changed (validated)."""
         return dataclasses.replace(self, **changes)
 
-    def resolved(self, chat_format: str) -> "SamplingParams":
+    def resolved(self, chat_format: str) -> SamplingParams:
         """The values a backend uses for a model prompted in ``chat_format``: each "auto"
         (None) made the model's default (``auto_values``), an explicit one kept; max_tokens 0
         (no limit) becomes None, what "no limit" is downstream."""
@@ -353,7 +353,7 @@ class SamplingParams:
             changes["max_tokens"] = None
         return dataclasses.replace(self, **changes) if changes else self
 
-    def with_seed(self) -> "SamplingParams":
+    def with_seed(self) -> SamplingParams:
         """A copy whose seed is fixed: the given one, or a freshly drawn random one."""
         if self.seed is not None:
             return self
@@ -369,7 +369,7 @@ class SamplingParams:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SamplingParams":
+    def from_dict(cls, data: dict[str, Any]) -> SamplingParams:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -378,7 +378,7 @@ class SamplingParams:
             )
         return cls(**data)
 
-    def set_from_text(self, name: str, text: str) -> "SamplingParams":
+    def set_from_text(self, name: str, text: str) -> SamplingParams:
         """Apply a ``/set NAME VALUE``-style change, with a helpful error for unknown names."""
         key = name.strip().lower().replace("-", "_")
         if key == "stop":

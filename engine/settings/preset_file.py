@@ -5,6 +5,9 @@ config's ``update_config``: comments stay).
 
 engine/settings/presets.py is the model (a preset, its checks, Ollama's Modelfile); engine/settings/config.py
 imports it to check the file's ``presets`` table; this module joins the two.
+
+Imports inside functions are deliberate: tomlkit and the config load only when a preset file is
+edited (start-up time).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .config_text import line_of, key_lines
 from ..errors import ConfigError
 from .presets import MAX_PRESETS, Preset, PresetProblem, Rules, spelled, parse_preset, parse_presets
 from ..sanitize import sanitize
+from .config import update_config
 
 
 def _setting_check(key: str, value: Any, base: Path) -> Any:
@@ -121,7 +125,6 @@ def save_preset(name: str, table: Mapping[str, Any], path: Path | None = None, *
     """Write ``table`` as ``[presets.NAME]`` (replacing one of that name) with the config's
     ``update_config``: the rest of the file, comments included, stays as it was (``schema``:
     the file's settings table, the app's)."""
-    from .config import update_config
 
     try:  # never write a preset that would not load
         check_preset(name, table, (path or config_path()).parent)

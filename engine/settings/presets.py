@@ -43,6 +43,7 @@ from ..files import FileTooLarge, UnreadableFile, kind_of, read_file
 from .params import PARAM_SPECS, SamplingParams
 from ..sanitize import sanitize
 from .structured import OutputFormat
+from .refs import parse_hub_ref
 
 MAX_PRESETS = 100  # a config file holds a few; the loop over the table is bounded all the same
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [presets.NAME] needs no quotes
@@ -345,7 +346,6 @@ def _model_ref(ref: str, folder: Path, notes: list[str]) -> str | None:
     lowered = ref.lower()
     for prefix in ("https://hf.co/", "hf.co/", "https://huggingface.co/", "huggingface.co/"):
         if lowered.startswith(prefix):
-            from .refs import parse_hub_ref
 
             hub = ref[len(prefix):]
             try:

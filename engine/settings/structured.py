@@ -10,6 +10,9 @@ grammar sampler; the OpenAI-compatible backend sends ``response_format``. What c
 with a format (a file that does not parse, a schema keyword the converter cannot express)
 is found here, and a grammar llama.cpp's parser rejects by ``native.check_output_format``:
 one-line :class:`InvalidParameterError`\\ s, before a model loads.
+
+Imports inside functions are deliberate: jsonschema and llama-cpp-python's grammar helpers load
+only when a structured reply is asked for (start-up time).
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ class OutputFormat:
 
     # ---------------------------------------------------------------- making one
     @classmethod
-    def parse(cls, spec: str, kind: FormatKind | None = None) -> "OutputFormat":
+    def parse(cls, spec: str, kind: FormatKind | None = None) -> OutputFormat:
         """From what a user typed: ``json``, inline JSON (a schema), or a file: ``*.gbnf``
         is a grammar, anything else a schema; ``kind`` forces one. A schema must parse; the
         rest is checked per backend (:meth:`check`, :meth:`check_remote`)."""
@@ -110,7 +113,7 @@ class OutputFormat:
         return fmt
 
     @classmethod
-    def from_dict(cls, data: Any) -> "OutputFormat":
+    def from_dict(cls, data: Any) -> OutputFormat:
         if not isinstance(data, dict):
             raise InvalidParameterError("output_format must be an object with kind and text.")
         kind = data.get("kind")
@@ -170,7 +173,9 @@ class OutputFormat:
         try:
             value = json.loads(text)
         except ValueError:  # cut short, unless the grammar accepted it (then it is not JSON)
-            return ("invalid", "its text is not valid JSON") if accepted else ("incomplete", "its JSON was not complete")
+            if accepted:
+                return ("invalid", "its text is not valid JSON")
+            return ("incomplete", "its JSON was not complete")
         if self.kind == "json":
             return ("complete", "") if isinstance(value, dict) else ("invalid", "its JSON is not an object")
         problem = _schema_mismatch(value, self.schema() or {})

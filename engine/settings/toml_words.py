@@ -9,6 +9,9 @@ error's kind and position, looks at the text there, and says it the way a person
 
 Headless, no side effects at import time. The scans are bounded by the text (a config file
 is at most 1 MiB: config.py refuses larger ones before parsing).
+
+Imports inside functions are deliberate: tomlkit loads only when a TOML value is written
+(start-up time).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ class SyntaxProblem:
 
 @dataclass(frozen=True)
 class _Open:
-    kind: str  # "string", "literal string", "multi-line string", "multi-line literal string", "list", "inline table", "header"
+    # "string", "literal string", "multi-line string", "multi-line literal string", "list",
+    # "inline table", "header"
+    kind: str
     line: int
     column: int  # 1-based
     closer: str

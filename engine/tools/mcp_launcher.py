@@ -21,6 +21,9 @@ with a server mid-call. So the launcher is the server's keeper:
 A signal to the launcher (SIGTERM, SIGINT, SIGHUP) is passed on to the server first. Only the
 standard library (it runs with ``-I -S``, quick to start); POSIX only, the subreaper and the
 death signal Linux only (elsewhere: the group and the parent check, as before).
+
+Imports inside functions are deliberate: ctypes (Linux's prctl) is imported only where a
+launched server is tied to its parent.
 """
 
 import os

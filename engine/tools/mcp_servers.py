@@ -18,6 +18,9 @@ goes to a temporary file (never the terminal: the chat owns it), whose last line
 failed. On POSIX each stdio server runs under mcp_launcher.py, a subreaper that ends the
 server's whole process tree (its group, and what left it) when the server exits or vibechat
 dies, however it dies: no orphans. ``mcp`` is imported only here, when a server starts.
+
+Imports inside functions are deliberate: the MCP SDK (heavy: anyio, httpx, pydantic) loads only
+when an MCP server starts (start-up time); fcntl is POSIX only.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from . import mcp_logs
 from .mcp_config import HttpServer, McpConfig, ServerConfig
 from .names import model_names
 from .results import DEFAULT_RESULT_LIMIT, ToolResult, bounded, error
+from contextlib import AsyncExitStack
 
 START_TIMEOUT_S = 20.0  # a server's start and tool listing, at most
 CLOSE_TIMEOUT_S = 10.0  # close(): every server stopped, at most (the SDK kills what lingers)
@@ -223,7 +227,6 @@ class McpServers:
 
     async def _serve(self, server: _Server) -> None:
         """The task that owns one server's connection: connect, list, wait for ``close``."""
-        from contextlib import AsyncExitStack
 
         mcp_logs.SERVING.set(server.noted)  # the SDK's tasks for this server inherit it
         try:
@@ -246,7 +249,7 @@ class McpServers:
         except asyncio.CancelledError:
             self._failed(server, "stopped while starting")
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a server that fails to start is reported, never a crash
             tail = server.stderr_tail()
             reason = _reason(exc)
             if tail and ("closed" in reason.lower() or isinstance(_leaf(exc), (EOFError, OSError))):
@@ -295,7 +298,7 @@ class McpServers:
                     for tool in s.tools]
         names = model_names([(server, tool[0]) for server, tool in rows])
         return tuple(ToolSpec(name, description, schema, server, tool)
-                     for name, (server, (tool, description, schema)) in zip(names, rows)
+                     for name, (server, (tool, description, schema)) in zip(names, rows, strict=True)
                      if only is None or server == only)
 
     def statuses(self) -> tuple[ServerStatus, ...]:
@@ -342,7 +345,7 @@ class McpServers:
             finished.wait(min(left, 0.05) if cancel is not None else left)
         try:
             return future.result()
-        except BaseException as exc:  # the task was cancelled as it finished, or the SDK failed
+        except BaseException as exc:  # noqa: BLE001 - the task was cancelled as it finished, or the SDK failed
             return error(f"The call failed: {_reason(exc)}.")
 
     async def _call(self, server: _Server, client: Any, tool: str, arguments: dict[str, Any]) -> ToolResult:
@@ -361,7 +364,7 @@ class McpServers:
                 server.stop.set()
             return error(f"The tool server '{server.config.name}' stopped during the call"
                          + (f" ({tail})." if tail else "."))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never a crash
             return error(f"The call failed: {_reason(exc)}.")
         return result_of(result, self.result_limit)
 
@@ -390,8 +393,8 @@ class McpServers:
         for task in tasks:
             try:
                 task.result(timeout=max(0.0, deadline - time.monotonic()))
-            except BaseException:
-                pass  # failed or cancelled: its transport's shutdown has run
+            except BaseException:  # noqa: BLE001 - failed or cancelled: its transport's shutdown has run
+                pass
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=2.0)
         if not thread.is_alive():

@@ -26,7 +26,7 @@ def model_names(pairs: Sequence[tuple[str, str]]) -> list[str]:
     counts = Counter(base)
     used: set[str] = set()
     out: list[str] = []
-    for (server, tool), name in zip(pairs, base):
+    for (server, tool), name in zip(pairs, base, strict=True):
         if counts[name] > 1 and server:
             name = safe_name(f"{server}_{tool}")
         unique, n = name, 2

@@ -64,7 +64,7 @@ class ToolRegistry:
         offered = (*self.builtins, *served)
         names = model_names([(spec.server, spec.tool or spec.name) for spec in offered])
         specs = tuple(ToolSpec(name, spec.description, spec.parameters, spec.server, spec.tool or spec.name)
-                      for name, spec in zip(names, offered))
+                      for name, spec in zip(names, offered, strict=True))
         with self._lock:
             self._by_name = {spec.name: spec for spec in specs}
         return specs

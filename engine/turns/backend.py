@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..settings.choices import COMPLETION
 from ..settings.params import SamplingParams
 from .attachments import Attachment, model_text
 from .tool_calls import ToolCall, ToolSpec
+from ..settings.knobs import human_mib
 
 Role = Literal["system", "user", "assistant", "tool"]
 # "tool_calls": the reply ends asking for tool calls (``GenerationDone.tool_calls``).
@@ -149,7 +150,6 @@ class ModelInfo:
     @property
     def kv_cache(self) -> str:
         """``KV q8_0 76 MiB`` (the size when known)."""
-        from ..settings.knobs import human_mib
 
         size = f" {human_mib(self.kv_cache_bytes)}" if self.kv_cache_bytes else ""
         return f"KV {self.kv_cache_type}{size}"
@@ -284,7 +284,7 @@ class GenerationDone:
         return self.stats.finish_reason
 
 
-ChatEvent = Union[TextDelta, ThinkingDelta, ContextTrimmed, PromptProgress, DraftProgress, GenerationDone]
+ChatEvent = TextDelta | ThinkingDelta | ContextTrimmed | PromptProgress | DraftProgress | GenerationDone
 
 
 @runtime_checkable

@@ -23,6 +23,9 @@ internals, not from spending CPU and memory, so rendering is bounded too:
 Past a bound, rendering raises ``ChatTemplateError`` naming the template and what to do;
 a cancel raises ``TemplateCancelled``. Text a template shows (``raise_exception``, its
 errors) is sanitised before it reaches a message.
+
+Imports inside functions are deliberate: Jinja2 loads only when a model's chat template is
+rendered (start-up time).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from .prompt_format import COMPLETION_STOPS, FRAME_VARIABLES, TURN_TOKENS, frame
 from ..sanitize import sanitize
 from ..settings.choices import COMPLETION
 from ..settings.think_switch import find_switch
+import hashlib
 
 log = logging.getLogger("vibechat.template")
 
@@ -240,7 +244,7 @@ class _Guarded:
         _binop(operator, left, right)
         return _checked(super().call_binop(context, operator, left, right))  # type: ignore[misc]
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         budget = _budget()
         budget.tick()
         from jinja2.runtime import LoopContext, Macro
@@ -453,7 +457,7 @@ class ChatTemplate:
             extra["tools"] = [tool.to_openai() for tool in tools]
         try:
             return self._render(dicts, add_generation_prompt, extra)
-        except (ChatTemplateError, Exception) as first:  # noqa: BLE001 - template code is arbitrary
+        except (ChatTemplateError, Exception) as first:  # template code is arbitrary
             if isinstance(first, (_Limit, _Cancelled)):
                 raise self._bounded(first) from None
             # Many templates reject a system role; fold it into the first user turn and retry.
@@ -542,6 +546,5 @@ def _short_id(call_id: str) -> str:
     """A call id as nine letters and digits: itself when it is one, else a digest of it."""
     if len(call_id) == 9 and call_id.isascii() and call_id.isalnum():
         return call_id
-    import hashlib
 
     return hashlib.sha256(call_id.encode("utf-8", "replace")).hexdigest()[:9]

@@ -84,5 +84,5 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ToolCall":
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
         return cls(str(data.get("id", "")), str(data.get("name", "")), str(data.get("arguments", "{}")))

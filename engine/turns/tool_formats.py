@@ -82,7 +82,7 @@ class ToolFormat:
         as text for the recogniser to see them)."""
         return _MARKERS[self.family]
 
-    def recogniser(self, make_id: Callable[[int], str] | None = None) -> "ToolCallRecogniser":
+    def recogniser(self, make_id: Callable[[int], str] | None = None) -> ToolCallRecogniser:
         """A fresh recogniser for one reply (``make_id(n)``: the n-th call's id, from 1)."""
         if self.family == HERMES:
             return _MarkedCalls(self, "<tool_call>", "</tool_call>", make_id)

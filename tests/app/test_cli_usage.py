@@ -224,11 +224,6 @@ def test_a_positional_prompt_does_not_mix_with_a_prompts_file():
                           "and a new conversation; drop PROMPT.\n")
 
 
-def flat(page: str) -> str:
-    """A help page's words on one line: Rich's box edges and line breaks gone."""
-    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", page).split())
-
-
 @pytest.mark.parametrize("path", [(), ("run",)])
 def test_help_states_the_true_defaults_of_repeat_penalty_and_max_tokens(path):
     # issue 39, point 7: the pages said 1.0 and "until the model stops"; a completion model gets 1.1 and 256

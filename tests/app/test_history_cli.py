@@ -256,7 +256,7 @@ def test_two_runs_at_once_both_save_without_lock_errors(starter_installed):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
              for n in (3, 4)]
     results = [p.communicate(timeout=300) for p in procs]
-    for (out, err), proc in zip(results, procs):
+    for (_out, err), proc in zip(results, procs, strict=True):
         assert proc.returncode == 0, err
         assert "locked" not in err
     ids = {json.loads(out)["conversation_id"] for out, _ in results}

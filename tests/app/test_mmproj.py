@@ -126,7 +126,8 @@ def test_models_pull_fetches_the_projector_and_shows_it_and_the_list_offers_no_p
 
 
 @pytest.mark.model
-def test_the_starter_sees_an_image_through_the_projector_auto_finds_beside_it(starter_path, starter_projector, tmp_path):
+def test_the_starter_sees_an_image_through_the_projector_auto_finds_beside_it(starter_path, starter_projector,
+                                                                              tmp_path):
     """The whole path: ``vibechat run --image`` on a model whose projector lies beside it (no
     --mmproj given) loads the projector and replies; ``--mmproj off`` makes the same model text only,
     and the image is then refused in one line. (The projector's weights are random: the reply's

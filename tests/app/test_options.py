@@ -4,7 +4,7 @@ in one ``SettingFlags`` parameter."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 import typer.main
@@ -20,7 +20,7 @@ def _app() -> tuple[typer.Typer, list[SettingFlags]]:
 
     @app.command()
     @setting_options
-    def run(prompt: Annotated[Optional[str], typer.Option("--prompt", "-p")] = None,
+    def run(prompt: Annotated[str | None, typer.Option("--prompt", "-p")] = None,
             flags: SettingFlags = SettingFlags.NONE,
             verbose: Annotated[bool, typer.Option("--verbose")] = False) -> None:
         seen.append(flags)

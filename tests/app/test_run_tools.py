@@ -41,7 +41,8 @@ def test_an_allowed_call_runs_on_the_mcp_server_and_the_model_answers_with_its_r
     sent = stub.last_body["messages"]
     assert [m["role"] for m in sent if m["role"] != "system"] == ["user", "assistant", "tool"]
     assert sent[-1]["tool_call_id"] == "call_1" and sent[-1]["content"].strip() == "5"
-    assert any(t["function"]["name"] == "add" for t in [r for r in stub.requests if r["path"].endswith("/chat/completions")][0]["body"]["tools"])
+    first = [r for r in stub.requests if r["path"].endswith("/chat/completions")][0]
+    assert any(t["function"]["name"] == "add" for t in first["body"]["tools"])
     shown = json.loads(vibechat("history", "show", str(json.loads(out.stdout)["conversation_id"]), "--json").stdout)
     assert [m["role"] for m in shown["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert shown["messages"][2]["tool_name"] == "test/add"
@@ -72,7 +73,8 @@ def test_with_no_tools_configured_the_registry_and_its_event_loop_are_not_even_i
             "from vibechat.engine.settings.table import Config\n"
             "from vibechat.app.tool_options import tools_for\n"
             "assert tools_for(Config(), None)[0] is None\n"
-            "print(sorted(m for m in sys.modules if m.startswith(('vibechat.engine.tools.registry', 'asyncio', 'mcp'))))\n")
+            "print(sorted(m for m in sys.modules\n"
+            "             if m.startswith(('vibechat.engine.tools.registry', 'asyncio', 'mcp'))))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -137,15 +139,17 @@ def test_the_chat_is_offered_no_tools_when_tool_choice_is_none(tmp_path: Path):
 DEEP = '{"a":' + "[" * 20_000 + "]" * 20_000 + "}"  # 40 KB: under the length bound, past any depth bound
 
 
-def test_arguments_nested_too_deeply_are_one_line_the_model_is_told_and_the_conversation_continues(stub, tmp_path: Path):
+def test_arguments_nested_too_deeply_are_one_line_the_model_is_told_and_the_conversation_continues(
+        stub, tmp_path: Path):
     stub.reply = "Sorry."
     stub.tool_deltas = fragments(0, "call_1", "add", DEEP, size=4000)
     out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--mcp-config", str(mcp_file(tmp_path)),
                    "--allow-tool", "test/add", "-p", "Add.", "--json")
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
-    assert out.stderr.strip().splitlines() == ["vibechat: did not run the model's call to test/add: the arguments are "
-                                               "too deeply nested (more than 64 levels of [ and {); write them flatter."]
+    assert out.stderr.strip().splitlines() == [
+        "vibechat: did not run the model's call to test/add: the arguments are "
+        "too deeply nested (more than 64 levels of [ and {); write them flatter."]
     obj = json.loads(out.stdout)
     assert obj["text"] == "Sorry."
     assert obj["tool_calls"][0]["error"] is True and "too deeply nested" in obj["tool_calls"][0]["result"]

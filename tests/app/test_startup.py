@@ -202,7 +202,8 @@ SCREENS_PROBE = textwrap.dedent("""
 def test_the_dialogs_are_imported_when_first_opened_not_before_the_first_frame():
     """The download and model-picker screens (their data tables, progress bar, path completion),
     the history dialogs and the help are imported when first opened, not before the chat's
-    first frame, nor the downloader's engine module and the Hub client; their controllers still answer the messages they send (the downloader's
+    first frame, nor the downloader's engine module and the Hub client; their controllers still
+    answer the messages they send (the downloader's
     ``Start`` and ``Cancel``, defined apart in screen_messages.py)."""
     tests = str(Path(__file__).resolve().parents[1])
     done = subprocess.run([sys.executable, "-c", SCREENS_PROBE, tests], capture_output=True, text=True,

@@ -94,7 +94,7 @@ def test_the_frames_stop_strings_never_end_a_structured_reply(eog_is_token_0):
     structured = SamplingParams(stop=("STOP",), output_format=OutputFormat("grammar", 'root ::= [^!]* "!"', "g"))
     assert reply_stops(structured, COMPLETION_STOPS) == ("STOP",)
     assert reply_stops(SamplingParams(stop=("STOP",)), COMPLETION_STOPS) == ("STOP", *COMPLETION_STOPS)
-    raw = "Ada said:\nUser: hello!".encode()
+    raw = b"Ada said:\nUser: hello!"
     table = {i + 1: raw[i:i + 1] for i in range(len(raw))}  # one byte a token; token 0 ends the reply
 
     def emitted(params: SamplingParams) -> str:
@@ -140,7 +140,7 @@ def test_a_schema_string_holds_no_raw_line_break(vocab):  # noqa: F811 - the fix
         sampler.free()
 
 
-def tokens(vocab, text: str) -> list[int]:
+def tokens(vocab, text: str) -> list[int]:  # noqa: F811 - the fixture's value, passed in
     data = text.encode()
     buf = (ll.llama_token * 64)()
     n = ll.llama_tokenize(vocab, data, len(data), buf, 64, False, False)
@@ -148,7 +148,7 @@ def tokens(vocab, text: str) -> list[int]:
     return list(buf[:n])
 
 
-def row(vocab, logits: dict[int, float]) -> np.ndarray:
+def row(vocab, logits: dict[int, float]) -> np.ndarray:  # noqa: F811 - the fixture's value, passed in
     out = np.full(ll.llama_vocab_n_tokens(vocab), -10.0, dtype=np.float32)
     for token, value in logits.items():
         out[token] = value

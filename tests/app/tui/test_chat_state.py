@@ -226,8 +226,9 @@ def forwards(cls: type) -> list[str]:
 
 def test_the_app_keeps_no_method_that_only_passes_a_call_on_to_a_controller():
     assert forwards(VibechatApp) == []
+    # messages go by the routes
     assert len([n for n, v in vars(VibechatApp).items() if inspect.isfunction(v) and n.startswith("on_")
-                and n not in ("on_load", "on_mount", "on_unmount", "on_resize", "on_event")]) == 0  # messages go by the routes
+                and n not in ("on_load", "on_mount", "on_unmount", "on_resize", "on_event")]) == 0
 
     class Switchboard(VibechatApp):  # the check finds one
         def on_reply_text(self, message):

@@ -183,7 +183,8 @@ async def test_a_delete_question_takes_no_letter_and_no_key_pressed_before_it_wa
     app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(db))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+b", "delete", "ctrl+y", "enter")  # the question comes up: the keys after it are not answers
+        # the question comes up: the keys after it are not answers
+        await pilot.press("ctrl+b", "delete", "ctrl+y", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)

@@ -63,7 +63,7 @@ async def test_calls_ask_first_then_run_on_the_server_and_a_hanging_or_dying_one
             screen = app.screen
             assert isinstance(screen, ToolApprovalScreen) and screen.call.id == call
             await answer(pilot, key)
-            await wait_for(pilot, lambda: app.screen is not screen, f"{call}'s answer")
+            await wait_for(pilot, lambda screen=screen: app.screen is not screen, f"{call}'s answer")
         await wait_for(pilot, lambda: not app.generating, "the last reply", bound=60)
         await settle(pilot)
         shown = blocks(app)
@@ -112,7 +112,8 @@ async def test_a_server_that_fails_and_a_broken_mcp_json_are_said_once_and_the_c
                              tools=registry, tool_policy=approval)
             async with app.run_test(size=SIZE) as pilot:
                 await settle(pilot)
-                await wait_for(pilot, lambda: any(said in n for n in notices(app)), "the problem said", bound=60)
+                await wait_for(pilot, lambda app=app, said=said: any(said in n for n in notices(app)),
+                               "the problem said", bound=60)
                 await send(pilot, "hello")
                 assert app.chat.messages()[-1].text == "fine"
                 assert len([n for n in notices(app) if said in n]) == 1

@@ -164,7 +164,8 @@ def test_the_chat_never_loads_libllama_whatever_the_user_opens(starter_path, fak
     fake_hub.add_repo(REPO, {"Big-Q4_K_M.gguf": gguf_bytes(payload=20_000), "Big-Q8_0.gguf": gguf_bytes()})
     script = textwrap.dedent(f"""
         import asyncio, json, sys
-        sys.path[:0] = [{str(Path(__file__).resolve().parent)!r}, {str(TESTS)!r}]  # this module, then the shared helpers
+        # this module, then the shared helpers
+        sys.path[:0] = [{str(Path(__file__).resolve().parent)!r}, {str(TESTS)!r}]
         from test_no_libllama import drive
         print("SEEN " + json.dumps(asyncio.run(drive({str(starter_path)!r}))))
     """)

@@ -173,7 +173,7 @@ async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fr
                 assert not any(line.strip() for line in shown[len(expected):])  # the room: blank
                 if live.size.height == len(before) and rendered:  # no layout: only changed lines
                     after = _segment_strips(live)
-                    first = next(y for y, (a, b) in enumerate(zip(before, after)) if a != b)
+                    first = next(y for y, (a, b) in enumerate(zip(before, after, strict=False)) if a != b)
                     assert min(rendered) >= first, f"{piece!r}: re-rendered line {min(rendered)}, first change {first}"
         finally:
             MarkdownSegment._strips = original  # type: ignore[method-assign]

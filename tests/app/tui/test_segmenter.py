@@ -29,7 +29,7 @@ def stream(text: str, seal_at: int = 600, force_at: int = 1500, seed: int = 1) -
 def covers(seg: ReplySegmenter, text: str) -> bool:
     parts = seg.segments
     return (parts[0].start == 0 and parts[-1].end == len(text)
-            and all(a.end == b.start for a, b in zip(parts, parts[1:])))
+            and all(a.end == b.start for a, b in zip(parts, parts[1:], strict=False)))
 
 
 def fences_balanced(markdown: str) -> bool:

@@ -204,7 +204,7 @@ async def test_while_a_reply_streams_the_bar_shows_its_own_tokens_speed_and_cont
         for n in range(1, len(words)):  # (the last word ends the reply)
             backend.step.release()
             want = f"{2 * n if exact else n} tok"
-            await until(pilot, lambda: re.search(rf"(^|[ ~]){want}", bar_line(app)) is not None, want)
+            await until(pilot, lambda want=want: re.search(rf"(^|[ ~]){want}", bar_line(app)) is not None, want)
             line = bar_line(app)
             assert "generating…" in line and f"{FINAL_RATE:.1f}" not in line and "ttft" not in line, line
             count, context = COUNT.search(line), CONTEXT.search(line)
@@ -215,7 +215,8 @@ async def test_while_a_reply_streams_the_bar_shows_its_own_tokens_speed_and_cont
         backend.step.release()
         await settle(pilot)
         assert counts == sorted(counts) and counts[-1] > counts[0]
-        assert [c - n for c, n in zip(contexts, counts)] == [contexts[0] - counts[0]] * len(counts)  # prompt + count
+        prompt = contexts[0] - counts[0]  # the context is the prompt + the count
+        assert [c - n for c, n in zip(contexts, counts, strict=True)] == [prompt] * len(counts)
         # Every live update, not only those the test looked at: this reply's figures only.
         assert seen and all(streaming and not stats_shown for _, streaming, stats_shown in seen)
         assert not any(f"{FINAL_RATE:.1f}" in text or "ttft" in text for text, _, _ in seen)
@@ -237,7 +238,7 @@ async def test_the_thinking_counts_while_it_streams(monkeypatch):
         await pilot.press("enter")
         for n in range(1, 4):
             backend.step.release()
-            await until(pilot, lambda: f" {2 * n} tok" in bar_line(app), f"{2 * n} tokens of thinking")
+            await until(pilot, lambda n=n: f" {2 * n} tok" in bar_line(app), f"{2 * n} tokens of thinking")
         assert app.generating and "generating…" in bar_line(app)
         for _ in range(10):
             backend.step.release()

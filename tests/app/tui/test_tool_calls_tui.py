@@ -160,7 +160,7 @@ async def test_a_model_whose_template_has_no_tools_is_said_once_and_one_that_has
         app = make(tmp_path, RecordingBackend(info=info), Box(), Policy())
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await wait_for(pilot, lambda: app.tool_rounds.specs and app.state.model_ready, "tools and model")
+            await wait_for(pilot, lambda app=app: app.tool_rounds.specs and app.state.model_ready, "tools and model")
             await settle(pilot)
             told = [n for n in notices(app) if "no tool support" in n]
             assert len(told) == (1 if said else 0), notices(app)
@@ -257,7 +257,8 @@ async def test_arguments_nested_too_deeply_are_one_result_the_chat_stays_up_and_
         await settle(pilot)
         await send(pilot, "And now?")
         await wait_for(pilot, lambda: again.chat.messages()[-1].text == "Still here.", "the next answer")
-        assert [m["role"] for m in stub.last_body["messages"] if m["role"] != "system"][-3:] == ["tool", "assistant", "user"]
+        roles = [m["role"] for m in stub.last_body["messages"] if m["role"] != "system"]
+        assert roles[-3:] == ["tool", "assistant", "user"]
 
 
 async def test_a_right_to_left_override_in_a_result_is_not_shown(tmp_path: Path):

@@ -327,7 +327,7 @@ async def test_search_results_are_told_apart_and_down_then_enter_opens_the_first
         results = screen.query_one("#search-results", OptionList)
         labels = [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
         assert len(set(labels)) == 6  # six identical titles, each hit names its conversation
-        assert all(f"#{hit.conversation_id}" in label for hit, label in zip(screen.hits, labels))
+        assert all(f"#{hit.conversation_id}" in label for hit, label in zip(screen.hits, labels, strict=False))
         await pilot.press("down")
         await pilot.pause()
         assert results.has_focus and results.highlighted == 0  # Enter works at once

@@ -117,7 +117,8 @@ async def test_escape_stops_the_reply_and_gives_the_queued_message_back_unsent(f
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(pilot)
         fake_backend.step.release()  # one piece of the reply
-        await wait_for(pilot, lambda: fake_backend.requests and app.chat.messages()[-1].text == "one", "the first piece")
+        await wait_for(pilot, lambda: fake_backend.requests and app.chat.messages()[-1].text == "one",
+                       "the first piece")
         await pilot.press("A", "A", "A", "enter", "B", "B", "B")
         await wait_for(pilot, lambda: note(app) is not None, "the queued line")
         await pilot.press("escape")

@@ -453,7 +453,7 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(st
 
 @needs_proc
 @pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")
-def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):
+def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):  # noqa: F811 - the fixture imported above
     """The real chat in a terminal, its engine stopped mid-reply (the hook stops it right after
     it sent the reply's first piece: no race with a signal), then Ctrl+Q: the chat exits
     without waiting for the engine to be continued, and the engine process is ended and
@@ -475,7 +475,8 @@ def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):
         try:
             code = term.proc.wait(HUNG_BOUND_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the chat did not quit within {HUNG_BOUND_S} s with its engine stopped:\n{term.text()[-2000:]}")
+            pytest.fail(f"the chat did not quit within {HUNG_BOUND_S} s with its engine stopped:\n"
+                        f"{term.text()[-2000:]}")
         assert code == 0, term.text()[-3000:]
         assert is_gone(engine)  # ended and reaped by the chat
         for bad in ("Traceback", "Exception ignored"):
@@ -487,7 +488,7 @@ def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):
 
 @needs_proc
 @pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")
-def test_quitting_after_a_stop_with_slow_steps_takes_at_most_3_s(chat_env):
+def test_quitting_after_a_stop_with_slow_steps_takes_at_most_3_s(chat_env):  # noqa: F811 - the fixture imported above
     """The real chat in a terminal, on a model whose steps are slow here (the "slow" hook: 2 s
     a piece), its engine then not answering (SIGSTOP): Esc (a stop, whose grace for a slow
     model is 1.5 s + twice its step), then Ctrl+Q: the chat exits within 3 s (3.5 s measured,

@@ -240,7 +240,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, "150"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
     results = [p.communicate(timeout=300) for p in procs]
-    for (out, err), p in zip(results, procs):
+    for (out, err), p in zip(results, procs, strict=True):
         assert p.returncode == 0 and out.strip() == "ok", err
         assert "locked" not in err
     with History(path) as h:

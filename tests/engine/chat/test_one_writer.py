@@ -73,7 +73,7 @@ class GatedStub(StubServer):
         base, stub = super()._handler(), self
 
         class Gated(base):  # type: ignore[misc, valid-type]
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 if self.path.endswith("/chat/completions"):
                     with stub.cond:
                         stub.arrived += 1

@@ -115,7 +115,8 @@ def test_seeded_sampling_stays_within_the_grammar_and_repeats(vocab):
 def test_penalties_see_each_emitted_token_once_and_never_a_rejected_one(vocab):
     maybe, no = first_token(vocab, "maybe"), first_token(vocab, "no")
     # frequency penalty 1: a token's logit drops by how often the penalties sampler accepted it
-    chain = chain_of(ll.llama_sampler_init_penalties(ll.llama_vocab_n_tokens(vocab), 64, 1.0, 1.0, 0.0), ll.llama_sampler_init_greedy())
+    chain = chain_of(ll.llama_sampler_init_penalties(ll.llama_vocab_n_tokens(vocab), 64, 1.0, 1.0, 0.0),
+                     ll.llama_sampler_init_greedy())
     assert not accept_is_stateless(chain)
     sampler = yes_no(vocab, chain)
     try:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from vibechat.engine.llama import kv_files as kf
-from vibechat.engine.llama import kv_snapshots as ks
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone

@@ -168,7 +168,8 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
         decodes.append(batch.n_tokens)
         return llama_cpp.llama_decode(ctx, batch)
 
-    proxy = types.SimpleNamespace(**{name: getattr(llama_cpp, name) for name in dir(llama_cpp) if name.startswith("llama_")})
+    proxy = types.SimpleNamespace(**{name: getattr(llama_cpp, name) for name in dir(llama_cpp)
+                                     if name.startswith("llama_")})
     proxy.llama_decode = decode
     monkeypatch.setattr(drafting, "ll", proxy)
     backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),

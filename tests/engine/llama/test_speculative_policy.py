@@ -52,7 +52,8 @@ def simulate(policy: AdaptiveDraft | FixedDraft, tokens: int, *, c1: float, m: f
         if k:
             lookups += 1
             found = k if rng.random() < hit else 0
-            spent = lookup * k if getattr(policy, "per_draft_lookup", False) else lookup  # a draft model: a decode a draft
+            # a draft model: a decode a draft
+            spent = lookup * k if getattr(policy, "per_draft_lookup", False) else lookup
             clock.now += spent
             policy.looked_up(spent, found, k)
         if not found:
@@ -178,7 +179,7 @@ def test_probes_come_back_with_exponential_back_off_and_bounded_overhead():
     assert policy.interval == MAX_INTERVAL
     assert policy.probes <= 4 + 5000 // BASE_INTERVAL // 4
     starts = [i for i in range(1, len(ks)) if ks[i] and not ks[i - 1]]
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     assert gaps == sorted(gaps) and gaps[-1] > gaps[0]
 
 

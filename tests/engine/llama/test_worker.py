@@ -580,7 +580,7 @@ def test_a_stopped_engine_that_does_not_answer_a_cancel_is_ended_and_the_next_re
                     pid = rambling_worker.pid
                     stopped_pid.append(pid)
                     os.kill(pid, signal.SIGSTOP)
-                    wait_until(lambda: is_stopped(pid), "the engine process to be stopped")
+                    wait_until(lambda pid=pid: is_stopped(pid), "the engine process to be stopped")
                     rambling_worker.cancel()
                     cancelled.set()
 
@@ -629,7 +629,8 @@ def test_a_load_stopped_with_its_engine_stopped_ends_the_engine(worker):
         thread.join(WAIT_S)
     error = outcome.get("error")
     assert isinstance(error, EngineCrashed), outcome
-    assert "stopped responding while loading gemma-3-270m" in str(error) and "no answer to the stop request" in str(error)
+    assert "stopped responding while loading gemma-3-270m" in str(error)
+    assert "no answer to the stop request" in str(error)
     assert is_gone(stopped_pid[0])
     assert worker.load().architecture == "gemma3"
 

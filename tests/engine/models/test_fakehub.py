@@ -247,4 +247,4 @@ def test_standalone_start_stop() -> None:
         hub.add_repo("a/b", {"f.gguf": Q4})
         assert get_session().get(f"{hub.url}/a/b/resolve/main/f.gguf").content == Q4
     with pytest.raises(RuntimeError):
-        hub.url
+        _ = hub.url

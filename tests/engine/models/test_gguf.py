@@ -210,7 +210,7 @@ def test_a_huge_string_or_key_is_skipped_not_kept(tmp_path):
     assert info.metadata["general.license"] == "mit" and info.architecture == "llama"
 
 
-# ------------------------------------------------------------------ issue 25: files that are no files, metadata llama.cpp asserts on
+# ----------------------------- issue 25: files that are no files, metadata llama.cpp asserts on
 def test_a_fifo_or_a_device_as_a_model_is_named_as_such_without_blocking(tmp_path):
     """Before: "empty (0 bytes): the download probably failed" (and a FIFO with a writer would
     block the read)."""

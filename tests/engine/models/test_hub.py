@@ -82,7 +82,7 @@ def test_pull_downloads_verifies_and_registers_the_default_quant(hub):
     assert entry["repo"] == REPO and entry["added"]
     # Progress: monotonic, complete, with the file and a speed; the projector comes with the model.
     assert seen and seen[-1].done == seen[-1].total == len(data) + len(FILES["mmproj-Tiny-Chat-F16.gguf"])
-    assert all(a.done <= b.done for a, b in zip(seen, seen[1:]))
+    assert all(a.done <= b.done for a, b in zip(seen, seen[1:], strict=False))
     # Listed, found by its name and by the Hub reference, which no longer needs a download.
     assert [m.name for m in store_models()] == [model.name]
     assert find_model(REPO).path == model.path == find_model(f"{REPO}:q4_k_m").path

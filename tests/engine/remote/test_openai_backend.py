@@ -33,13 +33,14 @@ from vibechat.engine.settings.params import SamplingParams
 
 HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Say hello.")]
 KEY = "sk-test-5ecret-KEY-0123456789"
+GREEDY = SamplingParams(temperature=0)
 
 
 def backend_for(stub: StubServer, model: str | None = "stub-small", **kw) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model=model, **kw))
 
 
-def collect(backend, messages=HELLO, params=SamplingParams(temperature=0)):
+def collect(backend, messages=HELLO, params=GREEDY):
     """conftest's ``collect``, with this file's usual request."""
     return collect_reply(backend, messages, params)
 

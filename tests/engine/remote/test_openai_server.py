@@ -134,7 +134,8 @@ def test_vibechat_run_with_the_openai_backend_end_to_end(llama_server):
     assert obj["params"]["seed"] == 1
     saved = json.loads(vibechat("history", "show", str(obj["conversation_id"]), "--json").stdout)
     assert saved["model"] == "starter"
-    assert [(m["role"], m["status"]) for m in saved["messages"]] == [("user", "complete"), ("assistant", "cut")]  # -n 8 cut it
+    statuses = [(m["role"], m["status"]) for m in saved["messages"]]
+    assert statuses == [("user", "complete"), ("assistant", "cut")]  # -n 8 cut it
     assert saved["messages"][1]["content"] == obj["text"]
     # Streaming to stdout, with the server named in the stats.
     out = vibechat("run", "--base-url", llama_server, "--model", "starter", "-p", "Hi", "-n", "4", "--stats")

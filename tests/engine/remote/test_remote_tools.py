@@ -62,7 +62,8 @@ def test_an_unknown_tool_choice_is_one_clear_line(stub: StubServer):
 def test_streamed_fragments_become_calls_after_the_replys_text(stub: StubServer):
     weather, clock = '{"city": "Paris", "unit": "celsius"}', '{"tz": "Europe/Paris"}'
     stub.tool_text = ["Let me ", "check."]
-    stub.tool_deltas = fragments(0, "call_w", "get_weather", weather, size=4) + fragments(1, "call_t", "get_time", clock)
+    stub.tool_deltas = (fragments(0, "call_w", "get_weather", weather, size=4)
+                        + fragments(1, "call_t", "get_time", clock))
     text, done = reply(stub.backend())
     assert text == done.text == "Let me check."
     assert done.tool_calls == (ToolCall("call_w", "get_weather", weather), ToolCall("call_t", "get_time", clock))
@@ -86,8 +87,10 @@ def test_a_whole_call_in_one_chunk_with_object_arguments(stub: StubServer):
 
 def test_a_call_whose_id_and_name_come_again_is_one_call(stub: StubServer):
     """llama-server sends the id and the name again when it settles on another id for a call."""
-    stub.tool_deltas = [[{"index": 0, "id": "a1", "type": "function", "function": {"name": "get_time", "arguments": "{"}}],
-                        [{"index": 0, "id": "a2", "type": "function", "function": {"name": "get_time", "arguments": ""}}],
+    stub.tool_deltas = [[{"index": 0, "id": "a1", "type": "function",
+                          "function": {"name": "get_time", "arguments": "{"}}],
+                        [{"index": 0, "id": "a2", "type": "function",
+                          "function": {"name": "get_time", "arguments": ""}}],
                         [{"index": 0, "function": {"arguments": '"tz": "UTC"}'}}]]
     _, done = reply(stub.backend())
     assert done.tool_calls == (ToolCall("a2", "get_time", '{"tz": "UTC"}'),)
@@ -111,7 +114,8 @@ def test_a_tool_calls_finish_without_calls_and_unknown_names_are_passed_on(stub:
 
 def test_names_and_ids_are_kept_as_data_and_a_missing_id_is_made_up(stub: StubServer):
     name = "[bold red]x[/]\x1b[31m\ud800"
-    stub.tool_deltas = [[{"index": 0, "type": "function", "function": {"name": name, "arguments": '{"k": "[i]v\\u001b"}'}}]]
+    stub.tool_deltas = [[{"index": 0, "type": "function",
+                          "function": {"name": name, "arguments": '{"k": "[i]v\\u001b"}'}}]]
     _, done = reply(stub.backend())
     (call,) = done.tool_calls
     assert call.name == "[bold red]x[/]\x1b[31m\ufffd"  # as sent (the front ends sanitise), no lone surrogate

@@ -115,7 +115,8 @@ def test_environment_overrides_the_file_and_names_its_variable():
 def test_precedence_flag_over_env_over_file_over_default():
     write("[params]\ntemperature = 0.3\ntop_k = 7\ntop_p = 0.5\n")
     loaded = load_config(schema=APP, environ={"VIBECHAT_TOP_K": "9", "VIBECHAT_TOP_P": "0.6"})
-    flagged = loaded.with_flags({"params.top_p": 0.7, "threads": 3}, {"params.top_p": "--top-p", "threads": "--threads"})
+    flagged = loaded.with_flags({"params.top_p": 0.7, "threads": 3},
+                                {"params.top_p": "--top-p", "threads": "--threads"})
     p = flagged.config.params
     assert (p.temperature, p.top_k, p.top_p, p.min_p) == (0.3, 9, 0.7, 0.05)
     assert flagged.config.threads == 3

@@ -63,7 +63,7 @@ def test_each_engine_setting_is_declared_once_and_the_table_and_the_config_come_
     assert issubclass(Config, EngineSettings)
     engine_rows = [s for s in SETTINGS if s.engine]
     assert tuple(s.key for s in engine_rows) == ENGINE_SETTING_KEYS
-    for f, row in zip(dataclasses.fields(EngineSettings), engine_rows):
+    for f, row in zip(dataclasses.fields(EngineSettings), engine_rows, strict=False):
         assert (row.help, row.env, row.flag, row.default) == (
             f.metadata["help"], f.metadata["env"], f.metadata["flag"], f.default), f.name
     own = [f.name for f in dataclasses.fields(Config) if f.name not in ENGINE_SETTING_KEYS]
@@ -141,7 +141,8 @@ def test_an_absurd_draft_logits_buffer_is_refused_naming_the_flag():
 
 def test_the_gpu_message_gives_the_rebuild_commands():
     message = gpu_unavailable_message(-1, "0.3.36")
-    assert 'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir llama-cpp-python==0.3.36' in message
+    assert ('CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir '
+            'llama-cpp-python==0.3.36') in message
     assert 'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat' in message
     assert "-DGGML_METAL=on" in message and "--n-gpu-layers 0" in message and "\n" not in message
 

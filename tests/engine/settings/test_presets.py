@@ -141,7 +141,7 @@ PARAMETER num_ctx 4096
 
 # sets a custom system message to specify the behavior of the chat assistant
 SYSTEM You are Mario from super mario bros, acting as an assistant.
-'''
+'''  # noqa: E501 - Ollama's own example Modelfile, word for word
 LLAMA3 = '''\
 FROM hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M
 TEMPLATE """{{ if .System }}<|start_header_id|>system<|end_header_id|>

@@ -6,7 +6,6 @@ sees only the environment its config names; no server outlives its owner."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -107,7 +107,8 @@ def test_the_template_probe_finds_a_generation_prompt_that_opens_thinking():
 
 
 # ------------------------------------------------------------------- session
-def thinking_backend(thinking: str = "I think \x1b[31mred\x1b[0m thoughts", reply: str = "Forty two.") -> RecordingBackend:
+def thinking_backend(thinking: str = "I think \x1b[31mred\x1b[0m thoughts",
+                     reply: str = "Forty two.") -> RecordingBackend:
     backend = RecordingBackend(reply)
     backend.thinking = thinking
     return backend
@@ -335,7 +336,7 @@ def test_the_local_emitter_splits_bytes_and_applies_stops_to_the_answer_only(mon
     thinking, answer, out = emitted(table, tokens, stop=("STOP",))
     assert (thinking, answer, out.done) == ("café STOP here", "Bon ", True)
     # The template opened the block: the reply starts inside it.
-    inner = "reasoning</think>Done".encode()
+    inner = b"reasoning</think>Done"
     table = {i + 1: inner[i:i + 1] for i in range(len(inner))}
     assert emitted(table, [*table, 0], inside=True)[:2] == ("reasoning", "Done")
 

@@ -228,7 +228,7 @@ def test_no_jumble_of_markers_and_json_crashes_a_recogniser_or_loses_it_more_tha
     for _ in range(200):
         reply = "".join(rng.choice(parts) for _ in range(rng.randint(0, 40)))
         cuts = sorted(rng.sample(range(len(reply) + 1), min(4, len(reply) + 1)))
-        chunks = [reply[a:b] for a, b in zip([0, *cuts], [*cuts, len(reply)])]
+        chunks = [reply[a:b] for a, b in zip([0, *cuts], [*cuts, len(reply)], strict=True)]
         text, calls, _ = run(name, chunks)
         assert len(calls) <= MAX_CALLS and len(text) <= len(reply)
         for call in calls:
