@@ -50,9 +50,9 @@ class CliProgress:
     PLAIN_EVERY = 5.0  # seconds between plain lines
 
     def __init__(self, title: str, stream: TextIO | None = None, fancy: bool | None = None) -> None:
-        from .clitools import plain
+        from vibechat.engine.sanitize import sanitize
 
-        self.title = plain(title)
+        self.title = sanitize(str(title))
         self.stream = stream or sys.stderr
         self.fancy = (self.stream.isatty() and sys.stdout.isatty()) if fancy is None else fancy
         self._rich: RichProgress | None = None

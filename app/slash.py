@@ -53,7 +53,7 @@ COMMANDS: dict[str, str] = {
     "/help": "/help: list the commands and key bindings (F1)",
     "/bye": "/bye: quit",
 }
-# The attachment commands (app/tui/attachments.py handles them).
+# The attachment commands (app/tui/controllers/attachments.py handles them).
 ATTACH_COMMANDS: dict[str, str] = {
     "/image": "/image PATH: attach an image to the next prompt (PNG, JPEG, GIF, WebP, BMP; for a vision model)",
     "/file": "/file PATH: attach a text file to the next prompt (its text goes to the model with its name)",

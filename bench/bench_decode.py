@@ -174,7 +174,7 @@ def vibechat_command() -> list[str]:
     found = shutil.which("vibechat")
     if found:
         return [found]
-    return [sys.executable, "-m", "vibechat.app.cli"]
+    return [sys.executable, "-m", "vibechat.app.commands.cli"]
 
 
 def run_vibechat(model: Path, n_tokens: int, repack: str = "auto") -> Sample:

@@ -186,7 +186,7 @@ async def sample(db: Path, messages: int) -> dict:
     from textual import events
 
     from vibechat.app.tui import create_app
-    from vibechat.app.tui.history_ui import HistoryManager
+    from vibechat.app.tui.controllers.conversations import HistoryManager
     from vibechat.engine.chat.history import History
     from vibechat.engine.chat.records import now
 
@@ -424,7 +424,7 @@ def main() -> None:
         print(f"  {sql}\n    plan: {plan}; rows it returns: {rows}")
     read = sum(max(rows, 0) for s in samples[big_label] for _, _, rows in s["startup_message_statements"])
     print(f"  message rows read during start-up, all rounds: {read}")
-    from vibechat.app.tui.history_ui import OPEN_WINDOW
+    from vibechat.app.tui.controllers.conversations import OPEN_WINDOW
 
     print(f"  opened conversation: {big.get('open_messages', 0)} messages on screen "
           f"(expected {min(m, OPEN_WINDOW)}: the newest; older ones are mounted on request)")

@@ -22,7 +22,7 @@ from _common import describe_machine, self_cpu_s
 from bench_tui import SIZE, SyntheticBackend, markdown_tokens, until_settled
 
 from vibechat.app.tui import create_app
-from vibechat.app.tui.thinking_block import ThinkingBlock
+from vibechat.app.tui.conversation.thinking_block import ThinkingBlock
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, TextDelta, ThinkingDelta
 
 

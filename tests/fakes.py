@@ -170,7 +170,7 @@ def split_stream(splitter, pieces: list[str]) -> tuple[str, str, int]:
 
 async def open_picker(pilot):
     """F3, and the model picker once it has listed the models."""
-    from vibechat.app.tui.model_picker import ModelPicker
+    from vibechat.app.tui.screens.model_picker import ModelPicker
 
     await pilot.press("f3")
     picker = pilot.app.screen

@@ -67,7 +67,7 @@ async def answer(pilot, key: str) -> None:
     """Answer the question on screen (``QuestionScreen``: tool approval, confirm) with ``key``,
     as a user does: once it is drawn and its settle time is over (a key pressed sooner is not
     taken as an answer)."""
-    from vibechat.app.tui.question import QuestionScreen
+    from vibechat.app.tui.screens.question import QuestionScreen
 
     screen = pilot.app.screen
     assert isinstance(screen, QuestionScreen), f"no question on screen ({type(screen).__name__})"

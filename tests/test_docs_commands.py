@@ -101,7 +101,7 @@ def check_command(root: Any, words: list[str]) -> list[str]:
 def cli_tree() -> Any:
     from typer.main import get_command
 
-    from vibechat.app.cli import cli
+    from vibechat.app.commands.cli import cli
 
     return get_command(cli)
 

@@ -48,7 +48,7 @@ def test_importing_every_engine_module_loads_no_ui_library():
 def test_cli_help_imports_neither_llama_cpp_nor_textual():
     code = (
         "import sys\n"
-        "from vibechat.app.cli import cli\n"
+        "from vibechat.app.commands.cli import cli\n"
         "try:\n"
         "    cli(['run', '--help'])\n"
         "except SystemExit:\n"

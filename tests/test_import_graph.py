@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS = {"app": "vibechat.app", "engine": "vibechat.engine", "themes": "vibechat.themes"}
 
 TUI = "vibechat.app.tui"
-# The CLI command modules: the Typer app and each command group's module.
-COMMAND_MODULE = re.compile(r"^vibechat\.app\.(cli|[a-z_]+_cmd)$")
+# The CLI's room: the Typer app and each command's module (app/commands/).
+COMMAND_MODULE = re.compile(r"^vibechat\.app\.commands(\.[a-z_]+)?$")
 
 Edge = tuple[str, str, str]  # (importer, imported, "file:line")
 
@@ -144,11 +144,11 @@ def _describe(path: list[str], where: dict[tuple[str, str], list[str]]) -> str:
 
 def test_the_graph_sees_the_package():
     graph, _ = _graph()
-    assert {"vibechat.app.cli", "vibechat.app.tui", "vibechat.app.tui.app", "vibechat.engine.settings.config",
+    assert {"vibechat.app.commands.cli", "vibechat.app.tui", "vibechat.app.tui.shell.app", "vibechat.engine.settings.config",
             "vibechat.themes"} <= set(graph)
     assert "vibechat.engine.errors" in graph["vibechat.engine.settings.config"]  # relative, module level
-    assert "vibechat.app.tui" in graph["vibechat.app.cli"]  # relative, inside a function
-    assert "vibechat.app.tui.app" in graph["vibechat.app.tui"]  # inside TYPE_CHECKING and a function
+    assert "vibechat.app.tui" in graph["vibechat.app.commands.cli"]  # relative, inside a function
+    assert "vibechat.app.tui.shell.app" in graph["vibechat.app.tui"]  # inside TYPE_CHECKING and a function
     assert "vibechat.engine.llama.repack" in graph["vibechat.engine.llama.llamacpp"]  # from . import repack
     assert "vibechat.engine.turns.backend" in graph["vibechat.engine.llama.worker"]  # absolute (vibechat.engine...)
 
@@ -279,3 +279,78 @@ def test_every_package_folder_is_installed():
         package = "vibechat." + folder.replace("/", ".")
         assert package in listed, f"{folder}/ is not in pyproject's [tool.setuptools] packages"
         assert mapped.get(package) == folder, f"{folder}/ is not in pyproject's [tool.setuptools.package-dir]"
+
+
+def test_app_shared_modules_import_no_command():
+    """app/'s shared modules (config, backends, run plans, progress, reports) serve the chat and
+    the CLI alike: none imports the CLI's room."""
+    graph, where = _graph()
+    offenders = [f"  {importer} -> {imported}   ({', '.join(where[importer, imported])})"
+                 for importer in sorted(graph)
+                 if importer.startswith("vibechat.app.") and not COMMAND_MODULE.match(importer)
+                 and not importer.startswith(TUI)
+                 for imported in sorted(graph[importer]) if COMMAND_MODULE.match(imported)]
+    assert not offenders, "app/'s shared modules import the CLI's room:\n" + "\n".join(offenders)
+
+
+# The TUI's rooms (app/tui/<room>/, each __init__ says what lives there and what it imports) and
+# which rooms each may import, as for the engine: "base" is app/tui's own modules (outside text,
+# the chat's state, layout helpers). Widgets, the conversation and screens never import
+# controllers or the shell; docs/ARCHITECTURE.md draws the same table.
+TUI_ROOM_MAY_IMPORT: dict[str, set[str]] = {
+    "base": set(),
+    "widgets": {"base"},
+    "conversation": {"base", "widgets"},
+    "screens": {"base", "widgets"},
+    "controllers": {"base", "widgets", "conversation", "screens"},
+    "shell": {"base", "widgets", "conversation", "screens", "controllers"},
+}
+
+
+def _tui_room(module: str) -> str | None:
+    """The TUI room of a module ("base" for app/tui's own modules), None outside the TUI; the
+    package itself (``create_app``) is the shell's."""
+    if module == TUI:
+        return "shell"
+    if not module.startswith(TUI + "."):
+        return None
+    parts = module[len(TUI) + 1:].split(".")
+    return parts[0] if len(parts) >= 2 or (ROOT / "app" / "tui" / parts[0]).is_dir() else "base"
+
+
+def test_every_tui_module_lives_in_a_known_room():
+    graph, _ = _graph()
+    rooms = {room for room in map(_tui_room, graph) if room is not None}
+    assert rooms == set(TUI_ROOM_MAY_IMPORT), f"rooms on disk {sorted(rooms)} vs the table {sorted(TUI_ROOM_MAY_IMPORT)}"
+    for folder in sorted(p for p in (ROOT / "app" / "tui").iterdir() if p.is_dir() and p.name != "__pycache__"):
+        doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+        assert doc and "Imports" in doc or "May import" in (doc or ""), \
+            f"app/tui/{folder.name}/__init__.py must say what lives there and what it imports"
+
+
+def test_tui_rooms_import_only_the_rooms_below_them():
+    graph, where = _graph()
+    offenders = []
+    for importer in sorted(graph):
+        mine = _tui_room(importer)
+        if mine is None:
+            continue
+        for imported in sorted(graph[importer]):
+            theirs = _tui_room(imported)
+            if theirs is not None and theirs != mine and theirs not in TUI_ROOM_MAY_IMPORT[mine]:
+                offenders.append(f"  {importer} ({mine}) -> {imported} ({theirs})"
+                                 f"   ({', '.join(where[importer, imported])})")
+    assert not offenders, "imports across the TUI's layers:\n" + "\n".join(offenders)
+
+
+def test_the_architecture_doc_draws_the_tables_the_tests_enforce():
+    """docs/ARCHITECTURE.md's room tables list the same rooms and imports as the tables above."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    for prefix, table in (("engine/", ROOM_MAY_IMPORT), ("app/tui/", TUI_ROOM_MAY_IMPORT)):
+        for room, may in table.items():
+            label = f"base (`{prefix}*.py`)" if room == "base" else f"`{room}/`"
+            rows = [line for line in doc.splitlines() if line.startswith(f"| {label} |")]
+            assert rows, f"docs/ARCHITECTURE.md has no row for {prefix}{room}"
+            cell = rows[0].split("|")[2].strip()
+            listed = set() if cell.startswith("nothing") else {w.strip(" `/") for w in cell.split(",")}
+            assert listed == may, f"docs/ARCHITECTURE.md: {prefix}{room} may import {sorted(listed)}, the test says {sorted(may)}"

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
     from vibechat.engine.chat.tool_turns import ToolBox
 
-    from .app import VibechatApp
-    from .history_ui import OverSaved
-    from .models_ui import BackendFactory
-    from .tool_rounds import ToolPolicy
+    from .shell.app import VibechatApp
+    from .controllers.conversations import OverSaved
+    from .controllers.models import BackendFactory
+    from .controllers.tool_rounds import ToolPolicy
 
 
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
@@ -48,7 +48,7 @@ def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, sy
     ``open_over``'s parameters and system prompt over its own (the preset's and the flags')."""
     from vibechat.engine.chat.history import History
 
-    from .app import VibechatApp
+    from .shell.app import VibechatApp
 
     if not save:
         history = None
@@ -98,7 +98,7 @@ def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | No
         """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
         return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
 
-    from .attachment_view import probe_terminal
+    from .conversation.attachment_view import probe_terminal
 
     probe_terminal()  # a graphics terminal is asked what it draws images with, before the screen reads keys
     app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,

@@ -228,7 +228,7 @@ class OpenAICompatibleBackend:
         timings: dict[str, Any] | None = None
         server_finish: str | None = None
         capped = False  # ended here at max_tokens or MAX_REPLY_CHARS: a 'length' finish
-        bound = ""  # MAX_REPLY_CHARS cut it: said on stderr by the front ends (app/bounds.py)
+        bound = ""  # MAX_REPLY_CHARS cut it: said on stderr by the front ends (app/commands/bounds.py)
         try:
             while True:
                 try:

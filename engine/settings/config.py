@@ -329,7 +329,7 @@ OTHER_VARIABLES = (
     "VIBECHAT_CONFIG",  # the config file (config_path)
     "VIBECHAT_CONFIG_DIR", "VIBECHAT_DATA_DIR", "VIBECHAT_CACHE_DIR", "VIBECHAT_STATE_DIR",  # paths.py
     "VIBECHAT_API_KEY",  # the server's key (openai_backend.KEY_VARIABLES)
-    "VIBECHAT_DEBUG",  # logging (app/cli.py)
+    "VIBECHAT_DEBUG",  # logging (app/commands/cli.py)
     "VIBECHAT_TEST_WORKER_CRASH",  # the worker's crash hook, for tests (worker.CRASH_HOOK_ENV)
 )
 MAX_VARIABLES = 10_000  # the environment is outside data: its loop is bounded

@@ -62,7 +62,7 @@ class RemoteField:
 @dataclass(frozen=True)
 class Nudge:
     """The chat's keys that step a parameter down and up by its fine step without opening the
-    parameter panel (app/tui/bindings.py makes the bindings), and what each does."""
+    parameter panel (app/tui/shell/bindings.py makes the bindings), and what each does."""
 
     down: str
     up: str

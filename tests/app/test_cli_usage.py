@@ -127,7 +127,7 @@ def command_tree() -> list[tuple[list[str], object]]:
     """Every command of ``vibechat`` (hidden ones too) with its path, as click builds them."""
     from typer.main import get_command
 
-    from vibechat.app.cli import cli
+    from vibechat.app.commands.cli import cli
 
     def walk(command, path):
         yield path, command

@@ -239,7 +239,7 @@ def test_the_chat_gets_the_effective_config_and_starts_despite_a_broken_file(mon
     from typer.testing import CliRunner
 
     import vibechat.app.tui as tui
-    from vibechat.app.cli import cli
+    from vibechat.app.commands.cli import cli
 
     seen: dict = {}
     monkeypatch.setattr(tui, "run_tui", lambda **kw: seen.update(kw))

@@ -9,7 +9,7 @@ from fakes import RecordingBackend, settle
 from helpers import was_notified
 from vibechat.app.progress import human_size
 from vibechat.app.tui import create_app
-from vibechat.app.tui.downloader import DownloadScreen
+from vibechat.app.tui.screens.downloader import DownloadScreen
 from vibechat.engine.models.projector import find_projector
 from vibechat.engine.models.store import model_folder, recorded_projector, store_models
 

@@ -19,8 +19,8 @@ from vibechat.app import options, slash
 from vibechat.app.appconfig import AppConfig, nudge_binding_ids
 from vibechat.app.options import SettingFlags, setting_options
 from vibechat.app.tui import create_app
-from vibechat.app.tui.bindings import nudge_bindings
-from vibechat.app.tui.slider import Slider
+from vibechat.app.tui.shell.bindings import nudge_bindings
+from vibechat.app.tui.widgets.slider import Slider
 from vibechat.engine.chat.records import export_line
 from vibechat.engine.llama.decoding import sampler_chain
 from vibechat.engine.remote.request import chat_body, optional_fields

@@ -54,8 +54,9 @@ def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(mo
     from typer.testing import CliRunner
 
     import vibechat.app.tui as tui_package
-    from vibechat.app import backends, batch_cmd, run_cmd
-    from vibechat.app.cli import cli
+    from vibechat.app import backends
+    from vibechat.app.commands import batch as batch_cmd, run as run_cmd
+    from vibechat.app.commands.cli import cli
 
     write_config(PRESET)
     built: list[RunPlan] = []

@@ -14,7 +14,7 @@ import pytest
 
 from fakes import RecordingBackend
 from vibechat.app.progress import ReadingLine
-from vibechat.app.run_cmd import RunRequest, execute
+from vibechat.app.commands.run import RunRequest, execute
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import PromptProgress
 

@@ -71,7 +71,7 @@ def test_a_bad_allow_tool_pattern_and_required_without_tools_are_one_line(stub, 
 def test_with_no_tools_configured_the_registry_and_its_event_loop_are_not_even_imported():
     code = ("import sys\n"
             "from vibechat.engine.settings.table import Config\n"
-            "from vibechat.app.tool_options import tools_for\n"
+            "from vibechat.app.commands.tool_options import tools_for\n"
             "assert tools_for(Config(), None)[0] is None\n"
             "print(sorted(m for m in sys.modules\n"
             "             if m.startswith(('vibechat.engine.tools.registry', 'asyncio', 'mcp'))))\n")
@@ -125,7 +125,7 @@ def test_the_no_tool_support_note_is_said_only_with_verbose(starter_installed, u
 def test_the_chat_is_offered_no_tools_when_tool_choice_is_none(tmp_path: Path):
     from dataclasses import replace
 
-    from vibechat.app.tool_options import chat_tools
+    from vibechat.app.commands.tool_options import chat_tools
     from vibechat.engine.settings.table import Config
 
     config = Config(builtin_tools=("current_time",))

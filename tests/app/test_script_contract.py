@@ -213,7 +213,7 @@ def test_the_readmes_exit_status_table_is_the_one_run_uses():
     import re
     from pathlib import Path
 
-    from vibechat.app import run_cmd
+    from vibechat.app.commands import run as run_cmd
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## One-shot: `vibechat run`"):]

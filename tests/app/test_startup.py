@@ -22,7 +22,7 @@ import vibechat.app.tui as tui
 PROBE = textwrap.dedent("""
     import sys
     sys.argv = ["vibechat", "--no-save", *sys.argv[1:]]
-    from vibechat.app.cli import main
+    from vibechat.app.commands.cli import main
     try:
         main()
     except SystemExit as exc:
@@ -83,8 +83,8 @@ async def test_routing_a_message_does_not_walk_the_layout(monkeypatch):
     from fakes import RecordingBackend
     from helpers import wait_for
     from vibechat.app.tui import create_app
-    from vibechat.app.tui.events import ModelProgress
-    from vibechat.app.tui.status_bar import StatusBar
+    from vibechat.app.tui.controllers.events import ModelProgress
+    from vibechat.app.tui.widgets.status_bar import StatusBar
 
     app = create_app(RecordingBackend(), save=False)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -191,7 +191,7 @@ SCREENS_PROBE = textwrap.dedent("""
                 app.screen.dismiss(None)
                 await wait_for(pilot, lambda: app.screen is app.default_screen, "the dialog closed")
             print("opened:", imported())
-            from vibechat.app.tui.downloader import DownloadScreen
+            from vibechat.app.tui.screens.downloader import DownloadScreen
             print("routed:", app.routes[DownloadScreen.Start] == app.models.start_download,
                   DownloadScreen.Cancel in app.routes)
 
@@ -227,7 +227,7 @@ MARKDOWN_PROBE = textwrap.dedent("""
     from helpers import wait_for
     from vibechat.app.tui import create_app
 
-    MODULES = ("rich.markdown", "markdown_it", "vibechat.app.tui.chat_markdown")
+    MODULES = ("rich.markdown", "markdown_it", "vibechat.app.tui.conversation.chat_markdown")
     drawn = threading.Event()
 
     class HeldLoad(RecordingBackend):
@@ -268,7 +268,7 @@ def test_rich_markdown_is_imported_after_the_first_frame_by_the_warm_up():
                           timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "at the first frame: []" in done.stdout, done.stdout
-    assert ("after the warm-up: ['rich.markdown', 'markdown_it', 'vibechat.app.tui.chat_markdown']"
+    assert ("after the warm-up: ['rich.markdown', 'markdown_it', 'vibechat.app.tui.conversation.chat_markdown']"
             in done.stdout), done.stdout
     assert "reply: " in done.stdout and "reply: ''" not in done.stdout, done.stdout
 
@@ -290,7 +290,7 @@ FPS_PROBE = textwrap.dedent("""
         raise SystemExit(0)
 
     terminal.require_terminal = stop_here
-    from vibechat.app.cli import main
+    from vibechat.app.commands.cli import main
     main()
 """)
 

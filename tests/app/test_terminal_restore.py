@@ -284,13 +284,13 @@ def test_a_signal_mid_reply_restores_the_terminal_and_keeps_the_reply(chat_env, 
 
 
 CRASHING_CHAT = """\
-from vibechat.app.tui.app import VibechatApp
+from vibechat.app.tui.shell.app import VibechatApp
 
 def crash(self):
     raise RuntimeError("an injected crash in the chat's own code")
 
 VibechatApp.action_help = crash  # F1 now fails inside the chat
-from vibechat.app.cli import main
+from vibechat.app.commands.cli import main
 main()
 """
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from fakes import RecordingBackend
-from vibechat.app.batch_cmd import BatchOptions, run_batch
+from vibechat.app.commands.batch import BatchOptions, run_batch
 from vibechat.engine.errors import InvalidParameterError, VibechatError
 from vibechat.engine.settings.server_url import normalize_base_url
 from vibechat.engine.settings.params import SamplingParams

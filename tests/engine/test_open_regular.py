@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vibechat.app.batch_cmd import open_prompts
+from vibechat.app.commands.batch import open_prompts
 from vibechat.engine.attach.reading import read_attachment
 from vibechat.engine.attach.store import AttachmentError, AttachmentStore
 from vibechat.engine.errors import VibechatError

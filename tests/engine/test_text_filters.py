@@ -151,7 +151,7 @@ def test_run_streams_exactly_the_text_json_reports():
     import json
 
     from fakes import RecordingBackend
-    from vibechat.app.run_cmd import RunRequest, execute
+    from vibechat.app.commands.run import RunRequest, execute
     from vibechat.engine.settings.params import SamplingParams
 
     outputs = {}

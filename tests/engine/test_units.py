@@ -7,9 +7,9 @@ import os
 import pytest
 
 from vibechat.app import slash
-from vibechat.app.tui.markdown_text import code_blocks, http_links
-from vibechat.app.tui.reply_stream import DeltaBuffer
-from vibechat.app.tui.pacing import BUSY_BUDGET, DEBT_INTERVALS, FREE_BUDGET, HOLD_S, FrameHold, RenderPacer, ui_budget
+from vibechat.app.tui.conversation.markdown_text import code_blocks, http_links
+from vibechat.app.tui.conversation.reply_stream import DeltaBuffer
+from vibechat.app.tui.conversation.pacing import BUSY_BUDGET, DEBT_INTERVALS, FREE_BUDGET, HOLD_S, FrameHold, RenderPacer, ui_budget
 from vibechat.engine import system
 from vibechat.engine.chat.conversation import Conversation
 
@@ -169,7 +169,7 @@ def test_ctrl_c_as_the_load_ends_saves_the_prompt_and_still_prints_the_json_obje
     import signal
 
     from fakes import RecordingBackend
-    from vibechat.app.run_cmd import RunRequest, execute
+    from vibechat.app.commands.run import RunRequest, execute
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.conversation import Conversation
     from vibechat.engine.settings.params import SamplingParams

@@ -20,8 +20,8 @@ from fakes import INFO, OnePieceAtATime, RecordingBackend, send, settle
 from helpers import notifications, wait_for
 from conftest import worker_threads
 from vibechat.app.tui import create_app
-from vibechat.app.tui.attachment_tray import AttachmentTray, TrayItem
-from vibechat.app.tui.attachment_view import FileAttachment, ImageAttachment, UserMessage, thumbnails_loaded
+from vibechat.app.tui.widgets.attachment_tray import AttachmentTray, TrayItem
+from vibechat.app.tui.conversation.attachment_view import FileAttachment, ImageAttachment, UserMessage, thumbnails_loaded
 from vibechat.engine.chat.history import History
 from vibechat.engine.turns.attachments import Attachment
 
@@ -350,14 +350,14 @@ def test_only_a_graphics_terminal_is_asked_and_no_other_waits_for_textual_image(
     import subprocess
     import sys
 
-    from vibechat.app.tui.attachment_view import graphics_terminal
+    from vibechat.app.tui.conversation.attachment_view import graphics_terminal
 
     assert graphics_terminal({"TERM": "xterm-kitty"})
     assert graphics_terminal({"TERM": "xterm-256color", "TERM_PROGRAM": "WezTerm"})
     assert graphics_terminal({"TERM": "xterm-256color", "KONSOLE_VERSION": "230804"})
     assert not graphics_terminal({"TERM": "xterm-256color", "TERM_PROGRAM": "Apple_Terminal"})
     assert not graphics_terminal({"TERM": "screen-256color"})
-    code = ("import sys; from vibechat.app.tui.attachment_view import probe_terminal; "
+    code = ("import sys; from vibechat.app.tui.conversation.attachment_view import probe_terminal; "
             "asked = probe_terminal({'TERM': 'xterm-256color'}); "
             "print(asked, 'textual_image' in sys.modules, 'PIL' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -112,7 +112,7 @@ async def test_ctrl_r_on_an_earlier_reply_regenerates_it_and_a_fork_copies_the_b
 
 
 async def test_search_finds_a_reply_on_a_hidden_branch_and_opens_the_conversation_on_it(tmp_path: Path):
-    from vibechat.app.tui.history_screens import SearchScreen
+    from vibechat.app.tui.screens.history_screens import SearchScreen
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.conversation import Conversation
     from vibechat.engine.turns.backend import GenerationDone
@@ -153,8 +153,8 @@ only if what it shows changes: tests/app/tui/test_footer.py)."""
 
     from textual.widgets import Footer
 
-    import vibechat.app.tui.app as app_module
-    from vibechat.app.tui.footer import KeysFooter
+    import vibechat.app.tui.shell.app as app_module
+    from vibechat.app.tui.widgets.footer import KeysFooter
 
     monkeypatch.setattr(app_module, "FOOTER_DELAY_S", 600.0)  # the Stop key's own refresh, out of the way
     rebuilt: list[object] = []

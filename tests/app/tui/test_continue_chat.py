@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from conftest import VIBECHAT_BIN
 from fakes import RecordingBackend, settle
 from helpers import wait_for
-from vibechat.app import cli as cli_module
+from vibechat.app.commands import cli as cli_module
 from vibechat.app.tui import create_app
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation

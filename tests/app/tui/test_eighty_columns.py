@@ -17,10 +17,10 @@ from fakehub import fake_hub  # noqa: F401  (fixture)
 from fakes import INFO, RecordingBackend, send, settle
 from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.tui import create_app
-from vibechat.app.tui.confirm import ConfirmScreen
-from vibechat.app.tui.downloader import DownloadScreen
-from vibechat.app.tui.history_screens import ExportScreen, RenameScreen
-from vibechat.app.tui.tool_approval import ToolApprovalScreen
+from vibechat.app.tui.screens.confirm import ConfirmScreen
+from vibechat.app.tui.screens.downloader import DownloadScreen
+from vibechat.app.tui.screens.history_screens import ExportScreen, RenameScreen
+from vibechat.app.tui.screens.tool_approval import ToolApprovalScreen
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.config import config_path, models_dir
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec

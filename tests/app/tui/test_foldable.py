@@ -1,13 +1,13 @@
-"""The foldable block has one home (app/tui/foldable.py): a reasoning model's thinking and a
+"""The foldable block has one home (app/tui/conversation/foldable.py): a reasoning model's thinking and a
 text file under a prompt share its CSS and its toggle, in a real Textual app."""
 
 from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
-from vibechat.app.tui.attachment_view import FileAttachment
-from vibechat.app.tui.foldable import FoldableBlock
-from vibechat.app.tui.thinking_block import ThinkingBlock
+from vibechat.app.tui.conversation.attachment_view import FileAttachment
+from vibechat.app.tui.conversation.foldable import FoldableBlock
+from vibechat.app.tui.conversation.thinking_block import ThinkingBlock
 from vibechat.engine.turns.attachments import Attachment
 
 NOTES = Attachment("file", "notes.md", "0" * 64, "text/plain", 24, "/nowhere/notes.md",

@@ -11,7 +11,7 @@ import threading
 from fakes import RecordingBackend, settle
 from helpers import wait_for
 from vibechat.app.tui import create_app
-from vibechat.app.tui.footer import KeysFooter
+from vibechat.app.tui.widgets.footer import KeysFooter
 
 
 def shown(app) -> list[str]:

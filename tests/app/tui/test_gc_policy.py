@@ -10,7 +10,7 @@ import time
 import pytest
 
 from vibechat.app.tui import gc_policy
-from vibechat.app.tui.reply_stream import ReplyStream
+from vibechat.app.tui.conversation.reply_stream import ReplyStream
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +27,7 @@ def thresholds():
 def _chat_view_app():
     from textual.app import App, ComposeResult
 
-    from vibechat.app.tui.chat_view import ChatView
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     class OneView(App):
         def compose(self) -> ComposeResult:
@@ -38,7 +38,7 @@ def _chat_view_app():
 
 @pytest.mark.parametrize("ending", ["finish", "fail"])
 async def test_full_collections_wait_while_a_reply_streams_and_resume_when_it_ends(thresholds, ending):
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(60, 20)) as pilot:

@@ -14,8 +14,8 @@ from textual.keys import _character_to_key, _get_unicode_name_from_key
 from fakes import RecordingBackend, settle
 from helpers import keep_notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.confirm import ConfirmScreen
-from vibechat.app.tui.history_screens import SearchScreen
+from vibechat.app.tui.screens.confirm import ConfirmScreen
+from vibechat.app.tui.screens.history_screens import SearchScreen
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History

@@ -16,8 +16,8 @@ import pytest
 from fakes import RecordingBackend, send, settle
 from helpers import answer, wait_for
 from vibechat.app.tui import create_app
-from vibechat.app.tui.tool_approval import ToolApprovalScreen
-from vibechat.app.tui.tool_block import ToolCallBlock
+from vibechat.app.tui.screens.tool_approval import ToolApprovalScreen
+from vibechat.app.tui.conversation.tool_block import ToolCallBlock
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.table import Config
 from vibechat.engine.tools.approval import ToolApproval
@@ -97,7 +97,7 @@ async def test_esc_cancels_a_running_call_on_the_server(tmp_path: Path, registry
 
 async def test_a_server_that_fails_and_a_broken_mcp_json_are_said_once_and_the_chat_goes_on(tmp_path: Path):
     from helpers import notices
-    from vibechat.app.tool_options import tools_for
+    from vibechat.app.commands.tool_options import tools_for
 
     mcp = tmp_path / "mcp.json"
     mcp.write_text(json.dumps({"mcpServers": {"good": {"command": sys.executable, "args": [SERVER]},

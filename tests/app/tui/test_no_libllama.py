@@ -44,12 +44,12 @@ async def drive(model: str) -> dict[str, list[str]]:
     from fakes import send, settle
     from vibechat.app.backends import make_backend
     from vibechat.app.tui import create_app
-    from vibechat.app.tui.downloader import DownloadScreen
-    from vibechat.app.tui.help_screen import HelpScreen
-    from vibechat.app.tui.history_screens import ExportScreen, RenameScreen, SearchScreen
-    from vibechat.app.tui.model_picker import ModelPicker
-    from vibechat.app.tui.preset_picker import PresetPicker
-    from vibechat.app.tui.slider import Slider
+    from vibechat.app.tui.screens.downloader import DownloadScreen
+    from vibechat.app.tui.screens.help_screen import HelpScreen
+    from vibechat.app.tui.screens.history_screens import ExportScreen, RenameScreen, SearchScreen
+    from vibechat.app.tui.screens.model_picker import ModelPicker
+    from vibechat.app.tui.screens.preset_picker import PresetPicker
+    from vibechat.app.tui.widgets.slider import Slider
     from vibechat.engine.settings.knobs import EngineSettings
     from vibechat.engine.settings.params import SamplingParams
 

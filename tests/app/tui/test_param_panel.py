@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.choice import Choice
-from vibechat.app.tui.slider import Slider
+from vibechat.app.tui.widgets.choice import Choice
+from vibechat.app.tui.widgets.slider import Slider
 from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
 from vibechat.engine.settings.table import SETTINGS_BY_KEY
 

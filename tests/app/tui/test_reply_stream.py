@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from vibechat.app.tui import reply_stream
-from vibechat.app.tui.reply_stream import APPEND_LIMIT, APPEND_MAX, FIRST_LIMIT, ReplyStream
+from vibechat.app.tui.conversation import reply_stream
+from vibechat.app.tui.conversation.reply_stream import APPEND_LIMIT, APPEND_MAX, FIRST_LIMIT, ReplyStream
 
 
 def stream() -> ReplyStream:
@@ -16,7 +16,7 @@ def _chat_view_app():
     """A chat view alone in an app."""
     from textual.app import App, ComposeResult
 
-    from vibechat.app.tui.chat_view import ChatView
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     class OneView(App):
         def compose(self) -> ComposeResult:
@@ -61,7 +61,7 @@ async def test_a_growing_reply_costs_one_layout_per_render_and_shows_every_line(
     """The live tail growing by a line asks for one layout of the screen, not two (Textual's
     virtual_size reactive asks again for each widget that grew: app/tui/one_layout.py), and
     that one layout still gives the reply the height of its text."""
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(60, 30)) as pilot:
@@ -94,8 +94,8 @@ async def test_a_streaming_reply_keeps_room_below_its_text_and_scrolls_once_ever
     """While a reply streams in a full, anchored view, its tail keeps up to ROOM blank lines
     below the text: the view scrolls (a full layout) once every ROOM + 1 lines, not with
     every line, the newest line is always in view, and the room goes when the reply ends."""
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
-    from vibechat.app.tui.markdown_segment import MarkdownSegment
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 
     app = _chat_view_app()
     async with app.run_test(size=(60, 20)) as pilot:
@@ -133,8 +133,8 @@ async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fr
     """A render of the same height re-renders only the lines from the first one that differs;
     the lines kept from before and the new ones are together exactly what a fresh segment
     with the whole text shows, also when the new text rewraps or restyles earlier lines."""
-    from vibechat.app.tui.chat_view import ChatView
-    from vibechat.app.tui.markdown_segment import MarkdownSegment
+    from vibechat.app.tui.conversation.chat_view import ChatView
+    from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 
     app = _chat_view_app()
     pieces = ["The keeper ", "climbed the ", "stairs **every ", "night** and ", "lit the lamp; ",
@@ -182,7 +182,7 @@ async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fr
 async def test_a_failed_or_abandoned_reply_gives_back_its_room():
     """A reply that fails or is left (a new chat, another model) keeps its text and loses the
     blank room of a streaming reply."""
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(60, 20)) as pilot:
@@ -217,7 +217,7 @@ async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_oth
     from textual.screen import Screen
     from textual.widget import Widget
 
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatMessageWidget, ChatView
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatMessageWidget, ChatView
 
     app = _chat_view_app()
     asked: list[str] = []  # widgets asking for a layout during a layout
@@ -282,8 +282,8 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
     folded as it opens."""
     import random
 
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
-    from vibechat.app.tui.markdown_segment import MarkdownSegment, SettledSegments
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment, SettledSegments
 
     monkeypatch.setattr(AssistantMessage, "SEAL_AT", 60)
     monkeypatch.setattr(AssistantMessage, "FORCE_AT", 150)
@@ -325,7 +325,7 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
 
 def _shown_lines(reply) -> list[str]:
     """What the reply's body shows, top to bottom (its fold and segments)."""
-    from vibechat.app.tui.markdown_segment import MarkdownSegment
+    from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 
     lines: list[str] = []
     for segment in reply.body.query(MarkdownSegment):
@@ -341,7 +341,7 @@ async def test_a_growing_reply_never_renders_its_containers_whole_height(monkeyp
     stays that of the screen, not of the reply's length."""
     from textual.visual import Visual
 
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
 
     heights: list[tuple[object, int]] = []
     original = Visual.to_strips.__func__  # type: ignore[attr-defined]

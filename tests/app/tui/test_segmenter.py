@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from vibechat.app.tui.segmenter import ReplySegmenter, segment
+from vibechat.app.tui.conversation.segmenter import ReplySegmenter, segment
 
 PROSE = "\n\n".join(f"Paragraph {i} " + "word " * 25 for i in range(40))
 CODE = "Intro.\n\n```python\n" + "".join(f"x{i} = {i}  # a line of code\n" for i in range(300)) + "```\n\nAfter."

@@ -14,9 +14,9 @@ from textual.geometry import Region
 
 from fakes import INFO, RecordingBackend, send, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.reply_stream import RATE_AFTER_S, ReplyCount
+from vibechat.app.tui.conversation.reply_stream import RATE_AFTER_S, ReplyCount
 from vibechat.app.tui.chat_state import LiveReply
-from vibechat.app.tui.status_bar import NAME_MIN, PRIORITY, StatusBar
+from vibechat.app.tui.widgets.status_bar import NAME_MIN, PRIORITY, StatusBar
 from vibechat.engine.turns.backend import GenerationDone, TextDelta, ThinkingDelta
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.settings.params import SamplingParams

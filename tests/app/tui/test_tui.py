@@ -10,11 +10,11 @@ from textual.content import Content
 from fakes import OnePieceAtATime, RecordingBackend, send, settle
 from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import AssistantMessage
-from vibechat.app.tui.confirm import ConfirmScreen
-from vibechat.app.tui.help_screen import HelpScreen
-from vibechat.app.tui.markdown_segment import MarkdownSegment
-from vibechat.app.tui.slider import Slider
+from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.screens.confirm import ConfirmScreen
+from vibechat.app.tui.screens.help_screen import HelpScreen
+from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
+from vibechat.app.tui.widgets.slider import Slider
 from vibechat.engine.settings.params import SamplingParams
 
 SIZE = (110, 36)
@@ -167,7 +167,7 @@ async def test_a_sent_message_is_drawn_with_the_first_words_of_its_reply(fake_ba
     when pacing.HOLD_S is up (made long here, so only the words end the hold)."""
     from textual.app import App
 
-    from vibechat.app.tui import pacing
+    from vibechat.app.tui.conversation import pacing
 
     monkeypatch.setattr(pacing, "HOLD_S", 60.0)
     fake_backend.gate = threading.Event()
@@ -605,7 +605,7 @@ async def test_worker_messages_that_land_while_the_app_closes_are_ignored(fake_b
     """The history list and the model load come from workers: their message can arrive after
     the app began closing (its widgets gone); handling it must not raise."""
     from fakes import INFO
-    from vibechat.app.tui.events import HistoryListed, ModelFailed, ModelProgress, ModelReady
+    from vibechat.app.tui.controllers.events import HistoryListed, ModelFailed, ModelProgress, ModelReady
 
     app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:

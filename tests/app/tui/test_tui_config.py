@@ -16,7 +16,7 @@ from fakes import RecordingBackend, send, settle
 from helpers import notices, notifications, wait_for, was_notified
 from vibechat.app.appconfig import BINDING_IDS, load_app_config
 from vibechat.app.tui import create_app
-from vibechat.app.tui.config_bar import ConfigBar
+from vibechat.app.tui.widgets.config_bar import ConfigBar
 from vibechat.engine.settings.config import config_path
 from vibechat.engine.settings.params import SamplingParams
 
@@ -92,7 +92,7 @@ async def test_a_typo_with_base_url_set_still_runs_the_server_and_names_the_typo
     """Issue 30: base_url and a typo in [params] opened the local starter; now the server."""
     from typer.testing import CliRunner
 
-    from vibechat.app.cli import cli
+    from vibechat.app.commands.cli import cli
 
     write_config(f'base_url = "{stub.url}"\nmodel = "stub-small"\n\n[params]\ntemprature = 0.5\ntop_k = 9\n')
     seen: dict = {}
@@ -122,7 +122,7 @@ async def test_a_typo_with_base_url_set_still_runs_the_server_and_names_the_typo
 
 
 async def test_the_bar_follows_the_file_as_it_is_fixed(fake_backend, monkeypatch):
-    from vibechat.app.tui import config_bar
+    from vibechat.app.tui.widgets import config_bar
 
     monkeypatch.setattr(config_bar, "POLL_S", 0.05)
     path = write_config('[params]\ntemprature = 0.5\n')

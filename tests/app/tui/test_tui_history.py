@@ -16,11 +16,11 @@ from conftest import read_only_dir, worker_threads
 from fakes import RecordingBackend, send, settle
 from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import AssistantMessage
-from vibechat.app.tui.earlier_messages import EarlierMessages
-from vibechat.app.tui.confirm import ConfirmScreen
-from vibechat.app.tui.history_screens import ExportScreen, RenameScreen, SearchScreen
-from vibechat.app.tui.sidebar import ConversationSidebar
+from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.earlier_messages import EarlierMessages
+from vibechat.app.tui.screens.confirm import ConfirmScreen
+from vibechat.app.tui.screens.history_screens import ExportScreen, RenameScreen, SearchScreen
+from vibechat.app.tui.widgets.sidebar import ConversationSidebar
 from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
@@ -156,7 +156,7 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
 ])
 def test_the_note_on_opening_a_conversation_had_with_another_model_file(name, path, expected):
     from fakes import INFO
-    from vibechat.app.tui.history_ui import model_change_note
+    from vibechat.app.tui.controllers.conversations import model_change_note
 
     note = model_change_note(name, path, INFO)
     assert (note is None) if expected is None else (note is not None and note.startswith(expected))
@@ -200,7 +200,7 @@ def on_server(name: str, root: str = SERVER):
 ])
 def test_the_note_names_the_servers_when_a_conversation_was_had_elsewhere(name, path, loaded, expected):
     from fakes import INFO
-    from vibechat.app.tui.history_ui import model_change_note
+    from vibechat.app.tui.controllers.conversations import model_change_note
 
     info = INFO if loaded is None else on_server(*loaded)
     note = model_change_note(name, path, info)

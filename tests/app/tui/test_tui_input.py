@@ -14,9 +14,9 @@ from textual import events
 from fakes import OnePieceAtATime, settle
 from helpers import notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import ChatMessageWidget
-from vibechat.app.tui.prompt_input import QUEUE_FULL
-from vibechat.app.tui.queued_note import QueuedNote
+from vibechat.app.tui.conversation.chat_view import ChatMessageWidget
+from vibechat.app.tui.widgets.prompt_input import QUEUE_FULL
+from vibechat.app.tui.widgets.queued_note import QueuedNote
 from vibechat.engine.turns.backend import TextDelta
 from vibechat.engine.errors import RemoteServerError
 from vibechat.engine.chat.history import History

@@ -81,8 +81,8 @@ def test_a_crash_in_the_chat_exits_non_zero(monkeypatch):
     import vibechat.app.backends as backends
     import vibechat.app.terminal as terminal
     import vibechat.app.tui as tui
-    from vibechat.app.cli import cli
-    from vibechat.app.tui.app import VibechatApp
+    from vibechat.app.commands.cli import cli
+    from vibechat.app.tui.shell.app import VibechatApp
 
     class Crashing(VibechatApp):
         def on_mount(self) -> None:

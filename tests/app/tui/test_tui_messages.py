@@ -16,7 +16,7 @@ from fakes import INFO, RecordingBackend, send, settle
 from helpers import notices, wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.clipboard import TMUX_FIX, copied_notice, tmux_set_clipboard
-from vibechat.app.tui.welcome import welcome_text
+from vibechat.app.tui.widgets.welcome import welcome_text
 from vibechat.engine.models.starter import RECOMMENDED
 
 

@@ -10,7 +10,7 @@ from fakes import send, settle
 
 from conftest import worker_threads
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.chat_view import AssistantMessage
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
@@ -79,7 +79,7 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
 
 
 async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(starter_path, monkeypatch):
-    from vibechat.app.tui.status_bar import StatusBar
+    from vibechat.app.tui.widgets.status_bar import StatusBar
     from vibechat.engine.llama import llamacpp
 
     monkeypatch.setattr(llamacpp, "DRAFT_PROGRESS_S", 0.0)  # live figures after every piece

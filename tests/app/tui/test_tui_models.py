@@ -15,8 +15,8 @@ from helpers import notifications, wait_for, was_notified
 from ggufgen import gguf_bytes
 from conftest import worker_threads
 from vibechat.app.tui import create_app
-from vibechat.app.tui.downloader import DownloadScreen
-from vibechat.app.tui.model_picker import ModelPicker
+from vibechat.app.tui.screens.downloader import DownloadScreen
+from vibechat.app.tui.screens.model_picker import ModelPicker
 from vibechat.engine.settings.config import models_dir
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
@@ -101,7 +101,7 @@ async def test_picker_lists_models_and_switching_starts_a_new_conversation(start
 
 
 async def test_a_model_too_big_for_memory_is_refused_and_the_current_one_stays(monkeypatch):
-    from vibechat.app.tui import models_ui
+    from vibechat.app.tui.controllers import models as models_ui
 
     big = models_dir() / "acme" / "Huge-GGUF" / "huge-Q8_0.gguf"
     big.parent.mkdir(parents=True)
@@ -201,7 +201,7 @@ async def test_choosing_the_loaded_model_does_not_reload_it(starter_installed):
 
 
 async def focus_gpu_slider(pilot):
-    from vibechat.app.tui.slider import Slider
+    from vibechat.app.tui.widgets.slider import Slider
 
     await pilot.press("f2")
     slider = pilot.app.query_one("#slider-gpu_layers", Slider)
@@ -237,7 +237,7 @@ async def test_gpu_layers_on_a_build_without_offload_is_disabled_with_a_one_line
 
 
 async def test_the_gpu_layers_slider_is_disabled_for_a_server_and_until_a_model_is_loaded():
-    from vibechat.app.tui.slider import Slider
+    from vibechat.app.tui.widgets.slider import Slider
 
     gate = __import__("threading").Event()
     server = replace(INFO, server="http://127.0.0.1:1/v1", backend="openai", gpu_offload_supported=True)

@@ -18,9 +18,9 @@ from fakes import INFO, RecordingBackend, open_picker, settle
 from helpers import wait_for, was_notified
 from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.tui import create_app
-from vibechat.app.tui.downloader import DownloadScreen
-from vibechat.app.tui.model_picker import ModelPicker
-from vibechat.app.tui.path_complete import complete_path
+from vibechat.app.tui.screens.downloader import DownloadScreen
+from vibechat.app.tui.screens.model_picker import ModelPicker
+from vibechat.app.tui.widgets.path_complete import complete_path
 from vibechat.engine.models import opened
 from vibechat.engine.models.resolve import all_models
 

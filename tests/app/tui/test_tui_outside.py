@@ -18,10 +18,10 @@ from ggufgen import gguf_bytes
 from openai_stub import StubServer
 from helpers import answer, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.confirm import ConfirmScreen
-from vibechat.app.tui.downloader import DownloadScreen
-from vibechat.app.tui.history_screens import RenameScreen
-from vibechat.app.tui.model_picker import ModelPicker
+from vibechat.app.tui.screens.confirm import ConfirmScreen
+from vibechat.app.tui.screens.downloader import DownloadScreen
+from vibechat.app.tui.screens.history_screens import RenameScreen
+from vibechat.app.tui.screens.model_picker import ModelPicker
 from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
@@ -321,8 +321,8 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
     the terminal, no text links anywhere or runs an action."""
     from textual.command import CommandPalette
 
-    from vibechat.app.tui.history_screens import ExportScreen, SearchScreen
-    from vibechat.app.tui.prompt_input import PromptInput
+    from vibechat.app.tui.screens.history_screens import ExportScreen, SearchScreen
+    from vibechat.app.tui.widgets.prompt_input import PromptInput
     from vibechat.engine.models import download, hub, resolve as models
     from vibechat.engine.settings.table import Config
     from vibechat.engine.settings.config import LoadedConfig
@@ -520,7 +520,7 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
 
 async def test_a_remote_servers_names_and_errors_in_its_picker():
     """The remote picker's title (the server), its model ids and its error line."""
-    from vibechat.app.tui.model_picker import RemoteModelPicker
+    from vibechat.app.tui.screens.model_picker import RemoteModelPicker
     from vibechat.engine.errors import VibechatError
 
     def refuse() -> list[str]:
@@ -562,7 +562,7 @@ async def test_pasted_and_taken_back_text_is_sanitised_in_the_inputs(tmp_path: P
     and an Input show control characters as they are)."""
     from textual import events
 
-    from vibechat.app.tui.history_screens import SearchScreen
+    from vibechat.app.tui.screens.history_screens import SearchScreen
 
     db = tmp_path / "history.db"
     cid = seed(db, HOSTILE)  # e.g. saved by ``vibechat run`` from a pipe
@@ -616,7 +616,7 @@ def test_a_palette_help_line_cut_inside_a_hostile_tag_is_shown_as_text(pad):
     from textual.content import Content
 
     from vibechat.app.tui import outside
-    from vibechat.app.tui.palette import action_commands
+    from vibechat.app.tui.shell.palette import action_commands
 
     config = Path("/x" * pad) / HOSTILE_DIR / ("[@click=app.quit]q[bold]" * 20) / "config.toml"
     helps = [command.help for command in action_commands([], str, config, lambda action: None)]

@@ -13,7 +13,7 @@ from textual.geometry import Region
 from fakes import RecordingBackend, settle
 from helpers import wait_for
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import AssistantMessage, MessageText
+from vibechat.app.tui.conversation.chat_view import AssistantMessage, MessageText
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, PromptProgress
 
 TOTAL = 2700

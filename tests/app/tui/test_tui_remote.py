@@ -11,7 +11,7 @@ from pathlib import Path
 from fakes import send, settle
 from helpers import was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.model_picker import RemoteModelPicker
+from vibechat.app.tui.screens.model_picker import RemoteModelPicker
 from vibechat.engine.chat.history import History
 from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
 from vibechat.engine.remote.options import OpenAIOptions

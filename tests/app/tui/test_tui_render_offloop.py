@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from vibechat.app.tui.pacing import RenderPacer
+from vibechat.app.tui.conversation.pacing import RenderPacer
 
 REPLY = ("## The keeper\n\nHe climbed the stairs **every night** and lit the `lamp`.\n\n"
          "- first item\n- second item with `code`\n\n"
@@ -21,7 +21,7 @@ REPLY = ("## The keeper\n\nHe climbed the stairs **every night** and lit the `la
 def _chat_view_app():
     from textual.app import App, ComposeResult
 
-    from vibechat.app.tui.chat_view import ChatView
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     class OneView(App):
         def compose(self) -> ComposeResult:
@@ -34,7 +34,7 @@ def _lines(reply) -> list[str]:
     """What the reply's segments show, top to bottom."""
     from textual.geometry import Region
 
-    from vibechat.app.tui.markdown_segment import MarkdownSegment
+    from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 
     shown: list[str] = []
     for segment in reply.body.query(MarkdownSegment):
@@ -44,7 +44,7 @@ def _lines(reply) -> list[str]:
 
 
 async def test_the_event_loop_turns_while_a_slice_of_the_reply_renders():
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(80, 30)) as pilot:
@@ -74,7 +74,7 @@ async def test_the_event_loop_turns_while_a_slice_of_the_reply_renders():
 async def test_a_reply_streamed_in_slices_shows_what_the_whole_reply_shows():
     """Rendered off the loop slice by slice (segments sealed several at a time, below clean
     cuts and a horizontal rule), the finished reply is line for line the reply rendered whole."""
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(80, 40)) as pilot:
@@ -108,8 +108,8 @@ async def test_a_slice_rendering_in_a_worker_thread_does_not_hold_up_the_app():
     """The app's message handler that renders a slice returns while the slice's Markdown
     renders (a key pressed meanwhile is handled at once); the next render, the end of the
     reply and a failure all wait for that slice, so nothing is lost or drawn out of order."""
-    from vibechat.app.tui.chat_view import AssistantMessage, ChatView
-    from vibechat.app.tui.reply_stream import ReplyStream
+    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.reply_stream import ReplyStream
     from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
     app = _chat_view_app()

@@ -17,7 +17,7 @@ from helpers import notices
 from ggufgen import write_gguf
 from conftest import worker_threads
 from vibechat.app.tui import create_app
-from vibechat.app.tui.help_screen import HelpScreen
+from vibechat.app.tui.screens.help_screen import HelpScreen
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.models.resolve import all_models
@@ -235,7 +235,7 @@ async def test_load_by_path_and_by_name_on_the_real_model(starter_installed, tmp
 
 
 async def test_load_alone_opens_the_picker_and_a_session_without_a_factory_says_so():
-    from vibechat.app.tui.model_picker import ModelPicker
+    from vibechat.app.tui.screens.model_picker import ModelPicker
 
     app = create_app(RecordingBackend(), blink=False, save=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -285,7 +285,7 @@ async def test_save_says_conversations_save_themselves_and_how_to_keep_the_param
 
 
 def test_show_info_names_the_projector_a_vision_model_sees_images_through():
-    from vibechat.app.tui.show_info import info_text
+    from vibechat.app.tui.screens.show_info import info_text
     from vibechat.engine.settings.params import SamplingParams
 
     rows = info_rows(info_text(replace(INFO, projector="mmproj-gemma-3-4b-it-f16.gguf\x1b[2J"), SamplingParams(), None))

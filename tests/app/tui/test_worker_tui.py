@@ -23,7 +23,7 @@ from test_terminal_restore import Terminal, engine_process_of, wait_for_pieces
 from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped, needs_proc
 from conftest import worker_threads
 from vibechat.app.tui import create_app
-from vibechat.app.tui.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.chat_view import AssistantMessage
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.models.local_model import LocalModel

@@ -15,7 +15,7 @@ import pytest
 from conftest import VIBECHAT_BIN, default_sigint, same_start
 from fakes import RecordingBackend
 from test_cli_run import rambling  # noqa: F401 - a fixture: the starter in Gemma's turn format
-from vibechat.app.batch_cmd import BatchOptions, run_batch
+from vibechat.app.commands.batch import BatchOptions, run_batch
 from vibechat.engine.chat.batch import BatchLineError, BatchRequest, parse_line, read_requests
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams

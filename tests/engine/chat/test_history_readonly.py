@@ -23,7 +23,7 @@ import pytest
 from conftest import VIBECHAT_BIN, read_only_dir
 from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.sidebar import ConversationSidebar
+from vibechat.app.tui.widgets.sidebar import ConversationSidebar
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.database import HistoryError, default_path
 

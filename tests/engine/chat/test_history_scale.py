@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.sidebar import ConversationSidebar
+from vibechat.app.tui.widgets.sidebar import ConversationSidebar
 from vibechat.engine.chat.history import History
 
 CONVERSATIONS, MESSAGES = 300, 20

@@ -233,7 +233,7 @@ def test_the_index_reads_headers_only_and_within_its_bounds(tmp_path, monkeypatc
 
 
 def test_history_cache_shows_and_clears(tmp_path, monkeypatch):
-    from vibechat.app.cli import cli
+    from vibechat.app.commands.cli import cli
 
     folder = kf.snapshot_folder()
     kept(folder, [1, 2, 3, 4], payload(4096))
@@ -310,7 +310,7 @@ def test_lowering_the_bound_prunes_at_once_least_recently_used_first(tmp_path):
 
 
 def test_history_cache_keeps_the_bound_shows_off_plainly_and_a_bad_value_as_the_problem(tmp_path, monkeypatch):
-    from vibechat.app.cli import cli
+    from vibechat.app.commands.cli import cli
 
     folder = kf.snapshot_folder()
     made = _sized(folder, 3, 600 << 10)
@@ -334,7 +334,7 @@ def test_history_cache_keeps_the_bound_shows_off_plainly_and_a_bad_value_as_the_
 
 def test_history_cache_clear_says_what_it_could_not_delete_and_fails(tmp_path, monkeypatch):
     """As root no mode stops an unlink: a non-empty folder under a snapshot's name does."""
-    from vibechat.app.cli import cli
+    from vibechat.app.commands.cli import cli
 
     folder = kf.snapshot_folder()
     kept(folder, [1, 2, 3, 4], payload(4096))

@@ -430,7 +430,7 @@ def test_the_chat_process_never_loads_libllama(starter_path):
     in the worker, and the chat's own process never imports llama_cpp (libllama)."""
     script = (
         "import sys\n"
-        "import vibechat.app.tui.app\n"
+        "import vibechat.app.tui.shell.app\n"
         "from vibechat.app.backends import make_backend\n"
         "from vibechat.engine.settings.knobs import EngineSettings\n"
         "from vibechat.engine.turns.backend import ChatMessage, GenerationDone\n"

@@ -101,7 +101,7 @@ def test_each_engine_flag_is_the_one_the_settings_table_names():
     flag the config's table records; every engine setting with a flag has one."""
     import typer.main
 
-    from vibechat.app.cli import cli
+    from vibechat.app.commands.cli import cli
     from vibechat.engine.settings.table import SETTINGS_BY_KEY
     from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
 

@@ -299,7 +299,7 @@ async def test_slash_preset_applies_system_params_thinking_and_format():
 async def test_preset_picker_from_slash_and_the_palette_applies_the_chosen_one():
     from textual.command import CommandList, CommandPalette
 
-    from vibechat.app.tui.preset_picker import PresetPicker
+    from vibechat.app.tui.screens.preset_picker import PresetPicker
 
     write_config(CODER.replace('model = "bartowski/Qwen2.5-Coder-7B-Instruct-GGUF"', ""))
     app = create_app(RecordingBackend(), blink=False, save=False)

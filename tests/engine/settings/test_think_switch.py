@@ -19,8 +19,8 @@ from fakes import INFO, RecordingBackend, send, settle
 from helpers import notices, was_notified
 from ggufgen import copy_with_metadata
 from conftest import worker_threads
-from vibechat.app.batch_cmd import BatchOptions, run_batch
-from vibechat.app.run_cmd import RunRequest, execute
+from vibechat.app.commands.batch import BatchOptions, run_batch
+from vibechat.app.commands.run import RunRequest, execute
 from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.turns.prompt_format import GEMMA
 from vibechat.engine.turns.chat_template import ChatTemplate
@@ -294,7 +294,7 @@ async def test_think_is_refused_where_the_template_has_no_switch():
 
 async def test_the_panels_thinking_switch():
     from vibechat.app.tui import create_app
-    from vibechat.app.tui.choice import Choice
+    from vibechat.app.tui.widgets.choice import Choice
 
     backend = RecordingBackend("Sure.", replace(INFO, thinking_switch="enable_thinking"))
     app = create_app(backend, blink=False)
@@ -325,7 +325,7 @@ async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_i
     reply streams as thinking, the chat shows it in a folded block, and the context meter
     then shows what the next prompt sends, without the thinking."""
     from vibechat.app.tui import create_app
-    from vibechat.app.tui.thinking_block import ThinkingBlock
+    from vibechat.app.tui.conversation.thinking_block import ThinkingBlock
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 

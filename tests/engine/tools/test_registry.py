@@ -119,7 +119,7 @@ def test_the_mcp_sdk_is_imported_only_when_a_server_starts():
     import subprocess
 
     code = ("import sys\n"
-            "import vibechat.app.cli, vibechat.app.tools_cmd\n"
+            "import vibechat.app.commands.cli, vibechat.app.commands.tools\n"
             "from vibechat.engine.tools import approval, builtin, mcp_config, mcp_servers, registry\n"
             "from vibechat.engine.settings.table import Config\n"
             "from vibechat.engine.turns.tool_calls import ToolCall\n"

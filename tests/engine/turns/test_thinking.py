@@ -17,8 +17,8 @@ import pytest
 
 from fakes import RecordingBackend, split_stream
 from conftest import worker_threads
-from vibechat.app.batch_cmd import BatchOptions, run_batch
-from vibechat.app.run_cmd import RunRequest, execute
+from vibechat.app.commands.batch import BatchOptions, run_batch
+from vibechat.app.commands.run import RunRequest, execute
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
 from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.chat.chatlog import ChatLog

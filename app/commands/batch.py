@@ -1,0 +1,285 @@
+"""``vibechat run --prompts-file FILE.jsonl``: many prompts, one JSON result per line.
+
+The model loads once; each prompt then runs as a conversation of its own, saved in
+the history unless ``--no-save``. The KV cache keeps the token prefix a prompt shares
+with the previous one (a common system prompt is evaluated once, not per line), as
+llama-server's prompt cache does; ``--no-prefix-cache`` starts every prompt from an
+empty cache instead, for results that cannot depend on line order even in the last
+bit (llama.cpp does not promise bit-identical logits across batch sizes; in our
+tests reuse never changed a reply). Results go to stdout as each prompt completes, one
+JSON object per line, in the order of the file. A bad line (see ``engine/chat/batch.py``)
+becomes a result with ``error`` and ``line``, plus one line on stderr; the rest run.
+
+Exit codes: 0 every line succeeded, 1 at least one failed or there was none (or the
+command could not start: one line on stderr), 3 none failed but a structured reply
+(``--json-schema``/``--grammar``) was cut by a limit before its grammar was complete (its
+result says ``"structured_output": "incomplete"``, with one line on stderr), 130 after Ctrl-C:
+the prompt in progress stops at once and is reported with ``finish_reason: "cancelled"``; the
+lines after it do not run.
+
+Imports inside functions are deliberate: the backends and the download progress load only when a
+batch runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO, TextIO
+
+from vibechat.engine.turns.backend import Backend, ModelInfo
+from vibechat.engine.chat.batch import BatchLineError, BatchRequest, read_requests
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.files import NotARegularFile, open_regular
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.think_switch import unswitchable
+from vibechat.engine.chat.session import ChatSession
+
+from .bounds import bound_line
+from .clitools import plain, quiet_stdout, safe_json
+from .interrupt import CtrlC
+from ..report import ReplyMeter, RunResult, format_stats
+from .run import EXIT_INCOMPLETE, ThinkingEcho, empty_reply_line, incomplete_line, load_or_interrupt, trim_notice
+
+if TYPE_CHECKING:
+    from ..run_plan import RunPlan
+
+
+@dataclass
+class BatchOptions:
+    system: str | None  # the command's system prompt (flag > env > config)
+    params: SamplingParams  # the command's parameters (flags > env > config > defaults)
+    raw: bool = False
+    show_stats: bool = False
+    reuse_prefix: bool = True  # keep the prefix shared with the previous prompt in the KV cache
+    show_thinking: bool = False  # a reasoning model's thinking on stderr, each reply's marked with its line
+
+
+MAX_PROMPT_LINE_BYTES = 16 << 20  # 16 MiB: millions of tokens, beyond any context; a longer "line" is not a prompt
+
+
+def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
+    """The prompts file (``-``: stdin) and how to name it in messages.
+
+    A named file must be a regular file, checked on the open descriptor: a FIFO (it may never
+    open or never end), ``/dev/zero`` or a folder is refused at once. Stdin may be a pipe
+    (prompts run as they arrive); its lines are bounded by :func:`bounded_lines`."""
+    if path == "-":
+        return stdin, "stdin"
+    try:
+        return open_regular(path), path
+    except NotARegularFile as exc:
+        what = "it is a folder" if exc.kind == "a directory" else f"it is {exc.kind}, not a file"
+        raise VibechatError(f"cannot read prompts file {path}: {what}; give a JSON Lines file, or '-' "
+                            "to read the prompts from stdin.") from None
+    except OSError as exc:
+        raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
+
+
+def bounded_lines(stream: BinaryIO, source: str) -> Iterator[bytes]:
+    """The lines of ``stream``, each read with a cap (:data:`MAX_PROMPT_LINE_BYTES`): an endless
+    line (``/dev/zero`` on stdin) stops the batch with one line instead of filling memory."""
+    number = 0
+    while True:
+        try:
+            line = stream.readline(MAX_PROMPT_LINE_BYTES + 1)
+        except OSError as exc:  # stdin redirected from a folder, an I/O error
+            raise VibechatError(f"cannot read prompts file {source}: {exc.strerror or exc}.") from None
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_PROMPT_LINE_BYTES and not line.endswith(b"\n"):
+            raise VibechatError(f"{source} line {number} is longer than {MAX_PROMPT_LINE_BYTES >> 20} MiB: not a "
+                                "prompt (is it a JSON Lines file?); the lines after it were not run.")
+        yield line
+
+
+def _is_regular(stream: BinaryIO) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class _Batch:
+    def __init__(self, session: ChatSession, info: ModelInfo, options: BatchOptions, history: History | None,
+                 source: str, out: TextIO, err: TextIO) -> None:
+        self.session, self.info, self.options = session, info, options
+        self.history, self.source, self.out, self.err = history, source, out, err
+        self.failed = 0
+        self.done = 0
+        self.incomplete = 0  # structured replies a limit cut before their grammar was complete
+
+    def write(self, obj: dict[str, object]) -> None:
+        self.out.write(safe_json(obj) + "\n")
+        self.out.flush()
+
+    def report(self, line: int, message: str, request_id: str | int | None,
+               conversation_id: int | None = None) -> None:
+        self.failed += 1
+        self.err.write(plain(f"vibechat: {self.source} line {line}: {message}") + "\n")
+        self.err.flush()
+        self.write(RunResult(line=line, request_id=request_id, line_error=message,
+                             conversation_id=conversation_id).to_json())
+
+    def run_one(self, request: BatchRequest, stop_requested) -> None:
+        params = request.params(self.options.params)
+        system = self.options.system if request.system is None else (request.system or None)
+        chat = ChatLog(Conversation(system=system, params=params), self.history, source="batch")
+        # Without prefix reuse every prompt starts from an empty KV cache: order cannot matter.
+        self.session.open(chat, reset_cache=not self.options.reuse_prefix)
+        try:
+            self.session.check_prompt(request.prompt)  # before it is saved
+        except VibechatError as exc:
+            self.report(request.line, str(exc).rstrip("."), request.id)
+            return
+        chat.add_user(request.prompt)
+        meter = ReplyMeter()  # the reply's wall time (elapsed_ms)
+        try:
+            echo = ThinkingEcho(self.err, f" line {request.line}") if self.options.show_thinking else None
+            try:
+                result = self.session.answer(params, on_event=trim_notice(self.err, echo),
+                                             stop_requested=stop_requested)
+            finally:
+                if echo is not None:
+                    echo.close()
+        except VibechatError as exc:  # e.g. a prompt longer than the context
+            self._after(chat)
+            self.report(request.line, str(exc).rstrip("."), request.id, chat.conversation_id)
+            return
+        self._after(chat)
+        done = result.done
+        report = RunResult.of_answer(result, params=params, info=self.info, conversation_id=chat.conversation_id,
+                                     raw=self.options.raw, meter=meter)
+        report.line, report.request_id = request.line, request.id
+        used = report.params or params
+        self.done += 1
+        self.write(report.to_json())
+        if report.empty:  # said, as `run` says it (which exits 4); the batch goes on
+            self.err.write(plain(f"vibechat: {self.source} line {request.line}: "
+                                 f"{empty_reply_line(self.info, bool(done.thinking.strip()))}") + "\n")
+            self.err.flush()
+        if self.options.show_stats and done.finish_reason != "cancelled":
+            self.err.write(plain(f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}")
+                           + "\n")
+            self.err.flush()
+        cut = None if result.interrupted else incomplete_line(
+            used, done.stats, self.info, result.text, fix_tokens="raise --max-tokens (or the line's max_tokens)")
+        if cut is not None:
+            self.incomplete += 1
+            self.err.write(plain(f"vibechat: {self.source} line {request.line}: {cut}") + "\n")
+            self.err.flush()
+        bound = None if result.interrupted or cut is not None else bound_line(
+            done, self.info, used, result.text, fix_tokens="--max-tokens (or the line's max_tokens)")
+        if bound is not None:  # a cut no one would see, said as `run` says it
+            self.err.write(plain(f"vibechat: {self.source} line {request.line}: {bound}") + "\n")
+            self.err.flush()
+
+    def exit_code(self) -> int:
+        """1 if a line failed, else 3 if a structured reply was cut short, else 0."""
+        return 1 if self.failed else EXIT_INCOMPLETE if self.incomplete else 0
+
+    def _after(self, chat: ChatLog) -> None:
+        """A failed save is reported once; the rest of the batch is not saved."""
+        if chat.problem and self.history is not None:
+            self.err.write(plain(f"vibechat: {chat.problem}") + "\n")
+            self.history = None
+
+
+def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOptions,
+              history: History | None, out: TextIO, err: TextIO) -> int:
+    """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
+    session = ChatSession(backend)
+    interrupt = CtrlC(session.cancel, blocking_input=not _is_regular(prompts))
+    items = read_requests(bounded_lines(prompts, source))
+    try:
+        with interrupt.installed():
+            info = load_or_interrupt(session, interrupt)
+            ignored = unswitchable(info.server, info.thinking_switch, options.params.thinking)
+            for notice in (*info.notices, *([ignored] if ignored else [])):  # e.g. the context size rounded up
+                err.write(plain(f"vibechat: {notice}") + "\n")
+            batch = _Batch(session, info, options, history, source, out, err)
+            while not interrupt.requested:
+                item = interrupt.read(lambda: next(items, None))
+                if item is None:
+                    break
+                if isinstance(item, BatchLineError):
+                    batch.report(item.line, item.message, item.id)
+                else:
+                    batch.run_one(item, lambda: interrupt.requested)
+    except BrokenPipeError:  # `| head -n 3`: stop quietly
+        quiet_stdout()
+        return batch.exit_code()
+    if interrupt.requested:
+        err.write("\n")
+        return 130
+    if batch.done + batch.failed == 0:
+        raise VibechatError(_no_prompts(source))  # said as any failure to start is (one JSON line with error)
+    return batch.exit_code()
+
+
+def _no_prompts(source: str) -> str:
+    return (f"no prompts in {source}: it is empty or blank; give one JSON object per line, "
+            'e.g. {"prompt": "Hi"}.')
+
+
+def _check_not_blank(prompts: BinaryIO, source: str) -> None:
+    """A file (not a pipe) with no prompt is an error before the model loads."""
+    if not _is_regular(prompts):
+        return
+    try:
+        blank = all(not line.strip() for line in bounded_lines(prompts, source))
+        prompts.seek(0)
+    except OSError:
+        return  # read again, and reported, by the batch itself
+    if blank:
+        raise VibechatError(_no_prompts(source))
+
+
+def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_id: int | None,
+                    prompt_flag: str = "--prompt") -> None:
+    """--prompts-file makes each line its own conversation: the single-prompt options do not mix
+    (``prompt_flag``: how the prompt was given, ``--prompt`` or a positional ``PROMPT``)."""
+    for given, flag in ((prompt is not None, prompt_flag), (continue_latest, "--continue"),
+                        (conversation_id is not None, "--conversation")):
+        if given:
+            raise VibechatError(f"--prompts-file and {flag} do not mix: each line of the file is a prompt "
+                                f"and a new conversation; drop {flag}.")
+
+
+def batch_main(path: str, plan: RunPlan, *, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True,
+               show_thinking: bool = False) -> int:
+    """``vibechat run --prompts-file PATH`` as ``plan`` says (the model, the command's system
+    prompt and parameters; each line may set its own)."""
+    from ..backends import make_backend
+    from ..progress import pull_with_progress
+
+    prompts, source = open_prompts(path, sys.stdin.buffer)
+    history: History | None = None
+    backend: Backend | None = None
+    try:
+        _check_not_blank(prompts, source)
+        if not no_save:
+            history = History().open()  # a read-only data dir fails here, in one line, before any work
+        # No KV snapshots: each line is a conversation of its own, which the run's prefix reuse
+        # serves; a snapshot per line would churn the disk, and with --no-prefix-cache a restored
+        # one would make a line's result depend on the lines (and runs) before it.
+        backend = make_backend(dataclasses.replace(plan.engine, kv_snapshot_cache_mib=0), pull=pull_with_progress)
+        options = BatchOptions(system=plan.system, params=plan.params, raw=raw, show_stats=show_stats,
+                               reuse_prefix=reuse_prefix, show_thinking=show_thinking)
+        return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)
+    finally:
+        if backend is not None:
+            backend.close()
+        if history is not None:
+            history.close()
+        if prompts is not sys.stdin.buffer:
+            prompts.close()

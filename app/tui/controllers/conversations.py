@@ -1,0 +1,585 @@
+"""The app's saved conversations: the sidebar, opening, search, rename, delete, export.
+
+A controller of ``VibechatApp`` (see ``host.py``): it opens conversations into the
+engine's ``ChatSession``, which owns the conversation being chatted. Database reads
+that can grow (the list, a conversation's messages) run in workers; the small
+writes (rename, delete) run where they are asked for.
+
+Opening a conversation brings back its system prompt and parameters and rebuilds
+the model's KV cache from its messages in a worker, so the next reply starts
+without evaluating the whole conversation first.
+
+After a new conversation's first reply, an instruct model writes its title (``model_titles``
+in the config): a short request in a worker, which waits for the engine and gives way to
+the user's next message; until then, and for a base model, the title is the first prompt's
+(engine/chat/titles.py), never the reply's words.
+
+Imports inside functions are deliberate: the history dialogs and the tool block load when first
+opened, not before the chat's first frame (tests/app/test_startup.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vibechat.engine.turns.backend import ModelInfo
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.settings.refs import quant_from_filename
+from vibechat.engine.chat.records import ConversationSummary, SearchHit, StoredConversation, StoredMessage
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.export import write_export
+from vibechat.engine.settings.choices import COMPLETION
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.sanitize import sanitize
+from vibechat.engine.turns.tool_calls import ToolCall
+
+from ...appconfig import chat_settings
+from ...conversation_backend import OwnBackend
+from ..conversation.attachment_view import UserMessage
+from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
+from ..conversation.earlier_messages import EarlierMessages
+from ..screens.confirm import ConfirmScreen
+from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed, OwnModelWanted
+from .host import ChatHost
+from ..outside import one_line
+from ..widgets.sidebar import ConversationSidebar
+from ..conversation.thinking_block import ThinkingBlock
+from ..widgets.welcome import resume_line
+from vibechat.engine.chat.records import now
+import json
+
+if TYPE_CHECKING:
+    from ..screens.history_screens import ExportChoice
+    from .host import Handlers
+
+log = logging.getLogger("vibechat.tui")
+
+# RunPlan.over_saved: a saved conversation's parameters with the command line's on top, and the
+# system prompt it names (None: the conversation's own).
+OverSaved = Callable[[SamplingParams], "tuple[SamplingParams, str | None]"]
+
+OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on request
+STATUS_NOTES: dict[str, tuple[str, str | None]] = {
+    "cut": ("… cut at the token limit", None),
+    "stopped": ("⏹ stopped", "stopped"),
+    "interrupted": ("⚠ interrupted: vibechat closed while this reply streamed", "stopped"),
+}
+
+
+class HistoryManager:
+    """See the module docstring."""
+
+    def __init__(self, host: ChatHost, open_first: int | None = None, over_first: OverSaved | None = None) -> None:
+        self.host = host
+        self._open_first = open_first  # --continue / --conversation ID: opened once the model is ready
+        # ... with the preset's and the flags' parameters and system prompt over its own, as in `run --continue`
+        self._over_first = (open_first, over_first) if open_first is not None and over_first is not None else None
+        self._problem_shown: str | None = None
+        self._titled: set[int] = set()  # conversations the model was asked to title
+        self.opened: StoredConversation | None = None  # the conversation last opened (its branches)
+
+    def handlers(self) -> Handlers:
+        """The messages this controller answers (the app hands them here)."""
+        return {HistoryListed: self.listed, ConversationLoaded: self.loaded, ConversationLoadFailed: self.load_failed,
+                CacheRebuilt: self.cache_rebuilt, EarlierMessages.Requested: self.show_earlier,
+                ChatMessageWidget.BranchRequested: self.switch_branch,
+                ConversationSidebar.Open: lambda message: self.open_conversation(message.conversation_id),
+                ConversationSidebar.Request: lambda message: self.act(message.what, message.summary.id,
+                                                                      message.summary.title)}
+
+    @property
+    def history(self) -> History | None:
+        return self.host.history
+
+    # ---------------------------------------------------------------- listing
+    def list_history(self) -> None:
+        self.host.run_worker(self._list, thread=True, exclusive=True, group="history", exit_on_error=False)
+
+    def _list(self) -> None:
+        """Open the database (repairing what a crash left) and list the conversations."""
+        if self.history is None:
+            return
+        try:
+            self.history.open()
+            summaries = self.history.conversations()
+        except VibechatError as exc:
+            self.host.post_message(HistoryListed([], 0, str(exc)))
+            return
+        self.host.post_message(HistoryListed(summaries, self.history.repaired, self.history.read_only))
+
+    def listed(self, message: HistoryListed) -> None:
+        self.host.sidebar.show(message.summaries)
+        self.offer_last()
+        if message.problem:
+            self.host.notify(f"Chats are not saved: {message.problem}", title="History", severity="error",
+                             timeout=15)
+        elif message.repaired:
+            count = message.repaired
+            self.host.notify(f"{count} repl{'y was' if count == 1 else 'ies were'} cut off when vibechat last "
+                             "closed; kept and marked interrupted.", title="History", timeout=8)
+
+    def changed(self) -> None:
+        """After a save: the open conversation moves to the top of the sidebar; a save that
+        failed is reported once."""
+        chatlog, sidebar = self.host.session.chat, self.host.sidebar
+        self.offer_last()  # a conversation under way: the welcome offers no other
+        if chatlog.problem and chatlog.problem != self._problem_shown:
+            self._problem_shown = chatlog.problem
+            self.host.notify(f"{chatlog.problem}; the conversation stays on screen", title="History",
+                             severity="error", timeout=15)
+        if chatlog.conversation_id is None:
+            return
+
+        stamp = now()
+        old = next((s for s in sidebar.summaries if s.id == chatlog.conversation_id), None)
+        sidebar.upsert(ConversationSummary(chatlog.conversation_id, chatlog.title or "", chatlog.model,
+                                           old.created if old else stamp, stamp,
+                                           old.source if old else chatlog.source))
+        sidebar.current = chatlog.conversation_id
+        self._ask_for_title()
+
+    def _ask_for_title(self) -> None:
+        """After a conversation's first reply, an instruct model writes its title, in a worker
+        that waits for the engine; a message sent meanwhile stops it (``write_title``)."""
+        session = self.host.session
+        chat, info = session.chat, session.info
+        cid = chat.conversation_id
+        turns = chat.conversation.turns
+        if (cid is None or cid in self._titled or chat.history is None or len(turns) != 2
+                or turns[1].role != "assistant" or not turns[1].content or session.turn is not None
+                or info is None or info.chat_format == COMPLETION or not self.host.config.config.model_titles):
+            return
+        self._titled.add(cid)
+        generation, history = session.generation, chat.history
+
+        def stop() -> bool:
+            return not session.is_current(generation) or session.turn is not None
+
+        def write() -> None:
+            title = session.write_title(generation, stop)
+            try:
+                if title is None or not history.set_title(cid, title):
+                    return  # no title, or the user's own (a rename) stays
+                if session.chat is chat:
+                    chat.title = title
+                summaries = history.conversations()
+            except VibechatError as exc:
+                log.warning("could not save the title: %s", exc)
+                return
+            self.host.post_message(HistoryListed(summaries, 0, None))
+
+        self.host.run_worker(write, thread=True, group="title", exit_on_error=False)
+
+    # ----------------------------------------------------------------- actions
+    def toggle_sidebar(self) -> None:
+        """Show the list and focus it; hide it when it is shown, focused or not (the input
+        takes the focus it had). Ctrl+B once shown focused a list left open after Enter, and a
+        user who took it for closed typed into it."""
+        sidebar = self.host.sidebar
+        if sidebar.has_class("-visible"):
+            had_focus = sidebar.has_focus_within
+            sidebar.remove_class("-visible")
+            if had_focus:
+                self.host.prompt_input.focus()
+        else:
+            self.host.show_side_panel(sidebar)
+            sidebar.focus_list()
+
+    def cycle_filter(self) -> None:
+        """The palette's "f": the list shows the next source (chat, run, batch, all), shown."""
+        sidebar = self.host.sidebar
+        sidebar.action_cycle_filter()
+        self.host.show_side_panel(sidebar)
+        sidebar.focus_list()
+
+    def search(self) -> None:
+        from ..screens.history_screens import SearchScreen  # the dialogs: on first use, not before the first frame
+
+        if self.history is None:
+            self.host.notify("Chat history is off.", severity="warning")
+            return
+
+        def chosen(hit: SearchHit | None) -> None:
+            if hit is not None:
+                self.open_conversation(hit.conversation_id, jump_to=hit.message_id)
+
+        self.host.push_screen(SearchScreen(self.history), chosen)
+
+    def act(self, what: str, conversation_id: int, title: str) -> None:
+        """Rename, delete or export a conversation (the sidebar's keys)."""
+        if what == "rename":
+            self._rename(conversation_id, title)
+        elif what == "delete":
+            self._delete(conversation_id, title)
+        elif what == "export":
+            self._export(conversation_id, title)
+
+    def act_on_open(self, what: str) -> None:
+        """The palette's rename / delete / export of the conversation on screen."""
+        chatlog = self.host.session.chat
+        if chatlog.conversation_id is None or self.history is None:
+            self.host.notify("This conversation is not saved yet: send a message first.", severity="warning")
+            return
+        self.act(what, chatlog.conversation_id, chatlog.title or "")
+
+    # ------------------------------------------------------- rename / delete
+    def _rename(self, conversation_id: int, title: str) -> None:
+        from ..screens.history_screens import RenameScreen
+
+        host = self.host
+
+        def renamed(new_title: str | None) -> None:
+            if not new_title or self.history is None:
+                return
+            try:
+                self.history.rename(conversation_id, new_title)
+            except VibechatError as exc:
+                host.notify(str(exc), severity="error")
+                return
+            if conversation_id == host.session.chat.conversation_id:
+                host.session.chat.title = new_title
+            # Renaming is no activity: the conversation keeps its place, here as in the database.
+            sidebar = host.sidebar
+            old = next((s for s in sidebar.summaries if s.id == conversation_id), None)
+            if old is not None:
+                sidebar.summaries = [s if s.id != conversation_id else replace(s, title=new_title)
+                                     for s in sidebar.summaries]
+                sidebar.show(sidebar.summaries)
+                self.offer_last()
+            host.notify(f"Renamed to “{new_title}”.", timeout=2)
+
+        host.push_screen(RenameScreen(title), renamed)
+
+    def _delete(self, conversation_id: int, title: str) -> None:
+        host = self.host
+
+        async def answered(yes: bool | None) -> None:
+            if not yes or self.history is None:
+                return
+            try:
+                self.history.delete(conversation_id)
+            except VibechatError as exc:
+                host.notify(str(exc), severity="error")
+                return
+            host.sidebar.forget(conversation_id)
+            self.offer_last()
+            if conversation_id == host.session.chat.conversation_id:
+                await host.replies.new_conversation()
+                host.sidebar.current = None
+            host.notify(f"Deleted “{title}”.", timeout=2)
+
+        host.push_screen(ConfirmScreen(f"Delete the conversation “{one_line(title)}” and all its messages?\n\n"
+                                       "This cannot be undone.", yes="delete it", no="keep it"), answered)
+
+    # ---------------------------------------------------------------- export
+    def _export(self, conversation_id: int, title: str) -> None:
+        from ..screens.history_screens import ExportScreen
+
+        host = self.host
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "conversation"
+        stem = Path.cwd() / f"vibechat-{conversation_id}-{slug}"
+
+        def write(choice: ExportChoice) -> None:
+            if self.history is None:
+                return
+            try:
+                stored = self.history.get(conversation_id)
+                text = stored.to_markdown() if choice.format == "md" else _json(stored)
+                choice.path.parent.mkdir(parents=True, exist_ok=True)
+                write_export(choice.path, text, overwrite=True)  # whole or not at all (the dialog asked)
+            except VibechatError as exc:
+                host.notify(str(exc), severity="error")
+            except OSError as exc:
+                host.notify(f"Could not write {choice.path}: {exc.strerror or exc}.", severity="error")
+            else:
+                host.notify(f"Exported to {choice.path}", timeout=5)
+
+        def chosen(choice: ExportChoice | None) -> None:
+            if choice is None or self.history is None:
+                return
+            if not choice.path.is_file():
+                write(choice)
+                return
+
+            def answered(replace: bool | None) -> None:  # an existing file is replaced only when asked to
+                if replace:
+                    write(choice)
+                else:
+                    host.notify(f"Not exported: {choice.path} is left as it was.", timeout=5)
+
+            host.push_screen(ConfirmScreen(f"{choice.path} already exists.\n\nReplace it?", yes="replace it",
+                                           no="keep it"), answered)
+
+        host.push_screen(ExportScreen(stem), chosen)
+
+    # ------------------------------------------------------------------ open
+    def model_settled(self) -> None:
+        """The first model is ready (or could not load): the conversation the chat was started
+        on (``--continue``, ``--conversation ID``, ``continue_last``) opens now, as the list opens
+        one: its own model where it can, its KV cache rebuilt (from its snapshot when one is
+        kept); with no model, its messages at least. Once."""
+        conversation_id, self._open_first = self._open_first, None
+        if conversation_id is not None:
+            self.open_conversation(conversation_id)
+
+    def offered(self) -> ConversationSummary | None:
+        """The conversation an empty chat's welcome offers: the latest saved (as ``--continue``
+        picks it), while no conversation is on screen nor waits to open at start."""
+        chat, summaries = self.host.session.chat, self.host.sidebar.summaries
+        if chat.conversation_id is not None or chat.conversation.turns or not summaries or self._open_first:
+            return None
+        return summaries[0]
+
+    def offer_last(self) -> None:
+        """The welcome's line offering :meth:`offered` on its key (``resume_last``), or none."""
+        latest = self.offered()
+        key = self.host.bound_key_of("resume_last")
+        self.host.chat.set_offer(resume_line(key, latest.title) if latest is not None and key else None)
+
+    def resume_last(self) -> None:
+        """The welcome's key: the offered conversation opens (as from the list)."""
+        latest = self.offered()
+        if latest is not None:
+            self.open_conversation(latest.id)
+
+    def open_conversation(self, conversation_id: int, jump_to: int | None = None) -> None:
+        if conversation_id == self.host.session.chat.conversation_id and jump_to is None:
+            self.host.prompt_input.focus()
+            return
+        self.host.run_worker(lambda: self._read(conversation_id, jump_to), thread=True, exclusive=True,
+                             group="history-open", exit_on_error=False)
+
+    def reopen(self, conversation_id: int) -> None:
+        """The conversation read again as it is saved, on its saved branch (Esc after Ctrl+L: the
+        edit is dropped, the message and its reply come back)."""
+        self.host.run_worker(lambda: self._read(conversation_id, None), thread=True, exclusive=True,
+                             group="history-open", exit_on_error=False)
+
+    def _read(self, conversation_id: int, jump_to: int | None) -> None:
+        """In a worker: the conversation, on the branch through ``jump_to`` (a search hit, a
+        sibling switched to) when given, which is then the branch it opens on next time too."""
+        assert self.history is not None
+        try:
+            stored = self.history.open().get(conversation_id, through=jump_to)  # (opened once: the list's)
+            if jump_to is not None and stored.leaf_id is not None and not self.history.read_only:
+                self.history.set_leaf(conversation_id, stored.leaf_id)
+        except VibechatError as exc:
+            self.host.post_message(ConversationLoadFailed(str(exc)))
+            return
+        self.host.post_message(ConversationLoaded(stored, jump_to))
+
+    def load_failed(self, message: ConversationLoadFailed) -> None:
+        self.host.notify(message.error, severity="error")
+
+    async def loaded(self, message: ConversationLoaded) -> None:
+        host, stored = self.host, message.stored
+        await host.replies.new_conversation(reset_cache=False)
+        loaded = host.session.info
+        if loaded is not None:
+            note = model_change_note(stored.summary.model, stored.model_path, loaded)
+            own = OwnBackend.of(stored.summary.model, stored.model_path)
+            if note and own is not None:  # the chat switches to it where it can (models_ui), else says so
+                host.post_message(OwnModelWanted(own.name, own.path, own.server, sanitize(note)))
+        host.session.open(ChatLog.from_stored(stored, self.history))
+        self.opened = stored
+        self.offer_last()
+        host.show_params(stored.params)
+        self._apply_start_flags(stored)
+        # The newest messages (from the search match, when jumping to one) are mounted now;
+        # older ones wait behind a stand-in until asked for.
+        messages = stored.messages
+        start = max(0, len(messages) - OPEN_WINDOW)
+        target_index = next((i for i, m in enumerate(messages) if m.id == message.jump_to), None)
+        if target_index is not None:
+            start = min(start, max(0, target_index - 2))
+        widgets: list = [EarlierMessages(messages[:start])] if start else []
+        widgets += self.message_widgets(messages[start:])
+        target = None if message.jump_to is None else next(
+            (w for w in widgets if getattr(w, "message_id", None) == message.jump_to), None)
+        chat = host.chat
+        await chat.add_all(widgets, follow=target is None)
+        host.sidebar.current = stored.id
+        if target is not None:
+            chat.release_anchor()
+            target.focus(scroll_visible=False)
+            # Once laid out: the found message at the top of the view.
+            host.call_after_refresh(chat.scroll_to_widget, target, top=True, animate=False)
+        else:
+            host.prompt_input.focus()
+        host.refresh_bindings()
+        self._rebuild_cache()
+
+    def _apply_start_flags(self, stored: StoredConversation) -> None:
+        """The conversation the chat started on, opened: the parameters and system prompt the
+        command line named (a preset, flags) go over its own and are saved with it, as a slider
+        moved or ``/system`` would (``RunPlan.over_saved``). Once, and only for that one."""
+        if self._over_first is None or self._over_first[0] != stored.id:
+            return
+        over, self._over_first = self._over_first[1], None
+        params, system = over(stored.params)
+        if params != stored.params:
+            self.host.set_params(params)
+        if system is not None and (system or None) != stored.system:
+            self.host.session.chat.set_system(system or None)
+
+    def message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]:
+        from ..conversation.tool_block import ToolCallBlock
+
+        theme = self.host.code_theme()
+        widgets: list[ChatMessageWidget] = []
+        calls = {call.id: call for m in messages for call in m.tool_calls}
+        for m in messages:
+            if m.role == "tool":  # a tool's result, under the call it answers
+                call = calls.get(m.tool_call_id or "") or ToolCall(m.tool_call_id or "", m.tool_name or "", "")
+                block = ToolCallBlock(call, m.tool_name or "a tool", state="done", result=m.content)
+                block.message_id = m.id
+                widgets.append(block)
+                continue
+            status, kind = "", None
+            if m.status == "error" or (m.status == "interrupted" and m.error):  # a cut stream says why
+                status, kind = f"⚠ {m.error or 'failed'}", "error"
+            elif m.status in STATUS_NOTES:
+                status, kind = STATUS_NOTES[m.status]
+            elif m.stats and m.stats.get("finish_reason") == "length":
+                status = "… cut at the token limit"
+            elif m.tool_calls:
+                status = "→ asked for " + ", ".join(sorted({c.name[:40] for c in m.tool_calls}))
+            widget: ChatMessageWidget
+            if m.role == "user":
+                widget = UserMessage(sanitize(m.content), m.attachments, status=status, status_kind=kind)
+            else:
+                widget = AssistantMessage(sanitize(m.content), code_theme=theme, status=status, status_kind=kind,
+                                          thinking=self.thinking_block(m))
+            widget.message_id = m.id
+            if self.opened is not None:
+                widget.branch = self.opened.branch(m.id)
+            widgets.append(widget)
+        return widgets
+
+    # -------------------------------------------------------------- branches
+    def switch_branch(self, message: ChatMessageWidget.BranchRequested) -> None:
+        """A message's previous or next sibling (← / → on it) is shown instead, with the
+        conversation that follows it (its newest branch): the conversation reopens on it."""
+        host, chat = self.host, self.host.session.chat
+        if self.history is None or chat.conversation_id is None:
+            return
+        if host.state.generating:
+            host.notify("Still answering: press Esc to stop the reply, then switch versions.", severity="warning",
+                        timeout=4)
+            return
+        try:
+            siblings = self.history.siblings(message.message_id)
+        except VibechatError as exc:
+            host.notify(str(exc), severity="error")
+            return
+        if message.message_id not in siblings:
+            return
+        index = siblings.index(message.message_id) + message.step
+        if 0 <= index < len(siblings):
+            self.open_conversation(chat.conversation_id, jump_to=siblings[index])
+
+    def fork(self) -> None:
+        """The branch on screen, copied into a new conversation that opens (the palette's
+        "Fork this branch"); the original keeps every branch."""
+        host, chat = self.host, self.host.session.chat
+        if self.history is None or chat.conversation_id is None or chat.leaf is None:
+            host.notify("This conversation is not saved yet: send a message first.", severity="warning")
+            return
+        if host.state.generating:
+            host.notify("Still answering: press Esc to stop the reply, then fork.", severity="warning", timeout=4)
+            return
+        try:
+            new = self.history.fork(chat.conversation_id, chat.leaf)
+        except VibechatError as exc:
+            host.notify(str(exc), severity="error")
+            return
+        self.list_history()  # the fork joins the list
+        self.open_conversation(new)
+        host.notify("Forked: this branch goes on as a conversation of its own.", timeout=4)
+
+    def thinking_block(self, m: StoredMessage) -> ThinkingBlock | None:
+        """A reply's stored thinking, folded to "Thought" (its time is not stored; its token
+        count is, with the reply's stats)."""
+        if not m.thinking:
+            return None
+        tokens = (m.stats or {}).get("thinking_tokens")
+        return ThinkingBlock(m.thinking, expanded=chat_settings(self.host.config).thinking_expanded,
+                             count=tokens if isinstance(tokens, int) and tokens > 0 else 0,
+                             stopped=m.status == "stopped" and not m.content)
+
+    async def show_earlier(self, message: EarlierMessages.Requested) -> None:
+        stand_in = message.stand_in
+        widgets = self.message_widgets(stand_in.pending)
+        if widgets:
+            await self.host.chat.mount_all(widgets, before=stand_in)
+        await stand_in.remove()
+        if widgets:
+            widgets[-1].focus()
+
+    def _rebuild_cache(self) -> None:
+        """The KV cache holds the opened conversation, so the next reply only evaluates
+        the new prompt."""
+        session = self.host.session
+        generation = session.generation
+
+        tools = self.host.tool_rounds.offer()[0]  # listed in the prompt as the next reply lists them
+
+        def rebuild() -> None:
+            tokens = session.rebuild_cache(generation, tools)
+            if tokens is not None:
+                self.host.post_message(CacheRebuilt(tokens))
+
+        self.host.run_worker(rebuild, thread=True, group="reset", exit_on_error=False)
+
+    def cache_rebuilt(self, message: CacheRebuilt) -> None:
+        self.host.state.context_used = message.tokens
+
+
+def model_change_note(name: str | None, path: str | None, loaded: ModelInfo) -> str | None:
+    """What to say, in one line, when an opened conversation was had with another model than
+    the one the chat runs, and how to go on with its own: nothing when it is the same model
+    (same name, and the same file name or quantization: the file moved or was downloaded
+    again; on a server, the same model id on the same server); the file names when only the
+    file differs (another quantization); else both models, with their servers."""
+    if not path or path == loaded.path:
+        return None
+    own = OwnBackend.of(name, path)
+    assert own is not None
+    if own.server is not None or loaded.server:
+        return _server_note(own, loaded)
+    old_file, new_file = Path(path).name, Path(loaded.path).name
+    how = "F3 loads another model; then open this conversation again to go on with it"
+    if name and name != loaded.name:
+        return f"This conversation was with {name}; it continues with {loaded.name} ({how})."
+    old_quant = quant_from_filename(old_file)
+    if old_file == new_file or (old_quant and old_quant == loaded.quantization.upper()):
+        return None
+    return (f"This conversation was with {old_file}; it continues with {new_file}, another file of "
+            f"{loaded.name} ({how}).")
+
+
+def _server_note(own: OwnBackend, loaded: ModelInfo) -> str | None:
+    """:func:`model_change_note` where a server is involved: the conversation's, the chat's, or both."""
+    from vibechat.engine.remote.options import api_root
+
+    root = api_root(loaded)
+    if own.server == root and own.name == loaded.name:
+        return None
+    if own.server is not None and own.server == root:
+        how = f"F3 picks {own.name}; then open this conversation again to go on with it"
+    elif own.server is not None:
+        how = f"to go on with it, start vibechat --base-url {own.server} --model {own.name} and open it there"
+    else:
+        how = "to go on with it, start vibechat --backend llama and open it there"
+    running = f"{loaded.name} on {root}" if root else loaded.name
+    return f"This conversation was with {own.describe()}; replies here come from {running} ({how})."
+
+
+def _json(stored: StoredConversation) -> str:
+    return json.dumps(stored.to_dict(), ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,563 @@
+"""The chat's replies on screen, on top of the engine's ``ChatSession``.
+
+The session owns the lifecycle (a reply begins, streams, and settles once) and
+the engine lock; this controller puts it on screen: it runs the blocking calls
+in thread workers, gives each reply a ``ReplyStream`` (buffer, pacer,
+sanitiser, widget), renders what the workers post, and settles the reply once
+its last text is on screen. It answers its own messages (``handlers()``: the
+workers' and the input's queue), and writes what the chat is doing into the
+``ChatState``, which the status bar follows: the figures are cleared when a reply
+starts, show the reply's tokens so far with each paced render, and its final
+stats when it ends. While a long prompt is read (``PromptProgress``), the reply's status line
+and the bar's state say how far, until the first words. Messages of a reply the session has
+left (a new chat, an edit) are ignored by their generation number.
+
+A message sent while a reply is on its way is queued in the input (``PromptInput.queue``,
+shown by a ``QueuedNote`` above it): a reply that ends on its own (complete, or cut at a
+limit) sends it next; one that is stopped (Esc, Ctrl+C, another model), fails, or is left
+(a new chat, an edit, another conversation) gives it back into the input, unsent: the user
+stopped things, or has an error to read first, and nothing typed is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from textual.widget import Widget
+
+from vibechat.engine.turns.backend import (ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, PromptProgress,
+                                           ThinkingDelta)
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.sanitize import sanitize
+from vibechat.engine.chat.session import ChatSession, Turn
+from vibechat.engine.system import available_cores
+from vibechat.engine.turns.attachments import Attachment
+
+from ...appconfig import chat_settings
+from ...report import reading_line, structured_note
+from ..conversation.attachment_view import UserMessage
+from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
+from ..chat_state import ChatState, LiveReply
+from .events import CacheReset, ContextCounted, ModelFailed, ModelProgress, ModelReady, ReplyEvent, ReplyFailed, ReplyText, ReplyThinking
+from .host import ChatHost
+from ..widgets.prompt_input import PromptInput
+from ..conversation.markdown_segment import warm_up as warm_up_markdown
+from ..conversation.pacing import FrameHold, RenderPacer, ui_budget
+from .prompt_edit import PromptEdit
+from ..widgets.queued_note import QueuedNote
+from ..conversation.reply_stream import ReplyStream
+from vibechat.engine.chat.convlock import ConversationBusy
+
+if TYPE_CHECKING:
+    from .host import Handlers
+
+log = logging.getLogger("vibechat.tui")
+MAX_KEPT_IN_INPUT = 4 << 20  # a refused prompt goes back into the input up to this many characters
+
+
+class Replies:
+    def __init__(self, host: ChatHost) -> None:
+        self.host = host
+        self.stream: ReplyStream | None = None  # the reply on screen while it streams
+        self.last_stream: ReplyStream | None = None  # ... and after it ended
+        self.hold: FrameHold | None = None  # the sent message's frame, waiting for the first words
+        self.turn: Turn | None = None
+        self.edit = PromptEdit(self)  # a prompt taken back with Ctrl+L, being edited
+
+    @property
+    def session(self) -> ChatSession:
+        return self.host.session
+
+    @property
+    def state(self) -> ChatState:
+        return self.host.state
+
+    @property
+    def last(self) -> GenerationDone | None:
+        """How the last reply that ended ended (kept in the chat state: /stats)."""
+        return self.state.last
+
+    def handlers(self) -> Handlers:
+        """The messages this controller answers (the app hands them here)."""
+        return {ReplyText: self.on_text, ReplyThinking: self.on_thinking, ReplyEvent: self.on_event,
+                ReplyFailed: self.on_failed, ContextCounted: self.on_context_counted,
+                CacheReset: self.on_cache_reset, ModelProgress: self.on_load_progress,
+                ModelFailed: self.on_load_failed,
+                PromptInput.QueueChanged: self.on_queue_changed}
+
+    # ------------------------------------------------------------- the model
+    def load_model(self) -> None:
+        self.state.status = "loading…"
+        self.host.run_worker(self._load, thread=True, exclusive=True, group="model", exit_on_error=False)
+
+    def _load(self) -> None:
+        post = self.host.post_message
+        try:
+            info = self.session.load(on_progress=lambda f: post(ModelProgress(f)))
+        except VibechatError as exc:
+            post(ModelFailed(str(exc)))
+        except Exception as exc:  # never crash the UI over a load
+            log.exception("model load failed")
+            post(ModelFailed(f"unexpected error while loading the model: {exc}"))
+        else:
+            post(ModelReady(info))
+            warm_up_markdown(self.host.console, self.host.code_theme())  # while the user types the first prompt
+
+    def on_load_progress(self, message: ModelProgress) -> None:
+        """A model loads (at start, after a switch, or an engine restarted after a crash)."""
+        self.state.status = f"loading {message.fraction:.0%}"
+
+    def on_load_failed(self, message: ModelFailed) -> None:
+        self.state.status = "no model"
+        self.host.chat.set_welcome(f"The model could not be loaded: {message.error}")
+        self.host.chats.model_settled()  # the conversation the chat started on opens all the same
+        self.host.notify(message.error, title="Model", severity="error", timeout=15)
+
+    # ---------------------------------------------------------------- sending
+    async def send(self, text: str, attachments: tuple[Attachment, ...] | None = None) -> None:
+        """A prompt typed in the input (slash commands already handled), with what the tray holds
+        (``attachments`` None), or a queued prompt with its own. Refused, the attachments stay
+        pending (a queued prompt's go back to the tray)."""
+        host = self.host
+        pending = attachments is None
+        attached = host.attachments.pending if attachments is None else attachments
+        if self.state.generating:  # sent just as a reply started (the input queues them itself): it waits too
+            if not host.prompt_input.queue(text):
+                host.prompt_input.give_back(text)
+            if not pending:
+                await host.attachments.give_back(attached)
+            return
+        try:
+            self.session.check_prompt(text, attached)
+        except VibechatError as exc:  # refused before it is saved or tokenized; kept in the input if editable there
+            detach = " (its attachments stay: /detach N or /detach all, or Delete on a line of the tray, removes them)"
+            host.notify(str(exc) + (detach if attached else ""), severity="error")
+            if len(text) <= MAX_KEPT_IN_INPUT:
+                host.prompt_input.give_back(text)
+            if not pending:
+                await host.attachments.give_back(attached)
+            return
+        if not await self.catch_up():
+            host.prompt_input.give_back(text)
+            if not pending:
+                await host.attachments.give_back(attached)
+            return
+        self._hold()  # from here until the reply's first words: no frame (see FrameHold)
+        host.tool_rounds.new_prompt()
+        self.session.chat.add_user(text, attached)  # saved before generation starts
+        if pending and attached:
+            await host.attachments.take()
+        host.chats.changed()
+        await host.chat.add(self._saved(UserMessage(text, attached)))
+        await self.start()
+
+    def _saved(self, widget: ChatMessageWidget) -> ChatMessageWidget:
+        """The message just saved (the branch's last): its id, and its place among its
+        siblings (an edited prompt, a regenerated reply: ‹ 2/2 ›)."""
+        chat = self.session.chat
+        widget.message_id = chat.leaf if chat.saving else None
+        if widget.message_id is not None and chat.history is not None:
+            try:
+                widget.branch = chat.history.branch(widget.message_id)
+            except VibechatError:  # only a label: the reply goes on
+                pass
+        return widget
+
+    async def catch_up(self) -> bool:
+        """Before a turn is added: turns another vibechat (``run --continue``) saved since join the
+        conversation and the screen (``ChatSession.catch_up``). False, said: it is adding one now."""
+
+        try:
+            others = self.session.catch_up()
+        except ConversationBusy as exc:
+            self.host.notify(str(exc), severity="warning", timeout=6)
+            return False
+        if others:
+            await self.host.chat.add_all(self.host.chats.message_widgets(others))
+            self.host.chats.changed()
+        return True
+
+    async def start(self) -> None:
+        """Answer the conversation's last prompt."""
+        host = self.host
+        await self.edit.end()  # the edited prompt was sent (or another reply asked for)
+        self._hold()
+        widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
+        if not self.state.model_ready:
+            widget.set_status("waiting for the model to load…")
+        tools, tool_choice = host.tool_rounds.offer()
+        turn = self.session.begin_reply(tools=tools, tool_choice=tool_choice)
+        self._saved(widget).set_branch(*widget.branch)
+        model = self.session.info
+        pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
+        stream = ReplyStream(widget, turn.generation, pacer,
+                             expand_thinking=chat_settings(host.config).thinking_expanded)
+        self.turn, self.stream = turn, stream
+        self.last_stream = stream
+        state = self.state
+        state.generating = True  # the input queues what Enter sends from now until the reply ends
+        state.status = "generating…"
+        # The last reply's figures go: the bar shows this one's as it streams.
+        state.stats, state.thought, state.live = None, False, LiveReply()
+        host.run_worker(lambda: self._generate(turn, stream), thread=True, exclusive=True, group="generate",
+                        exit_on_error=False)
+
+    def _generate(self, turn: Turn, stream: ReplyStream) -> None:
+        """In a worker: the reply streams into ``stream``; the UI is told by messages."""
+        post, generation = self.host.post_message, turn.generation
+
+        def text(piece: str) -> None:
+            if stream.put(piece):
+                post(ReplyText(generation))
+
+        def event(ev: ChatEvent) -> None:
+            if isinstance(ev, ThinkingDelta):  # buffered like the text: one message while one is pending
+                if stream.put_thinking(ev.text, ev.tokens):
+                    post(ReplyThinking(generation))
+                return
+            post(ReplyEvent(generation, ev))
+
+        try:
+            done = self.session.stream(turn, text, on_event=event, on_context=lambda n: post(
+                ContextCounted(generation, n)), on_reset=lambda: post(CacheReset()),
+                on_load=lambda f: post(ModelProgress(f)),  # an engine restarted after a crash reloads
+                on_tokens=stream.count_tokens)
+        except VibechatError as exc:  # a cut stream (StreamInterrupted) keeps its text as the reply
+            post(ReplyFailed(generation, str(exc), ChatSession.partial_of(turn, exc)))
+        except Exception as exc:
+            log.exception("generation failed")
+            post(ReplyFailed(generation, f"unexpected error while generating: {exc}"))
+        else:
+            post(ReplyEvent(generation, done))
+
+    def _current(self, generation: int) -> ReplyStream | None:
+        stream = self.stream
+        return stream if stream is not None and stream.generation == generation else None
+
+    def _hold(self) -> None:
+        """Hold the screen's frames until the reply's first words (a loaded model only: a
+        model still loading shows its progress at once)."""
+        if (self.hold is None or not self.hold.held) and self.state.model_ready:
+            self.hold = FrameHold(self.host)
+
+    def _release(self) -> None:
+        """Whatever the engine says first about a reply releases the held frame."""
+        if self.hold is not None:
+            self.hold.release()
+            self.hold = None
+
+    async def on_text(self, message: ReplyText) -> None:
+        self._release()
+        stream = self._current(message.generation)
+        if stream is None:
+            return
+        self._read(stream)
+        # Renders are paced (see pacing.py): each one takes CPU that the model's threads
+        # may need; text arriving meanwhile waits in the buffer.
+        wait = stream.wait()
+        if wait > 0:
+            self.host.set_timer(wait, lambda: self.host.post_message(ReplyText(message.generation)))
+            return
+        more = await stream.render()
+        self._show_live(stream)
+        if more:  # a burst: render it in slices, with a screen refresh between them
+            self.host.call_after_refresh(self.host.post_message, ReplyText(message.generation))
+            return
+        done = stream.take_done()
+        if done is not None:
+            await self._finish(stream, done)
+
+    async def on_thinking(self, message: ReplyThinking) -> None:
+        self._release()
+        stream = self._current(message.generation)
+        if stream is not None:
+            self._read(stream)
+            await stream.render_thinking()
+            self._pace_live(stream)
+
+    def _pace_live(self, stream: ReplyStream) -> None:
+        """While the model thinks (no text renders yet), the status bar's figures are drawn at
+        the pace of the renders: now, or when the pacer allows (one timer at a time)."""
+        if stream.started or stream.live_waiting:
+            return
+        wait = stream.wait()
+        if wait > 0:
+            stream.live_waiting = True
+
+            def later() -> None:
+                stream.live_waiting = False
+                if self._current(stream.generation) is stream:
+                    self._pace_live(stream)
+
+            self.host.set_timer(wait, later)
+            return
+        stream.pacer.rendering()
+        self._show_live(stream)
+
+    def _show_live(self, stream: ReplyStream) -> None:
+        """The reply's figures so far in the status bar (a repaint of its one line)."""
+        self.state.live = stream.count.live()
+
+    async def on_event(self, message: ReplyEvent) -> None:
+        self._release()
+        stream = self._current(message.generation)
+        if stream is None:
+            return
+        event = message.event
+        if isinstance(event, ContextTrimmed):
+            self.state.context_used = event.prompt_tokens  # what is left of the conversation
+            self.host.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
+                             f"{event.context_size:,}-token context.", severity="warning")
+        elif isinstance(event, PromptProgress):
+            self._reading(stream, event)
+        elif isinstance(event, DraftProgress):
+            self.state.drafting = event
+        elif isinstance(event, GenerationDone) and not stream.hold(event):  # else: after the queued slices
+            await self._finish(stream, event)
+
+    def _reading(self, stream: ReplyStream, progress: PromptProgress) -> None:
+        """A long prompt is being read: how far, under the reply and in the status bar (one line
+        each, repainted; nothing else is drawn again)."""
+        if stream.started:  # never after the reply's first words
+            return
+        stream.reading = True
+        line = reading_line(progress)
+        stream.widget.set_progress(line)
+        self.state.status = line
+
+    def _read(self, stream: ReplyStream) -> None:
+        """The prompt's reading is over (the first words came, or the reply ended): its line goes."""
+        if stream.reading:
+            stream.reading = False
+            stream.widget.set_status("")
+            if self.state.generating:
+                self.state.status = "generating…"
+
+    async def _finish(self, stream: ReplyStream, done: GenerationDone) -> None:
+        self._read(stream)
+        await stream.settle_thinking(done)
+        await stream.finish(done.text)
+        offered = self.turn is not None and bool(self.turn.tools)
+        if self.turn is not None and self.session.finish_reply(self.turn, done):
+            self.host.chats.changed()
+        stats, state = done.stats, self.state
+        state.last = done
+        state.live = None  # the reply's own stats replace the live figures
+        state.thought = bool(done.thinking)
+        state.stats = stats
+        state.context_used = stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
+        stopped = stats.finish_reason == "cancelled"
+        if stopped:
+            stream.widget.set_status("⏹ stopped", "stopped")
+        elif stats.finish_reason == "length":
+            stream.widget.set_status(f"… cut at the token limit{structured_note(done)}")
+        elif stats.finish_reason == "stop" and (note := structured_note(done)):
+            stream.widget.set_status(f"… ended{note}")
+        self._ended()
+        if done.thinking and self.state.model_ready:
+            # The thinking is not sent back to the model (nor kept in its context): the meter
+            # shows the conversation as the next prompt will be, counted by the engine.
+            self.count_context()
+        if stopped:  # stopped by the user (or a model switch): what waited is theirs again
+            self.host.prompt_input.unqueue()
+            return
+        if done.tool_calls:
+            stream.widget.set_status("→ asked for " + ", ".join(sorted({c.name[:40] for c in done.tool_calls})))
+            if offered and self.host.tool_rounds.take_over(done):
+                return  # the calls are answered, then the model answers again
+        queued = self.host.prompt_input.take_queued()
+        if queued is not None:
+            await self.send(queued, self.host.attachments.take_queued())
+
+    async def on_failed(self, message: ReplyFailed) -> None:
+        self._release()
+        stream = self._current(message.generation)
+        if stream is None:
+            return
+        self._read(stream)
+        # The user message stays in the conversation, so Ctrl+R retries it.
+        await stream.fail(message.error, message.partial)
+        if self.turn is not None and self.session.fail_reply(self.turn, message.error, message.partial):
+            self.host.chats.changed()
+        self.host.notify(message.error, severity="error", timeout=10)
+        self._ended()
+        self.host.prompt_input.unqueue()  # not sent after an error: back in the input, to send once it is read
+
+    def _ended(self) -> None:
+        self._release()
+        self.stream = self.turn = None
+        state = self.state
+        state.generating = False
+        state.drafting = state.live = None  # the reply's own stats (if any) say the rest
+        state.status = state.at_rest
+
+    # ------------------------------------------------------------- thinking
+    def toggle_thinking(self) -> None:
+        """Open or close the last reply's thinking (the thinking blocks' own Enter and click
+        work on any)."""
+        for widget in reversed(self.host.chat.messages()):
+            if isinstance(widget, AssistantMessage) and widget.thinking is not None:
+                widget.thinking.toggle()
+                return
+        self.host.notify("No reply in view has any thinking to show.", timeout=3)
+
+    def toggle_thinking_expanded(self) -> None:
+        """New replies' thinking opens expanded, or stays folded (until the app closes: the
+        config file is left as it is)."""
+        config = self.host.config
+        settings = chat_settings(config)
+        expanded = not settings.thinking_expanded
+        self.host.config = dataclasses.replace(config, config=dataclasses.replace(settings, thinking_expanded=expanded))
+        self.host.notify("Thinking is shown expanded from the next reply." if expanded
+                         else "Thinking is folded to one line from the next reply.", timeout=3)
+
+    def copy_last(self) -> None:
+        for turn in reversed(self.session.conversation.turns):
+            if turn.role == "assistant":
+                self.host.chat.copy(sanitize(turn.content), "reply")
+                return
+        self.host.notify("No reply to copy yet: Ctrl+O copies the last reply once there is one.", timeout=4)
+
+    # ------------------------------------------------------ leaving a reply
+    def stop(self) -> None:
+        """Esc: the reply stops; the text so far stays (it settles as stopped). A queued
+        message goes back into the input, unsent."""
+        if self.host.tool_rounds.active:
+            self.host.tool_rounds.stop()
+            self.host.prompt_input.unqueue()
+        elif self.state.generating:
+            self.session.cancel()
+            self.host.prompt_input.unqueue()
+
+    async def on_queue_changed(self, message: PromptInput.QueueChanged) -> None:
+        """A prompt was queued (it takes the tray's attachments with it) or left the queue (given
+        back unsent: its attachments come back to the tray; sent: they went with it)."""
+        if message.text is not None:
+            await self.host.attachments.hold_for_queue()
+        else:
+            await self.host.attachments.queue_left()
+        await self.show_queued(message.text)
+
+    async def show_queued(self, text: str | None) -> None:
+        """The line above the input that shows the queued message (``None``: none now)."""
+        prompt = self.host.prompt_input
+        area = prompt.parent
+        if not isinstance(area, Widget):  # the app is closing
+            return
+        notes = list(area.query_children(QueuedNote))
+        if text is None:
+            await area.remove_children(notes)
+        elif notes:
+            notes[0].show(text)
+        else:
+            await area.mount(QueuedNote(text), before=prompt)
+
+    def abandon(self) -> None:
+        """A new chat, an edit, quitting, another model: the reply in progress is left
+        (saved as stopped) and its later messages ignored."""
+        if self.host.tool_rounds.active:
+            self.host.tool_rounds.abandon()
+            self._ended()
+        if self.session.abandon():
+            self.host.chats.changed()
+        self.host.prompt_input.unqueue()  # the reply it waited for is gone: back in the input
+        if self.stream is not None:
+            self._read(self.stream)
+            self.stream.widget.end_live()
+            block = self.stream.widget.thinking
+            if block is not None and block.live:  # its clock stops (the widget may stay on screen)
+                block.fold(stopped=True)
+            self._ended()
+
+    async def new_conversation(self, reset_cache: bool = True) -> None:
+        """Clear the view and the conversation; ``reset_cache``: empty the model's KV cache
+        too (a freshly loaded model has nothing to forget)."""
+        host = self.host
+        self.abandon()
+        await self.edit.end()
+        self.session.new_conversation(reset_cache=reset_cache)
+        host.sidebar.current = None
+        await host.chat.clear()
+        self.state.stats = None
+        self.state.context_used = 0
+        if reset_cache:
+            self.reset_cache()
+        host.chats.offer_last()  # an empty chat's welcome offers the last conversation again
+        host.prompt_input.focus()
+        host.refresh_bindings()
+
+    async def regenerate(self) -> None:
+        """A new reply in place of the focused reply, else the last one (and a failed one after
+        the prompt). The replaced reply stays saved, as its sibling (‹ 1/2 ›: ← switches back)."""
+        focused = self.host.focused
+        if isinstance(focused, AssistantMessage) and focused.message_id is not None:
+            later = self.after(focused)
+            if later and not self.state.generating:
+                await self._regenerate_earlier(focused, later)
+                return
+        chatlog = self.session.chat
+        if self.state.generating:
+            self.host.notify("Still answering: press Esc to stop the reply, then Ctrl+R to regenerate it.",
+                             severity="warning", timeout=4)
+            return
+        if not chatlog.conversation.turns:
+            self.host.notify("Nothing to regenerate yet: send a message first.", timeout=4)
+            return
+        if not await self.catch_up():
+            return
+        chatlog.drop_last_reply()
+        widgets = self.host.chat.messages()
+        if widgets and widgets[-1].role == "assistant":
+            await widgets[-1].remove()
+        if chatlog.conversation.last_role in ("user", "tool"):  # a prompt, or tools' results
+            await self.start()
+        else:
+            self.session.stop_writing()
+
+    def after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]:
+        """The messages on screen after ``widget``."""
+        widgets = self.host.chat.messages()
+        return widgets[widgets.index(widget) + 1:] if widget in widgets else []
+
+    async def _regenerate_earlier(self, widget: ChatMessageWidget, later: list[ChatMessageWidget]) -> None:
+        """Regenerate a reply before the last: the branch on screen ends at its prompt, and
+        the new reply starts a sibling branch (the old one stays, one ← away)."""
+        if not await self.catch_up():
+            return
+        assert widget.message_id is not None
+        if not self.session.chat.take_reply(widget.message_id):
+            self.session.stop_writing()
+            return
+        for other in [widget, *later]:
+            await other.remove()
+        await self.start()
+
+    def reset_cache(self) -> None:
+        """A new conversation: the KV cache empties before the engine's next use."""
+        self.host.run_worker(self._apply_reset, thread=True, group="reset", exit_on_error=False)
+
+    def _apply_reset(self) -> None:
+        if self.session.apply_pending_reset():
+            self.host.post_message(CacheReset())
+
+    def count_context(self) -> None:
+        """The context meter after a turn was taken back (Ctrl+L)."""
+        generation = self.session.generation
+
+        def count() -> None:
+            tokens = self.session.count_context(generation)
+            if tokens is not None:
+                self.host.post_message(ContextCounted(generation, tokens))
+
+        self.host.run_worker(count, thread=True, exclusive=True, group="count", exit_on_error=False)
+
+    def on_context_counted(self, message: ContextCounted) -> None:
+        if self.session.is_current(message.generation):
+            self.state.context_used = message.tokens
+            if self.state.generating:  # the prompt is being evaluated (after a reload, say)
+                self.state.status = "generating…"
+
+    def on_cache_reset(self, _message: CacheReset) -> None:
+        self.state.context_used = 0

@@ -1,0 +1,237 @@
+"""The chat's slash commands (``/set``, ``/show``, ``/load``, ``/format``, ``/think``, ``/system``, ``/new``,
+``/stats``, ``/help``, ``/bye``): parsed by ``app/slash.py``, run here against the app's public face.
+What they report of the chat (the model, the last reply) comes from its ``ChatState``, never a widget.
+
+Imports inside functions are deliberate: the preset picker and GGUF reading load only when their
+commands are used (start-up time)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Protocol
+
+from vibechat.engine.errors import InvalidParameterError, VibechatError
+from vibechat.engine.settings.think_switch import NO_SWITCH, check_thinking, describe_switch
+
+from ... import slash
+from ...report import format_stats
+from ..screens import show_info
+from .attachments import COMMANDS as ATTACH_COMMANDS
+from ..conversation.chat_view import ChatMessageWidget
+from .host import ChatHost
+from ..laid_out import LaidOut
+from ..outside import one_line
+
+if TYPE_CHECKING:
+    from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.chat.session import ChatSession
+
+    from .models import ModelManager
+
+
+class SlashHost(ChatHost, Protocol):
+    """The app as the slash commands see it: its public face, and its model manager (``/load``)."""
+
+    models: ModelManager
+
+    def action_models(self) -> None: ...
+
+
+SHOW_WHAT = ("info", "parameters", "system", "template")
+
+
+async def run(app: SlashHost, command: slash.SlashCommand) -> None:
+    name, arg = command.name, command.arg
+    if name in ATTACH_COMMANDS:  # /image, /file, /detach: the attachments controller's
+        await app.attachments.command(name, arg)
+    elif not command.known:
+        app.notify(slash.suggestion(name), severity="warning", timeout=6)
+    elif name == "/set":
+        await _set(app, arg)
+    elif name == "/show":
+        await _show(app, arg)
+    elif name == "/load":
+        if arg:
+            app.models.load(arg)
+        else:
+            app.action_models()  # F3: pick one, or open a file
+    elif name == "/format":
+        await _format(app, arg)
+    elif name == "/think":
+        await _think(app, arg)
+    elif name == "/system":
+        await _system(app, arg)
+    elif name == "/preset":
+        from ..screens import preset_picker
+
+        await preset_picker.run(app, arg)
+    elif name == "/save":
+        await note(app, slash.SAVE_NOTE if app.history is not None else
+                   "This chat is not being saved (--no-save). To keep these parameters as your defaults, press "
+                   "Ctrl+S in the parameter panel (F2).")
+    elif name in ("/new", "/clear"):
+        await app.action_new_conversation()
+    elif name == "/stats":
+        last = app.state.last  # the last reply that ended (the status bar shows a streaming one's)
+        await note(app, format_stats(last.stats, app.state.model) if last is not None else "No reply yet.")
+    elif name == "/help":
+        app.action_help()
+    elif name == "/bye":
+        app.exit()
+
+
+async def _set(app: ChatHost, arg: str) -> None:
+    """``/set NAME VALUE``, ollama's ``/set parameter NAME VALUE`` and ``/set system TEXT``;
+    ``/set`` alone lists the parameters (``slash.parse_set`` reads the spellings)."""
+    params = app.session.conversation.params
+    request = slash.parse_set(arg)
+    if request.kind == "list":
+        await note(app, show_info.parameters_text(params))
+        return
+    if request.kind == "system":
+        await _system(app, request.value)
+        return
+    if request.kind == "info":
+        app.notify(request.value, timeout=8)
+        return
+    key, value = request.name, request.value
+    if key in ("think", "thinking"):
+        await _think(app, value)
+        return
+    if key in ("format", "output_format"):
+        await _format(app, value or "off")
+        return
+    try:
+        params = params.set_from_text(key, value)
+    except VibechatError as exc:
+        app.notify(f"{exc} ({slash.SET_USAGE})" if key not in params.to_dict() else str(exc),
+                   severity="error", timeout=8)
+        return
+    app.set_params(params)
+    app.notify(f"{key} = {slash.shown(key, getattr(params, key))}", timeout=2)
+
+
+async def _show(app: ChatHost, arg: str) -> None:
+    """``/show [info|parameters|system|template]``, as ollama's ``/show``."""
+    what = arg.strip().lower() or "info"
+    matches = [w for w in SHOW_WHAT if w.startswith(what)]
+    if len(matches) != 1:
+        app.notify(f"/show {one_line(arg, limit=40)}: show what? /show {'|'.join(SHOW_WHAT)} (/show alone: info).",
+                   severity="warning", timeout=6)
+        return
+    conversation = app.session.conversation
+    info, params, system = app.state.model, conversation.params, conversation.system
+    if matches[0] == "info":
+        heading, rows = show_info.info_rows(info, params, system)
+        # Laid out for the chat's width: a long value goes on under itself, not under the labels.
+        await note(app, heading + show_info.table(rows), LaidOut.rows(rows, heading))
+    elif matches[0] == "parameters":
+        await note(app, show_info.parameters_text(params))
+    elif matches[0] == "system":
+        await note(app, show_info.system_text(system))
+    else:
+        template = None
+        if info is not None and info.chat_format == "gguf" and not info.server:
+            template = await asyncio.to_thread(_read_template, info.path)  # the file's header: off the UI thread
+        await note(app, show_info.template_text(info, template))
+
+
+def _read_template(path: str) -> str | None:
+    from vibechat.engine.models.gguf import inspect_gguf
+
+    try:
+        return inspect_gguf(path).chat_template
+    except VibechatError as exc:
+        return f"(the template cannot be read: {exc})"
+
+
+async def _format(app: ChatHost, arg: str) -> None:
+    """``/format json|FILE|off``: what the next replies must be (kept with the conversation's
+    parameters). What ``vibechat run`` refuses, this refuses, in one line, the format staying
+    as it was: the file is read and a schema converted here (within engine/settings/structured.py's
+    bounds), and whether llama.cpp's parser takes the grammar is asked of the engine's process
+    (the chat's own never loads libllama), in a worker: the check waits for the engine (a
+    reply in progress ends first) while the chat goes on. For a server, as for ``run``: a
+    schema that parses and no grammar (the server judges the schema when it is used)."""
+    params = app.session.conversation.params
+    if not arg:
+        fmt = params.output_format
+        await note(app, f"Reply format: {fmt.label}" if fmt else "Reply format: free text (/format json|FILE|off).")
+        return
+
+    async def check_then_set() -> None:
+        try:
+            checked = await asyncio.to_thread(_checked_format, app.session, params, arg)
+        except VibechatError as exc:
+            app.notify(one_line(str(exc), limit=None), severity="error", timeout=8)
+            return
+        fmt = checked.output_format  # onto the parameters as they are now (a slider may have moved)
+        app.set_params(app.session.conversation.params.replace(output_format=fmt))
+        app.notify(f"Reply format: {fmt.label}." if fmt else "Reply format: free text.", timeout=2)
+
+    # The last /format wins: an earlier one still waiting for the engine is dropped.
+    app.run_worker(check_then_set(), group="format", exclusive=True, exit_on_error=False)
+
+
+def _checked_format(session: ChatSession, params: SamplingParams, arg: str) -> SamplingParams:
+    """``params`` with the format ``arg``, checked as ``run`` checks it (blocks: the file, the
+    schema's conversion, and a local engine's parser, which waits for the engine lock: a
+    reply in progress ends first)."""
+    params = params.set_from_text("format", arg)
+    fmt = params.output_format
+    info = session.info
+    if fmt is None:
+        return params
+    if info is not None and info.server is not None:
+        fmt.check_remote()
+        return params
+    fmt.check()  # the bounds and the conversion, before the engine sees the grammar
+    with session.engine_lock:
+        check = getattr(session.backend, "check_output_format", None)  # the engine process's parser
+        if check is not None:  # (a backend in the chat's process has none: it parses at the request)
+            try:
+                check(fmt)
+            except InvalidParameterError:
+                raise
+            except VibechatError as exc:  # the engine could not answer (it crashed on it, or no model)
+                raise VibechatError(f"{fmt.label}: not checked, so not used: {exc}") from None
+    return params
+
+
+async def _think(app: ChatHost, arg: str) -> None:
+    """``/think on|off|auto``: the thinking switch of the next replies (kept with the
+    conversation's parameters), refused for a local model whose template has no switch."""
+    params = app.session.conversation.params
+    info = app.session.info
+    switch = info.thinking_switch if info is not None else None
+    server = info.server if info is not None else None
+    how = "the server's template (chat_template_kwargs enable_thinking)" if server else describe_switch(switch)
+    if not arg:
+        await note(app, f"Thinking: {params.thinking}, through {how} (/think on|off|auto).")
+        return
+    try:
+        mode = check_thinking(arg)
+    except VibechatError as exc:
+        app.notify(str(exc), severity="error", timeout=6)
+        return
+    if info is not None and mode != "auto" and server is None and switch is None:
+        app.notify(f"Thinking stays as the model does: {NO_SWITCH}.", severity="warning", timeout=8)
+        return
+    app.set_params(params.replace(thinking=mode))
+    app.notify(f"Thinking {mode} for the next replies, through {how}." if mode != "auto"
+               else "Thinking auto: as the model's template does by default.", timeout=3)
+
+
+async def _system(app: ChatHost, arg: str) -> None:
+    chatlog = app.session.chat
+    if not arg:
+        await note(app, f"System prompt: {chatlog.conversation.system or '(none)'}")
+        return
+    chatlog.set_system(None if arg.lower() in ("clear", "none", "off") else arg)
+    app.notify("System prompt cleared." if chatlog.conversation.system is None else "System prompt set.",
+               timeout=2)
+
+
+async def note(app: ChatHost, text: str, body: LaidOut | None = None) -> None:
+    """A note in the chat: ``text``, shown as it is or as ``body`` lays it out."""
+    await app.chat.add(ChatMessageWidget("note", text, body=body))

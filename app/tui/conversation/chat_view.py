@@ -1,0 +1,623 @@
+"""The scrolling conversation: user messages, streamed assistant replies, notes.
+
+Assistant text arrives sanitised (the app strips control sequences first), in
+batches paced by the app, and only the reply's live tail re-renders (see
+``AssistantMessage``). The view is anchored to the bottom while the user stays
+there; scrolling up releases the anchor, so reading is never yanked back.
+
+Every text shown here may come from outside (a message, a model's reply, a server's error
+in a status line, a model name in the welcome): it is sanitised and shown as text, never
+read as markup (``outside``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import TypeVar
+from urllib.parse import urlparse
+
+from textual import on
+from textual.actions import SkipAction
+from rich.console import Console, ConsoleOptions
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.visual import Visual
+from textual.widgets import Static
+
+from .. import outside
+from . import reply_fold
+from ..clipboard import copied_notice, tmux_set_clipboard
+from ..laid_out import LaidOut
+from ..screens.confirm import ConfirmScreen
+from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
+from .markdown_text import code_blocks, http_links
+from ..widgets.type_through import TypesIntoInput
+from ..one_layout import SizedByLayout, StableGutterScroll
+from .earlier_messages import EarlierMessages
+from .segmenter import segment
+from .thinking_block import ThinkingBlock
+
+
+class MessageText(SizedByLayout, Static):
+    """A message's label, plain text or status line: sized by the layout that placed it (one
+    layout when a message appears or its status changes, not two: one_layout.py)."""
+
+    DEFAULT_CSS = """
+    MessageText {
+        height: auto;
+    }
+    """
+
+
+class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
+    """One message. Focus it (Tab or a click) to copy it (Ctrl+C) or its code (Ctrl+K); its
+    keys then show beside its label. No plain letters: typing on a focused message goes to
+    the input (``TypesIntoInput.Typed``), as someone who clicked a message and typed expects."""
+
+    DEFAULT_CSS = """
+    ChatMessageWidget {
+        height: auto;
+        margin: 0 1 1 1;
+        padding: 0 1;
+    }
+    ChatMessageWidget:focus {
+        background: $boost;
+    }
+    ChatMessageWidget > .message--role {
+        color: $text-muted;
+        text-style: bold;
+        height: 1;
+    }
+    ChatMessageWidget.-user {
+        border-left: thick $secondary;
+    }
+    ChatMessageWidget.-assistant {
+        border-left: thick $primary;
+    }
+    ChatMessageWidget.-note {
+        border-left: thick $warning;
+        color: $text-muted;
+    }
+    ChatMessageWidget.-tool {
+        border-left: thick $accent;
+    }
+    ChatMessageWidget.-stopped > .message--status, ChatMessageWidget.-error > .message--status {
+        color: $warning;
+        text-style: italic;
+    }
+    ChatMessageWidget > .message--status {
+        height: auto;
+        color: $text-muted;
+    }
+    ChatMessageWidget .reply--body {
+        height: auto;
+    }
+    ChatMessageWidget .reply--segment {
+        height: auto;
+    }
+    """
+    # Shown beside the focused message's label rather than in the footer (the app's keys fill it).
+    BINDINGS = [
+        Binding("ctrl+c", "copy_message", "Copy message", id="message.copy", show=False),
+        Binding("ctrl+k", "copy_code", "Copy code", id="message.copy_code", show=False),
+        # A message with siblings (a regenerated reply, an edited prompt: ‹ 2/3 › beside its
+        # label) switches to the previous or next one; the conversation below follows it.
+        Binding("left", "branch(-1)", "Previous version", id="message.previous_version", show=False),
+        Binding("right", "branch(1)", "Next version", id="message.next_version", show=False),
+    ]
+
+    class CopyRequested(Message):
+        def __init__(self, text: str, what: str) -> None:
+            super().__init__()
+            self.text = text
+            self.what = what
+
+    class BranchRequested(Message):
+        """Show the message's previous (``step`` -1) or next (+1) sibling instead, and the
+        conversation that follows it."""
+
+        def __init__(self, message_id: int, step: int) -> None:
+            super().__init__()
+            self.message_id = message_id
+            self.step = step
+
+    def __init__(self, role: str, text: str = "", *, label: str | None = None, status: str = "",
+                 status_kind: str | None = None, body: Visual | None = None) -> None:
+        """``body``: what is shown of ``text`` when it is laid out (a note's table), not as it is."""
+        super().__init__(classes=f"-{role}" + (f" -{status_kind}" if status_kind else ""))
+        self.role = role
+        self.text = text
+        self._body = body
+        self.message_id: int | None = None  # its row in the history, when saved
+        self.branch: tuple[int, int] = (1, 1)  # its place among its siblings, and how many (set_branch)
+        self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
+        self._status = status
+        self._progress = False  # the status line shows a progress figure (``set_progress``)
+        self._blank_line: Strip | None = None  # a line of its own content (``render_line``)
+
+    def compose(self) -> ComposeResult:
+        yield MessageText(self._label_content(), classes="message--role")
+        yield from self.compose_body()
+        yield MessageText(outside.block(self._status), classes="message--status")
+
+    def compose_body(self) -> ComposeResult:
+        yield MessageText(self._body or outside.block(self.text, limit=None), classes="message--body")
+
+    def render_line(self, y: int) -> Strip:
+        """A line of the message's own content: its background, the same on every line
+        (``Blank``), rendered once per change as Textual renders it. Textual's default
+        renders every line of a container's height whenever it changes size, and a
+        streaming reply's message changes size with every render (thousands of lines; its
+        padding and border are drawn around this, as ever)."""
+        width = self.size.width
+        if self._dirty_regions or self._blank_line is None or self._blank_line.cell_length != width:
+            self._blank_line = Visual.to_strips(self, self._render(), width, 1, self.visual_style)[0]
+            self._dirty_regions.clear()
+        return self._blank_line
+
+    def on_focus(self) -> None:
+        """The message's keys beside its label, as they are now (a streaming reply's Ctrl+C
+        stops it: then not shown)."""
+        mine = [binding for node, binding, enabled, _tooltip in self.screen.active_bindings.values()
+                if node is self and enabled]
+        mine.sort(key=lambda binding: not binding.action.startswith("branch"))  # first: they fit at 80 columns
+        keys = [f"{self.app.get_key_display(binding)} {binding.description.lower()}" for binding in mine]
+        if keys:
+            self.query_one(".message--role", Static).update(self._label_content("   " + " · ".join(keys)))
+
+    def on_blur(self) -> None:
+        self.query_one(".message--role", Static).update(self._label_content())
+
+    def _label_content(self, keys: str = "") -> Content:
+        """The label, ``‹ 2/3 ›`` when the message has siblings, and the focused message's keys."""
+        index, count = self.branch
+        return Content.assemble(self._label, (f"  ‹ {index}/{count} ›" if count > 1 else "", "not bold"),
+                                (keys, "not bold"))
+
+    def set_branch(self, index: int, count: int) -> None:
+        """Its place among its siblings (``index`` of ``count``, 1-based): shown as ``‹ 2/3 ›``."""
+        self.branch = (index, count)
+        if self.is_mounted:
+            self.query_one(".message--role", Static).update(self._label_content())
+            # Its keys (‹ › between siblings) are in the footer only while it has the focus, and a
+            # focus change refreshes them anyway. A refresh rebuilds the footer's keys (a layout
+            # and their first render, ~10 ms of the frame that shows a sent prompt: the worst
+            # event-loop gap of a reply's start, docs/PERFORMANCE.md), so only then.
+            if self.has_focus_within:
+                self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "branch":  # only towards a sibling that exists: else the arrows scroll the chat as ever
+            index, count = self.branch
+            step = parameters[0] if parameters else 0
+            towards = index > 1 if isinstance(step, int) and step < 0 else index < count
+            return count > 1 and towards and self.message_id is not None
+        return True
+
+    def action_branch(self, step: int) -> None:
+        if self.message_id is not None:
+            self.post_message(self.BranchRequested(self.message_id, step))
+
+    def set_status(self, text: str, kind: str | None = None) -> None:
+        """The line under the message (``⚠ the server's error``): shown as text, sanitised."""
+        self._progress = False
+        self.query_one(".message--status", Static).update(outside.block(text))
+        self.remove_class("-stopped", "-error")
+        if kind:
+            self.add_class(f"-{kind}")
+
+    def set_progress(self, text: str) -> None:
+        """The line under the message as a figure that changes a few times a second (a long
+        prompt's reading, ``set_status("")`` clears it): laid out when it appears, then only
+        repainted, in place, while it fits its one line (the conversation is not laid out again)."""
+        line = self.query_one(".message--status", Static)
+        in_place = self._progress and len(text) < line.size.width
+        self._progress = True
+        line.update(outside.block(text), layout=not in_place)
+
+    def action_copy_message(self) -> None:
+        if self.screen.get_selected_text():  # text selected with the mouse: the screen copies that
+            raise SkipAction()
+        self.post_message(self.CopyRequested(self.text, "message"))
+
+    def action_copy_code(self) -> None:
+        blocks = code_blocks(self.text)
+        self.post_message(self.CopyRequested("\n".join(blocks), "code" if blocks else "no-code"))
+
+
+class ReplyBody(SizedByLayout, Vertical):
+    """The column of a reply's Markdown segments. Its segments cover it whole (it has no
+    border, padding nor gaps), so it paints nothing itself (``BLANK``): a container's own
+    lines are rendered for its whole height whenever it changes size, and a streaming reply's
+    body changes size with every render (thousands of lines, never seen)."""
+
+    BLANK = True
+
+
+class AssistantMessage(ChatMessageWidget):
+    """An assistant reply, rendered as Markdown while it streams.
+
+    The reply is a column of ``MarkdownSegment``s cut by a ``ReplySegmenter``:
+    settled segments, each rendered once, and one live tail that re-renders as
+    text arrives. The tail is sealed at a paragraph boundary once it passes
+    ``SEAL_AT`` characters, or forced at a line break (inside a code block too)
+    past ``FORCE_AT``, so the work per update stays bounded however long the reply
+    gets. When the reply ends, forced cuts are merged back and rendered once.
+    Once a streaming reply has more than ``FOLD_AT`` segment widgets, the settled ones go
+    into one ``SettledSegments`` at the top of its body, so the layout after each render
+    touches a few widgets however long the reply is (a burst's slice then mounts only its
+    new tail: the segments it sealed go straight into the fold); a long reply opened from
+    the history opens folded.
+    While the reply streams (``live``), its tail keeps ``ROOM`` blank lines below the text
+    (``MarkdownSegment.room``), so the conversation scrolls once every ``ROOM + 1`` lines.
+    (Textual's ``Markdown`` widget, streamed with ``Markdown.get_stream()``, mounts
+    one widget per block; measured in docs/PERFORMANCE.md, it absorbs about a
+    quarter of the tokens per second.)
+
+    Links are not clickable in the text (model output is untrusted): Enter on a
+    focused reply asks to open its http(s) links one by one, after confirmation.
+    """
+
+    SEAL_AT = 600
+    FORCE_AT = 1500
+    ROOM = 3
+    # Appends this large (a burst's slices) render their Markdown in a worker thread. Text at
+    # a model's pace (15 renders a second at most, each a few tokens) renders on the event loop:
+    # its live tail is small, and a worker would hold the GIL while the loop draws a keypress
+    # (docs/PERFORMANCE.md, "Speed on slow CPUs").
+    OFF_LOOP_AT = 1000
+    # More segment widgets than this in a streaming reply's body: the settled ones are folded
+    # into one widget (``SettledSegments``). A short reply keeps a widget per segment, as a
+    # finished one does (the fold pays once the layout would visit many).
+    FOLD_AT = 8
+
+    BINDINGS = [Binding("enter", "open_link", "Open link", id="message.open_link", show=False)]
+
+    class LinkRequested(Message):
+        def __init__(self, href: str) -> None:
+            super().__init__()
+            self.href = href
+
+    def __init__(self, text: str = "", *, label: str | None = None, code_theme: str = "monokai",
+                 status: str = "", status_kind: str | None = None, thinking: ThinkingBlock | None = None,
+                 live: bool = False) -> None:
+        super().__init__("assistant", text, label=label, status=status, status_kind=status_kind)
+        self.code_theme = code_theme
+        self.live = live  # streaming: the tail keeps room below its text
+        self.thinking = thinking  # the model's thinking, above the answer (thinking_block.py)
+        self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
+        self._link_index = 0
+        self._forgotten = 0  # segments above this one have dropped their strips
+        self.offloop_cpu = 0.0  # CPU seconds its renders took in worker threads (``append``)
+        self.loop_cpu = 0.0  # ... and on the event loop (what a slice of a burst costs the loop)
+        self._segment_width = 0  # the segments' width at the last layout (``_render_options``)
+
+    def compose_body(self) -> ComposeResult:
+        if self.thinking is not None:
+            yield self.thinking
+        with ReplyBody(classes="reply--body"):
+            yield from self._column()
+
+    def _column(self, tail: bool = True) -> list[MarkdownSegment]:
+        """The body's widgets for the whole text (a reply opened, or rebuilt at its end): a
+        widget per segment, or, past ``FOLD_AT`` segments, the fold of all but the last
+        (``SettledSegments``) and the last."""
+        made = self._segments(0, None, tail=tail)
+        if len(made) <= self.FOLD_AT:
+            return made
+        return [SettledSegments([widget.markdown for widget in made[:-1]], self.code_theme, classes="reply--settled"),
+                made[-1]]
+
+    def _segments(self, start: int, above: MarkdownSegment | None, tail: bool = True,
+                  prepared: list[CachedMarkdown] | None = None) -> list[MarkdownSegment]:
+        """Widgets for the segmenter's segments from ``start`` on, below ``above`` (the widget
+        of segment ``start - 1``); ``tail``: the last one is the live tail; ``prepared``:
+        their texts already rendered (``markdown_segment.prepare``)."""
+        made: list[MarkdownSegment] = []
+        count = len(self._segmenter.segments)
+        for index in range(start, count):
+            above = self._segment(index, above, tail=tail and index == count - 1,
+                                  prepared=prepared[index - start] if prepared else None)
+            made.append(above)
+        return made
+
+    def _segment(self, index: int, above: MarkdownSegment | None, tail: bool = False,
+                 prepared: CachedMarkdown | None = None) -> MarkdownSegment:
+        """Segment ``index``'s widget. Below a clean cut it starts with the blank line that
+        separates two blocks in the whole reply (``CachedMarkdown.gap_above``)."""
+        room = self.ROOM if tail and self.live else 0
+        if prepared is not None:  # its gap above was decided as it was rendered
+            return MarkdownSegment(prepared.text, code_theme=self.code_theme, classes="reply--segment", room=room,
+                                   prepared=prepared)
+        gap = (above is not None and not self._segmenter.segments[index - 1].forced_after
+               and not above.ends_with_rule)
+        return MarkdownSegment(self._segmenter.display(index), code_theme=self.code_theme, classes="reply--segment",
+                               room=room, gap_above=gap)
+
+    @property
+    def body(self) -> Vertical:
+        return self.query_one(".reply--body", Vertical)
+
+    async def show_thinking(self, block: ThinkingBlock) -> ThinkingBlock:
+        """The reply's thinking began: its block goes above the answer."""
+        self.thinking = block
+        await self.mount(block, before=self.body)
+        return block
+
+    def renders_off_loop(self, size: int) -> bool:
+        """An ``append`` of ``size`` characters renders its Markdown in a worker thread: a
+        burst's slice (``OFF_LOOP_AT`` characters or more) once the live tail has been laid
+        out (its width is known)."""
+        if size < self.OFF_LOOP_AT or not self.is_attached or not self.body.children:
+            return False
+        tail = self.body.children[-1]
+        return isinstance(tail, MarkdownSegment) and self._render_options(tail) is not None
+
+    def _render_options(self, tail: MarkdownSegment) -> tuple[Console, ConsoleOptions] | None:
+        """The tail's render options: at its width, or, a tail mounted by the last slice and
+        not laid out yet, at the width of the segments before it (the same column; should it
+        differ, the layout renders the text again, as it would have)."""
+        if tail.content_size.width:
+            self._segment_width = tail.content_size.width
+        return tail.render_options(self._segment_width)
+
+    async def append(self, text: str) -> None:
+        """Add streamed text; only the live tail re-renders. The Markdown of the changed
+        segments of a large append (``OFF_LOOP_AT``) is parsed and rendered in a worker
+        thread (``markdown_segment.prepare``),
+        so the event loop keeps turning meanwhile (the Python in it still takes turns
+        with the worker, every ``sys.getswitchinterval()``); the widgets take the rendered
+        lines in one step afterwards. The worker's CPU seconds add up in ``offloop_cpu``
+        (the UI's work all the same: the render pacer counts it)."""
+        started = time.thread_time()
+        self.text += text
+        segmenter = self._segmenter
+        body = self.body
+        tail = body.children[-1]
+        assert isinstance(tail, MarkdownSegment)
+        sealed = segmenter.feed(text)
+        count = len(segmenter.segments)
+        first = count - sealed - 1  # the tail's segment (settled when ``sealed``)
+        texts = [segmenter.display(index) for index in range(first, count)]
+        prepared = None
+        options = self._render_options(tail) if len(text) >= self.OFF_LOOP_AT else None
+        if options is not None:
+            cuts = [None] + [not segmenter.segments[index - 1].forced_after for index in range(first + 1, count)]
+
+            def work() -> tuple[list[CachedMarkdown], float]:
+                start = time.thread_time()
+                made = prepare(list(zip(texts, cuts, strict=True)), self.code_theme, *options, tail.gap_above)
+                return made, time.thread_time() - start
+
+            self.loop_cpu += time.thread_time() - started
+            prepared, spent = await asyncio.to_thread(work)
+            started = time.thread_time()  # the loop ran other work meanwhile: not this append's
+            self.offloop_cpu += spent
+            if not self.is_attached or body.children[-1] is not tail:
+                return  # gone meanwhile (a new chat): nothing to show it in
+        if prepared:
+            tail.offer(prepared[0])
+        if sealed:
+            tail.settle()
+            tail.set_text(texts[0])
+            made = self._segments(count - sealed, tail, prepared=prepared[1:] if prepared else None)
+            standing = reply_fold.standing(body)
+            if len(standing) + len(made) > self.FOLD_AT:
+                reply_fold.fold(body, standing, made[:-1], self.code_theme)
+                made = made[-1:]
+                self._forgotten = 0
+            # Not awaited: the new segments join the DOM now and are laid out with the
+            # rest of this update in one refresh, instead of a refresh of their own.
+            body.mount_all(made)
+            self._forget_scrolled_away(body)
+        else:
+            tail.set_text(texts[0])
+        self.loop_cpu += time.thread_time() - started
+
+    def _forget_scrolled_away(self, body: Vertical) -> None:
+        """Settled segments that scrolled above the view drop their painted strips (see
+        ``MarkdownSegment``). The view only moves down while a reply streams, so each
+        is looked at until it has gone, once."""
+        view = self.parent
+        if not isinstance(view, Widget):
+            return
+        top = view.region.y
+        segments = reply_fold.standing(body)
+        while self._forgotten < len(segments) - 2:
+            segment = segments[self._forgotten]
+            region = segment.region
+            if not region or region.bottom > top:
+                break
+            assert isinstance(segment, MarkdownSegment)
+            segment.forget_strips()
+            self._forgotten += 1
+
+    def end_live(self) -> None:
+        """The reply no longer streams: the room below its tail goes."""
+        self.live = False
+        for part in self.query(MarkdownSegment):
+            part.settle()
+
+    async def finish(self, final_text: str | None = None) -> None:
+        """End of the stream: merge segments that were cut by force (one render each);
+        rebuild everything only if the final text differs from what streamed."""
+        self.end_live()
+        body = self.body
+        self._forgotten = 0
+        if final_text is not None and final_text != self.text:
+            self.text = final_text
+            self._segmenter = segment(final_text, self.SEAL_AT, self.FORCE_AT)
+            await body.remove_children()
+            await body.mount_all(self._column(tail=False))
+            return
+        runs = self._segmenter.merge_forced()  # indexes into the segments as they streamed
+        if not runs:
+            return
+        fold = body.children[0] if body.children else None
+        if isinstance(fold, SettledSegments):
+            await self._merge_folded(fold, runs)
+            return
+        widgets = list(body.query(MarkdownSegment))
+        merged_away = 0
+        for run in runs:
+            widgets[run[0]].set_text(self._segmenter.display(run[0] - merged_away))
+            merged_away += len(run) - 1
+        await body.remove_children([widgets[i] for run in runs for i in run[1:]])
+
+    async def _merge_folded(self, fold: SettledSegments, runs: list[list[int]]) -> None:
+        """``finish`` for a folded reply: each run of forced cuts made one segment (reply_fold.py)."""
+        streamed = fold.parts + [widget.markdown for widget in reply_fold.standing(self.body)]
+        merged = reply_fold.merge_runs(streamed, runs, self._segmenter.display, self.code_theme)
+        await reply_fold.show_merged(self.body, fold, merged, self.code_theme, self.FOLD_AT)
+
+    def action_open_link(self) -> None:
+        links = http_links(self.text)
+        if not links:
+            self.post_message(self.CopyRequested("", "no-link"))
+            return
+        href = links[self._link_index % len(links)]
+        self._link_index += 1
+        self.post_message(self.LinkRequested(href))
+
+
+W = TypeVar("W", bound=ChatMessageWidget)
+
+
+class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
+    """The scrollable list of messages. Focus it (Tab) for PgUp/PgDn/Home/End scrolling;
+    from the input, PgUp/PgDn scroll it too. A printable key pressed while it or a message
+    has focus is posted as ``Typed``: it belongs in the input (a paste too, whole)."""
+
+    DEFAULT_CSS = """
+    ChatView {
+        height: 1fr;
+        padding: 1 0 0 0;
+        scrollbar-gutter: stable;
+    }
+    ChatView > .chat--empty {
+        color: $text-muted;
+        margin: 1 2;
+    }
+    ChatView > .chat--offer {
+        color: $text-accent;
+        margin: 0 2 1 2;
+        display: none;
+    }
+    ChatView > .chat--offer.-shown {
+        display: block;
+    }
+    """
+    def compose(self) -> ComposeResult:
+        yield Static("", classes="chat--empty")
+        yield Static("", classes="chat--offer")
+
+    def set_welcome(self, text: str) -> None:
+        """The line an empty chat shows (it names the model): shown as text, sanitised, broken
+        between its `` · `` parts, else between words (never inside a word at 80 columns)."""
+        self.query_one(".chat--empty", Static).update(LaidOut.text(text))
+
+    def set_offer(self, text: str | None) -> None:
+        """The welcome's offer under it (the last conversation and its key); None: none. Shown
+        as text, sanitised."""
+        offer = self.query_one(".chat--offer", Static)
+        offer.update(outside.block(text or ""))
+        offer.set_class(text is not None, "-shown")
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    async def add(self, widget: W, follow: bool = True) -> W:
+        """Mount a message; ``follow`` (the user just sent something) re-anchors to the bottom.
+        Streaming text never re-anchors: once the user scrolls up, they stay where they are."""
+        await self.mount(widget)
+        if follow:
+            self.anchor()
+        return widget
+
+    async def add_all(self, widgets: list, follow: bool = True) -> None:
+        """Mount many messages in one go (an opened conversation)."""
+        if widgets:
+            await self.mount_all(widgets)
+        if follow:
+            self.anchor()
+
+    async def clear(self) -> None:
+        await self.query("ChatMessageWidget, EarlierMessages").remove()
+        self.anchor()
+
+    def scroll_pages(self, pages: int) -> None:
+        if pages < 0:
+            self.action_page_up()
+        else:
+            self.action_page_down()
+
+    def scroll_to_start(self) -> None:
+        for stand_in in self.query(EarlierMessages):  # the start really is the start
+            stand_in.action_show()
+        self.release_anchor()
+        self.scroll_home(animate=False)
+
+    def focus_newest(self) -> bool:
+        """Focus the newest message, scrolled into view (Tab from the input); False: none yet."""
+        messages = self.messages()
+        if not messages:
+            return False
+        messages[-1].focus()
+        return True
+
+    def messages(self) -> list[ChatMessageWidget]:
+        return list(self.query(ChatMessageWidget))
+
+    def copy(self, text: str, what: str) -> None:
+        """Copy ``text`` through the terminal (OSC 52: works over SSH) and say where it went
+        (``clipboard.copied_notice``: whether it reaches the clipboard is up to the terminal).
+        Inside tmux the notice waits for tmux's ``set-clipboard``, asked in a worker thread."""
+        self.app.copy_to_clipboard(text)
+        env = dict(os.environ)
+        if not env.get("TMUX"):
+            self._say_copied(copied_notice(what, len(text), env))
+            return
+
+        def ask_tmux() -> None:
+            notice = copied_notice(what, len(text), env, tmux_set_clipboard(env))
+            self.app.call_from_thread(self._say_copied, notice)
+
+        self.run_worker(ask_tmux, thread=True, group="copy-notice", exit_on_error=False)
+
+    def _say_copied(self, notice: str) -> None:
+        self.notify(notice, timeout=6, markup=False)
+
+    @on(ChatMessageWidget.CopyRequested)
+    def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
+        message.stop()
+        if message.what == "no-code":
+            self.notify("This message has no code block.", severity="warning", timeout=2, markup=False)
+        elif message.what == "no-link":
+            self.notify("This reply has no links.", severity="warning", timeout=2, markup=False)
+        else:
+            self.copy(message.text, message.what)
+
+    @on(AssistantMessage.LinkRequested)
+    def _on_link(self, message: AssistantMessage.LinkRequested) -> None:
+        """Only http(s) links open, each after a confirmation (the reply is untrusted)."""
+        message.stop()
+        href = message.href.strip()
+        scheme = urlparse(href).scheme.lower()
+        if scheme not in ("http", "https"):
+            self.notify(f"Not opening a {scheme or 'relative'} link: only http and https links open.",
+                        severity="warning", markup=False)
+            return
+
+        def opened(yes: bool | None) -> None:
+            if yes:
+                self.app.open_url(href)
+
+        self.app.push_screen(ConfirmScreen(f"The model's reply links to:\n\n{href}\n\nOpen it in your browser?",
+                                           yes="open it", no="don't"), opened)

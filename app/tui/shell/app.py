@@ -1,0 +1,542 @@
+"""The vibechat Textual app: the layout, the bindings, the palette, the side panels.
+
+The chat's work is done by controllers that own their state (see ``host.py``):
+``Replies`` (a reply from prompt to settled, on top of the engine's
+``ChatSession``), ``ModelManager`` (picker, switching, GPU-layer reloads,
+downloads) and ``HistoryManager`` (saved conversations). Blocking work runs in
+thread workers that post messages (``events.py``); each controller says which
+messages it answers (its ``handlers()``), and one handler here hands each message
+to its controller. What the chat is doing (generating, the model, the status, the
+last stats, the context) is one ``ChatState`` (chat_state.py): the controllers
+write it, the status bar and the app watch it. The app keeps the layout, its
+bindings (an action is the binding's end: a line into the controller that does it)
+and this wiring.
+
+Outside text (model names, server errors, titles, paths) is never read as markup:
+widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
+notifications are handled by the base, ``OutsideTextApp``.
+
+Imports inside functions are deliberate: the help and preset dialogs load when first opened, not
+before the chat's first frame (tests/app/test_startup.py).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import Any
+
+from textual import events, on
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Input, TextArea
+
+from vibechat.engine.turns.backend import Backend
+from vibechat.engine.chat.chatlog import ChatLog
+from vibechat.engine.settings.config import LoadedConfig
+from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import History
+from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
+from vibechat.engine.chat.session import ChatSession
+from vibechat.engine.chat.tool_turns import ToolBox
+from vibechat.themes import THEMES
+
+from ... import slash
+from ...appconfig import chat_settings, load_app_config
+from ...terminal import SignalExit
+from . import config_ui, notices, palette
+from ..controllers import slash_commands
+from .bindings import APP_BINDINGS
+from ..chat_state import ChatState
+from ..widgets.attachment_tray import AttachmentTray
+from ..controllers.attachments import Attachments
+from ..conversation.chat_view import ChatView
+from ..widgets.config_bar import ConfigBar
+from ..gc_policy import freeze_startup_objects
+from ..widgets.footer import KeysFooter
+from ..screens.question import QuestionScreen
+from ..controllers.conversations import HistoryManager, OverSaved
+from ..controllers.models import BackendFactory, ModelManager
+from ..widgets.param_panel import ParamPanel, param_slider
+from .outside_app import OutsideTextApp, pasted_text
+from ..widgets.prompt_input import PromptInput
+from ..controllers.replies import Replies
+from ..widgets.sidebar import ConversationSidebar
+from ..widgets.status_bar import StatusBar
+from ..controllers.tool_rounds import ToolPolicy, ToolRounds
+from ..widgets.type_through import TypesIntoInput
+
+MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
+FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
+
+
+class VibechatApp(OutsideTextApp):
+    TITLE = "vibechat"
+    CSS = """
+    Screen {
+        layout: vertical;
+    }
+    #body {
+        height: 1fr;
+    }
+    #main {
+        width: 1fr;
+    }
+    """ + notices.CSS  # notices at the top right, never over the input or the status bar
+    BINDINGS = APP_BINDINGS  # bindings.py: ids (for [keys]), descriptions, tooltips
+
+    def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
+                 config: LoadedConfig | None = None, blink: bool = True,
+                 backend_factory: BackendFactory | None = None, history: History | None = None,
+                 freeze_gc: bool = False, tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
+                 tool_rounds: int = 8, exit_on_signals: bool = False, open_conversation: int | None = None,
+                 open_over: OverSaved | None = None) -> None:
+        super().__init__()
+        config = config or load_app_config()
+        self.config = config
+        self.history = history  # None: chats are not saved
+        self.session = ChatSession(backend, ChatLog(Conversation(system=system, params=params or config.config.params),
+                                                    history))
+        self.blink = blink
+        self._freeze_gc = freeze_gc  # once, when the model is first ready (gc_policy)
+        self._signal_exit = SignalExit(self) if exit_on_signals else None  # the real chat's (terminal.py)
+        self.state = ChatState(self)
+        self.replies = Replies(self)
+        self.models = ModelManager(self, backend_factory)
+        self.chats = HistoryManager(self, open_first=open_conversation, over_first=open_over)
+        self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
+        self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
+        self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers(),
+                       **self.tool_rounds.handlers(), **self.attachments.handlers()}
+        self._side_panel_last: Widget | None = None  # the side panel opened last
+        for theme in THEMES:
+            self.register_theme(theme)
+        self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
+        self._nudge_notice = notices.Slot()  # F5–F10: one notice, replaced on each press
+        keys = chat_settings(config).keys
+        if keys:
+            self.set_keymap(dict(keys))
+
+    # ------------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield ConfigBar(id="config-bar")  # the config's problems, until fixed or hidden
+        with Horizontal(id="body"):
+            yield ConversationSidebar(id="sidebar")
+            with Vertical(id="main"):
+                yield ChatView(id="chat")
+                yield AttachmentTray(id="tray")  # what the next prompt carries (hidden while nothing)
+                yield PromptInput(self.state, id="input", blink=self.blink)
+            yield ParamPanel(self.conversation.params, id="params")
+        yield StatusBar(self.state, id="status")  # a child of the screen itself: ``closing`` looks there
+        yield KeysFooter()
+
+    @property
+    def backend(self) -> Backend:
+        return self.session.backend
+
+    @property
+    def chatlog(self) -> ChatLog:
+        return self.session.chat
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.session.conversation
+
+    @property
+    def generating(self) -> bool:
+        """A reply is on its way (the chat state's; read by the bindings and the tests)."""
+        return self.state.generating
+
+    @property
+    def model_ready(self) -> bool:
+        return self.state.model_ready
+
+    @property
+    def chat(self) -> ChatView:
+        return self.query_one(ChatView)
+
+    @property
+    def prompt_input(self) -> PromptInput:
+        return self.query_one(PromptInput)
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    @property
+    def panel(self) -> ParamPanel:
+        return self.query_one(ParamPanel)
+
+    @property
+    def sidebar(self) -> ConversationSidebar:
+        return self.query_one(ConversationSidebar)
+
+    def code_theme(self) -> str:
+        return "monokai" if self.current_theme.dark else "friendly"
+
+    def on_load(self) -> None:
+        """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q does."""
+        if self._signal_exit is not None:
+            self._signal_exit.install()
+
+    def on_mount(self) -> None:
+        self.prompt_input.focus()
+        self.chat.set_welcome("Loading the model…")
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        self.state.changed.subscribe(self, self._state_changed, immediate=True)
+        hide = next((b for b in self._bindings_list() if b.id == "hide_config_problems"), None)
+        self.query_one(ConfigBar).show(self._config_notes, self.key_for(hide) if hide else "",
+                                       file=self.config.path, from_file=config_ui.file_problems(self.config))
+        self.replies.load_model()
+        self.chats.list_history()
+        self.tool_rounds.list_tools()
+
+    def on_unmount(self) -> None:
+        """Quitting: the reply in progress stops (saved as stopped) and a running tool call is
+        cancelled, so that the exit, which waits for the worker threads, never waits on the
+        engine or a tool (up to ``tool_timeout``): an engine process that has not
+        ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
+        for a model with slow steps is not waited for)."""
+        self.session.abandon()
+        self.tool_rounds.abandon()  # a running tool call is cancelled: the exit never waits out its timeout
+        quit_engine = getattr(self.session.backend, "quit", None)  # the engine process's (worker.py)
+        if callable(quit_engine):
+            quit_engine()
+
+    # ------------------------------------------------------------ messages
+    @on(Message)
+    async def route(self, message: Message) -> None:
+        """A message a controller answers goes to it (``routes``, from their ``handlers()``).
+        One that lands while the app closes is dropped: the widgets it would update are gone
+        (the reply in progress was saved as stopped at unmount)."""
+        handler = self.routes.get(type(message))
+        if handler is not None and not self.closing:
+            result = handler(message)
+            if inspect.isawaitable(result):
+                await result
+
+    @property
+    def closing(self) -> bool:
+        """The app is closing: its widgets are gone (a worker's message may still land). Asked
+        for every routed message (a model's load sends ~240 progress messages at once, ahead of
+        its ModelReady; a reply, one a slice), so it looks among the default screen's children,
+        where ``compose`` puts the status bar, not through the whole layout (a long
+        conversation's every widget): 0.02-0.03 ms instead of 0.17 ms here, with 31 widgets."""
+        return not self.query_children(StatusBar)
+
+    @on(PromptInput.Submitted)
+    async def _on_submit(self, message: PromptInput.Submitted) -> None:
+        command = slash.parse(message.text)
+        if command is not None:
+            await slash_commands.run(self, command)
+        else:
+            await self.replies.send(slash.unescape(message.text))
+
+    # ------------------------------------------------------------- actions
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "stop":
+            return self.generating  # False: not in the footer either
+        if action == "cancel_edit":
+            return self.replies.edit.can_cancel
+        if action == "resume_last":  # while the welcome offers it; else the key regenerates
+            return self.chats.offered() is not None
+        # Regenerate, edit and copy always run: with nothing to act on, they say why
+        # (a disabled binding would swallow the key without a word).
+        return True
+
+    def _state_changed(self, name: str) -> None:
+        """What the app itself follows of the chat state: the footer's Stop key, and the
+        model's first load (the startup objects are frozen then, once: gc_policy)."""
+        if name == "generating":
+            # A bindings refresh rebuilds the footer's keys (a layout, ~7 ms): as a reply starts
+            # it would run during the prompt's evaluation, on the model's cores. Esc stops at once
+            # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
+            self.set_timer(FOOTER_DELAY_S, self._show_stop_key) if self.generating else self.refresh_bindings()
+        elif name == "model_ready" and self.model_ready:
+            self.chats.model_settled()  # --continue: the conversation opens now (its cache needs the model)
+            if self._freeze_gc:
+                self._freeze_gc = False
+                self.call_after_refresh(freeze_startup_objects)
+
+    def _show_stop_key(self) -> None:
+        if self.generating and not self.closing:  # else: already refreshed, or the screens are gone
+            self.refresh_bindings()
+
+    def action_focus_chat(self) -> None:
+        """Tab from the input: the newest message, scrolled into view, when the chat is where the
+        focus goes next (else, the parameter panel open after the input, on as ever). From there
+        Shift+Tab goes up the conversation and Tab back down to the input."""
+        chain = self.screen.focus_chain
+        prompt = self.prompt_input
+        after = chain[(chain.index(prompt) + 1) % len(chain)] if prompt in chain else None
+        into_chat = after is not None and (after is self.chat or self.chat in after.ancestors)
+        if not (into_chat and self.chat.focus_newest()):
+            self.screen.focus_next()
+
+    def action_stop(self) -> None:
+        self.replies.stop()
+
+    async def action_cancel_edit(self) -> None:
+        await self.replies.edit.cancel()
+
+    def action_quit_if_empty(self) -> None:
+        """Ctrl+D: quit, when the input is empty (from the input, it only comes here then)."""
+        if self.prompt_input.text:
+            self.notify("Ctrl+D quits when the input is empty; Ctrl+Q quits at any time.", timeout=4)
+            return
+        self.exit()
+
+    async def action_new_conversation(self) -> None:
+        await self.replies.new_conversation()
+        self.notify("New conversation", timeout=2)
+
+    async def action_regenerate(self) -> None:
+        await self.replies.regenerate()
+
+    async def action_edit_last(self) -> None:
+        await self.replies.edit.edit_last()
+
+    def action_copy_last(self) -> None:
+        self.replies.copy_last()
+
+    def action_toggle_thinking(self) -> None:
+        self.replies.toggle_thinking()
+
+    def action_toggle_thinking_expanded(self) -> None:
+        self.replies.toggle_thinking_expanded()
+
+    @on(TypesIntoInput.Typed)
+    def _on_typed(self, message: TypesIntoInput.Typed) -> None:
+        """A paste (whole) while a message, the chat, the conversation list or the parameter panel
+        has the focus: the text goes where it belongs, at the input's cursor (typed keys go there
+        by ``_typing_elsewhere``)."""
+        self.prompt_input.focus()
+        self.prompt_input.insert(message.character, maintain_selection_offset=False)
+
+    async def on_event(self, event: events.Event) -> None:
+        """While a question is up (``question.py``), what the user types or pastes goes where
+        they were typing, and a key pressed before the question could be seen goes nowhere. A
+        key that types, pressed on the conversation list, the chat or the parameter panel, gives
+        the input the focus first (``_typing_elsewhere``)."""
+        if not isinstance(event, (events.Key, events.Paste)) or event.is_forwarded:
+            await super().on_event(event)
+            return
+        if isinstance(event, events.Key) and self._typing_elsewhere(event):
+            self.screen.set_focus(self.prompt_input)
+        question = self._question
+        if question is not None:
+            if isinstance(event, events.Paste):
+                self._type_on(pasted_text(event.text))
+                return
+            verdict = question.verdict(event)
+            if verdict == "pass":
+                self._type_on(event.character or "", backspace=event.key == "backspace")
+            if verdict != "take":
+                return
+        await super().on_event(event)
+
+    def _typing_elsewhere(self, event: events.Key) -> bool:
+        """``event`` types, and the focus is where typing belongs in the input (the conversation
+        list, the chat, the parameter panel: ``TypesIntoInput``).
+        The input takes the focus now, before the key is handed on, so the keys that came with
+        it (a burst: tmux, a paste without brackets, a fast typist) follow it there in order:
+        "/d" Enter typed fast on the list put "/d" in the input and then opened the list's
+        conversation with the Enter."""
+        focused = self.focused
+        if not (event.is_printable and event.character) or focused is None or self.screen is not self.default_screen:
+            return False
+        return any(isinstance(node, TypesIntoInput) for node in focused.ancestors_with_self)
+
+    @property
+    def _question(self) -> QuestionScreen | None:
+        """The question on screen, if one is."""
+        stack = self.screen_stack  # (``screen`` raises while the stack is empty)
+        return stack[-1] if stack and isinstance(stack[-1], QuestionScreen) else None
+
+    def _type_on(self, text: str, backspace: bool = False) -> None:
+        """``text`` (or a Backspace) typed while a question is up, where the user was typing: the
+        text field focused under it, else the prompt input (as typing on a message or the list
+        does)."""
+        below = self.screen_stack[-2] if len(self.screen_stack) > 1 else self.screen
+        target = below.focused
+        if not isinstance(target, (Input, TextArea)):
+            target = self.prompt_input
+            if below is self.default_screen:
+                target.focus()
+        if backspace:
+            target.action_delete_left()
+        elif isinstance(target, Input):
+            target.insert_text_at_cursor(text)
+        else:
+            target.insert(text, maintain_selection_offset=False)
+
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        return palette.help_sections(self._bindings_list(), self.key_for)
+
+    def action_attach(self, kind: str) -> None:
+        """The palette's "Attach an image/a file": ``/image `` or ``/file `` typed for the path."""
+        if not self.prompt_input.text:
+            self.prompt_input.load_text("/image " if kind == "image" else "/file ")
+            self.prompt_input.move_cursor(self.prompt_input.document.end)
+        self.prompt_input.focus()
+
+    def action_help(self) -> None:
+        from ..screens.help_screen import HelpScreen  # on first use, as the other dialogs: not before the first frame
+
+        self.push_screen(HelpScreen(self.help_sections()))
+
+    def action_models(self) -> None:
+        self.models.open_picker()
+
+    def action_presets(self) -> None:
+        from ..screens import preset_picker
+
+        preset_picker.open_picker(self)
+
+    def action_download(self) -> None:
+        self.models.open_downloads()
+
+    def action_toggle_sidebar(self) -> None:
+        self.chats.toggle_sidebar()
+
+    def action_resume_last(self) -> None:
+        self.chats.resume_last()
+
+    def action_search_history(self) -> None:
+        self.chats.search()
+
+    def action_filter_conversations(self) -> None:
+        self.chats.cycle_filter()
+
+    def action_rename_conversation(self) -> None:
+        self.chats.act_on_open("rename")
+
+    def action_delete_conversation(self) -> None:
+        self.chats.act_on_open("delete")
+
+    def action_export_conversation(self) -> None:
+        self.chats.act_on_open("export")
+
+    def action_fork_conversation(self) -> None:
+        self.chats.fork()
+
+    def action_save_params_default(self) -> None:
+        text, saved = config_ui.save_params_default(self.config, self.conversation.params)
+        self.notify(text, title="Config", severity="information" if saved else "error", timeout=4 if saved else 15)
+
+    def _remember_theme(self, theme) -> None:
+        self.config, problem = config_ui.remember_theme(self.config, theme.name)
+        if problem:
+            self.notify(problem, title="Config", severity="warning", timeout=10)
+
+    # ---------------------------------------------------------- side panels
+    def action_toggle_params(self) -> None:
+        panel = self.panel
+        if panel.has_class("-visible"):
+            panel.remove_class("-visible")
+            self.prompt_input.focus()
+        else:
+            self.show_side_panel(panel)
+            panel.focus_first()
+
+    @staticmethod
+    def room_for_both_panels(width: int) -> bool:
+        return width >= ConversationSidebar.WIDTH + ParamPanel.WIDTH + MIN_CHAT_WIDTH
+
+    def show_side_panel(self, panel: Widget) -> None:
+        """Show the conversation list or the parameter panel. Where the terminal cannot hold
+        both beside a usable chat, the other one closes."""
+        other = self.panel if panel is self.sidebar else self.sidebar
+        if other.has_class("-visible") and not self.room_for_both_panels(self.size.width):
+            other.remove_class("-visible")
+        panel.add_class("-visible")
+        self._side_panel_last = panel
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        if not self.closing:
+            notices.fit_above(self.screen, self.chat)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Narrowed with both side panels open: the one in use (focused, else opened last) stays."""
+        if not self.closing:
+            self.call_after_refresh(notices.fit_above, self.screen, self.chat)
+        if self.room_for_both_panels(event.size.width):
+            return
+        shown = [p for p in (self.sidebar, self.panel) if p.has_class("-visible")]
+        if len(shown) < 2:
+            return
+        keep = next((p for p in shown if p.has_focus_within), self._side_panel_last or shown[-1])
+        for panel in shown:
+            if panel is not keep:
+                panel.remove_class("-visible")
+
+    def action_scroll_chat(self, pages: int) -> None:
+        self.chat.scroll_pages(pages)
+
+    def action_scroll_chat_end(self) -> None:
+        self.chat.anchor()
+
+    def action_scroll_chat_home(self) -> None:
+        self.chat.scroll_to_start()
+
+    def action_nudge(self, name: str, direction: int) -> None:
+        """A parameter's nudge key (``ParamSpec.nudge``): one fine step down or up, as its slider steps."""
+        spec = param_slider(PARAM_SPECS[name])
+        value = spec.clamp(getattr(self.conversation.params, name) + spec.fine * direction)
+        self.set_params(self.conversation.params.replace(**{name: value}))
+        self._nudge_notice.show(self, f"{spec.label} {spec.show(value)}", timeout=1.5)
+
+    def set_params(self, params: SamplingParams) -> None:
+        """The one place parameters change: the next generation uses exactly these, and the
+        conversation remembers them."""
+        self.chatlog.set_params(params)
+        self.panel.params = params
+        self.state.show_params(params)  # the reply format, the thinking switch
+
+    def show_params(self, params: SamplingParams) -> None:
+        """An opened conversation's parameters (already saved with it)."""
+        self.conversation.params = params
+        self.panel.params = params
+        self.state.show_params(params)  # the reply format, the thinking switch
+
+    @on(ParamPanel.Changed)
+    def _on_params_changed(self, message: ParamPanel.Changed) -> None:
+        if message.params != self.conversation.params:
+            self.set_params(message.params)  # the status bar shows the thinking switch
+
+    def action_hide_config_problems(self) -> None:
+        self.query_one(ConfigBar).hide()
+
+    @on(ConfigBar.HideRequested)
+    def _on_config_bar_click(self) -> None:
+        self.action_hide_config_problems()
+
+    # --------------------------------------------------------------- keys, palette
+    def bound_key(self, binding: Binding) -> str:
+        """The key(s) a binding answers to, after ``[keys]`` overrides (``ctrl+n``)."""
+        return chat_settings(self.config).keys.get(binding.id or "", binding.key)
+
+    def bound_key_of(self, binding_id: str) -> str:
+        """``bound_key`` of the binding ``binding_id`` ("" when there is none)."""
+        binding = next((b for b in self._bindings_list() if b.id == binding_id), None)
+        return self.bound_key(binding) if binding is not None else ""
+
+    def key_for(self, binding: Binding) -> str:
+        """``bound_key`` as shown to people (``^n``)."""
+        return self.get_key_display(binding.with_key(self.bound_key(binding)))
+
+    def _bindings_list(self) -> list[Binding]:
+        return [b for b in self.BINDINGS if isinstance(b, Binding)]
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands (but its Theme: F4's is the same picker), then one per action."""
+        for command in super().get_system_commands(screen):
+            if command.callback != self.action_change_theme:
+                yield command
+        yield from palette.action_commands(self._bindings_list(), self.bound_key, self.config.path, self.run_action)
