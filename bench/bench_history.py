@@ -186,7 +186,7 @@ async def sample(db: Path, messages: int) -> dict:
     from textual import events
 
     from vibechat.app.tui import create_app
-    from vibechat.app.tui.controllers.conversations import HistoryManager
+    from vibechat.app.tui.controllers.conversations import Conversations
     from vibechat.engine.chat.history import History
     from vibechat.engine.chat.records import now
 
@@ -201,7 +201,7 @@ async def sample(db: Path, messages: int) -> dict:
     sqlite3.connect = traced_connect  # type: ignore[assignment]  # the history's connection, in this process only
     marks: dict[str, float] = {}
     listed, loaded = asyncio.Event(), asyncio.Event()
-    on_listed, on_loaded = HistoryManager.listed, HistoryManager.loaded
+    on_listed, on_loaded = Conversations.listed, Conversations.loaded
 
     def timed_listed(self, message):
         on_listed(self, message)
@@ -214,8 +214,8 @@ async def sample(db: Path, messages: int) -> dict:
         marks["loaded"] = time.perf_counter()
         self.host.call_after_refresh(lambda: (marks.__setitem__("loaded_frame", time.perf_counter()), loaded.set()))
 
-    HistoryManager.listed = timed_listed  # type: ignore[method-assign]
-    HistoryManager.loaded = timed_loaded  # type: ignore[method-assign]
+    Conversations.listed = timed_listed  # type: ignore[method-assign]
+    Conversations.loaded = timed_loaded  # type: ignore[method-assign]
 
     app = create_app(InstantBackend(), blink=False, history=History(db))
     result: dict = {}

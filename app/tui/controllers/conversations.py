@@ -72,7 +72,7 @@ STATUS_NOTES: dict[str, tuple[str, str | None]] = {
 }
 
 
-class HistoryManager:
+class Conversations:
     """See the module docstring."""
 
     def __init__(self, host: ChatHost, open_first: int | None = None, over_first: OverSaved | None = None) -> None:

@@ -52,7 +52,7 @@ BackendFactory = Callable[..., Backend]
 GPU_RELOAD_DELAY = 0.8  # seconds the GPU layers slider must rest before the model reloads
 
 
-class ModelManager:
+class Models:
     """See the module docstring."""
 
     def __init__(self, host: ChatHost, backend_factory: BackendFactory | None) -> None:

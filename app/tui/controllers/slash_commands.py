@@ -26,13 +26,13 @@ if TYPE_CHECKING:
     from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.chat.session import ChatSession
 
-    from .models import ModelManager
+    from .models import Models
 
 
 class SlashHost(ChatHost, Protocol):
     """The app as the slash commands see it: its public face, and its model manager (``/load``)."""
 
-    models: ModelManager
+    models: Models
 
     def action_models(self) -> None: ...
 
@@ -62,9 +62,9 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
     elif name == "/system":
         await _system(app, arg)
     elif name == "/preset":
-        from ..screens import preset_picker
+        from . import presets
 
-        await preset_picker.run(app, arg)
+        await presets.run(app, arg)
     elif name == "/save":
         await note(app, slash.SAVE_NOTE if app.history is not None else
                    "This chat is not being saved (--no-save). To keep these parameters as your defaults, press "

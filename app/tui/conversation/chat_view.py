@@ -16,7 +16,6 @@ import asyncio
 import os
 import time
 from typing import TypeVar
-from urllib.parse import urlparse
 
 from textual import on
 from textual.actions import SkipAction
@@ -35,7 +34,6 @@ from .. import outside
 from . import reply_fold
 from ..clipboard import copied_notice, tmux_set_clipboard
 from ..laid_out import LaidOut
-from ..screens.confirm import ConfirmScreen
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .markdown_text import code_blocks, http_links
 from ..widgets.type_through import TypesIntoInput
@@ -603,21 +601,3 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
             self.notify("This reply has no links.", severity="warning", timeout=2, markup=False)
         else:
             self.copy(message.text, message.what)
-
-    @on(AssistantMessage.LinkRequested)
-    def _on_link(self, message: AssistantMessage.LinkRequested) -> None:
-        """Only http(s) links open, each after a confirmation (the reply is untrusted)."""
-        message.stop()
-        href = message.href.strip()
-        scheme = urlparse(href).scheme.lower()
-        if scheme not in ("http", "https"):
-            self.notify(f"Not opening a {scheme or 'relative'} link: only http and https links open.",
-                        severity="warning", markup=False)
-            return
-
-        def opened(yes: bool | None) -> None:
-            if yes:
-                self.app.open_url(href)
-
-        self.app.push_screen(ConfirmScreen(f"The model's reply links to:\n\n{href}\n\nOpen it in your browser?",
-                                           yes="open it", no="don't"), opened)

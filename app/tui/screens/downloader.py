@@ -35,7 +35,7 @@ from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.settings.refs import HubRef, QuantOption
 
 from ...progress import human_size, progress_line
-from . import short_screens
+from . import dialog
 from ..laid_out import LaidOut
 from ..outside import block, cell, line
 from .screen_messages import DownloadCancel, DownloadStart
@@ -91,7 +91,7 @@ class DownloadScreen(ModalScreen[str | None]):
         dock: bottom;
     }
     """
-    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "hide", "Hide (the download goes on)", id="download.hide"),
         Binding("ctrl+x", "cancel_download", "Cancel the download", id="download.cancel"),

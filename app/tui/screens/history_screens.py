@@ -21,35 +21,11 @@ from textual.widgets.option_list import Option
 from vibechat.engine.chat.records import HIT_END, HIT_START, SearchHit
 from vibechat.engine.chat.history import History
 
-from . import short_screens
+from . import dialog
+from .dialog import MODAL_CSS
 from ..outside import one_line, plain
 from ..widgets.sidebar import when
 from vibechat.engine.errors import VibechatError
-
-MODAL_CSS = """
-{name} {{
-    align: center middle;
-}}
-{name} > Vertical {{
-    width: 90;
-    max-width: 95%;
-    height: auto;
-    max-height: 85%;
-    border: thick $primary;
-    background: $surface;
-    padding: 0 1;
-}}
-{name} .modal--title {{
-    text-style: bold;
-    color: $primary;
-    padding: 0 0 1 0;
-}}
-{name} .modal--keys {{
-    color: $text-muted;
-    padding: 1 0 0 0;
-    dock: bottom;
-}}
-"""
 
 
 def highlighted(snippet: str) -> Text:
@@ -74,7 +50,7 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         border: none;
     }
     """
-    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "close", "Close", id="search.close"),
         Binding("down", "to_results", "Results", id="search.results", show=False),

@@ -40,7 +40,7 @@ from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.models.local_model import LocalModel
 
 from ...progress import human_size
-from . import short_screens
+from . import dialog
 from ..laid_out import LaidOut
 from ..outside import block, cell, line, one_line
 from ..widgets.path_complete import GGUFPathSuggester
@@ -95,7 +95,7 @@ PICKER_CSS = """
 
 class ModelPicker(ModalScreen[PickerChoice | None]):
     DEFAULT_CSS = PICKER_CSS.replace("PICKER", "ModelPicker")
-    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="picker.close"),
         Binding("d", "download", "Download a model", id="picker.download"),
@@ -217,7 +217,7 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
     model the chat asks for (nothing is loaded here)."""
 
     DEFAULT_CSS = PICKER_CSS.replace("PICKER", "RemoteModelPicker")
-    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="remote_picker.close"),
     ]

@@ -1,24 +1,15 @@
-"""Presets in the chat: ``/preset NAME`` applies one, ``/preset`` (or the command palette's
-"Apply a preset") opens the picker, ``/preset save NAME`` keeps the current set-up as one.
+"""The preset picker: the config file's presets in a table, read in a worker; Enter dismisses
+with the chosen preset's name (controllers/presets.py applies it). Names, models and prompts
+come from the user's file: cells and lines are built with ``outside`` (sanitised, never read
+as markup).
 
-A preset (engine/settings/presets.py, the config file's ``[presets.NAME]``) sets the system prompt,
-the sampling parameters, the thinking switch and the reply format of the open conversation,
-as ``/system``, ``/set``, ``/think`` and ``/format`` would; a model it names is loaded as
-``/load`` loads one (``ModelManager.load``: a new conversation starts, with the preset's
-settings), and a context size reloads the model with it.
-
-The picker reads the config file in a worker and dismisses with the chosen preset's name.
-Names, models and prompts come from the user's file: cells and lines are built with
-``outside`` (sanitised, never read as markup).
-
-Imports inside functions are deliberate: the preset files and the config load only when the
-picker opens (start-up time).
+Imports inside functions are deliberate: the preset files load only when the picker opens
+(start-up time).
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -28,29 +19,15 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from vibechat.engine.errors import VibechatError
 
-from . import short_screens
-from .history_screens import MODAL_CSS  # the dialogs' frame, title and key line
-from ..controllers.host import ChatHost
-from ..outside import block, cell, one_line
-from vibechat.engine.settings.params import PARAM_SPECS
+from . import dialog
+from .dialog import MODAL_CSS
+from ..outside import block, cell
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from vibechat.engine.settings.preset_file import PresetBook
-    from vibechat.engine.settings.presets import Preset
-
-    from ..controllers.models import ModelManager
-
-USAGE = "/preset NAME applies a preset; /preset alone lists them; /preset save NAME keeps this set-up as one."
-
-
-class PresetHost(ChatHost, Protocol):
-    """The app as presets see it: its public face and its model manager (a preset's model)."""
-
-    models: ModelManager
 
 
 class PresetPicker(ModalScreen["str | None"]):
@@ -68,7 +45,7 @@ class PresetPicker(ModalScreen["str | None"]):
         max-height: 9;
     }
     """
-    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [Binding("escape", "dismiss_picker", "Close", id="preset_picker.close")]
 
     class Found(Message):
@@ -126,131 +103,3 @@ class PresetPicker(ModalScreen["str | None"]):
 
     def action_dismiss_picker(self) -> None:
         self.dismiss(None)
-
-
-def open_picker(app: PresetHost) -> None:
-    """The picker; the chosen preset is applied."""
-    def picked(name: str | None) -> None:
-        if name:
-            app.run_worker(apply_named(app, name), group="preset", exclusive=True, exit_on_error=False)
-
-    app.push_screen(PresetPicker(app.config.path), picked)
-
-
-async def run(app: PresetHost, arg: str) -> None:
-    """``/preset [NAME | save NAME]``."""
-    head, _, rest = arg.strip().partition(" ")
-    if not head:
-        open_picker(app)
-    elif head.lower() == "save" and rest.strip():
-        await save_current(app, rest.strip())
-    elif head.lower() == "save":
-        app.notify(f"Save as which preset? {USAGE}", severity="warning", timeout=6)
-    else:
-        await apply_named(app, arg.strip())
-
-
-async def apply_named(app: PresetHost, name: str) -> None:
-    from vibechat.engine.settings.preset_file import load_presets
-
-    book = await asyncio.to_thread(load_presets, app.config.path)  # a file read: off the UI thread
-    try:
-        preset = book.get(name)
-    except VibechatError as exc:
-        app.notify(one_line(str(exc), limit=400), title="Preset", severity="error", timeout=10)
-        return
-    apply(app, preset)
-
-
-def apply(app: PresetHost, preset: Preset) -> None:
-    """Apply ``preset`` to the open conversation (and load its model, if it names another)."""
-    session = app.session
-    info = session.info
-    try:
-        params = preset.over(session.conversation.params)
-        fmt = params.output_format
-        if preset.format is not None and fmt is not None:  # checked as /format checks it
-            fmt.check_remote() if info is not None and info.server else fmt.check()
-    except VibechatError as exc:
-        app.notify(one_line(str(exc), limit=400), title="Preset", severity="error", timeout=10)
-        return
-    app.set_params(params)
-    if preset.system is not None:
-        session.chat.set_system(preset.system or None)
-    done = f"Preset {preset.name}" + (f": {preset.summary()}" if preset.summary() else "")
-    app.notify(one_line(done, limit=200), title="Preset", timeout=4)
-    _load_model(app, preset)
-
-
-def _load_model(app: PresetHost, preset: Preset) -> None:
-    """The preset's model (as ``/load``) and context size (a reload), where they differ
-    from what is loaded."""
-    from vibechat.engine.settings.limits import CONTEXT_STEP
-
-    info = app.session.info
-    remote = info is not None and info.server is not None
-    if preset.context_size is not None and not remote:
-        app.models.engine_changes["context_size"] = preset.context_size
-    if preset.model is not None and (info is None or preset.model not in (info.name, info.path)):
-        app.models.load(preset.model)  # the new context size comes with it
-        return
-    if preset.context_size is not None and info is not None and not remote:
-        wanted = -(-preset.context_size // CONTEXT_STEP) * CONTEXT_STEP
-        if wanted != info.context_size:
-            app.models.reload_model(context_size=preset.context_size)
-
-
-async def save_current(app: PresetHost, name: str) -> None:
-    """``/preset save NAME``: the conversation's system prompt, parameters, thinking and reply
-    format, and the model in use, as ``[presets.NAME]`` (replacing one of that name)."""
-    from vibechat.engine.settings.preset_file import save_preset
-    from vibechat.engine.settings.presets import NAME_RE
-
-    from ...appconfig import APP_SCHEMA
-
-    if not NAME_RE.fullmatch(name):
-        app.notify(f"A preset name is letters, digits, - and _ (got {one_line(name, limit=40)!r}).",
-                   title="Preset", severity="error", timeout=8)
-        return
-    table, left_out = current_table(app)
-    try:
-        path = await asyncio.to_thread(save_preset, name, table, app.config.path, schema=APP_SCHEMA)
-    except VibechatError as exc:
-        app.notify(one_line(str(exc), limit=400), title="Preset", severity="error", timeout=15)
-        return
-    app.notify(f"Saved preset {name} in {one_line(str(path))}{left_out}.", title="Preset", timeout=5)
-
-
-def current_table(app: PresetHost) -> tuple[dict[str, Any], str]:
-    """The set-up in use as a preset's table, and what it leaves out (a grammar file's text
-    has no place in one), as the end of a sentence."""
-
-    conversation, info = app.session.conversation, app.session.info
-    params = conversation.params
-    table: dict[str, Any] = {}
-    if info is not None:
-        table["model"] = info.name if info.server else info.path
-    table["system"] = conversation.system or ""
-    table["thinking"] = params.thinking
-    left_out = ""
-    fmt = params.output_format
-    if fmt is None:
-        table["format"] = "off"
-    elif fmt.kind == "json":
-        table["format"] = "json"
-    elif fmt.kind == "schema":
-        table["format"] = " ".join(fmt.text.split())  # inline JSON
-    else:
-        left_out = " (not its grammar: put the .gbnf file's path in format)"
-    values: dict[str, Any] = {}
-    for name, spec in PARAM_SPECS.items():
-        value = getattr(params, name)
-        if value is None:
-            values[name] = "auto" if spec.auto else None
-        else:
-            values[name] = value
-    values = {k: v for k, v in values.items() if v is not None}
-    if params.stop:
-        values["stop"] = list(params.stop)
-    table["params"] = values
-    return table, left_out

@@ -23,7 +23,7 @@ from textual.widgets import Static
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 from .. import outside
-from . import short_screens
+from . import dialog
 from ..laid_out import LaidOut
 from .question import QuestionScreen
 
@@ -79,7 +79,7 @@ class ToolApprovalScreen(QuestionScreen[str]):
         dock: bottom;
     }
     """
-    VERTICAL_BREAKPOINTS = short_screens.BREAKPOINTS  # -short: its list shows fewer rows
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("ctrl+y", "answer('once')", "Allow once", id="approval.once"),
         Binding("ctrl+e", "answer('conversation')", "Allow in this conversation", id="approval.conversation"),

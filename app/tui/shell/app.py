@@ -2,8 +2,8 @@
 
 The chat's work is done by controllers that own their state (see ``host.py``):
 ``Replies`` (a reply from prompt to settled, on top of the engine's
-``ChatSession``), ``ModelManager`` (picker, switching, GPU-layer reloads,
-downloads) and ``HistoryManager`` (saved conversations). Blocking work runs in
+``ChatSession``), ``Models`` (picker, switching, GPU-layer reloads,
+downloads) and ``Conversations`` (saved conversations). Blocking work runs in
 thread workers that post messages (``events.py``); each controller says which
 messages it answers (its ``handlers()``), and one handler here hands each message
 to its controller. What the chat is doing (generating, the model, the status, the
@@ -59,11 +59,12 @@ from ..widgets.config_bar import ConfigBar
 from ..gc_policy import freeze_startup_objects
 from ..widgets.footer import KeysFooter
 from ..screens.question import QuestionScreen
-from ..controllers.conversations import HistoryManager, OverSaved
-from ..controllers.models import BackendFactory, ModelManager
+from ..controllers.conversations import Conversations, OverSaved
+from ..controllers.models import BackendFactory, Models
 from ..widgets.param_panel import ParamPanel, param_slider
 from .outside_app import OutsideTextApp, pasted_text
 from ..widgets.prompt_input import PromptInput
+from ..controllers.links import Links
 from ..controllers.replies import Replies
 from ..widgets.sidebar import ConversationSidebar
 from ..widgets.status_bar import StatusBar
@@ -106,12 +107,13 @@ class VibechatApp(OutsideTextApp):
         self._signal_exit = SignalExit(self) if exit_on_signals else None  # the real chat's (terminal.py)
         self.state = ChatState(self)
         self.replies = Replies(self)
-        self.models = ModelManager(self, backend_factory)
-        self.chats = HistoryManager(self, open_first=open_conversation, over_first=open_over)
+        self.models = Models(self, backend_factory)
+        self.chats = Conversations(self, open_first=open_conversation, over_first=open_over)
         self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
+        self.links = Links(self)
         self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers(),
-                       **self.tool_rounds.handlers(), **self.attachments.handlers()}
+                       **self.tool_rounds.handlers(), **self.attachments.handlers(), **self.links.handlers()}
         self._side_panel_last: Widget | None = None  # the side panel opened last
         for theme in THEMES:
             self.register_theme(theme)
@@ -393,9 +395,9 @@ class VibechatApp(OutsideTextApp):
         self.models.open_picker()
 
     def action_presets(self) -> None:
-        from ..screens import preset_picker
+        from ..controllers import presets
 
-        preset_picker.open_picker(self)
+        presets.open_picker(self)
 
     def action_download(self) -> None:
         self.models.open_downloads()
