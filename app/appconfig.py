@@ -21,6 +21,7 @@ from vibechat.engine.settings.config_check import suggest
 from vibechat.engine.settings.params import PARAM_SPECS
 from vibechat.engine.settings.setting import doc, show
 from vibechat.engine.settings.table import Config, EntryProblem, Schema, text_table
+
 from .keynames import keys_problem
 
 DEFAULT_THEME = "vibechat-dusk"

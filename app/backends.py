@@ -11,14 +11,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from vibechat.engine.errors import ModelNotDownloadedError, VibechatError
+from vibechat.engine.settings.knobs import EngineSettings, LlamaCppOptions
+from vibechat.engine.settings.table import SETTINGS_BY_KEY
 from vibechat.engine.turns.backend import Backend
-from vibechat.engine.settings.knobs import EngineSettings
 
 from .options import check_engine_numbers
-from vibechat.engine.errors import ModelNotDownloadedError
-from vibechat.engine.settings.table import SETTINGS_BY_KEY
-from vibechat.engine.settings.knobs import LlamaCppOptions
-from vibechat.engine.errors import VibechatError
 
 
 def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> Path:
@@ -61,7 +59,9 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
         from vibechat.engine.llama.worker import WorkerBackend
 
         return WorkerBackend(options)
-    from vibechat.engine.llama.llamacpp import LlamaCppBackend  # loads libllama: only where the model runs here
+    from vibechat.engine.llama.llamacpp import (
+        LlamaCppBackend,  # loads libllama: only where the model runs here
+    )
 
     return LlamaCppBackend(options)
 
@@ -72,7 +72,11 @@ def projector_path(mmproj: str | None, model: Path) -> Path | None:
     "auto" is the one pulled with the model or found beside it, None when there is none (the
     model is then text only, silently); "off" is None. A projector given as the model itself
     is refused here, before anything loads."""
-    from vibechat.engine.models.projector import check_projector, find_projector, refuse_projector_as_model
+    from vibechat.engine.models.projector import (
+        check_projector,
+        find_projector,
+        refuse_projector_as_model,
+    )
 
     refuse_projector_as_model(model)
     value = mmproj or "auto"

@@ -20,6 +20,7 @@ import logging
 import os
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
+
 from vibechat.engine.paths import state_dir
 from vibechat.engine.sanitize import sanitize
 

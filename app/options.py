@@ -26,13 +26,13 @@ from typing import Annotated, Any, ClassVar
 
 import typer
 
+from vibechat.engine.errors import InvalidParameterError
+from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
+from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
 from vibechat.engine.settings.setting import ENGINE as ENGINE_GROUP
 from vibechat.engine.settings.setting import REMOTE as REMOTE_GROUP
 from vibechat.engine.settings.setting import SAMPLING as SAMPLING_GROUP
 from vibechat.engine.settings.setting import Setting
-from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
-from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
 from vibechat.engine.settings.table import SETTINGS, SETTINGS_BY_KEY
 
 

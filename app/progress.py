@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:  # Rich is imported only when a bar is shown; the downloader when it runs
     from types import TracebackType
 
-    from rich.progress import Progress as RichProgress, TaskID
+    from rich.progress import Progress as RichProgress
+    from rich.progress import TaskID
 
     from vibechat.engine.models.download import Progress
     from vibechat.engine.models.local_model import LocalModel
@@ -63,8 +64,14 @@ class CliProgress:
     def __enter__(self) -> CliProgress:
         if self.fancy:
             from rich.console import Console
-            from rich.progress import (BarColumn, DownloadColumn, Progress as RichProgress, TextColumn,
-                                       TimeRemainingColumn, TransferSpeedColumn)
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+            from rich.progress import Progress as RichProgress
 
             # The title names Hub repos and files: sanitised, and never read as Rich markup.
             bar = RichProgress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
@@ -135,8 +142,8 @@ def pull_with_progress(ref_text: str, revision: str | None = None) -> LocalModel
     import typer
 
     from vibechat.engine.errors import ModelRefError
-    from vibechat.engine.settings.refs import parse_hub_ref
     from vibechat.engine.models.store import pull
+    from vibechat.engine.settings.refs import parse_hub_ref
 
     ref = parse_hub_ref(ref_text)
     if ref is None:

@@ -12,14 +12,14 @@ server (start-up time)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vibechat.engine.sanitize import sanitize
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.attachments import Attachment
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, PromptProgress
-from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.sanitize import sanitize
-import time
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.session import Answer

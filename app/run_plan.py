@@ -24,22 +24,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.settings.choices import check_speculative
 from vibechat.engine.settings.knobs import EngineSettings
 
 from .conversation_backend import OwnBackend, own_engine, start_engine
 from .options import SettingFlags
-from vibechat.engine.errors import VibechatError
-from vibechat.engine.settings.choices import check_speculative
 
 if TYPE_CHECKING:
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.history import History
     from vibechat.engine.chat.records import StoredConversation
-    from vibechat.engine.settings.table import Config
     from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.settings.presets import Preset
     from vibechat.engine.settings.structured import OutputFormat
+    from vibechat.engine.settings.table import Config
 
 
 @dataclass(frozen=True)

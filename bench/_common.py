@@ -74,8 +74,8 @@ def with_other_load(run: Callable[[], S], own_cpu_s: Callable[[], float] = self_
 def greedy_reply(backend: Any, messages: Sequence[Any], n_tokens: int) -> Any:
     """The ``GenerationDone`` of a greedy reply of ``n_tokens`` from an empty KV cache
     (so the whole prompt is evaluated every time)."""
-    from vibechat.engine.turns.backend import GenerationDone
     from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.turns.backend import GenerationDone
 
     backend.reset()
     done = None

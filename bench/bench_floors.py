@@ -136,10 +136,11 @@ async def textual_growing(kind: str, steps: int = 40, presses: int = 30) -> dict
     mounted and the view scrolled to its end; ``log``, a line appended to a ``Log``); its worst
     event-loop gap, then keypress to screen while it goes on (``bench_tui.KeyTimer``, as the
     chat's rounds measure it)."""
-    from bench_tui import GapWatcher, KeyTimer
     from textual.app import App, ComposeResult
     from textual.containers import VerticalScroll
     from textual.widgets import Footer, Log, Static, TextArea
+
+    from bench_tui import GapWatcher, KeyTimer
 
     paragraph = ("The quick brown fox jumps over the lazy dog, and the model goes on writing about it at "
                  "length, one sentence after another, wrapped at the width of the column. ") * 2

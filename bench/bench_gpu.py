@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
-    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.models.starter import starter_model_path
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     quiet_logs()
     model = args.model or starter_model_path()

@@ -20,12 +20,12 @@ from pathlib import Path
 import llama_cpp as ll
 
 from vibechat.engine.llama import grammar_sampling
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 from vibechat.engine.llama.grammar_sampling import ChainSampler
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
 SCHEMA = {"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"},

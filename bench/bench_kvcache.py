@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
-    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.models.starter import starter_model_path
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     quiet_logs()
     model = starter_model_path()

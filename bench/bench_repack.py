@@ -31,7 +31,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import alternating_rounds, children_cpu_s, describe_machine, save_samples, with_other_load
+from _common import (
+    alternating_rounds,
+    children_cpu_s,
+    describe_machine,
+    save_samples,
+    with_other_load,
+)
 
 VARIANTS = {"on": ("on", 512), "off": ("off", 512), "on-ubatch1": ("on", 1)}
 PROMPT_TEXT = "Count from 1 to 1000, separated by commas."
@@ -42,10 +48,10 @@ def worker(model: str, repack: str, n_ubatch: int, n_tokens: int, prompt_tokens:
     """In its own process: load, evaluate a prompt of about ``prompt_tokens`` tokens
     (timed), then generate ``n_tokens`` greedily (timed). One JSON line on stdout."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
     backend = LlamaCppBackend(LlamaCppOptions(model_path=Path(model), context_size=4096, n_ubatch=n_ubatch,
                                               repack=repack))

@@ -120,8 +120,8 @@ TASKS = {"code": TASK, "free": FREE, "echo": ECHO}
 def reply(backend, task: str, n_tokens: int):
     """The ``GenerationDone`` of a reply to ``task`` from an empty KV cache: greedy for the
     code, seeded sampling for the free text."""
-    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
     from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
     messages = [ChatMessage("user", TASKS[task])]
     if task != "free":
@@ -176,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [t for t in args.tasks.split(",") if t]
     modes = (*MODES, "draft-model") if args.draft_model else MODES
 
-    from vibechat.engine.turns.backend import ChatMessage
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
-    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.models.starter import starter_model_path
+    from vibechat.engine.settings.knobs import LlamaCppOptions
+    from vibechat.engine.turns.backend import ChatMessage
 
     quiet_logs()
     model = starter_model_path()

@@ -48,12 +48,12 @@ from pathlib import Path
 
 import llama_cpp as ll
 
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone
-from vibechat.engine.turns.prompt_format import COMPLETION_EXAMPLES
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.models.starter import starter_model_path
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.models.starter import starter_model_path
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
+from vibechat.engine.turns.prompt_format import COMPLETION_EXAMPLES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import calibration, describe_machine, quiet_logs

@@ -20,7 +20,6 @@ import time
 
 from _common import describe_machine, self_cpu_s
 from bench_tui import SIZE, SyntheticBackend, markdown_tokens, until_settled
-
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.thinking_block import ThinkingBlock
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, TextDelta, ThinkingDelta

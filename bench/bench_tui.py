@@ -40,9 +40,9 @@ use_own_dirs()  # its history and config, not the user's
 from vibechat.app.tui import create_app, freeze_startup_objects
 from vibechat.app.tui.conversation import pacing  # noqa: E402
 from vibechat.app.tui.conversation.chat_view import AssistantMessage  # noqa: E402
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta  # noqa: E402
-from vibechat.engine.settings.params import SamplingParams  # noqa: E402
 from vibechat.engine.sanitize import Sanitizer  # noqa: E402
+from vibechat.engine.settings.params import SamplingParams  # noqa: E402
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta  # noqa: E402
 
 SIZE = (120, 40)
 LATE_FREEZE = [True]  # as `vibechat` runs the chat (create_app(freeze_gc=True)); --no-late-freeze: off

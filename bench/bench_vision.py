@@ -61,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     quiet_logs()
     sys.path.insert(0, str(TESTS))
     from projector import model_width, write_projector, write_test_image
-
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.llama.prompt_eval import decode_all
     from vibechat.engine.models.starter import starter_model_path

@@ -24,10 +24,10 @@ SIZE = (100, 34)
 
 async def shoot(out: Path) -> None:
     from vibechat.app.tui import create_app
+    from vibechat.engine.llama.worker import WorkerBackend
+    from vibechat.engine.models.starter import starter_model_path
     from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.settings.params import SamplingParams
-    from vibechat.engine.models.starter import starter_model_path
-    from vibechat.engine.llama.worker import WorkerBackend
 
     backend = WorkerBackend(LlamaCppOptions(model_path=starter_model_path(), context_size=2048))
     app = create_app(backend, params=SamplingParams(seed=3), save=False, blink=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator, Sequence
 
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import (
     ChatEvent,
     ChatMessage,
@@ -14,7 +15,6 @@ from vibechat.engine.turns.backend import (
     TextDelta,
     ThinkingDelta,
 )
-from vibechat.engine.settings.params import SamplingParams
 
 INFO = ModelInfo(name="Fake 1B", path="/models/fake.gguf", architecture="llama", quantization="Q4_K_M",
                  trained_context=4096, context_size=4096, n_layers=16, gpu_layers=0,

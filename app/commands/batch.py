@@ -24,7 +24,6 @@ batch runs.
 from __future__ import annotations
 
 import dataclasses
-
 import os
 import stat
 import sys
@@ -32,22 +31,29 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
-from vibechat.engine.turns.backend import Backend, ModelInfo
 from vibechat.engine.chat.batch import BatchLineError, BatchRequest, read_requests
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.files import NotARegularFile, open_regular
-from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import unswitchable
-from vibechat.engine.chat.session import ChatSession
+from vibechat.engine.turns.backend import Backend, ModelInfo
 
+from ..report import ReplyMeter, RunResult, format_stats
 from .bounds import bound_line
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from ..report import ReplyMeter, RunResult, format_stats
-from .run import EXIT_INCOMPLETE, ThinkingEcho, empty_reply_line, incomplete_line, load_or_interrupt, trim_notice
+from .run import (
+    EXIT_INCOMPLETE,
+    ThinkingEcho,
+    empty_reply_line,
+    incomplete_line,
+    load_or_interrupt,
+    trim_notice,
+)
 
 if TYPE_CHECKING:
     from ..run_plan import RunPlan

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo
 
 
 def limit_that_cut(params: SamplingParams, stats: GenerationStats, info: ModelInfo

@@ -14,8 +14,25 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from typer import core
+from typer.main import get_command
 
-from .clitools import echo, guard
+from vibechat.engine.errors import ConfigError, VibechatError
+from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
+from vibechat.engine.settings.structured import OutputFormat
+
+from ..options import (
+    HISTORY,
+    STRUCTURED,
+    FileOpt,
+    ImageOpt,
+    NoSaveOpt,
+    SettingFlags,
+    setting_options,
+)
+from ..progress import pull_with_progress
+from ..run_plan import RunFlags, RunPlan
+from .clitools import echo, guard, usage_message
 from .config import config_app
 from .history import history_app
 from .models import list_cmd as models_list
@@ -24,17 +41,8 @@ from .models import pull_cmd as models_pull
 from .models import rm as models_rm
 from .models import show as models_show
 from .presets import PresetOpt, presets_app
-from ..run_plan import RunFlags, RunPlan
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools import tools as tools_cmd
-from ..options import HISTORY, STRUCTURED, FileOpt, ImageOpt, NoSaveOpt, SettingFlags, setting_options
-from vibechat.engine.settings.choices import DEFAULT_REPACK, check_repack
-from vibechat.engine.errors import ConfigError, VibechatError
-from ..progress import pull_with_progress
-from vibechat.engine.settings.structured import OutputFormat
-from .clitools import usage_message
-from typer import core
-from typer.main import get_command
 
 cli = typer.Typer(
     name="vibechat",

@@ -9,12 +9,12 @@ and sanitising modules load when a command first prints, not when the CLI starts
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
-import json
-import re
 
 if TYPE_CHECKING:
     import typer

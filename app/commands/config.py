@@ -12,6 +12,7 @@ command runs (start-up time).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -22,7 +23,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .clitools import echo, guard, safe_json, table
-import json
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,8 +42,8 @@ def path(every: Annotated[bool, typer.Option(
                       "cache, crash reports), one 'what<TAB>path' a line: what to delete to uninstall.")] = False,
          ) -> None:
     """Print the config file's path ($VIBECHAT_CONFIG moves it); --all: every folder vibechat uses."""
-    from vibechat.engine.settings.config import config_path, models_dir
     from vibechat.engine.paths import cache_dir, config_dir, crash_dir, data_dir
+    from vibechat.engine.settings.config import config_path, models_dir
 
     if not every:
         typer.echo(str(config_path()))
@@ -141,8 +141,12 @@ def find_editor() -> list[str]:
 def edit() -> None:
     """Open the config file in $VISUAL / $EDITOR, then check it (creates a documented template first)."""
     def go() -> int:
-        from vibechat.engine.settings.config import config_file_problems, config_path, write_template
         from vibechat.engine.errors import ConfigError
+        from vibechat.engine.settings.config import (
+            config_file_problems,
+            config_path,
+            write_template,
+        )
 
         from ..appconfig import APP_SCHEMA
 

@@ -12,13 +12,13 @@ Imports inside functions are deliberate: the history database and its export loa
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from .clitools import echo, guard, plain, safe_json, table
-from datetime import datetime
 
 history_app = typer.Typer(help="List, show, search, export and delete saved conversations.",
                           no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -154,8 +154,8 @@ def export(
 ) -> None:
     """Write one conversation as Markdown or JSON."""
     def go() -> None:
-        from vibechat.engine.errors import VibechatError
         from vibechat.engine.chat.export import write_export
+        from vibechat.engine.errors import VibechatError
         from vibechat.engine.sanitize import sanitize
 
         if format_ is None:  # from the file's extension: .json is JSON, anything else Markdown

@@ -9,17 +9,17 @@ fit estimate load only when a ``models`` command runs (start-up time).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from ..progress import human_size, pull_with_progress
 from .clitools import echo as _echo
 from .clitools import guard as _guard
 from .clitools import plain as _plain
 from .clitools import safe_json
 from .clitools import table as _table
-from ..progress import human_size, pull_with_progress
-from pathlib import Path
 
 models_app = typer.Typer(help="Find, download, list, inspect and remove GGUF models.", no_args_is_help=True,
                          context_settings={"help_option_names": ["-h", "--help"]})
@@ -140,10 +140,10 @@ def show(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
     def go() -> None:
         from vibechat.engine.models.gguf import inspect_gguf
         from vibechat.engine.models.local_model import LocalModel
-        from vibechat.engine.turns.backend import prompt_format_line, prompt_format_name
         from vibechat.engine.models.resolve import find_model
-        from vibechat.engine.settings.refs import parse_hub_ref
         from vibechat.engine.models.starter import starter_header
+        from vibechat.engine.settings.refs import parse_hub_ref
+        from vibechat.engine.turns.backend import prompt_format_line, prompt_format_name
 
         path = Path(name).expanduser()
         model: LocalModel | None = None

@@ -12,14 +12,13 @@ Imports inside functions are deliberate: the preset files and the config load on
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .clitools import echo, guard, safe_json, table
-from .clitools import plain
-import json
+from .clitools import echo, guard, plain, safe_json, table
 
 if TYPE_CHECKING:
     from vibechat.engine.settings.presets import Preset
@@ -128,7 +127,12 @@ def import_(
     def go() -> None:
         from vibechat.engine.errors import ConfigError
         from vibechat.engine.settings.preset_file import load_presets, save_preset
-        from vibechat.engine.settings.presets import NAME_RE, default_name, parse_modelfile, read_modelfile
+        from vibechat.engine.settings.presets import (
+            NAME_RE,
+            default_name,
+            parse_modelfile,
+            read_modelfile,
+        )
 
         from ..appconfig import APP_SCHEMA
 

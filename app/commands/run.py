@@ -26,32 +26,46 @@ a run attaches a file (start-up time).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from vibechat.engine.turns.attachments import Attachment, AttachmentKind
-from vibechat.engine.turns.backend import (Backend, ChatEvent, ContextTrimmed, GenerationStats, ModelInfo,
-                                           PromptProgress, ThinkingDelta)
+from vibechat.engine.attach.store import AttachmentError, AttachmentStore
 from vibechat.engine.chat.chatlog import ChatLog
-from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
-from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.chat.session import Answer, ChatSession
 from vibechat.engine.chat.tool_turns import DENIED, NOT_RUN_ARGUMENTS, ToolBox, answer_with_tools
-from vibechat.engine.tools.results import ToolResult
-from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
+from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
+from vibechat.engine.sanitize import Sanitizer, sanitize
+from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import unswitchable
+from vibechat.engine.tools.results import ToolResult
+from vibechat.engine.turns.attachments import Attachment, AttachmentKind
+from vibechat.engine.turns.backend import (
+    Backend,
+    ChatEvent,
+    ContextTrimmed,
+    GenerationStats,
+    ModelInfo,
+    PromptProgress,
+    ThinkingDelta,
+)
+from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
+from ..progress import ReadingLine
+from ..report import (
+    ReplyMeter,
+    RunResult,
+    attachment_list,
+    error_kind,
+    error_object,
+    format_stats,
+    json_stats,
+)
+from .bounds import bound_line, limit_that_cut
 from .clitools import fail, plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from ..progress import ReadingLine
-from .bounds import bound_line, limit_that_cut
-from ..report import ReplyMeter, RunResult, attachment_list, error_kind, error_object, format_stats, json_stats
-from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit
-from vibechat.engine.attach.store import AttachmentError, AttachmentStore
-import re
-
 
 EXIT_FAILED = 1  # a failure, said in one line on stderr
 EXIT_USAGE = 2  # a malformed command line

@@ -44,9 +44,9 @@ def tools_for(config: Config, mcp_config: Path | None, allow: list[str] | None =
     --tool-choice required with no tools. ``lenient`` (the chat, which a config problem never
     stops): an mcp.json that cannot be used leaves its servers out, and the chat says why."""
     from vibechat.engine.errors import InvalidParameterError
+    from vibechat.engine.settings.tool_checks import TOOL_CHOICES
     from vibechat.engine.tools.approval import ToolApproval
     from vibechat.engine.tools.mcp_config import McpConfig, McpConfigError, load_mcp_config
-    from vibechat.engine.settings.tool_checks import TOOL_CHOICES
 
     if tool_choice not in TOOL_CHOICES:
         raise InvalidParameterError(f"--tool-choice {tool_choice!r} is not one of {', '.join(TOOL_CHOICES)}.")

@@ -13,18 +13,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from vibechat.engine.turns.backend import Backend
-    from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.chat.history import History
+    from vibechat.engine.chat.tool_turns import ToolBox
+    from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.settings.knobs import EngineSettings
     from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.turns.backend import Backend
 
-    from vibechat.engine.chat.tool_turns import ToolBox
-
-    from .shell.app import VibechatApp
     from .controllers.conversations import OverSaved
     from .controllers.models import BackendFactory
     from .controllers.tool_rounds import ToolPolicy
+    from .shell.app import VibechatApp
 
 
 def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from textual.signal import Signal
 
-from vibechat.engine.turns.backend import DraftProgress, GenerationDone, GenerationStats, ModelInfo
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import DraftProgress, GenerationDone, GenerationStats, ModelInfo
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from ..errors import VibechatError
 from ..files import UnreadableFile, read_file, write_private
+from ..paths import data_dir
 from ..sanitize import sanitize
 from ..turns.attachments import FILE_TEXT_LIMIT, Attachment, AttachmentKind
-from ..paths import data_dir
 
 # What a kept copy's type is named on disk (the engine process and a remote request read the
 # type back from the history's mime, never from the name).

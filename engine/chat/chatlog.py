@@ -15,15 +15,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from ..settings.params import SamplingParams
 from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage, GenerationDone
 from .conversation import Conversation
-from .history import History
 from .database import HistoryError
+from .history import History
 from .records import StoredConversation, StoredMessage
-from .titles import title_from
 from .reply_writer import ReplyWriter
-from ..settings.params import SamplingParams
+from .titles import title_from
 
 log = logging.getLogger("vibechat.history")
 

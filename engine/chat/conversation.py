@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..settings.params import SamplingParams
 from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
-from ..settings.params import SamplingParams
 
 
 @dataclass

@@ -35,9 +35,9 @@ from typing import Any
 from ..attach.store import AttachmentStore
 from ..errors import InvalidParameterError
 from ..settings.params import SamplingParams
+from ..turns.attachments import Attachment, AttachmentKind
 from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
-from ..turns.attachments import Attachment, AttachmentKind
 from .database import ConversationNotFound, HistoryDatabase, default_path
 from .records import (
     HIT_END,

@@ -21,7 +21,6 @@ from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
 from ..turns.tool_calls import ToolCall
 
-
 Status = Literal["streaming", "complete", "cut", "stopped", "error", "interrupted"]
 STATUSES: tuple[str, ...] = ("streaming", "complete", "cut", "stopped", "error", "interrupted")
 # Where a conversation came from: the chat, `vibechat run`, a line of `run --prompts-file`.

@@ -33,6 +33,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
+from ..settings.limits import prompt_too_large
+from ..settings.params import SamplingParams
 from ..turns.attachments import Attachment, model_text
 from ..turns.backend import (
     Backend,
@@ -45,16 +48,13 @@ from ..turns.backend import (
     TextDelta,
     ThinkingDelta,
 )
+from ..turns.tool_calls import ToolSpec
 from .chatlog import ChatLog, Reply
 from .conversation import Conversation
 from .convlock import WAIT_LIMIT, ConversationBusy, ConversationLock
-from ..errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
 from .database import HistoryError
 from .records import StoredMessage
 from .titles import title_from, title_from_model
-from ..settings.limits import prompt_too_large
-from ..settings.params import SamplingParams
-from ..turns.tool_calls import ToolSpec
 
 log = logging.getLogger("vibechat.session")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+
 from ..sanitize import sanitize
 
 TITLE_LENGTH = 60

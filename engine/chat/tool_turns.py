@@ -13,16 +13,16 @@ model can act on: it is told, never left waiting.
 from __future__ import annotations
 
 import threading
-from functools import partial
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from ..tools.results import ToolResult
 from ..turns.tool_calls import ToolCall, ToolSpec
 
 if TYPE_CHECKING:
-    from ..turns.backend import ChatEvent
     from ..settings.params import SamplingParams
+    from ..turns.backend import ChatEvent
     from .session import Answer, ChatSession
 
 DENIED = "The user did not allow this call. Do not call it again unless they ask for it."

@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import llama_cpp as ll
+import numpy as np
+from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
 from ..errors import GenerationError
 from ..settings.choices import DRAFT_NGRAM
@@ -40,8 +42,6 @@ from .decoding import DecodeTarget, Emitter
 from .draft_model import DraftModel
 from .grammar_sampling import Sampler
 from .speculative import AdaptiveDraft, FixedDraft
-import numpy as np
-from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
 
 def prompt_lookup_tokens(target: DecodeTarget, policy: FixedDraft | AdaptiveDraft, sampler: Sampler, out: Emitter,

@@ -36,9 +36,9 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 import llama_cpp as ll
+import numpy as np
 
 from ..errors import GenerationError
-import numpy as np
 
 if TYPE_CHECKING:  # numpy (0.1 s to import) only when a grammar samples: not on every engine start
     import numpy as np

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..json_bounds import bounded_loads
 from ..files import write_private
+from ..json_bounds import bounded_loads
 from ..paths import cache_dir
 
 FORMAT_VERSION = 2  # 2: the name's token digest and the header's ``bound`` (files of 1 are refused, then pruned)

@@ -21,7 +21,8 @@ import llama_cpp as ll
 
 from ..errors import GpuOffloadUnavailableError, LoadCancelled, ModelFileError, ModelLoadError
 from ..models.gguf import GGUFInfo, inspect_gguf
-from ..settings.knobs import LlamaCppOptions, gpu_unavailable_message
+from ..models.starter import starter_model_path
+from ..paths import cache_dir
 from ..settings.choices import (
     check_draft_logits,
     check_draft_tokens,
@@ -30,12 +31,11 @@ from ..settings.choices import (
     check_speculative,
     kv_cache_bytes,
 )
+from ..settings.knobs import LlamaCppOptions, gpu_unavailable_message
 from ..settings.limits import round_context
 from . import repack as _repack
 from .memory_checks import check_context_memory, check_memory
 from .vision import check_projector
-from ..models.starter import starter_model_path
-from ..paths import cache_dir
 
 log = logging.getLogger("vibechat.llama_cpp")
 

@@ -47,10 +47,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..json_bounds import bounded_loads
 from ..errors import LoadCancelled
 from ..files import UnreadableFile, read_file
-from ..settings.choices import check_repack  # the setting (its modes, default and check) lives with the other choices
+from ..json_bounds import bounded_loads
+from ..settings.choices import (
+    check_repack,  # the setting (its modes, default and check) lives with the other choices
+)
 
 log = logging.getLogger("vibechat.repack")
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp as ll
+from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
 from ..errors import GenerationError
 from ..settings.structured import check_grammar_bounds, too_large
@@ -39,7 +40,6 @@ from ..turns.tool_calls import ToolChoice, ToolSpec
 from ..turns.tool_formats import HARMONY, HERMES, LLAMA3, MISTRAL, ToolFormat
 from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .native import grammar_error
-from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
 MAX_TOOLS = 128  # tools in one grammar (engine/tools/ bounds a server's list before this)
 _IDENT = re.compile(r"[a-zA-Z0-9-]+")

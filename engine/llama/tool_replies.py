@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 from ..errors import InvalidParameterError
 from ..settings.structured import OutputFormat
+from ..settings.tool_checks import TOOL_CHOICES
 from ..turns.backend import FinishReason
 from ..turns.chat_template import ChatTemplate
-from ..settings.tool_checks import TOOL_CHOICES
 from ..turns.tool_calls import ToolCall, ToolSpec
 from ..turns.tool_formats import ToolFormat
 

@@ -45,17 +45,33 @@ from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import errors
 from ..errors import EngineCrashed, EngineCrashLoop, GenerationError, VibechatError
 from ..settings.params import SamplingParams
+from ..turns.backend import (
+    ChatEvent,
+    ChatMessage,
+    GenerationDone,
+    ModelInfo,
+    TextDelta,
+    ThinkingDelta,
+)
 from ..turns.tool_calls import ToolSpec
-from ..turns.backend import ChatEvent, ChatMessage, GenerationDone, ModelInfo, TextDelta, ThinkingDelta
+from . import vision_errors
 from .crash_report import signal_name, suggest_setting, write_crash_report
 from .worker_preload import Preload
-from .worker_process import (CLOSE_EXIT_S, CLOSE_LIMIT_S, CLOSE_TERM_S, QUIT_GRACE_S, REAP_S, Heard, close_quietly,
-                             end_process, end_unless_answered)
+from .worker_process import (
+    CLOSE_EXIT_S,
+    CLOSE_LIMIT_S,
+    CLOSE_TERM_S,
+    QUIT_GRACE_S,
+    REAP_S,
+    Heard,
+    close_quietly,
+    end_process,
+    end_unless_answered,
+)
 from .worker_wire import read_frame, write_frame
-from .. import errors
-from . import vision_errors
 
 log = logging.getLogger("vibechat.llama_cpp")
 

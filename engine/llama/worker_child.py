@@ -9,6 +9,8 @@ backend after it has set up its crash handling (faulthandler) and its pipe.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import logging
 import os
 import queue
@@ -17,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,9 +28,6 @@ from ..errors import GenerationError
 from ..settings.params import SamplingParams
 from ..turns.backend import ChatMessage, TextDelta, ThinkingDelta
 from .worker_wire import read_frame, write_frame
-import importlib
-import importlib.util
-import types
 
 # Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
 # stream's first piece of text, once it was sent) makes every child started while it is set

@@ -26,11 +26,10 @@ from pathlib import Path, PurePosixPath
 from ..errors import ModelFileError
 from ..files import UnreadableFile, read_file
 from ..json_bounds import bounded_loads
+from ..settings.refs import QuantOption, RepoFile, group_quants, quant_from_filename
 from .gguf import GGUFInfo, inspect_gguf
-from ..settings.refs import quant_from_filename
 from .local_model import SOURCES, LocalModel
 from .projector import pick_projector
-from ..settings.refs import QuantOption, RepoFile, group_quants
 
 log = logging.getLogger("vibechat.discover")
 

@@ -37,11 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..json_bounds import bounded_loads
 from ..errors import DownloadCancelled, DownloadError, HubError, ModelFileError
 from ..files import read_file
-from .hub import Hub, explain, is_transient, raise_for_status, short
+from ..json_bounds import bounded_loads
 from ..settings.refs import QuantOption, RepoFile, is_safe_repo_path, show_name
+from .hub import Hub, explain, is_transient, raise_for_status, short
 
 log = logging.getLogger("vibechat.download")
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from importlib.util import find_spec
 from pathlib import Path
 
 from .. import system
-from importlib.util import find_spec
 
 OVERHEAD = 1.1  # weights plus a modest context
 # ggml's GPU backends, each built as its own library beside libllama (libggml-cuda.so,

@@ -35,6 +35,7 @@ from urllib.parse import quote
 from ..errors import HubError, ModelRefError
 from ..files import UnreadableFile, read_file
 from ..json_bounds import bounded_loads
+from ..sanitize import sanitize
 from ..settings.refs import (
     HubRef,
     QuantOption,
@@ -47,7 +48,6 @@ from ..settings.refs import (
     refused_files,
     show_name,
 )
-from ..sanitize import sanitize
 
 log = logging.getLogger("vibechat.hub")
 

@@ -24,11 +24,11 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .gguf import header_quant
-from ..settings.refs import quant_from_filename
-from .local_model import LocalModel
 from ..json_bounds import bounded_loads
 from ..paths import data_dir
+from ..settings.refs import quant_from_filename
+from .gguf import header_quant
+from .local_model import LocalModel
 
 log = logging.getLogger("vibechat.opened")
 

@@ -23,12 +23,11 @@ import stat
 from pathlib import Path
 
 from ..errors import ModelFileError, ModelNotDownloadedError, ModelRefError
-from .gguf import GGUFInfo
+from ..settings.refs import DEFAULT_QUANTS, parse_hub_ref
+from .gguf import GGUFInfo, inspect_gguf
 from .local_model import LocalModel
 from .projector import PROJECTOR_ARCHITECTURE
-from ..settings.refs import DEFAULT_QUANTS, parse_hub_ref
 from .starter import STARTER_NAME, starter_installed_path, starter_model_path, starter_sha256
-from .gguf import inspect_gguf
 
 log = logging.getLogger("vibechat.models")
 STARTER_SIZE = 253_000_000  # shown before the starter model is first unpacked

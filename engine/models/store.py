@@ -29,17 +29,23 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from ..settings.config import models_dir
-from .download import Downloader, Progress, ProgressCallback
 from ..errors import ModelStoreError
 from ..files import UnreadableFile, read_file
 from ..json_bounds import bounded_loads
+from ..settings.config import models_dir
+from ..settings.refs import (
+    HubRef,
+    QuantOption,
+    RepoFile,
+    group_quants,
+    is_safe_repo_path,
+    quant_from_filename,
+)
+from .download import Downloader, Progress, ProgressCallback
 from .gguf import header_quant
-from ..settings.refs import quant_from_filename
 from .hub import Hub, RepoListing
 from .local_model import LocalModel
 from .projector import is_projector_name, pick_projector
-from ..settings.refs import HubRef, QuantOption, RepoFile, group_quants, is_safe_repo_path
 from .starter import PACKAGE as STARTER_PACKAGE
 
 log = logging.getLogger("vibechat.store")

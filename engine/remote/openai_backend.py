@@ -56,13 +56,27 @@ from typing import Any
 
 from ..errors import GenerationError, RemoteServerError, StreamInterrupted, VibechatError
 from ..settings.params import SamplingParams
-from ..turns.backend import ChatEvent, ChatMessage, FinishReason, GenerationDone, GenerationStats, ModelInfo
+from ..turns.backend import (
+    ChatEvent,
+    ChatMessage,
+    FinishReason,
+    GenerationDone,
+    GenerationStats,
+    ModelInfo,
+)
 from ..turns.stops import StopMatcher
 from ..turns.tool_calls import ToolCall, ToolSpec
 from .client import Cancelled, Exchange, Expired, ServerClient, TooMuch, message_of
 from .images import IMAGE_TOKENS, NO_IMAGES_FIX, refused_images
 from .listing import ServerModels
-from .options import BACKEND_NAME, DEFAULT_DEADLINE, DEFAULT_TIMEOUT, OpenAIOptions, resolve_api_key, withheld_key
+from .options import (
+    BACKEND_NAME,
+    DEFAULT_DEADLINE,
+    DEFAULT_TIMEOUT,
+    OpenAIOptions,
+    resolve_api_key,
+    withheld_key,
+)
 from .reply import ReplyText, check_json_reply, fill_stats, past, reasoning_tokens
 from .request import chat_body, optional_fields
 from .sse import EventStream

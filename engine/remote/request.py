@@ -25,11 +25,10 @@ from ..errors import InvalidParameterError
 from ..json_bounds import bounded_loads
 from ..settings.params import PARAM_SPECS, SamplingParams
 from ..settings.think_switch import remote_kwargs
-from ..turns.backend import ChatMessage
 from ..settings.tool_checks import TOOL_CHOICES
+from ..turns.backend import ChatMessage
 from ..turns.tool_calls import ToolSpec
 from .images import content
-
 
 
 def optional_fields() -> tuple[str, ...]:

@@ -41,15 +41,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic
 
-from .config_text import duplicate_lines, line_of, insert_top_level, key_lines
 from ..errors import ConfigError, InvalidParameterError
 from ..files import FileTooLarge, NotARegularFile, UnreadableFile, read_file_text
-from .params import PARAM_SPECS, SamplingParams
 from ..paths import config_dir, data_dir
+from .config_check import (
+    C,
+    apply_changes,
+    bare_message,
+    check_value,
+    read_document,
+    value_from_text,
+)
+from .config_doc import template
+from .config_text import duplicate_lines, insert_top_level, key_lines, line_of
+from .params import PARAM_SPECS, SamplingParams
 from .setting import Setting
 from .table import SCHEMA, Schema
-from .config_check import C, apply_changes, bare_message, check_value, value_from_text, read_document
-from .config_doc import template
 
 CONFIG_ENV = "VIBECHAT_CONFIG"
 CONFIG_NAME = "config.toml"

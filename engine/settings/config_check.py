@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidParameterError
 from .params import PARAM_SPECS, SamplingParams
-from .setting import Setting, show as _show
+from .setting import Setting
+from .setting import show as _show
 from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Config, EntryProblem, Schema
 
 TRUE_WORDS = ("1", "true", "yes", "on")  # a true-or-false setting in an environment variable

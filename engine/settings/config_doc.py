@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import textwrap
 
-from .setting import Setting, show as _show
+from .setting import Setting
+from .setting import show as _show
 from .table import SCHEMA, Config, Schema
 
 

@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Schema
-from .config import LoadedConfig, Origin, file_message, read_config_file, config_path
-from .config_check import apply_changes, check_value
-from .config_text import line_of, key_lines
 from ..errors import ConfigError
-from .presets import MAX_PRESETS, Preset, PresetProblem, Rules, spelled, parse_preset, parse_presets
 from ..sanitize import sanitize
-from .config import update_config
+from .config import LoadedConfig, Origin, config_path, file_message, read_config_file, update_config
+from .config_check import apply_changes, check_value
+from .config_text import key_lines, line_of
+from .presets import MAX_PRESETS, Preset, PresetProblem, Rules, parse_preset, parse_presets, spelled
+from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Schema
 
 
 def _setting_check(key: str, value: Any, base: Path) -> Any:

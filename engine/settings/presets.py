@@ -40,10 +40,10 @@ from typing import Any
 
 from ..errors import InvalidParameterError, VibechatError
 from ..files import FileTooLarge, UnreadableFile, kind_of, read_file
-from .params import PARAM_SPECS, SamplingParams
 from ..sanitize import sanitize
-from .structured import OutputFormat
+from .params import PARAM_SPECS, SamplingParams
 from .refs import parse_hub_ref
+from .structured import OutputFormat
 
 MAX_PRESETS = 100  # a config file holds a few; the loop over the table is bounded all the same
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [presets.NAME] needs no quotes

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from ..errors import InvalidParameterError
 
+
 def normalize_base_url(url: str) -> str:
     """``url`` as the API root: http(s) only, no trailing slash, ``/v1`` added when the
     URL names only a host (``http://127.0.0.1:8080`` → ``http://127.0.0.1:8080/v1``)."""

@@ -27,8 +27,15 @@ from .knobs import EngineSettings
 from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .setting import SAMPLING, Setting, doc, show
 from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
-from .tool_checks import (BUILTIN_TOOL_NAMES, TOOL_CHOICES, check_builtin_tools, check_tool_choice, check_tool_folders,
-                          check_tool_patterns)
+from .tool_checks import (
+    BUILTIN_TOOL_NAMES,
+    TOOL_CHOICES,
+    check_builtin_tools,
+    check_tool_choice,
+    check_tool_folders,
+    check_tool_patterns,
+)
+
 
 def param_flag_help(name: str) -> str:
     """A sampling parameter's flag line: its words (``ParamSpec.flag_words``, with its range),

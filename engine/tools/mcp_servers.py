@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
@@ -45,7 +46,6 @@ from . import mcp_logs
 from .mcp_config import HttpServer, McpConfig, ServerConfig
 from .names import model_names
 from .results import DEFAULT_RESULT_LIMIT, ToolResult, bounded, error
-from contextlib import AsyncExitStack
 
 START_TIMEOUT_S = 20.0  # a server's start and tool listing, at most
 CLOSE_TIMEOUT_S = 10.0  # close(): every server stopped, at most (the SDK kills what lingers)

@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..settings.choices import COMPLETION
+from ..settings.knobs import human_mib
 from ..settings.params import SamplingParams
 from .attachments import Attachment, model_text
 from .tool_calls import ToolCall, ToolSpec
-from ..settings.knobs import human_mib
 
 Role = Literal["system", "user", "assistant", "tool"]
 # "tool_calls": the reply ends asking for tool calls (``GenerationDone.tool_calls``).

@@ -31,6 +31,7 @@ rendered (start-up time).
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import re
@@ -41,16 +42,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .backend import ChatMessage
-from .tool_calls import ToolSpec
-from .tool_formats import ToolFormat, tool_format
 from ..errors import ChatTemplateError, TemplateCancelled
 from ..json_bounds import bounded_loads
-from .prompt_format import COMPLETION_STOPS, FRAME_VARIABLES, TURN_TOKENS, frame_messages
 from ..sanitize import sanitize
 from ..settings.choices import COMPLETION
 from ..settings.think_switch import find_switch
-import hashlib
+from .backend import ChatMessage
+from .prompt_format import COMPLETION_STOPS, FRAME_VARIABLES, TURN_TOKENS, frame_messages
+from .tool_calls import ToolSpec
+from .tool_formats import ToolFormat, tool_format
 
 log = logging.getLogger("vibechat.template")
 

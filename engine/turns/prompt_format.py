@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import ChatMessage
 from ..settings.choices import COMPLETION, DEFAULT_PROMPT_FORMAT, check_prompt_format
+from .backend import ChatMessage
 
 # Gemma's official template: no system role, so a system prompt opens the first
 # user turn (what Google's own template does; llama-cpp-python's "gemma" format

@@ -40,8 +40,8 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .thinking import partial_suffix
 from ..json_bounds import bounded_loads
+from .thinking import partial_suffix
 from .tool_calls import MAX_ARGUMENTS_CHARS, ToolCall
 
 MAX_CALLS = 16  # calls kept from one reply (a grammar allows no more either)

@@ -6,7 +6,6 @@ processes on a real pty of 80 columns; piped, a row stays one line (``| grep``).
 from __future__ import annotations
 
 import fcntl
-from collections import Counter
 import json
 import os
 import pty
@@ -15,6 +14,7 @@ import struct
 import subprocess
 import sys
 import termios
+from collections import Counter
 from pathlib import Path
 
 from conftest import VIBECHAT_BIN

@@ -9,8 +9,8 @@ import subprocess
 
 from conftest import VIBECHAT_BIN
 from vibechat.app.report import format_stats
-from vibechat.engine.turns.backend import GenerationStats
 from vibechat.engine.chat.history import History
+from vibechat.engine.turns.backend import GenerationStats
 
 
 def test_the_stats_line_leaves_out_a_seed_it_does_not_know():

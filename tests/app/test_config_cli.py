@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN
-from vibechat.engine.settings.config import config_path
 from vibechat.engine.paths import config_dir
-
+from vibechat.engine.settings.config import config_path
 
 pytestmark = pytest.mark.usefixtures("no_setting_variables")  # conftest.py
 

@@ -99,8 +99,8 @@ def test_switch_model_without_a_conversation_is_one_line(stub):
 def test_a_local_conversation_stays_local_when_the_config_names_a_server(tmp_path, stub):
     """RunPlan alone (nothing is loaded): a conversation had with a file goes on with that file
     and the local engine, whatever base_url the config sets; another file named is refused."""
-    from vibechat.app.run_plan import RunFlags, RunPlan
     from vibechat.app.options import SettingFlags
+    from vibechat.app.run_plan import RunFlags, RunPlan
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.conversation import Conversation
     from vibechat.engine.chat.history import History

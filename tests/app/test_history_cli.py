@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint, read_only_dir
-from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
-from vibechat.engine.chat.history import History
 from vibechat.engine.chat.database import default_path
+from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone
 
 
 def vibechat(*args: str, input: str | None = None, timeout: float = 180,

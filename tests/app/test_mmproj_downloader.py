@@ -4,8 +4,8 @@ beside the model, where ``--mmproj auto`` finds it. The real app (Pilot) against
 
 from __future__ import annotations
 
-from ggufgen import gguf_bytes
 from fakes import RecordingBackend, settle
+from ggufgen import gguf_bytes
 from helpers import was_notified
 from vibechat.app.progress import human_size
 from vibechat.app.tui import create_app

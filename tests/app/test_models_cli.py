@@ -15,8 +15,8 @@ import pytest
 from conftest import VIBECHAT_BIN, default_sigint
 from ggufgen import gguf_bytes, write_gguf
 from vibechat.app.progress import CliProgress
-from vibechat.engine.settings.config import models_dir
 from vibechat.engine.models.download import Progress
+from vibechat.engine.settings.config import models_dir
 
 REPO = "acme/Tiny-Chat-GGUF"
 FILES = {

@@ -17,9 +17,9 @@ import pytest
 from conftest import VIBECHAT_BIN, worker_threads
 from ggufgen import write_gguf
 from openai_stub import StubServer
-from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage
 
 # One hostile string: an OSC 52 clipboard write, a title change and a screen clear, a C1 CSI,
 # Rich/Textual markup that would style, link or crash, and a lone surrogate.
@@ -141,7 +141,11 @@ def test_a_prompt_too_large_for_the_context_is_refused_before_it_is_saved(starte
 
 
 def test_prompt_limits_are_bounded_and_named():
-    from vibechat.engine.settings.limits import MAX_PROMPT_BYTES, prompt_byte_limit, prompt_too_large
+    from vibechat.engine.settings.limits import (
+        MAX_PROMPT_BYTES,
+        prompt_byte_limit,
+        prompt_too_large,
+    )
 
     assert prompt_byte_limit(2048) == 2048 * 256
     assert prompt_byte_limit(1 << 20) == MAX_PROMPT_BYTES == prompt_byte_limit(None)
@@ -176,8 +180,8 @@ def test_a_context_whose_kv_cache_cannot_fit_is_refused_naming_a_size_that_fits(
 
 @pytest.mark.model
 def test_loading_with_a_context_too_large_for_memory_is_one_line(starter_path, monkeypatch):
-    from vibechat.engine.llama import llamacpp, memory_checks
     from vibechat.engine.errors import ModelLoadError
+    from vibechat.engine.llama import llamacpp, memory_checks
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
     backend = llamacpp.LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),

@@ -5,7 +5,6 @@ and every JSON object a run prints comes from ``RunResult.to_json()``."""
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import os
 import subprocess
@@ -55,7 +54,8 @@ def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(mo
 
     import vibechat.app.tui as tui_package
     from vibechat.app import backends
-    from vibechat.app.commands import batch as batch_cmd, run as run_cmd
+    from vibechat.app.commands import batch as batch_cmd
+    from vibechat.app.commands import run as run_cmd
     from vibechat.app.commands.cli import cli
 
     write_config(PRESET)

@@ -13,8 +13,8 @@ import select
 import pytest
 
 from fakes import RecordingBackend
-from vibechat.app.progress import ReadingLine
 from vibechat.app.commands.run import RunRequest, execute
+from vibechat.app.progress import ReadingLine
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import PromptProgress
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import worker_threads
 import vibechat.app.tui as tui
+from conftest import worker_threads
 
 # The console script's own entry point, with the chat's options (every setting's flag, all
 # unset but one) parsed by the top-level callback; `config show` then prints what they give,

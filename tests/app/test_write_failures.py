@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN, read_only_dir
-from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
-from vibechat.engine.chat.history import History
 from vibechat.engine.chat.database import HistoryError, default_path
+from vibechat.engine.chat.history import History
+from vibechat.engine.turns.backend import GenerationDone
 
 TESTS = Path(__file__).resolve().parents[1]
 

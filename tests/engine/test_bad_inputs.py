@@ -18,8 +18,8 @@ from conftest import VIBECHAT_BIN
 from fakes import RecordingBackend
 from vibechat.app.commands.batch import BatchOptions, run_batch
 from vibechat.engine.errors import InvalidParameterError, VibechatError
-from vibechat.engine.settings.server_url import normalize_base_url
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.server_url import normalize_base_url
 
 TIMEOUT = 30  # a hang on a FIFO fails here instead of hanging the suite
 

@@ -9,8 +9,14 @@ import json
 import pytest
 
 from vibechat.engine.chat.records import tool_calls_from
-from vibechat.engine.json_bounds import (MAX_JSON_DEPTH, JsonTooDeep, bounded_loads, check_value_depth, json_depth,
-                                         value_depth)
+from vibechat.engine.json_bounds import (
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    bounded_loads,
+    check_value_depth,
+    json_depth,
+    value_depth,
+)
 from vibechat.engine.remote.request import wire_messages
 from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.turns.tool_calls import ToolCall

@@ -8,8 +8,16 @@ import pytest
 
 from vibechat.app import slash
 from vibechat.app.tui.conversation.markdown_text import code_blocks, http_links
+from vibechat.app.tui.conversation.pacing import (
+    BUSY_BUDGET,
+    DEBT_INTERVALS,
+    FREE_BUDGET,
+    HOLD_S,
+    FrameHold,
+    RenderPacer,
+    ui_budget,
+)
 from vibechat.app.tui.conversation.reply_stream import DeltaBuffer
-from vibechat.app.tui.conversation.pacing import BUSY_BUDGET, DEBT_INTERVALS, FREE_BUDGET, HOLD_S, FrameHold, RenderPacer, ui_budget
 from vibechat.engine import system
 from vibechat.engine.chat.conversation import Conversation
 

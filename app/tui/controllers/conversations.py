@@ -20,6 +20,7 @@ opened, not before the chat's first frame (tests/app/test_startup.py).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -27,16 +28,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.chat.chatlog import ChatLog
-from vibechat.engine.errors import VibechatError
-from vibechat.engine.settings.refs import quant_from_filename
-from vibechat.engine.chat.records import ConversationSummary, SearchHit, StoredConversation, StoredMessage
-from vibechat.engine.chat.history import History
 from vibechat.engine.chat.export import write_export
+from vibechat.engine.chat.history import History
+from vibechat.engine.chat.records import (
+    ConversationSummary,
+    SearchHit,
+    StoredConversation,
+    StoredMessage,
+    now,
+)
+from vibechat.engine.errors import VibechatError
+from vibechat.engine.sanitize import sanitize
 from vibechat.engine.settings.choices import COMPLETION
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.sanitize import sanitize
+from vibechat.engine.settings.refs import quant_from_filename
+from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.turns.tool_calls import ToolCall
 
 from ...appconfig import chat_settings
@@ -44,15 +51,19 @@ from ...conversation_backend import OwnBackend
 from ..conversation.attachment_view import UserMessage
 from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
 from ..conversation.earlier_messages import EarlierMessages
-from ..screens.confirm import ConfirmScreen
-from .events import CacheRebuilt, ConversationLoaded, ConversationLoadFailed, HistoryListed, OwnModelWanted
-from .host import ChatHost
-from ..outside import one_line
-from ..widgets.sidebar import ConversationSidebar
 from ..conversation.thinking_block import ThinkingBlock
+from ..outside import one_line
+from ..screens.confirm import ConfirmScreen
+from ..widgets.sidebar import ConversationSidebar
 from ..widgets.welcome import resume_line
-from vibechat.engine.chat.records import now
-import json
+from .events import (
+    CacheRebuilt,
+    ConversationLoaded,
+    ConversationLoadFailed,
+    HistoryListed,
+    OwnModelWanted,
+)
+from .host import ChatHost
 
 if TYPE_CHECKING:
     from ..screens.history_screens import ExportChoice
@@ -199,7 +210,9 @@ class Conversations:
         sidebar.focus_list()
 
     def search(self) -> None:
-        from ..screens.history_screens import SearchScreen  # the dialogs: on first use, not before the first frame
+        from ..screens.history_screens import (
+            SearchScreen,  # the dialogs: on first use, not before the first frame
+        )
 
         if self.history is None:
             self.host.notify("Chat history is off.", severity="warning")

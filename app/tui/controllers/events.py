@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from vibechat.engine.turns.backend import ChatEvent, ModelInfo
 from vibechat.engine.chat.records import ConversationSummary, StoredConversation
 from vibechat.engine.models.local_model import LocalModel
+from vibechat.engine.turns.backend import ChatEvent, ModelInfo
 
 if TYPE_CHECKING:  # the downloader's module (and the Hub client) load when a download starts
     from vibechat.engine.models.download import Progress

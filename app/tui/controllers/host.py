@@ -20,19 +20,19 @@ if TYPE_CHECKING:
     from textual.message import Message
     from textual.widget import Widget
 
-    from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.chat.history import History
     from vibechat.engine.chat.records import StoredMessage
-    from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.chat.session import ChatSession
-
+    from vibechat.engine.settings.config import LoadedConfig
+    from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.turns.attachments import Attachment
+    from vibechat.engine.turns.backend import GenerationDone, ModelInfo
+    from vibechat.engine.turns.tool_calls import ToolSpec
+
     from ..chat_state import ChatState
     from ..conversation.chat_view import ChatMessageWidget, ChatView
     from ..widgets.param_panel import ParamPanel
     from ..widgets.prompt_input import PromptInput
-    from vibechat.engine.turns.backend import GenerationDone, ModelInfo
-    from vibechat.engine.turns.tool_calls import ToolSpec
     from ..widgets.sidebar import ConversationSidebar
 
     # A controller's messages: each class it answers, and the method (sync or async) that does.

@@ -17,32 +17,40 @@ load when first opened, not before the chat's first frame (tests/app/test_startu
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vibechat.engine.turns.backend import Backend, ModelInfo
 from vibechat.engine.errors import DownloadCancelled, VibechatError
+from vibechat.engine.models.gguf import inspect_gguf
 from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.models.opened import SOURCE as OPENED
 from vibechat.engine.models.opened import remember
+from vibechat.engine.turns.backend import Backend, ModelInfo
 
 from ...progress import human_size
-from .events import DownloadEnded, DownloadUpdate, ModelProgress, ModelReady, ModelSwitched, ModelSwitchFailed, OwnModelWanted
-from .host import ChatHost
 from ..outside import one_line
-from ..widgets.param_panel import ParamPanel
 from ..screens.screen_messages import DownloadCancel, DownloadStart
+from ..widgets.param_panel import ParamPanel
 from ..widgets.welcome import welcome_text
-import asyncio
-from vibechat.engine.models.gguf import inspect_gguf
+from .events import (
+    DownloadEnded,
+    DownloadUpdate,
+    ModelProgress,
+    ModelReady,
+    ModelSwitched,
+    ModelSwitchFailed,
+    OwnModelWanted,
+)
+from .host import ChatHost
 
 if TYPE_CHECKING:
     from ..screens.downloader import DownloadScreen
-    from .host import Handlers
     from ..screens.model_picker import PickerChoice
+    from .host import Handlers
 
 log = logging.getLogger("vibechat.tui")
 
@@ -87,7 +95,10 @@ class Models:
 
     # ---------------------------------------------------------------- picker
     def open_picker(self) -> None:
-        from ..screens.model_picker import ModelPicker, RemoteModelPicker  # on first use: not before the first frame
+        from ..screens.model_picker import (  # on first use: not before the first frame
+            ModelPicker,
+            RemoteModelPicker,
+        )
 
         host, remote = self.host, self.host.session.remote
         if remote is not None:  # a server: its models, no files

@@ -20,11 +20,11 @@ from textual.widget import Widget
 from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.turns.attachments import Attachment
 
-from ..conversation.attachment_view import UserMessage
 from ..chat_state import ChatState
+from ..conversation.attachment_view import UserMessage
 from ..conversation.chat_view import ChatMessageWidget
-from .host import ChatHost
 from ..widgets.queued_note import EditingNote
+from .host import ChatHost
 
 
 class Replies(Protocol):

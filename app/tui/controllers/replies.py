@@ -27,28 +27,44 @@ from typing import TYPE_CHECKING
 
 from textual.widget import Widget
 
-from vibechat.engine.turns.backend import (ChatEvent, ContextTrimmed, DraftProgress, GenerationDone, PromptProgress,
-                                           ThinkingDelta)
+from vibechat.engine.chat.convlock import ConversationBusy
+from vibechat.engine.chat.session import ChatSession, Turn
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
-from vibechat.engine.chat.session import ChatSession, Turn
 from vibechat.engine.system import available_cores
 from vibechat.engine.turns.attachments import Attachment
+from vibechat.engine.turns.backend import (
+    ChatEvent,
+    ContextTrimmed,
+    DraftProgress,
+    GenerationDone,
+    PromptProgress,
+    ThinkingDelta,
+)
 
 from ...appconfig import chat_settings
 from ...report import reading_line, structured_note
+from ..chat_state import ChatState, LiveReply
 from ..conversation.attachment_view import UserMessage
 from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
-from ..chat_state import ChatState, LiveReply
-from .events import CacheReset, ContextCounted, ModelFailed, ModelProgress, ModelReady, ReplyEvent, ReplyFailed, ReplyText, ReplyThinking
-from .host import ChatHost
-from ..widgets.prompt_input import PromptInput
 from ..conversation.markdown_segment import warm_up as warm_up_markdown
 from ..conversation.pacing import FrameHold, RenderPacer, ui_budget
-from .prompt_edit import PromptEdit
-from ..widgets.queued_note import QueuedNote
 from ..conversation.reply_stream import ReplyStream
-from vibechat.engine.chat.convlock import ConversationBusy
+from ..widgets.prompt_input import PromptInput
+from ..widgets.queued_note import QueuedNote
+from .events import (
+    CacheReset,
+    ContextCounted,
+    ModelFailed,
+    ModelProgress,
+    ModelReady,
+    ReplyEvent,
+    ReplyFailed,
+    ReplyText,
+    ReplyThinking,
+)
+from .host import ChatHost
+from .prompt_edit import PromptEdit
 
 if TYPE_CHECKING:
     from .host import Handlers

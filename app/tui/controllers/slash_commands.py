@@ -15,16 +15,16 @@ from vibechat.engine.settings.think_switch import NO_SWITCH, check_thinking, des
 
 from ... import slash
 from ...report import format_stats
-from ..screens import show_info
-from .attachments import COMMANDS as ATTACH_COMMANDS
 from ..conversation.chat_view import ChatMessageWidget
-from .host import ChatHost
 from ..laid_out import LaidOut
 from ..outside import one_line
+from ..screens import show_info
+from .attachments import COMMANDS as ATTACH_COMMANDS
+from .host import ChatHost
 
 if TYPE_CHECKING:
-    from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.chat.session import ChatSession
+    from vibechat.engine.settings.params import SamplingParams
 
     from .models import Models
 

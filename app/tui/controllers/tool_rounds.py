@@ -22,18 +22,26 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from vibechat.engine.chat.tool_turns import (DENIED, NOT_RUN_ARGUMENTS, NOT_RUN_STOPPED, ToolBox, outcome_of,
-                                             round_choice, save_outcome, tool_label)
+from vibechat.engine.chat.tool_turns import (
+    DENIED,
+    NOT_RUN_ARGUMENTS,
+    NOT_RUN_STOPPED,
+    ToolBox,
+    outcome_of,
+    round_choice,
+    save_outcome,
+    tool_label,
+)
+from vibechat.engine.errors import VibechatError
 from vibechat.engine.settings.table import Schema
 from vibechat.engine.tools.results import ToolResult
-from vibechat.engine.errors import VibechatError
 from vibechat.engine.turns.backend import GenerationDone, ModelInfo
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 from ...appconfig import APP_SCHEMA
+from ..conversation.tool_block import ToolCallBlock
 from .events import ToolFinished, ToolsListed, ToolsProblem
 from .host import ChatHost
-from ..conversation.tool_block import ToolCallBlock
 
 if TYPE_CHECKING:
     from .host import Handlers

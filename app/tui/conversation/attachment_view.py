@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -40,10 +41,9 @@ from textual.widgets import Static
 from vibechat.engine.turns.attachments import Attachment
 
 from .. import outside
+from ..one_layout import SizedByLayout
 from .chat_view import ChatMessageWidget, MessageText
 from .foldable import FoldableBlock
-from ..one_layout import SizedByLayout
-import sys
 
 if TYPE_CHECKING:
     from PIL import Image as PILImage

@@ -17,28 +17,28 @@ import os
 import time
 from typing import TypeVar
 
+from rich.console import Console, ConsoleOptions
 from textual import on
 from textual.actions import SkipAction
-from rich.console import Console, ConsoleOptions
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.message import Message
 from textual.strip import Strip
-from textual.widget import Widget
 from textual.visual import Visual
+from textual.widget import Widget
 from textual.widgets import Static
 
 from .. import outside
-from . import reply_fold
 from ..clipboard import copied_notice, tmux_set_clipboard
 from ..laid_out import LaidOut
+from ..one_layout import SizedByLayout, StableGutterScroll
+from ..widgets.type_through import TypesIntoInput
+from . import reply_fold
+from .earlier_messages import EarlierMessages
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .markdown_text import code_blocks, http_links
-from ..widgets.type_through import TypesIntoInput
-from ..one_layout import SizedByLayout, StableGutterScroll
-from .earlier_messages import EarlierMessages
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
 

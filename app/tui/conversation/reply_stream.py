@@ -19,12 +19,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.sanitize import Sanitizer, sanitize
+from vibechat.engine.turns.backend import GenerationDone
 
 from ..chat_state import LiveReply
-from .chat_view import AssistantMessage
 from ..gc_policy import allow_full_collections, defer_full_collections
+from .chat_view import AssistantMessage
 from .pacing import RenderPacer
 from .thinking_block import ThinkingBlock
 

@@ -28,19 +28,18 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, ProgressBar, Static
 
-from vibechat.engine.models.download import Progress
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.models import hub
+from vibechat.engine.models.download import Progress
 from vibechat.engine.models.hub import HubModel, RepoListing
 from vibechat.engine.models.local_model import LocalModel
-from vibechat.engine.settings.refs import HubRef, QuantOption
+from vibechat.engine.settings.refs import HubRef, QuantOption, parse_hub_ref
 
 from ...progress import human_size, progress_line
-from . import dialog
 from ..laid_out import LaidOut
 from ..outside import block, cell, line
+from . import dialog
 from .screen_messages import DownloadCancel, DownloadStart
-from vibechat.engine.settings.refs import parse_hub_ref
-from vibechat.engine.models import hub
 
 
 class DownloadScreen(ModalScreen[str | None]):

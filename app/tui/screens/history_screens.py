@@ -18,14 +18,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
 
-from vibechat.engine.chat.records import HIT_END, HIT_START, SearchHit
 from vibechat.engine.chat.history import History
+from vibechat.engine.chat.records import HIT_END, HIT_START, SearchHit
+from vibechat.engine.errors import VibechatError
 
-from . import dialog
-from .dialog import MODAL_CSS
 from ..outside import one_line, plain
 from ..widgets.sidebar import when
-from vibechat.engine.errors import VibechatError
+from . import dialog
+from .dialog import MODAL_CSS
 
 
 def highlighted(snippet: str) -> Text:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
@@ -36,15 +37,14 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.models.local_model import LocalModel
+from vibechat.engine.turns.backend import ModelInfo
 
 from ...progress import human_size
-from . import dialog
 from ..laid_out import LaidOut
 from ..outside import block, cell, line, one_line
 from ..widgets.path_complete import GGUFPathSuggester
-from pathlib import Path
+from . import dialog
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,9 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-
+from ..outside import block, cell
 from . import dialog
 from .dialog import MODAL_CSS
-from ..outside import block, cell
 
 if TYPE_CHECKING:
     from pathlib import Path

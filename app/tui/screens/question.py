@@ -23,7 +23,9 @@ from __future__ import annotations
 from typing import Literal, TypeVar
 
 from textual import events, on
-from textual._time import get_time  # the clock of ``Event.time`` (monotonic; perf_counter on Windows)
+from textual._time import (
+    get_time,  # the clock of ``Event.time`` (monotonic; perf_counter on Windows)
+)
 from textual.screen import ModalScreen
 
 Verdict = Literal["take", "pass", "drop"]

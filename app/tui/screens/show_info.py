@@ -7,9 +7,9 @@ on one line and bounded here; the note sanitises it again as it is shown.
 
 from __future__ import annotations
 
-from vibechat.engine.turns.backend import ModelInfo, prompt_format_line
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import describe_switch
+from vibechat.engine.turns.backend import ModelInfo, prompt_format_line
 
 from ... import columns, slash
 from ...progress import human_size

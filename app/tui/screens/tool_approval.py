@@ -23,8 +23,8 @@ from textual.widgets import Static
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 from .. import outside
-from . import dialog
 from ..laid_out import LaidOut
+from . import dialog
 from .question import QuestionScreen
 
 ANSWERS = ("once", "conversation", "always", "deny")

@@ -35,41 +35,41 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, TextArea
 
-from vibechat.engine.turns.backend import Backend
 from vibechat.engine.chat.chatlog import ChatLog
-from vibechat.engine.settings.config import LoadedConfig
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
-from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
 from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.chat.tool_turns import ToolBox
+from vibechat.engine.settings.config import LoadedConfig
+from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
+from vibechat.engine.turns.backend import Backend
 from vibechat.themes import THEMES
 
 from ... import slash
 from ...appconfig import chat_settings, load_app_config
 from ...terminal import SignalExit
-from . import config_ui, notices, palette
-from ..controllers import slash_commands
-from .bindings import APP_BINDINGS
 from ..chat_state import ChatState
-from ..widgets.attachment_tray import AttachmentTray
+from ..controllers import slash_commands
 from ..controllers.attachments import Attachments
-from ..conversation.chat_view import ChatView
-from ..widgets.config_bar import ConfigBar
-from ..gc_policy import freeze_startup_objects
-from ..widgets.footer import KeysFooter
-from ..screens.question import QuestionScreen
 from ..controllers.conversations import Conversations, OverSaved
-from ..controllers.models import BackendFactory, Models
-from ..widgets.param_panel import ParamPanel, param_slider
-from .outside_app import OutsideTextApp, pasted_text
-from ..widgets.prompt_input import PromptInput
 from ..controllers.links import Links
+from ..controllers.models import BackendFactory, Models
 from ..controllers.replies import Replies
+from ..controllers.tool_rounds import ToolPolicy, ToolRounds
+from ..conversation.chat_view import ChatView
+from ..gc_policy import freeze_startup_objects
+from ..screens.question import QuestionScreen
+from ..widgets.attachment_tray import AttachmentTray
+from ..widgets.config_bar import ConfigBar
+from ..widgets.footer import KeysFooter
+from ..widgets.param_panel import ParamPanel, param_slider
+from ..widgets.prompt_input import PromptInput
 from ..widgets.sidebar import ConversationSidebar
 from ..widgets.status_bar import StatusBar
-from ..controllers.tool_rounds import ToolPolicy, ToolRounds
 from ..widgets.type_through import TypesIntoInput
+from . import config_ui, notices, palette
+from .bindings import APP_BINDINGS
+from .outside_app import OutsideTextApp, pasted_text
 
 MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
 FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
@@ -387,7 +387,9 @@ class VibechatApp(OutsideTextApp):
         self.prompt_input.focus()
 
     def action_help(self) -> None:
-        from ..screens.help_screen import HelpScreen  # on first use, as the other dialogs: not before the first frame
+        from ..screens.help_screen import (
+            HelpScreen,  # on first use, as the other dialogs: not before the first frame
+        )
 
         self.push_screen(HelpScreen(self.help_sections()))
 

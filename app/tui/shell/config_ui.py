@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from vibechat.engine.settings.config import LoadedConfig, save_params
 from vibechat.engine.errors import VibechatError
+from vibechat.engine.settings.config import LoadedConfig, save_params
 from vibechat.engine.settings.params import SamplingParams
 
 from ...appconfig import APP_SCHEMA, DEFAULT_THEME, chat_settings, save_theme

@@ -15,6 +15,8 @@ reported.
 
 from __future__ import annotations
 
+import rich
+from rich.segment import Segments
 from textual import events, on
 from textual.app import App
 from textual.markup import escape
@@ -23,8 +25,6 @@ from textual.notifications import SeverityLevel
 from vibechat.engine.sanitize import sanitize
 
 from .. import outside
-import rich
-from rich.segment import Segments
 
 
 def pasted_text(text: str) -> str:

@@ -14,14 +14,14 @@ from textual.binding import Binding
 
 from ... import slash
 from .. import outside
-from ..widgets.attachment_tray import TrayItem
-from ..conversation.attachment_view import FileAttachment
 from ..controllers.attachments import COMMANDS as ATTACH
+from ..conversation.attachment_view import FileAttachment
 from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
+from ..conversation.thinking_block import ThinkingBlock
+from ..widgets.attachment_tray import TrayItem
 from ..widgets.param_panel import ParamPanel
 from ..widgets.sidebar import ConversationSidebar
 from ..widgets.slider import Slider
-from ..conversation.thinking_block import ThinkingBlock
 
 # Actions without a key of their own: (title, help, action); {config} is the config file.
 PALETTE_ONLY = [

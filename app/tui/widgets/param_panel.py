@@ -22,12 +22,12 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-from vibechat.engine.turns.backend import ModelInfo
 from vibechat.engine.settings.knobs import gpu_unavailable_message
 from vibechat.engine.settings.params import PARAM_SPECS, ParamSpec, SamplingParams
 from vibechat.engine.settings.setting import first_clause
 from vibechat.engine.settings.table import SETTINGS_BY_KEY
 from vibechat.engine.settings.think_switch import DEFAULT_THINKING, THINKING_MODES
+from vibechat.engine.turns.backend import ModelInfo
 
 from .choice import Choice, ChoiceSpec
 from .slider import Slider, SliderSpec

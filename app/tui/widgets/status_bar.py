@@ -38,8 +38,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from vibechat.engine.turns.backend import DraftProgress, GenerationStats, ModelInfo
 from vibechat.engine.settings.knobs import human_mib
+from vibechat.engine.turns.backend import DraftProgress, GenerationStats, ModelInfo
 
 from ..chat_state import ChatState, LiveReply
 from ..outside import one_line

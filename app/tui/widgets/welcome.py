@@ -8,9 +8,9 @@ quantization come from outside and are made one line by ``model_line``.
 
 from __future__ import annotations
 
-from vibechat.engine.turns.backend import ModelInfo
-from vibechat.engine.settings.choices import COMPLETION
 from vibechat.engine.models.starter import RECOMMENDED, is_starter
+from vibechat.engine.settings.choices import COMPLETION
+from vibechat.engine.turns.backend import ModelInfo
 
 from ..outside import one_line
 from .status_bar import model_line

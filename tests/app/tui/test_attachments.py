@@ -11,17 +11,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-
 from PIL import Image
 from textual import events
 from textual.widgets import Static
 
+from conftest import worker_threads
 from fakes import INFO, OnePieceAtATime, RecordingBackend, send, settle
 from helpers import notifications, wait_for
-from conftest import worker_threads
 from vibechat.app.tui import create_app
+from vibechat.app.tui.conversation.attachment_view import (
+    FileAttachment,
+    ImageAttachment,
+    UserMessage,
+    thumbnails_loaded,
+)
 from vibechat.app.tui.widgets.attachment_tray import AttachmentTray, TrayItem
-from vibechat.app.tui.conversation.attachment_view import FileAttachment, ImageAttachment, UserMessage, thumbnails_loaded
 from vibechat.engine.chat.history import History
 from vibechat.engine.turns.attachments import Attachment
 

@@ -18,13 +18,13 @@ from textual.message import Message
 from fakes import INFO, OnePieceAtATime, RecordingBackend, send, settle
 from vibechat.app.report import format_stats
 from vibechat.app.tui import create_app
+from vibechat.app.tui.chat_state import ChatState
 from vibechat.app.tui.controllers import events
 from vibechat.app.tui.screens import show_info
 from vibechat.app.tui.shell.app import VibechatApp
-from vibechat.app.tui.chat_state import ChatState
 from vibechat.app.tui.widgets.status_bar import SHOWN
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
 SIZE = (110, 36)
 CONTROLLERS = ("replies", "models", "chats")

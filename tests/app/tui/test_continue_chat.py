@@ -212,10 +212,9 @@ async def test_a_chat_started_on_a_conversation_restores_its_kv_snapshot(starter
     """The real starter: a chat, closed (its KV snapshot written), then a new chat started on that
     conversation (``--continue``'s) restores the snapshot as the list's Enter does, and the next
     reply evaluates only the new prompt."""
+    from conftest import worker_threads
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
-
-    from conftest import worker_threads
 
     def engine() -> LlamaCppBackend:
         return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=starter_path,

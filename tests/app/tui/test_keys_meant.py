@@ -15,8 +15,8 @@ from helpers import answer, wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.screens.confirm import ConfirmScreen
 from vibechat.app.tui.screens.question import QuestionScreen
-from vibechat.app.tui.widgets.sidebar import ConversationSidebar
 from vibechat.app.tui.screens.tool_approval import ToolApprovalScreen
+from vibechat.app.tui.widgets.sidebar import ConversationSidebar
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History

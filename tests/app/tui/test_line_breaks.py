@@ -16,10 +16,10 @@ from fakes import OnePieceAtATime, RecordingBackend, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
 from vibechat.app.tui.conversation.markdown_segment import CachedMarkdown, MarkdownSegment
-from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
+from vibechat.engine.turns.backend import GenerationDone
 
 SIZE = (90, 40)
 JSON = '{"name": "hello",\n "version": "1.0",\n "main": true}'

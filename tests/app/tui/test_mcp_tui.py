@@ -16,14 +16,13 @@ import pytest
 from fakes import RecordingBackend, send, settle
 from helpers import answer, wait_for
 from vibechat.app.tui import create_app
-from vibechat.app.tui.screens.tool_approval import ToolApprovalScreen
 from vibechat.app.tui.conversation.tool_block import ToolCallBlock
+from vibechat.app.tui.screens.tool_approval import ToolApprovalScreen
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.table import Config
 from vibechat.engine.tools.approval import ToolApproval
 from vibechat.engine.tools.registry import ToolRegistry
 from vibechat.engine.turns.tool_calls import ToolCall
-
 
 SERVER = str(Path(__file__).resolve().parents[2] / "mcp_test_server.py")
 SIZE = (110, 36)

@@ -5,7 +5,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from vibechat.app.tui.conversation import reply_stream
-from vibechat.app.tui.conversation.reply_stream import APPEND_LIMIT, APPEND_MAX, FIRST_LIMIT, ReplyStream
+from vibechat.app.tui.conversation.reply_stream import (
+    APPEND_LIMIT,
+    APPEND_MAX,
+    FIRST_LIMIT,
+    ReplyStream,
+)
 
 
 def stream() -> ReplyStream:
@@ -217,7 +222,11 @@ async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_oth
     from textual.screen import Screen
     from textual.widget import Widget
 
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatMessageWidget, ChatView
+    from vibechat.app.tui.conversation.chat_view import (
+        AssistantMessage,
+        ChatMessageWidget,
+        ChatView,
+    )
 
     app = _chat_view_app()
     asked: list[str] = []  # widgets asking for a layout during a layout

@@ -14,12 +14,12 @@ from textual.geometry import Region
 
 from fakes import INFO, RecordingBackend, send, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.reply_stream import RATE_AFTER_S, ReplyCount
 from vibechat.app.tui.chat_state import LiveReply
+from vibechat.app.tui.conversation.reply_stream import RATE_AFTER_S, ReplyCount
 from vibechat.app.tui.widgets.status_bar import NAME_MIN, PRIORITY, StatusBar
-from vibechat.engine.turns.backend import GenerationDone, TextDelta, ThinkingDelta
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone, TextDelta, ThinkingDelta
 
 LONG_NAME = "Meta-Llama-3.1-8B-Instruct-abliterated-with-a-long-name"
 FINAL_RATE = 4242.0  # the scripted replies' final speed: no live figure can show it

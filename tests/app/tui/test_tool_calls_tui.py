@@ -14,8 +14,8 @@ from pathlib import Path
 from fakes import RecordingBackend, send, settle
 from helpers import answer, wait_for
 from vibechat.app.tui import create_app
-from vibechat.app.tui.screens.tool_approval import ToolApprovalScreen
 from vibechat.app.tui.conversation.tool_block import ToolCallBlock
+from vibechat.app.tui.screens.tool_approval import ToolApprovalScreen
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.tool_turns import DENIED
 from vibechat.engine.tools.approval import ToolApproval

@@ -11,9 +11,9 @@ from fakes import OnePieceAtATime, RecordingBackend, send, settle
 from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 from vibechat.app.tui.screens.confirm import ConfirmScreen
 from vibechat.app.tui.screens.help_screen import HelpScreen
-from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 from vibechat.app.tui.widgets.slider import Slider
 from vibechat.engine.settings.params import SamplingParams
 
@@ -605,7 +605,12 @@ async def test_worker_messages_that_land_while_the_app_closes_are_ignored(fake_b
     """The history list and the model load come from workers: their message can arrive after
     the app began closing (its widgets gone); handling it must not raise."""
     from fakes import INFO
-    from vibechat.app.tui.controllers.events import HistoryListed, ModelFailed, ModelProgress, ModelReady
+    from vibechat.app.tui.controllers.events import (
+        HistoryListed,
+        ModelFailed,
+        ModelProgress,
+        ModelReady,
+    )
 
     app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -309,7 +309,13 @@ def test_the_engines_key_names_are_ones_textual_reports():
     from textual._keyboard_protocol import FUNCTIONAL_KEYS
     from textual.keys import Keys, _character_to_key
 
-    from vibechat.app.keynames import FUNCTION_KEYS, KEY_NAMES, MODIFIERS, NAMED_KEYS, PUNCTUATION_NAMES
+    from vibechat.app.keynames import (
+        FUNCTION_KEYS,
+        KEY_NAMES,
+        MODIFIERS,
+        NAMED_KEYS,
+        PUNCTUATION_NAMES,
+    )
 
     assert PUNCTUATION_NAMES == {c: _character_to_key(c) for c in string.punctuation}
     textual_names = {k.value.rpartition("+")[2] for k in Keys} | set(FUNCTIONAL_KEYS.values())

@@ -21,11 +21,11 @@ from vibechat.app.tui.conversation.earlier_messages import EarlierMessages
 from vibechat.app.tui.screens.confirm import ConfirmScreen
 from vibechat.app.tui.screens.history_screens import ExportScreen, RenameScreen, SearchScreen
 from vibechat.app.tui.widgets.sidebar import ConversationSidebar
-from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone
 
 SIZE = (110, 36)
 
@@ -746,8 +746,8 @@ async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt
 
 async def test_opening_a_conversation_had_with_another_local_model_switches_to_it_and_keeps_it(db, tmp_path):
     # issue 39, point 3: the chat answered an opened conversation with whatever model was loaded
-    from ggufgen import write_gguf
     from fakes import INFO
+    from ggufgen import write_gguf
 
     other = write_gguf(tmp_path / "other-7b-Q4_K_M.gguf")
     [cid] = seed_history(db, [("Old chat", ["Old answer"])], model="Other 7B", model_path=str(other))

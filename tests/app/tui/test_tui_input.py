@@ -17,9 +17,9 @@ from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.chat_view import ChatMessageWidget
 from vibechat.app.tui.widgets.prompt_input import QUEUE_FULL
 from vibechat.app.tui.widgets.queued_note import QueuedNote
-from vibechat.engine.turns.backend import TextDelta
-from vibechat.engine.errors import RemoteServerError
 from vibechat.engine.chat.history import History
+from vibechat.engine.errors import RemoteServerError
+from vibechat.engine.turns.backend import TextDelta
 
 SIZE = (110, 36)
 REPLY = "one two three four five six"

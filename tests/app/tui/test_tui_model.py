@@ -6,9 +6,8 @@ import re
 
 import pytest
 
-from fakes import send, settle
-
 from conftest import worker_threads
+from fakes import send, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.chat_view import AssistantMessage
 from vibechat.engine.llama.llamacpp import LlamaCppBackend

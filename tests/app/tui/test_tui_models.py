@@ -10,18 +10,18 @@ from dataclasses import replace
 
 import pytest
 
-from fakes import INFO, RecordingBackend, open_picker, send, settle
-from helpers import notifications, wait_for, was_notified
-from ggufgen import gguf_bytes
 from conftest import worker_threads
+from fakes import INFO, RecordingBackend, open_picker, send, settle
+from ggufgen import gguf_bytes
+from helpers import notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.screens.downloader import DownloadScreen
 from vibechat.app.tui.screens.model_picker import ModelPicker
-from vibechat.engine.settings.config import models_dir
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.models.store import store_models
+from vibechat.engine.settings.config import models_dir
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.models.store import store_models
 
 SIZE = (110, 36)
 

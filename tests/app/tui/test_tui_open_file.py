@@ -15,8 +15,8 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from fakes import INFO, RecordingBackend, open_picker, settle
-from helpers import wait_for, was_notified
 from ggufgen import gguf_bytes, write_gguf
+from helpers import wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.screens.downloader import DownloadScreen
 from vibechat.app.tui.screens.model_picker import ModelPicker

@@ -15,19 +15,19 @@ from rich.segment import Segment
 
 from fakes import INFO, RecordingBackend, settle
 from ggufgen import gguf_bytes
-from openai_stub import StubServer
 from helpers import answer, notifications, wait_for, was_notified
+from openai_stub import StubServer
 from vibechat.app.tui import create_app
 from vibechat.app.tui.screens.confirm import ConfirmScreen
 from vibechat.app.tui.screens.downloader import DownloadScreen
 from vibechat.app.tui.screens.history_screens import RenameScreen
 from vibechat.app.tui.screens.model_picker import ModelPicker
-from vibechat.engine.turns.backend import GenerationDone
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
 from vibechat.engine.remote.options import OpenAIOptions
+from vibechat.engine.turns.backend import GenerationDone
 
 SIZE = (160, 40)
 C1 = {chr(c) for c in range(0x80, 0xA0)}
@@ -323,13 +323,14 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
 
     from vibechat.app.tui.screens.history_screens import ExportScreen, SearchScreen
     from vibechat.app.tui.widgets.prompt_input import PromptInput
-    from vibechat.engine.models import download, hub, resolve as models
-    from vibechat.engine.settings.table import Config
-    from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.errors import VibechatError
+    from vibechat.engine.models import download, hub
+    from vibechat.engine.models import resolve as models
     from vibechat.engine.models.hub import HubModel, RepoListing
     from vibechat.engine.models.local_model import LocalModel
+    from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.settings.refs import RepoFile
+    from vibechat.engine.settings.table import Config
 
     cwd = tmp_path / HOSTILE_DIR
     cwd.mkdir()

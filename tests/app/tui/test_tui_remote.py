@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from fakes import send, settle
 from helpers import was_notified
 from vibechat.app.tui import create_app

@@ -12,17 +12,17 @@ from dataclasses import replace
 
 import pytest
 
-from fakes import INFO, RecordingBackend, send, settle
-from helpers import notices
-from ggufgen import write_gguf
 from conftest import worker_threads
+from fakes import INFO, RecordingBackend, send, settle
+from ggufgen import write_gguf
+from helpers import notices
 from vibechat.app.tui import create_app
 from vibechat.app.tui.screens.help_screen import HelpScreen
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
-from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.models.resolve import all_models
 from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
 from vibechat.engine.remote.options import OpenAIOptions
+from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 
 SIZE = (110, 36)

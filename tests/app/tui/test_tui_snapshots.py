@@ -68,10 +68,10 @@ def test_help_screen(snap_compare):
 
 def test_conversation_sidebar(snap_compare, tmp_path):
     """The sidebar over a saved conversation that was opened (fixed dates: no clock)."""
-    from vibechat.engine.turns.backend import GenerationDone
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.conversation import Conversation
     from vibechat.engine.chat.history import History
+    from vibechat.engine.turns.backend import GenerationDone
 
     path = tmp_path / "history.db"
     with History(path) as history:
@@ -97,10 +97,10 @@ def test_conversation_sidebar(snap_compare, tmp_path):
 
 def _thinking_app(tmp_path):
     """A saved reply with thinking (and its token count), opened from the history."""
-    from vibechat.engine.turns.backend import GenerationDone, GenerationStats
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.conversation import Conversation
     from vibechat.engine.chat.history import History
+    from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
     path = tmp_path / "history.db"
     with History(path) as history:

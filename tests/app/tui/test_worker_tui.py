@@ -16,20 +16,24 @@ from pathlib import Path
 
 import pytest
 
+from conftest import worker_threads
 from fakes import settle
 from helpers import wait_for
-from test_terminal_restore import chat_env  # noqa: F401 - a fixture
-from test_terminal_restore import Terminal, engine_process_of, wait_for_pieces
+from test_terminal_restore import (
+    Terminal,
+    chat_env,  # noqa: F401 - a fixture
+    engine_process_of,
+    wait_for_pieces,
+)
 from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped, needs_proc
-from conftest import worker_threads
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.chat_view import AssistantMessage
 from vibechat.engine.chat.history import History
-from vibechat.engine.settings.knobs import LlamaCppOptions
-from vibechat.engine.models.local_model import LocalModel
-from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
+from vibechat.engine.models.local_model import LocalModel
+from vibechat.engine.settings.knobs import LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
 
 pytestmark = pytest.mark.model
 
@@ -318,7 +322,8 @@ async def test_format_refuses_a_grammar_that_llama_cpp_rejects_as_run_does(start
     the engine's process: the chat's never loads libllama) is refused in one line naming the
     problem, and the format stays as it was; a good one is accepted and used. Before, the bad
     one was accepted and every request then failed."""
-    from helpers import notifications, wait_for as wait_until_true
+    from helpers import notifications
+    from helpers import wait_for as wait_until_true
 
     bad = tmp_path / "bad.gbnf"
     bad.write_text('root ::= "a" | (\n')

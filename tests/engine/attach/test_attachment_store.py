@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_only_dir
 
+from conftest import read_only_dir
 from vibechat.engine.attach.reading import read_attachment
 from vibechat.engine.attach.store import MISSING_NOTE, AttachmentError, AttachmentStore
 from vibechat.engine.paths import data_dir

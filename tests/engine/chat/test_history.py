@@ -10,18 +10,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import read_only_dir
 
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats
+from conftest import read_only_dir
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
-from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.chat.records import HIT_END, HIT_START, fts_query
 from vibechat.engine.chat.database import ConversationNotFound, HistoryError, default_path
 from vibechat.engine.chat.history import History
-from vibechat.engine.chat.titles import title_from
+from vibechat.engine.chat.records import HIT_END, HIT_START, fts_query
 from vibechat.engine.chat.schema import MIGRATIONS, statements
+from vibechat.engine.chat.titles import title_from
+from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
 
 def done(text: str, reason: str = "stop") -> GenerationDone:
@@ -387,8 +387,8 @@ def test_a_reply_never_titles_a_conversation_the_first_prompt_does(history: Hist
     """Issue 46 point 7: a base model's continuation ("Hello" answered "How can I help you?")
     is no title; the first prompt is, also after the first reply, and after the first message
     was edited; a rename is the user's for good."""
-    from vibechat.engine.chat.session import ChatSession
     from fakes import RecordingBackend
+    from vibechat.engine.chat.session import ChatSession
 
     session = ChatSession(RecordingBackend(reply=reply), ChatLog(Conversation(), history))
     session.chat.add_user("Hello")

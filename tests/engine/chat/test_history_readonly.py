@@ -24,8 +24,8 @@ from conftest import VIBECHAT_BIN, read_only_dir
 from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
 from vibechat.app.tui.widgets.sidebar import ConversationSidebar
-from vibechat.engine.chat.history import History
 from vibechat.engine.chat.database import HistoryError, default_path
+from vibechat.engine.chat.history import History
 
 SIZE = (110, 36)
 

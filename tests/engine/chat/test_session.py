@@ -12,15 +12,15 @@ import time
 
 import pytest
 
-from fakes import OnePieceAtATime, RecordingBackend
 from conftest import worker_threads
-from vibechat.engine.turns.backend import ContextTrimmed, GenerationDone, TextDelta
+from fakes import OnePieceAtATime, RecordingBackend
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
-from vibechat.engine.errors import EngineCrashed, ModelLoadError, StreamInterrupted, VibechatError
 from vibechat.engine.chat.history import History
-from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.chat.session import ChatSession
+from vibechat.engine.errors import EngineCrashed, ModelLoadError, StreamInterrupted, VibechatError
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ContextTrimmed, GenerationDone, TextDelta
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, seed=1)
 WAIT_S = 120  # every wait below is bounded by this
@@ -340,8 +340,8 @@ def test_remote_model_switching_needs_a_server_backend():
 # ------------------------------------------------- for real: the worker engine
 @pytest.mark.model
 def test_a_session_over_the_worker_engine_survives_a_killed_engine_and_goes_on(starter_path, history):
-    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.llama.worker import WorkerBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     # Gemma's turn format: there the starter writes on to the token limit, so the kill below lands
     # mid-reply; in its own completion frame it stops after a sentence, which could be all sent

@@ -13,8 +13,8 @@ from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.schema import MIGRATIONS, statements
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
 
 def done(text: str, reason: str = "stop") -> GenerationDone:

@@ -14,15 +14,15 @@ import llama_cpp as ll
 import numpy as np
 import pytest
 
+from conftest import worker_threads
 from jsonschema_lite import errors as schema_errors
 from test_structured import PERSON, run_reply
-from conftest import worker_threads
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 from vibechat.engine.llama.grammar_sampling import ChainSampler, GrammarSampler, accept_is_stateless
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
 
 # ------------------------------------------------------------------ over a logits row

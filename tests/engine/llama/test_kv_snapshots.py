@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from conftest import read_only_dir
 from vibechat.engine.llama import kv_files as kf
 from vibechat.engine.llama import kv_snapshots as ks
 from vibechat.engine.llama.kv_snapshots import SnapshotKey, SnapshotStore
-
-from conftest import read_only_dir
 
 KEY = SnapshotKey(model_path="/m.gguf", model_size=10, model_mtime_ns=1, n_ctx=4096, type_k="f16", type_v="f16",
                   flash_attn=True, swa_full=True, n_seq_max=1, kv_unified=False, offload_kqv=True, n_gpu_layers=0,

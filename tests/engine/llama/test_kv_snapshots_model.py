@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import VIBECHAT_BIN, collect, loaded_starter, worker_threads
 from vibechat.engine.llama import kv_files as kf
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone
-
-from conftest import VIBECHAT_BIN, collect, loaded_starter, worker_threads
 
 pytestmark = pytest.mark.model
 

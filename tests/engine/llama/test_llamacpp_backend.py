@@ -10,11 +10,11 @@ import threading
 import pytest
 
 from conftest import same_start, worker_threads
-from vibechat.engine.turns.backend import ChatMessage, ContextTrimmed, GenerationDone, TextDelta
 from vibechat.engine.errors import ContextOverflowError
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, ContextTrimmed, GenerationDone, TextDelta
 
 pytestmark = pytest.mark.model
 
@@ -305,8 +305,8 @@ def test_bad_file_never_reaches_llama_cpp(tmp_path):
 
 
 def test_a_model_larger_than_the_memory_available_is_refused_before_loading(starter_path, monkeypatch):
-    from vibechat.engine.llama import memory_checks
     from vibechat.engine.errors import ModelLoadError
+    from vibechat.engine.llama import memory_checks
 
     monkeypatch.setattr(memory_checks, "available_memory", lambda: 100_000_000)
     backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),

@@ -14,7 +14,13 @@ from vibechat.engine.llama.prompt_eval import LONG_PROMPT, PROBE_TOKENS, chunk_e
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone, PromptProgress, TextDelta, ThinkingDelta
+from vibechat.engine.turns.backend import (
+    ChatMessage,
+    GenerationDone,
+    PromptProgress,
+    TextDelta,
+    ThinkingDelta,
+)
 
 # About 1,500 tokens: a sentence said again and again.
 LONG = [ChatMessage("user", "Summarise this: " + "The quick brown fox jumps over the lazy dog. " * 150)]

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN, collect, worker_threads
-from vibechat.engine.llama import repack
-from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.errors import InvalidParameterError, LoadCancelled
+from vibechat.engine.llama import repack
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage
 
 # What llama_print_system_info() says on the two kinds of machine (abridged from real ones).
 AMX_BUILD = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import collect, same_start, worker_threads
-from vibechat.engine.turns.backend import ChatMessage, GenerationStats
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.llama.speculative import AdaptiveDraft, make_policy
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.llama.speculative import AdaptiveDraft, make_policy
+from vibechat.engine.turns.backend import ChatMessage, GenerationStats
 
 CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8))
 REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
@@ -226,8 +226,8 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_pa
 
 @pytest.mark.model
 def test_the_draft_models_kv_cache_counts_in_the_memory_check(starter_path, monkeypatch, tmp_path):
-    from vibechat.engine.llama import memory_checks
     from vibechat.engine.errors import ModelLoadError
+    from vibechat.engine.llama import memory_checks
     from vibechat.engine.models.fit import weights_to_load
 
     size = starter_path.stat().st_size

@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from vibechat.engine.settings.choices import check_speculative
 from vibechat.engine.llama.speculative import (
     BASE_INTERVAL,
     MAX_INTERVAL,
@@ -19,6 +18,7 @@ from vibechat.engine.llama.speculative import (
     FixedDraft,
     make_policy,
 )
+from vibechat.engine.settings.choices import check_speculative
 
 
 class FakeClock:

@@ -18,13 +18,13 @@ import pytest
 
 from conftest import collect, worker_threads
 from test_ctrl_c import LONG_PROMPT
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import EngineCrashed, EngineCrashLoop, LoadCancelled, VibechatError
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
-from vibechat.engine.settings.knobs import LlamaCppOptions
-from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
+from vibechat.engine.settings.knobs import LlamaCppOptions
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 
 pytestmark = pytest.mark.model
 
@@ -359,9 +359,9 @@ def test_a_load_error_crosses_the_process_boundary(tmp_path):
 
 
 def test_the_setting_named_after_repeated_crashes(starter_path):
-    from vibechat.engine.llama.crash_report import suggest_setting
-
     from types import SimpleNamespace
+
+    from vibechat.engine.llama.crash_report import suggest_setting
 
     auto = SimpleNamespace(repack="auto", gpu_layers=0)  # never loaded: only its settings are read
     assert suggest_setting(auto, None, "while evaluating the prompt", -11).startswith("--repack off")
@@ -454,8 +454,8 @@ def test_the_chat_process_never_loads_libllama(starter_path):
 def test_crash_reports_are_private_whatever_the_umask(starter_path):
     """Mode 0600 from the start (never briefly readable by others), in a 0700 folder, even
     with a permissive umask and a crashes/ folder an older vibechat made world-readable."""
-    from vibechat.engine.paths import crash_dir
     from vibechat.engine.llama.crash_report import write_crash_report
+    from vibechat.engine.paths import crash_dir
 
     folder = crash_dir()
     folder.mkdir(parents=True)

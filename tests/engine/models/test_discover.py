@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
-from ggufgen import gguf_bytes, write_gguf, write_split_gguf
 
+from ggufgen import gguf_bytes, write_gguf, write_split_gguf
 from vibechat.engine.models import discover
 from vibechat.engine.models.discover import (
     discover_models,

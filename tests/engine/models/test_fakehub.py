@@ -9,7 +9,13 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_download, hf_hub_url, snapshot_download
+from huggingface_hub import (
+    HfApi,
+    get_hf_file_metadata,
+    hf_hub_download,
+    hf_hub_url,
+    snapshot_download,
+)
 from huggingface_hub import errors as hf
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 from huggingface_hub.utils import get_session, hf_raise_for_status

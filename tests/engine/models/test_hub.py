@@ -12,14 +12,14 @@ import pytest
 
 from fakehub import TOKEN
 from ggufgen import gguf_bytes
-from vibechat.engine.models import download as download_module
-from vibechat.engine.settings.config import models_dir
-from vibechat.engine.models.download import Downloader, part_paths
 from vibechat.engine.errors import DownloadCancelled, DownloadError, HubError, ModelRefError
+from vibechat.engine.models import download as download_module
+from vibechat.engine.models.download import Downloader, part_paths
 from vibechat.engine.models.hub import Hub
 from vibechat.engine.models.resolve import all_models, find_model
-from vibechat.engine.settings.refs import HubRef, parse_hub_ref
 from vibechat.engine.models.store import model_folder, pull, read_registry, store_models
+from vibechat.engine.settings.config import models_dir
+from vibechat.engine.settings.refs import HubRef, parse_hub_ref
 
 REPO = "acme/Tiny-Chat-GGUF"
 FILES = {

@@ -14,10 +14,9 @@ import pytest
 
 from conftest import collect as collect_reply
 from openai_stub import StubServer, refused_url
-from vibechat.engine.remote import openai_backend, sse
-from vibechat.engine.turns.backend import Backend, ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
+from vibechat.engine.chat.history import History
 from vibechat.engine.errors import (
     GenerationError,
     InvalidParameterError,
@@ -25,11 +24,12 @@ from vibechat.engine.errors import (
     StreamInterrupted,
     VibechatError,
 )
-from vibechat.engine.chat.history import History
+from vibechat.engine.remote import openai_backend, sse
 from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend, make_openai_backend
 from vibechat.engine.remote.options import OpenAIOptions, display_url, resolve_api_key
-from vibechat.engine.settings.server_url import normalize_base_url
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.server_url import normalize_base_url
+from vibechat.engine.turns.backend import Backend, ChatMessage, GenerationDone, TextDelta
 
 HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Say hello.")]
 KEY = "sk-test-5ecret-KEY-0123456789"

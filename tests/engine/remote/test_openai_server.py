@@ -15,10 +15,10 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from conftest import collect as collect_reply
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
 from vibechat.engine.remote.options import OpenAIOptions
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 
 pytestmark = pytest.mark.model
 

@@ -18,10 +18,10 @@ from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.chat.tool_turns import answer_with_tools
-from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.errors import InvalidParameterError, RemoteServerError, StreamInterrupted
 from vibechat.engine.remote.tool_stream import MAX_TOOL_CALLS
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.turns.tool_calls import MAX_ARGUMENTS_CHARS, ToolCall, ToolSpec
 

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from vibechat.app.appconfig import APP_SCHEMA as APP
+from vibechat.app.appconfig import BINDING_IDS, AppConfig, save_theme
+from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
+from vibechat.engine.paths import config_dir, data_dir
 from vibechat.engine.settings.config import (
     FIX,
     LoadedConfig,
@@ -20,13 +24,10 @@ from vibechat.engine.settings.config import (
     save_params,
     update_config,
 )
-from vibechat.engine.settings.table import SCHEMA, Config
-from vibechat.engine.settings.config_text import key_lines
 from vibechat.engine.settings.config_doc import markdown_table, template, with_table
-from vibechat.app.appconfig import APP_SCHEMA as APP, BINDING_IDS, AppConfig, save_theme
-from vibechat.engine.errors import ConfigError, InvalidParameterError, VibechatError
+from vibechat.engine.settings.config_text import key_lines
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.paths import config_dir, data_dir
+from vibechat.engine.settings.table import SCHEMA, Config
 
 REPO = Path(__file__).resolve().parents[3]
 # The file holds the app's settings too (theme, [keys]): the app's table reads it (app/appconfig.py).

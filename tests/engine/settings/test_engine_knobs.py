@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import collect as collect_reply, worker_threads
-from conftest import loaded_starter, same_start
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
+from conftest import collect as collect_reply
+from conftest import loaded_starter, same_start, worker_threads
 from vibechat.engine.errors import GpuOffloadUnavailableError, InvalidParameterError, ModelLoadError
-from vibechat.engine.settings.limits import CONTEXT_STEP, MAX_CONTEXT, context_rounding_notice, round_context
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.choices import (
     KV_CACHE_TYPES,
     check_draft_logits,
@@ -19,8 +18,14 @@ from vibechat.engine.settings.choices import (
     kv_cache_bytes,
 )
 from vibechat.engine.settings.knobs import LlamaCppOptions, gpu_unavailable_message
-from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.settings.limits import (
+    CONTEXT_STEP,
+    MAX_CONTEXT,
+    context_rounding_notice,
+    round_context,
+)
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 
 # Three functions are enough: the starter echoes the request and copies the code back, so drafts
 # start within a few tokens and every check below holds within the first 48 (a longer prompt only
@@ -38,8 +43,8 @@ def test_engine_settings_are_the_config_keys_of_the_same_name_type_and_default()
     """One shape, one name a setting: every EngineSettings field is the config key of that name."""
     import dataclasses
 
-    from vibechat.engine.settings.table import Config, SETTINGS_BY_KEY
     from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS, EngineSettings
+    from vibechat.engine.settings.table import SETTINGS_BY_KEY, Config
 
     config_fields = {f.name: f for f in dataclasses.fields(Config)}
     for f in dataclasses.fields(EngineSettings):
@@ -57,8 +62,8 @@ def test_each_engine_setting_is_declared_once_and_the_table_and_the_config_come_
     field is written twice."""
     import dataclasses
 
-    from vibechat.engine.settings.table import SETTINGS, Config
     from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS, EngineSettings
+    from vibechat.engine.settings.table import SETTINGS, Config
 
     assert issubclass(Config, EngineSettings)
     engine_rows = [s for s in SETTINGS if s.engine]
@@ -102,8 +107,8 @@ def test_each_engine_flag_is_the_one_the_settings_table_names():
     import typer.main
 
     from vibechat.app.commands.cli import cli
-    from vibechat.engine.settings.table import SETTINGS_BY_KEY
     from vibechat.engine.settings.knobs import ENGINE_SETTING_KEYS
+    from vibechat.engine.settings.table import SETTINGS_BY_KEY
 
     group = typer.main.get_command(cli)
     for command in (group, group.commands["run"]):  # type: ignore[attr-defined]

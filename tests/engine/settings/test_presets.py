@@ -14,12 +14,12 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from fakes import INFO, RecordingBackend, send, settle
-from helpers import notices, wait_for
 from ggufgen import write_gguf
-from vibechat.app.tui import create_app
-from vibechat.engine.settings.config import config_path, load_config
+from helpers import notices, wait_for
 from vibechat.app.appconfig import APP_SCHEMA  # the file holds the app's settings too (theme)
+from vibechat.app.tui import create_app
 from vibechat.engine.errors import InvalidParameterError, VibechatError
+from vibechat.engine.settings.config import config_path, load_config
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.preset_file import apply_to_loaded, check_preset, load_presets
 from vibechat.engine.settings.presets import parse_modelfile

@@ -15,11 +15,11 @@ from conftest import collect
 from jsonschema_lite import errors as schema_errors
 from openai_stub import StubServer
 from test_cli_run import vibechat
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.errors import InvalidParameterError, RemoteServerError
 from vibechat.engine.llama.native import check_output_format
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 
 PERSON = {
     "type": "object",

@@ -15,19 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from fakes import INFO, RecordingBackend, send, settle
-from helpers import notices, was_notified
-from ggufgen import copy_with_metadata
 from conftest import worker_threads
+from fakes import INFO, RecordingBackend, send, settle
+from ggufgen import copy_with_metadata
+from helpers import notices, was_notified
 from vibechat.app.commands.batch import BatchOptions, run_batch
 from vibechat.app.commands.run import RunRequest, execute
-from vibechat.engine.turns.backend import ChatMessage
-from vibechat.engine.turns.prompt_format import GEMMA
-from vibechat.engine.turns.chat_template import ChatTemplate
-from vibechat.engine.settings.config import load_config
 from vibechat.engine.errors import InvalidParameterError
+from vibechat.engine.settings.config import load_config
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import check_thinking, remote_kwargs, template_variables
+from vibechat.engine.turns.backend import ChatMessage
+from vibechat.engine.turns.chat_template import ChatTemplate
+from vibechat.engine.turns.prompt_format import GEMMA
 
 # Qwen3's own template, cut to what matters here (no tools): a system turn, the turns, the
 # assistant's earlier thinking dropped, and the generation prompt with its switch.
@@ -186,8 +186,8 @@ def test_the_starter_has_no_switch(llama_backend):
 
 @pytest.mark.model
 def test_the_engine_process_counts_with_the_switch(qwen3_style: Path):
-    from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.llama.worker import WorkerBackend
+    from vibechat.engine.settings.knobs import LlamaCppOptions
 
     backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
                                             model_path=qwen3_style, context_size=512, repack="off"))

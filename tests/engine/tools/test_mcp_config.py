@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 
 from vibechat.engine.paths import config_dir
-from vibechat.engine.tools.mcp_config import (MAX_SERVERS, HttpServer, McpConfigError, StdioServer,
-                                              default_mcp_config_path, load_mcp_config)
+from vibechat.engine.tools.mcp_config import (
+    MAX_SERVERS,
+    HttpServer,
+    McpConfigError,
+    StdioServer,
+    default_mcp_config_path,
+    load_mcp_config,
+)
 
 
 def write(path: Path, data: object) -> Path:

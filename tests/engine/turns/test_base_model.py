@@ -15,7 +15,14 @@ import pytest
 
 from conftest import collect, worker_threads
 from ggufgen import copy_with_metadata
+from vibechat.engine.errors import InvalidParameterError
+from vibechat.engine.llama.llamacpp import LlamaCppBackend
+from vibechat.engine.models.gguf import inspect_gguf
+from vibechat.engine.settings.config import load_config
+from vibechat.engine.settings.knobs import LlamaCppOptions
+from vibechat.engine.settings.params import COMPLETION_AUTO, PARAM_SPECS, SamplingParams
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.turns.prompt_format import (
     COMPLETION_EXAMPLES,
     COMPLETION_PREAMBLE,
@@ -25,13 +32,6 @@ from vibechat.engine.turns.prompt_format import (
     model_kind,
     neutralise_turns,
 )
-from vibechat.engine.turns.chat_template import ChatTemplate
-from vibechat.engine.settings.config import load_config
-from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.models.gguf import inspect_gguf
-from vibechat.engine.llama.llamacpp import LlamaCppBackend
-from vibechat.engine.settings.knobs import LlamaCppOptions
-from vibechat.engine.settings.params import COMPLETION_AUTO, PARAM_SPECS, SamplingParams
 
 M = ChatMessage
 FRAME_HEAD = (f"<bos>{COMPLETION_PREAMBLE}\n\n"

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from vibechat.engine.errors import GenerationError
 from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.turns.prompt_format import choose_template
-from vibechat.engine.errors import GenerationError
 
 M = ChatMessage
 

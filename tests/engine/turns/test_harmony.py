@@ -11,12 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from conftest import worker_threads
 from fakes import split_stream
 from ggufgen import copy_with_metadata
-from conftest import worker_threads
-from vibechat.engine.turns.prompt_format import GEMMA
 from vibechat.engine.turns.chat_template import ChatTemplate
-from vibechat.engine.turns.harmony import MAX_HEADER, HarmonySplitter, channel_is_answer, uses_harmony
+from vibechat.engine.turns.harmony import (
+    MAX_HEADER,
+    HarmonySplitter,
+    channel_is_answer,
+    uses_harmony,
+)
+from vibechat.engine.turns.prompt_format import GEMMA
 
 THOUGHT = "User asks 2+2. <b>Easy</b>: 4."
 ANSWER = "2 + 2 = **4**. (Not <|end of story>.)"
@@ -124,10 +129,10 @@ def test_the_local_emitter_routes_channels_and_applies_stops_to_the_answer_only(
 @pytest.mark.model
 def test_the_real_engine_finds_harmony_and_a_reply_without_channels_is_answer(
         starter_path: Path, tmp_path: Path, llama_backend):
-    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.settings.params import SamplingParams
+    from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
     assert llama_backend._harmony is False  # the starter: <think> family splitter
     path = copy_with_metadata(starter_path, tmp_path / "gpt-oss-style.gguf", {"tokenizer.chat_template": GPT_OSS})

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint, worker_threads
 from ggufgen import copy_with_metadata
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
 pytestmark = pytest.mark.model
 

@@ -15,20 +15,20 @@ from pathlib import Path
 
 import pytest
 
-from fakes import RecordingBackend, split_stream
 from conftest import worker_threads
+from fakes import RecordingBackend, split_stream
 from vibechat.app.commands.batch import BatchOptions, run_batch
 from vibechat.app.commands.run import RunRequest, execute
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
-from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.schema import MIGRATIONS, statements
+from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
 from vibechat.engine.remote.options import OpenAIOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.chat.session import ChatSession
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
+from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.turns.thinking import (
     CLOSE_TAG,
     MAX_LEADING,

@@ -13,8 +13,13 @@ from vibechat.engine.errors import ChatTemplateError
 from vibechat.engine.turns.backend import ChatMessage
 from vibechat.engine.turns.chat_template import ChatTemplate
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
-from vibechat.engine.turns.tool_formats import (MAX_CALL_CHARS, MAX_CALLS, ToolCallRecogniser, tool_family,
-                                                tool_format)
+from vibechat.engine.turns.tool_formats import (
+    MAX_CALL_CHARS,
+    MAX_CALLS,
+    ToolCallRecogniser,
+    tool_family,
+    tool_format,
+)
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 OFFICIAL = {
