@@ -37,7 +37,7 @@ from vibechat.app.tui.frame_rate import use_frame_rate
 
 use_frame_rate()  # as `vibechat` runs the chat: before Textual is imported (frame_rate.py)
 use_own_dirs()  # its history and config, not the user's
-from vibechat.app.tui import create_app, freeze_startup_objects
+from vibechat.app.tui import create_app, freeze_startup_objects  # noqa: E402
 from vibechat.app.tui.conversation import pacing  # noqa: E402
 from vibechat.app.tui.conversation.chat_view import AssistantMessage  # noqa: E402
 from vibechat.engine.sanitize import Sanitizer  # noqa: E402

@@ -16,7 +16,6 @@ import pty
 import re
 import shlex
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest

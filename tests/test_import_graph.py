@@ -144,7 +144,8 @@ def _describe(path: list[str], where: dict[tuple[str, str], list[str]]) -> str:
 
 def test_the_graph_sees_the_package():
     graph, _ = _graph()
-    assert {"vibechat.app.commands.cli", "vibechat.app.tui", "vibechat.app.tui.shell.app", "vibechat.engine.settings.config",
+    assert {"vibechat.app.commands.cli", "vibechat.app.tui", "vibechat.app.tui.shell.app",
+            "vibechat.engine.settings.config",
             "vibechat.themes"} <= set(graph)
     assert "vibechat.engine.errors" in graph["vibechat.engine.settings.config"]  # relative, module level
     assert "vibechat.app.tui" in graph["vibechat.app.commands.cli"]  # relative, inside a function
@@ -321,7 +322,8 @@ def _tui_room(module: str) -> str | None:
 def test_every_tui_module_lives_in_a_known_room():
     graph, _ = _graph()
     rooms = {room for room in map(_tui_room, graph) if room is not None}
-    assert rooms == set(TUI_ROOM_MAY_IMPORT), f"rooms on disk {sorted(rooms)} vs the table {sorted(TUI_ROOM_MAY_IMPORT)}"
+    assert rooms == set(TUI_ROOM_MAY_IMPORT), \
+        f"rooms on disk {sorted(rooms)} vs the table {sorted(TUI_ROOM_MAY_IMPORT)}"
     for folder in sorted(p for p in (ROOT / "app" / "tui").iterdir() if p.is_dir() and p.name != "__pycache__"):
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
         assert doc and "Imports" in doc or "May import" in (doc or ""), \
@@ -353,4 +355,5 @@ def test_the_architecture_doc_draws_the_tables_the_tests_enforce():
             assert rows, f"docs/ARCHITECTURE.md has no row for {prefix}{room}"
             cell = rows[0].split("|")[2].strip()
             listed = set() if cell.startswith("nothing") else {w.strip(" `/") for w in cell.split(",")}
-            assert listed == may, f"docs/ARCHITECTURE.md: {prefix}{room} may import {sorted(listed)}, the test says {sorted(may)}"
+            assert listed == may, \
+                f"docs/ARCHITECTURE.md: {prefix}{room} may import {sorted(listed)}, the test says {sorted(may)}"

@@ -155,7 +155,7 @@ def main_callback(
     continue_: Annotated[bool, typer.Option(
         "--continue", "-c", help="Open the chat on the latest saved conversation (its model, parameters and "
                                  "KV snapshot).", rich_help_panel=HISTORY)] = False,
-    conversation: Annotated[Optional[int], typer.Option(
+    conversation: Annotated[int | None, typer.Option(
         "--conversation", "--cid", metavar="ID", help="Open the chat on saved conversation ID ('vibechat "
                                                       "history list').", min=1, rich_help_panel=HISTORY)] = None,
     new: Annotated[bool, typer.Option(

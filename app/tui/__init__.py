@@ -26,13 +26,13 @@ if TYPE_CHECKING:
     from .shell.app import VibechatApp
 
 
-def create_app(backend: "Backend", *, params: "SamplingParams | None" = None, system: str | None = None,
-               config: "LoadedConfig | None" = None, blink: bool = True,
-               backend_factory: "BackendFactory | None" = None,
-               history: "History | None" = None, save: bool = True, freeze_gc: bool = False,
-               tools: "ToolBox | None" = None, tool_policy: "ToolPolicy | None" = None,
+def create_app(backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
+               config: LoadedConfig | None = None, blink: bool = True,
+               backend_factory: BackendFactory | None = None,
+               history: History | None = None, save: bool = True, freeze_gc: bool = False,
+               tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
                tool_rounds: int = 8, exit_on_signals: bool = False,
-               open_conversation: int | None = None, open_over: "OverSaved | None" = None) -> "VibechatApp":
+               open_conversation: int | None = None, open_over: OverSaved | None = None) -> VibechatApp:
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
@@ -68,10 +68,10 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def run_tui(engine: "EngineSettings", params: "SamplingParams", system: str | None,
-            config: "LoadedConfig | None" = None, save: bool = True, tools: "ToolBox | None" = None,
-            tool_policy: "ToolPolicy | None" = None, tool_rounds: int = 8, history: "History | None" = None,
-            open_conversation: int | None = None, open_over: "OverSaved | None" = None) -> int:
+def run_tui(engine: EngineSettings, params: SamplingParams, system: str | None,
+            config: LoadedConfig | None = None, save: bool = True, tools: ToolBox | None = None,
+            tool_policy: ToolPolicy | None = None, tool_rounds: int = 8, history: History | None = None,
+            open_conversation: int | None = None, open_over: OverSaved | None = None) -> int:
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash). ``history``: the one already

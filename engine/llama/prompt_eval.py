@@ -127,7 +127,7 @@ def _decode_watched(ctx: Any, chunk: Sequence[int], ticks: AbortTicks, nodes: in
     def run() -> None:
         try:
             result.append(_decode_text(ctx, chunk))
-        except BaseException as exc:  # handed to the reading thread, raised there
+        except BaseException as exc:  # noqa: BLE001  (handed to the reading thread, raised there)
             result.append(exc)
         finally:
             finished.set()

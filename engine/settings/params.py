@@ -278,7 +278,8 @@ PARAM_SPECS: dict[str, ParamSpec] = {
                   f"auto = the model's default (none, or {COMPLETION_AUTO['max_tokens']} for a base model "
                   "prompted as a completion model).",
                   optional=True, auto=True, off=0, off_word="none", off_text="no limit",
-                  label="Max tokens", short="-n", metavar="N", flag_words="Most tokens to generate; 0 (none) = no limit",
+                  label="Max tokens", short="-n", metavar="N",
+                  flag_words="Most tokens to generate; 0 (none) = no limit",
                   example="512", ollama="num_predict", ollama_words=(("-2", "none"),),  # Ollama: fill the context
                   slider_maximum=32768,
                   # None ("auto": the server's default) and 0 (no limit) send nothing

@@ -67,7 +67,8 @@ class PresetBook:
                               "('vibechat presets import Modelfile').")
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ConfigError(f"no preset {spelled(sanitize(name)[:70])}{hint}; presets in {self.path}: {', '.join(names)}.")
+        raise ConfigError(f"no preset {spelled(sanitize(name)[:70])}{hint}; "
+                          f"presets in {self.path}: {', '.join(names)}.")
 
 
 def load_presets(path: Path | None = None) -> PresetBook:

@@ -84,7 +84,8 @@ def test_version_names_vibechat_llama_cpp_and_gpu_offload(flag, user_dirs):
 
 
 HELP_PAGES = [[], ["run"], ["models"], ["models", "search"], ["models", "files"], ["models", "pull"],
-              ["models", "list"], ["models", "show"], ["models", "info"], ["models", "rm"], ["history"], ["history", "list"],
+              ["models", "list"], ["models", "show"], ["models", "info"], ["models", "rm"], ["history"],
+              ["history", "list"],
               ["history", "show"], ["history", "search"], ["history", "export"], ["history", "rm"], ["config"],
               ["config", "path"], ["config", "show"], ["config", "edit"], ["list"], ["ls"], ["pull"], ["show"],
               ["rm"]]
@@ -183,7 +184,8 @@ def test_the_shortcuts_keep_the_command_list_short_and_are_named_once():
     commands = page.split("Commands", 1)[1].split("╰", 1)[0]
     assert [line.split()[1] for line in commands.splitlines() if line.startswith("│ ")] == [
         "run", "tools", "models", "history", "config", "presets"]
-    assert "ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the same names." in flat(page)
+    assert ("ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the same names."
+            in flat(page))
 
 
 def test_shortcuts_answer_as_their_models_command(user_dirs):

@@ -170,7 +170,8 @@ def _with_conversations(tmp_path: Path, count: int) -> History:
         for n in range(count):
             cid = history.create(title=f"Question {n} about the borrow checker")
             history.add_message(cid, "user", f"Why does the borrow checker reject example {n}?")
-            history.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", (f"2025-01-01T12:{n:02d}:00Z", cid))
+            history.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?",
+                                 (f"2025-01-01T12:{n:02d}:00Z", cid))
     return History(path)
 
 

@@ -91,7 +91,8 @@ async def test_the_reading_shows_in_the_reply_and_the_status_bar_until_the_first
         for read in ("2,000", "2,700"):
             backend.step.release()
             line = f"reading the prompt · {read} / 2,700 tokens"
-            await wait_for(pilot, lambda: reply_status(app) == line and line in bar_line(app), f"the reading at {read}")
+            await wait_for(pilot, lambda line=line: reply_status(app) == line and line in bar_line(app),
+                           f"the reading at {read}")
         # The line appeared with one layout; each further figure is only repainted, in place.
         reading = [layout for text, layout in updates if text.startswith("reading the prompt")]
         assert reading == [True, False, False]
