@@ -6,8 +6,6 @@ included: ``/set parameter num_predict 200``); the app decides what each does.
 ``shown()`` writes a parameter's value for people (``auto``, ``random``, ``none``,
 never a Python repr).
 
-Imports inside functions are deliberate: the sampling parameters' specs load only when ``/set``
-is used (start-up time).
 """
 
 from __future__ import annotations

@@ -432,7 +432,7 @@ class Replies:
     def copy_last(self) -> None:
         for turn in reversed(self.session.conversation.turns):
             if turn.role == "assistant":
-                self.host.chat.copy(sanitize(turn.content), "reply")
+                self.host.post_message(ChatMessageWidget.CopyRequested(sanitize(turn.content), "reply"))
                 return
         self.host.notify("No reply to copy yet: Ctrl+O copies the last reply once there is one.", timeout=4)
 

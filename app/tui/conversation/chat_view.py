@@ -13,12 +13,10 @@ read as markup (``outside``).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import TypeVar
 
 from rich.console import Console, ConsoleOptions
-from textual import on
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -31,7 +29,6 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from .. import outside
-from ..clipboard import copied_notice, tmux_set_clipboard
 from ..laid_out import LaidOut
 from ..one_layout import SizedByLayout, StableGutterScroll
 from ..widgets.type_through import TypesIntoInput
@@ -572,32 +569,3 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
 
     def messages(self) -> list[ChatMessageWidget]:
         return list(self.query(ChatMessageWidget))
-
-    def copy(self, text: str, what: str) -> None:
-        """Copy ``text`` through the terminal (OSC 52: works over SSH) and say where it went
-        (``clipboard.copied_notice``: whether it reaches the clipboard is up to the terminal).
-        Inside tmux the notice waits for tmux's ``set-clipboard``, asked in a worker thread."""
-        self.app.copy_to_clipboard(text)
-        env = dict(os.environ)
-        if not env.get("TMUX"):
-            self._say_copied(copied_notice(what, len(text), env))
-            return
-
-        def ask_tmux() -> None:
-            notice = copied_notice(what, len(text), env, tmux_set_clipboard(env))
-            self.app.call_from_thread(self._say_copied, notice)
-
-        self.run_worker(ask_tmux, thread=True, group="copy-notice", exit_on_error=False)
-
-    def _say_copied(self, notice: str) -> None:
-        self.notify(notice, timeout=6, markup=False)
-
-    @on(ChatMessageWidget.CopyRequested)
-    def _on_copy_requested(self, message: ChatMessageWidget.CopyRequested) -> None:
-        message.stop()
-        if message.what == "no-code":
-            self.notify("This message has no code block.", severity="warning", timeout=2, markup=False)
-        elif message.what == "no-link":
-            self.notify("This reply has no links.", severity="warning", timeout=2, markup=False)
-        else:
-            self.copy(message.text, message.what)

@@ -52,6 +52,7 @@ from ..chat_state import ChatState
 from ..controllers import slash_commands
 from ..controllers.attachments import Attachments
 from ..controllers.conversations import Conversations, OverSaved
+from ..controllers.copies import Copies
 from ..controllers.links import Links
 from ..controllers.models import BackendFactory, Models
 from ..controllers.replies import Replies
@@ -112,8 +113,10 @@ class VibechatApp(OutsideTextApp):
         self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.links = Links(self)
+        self.copies = Copies(self)
         self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers(),
-                       **self.tool_rounds.handlers(), **self.attachments.handlers(), **self.links.handlers()}
+                       **self.tool_rounds.handlers(), **self.attachments.handlers(), **self.links.handlers(),
+                       **self.copies.handlers()}
         self._side_panel_last: Widget | None = None  # the side panel opened last
         for theme in THEMES:
             self.register_theme(theme)
