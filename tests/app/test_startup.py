@@ -173,7 +173,7 @@ SCREENS_PROBE = textwrap.dedent("""
     LAZY = ("downloader", "model_picker", "history_screens", "help_screen")
 
     def imported():
-        return [name for name in LAZY if f"vibechat.app.tui.{name}" in sys.modules]
+        return [name for name in LAZY if f"vibechat.app.tui.screens.{name}" in sys.modules]
 
     async def main():
         app = create_app(RecordingBackend(), save=False)

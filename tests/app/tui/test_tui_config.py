@@ -260,8 +260,8 @@ async def test_unknown_binding_id_is_reported_and_the_chat_starts(fake_backend):
 
 def _tui_bindings() -> list[tuple[str, Binding]]:
     found = []
-    for info in pkgutil.iter_modules(tui_package.__path__):
-        module = importlib.import_module(f"{tui_package.__name__}.{info.name}")
+    for info in pkgutil.walk_packages(tui_package.__path__, prefix=f"{tui_package.__name__}."):
+        module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ != module.__name__:
                 continue
