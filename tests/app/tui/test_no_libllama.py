@@ -53,7 +53,10 @@ async def drive(model: str) -> dict[str, list[str]]:
     from vibechat.engine.settings.knobs import EngineSettings
     from vibechat.engine.settings.params import SamplingParams
 
-    engine = EngineSettings(model=model, context_size=512, repack="off")
+    # The cores shared out between pytest-xdist's workers, as conftest.worker_threads gives the
+    # suite's other real-model tests (VIBECHAT_THREADS: set for them, and inherited here).
+    threads = int(os.environ["VIBECHAT_THREADS"]) if os.environ.get("VIBECHAT_THREADS") else None
+    engine = EngineSettings(model=model, context_size=512, repack="off", threads=threads)
     backend = make_backend(engine, cpu_fallback=True, worker=True)
 
     def factory(path: Path, **changes: object):

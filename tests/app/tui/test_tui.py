@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 from textual.content import Content
 
-from fakes import OnePieceAtATime, RecordingBackend, send, settle
+from fakes import INFO, OnePieceAtATime, RecordingBackend, send, settle
 from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.chat_view import AssistantMessage
@@ -586,19 +587,22 @@ async def test_a_sequence_split_across_pieces_never_shows_while_streaming(monkey
         assert replies(app)[0].text == sanitize(backend.reply)
 
 
-async def test_a_prompt_too_large_for_the_context_is_refused_and_kept_in_the_input(fake_backend):
-    app = create_app(fake_backend, blink=False)  # the fake model has a 4,096-token context: at most 1 MiB of text
+async def test_a_prompt_too_large_for_the_context_is_refused_and_kept_in_the_input():
+    # A 512-token context holds at most 128 KiB of text (256 bytes a token): the same limit as a
+    # 4,096-token context's 1 MiB, at an eighth of the text the input wraps on every redraw.
+    backend = RecordingBackend(info=replace(INFO, context_size=512))
+    app = create_app(backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        big = "word " * 220_000  # 1.1 MB
-        await send(pilot, big[: 4096 * 256 + 10])
-        assert fake_backend.requests == [] and app.chat.messages() == []  # not sent, not shown, not saved
+        big = "word " * 27_000  # 135 KB
+        await send(pilot, big[: 512 * 256 + 10])
+        assert backend.requests == [] and app.chat.messages() == []  # not sent, not shown, not saved
         assert app.chatlog.conversation_id is None
         notes = notices(app)
-        assert any("more than a 4,096-token context can hold" in n for n in notes)
-        assert app.prompt_input.text == big[: 4096 * 256 + 10]  # nothing typed is lost
+        assert any("more than a 512-token context can hold" in n for n in notes)
+        assert app.prompt_input.text == big[: 512 * 256 + 10]  # nothing typed is lost
         await send(pilot, "Hi")
-        assert len(fake_backend.requests) == 1
+        assert len(backend.requests) == 1
 
 
 async def test_worker_messages_that_land_while_the_app_closes_are_ignored(fake_backend):
