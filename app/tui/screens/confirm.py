@@ -15,22 +15,12 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from .. import outside
+from . import dialog
 from .question import QuestionScreen
 
 
 class ConfirmScreen(QuestionScreen[bool]):
-    DEFAULT_CSS = """
-    ConfirmScreen {
-        align: center middle;
-    }
-    ConfirmScreen > Vertical {
-        width: 70;
-        max-width: 95%;
-        height: auto;
-        border: thick $warning;
-        background: $surface;
-        padding: 1 2;
-    }
+    DEFAULT_CSS = dialog.frame("ConfirmScreen", 70, border="warning", padding="1 2") + """
     ConfirmScreen .confirm--keys {
         color: $text-muted;
         margin: 1 0 0 0;

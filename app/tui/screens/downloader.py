@@ -45,19 +45,7 @@ from .screen_messages import DownloadCancel, DownloadStart
 class DownloadScreen(ModalScreen[str | None]):
     """Dismissed with None, or with the path of a local .gguf file to open instead."""
 
-    DEFAULT_CSS = """
-    DownloadScreen {
-        align: center middle;
-    }
-    DownloadScreen > Vertical {
-        width: 100;
-        max-width: 95%;
-        height: auto;
-        max-height: 90%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 1;
-    }
+    DEFAULT_CSS = dialog.frame("DownloadScreen", 100, max_height="90%") + """
     DownloadScreen .download--title {
         text-style: bold;
         color: $primary;

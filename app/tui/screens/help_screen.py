@@ -11,23 +11,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ..laid_out import LaidOut
+from . import dialog
 
 Section = tuple[str, Sequence[tuple[str, str]]]
 
 
 class HelpScreen(ModalScreen[None]):
-    DEFAULT_CSS = """
-    HelpScreen {
-        align: center middle;
-    }
-    HelpScreen > Vertical {
-        width: 84;
-        max-width: 95%;
-        height: 90%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 2;
-    }
+    DEFAULT_CSS = dialog.frame("HelpScreen", 84, height="90%", padding="0 2") + """
     HelpScreen .help--keys {
         color: $text-muted;
     }

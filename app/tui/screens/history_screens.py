@@ -25,7 +25,6 @@ from vibechat.engine.errors import VibechatError
 from ..outside import one_line, plain
 from ..widgets.sidebar import when
 from . import dialog
-from .dialog import MODAL_CSS
 
 
 def highlighted(snippet: str) -> Text:
@@ -40,7 +39,7 @@ def highlighted(snippet: str) -> Text:
 class SearchScreen(ModalScreen[SearchHit | None]):
     """Search every saved message as you type; Enter jumps to the chosen one."""
 
-    DEFAULT_CSS = MODAL_CSS.format(name="SearchScreen") + """
+    DEFAULT_CSS = dialog.modal_css("SearchScreen") + """
     SearchScreen OptionList {
         height: auto;
         max-height: 20;
@@ -136,7 +135,7 @@ class SearchScreen(ModalScreen[SearchHit | None]):
 
 
 class RenameScreen(ModalScreen[str | None]):
-    DEFAULT_CSS = MODAL_CSS.format(name="RenameScreen")
+    DEFAULT_CSS = dialog.modal_css("RenameScreen")
     BINDINGS = [Binding("escape", "close", "Cancel", id="rename.cancel")]
 
     def __init__(self, title: str) -> None:
@@ -199,7 +198,7 @@ class ExportChoice:
 class ExportScreen(ModalScreen[ExportChoice | None]):
     """Where to write the conversation, and as what."""
 
-    DEFAULT_CSS = MODAL_CSS.format(name="ExportScreen") + """
+    DEFAULT_CSS = dialog.modal_css("ExportScreen") + """
     ExportScreen .export--formats {
         height: auto;
     }

@@ -58,18 +58,6 @@ class PickerChoice:
 
 
 PICKER_CSS = """
-    PICKER {
-        align: center middle;
-    }
-    PICKER > Vertical {
-        width: 100;
-        max-width: 95%;
-        height: auto;
-        max-height: 85%;
-        border: thick $primary;
-        background: $surface;
-        padding: 0 1;
-    }
     PICKER .picker--title {
         text-style: bold;
         color: $primary;
@@ -94,7 +82,7 @@ PICKER_CSS = """
 
 
 class ModelPicker(ModalScreen[PickerChoice | None]):
-    DEFAULT_CSS = PICKER_CSS.replace("PICKER", "ModelPicker")
+    DEFAULT_CSS = dialog.frame("ModelPicker", 100, max_height="85%") + PICKER_CSS.replace("PICKER", "ModelPicker")
     VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="picker.close"),
@@ -216,7 +204,8 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
     """The models a remote server offers (``GET /v1/models``); choosing one makes it the
     model the chat asks for (nothing is loaded here)."""
 
-    DEFAULT_CSS = PICKER_CSS.replace("PICKER", "RemoteModelPicker")
+    DEFAULT_CSS = dialog.frame("RemoteModelPicker", 100, max_height="85%") + PICKER_CSS.replace(
+        "PICKER", "RemoteModelPicker")
     VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="remote_picker.close"),

@@ -21,7 +21,6 @@ from textual.widgets import DataTable, Static
 
 from ..outside import block, cell
 from . import dialog
-from .dialog import MODAL_CSS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
 class PresetPicker(ModalScreen["str | None"]):
     """The config file's presets; Enter applies one (dismisses with its name)."""
 
-    DEFAULT_CSS = MODAL_CSS.format(name="PresetPicker") + """
+    DEFAULT_CSS = dialog.modal_css("PresetPicker") + """
     PresetPicker > Vertical {
         width: 110;
     }

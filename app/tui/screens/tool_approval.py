@@ -45,19 +45,7 @@ def pretty_arguments(call: ToolCall) -> str:
 class ToolApprovalScreen(QuestionScreen[str]):
     """Dismissed with one of ``ANSWERS``."""
 
-    DEFAULT_CSS = """
-    ToolApprovalScreen {
-        align: center middle;
-    }
-    ToolApprovalScreen > Vertical {
-        width: 90;
-        max-width: 95%;
-        height: auto;
-        max-height: 90%;
-        border: thick $warning;
-        background: $surface;
-        padding: 1 2;
-    }
+    DEFAULT_CSS = dialog.frame("ToolApprovalScreen", 90, max_height="90%", border="warning", padding="1 2") + """
     ToolApprovalScreen .approval--title {
         text-style: bold;
     }
