@@ -180,7 +180,7 @@ def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set
         if sum(widths[:-1]) + 2 * (len(widths) - 1) + LAST_COLUMN_MIN <= console.width:
             # Every column but the last as wide as its widest cell; the last (a title) wraps
             # between words in the rest: no name or date is broken inside.
-            for fixed, width in zip(grid.columns[:-1], widths, strict=True):
+            for fixed, width in zip(grid.columns[:-1], widths, strict=False):  # the last column wraps
                 fixed.width = width
         console.print(grid)
         return
