@@ -162,7 +162,7 @@ def import_(
 def rm(name: NameArg) -> None:
     """Remove a preset from the config file (the rest of the file stays as it is)."""
     def go() -> None:
-        from vibechat.engine.settings.config import update_config
+        from vibechat.engine.settings.config_save import update_config
 
         from ..appconfig import APP_SCHEMA
 
