@@ -1,10 +1,11 @@
 """The config file's presets: reading them (``load_presets``: each checked on its own, by
 the config's own rules), putting one over the loaded config (``apply_to_loaded``: flags >
-preset > ``VIBECHAT_*`` > file > defaults) and writing one (``save_preset``, through the
+preset > ``VIBECHAT_*`` > file > defaults) and writing one (``save_preset``, through
 config_save.py's ``update_config``: comments stay).
 
-engine/settings/presets.py is the model (a preset, its checks, Ollama's Modelfile); engine/settings/config.py
-imports it to check the file's ``presets`` table; this module joins the two.
+engine/settings/presets.py is the model (a preset, its checks; an Ollama Modelfile is read in
+modelfile.py); engine/settings/config.py imports it to check the file's ``presets`` table;
+this module joins the two.
 
 Imports inside functions are deliberate: tomlkit and the config load only when a preset file is
 edited (start-up time).
