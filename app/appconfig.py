@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from vibechat.engine.settings.config import LoadedConfig, load_config, update_config
+from vibechat.engine.settings.config import LoadedConfig, load_config
 from vibechat.engine.settings.config_check import suggest
+from vibechat.engine.settings.config_save import update_config
 from vibechat.engine.settings.params import PARAM_SPECS
 from vibechat.engine.settings.setting import doc, show
 from vibechat.engine.settings.table import Config, EntryProblem, Schema, text_table

@@ -142,11 +142,8 @@ def edit() -> None:
     """Open the config file in $VISUAL / $EDITOR, then check it (creates a documented template first)."""
     def go() -> int:
         from vibechat.engine.errors import ConfigError
-        from vibechat.engine.settings.config import (
-            config_file_problems,
-            config_path,
-            write_template,
-        )
+        from vibechat.engine.settings.config import config_file_problems, config_path
+        from vibechat.engine.settings.config_save import write_template
 
         from ..appconfig import APP_SCHEMA
 

@@ -126,13 +126,9 @@ def import_(
     and skipped. The preset is written into the config file; its comments stay."""
     def go() -> None:
         from vibechat.engine.errors import ConfigError
+        from vibechat.engine.settings.modelfile import default_name, parse_modelfile, read_modelfile
         from vibechat.engine.settings.preset_file import load_presets, save_preset
-        from vibechat.engine.settings.presets import (
-            NAME_RE,
-            default_name,
-            parse_modelfile,
-            read_modelfile,
-        )
+        from vibechat.engine.settings.presets import NAME_RE
 
         from ..appconfig import APP_SCHEMA
 
@@ -162,7 +158,7 @@ def import_(
 def rm(name: NameArg) -> None:
     """Remove a preset from the config file (the rest of the file stays as it is)."""
     def go() -> None:
-        from vibechat.engine.settings.config import update_config
+        from vibechat.engine.settings.config_save import update_config
 
         from ..appconfig import APP_SCHEMA
 

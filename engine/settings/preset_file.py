@@ -1,10 +1,11 @@
 """The config file's presets: reading them (``load_presets``: each checked on its own, by
 the config's own rules), putting one over the loaded config (``apply_to_loaded``: flags >
-preset > ``VIBECHAT_*`` > file > defaults) and writing one (``save_preset``, through the
-config's ``update_config``: comments stay).
+preset > ``VIBECHAT_*`` > file > defaults) and writing one (``save_preset``, through
+config_save.py's ``update_config``: comments stay).
 
-engine/settings/presets.py is the model (a preset, its checks, Ollama's Modelfile); engine/settings/config.py
-imports it to check the file's ``presets`` table; this module joins the two.
+engine/settings/presets.py is the model (a preset, its checks; an Ollama Modelfile is read in
+modelfile.py); engine/settings/config.py imports it to check the file's ``presets`` table;
+this module joins the two.
 
 Imports inside functions are deliberate: tomlkit and the config load only when a preset file is
 edited (start-up time).
@@ -21,8 +22,9 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..sanitize import sanitize
-from .config import LoadedConfig, Origin, config_path, file_message, read_config_file, update_config
+from .config import LoadedConfig, Origin, config_path, file_message, read_config_file
 from .config_check import apply_changes, check_value
+from .config_save import update_config
 from .config_text import key_lines, line_of
 from .presets import MAX_PRESETS, Preset, PresetProblem, Rules, parse_preset, parse_presets, spelled
 from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Schema

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import InvalidParameterError
-from ..settings.config import load_config, update_config
+from ..settings.config import load_config
+from ..settings.config_save import update_config
 from ..settings.table import SCHEMA, Schema
 from ..settings.tool_checks import check_tool_patterns
 from ..turns.tool_calls import ToolSpec

@@ -4,11 +4,8 @@ connection lives in a task of its own (the SDK's transports must be entered and 
 task). A server starts when first needed (``start()``, ``tools()``, or a call), its tools are
 listed once, and it stays up until ``close()``.
 
-What a server sends is outside text and is bounded: at most ``MAX_TOOLS`` tools (of
-``MAX_PAGES`` pages), each description cut, a schema over ``MAX_SCHEMA_CHARS`` or not an
-object schema left out, a name that is not printable left out; a result is joined to text
-(non-text blocks: a one-line note), cut to the result limit with a note, and sanitised
-(results.py). A server that fails to start, hangs on start, or dies is one line on its
+What a server sends is outside text and is read bounded (mcp_reading.py: its tool list,
+each call's result). A server that fails to start, hangs on start, or dies is one line on its
 status (``statuses()``), and the others go on. A call past its timeout or cancelled (the
 ``cancel`` event) is an error result; the connection stays for the next call.
 
@@ -27,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import os
 import sys
 import tempfile
@@ -39,22 +35,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
-from ..json_bounds import MAX_JSON_DEPTH, value_depth
 from ..sanitize import sanitize
 from ..turns.tool_calls import ToolSpec
 from . import mcp_logs
 from .mcp_config import HttpServer, McpConfig, ServerConfig
+from .mcp_reading import list_tools, result_of
 from .names import model_names
-from .results import DEFAULT_RESULT_LIMIT, ToolResult, bounded, error
+from .results import DEFAULT_RESULT_LIMIT, ToolResult, error
 
 START_TIMEOUT_S = 20.0  # a server's start and tool listing, at most
 CLOSE_TIMEOUT_S = 10.0  # close(): every server stopped, at most (the SDK kills what lingers)
-MAX_TOOLS = 128  # tools kept of one server
-MAX_PAGES = 16  # pages of a server's tool list read
-MAX_TOOL_NAME_CHARS = 128  # a server's own tool name, at most (longer: left out)
-MAX_DESCRIPTION_CHARS = 2_000  # a tool's description, cut to
-MAX_SCHEMA_CHARS = 16_000  # a tool's input schema as JSON, at most (larger: left out)
-MAX_BLOCKS = 256  # content blocks of one result read
 MAX_REASON_CHARS = 300  # a status line's reason, at most
 MAX_STDERR_BYTES = 1 << 20  # a server's stderr file, at most (then cut to its last lines)
 STDERR_CHECK_S = 30.0  # how often a started server's stderr file is measured
@@ -232,7 +222,7 @@ class McpServers:
         try:
             async with AsyncExitStack() as stack:
                 client = await self._connect(stack, server)
-                tools, note = await _list_tools(client)
+                tools, note = await list_tools(client)
                 stop = asyncio.Event()
                 with self._lock:
                     if server.state != STARTING:  # timed out meanwhile
@@ -415,69 +405,3 @@ def _append_only(file: IO[str]) -> IO[str]:
     except (ImportError, OSError):
         pass  # not POSIX: the file is never cut
     return file
-
-
-async def _list_tools(client: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]], ...], str]:
-    """A server's tools, bounded; and a note when some were left out."""
-    tools: list[tuple[str, str, dict[str, Any]]] = []
-    left_out = 0
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        for tool in page.tools:
-            schema = tool.input_schema
-            name = tool.name
-            if (len(tools) >= MAX_TOOLS or not isinstance(name, str) or not name.isprintable()
-                    or not 0 < len(name) <= MAX_TOOL_NAME_CHARS or not isinstance(schema, dict)
-                    or schema.get("type") != "object" or value_depth(schema) > MAX_JSON_DEPTH
-                    or len(json.dumps(schema, ensure_ascii=False)) > MAX_SCHEMA_CHARS):
-                left_out += 1
-                continue
-            description = sanitize(tool.description or "").strip()
-            if len(description) > MAX_DESCRIPTION_CHARS:
-                description = description[:MAX_DESCRIPTION_CHARS] + "…"
-            tools.append((name, description, schema))
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    note = (f"{left_out} tool(s) left out (over {MAX_TOOLS}, a bad name, or a schema that is not an "
-            f"object or is over {MAX_SCHEMA_CHARS:,} characters)") if left_out else ""
-    return tuple(tools), note
-
-
-def result_of(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
-    """An MCP ``CallToolResult`` as text: text blocks joined, other blocks a one-line note,
-    the structured content when there is no block; bounded and sanitised."""
-    parts: list[str] = []
-    total = 0
-    blocks = list(result.content or ())
-    for block in blocks[:MAX_BLOCKS]:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            part = str(block.text)
-        elif kind in ("image", "audio"):
-            part = f"[{'an image' if kind == 'image' else 'audio'} ({getattr(block, 'mime_type', '?')}), not shown]"
-        elif kind == "resource_link":
-            part = f"[a link to a resource: {str(getattr(block, 'uri', ''))[:500]}]"
-        elif kind == "resource":
-            resource = getattr(block, "resource", None)
-            text = getattr(resource, "text", None)
-            part = text if isinstance(text, str) else (
-                f"[a resource ({getattr(resource, 'mime_type', None) or 'binary'}), not shown: "
-                f"{str(getattr(resource, 'uri', ''))[:500]}]")
-        else:
-            part = f"[a {str(kind)[:40]} block, not shown]"
-        parts.append(part)
-        total += len(part) + 1
-        if total > limit:
-            break
-    if len(blocks) > MAX_BLOCKS and total <= limit:
-        parts.append(f"[{len(blocks) - MAX_BLOCKS} more blocks not read]")
-    structured = getattr(result, "structured_content", None)
-    if not parts and structured is not None:
-        if value_depth(structured) > MAX_JSON_DEPTH:  # dumping it would recurse that deep
-            parts.append(f"[structured content nested more than {MAX_JSON_DEPTH} levels deep: not read]")
-        else:
-            parts.append(json.dumps(structured, ensure_ascii=False)[:limit + 1])
-    text = "\n".join(parts) if parts else "(the tool returned nothing)"
-    return bounded(text, bool(getattr(result, "is_error", False)), limit)

@@ -27,6 +27,7 @@ from vibechat.engine.remote.request import chat_body, optional_fields
 from vibechat.engine.settings import table
 from vibechat.engine.settings.config_check import check_value
 from vibechat.engine.settings.config_doc import markdown_table
+from vibechat.engine.settings.modelfile import parse_modelfile
 from vibechat.engine.settings.params import (
     PARAM_SPECS,
     LlamaStage,
@@ -35,7 +36,7 @@ from vibechat.engine.settings.params import (
     RemoteField,
     SamplingParams,
 )
-from vibechat.engine.settings.presets import Rules, parse_modelfile, parse_preset
+from vibechat.engine.settings.presets import Rules, parse_preset
 from vibechat.engine.settings.table import Config, Schema
 
 TYPICAL = ParamSpec(

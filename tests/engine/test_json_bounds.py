@@ -68,7 +68,7 @@ def test_deep_tool_call_arguments_are_refused_saved_turns_read_back_and_sent_aga
 def test_an_mcp_result_whose_structured_content_nests_too_deeply_is_a_note_not_a_crash():
     from types import SimpleNamespace
 
-    from vibechat.engine.tools.mcp_servers import result_of
+    from vibechat.engine.tools.mcp_reading import result_of
 
     deep: list = []
     for _ in range(5_000):  # what a library's parser may hand over (json.dumps of it would recurse)

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.settings.config import LoadedConfig, save_params
+from vibechat.engine.settings.config import LoadedConfig
+from vibechat.engine.settings.config_save import save_params
 from vibechat.engine.settings.params import SamplingParams
 
 from ...appconfig import APP_SCHEMA, DEFAULT_THEME, chat_settings, save_theme

@@ -21,10 +21,9 @@ from vibechat.engine.settings.config import (
     load_config,
     models_dir,
     read_config_text,
-    save_params,
-    update_config,
 )
 from vibechat.engine.settings.config_doc import markdown_table, template, with_table
+from vibechat.engine.settings.config_save import save_params, update_config
 from vibechat.engine.settings.config_text import key_lines
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.table import SCHEMA, Config

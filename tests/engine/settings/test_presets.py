@@ -20,9 +20,9 @@ from vibechat.app.appconfig import APP_SCHEMA  # the file holds the app's settin
 from vibechat.app.tui import create_app
 from vibechat.engine.errors import InvalidParameterError, VibechatError
 from vibechat.engine.settings.config import config_path, load_config
+from vibechat.engine.settings.modelfile import parse_modelfile
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.preset_file import apply_to_loaded, check_preset, load_presets
-from vibechat.engine.settings.presets import parse_modelfile
 
 SIZE = (110, 36)
 CODER = """\

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from vibechat.engine.tools.mcp_config import parse_mcp_config
-from vibechat.engine.tools.mcp_servers import FAILED, NOT_STARTED, STARTED, McpServers, result_of
+from vibechat.engine.tools.mcp_reading import result_of
+from vibechat.engine.tools.mcp_servers import FAILED, NOT_STARTED, STARTED, McpServers
 from vibechat.engine.turns.tool_calls import ToolSpec
 
 SERVER = str(Path(__file__).resolve().parents[2] / "mcp_test_server.py")
@@ -244,7 +245,7 @@ def test_a_streamable_http_server_is_listed_and_called(tmp_path):
 
 
 def test_a_servers_tool_list_is_bounded():
-    from vibechat.engine.tools.mcp_servers import MAX_DESCRIPTION_CHARS, MAX_TOOLS
+    from vibechat.engine.tools.mcp_reading import MAX_DESCRIPTION_CHARS, MAX_TOOLS
 
     with manager({"many": entry("many", "--many")}) as servers:
         specs = servers.tools()
@@ -262,7 +263,7 @@ def test_a_schema_that_is_not_an_object_or_too_large_is_left_out():
 
     from mcp_types import ListToolsResult, Tool
 
-    from vibechat.engine.tools.mcp_servers import MAX_SCHEMA_CHARS, _list_tools
+    from vibechat.engine.tools.mcp_reading import MAX_SCHEMA_CHARS, list_tools
 
     class Listing:
         async def list_tools(self, cursor=None):
@@ -272,7 +273,7 @@ def test_a_schema_that_is_not_an_object_or_too_large_is_left_out():
                 Tool(name="big", input_schema={"type": "object", "description": "x" * MAX_SCHEMA_CHARS}),
                 Tool(name="esc\x1b[2J", input_schema={"type": "object"})])
 
-    tools, note = asyncio.run(_list_tools(Listing()))
+    tools, note = asyncio.run(list_tools(Listing()))
     assert [t[0] for t in tools] == ["ok"] and note.startswith("3 tool(s) left out")
 
 
