@@ -51,6 +51,7 @@ from ...terminal import SignalExit
 from ..chat_state import ChatState
 from ..controllers import slash_commands
 from ..controllers.attachments import Attachments
+from ..controllers.branches import Branches
 from ..controllers.conversations import Conversations, OverSaved
 from ..controllers.copies import Copies
 from ..controllers.links import Links
@@ -118,12 +119,13 @@ class VibechatApp(OutsideTextApp):
         self.thinking = ThinkingBlocks(self)
         self.models = Models(self, backend_factory)
         self.chats = Conversations(self, open_first=open_conversation, over_first=open_over)
+        self.branches = Branches(self)
         self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.links = Links(self)
         self.copies = Copies(self)
         self.routes = {**self.replies.handlers(), **self.model_loads.handlers(), **self.queued.handlers(),
-                       **self.models.handlers(), **self.chats.handlers(),
+                       **self.models.handlers(), **self.chats.handlers(), **self.branches.handlers(),
                        **self.tool_rounds.handlers(), **self.attachments.handlers(), **self.links.handlers(),
                        **self.copies.handlers()}
         self._side_panel_last: Widget | None = None  # the side panel opened last
@@ -438,7 +440,7 @@ class VibechatApp(OutsideTextApp):
         self.chats.act_on_open("export")
 
     def action_fork_conversation(self) -> None:
-        self.chats.fork()
+        self.branches.fork()
 
     def action_save_params_default(self) -> None:
         text, saved = config_ui.save_params_default(self.config, self.conversation.params)
