@@ -185,7 +185,7 @@ SCREENS_PROBE = textwrap.dedent("""
             for open_it, screen in ((app.models.open_downloads, "DownloadScreen"),
                                     (app.models.open_picker, "ModelPicker"),
                                     (app.action_help, "HelpScreen"),
-                                    (lambda: app.chats._rename(1, "a title"), "RenameScreen")):
+                                    (lambda: app.chats.act("rename", 1, "a title"), "RenameScreen")):
                 open_it()
                 await wait_for(pilot, lambda: type(app.screen).__name__ == screen and app.screen.is_mounted, screen)
                 app.screen.dismiss(None)

@@ -1,35 +1,29 @@
-"""The app's saved conversations: the sidebar, opening, search, rename, delete, export.
+"""The app's saved conversations: the sidebar's list, opening one, search, delete.
 
 A controller of ``VibechatApp`` (see ``host.py``): it opens conversations into the
 engine's ``ChatSession``, which owns the conversation being chatted. Database reads
 that can grow (the list, a conversation's messages) run in workers; the small
-writes (rename, delete) run where they are asked for.
+writes (delete) run where they are asked for.
 
 Opening a conversation brings back its system prompt and parameters and rebuilds
 the model's KV cache from its messages in a worker, so the next reply starts
-without evaluating the whole conversation first.
+without evaluating the whole conversation first. Its messages are shown as
+conversation/saved_messages.py builds them, the newest first, older ones on request.
 
-After a new conversation's first reply, an instruct model writes its title (``model_titles``
-in the config): a short request in a worker, which waits for the engine and gives way to
-the user's next message; until then, and for a base model, the title is the first prompt's
-(engine/chat/titles.py), never the reply's words.
+A conversation's title (the model's, a rename) is ``Titles``' (titles.py) and an export
+``Exports``' (exports.py), both asked from here; its branches and forks are the ``Branches``
+controller's (branches.py), and what is said when it opens on another model, model_change.py's.
 
-Imports inside functions are deliberate: the history dialogs and the tool block load when first
-opened, not before the chat's first frame (tests/app/test_startup.py).
+Imports inside functions are deliberate: the search dialog loads when first opened, not before
+the chat's first frame (tests/app/test_startup.py).
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import re
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vibechat.engine.chat.chatlog import ChatLog
-from vibechat.engine.chat.export import write_export
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.records import (
     ConversationSummary,
@@ -40,18 +34,13 @@ from vibechat.engine.chat.records import (
 )
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
-from vibechat.engine.settings.choices import COMPLETION
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.settings.refs import quant_from_filename
-from vibechat.engine.turns.backend import ModelInfo
-from vibechat.engine.turns.tool_calls import ToolCall
 
 from ...appconfig import chat_settings
 from ...conversation_backend import OwnBackend
-from ..conversation.attachment_view import UserMessage
-from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
+from ..conversation import saved_messages
+from ..conversation.chat_view import ChatMessageWidget
 from ..conversation.earlier_messages import EarlierMessages
-from ..conversation.thinking_block import ThinkingBlock
 from ..outside import one_line
 from ..screens.confirm import ConfirmScreen
 from ..widgets.sidebar import ConversationSidebar
@@ -63,24 +52,19 @@ from .events import (
     HistoryListed,
     OwnModelWanted,
 )
+from .exports import Exports
 from .host import ChatHost
+from .model_change import model_change_note
+from .titles import Titles
 
 if TYPE_CHECKING:
-    from ..screens.history_screens import ExportChoice
     from .host import Handlers
-
-log = logging.getLogger("vibechat.tui")
 
 # RunPlan.over_saved: a saved conversation's parameters with the command line's on top, and the
 # system prompt it names (None: the conversation's own).
 OverSaved = Callable[[SamplingParams], "tuple[SamplingParams, str | None]"]
 
 OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on request
-STATUS_NOTES: dict[str, tuple[str, str | None]] = {
-    "cut": ("… cut at the token limit", None),
-    "stopped": ("⏹ stopped", "stopped"),
-    "interrupted": ("⚠ interrupted: vibechat closed while this reply streamed", "stopped"),
-}
 
 
 class Conversations:
@@ -92,14 +76,14 @@ class Conversations:
         # ... with the preset's and the flags' parameters and system prompt over its own, as in `run --continue`
         self._over_first = (open_first, over_first) if open_first is not None and over_first is not None else None
         self._problem_shown: str | None = None
-        self._titled: set[int] = set()  # conversations the model was asked to title
         self.opened: StoredConversation | None = None  # the conversation last opened (its branches)
+        self.titles = Titles(host)  # the model's titles, the user's renames
+        self.exports = Exports(host)
 
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
         return {HistoryListed: self.listed, ConversationLoaded: self.loaded, ConversationLoadFailed: self.load_failed,
                 CacheRebuilt: self.cache_rebuilt, EarlierMessages.Requested: self.show_earlier,
-                ChatMessageWidget.BranchRequested: self.switch_branch,
                 ConversationSidebar.Open: lambda message: self.open_conversation(message.conversation_id),
                 ConversationSidebar.Request: lambda message: self.act(message.what, message.summary.id,
                                                                       message.summary.title)}
@@ -153,39 +137,7 @@ class Conversations:
                                            old.created if old else stamp, stamp,
                                            old.source if old else chatlog.source))
         sidebar.current = chatlog.conversation_id
-        self._ask_for_title()
-
-    def _ask_for_title(self) -> None:
-        """After a conversation's first reply, an instruct model writes its title, in a worker
-        that waits for the engine; a message sent meanwhile stops it (``write_title``)."""
-        session = self.host.session
-        chat, info = session.chat, session.info
-        cid = chat.conversation_id
-        turns = chat.conversation.turns
-        if (cid is None or cid in self._titled or chat.history is None or len(turns) != 2
-                or turns[1].role != "assistant" or not turns[1].content or session.turn is not None
-                or info is None or info.chat_format == COMPLETION or not self.host.config.config.model_titles):
-            return
-        self._titled.add(cid)
-        generation, history = session.generation, chat.history
-
-        def stop() -> bool:
-            return not session.is_current(generation) or session.turn is not None
-
-        def write() -> None:
-            title = session.write_title(generation, stop)
-            try:
-                if title is None or not history.set_title(cid, title):
-                    return  # no title, or the user's own (a rename) stays
-                if session.chat is chat:
-                    chat.title = title
-                summaries = history.conversations()
-            except VibechatError as exc:
-                log.warning("could not save the title: %s", exc)
-                return
-            self.host.post_message(HistoryListed(summaries, 0, None))
-
-        self.host.run_worker(write, thread=True, group="title", exit_on_error=False)
+        self.titles.ask()
 
     # ----------------------------------------------------------------- actions
     def toggle_sidebar(self) -> None:
@@ -227,11 +179,11 @@ class Conversations:
     def act(self, what: str, conversation_id: int, title: str) -> None:
         """Rename, delete or export a conversation (the sidebar's keys)."""
         if what == "rename":
-            self._rename(conversation_id, title)
+            self.titles.rename(conversation_id, title)
         elif what == "delete":
             self._delete(conversation_id, title)
         elif what == "export":
-            self._export(conversation_id, title)
+            self.exports.export(conversation_id, title)
 
     def act_on_open(self, what: str) -> None:
         """The palette's rename / delete / export of the conversation on screen."""
@@ -241,34 +193,7 @@ class Conversations:
             return
         self.act(what, chatlog.conversation_id, chatlog.title or "")
 
-    # ------------------------------------------------------- rename / delete
-    def _rename(self, conversation_id: int, title: str) -> None:
-        from ..screens.history_screens import RenameScreen
-
-        host = self.host
-
-        def renamed(new_title: str | None) -> None:
-            if not new_title or self.history is None:
-                return
-            try:
-                self.history.rename(conversation_id, new_title)
-            except VibechatError as exc:
-                host.notify(str(exc), severity="error")
-                return
-            if conversation_id == host.session.chat.conversation_id:
-                host.session.chat.title = new_title
-            # Renaming is no activity: the conversation keeps its place, here as in the database.
-            sidebar = host.sidebar
-            old = next((s for s in sidebar.summaries if s.id == conversation_id), None)
-            if old is not None:
-                sidebar.summaries = [s if s.id != conversation_id else replace(s, title=new_title)
-                                     for s in sidebar.summaries]
-                sidebar.show(sidebar.summaries)
-                self.offer_last()
-            host.notify(f"Renamed to “{new_title}”.", timeout=2)
-
-        host.push_screen(RenameScreen(title), renamed)
-
+    # ---------------------------------------------------------------- delete
     def _delete(self, conversation_id: int, title: str) -> None:
         host = self.host
 
@@ -289,47 +214,6 @@ class Conversations:
 
         host.push_screen(ConfirmScreen(f"Delete the conversation “{one_line(title)}” and all its messages?\n\n"
                                        "This cannot be undone.", yes="delete it", no="keep it"), answered)
-
-    # ---------------------------------------------------------------- export
-    def _export(self, conversation_id: int, title: str) -> None:
-        from ..screens.history_screens import ExportScreen
-
-        host = self.host
-        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "conversation"
-        stem = Path.cwd() / f"vibechat-{conversation_id}-{slug}"
-
-        def write(choice: ExportChoice) -> None:
-            if self.history is None:
-                return
-            try:
-                stored = self.history.get(conversation_id)
-                text = stored.to_markdown() if choice.format == "md" else _json(stored)
-                choice.path.parent.mkdir(parents=True, exist_ok=True)
-                write_export(choice.path, text, overwrite=True)  # whole or not at all (the dialog asked)
-            except VibechatError as exc:
-                host.notify(str(exc), severity="error")
-            except OSError as exc:
-                host.notify(f"Could not write {choice.path}: {exc.strerror or exc}.", severity="error")
-            else:
-                host.notify(f"Exported to {choice.path}", timeout=5)
-
-        def chosen(choice: ExportChoice | None) -> None:
-            if choice is None or self.history is None:
-                return
-            if not choice.path.is_file():
-                write(choice)
-                return
-
-            def answered(replace: bool | None) -> None:  # an existing file is replaced only when asked to
-                if replace:
-                    write(choice)
-                else:
-                    host.notify(f"Not exported: {choice.path} is left as it was.", timeout=5)
-
-            host.push_screen(ConfirmScreen(f"{choice.path} already exists.\n\nReplace it?", yes="replace it",
-                                           no="keep it"), answered)
-
-        host.push_screen(ExportScreen(stem), chosen)
 
     # ------------------------------------------------------------------ open
     def model_settled(self) -> None:
@@ -442,89 +326,13 @@ class Conversations:
             self.host.session.chat.set_system(system or None)
 
     def message_widgets(self, messages: list[StoredMessage]) -> list[ChatMessageWidget]:
-        from ..conversation.tool_block import ToolCallBlock
-
-        theme = self.host.code_theme()
-        widgets: list[ChatMessageWidget] = []
-        calls = {call.id: call for m in messages for call in m.tool_calls}
-        for m in messages:
-            if m.role == "tool":  # a tool's result, under the call it answers
-                call = calls.get(m.tool_call_id or "") or ToolCall(m.tool_call_id or "", m.tool_name or "", "")
-                block = ToolCallBlock(call, m.tool_name or "a tool", state="done", result=m.content)
-                block.message_id = m.id
-                widgets.append(block)
-                continue
-            status, kind = "", None
-            if m.status == "error" or (m.status == "interrupted" and m.error):  # a cut stream says why
-                status, kind = f"⚠ {m.error or 'failed'}", "error"
-            elif m.status in STATUS_NOTES:
-                status, kind = STATUS_NOTES[m.status]
-            elif m.stats and m.stats.get("finish_reason") == "length":
-                status = "… cut at the token limit"
-            elif m.tool_calls:
-                status = "→ asked for " + ", ".join(sorted({c.name[:40] for c in m.tool_calls}))
-            widget: ChatMessageWidget
-            if m.role == "user":
-                widget = UserMessage(sanitize(m.content), m.attachments, status=status, status_kind=kind)
-            else:
-                widget = AssistantMessage(sanitize(m.content), code_theme=theme, status=status, status_kind=kind,
-                                          thinking=self.thinking_block(m))
-            widget.message_id = m.id
-            if self.opened is not None:
-                widget.branch = self.opened.branch(m.id)
-            widgets.append(widget)
-        return widgets
-
-    # -------------------------------------------------------------- branches
-    def switch_branch(self, message: ChatMessageWidget.BranchRequested) -> None:
-        """A message's previous or next sibling (← / → on it) is shown instead, with the
-        conversation that follows it (its newest branch): the conversation reopens on it."""
-        host, chat = self.host, self.host.session.chat
-        if self.history is None or chat.conversation_id is None:
-            return
-        if host.state.generating:
-            host.notify("Still answering: press Esc to stop the reply, then switch versions.", severity="warning",
-                        timeout=4)
-            return
-        try:
-            siblings = self.history.siblings(message.message_id)
-        except VibechatError as exc:
-            host.notify(str(exc), severity="error")
-            return
-        if message.message_id not in siblings:
-            return
-        index = siblings.index(message.message_id) + message.step
-        if 0 <= index < len(siblings):
-            self.open_conversation(chat.conversation_id, jump_to=siblings[index])
-
-    def fork(self) -> None:
-        """The branch on screen, copied into a new conversation that opens (the palette's
-        "Fork this branch"); the original keeps every branch."""
-        host, chat = self.host, self.host.session.chat
-        if self.history is None or chat.conversation_id is None or chat.leaf is None:
-            host.notify("This conversation is not saved yet: send a message first.", severity="warning")
-            return
-        if host.state.generating:
-            host.notify("Still answering: press Esc to stop the reply, then fork.", severity="warning", timeout=4)
-            return
-        try:
-            new = self.history.fork(chat.conversation_id, chat.leaf)
-        except VibechatError as exc:
-            host.notify(str(exc), severity="error")
-            return
-        self.list_history()  # the fork joins the list
-        self.open_conversation(new)
-        host.notify("Forked: this branch goes on as a conversation of its own.", timeout=4)
-
-    def thinking_block(self, m: StoredMessage) -> ThinkingBlock | None:
-        """A reply's stored thinking, folded to "Thought" (its time is not stored; its token
-        count is, with the reply's stats)."""
-        if not m.thinking:
-            return None
-        tokens = (m.stats or {}).get("thinking_tokens")
-        return ThinkingBlock(m.thinking, expanded=chat_settings(self.host.config).thinking_expanded,
-                             count=tokens if isinstance(tokens, int) and tokens > 0 else 0,
-                             stopped=m.status == "stopped" and not m.content)
+        """Saved messages of the conversation last opened, as the chat shows them."""
+        return saved_messages.message_widgets(
+            messages,
+            code_theme=self.host.code_theme(),
+            thinking_expanded=chat_settings(self.host.config).thinking_expanded,
+            opened=self.opened,
+        )
 
     async def show_earlier(self, message: EarlierMessages.Requested) -> None:
         stand_in = message.stand_in
@@ -553,46 +361,3 @@ class Conversations:
     def cache_rebuilt(self, message: CacheRebuilt) -> None:
         self.host.state.context_used = message.tokens
 
-
-def model_change_note(name: str | None, path: str | None, loaded: ModelInfo) -> str | None:
-    """What to say, in one line, when an opened conversation was had with another model than
-    the one the chat runs, and how to go on with its own: nothing when it is the same model
-    (same name, and the same file name or quantization: the file moved or was downloaded
-    again; on a server, the same model id on the same server); the file names when only the
-    file differs (another quantization); else both models, with their servers."""
-    if not path or path == loaded.path:
-        return None
-    own = OwnBackend.of(name, path)
-    assert own is not None
-    if own.server is not None or loaded.server:
-        return _server_note(own, loaded)
-    old_file, new_file = Path(path).name, Path(loaded.path).name
-    how = "F3 loads another model; then open this conversation again to go on with it"
-    if name and name != loaded.name:
-        return f"This conversation was with {name}; it continues with {loaded.name} ({how})."
-    old_quant = quant_from_filename(old_file)
-    if old_file == new_file or (old_quant and old_quant == loaded.quantization.upper()):
-        return None
-    return (f"This conversation was with {old_file}; it continues with {new_file}, another file of "
-            f"{loaded.name} ({how}).")
-
-
-def _server_note(own: OwnBackend, loaded: ModelInfo) -> str | None:
-    """:func:`model_change_note` where a server is involved: the conversation's, the chat's, or both."""
-    from vibechat.engine.remote.options import api_root
-
-    root = api_root(loaded)
-    if own.server == root and own.name == loaded.name:
-        return None
-    if own.server is not None and own.server == root:
-        how = f"F3 picks {own.name}; then open this conversation again to go on with it"
-    elif own.server is not None:
-        how = f"to go on with it, start vibechat --base-url {own.server} --model {own.name} and open it there"
-    else:
-        how = "to go on with it, start vibechat --backend llama and open it there"
-    running = f"{loaded.name} on {root}" if root else loaded.name
-    return f"This conversation was with {own.describe()}; replies here come from {running} ({how})."
-
-
-def _json(stored: StoredConversation) -> str:
-    return json.dumps(stored.to_dict(), ensure_ascii=False, indent=2) + "\n"

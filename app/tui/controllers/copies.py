@@ -1,5 +1,5 @@
-"""Copying to the clipboard: a message's text, its code blocks or the last reply
-(``ChatMessageWidget.CopyRequested``, posted up by a message or by ``Replies.copy_last``) goes
+"""Copying to the clipboard: a message's text or its code blocks
+(``ChatMessageWidget.CopyRequested``, posted up by a message), or the last reply (Ctrl+O) goes
 through the terminal (OSC 52: works over SSH), and a notice says where it went
 (``clipboard.copied_notice``: whether it reaches the clipboard is up to the terminal). Inside
 tmux the notice waits for tmux's ``set-clipboard``, asked in a worker thread."""
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
+
+from vibechat.engine.sanitize import sanitize
 
 from ..clipboard import copied_notice, tmux_set_clipboard
 from ..conversation.chat_view import ChatMessageWidget
@@ -34,6 +36,16 @@ class Copies:
             self.host.notify(NOTHING[message.what], severity="warning", timeout=2)
         else:
             self.copy(message.text, message.what)
+
+    def copy_last(self) -> None:
+        """Ctrl+O: the conversation's last reply (as the model wrote it, sanitised)."""
+        for turn in reversed(self.host.session.conversation.turns):
+            if turn.role == "assistant":
+                self.copy(sanitize(turn.content), "reply")
+                return
+        self.host.notify(
+            "No reply to copy yet: Ctrl+O copies the last reply once there is one.", timeout=4
+        )
 
     def copy(self, text: str, what: str) -> None:
         """Copy ``text`` (``what`` it is, for the notice) and say so."""

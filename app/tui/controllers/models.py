@@ -154,7 +154,7 @@ class Models:
         """A conversation had with another model was opened: the chat goes on with that model
         where it can load it (its file is here and the chat runs local models; or it is another
         model of the server the chat uses), keeping the conversation; else the warning says
-        what differs and how to go on with it (history_ui.model_change_note)."""
+        what differs and how to go on with it (model_change.model_change_note)."""
         from vibechat.engine.remote.options import api_root
 
         host, info = self.host, self.host.session.info

@@ -5,7 +5,7 @@ the engine lock; this controller puts it on screen: it runs the blocking calls
 in thread workers, gives each reply a ``ReplyStream`` (buffer, pacer,
 sanitiser, widget), renders what the workers post, and settles the reply once
 its last text is on screen. It answers its own messages (``handlers()``: the
-workers' and the input's queue), and writes what the chat is doing into the
+workers'), and writes what the chat is doing into the
 ``ChatState``, which the status bar follows: the figures are cleared when a reply
 starts, show the reply's tokens so far with each paced render, and its final
 stats when it ends. While a long prompt is read (``PromptProgress``), the reply's status line
@@ -13,24 +13,24 @@ and the bar's state say how far, until the first words. Messages of a reply the 
 left (a new chat, an edit) are ignored by their generation number.
 
 A message sent while a reply is on its way is queued in the input (``PromptInput.queue``,
-shown by a ``QueuedNote`` above it): a reply that ends on its own (complete, or cut at a
+shown above it: queued_prompts.py): a reply that ends on its own (complete, or cut at a
 limit) sends it next; one that is stopped (Esc, Ctrl+C, another model), fails, or is left
 (a new chat, an edit, another conversation) gives it back into the input, unsent: the user
 stopped things, or has an error to read first, and nothing typed is lost.
+
+What the chat does around its replies has controllers of its own: the model's load
+(model_loads.py), a reply asked again (regenerations.py), the thinking blocks' keys
+(thinking_blocks.py), copying the last reply (copies.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import TYPE_CHECKING
-
-from textual.widget import Widget
 
 from vibechat.engine.chat.convlock import ConversationBusy
 from vibechat.engine.chat.session import ChatSession, Turn
 from vibechat.engine.errors import VibechatError
-from vibechat.engine.sanitize import sanitize
 from vibechat.engine.system import available_cores
 from vibechat.engine.turns.attachments import Attachment
 from vibechat.engine.turns.backend import (
@@ -47,17 +47,12 @@ from ...report import reading_line, structured_note
 from ..chat_state import ChatState, LiveReply
 from ..conversation.attachment_view import UserMessage
 from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
-from ..conversation.markdown_segment import warm_up as warm_up_markdown
 from ..conversation.pacing import FrameHold, RenderPacer, ui_budget
 from ..conversation.reply_stream import ReplyStream
-from ..widgets.prompt_input import PromptInput
-from ..widgets.queued_note import QueuedNote
 from .events import (
     CacheReset,
     ContextCounted,
-    ModelFailed,
     ModelProgress,
-    ModelReady,
     ReplyEvent,
     ReplyFailed,
     ReplyText,
@@ -74,6 +69,8 @@ MAX_KEPT_IN_INPUT = 4 << 20  # a refused prompt goes back into the input up to t
 
 
 class Replies:
+    """A reply from its prompt to settled, on screen (see the module docstring)."""
+
     def __init__(self, host: ChatHost) -> None:
         self.host = host
         self.stream: ReplyStream | None = None  # the reply on screen while it streams
@@ -97,39 +94,14 @@ class Replies:
 
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
-        return {ReplyText: self.on_text, ReplyThinking: self.on_thinking, ReplyEvent: self.on_event,
-                ReplyFailed: self.on_failed, ContextCounted: self.on_context_counted,
-                CacheReset: self.on_cache_reset, ModelProgress: self.on_load_progress,
-                ModelFailed: self.on_load_failed,
-                PromptInput.QueueChanged: self.on_queue_changed}
-
-    # ------------------------------------------------------------- the model
-    def load_model(self) -> None:
-        self.state.status = "loading…"
-        self.host.run_worker(self._load, thread=True, exclusive=True, group="model", exit_on_error=False)
-
-    def _load(self) -> None:
-        post = self.host.post_message
-        try:
-            info = self.session.load(on_progress=lambda f: post(ModelProgress(f)))
-        except VibechatError as exc:
-            post(ModelFailed(str(exc)))
-        except Exception as exc:  # never crash the UI over a load
-            log.exception("model load failed")
-            post(ModelFailed(f"unexpected error while loading the model: {exc}"))
-        else:
-            post(ModelReady(info))
-            warm_up_markdown(self.host.console, self.host.code_theme())  # while the user types the first prompt
-
-    def on_load_progress(self, message: ModelProgress) -> None:
-        """A model loads (at start, after a switch, or an engine restarted after a crash)."""
-        self.state.status = f"loading {message.fraction:.0%}"
-
-    def on_load_failed(self, message: ModelFailed) -> None:
-        self.state.status = "no model"
-        self.host.chat.set_welcome(f"The model could not be loaded: {message.error}")
-        self.host.chats.model_settled()  # the conversation the chat started on opens all the same
-        self.host.notify(message.error, title="Model", severity="error", timeout=15)
+        return {
+            ReplyText: self.on_text,
+            ReplyThinking: self.on_thinking,
+            ReplyEvent: self.on_event,
+            ReplyFailed: self.on_failed,
+            ContextCounted: self.on_context_counted,
+            CacheReset: self.on_cache_reset,
+        }
 
     # ---------------------------------------------------------------- sending
     async def send(self, text: str, attachments: tuple[Attachment, ...] | None = None) -> None:
@@ -409,33 +381,6 @@ class Replies:
         state.drafting = state.live = None  # the reply's own stats (if any) say the rest
         state.status = state.at_rest
 
-    # ------------------------------------------------------------- thinking
-    def toggle_thinking(self) -> None:
-        """Open or close the last reply's thinking (the thinking blocks' own Enter and click
-        work on any)."""
-        for widget in reversed(self.host.chat.messages()):
-            if isinstance(widget, AssistantMessage) and widget.thinking is not None:
-                widget.thinking.toggle()
-                return
-        self.host.notify("No reply in view has any thinking to show.", timeout=3)
-
-    def toggle_thinking_expanded(self) -> None:
-        """New replies' thinking opens expanded, or stays folded (until the app closes: the
-        config file is left as it is)."""
-        config = self.host.config
-        settings = chat_settings(config)
-        expanded = not settings.thinking_expanded
-        self.host.config = dataclasses.replace(config, config=dataclasses.replace(settings, thinking_expanded=expanded))
-        self.host.notify("Thinking is shown expanded from the next reply." if expanded
-                         else "Thinking is folded to one line from the next reply.", timeout=3)
-
-    def copy_last(self) -> None:
-        for turn in reversed(self.session.conversation.turns):
-            if turn.role == "assistant":
-                self.host.post_message(ChatMessageWidget.CopyRequested(sanitize(turn.content), "reply"))
-                return
-        self.host.notify("No reply to copy yet: Ctrl+O copies the last reply once there is one.", timeout=4)
-
     # ------------------------------------------------------ leaving a reply
     def stop(self) -> None:
         """Esc: the reply stops; the text so far stays (it settles as stopped). A queued
@@ -446,29 +391,6 @@ class Replies:
         elif self.state.generating:
             self.session.cancel()
             self.host.prompt_input.unqueue()
-
-    async def on_queue_changed(self, message: PromptInput.QueueChanged) -> None:
-        """A prompt was queued (it takes the tray's attachments with it) or left the queue (given
-        back unsent: its attachments come back to the tray; sent: they went with it)."""
-        if message.text is not None:
-            await self.host.attachments.hold_for_queue()
-        else:
-            await self.host.attachments.queue_left()
-        await self.show_queued(message.text)
-
-    async def show_queued(self, text: str | None) -> None:
-        """The line above the input that shows the queued message (``None``: none now)."""
-        prompt = self.host.prompt_input
-        area = prompt.parent
-        if not isinstance(area, Widget):  # the app is closing
-            return
-        notes = list(area.query_children(QueuedNote))
-        if text is None:
-            await area.remove_children(notes)
-        elif notes:
-            notes[0].show(text)
-        else:
-            await area.mount(QueuedNote(text), before=prompt)
 
     def abandon(self) -> None:
         """A new chat, an edit, quitting, another model: the reply in progress is left
@@ -504,52 +426,12 @@ class Replies:
         host.prompt_input.focus()
         host.refresh_bindings()
 
-    async def regenerate(self) -> None:
-        """A new reply in place of the focused reply, else the last one (and a failed one after
-        the prompt). The replaced reply stays saved, as its sibling (‹ 1/2 ›: ← switches back)."""
-        focused = self.host.focused
-        if isinstance(focused, AssistantMessage) and focused.message_id is not None:
-            later = self.after(focused)
-            if later and not self.state.generating:
-                await self._regenerate_earlier(focused, later)
-                return
-        chatlog = self.session.chat
-        if self.state.generating:
-            self.host.notify("Still answering: press Esc to stop the reply, then Ctrl+R to regenerate it.",
-                             severity="warning", timeout=4)
-            return
-        if not chatlog.conversation.turns:
-            self.host.notify("Nothing to regenerate yet: send a message first.", timeout=4)
-            return
-        if not await self.catch_up():
-            return
-        chatlog.drop_last_reply()
-        widgets = self.host.chat.messages()
-        if widgets and widgets[-1].role == "assistant":
-            await widgets[-1].remove()
-        if chatlog.conversation.last_role in ("user", "tool"):  # a prompt, or tools' results
-            await self.start()
-        else:
-            self.session.stop_writing()
-
     def after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]:
         """The messages on screen after ``widget``."""
         widgets = self.host.chat.messages()
         return widgets[widgets.index(widget) + 1:] if widget in widgets else []
 
-    async def _regenerate_earlier(self, widget: ChatMessageWidget, later: list[ChatMessageWidget]) -> None:
-        """Regenerate a reply before the last: the branch on screen ends at its prompt, and
-        the new reply starts a sibling branch (the old one stays, one ← away)."""
-        if not await self.catch_up():
-            return
-        assert widget.message_id is not None
-        if not self.session.chat.take_reply(widget.message_id):
-            self.session.stop_writing()
-            return
-        for other in [widget, *later]:
-            await other.remove()
-        await self.start()
-
+    # ------------------------------------------------------------ the context
     def reset_cache(self) -> None:
         """A new conversation: the KV cache empties before the engine's next use."""
         self.host.run_worker(self._apply_reset, thread=True, group="reset", exit_on_error=False)

@@ -51,11 +51,16 @@ from ...terminal import SignalExit
 from ..chat_state import ChatState
 from ..controllers import slash_commands
 from ..controllers.attachments import Attachments
+from ..controllers.branches import Branches
 from ..controllers.conversations import Conversations, OverSaved
 from ..controllers.copies import Copies
 from ..controllers.links import Links
+from ..controllers.model_loads import ModelLoads
 from ..controllers.models import BackendFactory, Models
+from ..controllers.queued_prompts import QueuedPrompts
+from ..controllers.regenerations import Regenerations
 from ..controllers.replies import Replies
+from ..controllers.thinking_blocks import ThinkingBlocks
 from ..controllers.tool_rounds import ToolPolicy, ToolRounds
 from ..conversation.chat_view import ChatView
 from ..gc_policy import freeze_startup_objects
@@ -108,13 +113,19 @@ class VibechatApp(OutsideTextApp):
         self._signal_exit = SignalExit(self) if exit_on_signals else None  # the real chat's (terminal.py)
         self.state = ChatState(self)
         self.replies = Replies(self)
+        self.model_loads = ModelLoads(self)
+        self.queued = QueuedPrompts(self)
+        self.regenerations = Regenerations(self)
+        self.thinking = ThinkingBlocks(self)
         self.models = Models(self, backend_factory)
         self.chats = Conversations(self, open_first=open_conversation, over_first=open_over)
+        self.branches = Branches(self)
         self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.links = Links(self)
         self.copies = Copies(self)
-        self.routes = {**self.replies.handlers(), **self.models.handlers(), **self.chats.handlers(),
+        self.routes = {**self.replies.handlers(), **self.model_loads.handlers(), **self.queued.handlers(),
+                       **self.models.handlers(), **self.chats.handlers(), **self.branches.handlers(),
                        **self.tool_rounds.handlers(), **self.attachments.handlers(), **self.links.handlers(),
                        **self.copies.handlers()}
         self._side_panel_last: Widget | None = None  # the side panel opened last
@@ -196,7 +207,7 @@ class VibechatApp(OutsideTextApp):
         hide = next((b for b in self._bindings_list() if b.id == "hide_config_problems"), None)
         self.query_one(ConfigBar).show(self._config_notes, self.key_for(hide) if hide else "",
                                        file=self.config.path, from_file=config_ui.file_problems(self.config))
-        self.replies.load_model()
+        self.model_loads.load()
         self.chats.list_history()
         self.tool_rounds.list_tools()
 
@@ -300,19 +311,19 @@ class VibechatApp(OutsideTextApp):
         self.notify("New conversation", timeout=2)
 
     async def action_regenerate(self) -> None:
-        await self.replies.regenerate()
+        await self.regenerations.regenerate()
 
     async def action_edit_last(self) -> None:
         await self.replies.edit.edit_last()
 
     def action_copy_last(self) -> None:
-        self.replies.copy_last()
+        self.copies.copy_last()
 
     def action_toggle_thinking(self) -> None:
-        self.replies.toggle_thinking()
+        self.thinking.toggle_last()
 
     def action_toggle_thinking_expanded(self) -> None:
-        self.replies.toggle_thinking_expanded()
+        self.thinking.toggle_expanded()
 
     @on(TypesIntoInput.Typed)
     def _on_typed(self, message: TypesIntoInput.Typed) -> None:
@@ -429,7 +440,7 @@ class VibechatApp(OutsideTextApp):
         self.chats.act_on_open("export")
 
     def action_fork_conversation(self) -> None:
-        self.chats.fork()
+        self.branches.fork()
 
     def action_save_params_default(self) -> None:
         text, saved = config_ui.save_params_default(self.config, self.conversation.params)

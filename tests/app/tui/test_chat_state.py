@@ -27,7 +27,7 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
 SIZE = (110, 36)
-CONTROLLERS = ("replies", "models", "chats")
+CONTROLLERS = ("replies", "model_loads", "queued", "models", "chats", "branches")
 
 
 class HeldLoad(RecordingBackend):

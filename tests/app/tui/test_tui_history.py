@@ -156,7 +156,7 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
 ])
 def test_the_note_on_opening_a_conversation_had_with_another_model_file(name, path, expected):
     from fakes import INFO
-    from vibechat.app.tui.controllers.conversations import model_change_note
+    from vibechat.app.tui.controllers.model_change import model_change_note
 
     note = model_change_note(name, path, INFO)
     assert (note is None) if expected is None else (note is not None and note.startswith(expected))
@@ -200,7 +200,7 @@ def on_server(name: str, root: str = SERVER):
 ])
 def test_the_note_names_the_servers_when_a_conversation_was_had_elsewhere(name, path, loaded, expected):
     from fakes import INFO
-    from vibechat.app.tui.controllers.conversations import model_change_note
+    from vibechat.app.tui.controllers.model_change import model_change_note
 
     info = INFO if loaded is None else on_server(*loaded)
     note = model_change_note(name, path, info)

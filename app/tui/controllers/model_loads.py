@@ -1,0 +1,66 @@
+"""The model's load, on screen: the first model loads in a worker when the chat opens, its
+progress (and that of any later load: another model, an engine restarted after a crash) is the
+status bar's, and a load that fails says why in the welcome and a notice. A model that is ready
+is the ``Models`` controller's (``ModelReady``, models.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from vibechat.engine.errors import VibechatError
+
+from ..conversation.markdown_segment import warm_up as warm_up_markdown
+from .events import ModelFailed, ModelProgress, ModelReady
+from .host import ChatHost
+
+if TYPE_CHECKING:
+    from .host import Handlers
+
+log = logging.getLogger("vibechat.tui")
+
+
+class ModelLoads:
+    """Loads the first model, and shows how far a load has come, or why it failed."""
+
+    def __init__(self, host: ChatHost) -> None:
+        self.host = host
+
+    def handlers(self) -> Handlers:
+        """The messages this controller answers (the app hands them here)."""
+        return {ModelProgress: self.progress, ModelFailed: self.failed}
+
+    def load(self) -> None:
+        """The chat's model loads in a worker (the chat opens at once; the bar says how far)."""
+        self.host.state.status = "loading…"
+        self.host.run_worker(
+            self._load, thread=True, exclusive=True, group="model", exit_on_error=False
+        )
+
+    def _load(self) -> None:
+        """In a worker: the load, told to the UI by messages."""
+        post = self.host.post_message
+        try:
+            info = self.host.session.load(on_progress=lambda f: post(ModelProgress(f)))
+        except VibechatError as exc:
+            post(ModelFailed(str(exc)))
+        except Exception as exc:  # never crash the UI over a load
+            log.exception("model load failed")
+            post(ModelFailed(f"unexpected error while loading the model: {exc}"))
+        else:
+            post(ModelReady(info))
+            # While the user types the first prompt:
+            warm_up_markdown(self.host.console, self.host.code_theme())
+
+    def progress(self, message: ModelProgress) -> None:
+        """A model loads (at start, after a switch, or an engine restarted after a crash)."""
+        self.host.state.status = f"loading {message.fraction:.0%}"
+
+    def failed(self, message: ModelFailed) -> None:
+        """The model could not be loaded: the welcome says why; the conversation the chat
+        started on opens all the same (its messages at least)."""
+        host = self.host
+        host.state.status = "no model"
+        host.chat.set_welcome(f"The model could not be loaded: {message.error}")
+        host.chats.model_settled()
+        host.notify(message.error, title="Model", severity="error", timeout=15)
