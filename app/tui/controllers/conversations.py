@@ -48,9 +48,10 @@ from vibechat.engine.turns.tool_calls import ToolCall
 
 from ...appconfig import chat_settings
 from ...conversation_backend import OwnBackend
+from ..conversation.assistant_message import AssistantMessage
 from ..conversation.attachment_view import UserMessage
-from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
 from ..conversation.earlier_messages import EarlierMessages
+from ..conversation.messages import ChatMessageWidget
 from ..conversation.thinking_block import ThinkingBlock
 from ..outside import one_line
 from ..screens.confirm import ConfirmScreen

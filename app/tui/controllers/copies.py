@@ -10,7 +10,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..clipboard import copied_notice, tmux_set_clipboard
-from ..conversation.chat_view import ChatMessageWidget
+from ..conversation.messages import ChatMessageWidget
 from .host import ChatHost
 
 if TYPE_CHECKING:

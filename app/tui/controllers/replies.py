@@ -45,9 +45,10 @@ from vibechat.engine.turns.backend import (
 from ...appconfig import chat_settings
 from ...report import reading_line, structured_note
 from ..chat_state import ChatState, LiveReply
+from ..conversation.assistant_message import AssistantMessage
 from ..conversation.attachment_view import UserMessage
-from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
 from ..conversation.markdown_segment import warm_up as warm_up_markdown
+from ..conversation.messages import ChatMessageWidget
 from ..conversation.pacing import FrameHold, RenderPacer, ui_budget
 from ..conversation.reply_stream import ReplyStream
 from ..widgets.prompt_input import PromptInput
