@@ -39,7 +39,7 @@ use_frame_rate()  # as `vibechat` runs the chat: before Textual is imported (fra
 use_own_dirs()  # its history and config, not the user's
 from vibechat.app.tui import create_app, freeze_startup_objects  # noqa: E402
 from vibechat.app.tui.conversation import pacing  # noqa: E402
-from vibechat.app.tui.conversation.chat_view import AssistantMessage  # noqa: E402
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage  # noqa: E402
 from vibechat.engine.sanitize import Sanitizer  # noqa: E402
 from vibechat.engine.settings.params import SamplingParams  # noqa: E402
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta  # noqa: E402

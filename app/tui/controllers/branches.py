@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from vibechat.engine.errors import VibechatError
 
-from ..conversation.chat_view import ChatMessageWidget
+from ..conversation.messages import ChatMessageWidget
 from .host import ChatHost
 
 if TYPE_CHECKING:

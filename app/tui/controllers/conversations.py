@@ -39,8 +39,8 @@ from vibechat.engine.settings.params import SamplingParams
 from ...appconfig import chat_settings
 from ...conversation_backend import OwnBackend
 from ..conversation import saved_messages
-from ..conversation.chat_view import ChatMessageWidget
 from ..conversation.earlier_messages import EarlierMessages
+from ..conversation.messages import ChatMessageWidget
 from ..outside import one_line
 from ..screens.confirm import ConfirmScreen
 from ..widgets.sidebar import ConversationSidebar

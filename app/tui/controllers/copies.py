@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from vibechat.engine.sanitize import sanitize
 
 from ..clipboard import copied_notice, tmux_set_clipboard
-from ..conversation.chat_view import ChatMessageWidget
+from ..conversation.messages import ChatMessageWidget
 from .host import ChatHost
 
 if TYPE_CHECKING:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from vibechat.engine.turns.tool_calls import ToolSpec
 
     from ..chat_state import ChatState
-    from ..conversation.chat_view import ChatMessageWidget, ChatView
+    from ..conversation.chat_view import ChatView
+    from ..conversation.messages import ChatMessageWidget
     from ..widgets.param_panel import ParamPanel
     from ..widgets.prompt_input import PromptInput
     from ..widgets.sidebar import ConversationSidebar

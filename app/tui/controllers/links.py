@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from ..conversation.chat_view import AssistantMessage
+from ..conversation.assistant_message import AssistantMessage
 from ..screens.confirm import ConfirmScreen
 from .host import ChatHost
 

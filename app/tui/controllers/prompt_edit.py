@@ -22,7 +22,7 @@ from vibechat.engine.turns.attachments import Attachment
 
 from ..chat_state import ChatState
 from ..conversation.attachment_view import UserMessage
-from ..conversation.chat_view import ChatMessageWidget
+from ..conversation.messages import ChatMessageWidget
 from ..widgets.queued_note import EditingNote
 from .host import ChatHost
 

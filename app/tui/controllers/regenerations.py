@@ -6,7 +6,8 @@ ends at its prompt and the new reply starts a sibling branch."""
 
 from __future__ import annotations
 
-from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
+from ..conversation.assistant_message import AssistantMessage
+from ..conversation.messages import ChatMessageWidget
 from .host import ChatHost
 
 

@@ -45,8 +45,9 @@ from vibechat.engine.turns.backend import (
 from ...appconfig import chat_settings
 from ...report import reading_line, structured_note
 from ..chat_state import ChatState, LiveReply
+from ..conversation.assistant_message import AssistantMessage
 from ..conversation.attachment_view import UserMessage
-from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
+from ..conversation.messages import ChatMessageWidget
 from ..conversation.pacing import FrameHold, RenderPacer, ui_budget
 from ..conversation.reply_stream import ReplyStream
 from .events import (

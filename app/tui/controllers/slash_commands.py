@@ -15,7 +15,7 @@ from vibechat.engine.settings.think_switch import NO_SWITCH, check_thinking, des
 
 from ... import slash
 from ...report import format_stats
-from ..conversation.chat_view import ChatMessageWidget
+from ..conversation.messages import ChatMessageWidget
 from ..laid_out import LaidOut
 from ..outside import one_line
 from ..screens import show_info

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ...appconfig import chat_settings
-from ..conversation.chat_view import AssistantMessage
+from ..conversation.assistant_message import AssistantMessage
 from .host import ChatHost
 
 

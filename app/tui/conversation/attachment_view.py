@@ -42,8 +42,8 @@ from vibechat.engine.turns.attachments import Attachment
 
 from .. import outside
 from ..one_layout import SizedByLayout
-from .chat_view import ChatMessageWidget, MessageText
 from .foldable import FoldableBlock
+from .messages import ChatMessageWidget, MessageText
 
 if TYPE_CHECKING:
     from PIL import Image as PILImage

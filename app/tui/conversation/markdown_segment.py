@@ -418,7 +418,7 @@ class MarkdownSegment(SizedByLayout):
 class SettledSegments(MarkdownSegment):
     """The settled segments at the top of a long streaming reply, in one widget.
 
-    A streaming reply is a column of segments (chat_view.py); every layout of the screen
+    A streaming reply is a column of segments (assistant_message.py); every layout of the screen
     asks each widget for its box and places it, and each new segment is mounted, shown and
     sized, so a layout after a slice of a burst cost more the longer the reply got (the
     worst event-loop gaps, docs/PERFORMANCE.md). Settled segments never change, so the reply

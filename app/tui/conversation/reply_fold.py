@@ -1,6 +1,6 @@
 """A long reply's settled segments, folded into one widget (``SettledSegments``).
 
-A reply's body (``AssistantMessage``, chat_view.py) is a column of ``MarkdownSegment``s.
+A reply's body (``AssistantMessage``, assistant_message.py) is a column of ``MarkdownSegment``s.
 Every layout of the screen visits each widget, so once a reply has many, its settled
 segments go into one ``SettledSegments`` at the top of the body (markdown_segment.py): the
 layout after each render then touches the fold, a few segments and the live tail, however

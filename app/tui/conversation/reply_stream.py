@@ -24,13 +24,13 @@ from vibechat.engine.turns.backend import GenerationDone
 
 from ..chat_state import LiveReply
 from ..gc_policy import allow_full_collections, defer_full_collections
-from .chat_view import AssistantMessage
+from .assistant_message import AssistantMessage
 from .pacing import RenderPacer
 from .thinking_block import ThinkingBlock
 
 APPEND_LIMIT = 1200  # characters appended to the Markdown per render, at least...
 # ... and at most: between them, what fits in SLICE_BUDGET_S of the event loop's own time.
-# The Markdown renders in a worker thread (chat_view.py), so a slice costs the loop little
+# The Markdown renders in a worker thread (assistant_message.py), so a slice costs the loop little
 # more than the layout and repaint that follow it, each render one of them: larger slices
 # are fewer of both (12,000 characters: 55 µs of CPU a token at 16,000 tokens against 68
 # at 6,000; docs/PERFORMANCE.md, "Speed on slow CPUs").

@@ -14,8 +14,9 @@ from vibechat.engine.chat.records import StoredConversation, StoredMessage
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.turns.tool_calls import ToolCall
 
+from .assistant_message import AssistantMessage
 from .attachment_view import UserMessage
-from .chat_view import AssistantMessage, ChatMessageWidget
+from .messages import ChatMessageWidget
 from .thinking_block import ThinkingBlock
 
 # How a reply that ended otherwise than whole says so: its status line, and the line's kind.

@@ -15,7 +15,7 @@ from vibechat.engine.sanitize import sanitize
 from vibechat.engine.turns.tool_calls import ToolCall
 
 from .. import outside
-from .chat_view import ChatMessageWidget, MessageText
+from .messages import ChatMessageWidget, MessageText
 
 FOLDED_CHARS = 160  # of the result's first line, shown folded
 

@@ -10,7 +10,10 @@ to its controller. What the chat is doing (generating, the model, the status, th
 last stats, the context) is one ``ChatState`` (chat_state.py): the controllers
 write it, the status bar and the app watch it. The app keeps the layout, its
 bindings (an action is the binding's end: a line into the controller that does it)
-and this wiring.
+and this wiring; the shell's own parts do the rest: where a key or a paste goes
+(``key_routing.py``), the side panels (``side_panels.py``), the sampling parameters'
+changes and nudge keys (``param_changes.py``), the config file (``config_ui.py``), the
+palette and help (``palette.py``) and the notices (``notices.py``).
 
 Outside text (model names, server errors, titles, paths) is never read as markup:
 widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
@@ -33,7 +36,6 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, TextArea
 
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
@@ -41,7 +43,7 @@ from vibechat.engine.chat.history import History
 from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.chat.tool_turns import ToolBox
 from vibechat.engine.settings.config import LoadedConfig
-from vibechat.engine.settings.params import PARAM_SPECS, SamplingParams
+from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import Backend
 from vibechat.themes import THEMES
 
@@ -64,20 +66,20 @@ from ..controllers.thinking_blocks import ThinkingBlocks
 from ..controllers.tool_rounds import ToolPolicy, ToolRounds
 from ..conversation.chat_view import ChatView
 from ..gc_policy import freeze_startup_objects
-from ..screens.question import QuestionScreen
 from ..widgets.attachment_tray import AttachmentTray
 from ..widgets.config_bar import ConfigBar
 from ..widgets.footer import KeysFooter
-from ..widgets.param_panel import ParamPanel, param_slider
+from ..widgets.param_panel import ParamPanel
 from ..widgets.prompt_input import PromptInput
 from ..widgets.sidebar import ConversationSidebar
 from ..widgets.status_bar import StatusBar
-from ..widgets.type_through import TypesIntoInput
 from . import config_ui, notices, palette
 from .bindings import APP_BINDINGS
-from .outside_app import OutsideTextApp, pasted_text
+from .key_routing import KeyRouter
+from .outside_app import OutsideTextApp
+from .param_changes import ParamChanges
+from .side_panels import SidePanels
 
-MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
 FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
 
 
@@ -124,15 +126,26 @@ class VibechatApp(OutsideTextApp):
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.links = Links(self)
         self.copies = Copies(self)
-        self.routes = {**self.replies.handlers(), **self.model_loads.handlers(), **self.queued.handlers(),
-                       **self.models.handlers(), **self.chats.handlers(), **self.branches.handlers(),
-                       **self.tool_rounds.handlers(), **self.attachments.handlers(), **self.links.handlers(),
-                       **self.copies.handlers()}
-        self._side_panel_last: Widget | None = None  # the side panel opened last
+        self.param_changes = ParamChanges(self, self.session, lambda: self.panel, self.state)
+        self.side_panels = SidePanels(lambda: self.sidebar, lambda: self.panel)
+        self.key_router = KeyRouter(self, lambda: self.prompt_input)
+        self.routes = {
+            **self.replies.handlers(),
+            **self.model_loads.handlers(),
+            **self.queued.handlers(),
+            **self.models.handlers(),
+            **self.chats.handlers(),
+            **self.branches.handlers(),
+            **self.tool_rounds.handlers(),
+            **self.attachments.handlers(),
+            **self.links.handlers(),
+            **self.copies.handlers(),
+            **self.param_changes.handlers(),
+            **self.key_router.handlers(),
+        }
         for theme in THEMES:
             self.register_theme(theme)
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
-        self._nudge_notice = notices.Slot()  # F5–F10: one notice, replaced on each press
         keys = chat_settings(config).keys
         if keys:
             self.set_keymap(dict(keys))
@@ -226,7 +239,8 @@ class VibechatApp(OutsideTextApp):
     # ------------------------------------------------------------ messages
     @on(Message)
     async def route(self, message: Message) -> None:
-        """A message a controller answers goes to it (``routes``, from their ``handlers()``).
+        """A message a controller (or a part of the shell) answers goes to it (``routes``, from
+        their ``handlers()``).
         One that lands while the app closes is dropped: the widgets it would update are gone
         (the reply in progress was saved as stopped at unmount)."""
         handler = self.routes.get(type(message))
@@ -271,7 +285,10 @@ class VibechatApp(OutsideTextApp):
             # A bindings refresh rebuilds the footer's keys (a layout, ~7 ms): as a reply starts
             # it would run during the prompt's evaluation, on the model's cores. Esc stops at once
             # either way; the footer shows it a moment later (docs/PERFORMANCE.md).
-            self.set_timer(FOOTER_DELAY_S, self._show_stop_key) if self.generating else self.refresh_bindings()
+            if self.generating:
+                self.set_timer(FOOTER_DELAY_S, self._show_stop_key)
+            else:
+                self.refresh_bindings()
         elif name == "model_ready" and self.model_ready:
             self.chats.model_settled()  # --continue: the conversation opens now (its cache needs the model)
             if self._freeze_gc:
@@ -325,70 +342,14 @@ class VibechatApp(OutsideTextApp):
     def action_toggle_thinking_expanded(self) -> None:
         self.thinking.toggle_expanded()
 
-    @on(TypesIntoInput.Typed)
-    def _on_typed(self, message: TypesIntoInput.Typed) -> None:
-        """A paste (whole) while a message, the chat, the conversation list or the parameter panel
-        has the focus: the text goes where it belongs, at the input's cursor (typed keys go there
-        by ``_typing_elsewhere``)."""
-        self.prompt_input.focus()
-        self.prompt_input.insert(message.character, maintain_selection_offset=False)
-
     async def on_event(self, event: events.Event) -> None:
-        """While a question is up (``question.py``), what the user types or pastes goes where
-        they were typing, and a key pressed before the question could be seen goes nowhere. A
-        key that types, pressed on the conversation list, the chat or the parameter panel, gives
-        the input the focus first (``_typing_elsewhere``)."""
-        if not isinstance(event, (events.Key, events.Paste)) or event.is_forwarded:
-            await super().on_event(event)
-            return
-        if isinstance(event, events.Key) and self._typing_elsewhere(event):
-            self.screen.set_focus(self.prompt_input)
-        question = self._question
-        if question is not None:
-            if isinstance(event, events.Paste):
-                self._type_on(pasted_text(event.text))
-                return
-            verdict = question.verdict(event)
-            if verdict == "pass":
-                self._type_on(event.character or "", backspace=event.key == "backspace")
-            if verdict != "take":
+        """A key or a paste the terminal sent goes where the user was typing first
+        (``key_routing.py``: typing on the list, the chat or the panel goes to the input;
+        under a question, it types where they were typing)."""
+        if isinstance(event, (events.Key, events.Paste)) and not event.is_forwarded:
+            if not self.key_router.hand_on(event):
                 return
         await super().on_event(event)
-
-    def _typing_elsewhere(self, event: events.Key) -> bool:
-        """``event`` types, and the focus is where typing belongs in the input (the conversation
-        list, the chat, the parameter panel: ``TypesIntoInput``).
-        The input takes the focus now, before the key is handed on, so the keys that came with
-        it (a burst: tmux, a paste without brackets, a fast typist) follow it there in order:
-        "/d" Enter typed fast on the list put "/d" in the input and then opened the list's
-        conversation with the Enter."""
-        focused = self.focused
-        if not (event.is_printable and event.character) or focused is None or self.screen is not self.default_screen:
-            return False
-        return any(isinstance(node, TypesIntoInput) for node in focused.ancestors_with_self)
-
-    @property
-    def _question(self) -> QuestionScreen | None:
-        """The question on screen, if one is."""
-        stack = self.screen_stack  # (``screen`` raises while the stack is empty)
-        return stack[-1] if stack and isinstance(stack[-1], QuestionScreen) else None
-
-    def _type_on(self, text: str, backspace: bool = False) -> None:
-        """``text`` (or a Backspace) typed while a question is up, where the user was typing: the
-        text field focused under it, else the prompt input (as typing on a message or the list
-        does)."""
-        below = self.screen_stack[-2] if len(self.screen_stack) > 1 else self.screen
-        target = below.focused
-        if not isinstance(target, (Input, TextArea)):
-            target = self.prompt_input
-            if below is self.default_screen:
-                target.focus()
-        if backspace:
-            target.action_delete_left()
-        elif isinstance(target, Input):
-            target.insert_text_at_cursor(text)
-        else:
-            target.insert(text, maintain_selection_offset=False)
 
     def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
         return palette.help_sections(self._bindings_list(), self.key_for)
@@ -461,18 +422,9 @@ class VibechatApp(OutsideTextApp):
             self.show_side_panel(panel)
             panel.focus_first()
 
-    @staticmethod
-    def room_for_both_panels(width: int) -> bool:
-        return width >= ConversationSidebar.WIDTH + ParamPanel.WIDTH + MIN_CHAT_WIDTH
-
     def show_side_panel(self, panel: Widget) -> None:
-        """Show the conversation list or the parameter panel. Where the terminal cannot hold
-        both beside a usable chat, the other one closes."""
-        other = self.panel if panel is self.sidebar else self.sidebar
-        if other.has_class("-visible") and not self.room_for_both_panels(self.size.width):
-            other.remove_class("-visible")
-        panel.add_class("-visible")
-        self._side_panel_last = panel
+        """Show the conversation list or the parameter panel (``side_panels.py``)."""
+        self.side_panels.show(panel, self.size.width)
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = False) -> None:
@@ -481,18 +433,11 @@ class VibechatApp(OutsideTextApp):
             notices.fit_above(self.screen, self.chat)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Narrowed with both side panels open: the one in use (focused, else opened last) stays."""
+        """The notices fit above the chat again, and the side panels the new width (narrowed
+        with both open: the one in use stays, ``side_panels.py``)."""
         if not self.closing:
             self.call_after_refresh(notices.fit_above, self.screen, self.chat)
-        if self.room_for_both_panels(event.size.width):
-            return
-        shown = [p for p in (self.sidebar, self.panel) if p.has_class("-visible")]
-        if len(shown) < 2:
-            return
-        keep = next((p for p in shown if p.has_focus_within), self._side_panel_last or shown[-1])
-        for panel in shown:
-            if panel is not keep:
-                panel.remove_class("-visible")
+        self.side_panels.fit(event.size.width)
 
     def action_scroll_chat(self, pages: int) -> None:
         self.chat.scroll_pages(pages)
@@ -503,30 +448,18 @@ class VibechatApp(OutsideTextApp):
     def action_scroll_chat_home(self) -> None:
         self.chat.scroll_to_start()
 
+    # ------------------------------------------------------------ parameters
     def action_nudge(self, name: str, direction: int) -> None:
-        """A parameter's nudge key (``ParamSpec.nudge``): one fine step down or up, as its slider steps."""
-        spec = param_slider(PARAM_SPECS[name])
-        value = spec.clamp(getattr(self.conversation.params, name) + spec.fine * direction)
-        self.set_params(self.conversation.params.replace(**{name: value}))
-        self._nudge_notice.show(self, f"{spec.label} {spec.show(value)}", timeout=1.5)
+        """A parameter's nudge key (``ParamSpec.nudge``): one fine step down or up."""
+        self.param_changes.nudge(name, direction)
 
     def set_params(self, params: SamplingParams) -> None:
-        """The one place parameters change: the next generation uses exactly these, and the
-        conversation remembers them."""
-        self.chatlog.set_params(params)
-        self.panel.params = params
-        self.state.show_params(params)  # the reply format, the thinking switch
+        """The next generation uses exactly ``params`` (``param_changes.py``)."""
+        self.param_changes.set(params)
 
     def show_params(self, params: SamplingParams) -> None:
         """An opened conversation's parameters (already saved with it)."""
-        self.conversation.params = params
-        self.panel.params = params
-        self.state.show_params(params)  # the reply format, the thinking switch
-
-    @on(ParamPanel.Changed)
-    def _on_params_changed(self, message: ParamPanel.Changed) -> None:
-        if message.params != self.conversation.params:
-            self.set_params(message.params)  # the status bar shows the thinking switch
+        self.param_changes.show(params)
 
     def action_hide_config_problems(self) -> None:
         self.query_one(ConfigBar).hide()

@@ -15,8 +15,9 @@ from textual.binding import Binding
 from ... import slash
 from .. import outside
 from ..controllers.attachments import COMMANDS as ATTACH
+from ..conversation.assistant_message import AssistantMessage
 from ..conversation.attachment_view import FileAttachment
-from ..conversation.chat_view import AssistantMessage, ChatMessageWidget
+from ..conversation.messages import ChatMessageWidget
 from ..conversation.thinking_block import ThinkingBlock
 from ..widgets.attachment_tray import TrayItem
 from ..widgets.param_panel import ParamPanel

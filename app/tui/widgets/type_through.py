@@ -1,10 +1,10 @@
 """Widgets on which typing belongs in the input: the chat view (and so its messages), the
 conversation list and the parameter panel. None of them acts on a letter. A printable key
 pressed there never reaches them: the app gives the input the focus before it hands the key on
-(``VibechatApp._typing_elsewhere``), so the keys of a burst follow it there in order. A paste
-there is posted as ``TypesIntoInput.Typed`` (whole, sanitised by the app as it arrived), and the
-app puts it at the input's cursor. Someone who clicked a message, or took the list for closed,
-and typed on meant the input."""
+(``KeyRouter.typing_elsewhere``, shell/key_routing.py), so the keys of a burst follow it there
+in order. A paste there is posted as ``TypesIntoInput.Typed`` (whole, sanitised by the app as
+it arrived), and the app puts it at the input's cursor. Someone who clicked a message, or took
+the list for closed, and typed on meant the input."""
 
 from __future__ import annotations
 

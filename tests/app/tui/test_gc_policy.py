@@ -38,7 +38,8 @@ def _chat_view_app():
 
 @pytest.mark.parametrize("ending", ["finish", "fail"])
 async def test_full_collections_wait_while_a_reply_streams_and_resume_when_it_ends(thresholds, ending):
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(60, 20)) as pilot:

@@ -14,7 +14,8 @@ from textual.geometry import Region
 
 from fakes import OnePieceAtATime, RecordingBackend, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+from vibechat.app.tui.conversation.chat_view import ChatView
 from vibechat.app.tui.conversation.markdown_segment import CachedMarkdown, MarkdownSegment
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation

@@ -66,7 +66,8 @@ async def test_a_growing_reply_costs_one_layout_per_render_and_shows_every_line(
     """The live tail growing by a line asks for one layout of the screen, not two (Textual's
     virtual_size reactive asks again for each widget that grew: app/tui/one_layout.py), and
     that one layout still gives the reply the height of its text."""
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(60, 30)) as pilot:
@@ -99,7 +100,8 @@ async def test_a_streaming_reply_keeps_room_below_its_text_and_scrolls_once_ever
     """While a reply streams in a full, anchored view, its tail keeps up to ROOM blank lines
     below the text: the view scrolls (a full layout) once every ROOM + 1 lines, not with
     every line, the newest line is always in view, and the room goes when the reply ends."""
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
     from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 
     app = _chat_view_app()
@@ -187,7 +189,8 @@ async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fr
 async def test_a_failed_or_abandoned_reply_gives_back_its_room():
     """A reply that fails or is left (a new chat, another model) keeps its text and loses the
     blank room of a streaming reply."""
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(60, 20)) as pilot:
@@ -222,11 +225,9 @@ async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_oth
     from textual.screen import Screen
     from textual.widget import Widget
 
-    from vibechat.app.tui.conversation.chat_view import (
-        AssistantMessage,
-        ChatMessageWidget,
-        ChatView,
-    )
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
+    from vibechat.app.tui.conversation.messages import ChatMessageWidget
 
     app = _chat_view_app()
     asked: list[str] = []  # widgets asking for a layout during a layout
@@ -291,7 +292,8 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
     folded as it opens."""
     import random
 
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
     from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment, SettledSegments
 
     monkeypatch.setattr(AssistantMessage, "SEAL_AT", 60)
@@ -350,7 +352,8 @@ async def test_a_growing_reply_never_renders_its_containers_whole_height(monkeyp
     stays that of the screen, not of the reply's length."""
     from textual.visual import Visual
 
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     heights: list[tuple[object, int]] = []
     original = Visual.to_strips.__func__  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ import pytest
 
 from fakes import RecordingBackend, send, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, TextDelta

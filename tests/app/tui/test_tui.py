@@ -11,7 +11,7 @@ from textual.content import Content
 from fakes import INFO, OnePieceAtATime, RecordingBackend, send, settle
 from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 from vibechat.app.tui.screens.confirm import ConfirmScreen
 from vibechat.app.tui.screens.help_screen import HelpScreen

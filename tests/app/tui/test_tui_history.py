@@ -16,7 +16,7 @@ from conftest import read_only_dir, worker_threads
 from fakes import RecordingBackend, send, settle
 from helpers import answer, notices, notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.app.tui.conversation.earlier_messages import EarlierMessages
 from vibechat.app.tui.screens.confirm import ConfirmScreen
 from vibechat.app.tui.screens.history_screens import ExportScreen, RenameScreen, SearchScreen

@@ -14,7 +14,7 @@ from textual import events
 from fakes import OnePieceAtATime, settle
 from helpers import notifications, wait_for, was_notified
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import ChatMessageWidget
+from vibechat.app.tui.conversation.messages import ChatMessageWidget
 from vibechat.app.tui.widgets.prompt_input import QUEUE_FULL
 from vibechat.app.tui.widgets.queued_note import QueuedNote
 from vibechat.engine.chat.history import History

@@ -9,7 +9,7 @@ import pytest
 from conftest import worker_threads
 from fakes import send, settle
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams

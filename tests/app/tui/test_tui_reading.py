@@ -13,7 +13,8 @@ from textual.geometry import Region
 from fakes import RecordingBackend, settle
 from helpers import wait_for
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import AssistantMessage, MessageText
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+from vibechat.app.tui.conversation.messages import MessageText
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, PromptProgress
 
 TOTAL = 2700

@@ -1,7 +1,7 @@
-"""A streaming reply's Markdown renders in a worker thread (chat_view.AssistantMessage.append,
-markdown_segment.prepare): the event loop keeps turning meanwhile, the render pacer still
-counts the work as the UI's, and the reply shows exactly what it showed when rendered on
-the event loop."""
+"""A streaming reply's Markdown renders in a worker thread
+(assistant_message.AssistantMessage.append, markdown_segment.prepare): the event loop keeps
+turning meanwhile, the render pacer still counts the work as the UI's, and the reply shows
+exactly what it showed when rendered on the event loop."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def _lines(reply) -> list[str]:
 
 
 async def test_the_event_loop_turns_while_a_slice_of_the_reply_renders():
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(80, 30)) as pilot:
@@ -74,7 +75,8 @@ async def test_the_event_loop_turns_while_a_slice_of_the_reply_renders():
 async def test_a_reply_streamed_in_slices_shows_what_the_whole_reply_shows():
     """Rendered off the loop slice by slice (segments sealed several at a time, below clean
     cuts and a horizontal rule), the finished reply is line for line the reply rendered whole."""
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
 
     app = _chat_view_app()
     async with app.run_test(size=(80, 40)) as pilot:
@@ -108,7 +110,8 @@ async def test_a_slice_rendering_in_a_worker_thread_does_not_hold_up_the_app():
     """The app's message handler that renders a slice returns while the slice's Markdown
     renders (a key pressed meanwhile is handled at once); the next render, the end of the
     reply and a failure all wait for that slice, so nothing is lost or drawn out of order."""
-    from vibechat.app.tui.conversation.chat_view import AssistantMessage, ChatView
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
     from vibechat.app.tui.conversation.reply_stream import ReplyStream
     from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 

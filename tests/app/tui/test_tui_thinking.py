@@ -12,7 +12,7 @@ from fakes import RecordingBackend, send, settle
 from helpers import wait_for
 from vibechat.app.appconfig import load_app_config
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.app.tui.conversation.thinking_block import ThinkingBlock, seconds_text
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.config import config_path

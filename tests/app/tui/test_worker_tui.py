@@ -27,7 +27,7 @@ from test_terminal_restore import (
 )
 from test_worker import HUNG_BOUND_S, end_for_good, is_gone, is_stopped, needs_proc
 from vibechat.app.tui import create_app
-from vibechat.app.tui.conversation.chat_view import AssistantMessage
+from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.engine.chat.history import History
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
