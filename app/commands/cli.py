@@ -278,7 +278,7 @@ def run(
     prompt = positional_prompt(ctx, words, prompt)
     wanted = RunFlags(flags, preset)
 
-    from .run import JsonFailure
+    from .run_result import JsonFailure
 
     # --json (and --prompts-file, whose results are JSON Lines) promise one JSON object on
     # stdout, also when the run fails before its reply: what is known by then goes in it.
@@ -288,7 +288,9 @@ def run(
     def go() -> int:
         from ..appconfig import load_app_config
         from ..backends import make_backend
-        from .run import RunRequest, execute, read_attachments, read_prompt
+        from .run import execute
+        from .run_input import read_attachments, read_prompt
+        from .run_request import RunRequest
 
         if prompts_file is not None:
             from .batch import batch_main, check_conflicts
