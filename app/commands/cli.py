@@ -53,7 +53,10 @@ from .version import print_version
 cli = typer.Typer(
     name="vibechat",
     help="Chat with local LLMs in your terminal. With no command, opens the chat.",
-    epilog="ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the same names.",
+    epilog=(
+        "ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the "
+        "same names."
+    ),
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -84,7 +87,8 @@ def _setup_logging(verbose: bool) -> None:
     if verbose or os.environ.get("VIBECHAT_DEBUG"):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        handler.vibechat = True  # type: ignore[attr-defined]  # kept when huggingface_hub is imported
+        # kept when huggingface_hub is imported
+        handler.vibechat = True  # type: ignore[attr-defined]
         root.addHandler(handler)
         root.setLevel(logging.DEBUG)
         logging.getLogger("huggingface_hub").addHandler(handler)
@@ -96,9 +100,10 @@ def main_callback(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option(
         "--version", "-V", callback=print_version, is_eager=True, expose_value=False,
-        help="Print the versions of vibechat and llama-cpp-python, and whether this build can offload "
-             "to a GPU.")] = False,
-    flags: SettingFlags = SettingFlags.NONE,  # every setting's flag, from the settings table (options.py)
+        help="Print the versions of vibechat and llama-cpp-python, and whether this build can "
+             "offload to a GPU.")] = False,
+    # every setting's flag, from the settings table (options.py)
+    flags: SettingFlags = SettingFlags.NONE,
     preset: PresetOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
     no_save: NoSaveOpt = False,
@@ -124,7 +129,8 @@ def main_callback(
             command, flag = ctx.invoked_subcommand, chat_only[0]
             where = f" (for run, after it: vibechat run {flag} ...)" if command == "run" and flag != "--new" else ""
             raise click_exception("UsageError")(
-                f"{flag} before '{command}' opens the chat, which '{command}' does not: leave it out{where}.", ctx=ctx)
+                f"{flag} before '{command}' opens the chat, which '{command}' does not: leave it "
+                f"out{where}.", ctx=ctx)
         return
     wanted = RunFlags(flags, preset)
 
@@ -136,7 +142,8 @@ def main_callback(
         # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
         plan = RunPlan.of(load_app_config(), wanted)
         plan.check()
-        # --continue, --conversation ID or continue_last: picked as `run` picks, before the screen opens
+        # --continue, --conversation ID or continue_last: picked as `run` picks, before the
+        # screen opens
         opening = plan.opening(no_save=no_save, new=new, continue_latest=continue_, conversation_id=conversation)
         plan, registry = opening.plan, None
         try:
@@ -157,10 +164,12 @@ def main_callback(
 
 
 # Built from one line per paragraph: with Rich, --help keeps a docstring's line breaks.
-RUN_HELP = ("Answer one prompt, streaming the reply to stdout.\n\n"
-            "Saved as a conversation unless --no-save; --continue or --conversation ID add to a saved one "
-            "(its system prompt and parameters apply, under your flags). --prompts-file runs many prompts, "
-            "each a new conversation.")
+RUN_HELP = (
+    "Answer one prompt, streaming the reply to stdout.\n\n"
+    "Saved as a conversation unless --no-save; --continue or --conversation ID add to a saved "
+    "one (its system prompt and parameters apply, under your flags). --prompts-file runs many "
+    "prompts, each a new conversation."
+)
 
 
 @cli.command(help=RUN_HELP)
@@ -172,12 +181,15 @@ def run(
         help="The prompt, as with 'ollama run' (words are joined by spaces; '-' reads stdin).")] = None,
     prompt: Annotated[str | None, typer.Option(
         "--prompt", "-p", metavar="TEXT",
-        help="The prompt, as an option; '-' reads stdin (also read when piped and no prompt is given).")] = None,
-    flags: SettingFlags = SettingFlags.NONE,  # every setting's flag, from the settings table (options.py)
+        help="The prompt, as an option; '-' reads stdin (also read when piped and no prompt is "
+             "given).")] = None,
+    # every setting's flag, from the settings table (options.py)
+    flags: SettingFlags = SettingFlags.NONE,
     preset: PresetOpt = None,
     json_output: Annotated[bool, typer.Option(
-        "--json", help="Print one JSON object (text, thinking, model, params, stats; completion_tokens count "
-                       "the thinking too).")] = False,
+        "--json",
+        help="Print one JSON object (text, thinking, model, params, stats; completion_tokens "
+             "count the thinking too).")] = False,
     show_thinking: Annotated[bool, typer.Option(
         "--show-thinking", help="Show a reasoning model's thinking on stderr, between [thinking] and "
                                 "[end of thinking] lines (stdout carries the answer only).")] = False,
@@ -194,28 +206,30 @@ def run(
         min=1, rich_help_panel=HISTORY)] = None,
     switch_model: Annotated[bool, typer.Option(
         "--switch-model",
-        help="With --continue/--conversation: go on with the model and server this run names (--model, "
-             "--base-url, --backend, a preset's model) instead of the conversation's own; without it a "
-             "different one is refused.",
+        help="With --continue/--conversation: go on with the model and server this run names "
+             "(--model, --base-url, --backend, a preset's model) instead of the conversation's "
+             "own; without it a different one is refused.",
         rich_help_panel=HISTORY)] = False,
     prompts_file: Annotated[str | None, typer.Option(
         "--prompts-file", metavar="FILE.jsonl",
-        help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per line on stdout; "
-             "exit 1 if any line failed.")] = None,
+        help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per "
+             "line on stdout; exit 1 if any line failed.")] = None,
     no_prefix_cache: Annotated[bool, typer.Option(
         "--no-prefix-cache",
-        help="With --prompts-file: start every prompt from an empty KV cache instead of reusing the prefix "
-             "it shares with the previous one (slower; results then cannot depend on line order).")] = False,
+        help="With --prompts-file: start every prompt from an empty KV cache instead of "
+             "reusing the prefix it shares with the previous one (slower; results then cannot "
+             "depend on line order).")] = False,
     json_schema: Annotated[str | None, typer.Option(
         "--json-schema", metavar="FILE|JSON",
-        help="Constrain the reply to JSON that follows this JSON Schema (a file, or inline JSON; 'json': any "
-             "JSON object). Local engine: llama.cpp's grammar sampler; remote: response_format. A reply that "
-             "--max-tokens or the context cuts before it is complete exits with status 3.",
+        help="Constrain the reply to JSON that follows this JSON Schema (a file, or inline "
+             "JSON; 'json': any JSON object). Local engine: llama.cpp's grammar sampler; remote: "
+             "response_format. A reply that --max-tokens or the context cuts before it is complete "
+             "exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
     grammar: Annotated[str | None, typer.Option(
         "--grammar", metavar="FILE",
-        help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local engine only. A reply "
-             "that --max-tokens or the context cuts exits with status 3.",
+        help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local "
+             "engine only. A reply that --max-tokens or the context cuts exits with status 3.",
         rich_help_panel=STRUCTURED)] = None,
     allow_tool: AllowToolOpt = None,
     tool_choice: ToolChoiceOpt = None,
@@ -312,7 +326,8 @@ def main() -> None:
     usage error (an unknown option, a value of the wrong type) is one line on stderr and
     exit code 2 rather than click's boxed panel."""
 
-    for stream in (sys.stdout, sys.stderr):  # a character the terminal's encoding lacks is no traceback
+    # a character the terminal's encoding lacks is no traceback
+    for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             try:
@@ -337,7 +352,8 @@ def main() -> None:
                 typer.echo(exc.format_message())
         elif isinstance(exc, usage_error):
             typer.echo(usage_error_line(exc), err=True)
-            usage_json(exc, usage_message(exc), sys.argv[1:])  # run --json: its one object, with the error
+            # run --json: its one object, with the error
+            usage_json(exc, usage_message(exc), sys.argv[1:])
         else:
             echo(f"vibechat: error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(getattr(exc, "exit_code", 1))

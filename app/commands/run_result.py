@@ -208,7 +208,8 @@ def incomplete_line(
 
 
 def cancelled_load_object(request: RunRequest) -> dict[str, object]:
-    """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing saved."""
+    """``--json``'s object when Ctrl-C stopped the model's load: nothing generated, nothing
+    saved."""
     params = request.params
     return RunResult(
         params=params,
