@@ -276,7 +276,7 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-# `vibechat run`'s attachments (app/commands/run.py reads them before the model loads).
+# `vibechat run`'s attachments (app/commands/run_input.py reads them before the model loads).
 ATTACHMENTS = "Attachments"
 ImageOpt = Annotated[list[str] | None, typer.Option(
     "--image", metavar="PATH",

@@ -203,7 +203,7 @@ class RunResult:
     line_error: str | None = None  # --prompts-file: the line failed, for this reason
     tool_calls: list[dict[str, object]] | None = None  # the tool calls of a run offered tools, as they went
     attachments: list[dict[str, object]] | None = None  # --image / --file (attachment_list); None: none given
-    stdin_chars: int | None = None  # piped stdin joined before the prompt given (run_cmd.Prompt); None: not
+    stdin_chars: int | None = None  # piped stdin joined before the prompt given (run_input.Prompt); None: not
 
     @classmethod
     def of_answer(cls, answer: Answer, *, params: SamplingParams, info: ModelInfo, conversation_id: int | None,

@@ -46,14 +46,9 @@ from ..report import ReplyMeter, RunResult, format_stats
 from .bounds import bound_line
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
-from .run import (
-    EXIT_INCOMPLETE,
-    ThinkingEcho,
-    empty_reply_line,
-    incomplete_line,
-    load_or_interrupt,
-    trim_notice,
-)
+from .run import load_or_interrupt
+from .run_output import ThinkingEcho, trim_notice
+from .run_result import EXIT_INCOMPLETE, empty_reply_line, incomplete_line
 
 if TYPE_CHECKING:
     from ..run_plan import RunPlan

@@ -13,7 +13,8 @@ import select
 import pytest
 
 from fakes import RecordingBackend
-from vibechat.app.commands.run import RunRequest, execute
+from vibechat.app.commands.run import execute
+from vibechat.app.commands.run_request import RunRequest
 from vibechat.app.progress import ReadingLine
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import PromptProgress

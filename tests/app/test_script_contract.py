@@ -208,16 +208,16 @@ def test_an_empty_reply_says_so_and_exits_4(stub):
 
 
 def test_the_readmes_exit_status_table_is_the_one_run_uses():
-    """The README's table lists exactly the statuses run_cmd defines (each one exercised by a
+    """The README's table lists exactly the statuses run_result defines (each one exercised by a
     test here or in test_cli_run.py / test_structured.py / test_ctrl_c.py), in that order."""
     import re
     from pathlib import Path
 
-    from vibechat.app.commands import run as run_cmd
+    from vibechat.app.commands import run_result
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## One-shot: `vibechat run`"):]
     section = section[:section.index("\n## ", 1)]
     table = [int(m.group(1)) for m in re.finditer(r"^\| (\d+) \|", section, re.MULTILINE)]
-    defined = [0] + sorted(v for k, v in vars(run_cmd).items() if k.startswith("EXIT_") and isinstance(v, int))
+    defined = [0] + sorted(v for k, v in vars(run_result).items() if k.startswith("EXIT_") and isinstance(v, int))
     assert table == defined == [0, 1, 2, 3, 4, 130]

@@ -17,7 +17,7 @@ import pytest
 from jsonschema_lite import errors as schema_errors
 from test_cli_run import vibechat
 from test_grammar_sampling import chain_of, vocab  # noqa: F401 - the starter's vocabulary, a fixture
-from vibechat.app.commands.run import incomplete_line
+from vibechat.app.commands.run_result import incomplete_line
 from vibechat.app.report import structured_state
 from vibechat.engine.llama.decoding import Emitter, reply_stops
 from vibechat.engine.llama.grammar_sampling import GrammarSampler

@@ -151,7 +151,8 @@ def test_run_streams_exactly_the_text_json_reports():
     import json
 
     from fakes import RecordingBackend
-    from vibechat.app.commands.run import RunRequest, execute
+    from vibechat.app.commands.run import execute
+    from vibechat.app.commands.run_request import RunRequest
     from vibechat.engine.settings.params import SamplingParams
 
     outputs = {}

@@ -177,7 +177,8 @@ def test_ctrl_c_as_the_load_ends_saves_the_prompt_and_still_prints_the_json_obje
     import signal
 
     from fakes import RecordingBackend
-    from vibechat.app.commands.run import RunRequest, execute
+    from vibechat.app.commands.run import execute
+    from vibechat.app.commands.run_request import RunRequest
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.conversation import Conversation
     from vibechat.engine.settings.params import SamplingParams

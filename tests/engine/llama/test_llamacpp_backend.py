@@ -383,7 +383,8 @@ def test_turn_tokens_of_the_format_end_generation(rambling):
 def test_run_json_text_has_no_turn_marker_or_role_word(rambling, monkeypatch):
     import io
 
-    from vibechat.app.commands.run import RunRequest, execute
+    from vibechat.app.commands.run import execute
+    from vibechat.app.commands.run_request import RunRequest
 
     for json_output in (True, False):
         rambling.reset()

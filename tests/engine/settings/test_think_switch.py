@@ -20,7 +20,8 @@ from fakes import INFO, RecordingBackend, send, settle
 from ggufgen import copy_with_metadata
 from helpers import notices, was_notified
 from vibechat.app.commands.batch import BatchOptions, run_batch
-from vibechat.app.commands.run import RunRequest, execute
+from vibechat.app.commands.run import execute
+from vibechat.app.commands.run_request import RunRequest
 from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.settings.config import load_config
 from vibechat.engine.settings.params import SamplingParams

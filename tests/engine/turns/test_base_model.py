@@ -284,7 +284,8 @@ def test_auto_and_none_in_the_config_file(tmp_path):
 
 # ---------------------------------------------------------------------- vibechat run --json
 def test_run_json_says_how_the_model_was_prompted(backend):
-    from vibechat.app.commands.run import RunRequest, execute
+    from vibechat.app.commands.run import execute
+    from vibechat.app.commands.run_request import RunRequest
 
     out, err = io.StringIO(), io.StringIO()
     request = RunRequest("What is the capital of France?", None, SamplingParams(seed=7), json_output=True,

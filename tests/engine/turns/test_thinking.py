@@ -18,7 +18,8 @@ import pytest
 from conftest import worker_threads
 from fakes import RecordingBackend, split_stream
 from vibechat.app.commands.batch import BatchOptions, run_batch
-from vibechat.app.commands.run import RunRequest, execute
+from vibechat.app.commands.run import execute
+from vibechat.app.commands.run_request import RunRequest
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
