@@ -358,3 +358,7 @@ def main() -> None:
             echo(f"vibechat: error: {' '.join(exc.format_message().split())}", err=True)
         sys.exit(getattr(exc, "exit_code", 1))
     sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":  # python -m vibechat.app.commands.cli (bench/bench_decode.py without a vibechat script)
+    main()
