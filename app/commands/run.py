@@ -33,8 +33,9 @@ from typing import TextIO
 
 from vibechat.engine.attach.store import AttachmentError, AttachmentStore
 from vibechat.engine.chat.chatlog import ChatLog
-from vibechat.engine.chat.session import Answer, ChatSession
+from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.chat.tool_turns import DENIED, NOT_RUN_ARGUMENTS, ToolBox, answer_with_tools
+from vibechat.engine.chat.turn import Answer
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 from textual.widget import Widget
 
 from vibechat.engine.chat.convlock import ConversationBusy
-from vibechat.engine.chat.session import ChatSession, Turn
+from vibechat.engine.chat.session import ChatSession
+from vibechat.engine.chat.turn import Turn
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.system import available_cores
