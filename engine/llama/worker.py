@@ -371,11 +371,14 @@ class WorkerBackend:
                 self._abandon(rid)
 
     def _abandon(self, rid: int) -> None:
+        """Stop request ``rid``, whose caller left (a stream closed early), and wait for its
+        end: a child that does not end it is killed."""
         self._send(("cancel", rid))
         self._watch(rid)  # a hung child is ended within its stop grace: its end comes as "eof"
-        inbox = self._inbox()
-        assert self._pipes is not None
-        limit = stop_grace(self._pipes.heard) + 2 * REAP_S  # the watchdog's, then this one's
+        pipes = self._pipes
+        assert pipes is not None, "no engine process was started"
+        inbox = pipes.inbox
+        limit = stop_grace(pipes.heard) + 2 * REAP_S  # the watchdog's, then this one's
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             try:
