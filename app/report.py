@@ -22,7 +22,7 @@ from vibechat.engine.turns.attachments import Attachment
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, PromptProgress
 
 if TYPE_CHECKING:
-    from vibechat.engine.chat.session import Answer
+    from vibechat.engine.chat.turn import Answer
 
 
 def reading_line(progress: PromptProgress) -> str:

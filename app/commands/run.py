@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import TextIO
 
 from vibechat.engine.chat.chatlog import ChatLog
-from vibechat.engine.chat.session import Answer, ChatSession
+from vibechat.engine.chat.session import ChatSession
 from vibechat.engine.chat.tool_turns import DENIED, NOT_RUN_ARGUMENTS, answer_with_tools
+from vibechat.engine.chat.turn import Answer
 from vibechat.engine.errors import LoadCancelled, StreamInterrupted, VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.settings.params import SamplingParams

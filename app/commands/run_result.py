@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from vibechat.engine.chat.session import Answer
+from vibechat.engine.chat.turn import Answer
 from vibechat.engine.errors import StreamInterrupted, VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.settings.params import SamplingParams

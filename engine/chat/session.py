@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ..errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
 from ..settings.limits import prompt_too_large
@@ -42,27 +42,22 @@ from ..turns.backend import (
     ChatEvent,
     ChatMessage,
     GenerationDone,
-    GenerationStats,
     ModelInfo,
     RemoteModels,
     TextDelta,
     ThinkingDelta,
 )
 from ..turns.tool_calls import ToolSpec
-from .chatlog import ChatLog, Reply
+from .chatlog import ChatLog
 from .conversation import Conversation
-from .convlock import WAIT_LIMIT, ConversationBusy, ConversationLock
+from .convlock import WAIT_LIMIT
 from .database import HistoryError
 from .records import StoredMessage
-from .titles import title_from, title_from_model
+from .titles import ask_title, title_from
+from .turn import Answer, Turn
+from .writer import ConversationWriter
 
 log = logging.getLogger("vibechat.session")
-
-# What an instruct model is asked for a conversation's title (write_title): short, greedy.
-TITLE_REQUEST = ("Write a title for the conversation so far: at most six words, in its language, no quotes. "
-                 "Answer with the title only.")
-TITLE_PARAMS = SamplingParams(temperature=0.0, max_tokens=16, thinking="off", seed=0)
-
 
 NO_IMAGES = "this model takes no images: load a vision model with its projector (--mmproj FILE)"
 
@@ -73,73 +68,6 @@ class ImagesNotTaken(VibechatError):
 
 def _ignore(_text: str) -> None:
     pass
-
-
-@dataclass
-class Turn:
-    """One reply being generated: its generation number, what the model is sent, the
-    parameters (with the seed drawn, so even a reply stopped at once reports it), and
-    the text so far (appended by the generating thread)."""
-
-    generation: int
-    messages: list[ChatMessage]
-    params: SamplingParams
-    record: Reply
-    tools: tuple[ToolSpec, ...] = ()  # offered to the model (engine/chat/tool_turns.py)
-    tool_choice: str = "auto"
-    parts: list[str] = field(default_factory=list)
-    thinking_parts: list[str] = field(default_factory=list)
-    settled: bool = False
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, text: str) -> None:
-        with self._lock:
-            if self.settled:  # abandoned: the saved row is final
-                return
-            self.parts.append(text)
-            self.record.append(text)  # saved while it streams (debounced)
-
-    def add_thinking(self, text: str) -> None:
-        """A piece of the reply's thinking: kept apart from the text, saved apart too."""
-        with self._lock:
-            if self.settled:
-                return
-            self.thinking_parts.append(text)
-            self.record.append_thinking(text)
-
-    @property
-    def text(self) -> str:
-        with self._lock:
-            return "".join(self.parts)
-
-    @property
-    def thinking(self) -> str:
-        with self._lock:
-            return "".join(self.thinking_parts)
-
-    def stopped(self) -> GenerationDone:
-        """The end of a reply stopped before the backend said it was done."""
-        return GenerationDone(self.text, GenerationStats(finish_reason="cancelled", seed=self.params.seed),
-                              self.params, thinking=self.thinking)
-
-    def _settle(self) -> bool:
-        """True for the one caller that settles this turn."""
-        with self._lock:
-            if self.settled:
-                return False
-            self.settled = True
-            return True
-
-
-@dataclass
-class Answer:
-    """How a reply went, for a blocking caller (:meth:`ChatSession.answer`): its text, the
-    final event, and whether Ctrl-C (or ``stop_requested``) or a closed pipe cut it short."""
-
-    text: str
-    done: GenerationDone
-    interrupted: bool = False
-    pipe_closed: bool = False
 
 
 class ChatSession:
@@ -154,7 +82,7 @@ class ChatSession:
         self.generation = 0
         self.turn: Turn | None = None  # the reply in progress
         self._reset_pending = False
-        self._writer: ConversationLock | None = None  # this conversation's writer lock, while held
+        self._writer = ConversationWriter()  # this conversation's writer lock, while held
 
     @property
     def conversation(self) -> Conversation:
@@ -233,7 +161,7 @@ class ChatSession:
         ``tools``: offered to the model (``tool_choice``: auto, none or required)."""
         self.generation += 1
         params = (params or self.conversation.params).with_seed()
-        self._claim()
+        self._writer.claim(self.chat)
         turn = Turn(self.generation, self._messages(), params, self.chat.start_reply(),
                     tools=tools, tool_choice=tool_choice)
         self.turn = turn
@@ -348,7 +276,7 @@ class ChatSession:
     def finish_reply(self, turn: Turn, done: GenerationDone) -> bool:
         """The reply is part of the conversation: saved as complete (or stopped). False when
         the turn was settled already (abandoned)."""
-        if not turn._settle():
+        if not turn.settle():
             return False
         self.chat.finish_reply(turn.record, done)
         self._forget(turn)
@@ -376,7 +304,7 @@ class ChatSession:
 
     def write_title(self, generation: int, stop_requested: Callable[[], bool]) -> str | None:
         """The model's title for the conversation's first exchange (blocks: a worker's job):
-        a short greedy request (``TITLE_PARAMS``) after the exchange, which shares its prefix
+        a short greedy request (``titles.ask_title``) after the exchange, which shares its prefix
         (the KV cache keeps it). None when the session moved on from ``generation``, a reply
         began, ``stop_requested()`` turned true (the user sent a message: the engine is
         stopped for it), or the request failed: the title from the exchange's words stays.
@@ -384,27 +312,10 @@ class ChatSession:
         messages = self._messages()
         if len(self.conversation.turns) != 2:
             return None
-        messages.append(ChatMessage("user", TITLE_REQUEST))
-        parts: list[str] = []
         with self.engine_lock:
             if not self.is_current(generation) or self.turn is not None or stop_requested():
                 return None
-            events = self.backend.stream_chat(messages, TITLE_PARAMS)
-            try:
-                for event in events:
-                    if stop_requested():
-                        self.backend.cancel()
-                        return None
-                    if isinstance(event, TextDelta) and len(parts) < 64:
-                        parts.append(event.text)
-                    elif isinstance(event, GenerationDone) and event.finish_reason == "cancelled":
-                        return None
-            except VibechatError as exc:  # too long for the context, a server error: no title
-                log.info("no title from the model: %s", exc)
-                return None
-            finally:
-                events.close()
-        return title_from_model("".join(parts))
+            return ask_title(self.backend, messages, stop_requested)
 
     def fail_reply(self, turn: Turn, error: str, partial: str | None = None) -> bool:
         """A reply that failed, saved with the error. With ``partial`` (a stream cut
@@ -412,7 +323,7 @@ class ChatSession:
         'interrupted'); any other failure (an engine crash too) keeps the text saved so
         far with status 'error', out of what the model is sent again, and the prompt
         stays for a retry. False when the turn was settled already."""
-        if not turn._settle():
+        if not turn.settle():
             return False
         self.chat.fail_reply(turn.record, error, partial=partial)
         self._forget(turn)
@@ -436,7 +347,7 @@ class ChatSession:
             return False
         self.backend.cancel()
         done = turn.stopped()
-        if turn._settle():
+        if turn.settle():
             self.chat.finish_reply(turn.record, done)
         self.stop_writing()
         return True
@@ -446,52 +357,25 @@ class ChatSession:
             self.turn = None
 
     # ---------------------------------------------------------- other writers
-    def catch_up(self, *, wait: bool = False, limit: float = WAIT_LIMIT, on_wait: Callable[[], object] | None = None,
-                 stop_requested: Callable[[], bool] | None = None) -> list[StoredMessage]:
-        """Before a turn is added (a prompt sent, a reply regenerated, a prompt taken back):
-        take the saved conversation's writer lock (engine/chat/convlock.py) and take in the turns
-        other vibechats saved since this session read it, so the model is sent what the
-        history holds, in its order. Returns those turns (for a screen to show).
-
-        ``wait``: wait for another writer (``vibechat run``: up to ``limit`` seconds, ``on_wait()``
-        once when the wait begins, ``stop_requested()`` ends it with KeyboardInterrupt); else
-        only try (the chat, whose interface must not freeze): :class:`ConversationBusy` when
-        another vibechat is writing to it. The lock is held until the reply is saved (or the
-        turn left: :meth:`stop_writing`). A conversation not saved (yet) has nothing to catch up."""
-        chat = self.chat
-        history, cid = chat.history, chat.conversation_id
-        if history is None or cid is None:
-            return []
-        if self._writer is None or self._writer.conversation_id != cid:
-            self.stop_writing()
-            lock = history.writer_lock(cid)
-            if wait:
-                lock.acquire(limit=limit, on_wait=on_wait, stop_requested=stop_requested)
-            elif not lock.try_acquire():
-                raise ConversationBusy("another vibechat is adding to this conversation right now (vibechat run?): "
-                                       "send again once it has finished.")
-            self._writer = lock
-        try:
-            return chat.take_in(history.messages_after(cid, chat.seen))
-        except HistoryError as exc:  # reading failed: the turn goes on with what this session knows
-            log.warning("could not read the conversation's new turns: %s", exc)
-            return []
+    def catch_up(
+        self,
+        *,
+        wait: bool = False,
+        limit: float = WAIT_LIMIT,
+        on_wait: Callable[[], object] | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+    ) -> list[StoredMessage]:
+        """Before a turn is added: take the saved conversation's writer lock and take in the
+        turns other vibechats saved since this session read it (``ConversationWriter.catch_up``,
+        engine/chat/writer.py: what ``wait``, ``limit``, ``on_wait`` and ``stop_requested`` do).
+        Returns those turns; :class:`ConversationBusy` when another vibechat is writing to it."""
+        return self._writer.catch_up(
+            self.chat, wait=wait, limit=limit, on_wait=on_wait, stop_requested=stop_requested
+        )
 
     def stop_writing(self) -> None:
         """Let other vibechats add to the conversation again (the reply is saved, or left)."""
-        lock, self._writer = self._writer, None
-        if lock is not None:
-            lock.release()
-
-    def _claim(self) -> None:
-        """A reply begins: a conversation saved just now (its first prompt) is locked too, so that
-        a ``run --continue`` picking it as the latest waits for this reply. Only tried: nobody
-        else can be writing to a conversation this new but such a run."""
-        chat = self.chat
-        if self._writer is None and chat.history is not None and chat.conversation_id is not None:
-            lock = chat.history.writer_lock(chat.conversation_id)
-            if lock.try_acquire():
-                self._writer = lock
+        self._writer.release()
 
     # ------------------------------------------------------- the conversation
     def new_conversation(self, reset_cache: bool = True) -> None:

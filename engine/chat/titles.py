@@ -6,12 +6,24 @@ controls), one line, bounded; only the start of a long text is read."""
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from ..errors import VibechatError
 from ..sanitize import sanitize
+from ..settings.params import SamplingParams
+from ..turns.backend import Backend, ChatMessage, GenerationDone, TextDelta
+
+log = logging.getLogger("vibechat.session")
 
 TITLE_LENGTH = 60
+# What an instruct model is asked for a conversation's title (ask_title): short, greedy.
+TITLE_REQUEST = (
+    "Write a title for the conversation so far: at most six words, in its language, no quotes. "
+    "Answer with the title only."
+)
+TITLE_PARAMS = SamplingParams(temperature=0.0, max_tokens=16, thinking="off", seed=0)
 
 
 def title_from(prompt: str) -> str:
@@ -30,6 +42,33 @@ def title_from_model(text: str) -> str | None:
     line = next(_title_lines(text[:2000], markdown=True), "")
     line = re.sub(r"^title\s*:\s*", "", line, flags=re.IGNORECASE).strip(" \"'“”‘’«».")
     return _short(line) if re.search(r"\w", line) else None
+
+
+def ask_title(
+    backend: Backend, messages: list[ChatMessage], stop_requested: Callable[[], bool]
+) -> str | None:
+    """The title ``backend``'s model writes for the conversation ``messages`` (its first
+    exchange) when asked (``TITLE_REQUEST``, ``TITLE_PARAMS``), made fit for a list
+    (``title_from_model``); blocks, with the engine lock held by the caller. None when
+    ``stop_requested()`` turned true (the engine is told to stop), the request was cancelled,
+    or it failed (too long for the context, a server error)."""
+    parts: list[str] = []
+    events = backend.stream_chat([*messages, ChatMessage("user", TITLE_REQUEST)], TITLE_PARAMS)
+    try:
+        for event in events:
+            if stop_requested():
+                backend.cancel()
+                return None
+            if isinstance(event, TextDelta) and len(parts) < 64:
+                parts.append(event.text)
+            elif isinstance(event, GenerationDone) and event.finish_reason == "cancelled":
+                return None
+    except VibechatError as exc:  # too long for the context, a server error: no title
+        log.info("no title from the model: %s", exc)
+        return None
+    finally:
+        events.close()
+    return title_from_model("".join(parts))
 
 
 def _substantive(line: str) -> bool:

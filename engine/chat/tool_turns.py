@@ -23,7 +23,8 @@ from ..turns.tool_calls import ToolCall, ToolSpec
 if TYPE_CHECKING:
     from ..settings.params import SamplingParams
     from ..turns.backend import ChatEvent
-    from .session import Answer, ChatSession
+    from .session import ChatSession
+    from .turn import Answer
 
 DENIED = "The user did not allow this call. Do not call it again unless they ask for it."
 NOT_RUN_STOPPED = "Not run: the user stopped the reply."

@@ -9,7 +9,9 @@ loading (the load's steps), memory_checks, decoding (the plain decode loop, samp
 repacking), grammar_sampling, kv_snapshots (the KV states kept after replies, in memory and on
 disk) with kv_files (their files) and kv_state (taking and restoring one), prompt_parts and
 prompt_eval (a prompt's tokens, evaluated into the KV cache), vision (images through the
-projector, libmtmd) with vision_errors. Its process: worker (the chat's side),
-worker_child (the engine process), worker_wire (the frames between them), worker_process (ending
-one), crash_report.
+projector, libmtmd) with vision_errors. Its process: worker (the chat's side: the Backend API
+and the process's life), worker_pipes (starting one and reading its pipes), worker_watchdog (a
+hung one ended after a stop), worker_crashes (what a crash says, and whether a fresh one
+follows), worker_preload, worker_child (the engine process), worker_wire (the frames between
+them), worker_process (ending one), crash_report.
 """

@@ -12,6 +12,8 @@ engine/llama/worker_child.py, the child): length-prefixed pickles, one frame per
   ``event``s, and a ``result`` or an ``error`` per request.
 * The child's stderr (stray native output, Python's fault handler) is no protocol: the parent
   drains it into the crash report's tail and the ``vibechat.llama_cpp`` logger.
+* An ``error`` carries the exception's class name and message: the parent raises it again as
+  the same class when it is one of vibechat's (``rebuild_error``).
 
 Both sides are vibechat, same version, same interpreter: pickle is the format, never read from
 anyone else.
@@ -22,6 +24,10 @@ from __future__ import annotations
 import pickle
 import struct
 from typing import IO, Any
+
+from .. import errors
+from ..errors import GenerationError, VibechatError
+from . import vision_errors
 
 _HEADER = struct.Struct(">I")
 
@@ -50,3 +56,16 @@ def _read_exact(stream: IO[bytes], n: int) -> bytes | None:
         parts.append(chunk)
         n -= len(chunk)
     return b"".join(parts)
+
+
+def rebuild_error(name: str, message: str) -> Exception:
+    """The exception an ``error`` frame names, as the same class when it is one of
+    engine/errors.py's (or the vision path's, engine/llama/vision_errors.py)."""
+
+    cls = getattr(errors, name, None) or getattr(vision_errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, VibechatError):
+        try:
+            return cls(message)
+        except TypeError:
+            return GenerationError(message)
+    return GenerationError(f"the engine failed: {name}: {message}")

@@ -114,7 +114,7 @@ def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progres
     is first used."""
     import logging
 
-    import vibechat.engine.llama.worker as worker
+    import vibechat.engine.llama.worker_pipes as worker
     from conftest import collect
     from vibechat.engine.llama.worker import WorkerBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions

@@ -29,7 +29,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from vibechat.engine.chat.convlock import ConversationBusy
-from vibechat.engine.chat.session import ChatSession, Turn
+from vibechat.engine.chat.session import ChatSession
+from vibechat.engine.chat.turn import Turn
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.system import available_cores
 from vibechat.engine.turns.attachments import Attachment

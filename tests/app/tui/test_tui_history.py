@@ -630,7 +630,7 @@ async def test_a_reply_cut_in_the_chat_is_saved_as_cut(db):
 
 # ------------------------------------------------ titles written by the model
 async def test_an_instruct_model_writes_the_title_after_the_first_reply(db, monkeypatch):
-    from vibechat.engine.chat.session import TITLE_REQUEST
+    from vibechat.engine.chat.titles import TITLE_REQUEST
 
     monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "1")
     backend = RecordingBackend(reply='"Tide pools and coral reefs."')
@@ -662,7 +662,7 @@ class TitleWaits(RecordingBackend):
         self.title_asked, self.title_go = threading.Event(), threading.Event()
 
     def stream_chat(self, messages, params):
-        from vibechat.engine.chat.session import TITLE_REQUEST
+        from vibechat.engine.chat.titles import TITLE_REQUEST
 
         if messages[-1].content == TITLE_REQUEST:
             self.title_asked.set()

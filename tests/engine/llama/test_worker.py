@@ -642,7 +642,7 @@ def test_a_stop_gives_a_model_with_slow_steps_the_time_of_its_step(starter_path,
     taken for a hung one when stopped in the middle of a step: the stop waits for the step, the
     reply ends cancelled, and the engine process lives on with its model. Before, the watchdog
     ended it 1.5 s after the stop, and the next request loaded the model again."""
-    import vibechat.engine.llama.worker as worker_module
+    import vibechat.engine.llama.worker_watchdog as worker_module
 
     monkeypatch.setenv(CRASH_HOOK_ENV, "reply:slow1.7")
     slow = WorkerBackend(options(starter_path, prompt_format="gemma"))
@@ -660,7 +660,7 @@ def test_a_stop_gives_a_model_with_slow_steps_the_time_of_its_step(starter_path,
                 done = event
         assert done is not None and done.stats.finish_reason == "cancelled"
         assert slow.pid == pid  # not ended as hung
-        assert slow._heard.stop_grace(worker_module.STOP_GRACE_S) > 1.7 + worker_module.STOP_GRACE_S
+        assert slow._pipes.heard.stop_grace(worker_module.STOP_GRACE_S) > 1.7 + worker_module.STOP_GRACE_S
     finally:
         slow.close()
 
@@ -673,7 +673,7 @@ def test_quitting_after_a_stop_does_not_wait_the_grace_of_a_model_with_slow_step
     ``QUIT_GRACE_S`` (and a reap), well inside the stop's grace; the call waiting on it returns
     with "closed", no crash report is written, and the engine process is gone. Before, quitting
     waited out the stop's grace (the chat took 6.2 s to quit)."""
-    import vibechat.engine.llama.worker as worker_module
+    import vibechat.engine.llama.worker_watchdog as worker_module
 
     monkeypatch.setenv(CRASH_HOOK_ENV, "reply:slow2.0")
     slow = WorkerBackend(options(starter_path, prompt_format="gemma"))
@@ -691,7 +691,7 @@ def test_quitting_after_a_stop_does_not_wait_the_grace_of_a_model_with_slow_step
         thread, outcome = run_in_thread(consume)
         wait_until(lambda: len(pieces) >= 2 or not thread.is_alive(), "two slow pieces of the reply")
         assert thread.is_alive(), outcome  # still replying: the starter rambles in Gemma's format
-        grace = slow._heard.stop_grace(worker_module.STOP_GRACE_S)
+        grace = slow._pipes.heard.stop_grace(worker_module.STOP_GRACE_S)
         assert grace > worker_module.STOP_GRACE_S + 2  # a slow model's stop: its steps' time more
         os.kill(pid, signal.SIGSTOP)
         wait_until(lambda: is_stopped(pid), "the engine process to be stopped")
@@ -716,7 +716,7 @@ def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_
     that never returns: the "hang" hook blocks the engine's main thread after the first piece):
     acknowledged or not, the one deadline after a stop is the watchdog's STOP_GRACE_S (under
     2 s): the engine is killed then, and the message says so (a deadline of 10 s before)."""
-    import vibechat.engine.llama.worker as worker_module
+    import vibechat.engine.llama.worker_watchdog as worker_module
 
     assert worker_module.STOP_GRACE_S < 2  # the watchdog's one deadline: Esc ends a reply within 2 s
     monkeypatch.setenv(CRASH_HOOK_ENV, "reply:hang")
@@ -755,7 +755,7 @@ def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_
 def test_a_slow_engine_that_nobody_stopped_is_not_taken_for_a_hung_one(rambling_worker, monkeypatch):
     """Only an unanswered cancel is a deadline: an engine that says nothing for longer than the
     watchdog's grace (stopped here, then continued) while nobody asked it to stop goes on."""
-    import vibechat.engine.llama.worker as worker_module
+    import vibechat.engine.llama.worker_watchdog as worker_module
 
     monkeypatch.setattr(worker_module, "STOP_GRACE_S", 0.2)
     rambling_worker.load()
