@@ -24,6 +24,10 @@ logits of exactly the tokens the plain loop would have decoded (seeds reproduce 
 Up to rounding: llama.cpp evaluates a batch of tokens with other kernels than a single token
 (tiled attention, 4-row matmuls), and past a few hundred tokens of context the logits differ
 by about 1 in 30, which can flip a near-tie (docs/PERFORMANCE.md).
+
+Imports inside functions are deliberate: numpy and llama-cpp-python's lookup decoder (its
+high-level half) load when drafting first runs, not on every start of the engine process
+(tests/app/test_startup.py).
 """
 
 from __future__ import annotations
@@ -31,8 +35,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import llama_cpp as ll
-import numpy as np
-from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
 from ..errors import GenerationError
 from ..settings.choices import DRAFT_NGRAM
@@ -52,6 +54,8 @@ def prompt_lookup_tokens(target: DecodeTarget, policy: FixedDraft | AdaptiveDraf
     they form; counts drafts in ``stats``, and leaves the policy's last draft length and
     verdict there too. With ``drafter``, the draft model proposes the drafts instead of the
     lookup."""
+    import numpy as np
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     n_draft = policy.max_k
     lookup = LlamaPromptLookupDecoding(max_ngram_size=DRAFT_NGRAM, num_pred_tokens=n_draft)

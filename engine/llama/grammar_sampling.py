@@ -25,6 +25,9 @@ chain even when the grammar then rejects it; that is harmless only when no sampl
 chain keeps state on accept (greedy, dist, top-k, top-p, min-p, temperature, typical).
 With penalties in the chain, the first draw fills the candidates here instead and accepts
 only the token kept.
+
+Imports inside functions are deliberate: numpy (0.1 s to import) loads when a grammar first
+samples, not on every start of the engine process (tests/app/test_startup.py).
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 import llama_cpp as ll
-import numpy as np
 
 from ..errors import GenerationError
 
@@ -52,6 +54,7 @@ _STATELESS = frozenset({b"greedy", b"dist", b"top-k", b"top-p", b"min-p", b"temp
 @cache
 def token_data() -> np.dtype[Any]:
     """llama_token_data as a numpy record."""
+    import numpy as np
 
     dtype = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
     assert dtype.itemsize == ctypes.sizeof(ll.llama_token_data)
@@ -157,6 +160,7 @@ class GrammarSampler:
     def _apply(self, logits: np.ndarray, *, grammar: bool) -> int:
         """Fill the candidates from ``logits`` (the whole vocabulary), apply the grammar (if
         asked) then the chain, and return the token the chain selects, accepted into neither."""
+        import numpy as np
 
         n = self.n_vocab
         if self._buf is None:
@@ -187,6 +191,8 @@ class GrammarSampler:
 
 
 def _logits_row(ctx: Any, idx: int, n_vocab: int) -> np.ndarray:
+    import numpy as np
+
     ptr = ll.llama_get_logits_ith(ctx, idx)
     if not ptr:
         raise GenerationError(f"llama.cpp returned no logits for output {idx}; start a new conversation.")
