@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 backend.reset()
                 decode_all(backend._reading(list(pieces[0])))
                 t0 = time.perf_counter()
-                rc = vision.evaluate(backend._ctx, head, len(backend._tokens), 2048)
+                rc = vision.evaluate(backend._ctx, head, len(backend._kv.tokens), 2048)
                 evaluate_ms.append((time.perf_counter() - t0) * 1000)
                 assert rc == 0, rc
 

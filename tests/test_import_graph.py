@@ -150,7 +150,7 @@ def test_the_graph_sees_the_package():
     assert "vibechat.engine.errors" in graph["vibechat.engine.settings.config"]  # relative, module level
     assert "vibechat.app.tui" in graph["vibechat.app.commands.cli"]  # relative, inside a function
     assert "vibechat.app.tui.shell.app" in graph["vibechat.app.tui"]  # inside TYPE_CHECKING and a function
-    assert "vibechat.engine.llama.repack" in graph["vibechat.engine.llama.llamacpp"]  # from . import repack
+    assert "vibechat.engine.llama.loading" in graph["vibechat.engine.llama.llamacpp"]  # from . import loading
     assert "vibechat.engine.turns.backend" in graph["vibechat.engine.llama.worker"]  # absolute (vibechat.engine...)
 
 

@@ -4,7 +4,9 @@ libllama, and only in the engine process.
 Imports the base, settings, turns and models.
 
 The backend, llamacpp, and its parts: native (llama.cpp's log, its init, the grammar parser),
-loading (the load's steps), memory_checks, decoding (the plain decode loop, sampling), drafting
+loading (the load's steps), memory_checks, prompting (the template, a conversation's tokens,
+what fits), kv_cache (what the KV cache holds, the prefix a prompt reuses, snapshots restored
+and kept), replying (a reply as it forms), decoding (the plain decode loop, sampling), drafting
 (speculative decoding's loop, with draft_model and speculative's policy), repack (CPU weight
 repacking), grammar_sampling, kv_snapshots (the KV states kept after replies, in memory and on
 disk) with kv_files (their files) and kv_state (taking and restoring one), prompt_parts and

@@ -23,7 +23,8 @@ from typing import Any
 import llama_cpp as ll
 
 from ..errors import GenerationError, ModelLoadError
-from .loading import free_model
+from .loading import LoadRequest, free_model, kv_cache_computed
+from .memory_checks import check_draft_memory
 
 PREFILL_TOKENS = 32  # a catch-up longer than this is a prefill (propose's prefill_s)
 VOCAB_SAMPLE = 256  # token ids compared between draft and target (spread over the vocabulary)
@@ -170,3 +171,39 @@ class DraftModel:
     def context(self) -> int:
         return int(ll.llama_n_ctx(self._ctx)) if self._ctx is not None else 0
 
+
+
+def load_draft(
+    request: LoadRequest,
+    context_size: int,
+    n_threads: int,
+    n_gpu_layers: int,
+    extra_buffers: bool,
+    on_cpu: bool,
+    target_vocab: Any,
+) -> DraftModel:
+    """The draft model of ``request`` (--draft-model), beside the model loaded (whose
+    vocabulary is ``target_vocab``); ``on_cpu``: its KV cache is checked in RAM."""
+    draft_info = request.draft_gguf
+    assert draft_info is not None
+    gguf = request.gguf
+
+    def check_kv(draft_model: object) -> int | None:
+        """The draft's KV cache (f16, the context's size), checked in RAM beside both
+        models' weights (the model's own KV cache is allocated by now: what is
+        available already leaves it out)."""
+        draft_kv = kv_cache_computed(draft_model, context_size, "f16", draft_info.architecture)
+        if on_cpu:
+            check_draft_memory(draft_kv, request.weights, context_size)
+        return draft_kv
+
+    return DraftModel(
+        draft_info.path,
+        n_ctx=context_size,
+        n_threads=n_threads,
+        n_gpu_layers=n_gpu_layers,
+        extra_buffers=extra_buffers,
+        target_vocab=target_vocab,
+        name=gguf.name or gguf.path.name,
+        check_kv=check_kv,
+    )

@@ -7,7 +7,7 @@ for them. ``SnapshotStore`` keeps the recent ones in this process's memory (``ME
 and writes each to ``cache_dir()/kv-snapshots/`` from a background thread, bounded by the
 ``kv_snapshot_cache_mib`` setting, least recently used first out. Given a prompt's tokens,
 ``best()`` finds the snapshot with the longest common token prefix (memory first, then disk);
-the backend restores it and evaluates only the rest (engine/llama/llamacpp.py).
+the backend restores it and evaluates only the rest (engine/llama/kv_cache.py).
 
 A snapshot is only valid for the same ``SnapshotKey`` (the model file, the context, the KV
 cache's types and layout, the llama.cpp build): files made under another key are never

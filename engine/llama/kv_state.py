@@ -1,5 +1,5 @@
 """Sequence 0's KV state in and out of a llama.cpp context, for the KV snapshots
-(engine/llama/kv_snapshots.py keeps them; ``LlamaCppBackend`` decides when): the key a
+(engine/llama/kv_snapshots.py keeps them; engine/llama/kv_cache.py decides when): the key a
 context's snapshots are valid under, taking a state, restoring one."""
 
 from __future__ import annotations

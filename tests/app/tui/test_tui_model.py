@@ -79,9 +79,9 @@ async def test_real_model_streams_a_reply_with_stats_and_cache_reuse(starter_pat
 
 async def test_the_status_bar_shows_drafting_acceptance_and_the_draft_length(starter_path, monkeypatch):
     from vibechat.app.tui.widgets.status_bar import StatusBar
-    from vibechat.engine.llama import llamacpp
+    from vibechat.engine.llama import replying
 
-    monkeypatch.setattr(llamacpp, "DRAFT_PROGRESS_S", 0.0)  # live figures after every piece
+    monkeypatch.setattr(replying, "DRAFT_PROGRESS_S", 0.0)  # live figures after every piece
     live: list[tuple[str, bool]] = []  # the bar as each live figure arrived, and whether a reply was streaming
 
     def watch_drafting(self, value) -> None:

@@ -168,9 +168,9 @@ def test_a_state_llama_cpp_refuses_is_cleared_and_the_prompt_evaluated(starter_p
     about the context, as a bug in the key would): set_data's 0 clears the cache, nothing breaks."""
     data, name, first = a_snapshot
     with loaded_starter(starter_path, context_size=2048) as backend:
-        store = backend._snapshots
+        store = backend._kv.snapshots
         assert store is not None
-        tokens = backend._prompt_tokens(turn2(first))[:400]
+        tokens = backend._prompt.tokens(turn2(first))[:400]
         store.keep(tokens, bytearray(b"\x01" * 4096))  # a state of another shape
         with caplog.at_level(logging.INFO, "vibechat"):
             done = done_of(backend, turn2(first))
@@ -187,8 +187,8 @@ def test_snapshots_off_leave_nothing(starter_path):
 
 def test_the_key_names_what_makes_a_state_valid(starter_path):
     with loaded_starter(starter_path, context_size=2048) as backend:
-        assert backend._snapshots is not None
-        key = backend._snapshots.key
+        assert backend._kv.snapshots is not None
+        key = backend._kv.snapshots.key
     assert key.model_path == str(starter_path.resolve()) and key.model_size == starter_path.stat().st_size
     assert key.n_ctx == 2048 and key.type_k == key.type_v == "f16" and key.swa_full
     assert key.llama_cpp_version and key.format == kf.FORMAT_VERSION

@@ -259,7 +259,7 @@ def test_long_conversation_drops_oldest_turns_but_keeps_system(small_backend):
     kept = [system, *messages[1 + done.stats.dropped_messages:]]
     assert done.stats.prompt_tokens == backend.count_tokens(kept)
     assert done.stats.prompt_tokens + GREEDY.max_tokens <= 1024
-    assert "Last question?" in backend._template.render(kept)
+    assert "Last question?" in backend._prompt.template.render(kept)
 
 
 def test_count_tokens_matches_generation(backend):
@@ -337,7 +337,7 @@ def _force_token_at(monkeypatch, token: int, call: int):
 
 
 def _token_id(backend, text: str) -> int:
-    ids = backend._tokenize(text, add_special=False)
+    ids = backend._prompt.tokenize(text, add_special=False)
     assert len(ids) == 1, ids
     return ids[0]
 
@@ -375,7 +375,7 @@ def test_a_new_turn_token_ends_the_reply_without_its_role_word(rambling, monkeyp
 
 
 def test_turn_tokens_of_the_format_end_generation(rambling):
-    stops = rambling._turn_stops
+    stops = rambling._prompt.turn_stops
     assert _token_id(rambling, "<start_of_turn>") in stops
     assert _token_id(rambling, "<end_of_turn>") in stops
 

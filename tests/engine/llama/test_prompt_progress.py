@@ -107,7 +107,7 @@ def test_a_reply_and_a_prefill_read_a_prompt_in_the_same_chunks(backend, monkeyp
 
     monkeypatch.setattr(prompt_eval, "_decode_text", recording)
     backend.load()
-    tokens = backend._prompt_tokens(LONG)  # what a reply evaluates
+    tokens = backend._prompt.tokens(LONG)  # what a reply evaluates
     backend.reset()
     said = list(backend._reading(tokens, report=True))
     reported, sizes[:] = list(sizes), []

@@ -93,10 +93,10 @@ def test_auto_drafting_keeps_seeded_sampling_reproducible(auto, plain_backend):
 
 @pytest.mark.model
 def test_drafting_reports_its_progress_while_the_reply_streams(auto, monkeypatch):
-    from vibechat.engine.llama import llamacpp
+    from vibechat.engine.llama import replying
     from vibechat.engine.turns.backend import DraftProgress, GenerationDone
 
-    monkeypatch.setattr(llamacpp, "DRAFT_PROGRESS_S", 0.0)  # after every piece (else twice a second)
+    monkeypatch.setattr(replying, "DRAFT_PROGRESS_S", 0.0)  # after every piece (else twice a second)
     # The module's backend keeps what its policy measured from reply to reply: after other
     # tests' replies (which ones depends on the order, and pytest-xdist's workers split a module)
     # it may judge drafting hopeless on this machine and not probe at all. This test is about the

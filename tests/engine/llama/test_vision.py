@@ -137,7 +137,7 @@ def test_another_picture_in_the_same_place_is_evaluated_from_its_start(local, pi
     # The cache is cut where the pictures differ: the image's start, never inside it.
     assert other.stats.prompt_tokens == done.stats.prompt_tokens
     before_image = other.stats.prompt_tokens - other.stats.prompt_tokens_evaluated
-    tokens = local._tokens
+    tokens = local._kv.tokens
     assert tokens[before_image - 1] >= 0 and tokens[before_image] < 0  # ... the marker, then the image
     assert other.stats.prompt_tokens_evaluated >= IMAGE_TOKENS + MARKERS - 1
     assert local._vision.encodes == 2
@@ -149,7 +149,7 @@ def test_images_in_earlier_turns_and_several_in_one(local, pictures):
     _, done = collect(local, messages, GREEDY)
     assert done.stats.finish_reason in ("stop", "length") and done.stats.completion_tokens > 0
     assert local._vision.encodes == 3
-    assert sum(1 for t in local._tokens if t < 0) == 3 * IMAGE_TOKENS
+    assert sum(1 for t in local._kv.tokens if t < 0) == 3 * IMAGE_TOKENS
 
 
 def test_prefill_with_an_image_leaves_it_in_the_cache(local, pictures):
@@ -257,11 +257,11 @@ def test_a_cancel_during_an_image_ends_the_turn_and_keeps_no_half_image(local, p
     monkeypatch.setattr(vision, "_bitmap", read_then_cancel)
     _, done = collect(local, asking(pictures[0]), GREEDY)
     assert done.stats.finish_reason == "cancelled" and done.stats.completion_tokens == 0
-    assert not any(t < 0 for t in local._tokens)
+    assert not any(t < 0 for t in local._kv.tokens)
     monkeypatch.undo()
     _, again = collect(local, asking(pictures[0]), GREEDY)
     assert again.stats.finish_reason in ("stop", "length") and again.stats.completion_tokens > 0
-    assert sum(1 for t in local._tokens if t < 0) == IMAGE_TOKENS
+    assert sum(1 for t in local._kv.tokens if t < 0) == IMAGE_TOKENS
 
 
 def test_drafting_never_sees_an_image_turn(starter_path, starter_projector, pictures):
@@ -283,10 +283,10 @@ def test_drafting_never_sees_an_image_turn(starter_path, starter_projector, pict
 def test_no_kv_snapshot_is_kept_of_a_prompt_with_an_image(local, pictures):
     """A snapshot's key does not name the projector, so one holding an image's placeholder ids
     could be restored under another projector: none is kept; a text prompt as long is."""
-    assert local._snapshots is not None and local._snapshots.enabled
+    assert local._kv.snapshots is not None and local._kv.snapshots.enabled
     long_text = "Here is a long note about harbours, lanterns and meadows. " * 30  # > 256 tokens
     _, done = collect(local, asking(pictures[0], long_text), GREEDY)
-    assert done.stats.prompt_tokens > 256 and any(t < 0 for t in local._tokens)
-    assert local._snapshots.best(local._tokens) is None
+    assert done.stats.prompt_tokens > 256 and any(t < 0 for t in local._kv.tokens)
+    assert local._kv.snapshots.best(local._kv.tokens) is None
     _, done = collect(local, [ChatMessage("user", long_text)], GREEDY)
-    assert local._snapshots.best(local._tokens) is not None
+    assert local._kv.snapshots.best(local._kv.tokens) is not None

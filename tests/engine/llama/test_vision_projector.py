@@ -31,15 +31,15 @@ def test_the_projector_loads_and_an_image_evaluates_through_mtmd(backend, starte
     vision = Vision(starter_projector, backend._model, n_threads=2, use_gpu=False)
     try:
         pieces = vision.layout(_image(tmp_path))
-        start_of_image = backend._single_token("<start_of_image>")
-        end_of_image = backend._single_token("<end_of_image>")
+        start_of_image = backend._prompt.single_token("<start_of_image>")
+        end_of_image = backend._prompt.single_token("<end_of_image>")
         assert [len(p) for p in pieces] == [1, IMAGE_TOKENS, 1]
         assert pieces[0] == (start_of_image,) and pieces[2] == (end_of_image,)
         run = pieces[1]
         assert is_image_start(run[0]) and all(t < 0 for t in run)
         assert vision.encodes == 0  # laying an image out does not encode it
         assert decode_all(backend._reading(list(pieces[0])))
-        assert vision.evaluate(backend._ctx, run[0], len(backend._tokens), 512) == 0
+        assert vision.evaluate(backend._ctx, run[0], len(backend._kv.tokens), 512) == 0
         assert vision.encodes == 1
         assert ll.llama_memory_seq_pos_max(backend._mem, 0) == IMAGE_TOKENS  # positions 0..16
     finally:

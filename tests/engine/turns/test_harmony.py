@@ -134,19 +134,19 @@ def test_the_real_engine_finds_harmony_and_a_reply_without_channels_is_answer(
     from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
-    assert llama_backend._harmony is False  # the starter: <think> family splitter
+    assert llama_backend._prompt.harmony is False  # the starter: <think> family splitter
     path = copy_with_metadata(starter_path, tmp_path / "gpt-oss-style.gguf", {"tokenizer.chat_template": GPT_OSS})
     backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
                                               model_path=path, context_size=512, repack="off"))
     try:
         info = backend.load()
-        assert backend._harmony is True and info.thinking_switch == "reasoning_effort"
+        assert backend._prompt.harmony is True and info.thinking_switch == "reasoning_effort"
         params = SamplingParams(temperature=0.0, max_tokens=8, seed=1)
         done = list(backend.stream_chat([ChatMessage("user", "Name a colour.")], params))[-1]
         assert isinstance(done, GenerationDone)
         # The starter writes no channels: all of it is the answer, none is lost.
         assert done.text and done.thinking == ""
         hi = [ChatMessage("user", "Hi")]
-        assert backend._prompt_tokens(hi, "off") != backend._prompt_tokens(hi)  # reasoning_effort low, medium
+        assert backend._prompt.tokens(hi, "off") != backend._prompt.tokens(hi)  # reasoning_effort low, medium
     finally:
         backend.close()

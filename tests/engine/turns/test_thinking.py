@@ -358,7 +358,7 @@ def test_a_local_reply_that_starts_inside_a_block_that_never_closes(starter_path
     messages = [ChatMessage("user", "Write a list of three fruits.")]
     _, _, free = collect_local(llama_backend, messages, SamplingParams(temperature=0, max_tokens=12))
     word = free.text.strip().split()[1]
-    llama_backend._reply_thinks = True
+    llama_backend._prompt.reply_thinks = True
     try:
         llama_backend.reset()
         thinking, answer, done = collect_local(
