@@ -41,8 +41,10 @@ STILL_BUILDING_S = 60.0  # how often a long build says it is still going
 # pip's line as it starts building a wheel from source ("Building wheel for llama-cpp-python
 # (pyproject.toml): started"): the one step of a set-up that takes minutes.
 BUILDING = re.compile(r"Building wheel for (llama[-_]cpp[-_]python)\b", re.IGNORECASE)
-BUILD_NOTE = ("dev.py: building llama-cpp-python from source (about 7 minutes on 2 cores; pip keeps "
-              "the wheel, so later set-ups take seconds)")
+BUILD_NOTE = (
+    "dev.py: building llama-cpp-python from source (about 7 minutes on 2 cores; pip keeps "
+    "the wheel, so later set-ups take seconds)"
+)
 
 
 def fail(message: str) -> None:
@@ -64,10 +66,13 @@ def ensure_venv(extras: str) -> None:
         try:
             venv.EnvBuilder(with_pip=True).create(VENV)
         except Exception as exc:  # noqa: BLE001 - ensurepip missing on some Linux distributions
-            fail(f"could not create a virtualenv ({exc}); install your Python's venv package "
-                 "(Debian/Ubuntu: apt install python3-venv) and try again.")
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()
-                            + os.environ.get("CMAKE_ARGS", "").encode()).hexdigest()
+            fail(
+                f"could not create a virtualenv ({exc}); install your Python's venv package "
+                "(Debian/Ubuntu: apt install python3-venv) and try again."
+            )
+    digest = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + os.environ.get("CMAKE_ARGS", "").encode()
+    ).hexdigest()
     stamp = VENV / ".vibechat-installed"
     if stamp.exists():
         installed_digest, _, installed_extras = stamp.read_text().partition(" ")
@@ -75,14 +80,19 @@ def ensure_venv(extras: str) -> None:
         if installed_digest == digest and (not extras or extras in installed_extras.split(",")):
             return
     target = f".[{extras}]" if extras else "."
-    print(f"dev.py: installing vibechat{'[' + extras + ']' if extras else ''} into .venv "
-          "(the first build of llama-cpp-python takes several minutes)", flush=True)
+    print(
+        f"dev.py: installing vibechat{'[' + extras + ']' if extras else ''} into .venv "
+        "(the first build of llama-cpp-python takes several minutes)",
+        flush=True,
+    )
     SETUP_LOG.write_text("")
     for step in install_steps(target, os.environ.get("CMAKE_ARGS", "")):
         code, tail = run_step(step, SETUP_LOG)
         if code != 0:
             sys.stderr.write("".join(tail))
-            fail(f"'{' '.join(step[2:])}' failed; pip's last lines are above (all of them: {SETUP_LOG}).")
+            fail(
+                f"'{' '.join(step[2:])}' failed; pip's last lines are above (all of them: {SETUP_LOG})."
+            )
     stamp.write_text(f"{digest} {extras}")
 
 
@@ -95,7 +105,9 @@ def install_steps(target: str, cmake_args: str) -> list[list[str]]:
     pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check"]
     steps = [[*pip, "--upgrade", "pip"]]
     if cmake_args:
-        steps.append([*pip, "--no-cache-dir", "--force-reinstall", "--no-deps", llama_requirement()])
+        steps.append(
+            [*pip, "--no-cache-dir", "--force-reinstall", "--no-deps", llama_requirement()]
+        )
     steps.append([*pip, "-e", target])
     return steps
 
@@ -107,8 +119,9 @@ def progress_line(line: str) -> str | None:
     return BUILD_NOTE if BUILDING.search(line) else None
 
 
-def run_step(step: list[str], log: Path, out: TextIO | None = None,
-             every: float = STILL_BUILDING_S) -> tuple[int, list[str]]:
+def run_step(
+    step: list[str], log: Path, out: TextIO | None = None, every: float = STILL_BUILDING_S
+) -> tuple[int, list[str]]:
     """Run one pip command with its output (stdout and stderr) appended to ``log``, not shown:
     on ``out`` (stdout) only ``progress_line``'s lines, and while a build runs, every ``every``
     seconds, how long it has been going. Returns the exit status and pip's last ``TAIL_LINES``
@@ -117,8 +130,15 @@ def run_step(step: list[str], log: Path, out: TextIO | None = None,
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     building: list[float] = []  # when a build started
     with open(log, "a", encoding="utf-8", errors="replace") as kept:
-        child = subprocess.Popen(step, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, text=True, errors="replace")
+        child = subprocess.Popen(
+            step,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+        )
 
         def read() -> None:
             assert child.stdout is not None
@@ -139,7 +159,11 @@ def run_step(step: list[str], log: Path, out: TextIO | None = None,
             except subprocess.TimeoutExpired:
                 if building:
                     minutes = (time.monotonic() - building[0]) / 60
-                    print(f"dev.py: still building llama-cpp-python ({minutes:.0f} min so far)", file=out, flush=True)
+                    print(
+                        f"dev.py: still building llama-cpp-python ({minutes:.0f} min so far)",
+                        file=out,
+                        flush=True,
+                    )
         reader.join()
     return code, list(tail)
 
@@ -191,15 +215,23 @@ print(f"{path}: settings table {'rewritten' if new != old else 'up to date'}")
 # The rule tests: the import graph and its rooms, engine/ without textual, the room sizes, no
 # re-exports, imports inside functions said why, and mypy (tests/test_typing.py runs it twice,
 # as a developer does and under the installed names).
-RULE_TESTS = ("tests/test_import_graph.py", "tests/test_engine_headless.py", "tests/test_room_sizes.py",
-              "tests/test_no_reexports.py", "tests/test_imports_inside_functions.py", "tests/test_typing.py")
+RULE_TESTS = (
+    "tests/test_import_graph.py",
+    "tests/test_engine_headless.py",
+    "tests/test_room_sizes.py",
+    "tests/test_no_reexports.py",
+    "tests/test_imports_inside_functions.py",
+    "tests/test_typing.py",
+)
 
 
 def check_commands() -> list[list[str]]:
     """What ``dev.py check`` runs, in order: ruff's linter over the repository ([tool.ruff] in
     pyproject.toml), then the rule tests in this process (``-n 0``: they are few and short)."""
-    return [[str(PYTHON), "-m", "ruff", "check", "."],
-            [str(PYTHON), "-m", "pytest", "-n", "0", "-q", *RULE_TESTS]]
+    return [
+        [str(PYTHON), "-m", "ruff", "check", "."],
+        [str(PYTHON), "-m", "pytest", "-n", "0", "-q", *RULE_TESTS],
+    ]
 
 
 def check() -> int:
@@ -207,7 +239,10 @@ def check() -> int:
     non-zero when any failed."""
     failed = [command for command in check_commands() if subprocess.call(command, cwd=ROOT) != 0]
     for command in failed:
-        print(f"dev.py check: '{' '.join(command[2:4])}' failed; see its output above.", file=sys.stderr)
+        print(
+            f"dev.py check: '{' '.join(command[2:4])}' failed; see its output above.",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 
@@ -222,7 +257,9 @@ def main(argv: list[str]) -> int:
         return subprocess.call([str(PYTHON), "-m", "pytest", *pytest_args(rest)], cwd=ROOT)
     if command == "docs":
         ensure_venv("")
-        return subprocess.call([str(PYTHON), "-c", DOCS_TABLE, str(ROOT / "docs" / "USAGE.md")], cwd=ROOT)
+        return subprocess.call(
+            [str(PYTHON), "-c", DOCS_TABLE, str(ROOT / "docs" / "USAGE.md")], cwd=ROOT
+        )
     if command == "check":
         ensure_venv("test")
         return check()

@@ -35,66 +35,135 @@ def nudge_ids(name: str) -> tuple[str, str]:
 
 def nudge_binding_ids() -> tuple[str, ...]:
     """The binding ids of every parameter's nudge keys, in the parameters' order."""
-    return tuple(key for spec in PARAM_SPECS.values() if spec.nudge is not None for key in nudge_ids(spec.name))
+    return tuple(
+        key
+        for spec in PARAM_SPECS.values()
+        if spec.nudge is not None
+        for key in nudge_ids(spec.name)
+    )
 
 
 BINDING_IDS: tuple[str, ...] = (
     # the chat (VibechatApp)
-    "help", "toggle_params", "new_conversation", "stop", "interrupt", "regenerate", "edit_last", "copy_last",
-    "models", "change_theme", *nudge_binding_ids(),  # each parameter's keys (ParamSpec.nudge)
-    "scroll_end", "scroll_home", "toggle_sidebar", "search_history", "quit_hint", "toggle_thinking",
-    "quit_if_empty", "hide_config_problems", "cancel_edit", "resume_last",
+    "help",
+    "toggle_params",
+    "new_conversation",
+    "stop",
+    "interrupt",
+    "regenerate",
+    "edit_last",
+    "copy_last",
+    "models",
+    "change_theme",
+    *nudge_binding_ids(),  # each parameter's keys (ParamSpec.nudge)
+    "scroll_end",
+    "scroll_home",
+    "toggle_sidebar",
+    "search_history",
+    "quit_hint",
+    "toggle_thinking",
+    "quit_if_empty",
+    "hide_config_problems",
+    "cancel_edit",
+    "resume_last",
     # the prompt input
-    "input.scroll_up", "input.scroll_down", "input.focus_chat",
+    "input.scroll_up",
+    "input.scroll_down",
+    "input.focus_chat",
     # a focused message
-    "message.copy", "message.copy_code", "message.open_link", "message.previous_version",
-    "message.next_version", "tool.toggle",
-    "attachment.toggle", "attachment.remove",  # a file under a prompt; a line of the tray above the input
+    "message.copy",
+    "message.copy_code",
+    "message.open_link",
+    "message.previous_version",
+    "message.next_version",
+    "tool.toggle",
+    "attachment.toggle",
+    "attachment.remove",  # a file under a prompt; a line of the tray above the input
     # a tool call's question (nothing runs without a yes)
-    "approval.once", "approval.conversation", "approval.always", "approval.deny", "chat.show_earlier",
+    "approval.once",
+    "approval.conversation",
+    "approval.always",
+    "approval.deny",
+    "chat.show_earlier",
     "thinking.toggle",
     # the parameter panel (F2), its sliders and its choices (the thinking switch)
-    "params.reset_all", "params.save_default", "params.close",
-    "slider.decrease", "slider.increase", "slider.decrease_more", "slider.increase_more",
-    "slider.minimum", "slider.maximum", "slider.reset", "slider.previous", "slider.next",
-    "choice.previous_value", "choice.next_value", "choice.reset", "choice.previous", "choice.next",
+    "params.reset_all",
+    "params.save_default",
+    "params.close",
+    "slider.decrease",
+    "slider.increase",
+    "slider.decrease_more",
+    "slider.increase_more",
+    "slider.minimum",
+    "slider.maximum",
+    "slider.reset",
+    "slider.previous",
+    "slider.next",
+    "choice.previous_value",
+    "choice.next_value",
+    "choice.reset",
+    "choice.previous",
+    "choice.next",
     # conversation history: the sidebar and its dialogs
-    "sidebar.rename", "sidebar.delete", "sidebar.export", "sidebar.filter", "sidebar.filter_back",
-    "search.close", "search.results", "rename.cancel", "export.cancel",
-    "export.previous_format", "export.next_format", "export.submit",
+    "sidebar.rename",
+    "sidebar.delete",
+    "sidebar.export",
+    "sidebar.filter",
+    "sidebar.filter_back",
+    "search.close",
+    "search.results",
+    "rename.cancel",
+    "export.cancel",
+    "export.previous_format",
+    "export.next_format",
+    "export.submit",
     # dialogs
-    "confirm.yes", "confirm.no", "help.close", "picker.close", "picker.download", "picker.open_file",
-    "remote_picker.close", "preset_picker.close",
-    "download.hide", "download.cancel",
+    "confirm.yes",
+    "confirm.no",
+    "help.close",
+    "picker.close",
+    "picker.download",
+    "picker.open_file",
+    "remote_picker.close",
+    "preset_picker.close",
+    "download.hide",
+    "download.cancel",
 )
 
 
 def check_binding(name: str, item: Any) -> str:
     """A ``[keys]`` entry checked (the engine's loader asks): its key string, or EntryProblem."""
     if isinstance(item, Mapping):
-        raise EntryProblem(f"keys.{name} is a table: quote binding ids that contain a dot "
-                           f"(\"{name}.…\" = \"key\")")
+        raise EntryProblem(
+            f'keys.{name} is a table: quote binding ids that contain a dot ("{name}.…" = "key")'
+        )
     if name not in BINDING_IDS:
-        raise EntryProblem(f"unknown binding id '{name}' in [keys]{suggest(name, BINDING_IDS)}",
-                           detail=f"known: {', '.join(sorted(BINDING_IDS))}")
+        raise EntryProblem(
+            f"unknown binding id '{name}' in [keys]{suggest(name, BINDING_IDS)}",
+            detail=f"known: {', '.join(sorted(BINDING_IDS))}",
+        )
     if not isinstance(item, str) or not item.strip():
-        raise EntryProblem(f"keys.{name} must be a key string such as \"ctrl+t\" or \"f12,ctrl+t\" "
-                           f"(got {show(item)})")
+        raise EntryProblem(
+            f'keys.{name} must be a key string such as "ctrl+t" or "f12,ctrl+t" (got {show(item)})'
+        )
 
     problem = keys_problem(item)
     if problem:
         raise EntryProblem(f"keys.{name} = {show(item)} is not a valid key: {problem}")
     typed = [key for key in item.replace(" ", "").split(",") if types(key)]
     if name in GRANTING and typed:
-        raise EntryProblem(f"keys.{name} = {show(item)}: {typed[0]!r} is a key that typing produces, and "
-                           f"this one runs, allows or deletes something; give a key such as \"ctrl+y\"")
+        raise EntryProblem(
+            f"keys.{name} = {show(item)}: {typed[0]!r} is a key that typing produces, and "
+            f'this one runs, allows or deletes something; give a key such as "ctrl+y"'
+        )
     return item.replace(" ", "")
 
 
 # Bindings that grant (run a tool, allow it) or destroy (delete, replace): never on a key that
 # typing produces (a stray word would answer them).
-GRANTING = frozenset({"approval.once", "approval.conversation", "approval.always", "confirm.yes",
-                      "sidebar.delete"})
+GRANTING = frozenset(
+    {"approval.once", "approval.conversation", "approval.always", "confirm.yes", "sidebar.delete"}
+)
 
 
 def types(key: str) -> bool:
@@ -107,8 +176,21 @@ def types(key: str) -> bool:
 
 
 # Named keys that type nothing (the rest of Textual's single-word names are characters: "slash").
-NAMED_KEYS = frozenset({"escape", "delete", "insert", "home", "end", "pageup", "pagedown", "up", "down",
-                        "left", "right"})
+NAMED_KEYS = frozenset(
+    {
+        "escape",
+        "delete",
+        "insert",
+        "home",
+        "end",
+        "pageup",
+        "pagedown",
+        "up",
+        "down",
+        "left",
+        "right",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -117,23 +199,47 @@ class AppConfig(Config):
     own, which only the app reads. ``APP_SCHEMA`` lists these right after ``system_prompt``
     and ``[keys]`` last, where the file has always had them."""
 
-    theme: str = field(default=DEFAULT_THEME, metadata=doc(
-        "The colour theme (F4 in the chat chooses one and saves it here).",
-        kind="text", example='"vibechat-paper"', env="VIBECHAT_THEME"))
-    thinking_expanded: bool = field(default=False, metadata=doc(
-        "Show a reasoning model's thinking expanded in the chat (else folded to one line, \"Thought for "
-        "12 s\", that Enter or a click opens).",
-        kind="true or false", example="true", env="VIBECHAT_THINKING_EXPANDED"))
-    continue_last: bool = field(default=False, metadata=doc(
-        "Open the chat on the last saved conversation, as 'vibechat --continue' does ('vibechat --new' "
-        "starts a new chat once; with nothing saved yet, the chat starts new).",
-        kind="true or false", example="true", env="VIBECHAT_CONTINUE_LAST"))
-    keys: Mapping[str, str] = field(default_factory=dict, metadata=text_table(
-        "Key binding overrides: binding id = \"key\" (several keys: \"f12,ctrl+t\"). Quote ids that "
-        "contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, space, pageup, comma, "
-        "question_mark ...), after modifiers joined by + in the order alt, ctrl, hyper, meta, shift, super.",
-        example='"toggle_params" = "f12"', check=check_binding, entry="id",
-        entries="Binding ids: " + ", ".join(sorted(BINDING_IDS)) + "."))
+    theme: str = field(
+        default=DEFAULT_THEME,
+        metadata=doc(
+            "The colour theme (F4 in the chat chooses one and saves it here).",
+            kind="text",
+            example='"vibechat-paper"',
+            env="VIBECHAT_THEME",
+        ),
+    )
+    thinking_expanded: bool = field(
+        default=False,
+        metadata=doc(
+            "Show a reasoning model's thinking expanded in the chat (else folded to one line, \"Thought for "
+            '12 s", that Enter or a click opens).',
+            kind="true or false",
+            example="true",
+            env="VIBECHAT_THINKING_EXPANDED",
+        ),
+    )
+    continue_last: bool = field(
+        default=False,
+        metadata=doc(
+            "Open the chat on the last saved conversation, as 'vibechat --continue' does ('vibechat --new' "
+            "starts a new chat once; with nothing saved yet, the chat starts new).",
+            kind="true or false",
+            example="true",
+            env="VIBECHAT_CONTINUE_LAST",
+        ),
+    )
+    keys: Mapping[str, str] = field(
+        default_factory=dict,
+        metadata=text_table(
+            'Key binding overrides: binding id = "key" (several keys: "f12,ctrl+t"). Quote ids that '
+            "contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, space, pageup, comma, "
+            "question_mark ...), after modifiers joined by + in the order alt, ctrl, hyper, meta, shift, super.",
+            example='"toggle_params" = "f12"',
+            check=check_binding,
+            entry="id",
+            entries="Binding ids: " + ", ".join(sorted(BINDING_IDS)) + ".",
+        ),
+    )
 
 
 APP_SCHEMA = Schema.of(AppConfig, after="system_prompt")

@@ -33,8 +33,13 @@ def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> 
         return resolve_model(ref)
 
 
-def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = None, *,
-                 cpu_fallback: bool = False, worker: bool = False) -> Backend:
+def make_backend(
+    engine: EngineSettings,
+    pull: Callable[[str], object] | None = None,
+    *,
+    cpu_fallback: bool = False,
+    worker: bool = False,
+) -> Backend:
     """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker).
 
     ``worker``: a local model runs in a child process (engine/llama/worker.py: the chat survives
@@ -48,13 +53,21 @@ def make_backend(engine: EngineSettings, pull: Callable[[str], object] | None = 
         return make_remote_backend(engine)
 
     # Each text setting with fixed choices in its canonical form ("Q8_0" -> "q8_0", "none" -> "off").
-    checked = {key: SETTINGS_BY_KEY[key].check(value) for key, value in engine.as_dict().items()
-               if SETTINGS_BY_KEY[key].check is not None}
+    checked = {
+        key: SETTINGS_BY_KEY[key].check(value)
+        for key, value in engine.as_dict().items()
+        if SETTINGS_BY_KEY[key].check is not None
+    }
     draft = model_path(engine.draft_model, pull) if engine.draft_model else None
     model = model_path(engine.model, pull)
     projector = projector_path(checked.get("mmproj", "auto"), model)
-    options = LlamaCppOptions.of(replace(engine, **checked), model, cpu_fallback=cpu_fallback,
-                                 draft_model_path=draft, mmproj_path=projector)
+    options = LlamaCppOptions.of(
+        replace(engine, **checked),
+        model,
+        cpu_fallback=cpu_fallback,
+        draft_model_path=draft,
+        mmproj_path=projector,
+    )
     if worker:
         from vibechat.engine.llama.worker import WorkerBackend
 
@@ -95,7 +108,10 @@ def make_remote_backend(engine: EngineSettings) -> Backend:
     from vibechat.engine.remote.openai_backend import make_openai_backend
 
     if not engine.base_url:
-        raise VibechatError("the openai backend needs the server's address: pass --base-url URL "
-                            "(e.g. http://127.0.0.1:8080/v1), or set base_url in the config file.")
-    return make_openai_backend(engine.base_url, engine.model, api_key_env=engine.api_key_env,
-                               timeout=engine.timeout)
+        raise VibechatError(
+            "the openai backend needs the server's address: pass --base-url URL "
+            "(e.g. http://127.0.0.1:8080/v1), or set base_url in the config file."
+        )
+    return make_openai_backend(
+        engine.base_url, engine.model, api_key_env=engine.api_key_env, timeout=engine.timeout
+    )

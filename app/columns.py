@@ -25,7 +25,7 @@ def fit(text: str, width: int) -> list[str]:
 def _fit_line(line: str, width: int) -> list[str]:
     if len(line) <= width:
         return [line]
-    indent = line[:len(line) - len(line.lstrip(" "))]
+    indent = line[: len(line) - len(line.lstrip(" "))]
     out: list[str] = []
     for part in line.strip(" ").split(SEP):
         if out and len(out[-1]) + len(SEP) + len(part) <= width:
@@ -33,8 +33,9 @@ def _fit_line(line: str, width: int) -> list[str]:
         elif len(indent) + len(part) <= width:
             out.append(indent + part)
         else:
-            out += textwrap.wrap(part, width, initial_indent=indent, subsequent_indent=indent,
-                                 break_on_hyphens=False) or [indent]
+            out += textwrap.wrap(
+                part, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False
+            ) or [indent]
     return out
 
 

@@ -50,7 +50,7 @@ class OwnBackend:
 
             suffix = model_url("", name)
             if path.endswith(suffix):
-                return cls(name, path, path[:-len(suffix)])
+                return cls(name, path, path[: -len(suffix)])
         return cls(name, path)
 
     def describe(self) -> str:
@@ -83,8 +83,9 @@ def same_file(path: str, ref: str | None) -> bool:
         return False
 
 
-def own_engine(own: OwnBackend, engine: EngineSettings, chosen: set[str], conversation_id: int,
-               switch: bool) -> EngineSettings:
+def own_engine(
+    own: OwnBackend, engine: EngineSettings, chosen: set[str], conversation_id: int, switch: bool
+) -> EngineSettings:
     """``engine`` pointed at the conversation's own model and server. ``chosen``: what the
     user named on purpose (``model``, ``base_url``, ``backend``: flags, a preset's model).
     What was chosen that differs from the conversation raises one line, unless ``switch``
@@ -94,7 +95,8 @@ def own_engine(own: OwnBackend, engine: EngineSettings, chosen: set[str], conver
     if differs is not None and not switch:
         raise VibechatError(
             f"conversation {conversation_id} was with {own.describe()}, and {differs}: add {SWITCH_FLAG} to go on "
-            f"with that instead, or leave it out to go on with {own.name}.")
+            f"with that instead, or leave it out to go on with {own.name}."
+        )
     if _other_place(own, engine, chosen):
         return engine  # switched on purpose: to the local engine, or another server
     model = engine.model if "model" in chosen else None
@@ -106,11 +108,14 @@ def own_engine(own: OwnBackend, engine: EngineSettings, chosen: set[str], conver
             return replace(engine, backend="llama")
         raise VibechatError(
             f"conversation {conversation_id} was with {own.name}, whose file is no longer here ({own.path}): "
-            f"add {SWITCH_FLAG} to go on with another model (--model NAME), or put the file back.")
+            f"add {SWITCH_FLAG} to go on with another model (--model NAME), or put the file back."
+        )
     return replace(engine, backend="llama", model=model or own.path)
 
 
-def start_engine(own: OwnBackend | None, engine: EngineSettings, chosen: set[str]) -> EngineSettings:
+def start_engine(
+    own: OwnBackend | None, engine: EngineSettings, chosen: set[str]
+) -> EngineSettings:
     """The engine the chat starts with to open a saved conversation at once (``vibechat
     --continue``): its own model where opening it would switch to that anyway (the local file
     is here and the chat runs local models; or another model of the server the chat uses: see
@@ -133,7 +138,9 @@ def _other_place(own: OwnBackend, engine: EngineSettings, chosen: set[str]) -> b
         return False
     if own.server is None:
         return engine.remote
-    return not engine.remote or ("base_url" in chosen and not same_server(own.server, engine.base_url))
+    return not engine.remote or (
+        "base_url" in chosen and not same_server(own.server, engine.base_url)
+    )
 
 
 def _difference(own: OwnBackend, engine: EngineSettings, chosen: set[str]) -> str | None:

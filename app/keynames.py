@@ -29,29 +29,93 @@ MODIFIERS = ("alt", "ctrl", "hyper", "meta", "shift", "super")
 
 # Textual's names for the printable ASCII punctuation (textual.keys._character_to_key).
 PUNCTUATION_NAMES: dict[str, str] = {
-    "!": "exclamation_mark", '"': "quotation_mark", "#": "number_sign", "$": "dollar_sign",
-    "%": "percent_sign", "&": "ampersand", "'": "apostrophe", "(": "left_parenthesis",
-    ")": "right_parenthesis", "*": "asterisk", "+": "plus", ",": "comma", "-": "minus",
-    ".": "full_stop", "/": "slash", ":": "colon", ";": "semicolon", "<": "less_than_sign",
-    "=": "equals_sign", ">": "greater_than_sign", "?": "question_mark", "@": "at",
-    "[": "left_square_bracket", "\\": "backslash", "]": "right_square_bracket",
-    "^": "circumflex_accent", "_": "underscore", "`": "grave_accent", "{": "left_curly_bracket",
-    "|": "vertical_line", "}": "right_curly_bracket", "~": "tilde",
+    "!": "exclamation_mark",
+    '"': "quotation_mark",
+    "#": "number_sign",
+    "$": "dollar_sign",
+    "%": "percent_sign",
+    "&": "ampersand",
+    "'": "apostrophe",
+    "(": "left_parenthesis",
+    ")": "right_parenthesis",
+    "*": "asterisk",
+    "+": "plus",
+    ",": "comma",
+    "-": "minus",
+    ".": "full_stop",
+    "/": "slash",
+    ":": "colon",
+    ";": "semicolon",
+    "<": "less_than_sign",
+    "=": "equals_sign",
+    ">": "greater_than_sign",
+    "?": "question_mark",
+    "@": "at",
+    "[": "left_square_bracket",
+    "\\": "backslash",
+    "]": "right_square_bracket",
+    "^": "circumflex_accent",
+    "_": "underscore",
+    "`": "grave_accent",
+    "{": "left_curly_bracket",
+    "|": "vertical_line",
+    "}": "right_curly_bracket",
+    "~": "tilde",
 }
 
-NAMED_KEYS = ("escape", "enter", "tab", "space", "backspace", "delete", "insert", "home", "end", "pageup",
-              "pagedown", "up", "down", "left", "right", "caps_lock", "scroll_lock", "num_lock", "print_screen",
-              "pause", "menu")
+NAMED_KEYS = (
+    "escape",
+    "enter",
+    "tab",
+    "space",
+    "backspace",
+    "delete",
+    "insert",
+    "home",
+    "end",
+    "pageup",
+    "pagedown",
+    "up",
+    "down",
+    "left",
+    "right",
+    "caps_lock",
+    "scroll_lock",
+    "num_lock",
+    "print_screen",
+    "pause",
+    "menu",
+)
 FUNCTION_KEYS = tuple(f"f{n}" for n in range(1, 36))
 KEY_NAMES = frozenset((*NAMED_KEYS, *FUNCTION_KEYS, *PUNCTUATION_NAMES.values()))
 
 # What people write for a key Textual names otherwise.
 _ALIASES = {
-    "esc": "escape", "return": "enter", "ret": "enter", "del": "delete", "ins": "insert", "pgup": "pageup",
-    "pgdn": "pagedown", "pgdown": "pagedown", "page_up": "pageup", "page_down": "pagedown", "bksp": "backspace",
-    "spacebar": "space", "period": "full_stop", "dot": "full_stop", "question": "question_mark",
-    "hyphen": "minus", "dash": "minus", "equal": "equals_sign", "equals": "equals_sign",
-    "control": "ctrl", "option": "alt", "opt": "alt", "cmd": "super", "command": "super", "win": "super",
+    "esc": "escape",
+    "return": "enter",
+    "ret": "enter",
+    "del": "delete",
+    "ins": "insert",
+    "pgup": "pageup",
+    "pgdn": "pagedown",
+    "pgdown": "pagedown",
+    "page_up": "pageup",
+    "page_down": "pagedown",
+    "bksp": "backspace",
+    "spacebar": "space",
+    "period": "full_stop",
+    "dot": "full_stop",
+    "question": "question_mark",
+    "hyphen": "minus",
+    "dash": "minus",
+    "equal": "equals_sign",
+    "equals": "equals_sign",
+    "control": "ctrl",
+    "option": "alt",
+    "opt": "alt",
+    "cmd": "super",
+    "command": "super",
+    "win": "super",
 }
 
 EXAMPLES = 'keys look like "ctrl+t", "f12", "shift+tab", "question_mark"; several: "f12,ctrl+t"'
@@ -65,7 +129,11 @@ def _modifier_problem(word: str) -> str | None:
     if word.lower() in MODIFIERS:
         return f"modifiers are lower case: did you mean '{word.lower()}'?"
     alias = _ALIASES.get(word.lower())
-    guess = alias if alias in MODIFIERS else next(iter(difflib.get_close_matches(word, MODIFIERS, 1)), None)
+    guess = (
+        alias
+        if alias in MODIFIERS
+        else next(iter(difflib.get_close_matches(word, MODIFIERS, 1)), None)
+    )
     hint = f" (did you mean '{guess}'?)" if guess else ""
     return f"'{word}' is not a modifier{hint}: use {', '.join(MODIFIERS)}"
 
@@ -83,8 +151,10 @@ def _name_problem(name: str, modifiers: list[str]) -> str | None:
         if not name.isalnum():
             return f"after a modifier a punctuation key goes by its name, as Textual reports it ('{name}' alone works)"
         if name != name.lower():
-            return (f"Textual reports letters in lower case: did you mean '{prefix}{name.lower()}' "
-                    f"(or '{prefix}shift+{name.lower()}')?")
+            return (
+                f"Textual reports letters in lower case: did you mean '{prefix}{name.lower()}' "
+                f"(or '{prefix}shift+{name.lower()}')?"
+            )
         return None
     if name in KEY_NAMES:
         return None
@@ -93,7 +163,11 @@ def _name_problem(name: str, modifiers: list[str]) -> str | None:
     if name.lower() in KEY_NAMES:
         return f"key names are lower case: did you mean '{prefix}{name.lower()}'?"
     alias = _ALIASES.get(name.lower())
-    guess = alias if alias in KEY_NAMES else next(iter(difflib.get_close_matches(name.lower(), KEY_NAMES, 1)), None)
+    guess = (
+        alias
+        if alias in KEY_NAMES
+        else next(iter(difflib.get_close_matches(name.lower(), KEY_NAMES, 1)), None)
+    )
     hint = f" (did you mean '{prefix}{guess}'?)" if guess else ""
     return f"'{name}' is not a key name{hint}"
 

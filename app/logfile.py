@@ -26,8 +26,22 @@ from vibechat.engine.sanitize import sanitize
 
 LOG_NAME = "vibechat.log"
 MAX_LOG_BYTES = 1 << 20  # then it is rotated once (vibechat.log.1): at most 2 MiB on disk
-THIRD_PARTY = ("mcp", "httpx", "httpx2", "httpcore", "huggingface_hub", "asyncio", "anyio", "urllib3",
-               "filelock", "markdown_it", "PIL", "jinja2", "sse_starlette", "uvicorn")
+THIRD_PARTY = (
+    "mcp",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "huggingface_hub",
+    "asyncio",
+    "anyio",
+    "urllib3",
+    "filelock",
+    "markdown_it",
+    "PIL",
+    "jinja2",
+    "sse_starlette",
+    "uvicorn",
+)
 
 
 def log_path() -> Path:
@@ -57,9 +71,17 @@ class LogFile(RotatingFileHandler):
 
     def _open(self) -> io.TextIOWrapper:
         Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        flags = (
+            os.O_WRONLY
+            | os.O_CREAT
+            | os.O_APPEND
+            | getattr(os, "O_NOFOLLOW", 0)
+            | getattr(os, "O_CLOEXEC", 0)
+        )
         fd = os.open(self.baseFilename, flags, 0o600)
-        return io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "a")), encoding="utf-8", errors="replace")
+        return io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(fd, "a")), encoding="utf-8", errors="replace"
+        )
 
     def handleError(self, record: logging.LogRecord) -> None:
         pass
@@ -76,10 +98,15 @@ def route_logs_to_file() -> LogFile:
     root.addHandler(handler)
     for name in THIRD_PARTY:
         logger = logging.getLogger(name)
-        logger.handlers = [h for h in logger.handlers if getattr(h, "vibechat", False)
-                           and not isinstance(h, LogFile)]
+        logger.handlers = [
+            h
+            for h in logger.handlers
+            if getattr(h, "vibechat", False) and not isinstance(h, LogFile)
+        ]
         logger.propagate = True
-    hub = logging.getLogger("huggingface_hub")  # its import stops it propagating: the file is its own
+    hub = logging.getLogger(
+        "huggingface_hub"
+    )  # its import stops it propagating: the file is its own
     hub.propagate = False
     hub.addHandler(handler)
     return handler

@@ -41,6 +41,7 @@ def _number_check(name: str) -> Any:
     malformed command line, a usage error (exit 2) in the command's own words, like any
     option of the wrong type; a number out of range is a bad value, said later by
     ``PARAM_SPECS`` (exit 1), as in the config file and ``/set``."""
+
     def check(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
         if value is not None and not _is_number_or_word(name, value):
             spec = PARAM_SPECS[name]
@@ -50,6 +51,7 @@ def _number_check(name: str) -> Any:
             usage_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
             raise usage_error(f"{flag} must be {kind} {spec.range_text()} (got {shown!r})", ctx=ctx)
         return value
+
     return check
 
 
@@ -68,7 +70,11 @@ def _is_number_or_word(name: str, value: str) -> bool:
     return True
 
 
-PANELS = {SAMPLING_GROUP: "Sampling", ENGINE_GROUP: "Model and engine", REMOTE_GROUP: "Remote server"}
+PANELS = {
+    SAMPLING_GROUP: "Sampling",
+    ENGINE_GROUP: "Model and engine",
+    REMOTE_GROUP: "Remote server",
+}
 SAMPLING, ENGINE, REMOTE = (PANELS[g] for g in (SAMPLING_GROUP, ENGINE_GROUP, REMOTE_GROUP))
 
 
@@ -89,8 +95,9 @@ def setting_option(key: str) -> Any:
         extra["callback"] = _number_check(setting.name)
     elif setting.kind == "whole number":
         kind = int
-    return Annotated[kind | None, typer.Option(*names, metavar=setting.metavar, help=setting.flag_help,
-                                                  **extra)]
+    return Annotated[
+        kind | None, typer.Option(*names, metavar=setting.metavar, help=setting.flag_help, **extra)
+    ]
 
 
 def option_name(setting: Setting) -> str:
@@ -111,8 +118,12 @@ def flagged_settings() -> list[Setting]:
 
 HISTORY = "History"
 STRUCTURED = "Structured output"
-NoSaveOpt = Annotated[bool, typer.Option(
-    "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY)]
+NoSaveOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-save", help="Do not save this chat in the history.", rich_help_panel=HISTORY
+    ),
+]
 
 
 EngineFlags = Mapping[str, Any]  # engine flags as typed, by config key (EngineSettings' names)
@@ -136,7 +147,9 @@ class SamplingChoice:
     thinking: str | None = None  # --thinking: auto, on or off
 
     def __post_init__(self) -> None:
-        if self.stop:  # a shell cannot type a newline in a flag: "\n" stands for one, as in llama-cli
+        if (
+            self.stop
+        ):  # a shell cannot type a newline in a flag: "\n" stands for one, as in llama-cli
             self.stop = [unescape(s) for s in self.stop]
 
     def to_params(self, base=None):
@@ -181,8 +194,11 @@ def check_engine_numbers(values: EngineFlags) -> None:
         if value is None or setting.kind != "whole number":
             continue
         if (setting.minimum is not None and value < setting.minimum) or (
-                setting.maximum is not None and value > setting.maximum):
-            raise InvalidParameterError(f"{setting.flag or key} must be{range_text(setting)} (got {value}).")
+            setting.maximum is not None and value > setting.maximum
+        ):
+            raise InvalidParameterError(
+                f"{setting.flag or key} must be{range_text(setting)} (got {value})."
+            )
 
 
 def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: str | None):
@@ -195,8 +211,13 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     for key, value in engine.items():
         if value is not None:
             values[key], flags[key] = value, SETTINGS_BY_KEY[key].flag or key
-    if engine.get("base_url") is not None and engine.get("backend") is None:  # --base-url alone means a server
-        values["backend"], flags["backend"] = "openai", SETTINGS_BY_KEY["base_url"].flag or "base_url"
+    if (
+        engine.get("base_url") is not None and engine.get("backend") is None
+    ):  # --base-url alone means a server
+        values["backend"], flags["backend"] = (
+            "openai",
+            SETTINGS_BY_KEY["base_url"].flag or "base_url",
+        )
     if system is not None:
         values["system_prompt"] = system
     for name, raw in sampling.values.items():
@@ -228,7 +249,9 @@ class SettingFlags:
 
         engine = engine_flags(**{k: given[k] for k in ENGINE_SETTING_KEYS if k in given})
         values = {name: given.get(name) for name in PARAM_SPECS}
-        sampling = SamplingChoice(values=values, stop=given.get("stop"), thinking=given.get("thinking"))
+        sampling = SamplingChoice(
+            values=values, stop=given.get("stop"), thinking=given.get("thinking")
+        )
         return cls(engine, sampling, given.get("system"))
 
     def as_tuple(self) -> tuple[Mapping[str, Any], SamplingChoice, str | None]:
@@ -250,20 +273,36 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)
     placeholder = next(name for name in signature.parameters if hints.get(name) is SettingFlags)
-    added = [inspect.Parameter(option_name(s), inspect.Parameter.KEYWORD_ONLY, default=None,
-                               annotation=setting_option(s.key)) for s in flagged_settings()]
+    added = [
+        inspect.Parameter(
+            option_name(s),
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=setting_option(s.key),
+        )
+        for s in flagged_settings()
+    ]
     names = {p.name for p in added}
     clash = names & (set(signature.parameters) - {placeholder})
     if clash:
-        raise TypeError(f"{command.__name__} already has parameters named {', '.join(sorted(clash))}")
+        raise TypeError(
+            f"{command.__name__} already has parameters named {', '.join(sorted(clash))}"
+        )
     params: list[inspect.Parameter] = []
     for p in signature.parameters.values():
-        p = p.replace(annotation=hints.get(p.name, p.annotation))  # resolved: typer reads them as they are
+        p = p.replace(
+            annotation=hints.get(p.name, p.annotation)
+        )  # resolved: typer reads them as they are
         if p.name == placeholder:
             params += added
         else:
-            params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind is p.POSITIONAL_OR_KEYWORD
-                          and params and params[-1].kind is inspect.Parameter.KEYWORD_ONLY else p)
+            params.append(
+                p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+                if p.kind is p.POSITIONAL_OR_KEYWORD
+                and params
+                and params[-1].kind is inspect.Parameter.KEYWORD_ONLY
+                else p
+            )
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -278,13 +317,23 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 # `vibechat run`'s attachments (app/commands/run_input.py reads them before the model loads).
 ATTACHMENTS = "Attachments"
-ImageOpt = Annotated[list[str] | None, typer.Option(
-    "--image", metavar="PATH",
-    help="Attach an image (PNG, JPEG, GIF, WebP, BMP) to the prompt, for a vision model (repeatable). A local "
-         "model needs its projector (--mmproj); a server's model must take images.",
-    rich_help_panel=ATTACHMENTS)]
-FileOpt = Annotated[list[str] | None, typer.Option(
-    "--file", metavar="PATH",
-    help="Attach a text file to the prompt (repeatable): the model is given its name and text, before the prompt "
-         "(bounded: longer files are cut, with a note).",
-    rich_help_panel=ATTACHMENTS)]
+ImageOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--image",
+        metavar="PATH",
+        help="Attach an image (PNG, JPEG, GIF, WebP, BMP) to the prompt, for a vision model (repeatable). A local "
+        "model needs its projector (--mmproj); a server's model must take images.",
+        rich_help_panel=ATTACHMENTS,
+    ),
+]
+FileOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--file",
+        metavar="PATH",
+        help="Attach a text file to the prompt (repeatable): the model is given its name and text, before the prompt "
+        "(bounded: longer files are cut, with a note).",
+        rich_help_panel=ATTACHMENTS,
+    ),
+]

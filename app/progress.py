@@ -41,8 +41,10 @@ def human_time(seconds: float | None) -> str:
 
 def progress_line(p: Progress) -> str:
     shard = f" (file {p.file_index}/{p.file_count})" if p.file_count > 1 else ""
-    return (f"{p.fraction:6.1%}  {human_size(p.done)} / {human_size(p.total)}  "
-            f"{human_size(p.speed)}/s  ETA {human_time(p.eta)}{shard}")
+    return (
+        f"{p.fraction:6.1%}  {human_size(p.done)} / {human_size(p.total)}  "
+        f"{human_size(p.speed)}/s  ETA {human_time(p.eta)}{shard}"
+    )
 
 
 class CliProgress:
@@ -74,9 +76,15 @@ class CliProgress:
             from rich.progress import Progress as RichProgress
 
             # The title names Hub repos and files: sanitised, and never read as Rich markup.
-            bar = RichProgress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
-                               TransferSpeedColumn(), TimeRemainingColumn(),
-                               console=Console(file=self.stream), transient=False)
+            bar = RichProgress(
+                TextColumn("{task.description}", markup=False),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=Console(file=self.stream),
+                transient=False,
+            )
             bar.__enter__()
             self._task = bar.add_task(self.title, total=None)
             self._rich = bar
@@ -96,8 +104,12 @@ class CliProgress:
             self.stream.write(progress_line(p) + "\n")
             self.stream.flush()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._rich is not None:
             self._rich.__exit__(exc_type, exc, tb)
 
@@ -147,22 +159,35 @@ def pull_with_progress(ref_text: str, revision: str | None = None) -> LocalModel
 
     ref = parse_hub_ref(ref_text)
     if ref is None:
-        raise ModelRefError(f"{ref_text!r} is not a Hugging Face reference: use owner/repo, owner/repo:QUANT "
-                            "or owner/repo/file.gguf.")
+        raise ModelRefError(
+            f"{ref_text!r} is not a Hugging Face reference: use owner/repo, owner/repo:QUANT "
+            "or owner/repo/file.gguf."
+        )
     reporter: list[CliProgress] = []
 
     def on_listing(listing, option) -> None:
         shards = f", {len(option.files)} files" if len(option.files) > 1 else ""
         projector = listing.projector_for(option)
         # A vision model's projector comes with it: its name (from the Hub) and size are said.
-        also = f" + projector {projector.path} ({human_size(projector.size)})" if projector is not None else ""
-        reporter.append(CliProgress(f"Downloading {ref.repo} {option.label} ({human_size(option.size)}{shards})"
-                                    f"{also}"))
+        also = (
+            f" + projector {projector.path} ({human_size(projector.size)})"
+            if projector is not None
+            else ""
+        )
+        reporter.append(
+            CliProgress(
+                f"Downloading {ref.repo} {option.label} ({human_size(option.size)}{shards}){also}"
+            )
+        )
         reporter[0].__enter__()
 
     try:
-        model = pull(ref, revision=revision, on_listing=on_listing,
-                     on_progress=lambda p: reporter[0].update(p) if reporter else None)
+        model = pull(
+            ref,
+            revision=revision,
+            on_listing=on_listing,
+            on_progress=lambda p: reporter[0].update(p) if reporter else None,
+        )
     except KeyboardInterrupt:
         typer.echo("vibechat: download stopped; run the same command again to resume.", err=True)
         raise typer.Exit(130) from None

@@ -35,26 +35,38 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
     model runs too (device, threads, repacking, KV cache) and how it is prompted where that is
     not its own chat template (``prompt: completion``). What is not known (a seed a server
     did not say) is left out, never shown as ``None``."""
-    thinking = f" ({stats.thinking_tokens} thinking)" if stats.thinking_tokens else ""  # counted in, too
-    text = (f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
-            f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens{thinking} · "
-            f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
-            f"{stats.finish_reason}" + ("" if stats.seed is None else f" · seed {stats.seed}"))
+    thinking = (
+        f" ({stats.thinking_tokens} thinking)" if stats.thinking_tokens else ""
+    )  # counted in, too
+    text = (
+        f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
+        f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens{thinking} · "
+        f"first token {stats.ttft_ms:.0f} ms · {stats.decode_tokens_per_s:.1f} tokens/s · "
+        f"{stats.finish_reason}" + ("" if stats.seed is None else f" · seed {stats.seed}")
+    )
     if stats.restored_tokens:
         text += f" · restored {stats.restored_tokens} tokens in {stats.restore_ms / 1000:.2f} s"
     if stats.drafted_tokens:
         rate = stats.accepted_draft_tokens / stats.drafted_tokens
         text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
     if stats.drafted_tokens or stats.drafting_turned_off:
-        text += " · drafting off (did not pay)" if stats.drafting_turned_off else f" · draft k {stats.draft_k}"
+        text += (
+            " · drafting off (did not pay)"
+            if stats.drafting_turned_off
+            else f" · draft k {stats.draft_k}"
+        )
     if info is not None:
         text += f" · {info.device}"
         if info.n_threads:
             text += f" · {info.n_threads} thread" + ("" if info.n_threads == 1 else "s")
         if info.repack is not None:
-            text += f" · repack {info.repack}" + (" (auto)" if info.repack_setting == "auto" else "")
+            text += f" · repack {info.repack}" + (
+                " (auto)" if info.repack_setting == "auto" else ""
+            )
         if info.kv_cache_bytes:
-            text += f" · {info.kv_cache}" + (" (flash attention on)" if info.flash_attn_forced else "")
+            text += f" · {info.kv_cache}" + (
+                " (flash attention on)" if info.flash_attn_forced else ""
+            )
         if info.draft_model:
             text += f" · draft model {info.draft_model}"
         if info.chat_format not in ("gguf", "server"):  # not the model's own chat template: say so
@@ -69,28 +81,60 @@ def engine_dict(info: ModelInfo) -> dict[str, object]:
     if info.server:
         from vibechat.engine.remote.options import api_root
 
-        return {"backend": info.backend, "server": sanitize(info.server),
-                "base_url": sanitize(api_root(info) or info.server), "model": sanitize(info.name),
-                "context_size": info.context_size or None,  # None: the server did not say
-                "prompt_format": info.prompt_format}
-    return {"backend": info.backend, "device": info.device, "gpu_layers": info.gpu_layers, "n_layers": info.n_layers,
-            "n_threads": info.n_threads, "context_size": info.context_size, "flash_attn": info.flash_attn,
-            "kv_cache_type": info.kv_cache_type, "kv_cache_bytes": info.kv_cache_bytes,
-            "speculative": info.speculative, "draft_tokens": info.draft_tokens,
-            "draft_model": info.draft_model, "draft_model_bytes": info.draft_model_bytes,
-            "repack": info.repack, "repack_setting": info.repack_setting, "repack_reason": info.repack_reason,
-            "prompt_format": info.prompt_format, "prompt_format_reason": info.chat_format_reason,
-            "projector": sanitize(info.projector) if info.projector else None}
+        return {
+            "backend": info.backend,
+            "server": sanitize(info.server),
+            "base_url": sanitize(api_root(info) or info.server),
+            "model": sanitize(info.name),
+            "context_size": info.context_size or None,  # None: the server did not say
+            "prompt_format": info.prompt_format,
+        }
+    return {
+        "backend": info.backend,
+        "device": info.device,
+        "gpu_layers": info.gpu_layers,
+        "n_layers": info.n_layers,
+        "n_threads": info.n_threads,
+        "context_size": info.context_size,
+        "flash_attn": info.flash_attn,
+        "kv_cache_type": info.kv_cache_type,
+        "kv_cache_bytes": info.kv_cache_bytes,
+        "speculative": info.speculative,
+        "draft_tokens": info.draft_tokens,
+        "draft_model": info.draft_model,
+        "draft_model_bytes": info.draft_model_bytes,
+        "repack": info.repack,
+        "repack_setting": info.repack_setting,
+        "repack_reason": info.repack_reason,
+        "prompt_format": info.prompt_format,
+        "prompt_format_reason": info.chat_format_reason,
+        "projector": sanitize(info.projector) if info.projector else None,
+    }
 
 
-STATS_KEYS = ("prompt_tokens", "prompt_tokens_evaluated", "restored_tokens", "restore_ms", "completion_tokens",
-              "thinking_tokens", "ttft_ms",
-              "prompt_eval_ms", "decode_ms", "decode_tokens_per_s", "seed", "dropped_messages",
-              "drafted_tokens", "accepted_draft_tokens", "draft_k", "drafting_turned_off")
+STATS_KEYS = (
+    "prompt_tokens",
+    "prompt_tokens_evaluated",
+    "restored_tokens",
+    "restore_ms",
+    "completion_tokens",
+    "thinking_tokens",
+    "ttft_ms",
+    "prompt_eval_ms",
+    "decode_ms",
+    "decode_tokens_per_s",
+    "seed",
+    "dropped_messages",
+    "drafted_tokens",
+    "accepted_draft_tokens",
+    "draft_k",
+    "drafting_turned_off",
+)
 
 
-def json_stats(stats: GenerationStats | None, seed: int | None = None,
-               meter: ReplyMeter | None = None) -> dict[str, object]:
+def json_stats(
+    stats: GenerationStats | None, seed: int | None = None, meter: ReplyMeter | None = None
+) -> dict[str, object]:
     """A reply's statistics for ``--json``, always with the same keys. ``stats`` None: the
     backend sent none (a reply cut short by the server, a crash): what ``meter`` measured
     here stands in (pieces received, each counted as a token, as a server's reply is
@@ -134,7 +178,10 @@ class ReplyMeter:
 
     def measured(self) -> dict[str, object]:
         """The statistics' keys this meter knows."""
-        data: dict[str, object] = {"completion_tokens": self.pieces, "thinking_tokens": self.thinking_pieces}
+        data: dict[str, object] = {
+            "completion_tokens": self.pieces,
+            "thinking_tokens": self.thinking_pieces,
+        }
         if self.first:
             data["ttft_ms"] = round((self.first - self.started) * 1000, 2)
             data["decode_ms"] = round((self.last - self.first) * 1000, 2)
@@ -145,14 +192,26 @@ class ReplyMeter:
 
 # What a script finds in ``error.kind`` (--json): which kind of failure, by the error's class.
 ERROR_KINDS: tuple[tuple[str, str], ...] = (
-    ("ConfigError", "config"), ("InvalidParameterError", "value"), ("ContextOverflowError", "context"),
-    ("StreamInterrupted", "interrupted"), ("EngineCrashed", "crash"), ("RemoteServerError", "server"),
-    ("HistoryError", "history"), ("HubError", "download"), ("DownloadError", "download"),
-    ("ModelFileError", "model"), ("ModelLoadError", "model"), ("ModelRefError", "model"),
-    ("ModelStoreError", "model"), ("GpuOffloadUnavailableError", "model"), ("BatchLineError", "value"),
+    ("ConfigError", "config"),
+    ("InvalidParameterError", "value"),
+    ("ContextOverflowError", "context"),
+    ("StreamInterrupted", "interrupted"),
+    ("EngineCrashed", "crash"),
+    ("RemoteServerError", "server"),
+    ("HistoryError", "history"),
+    ("HubError", "download"),
+    ("DownloadError", "download"),
+    ("ModelFileError", "model"),
+    ("ModelLoadError", "model"),
+    ("ModelRefError", "model"),
+    ("ModelStoreError", "model"),
+    ("GpuOffloadUnavailableError", "model"),
+    ("BatchLineError", "value"),
     # a file that cannot be attached (exit 2), images for a model that takes none (the session's
     # check, the local engine's), a kept copy gone (the local engine's, the remote backend's)
-    ("AttachmentError", "attachment"), ("ImagesNotTaken", "attachment"), ("ImagesNotSupported", "attachment"),
+    ("AttachmentError", "attachment"),
+    ("ImagesNotTaken", "attachment"),
+    ("ImagesNotSupported", "attachment"),
     ("ImageUnreadable", "attachment"),
     ("GenerationError", "generation"),
 )
@@ -195,31 +254,55 @@ class RunResult:
     params: SamplingParams | None = None
     finish_reason: str | None = None
     stats: dict[str, object] | None = None  # None: unknown (the seed sent, the rest null)
-    structured: str | None = None  # under --json-schema/--grammar: whether the JSON (grammar) is whole
-    error: dict[str, object] | None = None  # error_object(): the run failed (or its reply was empty)
+    structured: str | None = (
+        None  # under --json-schema/--grammar: whether the JSON (grammar) is whole
+    )
+    error: dict[str, object] | None = (
+        None  # error_object(): the run failed (or its reply was empty)
+    )
     empty: bool = False  # the reply ended by itself with no text
     line: int | None = None  # --prompts-file: the line this result answers
     request_id: str | int | None = None  # --prompts-file: the line's own "id", if it gave one
     line_error: str | None = None  # --prompts-file: the line failed, for this reason
-    tool_calls: list[dict[str, object]] | None = None  # the tool calls of a run offered tools, as they went
-    attachments: list[dict[str, object]] | None = None  # --image / --file (attachment_list); None: none given
-    stdin_chars: int | None = None  # piped stdin joined before the prompt given (run_input.Prompt); None: not
+    tool_calls: list[dict[str, object]] | None = (
+        None  # the tool calls of a run offered tools, as they went
+    )
+    attachments: list[dict[str, object]] | None = (
+        None  # --image / --file (attachment_list); None: none given
+    )
+    stdin_chars: int | None = (
+        None  # piped stdin joined before the prompt given (run_input.Prompt); None: not
+    )
 
     @classmethod
-    def of_answer(cls, answer: Answer, *, params: SamplingParams, info: ModelInfo, conversation_id: int | None,
-                  raw: bool, meter: ReplyMeter | None) -> RunResult:
+    def of_answer(
+        cls,
+        answer: Answer,
+        *,
+        params: SamplingParams,
+        info: ModelInfo,
+        conversation_id: int | None,
+        raw: bool,
+        meter: ReplyMeter | None,
+    ) -> RunResult:
         """A reply that ended (by itself, at a limit, or stopped by Ctrl-C): its text and
         thinking as shown (sanitized unless ``raw``), the parameters the backend used
         (``params``: those sent, where it did not say), the statistics and whether it is empty."""
         done = answer.done
         used = done.params or params
         finish_reason = "cancelled" if answer.interrupted else done.stats.finish_reason
-        return cls(text=answer.text if raw else sanitize(answer.text),
-                   thinking=done.thinking if raw else sanitize(done.thinking), info=info,
-                   conversation_id=conversation_id, params=used, finish_reason=finish_reason,
-                   stats=json_stats(done.stats, meter=meter),
-                   structured=structured_state(used, answer.text, done.stats),
-                   empty=not answer.interrupted and is_empty_reply(answer.text, finish_reason, used, done.stats))
+        return cls(
+            text=answer.text if raw else sanitize(answer.text),
+            thinking=done.thinking if raw else sanitize(done.thinking),
+            info=info,
+            conversation_id=conversation_id,
+            params=used,
+            finish_reason=finish_reason,
+            stats=json_stats(done.stats, meter=meter),
+            structured=structured_state(used, answer.text, done.stats),
+            empty=not answer.interrupted
+            and is_empty_reply(answer.text, finish_reason, used, done.stats),
+        )
 
     def to_json(self) -> dict[str, object]:
         """The JSON object (key order included: scripts and tests read it as printed)."""
@@ -236,7 +319,11 @@ class RunResult:
                 return obj
         info, params = self.info, self.params
         obj["text"], obj["thinking"] = self.text, self.thinking
-        obj["model"] = sanitize(info.name) if info is not None else (sanitize(self.model) if self.model else None)
+        obj["model"] = (
+            sanitize(info.name)
+            if info is not None
+            else (sanitize(self.model) if self.model else None)
+        )
         if not per_line:
             obj["model_path"] = info.path if info is not None and not info.server else None
         obj["conversation_id"] = self.conversation_id
@@ -244,15 +331,20 @@ class RunResult:
         if not per_line:
             obj["prompt_format"] = info.prompt_format if info is not None else None
         obj["finish_reason"] = self.finish_reason
-        obj["stats"] = self.stats if self.stats is not None else json_stats(
-            None, seed=params.seed if params is not None else None)
+        obj["stats"] = (
+            self.stats
+            if self.stats is not None
+            else json_stats(None, seed=params.seed if params is not None else None)
+        )
         if not per_line:
             obj["engine"] = engine_dict(info) if info is not None else None
         if self.tool_calls is not None and not per_line:
             obj["tool_calls"] = self.tool_calls
         if self.attachments is not None and not per_line:
             obj["attachments"] = self.attachments
-        if self.stdin_chars is not None and not per_line:  # the prompt is stdin, a blank line, then PROMPT
+        if (
+            self.stdin_chars is not None and not per_line
+        ):  # the prompt is stdin, a blank line, then PROMPT
             obj["stdin"] = {"included": True, "chars": self.stdin_chars}
         if self.structured is not None:
             obj["structured_output"] = self.structured
@@ -268,11 +360,22 @@ def attachment_list(attachments: tuple[Attachment, ...]) -> list[dict[str, objec
     scaling, the kept copy's bytes and digest), in order; None (no key) when nothing was attached."""
     if not attachments:
         return None
-    return [{"kind": a.kind, "name": sanitize(a.name), "size": a.size, "width": a.width, "height": a.height,
-             "digest": a.digest} for a in attachments]
+    return [
+        {
+            "kind": a.kind,
+            "name": sanitize(a.name),
+            "size": a.size,
+            "width": a.width,
+            "height": a.height,
+            "digest": a.digest,
+        }
+        for a in attachments
+    ]
 
 
-def is_empty_reply(text: str, finish_reason: str, params: SamplingParams, stats: GenerationStats) -> bool:
+def is_empty_reply(
+    text: str, finish_reason: str, params: SamplingParams, stats: GenerationStats
+) -> bool:
     """Whether a reply that ended by itself has no text to show: the model (or the server)
     sent none. A reply that one of the user's ``--stop`` strings cut at its very start is
     what was asked for, not an empty reply."""
@@ -281,7 +384,9 @@ def is_empty_reply(text: str, finish_reason: str, params: SamplingParams, stats:
     return not (params.stop and stats.completion_tokens)
 
 
-def structured_state(params: SamplingParams | None, text: str, stats: GenerationStats | None = None) -> str | None:
+def structured_state(
+    params: SamplingParams | None, text: str, stats: GenerationStats | None = None
+) -> str | None:
     """``--json``'s ``structured_output`` under ``--json-schema``/``--grammar``: ``complete``
     only when the reply is whole and what was asked (its JSON parses and matches the schema;
     a grammar's end was accepted by the sampler: ``stats.grammar_accepted``), ``incomplete``
@@ -301,5 +406,9 @@ def structured_note(done: GenerationDone) -> str:
     if fmt is None or state in (None, "complete"):
         return ""
     if state == "invalid":
-        return ": the JSON does not match the schema" if fmt.kind == "schema" else ": the output is not a JSON object"
+        return (
+            ": the JSON does not match the schema"
+            if fmt.kind == "schema"
+            else ": the output is not a JSON object"
+        )
     return f": the {'grammar' if fmt.kind == 'grammar' else 'JSON'} output is incomplete"

@@ -78,8 +78,14 @@ class RunPlan:
             loaded = apply_to_loaded(loaded, preset)
         loaded = flags.settings.apply(loaded)
         config = loaded.config
-        return cls(loaded=loaded, flags=flags, engine=EngineSettings.from_config(config), params=config.params,
-                   system=config.system_prompt, preset=preset)
+        return cls(
+            loaded=loaded,
+            flags=flags,
+            engine=EngineSettings.from_config(config),
+            params=config.params,
+            system=config.system_prompt,
+            preset=preset,
+        )
 
     @property
     def config(self) -> Config:
@@ -90,34 +96,53 @@ class RunPlan:
         drafting is off (no ``--draft``, nor ``speculative`` or a draft model in the config)."""
 
         config = self.config
-        if (self.flags.settings.engine.get("draft_tokens") is not None
-                and check_speculative(config.speculative or "off") == "off" and not config.draft_model):
-            raise VibechatError("--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
-                                "or drop --draft-tokens.")
+        if (
+            self.flags.settings.engine.get("draft_tokens") is not None
+            and check_speculative(config.speculative or "off") == "off"
+            and not config.draft_model
+        ):
+            raise VibechatError(
+                "--draft-tokens applies only with speculative decoding: add --draft prompt-lookup, "
+                "or drop --draft-tokens."
+            )
 
     def with_output_format(self, output_format: OutputFormat | None) -> RunPlan:
         """The reply constrained to ``output_format`` (``--json-schema``/``--grammar``; None:
         as the config and preset say)."""
         if output_format is None:
             return self
-        return replace(self, output_format=output_format, params=self.params.replace(output_format=output_format))
+        return replace(
+            self,
+            output_format=output_format,
+            params=self.params.replace(output_format=output_format),
+        )
 
     def saves(self, no_save: bool, continuing: bool) -> bool:
         """Whether the run is saved in the history: not with ``--no-save``; ``save_runs =
         false`` keeps runs out too, except one that asks to add to a saved conversation."""
         return not no_save and (self.config.save_runs or continuing)
 
-    def open_conversation(self, *, no_save: bool, continue_latest: bool, conversation_id: int | None,
-                          switch: bool = False) -> RunPlan:
+    def open_conversation(
+        self,
+        *,
+        no_save: bool,
+        continue_latest: bool,
+        conversation_id: int | None,
+        switch: bool = False,
+    ) -> RunPlan:
         """The plan for a ``run`` (``--continue``, ``--conversation ID`` or a new
         conversation, saved unless ``--no-save``): :func:`open_chat`, then :meth:`continuing`
         (``switch``: ``--switch-model``)."""
         continuing = continue_latest or conversation_id is not None
         if switch and not continuing:
-
-            raise VibechatError("--switch-model applies only with --continue or --conversation ID: drop it.")
-        chat = open_chat(no_save=not self.saves(no_save, continuing), continue_latest=continue_latest,
-                         conversation_id=conversation_id)
+            raise VibechatError(
+                "--switch-model applies only with --continue or --conversation ID: drop it."
+            )
+        chat = open_chat(
+            no_save=not self.saves(no_save, continuing),
+            continue_latest=continue_latest,
+            conversation_id=conversation_id,
+        )
         try:
             return self.continuing(chat, switch)
         except BaseException:
@@ -136,7 +161,9 @@ class RunPlan:
         params, system = self.over_saved(chat.conversation.params)
         engine = self.engine
         own = OwnBackend.of(chat.model, chat.model_path)
-        if own is not None:  # its own model and server, or (chosen on purpose) one line; see conversation_backend
+        if (
+            own is not None
+        ):  # its own model and server, or (chosen on purpose) one line; see conversation_backend
             engine = own_engine(own, engine, self.chosen_backend(), chat.conversation_id, switch)
         return replace(self, chat=chat, params=params, system=system, engine=engine)
 
@@ -152,18 +179,26 @@ class RunPlan:
             params = params.replace(output_format=self.output_format)
         system = flags.system
         if system is None and preset is not None:
-            system = preset.system  # "" takes the conversation's system prompt away, as the preset says
+            system = (
+                preset.system
+            )  # "" takes the conversation's system prompt away, as the preset says
         return params, system
 
     def chosen_backend(self) -> set[str]:
         """What the user named on purpose of where and what runs: ``model``, ``base_url``,
         ``backend`` (their flags), ``model`` for a preset's model too."""
-        chosen = {key for key in ("model", "base_url", "backend") if self.flags.settings.engine.get(key) is not None}
+        chosen = {
+            key
+            for key in ("model", "base_url", "backend")
+            if self.flags.settings.engine.get(key) is not None
+        }
         if self.preset is not None and self.preset.model is not None:
             chosen.add("model")
         return chosen
 
-    def opening(self, *, no_save: bool, new: bool, continue_latest: bool, conversation_id: int | None) -> ChatStart:
+    def opening(
+        self, *, no_save: bool, new: bool, continue_latest: bool, conversation_id: int | None
+    ) -> ChatStart:
         """How the chat starts: on a saved conversation (``--continue``, ``--conversation ID``, or
         ``continue_last`` in the config unless ``--new``), picked as ``run`` picks it
         (:func:`pick_conversation`: an empty history or an unknown id asked for is one line),
@@ -176,18 +211,27 @@ class RunPlan:
 
         from .appconfig import chat_settings
 
-        check_pick(no_save=no_save, continue_latest=continue_latest, conversation_id=conversation_id)
+        check_pick(
+            no_save=no_save, continue_latest=continue_latest, conversation_id=conversation_id
+        )
         asked = continue_latest or conversation_id is not None
         if new and asked:
-            raise VibechatError("--new starts a new chat, and --continue/--conversation open a saved one: "
-                                "use one of them.")
+            raise VibechatError(
+                "--new starts a new chat, and --continue/--conversation open a saved one: "
+                "use one of them."
+            )
         standing = not (asked or new or no_save) and chat_settings(self.loaded).continue_last
         if not (asked or standing):
             return ChatStart(self)
-        history = History(read_only_ok=True)  # reading a saved chat needs no write access, as in the list
+        history = History(
+            read_only_ok=True
+        )  # reading a saved chat needs no write access, as in the list
         try:
-            stored = pick_conversation(history.open(), continue_latest=continue_latest or standing,
-                                       conversation_id=conversation_id)
+            stored = pick_conversation(
+                history.open(),
+                continue_latest=continue_latest or standing,
+                conversation_id=conversation_id,
+            )
         except BaseException as exc:
             if asked or not isinstance(exc, VibechatError):
                 history.close()
@@ -225,7 +269,9 @@ def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | No
         return ChatLog(Conversation())
     history = History().open()  # a read-only data dir fails here, in one line, before any work
     try:
-        stored = pick_conversation(history, continue_latest=continue_latest, conversation_id=conversation_id)
+        stored = pick_conversation(
+            history, continue_latest=continue_latest, conversation_id=conversation_id
+        )
         if stored is not None:
             return ChatLog.from_stored(stored, history)
     except BaseException:
@@ -240,14 +286,19 @@ def check_pick(*, no_save: bool, continue_latest: bool, conversation_id: int | N
     from vibechat.engine.errors import VibechatError
 
     if continue_latest and conversation_id is not None:
-        raise VibechatError("--continue and --conversation both pick a conversation: use one of them.")
+        raise VibechatError(
+            "--continue and --conversation both pick a conversation: use one of them."
+        )
     if no_save and (continue_latest or conversation_id is not None):
-        raise VibechatError("--no-save cannot add to a saved conversation: drop --no-save, "
-                            "or --continue/--conversation.")
+        raise VibechatError(
+            "--no-save cannot add to a saved conversation: drop --no-save, "
+            "or --continue/--conversation."
+        )
 
 
-def pick_conversation(history: History, *, continue_latest: bool,
-                      conversation_id: int | None) -> StoredConversation | None:
+def pick_conversation(
+    history: History, *, continue_latest: bool, conversation_id: int | None
+) -> StoredConversation | None:
     """The saved conversation ``--continue`` (the latest) or ``--conversation ID`` names in
     ``history``, read (None: neither was asked for). An empty history or an unknown id raises
     one line with the fix; ``run`` and the chat pick by this one rule."""
@@ -256,7 +307,9 @@ def pick_conversation(history: History, *, continue_latest: bool,
     if continue_latest:
         latest = history.latest()
         if latest is None:
-            raise VibechatError("no saved conversation to continue yet: leave out --continue to start one.")
+            raise VibechatError(
+                "no saved conversation to continue yet: leave out --continue to start one."
+            )
         conversation_id = latest.id
     if conversation_id is None:
         return None

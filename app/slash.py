@@ -21,8 +21,10 @@ def set_help() -> str:
     strings and the thinking switch) and Ollama's own names for them."""
     names = ", ".join([*PARAM_SPECS, "stop", "thinking"])
     ollama = "".join(f" and {name}" for name in ollama_names())
-    return (f"/set NAME VALUE: change a parameter ({names}; ollama's /set parameter NAME VALUE{ollama} work "
-            "too); /set system TEXT; /set alone lists them")
+    return (
+        f"/set NAME VALUE: change a parameter ({names}; ollama's /set parameter NAME VALUE{ollama} work "
+        "too); /set system TEXT; /set alone lists them"
+    )
 
 
 def ollama_names() -> dict[str, str]:
@@ -33,18 +35,18 @@ def ollama_names() -> dict[str, str]:
 COMMANDS: dict[str, str] = {
     "/set": set_help(),
     "/show": "/show info|parameters|system|template: the model (file, quantization, context, where it runs, "
-             "prompt format) and the parameters; /show alone is /show info",
+    "prompt format) and the parameters; /show alone is /show info",
     "/load": "/load MODEL|PATH: load another model by name (vibechat models list) or a .gguf file's path "
-             "(a new conversation starts; a server: another of its model ids); /load alone opens F3",
+    "(a new conversation starts; a server: another of its model ids); /load alone opens F3",
     "/format": "/format json|FILE|off: make the next replies JSON (json), follow a JSON Schema or a .gbnf "
-               "grammar (FILE, or inline JSON); off clears it; /format alone shows it",
+    "grammar (FILE, or inline JSON); off clears it; /format alone shows it",
     "/think": "/think on|off|auto: switch a reasoning model's thinking on or off for the next replies, where "
-              "its template takes a switch (auto: as the template does by default); /think alone shows it",
+    "its template takes a switch (auto: as the template does by default); /think alone shows it",
     "/preset": "/preset NAME: apply a preset from the config file (system prompt, parameters, thinking, format; "
-               "its model loads as with /load); /preset alone opens the list; /preset save NAME keeps this set-up",
+    "its model loads as with /load); /preset alone opens the list; /preset save NAME keeps this set-up",
     "/system": "/system TEXT: set the system prompt; /system alone shows it, /system clear removes it",
     "/save": "/save: (ollama's) nothing to do: conversations are saved as you go (Ctrl+B lists them); "
-             "Ctrl+S in F2 saves the parameters as your defaults",
+    "Ctrl+S in F2 saves the parameters as your defaults",
     "/clear": "/clear: clear the conversation (same as /new)",
     "/new": "/new: start a new conversation (Ctrl+N)",
     "/stats": "/stats: show the last reply's statistics",
@@ -59,9 +61,11 @@ ATTACH_COMMANDS: dict[str, str] = {
 }
 ALIASES = {"/quit": "/bye", "/exit": "/bye", "/?": "/help", "/reset": "/new"}
 # What /save says: ollama saves a session as a new model; here nothing is ever unsaved.
-SAVE_NOTE = ("Nothing to save: this conversation is saved as you go (Ctrl+B lists your conversations, "
-             "'vibechat history export ID' writes one to a file). To keep these parameters as your defaults, "
-             "press Ctrl+S in the parameter panel (F2).")
+SAVE_NOTE = (
+    "Nothing to save: this conversation is saved as you go (Ctrl+B lists your conversations, "
+    "'vibechat history export ID' writes one to a file). To keep these parameters as your defaults, "
+    "press Ctrl+S in the parameter panel (F2)."
+)
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,11 @@ def unescape(line: str) -> str:
 
 def suggestion(name: str) -> str:
     """The one-line message for an unknown command."""
-    close = [c for c in (*COMMANDS, *ATTACH_COMMANDS) if c.startswith(name[:3])] if len(name) > 1 else []
+    close = (
+        [c for c in (*COMMANDS, *ATTACH_COMMANDS) if c.startswith(name[:3])]
+        if len(name) > 1
+        else []
+    )
     hint = f" Did you mean {close[0]}?" if close else ""
     return f"Unknown command {name}.{hint} Type /help for the list; start with // to send a message beginning with /."
 
@@ -106,13 +114,13 @@ def suggestion(name: str) -> str:
 # Settings that are not sampling parameters: what to do instead (ollama takes them in /set).
 ENGINE_SETTINGS = {
     "num_ctx": "The context size is an engine setting, fixed when the model loads: start the chat with "
-               "--ctx N, or set context_size in the config file (vibechat config edit).",
+    "--ctx N, or set context_size in the config file (vibechat config edit).",
     "num_gpu": "GPU layers are an engine setting: the GPU layers slider in the parameter panel (F2), "
-               "--n-gpu-layers N, or gpu_layers in the config file (vibechat config edit).",
+    "--n-gpu-layers N, or gpu_layers in the config file (vibechat config edit).",
     "num_thread": "CPU threads are an engine setting: start the chat with --threads N, or set threads in "
-                  "the config file (vibechat config edit).",
+    "the config file (vibechat config edit).",
     "repeat_last_n": "vibechat's repeat penalty looks back over a fixed window of recent tokens; "
-                     "/set repeat_penalty VALUE sets how strongly.",
+    "/set repeat_penalty VALUE sets how strongly.",
 }
 # ollama's /set switches: the parameter they set, or what vibechat does instead.
 SWITCHES: dict[str, tuple[str, str] | str] = {
@@ -124,11 +132,13 @@ SWITCHES: dict[str, tuple[str, str] | str] = {
     "wordwrap": "vibechat always wraps replies to the window.",
     "nowordwrap": "vibechat always wraps replies to the window.",
     "history": "Up and Down in an empty input always recall earlier prompts; chats are saved unless vibechat "
-               "was started with --no-save.",
+    "was started with --no-save.",
     "nohistory": "To keep this chat out of the history, start vibechat with --no-save.",
 }
-SET_USAGE = ("/set NAME VALUE (or /set parameter NAME VALUE), e.g. /set temperature 0.5; "
-             "/set system TEXT; /set alone lists the parameters.")
+SET_USAGE = (
+    "/set NAME VALUE (or /set parameter NAME VALUE), e.g. /set temperature 0.5; "
+    "/set system TEXT; /set alone lists the parameters."
+)
 
 
 @dataclass(frozen=True)
@@ -163,7 +173,11 @@ def parse_set(arg: str) -> SetRequest:
         return SetRequest("info", value=ENGINE_SETTINGS[key])
     switch = SWITCHES.get(key)
     if not ollama and not rest and switch is not None:
-        return SetRequest("info", value=switch) if isinstance(switch, str) else SetRequest("param", *switch)
+        return (
+            SetRequest("info", value=switch)
+            if isinstance(switch, str)
+            else SetRequest("param", *switch)
+        )
     if ollama and key == "stop" and "|" not in rest:
         rest = "|".join(rest.split())  # ollama: /set parameter stop A B C, one stop string a word
     return SetRequest("param", key, rest)
@@ -190,14 +204,21 @@ def shown(name: str, value: Any) -> str:
 
 
 def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace('"', '\\"') + '"'
+    return (
+        '"'
+        + text.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace('"', '\\"')
+        + '"'
+    )
 
 
 def param_rows(params: Any) -> list[tuple[str, str]]:
     """Every parameter of ``params`` (``SamplingParams``) and its value for people, in the
     order of ``/set``'s list."""
-    rows = [(name, shown(name, value)) for name, value in params.to_dict().items()
-            if name not in ("output_format", "thinking")]
+    rows = [
+        (name, shown(name, value))
+        for name, value in params.to_dict().items()
+        if name not in ("output_format", "thinking")
+    ]
     rows.append(("thinking", shown("thinking", params.thinking)))
     rows.append(("format", shown("format", params.output_format)))
     return rows

@@ -25,12 +25,16 @@ from vibechat.engine.errors import VibechatError
 
 NO_TERMINAL = "the chat needs a terminal (stdin and stdout); for scripts use 'vibechat run'"
 EXIT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
-FORCE_EXIT_S = 5.0  # a chat whose interface has not ended this long after the signal is ended at once
+FORCE_EXIT_S = (
+    5.0  # a chat whose interface has not ended this long after the signal is ended at once
+)
 # What the chat turns on, turned off: mouse reporting (each mode), focus events, bracketed paste,
 # the kitty keyboard protocol, line wrap back on, the normal screen, the cursor shown. Written only
 # when the chat could not end by itself (Textual writes its own on every other way out).
-RESTORE = (b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1004l\x1b[?2004l"
-           b"\x1b[<u\x1b[?7h\x1b[?1049l\x1b[?25h")
+RESTORE = (
+    b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1004l\x1b[?2004l"
+    b"\x1b[<u\x1b[?7h\x1b[?1049l\x1b[?25h"
+)
 
 
 def _is_terminal(stream: object) -> bool:
@@ -81,7 +85,11 @@ class SignalExit:
                 continue
             try:
                 loop.add_signal_handler(signum, self.received, signum)
-            except (ValueError, RuntimeError, NotImplementedError):  # not the main thread, not POSIX
+            except (
+                ValueError,
+                RuntimeError,
+                NotImplementedError,
+            ):  # not the main thread, not POSIX
                 continue
 
     def received(self, signum: int) -> None:
@@ -109,7 +117,9 @@ class SignalExit:
             import termios
 
             try:
-                termios.tcsetattr(sys.__stdin__.fileno() if sys.__stdin__ else 0, termios.TCSANOW, self._tty)
+                termios.tcsetattr(
+                    sys.__stdin__.fileno() if sys.__stdin__ else 0, termios.TCSANOW, self._tty
+                )
             except (OSError, ValueError, termios.error):
                 pass
         os._exit(128 + (self._signum or signal.SIGTERM))

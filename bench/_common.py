@@ -106,9 +106,15 @@ def wait_for_quiet(limit_s: float) -> None:
             return
 
 
-def alternating_rounds(rounds: int, modes: Sequence[str], sample: Callable[[str], S],
-                       describe: Callable[[str, S], str], retries: int = 2, quiet_wait_s: float = 60.0,
-                       swap_odd_rounds: bool = False) -> list[S]:
+def alternating_rounds(
+    rounds: int,
+    modes: Sequence[str],
+    sample: Callable[[str], S],
+    describe: Callable[[str, S], str],
+    retries: int = 2,
+    quiet_wait_s: float = 60.0,
+    swap_odd_rounds: bool = False,
+) -> list[S]:
     """``rounds`` rounds of every mode in turn (A B C A B C ...; with ``swap_odd_rounds``
     every other round runs backwards, so no mode always goes first). Before each sample,
     wait for a quiet machine; a disturbed sample is run again up to ``retries`` times.
@@ -121,7 +127,11 @@ def alternating_rounds(rounds: int, modes: Sequence[str], sample: Callable[[str]
                 wait_for_quiet(quiet_wait_s)
                 s = sample(mode)
                 s.round = r
-                print(f"[round {r}/{rounds}] {describe(mode, s)}  {load_text(s)}", file=sys.stderr, flush=True)
+                print(
+                    f"[round {r}/{rounds}] {describe(mode, s)}  {load_text(s)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if not disturbed(s):
                     break
             samples.append(s)
@@ -134,8 +144,10 @@ def disturbed_warning(samples: Iterable[HasLoad]) -> str:
     bad = [s for s in samples if disturbed(s)]
     if not bad:
         return ""
-    return (f"Warning: {len(bad)} of {len(samples)} samples ran while other processes used the CPU: "
-            "the figures are suspect, run again on a quiet machine.")
+    return (
+        f"Warning: {len(bad)} of {len(samples)} samples ran while other processes used the CPU: "
+        "the figures are suspect, run again on a quiet machine."
+    )
 
 
 def save_samples(path: Path | None, samples: Sequence[Any], **extra: object) -> None:
@@ -147,11 +159,21 @@ def save_samples(path: Path | None, samples: Sequence[Any], **extra: object) -> 
 
 def add_common_args(parser: argparse.ArgumentParser, *, rounds: int, tokens: int) -> None:
     """--rounds, --tokens, --retries, --threads and --json, as every in-process benchmark has them."""
-    parser.add_argument("--rounds", type=int, default=rounds, help=f"alternating rounds (default {rounds})")
-    parser.add_argument("--tokens", type=int, default=tokens, help=f"tokens to generate (default {tokens})")
-    parser.add_argument("--retries", type=int, default=2, help="reruns of a disturbed sample (default 2)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: vibechat's)")
-    parser.add_argument("--json", type=Path, default=None, help="also write every sample to this JSON file")
+    parser.add_argument(
+        "--rounds", type=int, default=rounds, help=f"alternating rounds (default {rounds})"
+    )
+    parser.add_argument(
+        "--tokens", type=int, default=tokens, help=f"tokens to generate (default {tokens})"
+    )
+    parser.add_argument(
+        "--retries", type=int, default=2, help="reruns of a disturbed sample (default 2)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="CPU threads (default: vibechat's)"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write every sample to this JSON file"
+    )
 
 
 def quiet_logs() -> None:
@@ -174,8 +196,10 @@ def describe_machine() -> str:
                 break
     except OSError:
         pass
-    return (f"{cpu}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}; "
-            f"llama-cpp-python {llama_cpp_python_version()}")
+    return (
+        f"{cpu}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}; "
+        f"llama-cpp-python {llama_cpp_python_version()}"
+    )
 
 
 def use_own_dirs() -> Path:
@@ -214,14 +238,19 @@ class Calibration:
         return REFERENCE_US / self.us if self.us else None
 
     def __str__(self) -> str:
-        return (f'python3 -m timeit "{CALIBRATION_LOOP}": {self.line}'
-                + (f" (×{self.speed:.2f} the {REFERENCE_US:.0f} µs reference)" if self.speed else ""))
+        return f'python3 -m timeit "{CALIBRATION_LOOP}": {self.line}' + (
+            f" (×{self.speed:.2f} the {REFERENCE_US:.0f} µs reference)" if self.speed else ""
+        )
 
 
 def calibration() -> Calibration:
     """Run the calibration loop in a fresh interpreter (as the notes do), on this Python."""
-    out = subprocess.run([sys.executable, "-m", "timeit", CALIBRATION_LOOP],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "timeit", CALIBRATION_LOOP],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     line = out.stdout.strip() or out.stderr.strip()
     found = _TIMEIT.search(line)
     return Calibration(line, float(found.group(1)) * _UNIT_US[found.group(2)] if found else None)
@@ -244,8 +273,10 @@ class Target:
     def verdict(self, figure: float) -> str:
         """``target ≥ 26,000 (10,000 at 974 µs): met`` for a figure."""
         sign = "≥" if self.at_least else "≤"
-        return (f"target {sign} {fmt(self.value, self.unit)} ({fmt(self.reference, self.unit)} at "
-                f"{REFERENCE_US:.0f} µs): {'met' if self.met(figure) else 'NOT met'}")
+        return (
+            f"target {sign} {fmt(self.value, self.unit)} ({fmt(self.reference, self.unit)} at "
+            f"{REFERENCE_US:.0f} µs): {'met' if self.met(figure) else 'NOT met'}"
+        )
 
 
 def fmt(value: float, unit: str) -> str:
@@ -260,8 +291,16 @@ def fmt(value: float, unit: str) -> str:
 REFERENCE_TARGETS = {
     "absorb": (10_000.0, "tok/s", True),  # a 16,000-token synthetic stream, absorbed by the UI
     "gap": (33.0, "ms", False),  # the worst event-loop gap meanwhile
-    "keypress": (50.0, "ms", False),  # keypress to screen, worst, while a reply streams at 500 tok/s
-    "ttft_over_run": (10.0, "ms", False),  # the chat's TTFT minus `vibechat run`'s (same host: not scaled)
+    "keypress": (
+        50.0,
+        "ms",
+        False,
+    ),  # keypress to screen, worst, while a reply streams at 500 tok/s
+    "ttft_over_run": (
+        10.0,
+        "ms",
+        False,
+    ),  # the chat's TTFT minus `vibechat run`'s (same host: not scaled)
     "first_frame": (0.5, "s", False),  # `vibechat` started to its first frame
     "model_ready": (1.0, "s", False),  # ... to the model ready (the starter)
 }
@@ -274,7 +313,13 @@ def scaled_targets(cal: Calibration) -> dict[str, Target]:
     factor = cal.us / REFERENCE_US if cal.us else 1.0
     targets = {}
     for name, (reference, unit, at_least) in REFERENCE_TARGETS.items():
-        value = reference if name in UNSCALED else reference / factor if at_least else reference * factor
+        value = (
+            reference
+            if name in UNSCALED
+            else reference / factor
+            if at_least
+            else reference * factor
+        )
         targets[name] = Target(name, reference, value, unit, at_least)
     return targets
 
@@ -285,8 +330,15 @@ def print_calibration(cal: Calibration, names: Iterable[str]) -> dict[str, Targe
     targets = scaled_targets(cal)
     print(f"Machine: {describe_machine()}")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"Calibration: {cal}; load average {load:.2f} (other work on the cores slows the loop too)")
-    print("Targets here: " + "; ".join(
-        f"{name} {'≥' if targets[name].at_least else '≤'} {fmt(targets[name].value, targets[name].unit)}"
-        for name in names), flush=True)
+    print(
+        f"Calibration: {cal}; load average {load:.2f} (other work on the cores slows the loop too)"
+    )
+    print(
+        "Targets here: "
+        + "; ".join(
+            f"{name} {'≥' if targets[name].at_least else '≤'} {fmt(targets[name].value, targets[name].unit)}"
+            for name in names
+        ),
+        flush=True,
+    )
     return targets

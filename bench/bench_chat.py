@@ -89,7 +89,9 @@ def children(pid: int) -> list[int]:
     return out
 
 
-PROMPT = "Write a long story about a lighthouse keeper and the sea, in many chapters."  # as bench_tui.py
+PROMPT = (
+    "Write a long story about a lighthouse keeper and the sea, in many chapters."  # as bench_tui.py
+)
 
 
 def saved_reply_stats(db: Path) -> dict | None:
@@ -100,8 +102,10 @@ def saved_reply_stats(db: Path) -> dict | None:
         return None
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
-            row = con.execute("SELECT status, stats FROM messages WHERE role = 'assistant' "
-                              "ORDER BY id DESC LIMIT 1").fetchone()
+            row = con.execute(
+                "SELECT status, stats FROM messages WHERE role = 'assistant' "
+                "ORDER BY id DESC LIMIT 1"
+            ).fetchone()
     except sqlite3.Error:
         return None
     if row is None or row[0] == "streaming" or not row[1]:
@@ -122,17 +126,32 @@ def drain(fd: int, until, timeout: float) -> bytes:
     return out
 
 
-def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = False) -> dict[str, float]:
+def one_round(
+    exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = False
+) -> dict[str, float]:
     home = Path(tempfile.mkdtemp(prefix="vibechat-bench-chat-"))
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(COLS), LINES=str(ROWS),
-               VIBECHAT_CONFIG_DIR=str(home / "config"), VIBECHAT_DATA_DIR=str(home / "data"),
-               XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"),
-               VIBECHAT_STATE_DIR=str(home / "state"))
+    env = dict(
+        os.environ,
+        TERM="xterm-256color",
+        COLUMNS=str(COLS),
+        LINES=str(ROWS),
+        VIBECHAT_CONFIG_DIR=str(home / "config"),
+        VIBECHAT_DATA_DIR=str(home / "data"),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+        VIBECHAT_STATE_DIR=str(home / "state"),
+    )
     # With its bytecode cached, as an installed package has it (pip compiles it; the warm-up round
     # writes it here): a PYTHONDONTWRITEBYTECODE=1 in the caller's environment (this host's shells
     # set it) would have every start compile ~90 changed modules from source, ~0.2 s of a first frame.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    argv = [str(exe), "-t", "0", "-n", str(decode)] if decode else [str(exe)] if save else [str(exe), "--no-save"]
+    argv = (
+        [str(exe), "-t", "0", "-n", str(decode)]
+        if decode
+        else [str(exe)]
+        if save
+        else [str(exe), "--no-save"]
+    )
     start = time.perf_counter()
     pid, fd = pty.fork()
     if pid == 0:  # the child: the chat
@@ -158,12 +177,16 @@ def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = Fa
                 marks["ready"] = now
         if os.environ.get("BENCH_CHAT_DUMP"):
             sys.stderr.write(screen[-3000:].decode("utf-8", "replace") + "\n")
-        result = {"first_frame_s": marks.get("frame", float("nan")) - start,
-                  "model_ready_s": marks.get("ready", float("nan")) - start,
-                  "chat_rss_mb": rss_mb(pid) or float("nan"),
-                  "first_frame_cpu_s": marks.get("frame_cpu", float("nan"))}
+        result = {
+            "first_frame_s": marks.get("frame", float("nan")) - start,
+            "model_ready_s": marks.get("ready", float("nan")) - start,
+            "chat_rss_mb": rss_mb(pid) or float("nan"),
+            "first_frame_cpu_s": marks.get("frame_cpu", float("nan")),
+        }
         workers = children(pid)
-        result["worker_rss_mb"] = sum(filter(None, (rss_mb(w) for w in workers))) if workers else float("nan")
+        result["worker_rss_mb"] = (
+            sum(filter(None, (rss_mb(w) for w in workers))) if workers else float("nan")
+        )
         if decode and "ready" in marks:
             drain(fd, lambda: False, 1.0)  # as bench_tui: the Markdown warm-up after the load
             os.write(fd, PROMPT.encode())
@@ -172,7 +195,9 @@ def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = Fa
             stats: dict = {}
             checked = [0.0]
 
-            def saved() -> bool:  # at most twice a second: the lookup costs CPU the model would miss
+            def saved() -> (
+                bool
+            ):  # at most twice a second: the lookup costs CPU the model would miss
                 if time.perf_counter() - checked[0] >= 0.5:
                     checked[0] = time.perf_counter()
                     stats.update(saved_reply_stats(home / "data" / "history.db") or {})
@@ -180,7 +205,10 @@ def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = Fa
 
             drain(fd, saved, 600)
             if stats:
-                result["chat_tok_s"], result["chat_ttft_ms"] = stats["decode_tokens_per_s"], stats["ttft_ms"]
+                result["chat_tok_s"], result["chat_ttft_ms"] = (
+                    stats["decode_tokens_per_s"],
+                    stats["ttft_ms"],
+                )
                 result["chat_tokens"] = stats["completion_tokens"]
         os.write(fd, b"\x11")  # Ctrl+Q
         deadline = time.monotonic() + 10
@@ -200,8 +228,14 @@ def one_round(exe: Path, timeout: float = 60.0, decode: int = 0, save: bool = Fa
         os.close(fd)
     try:
         if decode:
-            out = subprocess.run([str(exe), "run", "-p", PROMPT, "-t", "0", "-n", str(decode), "--json"],
-                                 capture_output=True, text=True, check=True, env=env, stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                [str(exe), "run", "-p", PROMPT, "-t", "0", "-n", str(decode), "--json"],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
             ran = json.loads(out.stdout)["stats"]
             result["run_tok_s"], result["run_ttft_ms"] = ran["decode_tokens_per_s"], ran["ttft_ms"]
             result["ratio"] = result.get("chat_tok_s", float("nan")) / result["run_tok_s"]
@@ -222,71 +256,118 @@ def compare(exe: Path, trees: list[str], rounds: int) -> None:
             os.environ["PYTHONPATH"] = tree
             one_round(exe)
         for r in range(rounds):
-            for tree in (trees if r % 2 == 0 else trees[::-1]):
+            for tree in trees if r % 2 == 0 else trees[::-1]:
                 os.environ["PYTHONPATH"] = tree
                 x = one_round(exe)
                 rows[tree].append(x)
-                print(f"  round {r + 1} {tree}: first frame {x['first_frame_s']:.2f} s "
-                      f"(chat CPU {x['first_frame_cpu_s']:.2f} s) | model ready "
-                      f"{x['model_ready_s']:.2f} s | chat RSS {x['chat_rss_mb']:.0f} MB | load "
-                      f"{os.getloadavg()[0]:.1f} | {time.strftime('%H:%M:%S', time.gmtime())} UTC", flush=True)
+                print(
+                    f"  round {r + 1} {tree}: first frame {x['first_frame_s']:.2f} s "
+                    f"(chat CPU {x['first_frame_cpu_s']:.2f} s) | model ready "
+                    f"{x['model_ready_s']:.2f} s | chat RSS {x['chat_rss_mb']:.0f} MB | load "
+                    f"{os.getloadavg()[0]:.1f} | {time.strftime('%H:%M:%S', time.gmtime())} UTC",
+                    flush=True,
+                )
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
-    for key, label in (("first_frame_s", "first frame s"), ("first_frame_cpu_s", "chat CPU to first frame s"),
-                       ("model_ready_s", "model ready s"),
-                       ("chat_rss_mb", "chat RSS MB"), ("worker_rss_mb", "worker RSS MB")):
+    for key, label in (
+        ("first_frame_s", "first frame s"),
+        ("first_frame_cpu_s", "chat CPU to first frame s"),
+        ("model_ready_s", "model ready s"),
+        ("chat_rss_mb", "chat RSS MB"),
+        ("worker_rss_mb", "worker RSS MB"),
+    ):
         for tree in trees:
             values = [row[key] for row in rows[tree]]
-            print(f"  median {label} {tree}: {statistics.median(values):.2f} "
-                  f"(range {min(values):.2f}–{max(values):.2f})")
+            print(
+                f"  median {label} {tree}: {statistics.median(values):.2f} "
+                f"(range {min(values):.2f}–{max(values):.2f})"
+            )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
-                        help="alternate two trees of the chat (folders holding vibechat/), ABBA")
-    parser.add_argument("--decode", type=int, default=0, metavar="N",
-                        help="also stream an N-token greedy reply in the terminal, and run "
-                             "`vibechat run` for the ratio")
-    parser.add_argument("--save", action="store_true",
-                        help="with the history on (a new file each round), as users run it")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A", "B"),
+        help="alternate two trees of the chat (folders holding vibechat/), ABBA",
+    )
+    parser.add_argument(
+        "--decode",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also stream an N-token greedy reply in the terminal, and run "
+        "`vibechat run` for the ratio",
+    )
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="with the history on (a new file each round), as users run it",
+    )
     args = parser.parse_args()
-    targets = print_calibration(calibration(), ["first_frame", "model_ready"]
-                                + (["ttft_over_run"] if args.decode else []))
+    targets = print_calibration(
+        calibration(), ["first_frame", "model_ready"] + (["ttft_over_run"] if args.decode else [])
+    )
     exe = Path(sys.executable).with_name("vibechat")
     if args.compare:
         compare(exe, list(args.compare), args.rounds)
         return
-    one_round(exe)  # warm the page cache (model file, Python modules) and write their bytecode; not counted
+    one_round(
+        exe
+    )  # warm the page cache (model file, Python modules) and write their bytecode; not counted
     rows = []
     for r in range(args.rounds):
         rows.append(one_round(exe, decode=args.decode, save=args.save))
         x = rows[-1]
-        line = (f"  round {r + 1}: first frame {x['first_frame_s']:.2f} s | model ready {x['model_ready_s']:.2f} s "
-                f"| chat RSS {x['chat_rss_mb']:.0f} MB | worker RSS {x['worker_rss_mb']:.0f} MB")
+        line = (
+            f"  round {r + 1}: first frame {x['first_frame_s']:.2f} s | model ready {x['model_ready_s']:.2f} s "
+            f"| chat RSS {x['chat_rss_mb']:.0f} MB | worker RSS {x['worker_rss_mb']:.0f} MB"
+        )
         if args.decode:
-            line += (f" | in the terminal: chat {x.get('chat_tok_s', float('nan')):.1f} tok/s "
-                     f"({x.get('chat_tokens', 0)} tokens), TTFT {x.get('chat_ttft_ms', float('nan')):.0f} ms; "
-                     f"run {x['run_tok_s']:.1f} tok/s, TTFT {x['run_ttft_ms']:.0f} ms; ratio {x['ratio']:.3f}")
+            line += (
+                f" | in the terminal: chat {x.get('chat_tok_s', float('nan')):.1f} tok/s "
+                f"({x.get('chat_tokens', 0)} tokens), TTFT {x.get('chat_ttft_ms', float('nan')):.0f} ms; "
+                f"run {x['run_tok_s']:.1f} tok/s, TTFT {x['run_ttft_ms']:.0f} ms; ratio {x['ratio']:.3f}"
+            )
         print(line, flush=True)
-    keys = [("first_frame_s", "first frame s"), ("model_ready_s", "model ready s"),
-            ("chat_rss_mb", "chat process RSS MB"), ("worker_rss_mb", "model worker RSS MB")]
+    keys = [
+        ("first_frame_s", "first frame s"),
+        ("model_ready_s", "model ready s"),
+        ("chat_rss_mb", "chat process RSS MB"),
+        ("worker_rss_mb", "model worker RSS MB"),
+    ]
     if args.decode:
-        keys += [("chat_tok_s", "chat decode tok/s (in the terminal)"), ("run_tok_s", "vibechat run decode tok/s"),
-                 ("ratio", "decode ratio chat / run, per round (target ≥ 0.97)"),
-                 ("chat_ttft_ms", "chat TTFT ms (engine)"), ("run_ttft_ms", "vibechat run TTFT ms")]
+        keys += [
+            ("chat_tok_s", "chat decode tok/s (in the terminal)"),
+            ("run_tok_s", "vibechat run decode tok/s"),
+            ("ratio", "decode ratio chat / run, per round (target ≥ 0.97)"),
+            ("chat_ttft_ms", "chat TTFT ms (engine)"),
+            ("run_ttft_ms", "vibechat run TTFT ms"),
+        ]
     for key, label in keys:
         values = [row.get(key, float("nan")) for row in rows]
-        print(f"  median {label}: {statistics.median(values):.2f} (range {min(values):.2f}–{max(values):.2f})")
-    verdicts = [("first_frame", "first frame", [row["first_frame_s"] for row in rows]),
-                ("model_ready", "model ready", [row["model_ready_s"] for row in rows])]
+        print(
+            f"  median {label}: {statistics.median(values):.2f} (range {min(values):.2f}–{max(values):.2f})"
+        )
+    verdicts = [
+        ("first_frame", "first frame", [row["first_frame_s"] for row in rows]),
+        ("model_ready", "model ready", [row["model_ready_s"] for row in rows]),
+    ]
     if args.decode:
-        verdicts.append(("ttft_over_run", "chat TTFT minus run's (ms)",
-                         [row.get("chat_ttft_ms", float("nan")) - row["run_ttft_ms"] for row in rows]))
+        verdicts.append(
+            (
+                "ttft_over_run",
+                "chat TTFT minus run's (ms)",
+                [row.get("chat_ttft_ms", float("nan")) - row["run_ttft_ms"] for row in rows],
+            )
+        )
     for key, label, values in verdicts:
         median = statistics.median(values)
         print(f"  {label}: median {median:.2f} | {targets[key].verdict(median)}")

@@ -107,9 +107,24 @@ def fetch_sdist(root: Path, sdist: Path | None) -> Path:
     if found:
         return found[0]
     dest.mkdir(parents=True, exist_ok=True)
-    print(f"[build] downloading the llama-cpp-python {version} source distribution", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                    "--dest", str(dest), f"llama-cpp-python=={version}"], check=True)
+    print(
+        f"[build] downloading the llama-cpp-python {version} source distribution", file=sys.stderr
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--dest",
+            str(dest),
+            f"llama-cpp-python=={version}",
+        ],
+        check=True,
+    )
     found = sorted(dest.glob(f"llama_cpp_python-{version}.tar.gz"))
     if not found:
         raise SystemExit(f"pip download left no llama_cpp_python-{version}.tar.gz in {dest}")
@@ -122,9 +137,13 @@ def unpack_vendored_llama_cpp(archive: Path, src: Path) -> None:
     try:
         with tarfile.open(archive) as tar:
             # Files and folders only; leave out the submodule's ``.git`` pointer file.
-            members = [m for m in tar.getmembers()
-                       if "/vendor/llama.cpp/" in m.name and (m.isfile() or m.isdir())
-                       and not m.name.endswith("/.git")]
+            members = [
+                m
+                for m in tar.getmembers()
+                if "/vendor/llama.cpp/" in m.name
+                and (m.isfile() or m.isdir())
+                and not m.name.endswith("/.git")
+            ]
             if not members:
                 raise SystemExit(f"{archive} holds no vendor/llama.cpp/")
             if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4
@@ -144,23 +163,54 @@ def build_native(root: Path, sdist: Path | None = None, jobs: int = 2) -> Path:
         return binary
     missing = [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
     if missing:
-        raise SystemExit(f"building native llama.cpp needs {' and '.join(missing)} "
-                         "(e.g. apt-get install cmake g++), or pass --skip-native")
+        raise SystemExit(
+            f"building native llama.cpp needs {' and '.join(missing)} "
+            "(e.g. apt-get install cmake g++), or pass --skip-native"
+        )
     root.mkdir(parents=True, exist_ok=True)
     src = root / "src"
     if not (src / "CMakeLists.txt").exists():
         shutil.rmtree(src, ignore_errors=True)
         unpack_vendored_llama_cpp(fetch_sdist(root, sdist), src)
     build = root / "build"
-    print(f"[build] building {NATIVE_TARGET} in {build} (a few minutes on 2 cores)", file=sys.stderr)
-    subprocess.run(["cmake", "-S", str(src), "-B", str(build),
-                    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF",
-                    "-DGGML_NATIVE=ON",  # as llama-cpp-python's own source build does
-                    "-DGGML_CUDA=OFF", "-DGGML_METAL=OFF", "-DGGML_VULKAN=OFF", "-DGGML_BLAS=OFF",
-                    "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-                    "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF"], check=True)
-    subprocess.run(["cmake", "--build", str(build), "--config", "Release", f"-j{jobs}",
-                    "--target", NATIVE_TARGET], check=True)
+    print(
+        f"[build] building {NATIVE_TARGET} in {build} (a few minutes on 2 cores)", file=sys.stderr
+    )
+    subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DBUILD_SHARED_LIBS=OFF",
+            "-DGGML_NATIVE=ON",  # as llama-cpp-python's own source build does
+            "-DGGML_CUDA=OFF",
+            "-DGGML_METAL=OFF",
+            "-DGGML_VULKAN=OFF",
+            "-DGGML_BLAS=OFF",
+            "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_BUILD_SERVER=OFF",
+            "-DLLAMA_BUILD_APP=OFF",
+        ],
+        check=True,
+    )
+    subprocess.run(
+        [
+            "cmake",
+            "--build",
+            str(build),
+            "--config",
+            "Release",
+            f"-j{jobs}",
+            "--target",
+            NATIVE_TARGET,
+        ],
+        check=True,
+    )
     if not binary.exists():
         raise SystemExit(f"the build finished but {binary} is missing")
     return binary
@@ -178,18 +228,41 @@ def vibechat_command() -> list[str]:
 
 
 def run_vibechat(model: Path, n_tokens: int, repack: str = "auto") -> Sample:
-    cmd = [*vibechat_command(), "run", "--model", str(model), "--prompt", USER_PROMPT,
-           "--temperature", "0", "--max-tokens", str(n_tokens), "--json", "--stats", "--repack", repack]
+    cmd = [
+        *vibechat_command(),
+        "run",
+        "--model",
+        str(model),
+        "--prompt",
+        USER_PROMPT,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        str(n_tokens),
+        "--json",
+        "--stats",
+        "--repack",
+        repack,
+    ]
     out = run_checked(cmd)
     data = json.loads(out.stdout)
     stats = data["stats"]
     threads = re.search(r"(\d+) threads?\b", out.stderr)  # from --stats, which goes to stderr
-    return Sample("vibechat", n_tokens, stats["completion_tokens"], stats["prompt_tokens"],
-                  stats["decode_tokens_per_s"], stats["ttft_ms"], int(threads.group(1)) if threads else None,
-                  extra={"finish_reason": data["finish_reason"]})
+    return Sample(
+        "vibechat",
+        n_tokens,
+        stats["completion_tokens"],
+        stats["prompt_tokens"],
+        stats["decode_tokens_per_s"],
+        stats["ttft_ms"],
+        int(threads.group(1)) if threads else None,
+        extra={"finish_reason": data["finish_reason"]},
+    )
 
 
-def python_default_worker(model: str, prompt: str, n_tokens: int, repack: bool = True) -> dict[str, object]:
+def python_default_worker(
+    model: str, prompt: str, n_tokens: int, repack: bool = True
+) -> dict[str, object]:
     """Runs in its own process: the high-level streaming API, library defaults (``repack``
     False: extra buffer types off, which ``Llama`` has no argument for).
 
@@ -225,18 +298,41 @@ def python_default_worker(model: str, prompt: str, n_tokens: int, repack: bool =
     threads = llm.context_params.n_threads
     llm.close()
     decode_tps = (len(stamps) - 1) / (stamps[-1] - stamps[0]) if len(stamps) > 1 else 0.0
-    return {"completion_tokens": completion, "prompt_tokens": prompt_tokens,
-            "decode_tps": decode_tps, "ttft_ms": (stamps[0] - t0) * 1000 if stamps else 0.0,
-            "threads": threads, "finish_reason": finish, "chunks": len(stamps)}
+    return {
+        "completion_tokens": completion,
+        "prompt_tokens": prompt_tokens,
+        "decode_tps": decode_tps,
+        "ttft_ms": (stamps[0] - t0) * 1000 if stamps else 0.0,
+        "threads": threads,
+        "finish_reason": finish,
+        "chunks": len(stamps),
+    }
 
 
 def run_python_default(model: Path, n_tokens: int, repack: bool = True) -> Sample:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--python-worker",
-           "--model", str(model), "--tokens", str(n_tokens), "--repack", "on" if repack else "off"]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--python-worker",
+        "--model",
+        str(model),
+        "--tokens",
+        str(n_tokens),
+        "--repack",
+        "on" if repack else "off",
+    ]
     out = run_checked(cmd)
     data = json.loads(out.stdout.strip().splitlines()[-1])
-    return Sample("python-default", n_tokens, data.pop("completion_tokens"), data.pop("prompt_tokens"),
-                  data.pop("decode_tps"), data.pop("ttft_ms"), data.pop("threads"), extra=data)
+    return Sample(
+        "python-default",
+        n_tokens,
+        data.pop("completion_tokens"),
+        data.pop("prompt_tokens"),
+        data.pop("decode_tps"),
+        data.pop("ttft_ms"),
+        data.pop("threads"),
+        extra=data,
+    )
 
 
 _PERF = {
@@ -270,17 +366,37 @@ def run_native(binary: Path, model: Path, n_tokens: int, repack: bool = True) ->
     evaluation + one sampling step) -- the work per token that vibechat's wall-clock
     decode figure covers, without any console or bookkeeping overhead.
     """
-    cmd = [str(binary), "-m", str(model), "-p", GEMMA_PROMPT, "-n", str(n_tokens),
-           "--temp", "0", "--ignore-eos", "-no-cnv", "--no-display-prompt", *([] if repack else ["--no-repack"])]
+    cmd = [
+        str(binary),
+        "-m",
+        str(model),
+        "-p",
+        GEMMA_PROMPT,
+        "-n",
+        str(n_tokens),
+        "--temp",
+        "0",
+        "--ignore-eos",
+        "-no-cnv",
+        "--no-display-prompt",
+        *([] if repack else ["--no-repack"]),
+    ]
     out = run_checked(cmd)
     perf = parse_native_log(out.stdout + out.stderr)
     runs = max(int(perf["eval_runs"]), 1)
     generated = runs + 1
     sample_ms = perf["sampling_ms"] / generated
     per_token_ms = perf["eval_ms"] / runs + sample_ms
-    return Sample("native", n_tokens, generated, int(perf["prompt_tokens"]),
-                  1000 / per_token_ms, perf["prompt_ms"] + sample_ms, int(perf["threads"]),
-                  extra={"eval_only_tps": 1000 * runs / perf["eval_ms"], "sample_ms": sample_ms})
+    return Sample(
+        "native",
+        n_tokens,
+        generated,
+        int(perf["prompt_tokens"]),
+        1000 / per_token_ms,
+        perf["prompt_ms"] + sample_ms,
+        int(perf["threads"]),
+        extra={"eval_only_tps": 1000 * runs / perf["eval_ms"], "sample_ms": sample_ms},
+    )
 
 
 # ------------------------------------------------------------------------- driver
@@ -289,24 +405,38 @@ def measured(runner: Callable[[int], Sample], n_tokens: int) -> Sample:
     return with_other_load(lambda: runner(n_tokens), own_cpu_s=children_cpu_s)
 
 
-def run_rounds(model: Path, native: Path | None, token_counts: list[int], rounds: int,
-               retries: int = 2, quiet_wait_s: float = 60.0, repack: str = "auto") -> list[Sample]:
+def run_rounds(
+    model: Path,
+    native: Path | None,
+    token_counts: list[int],
+    rounds: int,
+    retries: int = 2,
+    quiet_wait_s: float = 60.0,
+    repack: str = "auto",
+) -> list[Sample]:
     """Every length: rounds of all variants in turn (A B C A B C ...). A sample during
     which other processes kept the CPU busy is run again (up to ``retries`` times).
     ``repack``: vibechat's --repack; the other two use what it resolves to on this machine."""
     on = resolved_repack(repack)
-    runners = {"vibechat": lambda n: run_vibechat(model, n, repack),
-               "python-default": lambda n: run_python_default(model, n, on)}
+    runners = {
+        "vibechat": lambda n: run_vibechat(model, n, repack),
+        "python-default": lambda n: run_python_default(model, n, on),
+    }
     if native is not None:
         runners["native"] = lambda n: run_native(native, model, n, on)
     samples: list[Sample] = []
     for n_tokens in token_counts:
         samples += alternating_rounds(
-            rounds, list(runners), lambda name, n_tokens=n_tokens: measured(runners[name], n_tokens),
+            rounds,
+            list(runners),
+            lambda name, n_tokens=n_tokens: measured(runners[name], n_tokens),
             lambda name, s, n_tokens=n_tokens: (
                 f"N={n_tokens} {name:15} {s.decode_tps:6.1f} tok/s  TTFT {s.ttft_ms:6.1f} ms  "
-                f"{s.completion_tokens} tokens  threads={s.threads}"),
-            retries=retries, quiet_wait_s=quiet_wait_s)
+                f"{s.completion_tokens} tokens  threads={s.threads}"
+            ),
+            retries=retries,
+            quiet_wait_s=quiet_wait_s,
+        )
     return samples
 
 
@@ -336,17 +466,25 @@ def summarise(samples: list[Sample], token_counts: list[int]) -> list[dict[str, 
                 continue
             decode = statistics.median(s.decode_tps for s in group)
             paired = [s.decode_tps / native[s.round].decode_tps for s in group if s.round in native]
-            rows.append({"n_tokens": n_tokens, "variant": variant,
-                         "decode_tps": decode,
-                         "decode_range": (min(s.decode_tps for s in group), max(s.decode_tps for s in group)),
-                         "ttft_ms": statistics.median(s.ttft_ms for s in group),
-                         "vs_native": decode / native_median if native_median else None,
-                         "vs_native_paired": statistics.median(paired) if paired else None,
-                         "completion_tokens": sorted({s.completion_tokens for s in group}),
-                         "prompt_tokens": sorted({s.prompt_tokens for s in group}),
-                         "threads": sorted({s.threads for s in group if s.threads is not None}),
-                         "rounds": len(group),
-                         "disturbed": sum(1 for s in group if disturbed(s))})
+            rows.append(
+                {
+                    "n_tokens": n_tokens,
+                    "variant": variant,
+                    "decode_tps": decode,
+                    "decode_range": (
+                        min(s.decode_tps for s in group),
+                        max(s.decode_tps for s in group),
+                    ),
+                    "ttft_ms": statistics.median(s.ttft_ms for s in group),
+                    "vs_native": decode / native_median if native_median else None,
+                    "vs_native_paired": statistics.median(paired) if paired else None,
+                    "completion_tokens": sorted({s.completion_tokens for s in group}),
+                    "prompt_tokens": sorted({s.prompt_tokens for s in group}),
+                    "threads": sorted({s.threads for s in group if s.threads is not None}),
+                    "rounds": len(group),
+                    "disturbed": sum(1 for s in group if disturbed(s)),
+                }
+            )
     return rows
 
 
@@ -359,44 +497,79 @@ def _ratio(value: float | None) -> str:
 
 
 def format_table(rows: list[dict[str, object]]) -> str:
-    lines = ["| N | variant | decode tok/s, median (min–max) | TTFT ms, median | × native (of medians) "
-             "| × native (per round, median) | tokens generated | prompt tokens | threads |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| N | variant | decode tok/s, median (min–max) | TTFT ms, median | × native (of medians) "
+        "| × native (per round, median) | tokens generated | prompt tokens | threads |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         low, high = r["decode_range"]
-        lines.append(f"| {r['n_tokens']} | {r['variant']} | {r['decode_tps']:.1f} ({low:.1f}–{high:.1f}) "
-                     f"| {r['ttft_ms']:.0f} | {_ratio(r['vs_native'])} | {_ratio(r['vs_native_paired'])} "
-                     f"| {_ints(r['completion_tokens'])} | {_ints(r['prompt_tokens'])} | {_ints(r['threads'])} |")
+        lines.append(
+            f"| {r['n_tokens']} | {r['variant']} | {r['decode_tps']:.1f} ({low:.1f}–{high:.1f}) "
+            f"| {r['ttft_ms']:.0f} | {_ratio(r['vs_native'])} | {_ratio(r['vs_native_paired'])} "
+            f"| {_ints(r['completion_tokens'])} | {_ints(r['prompt_tokens'])} | {_ints(r['threads'])} |"
+        )
     lines.append("")
     disturbed = sum(r["disturbed"] for r in rows)
     if disturbed:
-        lines.append(f"WARNING: other processes used > {DISTURBED} cores during {disturbed} of "
-                     f"{sum(r['rounds'] for r in rows)} samples: the figures are suspect, run again on a "
-                     "quiet machine.")
+        lines.append(
+            f"WARNING: other processes used > {DISTURBED} cores during {disturbed} of "
+            f"{sum(r['rounds'] for r in rows)} samples: the figures are suspect, run again on a "
+            "quiet machine."
+        )
     for r in rows:
         if r["variant"] == "vibechat" and r["vs_native"] is not None:
             verdict = "meets" if r["vs_native"] >= TARGET_RATIO else "MISSES"
-            python = next((x for x in rows if x["n_tokens"] == r["n_tokens"] and x["variant"] == "python-default"),
-                          None)
-            lines.append(f"N={r['n_tokens']}: vibechat/native = {r['vs_native']:.2f} ({verdict} the >= "
-                         f"{TARGET_RATIO} target; per-round median {r['vs_native_paired']:.2f})"
-                         + (f"; python-default/native = {python['vs_native']:.2f}" if python else ""))
+            python = next(
+                (
+                    x
+                    for x in rows
+                    if x["n_tokens"] == r["n_tokens"] and x["variant"] == "python-default"
+                ),
+                None,
+            )
+            lines.append(
+                f"N={r['n_tokens']}: vibechat/native = {r['vs_native']:.2f} ({verdict} the >= "
+                f"{TARGET_RATIO} target; per-round median {r['vs_native_paired']:.2f})"
+                + (f"; python-default/native = {python['vs_native']:.2f}" if python else "")
+            )
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per length (default 3)")
-    parser.add_argument("--tokens", type=int, nargs="+", default=[256, 1500],
-                        help="tokens to generate, one or more lengths (default 256 1500)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds per length (default 3)"
+    )
+    parser.add_argument(
+        "--tokens",
+        type=int,
+        nargs="+",
+        default=[256, 1500],
+        help="tokens to generate, one or more lengths (default 256 1500)",
+    )
     parser.add_argument("--skip-native", action="store_true", help="leave out native llama.cpp")
-    parser.add_argument("--sdist", type=Path, default=None,
-                        help="llama-cpp-python sdist (.tar.gz) to build from instead of 'pip download'")
-    parser.add_argument("--retries", type=int, default=2,
-                        help="runs again a sample during which other processes used the CPU (default 2)")
-    parser.add_argument("--json", type=Path, default=None, help="also write every sample to this JSON file")
-    parser.add_argument("--repack", choices=("auto", "on", "off"), default="auto",
-                        help="vibechat's --repack; python-default and native load the same way (default auto)")
+    parser.add_argument(
+        "--sdist",
+        type=Path,
+        default=None,
+        help="llama-cpp-python sdist (.tar.gz) to build from instead of 'pip download'",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        help="runs again a sample during which other processes used the CPU (default 2)",
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write every sample to this JSON file"
+    )
+    parser.add_argument(
+        "--repack",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="vibechat's --repack; python-default and native load the same way (default auto)",
+    )
     parser.add_argument("--model", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--python-worker", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -405,20 +578,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.python_worker:
-        print(json.dumps(python_default_worker(str(args.model), GEMMA_PROMPT, args.tokens[0], args.repack != "off")))
+        print(
+            json.dumps(
+                python_default_worker(
+                    str(args.model), GEMMA_PROMPT, args.tokens[0], args.repack != "off"
+                )
+            )
+        )
         return 0
     from vibechat.engine.models.starter import starter_model_path
 
     model = args.model or starter_model_path()
     native = None if args.skip_native else build_native(cache_root(), args.sdist)
-    print(f"model: {model}\nnative: {native or 'skipped'}\nmachine: {describe_machine()}", file=sys.stderr)
-    print(f"repack: {args.repack} ({'on' if resolved_repack(args.repack) else 'off'} here)", file=sys.stderr)
-    samples = run_rounds(model, native, args.tokens, args.rounds, retries=args.retries, repack=args.repack)
+    print(
+        f"model: {model}\nnative: {native or 'skipped'}\nmachine: {describe_machine()}",
+        file=sys.stderr,
+    )
+    print(
+        f"repack: {args.repack} ({'on' if resolved_repack(args.repack) else 'off'} here)",
+        file=sys.stderr,
+    )
+    samples = run_rounds(
+        model, native, args.tokens, args.rounds, retries=args.retries, repack=args.repack
+    )
     rows = summarise(samples, args.tokens)
     print(format_table(rows))
     if args.json:
-        args.json.write_text(json.dumps({"machine": describe_machine(), "rows": rows,
-                                         "samples": [asdict(s) for s in samples]}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": describe_machine(),
+                    "rows": rows,
+                    "samples": [asdict(s) for s in samples],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

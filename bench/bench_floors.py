@@ -123,8 +123,21 @@ def pty_until(argv: list[str], pattern: re.Pattern[bytes], timeout: float = 30.0
 def load_only(path: Path, n_ctx: int, threads: int, n_batch: int, n_ubatch: int) -> float:
     """Seconds from starting a process to llama.cpp's context created in it (``LOAD_ONLY``)."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", LOAD_ONLY, str(path), str(n_ctx), str(threads), str(n_batch),
-                           str(n_ubatch)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOAD_ONLY,
+            str(path),
+            str(n_ctx),
+            str(threads),
+            str(n_batch),
+            str(n_ubatch),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     elapsed = time.perf_counter() - start
     if done.stdout.strip() != "ready":
         raise SystemExit(f"llama.cpp alone did not load the starter: {done.stderr[-500:]}")
@@ -142,8 +155,10 @@ async def textual_growing(kind: str, steps: int = 40, presses: int = 30) -> dict
 
     from bench_tui import GapWatcher, KeyTimer
 
-    paragraph = ("The quick brown fox jumps over the lazy dog, and the model goes on writing about it at "
-                 "length, one sentence after another, wrapped at the width of the column. ") * 2
+    paragraph = (
+        "The quick brown fox jumps over the lazy dog, and the model goes on writing about it at "
+        "length, one sentence after another, wrapped at the width of the column. "
+    ) * 2
 
     class Growing(App):
         def compose(self) -> ComposeResult:
@@ -159,7 +174,7 @@ async def textual_growing(kind: str, steps: int = 40, presses: int = 30) -> dict
 
                 async def step(i: int) -> None:
                     if isinstance(column, Log):
-                        column.write_line(f"{i} {paragraph[:COLS - 8]}")
+                        column.write_line(f"{i} {paragraph[: COLS - 8]}")
                     else:
                         await column.mount(Static(f"{i} {paragraph}", markup=False))
                         column.scroll_end(animate=False)
@@ -197,7 +212,9 @@ def median(values: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--skip-frames", action="store_true", help="no first-frame rounds")
     parser.add_argument("--skip-load", action="store_true", help="no model-ready rounds")
@@ -216,8 +233,13 @@ def main() -> None:
     exe = Path(sys.executable).with_name("vibechat")
     starter = starter_model_path()
     defaults = LlamaCppOptions(model_path=str(starter))
-    load_args = (starter, DEFAULT_MAX_CONTEXT, defaults.threads or default_threads(), defaults.n_batch,
-                 defaults.n_ubatch)
+    load_args = (
+        starter,
+        DEFAULT_MAX_CONTEXT,
+        defaults.threads or default_threads(),
+        defaults.n_batch,
+        defaults.n_ubatch,
+    )
     fig: dict[str, list[float]] = {}
 
     def note(key: str, value: float) -> None:
@@ -232,8 +254,10 @@ def main() -> None:
             if not args.skip_frames:
                 note("python", pty_until([sys.executable, "-c", "print('up')"], re.compile(rb"up")))
                 note("bare_frame", pty_until([sys.executable, "-c", BARE_APP], FIRST_FRAME))
-                line += (f" python -c {fig['python'][-1]:.3f} s | bare Textual first frame "
-                         f"{fig['bare_frame'][-1]:.3f} s |")
+                line += (
+                    f" python -c {fig['python'][-1]:.3f} s | bare Textual first frame "
+                    f"{fig['bare_frame'][-1]:.3f} s |"
+                )
             if not args.skip_load:
                 note("load_only", load_only(*load_args))
                 line += f" llama.cpp alone, start to context {fig['load_only'][-1]:.3f} s |"
@@ -259,29 +283,58 @@ def main() -> None:
             note("log_key", log["keypress_ms"])
             note("chat_gap", burst["worst_gap_ms"])
             note("chat_key", presses["worst_ms"])
-            print(f"  round {r + 1}: Textual, a paragraph mounted and scrolled every 67 ms: worst gap "
-                  f"{static['gap_ms']:.1f} ms, worst keypress {static['keypress_ms']:.1f} ms | Textual's Log: "
-                  f"{log['gap_ms']:.1f} ms, {log['keypress_ms']:.1f} ms | the chat: burst's worst gap "
-                  f"{burst['worst_gap_ms']:.1f} ms, worst keypress at 500 tok/s {presses['worst_ms']:.1f} ms "
-                  f"| load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"  round {r + 1}: Textual, a paragraph mounted and scrolled every 67 ms: worst gap "
+                f"{static['gap_ms']:.1f} ms, worst keypress {static['keypress_ms']:.1f} ms | Textual's Log: "
+                f"{log['gap_ms']:.1f} ms, {log['keypress_ms']:.1f} ms | the chat: burst's worst gap "
+                f"{burst['worst_gap_ms']:.1f} ms, worst keypress at 500 tok/s {presses['worst_ms']:.1f} ms "
+                f"| load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
 
     print("\nMedians of the rounds (×: a multiple of the floor)")
-    print("| figure | target here | floor: the dependency alone | the chat | chat × floor | target × floor |")
+    print(
+        "| figure | target here | floor: the dependency alone | the chat | chat × floor | target × floor |"
+    )
     print("|---|---|---|---|---|---|")
-    rows = [("first frame, s", "first_frame", "bare_frame", "a bare Textual app", "chat_frame", 3),
-            ("model ready, s", "model_ready", "load_only", "llama.cpp alone", "chat_ready", 3),
-            ("worst event-loop gap, ms", "gap", "static_gap", "Textual, a paragraph a frame", "chat_gap", 1),
-            ("worst event-loop gap, ms", "gap", "log_gap", "Textual's Log", "chat_gap", 1),
-            ("worst keypress to screen, ms", "keypress", "static_key", "Textual, a paragraph a frame", "chat_key", 1),
-            ("worst keypress to screen, ms", "keypress", "log_key", "Textual's Log", "chat_key", 1)]
+    rows = [
+        ("first frame, s", "first_frame", "bare_frame", "a bare Textual app", "chat_frame", 3),
+        ("model ready, s", "model_ready", "load_only", "llama.cpp alone", "chat_ready", 3),
+        (
+            "worst event-loop gap, ms",
+            "gap",
+            "static_gap",
+            "Textual, a paragraph a frame",
+            "chat_gap",
+            1,
+        ),
+        ("worst event-loop gap, ms", "gap", "log_gap", "Textual's Log", "chat_gap", 1),
+        (
+            "worst keypress to screen, ms",
+            "keypress",
+            "static_key",
+            "Textual, a paragraph a frame",
+            "chat_key",
+            1,
+        ),
+        ("worst keypress to screen, ms", "keypress", "log_key", "Textual's Log", "chat_key", 1),
+    ]
     for label, target_key, floor_key, floor_name, chat_key, digits in rows:
         if floor_key not in fig:
             continue
-        target, floor, chat = targets[target_key].value, median(fig[floor_key]), median(fig[chat_key])
-        print(f"| {label} | ≤ {target:.{digits}f} | {floor_name}: {floor:.{digits}f} | {chat:.{digits}f} | "
-              f"{chat / floor:.2f} | {target / floor:.2f}{' (below the floor)' if target < floor else ''} |")
+        target, floor, chat = (
+            targets[target_key].value,
+            median(fig[floor_key]),
+            median(fig[chat_key]),
+        )
+        print(
+            f"| {label} | ≤ {target:.{digits}f} | {floor_name}: {floor:.{digits}f} | {chat:.{digits}f} | "
+            f"{chat / floor:.2f} | {target / floor:.2f}{' (below the floor)' if target < floor else ''} |"
+        )
     if "python" in fig:
-        print(f"(The interpreter alone, `python -c`, to its first output: {median(fig['python']):.3f} s.)")
+        print(
+            f"(The interpreter alone, `python -c`, to its first output: {median(fig['python']):.3f} s.)"
+        )
 
 
 if __name__ == "__main__":

@@ -57,8 +57,15 @@ class Sample:
 def one_sample(backend, mode: str, messages, n_tokens: int) -> Sample:
     def run() -> Sample:
         st = greedy_reply(backend, messages, n_tokens).stats
-        return Sample(mode, 0, st.prompt_tokens_evaluated, st.prompt_tokens_evaluated / (st.prompt_eval_ms / 1000),
-                      st.ttft_ms, st.completion_tokens, st.decode_tokens_per_s)
+        return Sample(
+            mode,
+            0,
+            st.prompt_tokens_evaluated,
+            st.prompt_tokens_evaluated / (st.prompt_eval_ms / 1000),
+            st.ttft_ms,
+            st.completion_tokens,
+            st.decode_tokens_per_s,
+        )
 
     return with_other_load(run)
 
@@ -66,30 +73,57 @@ def one_sample(backend, mode: str, messages, n_tokens: int) -> Sample:
 def whole_path(model: Path) -> str:
     """``vibechat run --json --n-gpu-layers -1``: the device it reports, or why it failed."""
     exe = shutil.which("vibechat", path=str(Path(sys.executable).parent)) or "vibechat"
-    out = subprocess.run([exe, "run", "--model", str(model), "--prompt", "Name three colours.",
-                          "--n-gpu-layers", "-1", "--temperature", "0", "--max-tokens", "32", "--json",
-                          "--no-save"], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [
+            exe,
+            "run",
+            "--model",
+            str(model),
+            "--prompt",
+            "Name three colours.",
+            "--n-gpu-layers",
+            "-1",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "32",
+            "--json",
+            "--no-save",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     if out.returncode != 0:
         return f"FAILED (exit {out.returncode}): {out.stderr.strip()}"
     result = json.loads(out.stdout)
     engine = result.get("engine", {})
-    return (f"{engine.get('device')}; {result['stats']['completion_tokens']} tokens at "
-            f"{result['stats']['decode_tokens_per_s']:.1f} tok/s")
+    return (
+        f"{engine.get('device')}; {result['stats']['completion_tokens']} tokens at "
+        f"{result['stats']['decode_tokens_per_s']:.1f} tok/s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, rounds=5, tokens=256)
-    parser.add_argument("--prompt-tokens", type=int, default=1000, help="prompt length (default ~1000)")
-    parser.add_argument("--model", type=Path, default=None, help="a .gguf file (default: the starter model)")
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=1000, help="prompt length (default ~1000)"
+    )
+    parser.add_argument(
+        "--model", type=Path, default=None, help="a .gguf file (default: the starter model)"
+    )
     args = parser.parse_args(argv)
 
     import llama_cpp
 
     if not llama_cpp.llama_supports_gpu_offload():
-        print("bench_gpu: this llama-cpp-python build cannot offload to a GPU; rebuild it with "
-              "CMAKE_ARGS=\"-DGGML_CUDA=on\" python3 dev.py test (Metal: the default on Apple silicon).",
-              file=sys.stderr)
+        print(
+            "bench_gpu: this llama-cpp-python build cannot offload to a GPU; rebuild it with "
+            'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py test (Metal: the default on Apple silicon).',
+            file=sys.stderr,
+        )
         return 2
 
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
@@ -99,23 +133,42 @@ def main(argv: list[str] | None = None) -> int:
     quiet_logs()
     model = args.model or starter_model_path()
     n_ctx = max(2048, args.prompt_tokens + args.tokens + 64)
-    backends = {mode: LlamaCppBackend(LlamaCppOptions(model_path=model, context_size=n_ctx, threads=args.threads,
-                                                      gpu_layers=-1 if mode == "gpu" else 0))
-                for mode in MODES}
+    backends = {
+        mode: LlamaCppBackend(
+            LlamaCppOptions(
+                model_path=model,
+                context_size=n_ctx,
+                threads=args.threads,
+                gpu_layers=-1 if mode == "gpu" else 0,
+            )
+        )
+        for mode in MODES
+    }
     infos = {mode: b.load() for mode, b in backends.items()}
     messages = long_prompt(backends["cpu"], args.prompt_tokens)
-    print(f"model: {model}\nmachine: {describe_machine()}\n"
-          f"cpu: {infos['cpu'].device}, {infos['cpu'].n_threads} threads; gpu: {infos['gpu'].device}\n"
-          f"prompt {backends['cpu'].count_tokens(messages)} tokens, {args.tokens} generated greedily",
-          file=sys.stderr)
+    print(
+        f"model: {model}\nmachine: {describe_machine()}\n"
+        f"cpu: {infos['cpu'].device}, {infos['cpu'].n_threads} threads; gpu: {infos['gpu'].device}\n"
+        f"prompt {backends['cpu'].count_tokens(messages)} tokens, {args.tokens} generated greedily",
+        file=sys.stderr,
+    )
     if not infos["gpu"].gpu_layers:
-        print(f"bench_gpu: the model loaded with no layers on the GPU ({infos['gpu'].device}).", file=sys.stderr)
+        print(
+            f"bench_gpu: the model loaded with no layers on the GPU ({infos['gpu'].device}).",
+            file=sys.stderr,
+        )
         return 1
     samples = alternating_rounds(
-        args.rounds, MODES, lambda mode: one_sample(backends[mode], mode, messages, args.tokens),
-        lambda mode, s: (f"{mode} prompt {s.prompt_tps:8.1f} tok/s  TTFT {s.ttft_ms:7.1f} ms  "
-                         f"decode {s.decode_tps:6.1f} tok/s ({s.completion_tokens} tokens)"),
-        retries=args.retries, swap_odd_rounds=True)
+        args.rounds,
+        MODES,
+        lambda mode: one_sample(backends[mode], mode, messages, args.tokens),
+        lambda mode, s: (
+            f"{mode} prompt {s.prompt_tps:8.1f} tok/s  TTFT {s.ttft_ms:7.1f} ms  "
+            f"decode {s.decode_tps:6.1f} tok/s ({s.completion_tokens} tokens)"
+        ),
+        retries=args.retries,
+        swap_odd_rounds=True,
+    )
     for backend in backends.values():
         backend.close()
 
@@ -126,14 +179,20 @@ def main(argv: list[str] | None = None) -> int:
         return statistics.median(getattr(by[(mode, r)], attr) for r in rounds)
 
     def ratio(attr: str) -> float:
-        return statistics.median(getattr(by[("gpu", r)], attr) / getattr(by[("cpu", r)], attr) for r in rounds)
+        return statistics.median(
+            getattr(by[("gpu", r)], attr) / getattr(by[("cpu", r)], attr) for r in rounds
+        )
 
     print("| device | prompt tok/s | TTFT ms | decode tok/s |")
     print("|---|---|---|---|")
     for mode in MODES:
-        print(f"| {infos[mode].device} | {med(mode, 'prompt_tps'):.0f} | {med(mode, 'ttft_ms'):.0f} | "
-              f"{med(mode, 'decode_tps'):.1f} |")
-    print(f"| GPU × CPU | {ratio('prompt_tps'):.2f} | {ratio('ttft_ms'):.2f} | {ratio('decode_tps'):.2f} |")
+        print(
+            f"| {infos[mode].device} | {med(mode, 'prompt_tps'):.0f} | {med(mode, 'ttft_ms'):.0f} | "
+            f"{med(mode, 'decode_tps'):.1f} |"
+        )
+    print(
+        f"| GPU × CPU | {ratio('prompt_tps'):.2f} | {ratio('ttft_ms'):.2f} | {ratio('decode_tps'):.2f} |"
+    )
     if warning := disturbed_warning(samples):
         print(warning)
     print(f"\nvibechat run --n-gpu-layers -1: {whole_path(model)}")

@@ -27,10 +27,16 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
-SCHEMA = {"type": "object", "properties": {
-    "name": {"type": "string"}, "age": {"type": "integer"},
-    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 8},
-    "bio": {"type": "string"}}, "required": ["name", "age", "tags", "bio"]}
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 8},
+        "bio": {"type": "string"},
+    },
+    "required": ["name", "age", "tags", "bio"],
+}
 
 
 class _Counts(logging.Handler):
@@ -71,7 +77,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--temperature", type=float, default=0.8)
     args = parser.parse_args()
-    backend = LlamaCppBackend(LlamaCppOptions(model_path=Path(args.model), context_size=2048, threads=args.threads))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(model_path=Path(args.model), context_size=2048, threads=args.threads)
+    )
     backend.load()
     counts = _Counts()
     logger = logging.getLogger(grammar_sampling.__name__)
@@ -86,23 +94,32 @@ def main() -> None:
     tokens: dict[str, int] = {kind: 0 for kind, _ in kinds}
     for seed in range(args.runs):
         for kind, output_format in kinds:
-            backend._sampler = (lambda p: grammar_first(backend, p)) if kind == "first" else lazy_sampler  # type: ignore[method-assign]
+            backend._sampler = (
+                (lambda p: grammar_first(backend, p)) if kind == "first" else lazy_sampler
+            )  # type: ignore[method-assign]
             backend.reset()
-            params = SamplingParams(seed=seed, temperature=args.temperature, max_tokens=256,
-                                    output_format=output_format)
+            params = SamplingParams(
+                seed=seed, temperature=args.temperature, max_tokens=256, output_format=output_format
+            )
             done = [e for e in backend.stream_chat(ask, params) if isinstance(e, GenerationDone)][0]
             speed[kind].append(done.stats.decode_tokens_per_s)
             tokens[kind] += done.stats.completion_tokens
     backend.close()
     free = statistics.median(speed["free"])
-    print(f"unconstrained       {spread(speed['free'])}, median of {args.runs}, {tokens['free']} tokens")
+    print(
+        f"unconstrained       {spread(speed['free'])}, median of {args.runs}, {tokens['free']} tokens"
+    )
     for kind, label in (("lazy", "grammar (lazy)"), ("first", "grammar (first)")):
         ratios = [g / f for g, f in zip(speed[kind], speed["free"], strict=True)]
-        print(f"{label:<19} {spread(speed[kind])}, {tokens[kind]} tokens; ratio to unconstrained "
-              f"{statistics.median(speed[kind]) / free:.2f} (per seed {min(ratios):.2f}-{max(ratios):.2f})")
+        print(
+            f"{label:<19} {spread(speed[kind])}, {tokens[kind]} tokens; ratio to unconstrained "
+            f"{statistics.median(speed[kind]) / free:.2f} (per seed {min(ratios):.2f}-{max(ratios):.2f})"
+        )
     lazy, first = statistics.median(speed["lazy"]), statistics.median(speed["first"])
-    print(f"lazy/first {lazy / first:.2f}; tokens the grammar rejected at first (lazy): "
-          f"{counts.resampled} of {counts.sampled} ({counts.resampled / max(1, counts.sampled):.0%})")
+    print(
+        f"lazy/first {lazy / first:.2f}; tokens the grammar rejected at first (lazy): "
+        f"{counts.resampled} of {counts.sampled} ({counts.resampled / max(1, counts.sampled):.0%})"
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,10 @@ WORDS = (
     "memory thread query index table server request response version option problem result config "
     "window screen key test output input cache token context reply prompt message search history"
 ).split()
-TOPICS = ("lighthouse keeper sqlite python garden recipe bicycle telescope glacier violin harbour "
-          "compiler orchard volcano saxophone lantern meadow typhoon archive falcon quartz").split()
+TOPICS = (
+    "lighthouse keeper sqlite python garden recipe bicycle telescope glacier violin harbour "
+    "compiler orchard volcano saxophone lantern meadow typhoon archive falcon quartz"
+).split()
 
 
 def message_text(rng: random.Random, conversation: int, turn: int) -> str:
@@ -106,15 +108,44 @@ def build(path: Path, conversations: int, messages: int, seed: int = 7) -> float
         texts = [message_text(rng, c, t) for t in range(messages)]
         first = stamp(c * messages)
         last = stamp(c * messages + max(messages - 1, 0))
-        convs.append((c + 1, title_from(texts[0]) if texts else "New conversation", "Bench 1B",
-                      "/models/bench.gguf", None, params, first, last))
-        ids = range(c * messages + 1, (c + 1) * messages + 1)  # each message follows the one before it
-        rows.extend((ids[t], c + 1, ids[t] - 1 if t else None, "user" if t % 2 == 0 else "assistant", text,
-                     "complete", stamp(c * messages + t), stamp(c * messages + t)) for t, text in enumerate(texts))
-    conn.executemany("INSERT INTO conversations(id, title, model, model_path, system, params, created, updated) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", convs)
-    conn.executemany("INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        convs.append(
+            (
+                c + 1,
+                title_from(texts[0]) if texts else "New conversation",
+                "Bench 1B",
+                "/models/bench.gguf",
+                None,
+                params,
+                first,
+                last,
+            )
+        )
+        ids = range(
+            c * messages + 1, (c + 1) * messages + 1
+        )  # each message follows the one before it
+        rows.extend(
+            (
+                ids[t],
+                c + 1,
+                ids[t] - 1 if t else None,
+                "user" if t % 2 == 0 else "assistant",
+                text,
+                "complete",
+                stamp(c * messages + t),
+                stamp(c * messages + t),
+            )
+            for t, text in enumerate(texts)
+        )
+    conn.executemany(
+        "INSERT INTO conversations(id, title, model, model_path, system, params, created, updated) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        convs,
+    )
+    conn.executemany(
+        "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -124,8 +155,10 @@ def build(path: Path, conversations: int, messages: int, seed: int = 7) -> float
 def counts(path: Path) -> tuple[int, int]:
     conn = sqlite3.connect(path)
     try:
-        return (conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0],
-                conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+        return (
+            conn.execute("SELECT COUNT(*) FROM conversations").fetchone()[0],
+            conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0],
+        )
     except sqlite3.Error:
         return -1, -1
     finally:
@@ -150,9 +183,19 @@ class InstantBackend:
     def __init__(self) -> None:
         from vibechat.engine.turns.backend import ModelInfo
 
-        self.info = ModelInfo(name="Bench 1B", path="/models/bench.gguf", architecture="llama",
-                              quantization="Q4_K_M", trained_context=8192, context_size=8192, n_layers=16,
-                              gpu_layers=0, gpu_offload_supported=False, chat_format="gguf", file_size=1)
+        self.info = ModelInfo(
+            name="Bench 1B",
+            path="/models/bench.gguf",
+            architecture="llama",
+            quantization="Q4_K_M",
+            trained_context=8192,
+            context_size=8192,
+            n_layers=16,
+            gpu_layers=0,
+            gpu_offload_supported=False,
+            chat_format="gguf",
+            file_size=1,
+        )
 
     def load(self, on_progress=None):
         return self.info
@@ -207,12 +250,16 @@ async def sample(db: Path, messages: int) -> dict:
         on_listed(self, message)
         marks["listed"] = time.perf_counter()
         marks["startup_statements"] = len(statements)
-        self.host.call_after_refresh(lambda: (marks.__setitem__("listed_frame", time.perf_counter()), listed.set()))
+        self.host.call_after_refresh(
+            lambda: (marks.__setitem__("listed_frame", time.perf_counter()), listed.set())
+        )
 
     async def timed_loaded(self, message):
         await on_loaded(self, message)
         marks["loaded"] = time.perf_counter()
-        self.host.call_after_refresh(lambda: (marks.__setitem__("loaded_frame", time.perf_counter()), loaded.set()))
+        self.host.call_after_refresh(
+            lambda: (marks.__setitem__("loaded_frame", time.perf_counter()), loaded.set())
+        )
 
     Conversations.listed = timed_listed  # type: ignore[method-assign]
     Conversations.loaded = timed_loaded  # type: ignore[method-assign]
@@ -252,7 +299,10 @@ async def sample(db: Path, messages: int) -> dict:
 
             # A save while the sidebar is shown: the open conversation, already on top, gets
             # a new time; then the oldest one is saved and moves to the top.
-            for key, summary in (("save_top_ms", sidebar.summaries[0]), ("save_moved_ms", sidebar.summaries[-1])):
+            for key, summary in (
+                ("save_top_ms", sidebar.summaries[0]),
+                ("save_moved_ms", sidebar.summaries[-1]),
+            ):
                 start = time.perf_counter()
                 sidebar.upsert(replace(summary, updated=now()))
                 await next_frame(app)
@@ -293,12 +343,15 @@ def child(db: Path, messages: int) -> None:
 
 
 def run_child(db: Path, messages: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", str(db), "--messages", str(messages)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(db), "--messages", str(messages)],
+        capture_output=True,
+        text=True,
+    )
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
         raise SystemExit(f"sample on {db} failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 # ------------------------------------------------------------ store queries
@@ -338,17 +391,30 @@ def store_figures(big: Path, empty: Path) -> None:
     from vibechat.engine.chat.history import History
 
     with History(big) as history, History(empty) as none:
-        sql = ("SELECT id, title, model, created, updated FROM conversations "  # as History.conversations()
-               "ORDER BY updated DESC, id DESC LIMIT -1 OFFSET 0")
+        sql = (
+            "SELECT id, title, model, created, updated FROM conversations "  # as History.conversations()
+            "ORDER BY updated DESC, id DESC LIMIT -1 OFFSET 0"
+        )
         plan = "; ".join(r[3] for r in history.conn.execute("EXPLAIN QUERY PLAN " + sql))
         print(f"\nHistory.conversations() query plan: {plan}")
         big_ms, empty_ms = median_ms(history.conversations, 21), median_ms(none.conversations, 21)
-        print(f"History.conversations(): {big_ms:.2f} ms for {history.count():,} conversations, "
-              f"{empty_ms:.3f} ms empty (median of 21)")
-        print(f"  the same in a thread while another thread runs Python the whole time (worst case of the "
-              f"start-up worker beside a busy UI): {contended_ms(history.conversations):,.0f} ms (one sample)")
+        print(
+            f"History.conversations(): {big_ms:.2f} ms for {history.count():,} conversations, "
+            f"{empty_ms:.3f} ms empty (median of 21)"
+        )
+        print(
+            f"  the same in a thread while another thread runs Python the whole time (worst case of the "
+            f"start-up worker beside a busy UI): {contended_ms(history.conversations):,.0f} ms (one sample)"
+        )
         print("History.search() on the large database (median of 11):")
-        for query in ("lighthouse", "lighthouse error", "zq1234", "telesc", "error cache thread", "nowhere"):
+        for query in (
+            "lighthouse",
+            "lighthouse error",
+            "zq1234",
+            "telesc",
+            "error cache thread",
+            "nowhere",
+        ):
             hits = len(history.search(query))
             ms = median_ms(lambda query=query: history.search(query), 11)
             print(f"  {query!r:24} {ms:7.2f} ms  {hits} hits (limit 50)")
@@ -360,12 +426,18 @@ def median(values: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--conversations", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--db", type=Path, help="the large database (built here unless it already holds "
-                        "exactly that history); default: cached under the temp dir")
+    parser.add_argument(
+        "--db",
+        type=Path,
+        help="the large database (built here unless it already holds "
+        "exactly that history); default: cached under the temp dir",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -374,29 +446,38 @@ def main() -> None:
 
     n, m = args.conversations, args.messages
     cache = Path(tempfile.gettempdir()) / "vibechat-bench-history"
-    dbs = {"empty": cache / "history-empty.db", f"1×{m}": cache / f"history-1x{m}.db",
-           f"{n}×{m}": args.db or cache / f"history-{n}x{m}.db"}
+    dbs = {
+        "empty": cache / "history-empty.db",
+        f"1×{m}": cache / f"history-1x{m}.db",
+        f"{n}×{m}": args.db or cache / f"history-{n}x{m}.db",
+    }
     big_label = f"{n}×{m}"
-    for label, (path, (c, k)) in zip(dbs, zip(dbs.values(), [(0, 0), (1, m), (n, m)], strict=True), strict=True):
+    for label, (path, (c, k)) in zip(
+        dbs, zip(dbs.values(), [(0, 0), (1, m), (n, m)], strict=True), strict=True
+    ):
         took = ensure(path, c, k)
         size = path.stat().st_size / 1e6
         if took is None:
             print(f"{label:>10}: {path} (cached, {size:.1f} MB)")
         else:
-            print(f"{label:>10}: {path} built in {took:.1f} s ({c * k / max(took, 1e-9):,.0f} messages/s, "
-                  f"{size:.1f} MB)")
+            print(
+                f"{label:>10}: {path} built in {took:.1f} s ({c * k / max(took, 1e-9):,.0f} messages/s, "
+                f"{size:.1f} MB)"
+            )
 
     samples: dict[str, list[dict]] = {label: [] for label in dbs}
     labels = list(dbs)
     print(f"\n{args.rounds} rounds, one fresh process per sample, order rotating each round")
     for r in range(args.rounds):
-        order = labels[r % 3:] + labels[: r % 3]
+        order = labels[r % 3 :] + labels[: r % 3]
         line = []
         for label in order:
             s = run_child(dbs[label], m)
             samples[label].append(s)
-            line.append(f"{label} start-up {s['startup_ms']:.0f} ms, sidebar {s['sidebar_ms']:.0f} ms"
-                        + (f", open {s['open_ms']:.0f} ms" if "open_ms" in s else ""))
+            line.append(
+                f"{label} start-up {s['startup_ms']:.0f} ms, sidebar {s['sidebar_ms']:.0f} ms"
+                + (f", open {s['open_ms']:.0f} ms" if "open_ms" in s else "")
+            )
         print(f"  round {r + 1}: " + " | ".join(line))
 
     def med(label: str, key: str) -> float:
@@ -406,28 +487,38 @@ def main() -> None:
     print(f"\nMedians over {args.rounds} rounds (ms); ratio = {big_label} / baseline, same run")
     print(f"| measure | empty | {one} | {big_label} | ratio |")
     print("|---|---|---|---|---|")
-    for key, name, base in (("listed_ms", "start-up: sidebar filled", "empty"),
-                            ("startup_ms", "start-up: first frame after", "empty"),
-                            ("sidebar_ms", "Ctrl+B: sidebar on screen", "empty"),
-                            ("open_ms", f"open a conversation of {m} messages", one),
-                            ("save_top_ms", "save, sidebar shown: entry on top redrawn", one),
-                            ("save_moved_ms", "save, sidebar shown: oldest moves to top", one)):
+    for key, name, base in (
+        ("listed_ms", "start-up: sidebar filled", "empty"),
+        ("startup_ms", "start-up: first frame after", "empty"),
+        ("sidebar_ms", "Ctrl+B: sidebar on screen", "empty"),
+        ("open_ms", f"open a conversation of {m} messages", one),
+        ("save_top_ms", "save, sidebar shown: entry on top redrawn", one),
+        ("save_moved_ms", "save, sidebar shown: oldest moves to top", one),
+    ):
         values = {label: med(label, key) for label in labels}
-        cells = " | ".join("—" if values[label] != values[label] else f"{values[label]:.0f}" for label in labels)
+        cells = " | ".join(
+            "—" if values[label] != values[label] else f"{values[label]:.0f}" for label in labels
+        )
         print(f"| {name} | {cells} | ×{values[big_label] / values[base]:.2f} (vs {base}) |")
 
     big = samples[big_label][-1]
-    print(f"\nLazy loading, {big_label}: sidebar entries {big['sidebar_entries']:,} (expected {n:,}); "
-          f"{big['startup_statements']} SQL statements during start-up, "
-          f"{len(big['startup_message_statements'])} touching the messages table:")
+    print(
+        f"\nLazy loading, {big_label}: sidebar entries {big['sidebar_entries']:,} (expected {n:,}); "
+        f"{big['startup_statements']} SQL statements during start-up, "
+        f"{len(big['startup_message_statements'])} touching the messages table:"
+    )
     for sql, plan, rows in big["startup_message_statements"]:
         print(f"  {sql}\n    plan: {plan}; rows it returns: {rows}")
-    read = sum(max(rows, 0) for s in samples[big_label] for _, _, rows in s["startup_message_statements"])
+    read = sum(
+        max(rows, 0) for s in samples[big_label] for _, _, rows in s["startup_message_statements"]
+    )
     print(f"  message rows read during start-up, all rounds: {read}")
     from vibechat.app.tui.controllers.conversations import OPEN_WINDOW
 
-    print(f"  opened conversation: {big.get('open_messages', 0)} messages on screen "
-          f"(expected {min(m, OPEN_WINDOW)}: the newest; older ones are mounted on request)")
+    print(
+        f"  opened conversation: {big.get('open_messages', 0)} messages on screen "
+        f"(expected {min(m, OPEN_WINDOW)}: the newest; older ones are mounted on request)"
+    )
     store_figures(dbs[big_label], dbs["empty"])
 
 

@@ -55,14 +55,36 @@ def long_prompt(backend, target: int):
     """A user message of about ``target`` tokens (a numbered log the base model continues)."""
     from vibechat.engine.turns.backend import ChatMessage
 
-    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
-             "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
+    words = (
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+        "lima",
+        "mike",
+        "november",
+        "oscar",
+        "papa",
+        "quebec",
+        "romeo",
+        "sierra",
+        "tango",
+    )
     lines = []
     i = 0
     while True:
         i += 1
         picked = " ".join(words[(i * k) % len(words)] for k in (1, 3, 7, 11, 13))
-        lines.append(f"{i}. station {picked} reported {i * 37 % 1000} units at {i % 24:02d}:{i * 7 % 60:02d}")
+        lines.append(
+            f"{i}. station {picked} reported {i * 37 % 1000} units at {i % 24:02d}:{i * 7 % 60:02d}"
+        )
         if i % 10 == 0:
             messages = [ChatMessage("user", "Continue this log:\n" + "\n".join(lines))]
             if backend.count_tokens(messages) >= target:
@@ -72,9 +94,14 @@ def long_prompt(backend, target: int):
 def one_sample(backend, kv_type: str, messages, n_tokens: int) -> Sample:
     def run() -> Sample:
         stats = greedy_reply(backend, messages, n_tokens).stats
-        return Sample(kv_type, 0, stats.prompt_tokens_evaluated,
-                      stats.prompt_tokens_evaluated / (stats.prompt_eval_ms / 1000), stats.completion_tokens,
-                      stats.decode_tokens_per_s)
+        return Sample(
+            kv_type,
+            0,
+            stats.prompt_tokens_evaluated,
+            stats.prompt_tokens_evaluated / (stats.prompt_eval_ms / 1000),
+            stats.completion_tokens,
+            stats.decode_tokens_per_s,
+        )
 
     return with_other_load(run)
 
@@ -82,7 +109,9 @@ def one_sample(backend, kv_type: str, messages, n_tokens: int) -> Sample:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, rounds=3, tokens=128)
-    parser.add_argument("--prompt-tokens", type=int, default=6000, help="prompt length (default ~6000)")
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=6000, help="prompt length (default ~6000)"
+    )
     args = parser.parse_args(argv)
 
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
@@ -93,18 +122,29 @@ def main(argv: list[str] | None = None) -> int:
     model = starter_model_path()
     backends, infos = {}, {}
     for kv_type in TYPES:
-        backends[kv_type] = LlamaCppBackend(LlamaCppOptions(model_path=model, context_size=N_CTX, kv_cache_type=kv_type,
-                                                            threads=args.threads))
+        backends[kv_type] = LlamaCppBackend(
+            LlamaCppOptions(
+                model_path=model, context_size=N_CTX, kv_cache_type=kv_type, threads=args.threads
+            )
+        )
         infos[kv_type] = backends[kv_type].load()
     messages = long_prompt(backends["f16"], args.prompt_tokens)
-    print(f"model: {model}\nmachine: {describe_machine()}\ncontext {N_CTX}, prompt "
-          f"{backends['f16'].count_tokens(messages)} tokens, {args.tokens} generated, threads "
-          f"{infos['f16'].n_threads}", file=sys.stderr)
+    print(
+        f"model: {model}\nmachine: {describe_machine()}\ncontext {N_CTX}, prompt "
+        f"{backends['f16'].count_tokens(messages)} tokens, {args.tokens} generated, threads "
+        f"{infos['f16'].n_threads}",
+        file=sys.stderr,
+    )
     samples = alternating_rounds(
-        args.rounds, TYPES, lambda kv_type: one_sample(backends[kv_type], kv_type, messages, args.tokens),
-        lambda kv_type, s: (f"{kv_type:5} prompt {s.prompt_tps:7.1f} tok/s  decode {s.decode_tps:5.1f} tok/s "
-                            f"({s.completion_tokens} tokens)"),
-        retries=args.retries)
+        args.rounds,
+        TYPES,
+        lambda kv_type: one_sample(backends[kv_type], kv_type, messages, args.tokens),
+        lambda kv_type, s: (
+            f"{kv_type:5} prompt {s.prompt_tps:7.1f} tok/s  decode {s.decode_tps:5.1f} tok/s "
+            f"({s.completion_tokens} tokens)"
+        ),
+        retries=args.retries,
+    )
     for backend in backends.values():
         backend.close()
 
@@ -113,19 +153,25 @@ def main(argv: list[str] | None = None) -> int:
 
     def ratio_of_rounds(kv_type: str, attr: str) -> float:
         by_round = {(s.kv_type, s.round): getattr(s, attr) for s in samples}
-        return statistics.median(by_round[(kv_type, r)] / by_round[("f16", r)] for r in range(1, args.rounds + 1))
+        return statistics.median(
+            by_round[(kv_type, r)] / by_round[("f16", r)] for r in range(1, args.rounds + 1)
+        )
 
-    print("| KV cache | memory | × f16 | prompt tok/s (min–max) | × f16 | decode tok/s (min–max) | × f16 |")
+    print(
+        "| KV cache | memory | × f16 | prompt tok/s (min–max) | × f16 | decode tok/s (min–max) | × f16 |"
+    )
     print("|---|---|---|---|---|---|---|")
     for kv_type in TYPES:
         mem = infos[kv_type].kv_cache_bytes or 0
         ps = [s.prompt_tps for s in samples if s.kv_type == kv_type]
         ds = [s.decode_tps for s in samples if s.kv_type == kv_type]
-        print(f"| {kv_type} | {mem / (1 << 20):.2f} MiB | {mem / (infos['f16'].kv_cache_bytes or 1):.2f} | "
-              f"{med(kv_type, 'prompt_tps'):.1f} ({min(ps):.1f}–{max(ps):.1f}) | "
-              f"{ratio_of_rounds(kv_type, 'prompt_tps'):.2f} | "
-              f"{med(kv_type, 'decode_tps'):.1f} ({min(ds):.1f}–{max(ds):.1f}) | "
-              f"{ratio_of_rounds(kv_type, 'decode_tps'):.2f} |")
+        print(
+            f"| {kv_type} | {mem / (1 << 20):.2f} MiB | {mem / (infos['f16'].kv_cache_bytes or 1):.2f} | "
+            f"{med(kv_type, 'prompt_tps'):.1f} ({min(ps):.1f}–{max(ps):.1f}) | "
+            f"{ratio_of_rounds(kv_type, 'prompt_tps'):.2f} | "
+            f"{med(kv_type, 'decode_tps'):.1f} ({min(ds):.1f}–{max(ds):.1f}) | "
+            f"{ratio_of_rounds(kv_type, 'decode_tps'):.2f} |"
+        )
     if warning := disturbed_warning(samples):
         print("\n" + warning)
     print("\n× f16: memory as allocated; speeds as the median of the per-round ratios to f16.")

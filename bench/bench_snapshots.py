@@ -45,8 +45,28 @@ from _common import (
 )
 
 N_CTX = 8192
-WORDS = ("harbour", "lantern", "meadow", "granite", "orchard", "compass", "ember", "willow", "quarry", "saddle",
-         "thistle", "beacon", "cinder", "falcon", "glacier", "hazel", "juniper", "kestrel", "marble", "nettle")
+WORDS = (
+    "harbour",
+    "lantern",
+    "meadow",
+    "granite",
+    "orchard",
+    "compass",
+    "ember",
+    "willow",
+    "quarry",
+    "saddle",
+    "thistle",
+    "beacon",
+    "cinder",
+    "falcon",
+    "glacier",
+    "hazel",
+    "juniper",
+    "kestrel",
+    "marble",
+    "nettle",
+)
 
 
 @dataclass
@@ -59,7 +79,9 @@ class Sample:
 
 
 def turn_text(i: int, words: int) -> str:
-    return " ".join(f"{WORDS[(i * 7 + k * 3) % len(WORDS)]}{'.' if k % 12 == 11 else ''}" for k in range(words))
+    return " ".join(
+        f"{WORDS[(i * 7 + k * 3) % len(WORDS)]}{'.' if k % 12 == 11 else ''}" for k in range(words)
+    )
 
 
 def conversation(backend, target: int):
@@ -80,7 +102,9 @@ def reply(backend, messages, n_tokens: int):
     from vibechat.engine.turns.backend import GenerationDone
 
     done = None
-    for event in backend.stream_chat(messages, SamplingParams(temperature=0, max_tokens=n_tokens, seed=1)):
+    for event in backend.stream_chat(
+        messages, SamplingParams(temperature=0, max_tokens=n_tokens, seed=1)
+    ):
         if isinstance(event, GenerationDone):
             done = event
     assert done is not None
@@ -90,10 +114,18 @@ def reply(backend, messages, n_tokens: int):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, rounds=3, tokens=64)
-    parser.add_argument("--conversation-tokens", type=int, default=6000, help="the conversation (default 6000)")
-    parser.add_argument("--quiet-wait", type=float, default=20.0,
-                        help="seconds to wait for a quiet machine before each sample (default 20)")
-    parser.add_argument("--quick", action="store_true", help="a small run: a 1,500-token conversation, 1 round")
+    parser.add_argument(
+        "--conversation-tokens", type=int, default=6000, help="the conversation (default 6000)"
+    )
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=20.0,
+        help="seconds to wait for a quiet machine before each sample (default 20)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a small run: a 1,500-token conversation, 1 round"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.conversation_tokens, args.rounds = 1500, 1
@@ -108,28 +140,43 @@ def main(argv: list[str] | None = None) -> int:
     quiet_logs()
     model = starter_model_path()  # (from the usual cache) before the snapshots' folder moves
     snapshots_home = tempfile.mkdtemp(prefix="vibechat-bench-snapshots-")
-    atexit.register(shutil.rmtree, snapshots_home, ignore_errors=True)  # GBs of snapshots, not left behind
+    atexit.register(
+        shutil.rmtree, snapshots_home, ignore_errors=True
+    )  # GBs of snapshots, not left behind
     os.environ["VIBECHAT_CACHE_DIR"] = snapshots_home
 
     def engine(snapshots: bool = True, kv_type: str = "f16") -> LlamaCppBackend:
-        backend = LlamaCppBackend(LlamaCppOptions(model_path=model, context_size=N_CTX, threads=threads,
-                                                  kv_cache_type=kv_type,
-                                                  kv_snapshot_cache_mib=8192 if snapshots else 0))
+        backend = LlamaCppBackend(
+            LlamaCppOptions(
+                model_path=model,
+                context_size=N_CTX,
+                threads=threads,
+                kv_cache_type=kv_type,
+                kv_snapshot_cache_mib=8192 if snapshots else 0,
+            )
+        )
         backend.load()
         return backend
 
     print(calibration(), file=sys.stderr)
-    print(f"machine: {describe_machine()}\nmodel: {model}, context {N_CTX}, {threads} threads", file=sys.stderr)
+    print(
+        f"machine: {describe_machine()}\nmodel: {model}, context {N_CTX}, {threads} threads",
+        file=sys.stderr,
+    )
 
     # ------------------------------------------------------------ reopen
     writer = engine()
     saved = conversation(writer, args.conversation_tokens)
-    n_saved = writer.prefill(saved)  # the chat keeps a snapshot of what it evaluated (as after a reply)
+    n_saved = writer.prefill(
+        saved
+    )  # the chat keeps a snapshot of what it evaluated (as after a reply)
     kv_bytes = {"f16": writer.describe().kv_cache_bytes or 0}
     writer.close()
     folder = kv_files.snapshot_folder()
     (snapshot_file,) = folder.glob("*" + kv_files.SUFFIX)
-    sizes = {"f16": (snapshot_file.stat().st_size, len(kv_files.read_header(snapshot_file).tokens) // 4)}
+    sizes = {
+        "f16": (snapshot_file.stat().st_size, len(kv_files.read_header(snapshot_file).tokens) // 4)
+    }
     asked = [*saved, ChatMessage("user", "Which note mentioned the glacier first? Answer briefly.")]
 
     snapshot_bytes = snapshot_file.read_bytes()
@@ -150,10 +197,17 @@ def main(argv: list[str] | None = None) -> int:
         backend = engines["reopened"] = engine()
         return with_other_load(lambda: _Timed(reply(backend, asked, args.tokens), mode))
 
-    reopens = alternating_rounds(args.rounds, ("scratch", "snapshot"), reopen,
-                                 lambda mode, s: f"reopen {mode:8} first token {s.done.stats.ttft_ms / 1000:7.3f} s  "
-                                                 f"evaluated {s.done.stats.prompt_tokens_evaluated:,}",
-                                 retries=args.retries, quiet_wait_s=args.quiet_wait)
+    reopens = alternating_rounds(
+        args.rounds,
+        ("scratch", "snapshot"),
+        reopen,
+        lambda mode, s: (
+            f"reopen {mode:8} first token {s.done.stats.ttft_ms / 1000:7.3f} s  "
+            f"evaluated {s.done.stats.prompt_tokens_evaluated:,}"
+        ),
+        retries=args.retries,
+        quiet_wait_s=args.quiet_wait,
+    )
     reopened_engine = engines["reopened"]
     cold = next(s for s in reopens if s.mode == "scratch")
     warm = [s for s in reopens if s.mode == "snapshot"][-1]
@@ -166,11 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     print("| reopen (median of rounds) | first token | evaluated | restored |")
     print("|---|---|---|---|")
     print(f"| from scratch | {ttft('scratch') / 1000:.2f} s | {c.prompt_tokens_evaluated:,} | 0 |")
-    print(f"| from the snapshot, a new engine | {ttft('snapshot') / 1000:.3f} s (restore {w.restore_ms:.0f} ms) | "
-          f"{w.prompt_tokens_evaluated:,} | {w.restored_tokens:,} |")
+    print(
+        f"| from the snapshot, a new engine | {ttft('snapshot') / 1000:.3f} s (restore {w.restore_ms:.0f} ms) | "
+        f"{w.prompt_tokens_evaluated:,} | {w.restored_tokens:,} |"
+    )
     ratio = ttft("snapshot") / ttft("scratch")
-    print(f"ratio {ratio:.4f} (1/{1 / ratio:.0f}): target <= 1/50 {'met' if ratio <= 1 / 50 else 'NOT met'}; "
-          f"new turn {w.prompt_tokens - n_saved} tokens, evaluated {w.prompt_tokens_evaluated}")
+    print(
+        f"ratio {ratio:.4f} (1/{1 / ratio:.0f}): target <= 1/50 {'met' if ratio <= 1 / 50 else 'NOT met'}; "
+        f"new turn {w.prompt_tokens - n_saved} tokens, evaluated {w.prompt_tokens_evaluated}"
+    )
     if warning := disturbed_warning(reopens):
         print(warning)
 
@@ -183,17 +241,28 @@ def main(argv: list[str] | None = None) -> int:
     rows = [("same engine: to the sibling (its cache)", same, n_fork)]
     other = engine()
     onward = [*branch_one, ChatMessage("user", "And the harbour? One line.")]
-    rows.append(("new engine: branch one continued (snapshot)", reply(other, onward, args.tokens).stats,
-                 n_fork))
+    rows.append(
+        (
+            "new engine: branch one continued (snapshot)",
+            reply(other, onward, args.tokens).stats,
+            n_fork,
+        )
+    )
     other.close()
     other = engine()
-    rows.append(("new engine: to the sibling of branch one", reply(other, asked, args.tokens).stats, n_fork))
+    rows.append(
+        ("new engine: to the sibling of branch one", reply(other, asked, args.tokens).stats, n_fork)
+    )
     other.close()
-    print("\n| branch (forked at the last user message) | prompt | after the fork | evaluated | restored |")
+    print(
+        "\n| branch (forked at the last user message) | prompt | after the fork | evaluated | restored |"
+    )
     print("|---|---|---|---|---|")
     for name, stats, at in rows:
-        print(f"| {name} | {stats.prompt_tokens:,} | {stats.prompt_tokens - at} | {stats.prompt_tokens_evaluated:,} | "
-              f"{stats.restored_tokens:,} |")
+        print(
+            f"| {name} | {stats.prompt_tokens:,} | {stats.prompt_tokens - at} | {stats.prompt_tokens_evaluated:,} | "
+            f"{stats.restored_tokens:,} |"
+        )
 
     # ------------------------------------------------------------ cost
     engines = {"on": engine(), "off": scratch}
@@ -211,10 +280,16 @@ def main(argv: list[str] | None = None) -> int:
 
         return with_other_load(run)
 
-    samples = alternating_rounds(args.rounds * 2, ("on", "off"), sample,
-                                 lambda mode, s: f"snapshots {mode:3} first token {s.ttft_ms:6.0f} ms  "
-                                                 f"decode {s.decode_tps:5.1f} tok/s",
-                                 retries=args.retries, quiet_wait_s=args.quiet_wait)
+    samples = alternating_rounds(
+        args.rounds * 2,
+        ("on", "off"),
+        sample,
+        lambda mode, s: (
+            f"snapshots {mode:3} first token {s.ttft_ms:6.0f} ms  decode {s.decode_tps:5.1f} tok/s"
+        ),
+        retries=args.retries,
+        quiet_wait_s=args.quiet_wait,
+    )
     for backend in engines.values():
         backend.close()
 
@@ -226,13 +301,17 @@ def main(argv: list[str] | None = None) -> int:
     for mode in ("off", "on"):
         print(f"| {mode} | {med(mode, 'decode_tps'):.1f} | {med(mode, 'ttft_ms'):.0f} ms |")
     cost = 1 - med("on", "decode_tps") / med("off", "decode_tps")
-    print(f"decode cost {cost:+.1%} (target <= 2 %); first token on/off "
-          f"{med('on', 'ttft_ms') / med('off', 'ttft_ms'):.2f}")
+    print(
+        f"decode cost {cost:+.1%} (target <= 2 %); first token on/off "
+        f"{med('on', 'ttft_ms') / med('off', 'ttft_ms'):.2f}"
+    )
     if warning := disturbed_warning(samples):
         print(warning)
 
     # ------------------------------------------------------------ size
-    print("\n| KV cache | snapshot on disk | KV cache in memory for those tokens | ratio | whole cache |")
+    print(
+        "\n| KV cache | snapshot on disk | KV cache in memory for those tokens | ratio | whole cache |"
+    )
     print("|---|---|---|---|---|")
     kv_files.clear(folder)
     backend = engine(kv_type="q8_0")  # the conversation again, with a q8_0 cache
@@ -243,8 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes["q8_0"] = (path.stat().st_size, len(kv_files.read_header(path).tokens) // 4)
     for kv_type, (size, held) in sizes.items():
         in_memory = kv_bytes[kv_type] * held / N_CTX
-        print(f"| {kv_type} | {size / (1 << 20):.1f} MiB ({held:,} tokens) | {in_memory / (1 << 20):.1f} MiB | "
-              f"{size / in_memory:.2f} | {kv_bytes[kv_type] / (1 << 20):.0f} MiB at {N_CTX:,} |")
+        print(
+            f"| {kv_type} | {size / (1 << 20):.1f} MiB ({held:,} tokens) | {in_memory / (1 << 20):.1f} MiB | "
+            f"{size / in_memory:.2f} | {kv_bytes[kv_type] / (1 << 20):.0f} MiB at {N_CTX:,} |"
+        )
     kv_files.clear(folder)
     return 0
 

@@ -129,7 +129,7 @@ def echoes(prompt: str, reply: str) -> bool:
 def repeated_3grams(reply: str) -> float:
     """Of the reply's word 3-grams, the share that already occurred earlier in it."""
     words = re.findall(r"\w+", reply.lower())
-    grams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
+    grams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
     return (len(grams) - len(set(grams))) / len(grams) if grams else 0.0
 
 
@@ -141,8 +141,10 @@ EXAMPLE_SUBJECTS = ("tokyo", "japan", "apple")
 def parrots(reply: str) -> bool:
     """The reply borrows an example's subject (or repeats an example's answer whole)."""
     said = normalised(reply)
-    return bool(said) and (any(re.search(rf"\b{word}\b", said) for word in EXAMPLE_SUBJECTS)
-                           or any(normalised(answer) == said for _q, answer in COMPLETION_EXAMPLES[1:]))
+    return bool(said) and (
+        any(re.search(rf"\b{word}\b", said) for word in EXAMPLE_SUBJECTS)
+        or any(normalised(answer) == said for _q, answer in COMPLETION_EXAMPLES[1:])
+    )
 
 
 @dataclass
@@ -165,8 +167,10 @@ class DryBackend(LlamaCppBackend):
         breakers = (ctypes.c_char_p * len(DRY_BREAKERS))(*DRY_BREAKERS)
         # The last 256 tokens: this build's llama_sampler_init_dry takes no context size, and a
         # penalty_last_n of -1 ("the context") turned DRY off here (the same replies as without it).
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dry(
-            self._vocab, 0.8, 1.75, 2, 256, breakers, len(DRY_BREAKERS)))
+        ll.llama_sampler_chain_add(
+            chain,
+            ll.llama_sampler_init_dry(self._vocab, 0.8, 1.75, 2, 256, breakers, len(DRY_BREAKERS)),
+        )
         while ll.llama_sampler_chain_n(rest):
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_chain_remove(rest, 0))
         ll.llama_sampler_free(rest)
@@ -175,8 +179,11 @@ class DryBackend(LlamaCppBackend):
 
 def backend_for(config: str, model: Path) -> LlamaCppBackend:
     """``gemma...``: Gemma's turn format; any other: the completion frame; ``...dry``: with DRY."""
-    options = LlamaCppOptions(model_path=model, context_size=2048,
-                              prompt_format="gemma" if config.startswith("gemma") else "completion")
+    options = LlamaCppOptions(
+        model_path=model,
+        context_size=2048,
+        prompt_format="gemma" if config.startswith("gemma") else "completion",
+    )
     return (DryBackend if config.endswith("dry") else LlamaCppBackend)(options)
 
 
@@ -187,7 +194,9 @@ def params_for(config: str, seed: int) -> SamplingParams:
     if config == "auto":
         return SamplingParams(seed=seed)
     rp = re.search(r"rp([0-9.]+)$", config)
-    return SamplingParams(seed=seed, max_tokens=LIMIT, repeat_penalty=float(rp.group(1)) if rp else 1.0)
+    return SamplingParams(
+        seed=seed, max_tokens=LIMIT, repeat_penalty=float(rp.group(1)) if rp else 1.0
+    )
 
 
 def ask(backend: LlamaCppBackend, config: str, prompt: str, seed: int) -> Reply:
@@ -199,9 +208,18 @@ def ask(backend: LlamaCppBackend, config: str, prompt: str, seed: int) -> Reply:
             done = event
     assert done is not None
     if config == "auto":  # the engine's own budget must be within the one measured
-        assert done.params is not None and done.params.max_tokens and done.params.max_tokens <= LIMIT, done.params
-    return Reply(config, prompt, seed, done.text, done.stats.finish_reason, done.stats.completion_tokens,
-                 time.perf_counter() - started)
+        assert (
+            done.params is not None and done.params.max_tokens and done.params.max_tokens <= LIMIT
+        ), done.params
+    return Reply(
+        config,
+        prompt,
+        seed,
+        done.text,
+        done.stats.finish_reason,
+        done.stats.completion_tokens,
+        time.perf_counter() - started,
+    )
 
 
 def summary(config: str, replies: list[Reply]) -> dict[str, float]:
@@ -212,8 +230,14 @@ def summary(config: str, replies: list[Reply]) -> dict[str, float]:
         "echo": sum(echoes(r.prompt, r.text) for r in replies),
         "rep3": statistics.fmean(repeated_3grams(r.text) for r in replies),
         "parrot": sum(parrots(r.text) for r in replies),
-        "right": (sum(bool(re.search(ANSWERS[r.prompt], r.text.lower())) for r in replies if r.prompt in ANSWERS)
-                  / max(1, sum(r.prompt in ANSWERS for r in replies))),
+        "right": (
+            sum(
+                bool(re.search(ANSWERS[r.prompt], r.text.lower()))
+                for r in replies
+                if r.prompt in ANSWERS
+            )
+            / max(1, sum(r.prompt in ANSWERS for r in replies))
+        ),
         "empty": sum(not re.search(r"\w", r.text) for r in replies),
         "words": statistics.median(len(r.text.split()) for r in replies),
         "tokens": statistics.fmean(r.tokens for r in replies),
@@ -226,44 +250,72 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGS), choices=CONFIGS)
-    parser.add_argument("--show", nargs="*", default=None, choices=CONFIGS,
-                        help="print every reply of the first seed of these configurations (none named: all)")
-    parser.add_argument("--json", type=Path, default=None, help="also write every reply to this JSON file")
-    parser.add_argument("--long", action="store_true",
-                        help=f"the {len(LONG_PROMPTS)} requests for a longer text instead of the everyday prompts")
+    parser.add_argument(
+        "--show",
+        nargs="*",
+        default=None,
+        choices=CONFIGS,
+        help="print every reply of the first seed of these configurations (none named: all)",
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write every reply to this JSON file"
+    )
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help=f"the {len(LONG_PROMPTS)} requests for a longer text instead of the everyday prompts",
+    )
     args = parser.parse_args()
     prompts = LONG_PROMPTS if args.long else PROMPTS
     quiet_logs()
     model = starter_model_path()
     print(f"Machine: {describe_machine()}")
     print(f"Calibration: {calibration()}")
-    print(f"{len(prompts)} prompts x seeds {args.seeds}, at most {LIMIT} tokens a reply\n", flush=True)
+    print(
+        f"{len(prompts)} prompts x seeds {args.seeds}, at most {LIMIT} tokens a reply\n", flush=True
+    )
     results: dict[str, list[Reply]] = {}
     for config in args.configs:
         backend = backend_for(config, model)
         try:
             backend.load()
-            results[config] = [ask(backend, config, prompt, seed) for seed in args.seeds for prompt in prompts]
+            results[config] = [
+                ask(backend, config, prompt, seed) for seed in args.seeds for prompt in prompts
+            ]
         finally:
             backend.close()
         print(f"  {config}: done", file=sys.stderr, flush=True)
-    print("| configuration | stop by itself | echoes | repeated 3-grams | parrots an example | right answers | "
-          "empty | median words | mean tokens | longest | seconds |")
+    print(
+        "| configuration | stop by itself | echoes | repeated 3-grams | parrots an example | right answers | "
+        "empty | median words | mean tokens | longest | seconds |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for config, replies in results.items():
         s = summary(config, replies)
-        print(f"| {config} | {s['stop']:.0%} | {s['echo']} | {s['rep3']:.1%} | {s['parrot']} | {s['right']:.0%} | "
-              f"{s['empty']} | "
-              f"{s['words']:g} | {s['tokens']:.0f} | {s['longest']} | {s['seconds']:.0f} |")
+        print(
+            f"| {config} | {s['stop']:.0%} | {s['echo']} | {s['rep3']:.1%} | {s['parrot']} | {s['right']:.0%} | "
+            f"{s['empty']} | "
+            f"{s['words']:g} | {s['tokens']:.0f} | {s['longest']} | {s['seconds']:.0f} |"
+        )
     if args.show is not None:
         for config in args.show or results:
             print(f"\n## {config} (seed {args.seeds[0]})")
             for r in results.get(config, []):
                 if r.seed == args.seeds[0]:
-                    print(f"- {r.prompt!r} -> {r.text.strip()[:300]!r} [{r.finish_reason}, {r.tokens}]")
+                    print(
+                        f"- {r.prompt!r} -> {r.text.strip()[:300]!r} [{r.finish_reason}, {r.tokens}]"
+                    )
     if args.json is not None:
-        args.json.write_text(json.dumps({"machine": describe_machine(), "calibration": calibration().line,
-                                         "replies": [asdict(r) for rs in results.values() for r in rs]}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": describe_machine(),
+                    "calibration": calibration().line,
+                    "replies": [asdict(r) for rs in results.values() for r in rs],
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -42,9 +42,14 @@ class Streaming(SyntheticBackend):
         answer = "Done." if self.thinking else "".join(self.pieces)
         if self.thinking:
             yield TextDelta(answer)
-        yield GenerationDone(answer, GenerationStats(completion_tokens=len(self.pieces) + self.thinking,
-                                                     thinking_tokens=len(self.pieces) if self.thinking else 0),
-                             thinking="".join(self.pieces) if self.thinking else "")
+        yield GenerationDone(
+            answer,
+            GenerationStats(
+                completion_tokens=len(self.pieces) + self.thinking,
+                thinking_tokens=len(self.pieces) if self.thinking else 0,
+            ),
+            thinking="".join(self.pieces) if self.thinking else "",
+        )
 
 
 async def sample(pieces: list[str], rate: float, thinking: bool) -> dict[str, float]:
@@ -89,11 +94,20 @@ def main() -> None:
     print("| --- | --- | --- |")
     for kind, samples in runs.items():
         cpu = [s["cpu_per_s"] for s in samples]
-        redraws = f"{statistics.median(s['redraws'] for s in samples):.0f}" if kind == "thinking" else "–"
-        print(f"| {kind} | {statistics.median(cpu):.3f} ({min(cpu):.3f}–{max(cpu):.3f}) | {redraws} |")
-    ratios = [t["cpu_per_s"] / a["cpu_per_s"] for t, a in zip(runs["thinking"], runs["answer"], strict=True)]
-    print(f"\nthinking / answer CPU: median {statistics.median(ratios):.2f} "
-          f"(range {min(ratios):.2f}–{max(ratios):.2f})")
+        redraws = (
+            f"{statistics.median(s['redraws'] for s in samples):.0f}" if kind == "thinking" else "–"
+        )
+        print(
+            f"| {kind} | {statistics.median(cpu):.3f} ({min(cpu):.3f}–{max(cpu):.3f}) | {redraws} |"
+        )
+    ratios = [
+        t["cpu_per_s"] / a["cpu_per_s"]
+        for t, a in zip(runs["thinking"], runs["answer"], strict=True)
+    ]
+    print(
+        f"\nthinking / answer CPU: median {statistics.median(ratios):.2f} "
+        f"(range {min(ratios):.2f}–{max(ratios):.2f})"
+    )
 
 
 if __name__ == "__main__":

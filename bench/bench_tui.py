@@ -45,10 +45,22 @@ from vibechat.engine.settings.params import SamplingParams  # noqa: E402
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta  # noqa: E402
 
 SIZE = (120, 40)
-LATE_FREEZE = [True]  # as `vibechat` runs the chat (create_app(freeze_gc=True)); --no-late-freeze: off
-INFO = ModelInfo(name="synthetic", path="-", architecture="none", quantization="-", trained_context=32768,
-                 context_size=32768, n_layers=1, gpu_layers=0, gpu_offload_supported=False,
-                 chat_format="gguf", file_size=0)
+LATE_FREEZE = [
+    True
+]  # as `vibechat` runs the chat (create_app(freeze_gc=True)); --no-late-freeze: off
+INFO = ModelInfo(
+    name="synthetic",
+    path="-",
+    architecture="none",
+    quantization="-",
+    trained_context=32768,
+    context_size=32768,
+    n_layers=1,
+    gpu_layers=0,
+    gpu_offload_supported=False,
+    chat_format="gguf",
+    file_size=0,
+)
 
 
 def markdown_tokens(n: int) -> list[str]:
@@ -106,7 +118,9 @@ class SyntheticBackend:
     def stream_chat(self, messages, params):
         for piece in self.pieces:
             yield TextDelta(piece)
-        yield GenerationDone("".join(self.pieces), GenerationStats(completion_tokens=len(self.pieces)))
+        yield GenerationDone(
+            "".join(self.pieces), GenerationStats(completion_tokens=len(self.pieces))
+        )
 
 
 class GapWatcher:
@@ -187,7 +201,12 @@ class KeyTimer:
         self._original = type(app)._display
 
     def __enter__(self) -> KeyTimer:
-        original, waiting, latencies, text = self._original, self._waiting, self.latencies, self._text
+        original, waiting, latencies, text = (
+            self._original,
+            self._waiting,
+            self.latencies,
+            self._text,
+        )
 
         def display(app, screen, renderable):
             original(app, screen, renderable)
@@ -214,8 +233,12 @@ class KeyTimer:
 
     def figures(self) -> dict[str, float]:
         lat = sorted(self.latencies)
-        return {"presses": len(lat), "median_ms": statistics.median(lat) * 1000 if lat else float("nan"),
-                "worst_ms": lat[-1] * 1000 if lat else float("nan"), "lost": self.typed - len(lat)}
+        return {
+            "presses": len(lat),
+            "median_ms": statistics.median(lat) * 1000 if lat else float("nan"),
+            "worst_ms": lat[-1] * 1000 if lat else float("nan"),
+            "lost": self.typed - len(lat),
+        }
 
 
 async def keypress_run(pieces: list[str], rate: float, presses: int) -> dict[str, float]:
@@ -320,8 +343,11 @@ async def get_stream_run(pieces: list[str]) -> dict[str, float]:
         await markdown.update("".join(pieces))
         end = time.perf_counter()
         await watcher.stop()
-    return {"tokens_per_s": len(pieces) / (streamed - start), "worst_gap_ms": watcher.worst * 1000,
-            "final_render_ms": (end - streamed) * 1000}
+    return {
+        "tokens_per_s": len(pieces) / (streamed - start),
+        "worst_gap_ms": watcher.worst * 1000,
+        "final_render_ms": (end - streamed) * 1000,
+    }
 
 
 # ------------------------------------------------------------------ real model
@@ -335,9 +361,25 @@ FORMAT = "gemma"
 def cli_run(tokens: int) -> tuple[float, float]:
     """``vibechat run``: (decode tokens/s, time to first token in ms), as it reports them."""
     exe = Path(sys.executable).with_name("vibechat")
-    out = subprocess.run([str(exe), "run", "-p", PROMPT, "-t", "0", "-n", str(tokens), "--prompt-format", FORMAT,
-                          "--json"],
-                         capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [
+            str(exe),
+            "run",
+            "-p",
+            PROMPT,
+            "-t",
+            "0",
+            "-n",
+            str(tokens),
+            "--prompt-format",
+            FORMAT,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
     stats = json.loads(out.stdout)["stats"]
     return stats["decode_tokens_per_s"], stats["ttft_ms"]
 
@@ -350,8 +392,12 @@ async def tui_decode(tokens: int) -> dict[str, float]:
     from vibechat.engine.settings.knobs import EngineSettings
 
     backend = make_backend(EngineSettings(prompt_format=FORMAT), worker=True)
-    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=tokens), blink=False,
-                     freeze_gc=LATE_FREEZE[0])
+    app = create_app(
+        backend,
+        params=SamplingParams(temperature=0, max_tokens=tokens),
+        blink=False,
+        freeze_gc=LATE_FREEZE[0],
+    )
     first: list[float] = []
     original = AssistantMessage.append
 
@@ -378,31 +424,55 @@ async def tui_decode(tokens: int) -> dict[str, float]:
     finally:
         AssistantMessage.append = original  # type: ignore[method-assign]
         backend.close()
-    decode_s = stats.completion_tokens / stats.decode_tokens_per_s if stats.decode_tokens_per_s else float("nan")
-    return {"tok_s": stats.decode_tokens_per_s, "tokens": stats.completion_tokens, "ttft_ms": stats.ttft_ms,
-            "enter_to_text_ms": (first[0] - start) * 1000 if first else float("nan"),
-            "renders_per_s": renders / decode_s, "cpu_pct": cpu_share * 100}
+    decode_s = (
+        stats.completion_tokens / stats.decode_tokens_per_s
+        if stats.decode_tokens_per_s
+        else float("nan")
+    )
+    return {
+        "tok_s": stats.decode_tokens_per_s,
+        "tokens": stats.completion_tokens,
+        "ttft_ms": stats.ttft_ms,
+        "enter_to_text_ms": (first[0] - start) * 1000 if first else float("nan"),
+        "renders_per_s": renders / decode_s,
+        "cpu_pct": cpu_share * 100,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tokens", type=int, default=16000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model-tokens", type=int, default=1000)
-    parser.add_argument("--rate", type=float, default=500, help="tokens/s of the stream while keys are pressed")
+    parser.add_argument(
+        "--rate", type=float, default=500, help="tokens/s of the stream while keys are pressed"
+    )
     parser.add_argument("--presses", type=int, default=30, help="key presses per keypress round")
     parser.add_argument("--skip-model", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
     parser.add_argument("--skip-keys", action="store_true")
-    parser.add_argument("--no-reference", action="store_true", help="skip Textual's Markdown.get_stream() reference")
-    parser.add_argument("--budgets", default="",
-                        help="comma-separated UI budgets to compare in the model rounds, e.g. 0.02,0.03 "
-                             "(default: the chat's, pacing.BUSY_BUDGET)")
-    parser.add_argument("--rooms", default="",
-                        help="comma-separated blank lines kept below a streaming reply to compare in the model "
-                             "rounds, e.g. 3,5 (default: the chat's, AssistantMessage.ROOM)")
-    parser.add_argument("--no-late-freeze", action="store_true",
-                        help="no second gc.freeze() once the model is ready (the chat does one: app/tui/gc_policy.py)")
+    parser.add_argument(
+        "--no-reference", action="store_true", help="skip Textual's Markdown.get_stream() reference"
+    )
+    parser.add_argument(
+        "--budgets",
+        default="",
+        help="comma-separated UI budgets to compare in the model rounds, e.g. 0.02,0.03 "
+        "(default: the chat's, pacing.BUSY_BUDGET)",
+    )
+    parser.add_argument(
+        "--rooms",
+        default="",
+        help="comma-separated blank lines kept below a streaming reply to compare in the model "
+        "rounds, e.g. 3,5 (default: the chat's, AssistantMessage.ROOM)",
+    )
+    parser.add_argument(
+        "--no-late-freeze",
+        action="store_true",
+        help="no second gc.freeze() once the model is ready (the chat does one: app/tui/gc_policy.py)",
+    )
     args = parser.parse_args()
     LATE_FREEZE[0] = not args.no_late_freeze
     logging.getLogger("vibechat").addHandler(logging.NullHandler())
@@ -419,20 +489,24 @@ def main() -> None:
         absorbed.append(ui["tokens_per_s"])
         gaps.append(ui["worst_gap_ms"])
         growth = ui["second_half_us_per_token"] / max(ui["first_half_us_per_token"], 1e-9)
-        print(f"  round {r + 1}: headless {base:,.0f} tok/s | UI absorbed {ui['tokens_per_s']:,.0f} tok/s "
-              f"| worst loop gap {ui['worst_gap_ms']:.1f} ms after {ui['worst_gap_after_appends']} "
-              f"renders | per token first/second half {ui['first_half_us_per_token']:.0f}/"
-              f"{ui['second_half_us_per_token']:.0f} µs (×{growth:.2f}) | CPU {ui['cpu_us_per_token']:.0f} µs/token | "
-              f"UI/headless {ui['tokens_per_s'] / base:.4f}",
-              flush=True)
+        print(
+            f"  round {r + 1}: headless {base:,.0f} tok/s | UI absorbed {ui['tokens_per_s']:,.0f} tok/s "
+            f"| worst loop gap {ui['worst_gap_ms']:.1f} ms after {ui['worst_gap_after_appends']} "
+            f"renders | per token first/second half {ui['first_half_us_per_token']:.0f}/"
+            f"{ui['second_half_us_per_token']:.0f} µs (×{growth:.2f}) | CPU {ui['cpu_us_per_token']:.0f} µs/token | "
+            f"UI/headless {ui['tokens_per_s'] / base:.4f}",
+            flush=True,
+        )
     if absorbed:
         print(verdict_line("UI absorbed", absorbed, targets["absorb"]))
         print(verdict_line("worst loop gap", gaps, targets["gap"]))
 
     if not args.skip_synthetic and not args.no_reference:
         ref = asyncio.run(get_stream_run(pieces))
-        print(f"  reference, Textual Markdown.get_stream() alone in an app: {ref['tokens_per_s']:,.0f} tok/s | "
-              f"worst loop gap {ref['worst_gap_ms']:.0f} ms | final full render {ref['final_render_ms']:.0f} ms")
+        print(
+            f"  reference, Textual Markdown.get_stream() alone in an app: {ref['tokens_per_s']:,.0f} tok/s | "
+            f"worst loop gap {ref['worst_gap_ms']:.0f} ms | final full render {ref['final_render_ms']:.0f} ms"
+        )
 
     if not args.skip_keys:
         print(f"\nKeypress to screen while a reply streams at {args.rate:.0f} tokens/s")
@@ -441,8 +515,11 @@ def main() -> None:
         for r in range(args.rounds):
             k = asyncio.run(keypress_run(long_reply, args.rate, args.presses))
             worst.append(k["worst_ms"])
-            print(f"  round {r + 1}: {k['presses']} presses | median {k['median_ms']:.1f} ms | worst "
-                  f"{k['worst_ms']:.1f} ms | not shown {k['lost']}", flush=True)
+            print(
+                f"  round {r + 1}: {k['presses']} presses | median {k['median_ms']:.1f} ms | worst "
+                f"{k['worst_ms']:.1f} ms | not shown {k['lost']}",
+                flush=True,
+            )
         print(verdict_line("worst keypress to screen", worst, targets["keypress"]))
 
     if args.skip_model:
@@ -450,13 +527,23 @@ def main() -> None:
     budgets = [float(b) for b in args.budgets.split(",")] if args.budgets else [pacing.BUSY_BUDGET]
     rooms = [int(n) for n in args.rooms.split(",")] if args.rooms else [AssistantMessage.ROOM]
     variants = [(b, n) for b in budgets for n in rooms]
-    print(f"\nStarter model, {args.model_tokens}-token reply, greedy: the chat (model in its worker process, "
-          "as `vibechat` runs it) vs `vibechat run`, alternating; UI budget(s) while the model has every core, "
-          "blank lines below a streaming reply: " + ", ".join(label(v) for v in variants))
+    print(
+        f"\nStarter model, {args.model_tokens}-token reply, greedy: the chat (model in its worker process, "
+        "as `vibechat` runs it) vs `vibechat run`, alternating; UI budget(s) while the model has every core, "
+        "blank lines below a streaming reply: " + ", ".join(label(v) for v in variants)
+    )
     cli_rates, cli_ttft = [], []
     chat: dict[tuple[float, int], dict[str, list[float]]] = {
-        v: {"tok_s": [], "ttft_ms": [], "enter_to_text_ms": [], "ratio": [], "renders_per_s": [], "cpu_pct": []}
-        for v in variants}
+        v: {
+            "tok_s": [],
+            "ttft_ms": [],
+            "enter_to_text_ms": [],
+            "ratio": [],
+            "renders_per_s": [],
+            "cpu_pct": [],
+        }
+        for v in variants
+    }
     default_budget, default_room = pacing.BUSY_BUDGET, AssistantMessage.ROOM
     for r in range(args.rounds):
         rate, ttft = cli_run(args.model_tokens)
@@ -472,30 +559,44 @@ def main() -> None:
             t["ratio"] = t["tok_s"] / rate
             for key, values in chat[variant].items():
                 values.append(t[key])
-            line += (f" | chat at {label(variant)}: {t['tok_s']:.1f} tok/s ({t['tokens']} tokens, "
-                     f"{t['renders_per_s']:.1f} renders/s, chat process {t['cpu_pct']:.2f} % of a core), "
-                     f"ratio {t['ratio']:.3f}, TTFT {t['ttft_ms']:.0f} ms (engine), Enter to first text "
-                     f"{t['enter_to_text_ms']:.0f} ms")
+            line += (
+                f" | chat at {label(variant)}: {t['tok_s']:.1f} tok/s ({t['tokens']} tokens, "
+                f"{t['renders_per_s']:.1f} renders/s, chat process {t['cpu_pct']:.2f} % of a core), "
+                f"ratio {t['ratio']:.3f}, TTFT {t['ttft_ms']:.0f} ms (engine), Enter to first text "
+                f"{t['enter_to_text_ms']:.0f} ms"
+            )
         print(line, flush=True)
     cli_m = statistics.median(cli_rates)
     print(f"  median: vibechat run {cli_m:.1f} tok/s, TTFT {statistics.median(cli_ttft):.0f} ms")
     for variant, got in chat.items():
         m = {key: statistics.median(values) for key, values in got.items()}
-        print(f"  chat at {label(variant)}: {m['tok_s']:.1f} tok/s, {m['renders_per_s']:.1f} renders/s, chat process "
-              f"{m['cpu_pct']:.2f} % of a core | decode ratio: median of the rounds {m['ratio']:.3f} (range "
-              f"{min(got['ratio']):.3f}–{max(got['ratio']):.3f}), of the medians {m['tok_s'] / cli_m:.3f} (target ≥ "
-              f"0.97) | TTFT {m['ttft_ms']:.0f} ms (engine), Enter to first text "
-              f"{m['enter_to_text_ms']:.0f} ms")
-        over = [chat_ttft - run_ttft for chat_ttft, run_ttft in zip(got["ttft_ms"], cli_ttft, strict=False)]
-        print(verdict_line(f"TTFT of the chat at {label(variant)} minus run's (per round)", over,
-                           targets["ttft_over_run"]))
+        print(
+            f"  chat at {label(variant)}: {m['tok_s']:.1f} tok/s, {m['renders_per_s']:.1f} renders/s, chat process "
+            f"{m['cpu_pct']:.2f} % of a core | decode ratio: median of the rounds {m['ratio']:.3f} (range "
+            f"{min(got['ratio']):.3f}–{max(got['ratio']):.3f}), of the medians {m['tok_s'] / cli_m:.3f} (target ≥ "
+            f"0.97) | TTFT {m['ttft_ms']:.0f} ms (engine), Enter to first text "
+            f"{m['enter_to_text_ms']:.0f} ms"
+        )
+        over = [
+            chat_ttft - run_ttft
+            for chat_ttft, run_ttft in zip(got["ttft_ms"], cli_ttft, strict=False)
+        ]
+        print(
+            verdict_line(
+                f"TTFT of the chat at {label(variant)} minus run's (per round)",
+                over,
+                targets["ttft_over_run"],
+            )
+        )
 
 
 def verdict_line(what: str, figures: list[float], target: Target) -> str:
     """The median of the rounds against its target as it applies on this host."""
     median = statistics.median(figures)
-    return (f"  median {what}: {median:,.1f} {target.unit} (range {min(figures):,.1f}–{max(figures):,.1f}) | "
-            f"{target.verdict(median)}")
+    return (
+        f"  median {what}: {median:,.1f} {target.unit} (range {min(figures):,.1f}–{max(figures):,.1f}) | "
+        f"{target.verdict(median)}"
+    )
 
 
 def label(variant: tuple[float, int]) -> str:

@@ -50,12 +50,22 @@ class Sample:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser, rounds=5, tokens=8)
-    parser.add_argument("--model", type=Path, default=None, help="a GGUF model (default: the starter)")
-    parser.add_argument("--mmproj", type=Path, default=None, help="its projector (default: the tiny test one)")
-    parser.add_argument("--image", type=Path, default=None, help="a PNG or JPEG (default: a random 48×40 picture)")
+    parser.add_argument(
+        "--model", type=Path, default=None, help="a GGUF model (default: the starter)"
+    )
+    parser.add_argument(
+        "--mmproj", type=Path, default=None, help="its projector (default: the tiny test one)"
+    )
+    parser.add_argument(
+        "--image", type=Path, default=None, help="a PNG or JPEG (default: a random 48×40 picture)"
+    )
     parser.add_argument("--encodes", type=int, default=10, help="encodes timed (default 10)")
-    parser.add_argument("--quiet-wait", type=float, default=10.0,
-                        help="seconds to wait for a quiet machine before each sample (default 10)")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=10.0,
+        help="seconds to wait for a quiet machine before each sample (default 10)",
+    )
     args = parser.parse_args(argv)
     threads = args.threads or 2
     quiet_logs()
@@ -76,14 +86,31 @@ def main(argv: list[str] | None = None) -> int:
 
         with Image.open(image_path) as img:
             width, height = img.size
-        picture = Attachment(kind="image", name=image_path.name, digest="b" * 64, mime="image/png",
-                             size=image_path.stat().st_size, path=str(image_path), width=width, height=height)
-        backend = LlamaCppBackend(LlamaCppOptions(model_path=model, mmproj_path=mmproj, context_size=4096,
-                                                  threads=threads, repack="off"))
+        picture = Attachment(
+            kind="image",
+            name=image_path.name,
+            digest="b" * 64,
+            mime="image/png",
+            size=image_path.stat().st_size,
+            path=str(image_path),
+            width=width,
+            height=height,
+        )
+        backend = LlamaCppBackend(
+            LlamaCppOptions(
+                model_path=model,
+                mmproj_path=mmproj,
+                context_size=4096,
+                threads=threads,
+                repack="off",
+            )
+        )
         info = backend.load()
         print(calibration(), file=sys.stderr)
-        print(f"machine: {describe_machine()}\nmodel: {model.name}, projector {info.projector}, {threads} threads",
-              file=sys.stderr)
+        print(
+            f"machine: {describe_machine()}\nmodel: {model.name}, projector {info.projector}, {threads} threads",
+            file=sys.stderr,
+        )
         try:
             vision = backend._vision
             assert vision is not None
@@ -97,9 +124,14 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.encodes):  # the projector alone
                 chunks, bitmap = vision._tokenize(picture)
                 try:
-                    chunk = next(mt.mtmd_input_chunks_get(chunks, i) for i in range(mt.mtmd_input_chunks_size(chunks))
-                                 if mt.mtmd_input_chunk_get_type(chunk := mt.mtmd_input_chunks_get(chunks, i))
-                                 == mt.MTMD_INPUT_CHUNK_TYPE_IMAGE)
+                    chunk = next(
+                        mt.mtmd_input_chunks_get(chunks, i)
+                        for i in range(mt.mtmd_input_chunks_size(chunks))
+                        if mt.mtmd_input_chunk_get_type(
+                            chunk := mt.mtmd_input_chunks_get(chunks, i)
+                        )
+                        == mt.MTMD_INPUT_CHUNK_TYPE_IMAGE
+                    )
                     t0 = time.perf_counter()
                     rc = mt.mtmd_encode_chunk(vision._ctx, ctypes.c_void_p(chunk))
                     encode_ms.append((time.perf_counter() - t0) * 1000)
@@ -114,19 +146,29 @@ def main(argv: list[str] | None = None) -> int:
                 evaluate_ms.append((time.perf_counter() - t0) * 1000)
                 assert rc == 0, rc
 
-            turns = {"text": [ChatMessage("user", QUESTION)],
-                     "image": [ChatMessage("user", QUESTION, attachments=(picture,))]}
+            turns = {
+                "text": [ChatMessage("user", QUESTION)],
+                "image": [ChatMessage("user", QUESTION, attachments=(picture,))],
+            }
 
             def sample(mode: str) -> Sample:
                 def run() -> Sample:
                     done = greedy_reply(backend, turns[mode], args.tokens)
                     return Sample(mode, 0, done.stats.ttft_ms, done.stats.prompt_tokens)
+
                 return with_other_load(run)
 
-            samples = alternating_rounds(args.rounds, ("text", "image"), sample,
-                                         lambda mode, s: f"{mode}: first token {s.ttft_ms:.0f} ms "
-                                                         f"({s.prompt_tokens} prompt tokens)",
-                                         retries=args.retries, quiet_wait_s=args.quiet_wait, swap_odd_rounds=True)
+            samples = alternating_rounds(
+                args.rounds,
+                ("text", "image"),
+                sample,
+                lambda mode, s: (
+                    f"{mode}: first token {s.ttft_ms:.0f} ms ({s.prompt_tokens} prompt tokens)"
+                ),
+                retries=args.retries,
+                quiet_wait_s=args.quiet_wait,
+                swap_odd_rounds=True,
+            )
         finally:
             backend.close()
 
@@ -147,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     warning = disturbed_warning(samples)
     if warning:
         print(warning)
-    save_samples(args.json, samples, encode_ms=encode_ms, evaluate_ms=evaluate_ms, image_tokens=image_tokens)
+    save_samples(
+        args.json, samples, encode_ms=encode_ms, evaluate_ms=evaluate_ms, image_tokens=image_tokens
+    )
     return 0
 
 

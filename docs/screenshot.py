@@ -44,7 +44,11 @@ async def shoot(out: Path) -> None:
             await pilot.pause(0.5)
             app.action_screenshot(out.name, str(out.parent))  # the app's own screenshot action
             for _ in range(100):  # it is written by a worker
-                if out.is_file() and out.stat().st_size and out.read_text().rstrip().endswith("</svg>"):
+                if (
+                    out.is_file()
+                    and out.stat().st_size
+                    and out.read_text().rstrip().endswith("</svg>")
+                ):
                     break
                 await pilot.pause(0.1)
             else:
@@ -55,7 +59,9 @@ async def shoot(out: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "screenshot.svg")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parent / "screenshot.svg"
+    )
     args = parser.parse_args()
     out = args.out.resolve()
     out.unlink(missing_ok=True)

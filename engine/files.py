@@ -93,7 +93,12 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     the descriptor is then made blocking again (reads of a regular file are plain reads).
     Raises ``FileNotFoundError``, :class:`NotARegularFile` (a FIFO, a device, a directory, a
     socket), or ``OSError`` (a permission, an I/O error)."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    flags = (
+        os.O_RDONLY
+        | getattr(os, "O_NONBLOCK", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+        | getattr(os, "O_BINARY", 0)
+    )
     try:
         fd = os.open(path, flags)
     except IsADirectoryError:
@@ -145,20 +150,28 @@ def human_limit(limit: int) -> str:
     return human_bytes(limit)
 
 
-def write_private(path: Path, parts: Iterable[bytes | memoryview], temp: Path, *, sync: bool = False) -> None:
+def write_private(
+    path: Path, parts: Iterable[bytes | memoryview], temp: Path, *, sync: bool = False
+) -> None:
     """Write ``parts`` to ``temp`` (created new, 0600, never through a symlink), then rename it
     over ``path``: a reader sees the old file or the whole new one, and a FIFO or a file under
     the name is replaced, never written through. Any failure (a full disk: OSError ENOSPC)
     removes the temp file and raises; ``sync``: the bytes reach the disk before the rename."""
-    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-             | getattr(os, "O_BINARY", 0))
+    flags = (
+        os.O_WRONLY
+        | os.O_CREAT
+        | os.O_EXCL
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+        | getattr(os, "O_BINARY", 0)
+    )
     fd = os.open(temp, flags, 0o600)
     try:
         try:
             for part in parts:
                 view = memoryview(part).cast("B")
                 while view.nbytes:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             if sync:
                 os.fsync(fd)
         finally:

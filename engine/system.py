@@ -33,7 +33,9 @@ def physical_cores() -> int | None:
     if system == "Darwin":
         for key in ("hw.perflevel0.physicalcpu", "hw.physicalcpu"):
             try:
-                out = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=2)
+                out = subprocess.run(
+                    ["sysctl", "-n", key], capture_output=True, text=True, timeout=2
+                )
                 value = int(out.stdout.strip())
                 if value > 0:
                     return value
@@ -71,9 +73,13 @@ def available_memory() -> int | None:
         try:
             page = os.sysconf("SC_PAGE_SIZE")
             out = subprocess.run(["vm_stat"], capture_output=True, text=True, timeout=2).stdout
-            free = sum(int(line.split(":")[1].strip().rstrip("."))
-                       for line in out.splitlines()
-                       if line.startswith(("Pages free", "Pages inactive", "Pages speculative", "Pages purgeable")))
+            free = sum(
+                int(line.split(":")[1].strip().rstrip("."))
+                for line in out.splitlines()
+                if line.startswith(
+                    ("Pages free", "Pages inactive", "Pages speculative", "Pages purgeable")
+                )
+            )
             return free * page
         except (OSError, ValueError, IndexError, subprocess.SubprocessError):
             return None
@@ -84,8 +90,12 @@ def gpu_free_memory() -> int | None:
     """Free memory of the first NVIDIA GPU, from nvidia-smi (None without one). Apple
     GPUs share the system memory, which ``available_memory`` already counts."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     try:

@@ -49,7 +49,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``-m`` selects: ``-m "not model"`` (``python3 dev.py test --quick``) then leaves out every
     one of them, and no starter model is assembled or loaded."""
     for item in items:
-        if MODEL_FIXTURE in getattr(item, "fixturenames", ()) and not item.get_closest_marker("model"):
+        if MODEL_FIXTURE in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
+            "model"
+        ):
             item.add_marker(pytest.mark.model)
 
 
@@ -138,9 +140,19 @@ def vibechat_logging():
     the records (they reach pytest's handler on the root logger by propagation)."""
     from vibechat.app.logfile import THIRD_PARTY
 
-    names = ("vibechat", "", *THIRD_PARTY)  # "": the root logger, which the log file's handler joins
-    saved = {name: (logging.getLogger(name).propagate, list(logging.getLogger(name).handlers),
-                    logging.getLogger(name).level) for name in names}
+    names = (
+        "vibechat",
+        "",
+        *THIRD_PARTY,
+    )  # "": the root logger, which the log file's handler joins
+    saved = {
+        name: (
+            logging.getLogger(name).propagate,
+            list(logging.getLogger(name).handlers),
+            logging.getLogger(name).level,
+        )
+        for name in names
+    }
     yield
     for name, (propagate, handlers, level) in saved.items():
         logger = logging.getLogger(name)
@@ -158,7 +170,9 @@ def kept_notifications(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> dict[str, Path]:
+def user_dirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> dict[str, Path]:
     dirs = {name: tmp_path / "user" / name for name in ("home", "config", "data", "cache", "state")}
     for path in dirs.values():
         path.mkdir(parents=True)
@@ -270,8 +284,17 @@ def loaded_starter(starter_path: Path, **changes):
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    backend = LlamaCppBackend(LlamaCppOptions(**{"model_path": starter_path, "context_size": 4096,
-                                                 "repack": "off", "threads": worker_threads(), **changes}))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            **{
+                "model_path": starter_path,
+                "context_size": 4096,
+                "repack": "off",
+                "threads": worker_threads(),
+                **changes,
+            }
+        )
+    )
     backend.load()
     try:
         yield backend
@@ -310,8 +333,9 @@ def starter_projector(starter_path: Path, tmp_path_factory: pytest.TempPathFacto
     written once per session: the local vision path's tests load it with ``mmproj_path``."""
     from projector import model_width, write_projector
 
-    return write_projector(tmp_path_factory.mktemp("projector") / "mmproj-starter-test.gguf",
-                           model_width(starter_path))
+    return write_projector(
+        tmp_path_factory.mktemp("projector") / "mmproj-starter-test.gguf", model_width(starter_path)
+    )
 
 
 @pytest.fixture(scope="session")
@@ -344,23 +368,43 @@ def llama_server(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
     import socket
     import time
 
-    pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's [server] extra is not installed")
+    pytest.importorskip(
+        "llama_cpp.server.app", reason="llama-cpp-python's [server] extra is not installed"
+    )
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "llama_server_safe.py"), "--model", str(starter_path),
-         "--model_alias", "starter", "--chat_format", "gemma", "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", "2048"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        [
+            sys.executable,
+            str(REPO / "tests" / "llama_server_safe.py"),
+            "--model",
+            str(starter_path),
+            "--model_alias",
+            "starter",
+            "--chat_format",
+            "gemma",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "2048",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited ({proc.returncode}): {log_path.read_text()[-2000:]}")
+                pytest.fail(
+                    f"llama_cpp.server exited ({proc.returncode}): {log_path.read_text()[-2000:]}"
+                )
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)  # never through a proxy
             try:
                 conn.request("GET", "/v1/models")
@@ -371,7 +415,9 @@ def llama_server(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
             finally:
                 conn.close()
             if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not answer within 120 s: {log_path.read_text()[-2000:]}")
+                pytest.fail(
+                    f"llama_cpp.server did not answer within 120 s: {log_path.read_text()[-2000:]}"
+                )
             time.sleep(0.25)
         yield url
     finally:

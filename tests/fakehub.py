@@ -39,7 +39,9 @@ LAST_MODIFIED = "2024-05-01T12:00:00.000Z"
 CREATED_AT = "2024-01-15T08:30:00.000Z"
 PAGE_SIZE = 1000  # the real Hub's page size for model search and tree listings
 
-INVALID_CREDENTIALS = "Invalid credentials in Authorization header"  # the Hub's words for a bad token
+INVALID_CREDENTIALS = (
+    "Invalid credentials in Authorization header"  # the Hub's words for a bad token
+)
 # Errors a client causes by going away; the server stays quiet about them.
 _DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
@@ -64,8 +66,10 @@ class HubFile:
     def pointer(self) -> bytes:
         """The git-lfs pointer committed in place of the file: its size and git oid are what
         the Hub reports as ``pointerSize`` and ``blobId``/``oid``."""
-        return (f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256}\n"
-                f"size {self.size}\n").encode()
+        return (
+            f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256}\n"
+            f"size {self.size}\n"
+        ).encode()
 
     @property
     def git_oid(self) -> str:
@@ -190,13 +194,18 @@ class _Reply:
 
 def _json(status: int, payload: object, headers: dict[str, str] | None = None) -> _Reply:
     body = json.dumps(payload).encode()
-    return _Reply(status, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, body)
+    return _Reply(
+        status, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, body
+    )
 
 
 def _error(status: int, message: str, code: str | None = None, **extra: str) -> _Reply:
     """An error the way the Hub sends it: huggingface_hub picks the exception class from
     ``X-Error-Code`` and shows ``X-Error-Message`` and the body's ``error``."""
-    headers = {"X-Error-Message": message.encode("ascii", "replace").decode(), **extra}  # headers are latin-1
+    headers = {
+        "X-Error-Message": message.encode("ascii", "replace").decode(),
+        **extra,
+    }  # headers are latin-1
     if code:
         headers["X-Error-Code"] = code
     return _json(status, {"error": message}, headers)
@@ -238,8 +247,12 @@ class FakeHub:
     def start(self) -> FakeHub:
         self._stopping.clear()
         self._server = _Server(self)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fakehub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fakehub",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -269,16 +282,32 @@ class FakeHub:
         self.stop()
 
     # -------------------------------------------------------------- content
-    def add_repo(self, repo_id: str, files: dict[str, bytes], *, gated: bool = False,
-                 private: bool = False, downloads: int = 0, likes: int = 0,
-                 tags: list[str] | None = None) -> str:
+    def add_repo(
+        self,
+        repo_id: str,
+        files: dict[str, bytes],
+        *,
+        gated: bool = False,
+        private: bool = False,
+        downloads: int = 0,
+        likes: int = 0,
+        tags: list[str] | None = None,
+    ) -> str:
         """Add (or replace) a model repo; returns its 40-hex commit sha."""
         if repo_id.count("/") != 1 or not all(repo_id.split("/")):
             raise ValueError(f"repo id must be owner/name, not {repo_id!r}")
         hub_files = {path: HubFile(path, data) for path, data in files.items()}
         sha = _commit_sha(repo_id, hub_files)
-        repo = HubRepo(repo_id, hub_files, sha, gated=gated, private=private, downloads=downloads,
-                       likes=likes, tags=list(tags) if tags is not None else ["gguf"])
+        repo = HubRepo(
+            repo_id,
+            hub_files,
+            sha,
+            gated=gated,
+            private=private,
+            downloads=downloads,
+            likes=likes,
+            tags=list(tags) if tags is not None else ["gguf"],
+        )
         with self._lock:
             self._repos[repo_id] = repo
         return sha
@@ -287,11 +316,21 @@ class FakeHub:
         return self._repos[repo_id]
 
     # --------------------------------------------------------------- faults
-    def fail_next(self, path_contains: str, status: int = 500, times: int = 1, *,
-                  method: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def fail_next(
+        self,
+        path_contains: str,
+        status: int = 500,
+        times: int = 1,
+        *,
+        method: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """Answer ``status`` (JSON error body, plus ``headers``) to the next ``times``
         requests whose path contains ``path_contains`` (and of ``method``, if given)."""
-        self._add(self._fails, _Rule(path_contains, times, method, status=status, headers=dict(headers or {})))
+        self._add(
+            self._fails,
+            _Rule(path_contains, times, method, status=status, headers=dict(headers or {})),
+        )
 
     def drop_after(self, path_contains: str, nbytes: int, times: int = 1) -> None:
         """For the next ``times`` GETs of a file: full headers (Content-Length or
@@ -299,7 +338,9 @@ class FakeHub:
         then the connection closes, so the client sees a truncated body, not a clean end."""
         self._add(self._drops, _Rule(path_contains, times, "GET", nbytes=nbytes))
 
-    def delay(self, path_contains: str, seconds: float, times: int = 1, *, method: str | None = None) -> None:
+    def delay(
+        self, path_contains: str, seconds: float, times: int = 1, *, method: str | None = None
+    ) -> None:
         """Wait ``seconds`` before answering the next ``times`` matching requests."""
         self._add(self._delays, _Rule(path_contains, times, method, seconds=seconds))
 
@@ -322,19 +363,35 @@ class FakeHub:
         repo = self._repos[repo_id]
         repo.hide_sizes, repo.hide_sha256 = True, not sha256
 
-    def serve_file(self, repo_id: str, path: str, *, length: bool = True, extra: bytes = b"",
-                   truncate: int | None = None, endless: bool = False) -> None:
+    def serve_file(
+        self,
+        repo_id: str,
+        path: str,
+        *,
+        length: bool = True,
+        extra: bytes = b"",
+        truncate: int | None = None,
+        endless: bool = False,
+    ) -> None:
         """From now on ``/resolve`` serves this file differently: without a length (chunked),
         with ``extra`` bytes after it, cut to ``truncate`` bytes with a clean end, or
         followed by zeros without end (up to ``endless_max`` bytes; ``gone`` is set when the
         client hangs up first)."""
         self._repos[repo_id].serving[path] = _Serving(length, extra, truncate, endless)
 
-    def answer_next(self, path_contains: str, body: bytes = b"", *, status: int = 200, times: int = 1,
-                    endless: bytes | None = None) -> None:
+    def answer_next(
+        self,
+        path_contains: str,
+        body: bytes = b"",
+        *,
+        status: int = 200,
+        times: int = 1,
+        endless: bytes | None = None,
+    ) -> None:
         """Answer the next ``times`` requests whose path contains ``path_contains`` with
         ``body`` as it is (JSON or not); ``endless``: then that unit repeated without end
         (up to ``endless_max`` bytes, chunked)."""
+
         def reply() -> _Reply:
             headers = {"Content-Type": "application/json"}
             if endless is None:
@@ -426,7 +483,9 @@ class FakeHub:
             return self._resolve(req, f"{segs[0]}/{segs[1]}", segs[3], "/".join(segs[4:]), authed)
         return _error(404, "Sorry, we can't find the page you are looking for.")
 
-    def _repo_api(self, repo_id: str, rest: list[str], query: dict[str, list[str]], authed: bool) -> _Reply:
+    def _repo_api(
+        self, repo_id: str, rest: list[str], query: dict[str, list[str]], authed: bool
+    ) -> _Reply:
         if not rest or rest == [""]:
             return self._info(repo_id, "main", query, authed)
         if rest[0] == "revision" and len(rest) == 2:
@@ -463,7 +522,9 @@ class FakeHub:
         info["siblings"] = [_sibling(f, blobs, repo) for _, f in sorted(repo.files.items())]
         return _json(200, info)
 
-    def _tree(self, repo_id: str, rev: str, path: str, query: dict[str, list[str]], authed: bool) -> _Reply:
+    def _tree(
+        self, repo_id: str, rev: str, path: str, query: dict[str, list[str]], authed: bool
+    ) -> _Reply:
         repo = self._visible(repo_id, authed)
         if isinstance(repo, _Reply):
             return repo
@@ -471,28 +532,46 @@ class FakeHub:
             return err
         entries = _tree_entries(repo, path, _truthy(query, "recursive"))
         if entries is None:
-            return _error(404, f"{path} does not exist on \"{rev}\"", "EntryNotFound",
-                          **{"X-Repo-Commit": repo.sha})
-        return self._page(entries, query, f"/api/models/{repo_id}/tree/{rev}" + (f"/{path}" if path else ""))
+            return _error(
+                404,
+                f'{path} does not exist on "{rev}"',
+                "EntryNotFound",
+                **{"X-Repo-Commit": repo.sha},
+            )
+        return self._page(
+            entries, query, f"/api/models/{repo_id}/tree/{rev}" + (f"/{path}" if path else "")
+        )
 
     def _search(self, query: dict[str, list[str]], authed: bool) -> _Reply:
         with self._lock:
             repos = [r for r in self._repos.values() if authed or not r.private]
         found = [_model_json(r) for r in _filter_sort(repos, query)]
         limit = _int(query, "limit")
-        return self._page(found[:limit] if limit is not None and limit > 0 else found, query, "/api/models",
-                          first_page=min(limit, self.page_size) if limit else self.page_size)
+        return self._page(
+            found[:limit] if limit is not None and limit > 0 else found,
+            query,
+            "/api/models",
+            first_page=min(limit, self.page_size) if limit else self.page_size,
+        )
 
-    def _page(self, items: list[dict], query: dict[str, list[str]], route: str, *,
-              first_page: int | None = None) -> _Reply:
+    def _page(
+        self,
+        items: list[dict],
+        query: dict[str, list[str]],
+        route: str,
+        *,
+        first_page: int | None = None,
+    ) -> _Reply:
         """One page of ``items`` from ``cursor`` on, with a ``Link`` to the next page (the
         client follows it as is, so it carries the whole query)."""
         start = _int(query, "cursor") or 0
         size = max(1, first_page or self.page_size)
-        page = items[start:start + size]
+        page = items[start : start + size]
         headers: dict[str, str] = {}
         if start + size < len(items):
-            nxt = {k: v for k, v in query.items() if k != "cursor"} | {"cursor": [str(start + size)]}
+            nxt = {k: v for k, v in query.items() if k != "cursor"} | {
+                "cursor": [str(start + size)]
+            }
             headers["Link"] = f'<{self.url}{quote(route)}?{urlencode(nxt, doseq=True)}>; rel="next"'
         return _json(200, page, headers)
 
@@ -501,8 +580,12 @@ class FakeHub:
         if isinstance(repo, _Reply):
             return repo
         if repo.gated and not authed:
-            return _error(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
-                               "authenticated to access it. Please log in.", "GatedRepo")
+            return _error(
+                401,
+                f"Access to model {repo_id} is restricted. You must have access to it and be "
+                "authenticated to access it. Please log in.",
+                "GatedRepo",
+            )
         if (err := self._at(repo, rev)) is not None:
             return err
         hub_file = repo.files.get(path)
@@ -515,10 +598,17 @@ class FakeHub:
 def _model_json(repo: HubRepo) -> dict[str, object]:
     """The fields of a model object that search results and model info share."""
     return {
-        "id": repo.repo_id, "modelId": repo.repo_id, "author": repo.repo_id.split("/")[0],
-        "private": repo.private, "gated": "auto" if repo.gated else False, "disabled": False,
-        "downloads": repo.downloads, "likes": repo.likes, "tags": list(repo.tags),
-        "lastModified": LAST_MODIFIED, "createdAt": CREATED_AT,
+        "id": repo.repo_id,
+        "modelId": repo.repo_id,
+        "author": repo.repo_id.split("/")[0],
+        "private": repo.private,
+        "gated": "auto" if repo.gated else False,
+        "disabled": False,
+        "downloads": repo.downloads,
+        "likes": repo.likes,
+        "tags": list(repo.tags),
+        "lastModified": LAST_MODIFIED,
+        "createdAt": CREATED_AT,
     }
 
 
@@ -527,8 +617,12 @@ def _sibling(f: HubFile, blobs: bool, repo: HubRepo) -> dict[str, object]:
     ``model_info(files_metadata=True)`` asks for), less what the repo hides."""
     if not blobs:
         return {"rfilename": f.path}
-    entry: dict[str, object] = {"rfilename": f.path, "size": f.size, "blobId": f.git_oid,
-                                "lfs": {"sha256": f.sha256, "size": f.size, "pointerSize": len(f.pointer)}}
+    entry: dict[str, object] = {
+        "rfilename": f.path,
+        "size": f.size,
+        "blobId": f.git_oid,
+        "lfs": {"sha256": f.sha256, "size": f.size, "pointerSize": len(f.pointer)},
+    }
     if repo.hide_sizes:
         del entry["size"]
         entry["lfs"] = {"sha256": f.sha256}
@@ -551,16 +645,32 @@ def _tree_entries(repo: HubRepo, path: str, recursive: bool) -> list[dict] | Non
     def shown(p: str) -> bool:
         return recursive or p.count("/") == depth
 
-    entries: list[dict] = [{"type": "directory", "path": d, "oid": _git_oid(b"tree", d.encode()), "size": 0}
-                           for d in folders if shown(d)]
-    entries += [{"type": "file", "path": p, "size": f.size, "oid": f.git_oid,
-                 "lfs": {"oid": f.sha256, "size": f.size, "pointerSize": len(f.pointer)}}
-                for p, f in files.items() if shown(p)]
+    entries: list[dict] = [
+        {"type": "directory", "path": d, "oid": _git_oid(b"tree", d.encode()), "size": 0}
+        for d in folders
+        if shown(d)
+    ]
+    entries += [
+        {
+            "type": "file",
+            "path": p,
+            "size": f.size,
+            "oid": f.git_oid,
+            "lfs": {"oid": f.sha256, "size": f.size, "pointerSize": len(f.pointer)},
+        }
+        for p, f in files.items()
+        if shown(p)
+    ]
     return sorted(entries, key=lambda e: str(e["path"]))
 
 
 # Sort keys the fake distinguishes (all repos share one date, so date sorts keep insertion order).
-_SORT_KEYS = {"downloads": "downloads", "likes": "likes", "trendingScore": "downloads", "id": "repo_id"}
+_SORT_KEYS = {
+    "downloads": "downloads",
+    "likes": "likes",
+    "trendingScore": "downloads",
+    "id": "repo_id",
+}
 
 
 def _filter_sort(repos: list[HubRepo], query: dict[str, list[str]]) -> list[HubRepo]:
@@ -571,11 +681,14 @@ def _filter_sort(repos: list[HubRepo], query: dict[str, list[str]]) -> list[HubR
     wanted = {t.lower() for v in query.get("filter", []) for t in v.split(",") if t}
     author = (query.get("author") or [""])[0].lower()
     gated = (query.get("gated") or [""])[0].lower()
-    out = [r for r in repos
-           if search in r.repo_id.lower()
-           and wanted <= {t.lower() for t in r.tags}
-           and (not author or r.repo_id.split("/")[0].lower() == author)
-           and (gated not in ("true", "false") or r.gated == (gated == "true"))]
+    out = [
+        r
+        for r in repos
+        if search in r.repo_id.lower()
+        and wanted <= {t.lower() for t in r.tags}
+        and (not author or r.repo_id.split("/")[0].lower() == author)
+        and (gated not in ("true", "false") or r.gated == (gated == "true"))
+    ]
     key = _SORT_KEYS.get((query.get("sort") or [""])[0])
     if key:
         descending = (query.get("direction") or ["-1"])[0] != "1"
@@ -590,10 +703,16 @@ def _file_reply(repo: HubRepo, f: HubFile, range_header: str | None) -> _Reply:
     serving = repo.serving.get(f.path, _Serving())
     data = repo.body(f.path) + serving.extra
     if serving.truncate is not None:
-        data = data[:serving.truncate]
+        data = data[: serving.truncate]
     total = len(data)
-    headers = {"X-Repo-Commit": repo.sha, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
-               "X-Linked-Size": str(total), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+    headers = {
+        "X-Repo-Commit": repo.sha,
+        "ETag": f'"{f.sha256}"',
+        "X-Linked-Etag": f'"{f.sha256}"',
+        "X-Linked-Size": str(total),
+        "Accept-Ranges": "bytes",
+        "Content-Type": "application/octet-stream",
+    }
     if not serving.length or serving.endless:
         del headers["X-Linked-Size"]
     if serving.endless:
@@ -606,8 +725,12 @@ def _file_reply(repo: HubRepo, f: HubFile, range_header: str | None) -> _Reply:
         reply.headers["Content-Range"] = f"bytes */{total}"
         return reply
     first, last = span
-    return _Reply(206, {**headers, "Content-Range": f"bytes {first}-{last}/{total}"}, data[first:last + 1],
-                  chunked=not serving.length)
+    return _Reply(
+        206,
+        {**headers, "Content-Range": f"bytes {first}-{last}/{total}"},
+        data[first : last + 1],
+        chunked=not serving.length,
+    )
 
 
 def _zeros() -> Iterator[bytes]:
@@ -723,7 +846,9 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = hub._answer(req)
             except Exception as exc:  # noqa: BLE001 - a bug in the fake: answer it rather than hang the client
                 hub.server_errors.append(exc)
-                reply = _error(500, "fakehub bug: " + traceback.format_exception_only(exc)[-1].strip())
+                reply = _error(
+                    500, "fakehub bug: " + traceback.format_exception_only(exc)[-1].strip()
+                )
         self._send(reply, head=req.method == "HEAD")
 
     def _drain_body(self) -> None:
@@ -755,7 +880,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.drop_after is None:
             self.wfile.write(reply.body)
             return
-        self.wfile.write(reply.body[:reply.drop_after])
+        self.wfile.write(reply.body[: reply.drop_after])
         self.wfile.flush()
         self.close_connection = True
         try:
@@ -772,9 +897,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
         try:
-            body = reply.body if reply.drop_after is None else reply.body[:reply.drop_after]
+            body = reply.body if reply.drop_after is None else reply.body[: reply.drop_after]
             for at in range(0, len(body), 65536):
-                chunk(body[at:at + 65536])
+                chunk(body[at : at + 65536])
             if reply.drop_after is not None:
                 self.wfile.flush()
                 self.close_connection = True
@@ -807,8 +932,12 @@ def _isolate_huggingface_hub(monkeypatch: pytest.MonkeyPatch, url: str, token_di
     except ImportError:
         return
     monkeypatch.setattr(constants, "ENDPOINT", url)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
-    monkeypatch.setattr(hf_api.api, "endpoint", url)  # the module-level HfApi behind list_models() etc.
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}"
+    )
+    monkeypatch.setattr(
+        hf_api.api, "endpoint", url
+    )  # the module-level HfApi behind list_models() etc.
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", f"{token_dir}/token")
@@ -816,18 +945,28 @@ def _isolate_huggingface_hub(monkeypatch: pytest.MonkeyPatch, url: str, token_di
 
 
 @pytest.fixture
-def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeHub]:
+def fake_hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FakeHub]:
     """A started FakeHub, with the environment pointing at it: ``HF_ENDPOINT`` set, no
     token, not offline, Xet disabled (``HF_HUB_DISABLE_XET``, the name huggingface_hub
     2.4.0 reads). Stopped afterwards."""
     hub = FakeHub().start()
     try:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
-                     "HF_OIDC_RESOURCE", "HF_TOKEN_PATH"):
+        for name in (
+            "HF_TOKEN",
+            "HUGGING_FACE_HUB_TOKEN",
+            "HF_HUB_OFFLINE",
+            "TRANSFORMERS_OFFLINE",
+            "HF_OIDC_RESOURCE",
+            "HF_TOKEN_PATH",
+        ):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-        _isolate_huggingface_hub(monkeypatch, hub.url, str(tmp_path_factory.mktemp("fakehub-token")))
+        _isolate_huggingface_hub(
+            monkeypatch, hub.url, str(tmp_path_factory.mktemp("fakehub-token"))
+        )
         yield hub
     finally:
         hub.stop()

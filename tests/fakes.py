@@ -16,10 +16,21 @@ from vibechat.engine.turns.backend import (
     ThinkingDelta,
 )
 
-INFO = ModelInfo(name="Fake 1B", path="/models/fake.gguf", architecture="llama", quantization="Q4_K_M",
-                 trained_context=4096, context_size=4096, n_layers=16, gpu_layers=0,
-                 gpu_offload_supported=False, chat_format="gguf", file_size=1, n_threads=2,
-                 kv_cache_bytes=64 << 20)
+INFO = ModelInfo(
+    name="Fake 1B",
+    path="/models/fake.gguf",
+    architecture="llama",
+    quantization="Q4_K_M",
+    trained_context=4096,
+    context_size=4096,
+    n_layers=16,
+    gpu_layers=0,
+    gpu_offload_supported=False,
+    chat_format="gguf",
+    file_size=1,
+    n_threads=2,
+    kv_cache_bytes=64 << 20,
+)
 
 
 class RecordingBackend:
@@ -31,7 +42,9 @@ class RecordingBackend:
 
     name = "fake"
 
-    def __init__(self, reply: str = "Hello **there**! Here is `code`.", info: ModelInfo = INFO) -> None:
+    def __init__(
+        self, reply: str = "Hello **there**! Here is `code`.", info: ModelInfo = INFO
+    ) -> None:
         self.reply = reply
         self.thinking = ""
         self.info = info
@@ -64,7 +77,9 @@ class RecordingBackend:
         self.resets += 1
         self.cached = []
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence = ()) -> int:
+    def prefill(
+        self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence = ()
+    ) -> int:
         self.prefills.append(list(messages))
         self.cached = list(messages)
         return self.count_tokens(messages)
@@ -72,17 +87,28 @@ class RecordingBackend:
     def count_tokens(self, messages: Sequence[ChatMessage], thinking: str = "auto") -> int:
         return sum(len(m.content.split()) + 4 for m in messages)
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams, tools: Sequence = (),
-                    tool_choice: str = "auto") -> Generator[ChatEvent, None, None]:
+    def stream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        params: SamplingParams,
+        tools: Sequence = (),
+        tool_choice: str = "auto",
+    ) -> Generator[ChatEvent, None, None]:
         self._cancel.clear()
         messages = list(messages)
         self.requests.append((messages, params))
         self.offered.append((tuple(tools), tool_choice))
-        if tools and tool_choice != "none" and self.tool_script:  # a scripted reply that asks for tool calls
+        if (
+            tools and tool_choice != "none" and self.tool_script
+        ):  # a scripted reply that asks for tool calls
             calls = tuple(self.tool_script.pop(0))
             self.started.set()
-            yield GenerationDone(text="", stats=GenerationStats(finish_reason="tool_calls", seed=7),
-                                 params=params.with_seed(), tool_calls=calls)
+            yield GenerationDone(
+                text="",
+                stats=GenerationStats(finish_reason="tool_calls", seed=7),
+                params=params.with_seed(),
+                tool_calls=calls,
+            )
             return
         prompt = self.count_tokens(messages)
         keep = 0
@@ -110,10 +136,20 @@ class RecordingBackend:
                 continue
             out.append(piece)
             yield TextDelta(piece)
-        stats = GenerationStats(prompt_tokens=prompt, prompt_tokens_evaluated=evaluated, prompt_eval_ms=12.0,
-                                completion_tokens=len(out) + len(thought), ttft_ms=34.0, decode_ms=100.0,
-                                decode_tokens_per_s=42.0, finish_reason=finish, seed=params.seed or 7)
-        yield GenerationDone(text="".join(out), stats=stats, params=params.with_seed(), thinking="".join(thought))
+        stats = GenerationStats(
+            prompt_tokens=prompt,
+            prompt_tokens_evaluated=evaluated,
+            prompt_eval_ms=12.0,
+            completion_tokens=len(out) + len(thought),
+            ttft_ms=34.0,
+            decode_ms=100.0,
+            decode_tokens_per_s=42.0,
+            finish_reason=finish,
+            seed=params.seed or 7,
+        )
+        yield GenerationDone(
+            text="".join(out), stats=stats, params=params.with_seed(), thinking="".join(thought)
+        )
 
     def close(self) -> None:
         pass

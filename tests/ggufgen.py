@@ -60,13 +60,22 @@ def _kv(key: str, value: object) -> bytes:
     raise TypeError(f"unsupported metadata value {value!r}")
 
 
-def gguf_bytes(*, architecture: str = "llama", name: str | None = None, context_length: int = 2048,
-               file_type: int | None = 15, chat_template: str | None = None,
-               extra: dict[str, object] | None = None, payload: int = 64) -> bytes:
+def gguf_bytes(
+    *,
+    architecture: str = "llama",
+    name: str | None = None,
+    context_length: int = 2048,
+    file_type: int | None = 15,
+    chat_template: str | None = None,
+    extra: dict[str, object] | None = None,
+    payload: int = 64,
+) -> bytes:
     """A GGUF file's bytes. ``file_type``: llama_ftype (15 = Q4_K_M, 7 = Q8_0, None = absent);
     ``payload``: elements of the one F32 tensor (its data is ``payload * 4`` bytes)."""
-    meta: dict[str, object] = {"general.architecture": architecture,
-                               f"{architecture}.context_length": context_length}
+    meta: dict[str, object] = {
+        "general.architecture": architecture,
+        f"{architecture}.context_length": context_length,
+    }
     if name is not None:
         meta["general.name"] = name
     if file_type is not None:
@@ -96,7 +105,9 @@ def write_split_gguf(directory: Path, base: str, count: int, **kwargs) -> list[P
     more = kwargs.pop("extra", None) or {}
     for i in range(1, count + 1):
         extra = {"split.no": i - 1, "split.count": count, "split.tensors.count": count, **more}
-        paths.append(write_gguf(directory / f"{base}-{i:05d}-of-{count:05d}.gguf", extra=extra, **kwargs))
+        paths.append(
+            write_gguf(directory / f"{base}-{i:05d}-of-{count:05d}.gguf", extra=extra, **kwargs)
+        )
     return paths
 
 
@@ -131,7 +142,7 @@ def copy_with_metadata(src: Path, dst: Path, extra: dict[str, object]) -> Path:
     for _ in range(n_kv):
         start = pos
         (length,) = struct.unpack_from("<Q", buf, pos)
-        key = buf[pos + 8:pos + 8 + length].decode()
+        key = buf[pos + 8 : pos + 8 + length].decode()
         pos += 8 + length
         (vtype,) = struct.unpack_from("<I", buf, pos)
         if key == "general.alignment":

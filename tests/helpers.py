@@ -51,8 +51,9 @@ def was_notified(app: App, text: str) -> bool:
     return any(text in note for note in notices(app))
 
 
-async def wait_for(pilot, condition: Callable[[], object], what: str = "the condition",
-                   bound: float = WAIT_S) -> None:
+async def wait_for(
+    pilot, condition: Callable[[], object], what: str = "the condition", bound: float = WAIT_S
+) -> None:
     """Let the app run until ``condition()`` is true; fail after ``bound`` seconds, naming
     ``what`` was awaited. A wait on a condition, never a fixed sleep: as quick as the app on a
     fast CPU, and patient on a slow one."""

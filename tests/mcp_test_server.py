@@ -24,9 +24,11 @@ import time
 
 SLEEPER = "import time; time.sleep(600)"
 # A process that leaves the server's group (setsid), starts a child of its own, says both pids.
-ESCAPER = ("import os, subprocess, sys, time; os.setsid(); "
-           "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
-           "print(os.getpid(), c.pid, flush=True); time.sleep(600)")
+ESCAPER = (
+    "import os, subprocess, sys, time; os.setsid(); "
+    "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+    "print(os.getpid(), c.pid, flush=True); time.sleep(600)"
+)
 
 
 def main(argv: list[str]) -> None:
@@ -36,7 +38,7 @@ def main(argv: list[str]) -> None:
         at = args.index("--pidfile")
         with open(args[at + 1], "w", encoding="utf-8") as handle:
             handle.write(str(os.getpid()))
-        del args[at:at + 2]
+        del args[at : at + 2]
     if "--fail-start" in args:
         print("mcp_test_server: cannot start: the database is missing", file=sys.stderr)
         raise SystemExit(3)
@@ -84,17 +86,24 @@ def main(argv: list[str]) -> None:
     def env(name: str) -> str:
         return os.environ.get(name, "<unset>")
 
-    @server.tool(description="\x1b]0;pwned\x07[bold red]Marked up[/] \x1b[31mdescription\x1b[0m.\nSecond line.")
+    @server.tool(
+        description="\x1b]0;pwned\x07[bold red]Marked up[/] \x1b[31mdescription\x1b[0m.\nSecond line."
+    )
     def marked() -> str:
         return "ok"
 
     if "--family" in args:  # a tool that starts a process tree of the server's own
-        server.tool(description="Start a family of processes (their pids to a file), then wait some seconds.")(
-            family_of_processes)
+        server.tool(
+            description="Start a family of processes (their pids to a file), then wait some seconds."
+        )(family_of_processes)
 
-    if "--many" in args:  # more tools than a client keeps, one with a description of 10,000 characters
+    if (
+        "--many" in args
+    ):  # more tools than a client keeps, one with a description of 10,000 characters
         for n in range(150):
-            server.tool(name=f"t{n:03d}", description="long " * 2_000 if n == 0 else f"Tool {n}.")(lambda: "ok")
+            server.tool(name=f"t{n:03d}", description="long " * 2_000 if n == 0 else f"Tool {n}.")(
+                lambda: "ok"
+            )
 
     if "--http" in args:  # streamable HTTP on 127.0.0.1:PORT, path /mcp
         server.run("streamable-http", host="127.0.0.1", port=int(args[args.index("--http") + 1]))
@@ -108,7 +117,9 @@ def family_of_processes(pidfile: str, seconds: float = 0) -> str:
     (JSON), then sleep ``seconds``. Each would sleep 10 minutes unless ended."""
     quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
     child = subprocess.Popen([sys.executable, "-c", SLEEPER], **quiet)
-    escaper = subprocess.Popen([sys.executable, "-c", ESCAPER], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    escaper = subprocess.Popen(
+        [sys.executable, "-c", ESCAPER], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    )
     assert escaper.stdout is not None
     escaped, grandchild = (int(pid) for pid in escaper.stdout.readline().split())
     pids = {"server": os.getpid(), "child": child.pid, "escaped": escaped, "grandchild": grandchild}

@@ -87,13 +87,17 @@ class StubServer:
         self.auth_message = "Invalid API key"
         self.reject_extras = False  # 400 when the body has top_k (a strict server)
         self.timings = False
-        self.model_fields: dict[str, Any] = {}  # added to every /v1/models entry (llama-server's "meta")
+        self.model_fields: dict[
+            str, Any
+        ] = {}  # added to every /v1/models entry (llama-server's "meta")
         self.finish_delta: Any = {}  # the "delta" of the chunk that carries finish_reason
         self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"}
         self.pieces: list[str] | None = None
         self.reasoning: list[str] = []  # sent first, as delta[reasoning_field] (a reasoning model)
         self.reasoning_field = "reasoning_content"
-        self.running_usage = 0  # when set, every content chunk carries usage: this many tokens a piece
+        self.running_usage = (
+            0  # when set, every content chunk carries usage: this many tokens a piece
+        )
         self.final_fields: dict[str, Any] = {}
         self.models_body: str | None = None
         self.raw_event = b"{}"
@@ -101,18 +105,23 @@ class StubServer:
         self.endless_max = 1_000_000  # events, lines or pings a misbehaving mode sends at most
         self.endless_bytes = 24 << 20  # and bytes
         self.sent = 0  # events, lines or pings a misbehaving mode sent
-        self.client_gone = threading.Event()  # the client closed a misbehaving stream before its end
+        self.client_gone = (
+            threading.Event()
+        )  # the client closed a misbehaving stream before its end
         self.release = threading.Event()
         self.tool_deltas: list[list[dict[str, Any]]] = []  # each: one chunk's delta.tool_calls
         self.tool_text: list[str] = []  # content pieces sent before the calls
         self.tool_finish: str | None = "tool_calls"  # Ollama before 0.5 said "stop"
         self.tool_stall = False
-        self.refuse_images = False  # a server whose model takes no images (llama-server without --mmproj)
+        self.refuse_images = (
+            False  # a server whose model takes no images (llama-server without --mmproj)
+        )
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     def __enter__(self) -> StubServer:
         self._thread.start()
@@ -145,45 +154,90 @@ class StubServer:
                 self.wfile.write(raw)
 
             def _authorised(self) -> bool:
-                if stub.api_key is None or self.headers.get("Authorization") == f"Bearer {stub.api_key}":
+                if (
+                    stub.api_key is None
+                    or self.headers.get("Authorization") == f"Bearer {stub.api_key}"
+                ):
                     return True
-                self._json(401, {"error": {"message": stub.auth_message, "type": "invalid_request_error"}})
+                self._json(
+                    401, {"error": {"message": stub.auth_message, "type": "invalid_request_error"}}
+                )
                 return False
 
             def do_GET(self) -> None:
-                stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": None})
+                stub.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": None}
+                )
                 if not self._authorised():
                     return
                 if self.path.split("?")[0] == "/v1/models" and stub.models_body is not None:
                     self._json(200, stub.models_body)
                 elif self.path.split("?")[0] == "/v1/models":
-                    self._json(200, {"object": "list", "data": [
-                        {"id": m, "object": "model", "owned_by": "stub", **stub.model_fields}
-                        for m in stub.models]})
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [
+                                {
+                                    "id": m,
+                                    "object": "model",
+                                    "owned_by": "stub",
+                                    **stub.model_fields,
+                                }
+                                for m in stub.models
+                            ],
+                        },
+                    )
                 else:
                     self._json(404, {"detail": "Not Found"})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                stub.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                )
                 if not self._authorised():
                     return
                 if self.path.split("?")[0] != "/v1/chat/completions":
                     self._json(404, {"detail": "Not Found"})
                     return
                 if body.get("model") not in stub.models:
-                    self._json(404, {"error": {"message": f"model '{body.get('model')}' not found",
-                                               "type": "not_found_error"}})
+                    self._json(
+                        404,
+                        {
+                            "error": {
+                                "message": f"model '{body.get('model')}' not found",
+                                "type": "not_found_error",
+                            }
+                        },
+                    )
                     return
                 if stub.reject_extras and "top_k" in body:
-                    self._json(400, {"error": {"message": "Unrecognized request argument supplied: top_k",
-                                               "type": "invalid_request_error"}})
+                    self._json(
+                        400,
+                        {
+                            "error": {
+                                "message": "Unrecognized request argument supplied: top_k",
+                                "type": "invalid_request_error",
+                            }
+                        },
+                    )
                     return
                 if stub.refuse_images and image_parts(body):
-                    self._json(500, {"error": {"code": 500, "type": "server_error", "message": (
-                        "image input is not supported - hint: if this is unexpected, you may need to "
-                        "provide the mmproj")}})
+                    self._json(
+                        500,
+                        {
+                            "error": {
+                                "code": 500,
+                                "type": "server_error",
+                                "message": (
+                                    "image input is not supported - hint: if this is unexpected, you may need to "
+                                    "provide the mmproj"
+                                ),
+                            }
+                        },
+                    )
                     return
                 mode = stub.mode
                 if mode == "status":
@@ -197,35 +251,98 @@ class StubServer:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 words = stub.reply.split(" ")
-                self._event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+                self._event(
+                    {
+                        "choices": [
+                            {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}
+                        ]
+                    }
+                )
                 self.wfile.write(b"6\r\n: ping\r\n")  # a keep-alive comment, split across chunks
                 self.wfile.write(b"1\r\n\n\r\n")
                 messages = body.get("messages") or [{}]
                 if stub.tool_deltas and messages[-1].get("role") != "tool":
                     for piece in stub.tool_text:
-                        self._event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+                        self._event(
+                            {
+                                "choices": [
+                                    {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+                                ]
+                            }
+                        )
                     for calls in stub.tool_deltas:
-                        self._event({"choices": [{"index": 0, "delta": {"content": None, "tool_calls": calls},
-                                                  "finish_reason": None}]})
+                        self._event(
+                            {
+                                "choices": [
+                                    {
+                                        "index": 0,
+                                        "delta": {"content": None, "tool_calls": calls},
+                                        "finish_reason": None,
+                                    }
+                                ]
+                            }
+                        )
                     if stub.tool_stall:
-                        self._event({"choices": [{"index": 0, "delta": {"content": " ..."}, "finish_reason": None}]})
+                        self._event(
+                            {
+                                "choices": [
+                                    {
+                                        "index": 0,
+                                        "delta": {"content": " ..."},
+                                        "finish_reason": None,
+                                    }
+                                ]
+                            }
+                        )
                         stub.release.wait(30)
                         return
-                    self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": stub.tool_finish}]})
-                    self._event({"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 12,
-                                                          "total_tokens": 42}})
+                    self._event(
+                        {"choices": [{"index": 0, "delta": {}, "finish_reason": stub.tool_finish}]}
+                    )
+                    self._event(
+                        {
+                            "choices": [],
+                            "usage": {
+                                "prompt_tokens": 30,
+                                "completion_tokens": 12,
+                                "total_tokens": 42,
+                            },
+                        }
+                    )
                     self._chunk(b"data: [DONE]\n\n")
                     self._chunk(b"")
                     return
                 if mode == "endless":
-                    self._misbehave(lambda i: self._event(
-                        {"choices": [{"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": None}]}))
+                    self._misbehave(
+                        lambda i: self._event(
+                            {
+                                "choices": [
+                                    {
+                                        "index": 0,
+                                        "delta": {"content": f"tok{i} "},
+                                        "finish_reason": None,
+                                    }
+                                ]
+                            }
+                        )
+                    )
                     return
                 if stub.pieces is not None:
-                    words = [p[1:] if i and p.startswith(" ") else p for i, p in enumerate(stub.pieces)]
+                    words = [
+                        p[1:] if i and p.startswith(" ") else p for i, p in enumerate(stub.pieces)
+                    ]
                 for thought in stub.reasoning:
-                    self._event({"choices": [{"index": 0, "delta": {stub.reasoning_field: thought, "content": None},
-                                              "finish_reason": None}]})
+                    self._event(
+                        {
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "delta": {stub.reasoning_field: thought, "content": None},
+                                    "finish_reason": None,
+                                }
+                            ]
+                        }
+                    )
                 max_tokens = body.get("max_tokens") or len(words)
                 for i, word in enumerate(words[:max_tokens]):
                     if mode in MISBEHAVING and i == stub.cut_after:
@@ -235,13 +352,15 @@ class StubServer:
                         self._chunk(b"data: {this is not json\n\n")
                     if mode in ("cut", "stall", "error_event") and i == stub.cut_after:
                         if mode == "cut":
-                            self.wfile.write(b"40\r\ndata: {\"choi")  # half a chunk, then gone
+                            self.wfile.write(b'40\r\ndata: {"choi')  # half a chunk, then gone
                             self.wfile.flush()
                             self.close_connection = True
                             return
                         if mode == "error_event":
-                            self._chunk(b'error: {"code": 500, "message": "the slot was killed", '
-                                        b'"type": "server_error"}\n\n')
+                            self._chunk(
+                                b'error: {"code": 500, "message": "the slot was killed", '
+                                b'"type": "server_error"}\n\n'
+                            )
                             self._chunk(b"")
                             return
                         self.wfile.flush()
@@ -250,20 +369,37 @@ class StubServer:
                     piece = word if i == 0 else " " + word
                     if stub.pieces is not None:
                         piece = stub.pieces[i]
-                    event: dict[str, Any] = {"choices": [{"index": 0, "delta": {"content": piece},
-                                                          "finish_reason": None}]}
+                    event: dict[str, Any] = {
+                        "choices": [
+                            {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+                        ]
+                    }
                     if stub.running_usage:
                         event["usage"] = {"completion_tokens": (i + 1) * stub.running_usage}
                     self._event(event)
                     time.sleep(0.002)
                 finish = "length" if max_tokens < len(words) else "stop"
-                self._event({"choices": [{"index": 0, "delta": stub.finish_delta, "finish_reason": finish}]})
+                self._event(
+                    {"choices": [{"index": 0, "delta": stub.finish_delta, "finish_reason": finish}]}
+                )
                 if mode != "plain":
-                    final: dict[str, Any] = {"choices": [], "usage": {
-                        "prompt_tokens": 21, "completion_tokens": min(max_tokens, len(words)), "total_tokens": 0}}
+                    final: dict[str, Any] = {
+                        "choices": [],
+                        "usage": {
+                            "prompt_tokens": 21,
+                            "completion_tokens": min(max_tokens, len(words)),
+                            "total_tokens": 0,
+                        },
+                    }
                     if stub.timings:
-                        final["timings"] = {"prompt_n": 5, "cache_n": 16, "prompt_ms": 12.5,
-                                            "predicted_n": 7, "predicted_ms": 100.0, "predicted_per_second": 70.0}
+                        final["timings"] = {
+                            "prompt_n": 5,
+                            "cache_n": 16,
+                            "prompt_ms": 12.5,
+                            "predicted_n": 7,
+                            "predicted_ms": 100.0,
+                            "predicted_per_second": 70.0,
+                        }
                     final.update(stub.final_fields)
                     self._event(final)
                 self._chunk(b"data: [DONE]\n\n")
@@ -292,7 +428,7 @@ class StubServer:
 
             def _endless_line(self, i: int) -> None:
                 if i == 0:
-                    self._chunk(b"data: {\"choices\": [")
+                    self._chunk(b'data: {"choices": [')
                 self._chunk(b" " * 65536)
 
             def _data_line(self, i: int) -> None:
@@ -316,8 +452,13 @@ class StubServer:
             def _event(self, data: dict[str, Any]) -> None:
                 self._chunk(b"data: " + json.dumps(data).encode() + b"\n\n")
 
-        MISBEHAVING = {"empty_events": Handler._empty_event, "endless_line": Handler._endless_line,
-                       "no_blank": Handler._data_line, "pings": Handler._ping, "raw_event": Handler._raw_event}
+        MISBEHAVING = {
+            "empty_events": Handler._empty_event,
+            "endless_line": Handler._endless_line,
+            "no_blank": Handler._data_line,
+            "pings": Handler._ping,
+            "raw_event": Handler._raw_event,
+        }
         return Handler
 
 
@@ -327,23 +468,46 @@ def image_parts(body: dict[str, Any] | None) -> list[dict[str, Any]]:
     for message in (body or {}).get("messages") or []:
         content = message.get("content")
         if isinstance(content, list):
-            parts += [part for part in content if isinstance(part, dict) and part.get("type") == "image_url"]
+            parts += [
+                part
+                for part in content
+                if isinstance(part, dict) and part.get("type") == "image_url"
+            ]
     return parts
 
 
-def fragments(index: int, call_id: str, name: str, arguments: str, size: int = 5) -> list[list[dict[str, Any]]]:
+def fragments(
+    index: int, call_id: str, name: str, arguments: str, size: int = 5
+) -> list[list[dict[str, Any]]]:
     """One call as llama-server and vLLM stream it: the id and the name first, then the
     arguments in ``size``-character fragments (each list: one chunk's ``delta.tool_calls``)."""
-    chunks = [[{"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]]
-    chunks += [[{"index": index, "function": {"arguments": arguments[i:i + size]}}]
-               for i in range(0, len(arguments), size)]
+    chunks = [
+        [
+            {
+                "index": index,
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
+        ]
+    ]
+    chunks += [
+        [{"index": index, "function": {"arguments": arguments[i : i + size]}}]
+        for i in range(0, len(arguments), size)
+    ]
     return chunks
 
 
-def whole_call(index: int | None, call_id: str, name: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+def whole_call(
+    index: int | None, call_id: str, name: str, arguments: dict[str, Any]
+) -> list[dict[str, Any]]:
     """One call in one piece, its arguments an object (as some servers send them); ``index``
     None leaves it out."""
-    call: dict[str, Any] = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    call: dict[str, Any] = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
     if index is not None:
         call["index"] = index
     return [call]

@@ -33,8 +33,9 @@ MERGE = 2
 IMAGE_TOKENS = (IMAGE_SIZE // PATCH_SIZE // MERGE) ** 2
 
 
-def projector_tensors(n_embd_text: int, *, width: int = 32, ff: int = 64, blocks: int = 1,
-                      seed: int = 29) -> dict[str, np.ndarray]:
+def projector_tensors(
+    n_embd_text: int, *, width: int = 32, ff: int = 64, blocks: int = 1, seed: int = 29
+) -> dict[str, np.ndarray]:
     """The projector's tensors (float32), random but small (scaled so activations stay finite)."""
     rng = np.random.default_rng(seed)
     n_patches = (IMAGE_SIZE // PATCH_SIZE) ** 2
@@ -60,7 +61,10 @@ def projector_tensors(n_embd_text: int, *, width: int = 32, ff: int = 64, blocks
             t[f"{p}.{name}.bias"] = zeros(width)
         t[f"{p}.ln1.weight"], t[f"{p}.ln1.bias"] = ones(width), zeros(width)
         t[f"{p}.ln2.weight"], t[f"{p}.ln2.bias"] = ones(width), zeros(width)
-        t[f"{p}.ffn_up.weight"], t[f"{p}.ffn_up.bias"] = w(ff, width), zeros(ff)  # ggml ne: [width, ff]
+        t[f"{p}.ffn_up.weight"], t[f"{p}.ffn_up.bias"] = (
+            w(ff, width),
+            zeros(ff),
+        )  # ggml ne: [width, ff]
         t[f"{p}.ffn_down.weight"], t[f"{p}.ffn_down.bias"] = w(width, ff), zeros(width)
     t["v.post_ln.weight"], t["v.post_ln.bias"] = ones(width), zeros(width)
     t["mm.soft_emb_norm.weight"] = ones(width)
@@ -69,8 +73,9 @@ def projector_tensors(n_embd_text: int, *, width: int = 32, ff: int = 64, blocks
     return t
 
 
-def projector_metadata(n_embd_text: int, *, width: int = 32, ff: int = 64, blocks: int = 1,
-                       heads: int = 2) -> dict[str, object]:
+def projector_metadata(
+    n_embd_text: int, *, width: int = 32, ff: int = 64, blocks: int = 1, heads: int = 2
+) -> dict[str, object]:
     return {
         "general.architecture": "clip",
         "general.name": "vibechat test projector",
@@ -92,7 +97,9 @@ def projector_metadata(n_embd_text: int, *, width: int = 32, ff: int = 64, block
     }
 
 
-def write_gguf_tensors(path: Path, metadata: dict[str, object], tensors: dict[str, np.ndarray]) -> Path:
+def write_gguf_tensors(
+    path: Path, metadata: dict[str, object], tensors: dict[str, np.ndarray]
+) -> Path:
     """A GGUF v3 file of ``metadata`` and F32 ``tensors`` (numpy shapes; ggml's ``ne`` is their
     reverse), aligned as llama.cpp reads them."""
     header = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata))
@@ -102,7 +109,9 @@ def write_gguf_tensors(path: Path, metadata: dict[str, object], tensors: dict[st
     for name, array in tensors.items():
         data = np.ascontiguousarray(array, dtype=np.float32).tobytes()
         dims = tuple(reversed(array.shape))
-        header += _string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        header += (
+            _string(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        )
         header += struct.pack("<IQ", GGML_F32, offset)
         pad = b"\0" * ((-len(data)) % ALIGN)
         blobs.append(data + pad)
@@ -126,8 +135,9 @@ def model_width(model_path: Path) -> int:
 
 def write_projector(path: Path, n_embd_text: int, **shape: int) -> Path:
     """Write the tiny Gemma 3 projector for a text model ``n_embd_text`` wide to ``path``."""
-    return write_gguf_tensors(path, projector_metadata(n_embd_text, **shape),
-                              projector_tensors(n_embd_text, **shape))
+    return write_gguf_tensors(
+        path, projector_metadata(n_embd_text, **shape), projector_tensors(n_embd_text, **shape)
+    )
 
 
 def write_test_image(path: Path, size: tuple[int, int] = (48, 40), seed: int = 0) -> Path:

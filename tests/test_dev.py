@@ -25,7 +25,14 @@ def test_quick_leaves_out_the_real_model_and_passes_the_rest_to_pytest():
     dev = load_dev()
     n = dev.parallel_args()
     assert dev.pytest_args(["--quick"]) == ["-m", "not model", *n]
-    assert dev.pytest_args(["--quick", "-k", "cli", "-x"]) == ["-m", "not model", *n, "-k", "cli", "-x"]
+    assert dev.pytest_args(["--quick", "-k", "cli", "-x"]) == [
+        "-m",
+        "not model",
+        *n,
+        "-k",
+        "cli",
+        "-x",
+    ]
     assert dev.pytest_args(["-x", "--quick"]) == ["-m", "not model", *n, "-x"]
 
 
@@ -69,12 +76,14 @@ WARNING: Location 'file:///opt/pypi/simple/textual/' is ignored: it is neither a
 def pip_like(tmp_path, output: str, code: int) -> list[str]:
     """A real child that prints ``output`` as pip would (on stdout and stderr) and exits ``code``."""
     script = tmp_path / "pip_like.py"
-    script.write_text("import sys\n"
-                      f"text = {output!r}\n"
-                      "half = len(text) // 2\n"
-                      "sys.stdout.write(text[:half]); sys.stdout.flush()\n"
-                      "sys.stderr.write(text[half:]); sys.stderr.flush()\n"
-                      f"sys.exit({code})\n")
+    script.write_text(
+        "import sys\n"
+        f"text = {output!r}\n"
+        "half = len(text) // 2\n"
+        "sys.stdout.write(text[:half]); sys.stdout.flush()\n"
+        "sys.stderr.write(text[half:]); sys.stderr.flush()\n"
+        f"sys.exit({code})\n"
+    )
     return [sys.executable, str(script)]
 
 
@@ -86,7 +95,13 @@ def test_set_up_runs_pip_at_its_normal_level_and_builds_a_gpu_llama_first():
     pip = [str(dev.PYTHON), "-m", "pip", "install", "--disable-pip-version-check"]
     assert dev.install_steps(".[test]", "") == [[*pip, "--upgrade", "pip"], [*pip, "-e", ".[test]"]]
     gpu = dev.install_steps(".", "-DGGML_CUDA=on")
-    assert gpu[1] == [*pip, "--no-cache-dir", "--force-reinstall", "--no-deps", dev.llama_requirement()]
+    assert gpu[1] == [
+        *pip,
+        "--no-cache-dir",
+        "--force-reinstall",
+        "--no-deps",
+        dev.llama_requirement(),
+    ]
     assert gpu[2] == [*pip, "-e", "."] and dev.llama_requirement().startswith("llama-cpp-python")
 
 
@@ -95,14 +110,23 @@ def test_set_up_shows_its_own_progress_lines_not_pips_banners(tmp_path):
     and pip's warnings stay in the set-up log; the one long step, building llama-cpp-python,
     is said in dev.py's own words with how long it takes."""
     dev = load_dev()
-    assert dev.progress_line("  Building wheel for llama-cpp-python (pyproject.toml): started\n") == dev.BUILD_NOTE
-    assert dev.progress_line("Building wheel for llama_cpp_python (pyproject.toml) ... done") == dev.BUILD_NOTE
+    assert (
+        dev.progress_line("  Building wheel for llama-cpp-python (pyproject.toml): started\n")
+        == dev.BUILD_NOTE
+    )
+    assert (
+        dev.progress_line("Building wheel for llama_cpp_python (pyproject.toml) ... done")
+        == dev.BUILD_NOTE
+    )
     assert "7 minutes" in dev.BUILD_NOTE
     assert all(dev.progress_line(line) is None for line in BANNER.splitlines())
     log, shown = tmp_path / "setup.log", io.StringIO()
     building = "  Building wheel for llama-cpp-python (pyproject.toml): started\n"
-    code, tail = dev.run_step(pip_like(tmp_path, BANNER + building + "Successfully installed vibechat\n", 0), log,
-                              out=shown)
+    code, tail = dev.run_step(
+        pip_like(tmp_path, BANNER + building + "Successfully installed vibechat\n", 0),
+        log,
+        out=shown,
+    )
     assert code == 0
     assert shown.getvalue() == dev.BUILD_NOTE + "\n"  # the build said once, nothing of pip's
     kept = log.read_text()
@@ -131,8 +155,12 @@ def test_check_runs_the_linter_then_the_rule_tests_and_each_rule_test_exists():
     assert lint[1:] == ["-m", "ruff", "check", "."]
     assert rules[1:5] == ["-m", "pytest", "-n", "0"]
     named = [arg for arg in rules if arg.startswith("tests/")]
-    assert {"tests/test_import_graph.py", "tests/test_typing.py", "tests/test_room_sizes.py",
-            "tests/test_engine_headless.py"} <= set(named)
+    assert {
+        "tests/test_import_graph.py",
+        "tests/test_typing.py",
+        "tests/test_room_sizes.py",
+        "tests/test_engine_headless.py",
+    } <= set(named)
     assert all((REPO / path).is_file() for path in named)
     assert '"ruff==' in (REPO / "pyproject.toml").read_text()
     ci = (REPO / ".ci" / "run").read_text().splitlines()

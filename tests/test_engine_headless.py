@@ -18,7 +18,9 @@ def _imports(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "app":
+        elif (
+            isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "app"
+        ):
             names.add("vibechat.app")
     return names
 
@@ -34,7 +36,9 @@ def test_engine_sources_import_no_ui_library():
 
 
 def test_importing_every_engine_module_loads_no_ui_library():
-    modules = sorted(f"vibechat.engine.{p.stem}" for p in ENGINE.glob("*.py") if p.stem != "__init__")
+    modules = sorted(
+        f"vibechat.engine.{p.stem}" for p in ENGINE.glob("*.py") if p.stem != "__init__"
+    )
     code = (
         "import importlib, sys\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"
@@ -66,5 +70,7 @@ def test_no_bare_top_level_packages_installed():
         "import importlib.util\n"
         "print([n for n in ('app', 'engine', 'themes') if importlib.util.find_spec(n)])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
+    )
     assert out.stdout.strip() == "[]"

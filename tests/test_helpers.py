@@ -16,9 +16,14 @@ async def test_a_notice_whose_toast_timed_out_is_still_read_until_cleared():
         app.notify("Saved [b]it[/b]", timeout=0.3, markup=False)
         app.notify("Second", severity="warning", title="Disk", timeout=60)
         # The app takes them in order (the second stays 60 s), then drops the first at its timeout.
-        await wait_for(pilot, lambda: "Second" in [n.message for n in app._notifications], "the notices")
-        await wait_for(pilot, lambda: "Saved [b]it[/b]" not in [n.message for n in app._notifications],
-                       "Textual to drop the timed-out toast")
+        await wait_for(
+            pilot, lambda: "Second" in [n.message for n in app._notifications], "the notices"
+        )
+        await wait_for(
+            pilot,
+            lambda: "Saved [b]it[/b]" not in [n.message for n in app._notifications],
+            "Textual to drop the timed-out toast",
+        )
         assert notices(app) == ["Saved [b]it[/b]", "Second"]
         assert was_notified(app, "[b]it") and not was_notified(app, "Third")
         assert [(n.severity, n.title) for n in notifications(app)][-1] == ("warning", "Disk")

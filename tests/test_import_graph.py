@@ -139,19 +139,33 @@ def _graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str]]]:
 
 
 def _describe(path: list[str], where: dict[tuple[str, str], list[str]]) -> str:
-    return "\n".join(f"    {a} -> {b}   ({', '.join(where[a, b])})" for a, b in zip(path, path[1:], strict=False))
+    return "\n".join(
+        f"    {a} -> {b}   ({', '.join(where[a, b])})" for a, b in zip(path, path[1:], strict=False)
+    )
 
 
 def test_the_graph_sees_the_package():
     graph, _ = _graph()
-    assert {"vibechat.app.commands.cli", "vibechat.app.tui", "vibechat.app.tui.shell.app",
-            "vibechat.engine.settings.config",
-            "vibechat.themes"} <= set(graph)
-    assert "vibechat.engine.errors" in graph["vibechat.engine.settings.config"]  # relative, module level
+    assert {
+        "vibechat.app.commands.cli",
+        "vibechat.app.tui",
+        "vibechat.app.tui.shell.app",
+        "vibechat.engine.settings.config",
+        "vibechat.themes",
+    } <= set(graph)
+    assert (
+        "vibechat.engine.errors" in graph["vibechat.engine.settings.config"]
+    )  # relative, module level
     assert "vibechat.app.tui" in graph["vibechat.app.commands.cli"]  # relative, inside a function
-    assert "vibechat.app.tui.shell.app" in graph["vibechat.app.tui"]  # inside TYPE_CHECKING and a function
-    assert "vibechat.engine.llama.loading" in graph["vibechat.engine.llama.llamacpp"]  # from . import loading
-    assert "vibechat.engine.turns.backend" in graph["vibechat.engine.llama.worker"]  # absolute (vibechat.engine...)
+    assert (
+        "vibechat.app.tui.shell.app" in graph["vibechat.app.tui"]
+    )  # inside TYPE_CHECKING and a function
+    assert (
+        "vibechat.engine.llama.loading" in graph["vibechat.engine.llama.llamacpp"]
+    )  # from . import loading
+    assert (
+        "vibechat.engine.turns.backend" in graph["vibechat.engine.llama.worker"]
+    )  # absolute (vibechat.engine...)
 
 
 def test_tarjan_finds_every_cycle():
@@ -202,7 +216,9 @@ def test_the_tui_imports_no_cli_command_module():
                         chain = [imported]
                         while chain[-1] != module:
                             chain.append(previous[chain[-1]])
-                        offenders.append(f"  {module} imports {imported}:\n" + _describe(chain[::-1], where))
+                        offenders.append(
+                            f"  {module} imports {imported}:\n" + _describe(chain[::-1], where)
+                        )
                     else:
                         following.append(imported)
             frontier = following
@@ -232,7 +248,7 @@ def _room(module: str) -> str | None:
     """The engine room of a module, "base" for engine/'s own modules, None outside the engine."""
     if module != ENGINE and not module.startswith(ENGINE + "."):
         return None
-    parts = module[len(ENGINE) + 1:].split(".") if module != ENGINE else []
+    parts = module[len(ENGINE) + 1 :].split(".") if module != ENGINE else []
     if len(parts) >= 2 or (parts and (ROOT / "engine" / parts[0]).is_dir()):
         return parts[0]
     return "base"
@@ -241,11 +257,16 @@ def _room(module: str) -> str | None:
 def test_every_engine_module_lives_in_a_known_room():
     graph, _ = _graph()
     rooms = {room for room in map(_room, graph) if room is not None}
-    assert rooms == set(ROOM_MAY_IMPORT), f"rooms on disk {sorted(rooms)} vs the table {sorted(ROOM_MAY_IMPORT)}"
-    for folder in sorted(p for p in (ROOT / "engine").iterdir() if p.is_dir() and p.name != "__pycache__"):
+    assert rooms == set(ROOM_MAY_IMPORT), (
+        f"rooms on disk {sorted(rooms)} vs the table {sorted(ROOM_MAY_IMPORT)}"
+    )
+    for folder in sorted(
+        p for p in (ROOT / "engine").iterdir() if p.is_dir() and p.name != "__pycache__"
+    ):
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
-        assert doc and "Imports" in doc, (f"engine/{folder.name}/__init__.py must say what lives there "
-                                          "and what it imports")
+        assert doc and "Imports" in doc, (
+            f"engine/{folder.name}/__init__.py must say what lives there and what it imports"
+        )
 
 
 def test_engine_rooms_import_only_the_rooms_below_them():
@@ -258,11 +279,15 @@ def test_engine_rooms_import_only_the_rooms_below_them():
         for imported in sorted(graph[importer]):
             theirs = _room(imported)
             if theirs is None:
-                offenders.append(f"  {importer} -> {imported} (the engine imports the app)"
-                                 f"   ({', '.join(where[importer, imported])})")
+                offenders.append(
+                    f"  {importer} -> {imported} (the engine imports the app)"
+                    f"   ({', '.join(where[importer, imported])})"
+                )
             elif theirs != mine and theirs not in ROOM_MAY_IMPORT[mine]:
-                offenders.append(f"  {importer} ({mine}) -> {imported} ({theirs})"
-                                 f"   ({', '.join(where[importer, imported])})")
+                offenders.append(
+                    f"  {importer} ({mine}) -> {imported} ({theirs})"
+                    f"   ({', '.join(where[importer, imported])})"
+                )
     assert not offenders, "imports across the engine's layers:\n" + "\n".join(offenders)
 
 
@@ -272,25 +297,35 @@ def test_every_package_folder_is_installed():
     import tomlkit  # a dependency; tomllib is Python 3.11+
 
     setuptools = tomlkit.parse((ROOT / "pyproject.toml").read_text()).unwrap()["tool"]["setuptools"]
-    folders = {str(p.parent.relative_to(ROOT)) for folder in PACKAGE_DIRS
-               for p in (ROOT / folder).rglob("__init__.py") if "__pycache__" not in p.parts}
+    folders = {
+        str(p.parent.relative_to(ROOT))
+        for folder in PACKAGE_DIRS
+        for p in (ROOT / folder).rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
     listed = set(setuptools["packages"])
     mapped = setuptools["package-dir"]
     for folder in sorted(folders):
         package = "vibechat." + folder.replace("/", ".")
         assert package in listed, f"{folder}/ is not in pyproject's [tool.setuptools] packages"
-        assert mapped.get(package) == folder, f"{folder}/ is not in pyproject's [tool.setuptools.package-dir]"
+        assert mapped.get(package) == folder, (
+            f"{folder}/ is not in pyproject's [tool.setuptools.package-dir]"
+        )
 
 
 def test_app_shared_modules_import_no_command():
     """app/'s shared modules (config, backends, run plans, progress, reports) serve the chat and
     the CLI alike: none imports the CLI's room."""
     graph, where = _graph()
-    offenders = [f"  {importer} -> {imported}   ({', '.join(where[importer, imported])})"
-                 for importer in sorted(graph)
-                 if importer.startswith("vibechat.app.") and not COMMAND_MODULE.match(importer)
-                 and not importer.startswith(TUI)
-                 for imported in sorted(graph[importer]) if COMMAND_MODULE.match(imported)]
+    offenders = [
+        f"  {importer} -> {imported}   ({', '.join(where[importer, imported])})"
+        for importer in sorted(graph)
+        if importer.startswith("vibechat.app.")
+        and not COMMAND_MODULE.match(importer)
+        and not importer.startswith(TUI)
+        for imported in sorted(graph[importer])
+        if COMMAND_MODULE.match(imported)
+    ]
     assert not offenders, "app/'s shared modules import the CLI's room:\n" + "\n".join(offenders)
 
 
@@ -315,19 +350,23 @@ def _tui_room(module: str) -> str | None:
         return "shell"
     if not module.startswith(TUI + "."):
         return None
-    parts = module[len(TUI) + 1:].split(".")
+    parts = module[len(TUI) + 1 :].split(".")
     return parts[0] if len(parts) >= 2 or (ROOT / "app" / "tui" / parts[0]).is_dir() else "base"
 
 
 def test_every_tui_module_lives_in_a_known_room():
     graph, _ = _graph()
     rooms = {room for room in map(_tui_room, graph) if room is not None}
-    assert rooms == set(TUI_ROOM_MAY_IMPORT), \
+    assert rooms == set(TUI_ROOM_MAY_IMPORT), (
         f"rooms on disk {sorted(rooms)} vs the table {sorted(TUI_ROOM_MAY_IMPORT)}"
-    for folder in sorted(p for p in (ROOT / "app" / "tui").iterdir() if p.is_dir() and p.name != "__pycache__"):
+    )
+    for folder in sorted(
+        p for p in (ROOT / "app" / "tui").iterdir() if p.is_dir() and p.name != "__pycache__"
+    ):
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
-        assert doc and "Imports" in doc or "May import" in (doc or ""), \
+        assert doc and "Imports" in doc or "May import" in (doc or ""), (
             f"app/tui/{folder.name}/__init__.py must say what lives there and what it imports"
+        )
 
 
 def test_tui_rooms_import_only_the_rooms_below_them():
@@ -340,8 +379,10 @@ def test_tui_rooms_import_only_the_rooms_below_them():
         for imported in sorted(graph[importer]):
             theirs = _tui_room(imported)
             if theirs is not None and theirs != mine and theirs not in TUI_ROOM_MAY_IMPORT[mine]:
-                offenders.append(f"  {importer} ({mine}) -> {imported} ({theirs})"
-                                 f"   ({', '.join(where[importer, imported])})")
+                offenders.append(
+                    f"  {importer} ({mine}) -> {imported} ({theirs})"
+                    f"   ({', '.join(where[importer, imported])})"
+                )
     assert not offenders, "imports across the TUI's layers:\n" + "\n".join(offenders)
 
 
@@ -354,6 +395,9 @@ def test_the_architecture_doc_draws_the_tables_the_tests_enforce():
             rows = [line for line in doc.splitlines() if line.startswith(f"| {label} |")]
             assert rows, f"docs/ARCHITECTURE.md has no row for {prefix}{room}"
             cell = rows[0].split("|")[2].strip()
-            listed = set() if cell.startswith("nothing") else {w.strip(" `/") for w in cell.split(",")}
-            assert listed == may, \
+            listed = (
+                set() if cell.startswith("nothing") else {w.strip(" `/") for w in cell.split(",")}
+            )
+            assert listed == may, (
                 f"docs/ARCHITECTURE.md: {prefix}{room} may import {sorted(listed)}, the test says {sorted(may)}"
+            )

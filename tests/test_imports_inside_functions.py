@@ -25,20 +25,26 @@ def imports_inside_functions(tree: ast.Module) -> list[int]:
             elif isinstance(child, ast.If) and ast.unparse(child.test) == "TYPE_CHECKING":
                 continue
             else:
-                visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+                visit(
+                    child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+                )
 
     visit(tree, False)
     return lines
 
 
 def modules() -> list[Path]:
-    return sorted(path for folder in ("app", "engine", "themes") for path in (ROOT / folder).rglob("*.py"))
+    return sorted(
+        path for folder in ("app", "engine", "themes") for path in (ROOT / folder).rglob("*.py")
+    )
 
 
 def test_the_walk_sees_imports_inside_functions_and_nothing_else():
-    tree = ast.parse("import os\nif TYPE_CHECKING:\n    import x\n"
-                     "def f():\n    import json\n    class A:\n        def g(self):\n"
-                     "            from a import b\n")
+    tree = ast.parse(
+        "import os\nif TYPE_CHECKING:\n    import x\n"
+        "def f():\n    import json\n    class A:\n        def g(self):\n"
+        "            from a import b\n"
+    )
     assert imports_inside_functions(tree) == [5, 8]
 
 
@@ -50,13 +56,20 @@ def test_every_module_that_imports_inside_functions_says_why_once():
             continue
         said = (ast.get_docstring(tree) or "").count(NOTE)
         (unsaid if said == 0 else twice if said > 1 else []).append(str(path.relative_to(ROOT)))
-    assert not unsaid, (f"modules importing inside functions without saying why (add a paragraph "
-                        f"'{NOTE} ...' to the docstring, or move the imports to the top): {unsaid}")
+    assert not unsaid, (
+        f"modules importing inside functions without saying why (add a paragraph "
+        f"'{NOTE} ...' to the docstring, or move the imports to the top): {unsaid}"
+    )
     assert not twice, f"modules saying it more than once: {twice}"
 
 
 def test_no_module_says_it_imports_inside_functions_when_it_does_not():
-    stale = [str(path.relative_to(ROOT)) for path in modules()
-             if NOTE in (ast.get_docstring(ast.parse(path.read_text())) or "")
-             and not imports_inside_functions(ast.parse(path.read_text()))]
-    assert not stale, f"modules whose docstring speaks of imports inside functions they no longer have: {stale}"
+    stale = [
+        str(path.relative_to(ROOT))
+        for path in modules()
+        if NOTE in (ast.get_docstring(ast.parse(path.read_text())) or "")
+        and not imports_inside_functions(ast.parse(path.read_text()))
+    ]
+    assert not stale, (
+        f"modules whose docstring speaks of imports inside functions they no longer have: {stale}"
+    )

@@ -27,7 +27,9 @@ ENGINE = "vibechat.engine"
 SOURCES = ("app", "engine", "tests", "bench")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 # A one-line import in a script held in a string: "from vibechat.engine.x import a, b as c".
-SCRIPT_IMPORT = re.compile(r"^[ \t]*from[ \t]+(vibechat\.[\w.]+)[ \t]+import[ \t]+([\w, \t]+)$", re.MULTILINE)
+SCRIPT_IMPORT = re.compile(
+    r"^[ \t]*from[ \t]+(vibechat\.[\w.]+)[ \t]+import[ \t]+([\w, \t]+)$", re.MULTILINE
+)
 
 
 def _module_of(path: Path, modules: dict[str, Path]) -> str | None:
@@ -78,7 +80,9 @@ def _used(tree: ast.Module) -> set[str]:
     for node in ast.walk(tree):
         annotations = []
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            annotations = [a.annotation for a in (*node.args.args, *node.args.kwonlyargs) if a.annotation]
+            annotations = [
+                a.annotation for a in (*node.args.args, *node.args.kwonlyargs) if a.annotation
+            ]
             annotations.append(node.returns)
         elif isinstance(node, ast.AnnAssign):
             annotations = [node.annotation]
@@ -91,11 +95,16 @@ def _used(tree: ast.Module) -> set[str]:
 
 def test_the_checks_see_a_reexport():
     """The helpers on a module made up here: an unused import is seen, and followed home."""
-    tree = ast.parse("from .limits import CONTEXT_STEP, round_context\n\ndef f(x: 'Thing') -> int:\n"
-                     "    return CONTEXT_STEP\n")
+    tree = ast.parse(
+        "from .limits import CONTEXT_STEP, round_context\n\ndef f(x: 'Thing') -> int:\n"
+        "    return CONTEXT_STEP\n"
+    )
     assert {"CONTEXT_STEP", "Thing"} <= _used(tree) and "round_context" not in _used(tree)
-    imported = {"a.knobs": {"round_context": ("a.limits", "round_context", 1)}, "a.limits": {},
-                "a.run": {"round_context": ("a.knobs", "round_context", 3)}}
+    imported = {
+        "a.knobs": {"round_context": ("a.limits", "round_context", 1)},
+        "a.limits": {},
+        "a.run": {"round_context": ("a.knobs", "round_context", 3)},
+    }
     assert _home("a.run", "round_context", imported) == "a.limits"
 
 
@@ -107,10 +116,15 @@ def test_engine_modules_import_only_what_they_use():
         if not module.startswith(ENGINE + "."):
             continue
         used = _used(ast.parse(path.read_text(), str(path)))
-        unused += [f"  {path.relative_to(ROOT)}:{line}: {name} (from {base})"
-                   for name, (base, _orig, line) in sorted(imported[module].items()) if name not in used]
-    assert unused == [], ("imported but not used, i.e. re-exported: import these where they are defined "
-                          "instead:\n" + "\n".join(unused))
+        unused += [
+            f"  {path.relative_to(ROOT)}:{line}: {name} (from {base})"
+            for name, (base, _orig, line) in sorted(imported[module].items())
+            if name not in used
+        ]
+    assert unused == [], (
+        "imported but not used, i.e. re-exported: import these where they are defined "
+        "instead:\n" + "\n".join(unused)
+    )
 
 
 def _imports_in(path: Path, importer: str | None) -> list[tuple[str | None, list[str], int]]:
@@ -119,8 +133,14 @@ def _imports_in(path: Path, importer: str | None) -> list[tuple[str | None, list
     found: list[tuple[str | None, list[str], int]] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):
-            found.append((_base(node, importer, path), [alias.name for alias in node.names], node.lineno))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "from vibechat." in node.value:
+            found.append(
+                (_base(node, importer, path), [alias.name for alias in node.names], node.lineno)
+            )
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "from vibechat." in node.value
+        ):
             for match in SCRIPT_IMPORT.finditer(node.value):
                 names = [part.split()[0] for part in match.group(2).split(",") if part.strip()]
                 found.append((match.group(1), names, node.lineno))
@@ -129,10 +149,18 @@ def _imports_in(path: Path, importer: str | None) -> list[tuple[str | None, list
 
 def test_the_scripts_imports_are_read(tmp_path):
     made_up = tmp_path / "made_up.py"
-    made_up.write_text('from .x import y\nrun("""\nimport os\n    from vibechat.engine.chat.history import History, '
-                       'HistoryError as E\n""")\n')
-    assert _imports_in(made_up, None)[-1] == ("vibechat.engine.chat.history", ["History", "HistoryError"], 2)
-    assert len(_imports_in(made_up, None)) == 2  # the relative import, outside the package, is None's
+    made_up.write_text(
+        'from .x import y\nrun("""\nimport os\n    from vibechat.engine.chat.history import History, '
+        'HistoryError as E\n""")\n'
+    )
+    assert _imports_in(made_up, None)[-1] == (
+        "vibechat.engine.chat.history",
+        ["History", "HistoryError"],
+        2,
+    )
+    assert (
+        len(_imports_in(made_up, None)) == 2
+    )  # the relative import, outside the package, is None's
 
 
 def test_every_engine_name_is_imported_from_its_home():
@@ -149,5 +177,7 @@ def test_every_engine_name_is_imported_from_its_home():
                         continue
                     home = _home(base, name, imported)
                     if home != base:
-                        wrong.append(f"  {path.relative_to(ROOT)}:{line}: {name} from {base}: import it from {home}")
+                        wrong.append(
+                            f"  {path.relative_to(ROOT)}:{line}: {name} from {base}: import it from {home}"
+                        )
     assert wrong == [], "names imported from a module that only imports them:\n" + "\n".join(wrong)

@@ -42,13 +42,27 @@ def readme_commands() -> list[str]:
     for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
         found += [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
     prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
-    found += [span for span in re.findall(r"`([^`\n]+)`", prose) if SHELL_START.match(span) and span not in NAMES]
+    found += [
+        span
+        for span in re.findall(r"`([^`\n]+)`", prose)
+        if SHELL_START.match(span) and span not in NAMES
+    ]
     return list(dict.fromkeys(found))
 
 
-def shell(command: str, env: dict[str, str], cwd: Path = REPO, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=WAIT_S, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
+def shell(
+    command: str, env: dict[str, str], cwd: Path = REPO, stdin: str | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
@@ -62,7 +76,9 @@ def env(starter_installed: Path) -> dict[str, str]:
 
 
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+    assert result.returncode == 0, (
+        f"exit {result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+    )
     assert "Traceback" not in result.stderr
     return result
 
@@ -83,8 +99,11 @@ def run_dev_chat(command: str, env: dict[str, str], request: pytest.FixtureReque
 
 def run_dev_test(command: str, env: dict[str, str], request: pytest.FixtureRequest) -> None:
     """The suite itself: CI's script runs exactly this command."""
-    lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
-             if line.strip() and not line.startswith("#")]
+    lines = [
+        line.strip()
+        for line in (REPO / ".ci" / "run").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     assert lines[-1] == command
 
 
@@ -151,12 +170,16 @@ def run_uninstall(command: str, env: dict[str, str], request: pytest.FixtureRequ
     and after it none of it is left."""
     home = request.getfixturevalue("tmp_path") / "fresh-home"
     home.mkdir()
-    plain = {k: v for k, v in env.items() if not k.startswith(("XDG_", "VIBECHAT_"))} | {"HOME": str(home)}
+    plain = {k: v for k, v in env.items() if not k.startswith(("XDG_", "VIBECHAT_"))} | {
+        "HOME": str(home)
+    }
     listed = ok(shell("vibechat config path --all", plain)).stdout.splitlines()
     folders = [Path(line.split("\t")[1]) for line in listed]
     removed = [Path(p.replace("~", str(home))) for p in command.split()[2:]]
     for folder in folders:
-        assert any(folder == r or r in folder.parents for r in removed), f"{folder} is left by the uninstall"
+        assert any(folder == r or r in folder.parents for r in removed), (
+            f"{folder} is left by the uninstall"
+        )
         target = folder if folder.suffix != ".toml" else folder.parent
         target.mkdir(parents=True, exist_ok=True)
         (target / "something").write_text("x")
@@ -204,7 +227,9 @@ def test_the_readme_is_for_a_newcomer():
 
 
 @pytest.mark.model
-@pytest.mark.skipif(os.name != "posix" or shutil.which("bash") is None, reason="a POSIX shell and pty")
+@pytest.mark.skipif(
+    os.name != "posix" or shutil.which("bash") is None, reason="a POSIX shell and pty"
+)
 @pytest.mark.parametrize("command", list(RUNNERS))
 def test_readme_command(command: str, env: dict[str, str], request: pytest.FixtureRequest):
     RUNNERS[command](command, env, request)

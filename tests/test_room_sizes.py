@@ -10,18 +10,36 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600
-FOLDERS = sorted({p.parent.relative_to(ROOT).as_posix() for top in ("engine", "app", "themes")
-                  for p in (ROOT / top).rglob("*.py") if "__pycache__" not in p.parts})
+FOLDERS = sorted(
+    {
+        p.parent.relative_to(ROOT).as_posix()
+        for top in ("engine", "app", "themes")
+        for p in (ROOT / top).rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+)
 
 
 def test_every_room_is_covered():
-    assert {"engine", "engine/chat", "engine/llama", "engine/models", "engine/remote", "engine/settings",
-            "engine/turns", "app", "app/tui"} <= set(FOLDERS)
+    assert {
+        "engine",
+        "engine/chat",
+        "engine/llama",
+        "engine/models",
+        "engine/remote",
+        "engine/settings",
+        "engine/turns",
+        "app",
+        "app/tui",
+    } <= set(FOLDERS)
 
 
 @pytest.mark.parametrize("room", FOLDERS)
 def test_no_source_file_in_the_room_is_over_600_lines(room):
     files = sorted((ROOT / room).glob("*.py"))
-    too_long = {str(p.relative_to(ROOT)): n for p in files
-                if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    too_long = {
+        str(p.relative_to(ROOT)): n
+        for p in files
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not too_long, f"split these by meaning (lines): {too_long}"

@@ -25,14 +25,21 @@ TIMEOUT = 600  # seconds; a cold run on a slow, busy machine takes about a minut
 
 
 def run_mypy(*args: str, cwd: Path) -> tuple[int, str]:
-    proc = subprocess.run([sys.executable, "-m", "mypy", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=TIMEOUT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     return proc.returncode, proc.stdout + proc.stderr
 
 
 def test_mypy_passes() -> None:
     code, output = run_mypy(cwd=ROOT)
-    assert code == 0, f"mypy found problems (run `python -m mypy` in the repository root):\n{output}"
+    assert code == 0, (
+        f"mypy found problems (run `python -m mypy` in the repository root):\n{output}"
+    )
 
 
 def test_mypy_passes_with_the_installed_module_names(tmp_path: Path) -> None:
@@ -42,8 +49,17 @@ def test_mypy_passes_with_the_installed_module_names(tmp_path: Path) -> None:
         try:
             (package / name).symlink_to(ROOT / name, target_is_directory=True)
         except OSError:  # Windows without the right to make links
-            shutil.copytree(ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__"))
-    code, output = run_mypy("--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(ROOT / ".mypy_cache"),
-                            "-p", "vibechat", cwd=tmp_path)
+            shutil.copytree(
+                ROOT / name, package / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+    code, output = run_mypy(
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--cache-dir",
+        str(ROOT / ".mypy_cache"),
+        "-p",
+        "vibechat",
+        cwd=tmp_path,
+    )
     output = re.sub(r"^vibechat[/\\]", "", output, flags=re.MULTILINE)  # paths as in the repository
     assert code == 0, f"mypy found problems with vibechat.* imports resolved:\n{output}"

@@ -61,10 +61,14 @@ class BatchOptions:
     raw: bool = False
     show_stats: bool = False
     reuse_prefix: bool = True  # keep the prefix shared with the previous prompt in the KV cache
-    show_thinking: bool = False  # a reasoning model's thinking on stderr, each reply's marked with its line
+    show_thinking: bool = (
+        False  # a reasoning model's thinking on stderr, each reply's marked with its line
+    )
 
 
-MAX_PROMPT_LINE_BYTES = 16 << 20  # 16 MiB: millions of tokens, beyond any context; a longer "line" is not a prompt
+MAX_PROMPT_LINE_BYTES = (
+    16 << 20
+)  # 16 MiB: millions of tokens, beyond any context; a longer "line" is not a prompt
 
 
 def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
@@ -79,8 +83,10 @@ def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
         return open_regular(path), path
     except NotARegularFile as exc:
         what = "it is a folder" if exc.kind == "a directory" else f"it is {exc.kind}, not a file"
-        raise VibechatError(f"cannot read prompts file {path}: {what}; give a JSON Lines file, or '-' "
-                            "to read the prompts from stdin.") from None
+        raise VibechatError(
+            f"cannot read prompts file {path}: {what}; give a JSON Lines file, or '-' "
+            "to read the prompts from stdin."
+        ) from None
     except OSError as exc:
         raise VibechatError(f"cannot read prompts file {path}: {exc.strerror or exc}.") from None
 
@@ -93,13 +99,17 @@ def bounded_lines(stream: BinaryIO, source: str) -> Iterator[bytes]:
         try:
             line = stream.readline(MAX_PROMPT_LINE_BYTES + 1)
         except OSError as exc:  # stdin redirected from a folder, an I/O error
-            raise VibechatError(f"cannot read prompts file {source}: {exc.strerror or exc}.") from None
+            raise VibechatError(
+                f"cannot read prompts file {source}: {exc.strerror or exc}."
+            ) from None
         if not line:
             return
         number += 1
         if len(line) > MAX_PROMPT_LINE_BYTES and not line.endswith(b"\n"):
-            raise VibechatError(f"{source} line {number} is longer than {MAX_PROMPT_LINE_BYTES >> 20} MiB: not a "
-                                "prompt (is it a JSON Lines file?); the lines after it were not run.")
+            raise VibechatError(
+                f"{source} line {number} is longer than {MAX_PROMPT_LINE_BYTES >> 20} MiB: not a "
+                "prompt (is it a JSON Lines file?); the lines after it were not run."
+            )
         yield line
 
 
@@ -111,8 +121,16 @@ def _is_regular(stream: BinaryIO) -> bool:
 
 
 class _Batch:
-    def __init__(self, session: ChatSession, info: ModelInfo, options: BatchOptions, history: History | None,
-                 source: str, out: TextIO, err: TextIO) -> None:
+    def __init__(
+        self,
+        session: ChatSession,
+        info: ModelInfo,
+        options: BatchOptions,
+        history: History | None,
+        source: str,
+        out: TextIO,
+        err: TextIO,
+    ) -> None:
         self.session, self.info, self.options = session, info, options
         self.history, self.source, self.out, self.err = history, source, out, err
         self.failed = 0
@@ -123,13 +141,24 @@ class _Batch:
         self.out.write(safe_json(obj) + "\n")
         self.out.flush()
 
-    def report(self, line: int, message: str, request_id: str | int | None,
-               conversation_id: int | None = None) -> None:
+    def report(
+        self,
+        line: int,
+        message: str,
+        request_id: str | int | None,
+        conversation_id: int | None = None,
+    ) -> None:
         self.failed += 1
         self.err.write(plain(f"vibechat: {self.source} line {line}: {message}") + "\n")
         self.err.flush()
-        self.write(RunResult(line=line, request_id=request_id, line_error=message,
-                             conversation_id=conversation_id).to_json())
+        self.write(
+            RunResult(
+                line=line,
+                request_id=request_id,
+                line_error=message,
+                conversation_id=conversation_id,
+            ).to_json()
+        )
 
     def run_one(self, request: BatchRequest, stop_requested) -> None:
         params = request.params(self.options.params)
@@ -145,10 +174,15 @@ class _Batch:
         chat.add_user(request.prompt)
         meter = ReplyMeter()  # the reply's wall time (elapsed_ms)
         try:
-            echo = ThinkingEcho(self.err, f" line {request.line}") if self.options.show_thinking else None
+            echo = (
+                ThinkingEcho(self.err, f" line {request.line}")
+                if self.options.show_thinking
+                else None
+            )
             try:
-                result = self.session.answer(params, on_event=trim_notice(self.err, echo),
-                                             stop_requested=stop_requested)
+                result = self.session.answer(
+                    params, on_event=trim_notice(self.err, echo), stop_requested=stop_requested
+                )
             finally:
                 if echo is not None:
                     echo.close()
@@ -158,28 +192,61 @@ class _Batch:
             return
         self._after(chat)
         done = result.done
-        report = RunResult.of_answer(result, params=params, info=self.info, conversation_id=chat.conversation_id,
-                                     raw=self.options.raw, meter=meter)
+        report = RunResult.of_answer(
+            result,
+            params=params,
+            info=self.info,
+            conversation_id=chat.conversation_id,
+            raw=self.options.raw,
+            meter=meter,
+        )
         report.line, report.request_id = request.line, request.id
         used = report.params or params
         self.done += 1
         self.write(report.to_json())
         if report.empty:  # said, as `run` says it (which exits 4); the batch goes on
-            self.err.write(plain(f"vibechat: {self.source} line {request.line}: "
-                                 f"{empty_reply_line(self.info, bool(done.thinking.strip()))}") + "\n")
+            self.err.write(
+                plain(
+                    f"vibechat: {self.source} line {request.line}: "
+                    f"{empty_reply_line(self.info, bool(done.thinking.strip()))}"
+                )
+                + "\n"
+            )
             self.err.flush()
         if self.options.show_stats and done.finish_reason != "cancelled":
-            self.err.write(plain(f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}")
-                           + "\n")
+            self.err.write(
+                plain(
+                    f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}"
+                )
+                + "\n"
+            )
             self.err.flush()
-        cut = None if result.interrupted else incomplete_line(
-            used, done.stats, self.info, result.text, fix_tokens="raise --max-tokens (or the line's max_tokens)")
+        cut = (
+            None
+            if result.interrupted
+            else incomplete_line(
+                used,
+                done.stats,
+                self.info,
+                result.text,
+                fix_tokens="raise --max-tokens (or the line's max_tokens)",
+            )
+        )
         if cut is not None:
             self.incomplete += 1
             self.err.write(plain(f"vibechat: {self.source} line {request.line}: {cut}") + "\n")
             self.err.flush()
-        bound = None if result.interrupted or cut is not None else bound_line(
-            done, self.info, used, result.text, fix_tokens="--max-tokens (or the line's max_tokens)")
+        bound = (
+            None
+            if result.interrupted or cut is not None
+            else bound_line(
+                done,
+                self.info,
+                used,
+                result.text,
+                fix_tokens="--max-tokens (or the line's max_tokens)",
+            )
+        )
         if bound is not None:  # a cut no one would see, said as `run` says it
             self.err.write(plain(f"vibechat: {self.source} line {request.line}: {bound}") + "\n")
             self.err.flush()
@@ -195,8 +262,15 @@ class _Batch:
             self.history = None
 
 
-def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOptions,
-              history: History | None, out: TextIO, err: TextIO) -> int:
+def run_batch(
+    backend: Backend,
+    prompts: BinaryIO,
+    source: str,
+    options: BatchOptions,
+    history: History | None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
     """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
     session = ChatSession(backend)
     interrupt = CtrlC(session.cancel, blocking_input=not _is_regular(prompts))
@@ -205,7 +279,10 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
         with interrupt.installed():
             info = load_or_interrupt(session, interrupt)
             ignored = unswitchable(info.server, info.thinking_switch, options.params.thinking)
-            for notice in (*info.notices, *([ignored] if ignored else [])):  # e.g. the context size rounded up
+            for notice in (
+                *info.notices,
+                *([ignored] if ignored else []),
+            ):  # e.g. the context size rounded up
                 err.write(plain(f"vibechat: {notice}") + "\n")
             batch = _Batch(session, info, options, history, source, out, err)
             while not interrupt.requested:
@@ -223,13 +300,17 @@ def run_batch(backend: Backend, prompts: BinaryIO, source: str, options: BatchOp
         err.write("\n")
         return 130
     if batch.done + batch.failed == 0:
-        raise VibechatError(_no_prompts(source))  # said as any failure to start is (one JSON line with error)
+        raise VibechatError(
+            _no_prompts(source)
+        )  # said as any failure to start is (one JSON line with error)
     return batch.exit_code()
 
 
 def _no_prompts(source: str) -> str:
-    return (f"no prompts in {source}: it is empty or blank; give one JSON object per line, "
-            'e.g. {"prompt": "Hi"}.')
+    return (
+        f"no prompts in {source}: it is empty or blank; give one JSON object per line, "
+        'e.g. {"prompt": "Hi"}.'
+    )
 
 
 def _check_not_blank(prompts: BinaryIO, source: str) -> None:
@@ -245,19 +326,37 @@ def _check_not_blank(prompts: BinaryIO, source: str) -> None:
         raise VibechatError(_no_prompts(source))
 
 
-def check_conflicts(*, prompt: str | None, continue_latest: bool, conversation_id: int | None,
-                    prompt_flag: str = "--prompt") -> None:
+def check_conflicts(
+    *,
+    prompt: str | None,
+    continue_latest: bool,
+    conversation_id: int | None,
+    prompt_flag: str = "--prompt",
+) -> None:
     """--prompts-file makes each line its own conversation: the single-prompt options do not mix
     (``prompt_flag``: how the prompt was given, ``--prompt`` or a positional ``PROMPT``)."""
-    for given, flag in ((prompt is not None, prompt_flag), (continue_latest, "--continue"),
-                        (conversation_id is not None, "--conversation")):
+    for given, flag in (
+        (prompt is not None, prompt_flag),
+        (continue_latest, "--continue"),
+        (conversation_id is not None, "--conversation"),
+    ):
         if given:
-            raise VibechatError(f"--prompts-file and {flag} do not mix: each line of the file is a prompt "
-                                f"and a new conversation; drop {flag}.")
+            raise VibechatError(
+                f"--prompts-file and {flag} do not mix: each line of the file is a prompt "
+                f"and a new conversation; drop {flag}."
+            )
 
 
-def batch_main(path: str, plan: RunPlan, *, no_save: bool, raw: bool, show_stats: bool, reuse_prefix: bool = True,
-               show_thinking: bool = False) -> int:
+def batch_main(
+    path: str,
+    plan: RunPlan,
+    *,
+    no_save: bool,
+    raw: bool,
+    show_stats: bool,
+    reuse_prefix: bool = True,
+    show_thinking: bool = False,
+) -> int:
     """``vibechat run --prompts-file PATH`` as ``plan`` says (the model, the command's system
     prompt and parameters; each line may set its own)."""
     from ..backends import make_backend
@@ -269,13 +368,23 @@ def batch_main(path: str, plan: RunPlan, *, no_save: bool, raw: bool, show_stats
     try:
         _check_not_blank(prompts, source)
         if not no_save:
-            history = History().open()  # a read-only data dir fails here, in one line, before any work
+            history = (
+                History().open()
+            )  # a read-only data dir fails here, in one line, before any work
         # No KV snapshots: each line is a conversation of its own, which the run's prefix reuse
         # serves; a snapshot per line would churn the disk, and with --no-prefix-cache a restored
         # one would make a line's result depend on the lines (and runs) before it.
-        backend = make_backend(dataclasses.replace(plan.engine, kv_snapshot_cache_mib=0), pull=pull_with_progress)
-        options = BatchOptions(system=plan.system, params=plan.params, raw=raw, show_stats=show_stats,
-                               reuse_prefix=reuse_prefix, show_thinking=show_thinking)
+        backend = make_backend(
+            dataclasses.replace(plan.engine, kv_snapshot_cache_mib=0), pull=pull_with_progress
+        )
+        options = BatchOptions(
+            system=plan.system,
+            params=plan.params,
+            raw=raw,
+            show_stats=show_stats,
+            reuse_prefix=reuse_prefix,
+            show_thinking=show_thinking,
+        )
         return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)
     finally:
         if backend is not None:

@@ -15,20 +15,30 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo
 
 
-def limit_that_cut(params: SamplingParams, stats: GenerationStats, info: ModelInfo
-                   ) -> Literal["max_tokens", "context", "other"]:
+def limit_that_cut(
+    params: SamplingParams, stats: GenerationStats, info: ModelInfo
+) -> Literal["max_tokens", "context", "other"]:
     """Which limit ended a reply cut as ``length``: the reply's token limit (as used), the
     local context filling up, or another (a server's, one the engine set)."""
     limit = params.max_tokens  # as used (None: no limit; 0 asks for none too)
     if limit and stats.completion_tokens >= limit:
         return "max_tokens"
-    if not info.server and info.context_size and stats.prompt_tokens + stats.completion_tokens >= info.context_size - 1:
+    if (
+        not info.server
+        and info.context_size
+        and stats.prompt_tokens + stats.completion_tokens >= info.context_size - 1
+    ):
         return "context"
     return "other"
 
 
-def bound_line(done: GenerationDone, info: ModelInfo, params: SamplingParams, text: str,
-               fix_tokens: str = "--max-tokens") -> str | None:
+def bound_line(
+    done: GenerationDone,
+    info: ModelInfo,
+    params: SamplingParams,
+    text: str,
+    fix_tokens: str = "--max-tokens",
+) -> str | None:
     """The line for ``done`` when a bound cut it silently, else None. ``text``: the answer
     (without the thinking); ``fix_tokens``: the option to raise (``--prompts-file`` adds
     its line's ``max_tokens``)."""

@@ -20,9 +20,12 @@ if TYPE_CHECKING:
 
 def cache(
     clear: Annotated[bool, typer.Option("--clear", help="Delete every KV snapshot.")] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print JSON instead of text.")
+    ] = False,
 ) -> None:
     """Show the KV snapshots kept on disk (reopened conversations start from them), or --clear them."""
+
     def go() -> None:
         from vibechat.engine.llama.kv_files import snapshot_folder
 
@@ -61,8 +64,17 @@ def _show(folder: Path, limit_mib: int, json_output: bool) -> None:
 
     found = summary(folder)
     if json_output:
-        typer.echo(safe_json({"folder": str(folder), "files": found.files, "bytes": found.bytes,
-                              "limit_bytes": limit_mib << 20, "enabled": limit_mib > 0}))
+        typer.echo(
+            safe_json(
+                {
+                    "folder": str(folder),
+                    "files": found.files,
+                    "bytes": found.bytes,
+                    "limit_bytes": limit_mib << 20,
+                    "enabled": limit_mib > 0,
+                }
+            )
+        )
         return
     held = f"{found.files} file{'' if found.files == 1 else 's'}, {human_bytes(found.bytes)}"
     echo(f"KV snapshots: {folder}")
@@ -80,11 +92,21 @@ def _clear(folder: Path, json_output: bool) -> None:
 
     done = clear_snapshots(folder)
     if json_output:
-        typer.echo(safe_json({"folder": str(folder), "deleted_files": done.files, "deleted_bytes": done.bytes,
-                              "not_deleted": [{"name": name, "reason": why} for name, why in done.failed]}))
+        typer.echo(
+            safe_json(
+                {
+                    "folder": str(folder),
+                    "deleted_files": done.files,
+                    "deleted_bytes": done.bytes,
+                    "not_deleted": [{"name": name, "reason": why} for name, why in done.failed],
+                }
+            )
+        )
     else:
-        echo(f"Deleted {done.files} KV snapshot{'' if done.files == 1 else 's'} ({human_bytes(done.bytes)}) "
-             f"from {folder}.")
+        echo(
+            f"Deleted {done.files} KV snapshot{'' if done.files == 1 else 's'} ({human_bytes(done.bytes)}) "
+            f"from {folder}."
+        )
     if done.failed:
         _say_failed(done.failed, "")
         raise typer.Exit(1)
@@ -94,8 +116,11 @@ def _say_failed(failed: list[tuple[str, str]], why: str) -> None:
     """One stderr line: what could not be deleted, and the reason."""
     first, reason = failed[0]
     more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
-    echo(f"vibechat: could not delete {first} ({reason}){more}{' ' + why if why else ''}: check the folder's "
-         "permissions, or remove it by hand.", err=True)
+    echo(
+        f"vibechat: could not delete {first} ({reason}){more}{' ' + why if why else ''}: check the folder's "
+        "permissions, or remove it by hand.",
+        err=True,
+    )
 
 
 def register(app: typer.Typer) -> None:

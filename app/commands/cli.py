@@ -72,7 +72,12 @@ cli.add_typer(presets_app, name="presets")
 # of the same names, with the same options. Hidden: the command list stays short; the main
 # page's last line names them.
 OLLAMA_SHORTCUTS: dict[str, Callable[..., None]] = {
-    "list": models_list, "ls": models_list, "pull": models_pull, "show": models_show, "rm": models_rm}
+    "list": models_list,
+    "ls": models_list,
+    "pull": models_pull,
+    "show": models_show,
+    "rm": models_rm,
+}
 for _name, _command in OLLAMA_SHORTCUTS.items():
     cli.command(_name, hidden=True)(_command)
 
@@ -98,24 +103,54 @@ def _setup_logging(verbose: bool) -> None:
 @setting_options
 def main_callback(
     ctx: typer.Context,
-    version: Annotated[bool, typer.Option(
-        "--version", "-V", callback=print_version, is_eager=True, expose_value=False,
-        help="Print the versions of vibechat and llama-cpp-python, and whether this build can "
-             "offload to a GPU.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=print_version,
+            is_eager=True,
+            expose_value=False,
+            help="Print the versions of vibechat and llama-cpp-python, and whether this build can "
+            "offload to a GPU.",
+        ),
+    ] = False,
     # every setting's flag, from the settings table (options.py)
     flags: SettingFlags = SettingFlags.NONE,
     preset: PresetOpt = None,
-    verbose: Annotated[bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Log llama.cpp and vibechat details to stderr.")
+    ] = False,
     no_save: NoSaveOpt = False,
-    continue_: Annotated[bool, typer.Option(
-        "--continue", "-c", help="Open the chat on the latest saved conversation (its model, parameters and "
-                                 "KV snapshot).", rich_help_panel=HISTORY)] = False,
-    conversation: Annotated[int | None, typer.Option(
-        "--conversation", "--cid", metavar="ID", help="Open the chat on saved conversation ID ('vibechat "
-                                                      "history list').", min=1, rich_help_panel=HISTORY)] = None,
-    new: Annotated[bool, typer.Option(
-        "--new", help="Start a new chat, also when continue_last in the config opens the last one.",
-        rich_help_panel=HISTORY)] = False,
+    continue_: Annotated[
+        bool,
+        typer.Option(
+            "--continue",
+            "-c",
+            help="Open the chat on the latest saved conversation (its model, parameters and "
+            "KV snapshot).",
+            rich_help_panel=HISTORY,
+        ),
+    ] = False,
+    conversation: Annotated[
+        int | None,
+        typer.Option(
+            "--conversation",
+            "--cid",
+            metavar="ID",
+            help="Open the chat on saved conversation ID ('vibechat history list').",
+            min=1,
+            rich_help_panel=HISTORY,
+        ),
+    ] = None,
+    new: Annotated[
+        bool,
+        typer.Option(
+            "--new",
+            help="Start a new chat, also when continue_last in the config opens the last one.",
+            rich_help_panel=HISTORY,
+        ),
+    ] = False,
     mcp_config: McpConfigOpt = None,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
@@ -123,14 +158,27 @@ def main_callback(
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": flags.as_tuple()}
     if ctx.invoked_subcommand is not None:
-        chat_only = [flag for flag, given in (("--continue", continue_), ("--conversation", conversation is not None),
-                                              ("--new", new)) if given]
+        chat_only = [
+            flag
+            for flag, given in (
+                ("--continue", continue_),
+                ("--conversation", conversation is not None),
+                ("--new", new),
+            )
+            if given
+        ]
         if chat_only:  # `vibechat -c run ...`: it would be ignored without a word
             command, flag = ctx.invoked_subcommand, chat_only[0]
-            where = f" (for run, after it: vibechat run {flag} ...)" if command == "run" and flag != "--new" else ""
+            where = (
+                f" (for run, after it: vibechat run {flag} ...)"
+                if command == "run" and flag != "--new"
+                else ""
+            )
             raise click_exception("UsageError")(
                 f"{flag} before '{command}' opens the chat, which '{command}' does not: leave it "
-                f"out{where}.", ctx=ctx)
+                f"out{where}.",
+                ctx=ctx,
+            )
         return
     wanted = RunFlags(flags, preset)
 
@@ -144,14 +192,27 @@ def main_callback(
         plan.check()
         # --continue, --conversation ID or continue_last: picked as `run` picks, before the
         # screen opens
-        opening = plan.opening(no_save=no_save, new=new, continue_latest=continue_, conversation_id=conversation)
+        opening = plan.opening(
+            no_save=no_save, new=new, continue_latest=continue_, conversation_id=conversation
+        )
         plan, registry = opening.plan, None
         try:
-            registry, approval = chat_tools(plan.config, mcp_config)  # the chat asks before each call
-            return run_tui(engine=plan.engine, params=plan.params, system=plan.system, config=plan.loaded,
-                           save=not no_save, tools=registry, tool_policy=approval,
-                           tool_rounds=plan.config.tool_rounds, history=opening.history,
-                           open_conversation=opening.conversation_id, open_over=opening.over_saved)
+            registry, approval = chat_tools(
+                plan.config, mcp_config
+            )  # the chat asks before each call
+            return run_tui(
+                engine=plan.engine,
+                params=plan.params,
+                system=plan.system,
+                config=plan.loaded,
+                save=not no_save,
+                tools=registry,
+                tool_policy=approval,
+                tool_rounds=plan.config.tool_rounds,
+                history=opening.history,
+                open_conversation=opening.conversation_id,
+                open_over=opening.over_saved,
+            )
         finally:
             if registry is not None:
                 registry.close()
@@ -176,61 +237,120 @@ RUN_HELP = (
 @setting_options
 def run(
     ctx: typer.Context,
-    words: Annotated[list[str] | None, typer.Argument(
-        metavar="PROMPT", show_default=False,
-        help="The prompt, as with 'ollama run' (words are joined by spaces; '-' reads stdin).")] = None,
-    prompt: Annotated[str | None, typer.Option(
-        "--prompt", "-p", metavar="TEXT",
-        help="The prompt, as an option; '-' reads stdin (also read when piped and no prompt is "
-             "given).")] = None,
+    words: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="PROMPT",
+            show_default=False,
+            help="The prompt, as with 'ollama run' (words are joined by spaces; '-' reads stdin).",
+        ),
+    ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt",
+            "-p",
+            metavar="TEXT",
+            help="The prompt, as an option; '-' reads stdin (also read when piped and no prompt is "
+            "given).",
+        ),
+    ] = None,
     # every setting's flag, from the settings table (options.py)
     flags: SettingFlags = SettingFlags.NONE,
     preset: PresetOpt = None,
-    json_output: Annotated[bool, typer.Option(
-        "--json",
-        help="Print one JSON object (text, thinking, model, params, stats; completion_tokens "
-             "count the thinking too).")] = False,
-    show_thinking: Annotated[bool, typer.Option(
-        "--show-thinking", help="Show a reasoning model's thinking on stderr, between [thinking] and "
-                                "[end of thinking] lines (stdout carries the answer only).")] = False,
-    stats: Annotated[bool, typer.Option("--stats", help="Print timing statistics on stderr.")] = False,
-    raw: Annotated[bool, typer.Option(
-        "--raw", help="Do not strip terminal control sequences from the output.")] = False,
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object (text, thinking, model, params, stats; completion_tokens "
+            "count the thinking too).",
+        ),
+    ] = False,
+    show_thinking: Annotated[
+        bool,
+        typer.Option(
+            "--show-thinking",
+            help="Show a reasoning model's thinking on stderr, between [thinking] and "
+            "[end of thinking] lines (stdout carries the answer only).",
+        ),
+    ] = False,
+    stats: Annotated[
+        bool, typer.Option("--stats", help="Print timing statistics on stderr.")
+    ] = False,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Do not strip terminal control sequences from the output.")
+    ] = False,
     no_save: NoSaveOpt = False,
-    continue_: Annotated[bool, typer.Option(
-        "--continue", "-c", help="Add this prompt to the latest saved conversation.",
-        rich_help_panel=HISTORY)] = False,
-    conversation: Annotated[int | None, typer.Option(
-        "--conversation", "--cid", metavar="ID",
-        help="Add this prompt to saved conversation ID ('vibechat history list').",
-        min=1, rich_help_panel=HISTORY)] = None,
-    switch_model: Annotated[bool, typer.Option(
-        "--switch-model",
-        help="With --continue/--conversation: go on with the model and server this run names "
-             "(--model, --base-url, --backend, a preset's model) instead of the conversation's "
-             "own; without it a different one is refused.",
-        rich_help_panel=HISTORY)] = False,
-    prompts_file: Annotated[str | None, typer.Option(
-        "--prompts-file", metavar="FILE.jsonl",
-        help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per "
-             "line on stdout; exit 1 if any line failed.")] = None,
-    no_prefix_cache: Annotated[bool, typer.Option(
-        "--no-prefix-cache",
-        help="With --prompts-file: start every prompt from an empty KV cache instead of "
-             "reusing the prefix it shares with the previous one (slower; results then cannot "
-             "depend on line order).")] = False,
-    json_schema: Annotated[str | None, typer.Option(
-        "--json-schema", metavar="FILE|JSON",
-        help="Constrain the reply to JSON that follows this JSON Schema (a file, or inline "
-             "JSON; 'json': any JSON object). Local engine: llama.cpp's grammar sampler; remote: "
-             "response_format. A reply that --max-tokens or the context cuts before it is complete "
-             "exits with status 3.",
-        rich_help_panel=STRUCTURED)] = None,
-    grammar: Annotated[str | None, typer.Option(
-        "--grammar", metavar="FILE",
-        help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local "
-             "engine only. A reply that --max-tokens or the context cuts exits with status 3.",
-        rich_help_panel=STRUCTURED)] = None,
+    continue_: Annotated[
+        bool,
+        typer.Option(
+            "--continue",
+            "-c",
+            help="Add this prompt to the latest saved conversation.",
+            rich_help_panel=HISTORY,
+        ),
+    ] = False,
+    conversation: Annotated[
+        int | None,
+        typer.Option(
+            "--conversation",
+            "--cid",
+            metavar="ID",
+            help="Add this prompt to saved conversation ID ('vibechat history list').",
+            min=1,
+            rich_help_panel=HISTORY,
+        ),
+    ] = None,
+    switch_model: Annotated[
+        bool,
+        typer.Option(
+            "--switch-model",
+            help="With --continue/--conversation: go on with the model and server this run names "
+            "(--model, --base-url, --backend, a preset's model) instead of the conversation's "
+            "own; without it a different one is refused.",
+            rich_help_panel=HISTORY,
+        ),
+    ] = False,
+    prompts_file: Annotated[
+        str | None,
+        typer.Option(
+            "--prompts-file",
+            metavar="FILE.jsonl",
+            help="Run every prompt of a JSON Lines file ('-' reads stdin): one JSON result per "
+            "line on stdout; exit 1 if any line failed.",
+        ),
+    ] = None,
+    no_prefix_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-prefix-cache",
+            help="With --prompts-file: start every prompt from an empty KV cache instead of "
+            "reusing the prefix it shares with the previous one (slower; results then cannot "
+            "depend on line order).",
+        ),
+    ] = False,
+    json_schema: Annotated[
+        str | None,
+        typer.Option(
+            "--json-schema",
+            metavar="FILE|JSON",
+            help="Constrain the reply to JSON that follows this JSON Schema (a file, or inline "
+            "JSON; 'json': any JSON object). Local engine: llama.cpp's grammar sampler; remote: "
+            "response_format. A reply that --max-tokens or the context cuts before it is complete "
+            "exits with status 3.",
+            rich_help_panel=STRUCTURED,
+        ),
+    ] = None,
+    grammar: Annotated[
+        str | None,
+        typer.Option(
+            "--grammar",
+            metavar="FILE",
+            help="Constrain the reply to a GBNF grammar (llama.cpp's format; a 'root' rule). Local "
+            "engine only. A reply that --max-tokens or the context cuts exits with status 3.",
+            rich_help_panel=STRUCTURED,
+        ),
+    ] = None,
     allow_tool: AllowToolOpt = None,
     tool_choice: ToolChoiceOpt = None,
     mcp_config: McpConfigOpt = None,
@@ -259,16 +379,26 @@ def run(
         if prompts_file is not None:
             from .batch import batch_main, check_conflicts
 
-            check_conflicts(prompt=prompt, continue_latest=continue_, conversation_id=conversation,
-                            prompt_flag="PROMPT" if positional else "--prompt")
+            check_conflicts(
+                prompt=prompt,
+                continue_latest=continue_,
+                conversation_id=conversation,
+                prompt_flag="PROMPT" if positional else "--prompt",
+            )
             if switch_model:
-                raise VibechatError("--switch-model applies only with --continue or --conversation ID, not with "
-                                    "--prompts-file (each line is a new conversation): drop it.")
+                raise VibechatError(
+                    "--switch-model applies only with --continue or --conversation ID, not with "
+                    "--prompts-file (each line is a new conversation): drop it."
+                )
         elif no_prefix_cache:
-            raise VibechatError("--no-prefix-cache applies only with --prompts-file (one prompt always starts "
-                                "from an empty cache); drop it.")
+            raise VibechatError(
+                "--no-prefix-cache applies only with --prompts-file (one prompt always starts "
+                "from an empty cache); drop it."
+            )
         loaded = load_app_config()
-        for warning in loaded.warnings:  # unknown VIBECHAT_* variables: they set nothing, the run goes on
+        for (
+            warning
+        ) in loaded.warnings:  # unknown VIBECHAT_* variables: they set nothing, the run goes on
             echo(f"vibechat: warning: {warning}", err=True)
         if loaded.problem:
             raise ConfigError(loaded.problem)
@@ -277,19 +407,36 @@ def run(
         plan.check()
         # checked before any model loads
         plan = plan.with_output_format(structured_output(json_schema, grammar, plan.engine))
-        attachments = read_attachments(image, file, sys.stderr, batch=prompts_file is not None, failure=failure)
+        attachments = read_attachments(
+            image, file, sys.stderr, batch=prompts_file is not None, failure=failure
+        )
         if prompts_file is not None:  # many prompts: app/commands/batch.py
-            return batch_main(prompts_file, plan, no_save=not plan.saves(no_save, continuing=False), raw=raw,
-                              show_stats=stats, reuse_prefix=not no_prefix_cache, show_thinking=show_thinking)
-        plan = plan.open_conversation(no_save=no_save, continue_latest=continue_, conversation_id=conversation,
-                                      switch=switch_model)
+            return batch_main(
+                prompts_file,
+                plan,
+                no_save=not plan.saves(no_save, continuing=False),
+                raw=raw,
+                show_stats=stats,
+                reuse_prefix=not no_prefix_cache,
+                show_thinking=show_thinking,
+            )
+        plan = plan.open_conversation(
+            no_save=no_save,
+            continue_latest=continue_,
+            conversation_id=conversation,
+            switch=switch_model,
+        )
         chat = plan.chat
         assert chat is not None
         failure.conversation_id = chat.conversation_id
         given = read_prompt(prompt, sys.stdin)
-        choice = tool_choice if tool_choice is not None else plan.config.tool_choice  # flag > preset > config
+        choice = (
+            tool_choice if tool_choice is not None else plan.config.tool_choice
+        )  # flag > preset > config
         registry, approval = tools_for(plan.config, mcp_config, allow_tool, choice)
-        if registry is not None:  # a server that misbehaves: one line each (the details: the log file)
+        if (
+            registry is not None
+        ):  # a server that misbehaves: one line each (the details: the log file)
             registry.hear_problems(lambda line: echo(f"vibechat: {line}", err=True))
         try:
             backend = make_backend(plan.engine, pull=pull_with_progress)
@@ -298,11 +445,22 @@ def run(
                 registry.close()
             raise
         failure.model, failure.params = plan.engine.model, plan.params
-        request = RunRequest(prompt=given.text, stdin_chars=given.stdin_chars, system=plan.system, params=plan.params,
-                             json_output=json_output, show_stats=stats, raw=raw, show_thinking=show_thinking,
-                             tools=registry, allow_tool=approval.allowed, tool_choice=choice,
-                             verbose=bool((ctx.obj or {}).get("verbose")),
-                             tool_rounds=plan.config.tool_rounds, attachments=attachments)
+        request = RunRequest(
+            prompt=given.text,
+            stdin_chars=given.stdin_chars,
+            system=plan.system,
+            params=plan.params,
+            json_output=json_output,
+            show_stats=stats,
+            raw=raw,
+            show_thinking=show_thinking,
+            tools=registry,
+            allow_tool=approval.allowed,
+            tool_choice=choice,
+            verbose=bool((ctx.obj or {}).get("verbose")),
+            tool_rounds=plan.config.tool_rounds,
+            attachments=attachments,
+        )
         failure.request = request
         try:
             return execute(backend, request, sys.stdout, sys.stderr, chat)
@@ -318,7 +476,9 @@ def run(
         raise typer.Exit(code)
 
 
-cli.command("tools", help="List the MCP servers and their tools, and the built-in tools.")(tools_cmd)
+cli.command("tools", help="List the MCP servers and their tools, and the built-in tools.")(
+    tools_cmd
+)
 
 
 def main() -> None:
@@ -360,5 +520,7 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-if __name__ == "__main__":  # python -m vibechat.app.commands.cli (bench/bench_decode.py without a vibechat script)
+if (
+    __name__ == "__main__"
+):  # python -m vibechat.app.commands.cli (bench/bench_decode.py without a vibechat script)
     main()

@@ -26,11 +26,15 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     """The exception that ends a command with ``message`` on stderr and exit code ``code``."""
     import typer
 
-    echo(f"vibechat: error: {message}", err=True)  # messages quote outside text: sanitised, one line
+    echo(
+        f"vibechat: error: {message}", err=True
+    )  # messages quote outside text: sanitised, one line
     return typer.Exit(code)
 
 
-def guard(fn: Callable[[], T], on_failure: Callable[[BaseException, int], object] | None = None) -> T:
+def guard(
+    fn: Callable[[], T], on_failure: Callable[[BaseException, int], object] | None = None
+) -> T:
     """Run ``fn`` the way every command does: a VibechatError becomes a one-line message and
     exit code 1 (or the error's own ``exit_status``: 2 for a command-line error found late, such
     as ``run`` with no prompt), Ctrl-C exit code 130. ``on_failure(exc, exit_status)`` is told
@@ -72,8 +76,12 @@ def usage_message(exc: Any) -> str:
 # pydantic's error types (what Typer checks a typed option's value with) in our words
 _WHOLE = ("int_parsing", "int_type", "int_from_float", "int_parsing_size")
 _NUMBER = ("float_parsing", "float_type")
-_BOUNDS = {"greater_than_equal": ("ge", "at least"), "greater_than": ("gt", "more than"),
-           "less_than_equal": ("le", "at most"), "less_than": ("lt", "less than")}
+_BOUNDS = {
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "more than"),
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "less than"),
+}
 
 
 def _own_words(exc: Any) -> str | None:
@@ -87,7 +95,11 @@ def _own_words(exc: Any) -> str | None:
     except Exception:  # noqa: BLE001 - not pydantic's shape after all: click's words then
         return None
     opts = [opt for opt in getattr(param, "opts", ()) if opt.startswith("--")]
-    name = max(opts, key=len) if opts else str(getattr(param, "metavar", None) or param.name or "the value").upper()
+    name = (
+        max(opts, key=len)
+        if opts
+        else str(getattr(param, "metavar", None) or param.name or "the value").upper()
+    )
     got = str(error.get("input"))
     got = plain(got if len(got) <= 40 else got[:39] + "…")
     kind = error.get("type")
@@ -110,12 +122,16 @@ def usage_json(exc: Any, message: str, argv: list[str]) -> None:
     ctx = getattr(exc, "ctx", None)
     if ctx is None or ctx.info_name != "run" or ctx.parent is None or ctx.parent.parent is not None:
         return
-    args = argv[:argv.index("--")] if "--" in argv else argv
-    if "--json" in args or any(a == "--prompts-file" or a.startswith("--prompts-file=") for a in args):
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    if "--json" in args or any(
+        a == "--prompts-file" or a.startswith("--prompts-file=") for a in args
+    ):
         from ..report import RunResult, error_object
 
         try:
-            sys.stdout.write(safe_json(RunResult(error=error_object(message, "usage", 2)).to_json()) + "\n")
+            sys.stdout.write(
+                safe_json(RunResult(error=error_object(message, "usage", 2)).to_json()) + "\n"
+            )
             sys.stdout.flush()
         except (BrokenPipeError, ValueError):
             quiet_stdout()
@@ -150,10 +166,14 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
-LAST_COLUMN_MIN = 16  # a table's last column keeps this many columns on a terminal before others wrap
+LAST_COLUMN_MIN = (
+    16  # a table's last column keeps this many columns on a terminal before others wrap
+)
 
 
-def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set[int] = frozenset()) -> None:
+def table(
+    columns: list[str], rows: list[list[str]], right: frozenset[int] | set[int] = frozenset()
+) -> None:
     """Print a borderless table. Cells are plain text (never Rich markup) with terminal
     control sequences stripped, each on one line (a line break or tab in a title is a
     space). On a terminal, long cells fold to fit its width; piped or redirected, a row is
@@ -169,18 +189,24 @@ def table(columns: list[str], rows: list[list[str]], right: frozenset[int] | set
     terminal = sys.stdout.isatty()
     grid = Table(box=None, pad_edge=False, header_style="bold")
     for i, column in enumerate(columns):
-        grid.add_column(column, justify="right" if i in right else "left", overflow="fold", no_wrap=not terminal)
+        grid.add_column(
+            column, justify="right" if i in right else "left", overflow="fold", no_wrap=not terminal
+        )
     for row in cells:
         grid.add_row(*(Text(cell) for cell in row))
     # The widest cell of each column (and a two-space gap between columns).
-    widths = [max([cell_len(column), *(cell_len(row[i]) for row in cells if i < len(row))])
-              for i, column in enumerate(columns)]
+    widths = [
+        max([cell_len(column), *(cell_len(row[i]) for row in cells if i < len(row))])
+        for i, column in enumerate(columns)
+    ]
     if terminal:
         console = Console(soft_wrap=False)
         if sum(widths[:-1]) + 2 * (len(widths) - 1) + LAST_COLUMN_MIN <= console.width:
             # Every column but the last as wide as its widest cell; the last (a title) wraps
             # between words in the rest: no name or date is broken inside.
-            for fixed, width in zip(grid.columns[:-1], widths, strict=False):  # the last column wraps
+            for fixed, width in zip(
+                grid.columns[:-1], widths, strict=False
+            ):  # the last column wraps
                 fixed.width = width
         console.print(grid)
         return

@@ -30,17 +30,26 @@ if TYPE_CHECKING:
     from vibechat.engine.settings.config import ConfigProblem
     from vibechat.engine.settings.setting import Setting
 
-config_app = typer.Typer(help="Show, locate, check and edit the config file (config.toml).", no_args_is_help=True,
-                         context_settings={"help_option_names": ["-h", "--help"]})
+config_app = typer.Typer(
+    help="Show, locate, check and edit the config file (config.toml).",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 FALLBACK_EDITORS = ("sensible-editor", "editor", "nano", "vim", "vi")
 
 
 @config_app.command()
-def path(every: Annotated[bool, typer.Option(
-        "--all", help="Every folder vibechat writes to (settings, conversations, models, the starter's "
-                      "cache, crash reports), one 'what<TAB>path' a line: what to delete to uninstall.")] = False,
-         ) -> None:
+def path(
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Every folder vibechat writes to (settings, conversations, models, the starter's "
+            "cache, crash reports), one 'what<TAB>path' a line: what to delete to uninstall.",
+        ),
+    ] = False,
+) -> None:
     """Print the config file's path ($VIBECHAT_CONFIG moves it); --all: every folder vibechat uses."""
     from vibechat.engine.paths import cache_dir, config_dir, crash_dir, data_dir
     from vibechat.engine.settings.config import config_path, models_dir
@@ -48,8 +57,14 @@ def path(every: Annotated[bool, typer.Option(
     if not every:
         typer.echo(str(config_path()))
         return
-    rows = (("config", config_path()), ("config folder", config_dir()), ("data folder", data_dir()),
-            ("models", models_dir()), ("cache", cache_dir()), ("crash reports", crash_dir()))
+    rows = (
+        ("config", config_path()),
+        ("config folder", config_dir()),
+        ("data folder", data_dir()),
+        ("models", models_dir()),
+        ("cache", cache_dir()),
+        ("crash reports", crash_dir()),
+    )
     for what, where in rows:
         typer.echo(f"{what}\t{where}")
 
@@ -75,11 +90,14 @@ def _value_text(key: str, value: Any, setting: Setting | None) -> str:
 @config_app.command()
 def show(
     ctx: typer.Context,
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON: every value and its source.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print JSON: every value and its source.")
+    ] = False,
 ) -> None:
     """Print every setting in effect and where it comes from: default, file (line), env or flag.
 
     Flags given before the command count too: `vibechat -t 0.2 config show`."""
+
     def go() -> None:
         from ..appconfig import load_app_config
         from ..options import with_flags
@@ -96,8 +114,13 @@ def show(
                 "problem": loaded.problem,
                 "problems": [str(p) for p in loaded.problems],
                 "left_out": "file" if loaded.file_problem else list(loaded.left_out),
-                "settings": {key: {"value": str(value) if isinstance(value, Path) else value, **origin.to_dict()}
-                             for key, value, origin in rows},
+                "settings": {
+                    key: {
+                        "value": str(value) if isinstance(value, Path) else value,
+                        **origin.to_dict(),
+                    }
+                    for key, value, origin in rows
+                },
             }
             typer.echo(safe_json(data, indent=2))
             return
@@ -106,13 +129,20 @@ def show(
         for problem in loaded.problems:  # quotes the file's own text: sanitised by echo
             echo(f"problem: {problem}")
         if loaded.file_problem:
-            typer.echo("(the values below are in effect: the whole file is left out until it is fixed)")
+            typer.echo(
+                "(the values below are in effect: the whole file is left out until it is fixed)"
+            )
         elif loaded.left_out:
             echo(f"(the values below are in effect: they leave out {', '.join(loaded.left_out)})")
         typer.echo("")
         by_key = loaded.schema.by_key
-        table(["setting", "value", "source"], [[key, _value_text(key, value, by_key.get(key)), str(origin)]
-                                              for key, value, origin in rows])
+        table(
+            ["setting", "value", "source"],
+            [
+                [key, _value_text(key, value, by_key.get(key)), str(origin)]
+                for key, value, origin in rows
+            ],
+        )
 
     guard(go)
 
@@ -127,8 +157,10 @@ def find_editor() -> list[str]:
             except ValueError as exc:  # an unclosed quote: EDITOR='vim "x'
                 from vibechat.engine.errors import ConfigError
 
-                raise ConfigError(f"{var} cannot be read as a command ({exc}: {value!r}): fix the quoting, "
-                                  f"e.g. export {var}=nano.") from None
+                raise ConfigError(
+                    f"{var} cannot be read as a command ({exc}: {value!r}): fix the quoting, "
+                    f"e.g. export {var}=nano."
+                ) from None
     candidates = ("notepad",) if os.name == "nt" else FALLBACK_EDITORS
     for name in candidates:
         found = shutil.which(name)
@@ -140,6 +172,7 @@ def find_editor() -> list[str]:
 @config_app.command()
 def edit() -> None:
     """Open the config file in $VISUAL / $EDITOR, then check it (creates a documented template first)."""
+
     def go() -> int:
         from vibechat.engine.errors import ConfigError
         from vibechat.engine.settings.config import config_file_problems, config_path
@@ -150,17 +183,22 @@ def edit() -> None:
         target = config_path()
         editor = find_editor()
         if not editor:
-            raise ConfigError(f"no editor found: set EDITOR (e.g. export EDITOR=nano), or edit {target} by hand.")
+            raise ConfigError(
+                f"no editor found: set EDITOR (e.g. export EDITOR=nano), or edit {target} by hand."
+            )
         if write_template(target, APP_SCHEMA):
             typer.echo(f"Created {target} (every setting documented, all commented out).", err=True)
         try:
             code = subprocess.call([*editor, str(target)])
         except OSError as exc:
-            raise ConfigError(f"could not start the editor {editor[0]!r} ({exc.strerror or exc}): "
-                              "set VISUAL or EDITOR to one that works.") from None
+            raise ConfigError(
+                f"could not start the editor {editor[0]!r} ({exc.strerror or exc}): "
+                "set VISUAL or EDITOR to one that works."
+            ) from None
         if code != 0:
-            raise ConfigError(f"the editor {editor[0]!r} exited with status {code}; "
-                              f"{target} was not checked.")
+            raise ConfigError(
+                f"the editor {editor[0]!r} exited with status {code}; {target} was not checked."
+            )
         report_problems(config_file_problems(target, APP_SCHEMA))
         typer.echo(f"{target}: OK", err=True)
         return 0
@@ -183,6 +221,7 @@ def report_problems(problems: Sequence[ConfigProblem]) -> None:
 def check() -> None:
     """Check the config file and the VIBECHAT_* variables: every problem, one line each on stderr
     (exit 1), else 'OK'. Unknown variables are named too; they change nothing, so they alone pass."""
+
     def go() -> int:
         from ..appconfig import load_app_config
 

@@ -20,12 +20,17 @@ import typer
 
 from .clitools import echo, guard, plain, safe_json, table
 
-history_app = typer.Typer(help="List, show, search, export and delete saved conversations.",
-                          no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+history_app = typer.Typer(
+    help="List, show, search, export and delete saved conversations.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 SOURCE_CHOICES = ["chat", "run", "batch", "all"]  # engine/chat/history.py's SOURCES, and all
-IdArg = Annotated[int, typer.Argument(metavar="ID", help="A conversation id from 'vibechat history list'.", min=1)]
+IdArg = Annotated[
+    int, typer.Argument(metavar="ID", help="A conversation id from 'vibechat history list'.", min=1)
+]
 
 
 def _open(*, reading: bool = True):
@@ -44,7 +49,11 @@ def _when(stamp: str) -> str:
     """An ISO timestamp shown in local time, to the minute."""
 
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone().strftime("%Y-%m-%d %H:%M")
+        return (
+            datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            .astimezone()
+            .strftime("%Y-%m-%d %H:%M")
+        )
     except ValueError:
         return stamp
 
@@ -56,19 +65,30 @@ def _emit_json(data: object) -> None:
 @history_app.command("list")
 def list_(
     ctx: typer.Context,
-    limit: Annotated[int | None, typer.Option(
-        "--limit", "-n", metavar="N", help="Show at most this many.", min=1)] = None,
-    source: Annotated[str, typer.Option(
-        "--source", "-s", metavar="SOURCE",
-        help="Only conversations from: chat (the chat), run ('vibechat run'), batch (--prompts-file) or "
-             "all.")] = "all",
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", "-n", metavar="N", help="Show at most this many.", min=1),
+    ] = None,
+    source: Annotated[
+        str,
+        typer.Option(
+            "--source",
+            "-s",
+            metavar="SOURCE",
+            help="Only conversations from: chat (the chat), run ('vibechat run'), batch (--prompts-file) or "
+            "all.",
+        ),
+    ] = "all",
     json_output: JsonOpt = False,
 ) -> None:
     """Saved conversations, most recently active first (a rename does not move one)."""
     wanted = source.strip().lower()
     if wanted not in SOURCE_CHOICES:  # a usage error (exit 2), like any bad option value
-        raise typer.BadParameter(f"unknown source {source!r}: use {', '.join(SOURCE_CHOICES)}.", ctx=ctx,
-                                 param_hint="'--source'")
+        raise typer.BadParameter(
+            f"unknown source {source!r}: use {', '.join(SOURCE_CHOICES)}.",
+            ctx=ctx,
+            param_hint="'--source'",
+        )
 
     def go() -> None:
         with _open() as history:
@@ -78,12 +98,21 @@ def list_(
             return
         if not found:
             if wanted != "all":
-                typer.echo(f"No saved conversations from {wanted}: 'vibechat history list' shows all.", err=True)
+                typer.echo(
+                    f"No saved conversations from {wanted}: 'vibechat history list' shows all.",
+                    err=True,
+                )
                 return
-            typer.echo("No saved conversations yet: chat in 'vibechat' or ask with 'vibechat run'.", err=True)
+            typer.echo(
+                "No saved conversations yet: chat in 'vibechat' or ask with 'vibechat run'.",
+                err=True,
+            )
             return
-        table(["id", "updated", "source", "model", "title"],
-              [[str(c.id), _when(c.updated), c.source, c.model or "", c.title] for c in found], right={0})
+        table(
+            ["id", "updated", "source", "model", "title"],
+            [[str(c.id), _when(c.updated), c.source, c.model or "", c.title] for c in found],
+            right={0},
+        )
 
     guard(go)
 
@@ -93,6 +122,7 @@ def show(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
     """One conversation: the branch last on screen as Markdown (a message with other versions, a
     regenerated reply or an edited prompt, says "version 2 of 3"); --json carries every branch
     (``tree``, each message with its ``parent_id``)."""
+
     def go() -> None:
         from vibechat.engine.sanitize import sanitize
 
@@ -109,10 +139,13 @@ def show(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
 @history_app.command()
 def search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(
-        metavar="QUERY", help="Words to find in any message (all must appear).")],
-    limit: Annotated[int, typer.Option(
-        "--limit", "-n", metavar="N", help="Show at most this many matches.", min=1)] = 20,
+    query: Annotated[
+        str, typer.Argument(metavar="QUERY", help="Words to find in any message (all must appear).")
+    ],
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", metavar="N", help="Show at most this many matches.", min=1),
+    ] = 20,
     json_output: JsonOpt = False,
 ) -> None:
     """Full-text search across every saved message (what was said: a reasoning model's thinking is
@@ -120,8 +153,11 @@ def search(
     from vibechat.engine.chat.records import fts_query
 
     if fts_query(query) is None:  # nothing to look for: a usage error, like a missing argument
-        raise typer.BadParameter(f"no word to search for in {query!r}: give at least one word.", ctx=ctx,
-                                 param_hint="'QUERY'")
+        raise typer.BadParameter(
+            f"no word to search for in {query!r}: give at least one word.",
+            ctx=ctx,
+            param_hint="'QUERY'",
+        )
 
     def go() -> None:
         from vibechat.engine.chat.records import HIT_END, HIT_START
@@ -129,15 +165,32 @@ def search(
         with _open() as history:
             hits = history.search(query, limit=limit)
         if json_output:
-            _emit_json([{**h.to_dict(), "snippet": h.snippet.replace(HIT_START, "").replace(HIT_END, "")}
-                        for h in hits])
+            _emit_json(
+                [
+                    {
+                        **h.to_dict(),
+                        "snippet": h.snippet.replace(HIT_START, "").replace(HIT_END, ""),
+                    }
+                    for h in hits
+                ]
+            )
             return
         if not hits:
             echo(f"No message matches {query!r}.", err=True)
             return
-        table(["id", "title", "role", "match"],
-              [[str(h.conversation_id), h.title, h.role, h.snippet.replace(HIT_START, "«").replace(HIT_END, "»")]
-               for h in hits], right={0})
+        table(
+            ["id", "title", "role", "match"],
+            [
+                [
+                    str(h.conversation_id),
+                    h.title,
+                    h.role,
+                    h.snippet.replace(HIT_START, "«").replace(HIT_END, "»"),
+                ]
+                for h in hits
+            ],
+            right={0},
+        )
 
     guard(go)
 
@@ -145,14 +198,31 @@ def search(
 @history_app.command()
 def export(
     conversation_id: IdArg,
-    format_: Annotated[str | None, typer.Option(
-        "--format", "-f", metavar="FORMAT",
-        help="md (Markdown) or json; default: json for an -o file ending in .json, else Markdown.")] = None,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", metavar="FILE", help="Write to this file instead of stdout.", dir_okay=False)] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file if it exists.")] = False,
+    format_: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            metavar="FORMAT",
+            help="md (Markdown) or json; default: json for an -o file ending in .json, else Markdown.",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write to this file instead of stdout.",
+            dir_okay=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite the -o file if it exists.")
+    ] = False,
 ) -> None:
     """Write one conversation as Markdown or JSON."""
+
     def go() -> None:
         from vibechat.engine.chat.export import write_export
         from vibechat.engine.errors import VibechatError
@@ -165,24 +235,33 @@ def export(
             if kind in ("markdown",):
                 kind = "md"
             if kind not in ("md", "json"):
-                raise VibechatError(f"unknown export format {format_!r}: use --format md or --format json.")
+                raise VibechatError(
+                    f"unknown export format {format_!r}: use --format md or --format json."
+                )
         with _open() as history:
             conversation = history.get(conversation_id)
         # The same text on stdout and in a file: Markdown sanitised, JSON with controls escaped.
-        text = (sanitize(conversation.to_markdown()) if kind == "md"
-                else safe_json(conversation.to_dict(), indent=2) + "\n")
+        text = (
+            sanitize(conversation.to_markdown())
+            if kind == "md"
+            else safe_json(conversation.to_dict(), indent=2) + "\n"
+        )
         if output is None:
             echo(text, nl=False)
             return
         try:  # whole or not at all: a full disk leaves the old file (or none), never a part
             write_export(output, text, overwrite=force)
         except FileExistsError:
-            raise VibechatError(f"{output} already exists: pass --force to overwrite it, or choose another "
-                                "file with -o.") from None
+            raise VibechatError(
+                f"{output} already exists: pass --force to overwrite it, or choose another "
+                "file with -o."
+            ) from None
         except OSError as exc:
             raise VibechatError(f"cannot write {output}: {exc.strerror or exc}.") from None
-        echo(f"Wrote conversation {conversation_id} to {output} ({'JSON' if kind == 'json' else 'Markdown'}).",
-             err=True)
+        echo(
+            f"Wrote conversation {conversation_id} to {output} ({'JSON' if kind == 'json' else 'Markdown'}).",
+            err=True,
+        )
 
     guard(go)
 
@@ -191,6 +270,7 @@ def export(
 def fork(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
     """Copy the branch last on screen of a conversation into a new conversation (the original
     keeps every branch); prints the new conversation's id."""
+
     def go() -> None:
         with _open(reading=False) as history:
             stored = history.get(conversation_id)
@@ -202,16 +282,21 @@ def fork(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
         if json_output:
             _emit_json({"id": new, "forked_from": conversation_id})
         else:
-            typer.echo(f"Forked conversation {conversation_id} into {new}: vibechat run --conversation {new} "
-                       "goes on with it.")
+            typer.echo(
+                f"Forked conversation {conversation_id} into {new}: vibechat run --conversation {new} "
+                "goes on with it."
+            )
 
     guard(go)
 
 
 @history_app.command()
-def rm(conversation_id: IdArg,
-       yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False) -> None:
+def rm(
+    conversation_id: IdArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
     """Delete one conversation and its messages (asks first)."""
+
     def go() -> None:
         from vibechat.engine.errors import VibechatError
 
@@ -219,12 +304,19 @@ def rm(conversation_id: IdArg,
             conversation = history.get(conversation_id)
             if not yes:
                 if not sys.stdin.isatty():
-                    raise VibechatError(f"not deleting conversation {conversation_id} without confirmation "
-                                        "(stdin is not a terminal, so vibechat cannot ask): pass --yes.")
-                title = plain(conversation.title)  # outside text, quoted for people (not as a Python repr)
+                    raise VibechatError(
+                        f"not deleting conversation {conversation_id} without confirmation "
+                        "(stdin is not a terminal, so vibechat cannot ask): pass --yes."
+                    )
+                title = plain(
+                    conversation.title
+                )  # outside text, quoted for people (not as a Python repr)
                 count = len(conversation.messages)
-                if not typer.confirm(f"Delete conversation {conversation_id} (\u201c{title}\u201d, "
-                                     f"{count} message{'' if count == 1 else 's'})?", default=False):
+                if not typer.confirm(
+                    f"Delete conversation {conversation_id} (\u201c{title}\u201d, "
+                    f"{count} message{'' if count == 1 else 's'})?",
+                    default=False,
+                ):
                     typer.echo("Kept.", err=True)
                     return
             history.delete(conversation_id)

@@ -46,8 +46,10 @@ class CtrlC:
 
     @contextmanager
     def installed(self) -> Iterator[CtrlC]:
-        usable = (threading.current_thread() is threading.main_thread()
-                  and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        usable = (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        )
         if not usable:  # SIGINT ignored (a background job), or not the main thread
             yield self
             return

@@ -21,22 +21,34 @@ from .clitools import plain as _plain
 from .clitools import safe_json
 from .clitools import table as _table
 
-models_app = typer.Typer(help="Find, download, list, inspect and remove GGUF models.", no_args_is_help=True,
-                         context_settings={"help_option_names": ["-h", "--help"]})
+models_app = typer.Typer(
+    help="Find, download, list, inspect and remove GGUF models.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-RevisionOpt = Annotated[str | None, typer.Option("--revision", metavar="REV", help="A branch, tag or commit.")]
+RevisionOpt = Annotated[
+    str | None, typer.Option("--revision", metavar="REV", help="A branch, tag or commit.")
+]
 
 
 @models_app.command()
 def search(
-    query: Annotated[str, typer.Argument(
-        metavar="QUERY", help="Text to look for in repo names, e.g. 'llama 3.2 1b'.")],
-    limit: Annotated[int, typer.Option(
-        "--limit", "-n", metavar="N", help="How many repos to show.", min=1, max=200)] = 20,
+    query: Annotated[
+        str,
+        typer.Argument(
+            metavar="QUERY", help="Text to look for in repo names, e.g. 'llama 3.2 1b'."
+        ),
+    ],
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", metavar="N", help="How many repos to show.", min=1, max=200),
+    ] = 20,
     json_output: JsonOpt = False,
 ) -> None:
     """Search the Hugging Face Hub for GGUF repos, most downloaded first."""
+
     def go() -> None:
         from vibechat.engine.models.hub import Hub
 
@@ -47,22 +59,38 @@ def search(
         if not found:
             _echo(f"No GGUF repos match {query!r}.", err=True)
             return
-        _table(["repo", "downloads", "likes", "updated"],
-               [[m.id + (" (gated)" if m.gated else ""), f"{m.downloads:,}", f"{m.likes:,}",
-                 (m.updated or "")[:10]] for m in found], right={1, 2})
-        typer.echo("\nSee a repo's files: vibechat models files OWNER/REPO · download: vibechat models pull OWNER/REPO",
-                   err=True)
+        _table(
+            ["repo", "downloads", "likes", "updated"],
+            [
+                [
+                    m.id + (" (gated)" if m.gated else ""),
+                    f"{m.downloads:,}",
+                    f"{m.likes:,}",
+                    (m.updated or "")[:10],
+                ]
+                for m in found
+            ],
+            right={1, 2},
+        )
+        typer.echo(
+            "\nSee a repo's files: vibechat models files OWNER/REPO · download: vibechat models pull OWNER/REPO",
+            err=True,
+        )
 
     _guard(go)
 
 
 @models_app.command()
 def files(
-    repo: Annotated[str, typer.Argument(metavar="REPO", help="A repo, e.g. bartowski/Llama-3.2-1B-Instruct-GGUF.")],
+    repo: Annotated[
+        str,
+        typer.Argument(metavar="REPO", help="A repo, e.g. bartowski/Llama-3.2-1B-Instruct-GGUF."),
+    ],
     revision: RevisionOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """A repo's GGUF models by quantization, with sizes and whether each fits in memory."""
+
     def go() -> None:
         from vibechat.engine.errors import ModelRefError
         from vibechat.engine.models.fit import memory_fit
@@ -73,29 +101,60 @@ def files(
         if ref is None:
             raise ModelRefError(f"{repo!r} is not a repo id: use OWNER/REPO.")
         listing = Hub().listing(ref.repo, revision)
-        options = sorted(listing.options, key=lambda o: o.size)  # smallest first, as users scan them
+        options = sorted(
+            listing.options, key=lambda o: o.size
+        )  # smallest first, as users scan them
         default = pick_quant(listing.options, None, ref.repo) if options else None
         fit = memory_fit()
         rows: list[dict[str, Any]] = [
-            {"quant": o.label, "size": o.size, "files": [f.path for f in o.files],
-             "default": default is not None and o.files == default.files, "fits": fit(o.size)} for o in options]
+            {
+                "quant": o.label,
+                "size": o.size,
+                "files": [f.path for f in o.files],
+                "default": default is not None and o.files == default.files,
+                "fits": fit(o.size),
+            }
+            for o in options
+        ]
         # A vision model's projector: pulled with the model chosen (the default's is shown).
         projector = listing.projector_for(default) if default is not None else None
         if json_output:
-            typer.echo(safe_json({"repo": ref.repo, "revision": listing.revision, "models": rows,
-                                  "projector": {"file": projector.path, "size": projector.size} if projector else None},
-                                 indent=2))
+            typer.echo(
+                safe_json(
+                    {
+                        "repo": ref.repo,
+                        "revision": listing.revision,
+                        "models": rows,
+                        "projector": {"file": projector.path, "size": projector.size}
+                        if projector
+                        else None,
+                    },
+                    indent=2,
+                )
+            )
             return
         if not rows:
             _echo(f"{ref.repo} has no GGUF model files.", err=True)
             return
-        _table(["quant", "size", "fits", "file"],
-               [[r["quant"] + (" *" if r["default"] else ""), human_size(r["size"]), r["fits"],
-                 r["files"][0] + (f" (+{len(r['files']) - 1} more)" if len(r["files"]) > 1 else "")]
-                for r in rows], right={1})
+        _table(
+            ["quant", "size", "fits", "file"],
+            [
+                [
+                    r["quant"] + (" *" if r["default"] else ""),
+                    human_size(r["size"]),
+                    r["fits"],
+                    r["files"][0]
+                    + (f" (+{len(r['files']) - 1} more)" if len(r["files"]) > 1 else ""),
+                ]
+                for r in rows
+            ],
+            right={1},
+        )
         if projector is not None:
-            _echo(f"\nA vision model: its projector {projector.path} ({human_size(projector.size)}) is pulled with it.",
-                  err=True)
+            _echo(
+                f"\nA vision model: its projector {projector.path} ({human_size(projector.size)}) is pulled with it.",
+                err=True,
+            )
         _echo(f"\n* the default · download: vibechat models pull {ref.repo}:QUANT", err=True)
 
     _guard(go)
@@ -103,13 +162,18 @@ def files(
 
 @models_app.command("pull")
 def pull_cmd(
-    ref: Annotated[str, typer.Argument(metavar="REF", help="OWNER/REPO, OWNER/REPO:QUANT or OWNER/REPO/FILE.gguf.")],
+    ref: Annotated[
+        str,
+        typer.Argument(metavar="REF", help="OWNER/REPO, OWNER/REPO:QUANT or OWNER/REPO/FILE.gguf."),
+    ],
     revision: RevisionOpt = None,
 ) -> None:
     """Download a model (resumes an interrupted download; verifies its sha256)."""
     model = _guard(lambda: pull_with_progress(ref, revision))
     _echo(f"{model.name}  {human_size(model.size)}  {model.path}")
-    if model.projector is not None:  # a vision model: its projector came with it (--mmproj auto finds it)
+    if (
+        model.projector is not None
+    ):  # a vision model: its projector came with it (--mmproj auto finds it)
         try:
             size = human_size(model.projector.stat().st_size) + "  "
         except OSError:
@@ -120,6 +184,7 @@ def pull_cmd(
 @models_app.command("list")
 def list_cmd(json_output: JsonOpt = False) -> None:
     """Models on this machine: vibechat's, the starter, and other tools' (read-only)."""
+
     def go() -> None:
         from vibechat.engine.models.resolve import all_models
 
@@ -127,16 +192,24 @@ def list_cmd(json_output: JsonOpt = False) -> None:
         if json_output:
             typer.echo(safe_json([m.to_dict() for m in models], indent=2))
             return
-        _table(["name", "quant", "size", "source"],
-               [[m.name, m.quant, human_size(m.size), m.source] for m in models], right={2})
+        _table(
+            ["name", "quant", "size", "source"],
+            [[m.name, m.quant, human_size(m.size), m.source] for m in models],
+            right={2},
+        )
 
     _guard(go)
 
 
 @models_app.command("show")
-def show(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list', or a path.")],
-         json_output: JsonOpt = False) -> None:
+def show(
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list', or a path.")
+    ],
+    json_output: JsonOpt = False,
+) -> None:
     """What a model file says about itself: architecture, context, quantization, template."""
+
     def go() -> None:
         from vibechat.engine.models.gguf import inspect_gguf
         from vibechat.engine.models.local_model import LocalModel
@@ -149,33 +222,46 @@ def show(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from '
         model: LocalModel | None = None
         unpacked = True
         if not path.exists():
-            looks_like_path = path.suffix.lower() == ".gguf" or name.startswith((".", "/", "~", "\\"))
+            looks_like_path = path.suffix.lower() == ".gguf" or name.startswith(
+                (".", "/", "~", "\\")
+            )
             if looks_like_path and parse_hub_ref(name) is None:
                 inspect_gguf(path)  # a path, as with 'run --model': says the file does not exist
             model = find_model(name)
             path = model.path
         if model is not None and model.source == "starter" and not path.exists():
-            header = starter_header()  # read from the package: the 250 MB file is unpacked on first use only
+            header = (
+                starter_header()
+            )  # read from the package: the 250 MB file is unpacked on first use only
             unpacked = False
         else:
             header = inspect_gguf(path)
         size = header.file_size if model is None or not unpacked else model.size
         choice = _prompt_choice(header)
         data = {
-            "name": model.name if model else path.name, "path": str(path),
-            "architecture": header.architecture, "context_length": header.context_length,
-            "quant": header.quantization, "chat_template": header.chat_template is not None,
-            "prompt_format": prompt_format_name(choice.name), "prompt_format_reason": choice.reason,
-            "size": size, "layers": header.block_count,
-            "source": model.source if model else "file", "repo": model.repo if model else None,
+            "name": model.name if model else path.name,
+            "path": str(path),
+            "architecture": header.architecture,
+            "context_length": header.context_length,
+            "quant": header.quantization,
+            "chat_template": header.chat_template is not None,
+            "prompt_format": prompt_format_name(choice.name),
+            "prompt_format_reason": choice.reason,
+            "size": size,
+            "layers": header.block_count,
+            "source": model.source if model else "file",
+            "repo": model.repo if model else None,
             "sha256": model.sha256 if model else None,
             "projector": _projector_of(path) if unpacked else None,
         }
         if json_output:
             typer.echo(safe_json(data, indent=2))
             return
-        labels = {"context_length": "context length", "chat_template": "chat template",
-                  "prompt_format": "prompt format"}
+        labels = {
+            "context_length": "context length",
+            "chat_template": "chat template",
+            "prompt_format": "prompt format",
+        }
         for key, value in data.items():
             if key == "size":
                 value = human_size(size)
@@ -209,8 +295,14 @@ def _prompt_choice(header):
 
     config = load_app_config()
     setting = config.config.prompt_format if not config.problem else None
-    choice = choose_template(header.chat_template, header.architecture, lambda token: False, header.metadata,
-                             header.path.name, *([setting] if setting else []))
+    choice = choose_template(
+        header.chat_template,
+        header.architecture,
+        lambda token: False,
+        header.metadata,
+        header.path.name,
+        *([setting] if setting else []),
+    )
     return choice
 
 
@@ -224,10 +316,15 @@ def _projector_of(path) -> str | None:
 
 
 @models_app.command()
-def rm(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list'.")],
-       yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False) -> None:
+def rm(
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="A name from 'vibechat models list'.")
+    ],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
     """Delete one of vibechat's downloaded models (asks first); a file opened by path (file:NAME) is only
     taken off the list."""
+
     def go() -> None:
         from vibechat.engine.errors import VibechatError
         from vibechat.engine.models.resolve import find_model
@@ -238,15 +335,21 @@ def rm(name: Annotated[str, typer.Argument(metavar="NAME", help="A name from 'vi
             from vibechat.engine.models.opened import forget
 
             forget(model.path)
-            _echo(f"Forgot {model.name}: it is no longer listed; the file itself stays ({model.path}).")
+            _echo(
+                f"Forgot {model.name}: it is no longer listed; the file itself stays ({model.path})."
+            )
             return
         check_removable(model)
         if not yes:
             if not sys.stdin.isatty():
-                raise VibechatError(f"not deleting {model.name} without confirmation (stdin is not a terminal, "
-                                    "so vibechat cannot ask): pass --yes.")
-            if not typer.confirm(_plain(f"Delete {model.name} ({human_size(model.size)}, {model.path})?"),
-                                 default=False):
+                raise VibechatError(
+                    f"not deleting {model.name} without confirmation (stdin is not a terminal, "
+                    "so vibechat cannot ask): pass --yes."
+                )
+            if not typer.confirm(
+                _plain(f"Delete {model.name} ({human_size(model.size)}, {model.path})?"),
+                default=False,
+            ):
                 typer.echo("Kept.", err=True)
                 return
         remove(model)

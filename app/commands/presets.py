@@ -23,15 +23,25 @@ from .clitools import echo, guard, plain, safe_json, table
 if TYPE_CHECKING:
     from vibechat.engine.settings.presets import Preset
 
-presets_app = typer.Typer(help="Named set-ups: list, show, import (a Modelfile), remove.",
-                          no_args_is_help=True,
-                          context_settings={"help_option_names": ["-h", "--help"]})
+presets_app = typer.Typer(
+    help="Named set-ups: list, show, import (a Modelfile), remove.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
-PresetOpt = Annotated[str | None, typer.Option(
-    "--preset", metavar="NAME", help="Start from the config file's preset NAME ([presets.NAME]: model, system "
-    "prompt, parameters); flags given beside it win ('vibechat presets list').")]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--preset",
+        metavar="NAME",
+        help="Start from the config file's preset NAME ([presets.NAME]: model, system "
+        "prompt, parameters); flags given beside it win ('vibechat presets list').",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-NameArg = Annotated[str, typer.Argument(metavar="NAME", help="A preset's name ('vibechat presets list').")]
+NameArg = Annotated[
+    str, typer.Argument(metavar="NAME", help="A preset's name ('vibechat presets list').")
+]
 SYSTEM_WIDTH = 40  # the system prompt's start, in the list
 
 
@@ -55,28 +65,41 @@ def _problems(book) -> None:
 @presets_app.command("list")
 def list_(json_output: JsonOpt = False) -> None:
     """The presets in the config file: name, model, the system prompt's start, parameters."""
+
     def go() -> None:
         book = _book()
         presets = sorted(book.presets.values(), key=lambda p: p.name)
         if json_output:
-            typer.echo(safe_json({"path": str(book.path), "presets": [preset_dict(p) for p in presets],
-                                  "problems": [p for p in (book.problem, *book.problems.values()) if p]}))
+            typer.echo(
+                safe_json(
+                    {
+                        "path": str(book.path),
+                        "presets": [preset_dict(p) for p in presets],
+                        "problems": [p for p in (book.problem, *book.problems.values()) if p],
+                    }
+                )
+            )
             return
         _problems(book)
         if not presets:
             if not book.problems and not book.problem:
-                typer.echo(f"No presets in {book.path} yet: add a [presets.NAME] table ('vibechat config edit'), "
-                           "or import an Ollama Modelfile ('vibechat presets import Modelfile').", err=True)
+                typer.echo(
+                    f"No presets in {book.path} yet: add a [presets.NAME] table ('vibechat config edit'), "
+                    "or import an Ollama Modelfile ('vibechat presets import Modelfile').",
+                    err=True,
+                )
             return
 
         def start(text: str | None) -> str:
             if text is None:
                 return ""
             flat = " ".join(plain(text).split()) or "(none)"
-            return flat if len(flat) <= SYSTEM_WIDTH else flat[:SYSTEM_WIDTH - 1] + "…"
+            return flat if len(flat) <= SYSTEM_WIDTH else flat[: SYSTEM_WIDTH - 1] + "…"
 
-        table(["name", "model", "system prompt", "parameters"],
-              [[p.name, p.model or "", start(p.system), p.summary()] for p in presets])
+        table(
+            ["name", "model", "system prompt", "parameters"],
+            [[p.name, p.model or "", start(p.system), p.summary()] for p in presets],
+        )
 
     guard(go)
 
@@ -84,6 +107,7 @@ def list_(json_output: JsonOpt = False) -> None:
 @presets_app.command()
 def show(name: NameArg, json_output: JsonOpt = False) -> None:
     """Everything a preset sets (the system prompt in full)."""
+
     def go() -> None:
         from vibechat.engine.settings.params import PARAM_SPECS
 
@@ -97,8 +121,15 @@ def show(name: NameArg, json_output: JsonOpt = False) -> None:
             echo(f"context size: {preset.context_size}")
         for key, value in preset.params.items():
             spec = PARAM_SPECS.get(key)
-            shown = spec.show(value) if spec is not None else (
-                ", ".join(json.dumps(s, ensure_ascii=False) for s in value) if key == "stop" else str(value))
+            shown = (
+                spec.show(value)
+                if spec is not None
+                else (
+                    ", ".join(json.dumps(s, ensure_ascii=False) for s in value)
+                    if key == "stop"
+                    else str(value)
+                )
+            )
             echo(f"{key}: {shown}")  # stop strings quoted: a newline in one shows as \n
         if preset.format is not None:
             echo(f"format: {preset.format}")
@@ -115,15 +146,24 @@ def show(name: NameArg, json_output: JsonOpt = False) -> None:
 @presets_app.command("import")
 def import_(
     modelfile: Annotated[Path, typer.Argument(metavar="MODELFILE", help="An Ollama Modelfile.")],
-    name: Annotated[str | None, typer.Option(
-        "--name", metavar="NAME", help="The preset's name (default: the file's name; a file named Modelfile: "
-                                       "its folder's).")] = None,
-    force: Annotated[bool, typer.Option("--force", "-f", help="Replace a preset of that name.")] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            metavar="NAME",
+            help="The preset's name (default: the file's name; a file named Modelfile: "
+            "its folder's).",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", "-f", help="Replace a preset of that name.")
+    ] = False,
 ) -> None:
     """Make a preset of an Ollama Modelfile: its FROM (the model), SYSTEM and PARAMETER lines.
 
     What has no counterpart (TEMPLATE, ADAPTER, MESSAGE, LICENSE, unknown parameters) is named on stderr
     and skipped. The preset is written into the config file; its comments stay."""
+
     def go() -> None:
         from vibechat.engine.errors import ConfigError
         from vibechat.engine.settings.modelfile import default_name, parse_modelfile, read_modelfile
@@ -135,21 +175,29 @@ def import_(
         text = read_modelfile(modelfile)
         chosen = name if name is not None else default_name(modelfile)
         if not NAME_RE.fullmatch(chosen):
-            raise ConfigError(f"preset name {chosen!r} is not usable: use letters, digits, - and _ (at most 64), "
-                              "e.g. --name coder.")
+            raise ConfigError(
+                f"preset name {chosen!r} is not usable: use letters, digits, - and _ (at most 64), "
+                "e.g. --name coder."
+            )
         book = load_presets()
         if not force and (chosen in book.presets or chosen in book.problems):
-            raise ConfigError(f"a preset named {chosen!r} exists already in {book.path}: pass --force to replace "
-                              "it, or --name another name.")
+            raise ConfigError(
+                f"a preset named {chosen!r} exists already in {book.path}: pass --force to replace "
+                "it, or --name another name."
+            )
         result = parse_modelfile(text, modelfile.resolve().parent)
         for note in result.notes:
             echo(f"vibechat: note: {note}", err=True)
         if not result.table:
-            raise ConfigError(f"{modelfile} holds no FROM, SYSTEM or PARAMETER line vibechat can use: nothing "
-                              "imported.")
+            raise ConfigError(
+                f"{modelfile} holds no FROM, SYSTEM or PARAMETER line vibechat can use: nothing "
+                "imported."
+            )
         path = save_preset(chosen, result.table, schema=APP_SCHEMA)
-        echo(f"Saved preset '{chosen}' in {path}: use it with 'vibechat --preset {chosen}', "
-             f"'vibechat run --preset {chosen}' or /preset {chosen} in the chat.")
+        echo(
+            f"Saved preset '{chosen}' in {path}: use it with 'vibechat --preset {chosen}', "
+            f"'vibechat run --preset {chosen}' or /preset {chosen} in the chat."
+        )
 
     guard(go)
 
@@ -157,6 +205,7 @@ def import_(
 @presets_app.command("rm")
 def rm(name: NameArg) -> None:
     """Remove a preset from the config file (the rest of the file stays as it is)."""
+
     def go() -> None:
         from vibechat.engine.settings.config_save import update_config
 

@@ -20,24 +20,46 @@ if TYPE_CHECKING:
 
 TOOLS = "Tools"
 
-AllowToolOpt = Annotated[list[str] | None, typer.Option(
-    "--allow-tool", metavar="NAME",
-    help="Let the model run this tool (repeatable): NAME, SERVER/NAME, SERVER/* (all of a server's tools), "
-         "builtin/NAME. 'run' never asks: any other call is denied (one stderr line), and the model is told.",
-    rich_help_panel=TOOLS)]
-ToolChoiceOpt = Annotated[str | None, typer.Option(
-    "--tool-choice", metavar="auto|none|required",
-    help="Whether the model may call tools (auto), may not (none), or must call one first (required); "
-         "default: the tool_choice setting (VIBECHAT_TOOL_CHOICE, a preset's), else auto.",
-    show_default=False, rich_help_panel=TOOLS)]
-McpConfigOpt = Annotated[Path | None, typer.Option(
-    "--mcp-config", metavar="FILE",
-    help="Read the MCP servers from FILE (the mcpServers shape) instead of mcp.json in the config folder.",
-    rich_help_panel=TOOLS)]
+AllowToolOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-tool",
+        metavar="NAME",
+        help="Let the model run this tool (repeatable): NAME, SERVER/NAME, SERVER/* (all of a server's tools), "
+        "builtin/NAME. 'run' never asks: any other call is denied (one stderr line), and the model is told.",
+        rich_help_panel=TOOLS,
+    ),
+]
+ToolChoiceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-choice",
+        metavar="auto|none|required",
+        help="Whether the model may call tools (auto), may not (none), or must call one first (required); "
+        "default: the tool_choice setting (VIBECHAT_TOOL_CHOICE, a preset's), else auto.",
+        show_default=False,
+        rich_help_panel=TOOLS,
+    ),
+]
+McpConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--mcp-config",
+        metavar="FILE",
+        help="Read the MCP servers from FILE (the mcpServers shape) instead of mcp.json in the config folder.",
+        rich_help_panel=TOOLS,
+    ),
+]
 
 
-def tools_for(config: Config, mcp_config: Path | None, allow: list[str] | None = None,
-              tool_choice: str = "auto", *, lenient: bool = False) -> tuple[ToolRegistry | None, ToolApproval]:
+def tools_for(
+    config: Config,
+    mcp_config: Path | None,
+    allow: list[str] | None = None,
+    tool_choice: str = "auto",
+    *,
+    lenient: bool = False,
+) -> tuple[ToolRegistry | None, ToolApproval]:
     """The registry (None: no tools configured, or ``tool_choice`` none) and the approval
     policy for a chat or a run.
     One-line errors: an mcp.json that cannot be used, a bad --allow-tool, a bad --tool-choice,
@@ -49,9 +71,13 @@ def tools_for(config: Config, mcp_config: Path | None, allow: list[str] | None =
     from vibechat.engine.tools.mcp_config import McpConfig, McpConfigError, load_mcp_config
 
     if tool_choice not in TOOL_CHOICES:
-        raise InvalidParameterError(f"--tool-choice {tool_choice!r} is not one of {', '.join(TOOL_CHOICES)}.")
+        raise InvalidParameterError(
+            f"--tool-choice {tool_choice!r} is not one of {', '.join(TOOL_CHOICES)}."
+        )
     approval = ToolApproval(always=config.allowed_tools, allow=allow or ())
-    if tool_choice == "none":  # switched off (the flag, tool_choice, a preset's): none offered, no server started
+    if (
+        tool_choice == "none"
+    ):  # switched off (the flag, tool_choice, a preset's): none offered, no server started
         return None, approval
     problem = ""
     try:
@@ -62,9 +88,14 @@ def tools_for(config: Config, mcp_config: Path | None, allow: list[str] | None =
         mcp, problem = McpConfig(), str(exc)
     if not config.builtin_tools and not mcp.servers and not problem:
         if tool_choice == "required":
-            raise InvalidParameterError("--tool-choice required, but no tools are configured: name built-in tools in "
-                                        "builtin_tools or MCP servers in mcp.json ('vibechat tools' lists them).")
-        return None, approval  # no tools: the registry (and asyncio, its servers' loop) is not even imported
+            raise InvalidParameterError(
+                "--tool-choice required, but no tools are configured: name built-in tools in "
+                "builtin_tools or MCP servers in mcp.json ('vibechat tools' lists them)."
+            )
+        return (
+            None,
+            approval,
+        )  # no tools: the registry (and asyncio, its servers' loop) is not even imported
     from vibechat.engine.tools.registry import ToolRegistry
 
     registry = ToolRegistry(config, mcp)
@@ -76,4 +107,9 @@ def chat_tools(config: Config, mcp_config: Path | None) -> tuple[ToolRegistry | 
     """The chat's tools (``tools_for``, lenient): the model decides whether to call them and the
     user says yes to each; ``tool_choice`` none (the config, ``VIBECHAT_TOOL_CHOICE``, a preset's)
     offers none, and no MCP server starts; required applies to ``vibechat run`` only."""
-    return tools_for(config, mcp_config, tool_choice="none" if config.tool_choice == "none" else "auto", lenient=True)
+    return tools_for(
+        config,
+        mcp_config,
+        tool_choice="none" if config.tool_choice == "none" else "auto",
+        lenient=True,
+    )

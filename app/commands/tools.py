@@ -18,15 +18,23 @@ import typer
 
 from .clitools import echo, echo_lines, guard, safe_json, terminal_width
 
-McpConfigOpt = Annotated[Path | None, typer.Option(
-    "--mcp-config", metavar="FILE", help="Read the MCP servers from FILE instead of mcp.json in the config folder.",
-    dir_okay=False)]
+McpConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--mcp-config",
+        metavar="FILE",
+        help="Read the MCP servers from FILE instead of mcp.json in the config folder.",
+        dir_okay=False,
+    ),
+]
 MAX_DESCRIPTION = 160  # a description's first line, cut to this in the text listing
 
 
 def tools(
     mcp_config: McpConfigOpt = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print JSON instead of text.")
+    ] = False,
 ) -> None:
     """List the MCP servers (started to list their tools: each is up, or says why not) and the
     built-in tools (enabled or not)."""
@@ -50,45 +58,91 @@ def _tools(mcp_config: Path | None, json_output: bool) -> None:
         builtins = registry.builtin_statuses()
     source = registry.servers.config.path
     if json_output:
-        typer.echo(safe_json({
-            "mcp_config": str(source) if source is not None else None,
-            "servers": [{"name": s.name, "transport": s.transport or None, "where": s.where or None,
-                         "state": s.state, "reason": s.reason or None,
-                         "tools": [_tool_json(t) for t in s.tools]} for s in statuses],
-            "builtin": [{**_tool_json(b.spec), "enabled": b.enabled} for b in builtins],
-            "tool_folders": [str(p) for p in config.tool_folders],
-            "allowed_tools": list(config.allowed_tools),
-        }, indent=2))
+        typer.echo(
+            safe_json(
+                {
+                    "mcp_config": str(source) if source is not None else None,
+                    "servers": [
+                        {
+                            "name": s.name,
+                            "transport": s.transport or None,
+                            "where": s.where or None,
+                            "state": s.state,
+                            "reason": s.reason or None,
+                            "tools": [_tool_json(t) for t in s.tools],
+                        }
+                        for s in statuses
+                    ],
+                    "builtin": [{**_tool_json(b.spec), "enabled": b.enabled} for b in builtins],
+                    "tool_folders": [str(p) for p in config.tool_folders],
+                    "allowed_tools": list(config.allowed_tools),
+                },
+                indent=2,
+            )
+        )
         return
     width = terminal_width()
     where = source if source is not None else f"{default_mcp_config_path()} (no such file)"
     echo_lines(hanging("MCP servers (", f"{where}):", width))
     if not statuses:
-        echo_lines(hanging("  ", "none configured: add them to mcp.json (docs/USAGE.md, \"Tools\")", width))
+        echo_lines(
+            hanging("  ", 'none configured: add them to mcp.json (docs/USAGE.md, "Tools")', width)
+        )
     for status in statuses:
         kind = f" ({status.transport}: {status.where})" if status.transport else ""
         line = f"{kind}: {status.state}"
         if status.state == "started":
             line += f", {len(status.tools)} tool{'s' if len(status.tools) != 1 else ''}"
-        echo_lines(hanging(f"  {status.name}", line + (f" - {status.reason}" if status.reason else ""), width))
-        echo_lines(rows([(f"    {spec.name}", _first_line(spec.description)) for spec in status.tools], width))
+        echo_lines(
+            hanging(
+                f"  {status.name}", line + (f" - {status.reason}" if status.reason else ""), width
+            )
+        )
+        echo_lines(
+            rows(
+                [(f"    {spec.name}", _first_line(spec.description)) for spec in status.tools],
+                width,
+            )
+        )
     echo("Built-in tools (builtin_tools in the config):")
     names = max(len(b.spec.name) for b in builtins)
-    echo_lines(rows([(f"  {b.spec.name.ljust(names)}  {'enabled' if b.enabled else 'off    '}",
-                      _first_line(b.spec.description)) for b in builtins], width))
+    echo_lines(
+        rows(
+            [
+                (
+                    f"  {b.spec.name.ljust(names)}  {'enabled' if b.enabled else 'off    '}",
+                    _first_line(b.spec.description),
+                )
+                for b in builtins
+            ],
+            width,
+        )
+    )
     if any(b.enabled and b.spec.name != "current_time" for b in builtins):
         folders = ", ".join(str(p) for p in config.tool_folders) or "none (set tool_folders)"
         echo_lines(hanging("  folders they may read: ", folders, width))
     always = ", ".join(config.allowed_tools) or "none"
-    echo_lines(hanging("Always allowed (allowed_tools): ", f"{always}. The chat asks before any other call; "
-                       "'vibechat run' runs only those named by --allow-tool.", width))
+    echo_lines(
+        hanging(
+            "Always allowed (allowed_tools): ",
+            f"{always}. The chat asks before any other call; "
+            "'vibechat run' runs only those named by --allow-tool.",
+            width,
+        )
+    )
 
 
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= MAX_DESCRIPTION else line[:MAX_DESCRIPTION - 1] + "…"
+    return line if len(line) <= MAX_DESCRIPTION else line[: MAX_DESCRIPTION - 1] + "…"
 
 
 def _tool_json(spec: Any) -> dict[str, Any]:
-    return {"name": spec.name, "server": spec.server or "builtin", "tool": spec.tool or spec.name,
-            "qualified": spec.qualified, "description": spec.description, "parameters": dict(spec.parameters)}
+    return {
+        "name": spec.name,
+        "server": spec.server or "builtin",
+        "tool": spec.tool or spec.name,
+        "qualified": spec.qualified,
+        "description": spec.description,
+        "parameters": dict(spec.parameters),
+    }

@@ -26,13 +26,24 @@ if TYPE_CHECKING:
     from .shell.app import VibechatApp
 
 
-def create_app(backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
-               config: LoadedConfig | None = None, blink: bool = True,
-               backend_factory: BackendFactory | None = None,
-               history: History | None = None, save: bool = True, freeze_gc: bool = False,
-               tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
-               tool_rounds: int = 8, exit_on_signals: bool = False,
-               open_conversation: int | None = None, open_over: OverSaved | None = None) -> VibechatApp:
+def create_app(
+    backend: Backend,
+    *,
+    params: SamplingParams | None = None,
+    system: str | None = None,
+    config: LoadedConfig | None = None,
+    blink: bool = True,
+    backend_factory: BackendFactory | None = None,
+    history: History | None = None,
+    save: bool = True,
+    freeze_gc: bool = False,
+    tools: ToolBox | None = None,
+    tool_policy: ToolPolicy | None = None,
+    tool_rounds: int = 8,
+    exit_on_signals: bool = False,
+    open_conversation: int | None = None,
+    open_over: OverSaved | None = None,
+) -> VibechatApp:
     """The app, with ``backend`` injected; ``backend_factory`` makes a backend for another
     model file (the model picker needs it to switch models). ``config``: the loaded config
     file (None: load it); ``params`` (None: the config's) and ``system`` are what the chat
@@ -52,11 +63,25 @@ def create_app(backend: Backend, *, params: SamplingParams | None = None, system
     if not save:
         history = None
     elif history is None:
-        history = History(read_only_ok=True)  # opened in a worker once the app is up; browsable if read-only
-    return VibechatApp(backend, params=params, system=system, config=config, blink=blink,
-                       backend_factory=backend_factory, history=history, freeze_gc=freeze_gc, tools=tools,
-                       tool_policy=tool_policy, tool_rounds=tool_rounds, exit_on_signals=exit_on_signals,
-                       open_conversation=open_conversation, open_over=open_over)
+        history = History(
+            read_only_ok=True
+        )  # opened in a worker once the app is up; browsable if read-only
+    return VibechatApp(
+        backend,
+        params=params,
+        system=system,
+        config=config,
+        blink=blink,
+        backend_factory=backend_factory,
+        history=history,
+        freeze_gc=freeze_gc,
+        tools=tools,
+        tool_policy=tool_policy,
+        tool_rounds=tool_rounds,
+        exit_on_signals=exit_on_signals,
+        open_conversation=open_conversation,
+        open_over=open_over,
+    )
 
 
 def freeze_startup_objects() -> None:
@@ -68,10 +93,19 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-def run_tui(engine: EngineSettings, params: SamplingParams, system: str | None,
-            config: LoadedConfig | None = None, save: bool = True, tools: ToolBox | None = None,
-            tool_policy: ToolPolicy | None = None, tool_rounds: int = 8, history: History | None = None,
-            open_conversation: int | None = None, open_over: OverSaved | None = None) -> int:
+def run_tui(
+    engine: EngineSettings,
+    params: SamplingParams,
+    system: str | None,
+    config: LoadedConfig | None = None,
+    save: bool = True,
+    tools: ToolBox | None = None,
+    tool_policy: ToolPolicy | None = None,
+    tool_rounds: int = 8,
+    history: History | None = None,
+    open_conversation: int | None = None,
+    open_over: OverSaved | None = None,
+) -> int:
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash). ``history``: the one already
@@ -95,20 +129,37 @@ def run_tui(engine: EngineSettings, params: SamplingParams, system: str | None,
 
     def factory(path: Path, **changes: Any) -> Backend:
         """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
-        return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
+        return make_backend(
+            replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True
+        )
 
     from .conversation.attachment_view import probe_terminal
 
     probe_terminal()  # a graphics terminal is asked what it draws images with, before the screen reads keys
-    app = create_app(backend, params=params, system=system, config=config, backend_factory=factory, save=save,
-                     history=history, freeze_gc=True, tools=tools, tool_policy=tool_policy, tool_rounds=tool_rounds,
-                     exit_on_signals=True, open_conversation=open_conversation, open_over=open_over)
+    app = create_app(
+        backend,
+        params=params,
+        system=system,
+        config=config,
+        backend_factory=factory,
+        save=save,
+        history=history,
+        freeze_gc=True,
+        tools=tools,
+        tool_policy=tool_policy,
+        tool_rounds=tool_rounds,
+        exit_on_signals=True,
+        open_conversation=open_conversation,
+        open_over=open_over,
+    )
     freeze_startup_objects()
     try:
         app.run()
     finally:
         backend.close()
-        if app.session.backend is not backend:  # switched models: the engine process in use now ends too
+        if (
+            app.session.backend is not backend
+        ):  # switched models: the engine process in use now ends too
             app.session.backend.close()
         if app.history is not None:
             app.history.close()

@@ -76,12 +76,20 @@ class ChatState:
 
     generating: _Field[bool] = _Field(False)  # a reply is on its way (Esc stops it)
     model_ready: _Field[bool] = _Field(False)  # a model is loaded and answers
-    status: _Field[str] = _Field("starting")  # what the engine is doing: "loading 42%", "generating…", "ready"
-    model: _Field[ModelInfo | None] = _Field(None)  # the model loaded (the status bar, /show, /stats)
-    context_used: _Field[int] = _Field(0)  # tokens the conversation fills (while a reply streams: its prompt)
+    status: _Field[str] = _Field(
+        "starting"
+    )  # what the engine is doing: "loading 42%", "generating…", "ready"
+    model: _Field[ModelInfo | None] = _Field(
+        None
+    )  # the model loaded (the status bar, /show, /stats)
+    context_used: _Field[int] = _Field(
+        0
+    )  # tokens the conversation fills (while a reply streams: its prompt)
     stats: _Field[GenerationStats | None] = _Field(None)  # the last reply's, shown (None: cleared)
     thought: _Field[bool] = _Field(False)  # the last reply had thinking (its tokens are in stats)
-    last: _Field[GenerationDone | None] = _Field(None)  # how the last reply that ended ended (/stats)
+    last: _Field[GenerationDone | None] = _Field(
+        None
+    )  # how the last reply that ended ended (/stats)
     live: _Field[LiveReply | None] = _Field(None)  # the reply streaming now, as far as it has come
     drafting: _Field[DraftProgress | None] = _Field(None)  # live, while a drafted reply streams
     download: _Field[str] = _Field("")  # e.g. "⬇ 42%" while a model downloads
@@ -90,7 +98,9 @@ class ChatState:
 
     def __init__(self, owner: DOMNode) -> None:
         self._values: dict[str, Any] = {}
-        self.changed: Signal[str] = Signal(owner, "chat-state")  # a field's name, each time it changes
+        self.changed: Signal[str] = Signal(
+            owner, "chat-state"
+        )  # a field's name, each time it changes
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:

@@ -30,15 +30,23 @@ def tmux_set_clipboard(env: Mapping[str, str], timeout: float = TMUX_ASK_S) -> s
     if not env.get("TMUX"):
         return None
     try:
-        done = subprocess.run(["tmux", "show", "-gv", "set-clipboard"], env=dict(env), capture_output=True,
-                              stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+        done = subprocess.run(
+            ["tmux", "show", "-gv", "set-clipboard"],
+            env=dict(env),
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     answer = done.stdout[:TMUX_ANSWER_BYTES].decode("ascii", "replace").strip()
     return answer if done.returncode == 0 and answer in ("on", "external", "off") else None
 
 
-def copied_notice(what: str, n_chars: int, env: Mapping[str, str], tmux_setting: str | None = None) -> str:
+def copied_notice(
+    what: str, n_chars: int, env: Mapping[str, str], tmux_setting: str | None = None
+) -> str:
     """The notice after copying ``n_chars`` characters of ``what`` ("reply", "code") through
     OSC 52, given the process environment ``env`` (which terminal or multiplexer we are in)
     and, inside tmux, its ``set-clipboard`` setting (``tmux_set_clipboard``; None: unknown).
@@ -47,14 +55,20 @@ def copied_notice(what: str, n_chars: int, env: Mapping[str, str], tmux_setting:
     if env.get("TMUX") and tmux_setting == "on":
         return f"{sent}: tmux passes it on (set-clipboard on) to terminals that support OSC 52."
     if env.get("TMUX"):
-        return (f"{sent}. tmux passes it on to your clipboard only with '{TMUX_FIX}' in ~/.tmux.conf "
-                "(then: tmux source ~/.tmux.conf).")
+        return (
+            f"{sent}. tmux passes it on to your clipboard only with '{TMUX_FIX}' in ~/.tmux.conf "
+            "(then: tmux source ~/.tmux.conf)."
+        )
     if env.get("STY"):
         return f"{sent}. GNU screen may not pass it on: if nothing was copied, use screen's copy mode (Ctrl+A [)."
     if env.get("TERM_PROGRAM") == "Apple_Terminal":
-        return (f"{sent}, but macOS Terminal ignores OSC 52: nothing was copied. Select the text with the "
-                "mouse instead, or use a terminal that supports it (iTerm2, kitty, WezTerm).")
+        return (
+            f"{sent}, but macOS Terminal ignores OSC 52: nothing was copied. Select the text with the "
+            "mouse instead, or use a terminal that supports it (iTerm2, kitty, WezTerm)."
+        )
     if env.get("VTE_VERSION"):
-        return (f"{sent}, but GNOME Terminal and other VTE terminals ignore OSC 52: nothing was copied. "
-                "Select the text with the mouse (Shift+drag) instead.")
+        return (
+            f"{sent}, but GNOME Terminal and other VTE terminals ignore OSC 52: nothing was copied. "
+            "Select the text with the mouse (Shift+drag) instead."
+        )
     return f"{sent}: terminals that support OSC 52 put it on the clipboard."

@@ -48,14 +48,18 @@ class _Deferral:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self.saved: tuple[int, int, int] | None = None  # the thresholds to restore; None: not deferred
+        self.saved: tuple[int, int, int] | None = (
+            None  # the thresholds to restore; None: not deferred
+        )
         self.until = 0.0  # when the deferral lapses unless renewed
         self.hooked = False
 
     def defer(self, hold_s: float = HOLD_S) -> None:
         self.until = self.clock() + hold_s
         if self.saved is None:
-            if not self.hooked:  # once per process: a callback that returns at once when not deferred
+            if (
+                not self.hooked
+            ):  # once per process: a callback that returns at once when not deferred
                 gc.callbacks.append(self._on_collection)
                 self.hooked = True
             t0, t1, t2 = gc.get_threshold()

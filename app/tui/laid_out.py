@@ -31,8 +31,13 @@ class LaidOut(Visual):
     def rows(cls, items: Sequence[tuple[str, columns.Value]], heading: str = "") -> LaidOut:
         """``label  value`` rows, each value in its column (``columns.rows``), under the
         lines of ``heading`` (broken as ``text``)."""
-        safe = [(plain(label, None), plain(value, None) if isinstance(value, str) else [plain(p, None) for p in value])
-                for label, value in items]
+        safe = [
+            (
+                plain(label, None),
+                plain(value, None) if isinstance(value, str) else [plain(p, None) for p in value],
+            )
+            for label, value in items
+        ]
         top = plain(heading, None)
         return cls(lambda width: cls._text(top, width) + columns.rows(safe, width))
 
@@ -55,7 +60,9 @@ class LaidOut(Visual):
         """The lines shown at ``width`` columns."""
         return self._lay_out(max(1, width))
 
-    def render_strips(self, width: int, height: int | None, style: Style, options: RenderOptions) -> list[Strip]:
+    def render_strips(
+        self, width: int, height: int | None, style: Style, options: RenderOptions
+    ) -> list[Strip]:
         return Content("\n".join(self.lines(width))).render_strips(width, height, style, options)
 
     def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:

@@ -43,7 +43,9 @@ class SizedByLayout(Widget):
     ``Vertical`` (their own says what they need, and the snapshots hold the look). Made a
     plain mixin, the containers' defaults come back and the chat's layout changes."""
 
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
         return super()._size_updated(size, virtual_size, container_size, layout=False)
 
 
@@ -52,7 +54,9 @@ class StableGutterScroll(_Mixin):
     Not a ``Widget`` itself: a Widget subclass first in the bases would put Textual's default
     CSS for every widget ahead of the container's own (its ``overflow-y: auto`` lost)."""
 
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
         if self.styles.scrollbar_gutter != "stable":  # the width could change: Textual's way
             return super()._size_updated(size, virtual_size, container_size, layout)
         return super()._size_updated(size, virtual_size, container_size, layout=False)

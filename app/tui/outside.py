@@ -52,7 +52,7 @@ def one_line(text: str, limit: int | None = LINE) -> str:
 
 def _cut(text: str, limit: int | None) -> str:
     if limit is not None and len(text) > limit:
-        return text[:max(limit - 1, 0)] + ELLIPSIS
+        return text[: max(limit - 1, 0)] + ELLIPSIS
     return text
 
 

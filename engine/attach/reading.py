@@ -45,8 +45,13 @@ from .store import AttachmentError, AttachmentStore
 if TYPE_CHECKING:
     from PIL import Image as PILImage
 
-__all__ = ["MAX_IMAGE_BYTES", "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE", "looks_like_path",
-           "read_attachment"]
+__all__ = [
+    "MAX_IMAGE_BYTES",
+    "MAX_IMAGE_PIXELS",
+    "MAX_IMAGE_SIDE",
+    "looks_like_path",
+    "read_attachment",
+]
 
 # An image's longest side as kept: what vision projectors take (Gemma 3: 896; Qwen2-VL tiles
 # larger) with room to spare, and what a data: URI to a server can carry comfortably.
@@ -71,8 +76,13 @@ _ORIENTATION = 0x0112  # the EXIF tag
 _LONGEST_PATH = 4096
 
 
-def read_attachment(path: str | Path, store: AttachmentStore, kind: Literal["image", "file"] | None = None,
-                    *, max_side: int = MAX_IMAGE_SIDE) -> Attachment:
+def read_attachment(
+    path: str | Path,
+    store: AttachmentStore,
+    kind: Literal["image", "file"] | None = None,
+    *,
+    max_side: int = MAX_IMAGE_SIDE,
+) -> Attachment:
     """Read, check and keep the file at ``path`` as an attachment: an image (``kind="image"``),
     a text file (``"file"``), or whichever it is (``None``: an image if Pillow knows it as one).
 
@@ -108,7 +118,9 @@ def _open_regular(path: Path, name: str) -> IO[bytes]:
     except FileNotFoundError:
         raise AttachmentError(f"{shown}: no such file: check the path") from None
     except PermissionError:
-        raise AttachmentError(f"{shown} cannot be read (permission denied): check its permissions") from None
+        raise AttachmentError(
+            f"{shown} cannot be read (permission denied): check its permissions"
+        ) from None
     except (OSError, ValueError) as exc:
         raise AttachmentError(f"{shown} cannot be read ({_reason(exc)}): check the path") from None
     _refuse_kind(kind_of(mode), name)
@@ -118,7 +130,9 @@ def _open_regular(path: Path, name: str) -> IO[bytes]:
         _refuse_kind(exc.kind, name)
         raise
     except PermissionError:
-        raise AttachmentError(f"{shown} cannot be read (permission denied): check its permissions") from None
+        raise AttachmentError(
+            f"{shown} cannot be read (permission denied): check its permissions"
+        ) from None
     except OSError as exc:
         raise AttachmentError(f"{shown} cannot be read ({_reason(exc)}): check the path") from None
 
@@ -156,27 +170,34 @@ def _identify(fp: IO[bytes], name: str, *, must: bool) -> PILImage.Image | None:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(fp, formats=IMAGE_FORMATS)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise AttachmentError(f"{name} claims too many pixels to decode safely (a decompression bomb?): "
-                              "scale it down first") from None
+        raise AttachmentError(
+            f"{name} claims too many pixels to decode safely (a decompression bomb?): "
+            "scale it down first"
+        ) from None
     except UnidentifiedImageError:
         if must:
-            raise AttachmentError(f"{name} is not an image ({_FORMATS_WORDS}): attach text files with /file") \
-                from None
+            raise AttachmentError(
+                f"{name} is not an image ({_FORMATS_WORDS}): attach text files with /file"
+            ) from None
         return None
     except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:
         if must:
-            raise AttachmentError(f"{name} is a damaged image ({_reason(exc)}): save it again or attach another")\
-                from None
+            raise AttachmentError(
+                f"{name} is a damaged image ({_reason(exc)}): save it again or attach another"
+            ) from None
         return None
     if size > MAX_IMAGE_BYTES:
         image.close()
-        raise AttachmentError(f"{name} is {size / 1e6:,.0f} MB, over the {MAX_IMAGE_BYTES // 1_000_000} MB "
-                              "limit for an image: scale it down first")
+        raise AttachmentError(
+            f"{name} is {size / 1e6:,.0f} MB, over the {MAX_IMAGE_BYTES // 1_000_000} MB "
+            "limit for an image: scale it down first"
+        )
     return image
 
 
-def _keep_image(image: PILImage.Image, fp: IO[bytes], name: str, store: AttachmentStore,
-                max_side: int) -> Attachment:
+def _keep_image(
+    image: PILImage.Image, fp: IO[bytes], name: str, store: AttachmentStore, max_side: int
+) -> Attachment:
     from PIL import Image, ImageOps
 
     width, height = image.size
@@ -192,8 +213,10 @@ def _keep_image(image: PILImage.Image, fp: IO[bytes], name: str, store: Attachme
             if scale > 1:
                 image.draft(None, (max(1, int(width / scale)), max(1, int(height / scale))))
         if image.width * image.height > MAX_IMAGE_PIXELS:
-            raise AttachmentError(f"{name} is {width * height / 1e6:.1f} megapixels, over the "
-                                  f"{MAX_IMAGE_PIXELS // 1_000_000} limit: scale it down first")
+            raise AttachmentError(
+                f"{name} is {width * height / 1e6:.1f} megapixels, over the "
+                f"{MAX_IMAGE_PIXELS // 1_000_000} limit: scale it down first"
+            )
         if animated:
             image.seek(0)
         with warnings.catch_warnings():
@@ -206,7 +229,10 @@ def _keep_image(image: PILImage.Image, fp: IO[bytes], name: str, store: Attachme
         converted = _rgb(upright)
         if max(converted.size) > max_side:
             factor = max_side / max(converted.size)
-            target = (max(1, round(converted.width * factor)), max(1, round(converted.height * factor)))
+            target = (
+                max(1, round(converted.width * factor)),
+                max(1, round(converted.height * factor)),
+            )
             converted = converted.resize(target, Image.Resampling.LANCZOS)
         lossless = converted.mode == "RGBA" or source_format not in ("JPEG", "WEBP")
         out = io.BytesIO()
@@ -219,13 +245,18 @@ def _keep_image(image: PILImage.Image, fp: IO[bytes], name: str, store: Attachme
     except AttachmentError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise AttachmentError(f"{name} claims too many pixels to decode safely (a decompression bomb?): "
-                              "scale it down first") from None
+        raise AttachmentError(
+            f"{name} claims too many pixels to decode safely (a decompression bomb?): "
+            "scale it down first"
+        ) from None
     except MemoryError:
-        raise AttachmentError(f"{name} is too large to decode in the memory free: scale it down first") from None
+        raise AttachmentError(
+            f"{name} is too large to decode in the memory free: scale it down first"
+        ) from None
     except (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error) as exc:
-        raise AttachmentError(f"{name} is truncated or damaged ({_reason(exc)}): save it again or attach another")\
-            from None
+        raise AttachmentError(
+            f"{name} is truncated or damaged ({_reason(exc)}): save it again or attach another"
+        ) from None
     notes = []
     if converted.size != (full_w, full_h):
         notes.append(f"scaled from {full_w:,}×{full_h:,}")
@@ -233,8 +264,17 @@ def _keep_image(image: PILImage.Image, fp: IO[bytes], name: str, store: Attachme
         notes.append("first frame of an animation")
     data = out.getvalue()
     digest, kept = store.put(data, ext)
-    return Attachment(kind="image", name=name, digest=digest, mime=mime, size=len(data), path=str(kept),
-                      width=converted.width, height=converted.height, note="; ".join(notes))
+    return Attachment(
+        kind="image",
+        name=name,
+        digest=digest,
+        mime=mime,
+        size=len(data),
+        path=str(kept),
+        width=converted.width,
+        height=converted.height,
+        note="; ".join(notes),
+    )
 
 
 def _rgb(image: PILImage.Image) -> PILImage.Image:
@@ -251,7 +291,9 @@ def _rgb(image: PILImage.Image) -> PILImage.Image:
 # --- text files ---------------------------------------------------------------------------
 
 
-def _read_text(fp: IO[bytes], name: str, store: AttachmentStore, *, guessed: bool = False) -> Attachment:
+def _read_text(
+    fp: IO[bytes], name: str, store: AttachmentStore, *, guessed: bool = False
+) -> Attachment:
     """A text file as kept; ``guessed``: the caller did not say which kind (no image was found)."""
     try:
         data = fp.read(TEXT_READ_BYTES)
@@ -268,20 +310,35 @@ def _read_text(fp: IO[bytes], name: str, store: AttachmentStore, *, guessed: boo
         notes.append(f"cut at {FILE_TEXT_LIMIT:,} characters")
     kept = text.encode("utf-8")
     digest, path = store.put(kept, "txt")
-    return Attachment(kind="file", name=name, digest=digest, mime="text/plain", size=len(kept), path=str(path),
-                      text=text, note="; ".join(notes))
+    return Attachment(
+        kind="file",
+        name=name,
+        digest=digest,
+        mime="text/plain",
+        size=len(kept),
+        path=str(path),
+        text=text,
+        note="; ".join(notes),
+    )
 
 
 def _decode(data: bytes, cut: bool, name: str, guessed: bool) -> tuple[str, bool]:
     """The bytes as text, and whether they were read as Latin-1; ``AttachmentError`` when they
     look binary. ``cut``: the read stopped at its bound, so the last character may be split."""
     if guessed:
-        binary = AttachmentError(f"{name} is neither text nor an image vibechat reads ({_FORMATS_WORDS}): "
-                                 "attach a text file or one of those images")
+        binary = AttachmentError(
+            f"{name} is neither text nor an image vibechat reads ({_FORMATS_WORDS}): "
+            "attach a text file or one of those images"
+        )
     else:
-        binary = AttachmentError(f"{name} looks binary: only text files are attached as files; "
-                                 "attach an image with /image")
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with its byte-order mark (Windows' "Unicode")
+        binary = AttachmentError(
+            f"{name} looks binary: only text files are attached as files; "
+            "attach an image with /image"
+        )
+    if data[:2] in (
+        b"\xff\xfe",
+        b"\xfe\xff",
+    ):  # UTF-16 with its byte-order mark (Windows' "Unicode")
         even = data[: len(data) // 2 * 2]
         text = even.decode("utf-16", errors="replace")
         if "\x00" in text:
@@ -296,10 +353,12 @@ def _decode(data: bytes, cut: bool, name: str, guessed: bool) -> tuple[str, bool
         latin = False
     except UnicodeDecodeError as exc:
         if cut and exc.start >= len(data) - 3 and exc.reason == "unexpected end of data":
-            text, latin = data[:exc.start].decode("utf-8"), False
+            text, latin = data[: exc.start].decode("utf-8"), False
         else:
             text, latin = data.decode("latin-1"), True
-    controls = sum(1 for ch in text if (ch < " " and ch not in "\t\n\r\f\b\x1b") or "\x7f" <= ch <= "\x9f")
+    controls = sum(
+        1 for ch in text if (ch < " " and ch not in "\t\n\r\f\b\x1b") or "\x7f" <= ch <= "\x9f"
+    )
     if text and controls / len(text) > _BINARY_SHARE:
         raise binary
     return text, latin
@@ -351,4 +410,3 @@ def _unescape(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
-

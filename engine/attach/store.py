@@ -92,13 +92,31 @@ class AttachmentStore:
             raise AttachmentError(self._failure(exc)) from None
         return digest, path
 
-    def reopen(self, kind: AttachmentKind, name: str, digest: str, mime: str, size: int,
-               width: int = 0, height: int = 0, note: str = "") -> Attachment:
+    def reopen(
+        self,
+        kind: AttachmentKind,
+        name: str,
+        digest: str,
+        mime: str,
+        size: int,
+        width: int = 0,
+        height: int = 0,
+        note: str = "",
+    ) -> Attachment:
         """An attachment as the history describes it, with its kept copy's path (and a file's text,
         read back bounded). A missing or unreadable copy gives an Attachment whose ``path`` is ""
         and whose note says the copy is missing: the conversation still opens."""
-        missing = Attachment(kind=kind, name=name, digest=digest, mime=mime, size=size, path="",
-                             width=width, height=height, note=MISSING_NOTE)
+        missing = Attachment(
+            kind=kind,
+            name=name,
+            digest=digest,
+            mime=mime,
+            size=size,
+            path="",
+            width=width,
+            height=height,
+            note=MISSING_NOTE,
+        )
         try:
             path = self.path_of(digest, mime)
         except ValueError:
@@ -111,8 +129,18 @@ class AttachmentStore:
                 return missing
         except (OSError, UnreadableFile):
             return missing
-        return Attachment(kind=kind, name=name, digest=digest, mime=mime, size=size, path=str(path),
-                          width=width, height=height, text=text, note=note)
+        return Attachment(
+            kind=kind,
+            name=name,
+            digest=digest,
+            mime=mime,
+            size=size,
+            path=str(path),
+            width=width,
+            height=height,
+            text=text,
+            note=note,
+        )
 
     def prune(self, keep: set[str], *, grace_s: float = PRUNE_GRACE_S) -> int:
         """Remove the copies whose digest is not in ``keep`` (the digests some message still names)
@@ -130,7 +158,10 @@ class AttachmentStore:
             if not temporary and (not _DIGEST.fullmatch(digest) or digest in keep):
                 continue
             try:
-                if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime > cutoff:
+                if (
+                    not entry.is_file(follow_symlinks=False)
+                    or entry.stat(follow_symlinks=False).st_mtime > cutoff
+                ):
                     continue
                 os.unlink(entry.path)
             except OSError:
@@ -145,7 +176,9 @@ class AttachmentStore:
 
     def _write(self, path: Path, data: bytes) -> None:
         """Write to a private temporary file beside ``path``, then rename it into place."""
-        write_private(path, (data,), self.root / f".tmp-{os.getpid()}-{time.monotonic_ns()}", sync=True)
+        write_private(
+            path, (data,), self.root / f".tmp-{os.getpid()}-{time.monotonic_ns()}", sync=True
+        )
 
     def _failure(self, exc: OSError) -> str:
         where = sanitize(str(self.root))

@@ -98,7 +98,9 @@ def _param(name: str, value: Any) -> Any:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-            raise InvalidParameterError(f"stop must be a string or a list of strings (got {_kind(value)}).")
+            raise InvalidParameterError(
+                f"stop must be a string or a list of strings (got {_kind(value)})."
+            )
         SamplingParams(stop=tuple(value))  # checks the count and that none is empty
         return tuple(value)
     if name == "thinking":
@@ -106,7 +108,9 @@ def _param(name: str, value: Any) -> Any:
     spec = PARAM_SPECS[name]
     if isinstance(value, bool) or not (value is None or isinstance(value, (int, float))):
         kind = "a whole number" if spec.kind is int else "a number"
-        raise InvalidParameterError(f"{name} must be {kind} {spec.range_text()} (got {_kind(value)}).")
+        raise InvalidParameterError(
+            f"{name} must be {kind} {spec.range_text()} (got {_kind(value)})."
+        )
     if value is None and spec.optional:
         return None
     return spec.check(value)
@@ -114,21 +118,29 @@ def _param(name: str, value: Any) -> Any:
 
 def parse_line(text: str, line: int) -> BatchRequest:
     """The request on line ``line`` (1-based), or :class:`BatchLineError` saying what is wrong."""
-    if json_depth(text) > MAX_JSON_DEPTH:  # checked before the parser recurses: this line fails, not the batch
+    if (
+        json_depth(text) > MAX_JSON_DEPTH
+    ):  # checked before the parser recurses: this line fails, not the batch
         raise BatchLineError(line, "not a valid request: JSON nested too deeply")
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         hint = " (JSON Lines has no comments)" if text.lstrip().startswith(("#", "//")) else ""
-        raise BatchLineError(line, f"not valid JSON: {exc.msg} (column {exc.colno}){hint}") from None
+        raise BatchLineError(
+            line, f"not valid JSON: {exc.msg} (column {exc.colno}){hint}"
+        ) from None
     except ValueError as exc:  # a duplicate key
         raise BatchLineError(line, f"not a valid request: {exc}") from None
     if not isinstance(data, dict):
-        raise BatchLineError(line, f'expected a JSON object like {{"prompt": "..."}}, got {_kind(data)}')
+        raise BatchLineError(
+            line, f'expected a JSON object like {{"prompt": "..."}}, got {_kind(data)}'
+        )
 
     request_id = data.get("id")
     if "id" in data and (isinstance(request_id, bool) or not isinstance(request_id, (str, int))):
-        raise BatchLineError(line, f"id must be a string or a whole number (got {_kind(request_id)})")
+        raise BatchLineError(
+            line, f"id must be a string or a whole number (got {_kind(request_id)})"
+        )
 
     def fail(message: str) -> BatchLineError:
         return BatchLineError(line, message, request_id)

@@ -57,8 +57,15 @@ class Reply:
 
 
 class ChatLog:
-    def __init__(self, conversation: Conversation, history: History | None = None, *,
-                 model: str | None = None, model_path: str | None = None, source: str = "chat") -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        history: History | None = None,
+        *,
+        model: str | None = None,
+        model_path: str | None = None,
+        source: str = "chat",
+    ) -> None:
         self.conversation = conversation
         self.source = source  # where a new conversation is saved as coming from: chat, run, batch
         self.history = history
@@ -72,7 +79,9 @@ class ChatLog:
         # row's parent is the one before it (``leaf`` is the last). A new message follows it.
         self._path: list[tuple[int, str]] = []  # (message id, role)
         self._call_names: dict[str, str] = {}  # tool call id -> the name the model called it by
-        self.seen = 0  # the newest message id this log read or wrote: another writer's turns come after it
+        self.seen = (
+            0  # the newest message id this log read or wrote: another writer's turns come after it
+        )
 
     # -------------------------------------------------------------- opening
     @classmethod
@@ -137,14 +146,29 @@ class ChatLog:
         message = self.conversation.add_user(text, attachments)
         if self.history is not None and self.conversation_id is None:
             # A prompt that is only attachments is titled by the first one's name.
-            self.title = title_from(text if text.strip() or not attachments else attachments[0].name)
+            self.title = title_from(
+                text if text.strip() or not attachments else attachments[0].name
+            )
             self.conversation_id = self._save(
-                "save the conversation", self.history.create, title=self.title, model=self.model,
-                model_path=self.model_path, system=self.conversation.system, params=self.conversation.params,
-                source=self.source)
+                "save the conversation",
+                self.history.create,
+                title=self.title,
+                model=self.model,
+                model_path=self.model_path,
+                system=self.conversation.system,
+                params=self.conversation.params,
+                source=self.source,
+            )
         if self.conversation_id is not None and self.history is not None:
-            row = self._save("save the prompt", self.history.add_message, self.conversation_id, "user", text,
-                             parent_id=self.leaf, attachments=attachments)
+            row = self._save(
+                "save the prompt",
+                self.history.add_message,
+                self.conversation_id,
+                "user",
+                text,
+                parent_id=self.leaf,
+                attachments=attachments,
+            )
             if row is not None:
                 self._rows.append(row)
                 self._path.append((row, "user"))
@@ -156,11 +180,24 @@ class ChatLog:
         writer = None
         if self.conversation_id is not None and self.history is not None:
             # The settings this reply was generated with come back when the chat is opened.
-            self._save("save the settings", self.history.set_settings, self.conversation_id,
-                       system=self.conversation.system, params=self.conversation.params,
-                       model=self.model, model_path=self.model_path)
-            row = self._save("save the reply", self.history.add_message, self.conversation_id,
-                             "assistant", "", "streaming", parent_id=self.leaf)
+            self._save(
+                "save the settings",
+                self.history.set_settings,
+                self.conversation_id,
+                system=self.conversation.system,
+                params=self.conversation.params,
+                model=self.model,
+                model_path=self.model_path,
+            )
+            row = self._save(
+                "save the reply",
+                self.history.add_message,
+                self.conversation_id,
+                "assistant",
+                "",
+                "streaming",
+                parent_id=self.leaf,
+            )
             if row is not None and self.history is not None:
                 writer = ReplyWriter(self.history, row)
                 self._path.append((row, "assistant"))
@@ -171,14 +208,24 @@ class ChatLog:
         """The reply is part of the conversation (its answer: the thinking is saved, never
         sent to the model again, and the tool calls it asks for); saved as complete, cut (by
         a limit), or stopped."""
-        self.conversation.turns.append(ChatMessage("assistant", done.text, tool_calls=done.tool_calls))
+        self.conversation.turns.append(
+            ChatMessage("assistant", done.text, tool_calls=done.tool_calls)
+        )
         self._call_names.update((call.id, call.name) for call in done.tool_calls)
         status = {"cancelled": "stopped", "length": "cut"}.get(done.finish_reason, "complete")
         if reply.failed is not None:
             self._stop_saving("save the reply", reply.failed)
         if reply.writer is not None and self.history is not None:
-            self._save("save the reply", reply.writer.finish, status, done.text, params=done.params,
-                       stats=done.stats.to_dict(), thinking=done.thinking, tool_calls=done.tool_calls)
+            self._save(
+                "save the reply",
+                reply.writer.finish,
+                status,
+                done.text,
+                params=done.params,
+                stats=done.stats.to_dict(),
+                thinking=done.thinking,
+                tool_calls=done.tool_calls,
+            )
             self._rows.append(reply.writer.message_id)
         else:
             self._rows.append(0)  # not saved: keeps the rows aligned with the turns
@@ -196,7 +243,9 @@ class ChatLog:
         if partial:
             self.conversation.add_assistant(partial)
             if reply.writer is not None and self.history is not None:
-                self._save("save the reply", reply.writer.finish, "interrupted", partial, error=error)
+                self._save(
+                    "save the reply", reply.writer.finish, "interrupted", partial, error=error
+                )
                 self._rows.append(reply.writer.message_id)
             else:
                 self._rows.append(0)
@@ -204,7 +253,9 @@ class ChatLog:
         if reply.writer is not None and self.history is not None:
             self._save("save the reply", reply.writer.finish, "error", error=error)
 
-    def add_tool_result(self, call_id: str, tool: str, text: str, name: str | None = None) -> int | None:
+    def add_tool_result(
+        self, call_id: str, tool: str, text: str, name: str | None = None
+    ) -> int | None:
         """A tool call's result (``tool``: SERVER/NAME; ``name``: as the model called it), after
         the reply that asked for it: part of the conversation (the model reads it next) and
         saved. Returns its row."""
@@ -212,8 +263,16 @@ class ChatLog:
         self.conversation.turns.append(ChatMessage("tool", text, tool_call_id=call_id, name=name))
         row = None
         if self.conversation_id is not None and self.history is not None:
-            row = self._save("save the tool's result", self.history.add_message, self.conversation_id, "tool", text,
-                             parent_id=self.leaf, tool_call_id=call_id, tool_name=tool)
+            row = self._save(
+                "save the tool's result",
+                self.history.add_message,
+                self.conversation_id,
+                "tool",
+                text,
+                parent_id=self.leaf,
+                tool_call_id=call_id,
+                tool_name=tool,
+            )
         if row is not None:
             self._path.append((row, "tool"))
             self.seen = max(self.seen, row)
@@ -236,7 +295,7 @@ class ChatLog:
         branch on screen; the new reply will be its sibling, and it stays saved."""
         dropped = self.conversation.drop_last_reply()
         if not self.saving or not self._path:
-            del self._rows[len(self.conversation.turns):]
+            del self._rows[len(self.conversation.turns) :]
             return dropped
         index = len(self._path)
         while index and self._path[index - 1][1] == "assistant":
@@ -251,7 +310,7 @@ class ChatLog:
         if self.saving and users and users[-1] in self._rows:
             return self.take_user(users[-1])
         text = self.conversation.take_last_user()
-        del self._rows[len(self.conversation.turns):]
+        del self._rows[len(self.conversation.turns) :]
         return text
 
     def take_user(self, message_id: int) -> str | None:
@@ -276,8 +335,13 @@ class ChatLog:
     def save_settings(self) -> None:
         """Parameters or system prompt changed: remembered with the conversation."""
         if self.conversation_id is not None and self.history is not None:
-            self._save("save the settings", self.history.set_settings, self.conversation_id,
-                       system=self.conversation.system, params=self.conversation.params)
+            self._save(
+                "save the settings",
+                self.history.set_settings,
+                self.conversation_id,
+                system=self.conversation.system,
+                params=self.conversation.params,
+            )
 
     def set_params(self, params: SamplingParams) -> None:
         self.conversation.params = params
@@ -316,7 +380,9 @@ class ChatLog:
             self._call_names.update((call.id, call.name) for call in message.tool_calls)
             turn = message.chat_message(self._call_names)
             on_branch = (message.id, message.role) in self._path
-            if on_branch and message.id in self._rows:  # read when it was still being written: now as it ended
+            if (
+                on_branch and message.id in self._rows
+            ):  # read when it was still being written: now as it ended
                 index = self._rows.index(message.id)
                 if message.in_context:
                     self.conversation.turns[index] = turn
@@ -324,7 +390,9 @@ class ChatLog:
                     del self.conversation.turns[index], self._rows[index]
                 continue
             if not on_branch:
-                if message.parent_id != self.leaf:  # another branch's (an edit elsewhere): one switch away
+                if (
+                    message.parent_id != self.leaf
+                ):  # another branch's (an edit elsewhere): one switch away
                     continue
                 self._path.append((message.id, message.role))
             taken.append(message)

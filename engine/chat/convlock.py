@@ -72,8 +72,13 @@ class ConversationLock:
         self._fd = fd
         return True
 
-    def acquire(self, *, limit: float = WAIT_LIMIT, on_wait: Callable[[], object] | None = None,
-                stop_requested: Callable[[], bool] | None = None) -> None:
+    def acquire(
+        self,
+        *,
+        limit: float = WAIT_LIMIT,
+        on_wait: Callable[[], object] | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+    ) -> None:
         """Take the lock, waiting for another holder up to ``limit`` seconds: ``on_wait()`` is
         called once when the wait begins (to say so); ``stop_requested()`` turning true (Ctrl-C)
         ends the wait with KeyboardInterrupt. Past the limit: :class:`ConversationBusy`."""
@@ -88,7 +93,8 @@ class ConversationLock:
             if time.monotonic() >= deadline:
                 raise ConversationBusy(
                     f"another vibechat kept writing to conversation {self.conversation_id} for "
-                    f"{limit / 60:g} minutes: try again when it has finished (is a chat still answering in it?).")
+                    f"{limit / 60:g} minutes: try again when it has finished (is a chat still answering in it?)."
+                )
             time.sleep(POLL)
 
     def release(self) -> None:
@@ -100,7 +106,9 @@ class ConversationLock:
         folder = self.path.parent
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            flags = (
+                os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+            )
             return os.open(self.path, flags, 0o600)
         except OSError:
             return None

@@ -113,9 +113,15 @@ class HistoryDatabase:
             # and the open migrates and repairs: a read-only folder or a full disk fails
             # here. A reader that accepts it gets the file as it is, read-only. A database
             # another process held past the busy timeout is not read behind its back.
-            if not self.read_only_ok or "another process held it" in str(exc) or not self._open_read_only():
+            if (
+                not self.read_only_ok
+                or "another process held it" in str(exc)
+                or not self._open_read_only()
+            ):
                 raise
-            self.read_only = str(exc).replace("cannot open the chat history", "cannot write the chat history", 1)
+            self.read_only = str(exc).replace(
+                "cannot open the chat history", "cannot write the chat history", 1
+            )
             return self
 
     def _open_read_only(self) -> bool:
@@ -133,15 +139,24 @@ class HistoryDatabase:
         for query in ("?mode=ro", "?mode=ro&immutable=1"):
             conn = None
             try:
-                conn = sqlite3.connect(uri + query, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                                       isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    uri + query,
+                    uri=True,
+                    timeout=BUSY_TIMEOUT_MS / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
                 conn.execute("PRAGMA query_only = ON")
-                version = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+                version = (
+                    conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+                )
             except sqlite3.Error:
                 if conn is not None:
                     conn.close()
                 continue
-            if version != len(MIGRATIONS):  # older needs a migration (a write); newer is not ours to read
+            if version != len(
+                MIGRATIONS
+            ):  # older needs a migration (a write); newer is not ours to read
                 conn.close()
                 return False
             self._conn = conn
@@ -151,15 +166,24 @@ class HistoryDatabase:
 
     def _open_for_writing(self: _H) -> _H:
         try:
-            for item in (self.path, self.path.with_name(self.path.name + "-wal"),
-                         self.path.with_name(self.path.name + "-shm")):
+            for item in (
+                self.path,
+                self.path.with_name(self.path.name + "-wal"),
+                self.path.with_name(self.path.name + "-shm"),
+            ):
                 check_regular(item)  # a FIFO here would block the open below forever
             make_private(self.path)
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
         except NotARegularFile as exc:
-            raise HistoryError(f"cannot open the chat history: {exc}; move it aside (vibechat creates a "
-                               "new one) or point VIBECHAT_DATA_DIR elsewhere.") from None
+            raise HistoryError(
+                f"cannot open the chat history: {exc}; move it aside (vibechat creates a "
+                "new one) or point VIBECHAT_DATA_DIR elsewhere."
+            ) from None
         except (OSError, sqlite3.Error) as exc:
             raise self._error("open", exc) from None
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
@@ -212,13 +236,20 @@ class HistoryDatabase:
     def _error(self, doing: str, exc: BaseException) -> HistoryError:
         text = str(exc)
         where = self.path.parent
-        if "readonly" in text.replace(" ", "").lower() or isinstance(exc, PermissionError) \
-                or "unable to open" in text:
-            return HistoryError(f"cannot {doing} the chat history at {self.path} ({text}): make {where} "
-                                "writable, point VIBECHAT_DATA_DIR at a writable directory, or pass --no-save.")
+        if (
+            "readonly" in text.replace(" ", "").lower()
+            or isinstance(exc, PermissionError)
+            or "unable to open" in text
+        ):
+            return HistoryError(
+                f"cannot {doing} the chat history at {self.path} ({text}): make {where} "
+                "writable, point VIBECHAT_DATA_DIR at a writable directory, or pass --no-save."
+            )
         if "not a database" in text or "malformed" in text:
-            return HistoryError(f"the chat history at {self.path} is damaged ({text}): move it aside to start "
-                                "a new one (vibechat recreates it).")
+            return HistoryError(
+                f"the chat history at {self.path} is damaged ({text}): move it aside to start "
+                "a new one (vibechat recreates it)."
+            )
         why = _write_trouble(exc, where) if doing in ("write", "open") else None
         if why is not None:
             return HistoryError(f"cannot {doing} the chat history at {self.path}: {why}.")
@@ -282,8 +313,10 @@ class HistoryDatabase:
         if not dead:
             return 0
         with self._write() as c:
-            c.executemany("UPDATE messages SET status = 'interrupted' WHERE id = ? AND status = 'streaming'",
-                          [(i,) for i in dead])
+            c.executemany(
+                "UPDATE messages SET status = 'interrupted' WHERE id = ? AND status = 'streaming'",
+                [(i,) for i in dead],
+            )
         return len(dead)
 
 
@@ -312,17 +345,25 @@ def _write_trouble(exc: BaseException, where: Path) -> str | None:
     text = str(exc)
     name = getattr(exc, "sqlite_errorname", "") or ""
     if _locked(exc):
-        return (f"another process held it for over {BUSY_TIMEOUT_MS / 1000:g} s ({text}): close the other "
-                "vibechat (or its `run`), then try again")
-    if not (name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in text or "I/O error" in text):
+        return (
+            f"another process held it for over {BUSY_TIMEOUT_MS / 1000:g} s ({text}): close the other "
+            "vibechat (or its `run`), then try again"
+        )
+    if not (
+        name.startswith(("SQLITE_FULL", "SQLITE_IOERR"))
+        or "disk is full" in text
+        or "I/O error" in text
+    ):
         return None
     try:
         import resource  # POSIX only
 
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         if limit != resource.RLIM_INFINITY:
-            return (f"the file-size limit (ulimit -f: {limit} bytes) was reached ({text}): raise the limit, "
-                    "or pass --no-save")
+            return (
+                f"the file-size limit (ulimit -f: {limit} bytes) was reached ({text}): raise the limit, "
+                "or pass --no-save"
+            )
     except (ImportError, OSError, ValueError):
         pass
     try:
@@ -364,4 +405,3 @@ def _process_alive(pid: int | None) -> bool:
     except (PermissionError, OSError):
         return True  # exists (another user's), or the platform cannot tell: leave it
     return True
-

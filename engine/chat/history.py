@@ -65,10 +65,22 @@ LATEST = Latest()
 
 
 def _message(m: Any, attachments: dict[int, tuple[Attachment, ...]] | None = None) -> StoredMessage:
-    return StoredMessage(m["id"], m["role"], m["content"], m["status"], m["created"], m["error"],
-                         json_object(m["params"]), json_object(m["stats"]), m["thinking"] or "", m["parent_id"],
-                         tool_calls_from(m["tool_calls"]), m["tool_call_id"], m["tool_name"],
-                         (attachments or {}).get(m["id"], ()))
+    return StoredMessage(
+        m["id"],
+        m["role"],
+        m["content"],
+        m["status"],
+        m["created"],
+        m["error"],
+        json_object(m["params"]),
+        json_object(m["stats"]),
+        m["thinking"] or "",
+        m["parent_id"],
+        tool_calls_from(m["tool_calls"]),
+        m["tool_call_id"],
+        m["tool_name"],
+        (attachments or {}).get(m["id"], ()),
+    )
 
 
 class History(HistoryDatabase):
@@ -93,23 +105,43 @@ class History(HistoryDatabase):
         self._attachment_store = store
 
     # ----------------------------------------------------------- conversations
-    def create(self, *, title: str, model: str | None = None, model_path: str | None = None,
-               system: str | None = None, params: SamplingParams | None = None, source: str = "chat") -> int:
+    def create(
+        self,
+        *,
+        title: str,
+        model: str | None = None,
+        model_path: str | None = None,
+        system: str | None = None,
+        params: SamplingParams | None = None,
+        source: str = "chat",
+    ) -> int:
         """A new conversation; ``source``: where it comes from (one of ``SOURCES``)."""
         if source not in SOURCES:
-            raise InvalidParameterError(f"unknown conversation source {source!r}: use {', '.join(SOURCES)}.")
+            raise InvalidParameterError(
+                f"unknown conversation source {source!r}: use {', '.join(SOURCES)}."
+            )
         stamp = now()
         with self._write() as c:
             cur = c.execute(
                 "INSERT INTO conversations(title, model, model_path, system, params, created, updated, source) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (title, model, model_path, system, json.dumps((params or SamplingParams()).to_dict()),
-                 stamp, stamp, source))
+                (
+                    title,
+                    model,
+                    model_path,
+                    system,
+                    json.dumps((params or SamplingParams()).to_dict()),
+                    stamp,
+                    stamp,
+                    source,
+                ),
+            )
             assert cur.lastrowid is not None
             return cur.lastrowid
 
-    def conversations(self, limit: int | None = None, offset: int = 0,
-                      source: str | None = None) -> list[ConversationSummary]:
+    def conversations(
+        self, limit: int | None = None, offset: int = 0, source: str | None = None
+    ) -> list[ConversationSummary]:
         """Newest first (by their last message: a rename is no activity); only those from
         ``source`` (one of ``SOURCES``; None: all); reads no messages. Fetched as one JSON
         row: Python's sqlite3 gives up the GIL for every row it steps, and each time waits to
@@ -119,7 +151,8 @@ class History(HistoryDatabase):
             "SELECT json_group_array(json_array(id, title, model, created, updated, source)) AS rows FROM "
             "(SELECT id, title, model, created, updated, source FROM conversations "
             " WHERE ?1 IS NULL OR source = ?1 ORDER BY updated DESC, id DESC LIMIT ?2 OFFSET ?3)",
-            (source, -1 if limit is None else limit, offset))
+            (source, -1 if limit is None else limit, offset),
+        )
         return [ConversationSummary(*row) for row in json.loads(rows[0]["rows"] or "[]")]
 
     def count(self) -> int:
@@ -129,51 +162,89 @@ class History(HistoryDatabase):
         found = self.conversations(limit=1)
         return found[0] if found else None
 
-    def get(self, conversation_id: int, *, leaf: int | None = None, through: int | None = None) -> StoredConversation:
+    def get(
+        self, conversation_id: int, *, leaf: int | None = None, through: int | None = None
+    ) -> StoredConversation:
         """The conversation with every message (``tree``) and one branch (``messages``): the
         one ending at ``leaf``, else the newest branch through ``through`` (a search hit's
         message, a sibling switched to), else the one last on screen."""
         rows = self._read("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
         if not rows:
             raise ConversationNotFound(
-                f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
+                f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones."
+            )
         r = rows[0]
-        summary = ConversationSummary(r["id"], r["title"], r["model"], r["created"], r["updated"], r["source"])
+        summary = ConversationSummary(
+            r["id"], r["title"], r["model"], r["created"], r["updated"], r["source"]
+        )
         attachments = self._attachments("m.conversation_id = ?", (conversation_id,))
-        tree = [_message(m, attachments) for m in self._read("SELECT * FROM messages WHERE conversation_id = ? "
-                                                             "ORDER BY id", (conversation_id,))]
+        tree = [
+            _message(m, attachments)
+            for m in self._read(
+                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            )
+        ]
         if leaf is None:
             known = {m.id for m in tree}
             leaf = newest_leaf(tree, through) if through in known else r["leaf_id"]
-        return StoredConversation(summary, r["model_path"], r["system"], params_from(r["params"]),
-                                  path_to(tree, leaf), tree)
+        return StoredConversation(
+            summary,
+            r["model_path"],
+            r["system"],
+            params_from(r["params"]),
+            path_to(tree, leaf),
+            tree,
+        )
 
     def messages_after(self, conversation_id: int, message_id: int) -> list[StoredMessage]:
         """The conversation's messages saved after ``message_id`` (another process's turns,
         added since this one last read or wrote it), oldest first, on every branch. Empty
         when there are none, or the conversation is gone."""
-        attachments = self._attachments("m.conversation_id = ? AND m.id > ?", (conversation_id, message_id))
-        return [_message(m, attachments) for m in self._read("SELECT * FROM messages WHERE conversation_id = ? "
-                                                             "AND id > ? ORDER BY id", (conversation_id, message_id))]
+        attachments = self._attachments(
+            "m.conversation_id = ? AND m.id > ?", (conversation_id, message_id)
+        )
+        return [
+            _message(m, attachments)
+            for m in self._read(
+                "SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id",
+                (conversation_id, message_id),
+            )
+        ]
 
     def _attachments(self, where: str, args: Sequence[Any]) -> dict[int, tuple[Attachment, ...]]:
         """The attachments of the messages ``where`` selects (``m``: messages), by message id, in
         order, each with its kept copy found again (or said missing)."""
-        rows = self._read("SELECT a.* FROM attachments a JOIN messages m ON m.id = a.message_id "
-                          f"WHERE {where} ORDER BY a.message_id, a.position", args)
+        rows = self._read(
+            "SELECT a.* FROM attachments a JOIN messages m ON m.id = a.message_id "
+            f"WHERE {where} ORDER BY a.message_id, a.position",
+            args,
+        )
         found: dict[int, list[Attachment]] = {}
         store = self.attachment_store
         for r in rows:
             kind: AttachmentKind = "image" if r["kind"] == "image" else "file"
-            found.setdefault(r["message_id"], []).append(store.reopen(
-                kind, r["name"], r["digest"], r["mime"], r["size"], r["width"], r["height"], r["note"]))
+            found.setdefault(r["message_id"], []).append(
+                store.reopen(
+                    kind,
+                    r["name"],
+                    r["digest"],
+                    r["mime"],
+                    r["size"],
+                    r["width"],
+                    r["height"],
+                    r["note"],
+                )
+            )
         return {message_id: tuple(items) for message_id, items in found.items()}
 
     def siblings(self, message_id: int) -> list[int]:
         """The messages with the same parent as ``message_id`` (it included; the other
         replies to its prompt, the other versions of its prompt), oldest first."""
-        rows = self._read("SELECT s.id FROM messages m JOIN messages s ON s.conversation_id = m.conversation_id "
-                          "AND s.parent_id IS m.parent_id WHERE m.id = ? ORDER BY s.id", (message_id,))
+        rows = self._read(
+            "SELECT s.id FROM messages m JOIN messages s ON s.conversation_id = m.conversation_id "
+            "AND s.parent_id IS m.parent_id WHERE m.id = ? ORDER BY s.id",
+            (message_id,),
+        )
         return [r["id"] for r in rows]
 
     def branch(self, message_id: int) -> tuple[int, int]:
@@ -195,7 +266,8 @@ class History(HistoryDatabase):
             cur = c.execute(
                 "INSERT INTO conversations(title, model, model_path, system, params, created, updated, source) "
                 "SELECT ?, model, model_path, system, params, ?, ?, 'chat' FROM conversations WHERE id = ?",
-                (f"{stored.title} (fork)", stamp, stamp, conversation_id))
+                (f"{stored.title} (fork)", stamp, stamp, conversation_id),
+            )
             new_id = cur.lastrowid
             assert new_id is not None
             parent: int | None = None
@@ -204,15 +276,30 @@ class History(HistoryDatabase):
                     "INSERT INTO messages(conversation_id, parent_id, role, content, status, error, params, stats, "
                     "thinking, created, updated, tool_calls, tool_call_id, tool_name) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (new_id, parent, m.role, m.content, "interrupted" if m.status == "streaming" else m.status,
-                     m.error, json.dumps(m.params) if m.params else None,
-                     json.dumps(m.stats) if m.stats else None, m.thinking, m.created, stamp,
-                     json.dumps([c.to_dict() for c in m.tool_calls]) if m.tool_calls else None,
-                     m.tool_call_id, m.tool_name)).lastrowid
+                    (
+                        new_id,
+                        parent,
+                        m.role,
+                        m.content,
+                        "interrupted" if m.status == "streaming" else m.status,
+                        m.error,
+                        json.dumps(m.params) if m.params else None,
+                        json.dumps(m.stats) if m.stats else None,
+                        m.thinking,
+                        m.created,
+                        stamp,
+                        json.dumps([c.to_dict() for c in m.tool_calls]) if m.tool_calls else None,
+                        m.tool_call_id,
+                        m.tool_name,
+                    ),
+                ).lastrowid
                 # The rows as saved (a copy found missing keeps its own note here).
-                c.execute("INSERT INTO attachments(message_id, position, kind, name, digest, mime, size, width, "
-                          "height, note) SELECT ?, position, kind, name, digest, mime, size, width, height, note "
-                          "FROM attachments WHERE message_id = ?", (parent, m.id))
+                c.execute(
+                    "INSERT INTO attachments(message_id, position, kind, name, digest, mime, size, width, "
+                    "height, note) SELECT ?, position, kind, name, digest, mime, size, width, height, note "
+                    "FROM attachments WHERE message_id = ?",
+                    (parent, m.id),
+                )
             c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (parent, new_id))
             return new_id
 
@@ -227,7 +314,9 @@ class History(HistoryDatabase):
         title = " ".join(title.split())
         if not title:
             raise InvalidParameterError("a conversation title cannot be empty.")
-        self._update_conversation(conversation_id, "title = ?, title_set = 1", (title,), touch=False)
+        self._update_conversation(
+            conversation_id, "title = ?, title_set = 1", (title,), touch=False
+        )
 
     def set_title(self, conversation_id: int, title: str) -> bool:
         """A title written for the conversation (from its first prompt, or by the model):
@@ -236,15 +325,27 @@ class History(HistoryDatabase):
         if not title:
             return False
         with self._write() as c:
-            return c.execute("UPDATE conversations SET title = ? WHERE id = ? AND title_set = 0",
-                             (title, conversation_id)).rowcount > 0
+            return (
+                c.execute(
+                    "UPDATE conversations SET title = ? WHERE id = ? AND title_set = 0",
+                    (title, conversation_id),
+                ).rowcount
+                > 0
+            )
 
     def title_is_users(self, conversation_id: int) -> bool:
         rows = self._read("SELECT title_set FROM conversations WHERE id = ?", (conversation_id,))
         return bool(rows and rows[0]["title_set"])
 
-    def set_settings(self, conversation_id: int, *, system: str | None, params: SamplingParams,
-                     model: str | None = None, model_path: str | None = None) -> None:
+    def set_settings(
+        self,
+        conversation_id: int,
+        *,
+        system: str | None,
+        params: SamplingParams,
+        model: str | None = None,
+        model_path: str | None = None,
+    ) -> None:
         """The conversation's system prompt, parameters (and model, when given): they come
         back when it is opened again."""
         sets, args = ["system = ?", "params = ?"], [system, json.dumps(params.to_dict())]
@@ -253,15 +354,20 @@ class History(HistoryDatabase):
             args += [model, model_path]
         self._update_conversation(conversation_id, ", ".join(sets), tuple(args), touch=False)
 
-    def _update_conversation(self, conversation_id: int, sets: str, args: tuple, touch: bool = True) -> None:
+    def _update_conversation(
+        self, conversation_id: int, sets: str, args: tuple, touch: bool = True
+    ) -> None:
         if touch:
             sets += ", updated = ?"
             args = (*args, now())
         with self._write() as c:
-            cur = c.execute(f"UPDATE conversations SET {sets} WHERE id = ?", (*args, conversation_id))
+            cur = c.execute(
+                f"UPDATE conversations SET {sets} WHERE id = ?", (*args, conversation_id)
+            )
             if cur.rowcount == 0:
                 raise ConversationNotFound(
-                    f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
+                    f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones."
+                )
 
     def delete(self, conversation_id: int) -> None:
         """The conversation and its messages go; so do the kept copies of attachments no message
@@ -271,7 +377,8 @@ class History(HistoryDatabase):
             cur = c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             if cur.rowcount == 0:
                 raise ConversationNotFound(
-                    f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones.")
+                    f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones."
+                )
         self.prune_attachments()
 
     def prune_attachments(self) -> int:
@@ -284,10 +391,19 @@ class History(HistoryDatabase):
         return self.attachment_store.prune(keep)
 
     # ---------------------------------------------------------------- messages
-    def add_message(self, conversation_id: int, role: str, content: str, status: str = "complete", *,
-                    params: SamplingParams | None = None, parent_id: int | None | Latest = LATEST,
-                    tool_call_id: str | None = None, tool_name: str | None = None,
-                    attachments: tuple[Attachment, ...] = ()) -> int:
+    def add_message(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        status: str = "complete",
+        *,
+        params: SamplingParams | None = None,
+        parent_id: int | None | Latest = LATEST,
+        tool_call_id: str | None = None,
+        tool_name: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
+    ) -> int:
         """A message after ``parent_id`` (None: a first message; by default the branch on
         screen's last): the branch on screen now ends with it. A tool's result (role
         ``tool``) names the call it answers and the tool. A prompt's ``attachments`` (kept
@@ -295,24 +411,49 @@ class History(HistoryDatabase):
         stamp = now()
         with self._write() as c:
             if isinstance(parent_id, Latest):
-                row = c.execute("SELECT COALESCE(leaf_id, (SELECT MAX(id) FROM messages WHERE conversation_id = ?1)) "
-                                "FROM conversations WHERE id = ?1", (conversation_id,)).fetchone()
+                row = c.execute(
+                    "SELECT COALESCE(leaf_id, (SELECT MAX(id) FROM messages WHERE conversation_id = ?1)) "
+                    "FROM conversations WHERE id = ?1",
+                    (conversation_id,),
+                ).fetchone()
                 parent_id = row[0] if row else None
             cur = c.execute(
                 "INSERT INTO messages(conversation_id, parent_id, role, content, status, writer_pid, params, "
                 "created, updated, tool_call_id, tool_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, parent_id, role, content, status, os.getpid() if status == "streaming" else None,
-                 json.dumps(params.to_dict()) if params else None, stamp, stamp, tool_call_id, tool_name))
+                (
+                    conversation_id,
+                    parent_id,
+                    role,
+                    content,
+                    status,
+                    os.getpid() if status == "streaming" else None,
+                    json.dumps(params.to_dict()) if params else None,
+                    stamp,
+                    stamp,
+                    tool_call_id,
+                    tool_name,
+                ),
+            )
             assert cur.lastrowid is not None
             _insert_attachments(c, cur.lastrowid, attachments)
-            c.execute("UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
-                      (stamp, cur.lastrowid, conversation_id))
+            c.execute(
+                "UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
+                (stamp, cur.lastrowid, conversation_id),
+            )
             return cur.lastrowid
 
-    def update_message(self, message_id: int, content: str, status: str | None = None, *,
-                       error: str | None = None, params: SamplingParams | None = None,
-                       stats: dict[str, Any] | None = None, thinking: str | None = None,
-                       tool_calls: tuple[ToolCall, ...] | None = None) -> None:
+    def update_message(
+        self,
+        message_id: int,
+        content: str,
+        status: str | None = None,
+        *,
+        error: str | None = None,
+        params: SamplingParams | None = None,
+        stats: dict[str, Any] | None = None,
+        thinking: str | None = None,
+        tool_calls: tuple[ToolCall, ...] | None = None,
+    ) -> None:
         sets, args = ["content = ?", "updated = ?"], [content, now()]
         if tool_calls:
             sets.append("tool_calls = ?")
@@ -334,8 +475,11 @@ class History(HistoryDatabase):
             args.append(json.dumps(stats))
         with self._write() as c:
             c.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*args, message_id))
-            c.execute("UPDATE conversations SET updated = ? WHERE id = "
-                      "(SELECT conversation_id FROM messages WHERE id = ?)", (args[1], message_id))
+            c.execute(
+                "UPDATE conversations SET updated = ? WHERE id = "
+                "(SELECT conversation_id FROM messages WHERE id = ?)",
+                (args[1], message_id),
+            )
 
     # ----------------------------------------------------------------- search
     def search(self, text: str, limit: int = 50) -> list[SearchHit]:
@@ -350,14 +494,28 @@ class History(HistoryDatabase):
             f"snippet(messages_fts, 0, '{HIT_START}', '{HIT_END}', '…', 12) AS snippet "
             "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
             "JOIN conversations c ON c.id = m.conversation_id "
-            "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?", (query, limit))
-        return [SearchHit(r["conversation_id"], r["message_id"], r["title"], r["role"],
-                          " ".join(r["snippet"].split()), r["updated"]) for r in rows]
-
+            "WHERE messages_fts MATCH ? ORDER BY rank LIMIT ?",
+            (query, limit),
+        )
+        return [
+            SearchHit(
+                r["conversation_id"],
+                r["message_id"],
+                r["title"],
+                r["role"],
+                " ".join(r["snippet"].split()),
+                r["updated"],
+            )
+            for r in rows
+        ]
 
 
 def _insert_attachments(c: Any, message_id: int, attachments: tuple[Attachment, ...]) -> None:
-    c.executemany("INSERT INTO attachments(message_id, position, kind, name, digest, mime, size, width, height, note) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                  [(message_id, i, a.kind, a.name, a.digest, a.mime, a.size, a.width, a.height, a.note)
-                   for i, a in enumerate(attachments)])
+    c.executemany(
+        "INSERT INTO attachments(message_id, position, kind, name, digest, mime, size, width, height, note) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (message_id, i, a.kind, a.name, a.digest, a.mime, a.size, a.width, a.height, a.note)
+            for i, a in enumerate(attachments)
+        ],
+    )

@@ -47,8 +47,11 @@ def now() -> str:
 def export_line(params: SamplingParams) -> str:
     """The Markdown export's parameters, each one its declaration exports (``ParamSpec.exported``)
     under its label: ``temperature 0.8, top-k 40, ..., repeat penalty auto``."""
-    return ", ".join(f"{spec.label.lower()} {spec.show(getattr(params, name))}"
-                     for name, spec in PARAM_SPECS.items() if spec.exported)
+    return ", ".join(
+        f"{spec.label.lower()} {spec.show(getattr(params, name))}"
+        for name, spec in PARAM_SPECS.items()
+        if spec.exported
+    )
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,14 @@ class ConversationSummary:
     source: str = "chat"  # one of SOURCES
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "model": self.model, "source": self.source,
-                "created": self.created, "updated": self.updated}
+        return {
+            "id": self.id,
+            "title": self.title,
+            "model": self.model,
+            "source": self.source,
+            "created": self.created,
+            "updated": self.updated,
+        }
 
 
 @dataclass(frozen=True)
@@ -91,23 +100,39 @@ class StoredMessage:
         """Whether the model sees this message when the conversation continues: failed
         replies are shown, not sent; a stopped or interrupted reply is kept as written; a
         reply that asked for tools, and the tools' results, are sent."""
-        return self.role in ("user", "tool") or (self.status != "error" and bool(self.content or self.tool_calls))
+        return self.role in ("user", "tool") or (
+            self.status != "error" and bool(self.content or self.tool_calls)
+        )
 
     def chat_message(self, call_names: dict[str, str] | None = None) -> ChatMessage:
         """The message as the model is sent it; a tool's result is named as the model called
         the tool (``call_names``: call id → name, from the reply that asked), else as its server does."""
         if self.role == "tool":
-            name = (call_names or {}).get(self.tool_call_id or "") or (self.tool_name or "").rsplit("/", 1)[-1]
-            return ChatMessage("tool", self.content, tool_call_id=self.tool_call_id or "", name=name or None)
+            name = (call_names or {}).get(self.tool_call_id or "") or (self.tool_name or "").rsplit(
+                "/", 1
+            )[-1]
+            return ChatMessage(
+                "tool", self.content, tool_call_id=self.tool_call_id or "", name=name or None
+            )
         # An image whose kept copy is gone cannot be sent again: it stays on screen (and in the
         # export) with its note; a missing file is still inlined, empty, with that note.
         sent = tuple(a for a in self.attachments if a.path or not a.is_image)
-        return ChatMessage(self.role, self.content, tool_calls=self.tool_calls,  # type: ignore[arg-type]
-                           attachments=sent)
+        return ChatMessage(
+            self.role,  # type: ignore[arg-type]
+            self.content,
+            tool_calls=self.tool_calls,  # type: ignore[arg-type]
+            attachments=sent,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": self.id, "parent_id": self.parent_id, "role": self.role,
-                                "content": self.content, "status": self.status, "created": self.created}
+        data: dict[str, Any] = {
+            "id": self.id,
+            "parent_id": self.parent_id,
+            "role": self.role,
+            "content": self.content,
+            "status": self.status,
+            "created": self.created,
+        }
         if self.error:
             data["error"] = self.error
         if self.role == "assistant":
@@ -163,20 +188,33 @@ class StoredConversation:
     def to_dict(self) -> dict[str, Any]:
         """The branch on screen as ``messages`` (as before the tree), and every message of
         every branch as ``tree`` with its ``parent_id``."""
-        return {**self.summary.to_dict(), "model_path": self.model_path, "system": self.system,
-                "params": self.params.to_dict(), "leaf_id": self.leaf_id,
-                "messages": [m.to_dict() for m in self.messages],
-                "tree": [m.to_dict() for m in (self.tree or self.messages)]}
+        return {
+            **self.summary.to_dict(),
+            "model_path": self.model_path,
+            "system": self.system,
+            "params": self.params.to_dict(),
+            "leaf_id": self.leaf_id,
+            "messages": [m.to_dict() for m in self.messages],
+            "tree": [m.to_dict() for m in (self.tree or self.messages)],
+        }
 
     def to_markdown(self) -> str:
         s = self.summary
-        lines = [f"# {s.title}", "", f"- Model: {s.model or 'unknown'}", f"- Source: {s.source}",
-                 f"- Started: {s.created}", f"- Updated: {s.updated}"]
+        lines = [
+            f"# {s.title}",
+            "",
+            f"- Model: {s.model or 'unknown'}",
+            f"- Source: {s.source}",
+            f"- Started: {s.created}",
+            f"- Updated: {s.updated}",
+        ]
         lines.append(f"- Parameters: {export_line(self.params)}")
         if self.system:
             lines += ["", "## System", "", self.system]
         for m in self.messages:
-            heading = {"user": "User", "tool": f"Tool result: {m.tool_name or 'a tool'}"}.get(m.role, "Assistant")
+            heading = {"user": "User", "tool": f"Tool result: {m.tool_name or 'a tool'}"}.get(
+                m.role, "Assistant"
+            )
             if m.status == "cut":
                 heading += " (cut: it reached the token limit or the end of the context)"
             elif m.status != "complete":
@@ -208,15 +246,28 @@ class SearchHit:
     updated: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"conversation_id": self.conversation_id, "message_id": self.message_id, "title": self.title,
-                "role": self.role, "snippet": self.snippet, "updated": self.updated}
+        return {
+            "conversation_id": self.conversation_id,
+            "message_id": self.message_id,
+            "title": self.title,
+            "role": self.role,
+            "snippet": self.snippet,
+            "updated": self.updated,
+        }
 
 
 def attachment_dict(a: Attachment) -> dict[str, Any]:
     """An attachment in a JSON export: what it was and its content address, never its bytes
     (nor a file's text: that is in the kept copy the digest names)."""
-    data: dict[str, Any] = {"kind": a.kind, "name": a.name, "digest": a.digest, "mime": a.mime, "size": a.size,
-                            "width": a.width, "height": a.height}
+    data: dict[str, Any] = {
+        "kind": a.kind,
+        "name": a.name,
+        "digest": a.digest,
+        "mime": a.mime,
+        "size": a.size,
+        "width": a.width,
+        "height": a.height,
+    }
     if a.note:
         data["note"] = a.note
     return data
@@ -312,4 +363,3 @@ def _details(summary: str, text: str) -> list[str]:
     characters escaped, so a ``</details>`` in it cannot end the block early."""
     body = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return [f"<details><summary>{summary}</summary>", "", body.strip("\n"), "", "</details>"]
-

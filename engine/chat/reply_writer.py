@@ -52,14 +52,32 @@ class ReplyWriter:
         text = self.text
         thinking_len = sum(map(len, self._thinking))
         if len(text) != self._saved_len or thinking_len != self._saved_thinking:
-            self.history.update_message(self.message_id, text,
-                                        thinking=self.thinking if thinking_len != self._saved_thinking else None)
+            self.history.update_message(
+                self.message_id,
+                text,
+                thinking=self.thinking if thinking_len != self._saved_thinking else None,
+            )
             self._saved_len, self._saved_thinking = len(text), thinking_len
         self._last_save = time.monotonic()
 
-    def finish(self, status: str, text: str | None = None, *, error: str | None = None,
-               params: SamplingParams | None = None, stats: dict[str, Any] | None = None,
-               thinking: str | None = None, tool_calls: tuple[ToolCall, ...] = ()) -> None:
-        self.history.update_message(self.message_id, self.text if text is None else text, status,
-                                    error=error, params=params, stats=stats,
-                                    thinking=self.thinking if thinking is None else thinking, tool_calls=tool_calls)
+    def finish(
+        self,
+        status: str,
+        text: str | None = None,
+        *,
+        error: str | None = None,
+        params: SamplingParams | None = None,
+        stats: dict[str, Any] | None = None,
+        thinking: str | None = None,
+        tool_calls: tuple[ToolCall, ...] = (),
+    ) -> None:
+        self.history.update_message(
+            self.message_id,
+            self.text if text is None else text,
+            status,
+            error=error,
+            params=params,
+            stats=stats,
+            thinking=self.thinking if thinking is None else thinking,
+            tool_calls=tool_calls,
+        )

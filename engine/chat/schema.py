@@ -37,7 +37,9 @@ def run_script(c: Executes, script: str) -> None:
 
 def conversations_and_messages(c: Executes) -> None:
     """Conversations and their ordered messages, with full-text search."""
-    run_script(c, """
+    run_script(
+        c,
+        """
     CREATE TABLE conversations (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         title TEXT NOT NULL,
@@ -77,15 +79,19 @@ def conversations_and_messages(c: Executes) -> None:
         INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
-    """)
+    """,
+    )
 
 
 def thinking_apart(c: Executes) -> None:
     """A reasoning model's thinking, kept apart from the reply's text (not searched: messages_fts
     indexes content only)."""
-    run_script(c, """
+    run_script(
+        c,
+        """
     ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';
-    """)
+    """,
+    )
 
 
 def sources_titles_and_cut_replies(c: Executes) -> None:
@@ -95,7 +101,9 @@ def sources_titles_and_cut_replies(c: Executes) -> None:
     replies saved 'complete' whose stats say a limit ended them become 'cut' too). SQLite cannot
     change a CHECK constraint, so messages is copied into a new table with the same ids (the
     full-text index, keyed by id, stays valid) and its indexes and triggers are made again."""
-    run_script(c, """
+    run_script(
+        c,
+        """
     ALTER TABLE conversations ADD COLUMN source TEXT NOT NULL DEFAULT 'chat';
     ALTER TABLE conversations ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX conversations_by_source ON conversations(source, updated DESC, id DESC);
@@ -136,7 +144,8 @@ def sources_titles_and_cut_replies(c: Executes) -> None:
         INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
-    """)
+    """,
+    )
 
 
 def message_tree(c: Executes) -> None:
@@ -145,13 +154,16 @@ def message_tree(c: Executes) -> None:
     replaces instead of deleting it; a conversation remembers the last message of the branch on
     screen (``leaf_id``; NULL: its newest message). Every existing message gets the one before
     it as its parent: each conversation stays the same single branch."""
-    run_script(c, """
+    run_script(
+        c,
+        """
     ALTER TABLE messages ADD COLUMN parent_id INTEGER;
     ALTER TABLE conversations ADD COLUMN leaf_id INTEGER;
     UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
                                      WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id);
     CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id, id);
-    """)
+    """,
+    )
 
 
 def tool_calls(c: Executes) -> None:
@@ -159,7 +171,9 @@ def tool_calls(c: Executes) -> None:
     arguments}), and a call's result is a message of its own, role 'tool' (``tool_call_id``: the
     call it answers; ``tool_name``: the tool, as SERVER/NAME). The role's CHECK changes, so
     messages is copied into a new table with the same ids, as in migration 3."""
-    run_script(c, """
+    run_script(
+        c,
+        """
     CREATE TABLE messages_v5 (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
@@ -199,7 +213,8 @@ def tool_calls(c: Executes) -> None:
         INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
-    """)
+    """,
+    )
 
 
 def attachments(c: Executes) -> None:
@@ -209,7 +224,9 @@ def attachments(c: Executes) -> None:
     in the database). Written in the same transaction as the prompt; gone with it (ON DELETE
     CASCADE: a later migration that copies messages, as 3 and 5 do, must copy this table too, or
     dropping the old messages table takes the attachments with it)."""
-    run_script(c, """
+    run_script(
+        c,
+        """
     CREATE TABLE attachments (
         message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
         position INTEGER NOT NULL,
@@ -224,7 +241,8 @@ def attachments(c: Executes) -> None:
         PRIMARY KEY (message_id, position)
     );
     CREATE INDEX attachments_by_digest ON attachments(digest);
-    """)
+    """,
+    )
 
 
 # The migrations, in the order they run: a database at version N has run the first N.
@@ -238,11 +256,15 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
-def migrate(conn: sqlite3.Connection, write: Callable[[], AbstractContextManager[sqlite3.Connection]]) -> None:
+def migrate(
+    conn: sqlite3.Connection, write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+) -> None:
     """Bring the database on ``conn`` to the newest schema; ``write``: one write transaction
     (the history's own, which turns SQLite's errors into one line with the fix)."""
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
-                 "(version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(version INTEGER PRIMARY KEY, applied TEXT NOT NULL)"
+    )
     done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
     for version, migration in enumerate(MIGRATIONS, start=1):
         if version in done:  # no write lock to take: a history that cannot be written still reads
@@ -250,14 +272,19 @@ def migrate(conn: sqlite3.Connection, write: Callable[[], AbstractContextManager
         with write() as c:
             # Checked inside the write lock: a second process migrating at the same
             # moment waits, then finds the work done.
-            if c.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)).fetchone():
+            if c.execute(
+                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
+            ).fetchone():
                 continue
             migration(c)
-            c.execute("INSERT INTO schema_migrations(version, applied) VALUES (?, ?)", (version, now()))
+            c.execute(
+                "INSERT INTO schema_migrations(version, applied) VALUES (?, ?)", (version, now())
+            )
     newest = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
     if newest > len(MIGRATIONS):
         raise sqlite3.DatabaseError(
-            f"schema version {newest} is newer than this vibechat knows ({len(MIGRATIONS)}); upgrade vibechat")
+            f"schema version {newest} is newer than this vibechat knows ({len(MIGRATIONS)}); upgrade vibechat"
+        )
 
 
 class _Recorder:

@@ -105,8 +105,15 @@ class ChatSession:
         self.info = info
         self.chat.set_model(info.name, info.path)
 
-    def replace_backend(self, new: Backend, *, name: str, file_size: int, available: int | None,
-                        on_progress: Callable[[float], object] | None = None) -> ModelInfo:
+    def replace_backend(
+        self,
+        new: Backend,
+        *,
+        name: str,
+        file_size: int,
+        available: int | None,
+        on_progress: Callable[[float], object] | None = None,
+    ) -> ModelInfo:
         """Load ``new`` and make it the session's backend (blocks: a worker's job).
 
         The user is never left without a model: ``new`` (model ``name``, ``file_size`` bytes of
@@ -121,11 +128,14 @@ class ChatSession:
                 info = new.load(on_progress=on_progress)
                 old.close()
             else:
-                freed = self.info.memory_bytes if self.info is not None else 0  # a draft model's too
+                freed = (
+                    self.info.memory_bytes if self.info is not None else 0
+                )  # a draft model's too
                 if file_size > available + freed:
                     raise ModelLoadError(
                         f"{name} needs about {file_size / 1e9:.1f} GB of memory and only "
-                        f"{(available + freed) / 1e9:.1f} GB would be free: choose a smaller quantization.")
+                        f"{(available + freed) / 1e9:.1f} GB would be free: choose a smaller quantization."
+                    )
                 old.close()  # it fits only without the current model
                 try:
                     info = new.load(on_progress=on_progress)
@@ -154,26 +164,42 @@ class ChatSession:
     def is_current(self, generation: int) -> bool:
         return generation == self.generation
 
-    def begin_reply(self, params: SamplingParams | None = None, *, tools: tuple[ToolSpec, ...] = (),
-                    tool_choice: str = "auto") -> Turn:
+    def begin_reply(
+        self,
+        params: SamplingParams | None = None,
+        *,
+        tools: tuple[ToolSpec, ...] = (),
+        tool_choice: str = "auto",
+    ) -> Turn:
         """A reply to the conversation as it stands (its last message is the prompt, or a
         tool's result); the reply row is saved (status 'streaming') before the first token.
         ``tools``: offered to the model (``tool_choice``: auto, none or required)."""
         self.generation += 1
         params = (params or self.conversation.params).with_seed()
         self._writer.claim(self.chat)
-        turn = Turn(self.generation, self._messages(), params, self.chat.start_reply(),
-                    tools=tools, tool_choice=tool_choice)
+        turn = Turn(
+            self.generation,
+            self._messages(),
+            params,
+            self.chat.start_reply(),
+            tools=tools,
+            tool_choice=tool_choice,
+        )
         self.turn = turn
         return turn
 
-    def stream(self, turn: Turn, on_text: Callable[[str], object], *,
-               on_event: Callable[[ChatEvent], object] | None = None,
-               on_context: Callable[[int], object] | None = None,
-               on_reset: Callable[[], object] | None = None,
-               on_load: Callable[[float], object] | None = None,
-               on_tokens: Callable[[int], object] | None = None,
-               stop_requested: Callable[[], bool] | None = None) -> GenerationDone:
+    def stream(
+        self,
+        turn: Turn,
+        on_text: Callable[[str], object],
+        *,
+        on_event: Callable[[ChatEvent], object] | None = None,
+        on_context: Callable[[int], object] | None = None,
+        on_reset: Callable[[], object] | None = None,
+        on_load: Callable[[float], object] | None = None,
+        on_tokens: Callable[[int], object] | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+    ) -> GenerationDone:
         """Generate ``turn``'s reply with the engine lock held (blocks): each piece of text
         is saved and given to ``on_text``; the thinking (``ThinkingDelta``) is saved apart
         and goes to ``on_event`` with the other events (``ContextTrimmed``); ``on_context`` gets the
@@ -193,7 +219,11 @@ class ChatSession:
         with self.engine_lock:
             if self.apply_pending_reset(locked=True) and on_reset is not None:
                 on_reset()
-            if not self.is_current(turn.generation) or turn.settled or (stop_requested and stop_requested()):
+            if (
+                not self.is_current(turn.generation)
+                or turn.settled
+                or (stop_requested and stop_requested())
+            ):
                 return turn.stopped()  # superseded, or stopped before it began
             if on_load is not None:
                 self.backend.load(on_progress=on_load)  # idempotent: at once when loaded
@@ -203,8 +233,9 @@ class ChatSession:
                     on_context(tokens)
             done: GenerationDone | None = None
             if turn.tools:
-                events = self.backend.stream_chat(turn.messages, turn.params, tools=turn.tools,
-                                                  tool_choice=turn.tool_choice)
+                events = self.backend.stream_chat(
+                    turn.messages, turn.params, tools=turn.tools, tool_choice=turn.tool_choice
+                )
             else:  # as every backend takes it (a front end's test double too)
                 events = self.backend.stream_chat(turn.messages, turn.params)
             try:
@@ -228,10 +259,16 @@ class ChatSession:
                 events.close()
         return done if done is not None else turn.stopped()
 
-    def answer(self, params: SamplingParams | None = None, *, on_text: Callable[[str], object] | None = None,
-               on_event: Callable[[ChatEvent], object] | None = None,
-               stop_requested: Callable[[], bool] | None = None,
-               tools: tuple[ToolSpec, ...] = (), tool_choice: str = "auto") -> Answer:
+    def answer(
+        self,
+        params: SamplingParams | None = None,
+        *,
+        on_text: Callable[[str], object] | None = None,
+        on_event: Callable[[ChatEvent], object] | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+        tools: tuple[ToolSpec, ...] = (),
+        tool_choice: str = "auto",
+    ) -> Answer:
         """The whole lifecycle in the caller's thread (``vibechat run``, ``--prompts-file``):
         answer the conversation's last prompt, saving the reply as it streams. Ctrl-C
         (``KeyboardInterrupt``), ``stop_requested()`` or a closed pipe (``BrokenPipeError``
@@ -240,15 +277,24 @@ class ChatSession:
         runs the calls)."""
         turn = self.begin_reply(params, tools=tools, tool_choice=tool_choice)
         try:
-            done = self.stream(turn, on_text or _ignore, on_event=on_event, stop_requested=stop_requested)
+            done = self.stream(
+                turn, on_text or _ignore, on_event=on_event, stop_requested=stop_requested
+            )
         except VibechatError as exc:
             self.fail_reply(turn, str(exc), self.partial_of(turn, exc))
             raise
-        except (KeyboardInterrupt, BrokenPipeError) as exc:  # the stream is closed: the engine stopped
+        except (
+            KeyboardInterrupt,
+            BrokenPipeError,
+        ) as exc:  # the stream is closed: the engine stopped
             done = turn.stopped()
             self.finish_reply(turn, done)
-            return Answer(turn.text, done, interrupted=isinstance(exc, KeyboardInterrupt),
-                          pipe_closed=isinstance(exc, BrokenPipeError))
+            return Answer(
+                turn.text,
+                done,
+                interrupted=isinstance(exc, KeyboardInterrupt),
+                pipe_closed=isinstance(exc, BrokenPipeError),
+            )
         self.finish_reply(turn, done)
         return Answer(turn.text, done, interrupted=stop_requested is not None and stop_requested())
 
@@ -265,11 +311,17 @@ class ChatSession:
         """Refuse, before it is saved or tokenized, a prompt too large for the loaded model's
         context, its files' text counted (``ContextOverflowError``), or one with images for a
         model that takes none (``ImagesNotTaken``): one line naming the fix."""
-        if self.info is not None and not self.info.takes_images and any(a.is_image for a in attachments):
+        if (
+            self.info is not None
+            and not self.info.takes_images
+            and any(a.is_image for a in attachments)
+        ):
             raise ImagesNotTaken(NO_IMAGES)
         sent = model_text(text, tuple(attachments))
-        problem = prompt_too_large(len(sent.encode("utf-8", "replace")),
-                                   self.info.context_size if self.info is not None else None)
+        problem = prompt_too_large(
+            len(sent.encode("utf-8", "replace")),
+            self.info.context_size if self.info is not None else None,
+        )
         if problem:
             raise ContextOverflowError(problem)
 
@@ -291,7 +343,12 @@ class ChatSession:
         user gave stays; a prompt of attachments only keeps the first one's name."""
         chat = self.chat
         turns = chat.conversation.turns
-        if chat.history is None or chat.conversation_id is None or len(turns) != 2 or not turns[0].content.strip():
+        if (
+            chat.history is None
+            or chat.conversation_id is None
+            or len(turns) != 2
+            or not turns[0].content.strip()
+        ):
             return
         title = title_from(turns[0].content)
         if title == chat.title:

@@ -32,7 +32,12 @@ def title_from(prompt: str) -> str:
     line (a bare "hi" stays "hi"); sanitised (no terminal controls: a title is shown in lists and
     dialogs), shortened. Only the first 64 KiB and 50 lines are looked at."""
     lines = list(_title_lines(prompt))
-    return _short(next((line for line in lines if _substantive(line)), lines[0] if lines else "New conversation"))
+    return _short(
+        next(
+            (line for line in lines if _substantive(line)),
+            lines[0] if lines else "New conversation",
+        )
+    )
 
 
 def title_from_model(text: str) -> str | None:
@@ -85,7 +90,7 @@ def _title_lines(text: str, *, markdown: bool = False) -> Iterator[str]:
     """``text``'s non-empty lines, sanitised, spaces collapsed; with ``markdown``, without
     quote, heading, list and emphasis marks. At most 64 KiB and 50 lines are read."""
 
-    for count, line in enumerate(sanitize(text[:1 << 16]).splitlines()):
+    for count, line in enumerate(sanitize(text[: 1 << 16]).splitlines()):
         if count >= 50:
             return
         if markdown:

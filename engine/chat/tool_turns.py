@@ -29,8 +29,12 @@ if TYPE_CHECKING:
 DENIED = "The user did not allow this call. Do not call it again unless they ask for it."
 NOT_RUN_STOPPED = "Not run: the user stopped the reply."
 MAX_CALLS = 16  # calls run from one reply, at most (the rest are answered "not run")
-NOT_RUN_ARGUMENTS = "The call was not run: "  # then why its arguments were refused (the model is told)
-MAX_RESULT_CHARS = 64_000  # a result kept for the model, at most (the tool's own bound is usually lower)
+NOT_RUN_ARGUMENTS = (
+    "The call was not run: "  # then why its arguments were refused (the model is told)
+)
+MAX_RESULT_CHARS = (
+    64_000  # a result kept for the model, at most (the tool's own bound is usually lower)
+)
 
 
 class ToolBox(Protocol):
@@ -39,12 +43,15 @@ class ToolBox(Protocol):
     def specs(self) -> Sequence[ToolSpec]:
         """The tools to offer (may start servers: blocks)."""
 
-    def run(self, call: ToolCall, spec: ToolSpec | None = None, cancel: threading.Event | None = None) -> ToolResult:
+    def run(
+        self, call: ToolCall, spec: ToolSpec | None = None, cancel: threading.Event | None = None
+    ) -> ToolResult:
         """Run one allowed call (blocks, bounded by the call's timeout; ``cancel`` stops it)."""
 
 
-def outcome_of(call: ToolCall, spec: ToolSpec | None, allowed: bool, toolbox: ToolBox,
-               cancel: threading.Event) -> ToolResult:
+def outcome_of(
+    call: ToolCall, spec: ToolSpec | None, allowed: bool, toolbox: ToolBox, cancel: threading.Event
+) -> ToolResult:
     """One call's result: an unknown tool, a denied call or arguments that do not parse are
     results too (the model is told); otherwise the tool runs."""
     if spec is None:
@@ -58,8 +65,11 @@ def outcome_of(call: ToolCall, spec: ToolSpec | None, allowed: bool, toolbox: To
     outcome = toolbox.run(call, spec, cancel)
     if len(outcome.text) > MAX_RESULT_CHARS:
         cut = outcome.text[:MAX_RESULT_CHARS]
-        return ToolResult(f"{cut}\n[cut: the result was {len(outcome.text):,} characters; the first "
-                           f"{MAX_RESULT_CHARS:,} are shown]", outcome.is_error)
+        return ToolResult(
+            f"{cut}\n[cut: the result was {len(outcome.text):,} characters; the first "
+            f"{MAX_RESULT_CHARS:,} are shown]",
+            outcome.is_error,
+        )
     return outcome
 
 
@@ -68,7 +78,9 @@ def tool_label(call: ToolCall, spec: ToolSpec | None) -> str:
     return spec.qualified if spec is not None else f"unknown/{call.name[:80]}"
 
 
-def save_outcome(session: ChatSession, call: ToolCall, spec: ToolSpec | None, outcome: ToolResult) -> None:
+def save_outcome(
+    session: ChatSession, call: ToolCall, spec: ToolSpec | None, outcome: ToolResult
+) -> None:
     """The call's result joins the conversation after the reply that asked for it (saved)."""
     session.chat.add_tool_result(call.id, tool_label(call, spec), outcome.text)
 
@@ -82,8 +94,11 @@ def round_choice(round_: int, rounds: int, tool_choice: str) -> str:
     return tool_choice if round_ == 0 else "auto"
 
 
-def _watched(run: Callable[[], ToolResult], cancel: threading.Event,
-             stop_requested: Callable[[], bool] | None) -> ToolResult:
+def _watched(
+    run: Callable[[], ToolResult],
+    cancel: threading.Event,
+    stop_requested: Callable[[], bool] | None,
+) -> ToolResult:
     """``run()``, with ``cancel`` set as soon as ``stop_requested()`` turns true (Ctrl-C in
     ``vibechat run``): a call then ends at once, not at its timeout."""
     if stop_requested is None:
@@ -105,12 +120,19 @@ def _watched(run: Callable[[], ToolResult], cancel: threading.Event,
         watcher.join()
 
 
-def answer_with_tools(session: ChatSession, toolbox: ToolBox, decide: Callable[[ToolCall, ToolSpec], bool], *,
-                      rounds: int, tool_choice: str = "auto", params: SamplingParams | None = None,
-                      on_text: Callable[[str], object] | None = None,
-                      on_event: Callable[[ChatEvent], object] | None = None,
-                      on_call: Callable[[ToolCall, ToolSpec | None, bool, ToolResult], object] | None = None,
-                      stop_requested: Callable[[], bool] | None = None) -> Answer:
+def answer_with_tools(
+    session: ChatSession,
+    toolbox: ToolBox,
+    decide: Callable[[ToolCall, ToolSpec], bool],
+    *,
+    rounds: int,
+    tool_choice: str = "auto",
+    params: SamplingParams | None = None,
+    on_text: Callable[[str], object] | None = None,
+    on_event: Callable[[ChatEvent], object] | None = None,
+    on_call: Callable[[ToolCall, ToolSpec | None, bool, ToolResult], object] | None = None,
+    stop_requested: Callable[[], bool] | None = None,
+) -> Answer:
     """Answer the conversation's last prompt, running the tool calls ``decide`` allows, for at
     most ``rounds`` rounds of calls (blocks: ``vibechat run``). ``on_call`` hears of each call
     once settled (allowed or not, and its outcome). Returns the last reply's ``Answer``."""
@@ -119,10 +141,22 @@ def answer_with_tools(session: ChatSession, toolbox: ToolBox, decide: Callable[[
     cancel = threading.Event()
     for round_ in range(max(0, rounds) + 1):
         choice = round_choice(round_, rounds, tool_choice) if offered else "auto"
-        answer = session.answer(params, on_text=on_text, on_event=on_event, stop_requested=stop_requested,
-                                tools=offered, tool_choice=choice)
+        answer = session.answer(
+            params,
+            on_text=on_text,
+            on_event=on_event,
+            stop_requested=stop_requested,
+            tools=offered,
+            tool_choice=choice,
+        )
         done = answer.done
-        if answer.interrupted or answer.pipe_closed or not done.tool_calls or choice == "none" or not offered:
+        if (
+            answer.interrupted
+            or answer.pipe_closed
+            or not done.tool_calls
+            or choice == "none"
+            or not offered
+        ):
             return answer
         stopped = False
         for index, call in enumerate(done.tool_calls):
@@ -131,10 +165,18 @@ def answer_with_tools(session: ChatSession, toolbox: ToolBox, decide: Callable[[
             if stopped or index >= MAX_CALLS:
                 allowed = False
                 outcome = ToolResult(
-                    NOT_RUN_STOPPED if stopped else f"Not run: at most {MAX_CALLS} calls run per reply.", True)
+                    NOT_RUN_STOPPED
+                    if stopped
+                    else f"Not run: at most {MAX_CALLS} calls run per reply.",
+                    True,
+                )
             else:
                 allowed = spec is not None and decide(call, spec)
-                outcome = _watched(partial(outcome_of, call, spec, allowed, toolbox, cancel), cancel, stop_requested)
+                outcome = _watched(
+                    partial(outcome_of, call, spec, allowed, toolbox, cancel),
+                    cancel,
+                    stop_requested,
+                )
             save_outcome(session, call, spec, outcome)
             if on_call is not None:
                 on_call(call, spec, allowed, outcome)

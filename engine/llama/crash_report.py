@@ -47,15 +47,24 @@ def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | 
         ideas.append(f"{flag('kv_cache_type')} f16")
     smaller = f"a smaller {flag('context_size')}"
     ideas.append(smaller)
-    if rc is not None and rc == -getattr(signal, "SIGKILL", -1):  # the OOM killer's signal: memory first
+    if rc is not None and rc == -getattr(
+        signal, "SIGKILL", -1
+    ):  # the OOM killer's signal: memory first
         ideas.remove(smaller)
         ideas.insert(0, smaller)
     ideas.append("another model")
     return ", ".join(ideas[:-1]) + " or " + ideas[-1]
 
 
-def write_crash_report(how: str, doing: str, rc: int | None, log_lines: list[str], stderr_lines: list[str],
-                       options: Any, info: ModelInfo | None) -> Path | None:
+def write_crash_report(
+    how: str,
+    doing: str,
+    rc: int | None,
+    log_lines: list[str],
+    stderr_lines: list[str],
+    options: Any,
+    info: ModelInfo | None,
+) -> Path | None:
     """A text file under the state dir's ``crashes/`` folder; None if it could not be written."""
     import platform
     from datetime import datetime, timezone
@@ -63,7 +72,9 @@ def write_crash_report(how: str, doing: str, rc: int | None, log_lines: list[str
     from ..paths import crash_dir
 
     now = datetime.now(timezone.utc)
-    signal_line = f"{signal_name(-rc)} (signal {-rc})" if rc is not None and rc < 0 else f"exit status {rc}"
+    signal_line = (
+        f"{signal_name(-rc)} (signal {-rc})" if rc is not None and rc < 0 else f"exit status {rc}"
+    )
     try:
         opts = dataclasses.asdict(options)
     except TypeError:
@@ -81,8 +92,14 @@ def write_crash_report(how: str, doing: str, rc: int | None, log_lines: list[str
     ]
     if info is not None:
         lines += ["model:", *(f"  {key} = {value}" for key, value in info.to_dict().items())]
-    lines += [f"last {len(log_lines)} llama.cpp log lines (INFO and above):", *(f"  {line}" for line in log_lines)]
-    lines += [f"last {len(stderr_lines)} lines on the engine's stderr:", *(f"  {line}" for line in stderr_lines)]
+    lines += [
+        f"last {len(log_lines)} llama.cpp log lines (INFO and above):",
+        *(f"  {line}" for line in log_lines),
+    ]
+    lines += [
+        f"last {len(stderr_lines)} lines on the engine's stderr:",
+        *(f"  {line}" for line in stderr_lines),
+    ]
     try:
         folder = crash_dir()
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -107,7 +124,13 @@ def _private(path: Path, mode: int) -> None:
 def _write_private(path: Path, text: str) -> None:
     """A new file with mode 0600 from the start (the report holds the user's settings and log
     lines): never briefly readable by others, whatever the umask."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    flags = (
+        os.O_WRONLY
+        | os.O_CREAT
+        | os.O_EXCL
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_BINARY", 0)
+    )
     fd = os.open(path, flags, 0o600)
     try:
         if os.name == "posix":

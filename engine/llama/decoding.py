@@ -39,7 +39,9 @@ class DecodeTarget:
     cancel: threading.Event
     n_batch: int  # the options' batch size (each loop bounds it by the context)
     context_size: int
-    one: Any = dataclasses.field(default_factory=lambda: (ll.llama_token * 1)())  # a one-token batch's buffer
+    one: Any = dataclasses.field(
+        default_factory=lambda: (ll.llama_token * 1)()
+    )  # a one-token batch's buffer
 
     def failed(self, rc: int, out: Emitter) -> None:
         """A ``llama_decode`` returned ``rc``: the reply ends cancelled (an abort, or a cancel
@@ -47,8 +49,10 @@ class DecodeTarget:
         if rc == 2 or self.cancel.is_set():
             out.finish = "cancelled"
             return
-        raise GenerationError(f"llama.cpp failed while generating (llama_decode returned {rc}); "
-                              "start a new conversation.")
+        raise GenerationError(
+            f"llama.cpp failed while generating (llama_decode returned {rc}); "
+            "start a new conversation."
+        )
 
 
 def plain_tokens(target: DecodeTarget, sampler: Sampler, out: Emitter) -> Iterator[list[Piece]]:
@@ -77,8 +81,10 @@ def sampler_chain(vocab: Any, params: SamplingParams) -> Any:
     greedy pick, without the stages that only shape the draw."""
     chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
     greedy = params.temperature <= 0
-    stages = sorted(((spec.llama, spec.name) for spec in PARAM_SPECS.values() if spec.llama is not None),
-                    key=lambda stage: stage[0].order)
+    stages = sorted(
+        ((spec.llama, spec.name) for spec in PARAM_SPECS.values() if spec.llama is not None),
+        key=lambda stage: stage[0].order,
+    )
     for stage, name in stages:
         if greedy and stage.sampling:
             continue
@@ -98,7 +104,9 @@ def make_sampler(chain: Any, vocab: Any, params: SamplingParams) -> Sampler:
         return ChainSampler(chain)
     gbnf = params.output_format.gbnf()
     reason = grammar_error(gbnf)  # first, quietly: a bad grammar's complaint goes to stderr
-    grammar = None if reason else ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+    grammar = (
+        None if reason else ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+    )
     if not grammar:
         ll.llama_sampler_free(chain)
         raise GenerationError(f"llama.cpp rejects the grammar: {reason or 'it does not parse'}.")
@@ -111,13 +119,41 @@ class Emitter:
     token's bytes as UTF-8 without splitting a character, and hold back text that may be the
     start of a stop string."""
 
-    __slots__ = ("_piece_bytes", "_cancel", "limit", "generated", "finish", "done", "_decode", "_stops", "_eog",
-                 "_vocab", "_turn_stops", "_splitter", "thinking_tokens", "_lstrip", "_line_start", "_calls",
-                 "_raw_calls", "tool_calls", "at_eog")
+    __slots__ = (
+        "_piece_bytes",
+        "_cancel",
+        "limit",
+        "generated",
+        "finish",
+        "done",
+        "_decode",
+        "_stops",
+        "_eog",
+        "_vocab",
+        "_turn_stops",
+        "_splitter",
+        "thinking_tokens",
+        "_lstrip",
+        "_line_start",
+        "_calls",
+        "_raw_calls",
+        "tool_calls",
+        "at_eog",
+    )
 
-    def __init__(self, piece_bytes: Callable[[int], bytes], vocab: Any, turn_stops: frozenset[int],
-                 cancel: threading.Event, limit: int, stop: Sequence[str], inside: bool = False,
-                 harmony: bool = False, lstrip: bool = False, calls: ToolCallRecogniser | None = None) -> None:
+    def __init__(
+        self,
+        piece_bytes: Callable[[int], bytes],
+        vocab: Any,
+        turn_stops: frozenset[int],
+        cancel: threading.Event,
+        limit: int,
+        stop: Sequence[str],
+        inside: bool = False,
+        harmony: bool = False,
+        lstrip: bool = False,
+        calls: ToolCallRecogniser | None = None,
+    ) -> None:
         """``piece_bytes``: a token's bytes; ``vocab``: the model's (llama.cpp says which tokens end
         a generation); ``turn_stops``: the template's turn tokens that end a reply too;
         ``cancel``: set to stop; ``calls``: tools were offered: the recogniser of the family's
@@ -130,7 +166,9 @@ class Emitter:
         self._turn_stops = turn_stops
         self.limit = limit
         self.generated = 0
-        self.thinking_tokens = 0  # of those, generated inside the thinking block (its tags included)
+        self.thinking_tokens = (
+            0  # of those, generated inside the thinking block (its tags included)
+        )
         self.finish: FinishReason = "stop"
         self.done = False  # ended by end-of-generation or a stop string
         # Ended by an end-of-generation token (not a turn token, a stop string or a limit): under a
@@ -178,7 +216,9 @@ class Emitter:
             assert self._calls is not None
             text = self._calls.feed(text)
         pieces = splitter.feed(text)
-        if was_thinking or splitter.thinking:  # inside the block, or the token that opens or closes it
+        if (
+            was_thinking or splitter.thinking
+        ):  # inside the block, or the token that opens or closes it
             self.thinking_tokens += 1
         return self._stopped_at(self._answer_calls(pieces))
 
@@ -253,8 +293,9 @@ def reply_stops(params: SamplingParams, frame_stops: Sequence[str]) -> tuple[str
     return tuple(params.stop) if params.output_format is not None else (*params.stop, *frame_stops)
 
 
-def split_events(pieces: list[Piece], text_parts: list[str],
-           thinking_parts: list[str], tokens: int = 0) -> Iterator[ChatEvent]:
+def split_events(
+    pieces: list[Piece], text_parts: list[str], thinking_parts: list[str], tokens: int = 0
+) -> Iterator[ChatEvent]:
     """The splitter's pieces as events, kept in ``text_parts`` / ``thinking_parts``;
     ``tokens``: generated so far (the live count the status bar shows)."""
     for thinking, text in pieces:

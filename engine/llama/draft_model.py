@@ -34,7 +34,7 @@ def vocab_signature(vocab) -> tuple[int, int, int, list[bytes]]:
     """(n_vocab, BOS id, EOS id, the text of VOCAB_SAMPLE token ids spread over the vocabulary)."""
     n = int(ll.llama_vocab_n_tokens(vocab))
     step = max(1, n // VOCAB_SAMPLE)
-    ids = sorted({*range(0, n, step), *range(max(0, n - 8), n)})[:VOCAB_SAMPLE + 8]
+    ids = sorted({*range(0, n, step), *range(max(0, n - 8), n)})[: VOCAB_SAMPLE + 8]
     texts = [ll.llama_vocab_get_text(vocab, i) or b"" for i in ids]
     return n, int(ll.llama_vocab_bos(vocab)), int(ll.llama_vocab_eos(vocab)), texts
 
@@ -57,8 +57,18 @@ class DraftModel:
     """The draft model and its context. ``propose`` is called by the decode loop only, on
     the thread that owns the target (a llama_context is not thread-safe)."""
 
-    def __init__(self, path: Path, *, n_ctx: int, n_threads: int, n_gpu_layers: int, extra_buffers: bool,
-                 target_vocab, name: str, check_kv: Callable[[Any], int | None] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        n_ctx: int,
+        n_threads: int,
+        n_gpu_layers: int,
+        extra_buffers: bool,
+        target_vocab,
+        name: str,
+        check_kv: Callable[[Any], int | None] | None = None,
+    ) -> None:
         """``check_kv(model)``: given the loaded draft model, before its context is made, the
         bytes its KV cache will take (it raises when they do not fit: the memory check)."""
         self.path = path
@@ -72,14 +82,18 @@ class DraftModel:
         self._model = ll.llama_model_load_from_file(str(path).encode("utf-8"), mparams)
         self._ctx = None
         if not self._model:
-            raise ModelLoadError(f"llama.cpp could not load the draft model {path.name}: try another file, "
-                                 "or drop --draft-model.")
+            raise ModelLoadError(
+                f"llama.cpp could not load the draft model {path.name}: try another file, "
+                "or drop --draft-model."
+            )
         self._vocab = ll.llama_model_get_vocab(self._model)
         why = vocab_mismatch(self._vocab, target_vocab)
         if why:
             self.close()
-            raise ModelLoadError(f"the draft model {path.name} does not share the model's vocabulary ({why}): "
-                                 f"choose a draft model of the same family as {name}, or drop --draft-model.")
+            raise ModelLoadError(
+                f"the draft model {path.name} does not share the model's vocabulary ({why}): "
+                f"choose a draft model of the same family as {name}, or drop --draft-model."
+            )
         if check_kv is not None:
             try:
                 self.kv_bytes = check_kv(self._model)
@@ -93,8 +107,10 @@ class DraftModel:
         self._ctx = ll.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             self.close()
-            raise ModelLoadError(f"llama.cpp could not create a context for the draft model {path.name} "
-                                 f"({n_ctx} tokens): lower --ctx, or drop --draft-model.")
+            raise ModelLoadError(
+                f"llama.cpp could not create a context for the draft model {path.name} "
+                f"({n_ctx} tokens): lower --ctx, or drop --draft-model."
+            )
         self._mem = ll.llama_get_memory(self._ctx)
         self._n_batch = int(cparams.n_batch)
         self._tokens: list[int] = []  # what the draft's KV cache holds
@@ -116,13 +132,15 @@ class DraftModel:
 
     def _decode(self, tokens: Sequence[int]) -> None:
         for start in range(0, len(tokens), self._n_batch):
-            chunk = tokens[start:start + self._n_batch]
+            chunk = tokens[start : start + self._n_batch]
             arr = (ll.llama_token * len(chunk))(*chunk)
             rc = ll.llama_decode(self._ctx, ll.llama_batch_get_one(arr, len(chunk)))
             if rc != 0:
                 self.reset()
-                raise GenerationError(f"llama.cpp failed in the draft model (llama_decode returned {rc}); "
-                                      "start a new conversation, or drop --draft-model.")
+                raise GenerationError(
+                    f"llama.cpp failed in the draft model (llama_decode returned {rc}); "
+                    "start a new conversation, or drop --draft-model."
+                )
             self._tokens.extend(chunk)
 
     def propose(self, history, n_history: int, k: int) -> list[int]:
@@ -170,7 +188,6 @@ class DraftModel:
     @property
     def context(self) -> int:
         return int(ll.llama_n_ctx(self._ctx)) if self._ctx is not None else 0
-
 
 
 def load_draft(

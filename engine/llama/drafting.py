@@ -46,9 +46,15 @@ from .grammar_sampling import Sampler
 from .speculative import AdaptiveDraft, FixedDraft
 
 
-def prompt_lookup_tokens(target: DecodeTarget, policy: FixedDraft | AdaptiveDraft, sampler: Sampler, out: Emitter,
-                         prompt: Sequence[int],
-                         stats: GenerationStats, drafter: DraftModel | None = None) -> Iterator[list[Piece]]:
+def prompt_lookup_tokens(
+    target: DecodeTarget,
+    policy: FixedDraft | AdaptiveDraft,
+    sampler: Sampler,
+    out: Emitter,
+    prompt: Sequence[int],
+    stats: GenerationStats,
+    drafter: DraftModel | None = None,
+) -> Iterator[list[Piece]]:
     """``target``: the backend's context, KV-cache bookkeeping (``tokens``) and failure
     handling, for this reply; ``out``: the reply's ``Emitter``. Yields the reply's pieces as
     they form; counts drafts in ``stats``, and leaves the policy's last draft length and
@@ -60,7 +66,7 @@ def prompt_lookup_tokens(target: DecodeTarget, policy: FixedDraft | AdaptiveDraf
     n_draft = policy.max_k
     lookup = LlamaPromptLookupDecoding(max_ngram_size=DRAFT_NGRAM, num_pred_tokens=n_draft)
     history = np.empty(target.context_size + 1, dtype=np.intc)  # the prompt and every emitted token
-    history[:len(prompt)] = prompt
+    history[: len(prompt)] = prompt
     n_history = len(prompt)
     n_batch = max(2, min(target.n_batch, target.context_size))
     ctx, mem, one, kept = target.ctx, target.memory, target.one, target.tokens
@@ -141,12 +147,16 @@ def prompt_lookup_tokens(target: DecodeTarget, policy: FixedDraft | AdaptiveDraf
             keep = n_kept + 1 + accepted
             if keep < len(kept):
                 if not ll.llama_memory_seq_rm(mem, 0, keep, -1):
-                    raise GenerationError("llama.cpp could not drop rejected draft tokens from the KV cache; "
-                                          "start a new conversation, or turn speculative decoding off.")
+                    raise GenerationError(
+                        "llama.cpp could not drop rejected draft tokens from the KV cache; "
+                        "start a new conversation, or turn speculative decoding off."
+                    )
                 del kept[keep:]
             if out.done:
                 return
     finally:
         ll.llama_batch_free(batch)
         stats.drafting_turned_off = policy.turned_off
-        stats.draft_k = 0 if policy.turned_off else policy.k  # (a probe that had not judged yet: still off)
+        stats.draft_k = (
+            0 if policy.turned_off else policy.k
+        )  # (a probe that had not judged yet: still off)

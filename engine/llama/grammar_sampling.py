@@ -87,8 +87,10 @@ class ChainSampler:
 def accept_is_stateless(chain: Any) -> bool:
     """Whether no sampler in ``chain`` keeps state on accept (so accepting a token that is
     then dropped changes nothing)."""
-    names = [ll.llama_sampler_name(ll.llama_sampler_chain_get(chain, i))
-             for i in range(ll.llama_sampler_chain_n(chain))]
+    names = [
+        ll.llama_sampler_name(ll.llama_sampler_chain_get(chain, i))
+        for i in range(ll.llama_sampler_chain_n(chain))
+    ]
     return all(name in _STATELESS for name in names)
 
 
@@ -109,9 +111,12 @@ class GrammarSampler:
         self.sampled = self.resampled = 0
         self._fast_first = accept_is_stateless(chain)
         self._one: Any = ll.llama_token_data()
-        self._one_array: Any = ll.llama_token_data_array(data=ctypes.pointer(self._one), size=1, selected=-1,
-                                                         sorted=False)
-        self._buf: np.ndarray | None = None  # the vocabulary's candidates: allocated once, on first use
+        self._one_array: Any = ll.llama_token_data_array(
+            data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False
+        )
+        self._buf: np.ndarray | None = (
+            None  # the vocabulary's candidates: allocated once, on first use
+        )
         self._ids: np.ndarray | None = None
         self._array: Any = ll.llama_token_data_array()
 
@@ -177,8 +182,10 @@ class GrammarSampler:
             ll.llama_sampler_apply(self.grammar, ctypes.byref(arr))
         ll.llama_sampler_apply(self.chain, ctypes.byref(arr))
         if not 0 <= arr.selected < arr.size:
-            raise GenerationError("the grammar allows no token here (llama.cpp's sampler selected none); "
-                                  "check the grammar or schema.")
+            raise GenerationError(
+                "the grammar allows no token here (llama.cpp's sampler selected none); "
+                "check the grammar or schema."
+            )
         return int(arr.data[arr.selected].id)
 
     def free(self) -> None:
@@ -195,5 +202,7 @@ def _logits_row(ctx: Any, idx: int, n_vocab: int) -> np.ndarray:
 
     ptr = ll.llama_get_logits_ith(ctx, idx)
     if not ptr:
-        raise GenerationError(f"llama.cpp returned no logits for output {idx}; start a new conversation.")
+        raise GenerationError(
+            f"llama.cpp returned no logits for output {idx}; start a new conversation."
+        )
     return np.ctypeslib.as_array(ptr, shape=(n_vocab,))

@@ -36,7 +36,9 @@ from ..files import write_private
 from ..json_bounds import bounded_loads
 from ..paths import cache_dir
 
-FORMAT_VERSION = 2  # 2: the name's token digest and the header's ``bound`` (files of 1 are refused, then pruned)
+FORMAT_VERSION = (
+    2  # 2: the name's token digest and the header's ``bound`` (files of 1 are refused, then pruned)
+)
 MAGIC = b"VCKVSNP1"
 SUFFIX = ".kvs"
 FOLDER = "kv-snapshots"
@@ -156,9 +158,9 @@ def read_header(path: Path) -> DiskEntry:
     fd, st = _open_regular(path)
     try:
         head = _read_exact(fd, len(MAGIC) + 4)
-        if len(head) < len(MAGIC) + 4 or head[:len(MAGIC)] != MAGIC:
+        if len(head) < len(MAGIC) + 4 or head[: len(MAGIC)] != MAGIC:
             raise SnapshotError("it is no vibechat KV snapshot (or one of another format)")
-        (hlen,) = struct.unpack("<I", head[len(MAGIC):])
+        (hlen,) = struct.unpack("<I", head[len(MAGIC) :])
         if hlen > MAX_HEADER_BYTES:
             raise SnapshotError("its header is corrupt")
         raw = _read_exact(fd, hlen)
@@ -178,15 +180,29 @@ def read_header(path: Path) -> DiskEntry:
             raise SnapshotError("its header is corrupt")
         payload_at = len(MAGIC) + 4 + hlen + 4 * n_tokens
         if st.st_size != payload_at + payload_bytes:
-            raise SnapshotError(f"it is truncated ({st.st_size:,} bytes, its header says "
-                                f"{payload_at + payload_bytes:,})")
+            raise SnapshotError(
+                f"it is truncated ({st.st_size:,} bytes, its header says "
+                f"{payload_at + payload_bytes:,})"
+            )
         tokens = _read_exact(fd, 4 * n_tokens)
         if len(tokens) != 4 * n_tokens or zlib.crc32(tokens) != tokens_crc:
             raise SnapshotError("its tokens are corrupt (checksum)")
         if path.name != file_name(key, tokens):
-            raise SnapshotError("its tokens are not those it was taken for (its name's digest differs)")
-        return DiskEntry(path, tokens, key, key_info, payload_at, payload_bytes, payload_crc, st.st_size,
-                          st.st_mtime, bound)
+            raise SnapshotError(
+                "its tokens are not those it was taken for (its name's digest differs)"
+            )
+        return DiskEntry(
+            path,
+            tokens,
+            key,
+            key_info,
+            payload_at,
+            payload_bytes,
+            payload_crc,
+            st.st_size,
+            st.st_mtime,
+            bound,
+        )
     except OSError as exc:
         raise SnapshotError(f"it cannot be read ({exc.strerror or exc})") from None
     finally:
@@ -226,15 +242,24 @@ def write_file(folder: Path, key: str, key_info: dict[str, Any], snapshot: Snaps
     digest; ``key_info``: its fields): to a temp file, then renamed over the name."""
     payload = memoryview(snapshot.data).cast("B")
     name = file_name(key, snapshot.tokens)
-    header = json.dumps({
-        "format": FORMAT_VERSION, "key": key, "key_info": key_info, "n_tokens": snapshot.n_tokens,
-        "payload_bytes": payload.nbytes, "tokens_crc32": zlib.crc32(snapshot.tokens),
-        "payload_crc32": zlib.crc32(payload), "bound": binding(key, snapshot.tokens, payload),
-        "written": time.time(),
-    }).encode("utf-8")
+    header = json.dumps(
+        {
+            "format": FORMAT_VERSION,
+            "key": key,
+            "key_info": key_info,
+            "n_tokens": snapshot.n_tokens,
+            "payload_bytes": payload.nbytes,
+            "tokens_crc32": zlib.crc32(snapshot.tokens),
+            "payload_crc32": zlib.crc32(payload),
+            "bound": binding(key, snapshot.tokens, payload),
+            "written": time.time(),
+        }
+    ).encode("utf-8")
     temp = folder / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
     target = folder / name
-    write_private(target, (MAGIC, struct.pack("<I", len(header)), header, snapshot.tokens, payload), temp)
+    write_private(
+        target, (MAGIC, struct.pack("<I", len(header)), header, snapshot.tokens, payload), temp
+    )
     return target
 
 

@@ -93,7 +93,9 @@ class SnapshotKey:
     def for_model(cls, model_path: Path, **fields: Any) -> SnapshotKey:
         resolved = model_path.resolve()
         st = resolved.stat()
-        return cls(model_path=str(resolved), model_size=st.st_size, model_mtime_ns=st.st_mtime_ns, **fields)
+        return cls(
+            model_path=str(resolved), model_size=st.st_size, model_mtime_ns=st.st_mtime_ns, **fields
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -106,8 +108,11 @@ class SnapshotKey:
     def differences(self, other: dict[str, Any]) -> str:
         """What differs from ``other`` (a file's key), in words: "n_ctx 2048 (now 4096)"."""
         mine = self.as_dict()
-        diff = [f"{name} {other.get(name)!r} (now {value!r})" for name, value in mine.items()
-                if other.get(name) != value]
+        diff = [
+            f"{name} {other.get(name)!r} (now {value!r})"
+            for name, value in mine.items()
+            if other.get(name) != value
+        ]
         return ", ".join(diff[:3]) or "another key"
 
 
@@ -115,11 +120,11 @@ def common_prefix(a: bytes, b: bytes) -> int:
     """The common prefix of two token lists as int32 bytes, in tokens (a binary search over
     ``bytes`` comparisons: memcmp, not a Python loop over thousands of tokens)."""
     lo, hi = 0, min(len(a), len(b)) // 4
-    if a[:4 * hi] == b[:4 * hi]:
+    if a[: 4 * hi] == b[: 4 * hi]:
         return hi
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[:4 * mid] == b[:4 * mid]:
+        if a[: 4 * mid] == b[: 4 * mid]:
             lo = mid
         else:
             hi = mid - 1
@@ -141,9 +146,14 @@ class SnapshotStore:
     up to ``disk_bytes`` (0: no snapshots at all). ``best``/``load`` run on the engine's
     thread; ``keep`` hands the disk write to a background thread; ``close`` waits for it."""
 
-    def __init__(self, key: SnapshotKey, disk_bytes: int, folder: Callable[[], Path] = snapshot_folder,
-                 memory_bytes: int | None = None,
-                 restorable: Callable[[int, int], bool] | None = None) -> None:
+    def __init__(
+        self,
+        key: SnapshotKey,
+        disk_bytes: int,
+        folder: Callable[[], Path] = snapshot_folder,
+        memory_bytes: int | None = None,
+        restorable: Callable[[int, int], bool] | None = None,
+    ) -> None:
         self.key = key
         # Whether a snapshot of n tokens can be restored and continued after its first k
         # (None: always). A sliding-window model's state keeps only the window's cells of those
@@ -154,8 +164,12 @@ class SnapshotStore:
         self.disk_bytes = max(0, disk_bytes)
         self.memory_bytes = MEMORY_BYTES if memory_bytes is None else memory_bytes
         self._folder = folder
-        self._memory: collections.OrderedDict[bytes, Snapshot] = collections.OrderedDict()  # oldest first
-        self._index: dict[str, tuple[tuple[int, int], DiskEntry | None]] = {}  # name -> (ino, size), entry
+        self._memory: collections.OrderedDict[bytes, Snapshot] = (
+            collections.OrderedDict()
+        )  # oldest first
+        self._index: dict[
+            str, tuple[tuple[int, int], DiskEntry | None]
+        ] = {}  # name -> (ino, size), entry
         self._lock = threading.Lock()  # the index, between the engine's thread and the writer
         self._logged: set[str] = set()
         self._queue: queue.Queue[tuple[str, Snapshot, Path] | None] = queue.Queue()
@@ -167,7 +181,9 @@ class SnapshotStore:
         return self.disk_bytes > 0
 
     # ------------------------------------------------------------------ logging
-    def _note(self, message: str, *args: Any, level: int = logging.WARNING, once: str | None = None) -> None:
+    def _note(
+        self, message: str, *args: Any, level: int = logging.WARNING, once: str | None = None
+    ) -> None:
         """One log line; with ``once``, only the first time for that reason in this process."""
         if once is not None:
             if once in self._logged:
@@ -182,7 +198,11 @@ class SnapshotStore:
             return
         done = prune(self._folder(), self.disk_bytes)
         if done.files:
-            log.info("KV snapshots: %d deleted (%d bytes) to keep within kv_snapshot_cache_mib", done.files, done.bytes)
+            log.info(
+                "KV snapshots: %d deleted (%d bytes) to keep within kv_snapshot_cache_mib",
+                done.files,
+                done.bytes,
+            )
         for name, why in done.failed[:3]:
             self._note("KV snapshot %s could not be deleted: %s", name, why, once=f"del:{name}")
 
@@ -214,9 +234,14 @@ class SnapshotStore:
             if common > 0 and (found is None or common > found.common):
                 found = Match(common, "disk", entry=entry)
         if stale is not None and stale[0] > (found.common if found else 0) + RESTORE_MARGIN:
-            self._note("KV snapshot %s shares %d tokens with this prompt but was made with other settings "
-                       "(%s): not used", stale[1].path.name, stale[0], self.key.differences(stale[1].key_info),
-                       level=logging.INFO)
+            self._note(
+                "KV snapshot %s shares %d tokens with this prompt but was made with other settings "
+                "(%s): not used",
+                stale[1].path.name,
+                stale[0],
+                self.key.differences(stale[1].key_info),
+                level=logging.INFO,
+            )
         return found
 
     def _usable(self, n_tokens: int, common: int) -> bool:
@@ -270,7 +295,9 @@ class SnapshotStore:
         self._start_writer()
         with self._lock:
             self._pending.append(name)
-            while len(self._pending) > WRITE_QUEUE:  # the disk is slower than the replies: drop the oldest
+            while (
+                len(self._pending) > WRITE_QUEUE
+            ):  # the disk is slower than the replies: drop the oldest
                 self._pending.popleft()
         self._queue.put((name, snap, self._folder()))
 
@@ -286,7 +313,9 @@ class SnapshotStore:
 
     def _start_writer(self) -> None:
         if self._writer is None or not self._writer.is_alive():
-            self._writer = threading.Thread(target=self._write_loop, daemon=True, name="vibechat-kv-snapshots")
+            self._writer = threading.Thread(
+                target=self._write_loop, daemon=True, name="vibechat-kv-snapshots"
+            )
             self._writer.start()
 
     def _write_loop(self) -> None:
@@ -310,17 +339,27 @@ class SnapshotStore:
     def _write(self, folder: Path, name: str, snap: Snapshot) -> None:
         size = snap.size + 4 * snap.n_tokens + MAX_HEADER_BYTES
         if size > self.disk_bytes:
-            self._note("KV snapshot of %d tokens (%d MiB) not written: the cache holds at most %d MiB "
-                       "(kv_snapshot_cache_mib)", snap.n_tokens, size >> 20, self.disk_bytes >> 20,
-                       level=logging.INFO, once="too-large")
+            self._note(
+                "KV snapshot of %d tokens (%d MiB) not written: the cache holds at most %d MiB "
+                "(kv_snapshot_cache_mib)",
+                snap.n_tokens,
+                size >> 20,
+                self.disk_bytes >> 20,
+                level=logging.INFO,
+                once="too-large",
+            )
             return
         try:
             ensure_folder(folder)
             self._make_room(folder, size, snap.tokens)
             path = write_file(folder, self.digest, self.key.as_dict(), snap)
         except OSError as exc:
-            self._note("KV snapshots are not written to %s: %s", folder, exc.strerror or exc,
-                       once=f"write:{folder}:{getattr(exc, 'errno', None)}")
+            self._note(
+                "KV snapshots are not written to %s: %s",
+                folder,
+                exc.strerror or exc,
+                once=f"write:{folder}:{getattr(exc, 'errno', None)}",
+            )
             return
         log.debug("KV snapshot of %d tokens written to %s (%d bytes)", snap.n_tokens, path, size)
 
@@ -354,7 +393,12 @@ class SnapshotStore:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            self._note("KV snapshot %s could not be deleted: %s", path, exc.strerror or exc, once=f"del:{path}")
+            self._note(
+                "KV snapshot %s could not be deleted: %s",
+                path,
+                exc.strerror or exc,
+                once=f"del:{path}",
+            )
         self._forget(path.name)
 
     def _forget(self, name: str) -> None:
@@ -372,7 +416,12 @@ class SnapshotStore:
         except FileNotFoundError:
             return []
         except OSError as exc:
-            self._note("KV snapshots in %s cannot be read: %s", folder, exc.strerror or exc, once=f"scan:{folder}")
+            self._note(
+                "KV snapshots in %s cannot be read: %s",
+                folder,
+                exc.strerror or exc,
+                once=f"scan:{folder}",
+            )
             return []
         now = time.time()
         found: list[tuple[float, os.DirEntry[str]]] = []
@@ -391,10 +440,16 @@ class SnapshotStore:
             except OSError:
                 continue
             if not stat.S_ISREG(st.st_mode):
-                self._note("KV snapshot %s not used: it is not a regular file", item.name, once=f"kind:{item.path}")
+                self._note(
+                    "KV snapshot %s not used: it is not a regular file",
+                    item.name,
+                    once=f"kind:{item.path}",
+                )
                 continue
             found.append((st.st_mtime, item))
-        found.sort(key=lambda pair: -pair[0])  # the most recently used first: those are kept under the bound
+        found.sort(
+            key=lambda pair: -pair[0]
+        )  # the most recently used first: those are kept under the bound
         entries: list[DiskEntry] = []
         budget = MAX_INDEX_BYTES
         seen: set[str] = set()
@@ -412,13 +467,18 @@ class SnapshotStore:
                     entries.append(cached[1])
                 continue
             if budget <= 0:
-                self._note("KV snapshot index: read limit reached, older snapshots not looked at",
-                           level=logging.INFO, once="budget")
+                self._note(
+                    "KV snapshot index: read limit reached, older snapshots not looked at",
+                    level=logging.INFO,
+                    once="budget",
+                )
                 break
             try:
                 entry: DiskEntry | None = read_header(Path(item.path))
             except SnapshotError as exc:
-                self._note("KV snapshot %s not used: %s", item.name, exc, once=f"bad:{item.path}:{sig}")
+                self._note(
+                    "KV snapshot %s not used: %s", item.name, exc, once=f"bad:{item.path}:{sig}"
+                )
                 entry = None
             budget -= 4 * (entry.tokens.__len__() // 4 if entry else 0) + MAX_HEADER_BYTES
             with self._lock:

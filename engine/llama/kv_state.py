@@ -20,15 +20,22 @@ log = logging.getLogger("vibechat.kv_snapshots")
 SEQ = 0  # the one sequence the backend uses
 
 
-def snapshot_key(model_path: Path, cparams: Any, kv_type: str, flash_attn: bool | None,
-                 n_gpu_layers: int) -> SnapshotKey:
+def snapshot_key(
+    model_path: Path, cparams: Any, kv_type: str, flash_attn: bool | None, n_gpu_layers: int
+) -> SnapshotKey:
     """What a state of this context is valid under: the model file, and every context
     parameter that changes the state's layout or meaning (see ``SnapshotKey``)."""
     return SnapshotKey.for_model(
         model_path,
-        n_ctx=int(cparams.n_ctx), type_k=kv_type, type_v=kv_type, flash_attn=flash_attn,
-        swa_full=bool(cparams.swa_full), n_seq_max=int(cparams.n_seq_max), kv_unified=bool(cparams.kv_unified),
-        offload_kqv=bool(cparams.offload_kqv), n_gpu_layers=n_gpu_layers,
+        n_ctx=int(cparams.n_ctx),
+        type_k=kv_type,
+        type_v=kv_type,
+        flash_attn=flash_attn,
+        swa_full=bool(cparams.swa_full),
+        n_seq_max=int(cparams.n_seq_max),
+        kv_unified=bool(cparams.kv_unified),
+        offload_kqv=bool(cparams.offload_kqv),
+        n_gpu_layers=n_gpu_layers,
         llama_cpp_version=str(getattr(ll, "__version__", "")),
     )
 
@@ -57,8 +64,15 @@ def trim_allowed(memory: Any, model: Any, keep: int) -> bool:
     return pos_min <= max(0, keep - n_swa + 1)
 
 
-def make_store(mib: int, model: Any, model_path: Path, cparams: Any, kv_type: str, flash_attn: bool | None,
-               n_gpu_layers: int) -> SnapshotStore | None:
+def make_store(
+    mib: int,
+    model: Any,
+    model_path: Path,
+    cparams: Any,
+    kv_type: str,
+    flash_attn: bool | None,
+    n_gpu_layers: int,
+) -> SnapshotStore | None:
     """The KV snapshots of this model and context, up to ``mib`` MiB on disk; None when the
     setting turns them off (0) or the model file has no identity to key them by."""
     if not mib:
@@ -95,8 +109,12 @@ def restore_state(ctx: Any, memory: Any, snap: Snapshot) -> bool:
     buf: Any = data if isinstance(data, ctypes.Array) else (ctypes.c_uint8 * size).from_buffer(data)
     got = int(ll.llama_state_seq_set_data(ctx, buf, size, SEQ))
     if got != size:
-        log.warning("KV snapshot of %d tokens not used: llama.cpp read %d of its %d bytes; evaluating the prompt",
-                    snap.n_tokens, got, size)
+        log.warning(
+            "KV snapshot of %d tokens not used: llama.cpp read %d of its %d bytes; evaluating the prompt",
+            snap.n_tokens,
+            got,
+            size,
+        )
         ll.llama_memory_clear(memory, True)
         return False
     return True

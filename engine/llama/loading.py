@@ -59,7 +59,9 @@ class LoadRequest:
     @property
     def weights(self) -> int:
         """The bytes of weights in memory: the model's, and the draft model's beside them."""
-        return self.gguf.file_size + (self.draft_gguf.file_size if self.draft_gguf is not None else 0)
+        return self.gguf.file_size + (
+            self.draft_gguf.file_size if self.draft_gguf is not None else 0
+        )
 
 
 def check_request(opts: LlamaCppOptions) -> LoadRequest:
@@ -71,8 +73,9 @@ def check_request(opts: LlamaCppOptions) -> LoadRequest:
     check_repack(opts.repack)
     gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
     draft_gguf = inspect_gguf(opts.draft_model_path) if opts.draft_model_path is not None else None
-    if opts.mmproj_path is not None:  # its header now; whether it fits the model once that is loaded
-
+    if (
+        opts.mmproj_path is not None
+    ):  # its header now; whether it fits the model once that is loaded
         check_projector(opts.mmproj_path)
     return LoadRequest(kv_type, speculative, draft_tokens, gguf, draft_gguf)
 
@@ -100,7 +103,9 @@ def check_weights_fit(request: LoadRequest) -> None:
         check_memory(request.weights, f"{gguf.path.name} with {draft.path.name}")
 
 
-def repack_choice(setting: str, model_path: Path, cancelled: threading.Event) -> _repack.RepackChoice:
+def repack_choice(
+    setting: str, model_path: Path, cancelled: threading.Event
+) -> _repack.RepackChoice:
     """Whether to load with llama.cpp's extra buffer types (engine/llama/repack.py): on unless this
     build's AMX kernel may crash on this CPU; then a one-time probe (cached) decides. The
     probe runs the starter model (small and the same everywhere; unpacked first if need be),
@@ -114,14 +119,19 @@ def repack_choice(setting: str, model_path: Path, cancelled: threading.Event) ->
         except ModelFileError:  # its package is missing, or the cache is not writable
             probe_model = model_path
         key = _repack.probe_key(info, getattr(ll, "__version__", ""))
-        return _repack.probe_verdict(probe_model, cache_dir() / _repack.VERDICT_FILE, key,
-                                     cancelled=cancelled.is_set)
+        return _repack.probe_verdict(
+            probe_model, cache_dir() / _repack.VERDICT_FILE, key, cancelled=cancelled.is_set
+        )
 
     return _repack.decide_repack(setting, info, _repack.cpu_flags(), verdict)
 
 
-def model_params(n_gpu_layers: int, extra_buffers: bool, on_progress: Callable[[float], object] | None,
-                 cancelled: threading.Event) -> tuple[Any, Any]:
+def model_params(
+    n_gpu_layers: int,
+    extra_buffers: bool,
+    on_progress: Callable[[float], object] | None,
+    cancelled: threading.Event,
+) -> tuple[Any, Any]:
     """llama.cpp's model parameters, and the progress callback they point at (keep it referenced
     while the model loads: C holds the pointer). The callback reports the load's progress and
     stops the load once ``cancelled`` is set (llama.cpp checks it between tensors)."""
@@ -142,15 +152,19 @@ def model_params(n_gpu_layers: int, extra_buffers: bool, on_progress: Callable[[
     return mparams, progress_cb
 
 
-def load_model(gguf: GGUFInfo, mparams: Any, captured: list[tuple[int, str]], cancelled: threading.Event) -> Any:
+def load_model(
+    gguf: GGUFInfo, mparams: Any, captured: list[tuple[int, str]], cancelled: threading.Event
+) -> Any:
     """The model (a ``llama_model_p``), or a one-line error in llama.cpp's own words."""
     model = ll.llama_model_load_from_file(str(gguf.path).encode("utf-8"), mparams)
     if not model and cancelled.is_set():
         raise LoadCancelled(f"loading {gguf.path.name} was cancelled.")
     if not model:
-        raise ModelLoadError(f"llama.cpp could not load {gguf.path}: "
-                             f"{last_error(captured) or 'unsupported or corrupt model'}; "
-                             "try another file or a newer vibechat.")
+        raise ModelLoadError(
+            f"llama.cpp could not load {gguf.path}: "
+            f"{last_error(captured) or 'unsupported or corrupt model'}; "
+            "try another file or a newer vibechat."
+        )
     return model
 
 
@@ -166,8 +180,10 @@ def check_drafting(model: Any, mode: str, draft_tokens: int, notices: list[str])
         ll.llama_model_free(model)
         raise
     if ll.llama_model_is_recurrent(model) or ll.llama_model_is_hybrid(model):
-        notices.append("Prompt-lookup drafting is off: this model's recurrent state cannot drop "
-                       "rejected draft tokens.")
+        notices.append(
+            "Prompt-lookup drafting is off: this model's recurrent state cannot drop "
+            "rejected draft tokens."
+        )
         return "off", 0
     return mode, draft_tokens
 
@@ -175,10 +191,14 @@ def check_drafting(model: Any, mode: str, draft_tokens: int, notices: list[str])
 def context_size(opts: LlamaCppOptions, trained: int) -> int:
     """The context to create: the options' size, else the model's own up to DEFAULT_MAX_CONTEXT,
     rounded up here as llama.cpp would (every size and message after it is the real one)."""
-    return round_context(opts.context_size or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT))
+    return round_context(
+        opts.context_size or min(trained or DEFAULT_MAX_CONTEXT, DEFAULT_MAX_CONTEXT)
+    )
 
 
-def context_params(opts: LlamaCppOptions, n_ctx: int, n_threads: int, kv_type: str) -> tuple[Any, bool | None, bool]:
+def context_params(
+    opts: LlamaCppOptions, n_ctx: int, n_threads: int, kv_type: str
+) -> tuple[Any, bool | None, bool]:
     """llama.cpp's context parameters, the flash attention asked for (None: llama.cpp's choice),
     and whether the KV cache's type forced it on."""
     cparams = ll.llama_context_default_params()
@@ -195,9 +215,13 @@ def context_params(opts: LlamaCppOptions, n_ctx: int, n_threads: int, kv_type: s
         # llama.cpp cannot create a quantized V cache without flash attention.
         flash_attn = forced = True
         log.info("flash attention turned on: the %s V cache needs it", kv_type)
-    cparams.flash_attn_type = (ll.LLAMA_FLASH_ATTN_TYPE_AUTO if flash_attn is None
-                               else ll.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
-                               else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+    cparams.flash_attn_type = (
+        ll.LLAMA_FLASH_ATTN_TYPE_AUTO
+        if flash_attn is None
+        else ll.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        if flash_attn
+        else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    )
     return cparams, flash_attn, forced
 
 
@@ -212,7 +236,9 @@ def check_kv_fits(model: Any, request: LoadRequest, n_ctx: int, asked: bool) -> 
         raise
 
 
-def create_context(model: Any, cparams: Any, request: LoadRequest, captured: list[tuple[int, str]]) -> Any:
+def create_context(
+    model: Any, cparams: Any, request: LoadRequest, captured: list[tuple[int, str]]
+) -> Any:
     """The context (a ``llama_context_p``); frees the model and says why when llama.cpp cannot."""
     ctx = ll.llama_init_from_model(model, cparams)
     if ctx:
@@ -251,8 +277,9 @@ def kv_cache_computed(model: Any, n_ctx: int, kv_type: str, arch: str) -> int | 
         return None
     head_k = meta_int(model, f"{arch}.attention.key_length") or n_embd // n_head
     head_v = meta_int(model, f"{arch}.attention.value_length") or n_embd // n_head
-    return kv_cache_bytes(n_ctx, int(ll.llama_model_n_layer(model)), head_k * n_head_kv, head_v * n_head_kv,
-                          kv_type)
+    return kv_cache_bytes(
+        n_ctx, int(ll.llama_model_n_layer(model)), head_k * n_head_kv, head_v * n_head_kv, kv_type
+    )
 
 
 def meta_int(model: Any, key: str) -> int | None:
@@ -270,7 +297,9 @@ def last_error(captured: list[tuple[int, str]]) -> str:
     return errors[-1] if errors else ""
 
 
-def offloaded_layers(captured: list[tuple[int, str]], requested: int, n_layers: int, offload: bool) -> int:
+def offloaded_layers(
+    captured: list[tuple[int, str]], requested: int, n_layers: int, offload: bool
+) -> int:
     for _level, line in captured:
         match = re.search(r"offloaded (\d+)/(\d+) layers to GPU", line)
         if match:

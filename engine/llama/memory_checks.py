@@ -9,17 +9,29 @@ from ..settings.limits import CONTEXT_STEP
 from ..system import available_memory
 
 
-def _context_that_fits(kv_bytes: int | None, weights: int, n_ctx: int, available: int | None) -> int | None:
+def _context_that_fits(
+    kv_bytes: int | None, weights: int, n_ctx: int, available: int | None
+) -> int | None:
     """None when an ``n_ctx``-token KV cache of ``kv_bytes`` fits in ``available`` memory
     beside ``weights`` (or either is unknown); else the largest context that would, in steps of
     CONTEXT_STEP (0: none)."""
     if not kv_bytes or available is None or weights + kv_bytes <= available:
         return None
-    return int((available - weights) / (kv_bytes / n_ctx)) // CONTEXT_STEP * CONTEXT_STEP if available > weights else 0
+    return (
+        int((available - weights) / (kv_bytes / n_ctx)) // CONTEXT_STEP * CONTEXT_STEP
+        if available > weights
+        else 0
+    )
 
 
-def check_context_memory(kv_bytes: int | None, weights: int, n_ctx: int, kv_type: str, asked: bool,
-                         available: int | None = None) -> None:
+def check_context_memory(
+    kv_bytes: int | None,
+    weights: int,
+    n_ctx: int,
+    kv_type: str,
+    asked: bool,
+    available: int | None = None,
+) -> None:
     """Refuse a context whose KV cache cannot fit in memory beside the weights (llama.cpp would
     allocate it and the machine would swap, or the process be killed), naming the context size
     that fits. ``asked``: the size came from --ctx / the config (else it is the model's own)."""
@@ -37,7 +49,9 @@ def check_context_memory(kv_bytes: int | None, weights: int, n_ctx: int, kv_type
     )
 
 
-def check_draft_memory(kv_bytes: int | None, weights: int, n_ctx: int, available: int | None = None) -> None:
+def check_draft_memory(
+    kv_bytes: int | None, weights: int, n_ctx: int, available: int | None = None
+) -> None:
     """Refuse a draft model whose KV cache (as long as the model's context) cannot fit in the
     memory left beside both models' weights, naming the context size that fits."""
     available = available_memory() if available is None else available
@@ -45,7 +59,11 @@ def check_draft_memory(kv_bytes: int | None, weights: int, n_ctx: int, available
     if fits is None:
         return
     assert kv_bytes and available is not None
-    how = f"use --ctx {fits} or less, or drop --draft-model" if fits >= CONTEXT_STEP else "drop --draft-model"
+    how = (
+        f"use --ctx {fits} or less, or drop --draft-model"
+        if fits >= CONTEXT_STEP
+        else "drop --draft-model"
+    )
     raise ModelLoadError(
         f"the draft model's {n_ctx:,}-token KV cache needs about {kv_bytes / 1e9:.1f} GB beside {weights / 1e9:.1f} GB "
         f"of weights, but {available / 1e9:.1f} GB of memory is available: {how}."

@@ -24,7 +24,13 @@ from ..settings.structured import OutputFormat
 log = logging.getLogger("vibechat.llama_cpp")
 
 # ggml_log_level: NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5
-_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+_LEVELS = {
+    0: logging.DEBUG,
+    1: logging.DEBUG,
+    2: logging.INFO,
+    3: logging.WARNING,
+    4: logging.ERROR,
+}
 
 
 class LlamaLog:
@@ -37,7 +43,9 @@ class LlamaLog:
         self._lock = threading.Lock()
         self.captured: list[tuple[int, str]] | None = None
         self._mtmd = False  # install_mtmd() done
-        self._callback = ll.llama_log_callback(self._on_log)  # keep a reference: C holds the pointer
+        self._callback = ll.llama_log_callback(
+            self._on_log
+        )  # keep a reference: C holds the pointer
 
     def install(self) -> None:
         ll.llama_log_set(self._callback, ctypes.c_void_p(0))
@@ -102,7 +110,9 @@ def grammar_error(gbnf: str, root: str = "root") -> str | None:
         llama_log.captured = captured
         try:
             os.dup2(sink.fileno(), 2)
-            sampler = ll.llama_sampler_init_grammar(None, gbnf.encode("utf-8"), root.encode("utf-8"))
+            sampler = ll.llama_sampler_init_grammar(
+                None, gbnf.encode("utf-8"), root.encode("utf-8")
+            )
         finally:
             os.dup2(saved, 2)
             os.close(saved)

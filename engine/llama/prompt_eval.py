@@ -64,8 +64,16 @@ def chunk_ends(tokens: Sequence[int], start: int, n_batch: int) -> int:
     return end
 
 
-def read_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_batch: int, ticks: AbortTicks,
-                vision: Vision | None, report: bool = False) -> Generator[PromptProgress, None, bool]:
+def read_prompt(
+    ctx: Any,
+    mem: Any,
+    kept: list[int],
+    tokens: Sequence[int],
+    n_batch: int,
+    ticks: AbortTicks,
+    vision: Vision | None,
+    report: bool = False,
+) -> Generator[PromptProgress, None, bool]:
     """Evaluate ``tokens`` after the cached ones (``kept``, extended as they are evaluated).
     A generator: with ``report``, a prompt of more than ``LONG_PROMPT`` tokens yields how far its
     reading came after each chunk and, within one, about every ``REPORT_S`` (from ``ticks``, the
@@ -98,8 +106,10 @@ def read_prompt(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], n_ba
         if rc == 2:
             return False
         if rc != 0:
-            raise GenerationError(f"llama.cpp failed to evaluate the prompt (llama_decode returned {rc}); "
-                                  "start a new conversation or lower --ctx.")
+            raise GenerationError(
+                f"llama.cpp failed to evaluate the prompt (llama_decode returned {rc}); "
+                "start a new conversation or lower --ctx."
+            )
         if not nodes:
             nodes = ticks.count - counted
         kept.extend(chunk)
@@ -114,8 +124,9 @@ def _decode_text(ctx: Any, chunk: Sequence[int]) -> int:
     return int(ll.llama_decode(ctx, ll.llama_batch_get_one(arr, len(chunk))))
 
 
-def _decode_watched(ctx: Any, chunk: Sequence[int], ticks: AbortTicks, nodes: int, start: int,
-                    total: int) -> Generator[PromptProgress, None, int]:
+def _decode_watched(
+    ctx: Any, chunk: Sequence[int], ticks: AbortTicks, nodes: int, start: int, total: int
+) -> Generator[PromptProgress, None, int]:
     """``llama_decode`` of ``chunk`` in a thread of its own, its progress estimated every
     ``REPORT_S`` from the abort callback's count (``nodes`` a decode): its return code. Closed
     early (the reply was dropped), it stops the decode and waits for it before the context is
@@ -161,15 +172,23 @@ def decode_all(reading: Generator[object, None, bool]) -> bool:
             return bool(end.value)
 
 
-def _decode_image(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], start: int, n_batch: int,
-                  cancel: threading.Event, vision: Vision | None) -> int:
+def _decode_image(
+    ctx: Any,
+    mem: Any,
+    kept: list[int],
+    tokens: Sequence[int],
+    start: int,
+    n_batch: int,
+    cancel: threading.Event,
+    vision: Vision | None,
+) -> int:
     """Encode and evaluate the image run at ``tokens[start]``: its length, or 0 if cancelled (the
     encode itself cannot be stopped: the cancel takes effect after it)."""
     head = tokens[start]
     if vision is None or not is_image_start(head):  # never built so: a bookkeeping slip
         raise GenerationError(OUT_OF_PLACE)
     n = vision.run_length(head)
-    run = tokens[start:start + n]
+    run = tokens[start : start + n]
     if len(run) != n:
         raise GenerationError(OUT_OF_PLACE)
     rc = vision.evaluate(ctx, head, len(kept), n_batch)
@@ -177,8 +196,10 @@ def _decode_image(ctx: Any, mem: Any, kept: list[int], tokens: Sequence[int], st
         ll.llama_memory_seq_rm(mem, 0, len(kept), -1)  # no half image left behind
         if rc in (0, 2) or cancel.is_set():
             return 0
-        raise GenerationError(f"llama.cpp failed to evaluate an image (code {rc}); start a new conversation "
-                              "or lower --ctx.")
+        raise GenerationError(
+            f"llama.cpp failed to evaluate an image (code {rc}); start a new conversation "
+            "or lower --ctx."
+        )
     kept.extend(run)
     return n
 
@@ -190,8 +211,11 @@ def trim_cache(mem: Any, model: Any, kept: list[int], tokens: Sequence[int], at_
     keep = image_start(tokens, min(common_prefix(kept, tokens), at_most))
     if keep < len(kept):
         if not trim_allowed(mem, model, keep):  # a restored sliding window ends later
-            log.info("the KV cache cannot be continued at token %d (its sliding-window layers start "
-                     "later: a restored state): evaluating the prompt", keep)
+            log.info(
+                "the KV cache cannot be continued at token %d (its sliding-window layers start "
+                "later: a restored state): evaluating the prompt",
+                keep,
+            )
             keep = 0
         if not keep or not ll.llama_memory_seq_rm(mem, 0, keep, -1):
             ll.llama_memory_clear(mem, True)

@@ -54,8 +54,9 @@ def drop_oldest_turn(rest: list[ChatMessage]) -> list[ChatMessage]:
     return gone
 
 
-def content_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage],
-                  text: str) -> list[tuple[str, bool]] | None:
+def content_parts(
+    render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage], text: str
+) -> list[tuple[str, bool]] | None:
     """``text`` (the template's rendering of ``messages``) cut into the template's own pieces
     (False) and the messages' contents (True), or None when that cannot be told apart
     (``owned_parts``)."""
@@ -63,8 +64,9 @@ def content_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequ
     return None if parts is None else [(piece, owner >= 0) for piece, owner in parts]
 
 
-def owned_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage],
-                text: str) -> list[tuple[str, int]] | None:
+def owned_parts(
+    render: Callable[[Sequence[ChatMessage]], str], messages: Sequence[ChatMessage], text: str
+) -> list[tuple[str, int]] | None:
     """``text`` (the template's rendering of ``messages``) cut into the template's own pieces
     (owner -1) and the messages' contents (owner: the message's index; where its images go),
     or None when that cannot be told apart.
@@ -75,13 +77,15 @@ def owned_parts(render: Callable[[Sequence[ChatMessage]], str], messages: Sequen
     nonce = secrets.token_hex(8)
     marks = [f"\ue000{nonce}{i}\ue001" for i in range(len(messages))]
     # Each message as it is (its tool calls, its call id) but its content: the skeleton renders as the text did.
-    skeleton = render([dataclasses.replace(m, content=mark) for m, mark in zip(messages, marks, strict=True)])
+    skeleton = render(
+        [dataclasses.replace(m, content=mark) for m, mark in zip(messages, marks, strict=True)]
+    )
     pattern = re.compile("\ue000" + nonce + "(\\d+)\ue001")
     for strip in (False, True):
         parts: list[tuple[str, int]] = []
         at = 0
         for match in pattern.finditer(skeleton):
-            parts.append((skeleton[at:match.start()], -1))
+            parts.append((skeleton[at : match.start()], -1))
             owner = int(match.group(1))
             content = messages[owner].content
             parts.append((content.strip() if strip else content, owner))

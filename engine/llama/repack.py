@@ -63,7 +63,6 @@ MAX_VERDICTS = 32  # entries kept in the verdict file (one per build x CPU x ker
 AMX_FLAGS = frozenset({"amx_int8", "amx_tile", "amx_bf16"})
 
 
-
 # ------------------------------------------------------------------ machine facts
 @functools.cache
 def _read_cpuinfo() -> str | None:
@@ -92,7 +91,11 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
 
 def cpu_model_name(cpuinfo: str | None = None) -> str:
     value = _cpuinfo_field(cpuinfo, "model name")
-    return " ".join(value.split())[:200] if value is not None else platform.processor() or platform.machine()
+    return (
+        " ".join(value.split())[:200]
+        if value is not None
+        else platform.processor() or platform.machine()
+    )
 
 
 def system_info() -> str:
@@ -126,7 +129,9 @@ class ProbeVerdict:
 
     ok: bool
     detail: str
-    conclusive: bool = True  # False: it could not tell (it could not start, the model did not load); not cached
+    conclusive: bool = (
+        True  # False: it could not tell (it could not start, the model did not load); not cached
+    )
 
 
 @dataclass(frozen=True)
@@ -147,14 +152,20 @@ class RepackChoice:
         """``off (auto: Intel AMX: ...)``, ``on (set to on)``."""
         if self.setting == "auto":
             return f"{self.state} (auto: {self.reason})"
-        return f"{self.state} (set to {self.setting}" + (f"; {self.reason})" if self.reason else ")")
+        return f"{self.state} (set to {self.setting}" + (
+            f"; {self.reason})" if self.reason else ")"
+        )
 
 
 AMX_CRASH = "llama.cpp's AMX kernel crashes on multi-token batches on many AMX machines"
 
 
-def decide_repack(setting: str, info: str, flags: frozenset[str] | None,
-                  verdict: Callable[[], tuple[ProbeVerdict | None, bool]] | None = None) -> RepackChoice:
+def decide_repack(
+    setting: str,
+    info: str,
+    flags: frozenset[str] | None,
+    verdict: Callable[[], tuple[ProbeVerdict | None, bool]] | None = None,
+) -> RepackChoice:
     """The repack choice for ``setting`` on a machine whose llama.cpp system info is ``info``
     and CPU flags ``flags``. ``verdict()`` returns the probe's verdict (None: none to be had)
     and whether it was probed just now; it is called only when the answer depends on it."""
@@ -172,23 +183,34 @@ def decide_repack(setting: str, info: str, flags: frozenset[str] | None,
         detail = f"; probe: {found.detail}" if found is not None else ""
         return RepackChoice("auto", False, f"Intel AMX: {AMX_CRASH}{detail}", probed_now)
     if found.ok:
-        return RepackChoice("auto", True, "Intel AMX: a probe on this machine found its kernel works",
-                            probed_now)
-    return RepackChoice("auto", False, f"Intel AMX: its kernel crashed in a probe on this machine ({found.detail})",
-                        probed_now)
+        return RepackChoice(
+            "auto", True, "Intel AMX: a probe on this machine found its kernel works", probed_now
+        )
+    return RepackChoice(
+        "auto",
+        False,
+        f"Intel AMX: its kernel crashed in a probe on this machine ({found.detail})",
+        probed_now,
+    )
 
 
 # ------------------------------------------------------------------ the probe and its cache
 def probe_key(info: str, llama_version: str, cpuinfo: str | None = None) -> str:
     """What a verdict depends on: the llama.cpp build, the CPU and the kernel."""
-    text = "\n".join((llama_version, info, cpu_model_name(cpuinfo), platform.release(), platform.machine()))
+    text = "\n".join(
+        (llama_version, info, cpu_model_name(cpuinfo), platform.release(), platform.machine())
+    )
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:32]
 
 
 def _read_verdicts(path: Path) -> dict[str, dict]:
     try:
         data = bounded_loads(read_file(path, 1 << 16))
-    except (OSError, ValueError, UnreadableFile):  # (larger than ours ever is: not ours, start over)
+    except (
+        OSError,
+        ValueError,
+        UnreadableFile,
+    ):  # (larger than ours ever is: not ours, start over)
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -227,17 +249,33 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def run_probe(model: Path, *, timeout: float = PROBE_TIMEOUT_S, cancelled: Callable[[], bool] = lambda: False,
-              command: list[str] | None = None) -> ProbeVerdict:
+def run_probe(
+    model: Path,
+    *,
+    timeout: float = PROBE_TIMEOUT_S,
+    cancelled: Callable[[], bool] = lambda: False,
+    command: list[str] | None = None,
+) -> ProbeVerdict:
     """Load ``model`` with repacking on in a child process and evaluate a 32-token batch and a
     few single tokens there. ``command``: the child to run instead (tests). Ctrl-C
     (``cancelled()``) kills the child and raises LoadCancelled."""
-    argv = command or [sys.executable, "-c", "from vibechat.engine.llama.repack import probe_main; probe_main()",
-                       str(model)]
-    with tempfile.TemporaryFile() as output:  # llama.cpp's own lines, for the log: never the terminal
+    argv = command or [
+        sys.executable,
+        "-c",
+        "from vibechat.engine.llama.repack import probe_main; probe_main()",
+        str(model),
+    ]
+    with (
+        tempfile.TemporaryFile() as output
+    ):  # llama.cpp's own lines, for the log: never the terminal
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # a Ctrl-C in the terminal is ours to pass on
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # a Ctrl-C in the terminal is ours to pass on
         except OSError as exc:
             return ProbeVerdict(False, f"could not start ({exc})", conclusive=False)
         deadline = time.monotonic() + timeout
@@ -251,7 +289,9 @@ def run_probe(model: Path, *, timeout: float = PROBE_TIMEOUT_S, cancelled: Calla
                 proc.kill()
                 proc.wait()
                 if cancelled():
-                    raise LoadCancelled("the load was cancelled while llama.cpp's CPU kernels were checked.")
+                    raise LoadCancelled(
+                        "the load was cancelled while llama.cpp's CPU kernels were checked."
+                    )
                 # A kernel that hangs is as unusable as one that crashes (a busy machine does not
                 # turn a one-second check into a minute).
                 return ProbeVerdict(False, f"timed out after {timeout:g} s")
@@ -269,8 +309,9 @@ def run_probe(model: Path, *, timeout: float = PROBE_TIMEOUT_S, cancelled: Calla
     return ProbeVerdict(False, f"exit {code}: {last[:120]}", conclusive=False)
 
 
-def probe_verdict(model: Path | None, cache: Path, key: str, *,
-                  cancelled: Callable[[], bool] = lambda: False) -> tuple[ProbeVerdict | None, bool]:
+def probe_verdict(
+    model: Path | None, cache: Path, key: str, *, cancelled: Callable[[], bool] = lambda: False
+) -> tuple[ProbeVerdict | None, bool]:
     """The cached verdict for ``key``, else a probe's on ``model`` (cached when conclusive).
     Returns (verdict or None, whether it probed now)."""
     found = cached_verdict(cache, key)
@@ -286,14 +327,18 @@ def probe_verdict(model: Path | None, cache: Path, key: str, *,
     return verdict, True
 
 
-def setting_summary(setting: str, info: str, flags: frozenset[str] | None, cache: Path, key: str) -> str:
+def setting_summary(
+    setting: str, info: str, flags: frozenset[str] | None, cache: Path, key: str
+) -> str:
     """One line for ``vibechat --version``: what ``setting`` means on this machine, from the
     cached verdict only (it never probes)."""
     setting = check_repack(setting)
     found = cached_verdict(cache, key)
     if setting == "auto" and amx_at_risk(info, flags) and found is None:
-        return ("CPU weight repacking: auto: this CPU has Intel AMX, whose kernel in this llama.cpp crashes on many "
-                "machines; a one-time check at the first model load decides (--repack on|off overrides it)")
+        return (
+            "CPU weight repacking: auto: this CPU has Intel AMX, whose kernel in this llama.cpp crashes on many "
+            "machines; a one-time check at the first model load decides (--repack on|off overrides it)"
+        )
     choice = decide_repack(setting, info, flags, lambda: (found, False))
     return f"CPU weight repacking: {choice.describe()}"
 

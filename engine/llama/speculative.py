@@ -101,8 +101,12 @@ class AdaptiveDraft:
 
     adaptive = True
 
-    def __init__(self, max_k: int, clock: Callable[[], float] = time.perf_counter,
-                 per_draft_lookup: bool = False) -> None:
+    def __init__(
+        self,
+        max_k: int,
+        clock: Callable[[], float] = time.perf_counter,
+        per_draft_lookup: bool = False,
+    ) -> None:
         if max_k < 1:
             raise ValueError("max_k must be at least 1")
         self.max_k = max_k
@@ -200,7 +204,9 @@ class AdaptiveDraft:
         def floor(k: int) -> float:
             return self.cost(k) if known or k in self.costs else self.cost(0)
 
-        return all((k + 1) / (floor(k) + self._lookup_cost(k)) <= plain for k in range(1, self.max_k + 1))
+        return all(
+            (k + 1) / (floor(k) + self._lookup_cost(k)) <= plain for k in range(1, self.max_k + 1)
+        )
 
     def _lookup_cost(self, k: int) -> float:
         return self.lookup * k if self.per_draft_lookup else self.lookup
@@ -322,8 +328,9 @@ def _smooth(old: float, new: float) -> float:
     return old + SMOOTHING * (min(new, OUTLIER * old) - old)
 
 
-def make_policy(mode: str, max_k: int, clock: Callable[[], float] = time.perf_counter,
-                draft_model: bool = False) -> FixedDraft | AdaptiveDraft:
+def make_policy(
+    mode: str, max_k: int, clock: Callable[[], float] = time.perf_counter, draft_model: bool = False
+) -> FixedDraft | AdaptiveDraft:
     """The policy of a speculative mode: ``auto`` adapts, ``prompt-lookup`` is fixed;
     ``draft_model``: drafts come from a draft model (a lookup costs a decode per draft)."""
     return AdaptiveDraft(max_k, clock, draft_model) if mode == "auto" else FixedDraft(max_k, clock)

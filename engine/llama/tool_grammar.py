@@ -56,8 +56,12 @@ def trigger_patterns(fmt: ToolFormat, tools: Sequence[ToolSpec]) -> list[str]:
     ``{"name": "``, a prefix of a tool's name): a token that runs past that (an unknown tool's
     name) does not trigger, and that call goes unconstrained (the recogniser still finds it;
     its arguments may not parse) instead of aborting."""
-    names = _alternatives([json.dumps(t.name, ensure_ascii=False)[1:-1] if fmt.family != HARMONY else t.name
-                           for t in tools[:MAX_TOOLS]])
+    names = _alternatives(
+        [
+            json.dumps(t.name, ensure_ascii=False)[1:-1] if fmt.family != HARMONY else t.name
+            for t in tools[:MAX_TOOLS]
+        ]
+    )
     ws = "[ \\t\\n]{0,8}"
     key = [ws, '"name"', ws, ":", ws, '"', names]  # {"name": "NAME… after the brace
     if fmt.family == HERMES:
@@ -110,7 +114,7 @@ def tool_gbnf(fmt: ToolFormat, tools: Sequence[ToolSpec], lazy: bool) -> str:
         if fmt.family == HARMONY:
             alternatives.append(f"{_lit(tool.name)} header {args}")
         elif fmt.family == MISTRAL and fmt.args_marker:
-            alternatives.append(f"{_lit(tool.name)} \"[ARGS]\" {args}")
+            alternatives.append(f'{_lit(tool.name)} "[ARGS]" {args}')
         else:
             key = "parameters" if fmt.family == LLAMA3 else "arguments"
             alternatives.append(f'{_lit(name)} ws "," ws {_lit(json.dumps(key))} ws ":" ws {args}')
@@ -119,31 +123,42 @@ def tool_gbnf(fmt: ToolFormat, tools: Sequence[ToolSpec], lazy: bool) -> str:
     more = max(0, fmt.max_calls - 1)
     obj = 'obj ::= "{" ws "\\"name\\"" ws ":" ws call ws "}"'
     if fmt.family == HERMES:
-        lines += [f'root ::= tc ( ws tc ){{0,{more}}} ws',
-                  'tc ::= "<tool_call>" ws obj ws "</tool_call>"', obj]
+        lines += [
+            f"root ::= tc ( ws tc ){{0,{more}}} ws",
+            'tc ::= "<tool_call>" ws obj ws "</tool_call>"',
+            obj,
+        ]
     elif fmt.family == LLAMA3:
         lines += ['root ::= "<|python_tag|>"? ws obj ws', obj]
     elif fmt.family == MISTRAL and fmt.args_marker:
         lines += [f'root ::= ( "[TOOL_CALLS]" call ){{1,{fmt.max_calls}}} ws']
     elif fmt.family == MISTRAL:
-        lines += [f'root ::= "[TOOL_CALLS]" ws "[" ws item ( ws "," ws item ){{0,{more}}} ws "]" ws',
-                  'item ::= "{" ws "\\"name\\"" ws ":" ws call ( ws "," ws "\\"id\\"" ws ":" ws "\\"" '
-                  '[a-zA-Z0-9]{9} "\\"" )? ws "}"']
+        lines += [
+            f'root ::= "[TOOL_CALLS]" ws "[" ws item ( ws "," ws item ){{0,{more}}} ws "]" ws',
+            'item ::= "{" ws "\\"name\\"" ws ":" ws call ( ws "," ws "\\"id\\"" ws ":" ws "\\"" '
+            '[a-zA-Z0-9]{9} "\\"" )? ws "}"',
+        ]
     else:  # harmony: " to=functions.NAME" then the rest of the header, then the arguments
-        lines += ['tocall ::= " to=functions." call',
-                  'header ::= ( "<|channel|>" ( "commentary" | "analysis" ) )? ( " "? "<|constrain|>"? "json" )? '
-                  '"<|message|>"',
-                  'free ::= ( [^<] | "<" [^|] )*']
-        lines.append('root ::= tocall' if lazy else
-                     'root ::= ( "<|channel|>analysis<|message|>" free "<|end|><|start|>assistant" )? '
-                     '( "<|channel|>commentary" )? tocall')
+        lines += [
+            'tocall ::= " to=functions." call',
+            'header ::= ( "<|channel|>" ( "commentary" | "analysis" ) )? ( " "? "<|constrain|>"? "json" )? '
+            '"<|message|>"',
+            'free ::= ( [^<] | "<" [^|] )*',
+        ]
+        lines.append(
+            "root ::= tocall"
+            if lazy
+            else 'root ::= ( "<|channel|>analysis<|message|>" free "<|end|><|start|>assistant" )? '
+            '( "<|channel|>commentary" )? tocall'
+        )
     gbnf = "\n".join(lines)
     check_grammar_bounds(gbnf)
     return gbnf
 
 
-def tool_sampler(chain: Any, vocab: Any, fmt: ToolFormat | None, tools: Sequence[ToolSpec],
-                 choice: ToolChoice) -> Sampler:
+def tool_sampler(
+    chain: Any, vocab: Any, fmt: ToolFormat | None, tools: Sequence[ToolSpec], choice: ToolChoice
+) -> Sampler:
     """The sampler a reply that may call ``tools`` draws with: ``chain`` alone for ``none``
     (or no tools, or no format), else ``chain`` with the tool grammar, lazy for ``auto``, from
     the first token for ``required``. Takes ownership of ``chain`` (freed when the grammar is
@@ -155,7 +170,9 @@ def tool_sampler(chain: Any, vocab: Any, fmt: ToolFormat | None, tools: Sequence
         gbnf = tool_gbnf(fmt, tools, lazy)
     except Exception as exc:  # noqa: BLE001 - a bound, or a schema the converter chokes on
         ll.llama_sampler_free(chain)
-        raise GenerationError(f"the tools' grammar cannot be built ({' '.join(str(exc).split())[:200]}).") from None
+        raise GenerationError(
+            f"the tools' grammar cannot be built ({' '.join(str(exc).split())[:200]})."
+        ) from None
     reason = grammar_error(gbnf)
     grammar = None
     if not reason:
@@ -163,13 +180,16 @@ def tool_sampler(chain: Any, vocab: Any, fmt: ToolFormat | None, tools: Sequence
             patterns = [p.encode("utf-8") for p in trigger_patterns(fmt, tools)]
             words = (ctypes.c_char_p * len(patterns))(*patterns)
             no_tokens = (ll.llama_token * 1)()
-            grammar = ll.llama_sampler_init_grammar_lazy_patterns(vocab, gbnf.encode("utf-8"), b"root", words,
-                                                                  len(patterns), no_tokens, 0)
+            grammar = ll.llama_sampler_init_grammar_lazy_patterns(
+                vocab, gbnf.encode("utf-8"), b"root", words, len(patterns), no_tokens, 0
+            )
         else:
             grammar = ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
     if not grammar:
         ll.llama_sampler_free(chain)
-        raise GenerationError(f"llama.cpp rejects the tools' grammar: {reason or 'it does not parse'}.")
+        raise GenerationError(
+            f"llama.cpp rejects the tools' grammar: {reason or 'it does not parse'}."
+        )
     return GrammarSampler(chain, grammar, ll.llama_vocab_n_tokens(vocab))
 
 
@@ -201,7 +221,11 @@ def _arguments_rules(tool: ToolSpec, prefix: str, lines: list[str]) -> str:
 @functools.lru_cache(maxsize=256)  # the same tools are offered reply after reply
 def _schema_gbnf(key: str) -> str:
     schema = json.loads(key)
-    if not isinstance(schema, dict) or schema.get("type", "object") != "object" or too_large(schema):
+    if (
+        not isinstance(schema, dict)
+        or schema.get("type", "object") != "object"
+        or too_large(schema)
+    ):
         return JSON_GBNF  # any JSON object
 
     try:
@@ -238,7 +262,7 @@ def _prefixed(gbnf: str, prefix: str) -> list[str]:
                 j = i + 1
                 while j < n and body[j] != close:
                     j += 2 if body[j] == "\\" else 1
-                parts.append(body[i:j + 1])
+                parts.append(body[i : j + 1])
                 i = j + 1
             elif c == "#":  # a comment, to the end of its line
                 j = body.find("\n", i)
@@ -249,7 +273,7 @@ def _prefixed(gbnf: str, prefix: str) -> list[str]:
             elif c == "{":
                 j = body.find("}", i)
                 j = n - 1 if j < 0 else j
-                parts.append(body[i:j + 1])
+                parts.append(body[i : j + 1])
                 i = j + 1
             else:
                 m = _IDENT.match(body, i)
@@ -266,5 +290,7 @@ def _prefixed(gbnf: str, prefix: str) -> list[str]:
 
 def _lit(text: str) -> str:
     """``text`` as a GBNF string literal."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    escaped = (
+        text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    )
     return f'"{escaped}"'

@@ -28,25 +28,35 @@ from ..turns.tool_formats import ToolFormat
 log = logging.getLogger("vibechat.llama_cpp")
 
 
-def reply_tools(template: ChatTemplate, tools: Sequence[ToolSpec], choice: str,
-                output_format: OutputFormat | None) -> tuple[ToolFormat | None, tuple[ToolSpec, ...]]:
+def reply_tools(
+    template: ChatTemplate,
+    tools: Sequence[ToolSpec],
+    choice: str,
+    output_format: OutputFormat | None,
+) -> tuple[ToolFormat | None, tuple[ToolSpec, ...]]:
     """The call format and the tools the template lists: no format (no call shaped or read)
     for tool choice ``none``, and neither for no tools or a template without tool support. An output
     format (``--json-schema``, a
     grammar) and tools cannot shape one reply both: refused in one line."""
     if choice not in TOOL_CHOICES:
-        raise InvalidParameterError(f"tool choice {choice!r} is not one of {', '.join(TOOL_CHOICES)}.")
+        raise InvalidParameterError(
+            f"tool choice {choice!r} is not one of {', '.join(TOOL_CHOICES)}."
+        )
     if not tools:
         return None, ()
     fmt = template.tool_format
     if fmt is None:
         log.info("%s has no tool support: the reply is offered no tools", template.name)
         return None, ()
-    if choice == "none":  # listed as before (the prompt keeps the prefix the calls were made with), not called
+    if (
+        choice == "none"
+    ):  # listed as before (the prompt keeps the prefix the calls were made with), not called
         return None, tuple(tools)
     if output_format is not None:
-        raise InvalidParameterError("a reply cannot both follow an output format (--json-schema, --grammar, "
-                                    "/format) and call tools: drop the format, or use tool choice none.")
+        raise InvalidParameterError(
+            "a reply cannot both follow an output format (--json-schema, --grammar, "
+            "/format) and call tools: drop the format, or use tool choice none."
+        )
     # One call per reply, as llama-server does unless asked for parallel calls: a small model
     # offered "one or more" writes the same call again and again until a limit cuts it.
     return dataclasses.replace(fmt, max_calls=1), tuple(tools)

@@ -86,8 +86,9 @@ def placeholders(digest: str, chunk: int, n: int) -> tuple[int, ...]:
     return (-(START + first), *([-(1 + rest)] * (n - 1)))
 
 
-def images_in_prompt(messages: Sequence[ChatMessage], takes_images: bool,
-                     strict: bool) -> dict[int, tuple[Attachment, ...]]:
+def images_in_prompt(
+    messages: Sequence[ChatMessage], takes_images: bool, strict: bool
+) -> dict[int, tuple[Attachment, ...]]:
     """The images each message (by index) puts into the prompt.
 
     At most ``MAX_IMAGES``: the newest message's (more there is an error), then the earlier
@@ -100,31 +101,51 @@ def images_in_prompt(messages: Sequence[ChatMessage], takes_images: bool,
         return {}
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
     if takes_images:  # a kept copy gone (a reopened conversation): its turn goes on without it
-        gone = [a for i, images in found if i != last_user or not strict for a in images if not _kept(a)]
+        gone = [
+            a for i, images in found if i != last_user or not strict for a in images if not _kept(a)
+        ]
         if gone:
-            log.info("%d image(s) of this conversation are missing from the attachment store: left out", len(gone))
-            found = [(i, kept) for i, images in found
-                     if (kept := tuple(a for a in images if a not in gone))]
+            log.info(
+                "%d image(s) of this conversation are missing from the attachment store: left out",
+                len(gone),
+            )
+            found = [
+                (i, kept)
+                for i, images in found
+                if (kept := tuple(a for a in images if a not in gone))
+            ]
             if not found:
                 return {}
     if not takes_images:
         if strict and found[-1][0] == last_user:
             raise ImagesNotSupported(NO_PROJECTOR)
-        log.info("this model takes no images: the %d image(s) of earlier turns are left out",
-                 sum(len(images) for _, images in found))
+        log.info(
+            "this model takes no images: the %d image(s) of earlier turns are left out",
+            sum(len(images) for _, images in found),
+        )
         return {}
     if found[-1][0] == last_user and len(found[-1][1]) > MAX_IMAGES:
-        raise ImageUnreadable(f"a message takes at most {MAX_IMAGES} images ({len(found[-1][1])} were "
-                              "attached): send fewer.")
+        raise ImageUnreadable(
+            f"a message takes at most {MAX_IMAGES} images ({len(found[-1][1])} were "
+            "attached): send fewer."
+        )
     budget, out, left_out = MAX_IMAGES, {}, 0
     for i, images in reversed(found):
-        kept = images[len(images) - budget:] if 0 < budget < len(images) else images if budget > 0 else ()
+        kept = (
+            images[len(images) - budget :]
+            if 0 < budget < len(images)
+            else images
+            if budget > 0
+            else ()
+        )
         left_out += len(images) - len(kept)
         budget -= len(kept)
         if kept:
             out[i] = tuple(kept)
     if left_out:
-        log.info("a prompt takes at most %d images: the %d oldest are left out", MAX_IMAGES, left_out)
+        log.info(
+            "a prompt takes at most %d images: the %d oldest are left out", MAX_IMAGES, left_out
+        )
     return out
 
 
@@ -147,8 +168,15 @@ class Vision:
     driving the backend). ``encodes`` counts image chunks encoded (the tests' and bench's view
     of what the KV-prefix reuse spared)."""
 
-    def __init__(self, path: Path, model: Any, *, n_threads: int, use_gpu: bool,
-                 cancelled: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        model: Any,
+        *,
+        n_threads: int,
+        use_gpu: bool,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> None:
         from llama_cpp import mtmd_cpp as mt
 
         self._mt = mt
@@ -170,23 +198,34 @@ class Vision:
         captured: list[tuple[int, str]] = []
         previous, llama_log.captured = llama_log.captured, captured
         try:
-            ctx = mt.mtmd_init_from_file(str(self.path).encode("utf-8", "surrogateescape"), model, params)
+            ctx = mt.mtmd_init_from_file(
+                str(self.path).encode("utf-8", "surrogateescape"), model, params
+            )
         finally:
             llama_log.captured = previous
         if not ctx:
             said = next((line for level, line in captured if level >= logging.ERROR), "")
             why = f" ({said.strip()[:200]})" if said else ""
-            raise ProjectorError(f"llama.cpp could not load the projector {self.name}{why}: use the mmproj "
-                                 "file made for this model.")
+            raise ProjectorError(
+                f"llama.cpp could not load the projector {self.name}{why}: use the mmproj "
+                "file made for this model."
+            )
         self._ctx = ctx
         if not mt.mtmd_support_vision(ctx) or mt.mtmd_decode_use_mrope(ctx):
-            what = ("has no vision encoder" if not mt.mtmd_support_vision(ctx)
-                    else "places image tokens with M-RoPE (Qwen-VL)")
+            what = (
+                "has no vision encoder"
+                if not mt.mtmd_support_vision(ctx)
+                else "places image tokens with M-RoPE (Qwen-VL)"
+            )
             self.close()
-            raise ProjectorError(f"the projector {self.name} {what}, which vibechat does not support: load the "
-                                 "model without --mmproj.")
+            raise ProjectorError(
+                f"the projector {self.name} {what}, which vibechat does not support: load the "
+                "model without --mmproj."
+            )
         self.encodes = 0
-        self._layouts: collections.OrderedDict[str, tuple[tuple[int, ...], ...]] = collections.OrderedDict()
+        self._layouts: collections.OrderedDict[str, tuple[tuple[int, ...], ...]] = (
+            collections.OrderedDict()
+        )
         self._chunks: dict[int, ImageChunk] = {}  # a run's start id -> its chunk
 
     def _between_nodes(self, _tensor: Any, ask: bool, _data: Any) -> bool:
@@ -215,7 +254,9 @@ class Vision:
         known = self._layouts.get(image.digest)
         if known is not None:
             self._layouts.move_to_end(image.digest)
-            for run in known:  # the picture (a same-digest copy at another path) evaluates from here
+            for (
+                run
+            ) in known:  # the picture (a same-digest copy at another path) evaluates from here
                 if run and is_image_start(run[0]):
                     chunk = self._chunks.get(run[0])
                     if chunk is not None and chunk.image.path != image.path:
@@ -235,8 +276,10 @@ class Vision:
                 elif kind == mt.MTMD_INPUT_CHUNK_TYPE_IMAGE:
                     n_tokens = int(mt.mtmd_input_chunk_get_n_tokens(chunk))
                     if int(mt.mtmd_input_chunk_get_n_pos(chunk)) != n_tokens:
-                        raise ImageUnreadable(f"the projector {self.name} places the image {image.name} in another "
-                                              "number of positions than tokens, which vibechat does not support.")
+                        raise ImageUnreadable(
+                            f"the projector {self.name} places the image {image.name} in another "
+                            "number of positions than tokens, which vibechat does not support."
+                        )
                     run = placeholders(image.digest, i, n_tokens)
                     self._chunks[run[0]] = ImageChunk(image, i, n_tokens)
                     pieces.append(run)
@@ -259,7 +302,9 @@ class Vision:
     def run_length(self, start: int) -> int:
         chunk = self._chunks.get(start)
         if chunk is None:
-            raise ImageUnreadable("an image in the prompt was forgotten before it was evaluated: send it again.")
+            raise ImageUnreadable(
+                "an image in the prompt was forgotten before it was evaluated: send it again."
+            )
         return chunk.n_tokens
 
     def evaluate(self, lctx: Any, start: int, n_past: int, n_batch: int) -> int:
@@ -270,24 +315,43 @@ class Vision:
         mt = self._mt
         info = self._chunks.get(start)
         if info is None:
-            raise ImageUnreadable("an image in the prompt was forgotten before it was evaluated: send it again.")
+            raise ImageUnreadable(
+                "an image in the prompt was forgotten before it was evaluated: send it again."
+            )
         n_ubatch = int(ll.llama_n_ubatch(lctx))
         chunks, bitmap = self._tokenize(info.image)
         try:
             if info.index >= mt.mtmd_input_chunks_size(chunks):
-                raise ImageUnreadable(f"the image {info.image.name} changed since it was attached: attach it again.")
+                raise ImageUnreadable(
+                    f"the image {info.image.name} changed since it was attached: attach it again."
+                )
             chunk = mt.mtmd_input_chunks_get(chunks, info.index)
-            if (mt.mtmd_input_chunk_get_type(chunk) != mt.MTMD_INPUT_CHUNK_TYPE_IMAGE
-                    or int(mt.mtmd_input_chunk_get_n_tokens(chunk)) != info.n_tokens):
-                raise ImageUnreadable(f"the image {info.image.name} changed since it was attached: attach it again.")
+            if (
+                mt.mtmd_input_chunk_get_type(chunk) != mt.MTMD_INPUT_CHUNK_TYPE_IMAGE
+                or int(mt.mtmd_input_chunk_get_n_tokens(chunk)) != info.n_tokens
+            ):
+                raise ImageUnreadable(
+                    f"the image {info.image.name} changed since it was attached: attach it again."
+                )
             if mt.mtmd_decode_use_non_causal(self._ctx, chunk) and info.n_tokens > n_ubatch:
-                raise ImageUnreadable(f"the image {info.image.name} takes {info.n_tokens} tokens, more than one "
-                                      f"batch of {n_ubatch} (n_ubatch): raise n_ubatch to at least {info.n_tokens}.")
+                raise ImageUnreadable(
+                    f"the image {info.image.name} takes {info.n_tokens} tokens, more than one "
+                    f"batch of {n_ubatch} (n_ubatch): raise n_ubatch to at least {info.n_tokens}."
+                )
             new_past = ll.llama_pos(n_past)
             self.encodes += 1
-            return int(mt.mtmd_helper_eval_chunk_single(self._ctx, lctx, chunk, n_past, 0,
-                                                         max(n_batch, info.n_tokens), False,
-                                                         ctypes.byref(new_past)))
+            return int(
+                mt.mtmd_helper_eval_chunk_single(
+                    self._ctx,
+                    lctx,
+                    chunk,
+                    n_past,
+                    0,
+                    max(n_batch, info.n_tokens),
+                    False,
+                    ctypes.byref(new_past),
+                )
+            )
         finally:
             self._free(chunks, bitmap)
 
@@ -302,8 +366,10 @@ class Vision:
         rc = mt.mtmd_tokenize_from_parts(self._ctx, chunks, parts, 1, False)
         if rc != 0:
             self._free(chunks, bitmap)
-            raise ImageUnreadable(f"llama.cpp could not prepare the image {image.name} for the projector "
-                                  f"{self.name} (code {rc}).")
+            raise ImageUnreadable(
+                f"llama.cpp could not prepare the image {image.name} for the projector "
+                f"{self.name} (code {rc})."
+            )
         return chunks, bitmap
 
     def _bitmap(self, image: Attachment) -> Any:
@@ -312,23 +378,31 @@ class Vision:
 
         path = Path(image.path) if image.path else None
         if path is None or not path.is_file():
-            raise ImageUnreadable(f"the image {image.name} is missing (its kept copy is gone): attach it again.")
+            raise ImageUnreadable(
+                f"the image {image.name} is missing (its kept copy is gone): attach it again."
+            )
         size = path.stat().st_size
         if size > MAX_IMAGE_BYTES:
-            raise ImageUnreadable(f"the image {image.name} is {size:,} bytes, more than an attachment keeps: "
-                                  "attach it again.")
+            raise ImageUnreadable(
+                f"the image {image.name} is {size:,} bytes, more than an attachment keeps: "
+                "attach it again."
+            )
         try:
             with Image.open(path, formats=IMAGE_FORMATS) as img:
                 if img.width * img.height > MAX_IMAGE_PIXELS:
-                    raise ImageUnreadable(f"the image {image.name} has {img.width}×{img.height} pixels, more than "
-                                          "an attachment keeps: attach it again.")
+                    raise ImageUnreadable(
+                        f"the image {image.name} has {img.width}×{img.height} pixels, more than "
+                        "an attachment keeps: attach it again."
+                    )
                 rgb = img.convert("RGB")
                 rgb.load()
         except ImageUnreadable:
             raise
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-            raise ImageUnreadable(f"the image {image.name} could not be decoded ({type(exc).__name__}): "
-                                  "attach it again.") from None
+            raise ImageUnreadable(
+                f"the image {image.name} could not be decoded ({type(exc).__name__}): "
+                "attach it again."
+            ) from None
         data = rgb.tobytes()
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         bitmap = self._mt.mtmd_bitmap_init(rgb.width, rgb.height, buf)
@@ -352,13 +426,19 @@ def check_projector(path: Path, n_embd: int | None = None) -> None:
     except ModelFileError as exc:
         raise ProjectorError(f"the projector (--mmproj): {exc}") from None
     meta = info.metadata
-    if info.architecture != "clip" or not any(k.startswith("clip.") and "projector_type" in k for k in meta):
-        raise ProjectorError(f"{name} is not a multimodal projector (its architecture is "
-                             f"{info.architecture}): pass the model's mmproj-*.gguf file to --mmproj.")
+    if info.architecture != "clip" or not any(
+        k.startswith("clip.") and "projector_type" in k for k in meta
+    ):
+        raise ProjectorError(
+            f"{name} is not a multimodal projector (its architecture is "
+            f"{info.architecture}): pass the model's mmproj-*.gguf file to --mmproj."
+        )
     width = meta.get("clip.vision.projection_dim")
     if n_embd is not None and isinstance(width, int) and width > 0 and width != n_embd:
-        raise ProjectorError(f"the projector {name} does not fit this model (it projects to {width}, the "
-                             f"model takes {n_embd}): use the mmproj file made for this model.")
+        raise ProjectorError(
+            f"the projector {name} does not fit this model (it projects to {width}, the "
+            f"model takes {n_embd}): use the mmproj file made for this model."
+        )
 
 
 def file_label(path: Path) -> str:

@@ -199,7 +199,9 @@ class WorkerBackend:
     def _crash(self, doing: str) -> EngineCrashed:
         """The child is gone: reap it, write the report, decide whether to restart later."""
         proc, pipes = self._proc, self._pipes
-        if self._closing or proc is None or pipes is None:  # ended on purpose (close(), a stopped load)
+        if (
+            self._closing or proc is None or pipes is None
+        ):  # ended on purpose (close(), a stopped load)
             return EngineCrashed(CLOSED)
         if proc is self._quit:  # ended because the chat quits: reaped, no crash report
             end_process(proc, wait_s=REAP_S)
@@ -308,7 +310,12 @@ class WorkerBackend:
         rid = self._request("reset")
         self._answer(rid, lambda: "while clearing the conversation cache")
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence[ToolSpec] = ()) -> int:
+    def prefill(
+        self,
+        messages: Sequence[ChatMessage],
+        thinking: str = "auto",
+        tools: Sequence[ToolSpec] = (),
+    ) -> int:
         self._ensure_loaded()
         rid = self._request("prefill", list(messages), thinking, tuple(tools))
         result = int(self._answer(rid, lambda: "while evaluating the conversation"))
@@ -330,8 +337,13 @@ class WorkerBackend:
         rid = self._request("check_format", fmt)
         self._answer(rid, lambda: f"while checking the reply format ({fmt.label})")
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams,
-                    tools: Sequence[ToolSpec] = (), tool_choice: str = "auto") -> Generator[ChatEvent, None, None]:
+    def stream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        params: SamplingParams,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: str = "auto",
+    ) -> Generator[ChatEvent, None, None]:
         self._ensure_loaded()
         rid = self._request("stream", list(messages), params, tuple(tools), tool_choice)
         tokens = 0
@@ -344,15 +356,20 @@ class WorkerBackend:
                 if kind == "eof":
                     finished = True
                     self._busy = None
-                    raise self._crash("while evaluating the prompt" if tokens == 0
-                                      else f"mid-reply after {tokens} token{'s' if tokens != 1 else ''}")
+                    raise self._crash(
+                        "while evaluating the prompt"
+                        if tokens == 0
+                        else f"mid-reply after {tokens} token{'s' if tokens != 1 else ''}"
+                    )
                 if kind in ("result", "error") and msg[1] != rid:
                     continue
                 if kind in ("delta", "thinking"):
                     tokens = msg[2]
                     # with the generated tokens so far (the status bar's live count)
                     live = msg[3] if len(msg) > 3 else 0
-                    yield TextDelta(msg[1], live) if kind == "delta" else ThinkingDelta(msg[1], live)
+                    yield (
+                        TextDelta(msg[1], live) if kind == "delta" else ThinkingDelta(msg[1], live)
+                    )
                 elif kind == "event":
                     if isinstance(msg[1], GenerationDone):
                         tokens = max(tokens, msg[1].stats.completion_tokens)
@@ -415,8 +432,11 @@ class WorkerBackend:
             # A load still under way ends with its child (not a crash); a child that _start() made
             # just as close() began is ended by _start() itself (it sees _closing). Whatever is
             # left when the time is up is killed without a further wait.
-            while (preloading is not None and preloading.is_alive()
-                   and time.monotonic() < started + CLOSE_LIMIT_S):
+            while (
+                preloading is not None
+                and preloading.is_alive()
+                and time.monotonic() < started + CLOSE_LIMIT_S
+            ):
                 preloading.join(timeout=0.05)
             proc = self._proc
             if proc is not None:
@@ -429,4 +449,3 @@ class WorkerBackend:
         finally:
             self._closing = False
         self._info = None
-

@@ -50,7 +50,9 @@ class _ProgressThrottle:
     the last one passed; the first and the end (1.0) always pass, so the chat sees the load
     start and finish."""
 
-    def __init__(self, send: Callable[[float], None], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, send: Callable[[float], None], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._send = send
         self._clock = clock
         self._shown: int | None = None  # the percentage last passed on
@@ -58,7 +60,9 @@ class _ProgressThrottle:
 
     def __call__(self, fraction: float) -> None:
         percent, now = int(fraction * 100), self._clock()
-        if self._shown is not None and (percent == self._shown or fraction < 1.0 and now - self._at < PROGRESS_S):
+        if self._shown is not None and (
+            percent == self._shown or fraction < 1.0 and now - self._at < PROGRESS_S
+        ):
             return
         self._shown, self._at = percent, now
         self._send(fraction)
@@ -134,7 +138,9 @@ def _crash_hook(stage: str) -> None:
             os._exit(int(name[4:]))
         if name == "hang":
             threading.Event().wait()  # until the parent ends this process
-        if name.startswith("slow"):  # "reply:slow1.7": each piece takes that long (a slow model's step)
+        if name.startswith(
+            "slow"
+        ):  # "reply:slow1.7": each piece takes that long (a slow model's step)
             time.sleep(float(name[4:]))
             return
         os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
@@ -190,7 +196,9 @@ def import_bindings_only() -> None:
         for name in [n for n in sys.modules if n == "llama_cpp" or n.startswith("llama_cpp.")]:
             del sys.modules[name]
         return
-    names = getattr(bindings, "__all__", None) or [k for k in vars(bindings) if not k.startswith("_")]
+    names = getattr(bindings, "__all__", None) or [
+        k for k in vars(bindings) if not k.startswith("_")
+    ]
     for key in names:
         package.__dict__[key] = getattr(bindings, key)
     try:  # ``__version__ = "0.3.36"`` in ``__init__``: the repack probe's key and the crash report use it
@@ -211,7 +219,9 @@ def child_main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     faulthandler.enable(sys.stderr)  # a Python traceback on SIGSEGV/SIGABRT, for the crash report
-    if hasattr(signal, "SIGUSR1"):  # ... and where every thread is, before a hung one is ended (worker.py)
+    if hasattr(
+        signal, "SIGUSR1"
+    ):  # ... and where every thread is, before a hung one is ended (worker.py)
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     if hasattr(signal, "SIGINT"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -253,7 +263,9 @@ def child_main() -> int:
     first = requests.get()
     if first is None or first[0] != "init":
         return 0
-    engine_log.setLevel(first[2] if len(first) > 2 else logging.DEBUG)  # what the parent keeps (worker.py)
+    engine_log.setLevel(
+        first[2] if len(first) > 2 else logging.DEBUG
+    )  # what the parent keeps (worker.py)
     import_bindings_only()
     from .llamacpp import LlamaCppBackend
 
@@ -294,7 +306,9 @@ def _keep_snapshot(backend: Any) -> None:
         logging.getLogger("vibechat.kv_snapshots").exception("taking a KV snapshot failed")
 
 
-def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[tuple[Any, ...]], None]) -> Any:
+def _serve(
+    backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[tuple[Any, ...]], None]
+) -> Any:
     if kind == "load":
         _crash_hook("load")
         return backend.load(on_progress=_ProgressThrottle(lambda value: send(("progress", value))))
@@ -310,16 +324,32 @@ def _serve(backend: Any, kind: str, rid: int, args: list[Any], send: Callable[[t
         return None
     if kind == "prefill":
         _crash_hook("prompt")
-        return backend.prefill(*args[:3])  # messages, thinking, and (from this version on) the tools
-    if kind == "stream":  # messages, params, and (from this version on) the tools and the tool choice
-        _stream(backend, args[0], args[1], send, tuple(args[2]) if len(args) > 2 else (),
-                args[3] if len(args) > 3 else "auto")
+        return backend.prefill(
+            *args[:3]
+        )  # messages, thinking, and (from this version on) the tools
+    if (
+        kind == "stream"
+    ):  # messages, params, and (from this version on) the tools and the tool choice
+        _stream(
+            backend,
+            args[0],
+            args[1],
+            send,
+            tuple(args[2]) if len(args) > 2 else (),
+            args[3] if len(args) > 3 else "auto",
+        )
         return None
     raise GenerationError(f"unknown engine request {kind!r}")
 
 
-def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
-            send: Callable[[tuple[Any, ...]], None], tools: tuple[Any, ...] = (), tool_choice: str = "auto") -> None:
+def _stream(
+    backend: Any,
+    messages: list[ChatMessage],
+    params: SamplingParams,
+    send: Callable[[tuple[Any, ...]], None],
+    tools: tuple[Any, ...] = (),
+    tool_choice: str = "auto",
+) -> None:
     pending: list[str] = []
     pending_kind = "delta"  # or "thinking": the pieces joined are of one kind
     tokens = 0
@@ -327,11 +357,20 @@ def _stream(backend: Any, messages: list[ChatMessage], params: SamplingParams,
     last = 0.0
     clock = time.perf_counter
     _crash_hook("prompt")
-    stream = (backend.stream_chat(messages, params, tools=tools, tool_choice=tool_choice) if tools
-              else backend.stream_chat(messages, params))
+    stream = (
+        backend.stream_chat(messages, params, tools=tools, tool_choice=tool_choice)
+        if tools
+        else backend.stream_chat(messages, params)
+    )
     try:
         for event in stream:
-            kind = "delta" if type(event) is TextDelta else "thinking" if type(event) is ThinkingDelta else None
+            kind = (
+                "delta"
+                if type(event) is TextDelta
+                else "thinking"
+                if type(event) is ThinkingDelta
+                else None
+            )
             if kind is not None:
                 if pending and kind != pending_kind:
                     send((pending_kind, "".join(pending), tokens, generated))

@@ -17,7 +17,9 @@ log = logging.getLogger("vibechat.llama_cpp")
 # never waits more than 3 s for the engine.
 CLOSE_EXIT_S = 1.0
 CLOSE_TERM_S = 0.5
-SLOW_STEP_S = 0.25  # a gap between a reply's pieces from which a stop gets more time (Heard.stop_grace)
+SLOW_STEP_S = (
+    0.25  # a gap between a reply's pieces from which a stop gets more time (Heard.stop_grace)
+)
 SLOW_STEP_LIMIT_S = 60.0  # ... up to this much more
 STEP_DECAY = 0.9  # a past slow step counts less with each piece since
 REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
@@ -43,14 +45,18 @@ class Heard:
         self.step_s = 0.0  # the recent slowest gap between a reply's pieces (decays per piece)
         self._last_piece: float | None = None
 
-    def note(self, *, ready: bool = False, acked: int = 0, ended: int = 0, gone: bool = False) -> None:
+    def note(
+        self, *, ready: bool = False, acked: int = 0, ended: int = 0, gone: bool = False
+    ) -> None:
         with self._cond:
             self.ready |= ready
             self.acked = max(self.acked, acked)
             self.ended = max(self.ended, ended)
             self.gone |= gone
             if ended:
-                self._last_piece = None  # the next request's wait for its first piece is its prompt's
+                self._last_piece = (
+                    None  # the next request's wait for its first piece is its prompt's
+                )
             self._cond.notify_all()
 
     def note_piece(self, now: float) -> None:
@@ -94,12 +100,16 @@ def end_process(proc: subprocess.Popen[bytes], wait_s: float, term_s: float = 0.
     return None
 
 
-def end_unless_answered(proc: subprocess.Popen[bytes], heard: Heard, rid: int, grace: float) -> None:
+def end_unless_answered(
+    proc: subprocess.Popen[bytes], heard: Heard, rid: int, grace: float
+) -> None:
     """Kill ``proc`` unless it ends request ``rid`` (or its pipe ends) within ``grace`` seconds
     (a thread's work, after the request's cancel was sent)."""
     if heard.wait(lambda: heard.gone or heard.ended >= rid, grace):
         return
-    log.info("the engine process %s did not end its request within %.3g s: ending it", proc.pid, grace)
+    log.info(
+        "the engine process %s did not end its request within %.3g s: ending it", proc.pid, grace
+    )
     try:
         proc.kill()  # its protocol reader sees the pipe end: the call waiting on it returns
     except OSError:

@@ -37,7 +37,9 @@ log = logging.getLogger("vibechat.discover")
 OLLAMA_SYSTEM_MODELS = Path("/usr/share/ollama/.ollama/models")
 OLLAMA_REGISTRY = "registry.ollama.ai"
 OLLAMA_MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
-OLLAMA_PROJECTOR_MEDIA_TYPE = "application/vnd.ollama.image.projector"  # a vision model's mmproj GGUF
+OLLAMA_PROJECTOR_MEDIA_TYPE = (
+    "application/vnd.ollama.image.projector"  # a vision model's mmproj GGUF
+)
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
@@ -48,6 +50,7 @@ _HEADER_CACHE_MAX = 512
 
 
 # --- roots -------------------------------------------------------------------------------
+
 
 def _env_path(name: str) -> Path | None:
     value = os.environ.get(name)
@@ -103,11 +106,15 @@ def _unique_dirs(dirs: list[Path]) -> list[Path]:
 
 # --- all sources ---------------------------------------------------------------------------
 
+
 def discover_models() -> list[LocalModel]:
     """Every model found in the HF cache, Ollama and LM Studio, sorted by source, then name."""
     found: list[LocalModel] = []
-    sources = [(hf_cache_models, [hf_hub_cache_dir()]), (ollama_models, ollama_dirs()),
-               (lmstudio_models, lmstudio_dirs())]
+    sources = [
+        (hf_cache_models, [hf_hub_cache_dir()]),
+        (ollama_models, ollama_dirs()),
+        (lmstudio_models, lmstudio_dirs()),
+    ]
     for finder, roots in sources:
         names: set[str] = set()
         for root in roots:
@@ -125,10 +132,13 @@ def discover_models() -> list[LocalModel]:
 
 def _sorted(models: list[LocalModel]) -> list[LocalModel]:
     order = {source: i for i, source in enumerate(SOURCES)}
-    return sorted(models, key=lambda m: (order.get(m.source, len(order)), m.name.casefold(), m.name))
+    return sorted(
+        models, key=lambda m: (order.get(m.source, len(order)), m.name.casefold(), m.name)
+    )
 
 
 # --- Hugging Face cache --------------------------------------------------------------------
+
 
 def hf_cache_models(root: Path) -> list[LocalModel]:
     """The GGUF models of every model repo in the hub cache ``root``, from the snapshot
@@ -152,7 +162,9 @@ def hf_cache_models(root: Path) -> list[LocalModel]:
 def _hf_snapshot(repo_dir: Path) -> Path | None:
     snapshots = repo_dir / "snapshots"
     try:
-        commit = read_file(repo_dir / "refs" / "main", 4096).decode("utf-8", errors="replace").strip()
+        commit = (
+            read_file(repo_dir / "refs" / "main", 4096).decode("utf-8", errors="replace").strip()
+        )
     except (OSError, UnreadableFile):
         commit = ""
     if commit and "/" not in commit and "\\" not in commit and commit not in (".", ".."):
@@ -193,12 +205,22 @@ def _hf_repo_models(repo_dir: Path, repo: str) -> list[LocalModel]:
             # itself link on into a shared store named by another hash: not followed here.)
             sha256 = target if _HEX64.match(target) else None
         listing.append(RepoFile(rel, st.st_size, sha256))
-    return [_local_model(f"{repo}:{option.label}", snapshot, option, "hf-cache", repo=repo,
-                         revision=snapshot.name, projector=_projector(snapshot, listing, option))
-            for option in group_quants(listing)]
+    return [
+        _local_model(
+            f"{repo}:{option.label}",
+            snapshot,
+            option,
+            "hf-cache",
+            repo=repo,
+            revision=snapshot.name,
+            projector=_projector(snapshot, listing, option),
+        )
+        for option in group_quants(listing)
+    ]
 
 
 # --- Ollama ----------------------------------------------------------------------------------
+
 
 def ollama_models(root: Path) -> list[LocalModel]:
     """One entry per manifest (tag) in Ollama's models dir ``root`` whose model layer is
@@ -229,7 +251,9 @@ def _ollama_name(host: str, namespace: str, model: str, tag: str) -> str:
     return f"ollama:{host}/{namespace}/{model}:{tag}"
 
 
-def _ollama_model(root: Path, host: str, namespace: str, model: str, tag: os.DirEntry) -> LocalModel | None:
+def _ollama_model(
+    root: Path, host: str, namespace: str, model: str, tag: os.DirEntry
+) -> LocalModel | None:
     st = tag.stat()
     if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_MANIFEST_BYTES:
         log.debug("discover: %s is not a manifest", tag.path)
@@ -240,23 +264,37 @@ def _ollama_model(root: Path, host: str, namespace: str, model: str, tag: os.Dir
     if blob is None:
         log.debug("discover: %s has no model layer", tag.path)
         return None
-    hexdigest = blob.name[len("sha256-"):]
+    hexdigest = blob.name[len("sha256-") :]
     info = _header(blob)
     if info is None:
         return None  # missing or not a GGUF file (logged)
     quant = info.quantization if info.quantization != "unknown" else "?"
     repo = f"{namespace}/{model}" if host in ("hf.co", "huggingface.co") else None
     projector = _ollama_blob(root, layers, OLLAMA_PROJECTOR_MEDIA_TYPE)
-    return LocalModel(name=_ollama_name(host, namespace, model, tag.name), path=blob,
-                      size=info.file_size, quant=quant, source="ollama", sha256=hexdigest,
-                      repo=repo, files=(blob,), projector=projector if projector and projector.exists() else None)
+    return LocalModel(
+        name=_ollama_name(host, namespace, model, tag.name),
+        path=blob,
+        size=info.file_size,
+        quant=quant,
+        source="ollama",
+        sha256=hexdigest,
+        repo=repo,
+        files=(blob,),
+        projector=projector if projector and projector.exists() else None,
+    )
 
 
 def _ollama_blob(root: Path, layers: object, media_type: str) -> Path | None:
     """The blob of a manifest's first layer of ``media_type`` (it may not exist); None when the
     manifest has no such layer with a well-formed digest."""
-    layer = next((x for x in (layers if isinstance(layers, list) else []) if isinstance(x, dict)
-                  and x.get("mediaType") == media_type), None)
+    layer = next(
+        (
+            x
+            for x in (layers if isinstance(layers, list) else [])
+            if isinstance(x, dict) and x.get("mediaType") == media_type
+        ),
+        None,
+    )
     digest = layer.get("digest") if layer else None
     match = _DIGEST.match(digest) if isinstance(digest, str) else None
     if match is None:
@@ -271,6 +309,7 @@ def _ollama_blob(root: Path, layers: object, media_type: str) -> Path | None:
 
 # --- LM Studio -------------------------------------------------------------------------------
 
+
 def lmstudio_models(root: Path) -> list[LocalModel]:
     """The GGUF models in LM Studio's models dir ``root`` (``publisher/repo/**.gguf``),
     grouped into quantizations per repo folder."""
@@ -281,9 +320,17 @@ def lmstudio_models(root: Path) -> list[LocalModel]:
             repo = f"{publisher.name}/{repo_dir.name}"
             try:
                 listing = [RepoFile(rel, st.st_size) for rel, _, st in _walk_ggufs(repo_dir)]
-                models.extend(_local_model(f"lmstudio:{repo}:{option.label}", repo_dir, option,
-                                           "lmstudio", repo=repo, projector=_projector(repo_dir, listing, option))
-                              for option in group_quants(listing))
+                models.extend(
+                    _local_model(
+                        f"lmstudio:{repo}:{option.label}",
+                        repo_dir,
+                        option,
+                        "lmstudio",
+                        repo=repo,
+                        projector=_projector(repo_dir, listing, option),
+                    )
+                    for option in group_quants(listing)
+                )
             except (OSError, ValueError) as exc:
                 log.debug("discover: skipping %s: %s", repo_dir, exc)
     return _sorted(models)
@@ -291,12 +338,30 @@ def lmstudio_models(root: Path) -> list[LocalModel]:
 
 # --- helpers ---------------------------------------------------------------------------------
 
-def _local_model(name: str, base: Path, option: QuantOption, source: str, *, repo: str | None = None,
-                 revision: str | None = None, projector: Path | None = None) -> LocalModel:
+
+def _local_model(
+    name: str,
+    base: Path,
+    option: QuantOption,
+    source: str,
+    *,
+    repo: str | None = None,
+    revision: str | None = None,
+    projector: Path | None = None,
+) -> LocalModel:
     files = tuple(base.joinpath(*PurePosixPath(f.path).parts) for f in option.files)
-    return LocalModel(name=name, path=files[0], size=option.size,
-                      quant=_quant(files[0], option.first.path), source=source,
-                      sha256=option.first.sha256, repo=repo, files=files, revision=revision, projector=projector)
+    return LocalModel(
+        name=name,
+        path=files[0],
+        size=option.size,
+        quant=_quant(files[0], option.first.path),
+        source=source,
+        sha256=option.first.sha256,
+        repo=repo,
+        files=files,
+        revision=revision,
+        projector=projector,
+    )
 
 
 def _projector(base: Path, listing: list[RepoFile], option: QuantOption) -> Path | None:

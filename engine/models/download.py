@@ -133,9 +133,15 @@ def _gb(n: int) -> str:
 class Downloader:
     """Downloads the files of one quantization of a repo into ``dest`` (a folder)."""
 
-    def __init__(self, hub: Hub, *, cancel: threading.Event | None = None,
-                 on_progress: ProgressCallback | None = None, retries: int = RETRIES,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        *,
+        cancel: threading.Event | None = None,
+        on_progress: ProgressCallback | None = None,
+        retries: int = RETRIES,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.hub = hub
         self.cancel = cancel or threading.Event()
         self.on_progress = on_progress
@@ -146,9 +152,11 @@ class Downloader:
         """The final paths of ``option``'s files under ``dest``, downloading what is missing."""
         for f in option.files:
             if not is_safe_repo_path(f.path):  # group_quants drops these: a caller that did not
-                raise DownloadError(f"{show_name(f.path)} is not a name vibechat saves a file under "
-                                    "(control characters, characters unsafe in a file name, or a path "
-                                    "outside the repo): download it by hand and pass its path.")
+                raise DownloadError(
+                    f"{show_name(f.path)} is not a name vibechat saves a file under "
+                    "(control characters, characters unsafe in a file name, or a path "
+                    "outside the repo): download it by hand and pass its path."
+                )
         finals = [dest / f.path for f in option.files]
         have = sum(downloaded_bytes(p, f) for p, f in zip(finals, option.files, strict=True))
         check_free_space(dest, option.size - have, f"{repo} {option.label}")
@@ -159,8 +167,18 @@ class Downloader:
             done_before += file.size
         return finals
 
-    def _file(self, repo: str, revision: str, file: RepoFile, final: Path, index: int, count: int,
-              done_before: int, total: int, resumed: int) -> None:
+    def _file(
+        self,
+        repo: str,
+        revision: str,
+        file: RepoFile,
+        final: Path,
+        index: int,
+        count: int,
+        done_before: int,
+        total: int,
+        resumed: int,
+    ) -> None:
         if _finished(final, file) and not part_paths(final)[0].exists():
             return  # finished earlier (verified before it got its final name)
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -174,8 +192,17 @@ class Downloader:
             if self.on_progress is not None and (force or meter.due()):
                 # A size learnt while downloading (the listing had none) joins the total.
                 learnt = (state.expected or done) - file.size if not file.size else 0
-                self.on_progress(Progress(done_before + done, total + learnt, meter.speed(), file.path, index,
-                                          count, resumed))
+                self.on_progress(
+                    Progress(
+                        done_before + done,
+                        total + learnt,
+                        meter.speed(),
+                        file.path,
+                        index,
+                        count,
+                        resumed,
+                    )
+                )
 
         failures = 0
         while not state.complete():
@@ -189,31 +216,43 @@ class Downloader:
                     raise DownloadError(
                         f"the disk filled up while downloading {file.path} ({_gb(state.offset)} of "
                         f"{_gb(file.size)} kept in {state.path}): free some space and run the same command "
-                        "again to resume.") from None
+                        "again to resume."
+                    ) from None
                 if not is_transient(exc):
                     message = explain(exc, repo, self.hub.endpoint, bool(self.hub.token), revision)
                     if message is not None:
                         raise HubError(message) from None
-                    if isinstance(exc, OSError):  # not an HTTP error: the part file could not be written
-                        raise DownloadError(f"could not write {state.path} ({exc.strerror or exc}): check "
-                                            "the models folder's permissions.") from None
+                    if isinstance(
+                        exc, OSError
+                    ):  # not an HTTP error: the part file could not be written
+                        raise DownloadError(
+                            f"could not write {state.path} ({exc.strerror or exc}): check "
+                            "the models folder's permissions."
+                        ) from None
                     raise
                 failures += 1
                 state.sync()
-                log.info("download of %s interrupted at %d bytes (%s)", file.path, state.offset, short(exc))
+                log.info(
+                    "download of %s interrupted at %d bytes (%s)",
+                    file.path,
+                    state.offset,
+                    short(exc),
+                )
                 if failures > self.retries:
                     status = getattr(getattr(exc, "response", None), "status_code", None)
                     reason = f"HTTP {status}" if status else "the connection dropped"
                     of = f" of {_gb(state.expected)}" if state.expected else ""
                     raise DownloadError(
                         f"downloading {file.path} kept failing ({reason}; {_gb(state.offset)}{of} "
-                        "kept): run the same command again to resume.") from None
+                        "kept): run the same command again to resume."
+                    ) from None
                 self._sleep(min(0.5 * 2 ** (failures - 1), 8.0))
         report(state.offset, force=True)
         state.finish(final, file)
 
-    def _fetch(self, url: str, state: _Part, file: RepoFile, meter: _Meter,
-               report: Callable[[int], None]) -> None:
+    def _fetch(
+        self, url: str, state: _Part, file: RepoFile, meter: _Meter, report: Callable[[int], None]
+    ) -> None:
         """One HTTP request for the bytes from ``state.offset`` on, appended to the part file."""
         import httpx2
         from huggingface_hub.utils import get_session
@@ -223,10 +262,14 @@ class Downloader:
         if state.offset:
             headers["Range"] = f"bytes={state.offset}-"
         timeout = httpx2.Timeout(READ_TIMEOUT, connect=20.0)
-        with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=timeout) as r:
+        with get_session().stream(
+            "GET", url, headers=headers, follow_redirects=True, timeout=timeout
+        ) as r:
             if r.status_code == 416:
                 # Nothing left to send: the part is complete (verified next).
-                state.expected = state.expected or _range_total(r.headers.get("Content-Range")) or state.offset
+                state.expected = (
+                    state.expected or _range_total(r.headers.get("Content-Range")) or state.offset
+                )
                 state.ended = True
                 return
             if r.status_code >= 400:
@@ -242,7 +285,8 @@ class Downloader:
                         of = f" of {_gb(state.expected)}" if state.expected else ""
                         raise DownloadCancelled(
                             f"download of {file.path} stopped at {_gb(state.offset)}{of}: "
-                            "run the same command again to resume.")
+                            "run the same command again to resume."
+                        )
                     if state.offset + len(chunk) > limit:  # more than announced: stop reading here
                         state.overrun = True
                         return
@@ -253,7 +297,9 @@ class Downloader:
         if state.expected is None:
             state.ended = True  # no size anywhere: the end of the answer is the end of the file
         elif state.offset < state.expected:
-            raise httpx2.RemoteProtocolError(f"the server sent {state.offset} of {state.expected} bytes")
+            raise httpx2.RemoteProtocolError(
+                f"the server sent {state.offset} of {state.expected} bytes"
+            )
 
 
 def _free_bytes(directory: Path) -> int:
@@ -315,8 +361,13 @@ class _Part:
         headers = response.headers
         total = _range_total(headers.get("Content-Range")) if response.status_code == 206 else None
         length = headers.get("Content-Length", "")
-        if total is None and response.status_code == 200 and not headers.get("Content-Encoding") \
-                and length.isdigit() and len(length) <= 18:
+        if (
+            total is None
+            and response.status_code == 200
+            and not headers.get("Content-Encoding")
+            and length.isdigit()
+            and len(length) <= 18
+        ):
             total = int(length)
         linked = headers.get("X-Linked-Size", "")
         if total is None and linked.isdigit() and len(linked) <= 18:
@@ -327,7 +378,8 @@ class _Part:
             raise DownloadError(
                 f"not enough disk space for {file.path}: the server says it has {_gb(total)} and "
                 f"{self.path.parent} has {_gb(max(0, self.budget - self.offset))} free beyond what is kept; "
-                "free some space or point VIBECHAT_MODELS_DIR at a bigger disk.")
+                "free some space or point VIBECHAT_MODELS_DIR at a bigger disk."
+            )
         self.expected = total
 
     def _load(self) -> None:
@@ -364,25 +416,33 @@ class _Part:
                 raise DownloadError(
                     f"{file.path} kept coming past {_gb(size)}, more than the free disk space, and the listing "
                     "gave no size, so it was deleted: free some space, or check HF_ENDPOINT (a Hub mirror "
-                    "should list file sizes).")
-            raise DownloadError(f"{file.path} arrived with more than the {self.expected:,} bytes announced, so "
-                                "it was deleted: download it again; if it fails again, the mirror serves a "
-                                "damaged file.")
+                    "should list file sizes)."
+                )
+            raise DownloadError(
+                f"{file.path} arrived with more than the {self.expected:,} bytes announced, so "
+                "it was deleted: download it again; if it fails again, the mirror serves a "
+                "damaged file."
+            )
         if size == 0:
             self._discard()
-            raise DownloadError(f"{file.path} arrived empty (0 bytes), so it was deleted: download it again; "
-                                "if it fails again, check HF_ENDPOINT.")
+            raise DownloadError(
+                f"{file.path} arrived empty (0 bytes), so it was deleted: download it again; "
+                "if it fails again, check HF_ENDPOINT."
+            )
         if self.expected is not None and size != self.expected:
             self._discard()
-            raise DownloadError(f"{file.path} arrived with {size:,} bytes instead of {self.expected:,}, so it "
-                                "was deleted: download it again.")
+            raise DownloadError(
+                f"{file.path} arrived with {size:,} bytes instead of {self.expected:,}, so it "
+                "was deleted: download it again."
+            )
         if not file.sha256 and not file.size:
             self._check_gguf(file)
         if file.sha256 and digest != file.sha256.lower():
             self._discard()
             raise DownloadError(
                 f"{file.path} failed its checksum (sha256 {digest[:12]}… instead of {file.sha256[:12]}…), "
-                "so it was deleted: download it again; if it fails again, the mirror serves a damaged file.")
+                "so it was deleted: download it again; if it fails again, the mirror serves a damaged file."
+            )
         os.replace(self.path, final)
         self.meta.unlink(missing_ok=True)
 
@@ -395,9 +455,11 @@ class _Part:
         except ModelFileError as exc:
             self._discard()
             detail = str(exc).replace(str(self.path), "it", 1)
-            raise DownloadError(f"{file.path} arrived but is not a whole GGUF file ({detail.rstrip('.')}), so it "
-                                "was deleted; the listing gave no size or sha256 to check it against: download "
-                                "it again, or check HF_ENDPOINT.") from None
+            raise DownloadError(
+                f"{file.path} arrived but is not a whole GGUF file ({detail.rstrip('.')}), so it "
+                "was deleted; the listing gave no size or sha256 to check it against: download "
+                "it again, or check HF_ENDPOINT."
+            ) from None
 
     def _discard(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -22,7 +22,9 @@ OVERHEAD = 1.1  # weights plus a modest context
 # ggml-metal.dylib, ggml-vulkan.dll, ...) when llama-cpp-python is built for it; RPC
 # offloads to another machine's GPU. The CPU build has only ggml-base and ggml-cpu.
 GPU_BACKEND_LIBRARY = re.compile(
-    r"^(lib)?ggml-(cuda|metal|vulkan|hip|rocm|sycl|opencl|musa|cann|kompute|webgpu|rpc)[.-]", re.IGNORECASE)
+    r"^(lib)?ggml-(cuda|metal|vulkan|hip|rocm|sycl|opencl|musa|cann|kompute|webgpu|rpc)[.-]",
+    re.IGNORECASE,
+)
 MAX_LIBRARY_FILES = 1000  # a folder listing is outside data: bounded
 
 
@@ -94,7 +96,10 @@ def weights_to_load(backend: object) -> int | None:
     if not isinstance(options, LlamaCppOptions):
         return None
     try:
-        return sum(Path(p).stat().st_size for p in (options.model_path, options.draft_model_path, options.mmproj_path)
-                   if p is not None)
+        return sum(
+            Path(p).stat().st_size
+            for p in (options.model_path, options.draft_model_path, options.mmproj_path)
+            if p is not None
+        )
     except OSError:
         return None

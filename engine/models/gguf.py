@@ -36,7 +36,9 @@ MAX_DIMS = 8
 # Metadata arrays longer than this are not kept in memory (vocabularies, merges):
 # only their length is recorded.
 KEEP_ARRAY_MAX = 64
-MAX_STRING = 1 << 20  # bytes of a metadata string kept (chat templates are tens of KB); longer: skipped
+MAX_STRING = (
+    1 << 20
+)  # bytes of a metadata string kept (chat templates are tens of KB); longer: skipped
 MAX_KEY = 1 << 16  # bytes of a metadata key; an entry with a longer one is skipped
 MAX_DISPLAY = 200  # characters of a name shown to people
 # Metadata llama.cpp trusts and asserts on (a GGML_ASSERT aborts the process): refused here.
@@ -45,8 +47,17 @@ MAX_CONTEXT_LENGTH = 1 << 27  # 134M tokens: ten times the longest context a mod
 
 # GGUF metadata value types: (struct format, size)
 _SCALARS: dict[int, tuple[str, int]] = {
-    0: ("<B", 1), 1: ("<b", 1), 2: ("<H", 2), 3: ("<h", 2), 4: ("<I", 4), 5: ("<i", 4),
-    6: ("<f", 4), 7: ("<?", 1), 10: ("<Q", 8), 11: ("<q", 8), 12: ("<d", 8),
+    0: ("<B", 1),
+    1: ("<b", 1),
+    2: ("<H", 2),
+    3: ("<h", 2),
+    4: ("<I", 4),
+    5: ("<i", 4),
+    6: ("<f", 4),
+    7: ("<?", 1),
+    10: ("<Q", 8),
+    11: ("<q", 8),
+    12: ("<d", 8),
 }
 _STRING, _ARRAY = 8, 9
 _ITEM_SIZES = {vtype: n for vtype, (_fmt, n) in _SCALARS.items()}
@@ -54,23 +65,76 @@ _U64 = struct.Struct("<Q")  # a string's length
 
 # ggml tensor types: (elements per block, bytes per block)
 GGML_TYPE_SIZES: dict[int, tuple[int, int]] = {
-    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
-    9: (32, 36), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176),
-    14: (256, 210), 15: (256, 292), 16: (256, 66), 17: (256, 74), 18: (256, 98),
-    19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82), 23: (256, 136),
-    24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56),
-    30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17),
+    0: (1, 4),
+    1: (1, 2),
+    2: (32, 18),
+    3: (32, 20),
+    6: (32, 22),
+    7: (32, 24),
+    8: (32, 34),
+    9: (32, 36),
+    10: (256, 84),
+    11: (256, 110),
+    12: (256, 144),
+    13: (256, 176),
+    14: (256, 210),
+    15: (256, 292),
+    16: (256, 66),
+    17: (256, 74),
+    18: (256, 98),
+    19: (256, 50),
+    20: (32, 18),
+    21: (256, 110),
+    22: (256, 82),
+    23: (256, 136),
+    24: (1, 1),
+    25: (1, 2),
+    26: (1, 4),
+    27: (1, 8),
+    28: (1, 8),
+    29: (256, 56),
+    30: (1, 2),
+    34: (256, 54),
+    35: (256, 66),
+    39: (32, 17),
 }
 
 # llama_ftype values stored in general.file_type
 FILE_TYPES: dict[int, str] = {
-    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
-    11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
-    17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
-    23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S",
-    29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    19: "IQ2_XXS",
+    20: "IQ2_XS",
+    21: "Q2_K_S",
+    22: "IQ3_XS",
+    23: "IQ3_XXS",
+    24: "IQ1_S",
+    25: "IQ4_NL",
+    26: "IQ3_S",
+    27: "IQ3_M",
+    28: "IQ2_S",
+    29: "IQ2_M",
+    30: "IQ4_XS",
+    31: "IQ1_M",
+    32: "BF16",
+    36: "TQ1_0",
+    37: "TQ2_0",
+    38: "MXFP4_MOE",
 }
-
 
 
 @dataclass
@@ -83,7 +147,9 @@ class GGUFInfo:
     tensor_count: int
     metadata: dict[str, Any] = field(default_factory=dict)
     array_lengths: dict[str, int] = field(default_factory=dict)
-    skipped_strings: dict[str, int] = field(default_factory=dict)  # key: byte length, over MAX_STRING
+    skipped_strings: dict[str, int] = field(
+        default_factory=dict
+    )  # key: byte length, over MAX_STRING
 
     @property
     def architecture(self) -> str:
@@ -121,10 +187,10 @@ def _display(value: Any, limit: int = MAX_DISPLAY) -> str:
     ``limit`` characters ('' for anything but a string)."""
     if not isinstance(value, str):
         return ""
-    text = " ".join(sanitize(value[:limit * 4]).split())
+    text = " ".join(sanitize(value[: limit * 4]).split())
     if not text.isprintable():  # format characters too (bidi overrides, zero-width): not in a name
         text = "".join(ch for ch in text if ch.isprintable())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def header_quant(path: Path) -> str:
@@ -135,33 +201,43 @@ def header_quant(path: Path) -> str:
         return "?"
 
 
-
-
 def _sniff_impostor(path: Path, head: bytes, size: int) -> str:
     """Describe a non-GGUF file in words a user can act on."""
     where = str(path)
     text = head.lstrip().lower()
     if text.startswith(b"version https://git-lfs"):
-        return (f"{where} is a Git LFS pointer, not the model itself: run 'git lfs pull' in its "
-                "repository, or download the .gguf file directly.")
+        return (
+            f"{where} is a Git LFS pointer, not the model itself: run 'git lfs pull' in its "
+            "repository, or download the .gguf file directly."
+        )
     if text.startswith((b"<!doctype html", b"<html", b"<head", b"<?xml")):
-        return (f"{where} is an HTML page, not a model (a web page was saved instead of the file): "
-                "download the file itself, e.g. with 'vibechat models pull'.")
+        return (
+            f"{where} is an HTML page, not a model (a web page was saved instead of the file): "
+            "download the file itself, e.g. with 'vibechat models pull'."
+        )
     if head[:4] == b"PK\x03\x04":
-        return (f"{where} is a zip archive (a PyTorch checkpoint?), not a GGUF model: "
-                "use a GGUF build of the model.")
+        return (
+            f"{where} is a zip archive (a PyTorch checkpoint?), not a GGUF model: "
+            "use a GGUF build of the model."
+        )
     if head[:4] in (b"lmgg", b"fmgg", b"tjgg", b"ggml", b"ggjt", b"ggmf"):
-        return (f"{where} is a legacy GGML file: convert it to GGUF with llama.cpp's "
-                "convert scripts, or download a GGUF build.")
+        return (
+            f"{where} is a legacy GGML file: convert it to GGUF with llama.cpp's "
+            "convert scripts, or download a GGUF build."
+        )
     if len(head) >= 9:
         (header_len,) = struct.unpack_from("<Q", head, 0)
         if 2 <= header_len <= size - 8 and head[8:9] == b"{":
-            return (f"{where} is a safetensors file, not GGUF: vibechat runs GGUF models; download a "
-                    "GGUF build of the model or convert it with llama.cpp's convert_hf_to_gguf.py.")
+            return (
+                f"{where} is a safetensors file, not GGUF: vibechat runs GGUF models; download a "
+                "GGUF build of the model or convert it with llama.cpp's convert_hf_to_gguf.py."
+            )
     if text.startswith((b"{", b"[")):
         return f"{where} is a JSON file, not a GGUF model: pass the .gguf file instead."
-    return (f"{where} is not a GGUF model (it does not start with the GGUF signature): "
-            "pass a .gguf file.")
+    return (
+        f"{where} is not a GGUF model (it does not start with the GGUF signature): "
+        "pass a .gguf file."
+    )
 
 
 class _Reader:
@@ -202,7 +278,7 @@ class _Reader:
         start = self.take(length)
         if not keep or length > limit:
             return None
-        return bytes(self.buf[start:start + length]).decode("utf-8", errors="replace")
+        return bytes(self.buf[start : start + length]).decode("utf-8", errors="replace")
 
     def _count(self, count: int, item_size: int) -> int:
         """``count`` items of at least ``item_size`` bytes each: it must fit in the bytes left."""
@@ -284,8 +360,10 @@ class _Reader:
                 self._skip_strings(n)
                 pos = self.pos
             else:
-                raise ModelFileError(f"{self.path} is a corrupt GGUF file (unknown metadata type {item_type} "
-                                     "in an array): download it again.")
+                raise ModelFileError(
+                    f"{self.path} is a corrupt GGUF file (unknown metadata type {item_type} "
+                    "in an array): download it again."
+                )
         self.pos = pos
 
 
@@ -306,7 +384,9 @@ def inspect_gguf(path: str | os.PathLike[str], *, file_size: int | None = None) 
     if p.is_dir():
         ggufs = sorted(x.name for x in p.glob("*.gguf"))
         hint = f" (it holds {', '.join(ggufs[:3])})" if ggufs else ""
-        raise ModelFileError(f"{p} is a directory, not a model file: pass the .gguf file inside it{hint}.")
+        raise ModelFileError(
+            f"{p} is a directory, not a model file: pass the .gguf file inside it{hint}."
+        )
     try:
         st = p.stat()
         kind = kind_of(st.st_mode)
@@ -314,7 +394,9 @@ def inspect_gguf(path: str | os.PathLike[str], *, file_size: int | None = None) 
             raise ModelFileError(f"{p} is {kind}, not a model file: give the path of a .gguf file.")
         size = st.st_size
         if size == 0:
-            raise ModelFileError(f"{p} is empty (0 bytes): the download probably failed; download it again.")
+            raise ModelFileError(
+                f"{p} is empty (0 bytes): the download probably failed; download it again."
+            )
         with p.open("rb") as fh:
             head = fh.read(64)
             if head[:4] != GGUF_MAGIC:
@@ -324,7 +406,9 @@ def inspect_gguf(path: str | os.PathLike[str], *, file_size: int | None = None) 
     except ModelFileError:
         raise
     except OSError as exc:
-        raise ModelFileError(f"{p} cannot be read ({exc.strerror or exc}): check its permissions.") from None
+        raise ModelFileError(
+            f"{p} cannot be read ({exc.strerror or exc}): check its permissions."
+        ) from None
 
 
 def _check_limits(info: GGUFInfo) -> None:
@@ -333,15 +417,19 @@ def _check_limits(info: GGUFInfo) -> None:
     no model has (or that turns negative in llama.cpp's 32-bit integer)."""
     arch = info.architecture
     layers = info.metadata.get(f"{arch}.block_count")
-    if isinstance(layers, int) and layers > MAX_LAYERS:  # (a split's first file may hold no tensor at all)
+    if (
+        isinstance(layers, int) and layers > MAX_LAYERS
+    ):  # (a split's first file may hold no tensor at all)
         raise ModelFileError(
             f"{info.path} is a corrupt GGUF file (its metadata says {layers:,} layers; llama.cpp takes at "
-            f"most {MAX_LAYERS}): download it again.")
+            f"most {MAX_LAYERS}): download it again."
+        )
     context = info.metadata.get(f"{arch}.context_length")
     if isinstance(context, int) and context > MAX_CONTEXT_LENGTH:
         raise ModelFileError(
             f"{info.path} is a corrupt GGUF file (its metadata says a context of {context:,} tokens, "
-            f"more than any model has): download it again.")
+            f"more than any model has): download it again."
+        )
 
 
 def _parse(path: Path, buf: mmap.mmap, size: int) -> GGUFInfo:
@@ -379,14 +467,18 @@ def _parse(path: Path, buf: mmap.mmap, size: int) -> GGUFInfo:
     _check_limits(info)
     alignment = info.metadata.get("general.alignment", 32)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise ModelFileError(f"{path} is a corrupt GGUF file (bad alignment {alignment!r}): download it again.")
+        raise ModelFileError(
+            f"{path} is a corrupt GGUF file (bad alignment {alignment!r}): download it again."
+        )
     data_needed = 0
     for _ in range(tensor_count):
         r.string(keep=False)
         n_dims = r.u32()
         if n_dims > MAX_DIMS:
-            raise ModelFileError(f"{path} is a corrupt GGUF file (a tensor with {n_dims} dimensions): "
-                                 "download it again.")
+            raise ModelFileError(
+                f"{path} is a corrupt GGUF file (a tensor with {n_dims} dimensions): "
+                "download it again."
+            )
         elements = 1
         for _ in range(n_dims):
             elements *= r.u64()

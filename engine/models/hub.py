@@ -74,7 +74,9 @@ def import_hf():
     import huggingface_hub
 
     logger = logging.getLogger("huggingface_hub")
-    logger.handlers = [h for h in logger.handlers if getattr(h, "vibechat", False)] or [logging.NullHandler()]
+    logger.handlers = [h for h in logger.handlers if getattr(h, "vibechat", False)] or [
+        logging.NullHandler()
+    ]
     logger.propagate = False
     return huggingface_hub
 
@@ -92,7 +94,9 @@ def hub_token() -> str | None:
     path = os.environ.get("HF_TOKEN_PATH")
     if not path:
         home = os.environ.get("HF_HOME") or os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
+            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+            "huggingface",
+        )
         path = os.path.join(home, "token")
     try:
         return read_file(Path(path).expanduser(), 1 << 16).decode("utf-8").strip() or None
@@ -134,7 +138,9 @@ class RepoListing:
         when the repo has none (a text model). Only a path safe to save is considered."""
         from .projector import is_projector_name, pick_projector
 
-        candidates = {f.path: f for f in self.files if is_projector_name(f.path) and is_safe_repo_path(f.path)}
+        candidates = {
+            f.path: f for f in self.files if is_projector_name(f.path) and is_safe_repo_path(f.path)
+        }
         chosen = pick_projector(option.first.path, candidates)
         return candidates[chosen] if chosen is not None else None
 
@@ -155,15 +161,22 @@ class RepoListing:
             raise ModelRefError(
                 f"{str(exc).rstrip('.')}; left out as unsafe to save: {shown}{more} (a name with control "
                 "characters, any of [ ] \\ < > : \" | ? *, or too long for a disk): ask the repo's owner to "
-                "rename it, or download it by hand and pass its path.") from None
+                "rename it, or download it by hand and pass its path."
+            ) from None
 
 
 class Hub:
     """A client for one endpoint and token (both read from the environment by default)."""
 
-    def __init__(self, endpoint: str | None = None, token: str | None = None, *,
-                 retries: int = RETRIES, backoff: float = BACKOFF,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        token: str | None = None,
+        *,
+        retries: int = RETRIES,
+        backoff: float = BACKOFF,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.endpoint = (endpoint or hub_endpoint()).rstrip("/")
         self.token = token if token is not None else hub_token()
         self.retries = max(1, retries)
@@ -180,18 +193,25 @@ class Hub:
     # retry on their own (up to a minute of sleeps before an error shows) and log to stderr.
     def search(self, query: str, limit: int = 20) -> list[HubModel]:
         """GGUF repos matching ``query``, most downloaded first."""
+
         def go() -> list[HubModel]:
             import_hf()
 
-            params: dict[str, str | int] = {"filter": "gguf", "sort": "downloads", "direction": -1,
-                                            "limit": limit}
+            params: dict[str, str | int] = {
+                "filter": "gguf",
+                "sort": "downloads",
+                "direction": -1,
+                "limit": limit,
+            }
             if query.strip():
                 params["search"] = query.strip()
             found = self._get_json("/api/models", params, what)
             if not isinstance(found, list):
-                raise HubError(f"{self._where()} answered the search with something other than a list of "
-                               "repos: check HF_ENDPOINT.")
-            models = [_hub_model(m) for m in found[:max(0, limit)]]
+                raise HubError(
+                    f"{self._where()} answered the search with something other than a list of "
+                    "repos: check HF_ENDPOINT."
+                )
+            models = [_hub_model(m) for m in found[: max(0, limit)]]
             return [m for m in models if m is not None]
 
         what = f"search for {query!r}"
@@ -201,15 +221,21 @@ class Hub:
         """Every file of ``repo`` with its size and LFS sha256, at ``revision`` (default: main),
         in one request (what ``HfApi.model_info(files_metadata=True)`` asks, read within bounds)."""
         if not is_repo_id(repo):
-            raise ModelRefError(f"{show_name(repo)} is not a Hub repo id: use owner/name, such as "
-                                "bartowski/Llama-3.2-1B-Instruct-GGUF.")
+            raise ModelRefError(
+                f"{show_name(repo)} is not a Hub repo id: use owner/name, such as "
+                "bartowski/Llama-3.2-1B-Instruct-GGUF."
+            )
 
         def go() -> RepoListing:
-            path = f"/api/models/{repo}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
+            path = f"/api/models/{repo}" + (
+                f"/revision/{quote(revision, safe='')}" if revision else ""
+            )
             info = self._get_json(path, {"blobs": "true"}, repo)
             if not isinstance(info, dict):
-                raise HubError(f"{self._where()} answered the listing of {repo} with something other than a "
-                               "repo description: check HF_ENDPOINT.")
+                raise HubError(
+                    f"{self._where()} answered the listing of {repo} with something other than a "
+                    "repo description: check HF_ENDPOINT."
+                )
             siblings = info.get("siblings")
             entries = siblings if isinstance(siblings, list) else []
             if len(entries) > MAX_FILES:
@@ -217,7 +243,12 @@ class Hub:
             files = tuple(f for f in (_repo_file(e) for e in entries[:MAX_FILES]) if f is not None)
             sha = info.get("sha")
             commit = sha if isinstance(sha, str) and _COMMIT.fullmatch(sha) else revision or "main"
-            return RepoListing(repo=repo, revision=commit, files=files, gated=info.get("gated") not in (None, False))
+            return RepoListing(
+                repo=repo,
+                revision=commit,
+                files=files,
+                gated=info.get("gated") not in (None, False),
+            )
 
         return self._retrying(go, repo, revision=revision)
 
@@ -241,26 +272,33 @@ class Hub:
         from huggingface_hub.utils import get_session
 
         url = f"{self.endpoint}{path}"
-        with get_session().stream("GET", url, params=params, headers=self.headers(),
-                                  timeout=self._timeout()) as response:
+        with get_session().stream(
+            "GET", url, params=params, headers=self.headers(), timeout=self._timeout()
+        ) as response:
             if response.status_code >= 400:
                 raise_for_status(response)
             body = read_bounded(response, MAX_ANSWER, DEADLINE, what)
         if len(body) > MAX_ANSWER:
-            raise HubError(f"{self._where()} answered {what} with more than {MAX_ANSWER >> 20} MB: check "
-                           "HF_ENDPOINT (a Hub mirror should answer like the Hub).")
+            raise HubError(
+                f"{self._where()} answered {what} with more than {MAX_ANSWER >> 20} MB: check "
+                "HF_ENDPOINT (a Hub mirror should answer like the Hub)."
+            )
         try:
             return bounded_loads(body)
         except ValueError:  # not JSON, not UTF-8, or nested too deeply
-            raise HubError(f"{self._where()} answered {what} with something other than JSON: check "
-                           "HF_ENDPOINT (a Hub mirror should answer like the Hub).") from None
+            raise HubError(
+                f"{self._where()} answered {what} with something other than JSON: check "
+                "HF_ENDPOINT (a Hub mirror should answer like the Hub)."
+            ) from None
 
     # ----------------------------------------------------------- error model
     def _retrying(self, call: Callable[[], T], what: str, revision: str | None = None) -> T:
         """Run ``call``; retry server errors and timeouts; explain the final failure."""
         if hub_offline():
-            raise HubError("HF_HUB_OFFLINE is set, so vibechat does not contact the Hub: unset it to "
-                           "search or download, or use a local model (vibechat models list).")
+            raise HubError(
+                "HF_HUB_OFFLINE is set, so vibechat does not contact the Hub: unset it to "
+                "search or download, or use a local model (vibechat models list)."
+            )
         delay = self.backoff
         attempt = 1
         while True:
@@ -282,7 +320,7 @@ class Hub:
 def short(exc: BaseException, limit: int = 300) -> str:
     """An exception's text, which may quote the server, cleaned for a log line."""
     text = " ".join(sanitize(str(exc)).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def read_bounded(response: Any, limit: int, seconds: float, what: str) -> bytes:
@@ -299,7 +337,7 @@ def read_bounded(response: Any, limit: int, seconds: float, what: str) -> bytes:
             break
         if time.monotonic() > deadline:
             raise httpx2.ReadTimeout(f"{what}: the answer took longer than {seconds:g} s")
-    return bytes(out[:limit + 1])
+    return bytes(out[: limit + 1])
 
 
 def raise_for_status(response: Any) -> None:
@@ -310,8 +348,11 @@ def raise_for_status(response: Any) -> None:
     from huggingface_hub.utils import hf_raise_for_status
 
     body = read_bounded(response, MAX_ERROR_BODY, TIMEOUT, "an error answer")[:MAX_ERROR_BODY]
-    hf_raise_for_status(httpx2.Response(response.status_code, headers=response.headers, content=body,
-                                        request=response.request))
+    hf_raise_for_status(
+        httpx2.Response(
+            response.status_code, headers=response.headers, content=body, request=response.request
+        )
+    )
 
 
 def _hub_model(entry: Any) -> HubModel | None:
@@ -319,10 +360,15 @@ def _hub_model(entry: Any) -> HubModel | None:
     if not isinstance(entry, dict) or not is_repo_id(entry.get("id")):
         return None
     updated = entry.get("lastModified")
-    return HubModel(id=entry["id"], downloads=_whole(entry.get("downloads")), likes=_whole(entry.get("likes")),
-                    updated=updated if isinstance(updated, str) and len(updated) <= 40 and updated.isprintable()
-                    else None,
-                    gated=entry.get("gated") not in (None, False))
+    return HubModel(
+        id=entry["id"],
+        downloads=_whole(entry.get("downloads")),
+        likes=_whole(entry.get("likes")),
+        updated=updated
+        if isinstance(updated, str) and len(updated) <= 40 and updated.isprintable()
+        else None,
+        gated=entry.get("gated") not in (None, False),
+    )
 
 
 def _repo_file(entry: Any) -> RepoFile | None:
@@ -334,8 +380,11 @@ def _repo_file(entry: Any) -> RepoFile | None:
         lfs = {}
     sha = lfs.get("sha256")
     size = _whole(entry.get("size")) or _whole(lfs.get("size"))
-    return RepoFile(path=entry["rfilename"], size=size,
-                    sha256=sha.lower() if isinstance(sha, str) and _SHA256.fullmatch(sha) else None)
+    return RepoFile(
+        path=entry["rfilename"],
+        size=size,
+        sha256=sha.lower() if isinstance(sha, str) and _SHA256.fullmatch(sha) else None,
+    )
 
 
 def _whole(value: Any) -> int:
@@ -358,12 +407,21 @@ def is_transient(exc: BaseException) -> bool:
     status = status_of(exc)
     if status is not None:
         return status >= 500 or status == 429
-    return isinstance(exc, (httpx2.ReadTimeout, httpx2.WriteTimeout, httpx2.ReadError, httpx2.WriteError,
-                            httpx2.RemoteProtocolError))
+    return isinstance(
+        exc,
+        (
+            httpx2.ReadTimeout,
+            httpx2.WriteTimeout,
+            httpx2.ReadError,
+            httpx2.WriteError,
+            httpx2.RemoteProtocolError,
+        ),
+    )
 
 
-def explain(exc: BaseException, what: str, endpoint: str, has_token: bool,
-            revision: str | None = None) -> str | None:
+def explain(
+    exc: BaseException, what: str, endpoint: str, has_token: bool, revision: str | None = None
+) -> str | None:
     """A one-line message for a failed Hub request about ``what`` (a repo id or a search);
     None for errors that are not about the Hub (bugs must surface)."""
     import httpx2
@@ -371,17 +429,26 @@ def explain(exc: BaseException, what: str, endpoint: str, has_token: bool,
     hf = import_hf().errors
     where = endpoint if endpoint != DEFAULT_ENDPOINT else "the Hugging Face Hub"
     page = f"{endpoint}/{what}"
-    token_hint = ("HF_TOKEN is set but that account has no access" if has_token
-                  else "set HF_TOKEN to a token of an account that has access (https://huggingface.co/settings/tokens)")
+    token_hint = (
+        "HF_TOKEN is set but that account has no access"
+        if has_token
+        else "set HF_TOKEN to a token of an account that has access (https://huggingface.co/settings/tokens)"
+    )
     if isinstance(exc, hf.GatedRepoError):  # before RepositoryNotFoundError: it is a subclass
-        return (f"{what} is gated: accept its license at {page} while logged in, then "
-                + ("make sure HF_TOKEN belongs to that account." if has_token
-                   else "set HF_TOKEN to a token of that account."))
+        return f"{what} is gated: accept its license at {page} while logged in, then " + (
+            "make sure HF_TOKEN belongs to that account."
+            if has_token
+            else "set HF_TOKEN to a token of that account."
+        )
     if isinstance(exc, hf.RevisionNotFoundError):
-        return f"{what} has no revision {revision!r} on {where}: leave the revision out to use main."
+        return (
+            f"{what} has no revision {revision!r} on {where}: leave the revision out to use main."
+        )
     if isinstance(exc, hf.RepositoryNotFoundError):
-        return (f"{what} was not found on {where} (or it is private: {token_hint}); "
-                "search with 'vibechat models search NAME'.")
+        return (
+            f"{what} was not found on {where} (or it is private: {token_hint}); "
+            "search with 'vibechat models search NAME'."
+        )
     if isinstance(exc, (hf.RemoteEntryNotFoundError, hf.EntryNotFoundError)):
         return f"a file of {what} was not found on {where}: it may have been renamed; list the repo again."
     if isinstance(exc, hf.OfflineModeIsEnabled):
@@ -398,8 +465,10 @@ def explain(exc: BaseException, what: str, endpoint: str, has_token: bool,
     if isinstance(exc, httpx2.TimeoutException):
         return f"{where} did not answer in time while fetching {what}: check your connection and try again."
     if isinstance(exc, (httpx2.NetworkError, httpx2.RemoteProtocolError, ConnectionError)):
-        return (f"could not reach {endpoint} ({exc.__class__.__name__}): check your connection, a proxy, "
-                "or the HF_ENDPOINT variable.")
+        return (
+            f"could not reach {endpoint} ({exc.__class__.__name__}): check your connection, a proxy, "
+            "or the HF_ENDPOINT variable."
+        )
     if status is not None:
         return f"{where} answered HTTP {status} while fetching {what}: try again later."
     return None

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Where a local model comes from. Only vibechat's own downloads can be removed.
-SOURCES = ("vibechat", "starter", "hf-cache", "ollama", "lmstudio", "file")  # file: opened by path (opened.py)
+SOURCES = (
+    "vibechat",
+    "starter",
+    "hf-cache",
+    "ollama",
+    "lmstudio",
+    "file",
+)  # file: opened by path (opened.py)
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,15 @@ class LocalModel:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "name": self.name, "path": str(self.path), "size": self.size, "quant": self.quant,
-            "sha256": self.sha256, "source": self.source, "repo": self.repo,
-            "files": [str(f) for f in self.all_files], "revision": self.revision, "added": self.added,
+            "name": self.name,
+            "path": str(self.path),
+            "size": self.size,
+            "quant": self.quant,
+            "sha256": self.sha256,
+            "source": self.source,
+            "repo": self.repo,
+            "files": [str(f) for f in self.all_files],
+            "revision": self.revision,
+            "added": self.added,
             "projector": str(self.projector) if self.projector is not None else None,
         }

@@ -61,21 +61,32 @@ def _read() -> list[dict[str, str]]:
     except FileNotFoundError:
         return []
     except OSError as exc:
-        log.warning("%s cannot be read (%s): the files opened earlier are not listed.", path, exc.strerror or exc)
+        log.warning(
+            "%s cannot be read (%s): the files opened earlier are not listed.",
+            path,
+            exc.strerror or exc,
+        )
         return []
     try:
         if len(raw) > MAX_BYTES:
             raise ValueError("too big")
         data = bounded_loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        log.warning("%s is not a list of opened files (%s): it is started again when a file is next opened.",
-                    path, exc)
+        log.warning(
+            "%s is not a list of opened files (%s): it is started again when a file is next opened.",
+            path,
+            exc,
+        )
         return []
     files = data.get("files") if isinstance(data, dict) else None
     entries = []
     for entry in (files if isinstance(files, list) else [])[:MAX_ENTRIES]:
-        if (isinstance(entry, dict) and isinstance(entry.get("path"), str)
-                and 0 < len(entry["path"]) <= MAX_PATH and os.path.isabs(entry["path"])):
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and 0 < len(entry["path"]) <= MAX_PATH
+            and os.path.isabs(entry["path"])
+        ):
             entries.append({"path": entry["path"], "opened": str(entry.get("opened") or "")})
     return entries
 
@@ -152,7 +163,9 @@ def opened_models() -> list[LocalModel]:
             log.warning("could not prune %s: %s", list_path(), exc)
     models: list[LocalModel] = []
     seen: dict[str, int] = {}
-    for entry in sorted(present, key=lambda e: e["opened"]):  # the first opened keeps the plain name
+    for entry in sorted(
+        present, key=lambda e: e["opened"]
+    ):  # the first opened keeps the plain name
         path = Path(entry["path"])
         name = opened_name(path)
         seen[name] = seen.get(name, 0) + 1
@@ -163,6 +176,14 @@ def opened_models() -> list[LocalModel]:
         except OSError:
             continue
         quant = quant_from_filename(path.name) or header_quant(path)
-        models.append(LocalModel(name=name, path=path, size=size, quant=quant if quant != "unknown" else "?",
-                                 source=SOURCE, added=entry["opened"] or None))
+        models.append(
+            LocalModel(
+                name=name,
+                path=path,
+                size=size,
+                quant=quant if quant != "unknown" else "?",
+                source=SOURCE,
+                added=entry["opened"] or None,
+            )
+        )
     return sorted(models, key=lambda m: m.name.casefold())

@@ -78,8 +78,11 @@ def projectors_beside(model_path: Path) -> list[Path]:
         with os.scandir(folder) as entries:
             for index, entry in enumerate(entries):
                 if index >= MAX_SCAN:
-                    log.info("%s has more than %d entries: looked for a projector among the first", folder,
-                             MAX_SCAN)
+                    log.info(
+                        "%s has more than %d entries: looked for a projector among the first",
+                        folder,
+                        MAX_SCAN,
+                    )
                     break
                 if not is_projector_name(entry.name):
                     continue
@@ -132,19 +135,29 @@ def check_projector(path: Path, *, given_as: str = "--mmproj") -> Path:
     except FileNotFoundError:
         raise ModelFileError(f"the projector {path} does not exist: {fix}.") from None
     except OSError as exc:
-        raise ModelFileError(f"the projector {path} cannot be read ({exc.strerror or exc}): check its "
-                             "permissions.") from None
+        raise ModelFileError(
+            f"the projector {path} cannot be read ({exc.strerror or exc}): check its permissions."
+        ) from None
     if not stat.S_ISREG(mode):
-        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-                else "a device or socket")
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(mode)
+            else "a FIFO (named pipe)"
+            if stat.S_ISFIFO(mode)
+            else "a device or socket"
+        )
         raise ModelFileError(f"the projector {path} is {kind}, not a file: {fix}.")
     try:
         header = inspect_gguf(path)
     except ModelFileError as exc:
-        raise ModelFileError(f"the projector is unusable: {str(exc).rstrip('.')} ({fix}).") from None
+        raise ModelFileError(
+            f"the projector is unusable: {str(exc).rstrip('.')} ({fix})."
+        ) from None
     if header.architecture != PROJECTOR_ARCHITECTURE:
-        raise ModelFileError(f"{path} is not a vision projector (its GGUF is a {header.architecture!s} model, "
-                             f"not a {PROJECTOR_ARCHITECTURE} projector): {fix}.")
+        raise ModelFileError(
+            f"{path} is not a vision projector (its GGUF is a {header.architecture!s} model, "
+            f"not a {PROJECTOR_ARCHITECTURE} projector): {fix}."
+        )
     return path
 
 
@@ -160,5 +173,7 @@ def refuse_projector_as_model(path: Path) -> None:
     except ModelFileError:
         return  # the model's own load says what is wrong with the file
     if architecture == PROJECTOR_ARCHITECTURE:
-        raise ModelFileError(f"{path} is a vision projector (mmproj), not a chat model: load the model it belongs "
-                             f"to, and this file with --mmproj {path} (or let --mmproj auto find it beside the model).")
+        raise ModelFileError(
+            f"{path} is a vision projector (mmproj), not a chat model: load the model it belongs "
+            f"to, and this file with --mmproj {path} (or let --mmproj auto find it beside the model)."
+        )

@@ -39,8 +39,15 @@ def starter_model() -> LocalModel | None:
     if path is None:
         return None
     size = path.stat().st_size if path.exists() else STARTER_SIZE
-    return LocalModel(name=STARTER_NAME, path=path, size=size, quant="Q4_K_M", source="starter",
-                      sha256=starter_sha256(), repo=None)
+    return LocalModel(
+        name=STARTER_NAME,
+        path=path,
+        size=size,
+        quant="Q4_K_M",
+        source="starter",
+        sha256=starter_sha256(),
+        repo=None,
+    )
 
 
 def all_models(*, discover: bool = True) -> list[LocalModel]:
@@ -81,7 +88,9 @@ def find_model(name: str, models: list[LocalModel] | None = None) -> LocalModel:
     if hub is not None:
         copies = [m for m in models if m.repo and m.repo.lower() == hub.repo.lower()]
         if hub.file:
-            copies = [m for m in copies if m.path.as_posix().lower().endswith("/" + hub.file.lower())]
+            copies = [
+                m for m in copies if m.path.as_posix().lower().endswith("/" + hub.file.lower())
+            ]
         if copies:
             if hub.file or not hub.quant:
                 return pick_local_default(copies)
@@ -90,7 +99,8 @@ def find_model(name: str, models: list[LocalModel] | None = None) -> LocalModel:
                 if model.quant.upper() == wanted or model.name.upper().endswith(":" + wanted):
                     return model
         raise ModelNotDownloadedError(
-            f"{name} is not on this machine yet: run 'vibechat models pull {name}'.", hub)
+            f"{name} is not on this machine yet: run 'vibechat models pull {name}'.", hub
+        )
     partial = [m for m in models if key in m.name.lower()]
     names = sorted({m.name for m in partial})
     if len(names) == 1:
@@ -98,8 +108,10 @@ def find_model(name: str, models: list[LocalModel] | None = None) -> LocalModel:
     if names:
         shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
         raise ModelRefError(f"model name {name!r} is ambiguous ({shown}): give more of the name.")
-    raise ModelRefError(f"no local model named {name!r}: see 'vibechat models list', pass a .gguf path, "
-                        "or download one with 'vibechat models pull owner/repo'.")
+    raise ModelRefError(
+        f"no local model named {name!r}: see 'vibechat models list', pass a .gguf path, "
+        "or download one with 'vibechat models pull owner/repo'."
+    )
 
 
 def pick_local_default(models: list[LocalModel]) -> LocalModel:
@@ -135,7 +147,9 @@ def path_ref(ref: str) -> Path | None:
             return path
     except OSError:  # a name too long to be a path, say
         return None
-    if parse_hub_ref(ref) is None and (path.suffix.lower() == ".gguf" or ref.startswith((".", "/", "~", "\\"))):
+    if parse_hub_ref(ref) is None and (
+        path.suffix.lower() == ".gguf" or ref.startswith((".", "/", "~", "\\"))
+    ):
         return path
     return None
 
@@ -153,7 +167,9 @@ def known_projector(model_path: Path) -> Path | None:
         from .store import recorded_projector
 
         return recorded_projector(Path(real))
-    if os.path.basename(os.path.dirname(real)) != "blobs" or not os.path.basename(real).startswith("sha256"):
+    if os.path.basename(os.path.dirname(real)) != "blobs" or not os.path.basename(real).startswith(
+        "sha256"
+    ):
         return None
     from .discover import ollama_dirs, ollama_models
 
@@ -175,16 +191,24 @@ def check_model_file(path: Path) -> GGUFInfo:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise ModelFileError(f"{path} does not exist: check the path, or see 'vibechat models list'.") from None
+        raise ModelFileError(
+            f"{path} does not exist: check the path, or see 'vibechat models list'."
+        ) from None
     except OSError as exc:
-        raise ModelFileError(f"{path} cannot be read ({exc.strerror or exc}): check its permissions.") from None
+        raise ModelFileError(
+            f"{path} cannot be read ({exc.strerror or exc}): check its permissions."
+        ) from None
     if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
         kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
         raise ModelFileError(f"{path} is {kind}, not a model file: pass a .gguf file.")
-    header = inspect_gguf(path)  # a folder, an empty file, an impostor, a corrupt header: its own line
+    header = inspect_gguf(
+        path
+    )  # a folder, an empty file, an impostor, a corrupt header: its own line
     if header.architecture == PROJECTOR_ARCHITECTURE:
-        raise ModelFileError(f"{path} is a vision projector (mmproj), not a chat model: open the model it belongs "
-                             "to; its projector is found beside it (or give it with --mmproj).")
+        raise ModelFileError(
+            f"{path} is a vision projector (mmproj), not a chat model: open the model it belongs "
+            "to; its projector is found beside it (or give it with --mmproj)."
+        )
     return header
 
 
@@ -200,7 +224,9 @@ def file_model(path: Path) -> LocalModel:
         if os.path.realpath(model.path) == real:
             return model
     quant = header.quantization if header.quantization != "unknown" else "?"
-    return LocalModel(name=opened_name(path), path=path, size=header.file_size, quant=quant, source=SOURCE)
+    return LocalModel(
+        name=opened_name(path), path=path, size=header.file_size, quant=quant, source=SOURCE
+    )
 
 
 def local_model(ref: str) -> LocalModel:

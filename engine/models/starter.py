@@ -79,7 +79,10 @@ def starter_model_path() -> Path:
     marker = target_dir / (pkg.MODEL_NAME + ".verified.json")
     if target.exists() and marker.exists():
         try:
-            if bounded_loads(marker.read_text()) == {**_stamp(target), "sha256": pkg.EXPECTED_SHA256}:
+            if bounded_loads(marker.read_text()) == {
+                **_stamp(target),
+                "sha256": pkg.EXPECTED_SHA256,
+            }:
                 return target
         except (OSError, ValueError):
             pass
@@ -116,7 +119,9 @@ class Recommendation:
 # (each repo holds a Q4_K_M file, the quantization `models pull` picks by default).
 RECOMMENDED: tuple[Recommendation, ...] = (
     Recommendation("lmstudio-community/gemma-3-1b-it-GGUF", "Gemma 3 1B instruct", 0.8, 1.5),
-    Recommendation("lmstudio-community/Qwen2.5-1.5B-Instruct-GGUF", "Qwen 2.5 1.5B instruct", 1.0, 2.0),
+    Recommendation(
+        "lmstudio-community/Qwen2.5-1.5B-Instruct-GGUF", "Qwen 2.5 1.5B instruct", 1.0, 2.0
+    ),
     Recommendation("bartowski/Llama-3.2-3B-Instruct-GGUF", "Llama 3.2 3B instruct", 2.0, 3.0),
 )
 

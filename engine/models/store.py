@@ -76,20 +76,25 @@ def read_registry() -> dict[str, dict]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, UnreadableFile) as exc:
-        raise ModelStoreError(f"{path} cannot be read ({exc}): move it away and vibechat starts a new one "
-                              "(the model files stay listed).") from None
+        raise ModelStoreError(
+            f"{path} cannot be read ({exc}): move it away and vibechat starts a new one "
+            "(the model files stay listed)."
+        ) from None
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, dict):
-        raise ModelStoreError(f"{path} is not a vibechat model registry: move it away and vibechat starts "
-                              "a new one.")
+        raise ModelStoreError(
+            f"{path} is not a vibechat model registry: move it away and vibechat starts a new one."
+        )
     return {k: v for k, v in models.items() if isinstance(v, dict)}
 
 
 def _write_registry(models: dict[str, dict]) -> None:
     path = registry_path()
     tmp = path.with_name(REGISTRY + f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"version": 1, "models": models}, indent=2, sort_keys=True) + "\n",
-                   encoding="utf-8")
+    tmp.write_text(
+        json.dumps({"version": 1, "models": models}, indent=2, sort_keys=True) + "\n",
+        encoding="utf-8",
+    )
     os.replace(tmp, path)
 
 
@@ -126,16 +131,32 @@ def store_models() -> list[LocalModel]:
             first_rel = f"{folder}/{option.first.path}" if folder else option.first.path
             entry = registry.get(first_rel, {})
             repo = entry.get("repo") or (folder or None)
-            quant = (quant_from_filename(PurePosixPath(option.first.path).name) or entry.get("quant")
-                     or header_quant(root / first_rel))
+            quant = (
+                quant_from_filename(PurePosixPath(option.first.path).name)
+                or entry.get("quant")
+                or header_quant(root / first_rel)
+            )
             name = f"{repo}:{option.label}" if repo else PurePosixPath(option.first.path).stem
-            files_abs = tuple(root / (f"{folder}/{f.path}" if folder else f.path) for f in option.files)
-            found.append(LocalModel(
-                name=name, path=files_abs[0], size=option.size, quant=quant, source="vibechat",
-                sha256=entry.get("sha256"), repo=repo, files=files_abs if len(files_abs) > 1 else (),
-                revision=entry.get("revision"), added=entry.get("added"),
-                projector=_projector(root, entry, files_abs[0], projectors.get(files_abs[0].parent, [])),
-            ))
+            files_abs = tuple(
+                root / (f"{folder}/{f.path}" if folder else f.path) for f in option.files
+            )
+            found.append(
+                LocalModel(
+                    name=name,
+                    path=files_abs[0],
+                    size=option.size,
+                    quant=quant,
+                    source="vibechat",
+                    sha256=entry.get("sha256"),
+                    repo=repo,
+                    files=files_abs if len(files_abs) > 1 else (),
+                    revision=entry.get("revision"),
+                    added=entry.get("added"),
+                    projector=_projector(
+                        root, entry, files_abs[0], projectors.get(files_abs[0].parent, [])
+                    ),
+                )
+            )
     return sorted(found, key=lambda m: m.name.lower())
 
 
@@ -160,7 +181,11 @@ def recorded_projector(model_path: Path) -> Path | None:
     except (OSError, ValueError):
         return None
     recorded = _safe_registry().get(rel, {}).get("mmproj")
-    if not isinstance(recorded, str) or not is_safe_repo_path(recorded) or not is_projector_name(recorded):
+    if (
+        not isinstance(recorded, str)
+        or not is_safe_repo_path(recorded)
+        or not is_projector_name(recorded)
+    ):
         return None
     path = root / recorded
     return path if path.is_file() else None
@@ -170,37 +195,53 @@ def model_folder(repo: str) -> Path:
     return models_dir().joinpath(*repo.split("/"))
 
 
-def register(repo: str, revision: str, option: QuantOption, projector: RepoFile | None = None) -> LocalModel:
+def register(
+    repo: str, revision: str, option: QuantOption, projector: RepoFile | None = None
+) -> LocalModel:
     """Record a completely downloaded (and verified) model, and the projector downloaded with
     it (``projector``: a vision model's mmproj file); returns it as listed."""
     first_rel = f"{repo}/{option.first.path}"
     with _lock():
         models = _safe_registry()
         models[first_rel] = {
-            "repo": repo, "revision": revision, "quant": option.label, "sha256": option.first.sha256,
+            "repo": repo,
+            "revision": revision,
+            "quant": option.label,
+            "sha256": option.first.sha256,
             "files": [f"{repo}/{f.path}" for f in option.files],
             "sha256s": [f.sha256 for f in option.files],
             "added": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         }
         if projector is not None:
-            models[first_rel].update({"mmproj": f"{repo}/{projector.path}", "mmproj_sha256": projector.sha256})
+            models[first_rel].update(
+                {"mmproj": f"{repo}/{projector.path}", "mmproj_sha256": projector.sha256}
+            )
         _write_registry(models)
     for model in store_models():
         if model.path == models_dir() / first_rel:
             return model
-    raise ModelStoreError(f"{first_rel} was downloaded but is not in {models_dir()}: download it again.")
+    raise ModelStoreError(
+        f"{first_rel} was downloaded but is not in {models_dir()}: download it again."
+    )
 
 
 def check_removable(model: LocalModel) -> None:
     """Raise ``ModelStoreError`` saying why, for a model vibechat must not delete."""
     if model.source == "starter":
-        copy = (f" Its unpacked copy, {model.path}, may be deleted; it is unpacked again when next used."
-                if model.path.exists() else "")
-        raise ModelStoreError(f"{model.name} is the model bundled with vibechat (the {STARTER_PACKAGE} package), "
-                              f"used when no other is chosen: it cannot be removed.{copy}")
+        copy = (
+            f" Its unpacked copy, {model.path}, may be deleted; it is unpacked again when next used."
+            if model.path.exists()
+            else ""
+        )
+        raise ModelStoreError(
+            f"{model.name} is the model bundled with vibechat (the {STARTER_PACKAGE} package), "
+            f"used when no other is chosen: it cannot be removed.{copy}"
+        )
     if model.read_only:
-        raise ModelStoreError(f"{model.name} is not vibechat's to delete ({_owner(model.source)}): "
-                              f"{_remove_with(model)}.")
+        raise ModelStoreError(
+            f"{model.name} is not vibechat's to delete ({_owner(model.source)}): "
+            f"{_remove_with(model)}."
+        )
 
 
 def remove(model: LocalModel) -> None:
@@ -214,8 +255,9 @@ def remove(model: LocalModel) -> None:
                 try:
                     victim.unlink(missing_ok=True)
                 except OSError as exc:
-                    raise ModelStoreError(f"could not delete {victim} ({exc.strerror or exc}): check its "
-                                          "permissions.") from None
+                    raise ModelStoreError(
+                        f"could not delete {victim} ({exc.strerror or exc}): check its permissions."
+                    ) from None
             models.pop(path.relative_to(root).as_posix(), None)
         _write_registry(models)
         _remove_unused_projector(model)
@@ -237,8 +279,9 @@ def _remove_unused_projector(model: LocalModel) -> None:
         try:
             victim.unlink(missing_ok=True)
         except OSError as exc:
-            raise ModelStoreError(f"could not delete {victim} ({exc.strerror or exc}): check its "
-                                  "permissions.") from None
+            raise ModelStoreError(
+                f"could not delete {victim} ({exc.strerror or exc}): check its permissions."
+            ) from None
 
 
 def _parts(path: Path) -> tuple[Path, Path]:
@@ -246,15 +289,22 @@ def _parts(path: Path) -> tuple[Path, Path]:
 
 
 def _owner(source: str) -> str:
-    return {"hf-cache": "it lives in the Hugging Face cache", "ollama": "it belongs to Ollama",
-            "lmstudio": "it belongs to LM Studio",
-            "file": "it is your own file, opened by its path"}.get(source, source)
+    return {
+        "hf-cache": "it lives in the Hugging Face cache",
+        "ollama": "it belongs to Ollama",
+        "lmstudio": "it belongs to LM Studio",
+        "file": "it is your own file, opened by its path",
+    }.get(source, source)
 
 
 def _remove_with(model: LocalModel) -> str:
     """How to remove a model another tool owns, with that tool."""
     if model.source == "hf-cache":
-        return f"remove it with 'hf cache rm model/{model.repo}'" if model.repo else "remove it with 'hf cache rm'"
+        return (
+            f"remove it with 'hf cache rm model/{model.repo}'"
+            if model.repo
+            else "remove it with 'hf cache rm'"
+        )
     if model.source == "ollama":
         return f"remove it with 'ollama rm {model.name.removeprefix('ollama:')}'"
     if model.source == "lmstudio":
@@ -262,9 +312,15 @@ def _remove_with(model: LocalModel) -> str:
     return f"delete {model.path} yourself"
 
 
-def pull(ref: HubRef, *, hub: Hub | None = None, on_progress: Callable[[Progress], None] | None = None,
-         on_listing: Callable[[RepoListing, QuantOption], None] | None = None,
-         cancel: threading.Event | None = None, revision: str | None = None) -> LocalModel:
+def pull(
+    ref: HubRef,
+    *,
+    hub: Hub | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_listing: Callable[[RepoListing, QuantOption], None] | None = None,
+    cancel: threading.Event | None = None,
+    revision: str | None = None,
+) -> LocalModel:
     """Download what ``ref`` names into the models dir (resuming a previous attempt) and
     register it. ``on_listing`` hears which files were chosen before the download starts."""
     hub = hub or Hub()
@@ -275,15 +331,22 @@ def pull(ref: HubRef, *, hub: Hub | None = None, on_progress: Callable[[Progress
     return fetch(listing, option, hub=hub, on_progress=on_progress, cancel=cancel)
 
 
-def fetch(listing: RepoListing, option: QuantOption, *, hub: Hub | None = None,
-          on_progress: ProgressCallback | None = None,
-          cancel: threading.Event | None = None) -> LocalModel:
+def fetch(
+    listing: RepoListing,
+    option: QuantOption,
+    *,
+    hub: Hub | None = None,
+    on_progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> LocalModel:
     """Download ``option``'s files from ``listing``'s repo, and its projector when the repo holds
     one (``RepoListing.projector_for``: a vision model is pulled with it, as ``llama-cli -hf``
     does), in one download (one progress, one free-space check), then register the model."""
     projector = listing.projector_for(option)
-    files = option.files + ((projector,) if projector is not None and projector not in option.files else ())
+    files = option.files + (
+        (projector,) if projector is not None and projector not in option.files else ()
+    )
     Downloader(hub or Hub(), cancel=cancel, on_progress=on_progress).download(
-        listing.repo, listing.revision, QuantOption(option.label, files), model_folder(listing.repo))
+        listing.repo, listing.revision, QuantOption(option.label, files), model_folder(listing.repo)
+    )
     return register(listing.repo, listing.revision, option, projector)
-

@@ -97,6 +97,7 @@ class Exchange:
         except OSError:
             pass
 
+
 class ServerClient:
     """Requests to one server's API root. ``cancel()`` is thread-safe: it shuts down the
     tracked exchange (a streamed reply's); other requests (a model listing beside a reply)
@@ -128,8 +129,15 @@ class ServerClient:
         if exchange is not None:
             exchange.shutdown()  # the reading thread's recv returns at once
 
-    def open(self, method: str, path: str, body: dict[str, Any] | None = None, *,
-             track: bool = False, deadline: float | None = None) -> tuple[Exchange, http.client.HTTPResponse]:
+    def open(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        track: bool = False,
+        deadline: float | None = None,
+    ) -> tuple[Exchange, http.client.HTTPResponse]:
         """Send a request; the exchange and the response (headers read). ``track``: the
         exchange ``cancel()`` shuts down. ``deadline`` (``time.monotonic()``; default: the
         options' ``deadline`` from now) bounds everything, reading the answer included.
@@ -141,11 +149,15 @@ class ServerClient:
         connect = max(0.001, min(opts.connect_timeout, deadline - time.monotonic()))
         if self._https:
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                self.host, self._port, timeout=connect, context=ssl.create_default_context())
+                self.host, self._port, timeout=connect, context=ssl.create_default_context()
+            )
         else:
             conn = http.client.HTTPConnection(self.host, self._port, timeout=connect)
         exchange = Exchange(conn, deadline)
-        headers = {"Accept": "text/event-stream" if track else "application/json", "User-Agent": "vibechat"}
+        headers = {
+            "Accept": "text/event-stream" if track else "application/json",
+            "User-Agent": "vibechat",
+        }
         data = None
         if body is not None:
             data = replace_surrogates(json.dumps(body, ensure_ascii=False)).encode("utf-8")
@@ -190,31 +202,50 @@ class ServerClient:
         exchange.close()
 
     def expired(self, what: str) -> RemoteServerError:
-        return RemoteServerError(f"{self.server} did not finish {what} within {self.options.deadline:g} s "
-                                 "(the deadline for one request); check that the server is up and not "
-                                 "overloaded.")
+        return RemoteServerError(
+            f"{self.server} did not finish {what} within {self.options.deadline:g} s "
+            "(the deadline for one request); check that the server is up and not "
+            "overloaded."
+        )
 
     def connection_error(self, exc: BaseException, path: str) -> RemoteServerError:
         where = self.server
         if isinstance(exc, ConnectionRefusedError):
-            return RemoteServerError(f"could not connect to {where}: connection refused; start the server, "
-                                     "or check --base-url (base_url in the config file).")
+            return RemoteServerError(
+                f"could not connect to {where}: connection refused; start the server, "
+                "or check --base-url (base_url in the config file)."
+            )
         if isinstance(exc, socket.gaierror):
-            return RemoteServerError(f"could not find the host {self.host!r} of {where} "
-                                     f"({self.clean(exc.strerror or str(exc))}); check --base-url.")
+            return RemoteServerError(
+                f"could not find the host {self.host!r} of {where} "
+                f"({self.clean(exc.strerror or str(exc))}); check --base-url."
+            )
         if isinstance(exc, TimeoutError):
             return RemoteServerError(
                 f"{where} did not answer within {self.options.timeout:g} s; check that the server is up "
-                "and not overloaded, or raise timeout (VIBECHAT_TIMEOUT) for a slow one.")
+                "and not overloaded, or raise timeout (VIBECHAT_TIMEOUT) for a slow one."
+            )
         if isinstance(exc, ssl.SSLError):
-            return RemoteServerError(f"TLS error with {where} ({self.clean(exc.reason or str(exc))}); "
-                                     "check the URL's scheme (http or https) and the server's certificate.")
-        if isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError, http.client.BadStatusLine)):
-            return RemoteServerError(f"{where} closed the connection without answering {path}; is it an "
-                                     "OpenAI-compatible server, and is the scheme (http/https) right?")
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-        return RemoteServerError(f"could not reach {where} ({self.clean(reason)}); check --base-url "
-                                 "and that the server is running.")
+            return RemoteServerError(
+                f"TLS error with {where} ({self.clean(exc.reason or str(exc))}); "
+                "check the URL's scheme (http or https) and the server's certificate."
+            )
+        if isinstance(
+            exc, (http.client.RemoteDisconnected, ConnectionResetError, http.client.BadStatusLine)
+        ):
+            return RemoteServerError(
+                f"{where} closed the connection without answering {path}; is it an "
+                "OpenAI-compatible server, and is the scheme (http/https) right?"
+            )
+        reason = (
+            exc.strerror
+            if isinstance(exc, OSError) and exc.strerror
+            else str(exc) or type(exc).__name__
+        )
+        return RemoteServerError(
+            f"could not reach {where} ({self.clean(reason)}); check --base-url "
+            "and that the server is running."
+        )
 
     def error_message(self, resp: http.client.HTTPResponse) -> str:
         """The server's own explanation from an error response, cleaned ('' if none)."""
@@ -237,21 +268,32 @@ class ServerClient:
         if status in (401, 403):
             variable = self.options.api_key_variable
             if self.options.api_key:
-                return RemoteServerError(f"{where} refused the API key ({said}); check the key in {variable}.")
+                return RemoteServerError(
+                    f"{where} refused the API key ({said}); check the key in {variable}."
+                )
             withheld = self.options.withheld_key_variable
             if withheld:
                 return RemoteServerError(
                     f"{where} needs an API key ({said}); {withheld} is set but not sent to a plain-http "
-                    f"server unless named: --api-key-env {withheld}, or put the server's key in {variable}.")
-            return RemoteServerError(f"{where} needs an API key ({said}); put it in {variable} "
-                                     "(or name your variable with --api-key-env).")
+                    f"server unless named: --api-key-env {withheld}, or put the server's key in {variable}."
+                )
+            return RemoteServerError(
+                f"{where} needs an API key ({said}); put it in {variable} "
+                "(or name your variable with --api-key-env)."
+            )
         if status == 404:
-            return RemoteServerError(f"{self.root}{path} was not found ({said}); is --base-url the "
-                                     "server's OpenAI API root, such as http://127.0.0.1:8080/v1?")
+            return RemoteServerError(
+                f"{self.root}{path} was not found ({said}); is --base-url the "
+                "server's OpenAI API root, such as http://127.0.0.1:8080/v1?"
+            )
         if status == 429:
-            return RemoteServerError(f"{where} is rate-limiting requests ({said}); wait and try again.")
+            return RemoteServerError(
+                f"{where} is rate-limiting requests ({said}); wait and try again."
+            )
         if status >= 500:
-            return RemoteServerError(f"{where} failed ({said}); see the server's log, or try again.")
+            return RemoteServerError(
+                f"{where} failed ({said}); see the server's log, or try again."
+            )
         return RemoteServerError(f"{where} rejected the request ({said}).")
 
     def get_json(self, path: str) -> Any:
@@ -269,16 +311,19 @@ class ServerClient:
                     raise self.expired(f"answering {path}") from None
                 raw = b""
             if len(raw) > MAX_JSON_BODY:
-                raise RemoteServerError(f"{self.server} answered {path} with more than {size(MAX_JSON_BODY)}; "
-                                        "is --base-url an OpenAI-compatible API?")
+                raise RemoteServerError(
+                    f"{self.server} answered {path} with more than {size(MAX_JSON_BODY)}; "
+                    "is --base-url an OpenAI-compatible API?"
+                )
             try:
                 return loads(raw.decode("utf-8", errors="replace"))
             except ValueError:
-                raise RemoteServerError(f"{self.server} answered {path} with something other than JSON; "
-                                        "is --base-url an OpenAI-compatible API?") from None
+                raise RemoteServerError(
+                    f"{self.server} answered {path} with something other than JSON; "
+                    "is --base-url an OpenAI-compatible API?"
+                ) from None
         finally:
             exchange.close()
-
 
 
 def clean(text: str, key: str | None, limit: int = 300) -> str:
@@ -287,7 +332,7 @@ def clean(text: str, key: str | None, limit: int = 300) -> str:
     if key:
         text = text.replace(key, "***")
     text = " ".join(sanitize(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # A server's event or reply, at most this deep: a tool call's arguments sent as an object sit a
@@ -336,9 +381,12 @@ def message_of(data: Any) -> str:
     if isinstance(detail, str):
         return detail
     if isinstance(detail, list) and detail and isinstance(detail[0], dict):
-        return "; ".join(str(d.get("msg", ""))[:MAX_ERROR_BODY]
-                         + (f" ({'.'.join(map(str, d['loc'][:8]))})" if isinstance(d.get("loc"), list) else "")
-                         for d in detail[:3] if isinstance(d, dict))
+        return "; ".join(
+            str(d.get("msg", ""))[:MAX_ERROR_BODY]
+            + (f" ({'.'.join(map(str, d['loc'][:8]))})" if isinstance(d.get("loc"), list) else "")
+            for d in detail[:3]
+            if isinstance(d, dict)
+        )
     return ""
 
 
@@ -351,7 +399,10 @@ def count(value: Any) -> int | None:
 
 def number(value: Any) -> float | None:
     """A time or rate from the server: a finite number from 0 on, else None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float(MAX_COUNT):
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and 0 <= value < float(MAX_COUNT)
+    ):
         return float(value)
     return None
-

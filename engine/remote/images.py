@@ -31,8 +31,15 @@ from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
 
 IMAGE_TOKENS = 512  # the estimate for one image (see the module docstring)
-MAX_IMAGE_BYTES = 32 << 20  # a kept copy larger than this is not sent (kept copies are scaled: far less)
-IMAGE_MIMES = ("image/png", "image/jpeg", "image/webp", "image/gif")  # what a data: URI may claim here
+MAX_IMAGE_BYTES = (
+    32 << 20
+)  # a kept copy larger than this is not sent (kept copies are scaled: far less)
+IMAGE_MIMES = (
+    "image/png",
+    "image/jpeg",
+    "image/webp",
+    "image/gif",
+)  # what a data: URI may claim here
 
 # Words in a server's refusal that say its model takes no images: llama-server ("image input
 # is not supported - hint: if this is unexpected, you may need to provide the mmproj"), vLLM
@@ -67,26 +74,36 @@ def read_kept(image: Attachment) -> bytes:
     and the fix."""
     name = sanitize(image.name)[:120] or "an image"
     if not image.path:
-        raise ImageUnreadable(f"the kept copy of {name} is missing (the attachment could not be found when the "
-                              "conversation was opened): attach the image again, or start a new conversation.")
+        raise ImageUnreadable(
+            f"the kept copy of {name} is missing (the attachment could not be found when the "
+            "conversation was opened): attach the image again, or start a new conversation."
+        )
     try:
         # Opened without blocking and checked on the descriptor: a FIFO put where the copy was
         # cannot hang the reply (the store's folder is private, but the path is read back from disk).
         fd = os.open(image.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise ImageUnreadable(f"the kept copy of {name} is not a file ({sanitize(image.path)[:200]}): "
-                                      "attach the image again.")
+                raise ImageUnreadable(
+                    f"the kept copy of {name} is not a file ({sanitize(image.path)[:200]}): "
+                    "attach the image again."
+                )
             data = f.read(MAX_IMAGE_BYTES + 1)
     except FileNotFoundError:
-        raise ImageUnreadable(f"the kept copy of {name} is gone ({sanitize(image.path)[:200]}): attach the image "
-                              "again, or start a new conversation.") from None
+        raise ImageUnreadable(
+            f"the kept copy of {name} is gone ({sanitize(image.path)[:200]}): attach the image "
+            "again, or start a new conversation."
+        ) from None
     except OSError as exc:
-        raise ImageUnreadable(f"cannot read the kept copy of {name} ({exc.strerror or type(exc).__name__}): check "
-                              f"{sanitize(image.path)[:200]}, or attach the image again.") from None
+        raise ImageUnreadable(
+            f"cannot read the kept copy of {name} ({exc.strerror or type(exc).__name__}): check "
+            f"{sanitize(image.path)[:200]}, or attach the image again."
+        ) from None
     if len(data) > MAX_IMAGE_BYTES:
-        raise ImageUnreadable(f"the kept copy of {name} is larger than {MAX_IMAGE_BYTES >> 20} MiB, more than "
-                              "vibechat sends a server: attach a smaller image.")
+        raise ImageUnreadable(
+            f"the kept copy of {name} is larger than {MAX_IMAGE_BYTES >> 20} MiB, more than "
+            "vibechat sends a server: attach a smaller image."
+        )
     return data
 
 
@@ -96,5 +113,7 @@ def refused_images(error: str) -> bool:
     return any(word in lowered for word in REFUSAL_WORDS)
 
 
-NO_IMAGES_FIX = ("the server's model takes no images: start llama-server with --mmproj FILE (or -hf with a vision "
-                 "model), or pick a vision model (--model).")
+NO_IMAGES_FIX = (
+    "the server's model takes no images: start llama-server with --mmproj FILE (or -hf with a vision "
+    "model), or pick a vision model (--model)."
+)

@@ -38,8 +38,9 @@ class ServerModels:
         data = self.client.get_json("/models")
         entries = data.get("data") if isinstance(data, dict) else data
         if not isinstance(entries, list):
-            raise RemoteServerError(f"{self.server}/models did not list models; is --base-url an "
-                                    "OpenAI-compatible API?")
+            raise RemoteServerError(
+                f"{self.server}/models did not list models; is --base-url an OpenAI-compatible API?"
+            )
         models: dict[str, dict[str, Any]] = {}
         unusable = 0
         for entry in entries:
@@ -53,8 +54,13 @@ class ServerModels:
             if len(models) < MAX_MODELS:
                 models[model_id] = entry
         if unusable:
-            log.info("%s lists %d model ids that are not printable one-line text of at most %d characters; "
-                     "left out", self.server, unusable, MAX_MODEL_ID)
+            log.info(
+                "%s lists %d model ids that are not printable one-line text of at most %d characters; "
+                "left out",
+                self.server,
+                unusable,
+                MAX_MODEL_ID,
+            )
         if len(entries) > MAX_MODELS:
             log.info("%s lists %d models; kept the first %d", self.server, len(entries), MAX_MODELS)
         self._models = models
@@ -65,22 +71,30 @@ class ServerModels:
             if len(ids) == 1:
                 return ids[0]
             if not ids:
-                raise RemoteServerError(f"{self.server} lists no models; load one on the server first.")
-            raise RemoteServerError(f"{self.server} offers several models: choose one with --model "
-                                    f"({listing(ids, self.client.clean)}).")
+                raise RemoteServerError(
+                    f"{self.server} lists no models; load one on the server first."
+                )
+            raise RemoteServerError(
+                f"{self.server} offers several models: choose one with --model "
+                f"({listing(ids, self.client.clean)})."
+            )
         if wanted in ids:
             return wanted
         if f"{wanted}:latest" in ids:  # Ollama lists "llama3.2:latest" and accepts "llama3.2"
             return wanted
-        raise RemoteServerError(f"{self.server} has no model {self.client.clean(wanted, 120)!r}; it offers "
-                                f"{listing(ids, self.client.clean) or 'none'} (choose with --model).")
+        raise RemoteServerError(
+            f"{self.server} has no model {self.client.clean(wanted, 120)!r}; it offers "
+            f"{listing(ids, self.client.clean) or 'none'} (choose with --model)."
+        )
 
     def describe(self, model: str) -> ModelInfo:
         entry = self._models.get(model) or self._models.get(f"{model}:latest") or {}
         meta = entry.get("meta")
         if not isinstance(meta, dict):  # llama-server's; absent (or null) elsewhere
             meta = {}
-        context = count(entry.get("max_model_len")) or count(meta.get("n_ctx"))  # vLLM / llama-server
+        context = count(entry.get("max_model_len")) or count(
+            meta.get("n_ctx")
+        )  # vLLM / llama-server
         trained = count(meta.get("n_ctx_train")) or None
         return ModelInfo(
             name=model,
@@ -109,4 +123,3 @@ def usable_id(value: Any) -> bool:
 def listing(ids: list[str], clean: Callable[[str, int], str], most: int = 8) -> str:
     shown = ", ".join(clean(i, 80) for i in ids[:most])
     return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
-

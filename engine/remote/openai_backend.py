@@ -85,7 +85,9 @@ from .tool_stream import ToolCallBound, ToolCallStream
 log = logging.getLogger("vibechat.openai")
 
 CHARS_PER_TOKEN = 4  # the estimate count_tokens uses (English text, common tokenizers)
-MAX_REPLY_CHARS = 2 << 20  # characters of reply text (~500k tokens); more ends the reply as 'length'
+MAX_REPLY_CHARS = (
+    2 << 20
+)  # characters of reply text (~500k tokens); more ends the reply as 'length'
 AFTER_LIMIT_EVENTS = 8  # events read after max_tokens pieces, for the server's finish and usage
 
 
@@ -144,7 +146,12 @@ class OpenAICompatibleBackend:
     def reset(self) -> None:
         """Nothing to forget here: the server keeps (or not) its own cache."""
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence[ToolSpec] = ()) -> int:
+    def prefill(
+        self,
+        messages: Sequence[ChatMessage],
+        thinking: str = "auto",
+        tools: Sequence[ToolSpec] = (),
+    ) -> int:
         """Nothing to rebuild: the server evaluates the prompt with the next reply."""
         return 0
 
@@ -152,16 +159,26 @@ class OpenAICompatibleBackend:
         """An estimate (the server's tokenizer is not at hand): about four characters a
         token, plus a few for each message's turn markers (a call's name and arguments count
         as text), and a rough fixed cost for each image (``images.IMAGE_TOKENS``)."""
-        return sum((len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)) // CHARS_PER_TOKEN
-                   + 4 + IMAGE_TOKENS * len(m.images) for m in (m.inlined() for m in messages))
+        return sum(
+            (len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls))
+            // CHARS_PER_TOKEN
+            + 4
+            + IMAGE_TOKENS * len(m.images)
+            for m in (m.inlined() for m in messages)
+        )
 
     # ------------------------------------------------------------ generation
     def cancel(self) -> None:
         self._http.cancel()
 
-    def _start(self, messages: Sequence[ChatMessage], params: SamplingParams, deadline: float,
-               tools: Sequence[ToolSpec] = (), tool_choice: str = "auto"
-               ) -> tuple[Exchange, http.client.HTTPResponse]:
+    def _start(
+        self,
+        messages: Sequence[ChatMessage],
+        params: SamplingParams,
+        deadline: float,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: str = "auto",
+    ) -> tuple[Exchange, http.client.HTTPResponse]:
         """POST the chat; the open stream. Retries once without the extra fields when the
         server refuses them; a 404 names the models the server has; a refusal that names
         images or tools says how to start the server so that it takes them."""
@@ -177,26 +194,46 @@ class OpenAICompatibleBackend:
                 error = self._http.http_error(resp, path)
             finally:
                 self._http.release(exchange)
-            if resp.status in (400, 422) and self._send_optional and any(
-                    name in str(error) for name in optional_fields()):
-                log.info("%s refused the extra sampling fields; sending only the standard ones", self.server)
+            if (
+                resp.status in (400, 422)
+                and self._send_optional
+                and any(name in str(error) for name in optional_fields())
+            ):
+                log.info(
+                    "%s refused the extra sampling fields; sending only the standard ones",
+                    self.server,
+                )
                 self._send_optional = False
                 continue
             if resp.status == 404:
                 error = self._missing_model(error)
-            if resp.status in (400, 422) and params.output_format is not None and any(
-                    name in str(error) for name in ("response_format", "json_schema", "json_object")):
-                error = RemoteServerError(f"{self.server} does not take structured output (response_format "
-                                          f"{params.output_format.response_format()['type']}): {error}")
-            elif (resp.status in (400, 415, 422, 500, 501) and any(m.images for m in messages)
-                  and refused_images(str(error).replace(self.server, ""))):
+            if (
+                resp.status in (400, 422)
+                and params.output_format is not None
+                and any(
+                    name in str(error) for name in ("response_format", "json_schema", "json_object")
+                )
+            ):
+                error = RemoteServerError(
+                    f"{self.server} does not take structured output (response_format "
+                    f"{params.output_format.response_format()['type']}): {error}"
+                )
+            elif (
+                resp.status in (400, 415, 422, 500, 501)
+                and any(m.images for m in messages)
+                and refused_images(str(error).replace(self.server, ""))
+            ):
                 error = RemoteServerError(f"{str(error).rstrip('.')}: {NO_IMAGES_FIX}")
-            elif "tools" in body and resp.status in (400, 422, 500, 501) and any(
-                    word in str(error).lower() for word in ("tool", "jinja", "function")):
+            elif (
+                "tools" in body
+                and resp.status in (400, 422, 500, 501)
+                and any(word in str(error).lower() for word in ("tool", "jinja", "function"))
+            ):
                 error = RemoteServerError(
                     f"{str(error).rstrip('.')}: it does not take tool calls as sent; start llama-server with "
                     "--jinja or vLLM with --enable-auto-tool-choice --tool-call-parser NAME, pick a model that "
-                    "supports tools (Ollama), or turn the tools off (tool_choice none).")
+                    "supports tools (Ollama), or turn the tools off (tool_choice none)."
+                )
             raise error
 
     def _missing_model(self, error: RemoteServerError) -> RemoteServerError:
@@ -207,9 +244,13 @@ class OpenAICompatibleBackend:
             return listed  # "has no model 'x'; it offers a, b"
         return error
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams,
-                    tools: Sequence[ToolSpec] = (), tool_choice: str = "auto"
-                    ) -> Generator[ChatEvent, None, None]:
+    def stream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        params: SamplingParams,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: str = "auto",
+    ) -> Generator[ChatEvent, None, None]:
         """The reply, streamed (see ``Backend.stream_chat``). ``tools``: offered to the model
         (``tool_choice`` auto, none or required: request.py); the calls it asks for end the
         reply as ``GenerationDone.tool_calls`` (finish reason ``tool_calls``), after its text."""
@@ -242,7 +283,9 @@ class OpenAICompatibleBackend:
         timings: dict[str, Any] | None = None
         server_finish: str | None = None
         capped = False  # ended here at max_tokens or MAX_REPLY_CHARS: a 'length' finish
-        bound = ""  # MAX_REPLY_CHARS cut it: said on stderr by the front ends (app/commands/bounds.py)
+        bound = (
+            ""  # MAX_REPLY_CHARS cut it: said on stderr by the front ends (app/commands/bounds.py)
+        )
         try:
             while True:
                 try:
@@ -268,7 +311,11 @@ class OpenAICompatibleBackend:
                 if isinstance(chunk.get("timings"), dict):
                     timings = chunk["timings"]
                 choices = chunk.get("choices")
-                choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+                choice = (
+                    choices[0]
+                    if isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                    else {}
+                )
                 delta = choice.get("delta")
                 if not isinstance(delta, dict):  # absent or null: no text in this chunk
                     delta = {}
@@ -280,10 +327,12 @@ class OpenAICompatibleBackend:
                     if not isinstance(piece, str) or not piece:
                         continue
                     if limit is not None and (deltas >= limit or past(usage, limit)):
-                        capped = True  # a piece past max_tokens: not shown, and the connection closes
+                        capped = (
+                            True  # a piece past max_tokens: not shown, and the connection closes
+                        )
                         break
                     if received + len(piece) > MAX_REPLY_CHARS:
-                        piece, capped = piece[:MAX_REPLY_CHARS - received], True
+                        piece, capped = piece[: MAX_REPLY_CHARS - received], True
                         bound = f"vibechat's bound of {MAX_REPLY_CHARS:,} characters for a server's reply"
                     received += len(piece)  # the thinking counts: it is generated too
                     deltas += 1
@@ -325,9 +374,13 @@ class OpenAICompatibleBackend:
             if (server_finish == "length" or capped) and not stops.stopped:
                 finish = "length"
         if capped:
-            log.info("the reply from %s was cut at %s", self.server,
-                     f"max_tokens ({limit})" if limit is not None and deltas >= limit
-                     else f"{MAX_REPLY_CHARS:,} characters")
+            log.info(
+                "the reply from %s was cut at %s",
+                self.server,
+                f"max_tokens ({limit})"
+                if limit is not None and deltas >= limit
+                else f"{MAX_REPLY_CHARS:,} characters",
+            )
         asked: tuple[ToolCall, ...] = ()
         if finish == "stop" and not stops.stopped and (calls or server_finish == "tool_calls"):
             # Calls, or a server that says so without any: passed on as they are (the chat tells
@@ -335,15 +388,33 @@ class OpenAICompatibleBackend:
             finish, asked = "tool_calls", calls.calls()
         t_end = time.perf_counter()
         text = "".join(parts)
-        fill_stats(stats, self.count_tokens(messages), deltas, t_start, t_first, t_last, t_end, usage, timings)
+        fill_stats(
+            stats,
+            self.count_tokens(messages),
+            deltas,
+            t_start,
+            t_first,
+            t_last,
+            t_end,
+            usage,
+            timings,
+        )
         thought = reasoning_tokens(usage) if reply.thinking else None  # else not known: 0
         if thought:
-            stats.thinking_tokens = min(thought, stats.completion_tokens) if stats.completion_tokens else thought
+            stats.thinking_tokens = (
+                min(thought, stats.completion_tokens) if stats.completion_tokens else thought
+            )
         stats.finish_reason = finish
         if params.output_format is not None and finish == "stop" and not stops.stopped:
             check_json_reply(self.server, text)
-        yield GenerationDone(text=text, stats=stats, params=params, thinking="".join(reply.thinking),
-                             bound=bound if finish == "length" else "", tool_calls=asked)
+        yield GenerationDone(
+            text=text,
+            stats=stats,
+            params=params,
+            thinking="".join(reply.thinking),
+            bound=bound if finish == "length" else "",
+            tool_calls=asked,
+        )
 
     def _cut(self, exc: BaseException | None, partial: str, reader: EventStream) -> VibechatError:
         """A stream that ended before the reply did: StreamInterrupted with the text so far."""
@@ -378,26 +449,43 @@ class OpenAICompatibleBackend:
     def _server_failed(self, chunk: dict[str, Any], partial: str) -> VibechatError:
         message = f"{self.server} failed mid-reply: {self._http.clean(message_of(chunk)) or 'no reason given'}"
         if partial:
-            return StreamInterrupted(f"{message}; the partial reply is kept, marked interrupted.", partial)
+            return StreamInterrupted(
+                f"{message}; the partial reply is kept, marked interrupted.", partial
+            )
         return RemoteServerError(f"{message}.")
 
 
-def make_openai_backend(base_url: str, model: str | None, *, api_key_env: str | None = None,
-                        timeout: float | None = None, environ: Mapping[str, str] | None = None,
-                        deadline: float | None = None) -> OpenAICompatibleBackend:
+def make_openai_backend(
+    base_url: str,
+    model: str | None,
+    *,
+    api_key_env: str | None = None,
+    timeout: float | None = None,
+    environ: Mapping[str, str] | None = None,
+    deadline: float | None = None,
+) -> OpenAICompatibleBackend:
     """A backend for ``base_url`` with the API key from the environment (see
     ``resolve_api_key``); nothing is contacted until ``load()``. ``deadline`` (seconds for
     one whole request) is at least ``timeout``."""
     key, variable = resolve_api_key(api_key_env, environ, base_url)
-    return OpenAICompatibleBackend(OpenAIOptions(
-        base_url=base_url, model=model or None, api_key=key, api_key_variable=variable,
-        withheld_key_variable=withheld_key(key, environ),
-        timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT,
-        deadline=max(float(deadline) if deadline is not None else DEFAULT_DEADLINE,
-                     float(timeout) if timeout is not None else 0.0)))
+    return OpenAICompatibleBackend(
+        OpenAIOptions(
+            base_url=base_url,
+            model=model or None,
+            api_key=key,
+            api_key_variable=variable,
+            withheld_key_variable=withheld_key(key, environ),
+            timeout=float(timeout) if timeout is not None else DEFAULT_TIMEOUT,
+            deadline=max(
+                float(deadline) if deadline is not None else DEFAULT_DEADLINE,
+                float(timeout) if timeout is not None else 0.0,
+            ),
+        )
+    )
 
 
 def _kept(why: str, fix: str, partial: str) -> StreamInterrupted:
     """A reply cut by ``why``: its text so far kept (marked interrupted), and ``fix``."""
-    return StreamInterrupted(f"{why}; the partial reply is kept, marked interrupted. {fix[0].upper()}{fix[1:]}.",
-                             partial)
+    return StreamInterrupted(
+        f"{why}; the partial reply is kept, marked interrupted. {fix[0].upper()}{fix[1:]}.", partial
+    )

@@ -22,8 +22,12 @@ from ..turns.backend import ModelInfo
 log = logging.getLogger("vibechat.openai")
 
 BACKEND_NAME = "openai"
-DEFAULT_TIMEOUT = 300.0  # seconds without an event from the server (comments do not count) before giving up
-DEFAULT_DEADLINE = 3600.0  # seconds for a whole request, the reply included, whatever arrives meanwhile
+DEFAULT_TIMEOUT = (
+    300.0  # seconds without an event from the server (comments do not count) before giving up
+)
+DEFAULT_DEADLINE = (
+    3600.0  # seconds for a whole request, the reply included, whatever arrives meanwhile
+)
 CONNECT_TIMEOUT = 10.0
 KEY_VARIABLES = ("VIBECHAT_API_KEY", "OPENAI_API_KEY")  # looked up in this order
 IMPLICIT_ONLY_OVER_HTTPS = "OPENAI_API_KEY"  # unnamed, it goes only to https servers
@@ -40,7 +44,7 @@ def api_root(info: ModelInfo) -> str | None:
     suffix = model_url("", info.name)
     if not info.server or not info.path.endswith(suffix):
         return None
-    return info.path[:-len(suffix)]
+    return info.path[: -len(suffix)]
 
 
 def display_url(base_url: str, keep_v1: bool = False) -> str:
@@ -57,8 +61,9 @@ def display_url(base_url: str, keep_v1: bool = False) -> str:
     return f"{parts.scheme}://{host}{port}{path}"
 
 
-def resolve_api_key(variable: str | None, environ: Mapping[str, str] | None = None,
-                    base_url: str | None = None) -> tuple[str | None, str]:
+def resolve_api_key(
+    variable: str | None, environ: Mapping[str, str] | None = None, base_url: str | None = None
+) -> tuple[str | None, str]:
     """The API key and the variable it came from: ``variable`` when named (it must be
     set), else VIBECHAT_API_KEY, else OPENAI_API_KEY -- but that last one, a key most
     users keep for OpenAI itself, only for an https ``base_url``: it is not sent in
@@ -70,12 +75,17 @@ def resolve_api_key(variable: str | None, environ: Mapping[str, str] | None = No
         if not value:
             raise InvalidParameterError(
                 f"the API key variable {variable} (api_key_env / --api-key-env) is not set: "
-                f"export {variable}=..., or name another variable.")
+                f"export {variable}=..., or name another variable."
+            )
         return value, variable
     for name in KEY_VARIABLES:
         value = environ.get(name, "").strip()
         if value and name == IMPLICIT_ONLY_OVER_HTTPS and not _is_https(base_url):
-            log.info("%s is set but not sent to a plain-http server; --api-key-env %s sends it", name, name)
+            log.info(
+                "%s is set but not sent to a plain-http server; --api-key-env %s sends it",
+                name,
+                name,
+            )
             continue
         if value:
             return value, name
@@ -86,7 +96,11 @@ def withheld_key(key: str | None, environ: Mapping[str, str] | None = None) -> s
     """The variable whose key was set but not sent (OPENAI_API_KEY to a plain-http server),
     for the message when the server asks for one; None when a key is sent or none is set."""
     env = os.environ if environ is None else environ
-    return None if key or not env.get(IMPLICIT_ONLY_OVER_HTTPS, "").strip() else IMPLICIT_ONLY_OVER_HTTPS
+    return (
+        None
+        if key or not env.get(IMPLICIT_ONLY_OVER_HTTPS, "").strip()
+        else IMPLICIT_ONLY_OVER_HTTPS
+    )
 
 
 def _is_https(base_url: str | None) -> bool:
@@ -110,6 +124,8 @@ class OpenAIOptions:
         self.base_url = normalize_base_url(self.base_url)
 
     def __repr__(self) -> str:  # keeps the key out of tracebacks and debug output
-        return (f"OpenAIOptions(base_url={display_url(self.base_url)!r}, model={self.model!r}, "
-                f"api_key={'<set>' if self.api_key else None}, timeout={self.timeout}, "
-                f"deadline={self.deadline})")
+        return (
+            f"OpenAIOptions(base_url={display_url(self.base_url)!r}, model={self.model!r}, "
+            f"api_key={'<set>' if self.api_key else None}, timeout={self.timeout}, "
+            f"deadline={self.deadline})"
+        )

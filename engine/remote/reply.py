@@ -83,16 +83,26 @@ class SurrogateJoiner:
             return text
         if "\ud800" <= text[-1] <= "\udbff":
             text, self._high = text[:-1], text[-1]
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") if text else ""
+        return (
+            text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") if text else ""
+        )
 
     def flush(self) -> str:
         high, self._high = self._high, ""
         return REPLACEMENT if high else ""
 
 
-def fill_stats(stats: GenerationStats, prompt_estimate: int, deltas: int, t_start: float, t_first: float,
-               t_last: float, t_end: float, usage: dict[str, Any] | None,
-               timings: dict[str, Any] | None) -> None:
+def fill_stats(
+    stats: GenerationStats,
+    prompt_estimate: int,
+    deltas: int,
+    t_start: float,
+    t_first: float,
+    t_last: float,
+    t_end: float,
+    usage: dict[str, Any] | None,
+    timings: dict[str, Any] | None,
+) -> None:
     """The server's numbers where it sent them, else measured (see the module doc);
     ``prompt_estimate``: the prompt's tokens as the backend estimates them, for a server
     that sends no ``usage``."""
@@ -104,7 +114,10 @@ def fill_stats(stats: GenerationStats, prompt_estimate: int, deltas: int, t_star
     if deltas > 1 and t_last > t_first:
         stats.decode_tokens_per_s = (deltas - 1) / (t_last - t_first)
     if usage:
-        prompt, completion = count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
+        prompt, completion = (
+            count(usage.get("prompt_tokens")),
+            count(usage.get("completion_tokens")),
+        )
         if prompt is not None:
             stats.prompt_tokens = stats.prompt_tokens_evaluated = prompt
             details = usage.get("prompt_tokens_details")
@@ -119,8 +132,11 @@ def fill_stats(stats: GenerationStats, prompt_estimate: int, deltas: int, t_star
             stats.prompt_tokens_evaluated = evaluated
             if cached is not None:
                 stats.prompt_tokens = evaluated + cached
-        for key, attr in (("prompt_ms", "prompt_eval_ms"), ("predicted_ms", "decode_ms"),
-                          ("predicted_per_second", "decode_tokens_per_s")):
+        for key, attr in (
+            ("prompt_ms", "prompt_eval_ms"),
+            ("predicted_ms", "decode_ms"),
+            ("predicted_per_second", "decode_tokens_per_s"),
+        ):
             value = number(timings.get(key))
             if value is not None:
                 setattr(stats, attr, value)
@@ -145,6 +161,8 @@ def check_json_reply(server: str, text: str) -> None:
     try:
         bounded_loads(text)
     except ValueError:
-        raise RemoteServerError(f"{server} answered with text that is not JSON: it seems to ignore "
-                                "response_format (structured output); use the local engine, or a server "
-                                "that supports it (llama-server, vLLM, OpenAI).") from None
+        raise RemoteServerError(
+            f"{server} answered with text that is not JSON: it seems to ignore "
+            "response_format (structured output); use the local engine, or a server "
+            "that supports it (llama-server, vLLM, OpenAI)."
+        ) from None

@@ -34,7 +34,12 @@ from .images import content
 def optional_fields() -> tuple[str, ...]:
     """What a strict server may refuse: the parameters' extra fields (``RemoteField.optional``,
     engine/settings/params.py) and ``stream_options``."""
-    extra = (key for spec in PARAM_SPECS.values() if spec.remote and spec.remote.optional for key in spec.remote.keys)
+    extra = (
+        key
+        for spec in PARAM_SPECS.values()
+        if spec.remote and spec.remote.optional
+        for key in spec.remote.keys
+    )
     return (*extra, "stream_options")
 
 
@@ -80,8 +85,12 @@ def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
             data["content"] = content(message)
         if message.tool_calls:
             data["tool_calls"] = [
-                {**entry, "function": {**entry["function"], "arguments": _object_text(call.arguments)}}
-                for call, entry in zip(message.tool_calls, data["tool_calls"], strict=True)]
+                {
+                    **entry,
+                    "function": {**entry["function"], "arguments": _object_text(call.arguments)},
+                }
+                for call, entry in zip(message.tool_calls, data["tool_calls"], strict=True)
+            ]
             called.update((call.id, call.name) for call in message.tool_calls)
         if message.role == "tool" and message.tool_call_id in called:
             data["name"] = called[message.tool_call_id]
@@ -100,14 +109,22 @@ def _object_text(arguments: str) -> str:
 def tool_fields(tools: Sequence[ToolSpec], tool_choice: str) -> dict[str, Any]:
     """The request's ``tools`` and ``tool_choice`` (nothing for no tools, or "none")."""
     if tool_choice not in TOOL_CHOICES:
-        raise InvalidParameterError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}.")
+        raise InvalidParameterError(
+            f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {tool_choice!r}."
+        )
     if not tools or tool_choice == "none":
         return {}
     return {"tools": [spec.to_openai() for spec in tools], "tool_choice": tool_choice}
 
 
-def chat_body(model: str, messages: Sequence[ChatMessage], params: SamplingParams,
-              send_optional: bool, tools: Sequence[ToolSpec] = (), tool_choice: str = "auto") -> dict[str, Any]:
+def chat_body(
+    model: str,
+    messages: Sequence[ChatMessage],
+    params: SamplingParams,
+    send_optional: bool,
+    tools: Sequence[ToolSpec] = (),
+    tool_choice: str = "auto",
+) -> dict[str, Any]:
     """``POST /chat/completions``'s JSON body for a streamed reply. A structured output
     that a server cannot take (a grammar) is a one-line error here, before anything is sent;
     ``tools`` are offered as ``tool_choice`` says (see the module doc)."""

@@ -18,7 +18,9 @@ from .client import READ_SIZE, Exchange, TooMuch, loads
 from .client import size as _size  # next_event has a local "size"
 
 MAX_EVENT = 1 << 20  # bytes of one server-sent event or line (a reply chunk is a few hundred bytes)
-MAX_EVENTS = 2 << 20  # events in one answer (about one a token: a reply far longer than any model writes)
+MAX_EVENTS = (
+    2 << 20
+)  # events in one answer (about one a token: a reply far longer than any model writes)
 MAX_STREAM_BYTES = 256 << 20  # bytes of one streamed answer, comments and reasoning text included
 
 
@@ -58,7 +60,7 @@ class EventStream:
         if self.received > MAX_STREAM_BYTES:
             raise TooMuch(f"more than {_size(MAX_STREAM_BYTES)} in one answer")
         if self._pos:
-            del self._buf[:self._pos]
+            del self._buf[: self._pos]
             self._scanned -= self._pos
             self._pos = 0
         self._buf += data
@@ -68,7 +70,7 @@ class EventStream:
         while True:
             end = self._buf.find(b"\n", self._scanned)
             if end >= 0:
-                line = bytes(self._buf[self._pos:end])
+                line = bytes(self._buf[self._pos : end])
                 self._pos = self._scanned = end + 1
                 return line
             self._scanned = len(self._buf)
@@ -76,7 +78,7 @@ class EventStream:
                 raise TooMuch(f"a line longer than {_size(MAX_EVENT)}")
             if self._eof:
                 if self._pos < len(self._buf):  # the last line, without a newline
-                    line = bytes(self._buf[self._pos:])
+                    line = bytes(self._buf[self._pos :])
                     self._pos = self._scanned = len(self._buf)
                     return line
                 return None
@@ -128,10 +130,8 @@ class EventStream:
         return None
 
 
-
 def parse_event(data: list[str]) -> dict[str, Any]:
     chunk = loads("\n".join(data))
     if not isinstance(chunk, dict):
         raise ValueError("an event that is not a JSON object")
     return chunk
-

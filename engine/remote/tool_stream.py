@@ -30,7 +30,9 @@ from ..json_bounds import value_depth
 from ..turns.tool_calls import MAX_ARGUMENTS_CHARS, ToolCall
 from .client import MAX_REPLY_DEPTH
 
-MAX_TOOL_CALLS = 64  # calls in one reply (the chat runs at most 16 of them: engine/chat/tool_turns.py)
+MAX_TOOL_CALLS = (
+    64  # calls in one reply (the chat runs at most 16 of them: engine/chat/tool_turns.py)
+)
 MAX_NAME_CHARS = 256  # a tool's name (OpenAI's own limit is 64)
 MAX_ID_CHARS = 256  # a call's id (servers' are a few dozen characters)
 
@@ -82,8 +84,11 @@ class ToolCallStream:
         if isinstance(index, int) and not isinstance(index, bool):
             return index
         last = self._calls.get(self._last) if self._last is not None else None
-        new = last is None or (call_id and call_id != last.id) or (
-            not call_id and name and last.name and name != last.name)
+        new = (
+            last is None
+            or (call_id and call_id != last.id)
+            or (not call_id and name and last.name and name != last.name)
+        )
         if not new and self._last is not None:
             return self._last
         return max(self._calls, default=-1) + 1
@@ -113,16 +118,25 @@ class ToolCallStream:
         arguments = function.get("arguments")
         if isinstance(arguments, (dict, list)):  # an object, not JSON text: as JSON text
             if value_depth(arguments) > MAX_REPLY_DEPTH:  # the event's own bound keeps it shallower
-                raise ToolCallBound(f"a tool call's arguments nested more than {MAX_REPLY_DEPTH} levels deep")
+                raise ToolCallBound(
+                    f"a tool call's arguments nested more than {MAX_REPLY_DEPTH} levels deep"
+                )
             arguments = json.dumps(arguments, ensure_ascii=False)
         if isinstance(arguments, str) and arguments:
             call.size += len(arguments)
             if call.size > MAX_ARGUMENTS_CHARS:
-                raise ToolCallBound(f"a tool call's arguments longer than {MAX_ARGUMENTS_CHARS:,} characters")
+                raise ToolCallBound(
+                    f"a tool call's arguments longer than {MAX_ARGUMENTS_CHARS:,} characters"
+                )
             call.arguments.append(arguments)
 
     def calls(self) -> tuple[ToolCall, ...]:
         """The calls in the order they began; a made-up id where the server sent none."""
-        return tuple(ToolCall(_clean(call.id) or f"call_{secrets.token_hex(8)}", _clean(call.name),
-                              _clean("".join(call.arguments)) or "{}")
-                     for call in self._calls.values())
+        return tuple(
+            ToolCall(
+                _clean(call.id) or f"call_{secrets.token_hex(8)}",
+                _clean(call.name),
+                _clean("".join(call.arguments)) or "{}",
+            )
+            for call in self._calls.values()
+        )

@@ -18,7 +18,9 @@ def check_repack(value: object) -> str:
     if name is not None:
         name = _ALIASES.get(name, name)
     if name not in REPACK_MODES:
-        raise InvalidParameterError(f"repack must be one of {', '.join(REPACK_MODES)} (got {value!r}).")
+        raise InvalidParameterError(
+            f"repack must be one of {', '.join(REPACK_MODES)} (got {value!r})."
+        )
     return name
 
 
@@ -54,7 +56,9 @@ def check_prompt_format(value: object) -> str:
     """``value`` as a known prompt format (any case), or a one-line error listing them."""
     name = str(value).strip().lower() if isinstance(value, str) else None
     if name not in PROMPT_FORMATS:
-        raise InvalidParameterError(f"prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {value!r}).")
+        raise InvalidParameterError(
+            f"prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {value!r})."
+        )
     return name
 
 
@@ -82,12 +86,15 @@ def check_speculative(value: object) -> str:
 
 def check_draft_tokens(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DRAFT_TOKENS:
-        raise InvalidParameterError(f"draft_tokens must be a whole number between 1 and {MAX_DRAFT_TOKENS} "
-                                    f"(got {value!r}).")
+        raise InvalidParameterError(
+            f"draft_tokens must be a whole number between 1 and {MAX_DRAFT_TOKENS} (got {value!r})."
+        )
     return value
 
 
-def kv_cache_bytes(n_ctx: int, n_layers: int, n_embd_k_gqa: int, n_embd_v_gqa: int, cache_type: str) -> int:
+def kv_cache_bytes(
+    n_ctx: int, n_layers: int, n_embd_k_gqa: int, n_embd_v_gqa: int, cache_type: str
+) -> int:
     """The KV cache's size: ``n_ctx`` cells of K and V for every layer."""
     return int(n_ctx * n_layers * (n_embd_k_gqa + n_embd_v_gqa) * KV_CACHE_TYPES[cache_type])
 

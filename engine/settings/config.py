@@ -103,7 +103,9 @@ class ConfigProblem:
     ``blocking``: ``vibechat run`` refuses to run with it (an unknown variable, which
     changes nothing, does not block)."""
 
-    where: str  # "config file /x/config.toml, line 2" | "environment variable VIBECHAT_THREADS='many'"
+    where: (
+        str  # "config file /x/config.toml, line 2" | "environment variable VIBECHAT_THREADS='many'"
+    )
     what: str  # plain words, with a suggestion where there is one
     fix: str = FIX
     short_where: str = ""  # "config.toml line 2" | "VIBECHAT_THREADS"
@@ -146,8 +148,12 @@ class LoadedConfig(Generic[C]):
 
     def __post_init__(self) -> None:
         if self.file_problem and not self.problems:  # given as text alone
-            whole = ConfigProblem(f"config file {self.path}", self.file_problem, short_where=self.path.name,
-                                  effect=WHOLE_FILE_LEFT_OUT)
+            whole = ConfigProblem(
+                f"config file {self.path}",
+                self.file_problem,
+                short_where=self.path.name,
+                effect=WHOLE_FILE_LEFT_OUT,
+            )
             object.__setattr__(self, "problems", (whole,))
 
     @property
@@ -212,9 +218,13 @@ class LoadedConfig(Generic[C]):
             try:
                 changes[key] = check_value(setting, value, Path.cwd())
             except InvalidParameterError as exc:
-                raise InvalidParameterError(f"{flags.get(key, key)}: {bare_message(exc)}.") from None
+                raise InvalidParameterError(
+                    f"{flags.get(key, key)}: {bare_message(exc)}."
+                ) from None
             origins[key] = Origin("flag", flags.get(key, key))
-        return dataclasses.replace(self, config=apply_changes(self.config, changes), origins=origins)
+        return dataclasses.replace(
+            self, config=apply_changes(self.config, changes), origins=origins
+        )
 
 
 def file_message(path: Path, line: int | None, message: str, column: int | None = None) -> str:
@@ -234,10 +244,15 @@ class _Unusable(ConfigError):
         self.problem = problem
 
 
-def _whole_file(path: Path, message: str, line: int | None = None, column: int | None = None) -> _Unusable:
+def _whole_file(
+    path: Path, message: str, line: int | None = None, column: int | None = None
+) -> _Unusable:
     short = f"{path.name} line {line}" if line else path.name
-    return _Unusable(ConfigProblem(_file_where(path, line, column), message, short_where=short,
-                                   effect=WHOLE_FILE_LEFT_OUT))
+    return _Unusable(
+        ConfigProblem(
+            _file_where(path, line, column), message, short_where=short, effect=WHOLE_FILE_LEFT_OUT
+        )
+    )
 
 
 def _parse_toml(text: str, path: Path) -> Mapping[str, Any]:
@@ -260,8 +275,9 @@ def _parse_toml(text: str, path: Path) -> Mapping[str, Any]:
         raise _whole_file(path, problem.message, problem.line, problem.column) from None
 
 
-def read_config_text(text: str, path: Path, schema: Schema = SCHEMA
-                     ) -> tuple[dict[str, Any], dict[str, Origin], list[ConfigProblem]]:
+def read_config_text(
+    text: str, path: Path, schema: Schema = SCHEMA
+) -> tuple[dict[str, Any], dict[str, Origin], list[ConfigProblem]]:
     """The values a config file's text sets (by dotted key), their origins, and a problem
     for each key left out (the others apply), by ``schema``'s table. A file that is not TOML
     raises ``ConfigError`` (one line, in plain words, with the line and column)."""
@@ -271,16 +287,25 @@ def read_config_text(text: str, path: Path, schema: Schema = SCHEMA
     problems = []
     for exc in bad:
         line = line_of(lines, exc.where)
-        problems.append(ConfigProblem(_file_where(path, line), str(exc), short_where=f"{path.name} line {line}"
-                                      if line else path.name, effect="not applied", key=exc.key,
-                                      detail=exc.detail))
-    origins = {key: Origin("file", str(path), line_of(lines, tuple(key.split(".", 1))))
-               for key in values}
+        problems.append(
+            ConfigProblem(
+                _file_where(path, line),
+                str(exc),
+                short_where=f"{path.name} line {line}" if line else path.name,
+                effect="not applied",
+                key=exc.key,
+                detail=exc.detail,
+            )
+        )
+    origins = {
+        key: Origin("file", str(path), line_of(lines, tuple(key.split(".", 1)))) for key in values
+    }
     return values, origins, problems
 
 
-def parse_config_text(text: str, path: Path, schema: Schema = SCHEMA
-                      ) -> tuple[dict[str, Any], dict[str, Origin]]:
+def parse_config_text(
+    text: str, path: Path, schema: Schema = SCHEMA
+) -> tuple[dict[str, Any], dict[str, Origin]]:
     """The values a config file's text sets (by dotted key) and their origins; any problem
     raises ``ConfigError`` with one line naming the file, the line and the key (for
     writers, which never touch a file that does not load cleanly)."""
@@ -301,9 +326,13 @@ def read_config_file(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except NotARegularFile as exc:
-        raise _whole_file(path, f"could not be read: it {exc.reason}; the config must be a regular TOML file") from None
+        raise _whole_file(
+            path, f"could not be read: it {exc.reason}; the config must be a regular TOML file"
+        ) from None
     except FileTooLarge:
-        raise _whole_file(path, f"is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a vibechat config file") from None
+        raise _whole_file(
+            path, f"is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a vibechat config file"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise _whole_file(path, f"could not be read ({reason})") from None
@@ -329,7 +358,10 @@ def check_config_file(path: Path | None = None, schema: Schema = SCHEMA) -> str 
 # unknown VIBECHAT_* variable is named with a suggestion, these are not.
 OTHER_VARIABLES = (
     "VIBECHAT_CONFIG",  # the config file (config_path)
-    "VIBECHAT_CONFIG_DIR", "VIBECHAT_DATA_DIR", "VIBECHAT_CACHE_DIR", "VIBECHAT_STATE_DIR",  # paths.py
+    "VIBECHAT_CONFIG_DIR",
+    "VIBECHAT_DATA_DIR",
+    "VIBECHAT_CACHE_DIR",
+    "VIBECHAT_STATE_DIR",  # paths.py
     "VIBECHAT_API_KEY",  # the server's key (openai_backend.KEY_VARIABLES)
     "VIBECHAT_DEBUG",  # logging (app/commands/cli.py)
     "VIBECHAT_TEST_WORKER_CRASH",  # the worker's crash hook, for tests (worker.CRASH_HOOK_ENV)
@@ -342,8 +374,9 @@ def known_variables(schema: Schema = SCHEMA) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*(s.env for s in schema.settings if s.env), *OTHER_VARIABLES]))
 
 
-def _env_values(environ: Mapping[str, str], api_key_env: str | None = None, schema: Schema = SCHEMA
-                ) -> tuple[dict[str, Any], dict[str, Origin], list[ConfigProblem]]:
+def _env_values(
+    environ: Mapping[str, str], api_key_env: str | None = None, schema: Schema = SCHEMA
+) -> tuple[dict[str, Any], dict[str, Origin], list[ConfigProblem]]:
     """The settings the variables set, their origins, and a problem for each bad value (left
     out) and each unknown ``VIBECHAT_*`` variable (ignored: it sets nothing)."""
     values: dict[str, Any] = {}
@@ -356,9 +389,16 @@ def _env_values(environ: Mapping[str, str], api_key_env: str | None = None, sche
         try:
             values[setting.key] = value_from_text(setting, raw)
         except InvalidParameterError as exc:
-            problems.append(ConfigProblem(f"environment variable {setting.env}={raw!r}", bare_message(exc),
-                                          "fix or unset it", short_where=f"{setting.env}", effect="ignored",
-                                          key=setting.key))
+            problems.append(
+                ConfigProblem(
+                    f"environment variable {setting.env}={raw!r}",
+                    bare_message(exc),
+                    "fix or unset it",
+                    short_where=f"{setting.env}",
+                    effect="ignored",
+                    key=setting.key,
+                )
+            )
             continue
         origins[setting.key] = Origin("env", setting.env or "")
     known = known_variables(schema)
@@ -366,16 +406,26 @@ def _env_values(environ: Mapping[str, str], api_key_env: str | None = None, sche
         if count >= MAX_VARIABLES:
             break
         if name.startswith("VIBECHAT_") and name not in known and name != api_key_env:
-            close = difflib.get_close_matches(name[9:], [k[9:] for k in known], n=1, cutoff=0.8)  # past VIBECHAT_
+            close = difflib.get_close_matches(
+                name[9:], [k[9:] for k in known], n=1, cutoff=0.8
+            )  # past VIBECHAT_
             hint = f" (did you mean VIBECHAT_{close[0]}?)" if close else ""
-            problems.append(ConfigProblem(f"environment variable {name}", f"not a vibechat variable{hint}",
-                                          "it is ignored: rename or unset it", short_where=name, effect="ignored",
-                                          blocking=False))
+            problems.append(
+                ConfigProblem(
+                    f"environment variable {name}",
+                    f"not a vibechat variable{hint}",
+                    "it is ignored: rename or unset it",
+                    short_where=name,
+                    effect="ignored",
+                    blocking=False,
+                )
+            )
     return values, origins, problems
 
 
-def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None = None,
-                schema: Schema = SCHEMA) -> LoadedConfig[Any]:
+def load_config(
+    path: Path | None = None, *, environ: Mapping[str, str] | None = None, schema: Schema = SCHEMA
+) -> LoadedConfig[Any]:
     """The effective config: defaults, then the file, then ``VIBECHAT_*`` variables.
 
     Never raises over a bad file or variable: a bad key or value is left out on its own
@@ -402,8 +452,15 @@ def load_config(path: Path | None = None, *, environ: Mapping[str, str] | None =
     env, env_origins, env_problems = _env_values(environ, values.get("api_key_env"), schema)
     values.update(env)
     origins.update(env_origins)
-    return LoadedConfig(apply_changes(schema.config(), values), path, exists, origins, file_problem,
-                        (*problems, *env_problems), schema)
+    return LoadedConfig(
+        apply_changes(schema.config(), values),
+        path,
+        exists,
+        origins,
+        file_problem,
+        (*problems, *env_problems),
+        schema,
+    )
 
 
 def configured_models_dir() -> Path | None:

@@ -47,11 +47,15 @@ def check_value(setting: Setting, value: Any, base: Path) -> Any:
         spec = PARAM_SPECS[name]
         if spec.auto and isinstance(value, str):  # "auto", "none", "off" (TOML has no null)
             return spec.parse(value)
-        if spec.optional and (value is None or (isinstance(value, str) and value.strip().lower() == "none")):
+        if spec.optional and (
+            value is None or (isinstance(value, str) and value.strip().lower() == "none")
+        ):
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             kind = "a whole number" if spec.kind is int else "a number"
-            raise InvalidParameterError(f"{name} must be {kind} {spec.range_text()} (got {_show(value)})")
+            raise InvalidParameterError(
+                f"{name} must be {kind} {spec.range_text()} (got {_show(value)})"
+            )
         return spec.check(value)
     if setting.key == "params.stop":
         stop = (value,) if isinstance(value, str) else value
@@ -70,9 +74,12 @@ def check_value(setting: Setting, value: Any, base: Path) -> Any:
         return value
     if setting.kind == "whole number":
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidParameterError(f"{name} must be a whole number{range_text(setting)} (got {_show(value)})")
+            raise InvalidParameterError(
+                f"{name} must be a whole number{range_text(setting)} (got {_show(value)})"
+            )
         if (setting.minimum is not None and value < setting.minimum) or (
-                setting.maximum is not None and value > setting.maximum):
+            setting.maximum is not None and value > setting.maximum
+        ):
             raise InvalidParameterError(f"{name} must be{range_text(setting)} (got {value})")
         return value
     if setting.check is not None:
@@ -82,8 +89,10 @@ def check_value(setting: Setting, value: Any, base: Path) -> Any:
     if setting.choices:
         choice = str(value).strip().lower()
         if choice not in setting.choices:
-            raise InvalidParameterError(f"{name} must be one of {', '.join(setting.choices)} "
-                                        f"(got {_show(value)}){_suggest(choice, setting.choices)}")
+            raise InvalidParameterError(
+                f"{name} must be one of {', '.join(setting.choices)} "
+                f"(got {_show(value)}){_suggest(choice, setting.choices)}"
+            )
         return choice
     if setting.kind == "url":
         from .server_url import normalize_base_url
@@ -91,13 +100,17 @@ def check_value(setting: Setting, value: Any, base: Path) -> Any:
         try:
             return normalize_base_url(str(value))
         except InvalidParameterError as exc:
-            raise InvalidParameterError(f"{name} {bare_message(exc).removeprefix('the base URL ')}") from None
+            raise InvalidParameterError(
+                f"{name} {bare_message(exc).removeprefix('the base URL ')}"
+            ) from None
     if setting.kind == "variable name":
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(value).strip()):
             # The value is not echoed: it may be the key itself, put here by mistake.
-            raise InvalidParameterError(f"{name} must be the name of an environment variable, such as "
-                                        "MY_SERVER_KEY: the key itself goes in that variable, never in a "
-                                        "file or on the command line")
+            raise InvalidParameterError(
+                f"{name} must be the name of an environment variable, such as "
+                "MY_SERVER_KEY: the key itself goes in that variable, never in a "
+                "file or on the command line"
+            )
         return str(value).strip()
     if setting.kind == "path":
         path = Path(value).expanduser()
@@ -143,16 +156,18 @@ class _FileProblem(Exception):
     """A problem of one key: ``where`` its key path (for the line), ``key`` the setting it
     leaves out (dotted; None: no setting), ``detail`` the known names (terminals only)."""
 
-    def __init__(self, message: str, where: tuple[str, ...] = (), *, key: str | None = None,
-                 detail: str = "") -> None:
+    def __init__(
+        self, message: str, where: tuple[str, ...] = (), *, key: str | None = None, detail: str = ""
+    ) -> None:
         super().__init__(message)
         self.where = where
         self.key = key
         self.detail = detail
 
 
-def read_document(data: Mapping[str, Any], base: Path,
-                   schema: Schema = SCHEMA) -> tuple[dict[str, Any], list[_FileProblem]]:
+def read_document(
+    data: Mapping[str, Any], base: Path, schema: Schema = SCHEMA
+) -> tuple[dict[str, Any], list[_FileProblem]]:
     """Check a parsed file key by key against ``schema``: ``{dotted key: value}`` for the good
     ones, and a problem for each bad one (left out; the others still apply). Bounded by the file
     (at most 1 MiB)."""
@@ -168,37 +183,62 @@ def read_document(data: Mapping[str, Any], base: Path,
     for key, value in data.items():
         if key == "params":
             if not isinstance(value, Mapping):
-                problems.append(_FileProblem(f"params must be a table ([params]), not {_show(value)}", ("params",),
-                                             key="params"))
+                problems.append(
+                    _FileProblem(
+                        f"params must be a table ([params]), not {_show(value)}",
+                        ("params",),
+                        key="params",
+                    )
+                )
                 continue
             for name, item in value.items():
                 if name not in PARAM_KEYS:
-                    problems.append(_FileProblem(f"unknown key '{name}' in [params]{_suggest(name, PARAM_KEYS)}",
-                                                 ("params", name), detail=f"known: {', '.join(PARAM_KEYS)}"))
+                    problems.append(
+                        _FileProblem(
+                            f"unknown key '{name}' in [params]{_suggest(name, PARAM_KEYS)}",
+                            ("params", name),
+                            detail=f"known: {', '.join(PARAM_KEYS)}",
+                        )
+                    )
                     continue
                 check(f"params.{name}", item, ("params", name))
         elif key in schema.tables:
             if not isinstance(value, Mapping):
-                problems.append(_FileProblem(f"{key} must be a table ([{key}]), not {_show(value)}", (key,),
-                                             key=key))
+                problems.append(
+                    _FileProblem(
+                        f"{key} must be a table ([{key}]), not {_show(value)}", (key,), key=key
+                    )
+                )
                 continue
             entry = schema.tables[key].metadata["check"]
             for name, item in value.items():
                 try:
                     values[f"{key}.{name}"] = entry(name, item)
                 except EntryProblem as exc:  # the table's own words, as they are
-                    problems.append(_FileProblem(str(exc), (key, name), key=f"{key}.{name}", detail=exc.detail))
+                    problems.append(
+                        _FileProblem(str(exc), (key, name), key=f"{key}.{name}", detail=exc.detail)
+                    )
                 except InvalidParameterError as exc:
-                    problems.append(_FileProblem(bare_message(exc), (key, name), key=f"{key}.{name}"))
+                    problems.append(
+                        _FileProblem(bare_message(exc), (key, name), key=f"{key}.{name}")
+                    )
         elif key == "presets":
             problems.extend(_preset_problems(value, base))
         elif key in schema.by_key:
             check(key, value, (key,))
         else:
-            hint = (f" ({key} belongs in the [params] table)" if key in PARAM_KEYS
-                    else _suggest(key, schema.top_level))
-            problems.append(_FileProblem(f"unknown key '{key}'{hint}", (key,),
-                                         detail=f"known: {', '.join(schema.top_level)}"))
+            hint = (
+                f" ({key} belongs in the [params] table)"
+                if key in PARAM_KEYS
+                else _suggest(key, schema.top_level)
+            )
+            problems.append(
+                _FileProblem(
+                    f"unknown key '{key}'{hint}",
+                    (key,),
+                    detail=f"known: {', '.join(schema.top_level)}",
+                )
+            )
     return values, problems
 
 
@@ -210,9 +250,13 @@ def _preset_problems(table: Any, base: Path) -> list[_FileProblem]:
     except ImportError:  # pragma: no cover - presets are not part of this build
         return [_FileProblem("unknown key 'presets'", ("presets",))]
     problems: list[_FileProblem] = []
-    rules = Rules(lambda key, value, at: check_value(SETTINGS_BY_KEY[key], value, at), PARAM_KEYS)  # this file's own
+    rules = Rules(
+        lambda key, value, at: check_value(SETTINGS_BY_KEY[key], value, at), PARAM_KEYS
+    )  # this file's own
     try:  # the table itself (a table of tables, not too many)
-        parse_presets({} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table, base, rules)
+        parse_presets(
+            {} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table, base, rules
+        )
     except PresetProblem as exc:
         return [_FileProblem(str(exc), tuple(exc.where), key="presets")]
     for name, value in table.items():
@@ -233,14 +277,15 @@ def value_from_text(setting: Setting, raw: str) -> Any:
         word = raw.strip().lower()
         if word in TRUE_WORDS or word in FALSE_WORDS:
             return word in TRUE_WORDS
-        raise InvalidParameterError(f"{setting.name} must be true or false (1/0, yes/no, on/off; got {raw!r})")
+        raise InvalidParameterError(
+            f"{setting.name} must be true or false (1/0, yes/no, on/off; got {raw!r})"
+        )
     if setting.kind == "whole number":
         try:
             value: Any = int(raw.strip())
         except ValueError:
             raise InvalidParameterError(
-                f"{setting.name} must be a whole number{range_text(setting)} (got {raw!r})") from None
+                f"{setting.name} must be a whole number{range_text(setting)} (got {raw!r})"
+            ) from None
         return check_value(setting, value, Path.cwd())
     return check_value(setting, raw, Path.cwd())
-
-

@@ -13,8 +13,14 @@ from .table import SCHEMA, Config, Schema
 
 # ------------------------------------------------------------ documentation
 def _wrap(text: str, prefix: str = "# ", width: int = 92) -> list[str]:
-    return textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=prefix,
-                         break_on_hyphens=False, break_long_words=False) or [prefix.rstrip()]
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=prefix,
+        subsequent_indent=prefix,
+        break_on_hyphens=False,
+        break_long_words=False,
+    ) or [prefix.rstrip()]
 
 
 def _describe(setting: Setting) -> str:

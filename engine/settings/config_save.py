@@ -29,8 +29,9 @@ from .setting import Setting
 from .table import SCHEMA, Schema
 
 
-def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
-                  schema: Schema = SCHEMA) -> Path:
+def update_config(
+    changes: Mapping[str, Any], path: Path | None = None, *, schema: Schema = SCHEMA
+) -> Path:
     """Set dotted keys (``threads``, ``params.top_k``) in the config file; None removes one.
 
     Everything else in the file stays byte for byte (tomlkit), an unchanged value keeps
@@ -65,7 +66,9 @@ def update_config(changes: Mapping[str, Any], path: Path | None = None, *,
         elif not present and setting is not None and value == _plain_default(setting):
             continue  # the built-in default already: not pinned in the file
         elif not present and not name:
-            new_top[key] = value  # placed by hand below: tomlkit would put it under a table's comment
+            new_top[key] = (
+                value  # placed by hand below: tomlkit would put it under a table's comment
+            )
         elif not present or _plain(container[key]) != value:
             if name and head not in doc:
                 doc[head] = container = tomlkit.table()
@@ -88,7 +91,9 @@ def _plain(item: Any) -> Any:
     return item.unwrap() if hasattr(item, "unwrap") else item
 
 
-def save_params(params: SamplingParams, path: Path | None = None, *, schema: Schema = SCHEMA) -> Path:
+def save_params(
+    params: SamplingParams, path: Path | None = None, *, schema: Schema = SCHEMA
+) -> Path:
     """Make ``params`` the defaults (the ``[params]`` table): values the file has are
     updated (unset ones removed), others are added where they differ from the built-in
     defaults."""
@@ -117,7 +122,9 @@ def _write_atomic(path: Path, text: str) -> None:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise ConfigError(f"could not save the config file {path}: {exc.strerror or exc}.") from None
+        raise ConfigError(
+            f"could not save the config file {path}: {exc.strerror or exc}."
+        ) from None
 
 
 def write_template(path: Path | None = None, schema: Schema = SCHEMA) -> bool:
@@ -127,5 +134,3 @@ def write_template(path: Path | None = None, schema: Schema = SCHEMA) -> bool:
         return False
     _write_atomic(path, template(schema))
     return True
-
-

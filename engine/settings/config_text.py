@@ -52,7 +52,7 @@ def _definitions(text: str) -> Iterator[tuple[tuple[str, ...], int]]:
         if not match:
             continue
         yield table + _parts(match.group(1)), number
-        rest = line[match.end():].lstrip()
+        rest = line[match.end() :].lstrip()
         for q in ('"""', "'''"):
             if rest.startswith(q) and rest.count(q) == 1:
                 quote = q
@@ -98,13 +98,19 @@ def insert_top_level(text: str, key: str, value: Any) -> str:
 
     line = f"{key} = {tomlkit.item(value).as_string()}"
     lines = text.splitlines(keepends=True)
-    first_table = next((number - 1 for path, number in _definitions(text)
-                        if _HEADER_RE.match(lines[number - 1])), None)
+    first_table = next(
+        (number - 1 for path, number in _definitions(text) if _HEADER_RE.match(lines[number - 1])),
+        None,
+    )
     if first_table is None:
         return text + ("" if not text or text.endswith("\n") else "\n") + line + "\n"
     example = re.compile(rf"#\s*{re.escape(key)}\s*=")
-    at = next((i + 1 for i in range(first_table - 1, -1, -1) if example.match(lines[i].lstrip())), None)
-    if at is None:  # right under the last top-level line, above the table's comments and blank lines
+    at = next(
+        (i + 1 for i in range(first_table - 1, -1, -1) if example.match(lines[i].lstrip())), None
+    )
+    if (
+        at is None
+    ):  # right under the last top-level line, above the table's comments and blank lines
         at = first_table
         while at > 0 and lines[at - 1].lstrip().startswith("#"):
             at -= 1

@@ -34,12 +34,16 @@ def prompt_too_large(n_bytes: int, context_size: int | None) -> str | None:
     if context_size:
         limit = prompt_byte_limit(context_size)
         if n_bytes > limit:
-            return (f"the prompt is {human_bytes(n_bytes)}, more than a {context_size:,}-token context can hold "
-                    f"(at most about {human_bytes(limit)} of text): shorten it, or raise --ctx.")
+            return (
+                f"the prompt is {human_bytes(n_bytes)}, more than a {context_size:,}-token context can hold "
+                f"(at most about {human_bytes(limit)} of text): shorten it, or raise --ctx."
+            )
         return None
     if n_bytes > MAX_PROMPT_BYTES:
-        return (f"the prompt is {human_bytes(n_bytes)}; vibechat sends at most {human_bytes(MAX_PROMPT_BYTES)}: "
-                "shorten it.")
+        return (
+            f"the prompt is {human_bytes(n_bytes)}; vibechat sends at most {human_bytes(MAX_PROMPT_BYTES)}: "
+            "shorten it."
+        )
     return None
 
 
@@ -52,4 +56,6 @@ def context_rounding_notice(asked: int, used: int) -> str | None:
     """What to tell a user who asked for ``asked`` tokens of context and got ``used``."""
     if used == asked:
         return None
-    return f"context {asked} rounded up to {used} (llama.cpp allocates it in steps of {CONTEXT_STEP})"
+    return (
+        f"context {asked} rounded up to {used} (llama.cpp allocates it in steps of {CONTEXT_STEP})"
+    )

@@ -30,8 +30,11 @@ MAX_MODELFILE_BYTES = 256 * 1024  # Modelfiles are a few lines (a long TEMPLATE:
 def modelfile_params() -> dict[str, str]:
     """The ``PARAMETER`` names vibechat takes, as [params] keys (or context_size): each sampling
     parameter's Ollama name (``ParamSpec.modelfile_name``), the stop strings and the context."""
-    return {**{spec.modelfile_name: name for name, spec in PARAM_SPECS.items()},
-            "stop": "stop", "num_ctx": "context_size"}
+    return {
+        **{spec.modelfile_name: name for name, spec in PARAM_SPECS.items()},
+        "stop": "stop",
+        "num_ctx": "context_size",
+    }
 
 
 IGNORED = {
@@ -82,7 +85,7 @@ def _instructions(text: str) -> list[tuple[str, str, int, bool]]:
         if start < 0 or len(arg[:start].split()) > 1:
             out.append((word, arg.strip(), number, False))
             continue
-        head, rest = arg[:start], arg[start + 3:]
+        head, rest = arg[:start], arg[start + 3 :]
         end = rest.find('"""')
         if end >= 0:
             content = rest[:end]
@@ -110,28 +113,40 @@ def _model_ref(ref: str, folder: Path, notes: list[str]) -> str | None:
     lowered = ref.lower()
     for prefix in ("https://hf.co/", "hf.co/", "https://huggingface.co/", "huggingface.co/"):
         if lowered.startswith(prefix):
-
-            hub = ref[len(prefix):]
+            hub = ref[len(prefix) :]
             try:
                 parsed = parse_hub_ref(hub)
             except VibechatError:
                 parsed = None
             if parsed is None:
-                notes.append(f"FROM {ref}: not a Hugging Face model reference vibechat reads; the preset keeps the "
-                             "model in use")
+                notes.append(
+                    f"FROM {ref}: not a Hugging Face model reference vibechat reads; the preset keeps the "
+                    "model in use"
+                )
                 return None
-            notes.append(f"FROM {ref}: the Hugging Face model {hub} ('vibechat models pull {hub}' downloads it)")
+            notes.append(
+                f"FROM {ref}: the Hugging Face model {hub} ('vibechat models pull {hub}' downloads it)"
+            )
             return hub
-    if ref.startswith((".", "/", "~")) or lowered.endswith((".gguf", ".bin", ".safetensors")) or "\\" in ref:
+    if (
+        ref.startswith((".", "/", "~"))
+        or lowered.endswith((".gguf", ".bin", ".safetensors"))
+        or "\\" in ref
+    ):
         path = Path(ref).expanduser()
         path = path if path.is_absolute() else folder / path
         return _from_path(ref, path, lowered, notes)
     # An Ollama model name: model[:tag], namespace/model[:tag], host/namespace/model[:tag].
     name, _, tag = ref.partition(":")
     parts = name.split("/")
-    if not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p) for p in parts) or len(parts) > 3 or (
-            tag and not re.fullmatch(r"[A-Za-z0-9._-]+", tag)):
-        notes.append(f"FROM {ref}: not a model reference vibechat reads; the preset keeps the model in use")
+    if (
+        not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p) for p in parts)
+        or len(parts) > 3
+        or (tag and not re.fullmatch(r"[A-Za-z0-9._-]+", tag))
+    ):
+        notes.append(
+            f"FROM {ref}: not a model reference vibechat reads; the preset keeps the model in use"
+        )
         return None
     tag = tag or "latest"
     if len(parts) == 3 and parts[0] == "registry.ollama.ai":
@@ -139,8 +154,10 @@ def _model_ref(ref: str, folder: Path, notes: list[str]) -> str | None:
     if len(parts) == 2 and parts[0] == "library":
         parts = parts[1:]
     mapped = f"ollama:{'/'.join(parts)}:{tag}"
-    notes.append(f"FROM {ref}: Ollama's model, opened from Ollama's folder as {mapped} (pull it with Ollama "
-                 "first)")
+    notes.append(
+        f"FROM {ref}: Ollama's model, opened from Ollama's folder as {mapped} (pull it with Ollama "
+        "first)"
+    )
     return mapped
 
 
@@ -170,7 +187,9 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
             key, value = name.lower(), _unquote(value)
             ours = modelfile_params().get(key)
             if ours is None:
-                notes.append(f"PARAMETER {sanitize(name)[:40]} (line {number}) skipped: vibechat has no such setting")
+                notes.append(
+                    f"PARAMETER {sanitize(name)[:40]} (line {number}) skipped: vibechat has no such setting"
+                )
             elif ours == "stop":
                 if value:
                     stops.append(value)
@@ -178,14 +197,20 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
                 try:
                     table["context_size"] = int(value)
                 except ValueError:
-                    raise InvalidParameterError(f"line {number}: PARAMETER num_ctx must be a whole number "
-                                                f"(got {spelled(value[:40])}).") from None
+                    raise InvalidParameterError(
+                        f"line {number}: PARAMETER num_ctx must be a whole number "
+                        f"(got {spelled(value[:40])})."
+                    ) from None
             else:
-                value = dict(PARAM_SPECS[ours].ollama_words).get(value.strip(), value)  # num_predict -2: none
+                value = dict(PARAM_SPECS[ours].ollama_words).get(
+                    value.strip(), value
+                )  # num_predict -2: none
                 try:
                     parsed = PARAM_SPECS[ours].parse(value)
                 except InvalidParameterError as exc:
-                    raise InvalidParameterError(f"line {number}: PARAMETER {key}: {bare_message(exc)}.") from None
+                    raise InvalidParameterError(
+                        f"line {number}: PARAMETER {key}: {bare_message(exc)}."
+                    ) from None
                 if parsed is not None:  # None: auto, or a random seed, as without the line
                     params[ours] = parsed
         elif word in IGNORED:
@@ -193,8 +218,10 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
             if note not in notes:
                 notes.append(note)
         else:
-            notes.append(f"line {number} skipped: {sanitize(word or arg)[:40]!r} is no Modelfile instruction "
-                         "vibechat reads")
+            notes.append(
+                f"line {number} skipped: {sanitize(word or arg)[:40]!r} is no Modelfile instruction "
+                "vibechat reads"
+            )
     if froms > 1:
         notes.append("FROM is given more than once: the last one counts")
     if stops:
@@ -213,16 +240,22 @@ def _from_path(ref: str, path: Path, lowered: str, notes: list[str]) -> str | No
     except FileNotFoundError:
         mode = None
     except OSError as exc:
-        notes.append(f"FROM {ref}: {path} cannot be checked ({exc.strerror or exc}); kept as written")
+        notes.append(
+            f"FROM {ref}: {path} cannot be checked ({exc.strerror or exc}); kept as written"
+        )
         return str(path)
     kind = kind_of(mode) if mode is not None else None
     if stat.S_ISDIR(mode or 0) or lowered.endswith((".safetensors", ".bin")):
         what = "a folder" if stat.S_ISDIR(mode or 0) else "a safetensors or .bin model"
-        notes.append(f"FROM {ref}: {what}, not a GGUF file: vibechat opens GGUF files only; the preset keeps "
-                     "the model in use")
+        notes.append(
+            f"FROM {ref}: {what}, not a GGUF file: vibechat opens GGUF files only; the preset keeps "
+            "the model in use"
+        )
         return None
     if kind is not None:
-        notes.append(f"FROM {ref}: {path} is {kind}, not a GGUF file; the preset keeps the model in use")
+        notes.append(
+            f"FROM {ref}: {path} is {kind}, not a GGUF file; the preset keeps the model in use"
+        )
         return None
     if mode is None:
         notes.append(f"FROM {ref}: {path} does not exist (yet); kept as written")
@@ -250,6 +283,10 @@ def read_modelfile(path: Path) -> str:
 def default_name(path: Path) -> str:
     """A preset name for a Modelfile: its file's name (the folder's, for a plain ``Modelfile``),
     made a bare TOML key."""
-    stem = path.stem if path.name.lower() not in ("modelfile", "modelfile.txt") else path.resolve().parent.name
+    stem = (
+        path.stem
+        if path.name.lower() not in ("modelfile", "modelfile.txt")
+        else path.resolve().parent.name
+    )
     name = re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-")[:64]
     return name or "imported"

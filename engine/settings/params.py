@@ -92,9 +92,13 @@ class ParamSpec:
     fine_step: float
     coarse_step: float
     help: str
-    optional: bool = False  # None allowed: "random" (seed) or "auto" (the model's default: ``auto``)
+    optional: bool = (
+        False  # None allowed: "random" (seed) or "auto" (the model's default: ``auto``)
+    )
     auto: bool = False  # None is "auto", resolved by the backend (SamplingParams.resolved)
-    off: float | int | None = None  # what 'none' / 'off' mean where None is auto (max_tokens 0, penalty 1)
+    off: float | int | None = (
+        None  # what 'none' / 'off' mean where None is auto (max_tokens 0, penalty 1)
+    )
     off_word: str = "off"  # the word typed for ``off`` ('none' for max_tokens)
     off_text: str = "off"  # what ``off`` does, in two words ('no limit' for max_tokens)
     none_text: str = "none"  # None shown for people where it is not "auto" ('random' for the seed)
@@ -104,7 +108,9 @@ class ParamSpec:
     flag_words: str = "{range}"  # the flag's line before its default; ``{range}`` is ``span()``
     example: str = ""  # the config template's example value (default: the default)
     ollama: str = ""  # Ollama's name for it (Modelfile PARAMETER, /set parameter), if not ``name``
-    ollama_words: tuple[tuple[str, str], ...] = ()  # Ollama's values that mean one of ours ('-2': 'none')
+    ollama_words: tuple[
+        tuple[str, str], ...
+    ] = ()  # Ollama's values that mean one of ours ('-2': 'none')
     slider: bool = True  # the parameter panel has a slider for it
     slider_maximum: float | None = None  # the slider's top, if below ``maximum``
     exported: bool = False  # on the Markdown export's parameters line
@@ -141,7 +147,9 @@ class ParamSpec:
         else:
             value = float(value)
             if math.isnan(value) or math.isinf(value):
-                raise InvalidParameterError(f"{self.name} must be a number {self.range_text()} (got {value}).")
+                raise InvalidParameterError(
+                    f"{self.name} must be a number {self.range_text()} (got {value})."
+                )
         if not (self.minimum <= value <= self.maximum):
             raise InvalidParameterError(
                 f"{self.name} must be {self.range_text()} (got {_fmt(value)})."
@@ -165,15 +173,19 @@ class ParamSpec:
             number: float | int = int(raw) if self.kind is int else float(raw)
         except ValueError:
             kind = "a whole number" if self.kind is int else "a number"
-            raise InvalidParameterError(f"{self.name} must be {kind} {self.range_text()} (got {raw!r}).") from None
+            raise InvalidParameterError(
+                f"{self.name} must be {kind} {self.range_text()} (got {raw!r})."
+            ) from None
         return self.check(number)
 
     def range_text(self) -> str:
         text = f"between {_fmt(self.minimum)} and {_fmt(self.maximum)}"
         if self.auto:
             word = self.off_word
-            text += f" ({_fmt(self.off) if self.off is not None else word} or '{word}': {self.off_text}; " \
-                    "'auto': the model's default)"
+            text += (
+                f" ({_fmt(self.off) if self.off is not None else word} or '{word}': {self.off_text}; "
+                "'auto': the model's default)"
+            )
         elif self.optional:
             text += " (or 'none')"
         return text
@@ -199,8 +211,10 @@ class ParamSpec:
         if not self.auto:
             return self.show(self.default)
         template, completion = TEMPLATE_AUTO[self.name], COMPLETION_AUTO[self.name]
-        return (f"auto: {self.off_text if template is None else self.show(template)} for a model with a chat "
-                f"template, {self.show(completion)} for a base model prompted as a completion model")
+        return (
+            f"auto: {self.off_text if template is None else self.show(template)} for a model with a chat "
+            f"template, {self.show(completion)} for a base model prompted as a completion model"
+        )
 
     def clamp(self, value: float) -> float | int:
         value = min(max(value, self.minimum), self.maximum)
@@ -223,7 +237,9 @@ def _penalties(ll: Any, vocab: Any, penalty: float | None) -> Any:
     """llama.cpp's repeat penalty, left out while it is off (1) or unresolved "auto" (None)."""
     if penalty is None or penalty == 1.0:
         return None
-    return ll.llama_sampler_init_penalties(ll.llama_vocab_n_tokens(vocab), PENALTY_LAST_N, penalty, 0.0, 0.0)
+    return ll.llama_sampler_init_penalties(
+        ll.llama_vocab_n_tokens(vocab), PENALTY_LAST_N, penalty, 0.0, 0.0
+    )
 
 
 def _draw(ll: Any, vocab: Any, seed: int | None) -> Any:
@@ -235,60 +251,169 @@ def _draw(ll: Any, vocab: Any, seed: int | None) -> Any:
 PARAM_SPECS: dict[str, ParamSpec] = {
     spec.name: spec
     for spec in (
-        ParamSpec("temperature", float, 0.0, 5.0, 0.8, 0.05, 0.25,
-                  "Randomness of sampling; 0 always picks the most likely token (greedy).",
-                  label="Temperature", short="-t", flag_words="{range}; 0 is greedy", exported=True,
-                  llama=LlamaStage(40, lambda ll, vocab, value: ll.llama_sampler_init_temp(value)),
-                  remote=RemoteField(("temperature",)),
-                  nudge=Nudge("f5", "f6", "Lower the temperature by one step: more predictable replies",
-                              "Raise the temperature by one step: more varied replies")),
-        ParamSpec("top_k", int, 0, 1000, 40, 1, 10,
-                  "Sample only among the K most likely tokens; 0 disables the limit.",
-                  label="Top-k", metavar="N", flag_words="{range}; 0 disables", exported=True,
-                  llama=LlamaStage(10, lambda ll, vocab, value: ll.llama_sampler_init_top_k(value) if value > 0
-                                   else None),
-                  remote=RemoteField(("top_k",), optional=True),
-                  nudge=Nudge("f7", "f8", "Sample from fewer of the likeliest tokens",
-                              "Sample from more of the likeliest tokens")),
-        ParamSpec("top_p", float, 0.0, 1.0, 0.95, 0.01, 0.05,
-                  "Nucleus sampling: keep the smallest set of tokens whose probability reaches P; 1 disables.",
-                  label="Top-p", flag_words="{range}; 1 disables", exported=True,
-                  llama=LlamaStage(20, lambda ll, vocab, value: ll.llama_sampler_init_top_p(value, 1)
-                                   if value < 1.0 else None),
-                  remote=RemoteField(("top_p",)),
-                  nudge=Nudge("f9", "f10", "Sample from a smaller share of the probability mass",
-                              "Sample from a larger share of the probability mass")),
-        ParamSpec("min_p", float, 0.0, 1.0, 0.05, 0.01, 0.05,
-                  "Drop tokens less likely than min_p times the top token's probability; 0 disables.",
-                  label="Min-p", flag_words="{range}; 0 disables", exported=True,
-                  llama=LlamaStage(30, lambda ll, vocab, value: ll.llama_sampler_init_min_p(value, 1)
-                                   if value > 0.0 else None),
-                  remote=RemoteField(("min_p",), optional=True)),
-        ParamSpec("repeat_penalty", float, 0.1, 5.0, None, 0.01, 0.1,
-                  "Penalise recently generated tokens; 1 (off) disables; auto = the model's default "
-                  f"(off, or {COMPLETION_AUTO['repeat_penalty']:g} for a base model prompted as a completion model).",
-                  optional=True, auto=True, off=1.0,
-                  label="Repeat penalty", flag_words="{range}; 1 (off) disables", example="1.1", exported=True,
-                  llama=LlamaStage(0, _penalties, sampling=False),
-                  # vLLM's name beside llama.cpp's; None ("auto"): the server's default
-                  remote=RemoteField(("repeat_penalty", "repetition_penalty"), optional=True, unsent=(None,))),
+        ParamSpec(
+            "temperature",
+            float,
+            0.0,
+            5.0,
+            0.8,
+            0.05,
+            0.25,
+            "Randomness of sampling; 0 always picks the most likely token (greedy).",
+            label="Temperature",
+            short="-t",
+            flag_words="{range}; 0 is greedy",
+            exported=True,
+            llama=LlamaStage(40, lambda ll, vocab, value: ll.llama_sampler_init_temp(value)),
+            remote=RemoteField(("temperature",)),
+            nudge=Nudge(
+                "f5",
+                "f6",
+                "Lower the temperature by one step: more predictable replies",
+                "Raise the temperature by one step: more varied replies",
+            ),
+        ),
+        ParamSpec(
+            "top_k",
+            int,
+            0,
+            1000,
+            40,
+            1,
+            10,
+            "Sample only among the K most likely tokens; 0 disables the limit.",
+            label="Top-k",
+            metavar="N",
+            flag_words="{range}; 0 disables",
+            exported=True,
+            llama=LlamaStage(
+                10,
+                lambda ll, vocab, value: ll.llama_sampler_init_top_k(value) if value > 0 else None,
+            ),
+            remote=RemoteField(("top_k",), optional=True),
+            nudge=Nudge(
+                "f7",
+                "f8",
+                "Sample from fewer of the likeliest tokens",
+                "Sample from more of the likeliest tokens",
+            ),
+        ),
+        ParamSpec(
+            "top_p",
+            float,
+            0.0,
+            1.0,
+            0.95,
+            0.01,
+            0.05,
+            "Nucleus sampling: keep the smallest set of tokens whose probability reaches P; 1 disables.",
+            label="Top-p",
+            flag_words="{range}; 1 disables",
+            exported=True,
+            llama=LlamaStage(
+                20,
+                lambda ll, vocab, value: (
+                    ll.llama_sampler_init_top_p(value, 1) if value < 1.0 else None
+                ),
+            ),
+            remote=RemoteField(("top_p",)),
+            nudge=Nudge(
+                "f9",
+                "f10",
+                "Sample from a smaller share of the probability mass",
+                "Sample from a larger share of the probability mass",
+            ),
+        ),
+        ParamSpec(
+            "min_p",
+            float,
+            0.0,
+            1.0,
+            0.05,
+            0.01,
+            0.05,
+            "Drop tokens less likely than min_p times the top token's probability; 0 disables.",
+            label="Min-p",
+            flag_words="{range}; 0 disables",
+            exported=True,
+            llama=LlamaStage(
+                30,
+                lambda ll, vocab, value: (
+                    ll.llama_sampler_init_min_p(value, 1) if value > 0.0 else None
+                ),
+            ),
+            remote=RemoteField(("min_p",), optional=True),
+        ),
+        ParamSpec(
+            "repeat_penalty",
+            float,
+            0.1,
+            5.0,
+            None,
+            0.01,
+            0.1,
+            "Penalise recently generated tokens; 1 (off) disables; auto = the model's default "
+            f"(off, or {COMPLETION_AUTO['repeat_penalty']:g} for a base model prompted as a completion model).",
+            optional=True,
+            auto=True,
+            off=1.0,
+            label="Repeat penalty",
+            flag_words="{range}; 1 (off) disables",
+            example="1.1",
+            exported=True,
+            llama=LlamaStage(0, _penalties, sampling=False),
+            # vLLM's name beside llama.cpp's; None ("auto"): the server's default
+            remote=RemoteField(
+                ("repeat_penalty", "repetition_penalty"), optional=True, unsent=(None,)
+            ),
+        ),
         # No stage in llama.cpp's chain: the decode loop stops at the limit (engine/llama/decoding.py Emitter).
-        ParamSpec("max_tokens", int, 0, 1_000_000, None, 16, 256,
-                  "Stop after this many generated tokens; 0 (none) = until the model stops or the context is full; "
-                  f"auto = the model's default (none, or {COMPLETION_AUTO['max_tokens']} for a base model "
-                  "prompted as a completion model).",
-                  optional=True, auto=True, off=0, off_word="none", off_text="no limit",
-                  label="Max tokens", short="-n", metavar="N",
-                  flag_words="Most tokens to generate; 0 (none) = no limit",
-                  example="512", ollama="num_predict", ollama_words=(("-2", "none"),),  # Ollama: fill the context
-                  slider_maximum=32768,
-                  # None ("auto": the server's default) and 0 (no limit) send nothing
-                  remote=RemoteField(("max_tokens",), unsent=(None, 0))),
-        ParamSpec("seed", int, 0, SEED_MAX, None, 1, 1000,
-                  "Random seed; the same seed and settings reproduce a reply. none = a fresh random seed each time.",
-                  optional=True, none_text="random",
-                  label="Seed", metavar="N", flag_words="Seed for reproducible sampling", example="42", slider=False,
-                  llama=LlamaStage(50, _draw), remote=RemoteField(("seed",))),
+        ParamSpec(
+            "max_tokens",
+            int,
+            0,
+            1_000_000,
+            None,
+            16,
+            256,
+            "Stop after this many generated tokens; 0 (none) = until the model stops or the context is full; "
+            f"auto = the model's default (none, or {COMPLETION_AUTO['max_tokens']} for a base model "
+            "prompted as a completion model).",
+            optional=True,
+            auto=True,
+            off=0,
+            off_word="none",
+            off_text="no limit",
+            label="Max tokens",
+            short="-n",
+            metavar="N",
+            flag_words="Most tokens to generate; 0 (none) = no limit",
+            example="512",
+            ollama="num_predict",
+            ollama_words=(("-2", "none"),),  # Ollama: fill the context
+            slider_maximum=32768,
+            # None ("auto": the server's default) and 0 (no limit) send nothing
+            remote=RemoteField(("max_tokens",), unsent=(None, 0)),
+        ),
+        ParamSpec(
+            "seed",
+            int,
+            0,
+            SEED_MAX,
+            None,
+            1,
+            1000,
+            "Random seed; the same seed and settings reproduce a reply. none = a fresh random seed each time.",
+            optional=True,
+            none_text="random",
+            label="Seed",
+            metavar="N",
+            flag_words="Seed for reproducible sampling",
+            example="42",
+            slider=False,
+            llama=LlamaStage(50, _draw),
+            remote=RemoteField(("seed",)),
+        ),
     )
 }
 
@@ -323,14 +448,18 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         for name, spec in PARAM_SPECS.items():
-            if name in self.__dataclass_fields__:  # every spec's, checked below (a subclass may add one)
+            if (
+                name in self.__dataclass_fields__
+            ):  # every spec's, checked below (a subclass may add one)
                 object.__setattr__(self, name, spec.check(getattr(self, name)))
         stop = self.stop
         if isinstance(stop, str):
             stop = (stop,)
         stop = tuple(stop or ())
         if len(stop) > MAX_STOP_STRINGS:
-            raise InvalidParameterError(f"stop takes at most {MAX_STOP_STRINGS} strings (got {len(stop)}).")
+            raise InvalidParameterError(
+                f"stop takes at most {MAX_STOP_STRINGS} strings (got {len(stop)})."
+            )
         for item in stop:
             if not isinstance(item, str) or not item:
                 raise InvalidParameterError("stop strings must be non-empty text.")
@@ -349,7 +478,9 @@ class SamplingParams:
         (None) made the model's default (``auto_values``), an explicit one kept; max_tokens 0
         (no limit) becomes None, what "no limit" is downstream."""
         defaults = auto_values(chat_format)
-        changes: dict[str, Any] = {name: defaults[name] for name in AUTO_PARAMS if getattr(self, name) is None}
+        changes: dict[str, Any] = {
+            name: defaults[name] for name in AUTO_PARAMS if getattr(self, name) is None
+        }
         if self.max_tokens == 0:
             changes["max_tokens"] = None
         return dataclasses.replace(self, **changes) if changes else self
@@ -388,8 +519,11 @@ class SamplingParams:
             return self.replace(thinking=check_thinking(text))
         if key in ("format", "output_format"):
             raw = text.strip()
-            return self.replace(output_format=None if raw.lower() in ("", "off", "none")
-                                else OutputFormat.parse(raw))
+            return self.replace(
+                output_format=None
+                if raw.lower() in ("", "off", "none")
+                else OutputFormat.parse(raw)
+            )
         spec = PARAM_SPECS.get(key)
         if spec is None:
             raise InvalidParameterError(

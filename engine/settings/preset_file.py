@@ -64,13 +64,17 @@ class PresetBook:
             raise ConfigError(f"no preset {spelled(sanitize(name)[:70])}: {self.problem}")
         names = sorted([*self.presets, *self.problems])
         if not names:
-            raise ConfigError(f"no preset {spelled(sanitize(name)[:70])}: {self.path} has no presets yet; add a "
-                              "[presets.NAME] table ('vibechat config edit') or import an Ollama Modelfile "
-                              "('vibechat presets import Modelfile').")
+            raise ConfigError(
+                f"no preset {spelled(sanitize(name)[:70])}: {self.path} has no presets yet; add a "
+                "[presets.NAME] table ('vibechat config edit') or import an Ollama Modelfile "
+                "('vibechat presets import Modelfile')."
+            )
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ConfigError(f"no preset {spelled(sanitize(name)[:70])}{hint}; "
-                          f"presets in {self.path}: {', '.join(names)}.")
+        raise ConfigError(
+            f"no preset {spelled(sanitize(name)[:70])}{hint}; "
+            f"presets in {self.path}: {', '.join(names)}."
+        )
 
 
 def load_presets(path: Path | None = None) -> PresetBook:
@@ -90,14 +94,19 @@ def load_presets(path: Path | None = None) -> PresetBook:
     except Exception:  # noqa: BLE001 - the config loader words TOML errors: ask it
         from .config import check_config_file
 
-        return PresetBook(path, problem=check_config_file(path) or f"config file {path} cannot be read as TOML")
+        return PresetBook(
+            path, problem=check_config_file(path) or f"config file {path} cannot be read as TOML"
+        )
     table = data.get("presets")
     if table is None:
         return PresetBook(path)
     lines = key_lines(text)
     try:
-        parse_presets({} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table, path.parent,
-                      RULES)
+        parse_presets(
+            {} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table,
+            path.parent,
+            RULES,
+        )
     except PresetProblem as exc:
         return PresetBook(path, problem=file_message(path, line_of(lines, exc.where), str(exc)))
     presets: dict[str, Preset] = {}
@@ -120,10 +129,9 @@ def apply_to_loaded(loaded: LoadedConfig, preset: Preset) -> LoadedConfig:
     return dataclasses.replace(loaded, config=apply_changes(loaded.config, values), origins=origins)
 
 
-
-
-def save_preset(name: str, table: Mapping[str, Any], path: Path | None = None, *,
-                schema: Schema = SCHEMA) -> Path:
+def save_preset(
+    name: str, table: Mapping[str, Any], path: Path | None = None, *, schema: Schema = SCHEMA
+) -> Path:
     """Write ``table`` as ``[presets.NAME]`` (replacing one of that name) with the config's
     ``update_config``: the rest of the file, comments included, stays as it was (``schema``:
     the file's settings table, the app's)."""

@@ -44,8 +44,13 @@ from .structured import OutputFormat
 MAX_PRESETS = 100  # a config file holds a few; the loop over the table is bounded all the same
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [presets.NAME] needs no quotes
 # A preset's keys (besides params) and the config setting whose rules check each.
-SETTING_OF = {"model": "model", "system": "system_prompt", "thinking": "params.thinking",
-              "context_size": "context_size", "tool_choice": "tool_choice"}
+SETTING_OF = {
+    "model": "model",
+    "system": "system_prompt",
+    "thinking": "params.thinking",
+    "context_size": "context_size",
+    "tool_choice": "tool_choice",
+}
 PRESET_KEYS = ("model", "system", "thinking", "format", "context_size", "tool_choice", "params")
 FORMAT_OFF = ("off", "none", "free", "text")
 
@@ -100,7 +105,9 @@ class Preset:
     context_size: int | None = None
     tool_choice: str | None = None  # "none": this preset's model is offered no tools
     format: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)  # by [params] key, checked; thinking included
+    params: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # by [params] key, checked; thinking included
 
     def output_format(self) -> OutputFormat | None:
         """The format the preset asks for (None: free text); only where ``format`` is set.
@@ -131,8 +138,11 @@ class Preset:
     def over(self, params: SamplingParams) -> SamplingParams:
         """``params`` with the preset's parameters, thinking and format on top (the chat's
         ``/preset``): what the preset leaves out stays as it was."""
-        changes = {key.removeprefix("params."): value for key, value in self.settings().items()
-                   if key.startswith("params.")}
+        changes = {
+            key.removeprefix("params."): value
+            for key, value in self.settings().items()
+            if key.startswith("params.")
+        }
         return params.replace(**changes) if changes else params
 
     def to_table(self) -> dict[str, Any]:
@@ -142,8 +152,11 @@ class Preset:
             value = self.params.get("thinking") if key == "thinking" else getattr(self, key)
             if value is not None:
                 table[key] = value
-        params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.params.items()
-                  if k != "thinking" and v is not None}
+        params = {
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in self.params.items()
+            if k != "thinking" and v is not None
+        }
         if params:
             table["params"] = params
         return table
@@ -153,8 +166,11 @@ class Preset:
         parts = []
         for name, value in self.params.items():
             spec = PARAM_SPECS.get(name)
-            shown = spec.show(value) if spec is not None else (
-                " | ".join(value) if isinstance(value, tuple) else str(value))
+            shown = (
+                spec.show(value)
+                if spec is not None
+                else (" | ".join(value) if isinstance(value, tuple) else str(value))
+            )
             parts.append(f"{name} {shown}")
         if self.format is not None:
             parts.append(f"format {self.format if len(self.format) <= 24 else 'schema (inline)'}")
@@ -170,7 +186,9 @@ def _suggest(word: str, choices: Any) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _checked(rules: Rules, preset: str, key: str, value: Any, base: Path, where: tuple[str, ...]) -> Any:
+def _checked(
+    rules: Rules, preset: str, key: str, value: Any, base: Path, where: tuple[str, ...]
+) -> Any:
     """``value`` checked by the config setting ``key``'s rules (the same as the file's)."""
     try:
         return rules.check(key, value, base)
@@ -182,8 +200,11 @@ def _format_text(preset: str, value: Any, base: Path, where: tuple[str, ...]) ->
     """A preset's ``format``: json, off, inline JSON (a schema: parsed now), or a file's path
     (absolute against the config's folder; read when the preset is applied)."""
     if not isinstance(value, str) or not value.strip():
-        raise PresetProblem(f"preset '{preset}': format must be \"json\", \"off\", a JSON Schema (inline JSON or "
-                            f"a file) or a .gbnf grammar file (got {spelled(value)})", where)
+        raise PresetProblem(
+            f'preset \'{preset}\': format must be "json", "off", a JSON Schema (inline JSON or '
+            f"a file) or a .gbnf grammar file (got {spelled(value)})",
+            where,
+        )
     raw = value.strip()
     if raw.lower() == "json" or raw.lower() in FORMAT_OFF:
         return raw.lower()
@@ -203,26 +224,39 @@ def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
     paths)."""
     where: tuple[str, ...] = ("presets", name)
     if not NAME_RE.fullmatch(name):
-        raise PresetProblem(f"preset name {spelled(sanitize(name)[:70])} is not usable: use letters, digits, - and _ "
-                            "(at most 64)", where)
+        raise PresetProblem(
+            f"preset name {spelled(sanitize(name)[:70])} is not usable: use letters, digits, - and _ "
+            "(at most 64)",
+            where,
+        )
     if not isinstance(table, Mapping):
-        raise PresetProblem(f"presets.{name} must be a table ([presets.{name}]), not {spelled(table)}", where)
+        raise PresetProblem(
+            f"presets.{name} must be a table ([presets.{name}]), not {spelled(table)}", where
+        )
     fields: dict[str, Any] = {}
     params: dict[str, Any] = {}
     for key, value in table.items():
         at = (*where, key)
         if key == "params":
             if not isinstance(value, Mapping):
-                raise PresetProblem(f"preset '{name}': params must be a table ([presets.{name}.params]), "
-                                    f"not {spelled(value)}", at)
+                raise PresetProblem(
+                    f"preset '{name}': params must be a table ([presets.{name}.params]), "
+                    f"not {spelled(value)}",
+                    at,
+                )
             for param, item in value.items():
                 if param not in rules.param_keys:
-                    raise PresetProblem(f"preset '{name}': unknown key '{param}' in [presets.{name}.params]"
-                                        f"{_suggest(param, rules.param_keys)}; known: {', '.join(rules.param_keys)}",
-                                        (*at, param))
+                    raise PresetProblem(
+                        f"preset '{name}': unknown key '{param}' in [presets.{name}.params]"
+                        f"{_suggest(param, rules.param_keys)}; known: {', '.join(rules.param_keys)}",
+                        (*at, param),
+                    )
                 if param == "thinking" and "thinking" in params:
-                    raise PresetProblem(f"preset '{name}': thinking is set twice (thinking and params.thinking): "
-                                        "keep one", (*at, param))
+                    raise PresetProblem(
+                        f"preset '{name}': thinking is set twice (thinking and params.thinking): "
+                        "keep one",
+                        (*at, param),
+                    )
                 params[param] = _checked(rules, name, f"params.{param}", item, base, (*at, param))
         elif key == "format":
             fields["format"] = _format_text(name, value, base, at)
@@ -232,15 +266,23 @@ def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
             checked = _checked(rules, name, SETTING_OF[key], value, base, at)
             if key == "thinking":
                 if "thinking" in params:
-                    raise PresetProblem(f"preset '{name}': thinking is set twice (thinking and params.thinking): "
-                                        "keep one", at)
+                    raise PresetProblem(
+                        f"preset '{name}': thinking is set twice (thinking and params.thinking): "
+                        "keep one",
+                        at,
+                    )
                 params["thinking"] = checked
             else:
                 fields[key] = checked
         else:
-            hint = (f" ({key} belongs in the [presets.{name}.params] table)" if key in rules.param_keys
-                    else _suggest(key, PRESET_KEYS))
-            raise PresetProblem(f"preset '{name}': unknown key '{key}'{hint}; known: {', '.join(PRESET_KEYS)}", at)
+            hint = (
+                f" ({key} belongs in the [presets.{name}.params] table)"
+                if key in rules.param_keys
+                else _suggest(key, PRESET_KEYS)
+            )
+            raise PresetProblem(
+                f"preset '{name}': unknown key '{key}'{hint}; known: {', '.join(PRESET_KEYS)}", at
+            )
     return Preset(name=name, params=params, **fields)
 
 
@@ -248,8 +290,12 @@ def parse_presets(table: Any, base: Path, rules: Rules) -> dict[str, Preset]:
     """The ``presets`` table, checked (the config loader's hook); the first problem raises
     ``PresetProblem``."""
     if not isinstance(table, Mapping):
-        raise PresetProblem(f"presets must be a table of presets ([presets.NAME]), not {spelled(table)}", ("presets",))
+        raise PresetProblem(
+            f"presets must be a table of presets ([presets.NAME]), not {spelled(table)}",
+            ("presets",),
+        )
     if len(table) > MAX_PRESETS:
-        raise PresetProblem(f"presets holds {len(table)} presets, more than {MAX_PRESETS}: keep fewer",
-                            ("presets",))
+        raise PresetProblem(
+            f"presets holds {len(table)} presets, more than {MAX_PRESETS}: keep fewer", ("presets",)
+        )
     return {name: parse_preset(name, value, base, rules) for name, value in table.items()}

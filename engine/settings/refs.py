@@ -38,7 +38,9 @@ _UNSAFE_CHARS = frozenset('\\<>:"|?*[]')
 _SHARD = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 _REPO_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _REPO = re.compile(rf"^(?P<repo>{_REPO_PART}/{_REPO_PART})(?::(?P<quant>[A-Za-z0-9._-]+))?$")
-_REPO_FILE = re.compile(rf"^(?P<repo>{_REPO_PART}/{_REPO_PART})/(?P<file>.+\.gguf)$", re.IGNORECASE | re.DOTALL)
+_REPO_FILE = re.compile(
+    rf"^(?P<repo>{_REPO_PART}/{_REPO_PART})/(?P<file>.+\.gguf)$", re.IGNORECASE | re.DOTALL
+)
 _REPO_ID = re.compile(rf"{_REPO_PART}/{_REPO_PART}")
 
 
@@ -87,20 +89,33 @@ def is_safe_repo_path(path: object) -> bool:
         return False
     if not path.isprintable() or any(ch in _UNSAFE_CHARS for ch in path):
         return False
-    return all(part not in ("..", ".", "") and part == part.strip() and not part.endswith(".")
-               and len(part.encode("utf-8")) <= MAX_NAME_BYTES for part in path.split("/"))
+    return all(
+        part not in ("..", ".", "")
+        and part == part.strip()
+        and not part.endswith(".")
+        and len(part.encode("utf-8")) <= MAX_NAME_BYTES
+        for part in path.split("/")
+    )
 
 
 def is_repo_id(text: object) -> bool:
     """``owner/name`` the way the Hub spells repo ids (letters, digits, ``. _ -``)."""
-    return (isinstance(text, str) and len(text) <= 2 * MAX_REPO_PART + 1
-            and _REPO_ID.fullmatch(text) is not None)
+    return (
+        isinstance(text, str)
+        and len(text) <= 2 * MAX_REPO_PART + 1
+        and _REPO_ID.fullmatch(text) is not None
+    )
 
 
 def refused_files(files: list[RepoFile]) -> list[str]:
     """The model files (``.gguf`` by name) of a listing left out for an unsafe path."""
-    return [f.path for f in files
-            if isinstance(f.path, str) and f.path.lower().endswith(".gguf") and not is_safe_repo_path(f.path)]
+    return [
+        f.path
+        for f in files
+        if isinstance(f.path, str)
+        and f.path.lower().endswith(".gguf")
+        and not is_safe_repo_path(f.path)
+    ]
 
 
 def show_name(name: object, limit: int = 120) -> str:
@@ -116,7 +131,9 @@ def is_model_file(path: str) -> bool:
     name = PurePosixPath(path).name.lower()
     if not name.endswith(".gguf"):
         return False
-    return not ("mmproj" in name or "imatrix" in name)  # mmproj-*, *-mmproj-*, Model.mmproj-Q8_0.gguf
+    return not (
+        "mmproj" in name or "imatrix" in name
+    )  # mmproj-*, *-mmproj-*, Model.mmproj-Q8_0.gguf
 
 
 def parse_hub_ref(text: str) -> HubRef | None:
@@ -124,18 +141,22 @@ def parse_hub_ref(text: str) -> HubRef | None:
     text = text.strip()
     for prefix in ("hf://", "hf:", "huggingface.co/", "https://huggingface.co/"):
         if text.lower().startswith(prefix):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
             break
     match = _REPO_FILE.match(text)
     if match:
         file = match.group("file")
         if not is_safe_repo_path(file):
             if any(part in ("..", ".", "") for part in file.split("/")) or file.startswith("/"):
-                raise ModelRefError(f"{show_name(text)} names a file outside the repo: use a plain path like "
-                                    "owner/repo/model-Q4_K_M.gguf.")
-            raise ModelRefError(f"{show_name(text)} names a file vibechat does not save: its name has control "
-                                "characters, characters unsafe in a file name ([ ] \\ < > : \" | ? *) or is too "
-                                "long; download it by hand and pass its path.")
+                raise ModelRefError(
+                    f"{show_name(text)} names a file outside the repo: use a plain path like "
+                    "owner/repo/model-Q4_K_M.gguf."
+                )
+            raise ModelRefError(
+                f"{show_name(text)} names a file vibechat does not save: its name has control "
+                'characters, characters unsafe in a file name ([ ] \\ < > : " | ? *) or is too '
+                "long; download it by hand and pass its path."
+            )
         return HubRef(match.group("repo"), file=file)
     match = _REPO.match(text)
     if match:
@@ -188,15 +209,21 @@ def _disambiguate(options: list[QuantOption]) -> list[QuantOption]:
     seen: dict[str, int] = {}
     for option in options:
         seen[option.label.upper()] = seen.get(option.label.upper(), 0) + 1
-    return [o if seen[o.label.upper()] == 1 else QuantOption(o.first.path, o.files) for o in options]
+    return [
+        o if seen[o.label.upper()] == 1 else QuantOption(o.first.path, o.files) for o in options
+    ]
 
 
-def pick_quant(options: list[QuantOption], wanted: str | None, repo: str = "the repo") -> QuantOption:
+def pick_quant(
+    options: list[QuantOption], wanted: str | None, repo: str = "the repo"
+) -> QuantOption:
     """The option for ``wanted`` (case-insensitive), or the default: Q4_K_M, else Q8_0,
     else the first. Raises ``ModelRefError`` naming what there is."""
     if not options:
-        raise ModelRefError(f"{repo} has no GGUF model files: pick a repo with .gguf files "
-                            "(vibechat models search NAME).")
+        raise ModelRefError(
+            f"{repo} has no GGUF model files: pick a repo with .gguf files "
+            "(vibechat models search NAME)."
+        )
     if wanted:
         key = wanted.upper().replace("-", "_")
         for option in options:
@@ -216,8 +243,11 @@ def pick_file(options: list[QuantOption], file: str, repo: str = "the repo") -> 
     for option in options:
         if any(f.path == file for f in option.files):
             return option
-    raise ModelRefError(f"{repo} has no model file {show_name(file)}: run 'vibechat models search {repo}' "
-                        "to see its files.")
+    raise ModelRefError(
+        f"{repo} has no model file {show_name(file)}: run 'vibechat models search {repo}' "
+        "to see its files."
+    )
+
 
 _QUANT_IN_NAME = re.compile(
     r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|MXFP4(?:_MOE)?|TQ\d_\d)(?![A-Za-z0-9])",

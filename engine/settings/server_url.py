@@ -16,14 +16,16 @@ def normalize_base_url(url: str) -> str:
     # http.client then raises its own traceback-shaped error on the first request.
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
         raise InvalidParameterError(
-            f"the base URL is not a URL: it contains a space or a control character (got {text!r}).")
+            f"the base URL is not a URL: it contains a space or a control character (got {text!r})."
+        )
     try:
         parts = urlsplit(text)
     except ValueError as exc:  # "http://[::1": an unclosed IPv6 bracket
         raise InvalidParameterError(f"the base URL is not a URL: {exc} (got {text!r}).") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise InvalidParameterError(
-            f"the base URL must be an http:// or https:// URL such as http://127.0.0.1:8080/v1 (got {text!r}).")
+            f"the base URL must be an http:// or https:// URL such as http://127.0.0.1:8080/v1 (got {text!r})."
+        )
     try:
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
@@ -33,4 +35,3 @@ def normalize_base_url(url: str) -> str:
         path = "/v1"
     query = f"?{parts.query}" if parts.query else ""
     return f"{parts.scheme.lower()}://{parts.netloc}{path}{query}"
-

@@ -28,21 +28,50 @@ def first_clause(help: str) -> str:
     """What a setting does, in a few words: its help up to the first ``;``, ``:`` or full stop
     (the parameter panel's line under each slider). The help is the one declaration; this
     never restates it."""
-    cut = min((at for at in (help.find("; "), help.find(": "), help.find(". ")) if at >= 0), default=len(help))
+    cut = min(
+        (at for at in (help.find("; "), help.find(": "), help.find(". ")) if at >= 0),
+        default=len(help),
+    )
     return help[:cut].rstrip(".")
 
 
-def doc(help: str, *, kind: str, example: str, unset: str = "", env: str | None = None,
-        flag: str | None = None, minimum: int | None = None, maximum: int | None = None,
-        choices: tuple[str, ...] = (), check: Any = None, short: str | None = None,
-        metavar: str | None = None, flag_help: str = "", group: str | None = None) -> dict[str, Any]:
+def doc(
+    help: str,
+    *,
+    kind: str,
+    example: str,
+    unset: str = "",
+    env: str | None = None,
+    flag: str | None = None,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    choices: tuple[str, ...] = (),
+    check: Any = None,
+    short: str | None = None,
+    metavar: str | None = None,
+    flag_help: str = "",
+    group: str | None = None,
+) -> dict[str, Any]:
     """A setting's row, as its field's metadata. ``check``: for a text setting with fixed choices,
     the function that validates it (returns the canonical value or raises InvalidParameterError
     naming the choices). ``flag``, ``short``, ``metavar``, ``flag_help``, ``group``: its
     command-line option (app/options.py builds it; ``flag_help`` is the help page's shorter line)."""
-    return {"help": help, "kind": kind, "example": example, "unset": unset, "env": env, "flag": flag,
-            "minimum": minimum, "maximum": maximum, "choices": choices, "check": check, "short": short,
-            "metavar": metavar, "flag_help": flag_help, "group": group}
+    return {
+        "help": help,
+        "kind": kind,
+        "example": example,
+        "unset": unset,
+        "env": env,
+        "flag": flag,
+        "minimum": minimum,
+        "maximum": maximum,
+        "choices": choices,
+        "check": check,
+        "short": short,
+        "metavar": metavar,
+        "flag_help": flag_help,
+        "group": group,
+    }
 
 
 @dataclass(frozen=True)

@@ -48,14 +48,37 @@ _REPEAT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems")
 
 # JSON Schema keywords llama-cpp-python's converter (llama_grammar.SchemaConverter) ignores
 # silently: a reply would not honour them, so a schema that uses one is refused.
-UNSUPPORTED_KEYWORDS = frozenset({
-    "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-    "patternProperties", "propertyNames", "minProperties", "maxProperties", "unevaluatedProperties",
-    "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems", "multipleOf",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "$dynamicRef", "$recursiveRef",
-})
-SUPPORTED_FORMATS = frozenset({"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4",
-                               "uuid5"})
+UNSUPPORTED_KEYWORDS = frozenset(
+    {
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentRequired",
+        "dependentSchemas",
+        "dependencies",
+        "patternProperties",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "contains",
+        "minContains",
+        "maxContains",
+        "uniqueItems",
+        "multipleOf",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "$dynamicRef",
+        "$recursiveRef",
+    }
+)
+SUPPORTED_FORMATS = frozenset(
+    {"date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5"}
+)
 # Keywords whose values are schemas, or maps/lists of schemas, to walk into.
 _SUBSCHEMA = ("items", "additionalProperties", "additionalItems")
 _SCHEMA_MAPS = ("properties", "$defs", "definitions")
@@ -74,7 +97,9 @@ class OutputFormat:
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
-            raise InvalidParameterError(f"output format must be one of {', '.join(_KINDS)} (got {self.kind!r}).")
+            raise InvalidParameterError(
+                f"output format must be one of {', '.join(_KINDS)} (got {self.kind!r})."
+            )
         if self.kind != "json" and not self.text.strip():
             raise InvalidParameterError(f"the {self.kind} is empty.")
 
@@ -86,7 +111,9 @@ class OutputFormat:
         rest is checked per backend (:meth:`check`, :meth:`check_remote`)."""
         raw = spec.strip()
         if not raw:
-            raise InvalidParameterError("give a JSON Schema (a file or inline JSON), a .gbnf grammar file, or 'json'.")
+            raise InvalidParameterError(
+                "give a JSON Schema (a file or inline JSON), a .gbnf grammar file, or 'json'."
+            )
         if kind is None and raw.lower() == "json":
             return cls("json", name="json")
         if raw.startswith("{") and kind != "grammar":
@@ -95,7 +122,8 @@ class OutputFormat:
             path = Path(raw).expanduser()
             what = "grammar" if kind == "grammar" else "schema" if kind == "schema" else "file"
             wanted = {"grammar": "a GBNF grammar file", "schema": "a JSON Schema file"}.get(
-                what, "a JSON Schema file or a .gbnf grammar file")
+                what, "a JSON Schema file or a .gbnf grammar file"
+            )
             try:
                 text = read_file_text(path, MAX_FORMAT_BYTES)
             except FileNotFoundError:
@@ -103,9 +131,13 @@ class OutputFormat:
             except UnreadableFile as exc:
                 raise InvalidParameterError(f"{what} {raw} {exc.reason}: give {wanted}.") from None
             except UnicodeDecodeError:
-                raise InvalidParameterError(f"{what} {raw} is not UTF-8 text: give {wanted}.") from None
+                raise InvalidParameterError(
+                    f"{what} {raw} is not UTF-8 text: give {wanted}."
+                ) from None
             except OSError as exc:
-                raise InvalidParameterError(f"{what} {raw}: cannot read it ({exc.strerror or exc}).") from None
+                raise InvalidParameterError(
+                    f"{what} {raw}: cannot read it ({exc.strerror or exc})."
+                ) from None
             if kind is None:
                 kind = "grammar" if path.suffix.lower() == ".gbnf" else "schema"
             fmt = cls(kind, text, path.name)
@@ -118,7 +150,9 @@ class OutputFormat:
             raise InvalidParameterError("output_format must be an object with kind and text.")
         kind = data.get("kind")
         if kind not in _KINDS:
-            raise InvalidParameterError(f"output format must be one of {', '.join(_KINDS)} (got {kind!r}).")
+            raise InvalidParameterError(
+                f"output format must be one of {', '.join(_KINDS)} (got {kind!r})."
+            )
         return cls(kind=kind, text=data.get("text", "") or "", name=data.get("name", "") or "")
 
     def to_dict(self) -> dict[str, str]:
@@ -143,8 +177,10 @@ class OutputFormat:
     def check_remote(self) -> None:
         """What an OpenAI-compatible server needs: a schema that parses; no grammar."""
         if self.kind == "grammar":
-            raise InvalidParameterError("a GBNF grammar works only with the local engine; "
-                                        "use a JSON Schema with a remote server.")
+            raise InvalidParameterError(
+                "a GBNF grammar works only with the local engine; "
+                "use a JSON Schema with a remote server."
+            )
         if self.kind == "schema":
             self.schema()
 
@@ -177,9 +213,17 @@ class OutputFormat:
                 return ("invalid", "its text is not valid JSON")
             return ("incomplete", "its JSON was not complete")
         if self.kind == "json":
-            return ("complete", "") if isinstance(value, dict) else ("invalid", "its JSON is not an object")
+            return (
+                ("complete", "")
+                if isinstance(value, dict)
+                else ("invalid", "its JSON is not an object")
+            )
         problem = _schema_mismatch(value, self.schema() or {})
-        return ("invalid", f"its JSON does not match the schema ({problem})") if problem else ("complete", "")
+        return (
+            ("invalid", f"its JSON does not match the schema ({problem})")
+            if problem
+            else ("complete", "")
+        )
 
     def response_format(self) -> dict[str, Any]:
         """OpenAI's ``response_format`` for this format (not for grammars)."""
@@ -188,21 +232,27 @@ class OutputFormat:
         if self.kind == "schema":
             name = Path(self.name).stem if self.name and self.name != "inline" else "reply"
             name = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:64] or "reply"
-            return {"type": "json_schema", "json_schema": {"name": name, "schema": self.schema(), "strict": True}}
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": self.schema(), "strict": True},
+            }
         raise InvalidParameterError("a GBNF grammar works only with the local engine.")
 
 
 def _schema(text: str) -> dict[str, Any]:
     if json_depth(text, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
-        raise InvalidParameterError(f"the JSON Schema is nested more than {MAX_SCHEMA_DEPTH} levels deep: "
-                                    "flatten it (use $defs and $ref for what repeats).")
+        raise InvalidParameterError(
+            f"the JSON Schema is nested more than {MAX_SCHEMA_DEPTH} levels deep: "
+            "flatten it (use $defs and $ref for what repeats)."
+        )
     try:
         value = json.loads(text)
     except ValueError as exc:
         raise InvalidParameterError(f"the JSON Schema is not valid JSON ({exc}).") from None
     if not isinstance(value, dict):
-        raise InvalidParameterError("a JSON Schema must be a JSON object (got "
-                                    f"{type(value).__name__}).")
+        raise InvalidParameterError(
+            f"a JSON Schema must be a JSON object (got {type(value).__name__})."
+        )
     return value
 
 
@@ -239,8 +289,11 @@ def _without_patterns(schema: Any) -> Any:
         return [_without_patterns(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    return {key: _without_patterns(value) for key, value in schema.items()
-            if not (key == "pattern" and isinstance(value, str))}
+    return {
+        key: _without_patterns(value)
+        for key, value in schema.items()
+        if not (key == "pattern" and isinstance(value, str))
+    }
 
 
 def too_large(schema: dict[str, Any]) -> str | None:
@@ -256,7 +309,11 @@ def too_large(schema: dict[str, Any]) -> str | None:
             continue
         for key in _REPEAT_KEYWORDS:
             value = node.get(key)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_REPEAT:
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and value > MAX_REPEAT
+            ):
                 shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
                 return f"{key} {shown} at {where or '/'} (at most {MAX_REPEAT:,})"
         pattern = node.get("pattern")
@@ -264,7 +321,11 @@ def too_large(schema: dict[str, Any]) -> str | None:
             found = _pattern_problem(pattern)
             if found:
                 return f"{found} in the pattern at {where or '/'}"
-        stack.extend((value, f"{where}/{key}") for key, value in node.items() if isinstance(value, (dict, list)))
+        stack.extend(
+            (value, f"{where}/{key}")
+            for key, value in node.items()
+            if isinstance(value, (dict, list))
+        )
     return None
 
 
@@ -300,8 +361,10 @@ def check_grammar_bounds(gbnf: str) -> None:
     nested past :data:`MAX_GRAMMAR_NESTING`: it recurses per level) or that is too large.
     Strings, character classes and comments are skipped. Linear in the text."""
     if len(gbnf) > MAX_GRAMMAR_BYTES:
-        raise InvalidParameterError(f"the grammar is {len(gbnf):,} characters long (at most "
-                                    f"{MAX_GRAMMAR_BYTES:,}): simplify it.")
+        raise InvalidParameterError(
+            f"the grammar is {len(gbnf):,} characters long (at most "
+            f"{MAX_GRAMMAR_BYTES:,}): simplify it."
+        )
     depth = 0
     quote: str | None = None  # '"' inside a string, "]" inside a character class
     escaped = comment = False
@@ -324,8 +387,10 @@ def check_grammar_bounds(gbnf: str) -> None:
         elif ch == "(":
             depth += 1
             if depth > MAX_GRAMMAR_NESTING:
-                raise InvalidParameterError(f"the grammar nests parentheses more than {MAX_GRAMMAR_NESTING:,} "
-                                            "deep, which llama.cpp's parser cannot take: use named rules.")
+                raise InvalidParameterError(
+                    f"the grammar nests parentheses more than {MAX_GRAMMAR_NESTING:,} "
+                    "deep, which llama.cpp's parser cannot take: use named rules."
+                )
         elif ch == ")":
             depth -= 1
 
@@ -373,7 +438,9 @@ def _schema_gbnf(text: str) -> str:
     schema = _schema(text)
     found = unsupported_feature(schema)
     if found:
-        raise InvalidParameterError(f"the JSON Schema uses {found}, which llama.cpp's grammar cannot express.")
+        raise InvalidParameterError(
+            f"the JSON Schema uses {found}, which llama.cpp's grammar cannot express."
+        )
     found = too_large(schema)
     if found:
         raise InvalidParameterError(f"the JSON Schema asks for {found}: lower it.")
@@ -383,7 +450,9 @@ def _schema_gbnf(text: str) -> str:
         gbnf = json_schema_to_gbnf(json.dumps(schema))
     except (AssertionError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         detail = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise InvalidParameterError(f"the JSON Schema cannot be turned into a grammar: {detail}.") from None
+        raise InvalidParameterError(
+            f"the JSON Schema cannot be turned into a grammar: {detail}."
+        ) from None
     check_grammar_bounds(gbnf)
     return _strict_strings(gbnf)
 
@@ -398,8 +467,10 @@ _STRICT_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
 
 def _strict_strings(gbnf: str) -> str:
     """``gbnf`` with its string characters as JSON allows them (no raw control characters)."""
-    return "\n".join(_STRICT_CHAR + line[len(_LOOSE_CHAR):] if line.startswith(_LOOSE_CHAR) else line
-                     for line in gbnf.split("\n"))
+    return "\n".join(
+        _STRICT_CHAR + line[len(_LOOSE_CHAR) :] if line.startswith(_LOOSE_CHAR) else line
+        for line in gbnf.split("\n")
+    )
 
 
 @functools.lru_cache(maxsize=1)

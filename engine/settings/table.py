@@ -50,57 +50,140 @@ class Config(EngineSettings):
     values with no file. The engine's settings come first (``EngineSettings``), then the file's
     own. The app's settings are a subclass's fields (app/appconfig.py ``AppConfig``)."""
 
-    system_prompt: str | None = field(default=None, metadata=doc(
-        "The system prompt of every new conversation.",
-        kind="text", example='"You are a concise assistant."', unset="none",
-        env="VIBECHAT_SYSTEM_PROMPT", flag="--system", short="-s", metavar="TEXT", flag_help="System prompt."))
-    save_runs: bool = field(default=True, metadata=doc(
-        "Save each 'vibechat run' (and each line of --prompts-file) in the history, as --no-save does not; "
-        "false keeps scripts out of it (--continue and --conversation still add to a saved conversation).",
-        kind="true or false", example="false", env="VIBECHAT_SAVE_RUNS"))
-    model_titles: bool = field(default=True, metadata=doc(
-        "In the chat, an instruct model (one with a chat template) writes each new conversation's title "
-        "after its first reply, while it is idle; false (or a base model): the title is your first prompt's "
-        "first line, never the reply's words. A title you give (rename) is always kept.",
-        kind="true or false", example="false", env="VIBECHAT_MODEL_TITLES"))
-    models_dir: Path | None = field(default=None, metadata=doc(
-        "Where downloaded models go; a relative path is relative to this file's folder.",
-        kind="path", example='"~/models/vibechat"', unset="'models' in the data folder",
-        env="VIBECHAT_MODELS_DIR"))
-    builtin_tools: tuple[str, ...] = field(default=(), metadata=doc(
-        f"The built-in tools the model is offered ({', '.join(BUILTIN_TOOL_NAMES)}); none until named "
-        "here. Each call still asks first (or needs --allow-tool in 'vibechat run'). In the variable, "
-        "separate them with commas.",
-        kind="list of text", example='["current_time", "read_file", "list_folder"]',
-        env="VIBECHAT_BUILTIN_TOOLS", check=check_builtin_tools))
-    tool_folders: tuple[Path, ...] = field(default=(), metadata=doc(
-        "The folders read_file and list_folder may read (with what is below them; absolute paths, ~ "
-        "allowed); none: they read nothing. In the variable, separate them as in PATH.",
-        kind="list of paths", example='["~/notes"]',
-        env="VIBECHAT_TOOL_FOLDERS", check=check_tool_folders))
-    allowed_tools: tuple[str, ...] = field(default=(), metadata=doc(
-        "Tools that run without asking: SERVER/NAME, SERVER/* (all of a server's tools), "
-        "builtin/NAME; the chat's 'Always allow' adds to it. In the variable, separate them with commas.",
-        kind="list of text", example='["time/get_current_time", "builtin/current_time"]',
-        env="VIBECHAT_ALLOWED_TOOLS", check=check_tool_patterns))
-    tool_choice: str = field(default="auto", metadata=doc(
-        "Whether a reply is offered the configured tools: auto (the model decides), none (no tools are "
-        "offered: the chat starts no MCP server and says nothing of tools; a preset's tool_choice does it "
-        "for one model), or required ('vibechat run' only: the model must call one first). "
-        "run --tool-choice overrides it.",
-        kind="text", example='"none"', env="VIBECHAT_TOOL_CHOICE", choices=TOOL_CHOICES, check=check_tool_choice))
-    tool_timeout: int = field(default=60, metadata=doc(
-        "Seconds a tool call may run before it is stopped (the model is told).",
-        kind="whole number", example="120", env="VIBECHAT_TOOL_TIMEOUT", minimum=1, maximum=3600))
-    tool_rounds: int = field(default=8, metadata=doc(
-        "Rounds of tool calls one reply may make before it must answer in words.",
-        kind="whole number", example="4", env="VIBECHAT_TOOL_ROUNDS", minimum=1, maximum=64))
-    tool_result_limit: int = field(default=32_000, metadata=doc(
-        "Characters of a tool's result the model is given; a longer one is cut, with a note saying so.",
-        kind="whole number", example="8000", env="VIBECHAT_TOOL_RESULT_LIMIT", minimum=1000, maximum=64_000))
-    params: SamplingParams = field(default_factory=SamplingParams, metadata=doc(
-        "Default sampling parameters (the chat saves them here with 'Save parameters as default').",
-        kind="table", example=""))
+    system_prompt: str | None = field(
+        default=None,
+        metadata=doc(
+            "The system prompt of every new conversation.",
+            kind="text",
+            example='"You are a concise assistant."',
+            unset="none",
+            env="VIBECHAT_SYSTEM_PROMPT",
+            flag="--system",
+            short="-s",
+            metavar="TEXT",
+            flag_help="System prompt.",
+        ),
+    )
+    save_runs: bool = field(
+        default=True,
+        metadata=doc(
+            "Save each 'vibechat run' (and each line of --prompts-file) in the history, as --no-save does not; "
+            "false keeps scripts out of it (--continue and --conversation still add to a saved conversation).",
+            kind="true or false",
+            example="false",
+            env="VIBECHAT_SAVE_RUNS",
+        ),
+    )
+    model_titles: bool = field(
+        default=True,
+        metadata=doc(
+            "In the chat, an instruct model (one with a chat template) writes each new conversation's title "
+            "after its first reply, while it is idle; false (or a base model): the title is your first prompt's "
+            "first line, never the reply's words. A title you give (rename) is always kept.",
+            kind="true or false",
+            example="false",
+            env="VIBECHAT_MODEL_TITLES",
+        ),
+    )
+    models_dir: Path | None = field(
+        default=None,
+        metadata=doc(
+            "Where downloaded models go; a relative path is relative to this file's folder.",
+            kind="path",
+            example='"~/models/vibechat"',
+            unset="'models' in the data folder",
+            env="VIBECHAT_MODELS_DIR",
+        ),
+    )
+    builtin_tools: tuple[str, ...] = field(
+        default=(),
+        metadata=doc(
+            f"The built-in tools the model is offered ({', '.join(BUILTIN_TOOL_NAMES)}); none until named "
+            "here. Each call still asks first (or needs --allow-tool in 'vibechat run'). In the variable, "
+            "separate them with commas.",
+            kind="list of text",
+            example='["current_time", "read_file", "list_folder"]',
+            env="VIBECHAT_BUILTIN_TOOLS",
+            check=check_builtin_tools,
+        ),
+    )
+    tool_folders: tuple[Path, ...] = field(
+        default=(),
+        metadata=doc(
+            "The folders read_file and list_folder may read (with what is below them; absolute paths, ~ "
+            "allowed); none: they read nothing. In the variable, separate them as in PATH.",
+            kind="list of paths",
+            example='["~/notes"]',
+            env="VIBECHAT_TOOL_FOLDERS",
+            check=check_tool_folders,
+        ),
+    )
+    allowed_tools: tuple[str, ...] = field(
+        default=(),
+        metadata=doc(
+            "Tools that run without asking: SERVER/NAME, SERVER/* (all of a server's tools), "
+            "builtin/NAME; the chat's 'Always allow' adds to it. In the variable, separate them with commas.",
+            kind="list of text",
+            example='["time/get_current_time", "builtin/current_time"]',
+            env="VIBECHAT_ALLOWED_TOOLS",
+            check=check_tool_patterns,
+        ),
+    )
+    tool_choice: str = field(
+        default="auto",
+        metadata=doc(
+            "Whether a reply is offered the configured tools: auto (the model decides), none (no tools are "
+            "offered: the chat starts no MCP server and says nothing of tools; a preset's tool_choice does it "
+            "for one model), or required ('vibechat run' only: the model must call one first). "
+            "run --tool-choice overrides it.",
+            kind="text",
+            example='"none"',
+            env="VIBECHAT_TOOL_CHOICE",
+            choices=TOOL_CHOICES,
+            check=check_tool_choice,
+        ),
+    )
+    tool_timeout: int = field(
+        default=60,
+        metadata=doc(
+            "Seconds a tool call may run before it is stopped (the model is told).",
+            kind="whole number",
+            example="120",
+            env="VIBECHAT_TOOL_TIMEOUT",
+            minimum=1,
+            maximum=3600,
+        ),
+    )
+    tool_rounds: int = field(
+        default=8,
+        metadata=doc(
+            "Rounds of tool calls one reply may make before it must answer in words.",
+            kind="whole number",
+            example="4",
+            env="VIBECHAT_TOOL_ROUNDS",
+            minimum=1,
+            maximum=64,
+        ),
+    )
+    tool_result_limit: int = field(
+        default=32_000,
+        metadata=doc(
+            "Characters of a tool's result the model is given; a longer one is cut, with a note saying so.",
+            kind="whole number",
+            example="8000",
+            env="VIBECHAT_TOOL_RESULT_LIMIT",
+            minimum=1000,
+            maximum=64_000,
+        ),
+    )
+    params: SamplingParams = field(
+        default_factory=SamplingParams,
+        metadata=doc(
+            "Default sampling parameters (the chat saves them here with 'Save parameters as default').",
+            kind="table",
+            example="",
+        ),
+    )
 
 
 EntryCheck = Callable[[str, Any], str]
@@ -120,23 +203,45 @@ class EntryProblem(InvalidParameterError):
 TEXT_TABLE = "table of text"  # the kind of a text table's field (``text_table``)
 
 
-def text_table(help: str, *, example: str, check: EntryCheck, entry: str = "name",
-               entries: str = "") -> dict[str, Any]:
+def text_table(
+    help: str, *, example: str, check: EntryCheck, entry: str = "name", entries: str = ""
+) -> dict[str, Any]:
     """The metadata of a table of text entries (``name = "text"``, as the app's key overrides):
     a ``Mapping[str, str]`` field whose entries ``check`` makes (any name, any value is the
     check's to refuse). ``config show`` has a row per entry the file sets (``TABLE.name``), the
     docs' table one for them all (``TABLE.<entry>``); ``entries``: a sentence the template
     adds, naming the entries there may be."""
-    return {**doc(help, kind=TEXT_TABLE, example=example), "check": check, "entry": entry, "entries": entries}
+    return {
+        **doc(help, kind=TEXT_TABLE, example=example),
+        "check": check,
+        "entry": entry,
+        "entries": entries,
+    }
 
 
 def _scalar_row(f: dataclasses.Field[Any], engine: bool) -> Setting:
     m = f.metadata
     default = f.default
-    return Setting(f.name, m["kind"], m["help"], default, m["example"], m["unset"], m["env"],
-                   m["flag"], m["minimum"], m["maximum"], optional=default is None,
-                   choices=m["choices"], check=m["check"], short=m["short"], metavar=m["metavar"],
-                   flag_help=m["flag_help"], group=m["group"], engine=engine)
+    return Setting(
+        f.name,
+        m["kind"],
+        m["help"],
+        default,
+        m["example"],
+        m["unset"],
+        m["env"],
+        m["flag"],
+        m["minimum"],
+        m["maximum"],
+        optional=default is None,
+        choices=m["choices"],
+        check=m["check"],
+        short=m["short"],
+        metavar=m["metavar"],
+        flag_help=m["flag_help"],
+        group=m["group"],
+        engine=engine,
+    )
 
 
 def _param_rows() -> list[Setting]:
@@ -145,27 +250,62 @@ def _param_rows() -> list[Setting]:
         env = "VIBECHAT_" + spec.name.upper()
         example = spec.example or show(spec.default)
         unset = "auto" if spec.auto else "none" if spec.optional else ""
-        out.append(Setting(f"params.{spec.name}", "whole number" if spec.kind is int else "number",
-                           spec.help, spec.default, example, unset, env, spec.flag, spec.minimum, spec.maximum,
-                           optional=spec.optional, short=spec.short, metavar=spec.metavar,
-                           flag_help=param_flag_help(spec.name), group=SAMPLING))
-    out.append(Setting("params.stop", "list of text",
-                       f"Stop when the reply contains one of these strings (at most {MAX_STOP_STRINGS}; "
-                       "in the variable, separate them with |).",
-                       (), '["\\nUser:"]', env="VIBECHAT_STOP", flag="--stop", metavar="TEXT",
-                       flag_help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
-                       group=SAMPLING))
-    out.append(Setting("params.thinking", "text",
-                       "A reasoning model's thinking: auto (as its chat template does by default), on or off. "
-                       "Applies where the template takes a switch (Qwen3's enable_thinking, Granite's thinking; "
-                       "gpt-oss: off asks for low reasoning effort); a server is sent chat_template_kwargs "
-                       "enable_thinking.",
-                       DEFAULT_THINKING, '"off"', env="VIBECHAT_THINKING", flag="--thinking", optional=False,
-                       choices=THINKING_MODES, check=check_thinking,
-                       metavar="MODE",
-                       flag_help="A reasoning model's thinking: auto (its template's default), on or off; where the "
-                                 "template takes a switch (Qwen3, Granite; gpt-oss: off = low effort) or a server is "
-                                 "asked.", group=SAMPLING))
+        out.append(
+            Setting(
+                f"params.{spec.name}",
+                "whole number" if spec.kind is int else "number",
+                spec.help,
+                spec.default,
+                example,
+                unset,
+                env,
+                spec.flag,
+                spec.minimum,
+                spec.maximum,
+                optional=spec.optional,
+                short=spec.short,
+                metavar=spec.metavar,
+                flag_help=param_flag_help(spec.name),
+                group=SAMPLING,
+            )
+        )
+    out.append(
+        Setting(
+            "params.stop",
+            "list of text",
+            f"Stop when the reply contains one of these strings (at most {MAX_STOP_STRINGS}; "
+            "in the variable, separate them with |).",
+            (),
+            '["\\nUser:"]',
+            env="VIBECHAT_STOP",
+            flag="--stop",
+            metavar="TEXT",
+            flag_help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
+            group=SAMPLING,
+        )
+    )
+    out.append(
+        Setting(
+            "params.thinking",
+            "text",
+            "A reasoning model's thinking: auto (as its chat template does by default), on or off. "
+            "Applies where the template takes a switch (Qwen3's enable_thinking, Granite's thinking; "
+            "gpt-oss: off asks for low reasoning effort); a server is sent chat_template_kwargs "
+            "enable_thinking.",
+            DEFAULT_THINKING,
+            '"off"',
+            env="VIBECHAT_THINKING",
+            flag="--thinking",
+            optional=False,
+            choices=THINKING_MODES,
+            check=check_thinking,
+            metavar="MODE",
+            flag_help="A reasoning model's thinking: auto (its template's default), on or off; where the "
+            "template takes a switch (Qwen3, Granite; gpt-oss: off = low effort) or a server is "
+            "asked.",
+            group=SAMPLING,
+        )
+    )
     return out
 
 

@@ -35,11 +35,21 @@ DEFAULT_THINKING = "auto"
 
 # The template variables that switch thinking, in the order they are looked for.
 SWITCH_VARIABLES = ("enable_thinking", "thinking", "reasoning_effort")
-_ALIASES = {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off", "none": "off",
-            "default": "auto"}
+_ALIASES = {
+    "true": "on",
+    "yes": "on",
+    "1": "on",
+    "false": "off",
+    "no": "off",
+    "0": "off",
+    "none": "off",
+    "default": "auto",
+}
 
-NO_SWITCH = ("this model's template has no switch for thinking (it reads none of enable_thinking, thinking, "
-             "reasoning_effort): models such as DeepSeek-R1 and QwQ always think, others never do")
+NO_SWITCH = (
+    "this model's template has no switch for thinking (it reads none of enable_thinking, thinking, "
+    "reasoning_effort): models such as DeepSeek-R1 and QwQ always think, others never do"
+)
 
 
 def check_thinking(value: object) -> str:
@@ -49,7 +59,9 @@ def check_thinking(value: object) -> str:
         name = "on" if value else "off"
     name = _ALIASES.get(name or "", name)
     if name not in THINKING_MODES:
-        raise InvalidParameterError(f"thinking must be one of {', '.join(THINKING_MODES)} (got {value!r}).")
+        raise InvalidParameterError(
+            f"thinking must be one of {', '.join(THINKING_MODES)} (got {value!r})."
+        )
     return name
 
 
@@ -79,11 +91,15 @@ def describe_switch(switch: str | None) -> str:
     if switch == "thinking":
         return "the template's thinking variable (Granite style; off by default)"
     if switch == "reasoning_effort":
-        return "the template's reasoning_effort (gpt-oss: off asks for low effort; it always reasons)"
+        return (
+            "the template's reasoning_effort (gpt-oss: off asks for low effort; it always reasons)"
+        )
     return "no switch"
 
 
-Render = Callable[..., str]  # ChatTemplate.render(messages, add_generation_prompt=True, variables=None)
+Render = Callable[
+    ..., str
+]  # ChatTemplate.render(messages, add_generation_prompt=True, variables=None)
 
 
 def switched(render: Render, switch: str | None, mode: str) -> Callable[..., str]:
@@ -96,8 +112,9 @@ class OpensThinking:
     """Whether a template's generation prompt opens the thinking block, per mode: probed
     once for each (``probe``: engine/turns/thinking.py's ``template_opens_thinking``)."""
 
-    def __init__(self, render: Render, switch: str | None,
-                 probe: Callable[[Callable[..., str]], bool]) -> None:
+    def __init__(
+        self, render: Render, switch: str | None, probe: Callable[[Callable[..., str]], bool]
+    ) -> None:
         self._render, self._switch, self._probe = render, switch, probe
         self._known: dict[str, bool] = {}
 

@@ -44,7 +44,7 @@ class _Open:
 def _offset(text: str, line: int, col: int) -> int:
     """The offset of tomlkit's (1-based line, 0-based column) in ``text``."""
     lines = text.splitlines(keepends=True)
-    return min(len(text), sum(len(s) for s in lines[:max(0, line - 1)]) + max(0, col))
+    return min(len(text), sum(len(s) for s in lines[: max(0, line - 1)]) + max(0, col))
 
 
 def _scan(text: str, end: int) -> tuple[_Open | None, list[_Open]]:
@@ -116,7 +116,12 @@ _WHAT = {
 
 def _char(c: str) -> str:
     """A character for a message: quoted, or named where it is not printable."""
-    names = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab", "\x00": "the end of the file"}
+    names = {
+        "\n": "a line break",
+        "\r": "a carriage return",
+        "\t": "a tab",
+        "\x00": "the end of the file",
+    }
     if c in names:
         return names[c]
     return f"'{c}'" if c.isprintable() and len(c) == 1 else f"U+{ord(c[:1] or ' '):04X}"
@@ -149,37 +154,69 @@ def _unexpected(text: str, line: int, col: int, char: str) -> SyntaxProblem:
         _, still_open = _scan(text, len(text))
         if still_open:
             return _unclosed(still_open[0])
-        return SyntaxProblem(line, None, "the file ends in the middle of a line: finish it or delete it")
+        return SyntaxProblem(
+            line, None, "the file ends in the middle of a line: finish it or delete it"
+        )
     if before.lstrip().startswith("["):
-        return SyntaxProblem(line, 1, "a table header is not closed: a ] is missing, as in [params]")
+        return SyntaxProblem(
+            line, 1, "a table header is not closed: a ] is missing, as in [params]"
+        )
     if "=" not in before:
         key = before.strip() or row.strip()
         if char in "\n\r":
-            return SyntaxProblem(line, 1, f"'{key[:40]}' has no value: a line is key = value, or a comment "
-                                          "starting with #")
+            return SyntaxProblem(
+                line,
+                1,
+                f"'{key[:40]}' has no value: a line is key = value, or a comment starting with #",
+            )
         if char in "\"'":
-            return SyntaxProblem(line, col + 1, f"a key cannot contain {_char(char)}: a quoted key needs a quote at "
-                                                "both ends (\"my key\" = 1)")
-        return SyntaxProblem(line, col + 1, f"a key cannot contain {_char(char)}: quote it (\"my key\" = 1) or "
-                                            "use letters, digits, _ and -")
+            return SyntaxProblem(
+                line,
+                col + 1,
+                f"a key cannot contain {_char(char)}: a quoted key needs a quote at "
+                'both ends ("my key" = 1)',
+            )
+        return SyntaxProblem(
+            line,
+            col + 1,
+            f'a key cannot contain {_char(char)}: quote it ("my key" = 1) or '
+            "use letters, digits, _ and -",
+        )
     after_eq = before.split("=", 1)[1]
     if not after_eq.strip():
         if char in "\n\r#":
-            return SyntaxProblem(line, col + 1, "no value after = (text needs quotes: key = \"text\")")
+            return SyntaxProblem(
+                line, col + 1, 'no value after = (text needs quotes: key = "text")'
+            )
         column, word = _token(text, line, col)
         if word.lower() in ("true", "false"):
-            return SyntaxProblem(line, column, f"{word} is not a TOML value: true and false are lower case")
+            return SyntaxProblem(
+                line, column, f"{word} is not a TOML value: true and false are lower case"
+            )
         if word.lower() in ("none", "null", "nil"):
-            return SyntaxProblem(line, column, f"{word} is not a TOML value: TOML has no null; delete the line "
-                                               "(or comment it out with #) to leave the setting unset")
+            return SyntaxProblem(
+                line,
+                column,
+                f"{word} is not a TOML value: TOML has no null; delete the line "
+                "(or comment it out with #) to leave the setting unset",
+            )
         if char == "=":
             return SyntaxProblem(line, col + 1, "one = too many: a line is key = value")
         if not word:
-            return SyntaxProblem(line, col + 1, f"a value cannot start with {_char(char)} (text needs quotes: "
-                                                "key = \"text\")")
-        return SyntaxProblem(line, column, f"{word} is not a valid value: text needs quotes (\"{word}\")")
-    return SyntaxProblem(line, col + 1, f"unexpected {_char(char)} after the value: one key = value a line "
-                                        "(a comment starts with #)")
+            return SyntaxProblem(
+                line,
+                col + 1,
+                f'a value cannot start with {_char(char)} (text needs quotes: key = "text")',
+            )
+        return SyntaxProblem(
+            line, column, f'{word} is not a valid value: text needs quotes ("{word}")'
+        )
+    return SyntaxProblem(
+        line,
+        col + 1,
+        f"unexpected {_char(char)} after the value: one key = value a line "
+        "(a comment starts with #)",
+    )
 
 
 def plain_syntax_error(text: str, exc: Exception) -> SyntaxProblem:
@@ -192,22 +229,32 @@ def plain_syntax_error(text: str, exc: Exception) -> SyntaxProblem:
     if isinstance(exc, tk.ParseError) and line is not None and col is not None:
         cut, still_open = _scan(text, _offset(text, line, col))
         if text.startswith("\ufeff"):
-            return SyntaxProblem(1, 1, "the file starts with a byte order mark (BOM): save it as UTF-8 without one")
+            return SyntaxProblem(
+                1, 1, "the file starts with a byte order mark (BOM): save it as UTF-8 without one"
+            )
         if isinstance(exc, tk.InvalidControlChar):
-            here = text[_offset(text, line, col):][:1]
+            here = text[_offset(text, line, col) :][:1]
             where = "comments" if "in comments" in reason else "strings"
             if here in ("\n", "\r") and cut is not None:
                 return _unclosed(cut)
             code = f"U+{ord(here):04X}" if here else "a control character"
             if where == "comments":
-                return SyntaxProblem(line, col + 1, f"a comment holds a control character ({code}): delete it")
-            return SyntaxProblem(line, col + 1, f"a string holds a control character ({code}): write it as "
-                                                f"\\u{ord(here) if here else 0:04x}")
+                return SyntaxProblem(
+                    line, col + 1, f"a comment holds a control character ({code}): delete it"
+                )
+            return SyntaxProblem(
+                line,
+                col + 1,
+                f"a string holds a control character ({code}): write it as "
+                f"\\u{ord(here) if here else 0:04x}",
+            )
         if isinstance(exc, tk.UnexpectedEofError):
             _, still_open = _scan(text, len(text))
             if still_open:
                 return _unclosed(still_open[0])
-            return SyntaxProblem(line, None, "the file ends in the middle of a line: finish it or delete it")
+            return SyntaxProblem(
+                line, None, "the file ends in the middle of a line: finish it or delete it"
+            )
         if isinstance(exc, tk.UnexpectedCharError):
             char = reason.removeprefix("Unexpected character: ")
             char = char[1:-1] if len(char) >= 2 and char[0] in "\"'" else char
@@ -219,32 +266,56 @@ def plain_syntax_error(text: str, exc: Exception) -> SyntaxProblem:
             return _unexpected(text, line, col, char)
         if isinstance(exc, tk.InvalidCharInStringError):
             bad = reason.removeprefix("Invalid character ").split(" in string")[0].strip("'\"")
-            return SyntaxProblem(line, col, f"a string has an unknown escape \\{bad}: write \\\\ for a "
-                                                "backslash, or use single quotes ('C:\\path')")
+            return SyntaxProblem(
+                line,
+                col,
+                f"a string has an unknown escape \\{bad}: write \\\\ for a "
+                "backslash, or use single quotes ('C:\\path')",
+            )
         if isinstance(exc, tk.InvalidUnicodeValueError):
-            return SyntaxProblem(line, col, "a \\u escape needs 4 hex digits (\\U: 8), as in \\u00e9")
+            return SyntaxProblem(
+                line, col, "a \\u escape needs 4 hex digits (\\U: 8), as in \\u00e9"
+            )
         if isinstance(exc, (tk.InvalidNumberError, tk.InvalidNumberOrDateError)):
             column, word = _token(text, line, col)
-            return SyntaxProblem(line, column, f"{word or 'this'} is not a valid number (text needs quotes: "
-                                               f"\"{word}\")")
+            return SyntaxProblem(
+                line,
+                column,
+                f'{word or "this"} is not a valid number (text needs quotes: "{word}")',
+            )
         if isinstance(exc, (tk.InvalidDateError, tk.InvalidTimeError, tk.InvalidDateTimeError)):
             column, word = _token(text, line, col)
-            return SyntaxProblem(line, column, f"{word or 'this'} is not a valid date or time (text needs "
-                                               f"quotes: \"{word}\")")
+            return SyntaxProblem(
+                line,
+                column,
+                f'{word or "this"} is not a valid date or time (text needs quotes: "{word}")',
+            )
         if isinstance(exc, tk.EmptyKeyError):
             row = _line_text(text, line)
-            first = row[col:col + 1]
+            first = row[col : col + 1]
             if first == "=":
-                return SyntaxProblem(line, col + 1, "a line starts with = and no key: a line is key = value")
-            return SyntaxProblem(line, col + 1, f"a line cannot start with {_char(first or chr(0))}: a line is "
-                                                "key = value, a [table] or a # comment")
+                return SyntaxProblem(
+                    line, col + 1, "a line starts with = and no key: a line is key = value"
+                )
+            return SyntaxProblem(
+                line,
+                col + 1,
+                f"a line cannot start with {_char(first or chr(0))}: a line is "
+                "key = value, a [table] or a # comment",
+            )
         if isinstance(exc, tk.EmptyTableNameError):
             return SyntaxProblem(line, col, "[] names no table: write [params] or [keys]")
         invalid_key = re.match(r'Invalid key "(.*)"$', reason)
         if invalid_key:
-            return SyntaxProblem(line, 1, f"'{invalid_key.group(1)}' is not a valid key: a key with spaces "
-                                          "needs quotes")
+            return SyntaxProblem(
+                line,
+                1,
+                f"'{invalid_key.group(1)}' is not a valid key: a key with spaces needs quotes",
+            )
         if reason.startswith("Redefinition of an existing table"):
-            return SyntaxProblem(line, 1, "this table is defined twice (once by a [header], once by dotted keys): "
-                                          "keep one")
+            return SyntaxProblem(
+                line,
+                1,
+                "this table is defined twice (once by a [header], once by dotted keys): keep one",
+            )
     return SyntaxProblem(line, (col + 1) if col is not None else None, f"not valid TOML ({reason})")

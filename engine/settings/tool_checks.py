@@ -13,7 +13,11 @@ from typing import Any
 from ..errors import InvalidParameterError
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("current_time", "read_file", "list_folder")
-TOOL_CHOICES: tuple[str, ...] = ("auto", "none", "required")  # whether a reply may (must) call tools
+TOOL_CHOICES: tuple[str, ...] = (
+    "auto",
+    "none",
+    "required",
+)  # whether a reply may (must) call tools
 MAX_LIST_ITEMS = 256
 MAX_PATTERN_CHARS = 200
 # NAME, SERVER/NAME or SERVER/*: a server's name as mcp.json may give it, a tool's as its server does.
@@ -35,8 +39,10 @@ def check_builtin_tools(value: Any) -> tuple[str, ...]:
     out: list[str] = []
     for item in _items(value, "builtin_tools", ","):
         if item not in BUILTIN_TOOL_NAMES:
-            raise InvalidParameterError(f"builtin_tools: unknown tool {item[:60]!r}; the built-in tools are "
-                                        f"{', '.join(BUILTIN_TOOL_NAMES)}")
+            raise InvalidParameterError(
+                f"builtin_tools: unknown tool {item[:60]!r}; the built-in tools are "
+                f"{', '.join(BUILTIN_TOOL_NAMES)}"
+            )
         if item not in out:
             out.append(item)
     return tuple(out)
@@ -48,8 +54,10 @@ def check_tool_folders(value: Any) -> tuple[Path, ...]:
     for item in _items(value, "tool_folders", os.pathsep):
         path = Path(item).expanduser()
         if not path.is_absolute() or "\x00" in item:
-            raise InvalidParameterError(f"tool_folders: {item[:80]!r} is not an absolute path; give one "
-                                        "such as \"~/notes\" or \"/srv/docs\"")
+            raise InvalidParameterError(
+                f"tool_folders: {item[:80]!r} is not an absolute path; give one "
+                'such as "~/notes" or "/srv/docs"'
+            )
         if path not in out:
             out.append(path)
     return tuple(out)
@@ -60,9 +68,15 @@ def check_tool_patterns(value: Any) -> tuple[str, ...]:
     (``builtin/NAME`` for a built-in tool)."""
     out: list[str] = []
     for item in _items(value, "allowed_tools", ","):
-        if len(item) > MAX_PATTERN_CHARS or not item.isprintable() or not TOOL_PATTERN.fullmatch(item):
-            raise InvalidParameterError(f"allowed_tools: {item[:60]!r} is not a tool; write NAME, SERVER/NAME "
-                                        "or SERVER/* (builtin/NAME for a built-in tool)")
+        if (
+            len(item) > MAX_PATTERN_CHARS
+            or not item.isprintable()
+            or not TOOL_PATTERN.fullmatch(item)
+        ):
+            raise InvalidParameterError(
+                f"allowed_tools: {item[:60]!r} is not a tool; write NAME, SERVER/NAME "
+                "or SERVER/* (builtin/NAME for a built-in tool)"
+            )
         if item not in out:
             out.append(item)
     return tuple(out)
@@ -72,5 +86,7 @@ def check_tool_choice(value: Any) -> str:
     """The ``tool_choice`` setting: auto, none or required (any case)."""
     choice = str(value).strip().lower()
     if choice not in TOOL_CHOICES:
-        raise InvalidParameterError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)} (got {str(value)[:40]!r})")
+        raise InvalidParameterError(
+            f"tool_choice must be one of {', '.join(TOOL_CHOICES)} (got {str(value)[:40]!r})"
+        )
     return choice

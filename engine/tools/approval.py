@@ -42,14 +42,18 @@ class ToolApproval:
         try:
             self.allow = check_tool_patterns(list(allow))
         except InvalidParameterError as exc:  # in the words of the flag that gave it
-            raise InvalidParameterError("--allow-tool" + str(exc).removeprefix("allowed_tools:")) from None
+            raise InvalidParameterError(
+                "--allow-tool" + str(exc).removeprefix("allowed_tools:")
+            ) from None
         self._conversation: set[str] = set()
 
     def allowed(self, spec: ToolSpec) -> bool:
         """Whether a call to ``spec`` runs without asking."""
-        return (spec.qualified in self._conversation
-                or any(matches(p, spec) for p in self.always)
-                or any(matches(p, spec) for p in self.allow))
+        return (
+            spec.qualified in self._conversation
+            or any(matches(p, spec) for p in self.always)
+            or any(matches(p, spec) for p in self.allow)
+        )
 
     def why(self, spec: ToolSpec) -> str:
         """Why a call runs without asking, in words ('' when it would be asked)."""
@@ -62,7 +66,7 @@ class ToolApproval:
         return ""
 
     def allow_for_conversation(self, spec: ToolSpec) -> None:
-        """"Allow this tool for this conversation": its calls run without asking until
+        """ "Allow this tool for this conversation": its calls run without asking until
         ``new_conversation()``."""
         self._conversation.add(spec.qualified)
 
@@ -70,15 +74,19 @@ class ToolApproval:
         """Forget what the last conversation allowed (the always-allowed list stays)."""
         self._conversation.clear()
 
-    def always_allow(self, spec: ToolSpec, path: Path | None = None, *, schema: Schema = SCHEMA) -> Path:
-        """"Always allow this tool": ``SERVER/NAME`` joins the config file's ``allowed_tools``
+    def always_allow(
+        self, spec: ToolSpec, path: Path | None = None, *, schema: Schema = SCHEMA
+    ) -> Path:
+        """ "Always allow this tool": ``SERVER/NAME`` joins the config file's ``allowed_tools``
         (``path``, else the config file; ``schema``: the app's, whose settings the file holds)
         and this policy. The file's other lines stay as written; a file that does not load
         cleanly is not touched (``ConfigError``, one line). Returns the file written."""
         saved = tuple(load_config(path, environ={}, schema=schema).config.allowed_tools)
         if spec.qualified not in saved:
             saved = (*saved, spec.qualified)
-        written = update_config({"allowed_tools": saved}, path, schema=schema)  # unchanged: not rewritten
+        written = update_config(
+            {"allowed_tools": saved}, path, schema=schema
+        )  # unchanged: not rewritten
         if spec.qualified not in self.always:
             self.always = (*self.always, spec.qualified)
         return written

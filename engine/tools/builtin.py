@@ -29,22 +29,48 @@ MAX_ENTRIES = 500  # entries list_folder shows, at most
 MAX_SCANNED = 10_000  # entries list_folder looks at, at most (a huge folder is not read whole)
 MAX_PATH_CHARS = 4096
 
-_PATH = {"type": "object",
-         "properties": {"path": {"type": "string",
-                                 "description": "The path: absolute, or relative to the first allowed folder."}},
-         "required": ["path"]}
+_PATH = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string",
+            "description": "The path: absolute, or relative to the first allowed folder.",
+        }
+    },
+    "required": ["path"],
+}
 
 BUILTIN_SPECS: dict[str, ToolSpec] = {
     "current_time": ToolSpec(
-        "current_time", "The current date and time, with the local time zone.",
-        {"type": "object", "properties": {}}, "", "current_time"),
+        "current_time",
+        "The current date and time, with the local time zone.",
+        {"type": "object", "properties": {}},
+        "",
+        "current_time",
+    ),
     "read_file": ToolSpec(
-        "read_file", "Read a text file (UTF-8) from the folders the user allowed.", _PATH, "", "read_file"),
+        "read_file",
+        "Read a text file (UTF-8) from the folders the user allowed.",
+        _PATH,
+        "",
+        "read_file",
+    ),
     "list_folder": ToolSpec(
-        "list_folder", "List a folder's files and subfolders, in the folders the user allowed; an empty path "
+        "list_folder",
+        "List a folder's files and subfolders, in the folders the user allowed; an empty path "
         "lists the allowed folders.",
-        {"type": "object", "properties": {"path": {"type": "string", "description": "The folder; empty for "
-                                                   "the allowed folders."}}}, "", "list_folder"),
+        {
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The folder; empty for the allowed folders.",
+                }
+            },
+        },
+        "",
+        "list_folder",
+    ),
 }
 assert tuple(BUILTIN_SPECS) == BUILTIN_TOOL_NAMES
 
@@ -54,15 +80,21 @@ def builtin_specs(enabled: Sequence[str]) -> tuple[ToolSpec, ...]:
     return tuple(spec for name, spec in BUILTIN_SPECS.items() if name in enabled)
 
 
-def run_builtin(name: str, arguments: Mapping[str, Any], folders: Sequence[Path],
-                limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
+def run_builtin(
+    name: str,
+    arguments: Mapping[str, Any],
+    folders: Sequence[Path],
+    limit: int = DEFAULT_RESULT_LIMIT,
+) -> ToolResult:
     """Run the built-in tool ``name`` (its server's tool name) with ``arguments``; every
     failure is a result the model can read."""
     if name == "current_time":
         now = datetime.now().astimezone()
         zone = now.tzname() or "local time"
-        return ToolResult(f"{now.strftime('%A %Y-%m-%d %H:%M:%S')} {zone} (UTC{now.strftime('%z')[:3]}:"
-                          f"{now.strftime('%z')[3:]}); ISO 8601: {now.isoformat(timespec='seconds')}")
+        return ToolResult(
+            f"{now.strftime('%A %Y-%m-%d %H:%M:%S')} {zone} (UTC{now.strftime('%z')[:3]}:"
+            f"{now.strftime('%z')[3:]}); ISO 8601: {now.isoformat(timespec='seconds')}"
+        )
     if name not in ("read_file", "list_folder"):
         return error(f"There is no built-in tool named {name[:60]!r}.")
     path = arguments.get("path", "")
@@ -72,7 +104,9 @@ def run_builtin(name: str, arguments: Mapping[str, Any], folders: Sequence[Path]
     if not roots:
         return error("No folder is allowed: the user has not set tool_folders in the config.")
     if name == "list_folder" and not path.strip():
-        return ToolResult("The allowed folders:\n" + "\n".join(f"{sanitize(str(r))}/" for r in roots))
+        return ToolResult(
+            "The allowed folders:\n" + "\n".join(f"{sanitize(str(r))}/" for r in roots)
+        )
     try:
         target = confined(path, roots)
     except PermissionError as exc:
@@ -98,7 +132,9 @@ def confined(path: str, roots: Sequence[Path]) -> Path:
     the first folder; ``..`` is refused before anything is looked up."""
     shown = sanitize(path)[:200]
     if not path.strip() or len(path) > MAX_PATH_CHARS or "\x00" in path:
-        raise PermissionError("Give a path (an absolute one, or relative to the first allowed folder).")
+        raise PermissionError(
+            "Give a path (an absolute one, or relative to the first allowed folder)."
+        )
     given = Path(path).expanduser()
     if ".." in given.parts:
         raise PermissionError(f"The path {shown!r} has a '..' part: give the path without one.")
@@ -108,10 +144,14 @@ def confined(path: str, roots: Sequence[Path]) -> Path:
     except FileNotFoundError:
         raise PermissionError(f"There is no file or folder {shown!r}.") from None
     except (OSError, RuntimeError) as exc:
-        raise PermissionError(f"The path {shown!r} cannot be followed ({sanitize(str(exc))[:100]}).") from None
+        raise PermissionError(
+            f"The path {shown!r} cannot be followed ({sanitize(str(exc))[:100]})."
+        ) from None
     if not any(resolved == root or resolved.is_relative_to(root) for root in roots):
-        raise PermissionError(f"The path {shown!r} is outside the folders the user allowed "
-                              f"({', '.join(sanitize(str(r)) for r in roots)}).")
+        raise PermissionError(
+            f"The path {shown!r} is outside the folders the user allowed "
+            f"({', '.join(sanitize(str(r)) for r in roots)})."
+        )
     return resolved
 
 
@@ -151,7 +191,9 @@ def _list(path: Path, limit: int) -> ToolResult:
         return error(f"{shown} cannot be listed ({sanitize(exc.strerror or str(exc))}).")
     rows.sort(key=str.lower)
     more = len(rows) - MAX_ENTRIES
-    text = f"{shown}/ ({len(rows)}{'+' if scanned > MAX_SCANNED else ''} entries)\n" + "\n".join(rows[:MAX_ENTRIES])
+    text = f"{shown}/ ({len(rows)}{'+' if scanned > MAX_SCANNED else ''} entries)\n" + "\n".join(
+        rows[:MAX_ENTRIES]
+    )
     if more > 0 or scanned > MAX_SCANNED:
         text += f"\n[{max(more, 0)}{'+' if scanned > MAX_SCANNED else ''} more not shown]"
     return bounded(text, False, limit)

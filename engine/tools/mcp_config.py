@@ -116,14 +116,21 @@ def load_mcp_config(path: str | Path | None = None) -> McpConfig:
         data = read_file(file, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         if given:
-            raise McpConfigError(f"{shown}: no such file; give the path of an existing mcp.json") from None
+            raise McpConfigError(
+                f"{shown}: no such file; give the path of an existing mcp.json"
+            ) from None
         return McpConfig()
     except (NotARegularFile, FileTooLarge) as exc:
-        fix = (f"keep it under {human_limit(MAX_CONFIG_BYTES)}" if isinstance(exc, FileTooLarge)
-               else "give a regular JSON file")
+        fix = (
+            f"keep it under {human_limit(MAX_CONFIG_BYTES)}"
+            if isinstance(exc, FileTooLarge)
+            else "give a regular JSON file"
+        )
         raise McpConfigError(f"{shown} {exc.reason}; {fix}") from None
     except OSError as exc:
-        raise McpConfigError(f"{shown}: cannot be read ({exc.strerror or exc}); check its permissions") from None
+        raise McpConfigError(
+            f"{shown}: cannot be read ({exc.strerror or exc}); check its permissions"
+        ) from None
     try:
         document = bounded_loads(data.decode("utf-8"))
     except UnicodeDecodeError:
@@ -131,8 +138,10 @@ def load_mcp_config(path: str | Path | None = None) -> McpConfig:
     except JsonTooDeep as exc:
         raise McpConfigError(f"{shown}: {exc}; an mcp.json is a few levels deep") from None
     except json.JSONDecodeError as exc:
-        raise McpConfigError(f"{shown}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}); "
-                             "fix the JSON (a trailing comma?)") from None
+        raise McpConfigError(
+            f"{shown}: not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}); "
+            "fix the JSON (a trailing comma?)"
+        ) from None
     return parse_mcp_config(document, file)
 
 
@@ -140,17 +149,21 @@ def parse_mcp_config(document: Any, file: Path) -> McpConfig:
     """A parsed ``mcp.json`` checked (``file`` names it in messages)."""
     shown = sanitize(str(file))
     if not isinstance(document, Mapping) or not isinstance(document.get("mcpServers", {}), Mapping):
-        raise McpConfigError(f'{shown}: expected {{"mcpServers": {{"NAME": {{"command": ...}}}}}}; '
-                             "put the servers in an mcpServers object")
+        raise McpConfigError(
+            f'{shown}: expected {{"mcpServers": {{"NAME": {{"command": ...}}}}}}; '
+            "put the servers in an mcpServers object"
+        )
     entries = document.get("mcpServers", {})
     if len(entries) > MAX_SERVERS:
-        raise McpConfigError(f"{shown}: {len(entries)} servers; at most {MAX_SERVERS} are read, "
-                             "remove or disable some")
+        raise McpConfigError(
+            f"{shown}: {len(entries)} servers; at most {MAX_SERVERS} are read, "
+            "remove or disable some"
+        )
     servers: list[ServerConfig] = []
     disabled: list[str] = []
     problems: list[tuple[str, str]] = []
     for name, entry in entries.items():
-        label = sanitize(str(name))[:MAX_NAME_CHARS * 2]
+        label = sanitize(str(name))[: MAX_NAME_CHARS * 2]
         try:
             if isinstance(entry, Mapping) and entry.get("disabled") is True:
                 disabled.append(_check_name(name))
@@ -167,8 +180,10 @@ class _EntryError(Exception):
 
 def _check_name(name: str) -> str:
     if not SERVER_NAME.fullmatch(name) or len(name) > MAX_NAME_CHARS:
-        raise _EntryError(f"a server's name is letters, digits, '_' and '-', at most {MAX_NAME_CHARS} "
-                          "characters (it prefixes its tools' names); rename it")
+        raise _EntryError(
+            f"a server's name is letters, digits, '_' and '-', at most {MAX_NAME_CHARS} "
+            "characters (it prefixes its tools' names); rename it"
+        )
     return name
 
 
@@ -176,7 +191,9 @@ def _text(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise _EntryError(f"{what} must be a non-empty string")
     if len(value) > MAX_VALUE_CHARS or "\x00" in value:
-        raise _EntryError(f"{what} is longer than {MAX_VALUE_CHARS:,} characters or holds a NUL; shorten it")
+        raise _EntryError(
+            f"{what} is longer than {MAX_VALUE_CHARS:,} characters or holds a NUL; shorten it"
+        )
     return value
 
 
@@ -190,13 +207,17 @@ def _pairs(value: Any, what: str, key: re.Pattern[str] | None) -> tuple[tuple[st
     out: list[tuple[str, str]] = []
     for k, v in value.items():
         if key is not None and not key.fullmatch(k):
-            raise _EntryError(f'"{what}" has a bad name {sanitize(k)[:60]!r}; use letters, digits and _')
+            raise _EntryError(
+                f'"{what}" has a bad name {sanitize(k)[:60]!r}; use letters, digits and _'
+            )
         if key is None and (not k or any(c in k for c in "\r\n:\x00") or len(k) > 256):
             raise _EntryError(f'"{what}" has a bad header name {sanitize(k)[:60]!r}')
         if not isinstance(v, str):
             raise _EntryError(f'"{what}" entry {sanitize(k)[:60]!r} must be a string (quote it)')
         if len(v) > MAX_VALUE_CHARS or "\x00" in v or (key is None and any(c in v for c in "\r\n")):
-            raise _EntryError(f'"{what}" entry {sanitize(k)[:60]!r} is too long or holds a control character')
+            raise _EntryError(
+                f'"{what}" entry {sanitize(k)[:60]!r} is too long or holds a control character'
+            )
         out.append((k, v))
     return tuple(out)
 
@@ -207,8 +228,10 @@ def _server(name: str, entry: Any) -> ServerConfig:
         raise _EntryError('must be an object: {"command": ..., "args": [...]} or {"url": ...}')
     kind = entry.get("type", entry.get("transport"))
     if kind in ("sse",):
-        raise _EntryError('the SSE transport is not supported; use the server\'s streamable HTTP URL '
-                          '("url") or run it over stdio ("command")')
+        raise _EntryError(
+            "the SSE transport is not supported; use the server's streamable HTTP URL "
+            '("url") or run it over stdio ("command")'
+        )
     if "command" in entry and "url" in entry:
         raise _EntryError('has both "command" and "url"; keep one (command: stdio, url: HTTP)')
     if "url" in entry:
@@ -226,8 +249,12 @@ def _server(name: str, entry: Any) -> ServerConfig:
         raise _EntryError(f'"args" has {len(args)} items; at most {MAX_ARGS} are read')
     for arg in args:
         if len(arg) > MAX_VALUE_CHARS or "\x00" in arg:
-            raise _EntryError(f'an argument is longer than {MAX_VALUE_CHARS:,} characters or holds a NUL')
+            raise _EntryError(
+                f"an argument is longer than {MAX_VALUE_CHARS:,} characters or holds a NUL"
+            )
     cwd = entry.get("cwd")
     if cwd is not None:
         cwd = str(Path(_text(cwd, '"cwd"')).expanduser())
-    return StdioServer(name, command, tuple(args), _pairs(entry.get("env"), "env", VARIABLE_NAME), cwd)
+    return StdioServer(
+        name, command, tuple(args), _pairs(entry.get("env"), "env", VARIABLE_NAME), cwd
+    )

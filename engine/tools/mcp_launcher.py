@@ -33,7 +33,9 @@ import time
 
 POLL_S = 0.1  # how often the server and the parent are checked
 GRACE_S = 0.5  # SIGTERM to SIGKILL for what is left once the server exited or vibechat is gone
-SIGNAL_GRACE_S = 1.0  # ... after a signal to the launcher: the server gets it first (SDK: SIGKILL at 2 s)
+SIGNAL_GRACE_S = (
+    1.0  # ... after a signal to the launcher: the server gets it first (SDK: SIGKILL at 2 s)
+)
 KILL_ROUNDS = 64  # rounds of SIGKILL at most (each reaches one level deeper of a tree)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
@@ -69,7 +71,9 @@ def _children() -> list[int]:
             continue
     if listed:
         return sorted(found)
-    for entry in os.listdir("/proc"):  # a kernel without CONFIG_PROC_CHILDREN: every process's parent
+    for entry in os.listdir(
+        "/proc"
+    ):  # a kernel without CONFIG_PROC_CHILDREN: every process's parent
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
@@ -119,7 +123,9 @@ def end_descendants(grace: float) -> None:
     termed: set[int] = set()
     deadline = time.monotonic() + grace
     while _reap() and time.monotonic() < deadline:
-        _signal_children(signal.SIGTERM, termed)  # orphans adopted since (a server's setsid() child)
+        _signal_children(
+            signal.SIGTERM, termed
+        )  # orphans adopted since (a server's setsid() child)
         time.sleep(0.02)
     for _ in range(KILL_ROUNDS):
         if not _reap():
@@ -162,7 +168,9 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # vibechat's death wakes us at once (its thread's, too)
+    _prctl(
+        PR_SET_PDEATHSIG, signal.SIGTERM
+    )  # vibechat's death wakes us at once (its thread's, too)
     if os.getppid() != parent:  # vibechat is gone already
         return 1
     child = _start_server(command)

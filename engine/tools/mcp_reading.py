@@ -42,10 +42,16 @@ async def list_tools(client: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]]
         for tool in page.tools:
             schema = tool.input_schema
             name = tool.name
-            if (len(tools) >= MAX_TOOLS or not isinstance(name, str) or not name.isprintable()
-                    or not 0 < len(name) <= MAX_TOOL_NAME_CHARS or not isinstance(schema, dict)
-                    or schema.get("type") != "object" or value_depth(schema) > MAX_JSON_DEPTH
-                    or len(json.dumps(schema, ensure_ascii=False)) > MAX_SCHEMA_CHARS):
+            if (
+                len(tools) >= MAX_TOOLS
+                or not isinstance(name, str)
+                or not name.isprintable()
+                or not 0 < len(name) <= MAX_TOOL_NAME_CHARS
+                or not isinstance(schema, dict)
+                or schema.get("type") != "object"
+                or value_depth(schema) > MAX_JSON_DEPTH
+                or len(json.dumps(schema, ensure_ascii=False)) > MAX_SCHEMA_CHARS
+            ):
                 left_out += 1
                 continue
             description = sanitize(tool.description or "").strip()
@@ -55,8 +61,14 @@ async def list_tools(client: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]]
         cursor = page.next_cursor
         if not cursor:
             break
-    note = (f"{left_out} tool(s) left out (over {MAX_TOOLS}, a bad name, or a schema that is not an "
-            f"object or is over {MAX_SCHEMA_CHARS:,} characters)") if left_out else ""
+    note = (
+        (
+            f"{left_out} tool(s) left out (over {MAX_TOOLS}, a bad name, or a schema that is not an "
+            f"object or is over {MAX_SCHEMA_CHARS:,} characters)"
+        )
+        if left_out
+        else ""
+    )
     return tuple(tools), note
 
 
@@ -77,9 +89,14 @@ def result_of(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
         elif kind == "resource":
             resource = getattr(block, "resource", None)
             text = getattr(resource, "text", None)
-            part = text if isinstance(text, str) else (
-                f"[a resource ({getattr(resource, 'mime_type', None) or 'binary'}), not shown: "
-                f"{str(getattr(resource, 'uri', ''))[:500]}]")
+            part = (
+                text
+                if isinstance(text, str)
+                else (
+                    f"[a resource ({getattr(resource, 'mime_type', None) or 'binary'}), not shown: "
+                    f"{str(getattr(resource, 'uri', ''))[:500]}]"
+                )
+            )
         else:
             part = f"[a {str(kind)[:40]} block, not shown]"
         parts.append(part)
@@ -91,8 +108,10 @@ def result_of(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
     structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
         if value_depth(structured) > MAX_JSON_DEPTH:  # dumping it would recurse that deep
-            parts.append(f"[structured content nested more than {MAX_JSON_DEPTH} levels deep: not read]")
+            parts.append(
+                f"[structured content nested more than {MAX_JSON_DEPTH} levels deep: not read]"
+            )
         else:
-            parts.append(json.dumps(structured, ensure_ascii=False)[:limit + 1])
+            parts.append(json.dumps(structured, ensure_ascii=False)[: limit + 1])
     text = "\n".join(parts) if parts else "(the tool returned nothing)"
     return bounded(text, bool(getattr(result, "is_error", False)), limit)

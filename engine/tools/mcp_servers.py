@@ -51,7 +51,13 @@ STDERR_CHECK_S = 30.0  # how often a started server's stderr file is measured
 LAUNCHER = Path(__file__).resolve().with_name("mcp_launcher.py")
 
 NOT_STARTED, STARTING, STARTED, FAILED, STOPPED, DISABLED = (
-    "not started", "starting", "started", "failed", "stopped", "disabled")
+    "not started",
+    "starting",
+    "started",
+    "failed",
+    "stopped",
+    "disabled",
+)
 
 
 @dataclass(frozen=True)
@@ -73,11 +79,15 @@ class _Server:
 
     def __init__(self, config: ServerConfig, report: Callable[[str], bool] | None = None) -> None:
         self.config = config
-        self.noted = mcp_logs.Noted(config.name, report)  # its misbehaviour, in one line (mcp_logs.py)
+        self.noted = mcp_logs.Noted(
+            config.name, report
+        )  # its misbehaviour, in one line (mcp_logs.py)
         self.state = NOT_STARTED
         self.reason = ""
         self.note = ""  # started, but some tools were left out
-        self.tools: tuple[tuple[str, str, dict[str, Any]], ...] = ()  # (name there, description, schema)
+        self.tools: tuple[
+            tuple[str, str, dict[str, Any]], ...
+        ] = ()  # (name there, description, schema)
         self.client: Any = None
         self.stop: asyncio.Event | None = None
         self.task: Any = None  # the concurrent Future of its task
@@ -135,12 +145,19 @@ class McpServers:
     ``with`` block, or vibechat's exit) stops them all. Every method may be called from any
     thread; each blocks (``start_timeout`` bounds a start, a call's ``timeout`` a call)."""
 
-    def __init__(self, config: McpConfig, *, start_timeout: float = START_TIMEOUT_S,
-                 result_limit: int = DEFAULT_RESULT_LIMIT) -> None:
+    def __init__(
+        self,
+        config: McpConfig,
+        *,
+        start_timeout: float = START_TIMEOUT_S,
+        result_limit: int = DEFAULT_RESULT_LIMIT,
+    ) -> None:
         self.config = config
         self.start_timeout = start_timeout
         self.result_limit = result_limit
-        self.on_problem: Callable[[str], object] | None = None  # hears each server's misbehaviour, once
+        self.on_problem: Callable[[str], object] | None = (
+            None  # hears each server's misbehaviour, once
+        )
         self._servers = {server.name: _Server(server, self._problem) for server in config.servers}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -164,8 +181,11 @@ class McpServers:
     def misbehaviour(self) -> tuple[str, ...]:
         """One line for each server that misbehaved while it ran and that ``on_problem`` did
         not hear (mcp_logs.py)."""
-        return tuple(f"MCP server {s.config.name} {s.noted.line}" for s in self._servers.values()
-                     if s.noted.line and not s.noted.told)
+        return tuple(
+            f"MCP server {s.config.name} {s.noted.line}"
+            for s in self._servers.values()
+            if s.noted.line and not s.noted.told
+        )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -179,7 +199,9 @@ class McpServers:
             if self._loop is None:
                 mcp_logs.install()
                 self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=self._loop.run_forever, name="vibechat-mcp", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="vibechat-mcp", daemon=True
+                )
                 self._thread.start()
                 atexit.register(self.close)
             return self._loop
@@ -187,7 +209,11 @@ class McpServers:
     def start(self, names: Iterable[str] | None = None) -> None:
         """Start the servers (all, or ``names``) not started yet, side by side, and wait until
         each is up or has failed (at most ``start_timeout``; one that hangs fails)."""
-        wanted = [self._servers[n] for n in (self._servers if names is None else names) if n in self._servers]
+        wanted = [
+            self._servers[n]
+            for n in (self._servers if names is None else names)
+            if n in self._servers
+        ]
         fresh: list[_Server] = []
         with self._lock:
             if self._closed:
@@ -203,8 +229,11 @@ class McpServers:
         deadline = time.monotonic() + self.start_timeout
         for server in wanted:
             if not server.ready.wait(max(0.0, deadline - time.monotonic())):
-                self._failed(server, f"did not answer within {self.start_timeout:g} s of starting "
-                                     "(it hangs, or waits for input)")
+                self._failed(
+                    server,
+                    f"did not answer within {self.start_timeout:g} s of starting "
+                    "(it hangs, or waits for input)",
+                )
                 if server.task is not None:
                     server.task.cancel()
 
@@ -227,7 +256,12 @@ class McpServers:
                 with self._lock:
                     if server.state != STARTING:  # timed out meanwhile
                         return
-                    server.client, server.stop, server.tools, server.note = client, stop, tools, note
+                    server.client, server.stop, server.tools, server.note = (
+                        client,
+                        stop,
+                        tools,
+                        note,
+                    )
                     server.state = STARTED
                 server.ready.set()
                 while True:
@@ -244,7 +278,9 @@ class McpServers:
             reason = _reason(exc)
             if tail and ("closed" in reason.lower() or isinstance(_leaf(exc), (EOFError, OSError))):
                 reason = tail  # the server's own last words say more than "connection closed"
-            self._failed(server, f"did not start: {reason}" if not server.ready.is_set() else reason)
+            self._failed(
+                server, f"did not start: {reason}" if not server.ready.is_set() else reason
+            )
         finally:
             with self._lock:
                 server.client = None
@@ -260,19 +296,32 @@ class McpServers:
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            http = await stack.enter_async_context(create_mcp_http_client(headers=dict(config.headers)))
+            http = await stack.enter_async_context(
+                create_mcp_http_client(headers=dict(config.headers))
+            )
             transport: Any = streamable_http_client(config.url, http_client=http)
         else:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             command, args = config.command, list(config.args)
-            if os.name == "posix":  # the launcher ends the server's process tree with it, or with vibechat
-                command, args = sys.executable, ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args]
+            if (
+                os.name == "posix"
+            ):  # the launcher ends the server's process tree with it, or with vibechat
+                command, args = (
+                    sys.executable,
+                    ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args],
+                )
             # Kept past the connection (closed with the manager): its last line says why one failed.
-            server.errlog = _append_only(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
-            params = StdioServerParameters(command=command, args=args, env=dict(config.env), cwd=config.cwd)
+            server.errlog = _append_only(
+                tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            )
+            params = StdioServerParameters(
+                command=command, args=args, env=dict(config.env), cwd=config.cwd
+            )
             transport = stdio_client(params, errlog=cast(TextIO, server.errlog))
-        client = Client(transport, client_info=Implementation(name="vibechat", version="1"), cache=None)
+        client = Client(
+            transport, client_info=Implementation(name="vibechat", version="1"), cache=None
+        )
         return await stack.enter_async_context(client)
 
     # ------------------------------------------------------------------ tools
@@ -284,12 +333,18 @@ class McpServers:
 
     def _specs(self, only: str | None = None) -> tuple[ToolSpec, ...]:
         with self._lock:
-            rows = [(s.config.name, tool) for s in self._servers.values() if s.state == STARTED
-                    for tool in s.tools]
+            rows = [
+                (s.config.name, tool)
+                for s in self._servers.values()
+                if s.state == STARTED
+                for tool in s.tools
+            ]
         names = model_names([(server, tool[0]) for server, tool in rows])
-        return tuple(ToolSpec(name, description, schema, server, tool)
-                     for name, (server, (tool, description, schema)) in zip(names, rows, strict=True)
-                     if only is None or server == only)
+        return tuple(
+            ToolSpec(name, description, schema, server, tool)
+            for name, (server, (tool, description, schema)) in zip(names, rows, strict=True)
+            if only is None or server == only
+        )
 
     def statuses(self) -> tuple[ServerStatus, ...]:
         """Each configured server (those disabled and those the file got wrong too), as it
@@ -298,17 +353,39 @@ class McpServers:
         for server in self._servers.values():
             with self._lock:
                 state, reason = server.state, server.reason or server.note or server.noted.line
-            out.append(ServerStatus(server.config.name, server.config.transport, sanitize(server.config.where),
-                                    state, reason, self._specs(server.config.name)))
+            out.append(
+                ServerStatus(
+                    server.config.name,
+                    server.config.transport,
+                    sanitize(server.config.where),
+                    state,
+                    reason,
+                    self._specs(server.config.name),
+                )
+            )
         out += [ServerStatus(name, "", "", DISABLED) for name in self.config.disabled]
         prefix = f"{sanitize(str(self.config.path))}: "
-        out += [ServerStatus(name, "", "", FAILED, "not usable: " + line.removeprefix(prefix).removeprefix(
-            f"server '{name}': ")) for name, line in self.config.problems]
+        out += [
+            ServerStatus(
+                name,
+                "",
+                "",
+                FAILED,
+                "not usable: " + line.removeprefix(prefix).removeprefix(f"server '{name}': "),
+            )
+            for name, line in self.config.problems
+        ]
         return tuple(out)
 
     # ------------------------------------------------------------------ calls
-    def call(self, spec: ToolSpec, arguments: Mapping[str, Any], *, timeout: float,
-             cancel: threading.Event | None = None) -> ToolResult:
+    def call(
+        self,
+        spec: ToolSpec,
+        arguments: Mapping[str, Any],
+        *,
+        timeout: float,
+        cancel: threading.Event | None = None,
+    ) -> ToolResult:
         """Run ``spec`` (one of ``tools()``) with ``arguments``: its result, or an error result
         the model can read (the server is down, the call took over ``timeout`` seconds or was
         cancelled, the server died during it). Blocks."""
@@ -320,7 +397,9 @@ class McpServers:
             client, state, reason = server.client, server.state, server.reason
         if state != STARTED or client is None or self._loop is None:
             return error(f"The tool server '{spec.server}' is not running ({reason or state}).")
-        future = asyncio.run_coroutine_threadsafe(self._call(server, client, spec.tool, dict(arguments)), self._loop)
+        future = asyncio.run_coroutine_threadsafe(
+            self._call(server, client, spec.tool, dict(arguments)), self._loop
+        )
         finished = threading.Event()
         future.add_done_callback(lambda _f: finished.set())
         deadline = time.monotonic() + max(0.0, timeout)
@@ -338,7 +417,9 @@ class McpServers:
         except BaseException as exc:  # noqa: BLE001 - the task was cancelled as it finished, or the SDK failed
             return error(f"The call failed: {_reason(exc)}.")
 
-    async def _call(self, server: _Server, client: Any, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    async def _call(
+        self, server: _Server, client: Any, tool: str, arguments: dict[str, Any]
+    ) -> ToolResult:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
@@ -346,14 +427,18 @@ class McpServers:
             result = await client.call_tool(tool, arguments)
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:
-                return error(f"The tool server '{server.config.name}' refused the call: {_reason(exc)}.")
+                return error(
+                    f"The tool server '{server.config.name}' refused the call: {_reason(exc)}."
+                )
             await asyncio.sleep(0.2)  # let its last words reach the stderr file
             tail = server.stderr_tail()
             self._failed(server, "stopped during a call" + (f": {tail}" if tail else ""))
             if server.stop is not None:
                 server.stop.set()
-            return error(f"The tool server '{server.config.name}' stopped during the call"
-                         + (f" ({tail})." if tail else "."))
+            return error(
+                f"The tool server '{server.config.name}' stopped during the call"
+                + (f" ({tail})." if tail else ".")
+            )
         except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never a crash
             return error(f"The call failed: {_reason(exc)}.")
         return result_of(result, self.result_limit)

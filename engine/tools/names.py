@@ -32,7 +32,7 @@ def model_names(pairs: Sequence[tuple[str, str]]) -> list[str]:
         unique, n = name, 2
         while unique in used:  # at most len(pairs) turns
             suffix = f"_{n}"
-            unique, n = name[:MAX_TOOL_NAME - len(suffix)] + suffix, n + 1
+            unique, n = name[: MAX_TOOL_NAME - len(suffix)] + suffix, n + 1
         used.add(unique)
         out.append(unique)
     return out

@@ -41,7 +41,9 @@ class ToolRegistry:
         self.servers = McpServers(mcp or McpConfig(), result_limit=config.tool_result_limit)
         self._by_name: dict[str, ToolSpec] = {}
         self._lock = threading.Lock()
-        self.file_problem = ""  # an mcp.json that could not be used, when the chat went on without it
+        self.file_problem = (
+            ""  # an mcp.json that could not be used, when the chat went on without it
+        )
 
     @classmethod
     def load(cls, config: Config, mcp_config: str | Path | None = None) -> ToolRegistry:
@@ -63,8 +65,10 @@ class ToolRegistry:
         served = self.servers.tools() if self.servers.names else ()
         offered = (*self.builtins, *served)
         names = model_names([(spec.server, spec.tool or spec.name) for spec in offered])
-        specs = tuple(ToolSpec(name, spec.description, spec.parameters, spec.server, spec.tool or spec.name)
-                      for name, spec in zip(names, offered, strict=True))
+        specs = tuple(
+            ToolSpec(name, spec.description, spec.parameters, spec.server, spec.tool or spec.name)
+            for name, spec in zip(names, offered, strict=True)
+        )
         with self._lock:
             self._by_name = {spec.name: spec for spec in specs}
         return specs
@@ -74,8 +78,9 @@ class ToolRegistry:
         with self._lock:
             return self._by_name.get(name)
 
-    def run(self, call: ToolCall, spec: ToolSpec | None = None,
-            cancel: threading.Event | None = None) -> ToolResult:
+    def run(
+        self, call: ToolCall, spec: ToolSpec | None = None, cancel: threading.Event | None = None
+    ) -> ToolResult:
         """Run ``call`` (``spec``: its tool, else found by name): the tool's result, or an
         error result (no such tool, arguments that do not parse, a timeout, a cancel).
         Blocks, at most ``tool_timeout`` seconds for a server's tool."""
@@ -87,16 +92,27 @@ class ToolRegistry:
         except ValueError as exc:
             return error(f"The call was not run: {exc}.")
         if not spec.server:
-            return run_builtin(spec.tool or spec.name, arguments, self.config.tool_folders,
-                               self.config.tool_result_limit)
+            return run_builtin(
+                spec.tool or spec.name,
+                arguments,
+                self.config.tool_folders,
+                self.config.tool_result_limit,
+            )
         return self.servers.call(spec, arguments, timeout=self.config.tool_timeout, cancel=cancel)
 
     def problems(self) -> tuple[str, ...]:
         """One line for each server that could not be used (after ``specs()``): the chat says
         each once; and ``file_problem``, an mcp.json the chat went on without."""
-        lines = [f"MCP server {status.name}: {status.reason}" for status in self.statuses()
-                 if status.state == FAILED and status.reason]
-        return ((self.file_problem,) if self.file_problem else ()) + tuple(lines) + self.servers.misbehaviour()
+        lines = [
+            f"MCP server {status.name}: {status.reason}"
+            for status in self.statuses()
+            if status.state == FAILED and status.reason
+        ]
+        return (
+            ((self.file_problem,) if self.file_problem else ())
+            + tuple(lines)
+            + self.servers.misbehaviour()
+        )
 
     def hear_problems(self, listener: Callable[[str], object]) -> None:
         """``listener`` hears, from the servers' thread, one line for each server that
@@ -109,7 +125,10 @@ class ToolRegistry:
 
     def builtin_statuses(self) -> tuple[BuiltinStatus, ...]:
         """Every built-in tool, and whether the config enables it."""
-        return tuple(BuiltinStatus(spec, name in self.config.builtin_tools) for name, spec in BUILTIN_SPECS.items())
+        return tuple(
+            BuiltinStatus(spec, name in self.config.builtin_tools)
+            for name, spec in BUILTIN_SPECS.items()
+        )
 
     def close(self) -> None:
         """Stop the MCP servers (bounded); idempotent."""

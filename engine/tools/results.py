@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 from ..sanitize import sanitize
 
-DEFAULT_RESULT_LIMIT = 32_000  # characters of a result the model is given (the config's tool_result_limit)
+DEFAULT_RESULT_LIMIT = (
+    32_000  # characters of a result the model is given (the config's tool_result_limit)
+)
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,11 @@ def bounded(text: str, is_error: bool = False, limit: int = DEFAULT_RESULT_LIMIT
     if len(text) > limit:
         # Sanitise only what is kept (a server may send megabytes), then say what was cut.
         kept = sanitize(text[:limit])
-        return ToolResult(f"{kept}\n[cut: the result was {len(text):,} characters; the first {limit:,} "
-                          "are shown]", is_error)
+        return ToolResult(
+            f"{kept}\n[cut: the result was {len(text):,} characters; the first {limit:,} "
+            "are shown]",
+            is_error,
+        )
     return ToolResult(sanitize(text), is_error)
 
 

@@ -48,7 +48,9 @@ class ChatMessage:
         names), its images kept as attachments."""
         if all(a.is_image for a in self.attachments):
             return self
-        return replace(self, content=model_text(self.content, self.attachments), attachments=self.images)
+        return replace(
+            self, content=model_text(self.content, self.attachments), attachments=self.images
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The OpenAI chat message (what servers and Hugging Face chat templates read)."""
@@ -109,10 +111,14 @@ class ModelInfo:
     draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
     draft_model: str | None = None  # the draft model's name (None: drafts come from prompt lookup)
     draft_model_bytes: int | None = None  # its weights and its KV cache, loaded beside the model
-    repack: str | None = None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
+    repack: str | None = (
+        None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
+    )
     repack_setting: str | None = None  # as asked: auto, on or off
     repack_reason: str = ""  # why, in a few words (e.g. "no AMX kernel in this build")
-    notices: tuple[str, ...] = ()  # warnings about how it was loaded (one line each), e.g. GPU -> CPU
+    notices: tuple[
+        str, ...
+    ] = ()  # warnings about how it was loaded (one line each), e.g. GPU -> CPU
     # The chat-template variable that switches thinking (enable_thinking, thinking, reasoning_effort;
     # engine/settings/think_switch.py); None: the template has none, or it is a server's (not known here).
     thinking_switch: str | None = None
@@ -142,7 +148,11 @@ class ModelInfo:
         if self.server:
             return f"{self.backend} · {self.server}"
         if self.gpu_layers:
-            return f"GPU {self.gpu_layers}/{self.n_layers} layers" if self.n_layers else f"GPU {self.gpu_layers} layers"
+            return (
+                f"GPU {self.gpu_layers}/{self.n_layers} layers"
+                if self.n_layers
+                else f"GPU {self.gpu_layers} layers"
+            )
         if self.backend != "llama.cpp" or self.gpu_offload_supported:
             return "CPU" if self.backend == "llama.cpp" else self.backend
         return "CPU (no GPU offload in this build)"
@@ -284,7 +294,9 @@ class GenerationDone:
         return self.stats.finish_reason
 
 
-ChatEvent = TextDelta | ThinkingDelta | ContextTrimmed | PromptProgress | DraftProgress | GenerationDone
+ChatEvent = (
+    TextDelta | ThinkingDelta | ContextTrimmed | PromptProgress | DraftProgress | GenerationDone
+)
 
 
 @runtime_checkable
@@ -298,8 +310,13 @@ class Backend(Protocol):
         """Load the model (blocking; idempotent); ``on_progress`` gets 0..1 while it loads
         (what it returns is ignored). Raises a ``VibechatError`` on failure."""
 
-    def stream_chat(self, messages: Sequence[ChatMessage], params: SamplingParams,
-                    tools: Sequence[ToolSpec] = (), tool_choice: str = "auto") -> Generator[ChatEvent, None, None]:
+    def stream_chat(
+        self,
+        messages: Sequence[ChatMessage],
+        params: SamplingParams,
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: str = "auto",
+    ) -> Generator[ChatEvent, None, None]:
         """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``.
         While a long prompt is read, before the first ``TextDelta`` or ``ThinkingDelta``, the
         local engine yields ``PromptProgress`` now and then (a consumer may ignore it); a
@@ -319,7 +336,12 @@ class Backend(Protocol):
     def reset(self) -> None:
         """Forget the conversation cache (a new conversation starts)."""
 
-    def prefill(self, messages: Sequence[ChatMessage], thinking: str = "auto", tools: Sequence[ToolSpec] = ()) -> int:
+    def prefill(
+        self,
+        messages: Sequence[ChatMessage],
+        thinking: str = "auto",
+        tools: Sequence[ToolSpec] = (),
+    ) -> int:
         """Rebuild the conversation cache from ``messages`` (an opened conversation), so the
         next reply evaluates only what is new; returns the tokens cached. Cancellable.
         ``thinking``: the thinking switch the next replies use (``SamplingParams.thinking``);

@@ -62,13 +62,15 @@ _OWN_VARIABLES = frozenset({"messages", "add_generation_prompt", "bos_token", "e
 def _clean(text: object, limit: int = 300) -> str:
     """Text from a template (its own words, or an error about it) fit for a message:
     sanitised, one line, bounded."""
-    line = " ".join(sanitize(str(text)[:limit * 4]).split())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    line = " ".join(sanitize(str(text)[: limit * 4]).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _raise(message: object) -> None:
     """``raise_exception(message)``, which Hugging Face templates call to refuse a conversation."""
-    raise ChatTemplateError(f"the model's chat template refused the conversation: {_clean(message)}")
+    raise ChatTemplateError(
+        f"the model's chat template refused the conversation: {_clean(message)}"
+    )
 
 
 def _tojson(value: Any, indent: int | None = None, **_: Any) -> str:
@@ -89,7 +91,9 @@ class ChatTemplate:
     eos_token: str = ""
     cancelled: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
     deadline: float = RENDER_DEADLINE  # seconds for one render
-    variables: frozenset[str] = field(default=frozenset(), init=False, compare=False)  # read from outside
+    variables: frozenset[str] = field(
+        default=frozenset(), init=False, compare=False
+    )  # read from outside
 
     @property
     def turn_tokens(self) -> tuple[str, ...]:
@@ -107,8 +111,13 @@ class ChatTemplate:
         else as they are. What ``render`` is given to build a prompt (``prompt``)."""
         return frame_messages(messages) if self.name == COMPLETION else list(messages)
 
-    def prompt(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
-               variables: Mapping[str, Any] | None = None, tools: Sequence[ToolSpec] | None = None) -> str:
+    def prompt(
+        self,
+        messages: Sequence[ChatMessage],
+        add_generation_prompt: bool = True,
+        variables: Mapping[str, Any] | None = None,
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> str:
         """The prompt text for ``messages`` (``render`` of ``framed``)."""
         return self.render(self.framed(messages), add_generation_prompt, variables, tools)
 
@@ -142,8 +151,10 @@ class ChatTemplate:
         import jinja2.meta
 
         if len(self.source) > MAX_SOURCE:
-            raise ChatTemplateError(f"{self.described} is {len(self.source):,} characters long, more than the "
-                                    f"{MAX_SOURCE:,} vibechat reads: {self._fix()}.")
+            raise ChatTemplateError(
+                f"{self.described} is {len(self.source):,} characters long, more than the "
+                f"{MAX_SOURCE:,} vibechat reads: {self._fix()}."
+            )
         env = sandbox_environment(
             filters={"tojson": _tojson},
             globals={"raise_exception": _raise, "strftime_now": _strftime_now},
@@ -158,17 +169,26 @@ class ChatTemplate:
             self.variables = frozenset(jinja2.meta.find_undeclared_variables(parsed))
             self._template = compile_guarded(env, parsed)
         except jinja2.TemplateError as exc:
-            raise ChatTemplateError(f"{self.described} is broken ({_clean(exc, 200)}): {self._fix()}.") from None
+            raise ChatTemplateError(
+                f"{self.described} is broken ({_clean(exc, 200)}): {self._fix()}."
+            ) from None
         except (RecursionError, MemoryError):
-            raise ChatTemplateError(f"{self.described} is nested too deeply to read: {self._fix()}.") from None
+            raise ChatTemplateError(
+                f"{self.described} is nested too deeply to read: {self._fix()}."
+            ) from None
 
     @property
     def thinking_switch(self) -> str | None:
         """The variable that switches thinking in this template (None: it has none)."""
         return find_switch(self.variables)
 
-    def render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool = True,
-               variables: Mapping[str, Any] | None = None, tools: Sequence[ToolSpec] | None = None) -> str:
+    def render(
+        self,
+        messages: Sequence[ChatMessage],
+        add_generation_prompt: bool = True,
+        variables: Mapping[str, Any] | None = None,
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> str:
         """The prompt for ``messages``; ``variables``: extra template variables (the thinking
         switch: ``enable_thinking=False`` ...), which never replace the ones set here.
         ``tools``: offered to the model as the ``tools`` variable Hugging Face templates read
@@ -184,9 +204,11 @@ class ChatTemplate:
             dicts = template_messages(dicts, short_ids="[TOOL_CALLS]" in self.source)
         if tools:
             if not self.reads_tools:
-                raise ChatTemplateError(f"{self.described} has no tool support (it does not read 'tools'): "
-                                        "chat without tools with this model (tool choice none), or use a "
-                                        "model whose template offers tools (Qwen 2.5/3, Llama 3.1+, Mistral, gpt-oss).")
+                raise ChatTemplateError(
+                    f"{self.described} has no tool support (it does not read 'tools'): "
+                    "chat without tools with this model (tool choice none), or use a "
+                    "model whose template offers tools (Qwen 2.5/3, Llama 3.1+, Mistral, gpt-oss)."
+                )
             extra["tools"] = [tool.to_openai() for tool in tools]
         try:
             return self._render(dicts, add_generation_prompt, extra)
@@ -194,9 +216,16 @@ class ChatTemplate:
             if isinstance(first, (RenderLimit, RenderCancelled)):
                 raise self._bounded(first) from None
             # Many templates reject a system role; fold it into the first user turn and retry.
-            if dicts and dicts[0]["role"] == "system" and len(dicts) > 1 and dicts[1]["role"] == "user":
-                merged = [{"role": "user", "content": dicts[0]["content"] + "\n\n" + dicts[1]["content"]},
-                          *dicts[2:]]
+            if (
+                dicts
+                and dicts[0]["role"] == "system"
+                and len(dicts) > 1
+                and dicts[1]["role"] == "user"
+            ):
+                merged = [
+                    {"role": "user", "content": dicts[0]["content"] + "\n\n" + dicts[1]["content"]},
+                    *dicts[2:],
+                ]
                 try:
                     return self._render(merged, add_generation_prompt, extra)
                 except (RenderLimit, RenderCancelled) as exc:
@@ -206,10 +235,13 @@ class ChatTemplate:
             if with_tools:
                 raise ChatTemplateError(
                     f"{self.described} cannot render tools or tool calls ({_clean(first, 200)}): chat without "
-                    "tools with this model (tool choice none), or use another model.") from None
+                    "tools with this model (tool choice none), or use another model."
+                ) from None
             if isinstance(first, ChatTemplateError):
                 raise
-            raise ChatTemplateError(f"{self.described} failed ({_clean(first, 200)}): {self._fix()}.") from None
+            raise ChatTemplateError(
+                f"{self.described} failed ({_clean(first, 200)}): {self._fix()}."
+            ) from None
 
     def _bounded(self, exc: BaseException) -> ChatTemplateError:
         if isinstance(exc, RenderCancelled):
@@ -217,16 +249,31 @@ class ChatTemplate:
         what = exc.what if isinstance(exc, RenderLimit) else str(exc)
         return ChatTemplateError(f"{self.described} {what}, so it was stopped: {self._fix()}.")
 
-    def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool,
-                extra: dict[str, Any]) -> str:
+    def _render(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool, extra: dict[str, Any]
+    ) -> str:
         conversation = sum(len(m.get("content") or "") for m in messages)
-        if "tools" in extra or any("tool_calls" in m for m in messages):  # what tools add to the prompt
-            conversation += len(json.dumps([extra.get("tools"), [m.get("tool_calls") for m in messages]],
-                                           ensure_ascii=False, default=str))
-        budget = RenderBudget(self.deadline, MAX_OUTPUT + OUTPUT_PER_INPUT * conversation, self.cancelled)
+        if "tools" in extra or any(
+            "tool_calls" in m for m in messages
+        ):  # what tools add to the prompt
+            conversation += len(
+                json.dumps(
+                    [extra.get("tools"), [m.get("tool_calls") for m in messages]],
+                    ensure_ascii=False,
+                    default=str,
+                )
+            )
+        budget = RenderBudget(
+            self.deadline, MAX_OUTPUT + OUTPUT_PER_INPUT * conversation, self.cancelled
+        )
         log.debug("rendering %s (%d messages)", self.described, len(messages))
-        variables = {**extra, "messages": messages, "add_generation_prompt": add_generation_prompt,
-                     "bos_token": self.bos_token, "eos_token": self.eos_token}
+        variables = {
+            **extra,
+            "messages": messages,
+            "add_generation_prompt": add_generation_prompt,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+        }
         return render_bounded(self._template, budget, variables)
 
 
@@ -252,8 +299,13 @@ def template_messages(dicts: list[dict[str, Any]], short_ids: bool = False) -> l
                         parsed = None
                     if isinstance(parsed, dict):
                         function["arguments"] = parsed
-                converted.append({**call, "id": _short_id(call.get("id", "")) if short_ids else call.get("id", ""),
-                                  "function": function})
+                converted.append(
+                    {
+                        **call,
+                        "id": _short_id(call.get("id", "")) if short_ids else call.get("id", ""),
+                        "function": function,
+                    }
+                )
             message["tool_calls"] = converted
         if short_ids and message.get("tool_call_id") is not None:
             message["tool_call_id"] = _short_id(message["tool_call_id"])

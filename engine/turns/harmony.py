@@ -59,7 +59,7 @@ def channel_is_answer(header: str) -> bool:
         return False
     if at < 0:
         return True
-    rest = header[at + len(CHANNEL):]
+    rest = header[at + len(CHANNEL) :]
     name = rest.split("<|", 1)[0].split(None, 1)[0] if rest.strip() else ""
     return name in ANSWER_CHANNELS
 
@@ -99,7 +99,7 @@ class HarmonySplitter(StreamSplitter):
                 opener = next((m for m in _OPENERS if stripped.startswith(m)), None)
                 if opener is not None:
                     self._state = _HEADER
-                    text = stripped[len(START):] if opener == START else stripped
+                    text = stripped[len(START) :] if opener == START else stripped
                     continue
                 if not final and any(m.startswith(stripped) for m in _OPENERS):
                     self._held = text  # maybe the start of a marker: wait
@@ -111,10 +111,10 @@ class HarmonySplitter(StreamSplitter):
                 at = text.find(MESSAGE)
                 if at >= 0 and at <= MAX_HEADER:
                     self._to_body(channel_is_answer(text[:at]))
-                    text = text[at + len(MESSAGE):]
+                    text = text[at + len(MESSAGE) :]
                     continue
                 if len(text) > MAX_HEADER:  # no header is this long: it is text (consumed here,
-                    self._to_body(True)    # so a marker at its start cannot bring it back)
+                    self._to_body(True)  # so a marker at its start cannot bring it back)
                     out.append((False, text[:MAX_HEADER]))
                     text = text[MAX_HEADER:]
                     continue
@@ -128,7 +128,7 @@ class HarmonySplitter(StreamSplitter):
                 at, marker = min(hits)
                 if at:
                     out.append((not self._answer, text[:at]))
-                text = text[at + len(marker):]
+                text = text[at + len(marker) :]
                 if marker == START:
                     self._state = _HEADER
                 elif marker == CHANNEL:
@@ -138,8 +138,8 @@ class HarmonySplitter(StreamSplitter):
                 continue
             keep = 0 if final else partial_suffix(text, _BODY_ENDS)
             if len(text) > keep:
-                out.append((not self._answer, text[:len(text) - keep]))
-            self._held = text[len(text) - keep:]
+                out.append((not self._answer, text[: len(text) - keep]))
+            self._held = text[len(text) - keep :]
             return
 
     def _to_body(self, answer: bool) -> None:

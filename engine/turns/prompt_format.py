@@ -54,8 +54,14 @@ BUILTIN_TEMPLATES: dict[str, str] = {"gemma": GEMMA, "chatml": CHATML, "llama3":
 # model emits one of those its template uses: llama.cpp's vocabulary marks only some of them
 # as end of generation (<end_of_turn>, <|im_end|>, <|eot_id|>), never the token that starts
 # the next turn, after which a model writes the next role word ("user") and goes on.
-TURN_TOKENS = ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>",
-               "<|start_header_id|>", "<|eot_id|>")
+TURN_TOKENS = (
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|start_header_id|>",
+    "<|eot_id|>",
+)
 
 # ------------------------------------------------------------ the completion frame
 # A base model's prompt: a
@@ -73,8 +79,10 @@ TURN_TOKENS = ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>",
 # A system prompt takes the preamble's place: the preamble is the frame's own description of
 # the assistant, and the user's replaces it rather than contradicting it; the examples stay
 # (they teach the format, not a persona).
-COMPLETION_PREAMBLE = ("A chat between a curious user and a helpful assistant. "
-                       "The assistant answers briefly and directly.")
+COMPLETION_PREAMBLE = (
+    "A chat between a curious user and a helpful assistant. "
+    "The assistant answers briefly and directly."
+)
 COMPLETION_EXAMPLES = (
     ("Hello!", "Hi! How can I help you today?"),
     ("What is the capital of Japan?", "Tokyo."),
@@ -108,8 +116,12 @@ def _completion_source() -> tuple[str, str]:
 
 _FRAME_SOURCE, _FRAME_EXAMPLES = _completion_source()
 # What the frame's template reads besides the messages (its own texts, set at each render).
-FRAME_VARIABLES = {"preamble": COMPLETION_PREAMBLE, "examples": _FRAME_EXAMPLES, "user": USER,
-                    "assistant": ASSISTANT}
+FRAME_VARIABLES = {
+    "preamble": COMPLETION_PREAMBLE,
+    "examples": _FRAME_EXAMPLES,
+    "user": USER,
+    "assistant": ASSISTANT,
+}
 
 # A line of a message that would read as a turn of the frame: a role word and a colon at its
 # start (any case, after spaces). The frame's role words are plain text, not special tokens, so
@@ -123,7 +135,9 @@ def neutralise_turns(text: str) -> str:
     given a fullwidth colon instead ("User："): it reads the same to people and to the model
     (quoted dialogue stays dialogue), but it is not the frame's "\nUser:" in text or in
     tokens, so the model sees no turn boundary there, and a stop string never fires on it."""
-    return _FORGED_TURN.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{FULLWIDTH_COLON}", text)
+    return _FORGED_TURN.sub(
+        lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}{FULLWIDTH_COLON}", text
+    )
 
 
 def frame_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -148,7 +162,9 @@ def frame_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
 # ------------------------------------------------------ which prompt format a model gets
 # Words in a model's name or its general.finetune that say it was tuned to chat (Gemma's "-it",
 # Qwen's "-Instruct", "-Chat", the usual tuning stages), and words that say it was not.
-_INSTRUCT_WORDS = frozenset({"it", "instruct", "instruction", "chat", "sft", "dpo", "rlhf", "orpo", "assistant"})
+_INSTRUCT_WORDS = frozenset(
+    {"it", "instruct", "instruction", "chat", "sft", "dpo", "rlhf", "orpo", "assistant"}
+)
 _BASE_WORDS = frozenset({"base", "pt", "pretrain", "pretrained"})
 
 
@@ -162,9 +178,11 @@ def model_kind(metadata: Mapping[str, Any], file_name: str = "") -> tuple[str, s
     "it", "Instruct"), then ``general.name`` and the file's name. Vocabulary is no evidence: a
     base model's vocabulary has the same turn tokens as its instruct sibling's (Gemma 3 270M's
     has <start_of_turn>), never trained."""
-    for key, text in (("general.finetune", metadata.get("general.finetune")),
-                      ("general.name", metadata.get("general.name")),
-                      ("file name", file_name.removesuffix(".gguf"))):
+    for key, text in (
+        ("general.finetune", metadata.get("general.finetune")),
+        ("general.name", metadata.get("general.name")),
+        ("file name", file_name.removesuffix(".gguf")),
+    ):
         words = _words(text)
         if words & _INSTRUCT_WORDS:
             return "instruct", f"{key} says {sorted(words & _INSTRUCT_WORDS)[0]!r}"
@@ -194,9 +212,14 @@ def _builtin_by_tokens(architecture: str, has_token: Callable[[str], bool]) -> s
     return None
 
 
-def choose_template(gguf_template: str | None, architecture: str, has_token: Callable[[str], bool],
-                    metadata: Mapping[str, Any] | None = None, file_name: str = "",
-                    setting: str = DEFAULT_PROMPT_FORMAT) -> PromptChoice:
+def choose_template(
+    gguf_template: str | None,
+    architecture: str,
+    has_token: Callable[[str], bool],
+    metadata: Mapping[str, Any] | None = None,
+    file_name: str = "",
+    setting: str = DEFAULT_PROMPT_FORMAT,
+) -> PromptChoice:
     """How to prompt a model (``setting``: the prompt_format setting; ``auto`` decides).
 
     ``auto``: the GGUF's own chat template, unless its metadata says it is a base model (a
@@ -217,24 +240,44 @@ def choose_template(gguf_template: str | None, architecture: str, has_token: Cal
             return PromptChoice("gguf", gguf_template, "prompt_format is template")
         builtin = _builtin_by_tokens(architecture, has_token)
         if builtin is not None:
-            return PromptChoice(builtin, BUILTIN_TEMPLATES[builtin],
-                                f"prompt_format is template, the GGUF has none: {builtin} by its vocabulary")
-        return PromptChoice(COMPLETION, _FRAME_SOURCE, "prompt_format is template, but the GGUF has none and its "
-                            "vocabulary names no turn format")
+            return PromptChoice(
+                builtin,
+                BUILTIN_TEMPLATES[builtin],
+                f"prompt_format is template, the GGUF has none: {builtin} by its vocabulary",
+            )
+        return PromptChoice(
+            COMPLETION,
+            _FRAME_SOURCE,
+            "prompt_format is template, but the GGUF has none and its "
+            "vocabulary names no turn format",
+        )
     kind, evidence = model_kind(metadata, file_name)
     if gguf_template:
         if kind == "base":
-            return PromptChoice(COMPLETION, _FRAME_SOURCE, f"a base model ({evidence}), though its GGUF has a "
-                                "chat template")
+            return PromptChoice(
+                COMPLETION,
+                _FRAME_SOURCE,
+                f"a base model ({evidence}), though its GGUF has a chat template",
+            )
         return PromptChoice("gguf", gguf_template, "its GGUF's chat template")
     if kind == "instruct":
         builtin = _builtin_by_tokens(architecture, has_token)
         if builtin is not None:
-            return PromptChoice(builtin, BUILTIN_TEMPLATES[builtin],
-                                f"no chat template in the GGUF; an instruct model ({evidence}) with {builtin} "
-                                "turn tokens")
-        return PromptChoice(COMPLETION, _FRAME_SOURCE, f"no chat template in the GGUF and no turn tokens known "
-                            f"({evidence})")
+            return PromptChoice(
+                builtin,
+                BUILTIN_TEMPLATES[builtin],
+                f"no chat template in the GGUF; an instruct model ({evidence}) with {builtin} "
+                "turn tokens",
+            )
+        return PromptChoice(
+            COMPLETION,
+            _FRAME_SOURCE,
+            f"no chat template in the GGUF and no turn tokens known ({evidence})",
+        )
     if kind == "base":
-        return PromptChoice(COMPLETION, _FRAME_SOURCE, f"no chat template in the GGUF; a base model ({evidence})")
-    return PromptChoice(COMPLETION, _FRAME_SOURCE, "no chat template in the GGUF, and no sign it was tuned to chat")
+        return PromptChoice(
+            COMPLETION, _FRAME_SOURCE, f"no chat template in the GGUF; a base model ({evidence})"
+        )
+    return PromptChoice(
+        COMPLETION, _FRAME_SOURCE, "no chat template in the GGUF, and no sign it was tuned to chat"
+    )

@@ -60,7 +60,9 @@ class RenderBudget:
 
     __slots__ = ("deadline", "max_chars", "cancelled", "seconds")
 
-    def __init__(self, seconds: float, max_chars: int, cancelled: Callable[[], bool] | None) -> None:
+    def __init__(
+        self, seconds: float, max_chars: int, cancelled: Callable[[], bool] | None
+    ) -> None:
         self.seconds = seconds
         self.deadline = time.monotonic() + seconds
         self.max_chars = max_chars
@@ -153,7 +155,9 @@ def _check_numbers(args: Sequence[Any], kwargs: dict[str, Any]) -> None:
     """No width or count over ``MAX_NUMBER_ARG`` (padding, indenting, wrapping, batching)."""
     for value in (*args, *kwargs.values()):
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_NUMBER_ARG:
-            raise RenderLimit(f"asked for {value:,} (a width or a count), more than {MAX_NUMBER_ARG:,}")
+            raise RenderLimit(
+                f"asked for {value:,} (a width or a count), more than {MAX_NUMBER_ARG:,}"
+            )
 
 
 def _check_format(text: Any) -> None:
@@ -218,7 +222,11 @@ class _Guarded:
         budget.tick()
         from jinja2.runtime import LoopContext, Macro
 
-        if not isinstance(__obj, (Macro, LoopContext)) and __obj is not _iterate and __obj is not _concat:
+        if (
+            not isinstance(__obj, (Macro, LoopContext))
+            and __obj is not _iterate
+            and __obj is not _concat
+        ):
             _check_numbers(args, kwargs)
             method = getattr(__obj, "__wrapped__", __obj)
             owner = getattr(method, "__self__", None)
@@ -271,14 +279,15 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
             if name == "format":
                 _check_format(value)
             elif name == "replace" and isinstance(value, str) and len(args) >= skip + 2:
-                budget.size(_replaced_size(value, *args[skip:skip + 3]))
+                budget.size(_replaced_size(value, *args[skip : skip + 3]))
             elif name == "join" and "attribute" not in kwargs and len(args) <= skip + 1:
                 items = list(_ticking(value))
                 separator = args[skip] if len(args) > skip else kwargs.get("d", "")
                 budget.size(_joined_size(separator, items, budget.max_chars))
-                args = (*args[:skip - 1], items, *args[skip:])
-            elif name == "sum" and not isinstance(kwargs.get("start", args[skip + 1] if len(args) > skip + 1
-                                                             else 0), (int, float)):
+                args = (*args[: skip - 1], items, *args[skip:])
+            elif name == "sum" and not isinstance(
+                kwargs.get("start", args[skip + 1] if len(args) > skip + 1 else 0), (int, float)
+            ):
                 raise RenderLimit("summed values other than numbers")
         return _checked(func(*args, **kwargs))
 
@@ -292,7 +301,9 @@ def _guard_tree(tree: Any) -> Any:
 
     def call(func: Callable[..., Any], args: list[Any], lineno: int) -> Any:
         name = f"{__name__}.{func.__name__}"
-        return nodes.Call(nodes.ImportedName(name, lineno=lineno), args, [], None, None, lineno=lineno)
+        return nodes.Call(
+            nodes.ImportedName(name, lineno=lineno), args, [], None, None, lineno=lineno
+        )
 
     class Guard(NodeTransformer):
         def visit_For(self, node: Any) -> Any:

@@ -110,7 +110,7 @@ class ThinkingSplitter(StreamSplitter):
                     self._state = _ANSWER  # not "the start of the reply" any more
                     continue
                 if stripped.startswith(OPEN_TAG):
-                    self._state, text = _THINKING, stripped[len(OPEN_TAG):]
+                    self._state, text = _THINKING, stripped[len(OPEN_TAG) :]
                     continue
                 if not final and OPEN_TAG.startswith(stripped):
                     self._held = text  # whitespace and maybe the start of <think>: wait
@@ -122,12 +122,12 @@ class ThinkingSplitter(StreamSplitter):
                 if at >= 0:
                     if at:
                         out.append((True, text[:at]))
-                    self._state, text = _AFTER_CLOSE, text[at + len(CLOSE_TAG):]
+                    self._state, text = _AFTER_CLOSE, text[at + len(CLOSE_TAG) :]
                     continue
                 keep = 0 if final else partial_suffix(text, (CLOSE_TAG,))
                 if len(text) > keep:
-                    out.append((True, text[:len(text) - keep]))
-                self._held = text[len(text) - keep:]
+                    out.append((True, text[: len(text) - keep]))
+                self._held = text[len(text) - keep :]
                 return
             if state == _AFTER_CLOSE:
                 text = text.lstrip()
@@ -153,8 +153,10 @@ def split_text(text: str, inside: bool = False) -> tuple[str, str]:
     """``(thinking, answer)`` of a whole reply."""
     splitter = ThinkingSplitter(inside)
     pieces = splitter.feed(text) + splitter.flush()
-    return ("".join(t for thinking, t in pieces if thinking),
-            "".join(t for thinking, t in pieces if not thinking))
+    return (
+        "".join(t for thinking, t in pieces if thinking),
+        "".join(t for thinking, t in pieces if not thinking),
+    )
 
 
 def opens_thinking(generation_prompt_tail: str) -> bool:
@@ -176,5 +178,5 @@ def template_opens_thinking(render: Callable[[Sequence[ChatMessage], bool], str]
         without = render(probe, False)
     except Exception:  # noqa: BLE001 - template code is arbitrary; generation reports real problems
         return False
-    tail = with_prompt[len(without):] if with_prompt.startswith(without) else with_prompt[-200:]
+    tail = with_prompt[len(without) :] if with_prompt.startswith(without) else with_prompt[-200:]
     return opens_thinking(tail)

@@ -21,7 +21,9 @@ from typing import Any, Literal
 from ..json_bounds import JsonTooDeep, bounded_loads
 
 ToolChoice = Literal["auto", "none", "required"]
-MAX_ARGUMENTS_CHARS = 64_000  # a call's arguments as the model wrote them, at most (longer: refused)
+MAX_ARGUMENTS_CHARS = (
+    64_000  # a call's arguments as the model wrote them, at most (longer: refused)
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,9 @@ class ToolSpec:
 
     name: str
     description: str = ""
-    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
     server: str = ""
     tool: str = ""
 
@@ -45,9 +49,14 @@ class ToolSpec:
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry (also what Hugging Face chat templates read)."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description,
-                             "parameters": dict(self.parameters)}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -63,26 +72,38 @@ class ToolCall:
         """The arguments as a JSON object; ``ValueError`` naming what is wrong otherwise (the
         model is told so, as the call's result)."""
         if len(self.arguments) > MAX_ARGUMENTS_CHARS:
-            raise ValueError(f"the arguments are {len(self.arguments):,} characters long; at most "
-                             f"{MAX_ARGUMENTS_CHARS:,} are accepted")
+            raise ValueError(
+                f"the arguments are {len(self.arguments):,} characters long; at most "
+                f"{MAX_ARGUMENTS_CHARS:,} are accepted"
+            )
         text = self.arguments.strip() or "{}"
         try:
             value = bounded_loads(text)
         except JsonTooDeep as exc:
-            raise ValueError(f"the arguments are too deeply nested (more than {exc.limit} levels of "
-                             "[ and {); write them flatter") from None
+            raise ValueError(
+                f"the arguments are too deeply nested (more than {exc.limit} levels of "
+                "[ and {); write them flatter"
+            ) from None
         except json.JSONDecodeError as exc:
-            raise ValueError(f"the arguments are not valid JSON ({exc.msg} at character {exc.pos})") from None
+            raise ValueError(
+                f"the arguments are not valid JSON ({exc.msg} at character {exc.pos})"
+            ) from None
         if not isinstance(value, dict):
             raise ValueError("the arguments must be a JSON object")
         return value
 
     def to_openai(self) -> dict[str, Any]:
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        return cls(str(data.get("id", "")), str(data.get("name", "")), str(data.get("arguments", "{}")))
+        return cls(
+            str(data.get("id", "")), str(data.get("name", "")), str(data.get("arguments", "{}"))
+        )

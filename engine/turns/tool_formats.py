@@ -55,7 +55,13 @@ FAMILIES: tuple[str, ...] = (HERMES, LLAMA3, MISTRAL, HARMONY)
 
 # Harmony's markers (engine/turns/harmony.py has the same; kept here so this module stands alone).
 _START, _CHANNEL, _MESSAGE, _END, _RETURN, _CALL = (
-    "<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>")
+    "<|start|>",
+    "<|channel|>",
+    "<|message|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+)
 _PYTHON_TAG = "<|python_tag|>"
 
 _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
@@ -116,7 +122,9 @@ def tool_family(template_source: str) -> str | None:
         return MISTRAL
     if "<tool_call>" in src:
         return HERMES
-    if _PYTHON_TAG in src or ("<|start_header_id|>" in src and '"parameters"' in src and "tools" in src):
+    if _PYTHON_TAG in src or (
+        "<|start_header_id|>" in src and '"parameters"' in src and "tools" in src
+    ):
         return LLAMA3
     return None
 
@@ -199,26 +207,34 @@ class ToolCallRecogniser:
         raw arguments; None when the text is not a call at all."""
         s = text.strip()
         if s.startswith(_PYTHON_TAG):
-            s = s[len(_PYTHON_TAG):].strip()
+            s = s[len(_PYTHON_TAG) :].strip()
         value = _loads(s)
         if isinstance(value, dict) and isinstance(value.get("name"), str):
-            return self._made(value.get("name", ""), value.get("arguments", value.get("parameters", {})),
-                              value.get("id"))
+            return self._made(
+                value.get("name", ""),
+                value.get("arguments", value.get("parameters", {})),
+                value.get("id"),
+            )
         if not s.startswith("{"):
             return None
-        found = _NAME.search(s[:MAX_NAME * 2])
+        found = _NAME.search(s[: MAX_NAME * 2])
         if found is None:
             return None
         key = _ARGS_KEY.search(s, found.end())
-        raw = s[key.end():].rstrip() if key else ""
+        raw = s[key.end() :].rstrip() if key else ""
         if raw.endswith("}") and raw.count("}") > raw.count("{"):
             raw = raw[:-1].rstrip()  # the call object's own brace
         return ToolCall(self._new_id(), _unescape(found.group(1)), raw)
 
     def _made(self, name: object, arguments: object, given_id: object = None) -> ToolCall:
-        args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-        call_id = given_id if isinstance(given_id, str) and given_id.isalnum() and len(given_id) <= 64 \
+        args = (
+            arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        )
+        call_id = (
+            given_id
+            if isinstance(given_id, str) and given_id.isalnum() and len(given_id) <= 64
             else self._new_id()
+        )
         return ToolCall(call_id, str(name)[:MAX_NAME], args)
 
     def _step(self, text: str, out: list[str], final: bool) -> None:
@@ -241,8 +257,9 @@ class _MarkedCalls(ToolCallRecogniser):
     """Calls that open with a marker (hermes ``<tool_call>``, mistral ``[TOOL_CALLS]``) and end
     at a closing marker (hermes), at the next opening marker, or at the end of the reply."""
 
-    def __init__(self, fmt: ToolFormat, opener: str, closer: str | None,
-                 make_id: Callable[[int], str] | None) -> None:
+    def __init__(
+        self, fmt: ToolFormat, opener: str, closer: str | None, make_id: Callable[[int], str] | None
+    ) -> None:
         super().__init__(fmt, make_id)
         self._opener, self._closer = opener, closer
         self._ends = (opener,) if closer is None else (closer, opener)
@@ -256,12 +273,12 @@ class _MarkedCalls(ToolCallRecogniser):
                 at = text.find(self._opener)
                 if at >= 0:
                     self._pass(text[:at], out)
-                    text = text[at + len(self._opener):]
+                    text = text[at + len(self._opener) :]
                     self._start_call()
                     continue
                 keep = 0 if final else partial_suffix(text, (self._opener,))
-                self._pass(text[:len(text) - keep], out)
-                self._held = text[len(text) - keep:]
+                self._pass(text[: len(text) - keep], out)
+                self._held = text[len(text) - keep :]
                 return
             hits = [(at, m) for m in self._ends if (at := text.find(m)) >= 0]
             if hits:
@@ -270,17 +287,17 @@ class _MarkedCalls(ToolCallRecogniser):
                     text = text[at:]
                     continue
                 self._end_call(out, closed=marker == self._closer)
-                text = text[at + len(marker):] if marker == self._closer else text[at:]
+                text = text[at + len(marker) :] if marker == self._closer else text[at:]
                 continue
             keep = 0 if final else partial_suffix(text, self._ends)
-            if self._overflow(self._add_body(text[:len(text) - keep]), out):
-                text = text[len(text) - keep:]
+            if self._overflow(self._add_body(text[: len(text) - keep]), out):
+                text = text[len(text) - keep :]
                 continue
             if final:
                 if self._in_call:
                     self._end_call(out, closed=False)
                 return
-            self._held = text[len(text) - keep:]
+            self._held = text[len(text) - keep :]
             return
 
     def _overflow(self, rest: str, out: list[str]) -> bool:
@@ -288,7 +305,7 @@ class _MarkedCalls(ToolCallRecogniser):
         the stream goes on as text); a call's excess is dropped (its arguments will not parse)."""
         if self._body_len < MAX_CALL_CHARS:
             return False
-        head = "".join(self._body)[:MAX_NAME * 2].lstrip()
+        head = "".join(self._body)[: MAX_NAME * 2].lstrip()
         if head.startswith(("{", "[")) or "[ARGS]" in head:
             return False
         out.append(self._opener + self._take_body() + rest)
@@ -318,12 +335,22 @@ class _MarkedCalls(ToolCallRecogniser):
         if s.startswith("["):
             value = _loads(s)
             if isinstance(value, list):
-                items = [v for v in value[:MAX_CALLS + 1] if isinstance(v, dict) and isinstance(v.get("name"), str)]
+                items = [
+                    v
+                    for v in value[: MAX_CALLS + 1]
+                    if isinstance(v, dict) and isinstance(v.get("name"), str)
+                ]
                 if items:
-                    return [self._made(v["name"], v.get("arguments", v.get("parameters", {})), v.get("id"))
-                            for v in items]
+                    return [
+                        self._made(
+                            v["name"], v.get("arguments", v.get("parameters", {})), v.get("id")
+                        )
+                        for v in items
+                    ]
             inner = s[1:].lstrip()
-            call = self._json_call(inner.rstrip().removesuffix("]")) if inner.startswith("{") else None
+            call = (
+                self._json_call(inner.rstrip().removesuffix("]")) if inner.startswith("{") else None
+            )
             return _one(call)
         if "[ARGS]" in s:
             name, _, args = s.partition("[ARGS]")
@@ -356,14 +383,20 @@ class _LeadingCall(ToolCallRecogniser):
                 self._start_call()
                 self._add_body(stripped)
                 text = ""
-            elif not final and len(text) - len(stripped) <= MAX_LEADING and _PYTHON_TAG.startswith(stripped):
+            elif (
+                not final
+                and len(text) - len(stripped) <= MAX_LEADING
+                and _PYTHON_TAG.startswith(stripped)
+            ):
                 self._held = text  # whitespace, maybe the start of the tag: wait
                 return
             else:
                 self._state = _PASS
         if self._state == _CAPTURE:
             self._add_body(text)
-            if self._body_len >= MAX_CALL_CHARS and not _NAME.search("".join(self._body)[:MAX_NAME * 2]):
+            if self._body_len >= MAX_CALL_CHARS and not _NAME.search(
+                "".join(self._body)[: MAX_NAME * 2]
+            ):
                 self._state = _PASS  # too long to be a call and not shaped like one: text
                 out.append(self._take_body())
                 return
@@ -413,8 +446,8 @@ class _HarmonyCalls(ToolCallRecogniser):
                     self._state, text = _HEADER, text[at:]
                     continue
                 keep = 0 if final else partial_suffix(text, _HARMONY_OPENERS)
-                out.append(text[:len(text) - keep])
-                self._held = text[len(text) - keep:]
+                out.append(text[: len(text) - keep])
+                self._held = text[len(text) - keep :]
                 return
             if self._state == _HEADER:
                 at = text.find(_MESSAGE)
@@ -422,12 +455,12 @@ class _HarmonyCalls(ToolCallRecogniser):
                     header = text[:at]
                     found = _RECIPIENT.search(header)
                     if found is None:  # not a call: the message goes on as it came
-                        out.append(text[:at + len(_MESSAGE)])
+                        out.append(text[: at + len(_MESSAGE)])
                         self._state = _TEXT
                     else:
                         self._name, self._state = found.group(1), _BODY
                         self._start_call()
-                    text = text[at + len(_MESSAGE):]
+                    text = text[at + len(_MESSAGE) :]
                     continue
                 if len(text) > MAX_HEADER + len(_MESSAGE) or final:
                     out.append(text)  # no header is this long (or the reply ended in one): text
@@ -441,11 +474,11 @@ class _HarmonyCalls(ToolCallRecogniser):
                 at, marker = min(hits2)
                 self._add_body(text[:at])
                 self._end_call()
-                text = text[at:] if marker in _HARMONY_OPENERS else text[at + len(marker):]
+                text = text[at:] if marker in _HARMONY_OPENERS else text[at + len(marker) :]
                 continue
             keep = 0 if final else partial_suffix(text, _HARMONY_BODY_ENDS)
-            self._add_body(text[:len(text) - keep])
-            self._held = text[len(text) - keep:]
+            self._add_body(text[: len(text) - keep])
+            self._held = text[len(text) - keep :]
             break
         if final and self._state == _BODY:
             self._end_call()

@@ -17,8 +17,14 @@ from vibechat.engine.turns.backend import GenerationDone
 
 
 def vibechat(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
 
 
 def two_replies() -> tuple[int, int]:
@@ -37,7 +43,9 @@ def two_replies() -> tuple[int, int]:
 
 def test_run_continue_goes_on_with_the_branch_on_screen_and_show_says_which_version(stub):
     cid, first = two_replies()
-    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "And then?")
+    out = vibechat(
+        "run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "And then?"
+    )
     assert out.returncode == 0, out.stderr
     sent = [m["content"] for m in stub.last_body["messages"] if m["role"] != "system"]
     assert sent == ["Where is the lighthouse?", "On the northern cape.", "And then?"]
@@ -47,11 +55,17 @@ def test_run_continue_goes_on_with_the_branch_on_screen_and_show_says_which_vers
     assert "## Assistant · version 1 of 2" in shown.stdout and "southern" not in shown.stdout
     data = json.loads(vibechat("history", "show", str(cid), "--json").stdout)
     assert [m["content"] for m in data["messages"]][:3] == sent
-    assert len(data["tree"]) == 5 and any(m["content"] == "By the southern harbour." for m in data["tree"])
+    assert len(data["tree"]) == 5 and any(
+        m["content"] == "By the southern harbour." for m in data["tree"]
+    )
     by_id = {m["id"]: m for m in data["tree"]}
-    assert by_id[data["messages"][2]["id"]]["parent_id"] == first  # the new turn follows the first reply
+    assert (
+        by_id[data["messages"][2]["id"]]["parent_id"] == first
+    )  # the new turn follows the first reply
 
     forked = vibechat("history", "fork", str(cid), "--json")
     assert forked.returncode == 0, forked.stderr
-    copy = json.loads(vibechat("history", "show", str(json.loads(forked.stdout)["id"]), "--json").stdout)
+    copy = json.loads(
+        vibechat("history", "show", str(json.loads(forked.stdout)["id"]), "--json").stdout
+    )
     assert [m["content"] for m in copy["tree"]] == [m["content"] for m in data["messages"]]

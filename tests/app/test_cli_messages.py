@@ -28,15 +28,23 @@ def test_history_rm_asks_about_the_title_in_quotes_not_as_a_repr():
         history.add_message(cid, "user", "Don't forget the milk")
     main, child = pty.openpty()  # stdin a terminal, so the command asks
     try:
-        proc = subprocess.Popen([str(VIBECHAT_BIN), "history", "rm", str(cid)], stdin=child,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [str(VIBECHAT_BIN), "history", "rm", str(cid)],
+            stdin=child,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         os.close(child)
         os.write(main, b"n\n")
         out, err = proc.communicate(timeout=60)
     finally:
         os.close(main)
     assert proc.returncode == 0, err
-    assert "Delete conversation " + str(cid) + " (\u201cDon't forget the milk\u201d, 1 message)? [y/N]" in out
+    assert (
+        "Delete conversation " + str(cid) + " (\u201cDon't forget the milk\u201d, 1 message)? [y/N]"
+        in out
+    )
     assert "Kept." in err
     with History() as history:
         assert history.get(cid).title == "Don't forget the milk"  # kept

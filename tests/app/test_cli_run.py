@@ -14,9 +14,17 @@ from conftest import VIBECHAT_BIN, default_sigint
 pytestmark = pytest.mark.model
 
 
-def vibechat(*args: str, input: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
-                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+def vibechat(
+    *args: str, input: str | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
@@ -29,7 +37,9 @@ def rambling(monkeypatch):
 
 
 def test_streams_reply_to_stdout_on_the_starter_model(starter_installed, rambling):
-    out = vibechat("run", "--prompt", "The three primary colours are", "-t", "0", "-n", "16", "--stats")
+    out = vibechat(
+        "run", "--prompt", "The three primary colours are", "-t", "0", "-n", "16", "--stats"
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
     assert out.stdout.endswith("\n")
@@ -39,9 +49,27 @@ def test_streams_reply_to_stdout_on_the_starter_model(starter_installed, ramblin
 def test_engine_flags_and_the_kv_cache_type_are_applied_and_reported(starter_installed):
     """One run checks every engine flag, the KV-cache type's report included (a run each cost a
     model load each)."""
-    out = vibechat("run", "-p", "Hi", "-n", "4", "--stats", "--threads", "1", "--ctx", "2048",
-                   "--n-gpu-layers", "0", "--min-p", "0.1", "--repeat-penalty", "1.1", "--kv-cache-type", "q4_0",
-                   "--json")
+    out = vibechat(
+        "run",
+        "-p",
+        "Hi",
+        "-n",
+        "4",
+        "--stats",
+        "--threads",
+        "1",
+        "--ctx",
+        "2048",
+        "--n-gpu-layers",
+        "0",
+        "--min-p",
+        "0.1",
+        "--repeat-penalty",
+        "1.1",
+        "--kv-cache-type",
+        "q4_0",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     assert "· CPU" in out.stderr and "· 1 thread ·" in out.stderr and "1 threads" not in out.stderr
     assert "· repack off ·" in out.stderr  # VIBECHAT_REPACK=off (conftest): the safe configuration
@@ -56,8 +84,20 @@ def test_engine_flags_and_the_kv_cache_type_are_applied_and_reported(starter_ins
 
 
 def test_json_output(starter_installed, rambling):
-    out = vibechat("run", "-p", "Hello", "--json", "--temperature", "0", "--max-tokens", "8",
-                   "--top-k", "5", "--stop", "zzz")
+    out = vibechat(
+        "run",
+        "-p",
+        "Hello",
+        "--json",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "8",
+        "--top-k",
+        "5",
+        "--stop",
+        "zzz",
+    )
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     assert set(obj) >= {"text", "model", "params", "finish_reason", "stats"}
@@ -67,8 +107,14 @@ def test_json_output(starter_installed, rambling):
     assert obj["params"]["max_tokens"] == 8 and obj["params"]["stop"] == ["zzz"]
     assert isinstance(obj["params"]["seed"], int)
     stats = obj["stats"]
-    for key in ("prompt_tokens", "prompt_tokens_evaluated", "completion_tokens", "ttft_ms",
-                "prompt_eval_ms", "decode_tokens_per_s"):
+    for key in (
+        "prompt_tokens",
+        "prompt_tokens_evaluated",
+        "completion_tokens",
+        "ttft_ms",
+        "prompt_eval_ms",
+        "decode_tokens_per_s",
+    ):
         assert key in stats
     assert stats["completion_tokens"] == 8
     assert stats["prompt_tokens"] == stats["prompt_tokens_evaluated"] > 0
@@ -89,17 +135,23 @@ def test_the_prompt_as_an_argument_as_ollama_users_type_it(starter_installed):
         out = vibechat("run", *words, *greedy)
         assert out.returncode == 0, out.stderr
         obj = json.loads(out.stdout)
-        saved = json.loads(vibechat("history", "show", str(obj["conversation_id"]), "--json").stdout)
+        saved = json.loads(
+            vibechat("history", "show", str(obj["conversation_id"]), "--json").stdout
+        )
         assert saved["messages"][0]["content"] == "Name a colour."
         replies.append(obj["text"])
     dash = vibechat("run", "-", *greedy, "--no-save", input="Name a colour.")
     assert dash.returncode == 0, dash.stderr
-    assert replies == [json.loads(dash.stdout)["text"]] * 2  # the same prompt, greedy: the same reply
+    assert (
+        replies == [json.loads(dash.stdout)["text"]] * 2
+    )  # the same prompt, greedy: the same reply
 
 
 @pytest.mark.parametrize("how", ["piped", "dash"])
 def test_prompt_from_stdin(starter_installed, how):
-    args = ["run", "-t", "0", "-n", "4", "--json", "--ctx", "512"] + (["--prompt", "-"] if how == "dash" else [])
+    args = ["run", "-t", "0", "-n", "4", "--json", "--ctx", "512"] + (
+        ["--prompt", "-"] if how == "dash" else []
+    )
     out = vibechat(*args, input="Tell me a story about a cat.\n")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["stats"]["prompt_tokens"] > 8
@@ -111,24 +163,48 @@ def test_system_prompt_is_used(starter_installed):
     # (Were it ignored, both runs would take the same number of tokens: two runs are the proof.)
     small = ("-n", "1", "--json", "--ctx", "512")
     short = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate.", *small).stdout)
-    longer = json.loads(vibechat("run", "-p", "Hi", "-s", "You are a pirate. You sail the seven seas.", *small).stdout)
-    assert longer["stats"]["prompt_tokens"] == short["stats"]["prompt_tokens"] + 6  # " You sail the seven seas."
+    longer = json.loads(
+        vibechat(
+            "run", "-p", "Hi", "-s", "You are a pirate. You sail the seven seas.", *small
+        ).stdout
+    )
+    assert (
+        longer["stats"]["prompt_tokens"] == short["stats"]["prompt_tokens"] + 6
+    )  # " You sail the seven seas."
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["-p", "hi", "--temperature", "9"], "temperature must be between 0 and 5 (got 9)"),
-    (["-p", "hi", "--ctx", "10"], "--ctx must be between 256 and 1048576 (got 10)"),
-    (["-p", "hi", "--ctx", "128"], "--ctx must be between 256 and 1048576 (got 128)"),  # llama.cpp would use 256
-    (["-p", "hi", "--threads", "0"], "--threads must be between 1 and 1024 (got 0)"),
-    (["-p", "hi", "--n-gpu-layers", "-2"], "--n-gpu-layers must be at least -1 (got -2)"),
-    (["-p", "hi", "--model", "/nonexistent/x.gguf"], "does not exist"),
-    (["-p", "hi", "--model", "no-such-model"], "no local model named 'no-such-model'"),
-    (["-p", "hi", "--kv-cache-type", "q5"], "--kv-cache-type: kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5')"),
-    (["-p", "hi", "--draft", "medusa"], "--draft: speculative must be one of off, auto, prompt-lookup"),
-    (["-p", "hi", "--draft-tokens", "0"], "--draft-tokens must be between 1 and 1024 (got 0)"),
-    (["-p", "hi", "--repack", "maybe"], "--repack: repack must be one of auto, on, off (got 'maybe')"),
-    (["-p", "hi", "--draft", "prompt-lookup", "--draft-tokens", "1024"], "use --draft-tokens 1023 or fewer"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["-p", "hi", "--temperature", "9"], "temperature must be between 0 and 5 (got 9)"),
+        (["-p", "hi", "--ctx", "10"], "--ctx must be between 256 and 1048576 (got 10)"),
+        (
+            ["-p", "hi", "--ctx", "128"],
+            "--ctx must be between 256 and 1048576 (got 128)",
+        ),  # llama.cpp would use 256
+        (["-p", "hi", "--threads", "0"], "--threads must be between 1 and 1024 (got 0)"),
+        (["-p", "hi", "--n-gpu-layers", "-2"], "--n-gpu-layers must be at least -1 (got -2)"),
+        (["-p", "hi", "--model", "/nonexistent/x.gguf"], "does not exist"),
+        (["-p", "hi", "--model", "no-such-model"], "no local model named 'no-such-model'"),
+        (
+            ["-p", "hi", "--kv-cache-type", "q5"],
+            "--kv-cache-type: kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5')",
+        ),
+        (
+            ["-p", "hi", "--draft", "medusa"],
+            "--draft: speculative must be one of off, auto, prompt-lookup",
+        ),
+        (["-p", "hi", "--draft-tokens", "0"], "--draft-tokens must be between 1 and 1024 (got 0)"),
+        (
+            ["-p", "hi", "--repack", "maybe"],
+            "--repack: repack must be one of auto, on, off (got 'maybe')",
+        ),
+        (
+            ["-p", "hi", "--draft", "prompt-lookup", "--draft-tokens", "1024"],
+            "use --draft-tokens 1023 or fewer",
+        ),
+    ],
+)
 def test_user_errors_are_one_line_with_exit_1(starter_installed, args, needle):
     out = vibechat("run", *args)
     assert out.returncode == 1
@@ -140,7 +216,10 @@ def test_user_errors_are_one_line_with_exit_1(starter_installed, args, needle):
 def test_bad_model_files_exit_1_with_their_message(starter_installed, tmp_path):
     cases = {
         "empty.gguf": (b"", "is empty"),
-        "pointer.gguf": (b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n", "Git LFS pointer"),
+        "pointer.gguf": (
+            b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n",
+            "Git LFS pointer",
+        ),
         "page.gguf": (b"<!doctype html><html></html>", "HTML page"),
     }
     for name, (data, needle) in cases.items():
@@ -160,7 +239,10 @@ def test_a_context_size_between_steps_is_rounded_up_and_said_everywhere(starter_
     out = vibechat("run", "--ctx", "300", "-p", "Hi", "-n", "2", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["engine"]["context_size"] == 512
-    assert out.stderr == "vibechat: context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)\n"
+    assert (
+        out.stderr
+        == "vibechat: context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)\n"
+    )
     over = vibechat("run", "--ctx", "300", "-n", "4", input="lorem ipsum " * 400)
     assert over.returncode == 1 and "Traceback" not in over.stderr
     assert "the context holds 512 (300 rounded up to a multiple of 256)" in over.stderr
@@ -184,7 +266,9 @@ def test_control_sequences_are_neutralised_unless_raw(starter_installed, ramblin
     clean = vibechat("run", "-p", prompt, *greedy)
     assert clean.returncode == 0
     assert not any(c in clean.stdout for c in "\x1b\x07\x9b\r")
-    assert "]52;c;" not in clean.stdout and "[2J" not in clean.stdout  # whole sequences go, no leftovers
+    assert (
+        "]52;c;" not in clean.stdout and "[2J" not in clean.stdout
+    )  # whole sequences go, no leftovers
     as_json = json.loads(vibechat("run", "-p", prompt, *greedy, "--json").stdout)
     assert "\x1b" not in as_json["text"]
     # What streamed is what --json reports (the streamed pieces split the sequences).
@@ -193,7 +277,9 @@ def test_control_sequences_are_neutralised_unless_raw(starter_installed, ramblin
 
 def test_closed_pipe_exits_quietly(starter_installed, rambling):
     cmd = f"'{VIBECHAT_BIN}' run -p 'Count to one hundred: 1, 2, 3,' -t 0 -n 300 < /dev/null | head -c 20"
-    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=180
+    )
     assert len(out.stdout) == 20
     assert out.stderr == ""
     assert out.returncode == 0
@@ -207,8 +293,18 @@ def test_stop_flag_escapes_stand_for_newlines_and_tabs():
 
 
 def test_stop_at_a_newline_typed_as_backslash_n(starter_installed):
-    out = vibechat("run", "-p", "Count from one to twenty, one number per line:\n1\n2\n3", "-t", "0", "-n", "60",
-                   "--stop", "\\n", "--json")
+    out = vibechat(
+        "run",
+        "-p",
+        "Count from one to twenty, one number per line:\n1\n2\n3",
+        "-t",
+        "0",
+        "-n",
+        "60",
+        "--stop",
+        "\\n",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     # Without the stop, this prompt gets "1\n2\n3\n4..." up to the token limit here; whether this CPU's
@@ -218,9 +314,22 @@ def test_stop_at_a_newline_typed_as_backslash_n(starter_installed):
 
 
 def test_ctrl_c_keeps_output_and_exits_130(starter_installed, rambling):
-    proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", "Count to one thousand: 1, 2, 3,", "-t", "0",
-                             "-n", "3000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
+    proc = subprocess.Popen(
+        [
+            str(VIBECHAT_BIN),
+            "run",
+            "-p",
+            "Count to one thousand: 1, 2, 3,",
+            "-t",
+            "0",
+            "-n",
+            "3000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=default_sigint,
+    )
     assert proc.stdout is not None
     first = os.read(proc.stdout.fileno(), 64)  # wait until the reply is streaming
     assert first
@@ -237,12 +346,21 @@ def _cpu_only_build() -> bool:
     return not llama_cpp.llama_supports_gpu_offload()
 
 
-@pytest.mark.skipif(not _cpu_only_build(), reason="this llama-cpp-python build can offload to a GPU")
-def test_gpu_layers_on_a_cpu_only_build_are_an_error_with_the_rebuild_command(starter_installed, monkeypatch):
+@pytest.mark.skipif(
+    not _cpu_only_build(), reason="this llama-cpp-python build can offload to a GPU"
+)
+def test_gpu_layers_on_a_cpu_only_build_are_an_error_with_the_rebuild_command(
+    starter_installed, monkeypatch
+):
     """`run` fails (exit 1, one line) rather than silently running on the CPU; the chat warns."""
-    for layers, needle in (("5", 'CPU-only: rebuild it for CUDA with CMAKE_ARGS="-DGGML_CUDA=on" pip install '
-                                 "--force-reinstall --no-cache-dir llama-cpp-python=="),
-                           ("-1", 'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat')):
+    for layers, needle in (
+        (
+            "5",
+            'CPU-only: rebuild it for CUDA with CMAKE_ARGS="-DGGML_CUDA=on" pip install '
+            "--force-reinstall --no-cache-dir llama-cpp-python==",
+        ),
+        ("-1", 'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat'),
+    ):
         out = vibechat("run", "-p", "hi", "-n", "2", "--n-gpu-layers", layers)
         assert out.returncode == 1 and needle in out.stderr, out.stderr
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr and out.stdout == ""
@@ -250,19 +368,33 @@ def test_gpu_layers_on_a_cpu_only_build_are_an_error_with_the_rebuild_command(st
     out = vibechat("run", "-p", "hi", "-n", "2")
     assert out.returncode == 1 and "GPU offload of all layers was asked for" in out.stderr
     assert "-DGGML_METAL=on" in out.stderr and out.stderr.count("\n") == 1
-    out = vibechat("run", "-p", "hi", "-n", "2", "--n-gpu-layers", "0", "--ctx", "512")  # the flag wins: CPU only
+    out = vibechat(
+        "run", "-p", "hi", "-n", "2", "--n-gpu-layers", "0", "--ctx", "512"
+    )  # the flag wins: CPU only
     assert out.returncode == 0, out.stderr
     # Not asking (the default: all if possible) never fails: every other run in this file
     # (test_streams_reply_to_stdout_on_the_starter_model first) runs with the default.
 
 
-def test_prompt_lookup_drafting_gives_the_same_greedy_reply_and_auto_reports_its_drafts(starter_installed, rambling):
+def test_prompt_lookup_drafting_gives_the_same_greedy_reply_and_auto_reports_its_drafts(
+    starter_installed, rambling
+):
     """One plain greedy run is the reference for both kinds of drafting: prompt lookup gives the
     same text; auto reports its drafts, its final draft length and whether it turned off (in the
     JSON and in --stats)."""
     code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
-    args = ("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "24", "--json",
-            "--ctx", "512")
+    args = (
+        "run",
+        "-p",
+        f"Rewrite this code with x renamed to y:\n{code}",
+        "-t",
+        "0",
+        "-n",
+        "24",
+        "--json",
+        "--ctx",
+        "512",
+    )
     plain = json.loads(vibechat(*args).stdout)
     assert plain["stats"]["drafted_tokens"] == 0 and plain["engine"]["speculative"] == "off"
     assert plain["stats"]["draft_k"] == 0 and plain["stats"]["drafting_turned_off"] is False
@@ -271,7 +403,10 @@ def test_prompt_lookup_drafting_gives_the_same_greedy_reply_and_auto_reports_its
     assert out.returncode == 0, out.stderr
     drafted = json.loads(out.stdout)
     assert drafted["text"] == plain["text"]
-    assert drafted["engine"]["speculative"] == "prompt-lookup" and drafted["engine"]["draft_tokens"] == 6
+    assert (
+        drafted["engine"]["speculative"] == "prompt-lookup"
+        and drafted["engine"]["draft_tokens"] == 6
+    )
     assert drafted["stats"]["drafted_tokens"] >= drafted["stats"]["accepted_draft_tokens"] > 0
     assert "· drafted " in out.stderr and "accepted" in out.stderr
 
@@ -280,17 +415,42 @@ def test_prompt_lookup_drafting_gives_the_same_greedy_reply_and_auto_reports_its
     reply = json.loads(out.stdout)
     stats = reply["stats"]
     assert reply["engine"]["speculative"] == "auto" and reply["engine"]["draft_tokens"] == 6
-    assert stats["drafted_tokens"] >= stats["accepted_draft_tokens"] >= 0 and stats["drafted_tokens"] > 0
+    assert (
+        stats["drafted_tokens"] >= stats["accepted_draft_tokens"] >= 0
+        and stats["drafted_tokens"] > 0
+    )
     assert 0 <= stats["draft_k"] <= 6 and isinstance(stats["drafting_turned_off"], bool)
-    said = "drafting off (did not pay)" if stats["drafting_turned_off"] else f"draft k {stats['draft_k']}"
-    assert f"· drafted {stats['drafted_tokens']}, accepted {stats['accepted_draft_tokens']}" in out.stderr
+    said = (
+        "drafting off (did not pay)"
+        if stats["drafting_turned_off"]
+        else f"draft k {stats['draft_k']}"
+    )
+    assert (
+        f"· drafted {stats['drafted_tokens']}, accepted {stats['accepted_draft_tokens']}"
+        in out.stderr
+    )
     assert said in out.stderr
 
 
 def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_installed, rambling):
     code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
-    out = vibechat("run", "-p", f"Rewrite this code with x renamed to y:\n{code}", "-t", "0", "-n", "16", "--json",
-                   "--stats", "--draft-model", "starter", "--draft-tokens", "4", "--ctx", "512")
+    out = vibechat(
+        "run",
+        "-p",
+        f"Rewrite this code with x renamed to y:\n{code}",
+        "-t",
+        "0",
+        "-n",
+        "16",
+        "--json",
+        "--stats",
+        "--draft-model",
+        "starter",
+        "--draft-tokens",
+        "4",
+        "--ctx",
+        "512",
+    )
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
     engine, stats = reply["engine"], reply["stats"]
@@ -300,11 +460,26 @@ def test_a_draft_model_reference_drafts_and_shows_in_json_and_stats(starter_inst
     assert f"draft model {engine['draft_model']}" in out.stderr
 
 
-def test_the_draft_model_from_the_environment_and_from_the_config_file(starter_installed, monkeypatch, tmp_path):
+def test_the_draft_model_from_the_environment_and_from_the_config_file(
+    starter_installed, monkeypatch, tmp_path
+):
     """The variable drafts in a real run; the config file's key is the same setting (one table,
     one Config: engine/settings), so `config show` proves the file gives it, without loading two
     models a second time."""
-    args = ("run", "-p", "Say hi.", "-t", "0", "-n", "8", "--json", "--draft-tokens", "3", "--ctx", "512")
+    args = (
+        "run",
+        "-p",
+        "Say hi.",
+        "-t",
+        "0",
+        "-n",
+        "8",
+        "--json",
+        "--draft-tokens",
+        "3",
+        "--ctx",
+        "512",
+    )
     monkeypatch.setenv("VIBECHAT_DRAFT_MODEL", "starter")
     out = vibechat(*args)
     assert out.returncode == 0, out.stderr
@@ -323,10 +498,30 @@ def test_the_draft_model_from_the_environment_and_from_the_config_file(starter_i
 def test_help_lists_every_flag():
     out = vibechat("run", "--help")
     assert out.returncode == 0
-    for flag in ("--prompt", "--model", "--system", "--temperature", "--top-k", "--top-p", "--min-p",
-                 "--repeat-penalty", "--max-tokens", "--seed", "--stop", "--ctx", "--n-gpu-layers",
-                 "--threads", "--kv-cache-type", "--draft", "--draft-tokens", "--draft-model", "--repack", "--json",
-                 "--stats", "--raw"):
+    for flag in (
+        "--prompt",
+        "--model",
+        "--system",
+        "--temperature",
+        "--top-k",
+        "--top-p",
+        "--min-p",
+        "--repeat-penalty",
+        "--max-tokens",
+        "--seed",
+        "--stop",
+        "--ctx",
+        "--n-gpu-layers",
+        "--threads",
+        "--kv-cache-type",
+        "--draft",
+        "--draft-tokens",
+        "--draft-model",
+        "--repack",
+        "--json",
+        "--stats",
+        "--raw",
+    ):
         assert flag in out.stdout
 
 

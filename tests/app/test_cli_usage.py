@@ -13,9 +13,17 @@ import pytest
 from conftest import VIBECHAT_BIN
 
 
-def vibechat(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
-                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+def vibechat(
+    *args: str, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 _HELP_PAGES: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
@@ -29,22 +37,49 @@ def help_page(*path: str) -> subprocess.CompletedProcess:
     return _HELP_PAGES[path]
 
 
-@pytest.mark.parametrize(("args", "needle", "command"), [
-    (["run", "--conversation", "0"], "--conversation must be at least 1 (got 0)", "vibechat run"),
-    (["run", "--cid", "abc"], "--conversation must be a whole number (got 'abc')", "vibechat run"),
-    (["run", "--bogus"], "no such option: --bogus", "vibechat run"),
-    (["run", "--temprature", "1"], "--temperature", "vibechat run"),  # typer's suggestion survives
-    (["histroy"], "Did you mean 'history'?", "vibechat"),
-    (["--no-such-flag"], "no such option: --no-such-flag", "vibechat"),
-    (["history", "list", "-n", "0"], "--limit must be at least 1 (got 0)", "vibechat history list"),
-    (["history", "show", "abc"], "ID must be a whole number (got 'abc')", "vibechat history show"),
-    (["history", "show"], "missing argument 'ID'", "vibechat history show"),
-    (["history", "export", "29", "-o", "."], "is a directory", "vibechat history export"),
-    (["models", "search", "x", "--limit", "0"], "--limit must be at least 1 (got 0)", "vibechat models search"),
-    (["config", "show", "--jsn"], "no such option: --jsn", "vibechat config show"),
-    (["history", "search", ""], "no word to search for", "vibechat history search"),
-    (["history", "search", "  !! "], "give at least one word", "vibechat history search"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle", "command"),
+    [
+        (
+            ["run", "--conversation", "0"],
+            "--conversation must be at least 1 (got 0)",
+            "vibechat run",
+        ),
+        (
+            ["run", "--cid", "abc"],
+            "--conversation must be a whole number (got 'abc')",
+            "vibechat run",
+        ),
+        (["run", "--bogus"], "no such option: --bogus", "vibechat run"),
+        (
+            ["run", "--temprature", "1"],
+            "--temperature",
+            "vibechat run",
+        ),  # typer's suggestion survives
+        (["histroy"], "Did you mean 'history'?", "vibechat"),
+        (["--no-such-flag"], "no such option: --no-such-flag", "vibechat"),
+        (
+            ["history", "list", "-n", "0"],
+            "--limit must be at least 1 (got 0)",
+            "vibechat history list",
+        ),
+        (
+            ["history", "show", "abc"],
+            "ID must be a whole number (got 'abc')",
+            "vibechat history show",
+        ),
+        (["history", "show"], "missing argument 'ID'", "vibechat history show"),
+        (["history", "export", "29", "-o", "."], "is a directory", "vibechat history export"),
+        (
+            ["models", "search", "x", "--limit", "0"],
+            "--limit must be at least 1 (got 0)",
+            "vibechat models search",
+        ),
+        (["config", "show", "--jsn"], "no such option: --jsn", "vibechat config show"),
+        (["history", "search", ""], "no word to search for", "vibechat history search"),
+        (["history", "search", "  !! "], "give at least one word", "vibechat history search"),
+    ],
+)
 def test_usage_errors_are_one_line_with_exit_2(args, needle, command):
     out = vibechat(*args)
     assert out.returncode == 2, out.stderr
@@ -56,8 +91,17 @@ def test_usage_errors_are_one_line_with_exit_2(args, needle, command):
     assert "╭" not in line and "Traceback" not in line
 
 
-@pytest.mark.parametrize("args", [["--help"], ["-h"], ["run", "--help"], ["history", "export", "-h"],
-                                  ["models", "--help"], ["config", "show", "--help"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["-h"],
+        ["run", "--help"],
+        ["history", "export", "-h"],
+        ["models", "--help"],
+        ["config", "show", "--help"],
+    ],
+)
 def test_help_still_works(args):
     out = vibechat(*args)
     assert out.returncode == 0, out.stderr
@@ -66,7 +110,9 @@ def test_help_still_works(args):
 
 def test_a_group_without_a_command_shows_its_help():
     out = vibechat("history")
-    assert out.returncode == 2 and "Usage: vibechat history" in out.stdout and "export" in out.stdout
+    assert (
+        out.returncode == 2 and "Usage: vibechat history" in out.stdout and "export" in out.stdout
+    )
 
 
 @pytest.mark.parametrize("flag", ["--version", "-V"])
@@ -80,15 +126,38 @@ def test_version_names_vibechat_llama_cpp_and_gpu_offload(flag, user_dirs):
     assert lines[1].startswith(f"llama-cpp-python {version('llama-cpp-python')}")
     offload = llama_cpp.llama_supports_gpu_offload()
     assert lines[2].startswith("GPU offload: yes" if offload else "GPU offload: no")
-    assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # no model was unpacked or loaded
+    assert not (
+        user_dirs["cache"] / "vibechat" / "starter"
+    ).exists()  # no model was unpacked or loaded
 
 
-HELP_PAGES = [[], ["run"], ["models"], ["models", "search"], ["models", "files"], ["models", "pull"],
-              ["models", "list"], ["models", "show"], ["models", "info"], ["models", "rm"], ["history"],
-              ["history", "list"],
-              ["history", "show"], ["history", "search"], ["history", "export"], ["history", "rm"], ["config"],
-              ["config", "path"], ["config", "show"], ["config", "edit"], ["list"], ["ls"], ["pull"], ["show"],
-              ["rm"]]
+HELP_PAGES = [
+    [],
+    ["run"],
+    ["models"],
+    ["models", "search"],
+    ["models", "files"],
+    ["models", "pull"],
+    ["models", "list"],
+    ["models", "show"],
+    ["models", "info"],
+    ["models", "rm"],
+    ["history"],
+    ["history", "list"],
+    ["history", "show"],
+    ["history", "search"],
+    ["history", "export"],
+    ["history", "rm"],
+    ["config"],
+    ["config", "path"],
+    ["config", "show"],
+    ["config", "edit"],
+    ["list"],
+    ["ls"],
+    ["pull"],
+    ["show"],
+    ["rm"],
+]
 
 
 def test_help_pages_name_values_plainly():
@@ -98,9 +167,18 @@ def test_help_pages_name_values_plainly():
         for label in ("<bool>", "<str>", "<int", "<float>", "<Path>", "<list", "<path>"):
             assert label not in page, (args, label)
     page = help_page("run").stdout
-    for flag, label in (("--temperature", "NUMBER"), ("--top-k", "N"), ("--model", "MODEL"), ("--prompt", "TEXT"),
-                        ("--conversation", "ID"), ("--prompts-file", "FILE.jsonl")):
-        assert any(flag in line and f" {label} " in line for line in page.splitlines()), (flag, label)
+    for flag, label in (
+        ("--temperature", "NUMBER"),
+        ("--top-k", "N"),
+        ("--model", "MODEL"),
+        ("--prompt", "TEXT"),
+        ("--conversation", "ID"),
+        ("--prompts-file", "FILE.jsonl"),
+    ):
+        assert any(flag in line and f" {label} " in line for line in page.splitlines()), (
+            flag,
+            label,
+        )
 
 
 def test_the_run_summary_is_one_line_in_the_command_list():
@@ -119,8 +197,10 @@ def test_draft_tokens_without_drafting_is_an_error_not_silently_ignored(args):
         assert json.loads(out.stdout)["error"]["kind"] == "error"
     else:
         assert out.stdout == ""
-    assert out.stderr == ("vibechat: error: --draft-tokens applies only with speculative decoding: add --draft "
-                          "prompt-lookup, or drop --draft-tokens.\n")
+    assert out.stderr == (
+        "vibechat: error: --draft-tokens applies only with speculative decoding: add --draft "
+        "prompt-lookup, or drop --draft-tokens.\n"
+    )
 
 
 # ------------------------------------------------------------------ help texts as written
@@ -150,7 +230,10 @@ def test_every_help_page_keeps_the_bracketed_words_of_its_help_texts():
     assert len(tree) > 20  # every page, the hidden shortcuts included
     bracketed = 0
     for path, command in tree:
-        texts = [command.help or "", *(getattr(param, "help", None) or "" for param in command.params)]
+        texts = [
+            command.help or "",
+            *(getattr(param, "help", None) or "" for param in command.params),
+        ]
         wanted = {" ".join(m.split()) for text in texts for m in re.findall(r"\[[^\[\]]+\]", text)}
         if not wanted:
             continue
@@ -166,8 +249,10 @@ def test_every_help_page_keeps_the_bracketed_words_of_its_help_texts():
 
 
 # ------------------------------------------------------------------ ollama habits
-@pytest.mark.parametrize(("shortcut", "command"), [("list", "list"), ("ls", "list"), ("pull", "pull"),
-                                                   ("show", "show"), ("rm", "rm")])
+@pytest.mark.parametrize(
+    ("shortcut", "command"),
+    [("list", "list"), ("ls", "list"), ("pull", "pull"), ("show", "show"), ("rm", "rm")],
+)
 def test_ollama_style_shortcuts_are_the_models_commands(shortcut, command):
     short, full = help_page(shortcut), help_page("models", command)
     assert short.returncode == 0 and full.returncode == 0, short.stderr
@@ -183,34 +268,63 @@ def test_the_shortcuts_keep_the_command_list_short_and_are_named_once():
     page = help_page().stdout
     commands = page.split("Commands", 1)[1].split("╰", 1)[0]
     assert [line.split()[1] for line in commands.splitlines() if line.startswith("│ ")] == [
-        "run", "tools", "models", "history", "config", "presets"]
-    assert ("ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the same names."
-            in flat(page))
+        "run",
+        "tools",
+        "models",
+        "history",
+        "config",
+        "presets",
+    ]
+    assert (
+        "ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the same names."
+        in flat(page)
+    )
 
 
 def test_shortcuts_answer_as_their_models_command(user_dirs):
     listed, shortcut = vibechat("models", "list", "--json"), vibechat("ls", "--json")
-    assert shortcut.returncode == 0 and shortcut.stdout == listed.stdout and '"starter"' in shortcut.stdout
-    info, shown = vibechat("models", "show", "starter", "--json"), vibechat("show", "starter", "--json")
+    assert (
+        shortcut.returncode == 0
+        and shortcut.stdout == listed.stdout
+        and '"starter"' in shortcut.stdout
+    )
+    info, shown = (
+        vibechat("models", "show", "starter", "--json"),
+        vibechat("show", "starter", "--json"),
+    )
     assert shown.returncode == 0 and shown.stdout == info.stdout
     refused = vibechat("rm", "starter", "--yes")  # the bundled model: never deleted, and says why
-    assert refused.returncode == 1 and refused.stderr == vibechat("models", "rm", "starter", "--yes").stderr
+    assert (
+        refused.returncode == 1
+        and refused.stderr == vibechat("models", "rm", "starter", "--yes").stderr
+    )
     missing = vibechat("pull")
     assert missing.returncode == 2
-    assert missing.stderr == "vibechat: error: missing argument 'REF' (see 'vibechat pull --help')\n"
+    assert (
+        missing.stderr == "vibechat: error: missing argument 'REF' (see 'vibechat pull --help')\n"
+    )
 
 
-@pytest.mark.parametrize(("args", "said"), [
-    (["run", "hello there", "-p", "hi"],
-     "the prompt is given twice, as PROMPT and with --prompt: give one of them"),
-    (["run", "tiny.gguf", "Why is the sky blue?"],
-     "'tiny.gguf' is a model, not a prompt: pick the model with --model, e.g. vibechat run --model tiny.gguf "
-     '"Why is the sky blue?"'),
-    (["run", "bartowski/Llama-3.2-1B-Instruct-GGUF"],
-     "'bartowski/Llama-3.2-1B-Instruct-GGUF' is a model, not a prompt: pick the model with --model, e.g. "
-     'vibechat run --model bartowski/Llama-3.2-1B-Instruct-GGUF "your prompt"'),
-    (["run", "starter", "hi"], "'starter' is a model, not a prompt"),  # a local model's name
-])
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["run", "hello there", "-p", "hi"],
+            "the prompt is given twice, as PROMPT and with --prompt: give one of them",
+        ),
+        (
+            ["run", "tiny.gguf", "Why is the sky blue?"],
+            "'tiny.gguf' is a model, not a prompt: pick the model with --model, e.g. vibechat run --model tiny.gguf "
+            '"Why is the sky blue?"',
+        ),
+        (
+            ["run", "bartowski/Llama-3.2-1B-Instruct-GGUF"],
+            "'bartowski/Llama-3.2-1B-Instruct-GGUF' is a model, not a prompt: pick the model with --model, e.g. "
+            'vibechat run --model bartowski/Llama-3.2-1B-Instruct-GGUF "your prompt"',
+        ),
+        (["run", "starter", "hi"], "'starter' is a model, not a prompt"),  # a local model's name
+    ],
+)
 def test_a_positional_prompt_given_twice_or_naming_a_model_is_a_usage_error(args, said, user_dirs):
     out = vibechat(*args)
     assert out.returncode == 2 and out.stdout == ""
@@ -221,9 +335,13 @@ def test_a_positional_prompt_given_twice_or_naming_a_model_is_a_usage_error(args
 
 def test_a_positional_prompt_does_not_mix_with_a_prompts_file():
     out = vibechat("run", "--prompts-file", "-", "hello", input='{"prompt": "hi"}\n')
-    assert out.returncode == 1 and json.loads(out.stdout)["error"]["exit_status"] == 1  # one JSON line
-    assert out.stderr == ("vibechat: error: --prompts-file and PROMPT do not mix: each line of the file is a prompt "
-                          "and a new conversation; drop PROMPT.\n")
+    assert (
+        out.returncode == 1 and json.loads(out.stdout)["error"]["exit_status"] == 1
+    )  # one JSON line
+    assert out.stderr == (
+        "vibechat: error: --prompts-file and PROMPT do not mix: each line of the file is a prompt "
+        "and a new conversation; drop PROMPT.\n"
+    )
 
 
 @pytest.mark.parametrize("path", [(), ("run",)])
@@ -233,7 +351,12 @@ def test_help_states_the_true_defaults_of_repeat_penalty_and_max_tokens(path):
 
     page = flat(help_page(*path).stdout)
     assert "(default 1.0)" not in page and "until the model stops" not in page
-    penalty = page[page.index("--repeat-penalty"):page.index("--max-tokens")]
-    tokens = page[page.index("--max-tokens"):page.index("--seed")]
-    assert "default auto" in penalty and f"{COMPLETION_AUTO['repeat_penalty']:g} for a base model" in penalty
-    assert "default auto" in tokens and f"{COMPLETION_AUTO['max_tokens']} for a base model" in tokens
+    penalty = page[page.index("--repeat-penalty") : page.index("--max-tokens")]
+    tokens = page[page.index("--max-tokens") : page.index("--seed")]
+    assert (
+        "default auto" in penalty
+        and f"{COMPLETION_AUTO['repeat_penalty']:g} for a base model" in penalty
+    )
+    assert (
+        "default auto" in tokens and f"{COMPLETION_AUTO['max_tokens']} for a base model" in tokens
+    )

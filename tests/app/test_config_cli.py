@@ -19,9 +19,17 @@ from vibechat.engine.settings.config import config_path
 pytestmark = pytest.mark.usefixtures("no_setting_variables")  # conftest.py
 
 
-def vibechat(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+def vibechat(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def write(text: str, path: Path | None = None) -> Path:
@@ -53,8 +61,11 @@ def test_show_values_and_where_each_comes_from():
     path = write("# mine\nthreads = 3\n\n[params]\ntemperature = 0.3\ntop_k = 7\n")
     out = vibechat("--top-p", "0.7", "config", "show", env={"VIBECHAT_TOP_K": "9"})
     assert out.returncode == 0, out.stderr
-    lines = {line.split()[0]: line.split(None, 1)[1] for line in out.stdout.splitlines()
-             if line.startswith(("threads ", "params."))}
+    lines = {
+        line.split()[0]: line.split(None, 1)[1]
+        for line in out.stdout.splitlines()
+        if line.startswith(("threads ", "params."))
+    }
     assert out.stdout.startswith(f"config file: {path}\n")
     assert lines["threads"].split() == ["3", "file,", "line", "2"]
     assert lines["params.temperature"].split() == ["0.3", "file,", "line", "5"]
@@ -62,7 +73,9 @@ def test_show_values_and_where_each_comes_from():
     assert lines["params.top_p"].split() == ["0.7", "flag", "--top-p"]
     assert lines["params.min_p"].split() == ["0.05", "default"]
 
-    data = json.loads(vibechat("--top-p", "0.7", "config", "show", "--json", env={"VIBECHAT_TOP_K": "9"}).stdout)
+    data = json.loads(
+        vibechat("--top-p", "0.7", "config", "show", "--json", env={"VIBECHAT_TOP_K": "9"}).stdout
+    )
     assert data["path"] == str(path) and data["exists"] is True and data["problem"] is None
     s = data["settings"]
     assert s["params.temperature"] == {"value": 0.3, "source": "file", "file": str(path), "line": 5}
@@ -85,8 +98,11 @@ PYTHON_WORDS = re.compile(r"(?<![\w.])(None|True|False)(?![\w.])|\[\]|\(\)")
 def shown_values(stdout: str) -> dict[str, str]:
     """``config show``'s table as {setting: value}."""
     rows = stdout.split("\nsetting ", 1)[1].splitlines()[1:]
-    return {line.split()[0]: line[line.index(" "):].rsplit("  ", 1)[0].strip() for line in rows
-            if line[:1].isalpha()}
+    return {
+        line.split()[0]: line[line.index(" ") :].rsplit("  ", 1)[0].strip()
+        for line in rows
+        if line[:1].isalpha()
+    }
 
 
 def test_show_speaks_to_people_not_python():
@@ -97,7 +113,9 @@ def test_show_speaks_to_people_not_python():
     assert not PYTHON_WORDS.search(out.stdout), PYTHON_WORDS.search(out.stdout)
     values = shown_values(out.stdout)
     assert values["thinking_expanded"] == "false" and values["params.stop"] == "(none)"
-    assert values["params.seed"] == "(none)" and values["params.max_tokens"] == "(auto)"  # the model's default
+    assert (
+        values["params.seed"] == "(none)" and values["params.max_tokens"] == "(auto)"
+    )  # the model's default
     write('thinking_expanded = true\n\n[params]\nstop = ["\\nUser:", "END"]\n')
     out = vibechat("config", "show")
     assert not PYTHON_WORDS.search(out.stdout), PYTHON_WORDS.search(out.stdout)
@@ -108,8 +126,10 @@ def test_show_speaks_to_people_not_python():
 
 def test_a_broken_file_still_shows_paths_and_the_problem():
     path = write(BROKEN)
-    problem = (f"config file {path}, line 4: temperature must be between 0 and 5 (got 9); "
-               "fix it with 'vibechat config edit'")
+    problem = (
+        f"config file {path}, line 4: temperature must be between 0 and 5 (got 9); "
+        "fix it with 'vibechat config edit'"
+    )
     assert vibechat("config", "path").stdout == f"{path}\n"
     out = vibechat("config", "show")
     assert out.returncode == 0, out.stderr
@@ -120,7 +140,12 @@ def test_a_broken_file_still_shows_paths_and_the_problem():
     assert data["problem"] == problem and data["problems"] == [problem]
     assert data["left_out"] == ["params.temperature"]
     # Only the bad value is left out: the rest of the file applies.
-    assert data["settings"]["theme"] == {"value": "vibechat-paper", "source": "file", "file": str(path), "line": 1}
+    assert data["settings"]["theme"] == {
+        "value": "vibechat-paper",
+        "source": "file",
+        "file": str(path),
+        "line": 1,
+    }
     assert data["settings"]["params.temperature"] == {"value": 0.8, "source": "default"}
     assert path.read_text() == BROKEN
 
@@ -129,31 +154,39 @@ def test_run_fails_in_one_line_on_a_broken_config():
     path = write(BROKEN)
     out = vibechat("run", "-p", "hi")
     assert out.returncode == 1
-    assert out.stderr == (f"vibechat: error: config file {path}, line 4: temperature must be between 0 and 5 "
-                          f"(got 9); fix it with 'vibechat config edit'\n")
+    assert out.stderr == (
+        f"vibechat: error: config file {path}, line 4: temperature must be between 0 and 5 "
+        f"(got 9); fix it with 'vibechat config edit'\n"
+    )
     assert out.stdout == ""
 
 
 def test_a_key_textual_cannot_report_is_one_line_in_run_and_config_show():
     path = write('[keys]\ntoggle_params = "notakey+++"\n')
-    problem = (f'config file {path}, line 2: keys.toggle_params = "notakey+++" is not a valid key: \'notakey\' is '
-               "not a modifier: use alt, ctrl, hyper, meta, shift, super (keys look like \"ctrl+t\", \"f12\", "
-               "\"shift+tab\", \"question_mark\"; several: \"f12,ctrl+t\"); fix it with 'vibechat config edit'")
+    problem = (
+        f"config file {path}, line 2: keys.toggle_params = \"notakey+++\" is not a valid key: 'notakey' is "
+        'not a modifier: use alt, ctrl, hyper, meta, shift, super (keys look like "ctrl+t", "f12", '
+        '"shift+tab", "question_mark"; several: "f12,ctrl+t"); fix it with \'vibechat config edit\''
+    )
     out = vibechat("run", "-p", "hi")
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == f"vibechat: error: {problem}\n"
     show = vibechat("config", "show")
     assert show.returncode == 0, show.stderr
     assert f"problem: {problem}\n" in show.stdout
-    assert [line for line in show.stdout.splitlines() if "notakey" in line] == [f"problem: {problem}"]
+    assert [line for line in show.stdout.splitlines() if "notakey" in line] == [
+        f"problem: {problem}"
+    ]
     assert json.loads(vibechat("config", "show", "--json").stdout)["problem"] == problem
 
 
 def test_run_fails_in_one_line_on_a_bad_variable():
     out = vibechat("run", "-p", "hi", env={"VIBECHAT_TEMPERATURE": "hot"})
     assert out.returncode == 1
-    assert out.stderr == ("vibechat: error: environment variable VIBECHAT_TEMPERATURE='hot': temperature must be "
-                          "a number between 0 and 5 (got 'hot'); fix or unset it\n")
+    assert out.stderr == (
+        "vibechat: error: environment variable VIBECHAT_TEMPERATURE='hot': temperature must be "
+        "a number between 0 and 5 (got 'hot'); fix or unset it\n"
+    )
 
 
 def test_run_uses_the_configured_model(tmp_path):
@@ -166,9 +199,11 @@ def test_run_uses_the_configured_model(tmp_path):
 
 def test_edit_creates_the_documented_template_and_checks_the_result(tmp_path):
     path = config_path()
-    code = ("text = path.read_text()\n"
-            "assert '# vibechat configuration' in text\n"
-            "path.write_text(text.replace('# top_k = 40', 'top_k = 12'))\n")
+    code = (
+        "text = path.read_text()\n"
+        "assert '# vibechat configuration' in text\n"
+        "path.write_text(text.replace('# top_k = 40', 'top_k = 12'))\n"
+    )
     out = vibechat("config", "edit", env={"EDITOR": editor(tmp_path, code), "VISUAL": ""})
     assert out.returncode == 0, out.stderr
     assert f"Created {path}" in out.stderr and f"{path}: OK" in out.stderr
@@ -182,9 +217,11 @@ def test_edit_reports_a_problem_in_one_line(tmp_path):
     code = "path.write_text(path.read_text() + 'temprature = 0.5\\n')\n"
     out = vibechat("config", "edit", env={"VISUAL": editor(tmp_path, code), "EDITOR": "false"})
     assert out.returncode == 1
-    assert out.stderr == (f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in [params] "
-                          "(did you mean 'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, "
-                          "max_tokens, seed, stop, thinking; fix it with 'vibechat config edit'\n")
+    assert out.stderr == (
+        f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in [params] "
+        "(did you mean 'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, "
+        "max_tokens, seed, stop, thinking; fix it with 'vibechat config edit'\n"
+    )
 
 
 def test_edit_reports_every_problem_one_line_each(tmp_path):
@@ -193,10 +230,17 @@ def test_edit_reports_every_problem_one_line_each(tmp_path):
     out = vibechat("config", "edit", env={"VISUAL": editor(tmp_path, code)})
     assert out.returncode == 1
     assert [line.split(": ", 3)[2:] for line in out.stderr.splitlines()] == [
-        [f"config file {path}, line 1", "theme must be a non-empty string (got 3); fix it with 'vibechat config edit'"],
-        [f"config file {path}, line 4", "unknown key 'temprature' in [params] (did you mean 'temperature'?); known: "
-         "temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking; fix it with "
-         "'vibechat config edit'"]]
+        [
+            f"config file {path}, line 1",
+            "theme must be a non-empty string (got 3); fix it with 'vibechat config edit'",
+        ],
+        [
+            f"config file {path}, line 4",
+            "unknown key 'temprature' in [params] (did you mean 'temperature'?); known: "
+            "temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking; fix it with "
+            "'vibechat config edit'",
+        ],
+    ]
     assert all(line.startswith("vibechat: error: config file") for line in out.stderr.splitlines())
 
 
@@ -221,8 +265,16 @@ def test_edit_with_a_failing_editor_says_so(tmp_path):
 @pytest.mark.model
 def test_run_precedence_flag_over_env_over_file(starter_installed):
     write("[params]\ntemperature = 0.3\ntop_k = 7\ntop_p = 0.5\nmax_tokens = 3\nseed = 11\n")
-    out = vibechat("run", "-p", "Hello", "--json", "--top-p", "0.7",
-                   env={"VIBECHAT_TOP_K": "9", "VIBECHAT_TOP_P": "0.6"}, timeout=180)
+    out = vibechat(
+        "run",
+        "-p",
+        "Hello",
+        "--json",
+        "--top-p",
+        "0.7",
+        env={"VIBECHAT_TOP_K": "9", "VIBECHAT_TOP_P": "0.6"},
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr
     params = json.loads(out.stdout)["params"]
     assert params["temperature"] == 0.3  # file
@@ -243,7 +295,9 @@ def test_the_chat_gets_the_effective_config_and_starts_despite_a_broken_file(mon
     seen: dict = {}
     monkeypatch.setattr(tui, "run_tui", lambda **kw: seen.update(kw))
     path = write(BROKEN)
-    result = CliRunner().invoke(cli, ["--top-k", "5", "--threads", "2"], env={"VIBECHAT_TEMPERATURE": "0.2"})
+    result = CliRunner().invoke(
+        cli, ["--top-k", "5", "--threads", "2"], env={"VIBECHAT_TEMPERATURE": "0.2"}
+    )
     assert result.exit_code == 0, result.output
     assert seen["params"].top_k == 5 and seen["params"].temperature == 0.2
     assert seen["engine"].threads == 2 and seen["system"] is None
@@ -258,11 +312,16 @@ def test_run_refuses_a_file_that_is_not_toml_in_one_line_of_plain_words():
     path = write(NOT_TOML)
     out = vibechat("run", "-p", "hi")
     assert out.returncode == 1 and out.stdout == ""
-    assert out.stderr == (f"vibechat: error: config file {path}, line 4, column 10: a string is not closed: a \" is "
-                          "missing at the end; fix it with 'vibechat config edit'\n")
+    assert out.stderr == (
+        f'vibechat: error: config file {path}, line 4, column 10: a string is not closed: a " is '
+        "missing at the end; fix it with 'vibechat config edit'\n"
+    )
     show = vibechat("config", "show")
     assert show.returncode == 0, show.stderr
-    assert "(the values below are in effect: the whole file is left out until it is fixed)" in show.stdout
+    assert (
+        "(the values below are in effect: the whole file is left out until it is fixed)"
+        in show.stdout
+    )
     assert json.loads(vibechat("config", "show", "--json").stdout)["left_out"] == "file"
 
 
@@ -270,25 +329,39 @@ def test_run_refuses_a_file_with_several_problems_naming_the_first_and_counting_
     path = write("theme = 3\n[params]\ntemprature = 0.5\n")
     out = vibechat("run", "-p", "hi")
     assert out.returncode == 1 and len(out.stderr.splitlines()) == 1
-    assert out.stderr == (f"vibechat: error: config file {path}, line 1: theme must be a non-empty string (got 3); "
-                          "fix it with 'vibechat config edit' (and 1 more problem: 'vibechat config show' lists "
-                          "them)\n")
+    assert out.stderr == (
+        f"vibechat: error: config file {path}, line 1: theme must be a non-empty string (got 3); "
+        "fix it with 'vibechat config edit' (and 1 more problem: 'vibechat config show' lists "
+        "them)\n"
+    )
 
 
 def test_an_unknown_variable_is_named_and_the_run_goes_on(stub):
-    out = vibechat("run", "-p", "hi", "--no-save", "--base-url", stub.url, "--model", "stub-small",
-                   env={"VIBECHAT_TEMPRATURE": "0.5"})
+    out = vibechat(
+        "run",
+        "-p",
+        "hi",
+        "--no-save",
+        "--base-url",
+        stub.url,
+        "--model",
+        "stub-small",
+        env={"VIBECHAT_TEMPRATURE": "0.5"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == stub.reply
     assert out.stderr.splitlines()[0] == (
         "vibechat: warning: environment variable VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean "
-        "VIBECHAT_TEMPERATURE?); it is ignored: rename or unset it")
+        "VIBECHAT_TEMPERATURE?); it is ignored: rename or unset it"
+    )
     assert "temperature" not in stub.last_body or stub.last_body["temperature"] == 0.8
 
 
 def test_config_check_lists_every_problem_and_fails_and_passes_a_good_file():
     out = vibechat("config", "check")
-    assert out.returncode == 0 and out.stderr == f"{config_path()}: OK (no file: the defaults apply)\n"
+    assert (
+        out.returncode == 0 and out.stderr == f"{config_path()}: OK (no file: the defaults apply)\n"
+    )
     path = write("theme = 3\n[params]\ntemprature = 0.5\ntop_k = 3\n")
     out = vibechat("config", "check", env={"VIBECHAT_TOP_P": "2", "VIBECHAT_THEME_NAME": "x"})
     assert out.returncode == 1 and out.stdout == ""
@@ -301,7 +374,8 @@ def test_config_check_lists_every_problem_and_fails_and_passes_a_good_file():
         "'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking; "
         "fix it with 'vibechat config edit'",
         "vibechat: error: environment variable VIBECHAT_TOP_P='2': top_p must be between 0 and 1 (got 2); fix or "
-        "unset it"]
+        "unset it",
+    ]
     write("[params]\ntop_k = 3\n")
     out = vibechat("config", "check", env={"VIBECHAT_TEMPRATURE": "1"})  # a warning alone passes
     assert out.returncode == 0

@@ -15,9 +15,18 @@ from conftest import VIBECHAT_BIN
 from openai_stub import StubServer
 
 
-def vibechat(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120, input=input,
-                          stdin=None if input is not None else subprocess.DEVNULL, env={**os.environ, **(env or {})})
+def vibechat(
+    *args: str, input: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def chat_requests(stub: StubServer) -> list[dict]:
@@ -92,7 +101,9 @@ def test_another_model_or_server_named_on_purpose_is_refused_in_one_line_unless_
 
 
 def test_switch_model_without_a_conversation_is_one_line(stub):
-    line = one_error_line(vibechat("run", "--base-url", stub.url, "-m", "stub-small", "--switch-model", "hi"))
+    line = one_error_line(
+        vibechat("run", "--base-url", stub.url, "-m", "stub-small", "--switch-model", "hi")
+    )
     assert "--switch-model applies only with --continue" in line
 
 
@@ -129,7 +140,16 @@ def test_a_local_conversation_stays_local_when_the_config_names_a_server(tmp_pat
 
 
 def test_piped_stdin_and_a_prompt_are_one_prompt_stdin_first(stub):
-    out = vibechat("run", "--base-url", stub.url, "-m", "stub-small", "--json", "Repeat this:", input="SECRET\n")
+    out = vibechat(
+        "run",
+        "--base-url",
+        stub.url,
+        "-m",
+        "stub-small",
+        "--json",
+        "Repeat this:",
+        input="SECRET\n",
+    )
     assert out.returncode == 0, out.stderr
     sent = chat_requests(stub)[-1]["messages"]
     assert [m["content"] for m in sent] == ["SECRET\n\nRepeat this:"]
@@ -138,16 +158,22 @@ def test_piped_stdin_and_a_prompt_are_one_prompt_stdin_first(stub):
     shown = json.loads(vibechat("history", "show", str(result["conversation_id"]), "--json").stdout)
     assert shown["messages"][0]["content"] == "SECRET\n\nRepeat this:"
     # An empty pipe adds nothing; a prompt alone has no "stdin" key.
-    alone = vibechat("run", "--base-url", stub.url, "-m", "stub-small", "--json", "-p", "Hi", input="")
+    alone = vibechat(
+        "run", "--base-url", stub.url, "-m", "stub-small", "--json", "-p", "Hi", input=""
+    )
     assert alone.returncode == 0, alone.stderr
-    assert chat_requests(stub)[-1]["messages"][-1]["content"] == "Hi" and "stdin" not in json.loads(alone.stdout)
+    assert chat_requests(stub)[-1]["messages"][-1]["content"] == "Hi" and "stdin" not in json.loads(
+        alone.stdout
+    )
 
 
 def test_piped_stdin_beside_a_prompt_keeps_stdins_size_bound(stub):
     from vibechat.engine.settings.limits import MAX_CONTEXT, prompt_byte_limit
 
     too_much = "x" * (prompt_byte_limit(MAX_CONTEXT) + 10)
-    line = one_error_line(vibechat("run", "--base-url", stub.url, "-m", "stub-small", "Sum it up:", input=too_much))
+    line = one_error_line(
+        vibechat("run", "--base-url", stub.url, "-m", "stub-small", "Sum it up:", input=too_much)
+    )
     assert "stdin is larger than" in line
     assert chat_requests(stub) == []
 
@@ -155,7 +181,9 @@ def test_piped_stdin_beside_a_prompt_keeps_stdins_size_bound(stub):
 def test_json_says_stdin_was_used_also_when_the_run_fails():
     from openai_stub import refused_url
 
-    out = vibechat("run", "--base-url", refused_url(), "-m", "m", "--json", "Repeat this:", input="SECRET\n")
+    out = vibechat(
+        "run", "--base-url", refused_url(), "-m", "m", "--json", "Repeat this:", input="SECRET\n"
+    )
     assert out.returncode == 1 and "Traceback" not in out.stderr
     obj = json.loads(out.stdout)
     assert obj["error"] and obj["stdin"] == {"included": True, "chars": len("SECRET")}

@@ -20,14 +20,22 @@ from vibechat.engine.chat.history import History
 pytestmark = pytest.mark.model
 
 LONG_PROMPT = "Summarise this log:\n" + "\n".join(
-    f"{i}. station {i * 7 % 13} reported {i * 37 % 1000} units at {i % 24:02d}:00" for i in range(1, 300))
+    f"{i}. station {i * 7 % 13} reported {i * 37 % 1000} units at {i % 24:02d}:00"
+    for i in range(1, 300)
+)
 
 
 def interrupt_when(args: list[str], marker: str) -> tuple[int, str, str]:
     """Run ``vibechat --verbose run ARGS``; send SIGINT when a stderr line contains
     ``marker``; return (exit code, stdout, stderr)."""
-    proc = subprocess.Popen([str(VIBECHAT_BIN), "--verbose", "run", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, preexec_fn=default_sigint)
+    proc = subprocess.Popen(
+        [str(VIBECHAT_BIN), "--verbose", "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     assert proc.stderr is not None and proc.stdout is not None
     out: list[str] = []
     reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
@@ -51,29 +59,43 @@ def assert_clean(stderr: str) -> None:
 
 def test_ctrl_c_while_the_model_loads(starter_installed):
     # llama.cpp logs every tensor's type while it reads the file: that is mid-load
-    code, out, err = interrupt_when(["-p", "Tell me a long story.", "-n", "300"], "llama_model_loader:")
+    code, out, err = interrupt_when(
+        ["-p", "Tell me a long story.", "-n", "300"], "llama_model_loader:"
+    )
     assert code == 130
     assert_clean(err)
     assert out == ""  # nothing was generated
     # --json prints its object all the same: nothing generated, nothing saved
-    code, out, err = interrupt_when(["-p", "Tell me a long story.", "--json"], "llama_model_loader:")
+    code, out, err = interrupt_when(
+        ["-p", "Tell me a long story.", "--json"], "llama_model_loader:"
+    )
     assert code == 130
     assert_clean(err)
     result = json.loads(out)
-    assert result["finish_reason"] == "cancelled" and result["text"] == "" and result["conversation_id"] is None
+    assert (
+        result["finish_reason"] == "cancelled"
+        and result["text"] == ""
+        and result["conversation_id"] is None
+    )
 
 
-def test_ctrl_c_while_the_prompt_is_evaluated_saves_the_prompt_and_a_stopped_reply(starter_installed):
+def test_ctrl_c_while_the_prompt_is_evaluated_saves_the_prompt_and_a_stopped_reply(
+    starter_installed,
+):
     # "loaded ..." is logged once the model is in memory, just before the long prompt's evaluation.
     # The signal lands anywhere from there (still inside load(), while the prompt is saved, before
     # the request starts, or during the evaluation of its ~6,000 tokens, which takes seconds on
     # any CPU), and each of those moments ends the same way: that is what is asserted.
-    code, out, err = interrupt_when(["-p", LONG_PROMPT, "--ctx", "8192", "--json"], "vibechat.llama_cpp: loaded ")
+    code, out, err = interrupt_when(
+        ["-p", LONG_PROMPT, "--ctx", "8192", "--json"], "vibechat.llama_cpp: loaded "
+    )
     assert code == 130
     assert_clean(err)
     result = json.loads(out)
     assert result["finish_reason"] == "cancelled"
-    assert result["stats"]["completion_tokens"] <= 1  # stopped in the prompt, not after a long reply
+    assert (
+        result["stats"]["completion_tokens"] <= 1
+    )  # stopped in the prompt, not after a long reply
     with History() as history:
         conversation = history.get(history.latest().id)
     user, reply = conversation.messages

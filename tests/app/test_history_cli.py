@@ -22,11 +22,18 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import GenerationDone
 
 
-def vibechat(*args: str, input: str | None = None, timeout: float = 180,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
-                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL,
-                          env={**os.environ, **(env or {})})
+def vibechat(
+    *args: str, input: str | None = None, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture
@@ -34,9 +41,16 @@ def saved() -> dict[str, int]:
     """Two saved conversations, written the way the app writes them."""
     ids = {}
     with History() as history:
-        for title, reply in (("Colours", "Red, green and **blue**."), ("Fruit \x1b[2J", "Apples\x1b]0;pwned\x07!")):
-            chat = ChatLog(Conversation(system="Be brief.", params=SamplingParams(temperature=0.2)), history,
-                           model="Gemma 3 270m", model_path="/m/gemma.gguf")
+        for title, reply in (
+            ("Colours", "Red, green and **blue**."),
+            ("Fruit \x1b[2J", "Apples\x1b]0;pwned\x07!"),
+        ):
+            chat = ChatLog(
+                Conversation(system="Be brief.", params=SamplingParams(temperature=0.2)),
+                history,
+                model="Gemma 3 270m",
+                model_path="/m/gemma.gguf",
+            )
             chat.add_user(f"{title}?")
             reply_row = chat.start_reply()
             chat.finish_reply(reply_row, GenerationDone(reply))
@@ -72,7 +86,9 @@ def test_show_as_text_and_json(saved):
     assert data["id"] == saved["Colours"] and data["system"] == "Be brief."
     assert data["params"]["temperature"] == 0.2
     assert [(m["role"], m["content"], m["status"]) for m in data["messages"]] == [
-        ("user", "Colours?", "complete"), ("assistant", "Red, green and **blue**.", "complete")]
+        ("user", "Colours?", "complete"),
+        ("assistant", "Red, green and **blue**.", "complete"),
+    ]
 
 
 def test_search_finds_messages(saved):
@@ -88,7 +104,9 @@ def test_export_markdown_and_json_to_stdout_and_file(saved, tmp_path: Path):
     assert md.returncode == 0 and md.stdout.startswith("# Colours?\n")
     assert "## Assistant\n\nRed, green and **blue**." in md.stdout
     target = tmp_path / "out.json"
-    out = vibechat("history", "export", str(saved["Colours"]), "--format", "json", "-o", str(target))
+    out = vibechat(
+        "history", "export", str(saved["Colours"]), "--format", "json", "-o", str(target)
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(target.read_text())
     assert data["messages"][1]["content"] == "Red, green and **blue**."
@@ -96,7 +114,9 @@ def test_export_markdown_and_json_to_stdout_and_file(saved, tmp_path: Path):
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "--format md" in bad.stderr
 
 
-def test_export_picks_the_format_from_the_extension_and_never_overwrites_without_force(saved, tmp_path: Path):
+def test_export_picks_the_format_from_the_extension_and_never_overwrites_without_force(
+    saved, tmp_path: Path
+):
     cid = str(saved["Colours"])
     as_json = tmp_path / "c.json"
     out = vibechat("history", "export", cid, "-o", str(as_json))
@@ -105,8 +125,13 @@ def test_export_picks_the_format_from_the_extension_and_never_overwrites_without
     for name in ("c.md", "c.markdown", "c.txt"):  # anything but .json is Markdown
         assert vibechat("history", "export", cid, "-o", str(tmp_path / name)).returncode == 0
         assert (tmp_path / name).read_text().startswith("# Colours?\n")
-    assert vibechat("history", "export", cid, "-f", "md", "-o", str(tmp_path / "x.json")).returncode == 0
-    assert (tmp_path / "x.json").read_text().startswith("# Colours?")  # --format wins over the extension
+    assert (
+        vibechat("history", "export", cid, "-f", "md", "-o", str(tmp_path / "x.json")).returncode
+        == 0
+    )
+    assert (
+        (tmp_path / "x.json").read_text().startswith("# Colours?")
+    )  # --format wins over the extension
 
     as_json.write_text("precious")
     refused = vibechat("history", "export", cid, "-o", str(as_json))
@@ -126,14 +151,19 @@ def test_rm_asks_unless_yes(saved):
     assert "not a terminal" in piped.stderr and piped.stderr.rstrip().endswith("pass --yes.")
     out = vibechat("history", "rm", str(saved["Fruit"]), "--yes")
     assert out.returncode == 0 and "Deleted conversation" in out.stdout
-    assert [c["id"] for c in json.loads(vibechat("history", "list", "--json").stdout)] == [saved["Colours"]]
+    assert [c["id"] for c in json.loads(vibechat("history", "list", "--json").stdout)] == [
+        saved["Colours"]
+    ]
 
 
 @pytest.mark.parametrize("command", [["show", "999"], ["export", "999"], ["rm", "999", "--yes"]])
 def test_an_unknown_id_is_one_clear_line(saved, command):
     out = vibechat("history", *command)
     assert out.returncode == 1
-    assert out.stderr == "vibechat: error: no conversation 999: 'vibechat history list' shows the saved ones.\n"
+    assert (
+        out.stderr
+        == "vibechat: error: no conversation 999: 'vibechat history list' shows the saved ones.\n"
+    )
 
 
 def test_a_damaged_database_is_one_clear_line_and_left_alone(user_dirs):
@@ -149,8 +179,20 @@ def test_a_damaged_database_is_one_clear_line_and_left_alone(user_dirs):
 # ------------------------------------------------------------ run saves, continues
 @pytest.mark.model
 def test_every_run_is_saved_and_can_be_continued(starter_installed):
-    first = vibechat("run", "-p", "Name a colour.", "-t", "0", "-n", "6", "--json", "--system", "Be brief.",
-                     "--top-k", "7")
+    first = vibechat(
+        "run",
+        "-p",
+        "Name a colour.",
+        "-t",
+        "0",
+        "-n",
+        "6",
+        "--json",
+        "--system",
+        "Be brief.",
+        "--top-k",
+        "7",
+    )
     assert first.returncode == 0, first.stderr
     cid = json.loads(first.stdout)["conversation_id"]
     conversation = json.loads(vibechat("history", "show", str(cid), "--json").stdout)
@@ -159,7 +201,9 @@ def test_every_run_is_saved_and_can_be_continued(starter_installed):
     # Six tokens are seldom a whole reply: one cut by -n is saved as cut.
     cut = json.loads(first.stdout)["finish_reason"] == "length"
     assert [(m["role"], m["status"]) for m in conversation["messages"]] == [
-        ("user", "complete"), ("assistant", "cut" if cut else "complete")]
+        ("user", "complete"),
+        ("assistant", "cut" if cut else "complete"),
+    ]
     assert conversation["source"] == "run"
 
     # --continue adds a turn to the latest conversation, with its system prompt and parameters.
@@ -173,12 +217,16 @@ def test_every_run_is_saved_and_can_be_continued(starter_installed):
     other_id = json.loads(other.stdout)["conversation_id"]
     assert other_id != cid
     # --conversation ID continues any saved one; flags still win over its saved parameters.
-    third = vibechat("run", "--conversation", str(cid), "-p", "Last one?", "-n", "4", "--top-k", "3", "--json")
+    third = vibechat(
+        "run", "--conversation", str(cid), "-p", "Last one?", "-n", "4", "--top-k", "3", "--json"
+    )
     assert third.returncode == 0, third.stderr
     assert json.loads(third.stdout)["params"]["top_k"] == 3
     # One read of the conversation at the end (a process each costs a start-up): both added turns.
     messages = json.loads(vibechat("history", "show", str(cid), "--json").stdout)["messages"]
-    assert [m["content"] for m in messages][2::2] == ["And another?", "Last one?"] and len(messages) == 6
+    assert [m["content"] for m in messages][2::2] == ["And another?", "Last one?"] and len(
+        messages
+    ) == 6
 
 
 @pytest.mark.model
@@ -196,25 +244,46 @@ def test_no_save_leaves_no_trace_and_bad_continue_is_explained(starter_installed
 
 
 @pytest.mark.model
-def test_a_read_only_data_dir_is_a_clear_error_and_no_save_still_works(starter_installed, tmp_path: Path):
+def test_a_read_only_data_dir_is_a_clear_error_and_no_save_still_works(
+    starter_installed, tmp_path: Path
+):
     with read_only_dir(tmp_path / "ro-data") as ro:
         env = {"VIBECHAT_DATA_DIR": str(ro)}
         out = vibechat("run", "-p", "Hi", "-n", "2", env=env)
         assert out.returncode == 1 and "Traceback" not in out.stderr
-        assert out.stderr.count("\n") == 1 and "writable" in out.stderr and "--no-save" in out.stderr
+        assert (
+            out.stderr.count("\n") == 1 and "writable" in out.stderr and "--no-save" in out.stderr
+        )
         ok = vibechat("run", "-p", "Hi", "-n", "2", "--no-save", env=env)
         assert ok.returncode == 0, ok.stderr
 
 
 @pytest.mark.model
-def test_sigkill_mid_stream_leaves_the_prompt_and_the_partial_reply_marked_interrupted(starter_installed,
-                                                                                       monkeypatch):
+def test_sigkill_mid_stream_leaves_the_prompt_and_the_partial_reply_marked_interrupted(
+    starter_installed, monkeypatch
+):
     # Gemma's turn format, where the starter writes on: its own completion frame ends the story in a line
     monkeypatch.setenv("VIBECHAT_PROMPT_FORMAT", "gemma")
-    proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", "Write a long story about a dragon.", "-t", "0.8",
-                             "--seed", "3", "-n", "100000", "--ctx", "8192"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            preexec_fn=default_sigint)
+    proc = subprocess.Popen(
+        [
+            str(VIBECHAT_BIN),
+            "run",
+            "-p",
+            "Write a long story about a dragon.",
+            "-t",
+            "0.8",
+            "--seed",
+            "3",
+            "-n",
+            "100000",
+            "--ctx",
+            "8192",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=default_sigint,
+    )
     path = default_path()
     try:
         # Kill it once the database holds part of the reply (saved while streaming).
@@ -225,7 +294,9 @@ def test_sigkill_mid_stream_leaves_the_prompt_and_the_partial_reply_marked_inter
             if path.exists():
                 try:
                     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-                    row = conn.execute("SELECT content FROM messages WHERE role = 'assistant'").fetchone()
+                    row = conn.execute(
+                        "SELECT content FROM messages WHERE role = 'assistant'"
+                    ).fetchone()
                     conn.close()
                 except sqlite3.OperationalError:
                     continue
@@ -243,7 +314,11 @@ def test_sigkill_mid_stream_leaves_the_prompt_and_the_partial_reply_marked_inter
         assert history.repaired == 1
         conversation = history.get(history.latest().id)
     user, reply = conversation.messages
-    assert (user.role, user.content, user.status) == ("user", "Write a long story about a dragon.", "complete")
+    assert (user.role, user.content, user.status) == (
+        "user",
+        "Write a long story about a dragon.",
+        "complete",
+    )
     assert reply.status == "interrupted" and reply.content.startswith(partial)
     listed = vibechat("history", "show", str(conversation.id), "--json")
     assert json.loads(listed.stdout)["messages"][1]["status"] == "interrupted"
@@ -251,10 +326,26 @@ def test_sigkill_mid_stream_leaves_the_prompt_and_the_partial_reply_marked_inter
 
 @pytest.mark.model
 def test_two_runs_at_once_both_save_without_lock_errors(starter_installed):
-    procs = [subprocess.Popen([str(VIBECHAT_BIN), "run", "-p", f"Count to {n}.", "-n", "24", "--json",
-                               "--threads", "1"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-             for n in (3, 4)]
+    procs = [
+        subprocess.Popen(
+            [
+                str(VIBECHAT_BIN),
+                "run",
+                "-p",
+                f"Count to {n}.",
+                "-n",
+                "24",
+                "--json",
+                "--threads",
+                "1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        for n in (3, 4)
+    ]
     results = [p.communicate(timeout=300) for p in procs]
     for (_out, err), proc in zip(results, procs, strict=True):
         assert proc.returncode == 0, err
@@ -303,7 +394,11 @@ def test_an_unknown_source_is_a_usage_error_and_an_empty_filter_says_so(from_eve
     with History() as history:
         history.delete(from_everywhere["batch"])
     none = vibechat("history", "list", "--source", "batch")
-    assert none.returncode == 0 and none.stdout == "" and "No saved conversations from batch" in none.stderr
+    assert (
+        none.returncode == 0
+        and none.stdout == ""
+        and "No saved conversations from batch" in none.stderr
+    )
 
 
 def test_a_cut_reply_is_exported_as_cut(tmp_path: Path):
@@ -312,26 +407,35 @@ def test_a_cut_reply_is_exported_as_cut(tmp_path: Path):
         chat.add_user("Count to a hundred.")
         from vibechat.engine.turns.backend import GenerationStats
 
-        chat.finish_reply(chat.start_reply(), GenerationDone("1, 2, 3", GenerationStats(finish_reason="length")))
+        chat.finish_reply(
+            chat.start_reply(), GenerationDone("1, 2, 3", GenerationStats(finish_reason="length"))
+        )
         cid = chat.conversation_id
     data = json.loads(vibechat("history", "show", str(cid), "--json").stdout)
     assert data["messages"][1]["status"] == "cut"
     md = vibechat("history", "export", str(cid))
-    assert "## Assistant (cut: it reached the token limit or the end of the context)\n\n1, 2, 3" in md.stdout
+    assert (
+        "## Assistant (cut: it reached the token limit or the end of the context)\n\n1, 2, 3"
+        in md.stdout
+    )
     target = tmp_path / "c.json"
     assert vibechat("history", "export", str(cid), "-o", str(target)).returncode == 0
     assert json.loads(target.read_text())["messages"][1]["status"] == "cut"
 
 
 @pytest.mark.model
-def test_runs_and_prompts_files_are_saved_by_source_and_save_runs_false_keeps_them_out(starter_installed,
-                                                                                       user_dirs):
+def test_runs_and_prompts_files_are_saved_by_source_and_save_runs_false_keeps_them_out(
+    starter_installed, user_dirs
+):
     run = vibechat("run", "-p", "Name a colour.", "-n", "2", "--json")
     assert run.returncode == 0, run.stderr
     batch = vibechat("run", "--prompts-file", "-", "-n", "2", input='{"prompt": "Name a fruit."}\n')
     assert batch.returncode == 0, batch.stderr
     listed = json.loads(vibechat("history", "list", "--json").stdout)
-    assert [(c["source"], c["title"]) for c in listed] == [("batch", "Name a fruit."), ("run", "Name a colour.")]
+    assert [(c["source"], c["title"]) for c in listed] == [
+        ("batch", "Name a fruit."),
+        ("run", "Name a colour."),
+    ]
 
     # save_runs = false (config file or variable): runs and prompt files leave nothing behind ...
     off = vibechat("run", "-p", "Secret.", "-n", "2", "--json", env={"VIBECHAT_SAVE_RUNS": "0"})
@@ -344,7 +448,16 @@ def test_runs_and_prompts_files_are_saved_by_source_and_save_runs_false_keeps_th
     assert quiet.returncode == 0, quiet.stderr
     assert len(json.loads(vibechat("history", "list", "--json").stdout)) == 2
     # ... but adding to a saved conversation, asked for by name, still saves.
-    more = vibechat("run", "--conversation", str(listed[1]["id"]), "-p", "Another?", "-n", "2", "--json")
+    more = vibechat(
+        "run", "--conversation", str(listed[1]["id"]), "-p", "Another?", "-n", "2", "--json"
+    )
     assert more.returncode == 0, more.stderr
     assert json.loads(more.stdout)["conversation_id"] == listed[1]["id"]
-    assert len(json.loads(vibechat("history", "show", str(listed[1]["id"]), "--json").stdout)["messages"]) == 4
+    assert (
+        len(
+            json.loads(vibechat("history", "show", str(listed[1]["id"]), "--json").stdout)[
+                "messages"
+            ]
+        )
+        == 4
+    )

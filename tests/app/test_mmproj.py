@@ -35,8 +35,14 @@ VISION = {
 
 
 def vibechat(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def options(**settings: object):
@@ -57,7 +63,10 @@ def vision_model(tmp_path: Path) -> Path:
 
 def test_auto_is_the_projector_beside_the_model_and_off_is_none(vision_model, tmp_path):
     assert EngineSettings().mmproj == "auto"
-    assert options(model=str(vision_model)).mmproj_path == vision_model.parent / "mmproj-Tiny-Vision-F16.gguf"
+    assert (
+        options(model=str(vision_model)).mmproj_path
+        == vision_model.parent / "mmproj-Tiny-Vision-F16.gguf"
+    )
     assert options(model=str(vision_model), mmproj="OFF").mmproj_path is None
     assert options(model=str(vision_model), mmproj="none").mmproj_path is None
     text_only = write_gguf(tmp_path / "alone" / "Text-Q4_K_M.gguf")
@@ -70,16 +79,24 @@ def test_a_bad_projector_file_or_a_projector_as_the_model_is_one_line(vision_mod
     with pytest.raises(ModelFileError, match="does not exist.*--mmproj") as caught:
         options(model=str(vision_model), mmproj=str(tmp_path / "nope.gguf"))
     assert "\n" not in str(caught.value)
-    with pytest.raises(ModelFileError, match="is not a vision projector \\(its GGUF is a llama model"):
+    with pytest.raises(
+        ModelFileError, match="is not a vision projector \\(its GGUF is a llama model"
+    ):
         options(model=str(vision_model), mmproj=str(vision_model.parent / "Tiny-Vision-Q8_0.gguf"))
     readme = tmp_path / "README.md"
     readme.write_text("# hello\n")
     with pytest.raises(ModelFileError, match="the projector is unusable: .* not a GGUF"):
         options(model=str(vision_model), mmproj=str(readme))
-    with pytest.raises(ModelFileError, match="is a vision projector \\(mmproj\\), not a chat model"):
+    with pytest.raises(
+        ModelFileError, match="is a vision projector \\(mmproj\\), not a chat model"
+    ):
         options(model=str(vision_model.parent / "mmproj-Tiny-Vision-F16.gguf"))
-    with pytest.raises(ModelFileError, match="is a vision projector \\(mmproj\\), not a chat model"):
-        file_model(vision_model.parent / "mmproj-Tiny-Vision-F16.gguf")  # /load PATH, a path in the downloader
+    with pytest.raises(
+        ModelFileError, match="is a vision projector \\(mmproj\\), not a chat model"
+    ):
+        file_model(
+            vision_model.parent / "mmproj-Tiny-Vision-F16.gguf"
+        )  # /load PATH, a path in the downloader
 
 
 def test_the_flag_the_variable_and_the_config_key(vision_model, tmp_path):
@@ -93,27 +110,39 @@ def test_the_flag_the_variable_and_the_config_key(vision_model, tmp_path):
     config_path().write_text('mmproj = "off"\n')
     shown = json.loads(vibechat("config", "show", "--json").stdout)["settings"]["mmproj"]
     assert shown["value"] == "off" and shown["source"] == "file"
-    shown = json.loads(vibechat("--mmproj", "AUTO", "config", "show", "--json").stdout)["settings"]["mmproj"]
+    shown = json.loads(vibechat("--mmproj", "AUTO", "config", "show", "--json").stdout)["settings"][
+        "mmproj"
+    ]
     assert shown == {"value": "auto", "source": "flag", "flag": "--mmproj"}
     for command in (["run"], []):  # the flag of both commands, from the settings table
-        assert re.search(r"--mmproj +FILE +The vision model's projector", vibechat(*command, "--help",
-                                                                              env={"COLUMNS": "200"}).stdout)
+        assert re.search(
+            r"--mmproj +FILE +The vision model's projector",
+            vibechat(*command, "--help", env={"COLUMNS": "200"}).stdout,
+        )
 
 
 def test_models_pull_fetches_the_projector_and_shows_it_and_the_list_offers_no_projector(fake_hub):
     fake_hub.add_repo(REPO, VISION)
     files = vibechat("models", "files", REPO)
-    assert f"its projector mmproj-Tiny-Vision-F16.gguf ({human_size(len(VISION['mmproj-Tiny-Vision-F16.gguf']))})" \
-        in files.stderr and "mmproj" not in files.stdout  # no row of its own
+    assert (
+        f"its projector mmproj-Tiny-Vision-F16.gguf ({human_size(len(VISION['mmproj-Tiny-Vision-F16.gguf']))})"
+        in files.stderr
+        and "mmproj" not in files.stdout
+    )  # no row of its own
     assert json.loads(vibechat("models", "files", REPO, "--json").stdout)["projector"] == {
-        "file": "mmproj-Tiny-Vision-F16.gguf", "size": len(VISION["mmproj-Tiny-Vision-F16.gguf"])}
+        "file": "mmproj-Tiny-Vision-F16.gguf",
+        "size": len(VISION["mmproj-Tiny-Vision-F16.gguf"]),
+    }
     out = vibechat("models", "pull", f"{REPO}:Q8_0")
     assert out.returncode == 0, out.stderr
     size = len(VISION["Tiny-Vision-Q8_0.gguf"])
     projector_size = len(VISION["mmproj-Tiny-Vision-F16.gguf"])
     assert f"+ projector mmproj-Tiny-Vision-F16.gguf ({human_size(projector_size)})" in out.stderr
     first, second = out.stdout.splitlines()
-    assert first.startswith(f"{REPO}:Q8_0") and second.split()[:2] == ["projector", "mmproj-Tiny-Vision-F16.gguf"]
+    assert first.startswith(f"{REPO}:Q8_0") and second.split()[:2] == [
+        "projector",
+        "mmproj-Tiny-Vision-F16.gguf",
+    ]
     listed = json.loads(vibechat("models", "list", "--json").stdout)
     mine = [m for m in listed if m["source"] == "vibechat"]
     assert [m["name"] for m in mine] == [f"{REPO}:Q8_0"] and mine[0]["size"] == size
@@ -126,8 +155,9 @@ def test_models_pull_fetches_the_projector_and_shows_it_and_the_list_offers_no_p
 
 
 @pytest.mark.model
-def test_the_starter_sees_an_image_through_the_projector_auto_finds_beside_it(starter_path, starter_projector,
-                                                                              tmp_path):
+def test_the_starter_sees_an_image_through_the_projector_auto_finds_beside_it(
+    starter_path, starter_projector, tmp_path
+):
     """The whole path: ``vibechat run --image`` on a model whose projector lies beside it (no
     --mmproj given) loads the projector and replies; ``--mmproj off`` makes the same model text only,
     and the image is then refused in one line. (The projector's weights are random: the reply's
@@ -140,8 +170,25 @@ def test_the_starter_sees_an_image_through_the_projector_auto_finds_beside_it(st
     model.symlink_to(starter_path)
     (folder / "mmproj-gemma-3-270m-F16.gguf").symlink_to(starter_projector)
     image = write_test_image(tmp_path / "leaf.png")
-    args = ["run", "--model", str(model), "--image", str(image), "--no-save", "-n", "4", "--temperature", "0",
-            "--ctx", "1024", "--repack", "off", "--json", "-p", "What is this?"]
+    args = [
+        "run",
+        "--model",
+        str(model),
+        "--image",
+        str(image),
+        "--no-save",
+        "-n",
+        "4",
+        "--temperature",
+        "0",
+        "--ctx",
+        "1024",
+        "--repack",
+        "off",
+        "--json",
+        "-p",
+        "What is this?",
+    ]
     out = vibechat(*args)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["attachments"][0]["name"] == "leaf.png"

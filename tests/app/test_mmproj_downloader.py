@@ -18,8 +18,13 @@ PROJECTOR = gguf_bytes(architecture="clip", file_type=1, payload=700)
 
 
 async def test_the_downloader_shows_the_projector_and_fetches_it_with_the_model(fake_hub):
-    fake_hub.add_repo(REPO, {"Tiny-Vision-Q4_K_M.gguf": gguf_bytes(payload=2000),
-                             "mmproj-Tiny-Vision-F16.gguf": PROJECTOR})
+    fake_hub.add_repo(
+        REPO,
+        {
+            "Tiny-Vision-Q4_K_M.gguf": gguf_bytes(payload=2000),
+            "mmproj-Tiny-Vision-F16.gguf": PROJECTOR,
+        },
+    )
     app = create_app(RecordingBackend(), blink=False)
     async with app.run_test(size=(140, 36), notifications=True) as pilot:
         await settle(pilot)
@@ -34,9 +39,14 @@ async def test_the_downloader_shows_the_projector_and_fetches_it_with_the_model(
         await screen.workers.wait_for_complete()
         await pilot.pause()
         table = screen.query_one("DataTable")
-        assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == ["Q4_K_M *"]  # no projector row
+        assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == [
+            "Q4_K_M *"
+        ]  # no projector row
         status = str(screen.query_one("#download-status").render())
-        assert f"its projector mmproj-Tiny-Vision-F16.gguf ({human_size(len(PROJECTOR))}) comes with it" in status
+        assert (
+            f"its projector mmproj-Tiny-Vision-F16.gguf ({human_size(len(PROJECTOR))}) comes with it"
+            in status
+        )
         await pilot.press("enter")  # download it
         await app.workers.wait_for_complete()
         await pilot.pause()

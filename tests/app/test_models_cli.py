@@ -20,16 +20,28 @@ from vibechat.engine.settings.config import models_dir
 
 REPO = "acme/Tiny-Chat-GGUF"
 FILES = {
-    "Tiny-Chat-Q4_K_M.gguf": gguf_bytes(file_type=15, payload=3000, chat_template="{{ messages }}",
-                                        context_length=4096),
+    "Tiny-Chat-Q4_K_M.gguf": gguf_bytes(
+        file_type=15, payload=3000, chat_template="{{ messages }}", context_length=4096
+    ),
     "Tiny-Chat-Q8_0.gguf": gguf_bytes(file_type=7, payload=6000),
-    **{f"Tiny-Chat-Q6_K-0000{i}-of-00002.gguf": gguf_bytes(file_type=18, payload=1000) for i in (1, 2)},
+    **{
+        f"Tiny-Chat-Q6_K-0000{i}-of-00002.gguf": gguf_bytes(file_type=18, payload=1000)
+        for i in (1, 2)
+    },
 }
 
 
-def vibechat(*args: str, input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
-                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+def vibechat(
+    *args: str, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture
@@ -60,7 +72,10 @@ def test_files_groups_quants_with_sizes_fit_and_default(hub):
     rows = {r["quant"]: r for r in data["models"]}
     assert set(rows) == {"Q4_K_M", "Q8_0", "Q6_K"}
     assert len(rows["Q6_K"]["files"]) == 2 and rows["Q4_K_M"]["default"]
-    assert rows["Q8_0"]["size"] == len(FILES["Tiny-Chat-Q8_0.gguf"]) and rows["Q8_0"]["fits"] in ("yes", "yes (GPU)")
+    assert rows["Q8_0"]["size"] == len(FILES["Tiny-Chat-Q8_0.gguf"]) and rows["Q8_0"]["fits"] in (
+        "yes",
+        "yes (GPU)",
+    )
     table = vibechat("models", "files", REPO).stdout
     assert "Q4_K_M *" in table
 
@@ -75,12 +90,18 @@ def test_pull_list_info_rm(hub):
     [model] = [m for m in listed() if m["source"] == "vibechat"]
     for key in ("name", "path", "size", "quant", "sha256", "source"):
         assert model[key], key
-    assert model["name"] == f"{REPO}:Q4_K_M" and model["size"] == len(FILES["Tiny-Chat-Q4_K_M.gguf"])
+    assert model["name"] == f"{REPO}:Q4_K_M" and model["size"] == len(
+        FILES["Tiny-Chat-Q4_K_M.gguf"]
+    )
     assert any(m["source"] == "starter" for m in listed())
 
     info = json.loads(vibechat("models", "info", f"{REPO}:Q4_K_M", "--json").stdout)
-    assert (info["architecture"], info["context_length"], info["quant"], info["chat_template"]) == \
-        ("llama", 4096, "Q4_K_M", True)
+    assert (info["architecture"], info["context_length"], info["quant"], info["chat_template"]) == (
+        "llama",
+        4096,
+        "Q4_K_M",
+        True,
+    )
     assert info["size"] == model["size"]
 
     refused = vibechat("models", "rm", f"{REPO}:Q4_K_M")  # no terminal to ask on, no --yes
@@ -133,9 +154,14 @@ def test_ctrl_c_or_a_crash_mid_download_resumes_in_the_next_process(hub, sig):
     name = "Tiny-Chat-Q8_0.gguf"
     hub.stall_after(name, nbytes=10_000, seconds=60)
     part = models_dir() / "acme" / "Tiny-Chat-GGUF" / (name + ".part")
-    proc = subprocess.Popen([str(VIBECHAT_BIN), "models", "pull", f"{REPO}:Q8_0"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=default_sigint)
+    proc = subprocess.Popen(
+        [str(VIBECHAT_BIN), "models", "pull", f"{REPO}:Q8_0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     for _ in range(600):  # until the first 10,000 bytes are on disk
         if part.exists() and part.stat().st_size >= 10_000:
             break
@@ -160,7 +186,9 @@ def test_ctrl_c_or_a_crash_mid_download_resumes_in_the_next_process(hub, sig):
 
 
 def test_progress_is_a_rich_bar_on_a_terminal_and_plain_lines_elsewhere():
-    steps = [Progress(done, 3_000_000, 1_500_000.0, "m.gguf", 1, 1) for done in (0, 1_000_000, 3_000_000)]
+    steps = [
+        Progress(done, 3_000_000, 1_500_000.0, "m.gguf", 1, 1) for done in (0, 1_000_000, 3_000_000)
+    ]
     bar = io.StringIO()
     with CliProgress("Downloading acme/M Q4_K_M", stream=bar, fancy=True) as progress:
         for step in steps:
@@ -172,7 +200,18 @@ def test_progress_is_a_rich_bar_on_a_terminal_and_plain_lines_elsewhere():
             progress.update(step)
     lines = plain.getvalue().splitlines()
     assert lines[0] == "Downloading acme/M Q4_K_M"
-    assert lines[-1].split() == ["100.0%", "3.0", "MB", "/", "3.0", "MB", "1.5", "MB/s", "ETA", "0:00"]
+    assert lines[-1].split() == [
+        "100.0%",
+        "3.0",
+        "MB",
+        "/",
+        "3.0",
+        "MB",
+        "1.5",
+        "MB/s",
+        "ETA",
+        "0:00",
+    ]
 
 
 def test_a_split_model_is_one_entry(hub):
@@ -195,24 +234,40 @@ def test_hub_errors_are_one_line(hub):
 
 def test_models_of_other_tools_are_listed_read_only(user_dirs, monkeypatch, tmp_path):
     home = user_dirs["home"]
-    write_gguf(home / ".lmstudio" / "models" / "lmstudio-community" / "Foo-GGUF" / "Foo-Q5_K_M.gguf",
-               file_type=17)
+    write_gguf(
+        home / ".lmstudio" / "models" / "lmstudio-community" / "Foo-GGUF" / "Foo-Q5_K_M.gguf",
+        file_type=17,
+    )
     ollama = tmp_path / "ollama"
     blob = write_gguf(ollama / "blobs" / ("sha256-" + "a" * 64), file_type=15)
     manifest = ollama / "manifests" / "registry.ollama.ai" / "library" / "foo" / "1b"
     manifest.parent.mkdir(parents=True)
-    manifest.write_text(json.dumps({"layers": [{"mediaType": "application/vnd.ollama.image.model",
-                                                "digest": "sha256:" + "a" * 64}]}))
+    manifest.write_text(
+        json.dumps(
+            {
+                "layers": [
+                    {
+                        "mediaType": "application/vnd.ollama.image.model",
+                        "digest": "sha256:" + "a" * 64,
+                    }
+                ]
+            }
+        )
+    )
     monkeypatch.setenv("OLLAMA_MODELS", str(ollama))
     names = {m["name"]: m for m in listed()}
     assert names["lmstudio:lmstudio-community/Foo-GGUF:Q5_K_M"]["source"] == "lmstudio"
-    assert names["ollama:foo:1b"]["path"] == str(blob) and names["ollama:foo:1b"]["quant"] == "Q4_K_M"
+    assert (
+        names["ollama:foo:1b"]["path"] == str(blob) and names["ollama:foo:1b"]["quant"] == "Q4_K_M"
+    )
     out = vibechat("models", "rm", "ollama:foo:1b", "--yes")
     assert out.returncode == 1 and "belongs to Ollama" in out.stderr and blob.exists()
     assert "remove it with 'ollama rm foo:1b'" in out.stderr
 
 
-@pytest.mark.parametrize("path", ["/nonexistent/x.gguf", "./missing.gguf", "missing.gguf", "~/nowhere/m.bin"])
+@pytest.mark.parametrize(
+    "path", ["/nonexistent/x.gguf", "./missing.gguf", "missing.gguf", "~/nowhere/m.bin"]
+)
 def test_info_on_a_missing_path_says_the_file_does_not_exist(path):
     out = vibechat("models", "info", path)
     assert out.returncode == 1 and out.stderr.count("\n") == 1
@@ -232,26 +287,55 @@ def test_info_describes_the_starter_model_without_unpacking_it(user_dirs, starte
     out = vibechat("models", "info", "starter", "--json")
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
-    real = inspect_gguf(starter_path)  # the unpacked file (in the session's own cache) says the same
-    assert (info["architecture"], info["context_length"], info["layers"], info["quant"], info["size"]) == \
-        (real.architecture, real.context_length, real.block_count, real.quantization, real.file_size)
+    real = inspect_gguf(
+        starter_path
+    )  # the unpacked file (in the session's own cache) says the same
+    assert (
+        info["architecture"],
+        info["context_length"],
+        info["layers"],
+        info["quant"],
+        info["size"],
+    ) == (
+        real.architecture,
+        real.context_length,
+        real.block_count,
+        real.quantization,
+        real.file_size,
+    )
     assert info["chat_template"] is False and info["source"] == "starter"
-    assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # nothing unpacked in this test's cache
+    assert not (
+        user_dirs["cache"] / "vibechat" / "starter"
+    ).exists()  # nothing unpacked in this test's cache
     text = vibechat("models", "info", "starter").stdout
     assert "unpacked there when first used" in text and "gemma3" in text
 
 
 @pytest.mark.model
 def test_run_downloads_a_hub_model_it_does_not_have_then_answers_with_it(fake_hub, starter_path):
-    fake_hub.add_repo("google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": starter_path.read_bytes()})
-    out = vibechat("run", "--model", "google/gemma-3-270m-GGUF", "-p", "Hello", "-n", "4", "--json",
-                   timeout=300)
+    fake_hub.add_repo(
+        "google/gemma-3-270m-GGUF", {"gemma-3-270m-Q4_K_M.gguf": starter_path.read_bytes()}
+    )
+    out = vibechat(
+        "run",
+        "--model",
+        "google/gemma-3-270m-GGUF",
+        "-p",
+        "Hello",
+        "-n",
+        "4",
+        "--json",
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "Downloading google/gemma-3-270m-GGUF Q4_K_M" in out.stderr
     result = json.loads(out.stdout)
     [model] = [m for m in listed() if m["source"] == "vibechat"]
     assert model["name"] == "google/gemma-3-270m-GGUF:Q4_K_M"
     assert result["model_path"] == model["path"] and result["stats"]["completion_tokens"] > 0
-    assert model["sha256"] == fake_hub.repo("google/gemma-3-270m-GGUF").files["gemma-3-270m-Q4_K_M.gguf"].sha256
+    assert (
+        model["sha256"]
+        == fake_hub.repo("google/gemma-3-270m-GGUF").files["gemma-3-270m-Q4_K_M.gguf"].sha256
+    )
     again = vibechat("run", "--model", "google/gemma-3-270m-GGUF:Q4_K_M", "-p", "Hi", "-n", "2")
     assert again.returncode == 0 and "Downloading" not in again.stderr  # the local copy is used

@@ -20,9 +20,11 @@ def _app() -> tuple[typer.Typer, list[SettingFlags]]:
 
     @app.command()
     @setting_options
-    def run(prompt: Annotated[str | None, typer.Option("--prompt", "-p")] = None,
-            flags: SettingFlags = SettingFlags.NONE,
-            verbose: Annotated[bool, typer.Option("--verbose")] = False) -> None:
+    def run(
+        prompt: Annotated[str | None, typer.Option("--prompt", "-p")] = None,
+        flags: SettingFlags = SettingFlags.NONE,
+        verbose: Annotated[bool, typer.Option("--verbose")] = False,
+    ) -> None:
         seen.append(flags)
 
     @app.command()
@@ -39,15 +41,35 @@ def test_every_setting_with_a_flag_is_an_option_named_by_the_table():
     flagged = [s for s in SETTINGS if s.flag]
     assert {s.key for s in flagged_settings()} == {s.key for s in flagged}
     for setting in flagged:
-        assert options[option_name(setting)] == [setting.flag, *([setting.short] if setting.short else [])]
+        assert options[option_name(setting)] == [
+            setting.flag,
+            *([setting.short] if setting.short else []),
+        ]
     names = [p.name for p in command.params]  # the options stand where the placeholder stood
     assert names[0] == "prompt" and names[-1] == "verbose" and "flags" not in names
 
 
 def test_the_command_gets_the_flags_given_in_one_value():
     app, seen = _app()
-    result = CliRunner().invoke(app, ["run", "-p", "hi", "--ctx", "512", "-t", "0.2", "--draft", "auto",
-                                      "--stop", "a\\n", "-s", "be brief", "--verbose"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "-p",
+            "hi",
+            "--ctx",
+            "512",
+            "-t",
+            "0.2",
+            "--draft",
+            "auto",
+            "--stop",
+            "a\\n",
+            "-s",
+            "be brief",
+            "--verbose",
+        ],
+    )
     assert result.exit_code == 0, result.output
     flags = seen[-1]
     assert dict(flags.engine) == {"context_size": 512, "speculative": "auto"}

@@ -40,12 +40,26 @@ from vibechat.engine.settings.presets import Rules, parse_preset
 from vibechat.engine.settings.table import Config, Schema
 
 TYPICAL = ParamSpec(
-    "typical_p", float, 0.0, 1.0, 1.0, 0.01, 0.05,
+    "typical_p",
+    float,
+    0.0,
+    1.0,
+    1.0,
+    0.01,
+    0.05,
     "Locally typical sampling: keep the tokens whose surprise is near the expected one; 1 disables.",
-    label="Typical-p", flag_words="{range}; 1 disables", exported=True,
-    llama=LlamaStage(25, lambda ll, vocab, value: ll.llama_sampler_init_typical(value, 1) if value < 1.0 else None),
+    label="Typical-p",
+    flag_words="{range}; 1 disables",
+    exported=True,
+    llama=LlamaStage(
+        25,
+        lambda ll, vocab, value: ll.llama_sampler_init_typical(value, 1) if value < 1.0 else None,
+    ),
     remote=RemoteField(("typical_p",), optional=True),
-    nudge=Nudge("ctrl+f11", "ctrl+f12", "Lower typical-p by one step", "Raise typical-p by one step"))
+    nudge=Nudge(
+        "ctrl+f11", "ctrl+f12", "Lower typical-p by one step", "Raise typical-p by one step"
+    ),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +94,9 @@ def test_its_flag_is_on_the_help_page_and_sets_it(typical):
     assert "--typical-p" in page and "0-1; 1 disables (default 1)." in page
     assert runner.invoke(app, ["--typical-p", "0.5"]).output.strip() == "typical_p=0.5"
     refused = runner.invoke(app, ["--typical-p", "abc"])
-    assert refused.exit_code == 2 and "--typical-p must be a number between 0 and 1" in refused.output
+    assert (
+        refused.exit_code == 2 and "--typical-p must be a number between 0 and 1" in refused.output
+    )
 
 
 async def test_it_has_a_slider_in_the_panel_and_its_nudge_keys_step_it(typical):
@@ -90,13 +106,20 @@ async def test_it_has_a_slider_in_the_panel_and_its_nudge_keys_step_it(typical):
         await pilot.press("f2")
         await pilot.pause()
         slider = app.query_one("#slider-typical_p", Slider)
-        assert str(slider.render()).split("\n")[:2] == ["Typical-p 1.00", "Locally typical sampling"]
+        assert str(slider.render()).split("\n")[:2] == [
+            "Typical-p 1.00",
+            "Locally typical sampling",
+        ]
         slider.focus()
         await pilot.press("left")
         await pilot.pause()
         assert app.conversation.params.typical_p == 0.99
         down = next(b for b in nudge_bindings() if b.id == "typical_p_down")
-        assert (down.key, down.description, down.tooltip) == ("ctrl+f11", "Typical-p down", TYPICAL.nudge.lower)
+        assert (down.key, down.description, down.tooltip) == (
+            "ctrl+f11",
+            "Typical-p down",
+            TYPICAL.nudge.lower,
+        )
         await app.run_action(down.action)
         await pilot.pause()
         assert app.conversation.params.typical_p == 0.98
@@ -113,26 +136,35 @@ def test_set_names_it_and_sets_it(typical):
 
 
 def test_a_preset_keeps_it_and_a_modelfile_gives_it(typical, tmp_path):
-    rules = Rules(lambda key, value, at: check_value(typical.by_key[key], value, at), typical.param_keys)
+    rules = Rules(
+        lambda key, value, at: check_value(typical.by_key[key], value, at), typical.param_keys
+    )
     preset = parse_preset("typ", {"params": {"typical_p": 0.4}}, tmp_path, rules)
     assert parse_preset("typ", preset.to_table(), tmp_path, rules) == preset
     assert preset.over(TypicalParams()).typical_p == 0.4
     assert "typical_p 0.4" in preset.summary()
     imported = parse_modelfile("FROM ./m.gguf\nPARAMETER typical_p 0.7\n", tmp_path)
     assert imported.table["params"] == {"typical_p": 0.7}
-    assert parse_preset("ollama", imported.table, tmp_path, rules).over(TypicalParams()).typical_p == 0.7
+    assert (
+        parse_preset("ollama", imported.table, tmp_path, rules).over(TypicalParams()).typical_p
+        == 0.7
+    )
 
 
 def test_a_server_is_sent_it_as_declared(typical):
     body = chat_body("m", [], TypicalParams(typical_p=0.7, seed=1), send_optional=True)
     assert body["typical_p"] == 0.7
-    assert "typical_p" not in chat_body("m", [], TypicalParams(typical_p=0.7, seed=1), send_optional=False)
+    assert "typical_p" not in chat_body(
+        "m", [], TypicalParams(typical_p=0.7, seed=1), send_optional=False
+    )
     assert "typical_p" in optional_fields()  # a strict server's refusal of it drops the extras
 
 
 def names(chain) -> list[str]:
-    return [ll.llama_sampler_name(ll.llama_sampler_chain_get(chain, i)).decode()
-            for i in range(ll.llama_sampler_chain_n(chain))]
+    return [
+        ll.llama_sampler_name(ll.llama_sampler_chain_get(chain, i)).decode()
+        for i in range(ll.llama_sampler_chain_n(chain))
+    ]
 
 
 def test_llama_cpp_samples_with_it_in_its_place(typical):
@@ -150,5 +182,7 @@ def test_llama_cpp_samples_with_it_in_its_place(typical):
 
 def test_the_export_and_the_docs_table_show_it(typical):
     assert export_line(TypicalParams(typical_p=0.7)).endswith(", typical-p 0.7")
-    row = "| `params.typical_p` | `--typical-p` | `VIBECHAT_TYPICAL_P` | 1 | Locally typical sampling"
+    row = (
+        "| `params.typical_p` | `--typical-p` | `VIBECHAT_TYPICAL_P` | 1 | Locally typical sampling"
+    )
     assert row in markdown_table(Schema.of(AppConfig, after="system_prompt"))

@@ -59,7 +59,11 @@ def end_for_good(pids: dict[str, int]) -> None:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"time.sleep(600)" in cmdline or b"mcp_test_server" in cmdline or b"mcp_launcher" in cmdline:
+        if (
+            b"time.sleep(600)" in cmdline
+            or b"mcp_test_server" in cmdline
+            or b"mcp_launcher" in cmdline
+        ):
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -76,11 +80,27 @@ def test_nothing_an_mcp_server_started_outlives_vibechat(stub, tmp_path: Path, h
     stub.reply = "Started."
     arguments = json.dumps({"pidfile": str(pidfile), "seconds": seconds})
     stub.tool_deltas = fragments(0, "call_1", "family_of_processes", arguments)
-    run = subprocess.Popen([str(VIBECHAT_BIN), "run", "--base-url", stub.url, "--model", "stub-small",
-                            "--mcp-config", str(config), "--allow-tool", "test/family_of_processes",
-                            "-p", "Start them."],
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=dict(os.environ))
+    run = subprocess.Popen(
+        [
+            str(VIBECHAT_BIN),
+            "run",
+            "--base-url",
+            stub.url,
+            "--model",
+            "stub-small",
+            "--mcp-config",
+            str(config),
+            "--allow-tool",
+            "test/family_of_processes",
+            "-p",
+            "Start them.",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
     pids: dict[str, int] = {}
     try:
         deadline = time.monotonic() + WAIT_S
@@ -90,9 +110,13 @@ def test_nothing_an_mcp_server_started_outlives_vibechat(stub, tmp_path: Path, h
             time.sleep(0.05)
         pids = json.loads(pidfile.read_text())
         pids["launcher"] = parent_of(pids["server"])
-        assert parent_of(pids["launcher"]) == run.pid  # the server runs under its launcher, vibechat's child
+        assert (
+            parent_of(pids["launcher"]) == run.pid
+        )  # the server runs under its launcher, vibechat's child
         assert all(alive(pid) for pid in pids.values()), pids
-        assert os.getsid(pids["escaped"]) != os.getsid(pids["server"])  # it left the server's session
+        assert os.getsid(pids["escaped"]) != os.getsid(
+            pids["server"]
+        )  # it left the server's session
         if how != "end":
             run.send_signal(getattr(signal, how))
         out, err = run.communicate(timeout=WAIT_S)
@@ -101,7 +125,9 @@ def test_nothing_an_mcp_server_started_outlives_vibechat(stub, tmp_path: Path, h
             assert out.strip() == "Started."
         else:
             assert run.returncode == -getattr(signal, how), err
-        assert not left_behind(pids), f"still running after vibechat ended ({how}): {left_behind(pids)} of {pids}"
+        assert not left_behind(pids), (
+            f"still running after vibechat ended ({how}): {left_behind(pids)} of {pids}"
+        )
     finally:
         if run.poll() is None:
             run.kill()

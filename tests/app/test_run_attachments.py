@@ -20,16 +20,33 @@ from openai_stub import StubServer, image_parts
 
 
 def vibechat(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
 
 
 def on_stub(stub: StubServer, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return vibechat("run", "--backend", "openai", "--base-url", stub.url, "--model", "stub-small", *args,
-                    timeout=timeout)
+    return vibechat(
+        "run",
+        "--backend",
+        "openai",
+        "--base-url",
+        stub.url,
+        "--model",
+        "stub-small",
+        *args,
+        timeout=timeout,
+    )
 
 
-def png(path: Path, size: tuple[int, int] = (12, 8), color: tuple[int, int, int] = (10, 200, 30)) -> Path:
+def png(
+    path: Path, size: tuple[int, int] = (12, 8), color: tuple[int, int, int] = (10, 200, 30)
+) -> Path:
     from PIL import Image
 
     Image.new("RGB", size, color).save(path, "PNG")
@@ -45,10 +62,12 @@ def saved_conversations() -> list:
 def decoded(part: dict) -> tuple[str, bytes]:
     head, _, data = part["image_url"]["url"].partition(",")
     assert head.startswith("data:") and head.endswith(";base64"), head[:40]
-    return head[len("data:"):-len(";base64")], base64.b64decode(data, validate=True)
+    return head[len("data:") : -len(";base64")], base64.b64decode(data, validate=True)
 
 
-def test_run_image_goes_to_the_server_as_a_content_part_of_the_kept_copy(stub: StubServer, tmp_path):
+def test_run_image_goes_to_the_server_as_a_content_part_of_the_kept_copy(
+    stub: StubServer, tmp_path
+):
     from vibechat.engine.attach.store import AttachmentStore
 
     picture = png(tmp_path / "leaf.png")
@@ -58,7 +77,11 @@ def test_run_image_goes_to_the_server_as_a_content_part_of_the_kept_copy(stub: S
     assert obj["text"] == stub.reply
     [listed] = obj["attachments"]
     assert {k: listed[k] for k in ("kind", "name", "width", "height")} == {
-        "kind": "image", "name": "leaf.png", "width": 12, "height": 8}
+        "kind": "image",
+        "name": "leaf.png",
+        "width": 12,
+        "height": 8,
+    }
     content = stub.last_body["messages"][-1]["content"]
     assert content[0] == {"type": "text", "text": "What is in this picture?"}
     [part] = image_parts(stub.last_body)
@@ -76,7 +99,11 @@ def test_run_file_is_inlined_with_its_name_before_the_prompt(stub: StubServer, t
     assert out.stdout.strip() == stub.reply
     sent = stub.last_body["messages"][-1]["content"]
     assert isinstance(sent, str)  # no image: plain text, as always
-    assert "File: notes.md" in sent and "- apples\n- pears" in sent and sent.endswith("Summarise the file.")
+    assert (
+        "File: notes.md" in sent
+        and "- apples\n- pears" in sent
+        and sent.endswith("Summarise the file.")
+    )
     assert image_parts(stub.last_body) == []
 
 
@@ -92,7 +119,9 @@ def test_continue_with_an_image_adds_it_to_the_new_turn(stub: StubServer, tmp_pa
 
 
 def test_a_large_image_is_scaled_and_said_once_on_stderr(stub: StubServer, tmp_path):
-    out = on_stub(stub, "--image", str(png(tmp_path / "wide.png", size=(4000, 100))), "-p", "Hi", "--json")
+    out = on_stub(
+        stub, "--image", str(png(tmp_path / "wide.png", size=(4000, 100))), "-p", "Hi", "--json"
+    )
     assert out.returncode == 0, out.stderr
     [listed] = json.loads(out.stdout)["attachments"]
     assert listed["width"] < 4000
@@ -138,13 +167,18 @@ def _truncated(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_each_bad_attachment_is_one_line_exit_2_and_nothing_is_sent_or_saved(stub: StubServer, tmp_path, case):
+def test_each_bad_attachment_is_one_line_exit_2_and_nothing_is_sent_or_saved(
+    stub: StubServer, tmp_path, case
+):
     flag, make = BAD[case]
     path = make(tmp_path)
     out = on_stub(stub, flag, str(path), "-p", "Hi", timeout=60)
     assert out.returncode == 2, (case, out.stdout, out.stderr)
     lines = out.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("vibechat: error: ") and path.name in lines[0], (case, out.stderr)
+    assert len(lines) == 1 and lines[0].startswith("vibechat: error: ") and path.name in lines[0], (
+        case,
+        out.stderr,
+    )
     assert "Traceback" not in out.stderr and out.stdout == ""
     assert stub.requests == []  # read before anything: the server was not even asked for its models
     assert saved_conversations() == []
@@ -171,12 +205,27 @@ def test_prompts_file_refuses_attachments_in_one_line(stub: StubServer, tmp_path
 
 @pytest.mark.model
 def test_an_image_to_the_local_starter_without_a_projector_is_one_line(starter_installed, tmp_path):
-    out = vibechat("run", "--image", str(png(tmp_path / "leaf.png")), "-p", "What is this?", "-n", "4", "--json")
+    out = vibechat(
+        "run",
+        "--image",
+        str(png(tmp_path / "leaf.png")),
+        "-p",
+        "What is this?",
+        "-n",
+        "4",
+        "--json",
+    )
     assert out.returncode == 1, (out.stdout, out.stderr)
     errors = [line for line in out.stderr.splitlines() if line.startswith("vibechat: error: ")]
     assert len(errors) == 1 and "takes no images" in errors[0] and "--mmproj" in errors[0]
     assert "Traceback" not in out.stderr
     obj = json.loads(out.stdout)
-    assert obj["error"]["kind"] == "attachment" and obj["error"]["exit_status"] == 1 and obj["text"] == ""
-    assert [a["name"] for a in obj["attachments"]] == ["leaf.png"] and obj["engine"]["backend"] == "llama.cpp"
+    assert (
+        obj["error"]["kind"] == "attachment"
+        and obj["error"]["exit_status"] == 1
+        and obj["text"] == ""
+    )
+    assert [a["name"] for a in obj["attachments"]] == ["leaf.png"] and obj["engine"][
+        "backend"
+    ] == "llama.cpp"
     assert saved_conversations() == []  # refused before the prompt was saved

@@ -49,7 +49,9 @@ class _Unloaded:
         pass
 
 
-def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(monkeypatch, tmp_path):
+def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(
+    monkeypatch, tmp_path
+):
     from typer.testing import CliRunner
 
     import vibechat.app.tui as tui_package
@@ -78,12 +80,19 @@ def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(mo
         return _Unloaded()
 
     def execute(backend, request, out, err, chat=None):
-        seen["run"] = {"engine": seen.pop("backend")["engine"], "params": request.params, "system": request.system}
+        seen["run"] = {
+            "engine": seen.pop("backend")["engine"],
+            "params": request.params,
+            "system": request.system,
+        }
         return 0
 
     def run_batch(backend, prompts, source, options, history, out, err):
-        seen["batch"] = {"engine": seen.pop("backend")["engine"], "params": options.params,
-                         "system": options.system}
+        seen["batch"] = {
+            "engine": seen.pop("backend")["engine"],
+            "params": options.params,
+            "system": options.system,
+        }
         return 0
 
     monkeypatch.setattr(RunPlan, "of", classmethod(spy))
@@ -95,14 +104,19 @@ def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(mo
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "Hi"}\n')
     runner = CliRunner()
-    for args in ([*flags], ["run", *flags, "-p", "Hi"], ["run", *flags, "--prompts-file", str(prompts)]):
+    for args in (
+        [*flags],
+        ["run", *flags, "-p", "Hi"],
+        ["run", *flags, "--prompts-file", str(prompts)],
+    ):
         result = runner.invoke(cli, args)
         assert result.exit_code == 0, (args, result.output)
     assert len(built) == 3  # each command built its plan once, through RunPlan
     # The same plan; --prompts-file only keeps no KV snapshots (each line is a conversation of its own).
     assert seen["batch"]["engine"].kv_snapshot_cache_mib == 0
-    seen["batch"]["engine"] = dataclasses.replace(seen["batch"]["engine"],
-                                                  kv_snapshot_cache_mib=seen["run"]["engine"].kv_snapshot_cache_mib)
+    seen["batch"]["engine"] = dataclasses.replace(
+        seen["batch"]["engine"], kv_snapshot_cache_mib=seen["run"]["engine"].kv_snapshot_cache_mib
+    )
     assert seen["chat"] == seen["run"] == seen["batch"]
     plan = built[0]
     assert seen["chat"] == {"engine": plan.engine, "params": plan.params, "system": plan.system}
@@ -123,19 +137,30 @@ def saved_conversation(params: SamplingParams, system: str | None) -> int:
 
 def continue_plan(flags: RunFlags, conversation_id: int) -> RunPlan:
     plan = RunPlan.of(load_config(write_config(PRESET), environ={}), flags)
-    return plan.open_conversation(no_save=False, continue_latest=False, conversation_id=conversation_id)
+    return plan.open_conversation(
+        no_save=False, continue_latest=False, conversation_id=conversation_id
+    )
 
 
 def test_continuing_keeps_the_conversations_setup_under_the_preset_and_the_flags():
     cid = saved_conversation(SamplingParams(temperature=0.9, top_k=5, top_p=0.4), "Be brief.")
-    plain = continue_plan(RunFlags(SettingFlags(sampling=SamplingChoice(values={"top_p": "0.6"}))), cid)
+    plain = continue_plan(
+        RunFlags(SettingFlags(sampling=SamplingChoice(values={"top_p": "0.6"}))), cid
+    )
     assert plain.chat is not None and plain.chat.conversation_id == cid
     # the conversation's own parameters (not the file's min_p 0.1), under the flag
-    assert (plain.params.temperature, plain.params.top_k, plain.params.top_p, plain.params.min_p) == (0.9, 5, 0.6, 0.05)
+    assert (
+        plain.params.temperature,
+        plain.params.top_k,
+        plain.params.top_p,
+        plain.params.min_p,
+    ) == (0.9, 5, 0.6, 0.05)
     assert plain.system is None  # None: the conversation's own system prompt goes on
 
     # issue 30: `run --continue --preset` ignored the preset; now flags > preset > the conversation
-    preset = continue_plan(RunFlags(SettingFlags(sampling=SamplingChoice(values={"top_k": "3"})), "short"), cid)
+    preset = continue_plan(
+        RunFlags(SettingFlags(sampling=SamplingChoice(values={"top_k": "3"})), "short"), cid
+    )
     assert (preset.params.temperature, preset.params.top_k, preset.params.top_p) == (0.2, 3, 0.4)
     assert preset.system == "You answer in one word."
     assert preset.engine.context_size == 4096
@@ -143,35 +168,87 @@ def test_continuing_keeps_the_conversations_setup_under_the_preset_and_the_flags
 
 def test_the_json_objects_all_come_from_one_to_json():
     params = SamplingParams(seed=5)
-    failed = RunResult(model="m", params=params, error={"message": "no", "kind": "value", "exit_status": 1})
+    failed = RunResult(
+        model="m", params=params, error={"message": "no", "kind": "value", "exit_status": 1}
+    )
     obj = failed.to_json()
-    assert list(obj) == ["text", "thinking", "model", "model_path", "conversation_id", "params", "prompt_format",
-                         "finish_reason", "stats", "engine", "error"]
+    assert list(obj) == [
+        "text",
+        "thinking",
+        "model",
+        "model_path",
+        "conversation_id",
+        "params",
+        "prompt_format",
+        "finish_reason",
+        "stats",
+        "engine",
+        "error",
+    ]
     assert obj["model"] == "m" and obj["stats"]["seed"] == 5 and obj["engine"] is None
-    line = RunResult(line=3, request_id="a", params=params, finish_reason="stop", empty=True).to_json()
-    assert list(line) == ["line", "id", "text", "thinking", "model", "conversation_id", "params", "finish_reason",
-                          "stats", "empty"]
+    line = RunResult(
+        line=3, request_id="a", params=params, finish_reason="stop", empty=True
+    ).to_json()
+    assert list(line) == [
+        "line",
+        "id",
+        "text",
+        "thinking",
+        "model",
+        "conversation_id",
+        "params",
+        "finish_reason",
+        "stats",
+        "empty",
+    ]
     assert RunResult(line=4, line_error="bad JSON", conversation_id=2).to_json() == {
-        "line": 4, "error": "bad JSON", "conversation_id": 2}
+        "line": 4,
+        "error": "bad JSON",
+        "conversation_id": 2,
+    }
 
 
 def vibechat(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **env})
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **env},
+    )
 
 
 @pytest.mark.model
 def test_run_continue_with_a_preset_applies_the_preset_over_the_conversation(starter_installed):
     env = {"VIBECHAT_CONFIG": str(write_config(PRESET))}
-    first = vibechat("run", "-p", "Name a colour.", "-t", "0.9", "--top-k", "5", "-n", "2", "--json", **env)
+    first = vibechat(
+        "run", "-p", "Name a colour.", "-t", "0.9", "--top-k", "5", "-n", "2", "--json", **env
+    )
     assert first.returncode == 0, first.stderr
     cid = json.loads(first.stdout)["conversation_id"]
-    again = vibechat("run", "--continue", "--preset", "short", "--top-p", "0.5", "-p", "Another?", "-n", "2",
-                     "--json", **env)
+    again = vibechat(
+        "run",
+        "--continue",
+        "--preset",
+        "short",
+        "--top-p",
+        "0.5",
+        "-p",
+        "Another?",
+        "-n",
+        "2",
+        "--json",
+        **env,
+    )
     assert again.returncode == 0, again.stderr
     result = json.loads(again.stdout)
     assert result["conversation_id"] == cid
     used = result["params"]
-    assert (used["temperature"], used["top_k"], used["top_p"]) == (0.2, 7, 0.5)  # preset over it, the flag on top
+    assert (used["temperature"], used["top_k"], used["top_p"]) == (
+        0.2,
+        7,
+        0.5,
+    )  # preset over it, the flag on top
     shown = json.loads(vibechat("history", "show", str(cid), "--json", **env).stdout)
     assert shown["system"] == "You answer in one word."

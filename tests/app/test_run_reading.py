@@ -61,8 +61,10 @@ def run_on_a_terminal(request: RunRequest) -> tuple[int, str]:
     """``execute`` with stdout and stderr on one pty; its exit status and what the terminal got."""
     master, slave = os.openpty()
     try:
-        with open(slave, "w", encoding="utf-8", closefd=False) as out, \
-                open(slave, "w", encoding="utf-8", closefd=False) as err:
+        with (
+            open(slave, "w", encoding="utf-8", closefd=False) as out,
+            open(slave, "w", encoding="utf-8", closefd=False) as err,
+        ):
             assert err.isatty()
             code = execute(ReadsAtLength(REPLY), request, out, err)
         chunks = []
@@ -78,7 +80,9 @@ def run_on_a_terminal(request: RunRequest) -> tuple[int, str]:
 
 
 def test_on_a_terminal_the_reading_is_one_line_rewritten_and_gone_before_the_reply():
-    code, data = run_on_a_terminal(RunRequest("Sum this up.", None, SamplingParams(), show_stats=True))
+    code, data = run_on_a_terminal(
+        RunRequest("Sum this up.", None, SamplingParams(), show_stats=True)
+    )
     assert code == 0
     assert "\rreading the prompt · 1,200 / 2,700 tokens" in data
     assert "\rreading the prompt · 2,700 / 2,700 tokens" in data
@@ -92,7 +96,9 @@ def test_on_a_terminal_the_reading_is_one_line_rewritten_and_gone_before_the_rep
 @pytest.mark.parametrize("json_output", [False, True])
 def test_no_reading_line_for_scripts_or_json(json_output):
     out, err = io.StringIO(), io.StringIO()  # not terminals
-    request = RunRequest("Sum this up.", None, SamplingParams(), show_stats=True, json_output=json_output)
+    request = RunRequest(
+        "Sum this up.", None, SamplingParams(), show_stats=True, json_output=json_output
+    )
     assert execute(ReadsAtLength(REPLY), request, out, err) == 0
     assert "reading" not in err.getvalue() + out.getvalue()
     if json_output:  # not even on a terminal: stdout is the JSON object, stderr stays quiet
@@ -116,6 +122,10 @@ def test_a_shorter_figure_overwrites_a_longer_one_whole():
     finally:
         os.close(master)
         os.close(slave)
-    shown = data[:data.index("after")].rstrip("\r").rstrip(" ")[:-1]  # before the clear ("\r", spaces, "\r")
-    assert screen_lines(shown) == ["reading the prompt · 900 / 27,000 tokens"]  # nothing left of the longer
+    shown = (
+        data[: data.index("after")].rstrip("\r").rstrip(" ")[:-1]
+    )  # before the clear ("\r", spaces, "\r")
+    assert screen_lines(shown) == [
+        "reading the prompt · 900 / 27,000 tokens"
+    ]  # nothing left of the longer
     assert screen_lines(data)[0] == "after"

@@ -42,12 +42,20 @@ SCRIPT = textwrap.dedent("""
 
 
 def run(signals: int, force_after: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SCRIPT, str(signals), str(force_after)], capture_output=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(signals), str(force_after)],
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-@pytest.mark.parametrize("signals, force_after", [(2, 60.0), (1, 0.5)], ids=["second signal", "timer"])
-def test_a_chat_that_does_not_end_after_a_signal_is_ended_with_its_terminal_restored(signals, force_after):
+@pytest.mark.parametrize(
+    "signals, force_after", [(2, 60.0), (1, 0.5)], ids=["second signal", "timer"]
+)
+def test_a_chat_that_does_not_end_after_a_signal_is_ended_with_its_terminal_restored(
+    signals, force_after
+):
     done = run(signals, force_after)
     assert done.returncode == 128 + signal.SIGTERM, done
     assert done.stdout.startswith(b"exit asked: 143\n")  # first, as Ctrl+Q would

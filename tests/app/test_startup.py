@@ -33,8 +33,13 @@ PROBE = textwrap.dedent("""
 
 
 def probe(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_unset_options_are_not_handed_to_pydantic():
@@ -47,8 +52,10 @@ def test_unset_options_are_not_handed_to_pydantic():
     assert "exit: 0" in done.stdout
     done = probe("--temperature", "0.25", "config", "show")
     assert "exit: 0" in done.stdout, done.stderr
-    assert any(line.startswith("params.temperature") and "0.25" in line and "--temperature" in line
-               for line in done.stdout.splitlines()), done.stdout
+    assert any(
+        line.startswith("params.temperature") and "0.25" in line and "--temperature" in line
+        for line in done.stdout.splitlines()
+    ), done.stdout
 
 
 def test_a_given_value_is_still_checked():
@@ -92,8 +99,11 @@ async def test_routing_a_message_does_not_walk_the_layout(monkeypatch):
         screen = app.default_screen
         walks: list[tuple] = []
         real_walk = screen.walk_children
-        monkeypatch.setattr(screen, "walk_children",
-                            lambda *args, **kwargs: walks.append(args) or real_walk(*args, **kwargs))
+        monkeypatch.setattr(
+            screen,
+            "walk_children",
+            lambda *args, **kwargs: walks.append(args) or real_walk(*args, **kwargs),
+        )
         assert app.closing is False
         assert walks == []
         app.post_message(ModelProgress(0.5))
@@ -103,8 +113,9 @@ async def test_routing_a_message_does_not_walk_the_layout(monkeypatch):
 
 
 @pytest.mark.model
-def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progress_messages(starter_path,
-                                                                                          monkeypatch):
+def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progress_messages(
+    starter_path, monkeypatch
+):
     """The engine process imports llama-cpp-python's ctypes bindings, not its high-level half
     (``Llama``: numpy, jinja2, the chat formats; 0.14 s of every start), and sends a load's
     progress at most once a percent: llama.cpp called back 237 times for the starter, each a
@@ -132,25 +143,37 @@ def test_the_engine_process_starts_on_the_bindings_alone_and_sends_fewer_progres
         return frame
 
     monkeypatch.setattr(worker, "read_frame", spy)
-    monkeypatch.setattr(logging.getLogger("vibechat"), "level", logging.WARNING)  # the chat's, without --verbose
+    monkeypatch.setattr(
+        logging.getLogger("vibechat"), "level", logging.WARNING
+    )  # the chat's, without --verbose
     for name in [n for n in list(logging.Logger.manager.loggerDict) if n.startswith("vibechat.")]:
-        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)  # (another test may have set one)
-    backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
-                                            model_path=starter_path, context_size=2048, repack="off"))
+        monkeypatch.setattr(
+            logging.getLogger(name), "level", logging.NOTSET
+        )  # (another test may have set one)
+    backend = WorkerBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=starter_path, context_size=2048, repack="off"
+        )
+    )
     try:
         progress: list[float] = []
         assert backend.load(on_progress=progress.append).architecture == "gemma3"
         assert progress[-1] == pytest.approx(1.0) and progress == sorted(progress)
         assert len(progress) <= 101, len(progress)  # 237 before
-        assert levels and min(levels) >= logging.INFO, levels.count(logging.DEBUG)  # 1,318 DEBUG before
+        assert levels and min(levels) >= logging.INFO, levels.count(
+            logging.DEBUG
+        )  # 1,318 DEBUG before
         maps = Path(f"/proc/{backend.pid}/maps")
         if maps.exists():  # Linux: the shared libraries the process has loaded
             assert "numpy" not in maps.read_text()
         hello = [ChatMessage("user", "List three colours.")]
         _, done = collect(backend, hello, SamplingParams(temperature=0, max_tokens=12))
         assert done.text.strip()
-        digits = SamplingParams(temperature=0, max_tokens=8,
-                                output_format=OutputFormat("grammar", 'root ::= [0-9] [0-9] [0-9]', "digits.gbnf"))
+        digits = SamplingParams(
+            temperature=0,
+            max_tokens=8,
+            output_format=OutputFormat("grammar", "root ::= [0-9] [0-9] [0-9]", "digits.gbnf"),
+        )
         _, done = collect(backend, hello, digits)
         assert done.text.isdigit() and len(done.text) == 3, done.text
         if maps.exists():
@@ -206,8 +229,13 @@ def test_the_dialogs_are_imported_when_first_opened_not_before_the_first_frame()
     answer the messages they send (the downloader's
     ``Start`` and ``Cancel``, defined apart in screen_messages.py)."""
     tests = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, "-c", SCREENS_PROBE, tests], capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", SCREENS_PROBE, tests],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "at start: []" in done.stdout, done.stdout
     assert "hub at start: []" in done.stdout, done.stdout  # nor the downloader's engine module
@@ -264,12 +292,19 @@ def test_rich_markdown_is_imported_after_the_first_frame_by_the_warm_up():
     is not imported before the chat's first frame: the model's load worker imports it with its
     warm-up render once the model is ready, and a reply then renders as Markdown."""
     tests = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, "-c", MARKDOWN_PROBE, tests], capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", MARKDOWN_PROBE, tests],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "at the first frame: []" in done.stdout, done.stdout
-    assert ("after the warm-up: ['rich.markdown', 'markdown_it', 'vibechat.app.tui.conversation.chat_markdown']"
-            in done.stdout), done.stdout
+    assert (
+        "after the warm-up: ['rich.markdown', 'markdown_it', 'vibechat.app.tui.conversation.chat_markdown']"
+        in done.stdout
+    ), done.stdout
     assert "reply: " in done.stdout and "reply: ''" not in done.stdout, done.stdout
 
 
@@ -303,8 +338,14 @@ def test_the_chat_sets_textuals_frame_rate_before_textual_is_imported(given, exp
     env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
     if given is not None:
         env["TEXTUAL_FPS"] = given
-    done = subprocess.run([sys.executable, "-c", FPS_PROBE], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", FPS_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"TEXTUAL_FPS: {expected} | textual imported: False" in done.stdout, done.stdout
     assert f"Textual's frame rate: {expected}" in done.stdout, done.stdout

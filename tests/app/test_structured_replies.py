@@ -26,17 +26,39 @@ from vibechat.engine.settings.structured import OutputFormat
 from vibechat.engine.turns.backend import GenerationStats, ModelInfo
 from vibechat.engine.turns.prompt_format import COMPLETION_STOPS
 
-PERSON = {"type": "object",
-          "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "occupation": {"type": "string"}},
-          "required": ["name", "age", "occupation"]}
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "occupation": {"type": "string"},
+    },
+    "required": ["name", "age", "occupation"],
+}
 # A string of 300 digits is required: the starter writes a digit a token (or a few), so no reply
 # of 8 tokens can complete it, whatever it samples on whatever CPU.
-DIGITS = {"type": "object", "properties": {"digits": {"type": "string", "pattern": "^[0-9]{300}$"}},
-          "required": ["digits"], "additionalProperties": False}
+DIGITS = {
+    "type": "object",
+    "properties": {"digits": {"type": "string", "pattern": "^[0-9]{300}$"}},
+    "required": ["digits"],
+    "additionalProperties": False,
+}
 SCHEMA = OutputFormat("schema", json.dumps(PERSON), "person.json")
-INFO = ModelInfo(name="m", path="/m.gguf", architecture="gemma3", quantization="Q4_K_M", trained_context=8192,
-                 context_size=8192, n_layers=18, gpu_layers=0, gpu_offload_supported=False, chat_format="completion",
-                 file_size=1, n_threads=2, kv_cache_bytes=1)
+INFO = ModelInfo(
+    name="m",
+    path="/m.gguf",
+    architecture="gemma3",
+    quantization="Q4_K_M",
+    trained_context=8192,
+    context_size=8192,
+    n_layers=18,
+    gpu_layers=0,
+    gpu_offload_supported=False,
+    chat_format="completion",
+    file_size=1,
+    n_threads=2,
+    kv_cache_bytes=1,
+)
 
 
 # ------------------------------------------------------------------ judging a reply
@@ -46,13 +68,19 @@ def test_a_json_reply_is_complete_only_when_it_parses_and_matches_its_schema():
     state, why = SCHEMA.judge('{"name": "Ada", "age": "old"}')
     assert state == "invalid" and ("/age" in why or "occupation" in why), why
     # The grammar accepted it, yet it is no JSON (a raw line break in a string): not cut, not complete.
-    assert SCHEMA.judge('{"name": "A\nB", "age": 1, "occupation": "x"}', accepted=True)[0] == "invalid"
-    assert OutputFormat("json").judge("[1, 2]")[0] == "invalid"  # JSON, but not the object asked for
+    assert (
+        SCHEMA.judge('{"name": "A\nB", "age": 1, "occupation": "x"}', accepted=True)[0] == "invalid"
+    )
+    assert (
+        OutputFormat("json").judge("[1, 2]")[0] == "invalid"
+    )  # JSON, but not the object asked for
     assert OutputFormat("json").judge('{"a": [1, {"b": null}]}')[0] == "complete"
     assert OutputFormat("json").judge("[" * 100_000)[0] == "invalid"  # bounded: never parsed
     grammar = OutputFormat("grammar", 'root ::= "yes" | "no"', "yesno.gbnf")
     assert grammar.judge("yes", accepted=True)[0] == "complete"
-    assert grammar.judge("yes")[0] == "incomplete"  # its end was not the grammar's: cannot be told from text
+    assert (
+        grammar.judge("yes")[0] == "incomplete"
+    )  # its end was not the grammar's: cannot be told from text
 
 
 def test_a_reply_that_stopped_mid_json_is_incomplete_and_says_so_in_one_line():
@@ -62,18 +90,27 @@ def test_a_reply_that_stopped_mid_json_is_incomplete_and_says_so_in_one_line():
     stopped = GenerationStats(finish_reason="stop", completion_tokens=12)
     text = '{"name":"a person you can imagine.'
     assert structured_state(params, text, stopped) == "incomplete"
-    assert incomplete_line(params, stopped, INFO, text) == ("the reply ended before the JSON was complete: "
-                                                            "try again, or another --seed")
+    assert incomplete_line(params, stopped, INFO, text) == (
+        "the reply ended before the JSON was complete: try again, or another --seed"
+    )
     with_stop = SamplingParams(seed=1, stop=("imagine",), output_format=SCHEMA)
-    assert incomplete_line(with_stop, stopped, INFO, text).endswith(": remove --stop, or try another --seed")
+    assert incomplete_line(with_stop, stopped, INFO, text).endswith(
+        ": remove --stop, or try another --seed"
+    )
     mismatch = '{"name": "Ada", "age": "\\u001b[2J", "occupation": "x"}'
     line = incomplete_line(params, stopped, INFO, mismatch)
-    assert line.startswith("the reply is not what was asked: its JSON does not match the schema (at /age: ")
+    assert line.startswith(
+        "the reply is not what was asked: its JSON does not match the schema (at /age: "
+    )
     assert "\x1b" not in line and "\n" not in line
     whole = '{"name": "Ada", "age": 36, "occupation": "engineer"}'
-    assert structured_state(params, whole, stopped) == "complete" and incomplete_line(params, stopped, INFO,
-                                                                                      whole) is None
-    grammar = SamplingParams(output_format=OutputFormat("grammar", 'root ::= "yes" | "no"', "yesno.gbnf"))
+    assert (
+        structured_state(params, whole, stopped) == "complete"
+        and incomplete_line(params, stopped, INFO, whole) is None
+    )
+    grammar = SamplingParams(
+        output_format=OutputFormat("grammar", 'root ::= "yes" | "no"', "yesno.gbnf")
+    )
     accepted = GenerationStats(finish_reason="stop", grammar_accepted=True)
     assert structured_state(grammar, "yes", accepted) == "complete"
     assert structured_state(grammar, "yes", stopped) == "incomplete"
@@ -91,15 +128,29 @@ def eog_is_token_0(monkeypatch):
 def test_the_frames_stop_strings_never_end_a_structured_reply(eog_is_token_0):
     """Under an output format only the user's stop strings apply: the grammar decides the end.
     Free text still ends at the completion frame's "\\nUser:"."""
-    structured = SamplingParams(stop=("STOP",), output_format=OutputFormat("grammar", 'root ::= [^!]* "!"', "g"))
+    structured = SamplingParams(
+        stop=("STOP",), output_format=OutputFormat("grammar", 'root ::= [^!]* "!"', "g")
+    )
     assert reply_stops(structured, COMPLETION_STOPS) == ("STOP",)
-    assert reply_stops(SamplingParams(stop=("STOP",)), COMPLETION_STOPS) == ("STOP", *COMPLETION_STOPS)
+    assert reply_stops(SamplingParams(stop=("STOP",)), COMPLETION_STOPS) == (
+        "STOP",
+        *COMPLETION_STOPS,
+    )
     raw = b"Ada said:\nUser: hello!"
-    table = {i + 1: raw[i:i + 1] for i in range(len(raw))}  # one byte a token; token 0 ends the reply
+    table = {
+        i + 1: raw[i : i + 1] for i in range(len(raw))
+    }  # one byte a token; token 0 ends the reply
 
     def emitted(params: SamplingParams) -> str:
-        out = Emitter(table.__getitem__, None, frozenset({0}), threading.Event(), 1000,
-                      reply_stops(params, COMPLETION_STOPS), lstrip=True)
+        out = Emitter(
+            table.__getitem__,
+            None,
+            frozenset({0}),
+            threading.Event(),
+            1000,
+            reply_stops(params, COMPLETION_STOPS),
+            lstrip=True,
+        )
         pieces = [p for token in [*table, 0] if not out.done for p in out.emit(token)] + out.tail()
         return "".join(text for _, text in pieces)
 
@@ -130,9 +181,13 @@ def test_a_schema_string_holds_no_raw_line_break(vocab):  # noqa: F811 - the fix
     the model prefers it, and takes the model's next choice."""
     grammar = ll.llama_sampler_init_grammar(vocab, SCHEMA.gbnf().encode(), b"root")
     assert grammar
-    sampler = GrammarSampler(chain_of(ll.llama_sampler_init_greedy()), grammar, ll.llama_vocab_n_tokens(vocab))
+    sampler = GrammarSampler(
+        chain_of(ll.llama_sampler_init_greedy()), grammar, ll.llama_vocab_n_tokens(vocab)
+    )
     try:
-        for token in tokens(vocab, '{"name": "Ada'):  # into the string: each token allowed, taken as drawn
+        for token in tokens(
+            vocab, '{"name": "Ada'
+        ):  # into the string: each token allowed, taken as drawn
             assert sampler.sample_logits(row(vocab, {token: 20.0})) == token
         newline, letter = tokens(vocab, "\n")[0], tokens(vocab, "x")[0]
         assert sampler.sample_logits(row(vocab, {newline: 20.0, letter: 5.0})) == letter
@@ -163,14 +218,25 @@ def one_run(fmt_args: tuple[str, ...], *args: str):
 
 
 @pytest.mark.parametrize("prompt_format", ["completion", "gemma"])
-def test_a_reply_said_complete_parses_and_validates_on_every_seed(starter_installed, tmp_path, prompt_format):
+def test_a_reply_said_complete_parses_and_validates_on_every_seed(
+    starter_installed, tmp_path, prompt_format
+):
     """The issue's command on seeds 1-6: whatever the starter writes on this CPU, a reply said to
     be complete (exit 0) parses and matches the schema; one that is not exits 3 with one line."""
     schema = tmp_path / "person.json"
     schema.write_text(json.dumps(PERSON))
     for seed in range(1, 7):
-        out, obj = one_run(("--prompt-format", prompt_format), "--json-schema", str(schema), "-p",
-                           "Describe a fictional person.", "-n", "200", "--seed", str(seed))
+        out, obj = one_run(
+            ("--prompt-format", prompt_format),
+            "--json-schema",
+            str(schema),
+            "-p",
+            "Describe a fictional person.",
+            "-n",
+            "200",
+            "--seed",
+            str(seed),
+        )
         said = (seed, obj["text"], obj["finish_reason"], obj["structured_output"], out.stderr)
         if obj["structured_output"] == "complete":
             assert out.returncode == 0, said
@@ -183,11 +249,22 @@ def test_a_reply_said_complete_parses_and_validates_on_every_seed(starter_instal
 @pytest.mark.parametrize("prompt_format", ["completion", "gemma"])
 def test_a_reply_cut_before_its_json_is_whole_exits_3_in_one_line(starter_installed, prompt_format):
     for seed in (1, 2):
-        out, obj = one_run(("--prompt-format", prompt_format), "--json-schema", json.dumps(DIGITS), "-p",
-                           "A long number as JSON:", "-n", "8", "--seed", str(seed))
+        out, obj = one_run(
+            ("--prompt-format", prompt_format),
+            "--json-schema",
+            json.dumps(DIGITS),
+            "-p",
+            "A long number as JSON:",
+            "-n",
+            "8",
+            "--seed",
+            str(seed),
+        )
         assert out.returncode == 3, out.stderr
-        assert out.stderr.strip().splitlines() == ["vibechat: the reply hit the 8-token limit (--max-tokens) "
-                                                   "before the JSON was complete: raise --max-tokens"]
+        assert out.stderr.strip().splitlines() == [
+            "vibechat: the reply hit the 8-token limit (--max-tokens) "
+            "before the JSON was complete: raise --max-tokens"
+        ]
         assert (obj["finish_reason"], obj["structured_output"]) == ("length", "incomplete")
 
 
@@ -196,16 +273,27 @@ def test_json_from_a_server_that_does_not_match_the_schema_is_invalid_not_comple
     """A server may take ``response_format`` and answer JSON of another shape: it parses, so it
     is no cut reply, but it is not what was asked: exit 3, one line naming where it differs."""
     stub.reply = '{"name": "Ada", "age": "thirty-six", "occupation": "engineer"}'
-    out, obj = one_run(("--base-url", stub.url, "--model", "stub-small"), "--json-schema", json.dumps(PERSON), "-p",
-                       "Describe a fictional person.")
+    out, obj = one_run(
+        ("--base-url", stub.url, "--model", "stub-small"),
+        "--json-schema",
+        json.dumps(PERSON),
+        "-p",
+        "Describe a fictional person.",
+    )
     assert out.returncode == 3, out.stderr
     assert (obj["finish_reason"], obj["structured_output"]) == ("stop", "invalid")
     assert out.stderr.strip().splitlines() == [
         "vibechat: the reply is not what was asked: its JSON does not match the schema (at /age: 'thirty-six' is "
-        "not of type 'integer')"]
+        "not of type 'integer')"
+    ]
     stub.reply = '{"name": "Ada", "age": 36, "occupation": "engineer"}'
-    out, obj = one_run(("--base-url", stub.url, "--model", "stub-small"), "--json-schema", json.dumps(PERSON), "-p",
-                       "Describe a fictional person.")
+    out, obj = one_run(
+        ("--base-url", stub.url, "--model", "stub-small"),
+        "--json-schema",
+        json.dumps(PERSON),
+        "-p",
+        "Describe a fictional person.",
+    )
     assert out.returncode == 0 and obj["structured_output"] == "complete", out.stderr
 
 
@@ -213,8 +301,14 @@ def test_the_users_pattern_is_not_run_over_the_reply():
     """Python's re has no time bound: a pattern like ^(a+)+$ takes exponential time on text it
     does not match. The grammar (or a server's strict response_format) enforced the pattern; the
     judge checks the rest of the schema without it, and a property named "pattern" still counts."""
-    schema = {"type": "object", "required": ["word", "pattern"],
-              "properties": {"word": {"type": "string", "pattern": "^(a+)+$"}, "pattern": {"type": "integer"}}}
+    schema = {
+        "type": "object",
+        "required": ["word", "pattern"],
+        "properties": {
+            "word": {"type": "string", "pattern": "^(a+)+$"},
+            "pattern": {"type": "integer"},
+        },
+    }
     fmt = OutputFormat("schema", json.dumps(schema), "s.json")
     assert fmt.judge(json.dumps({"word": "a" * 64 + "!", "pattern": 1}))[0] == "complete"
     state, why = fmt.judge(json.dumps({"word": "a", "pattern": "x"}))

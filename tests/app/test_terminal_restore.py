@@ -30,7 +30,10 @@ import pytest
 from conftest import VIBECHAT_BIN
 from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
 
-pytestmark = [pytest.mark.model, pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")]
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal"),
+]
 
 COLUMNS, ROWS = 100, 30
 WAIT_S = 120  # every wait below is bounded by this; nothing is timed
@@ -50,15 +53,22 @@ MODES = {
 }
 KITTY_ON = re.compile(rb"\x1b\[>\d+u")
 KITTY_OFF = b"\x1b[<u"
-ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[PX^_][^\x1b]*\x1b\\|[@-Z\\-_])")
+ESCAPES = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[PX^_][^\x1b]*\x1b\\|[@-Z\\-_])"
+)
 
 
 class Terminal:
     """The chat on the slave side of a pseudo-terminal of COLUMNS x ROWS; everything it
     writes is collected from the master side by a thread."""
 
-    def __init__(self, args: list[str], env: dict[str, str], program: list[str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        program: list[str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         """``vibechat ARGS``; ``program``: another command line that starts the chat
         (``python3 dev.py chat``), run in ``cwd``."""
         self.master, self.slave = os.openpty()
@@ -70,9 +80,17 @@ class Terminal:
         def controlling_tty() -> None:  # a new session whose controlling terminal is this one
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen([*(program or [str(VIBECHAT_BIN)]), *args], stdin=self.slave,
-                                     stdout=self.slave, stderr=self.slave, env=env, close_fds=True,
-                                     start_new_session=True, preexec_fn=controlling_tty, cwd=cwd)
+        self.proc = subprocess.Popen(
+            [*(program or [str(VIBECHAT_BIN)]), *args],
+            stdin=self.slave,
+            stdout=self.slave,
+            stderr=self.slave,
+            env=env,
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=controlling_tty,
+            cwd=cwd,
+        )
         self._reader = threading.Thread(target=self._read, daemon=True, name="pty-reader")
         self._reader.start()
 
@@ -105,7 +123,9 @@ class Terminal:
         deadline = time.monotonic() + WAIT_S
         while needle not in self.text():
             if self.proc.poll() is not None:
-                pytest.fail(f"the chat exited ({self.proc.returncode}) before {what}:\n{self.text()[-3000:]}")
+                pytest.fail(
+                    f"the chat exited ({self.proc.returncode}) before {what}:\n{self.text()[-3000:]}"
+                )
             if time.monotonic() > deadline:
                 pytest.fail(f"waited {WAIT_S} s for {what}:\n{self.text()[-3000:]}")
             time.sleep(0.05)
@@ -132,14 +152,20 @@ class Terminal:
 @pytest.fixture
 def chat_env(starter_installed: Path) -> dict[str, str]:
     """The test's user dirs (conftest), the starter model as the default, a plain xterm."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES", "NO_COLOR", "TEXTUAL", "TEXTUAL_DRIVER") and not k.startswith("PYTEST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLUMNS", "LINES", "NO_COLOR", "TEXTUAL", "TEXTUAL_DRIVER")
+        and not k.startswith("PYTEST")
+    }
     env.update(TERM="xterm-256color", COLORTERM="truecolor", LANG="C.UTF-8", LC_ALL="C.UTF-8")
     env.pop("TEXTUAL_ALLOW_SIGNALS", None)
     return env
 
 
-def chat_until_quit(env: dict[str, str], prompt: str, answered: str, max_tokens: int) -> tuple[int, Terminal]:
+def chat_until_quit(
+    env: dict[str, str], prompt: str, answered: str, max_tokens: int
+) -> tuple[int, Terminal]:
     """Open the chat, wait for the model, send ``prompt``, wait until ``answered`` shows,
     quit; the exit status and the terminal (closed)."""
     term = Terminal(["--temperature", "0", "--max-tokens", str(max_tokens), "--ctx", "2048"], env)
@@ -163,17 +189,29 @@ def assert_terminal_restored(term: Terminal, code: int, expected: int = 0) -> No
     assert code == expected, screen[-3000:]
     for name, (on, off) in MODES.items():
         last_on = out.rfind(on)
-        assert last_on >= 0, f"{name}: never turned on ({on!r}): not what this test knows of the driver"
-        assert out.find(off, last_on) > last_on, f"{name}: still on at exit ({off!r} never came after {on!r})"
+        assert last_on >= 0, (
+            f"{name}: never turned on ({on!r}): not what this test knows of the driver"
+        )
+        assert out.find(off, last_on) > last_on, (
+            f"{name}: still on at exit ({off!r} never came after {on!r})"
+        )
     kitty = list(KITTY_ON.finditer(out))
     if kitty:  # TEXTUAL's DISABLE_KITTY_KEY turns it off altogether
-        assert out.find(KITTY_OFF, kitty[-1].end()) >= 0, "the kitty keyboard protocol is still on at exit"
+        assert out.find(KITTY_OFF, kitty[-1].end()) >= 0, (
+            "the kitty keyboard protocol is still on at exit"
+        )
     # the cursor is shown at the end (after the last hide), on the normal screen
     assert out.rfind(b"\x1b[?25h") > out.rfind(b"\x1b[?25l")
     assert out.rfind(b"\x1b[?1049l") > out.rfind(b"\x1b[?1049h")
     # the tty's own settings: echo, canonical input, signals, flow control as they were
     assert term.tty_after == term.tty_before
-    for bad in ("Traceback", "Fatal Python error", "Exception ignored", "Segmentation fault", "Error in atexit"):
+    for bad in (
+        "Traceback",
+        "Fatal Python error",
+        "Exception ignored",
+        "Segmentation fault",
+        "Error in atexit",
+    ):
         assert bad not in screen, screen[-3000:]
 
 
@@ -202,8 +240,10 @@ def saved_reply(env: dict[str, str]) -> tuple[str, str] | None:
         return None
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
-            row = db.execute("SELECT status, content FROM messages WHERE role = 'assistant' "
-                             "ORDER BY id DESC LIMIT 1").fetchone()
+            row = db.execute(
+                "SELECT status, content FROM messages WHERE role = 'assistant' "
+                "ORDER BY id DESC LIMIT 1"
+            ).fetchone()
     except sqlite3.Error:  # not created yet
         return None
     return (str(row[0]), str(row[1])) if row else None
@@ -218,7 +258,12 @@ def wait_for_pieces(term: Terminal, env: dict[str, str], count: int) -> str:
         if term.proc.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"no reply of {count} pieces streaming ({seen}):\n{term.text()[-3000:]}")
         reply = saved_reply(env)
-        if reply is not None and reply[0] == "streaming" and reply[1].strip() and reply[1] not in seen:
+        if (
+            reply is not None
+            and reply[0] == "streaming"
+            and reply[1].strip()
+            and reply[1] not in seen
+        ):
             seen.append(reply[1])
         time.sleep(0.05)
     return seen[-1]
@@ -234,7 +279,10 @@ def engine_process_of(chat_pid: int) -> int | None:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid and b"vibechat.engine.llama.worker_child" in cmdline:
+        if (
+            int(stat_line.rsplit(")", 1)[1].split()[1]) == chat_pid
+            and b"vibechat.engine.llama.worker_child" in cmdline
+        ):
             return int(entry.name)
     return None
 
@@ -248,7 +296,9 @@ def wait_gone(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda sig: sig.name)
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=lambda sig: sig.name
+)
 def test_a_signal_mid_reply_restores_the_terminal_and_keeps_the_reply(chat_env, sig):
     """SIGTERM, SIGHUP or SIGINT sent to the chat while a reply streams (``kill``, a closing
     terminal window, a service manager) ends it as Ctrl+Q does: the terminal as it was (every
@@ -256,7 +306,9 @@ def test_a_signal_mid_reply_restores_the_terminal_and_keeps_the_reply(chat_env, 
     traceback; the reply saved as stopped with its text so far; the engine process ended and
     reaped. Before, the signal ended the chat on the spot: the alternate screen, mouse
     reporting and the hidden cursor stayed on."""
-    chat_env[CRASH_HOOK_ENV] = "reply:slow1.0"  # a piece a second: the reply is still coming at the signal
+    chat_env[CRASH_HOOK_ENV] = (
+        "reply:slow1.0"  # a piece a second: the reply is still coming at the signal
+    )
     term = Terminal(["--temperature", "0", "--max-tokens", "400", "--ctx", "2048"], chat_env)
     engine = None
     try:
@@ -271,7 +323,9 @@ def test_a_signal_mid_reply_restores_the_terminal_and_keeps_the_reply(chat_env, 
         try:
             code = term.proc.wait(WAIT_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the chat did not end within {WAIT_S} s of {sig.name}:\n{term.text()[-3000:]}")
+            pytest.fail(
+                f"the chat did not end within {WAIT_S} s of {sig.name}:\n{term.text()[-3000:]}"
+            )
         term.tty_after = termios.tcgetattr(term.slave)
         assert_terminal_restored(term, code, 128 + sig)
         status, saved = saved_reply(chat_env) or ("", "")
@@ -316,7 +370,9 @@ def test_a_crash_in_the_chats_own_code_restores_the_terminal(chat_env):
     assert code != 0 and "an injected crash in the chat's own code" in screen, screen[-3000:]
     for name, (on, off) in MODES.items():
         last_on = out.rfind(on)
-        assert last_on >= 0 and out.find(off, last_on) > last_on, f"{name}: still on after the crash"
+        assert last_on >= 0 and out.find(off, last_on) > last_on, (
+            f"{name}: still on after the crash"
+        )
     assert out.rfind(b"\x1b[?25h") > out.rfind(b"\x1b[?25l")
     assert out.rfind(b"\x1b[?1049l") > out.rfind(b"\x1b[?1049h")
     assert term.tty_after == term.tty_before

@@ -20,17 +20,30 @@ SERVER = str(Path(__file__).resolve().parents[1] / "mcp_test_server.py")
 
 
 def vibechat(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **env})
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **env},
+    )
 
 
 @pytest.fixture
 def mcp_json(tmp_path) -> Path:
     path = tmp_path / "servers.json"
-    path.write_text(json.dumps({"mcpServers": {
-        "test": {"command": sys.executable, "args": [SERVER]},
-        "broken": {"command": sys.executable, "args": [SERVER, "--fail-start"]},
-        "off": {"command": "anything", "disabled": True}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "test": {"command": sys.executable, "args": [SERVER]},
+                    "broken": {"command": sys.executable, "args": [SERVER, "--fail-start"]},
+                    "off": {"command": "anything", "disabled": True},
+                }
+            }
+        )
+    )
     return path
 
 
@@ -59,10 +72,16 @@ def test_tools_json(mcp_json):
     assert servers["test"]["state"] == "started" and servers["test"]["reason"] is None
     add = next(t for t in servers["test"]["tools"] if t["name"] == "add")
     assert add["qualified"] == "test/add" and add["parameters"]["required"] == ["a", "b"]
-    assert servers["broken"]["state"] == "failed" and "database is missing" in servers["broken"]["reason"]
+    assert (
+        servers["broken"]["state"] == "failed"
+        and "database is missing" in servers["broken"]["reason"]
+    )
     assert servers["off"]["state"] == "disabled"
     assert [(b["name"], b["enabled"]) for b in data["builtin"]] == [
-        ("current_time", False), ("read_file", False), ("list_folder", False)]
+        ("current_time", False),
+        ("read_file", False),
+        ("list_folder", False),
+    ]
     assert "\\u001b" not in done.stdout and "\x1b" not in done.stdout
 
 
@@ -71,7 +90,9 @@ def test_tools_reads_mcp_json_in_the_config_folder_and_says_when_there_is_none()
     assert done.returncode == 0, done.stderr
     assert "(no such file)" in done.stdout and "none configured" in done.stdout
     config_dir().mkdir(parents=True, exist_ok=True)
-    (config_dir() / "mcp.json").write_text(json.dumps({"mcpServers": {"x": {"command": "y", "disabled": True}}}))
+    (config_dir() / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"x": {"command": "y", "disabled": True}}})
+    )
     assert "  x: disabled" in vibechat("tools").stdout
 
 
@@ -80,7 +101,10 @@ def test_a_broken_mcp_json_is_one_line_and_exit_1(tmp_path):
     bad.write_text('{"mcpServers": {"a": {"command": "x"},}}')
     done = vibechat("tools", "--mcp-config", str(bad))
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.startswith(f"vibechat: error: {bad}: not valid JSON") and done.stderr.count("\n") == 1
+    assert (
+        done.stderr.startswith(f"vibechat: error: {bad}: not valid JSON")
+        and done.stderr.count("\n") == 1
+    )
     assert "Traceback" not in done.stderr
     missing = vibechat("tools", "--mcp-config", str(tmp_path / "none.json"))
     assert missing.returncode == 1 and "no such file" in missing.stderr

@@ -33,22 +33,39 @@ TESTS = Path(__file__).resolve().parents[1]
 
 def file_size_limit(size: int):
     """``preexec_fn`` for a child whose files cannot grow past ``size`` bytes."""
+
     def limit() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1])
+        )
+
     return limit
 
 
 def vibechat(*args: str, limit: int | None = None, **kwargs) -> subprocess.CompletedProcess:
     kwargs.setdefault("stdout", subprocess.PIPE)
-    return subprocess.run([str(VIBECHAT_BIN), *args], stderr=subprocess.PIPE, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ),
-                          preexec_fn=None if limit is None else file_size_limit(limit), **kwargs)
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+        preexec_fn=None if limit is None else file_size_limit(limit),
+        **kwargs,
+    )
 
 
 def python(script: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=120, cwd=TESTS, env={**os.environ, "PYTHONPATH": str(TESTS)})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=TESTS,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    )
 
 
 def one_error_line(out: subprocess.CompletedProcess) -> str:
@@ -99,7 +116,9 @@ def test_a_failed_commit_is_one_history_error_and_the_database_stays_readable(tm
     assert result["messages"] == ["saved before"] and not result["in_transaction"]
 
 
-def test_a_save_that_fails_while_the_reply_streams_stops_saving_and_says_so(tmp_path: Path, monkeypatch):
+def test_a_save_that_fails_while_the_reply_streams_stops_saving_and_says_so(
+    tmp_path: Path, monkeypatch
+):
     """The streaming saves' failure used to be only logged: the reply's end then saved
     nothing and said nothing."""
     history = History(tmp_path / "history.db")
@@ -110,15 +129,22 @@ def test_a_save_that_fails_while_the_reply_streams_stops_saving_and_says_so(tmp_
     reply.writer.interval = 0
 
     def full(*_args, **_kwargs):
-        raise HistoryError("cannot write the chat history at X: the disk is full (database or disk is full)")
+        raise HistoryError(
+            "cannot write the chat history at X: the disk is full (database or disk is full)"
+        )
 
     monkeypatch.setattr(history, "update_message", full)
     reply.append("partial ")
     chat.finish_reply(reply, GenerationDone("partial answer"))
-    assert chat.problem is not None and chat.problem.startswith("saving stopped (save the reply failed): ")
+    assert chat.problem is not None and chat.problem.startswith(
+        "saving stopped (save the reply failed): "
+    )
     assert "the disk is full" in chat.problem
     assert not chat.saving
-    assert [t.content for t in chat.conversation.turns] == ["hello", "partial answer"]  # kept in memory
+    assert [t.content for t in chat.conversation.turns] == [
+        "hello",
+        "partial answer",
+    ]  # kept in memory
     monkeypatch.undo()
     history.close()
     with History(tmp_path / "history.db") as again:
@@ -132,8 +158,17 @@ def test_run_on_a_full_disk_prints_the_reply_and_fails_in_one_line(stub):
     folder = default_path().parent
     size = max(p.stat().st_size for p in folder.iterdir())
     # Room for SQLite's 32 KiB shared-memory file, not for the new conversation's writes.
-    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "Again",
-                   limit=max(size, 32768))
+    out = vibechat(
+        "run",
+        "--base-url",
+        stub.url,
+        "--model",
+        "stub-small",
+        "--continue",
+        "-p",
+        "Again",
+        limit=max(size, 32768),
+    )
     line = one_error_line(out)
     assert line.startswith("vibechat: error: saving stopped (") and "file-size limit" in line
     assert out.stdout == stub.reply + "\n"
@@ -145,24 +180,46 @@ def test_run_on_a_full_disk_prints_the_reply_and_fails_in_one_line(stub):
     # What was saved before stays; what the limit let through of this run may be there too.
     assert [m["content"] for m in shown["messages"]][:2] == ["Hi", stub.reply]
     # --json: the object has the reply and the error (kind history), as exit status 1 says.
-    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "Once more",
-                   "--json", limit=max(size, 32768))
+    out = vibechat(
+        "run",
+        "--base-url",
+        stub.url,
+        "--model",
+        "stub-small",
+        "--continue",
+        "-p",
+        "Once more",
+        "--json",
+        limit=max(size, 32768),
+    )
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     obj = json.loads(out.stdout)
-    assert obj["text"] == stub.reply and obj["error"]["kind"] == "history" and obj["error"]["exit_status"] == 1
+    assert (
+        obj["text"] == stub.reply
+        and obj["error"]["kind"] == "history"
+        and obj["error"]["exit_status"] == 1
+    )
     assert obj["error"]["message"].startswith("saving stopped (")
 
 
 def test_run_into_dev_full_fails_in_one_line(stub):
     with open("/dev/full", "w") as full:
-        out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "-p", "Hi", stdout=full)
+        out = vibechat(
+            "run", "--base-url", stub.url, "--model", "stub-small", "-p", "Hi", stdout=full
+        )
     line = one_error_line(out)
     assert "cannot write the reply to standard output" in line and "No space left" in line
 
 
 def test_run_with_stdout_closed_fails_in_one_line(stub):
-    out = subprocess.run(f"exec {VIBECHAT_BIN} run --base-url {stub.url} --model stub-small -p Hi >&-",
-                         shell=True, stderr=subprocess.PIPE, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        f"exec {VIBECHAT_BIN} run --base-url {stub.url} --model stub-small -p Hi >&-",
+        shell=True,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     line = one_error_line(out)
     assert "standard output is closed" in line
 
@@ -180,7 +237,9 @@ def test_export_on_a_full_disk_keeps_the_old_file_and_leaves_no_partial_one(tmp_
     out = vibechat("history", "export", str(cid), "-o", str(new), limit=64 * 1024)
     one_error_line(out)
     assert not new.exists()
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "user") == ["story.md"]  # no temporary left
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "user") == [
+        "story.md"
+    ]  # no temporary left
     done = vibechat("history", "export", str(cid), "-o", str(old), "--force")
     assert done.returncode == 0, done.stderr
     assert "once upon a time" in old.read_text()
@@ -191,12 +250,15 @@ def test_export_into_a_read_only_folder_is_one_line(tmp_path: Path):
     with read_only_dir(tmp_path / "ro") as folder:  # for root too (chattr +i), else skipped
         out = vibechat("history", "export", str(cid), "-o", str(folder / "x.md"))
         line = one_error_line(out)
-        assert str(folder / "x.md") in line and ("Permission denied" in line or "not permitted" in line)
+        assert str(folder / "x.md") in line and (
+            "Permission denied" in line or "not permitted" in line
+        )
         assert list(folder.iterdir()) == []
 
 
-def test_a_database_locked_past_the_busy_timeout_is_one_line_naming_the_other_process(tmp_path: Path,
-                                                                                     monkeypatch):
+def test_a_database_locked_past_the_busy_timeout_is_one_line_naming_the_other_process(
+    tmp_path: Path, monkeypatch
+):
     db = tmp_path / "history.db"
     cid = seed(db, ("hi", "hello"))
     monkeypatch.setattr("vibechat.engine.chat.database.BUSY_TIMEOUT_MS", 100)
@@ -249,7 +311,10 @@ def test_the_chat_on_a_full_disk_keeps_the_reply_on_screen_and_says_saving_stopp
     result = json.loads(out.stdout.strip().splitlines()[-1])
     stopped = [n for n in result["notes"] if n.startswith("saving stopped")]
     assert len(stopped) == 1, result["notes"]
-    assert stopped[0].endswith("; the conversation stays on screen") and "file-size limit" in stopped[0]
+    assert (
+        stopped[0].endswith("; the conversation stays on screen")
+        and "file-size limit" in stopped[0]
+    )
     assert [role for role, _ in result["shown"]] == ["user", "assistant"] * 3
     assert all(length > 0 for _, length in result["shown"]) and result["running"]
     with History(tmp_path / "history.db") as history:
@@ -326,13 +391,17 @@ def test_a_config_save_on_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_pat
             print(exc)
     """)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
-    assert out.stdout.startswith("could not save the config file") and len(out.stdout.splitlines()) == 1
+    assert (
+        out.stdout.startswith("could not save the config file")
+        and len(out.stdout.splitlines()) == 1
+    )
     assert config.read_text().startswith('theme = "nord"\n')
     assert [p.name for p in tmp_path.iterdir() if p.name != "user"] == ["config.toml"]
 
 
-def test_the_history_opens_for_reading_when_marking_interrupted_replies_cannot_be_written(tmp_path: Path,
-                                                                                         monkeypatch):
+def test_the_history_opens_for_reading_when_marking_interrupted_replies_cannot_be_written(
+    tmp_path: Path, monkeypatch
+):
     """Opening marks the replies a crash left 'streaming' as interrupted: a write. When it
     cannot be made (here another process holds the write lock past the busy timeout; a full
     disk does the same), the history used to refuse to open at all, listing included."""
@@ -341,13 +410,19 @@ def test_the_history_opens_for_reading_when_marking_interrupted_replies_cannot_b
     with History(db) as history:
         history.add_message(cid, "assistant", "cut off", "streaming")
     other = sqlite3.connect(db, isolation_level=None)
-    other.execute("UPDATE messages SET writer_pid = 2147483646 WHERE status = 'streaming'")  # no such process
+    other.execute(
+        "UPDATE messages SET writer_pid = 2147483646 WHERE status = 'streaming'"
+    )  # no such process
     monkeypatch.setattr("vibechat.engine.chat.database.BUSY_TIMEOUT_MS", 100)
     other.execute("BEGIN IMMEDIATE")
     try:
         with History(db) as history:
             assert [s.id for s in history.conversations()] == [cid] and history.repaired == 0
-            assert [m.status for m in history.get(cid).messages] == ["complete", "complete", "streaming"]
+            assert [m.status for m in history.get(cid).messages] == [
+                "complete",
+                "complete",
+                "streaming",
+            ]
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -359,7 +434,21 @@ def test_the_history_opens_for_reading_when_marking_interrupted_replies_cannot_b
 def test_run_that_cannot_even_open_the_history_says_why(stub):
     """Opening writes too (SQLite's shared-memory file): under a tiny file-size limit it
     said only "disk I/O error"."""
-    assert vibechat("run", "--base-url", stub.url, "--model", "stub-small", "-p", "Hi").returncode == 0
-    out = vibechat("run", "--base-url", stub.url, "--model", "stub-small", "--continue", "-p", "Again", limit=1000)
+    assert (
+        vibechat("run", "--base-url", stub.url, "--model", "stub-small", "-p", "Hi").returncode == 0
+    )
+    out = vibechat(
+        "run",
+        "--base-url",
+        stub.url,
+        "--model",
+        "stub-small",
+        "--continue",
+        "-p",
+        "Again",
+        limit=1000,
+    )
     line = one_error_line(out)
-    assert "cannot open the chat history" in line and "file-size limit" in line and "--no-save" in line
+    assert (
+        "cannot open the chat history" in line and "file-size limit" in line and "--no-save" in line
+    )

@@ -24,9 +24,17 @@ from vibechat.engine.settings.server_url import normalize_base_url
 TIMEOUT = 30  # a hang on a FIFO fails here instead of hanging the suite
 
 
-def vibechat(*args: str, env: dict[str, str] | None = None, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=TIMEOUT,
-                          stdin=stdin, env={**os.environ, **(env or {})})
+def vibechat(
+    *args: str, env: dict[str, str] | None = None, stdin=subprocess.DEVNULL
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=stdin,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def fifo(path: Path) -> Path:
@@ -54,8 +62,14 @@ def test_a_config_that_is_no_file_is_refused_at_once(tmp_path, kind):
     out = vibechat("run", "--no-save", "hi", env={"VIBECHAT_CONFIG": str(path)})
     line = one_error_line(out)
     assert out.returncode == 1
-    what = {"fifo": "is a named pipe (FIFO)", "zero": "is a character device", "folder": "is a directory"}[kind]
-    assert line.startswith(f"vibechat: error: config file {path}: could not be read: it {what}, not a file"), line
+    what = {
+        "fifo": "is a named pipe (FIFO)",
+        "zero": "is a character device",
+        "folder": "is a directory",
+    }[kind]
+    assert line.startswith(
+        f"vibechat: error: config file {path}: could not be read: it {what}, not a file"
+    ), line
     shown = vibechat("config", "show", env={"VIBECHAT_CONFIG": str(path)})
     assert shown.returncode == 0 and f"{what}, not a file" in shown.stdout
 
@@ -63,8 +77,14 @@ def test_a_config_that_is_no_file_is_refused_at_once(tmp_path, kind):
 def test_models_dir_from_a_fifo_config_does_not_block(tmp_path):
     path = fifo(tmp_path / "config.toml")
     code = "from vibechat.engine.settings.config import configured_models_dir; print(configured_models_dir())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT,
-                         env={**os.environ, "VIBECHAT_CONFIG": str(path)}, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "VIBECHAT_CONFIG": str(path)},
+        stdin=subprocess.DEVNULL,
+    )
     assert (out.returncode, out.stdout) == (0, "None\n"), out.stderr
 
 
@@ -83,13 +103,19 @@ def test_a_fifo_history_is_refused_at_once(user_dirs, name):
 # -------------------------------------------------------------- --prompts-file
 @pytest.mark.parametrize("kind", ["fifo", "zero", "folder"])
 def test_a_prompts_file_that_is_no_file_is_refused_at_once(tmp_path, kind):
-    path = {"fifo": lambda: fifo(tmp_path / "p.jsonl"), "zero": lambda: Path("/dev/zero"),
-            "folder": lambda: tmp_path}[kind]()
+    path = {
+        "fifo": lambda: fifo(tmp_path / "p.jsonl"),
+        "zero": lambda: Path("/dev/zero"),
+        "folder": lambda: tmp_path,
+    }[kind]()
     out = vibechat("run", "--no-save", "--prompts-file", str(path))
     line = one_error_line(out)
     assert out.returncode == 1
-    what = {"fifo": "it is a named pipe (FIFO), not a file", "zero": "it is a character device, not a file",
-            "folder": "it is a folder"}[kind]
+    what = {
+        "fifo": "it is a named pipe (FIFO), not a file",
+        "zero": "it is a character device, not a file",
+        "folder": "it is a folder",
+    }[kind]
     assert line.startswith(f"vibechat: error: cannot read prompts file {path}: {what}"), line
     assert json.loads(out.stdout)["error"]["exit_status"] == 1
 
@@ -116,7 +142,15 @@ def test_endless_prompts_on_stdin_stop_in_one_line():
     backend = RecordingBackend(reply="ok")
     options = BatchOptions(system=None, params=SamplingParams())
     with pytest.raises(VibechatError, match=r"^stdin line 1 is longer than 16 MiB: not a prompt"):
-        run_batch(backend, io.BufferedReader(_Zeros()), "stdin", options, None, io.StringIO(), io.StringIO())
+        run_batch(
+            backend,
+            io.BufferedReader(_Zeros()),
+            "stdin",
+            options,
+            None,
+            io.StringIO(),
+            io.StringIO(),
+        )
 
 
 def test_a_line_nested_too_deeply_fails_that_line_only():
@@ -124,19 +158,30 @@ def test_a_line_nested_too_deeply_fails_that_line_only():
     deep = '{"prompt": ' + "[" * 1000 + "]" * 1000 + "}"
     prompts = io.BytesIO(f'{{"prompt": "one"}}\n{deep}\n{{"prompt": "two"}}\n'.encode())
     out, err = io.StringIO(), io.StringIO()
-    code = run_batch(backend, prompts, "p.jsonl", BatchOptions(system=None, params=SamplingParams()), None,
-                     out, err)
+    code = run_batch(
+        backend,
+        prompts,
+        "p.jsonl",
+        BatchOptions(system=None, params=SamplingParams()),
+        None,
+        out,
+        err,
+    )
     got = [json.loads(line) for line in out.getvalue().splitlines()]
     assert code == 1
     assert [r["line"] for r in got] == [1, 2, 3]
     assert got[0]["text"] == got[2]["text"] == "Fine"
     assert got[1]["error"] == "not a valid request: JSON nested too deeply"
-    assert err.getvalue() == "vibechat: p.jsonl line 2: not a valid request: JSON nested too deeply\n"
+    assert (
+        err.getvalue() == "vibechat: p.jsonl line 2: not a valid request: JSON nested too deeply\n"
+    )
 
 
 # -------------------------------------------------------------------- base_url
-BAD_URLS = [("http://[::1", "is not a URL: Invalid IPv6 URL"),
-            ("http://a b/v1", "is not a URL: it contains a space or a control character")]
+BAD_URLS = [
+    ("http://[::1", "is not a URL: Invalid IPv6 URL"),
+    ("http://a b/v1", "is not a URL: it contains a space or a control character"),
+]
 
 
 @pytest.mark.parametrize(("url", "why"), BAD_URLS)
@@ -147,13 +192,19 @@ def test_a_base_url_that_does_not_parse_is_one_line(tmp_path, url, why):
     assert flag.returncode == 1
     assert one_error_line(flag).startswith(f"vibechat: error: --base-url: base_url {why}")
     env = vibechat("run", "--no-save", "hi", env={"VIBECHAT_BASE_URL": url})
-    assert env.returncode == 1 and f"VIBECHAT_BASE_URL={url!r}: base_url {why}" in one_error_line(env)
+    assert env.returncode == 1 and f"VIBECHAT_BASE_URL={url!r}: base_url {why}" in one_error_line(
+        env
+    )
     config = tmp_path / "config.toml"
     config.write_text(f"base_url = {json.dumps(url)}\n")
     bad = vibechat("run", "--no-save", "hi", env={"VIBECHAT_CONFIG": str(config)})
     assert bad.returncode == 1 and f"line 1: base_url {why}" in one_error_line(bad)
     shown = vibechat("config", "show", env={"VIBECHAT_CONFIG": str(config)})
-    assert shown.returncode == 0 and "Traceback" not in shown.stderr and f"base_url {why}" in shown.stdout
+    assert (
+        shown.returncode == 0
+        and "Traceback" not in shown.stderr
+        and f"base_url {why}" in shown.stdout
+    )
 
 
 # ------------------------------------------------------------ the chat's start
@@ -168,17 +219,23 @@ def test_the_chat_refuses_to_start_without_a_terminal(terminal):
     try:
         with open(os.devnull, "rb") as null:
             out = subprocess.run(
-                [str(VIBECHAT_BIN)], timeout=TIMEOUT, stderr=subprocess.PIPE, text=True,
+                [str(VIBECHAT_BIN)],
+                timeout=TIMEOUT,
+                stderr=subprocess.PIPE,
+                text=True,
                 stdin=null if terminal == "stdout" else secondary,
-                stdout=secondary if terminal == "stdout" else subprocess.PIPE)
+                stdout=secondary if terminal == "stdout" else subprocess.PIPE,
+            )
     finally:
         os.close(secondary)
         os.close(main)
     assert out.returncode == 1
     if terminal == "stdin":
         assert out.stdout == ""
-    assert one_error_line(out) == ("vibechat: error: the chat needs a terminal (stdin and stdout); for scripts "
-                                   "use 'vibechat run'.")
+    assert one_error_line(out) == (
+        "vibechat: error: the chat needs a terminal (stdin and stdout); for scripts "
+        "use 'vibechat run'."
+    )
 
 
 # ------------------------------------------------------------- honest bounds
@@ -190,13 +247,24 @@ def test_a_server_reply_cut_at_the_bound_while_thinking_says_so(stub, tmp_path):
     assert out.returncode == 0, out.stderr
     assert one_error_line(out) == (
         "vibechat: the reply was cut at vibechat's bound of 2,097,152 characters for a server's reply while the "
-        "model was still thinking: no answer came; ask for a shorter reply: lower --max-tokens.")
+        "model was still thinking: no answer came; ask for a shorter reply: lower --max-tokens."
+    )
     prompts = tmp_path / "p.jsonl"
     prompts.write_text('{"prompt": "hi"}\n')
-    batch = vibechat("run", "--no-save", "--base-url", stub.url, "-m", "stub-small", "--prompts-file", str(prompts))
+    batch = vibechat(
+        "run",
+        "--no-save",
+        "--base-url",
+        stub.url,
+        "-m",
+        "stub-small",
+        "--prompts-file",
+        str(prompts),
+    )
     assert batch.returncode == 0, batch.stderr
     assert json.loads(batch.stdout)["finish_reason"] == "length"
     assert one_error_line(batch) == (
         f"vibechat: {prompts} line 1: the reply was cut at vibechat's bound of 2,097,152 characters for a server's "
         "reply while the model was still thinking: no answer came; ask for a shorter reply: lower --max-tokens "
-        "(or the line's max_tokens).")
+        "(or the line's max_tokens)."
+    )

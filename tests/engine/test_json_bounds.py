@@ -25,9 +25,15 @@ DEEP = '{"a":' + "[" * 20_000 + "]" * 20_000 + "}"
 
 
 def test_the_depth_counts_brackets_outside_strings_only():
-    assert json_depth("{}") == 1 and json_depth('{"a": [1, {"b": []}]}') == 4 and json_depth("3") == 0
-    assert json_depth('{"a": "[[[[{{{{\\"[[["}') == 1  # brackets inside strings (and escaped quotes) do not count
-    assert json_depth(DEEP, stop_after=MAX_JSON_DEPTH) == MAX_JSON_DEPTH + 1  # stops once past the bound
+    assert (
+        json_depth("{}") == 1 and json_depth('{"a": [1, {"b": []}]}') == 4 and json_depth("3") == 0
+    )
+    assert (
+        json_depth('{"a": "[[[[{{{{\\"[[["}') == 1
+    )  # brackets inside strings (and escaped quotes) do not count
+    assert (
+        json_depth(DEEP, stop_after=MAX_JSON_DEPTH) == MAX_JSON_DEPTH + 1
+    )  # stops once past the bound
 
 
 def test_bounded_loads_refuses_deep_text_with_a_value_error_not_recursion():
@@ -61,7 +67,9 @@ def test_deep_tool_call_arguments_are_refused_saved_turns_read_back_and_sent_aga
         call.parsed_arguments()
     assert tool_calls_from(json.dumps([call.to_dict()])) == (call,)  # the saved turn reads back
     assert tool_calls_from("[" * 50_000) == ()  # damaged past the bound: none, not a crash
-    sent = wire_messages([ChatMessage("user", "hi"), ChatMessage("assistant", "", tool_calls=(call,))])
+    sent = wire_messages(
+        [ChatMessage("user", "hi"), ChatMessage("assistant", "", tool_calls=(call,))]
+    )
     assert sent[-1]["tool_calls"][0]["function"]["arguments"] == "{}"
 
 
@@ -75,7 +83,10 @@ def test_an_mcp_result_whose_structured_content_nests_too_deeply_is_a_note_not_a
         deep = [deep]
     result = result_of(SimpleNamespace(content=[], structured_content={"a": deep}, is_error=False))
     assert f"nested more than {MAX_JSON_DEPTH} levels deep" in result.text
-    assert result_of(SimpleNamespace(content=[], structured_content={"a": [1]}, is_error=False)).text == '{"a": [1]}'
+    assert (
+        result_of(SimpleNamespace(content=[], structured_content={"a": [1]}, is_error=False)).text
+        == '{"a": [1]}'
+    )
 
 
 def test_an_mcp_config_nested_too_deeply_is_one_line(tmp_path):

@@ -64,7 +64,9 @@ def test_a_fifo_with_no_writer_is_refused_at_once_by_every_reader(tmp_path: Path
 def test_a_folder_and_a_device_are_named_as_such(tmp_path: Path):
     with pytest.raises(NotARegularFile) as folder:
         open_regular(tmp_path)
-    assert folder.value.kind == "a directory" and str(folder.value).endswith("is a directory, not a file")
+    assert folder.value.kind == "a directory" and str(folder.value).endswith(
+        "is a directory, not a file"
+    )
     if os.path.exists("/dev/zero"):
         with pytest.raises(NotARegularFile) as device:
             open_regular("/dev/zero")

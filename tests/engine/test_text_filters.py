@@ -11,27 +11,40 @@ def test_sanitize_removes_escape_sequences_and_controls():
     assert sanitize(evil) == "abclink"
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("\x1b[31m red \x1b]0;title\x07", " red "),  # the QA report: CSI and OSC with BEL
-    ("x\x1b[1;38;5;196mbold\x1b[0m", "xbold"),  # CSI with parameters
-    ("x\x1b[?25l\x1b[?1049h", "x"),  # private CSI (cursor off, alternate screen)
-    ("x\x1b[ q", "x"),  # CSI with an intermediate byte
-    ("\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\", "click"),  # OSC 8 link, ST-terminated
-    ("\x1b]52;c;cHduZWQ=\x9c!", "!"),  # OSC 52, C1 ST
-    ("a\x1bP1$r0m\x1b\\b", "ab"),  # DCS
-    ("a\x1bXsos\x1b\\b\x1b^pm\x1b\\c\x1b_apc\x1b\\d", "abcd"),  # SOS, PM, APC
-    ("a\x1bcb\x1b7c\x1b8d\x1b=e\x1b(Bf\x1b#8g", "abcdefg"),  # two-byte and nF ESC sequences
-    ("a\x9b2Jb\x9d0;t\x07c\x90q\x9cd\x98s\x9ce\x9ep\x9cf\x9fa\x9cg", "abcdefg"),  # C1 introducers
-    ("a\x85b\x8dc\x9cd", "abcd"),  # other C1 controls
-    ("a\x00b\x07c\x08d\rE\x7ff\x1ag", "abcdEfg"),  # C0, DEL
-    ("a\x1b\x1b[2Jb", "ab"),  # a stray ESC before a sequence
-    ("a\x1b", "a"), ("a\x9b", "a"),  # a lone introducer at the end
-    ("a\x1b[12", "a[12"),  # unfinished at the end: only the introducer goes
-    ("a\x1b]0;title", "a]0;title"),
-    ("a\x1b]0;ti\ntle\x07b", "a]0;ti\ntleb"),  # a string sequence ends at a line break: nothing swallowed
-    ("a\x1b[12\x1b[0mb", "a[12b"),  # one sequence cut by the next
-    ("a\x1bé", "aé"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\x1b[31m red \x1b]0;title\x07", " red "),  # the QA report: CSI and OSC with BEL
+        ("x\x1b[1;38;5;196mbold\x1b[0m", "xbold"),  # CSI with parameters
+        ("x\x1b[?25l\x1b[?1049h", "x"),  # private CSI (cursor off, alternate screen)
+        ("x\x1b[ q", "x"),  # CSI with an intermediate byte
+        (
+            "\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\",
+            "click",
+        ),  # OSC 8 link, ST-terminated
+        ("\x1b]52;c;cHduZWQ=\x9c!", "!"),  # OSC 52, C1 ST
+        ("a\x1bP1$r0m\x1b\\b", "ab"),  # DCS
+        ("a\x1bXsos\x1b\\b\x1b^pm\x1b\\c\x1b_apc\x1b\\d", "abcd"),  # SOS, PM, APC
+        ("a\x1bcb\x1b7c\x1b8d\x1b=e\x1b(Bf\x1b#8g", "abcdefg"),  # two-byte and nF ESC sequences
+        (
+            "a\x9b2Jb\x9d0;t\x07c\x90q\x9cd\x98s\x9ce\x9ep\x9cf\x9fa\x9cg",
+            "abcdefg",
+        ),  # C1 introducers
+        ("a\x85b\x8dc\x9cd", "abcd"),  # other C1 controls
+        ("a\x00b\x07c\x08d\rE\x7ff\x1ag", "abcdEfg"),  # C0, DEL
+        ("a\x1b\x1b[2Jb", "ab"),  # a stray ESC before a sequence
+        ("a\x1b", "a"),
+        ("a\x9b", "a"),  # a lone introducer at the end
+        ("a\x1b[12", "a[12"),  # unfinished at the end: only the introducer goes
+        ("a\x1b]0;title", "a]0;title"),
+        (
+            "a\x1b]0;ti\ntle\x07b",
+            "a]0;ti\ntleb",
+        ),  # a string sequence ends at a line break: nothing swallowed
+        ("a\x1b[12\x1b[0mb", "a[12b"),  # one sequence cut by the next
+        ("a\x1bé", "aé"),
+    ],
+)
 def test_sanitize_strips_whole_sequences(text, expected):
     assert sanitize(text) == expected
 
@@ -62,7 +75,10 @@ def test_streamed_pieces_give_the_same_text_at_every_split(text):
     for cut in range(0, len(text) - 1, 7):  # three pieces
         for cut2 in range(cut, len(text) + 1, 5):
             s = Sanitizer()
-            assert s.feed(text[:cut]) + s.feed(text[cut:cut2]) + s.feed(text[cut2:]) + s.flush() == whole
+            assert (
+                s.feed(text[:cut]) + s.feed(text[cut:cut2]) + s.feed(text[cut2:]) + s.flush()
+                == whole
+            )
     s = Sanitizer()  # one character at a time, as a slow stream would
     assert "".join(s.feed(c) for c in text) + s.flush() == whole
 
@@ -84,24 +100,54 @@ def test_streamed_output_never_contains_a_control_character():
     s = Sanitizer()
     for c in CASES[2] + CASES[3]:
         out = s.feed(c)
-        assert not any(ord(ch) < 32 and ch not in "\n\t" or 0x7f <= ord(ch) <= 0x9f for ch in out)
+        assert not any(ord(ch) < 32 and ch not in "\n\t" or 0x7F <= ord(ch) <= 0x9F for ch in out)
 
 
 def test_random_text_and_pieces_agree_with_the_whole_and_leave_no_control():
     import random
 
     rng = random.Random(7)
-    alphabet = ["a", "é", " ", "\n", "\t", "\x1b", "[", "]", "\\", "P", "_", "^", "X", "0", ";", "m", "(",
-                "B", "\x07", "\x9b", "\x9c", "\x9d", "\x90", "\x7f", "\r", "\x00", "\ud800", "\udfff"]
+    alphabet = [
+        "a",
+        "é",
+        " ",
+        "\n",
+        "\t",
+        "\x1b",
+        "[",
+        "]",
+        "\\",
+        "P",
+        "_",
+        "^",
+        "X",
+        "0",
+        ";",
+        "m",
+        "(",
+        "B",
+        "\x07",
+        "\x9b",
+        "\x9c",
+        "\x9d",
+        "\x90",
+        "\x7f",
+        "\r",
+        "\x00",
+        "\ud800",
+        "\udfff",
+    ]
     for _ in range(300):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
         whole = sanitize(text)
-        assert not any((ord(ch) < 32 and ch not in "\n\t") or 0x7f <= ord(ch) <= 0x9f for ch in whole)
+        assert not any(
+            (ord(ch) < 32 and ch not in "\n\t") or 0x7F <= ord(ch) <= 0x9F for ch in whole
+        )
         whole.encode("utf-8")  # no lone surrogate left
         s, out, at = Sanitizer(), [], 0
         while at < len(text):
             step = rng.randint(1, 6)
-            out.append(s.feed(text[at:at + step]))
+            out.append(s.feed(text[at : at + step]))
             at += step
         assert "".join(out) + s.flush() == whole, repr(text)
 
@@ -171,6 +217,9 @@ def test_bidi_overrides_embeddings_and_isolates_never_reach_the_terminal():
     it shows text in another order than it is. The plain marks (U+200E/U+200F) stay."""
     controls = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
     assert sanitize(f"rm -rf /{controls}fdp.txt") == "rm -rf /fdp.txt"
-    assert sanitize("\u05e9\u05dc\u05d5\u05dd\u200f, hello\u200e") == "\u05e9\u05dc\u05d5\u05dd\u200f, hello\u200e"
+    assert (
+        sanitize("\u05e9\u05dc\u05d5\u05dd\u200f, hello\u200e")
+        == "\u05e9\u05dc\u05d5\u05dd\u200f, hello\u200e"
+    )
     stream = Sanitizer()
     assert stream.feed("exe.\u202e") + stream.feed("txt") + stream.flush() == "exe.txt"

@@ -104,7 +104,9 @@ def test_render_pacer_pays_back_renders_that_cost_more_than_its_slowest_interval
         cpu[0] += cost
         clock[0] += pacer.wait()  # each render as soon as the pacer allows
         pacer.rendering()
-        assert 1 / 15 <= pacer.interval <= 0.5  # never more often than max_hz, never less than min_hz
+        assert (
+            1 / 15 <= pacer.interval <= 0.5
+        )  # never more often than max_hz, never less than min_hz
     assert cpu[0] / clock[0] == pytest.approx(0.02, rel=0.05)
 
     cpu[0] += 5.0  # a one-off stall: its debt is bounded, renders come back to their pace
@@ -194,12 +196,18 @@ def test_ctrl_c_as_the_load_ends_saves_the_prompt_and_still_prints_the_json_obje
         backend = InterruptedAsItLoads()
         chat = ChatLog(Conversation())
         out, err = io.StringIO(), io.StringIO()
-        code = execute(backend, RunRequest("Hello", None, SamplingParams(), json_output=True), out, err, chat)
+        code = execute(
+            backend, RunRequest("Hello", None, SamplingParams(), json_output=True), out, err, chat
+        )
     finally:
         signal.signal(signal.SIGINT, previous)
     assert code == 130
     result = json.loads(out.getvalue())
-    assert result["finish_reason"] == "cancelled" and result["text"] == "" and result["model"] == "Fake 1B"
+    assert (
+        result["finish_reason"] == "cancelled"
+        and result["text"] == ""
+        and result["model"] == "Fake 1B"
+    )
     assert backend.requests == []  # the request was never started
     assert [m.content for m in chat.conversation.messages() if m.role == "user"] == ["Hello"]
 
@@ -209,5 +217,11 @@ def test_the_device_never_shows_an_unknown_layer_count_as_none():
 
     from fakes import INFO
 
-    assert replace(INFO, gpu_layers=5, n_layers=16, gpu_offload_supported=True).device == "GPU 5/16 layers"
-    assert replace(INFO, gpu_layers=5, n_layers=None, gpu_offload_supported=True).device == "GPU 5 layers"
+    assert (
+        replace(INFO, gpu_layers=5, n_layers=16, gpu_offload_supported=True).device
+        == "GPU 5/16 layers"
+    )
+    assert (
+        replace(INFO, gpu_layers=5, n_layers=None, gpu_offload_supported=True).device
+        == "GPU 5 layers"
+    )

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("vibechat.tui")
 
 # The slash commands this controller runs (listed with the others in F1's help).
-COMMANDS = ATTACH_COMMANDS  # /image, /file, /detach: declared with the other slash commands (app/slash.py)
+COMMANDS = (
+    ATTACH_COMMANDS  # /image, /file, /detach: declared with the other slash commands (app/slash.py)
+)
 
 
 class Read(Message):
@@ -90,9 +92,14 @@ class Attachments:
         return self.tray.attachments
 
     def handlers(self) -> Handlers:
-        return {Read: self.on_read, Refused: self.on_refused, AttachmentTray.Changed: self.on_changed,
-                AttachmentTray.RemoveRequested: self.on_remove, PromptInput.PathOffered: self.on_offer,
-                PromptInput.AttachAccepted: self.on_accept}
+        return {
+            Read: self.on_read,
+            Refused: self.on_refused,
+            AttachmentTray.Changed: self.on_changed,
+            AttachmentTray.RemoveRequested: self.on_remove,
+            PromptInput.PathOffered: self.on_offer,
+            PromptInput.AttachAccepted: self.on_accept,
+        }
 
     def store(self) -> AttachmentStore:
         if self._store is None:
@@ -109,8 +116,12 @@ class Attachments:
             return
         kind: Literal["image", "file"] = "image" if name == "/image" else "file"
         if not arg.strip():
-            self.host.notify(f"{name} needs a path: {COMMANDS[name].split(': ', 1)[0]}, e.g. {name} "
-                             f"~/{'photo.png' if kind == 'image' else 'notes.md'}", severity="warning", timeout=6)
+            self.host.notify(
+                f"{name} needs a path: {COMMANDS[name].split(': ', 1)[0]}, e.g. {name} "
+                f"~/{'photo.png' if kind == 'image' else 'notes.md'}",
+                severity="warning",
+                timeout=6,
+            )
             return
         if kind == "image" and self._refuses_images():
             return
@@ -123,15 +134,22 @@ class Attachments:
         model = self.host.state.model
         if model is None or model.takes_images:
             return False
-        self.host.notify(f"{outside.one_line(model.name)} takes no images: load a vision model (F3) with its "
-                         "projector (--mmproj FILE) to attach one.", severity="error", timeout=8)
+        self.host.notify(
+            f"{outside.one_line(model.name)} takes no images: load a vision model (F3) with its "
+            "projector (--mmproj FILE) to attach one.",
+            severity="error",
+            timeout=8,
+        )
         return True
 
     def attach(self, path: str | Path, kind: Literal["image", "file"] | None) -> None:
         """Read ``path`` in a worker (``kind`` None: whichever it is); the tray shows it once kept."""
         if len(self.pending) + self.reading >= MAX_PENDING:
-            self.host.notify(f"A prompt carries {MAX_PENDING} attachments at most: send it, or /detach one first.",
-                             severity="warning", timeout=6)
+            self.host.notify(
+                f"A prompt carries {MAX_PENDING} attachments at most: send it, or /detach one first.",
+                severity="warning",
+                timeout=6,
+            )
             return
         store, post = self.store(), self.host.post_message
         self.reading += 1
@@ -145,8 +163,12 @@ class Attachments:
                 post(Refused(outside.one_line(str(exc), limit=None)))
             except Exception as exc:  # never crash the chat over a file
                 log.exception("reading an attachment failed")
-                post(Refused(f"{outside.one_line(str(path))}: could not be read "
-                             f"({type(exc).__name__}: {outside.one_line(str(exc))})"))
+                post(
+                    Refused(
+                        f"{outside.one_line(str(path))}: could not be read "
+                        f"({type(exc).__name__}: {outside.one_line(str(exc))})"
+                    )
+                )
             else:
                 post(Read(attachment))
 
@@ -155,14 +177,18 @@ class Attachments:
     async def on_read(self, message: Read) -> None:
         self.reading = max(0, self.reading - 1)
         a = message.attachment
-        if a.is_image and self._refuses_images():  # a pasted path, or the model changed while it was read
+        if (
+            a.is_image and self._refuses_images()
+        ):  # a pasted path, or the model changed while it was read
             return
         if not await self.tray.add(a):
             self.host.notify(f"{outside.one_line(a.name)} is attached already.", timeout=3)
             return
         note = f" ({outside.one_line(a.note)})" if a.note else ""
-        self.host.notify(f"Attached {outside.one_line(a.label(), limit=None)}{note}: it goes with your next prompt.",
-                         timeout=3)
+        self.host.notify(
+            f"Attached {outside.one_line(a.label(), limit=None)}{note}: it goes with your next prompt.",
+            timeout=3,
+        )
 
     def on_refused(self, message: Refused) -> None:
         self.reading = max(0, self.reading - 1)
@@ -171,16 +197,24 @@ class Attachments:
     async def detach(self, arg: str) -> None:
         pending = self.pending
         if not pending:
-            self.host.notify("Nothing is attached: /image PATH or /file PATH attaches a file.", timeout=4)
+            self.host.notify(
+                "Nothing is attached: /image PATH or /file PATH attaches a file.", timeout=4
+            )
             return
         what = arg.strip().lower()
         if what == "all":
             await self.tray.take()
-            self.host.notify(f"Removed {len(pending)} attachment{'s' if len(pending) > 1 else ''}.", timeout=3)
+            self.host.notify(
+                f"Removed {len(pending)} attachment{'s' if len(pending) > 1 else ''}.", timeout=3
+            )
             return
         if what and not (what.isdigit() and 1 <= int(what) <= len(pending)):
-            self.host.notify(f"/detach {outside.one_line(arg, limit=20)}: which? A number from 1 to {len(pending)}, "
-                             "or all (/detach alone: the last).", severity="warning", timeout=6)
+            self.host.notify(
+                f"/detach {outside.one_line(arg, limit=20)}: which? A number from 1 to {len(pending)}, "
+                "or all (/detach alone: the last).",
+                severity="warning",
+                timeout=6,
+            )
             return
         gone = await self.tray.drop(int(what) - 1 if what else len(pending) - 1)
         if gone is not None:

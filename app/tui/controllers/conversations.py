@@ -70,11 +70,17 @@ OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on re
 class Conversations:
     """See the module docstring."""
 
-    def __init__(self, host: ChatHost, open_first: int | None = None, over_first: OverSaved | None = None) -> None:
+    def __init__(
+        self, host: ChatHost, open_first: int | None = None, over_first: OverSaved | None = None
+    ) -> None:
         self.host = host
-        self._open_first = open_first  # --continue / --conversation ID: opened once the model is ready
+        self._open_first = (
+            open_first  # --continue / --conversation ID: opened once the model is ready
+        )
         # ... with the preset's and the flags' parameters and system prompt over its own, as in `run --continue`
-        self._over_first = (open_first, over_first) if open_first is not None and over_first is not None else None
+        self._over_first = (
+            (open_first, over_first) if open_first is not None and over_first is not None else None
+        )
         self._problem_shown: str | None = None
         self.opened: StoredConversation | None = None  # the conversation last opened (its branches)
         self.titles = Titles(host)  # the model's titles, the user's renames
@@ -82,11 +88,19 @@ class Conversations:
 
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
-        return {HistoryListed: self.listed, ConversationLoaded: self.loaded, ConversationLoadFailed: self.load_failed,
-                CacheRebuilt: self.cache_rebuilt, EarlierMessages.Requested: self.show_earlier,
-                ConversationSidebar.Open: lambda message: self.open_conversation(message.conversation_id),
-                ConversationSidebar.Request: lambda message: self.act(message.what, message.summary.id,
-                                                                      message.summary.title)}
+        return {
+            HistoryListed: self.listed,
+            ConversationLoaded: self.loaded,
+            ConversationLoadFailed: self.load_failed,
+            CacheRebuilt: self.cache_rebuilt,
+            EarlierMessages.Requested: self.show_earlier,
+            ConversationSidebar.Open: lambda message: self.open_conversation(
+                message.conversation_id
+            ),
+            ConversationSidebar.Request: lambda message: self.act(
+                message.what, message.summary.id, message.summary.title
+            ),
+        }
 
     @property
     def history(self) -> History | None:
@@ -94,7 +108,9 @@ class Conversations:
 
     # ---------------------------------------------------------------- listing
     def list_history(self) -> None:
-        self.host.run_worker(self._list, thread=True, exclusive=True, group="history", exit_on_error=False)
+        self.host.run_worker(
+            self._list, thread=True, exclusive=True, group="history", exit_on_error=False
+        )
 
     def _list(self) -> None:
         """Open the database (repairing what a crash left) and list the conversations."""
@@ -106,18 +122,28 @@ class Conversations:
         except VibechatError as exc:
             self.host.post_message(HistoryListed([], 0, str(exc)))
             return
-        self.host.post_message(HistoryListed(summaries, self.history.repaired, self.history.read_only))
+        self.host.post_message(
+            HistoryListed(summaries, self.history.repaired, self.history.read_only)
+        )
 
     def listed(self, message: HistoryListed) -> None:
         self.host.sidebar.show(message.summaries)
         self.offer_last()
         if message.problem:
-            self.host.notify(f"Chats are not saved: {message.problem}", title="History", severity="error",
-                             timeout=15)
+            self.host.notify(
+                f"Chats are not saved: {message.problem}",
+                title="History",
+                severity="error",
+                timeout=15,
+            )
         elif message.repaired:
             count = message.repaired
-            self.host.notify(f"{count} repl{'y was' if count == 1 else 'ies were'} cut off when vibechat last "
-                             "closed; kept and marked interrupted.", title="History", timeout=8)
+            self.host.notify(
+                f"{count} repl{'y was' if count == 1 else 'ies were'} cut off when vibechat last "
+                "closed; kept and marked interrupted.",
+                title="History",
+                timeout=8,
+            )
 
     def changed(self) -> None:
         """After a save: the open conversation moves to the top of the sidebar; a save that
@@ -126,16 +152,27 @@ class Conversations:
         self.offer_last()  # a conversation under way: the welcome offers no other
         if chatlog.problem and chatlog.problem != self._problem_shown:
             self._problem_shown = chatlog.problem
-            self.host.notify(f"{chatlog.problem}; the conversation stays on screen", title="History",
-                             severity="error", timeout=15)
+            self.host.notify(
+                f"{chatlog.problem}; the conversation stays on screen",
+                title="History",
+                severity="error",
+                timeout=15,
+            )
         if chatlog.conversation_id is None:
             return
 
         stamp = now()
         old = next((s for s in sidebar.summaries if s.id == chatlog.conversation_id), None)
-        sidebar.upsert(ConversationSummary(chatlog.conversation_id, chatlog.title or "", chatlog.model,
-                                           old.created if old else stamp, stamp,
-                                           old.source if old else chatlog.source))
+        sidebar.upsert(
+            ConversationSummary(
+                chatlog.conversation_id,
+                chatlog.title or "",
+                chatlog.model,
+                old.created if old else stamp,
+                stamp,
+                old.source if old else chatlog.source,
+            )
+        )
         sidebar.current = chatlog.conversation_id
         self.titles.ask()
 
@@ -189,7 +226,9 @@ class Conversations:
         """The palette's rename / delete / export of the conversation on screen."""
         chatlog = self.host.session.chat
         if chatlog.conversation_id is None or self.history is None:
-            self.host.notify("This conversation is not saved yet: send a message first.", severity="warning")
+            self.host.notify(
+                "This conversation is not saved yet: send a message first.", severity="warning"
+            )
             return
         self.act(what, chatlog.conversation_id, chatlog.title or "")
 
@@ -212,8 +251,15 @@ class Conversations:
                 host.sidebar.current = None
             host.notify(f"Deleted “{title}”.", timeout=2)
 
-        host.push_screen(ConfirmScreen(f"Delete the conversation “{one_line(title)}” and all its messages?\n\n"
-                                       "This cannot be undone.", yes="delete it", no="keep it"), answered)
+        host.push_screen(
+            ConfirmScreen(
+                f"Delete the conversation “{one_line(title)}” and all its messages?\n\n"
+                "This cannot be undone.",
+                yes="delete it",
+                no="keep it",
+            ),
+            answered,
+        )
 
     # ------------------------------------------------------------------ open
     def model_settled(self) -> None:
@@ -229,7 +275,12 @@ class Conversations:
         """The conversation an empty chat's welcome offers: the latest saved (as ``--continue``
         picks it), while no conversation is on screen nor waits to open at start."""
         chat, summaries = self.host.session.chat, self.host.sidebar.summaries
-        if chat.conversation_id is not None or chat.conversation.turns or not summaries or self._open_first:
+        if (
+            chat.conversation_id is not None
+            or chat.conversation.turns
+            or not summaries
+            or self._open_first
+        ):
             return None
         return summaries[0]
 
@@ -237,7 +288,9 @@ class Conversations:
         """The welcome's line offering :meth:`offered` on its key (``resume_last``), or none."""
         latest = self.offered()
         key = self.host.bound_key_of("resume_last")
-        self.host.chat.set_offer(resume_line(key, latest.title) if latest is not None and key else None)
+        self.host.chat.set_offer(
+            resume_line(key, latest.title) if latest is not None and key else None
+        )
 
     def resume_last(self) -> None:
         """The welcome's key: the offered conversation opens (as from the list)."""
@@ -249,21 +302,33 @@ class Conversations:
         if conversation_id == self.host.session.chat.conversation_id and jump_to is None:
             self.host.prompt_input.focus()
             return
-        self.host.run_worker(lambda: self._read(conversation_id, jump_to), thread=True, exclusive=True,
-                             group="history-open", exit_on_error=False)
+        self.host.run_worker(
+            lambda: self._read(conversation_id, jump_to),
+            thread=True,
+            exclusive=True,
+            group="history-open",
+            exit_on_error=False,
+        )
 
     def reopen(self, conversation_id: int) -> None:
         """The conversation read again as it is saved, on its saved branch (Esc after Ctrl+L: the
         edit is dropped, the message and its reply come back)."""
-        self.host.run_worker(lambda: self._read(conversation_id, None), thread=True, exclusive=True,
-                             group="history-open", exit_on_error=False)
+        self.host.run_worker(
+            lambda: self._read(conversation_id, None),
+            thread=True,
+            exclusive=True,
+            group="history-open",
+            exit_on_error=False,
+        )
 
     def _read(self, conversation_id: int, jump_to: int | None) -> None:
         """In a worker: the conversation, on the branch through ``jump_to`` (a search hit, a
         sibling switched to) when given, which is then the branch it opens on next time too."""
         assert self.history is not None
         try:
-            stored = self.history.open().get(conversation_id, through=jump_to)  # (opened once: the list's)
+            stored = self.history.open().get(
+                conversation_id, through=jump_to
+            )  # (opened once: the list's)
             if jump_to is not None and stored.leaf_id is not None and not self.history.read_only:
                 self.history.set_leaf(conversation_id, stored.leaf_id)
         except VibechatError as exc:
@@ -281,7 +346,9 @@ class Conversations:
         if loaded is not None:
             note = model_change_note(stored.summary.model, stored.model_path, loaded)
             own = OwnBackend.of(stored.summary.model, stored.model_path)
-            if note and own is not None:  # the chat switches to it where it can (models_ui), else says so
+            if (
+                note and own is not None
+            ):  # the chat switches to it where it can (models_ui), else says so
                 host.post_message(OwnModelWanted(own.name, own.path, own.server, sanitize(note)))
         host.session.open(ChatLog.from_stored(stored, self.history))
         self.opened = stored
@@ -297,8 +364,13 @@ class Conversations:
             start = min(start, max(0, target_index - 2))
         widgets: list = [EarlierMessages(messages[:start])] if start else []
         widgets += self.message_widgets(messages[start:])
-        target = None if message.jump_to is None else next(
-            (w for w in widgets if getattr(w, "message_id", None) == message.jump_to), None)
+        target = (
+            None
+            if message.jump_to is None
+            else next(
+                (w for w in widgets if getattr(w, "message_id", None) == message.jump_to), None
+            )
+        )
         chat = host.chat
         await chat.add_all(widgets, follow=target is None)
         host.sidebar.current = stored.id
@@ -349,7 +421,9 @@ class Conversations:
         session = self.host.session
         generation = session.generation
 
-        tools = self.host.tool_rounds.offer()[0]  # listed in the prompt as the next reply lists them
+        tools = self.host.tool_rounds.offer()[
+            0
+        ]  # listed in the prompt as the next reply lists them
 
         def rebuild() -> None:
             tokens = session.rebuild_cache(generation, tools)
@@ -360,4 +434,3 @@ class Conversations:
 
     def cache_rebuilt(self, message: CacheRebuilt) -> None:
         self.host.state.context_used = message.tokens
-

@@ -98,7 +98,9 @@ class ChatHost(Protocol):
     @property
     def chats(self) -> ConversationList: ...
     @property
-    def attachments(self) -> AttachmentControl: ...  # what the next prompt carries (/image, /file, the tray)
+    def attachments(
+        self,
+    ) -> AttachmentControl: ...  # what the next prompt carries (/image, /file, the tray)
     @property
     def tool_rounds(self) -> ToolControl: ...
 
@@ -113,20 +115,42 @@ class ChatHost(Protocol):
     @property
     def sidebar(self) -> ConversationSidebar: ...
     @property
-    def focused(self) -> Widget | None: ...  # the focused widget (a message Ctrl+R / Ctrl+L acts on)
+    def focused(
+        self,
+    ) -> Widget | None: ...  # the focused widget (a message Ctrl+R / Ctrl+L acts on)
 
-    def notify(self, message: str, *, title: str = "", severity: Any = "information",
-               timeout: float | None = None, markup: bool = False) -> None: ...
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None: ...
     def post_message(self, message: Message) -> bool: ...
-    def run_worker(self, work: Any, name: str | None = "", group: str = "default", description: str = "",
-                   exit_on_error: bool = True, start: bool = True, exclusive: bool = False,
-                   thread: bool = False) -> Any: ...
-    def set_timer(self, delay: float, callback: Any = None, *, name: str | None = None,
-                  pause: bool = False) -> Any: ...
-    def call_after_refresh(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
+    def run_worker(
+        self,
+        work: Any,
+        name: str | None = "",
+        group: str = "default",
+        description: str = "",
+        exit_on_error: bool = True,
+        start: bool = True,
+        exclusive: bool = False,
+        thread: bool = False,
+    ) -> Any: ...
+    def set_timer(
+        self, delay: float, callback: Any = None, *, name: str | None = None, pause: bool = False
+    ) -> Any: ...
+    def call_after_refresh(
+        self, callback: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> bool: ...
     def call_later(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
     def batch_update(self) -> AbstractContextManager[None]: ...
-    def push_screen(self, screen: Any, callback: Any = None, wait_for_dismiss: bool = False) -> Any: ...
+    def push_screen(
+        self, screen: Any, callback: Any = None, wait_for_dismiss: bool = False
+    ) -> Any: ...
     def refresh_bindings(self) -> None: ...
     def open_url(self, url: str, *, new_tab: bool = True) -> None: ...
     def copy_to_clipboard(self, text: str) -> None: ...

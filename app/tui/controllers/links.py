@@ -31,13 +31,21 @@ class Links:
         href = message.href.strip()
         scheme = urlparse(href).scheme.lower()
         if scheme not in OPENED:
-            self.host.notify(f"Not opening a {scheme or 'relative'} link: only http and https links open.",
-                             severity="warning")
+            self.host.notify(
+                f"Not opening a {scheme or 'relative'} link: only http and https links open.",
+                severity="warning",
+            )
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self.host.open_url(href)
 
-        self.host.push_screen(ConfirmScreen(f"The model's reply links to:\n\n{href}\n\nOpen it in your browser?",
-                                            yes="open it", no="don't"), answered)
+        self.host.push_screen(
+            ConfirmScreen(
+                f"The model's reply links to:\n\n{href}\n\nOpen it in your browser?",
+                yes="open it",
+                no="don't",
+            ),
+            answered,
+        )

@@ -66,7 +66,9 @@ class Models:
     def __init__(self, host: ChatHost, backend_factory: BackendFactory | None) -> None:
         self.host = host
         self.backend_factory = backend_factory
-        self.engine_changes: dict[str, Any] = {}  # engine settings changed in this session (GPU layers)
+        self.engine_changes: dict[
+            str, Any
+        ] = {}  # engine settings changed in this session (GPU layers)
         self._gpu_reload_timer: Any = None
         self.download_title: str | None = None  # the running download
         self._download_cancel: threading.Event | None = None
@@ -74,12 +76,17 @@ class Models:
 
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
-        return {ModelReady: lambda message: self.show(message.info), ModelSwitched: self.switched,
-                ModelSwitchFailed: self.switch_failed, OwnModelWanted: self.own_model,
-                DownloadStart: self.start_download,
-                DownloadCancel: lambda _message: self.cancel_download(),
-                DownloadUpdate: self.download_update, DownloadEnded: self.download_ended,
-                ParamPanel.GpuLayersChanged: lambda message: self.request_gpu_layers(message.layers)}
+        return {
+            ModelReady: lambda message: self.show(message.info),
+            ModelSwitched: self.switched,
+            ModelSwitchFailed: self.switch_failed,
+            OwnModelWanted: self.own_model,
+            DownloadStart: self.start_download,
+            DownloadCancel: lambda _message: self.cancel_download(),
+            DownloadUpdate: self.download_update,
+            DownloadEnded: self.download_ended,
+            ParamPanel.GpuLayersChanged: lambda message: self.request_gpu_layers(message.layers),
+        }
 
     def show(self, info: ModelInfo) -> None:
         """A model is loaded: the status bar, the panel and the welcome say which and how."""
@@ -91,7 +98,9 @@ class Models:
         host.chat.set_welcome(welcome_text(info))
         for notice in info.notices:  # e.g. GPU layers asked of a build that cannot offload
             host.notify(notice, title="Model", severity="warning", timeout=20)
-        host.tool_rounds.model_ready(info)  # tools configured, and a model that calls none: said once
+        host.tool_rounds.model_ready(
+            info
+        )  # tools configured, and a model that calls none: said once
 
     # ---------------------------------------------------------------- picker
     def open_picker(self) -> None:
@@ -102,11 +111,15 @@ class Models:
 
         host, remote = self.host, self.host.session.remote
         if remote is not None:  # a server: its models, no files
-            host.push_screen(RemoteModelPicker(remote.server, remote.model_id, remote.list_models), self._picked)
+            host.push_screen(
+                RemoteModelPicker(remote.server, remote.model_id, remote.list_models), self._picked
+            )
             return
         info = host.session.info
-        host.push_screen(ModelPicker(info.path if info else None, self.download_title, loaded_info=info),
-                         self._picked)
+        host.push_screen(
+            ModelPicker(info.path if info else None, self.download_title, loaded_info=info),
+            self._picked,
+        )
 
     def load(self, ref: str) -> None:
         """``/load MODEL_OR_PATH``: a local model by name or a .gguf file by path (checked, and
@@ -119,7 +132,9 @@ class Models:
         if self.backend_factory is None:
             host.notify("This session cannot switch models.", severity="warning")
             return
-        host.run_worker(self._find_and_switch(ref), group="model-find", exclusive=True, exit_on_error=False)
+        host.run_worker(
+            self._find_and_switch(ref), group="model-find", exclusive=True, exit_on_error=False
+        )
 
     async def _find_and_switch(self, ref: str) -> None:
         """Find what ``ref`` names in a thread (other tools' folders can be slow to walk, a
@@ -137,8 +152,12 @@ class Models:
         else:
             self.switch_model(model)
             return
-        self.host.notify(f"Could not load {one_line(ref)}: {error} The current model stays loaded.",
-                         title="Model", severity="error", timeout=15)
+        self.host.notify(
+            f"Could not load {one_line(ref)}: {error} The current model stays loaded.",
+            title="Model",
+            severity="error",
+            timeout=15,
+        )
 
     def _picked(self, choice: PickerChoice | None) -> None:
         if choice is None:
@@ -159,18 +178,35 @@ class Models:
 
         host, info = self.host, self.host.session.info
         remote = host.session.remote
-        if message.server is None and remote is None and self.backend_factory is not None \
-                and Path(message.path).is_file():
+        if (
+            message.server is None
+            and remote is None
+            and self.backend_factory is not None
+            and Path(message.path).is_file()
+        ):
             path = Path(message.path)
-            host.notify(f"This conversation was with {one_line(message.name)}: loading it.", timeout=6)
-            model = LocalModel(name=message.name, path=path, size=path.stat().st_size, quant="", source="vibechat")
+            host.notify(
+                f"This conversation was with {one_line(message.name)}: loading it.", timeout=6
+            )
+            model = LocalModel(
+                name=message.name, path=path, size=path.stat().st_size, quant="", source="vibechat"
+            )
             host.state.status = f"loading {one_line(message.name)}…"
             self._switch(model, keep=True)
-        elif message.server is not None and remote is not None and info is not None and \
-                api_root(info) == message.server:
+        elif (
+            message.server is not None
+            and remote is not None
+            and info is not None
+            and api_root(info) == message.server
+        ):
             host.state.status = "switching model…"
-            host.run_worker(lambda: self._switch_remote(message.name, keep=True), thread=True, exclusive=True,
-                            group="model", exit_on_error=False)
+            host.run_worker(
+                lambda: self._switch_remote(message.name, keep=True),
+                thread=True,
+                exclusive=True,
+                group="model",
+                exit_on_error=False,
+            )
         else:
             host.notify(message.note, severity="warning", timeout=15)
 
@@ -183,8 +219,13 @@ class Models:
         if host.state.generating:
             host.session.cancel()
         host.state.status = "switching model…"
-        host.run_worker(lambda: self._switch_remote(model_id), thread=True, exclusive=True, group="model",
-                        exit_on_error=False)
+        host.run_worker(
+            lambda: self._switch_remote(model_id),
+            thread=True,
+            exclusive=True,
+            group="model",
+            exit_on_error=False,
+        )
 
     def _switch_remote(self, model_id: str, keep: bool = False) -> None:
         post = self.host.post_message
@@ -221,7 +262,9 @@ class Models:
         if not info.gpu_offload_supported or info.server is not None or layers == info.gpu_layers:
             host.panel.show_model(info)
             return
-        self._gpu_reload_timer = host.set_timer(GPU_RELOAD_DELAY, lambda: self.reload_model(gpu_layers=layers))
+        self._gpu_reload_timer = host.set_timer(
+            GPU_RELOAD_DELAY, lambda: self.reload_model(gpu_layers=layers)
+        )
 
     def reload_model(self, **changes: Any) -> None:
         """Load the current model again with ``changes`` to the engine settings (kept for the
@@ -235,13 +278,23 @@ class Models:
         if host.state.generating:
             host.session.cancel()
         host.state.status = "reloading…"
-        model = LocalModel(name=info.name, path=Path(info.path), size=info.file_size, quant=info.quantization,
-                           source="vibechat")
+        model = LocalModel(
+            name=info.name,
+            path=Path(info.path),
+            size=info.file_size,
+            quant=info.quantization,
+            source="vibechat",
+        )
         self._switch(model, reload=True)
 
     def _switch(self, model: LocalModel, reload: bool = False, keep: bool = False) -> None:
-        self.host.run_worker(lambda: self._switch_in_worker(model, reload, keep), thread=True, exclusive=True,
-                             group="model", exit_on_error=False)
+        self.host.run_worker(
+            lambda: self._switch_in_worker(model, reload, keep),
+            thread=True,
+            exclusive=True,
+            group="model",
+            exit_on_error=False,
+        )
 
     def _switch_in_worker(self, model: LocalModel, reload: bool, keep: bool = False) -> None:
         post = self.host.post_message
@@ -266,10 +319,18 @@ class Models:
         assert self.backend_factory is not None
         path = resolve_model("starter") if model.source == "starter" else model.path
         header = inspect_gguf(path)  # a corrupt file stops here; the current model is untouched
-        new = self.backend_factory(path, **self.engine_changes) if self.engine_changes else self.backend_factory(path)
+        new = (
+            self.backend_factory(path, **self.engine_changes)
+            if self.engine_changes
+            else self.backend_factory(path)
+        )
         return self.host.session.replace_backend(
-            new, name=model.name, file_size=weights_to_load(new) or header.file_size, available=available_memory(),
-            on_progress=lambda f: self.host.post_message(ModelProgress(f)))
+            new,
+            name=model.name,
+            file_size=weights_to_load(new) or header.file_size,
+            available=available_memory(),
+            on_progress=lambda f: self.host.post_message(ModelProgress(f)),
+        )
 
     async def switched(self, message: ModelSwitched) -> None:
         host = self.host
@@ -278,7 +339,10 @@ class Models:
             host.notify(f"Reloaded {message.name}: {message.info.device}.", timeout=4)
             return
         if message.keep:  # the model of the conversation just opened: it goes on with it
-            host.notify(f"Switched to {one_line(message.name)}, the model this conversation was had with.", timeout=4)
+            host.notify(
+                f"Switched to {one_line(message.name)}, the model this conversation was had with.",
+                timeout=4,
+            )
             return
         await host.replies.new_conversation(reset_cache=False)
         verb = "Switched to" if message.info.server else "Loaded"
@@ -289,8 +353,12 @@ class Models:
         host.state.status = host.state.at_rest
         if host.session.info is not None:
             host.panel.show_model(host.session.info)  # the GPU layers slider shows what is loaded
-        host.notify(f"Could not load {message.name}: {message.error} The current model stays loaded.",
-                    title="Model", severity="error", timeout=15)
+        host.notify(
+            f"Could not load {message.name}: {message.error} The current model stays loaded.",
+            title="Model",
+            severity="error",
+            timeout=15,
+        )
 
     # ------------------------------------------------------------- downloads
     def open_downloads(self) -> None:
@@ -318,8 +386,12 @@ class Models:
         if self._download_screen is not None:
             self._download_screen.show_started(title)
         host.state.download = "⬇ starting"
-        host.run_worker(lambda: self._download(message.listing, option, cancel, title), thread=True,
-                        group="download", exit_on_error=False)
+        host.run_worker(
+            lambda: self._download(message.listing, option, cancel, title),
+            thread=True,
+            group="download",
+            exit_on_error=False,
+        )
 
     def cancel_download(self) -> None:
         if self._download_cancel is not None:
@@ -330,7 +402,9 @@ class Models:
 
         post = self.host.post_message
         try:  # a vision model's projector comes with it
-            model = fetch(listing, option, cancel=cancel, on_progress=lambda p: post(DownloadUpdate(p)))
+            model = fetch(
+                listing, option, cancel=cancel, on_progress=lambda p: post(DownloadUpdate(p))
+            )
         except DownloadCancelled as exc:
             post(DownloadEnded(title, error=str(exc), cancelled=True))
         except VibechatError as exc:

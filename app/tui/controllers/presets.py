@@ -40,9 +40,12 @@ class PresetHost(ChatHost, Protocol):
 
 def open_picker(app: PresetHost) -> None:
     """The picker; the chosen preset is applied."""
+
     def picked(name: str | None) -> None:
         if name:
-            app.run_worker(apply_named(app, name), group="preset", exclusive=True, exit_on_error=False)
+            app.run_worker(
+                apply_named(app, name), group="preset", exclusive=True, exit_on_error=False
+            )
 
     app.push_screen(PresetPicker(app.config.path), picked)
 
@@ -119,8 +122,12 @@ async def save_current(app: PresetHost, name: str) -> None:
     from ...appconfig import APP_SCHEMA
 
     if not NAME_RE.fullmatch(name):
-        app.notify(f"A preset name is letters, digits, - and _ (got {one_line(name, limit=40)!r}).",
-                   title="Preset", severity="error", timeout=8)
+        app.notify(
+            f"A preset name is letters, digits, - and _ (got {one_line(name, limit=40)!r}).",
+            title="Preset",
+            severity="error",
+            timeout=8,
+        )
         return
     table, left_out = current_table(app)
     try:
@@ -128,7 +135,9 @@ async def save_current(app: PresetHost, name: str) -> None:
     except VibechatError as exc:
         app.notify(one_line(str(exc), limit=400), title="Preset", severity="error", timeout=15)
         return
-    app.notify(f"Saved preset {name} in {one_line(str(path))}{left_out}.", title="Preset", timeout=5)
+    app.notify(
+        f"Saved preset {name} in {one_line(str(path))}{left_out}.", title="Preset", timeout=5
+    )
 
 
 def current_table(app: PresetHost) -> tuple[dict[str, Any], str]:

@@ -46,7 +46,9 @@ class Replies(Protocol):
 class Editing:
     """A prompt taken back into the input with Ctrl+L, being edited: what Esc puts back."""
 
-    conversation_id: int | None  # the saved conversation, reopened as it was (None: not saved, no way back)
+    conversation_id: (
+        int | None
+    )  # the saved conversation, reopened as it was (None: not saved, no way back)
     draft: str  # the input's text before Ctrl+L
     tray: tuple[Attachment, ...]  # the tray's attachments before Ctrl+L
 
@@ -96,17 +98,29 @@ class PromptEdit:
         it off the screen: it stays saved, and the edited prompt becomes its sibling)."""
         host = self.replies.host
         chatlog = self.replies.session.chat
-        if self.editing is None:  # (a second Ctrl+L while editing: Esc still goes back to before the first)
-            self._before = Editing(chatlog.conversation_id if chatlog.saving else None,
-                                   host.prompt_input.text, host.attachments.pending)
+        if (
+            self.editing is None
+        ):  # (a second Ctrl+L while editing: Esc still goes back to before the first)
+            self._before = Editing(
+                chatlog.conversation_id if chatlog.saving else None,
+                host.prompt_input.text,
+                host.attachments.pending,
+            )
         focused = host.focused
-        if (isinstance(focused, ChatMessageWidget) and focused.role == "user" and focused.message_id is not None
-                and any(w.role == "user" for w in self.replies.after(focused))):
+        if (
+            isinstance(focused, ChatMessageWidget)
+            and focused.role == "user"
+            and focused.message_id is not None
+            and any(w.role == "user" for w in self.replies.after(focused))
+        ):
             if await self._edit_earlier(focused):
                 return
         if not any(turn.role == "user" for turn in self.replies.session.conversation.turns):
-            host.notify("Nothing to edit yet: Ctrl+L takes your last message back into the input once you have "
-                        "sent one.", timeout=4)
+            host.notify(
+                "Nothing to edit yet: Ctrl+L takes your last message back into the input once you have "
+                "sent one.",
+                timeout=4,
+            )
             return
         self.replies.abandon()
         caught_up = await self.replies.catch_up()
@@ -127,8 +141,11 @@ class PromptEdit:
     @property
     def can_cancel(self) -> bool:
         """Esc puts the conversation back as it was before Ctrl+L (a saved one, no reply on its way)."""
-        return (self.editing is not None and self.editing.conversation_id is not None
-                and not self.replies.state.generating)
+        return (
+            self.editing is not None
+            and self.editing.conversation_id is not None
+            and not self.replies.state.generating
+        )
 
     async def cancel(self) -> None:
         """Esc while editing a prompt taken back: the conversation is read again as it is saved (the

@@ -113,7 +113,9 @@ class Replies:
         host = self.host
         pending = attachments is None
         attached = host.attachments.pending if attachments is None else attachments
-        if self.state.generating:  # sent just as a reply started (the input queues them itself): it waits too
+        if (
+            self.state.generating
+        ):  # sent just as a reply started (the input queues them itself): it waits too
             if not host.prompt_input.queue(text):
                 host.prompt_input.give_back(text)
             if not pending:
@@ -121,7 +123,9 @@ class Replies:
             return
         try:
             self.session.check_prompt(text, attached)
-        except VibechatError as exc:  # refused before it is saved or tokenized; kept in the input if editable there
+        except (
+            VibechatError
+        ) as exc:  # refused before it is saved or tokenized; kept in the input if editable there
             detach = " (its attachments stay: /detach N or /detach all, or Delete on a line of the tray, removes them)"
             host.notify(str(exc) + (detach if attached else ""), severity="error")
             if len(text) <= MAX_KEPT_IN_INPUT:
@@ -182,8 +186,12 @@ class Replies:
         self._saved(widget).set_branch(*widget.branch)
         model = self.session.info
         pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
-        stream = ReplyStream(widget, turn.generation, pacer,
-                             expand_thinking=chat_settings(host.config).thinking_expanded)
+        stream = ReplyStream(
+            widget,
+            turn.generation,
+            pacer,
+            expand_thinking=chat_settings(host.config).thinking_expanded,
+        )
         self.turn, self.stream = turn, stream
         self.last_stream = stream
         state = self.state
@@ -191,8 +199,13 @@ class Replies:
         state.status = "generating…"
         # The last reply's figures go: the bar shows this one's as it streams.
         state.stats, state.thought, state.live = None, False, LiveReply()
-        host.run_worker(lambda: self._generate(turn, stream), thread=True, exclusive=True, group="generate",
-                        exit_on_error=False)
+        host.run_worker(
+            lambda: self._generate(turn, stream),
+            thread=True,
+            exclusive=True,
+            group="generate",
+            exit_on_error=False,
+        )
 
     def _generate(self, turn: Turn, stream: ReplyStream) -> None:
         """In a worker: the reply streams into ``stream``; the UI is told by messages."""
@@ -203,17 +216,26 @@ class Replies:
                 post(ReplyText(generation))
 
         def event(ev: ChatEvent) -> None:
-            if isinstance(ev, ThinkingDelta):  # buffered like the text: one message while one is pending
+            if isinstance(
+                ev, ThinkingDelta
+            ):  # buffered like the text: one message while one is pending
                 if stream.put_thinking(ev.text, ev.tokens):
                     post(ReplyThinking(generation))
                 return
             post(ReplyEvent(generation, ev))
 
         try:
-            done = self.session.stream(turn, text, on_event=event, on_context=lambda n: post(
-                ContextCounted(generation, n)), on_reset=lambda: post(CacheReset()),
-                on_load=lambda f: post(ModelProgress(f)),  # an engine restarted after a crash reloads
-                on_tokens=stream.count_tokens)
+            done = self.session.stream(
+                turn,
+                text,
+                on_event=event,
+                on_context=lambda n: post(ContextCounted(generation, n)),
+                on_reset=lambda: post(CacheReset()),
+                on_load=lambda f: post(
+                    ModelProgress(f)
+                ),  # an engine restarted after a crash reloads
+                on_tokens=stream.count_tokens,
+            )
         except VibechatError as exc:  # a cut stream (StreamInterrupted) keeps its text as the reply
             post(ReplyFailed(generation, str(exc), ChatSession.partial_of(turn, exc)))
         except Exception as exc:
@@ -298,13 +320,18 @@ class Replies:
         event = message.event
         if isinstance(event, ContextTrimmed):
             self.state.context_used = event.prompt_tokens  # what is left of the conversation
-            self.host.notify(f"Left out the {event.dropped_messages} oldest messages to fit the "
-                             f"{event.context_size:,}-token context.", severity="warning")
+            self.host.notify(
+                f"Left out the {event.dropped_messages} oldest messages to fit the "
+                f"{event.context_size:,}-token context.",
+                severity="warning",
+            )
         elif isinstance(event, PromptProgress):
             self._reading(stream, event)
         elif isinstance(event, DraftProgress):
             self.state.drafting = event
-        elif isinstance(event, GenerationDone) and not stream.hold(event):  # else: after the queued slices
+        elif isinstance(event, GenerationDone) and not stream.hold(
+            event
+        ):  # else: after the queued slices
             await self._finish(stream, event)
 
     def _reading(self, stream: ReplyStream, progress: PromptProgress) -> None:
@@ -354,7 +381,9 @@ class Replies:
             self.host.prompt_input.unqueue()
             return
         if done.tool_calls:
-            stream.widget.set_status("→ asked for " + ", ".join(sorted({c.name[:40] for c in done.tool_calls})))
+            stream.widget.set_status(
+                "→ asked for " + ", ".join(sorted({c.name[:40] for c in done.tool_calls}))
+            )
             if offered and self.host.tool_rounds.take_over(done):
                 return  # the calls are answered, then the model answers again
         queued = self.host.prompt_input.take_queued()
@@ -369,7 +398,9 @@ class Replies:
         self._read(stream)
         # The user message stays in the conversation, so Ctrl+R retries it.
         await stream.fail(message.error, message.partial)
-        if self.turn is not None and self.session.fail_reply(self.turn, message.error, message.partial):
+        if self.turn is not None and self.session.fail_reply(
+            self.turn, message.error, message.partial
+        ):
             self.host.chats.changed()
         self.host.notify(message.error, severity="error", timeout=10)
         self._ended()
@@ -431,7 +462,7 @@ class Replies:
     def after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]:
         """The messages on screen after ``widget``."""
         widgets = self.host.chat.messages()
-        return widgets[widgets.index(widget) + 1:] if widget in widgets else []
+        return widgets[widgets.index(widget) + 1 :] if widget in widgets else []
 
     # ------------------------------------------------------------ the context
     def reset_cache(self) -> None:

@@ -66,14 +66,20 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
 
         await presets.run(app, arg)
     elif name == "/save":
-        await note(app, slash.SAVE_NOTE if app.history is not None else
-                   "This chat is not being saved (--no-save). To keep these parameters as your defaults, press "
-                   "Ctrl+S in the parameter panel (F2).")
+        await note(
+            app,
+            slash.SAVE_NOTE
+            if app.history is not None
+            else "This chat is not being saved (--no-save). To keep these parameters as your defaults, press "
+            "Ctrl+S in the parameter panel (F2).",
+        )
     elif name in ("/new", "/clear"):
         await app.action_new_conversation()
     elif name == "/stats":
         last = app.state.last  # the last reply that ended (the status bar shows a streaming one's)
-        await note(app, format_stats(last.stats, app.state.model) if last is not None else "No reply yet.")
+        await note(
+            app, format_stats(last.stats, app.state.model) if last is not None else "No reply yet."
+        )
     elif name == "/help":
         app.action_help()
     elif name == "/bye":
@@ -104,8 +110,11 @@ async def _set(app: ChatHost, arg: str) -> None:
     try:
         params = params.set_from_text(key, value)
     except VibechatError as exc:
-        app.notify(f"{exc} ({slash.SET_USAGE})" if key not in params.to_dict() else str(exc),
-                   severity="error", timeout=8)
+        app.notify(
+            f"{exc} ({slash.SET_USAGE})" if key not in params.to_dict() else str(exc),
+            severity="error",
+            timeout=8,
+        )
         return
     app.set_params(params)
     app.notify(f"{key} = {slash.shown(key, getattr(params, key))}", timeout=2)
@@ -116,8 +125,11 @@ async def _show(app: ChatHost, arg: str) -> None:
     what = arg.strip().lower() or "info"
     matches = [w for w in SHOW_WHAT if w.startswith(what)]
     if len(matches) != 1:
-        app.notify(f"/show {one_line(arg, limit=40)}: show what? /show {'|'.join(SHOW_WHAT)} (/show alone: info).",
-                   severity="warning", timeout=6)
+        app.notify(
+            f"/show {one_line(arg, limit=40)}: show what? /show {'|'.join(SHOW_WHAT)} (/show alone: info).",
+            severity="warning",
+            timeout=6,
+        )
         return
     conversation = app.session.conversation
     info, params, system = app.state.model, conversation.params, conversation.system
@@ -132,7 +144,9 @@ async def _show(app: ChatHost, arg: str) -> None:
     else:
         template = None
         if info is not None and info.chat_format == "gguf" and not info.server:
-            template = await asyncio.to_thread(_read_template, info.path)  # the file's header: off the UI thread
+            template = await asyncio.to_thread(
+                _read_template, info.path
+            )  # the file's header: off the UI thread
         await note(app, show_info.template_text(info, template))
 
 
@@ -156,7 +170,12 @@ async def _format(app: ChatHost, arg: str) -> None:
     params = app.session.conversation.params
     if not arg:
         fmt = params.output_format
-        await note(app, f"Reply format: {fmt.label}" if fmt else "Reply format: free text (/format json|FILE|off).")
+        await note(
+            app,
+            f"Reply format: {fmt.label}"
+            if fmt
+            else "Reply format: free text (/format json|FILE|off).",
+        )
         return
 
     async def check_then_set() -> None:
@@ -188,12 +207,16 @@ def _checked_format(session: ChatSession, params: SamplingParams, arg: str) -> S
     fmt.check()  # the bounds and the conversion, before the engine sees the grammar
     with session.engine_lock:
         check = getattr(session.backend, "check_output_format", None)  # the engine process's parser
-        if check is not None:  # (a backend in the chat's process has none: it parses at the request)
+        if (
+            check is not None
+        ):  # (a backend in the chat's process has none: it parses at the request)
             try:
                 check(fmt)
             except InvalidParameterError:
                 raise
-            except VibechatError as exc:  # the engine could not answer (it crashed on it, or no model)
+            except (
+                VibechatError
+            ) as exc:  # the engine could not answer (it crashed on it, or no model)
                 raise VibechatError(f"{fmt.label}: not checked, so not used: {exc}") from None
     return params
 
@@ -205,7 +228,11 @@ async def _think(app: ChatHost, arg: str) -> None:
     info = app.session.info
     switch = info.thinking_switch if info is not None else None
     server = info.server if info is not None else None
-    how = "the server's template (chat_template_kwargs enable_thinking)" if server else describe_switch(switch)
+    how = (
+        "the server's template (chat_template_kwargs enable_thinking)"
+        if server
+        else describe_switch(switch)
+    )
     if not arg:
         await note(app, f"Thinking: {params.thinking}, through {how} (/think on|off|auto).")
         return
@@ -218,8 +245,12 @@ async def _think(app: ChatHost, arg: str) -> None:
         app.notify(f"Thinking stays as the model does: {NO_SWITCH}.", severity="warning", timeout=8)
         return
     app.set_params(params.replace(thinking=mode))
-    app.notify(f"Thinking {mode} for the next replies, through {how}." if mode != "auto"
-               else "Thinking auto: as the model's template does by default.", timeout=3)
+    app.notify(
+        f"Thinking {mode} for the next replies, through {how}."
+        if mode != "auto"
+        else "Thinking auto: as the model's template does by default.",
+        timeout=3,
+    )
 
 
 async def _system(app: ChatHost, arg: str) -> None:
@@ -228,8 +259,10 @@ async def _system(app: ChatHost, arg: str) -> None:
         await note(app, f"System prompt: {chatlog.conversation.system or '(none)'}")
         return
     chatlog.set_system(None if arg.lower() in ("clear", "none", "off") else arg)
-    app.notify("System prompt cleared." if chatlog.conversation.system is None else "System prompt set.",
-               timeout=2)
+    app.notify(
+        "System prompt cleared." if chatlog.conversation.system is None else "System prompt set.",
+        timeout=2,
+    )
 
 
 async def note(app: ChatHost, text: str, body: LaidOut | None = None) -> None:

@@ -55,11 +55,15 @@ class ToolPolicy(Protocol):
     def allowed(self, spec: ToolSpec) -> bool: ...
     def allow_for_conversation(self, spec: ToolSpec) -> None: ...
     def new_conversation(self) -> None: ...
-    def always_allow(self, spec: ToolSpec, path: Path | None = None, *, schema: Schema = ...) -> Path: ...
+    def always_allow(
+        self, spec: ToolSpec, path: Path | None = None, *, schema: Schema = ...
+    ) -> Path: ...
 
 
 class ToolRounds:
-    def __init__(self, host: ChatHost, toolbox: ToolBox | None, policy: ToolPolicy | None, rounds: int = 8) -> None:
+    def __init__(
+        self, host: ChatHost, toolbox: ToolBox | None, policy: ToolPolicy | None, rounds: int = 8
+    ) -> None:
         self.host = host
         self.toolbox = toolbox
         self.policy = policy
@@ -86,7 +90,9 @@ class ToolRounds:
         if toolbox is None:
             return
 
-        hear = getattr(toolbox, "hear_problems", None)  # a server misbehaving later is said when it does
+        hear = getattr(
+            toolbox, "hear_problems", None
+        )  # a server misbehaving later is said when it does
         if hear is not None:
             hear(lambda line: self.host.post_message(ToolsProblem(line)))
 
@@ -96,7 +102,9 @@ class ToolRounds:
             except VibechatError as exc:
                 self.host.post_message(ToolsListed((), (str(exc),)))
                 return
-            problems = tuple(getattr(toolbox, "problems", lambda: ())())  # servers that could not be used
+            problems = tuple(
+                getattr(toolbox, "problems", lambda: ())()
+            )  # servers that could not be used
             self.host.post_message(ToolsListed(specs, problems))
 
         self.host.run_worker(work, thread=True, group="tools", exit_on_error=False)
@@ -115,9 +123,13 @@ class ToolRounds:
         if info is None or not self.specs or info.tool_calls or info.path == self._told_about:
             return
         self._told_about = info.path
-        self.host.notify(f"{info.name}'s chat template has no tool support: it is offered no tools (a Qwen, "
-                         "Llama 3.1+, Mistral or gpt-oss GGUF, or a server, can call them).", title="Tools",
-                         timeout=10, markup=False)
+        self.host.notify(
+            f"{info.name}'s chat template has no tool support: it is offered no tools (a Qwen, "
+            "Llama 3.1+, Mistral or gpt-oss GGUF, or a server, can call them).",
+            title="Tools",
+            timeout=10,
+            markup=False,
+        )
 
     def new_prompt(self) -> None:
         """A prompt was sent: its replies may call tools for ``rounds`` rounds again."""
@@ -127,7 +139,9 @@ class ToolRounds:
         """What the next reply is offered: the tools and the choice (none after the last round)."""
         if not self.specs:
             return (), "auto"
-        return self.specs, round_choice(self.round, self.rounds, "auto")  # the model decides, the user says yes
+        return self.specs, round_choice(
+            self.round, self.rounds, "auto"
+        )  # the model decides, the user says yes
 
     # ------------------------------------------------------------- a round
     def take_over(self, done: GenerationDone) -> bool:
@@ -162,12 +176,15 @@ class ToolRounds:
             self._settle(ToolResult(NOT_RUN_STOPPED, True), "⏹ not run: stopped", "stopped")
             return
         if spec is None:
-            self._settle(outcome_of(call, None, False, self.toolbox, self._cancel), "⚠ no such tool", "error")  # type: ignore[arg-type]
+            outcome = outcome_of(call, None, False, self.toolbox, self._cancel)  # type: ignore[arg-type]
+            self._settle(outcome, "⚠ no such tool", "error")
             return
         try:
             call.parsed_arguments()
         except ValueError as exc:
-            self._settle(ToolResult(f"{NOT_RUN_ARGUMENTS}{exc}.", True), "⚠ arguments not valid", "error")
+            self._settle(
+                ToolResult(f"{NOT_RUN_ARGUMENTS}{exc}.", True), "⚠ arguments not valid", "error"
+            )
             return
         conversation = self.host.session.chat.conversation_id
         if self.policy is not None and conversation != self._policy_for:
@@ -180,21 +197,31 @@ class ToolRounds:
 
         block.set_status("waiting for your yes…")
         generation = self._generation
-        self.host.push_screen(ToolApprovalScreen(call, spec),
-                              lambda answer: self._answered(generation, call, spec, answer))
+        self.host.push_screen(
+            ToolApprovalScreen(call, spec),
+            lambda answer: self._answered(generation, call, spec, answer),
+        )
 
     def _spec(self, call: ToolCall) -> ToolSpec | None:
         return next((spec for spec in self.specs if spec.name == call.name), None)
 
-    def _answered(self, generation: int, call: ToolCall, spec: ToolSpec, answer: str | None) -> None:
+    def _answered(
+        self, generation: int, call: ToolCall, spec: ToolSpec, answer: str | None
+    ) -> None:
         if generation != self._generation or not self._current():
             return
         if answer in ("conversation", "always") and self.policy is not None:
             try:
                 if answer == "always":
-                    written = self.policy.always_allow(spec, self.host.config.path, schema=APP_SCHEMA)
-                    self.host.notify(f"{spec.qualified} runs without asking from now on (allowed_tools in "
-                                     f"{written}).", timeout=5, markup=False)
+                    written = self.policy.always_allow(
+                        spec, self.host.config.path, schema=APP_SCHEMA
+                    )
+                    self.host.notify(
+                        f"{spec.qualified} runs without asking from now on (allowed_tools in "
+                        f"{written}).",
+                        timeout=5,
+                        markup=False,
+                    )
                 else:
                     self.policy.allow_for_conversation(spec)
             except VibechatError as exc:  # the config could not be saved: allowed this once
@@ -211,7 +238,12 @@ class ToolRounds:
         self._block.set_status("running… Esc cancels")
         self.host.state.status = f"running {spec.qualified}…"
         self._cancel.clear()
-        toolbox, cancel, generation, index = self.toolbox, self._cancel, self._generation, self._index
+        toolbox, cancel, generation, index = (
+            self.toolbox,
+            self._cancel,
+            self._generation,
+            self._index,
+        )
 
         def work() -> None:
             try:
@@ -224,7 +256,11 @@ class ToolRounds:
         self.host.run_worker(work, thread=True, group="tool-call", exit_on_error=False)
 
     def finished(self, message: ToolFinished) -> None:
-        if message.generation != self._generation or message.index != self._index or not self._current():
+        if (
+            message.generation != self._generation
+            or message.index != self._index
+            or not self._current()
+        ):
             return
         outcome = message.outcome
         assert isinstance(outcome, ToolResult)
@@ -242,7 +278,9 @@ class ToolRounds:
         save_outcome(self.host.session, call, self._spec(call), outcome)
         self.host.chats.changed()
         if block is not None:
-            block.message_id = self.host.session.chat.leaf if self.host.session.chat.saving else None
+            block.message_id = (
+                self.host.session.chat.leaf if self.host.session.chat.saving else None
+            )
             block.set_result(outcome.text, state, kind)
         self._index += 1
         self.host.call_later(self._next)
@@ -275,7 +313,11 @@ class ToolRounds:
             return
         self._cancel.set()
         self.active = False
-        for call in self._calls[self._index:]:
-            save_outcome(self.host.session, call, self._spec(call),
-                         ToolResult("Not run: the user left the conversation.", True))
+        for call in self._calls[self._index :]:
+            save_outcome(
+                self.host.session,
+                call,
+                self._spec(call),
+                ToolResult("Not run: the user left the conversation.", True),
+            )
         self._index = len(self._calls)

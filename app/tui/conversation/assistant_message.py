@@ -81,9 +81,17 @@ class AssistantMessage(ChatMessageWidget):
             super().__init__()
             self.href = href
 
-    def __init__(self, text: str = "", *, label: str | None = None, code_theme: str = "monokai",
-                 status: str = "", status_kind: str | None = None, thinking: ThinkingBlock | None = None,
-                 live: bool = False) -> None:
+    def __init__(
+        self,
+        text: str = "",
+        *,
+        label: str | None = None,
+        code_theme: str = "monokai",
+        status: str = "",
+        status_kind: str | None = None,
+        thinking: ThinkingBlock | None = None,
+        live: bool = False,
+    ) -> None:
         super().__init__("assistant", text, label=label, status=status, status_kind=status_kind)
         self.code_theme = code_theme
         self.live = live  # streaming: the tail keeps room below its text
@@ -108,34 +116,65 @@ class AssistantMessage(ChatMessageWidget):
         made = self._segments(0, None, tail=tail)
         if len(made) <= self.FOLD_AT:
             return made
-        return [SettledSegments([widget.markdown for widget in made[:-1]], self.code_theme, classes="reply--settled"),
-                made[-1]]
+        return [
+            SettledSegments(
+                [widget.markdown for widget in made[:-1]], self.code_theme, classes="reply--settled"
+            ),
+            made[-1],
+        ]
 
-    def _segments(self, start: int, above: MarkdownSegment | None, tail: bool = True,
-                  prepared: list[CachedMarkdown] | None = None) -> list[MarkdownSegment]:
+    def _segments(
+        self,
+        start: int,
+        above: MarkdownSegment | None,
+        tail: bool = True,
+        prepared: list[CachedMarkdown] | None = None,
+    ) -> list[MarkdownSegment]:
         """Widgets for the segmenter's segments from ``start`` on, below ``above`` (the widget
         of segment ``start - 1``); ``tail``: the last one is the live tail; ``prepared``:
         their texts already rendered (``markdown_segment.prepare``)."""
         made: list[MarkdownSegment] = []
         count = len(self._segmenter.segments)
         for index in range(start, count):
-            above = self._segment(index, above, tail=tail and index == count - 1,
-                                  prepared=prepared[index - start] if prepared else None)
+            above = self._segment(
+                index,
+                above,
+                tail=tail and index == count - 1,
+                prepared=prepared[index - start] if prepared else None,
+            )
             made.append(above)
         return made
 
-    def _segment(self, index: int, above: MarkdownSegment | None, tail: bool = False,
-                 prepared: CachedMarkdown | None = None) -> MarkdownSegment:
+    def _segment(
+        self,
+        index: int,
+        above: MarkdownSegment | None,
+        tail: bool = False,
+        prepared: CachedMarkdown | None = None,
+    ) -> MarkdownSegment:
         """Segment ``index``'s widget. Below a clean cut it starts with the blank line that
         separates two blocks in the whole reply (``CachedMarkdown.gap_above``)."""
         room = self.ROOM if tail and self.live else 0
         if prepared is not None:  # its gap above was decided as it was rendered
-            return MarkdownSegment(prepared.text, code_theme=self.code_theme, classes="reply--segment", room=room,
-                                   prepared=prepared)
-        gap = (above is not None and not self._segmenter.segments[index - 1].forced_after
-               and not above.ends_with_rule)
-        return MarkdownSegment(self._segmenter.display(index), code_theme=self.code_theme, classes="reply--segment",
-                               room=room, gap_above=gap)
+            return MarkdownSegment(
+                prepared.text,
+                code_theme=self.code_theme,
+                classes="reply--segment",
+                room=room,
+                prepared=prepared,
+            )
+        gap = (
+            above is not None
+            and not self._segmenter.segments[index - 1].forced_after
+            and not above.ends_with_rule
+        )
+        return MarkdownSegment(
+            self._segmenter.display(index),
+            code_theme=self.code_theme,
+            classes="reply--segment",
+            room=room,
+            gap_above=gap,
+        )
 
     @property
     def body(self) -> Vertical:
@@ -185,11 +224,15 @@ class AssistantMessage(ChatMessageWidget):
         prepared = None
         options = self._render_options(tail) if len(text) >= self.OFF_LOOP_AT else None
         if options is not None:
-            cuts = [None] + [not segmenter.segments[index - 1].forced_after for index in range(first + 1, count)]
+            cuts = [None] + [
+                not segmenter.segments[index - 1].forced_after for index in range(first + 1, count)
+            ]
 
             def work() -> tuple[list[CachedMarkdown], float]:
                 start = time.thread_time()
-                made = prepare(list(zip(texts, cuts, strict=True)), self.code_theme, *options, tail.gap_above)
+                made = prepare(
+                    list(zip(texts, cuts, strict=True)), self.code_theme, *options, tail.gap_above
+                )
                 return made, time.thread_time() - start
 
             self.loop_cpu += time.thread_time() - started

@@ -50,14 +50,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vibechat.tui")
 THUMB_ROWS = 8  # a thumbnail's height in rows: a glance, not the whole screen
-THUMB_PIXELS = 320  # the decoded picture's longest side at most (more than any terminal shows in 8 rows)
+THUMB_PIXELS = (
+    320  # the decoded picture's longest side at most (more than any terminal shows in 8 rows)
+)
 
 
 # Terminals that draw pictures (Kitty's protocol or Sixel), as their environment names them.
-_GRAPHICS_TERM_PROGRAMS = ("wezterm", "ghostty", "iterm.app", "mlterm", "contour", "rio", "warpterminal")
+_GRAPHICS_TERM_PROGRAMS = (
+    "wezterm",
+    "ghostty",
+    "iterm.app",
+    "mlterm",
+    "contour",
+    "rio",
+    "warpterminal",
+)
 _GRAPHICS_TERMS = ("kitty", "foot", "mlterm", "contour", "wezterm", "ghostty", "yaft", "mintty")
-_GRAPHICS_VARIABLES = ("KITTY_WINDOW_ID", "WEZTERM_EXECUTABLE", "GHOSTTY_RESOURCES_DIR", "KONSOLE_VERSION")
-_probed = False  # textual-image asked the terminal (probe_terminal): its own choice of renderer stands
+_GRAPHICS_VARIABLES = (
+    "KITTY_WINDOW_ID",
+    "WEZTERM_EXECUTABLE",
+    "GHOSTTY_RESOURCES_DIR",
+    "KONSOLE_VERSION",
+)
+_probed = (
+    False  # textual-image asked the terminal (probe_terminal): its own choice of renderer stands
+)
 
 
 def graphics_terminal(environ: Mapping[str, str] | None = None) -> bool:
@@ -127,21 +144,21 @@ def load_thumbnail(path: str) -> PILImage.Image:
 class ImageAttachment(SizedByLayout, Vertical):
     """An image under a prompt: its label, then its thumbnail once decoded (or why not)."""
 
-    DEFAULT_CSS = """
-    ImageAttachment {
+    DEFAULT_CSS = f"""
+    ImageAttachment {{
         height: auto;
         margin: 1 0 0 0;
-    }
-    ImageAttachment > .attachment--label {
+    }}
+    ImageAttachment > .attachment--label {{
         height: auto;
         color: $text-muted;
-    }
-    ImageAttachment > .attachment--thumb {
-        height: %d;
+    }}
+    ImageAttachment > .attachment--thumb {{
+        height: {THUMB_ROWS};
         width: auto;
-        max-width: 100%%;
-    }
-    """ % THUMB_ROWS  # noqa: UP031 - the CSS's braces stay single with %
+        max-width: 100%;
+    }}
+    """
 
     class Decoded(Message):
         """The thumbnail's picture (from the decoding thread), or why there is none."""
@@ -186,7 +203,9 @@ class ImageAttachment(SizedByLayout, Vertical):
             self.post_message(self.Decoded(None, reason))
             return
         except Exception as exc:  # noqa: BLE001 - Pillow raises more than it documents
-            self.post_message(self.Decoded(None, outside.one_line(f"{type(exc).__name__}: {exc}", limit=120)))
+            self.post_message(
+                self.Decoded(None, outside.one_line(f"{type(exc).__name__}: {exc}", limit=120))
+            )
             return
         self.post_message(self.Decoded(picture))
 
@@ -219,7 +238,9 @@ class FileAttachment(FoldableBlock):
         margin: 1 0 0 0;
     }
     """
-    BINDINGS = [Binding("enter", "toggle_text", "Show or fold the file", id="attachment.toggle", show=False)]
+    BINDINGS = [
+        Binding("enter", "toggle_text", "Show or fold the file", id="attachment.toggle", show=False)
+    ]
 
     def __init__(self, attachment: Attachment) -> None:
         super().__init__(classes="attachment")
@@ -259,7 +280,9 @@ class UserMessage(ChatMessageWidget):
     """A prompt and what it carries: its text (none for a prompt that is only attachments),
     then each attachment."""
 
-    def __init__(self, text: str = "", attachments: tuple[Attachment, ...] = (), **kwargs: Any) -> None:
+    def __init__(
+        self, text: str = "", attachments: tuple[Attachment, ...] = (), **kwargs: Any
+    ) -> None:
         super().__init__("user", text, **kwargs)
         self.attachments = tuple(attachments)
 
@@ -274,5 +297,11 @@ def thumbnails_loaded(widget: Any) -> bool:
     return all(i.shown or i.problem for i in widget.query(ImageAttachment))
 
 
-__all__ = ["FileAttachment", "ImageAttachment", "UserMessage", "attachment_widgets", "probe_terminal",
-           "thumbnails_loaded"]
+__all__ = [
+    "FileAttachment",
+    "ImageAttachment",
+    "UserMessage",
+    "attachment_widgets",
+    "probe_terminal",
+    "thumbnails_loaded",
+]

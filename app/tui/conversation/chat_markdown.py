@@ -11,7 +11,9 @@ from rich.markdown import Markdown as RichMarkdown
 # The blocks that Rich's Markdown opens with a blank line even at the top of a document (it
 # writes one before a block whenever an element closed before it, and these close their
 # items, rows or paragraphs first): a segment that starts with one has its blank line.
-OPENS_WITH_BLANK = frozenset({"bullet_list_open", "ordered_list_open", "blockquote_open", "table_open"})
+OPENS_WITH_BLANK = frozenset(
+    {"bullet_list_open", "ordered_list_open", "blockquote_open", "table_open"}
+)
 
 
 class ChatMarkdown(RichMarkdown):

@@ -32,8 +32,10 @@ class EarlierMessages(Static, can_focus=True):
 
     def __init__(self, pending: list) -> None:
         count = len(pending)
-        super().__init__(f"↑ {count} earlier message{'s' if count != 1 else ''} · Enter or click to show",
-                         markup=False)
+        super().__init__(
+            f"↑ {count} earlier message{'s' if count != 1 else ''} · Enter or click to show",
+            markup=False,
+        )
         self.pending = pending  # what it stands for (the app knows how to show them)
 
     def on_click(self) -> None:

@@ -48,8 +48,10 @@ from ..one_layout import SizedByLayout
 if TYPE_CHECKING:
     from .chat_markdown import ChatMarkdown
 
-WARM_UP = "# A\n\nText *em* **strong** `code` [link](https://x.example).\nA second line.\n\n- a\n\n1. b\n\n> q\n\n" \
-          "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\ndef f(x):\n    return x\n```\n"
+WARM_UP = (
+    "# A\n\nText *em* **strong** `code` [link](https://x.example).\nA second line.\n\n- a\n\n1. b\n\n> q\n\n"
+    "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\ndef f(x):\n    return x\n```\n"
+)
 
 _RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")  # a line that may be a horizontal rule
 
@@ -155,7 +157,9 @@ def first_difference(before: _Rendered, after: _Rendered) -> int:
         if old != new:
             first = y
             break
-    used = 1 + max((n for row in before.lines[:first] for n in row[1::2] if isinstance(n, int)), default=-1)
+    used = 1 + max(
+        (n for row in before.lines[:first] for n in row[1::2] if isinstance(n, int)), default=-1
+    )
     if before.styles[:used] != after.styles[:used]:
         return 0
     return first
@@ -186,7 +190,9 @@ class CachedMarkdown:
         only when its last line looks like one (it may be a heading's underline)."""
         if self._ends_with_rule is None:
             last = self.text.rstrip().rpartition("\n")[2]
-            self._ends_with_rule = bool(_RULE.match(last)) and chat_markdown(self.text, self.code_theme).ends_with_rule
+            self._ends_with_rule = (
+                bool(_RULE.match(last)) and chat_markdown(self.text, self.code_theme).ends_with_rule
+            )
         return self._ends_with_rule
 
     def rendered(self, console: Console, options: ConsoleOptions) -> _Rendered:
@@ -234,13 +240,21 @@ class SettledMarkdown(CachedMarkdown):
         key = (options.max_width, options.justify, options.overflow, options.no_wrap)
         joined = self._joined
         if joined is None or joined[0] != key or joined[1] != len(self.parts):
-            joined = self._joined = (key, len(self.parts), _Joined([part.rendered(console, options)
-                                                                    for part in self.parts]))
+            joined = self._joined = (
+                key,
+                len(self.parts),
+                _Joined([part.rendered(console, options) for part in self.parts]),
+            )
         return joined[2]
 
 
-def prepare(texts: Sequence[tuple[str, bool | None]], code_theme: str, console: Console,
-            options: ConsoleOptions, gap_above_first: bool) -> list[CachedMarkdown]:
+def prepare(
+    texts: Sequence[tuple[str, bool | None]],
+    code_theme: str,
+    console: Console,
+    options: ConsoleOptions,
+    gap_above_first: bool,
+) -> list[CachedMarkdown]:
     """``texts`` parsed and rendered at ``options``, for segments about to show them; safe
     in a worker thread (Rich renders with the console's settings, read only). Each text
     comes with whether a clean cut separates it from the one before (None for the first:
@@ -280,12 +294,22 @@ class MarkdownSegment(SizedByLayout):
     }
     """
 
-    def __init__(self, text: str = "", *, code_theme: str = "monokai", classes: str | None = None,
-                 room: int = 0, gap_above: bool = False, prepared: CachedMarkdown | None = None) -> None:
+    def __init__(
+        self,
+        text: str = "",
+        *,
+        code_theme: str = "monokai",
+        classes: str | None = None,
+        room: int = 0,
+        gap_above: bool = False,
+        prepared: CachedMarkdown | None = None,
+    ) -> None:
         super().__init__(classes=classes)
         self.code_theme = code_theme
         # ``prepared``: the text already parsed and rendered, off the event loop (``prepare``)
-        self._renderable = prepared if prepared is not None else CachedMarkdown(text, code_theme, gap_above)
+        self._renderable = (
+            prepared if prepared is not None else CachedMarkdown(text, code_theme, gap_above)
+        )
         self.room = room  # blank lines the live tail may keep below its text (see the module doc)
         self._rows = 0  # the height the last layout gave it
         self._wanted = (0, 0)  # the lines Textual is painting (render_lines' crop)
@@ -396,7 +420,9 @@ class MarkdownSegment(SizedByLayout):
         if not width:
             return []
         lines = self._rendered_at(self._renderable, width).segments(start, end)
-        return Visual.to_strips(self, RichVisual(self, _Lines(lines)), width, None, self.visual_style)
+        return Visual.to_strips(
+            self, RichVisual(self, _Lines(lines)), width, None, self.visual_style
+        )
 
     @property
     def markdown(self) -> CachedMarkdown:
@@ -433,7 +459,9 @@ class SettledSegments(MarkdownSegment):
     }
     """
 
-    def __init__(self, parts: Sequence[CachedMarkdown], code_theme: str, classes: str | None = None) -> None:
+    def __init__(
+        self, parts: Sequence[CachedMarkdown], code_theme: str, classes: str | None = None
+    ) -> None:
         super().__init__(code_theme=code_theme, classes=classes)
         self._settled = SettledMarkdown(parts, code_theme)
         self._renderable = self._settled

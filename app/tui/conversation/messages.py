@@ -88,7 +88,9 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         Binding("ctrl+k", "copy_code", "Copy code", id="message.copy_code", show=False),
         # A message with siblings (a regenerated reply, an edited prompt: ‹ 2/3 › beside its
         # label) switches to the previous or next one; the conversation below follows it.
-        Binding("left", "branch(-1)", "Previous version", id="message.previous_version", show=False),
+        Binding(
+            "left", "branch(-1)", "Previous version", id="message.previous_version", show=False
+        ),
         Binding("right", "branch(1)", "Next version", id="message.next_version", show=False),
     ]
 
@@ -107,16 +109,30 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             self.message_id = message_id
             self.step = step
 
-    def __init__(self, role: str, text: str = "", *, label: str | None = None, status: str = "",
-                 status_kind: str | None = None, body: Visual | None = None) -> None:
+    def __init__(
+        self,
+        role: str,
+        text: str = "",
+        *,
+        label: str | None = None,
+        status: str = "",
+        status_kind: str | None = None,
+        body: Visual | None = None,
+    ) -> None:
         """``body``: what is shown of ``text`` when it is laid out (a note's table), not as it is."""
         super().__init__(classes=f"-{role}" + (f" -{status_kind}" if status_kind else ""))
         self.role = role
         self.text = text
         self._body = body
         self.message_id: int | None = None  # its row in the history, when saved
-        self.branch: tuple[int, int] = (1, 1)  # its place among its siblings, and how many (set_branch)
-        self._label = label or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
+        self.branch: tuple[int, int] = (
+            1,
+            1,
+        )  # its place among its siblings, and how many (set_branch)
+        self._label = (
+            label
+            or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
+        )
         self._status = status
         self._progress = False  # the status line shows a progress figure (``set_progress``)
         self._blank_line: Strip | None = None  # a line of its own content (``render_line``)
@@ -127,7 +143,9 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         yield MessageText(outside.block(self._status), classes="message--status")
 
     def compose_body(self) -> ComposeResult:
-        yield MessageText(self._body or outside.block(self.text, limit=None), classes="message--body")
+        yield MessageText(
+            self._body or outside.block(self.text, limit=None), classes="message--body"
+        )
 
     def render_line(self, y: int) -> Strip:
         """A line of the message's own content: its background, the same on every line
@@ -137,19 +155,30 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         padding and border are drawn around this, as ever)."""
         width = self.size.width
         if self._dirty_regions or self._blank_line is None or self._blank_line.cell_length != width:
-            self._blank_line = Visual.to_strips(self, self._render(), width, 1, self.visual_style)[0]
+            self._blank_line = Visual.to_strips(self, self._render(), width, 1, self.visual_style)[
+                0
+            ]
             self._dirty_regions.clear()
         return self._blank_line
 
     def on_focus(self) -> None:
         """The message's keys beside its label, as they are now (a streaming reply's Ctrl+C
         stops it: then not shown)."""
-        mine = [binding for node, binding, enabled, _tooltip in self.screen.active_bindings.values()
-                if node is self and enabled]
-        mine.sort(key=lambda binding: not binding.action.startswith("branch"))  # first: they fit at 80 columns
-        keys = [f"{self.app.get_key_display(binding)} {binding.description.lower()}" for binding in mine]
+        mine = [
+            binding
+            for node, binding, enabled, _tooltip in self.screen.active_bindings.values()
+            if node is self and enabled
+        ]
+        mine.sort(
+            key=lambda binding: not binding.action.startswith("branch")
+        )  # first: they fit at 80 columns
+        keys = [
+            f"{self.app.get_key_display(binding)} {binding.description.lower()}" for binding in mine
+        ]
         if keys:
-            self.query_one(".message--role", Static).update(self._label_content("   " + " · ".join(keys)))
+            self.query_one(".message--role", Static).update(
+                self._label_content("   " + " · ".join(keys))
+            )
 
     def on_blur(self) -> None:
         self.query_one(".message--role", Static).update(self._label_content())
@@ -157,8 +186,11 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     def _label_content(self, keys: str = "") -> Content:
         """The label, ``‹ 2/3 ›`` when the message has siblings, and the focused message's keys."""
         index, count = self.branch
-        return Content.assemble(self._label, (f"  ‹ {index}/{count} ›" if count > 1 else "", "not bold"),
-                                (keys, "not bold"))
+        return Content.assemble(
+            self._label,
+            (f"  ‹ {index}/{count} ›" if count > 1 else "", "not bold"),
+            (keys, "not bold"),
+        )
 
     def set_branch(self, index: int, count: int) -> None:
         """Its place among its siblings (``index`` of ``count``, 1-based): shown as ``‹ 2/3 ›``."""
@@ -173,7 +205,9 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
                 self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "branch":  # only towards a sibling that exists: else the arrows scroll the chat as ever
+        if (
+            action == "branch"
+        ):  # only towards a sibling that exists: else the arrows scroll the chat as ever
             index, count = self.branch
             step = parameters[0] if parameters else 0
             towards = index > 1 if isinstance(step, int) and step < 0 else index < count

@@ -38,9 +38,15 @@ def ui_budget(model_threads: int | None, cores: int) -> float:
 
 
 class RenderPacer:
-    def __init__(self, budget: float = BUSY_BUDGET, *, max_hz: float = 15.0, min_hz: float = 2.0,
-                 clock: Callable[[], float] = time.monotonic,
-                 cpu: Callable[[], float] = time.thread_time) -> None:
+    def __init__(
+        self,
+        budget: float = BUSY_BUDGET,
+        *,
+        max_hz: float = 15.0,
+        min_hz: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        cpu: Callable[[], float] = time.thread_time,
+    ) -> None:
         self.budget = budget
         self.min_interval = 1.0 / max_hz
         self.max_interval = 1.0 / min_hz
@@ -75,8 +81,10 @@ class RenderPacer:
             idle = now - self._last_at - self._budget_interval
             owed = cpu - self._last_cpu + max(0.0, self.debt - self.budget * max(0.0, idle))
             self._budget_interval = min(self.max_interval, owed / self.budget)
-            self.debt = min(owed - self.budget * self._budget_interval,
-                            self.budget * self.max_interval * DEBT_INTERVALS)
+            self.debt = min(
+                owed - self.budget * self._budget_interval,
+                self.budget * self.max_interval * DEBT_INTERVALS,
+            )
             self.interval = max(self.min_interval, self._budget_interval)
         self._last_at, self._last_cpu = now, cpu
 

@@ -21,11 +21,18 @@ from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments
 def standing(body: Widget) -> list[MarkdownSegment]:
     """The body's segment widgets, in order: not the fold, nor those folded into it (hidden
     until they are removed)."""
-    return [child for child in body.children
-            if isinstance(child, MarkdownSegment) and not isinstance(child, SettledSegments) and child.display]
+    return [
+        child
+        for child in body.children
+        if isinstance(child, MarkdownSegment)
+        and not isinstance(child, SettledSegments)
+        and child.display
+    ]
 
 
-def fold(body: Widget, widgets: list[MarkdownSegment], more: list[MarkdownSegment], code_theme: str) -> None:
+def fold(
+    body: Widget, widgets: list[MarkdownSegment], more: list[MarkdownSegment], code_theme: str
+) -> None:
     """Fold the segment ``widgets``, settled, and the settled segments ``more`` (made, never
     mounted) into the body's ``SettledSegments``, made on the first fold. The folded widgets
     are hidden at once (the fold shows their lines in this very layout) and removed."""
@@ -40,8 +47,12 @@ def fold(body: Widget, widgets: list[MarkdownSegment], more: list[MarkdownSegmen
     body.remove_children(widgets)
 
 
-def merge_runs(streamed: list[CachedMarkdown], runs: list[list[int]], display: Callable[[int], str],
-               code_theme: str) -> list[CachedMarkdown]:
+def merge_runs(
+    streamed: list[CachedMarkdown],
+    runs: list[list[int]],
+    display: Callable[[int], str],
+    code_theme: str,
+) -> list[CachedMarkdown]:
     """The segments as they streamed, with each run joined by forced cuts (indexes into
     ``streamed``) made one text: ``display(i)``, the segmenter's merged segment ``i``, with
     the gap above of the run's first; the others as they are (rendered already)."""
@@ -54,13 +65,16 @@ def merge_runs(streamed: list[CachedMarkdown], runs: list[list[int]], display: C
             merged.append(streamed[index])
             index += 1
         else:
-            merged.append(CachedMarkdown(display(len(merged)), code_theme, streamed[index].gap_above))
+            merged.append(
+                CachedMarkdown(display(len(merged)), code_theme, streamed[index].gap_above)
+            )
             index = last + 1
     return merged
 
 
-async def show_merged(body: Widget, top: SettledSegments, merged: list[CachedMarkdown], code_theme: str,
-                      fold_at: int) -> None:
+async def show_merged(
+    body: Widget, top: SettledSegments, merged: list[CachedMarkdown], code_theme: str, fold_at: int
+) -> None:
     """The reply ended with ``merged`` segments: the fold holds all of them but the last,
     which the last widget shows, or, ``fold_at`` of them or fewer (a long code block cut by
     force), each has a widget again, as a reply that never folded."""
@@ -69,8 +83,17 @@ async def show_merged(body: Widget, top: SettledSegments, merged: list[CachedMar
         old: list[Widget] = [top, *widgets]
         for widget in old:
             widget.display = False
-        mounted = body.mount_all([MarkdownSegment(markdown.text, code_theme=code_theme, classes="reply--segment",
-                                                  prepared=markdown) for markdown in merged])
+        mounted = body.mount_all(
+            [
+                MarkdownSegment(
+                    markdown.text,
+                    code_theme=code_theme,
+                    classes="reply--segment",
+                    prepared=markdown,
+                )
+                for markdown in merged
+            ]
+        )
         await body.remove_children(old)
         await mounted
         return

@@ -140,8 +140,13 @@ class ReplyCount:
 class ReplyStream:
     """The reply of generation ``generation`` as it streams into ``widget``."""
 
-    def __init__(self, widget: AssistantMessage, generation: int, pacer: RenderPacer | None = None,
-                 expand_thinking: bool = False) -> None:
+    def __init__(
+        self,
+        widget: AssistantMessage,
+        generation: int,
+        pacer: RenderPacer | None = None,
+        expand_thinking: bool = False,
+    ) -> None:
         self.widget = widget
         self.generation = generation
         self.pacer = pacer or RenderPacer()
@@ -156,11 +161,17 @@ class ReplyStream:
         # The thinking (a reasoning model's): buffered like the text, drawn by its block at
         # the block's own pace (thinking_block.py).
         self.thoughts = DeltaBuffer()
-        self.thought_tokens = 0  # the reply's generated tokens at the last thinking piece (0: unknown)
+        self.thought_tokens = (
+            0  # the reply's generated tokens at the last thinking piece (0: unknown)
+        )
         self.expand_thinking = expand_thinking
         self.count = ReplyCount()  # its tokens so far (the status bar's live figures)
-        self.live_waiting = False  # the status bar's figures wait for the pacer (while the model thinks)
-        self.pending: asyncio.Task[None] | None = None  # a slice rendering in a worker thread (``render``)
+        self.live_waiting = (
+            False  # the status bar's figures wait for the pacer (while the model thinks)
+        )
+        self.pending: asyncio.Task[None] | None = (
+            None  # a slice rendering in a worker thread (``render``)
+        )
 
     def limit(self) -> int:
         """Characters the next render may take: a stream that outruns the UI is drawn
@@ -199,7 +210,8 @@ class ReplyStream:
         if text:
             if block is None:
                 block = await self.widget.show_thinking(
-                    ThinkingBlock(live=not self.started, expanded=self.expand_thinking))
+                    ThinkingBlock(live=not self.started, expanded=self.expand_thinking)
+                )
             block.feed(text, pieces, self.thought_tokens)
         return block
 
@@ -214,8 +226,11 @@ class ReplyStream:
         if done is None:
             block.fold()
         else:
-            block.fold(thinking=done.thinking, tokens=done.stats.thinking_tokens,
-                       stopped=done.finish_reason == "cancelled")
+            block.fold(
+                thinking=done.thinking,
+                tokens=done.stats.thinking_tokens,
+                stopped=done.finish_reason == "cancelled",
+            )
 
     def wait(self) -> float:
         """Seconds until the next render may run (0: now)."""

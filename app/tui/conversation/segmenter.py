@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 FENCES = ("```", "~~~")
 _LIST_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-_LIST_ITEM_START = re.compile(r"(?:[-*+]|\d{1,9}[.)]?)$")  # a line still arriving that may become one
+_LIST_ITEM_START = re.compile(
+    r"(?:[-*+]|\d{1,9}[.)]?)$"
+)  # a line still arriving that may become one
 
 
 @dataclass
@@ -130,7 +132,7 @@ class ReplySegmenter:
     def display(self, index: int) -> str:
         """What segment ``index`` renders: its text, with fence lines where it was cut."""
         seg = self.segments[index]
-        return seg.prefix + self.text[seg.start:seg.end] + seg.suffix
+        return seg.prefix + self.text[seg.start : seg.end] + seg.suffix
 
     def feed(self, text: str) -> int:
         """Add ``text``; returns how many segments were sealed: after a seal the previous
@@ -147,7 +149,7 @@ class ReplySegmenter:
         return sealed
 
     def _seal_once(self, live: Segment) -> int:
-        tail = self.text[live.start:]
+        tail = self.text[live.start :]
         if len(tail) <= self.seal_at:
             return 0
         opener = live.prefix.rstrip("\n")
@@ -158,7 +160,13 @@ class ReplySegmenter:
         limit = len(tail) if small else self.force_at
         # After a forced cut the tail may start inside a list: no list item starts a new block.
         in_list = len(self.segments) > 1 and self.segments[-2].forced_after
-        scan = _scan(tail, opener, limit, len(tail) if small else max(self.force_at, self.burst_piece), in_list)
+        scan = _scan(
+            tail,
+            opener,
+            limit,
+            len(tail) if small else max(self.force_at, self.burst_piece),
+            in_list,
+        )
         if scan.clean:
             return self._seal(live, scan.clean)
         if len(tail) <= self.force_at:
@@ -197,7 +205,7 @@ class ReplySegmenter:
         for run in reversed(merged):
             first, last = self.segments[run[0]], self.segments[run[-1]]
             first.end, first.suffix, first.forced_after = last.end, last.suffix, last.forced_after
-            del self.segments[run[0] + 1:run[-1] + 1]
+            del self.segments[run[0] + 1 : run[-1] + 1]
         return merged
 
 
@@ -206,9 +214,8 @@ def segment(text: str, seal_at: int = 600, force_at: int = 1500) -> ReplySegment
     shown; text fed to it later streams as usual."""
     segmenter = ReplySegmenter(seal_at, force_at=len(text) + 1)
     for start in range(0, len(text), seal_at):
-        segmenter.feed(text[start:start + seal_at])
+        segmenter.feed(text[start : start + seal_at])
     while segmenter.feed(""):
         pass
     segmenter.force_at = max(force_at, seal_at)
     return segmenter
-

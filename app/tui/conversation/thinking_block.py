@@ -60,8 +60,16 @@ class ThinkingBlock(FoldableBlock):
         margin: 0 0 1 0;
     }
     """
-    BINDINGS = [Binding("enter", "toggle_open", "Toggle thinking", id="thinking.toggle", show=False,
-                        tooltip="Open or close the model's thinking")]
+    BINDINGS = [
+        Binding(
+            "enter",
+            "toggle_open",
+            "Toggle thinking",
+            id="thinking.toggle",
+            show=False,
+            tooltip="Open or close the model's thinking",
+        )
+    ]
 
     class Toggled(Message):
         """The block was opened (``expanded``) or closed."""
@@ -71,12 +79,22 @@ class ThinkingBlock(FoldableBlock):
             self.block = block
             self.expanded = expanded
 
-    def __init__(self, thinking: str = "", *, live: bool = False, expanded: bool = False,
-                 seconds: float | None = None, count: int = 0, counted: str = "tokens",
-                 stopped: bool = False) -> None:
+    def __init__(
+        self,
+        thinking: str = "",
+        *,
+        live: bool = False,
+        expanded: bool = False,
+        seconds: float | None = None,
+        count: int = 0,
+        counted: str = "tokens",
+        stopped: bool = False,
+    ) -> None:
         super().__init__(classes="-expanded" if expanded else "")
         self._sanitizer = Sanitizer()
-        self._parts: list[str] = [self._sanitizer.feed(thinking) + self._sanitizer.flush()] if thinking else []
+        self._parts: list[str] = (
+            [self._sanitizer.feed(thinking) + self._sanitizer.flush()] if thinking else []
+        )
         self._line = ""  # the current (last) line, at most LINE_KEEP characters
         self._last_line = ""  # the last line with words in it before that
         self.live = live
@@ -103,7 +121,10 @@ class ThinkingBlock(FoldableBlock):
 
     def compose(self) -> ComposeResult:
         yield Static(self.header(), classes="thinking--header fold--header")
-        yield Static(Content(self.text) if self.expanded else Content(""), classes="thinking--body fold--body")
+        yield Static(
+            Content(self.text) if self.expanded else Content(""),
+            classes="thinking--body fold--body",
+        )
 
     def on_mount(self) -> None:
         self._body_stale = not self.expanded
@@ -168,7 +189,11 @@ class ThinkingBlock(FoldableBlock):
     def header(self) -> Content:
         arrow = "▾" if self.expanded else "▸"
         seconds = self.seconds
-        count = f" · {self.count:,} {self.counted if self.count != 1 else self.counted[:-1]}" if self.count else ""
+        count = (
+            f" · {self.count:,} {self.counted if self.count != 1 else self.counted[:-1]}"
+            if self.count
+            else ""
+        )
         if self.live:
             head = f"{arrow} Thinking… {seconds_text(seconds or 0.0)}{count}"
             line = self.live_line()

@@ -32,19 +32,35 @@ class ToolCallBlock(ChatMessageWidget):
         height: auto;
     }
     """
-    BINDINGS = [Binding("enter", "toggle_result", "Show or fold the result", id="tool.toggle", show=False)]
+    BINDINGS = [
+        Binding("enter", "toggle_result", "Show or fold the result", id="tool.toggle", show=False)
+    ]
 
-    def __init__(self, call: ToolCall, tool: str, *, state: str = "", result: str = "",
-                 state_kind: str | None = None) -> None:
-        super().__init__("tool", sanitize(result), label=f"Tool · {outside.one_line(tool, limit=80)}",
-                         status=state, status_kind=state_kind)
+    def __init__(
+        self,
+        call: ToolCall,
+        tool: str,
+        *,
+        state: str = "",
+        result: str = "",
+        state_kind: str | None = None,
+    ) -> None:
+        super().__init__(
+            "tool",
+            sanitize(result),
+            label=f"Tool · {outside.one_line(tool, limit=80)}",
+            status=state,
+            status_kind=state_kind,
+        )
         self.call = call
         self.tool = tool
         self.expanded = False
 
     def compose_body(self) -> ComposeResult:
-        yield MessageText(outside.block(outside.one_line(self.call.arguments, limit=300), limit=None),
-                          classes="tool--arguments")
+        yield MessageText(
+            outside.block(outside.one_line(self.call.arguments, limit=300), limit=None),
+            classes="tool--arguments",
+        )
         yield MessageText(self._result_content(), classes="tool--result")
 
     def _result_content(self):
@@ -54,8 +70,14 @@ class ToolCallBlock(ChatMessageWidget):
         if self.expanded:
             return outside.block(text, limit=None)
         lines = text.splitlines() or [""]
-        more = f"  ({len(lines)} lines · Enter shows all)" if len(lines) > 1 or len(lines[0]) > FOLDED_CHARS else ""
-        return outside.block("▸ " + outside.one_line(lines[0], limit=FOLDED_CHARS) + more, limit=None)
+        more = (
+            f"  ({len(lines)} lines · Enter shows all)"
+            if len(lines) > 1 or len(lines[0]) > FOLDED_CHARS
+            else ""
+        )
+        return outside.block(
+            "▸ " + outside.one_line(lines[0], limit=FOLDED_CHARS) + more, limit=None
+        )
 
     def set_result(self, text: str, state: str, kind: str | None = None) -> None:
         """The call settled: its result (sanitised) and the line under it."""

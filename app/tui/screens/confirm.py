@@ -20,12 +20,15 @@ from .question import QuestionScreen
 
 
 class ConfirmScreen(QuestionScreen[bool]):
-    DEFAULT_CSS = dialog.frame("ConfirmScreen", 70, border="warning", padding="1 2") + """
+    DEFAULT_CSS = (
+        dialog.frame("ConfirmScreen", 70, border="warning", padding="1 2")
+        + """
     ConfirmScreen .confirm--keys {
         color: $text-muted;
         margin: 1 0 0 0;
     }
     """
+    )
     BINDINGS = [
         Binding("ctrl+y", "answer(True)", "Yes", id="confirm.yes"),
         Binding("escape", "answer(False)", "No", id="confirm.no"),
@@ -41,7 +44,9 @@ class ConfirmScreen(QuestionScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(outside.block(self.question))
-            yield Static(f"Ctrl+Y {self.yes} · Esc {self.no}", classes="confirm--keys", markup=False)
+            yield Static(
+                f"Ctrl+Y {self.yes} · Esc {self.no}", classes="confirm--keys", markup=False
+            )
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

@@ -12,8 +12,15 @@ TALL = 32  # rows from which a dialog shows its lists at their full height
 BREAKPOINTS = [(0, "-short"), (TALL, "-tall")]  # a screen's VERTICAL_BREAKPOINTS
 
 
-def frame(name: str, width: int, *, height: str = "auto", max_height: str | None = None,
-          border: str = "primary", padding: str = "0 1") -> str:
+def frame(
+    name: str,
+    width: int,
+    *,
+    height: str = "auto",
+    max_height: str | None = None,
+    border: str = "primary",
+    padding: str = "0 1",
+) -> str:
     """The CSS of a dialog's frame: the screen ``name`` centres its ``Vertical``, ``width``
     columns wide (at most 95 % of the terminal), with a thick ``border`` in that theme colour."""
     limit = f"\n    max-height: {max_height};" if max_height else ""
@@ -35,7 +42,9 @@ def frame(name: str, width: int, *, height: str = "auto", max_height: str | None
 def modal_css(name: str) -> str:
     """The CSS of a list dialog (search, rename, export, presets): its frame, its title, and the
     key line that says how to close it, docked at its bottom."""
-    return frame(name, 90, max_height="85%") + f"""
+    return (
+        frame(name, 90, max_height="85%")
+        + f"""
 {name} .modal--title {{
     text-style: bold;
     color: $primary;
@@ -47,3 +56,4 @@ def modal_css(name: str) -> str:
     dock: bottom;
 }}
 """
+    )

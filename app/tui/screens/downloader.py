@@ -45,7 +45,9 @@ from .screen_messages import DownloadCancel, DownloadStart
 class DownloadScreen(ModalScreen[str | None]):
     """Dismissed with None, or with the path of a local .gguf file to open instead."""
 
-    DEFAULT_CSS = dialog.frame("DownloadScreen", 100, max_height="90%") + """
+    DEFAULT_CSS = (
+        dialog.frame("DownloadScreen", 100, max_height="90%")
+        + """
     DownloadScreen .download--title {
         text-style: bold;
         color: $primary;
@@ -78,6 +80,7 @@ class DownloadScreen(ModalScreen[str | None]):
         dock: bottom;
     }
     """
+    )
     VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "hide", "Hide (the download goes on)", id="download.hide"),
@@ -104,8 +107,9 @@ class DownloadScreen(ModalScreen[str | None]):
             self.error = error
 
     class _Listed(Message):
-        def __init__(self, listing: RepoListing | None, ref: HubRef, fits: dict[str, str],
-                     error: str | None) -> None:
+        def __init__(
+            self, listing: RepoListing | None, ref: HubRef, fits: dict[str, str], error: str | None
+        ) -> None:
             super().__init__()
             self.listing = listing
             self.ref = ref
@@ -125,16 +129,23 @@ class DownloadScreen(ModalScreen[str | None]):
         with Vertical():
             yield Static("Download a model from the Hugging Face Hub", classes="download--title")
             # Enter is in the key line: the placeholder fits the input at 80 columns.
-            yield Input(placeholder="Search (e.g. llama 3.2 1b), owner/repo[:QUANT] or a .gguf path",
-                        id="download-query")
+            yield Input(
+                placeholder="Search (e.g. llama 3.2 1b), owner/repo[:QUANT] or a .gguf path",
+                id="download-query",
+            )
             yield DataTable(cursor_type="row", zebra_stripes=True, id="download-table")
             yield Static("", id="download-status")
             with Vertical(id="download-progress"):
                 yield Static("", id="download-title")
                 yield ProgressBar(total=100, show_eta=False, id="download-bar")
                 yield Static("", id="download-line")
-            yield Static(LaidOut.text("Enter search / open / download · Esc hide (downloads go on) · "
-                                      "Ctrl+X cancel the download"), classes="download--keys")
+            yield Static(
+                LaidOut.text(
+                    "Enter search / open / download · Esc hide (downloads go on) · "
+                    "Ctrl+X cancel the download"
+                ),
+                classes="download--keys",
+            )
 
     def on_mount(self) -> None:
         self.query_one(DataTable).display = False
@@ -185,15 +196,19 @@ class DownloadScreen(ModalScreen[str | None]):
     @on(_Checked)
     def _checked(self, message: _Checked) -> None:
         if message.model is None:
-            self._status(f"{message.error} (This screen downloads from the Hugging Face Hub; a .gguf file's "
-                         "path opens it.)")
+            self._status(
+                f"{message.error} (This screen downloads from the Hugging Face Hub; a .gguf file's "
+                "path opens it.)"
+            )
             return
         if self.query_one(Input).value.strip() != message.text:
             return  # typed over meanwhile
         self._local = message.text
         model = message.model
-        self._status(f"{message.text} is a model file on this machine ({model.quant}, {human_size(model.size)}), "
-                     "not a Hub search: press Enter again to open it in the chat.")
+        self._status(
+            f"{message.text} is a model file on this machine ({model.quant}, {human_size(model.size)}), "
+            "not a Hub search: press Enter again to open it in the chat."
+        )
 
     @work(thread=True, exclusive=True, group="hub", exit_on_error=False)
     def _search(self, query: str) -> None:
@@ -222,13 +237,20 @@ class DownloadScreen(ModalScreen[str | None]):
         self._repos = message.found or []
         table = self._table("repo", "downloads", "likes")
         for index, repo in enumerate(self._repos):
-            table.add_row(cell(repo.id + (" (gated)" if repo.gated else "")), f"{repo.downloads:,}",
-                          f"{repo.likes:,}", key=str(index))
+            table.add_row(
+                cell(repo.id + (" (gated)" if repo.gated else "")),
+                f"{repo.downloads:,}",
+                f"{repo.likes:,}",
+                key=str(index),
+            )
         self._mode = "repos"
         if self._repos:
             table.focus()
-        self._status(f"{len(self._repos)} GGUF repos for {message.query!r}: Enter shows a repo's files"
-                     if self._repos else f"No GGUF repos match {message.query!r}.")
+        self._status(
+            f"{len(self._repos)} GGUF repos for {message.query!r}: Enter shows a repo's files"
+            if self._repos
+            else f"No GGUF repos match {message.query!r}."
+        )
 
     @on(_Listed)
     def _listed(self, message: _Listed) -> None:
@@ -247,18 +269,31 @@ class DownloadScreen(ModalScreen[str | None]):
             chosen = self._options[0]
         table = self._table("quant", "size", "fits in memory", "files")
         for index, option in enumerate(self._options):
-            files = option.first.path + (f" (+{len(option.files) - 1})" if len(option.files) > 1 else "")
-            table.add_row(cell(option.label + (" *" if option.files == chosen.files else "")),
-                          human_size(option.size), cell(message.fits.get(option.label, "?")), cell(files),
-                          key=str(index))
-        table.move_cursor(row=next(i for i, o in enumerate(self._options) if o.files == chosen.files))
+            files = option.first.path + (
+                f" (+{len(option.files) - 1})" if len(option.files) > 1 else ""
+            )
+            table.add_row(
+                cell(option.label + (" *" if option.files == chosen.files else "")),
+                human_size(option.size),
+                cell(message.fits.get(option.label, "?")),
+                cell(files),
+                key=str(index),
+            )
+        table.move_cursor(
+            row=next(i for i, o in enumerate(self._options) if o.files == chosen.files)
+        )
         table.focus()
         self._mode = "files"
         gated = " · gated: needs HF_TOKEN" if message.listing.gated else ""
         projector = message.listing.projector_for(chosen)
-        vision = (f" · a vision model: its projector {projector.path} ({human_size(projector.size)}) comes with it"
-                  if projector is not None else "")
-        self._status(f"{message.listing.repo}: Enter downloads the highlighted quantization (* default){gated}{vision}")
+        vision = (
+            f" · a vision model: its projector {projector.path} ({human_size(projector.size)}) comes with it"
+            if projector is not None
+            else ""
+        )
+        self._status(
+            f"{message.listing.repo}: Enter downloads the highlighted quantization (* default){gated}{vision}"
+        )
 
     def _table(self, *columns: str) -> DataTable:
         table = self.query_one(DataTable)
@@ -278,7 +313,9 @@ class DownloadScreen(ModalScreen[str | None]):
             self._list(HubRef(repo))
         elif self._mode == "files" and self._listing is not None:
             if self.has_class("-downloading"):
-                self._status("A download is already running: wait for it, or cancel it with Ctrl+X.")
+                self._status(
+                    "A download is already running: wait for it, or cancel it with Ctrl+X."
+                )
                 return
             self.post_message(self.Start(self._listing, self._options[index]))
 

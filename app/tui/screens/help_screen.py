@@ -17,7 +17,9 @@ Section = tuple[str, Sequence[tuple[str, str]]]
 
 
 class HelpScreen(ModalScreen[None]):
-    DEFAULT_CSS = dialog.frame("HelpScreen", 84, height="90%", padding="0 2") + """
+    DEFAULT_CSS = (
+        dialog.frame("HelpScreen", 84, height="90%", padding="0 2")
+        + """
     HelpScreen .help--keys {
         color: $text-muted;
     }
@@ -27,6 +29,7 @@ class HelpScreen(ModalScreen[None]):
         margin: 1 0 0 0;
     }
     """
+    )
     BINDINGS = [Binding("escape,f1,q", "dismiss", "Close", id="help.close")]
 
     def __init__(self, sections: Sequence[Section]) -> None:
@@ -36,8 +39,10 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             # Above the scrolling part: how to close it is on the first page, at any size.
-            yield Static(LaidOut.text("Esc, F1 or q closes this screen · ↑ ↓ PgUp PgDn scroll"),
-                         classes="help--keys")
+            yield Static(
+                LaidOut.text("Esc, F1 or q closes this screen · ↑ ↓ PgUp PgDn scroll"),
+                classes="help--keys",
+            )
             with VerticalScroll():
                 for title, rows in self.sections:
                     yield Static(title, classes="help--title", markup=False)

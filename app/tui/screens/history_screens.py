@@ -39,7 +39,9 @@ def highlighted(snippet: str) -> Text:
 class SearchScreen(ModalScreen[SearchHit | None]):
     """Search every saved message as you type; Enter jumps to the chosen one."""
 
-    DEFAULT_CSS = dialog.modal_css("SearchScreen") + """
+    DEFAULT_CSS = (
+        dialog.modal_css("SearchScreen")
+        + """
     SearchScreen OptionList {
         height: auto;
         max-height: 20;
@@ -49,6 +51,7 @@ class SearchScreen(ModalScreen[SearchHit | None]):
         border: none;
     }
     """
+    )
     VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "close", "Close", id="search.close"),
@@ -70,10 +73,14 @@ class SearchScreen(ModalScreen[SearchHit | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Search conversations", classes="modal--title")
-            yield Input(self.query_text, placeholder="words to find in any message", id="search-input")
+            yield Input(
+                self.query_text, placeholder="words to find in any message", id="search-input"
+            )
             yield OptionList(id="search-results")
             yield Static("", id="search-status")
-            yield Static("type to search · ↓ results · Enter open · Esc close", classes="modal--keys")
+            yield Static(
+                "type to search · ↓ results · Enter open · Esc close", classes="modal--keys"
+            )
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -108,7 +115,10 @@ class SearchScreen(ModalScreen[SearchHit | None]):
             label.append(one_line(hit.title), style="bold")
             # Titles repeat (the same first question, asked again): when and which one tell them apart.
             stamp = when(hit.updated)
-            label.append(f"  {stamp + ' · ' if stamp else ''}#{hit.conversation_id} · {hit.role}", style="dim")
+            label.append(
+                f"  {stamp + ' · ' if stamp else ''}#{hit.conversation_id} · {hit.role}",
+                style="dim",
+            )
             label.append("\n")
             label.append_text(highlighted(hit.snippet))
             results.add_option(Option(label, id=str(index)))
@@ -198,7 +208,9 @@ class ExportChoice:
 class ExportScreen(ModalScreen[ExportChoice | None]):
     """Where to write the conversation, and as what."""
 
-    DEFAULT_CSS = dialog.modal_css("ExportScreen") + """
+    DEFAULT_CSS = (
+        dialog.modal_css("ExportScreen")
+        + """
     ExportScreen .export--formats {
         height: auto;
     }
@@ -209,6 +221,7 @@ class ExportScreen(ModalScreen[ExportChoice | None]):
         margin: 0 0 1 0;
     }
     """
+    )
     BINDINGS = [Binding("escape", "close", "Cancel", id="export.cancel")]
 
     def __init__(self, default_stem: Path) -> None:
@@ -223,7 +236,10 @@ class ExportScreen(ModalScreen[ExportChoice | None]):
                     yield RadioButton("Markdown", value=True, id="format-md")
                     yield RadioButton("JSON", id="format-json")
             yield Input(plain(str(self.stem.with_suffix(".md")), limit=None), id="export-path")
-            yield Static("Enter write · Tab switch format/path · ←→ format · Esc cancel", classes="modal--keys")
+            yield Static(
+                "Enter write · Tab switch format/path · ←→ format · Esc cancel",
+                classes="modal--keys",
+            )
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

@@ -82,13 +82,20 @@ PICKER_CSS = """
 
 
 class ModelPicker(ModalScreen[PickerChoice | None]):
-    DEFAULT_CSS = dialog.frame("ModelPicker", 100, max_height="85%") + PICKER_CSS.replace("PICKER", "ModelPicker")
+    DEFAULT_CSS = dialog.frame("ModelPicker", 100, max_height="85%") + PICKER_CSS.replace(
+        "PICKER", "ModelPicker"
+    )
     VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="picker.close"),
         Binding("d", "download", "Download a model", id="picker.download"),
-        Binding("o", "open_file", "Open a file", id="picker.open_file",
-                tooltip="Type the path of a .gguf file to load (Right completes it)"),
+        Binding(
+            "o",
+            "open_file",
+            "Open a file",
+            id="picker.open_file",
+            tooltip="Type the path of a .gguf file to load (Right completes it)",
+        ),
     ]
 
     class Found(Message):
@@ -105,8 +112,12 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
             self.model = model
             self.error = error
 
-    def __init__(self, loaded_path: str | None, downloading: str | None = None,
-                 loaded_info: ModelInfo | None = None) -> None:
+    def __init__(
+        self,
+        loaded_path: str | None,
+        downloading: str | None = None,
+        loaded_info: ModelInfo | None = None,
+    ) -> None:
         super().__init__()
         self.loaded_path = loaded_path
         self.downloading = downloading
@@ -116,16 +127,27 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Models on this machine", classes="picker--title")
-            table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
+            table: DataTable[str | Text] = DataTable(
+                cursor_type="row", zebra_stripes=True, id="picker-table"
+            )
             table.add_columns(" ", "name", "quant", "size", "source", "GPU layers")
             yield table
             yield Static("Looking for models…", id="picker-status")
-            yield Input(placeholder="Open a file: the path of a .gguf (o), Right completes, Enter loads",
-                        suggester=GGUFPathSuggester(), id="picker-path")
-            downloading = Content.assemble(" (downloading ", line(self.downloading), ")") if self.downloading else ""
+            yield Input(
+                placeholder="Open a file: the path of a .gguf (o), Right completes, Enter loads",
+                suggester=GGUFPathSuggester(),
+                id="picker-path",
+            )
+            downloading = (
+                Content.assemble(" (downloading ", line(self.downloading), ")")
+                if self.downloading
+                else ""
+            )
             # "o open a file" is said by the path line's placeholder: this line holds a download's name
-            yield Static(Content.assemble("Enter load · d download a model", downloading, " · Esc close"),
-                         classes="picker--keys")
+            yield Static(
+                Content.assemble("Enter load · d download a model", downloading, " · Esc close"),
+                classes="picker--keys",
+            )
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()
@@ -144,14 +166,27 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
         info = self.loaded_info
         for index, model in enumerate(self.models):
             is_loaded = bool(self.loaded_path) and str(model.path) == self.loaded_path
-            layers = f"{info.gpu_layers}/{info.n_layers}" if is_loaded and info and info.n_layers else ""
-            table.add_row("●" if is_loaded else "", cell(model.name), cell(model.quant), human_size(model.size),
-                          cell(model.source), layers, key=str(index))
+            layers = (
+                f"{info.gpu_layers}/{info.n_layers}" if is_loaded and info and info.n_layers else ""
+            )
+            table.add_row(
+                "●" if is_loaded else "",
+                cell(model.name),
+                cell(model.quant),
+                human_size(model.size),
+                cell(model.source),
+                layers,
+                key=str(index),
+            )
         status = self.query_one("#picker-status", Static)
         count = f"{len(self.models)} model" + ("" if len(self.models) == 1 else "s")
         where = f" ({one_line(info.device)})" if info is not None else ""
         # Broken between its parts where it does not fit (LaidOut sanitises the device's name).
-        status.update(LaidOut.text(f"{count} · ● loaded{where} · other tools' models are used in place, read-only"))
+        status.update(
+            LaidOut.text(
+                f"{count} · ● loaded{where} · other tools' models are used in place, read-only"
+            )
+        )
         for index, model in enumerate(self.models):
             if self.loaded_path and str(model.path) == self.loaded_path:
                 table.move_cursor(row=index)
@@ -190,7 +225,9 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
         if message.model is None:
             self._status(block(f"⚠ {message.error}"))
             return
-        if self.query_one("#picker-path", Input).value.strip() == message.text:  # not typed over meanwhile
+        if (
+            self.query_one("#picker-path", Input).value.strip() == message.text
+        ):  # not typed over meanwhile
             self.dismiss(PickerChoice(model=message.model))
 
     def _status(self, content: Content) -> None:
@@ -205,7 +242,8 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
     model the chat asks for (nothing is loaded here)."""
 
     DEFAULT_CSS = dialog.frame("RemoteModelPicker", 100, max_height="85%") + PICKER_CSS.replace(
-        "PICKER", "RemoteModelPicker")
+        "PICKER", "RemoteModelPicker"
+    )
     VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="remote_picker.close"),
@@ -217,7 +255,9 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
             self.ids = ids
             self.error = error
 
-    def __init__(self, server: str, current: str | None, list_models: Callable[[], list[str]]) -> None:
+    def __init__(
+        self, server: str, current: str | None, list_models: Callable[[], list[str]]
+    ) -> None:
         super().__init__()
         self.server = server
         self.current = current
@@ -227,7 +267,9 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Content.assemble("Models on ", line(self.server)), classes="picker--title")
-            table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True, id="picker-table")
+            table: DataTable[str | Text] = DataTable(
+                cursor_type="row", zebra_stripes=True, id="picker-table"
+            )
             table.add_columns(" ", "model id")
             yield table
             yield Static("Asking the server…", id="picker-status", markup=False)

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 class PresetPicker(ModalScreen["str | None"]):
     """The config file's presets; Enter applies one (dismisses with its name)."""
 
-    DEFAULT_CSS = dialog.modal_css("PresetPicker") + """
+    DEFAULT_CSS = (
+        dialog.modal_css("PresetPicker")
+        + """
     PresetPicker > Vertical {
         width: 110;
     }
@@ -43,6 +45,7 @@ class PresetPicker(ModalScreen["str | None"]):
         max-height: 9;
     }
     """
+    )
     VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [Binding("escape", "dismiss_picker", "Close", id="preset_picker.close")]
 
@@ -59,11 +62,16 @@ class PresetPicker(ModalScreen["str | None"]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Presets", classes="modal--title")
-            table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True, id="preset-table")
+            table: DataTable[Any] = DataTable(
+                cursor_type="row", zebra_stripes=True, id="preset-table"
+            )
             table.add_columns("name", "model", "system prompt", "parameters")
             yield table
             yield Static("Reading the presets…", id="preset-status")
-            yield Static("Enter apply · Esc close · [presets.NAME] in the config file adds one", classes="modal--keys")
+            yield Static(
+                "Enter apply · Esc close · [presets.NAME] in the config file adds one",
+                classes="modal--keys",
+            )
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()
@@ -82,13 +90,19 @@ class PresetPicker(ModalScreen["str | None"]):
         table = self.query_one(DataTable)
         table.clear()
         for preset in presets:
-            table.add_row(cell(preset.name, limit=30), cell(preset.model or "", limit=40),
-                          cell(preset.system if preset.system is not None else "", limit=40),
-                          cell(preset.summary(), limit=60), key=preset.name)
+            table.add_row(
+                cell(preset.name, limit=30),
+                cell(preset.model or "", limit=40),
+                cell(preset.system if preset.system is not None else "", limit=40),
+                cell(preset.summary(), limit=60),
+                key=preset.name,
+            )
         problems = [p for p in (book.problem, *book.problems.values()) if p]
         if not presets and not problems:
-            text = (f"No presets yet: add a [presets.NAME] table to {book.path} ('vibechat config edit'), "
-                    "or import an Ollama Modelfile ('vibechat presets import Modelfile').")
+            text = (
+                f"No presets yet: add a [presets.NAME] table to {book.path} ('vibechat config edit'), "
+                "or import an Ollama Modelfile ('vibechat presets import Modelfile')."
+            )
         else:
             count = f"{len(presets)} preset" + ("" if len(presets) == 1 else "s")
             text = count + "".join(f"\n⚠ {p}" for p in problems[:5])

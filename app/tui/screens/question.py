@@ -43,7 +43,9 @@ class QuestionScreen(ModalScreen[ResultType]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._takes_keys_from: float | None = None  # when keys become the question's (None: not drawn)
+        self._takes_keys_from: float | None = (
+            None  # when keys become the question's (None: not drawn)
+        )
 
     @on(events.Mount)
     def _guard_until_drawn(self) -> None:

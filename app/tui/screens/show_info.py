@@ -46,13 +46,20 @@ def info_text(info: ModelInfo | None, params: SamplingParams, system: str | None
     return heading + table(rows)
 
 
-def info_rows(info: ModelInfo | None, params: SamplingParams, system: str | None) -> tuple[str, Rows]:
+def info_rows(
+    info: ModelInfo | None, params: SamplingParams, system: str | None
+) -> tuple[str, Rows]:
     """``/show info`` as a heading line (or "") and its rows (``info_text``)."""
     if info is None:
         return "No model is loaded yet.\n", [("parameters", params_line(params))]
     rows: Rows = [("model", one_line(info.name))]
     if info.server:
-        rows.append(("server", f"{one_line(info.server)} ({one_line(info.backend)}; it loads and runs the model)"))
+        rows.append(
+            (
+                "server",
+                f"{one_line(info.server)} ({one_line(info.backend)}; it loads and runs the model)",
+            )
+        )
     else:
         rows.append(("file", f"{one_line(info.path, limit=None)} · {human_size(info.file_size)}"))
     shape = [one_line(x) for x in (info.architecture, info.quantization) if x]
@@ -64,13 +71,29 @@ def info_rows(info: ModelInfo | None, params: SamplingParams, system: str | None
     if not info.server:
         rows.append(("runs on", _runs_on(info)))
         # Whether /image works here: the projector a vision model sees images through.
-        rows.append(("images", f"through {one_line(info.projector)}" if info.projector
-                     else "none (a vision model takes them with its projector: --mmproj FILE)"))
+        rows.append(
+            (
+                "images",
+                f"through {one_line(info.projector)}"
+                if info.projector
+                else "none (a vision model takes them with its projector: --mmproj FILE)",
+            )
+        )
     rows.append(("prompt format", prompt_format(info)))
     if info.server:
-        rows.append(("thinking", f"{params.thinking} (the server's template decides; /think on|off asks it)"))
+        rows.append(
+            (
+                "thinking",
+                f"{params.thinking} (the server's template decides; /think on|off asks it)",
+            )
+        )
     elif info.thinking_switch:
-        rows.append(("thinking", f"{params.thinking}, through {describe_switch(info.thinking_switch)} (/think)"))
+        rows.append(
+            (
+                "thinking",
+                f"{params.thinking}, through {describe_switch(info.thinking_switch)} (/think)",
+            )
+        )
     rows.append(("parameters", params_line(params)))
     rows.append(("system", _system(system)))
     return "", rows
@@ -104,12 +127,15 @@ def _system(system: str | None) -> str:
 
 def parameters_text(params: SamplingParams) -> str:
     """``/set`` alone, ``/show parameters``: one parameter a line, its value for people."""
-    return ("Parameters (/set NAME VALUE changes one):\n"
-            + table([(f"  {name}", value) for name, value in slash.param_rows(params)]))
+    return "Parameters (/set NAME VALUE changes one):\n" + table(
+        [(f"  {name}", value) for name, value in slash.param_rows(params)]
+    )
 
 
 def system_text(system: str | None) -> str:
-    return f"System prompt: {system}" if system else "System prompt: none (/set system TEXT sets one)."
+    return (
+        f"System prompt: {system}" if system else "System prompt: none (/set system TEXT sets one)."
+    )
 
 
 def template_text(info: ModelInfo | None, template: str | None) -> str:
@@ -120,6 +146,10 @@ def template_text(info: ModelInfo | None, template: str | None) -> str:
     if info.chat_format != "gguf" or not template:
         return f"Prompt format: {prompt_format(info)}."
     cut = len(template) > TEMPLATE_SHOWN
-    shown = template[:TEMPLATE_SHOWN] + ("\n… (cut: /show template shows the first "
-                                         f"{TEMPLATE_SHOWN:,} of {len(template):,} characters)" if cut else "")
+    shown = template[:TEMPLATE_SHOWN] + (
+        "\n… (cut: /show template shows the first "
+        f"{TEMPLATE_SHOWN:,} of {len(template):,} characters)"
+        if cut
+        else ""
+    )
     return f"Chat template of {one_line(info.name)}:\n{shown}"

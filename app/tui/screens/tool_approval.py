@@ -45,7 +45,9 @@ def pretty_arguments(call: ToolCall) -> str:
 class ToolApprovalScreen(QuestionScreen[str]):
     """Dismissed with one of ``ANSWERS``."""
 
-    DEFAULT_CSS = dialog.frame("ToolApprovalScreen", 90, max_height="90%", border="warning", padding="1 2") + """
+    DEFAULT_CSS = (
+        dialog.frame("ToolApprovalScreen", 90, max_height="90%", border="warning", padding="1 2")
+        + """
     ToolApprovalScreen .approval--title {
         text-style: bold;
     }
@@ -67,10 +69,16 @@ class ToolApprovalScreen(QuestionScreen[str]):
         dock: bottom;
     }
     """
+    )
     VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
     BINDINGS = [
         Binding("ctrl+y", "answer('once')", "Allow once", id="approval.once"),
-        Binding("ctrl+e", "answer('conversation')", "Allow in this conversation", id="approval.conversation"),
+        Binding(
+            "ctrl+e",
+            "answer('conversation')",
+            "Allow in this conversation",
+            id="approval.conversation",
+        ),
         Binding("ctrl+a", "answer('always')", "Always allow", id="approval.always"),
         Binding("escape", "answer('deny')", "Deny", id="approval.deny"),
     ]
@@ -84,15 +92,27 @@ class ToolApprovalScreen(QuestionScreen[str]):
         spec = self.spec
         where = f"MCP server {spec.server}" if spec.server else "built into vibechat"
         with Vertical():
-            yield Static(outside.block(f"The model wants to run {spec.qualified} ({where})", limit=300),
-                         classes="approval--title")
+            yield Static(
+                outside.block(f"The model wants to run {spec.qualified} ({where})", limit=300),
+                classes="approval--title",
+            )
             if spec.description:
-                yield Static(outside.block(spec.description, limit=600), classes="approval--description")
+                yield Static(
+                    outside.block(spec.description, limit=600), classes="approval--description"
+                )
             with VerticalScroll():
-                yield Static(outside.block(pretty_arguments(self.call), limit=None), classes="approval--arguments")
-            yield Static(LaidOut.text("Ctrl+Y run it once · Ctrl+E run it whenever asked in this conversation · "
-                                      "Ctrl+A always run it (saved in the config file) · Esc deny\n"
-                                      "What you type goes on in the input."), classes="approval--keys")
+                yield Static(
+                    outside.block(pretty_arguments(self.call), limit=None),
+                    classes="approval--arguments",
+                )
+            yield Static(
+                LaidOut.text(
+                    "Ctrl+Y run it once · Ctrl+E run it whenever asked in this conversation · "
+                    "Ctrl+A always run it (saved in the config file) · Esc deny\n"
+                    "What you type goes on in the input."
+                ),
+                classes="approval--keys",
+            )
 
     def action_answer(self, answer: str) -> None:
         self.dismiss(answer)

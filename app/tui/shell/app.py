@@ -85,7 +85,8 @@ FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
 
 class VibechatApp(OutsideTextApp):
     TITLE = "vibechat"
-    CSS = """
+    CSS = (
+        """
     Screen {
         layout: vertical;
     }
@@ -95,24 +96,42 @@ class VibechatApp(OutsideTextApp):
     #main {
         width: 1fr;
     }
-    """ + notices.CSS  # notices at the top right, never over the input or the status bar
+    """
+        + notices.CSS
+    )  # notices at the top right, never over the input or the status bar
     BINDINGS = APP_BINDINGS  # bindings.py: ids (for [keys]), descriptions, tooltips
 
-    def __init__(self, backend: Backend, *, params: SamplingParams | None = None, system: str | None = None,
-                 config: LoadedConfig | None = None, blink: bool = True,
-                 backend_factory: BackendFactory | None = None, history: History | None = None,
-                 freeze_gc: bool = False, tools: ToolBox | None = None, tool_policy: ToolPolicy | None = None,
-                 tool_rounds: int = 8, exit_on_signals: bool = False, open_conversation: int | None = None,
-                 open_over: OverSaved | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        params: SamplingParams | None = None,
+        system: str | None = None,
+        config: LoadedConfig | None = None,
+        blink: bool = True,
+        backend_factory: BackendFactory | None = None,
+        history: History | None = None,
+        freeze_gc: bool = False,
+        tools: ToolBox | None = None,
+        tool_policy: ToolPolicy | None = None,
+        tool_rounds: int = 8,
+        exit_on_signals: bool = False,
+        open_conversation: int | None = None,
+        open_over: OverSaved | None = None,
+    ) -> None:
         super().__init__()
         config = config or load_app_config()
         self.config = config
         self.history = history  # None: chats are not saved
-        self.session = ChatSession(backend, ChatLog(Conversation(system=system, params=params or config.config.params),
-                                                    history))
+        self.session = ChatSession(
+            backend,
+            ChatLog(Conversation(system=system, params=params or config.config.params), history),
+        )
         self.blink = blink
         self._freeze_gc = freeze_gc  # once, when the model is first ready (gc_policy)
-        self._signal_exit = SignalExit(self) if exit_on_signals else None  # the real chat's (terminal.py)
+        self._signal_exit = (
+            SignalExit(self) if exit_on_signals else None
+        )  # the real chat's (terminal.py)
         self.state = ChatState(self)
         self.replies = Replies(self)
         self.model_loads = ModelLoads(self)
@@ -157,10 +176,14 @@ class VibechatApp(OutsideTextApp):
             yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
-                yield AttachmentTray(id="tray")  # what the next prompt carries (hidden while nothing)
+                yield AttachmentTray(
+                    id="tray"
+                )  # what the next prompt carries (hidden while nothing)
                 yield PromptInput(self.state, id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
-        yield StatusBar(self.state, id="status")  # a child of the screen itself: ``closing`` looks there
+        yield StatusBar(
+            self.state, id="status"
+        )  # a child of the screen itself: ``closing`` looks there
         yield KeysFooter()
 
     @property
@@ -218,8 +241,12 @@ class VibechatApp(OutsideTextApp):
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         self.state.changed.subscribe(self, self._state_changed, immediate=True)
         hide = next((b for b in self._bindings_list() if b.id == "hide_config_problems"), None)
-        self.query_one(ConfigBar).show(self._config_notes, self.key_for(hide) if hide else "",
-                                       file=self.config.path, from_file=config_ui.file_problems(self.config))
+        self.query_one(ConfigBar).show(
+            self._config_notes,
+            self.key_for(hide) if hide else "",
+            file=self.config.path,
+            from_file=config_ui.file_problems(self.config),
+        )
         self.model_loads.load()
         self.chats.list_history()
         self.tool_rounds.list_tools()
@@ -232,7 +259,9 @@ class VibechatApp(OutsideTextApp):
         for a model with slow steps is not waited for)."""
         self.session.abandon()
         self.tool_rounds.abandon()  # a running tool call is cancelled: the exit never waits out its timeout
-        quit_engine = getattr(self.session.backend, "quit", None)  # the engine process's (worker.py)
+        quit_engine = getattr(
+            self.session.backend, "quit", None
+        )  # the engine process's (worker.py)
         if callable(quit_engine):
             quit_engine()
 
@@ -319,7 +348,9 @@ class VibechatApp(OutsideTextApp):
     def action_quit_if_empty(self) -> None:
         """Ctrl+D: quit, when the input is empty (from the input, it only comes here then)."""
         if self.prompt_input.text:
-            self.notify("Ctrl+D quits when the input is empty; Ctrl+Q quits at any time.", timeout=4)
+            self.notify(
+                "Ctrl+D quits when the input is empty; Ctrl+Q quits at any time.", timeout=4
+            )
             return
         self.exit()
 
@@ -405,7 +436,12 @@ class VibechatApp(OutsideTextApp):
 
     def action_save_params_default(self) -> None:
         text, saved = config_ui.save_params_default(self.config, self.conversation.params)
-        self.notify(text, title="Config", severity="information" if saved else "error", timeout=4 if saved else 15)
+        self.notify(
+            text,
+            title="Config",
+            severity="information" if saved else "error",
+            timeout=4 if saved else 15,
+        )
 
     def _remember_theme(self, theme) -> None:
         self.config, problem = config_ui.remember_theme(self.config, theme.name)
@@ -426,8 +462,15 @@ class VibechatApp(OutsideTextApp):
         """Show the conversation list or the parameter panel (``side_panels.py``)."""
         self.side_panels.show(panel, self.size.width)
 
-    def notify(self, message: str, *, title: str = "", severity: Any = "information",
-               timeout: float | None = None, markup: bool = False) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
         if not self.closing:
             notices.fit_above(self.screen, self.chat)
@@ -490,4 +533,6 @@ class VibechatApp(OutsideTextApp):
         for command in super().get_system_commands(screen):
             if command.callback != self.action_change_theme:
                 yield command
-        yield from palette.action_commands(self._bindings_list(), self.bound_key, self.config.path, self.run_action)
+        yield from palette.action_commands(
+            self._bindings_list(), self.bound_key, self.config.path, self.run_action
+        )

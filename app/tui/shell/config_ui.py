@@ -27,7 +27,9 @@ def starting_theme(config: LoadedConfig, available: Iterable[str]) -> tuple[str,
     if wanted in available:
         return wanted, notes
     where = config.origin("theme")
-    notes.append(f"theme {wanted!r} ({where}) is not installed: {DEFAULT_THEME} applies (F4 lists the themes)")
+    notes.append(
+        f"theme {wanted!r} ({where}) is not installed: {DEFAULT_THEME} applies (F4 lists the themes)"
+    )
     return DEFAULT_THEME, notes
 
 

@@ -42,15 +42,27 @@ class OutsideTextApp(App[None]):
             event.text = pasted_text(event.text)
         await super().on_event(event)
 
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = False) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
         """Textual's ``notify`` (``Widget.notify`` calls it too), but the message is plain
         text unless ``markup=True`` (for vibechat's own words only: notifications nearly
         always quote outside text, a model name, a server's error, a title, a path, and
         Textual reads markup by default), and message and title are sanitised and
         bounded (``outside``)."""
-        super().notify(outside.plain(message), title=outside.one_line(title), severity=severity, timeout=timeout,
-                       markup=markup)
+        super().notify(
+            outside.plain(message),
+            title=outside.one_line(title),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def _fatal_error(self) -> None:
         """Textual's crash screen, without the values of local variables: Textual shows
@@ -60,14 +72,20 @@ class OutsideTextApp(App[None]):
 
         self.bell()
         traceback = Traceback(show_locals=False, width=None, suppress=[rich])
-        self._exit_renderables.append(Segments(self.console.render(traceback, self.console.options)))
+        self._exit_renderables.append(
+            Segments(self.console.render(traceback, self.console.options))
+        )
         self._close_messages_no_wait()
 
     def action_help_quit(self) -> None:
         """Textual's hint on how to quit (its markup, the key escaped)."""
         for key, active_binding in self.active_bindings.items():
             if active_binding.binding.action in ("quit", "app.quit"):
-                self.notify(f"Press [b]{escape(key)}[/b] to quit the app", title="Do you want to quit?", markup=True)
+                self.notify(
+                    f"Press [b]{escape(key)}[/b] to quit the app",
+                    title="Do you want to quit?",
+                    markup=True,
+                )
                 return
 
     @on(events.DeliveryComplete)
@@ -76,5 +94,7 @@ class OutsideTextApp(App[None]):
         the path, the current directory's outside name, into markup)."""
         if event.name == "screenshot":
             event.prevent_default()
-            self.notify(f"Saved screenshot to {event.path}" if event.path else "Saved screenshot",
-                        title="Screenshot")
+            self.notify(
+                f"Saved screenshot to {event.path}" if event.path else "Saved screenshot",
+                title="Screenshot",
+            )

@@ -36,7 +36,15 @@ class TrayItem(Static, can_focus=True):
         color: $text;
     }
     """
-    BINDINGS = [Binding("delete,backspace", "remove", "Remove the attachment", id="attachment.remove", show=False)]
+    BINDINGS = [
+        Binding(
+            "delete,backspace",
+            "remove",
+            "Remove the attachment",
+            id="attachment.remove",
+            show=False,
+        )
+    ]
 
     def __init__(self, attachment: Attachment, index: int) -> None:
         icon = "🖼" if attachment.is_image else "📄"
@@ -46,8 +54,13 @@ class TrayItem(Static, can_focus=True):
         self.index = index
 
     def on_focus(self) -> None:
-        self.update(outside.line(f"{'🖼' if self.attachment.is_image else '📄'} {self.attachment.label()}"
-                                 "   Delete removes it", limit=None))
+        self.update(
+            outside.line(
+                f"{'🖼' if self.attachment.is_image else '📄'} {self.attachment.label()}"
+                "   Delete removes it",
+                limit=None,
+            )
+        )
 
     def on_blur(self) -> None:
         icon = "🖼" if self.attachment.is_image else "📄"
@@ -107,7 +120,9 @@ class AttachmentTray(SizedByLayout, Vertical):
 
     async def add(self, attachment: Attachment) -> bool:
         """Pending from now; False when it is pending already (the same file twice)."""
-        if any(a.digest == attachment.digest and a.kind == attachment.kind for a in self.attachments):
+        if any(
+            a.digest == attachment.digest and a.kind == attachment.kind for a in self.attachments
+        ):
             return False
         await self.set_pending((*self.attachments, attachment))
         return True
@@ -116,7 +131,7 @@ class AttachmentTray(SizedByLayout, Vertical):
         if not 0 <= index < len(self.attachments):
             return None
         gone = self.attachments[index]
-        await self.set_pending(self.attachments[:index] + self.attachments[index + 1:])
+        await self.set_pending(self.attachments[:index] + self.attachments[index + 1 :])
         return gone
 
     async def take(self) -> tuple[Attachment, ...]:
@@ -130,7 +145,9 @@ class AttachmentTray(SizedByLayout, Vertical):
         """Attachments back into the tray (an edited prompt's, a queued prompt's given back),
         before what is pending now."""
         kept = {(a.digest, a.kind) for a in attachments}
-        await self.set_pending((*attachments, *(a for a in self.attachments if (a.digest, a.kind) not in kept)))
+        await self.set_pending(
+            (*attachments, *(a for a in self.attachments if (a.digest, a.kind) not in kept))
+        )
 
     async def set_pending(self, attachments: tuple[Attachment, ...]) -> None:
         had_focus = any(item.has_focus for item in self.query(TrayItem))
@@ -149,7 +166,9 @@ class AttachmentTray(SizedByLayout, Vertical):
         self.offering = name or ""
         line = self.query_one(".tray--offer", Static)
         if name:
-            line.update(outside.line(f"Attach {name}? Enter attach · Esc keep the text", limit=None))
+            line.update(
+                outside.line(f"Attach {name}? Enter attach · Esc keep the text", limit=None)
+            )
         line.set_class(bool(name), "-shown")
         self._shown()
 

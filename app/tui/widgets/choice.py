@@ -100,12 +100,19 @@ class Choice(Widget, can_focus=True):
         return self.value != self.spec.default
 
     def render(self) -> Text:
-        parts: list[tuple[str, str] | str] = [(self.spec.label, "bold" if self.has_focus else ""), " "]
+        parts: list[tuple[str, str] | str] = [
+            (self.spec.label, "bold" if self.has_focus else ""),
+            " ",
+        ]
         for value in self.spec.values:
             parts += [(f" {value} ", "reverse bold" if value == self.value else "dim"), " "]
         line1 = Text.assemble(*parts)
         if self.changed:
             line1.append("●", self.get_component_rich_style("choice--changed"))
         hint = " · ".join(part for part in (f"default {self.spec.default}", self.spec.hint) if part)
-        lines = [line1, Text(self.spec.help, style="dim") if self.spec.help else None, Text(hint, style="dim")]
+        lines = [
+            line1,
+            Text(self.spec.help, style="dim") if self.spec.help else None,
+            Text(hint, style="dim"),
+        ]
         return Text("\n").join(line for line in lines if line is not None)

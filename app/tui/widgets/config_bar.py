@@ -76,13 +76,21 @@ class ConfigBar(Widget):
     def watch_problems(self, problems: tuple[str, ...]) -> None:
         self.set_class(bool(problems), "-shown")
 
-    def show(self, problems: Sequence[str], hide_key: str = "", *, file: Path | None = None,
-             from_file: int = 0) -> None:
+    def show(
+        self,
+        problems: Sequence[str],
+        hide_key: str = "",
+        *,
+        file: Path | None = None,
+        from_file: int = 0,
+    ) -> None:
         """Show ``problems``; the first ``from_file`` are the config ``file``'s, which is then
         watched: when it changes, they are checked again (and said fixed when they are)."""
         self.hide_key = hide_key
         self.problems = tuple(problems)
-        self._file, self._from_file = (file, from_file) if file is not None and from_file else (None, 0)
+        self._file, self._from_file = (
+            (file, from_file) if file is not None and from_file else (None, 0)
+        )
         self._signature = _signature(self._file) if self._file is not None else None
         if self._file is not None and self.problems:
             self._timer = self.set_interval(POLL_S, self._poll)
@@ -106,7 +114,9 @@ class ConfigBar(Widget):
         signature = _signature(self._file)
         if signature != self._signature:
             self._signature = signature
-            self.run_worker(lambda: self._recheck(self._file), thread=True, exclusive=True, group="config-bar")
+            self.run_worker(
+                lambda: self._recheck(self._file), thread=True, exclusive=True, group="config-bar"
+            )
 
     def _recheck(self, path: Path | None) -> None:
         """In a thread: the file's problems now, as the bar's lines."""
@@ -118,14 +128,15 @@ class ConfigBar(Widget):
             return
         problems = config_file_problems(path, APP_SCHEMA)
         lines = [p.short for p in problems] or [
-            f"{path.name} loads cleanly now: start vibechat again to apply it"]
+            f"{path.name} loads cleanly now: start vibechat again to apply it"
+        ]
         self.app.call_from_thread(self._rechecked, lines, not problems)
 
     def _rechecked(self, lines: list[str], clean: bool) -> None:
         if not self.problems:  # hidden meanwhile
             return
         self._clean = clean and len(self.problems) == self._from_file  # nothing else to fix
-        self.problems = (*lines, *self.problems[self._from_file:])
+        self.problems = (*lines, *self.problems[self._from_file :])
         self._from_file = len(lines)
 
     @property
@@ -133,11 +144,15 @@ class ConfigBar(Widget):
         return bool(self.problems)
 
     def render(self) -> Content:
-        lines = [Content.assemble(("⚠ ", "bold $warning"), outside.line(problem)) for problem in
-                 self.problems[:MAX_LINES]]
+        lines = [
+            Content.assemble(("⚠ ", "bold $warning"), outside.line(problem))
+            for problem in self.problems[:MAX_LINES]
+        ]
         rest = self.problems[MAX_LINES:]
         if rest:
-            lines.append(outside.line(f"… and {len(rest)} more: 'vibechat config show' lists them", "bold"))
+            lines.append(
+                outside.line(f"… and {len(rest)} more: 'vibechat config show' lists them", "bold")
+            )
         hints = [] if self._clean else ["Fix: vibechat config edit (then start vibechat again)"]
         if self.hide_key:
             hints.append(f"{self.hide_key} hides this")

@@ -51,8 +51,15 @@ class KeysFooter(Footer):
         enabled and its tooltip, in order; the command palette's key; the compact style."""
         app = self.app
         shown = tuple(
-            (binding.key, app.get_key_display(binding), binding.description, binding.action,
-             id(binding.group) if binding.group is not None else None, enabled, tooltip or "")
+            (
+                binding.key,
+                app.get_key_display(binding),
+                binding.description,
+                binding.action,
+                id(binding.group) if binding.group is not None else None,
+                enabled,
+                tooltip or "",
+            )
             for (_node, binding, enabled, tooltip) in self.screen.active_bindings.values()
             if binding.show
         )
@@ -61,6 +68,11 @@ class KeysFooter(Footer):
             entry = self.screen.active_bindings.get(app.COMMAND_PALETTE_BINDING)
             if entry is not None:
                 _node, binding, enabled, tooltip = entry
-                palette = (binding.key, app.get_key_display(binding), binding.description, enabled,
-                           binding.tooltip or "")
+                palette = (
+                    binding.key,
+                    app.get_key_display(binding),
+                    binding.description,
+                    enabled,
+                    binding.tooltip or "",
+                )
         return (shown, palette, self.compact)

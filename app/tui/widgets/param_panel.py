@@ -68,10 +68,19 @@ def param_slider(p: ParamSpec) -> ParamSliderSpec:
     ``slider_maximum``), steps, default and line of help (the first clause of its help, as its
     row of the settings table says it), from its declaration."""
     lowest = p.minimum - p.fine_step if p.auto else p.minimum
-    return ParamSliderSpec(name=p.name, label=p.label, minimum=int(lowest) if p.kind is int else round(lowest, 6),
-                           maximum=p.maximum if p.slider_maximum is None else p.slider_maximum, fine=p.fine_step,
-                           coarse=p.coarse_step, default=p.default, integer=p.kind is int,
-                           none_at_minimum="auto" if p.auto else None, help=first_clause(p.help), param=p)
+    return ParamSliderSpec(
+        name=p.name,
+        label=p.label,
+        minimum=int(lowest) if p.kind is int else round(lowest, 6),
+        maximum=p.maximum if p.slider_maximum is None else p.slider_maximum,
+        fine=p.fine_step,
+        coarse=p.coarse_step,
+        default=p.default,
+        integer=p.kind is int,
+        none_at_minimum="auto" if p.auto else None,
+        help=first_clause(p.help),
+        param=p,
+    )
 
 
 def sliders() -> tuple[ParamSliderSpec, ...]:
@@ -80,16 +89,31 @@ def sliders() -> tuple[ParamSliderSpec, ...]:
 
 
 GPU_LAYERS = "gpu_layers"
-THINKING = ChoiceSpec("thinking", "Thinking", THINKING_MODES, DEFAULT_THINKING,
-                      hint="if the template has a switch", help=summary("params.thinking"))
+THINKING = ChoiceSpec(
+    "thinking",
+    "Thinking",
+    THINKING_MODES,
+    DEFAULT_THINKING,
+    hint="if the template has a switch",
+    help=summary("params.thinking"),
+)
 
 
 def gpu_layers_spec(info: ModelInfo | None) -> SliderSpec:
     """0 to the model's layer count; the default ('r') is what loading chooses by itself."""
     n_layers = info.n_layers if info is not None and info.n_layers else 0
     default = n_layers if info is not None and info.gpu_offload_supported else 0
-    return SliderSpec(name=GPU_LAYERS, label="GPU layers", minimum=0, maximum=max(n_layers, 1), fine=1,
-                      coarse=4, default=default, integer=True, help=summary(GPU_LAYERS))
+    return SliderSpec(
+        name=GPU_LAYERS,
+        label="GPU layers",
+        minimum=0,
+        maximum=max(n_layers, 1),
+        fine=1,
+        coarse=4,
+        default=default,
+        integer=True,
+        help=summary(GPU_LAYERS),
+    )
 
 
 def gpu_slider_unavailable(info: ModelInfo) -> str | None:
@@ -103,7 +127,8 @@ def gpu_slider_unavailable(info: ModelInfo) -> str | None:
 
 class ParamPanel(TypesIntoInput, VerticalScroll):
     WIDTH = 38  # columns (the app keeps both side panels open only where the chat still fits)
-    DEFAULT_CSS = """
+    DEFAULT_CSS = (
+        """
     ParamPanel {
         height: 100%;
         border-left: tall $primary;
@@ -123,13 +148,21 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
         padding: 0 1;
         color: $text-muted;
     }
-    """ + f"ParamPanel {{ width: {WIDTH}; }}"
+    """
+        + f"ParamPanel {{ width: {WIDTH}; }}"
+    )
     # Not in the footer (the app's keys fill it): the panel's hint lines show them.
     BINDINGS = [
         Binding("shift+delete", "reset_all", "Reset all", id="params.reset_all", show=False),
         # Only while the panel has the focus: elsewhere Esc stops the reply (the app's binding).
         Binding("escape", "app.toggle_params", "Close", id="params.close", show=False),
-        Binding("ctrl+s", "app.save_params_default", "Save as default", id="params.save_default", show=False),
+        Binding(
+            "ctrl+s",
+            "app.save_params_default",
+            "Save as default",
+            id="params.save_default",
+            show=False,
+        ),
     ]
 
     class Changed(Message):
@@ -162,9 +195,11 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
     @staticmethod
     def hint_text() -> str:
         """The panel's keys (they are not in the footer): ● marks a value changed from its default."""
-        return ("←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
-                "↑/↓ move · ● changed from default\n"
-                "Del reset one · Shift+Del reset all\nCtrl+S save as default · Esc close")
+        return (
+            "←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
+            "↑/↓ move · ● changed from default\n"
+            "Del reset one · Shift+Del reset all\nCtrl+S save as default · Esc close"
+        )
 
     @property
     def params(self) -> SamplingParams:
@@ -176,8 +211,10 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
         self._params = params
         for slider in self._sampling_sliders():
             value = getattr(params, slider.spec.name)
-            slider.set_value(slider.spec.minimum if value is None and slider.spec.none_at_minimum else value,
-                             announce=False)
+            slider.set_value(
+                slider.spec.minimum if value is None and slider.spec.none_at_minimum else value,
+                announce=False,
+            )
         self.query_one(Choice).set_value(params.thinking, announce=False)
 
     def _sampling_sliders(self) -> list[Slider]:
@@ -197,8 +234,11 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
         slider.set_value(info.gpu_layers, announce=False)
         reason = gpu_slider_unavailable(info)
         slider.disabled = reason is not None
-        slider.tooltip = (gpu_unavailable_message(-1, asked_by="the GPU layers slider")
-                          if reason and info.server is None else None)
+        slider.tooltip = (
+            gpu_unavailable_message(-1, asked_by="the GPU layers slider")
+            if reason and info.server is None
+            else None
+        )
         self.query_one("#gpu-hint", Static).update(reason or "Changing it reloads the model.")
         slider.refresh()
 

@@ -29,7 +29,7 @@ def complete_path(value: str, max_entries: int = MAX_ENTRIES) -> str | None:
     if value == "~":
         return "~/"
     cut = max(value.rfind("/"), value.rfind(os.sep))
-    folder_text, fragment = value[:cut + 1], value[cut + 1:]
+    folder_text, fragment = value[: cut + 1], value[cut + 1 :]
     folder = os.path.expanduser(folder_text) if folder_text else "."
     matches: list[str] = []
     try:
@@ -38,7 +38,9 @@ def complete_path(value: str, max_entries: int = MAX_ENTRIES) -> str | None:
                 if count >= max_entries:
                     break
                 name = entry.name
-                if not name.startswith(fragment) or (name.startswith(".") and not fragment.startswith(".")):
+                if not name.startswith(fragment) or (
+                    name.startswith(".") and not fragment.startswith(".")
+                ):
                     continue
                 try:
                     if entry.is_dir():  # follows a symlink

@@ -49,7 +49,9 @@ if TYPE_CHECKING:
     from ..chat_state import ChatState
 
 NEWLINE_KEYS = {"ctrl+j", "shift+enter", "alt+enter", "ctrl+enter"}
-QUEUE_FULL = "One message is queued already: it is sent when the reply ends (Esc or ↑ takes it back)."
+QUEUE_FULL = (
+    "One message is queued already: it is sent when the reply ends (Esc or ↑ takes it back)."
+)
 
 
 class PromptInput(TextArea):
@@ -69,9 +71,13 @@ class PromptInput(TextArea):
 
     BINDINGS = [
         Binding("pageup", "app.scroll_chat(-1)", "Scroll up", id="input.scroll_up", show=False),
-        Binding("pagedown", "app.scroll_chat(1)", "Scroll down", id="input.scroll_down", show=False),
+        Binding(
+            "pagedown", "app.scroll_chat(1)", "Scroll down", id="input.scroll_down", show=False
+        ),
         # Tab: the newest message first (the chat's oldest, far above, came first in the screen's order).
-        Binding("tab", "app.focus_chat", "Focus the newest message", id="input.focus_chat", show=False),
+        Binding(
+            "tab", "app.focus_chat", "Focus the newest message", id="input.focus_chat", show=False
+        ),
     ]
 
     class Submitted(Message):
@@ -101,9 +107,14 @@ class PromptInput(TextArea):
             self.path = path
 
     def __init__(self, state: ChatState, *, id: str | None = None, blink: bool = True) -> None:
-        super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
-                         highlight_cursor_line=False,
-                         placeholder="Message the model · Enter send · Ctrl+J newline · / commands")
+        super().__init__(
+            id=id,
+            soft_wrap=True,
+            show_line_numbers=False,
+            tab_behavior="focus",
+            highlight_cursor_line=False,
+            placeholder="Message the model · Enter send · Ctrl+J newline · / commands",
+        )
         self.cursor_blink = blink
         self.prompt_history: list[str] = []
         self._history_index: int | None = None
@@ -174,7 +185,11 @@ class PromptInput(TextArea):
     # ------------------------------------------------------------ a pasted path
     async def _on_paste(self, event: events.Paste) -> None:
         self.withdraw_offer()
-        start = self.selection.start if self.selection.start <= self.selection.end else self.selection.end
+        start = (
+            self.selection.start
+            if self.selection.start <= self.selection.end
+            else self.selection.end
+        )
         await super()._on_paste(event)
         event.prevent_default()  # inserted once: TextArea's own handler is not called again
         path = _pasted_path(event.text)

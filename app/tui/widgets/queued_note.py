@@ -41,7 +41,7 @@ class QueuedNote(NoteAboveInput):
 
     @staticmethod
     def describe(text: str) -> Content:
-        """"You · queued — …" and the message's first lines (its own text: never markup)."""
+        """ "You · queued — …" and the message's first lines (its own text: never markup)."""
         lines = outside.plain(text).splitlines() or [""]
         preview = "\n".join(outside.one_line(line) for line in lines[:PREVIEW_LINES])
         if len(lines) > PREVIEW_LINES:
@@ -50,7 +50,7 @@ class QueuedNote(NoteAboveInput):
 
 
 class EditingNote(NoteAboveInput):
-    """"editing · Esc cancels" above the input while a message taken back with Ctrl+L is edited
+    """ "editing · Esc cancels" above the input while a message taken back with Ctrl+L is edited
     (its reply left the screen with it): Esc puts the conversation back as it was."""
 
     def __init__(self, cancellable: bool) -> None:

@@ -53,7 +53,9 @@ def when(stamp: str, today: datetime | None = None) -> str:
     except ValueError:
         return ""
     today = today or datetime.now().astimezone()
-    return moment.strftime("%H:%M") if moment.date() == today.date() else moment.strftime("%Y-%m-%d")
+    return (
+        moment.strftime("%H:%M") if moment.date() == today.date() else moment.strftime("%Y-%m-%d")
+    )
 
 
 class Entry(Visual):
@@ -77,7 +79,9 @@ class Entry(Visual):
             self._lines = (title, detail)
         return self._lines
 
-    def render_strips(self, width: int, height: int | None, style: Style, options: RenderOptions) -> list[Strip]:
+    def render_strips(
+        self, width: int, height: int | None, style: Style, options: RenderOptions
+    ) -> list[Strip]:
         strips: list[Strip] = []
         for content in self.lines:
             strips += content.truncate(width, ellipsis=True).render_strips(width, 1, style, options)
@@ -92,12 +96,18 @@ class Entry(Visual):
 
 # What the list can show ("f" cycles them), and its title for each.
 FILTERS = ("chat", "run", "batch", "all")
-FILTER_TITLES = {"chat": "Chats", "run": "Runs", "batch": "Prompt files", "all": "All conversations"}
+FILTER_TITLES = {
+    "chat": "Chats",
+    "run": "Runs",
+    "batch": "Prompt files",
+    "all": "All conversations",
+}
 
 
 class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
     WIDTH = 36  # columns (the app keeps both side panels open only where the chat still fits)
-    DEFAULT_CSS = """
+    DEFAULT_CSS = (
+        """
     ConversationSidebar {
         display: none;
         dock: left;
@@ -125,16 +135,29 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
         color: $text-muted;
         padding: 0 1;
     }
-    """ + f"ConversationSidebar {{ width: {WIDTH}; }}"
+    """
+        + f"ConversationSidebar {{ width: {WIDTH}; }}"
+    )
     # Not in the footer (the app's keys fill it): the list's own hint line shows them. No letter:
     # typing goes to the input (``on_key``). Search is the app's Ctrl+F.
     BINDINGS = [
         Binding("ctrl+e", "request('rename')", "Rename", id="sidebar.rename", show=False),
         Binding("delete", "request('delete')", "Delete", id="sidebar.delete", show=False),
         Binding("ctrl+s", "request('export')", "Export", id="sidebar.export", show=False),
-        Binding("right", "cycle_filter(1)", "Show chats, runs, prompt files or all", id="sidebar.filter", show=False),
-        Binding("left", "cycle_filter(-1)", "Show the previous of chats, runs, prompt files, all",
-                id="sidebar.filter_back", show=False),
+        Binding(
+            "right",
+            "cycle_filter(1)",
+            "Show chats, runs, prompt files or all",
+            id="sidebar.filter",
+            show=False,
+        ),
+        Binding(
+            "left",
+            "cycle_filter(-1)",
+            "Show the previous of chats, runs, prompt files, all",
+            id="sidebar.filter_back",
+            show=False,
+        ),
     ]
 
     current: reactive[int | None] = reactive(None)  # the open conversation, marked ●
@@ -159,9 +182,14 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
         self._stale = False  # the list waits to be shown to be brought up to date (``_rebuild``)
 
     def compose(self) -> ComposeResult:
-        yield Static(FILTER_TITLES[self.source_filter], classes="sidebar--title", id="sidebar-title")
+        yield Static(
+            FILTER_TITLES[self.source_filter], classes="sidebar--title", id="sidebar-title"
+        )
         yield OptionList(id="sidebar-list")
-        yield Static("Enter open · ^e rename\nDel delete · ^s export\n← → chats, runs, all", classes="sidebar--keys")
+        yield Static(
+            "Enter open · ^e rename\nDel delete · ^s export\n← → chats, runs, all",
+            classes="sidebar--keys",
+        )
 
     @property
     def shown(self) -> list[ConversationSummary]:
@@ -214,7 +242,9 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
             return
         self._stale = False
         options = self.options
-        highlighted = options.highlighted_option.id if options.highlighted_option is not None else None
+        highlighted = (
+            options.highlighted_option.id if options.highlighted_option is not None else None
+        )
         shown = self.shown
         options.clear_options()
         options.add_options([Option(self._entry(s), id=str(s.id)) for s in shown])

@@ -74,8 +74,20 @@ class Slider(Widget, can_focus=True):
     BINDINGS = [
         Binding("left", "step(-1)", "Decrease", id="slider.decrease", show=False),
         Binding("right", "step(1)", "Increase", id="slider.increase", show=False),
-        Binding("shift+left,pagedown", "step(-10)", "Decrease a lot", id="slider.decrease_more", show=False),
-        Binding("shift+right,pageup", "step(10)", "Increase a lot", id="slider.increase_more", show=False),
+        Binding(
+            "shift+left,pagedown",
+            "step(-10)",
+            "Decrease a lot",
+            id="slider.decrease_more",
+            show=False,
+        ),
+        Binding(
+            "shift+right,pageup",
+            "step(10)",
+            "Increase a lot",
+            id="slider.increase_more",
+            show=False,
+        ),
         Binding("home", "bound(-1)", "Minimum", id="slider.minimum", show=False),
         Binding("end", "bound(1)", "Maximum", id="slider.maximum", show=False),
         Binding("delete,backspace", "reset", "Reset", id="slider.reset", show=False),
@@ -96,7 +108,9 @@ class Slider(Widget, can_focus=True):
         def control(self) -> Slider:
             return self.slider
 
-    def __init__(self, spec: SliderSpec, value: float | int | None, *, id: str | None = None) -> None:
+    def __init__(
+        self, spec: SliderSpec, value: float | int | None, *, id: str | None = None
+    ) -> None:
         super().__init__(id=id or f"slider-{spec.name}")
         self.spec = spec
         self.set_reactive(Slider.value, value)
@@ -132,7 +146,9 @@ class Slider(Widget, can_focus=True):
 
     def action_reset(self) -> None:
         default = self.spec.default
-        self.set_value(self.spec.minimum if default is None and self.spec.none_at_minimum else default)
+        self.set_value(
+            self.spec.minimum if default is None and self.spec.none_at_minimum else default
+        )
 
     @property
     def changed(self) -> bool:
@@ -153,7 +169,15 @@ class Slider(Widget, can_focus=True):
             ("━" * filled, self.get_component_rich_style("slider--fill")),
             ("─" * (width - filled), self.get_component_rich_style("slider--bar")),
         )
-        default = spec.none_at_minimum if spec.default is None and spec.none_at_minimum else spec.show(spec.default)
-        lines = [line1, Text(spec.help, style="dim") if spec.help else None, bar,
-                 Text(f"{spec.range_text()} · default {default}", style="dim")]
+        default = (
+            spec.none_at_minimum
+            if spec.default is None and spec.none_at_minimum
+            else spec.show(spec.default)
+        )
+        lines = [
+            line1,
+            Text(spec.help, style="dim") if spec.help else None,
+            bar,
+            Text(f"{spec.range_text()} · default {default}", style="dim"),
+        ]
         return Text("\n").join(line for line in lines if line is not None)

@@ -46,12 +46,34 @@ from ..outside import one_line
 
 # The fields on the left, most important first: a narrow bar drops them from the end. The
 # state (and a download's progress) on the right stay longest of all.
-PRIORITY = ("context", "model", "speed", "tokens", "format", "think", "draft", "quantization", "thinking",
-            "device", "kv_cache", "ttft", "draft_model")
+PRIORITY = (
+    "context",
+    "model",
+    "speed",
+    "tokens",
+    "format",
+    "think",
+    "draft",
+    "quantization",
+    "thinking",
+    "device",
+    "kv_cache",
+    "ttft",
+    "draft_model",
+)
 # The chat state's fields the bar shows, by the name of the bar's own reactive.
-SHOWN = {"model": "model", "status": "state", "context_used": "context_used", "stats": "stats", "live": "live",
-         "download": "download", "thought": "thought", "output_format": "output_format", "thinking": "thinking",
-         "drafting": "drafting"}
+SHOWN = {
+    "model": "model",
+    "status": "state",
+    "context_used": "context_used",
+    "stats": "stats",
+    "live": "live",
+    "download": "download",
+    "thought": "thought",
+    "output_format": "output_format",
+    "thinking": "thinking",
+    "drafting": "drafting",
+}
 NAME_MIN = 12  # cells a shortened model name keeps at least (with its ellipsis)
 GAP = 2  # cells at least between the fields and the state
 
@@ -76,7 +98,9 @@ def draft_text(drafted: int, accepted: int, k: int, turned_off: bool) -> str:
 class _Field:
     key: str
     text: Text
-    after: str = ""  # the field it sticks to, with a space instead of " · " (quantization: the name)
+    after: str = (
+        ""  # the field it sticks to, with a space instead of " · " (quantization: the name)
+    )
 
 
 class StatusBar(Widget):
@@ -92,12 +116,18 @@ class StatusBar(Widget):
 
     model: reactive[ModelInfo | None] = reactive(None)
     state: reactive[str] = reactive("starting")
-    context_used: reactive[int] = reactive(0)  # while a reply streams: its prompt (the live tokens are added)
+    context_used: reactive[int] = reactive(
+        0
+    )  # while a reply streams: its prompt (the live tokens are added)
     stats: reactive[GenerationStats | None] = reactive(None)
     live: reactive[LiveReply | None] = reactive(None)  # the reply streaming now
     download: reactive[str] = reactive("")  # e.g. "⬇ 42%" while a model downloads
-    thought: reactive[bool] = reactive(False)  # the last reply had thinking (its tokens are in stats)
-    output_format: reactive[str] = reactive("")  # /format: "json", "schema person.json" ("": free text)
+    thought: reactive[bool] = reactive(
+        False
+    )  # the last reply had thinking (its tokens are in stats)
+    output_format: reactive[str] = reactive(
+        ""
+    )  # /format: "json", "schema person.json" ("": free text)
     thinking: reactive[str] = reactive("auto")  # /think: shown when not auto ("think off")
     drafting: reactive[DraftProgress | None] = reactive(None)  # live, while a drafted reply streams
 
@@ -108,7 +138,9 @@ class StatusBar(Widget):
     def on_mount(self) -> None:
         for name in SHOWN:
             self._follow(name)
-        self.chat_state.changed.subscribe(self, self._follow, immediate=True)  # at once: in the order written
+        self.chat_state.changed.subscribe(
+            self, self._follow, immediate=True
+        )  # at once: in the order written
 
     def _follow(self, name: str) -> None:
         """A field of the chat state changed: the bar's copy follows (a repaint when shown)."""
@@ -137,22 +169,38 @@ class StatusBar(Widget):
             if info.kv_cache_bytes:
                 add("kv_cache", one_line(info.kv_cache))
             if info.draft_model:
-                add("draft_model", ("draft ", dim), one_line(info.draft_model),
-                    (f" {human_mib(info.draft_model_bytes or 0)}", dim))
-            used, size = self.context_used + (live.tokens if live is not None else 0), info.context_size
+                add(
+                    "draft_model",
+                    ("draft ", dim),
+                    one_line(info.draft_model),
+                    (f" {human_mib(info.draft_model_bytes or 0)}", dim),
+                )
+            used, size = (
+                self.context_used + (live.tokens if live is not None else 0),
+                info.context_size,
+            )
             ratio = used / size if size else 0
             style = "red" if ratio > 0.9 else "yellow" if ratio > 0.7 else ""
             # A remote server may not say its context size (0): then only what is used.
-            add("context", ("ctx ", dim), (estimate + (f"{used:,}/{size:,}" if size else f"{used:,}"), style))
+            add(
+                "context",
+                ("ctx ", dim),
+                (estimate + (f"{used:,}/{size:,}" if size else f"{used:,}"), style),
+            )
         if live is not None and live.tokens:
             add("tokens", f"{estimate}{live.tokens:,} tok")
             if live.tokens_per_s > 0:
                 add("speed", f"{estimate}{live.tokens_per_s:.1f} tok/s")
         if stats is not None and stats.completion_tokens:
             restored: tuple[str | tuple[str, str], ...] = ()
-            if stats.restored_tokens:  # the reply started from a KV snapshot: why its first token came soon
-                restored = ((" (restored ", dim), f"{stats.restored_tokens:,} tokens",
-                            (f" in {stats.restore_ms / 1000:.2f} s)", dim))
+            if (
+                stats.restored_tokens
+            ):  # the reply started from a KV snapshot: why its first token came soon
+                restored = (
+                    (" (restored ", dim),
+                    f"{stats.restored_tokens:,} tokens",
+                    (f" in {stats.restore_ms / 1000:.2f} s)", dim),
+                )
             add("ttft", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", *restored)
             add("tokens", f"{stats.completion_tokens:,} tok")
             if stats.thinking_tokens:  # generated too: in the count and the speed
@@ -161,11 +209,22 @@ class StatusBar(Widget):
                 add("thinking", ("(thinking included)", dim), after="tokens")
             add("speed", f"{stats.decode_tokens_per_s:.1f} tok/s")
             if (stats.drafted_tokens or stats.drafting_turned_off) and self.drafting is None:
-                add("draft", ("draft ", dim), draft_text(stats.drafted_tokens, stats.accepted_draft_tokens,
-                                                          stats.draft_k, stats.drafting_turned_off))
+                add(
+                    "draft",
+                    ("draft ", dim),
+                    draft_text(
+                        stats.drafted_tokens,
+                        stats.accepted_draft_tokens,
+                        stats.draft_k,
+                        stats.drafting_turned_off,
+                    ),
+                )
         if (drafting := self.drafting) is not None:
-            add("draft", ("draft ", dim), draft_text(drafting.drafted, drafting.accepted, drafting.k,
-                                                      drafting.turned_off))
+            add(
+                "draft",
+                ("draft ", dim),
+                draft_text(drafting.drafted, drafting.accepted, drafting.k, drafting.turned_off),
+            )
         if self.output_format:
             add("format", ("format ", dim), (one_line(self.output_format), "bold"))
         if self.thinking != "auto":
@@ -213,7 +272,10 @@ class StatusBar(Widget):
             kept.add(field.key)
         if whole_name > NAME_MIN and any(f.key == "model" for f in chosen):
             cells = min(whole_name, NAME_MIN + room - self._width(chosen, widths))
-            chosen = [_Field("model", _shortened(f.text, cells)) if f.key == "model" else f for f in chosen]
+            chosen = [
+                _Field("model", _shortened(f.text, cells)) if f.key == "model" else f
+                for f in chosen
+            ]
         return chosen
 
     def render(self) -> Text:
@@ -222,7 +284,9 @@ class StatusBar(Widget):
         state = Text(one_line(self.state), style="italic")
         width = self.content_size.width
         if not width:  # not laid out yet: everything, unfitted
-            return Text.assemble(self._join(fields), "  ", download or "", "  " if download else "", state)
+            return Text.assemble(
+                self._join(fields), "  ", download or "", "  " if download else "", state
+            )
         state.truncate(width, overflow="ellipsis")
         right = state
         if download is not None and download.cell_len + 2 + state.cell_len <= width:

@@ -28,14 +28,20 @@ def recommendations() -> str:
 def prompt_note(info: ModelInfo, starter: bool) -> str:
     """How the model is prompted, where that is not simply its own chat template."""
     if starter:
-        return ("This is the starter: Gemma 3 270M, a tiny base model that was never trained to chat. "
-                "vibechat prompts it with a short example conversation, so it answers briefly; "
-                "expect toy answers.\n" + recommendations())
+        return (
+            "This is the starter: Gemma 3 270M, a tiny base model that was never trained to chat. "
+            "vibechat prompts it with a short example conversation, so it answers briefly; "
+            "expect toy answers.\n" + recommendations()
+        )
     if info.chat_format == COMPLETION:
-        return ("This GGUF has no chat template: it is prompted as a base (completion) model, with a short "
-                "example conversation. An instruct GGUF chats far better.\n" + recommendations())
+        return (
+            "This GGUF has no chat template: it is prompted as a base (completion) model, with a short "
+            "example conversation. An instruct GGUF chats far better.\n" + recommendations()
+        )
     if info.chat_format not in ("gguf", "server"):
-        return f"This GGUF has no chat template: using the built-in {info.chat_format!r} turn format."
+        return (
+            f"This GGUF has no chat template: using the built-in {info.chat_format!r} turn format."
+        )
     return ""
 
 
@@ -66,5 +72,7 @@ def key_shown(key: str) -> str:
     """A key as the welcome writes keys: ``ctrl+r`` → ``Ctrl+R``, ``f12`` → ``F12`` (the first
     of several)."""
     parts = key.split(",")[0].strip().split("+")
-    return "+".join(part.upper() if len(part) == 1 or part[1:].isdigit() else part.capitalize()
-                    for part in parts)
+    return "+".join(
+        part.upper() if len(part) == 1 or part[1:].isdigit() else part.capitalize()
+        for part in parts
+    )

@@ -59,8 +59,12 @@ def shown(widget) -> str:
 
 
 async def attach(pilot, command: str, count: int) -> None:
-    await send(pilot, command, wait=False)  # (a reply may be streaming: its worker is not waited for)
-    await wait_for(pilot, lambda: len(tray(pilot.app).attachments) == count or errors(pilot.app), command)
+    await send(
+        pilot, command, wait=False
+    )  # (a reply may be streaming: its worker is not waited for)
+    await wait_for(
+        pilot, lambda: len(tray(pilot.app).attachments) == count or errors(pilot.app), command
+    )
 
 
 async def test_an_image_attached_goes_with_the_prompt_and_shows_as_a_thumbnail(tmp_path):
@@ -79,7 +83,9 @@ async def test_an_image_attached_goes_with_the_prompt_and_shows_as_a_thumbnail(t
         await send(pilot, "What is in this picture?")
         sent = backend.requests[-1][0][-1]
         assert sent.role == "user" and sent.content == "What is in this picture?"
-        assert [(a.name, a.kind, a.width, a.height) for a in sent.images] == [("photo.png", "image", 64, 48)]
+        assert [(a.name, a.kind, a.width, a.height) for a in sent.images] == [
+            ("photo.png", "image", 64, 48)
+        ]
         assert tray(app).attachments == () and not tray(app).display  # the tray emptied
 
         message = user_messages(app)[-1]
@@ -88,7 +94,9 @@ async def test_an_image_attached_goes_with_the_prompt_and_shows_as_a_thumbnail(t
         assert image.shown and not image.problem
         assert "photo.png · 64×48" in shown(image)
         thumb = image.query_one(".attachment--thumb")
-        assert type(thumb).__name__ == "UnicodeImage"  # headless: the Unicode renderer, wherever it runs
+        assert (
+            type(thumb).__name__ == "UnicodeImage"
+        )  # headless: the Unicode renderer, wherever it runs
         assert 0 < thumb.size.height <= 8  # a few rows, not the screen
 
 
@@ -161,7 +169,9 @@ async def test_a_pasted_path_is_offered_and_attached_only_on_enter(tmp_path):
         await wait_for(pilot, lambda: tray(app).offering, "the offer")
         await pilot.press("enter")  # yes: attached, and the pasted text leaves the input
         await wait_for(pilot, lambda: len(tray(app).attachments) == 1, "the attachment")
-        assert app.prompt_input.text == "Look: " and backend.requests == []  # Enter attached, did not send
+        assert (
+            app.prompt_input.text == "Look: " and backend.requests == []
+        )  # Enter attached, did not send
         assert not tray(app).offering
 
 
@@ -178,7 +188,9 @@ async def test_an_image_for_a_model_known_to_take_none_is_refused_where_it_is_at
         assert len(refusal) == 1 and "takes no images" in refusal[0] and "--mmproj" in refusal[0]
         assert "vision model" in refusal[0] and "\n" not in refusal[0]
         assert tray(app).attachments == ()  # nothing pending
-        app.attachments.attach(photo, None)  # a pasted path, accepted with Enter: read, then refused
+        app.attachments.attach(
+            photo, None
+        )  # a pasted path, accepted with Enter: read, then refused
         await wait_for(pilot, lambda: len(errors(app)) == 2, "the second refusal")
         await settle(pilot)
         assert tray(app).attachments == ()
@@ -191,7 +203,9 @@ async def test_an_image_refused_at_enter_stays_pending_and_the_line_says_how_to_
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await attach(pilot, f"/image {photo}", 1)
-        backend.info = app.session.info = INFO  # the model changed (no projector) while the image waited
+        backend.info = app.session.info = (
+            INFO  # the model changed (no projector) while the image waited
+        )
         await send(pilot, "Describe it.")
         assert backend.requests == [] and user_messages(app) == []
         refusal = errors(app)
@@ -227,8 +241,11 @@ async def test_an_empty_prompt_with_attachments_is_sent(tmp_path):
         await attach(pilot, f"/file {notes}", 1)
         app.prompt_input.focus()
         # The tray tells the input it holds something (a message): Enter on an empty input sends then.
-        await wait_for(pilot, lambda: app.prompt_input.has_attachments and app.prompt_input.has_focus,
-                       "the input knowing of the attachment")
+        await wait_for(
+            pilot,
+            lambda: app.prompt_input.has_attachments and app.prompt_input.has_focus,
+            "the input knowing of the attachment",
+        )
         await pilot.press("enter")
         await wait_for(pilot, lambda: backend.requests, "the prompt of an attachment alone")
         await settle(pilot)
@@ -277,7 +294,9 @@ async def test_attachments_are_saved_reopened_and_sent_again(tmp_path):
         sent = backend2.requests[-1][0]
         earlier = [m for m in sent if m.role == "user"][0]
         # the backend gets the image as an attachment, the file inlined into the text (ChatMessage.inlined)
-        assert [a.name for a in earlier.attachments] == ["photo.png"] and "remember this" in earlier.content
+        assert [a.name for a in earlier.attachments] == [
+            "photo.png"
+        ] and "remember this" in earlier.content
         assert earlier.attachments[0].path  # its kept copy, found again
 
 
@@ -296,9 +315,17 @@ async def test_a_queued_prompt_keeps_its_attachments(tmp_path):
         await attach(pilot, f"/file {notes}", 1)  # a slash command runs at once, even now
         app.prompt_input.focus()
         await pilot.press("A", "A", "A", "enter")
-        await wait_for(pilot, lambda: app.prompt_input.queued == "AAA" and not tray(app).attachments, "the queue")
+        await wait_for(
+            pilot,
+            lambda: app.prompt_input.queued == "AAA" and not tray(app).attachments,
+            "the queue",
+        )
         backend.step.release(6)  # the three words of each reply: the next one will wait again
-        await wait_for(pilot, lambda: len(backend.requests) == 2 and not app.generating, "the queued prompt's reply")
+        await wait_for(
+            pilot,
+            lambda: len(backend.requests) == 2 and not app.generating,
+            "the queued prompt's reply",
+        )
         await settle(pilot)
         sent = backend.requests[-1][0][-1]
         assert sent.content.startswith("File: notes.md") and sent.content.endswith("AAA")
@@ -310,9 +337,17 @@ async def test_a_queued_prompt_keeps_its_attachments(tmp_path):
         await attach(pilot, f"/file {notes}", 1)
         app.prompt_input.focus()
         await pilot.press("B", "B", "B", "enter")
-        await wait_for(pilot, lambda: app.prompt_input.queued == "BBB" and not tray(app).attachments, "the queue")
-        await pilot.press("escape")  # stopped: the queued prompt and its attachments are the user's again
-        await wait_for(pilot, lambda: len(tray(app).attachments) == 1, "the attachments back in the tray")
+        await wait_for(
+            pilot,
+            lambda: app.prompt_input.queued == "BBB" and not tray(app).attachments,
+            "the queue",
+        )
+        await pilot.press(
+            "escape"
+        )  # stopped: the queued prompt and its attachments are the user's again
+        await wait_for(
+            pilot, lambda: len(tray(app).attachments) == 1, "the attachments back in the tray"
+        )
         assert app.prompt_input.text == "BBB"
         backend.step.release(100)
         await settle(pilot)
@@ -322,8 +357,17 @@ async def test_a_queued_prompt_keeps_its_attachments(tmp_path):
 async def test_an_image_that_cannot_be_shown_is_its_label_and_why(tmp_path):
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)  # a PNG's signature, then nothing
-    gone = Attachment("image", "gone.png", "0" * 64, "image/png", 1234, "", 640, 480,
-                      note="its kept copy is missing")
+    gone = Attachment(
+        "image",
+        "gone.png",
+        "0" * 64,
+        "image/png",
+        1234,
+        "",
+        640,
+        480,
+        note="its kept copy is missing",
+    )
     bad = Attachment("image", "broken.png", "1" * 64, "image/png", 48, str(broken), 640, 480)
     app = create_app(RecordingBackend(info=VISION), blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -331,7 +375,11 @@ async def test_an_image_that_cannot_be_shown_is_its_label_and_why(tmp_path):
         message = await app.chat.add(UserMessage("", (gone, bad)))
         await wait_for(pilot, lambda: thumbnails_loaded(message), "the thumbnails")
         missing, undecoded = message.query(ImageAttachment)
-        assert not missing.shown and "gone.png · 640×480" in shown(missing) and "missing" in shown(missing)
+        assert (
+            not missing.shown
+            and "gone.png · 640×480" in shown(missing)
+            and "missing" in shown(missing)
+        )
         assert not undecoded.shown and "broken.png · 640×480 · 48 B (not shown:" in shown(undecoded)
         assert not message.query(".attachment--thumb")
 
@@ -361,9 +409,11 @@ def test_only_a_graphics_terminal_is_asked_and_no_other_waits_for_textual_image(
     assert graphics_terminal({"TERM": "xterm-256color", "KONSOLE_VERSION": "230804"})
     assert not graphics_terminal({"TERM": "xterm-256color", "TERM_PROGRAM": "Apple_Terminal"})
     assert not graphics_terminal({"TERM": "screen-256color"})
-    code = ("import sys; from vibechat.app.tui.conversation.attachment_view import probe_terminal; "
-            "asked = probe_terminal({'TERM': 'xterm-256color'}); "
-            "print(asked, 'textual_image' in sys.modules, 'PIL' in sys.modules)")
+    code = (
+        "import sys; from vibechat.app.tui.conversation.attachment_view import probe_terminal; "
+        "asked = probe_terminal({'TERM': 'xterm-256color'}); "
+        "print(asked, 'textual_image' in sys.modules, 'PIL' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "False", "False"], out.stderr
 
@@ -377,7 +427,8 @@ def test_a_mistyped_attachment_command_is_pointed_to_the_right_one():
 
 @pytest.mark.model
 async def test_the_chat_sends_an_image_to_the_real_engine_and_a_reopened_conversation_sends_it_again(
-        tmp_path, starter_path, starter_projector):
+    tmp_path, starter_path, starter_projector
+):
     """The whole chat path, no doubles: the starter and the tests' tiny projector in the engine
     process (the chat's WorkerBackend), /image, a reply, the context meter counting the image's
     tokens; then a second app on the same history and engine reopens the conversation, shows the
@@ -390,9 +441,15 @@ async def test_the_chat_sends_an_image_to_the_real_engine_and_a_reopened_convers
 
     photo = write_png(tmp_path / "leaf.png")
     params = SamplingParams(temperature=0, max_tokens=8)
-    backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
-                                            model_path=starter_path, mmproj_path=starter_projector,
-                                            context_size=1024, repack="off"))
+    backend = WorkerBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            mmproj_path=starter_projector,
+            context_size=1024,
+            repack="off",
+        )
+    )
     try:
         app = create_app(backend, params=params, blink=False)
         async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -407,7 +464,9 @@ async def test_the_chat_sends_an_image_to_the_real_engine_and_a_reopened_convers
             await wait_for(pilot, lambda: thumbnails_loaded(message), "the thumbnail")
             assert len(message.query(ImageAttachment)) == 1
         # The same prompt without the picture: the image's tokens are what the meter counted more.
-        image_tokens = with_image - backend.count_tokens([ChatMessage("user", "What is in this picture?")])
+        image_tokens = with_image - backend.count_tokens(
+            [ChatMessage("user", "What is in this picture?")]
+        )
         assert image_tokens > 8
 
         with History() as history:

@@ -25,7 +25,9 @@ def shown(app) -> list[str]:
     return [w.text for w in app.chat.messages()]
 
 
-async def test_a_regenerated_reply_keeps_the_first_and_the_arrows_switch_between_them(tmp_path: Path):
+async def test_a_regenerated_reply_keeps_the_first_and_the_arrows_switch_between_them(
+    tmp_path: Path,
+):
     history = History(tmp_path / "history.db")
     backend = RecordingBackend(reply="the ocean answer")
     app = create_app(backend, blink=False, history=history)
@@ -36,12 +38,18 @@ async def test_a_regenerated_reply_keeps_the_first_and_the_arrows_switch_between
         await pilot.press("ctrl+r")
         await settle(pilot)
         reply = app.chat.messages()[-1]
-        assert reply.text == "the desert answer" and reply.branch == (2, 2) and "‹ 2/2 ›" in label(reply)
+        assert (
+            reply.text == "the desert answer"
+            and reply.branch == (2, 2)
+            and "‹ 2/2 ›" in label(reply)
+        )
         assert [h.snippet for h in history.search("ocean")]  # the first reply is kept, and found
 
         reply.focus()
         await pilot.press("left")
-        await wait_for(pilot, lambda: shown(app) == ["question", "the ocean answer"], "the first version")
+        await wait_for(
+            pilot, lambda: shown(app) == ["question", "the ocean answer"], "the first version"
+        )
         await settle(pilot)
         first = app.chat.messages()[-1]
         assert first.branch == (1, 2) and "‹ 1/2 ›" in label(first)
@@ -50,19 +58,28 @@ async def test_a_regenerated_reply_keeps_the_first_and_the_arrows_switch_between
         backend.reply = "more"
         app.prompt_input.focus()
         await send(pilot, "and then?")
-        assert [m.content for m in backend.requests[-1][0]] == ["question", "the ocean answer", "and then?"]
+        assert [m.content for m in backend.requests[-1][0]] == [
+            "question",
+            "the ocean answer",
+            "and then?",
+        ]
 
         assert app.chat.messages()[1].branch == (1, 2)
         app.chat.messages()[1].focus()
         await pilot.press("right")
-        await wait_for(pilot, lambda: shown(app) == ["question", "the desert answer"], "the second version")
+        await wait_for(
+            pilot, lambda: shown(app) == ["question", "the desert answer"], "the second version"
+        )
         await settle(pilot)
     # Reopened as it was left: on the branch switched to.
-    assert [m.content for m in History(tmp_path / "history.db").open().get(
-        history.latest().id).messages] == ["question", "the desert answer"]
+    assert [
+        m.content for m in History(tmp_path / "history.db").open().get(history.latest().id).messages
+    ] == ["question", "the desert answer"]
 
 
-async def test_ctrl_l_on_an_earlier_prompt_starts_a_sibling_branch_and_the_old_one_stays(tmp_path: Path):
+async def test_ctrl_l_on_an_earlier_prompt_starts_a_sibling_branch_and_the_old_one_stays(
+    tmp_path: Path,
+):
     history = History(tmp_path / "history.db")
     backend = RecordingBackend(reply="ok")
     app = create_app(backend, blink=False, history=history)
@@ -82,11 +99,15 @@ async def test_ctrl_l_on_an_earlier_prompt_starts_a_sibling_branch_and_the_old_o
         assert edited.branch == (2, 2) and "‹ 2/2 ›" in label(edited)
         edited.focus()
         await pilot.press("left")
-        await wait_for(pilot, lambda: shown(app) == ["one", "ok", "two", "ok", "three", "ok"], "the old branch")
+        await wait_for(
+            pilot, lambda: shown(app) == ["one", "ok", "two", "ok", "three", "ok"], "the old branch"
+        )
         await settle(pilot)
 
 
-async def test_ctrl_r_on_an_earlier_reply_regenerates_it_and_a_fork_copies_the_branch(tmp_path: Path):
+async def test_ctrl_r_on_an_earlier_reply_regenerates_it_and_a_fork_copies_the_branch(
+    tmp_path: Path,
+):
     history = History(tmp_path / "history.db")
     backend = RecordingBackend(reply="first")
     app = create_app(backend, blink=False, history=history)
@@ -104,14 +125,18 @@ async def test_ctrl_r_on_an_earlier_reply_regenerates_it_and_a_fork_copies_the_b
         assert len(history.get(original).tree) == 5  # nothing deleted
 
         app.action_fork_conversation()
-        await wait_for(pilot, lambda: app.session.chat.conversation_id not in (None, original), "the fork")
+        await wait_for(
+            pilot, lambda: app.session.chat.conversation_id not in (None, original), "the fork"
+        )
         await settle(pilot)
         fork = history.get(app.session.chat.conversation_id)
         assert [m.content for m in fork.tree] == ["a", "again"] and shown(app) == ["a", "again"]
         assert len(history.get(original).tree) == 5
 
 
-async def test_search_finds_a_reply_on_a_hidden_branch_and_opens_the_conversation_on_it(tmp_path: Path):
+async def test_search_finds_a_reply_on_a_hidden_branch_and_opens_the_conversation_on_it(
+    tmp_path: Path,
+):
     from vibechat.app.tui.screens.history_screens import SearchScreen
     from vibechat.engine.chat.chatlog import ChatLog
     from vibechat.engine.chat.conversation import Conversation
@@ -140,15 +165,20 @@ async def test_search_finds_a_reply_on_a_hidden_branch_and_opens_the_conversatio
         assert shown(app) == ["tell me something", "the ocean is wide"]
         found = app.focused
         assert found is app.chat.messages()[1] and found.branch == (1, 2)
-        assert [t.content for t in app.session.conversation.turns] == ["tell me something", "the ocean is wide"]
+        assert [t.content for t in app.session.conversation.turns] == [
+            "tell me something",
+            "the ocean is wide",
+        ]
 
 
-async def test_a_sent_prompt_does_not_rebuild_the_footer_for_its_messages_place(tmp_path: Path, monkeypatch):
+async def test_a_sent_prompt_does_not_rebuild_the_footer_for_its_messages_place(
+    tmp_path: Path, monkeypatch
+):
     """A new message's place among its siblings (‹ 1/1 ›) is set as it is saved; its keys are
-    the footer's only while it has the focus, so the frame that shows a sent prompt does not
-    rebuild the footer's keys for it (that was ~10 ms of the reply's start, its worst event-loop
-    gap: docs/PERFORMANCE.md). The footer still hears of a focused message's keys (and rebuilds
-only if what it shows changes: tests/app/tui/test_footer.py)."""
+        the footer's only while it has the focus, so the frame that shows a sent prompt does not
+        rebuild the footer's keys for it (that was ~10 ms of the reply's start, its worst event-loop
+        gap: docs/PERFORMANCE.md). The footer still hears of a focused message's keys (and rebuilds
+    only if what it shows changes: tests/app/tui/test_footer.py)."""
     import threading
 
     from textual.widgets import Footer
@@ -156,7 +186,9 @@ only if what it shows changes: tests/app/tui/test_footer.py)."""
     import vibechat.app.tui.shell.app as app_module
     from vibechat.app.tui.widgets.footer import KeysFooter
 
-    monkeypatch.setattr(app_module, "FOOTER_DELAY_S", 600.0)  # the Stop key's own refresh, out of the way
+    monkeypatch.setattr(
+        app_module, "FOOTER_DELAY_S", 600.0
+    )  # the Stop key's own refresh, out of the way
     rebuilt: list[object] = []
     recompose = Footer.recompose
 
@@ -182,8 +214,11 @@ only if what it shows changes: tests/app/tui/test_footer.py)."""
         rebuilt.clear()
         await send(pilot, "question", wait=False)
         backend.started.wait(5)
-        await wait_for(pilot, lambda: len(app.chat.messages()) == 2 and app.chat.messages()[-1].message_id,
-                       "the reply saved, with its place")
+        await wait_for(
+            pilot,
+            lambda: len(app.chat.messages()) == 2 and app.chat.messages()[-1].message_id,
+            "the reply saved, with its place",
+        )
         await pilot.pause()
         assert app.chat.messages()[-1].branch == (1, 1)
         assert rebuilt == []

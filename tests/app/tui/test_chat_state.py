@@ -80,7 +80,9 @@ async def test_the_state_goes_from_loading_to_ready_to_generating_and_back_and_t
     app = create_app(backend, blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         seen = watch(app)
-        assert app.state.status == "loading…" and not app.state.model_ready and app.state.model is None
+        assert (
+            app.state.status == "loading…" and not app.state.model_ready and app.state.model is None
+        )
         assert "loading…" in app.status.render().plain
         backend.go.set()
         await until(pilot, lambda: app.state.model_ready, "the model")
@@ -91,7 +93,9 @@ async def test_the_state_goes_from_loading_to_ready_to_generating_and_back_and_t
 
         await send(pilot, "Hi")
         assert changes(seen, "generating") == [True, False]
-        during = changes(seen, "status")[2:]  # (the engine's load, idempotent, says its progress again)
+        during = changes(seen, "status")[
+            2:
+        ]  # (the engine's load, idempotent, says its progress again)
         assert during[0] == "generating…" and during[-1] == "ready" and "ready" not in during[:-1]
         lives = changes(seen, "live")
         assert lives[0] is not None and lives[-1] is None  # cleared as it starts, gone once it ends
@@ -136,11 +140,17 @@ async def test_the_input_is_busy_exactly_while_the_state_says_generating(fake_ba
         assert app.prompt_input.busy is False
         await send(pilot, "first", wait=False)
         await until(pilot, lambda: app.generating, "the reply to start")
-        await send(pilot, "second", wait=False)  # Enter while the reply streams: queued by the input
+        await send(
+            pilot, "second", wait=False
+        )  # Enter while the reply streams: queued by the input
         await until(pilot, lambda: app.prompt_input.queued == "second", "the message to be queued")
         assert [t.content for t in app.conversation.turns if t.role == "user"] == ["first"]
-        fake_backend.step.release(100)  # the reply ends; the queued message goes next, and its reply
-        await until(pilot, lambda: len(app.conversation.turns) == 4 and not app.generating, "both replies")
+        fake_backend.step.release(
+            100
+        )  # the reply ends; the queued message goes next, and its reply
+        await until(
+            pilot, lambda: len(app.conversation.turns) == 4 and not app.generating, "both replies"
+        )
         await settle(pilot)
         assert seen == [(True, True), (False, False), (True, True), (False, False)]
 
@@ -165,7 +175,9 @@ async def test_an_equal_value_publishes_nothing_and_the_params_show_as_the_forma
         assert seen == []
         app.set_params(app.conversation.params.replace(thinking="off"))
         assert seen == [("thinking", "off")] and "think off" in app.status.render().plain
-        assert set(SHOWN) <= set(ChatState.fields())  # the bar shows nothing the state does not hold
+        assert set(SHOWN) <= set(
+            ChatState.fields()
+        )  # the bar shows nothing the state does not hold
 
 
 async def test_stats_and_show_report_the_state():
@@ -177,8 +189,15 @@ async def test_stats_and_show_report_the_state():
         await send(pilot, "/stats")
         assert last_note(app) == "No reply yet."
         other = dataclasses.replace(INFO, name="Another 7B", context_size=8192)
-        stats = GenerationStats(prompt_tokens=11, prompt_tokens_evaluated=11, prompt_eval_ms=5.0, completion_tokens=7,
-                                ttft_ms=5.0, decode_ms=70.0, decode_tokens_per_s=100.0)
+        stats = GenerationStats(
+            prompt_tokens=11,
+            prompt_tokens_evaluated=11,
+            prompt_eval_ms=5.0,
+            completion_tokens=7,
+            ttft_ms=5.0,
+            decode_ms=70.0,
+            decode_tokens_per_s=100.0,
+        )
         app.state.model = other
         app.state.last = GenerationDone(text="Seven words.", stats=stats)
         assert app.session.info == INFO  # the engine's session still says the fake
@@ -197,9 +216,14 @@ def test_every_worker_message_has_exactly_one_controller():
     tables = [getattr(app, name).handlers() for name in CONTROLLERS]
     claimed = [cls for table in tables for cls in table]
     assert len(claimed) == len(set(claimed)), "a message claimed by two controllers"
-    posted = {cls for _name, cls in inspect.getmembers(events, inspect.isclass)
-              if issubclass(cls, Message) and cls.__module__ == events.__name__}
-    assert posted and posted <= set(app.routes), sorted(c.__name__ for c in posted - set(app.routes))
+    posted = {
+        cls
+        for _name, cls in inspect.getmembers(events, inspect.isclass)
+        if issubclass(cls, Message) and cls.__module__ == events.__name__
+    }
+    assert posted and posted <= set(app.routes), sorted(
+        c.__name__ for c in posted - set(app.routes)
+    )
 
 
 def forwards(cls: type) -> list[str]:
@@ -209,7 +233,9 @@ def forwards(cls: type) -> list[str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     found = []
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith("action_"):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name.startswith(
+            "action_"
+        ):
             continue
         body = node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -219,9 +245,14 @@ def forwards(cls: type) -> list[str]:
         call = body[0].value
         if isinstance(call, ast.Await):
             call = call.value
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and isinstance(call.func.value, ast.Attribute) and call.func.value.attr in CONTROLLERS
-                and isinstance(call.func.value.value, ast.Name) and call.func.value.value.id == "self"):
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Attribute)
+            and call.func.value.attr in CONTROLLERS
+            and isinstance(call.func.value.value, ast.Name)
+            and call.func.value.value.id == "self"
+        ):
             found.append(node.name)
     return found
 
@@ -229,8 +260,18 @@ def forwards(cls: type) -> list[str]:
 def test_the_app_keeps_no_method_that_only_passes_a_call_on_to_a_controller():
     assert forwards(VibechatApp) == []
     # messages go by the routes
-    assert len([n for n, v in vars(VibechatApp).items() if inspect.isfunction(v) and n.startswith("on_")
-                and n not in ("on_load", "on_mount", "on_unmount", "on_resize", "on_event")]) == 0
+    assert (
+        len(
+            [
+                n
+                for n, v in vars(VibechatApp).items()
+                if inspect.isfunction(v)
+                and n.startswith("on_")
+                and n not in ("on_load", "on_mount", "on_unmount", "on_resize", "on_event")
+            ]
+        )
+        == 0
+    )
 
     class Switchboard(VibechatApp):  # the check finds one
         def on_reply_text(self, message):
@@ -247,10 +288,13 @@ def test_the_app_keeps_no_method_that_only_passes_a_call_on_to_a_controller():
 async def test_the_state_on_the_real_model(llama_backend):
     """The starter model loads, answers, and the state, the status bar, /stats and /show agree."""
     llama_backend.reset()
-    app = create_app(llama_backend, params=SamplingParams(temperature=0, max_tokens=8), blink=False,
-                     save=False)
+    app = create_app(
+        llama_backend, params=SamplingParams(temperature=0, max_tokens=8), blink=False, save=False
+    )
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.state.model_ready or app.state.status == "no model", "the model")
+        await until(
+            pilot, lambda: app.state.model_ready or app.state.status == "no model", "the model"
+        )
         await settle(pilot)
         info = app.state.model
         assert info is not None and info.architecture == "gemma3" and app.state.status == "ready"
@@ -264,10 +308,15 @@ async def test_the_state_on_the_real_model(llama_backend):
         assert done is not None and done.stats.completion_tokens > 0
         stats = done.stats
         assert app.state.stats == stats and app.status.stats == stats
-        assert app.state.context_used == stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
+        assert (
+            app.state.context_used
+            == stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
+        )
         assert f"{stats.completion_tokens:,} tok" in app.status.render().plain
         await send(pilot, "/stats")
         assert last_note(app) == format_stats(stats, info)
         await send(pilot, "/show")
-        assert last_note(app) == show_info.info_text(info, app.conversation.params, app.conversation.system)
+        assert last_note(app) == show_info.info_text(
+            info, app.conversation.params, app.conversation.system
+        )
     llama_backend.reset()

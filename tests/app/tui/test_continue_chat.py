@@ -36,7 +36,9 @@ def seed(chats: list[tuple[str, list[str]]], **settings: Any) -> list[int]:
     ids = []
     with History(default_path()) as history:
         for first, rest in chats:
-            chat = ChatLog(Conversation(**settings), history, model="Fake 1B", model_path="/models/fake.gguf")
+            chat = ChatLog(
+                Conversation(**settings), history, model="Fake 1B", model_path="/models/fake.gguf"
+            )
             for i, text in enumerate([first, *rest]):
                 if i % 2 == 0:
                     chat.add_user(text)
@@ -48,8 +50,14 @@ def seed(chats: list[tuple[str, list[str]]], **settings: Any) -> list[int]:
 
 @pytest.fixture
 def two_chats() -> list[int]:
-    return seed([("Older chat", ["Older answer"]), ("Newest chat", ["Newest answer", "And then?", "Then this."])],
-                system="Be brief.", params=SamplingParams(temperature=1.25))
+    return seed(
+        [
+            ("Older chat", ["Older answer"]),
+            ("Newest chat", ["Newest answer", "And then?", "Then this."]),
+        ],
+        system="Be brief.",
+        params=SamplingParams(temperature=1.25),
+    )
 
 
 @pytest.fixture
@@ -76,13 +84,23 @@ async def messages_on_screen(started: dict[str, Any], backend: RecordingBackend 
     """The chat as the command line started it: the app, its messages as (role, text), the backend."""
     backend = backend or RecordingBackend()
     history = started["history"] or History(default_path())
-    app = create_app(backend, blink=False, history=history, open_conversation=started["open_conversation"],
-                     open_over=started.get("open_over"))
+    app = create_app(
+        backend,
+        blink=False,
+        history=history,
+        open_conversation=started["open_conversation"],
+        open_over=started.get("open_over"),
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         if started["open_conversation"] is not None:
-            await wait_for(pilot, lambda: app.chatlog.conversation_id == started["open_conversation"]
-                           and app.chat.messages())
+            await wait_for(
+                pilot,
+                lambda: (
+                    app.chatlog.conversation_id == started["open_conversation"]
+                    and app.chat.messages()
+                ),
+            )
             await settle(pilot)
         shown = [(w.role, w.text) for w in app.chat.messages()]
         return app, shown, backend
@@ -90,19 +108,30 @@ async def messages_on_screen(started: dict[str, Any], backend: RecordingBackend 
 
 @pytest.mark.parametrize("flag", ["--continue", "-c"])
 async def test_continue_opens_the_chat_on_the_last_conversation_with_its_messages_and_kv_cache(
-        two_chats, started, flag):
+    two_chats, started, flag
+):
     start(flag)
     assert started["open_conversation"] == two_chats[1]
     app, shown, backend = await messages_on_screen(started)
-    assert shown == [("user", "Newest chat"), ("assistant", "Newest answer"), ("user", "And then?"),
-                     ("assistant", "Then this.")]
+    assert shown == [
+        ("user", "Newest chat"),
+        ("assistant", "Newest answer"),
+        ("user", "And then?"),
+        ("assistant", "Then this."),
+    ]
     assert app.conversation.system == "Be brief." and app.conversation.params.temperature == 1.25
     # Its KV cache is rebuilt the way Ctrl+B → Enter rebuilds it (a snapshot is restored there).
-    assert [m.content for m in backend.prefills[-1][1:]] == ["Newest chat", "Newest answer", "And then?",
-                                                               "Then this."]
+    assert [m.content for m in backend.prefills[-1][1:]] == [
+        "Newest chat",
+        "Newest answer",
+        "And then?",
+        "Then this.",
+    ]
 
 
-async def test_flags_given_with_continue_go_over_the_conversations_own_as_in_run(two_chats, started):
+async def test_flags_given_with_continue_go_over_the_conversations_own_as_in_run(
+    two_chats, started
+):
     start("-c", "--temperature", "0.3", "--system", "Be verbose.")
     app, shown, backend = await messages_on_screen(started)
     assert shown[0] == ("user", "Newest chat")
@@ -125,8 +154,14 @@ async def test_conversation_id_opens_the_chat_on_that_conversation(two_chats, st
 
 
 def chat_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_an_unknown_id_an_empty_history_or_a_conflict_is_one_line_and_no_traceback(user_dirs):
@@ -139,16 +174,25 @@ def test_an_unknown_id_an_empty_history_or_a_conflict_is_one_line_and_no_traceba
     assert unknown.returncode == 1 and unknown.stderr.count("\n") == 1, unknown.stderr
     assert "no conversation 99" in unknown.stderr and "vibechat history list" in unknown.stderr
     both = chat_process("--continue", "--new")
-    assert both.returncode == 1 and both.stderr.count("\n") == 1 and "use one of them" in both.stderr
+    assert (
+        both.returncode == 1 and both.stderr.count("\n") == 1 and "use one of them" in both.stderr
+    )
     unsaved = chat_process("-c", "--no-save")
-    assert unsaved.returncode == 1 and unsaved.stderr.count("\n") == 1 and "--no-save" in unsaved.stderr
+    assert (
+        unsaved.returncode == 1
+        and unsaved.stderr.count("\n") == 1
+        and "--no-save" in unsaved.stderr
+    )
     misplaced = chat_process("-c", "history", "list")  # a usage error (README's exit statuses: 2)
     assert misplaced.returncode == 2 and misplaced.stderr.count("\n") == 1, misplaced.stderr
-    assert "--continue before 'history' opens the chat" in misplaced.stderr and misplaced.stdout == ""
+    assert (
+        "--continue before 'history' opens the chat" in misplaced.stderr and misplaced.stdout == ""
+    )
 
 
 async def test_continue_last_in_the_config_opens_the_last_conversation_and_new_overrides_it(
-        two_chats, started, user_dirs):
+    two_chats, started, user_dirs
+):
     config = user_dirs["config"] / "vibechat" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("continue_last = true\n")
@@ -178,7 +222,9 @@ async def test_the_welcome_offers_the_last_conversation_on_ctrl_r_and_opens_it(t
         await wait_for(pilot, lambda: offer.display)
         assert str(offer.render()) == "Ctrl+R reopens your last chat: “Newest chat”"
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.chatlog.conversation_id == two_chats[1] and app.chat.messages())
+        await wait_for(
+            pilot, lambda: app.chatlog.conversation_id == two_chats[1] and app.chat.messages()
+        )
         await settle(pilot)
         assert [w.text for w in app.chat.messages()][:2] == ["Newest chat", "Newest answer"]
         assert not offer.display  # a conversation on screen: Ctrl+R regenerates again
@@ -202,13 +248,17 @@ async def test_the_offered_title_is_one_sanitised_line(user_dirs):
         assert text.startswith("Ctrl+R reopens your last chat: “Red") and "second line" in text
 
 
-STORY = ("Here are my notes on the history of Rome, from its founding by Romulus to the fall of the western "
-         "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, Augustus and the "
-         "emperors after him. ") * 6
+STORY = (
+    "Here are my notes on the history of Rome, from its founding by Romulus to the fall of the western "
+    "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, Augustus and the "
+    "emperors after him. "
+) * 6
 
 
 @pytest.mark.model
-async def test_a_chat_started_on_a_conversation_restores_its_kv_snapshot(starter_path, caplog, monkeypatch):
+async def test_a_chat_started_on_a_conversation_restores_its_kv_snapshot(
+    starter_path, caplog, monkeypatch
+):
     """The real starter: a chat, closed (its KV snapshot written), then a new chat started on that
     conversation (``--continue``'s) restores the snapshot as the list's Enter does, and the next
     reply evaluates only the new prompt."""
@@ -217,8 +267,11 @@ async def test_a_chat_started_on_a_conversation_restores_its_kv_snapshot(starter
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
     def engine() -> LlamaCppBackend:
-        return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=starter_path,
-                                               context_size=2048, repack="off"))
+        return LlamaCppBackend(
+            LlamaCppOptions(
+                threads=worker_threads(), model_path=starter_path, context_size=2048, repack="off"
+            )
+        )
 
     params = SamplingParams(temperature=0, max_tokens=6)
     first = engine()
@@ -235,16 +288,28 @@ async def test_a_chat_started_on_a_conversation_restores_its_kv_snapshot(starter
     with History(default_path()) as history:
         latest = history.latest()
     assert latest is not None
-    monkeypatch.setattr(logging.getLogger("vibechat"), "propagate", True)  # (a CLI test may have turned it off)
+    monkeypatch.setattr(
+        logging.getLogger("vibechat"), "propagate", True
+    )  # (a CLI test may have turned it off)
     again = engine()
     try:
-        app = create_app(again, blink=False, history=History(default_path()), open_conversation=latest.id)
+        app = create_app(
+            again, blink=False, history=History(default_path()), open_conversation=latest.id
+        )
         with caplog.at_level(logging.INFO, logger="vibechat"):
             async with app.run_test(size=SIZE) as pilot:
-                await wait_for(pilot, lambda: app.chatlog.conversation_id == latest.id and app.state.context_used > 0,
-                               "the conversation opened and its cache rebuilt", bound=120)
+                await wait_for(
+                    pilot,
+                    lambda: app.chatlog.conversation_id == latest.id and app.state.context_used > 0,
+                    "the conversation opened and its cache rebuilt",
+                    bound=120,
+                )
                 assert app.chat.messages()[0].text.endswith("Who founded Rome?")
-                restored = [r.getMessage() for r in caplog.records if r.getMessage().startswith("prefill: restored")]
+                restored = [
+                    r.getMessage()
+                    for r in caplog.records
+                    if r.getMessage().startswith("prefill: restored")
+                ]
                 assert restored, caplog.text
                 app.prompt_input.load_text("And who defeated Hannibal?")
                 await pilot.press("enter")
@@ -255,7 +320,9 @@ async def test_a_chat_started_on_a_conversation_restores_its_kv_snapshot(starter
         again.close()
 
 
-def test_the_chat_starts_on_the_conversations_own_model_where_opening_it_would_load_it(started, tmp_path):
+def test_the_chat_starts_on_the_conversations_own_model_where_opening_it_would_load_it(
+    started, tmp_path
+):
     """No model is loaded twice: a conversation had with another local file that is here starts
     the chat on that file (the list's Enter would switch to it); a model named on purpose, or a
     conversation of a server the local chat does not use, start as configured (opening it then
@@ -271,8 +338,12 @@ def test_the_chat_starts_on_the_conversations_own_model_where_opening_it_would_l
     start("--conversation", str(local.conversation_id), "--model", "starter")
     assert started["engine"].model == "starter"
     with History(default_path()) as history:
-        remote = ChatLog(Conversation(), history, model="stub-small",
-                         model_path="http://127.0.0.1:9/v1/models/stub-small")
+        remote = ChatLog(
+            Conversation(),
+            history,
+            model="stub-small",
+            model_path="http://127.0.0.1:9/v1/models/stub-small",
+        )
         remote.add_user("hello")
     started.clear()
     start("-c")
@@ -298,18 +369,24 @@ class HeldLoad(RecordingBackend):
 
 
 @pytest.mark.parametrize("fails", [False, True])
-async def test_the_start_conversation_opens_once_the_model_settles_and_none_is_offered_meanwhile(two_chats, fails):
+async def test_the_start_conversation_opens_once_the_model_settles_and_none_is_offered_meanwhile(
+    two_chats, fails
+):
     """While the model loads, the welcome offers nothing (the conversation the chat was started on
     is about to open: Ctrl+R there would open it early, without its cache); once the model is
     ready it opens, and a model that cannot load leaves its messages on screen all the same."""
     backend = HeldLoad(fails)
-    app = create_app(backend, blink=False, history=History(default_path()), open_conversation=two_chats[0])
+    app = create_app(
+        backend, blink=False, history=History(default_path()), open_conversation=two_chats[0]
+    )
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.sidebar.summaries, "the list")
         await pilot.pause()
         assert not app.chat.query_one(".chat--offer").display and app.chats.offered() is None
         backend.release.set()
-        await wait_for(pilot, lambda: app.chatlog.conversation_id == two_chats[0] and app.chat.messages())
+        await wait_for(
+            pilot, lambda: app.chatlog.conversation_id == two_chats[0] and app.chat.messages()
+        )
         await settle(pilot)
         assert [w.text for w in app.chat.messages()] == ["Older chat", "Older answer"]
         assert bool(backend.prefills) is not fails  # a cache to rebuild only with a model

@@ -26,13 +26,23 @@ from vibechat.engine.settings.config import config_path, models_dir
 from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 
 SIZE = (80, 24)
-LONG_PATH = ("/home/someone/.cache/huggingface/hub/models--unsloth--gemma-3-270m-it-GGUF/snapshots/"
-             "0123456789abcdef/gemma-3-270m-it-Q4_K_M.gguf")
+LONG_PATH = (
+    "/home/someone/.cache/huggingface/hub/models--unsloth--gemma-3-270m-it-GGUF/snapshots/"
+    "0123456789abcdef/gemma-3-270m-it-Q4_K_M.gguf"
+)
 LONG_INFO = replace(INFO, path=LONG_PATH, file_size=253_100_000)
-ARGUMENTS = json.dumps({"path": "/home/someone/notes/2026/november/meeting-minutes.txt",
-                        **{f"option_{n}": n for n in range(24)}})
-SPEC = ToolSpec("read_file", "Read a text file (UTF-8) from the folders the user allowed; at most 100 KB "
-                "are returned to the model.", tool="read_file")
+ARGUMENTS = json.dumps(
+    {
+        "path": "/home/someone/notes/2026/november/meeting-minutes.txt",
+        **{f"option_{n}": n for n in range(24)},
+    }
+)
+SPEC = ToolSpec(
+    "read_file",
+    "Read a text file (UTF-8) from the folders the user allowed; at most 100 KB "
+    "are returned to the model.",
+    tool="read_file",
+)
 
 
 def make_app(**kw):
@@ -46,14 +56,17 @@ def screen_lines(app) -> list[str]:
 
 def framed(lines: list[str]) -> list[str]:
     """The lines inside the dialog's frame (its thick border, ``█``), its padding included."""
-    return [line[line.index("█") + 1:line.rindex("█")] for line in lines if line.count("█") >= 2]
+    return [line[line.index("█") + 1 : line.rindex("█")] for line in lines if line.count("█") >= 2]
 
 
 def hanging(lines: list[str], starts: set[str], indent: int) -> list[str]:
     """The lines that neither start with one of ``starts`` (a label, a key, a title) nor go on
     ``indent`` columns in: a continued line at the left edge."""
-    return [line for line in lines if line.strip() and not line.startswith(tuple(starts))
-            and not line.startswith(" " * indent)]
+    return [
+        line
+        for line in lines
+        if line.strip() and not line.startswith(tuple(starts)) and not line.startswith(" " * indent)
+    ]
 
 
 def whole_words(text: str, lines: list[str]) -> list[str]:
@@ -77,13 +90,25 @@ async def test_help_says_how_to_close_it_on_its_first_page_and_hangs_its_descrip
         await pilot.pause()
         sections = app.help_sections()
         body = [line[2:] for line in framed(screen_lines(app))]  # past the padding
-        starts = {title for title, _ in sections} | {key for _, rows in sections for key, _ in rows} | {"Esc, F1"}
+        starts = (
+            {title for title, _ in sections}
+            | {key for _, rows in sections for key, _ in rows}
+            | {"Esc, F1"}
+        )
         for title, rows in sections:
             width = max(len(key) for key, _ in rows)
             first = next(i for i, line in enumerate(body) if line.rstrip() == title)
-            section = body[first + 1:first + 1 + 4 * len(rows)]
-            section = section[:next((i for i, line in enumerate(section) if line.strip() in starts - {
-                key for key, _ in rows}), len(section))]
+            section = body[first + 1 : first + 1 + 4 * len(rows)]
+            section = section[
+                : next(
+                    (
+                        i
+                        for i, line in enumerate(section)
+                        if line.strip() in starts - {key for key, _ in rows}
+                    ),
+                    len(section),
+                )
+            ]
             assert not hanging(section, starts, width + 2), title
             for _, description in rows:
                 assert not whole_words(description, section), description
@@ -105,7 +130,9 @@ async def test_the_welcome_breaks_between_its_parts_and_keeps_words_whole():
         assert not whole_words(text, shown)
         laid = [line for line in shown if line.strip()]
         assert len(laid) > 2  # broken, at this width
-        assert all(not line.rstrip().endswith("·") and not line.lstrip().startswith("·") for line in laid), laid
+        assert all(
+            not line.rstrip().endswith("·") and not line.lstrip().startswith("·") for line in laid
+        ), laid
 
 
 # ------------------------------------------------------------------ /show info
@@ -116,8 +143,10 @@ async def test_show_info_values_go_on_under_their_column_and_keep_words_whole():
         await send(pilot, "/show info")
         note = app.chat.messages()[-1].text
         labels = {line[:13].strip() for line in note.splitlines() if line[:1] != " "}
-        shown = [line[3:] for line in screen_lines(app) if line.startswith(" █ ")]  # the note, past its border
-        shown = shown[next(i for i, line in enumerate(shown) if line.startswith("model ")):]
+        shown = [
+            line[3:] for line in screen_lines(app) if line.startswith(" █ ")
+        ]  # the note, past its border
+        shown = shown[next(i for i, line in enumerate(shown) if line.startswith("model ")) :]
         assert not hanging(shown, labels, 15)
         assert any("· 253.1 MB" in line for line in shown)  # a value's parts stay together
         for line in note.splitlines():
@@ -129,8 +158,11 @@ async def test_show_info_values_go_on_under_their_column_and_keep_words_whole():
 @pytest.fixture
 def many_repos(fake_hub):  # noqa: F811
     for n in range(30):
-        fake_hub.add_repo(f"bartowski/Llama-3.2-{n}B-Instruct-GGUF", {f"Llama-{n}B-Q4_K_M.gguf": gguf_bytes()},
-                          downloads=1000 * (30 - n))
+        fake_hub.add_repo(
+            f"bartowski/Llama-3.2-{n}B-Instruct-GGUF",
+            {f"Llama-{n}B-Q4_K_M.gguf": gguf_bytes()},
+            downloads=1000 * (30 - n),
+        )
     return fake_hub
 
 
@@ -159,8 +191,12 @@ async def test_the_downloader_shows_its_placeholder_whole_and_its_keys_over_a_lo
         screen = await _search(pilot)
         shown = framed(screen_lines(app))
         assert any("30 GGUF repos" in line for line in shown)  # the status line
-        assert any(line.strip().startswith("Enter search / open / download · Esc hide") for line in shown)
-        assert any(line.strip().startswith("Ctrl+X cancel the download") for line in shown)  # broken between keys
+        assert any(
+            line.strip().startswith("Enter search / open / download · Esc hide") for line in shown
+        )
+        assert any(
+            line.strip().startswith("Ctrl+X cancel the download") for line in shown
+        )  # broken between keys
 
 
 # ------------------------------------------------------------------ dialogs
@@ -170,8 +206,10 @@ def _with_conversations(tmp_path: Path, count: int) -> History:
         for n in range(count):
             cid = history.create(title=f"Question {n} about the borrow checker")
             history.add_message(cid, "user", f"Why does the borrow checker reject example {n}?")
-            history.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?",
-                                 (f"2025-01-01T12:{n:02d}:00Z", cid))
+            history.conn.execute(
+                "UPDATE conversations SET updated = ? WHERE id = ?",
+                (f"2025-01-01T12:{n:02d}:00Z", cid),
+            )
     return History(path)
 
 
@@ -183,12 +221,18 @@ def _many_models() -> None:
 def _many_presets() -> None:
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f'[presets.preset{n:02d}]\nsystem = "You answer in {n} words."\n' for n in range(20)))
+    path.write_text(
+        "".join(
+            f'[presets.preset{n:02d}]\nsystem = "You answer in {n} words."\n' for n in range(20)
+        )
+    )
 
 
 async def _approval(pilot) -> None:
     await settle(pilot)
-    pilot.app.push_screen(ToolApprovalScreen(ToolCall("1", "read_file", ARGUMENTS), SPEC), lambda answer: None)
+    pilot.app.push_screen(
+        ToolApprovalScreen(ToolCall("1", "read_file", ARGUMENTS), SPEC), lambda answer: None
+    )
     await pilot.pause()
 
 
@@ -216,8 +260,12 @@ async def _presets(pilot) -> None:
     await pilot.pause()
 
 
-DIALOGS = {"tool approval": (_approval, "Esc deny"), "search": (_search_history, "Esc close"),
-           "model picker": (_picker, "Esc close"), "presets": (_presets, "Esc close")}
+DIALOGS = {
+    "tool approval": (_approval, "Esc deny"),
+    "search": (_search_history, "Esc close"),
+    "model picker": (_picker, "Esc close"),
+    "presets": (_presets, "Esc close"),
+}
 
 
 def _app_for(name: str, tmp_path: Path):
@@ -256,8 +304,11 @@ def test_show_info_80x24(snap_compare):
         await settle(pilot)
         await send(pilot, "/show info")
 
-    assert snap_compare(make_app(backend=RecordingBackend(info=LONG_INFO), save=False), terminal_size=SIZE,
-                        run_before=run_before)
+    assert snap_compare(
+        make_app(backend=RecordingBackend(info=LONG_INFO), save=False),
+        terminal_size=SIZE,
+        run_before=run_before,
+    )
 
 
 def test_downloader_80x24(snap_compare, many_repos):
@@ -273,10 +324,15 @@ def test_full_dialog_80x24(snap_compare, name, tmp_path):
 
 
 QUESTIONS = {
-    "confirm": lambda: ConfirmScreen("Delete the conversation “What is the capital of France and why is it Paris "
-                                     "rather than Lyon” and all its messages?\n\nThis cannot be undone.",
-                                     yes="delete it", no="keep it"),
-    "rename": lambda: RenameScreen("What is the capital of France and why is it Paris rather than Lyon"),
+    "confirm": lambda: ConfirmScreen(
+        "Delete the conversation “What is the capital of France and why is it Paris "
+        "rather than Lyon” and all its messages?\n\nThis cannot be undone.",
+        yes="delete it",
+        no="keep it",
+    ),
+    "rename": lambda: RenameScreen(
+        "What is the capital of France and why is it Paris rather than Lyon"
+    ),
     "export": lambda: ExportScreen(Path("chats") / "what-is-the-capital-of-france"),
 }
 

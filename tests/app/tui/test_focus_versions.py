@@ -24,11 +24,13 @@ def shown(app) -> list[str]:
 def visible_label(widget) -> str:
     """The part of a message's label line that fits in its width (what the user sees)."""
     role = widget.query_one(".message--role", Static)
-    return str(role.render())[:role.content_size.width]
+    return str(role.render())[: role.content_size.width]
 
 
 async def test_ctrl_l_says_editing_and_esc_puts_the_conversation_back_as_it_was(tmp_path: Path):
-    app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "history.db"))
+    app = create_app(
+        RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "history.db")
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "one")
@@ -41,17 +43,27 @@ async def test_ctrl_l_says_editing_and_esc_puts_the_conversation_back_as_it_was(
         assert len(notes) == 1 and "editing · Esc cancels" in str(notes[0].render())
         await pilot.press(*"er")  # edited a little, then thought better of it
         await pilot.press("escape")
-        await wait_for(pilot, lambda: shown(app) == ["one", "ok", "two", "ok"], "the conversation back")
+        await wait_for(
+            pilot, lambda: shown(app) == ["one", "ok", "two", "ok"], "the conversation back"
+        )
         await settle(pilot)
         assert app.prompt_input.text == "a draft" and not app.query("#editing")
         assert [t.content for t in app.session.conversation.turns] == ["one", "ok", "two", "ok"]
         # The next prompt follows the reply that came back.
         await send(pilot, "three")
-        assert [m.content for m in app.backend.requests[-1][0]] == ["one", "ok", "two", "ok", "three"]
+        assert [m.content for m in app.backend.requests[-1][0]] == [
+            "one",
+            "ok",
+            "two",
+            "ok",
+            "three",
+        ]
 
 
 async def test_an_edited_prompt_once_sent_leaves_no_editing_line(tmp_path: Path):
-    app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "history.db"))
+    app = create_app(
+        RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "history.db")
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "one")
@@ -66,7 +78,9 @@ async def test_an_edited_prompt_once_sent_leaves_no_editing_line(tmp_path: Path)
         assert shown(app) == ["one", "ok"]
 
 
-async def test_a_versions_hint_names_the_directions_that_exist_and_fits_at_80_columns(tmp_path: Path):
+async def test_a_versions_hint_names_the_directions_that_exist_and_fits_at_80_columns(
+    tmp_path: Path,
+):
     """At ‹ 1/3 › the hint said ← previous (there is none) and → next was cut off at 80 columns."""
     backend = RecordingBackend(reply="first")
     app = create_app(backend, blink=False, history=History(tmp_path / "history.db"))
@@ -95,8 +109,11 @@ async def test_a_versions_hint_names_the_directions_that_exist_and_fits_at_80_co
 async def test_tab_from_the_input_reaches_the_newest_message_first(tmp_path: Path):
     """Tab from the input went to the oldest message (out of view); only Shift+Tab reached the
     last reply. Now the newest first, in view; Shift+Tab goes up, Tab back down to the input."""
-    app = create_app(RecordingBackend(reply="a reply\n\nof a few\n\nlines"), blink=False,
-                     history=History(tmp_path / "history.db"))
+    app = create_app(
+        RecordingBackend(reply="a reply\n\nof a few\n\nlines"),
+        blink=False,
+        history=History(tmp_path / "history.db"),
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         for prompt in ("one", "two", "three", "four"):
@@ -117,7 +134,9 @@ async def test_tab_from_the_input_reaches_the_newest_message_first(tmp_path: Pat
 
 
 async def test_tab_from_an_empty_chats_input_moves_on_as_ever(tmp_path: Path):
-    app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "history.db"))
+    app = create_app(
+        RecordingBackend(reply="ok"), blink=False, history=History(tmp_path / "history.db")
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("tab")

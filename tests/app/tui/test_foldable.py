@@ -10,8 +10,15 @@ from vibechat.app.tui.conversation.foldable import FoldableBlock
 from vibechat.app.tui.conversation.thinking_block import ThinkingBlock
 from vibechat.engine.turns.attachments import Attachment
 
-NOTES = Attachment("file", "notes.md", "0" * 64, "text/plain", 24, "/nowhere/notes.md",
-                   text="first line\nsecond line\n")
+NOTES = Attachment(
+    "file",
+    "notes.md",
+    "0" * 64,
+    "text/plain",
+    24,
+    "/nowhere/notes.md",
+    text="first line\nsecond line\n",
+)
 
 
 class Blocks(App):

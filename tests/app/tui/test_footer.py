@@ -47,7 +47,9 @@ async def test_a_key_that_appears_rebuilds_the_footer():
         assert "escape" not in shown(app)
         app.prompt_input.load_text("hello")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "escape" in shown(app), "Stop in the footer while the reply streams")
+        await wait_for(
+            pilot, lambda: "escape" in shown(app), "Stop in the footer while the reply streams"
+        )
         assert footer.rebuilds > built
         backend.gate.set()
         await wait_for(pilot, lambda: "escape" not in shown(app), "Stop gone once the reply ended")

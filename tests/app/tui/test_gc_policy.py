@@ -37,7 +37,9 @@ def _chat_view_app():
 
 
 @pytest.mark.parametrize("ending", ["finish", "fail"])
-async def test_full_collections_wait_while_a_reply_streams_and_resume_when_it_ends(thresholds, ending):
+async def test_full_collections_wait_while_a_reply_streams_and_resume_when_it_ends(
+    thresholds, ending
+):
     from vibechat.app.tui.conversation.assistant_message import AssistantMessage
     from vibechat.app.tui.conversation.chat_view import ChatView
 

@@ -78,8 +78,20 @@ async def test_editing_keys_in_a_burst_act_where_they_were_pressed(tmp_path: Pat
     app = create_app(RecordingBackend(reply="ok"), blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        burst(app, *"helo", "backspace", *"lo", "left", "left", "backspace", "l", "end", *" wor",
-              "ctrl+w", *"world")
+        burst(
+            app,
+            *"helo",
+            "backspace",
+            *"lo",
+            "left",
+            "left",
+            "backspace",
+            "l",
+            "end",
+            *" wor",
+            "ctrl+w",
+            *"world",
+        )
         await landed(pilot)
         assert app.prompt_input.text == "hello world"
 
@@ -106,8 +118,9 @@ async def test_slash_d_and_enter_typed_as_search_opens_go_to_the_search(tmp_path
             assert other.count() == 2
 
 
-async def test_slash_d_and_enter_typed_fast_on_the_conversation_list_open_no_delete_question(tmp_path: Path,
-                                                                                           monkeypatch):
+async def test_slash_d_and_enter_typed_fast_on_the_conversation_list_open_no_delete_question(
+    tmp_path: Path, monkeypatch
+):
     """The reported case: "/d" Enter from tmux on the conversation list. The list's old ``/`` opened
     the search once the key had bubbled up to the app, and the ``d`` that came with it, still on the
     list, opened the delete question over it. The list acts on no letter now: what is typed there

@@ -77,19 +77,30 @@ def seed(db: Path, *titles: str) -> None:
 
 
 async def test_typing_on_while_a_reply_ends_in_a_tool_call_runs_nothing_and_every_key_is_in_the_input(
-        tmp_path: Path):
+    tmp_path: Path,
+):
     """The reported case: "tell me and also" typed on while the reply ended in a tool call ran
     the tool (y) and allowed it for good (the "a" of "and", written into config.toml)."""
     backend, box, policy = ToolsAfterAWhile(), Box(), ToolApproval()
     backend.tool_script = [[ToolCall("c1", "envdump", "{}")]]
-    app = create_app(backend, blink=False, history=History(tmp_path / "history.db"), tools=box, tool_policy=policy)
+    app = create_app(
+        backend,
+        blink=False,
+        history=History(tmp_path / "history.db"),
+        tools=box,
+        tool_policy=policy,
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
         await send(pilot, "what is in my environment?", wait=False)
-        await wait_for(pilot, lambda: app.generating and backend.started.is_set(), "the reply to stream")
+        await wait_for(
+            pilot, lambda: app.generating and backend.started.is_set(), "the reply to stream"
+        )
         sentence = "yes tell me and also what you can do, yes, always allow it"
-        await type_like_a_person(pilot, sentence, then=backend.hold.set, at=4)  # the call arrives at "tell"
+        await type_like_a_person(
+            pilot, sentence, then=backend.hold.set, at=4
+        )  # the call arrives at "tell"
         await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
         assert box.ran == [] and policy.always == () and policy.allowed(ENVDUMP) is False
         assert not app.config.path.exists() or "allowed_tools" not in app.config.path.read_text()
@@ -100,7 +111,11 @@ async def test_typing_on_while_a_reply_ends_in_a_tool_call_runs_nothing_and_ever
         assert isinstance(app.screen, ToolApprovalScreen) and box.ran == []
         assert app.prompt_input.text == sentence + ", and y"
         await answer(pilot, "escape")  # deny: the model is told, and the chat goes on
-        await wait_for(pilot, lambda: not app.generating and not app.tool_rounds.active, "the reply after the denial")
+        await wait_for(
+            pilot,
+            lambda: not app.generating and not app.tool_rounds.active,
+            "the reply after the denial",
+        )
         await settle(pilot)
         assert box.ran == [] and backend.requests[-1][0][-1].content == DENIED
         assert not app.config.path.exists() or "allowed_tools" not in app.config.path.read_text()
@@ -112,20 +127,34 @@ async def test_a_tool_question_takes_no_key_pressed_before_it_was_seen(tmp_path:
     not have been meant for a question the user had not seen."""
     backend, box, policy = RecordingBackend(reply="ok"), Box(), ToolApproval()
     backend.tool_script = [[ToolCall("c1", "envdump", "{}")]]
-    app = create_app(backend, blink=False, history=History(tmp_path / "history.db"), tools=box, tool_policy=policy)
+    app = create_app(
+        backend,
+        blink=False,
+        history=History(tmp_path / "history.db"),
+        tools=box,
+        tool_policy=policy,
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
         app.prompt_input.load_text("go")
-        await pilot.press("enter", "enter", "ctrl+y", "ctrl+e", "ctrl+a")  # the call comes at the first Enter
+        await pilot.press(
+            "enter", "enter", "ctrl+y", "ctrl+e", "ctrl+a"
+        )  # the call comes at the first Enter
         await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
         await pilot.press("ctrl+y", "ctrl+a")
         await pilot.pause()
         screen = app.screen
-        assert isinstance(screen, ToolApprovalScreen) and not screen.ready  # still within its settle time
+        assert (
+            isinstance(screen, ToolApprovalScreen) and not screen.ready
+        )  # still within its settle time
         assert box.ran == [] and policy.always == () and not policy.allowed(ENVDUMP)
         shown = " ".join(str(w.render()) for w in screen.query("Static"))
-        assert "Ctrl+Y run it once" in shown and "Ctrl+A always run it" in shown and "Esc deny" in shown
+        assert (
+            "Ctrl+Y run it once" in shown
+            and "Ctrl+A always run it" in shown
+            and "Esc deny" in shown
+        )
         await answer(pilot, "ctrl+y")  # once seen, the deliberate key runs it
         await wait_for(pilot, lambda: box.ran == ["c1"], "the call to run")
         assert policy.always == ()
@@ -136,8 +165,13 @@ async def test_a_paste_while_a_question_is_up_goes_to_the_input(tmp_path: Path):
 
     backend, box = RecordingBackend(reply="ok"), Box()
     backend.tool_script = [[ToolCall("c1", "envdump", "{}")]]
-    app = create_app(backend, blink=False, history=History(tmp_path / "history.db"), tools=box,
-                     tool_policy=ToolApproval())
+    app = create_app(
+        backend,
+        blink=False,
+        history=History(tmp_path / "history.db"),
+        tools=box,
+        tool_policy=ToolApproval(),
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
@@ -145,12 +179,18 @@ async def test_a_paste_while_a_question_is_up_goes_to_the_input(tmp_path: Path):
         await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
         app.post_message(events.Paste("y\ra"))
         await pilot.pause()
-        assert app.prompt_input.text == "y\na" and box.ran == [] and isinstance(app.screen, ToolApprovalScreen)
+        assert (
+            app.prompt_input.text == "y\na"
+            and box.ran == []
+            and isinstance(app.screen, ToolApprovalScreen)
+        )
         await answer(pilot, "ctrl+y")  # the deliberate key, once seen, runs it
         await wait_for(pilot, lambda: box.ran == ["c1"], "the call to run")
 
 
-async def test_typing_into_the_open_conversation_list_deletes_nothing_and_lands_in_the_input(tmp_path: Path):
+async def test_typing_into_the_open_conversation_list_deletes_nothing_and_lands_in_the_input(
+    tmp_path: Path,
+):
     """The reported case: Ctrl+B → Enter left the list open with the focus in the input; Ctrl+B
     again focused the list (not closed it), and "good day" typed there deleted a conversation
     (d opened the question, y answered it); a longer sentence stacked export and rename dialogs."""
@@ -167,7 +207,9 @@ async def test_typing_into_the_open_conversation_list_deletes_nothing_and_lands_
         assert not sidebar.display and app.prompt_input.has_focus
         await pilot.press("ctrl+b")  # and opens again, focused
         assert sidebar.display and sidebar.options.has_focus
-        typed = "good day. Good morning! Do you remember my name? yes, delete, rename, export, filter"
+        typed = (
+            "good day. Good morning! Do you remember my name? yes, delete, rename, export, filter"
+        )
         await type_like_a_person(pilot, typed)
         await settle(pilot)
         assert app.screen is app.default_screen  # no question, no dialog
@@ -177,7 +219,9 @@ async def test_typing_into_the_open_conversation_list_deletes_nothing_and_lands_
         assert sidebar.source_filter == "chat"
 
 
-async def test_a_delete_question_takes_no_letter_and_no_key_pressed_before_it_was_seen(tmp_path: Path):
+async def test_a_delete_question_takes_no_letter_and_no_key_pressed_before_it_was_seen(
+    tmp_path: Path,
+):
     db = tmp_path / "history.db"
     seed(db, "keep me")
     app = create_app(RecordingBackend(reply="ok"), blink=False, history=History(db))

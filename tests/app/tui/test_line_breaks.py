@@ -25,14 +25,25 @@ from vibechat.engine.turns.backend import GenerationDone
 SIZE = (90, 40)
 JSON = '{"name": "hello",\n "version": "1.0",\n "main": true}'
 REPLY = f"line one\nline two\n\n{JSON}\n\nRoses are red,\nviolets are blue."
-EXPECTED = ["line one", "line two", '{"name": "hello",', '"version": "1.0",', '"main": true}', "Roses are red,",
-            "violets are blue."]
+EXPECTED = [
+    "line one",
+    "line two",
+    '{"name": "hello",',
+    '"version": "1.0",',
+    '"main": true}',
+    "Roses are red,",
+    "violets are blue.",
+]
 
 
 def rendered(text: str, width: int = 60) -> list[str]:
     console = Console(width=width)
-    return ["".join(s.text for s in line).rstrip()
-            for line in CachedMarkdown(text, "monokai").lines(console, console.options.update_width(width))]
+    return [
+        "".join(s.text for s in line).rstrip()
+        for line in CachedMarkdown(text, "monokai").lines(
+            console, console.options.update_width(width)
+        )
+    ]
 
 
 def shown(reply: AssistantMessage) -> list[str]:
@@ -50,21 +61,45 @@ def test_each_line_break_is_a_new_line_and_blocks_render_as_markdown():
     assert rendered("Steps:\n- first\n- second") == ["Steps:", "", " • first", " • second"]
     assert rendered("two spaces  \nstill a break") == ["two spaces", "still a break"]
     assert rendered("*emphasis\nacross* lines") == ["emphasis", "across lines"]
-    assert rendered("a long line " * 8, width=40)[0].count("a long line") == 3  # a paragraph still wraps
+    assert (
+        rendered("a long line " * 8, width=40)[0].count("a long line") == 3
+    )  # a paragraph still wraps
     # Text without a line break inside a paragraph renders as Rich's Markdown renders it.
     console = Console(width=60)
-    for text in ("```python\nx = 1\ny = 2\n```", "| a | b |\n|---|---|\n| 1 | 2 |", "- a\n- b\n\n1. c\n2. d",
-                 "# Title\n\n> quoted **bold** `code`\n\n---\n\n    indented\n    code"):
+    for text in (
+        "```python\nx = 1\ny = 2\n```",
+        "| a | b |\n|---|---|\n| 1 | 2 |",
+        "- a\n- b\n\n1. c\n2. d",
+        "# Title\n\n> quoted **bold** `code`\n\n---\n\n    indented\n    code",
+    ):
         ours = CachedMarkdown(text, "monokai").lines(console, console.options)
-        assert ours == console.render_lines(RichMarkdown(text, hyperlinks=False), console.options, pad=False), text
+        assert ours == console.render_lines(
+            RichMarkdown(text, hyperlinks=False), console.options, pad=False
+        ), text
 
 
-BLOCKS = ["Paragraph {i} " + "word " * 12, "line one\nline two\nline three", '{{\n  "name": "x{i}",\n  "v": 1\n}}',
-          "# Heading {i}", "## Sub {i}", "- a\n- b\n- c", "1. one\n2. two", "> quoted {i}\n> more",
-          "| a | b |\n|---|---|\n| {i} | 2 |", "```python\nx = {i}\n\n\ny = 2\n```", "---", "    indented code {i}",
-          "Setext\n===", "text then\n- list item\n- another", "- loose {i}\n\n- loose b\n\n  its second paragraph",
-          "1) paren\n\n2) paren2", "Text with *emphasis\nacross* lines and `code`", "- lazy item\nlazy continuation",
-          "- nested\n  - inner\n\n  - inner loose", "* * *"]
+BLOCKS = [
+    "Paragraph {i} " + "word " * 12,
+    "line one\nline two\nline three",
+    '{{\n  "name": "x{i}",\n  "v": 1\n}}',
+    "# Heading {i}",
+    "## Sub {i}",
+    "- a\n- b\n- c",
+    "1. one\n2. two",
+    "> quoted {i}\n> more",
+    "| a | b |\n|---|---|\n| {i} | 2 |",
+    "```python\nx = {i}\n\n\ny = 2\n```",
+    "---",
+    "    indented code {i}",
+    "Setext\n===",
+    "text then\n- list item\n- another",
+    "- loose {i}\n\n- loose b\n\n  its second paragraph",
+    "1) paren\n\n2) paren2",
+    "Text with *emphasis\nacross* lines and `code`",
+    "- lazy item\nlazy continuation",
+    "- nested\n  - inner\n\n  - inner loose",
+    "* * *",
+]
 
 
 def reply_texts(count: int) -> list[str]:
@@ -107,7 +142,7 @@ async def test_a_reply_cut_into_segments_shows_exactly_what_the_whole_reply_show
             pos = 0
             while pos < len(text):
                 step = rng.randint(1, 40)
-                await streamed.append(text[pos:pos + step])
+                await streamed.append(text[pos : pos + step])
                 pos += step
             await streamed.finish()
             whole = await view.add(Uncut(text), follow=False)

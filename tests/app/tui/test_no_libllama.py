@@ -31,7 +31,9 @@ LIBLLAMA = ("llama_cpp", "vibechat.engine.llama.llamacpp")
 
 
 def libllama_modules() -> list[str]:
-    return sorted(m for m in sys.modules if any(m == name or m.startswith(name + ".") for name in LIBLLAMA))
+    return sorted(
+        m for m in sys.modules if any(m == name or m.startswith(name + ".") for name in LIBLLAMA)
+    )
 
 
 async def drive(model: str) -> dict[str, list[str]]:
@@ -60,13 +62,20 @@ async def drive(model: str) -> dict[str, list[str]]:
     backend = make_backend(engine, cpu_fallback=True, worker=True)
 
     def factory(path: Path, **changes: object):
-        return make_backend(replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True)
+        return make_backend(
+            replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True
+        )
 
     seen: dict[str, list[str]] = {}
-    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=4), blink=False,
-                     backend_factory=factory)
+    app = create_app(
+        backend,
+        params=SamplingParams(temperature=0, max_tokens=4),
+        blink=False,
+        backend_factory=factory,
+    )
     try:
         async with app.run_test(size=SIZE, notifications=True) as pilot:
+
             async def idle() -> None:
                 await app.workers.wait_for_complete()
                 await app.screen.workers.wait_for_complete()
@@ -135,7 +144,13 @@ async def drive(model: str) -> dict[str, list[str]]:
             await closed()
             app.prompt_input.focus()
 
-            for command in ("/show info", "/show parameters", "/show template", "/show system", "/stats"):
+            for command in (
+                "/show info",
+                "/show parameters",
+                "/show template",
+                "/show system",
+                "/stats",
+            ):
                 await send(pilot, command)
                 seen[command] = libllama_modules()
             await send(pilot, "/preset")
@@ -148,8 +163,10 @@ async def drive(model: str) -> dict[str, list[str]]:
             seen["chats sidebar"] = libllama_modules()
             await opened("chat search", ("ctrl+f",), SearchScreen)
             await closed()
-            for name, action, screen_type in (("rename", "rename_conversation", RenameScreen),
-                                              ("export", "export_conversation", ExportScreen)):
+            for name, action, screen_type in (
+                ("rename", "rename_conversation", RenameScreen),
+                ("export", "export_conversation", ExportScreen),
+            ):
                 await app.run_action(action)  # the open conversation's (the palette lists them)
                 await idle()
                 assert isinstance(app.screen, screen_type), (name, app.screen)
@@ -163,8 +180,12 @@ async def drive(model: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.model
-def test_the_chat_never_loads_libllama_whatever_the_user_opens(starter_path, fake_hub, tmp_path: Path):
-    fake_hub.add_repo(REPO, {"Big-Q4_K_M.gguf": gguf_bytes(payload=20_000), "Big-Q8_0.gguf": gguf_bytes()})
+def test_the_chat_never_loads_libllama_whatever_the_user_opens(
+    starter_path, fake_hub, tmp_path: Path
+):
+    fake_hub.add_repo(
+        REPO, {"Big-Q4_K_M.gguf": gguf_bytes(payload=20_000), "Big-Q8_0.gguf": gguf_bytes()}
+    )
     script = textwrap.dedent(f"""
         import asyncio, json, sys
         # this module, then the shared helpers
@@ -172,24 +193,34 @@ def test_the_chat_never_loads_libllama_whatever_the_user_opens(starter_path, fak
         from test_no_libllama import drive
         print("SEEN " + json.dumps(asyncio.run(drive({str(starter_path)!r}))))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         stdin=subprocess.DEVNULL, cwd=tmp_path, env={**os.environ, "VIBECHAT_REPACK": "off"})
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env={**os.environ, "VIBECHAT_REPACK": "off"},
+    )
     assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
     [line] = [line for line in out.stdout.splitlines() if line.startswith("SEEN ")]
-    seen = json.loads(line[len("SEEN "):])
+    seen = json.loads(line[len("SEEN ") :])
     assert len(seen) >= 20, seen  # every screen was reached
     loaded = [f"{name}: {modules}" for name, modules in seen.items() if modules]
     assert not loaded, f"the chat's process loaded libllama, first at {loaded[0]}"
 
 
-@pytest.mark.parametrize(("files", "offloads"), [
-    (["libggml-base.so", "libggml-cpu.so", "libllama.so"], False),  # the CPU build
-    (["libggml-base.so", "libggml-cpu.so", "libggml-cuda.so", "libllama.so"], True),
-    (["libggml-metal.dylib", "libllama.dylib"], True),
-    (["ggml-vulkan.dll", "llama.dll"], True),
-    (["libggml-hip.so.0"], True),
-    ([], False),
-])
+@pytest.mark.parametrize(
+    ("files", "offloads"),
+    [
+        (["libggml-base.so", "libggml-cpu.so", "libllama.so"], False),  # the CPU build
+        (["libggml-base.so", "libggml-cpu.so", "libggml-cuda.so", "libllama.so"], True),
+        (["libggml-metal.dylib", "libllama.dylib"], True),
+        (["ggml-vulkan.dll", "llama.dll"], True),
+        (["libggml-hip.so.0"], True),
+        ([], False),
+    ],
+)
 def test_whether_the_build_offloads_is_read_from_its_libraries(tmp_path: Path, files, offloads):
     from vibechat.engine.models.fit import build_offloads
 

@@ -31,9 +31,17 @@ async def test_each_slider_says_what_it_does_in_the_words_of_its_declaration():
         temperature = app.query_one("#slider-temperature", Slider)
         # The declaration's own words, up to its first clause: the same text as the flag's and
         # the config file's comment, not a copy of it.
-        assert lines(temperature)[1] == PARAM_SPECS["temperature"].help.split(";")[0] == "Randomness of sampling"
+        assert (
+            lines(temperature)[1]
+            == PARAM_SPECS["temperature"].help.split(";")[0]
+            == "Randomness of sampling"
+        )
         for slider in app.query(Slider):
-            key = slider.spec.name if slider.spec.name == "gpu_layers" else f"params.{slider.spec.name}"
+            key = (
+                slider.spec.name
+                if slider.spec.name == "gpu_layers"
+                else f"params.{slider.spec.name}"
+            )
             declared = SETTINGS_BY_KEY[key].help
             assert lines(slider)[1] == slider.spec.help == SETTINGS_BY_KEY[key].summary
             assert slider.spec.help and declared.startswith(slider.spec.help)
@@ -56,20 +64,30 @@ async def test_each_slider_shows_its_default_and_marks_a_changed_value():
 
 
 async def test_reset_one_and_all_clear_the_changed_marks_and_the_hint_names_them():
-    app = create_app(RecordingBackend(), params=SamplingParams(temperature=1.5, top_k=3), blink=False)
+    app = create_app(
+        RecordingBackend(), params=SamplingParams(temperature=1.5, top_k=3), blink=False
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await open_panel(pilot)
         hint = app.panel.hint_text()
         assert "Del reset one" in hint and "Shift+Del reset all" in hint and "Esc close" in hint
         assert hint in [str(s.render()) for s in app.panel.query(".panel--hint")]
-        temperature, top_k = app.query_one("#slider-temperature", Slider), app.query_one("#slider-top_k", Slider)
+        temperature, top_k = (
+            app.query_one("#slider-temperature", Slider),
+            app.query_one("#slider-top_k", Slider),
+        )
         assert lines(temperature)[0].endswith("●") and lines(top_k)[0].endswith("●")
         await pilot.press("delete")  # the focused one: temperature
         assert lines(temperature)[0] == "Temperature 0.80" and lines(top_k)[0] == "Top-k 3 ●"
         assert app.conversation.params.temperature == 0.8 and app.conversation.params.top_k == 3
-        await pilot.press("down", "right", "right", "shift+delete")  # top_k, the thinking switch: all back
-        assert not [w.id for w in (*app.query(Slider), app.query_one(Choice))
-                    if w.id != "slider-gpu_layers" and "●" in lines(w)[0]]
+        await pilot.press(
+            "down", "right", "right", "shift+delete"
+        )  # top_k, the thinking switch: all back
+        assert not [
+            w.id
+            for w in (*app.query(Slider), app.query_one(Choice))
+            if w.id != "slider-gpu_layers" and "●" in lines(w)[0]
+        ]
         assert app.conversation.params == SamplingParams()
 
 
@@ -107,7 +125,10 @@ async def test_the_focused_slider_is_unmistakable_in_every_theme():
     app = create_app(RecordingBackend(), blink=False)
     async with app.run_test(size=(120, 40)) as pilot:
         await open_panel(pilot)
-        focused, other = app.query_one("#slider-temperature", Slider), app.query_one("#slider-top_k", Slider)
+        focused, other = (
+            app.query_one("#slider-temperature", Slider),
+            app.query_one("#slider-top_k", Slider),
+        )
         assert app.focused is focused
         for theme in sorted(app.available_themes):
             app.theme = theme

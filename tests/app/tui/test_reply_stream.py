@@ -88,7 +88,10 @@ def _segment_strips(segment) -> list[tuple]:
     """What the segment paints, line by line: each line's segments (text and style)."""
     from textual.geometry import Region
 
-    return [tuple(strip) for strip in segment.render_lines(Region(0, 0, segment.size.width, segment.size.height))]
+    return [
+        tuple(strip)
+        for strip in segment.render_lines(Region(0, 0, segment.size.width, segment.size.height))
+    ]
 
 
 def _segment_text(segment) -> list[str]:
@@ -128,7 +131,9 @@ async def test_a_streaming_reply_keeps_room_below_its_text_and_scrolls_once_ever
                 assert view.scroll_y == view.max_scroll_y or view.max_scroll_y == 0
                 newest = tail.region.y + n - 1
                 assert view.region.y <= newest < view.region.bottom
-            assert len(layouts) <= lines // (room + 1) + 2, f"{len(layouts)} layouts for {lines} lines"
+            assert len(layouts) <= lines // (room + 1) + 2, (
+                f"{len(layouts)} layouts for {lines} lines"
+            )
             await reply.finish()
             await pilot.pause()
             await pilot.pause()
@@ -144,9 +149,27 @@ async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fr
     from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 
     app = _chat_view_app()
-    pieces = ["The keeper ", "climbed the ", "stairs **every ", "night** and ", "lit the lamp; ",
-              "the sea ", "was `calm` ", "and grey, ", "and the ships ", "passed far ", "away.\n\n",
-              "- one ", "item\n", "- two ", "items\n\n", "# A ", "heading\n\n", "Last ", "words."]
+    pieces = [
+        "The keeper ",
+        "climbed the ",
+        "stairs **every ",
+        "night** and ",
+        "lit the lamp; ",
+        "the sea ",
+        "was `calm` ",
+        "and grey, ",
+        "and the ships ",
+        "passed far ",
+        "away.\n\n",
+        "- one ",
+        "item\n",
+        "- two ",
+        "items\n\n",
+        "# A ",
+        "heading\n\n",
+        "Last ",
+        "words.",
+    ]
     async with app.run_test(size=(40, 40)) as pilot:
         view = app.query_one(ChatView)
         live = MarkdownSegment("", room=3)
@@ -176,12 +199,16 @@ async def test_a_render_repaints_only_the_lines_that_changed_and_shows_what_a_fr
                 expected = _segment_text(fresh)
                 await fresh.remove()
                 shown = _segment_text(live)
-                assert shown[:len(expected)] == expected, piece
-                assert not any(line.strip() for line in shown[len(expected):])  # the room: blank
+                assert shown[: len(expected)] == expected, piece
+                assert not any(line.strip() for line in shown[len(expected) :])  # the room: blank
                 if live.size.height == len(before) and rendered:  # no layout: only changed lines
                     after = _segment_strips(live)
-                    first = next(y for y, (a, b) in enumerate(zip(before, after, strict=False)) if a != b)
-                    assert min(rendered) >= first, f"{piece!r}: re-rendered line {min(rendered)}, first change {first}"
+                    first = next(
+                        y for y, (a, b) in enumerate(zip(before, after, strict=False)) if a != b
+                    )
+                    assert min(rendered) >= first, (
+                        f"{piece!r}: re-rendered line {min(rendered)}, first change {first}"
+                    )
         finally:
             MarkdownSegment._strips = original  # type: ignore[method-assign]
 
@@ -269,11 +296,20 @@ async def test_a_layout_that_places_a_new_message_or_status_line_asks_for_no_oth
             Widget.refresh = original_refresh  # type: ignore[method-assign]
 
 
-LONG_BLOCKS = ["Paragraph {i} " + "word " * 12, "line one\nline two\nline three", "# Heading {i}", "- a\n- b\n- c",
-               "1. one\n2. two", "> quoted {i}\n> more", "| a | b |\n|---|---|\n| {i} | 2 |",
-               "```python\nx = {i}\n" + "y = x + 1  # a long line of code\n" * 6 + "```", "---",
-               "    indented code {i}", "- loose {i}\n\n- loose b\n\n  its second paragraph",
-               "A paragraph {i} with no blank line for a while\n" * 5]
+LONG_BLOCKS = [
+    "Paragraph {i} " + "word " * 12,
+    "line one\nline two\nline three",
+    "# Heading {i}",
+    "- a\n- b\n- c",
+    "1. one\n2. two",
+    "> quoted {i}\n> more",
+    "| a | b |\n|---|---|\n| {i} | 2 |",
+    "```python\nx = {i}\n" + "y = x + 1  # a long line of code\n" * 6 + "```",
+    "---",
+    "    indented code {i}",
+    "- loose {i}\n\n- loose b\n\n  its second paragraph",
+    "A paragraph {i} with no blank line for a while\n" * 5,
+]
 
 
 def _long_reply(blocks: int) -> str:
@@ -283,7 +319,9 @@ def _long_reply(blocks: int) -> str:
     return "\n\n".join(rng.choice(LONG_BLOCKS).format(i=i) for i in range(blocks))
 
 
-async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_whole_reply_shows(monkeypatch):
+async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_whole_reply_shows(
+    monkeypatch,
+):
     """A reply of over 100 segments, streamed in pieces (some large enough to render in a worker
     thread), keeps at most ``FOLD_AT`` segment widgets and its fold in its body at every
     step, however long it gets: the settled segments are folded into one widget
@@ -307,7 +345,7 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
         pos = 0
         while pos < len(text):
             step = 1500 if rng.random() < 0.1 else rng.randint(40, 600)
-            await streamed.append(text[pos:pos + step])
+            await streamed.append(text[pos : pos + step])
             pos += step
             await pilot.pause()
             shown = [child for child in streamed.body.children if child.display]
@@ -317,13 +355,18 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
         assert isinstance(streamed.body.children[0], SettledSegments)
         assert streamed.offloop_cpu > 0  # some pieces rendered in a worker, straight into the fold
         await streamed.finish()
-        assert len(streamed._segmenter.segments) < len(streamed.body.children[0].parts) + 2  # merged
+        assert (
+            len(streamed._segmenter.segments) < len(streamed.body.children[0].parts) + 2
+        )  # merged
+
         class Uncut(AssistantMessage):  # the reference: the whole reply in one segment
             SEAL_AT = FORCE_AT = 1 << 30
 
         whole = await view.add(Uncut(text))
         opened = await view.add(AssistantMessage(text))  # from the history: folded as it opens
-        assert len(opened.body.children) == 2 and isinstance(opened.body.children[0], SettledSegments)
+        assert len(opened.body.children) == 2 and isinstance(
+            opened.body.children[0], SettledSegments
+        )
         for width in (80, 57):
             await pilot.resize_terminal(width, 16)
             await pilot.pause()

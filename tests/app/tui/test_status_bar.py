@@ -48,8 +48,11 @@ class Scripted(RecordingBackend):
                 if self.exact:
                     event = dataclasses.replace(event, tokens=2 * pieces)
             elif isinstance(event, GenerationDone):
-                stats = dataclasses.replace(event.stats, decode_tokens_per_s=FINAL_RATE,
-                                            completion_tokens=2 * pieces if self.exact else pieces)
+                stats = dataclasses.replace(
+                    event.stats,
+                    decode_tokens_per_s=FINAL_RATE,
+                    completion_tokens=2 * pieces if self.exact else pieces,
+                )
                 event = dataclasses.replace(event, stats=stats)
             yield event
 
@@ -92,7 +95,9 @@ def test_the_count_is_the_backends_when_it_says_else_the_pieces_and_the_speed_ne
     assert count.live() == LiveReply(2, 0.0, True)  # too soon to say a speed
     now[0] += RATE_AFTER_S / 2
     count.piece()
-    assert count.live() == LiveReply(3, pytest.approx(2 / RATE_AFTER_S), True)  # pieces: an estimate
+    assert count.live() == LiveReply(
+        3, pytest.approx(2 / RATE_AFTER_S), True
+    )  # pieces: an estimate
     now[0] += RATE_AFTER_S
     assert count.live() == LiveReply(3, pytest.approx(1 / RATE_AFTER_S), True)  # stalled: slower
 
@@ -111,7 +116,14 @@ def fields_of(line: str) -> list[str]:
     return left.split(" · ") if left else []
 
 
-KINDS = {"ctx": "context", "ttft": "ttft", "format": "format", "think": "think", "CPU": "device", "KV": "kv_cache"}
+KINDS = {
+    "ctx": "context",
+    "ttft": "ttft",
+    "format": "format",
+    "think": "think",
+    "CPU": "device",
+    "KV": "kv_cache",
+}
 
 
 def kinds_of(parts: list[str]) -> set[str]:
@@ -132,7 +144,9 @@ def kinds_of(parts: list[str]) -> set[str]:
 
 
 async def test_at_80_columns_the_state_and_context_stay_and_fields_drop_whole_in_priority_order():
-    info = dataclasses.replace(INFO, name=LONG_NAME, draft_model="Tiny 0.1B", draft_model_bytes=90 << 20)
+    info = dataclasses.replace(
+        INFO, name=LONG_NAME, draft_model="Tiny 0.1B", draft_model_bytes=90 << 20
+    )
     backend = Scripted("one two three four five", info=info)
     backend.thinking = "hmm let me see"
     app = create_app(backend, params=SamplingParams(thinking="off"), blink=False)
@@ -148,7 +162,11 @@ async def test_at_80_columns_the_state_and_context_stay_and_fields_drop_whole_in
         order = [key for key in PRIORITY if key in present]
         # A field that sticks to another (the quantization to the name, the thinking share
         # to the count) may go without it.
-        whole = set(full) | {part.split(" (")[0] for part in full} | {part.removesuffix(" Q4_K_M") for part in full}
+        whole = (
+            set(full)
+            | {part.split(" (")[0] for part in full}
+            | {part.removesuffix(" Q4_K_M") for part in full}
+        )
         for width in (200, 120, 100, 90, 80, 60, 40, 24):
             await pilot.resize_terminal(width, 24)
             await pilot.pause()
@@ -157,10 +175,11 @@ async def test_at_80_columns_the_state_and_context_stay_and_fields_drop_whole_in
             parts = fields_of(line)
             for part in parts:  # whole fields; only the name may be shortened, with an ellipsis
                 name = part.split(" ")[0]
-                assert part in whole or (name.endswith("…") and LONG_NAME.startswith(name[:-1])
-                                        and len(name) >= NAME_MIN), (width, part)
+                assert part in whole or (
+                    name.endswith("…") and LONG_NAME.startswith(name[:-1]) and len(name) >= NAME_MIN
+                ), (width, part)
             kept = kinds_of(parts)
-            assert kept == set(order[:len(kept)]), (width, kept)  # the most important ones
+            assert kept == set(order[: len(kept)]), (width, kept)  # the most important ones
             if width >= 80:
                 assert {"context", "model", "speed", "tokens"} <= kept, (width, line)
             if width >= 24:
@@ -179,7 +198,9 @@ async def test_a_long_state_is_shortened_never_wrapped():
 
 # ------------------------------------------------------------------- live
 @pytest.mark.parametrize("exact", [False, True])
-async def test_while_a_reply_streams_the_bar_shows_its_own_tokens_speed_and_context(monkeypatch, exact):
+async def test_while_a_reply_streams_the_bar_shows_its_own_tokens_speed_and_context(
+    monkeypatch, exact
+):
     """The scripted reply streams a word at a time: the bar says 'generating', a count that
     grows with each word (the backend's, or ``~`` pieces where it does not count), the
     context filling, and never the previous reply's speed or time to first token; when the
@@ -204,9 +225,15 @@ async def test_while_a_reply_streams_the_bar_shows_its_own_tokens_speed_and_cont
         for n in range(1, len(words)):  # (the last word ends the reply)
             backend.step.release()
             want = f"{2 * n if exact else n} tok"
-            await until(pilot, lambda want=want: re.search(rf"(^|[ ~]){want}", bar_line(app)) is not None, want)
+            await until(
+                pilot,
+                lambda want=want: re.search(rf"(^|[ ~]){want}", bar_line(app)) is not None,
+                want,
+            )
             line = bar_line(app)
-            assert "generating…" in line and f"{FINAL_RATE:.1f}" not in line and "ttft" not in line, line
+            assert (
+                "generating…" in line and f"{FINAL_RATE:.1f}" not in line and "ttft" not in line
+            ), line
             count, context = COUNT.search(line), CONTEXT.search(line)
             assert count is not None and context is not None, line
             assert (count.group(1) == "~") is not exact and (context.group(1) == "~") is not exact
@@ -238,7 +265,9 @@ async def test_the_thinking_counts_while_it_streams(monkeypatch):
         await pilot.press("enter")
         for n in range(1, 4):
             backend.step.release()
-            await until(pilot, lambda n=n: f" {2 * n} tok" in bar_line(app), f"{2 * n} tokens of thinking")
+            await until(
+                pilot, lambda n=n: f" {2 * n} tok" in bar_line(app), f"{2 * n} tokens of thinking"
+            )
         assert app.generating and "generating…" in bar_line(app)
         for _ in range(10):
             backend.step.release()
@@ -272,7 +301,9 @@ async def test_the_bar_follows_a_reply_of_the_real_model(backend, monkeypatch):
     shows its exact token count (the engine's), growing, with the context it fills; never
     the earlier reply's stats; at the end, the reply's own."""
     seen = recording_live(monkeypatch)
-    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=40, seed=1), blink=False)
+    app = create_app(
+        backend, params=SamplingParams(temperature=0, max_tokens=40, seed=1), blink=False
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert "ready" in bar_line(app) and "ctx " in bar_line(app)
@@ -282,7 +313,9 @@ async def test_the_bar_follows_a_reply_of_the_real_model(backend, monkeypatch):
             await send(pilot, prompt)
             stats = app.status.stats
             assert stats is not None and stats.completion_tokens > 0
-            assert seen and all(streaming and not stats_shown for _, streaming, stats_shown in seen), seen
+            assert seen and all(
+                streaming and not stats_shown for _, streaming, stats_shown in seen
+            ), seen
             counts = []
             for text, _, _ in seen:
                 assert "generating…" in text and "ttft" not in text and "ctx " in text, text

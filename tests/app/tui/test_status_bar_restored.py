@@ -24,8 +24,10 @@ class Restoring(RecordingBackend):
         self.replies += 1
         for event in super().stream_chat(messages, params):
             if isinstance(event, GenerationDone) and self.replies == 1:
-                event = dataclasses.replace(event, stats=dataclasses.replace(event.stats, restored_tokens=8132,
-                                                                             restore_ms=110.0))
+                event = dataclasses.replace(
+                    event,
+                    stats=dataclasses.replace(event.stats, restored_tokens=8132, restore_ms=110.0),
+                )
             yield event
 
 
@@ -46,8 +48,12 @@ async def test_the_bar_says_what_a_reply_restored():
 
 
 def test_the_stats_line_and_json_carry_the_restore():
-    stats = GenerationStats(prompt_tokens=8140, prompt_tokens_evaluated=8, restored_tokens=8132, restore_ms=110.4)
+    stats = GenerationStats(
+        prompt_tokens=8140, prompt_tokens_evaluated=8, restored_tokens=8132, restore_ms=110.4
+    )
     assert "· restored 8132 tokens in 0.11 s" in format_stats(stats)
     data = json_stats(stats)
     assert data["restored_tokens"] == 8132 and data["restore_ms"] == 110.4
-    assert "restored" not in format_stats(GenerationStats(prompt_tokens=5, prompt_tokens_evaluated=5))
+    assert "restored" not in format_stats(
+        GenerationStats(prompt_tokens=5, prompt_tokens_evaluated=5)
+    )

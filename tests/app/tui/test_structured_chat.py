@@ -16,19 +16,29 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
 from vibechat.engine.turns.backend import GenerationDone, GenerationStats, TextDelta
 
-DIGITS = {"type": "object", "properties": {"digits": {"type": "string", "pattern": "^[0-9]{300}$"}},
-          "required": ["digits"], "additionalProperties": False}
+DIGITS = {
+    "type": "object",
+    "properties": {"digits": {"type": "string", "pattern": "^[0-9]{300}$"}},
+    "required": ["digits"],
+    "additionalProperties": False,
+}
 
 
 def status_line(app) -> str:
-    return app.chat.query(AssistantMessage).last().query_one(".message--status").render().plain.strip()
+    return (
+        app.chat.query(AssistantMessage).last().query_one(".message--status").render().plain.strip()
+    )
 
 
 @pytest.mark.model
 async def test_a_structured_reply_cut_at_the_token_limit_says_its_json_is_incomplete(backend):
     fmt = OutputFormat("schema", json.dumps(DIGITS), "digits.json")
-    app = create_app(backend, params=SamplingParams(seed=1, max_tokens=4, output_format=fmt), blink=False,
-                     save=False)
+    app = create_app(
+        backend,
+        params=SamplingParams(seed=1, max_tokens=4, output_format=fmt),
+        blink=False,
+        save=False,
+    )
     async with app.run_test(size=(110, 36)) as pilot:
         await settle(pilot)
         await send(pilot, "A long number as JSON")
@@ -45,15 +55,23 @@ class CutAtTheLimit(RecordingBackend):
         limit = params.max_tokens or len(words)
         text = " ".join(words[:limit])
         yield TextDelta(text)
-        stats = GenerationStats(completion_tokens=min(limit, len(words)), seed=1,
-                                finish_reason="length" if limit < len(words) else "stop")
+        stats = GenerationStats(
+            completion_tokens=min(limit, len(words)),
+            seed=1,
+            finish_reason="length" if limit < len(words) else "stop",
+        )
         yield GenerationDone(text=text, stats=stats, params=params.with_seed())
 
 
 async def test_free_text_cut_at_the_token_limit_is_only_cut():
     fake = CutAtTheLimit("Paris is the capital of France and its largest city.")
     fmt = OutputFormat("schema", json.dumps(DIGITS), "digits.json")
-    app = create_app(fake, params=SamplingParams(seed=1, max_tokens=4, output_format=fmt), blink=False, save=False)
+    app = create_app(
+        fake,
+        params=SamplingParams(seed=1, max_tokens=4, output_format=fmt),
+        blink=False,
+        save=False,
+    )
     async with app.run_test(size=(110, 36)) as pilot:
         await settle(pilot)
         await send(pilot, "/format off")
@@ -62,15 +80,25 @@ async def test_free_text_cut_at_the_token_limit_is_only_cut():
         assert status_line(app) == "… cut at the token limit"
 
 
-@pytest.mark.parametrize(("reply", "status"), [
-    ('{"name":"a person you can imagine.', "… ended: the JSON output is incomplete"),  # a stop string cut it
-    ('{"digits": 12}', "… ended: the JSON does not match the schema"),
-    ('{"digits": "' + "7" * 300 + '"}', ""),  # whole and matching: nothing to say
-])
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [
+        (
+            '{"name":"a person you can imagine.',
+            "… ended: the JSON output is incomplete",
+        ),  # a stop string cut it
+        ('{"digits": 12}', "… ended: the JSON does not match the schema"),
+        ('{"digits": "' + "7" * 300 + '"}', ""),  # whole and matching: nothing to say
+    ],
+)
 async def test_a_structured_reply_that_ends_says_whether_it_is_whole(reply, status):
     fmt = OutputFormat("schema", json.dumps(DIGITS), "digits.json")
-    app = create_app(CutAtTheLimit(reply), params=SamplingParams(seed=1, max_tokens=400, output_format=fmt),
-                     blink=False, save=False)
+    app = create_app(
+        CutAtTheLimit(reply),
+        params=SamplingParams(seed=1, max_tokens=400, output_format=fmt),
+        blink=False,
+        save=False,
+    )
     async with app.run_test(size=(110, 36)) as pilot:
         await settle(pilot)
         await send(pilot, "A long number as JSON")

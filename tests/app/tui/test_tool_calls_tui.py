@@ -48,13 +48,24 @@ def Policy(always=()) -> ToolApproval:
 
 
 def make(tmp_path: Path, backend: RecordingBackend, box: Box, policy: Policy):
-    return create_app(backend, blink=False, history=History(tmp_path / "history.db"), tools=box, tool_policy=policy)
+    return create_app(
+        backend,
+        blink=False,
+        history=History(tmp_path / "history.db"),
+        tools=box,
+        tool_policy=policy,
+    )
 
 
-async def test_a_call_waits_for_a_yes_then_runs_and_the_model_answers_with_its_result(tmp_path: Path):
+async def test_a_call_waits_for_a_yes_then_runs_and_the_model_answers_with_its_result(
+    tmp_path: Path,
+):
     backend, box, policy = RecordingBackend(reply="It is noon."), Box(), Policy()
-    backend.tool_script = [[ToolCall("c1", "clock", '{"zone": "UTC"}')], [ToolCall("c2", "clock", "{}")],
-                           [ToolCall("c3", "clock", "{}")]]
+    backend.tool_script = [
+        [ToolCall("c1", "clock", '{"zone": "UTC"}')],
+        [ToolCall("c2", "clock", "{}")],
+        [ToolCall("c3", "clock", "{}")],
+    ]
     app = make(tmp_path, backend, box, policy)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -63,22 +74,39 @@ async def test_a_call_waits_for_a_yes_then_runs_and_the_model_answers_with_its_r
         await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen), "the question")
         assert box.ran == []  # nothing runs without a yes
         shown = " ".join(str(w.render()) for w in app.screen.query("Static"))
-        assert "time/now" in shown and '"zone": "UTC"' in shown and "[bold]now[/bold]" in shown  # never markup
+        assert (
+            "time/now" in shown and '"zone": "UTC"' in shown and "[bold]now[/bold]" in shown
+        )  # never markup
         first = app.screen
         await answer(pilot, "ctrl+y")
         # c2 came next (the model asked again): asked again, allowed for this conversation. (The
         # reply waits on that question: a settle() here would wait out its bound.)
-        await wait_for(pilot, lambda: isinstance(app.screen, ToolApprovalScreen) and app.screen is not first,
-                       "the second question")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, ToolApprovalScreen) and app.screen is not first,
+            "the second question",
+        )
         assert box.ran == ["c1"]
         await answer(pilot, "ctrl+e")
         await settle(pilot)
         assert box.ran == ["c1", "c2", "c3"]  # c3: allowed in this conversation, not asked
         blocks = list(app.query(ToolCallBlock))
-        assert len(blocks) == 3 and "\x1b" not in blocks[0].text and "[red]noon[/red]" in blocks[0].text
+        assert (
+            len(blocks) == 3
+            and "\x1b" not in blocks[0].text
+            and "[red]noon[/red]" in blocks[0].text
+        )
         assert app.chat.messages()[-1].text == "It is noon."
         sent = backend.requests[-1][0]
-        assert [m.role for m in sent] == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]
+        assert [m.role for m in sent] == [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+        ]
         stored = app.history.get(app.session.chat.conversation_id)
         assert [m.role for m in stored.messages][-2:] == ["tool", "assistant"]
     # Reopened: the calls and their results are there, folded, and sent to the model again.
@@ -91,7 +119,11 @@ async def test_a_call_waits_for_a_yes_then_runs_and_the_model_answers_with_its_r
         await settle(pilot)
         reopened = list(again.query(ToolCallBlock))
         assert reopened[0].tool == "time/now" and '"zone": "UTC"' in reopened[0].call.arguments
-        assert [t.role for t in again.session.conversation.turns][:3] == ["user", "assistant", "tool"]
+        assert [t.role for t in again.session.conversation.turns][:3] == [
+            "user",
+            "assistant",
+            "tool",
+        ]
 
 
 async def test_esc_denies_and_the_model_is_told_and_always_allow_is_kept(tmp_path: Path):
@@ -123,7 +155,9 @@ async def test_esc_cancels_a_running_call_and_no_reply_follows(tmp_path: Path):
         await settle(pilot)
         await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
         await send(pilot, "go slow", wait=False)
-        await wait_for(pilot, lambda: box.ran == ["c1"] and app.tool_rounds.active, "the slow call running")
+        await wait_for(
+            pilot, lambda: box.ran == ["c1"] and app.tool_rounds.active, "the slow call running"
+        )
         app.prompt_input.focus()
         await pilot.press("escape")
         await settle(pilot)
@@ -132,10 +166,17 @@ async def test_esc_cancels_a_running_call_and_no_reply_follows(tmp_path: Path):
         blocks = list(app.query(ToolCallBlock))
         assert "cancelled" in blocks[0].text and blocks[1].text.startswith("Not run")
         stored = app.history.get(app.session.chat.conversation_id)
-        assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "tool"]  # every call answered
+        assert [m.role for m in stored.messages] == [
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+        ]  # every call answered
 
 
-async def test_regenerating_the_answer_after_tool_results_keeps_the_results_and_runs_nothing_again(tmp_path: Path):
+async def test_regenerating_the_answer_after_tool_results_keeps_the_results_and_runs_nothing_again(
+    tmp_path: Path,
+):
     backend, box, policy = RecordingBackend(reply="It is noon."), Box(), Policy(always=["time/now"])
     backend.tool_script = [[ToolCall("c1", "clock", "{}")]]
     app = make(tmp_path, backend, box, policy)
@@ -152,23 +193,34 @@ async def test_regenerating_the_answer_after_tool_results_keeps_the_results_and_
         assert app.chat.messages()[-1].branch == (2, 2)
 
 
-async def test_a_model_whose_template_has_no_tools_is_said_once_and_one_that_has_them_is_not(tmp_path: Path):
+async def test_a_model_whose_template_has_no_tools_is_said_once_and_one_that_has_them_is_not(
+    tmp_path: Path,
+):
     from dataclasses import replace
 
     from fakes import INFO
     from helpers import notices
 
-    for info, said in ((replace(INFO, tool_calls=""), True), (replace(INFO, tool_calls="hermes"), False)):
+    for info, said in (
+        (replace(INFO, tool_calls=""), True),
+        (replace(INFO, tool_calls="hermes"), False),
+    ):
         app = make(tmp_path, RecordingBackend(info=info), Box(), Policy())
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await wait_for(pilot, lambda app=app: app.tool_rounds.specs and app.state.model_ready, "tools and model")
+            await wait_for(
+                pilot,
+                lambda app=app: app.tool_rounds.specs and app.state.model_ready,
+                "tools and model",
+            )
             await settle(pilot)
             told = [n for n in notices(app) if "no tool support" in n]
             assert len(told) == (1 if said else 0), notices(app)
 
 
-async def test_a_new_chat_while_a_call_waits_answers_every_call_of_the_conversation_it_leaves(tmp_path: Path):
+async def test_a_new_chat_while_a_call_waits_answers_every_call_of_the_conversation_it_leaves(
+    tmp_path: Path,
+):
     backend, box, policy = RecordingBackend(reply="never"), Box(), Policy()
     backend.tool_script = [[ToolCall("c1", "clock", "{}"), ToolCall("c2", "clock", "{}")]]
     app = make(tmp_path, backend, box, policy)
@@ -225,11 +277,16 @@ async def test_quitting_while_a_call_runs_cancels_it(tmp_path: Path):
         await settle(pilot)
         await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
         await send(pilot, "go slow", wait=False)
-        await wait_for(pilot, lambda: box.ran == ["c1"] and app.tool_rounds.active, "the slow call running")
+        await wait_for(
+            pilot, lambda: box.ran == ["c1"] and app.tool_rounds.active, "the slow call running"
+        )
         await pilot.press("ctrl+q")
     assert cancelled == [True]  # cancelled at quit, not left to time out
+
+
 async def test_arguments_nested_too_deeply_are_one_result_the_chat_stays_up_and_the_conversation_reopens(
-        stub, tmp_path: Path):
+    stub, tmp_path: Path
+):
     from openai_stub import fragments
 
     deep = '{"a":' + "[" * 20_000 + "]" * 20_000 + "}"  # 40 KB: under the length bound
@@ -241,7 +298,11 @@ async def test_arguments_nested_too_deeply_are_one_result_the_chat_stays_up_and_
         await settle(pilot)
         await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
         await send(pilot, "what time is it?", wait=False)
-        await wait_for(pilot, lambda: not app.generating and app.chat.messages()[-1].text == "Sorry.", "the answer")
+        await wait_for(
+            pilot,
+            lambda: not app.generating and app.chat.messages()[-1].text == "Sorry.",
+            "the answer",
+        )
         assert box.ran == [] and not isinstance(app.screen, ToolApprovalScreen)
         [block] = app.query(ToolCallBlock)
         assert "too deeply nested" in block.text
@@ -255,10 +316,14 @@ async def test_arguments_nested_too_deeply_are_one_result_the_chat_stays_up_and_
         await settle(pilot)
         again.chats.open_conversation(conversation)
         await wait_for(pilot, lambda: len(again.query(ToolCallBlock)) == 1, "the reopened call")
-        await wait_for(pilot, lambda: again.sidebar.current == conversation, "the conversation opened")
+        await wait_for(
+            pilot, lambda: again.sidebar.current == conversation, "the conversation opened"
+        )
         await settle(pilot)
         await send(pilot, "And now?")
-        await wait_for(pilot, lambda: again.chat.messages()[-1].text == "Still here.", "the next answer")
+        await wait_for(
+            pilot, lambda: again.chat.messages()[-1].text == "Still here.", "the next answer"
+        )
         roles = [m["role"] for m in stub.last_body["messages"] if m["role"] != "system"]
         assert roles[-3:] == ["tool", "assistant", "user"]
 

@@ -57,25 +57,30 @@ async def test_model_output_is_sanitised_in_the_view(fake_backend):
         assert "\x1b" in app.conversation.turns[-1].content
 
 
-@pytest.mark.parametrize(("keys", "name", "expected"), [
-    (["right"], "temperature", 0.85),
-    (["left"], "temperature", 0.75),
-    (["shift+right"], "temperature", 1.05),
-    (["pagedown"], "temperature", 0.55),
-    (["home"], "temperature", 0.0),
-    (["end"], "temperature", 5.0),
-    (["right", "right", "delete"], "temperature", 0.8),
-    (["down", "right"], "top_k", 41),
-    (["down", "shift+left"], "top_k", 30),
-    (["down", "down", "left"], "top_p", 0.94),
-    (["down", "down", "down", "right"], "min_p", 0.06),
-    # repeat penalty and max tokens start at "auto" (the model's default), one step below their minimum
-    (["down", "down", "down", "down", "right"], "repeat_penalty", 0.1),
-    (["down", "down", "down", "down", "end", "backspace"], "repeat_penalty", None),
-    (["down", "down", "down", "down", "down", "right"], "max_tokens", 0),  # no limit
-    (["down", "down", "down", "down", "down", "right", "pageup"], "max_tokens", 256),
-])
-async def test_slider_keys_change_the_value_and_the_next_request_uses_it(fake_backend, keys, name, expected):
+@pytest.mark.parametrize(
+    ("keys", "name", "expected"),
+    [
+        (["right"], "temperature", 0.85),
+        (["left"], "temperature", 0.75),
+        (["shift+right"], "temperature", 1.05),
+        (["pagedown"], "temperature", 0.55),
+        (["home"], "temperature", 0.0),
+        (["end"], "temperature", 5.0),
+        (["right", "right", "delete"], "temperature", 0.8),
+        (["down", "right"], "top_k", 41),
+        (["down", "shift+left"], "top_k", 30),
+        (["down", "down", "left"], "top_p", 0.94),
+        (["down", "down", "down", "right"], "min_p", 0.06),
+        # repeat penalty and max tokens start at "auto" (the model's default), one step below their minimum
+        (["down", "down", "down", "down", "right"], "repeat_penalty", 0.1),
+        (["down", "down", "down", "down", "end", "backspace"], "repeat_penalty", None),
+        (["down", "down", "down", "down", "down", "right"], "max_tokens", 0),  # no limit
+        (["down", "down", "down", "down", "down", "right", "pageup"], "max_tokens", 256),
+    ],
+)
+async def test_slider_keys_change_the_value_and_the_next_request_uses_it(
+    fake_backend, keys, name, expected
+):
     app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -233,7 +238,9 @@ async def test_ctrl_c_stops_a_streaming_reply_and_otherwise_copies_or_hints(fake
         await pilot.press("enter")
         fake_backend.gate.set()
         fake_backend.gate.clear()
-        await wait_for(pilot, lambda: replies(app) and replies(app)[0].text.strip(), "the reply's first words")
+        await wait_for(
+            pilot, lambda: replies(app) and replies(app)[0].text.strip(), "the reply's first words"
+        )
         assert app.generating
         await pilot.press("ctrl+c")
         fake_backend.gate.set()
@@ -255,7 +262,9 @@ async def test_ctrl_c_stops_a_streaming_reply_and_otherwise_copies_or_hints(fake
         assert app.is_running
 
 
-async def test_the_context_meter_counts_the_prompt_when_sent_and_drops_a_taken_back_turn(fake_backend):
+async def test_the_context_meter_counts_the_prompt_when_sent_and_drops_a_taken_back_turn(
+    fake_backend,
+):
     app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "one two three")
@@ -468,7 +477,9 @@ async def test_every_action_is_in_the_command_palette(fake_backend):
         for binding in app.BINDINGS:
             assert binding.system or binding.description in titles
         assert len(titles) == len(set(titles)), "one entry per action (one Theme: F4's)"
-        shown = {c.title: Content.from_markup(c.help).plain for c in commands}  # the palette reads markup
+        shown = {
+            c.title: Content.from_markup(c.help).plain for c in commands
+        }  # the palette reads markup
         for title, help_text in shown.items():
             assert help_text.split(" (")[0] != title, f"{title!r}: the help line repeats the name"
         assert f"[params] table of {app.config.path}" in shown["Save parameters as default"]
@@ -494,7 +505,9 @@ async def test_links_open_only_after_confirmation_and_only_http(fake_backend):
         reply.post_message(AssistantMessage.LinkRequested("https://example.com/x"))
         await pilot.pause()
         await answer(pilot, "y")  # a letter is typing, never a yes: it goes to the input
-        assert opened == [] and isinstance(app.screen, ConfirmScreen) and app.prompt_input.text == "y"
+        assert (
+            opened == [] and isinstance(app.screen, ConfirmScreen) and app.prompt_input.text == "y"
+        )
         await pilot.press("ctrl+y")
         assert opened == ["https://example.com/x"]
 
@@ -523,7 +536,9 @@ async def test_load_failure_is_shown_not_raised():
         def load(self, on_progress=None):
             from vibechat.engine.errors import ModelFileError
 
-            raise ModelFileError("/x.gguf is a Git LFS pointer, not the model itself: run 'git lfs pull'.")
+            raise ModelFileError(
+                "/x.gguf is a Git LFS pointer, not the model itself: run 'git lfs pull'."
+            )
 
     app = create_app(Broken(), blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -532,8 +547,14 @@ async def test_load_failure_is_shown_not_raised():
         assert was_notified(app, "Git LFS pointer")
 
 
-async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block(fake_backend, monkeypatch):
-    code = "```python\n" + "".join(f"value_{i} = compute({i})  # step {i}\n" for i in range(300)) + "```"
+async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block(
+    fake_backend, monkeypatch
+):
+    code = (
+        "```python\n"
+        + "".join(f"value_{i} = compute({i})  # step {i}\n" for i in range(300))
+        + "```"
+    )
     fake_backend.reply = "Here it is:\n\n" + code
     rendered: list[int] = []
     original = MarkdownSegment.set_text
@@ -596,7 +617,9 @@ async def test_a_prompt_too_large_for_the_context_is_refused_and_kept_in_the_inp
         await settle(pilot)
         big = "word " * 27_000  # 135 KB
         await send(pilot, big[: 512 * 256 + 10])
-        assert backend.requests == [] and app.chat.messages() == []  # not sent, not shown, not saved
+        assert (
+            backend.requests == [] and app.chat.messages() == []
+        )  # not sent, not shown, not saved
         assert app.chatlog.conversation_id is None
         notes = notices(app)
         assert any("more than a 512-token context can hold" in n for n in notes)
@@ -620,16 +643,26 @@ async def test_worker_messages_that_land_while_the_app_closes_are_ignored(fake_b
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
     assert app.closing
-    for message in (HistoryListed([], 0, None), ModelProgress(0.5), ModelReady(INFO), ModelFailed("gone")):
+    for message in (
+        HistoryListed([], 0, None),
+        ModelProgress(0.5),
+        ModelReady(INFO),
+        ModelFailed("gone"),
+    ):
         await app.route(message)  # as the app hands a worker's message to its controller
 
 
-async def test_format_sets_the_next_replies_format_and_the_status_bar_shows_it(fake_backend, tmp_path):
+async def test_format_sets_the_next_replies_format_and_the_status_bar_shows_it(
+    fake_backend, tmp_path
+):
     import json as _json
 
     schema = tmp_path / "person.json"
-    schema.write_text(_json.dumps({"type": "object", "properties": {"name": {"type": "string"}},
-                                   "required": ["name"]}))
+    schema.write_text(
+        _json.dumps(
+            {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+        )
+    )
     app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)

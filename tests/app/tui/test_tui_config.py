@@ -62,7 +62,8 @@ async def test_a_bad_value_is_left_out_alone_and_the_bar_says_so_until_hidden(fa
         assert bar.display and bar.region.y == 0 and bar.region.height == 2
         assert bar_text(app).splitlines() == [
             "⚠ config.toml line 3: temperature must be between 0 and 5 (got 9): not applied",
-            "Fix: vibechat config edit (then start vibechat again) · ^g hides this"]
+            "Fix: vibechat config edit (then start vibechat again) · ^g hides this",
+        ]
         assert not notifications(app)  # not a toast: the bar
         app.theme = "vibechat-phosphor"  # not saved: the file has a problem
         app.action_save_params_default()
@@ -82,7 +83,8 @@ async def test_a_file_that_is_not_toml_runs_on_the_defaults_and_says_so(fake_bac
         assert app.conversation.params == SamplingParams()
         assert bar_text(app).splitlines()[0] == (
             '⚠ config.toml line 4: a string is not closed: a " is missing at the end: running on the defaults '
-            "until it is fixed")
+            "until it is fixed"
+        )
         await pilot.click(ConfigBar)  # a click hides it too
         await pilot.pause()
         assert bar_text(app) == ""
@@ -94,10 +96,14 @@ async def test_a_typo_with_base_url_set_still_runs_the_server_and_names_the_typo
 
     from vibechat.app.commands.cli import cli
 
-    write_config(f'base_url = "{stub.url}"\nmodel = "stub-small"\n\n[params]\ntemprature = 0.5\ntop_k = 9\n')
+    write_config(
+        f'base_url = "{stub.url}"\nmodel = "stub-small"\n\n[params]\ntemprature = 0.5\ntop_k = 9\n'
+    )
     seen: dict = {}
 
-    def run_tui(*, engine, params, system, config, save, **_tools):  # the chat command's own path, up to the app
+    def run_tui(
+        *, engine, params, system, config, save, **_tools
+    ):  # the chat command's own path, up to the app
         from vibechat.app.backends import make_backend
 
         seen.update(backend=make_backend(engine), params=params, config=config)
@@ -115,7 +121,8 @@ async def test_a_typo_with_base_url_set_still_runs_the_server_and_names_the_typo
         assert bar_text(app).splitlines() == [
             "⚠ config.toml line 5: unknown key 'temprature' in [params] (did you mean 'temperature'?): not applied",
             "⚠ VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean VIBECHAT_TEMPERATURE?): ignored",
-            "Fix: vibechat config edit (then start vibechat again) · ^g hides this"]
+            "Fix: vibechat config edit (then start vibechat again) · ^g hides this",
+        ]
         await send(pilot, "Say hello.")
         assert app.chat.messages()[-1].text == stub.reply  # the server answered
     backend.close()
@@ -125,7 +132,7 @@ async def test_the_bar_follows_the_file_as_it_is_fixed(fake_backend, monkeypatch
     from vibechat.app.tui.widgets import config_bar
 
     monkeypatch.setattr(config_bar, "POLL_S", 0.05)
-    path = write_config('[params]\ntemprature = 0.5\n')
+    path = write_config("[params]\ntemprature = 0.5\n")
     app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -137,12 +144,18 @@ async def test_the_bar_follows_the_file_as_it_is_fixed(fake_backend, monkeypatch
                 await pilot.pause(0.05)
             return bar_text(app).splitlines()
 
-        assert (await bar_says("temprature"))[0].startswith("⚠ config.toml line 2: unknown key 'temprature'")
+        assert (await bar_says("temprature"))[0].startswith(
+            "⚠ config.toml line 2: unknown key 'temprature'"
+        )
         path.write_text('[params]\n\ntop_k = "x"\n')  # another mistake: the bar says which
-        assert (await bar_says("top_k"))[0].startswith("⚠ config.toml line 3: top_k must be a whole number")
-        path.write_text('[params]\ntemperature = 0.5\n')
+        assert (await bar_says("top_k"))[0].startswith(
+            "⚠ config.toml line 3: top_k must be a whole number"
+        )
+        path.write_text("[params]\ntemperature = 0.5\n")
         assert (await bar_says("loads cleanly")) == [
-            "⚠ config.toml loads cleanly now: start vibechat again to apply it", "^g hides this"]
+            "⚠ config.toml loads cleanly now: start vibechat again to apply it",
+            "^g hides this",
+        ]
 
 
 async def test_many_problems_are_counted_past_the_first_few(fake_backend):
@@ -165,7 +178,9 @@ async def test_theme_choice_is_saved_in_the_config_keeping_comments(fake_backend
         app.theme = "vibechat-paper"
         await pilot.pause()
     text = path.read_text()
-    assert text.startswith(COMMENTED.splitlines(keepends=True)[0] + COMMENTED.splitlines(keepends=True)[1])
+    assert text.startswith(
+        COMMENTED.splitlines(keepends=True)[0] + COMMENTED.splitlines(keepends=True)[1]
+    )
     assert 'theme = "vibechat-paper"' in text
     assert text.replace('theme = "vibechat-paper"\n', "") == COMMENTED
     again = create_app(RecordingBackend(), blink=False)
@@ -179,8 +194,10 @@ async def test_unknown_theme_in_config_falls_back_and_says_so(fake_backend):
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         assert app.theme == "vibechat-dusk"
-        assert bar_text(app).splitlines()[0] == ("⚠ theme 'no-such-theme' (file, line 1) is not installed: "
-                                                 "vibechat-dusk applies (F4 lists the themes)")
+        assert bar_text(app).splitlines()[0] == (
+            "⚠ theme 'no-such-theme' (file, line 1) is not installed: "
+            "vibechat-dusk applies (F4 lists the themes)"
+        )
 
 
 async def test_save_as_default_writes_params_and_keeps_the_rest(fake_backend):
@@ -195,8 +212,10 @@ async def test_save_as_default_writes_params_and_keeps_the_rest(fake_backend):
         await pilot.pause()
         assert was_notified(app, "Saved these parameters")
     text = path.read_text()
-    assert text.startswith("# my settings, hand-written\nmodel = \"starter\"   # the small one\n\n[params]\n"
-                           "# a bit cooler than the default\ntemperature   = 0.75\ntop_k = 40 # keep\n")
+    assert text.startswith(
+        '# my settings, hand-written\nmodel = "starter"   # the small one\n\n[params]\n'
+        "# a bit cooler than the default\ntemperature   = 0.75\ntop_k = 40 # keep\n"
+    )
     loaded = load_app_config()
     assert loaded.problem is None
     assert loaded.config.params == SamplingParams(temperature=0.75, top_p=1.0)
@@ -219,8 +238,11 @@ async def test_save_as_default_from_the_palette_creates_a_documented_file(fake_b
         await settle(pilot)
         await pilot.press("ctrl+p")
         await pilot.press(*"save parameters as default")
-        await wait_for(pilot, lambda: palette_highlights(app, "Save parameters as default"),
-                       "the palette to find the command")  # it searches in a worker
+        await wait_for(
+            pilot,
+            lambda: palette_highlights(app, "Save parameters as default"),
+            "the palette to find the command",
+        )  # it searches in a worker
         await pilot.press("enter")
         await settle(pilot)
     text = config_path().read_text()
@@ -287,7 +309,10 @@ async def test_a_key_textual_cannot_report_is_reported_and_f2_still_works(fake_b
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         messages = bar_text(app)
-        assert f"{path.name} line 2" in messages and 'keys.toggle_params = "notakey+++" is not a valid key' in messages
+        assert (
+            f"{path.name} line 2" in messages
+            and 'keys.toggle_params = "notakey+++" is not a valid key' in messages
+        )
         assert "notakey" not in str(app.screen.active_bindings)  # not bound, not in the footer
         await pilot.press("f2")
         await pilot.pause()
@@ -297,7 +322,11 @@ async def test_a_key_textual_cannot_report_is_reported_and_f2_still_works(fake_b
 def test_every_default_key_passes_the_engines_key_check():
     from vibechat.app.keynames import keys_problem
 
-    bad = {f"{owner}: {b.id} = {b.key!r}": keys_problem(b.key) for owner, b in _tui_bindings() if keys_problem(b.key)}
+    bad = {
+        f"{owner}: {b.id} = {b.key!r}": keys_problem(b.key)
+        for owner, b in _tui_bindings()
+        if keys_problem(b.key)
+    }
     assert bad == {}
 
 
@@ -320,25 +349,54 @@ def test_the_engines_key_names_are_ones_textual_reports():
     assert PUNCTUATION_NAMES == {c: _character_to_key(c) for c in string.punctuation}
     textual_names = {k.value.rpartition("+")[2] for k in Keys} | set(FUNCTIONAL_KEYS.values())
     assert set(NAMED_KEYS) | set(FUNCTION_KEYS) <= textual_names
-    assert {"escape", "enter", "tab", "space", "backspace", "delete", "insert", "home", "end", "pageup",
-            "pagedown", "up", "down", "left", "right"} | {f"f{n}" for n in range(1, 25)} <= KEY_NAMES
+    assert {
+        "escape",
+        "enter",
+        "tab",
+        "space",
+        "backspace",
+        "delete",
+        "insert",
+        "home",
+        "end",
+        "pageup",
+        "pagedown",
+        "up",
+        "down",
+        "left",
+        "right",
+    } | {f"f{n}" for n in range(1, 25)} <= KEY_NAMES
     # Textual sorts the modifiers of a key it reports (textual/_xterm_parser.py): so do we.
     assert list(MODIFIERS) == sorted(MODIFIERS)
     assert {"alt", "ctrl", "hyper", "meta", "shift", "super"} == set(MODIFIERS)
 
 
-async def test_a_key_that_typing_produces_is_refused_for_a_binding_that_grants_or_deletes(fake_backend):
+async def test_a_key_that_typing_produces_is_refused_for_a_binding_that_grants_or_deletes(
+    fake_backend,
+):
     """[keys] cannot put "run this tool" or "delete" one letter away from ordinary typing; the
     default key stays bound, and every default of those bindings is a key typing never makes."""
     from vibechat.app.appconfig import GRANTING, types
 
-    path = write_config('[keys]\n"approval.once" = "y,ctrl+o"\n"sidebar.delete" = "d"\n"confirm.yes" = "enter"\n'
-                        '"approval.always" = "f12"\n')
+    path = write_config(
+        '[keys]\n"approval.once" = "y,ctrl+o"\n"sidebar.delete" = "d"\n"confirm.yes" = "enter"\n'
+        '"approval.always" = "f12"\n'
+    )
     app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         messages = bar_text(app)
-        for line, name, key in ((2, "approval.once", "y"), (3, "sidebar.delete", "d"), (4, "confirm.yes", "enter")):
-            assert f"{path.name} line {line}" in messages and f"keys.{name}" in messages and repr(key) in messages
+        for line, name, key in (
+            (2, "approval.once", "y"),
+            (3, "sidebar.delete", "d"),
+            (4, "confirm.yes", "enter"),
+        ):
+            assert (
+                f"{path.name} line {line}" in messages
+                and f"keys.{name}" in messages
+                and repr(key) in messages
+            )
         assert "approval.always" not in messages  # f12 types nothing: accepted
-    assert all(not types(key) for _, b in _tui_bindings() if b.id in GRANTING for key in b.key.split(","))
+    assert all(
+        not types(key) for _, b in _tui_bindings() if b.id in GRANTING for key in b.key.split(",")
+    )

@@ -30,8 +30,14 @@ from vibechat.engine.turns.backend import GenerationDone
 SIZE = (110, 36)
 
 
-def seed_history(path: Path, chats: list[tuple[str, list[str]]], *, model: str = "Fake 1B",
-                 model_path: str = "/models/fake.gguf", **settings) -> list[int]:
+def seed_history(
+    path: Path,
+    chats: list[tuple[str, list[str]]],
+    *,
+    model: str = "Fake 1B",
+    model_path: str = "/models/fake.gguf",
+    **settings,
+) -> list[int]:
     """Conversations written as the app writes them: (title prompt, [reply, prompt, reply…])."""
     ids = []
     with History(path) as history:
@@ -70,7 +76,9 @@ async def test_a_chat_is_saved_as_it_happens_and_listed_in_the_sidebar(db):
         with History(db) as other:
             stored = other.get(other.latest().id)
             assert [(m.role, m.content, m.status) for m in stored.messages] == [
-                ("user", "Tell me about SQLite", "complete"), ("assistant", "", "streaming")]
+                ("user", "Tell me about SQLite", "complete"),
+                ("assistant", "", "streaming"),
+            ]
         backend.gate.set()
         await settle(pilot)
         sidebar = app.query_one(ConversationSidebar)
@@ -79,7 +87,9 @@ async def test_a_chat_is_saved_as_it_happens_and_listed_in_the_sidebar(db):
     with History(db) as other:
         stored = other.get(other.latest().id)
         assert [(m.role, m.content, m.status) for m in stored.messages] == [
-            ("user", "Tell me about SQLite", "complete"), ("assistant", backend.reply, "complete")]
+            ("user", "Tell me about SQLite", "complete"),
+            ("assistant", backend.reply, "complete"),
+        ]
         assert stored.summary.model == "Fake 1B"
 
 
@@ -100,9 +110,15 @@ async def test_stopping_a_reply_saves_it_as_stopped(db):
 
 
 async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_settings(db):
-    ids = seed_history(db, [("First chat", ["First answer", "Follow-up", "Second answer"]),
-                            ("Newest chat", ["Hello back"])],
-                       system="Talk like a pirate.", params=SamplingParams(temperature=1.3, top_k=11))
+    ids = seed_history(
+        db,
+        [
+            ("First chat", ["First answer", "Follow-up", "Second answer"]),
+            ("Newest chat", ["Hello back"]),
+        ],
+        system="Talk like a pirate.",
+        params=SamplingParams(temperature=1.3, top_k=11),
+    )
     backend = RecordingBackend(reply="Arr")
     app = make_app(db, backend)
     async with app.run_test(size=SIZE) as pilot:
@@ -115,14 +131,21 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
         await pilot.press("down", "enter")  # the older one
         await settle(pilot)
         assert [(w.role, w.text) for w in app.chat.messages()] == [
-            ("user", "First chat"), ("assistant", "First answer"),
-            ("user", "Follow-up"), ("assistant", "Second answer")]
+            ("user", "First chat"),
+            ("assistant", "First answer"),
+            ("user", "Follow-up"),
+            ("assistant", "Second answer"),
+        ]
         assert app.conversation.system == "Talk like a pirate."
         assert app.conversation.params.temperature == 1.3 and app.panel.params.top_k == 11
         # The KV cache is rebuilt from its messages (in a worker).
         assert backend.prefills[-1][0].content == "Talk like a pirate."
-        assert [m.content for m in backend.prefills[-1][1:]] == ["First chat", "First answer", "Follow-up",
-                                                                   "Second answer"]
+        assert [m.content for m in backend.prefills[-1][1:]] == [
+            "First chat",
+            "First answer",
+            "Follow-up",
+            "Second answer",
+        ]
         assert sidebar.current == ids[0]
         # Continuing it adds to it, and only the new prompt is evaluated.
         app.prompt_input.focus()
@@ -145,15 +168,25 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
         assert [m.content for m in other.get(ids[0]).messages][-2:] == ["Third question", "Arr"]
 
 
-@pytest.mark.parametrize(("name", "path", "expected"), [
-    ("Fake 1B", "/models/fake.gguf", None),  # the loaded file
-    ("Fake 1B", "/elsewhere/fake.gguf", None),  # the same file, moved
-    ("Fake 1B", "/elsewhere/fake-1b-Q4_K_M.gguf", None),  # the same quantization, another name
-    ("Fake 1B", "/elsewhere/fake-1b-Q8_0.gguf",
-     "This conversation was with fake-1b-Q8_0.gguf; it continues with fake.gguf, another file of Fake 1B"),
-    ("Other 7B", "/models/other.gguf", "This conversation was with Other 7B; it continues with Fake 1B"),
-    (None, None, None),  # saved before a model loaded
-])
+@pytest.mark.parametrize(
+    ("name", "path", "expected"),
+    [
+        ("Fake 1B", "/models/fake.gguf", None),  # the loaded file
+        ("Fake 1B", "/elsewhere/fake.gguf", None),  # the same file, moved
+        ("Fake 1B", "/elsewhere/fake-1b-Q4_K_M.gguf", None),  # the same quantization, another name
+        (
+            "Fake 1B",
+            "/elsewhere/fake-1b-Q8_0.gguf",
+            "This conversation was with fake-1b-Q8_0.gguf; it continues with fake.gguf, another file of Fake 1B",
+        ),
+        (
+            "Other 7B",
+            "/models/other.gguf",
+            "This conversation was with Other 7B; it continues with Fake 1B",
+        ),
+        (None, None, None),  # saved before a model loaded
+    ],
+)
 def test_the_note_on_opening_a_conversation_had_with_another_model_file(name, path, expected):
     from fakes import INFO
     from vibechat.app.tui.controllers.model_change import model_change_note
@@ -183,22 +216,42 @@ def on_server(name: str, root: str = SERVER):
     from fakes import INFO
     from vibechat.engine.remote.options import model_url
 
-    return dataclasses.replace(INFO, name=name, path=model_url(root, name), server=root.removesuffix("/v1"))
+    return dataclasses.replace(
+        INFO, name=name, path=model_url(root, name), server=root.removesuffix("/v1")
+    )
 
 
-@pytest.mark.parametrize(("name", "path", "loaded", "expected"), [
-    # issue 39, point 3: a server's conversation opened where another server (or the local engine) answers
-    ("stub-small", f"{SERVER}/models/stub-small", None,
-     f"This conversation was with stub-small on {SERVER}; replies here come from Fake 1B (to go on with it, "
-     f"start vibechat --base-url {SERVER} --model stub-small"),
-    ("stub-small", f"{SERVER}/models/stub-small", ("stub-small", "http://127.0.0.1:10/v1"),
-     f"This conversation was with stub-small on {SERVER}; replies here come from stub-small on "
-     "http://127.0.0.1:10/v1"),  # the same model id on another server was silent
-    ("stub-small", f"{SERVER}/models/stub-small", ("stub-large", SERVER), "F3 picks stub-small"),
-    ("Fake 1B", "/models/other.gguf", ("Fake 1B", SERVER), "start vibechat --backend llama"),
-    ("stub-small", f"{SERVER}/models/stub-small", ("stub-small", SERVER), None),
-])
-def test_the_note_names_the_servers_when_a_conversation_was_had_elsewhere(name, path, loaded, expected):
+@pytest.mark.parametrize(
+    ("name", "path", "loaded", "expected"),
+    [
+        # issue 39, point 3: a server's conversation opened where another server (or the local engine) answers
+        (
+            "stub-small",
+            f"{SERVER}/models/stub-small",
+            None,
+            f"This conversation was with stub-small on {SERVER}; replies here come from Fake 1B (to go on with it, "
+            f"start vibechat --base-url {SERVER} --model stub-small",
+        ),
+        (
+            "stub-small",
+            f"{SERVER}/models/stub-small",
+            ("stub-small", "http://127.0.0.1:10/v1"),
+            f"This conversation was with stub-small on {SERVER}; replies here come from stub-small on "
+            "http://127.0.0.1:10/v1",
+        ),  # the same model id on another server was silent
+        (
+            "stub-small",
+            f"{SERVER}/models/stub-small",
+            ("stub-large", SERVER),
+            "F3 picks stub-small",
+        ),
+        ("Fake 1B", "/models/other.gguf", ("Fake 1B", SERVER), "start vibechat --backend llama"),
+        ("stub-small", f"{SERVER}/models/stub-small", ("stub-small", SERVER), None),
+    ],
+)
+def test_the_note_names_the_servers_when_a_conversation_was_had_elsewhere(
+    name, path, loaded, expected
+):
     from fakes import INFO
     from vibechat.app.tui.controllers.model_change import model_change_note
 
@@ -208,7 +261,12 @@ def test_the_note_names_the_servers_when_a_conversation_was_had_elsewhere(name, 
 
 
 async def test_opening_a_servers_conversation_in_a_local_chat_says_whose_replies_follow(db):
-    seed_history(db, [("Old chat", ["Old answer"])], model="stub-small", model_path=f"{SERVER}/models/stub-small")
+    seed_history(
+        db,
+        [("Old chat", ["Old answer"])],
+        model="stub-small",
+        model_path=f"{SERVER}/models/stub-small",
+    )
     app = make_app(db)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
@@ -216,7 +274,9 @@ async def test_opening_a_servers_conversation_in_a_local_chat_says_whose_replies
         await settle(pilot)
         assert app.chatlog.title == "Old chat"
         warned = [n for n in notifications(app) if n.severity == "warning"]
-        assert any(f"stub-small on {SERVER}" in n.message and "--base-url" in n.message for n in warned), warned
+        assert any(
+            f"stub-small on {SERVER}" in n.message and "--base-url" in n.message for n in warned
+        ), warned
 
 
 async def test_parameters_changed_in_the_tui_are_saved_with_the_conversation(db):
@@ -327,7 +387,10 @@ async def test_search_results_are_told_apart_and_down_then_enter_opens_the_first
         results = screen.query_one("#search-results", OptionList)
         labels = [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
         assert len(set(labels)) == 6  # six identical titles, each hit names its conversation
-        assert all(f"#{hit.conversation_id}" in label for hit, label in zip(screen.hits, labels, strict=False))
+        assert all(
+            f"#{hit.conversation_id}" in label
+            for hit, label in zip(screen.hits, labels, strict=False)
+        )
         await pilot.press("down")
         await pilot.pause()
         assert results.has_focus and results.highlighted == 0  # Enter works at once
@@ -351,7 +414,9 @@ async def test_export_the_open_conversation_to_markdown_and_json(db, tmp_path: P
         await pilot.pause()
         assert isinstance(app.screen, ExportScreen)
         path_input = app.screen.query_one("#export-path")
-        assert path_input.value.endswith("export-me.md") and path_input.value.startswith(str(tmp_path))
+        assert path_input.value.endswith("export-me.md") and path_input.value.startswith(
+            str(tmp_path)
+        )
         await pilot.press("enter")
         await pilot.pause()
         md = next(tmp_path.glob("vibechat-*-export-me.md")).read_text()
@@ -436,10 +501,19 @@ async def test_an_opened_conversation_continues_on_the_real_model(db, starter_pa
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    seed_history(db, [("The capital of France is", ["Paris.", "The capital of Italy is"]),
-                      ("Something else", ["ok"])], params=SamplingParams(temperature=0, max_tokens=6))
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, context_size=2048, repack="off"))
+    seed_history(
+        db,
+        [
+            ("The capital of France is", ["Paris.", "The capital of Italy is"]),
+            ("Something else", ["ok"]),
+        ],
+        params=SamplingParams(temperature=0, max_tokens=6),
+    )
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=starter_path, context_size=2048, repack="off"
+        )
+    )
     app = create_app(backend, blink=False, history=History(db))
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -457,7 +531,9 @@ async def test_an_opened_conversation_continues_on_the_real_model(db, starter_pa
         backend.close()
 
 
-async def test_a_long_conversation_opens_with_its_newest_messages_and_shows_older_ones_on_request(db):
+async def test_a_long_conversation_opens_with_its_newest_messages_and_shows_older_ones_on_request(
+    db,
+):
     turns = [f"message {i}" for i in range(1, 60)]  # 60 messages with the first prompt
     ids = seed_history(db, [("message 0", turns), ("Other", ["x"])])
     app = make_app(db)
@@ -523,7 +599,9 @@ async def test_the_sidebar_shows_the_chats_own_first_and_right_cycles_run_batch_
         await pilot.press("left", "right", "right")
         assert listed(sidebar) == [str(i) for i in (chat2, run2, batch1, run1, chat1)]
         assert str(title.render()) == "All conversations (5)"
-        assert sidebar.options.highlighted_option.id == str(batch1)  # the highlight stays where it was
+        assert sidebar.options.highlighted_option.id == str(
+            batch1
+        )  # the highlight stays where it was
         # Enter opens the highlighted one, whatever its source; a new chat is the chat's.
         await pilot.press("home", "down", "enter")
         await settle(pilot)
@@ -543,7 +621,9 @@ async def test_the_sidebar_shows_the_chats_own_first_and_right_cycles_run_batch_
 
 
 async def test_renaming_keeps_the_conversation_in_its_place_in_the_sidebar_and_in_history_list(db):
-    older, newer = seed_history(db, [("The older chat", ["answer"]), ("The newer chat", ["answer"])])
+    older, newer = seed_history(
+        db, [("The older chat", ["answer"]), ("The newer chat", ["answer"])]
+    )
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -557,8 +637,10 @@ async def test_renaming_keeps_the_conversation_in_its_place_in_the_sidebar_and_i
         assert listed(sidebar) == [str(newer), str(older)]
         assert [s.title for s in sidebar.summaries] == ["The newer chat", "Older, renamed"]
     with History(db) as other:  # what `vibechat history list` shows: the same order
-        assert [(c.id, c.title) for c in other.conversations()] == [(newer, "The newer chat"),
-                                                                    (older, "Older, renamed")]
+        assert [(c.id, c.title) for c in other.conversations()] == [
+            (newer, "The newer chat"),
+            (older, "Older, renamed"),
+        ]
     app = make_app(db)  # and the sidebar of the next start agrees
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -566,7 +648,9 @@ async def test_renaming_keeps_the_conversation_in_its_place_in_the_sidebar_and_i
         assert listed(app.query_one(ConversationSidebar)) == [str(newer), str(older)]
 
 
-async def test_the_export_dialogs_format_row_takes_right_left_and_enter(db, tmp_path: Path, monkeypatch):
+async def test_the_export_dialogs_format_row_takes_right_left_and_enter(
+    db, tmp_path: Path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     seed_history(db, [("Export me", ["Exported **reply**"])])
     app = make_app(db)
@@ -613,7 +697,9 @@ class CutByTheLimit(RecordingBackend):
     def stream_chat(self, messages, params):
         for event in super().stream_chat(messages, params):
             if isinstance(event, GenerationDone):
-                event = dataclasses.replace(event, stats=dataclasses.replace(event.stats, finish_reason="length"))
+                event = dataclasses.replace(
+                    event, stats=dataclasses.replace(event.stats, finish_reason="length")
+                )
             yield event
 
 
@@ -640,8 +726,11 @@ async def test_an_instruct_model_writes_the_title_after_the_first_reply(db, monk
         await send(pilot, "tell me about the sea please")
         assert len(backend.requests) == 2  # the reply, then the title
         messages, params = backend.requests[-1]
-        assert [m.content for m in messages] == ["tell me about the sea please", '"Tide pools and coral reefs."',
-                                                 TITLE_REQUEST]
+        assert [m.content for m in messages] == [
+            "tell me about the sea please",
+            '"Tide pools and coral reefs."',
+            TITLE_REQUEST,
+        ]
         assert (params.temperature, params.max_tokens) == (0.0, 16)
         await pilot.pause()
         sidebar = app.query_one(ConversationSidebar)
@@ -689,19 +778,25 @@ async def test_a_message_sent_while_the_title_is_written_stops_it(db, monkeypatc
         stored = other.get(other.conversations()[0].id)
         assert stored.title == "tell me about the sea please"
         assert [(m.content, m.status) for m in stored.messages] == [
-            ("tell me about the sea please", "complete"), ("Tide pools and coral reefs", "complete"),
-            ("and the deep sea?", "complete"), ("Tide pools and coral reefs", "complete")]
+            ("tell me about the sea please", "complete"),
+            ("Tide pools and coral reefs", "complete"),
+            ("and the deep sea?", "complete"),
+            ("Tide pools and coral reefs", "complete"),
+        ]
 
 
 @pytest.mark.parametrize("why", ["base model", "model_titles off"])
-async def test_a_base_model_or_model_titles_off_gets_the_title_from_the_first_prompt(db, monkeypatch, why):
+async def test_a_base_model_or_model_titles_off_gets_the_title_from_the_first_prompt(
+    db, monkeypatch, why
+):
     """Issue 46 point 7: the reply's words are the model's, never the title ("Hello" answered
     "How can I help you?" stays "Hello"); only a chat model asked for a title writes one."""
     reply = "How can I help you? I can tell you about tide pools."
     if why == "base model":
         monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "1")
-        backend = RecordingBackend(reply=reply, info=dataclasses.replace(RecordingBackend().info,
-                                                                         chat_format="completion"))
+        backend = RecordingBackend(
+            reply=reply, info=dataclasses.replace(RecordingBackend().info, chat_format="completion")
+        )
     else:
         backend = RecordingBackend(reply=reply)
     app = make_app(db, backend)
@@ -716,7 +811,9 @@ async def test_a_base_model_or_model_titles_off_gets_the_title_from_the_first_pr
         assert other.conversations()[0].title == "Hello"
 
 
-async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt_is_sent(db, monkeypatch):
+async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt_is_sent(
+    db, monkeypatch
+):
     """A new conversation moves to the top of the list as its first prompt is saved. While the
     list is hidden it is not rebuilt then (with a thousand conversations that was ~10 ms of the
     frame that shows the prompt): shown, it has the new conversation on top, marked open."""
@@ -744,49 +841,77 @@ async def test_a_hidden_sidebar_is_brought_up_to_date_when_shown_not_as_a_prompt
         assert sidebar.options.highlighted_option.id == str(new)
 
 
-async def test_opening_a_conversation_had_with_another_local_model_switches_to_it_and_keeps_it(db, tmp_path):
+async def test_opening_a_conversation_had_with_another_local_model_switches_to_it_and_keeps_it(
+    db, tmp_path
+):
     # issue 39, point 3: the chat answered an opened conversation with whatever model was loaded
     from fakes import INFO
     from ggufgen import write_gguf
 
     other = write_gguf(tmp_path / "other-7b-Q4_K_M.gguf")
-    [cid] = seed_history(db, [("Old chat", ["Old answer"])], model="Other 7B", model_path=str(other))
+    [cid] = seed_history(
+        db, [("Old chat", ["Old answer"])], model="Other 7B", model_path=str(other)
+    )
     made: list = []
 
     def factory(path, **changes):
-        made.append(RecordingBackend(info=dataclasses.replace(INFO, name="Other 7B", path=str(path)), reply="Again."))
+        made.append(
+            RecordingBackend(
+                info=dataclasses.replace(INFO, name="Other 7B", path=str(path)), reply="Again."
+            )
+        )
         return made[-1]
 
     app = make_app(db, backend_factory=factory)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await pilot.press("ctrl+b", "enter")
-        await wait_for(pilot, lambda: app.session.info is not None and app.session.info.name == "Other 7B",
-                       "the conversation's own model")
+        await wait_for(
+            pilot,
+            lambda: app.session.info is not None and app.session.info.name == "Other 7B",
+            "the conversation's own model",
+        )
         await settle(pilot)
         assert app.chatlog.conversation_id == cid and app.chat.messages()[-1].text == "Old answer"
         await send(pilot, "And then?")
         assert app.chat.messages()[-1].text == "Again." and len(made) == 1
-        assert [m.content for m in made[0].requests[-1][0]][-3:] == ["Old chat", "Old answer", "And then?"]
+        assert [m.content for m in made[0].requests[-1][0]][-3:] == [
+            "Old chat",
+            "Old answer",
+            "And then?",
+        ]
     with History(db) as history:
         assert history.get(cid).summary.model == "Other 7B"  # never relabelled
 
 
-async def test_opening_a_conversation_had_with_another_model_of_the_same_server_switches_to_it(db, stub):
+async def test_opening_a_conversation_had_with_another_model_of_the_same_server_switches_to_it(
+    db, stub
+):
     from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
     from vibechat.engine.remote.options import OpenAIOptions
 
-    [cid] = seed_history(db, [("Old chat", ["Old answer"])], model="stub-small",
-                         model_path=f"{stub.url}/models/stub-small")
+    [cid] = seed_history(
+        db,
+        [("Old chat", ["Old answer"])],
+        model="stub-small",
+        model_path=f"{stub.url}/models/stub-small",
+    )
     backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-large"))
     app = make_app(db, backend=backend)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await pilot.press("ctrl+b", "enter")
-        await wait_for(pilot, lambda: app.session.info is not None and app.session.info.name == "stub-small",
-                       "the conversation's own model")
+        await wait_for(
+            pilot,
+            lambda: app.session.info is not None and app.session.info.name == "stub-small",
+            "the conversation's own model",
+        )
         await settle(pilot)
         assert app.chatlog.conversation_id == cid
         await send(pilot, "And then?")
         assert stub.last_body["model"] == "stub-small"
-        assert [m["content"] for m in stub.last_body["messages"]][-3:] == ["Old chat", "Old answer", "And then?"]
+        assert [m["content"] for m in stub.last_body["messages"]][-3:] == [
+            "Old chat",
+            "Old answer",
+            "And then?",
+        ]

@@ -52,8 +52,15 @@ def user_turns(app) -> list[str]:
 async def answered(pilot, *prompts: str) -> None:
     """Wait until the conversation is ``prompts``, each answered, and no reply is on its way."""
     app = pilot.app
-    await wait_for(pilot, lambda: user_turns(app) == list(prompts) and len(app.conversation.turns) == 2 * len(prompts)
-                and not app.generating, f"the replies to {prompts}")
+    await wait_for(
+        pilot,
+        lambda: (
+            user_turns(app) == list(prompts)
+            and len(app.conversation.turns) == 2 * len(prompts)
+            and not app.generating
+        ),
+        f"the replies to {prompts}",
+    )
     await settle(pilot)
 
 
@@ -68,7 +75,9 @@ def saved(db: Path) -> list[tuple[str, str, str]]:
         return [(m.role, m.content, m.status) for m in history.get(history.latest().id).messages]
 
 
-async def test_enter_while_a_reply_streams_queues_the_message_and_typing_goes_on_in_order(fake_backend, db):
+async def test_enter_while_a_reply_streams_queues_the_message_and_typing_goes_on_in_order(
+    fake_backend, db
+):
     """Issue 30: typing AAA, Enter, CCC while a reply streams gave "CCCAAA" (the cursor jumped to
     the start), and a garbled message was sent. Now AAA waits, shown above the input; CCC stays as
     typed, its cursor where it was, through the reply's end and the queued message's own reply."""
@@ -88,12 +97,20 @@ async def test_enter_while_a_reply_streams_queues_the_message_and_typing_goes_on
         await answered(pilot, "first", "AAA")
         assert user_turns(app) == ["first", "AAA"]
         assert [(w.role, w.text) for w in app.chat.messages()] == [
-            ("user", "first"), ("assistant", REPLY), ("user", "AAA"), ("assistant", REPLY)]
+            ("user", "first"),
+            ("assistant", REPLY),
+            ("user", "AAA"),
+            ("assistant", REPLY),
+        ]
         assert fake_backend.requests[-1][0][-1].content == "AAA"
         assert note(app) is None and app.prompt_input.queued is None
         assert app.prompt_input.text == "CCC" and app.prompt_input.cursor_location == (0, 2)
-    assert saved(db) == [("user", "first", "complete"), ("assistant", REPLY, "complete"),
-                         ("user", "AAA", "complete"), ("assistant", REPLY, "complete")]
+    assert saved(db) == [
+        ("user", "first", "complete"),
+        ("assistant", REPLY, "complete"),
+        ("user", "AAA", "complete"),
+        ("assistant", REPLY, "complete"),
+    ]
 
 
 async def test_only_one_message_waits_a_second_enter_keeps_its_text_where_it_is(fake_backend):
@@ -117,8 +134,11 @@ async def test_escape_stops_the_reply_and_gives_the_queued_message_back_unsent(f
     async with app.run_test(size=SIZE) as pilot:
         await start_reply(pilot)
         fake_backend.step.release()  # one piece of the reply
-        await wait_for(pilot, lambda: fake_backend.requests and app.chat.messages()[-1].text == "one",
-                       "the first piece")
+        await wait_for(
+            pilot,
+            lambda: fake_backend.requests and app.chat.messages()[-1].text == "one",
+            "the first piece",
+        )
         await pilot.press("A", "A", "A", "enter", "B", "B", "B")
         await wait_for(pilot, lambda: note(app) is not None, "the queued line")
         await pilot.press("escape")
@@ -129,7 +149,11 @@ async def test_escape_stops_the_reply_and_gives_the_queued_message_back_unsent(f
         await wait_for(pilot, lambda: note(app) is None, "the queued line to go")
         assert len(fake_backend.requests) == 1 and user_turns(app) == ["first"]
         stopped = app.chat.messages()[-1]
-        assert stopped.has_class("-stopped") and stopped.text.startswith("one") and stopped.text != REPLY
+        assert (
+            stopped.has_class("-stopped")
+            and stopped.text.startswith("one")
+            and stopped.text != REPLY
+        )
         await pilot.press("Z")  # typing goes on where the cursor was
         assert app.prompt_input.text == "AAA\nBBBZ"
     assert saved(db) == [("user", "first", "complete"), ("assistant", stopped.text, "stopped")]
@@ -141,7 +165,9 @@ async def test_up_takes_the_queued_message_back_to_edit_and_enter_queues_it_agai
         await start_reply(pilot)
         await pilot.press("A", "A", "A", "enter")
         await wait_for(pilot, lambda: note(app) is not None, "the queued line")
-        await pilot.press("up")  # an empty input: the queued message comes back (not an older prompt)
+        await pilot.press(
+            "up"
+        )  # an empty input: the queued message comes back (not an older prompt)
         await wait_for(pilot, lambda: note(app) is None, "the queued line to go")
         assert app.prompt_input.text == "AAA" and app.prompt_input.queued is None
         assert app.prompt_input.cursor_location == (0, 3)
@@ -159,7 +185,9 @@ async def test_a_queued_message_is_not_sent_after_a_failed_reply_but_given_back(
         def stream_chat(self, messages, params):
             for event in super().stream_chat(messages, params):
                 if isinstance(event, TextDelta):
-                    raise RemoteServerError("the server went away (HTTP 502): try again once it is back.")
+                    raise RemoteServerError(
+                        "the server went away (HTTP 502): try again once it is back."
+                    )
                 yield event
 
     backend = Failing(REPLY)
@@ -174,10 +202,15 @@ async def test_a_queued_message_is_not_sent_after_a_failed_reply_but_given_back(
         assert app.prompt_input.text == "AAA" and app.prompt_input.queued is None
         assert len(backend.requests) == 1
         assert was_notified(app, "went away")
-    assert [(role, content) for role, content, _status in saved(db)] == [("user", "first"), ("assistant", "")]
+    assert [(role, content) for role, content, _status in saved(db)] == [
+        ("user", "first"),
+        ("assistant", ""),
+    ]
 
 
-async def test_enter_while_the_model_loads_sends_the_first_message_and_queues_the_next(fake_backend):
+async def test_enter_while_the_model_loads_sends_the_first_message_and_queues_the_next(
+    fake_backend,
+):
     """While the model loads, the first message is sent (its reply waits for the model) and the
     next one waits in the queue, as while a reply streams."""
     loading = threading.Event()
@@ -246,7 +279,9 @@ async def test_a_paste_while_a_reply_streams_is_queued_whole(fake_backend):
         await answered(pilot, "first", pasted)
 
 
-async def test_ctrl_n_while_a_reply_streams_stops_it_and_starts_a_new_conversation(fake_backend, db):
+async def test_ctrl_n_while_a_reply_streams_stops_it_and_starts_a_new_conversation(
+    fake_backend, db
+):
     """Ctrl+N during a reply: the reply stops (saved as stopped, with its text so far, as Esc
     does) and a new conversation starts; a queued message comes back into its input, unsent."""
     app = create_app(fake_backend, blink=False, history=History(db))
@@ -268,12 +303,17 @@ async def test_ctrl_n_while_a_reply_streams_stops_it_and_starts_a_new_conversati
         assert len(fake_backend.requests) == 1  # nothing was sent on its own
         await pilot.press("enter")  # the new conversation's first message
         await settle(pilot)
-        assert [(w.role, w.text) for w in app.chat.query(ChatMessageWidget)] == [("user", "AAA"), ("assistant", REPLY)]
+        assert [(w.role, w.text) for w in app.chat.query(ChatMessageWidget)] == [
+            ("user", "AAA"),
+            ("assistant", REPLY),
+        ]
         assert app.chatlog.conversation_id != first_id
     with History(db) as history:
         first = history.get(first_id)
         assert [(m.role, m.content, m.status) for m in first.messages] == [
-            ("user", "first", "complete"), ("assistant", "one", "stopped")]
+            ("user", "first", "complete"),
+            ("assistant", "one", "stopped"),
+        ]
 
 
 async def test_ctrl_l_keeps_the_draft_in_the_input(fake_backend):
@@ -295,7 +335,9 @@ async def test_ctrl_l_keeps_the_draft_in_the_input(fake_backend):
 
 
 @pytest.mark.parametrize("line_break", ["\r", "\r\n", "\n"], ids=["CR", "CRLF", "LF"])
-async def test_a_pastes_line_breaks_are_kept_whatever_the_terminal_sends_for_them(fake_backend, line_break):
+async def test_a_pastes_line_breaks_are_kept_whatever_the_terminal_sends_for_them(
+    fake_backend, line_break
+):
     """xterm-style terminals and tmux send a bracketed paste's line breaks as CR, Windows text
     brings CRLF: each is a line break in the input and in the prompt sent, never lost."""
     app = create_app(fake_backend, blink=False, save=False)

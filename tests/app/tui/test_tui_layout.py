@@ -93,7 +93,9 @@ def test_a_crash_in_the_chat_exits_non_zero(monkeypatch):
 
     monkeypatch.setattr(backends, "make_backend", lambda *args, **kwargs: RecordingBackend())
     monkeypatch.setattr(tui, "freeze_startup_objects", lambda: None)
-    monkeypatch.setattr(terminal, "require_terminal", lambda: None)  # CliRunner has no terminal; headless
+    monkeypatch.setattr(
+        terminal, "require_terminal", lambda: None
+    )  # CliRunner has no terminal; headless
     monkeypatch.setattr(tui, "create_app", lambda backend, **kwargs: Crashing(backend, blink=False))
     result = CliRunner().invoke(cli, ["--no-save"])
     assert result.exit_code == 1, result.output
@@ -116,8 +118,11 @@ def footer_fits(app) -> list[str]:
     keys = list(app.screen.query(FooterKey))
     palette = next(k for k in keys if k.has_class("-command-palette"))
     assert palette.region.right <= app.size.width
-    return [f"{k.key} {k.description}" for k in keys
-            if k is not palette and k.region.right > palette.region.x]
+    return [
+        f"{k.key} {k.description}"
+        for k in keys
+        if k is not palette and k.region.right > palette.region.x
+    ]
 
 
 async def test_the_footer_fits_80_columns():
@@ -138,8 +143,14 @@ async def test_the_footer_fits_80_columns():
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.generating, "the reply to start")
         # the footer shows Stop a moment after the reply starts (FOOTER_DELAY_S)
-        await wait_for(pilot, lambda: "escape" in {k.key for k in app.screen.query("FooterKey")}, "Stop in the footer")
-        assert "escape" in {k.key for k in app.screen.query("FooterKey")}  # Stop, while a reply streams
+        await wait_for(
+            pilot,
+            lambda: "escape" in {k.key for k in app.screen.query("FooterKey")},
+            "Stop in the footer",
+        )
+        assert "escape" in {
+            k.key for k in app.screen.query("FooterKey")
+        }  # Stop, while a reply streams
         assert footer_fits(app) == []
         backend.gate.set()
         await settle(pilot)

@@ -54,13 +54,19 @@ async def test_notices_never_cover_the_input_or_the_status_bar(size):
 
 def test_copying_says_the_text_was_sent_through_the_terminal_and_how_tmux_passes_it_on():
     plain = copied_notice("reply", 1234, {})
-    assert "Sent the reply (1,234 characters)" in plain and "OSC 52" in plain and "Copied" not in plain
+    assert (
+        "Sent the reply (1,234 characters)" in plain and "OSC 52" in plain and "Copied" not in plain
+    )
     inside = {"TMUX": "/tmp/tmux-0/default,1,0"}
     for setting in ("external", "off", None):  # None: tmux did not say
         tmux = copied_notice("reply", 5, inside, setting)
         assert TMUX_FIX in tmux and "~/.tmux.conf" in tmux, setting
     passed_on = copied_notice("reply", 5, inside, "on")
-    assert passed_on.startswith("Sent the reply") and TMUX_FIX not in passed_on and "~/.tmux.conf" not in passed_on
+    assert (
+        passed_on.startswith("Sent the reply")
+        and TMUX_FIX not in passed_on
+        and "~/.tmux.conf" not in passed_on
+    )
     assert "screen" in copied_notice("code", 5, {"STY": "1.pts-0.host"})
     assert "nothing was copied" in copied_notice("reply", 5, {"TERM_PROGRAM": "Apple_Terminal"})
     assert "nothing was copied" in copied_notice("reply", 5, {"VTE_VERSION": "7600"})
@@ -78,15 +84,24 @@ def fake_tmux(folder: Path, script: str) -> Path:
 
 def test_tmux_is_asked_for_its_set_clipboard_and_a_bad_answer_is_unknown(tmp_path):
     inside = {"TMUX": "/tmp/tmux-test/default,1,0", "PATH": str(tmp_path / "bin")}
-    for script, setting in (("echo on", "on"), ("echo external", "external"), ("echo off", "off"),
-                            ("echo 'no server running' >&2; exit 1", None), ("echo maybe", None),
-                            ("exec sleep 30", None)):
+    for script, setting in (
+        ("echo on", "on"),
+        ("echo external", "external"),
+        ("echo off", "off"),
+        ("echo 'no server running' >&2; exit 1", None),
+        ("echo maybe", None),
+        ("exec sleep 30", None),
+    ):
         fake_tmux(tmp_path / "bin", script)
         assert tmux_set_clipboard(inside, timeout=0.5) == setting, script
     assert (tmp_path / "bin" / "asked").read_text().splitlines()[0] == "show -gv set-clipboard"
-    assert tmux_set_clipboard({"TMUX": "x,1,0", "PATH": str(tmp_path / "none")}) is None  # no tmux command
+    assert (
+        tmux_set_clipboard({"TMUX": "x,1,0", "PATH": str(tmp_path / "none")}) is None
+    )  # no tmux command
     (tmp_path / "bin" / "asked").unlink()
-    assert tmux_set_clipboard({"PATH": str(tmp_path / "bin")}) is None  # not inside tmux: nothing asked
+    assert (
+        tmux_set_clipboard({"PATH": str(tmp_path / "bin")}) is None
+    )  # not inside tmux: nothing asked
     assert not (tmp_path / "bin" / "asked").exists()
 
 
@@ -106,9 +121,12 @@ def test_a_real_tmux_server_is_asked_for_its_setting(tmp_path):
         subprocess.run([*tmux, "kill-server"], timeout=30, check=False)
 
 
-@pytest.mark.parametrize(("script", "hint"), [("echo external", True), ("echo on", False),
-                                              ("exit 1", True)])
-async def test_ctrl_o_under_tmux_names_the_fix_only_when_the_copy_may_not_land(monkeypatch, tmp_path, script, hint):
+@pytest.mark.parametrize(
+    ("script", "hint"), [("echo external", True), ("echo on", False), ("exit 1", True)]
+)
+async def test_ctrl_o_under_tmux_names_the_fix_only_when_the_copy_may_not_land(
+    monkeypatch, tmp_path, script, hint
+):
     """Inside tmux, Ctrl+O's notice names ``set-clipboard on`` when tmux has it otherwise
     (``external``, tmux's default) or did not say; under ``on`` the copy reached the terminal
     and no fix is named. tmux is a controlled one on PATH."""
@@ -120,7 +138,11 @@ async def test_ctrl_o_under_tmux_names_the_fix_only_when_the_copy_may_not_land(m
     async with app.run_test(size=(110, 36), notifications=True) as pilot:
         await send(pilot, "hello")
         await pilot.press("ctrl+o")
-        await wait_for(pilot, lambda: any(m.startswith("Sent the reply") for m in messages(app)), "the copy notice")
+        await wait_for(
+            pilot,
+            lambda: any(m.startswith("Sent the reply") for m in messages(app)),
+            "the copy notice",
+        )
         [said] = [m for m in messages(app) if m.startswith("Sent the reply")]
         assert (TMUX_FIX in said) is hint, said
         assert (bin_dir / "asked").read_text() == "show -gv set-clipboard\n"
@@ -131,8 +153,11 @@ async def test_regenerate_edit_and_copy_in_an_empty_conversation_say_why_nothing
     app = create_app(RecordingBackend(), blink=False)
     async with app.run_test(size=(110, 36), notifications=True) as pilot:
         await settle(pilot)
-        for key, why in (("ctrl+r", "Nothing to regenerate yet"), ("ctrl+l", "Nothing to edit yet"),
-                         ("ctrl+o", "No reply to copy yet")):
+        for key, why in (
+            ("ctrl+r", "Nothing to regenerate yet"),
+            ("ctrl+l", "Nothing to edit yet"),
+            ("ctrl+o", "No reply to copy yet"),
+        ):
             await pilot.press(key)
             await pilot.pause()
             assert messages(app)[-1].startswith(why), key
@@ -161,19 +186,25 @@ async def test_ctrl_r_while_a_reply_streams_says_to_stop_it_first():
 
 
 def test_the_welcome_says_what_the_starter_is_and_how_to_get_a_chat_model(starter_installed):
-    starter = replace(INFO, name="Gemma 3 270m", path=str(starter_installed), chat_format="completion")
+    starter = replace(
+        INFO, name="Gemma 3 270m", path=str(starter_installed), chat_format="completion"
+    )
     text = welcome_text(starter)
     assert "starter" in text and "base model" in text and "never trained to chat" in text
     assert "vibechat models pull" in text and "F3 then d" in text
     assert all(rec.ref in text for rec in RECOMMENDED) and len(RECOMMENDED) >= 2
     other_base = replace(starter, path="/models/base-7b.gguf")
-    assert "base (completion) model" in welcome_text(other_base) and "starter" not in welcome_text(other_base)
+    assert "base (completion) model" in welcome_text(other_base) and "starter" not in welcome_text(
+        other_base
+    )
     instruct = welcome_text(INFO)  # a model with its own template: no advice
     assert "pull" not in instruct and "chat template" not in instruct
 
 
 async def test_the_chat_on_the_starter_shows_the_starters_welcome(starter_installed):
-    starter = replace(INFO, name="Gemma 3 270m", path=str(starter_installed), chat_format="completion")
+    starter = replace(
+        INFO, name="Gemma 3 270m", path=str(starter_installed), chat_format="completion"
+    )
     app = create_app(RecordingBackend(info=starter), blink=False)
     async with app.run_test(size=(100, 36)) as pilot:
         await settle(pilot)

@@ -27,7 +27,9 @@ SIZE = (110, 36)
 
 
 def real_backend(path) -> LlamaCppBackend:
-    return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=path, context_size=1024, repack="off"))
+    return LlamaCppBackend(
+        LlamaCppOptions(threads=worker_threads(), model_path=path, context_size=1024, repack="off")
+    )
 
 
 async def ask(pilot, screen: DownloadScreen, text: str) -> None:
@@ -63,8 +65,12 @@ async def test_picker_lists_models_and_switching_starts_a_new_conversation(start
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"<!DOCTYPE html><html>Sign in to download</html>")
 
-    app = create_app(real_backend(starter_installed), params=SamplingParams(temperature=0, max_tokens=4),
-                     backend_factory=real_backend, blink=False)
+    app = create_app(
+        real_backend(starter_installed),
+        params=SamplingParams(temperature=0, max_tokens=4),
+        backend_factory=real_backend,
+        blink=False,
+    )
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await send(pilot, "Hello")
@@ -75,9 +81,15 @@ async def test_picker_lists_models_and_switching_starts_a_new_conversation(start
         assert names[:3] == ["starter", "acme/Broken-GGUF:Q8_0", "acme/Gemma-Copy-GGUF:Q4_K_M"]
         table = picker.query_one("DataTable")
         assert table.get_row_at(0)[0] == "●"  # the loaded one
-        assert table.get_row_at(0)[-1] == "0/18" and table.get_row_at(2)[-1] == ""  # its layers on the GPU
-        assert "● loaded (CPU (no GPU offload in this build))" in str(picker.query_one("#picker-status").render())
-        row = [str(cell) for cell in table.get_row_at(2)]  # outside names are Text cells (never markup)
+        assert (
+            table.get_row_at(0)[-1] == "0/18" and table.get_row_at(2)[-1] == ""
+        )  # its layers on the GPU
+        assert "● loaded (CPU (no GPU offload in this build))" in str(
+            picker.query_one("#picker-status").render()
+        )
+        row = [
+            str(cell) for cell in table.get_row_at(2)
+        ]  # outside names are Text cells (never markup)
         assert "Q4_K_M" in row and "253.1 MB" in row
 
         await choose(pilot, picker, "acme/Gemma-Copy-GGUF:Q4_K_M")
@@ -91,8 +103,12 @@ async def test_picker_lists_models_and_switching_starts_a_new_conversation(start
         current = app.backend
         picker = await open_picker(pilot)
         await choose(pilot, picker, "acme/Broken-GGUF:Q8_0")
-        assert any("Could not load acme/Broken-GGUF:Q8_0" in n.message and "HTML page" in n.message
-                   and "current model stays loaded" in n.message for n in notifications(app))
+        assert any(
+            "Could not load acme/Broken-GGUF:Q8_0" in n.message
+            and "HTML page" in n.message
+            and "current model stays loaded" in n.message
+            for n in notifications(app)
+        )
         assert app.backend is current and app.status.model.path == str(copy)
         assert app.status.state == "ready"
         await send(pilot, "Still there?")
@@ -108,16 +124,23 @@ async def test_a_model_too_big_for_memory_is_refused_and_the_current_one_stays(m
     big.write_bytes(gguf_bytes(payload=300_000))
     monkeypatch.setattr("vibechat.engine.system.available_memory", lambda: 10_000)
     factory_calls = []
-    small = dataclasses.replace(INFO, kv_cache_bytes=1000)  # closing it frees 1,001 bytes: not enough
-    app = create_app(RecordingBackend(info=small),
-                     backend_factory=lambda p: factory_calls.append(p) or RecordingBackend(), blink=False)
+    small = dataclasses.replace(
+        INFO, kv_cache_bytes=1000
+    )  # closing it frees 1,001 bytes: not enough
+    app = create_app(
+        RecordingBackend(info=small),
+        backend_factory=lambda p: factory_calls.append(p) or RecordingBackend(),
+        blink=False,
+    )
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         current = app.backend
         picker = await open_picker(pilot)
         await choose(pilot, picker, "acme/Huge-GGUF:Q8_0")
-        assert any("needs about" in n.message and "smaller quantization" in n.message
-                   for n in notifications(app))
+        assert any(
+            "needs about" in n.message and "smaller quantization" in n.message
+            for n in notifications(app)
+        )
         assert app.backend is current
     assert models_ui  # the module under test
 
@@ -127,7 +150,9 @@ BIG = "acme/Big-GGUF"
 
 async def test_downloader_shows_progress_and_chatting_goes_on(fake_hub):
     data = gguf_bytes(payload=2_000_000)
-    fake_hub.add_repo(BIG, {"Big-Q4_K_M.gguf": data, "Big-Q8_0.gguf": gguf_bytes(payload=10)}, downloads=7)
+    fake_hub.add_repo(
+        BIG, {"Big-Q4_K_M.gguf": data, "Big-Q8_0.gguf": gguf_bytes(payload=10)}, downloads=7
+    )
     fake_hub.delay("Big-Q4_K_M.gguf", seconds=1.0, method="GET")  # time to hide the screen
     backend = RecordingBackend()
     app = create_app(backend, backend_factory=lambda p: RecordingBackend(), blink=False)
@@ -190,14 +215,16 @@ async def test_downloader_reports_hub_errors_on_screen(fake_hub):
 
 async def test_choosing_the_loaded_model_does_not_reload_it(starter_installed):
     made = []
-    app = create_app(RecordingBackend(info=replace(INFO, path=str(starter_installed))),
-                     backend_factory=lambda p: made.append(p) or RecordingBackend(), blink=False)
+    app = create_app(
+        RecordingBackend(info=replace(INFO, path=str(starter_installed))),
+        backend_factory=lambda p: made.append(p) or RecordingBackend(),
+        blink=False,
+    )
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         picker = await open_picker(pilot)
         await choose(pilot, picker, "starter")
         assert made == [] and was_notified(app, "already loaded")
-
 
 
 async def focus_gpu_slider(pilot):
@@ -218,8 +245,11 @@ async def test_gpu_layers_on_a_build_without_offload_is_disabled_with_a_one_line
 
     notice = "Running on the CPU: GPU offload of all layers was asked for (...)"
     made = []
-    app = create_app(RecordingBackend(info=replace(INFO, notices=(notice,))),
-                     backend_factory=lambda p, **kw: made.append((p, kw)) or RecordingBackend(), blink=False)
+    app = create_app(
+        RecordingBackend(info=replace(INFO, notices=(notice,))),
+        backend_factory=lambda p, **kw: made.append((p, kw)) or RecordingBackend(),
+        blink=False,
+    )
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         assert any(n.message == notice and n.severity == "warning" for n in notifications(app))
@@ -240,7 +270,9 @@ async def test_the_gpu_layers_slider_is_disabled_for_a_server_and_until_a_model_
     from vibechat.app.tui.widgets.slider import Slider
 
     gate = __import__("threading").Event()
-    server = replace(INFO, server="http://127.0.0.1:1/v1", backend="openai", gpu_offload_supported=True)
+    server = replace(
+        INFO, server="http://127.0.0.1:1/v1", backend="openai", gpu_offload_supported=True
+    )
     backend = RecordingBackend(info=server)
     real_load = backend.load
 

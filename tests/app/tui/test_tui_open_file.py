@@ -71,17 +71,33 @@ async def test_the_picker_opens_a_gguf_by_path_and_remembers_it(tmp_path):
         assert cells[:2] == ["●", "file:my-model-Q8_0"] and "Q8_0" in cells and "file" in cells
     entry = json.loads(opened.list_path().read_text())["files"][0]
     assert entry["path"] == str(model)
-    assert opened.list_path().stat().st_mode & 0o777 == 0o600  # the user's folders are nobody else's business
+    assert (
+        opened.list_path().stat().st_mode & 0o777 == 0o600
+    )  # the user's folders are nobody else's business
 
     # `vibechat models list` lists it too, and once the file is gone, not any more
-    out = subprocess.run([str(VIBECHAT_BIN), "models", "list", "--json"], capture_output=True, text=True,
-                         timeout=60, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [str(VIBECHAT_BIN), "models", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 0, out.stderr
     [listed] = [m for m in json.loads(out.stdout) if m["source"] == "file"]
-    assert listed["name"] == "file:my-model-Q8_0" and listed["path"] == str(model) and listed["quant"] == "Q8_0"
+    assert (
+        listed["name"] == "file:my-model-Q8_0"
+        and listed["path"] == str(model)
+        and listed["quant"] == "Q8_0"
+    )
     # `vibechat models rm file:NAME` forgets it and leaves the user's file alone
-    out = subprocess.run([str(VIBECHAT_BIN), "models", "rm", "file:my-model-Q8_0"], capture_output=True,
-                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [str(VIBECHAT_BIN), "models", "rm", "file:my-model-Q8_0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 0 and "Forgot file:my-model-Q8_0" in out.stdout, out.stderr
     assert model.is_file() and [m for m in all_models() if m.source == "file"] == []
     opened.remember(model)
@@ -102,8 +118,12 @@ async def test_the_picker_refuses_what_is_no_model_file_in_one_line(tmp_path):
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         picker = await open_picker(pilot)
-        for path, why in ((tmp_path / "missing.gguf", "does not exist"), (tmp_path / "folder", "is a directory"),
-                          (fifo, "is a FIFO (named pipe), not a model file"), (html, "is an HTML page")):
+        for path, why in (
+            (tmp_path / "missing.gguf", "does not exist"),
+            (tmp_path / "folder", "is a directory"),
+            (fifo, "is a FIFO (named pipe), not a model file"),
+            (html, "is an HTML page"),
+        ):
             await type_path(pilot, picker, str(path))
             assert app.screen is picker  # the picker stays open: the path can be corrected
             shown = picker_status(picker)
@@ -120,8 +140,12 @@ def test_path_completion_offers_folders_and_ggufs_only(tmp_path):
     (tmp_path / "models" / "qwen-notes.txt").write_text("not a model")
     base = f"{tmp_path}/"
     assert complete_path(base + "mo") == base + "models/"
-    assert complete_path(base + "m") == base + "models/"  # models/ and music/ share nothing more: the first
-    assert complete_path(base + "models/q") == base + "models/qwen-Q4_K_M.gguf"  # the .txt is no model
+    assert (
+        complete_path(base + "m") == base + "models/"
+    )  # models/ and music/ share nothing more: the first
+    assert (
+        complete_path(base + "models/q") == base + "models/qwen-Q4_K_M.gguf"
+    )  # the .txt is no model
     assert complete_path(base + "models/qwen-Q4_K_M.gguf") is None  # complete already
     assert complete_path(base + "x") is None
     assert complete_path(base + ".h") == base + ".hidden/"  # hidden: only once a dot is typed
@@ -137,7 +161,9 @@ def test_path_completion_offers_folders_and_ggufs_only(tmp_path):
 async def test_the_path_line_completes_as_you_type(tmp_path):
     (tmp_path / "models").mkdir()
     write_gguf(tmp_path / "models" / "only-Q4_K_M.gguf")
-    app = create_app(RecordingBackend(), backend_factory=lambda p: RecordingBackend(), blink=False, save=False)
+    app = create_app(
+        RecordingBackend(), backend_factory=lambda p: RecordingBackend(), blink=False, save=False
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         picker = await open_picker(pilot)

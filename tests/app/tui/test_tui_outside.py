@@ -41,8 +41,12 @@ class Rendered:
         screen = app.screen
         update = screen._compositor.render_update(full=True, screen_stack=app._background_screens)
         self.raw: str = update.render_segments(app.console)
-        self.segments: list[Segment] = [seg for row in update.strips for strip in row for seg in strip]
-        self.lines: list[str] = ["".join(seg.text for strip in row for seg in strip) for row in update.strips]
+        self.segments: list[Segment] = [
+            seg for row in update.strips for strip in row for seg in strip
+        ]
+        self.lines: list[str] = [
+            "".join(seg.text for strip in row for seg in strip) for row in update.strips
+        ]
         self.text = "\n".join(self.lines)
 
     def check(self, *shown: str) -> None:
@@ -50,7 +54,9 @@ class Rendered:
         OSC (clipboard writes, links, titles), no link or click action on any text; and
         each of ``shown`` appears as it is on one line."""
         assert not C1 & set(self.raw), "a C1 control character reached the terminal"
-        assert "\x1b]" not in self.raw, "an OSC sequence (clipboard, link, title) reached the terminal"
+        assert "\x1b]" not in self.raw, (
+            "an OSC sequence (clipboard, link, title) reached the terminal"
+        )
         for seg in self.segments:
             if seg.control:
                 continue
@@ -58,7 +64,9 @@ class Rendered:
             style = seg.style
             if style is not None:
                 assert not style.link, f"{seg.text!r} links to {style.link!r}"
-                assert "@click" not in (style.meta or {}), f"{seg.text!r} runs {style.meta['@click']!r}"
+                assert "@click" not in (style.meta or {}), (
+                    f"{seg.text!r} runs {style.meta['@click']!r}"
+                )
         for text in shown:
             assert any(text in line for line in self.lines), f"{text!r} not shown:\n{self.text}"
 
@@ -66,8 +74,11 @@ class Rendered:
 async def shown(pilot, app, *texts: str) -> None:
     """Wait until each of ``texts`` is on the screen (a worker's result drawn, a palette's
     list gathered: later on a busy CPU), then ``Rendered.check`` the screen."""
-    await wait_for(pilot, lambda: all(any(t in line for line in Rendered(app).lines) for t in texts),
-                   f"{texts!r} on the screen")
+    await wait_for(
+        pilot,
+        lambda: all(any(t in line for line in Rendered(app).lines) for t in texts),
+        f"{texts!r} on the screen",
+    )
     Rendered(app).check(*texts)
 
 
@@ -94,7 +105,9 @@ async def search_in_downloader(pilot, text: str) -> DownloadScreen:
 
 # ------------------------------------------------------------------ model names
 
-EVIL_NAME = "\x1b]52;c;ZXZpbA==\x07Evil [link='https://evil.example/x']click[/link] [bold]b[reverse]r"
+EVIL_NAME = (
+    "\x1b]52;c;ZXZpbA==\x07Evil [link='https://evil.example/x']click[/link] [bold]b[reverse]r"
+)
 EVIL_SHOWN = "Evil [link='https://evil.example/x']click[/link] [bold]b[reverse]r"
 
 
@@ -106,7 +119,9 @@ async def test_a_gguf_model_name_is_shown_sanitised_and_never_as_markup():
         await settle(pilot)
         screen = Rendered(app)
         screen.check(EVIL_SHOWN)
-        welcome = next(line for line in screen.lines if "Evil" in line and "·" in line and "ctx" not in line)
+        welcome = next(
+            line for line in screen.lines if "Evil" in line and "·" in line and "ctx" not in line
+        )
         status = screen.lines[-2]  # above the footer
         assert EVIL_SHOWN in welcome and EVIL_SHOWN in status
 
@@ -133,7 +148,9 @@ async def test_a_servers_model_id_is_shown_sanitised_and_never_as_markup():
 BAD = "bad [link=https://x]y"
 
 
-async def test_a_servers_error_is_shown_as_text_live_and_when_the_conversation_is_reopened(tmp_path: Path):
+async def test_a_servers_error_is_shown_as_text_live_and_when_the_conversation_is_reopened(
+    tmp_path: Path,
+):
     """An HTTP 500 whose message holds markup: the failed reply's status line and the
     notification show it as text; saved, the conversation opens again without a crash."""
     with StubServer() as stub:
@@ -184,6 +201,7 @@ async def test_a_failed_reply_saved_by_run_opens_without_a_crash(tmp_path: Path)
 
 # --------------------------------------------------- other tools' and Hub names
 
+
 async def test_an_lm_studio_folder_named_with_markup_is_listed_in_the_picker(user_dirs):
     """LM Studio's ``publisher/repo`` folders: ``pub[`` / ``crash]`` make the name
     ``lmstudio:pub[/crash]:Q4_K_M``; the picker lists it as it is."""
@@ -202,11 +220,15 @@ async def test_an_lm_studio_folder_named_with_markup_is_listed_in_the_picker(use
         Rendered(app).check("lmstudio:pub[/crash]:Q4_K_M")
 
 
-async def test_a_hub_file_path_with_markup_is_not_offered_and_does_not_crash_the_downloader(fake_hub):
+async def test_a_hub_file_path_with_markup_is_not_offered_and_does_not_crash_the_downloader(
+    fake_hub,
+):
     """A repo's file ``odd[/crash]/odd-Q4_K_M.gguf``: brackets are unsafe in a file name on
     disk, so the engine does not offer it (engine/settings/refs.py); the safe file beside it is listed."""
-    fake_hub.add_repo("acme/Odd-GGUF", {"odd[/crash]/odd-Q4_K_M.gguf": gguf_bytes(),
-                                        "plain/odd-Q8_0.gguf": gguf_bytes()})
+    fake_hub.add_repo(
+        "acme/Odd-GGUF",
+        {"odd[/crash]/odd-Q4_K_M.gguf": gguf_bytes(), "plain/odd-Q8_0.gguf": gguf_bytes()},
+    )
     app = create_app(RecordingBackend(), blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -276,8 +298,10 @@ async def test_renaming_a_conversation_titled_with_markup(tmp_path: Path):
 
 # Escape sequences (CSI, OSC 8 link, OSC 52 clipboard write), a C1 CSI, and markup that
 # would link, crash, style and run an action.
-HOSTILE = ("\x1b[31m\x1b]8;;https://evil.example\x07\x9b2J[link=https://evil.example]x[/link] [/crash] "
-           "[bold]b [@click=app.quit]q[/]\x1b]52;c;ZXZpbA==\x07")
+HOSTILE = (
+    "\x1b[31m\x1b]8;;https://evil.example\x07\x9b2J[link=https://evil.example]x[/link] [/crash] "
+    "[bold]b [@click=app.quit]q[/]\x1b]52;c;ZXZpbA==\x07"
+)
 SHOWN = "[link=https://evil.example]x[/link] [/crash] [bold]b [@click=app.quit]q[/]"
 PIECES = ("[link=https://evil.example]x[/link]", "[/crash]", "[bold]b", "[@click=app.quit]q[/]")
 # A path part (no "/"): for the current directory and the config file's folder.
@@ -336,8 +360,12 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     db = tmp_path / "history.db"
-    with History(db) as history:  # a conversation had with another model, titled and named from outside
-        chat = ChatLog(Conversation(), history, model="old " + HOSTILE, model_path="/elsewhere/other.gguf")
+    with History(
+        db
+    ) as history:  # a conversation had with another model, titled and named from outside
+        chat = ChatLog(
+            Conversation(), history, model="old " + HOSTILE, model_path="/elsewhere/other.gguf"
+        )
         chat.add_user(HOSTILE)
         chat.finish_reply(chat.start_reply(), GenerationDone(HOSTILE))
         seeded = chat.conversation_id
@@ -358,17 +386,34 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
 
     monkeypatch.setattr(hub, "Hub", FakeHub)
     monkeypatch.setattr(download, "Downloader", FailingDownloader)
-    monkeypatch.setattr(models, "all_models", lambda **kw: [
-        LocalModel(name=HOSTILE, path=tmp_path / HOSTILE_DIR / "missing.gguf", size=1, quant=HOSTILE,
-                   source=HOSTILE)])
+    monkeypatch.setattr(
+        models,
+        "all_models",
+        lambda **kw: [
+            LocalModel(
+                name=HOSTILE,
+                path=tmp_path / HOSTILE_DIR / "missing.gguf",
+                size=1,
+                quant=HOSTILE,
+                source=HOSTILE,
+            )
+        ],
+    )
 
     info = replace(INFO, name=HOSTILE, quantization="Q4", notices=(HOSTILE,))
     reply = f"See [site](https://evil.example/a[/crash]b) and [js](javascript:alert(1)) {HOSTILE}"
     backend = HostileBackend(reply=reply, info=info)
     # model_titles off: the rename dialog below shows the first prompt as the title.
-    config = LoadedConfig(Config(model_titles=False), tmp_path / HOSTILE_DIR / "config.toml", file_problem=HOSTILE)
-    app = create_app(backend, blink=False, history=History(db), config=config,
-                     backend_factory=lambda path, **changes: RecordingBackend())
+    config = LoadedConfig(
+        Config(model_titles=False), tmp_path / HOSTILE_DIR / "config.toml", file_problem=HOSTILE
+    )
+    app = create_app(
+        backend,
+        blink=False,
+        history=History(db),
+        config=config,
+        backend_factory=lambda path, **changes: RecordingBackend(),
+    )
     async with app.run_test(size=(240, 60), notifications=True) as pilot:
         await settle(pilot)
         # The status bar, the welcome line, the load notice and the config's problem.
@@ -429,7 +474,9 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         await pilot.press("ctrl+e")
         rename = await screen_is(pilot, RenameScreen)
         title = rename.query_one("#rename-input").value  # the first prompt, shortened
-        assert title.startswith("[link=https://evil") and "\x1b" not in title and not C1 & set(title)
+        assert (
+            title.startswith("[link=https://evil") and "\x1b" not in title and not C1 & set(title)
+        )
         Rendered(app).check(title)
         await pilot.press("escape")
         await pause(pilot)
@@ -464,10 +511,13 @@ async def test_every_surface_shows_hostile_outside_text_as_text(tmp_path: Path, 
         assert search.hits
         Rendered(app).check(*PIECES)
         first = search.query_one("#search-results").get_option_at_index(0).prompt
-        assert any(span.style == "bold reverse" for span in first.spans)  # the markers survive sanitising
+        assert any(
+            span.style == "bold reverse" for span in first.spans
+        )  # the markers survive sanitising
         await pilot.press("down")
         search.query_one("#search-results").highlighted = next(
-            i for i, hit in enumerate(search.hits) if hit.conversation_id == seeded)
+            i for i, hit in enumerate(search.hits) if hit.conversation_id == seeded
+        )
         await pilot.press("enter")
         await settle(pilot)
         await pause(pilot)
@@ -535,7 +585,9 @@ async def test_a_remote_servers_names_and_errors_in_its_picker():
             await pause(pilot)
             await app.screen.workers.wait_for_complete()
             await pause(pilot)
-            Rendered(app).check(f"Models on {SHOWN}", SHOWN if listing is not refuse else f"⚠ {SHOWN}")
+            Rendered(app).check(
+                f"Models on {SHOWN}", SHOWN if listing is not refuse else f"⚠ {SHOWN}"
+            )
             await pilot.press("escape")
             await pause(pilot)
 
@@ -598,13 +650,19 @@ def test_the_helpers_sanitise_bound_and_never_read_markup():
     from vibechat.app.tui import outside
 
     assert outside.plain("a\x1b[2Jb\x9b1mc\x1b]52;c;ZQ==\x07d\n\te") == "abcd\n\te"
-    assert outside.plain("x" * 10, limit=5) == "xxxx…" and outside.plain("x" * 10, limit=None) == "x" * 10
+    assert (
+        outside.plain("x" * 10, limit=5) == "xxxx…"
+        and outside.plain("x" * 10, limit=None) == "x" * 10
+    )
     assert outside.one_line(" a\n b\t\tc ") == "a b c"
     markup = "[bold]b[/bold] [link='https://x']y[/link] [/crash] [@click=app.quit]q[/]"
     line = outside.line(markup, style="italic")
     assert line.plain == markup and [span.style for span in line.spans] == ["italic"]
     assert outside.line("x" * 1000).plain == "x" * (outside.LINE - 1) + "…"
-    assert outside.block("a\nb").plain == "a\nb" and len(outside.block("y" * 10_000).plain) == outside.BLOCK
+    assert (
+        outside.block("a\nb").plain == "a\nb"
+        and len(outside.block("y" * 10_000).plain) == outside.BLOCK
+    )
     cell = outside.cell(markup)
     assert cell.plain == markup and not cell.spans
 

@@ -46,20 +46,27 @@ class ReadsAtLength(RecordingBackend):
         if self.until_cancelled:
             if self._cancel.wait(WAIT_S):
                 self.cancelled_while_reading.set()
-            yield GenerationDone("", GenerationStats(prompt_tokens=TOTAL, finish_reason="cancelled", seed=7),
-                                 params=params.with_seed())
+            yield GenerationDone(
+                "",
+                GenerationStats(prompt_tokens=TOTAL, finish_reason="cancelled", seed=7),
+                params=params.with_seed(),
+            )
             return
         self.step.acquire(timeout=WAIT_S)  # the reading is over: the reply's words come
         yield from super().stream_chat(messages, params)
 
 
 def reply_status(app) -> str:
-    return app.chat.query(AssistantMessage).last().query_one(".message--status").render().plain.strip()
+    return (
+        app.chat.query(AssistantMessage).last().query_one(".message--status").render().plain.strip()
+    )
 
 
 def bar_line(app) -> str:
     bar = app.status
-    return "".join(piece.text for piece in bar.render_lines(Region(0, 0, bar.outer_size.width, 1))[0])
+    return "".join(
+        piece.text for piece in bar.render_lines(Region(0, 0, bar.outer_size.width, 1))[0]
+    )
 
 
 def status_updates(monkeypatch) -> list[tuple[str, bool]]:
@@ -87,13 +94,18 @@ async def test_the_reading_shows_in_the_reply_and_the_status_bar_until_the_first
         backend.step.release()
         await wait_for(pilot, lambda: "1,200" in reply_status(app), "the first reading progress")
         assert reply_status(app) == "reading the prompt · 1,200 / 2,700 tokens"
-        await wait_for(pilot, lambda: "reading the prompt · 1,200 / 2,700 tokens" in bar_line(app), "the bar's")
+        await wait_for(
+            pilot, lambda: "reading the prompt · 1,200 / 2,700 tokens" in bar_line(app), "the bar's"
+        )
         assert app.generating and len(bar_line(app)) == 80
         for read in ("2,000", "2,700"):
             backend.step.release()
             line = f"reading the prompt · {read} / 2,700 tokens"
-            await wait_for(pilot, lambda line=line: reply_status(app) == line and line in bar_line(app),
-                           f"the reading at {read}")
+            await wait_for(
+                pilot,
+                lambda line=line: reply_status(app) == line and line in bar_line(app),
+                f"the reading at {read}",
+            )
         # The line appeared with one layout; each further figure is only repainted, in place.
         reading = [layout for text, layout in updates if text.startswith("reading the prompt")]
         assert reading == [True, False, False]
@@ -113,7 +125,9 @@ async def test_esc_while_the_prompt_is_read_stops_the_reading(monkeypatch):
         app.prompt_input.load_text("Sum up this long report.")
         await pilot.press("enter")
         backend.step.release()
-        await wait_for(pilot, lambda: "reading the prompt · 500 / 2,700 tokens" in bar_line(app), "the reading")
+        await wait_for(
+            pilot, lambda: "reading the prompt · 500 / 2,700 tokens" in bar_line(app), "the reading"
+        )
         await pilot.press("escape")
         await settle(pilot)
         assert backend.cancelled_while_reading.is_set()  # the engine was told to stop reading

@@ -64,7 +64,12 @@ async def test_the_chat_on_a_server(stub, tmp_path: Path):
         assert "dropped mid-reply" in status_text(reply) and "interrupted" in status_text(reply)
         assert app.conversation.turns[-1].content == "Hello there, this"
         stored = app.history.get(app.chatlog.conversation_id)
-        assert [m.status for m in stored.messages] == ["complete", "complete", "complete", "interrupted"]
+        assert [m.status for m in stored.messages] == [
+            "complete",
+            "complete",
+            "complete",
+            "interrupted",
+        ]
 
         # Reopened from the history, the reply still says why it stopped.
         cid = app.chatlog.conversation_id
@@ -117,10 +122,13 @@ async def test_the_status_bar_leaves_generating_when_nothing_listens_at_the_serv
         assert "generating" not in app.status.render().plain
 
 
-async def test_the_status_bar_leaves_generating_when_the_server_refuses_the_key(stub, tmp_path: Path):
+async def test_the_status_bar_leaves_generating_when_the_server_refuses_the_key(
+    stub, tmp_path: Path
+):
     stub.api_key = "sk-right-key-0123456789"
-    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small",
-                                                    api_key="sk-wrong-key-0123456789"))
+    backend = OpenAICompatibleBackend(
+        OpenAIOptions(base_url=stub.url, model="stub-small", api_key="sk-wrong-key-0123456789")
+    )
     app = create_app(backend, blink=False, save=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await failed_first_reply(app, pilot)

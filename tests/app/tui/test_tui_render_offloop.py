@@ -11,11 +11,13 @@ import pytest
 
 from vibechat.app.tui.conversation.pacing import RenderPacer
 
-REPLY = ("## The keeper\n\nHe climbed the stairs **every night** and lit the `lamp`.\n\n"
-         "- first item\n- second item with `code`\n\n"
-         "```python\ndef keep(light):\n    for k in range(10):\n        light += k\n    return light\n```\n\n"
-         "---\n\n"
-         "1. one\n2. two\n\n> the sea was calm\n\n") * 12
+REPLY = (
+    "## The keeper\n\nHe climbed the stairs **every night** and lit the `lamp`.\n\n"
+    "- first item\n- second item with `code`\n\n"
+    "```python\ndef keep(light):\n    for k in range(10):\n        light += k\n    return light\n```\n\n"
+    "---\n\n"
+    "1. one\n2. two\n\n> the sea was calm\n\n"
+) * 12
 
 
 def _chat_view_app():
@@ -85,7 +87,7 @@ async def test_a_reply_streamed_in_slices_shows_what_the_whole_reply_shows():
         await streamed.append(REPLY[:7])
         await pilot.pause()
         for start in range(7, len(REPLY), 1300):
-            await streamed.append(REPLY[start:start + 1300])
+            await streamed.append(REPLY[start : start + 1300])
             await pilot.pause()
         assert len(streamed.body.children) >= 3
         await streamed.finish()
@@ -126,7 +128,9 @@ async def test_a_slice_rendering_in_a_worker_thread_does_not_hold_up_the_app():
         stream.put(REPLY[:4000])
         assert await stream.render() is True  # come back: the slice is still rendering
         assert stream.pending is not None and not stream.pending.done()
-        done = GenerationDone("The first words.\n\n" + REPLY[:4000], GenerationStats(completion_tokens=9))
+        done = GenerationDone(
+            "The first words.\n\n" + REPLY[:4000], GenerationStats(completion_tokens=9)
+        )
         assert stream.hold(done)  # the end waits for the slice
         assert stream.take_done() is None
         for _ in range(50):  # each render waits for the slice before it (bounded: no hang)

@@ -66,7 +66,12 @@ async def test_set_takes_ollamas_syntax_and_names():
         assert backend.requests == []
         await send(pilot, "ahoy")
         sent, params = backend.requests[-1]
-        assert (params.temperature, params.max_tokens, params.top_k, params.repeat_penalty) == (0.5, 64, 12, 1.2)
+        assert (params.temperature, params.max_tokens, params.top_k, params.repeat_penalty) == (
+            0.5,
+            64,
+            12,
+            1.2,
+        )
         assert params.stop == ("###", "END")
         assert sent[0].role == "system" and sent[0].content == "You are a pirate."
         assert "max_tokens = 64" in messages(app)
@@ -79,23 +84,38 @@ async def test_set_takes_ollamas_syntax_and_names():
         assert "GPU layers slider" in messages(app)[-1]
         # an unknown one: the names known, and how /set is written
         await send(pilot, "/set parameter mirostat 2")
-        assert "unknown parameter 'mirostat'" in messages(app)[-1] and "/set parameter NAME VALUE" in messages(app)[-1]
+        assert (
+            "unknown parameter 'mirostat'" in messages(app)[-1]
+            and "/set parameter NAME VALUE" in messages(app)[-1]
+        )
         assert app.conversation.params == params.replace(seed=None)
         await send(pilot, "/set think")  # ollama's switch: the model has no thinking switch here
         assert "Thinking stays as the model does" in messages(app)[-1]
 
 
 async def test_set_alone_and_its_confirmations_are_for_people():
-    app = create_app(RecordingBackend(), blink=False, save=False,
-                     params=SamplingParams(temperature=0.7, stop=("\nUser:",)))
+    app = create_app(
+        RecordingBackend(),
+        blink=False,
+        save=False,
+        params=SamplingParams(temperature=0.7, stop=("\nUser:",)),
+    )
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await send(pilot, "/set")
         listed = last_note(app)
         assert not REPR.search(listed), listed
         rows = dict(line.split(None, 1) for line in listed.splitlines()[1:])
-        assert rows["temperature"] == "0.7" and rows["max_tokens"] == "auto" and rows["seed"] == "random"
-        assert rows["stop"] == '"\\nUser:"' and rows["format"] == "free text" and rows["thinking"] == "auto"
+        assert (
+            rows["temperature"] == "0.7"
+            and rows["max_tokens"] == "auto"
+            and rows["seed"] == "random"
+        )
+        assert (
+            rows["stop"] == '"\\nUser:"'
+            and rows["format"] == "free text"
+            and rows["thinking"] == "auto"
+        )
 
         await send(pilot, "/set stop")
         await send(pilot, "/set seed 42")
@@ -117,14 +137,23 @@ async def test_show_and_show_info_and_json_name_the_prompt_format_in_the_same_wo
     from vibechat.app.report import engine_dict
 
     def show(*args: str) -> str:
-        out = subprocess.run([str(VIBECHAT_BIN), "show", "starter", *args], capture_output=True, text=True,
-                             timeout=60, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [str(VIBECHAT_BIN), "show", "starter", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout
 
     shown = json.loads(show("--json"))
     assert shown["prompt_format"] == "completion" and shown["prompt_format_reason"]
-    [row] = [line.split("prompt format", 1)[1].strip() for line in show().splitlines() if "prompt format" in line]
+    [row] = [
+        line.split("prompt format", 1)[1].strip()
+        for line in show().splitlines()
+        if "prompt format" in line
+    ]
     assert row == f"completion ({shown['prompt_format_reason']})"
     info = replace(INFO, chat_format="completion", chat_format_reason=shown["prompt_format_reason"])
     assert engine_dict(info)["prompt_format"] == shown["prompt_format"]  # run --json's words
@@ -136,8 +165,11 @@ async def test_show_and_show_info_and_json_name_the_prompt_format_in_the_same_wo
 
 
 async def test_show_info_describes_the_model_its_context_format_and_parameters(tmp_path):
-    path = write_gguf(tmp_path / "tiny-chat-Q4_K_M.gguf", chat_template="{{ bos_token }}{% for m in messages %}"
-                      "<|{{ m.role }}|>{{ m.content }}{% endfor %}")
+    path = write_gguf(
+        tmp_path / "tiny-chat-Q4_K_M.gguf",
+        chat_template="{{ bos_token }}{% for m in messages %}"
+        "<|{{ m.role }}|>{{ m.content }}{% endfor %}",
+    )
     info = replace(INFO, path=str(path), trained_context=32768, context_size=4096)
     app = create_app(RecordingBackend(info=info), blink=False, save=False, system="Be brief.")
     async with app.run_test(size=SIZE, notifications=True) as pilot:
@@ -148,10 +180,20 @@ async def test_show_info_describes_the_model_its_context_format_and_parameters(t
         assert rows["model"] == "Fake 1B" and rows["file"].startswith(str(path))
         assert rows["architecture"] == "llama · Q4_K_M · 16 layers"
         assert rows["context"] == "4,096 tokens (trained on 32,768)"
-        assert rows["runs on"].startswith("CPU (no GPU offload in this build) · 2 threads · KV f16 64 MiB")
-        assert rows["images"].startswith("none (a vision model takes them with its projector: --mmproj")
-        assert rows["prompt format"].startswith("chat template (gguf)") and "/show template" in rows["prompt format"]
-        assert rows["parameters"].startswith("temperature 0.8 · top_k 40") and "· seed random ·" in rows["parameters"]
+        assert rows["runs on"].startswith(
+            "CPU (no GPU offload in this build) · 2 threads · KV f16 64 MiB"
+        )
+        assert rows["images"].startswith(
+            "none (a vision model takes them with its projector: --mmproj"
+        )
+        assert (
+            rows["prompt format"].startswith("chat template (gguf)")
+            and "/show template" in rows["prompt format"]
+        )
+        assert (
+            rows["parameters"].startswith("temperature 0.8 · top_k 40")
+            and "· seed random ·" in rows["parameters"]
+        )
         assert rows["system"] == "Be brief."
         assert not REPR.search(text), text
         await send(pilot, "/show")
@@ -172,7 +214,9 @@ async def test_show_info_on_a_server_says_what_is_known(stub):
         await settle(pilot)
         await send(pilot, "/show info")
         rows = info_rows(last_note(app))
-        assert rows["model"] == "stub-small" and rows["server"].startswith(f"http://127.0.0.1:{stub.port}")
+        assert rows["model"] == "stub-small" and rows["server"].startswith(
+            f"http://127.0.0.1:{stub.port}"
+        )
         assert rows["context"] == "8,192 tokens (trained on 131,072)"
         assert rows["prompt format"].startswith("chat template (server)") and "file" not in rows
 
@@ -198,10 +242,17 @@ async def test_load_by_path_and_by_name_on_the_real_model(starter_installed, tmp
     html.write_text("<!DOCTYPE html><html>Sign in</html>")
 
     def factory(p):
-        return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=p, context_size=1024, repack="off"))
+        return LlamaCppBackend(
+            LlamaCppOptions(threads=worker_threads(), model_path=p, context_size=1024, repack="off")
+        )
 
-    app = create_app(factory(starter_installed), params=SamplingParams(temperature=0, max_tokens=4),
-                     backend_factory=factory, blink=False, save=False)
+    app = create_app(
+        factory(starter_installed),
+        params=SamplingParams(temperature=0, max_tokens=4),
+        backend_factory=factory,
+        blink=False,
+        save=False,
+    )
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
         await send(pilot, "Hello")
@@ -216,13 +267,21 @@ async def test_load_by_path_and_by_name_on_the_real_model(starter_installed, tmp
         assert app.status.stats.completion_tokens > 0
         await send(pilot, "/show info")  # what the real file says about itself
         rows = info_rows(last_note(app))
-        assert rows["model"] == "Gemma 3 270m" and rows["file"].startswith(f"{copy} · 253")  # the GGUF's name
-        assert rows["architecture"] == "gemma3 · Q4_K_M · 18 layers" and rows["context"].startswith("1,024 tokens")
+        assert rows["model"] == "Gemma 3 270m" and rows["file"].startswith(
+            f"{copy} · 253"
+        )  # the GGUF's name
+        assert rows["architecture"] == "gemma3 · Q4_K_M · 18 layers" and rows["context"].startswith(
+            "1,024 tokens"
+        )
         assert "the file's own chat template" not in rows["prompt format"]  # the starter has none
 
         loaded = app.backend
-        for bad, why in ((tmp_path / "none.gguf", "does not exist"), (copy.parent, "is a directory"),
-                         (html, "HTML page"), ("no-such-model", "no local model named")):
+        for bad, why in (
+            (tmp_path / "none.gguf", "does not exist"),
+            (copy.parent, "is a directory"),
+            (html, "HTML page"),
+            ("no-such-model", "no local model named"),
+        ):
             await send(pilot, f"/load {bad}")
             await settle(pilot)
             said = messages(app)[-1]
@@ -256,7 +315,9 @@ async def test_ctrl_d_deletes_in_a_full_input_and_quits_from_an_empty_one():
         await pilot.press("ctrl+d")  # as before: the character on the right goes
         assert app.prompt_input.text == "ac" and app.is_running
         await pilot.press("ctrl+d", "ctrl+d")
-        assert app.prompt_input.text == "a" and app.is_running  # nothing right of the cursor: nothing happens
+        assert (
+            app.prompt_input.text == "a" and app.is_running
+        )  # nothing right of the cursor: nothing happens
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
         help_text = "\n".join(str(s.render()) for s in app.screen.query("Static"))
@@ -288,5 +349,9 @@ def test_show_info_names_the_projector_a_vision_model_sees_images_through():
     from vibechat.app.tui.screens.show_info import info_text
     from vibechat.engine.settings.params import SamplingParams
 
-    rows = info_rows(info_text(replace(INFO, projector="mmproj-gemma-3-4b-it-f16.gguf\x1b[2J"), SamplingParams(), None))
+    rows = info_rows(
+        info_text(
+            replace(INFO, projector="mmproj-gemma-3-4b-it-f16.gguf\x1b[2J"), SamplingParams(), None
+        )
+    )
     assert rows["images"] == "through mmproj-gemma-3-4b-it-f16.gguf"  # the escape is gone

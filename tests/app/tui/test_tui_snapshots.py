@@ -9,8 +9,10 @@ from fakes import RecordingBackend, settle
 from vibechat.app.tui import create_app
 
 SIZE = (100, 32)
-REPLY = ("Sure! Here is a **tiny** example:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
-         "- it adds\n- it returns")
+REPLY = (
+    "Sure! Here is a **tiny** example:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
+    "- it adds\n- it returns"
+)
 
 
 def make_app():
@@ -39,6 +41,7 @@ def test_parameter_panel(snap_compare):
 
 def test_parameter_panel_80x24(snap_compare):
     """Six ↓ and a →: the panel has scrolled to the focused switch, marked and changed (●)."""
+
     async def run_before(pilot) -> None:
         await _chat(pilot)
         await pilot.press("f2", *["down"] * 6, "right")
@@ -49,6 +52,7 @@ def test_parameter_panel_80x24(snap_compare):
 
 def test_parameter_panel_120x40(snap_compare):
     """Each slider's line from its declaration, its default, a changed value (●), the focus."""
+
     async def run_before(pilot) -> None:
         await _chat(pilot)
         await pilot.press("f2", "right", "down", "down")
@@ -75,20 +79,31 @@ def test_conversation_sidebar(snap_compare, tmp_path):
 
     path = tmp_path / "history.db"
     with History(path) as history:
-        for n, (prompt, reply) in enumerate([("Write an add function", REPLY),
-                                             ("A very long question about the borrow checker and lifetimes "
-                                              "in Rust that does not fit", "Short answer.")]):
+        for n, (prompt, reply) in enumerate(
+            [
+                ("Write an add function", REPLY),
+                (
+                    "A very long question about the borrow checker and lifetimes "
+                    "in Rust that does not fit",
+                    "Short answer.",
+                ),
+            ]
+        ):
             chat = ChatLog(Conversation(), history, model="Fake 1B")
             chat.add_user(prompt)
             chat.finish_reply(chat.start_reply(), GenerationDone(reply))
-            history.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?",
-                                 (f"2025-01-0{n + 1}T12:00:00Z", chat.conversation_id))
+            history.conn.execute(
+                "UPDATE conversations SET updated = ? WHERE id = ?",
+                (f"2025-01-0{n + 1}T12:00:00Z", chat.conversation_id),
+            )
 
     async def run_before(pilot) -> None:
         await pilot.app.workers.wait_for_complete()
         await pilot.press("ctrl+b", "down", "enter")
         await settle(pilot)
-        await pilot.press("ctrl+b", "ctrl+b")  # Ctrl+B toggles: the list left open is hidden, then shown focused
+        await pilot.press(
+            "ctrl+b", "ctrl+b"
+        )  # Ctrl+B toggles: the list left open is hidden, then shown focused
         await pilot.pause()
 
     app = create_app(RecordingBackend(reply=REPLY), blink=False, history=History(path))
@@ -106,10 +121,18 @@ def _thinking_app(tmp_path):
     with History(path) as history:
         chat = ChatLog(Conversation(), history, model="Fake 1B")
         chat.add_user("Is 91 prime?")
-        thinking = ("91 is odd, so not divisible by 2.\nDigit sum 10: not divisible by 3.\n"
-                    "7 × 13 = 91, so it has divisors [7] and [13].")
-        chat.finish_reply(chat.start_reply(), GenerationDone(
-            "No: **91 = 7 × 13**.", GenerationStats(completion_tokens=60, thinking_tokens=48), thinking=thinking))
+        thinking = (
+            "91 is odd, so not divisible by 2.\nDigit sum 10: not divisible by 3.\n"
+            "7 × 13 = 91, so it has divisors [7] and [13]."
+        )
+        chat.finish_reply(
+            chat.start_reply(),
+            GenerationDone(
+                "No: **91 = 7 × 13**.",
+                GenerationStats(completion_tokens=60, thinking_tokens=48),
+                thinking=thinking,
+            ),
+        )
     return create_app(RecordingBackend(reply=REPLY), blink=False, history=History(path))
 
 

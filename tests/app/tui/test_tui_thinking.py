@@ -36,8 +36,13 @@ def body(block: ThinkingBlock) -> str:
 
 async def test_reasoning_content_folds_when_the_answer_starts_and_toggles(stub, tmp_path: Path):
     stub.reasoning = ["The user greets me.\n", "I should greet ", "back politely."]
-    stub.final_fields = {"usage": {"prompt_tokens": 21, "completion_tokens": 9,
-                                   "completion_tokens_details": {"reasoning_tokens": 3}}}
+    stub.final_fields = {
+        "usage": {
+            "prompt_tokens": 21,
+            "completion_tokens": 9,
+            "completion_tokens_details": {"reasoning_tokens": 3},
+        }
+    }
     app = create_app(stub.backend(), blink=False, history=History(tmp_path / "h.db"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -47,7 +52,9 @@ async def test_reasoning_content_folds_when_the_answer_starts_and_toggles(stub, 
         block = block_of(app)
         assert not block.live and not block.expanded
         assert block.text == "The user greets me.\nI should greet back politely."
-        assert header(block).startswith("▸ Thought for ") and header(block).endswith(" s · 3 tokens")
+        assert header(block).startswith("▸ Thought for ") and header(block).endswith(
+            " s · 3 tokens"
+        )
         assert body(block) == ""  # folded: the thinking is not drawn
         # The status bar counts the thinking's tokens in the reply's (the server reported them).
         assert "9 tok (3 thinking)" in app.status.render().plain
@@ -89,16 +96,25 @@ async def test_inline_think_tags_split_across_chunks_show_a_block_not_tags(stub,
 
 
 async def test_the_live_line_while_thinking_then_esc_keeps_it_stopped(stub, tmp_path: Path):
-    stub.reasoning = ["First I consider the question.\n", "Then \x1b[31mred\x1b[0m ", "[bold]ideas[/bold]\n\n"]
+    stub.reasoning = [
+        "First I consider the question.\n",
+        "Then \x1b[31mred\x1b[0m ",
+        "[bold]ideas[/bold]\n\n",
+    ]
     stub.mode, stub.cut_after = "stall", 0  # thinks, then waits before the answer's first word
     history = History(tmp_path / "h.db")
     app = create_app(stub.backend(), blink=False, history=history)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "Think hard", wait=False)
-        await wait_for(pilot, lambda: app.chat.messages()[-1].role == "assistant"
-                       and app.chat.messages()[-1].thinking is not None
-                       and "ideas" in header(app.chat.messages()[-1].thinking))
+        await wait_for(
+            pilot,
+            lambda: (
+                app.chat.messages()[-1].role == "assistant"
+                and app.chat.messages()[-1].thinking is not None
+                and "ideas" in header(app.chat.messages()[-1].thinking)
+            ),
+        )
         block = block_of(app)
         assert block.live and app.generating
         line = header(block)
@@ -130,7 +146,11 @@ async def test_the_live_line_while_thinking_then_esc_keeps_it_stopped(stub, tmp_
         assert not block.expanded
         await pilot.click(ThinkingBlock)
         await pilot.pause()
-        assert block.expanded and "Then red [bold]ideas[/bold]" in body(block) and "\x1b" not in body(block)
+        assert (
+            block.expanded
+            and "Then red [bold]ideas[/bold]" in body(block)
+            and "\x1b" not in body(block)
+        )
 
 
 async def test_the_expanded_setting_opens_new_and_reopened_thinking(stub, tmp_path: Path):
@@ -175,8 +195,13 @@ async def test_the_context_meter_leaves_the_thinking_out(tmp_path: Path):
 
 
 def test_seconds_are_shown_as_people_read_them():
-    assert [seconds_text(s) for s in (0.42, 9.96, 12.4, 60, 125)] == ["0.4 s", "10.0 s", "12 s", "1 min",
-                                                                       "2 min 5 s"]
+    assert [seconds_text(s) for s in (0.42, 9.96, 12.4, 60, 125)] == [
+        "0.4 s",
+        "10.0 s",
+        "12 s",
+        "1 min",
+        "2 min 5 s",
+    ]
 
 
 async def test_the_block_folds_as_soon_as_the_answer_starts(stub, tmp_path: Path):

@@ -43,16 +43,30 @@ STORY = "Write a long story about a dragon who learns to bake bread."
 # In Gemma's turn format the starter writes on for hundreds of tokens; in its own (the completion
 # frame) it says a sentence and stops: too soon for a test that stops or kills a reply mid-way.
 RAMBLING = {"prompt_format": "gemma"}
-SHORT = SamplingParams(temperature=0, max_tokens=24)  # a prompt after the stopped one: answered soon
+SHORT = SamplingParams(
+    temperature=0, max_tokens=24
+)  # a prompt after the stopped one: answered soon
 ANSWERED = (("assistant", "complete"), ("assistant", "cut"))  # (cut: at max_tokens, rambling)
-LONG_PROMPTS = (STORY, "Tell me the whole history of bread, from the first farmers to today.",
-                "Describe, step by step and in detail, how a river reaches the sea.")
+LONG_PROMPTS = (
+    STORY,
+    "Tell me the whole history of bread, from the first farmers to today.",
+    "Describe, step by step and in detail, how a river reaches the sea.",
+)
 
 
 def worker_backend(path: Path, **changes) -> WorkerBackend:
     """The chat's engine process for the model at ``path`` (with ``changes`` to its options)."""
-    return WorkerBackend(LlamaCppOptions(**{"model_path": path, "context_size": 2048, "repack": "off",
-                                            "threads": worker_threads(), **changes}))
+    return WorkerBackend(
+        LlamaCppOptions(
+            **{
+                "model_path": path,
+                "context_size": 2048,
+                "repack": "off",
+                "threads": worker_threads(),
+                **changes,
+            }
+        )
+    )
 
 
 def crash_reports() -> list[Path]:
@@ -88,12 +102,18 @@ async def start_a_long_reply(app, pilot) -> None:
     for prompt in LONG_PROMPTS:
         app.prompt_input.load_text(prompt)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: reply_shows_text(app) or not app.generating,
-                       "the reply's text (or its end)", 120)
+        await wait_for(
+            pilot,
+            lambda: reply_shows_text(app) or not app.generating,
+            "the reply's text (or its end)",
+            120,
+        )
         if reply_shows_text(app) and app.generating:
             return
         await settle(pilot)  # it ended without text on this CPU: the next prompt
-    raise AssertionError(f"no reply to any of {len(LONG_PROMPTS)} prompts was still coming once it showed text")
+    raise AssertionError(
+        f"no reply to any of {len(LONG_PROMPTS)} prompts was still coming once it showed text"
+    )
 
 
 async def send(app, pilot, text: str) -> AssistantMessage:
@@ -134,7 +154,9 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
             assert failed.status == "error" and sig.name in (failed.error or "")
             [report] = crash_reports()
             assert str(report) in status and sig.name in report.read_text()
-            assert failed.content.strip() and failed.content.split()[0] in reply.text  # the partial reply, saved
+            assert (
+                failed.content.strip() and failed.content.split()[0] in reply.text
+            )  # the partial reply, saved
 
             app.set_params(SHORT)
             app.prompt_input.load_text("List three colours.")
@@ -145,15 +167,22 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
             assert app.status.stats.finish_reason in ("stop", "length")
             with History() as history:
                 stored = history.get(history.latest().id)
-            *_, user, failed, user2, answer = [(m.role, m.status) for m in stored.messages]  # (start_a_long_reply)
-            assert [user, failed, user2] == [("user", "complete"), ("assistant", "error"), ("user", "complete")]
+            *_, user, failed, user2, answer = [
+                (m.role, m.status) for m in stored.messages
+            ]  # (start_a_long_reply)
+            assert [user, failed, user2] == [
+                ("user", "complete"),
+                ("assistant", "error"),
+                ("user", "complete"),
+            ]
             assert answer in ANSWERED
     finally:
         backend.close()
 
 
-async def test_a_reply_whose_restarted_engine_crashes_in_its_load_leaves_no_generating_behind(starter_path,
-                                                                                               monkeypatch):
+async def test_a_reply_whose_restarted_engine_crashes_in_its_load_leaves_no_generating_behind(
+    starter_path, monkeypatch
+):
     # issue 39, point 7: the status bar stayed on "generating…" (or "loading N%") after the reply failed
     monkeypatch.setenv(CRASH_HOOK_ENV, "load:SIGKILL")  # every engine process dies in its load
     backend = worker_backend(starter_path)
@@ -171,8 +200,12 @@ async def test_a_reply_whose_restarted_engine_crashes_in_its_load_leaves_no_gene
 
 
 @pytest.mark.parametrize("sig", ["SIGSEGV", "SIGKILL"])
-async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter_path, monkeypatch, sig):
-    monkeypatch.setenv(CRASH_HOOK_ENV, f"load:{sig}")  # the engine process the chat starts dies in its load
+async def test_the_chat_survives_its_engine_killed_while_the_model_loads(
+    starter_path, monkeypatch, sig
+):
+    monkeypatch.setenv(
+        CRASH_HOOK_ENV, f"load:{sig}"
+    )  # the engine process the chat starts dies in its load
     backend = worker_backend(starter_path)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
@@ -183,11 +216,15 @@ async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter
             [report] = crash_reports()
             assert sig in report.read_text() and "while loading gemma-3-270m" in report.read_text()
 
-            monkeypatch.delenv(CRASH_HOOK_ENV)  # the next engine process loads: the prompt is answered
+            monkeypatch.delenv(
+                CRASH_HOOK_ENV
+            )  # the next engine process loads: the prompt is answered
             reply = await send(app, pilot, "List three colours.")
             assert_answered(app, reply)
             assert backend.pid is not None
-            user, answer = stored_messages()  # (complete, or cut at the limit: where it ends is the model's)
+            user, answer = (
+                stored_messages()
+            )  # (complete, or cut at the limit: where it ends is the model's)
             assert user == ("user", "complete") and answer in ANSWERED
             assert len(crash_reports()) == 1
     finally:
@@ -195,7 +232,9 @@ async def test_the_chat_survives_its_engine_killed_while_the_model_loads(starter
 
 
 @pytest.mark.parametrize("sig", ["SIGSEGV", "SIGKILL"])
-async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated(starter_path, monkeypatch, sig):
+async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated(
+    starter_path, monkeypatch, sig
+):
     # Every engine process started with the hook set dies when a reply starts (before any text).
     monkeypatch.setenv(CRASH_HOOK_ENV, f"prompt:{sig}")
     backend = worker_backend(starter_path)
@@ -207,7 +246,11 @@ async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated
             assert app.status.state == "ready"
             reply = await send(app, pilot, STORY)
             status = reply_status(reply)
-            assert sig in status and "while evaluating the prompt" in status and "crash report" in status
+            assert (
+                sig in status
+                and "while evaluating the prompt" in status
+                and "crash report" in status
+            )
             assert reply.has_class("-error") and not reply.text.strip()  # nothing was generated
             assert stored_messages() == [("user", "complete"), ("assistant", "error")]
             [report] = crash_reports()
@@ -223,8 +266,12 @@ async def test_the_chat_survives_its_engine_killed_while_the_prompt_is_evaluated
         backend.close()
 
 
-async def test_an_engine_that_crashes_again_after_its_restart_is_not_restarted_in_a_loop(starter_path, monkeypatch):
-    monkeypatch.setenv(CRASH_HOOK_ENV, "prompt:SIGSEGV")  # every reply's start crashes, with these settings
+async def test_an_engine_that_crashes_again_after_its_restart_is_not_restarted_in_a_loop(
+    starter_path, monkeypatch
+):
+    monkeypatch.setenv(
+        CRASH_HOOK_ENV, "prompt:SIGSEGV"
+    )  # every reply's start crashes, with these settings
     backend = worker_backend(starter_path)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
@@ -260,7 +307,12 @@ async def test_the_chats_everyday_actions_work_through_the_engine_process(starte
         return started[-1]
 
     backend = worker_backend(starter_path, **RAMBLING)
-    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=8), backend_factory=factory, blink=False)
+    app = create_app(
+        backend,
+        params=SamplingParams(temperature=0, max_tokens=8),
+        backend_factory=factory,
+        blink=False,
+    )
     try:
         async with app.run_test(size=(110, 36)) as pilot:
             await app.workers.wait_for_complete()
@@ -270,7 +322,9 @@ async def test_the_chats_everyday_actions_work_through_the_engine_process(starte
             assert_answered(app, await send(app, pilot, "List three colours."))
             assert_answered(app, await send(app, pilot, "And three animals?"))
             stats = app.status.stats
-            assert stats.prompt_tokens_evaluated < stats.prompt_tokens / 2  # the first turn stayed in the cache
+            assert (
+                stats.prompt_tokens_evaluated < stats.prompt_tokens / 2
+            )  # the first turn stayed in the cache
 
             await pilot.press("ctrl+n")
             await settle(pilot)
@@ -292,20 +346,32 @@ async def test_the_chats_everyday_actions_work_through_the_engine_process(starte
             assert app.status.stats.finish_reason == "cancelled"
             assert app.status.stats.completion_tokens < 400
 
-            app.models.reload_model(context_size=1024)  # a reload with other settings, as the GPU layers slider asks
+            app.models.reload_model(
+                context_size=1024
+            )  # a reload with other settings, as the GPU layers slider asks
             await settle(pilot)
             [reloaded] = started
             assert app.session.backend is reloaded and reloaded.describe().context_size == 1024
             assert reloaded.pid is not None and backend.pid is None  # the old engine process ended
-            assert [m.role for m in app.session.conversation.messages()][-2:] == ["user", "assistant"]
+            assert [m.role for m in app.session.conversation.messages()][-2:] == [
+                "user",
+                "assistant",
+            ]
             app.set_params(SamplingParams(temperature=0, max_tokens=8))
             assert_answered(app, await send(app, pilot, "Thanks."))
             assert app.status.stats.prompt_tokens > 30  # the conversation went on in the new engine
 
             copy = tmp_path / "gemma-copy-Q4_K_M.gguf"
             os.link(starter_path, copy)
-            app.models.switch_model(LocalModel(name="gemma-copy", path=copy, size=copy.stat().st_size,
-                                               quant="Q4_K_M", source="vibechat"))
+            app.models.switch_model(
+                LocalModel(
+                    name="gemma-copy",
+                    path=copy,
+                    size=copy.stat().st_size,
+                    quant="Q4_K_M",
+                    source="vibechat",
+                )
+            )
             await settle(pilot)
             switched = started[-1]
             assert len(started) == 2 and app.session.backend is switched
@@ -330,7 +396,9 @@ async def test_format_refuses_a_grammar_that_llama_cpp_rejects_as_run_does(start
     good = tmp_path / "yes-no.gbnf"
     good.write_text('root ::= "yes" | "no"\n')
     backend = worker_backend(starter_path)
-    app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=8), blink=False, save=False)
+    app = create_app(
+        backend, params=SamplingParams(temperature=0, max_tokens=8), blink=False, save=False
+    )
 
     def errors() -> list[str]:
         return [str(n.message) for n in notifications(app) if n.severity == "error"]
@@ -342,11 +410,17 @@ async def test_format_refuses_a_grammar_that_llama_cpp_rejects_as_run_does(start
             assert app.status.state == "ready"
             app.prompt_input.load_text(f"/format {bad}")
             await pilot.press("enter")
-            await wait_until_true(pilot, lambda: any("bad.gbnf" in str(n.message) for n in notifications(app)),
-                                  "the answer to /format, yes or no")
+            await wait_until_true(
+                pilot,
+                lambda: any("bad.gbnf" in str(n.message) for n in notifications(app)),
+                "the answer to /format, yes or no",
+            )
             await settle(pilot)
             [refusal] = errors()
-            assert "grammar bad.gbnf: llama.cpp rejects the grammar:" in refusal and "\n" not in refusal, refusal
+            assert (
+                "grammar bad.gbnf: llama.cpp rejects the grammar:" in refusal
+                and "\n" not in refusal
+            ), refusal
             assert app.session.conversation.params.output_format is None  # as it was
 
             app.prompt_input.load_text(f"/format {good}")
@@ -390,20 +464,27 @@ async def test_esc_stops_a_reply_whose_engine_is_stopped(starter_path):
             try:
                 await wait_for(pilot, lambda: is_stopped(pid), "the engine process to be stopped")
                 await pilot.press("escape")
-                await wait_for(pilot, lambda: not app.generating, "the reply to stop after Esc", HUNG_BOUND_S)
+                await wait_for(
+                    pilot, lambda: not app.generating, "the reply to stop after Esc", HUNG_BOUND_S
+                )
             finally:
                 end_for_good(pid)  # today's code waits for it: the test ends it either way
             await settle(pilot)
             reply = app.chat.query(AssistantMessage).last()
             status = reply_status(reply)
-            assert "stopped responding mid-reply" in status and "no answer to the stop request" in status
+            assert (
+                "stopped responding mid-reply" in status
+                and "no answer to the stop request" in status
+            )
             assert "crash report" in status
             assert reply.has_class("-error") and reply.text.strip()  # the text so far stays
             assert is_gone(pid)
             with History() as history:
                 user, failed = history.get(history.latest().id).messages
             assert failed.status == "error" and "stopped responding" in (failed.error or "")
-            assert failed.content.strip() and failed.content.split()[0] in reply.text  # the text so far, saved
+            assert (
+                failed.content.strip() and failed.content.split()[0] in reply.text
+            )  # the text so far, saved
 
             app.set_params(SHORT)
             reply = await send(app, pilot, "List three colours.")
@@ -417,7 +498,9 @@ async def test_esc_stops_a_reply_whose_engine_is_stopped(starter_path):
         backend.close()
 
 
-async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(starter_path, monkeypatch):
+async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(
+    starter_path, monkeypatch
+):
     """The engine's main thread hangs right after it sent the reply's first piece (the "hang"
     hook: a native call that never returns), while its request reader still acknowledges the
     stop: Esc ends the reply at the watchdog's one deadline (1.5 s after the stop, as for an
@@ -438,7 +521,9 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(st
             pid = backend.pid
             monkeypatch.delenv(CRASH_HOOK_ENV)  # the next engine process answers
             await pilot.press("escape")
-            await wait_for(pilot, lambda: not app.generating, "the reply to stop after Esc", HUNG_BOUND_S)
+            await wait_for(
+                pilot, lambda: not app.generating, "the reply to stop after Esc", HUNG_BOUND_S
+            )
             await settle(pilot)
             reply = app.chat.query(AssistantMessage).last()
             status = reply_status(reply)
@@ -473,15 +558,19 @@ def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env): 
         term.type(b"\r")
         deadline = time.monotonic() + 120
         while engine is None or not is_stopped(engine):
-            assert time.monotonic() < deadline and term.proc.poll() is None, "the engine never stopped mid-reply"
+            assert time.monotonic() < deadline and term.proc.poll() is None, (
+                "the engine never stopped mid-reply"
+            )
             engine = engine or engine_process_of(term.proc.pid)
             time.sleep(0.05)
         term.type(b"\x11")  # Ctrl+Q
         try:
             code = term.proc.wait(HUNG_BOUND_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the chat did not quit within {HUNG_BOUND_S} s with its engine stopped:\n"
-                        f"{term.text()[-2000:]}")
+            pytest.fail(
+                f"the chat did not quit within {HUNG_BOUND_S} s with its engine stopped:\n"
+                f"{term.text()[-2000:]}"
+            )
         assert code == 0, term.text()[-3000:]
         assert is_gone(engine)  # ended and reaped by the chat
         for bad in ("Traceback", "Exception ignored"):

@@ -43,7 +43,14 @@ def test_png_is_kept_as_png_with_its_size(tmp_path, store):
     path = tmp_path / "photo.png"
     Image.new("RGB", (640, 480), (10, 120, 200)).save(path)
     a = read_attachment(path, store, "image")
-    assert (a.kind, a.name, a.mime, a.width, a.height, a.note) == ("image", "photo.png", "image/png", 640, 480, "")
+    assert (a.kind, a.name, a.mime, a.width, a.height, a.note) == (
+        "image",
+        "photo.png",
+        "image/png",
+        640,
+        480,
+        "",
+    )
     assert a.size == os.path.getsize(a.path) and Path(a.path).parent == store.root
     im = kept(a)
     assert (im.format, im.size, im.mode) == ("PNG", (640, 480), "RGB")
@@ -91,7 +98,9 @@ def test_a_palette_image_with_transparency_becomes_rgba_png(tmp_path, store):
 
 def test_an_animated_gif_keeps_its_first_frame(tmp_path, store):
     path = tmp_path / "anim.gif"
-    frames = [Image.new("RGB", (40, 30), colour) for colour in ((255, 0, 0), (0, 255, 0), (0, 0, 255))]
+    frames = [
+        Image.new("RGB", (40, 30), colour) for colour in ((255, 0, 0), (0, 255, 0), (0, 0, 255))
+    ]
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=50)
     a = read_attachment(path, store, "image")
     assert (a.mime, a.width, a.height) == ("image/png", 40, 30)
@@ -101,10 +110,18 @@ def test_an_animated_gif_keeps_its_first_frame(tmp_path, store):
 
 def png_header(width: int, height: int) -> bytes:
     """A PNG that claims ``width``×``height`` and holds one row: cheap to write, a bomb to decode."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * (width * 3 + 1)))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0" * (width * 3 + 1)))
+    )
 
 
 def test_a_50_megapixel_png_is_refused_before_it_is_decoded(tmp_path, store):
@@ -220,7 +237,9 @@ def test_a_binary_file_given_as_a_file_is_refused(tmp_path, store):
     assert not store.root.exists() or not any(store.root.iterdir())
 
 
-def test_a_text_file_over_the_limit_is_cut_with_a_note_and_read_bounded(tmp_path, store, monkeypatch):
+def test_a_text_file_over_the_limit_is_cut_with_a_note_and_read_bounded(
+    tmp_path, store, monkeypatch
+):
     path = tmp_path / "long.txt"
     path.write_text("é" * (FILE_TEXT_LIMIT + 10) + "x" * TEXT_READ_BYTES * 2)
     reads: list[int] = []
@@ -269,12 +288,23 @@ def test_looks_like_path_takes_what_terminals_paste(tmp_path, monkeypatch):
     assert looks_like_path(str(plain)) == plain
     assert looks_like_path(f"  '{spaced}'\n") == spaced
     assert looks_like_path(f'"{spaced}"') == spaced
-    assert looks_like_path(str(spaced).replace(" ", "\\ ").replace("(", "\\(").replace(")", "\\)")) == spaced
+    assert (
+        looks_like_path(str(spaced).replace(" ", "\\ ").replace("(", "\\(").replace(")", "\\)"))
+        == spaced
+    )
     assert looks_like_path("file://" + str(spaced).replace(" ", "%20")) == spaced
     monkeypatch.setenv("HOME", str(tmp_path))
     assert looks_like_path("~/a.txt") == plain
-    for not_one in ("a.txt", "hello there", f"{plain}\n{plain}", str(tmp_path), str(tmp_path / "gone.png"),
-                    "file://elsewhere/etc/passwd", "", "x" * 5000):
+    for not_one in (
+        "a.txt",
+        "hello there",
+        f"{plain}\n{plain}",
+        str(tmp_path),
+        str(tmp_path / "gone.png"),
+        "file://elsewhere/etc/passwd",
+        "",
+        "x" * 5000,
+    ):
         assert looks_like_path(not_one) is None, not_one
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -286,7 +316,9 @@ def test_a_file_that_is_neither_text_nor_a_known_image(tmp_path, store):
     Image.new("F", (20, 20), 0.5).save(path)
     with pytest.raises(AttachmentError) as exc:
         read_attachment(path, store)
-    assert one_line(exc).startswith("scan.tif is neither text nor an image vibechat reads (PNG, JPEG, GIF, WebP, BMP)")
+    assert one_line(exc).startswith(
+        "scan.tif is neither text nor an image vibechat reads (PNG, JPEG, GIF, WebP, BMP)"
+    )
 
 
 def test_utf16_with_its_mark_is_text(tmp_path, store):

@@ -36,7 +36,8 @@ def test_one_private_copy_per_digest(tmp_path):
     assert again == (digest, path)
     store.put(b"other", "txt")
     assert sorted(p.name for p in store.root.iterdir()) == sorted(
-        [f"{digest}.txt", f"{hashlib.sha256(b'other').hexdigest()}.txt"])
+        [f"{digest}.txt", f"{hashlib.sha256(b'other').hexdigest()}.txt"]
+    )
 
 
 def test_the_same_file_read_twice_is_kept_once(tmp_path):
@@ -77,7 +78,9 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatc
 
 def test_a_failed_rename_leaves_nothing_either(tmp_path, monkeypatch):
     store = AttachmentStore(tmp_path / "kept")
-    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    monkeypatch.setattr(
+        os, "replace", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full"))
+    )
     with pytest.raises(AttachmentError):
         store.put(b"data", "png")
     assert list(store.root.iterdir()) == []
@@ -93,7 +96,9 @@ def test_an_unwritable_folder_is_one_line(tmp_path):
     blocked.write_text("")
     with pytest.raises(AttachmentError) as exc:  # a file where the folder should be
         AttachmentStore(blocked / "kept").put(b"x", "png")
-    assert "\n" not in str(exc.value) and str(exc.value).endswith("check that folder and attach it again")
+    assert "\n" not in str(exc.value) and str(exc.value).endswith(
+        "check that folder and attach it again"
+    )
 
 
 def test_reopen_reads_a_files_text_back_and_says_when_a_copy_is_missing(tmp_path):
@@ -108,7 +113,13 @@ def test_reopen_reads_a_files_text_back_and_says_when_a_copy_is_missing(tmp_path
     assert (img.path, img.width, img.height, img.note) == (str(image_path), 4, 3, "scaled from 8×6")
     Path(a.path).unlink()
     gone = store.reopen("file", a.name, a.digest, a.mime, a.size)
-    assert (gone.path, gone.text, gone.note, gone.name, gone.digest) == ("", "", MISSING_NOTE, a.name, a.digest)
+    assert (gone.path, gone.text, gone.note, gone.name, gone.digest) == (
+        "",
+        "",
+        MISSING_NOTE,
+        a.name,
+        a.digest,
+    )
     forged = store.reopen("image", "x.png", "../../etc/passwd", "image/png", 1)
     assert forged.path == "" and forged.note == MISSING_NOTE
 

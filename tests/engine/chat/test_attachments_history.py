@@ -62,7 +62,10 @@ def test_a_prompts_attachments_are_saved_and_come_back_in_order(history, photo, 
     assert sent.attachments == (photo, notes)
     stored = history.get(chat.conversation_id)
     [message] = stored.messages
-    assert message.attachments == (photo, notes)  # each reopened with its kept copy (and a file's text)
+    assert message.attachments == (
+        photo,
+        notes,
+    )  # each reopened with its kept copy (and a file's text)
     assert message.attachments[1].text == "zanzibar is an island\n"
     turn = message.chat_message()
     assert turn.attachments == (photo, notes) and turn.images == (photo,)
@@ -99,7 +102,9 @@ def test_a_reopened_conversation_sends_its_attachments_again(history, photo, not
     first = backend.requests[-1][0][0]
     # Sent as the backends take it: the file inlined with its name, the image as an image.
     assert first.role == "user" and first.images == (photo,) and first.attachments == (photo,)
-    assert first.content.startswith("File: notes.md\n```\nzanzibar is an island\n") and first.content.endswith("look")
+    assert first.content.startswith(
+        "File: notes.md\n```\nzanzibar is an island\n"
+    ) and first.content.endswith("look")
 
 
 def test_older_images_are_left_out_for_a_model_without_a_projector(photo, notes):
@@ -150,7 +155,9 @@ def test_a_missing_copy_is_said_and_the_conversation_still_opens(history, photo,
     assert (image.path, image.note, image.width, image.name) == ("", MISSING_NOTE, 640, "photo.png")
     assert (file.path, file.text, file.note) == ("", "", MISSING_NOTE)
     turn = ChatLog.open(history, chat.conversation_id).conversation.turns[0]
-    assert turn.images == () and turn.attachments == (file,)  # the image cannot be sent; the note is
+    assert turn.images == () and turn.attachments == (
+        file,
+    )  # the image cannot be sent; the note is
 
 
 def test_a_fork_copies_the_attachments(history, photo):
@@ -179,12 +186,29 @@ def test_exports_say_what_was_attached_never_the_bytes(history, photo, notes):
     stored = history.get(chat.conversation_id)
     data = stored.to_dict()["messages"][0]["attachments"]
     assert data == [
-        {"kind": "image", "name": "photo.png", "digest": photo.digest, "mime": "image/png", "size": photo.size,
-         "width": 640, "height": 480},
-        {"kind": "file", "name": "notes.md", "digest": notes.digest, "mime": "text/plain", "size": 22,
-         "width": 0, "height": 0}]
+        {
+            "kind": "image",
+            "name": "photo.png",
+            "digest": photo.digest,
+            "mime": "image/png",
+            "size": photo.size,
+            "width": 640,
+            "height": 480,
+        },
+        {
+            "kind": "file",
+            "name": "notes.md",
+            "digest": notes.digest,
+            "mime": "text/plain",
+            "size": 22,
+            "width": 0,
+            "height": 0,
+        },
+    ]
     markdown = stored.to_markdown()
-    assert f"Attached: {photo.label()}\n" in markdown and photo.label().startswith("photo.png · 640×480 · ")
+    assert f"Attached: {photo.label()}\n" in markdown and photo.label().startswith(
+        "photo.png · 640×480 · "
+    )
     assert "Attached: notes.md · 22 B\n" in markdown
     assert "zanzibar" not in markdown  # the file's text is in its kept copy, not the export
 
@@ -192,16 +216,27 @@ def test_exports_say_what_was_attached_never_the_bytes(history, photo, notes):
 def write_v5_database(path: Path) -> None:
     """The schema as the first five migrations made it (raw SQL), with a branching conversation."""
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)"
+    )
     for version, script in enumerate(MIGRATIONS[:5], start=1):
         for statement in statements(script):
             conn.execute(statement)
         conn.execute("INSERT INTO schema_migrations VALUES (?, '2026-01-01')", (version,))
-    conn.execute("INSERT INTO conversations(id, title, created, updated, leaf_id) "
-                 "VALUES (1, 'old', '2026-01-01', '2026-01-01', 3)")
-    for row in ((1, None, "user", "hello"), (2, 1, "assistant", "hi there"), (3, 1, "assistant", "hello!")):
-        conn.execute("INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
-                     "VALUES (?, 1, ?, ?, ?, 'complete', '2026-01-01', '2026-01-01')", row)
+    conn.execute(
+        "INSERT INTO conversations(id, title, created, updated, leaf_id) "
+        "VALUES (1, 'old', '2026-01-01', '2026-01-01', 3)"
+    )
+    for row in (
+        (1, None, "user", "hello"),
+        (2, 1, "assistant", "hi there"),
+        (3, 1, "assistant", "hello!"),
+    ):
+        conn.execute(
+            "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
+            "VALUES (?, 1, ?, ?, ?, 'complete', '2026-01-01', '2026-01-01')",
+            row,
+        )
     conn.commit()
     conn.close()
 
@@ -213,7 +248,10 @@ def test_migration_6_keeps_every_message_of_a_schema_5_database(tmp_path, photo)
         assert db.schema_version == len(MIGRATIONS) == 6
         old = db.get(1)
         assert [(m.id, m.parent_id, m.content) for m in old.tree] == [
-            (1, None, "hello"), (2, 1, "hi there"), (3, 1, "hello!")]
+            (1, None, "hello"),
+            (2, 1, "hi there"),
+            (3, 1, "hello!"),
+        ]
         assert [m.id for m in old.messages] == [1, 3] and all(m.attachments == () for m in old.tree)
         assert "attachments" not in old.to_dict()["messages"][0]
         chat = ChatLog.open(db, 1)
@@ -231,7 +269,9 @@ def test_deleting_a_conversation_removes_copies_no_message_names(store, photo, n
         for a in (photo, notes):
             os.utime(a.path, (old, old))
         db.delete(gone.conversation_id)
-        assert [r["digest"] for r in db._read("SELECT digest FROM attachments")] == [notes.digest]  # rows gone too
+        assert [r["digest"] for r in db._read("SELECT digest FROM attachments")] == [
+            notes.digest
+        ]  # rows gone too
         assert not Path(photo.path).exists()  # named by no message any more
         assert Path(notes.path).exists()  # the other conversation still names it
         assert db.get(kept.conversation_id).messages[0].attachments == (notes,)
@@ -243,7 +283,9 @@ def test_a_history_elsewhere_does_not_prune_the_shared_store(history, photo):
     old = time.time() - 7200
     os.utime(photo.path, (old, old))
     history.delete(chat.conversation_id)
-    assert Path(photo.path).exists()  # this history does not know every digest the store's users name
+    assert Path(
+        photo.path
+    ).exists()  # this history does not know every digest the store's users name
 
 
 @pytest.mark.model
@@ -259,5 +301,7 @@ def test_the_real_model_is_sent_a_reopened_conversations_file(backend, history, 
     reopened = ChatSession(backend, ChatLog.open(history, session.chat.conversation_id))
     reopened.load()
     with_file = reopened.count_context(reopened.generation)
-    bare = backend.count_tokens([dataclasses.replace(m, attachments=()) for m in reopened.conversation.turns])
+    bare = backend.count_tokens(
+        [dataclasses.replace(m, attachments=()) for m in reopened.conversation.turns]
+    )
     assert with_file is not None and with_file > bare

@@ -22,9 +22,17 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.structured import OutputFormat
 
 
-def vibechat(*args: str, input: str | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], input=input, capture_output=True, text=True,
-                          timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+def vibechat(
+    *args: str, input: str | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
 
 
 def jsonl(*objects: object) -> str:
@@ -42,45 +50,87 @@ def saved_count() -> int:
 
 # ------------------------------------------------------------------ parsing
 def test_a_full_line_parses_into_a_request():
-    request = parse_line(json.dumps({
-        "prompt": "Hi", "system": "Be brief.", "id": "q1", "temperature": 0, "top_k": 5, "top_p": 0.5,
-        "min_p": 0.1, "repeat_penalty": 1.1, "max_tokens": 8.0, "seed": 3, "stop": "END"}), 7)
-    assert (request.line, request.prompt, request.system, request.id) == (7, "Hi", "Be brief.", "q1")
-    assert request.overrides == {"temperature": 0.0, "top_k": 5, "top_p": 0.5, "min_p": 0.1,
-                                 "repeat_penalty": 1.1, "max_tokens": 8, "seed": 3, "stop": ("END",)}
-    assert parse_line('{"prompt": "x", "max_tokens": null, "seed": null, "id": 4}', 1).overrides == {
-        "max_tokens": None, "seed": None}
+    request = parse_line(
+        json.dumps(
+            {
+                "prompt": "Hi",
+                "system": "Be brief.",
+                "id": "q1",
+                "temperature": 0,
+                "top_k": 5,
+                "top_p": 0.5,
+                "min_p": 0.1,
+                "repeat_penalty": 1.1,
+                "max_tokens": 8.0,
+                "seed": 3,
+                "stop": "END",
+            }
+        ),
+        7,
+    )
+    assert (request.line, request.prompt, request.system, request.id) == (
+        7,
+        "Hi",
+        "Be brief.",
+        "q1",
+    )
+    assert request.overrides == {
+        "temperature": 0.0,
+        "top_k": 5,
+        "top_p": 0.5,
+        "min_p": 0.1,
+        "repeat_penalty": 1.1,
+        "max_tokens": 8,
+        "seed": 3,
+        "stop": ("END",),
+    }
+    assert parse_line(
+        '{"prompt": "x", "max_tokens": null, "seed": null, "id": 4}', 1
+    ).overrides == {"max_tokens": None, "seed": None}
 
 
 def test_line_parameters_sit_on_top_of_the_command():
     base = SamplingParams(temperature=0.2, top_k=7, max_tokens=64, stop=("a", "b"))
-    params = parse_line('{"prompt": "x", "top_k": 3, "stop": ["c"], "max_tokens": null}', 1).params(base)
-    assert (params.temperature, params.top_k, params.max_tokens, params.stop) == (0.2, 3, None, ("c",))
+    params = parse_line('{"prompt": "x", "top_k": 3, "stop": ["c"], "max_tokens": null}', 1).params(
+        base
+    )
+    assert (params.temperature, params.top_k, params.max_tokens, params.stop) == (
+        0.2,
+        3,
+        None,
+        ("c",),
+    )
     assert parse_line('{"prompt": "x"}', 1).params(base) == base
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ('{"prompt": "x",}', "not valid JSON"),
-    ("# a comment", "JSON Lines has no comments"),
-    ('["prompt"]', "expected a JSON object"),
-    ('"just text"', "expected a JSON object"),
-    ('{"system": "Be brief."}', 'no "prompt"'),
-    ('{"prompt": "   "}', "the prompt is empty"),
-    ('{"prompt": 42}', "prompt must be a string"),
-    ('{"prompt": "x", "temprature": 0}', "unknown key 'temprature' (did you mean 'temperature'?)"),
-    ('{"prompt": "x", "model": "m.gguf"}', "pass --model"),
-    ('{"prompt": "x", "temperature": 9}', "temperature must be between 0 and 5 (got 9)"),
-    ('{"prompt": "x", "temperature": "hot"}', "temperature must be a number"),
-    ('{"prompt": "x", "top_k": true}', "top_k must be a whole number"),
-    ('{"prompt": "x", "temperature": null}', "temperature needs a value"),
-    ('{"prompt": "x", "max_tokens": 2.5}', "max_tokens must be a whole number between"),
-    ('{"prompt": "x", "seed": -1}', "seed must be between 0 and"),
-    ('{"prompt": "x", "stop": [1]}', "stop must be a string or a list of strings"),
-    ('{"prompt": "x", "stop": [""]}', "stop strings must be non-empty"),
-    ('{"prompt": "x", "system": null}', "system must be a string"),
-    ('{"prompt": "x", "id": [1]}', "id must be a string or a whole number"),
-    ('{"prompt": "x", "prompt": "y"}', "key 'prompt' appears twice"),
-])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('{"prompt": "x",}', "not valid JSON"),
+        ("# a comment", "JSON Lines has no comments"),
+        ('["prompt"]', "expected a JSON object"),
+        ('"just text"', "expected a JSON object"),
+        ('{"system": "Be brief."}', 'no "prompt"'),
+        ('{"prompt": "   "}', "the prompt is empty"),
+        ('{"prompt": 42}', "prompt must be a string"),
+        (
+            '{"prompt": "x", "temprature": 0}',
+            "unknown key 'temprature' (did you mean 'temperature'?)",
+        ),
+        ('{"prompt": "x", "model": "m.gguf"}', "pass --model"),
+        ('{"prompt": "x", "temperature": 9}', "temperature must be between 0 and 5 (got 9)"),
+        ('{"prompt": "x", "temperature": "hot"}', "temperature must be a number"),
+        ('{"prompt": "x", "top_k": true}', "top_k must be a whole number"),
+        ('{"prompt": "x", "temperature": null}', "temperature needs a value"),
+        ('{"prompt": "x", "max_tokens": 2.5}', "max_tokens must be a whole number between"),
+        ('{"prompt": "x", "seed": -1}', "seed must be between 0 and"),
+        ('{"prompt": "x", "stop": [1]}', "stop must be a string or a list of strings"),
+        ('{"prompt": "x", "stop": [""]}', "stop strings must be non-empty"),
+        ('{"prompt": "x", "system": null}', "system must be a string"),
+        ('{"prompt": "x", "id": [1]}', "id must be a string or a whole number"),
+        ('{"prompt": "x", "prompt": "y"}', "key 'prompt' appears twice"),
+    ],
+)
 def test_each_bad_line_names_its_problem_and_line(text, needle):
     with pytest.raises(BatchLineError) as caught:
         parse_line(text, 12)
@@ -95,12 +145,23 @@ def test_a_bad_line_keeps_its_id_when_it_has_one():
 
 
 def test_reading_numbers_physical_lines_and_skips_blank_ones():
-    lines = [b'\xef\xbb\xbf{"prompt": "a"}\n', b"\n", b"   \r\n", b'{"prompt": \xff}\n', b"# note\n",
-             b'{"prompt": "b"}\r\n', b'{"prompt": "c"}']
+    lines = [
+        b'\xef\xbb\xbf{"prompt": "a"}\n',
+        b"\n",
+        b"   \r\n",
+        b'{"prompt": \xff}\n',
+        b"# note\n",
+        b'{"prompt": "b"}\r\n',
+        b'{"prompt": "c"}',
+    ]
     items = list(read_requests(lines))
     assert [(type(i).__name__, i.line) for i in items] == [
-        ("BatchRequest", 1), ("BatchLineError", 4), ("BatchLineError", 5), ("BatchRequest", 6),
-        ("BatchRequest", 7)]
+        ("BatchRequest", 1),
+        ("BatchLineError", 4),
+        ("BatchLineError", 5),
+        ("BatchRequest", 6),
+        ("BatchRequest", 7),
+    ]
     assert "not valid UTF-8" in str(items[1])
     assert [i.prompt for i in items if isinstance(i, BatchRequest)] == ["a", "b", "c"]
 
@@ -108,8 +169,14 @@ def test_reading_numbers_physical_lines_and_skips_blank_ones():
 # ------------------------------------------------------------- the batch loop
 def test_each_prompt_is_a_fresh_conversation_with_its_own_settings():
     backend = RecordingBackend(reply="Fine thanks")
-    prompts = io.BytesIO(jsonl({"prompt": "one"}, {"prompt": "two", "system": "", "id": 2, "top_k": 3},
-                               "{oops", {"prompt": "three", "system": "Pirate.", "temperature": 0}).encode())
+    prompts = io.BytesIO(
+        jsonl(
+            {"prompt": "one"},
+            {"prompt": "two", "system": "", "id": 2, "top_k": 3},
+            "{oops",
+            {"prompt": "three", "system": "Pirate.", "temperature": 0},
+        ).encode()
+    )
     out, err = io.StringIO(), io.StringIO()
     options = BatchOptions(system="Be brief.", params=SamplingParams(top_k=9, seed=1))
     code = run_batch(backend, prompts, "p.jsonl", options, None, out, err)
@@ -117,16 +184,23 @@ def test_each_prompt_is_a_fresh_conversation_with_its_own_settings():
     got = results(out.getvalue())
     assert [r["line"] for r in got] == [1, 2, 3, 4]
     assert got[1]["id"] == 2 and "id" not in got[0] and got[2]["error"].startswith("not valid JSON")
-    assert all(r["text"] == "Fine thanks" and r["conversation_id"] is None for r in got if "error" not in r)
+    assert all(
+        r["text"] == "Fine thanks" and r["conversation_id"] is None for r in got if "error" not in r
+    )
     assert err.getvalue().count("\n") == 1 and "p.jsonl line 3: not valid JSON" in err.getvalue()
     # Every prompt its own conversation, with the command's settings under the line's; the KV
     # cache is kept, so a prefix shared with the previous prompt is not evaluated again.
     assert backend.resets == 0
     assert [[(m.role, m.content) for m in messages] for messages, _ in backend.requests] == [
-        [("system", "Be brief."), ("user", "one")], [("user", "two")],
-        [("system", "Pirate."), ("user", "three")]]
+        [("system", "Be brief."), ("user", "one")],
+        [("user", "two")],
+        [("system", "Pirate."), ("user", "three")],
+    ]
     assert [(p.top_k, p.temperature, p.seed) for _, p in backend.requests] == [
-        (9, 0.8, 1), (3, 0.8, 1), (9, 0.0, 1)]
+        (9, 0.8, 1),
+        (3, 0.8, 1),
+        (9, 0.0, 1),
+    ]
 
 
 def test_no_prefix_cache_starts_every_prompt_from_an_empty_cache():
@@ -142,10 +216,16 @@ def test_a_structured_line_cut_by_its_limit_is_marked_and_sets_the_exit_status(b
     """Under --json-schema a line cut by its token limit is no success: its result says the
     structured output is incomplete, stderr names the line and the limit, and the batch exits
     3 (1 still wins when a line failed); a whole one says complete."""
-    digits = {"type": "object", "properties": {"digits": {"type": "string", "pattern": "^[0-9]{8}$"}},
-              "required": ["digits"], "additionalProperties": False}
+    digits = {
+        "type": "object",
+        "properties": {"digits": {"type": "string", "pattern": "^[0-9]{8}$"}},
+        "required": ["digits"],
+        "additionalProperties": False,
+    }
     fmt = OutputFormat("schema", json.dumps(digits), "digits.json")
-    options = BatchOptions(system=None, params=SamplingParams(seed=1, max_tokens=64, output_format=fmt))
+    options = BatchOptions(
+        system=None, params=SamplingParams(seed=1, max_tokens=64, output_format=fmt)
+    )
     ask = "A number as JSON"
     out, err = io.StringIO(), io.StringIO()
     prompts = io.BytesIO(jsonl({"prompt": ask, "max_tokens": 3}, {"prompt": ask}).encode())
@@ -154,9 +234,13 @@ def test_a_structured_line_cut_by_its_limit_is_marked_and_sets_the_exit_status(b
     assert (cut["finish_reason"], cut["structured_output"]) == ("length", "incomplete")
     assert (whole["finish_reason"], whole["structured_output"]) == ("stop", "complete")
     assert len(json.loads(whole["text"])["digits"]) == 8
-    assert err.getvalue() == ("vibechat: p.jsonl line 1: the reply hit the 3-token limit (--max-tokens) before the "
-                              "JSON was complete: raise --max-tokens (or the line's max_tokens)\n")
-    prompts = io.BytesIO(jsonl({"prompt": ask, "max_tokens": 3}, {"prompt": ask, "temperature": 9}).encode())
+    assert err.getvalue() == (
+        "vibechat: p.jsonl line 1: the reply hit the 3-token limit (--max-tokens) before the "
+        "JSON was complete: raise --max-tokens (or the line's max_tokens)\n"
+    )
+    prompts = io.BytesIO(
+        jsonl({"prompt": ask, "max_tokens": 3}, {"prompt": ask, "temperature": 9}).encode()
+    )
     assert run_batch(backend, prompts, "p.jsonl", options, None, io.StringIO(), io.StringIO()) == 1
 
 
@@ -173,13 +257,19 @@ def test_single_prompt_options_do_not_mix(tmp_path, args):
     path.write_text(jsonl({"prompt": "hi"}))
     out = vibechat("run", "--prompts-file", str(path), *args)
     assert out.returncode == 1 and start_error(out)["kind"] == "error"
-    assert out.stderr.count("\n") == 1 and "--prompts-file and " + args[0] + " do not mix" in out.stderr
+    assert (
+        out.stderr.count("\n") == 1
+        and "--prompts-file and " + args[0] + " do not mix" in out.stderr
+    )
 
 
 def test_no_prefix_cache_needs_a_prompts_file():
     out = vibechat("run", "--prompt", "hi", "--no-prefix-cache")
     assert out.returncode == 1 and out.stdout == ""
-    assert out.stderr.count("\n") == 1 and "--no-prefix-cache applies only with --prompts-file" in out.stderr
+    assert (
+        out.stderr.count("\n") == 1
+        and "--no-prefix-cache applies only with --prompts-file" in out.stderr
+    )
 
 
 def test_a_missing_file_is_one_line(tmp_path):
@@ -195,7 +285,9 @@ def test_a_file_without_prompts_is_an_error_before_the_model_loads(tmp_path, use
     out = vibechat("run", "--prompts-file", str(path))
     assert out.returncode == 1 and f"no prompts in {path}" in start_error(out)["message"]
     assert out.stderr.count("\n") == 1 and f"no prompts in {path}" in out.stderr
-    assert not (user_dirs["cache"] / "vibechat" / "starter").exists()  # nothing loaded (nor unpacked)
+    assert not (
+        user_dirs["cache"] / "vibechat" / "starter"
+    ).exists()  # nothing loaded (nor unpacked)
 
 
 # -------------------------------------------------------- on the real model
@@ -203,24 +295,31 @@ def test_a_file_without_prompts_is_an_error_before_the_model_loads(tmp_path, use
 def test_no_prompts_on_stdin_is_an_error(starter_installed):
     out = vibechat("run", "--prompts-file", "-", input="\n\n")
     assert out.returncode == 1 and start_error(out)["exit_status"] == 1
-    assert out.stderr == ('vibechat: error: no prompts in stdin: it is empty or blank; give one JSON object per '
-                          'line, e.g. {"prompt": "Hi"}.\n')
+    assert out.stderr == (
+        "vibechat: error: no prompts in stdin: it is empty or blank; give one JSON object per "
+        'line, e.g. {"prompt": "Hi"}.\n'
+    )
 
 
 @pytest.mark.model
 def test_a_bad_line_is_reported_in_place_and_the_rest_run(starter_installed, tmp_path):
     path = tmp_path / "prompts.jsonl"
-    path.write_text(jsonl(
-        {"prompt": "Name a colour.", "id": "first"},
-        {"prompt": "Hi", "temperature": 9},
-        {"prompt": "Name a fruit.", "max_tokens": 3, "seed": 7},
-        {"prompt": "Name a tree.", "id": 4, "temperature": 0, "top_k": 5},
-    ))
+    path.write_text(
+        jsonl(
+            {"prompt": "Name a colour.", "id": "first"},
+            {"prompt": "Hi", "temperature": 9},
+            {"prompt": "Name a fruit.", "max_tokens": 3, "seed": 7},
+            {"prompt": "Name a tree.", "id": 4, "temperature": 0, "top_k": 5},
+        )
+    )
     out = vibechat("run", "--prompts-file", str(path), "-n", "5", "--top-k", "9")
     assert out.returncode == 1
     got = results(out.stdout)
     assert [r["line"] for r in got] == [1, 2, 3, 4]
-    assert "temperature must be between 0 and 5 (got 9)" in got[1]["error"] and set(got[1]) == {"line", "error"}
+    assert "temperature must be between 0 and 5 (got 9)" in got[1]["error"] and set(got[1]) == {
+        "line",
+        "error",
+    }
     assert out.stderr.count("\n") == 1 and "prompts.jsonl line 2: temperature" in out.stderr
     first, third, fourth = got[0], got[2], got[3]
     assert first["id"] == "first" and fourth["id"] == 4
@@ -231,16 +330,23 @@ def test_a_bad_line_is_reported_in_place_and_the_rest_run(starter_installed, tmp
     assert first["params"]["max_tokens"] == 5 and first["params"]["top_k"] == 9
     # (the starter may answer "Apple." and stop within 3 tokens: how many it writes is its own choice)
     assert third["params"]["max_tokens"] == 3 and third["stats"]["completion_tokens"] <= 3
-    assert third["params"]["seed"] == third["stats"]["seed"] == 7 and third["finish_reason"] in ("length", "stop")
+    assert third["params"]["seed"] == third["stats"]["seed"] == 7 and third["finish_reason"] in (
+        "length",
+        "stop",
+    )
     assert fourth["params"]["temperature"] == 0 and fourth["params"]["top_k"] == 5
     # Each prompt is a conversation of its own in the history; every prompt is evaluated from scratch.
     ids = [r["conversation_id"] for r in (first, third, fourth)]
     assert len(set(ids)) == 3 and saved_count() == 3
     assert first["stats"]["prompt_tokens_evaluated"] == first["stats"]["prompt_tokens"]
     # the next prompts reuse the turn header they share with the one before
-    assert all(r["stats"]["prompt_tokens_evaluated"] < r["stats"]["prompt_tokens"] for r in (third, fourth))
+    assert all(
+        r["stats"]["prompt_tokens_evaluated"] < r["stats"]["prompt_tokens"] for r in (third, fourth)
+    )
     shown = json.loads(vibechat("history", "show", str(ids[1]), "--json").stdout)
-    assert [m["content"] for m in shown["messages"]][0] == "Name a fruit." and shown["params"]["seed"] == 7
+    assert [m["content"] for m in shown["messages"]][0] == "Name a fruit." and shown["params"][
+        "seed"
+    ] == 7
 
 
 @pytest.mark.model
@@ -248,28 +354,39 @@ def test_results_do_not_depend_on_the_position_in_the_file(starter_installed, tm
     greedy = {"prompt": "The capital of France is", "temperature": 0}
     seeded = {"prompt": "Once upon a time", "seed": 42, "temperature": 1.0}
     path = tmp_path / "prompts.jsonl"
-    path.write_text(jsonl(greedy, seeded, {"prompt": "Write a long list of animals: cat, dog,"}, seeded,
-                          greedy))
+    path.write_text(
+        jsonl(greedy, seeded, {"prompt": "Write a long list of animals: cat, dog,"}, seeded, greedy)
+    )
     out = vibechat("run", "--prompts-file", str(path), "-n", "8", "--no-save")
     assert out.returncode == 0, out.stderr
     got = results(out.stdout)
     assert len(got) == 5 and got[0]["text"] and got[1]["text"]
     # Line 5 reuses the turn header line 4 left in the KV cache (other batches than line 1's)
     assert same_start(got[0]["text"], got[4]["text"])
-    assert same_start(got[1]["text"], got[3]["text"], 5) and got[1]["params"]["seed"] == got[3]["params"]["seed"]
+    assert (
+        same_start(got[1]["text"], got[3]["text"], 5)
+        and got[1]["params"]["seed"] == got[3]["params"]["seed"]
+    )
 
 
 @pytest.mark.model
-def test_a_shared_system_prompt_is_evaluated_once_and_replies_match_a_fresh_cache(starter_installed, tmp_path):
+def test_a_shared_system_prompt_is_evaluated_once_and_replies_match_a_fresh_cache(
+    starter_installed, tmp_path
+):
     system = "You answer questions for a hardware store. " + " ".join(
-        f"Rule {i}: be polite about item {i * 7}." for i in range(30))
-    lines = [{"prompt": p, "system": system, "temperature": 0} for p in
-             ("The capital of France is", "List three tools:", "What is 2+2?")]
+        f"Rule {i}: be polite about item {i * 7}." for i in range(30)
+    )
+    lines = [
+        {"prompt": p, "system": system, "temperature": 0}
+        for p in ("The capital of France is", "List three tools:", "What is 2+2?")
+    ]
     lines.append({"prompt": "Once upon a time", "system": system, "seed": 7, "temperature": 0.9})
     path = tmp_path / "prompts.jsonl"
     path.write_text(jsonl(*lines))
     reused = results(vibechat("run", "--prompts-file", str(path), "-n", "12", "--no-save").stdout)
-    fresh_run = vibechat("run", "--prompts-file", str(path), "-n", "12", "--no-save", "--no-prefix-cache")
+    fresh_run = vibechat(
+        "run", "--prompts-file", str(path), "-n", "12", "--no-save", "--no-prefix-cache"
+    )
     assert fresh_run.returncode == 0, fresh_run.stderr
     fresh = results(fresh_run.stdout)
     assert all(r["text"] for r in reused) and all(r["text"] for r in fresh)
@@ -288,33 +405,62 @@ def test_a_shared_system_prompt_is_evaluated_once_and_replies_match_a_fresh_cach
     assert [r["stats"]["prompt_tokens_evaluated"] for r in fresh] == prompt_tokens
     evaluated = [r["stats"]["prompt_tokens_evaluated"] for r in reused]
     assert evaluated[0] == prompt_tokens[0] and prompt_tokens[0] > 300
-    assert all(n < 30 for n in evaluated[1:]), evaluated  # only what follows the shared system prompt
+    assert all(n < 30 for n in evaluated[1:]), (
+        evaluated
+    )  # only what follows the shared system prompt
 
 
 @pytest.mark.model
 def test_stdin_no_save_and_a_prompt_beyond_the_context(starter_installed):
-    out = vibechat("run", "--prompts-file", "-", "--no-save", "--ctx", "256", "-n", "2",
-                   input=jsonl({"prompt": "Hi"}, "", {"prompt": "lorem ipsum " * 400, "id": "big"}, {"prompt": "Bye"}))
+    out = vibechat(
+        "run",
+        "--prompts-file",
+        "-",
+        "--no-save",
+        "--ctx",
+        "256",
+        "-n",
+        "2",
+        input=jsonl(
+            {"prompt": "Hi"}, "", {"prompt": "lorem ipsum " * 400, "id": "big"}, {"prompt": "Bye"}
+        ),
+    )
     assert out.returncode == 1
     got = results(out.stdout)
     assert [r["line"] for r in got] == [1, 3, 4]
     assert got[1]["id"] == "big" and "context holds 256" in got[1]["error"]
     assert "stdin line 3: the prompt takes" in out.stderr and "Traceback" not in out.stderr
-    assert got[0]["finish_reason"] in ("stop", "length") and got[2]["stats"]["completion_tokens"] <= 2
+    assert (
+        got[0]["finish_reason"] in ("stop", "length") and got[2]["stats"]["completion_tokens"] <= 2
+    )
     assert all(r.get("conversation_id") is None for r in got)
     assert saved_count() == 0
 
 
 @pytest.mark.model
-def test_results_stream_and_ctrl_c_reports_the_prompt_in_progress(starter_installed, tmp_path, rambling):  # noqa: F811 - the fixture imported above
+def test_results_stream_and_ctrl_c_reports_the_prompt_in_progress(
+    starter_installed,
+    tmp_path,
+    rambling,  # noqa: F811 - the fixture imported above
+):
     # Gemma's turn format (rambling): the long prompt must still run when Ctrl-C comes; in its own
     # completion frame the starter may end the count after a line, on its own choice.
     path = tmp_path / "prompts.jsonl"
-    path.write_text(jsonl({"prompt": "Hi", "max_tokens": 2},
-                          {"prompt": "Count to one thousand: 1, 2, 3,", "temperature": 0, "max_tokens": 3000},
-                          {"prompt": "Never run."}))
-    proc = subprocess.Popen([str(VIBECHAT_BIN), "run", "--prompts-file", str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, preexec_fn=default_sigint)
+    path.write_text(
+        jsonl(
+            {"prompt": "Hi", "max_tokens": 2},
+            {"prompt": "Count to one thousand: 1, 2, 3,", "temperature": 0, "max_tokens": 3000},
+            {"prompt": "Never run."},
+        )
+    )
+    proc = subprocess.Popen(
+        [str(VIBECHAT_BIN), "run", "--prompts-file", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     assert proc.stdout is not None
     try:
         first = json.loads(proc.stdout.readline())

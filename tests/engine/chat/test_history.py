@@ -25,8 +25,11 @@ from vibechat.engine.turns.backend import GenerationDone, GenerationStats
 
 
 def done(text: str, reason: str = "stop") -> GenerationDone:
-    return GenerationDone(text, GenerationStats(completion_tokens=len(text.split()), finish_reason=reason),
-                          SamplingParams(seed=7))
+    return GenerationDone(
+        text,
+        GenerationStats(completion_tokens=len(text.split()), finish_reason=reason),
+        SamplingParams(seed=7),
+    )
 
 
 def test_the_database_lives_under_the_data_dir(user_dirs):
@@ -37,7 +40,9 @@ def test_wal_busy_timeout_and_numbered_migrations_recorded(history: History):
     conn = sqlite3.connect(history.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert history.conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 5000
-    versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+    versions = [
+        r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")
+    ]
     assert versions == list(range(1, len(MIGRATIONS) + 1))
     conn.close()
     history.close()
@@ -80,12 +85,18 @@ def test_titles_come_from_the_first_prompt_line():
 
 
 def test_a_chat_is_saved_as_it_happens(history: History):
-    chat = ChatLog(Conversation(system="Be brief.", params=SamplingParams(temperature=0.3)), history,
-                   model="Gemma", model_path="/m/gemma.gguf")
+    chat = ChatLog(
+        Conversation(system="Be brief.", params=SamplingParams(temperature=0.3)),
+        history,
+        model="Gemma",
+        model_path="/m/gemma.gguf",
+    )
     chat.add_user("What is a KV cache?")
     # The prompt is saved before any generation starts.
     stored = history.get(chat.conversation_id)
-    assert [(m.role, m.content, m.status) for m in stored.messages] == [("user", "What is a KV cache?", "complete")]
+    assert [(m.role, m.content, m.status) for m in stored.messages] == [
+        ("user", "What is a KV cache?", "complete")
+    ]
     assert stored.title == "What is a KV cache?" and stored.system == "Be brief."
     assert stored.params.temperature == 0.3 and stored.summary.model == "Gemma"
 
@@ -118,7 +129,10 @@ def test_stopped_and_failed_replies_keep_their_status(history: History):
     # Opened again: the stopped reply is context, the failed one is not (its prompt can be retried).
     reopened = ChatLog.open(history, chat.conversation_id)
     assert [(t.role, t.content) for t in reopened.conversation.turns] == [
-        ("user", "one"), ("assistant", "partial"), ("user", "two")]
+        ("user", "one"),
+        ("assistant", "partial"),
+        ("user", "two"),
+    ]
 
 
 def test_opening_restores_parameters_and_system_prompt(history: History):
@@ -195,8 +209,9 @@ def test_rows_a_crash_left_streaming_become_interrupted(tmp_path: Path):
         h.add_message(cid, "user", "go")
         row = h.add_message(cid, "assistant", "half of it", "streaming")
         # Pretend a process that has exited wrote it.
-        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True).stdout.strip()
+        dead = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+        ).stdout.strip()
         h.conn.execute("UPDATE messages SET writer_pid = ? WHERE id = ?", (int(dead), row))
         live = h.add_message(cid, "assistant", "still going", "streaming")  # this process: alive
     with History(path) as h:
@@ -237,8 +252,15 @@ WRITER = textwrap.dedent("""
 def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path):
     path = tmp_path / "history.db"
     History(path).open().close()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, "150"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), name, "150"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
     results = [p.communicate(timeout=300) for p in procs]
     for (out, err), p in zip(results, procs, strict=True):
         assert p.returncode == 0 and out.strip() == "ok", err
@@ -262,8 +284,15 @@ OPENER = textwrap.dedent("""
 
 def test_processes_creating_the_same_new_database_at_once_all_succeed(tmp_path: Path):
     path = tmp_path / "fresh" / "history.db"  # does not exist yet: every process races to create it
-    procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(path), f"p{n}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in range(6)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, str(path), f"p{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(6)
+    ]
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0 and out.strip() == "ok", err
@@ -299,7 +328,9 @@ V2_DB_ROWS = [  # a database as vibechat wrote it before conversations had a sou
 def write_v2_database(path: Path) -> None:
     """The schema exactly as the two first migrations made it (raw SQL), with rows."""
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)"
+    )
     for version, script in enumerate(MIGRATIONS[:2], start=1):
         for statement in statements(script):
             conn.execute(statement)
@@ -310,7 +341,9 @@ def write_v2_database(path: Path) -> None:
     conn.close()
 
 
-def test_a_schema_2_database_migrates_whole_and_its_conversations_count_as_the_chats(tmp_path: Path):
+def test_a_schema_2_database_migrates_whole_and_its_conversations_count_as_the_chats(
+    tmp_path: Path,
+):
     """Its conversations become the chat's (the database cannot tell), and its replies that
     a limit cut (their stats say so) become 'cut'."""
     path = tmp_path / "history.db"
@@ -318,16 +351,25 @@ def test_a_schema_2_database_migrates_whole_and_its_conversations_count_as_the_c
     with History(path) as db:
         assert db.schema_version == len(MIGRATIONS) >= 3
         listed = db.conversations()
-        assert [(c.id, c.title, c.source) for c in listed] == [(2, "second", "chat"), (1, "hi", "chat")]
+        assert [(c.id, c.title, c.source) for c in listed] == [
+            (2, "second", "chat"),
+            (1, "hi", "chat"),
+        ]
         assert [c.id for c in db.conversations(source="chat")] == [2, 1]
         assert db.conversations(source="run") == []
         first = db.get(1)
         assert first.summary.model == "Fake 1B" and first.params.temperature == 0.5
         assert [(m.id, m.role, m.content, m.status) for m in first.messages] == [
-            (1, "user", "tell me about zanzibar", "complete"), (2, "assistant", "an island of spices", "cut")]
-        assert first.messages[1].thinking == "hmm" and first.messages[1].stats == {"finish_reason": "length"}
+            (1, "user", "tell me about zanzibar", "complete"),
+            (2, "assistant", "an island of spices", "cut"),
+        ]
+        assert first.messages[1].thinking == "hmm" and first.messages[1].stats == {
+            "finish_reason": "length"
+        }
         second = db.get(2).messages
-        assert [(m.id, m.status, m.error) for m in second] == [(3, "interrupted", "server went away")]
+        assert [(m.id, m.status, m.error) for m in second] == [
+            (3, "interrupted", "server went away")
+        ]
         # Full-text search still finds the old messages, and follows new writes and deletes.
         assert [h.message_id for h in db.search("zanzibar")] == [1]
         new = db.add_message(2, "assistant", "cut short", "cut")
@@ -338,8 +380,13 @@ def test_a_schema_2_database_migrates_whole_and_its_conversations_count_as_the_c
         db.delete(1)
         assert [h.message_id for h in db.search("spices")] == [5]
         names = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_master")}
-        assert {"messages_fts_insert", "messages_fts_delete", "messages_fts_update", "messages_by_conversation",
-                "messages_streaming"} <= names and "messages_v3" not in names
+        assert {
+            "messages_fts_insert",
+            "messages_fts_delete",
+            "messages_fts_update",
+            "messages_by_conversation",
+            "messages_streaming",
+        } <= names and "messages_v3" not in names
         assert db.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert db.conn.execute("PRAGMA foreign_key_check").fetchall() == []
     with History(path) as db:  # opened again: nothing migrates twice
@@ -365,24 +412,38 @@ def test_a_reply_cut_by_a_limit_is_saved_exported_and_reopened_as_cut(history: H
     reply = stored.messages[1]
     assert reply.status == "cut" and reply.in_context
     assert stored.to_dict()["messages"][1]["status"] == "cut"
-    assert "## Assistant (cut: it reached the token limit or the end of the context)" in stored.to_markdown()
+    assert (
+        "## Assistant (cut: it reached the token limit or the end of the context)"
+        in stored.to_markdown()
+    )
     reopened = ChatLog.open(history, chat.conversation_id)
-    assert [t.content for t in reopened.conversation.turns] == ["count to a thousand please", "one two three"]
+    assert [t.content for t in reopened.conversation.turns] == [
+        "count to a thousand please",
+        "one two three",
+    ]
 
 
-@pytest.mark.parametrize(("prompt", "title"), [
-    ("hi", "hi"),
-    ("Hi\n\nWhy is the sky blue at noon?", "Why is the sky blue at noon?"),
-    ("Explain KV caches", "Explain KV caches"),
-    ("ok\n\x1b]0;pwned\x07Tell me \x1b[31mabout the tides, please", "Tell me about the tides, please"),
-    ("", "New conversation"),
-])
+@pytest.mark.parametrize(
+    ("prompt", "title"),
+    [
+        ("hi", "hi"),
+        ("Hi\n\nWhy is the sky blue at noon?", "Why is the sky blue at noon?"),
+        ("Explain KV caches", "Explain KV caches"),
+        (
+            "ok\n\x1b]0;pwned\x07Tell me \x1b[31mabout the tides, please",
+            "Tell me about the tides, please",
+        ),
+        ("", "New conversation"),
+    ],
+)
 def test_titles_come_from_the_first_prompt(prompt: str, title: str):
     assert title_from(prompt) == title
 
 
-@pytest.mark.parametrize("reply", ["How can I help you?", "I like apples.",
-                                   "Hello! Ask me about tide pools and coral reefs."])
+@pytest.mark.parametrize(
+    "reply",
+    ["How can I help you?", "I like apples.", "Hello! Ask me about tide pools and coral reefs."],
+)
 def test_a_reply_never_titles_a_conversation_the_first_prompt_does(history: History, reply: str):
     """Issue 46 point 7: a base model's continuation ("Hello" answered "How can I help you?")
     is no title; the first prompt is, also after the first reply, and after the first message
@@ -418,14 +479,17 @@ def test_renaming_is_not_activity_and_keeps_the_conversation_in_its_place(histor
     assert {c.id: c.updated for c in listed} == before
 
 
-@pytest.mark.parametrize(("text", "title"), [
-    ('"Tide Pools and Coral Reefs."', "Tide Pools and Coral Reefs"),
-    ("Title: **Rust vs Haskell**\nHere is why…", "Rust vs Haskell"),
-    ("\x1b[2J“Spice markets”", "Spice markets"),
-    ("word " * 30, ("word " * 12).strip()[:59].rstrip() + "…"),
-    ('"..."', None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ('"Tide Pools and Coral Reefs."', "Tide Pools and Coral Reefs"),
+        ("Title: **Rust vs Haskell**\nHere is why…", "Rust vs Haskell"),
+        ("\x1b[2J“Spice markets”", "Spice markets"),
+        ("word " * 30, ("word " * 12).strip()[:59].rstrip() + "…"),
+        ('"..."', None),
+        ("", None),
+    ],
+)
 def test_a_title_the_model_wrote_is_cleaned_for_lists(text: str, title: str | None):
     from vibechat.engine.chat.titles import title_from_model
 

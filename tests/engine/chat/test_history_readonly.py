@@ -49,13 +49,21 @@ def seed(db: Path) -> int:
 
 def vibechat(*args: str, limit: int | None = None) -> subprocess.CompletedProcess:
     def fsize() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), like ENOSPC
+        signal.signal(
+            signal.SIGXFSZ, signal.SIG_IGN
+        )  # a write past the limit fails (EFBIG), like ENOSPC
         assert limit is not None
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ),
-                          preexec_fn=None if limit is None else fsize)
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+        preexec_fn=None if limit is None else fsize,
+    )
 
 
 def read_ok(out: subprocess.CompletedProcess, why: str) -> None:
@@ -63,7 +71,9 @@ def read_ok(out: subprocess.CompletedProcess, why: str) -> None:
     assert out.returncode == 0, out.stderr
     assert "Traceback" not in out.stderr
     lines = out.stderr.splitlines()
-    notes = [line for line in lines if line.startswith("vibechat: note: reading the chat history only: ")]
+    notes = [
+        line for line in lines if line.startswith("vibechat: note: reading the chat history only: ")
+    ]
     assert len(notes) == 1 and why in notes[0], out.stderr
 
 
@@ -85,7 +95,9 @@ def test_history_commands_read_a_read_only_data_dir_and_repair_nothing(tmp_path:
         read_ok(out, "writable")
     assert "Kept chat" in listed.stdout
     assert "A cache of keys and values." in shown.stdout and "half a rep" in shown.stdout
-    assert "## Assistant (streaming)" in shown.stdout  # left as it was: no repair on a read-only open
+    assert (
+        "## Assistant (streaming)" in shown.stdout
+    )  # left as it was: no repair on a read-only open
     assert "Kept chat" in found.stdout
     assert "A cache of keys and values." in export.read_text()
     # A write still fails at the open, in one line.
@@ -106,23 +118,35 @@ def test_history_commands_read_on_a_full_disk(tmp_path: Path):
     # With room again, the next open writes: the cut-off reply is marked then, nothing was lost.
     with History(db) as history:
         assert history.repaired == 1 and history.read_only is None
-        assert [m.status for m in history.get(cid).messages] == ["complete", "complete", "complete",
-                                                                 "interrupted"]
+        assert [m.status for m in history.get(cid).messages] == [
+            "complete",
+            "complete",
+            "complete",
+            "interrupted",
+        ]
 
 
 def test_a_read_only_history_reads_and_refuses_every_write_in_one_line(tmp_path: Path):
     db = tmp_path / "data" / "history.db"
     cid = seed(db)
     with read_only_dir(db.parent):
-        with pytest.raises(HistoryError, match="writable"):  # a writer (`run`) still fails at the open
+        with pytest.raises(
+            HistoryError, match="writable"
+        ):  # a writer (`run`) still fails at the open
             History(db).open()
         with History(db, read_only_ok=True) as history:
-            assert history.read_only is not None and history.read_only.startswith("cannot write the chat history")
+            assert history.read_only is not None and history.read_only.startswith(
+                "cannot write the chat history"
+            )
             assert history.repaired == 0
             assert [c.title for c in history.conversations()] == ["Kept chat"]
             assert [h.conversation_id for h in history.search("keys")] == [cid]
-            for write in (lambda: history.create(title="new"), lambda: history.rename(cid, "other"),
-                          lambda: history.add_message(cid, "user", "more"), lambda: history.delete(cid)):
+            for write in (
+                lambda: history.create(title="new"),
+                lambda: history.rename(cid, "other"),
+                lambda: history.add_message(cid, "user", "more"),
+                lambda: history.delete(cid),
+            ):
                 with pytest.raises(HistoryError) as caught:
                     write()
                 assert "\n" not in str(caught.value) and "writable" in str(caught.value)
@@ -153,4 +177,8 @@ async def test_the_chats_sidebar_browses_a_read_only_history(tmp_path: Path):
             await pilot.press("enter")
             await settle(pilot)
             assert [w.text for w in app.chat.messages()] == [
-                "What is a KV cache?", "A cache of keys and values.", "And WAL?", "half a rep"]
+                "What is a KV cache?",
+                "A cache of keys and values.",
+                "And WAL?",
+                "half a rep",
+            ]

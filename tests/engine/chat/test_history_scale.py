@@ -16,7 +16,9 @@ from vibechat.engine.chat.history import History
 
 CONVERSATIONS, MESSAGES = 300, 20
 TOUCHES_MESSAGES = re.compile(r"\bmessages\b", re.IGNORECASE)  # the table, not messages_fts
-WORDS = "the model reply cache token thread query index lighthouse garden error value file list".split()
+WORDS = (
+    "the model reply cache token thread query index lighthouse garden error value file list".split()
+)
 
 
 def build(path: Path) -> list[int]:
@@ -27,17 +29,40 @@ def build(path: Path) -> list[int]:
     conversations, messages = [], []
     for c in range(1, CONVERSATIONS + 1):
         stamps = [f"2026-01-01T00:00:00.{c * MESSAGES + t:06d}Z" for t in range(MESSAGES)]
-        conversations.append((c, f"Chat {c}: " + " ".join(rng.choices(WORDS, k=12)), "Fake 1B", stamps[0],
-                              stamps[-1]))
+        conversations.append(
+            (
+                c,
+                f"Chat {c}: " + " ".join(rng.choices(WORDS, k=12)),
+                "Fake 1B",
+                stamps[0],
+                stamps[-1],
+            )
+        )
         first = (c - 1) * MESSAGES + 1  # each message follows the one before it: one branch
-        messages += [(first + t, c, first + t - 1 if t else None, "user" if t % 2 == 0 else "assistant",
-                      " ".join(rng.choices(WORDS, k=60)), "complete", stamps[t], stamps[t]) for t in range(MESSAGES)]
+        messages += [
+            (
+                first + t,
+                c,
+                first + t - 1 if t else None,
+                "user" if t % 2 == 0 else "assistant",
+                " ".join(rng.choices(WORDS, k=60)),
+                "complete",
+                stamps[t],
+                stamps[t],
+            )
+            for t in range(MESSAGES)
+        ]
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO conversations(id, title, model, created, updated) VALUES (?, ?, ?, ?, ?)",
-                     conversations)
-    conn.executemany("INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", messages)
+    conn.executemany(
+        "INSERT INTO conversations(id, title, model, created, updated) VALUES (?, ?, ?, ?, ?)",
+        conversations,
+    )
+    conn.executemany(
+        "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        messages,
+    )
     conn.execute("COMMIT")
     conn.close()
     return list(range(CONVERSATIONS, 0, -1))
@@ -54,12 +79,16 @@ async def test_start_up_lists_every_conversation_and_reads_no_message(tmp_path, 
         conn.set_trace_callback(statements.append)
         return conn
 
-    monkeypatch.setattr(sqlite3, "connect", traced)  # the app's history connection, opened in its worker
+    monkeypatch.setattr(
+        sqlite3, "connect", traced
+    )  # the app's history connection, opened in its worker
     app = create_app(RecordingBackend(), blink=False, history=History(db))
     async with app.run_test(size=(110, 36)) as pilot:
         await settle(pilot)
         sidebar = app.query_one(ConversationSidebar)
-        assert [s.id for s in sidebar.summaries] == newest_first  # its list is filled when first shown
+        assert [
+            s.id for s in sidebar.summaries
+        ] == newest_first  # its list is filled when first shown
         startup = list(statements)
         assert any("FROM conversations" in s for s in startup)
 
@@ -82,4 +111,7 @@ async def test_start_up_lists_every_conversation_and_reads_no_message(tmp_path, 
         await pilot.press("enter")
         await settle(pilot)
         assert len(app.chat.messages()) == MESSAGES
-        assert any(TOUCHES_MESSAGES.search(s) and "conversation_id" in s for s in statements[len(startup):])
+        assert any(
+            TOUCHES_MESSAGES.search(s) and "conversation_id" in s
+            for s in statements[len(startup) :]
+        )

@@ -27,8 +27,14 @@ WAITING = "waiting for another vibechat writing to conversation"
 
 
 def vibechat(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
 
 
 def server_flags(stub: StubServer) -> list[str]:
@@ -96,9 +102,22 @@ def test_concurrent_runs_queue_and_the_history_is_what_the_model_saw(tmp_path: P
         procs = []
         for i, err in enumerate(errs, 1):
             with err.open("w") as f:
-                procs.append(subprocess.Popen([str(VIBECHAT_BIN), "run", *server_flags(stub), "--continue",
-                                               "-p", f"turn {i}"], stdout=subprocess.DEVNULL, stderr=f,
-                                              stdin=subprocess.DEVNULL, env=dict(os.environ)))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            str(VIBECHAT_BIN),
+                            "run",
+                            *server_flags(stub),
+                            "--continue",
+                            "-p",
+                            f"turn {i}",
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=f,
+                        stdin=subprocess.DEVNULL,
+                        env=dict(os.environ),
+                    )
+                )
         # One run holds the lock (its request held at the stub); the others say they wait.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not all(p.poll() is not None for p in procs):
@@ -111,13 +130,17 @@ def test_concurrent_runs_queue_and_the_history_is_what_the_model_saw(tmp_path: P
         assert codes == [0] * RUNS, stderr
 
     stored = History().open().get(cid).messages
-    assert [m.role for m in stored] == ["user", "assistant"] * (RUNS + 1), [(m.role, m.content) for m in stored]
+    assert [m.role for m in stored] == ["user", "assistant"] * (RUNS + 1), [
+        (m.role, m.content) for m in stored
+    ]
     assert all(m.status == "complete" for m in stored)
-    assert sorted(m.content for m in stored if m.role == "user") == [f"turn {i}" for i in range(RUNS + 1)]
+    assert sorted(m.content for m in stored if m.role == "user") == [
+        f"turn {i}" for i in range(RUNS + 1)
+    ]
     requests = completions(stub)
     assert len(requests) == RUNS + 1
     for k, body in enumerate(requests):  # each request held exactly the history before its reply
-        assert sent(body) == [(m.role, m.content) for m in stored[:2 * k + 1]]
+        assert sent(body) == [(m.role, m.content) for m in stored[: 2 * k + 1]]
     # Three of them waited, said once each in one line.
     waited = [e for e in stderr if WAITING in e]
     assert len(waited) == RUNS - 1
@@ -138,9 +161,15 @@ def test_a_run_that_waits_too_long_says_so_in_one_line(stub):
         with pytest.raises(ConversationBusy, match=f"conversation {cid}"):
             other.acquire(limit=0.2)
         # A run given up on (Ctrl-C while it waits) leaves the conversation as it was.
-        proc = subprocess.Popen([str(VIBECHAT_BIN), "run", *server_flags(stub), "--continue", "-p", "more"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, env=dict(os.environ), preexec_fn=default_sigint)
+        proc = subprocess.Popen(
+            [str(VIBECHAT_BIN), "run", *server_flags(stub), "--continue", "-p", "more"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env=dict(os.environ),
+            preexec_fn=default_sigint,
+        )
         assert WAITING in wait_line(proc)
         proc.send_signal(2)
         assert proc.wait(timeout=60) == 130
@@ -173,15 +202,23 @@ async def test_the_chat_sends_and_shows_a_turn_that_run_added(stub):
         await settle(pilot)
         assert [w.text for w in app.chat.messages()] == ["from the start", stub.reply]
 
-        added = await asyncio.to_thread(vibechat, "run", *server_flags(stub), "--continue",
-                                        "-p", "from the command line")
+        added = await asyncio.to_thread(
+            vibechat, "run", *server_flags(stub), "--continue", "-p", "from the command line"
+        )
         assert added.returncode == 0, added.stderr
 
         await send(pilot, "from the chat")
-        expected = [("user", "from the start"), ("assistant", stub.reply), ("user", "from the command line"),
-                    ("assistant", stub.reply), ("user", "from the chat")]
+        expected = [
+            ("user", "from the start"),
+            ("assistant", stub.reply),
+            ("user", "from the command line"),
+            ("assistant", stub.reply),
+            ("user", "from the chat"),
+        ]
         assert sent(stub.last_body) == expected
-        assert [w.text for w in app.chat.messages()] == [text for _, text in expected] + [stub.reply]
+        assert [w.text for w in app.chat.messages()] == [text for _, text in expected] + [
+            stub.reply
+        ]
         stored = history.get(cid).messages
         assert [(m.role, m.content) for m in stored] == [*expected, ("assistant", stub.reply)]
 
@@ -203,9 +240,22 @@ async def test_the_chat_sends_and_shows_a_turn_that_run_added(stub):
             if len(completions(stub)) == 4:
                 break
             await pilot.pause(0.02)
-        proc = subprocess.Popen([str(VIBECHAT_BIN), "run", *server_flags(stub), "--continue", "-p", "after it",
-                                 "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, env=dict(os.environ))
+        proc = subprocess.Popen(
+            [
+                str(VIBECHAT_BIN),
+                "run",
+                *server_flags(stub),
+                "--continue",
+                "-p",
+                "after it",
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env=dict(os.environ),
+        )
         assert WAITING in await asyncio.to_thread(wait_line, proc)
         stub.mode = "ok"
         await pilot.press("escape")  # the chat's reply stops: saved as stopped, the lock let go
@@ -214,7 +264,11 @@ async def test_the_chat_sends_and_shows_a_turn_that_run_added(stub):
         assert proc.returncode == 0 and json.loads(out)["conversation_id"] == cid
         stub.release.set()
     last = sent(completions(stub)[-1])
-    assert last[-3:] == [("user", "a long one"), ("assistant", "Hello there, this"), ("user", "after it")]
+    assert last[-3:] == [
+        ("user", "a long one"),
+        ("assistant", "Hello there, this"),
+        ("user", "after it"),
+    ]
     stored = history.get(cid).messages
     assert [(m.role, m.content) for m in stored][-4:] == [*last[-3:], ("assistant", stub.reply)]
 
@@ -232,7 +286,9 @@ async def test_regenerating_in_the_chat_keeps_the_turns_a_run_added(stub):
         await settle(pilot)
         app.chats.open_conversation(cid)
         await settle(pilot)
-        added = await asyncio.to_thread(vibechat, "run", *server_flags(stub), "--continue", "-p", "second")
+        added = await asyncio.to_thread(
+            vibechat, "run", *server_flags(stub), "--continue", "-p", "second"
+        )
         assert added.returncode == 0, added.stderr
         stub.reply = "A new reply."
         await pilot.press("ctrl+r")
@@ -241,5 +297,9 @@ async def test_regenerating_in_the_chat_keeps_the_turns_a_run_added(stub):
         assert sent(stub.last_body) == [("user", "first"), ("assistant", old), ("user", "second")]
         assert [w.text for w in app.chat.messages()] == ["first", old, "second", "A new reply."]
     stored = history.get(cid).messages
-    assert [(m.role, m.content) for m in stored] == [("user", "first"), ("assistant", old), ("user", "second"),
-                                                     ("assistant", "A new reply.")]
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "first"),
+        ("assistant", old),
+        ("user", "second"),
+        ("assistant", "A new reply."),
+    ]

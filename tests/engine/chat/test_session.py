@@ -52,15 +52,23 @@ def test_a_reply_begins_streams_and_settles_once(history):
     session.chat.add_user("count")
     turn = session.begin_reply()
     assert turn.params.seed is not None and turn.generation == session.generation
-    assert saved(history, session)[-1][:2] == ("assistant", "streaming")  # saved before the first token
+    assert saved(history, session)[-1][:2] == (
+        "assistant",
+        "streaming",
+    )  # saved before the first token
     pieces: list[str] = []
     contexts: list[int] = []
     done = session.stream(turn, pieces.append, on_context=contexts.append)
     assert "".join(pieces) == done.text == turn.text == "one two three"
     assert contexts == [backend.count_tokens(turn.messages)]  # the meter, before evaluation
     assert session.finish_reply(turn, done)
-    assert not session.finish_reply(turn, done) and not session.fail_reply(turn, "late")  # settled once
-    assert saved(history, session) == [("user", "complete", "count"), ("assistant", "complete", "one two three")]
+    assert not session.finish_reply(turn, done) and not session.fail_reply(
+        turn, "late"
+    )  # settled once
+    assert saved(history, session) == [
+        ("user", "complete", "count"),
+        ("assistant", "complete", "one two three"),
+    ]
     assert session.turn is None and session.conversation.last_role == "assistant"
 
 
@@ -86,7 +94,10 @@ def test_ctrl_c_or_a_closed_pipe_keeps_the_partial_reply_as_stopped(history, wha
 
     result = session.answer(on_text=on_text)
     assert result.done.finish_reason == "cancelled" and result.text == "w1 w2"
-    assert (result.interrupted, result.pipe_closed) == (what is KeyboardInterrupt, what is BrokenPipeError)
+    assert (result.interrupted, result.pipe_closed) == (
+        what is KeyboardInterrupt,
+        what is BrokenPipeError,
+    )
     assert saved(history, session)[-1] == ("assistant", "stopped", "w1 w2")
     assert session.engine_lock.acquire(blocking=False)  # the lock was let go
 
@@ -124,12 +135,19 @@ def test_a_cut_stream_keeps_its_text_and_other_failures_are_saved_as_error(histo
     with pytest.raises(EngineCrashed):
         session.answer()
     stored = history.get(session.chat.conversation_id).messages[-1]
-    assert (stored.status, stored.content, stored.error) == ("error", "half a reply",
-                                                             "the engine was killed by SIGKILL mid-reply")
-    assert session.conversation.last_role == "user"  # the failed reply is not sent again: Ctrl+R retries
+    assert (stored.status, stored.content, stored.error) == (
+        "error",
+        "half a reply",
+        "the engine was killed by SIGKILL mid-reply",
+    )
+    assert (
+        session.conversation.last_role == "user"
+    )  # the failed reply is not sent again: Ctrl+R retries
 
 
-def test_a_reply_abandoned_from_another_thread_is_saved_as_stopped_and_its_events_are_stale(history):
+def test_a_reply_abandoned_from_another_thread_is_saved_as_stopped_and_its_events_are_stale(
+    history,
+):
     backend = OnePieceAtATime("w " * 200)
     session = session_with(backend, history)
     session.chat.add_user("go")
@@ -206,11 +224,15 @@ def test_a_new_conversation_resets_the_cache_before_the_next_use_not_at_once():
     session.chat.add_user("one")
     session.answer()
     session.new_conversation()
-    assert backend.resets == 0 and session.conversation.turns == []  # a cancelled reply may still hold it
+    assert (
+        backend.resets == 0 and session.conversation.turns == []
+    )  # a cancelled reply may still hold it
     session.chat.add_user("two")
     resets: list[bool] = []
     turn = session.begin_reply()
-    session.finish_reply(turn, session.stream(turn, lambda _t: None, on_reset=lambda: resets.append(True)))
+    session.finish_reply(
+        turn, session.stream(turn, lambda _t: None, on_reset=lambda: resets.append(True))
+    )
     assert backend.resets == 1 and resets == [True]
     assert not session.apply_pending_reset()  # once
     session.new_conversation(reset_cache=False)  # e.g. a model freshly loaded
@@ -222,8 +244,12 @@ def test_counting_and_prefill_are_skipped_for_a_session_that_moved_on():
     session = session_with(backend)
     session.chat.add_user("some words here")
     generation = session.generation
-    assert session.count_context(generation) == backend.count_tokens(session.conversation.messages())
-    assert session.rebuild_cache(generation) == backend.count_tokens(session.conversation.messages())
+    assert session.count_context(generation) == backend.count_tokens(
+        session.conversation.messages()
+    )
+    assert session.rebuild_cache(generation) == backend.count_tokens(
+        session.conversation.messages()
+    )
     assert backend.prefills == [session.conversation.messages()]
     session.new_conversation()
     assert session.count_context(generation) is None and session.rebuild_cache(generation) is None
@@ -234,7 +260,10 @@ def test_opening_a_conversation_names_the_loaded_model_and_keeps_the_cache_for_t
     session = session_with(RecordingBackend())
     chat = ChatLog(Conversation(), history)
     session.open(chat)
-    assert session.chat is chat and (chat.model, chat.model_path) == ("Fake 1B", "/models/fake.gguf")
+    assert session.chat is chat and (chat.model, chat.model_path) == (
+        "Fake 1B",
+        "/models/fake.gguf",
+    )
     assert not session.apply_pending_reset()
     session.open(ChatLog(Conversation()), reset_cache=True)
     assert session.apply_pending_reset()
@@ -277,7 +306,7 @@ def test_a_model_that_cannot_fit_is_refused_in_one_line_naming_it():
     log: list[str] = []
     session = session_with(Loads(log, "old"))  # the fake's file is 1 byte, its KV cache 64 MiB
     with pytest.raises(ModelLoadError) as caught:
-        session.replace_backend(Loads(log, "new"), name="Huge 70B", file_size=10 ** 9, available=10)
+        session.replace_backend(Loads(log, "new"), name="Huge 70B", file_size=10**9, available=10)
     assert str(caught.value).startswith("Huge 70B needs about") and "\n" not in str(caught.value)
     assert log == ["load old"]
 
@@ -297,8 +326,10 @@ def test_what_the_current_model_frees_counts_its_kv_cache_and_its_draft_model():
     # 160 bytes needed, 15 free: it fits only once the current model (150 with its draft) is closed
     session.replace_backend(Loads(log, "new"), name="New", file_size=160, available=15)
     assert log == ["load old", "close old", "load new"]
-    with pytest.raises(ModelLoadError, match="needs about"):  # the fake new one frees 1 byte and 64 MiB
-        session.replace_backend(Loads(log, "newer"), name="Newer", file_size=10 ** 9, available=15)
+    with pytest.raises(
+        ModelLoadError, match="needs about"
+    ):  # the fake new one frees 1 byte and 64 MiB
+        session.replace_backend(Loads(log, "newer"), name="Newer", file_size=10**9, available=15)
 
 
 def test_a_swap_waits_for_the_reply_holding_the_engine():
@@ -318,11 +349,16 @@ def test_a_swap_waits_for_the_reply_holding_the_engine():
     streamer.start()
     old.step.release()
     wait_until(lambda: pieces, "the first piece")
-    swapper = threading.Thread(target=lambda: session.replace_backend(Loads(log, "new"), name="New", file_size=1,
-                                                                      available=None))
+    swapper = threading.Thread(
+        target=lambda: session.replace_backend(
+            Loads(log, "new"), name="New", file_size=1, available=None
+        )
+    )
     swapper.start()
     swapper.join(0.2)
-    assert log == ["load old"]  # the new model waits: the old one is never closed under a running reply
+    assert log == [
+        "load old"
+    ]  # the new model waits: the old one is never closed under a running reply
     for _ in range(10):
         old.step.release()
     streamer.join(WAIT_S)
@@ -339,16 +375,24 @@ def test_remote_model_switching_needs_a_server_backend():
 
 # ------------------------------------------------- for real: the worker engine
 @pytest.mark.model
-def test_a_session_over_the_worker_engine_survives_a_killed_engine_and_goes_on(starter_path, history):
+def test_a_session_over_the_worker_engine_survives_a_killed_engine_and_goes_on(
+    starter_path, history
+):
     from vibechat.engine.llama.worker import WorkerBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
     # Gemma's turn format: there the starter writes on to the token limit, so the kill below lands
     # mid-reply; in its own completion frame it stops after a sentence, which could be all sent
     # (and its end read) before the kill, on a busy machine.
-    backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
-                                            model_path=starter_path, context_size=4096, repack="off",
-                                            prompt_format="gemma"))
+    backend = WorkerBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=4096,
+            repack="off",
+            prompt_format="gemma",
+        )
+    )
     try:
         session = ChatSession(backend, ChatLog(Conversation(params=GREEDY), history))
         session.load()
@@ -358,7 +402,9 @@ def test_a_session_over_the_worker_engine_survives_a_killed_engine_and_goes_on(s
         session.chat.add_user("And three animals?")
         second = session.answer()
         stats = second.done.stats
-        assert stats.prompt_tokens_evaluated < stats.prompt_tokens  # the KV prefix was kept across turns
+        assert (
+            stats.prompt_tokens_evaluated < stats.prompt_tokens
+        )  # the KV prefix was kept across turns
 
         session.chat.add_user("Write a long story about a dragon.")
         pieces: list[str] = []
@@ -372,7 +418,11 @@ def test_a_session_over_the_worker_engine_survives_a_killed_engine_and_goes_on(s
             session.answer(GREEDY.replace(max_tokens=400), on_text=kill_at_the_first_piece)
         assert "SIGKILL" in str(caught.value)
         stored = history.get(session.chat.conversation_id).messages[-1]
-        assert stored.status == "error" and stored.content.strip() and "SIGKILL" in (stored.error or "")
+        assert (
+            stored.status == "error"
+            and stored.content.strip()
+            and "SIGKILL" in (stored.error or "")
+        )
         assert session.conversation.last_role == "user"
 
         third = session.answer()  # a fresh engine reads the conversation again and answers

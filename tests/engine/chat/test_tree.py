@@ -30,7 +30,9 @@ def contents(history: History, cid: int, **kw) -> list[str]:
     return [m.content for m in history.get(cid, **kw).messages]
 
 
-def test_regenerating_keeps_the_earlier_reply_as_a_sibling_that_search_still_finds(history: History):
+def test_regenerating_keeps_the_earlier_reply_as_a_sibling_that_search_still_finds(
+    history: History,
+):
     chat = ChatLog(Conversation(), history)
     exchange(chat, "first", "answer to first")
     exchange(chat, "second", "the ocean is deep")
@@ -40,13 +42,23 @@ def test_regenerating_keeps_the_earlier_reply_as_a_sibling_that_search_still_fin
     chat.finish_reply(chat.start_reply(), done("a better answer"))
     cid = chat.conversation_id
     stored = history.get(cid)
-    assert [m.content for m in stored.messages] == ["first", "answer to first", "second", "a better answer"]
+    assert [m.content for m in stored.messages] == [
+        "first",
+        "answer to first",
+        "second",
+        "a better answer",
+    ]
     assert len(stored.tree) == 5  # nothing deleted
     assert stored.branch(stored.messages[-1].id) == (2, 2) and stored.branch(old_reply) == (1, 2)
     hits = history.search("ocean")
     assert [h.message_id for h in hits] == [old_reply]
     # Opened at the hit: on its branch.
-    assert contents(history, cid, through=old_reply) == ["first", "answer to first", "second", "the ocean is deep"]
+    assert contents(history, cid, through=old_reply) == [
+        "first",
+        "answer to first",
+        "second",
+        "the ocean is deep",
+    ]
     # Reopened as it was left: on the new reply's branch, which the model is sent.
     reopened = ChatLog.open(history, cid)
     assert [t.content for t in reopened.conversation.turns][-1] == "a better answer"
@@ -63,11 +75,23 @@ def test_editing_an_earlier_prompt_starts_a_sibling_branch_and_keeps_the_old_one
     assert [t.content for t in chat.conversation.turns] == ["one", "reply one"]
     exchange(chat, "two, better", "reply two, better")
     stored = history.get(cid)
-    assert [m.content for m in stored.messages] == ["one", "reply one", "two, better", "reply two, better"]
+    assert [m.content for m in stored.messages] == [
+        "one",
+        "reply one",
+        "two, better",
+        "reply two, better",
+    ]
     assert stored.branch(stored.messages[2].id) == (2, 2)
     assert len(stored.tree) == 8
     # The old branch, whole, one switch away (its newest end).
-    assert contents(history, cid, through=two) == ["one", "reply one", "two", "reply two", "three", "reply three"]
+    assert contents(history, cid, through=two) == [
+        "one",
+        "reply one",
+        "two",
+        "reply two",
+        "three",
+        "reply three",
+    ]
     # Markdown exports the branch on screen; JSON carries every branch with its parents.
     assert "reply three" not in stored.to_markdown() and "reply two, better" in stored.to_markdown()
     data = json.loads(json.dumps(stored.to_dict()))
@@ -76,7 +100,9 @@ def test_editing_an_earlier_prompt_starts_a_sibling_branch_and_keeps_the_old_one
     assert parents[stored.messages[2].id] == parents[two] == stored.messages[1].id
 
 
-def test_switching_branches_is_remembered_and_continuing_follows_the_branch_on_screen(history: History):
+def test_switching_branches_is_remembered_and_continuing_follows_the_branch_on_screen(
+    history: History,
+):
     chat = ChatLog(Conversation(), history)
     exchange(chat, "q", "a1")
     first = chat.leaf
@@ -98,7 +124,10 @@ def test_a_failed_reply_stays_as_a_sibling_of_its_retry(history: History):
     chat.drop_last_reply()  # regenerate
     chat.finish_reply(chat.start_reply(), done("hello"))
     stored = history.get(chat.conversation_id)
-    assert [(m.role, m.status) for m in stored.messages] == [("user", "complete"), ("assistant", "complete")]
+    assert [(m.role, m.status) for m in stored.messages] == [
+        ("user", "complete"),
+        ("assistant", "complete"),
+    ]
     assert sorted(m.status for m in stored.tree) == ["complete", "complete", "error"]
     assert stored.branch(stored.messages[-1].id) == (2, 2)
 
@@ -136,23 +165,35 @@ def _old_database(path: Path) -> None:
     """A history written by the schema before the tree (migrations 1-3), with stopped,
     error, interrupted and cut replies and an error followed by a new prompt."""
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)"
+    )
     for version, script in enumerate(MIGRATIONS[:3], start=1):
         for statement in statements(script):
             conn.execute(statement)
         conn.execute("INSERT INTO schema_migrations VALUES (?, 'then')", (version,))
     t = "2026-01-01T00:00:00Z"
     for cid in (1, 2):
-        conn.execute("INSERT INTO conversations(id, title, params, created, updated) VALUES (?, ?, '{}', ?, ?)",
-                     (cid, f"chat {cid}", t, t))
-    rows = [(1, "user", "hello", "complete", None), (1, "assistant", "hi th", "stopped", None),
-            (2, "user", "other chat", "complete", None),
-            (1, "user", "and the ocean?", "complete", None), (1, "assistant", "", "error", "boom"),
-            (1, "user", "again", "complete", None), (1, "assistant", "part", "interrupted", "dropped"),
-            (2, "assistant", "cut reply", "cut", None)]
+        conn.execute(
+            "INSERT INTO conversations(id, title, params, created, updated) VALUES (?, ?, '{}', ?, ?)",
+            (cid, f"chat {cid}", t, t),
+        )
+    rows = [
+        (1, "user", "hello", "complete", None),
+        (1, "assistant", "hi th", "stopped", None),
+        (2, "user", "other chat", "complete", None),
+        (1, "user", "and the ocean?", "complete", None),
+        (1, "assistant", "", "error", "boom"),
+        (1, "user", "again", "complete", None),
+        (1, "assistant", "part", "interrupted", "dropped"),
+        (2, "assistant", "cut reply", "cut", None),
+    ]
     for cid, role, content, status, error in rows:
-        conn.execute("INSERT INTO messages(conversation_id, role, content, status, error, created, updated) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)", (cid, role, content, status, error, t, t))
+        conn.execute(
+            "INSERT INTO messages(conversation_id, role, content, status, error, created, updated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (cid, role, content, status, error, t, t),
+        )
     conn.commit()
     conn.close()
 
@@ -163,8 +204,13 @@ def test_the_migration_keeps_every_message_of_an_older_database_as_one_branch(tm
     with History(path) as history:
         one, two = history.get(1), history.get(2)
         assert [(m.content, m.status, m.error) for m in one.messages] == [
-            ("hello", "complete", None), ("hi th", "stopped", None), ("and the ocean?", "complete", None),
-            ("", "error", "boom"), ("again", "complete", None), ("part", "interrupted", "dropped")]
+            ("hello", "complete", None),
+            ("hi th", "stopped", None),
+            ("and the ocean?", "complete", None),
+            ("", "error", "boom"),
+            ("again", "complete", None),
+            ("part", "interrupted", "dropped"),
+        ]
         assert [m.content for m in two.messages] == ["other chat", "cut reply"]
         assert len(one.tree) == 6 and len(two.tree) == 2
         assert all(one.branch(m.id) == (1, 1) for m in one.messages)
@@ -172,6 +218,12 @@ def test_the_migration_keeps_every_message_of_an_older_database_as_one_branch(tm
         assert [h.conversation_id for h in history.search("ocean")] == [1]
         # What the model is sent when it continues: as before the migration.
         chat = ChatLog.open(history, 1)
-        assert [t.content for t in chat.conversation.turns] == ["hello", "hi th", "and the ocean?", "again", "part"]
+        assert [t.content for t in chat.conversation.turns] == [
+            "hello",
+            "hi th",
+            "and the ocean?",
+            "again",
+            "part",
+        ]
         exchange(chat, "next", "answer")
         assert [m.content for m in history.get(1).messages][-3:] == ["part", "next", "answer"]

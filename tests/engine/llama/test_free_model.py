@@ -20,10 +20,19 @@ def test_nothing_made_is_nothing_to_free():
 @pytest.mark.model
 def test_a_draft_model_frees_its_context_and_model_once(starter_path: Path):
     ensure_llama_initialised()
-    target = ll.llama_model_load_from_file(str(starter_path).encode(), ll.llama_model_default_params())
+    target = ll.llama_model_load_from_file(
+        str(starter_path).encode(), ll.llama_model_default_params()
+    )
     try:
-        draft = DraftModel(starter_path, n_ctx=256, n_threads=1, n_gpu_layers=0, extra_buffers=False,
-                           target_vocab=ll.llama_model_get_vocab(target), name="starter")
+        draft = DraftModel(
+            starter_path,
+            n_ctx=256,
+            n_threads=1,
+            n_gpu_layers=0,
+            extra_buffers=False,
+            target_vocab=ll.llama_model_get_vocab(target),
+            name="starter",
+        )
         assert draft._ctx and draft._model
         draft.close()
         assert draft._ctx is None and draft._model is None

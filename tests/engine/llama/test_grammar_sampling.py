@@ -100,8 +100,14 @@ def test_seeded_sampling_stays_within_the_grammar_and_repeats(vocab):
     logits = row(vocab, maybe=4, perhaps=4, yes=3, no=3, eog=4)
 
     def draw(seed: int) -> int:
-        sampler = yes_no(vocab, chain_of(ll.llama_sampler_init_top_k(40), ll.llama_sampler_init_temp(1.0),
-                                         ll.llama_sampler_init_dist(seed)))
+        sampler = yes_no(
+            vocab,
+            chain_of(
+                ll.llama_sampler_init_top_k(40),
+                ll.llama_sampler_init_temp(1.0),
+                ll.llama_sampler_init_dist(seed),
+            ),
+        )
         try:
             return sampler.sample_logits(logits)
         finally:
@@ -115,13 +121,17 @@ def test_seeded_sampling_stays_within_the_grammar_and_repeats(vocab):
 def test_penalties_see_each_emitted_token_once_and_never_a_rejected_one(vocab):
     maybe, no = first_token(vocab, "maybe"), first_token(vocab, "no")
     # frequency penalty 1: a token's logit drops by how often the penalties sampler accepted it
-    chain = chain_of(ll.llama_sampler_init_penalties(ll.llama_vocab_n_tokens(vocab), 64, 1.0, 1.0, 0.0),
-                     ll.llama_sampler_init_greedy())
+    chain = chain_of(
+        ll.llama_sampler_init_penalties(ll.llama_vocab_n_tokens(vocab), 64, 1.0, 1.0, 0.0),
+        ll.llama_sampler_init_greedy(),
+    )
     assert not accept_is_stateless(chain)
     sampler = yes_no(vocab, chain)
     try:
         assert sampler.sample_logits(row(vocab, maybe=10, no=5)) == no
-        probe = (ll.llama_token_data * 2)(ll.llama_token_data(maybe, 3.0, 0.0), ll.llama_token_data(no, 3.0, 0.0))
+        probe = (ll.llama_token_data * 2)(
+            ll.llama_token_data(maybe, 3.0, 0.0), ll.llama_token_data(no, 3.0, 0.0)
+        )
         arr = ll.llama_token_data_array(data=probe, size=2, selected=-1, sorted=False)
         ll.llama_sampler_apply(chain, ctypes.byref(arr))
         logits = {probe[i].id: probe[i].logit for i in range(2)}
@@ -131,11 +141,17 @@ def test_penalties_see_each_emitted_token_once_and_never_a_rejected_one(vocab):
 
 
 def test_only_chains_whose_accept_keeps_no_state_take_the_fast_first_draw():
-    plain = chain_of(ll.llama_sampler_init_top_k(40), ll.llama_sampler_init_top_p(0.9, 1),
-                     ll.llama_sampler_init_min_p(0.05, 1), ll.llama_sampler_init_temp(0.8),
-                     ll.llama_sampler_init_dist(1))
+    plain = chain_of(
+        ll.llama_sampler_init_top_k(40),
+        ll.llama_sampler_init_top_p(0.9, 1),
+        ll.llama_sampler_init_min_p(0.05, 1),
+        ll.llama_sampler_init_temp(0.8),
+        ll.llama_sampler_init_dist(1),
+    )
     greedy = chain_of(ll.llama_sampler_init_greedy())
-    penalised = chain_of(ll.llama_sampler_init_penalties(1000, 64, 1.1, 0.0, 0.0), ll.llama_sampler_init_greedy())
+    penalised = chain_of(
+        ll.llama_sampler_init_penalties(1000, 64, 1.1, 0.0, 0.0), ll.llama_sampler_init_greedy()
+    )
     try:
         assert accept_is_stateless(plain) and accept_is_stateless(greedy)
         assert not accept_is_stateless(penalised)
@@ -156,8 +172,10 @@ def test_a_grammar_the_model_would_not_follow_is_resampled_and_followed(backend,
     assert not free.text.startswith("Z")
     caplog.set_level(logging.DEBUG, logger="vibechat.engine.llama.grammar_sampling")
     fmt = OutputFormat("grammar", 'root ::= "Zebra-" [0-9] [0-9] [0-9]', "zebra.gbnf")
-    for params in (SamplingParams(temperature=0, max_tokens=32, output_format=fmt),
-                   SamplingParams(seed=3, max_tokens=32, output_format=fmt)):
+    for params in (
+        SamplingParams(temperature=0, max_tokens=32, output_format=fmt),
+        SamplingParams(seed=3, max_tokens=32, output_format=fmt),
+    ):
         backend.reset()
         done = run_reply(backend, params)
         assert re.fullmatch(r"Zebra-[0-9]{3}", done.text), done.text
@@ -167,8 +185,12 @@ def test_a_grammar_the_model_would_not_follow_is_resampled_and_followed(backend,
 
 
 def test_a_seeded_constrained_reply_is_reproducible(backend):
-    params = SamplingParams(seed=11, temperature=0.9, max_tokens=400,
-                            output_format=OutputFormat("schema", json.dumps(PERSON), "person.json"))
+    params = SamplingParams(
+        seed=11,
+        temperature=0.9,
+        max_tokens=400,
+        output_format=OutputFormat("schema", json.dumps(PERSON), "person.json"),
+    )
     first = run_reply(backend, params)
     backend.reset()
     again = run_reply(backend, params)
@@ -177,14 +199,30 @@ def test_a_seeded_constrained_reply_is_reproducible(backend):
 
 
 def test_a_constrained_reply_with_speculative_decoding_follows_the_schema(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=starter_path, context_size=4096,
-                                              speculative="prompt-lookup", repack="off"))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=4096,
+            speculative="prompt-lookup",
+            repack="off",
+        )
+    )
     try:
         backend.load()
-        example = {"name": "Ada", "age": 36, "tags": ["maths"], "colour": "green", "address": {"city": "London"}}
+        example = {
+            "name": "Ada",
+            "age": 36,
+            "tags": ["maths"],
+            "colour": "green",
+            "address": {"city": "London"},
+        }
         ask = [ChatMessage("user", f"Repeat this JSON exactly: {json.dumps(example)}")]
-        params = SamplingParams(temperature=0, max_tokens=200,
-                                output_format=OutputFormat("schema", json.dumps(PERSON), "person.json"))
+        params = SamplingParams(
+            temperature=0,
+            max_tokens=200,
+            output_format=OutputFormat("schema", json.dumps(PERSON), "person.json"),
+        )
         done = [e for e in backend.stream_chat(ask, params) if isinstance(e, GenerationDone)][0]
         assert done.finish_reason == "stop", done.text
         assert schema_errors(json.loads(done.text), PERSON) == []
@@ -196,15 +234,20 @@ def test_a_constrained_reply_with_speculative_decoding_follows_the_schema(starte
 def test_greedy_lazy_sampling_picks_what_grammar_first_sampling_picks(backend, monkeypatch):
     """Temperature 0: the argmax, if allowed, is the allowed argmax; so the lazy sampler's
     reply is the one the grammar-first chain (the engine's former sampler) gives."""
-    params = SamplingParams(temperature=0, max_tokens=120,
-                            output_format=OutputFormat("schema", json.dumps(PERSON), "person.json"))
+    params = SamplingParams(
+        temperature=0,
+        max_tokens=120,
+        output_format=OutputFormat("schema", json.dumps(PERSON), "person.json"),
+    )
     lazy = run_reply(backend, params)
 
     def grammar_first(p: SamplingParams) -> ChainSampler:
         rest = backend._chain(p)
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         gbnf = OutputFormat("schema", json.dumps(PERSON)).gbnf().encode()
-        ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_grammar(backend._vocab, gbnf, b"root"))
+        ll.llama_sampler_chain_add(
+            chain, ll.llama_sampler_init_grammar(backend._vocab, gbnf, b"root")
+        )
         while ll.llama_sampler_chain_n(rest):
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_chain_remove(rest, 0))
         ll.llama_sampler_free(rest)

@@ -19,9 +19,21 @@ from vibechat.engine.llama import kv_files as kf
 from vibechat.engine.llama import kv_snapshots as ks
 from vibechat.engine.llama.kv_snapshots import SnapshotKey, SnapshotStore
 
-KEY = SnapshotKey(model_path="/m.gguf", model_size=10, model_mtime_ns=1, n_ctx=4096, type_k="f16", type_v="f16",
-                  flash_attn=True, swa_full=True, n_seq_max=1, kv_unified=False, offload_kqv=True, n_gpu_layers=0,
-                  llama_cpp_version="0.3.36")
+KEY = SnapshotKey(
+    model_path="/m.gguf",
+    model_size=10,
+    model_mtime_ns=1,
+    n_ctx=4096,
+    type_k="f16",
+    type_v="f16",
+    flash_attn=True,
+    swa_full=True,
+    n_seq_max=1,
+    kv_unified=False,
+    offload_kqv=True,
+    n_gpu_layers=0,
+    llama_cpp_version="0.3.36",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +49,9 @@ def payload(n: int, seed: int = 1) -> bytearray:
     return bytearray((i * seed) % 251 for i in range(n))
 
 
-def kept(folder: Path, tokens: list[int], data: bytearray, key: SnapshotKey = KEY, mib: int = 64) -> None:
+def kept(
+    folder: Path, tokens: list[int], data: bytearray, key: SnapshotKey = KEY, mib: int = 64
+) -> None:
     """``tokens`` kept by a store of its own (another process, as far as memory goes), on disk."""
     s = store(folder, key, mib)
     s.keep(tokens, data)
@@ -56,9 +70,15 @@ def test_a_new_store_finds_the_longest_common_prefix_on_disk_and_restores_its_by
     match = s.best([1, 2, 3, 4, 5, 6, 7, 8])
     assert match is not None and (match.source, match.common) == ("disk", 6)
     snap = s.load(match)
-    assert snap is not None and bytes(snap.data) == bytes(payload(1000, 3)) and snap.tokens_list() == [1, 2, 3, 4, 5, 6]
+    assert (
+        snap is not None
+        and bytes(snap.data) == bytes(payload(1000, 3))
+        and snap.tokens_list() == [1, 2, 3, 4, 5, 6]
+    )
     assert s.best([1, 2, 3, 9, 9, 1]).common == 5
-    assert s.best([1, 2, 3, 4, 5, 6], at_most=5).common == 5  # capped: the last prompt token is evaluated
+    assert (
+        s.best([1, 2, 3, 4, 5, 6], at_most=5).common == 5
+    )  # capped: the last prompt token is evaluated
     assert s.best([7, 7]) is None
     # loaded once, it is in memory now: a tie goes to memory
     assert s.best([1, 2, 3, 4, 5, 6, 7]).source == "memory"
@@ -130,7 +150,9 @@ def _stale_key() -> SnapshotKey:
     return dataclasses.replace(KEY, n_ctx=2048)
 
 
-@pytest.mark.parametrize("damage", ["stale", "corrupt", "truncated", "fifo", "gone", "not-a-snapshot", "unreadable"])
+@pytest.mark.parametrize(
+    "damage", ["stale", "corrupt", "truncated", "fifo", "gone", "not-a-snapshot", "unreadable"]
+)
 def test_a_bad_snapshot_is_never_used_and_says_why(tmp_path, caplog, monkeypatch, damage):
     folder = tmp_path / "snaps"
     tokens = list(range(1, 40))
@@ -151,7 +173,9 @@ def test_a_bad_snapshot_is_never_used_and_says_why(tmp_path, caplog, monkeypatch
     elif damage == "fifo":
         path.unlink()
         os.mkfifo(path)
-    elif damage == "gone":  # found, then deleted (another process cleared the cache) before it is read
+    elif (
+        damage == "gone"
+    ):  # found, then deleted (another process cleared the cache) before it is read
         found = s.best(tokens + [1])
         assert found is not None
         s.best = lambda *_args: found  # type: ignore[method-assign]
@@ -160,7 +184,9 @@ def test_a_bad_snapshot_is_never_used_and_says_why(tmp_path, caplog, monkeypatch
         path.write_bytes(b"GGUF" + bytes(100))
     elif damage == "unreadable":
         path.chmod(0)
-        if os.geteuid() == 0:  # root reads any file (CI runs as root): its open is refused as a mode 000 one is
+        if (
+            os.geteuid() == 0
+        ):  # root reads any file (CI runs as root): its open is refused as a mode 000 one is
             real_open = os.open
 
             def refused(name, *args, **kwargs):
@@ -174,9 +200,15 @@ def test_a_bad_snapshot_is_never_used_and_says_why(tmp_path, caplog, monkeypatch
         match = reader.best(tokens + [1])
         snap = reader.load(match) if match is not None else None
     assert snap is None
-    words = {"stale": "other settings (n_ctx 4096 (now 2048))", "corrupt": "corrupt (checksum)",
-             "truncated": "truncated", "fifo": "not a regular file", "gone": "it is gone",
-             "not-a-snapshot": "no vibechat KV snapshot", "unreadable": "cannot be opened"}[damage]
+    words = {
+        "stale": "other settings (n_ctx 4096 (now 2048))",
+        "corrupt": "corrupt (checksum)",
+        "truncated": "truncated",
+        "fifo": "not a regular file",
+        "gone": "it is gone",
+        "not-a-snapshot": "no vibechat KV snapshot",
+        "unreadable": "cannot be opened",
+    }[damage]
     assert words in caplog.text
     assert len([r for r in caplog.records if r.name == "vibechat.kv_snapshots"]) == 1
 
@@ -259,14 +291,14 @@ def _rewrite(path: Path, target: Path, tokens: list[int]) -> None:
     import zlib
 
     raw = path.read_bytes()
-    (hlen,) = struct.unpack("<I", raw[len(kf.MAGIC):len(kf.MAGIC) + 4])
+    (hlen,) = struct.unpack("<I", raw[len(kf.MAGIC) : len(kf.MAGIC) + 4])
     at = len(kf.MAGIC) + 4
-    header = json.loads(raw[at:at + hlen])
+    header = json.loads(raw[at : at + hlen])
     new_tokens = kf.token_bytes(tokens)
     assert len(new_tokens) == 4 * header["n_tokens"]
     header["tokens_crc32"] = zlib.crc32(new_tokens)
     body = json.dumps(header).encode("utf-8")
-    payload = raw[at + hlen + len(new_tokens):]
+    payload = raw[at + hlen + len(new_tokens) :]
     path.unlink()
     target.write_bytes(kf.MAGIC + struct.pack("<I", len(body)) + body + new_tokens + payload)
 
@@ -286,7 +318,9 @@ def test_a_snapshot_is_restored_only_for_the_tokens_it_was_taken_for(tmp_path, c
         match = s.best(mine + [1])
         snap = s.load(match) if match is not None else None
     assert snap is None
-    assert ("not taken for these tokens" if renamed else "not those it was taken for") in caplog.text
+    assert (
+        "not taken for these tokens" if renamed else "not those it was taken for"
+    ) in caplog.text
 
 
 def _sized(folder: Path, count: int, size: int) -> list[Path]:
@@ -308,7 +342,9 @@ def test_lowering_the_bound_prunes_at_once_least_recently_used_first(tmp_path):
     assert sum(p.stat().st_size for p in files(folder)) <= 1 << 20
 
 
-def test_history_cache_keeps_the_bound_shows_off_plainly_and_a_bad_value_as_the_problem(tmp_path, monkeypatch):
+def test_history_cache_keeps_the_bound_shows_off_plainly_and_a_bad_value_as_the_problem(
+    tmp_path, monkeypatch
+):
     from vibechat.app.commands.cli import cli
 
     folder = kf.snapshot_folder()

@@ -24,14 +24,23 @@ pytestmark = pytest.mark.model
 
 GREEDY = SamplingParams(temperature=0, max_tokens=24, seed=7)
 # ~330 tokens: over MIN_TOKENS (the engine process keeps its own module constant)
-STORY = ("Here are my notes on the history of Rome, from its founding by Romulus to the fall of the western "
-         "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, Augustus and the "
-         "emperors after him. ") * 6
-TURN1 = [ChatMessage("system", "You are a terse assistant."), ChatMessage("user", STORY + "Who founded Rome?")]
+STORY = (
+    "Here are my notes on the history of Rome, from its founding by Romulus to the fall of the western "
+    "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, Augustus and the "
+    "emperors after him. "
+) * 6
+TURN1 = [
+    ChatMessage("system", "You are a terse assistant."),
+    ChatMessage("user", STORY + "Who founded Rome?"),
+]
 
 
 def turn2(first: str) -> list[ChatMessage]:
-    return [*TURN1, ChatMessage("assistant", first), ChatMessage("user", "And who defeated Hannibal?")]
+    return [
+        *TURN1,
+        ChatMessage("assistant", first),
+        ChatMessage("user", "And who defeated Hannibal?"),
+    ]
 
 
 def done_of(backend, messages) -> GenerationDone:
@@ -39,15 +48,24 @@ def done_of(backend, messages) -> GenerationDone:
 
 
 def options(starter_path: Path, **changes) -> LlamaCppOptions:
-    return LlamaCppOptions(**{"model_path": starter_path, "context_size": 2048, "repack": "off",
-                              "threads": worker_threads(), **changes})
+    return LlamaCppOptions(
+        **{
+            "model_path": starter_path,
+            "context_size": 2048,
+            "repack": "off",
+            "threads": worker_threads(),
+            **changes,
+        }
+    )
 
 
 def snapshot_files() -> list[Path]:
     return sorted(kf.snapshot_folder().glob("*" + kf.SUFFIX))
 
 
-def test_a_new_engine_process_restores_the_conversation_and_replies_as_the_first_would(starter_path):
+def test_a_new_engine_process_restores_the_conversation_and_replies_as_the_first_would(
+    starter_path,
+):
     from vibechat.engine.llama.worker import WorkerBackend
 
     first_process = WorkerBackend(options(starter_path))
@@ -89,20 +107,29 @@ def test_prefill_of_an_opened_conversation_restores(starter_path, caplog):
     with loaded_starter(starter_path, context_size=2048) as writer:
         first = done_of(writer, TURN1)
     history = turn2(first.text)[:-1]  # the conversation as saved: turn one and its reply
-    with loaded_starter(starter_path, context_size=2048) as reader, \
-            caplog.at_level(logging.INFO, "vibechat.llama_cpp"):
+    with (
+        loaded_starter(starter_path, context_size=2048) as reader,
+        caplog.at_level(logging.INFO, "vibechat.llama_cpp"),
+    ):
         assert reader.prefill(history) == reader.count_tokens(history)
         assert "prefill: restored" in caplog.text
         done = done_of(reader, turn2(first.text))
-    assert done.stats.prompt_tokens_evaluated < 30  # the prefill left the cache holding the conversation
+    assert (
+        done.stats.prompt_tokens_evaluated < 30
+    )  # the prefill left the cache holding the conversation
 
 
 def test_run_continue_restores_in_a_new_process(starter_installed, monkeypatch):
     monkeypatch.setenv("VIBECHAT_CONTEXT_SIZE", "2048")
 
     def run(*args: str) -> dict:
-        out = subprocess.run([str(VIBECHAT_BIN), "run", *args, "-t", "0", "-n", "16", "--json", "--stats"],
-                             capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [str(VIBECHAT_BIN), "run", *args, "-t", "0", "-n", "16", "--json", "--stats"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
         assert out.returncode == 0, out.stderr
         return {"json": json.loads(out.stdout), "stderr": out.stderr}
 
@@ -112,12 +139,16 @@ def test_run_continue_restores_in_a_new_process(starter_installed, monkeypatch):
     again = run("--continue", "-p", "And who defeated Hannibal?")
     stats = again["json"]["stats"]
     assert stats["restored_tokens"] > 300 and stats["restore_ms"] > 0
-    assert stats["prompt_tokens_evaluated"] == stats["prompt_tokens"] - stats["restored_tokens"] < 40
+    assert (
+        stats["prompt_tokens_evaluated"] == stats["prompt_tokens"] - stats["restored_tokens"] < 40
+    )
     assert f"restored {stats['restored_tokens']} tokens in" in again["stderr"]
 
 
 @pytest.fixture(scope="module")
-def a_snapshot(starter_path: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str, str]:
+def a_snapshot(
+    starter_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[bytes, str, str]:
     """One snapshot file of TURN1's reply (its name and bytes), and the reply."""
     folder = tmp_path_factory.mktemp("snapshot")
     old = os.environ.get("VIBECHAT_CACHE_DIR")
@@ -135,7 +166,9 @@ def a_snapshot(starter_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.mark.parametrize("damage", ["missing", "stale", "corrupt", "truncated", "fifo"])
-def test_a_bad_snapshot_falls_back_to_evaluating_the_prompt(starter_path, a_snapshot, caplog, damage):
+def test_a_bad_snapshot_falls_back_to_evaluating_the_prompt(
+    starter_path, a_snapshot, caplog, damage
+):
     data, name, first = a_snapshot
     folder = kf.snapshot_folder()
     folder.mkdir(parents=True, mode=0o700)
@@ -152,18 +185,27 @@ def test_a_bad_snapshot_falls_back_to_evaluating_the_prompt(starter_path, a_snap
         path.write_bytes(data[:-4096])
     elif damage == "fifo":
         os.mkfifo(path)
-    with loaded_starter(starter_path, context_size=context) as backend, \
-            caplog.at_level(logging.INFO, "vibechat"):
+    with (
+        loaded_starter(starter_path, context_size=context) as backend,
+        caplog.at_level(logging.INFO, "vibechat"),
+    ):
         done = done_of(backend, turn2(first))
     assert done.text and done.stats.finish_reason in ("stop", "length")
     assert done.stats.restored_tokens == 0
     assert done.stats.prompt_tokens_evaluated == done.stats.prompt_tokens
-    why = {"missing": "no KV snapshot shares more of this prompt", "stale": "made with other settings (n_ctx 2048",
-           "corrupt": "corrupt (checksum)", "truncated": "truncated", "fifo": "not a regular file"}[damage]
+    why = {
+        "missing": "no KV snapshot shares more of this prompt",
+        "stale": "made with other settings (n_ctx 2048",
+        "corrupt": "corrupt (checksum)",
+        "truncated": "truncated",
+        "fifo": "not a regular file",
+    }[damage]
     assert why in caplog.text
 
 
-def test_a_state_llama_cpp_refuses_is_cleared_and_the_prompt_evaluated(starter_path, a_snapshot, caplog):
+def test_a_state_llama_cpp_refuses_is_cleared_and_the_prompt_evaluated(
+    starter_path, a_snapshot, caplog
+):
     """A file whose checks pass but whose state llama.cpp will not read (here: a key that lies
     about the context, as a bug in the key would): set_data's 0 clears the cache, nothing breaks."""
     data, name, first = a_snapshot
@@ -189,7 +231,10 @@ def test_the_key_names_what_makes_a_state_valid(starter_path):
     with loaded_starter(starter_path, context_size=2048) as backend:
         assert backend._kv.snapshots is not None
         key = backend._kv.snapshots.key
-    assert key.model_path == str(starter_path.resolve()) and key.model_size == starter_path.stat().st_size
+    assert (
+        key.model_path == str(starter_path.resolve())
+        and key.model_size == starter_path.stat().st_size
+    )
     assert key.n_ctx == 2048 and key.type_k == key.type_v == "f16" and key.swa_full
     assert key.llama_cpp_version and key.format == kf.FORMAT_VERSION
     assert dataclasses.replace(key, n_ctx=4096).digest != key.digest
@@ -199,23 +244,39 @@ def test_a_restored_sliding_window_is_only_continued_from_its_end(starter_path, 
     """The starter's sliding-window layers (512 tokens): a state llama.cpp saves holds only the
     window's cells of those layers, so a restored state longer than the window is continued from
     its end, never cut back to an earlier fork (that would attend to cells it lacks)."""
-    long_turn = [ChatMessage("system", "You are a terse assistant."),
-                 ChatMessage("user", STORY * 2 + "Who founded Rome?")]
+    long_turn = [
+        ChatMessage("system", "You are a terse assistant."),
+        ChatMessage("user", STORY * 2 + "Who founded Rome?"),
+    ]
     with loaded_starter(starter_path, context_size=2048) as first:
         reply1 = done_of(first, long_turn).text
         branch = [*long_turn, ChatMessage("assistant", reply1)]
         two = [*branch, ChatMessage("user", "And who defeated Hannibal?")]
         reply2 = done_of(first, two).text
         sibling = [*branch, ChatMessage("user", "And who built the Colosseum?")]
-        same = done_of(first, sibling).stats  # this engine evaluated it all: its cache can be cut anywhere
-        assert same.prompt_tokens > 600 and same.prompt_tokens_evaluated < 30 and same.restored_tokens == 0
-    with loaded_starter(starter_path, context_size=2048) as second, caplog.at_level(logging.INFO, "vibechat"):
+        same = done_of(
+            first, sibling
+        ).stats  # this engine evaluated it all: its cache can be cut anywhere
+        assert (
+            same.prompt_tokens > 600
+            and same.prompt_tokens_evaluated < 30
+            and same.restored_tokens == 0
+        )
+    with (
+        loaded_starter(starter_path, context_size=2048) as second,
+        caplog.at_level(logging.INFO, "vibechat"),
+    ):
         three = [*two, ChatMessage("assistant", reply2), ChatMessage("user", "Thanks.")]
         resumed = done_of(second, three).stats  # branch two continued from its end: restored
         assert resumed.restored_tokens > 600 and resumed.prompt_tokens_evaluated < 30
         caplog.clear()
-        switched = done_of(second, sibling).stats  # back to the fork: neither the cache nor a snapshot reaches
-        assert switched.restored_tokens == 0 and switched.prompt_tokens_evaluated == switched.prompt_tokens
+        switched = done_of(
+            second, sibling
+        ).stats  # back to the fork: neither the cache nor a snapshot reaches
+        assert (
+            switched.restored_tokens == 0
+            and switched.prompt_tokens_evaluated == switched.prompt_tokens
+        )
         assert "sliding-window layers start later" in caplog.text
     with loaded_starter(starter_path, context_size=2048) as third:
         fresh = done_of(third, sibling).stats  # a new engine: every snapshot goes on past the fork
@@ -226,8 +287,11 @@ def test_a_prefilled_conversation_leaves_a_snapshot_its_next_turn_continues(star
     """The chat's Ctrl+B → Enter evaluates a saved conversation (prefill): its snapshot ends where
     the next user turn parts from it (before the generation prompt), so a new engine continues it
     even where a restored state cannot be cut back (the starter's sliding window, > 512 tokens)."""
-    history = [ChatMessage("system", "You are a terse assistant."),
-               ChatMessage("user", STORY * 2 + "Who founded Rome?"), ChatMessage("assistant", "Romulus.")]
+    history = [
+        ChatMessage("system", "You are a terse assistant."),
+        ChatMessage("user", STORY * 2 + "Who founded Rome?"),
+        ChatMessage("assistant", "Romulus."),
+    ]
     with loaded_starter(starter_path, context_size=2048) as opener:
         assert opener.prefill(history) == opener.count_tokens(history) > 600
     with loaded_starter(starter_path, context_size=2048) as later:

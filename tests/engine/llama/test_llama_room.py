@@ -19,7 +19,11 @@ def private_reads(path: Path) -> list[str]:
     """``x._name`` where ``x`` is not ``self`` or ``cls``: another object's private attribute."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+        if not (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
             continue
         if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
             continue

@@ -55,7 +55,9 @@ def test_describe_reports_the_starter_model(backend):
 
 
 def test_default_context_is_trained_length_capped_at_8192(starter_path):
-    b = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=starter_path, repack="off"))
+    b = LlamaCppBackend(
+        LlamaCppOptions(threads=worker_threads(), model_path=starter_path, repack="off")
+    )
     try:
         assert b.load().context_size == 8192
     finally:
@@ -93,7 +95,9 @@ def test_greedy_is_deterministic(backend):
 
 
 def test_same_seed_reproduces_a_sampled_reply(backend):
-    params = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=1234, max_tokens=32)
+    params = SamplingParams(
+        temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=1234, max_tokens=32
+    )
     _, first, _ = collect(backend, HELLO, params)
     backend.reset()
     _, second, _ = collect(backend, HELLO, params)
@@ -114,8 +118,9 @@ def test_every_sampling_parameter_is_accepted_and_changes_the_draw(rambling):
     assert penalised.stats.completion_tokens > 0
     assert penalised.text != plain.text  # the repetition penalty reaches the sampler
     rambling.reset()
-    params = SamplingParams(temperature=0.7, top_k=20, top_p=0.9, min_p=0.1, repeat_penalty=1.1,
-                            seed=5, max_tokens=12)
+    params = SamplingParams(
+        temperature=0.7, top_k=20, top_p=0.9, min_p=0.1, repeat_penalty=1.1, seed=5, max_tokens=12
+    )
     _, done, _ = collect(rambling, HELLO, params)
     assert done.params == params and done.stats.completion_tokens > 0
 
@@ -151,9 +156,16 @@ def test_deltas_never_split_utf8(backend):
 
 def test_turn_two_evaluates_only_new_tokens_and_reset_evaluates_all(backend):
     _, first, _ = collect(backend, HELLO, GREEDY)
-    turn2 = HELLO + [ChatMessage("assistant", first.text), ChatMessage("user", "And three vegetables?")]
+    turn2 = HELLO + [
+        ChatMessage("assistant", first.text),
+        ChatMessage("user", "And three vegetables?"),
+    ]
     _, second, _ = collect(backend, turn2, GREEDY)
-    new_turn_tokens = backend.count_tokens(turn2) - backend.count_tokens(HELLO[:1]) - first.stats.completion_tokens
+    new_turn_tokens = (
+        backend.count_tokens(turn2)
+        - backend.count_tokens(HELLO[:1])
+        - first.stats.completion_tokens
+    )
     assert second.stats.prompt_tokens == backend.count_tokens(turn2)
     assert second.stats.prompt_tokens_evaluated <= new_turn_tokens + 4
     assert second.stats.prompt_tokens_evaluated < second.stats.prompt_tokens / 2
@@ -164,9 +176,13 @@ def test_turn_two_evaluates_only_new_tokens_and_reset_evaluates_all(backend):
 
 def test_prefill_rebuilds_the_cache_for_an_opened_conversation(backend):
     greedy = SamplingParams(temperature=0, max_tokens=8)
-    history = [ChatMessage("system", "You are terse."), ChatMessage("user", "Name a colour."),
-               ChatMessage("assistant", "Blue."), ChatMessage("user", "Name a fruit."),
-               ChatMessage("assistant", "Apple.")]
+    history = [
+        ChatMessage("system", "You are terse."),
+        ChatMessage("user", "Name a colour."),
+        ChatMessage("assistant", "Blue."),
+        ChatMessage("user", "Name a fruit."),
+        ChatMessage("assistant", "Apple."),
+    ]
     cached = backend.prefill(history)
     assert cached == backend.count_tokens(history)
     # A question whose first word has a clear lead: a near tie (an animal: "Dog" 20.93, "A" 20.92)
@@ -237,8 +253,11 @@ def test_oversize_single_message_is_a_clear_error(backend):
 
 @pytest.fixture(scope="module")
 def small_backend(starter_path):
-    b = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                        model_path=starter_path, context_size=1024, repack="off"))
+    b = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=starter_path, context_size=1024, repack="off"
+        )
+    )
     b.load()
     yield b
     b.close()
@@ -249,14 +268,16 @@ def test_long_conversation_drops_oldest_turns_but_keeps_system(small_backend):
     system = ChatMessage("system", "You are terse.")
     turns = []
     for i in range(12):
-        turns += [ChatMessage("user", f"Question {i}: " + "tell me more " * 20),
-                  ChatMessage("assistant", "Answer " + "blah " * 40)]
+        turns += [
+            ChatMessage("user", f"Question {i}: " + "tell me more " * 20),
+            ChatMessage("assistant", "Answer " + "blah " * 40),
+        ]
     messages = [system, *turns, ChatMessage("user", "Last question?")]
     assert backend.count_tokens(messages) > 1024
     _, done, trimmed = collect(backend, messages, GREEDY)
     assert trimmed and trimmed[0].dropped_messages == done.stats.dropped_messages > 0
     assert done.stats.dropped_messages % 2 == 0  # whole turns
-    kept = [system, *messages[1 + done.stats.dropped_messages:]]
+    kept = [system, *messages[1 + done.stats.dropped_messages :]]
     assert done.stats.prompt_tokens == backend.count_tokens(kept)
     assert done.stats.prompt_tokens + GREEDY.max_tokens <= 1024
     assert "Last question?" in backend._prompt.template.render(kept)
@@ -301,20 +322,32 @@ def test_bad_file_never_reaches_llama_cpp(tmp_path):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\xff" * 20)
     with pytest.raises(ModelFileError):
-        LlamaCppBackend(LlamaCppOptions(threads=worker_threads(), model_path=bad, repack="off")).load()
+        LlamaCppBackend(
+            LlamaCppOptions(threads=worker_threads(), model_path=bad, repack="off")
+        ).load()
 
 
-def test_a_model_larger_than_the_memory_available_is_refused_before_loading(starter_path, monkeypatch):
+def test_a_model_larger_than_the_memory_available_is_refused_before_loading(
+    starter_path, monkeypatch
+):
     from vibechat.engine.errors import ModelLoadError
     from vibechat.engine.llama import memory_checks
 
     monkeypatch.setattr(memory_checks, "available_memory", lambda: 100_000_000)
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, gpu_layers=0, repack="off"))
-    with pytest.raises(ModelLoadError, match=r"needs about 0.3 GB of memory but 0.1 GB is available: "
-                                             r"choose a smaller quantization"):
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=starter_path, gpu_layers=0, repack="off"
+        )
+    )
+    with pytest.raises(
+        ModelLoadError,
+        match=r"needs about 0.3 GB of memory but 0.1 GB is available: "
+        r"choose a smaller quantization",
+    ):
         backend.load()
-    monkeypatch.setattr(memory_checks, "available_memory", lambda: None)  # an OS that does not say: no check
+    monkeypatch.setattr(
+        memory_checks, "available_memory", lambda: None
+    )  # an OS that does not say: no check
     assert backend.load().architecture == "gemma3"
     backend.close()
 
@@ -351,11 +384,16 @@ def test_a_new_turn_token_ends_the_reply_without_its_role_word(rambling, monkeyp
     if speculative:  # drafts verified in a batch: the same _Emitter ends the reply
         import dataclasses
 
-        monkeypatch.setattr(rambling, "_info", dataclasses.replace(rambling.describe(), speculative="prompt-lookup",
-                                                                  draft_tokens=4))
+        monkeypatch.setattr(
+            rambling,
+            "_info",
+            dataclasses.replace(rambling.describe(), speculative="prompt-lookup", draft_tokens=4),
+        )
         from vibechat.engine.llama.speculative import FixedDraft
 
-        monkeypatch.setattr(rambling, "_policy", FixedDraft(4))  # the loop of engine/llama/drafting.py
+        monkeypatch.setattr(
+            rambling, "_policy", FixedDraft(4)
+        )  # the loop of engine/llama/drafting.py
     _, free, _ = collect(rambling, messages, greedy)
     rambling.reset()
     unforce = _force_token_at(monkeypatch, _token_id(rambling, "<start_of_turn>"), call=3)
@@ -390,7 +428,9 @@ def test_run_json_text_has_no_turn_marker_or_role_word(rambling, monkeypatch):
         rambling.reset()
         unforce = _force_token_at(monkeypatch, _token_id(rambling, "<start_of_turn>"), call=3)
         out, err = io.StringIO(), io.StringIO()
-        request = RunRequest("Hello", None, SamplingParams(temperature=0, max_tokens=30), json_output=json_output)
+        request = RunRequest(
+            "Hello", None, SamplingParams(temperature=0, max_tokens=30), json_output=json_output
+        )
         assert execute(rambling, request, out, err) == 0
         if json_output:
             obj = json.loads(out.getvalue())
@@ -402,14 +442,22 @@ def test_run_json_text_has_no_turn_marker_or_role_word(rambling, monkeypatch):
         unforce()
 
 
-@pytest.mark.parametrize(("asked", "used", "notice"), [
-    (512, 512, None),
-    (300, 512, "context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
-    (257, 512, "context 257 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
-])
-def test_context_size_is_what_llama_cpp_allocates_and_rounding_is_said(starter_path, asked, used, notice):
-    b = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                        model_path=starter_path, context_size=asked, repack="off"))
+@pytest.mark.parametrize(
+    ("asked", "used", "notice"),
+    [
+        (512, 512, None),
+        (300, 512, "context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
+        (257, 512, "context 257 rounded up to 512 (llama.cpp allocates it in steps of 256)"),
+    ],
+)
+def test_context_size_is_what_llama_cpp_allocates_and_rounding_is_said(
+    starter_path, asked, used, notice
+):
+    b = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=starter_path, context_size=asked, repack="off"
+        )
+    )
     try:
         info = b.load()
         assert info.context_size == used

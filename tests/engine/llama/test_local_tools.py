@@ -22,25 +22,48 @@ from vibechat.engine.turns.tool_calls import ToolSpec
 pytestmark = pytest.mark.model
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
-WEATHER = ToolSpec("get_weather", "The weather forecast for a city.",
-                   {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-                    "required": ["city", "days"]}, server="test", tool="get_weather")
+WEATHER = ToolSpec(
+    "get_weather",
+    "The weather forecast for a city.",
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"],
+    },
+    server="test",
+    tool="get_weather",
+)
 
 
 @pytest.fixture(scope="module")
 def qwen_tools(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
     source = (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
-    path = copy_with_metadata(starter_path, tmp_path_factory.mktemp("tools") / "qwen-tools-like.gguf",
-                              {"tokenizer.chat_template": source})
-    backend = WorkerBackend(LlamaCppOptions(model_path=path, context_size=2048, repack="off", prompt_format="template",
-                                            threads=worker_threads()))
+    path = copy_with_metadata(
+        starter_path,
+        tmp_path_factory.mktemp("tools") / "qwen-tools-like.gguf",
+        {"tokenizer.chat_template": source},
+    )
+    backend = WorkerBackend(
+        LlamaCppOptions(
+            model_path=path,
+            context_size=2048,
+            repack="off",
+            prompt_format="template",
+            threads=worker_threads(),
+        )
+    )
     yield backend
     backend.close()
 
 
 def reply(backend, messages, choice):
-    text, done = collect(backend, messages, SamplingParams(temperature=0, max_tokens=80, seed=1), tools=(WEATHER,),
-                         tool_choice=choice)
+    text, done = collect(
+        backend,
+        messages,
+        SamplingParams(temperature=0, max_tokens=80, seed=1),
+        tools=(WEATHER,),
+        tool_choice=choice,
+    )
     return "".join(text), done
 
 
@@ -50,18 +73,27 @@ def test_required_makes_the_starter_call_the_tool_with_arguments_that_parse(qwen
     assert done.finish_reason == "tool_calls" and len(done.tool_calls) == 1, (text, done)
     call = done.tool_calls[0]
     arguments = call.parsed_arguments()
-    assert call.name == "get_weather" and isinstance(arguments["city"], str) and isinstance(arguments["days"], int)
+    assert (
+        call.name == "get_weather"
+        and isinstance(arguments["city"], str)
+        and isinstance(arguments["days"], int)
+    )
     assert "<tool_call>" not in text and "<tool_call>" not in done.text
 
     # The call and its result go back through the template; choice none: an answer in words.
-    follow = [*asked, ChatMessage("assistant", done.text, tool_calls=done.tool_calls),
-              ChatMessage("tool", "Sunny, 24 C.", tool_call_id=call.id, name=call.name)]
+    follow = [
+        *asked,
+        ChatMessage("assistant", done.text, tool_calls=done.tool_calls),
+        ChatMessage("tool", "Sunny, 24 C.", tool_call_id=call.id, name=call.name),
+    ]
     _text, after = reply(qwen_tools, follow, "none")
     assert after.finish_reason in ("stop", "length") and not after.tool_calls
     # The tools are still listed (choice none calls none): the prompt goes on from the last one's.
     assert after.stats.prompt_tokens > done.stats.prompt_tokens
     reused = after.stats.prompt_tokens - after.stats.prompt_tokens_evaluated
-    assert reused >= done.stats.prompt_tokens - 24  # (the call as rendered may differ from how it was written)
+    assert (
+        reused >= done.stats.prompt_tokens - 24
+    )  # (the call as rendered may differ from how it was written)
 
 
 def test_the_starters_call_reaches_a_real_mcp_tool_and_its_result_the_model(qwen_tools, tmp_path):
@@ -81,8 +113,13 @@ def test_the_starters_call_reaches_a_real_mcp_tool_and_its_result_the_model(qwen
 
     server = Path(__file__).resolve().parents[2] / "mcp_test_server.py"
     mcp = tmp_path / "mcp.json"
-    mcp.write_text(json.dumps({"mcpServers": {"test": {"command": sys.executable, "args": [str(server)]}}}))
-    with ToolRegistry.load(Config(tool_timeout=30), mcp) as registry, History(tmp_path / "history.db") as history:
+    mcp.write_text(
+        json.dumps({"mcpServers": {"test": {"command": sys.executable, "args": [str(server)]}}})
+    )
+    with (
+        ToolRegistry.load(Config(tool_timeout=30), mcp) as registry,
+        History(tmp_path / "history.db") as history,
+    ):
         adder = registry.find("add") or next(s for s in registry.specs() if s.name == "add")
 
         class OnlyAdd:  # the one tool offered, as the registry runs it
@@ -94,27 +131,45 @@ def test_the_starters_call_reaches_a_real_mcp_tool_and_its_result_the_model(qwen
 
         session = ChatSession(qwen_tools, ChatLog(Conversation(), history))
         session.chat.add_user("Add 2 and 3 with the tool.")
-        answer_with_tools(session, OnlyAdd(), lambda call, spec: True, rounds=1, tool_choice="required",
-                          params=SamplingParams(temperature=0, max_tokens=60, seed=1))
+        answer_with_tools(
+            session,
+            OnlyAdd(),
+            lambda call, spec: True,
+            rounds=1,
+            tool_choice="required",
+            params=SamplingParams(temperature=0, max_tokens=60, seed=1),
+        )
         stored = history.get(session.chat.conversation_id)
         roles = [m.role for m in stored.messages]
         assert roles[:3] == ["user", "assistant", "tool"], roles
         call = stored.messages[1].tool_calls[0]
         arguments = call.parsed_arguments()
-        assert call.name == "add" and isinstance(arguments["a"], int) and isinstance(arguments["b"], int)
-        assert stored.messages[2].content.strip() == str(arguments["a"] + arguments["b"])  # the tool ran
+        assert (
+            call.name == "add"
+            and isinstance(arguments["a"], int)
+            and isinstance(arguments["b"], int)
+        )
+        assert stored.messages[2].content.strip() == str(
+            arguments["a"] + arguments["b"]
+        )  # the tool ran
         assert stored.messages[2].tool_name == "test/add" and roles[3:] == ["assistant"]
 
 
 def test_an_opened_tool_conversation_is_prefilled_with_its_tools_so_the_next_reply_evaluates_only_the_new_turn(
-        qwen_tools):
+    qwen_tools,
+):
     from vibechat.engine.turns.tool_calls import ToolCall
 
     call = ToolCall("call_1", "get_weather", '{"city": "Paris", "days": 2}')
-    opened = [ChatMessage("user", "Weather in Paris for 2 days?"), ChatMessage("assistant", "", tool_calls=(call,)),
-              ChatMessage("tool", "Sunny.", tool_call_id="call_1", name="get_weather"),
-              ChatMessage("assistant", "It will be sunny.")]
+    opened = [
+        ChatMessage("user", "Weather in Paris for 2 days?"),
+        ChatMessage("assistant", "", tool_calls=(call,)),
+        ChatMessage("tool", "Sunny.", tool_call_id="call_1", name="get_weather"),
+        ChatMessage("assistant", "It will be sunny."),
+    ]
     cached = qwen_tools.prefill(opened, "auto", (WEATHER,))
     _text, done = reply(qwen_tools, [*opened, ChatMessage("user", "And in Rome?")], "none")
     assert done.stats.prompt_tokens > cached
-    assert done.stats.prompt_tokens_evaluated <= done.stats.prompt_tokens - cached + 8  # the tools' prefix was kept
+    assert (
+        done.stats.prompt_tokens_evaluated <= done.stats.prompt_tokens - cached + 8
+    )  # the tools' prefix was kept

@@ -23,7 +23,9 @@ from vibechat.engine.turns.backend import (
 )
 
 # About 1,500 tokens: a sentence said again and again.
-LONG = [ChatMessage("user", "Summarise this: " + "The quick brown fox jumps over the lazy dog. " * 150)]
+LONG = [
+    ChatMessage("user", "Summarise this: " + "The quick brown fox jumps over the lazy dog. " * 150)
+]
 SHORT = [ChatMessage("user", "Name a fruit.")]
 FEW = SamplingParams(temperature=0, max_tokens=4)
 
@@ -43,7 +45,9 @@ def assert_reading_said(events: list) -> None:
     assert reads == sorted(set(reads)) and reads[0] > 0
     assert {p.total for p in progress} == {done.stats.prompt_tokens_evaluated}
     assert progress[-1].read == progress[-1].total > LONG_PROMPT
-    first_words = next((i for i, e in enumerate(events) if isinstance(e, (TextDelta, ThinkingDelta))), len(events))
+    first_words = next(
+        (i for i, e in enumerate(events) if isinstance(e, (TextDelta, ThinkingDelta))), len(events)
+    )
     assert events.index(progress[-1]) < first_words
 
 
@@ -56,8 +60,11 @@ def test_a_long_prompt_says_how_far_its_reading_came_and_a_short_one_says_nothin
 
 @pytest.mark.model
 def test_the_reading_progress_crosses_the_engine_process(starter_path):
-    worker = WorkerBackend(LlamaCppOptions(model_path=starter_path, context_size=4096, repack="off",
-                                           threads=worker_threads()))
+    worker = WorkerBackend(
+        LlamaCppOptions(
+            model_path=starter_path, context_size=4096, repack="off", threads=worker_threads()
+        )
+    )
     try:
         assert_reading_said(events_of(worker, LONG))
     finally:
@@ -74,11 +81,16 @@ def test_a_cancel_while_the_prompt_is_read_stops_the_reading(backend):
     progress = [e for e in events if isinstance(e, PromptProgress)]
     done = events[-1]
     assert len(progress) == 1 and progress[0].read < progress[0].total  # no further chunk was read
-    assert isinstance(done, GenerationDone) and done.finish_reason == "cancelled" and done.text == ""
+    assert (
+        isinstance(done, GenerationDone) and done.finish_reason == "cancelled" and done.text == ""
+    )
     assert not any(isinstance(e, TextDelta) for e in events)
     # The cache holds what was read: the next reply reads only the rest, and answers.
     again = events_of(backend, LONG)[-1]
-    assert again.finish_reason != "cancelled" and 0 < again.stats.prompt_tokens_evaluated < again.stats.prompt_tokens
+    assert (
+        again.finish_reason != "cancelled"
+        and 0 < again.stats.prompt_tokens_evaluated < again.stats.prompt_tokens
+    )
 
 
 def test_where_the_chunks_fall_depends_on_the_tokens_alone():
@@ -91,7 +103,10 @@ def test_where_the_chunks_fall_depends_on_the_tokens_alone():
     short = list(range(1, LONG_PROMPT + 1))
     assert chunk_ends(short, 0, 64) == 64  # a short prompt: n_batch chunks, no probe
     with_image = list(range(1, 40)) + [-5, -5] + list(range(1, 400))
-    assert chunk_ends(with_image, 0, 512) == PROBE_TOKENS and chunk_ends(with_image, PROBE_TOKENS, 512) == 39
+    assert (
+        chunk_ends(with_image, 0, 512) == PROBE_TOKENS
+        and chunk_ends(with_image, PROBE_TOKENS, 512) == 39
+    )
 
 
 @pytest.mark.model

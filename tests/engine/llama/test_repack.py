@@ -22,9 +22,11 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import ChatMessage
 
 # What llama_print_system_info() says on the two kinds of machine (abridged from real ones).
-AMX_BUILD = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
-             "AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | "
-             "OPENMP = 1 | REPACK = 1 | ")
+AMX_BUILD = (
+    "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
+    "AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | "
+    "OPENMP = 1 | REPACK = 1 | "
+)
 PLAIN_BUILD = AMX_BUILD.replace("AMX_INT8 = 1 | ", "")
 AMX_FLAGS = frozenset({"avx512f", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8"})
 EPYC_FLAGS = frozenset({"avx512f", "avx512_vnni", "avx512_bf16"})
@@ -33,7 +35,11 @@ vendor_id\t: GenuineIntel
 model name\t: Intel(R) Xeon(R) Platinum 8488C
 flags\t\t: fpu vme sse2 avx512f amx_bf16 amx_tile amx_int8
 """
-SEGFAULT = [sys.executable, "-c", "import ctypes; ctypes.string_at(0)"]  # a child that dies by SIGSEGV
+SEGFAULT = [
+    sys.executable,
+    "-c",
+    "import ctypes; ctypes.string_at(0)",
+]  # a child that dies by SIGSEGV
 
 
 def never(*_args, **_kwargs):
@@ -44,9 +50,17 @@ def never(*_args, **_kwargs):
 def test_setting_names_and_a_bad_one():
     from vibechat.engine.settings.choices import check_repack  # the setting lives with the knobs
 
-    assert [check_repack(v) for v in ("auto", " ON ", "off", "true", "0", "no")] == \
-        ["auto", "on", "off", "on", "off", "off"]
-    with pytest.raises(InvalidParameterError, match=r"^repack must be one of auto, on, off \(got 'amx'\)\.$"):
+    assert [check_repack(v) for v in ("auto", " ON ", "off", "true", "0", "no")] == [
+        "auto",
+        "on",
+        "off",
+        "on",
+        "off",
+        "off",
+    ]
+    with pytest.raises(
+        InvalidParameterError, match=r"^repack must be one of auto, on, off \(got 'amx'\)\.$"
+    ):
         check_repack("amx")
     with pytest.raises(InvalidParameterError):
         check_repack(3)
@@ -60,37 +74,55 @@ def test_cpu_facts_are_read_from_cpuinfo():
     assert not repack.build_has_amx(AMX_BUILD.replace("AMX_INT8 = 1", "AMX_INT8 = 0"))
 
 
-@pytest.mark.parametrize("info, flags, at_risk", [
-    (AMX_BUILD, AMX_FLAGS, True),  # the machine class that crashes (AWS m7i, GCP C3/C4)
-    (AMX_BUILD, None, True),  # flags unreadable: the build's word counts
-    (AMX_BUILD, EPYC_FLAGS, False),  # no AMX on this CPU: the kernel is never used
-    (PLAIN_BUILD, AMX_FLAGS, False),  # a build without the AMX kernel (a generic wheel)
-    (PLAIN_BUILD, EPYC_FLAGS, False),
-    ("", None, False),  # llama_cpp could not say
-])
+@pytest.mark.parametrize(
+    "info, flags, at_risk",
+    [
+        (AMX_BUILD, AMX_FLAGS, True),  # the machine class that crashes (AWS m7i, GCP C3/C4)
+        (AMX_BUILD, None, True),  # flags unreadable: the build's word counts
+        (AMX_BUILD, EPYC_FLAGS, False),  # no AMX on this CPU: the kernel is never used
+        (PLAIN_BUILD, AMX_FLAGS, False),  # a build without the AMX kernel (a generic wheel)
+        (PLAIN_BUILD, EPYC_FLAGS, False),
+        ("", None, False),  # llama_cpp could not say
+    ],
+)
 def test_which_machines_are_at_risk(info, flags, at_risk):
     assert repack.amx_at_risk(info, flags) is at_risk
 
 
 def test_auto_keeps_repacking_where_the_amx_kernel_is_not_used_and_never_probes():
-    for info, flags, why in ((PLAIN_BUILD, AMX_FLAGS, "no AMX kernel in this build"),
-                             (AMX_BUILD, EPYC_FLAGS, "no AMX on this CPU")):
+    for info, flags, why in (
+        (PLAIN_BUILD, AMX_FLAGS, "no AMX kernel in this build"),
+        (AMX_BUILD, EPYC_FLAGS, "no AMX on this CPU"),
+    ):
         choice = repack.decide_repack("auto", info, flags, never)
         assert (choice.extra_buffers, choice.reason, choice.probed_now) == (True, why, False)
         assert choice.describe() == f"on (auto: {why})"
 
 
 def test_auto_on_an_amx_machine_follows_the_probe():
-    crashed = repack.decide_repack("auto", AMX_BUILD, AMX_FLAGS, lambda: (repack.ProbeVerdict(False, "SIGSEGV"), True))
+    crashed = repack.decide_repack(
+        "auto", AMX_BUILD, AMX_FLAGS, lambda: (repack.ProbeVerdict(False, "SIGSEGV"), True)
+    )
     assert not crashed.extra_buffers and crashed.probed_now
-    assert crashed.describe() == "off (auto: Intel AMX: its kernel crashed in a probe on this machine (SIGSEGV))"
-    works = repack.decide_repack("auto", AMX_BUILD, AMX_FLAGS, lambda: (repack.ProbeVerdict(True, "exit 0"), False))
+    assert (
+        crashed.describe()
+        == "off (auto: Intel AMX: its kernel crashed in a probe on this machine (SIGSEGV))"
+    )
+    works = repack.decide_repack(
+        "auto", AMX_BUILD, AMX_FLAGS, lambda: (repack.ProbeVerdict(True, "exit 0"), False)
+    )
     assert works.extra_buffers and not works.probed_now and "found its kernel works" in works.reason
     # No verdict to be had (timed out, no model): the safe choice
-    unsure = repack.decide_repack("auto", AMX_BUILD, AMX_FLAGS,
-                                  lambda: (repack.ProbeVerdict(False, "exit 3: no model", conclusive=False), True))
+    unsure = repack.decide_repack(
+        "auto",
+        AMX_BUILD,
+        AMX_FLAGS,
+        lambda: (repack.ProbeVerdict(False, "exit 3: no model", conclusive=False), True),
+    )
     assert not unsure.extra_buffers and "exit 3" in unsure.reason
-    assert not repack.decide_repack("auto", AMX_BUILD, AMX_FLAGS, lambda: (None, False)).extra_buffers
+    assert not repack.decide_repack(
+        "auto", AMX_BUILD, AMX_FLAGS, lambda: (None, False)
+    ).extra_buffers
 
 
 def test_on_and_off_are_obeyed_everywhere_without_a_probe():
@@ -106,11 +138,18 @@ def test_version_line_says_what_auto_means_here_without_probing(tmp_path):
     cache = tmp_path / repack.VERDICT_FILE
     key = repack.probe_key(AMX_BUILD, "0.3.36", CPUINFO)
     line = repack.setting_summary("auto", AMX_BUILD, AMX_FLAGS, cache, key)
-    assert line.startswith("CPU weight repacking: auto: this CPU has Intel AMX") and "one-time check" in line
+    assert (
+        line.startswith("CPU weight repacking: auto: this CPU has Intel AMX")
+        and "one-time check" in line
+    )
     repack.save_verdict(cache, key, repack.ProbeVerdict(False, "SIGSEGV"))
     assert repack.setting_summary("auto", AMX_BUILD, AMX_FLAGS, cache, key) == (
-        "CPU weight repacking: off (auto: Intel AMX: its kernel crashed in a probe on this machine (SIGSEGV))")
-    assert repack.setting_summary("on", PLAIN_BUILD, EPYC_FLAGS, cache, key) == "CPU weight repacking: on (set to on)"
+        "CPU weight repacking: off (auto: Intel AMX: its kernel crashed in a probe on this machine (SIGSEGV))"
+    )
+    assert (
+        repack.setting_summary("on", PLAIN_BUILD, EPYC_FLAGS, cache, key)
+        == "CPU weight repacking: on (set to on)"
+    )
 
 
 # ------------------------------------------------------------ the verdict cache
@@ -125,7 +164,9 @@ def test_verdicts_are_kept_per_build_and_cpu_and_a_broken_file_is_ignored(tmp_pa
     for junk in ("{not json", "[1, 2]", json.dumps({key: {"ok": "yes"}}), "x" * 100_000):
         cache.write_text(junk)
         assert repack.cached_verdict(cache, key) is None
-    repack.save_verdict(cache, key, repack.ProbeVerdict(False, "SIGSEGV"))  # a broken file is replaced
+    repack.save_verdict(
+        cache, key, repack.ProbeVerdict(False, "SIGSEGV")
+    )  # a broken file is replaced
     assert repack.cached_verdict(cache, key) == repack.ProbeVerdict(False, "SIGSEGV")
     for i in range(repack.MAX_VERDICTS + 5):  # bounded
         repack.save_verdict(cache, f"k{i}", repack.ProbeVerdict(True, "exit 0"))
@@ -141,10 +182,17 @@ def test_a_probe_child_killed_by_a_signal_is_a_conclusive_crash(tmp_path):
 
 
 def test_a_probe_that_hangs_fails_and_one_that_cannot_tell_is_not_cached(tmp_path):
-    slow = repack.run_probe(tmp_path / "x.gguf", command=[sys.executable, "-c", "import time; time.sleep(60)"],
-                            timeout=0.5)
-    assert slow == repack.ProbeVerdict(False, "timed out after 0.5 s")  # killed, and as bad as a crash
-    failed = repack.run_probe(tmp_path / "x.gguf", command=[sys.executable, "-c", "print('no'); raise SystemExit(3)"])
+    slow = repack.run_probe(
+        tmp_path / "x.gguf",
+        command=[sys.executable, "-c", "import time; time.sleep(60)"],
+        timeout=0.5,
+    )
+    assert slow == repack.ProbeVerdict(
+        False, "timed out after 0.5 s"
+    )  # killed, and as bad as a crash
+    failed = repack.run_probe(
+        tmp_path / "x.gguf", command=[sys.executable, "-c", "print('no'); raise SystemExit(3)"]
+    )
     assert not failed.conclusive and failed.detail == "exit 3: no"
 
 
@@ -153,8 +201,11 @@ def test_ctrl_c_during_the_probe_kills_it_and_cancels_the_load(tmp_path):
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
     with pytest.raises(LoadCancelled):
-        repack.run_probe(tmp_path / "x.gguf", command=[sys.executable, "-c", "import time; time.sleep(60)"],
-                         cancelled=stop.is_set)
+        repack.run_probe(
+            tmp_path / "x.gguf",
+            command=[sys.executable, "-c", "import time; time.sleep(60)"],
+            cancelled=stop.is_set,
+        )
     assert time.monotonic() - started < 30  # (a bound, not a timing: the child sleeps 60 s)
 
 
@@ -180,28 +231,42 @@ def fake_amx_machine(monkeypatch, probe_command=None):
     monkeypatch.setattr(repack, "cpu_flags", lambda cpuinfo=None: AMX_FLAGS)
     if probe_command is not None:
         real = repack.run_probe
-        monkeypatch.setattr(repack, "run_probe", lambda model, **kw: real(model, command=probe_command, **kw))
+        monkeypatch.setattr(
+            repack, "run_probe", lambda model, **kw: real(model, command=probe_command, **kw)
+        )
 
 
 def starter_backend(path: Path, setting: str):
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    return LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                           model_path=path, context_size=1024, repack=setting))
+    return LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=path, context_size=1024, repack=setting
+        )
+    )
 
 
 @pytest.mark.model
 def test_an_amx_machine_whose_probe_crashes_loads_without_repacking_and_remembers(
-        starter_installed, user_dirs, monkeypatch):
+    starter_installed, user_dirs, monkeypatch
+):
     fake_amx_machine(monkeypatch, probe_command=SEGFAULT)
     backend = starter_backend(starter_installed, "auto")
     try:
         info = backend.load()
-        assert (info.repack, info.repack_setting) == ("off", "auto") and "SIGSEGV" in info.repack_reason
-        assert any("CPU weight repacking is off" in n and "checked this once" in n for n in info.notices)
-        _, done = collect(backend, [ChatMessage("user", "Name three fruits.")],
-                          SamplingParams(temperature=0, max_tokens=8))
+        assert (info.repack, info.repack_setting) == (
+            "off",
+            "auto",
+        ) and "SIGSEGV" in info.repack_reason
+        assert any(
+            "CPU weight repacking is off" in n and "checked this once" in n for n in info.notices
+        )
+        _, done = collect(
+            backend,
+            [ChatMessage("user", "Name three fruits.")],
+            SamplingParams(temperature=0, max_tokens=8),
+        )
         assert done.stats.completion_tokens > 0 and done.stats.finish_reason in ("length", "stop")
     finally:
         backend.close()
@@ -255,8 +320,14 @@ def vibechat(*args: str, env_repack: str | None = None) -> subprocess.CompletedP
     env.pop("VIBECHAT_REPACK", None)
     if env_repack is not None:
         env["VIBECHAT_REPACK"] = env_repack
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL, env=env)
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
 
 
 @pytest.mark.model
@@ -267,8 +338,10 @@ def test_run_reports_the_choice_and_auto_is_the_default(starter_installed):
     assert engine["repack_setting"] == "auto"
     if not repack.amx_at_risk(repack.system_info(), repack.cpu_flags()):
         # CPUs without AMX: nothing changes (llama.cpp's default, repacking on)
-        assert (engine["repack"], engine["repack_reason"]) == ("on", "no AMX kernel in this build") or \
-            (engine["repack"], engine["repack_reason"]) == ("on", "no AMX on this CPU")
+        assert (engine["repack"], engine["repack_reason"]) == (
+            "on",
+            "no AMX kernel in this build",
+        ) or (engine["repack"], engine["repack_reason"]) == ("on", "no AMX on this CPU")
         assert "· repack on (auto) ·" in out.stderr
     forced = vibechat("run", "-p", "Hi", "-n", "4", "--json", "--repack", "off", env_repack="on")
     assert forced.returncode == 0, forced.stderr
@@ -305,6 +378,7 @@ class Lines(logging.Handler):
 def test_the_setting_reaches_llama_cpp(starter_path):
     """llama.cpp's own load log names the buffers it made: no repacked ones with "off".
     (A handler on vibechat's llama.cpp logger itself: other tests may stop propagation.)"""
+
     def extra_buffers(setting: str) -> list[str]:
         logger = logging.getLogger("vibechat.llama_cpp")
         handler, level = Lines(), logger.level
@@ -320,7 +394,11 @@ def test_the_setting_reaches_llama_cpp(starter_path):
             logger.removeHandler(handler)
             logger.setLevel(level)
         assert info.repack == ("off" if setting == "off" else "on")
-        return [line for line in handler.lines if "model buffer size" in line and ("REPACK" in line or "AMX" in line)]
+        return [
+            line
+            for line in handler.lines
+            if "model buffer size" in line and ("REPACK" in line or "AMX" in line)
+        ]
 
     assert extra_buffers("off") == []
     info = repack.system_info()
@@ -341,7 +419,11 @@ def test_every_way_the_app_builds_a_local_backend_carries_the_setting(starter_pa
 
     engine = EngineSettings(model=str(starter_path), repack="off")
     for worker in (False, True):
-        for choice in (engine, replace(engine, gpu_layers=0), replace(engine, model=str(starter_path))):
+        for choice in (
+            engine,
+            replace(engine, gpu_layers=0),
+            replace(engine, model=str(starter_path)),
+        ):
             backend = make_backend(choice, worker=worker)
             try:
                 assert backend.options.repack == "off"  # type: ignore[attr-defined]

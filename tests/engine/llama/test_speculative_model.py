@@ -15,10 +15,18 @@ from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import ChatMessage, GenerationStats
 
-CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8))
-REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
+CODE = "\n".join(
+    f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(8)
+)
+REWRITE = [
+    ChatMessage(
+        "user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```"
+    )
+]
 WORDS = [ChatMessage("user", "Write a list of 50 random words, never repeating one.")]
-RANDOM = SamplingParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=7, max_tokens=120)
+RANDOM = SamplingParams(
+    temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, seed=7, max_tokens=120
+)
 
 
 # Every model here is the starter prompted in Gemma's turn format (prompt_format gemma): there
@@ -36,9 +44,17 @@ def plain_backend(gemma_backend):
 
 @pytest.fixture(scope="module")
 def auto(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, context_size=4096, speculative="auto",
-                                              draft_tokens=8, repack="off", prompt_format=GEMMA))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=4096,
+            speculative="auto",
+            draft_tokens=8,
+            repack="off",
+            prompt_format=GEMMA,
+        )
+    )
     info = backend.load()
     assert info.speculative == "auto" and info.draft_tokens == 8
     yield backend
@@ -96,7 +112,9 @@ def test_drafting_reports_its_progress_while_the_reply_streams(auto, monkeypatch
     from vibechat.engine.llama import replying
     from vibechat.engine.turns.backend import DraftProgress, GenerationDone
 
-    monkeypatch.setattr(replying, "DRAFT_PROGRESS_S", 0.0)  # after every piece (else twice a second)
+    monkeypatch.setattr(
+        replying, "DRAFT_PROGRESS_S", 0.0
+    )  # after every piece (else twice a second)
     # The module's backend keeps what its policy measured from reply to reply: after other
     # tests' replies (which ones depends on the order, and pytest-xdist's workers split a module)
     # it may judge drafting hopeless on this machine and not probe at all. This test is about the
@@ -107,7 +125,7 @@ def test_drafting_reports_its_progress_while_the_reply_streams(auto, monkeypatch
     progress = [e for e in events if isinstance(e, DraftProgress)]
     done = events[-1]
     assert isinstance(done, GenerationDone) and len(progress) >= 10
-    assert not any(isinstance(e, DraftProgress) for e in events[events.index(done):][1:])
+    assert not any(isinstance(e, DraftProgress) for e in events[events.index(done) :][1:])
     drafted = [p.drafted for p in progress]
     assert drafted == sorted(drafted) and drafted[-1] > 0  # counts so far, growing
     for p in progress:
@@ -119,16 +137,27 @@ def test_drafting_reports_its_progress_while_the_reply_streams(auto, monkeypatch
 @pytest.mark.model
 def test_stats_of_a_reply_without_drafting_say_nothing_of_drafts(plain_backend):
     _, plain = collect(plain_backend, REWRITE, SamplingParams(temperature=0, max_tokens=10))
-    assert plain.stats.drafted_tokens == plain.stats.draft_k == 0 and not plain.stats.drafting_turned_off
+    assert (
+        plain.stats.drafted_tokens == plain.stats.draft_k == 0
+        and not plain.stats.drafting_turned_off
+    )
 
 
 # ------------------------------------------------------------------ a draft model
 @pytest.mark.model
 def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_path, plain_backend):
-    drafted = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, context_size=2048, repack="off",
-                                              prompt_format=GEMMA, speculative="prompt-lookup", draft_tokens=4,
-                                              draft_model_path=starter_path))
+    drafted = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=2048,
+            repack="off",
+            prompt_format=GEMMA,
+            speculative="prompt-lookup",
+            draft_tokens=4,
+            draft_model_path=starter_path,
+        )
+    )
     backend = drafted
     try:
         info = backend.load()
@@ -147,7 +176,11 @@ def test_the_starter_as_its_own_draft_model_is_accepted_nearly_always(starter_pa
         assert st.completion_tokens == 60 and "".join(deltas) == reply.text
         assert st.drafted_tokens > 20 and st.accepted_draft_tokens > st.drafted_tokens // 2
         # a second turn: the draft's KV cache follows the conversation (rejected drafts dropped)
-        turn2 = [*REWRITE, ChatMessage("assistant", reply.text), ChatMessage("user", "Now rename total to result.")]
+        turn2 = [
+            *REWRITE,
+            ChatMessage("assistant", reply.text),
+            ChatMessage("user", "Now rename total to result."),
+        ]
         _, second = collect(backend, turn2, SamplingParams(temperature=0, max_tokens=30))
         assert second.stats.completion_tokens == 30 and second.stats.accepted_draft_tokens > 0
     finally:
@@ -168,18 +201,30 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
         decodes.append(batch.n_tokens)
         return llama_cpp.llama_decode(ctx, batch)
 
-    proxy = types.SimpleNamespace(**{name: getattr(llama_cpp, name) for name in dir(llama_cpp)
-                                     if name.startswith("llama_")})
+    proxy = types.SimpleNamespace(
+        **{name: getattr(llama_cpp, name) for name in dir(llama_cpp) if name.startswith("llama_")}
+    )
     proxy.llama_decode = decode
     monkeypatch.setattr(drafting, "ll", proxy)
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, context_size=2048, repack="off",
-                                              prompt_format=GEMMA, speculative="prompt-lookup", draft_tokens=4,
-                                              draft_model_path=starter_path))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=2048,
+            repack="off",
+            prompt_format=GEMMA,
+            speculative="prompt-lookup",
+            draft_tokens=4,
+            draft_model_path=starter_path,
+        )
+    )
     try:
         backend.load()
-        _, reply = collect(backend, [ChatMessage("user", "List three colours.")],
-                           SamplingParams(temperature=0, max_tokens=30))
+        _, reply = collect(
+            backend,
+            [ChatMessage("user", "List three colours.")],
+            SamplingParams(temperature=0, max_tokens=30),
+        )
     finally:
         backend.close()
     st = reply.stats
@@ -189,14 +234,23 @@ def test_a_verification_whose_drafts_are_all_kept_yields_one_token_more(starter_
     # token at the batch's last position is sampled from its logits (the extra token), not decoded
     # again on its own
     assert st.completion_tokens - st.accepted_draft_tokens - len(decodes) in (0, 1)
-    assert len(decodes) <= (st.completion_tokens - 1) // 5 + 2  # ~k + 1 = 5 tokens a decode (k: 4 drafts)
+    assert (
+        len(decodes) <= (st.completion_tokens - 1) // 5 + 2
+    )  # ~k + 1 = 5 tokens a decode (k: 4 drafts)
 
 
 @pytest.mark.model
 def test_a_draft_model_turns_auto_drafting_on(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, context_size=2048, repack="off",
-                                              prompt_format=GEMMA, draft_model_path=starter_path))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=2048,
+            repack="off",
+            prompt_format=GEMMA,
+            draft_model_path=starter_path,
+        )
+    )
     try:
         info = backend.load()
         assert info.speculative == "auto" and info.draft_tokens == 10
@@ -211,15 +265,26 @@ def test_a_draft_model_with_another_vocabulary_is_refused_in_one_line(starter_pa
     from ggufgen import copy_with_metadata
     from vibechat.engine.errors import ModelLoadError
 
-    other = copy_with_metadata(starter_path, tmp_path / "other-vocab.gguf", {"tokenizer.ggml.bos_token_id": 7})
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, context_size=2048, repack="off",
-                                              prompt_format=GEMMA, draft_model_path=other))
+    other = copy_with_metadata(
+        starter_path, tmp_path / "other-vocab.gguf", {"tokenizer.ggml.bos_token_id": 7}
+    )
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=2048,
+            repack="off",
+            prompt_format=GEMMA,
+            draft_model_path=other,
+        )
+    )
     with pytest.raises(ModelLoadError) as caught:
         backend.load()
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("the draft model other-vocab.gguf does not share the model's vocabulary (BOS/EOS ids 7/")
+    assert message.startswith(
+        "the draft model other-vocab.gguf does not share the model's vocabulary (BOS/EOS ids 7/"
+    )
     assert message.endswith("or drop --draft-model.")
     assert backend._model is None and backend._ctx is None and backend._draft is None
 
@@ -231,24 +296,36 @@ def test_the_draft_models_kv_cache_counts_in_the_memory_check(starter_path, monk
     from vibechat.engine.models.fit import weights_to_load
 
     size = starter_path.stat().st_size
-    options = LlamaCppOptions(threads=worker_threads(),
-                              model_path=starter_path, context_size=4096, repack="off", gpu_layers=0,
-                              draft_model_path=starter_path)
-    assert weights_to_load(LlamaCppBackend(options)) == 2 * size  # what a model switch must find room for
+    options = LlamaCppOptions(
+        threads=worker_threads(),
+        model_path=starter_path,
+        context_size=4096,
+        repack="off",
+        gpu_layers=0,
+        draft_model_path=starter_path,
+    )
+    assert (
+        weights_to_load(LlamaCppBackend(options)) == 2 * size
+    )  # what a model switch must find room for
     backend = LlamaCppBackend(options)
     try:
         info = backend.load()
-        assert info.draft_model_bytes and info.draft_model_bytes > size  # its weights and its KV cache
+        assert (
+            info.draft_model_bytes and info.draft_model_bytes > size
+        )  # its weights and its KV cache
         assert info.memory_bytes == info.file_size + info.kv_cache_bytes + info.draft_model_bytes
     finally:
         backend.close()
     # Room for both models' weights and the model's KV cache, not for the draft's as well.
-    checks = iter([10 ** 12, 10 ** 12, 2 * size + 1000])
+    checks = iter([10**12, 10**12, 2 * size + 1000])
     monkeypatch.setattr(memory_checks, "available_memory", lambda: next(checks))
     backend = LlamaCppBackend(options)
     with pytest.raises(ModelLoadError) as caught:
         backend.load()
     message = str(caught.value)
-    assert message.startswith("the draft model's 4,096-token KV cache needs about") and "\n" not in message
+    assert (
+        message.startswith("the draft model's 4,096-token KV cache needs about")
+        and "\n" not in message
+    )
     assert message.endswith("drop --draft-model.")
     assert backend._model is None and backend._draft is None

@@ -29,9 +29,19 @@ class FakeClock:
         return self.now
 
 
-def simulate(policy: AdaptiveDraft | FixedDraft, tokens: int, *, c1: float, m: float, accept: float, hit: float = 1.0,
-             lookup: float = 0.0001, seed: int = 1, first: float | None = None,
-             table: dict[int, float] | None = None) -> dict[str, float]:
+def simulate(
+    policy: AdaptiveDraft | FixedDraft,
+    tokens: int,
+    *,
+    c1: float,
+    m: float,
+    accept: float,
+    hit: float = 1.0,
+    lookup: float = 0.0001,
+    seed: int = 1,
+    first: float | None = None,
+    table: dict[int, float] | None = None,
+) -> dict[str, float]:
     """Decode ``tokens`` tokens as the loop in engine/llama/drafting.py would, on a machine where a
     single-token step costs ``c1`` s, each drafted position ``m`` s more, a lookup finds a draft
     with probability ``hit`` and each draft is accepted with probability ``accept``. Time runs
@@ -71,8 +81,13 @@ def simulate(policy: AdaptiveDraft | FixedDraft, tokens: int, *, c1: float, m: f
         verifies += 1
         drafted += found
         done += accepted + 1
-    return {"seconds": clock.now - start, "verifies": verifies, "lookups": lookups, "drafted": drafted,
-            "ks": ks}  # type: ignore[dict-item]
+    return {
+        "seconds": clock.now - start,
+        "verifies": verifies,
+        "lookups": lookups,
+        "drafted": drafted,
+        "ks": ks,
+    }  # type: ignore[dict-item]
 
 
 def adaptive(max_k: int = 10) -> AdaptiveDraft:
@@ -100,7 +115,9 @@ def test_a_probe_whose_drafts_are_kept_measures_the_longest_draft_next():
     policy.single(0.01)
     assert policy.draft_length() == 4 and policy.probing
     policy.looked_up(0.0001, 4, 4)
-    policy.verified(0.05, 4, 3, True)  # 5 tokens cost 5 steps: not hopeless before the longest is measured
+    policy.verified(
+        0.05, 4, 3, True
+    )  # 5 tokens cost 5 steps: not hopeless before the longest is measured
     assert policy.probing and policy.draft_length() == 10 and not policy.hopeless()
     policy.looked_up(0.0001, 10, 10)
     policy.verified(0.06, 10, 10, False)
@@ -113,14 +130,27 @@ def test_a_probe_whose_drafts_are_kept_measures_the_longest_draft_next():
 
 # The starter on a 2-core AMD EPYC (docs/PERFORMANCE.md): a verifying decode of 1 + n tokens, in
 # seconds. Far from smooth: 8 tokens cost less than 5 (the kernels work in tiles of 4 and 8 rows).
-EPYC = {0: 0.0096, 1: 0.021, 2: 0.0265, 3: 0.031, 4: 0.045, 5: 0.048, 6: 0.054, 7: 0.037, 8: 0.052,
-        9: 0.055, 10: 0.062}
+EPYC = {
+    0: 0.0096,
+    1: 0.021,
+    2: 0.0265,
+    3: 0.031,
+    4: 0.045,
+    5: 0.048,
+    6: 0.054,
+    7: 0.037,
+    8: 0.052,
+    9: 0.055,
+    10: 0.062,
+}
 
 
 def test_an_irregular_cost_curve_is_explored_and_the_cheapest_size_found():
     policy = adaptive(10)
     plain = 600 * EPYC[0]
-    fixed = simulate(FixedDraft(10, clock=FakeClock()), 600, c1=EPYC[0], m=0, accept=0.97, table=EPYC)
+    fixed = simulate(
+        FixedDraft(10, clock=FakeClock()), 600, c1=EPYC[0], m=0, accept=0.97, table=EPYC
+    )
     run = simulate(policy, 600, c1=EPYC[0], m=0, accept=0.97, table=EPYC)
     assert policy.k == 7 and not policy.turned_off
     assert set(policy.costs) < set(range(1, 11))  # each size tried at most when it looked better
@@ -207,7 +237,9 @@ def test_expected_tokens_and_rates():
     assert policy.expected_tokens(1) == pytest.approx(1.5)
     assert policy.expected_tokens(3) == pytest.approx(1.875)
     policy.c1, policy.lookup, policy.hit = 0.01, 0.0, 1.0
-    assert policy.cost(2) == pytest.approx(0.03)  # nothing measured: each position as dear as a step
+    assert policy.cost(2) == pytest.approx(
+        0.03
+    )  # nothing measured: each position as dear as a step
     policy.costs = {2: 0.01}  # flat: drafts cost nothing (measured)
     assert policy.cost(1) == pytest.approx(0.01) and policy.cost(4) == pytest.approx(0.01)
     assert policy.rate(0) == pytest.approx(100.0)
@@ -259,7 +291,9 @@ def test_the_back_off_of_a_reply_whose_drafts_failed_goes_on_in_the_next_reply()
     assert isinstance(ks, list)
     starts = [i for i in range(1, len(ks)) if ks[i] and not ks[i - 1]]
     assert starts[0] == WARMUP_TOKENS  # each reply probes early: its text may be one to copy
-    assert len(starts) == 1 or starts[1] - starts[0] >= waited  # ... then no sooner than the last wait
+    assert (
+        len(starts) == 1 or starts[1] - starts[0] >= waited
+    )  # ... then no sooner than the last wait
     # a reply where drafting paid starts the next one from the base interval again
     simulate(policy, 300, c1=0.010, m=0.001, accept=0.95, seed=5)
     policy.new_reply()

@@ -21,15 +21,31 @@ from vibechat.engine.turns.tool_calls import ToolSpec
 from vibechat.engine.turns.tool_formats import tool_format
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
-WEATHER = ToolSpec("get_weather", "The weather forecast for a city",
-                   {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-                    "required": ["city", "days"]})
+WEATHER = ToolSpec(
+    "get_weather",
+    "The weather forecast for a city",
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"],
+    },
+)
 # An MCP-style schema with keywords the converter ignores, and one it cannot take at all.
-LOOSE = ToolSpec("search", "", {"type": "object", "properties": {"q": {"type": "string", "minLength": 1,
-                                                                        "maximum": 3}}})
-ODD = ToolSpec("odd", "", {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}})
-SOURCES = {"hermes": "<tool_call>", "llama3": "<|python_tag|>", "mistral": "[TOOL_CALLS]",
-           "mistral-args": "[TOOL_CALLS] [ARGS]", "harmony": "<|channel|><|message|>functions."}
+LOOSE = ToolSpec(
+    "search",
+    "",
+    {"type": "object", "properties": {"q": {"type": "string", "minLength": 1, "maximum": 3}}},
+)
+ODD = ToolSpec(
+    "odd", "", {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}
+)
+SOURCES = {
+    "hermes": "<tool_call>",
+    "llama3": "<|python_tag|>",
+    "mistral": "[TOOL_CALLS]",
+    "mistral-args": "[TOOL_CALLS] [ARGS]",
+    "harmony": "<|channel|><|message|>functions.",
+}
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES.values()))
@@ -44,16 +60,47 @@ def test_llama_cpp_parses_the_grammar_of_every_family(source, lazy):
     assert trigger_patterns(fmt, [WEATHER, LOOSE, ODD])
 
 
-@pytest.mark.parametrize(("source", "fires", "holds"), [
-    ("<tool_call>", ["Sure <tool_call>", "<tool_call>\n", '<tool_call>\n{"na', '<tool_call>{"name": "get_w'],
-     ["<tool_call>.", '<tool_call>{"name": "zzz', "<tool_call", '<tool_call>{"name": "get_weather"', "Sure"]),
-    ("<|python_tag|>", ["{", ' {"name": "get', '<|python_tag|>{"', "\n{"],
-     ['Hi {"name"', "{x", '{"city"', '{"name": "nope']),
-    ("[TOOL_CALLS]", ["[TOOL_CALLS]", '[TOOL_CALLS][{"name": "se', "x [TOOL_CALLS] ["], ["[TOOL_CALLS]x"]),
-    ("[TOOL_CALLS] [ARGS]", ["[TOOL_CALLS]", "[TOOL_CALLS]get"], ["[TOOL_CALLS]{", "[TOOL_CALLS]get_weather["]),
-    ("<|channel|><|message|>functions.", ["<|channel|>commentary to=functions.", " to=functions.sea"],
-     [" to=functions.zz", " to=functions", " to=functions.get_weather<|channel|>"]),
-])
+@pytest.mark.parametrize(
+    ("source", "fires", "holds"),
+    [
+        (
+            "<tool_call>",
+            [
+                "Sure <tool_call>",
+                "<tool_call>\n",
+                '<tool_call>\n{"na',
+                '<tool_call>{"name": "get_w',
+            ],
+            [
+                "<tool_call>.",
+                '<tool_call>{"name": "zzz',
+                "<tool_call",
+                '<tool_call>{"name": "get_weather"',
+                "Sure",
+            ],
+        ),
+        (
+            "<|python_tag|>",
+            ["{", ' {"name": "get', '<|python_tag|>{"', "\n{"],
+            ['Hi {"name"', "{x", '{"city"', '{"name": "nope'],
+        ),
+        (
+            "[TOOL_CALLS]",
+            ["[TOOL_CALLS]", '[TOOL_CALLS][{"name": "se', "x [TOOL_CALLS] ["],
+            ["[TOOL_CALLS]x"],
+        ),
+        (
+            "[TOOL_CALLS] [ARGS]",
+            ["[TOOL_CALLS]", "[TOOL_CALLS]get"],
+            ["[TOOL_CALLS]{", "[TOOL_CALLS]get_weather["],
+        ),
+        (
+            "<|channel|><|message|>functions.",
+            ["<|channel|>commentary to=functions.", " to=functions.sea"],
+            [" to=functions.zz", " to=functions", " to=functions.get_weather<|channel|>"],
+        ),
+    ],
+)
 def test_a_lazy_grammar_starts_only_where_what_it_is_given_fits_it(source, fires, holds):
     """llama.cpp gives the grammar the text from the trigger's match (or first group) to the end,
     the rest of the token that completed it included, and aborts the process when that does not
@@ -64,19 +111,33 @@ def test_a_lazy_grammar_starts_only_where_what_it_is_given_fits_it(source, fires
     assert fmt is not None
     (pattern,) = trigger_patterns(fmt, [WEATHER, LOOSE])
     regex = re.compile(pattern)  # the constructs used read the same in ECMAScript (std::regex)
-    marker = {"hermes": "<tool_call>", "llama3": "{", "mistral": "[TOOL_CALLS]", "harmony": " to=functions."}
+    marker = {
+        "hermes": "<tool_call>",
+        "llama3": "{",
+        "mistral": "[TOOL_CALLS]",
+        "harmony": " to=functions.",
+    }
     for text in fires:
         found = regex.search(text)
         assert found, text
-        start = next((found.start(i) for i in range(1, (regex.groups or 0) + 1) if found.group(i)), found.start())
+        start = next(
+            (found.start(i) for i in range(1, (regex.groups or 0) + 1) if found.group(i)),
+            found.start(),
+        )
         assert text[start:].startswith(marker[fmt.family]), text
     for text in holds:
         assert not regex.search(text), text
 
 
 def test_each_tools_rules_keep_to_themselves():
-    rules = _prefixed('root ::= "{" space x "}"\nx ::= [a-z]{1,3} "x" # a comment\nspace ::= " "?', "t7-")
-    assert rules == ['t7-root ::= "{" t7-space t7-x "}"', 't7-x ::= [a-z]{1,3} "x"', 't7-space ::= " "?']
+    rules = _prefixed(
+        'root ::= "{" space x "}"\nx ::= [a-z]{1,3} "x" # a comment\nspace ::= " "?', "t7-"
+    )
+    assert rules == [
+        't7-root ::= "{" t7-space t7-x "}"',
+        't7-x ::= [a-z]{1,3} "x"',
+        't7-space ::= " "?',
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +179,9 @@ def test_required_makes_the_starter_write_a_call_that_parses(starter_path):
     assert fmt is not None and fmt.family == "hermes"
     fmt = dataclasses.replace(fmt, max_calls=1)  # one call, then the grammar ends the reply
     prompt = ChatTemplate("gguf", source).render(
-        [ChatMessage("user", "What will the weather be in Paris for the next 3 days?")], tools=[WEATHER])
+        [ChatMessage("user", "What will the weather be in Paris for the next 3 days?")],
+        tools=[WEATHER],
+    )
     assert "get_weather" in prompt
 
     ensure_llama_initialised()
@@ -128,7 +191,9 @@ def test_required_makes_the_starter_write_a_call_that_parses(starter_path):
     assert model
     cparams = ll.llama_context_default_params()
     cparams.n_ctx = cparams.n_batch = cparams.n_ubatch = 1024
-    cparams.n_threads = cparams.n_threads_batch = 1  # no spinning threads fighting other work for 2 cores
+    cparams.n_threads = cparams.n_threads_batch = (
+        1  # no spinning threads fighting other work for 2 cores
+    )
     ctx = ll.llama_init_from_model(model, cparams)
     vocab = ll.llama_model_get_vocab(model)
     sampler = tool_sampler(greedy(), vocab, fmt, [WEATHER], "required")
@@ -189,15 +254,33 @@ def favouring(vocab, token: int):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize(("source", "before", "marker", "next_fits"), [
-    ("<tool_call>", "Sure, let me look that up.\n", "<tool_call>", lambda p: p.strip() == "" or p.lstrip()[:1] == "{"),
-    ("<|python_tag|>", "", "{", lambda p: p.strip() == "" or p.lstrip()[:1] == '"'),
-    ("[TOOL_CALLS]", "Let me see. ", "[TOOL_CALLS]", lambda p: p.strip() == "" or p.lstrip()[:1] == "["),
-    ("<|channel|><|message|>functions.", "<|channel|>commentary", " to=functions.",
-     lambda p: "get_weather".startswith(p)),
-])
+@pytest.mark.parametrize(
+    ("source", "before", "marker", "next_fits"),
+    [
+        (
+            "<tool_call>",
+            "Sure, let me look that up.\n",
+            "<tool_call>",
+            lambda p: p.strip() == "" or p.lstrip()[:1] == "{",
+        ),
+        ("<|python_tag|>", "", "{", lambda p: p.strip() == "" or p.lstrip()[:1] == '"'),
+        (
+            "[TOOL_CALLS]",
+            "Let me see. ",
+            "[TOOL_CALLS]",
+            lambda p: p.strip() == "" or p.lstrip()[:1] == "[",
+        ),
+        (
+            "<|channel|><|message|>functions.",
+            "<|channel|>commentary",
+            " to=functions.",
+            lambda p: "get_weather".startswith(p),
+        ),
+    ],
+)
 def test_auto_lets_the_model_write_freely_until_the_marker_then_holds_the_call_to_the_grammar(
-        vocab, source, before, marker, next_fits):
+    vocab, source, before, marker, next_fits
+):
     sampler = tool_sampler(greedy(), vocab, tool_format(source), [WEATHER], "auto")
     assert isinstance(sampler, GrammarSampler)
     try:

@@ -27,15 +27,30 @@ NO_PROJECTOR = "this model takes no images: load a vision model with its project
 
 
 def options(model: Path, **changes) -> LlamaCppOptions:
-    return LlamaCppOptions(**{"model_path": model, "context_size": 4096, "repack": "off",
-                              "threads": worker_threads(), **changes})
+    return LlamaCppOptions(
+        **{
+            "model_path": model,
+            "context_size": 4096,
+            "repack": "off",
+            "threads": worker_threads(),
+            **changes,
+        }
+    )
 
 
 def picture(folder: Path, seed: int = 0) -> Attachment:
     """A picture as engine/attach keeps one: a PNG and its digest (here a made-up one per seed)."""
     path = write_test_image(folder / f"picture-{seed}.png", seed=seed)
-    return Attachment(kind="image", name=path.name, digest=f"{seed + 1:064x}", mime="image/png",
-                      size=path.stat().st_size, path=str(path), width=48, height=40)
+    return Attachment(
+        kind="image",
+        name=path.name,
+        digest=f"{seed + 1:064x}",
+        mime="image/png",
+        size=path.stat().st_size,
+        path=str(path),
+        width=48,
+        height=40,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +95,9 @@ def asking(image: Attachment, text: str = "What is in this picture?") -> list[Ch
     return [ChatMessage("user", text, attachments=(image,))]
 
 
-def test_a_turn_with_an_image_replies_through_the_engine_process(worker, pictures, starter_projector):
+def test_a_turn_with_an_image_replies_through_the_engine_process(
+    worker, pictures, starter_projector
+):
     assert worker.describe().projector == starter_projector.name
     assert worker.describe().takes_images
     messages = asking(pictures[0])
@@ -96,7 +113,9 @@ def test_a_turn_with_an_image_replies_through_the_engine_process(worker, picture
 def test_the_next_turn_evaluates_only_itself_not_the_image_again(worker, pictures):
     first = asking(pictures[0])
     _, done = collect(worker, first, GREEDY)
-    assert done.stats.prompt_tokens_evaluated == done.stats.prompt_tokens  # a fresh cache: all of it
+    assert (
+        done.stats.prompt_tokens_evaluated == done.stats.prompt_tokens
+    )  # a fresh cache: all of it
     second = [*first, ChatMessage("assistant", done.text), ChatMessage("user", "And its colours?")]
     _, again = collect(worker, second, GREEDY)
     assert again.stats.finish_reason in ("stop", "length") and again.stats.completion_tokens > 0
@@ -138,14 +157,19 @@ def test_another_picture_in_the_same_place_is_evaluated_from_its_start(local, pi
     assert other.stats.prompt_tokens == done.stats.prompt_tokens
     before_image = other.stats.prompt_tokens - other.stats.prompt_tokens_evaluated
     tokens = local._kv.tokens
-    assert tokens[before_image - 1] >= 0 and tokens[before_image] < 0  # ... the marker, then the image
+    assert (
+        tokens[before_image - 1] >= 0 and tokens[before_image] < 0
+    )  # ... the marker, then the image
     assert other.stats.prompt_tokens_evaluated >= IMAGE_TOKENS + MARKERS - 1
     assert local._vision.encodes == 2
 
 
 def test_images_in_earlier_turns_and_several_in_one(local, pictures):
-    messages = [ChatMessage("user", "Look.", attachments=(pictures[0],)), ChatMessage("assistant", "I see."),
-                ChatMessage("user", "And these two?", attachments=(pictures[1], pictures[2]))]
+    messages = [
+        ChatMessage("user", "Look.", attachments=(pictures[0],)),
+        ChatMessage("assistant", "I see."),
+        ChatMessage("user", "And these two?", attachments=(pictures[1], pictures[2])),
+    ]
     _, done = collect(local, messages, GREEDY)
     assert done.stats.finish_reason in ("stop", "length") and done.stats.completion_tokens > 0
     assert local._vision.encodes == 3
@@ -175,7 +199,11 @@ def test_an_image_to_a_model_without_a_projector_is_one_line(starter_path, pictu
         _, done = collect(worker, [ChatMessage("user", "Hello")], GREEDY)
         assert done.stats.completion_tokens > 0
         # An image in an earlier turn is left out for a text model: the conversation goes on.
-        history = [*asking(pictures[0]), ChatMessage("assistant", "A picture."), ChatMessage("user", "Thanks.")]
+        history = [
+            *asking(pictures[0]),
+            ChatMessage("assistant", "A picture."),
+            ChatMessage("user", "Thanks."),
+        ]
         _, done = collect(worker, history, GREEDY)
         assert done.stats.completion_tokens > 0
     finally:
@@ -190,8 +218,10 @@ def test_a_projector_for_another_model_fails_the_load_in_one_line(starter_path, 
     try:
         with pytest.raises(ProjectorError) as caught:
             worker.load()
-        assert str(caught.value) == ("the projector mmproj-other.gguf does not fit this model (it projects to "
-                                     "1024, the model takes 640): use the mmproj file made for this model.")
+        assert str(caught.value) == (
+            "the projector mmproj-other.gguf does not fit this model (it projects to "
+            "1024, the model takes 640): use the mmproj file made for this model."
+        )
     finally:
         worker.close()
 
@@ -205,7 +235,7 @@ def test_a_corrupt_projector_file_is_one_line(starter_path, starter_projector, t
     message = str(caught.value)
     assert message.startswith("the projector (--mmproj): ") and "\n" not in message
     not_one = tmp_path / "mmproj-model.gguf"
-    not_one.write_bytes(starter_path.read_bytes()[:1 << 20])
+    not_one.write_bytes(starter_path.read_bytes()[: 1 << 20])
     with pytest.raises(ProjectorError):
         LlamaCppBackend(options(starter_path, mmproj_path=not_one)).load()
 
@@ -216,7 +246,9 @@ def test_a_projector_llama_cpp_refuses_is_one_line(backend, tmp_path):
     from projector import projector_metadata, projector_tensors, write_gguf_tensors
     from vibechat.engine.llama.vision import Vision
 
-    lying = write_gguf_tensors(tmp_path / "mmproj-lying.gguf", projector_metadata(640), projector_tensors(1024))
+    lying = write_gguf_tensors(
+        tmp_path / "mmproj-lying.gguf", projector_metadata(640), projector_tensors(1024)
+    )
     with pytest.raises(ProjectorError) as caught:
         Vision(lying, backend._model, n_threads=1, use_gpu=False)
     message = str(caught.value)
@@ -231,18 +263,28 @@ def test_a_missing_picture_is_one_line(local, pictures, tmp_path):
     Path(gone.path).unlink()
     with pytest.raises(ImageUnreadable) as caught:
         collect(local, asking(gone), GREEDY)
-    assert str(caught.value) == "the image picture-7.png is missing (its kept copy is gone): attach it again."
+    assert (
+        str(caught.value)
+        == "the image picture-7.png is missing (its kept copy is gone): attach it again."
+    )
     _, done = collect(local, asking(pictures[0]), GREEDY)  # the engine goes on
     assert done.stats.completion_tokens > 0
     # In an earlier turn (a reopened conversation whose copy went), it is left out: the chat goes on.
-    history = [*asking(gone), ChatMessage("assistant", "A picture."), ChatMessage("user", "Thanks.")]
-    assert local.count_tokens(history) == local.count_tokens([ChatMessage("user", "What is in this picture?"),
-                                                               *history[1:]])
+    history = [
+        *asking(gone),
+        ChatMessage("assistant", "A picture."),
+        ChatMessage("user", "Thanks."),
+    ]
+    assert local.count_tokens(history) == local.count_tokens(
+        [ChatMessage("user", "What is in this picture?"), *history[1:]]
+    )
     _, done = collect(local, history, GREEDY)
     assert done.stats.completion_tokens > 0
 
 
-def test_a_cancel_during_an_image_ends_the_turn_and_keeps_no_half_image(local, pictures, monkeypatch):
+def test_a_cancel_during_an_image_ends_the_turn_and_keeps_no_half_image(
+    local, pictures, monkeypatch
+):
     """Esc while the picture is being encoded (here: the moment its pixels are read): the encode
     stops at its next look at the flag, the turn ends cancelled, the cache keeps nothing of the
     image, and the next turn encodes it again and replies."""
@@ -267,14 +309,20 @@ def test_a_cancel_during_an_image_ends_the_turn_and_keeps_no_half_image(local, p
 def test_drafting_never_sees_an_image_turn(starter_path, starter_projector, pictures):
     """With prompt-lookup drafting on, a turn whose prompt holds an image decodes plainly (no
     draft can be a placeholder id); a text turn after it is answered as before."""
-    backend = LlamaCppBackend(options(starter_path, mmproj_path=starter_projector, speculative="prompt-lookup"))
+    backend = LlamaCppBackend(
+        options(starter_path, mmproj_path=starter_projector, speculative="prompt-lookup")
+    )
     try:
         backend.load()
         echo = "Repeat after me: the quick brown fox jumps over the lazy dog. " * 3
-        _, done = collect(backend, asking(pictures[0], echo), SamplingParams(temperature=0, max_tokens=32))
+        _, done = collect(
+            backend, asking(pictures[0], echo), SamplingParams(temperature=0, max_tokens=32)
+        )
         assert done.stats.finish_reason in ("stop", "length") and done.stats.completion_tokens > 0
         assert done.stats.drafted_tokens == 0
-        _, text = collect(backend, [ChatMessage("user", echo)], SamplingParams(temperature=0, max_tokens=32))
+        _, text = collect(
+            backend, [ChatMessage("user", echo)], SamplingParams(temperature=0, max_tokens=32)
+        )
         assert text.stats.completion_tokens > 0
     finally:
         backend.close()

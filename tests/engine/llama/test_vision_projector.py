@@ -18,11 +18,21 @@ def _image(tmp_path: Path, seed: int = 0):
     from vibechat.engine.turns.attachments import Attachment
 
     path = write_test_image(tmp_path / f"picture{seed}.png", seed=seed)
-    return Attachment(kind="image", name=path.name, digest=f"{seed:064x}", mime="image/png",
-                      size=path.stat().st_size, path=str(path), width=48, height=40)
+    return Attachment(
+        kind="image",
+        name=path.name,
+        digest=f"{seed:064x}",
+        mime="image/png",
+        size=path.stat().st_size,
+        path=str(path),
+        width=48,
+        height=40,
+    )
 
 
-def test_the_projector_loads_and_an_image_evaluates_through_mtmd(backend, starter_projector, tmp_path):
+def test_the_projector_loads_and_an_image_evaluates_through_mtmd(
+    backend, starter_projector, tmp_path
+):
     import llama_cpp as ll
 
     from vibechat.engine.llama.prompt_eval import decode_all
@@ -53,8 +63,10 @@ def test_a_projector_for_another_width_is_one_line(backend, tmp_path):
     wrong = write_projector(tmp_path / "mmproj-wide.gguf", 1024)
     with pytest.raises(ProjectorError) as caught:
         Vision(wrong, backend._model, n_threads=1, use_gpu=False)
-    assert str(caught.value) == ("the projector mmproj-wide.gguf does not fit this model (it projects to 1024, "
-                                 "the model takes 640): use the mmproj file made for this model.")
+    assert str(caught.value) == (
+        "the projector mmproj-wide.gguf does not fit this model (it projects to 1024, "
+        "the model takes 640): use the mmproj file made for this model."
+    )
 
 
 def test_placeholder_runs_mark_their_start_and_a_cut_inside_one_backs_up_to_it():
@@ -63,7 +75,22 @@ def test_placeholder_runs_mark_their_start_and_a_cut_inside_one_backs_up_to_it()
     a, b = placeholders("aa" * 32, 1, 4), placeholders("bb" * 32, 1, 4)
     assert a == placeholders("aa" * 32, 1, 4)  # the same picture in the same place: equal
     assert a[0] != b[0] and a[1:] != b[1:]  # another picture differs from its start
-    assert is_image_start(a[0]) and not any(is_image_start(t) for t in a[1:]) and all(t < 0 for t in a)
+    assert (
+        is_image_start(a[0]) and not any(is_image_start(t) for t in a[1:]) and all(t < 0 for t in a)
+    )
     tokens = [5, 6, *a, 7, *b]
     assert has_images(tokens) and not has_images([5, 6, 7])
-    assert [image_start(tokens, k) for k in range(len(tokens) + 1)] == [0, 1, 2, 2, 2, 2, 6, 7, 7, 7, 7, 11]
+    assert [image_start(tokens, k) for k in range(len(tokens) + 1)] == [
+        0,
+        1,
+        2,
+        2,
+        2,
+        2,
+        6,
+        7,
+        7,
+        7,
+        7,
+        11,
+    ]

@@ -36,8 +36,15 @@ WAIT_S = 120  # every wait below is bounded by this
 
 
 def options(path: Path, **changes) -> LlamaCppOptions:
-    return LlamaCppOptions(**{"model_path": path, "context_size": 8192, "repack": "off",
-                              "threads": worker_threads(), **changes})
+    return LlamaCppOptions(
+        **{
+            "model_path": path,
+            "context_size": 8192,
+            "repack": "off",
+            "threads": worker_threads(),
+            **changes,
+        }
+    )
 
 
 @pytest.fixture
@@ -85,7 +92,11 @@ def assert_private(report: Path) -> None:
 
 def assert_answers(backend: WorkerBackend, messages=HELLO) -> GenerationDone:
     deltas, done = collect(backend, messages, GREEDY)
-    assert done.finish_reason in ("stop", "length") and done.text.strip() and "".join(deltas) == done.text
+    assert (
+        done.finish_reason in ("stop", "length")
+        and done.text.strip()
+        and "".join(deltas) == done.text
+    )
     return done
 
 
@@ -128,7 +139,9 @@ def test_drafting_statistics_cross_the_process_boundary(starter_path):
     code = "\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(6))
     rewrite = [ChatMessage("user", f"Rewrite this code with x renamed to y:\n\n{code}")]
     # Gemma's turn format: in its own (the completion frame) the starter stops after a line
-    drafting = WorkerBackend(options(starter_path, speculative="auto", draft_tokens=6, prompt_format="gemma"))
+    drafting = WorkerBackend(
+        options(starter_path, speculative="auto", draft_tokens=6, prompt_format="gemma")
+    )
     try:
         info = drafting.load()
         assert info.speculative == "auto" and info.draft_tokens == 6
@@ -137,7 +150,9 @@ def test_drafting_statistics_cross_the_process_boundary(starter_path):
         drafting.close()
     st = done.stats
     assert st.completion_tokens == 40 and st.drafted_tokens >= st.accepted_draft_tokens >= 0
-    assert st.drafted_tokens > 0 and 0 <= st.draft_k <= 6 and isinstance(st.drafting_turned_off, bool)
+    assert (
+        st.drafted_tokens > 0 and 0 <= st.draft_k <= 6 and isinstance(st.drafting_turned_off, bool)
+    )
     assert not st.drafting_turned_off or st.draft_k == 0
 
 
@@ -173,7 +188,9 @@ def test_cancel_during_prompt_evaluation_and_mid_reply(rambling_worker):
     # Cancelled again and again until the reply ends: a cancel sent before the engine process took
     # the request up (a loaded machine) is no cancel of it, and a single timer raced with that.
     ended = threading.Event()
-    canceller = threading.Thread(target=lambda: [rambling_worker.cancel() for _ in iter(lambda: ended.wait(0.2), True)])
+    canceller = threading.Thread(
+        target=lambda: [rambling_worker.cancel() for _ in iter(lambda: ended.wait(0.2), True)]
+    )
     canceller.start()
     try:
         events = list(stream)
@@ -206,6 +223,7 @@ def test_closing_the_stream_early_stops_the_reply_and_the_next_one_runs(rambling
 
 def test_cancel_while_loading(worker):
     worker.cancel()  # nothing running: a no-op
+
     # The load is cancelled while the child starts (it takes a while to import llama.cpp);
     # a large model's load would be stopped between tensors the same way (llama.cpp's
     # progress callback), but the starter's takes milliseconds.
@@ -237,15 +255,25 @@ def test_killed_mid_reply(rambling_worker, sig):
     assert re.search(r"mid-reply after \d+ tokens", message)
     assert "".join(pieces).strip()  # the partial text was yielded before the error
     report = report_of(caught.value).read_text()
-    assert sig.name in report and "last 50 llama.cpp log lines (INFO and above)" in report and "loaded " in report
+    assert (
+        sig.name in report
+        and "last 50 llama.cpp log lines (INFO and above)" in report
+        and "loaded " in report
+    )
     assert "vibechat: " in report and "llama-cpp-python: 0." in report
     assert "repack = off" in report
     assert_answers(rambling_worker)  # a fresh child
     assert_answers(rambling_worker)
 
 
-@pytest.mark.parametrize("end, said", [("SIGSEGV", "crashed (SIGSEGV)"), ("SIGABRT", "crashed (SIGABRT)"),
-                                       ("exit3", "exited unexpectedly (status 3)")])
+@pytest.mark.parametrize(
+    "end, said",
+    [
+        ("SIGSEGV", "crashed (SIGSEGV)"),
+        ("SIGABRT", "crashed (SIGABRT)"),
+        ("exit3", "exited unexpectedly (status 3)"),
+    ],
+)
 def test_the_crash_hook_mid_reply(rambling_worker, monkeypatch, end, said):
     """The hook's "reply" stage (what the real-process chat tests use): the child ends right
     after it sent the reply's first piece, every time, without racing a signal: by a signal
@@ -256,7 +284,9 @@ def test_the_crash_hook_mid_reply(rambling_worker, monkeypatch, end, said):
         for event in rambling_worker.stream_chat(STORY, LONG_REPLY):
             if isinstance(event, TextDelta):
                 pieces.append(event.text)
-    assert said in str(caught.value) and re.search(r"mid-reply after \d+ tokens?;", str(caught.value))
+    assert said in str(caught.value) and re.search(
+        r"mid-reply after \d+ tokens?;", str(caught.value)
+    )
     assert len(pieces) == 1 and pieces[0]
     assert said in report_of(caught.value).read_text()
     monkeypatch.delenv(CRASH_HOOK_ENV)
@@ -296,12 +326,16 @@ def test_killed_while_loading_then_restarts(worker, monkeypatch, sig):
 
 def test_killed_from_outside_while_loading(worker):
     with pytest.raises(EngineCrashed) as caught:
-        worker.load(on_progress=lambda _f: os.kill(worker.pid, signal.SIGKILL) if worker.pid else None)
+        worker.load(
+            on_progress=lambda _f: os.kill(worker.pid, signal.SIGKILL) if worker.pid else None
+        )
     assert "SIGKILL" in str(caught.value) and "while loading" in str(caught.value)
     assert_answers(worker)
 
 
-def test_a_child_that_crashes_again_right_after_a_restart_is_not_restarted(starter_path, worker, monkeypatch):
+def test_a_child_that_crashes_again_right_after_a_restart_is_not_restarted(
+    starter_path, worker, monkeypatch
+):
     monkeypatch.setenv(CRASH_HOOK_ENV, "load:SIGSEGV")
     worker.options = options(starter_path, kv_cache_type="q8_0")
     with pytest.raises(EngineCrashed) as first:
@@ -321,7 +355,9 @@ def test_a_child_that_crashes_again_right_after_a_restart_is_not_restarted(start
     assert_answers(worker)
 
 
-def test_crash_loop_names_a_setting_for_a_crash_in_the_first_request(starter_path, worker, monkeypatch):
+def test_crash_loop_names_a_setting_for_a_crash_in_the_first_request(
+    starter_path, worker, monkeypatch
+):
     worker.load()
     pid = worker.pid
     os.kill(pid, signal.SIGKILL)  # dies between requests: reported, and the next call restarts it
@@ -364,14 +400,20 @@ def test_the_setting_named_after_repeated_crashes(starter_path):
     from vibechat.engine.llama.crash_report import suggest_setting
 
     auto = SimpleNamespace(repack="auto", gpu_layers=0)  # never loaded: only its settings are read
-    assert suggest_setting(auto, None, "while evaluating the prompt", -11).startswith("--repack off")
+    assert suggest_setting(auto, None, "while evaluating the prompt", -11).startswith(
+        "--repack off"
+    )
     gpu = options(starter_path, gpu_layers=20)
     assert suggest_setting(gpu, None, "while loading x", -6).startswith("--n-gpu-layers 0")
     plain = options(starter_path)
-    assert suggest_setting(plain, None, "mid-reply after 3 tokens", -9) == "a smaller --ctx or another model"
+    assert (
+        suggest_setting(plain, None, "mid-reply after 3 tokens", -9)
+        == "a smaller --ctx or another model"
+    )
     drafting = options(starter_path, speculative="prompt-lookup")  # each setting named by its flag
     assert suggest_setting(drafting, None, "mid-reply after 3 tokens", -11) == (
-        "--draft off, a smaller --ctx or another model")
+        "--draft off, a smaller --ctx or another model"
+    )
 
 
 def test_the_child_ends_when_the_chat_process_dies(starter_path):
@@ -388,8 +430,13 @@ def test_the_child_ends_when_the_chat_process_dies(starter_path):
         "print(b.pid, flush=True)\n"
         "time.sleep(600)\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", script, str(starter_path)], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, str(starter_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
@@ -421,7 +468,9 @@ def test_a_reply_that_crashes_twice_at_its_start_is_not_retried(worker, monkeypa
     assert "SIGSEGV" in str(first.value) and "while evaluating the prompt" in str(first.value)
     with pytest.raises(EngineCrashLoop) as again:
         list(worker.stream_chat(HELLO, GREEDY))
-    assert "again right after a restart" in str(again.value) and "a smaller --ctx" in str(again.value)
+    assert "again right after a restart" in str(again.value) and "a smaller --ctx" in str(
+        again.value
+    )
     assert len(list((Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes").iterdir())) == 2
 
 
@@ -445,8 +494,13 @@ def test_the_chat_process_never_loads_libllama(starter_path):
         "loaded = sorted(m for m in sys.modules if m == 'llama_cpp' or m.startswith('llama_cpp.'))\n"
         "print('llama_cpp modules:', loaded)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "llama_cpp modules: []"
 
@@ -463,8 +517,15 @@ def test_crash_reports_are_private_whatever_the_umask(starter_path):
     folder.chmod(0o755)
     old = os.umask(0)
     try:
-        report = write_crash_report("crashed (SIGSEGV)", "mid-reply after 3 tokens", -11,
-                                    ["INFO loaded x"], ["Fatal Python error"], options(starter_path), None)
+        report = write_crash_report(
+            "crashed (SIGSEGV)",
+            "mid-reply after 3 tokens",
+            -11,
+            ["INFO loaded x"],
+            ["Fatal Python error"],
+            options(starter_path),
+            None,
+        )
     finally:
         os.umask(old)
     assert report is not None and report.parent == folder
@@ -472,7 +533,9 @@ def test_crash_reports_are_private_whatever_the_umask(starter_path):
     text = report.read_text()
     assert "SIGSEGV (signal 11)" in text and "repack = off" in text and "Fatal Python error" in text
     # a second report in the same folder: a new file, never one written over
-    again = write_crash_report("crashed (SIGKILL)", "while loading x", -9, [], [], options(starter_path), None)
+    again = write_crash_report(
+        "crashed (SIGKILL)", "while loading x", -9, [], [], options(starter_path), None
+    )
     assert again is not None and again != report and report.read_text() == text
     assert_private(again)
 
@@ -492,7 +555,9 @@ def test_a_preload_is_taken_over_by_the_next_load_with_its_progress(starter_path
     assert worker.load() == info and worker.pid == child
 
 
-def test_a_crash_during_a_preload_is_reported_once_by_the_call_that_takes_it_over(starter_path, worker, monkeypatch):
+def test_a_crash_during_a_preload_is_reported_once_by_the_call_that_takes_it_over(
+    starter_path, worker, monkeypatch
+):
     monkeypatch.setenv(CRASH_HOOK_ENV, "load:SIGKILL")
     worker.preload()
     with pytest.raises(EngineCrashed) as crash:
@@ -561,11 +626,15 @@ def run_in_thread(work) -> tuple[threading.Thread, dict]:
     return thread, outcome
 
 
-needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states in /proc")
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/stat").exists(), reason="reads process states in /proc"
+)
 
 
 @needs_proc
-def test_a_stopped_engine_that_does_not_answer_a_cancel_is_ended_and_the_next_reply_runs(rambling_worker):
+def test_a_stopped_engine_that_does_not_answer_a_cancel_is_ended_and_the_next_reply_runs(
+    rambling_worker,
+):
     """SIGSTOP mid-reply, then cancel(): the engine cannot acknowledge it, so the watchdog ends
     it and the reply fails like a crash, in one line that says so, with the text so far; the
     next request starts a fresh engine (not counted as a crash loop)."""
@@ -590,7 +659,9 @@ def test_a_stopped_engine_that_does_not_answer_a_cancel_is_ended_and_the_next_re
     try:
         wait_until(lambda: cancelled.is_set() or not thread.is_alive(), "the reply's third piece")
         thread.join(HUNG_BOUND_S)
-        assert not thread.is_alive(), f"the stopped engine's reply did not end within {HUNG_BOUND_S} s of the stop"
+        assert not thread.is_alive(), (
+            f"the stopped engine's reply did not end within {HUNG_BOUND_S} s of the stop"
+        )
     finally:
         end_for_good(stopped_pid[0] if stopped_pid else None)
         thread.join(WAIT_S)
@@ -598,8 +669,11 @@ def test_a_stopped_engine_that_does_not_answer_a_cancel_is_ended_and_the_next_re
     assert isinstance(error, EngineCrashed) and not isinstance(error, EngineCrashLoop), outcome
     message = str(error)
     assert "\n" not in message
-    assert re.search(r"stopped responding mid-reply after \d+ tokens \(no answer to the stop request within "
-                     r"1\.5 s\), so vibechat ended it; it restarts with the next request; crash report: ", message)
+    assert re.search(
+        r"stopped responding mid-reply after \d+ tokens \(no answer to the stop request within "
+        r"1\.5 s\), so vibechat ended it; it restarts with the next request; crash report: ",
+        message,
+    )
     assert "".join(pieces).strip()  # the text so far was yielded before the error
     report = report_of(error).read_text()
     assert "stopped responding" in report and "SIGKILL" in report
@@ -624,7 +698,9 @@ def test_a_load_stopped_with_its_engine_stopped_ends_the_engine(worker):
     thread, outcome = run_in_thread(lambda: worker.load(on_progress=stop_then_cancel))
     try:
         thread.join(HUNG_BOUND_S)
-        assert not thread.is_alive(), f"the stopped engine's load did not end within {HUNG_BOUND_S} s"
+        assert not thread.is_alive(), (
+            f"the stopped engine's load did not end within {HUNG_BOUND_S} s"
+        )
     finally:
         end_for_good(stopped_pid[0] if stopped_pid else None)
         thread.join(WAIT_S)
@@ -660,13 +736,18 @@ def test_a_stop_gives_a_model_with_slow_steps_the_time_of_its_step(starter_path,
                 done = event
         assert done is not None and done.stats.finish_reason == "cancelled"
         assert slow.pid == pid  # not ended as hung
-        assert slow._pipes.heard.stop_grace(worker_module.STOP_GRACE_S) > 1.7 + worker_module.STOP_GRACE_S
+        assert (
+            slow._pipes.heard.stop_grace(worker_module.STOP_GRACE_S)
+            > 1.7 + worker_module.STOP_GRACE_S
+        )
     finally:
         slow.close()
 
 
 @needs_proc
-def test_quitting_after_a_stop_does_not_wait_the_grace_of_a_model_with_slow_steps(starter_path, monkeypatch):
+def test_quitting_after_a_stop_does_not_wait_the_grace_of_a_model_with_slow_steps(
+    starter_path, monkeypatch
+):
     """A stop on a model whose steps are slow here (the "slow" hook: 2 s a piece) gets its longer
     grace (1.5 s + twice the step), which keeps the engine loaded; a quit does not wait for it:
     with the engine then not answering at all (SIGSTOP), ``quit()`` after the stop ends it within
@@ -689,7 +770,9 @@ def test_quitting_after_a_stop_does_not_wait_the_grace_of_a_model_with_slow_step
                     pieces.append(event.text)
 
         thread, outcome = run_in_thread(consume)
-        wait_until(lambda: len(pieces) >= 2 or not thread.is_alive(), "two slow pieces of the reply")
+        wait_until(
+            lambda: len(pieces) >= 2 or not thread.is_alive(), "two slow pieces of the reply"
+        )
         assert thread.is_alive(), outcome  # still replying: the starter rambles in Gemma's format
         grace = slow._pipes.heard.stop_grace(worker_module.STOP_GRACE_S)
         assert grace > worker_module.STOP_GRACE_S + 2  # a slow model's stop: its steps' time more
@@ -705,20 +788,26 @@ def test_quitting_after_a_stop_does_not_wait_the_grace_of_a_model_with_slow_step
         error = outcome.get("error")
         assert isinstance(error, EngineCrashed) and "closed" in str(error), outcome
         assert is_gone(pid)
-        assert not (Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes").exists()  # a quit is no crash
+        assert not (
+            Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes"
+        ).exists()  # a quit is no crash
     finally:
         end_for_good(pid)
         slow.close()
 
 
-def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_worker, monkeypatch):
+def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(
+    rambling_worker, monkeypatch
+):
     """The engine's request reader answers the cancel, but the reply never ends (a native call
     that never returns: the "hang" hook blocks the engine's main thread after the first piece):
     acknowledged or not, the one deadline after a stop is the watchdog's STOP_GRACE_S (under
     2 s): the engine is killed then, and the message says so (a deadline of 10 s before)."""
     import vibechat.engine.llama.worker_watchdog as worker_module
 
-    assert worker_module.STOP_GRACE_S < 2  # the watchdog's one deadline: Esc ends a reply within 2 s
+    assert (
+        worker_module.STOP_GRACE_S < 2
+    )  # the watchdog's one deadline: Esc ends a reply within 2 s
     monkeypatch.setenv(CRASH_HOOK_ENV, "reply:hang")
     pieces: list[str] = []
     hung_pid: list[int] = []
@@ -734,15 +823,20 @@ def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_
     try:
         wait_until(lambda: hung_pid or not thread.is_alive(), "the reply's first piece")
         thread.join(HUNG_BOUND_S)
-        assert not thread.is_alive(), f"the hung engine's reply did not end within {HUNG_BOUND_S} s of the stop"
+        assert not thread.is_alive(), (
+            f"the hung engine's reply did not end within {HUNG_BOUND_S} s of the stop"
+        )
     finally:
         end_for_good(hung_pid[0] if hung_pid else None)
         thread.join(WAIT_S)
     error = outcome.get("error")
     assert isinstance(error, EngineCrashed), outcome
     assert len(pieces) == 1 and pieces[0]
-    assert re.search(r"stopped responding mid-reply after \d+ tokens? \(the request did not end within 1\.5 s of "
-                     r"the stop request\), so vibechat ended it", str(error)), str(error)
+    assert re.search(
+        r"stopped responding mid-reply after \d+ tokens? \(the request did not end within 1\.5 s of "
+        r"the stop request\), so vibechat ended it",
+        str(error),
+    ), str(error)
     report = report_of(error).read_text()
     assert "SIGKILL" in report
     assert "in _crash_hook" in report and "in _stream" in report  # where its main thread hung
@@ -752,7 +846,9 @@ def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(rambling_
 
 
 @needs_proc
-def test_a_slow_engine_that_nobody_stopped_is_not_taken_for_a_hung_one(rambling_worker, monkeypatch):
+def test_a_slow_engine_that_nobody_stopped_is_not_taken_for_a_hung_one(
+    rambling_worker, monkeypatch
+):
     """Only an unanswered cancel is a deadline: an engine that says nothing for longer than the
     watchdog's grace (stopped here, then continued) while nobody asked it to stop goes on."""
     import vibechat.engine.llama.worker_watchdog as worker_module

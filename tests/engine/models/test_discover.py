@@ -35,8 +35,10 @@ def no_system_ollama(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --- layout builders ---------------------------------------------------------------------
 
-def hf_snapshot(cache: Path, repo: str, commit: str, files: dict[str, bytes | None],
-                main: bool = True) -> Path:
+
+def hf_snapshot(
+    cache: Path, repo: str, commit: str, files: dict[str, bytes | None], main: bool = True
+) -> Path:
     """What huggingface_hub writes: blobs named by the LFS sha256 (git sha1 for small
     files), relative symlinks from snapshots/{commit}/... into ../../blobs/, refs/main.
     A None content makes a dangling link (the blob is missing)."""
@@ -65,13 +67,25 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def ollama_manifest(root: Path, host: str, namespace: str, model: str, tag: str,
-                    digest: str, media_type: str = "application/vnd.ollama.image.model") -> Path:
+def ollama_manifest(
+    root: Path,
+    host: str,
+    namespace: str,
+    model: str,
+    tag: str,
+    digest: str,
+    media_type: str = "application/vnd.ollama.image.model",
+) -> Path:
     path = root / "manifests" / host / namespace / model / tag
     path.parent.mkdir(parents=True, exist_ok=True)
-    layers = [{"mediaType": media_type, "digest": f"sha256:{digest}", "size": 1},
-              {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "0" * 64,
-               "size": 1}]
+    layers = [
+        {"mediaType": media_type, "digest": f"sha256:{digest}", "size": 1},
+        {
+            "mediaType": "application/vnd.ollama.image.template",
+            "digest": "sha256:" + "0" * 64,
+            "size": 1,
+        },
+    ]
     path.write_text(json.dumps({"schemaVersion": 2, "config": {}, "layers": layers}))
     return path
 
@@ -90,23 +104,36 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
 
 # --- Hugging Face cache ------------------------------------------------------------------
 
+
 def test_hf_cache_lists_quants_of_main_snapshot(tmp_path: Path):
     cache = tmp_path / "hub"
     q4, q8 = gguf_bytes(file_type=15, payload=64), gguf_bytes(file_type=7, payload=128)
     split_dir = tmp_path / "split"
-    shards = [p.read_bytes() for p in write_split_gguf(split_dir, "Llama-3.2-1B-Instruct-Q6_K", 2,
-                                                       file_type=18)]
-    hf_snapshot(cache, REPO, OLD_COMMIT, {"Llama-3.2-1B-Instruct-F16.gguf": gguf_bytes(file_type=1)},
-                main=False)
-    snapshot = hf_snapshot(cache, REPO, COMMIT, {
-        "README.md": b"# readme",
-        "Llama-3.2-1B-Instruct-Q4_K_M.gguf": q4,
-        "Llama-3.2-1B-Instruct-Q8_0.gguf": q8,
-        "mmproj-Llama-3.2-1B-Instruct-f16.gguf": gguf_bytes(file_type=1),
-        "Llama-3.2-1B-Instruct.imatrix.gguf": gguf_bytes(),
-        "Q6_K/Llama-3.2-1B-Instruct-Q6_K-00001-of-00002.gguf": shards[0],
-        "Q6_K/Llama-3.2-1B-Instruct-Q6_K-00002-of-00002.gguf": shards[1],
-    })
+    shards = [
+        p.read_bytes()
+        for p in write_split_gguf(split_dir, "Llama-3.2-1B-Instruct-Q6_K", 2, file_type=18)
+    ]
+    hf_snapshot(
+        cache,
+        REPO,
+        OLD_COMMIT,
+        {"Llama-3.2-1B-Instruct-F16.gguf": gguf_bytes(file_type=1)},
+        main=False,
+    )
+    snapshot = hf_snapshot(
+        cache,
+        REPO,
+        COMMIT,
+        {
+            "README.md": b"# readme",
+            "Llama-3.2-1B-Instruct-Q4_K_M.gguf": q4,
+            "Llama-3.2-1B-Instruct-Q8_0.gguf": q8,
+            "mmproj-Llama-3.2-1B-Instruct-f16.gguf": gguf_bytes(file_type=1),
+            "Llama-3.2-1B-Instruct.imatrix.gguf": gguf_bytes(),
+            "Q6_K/Llama-3.2-1B-Instruct-Q6_K-00001-of-00002.gguf": shards[0],
+            "Q6_K/Llama-3.2-1B-Instruct-Q6_K-00002-of-00002.gguf": shards[1],
+        },
+    )
     before = tree_state(tmp_path)
 
     models = hf_cache_models(cache)
@@ -122,13 +149,19 @@ def test_hf_cache_lists_quants_of_main_snapshot(tmp_path: Path):
     assert all(m.read_only for m in models)
     assert q8_model.size == len(q8) and q8_model.sha256 == sha(q8) and q8_model.quant == "Q8_0"
     # The split model: listed once, loaded from shard 1, every shard side by side.
-    assert q6_model.files == (snapshot / "Q6_K/Llama-3.2-1B-Instruct-Q6_K-00001-of-00002.gguf",
-                              snapshot / "Q6_K/Llama-3.2-1B-Instruct-Q6_K-00002-of-00002.gguf")
+    assert q6_model.files == (
+        snapshot / "Q6_K/Llama-3.2-1B-Instruct-Q6_K-00001-of-00002.gguf",
+        snapshot / "Q6_K/Llama-3.2-1B-Instruct-Q6_K-00002-of-00002.gguf",
+    )
     assert q6_model.path == q6_model.files[0]
     assert q6_model.size == sum(len(s) for s in shards) and q6_model.quant == "Q6_K"
     assert q6_model.sha256 == sha(shards[0])
     # The projector beside a model is its own (mmproj auto): none in the split model's folder.
-    assert q4_model.projector == q8_model.projector == snapshot / "mmproj-Llama-3.2-1B-Instruct-f16.gguf"
+    assert (
+        q4_model.projector
+        == q8_model.projector
+        == snapshot / "mmproj-Llama-3.2-1B-Instruct-f16.gguf"
+    )
     assert q6_model.projector is None
     assert tree_state(tmp_path) == before  # nothing written
 
@@ -146,12 +179,17 @@ def test_hf_fixture_matches_huggingface_hub_layout(tmp_path: Path):
 
 def test_hf_cache_skips_dangling_incomplete_and_other_repo_types(tmp_path: Path):
     cache = tmp_path / "hub"
-    snapshot = hf_snapshot(cache, REPO, COMMIT, {
-        "Model-Q4_K_M.gguf": gguf_bytes(),
-        "Model-Q8_0.gguf": None,  # blob missing: dangling symlink
-        "Big-Q6_K-00001-of-00002.gguf": gguf_bytes(),
-        "Big-Q6_K-00002-of-00002.gguf": None,  # a split model missing a shard
-    })
+    snapshot = hf_snapshot(
+        cache,
+        REPO,
+        COMMIT,
+        {
+            "Model-Q4_K_M.gguf": gguf_bytes(),
+            "Model-Q8_0.gguf": None,  # blob missing: dangling symlink
+            "Big-Q6_K-00001-of-00002.gguf": gguf_bytes(),
+            "Big-Q6_K-00002-of-00002.gguf": None,  # a split model missing a shard
+        },
+    )
     blobs = snapshot.parent.parent / "blobs"
     (blobs / f"{'c' * 64}.incomplete").write_bytes(gguf_bytes())
     os.symlink(f"../../blobs/{'c' * 64}.incomplete", snapshot / "Model-Q5_K_M.gguf")
@@ -177,15 +215,24 @@ def test_hf_cache_shared_xet_store_keeps_the_etag_as_sha256(tmp_path: Path):
     repo_blob.rename(store)
     os.symlink(os.path.relpath(store, repo_blob.parent), repo_blob)
     [model] = hf_cache_models(cache)
-    assert (model.sha256, model.size, model.path) == (sha(data), len(data), snapshot / "m-Q4_K_M.gguf")
+    assert (model.sha256, model.size, model.path) == (
+        sha(data),
+        len(data),
+        snapshot / "m-Q4_K_M.gguf",
+    )
 
 
 def test_hf_cache_quant_from_header_when_name_has_none(tmp_path: Path):
     cache = tmp_path / "hub"
-    hf_snapshot(cache, "someone/tiny", COMMIT, {
-        "tiny.gguf": gguf_bytes(file_type=7),
-        "mystery.gguf": gguf_bytes(file_type=None),
-    })
+    hf_snapshot(
+        cache,
+        "someone/tiny",
+        COMMIT,
+        {
+            "tiny.gguf": gguf_bytes(file_type=7),
+            "mystery.gguf": gguf_bytes(file_type=None),
+        },
+    )
     models = {m.name: m for m in hf_cache_models(cache)}
     assert models["someone/tiny:tiny"].quant == "Q8_0"
     assert models["someone/tiny:mystery"].quant == "?"
@@ -193,7 +240,9 @@ def test_hf_cache_quant_from_header_when_name_has_none(tmp_path: Path):
 
 def test_hf_cache_uses_newest_snapshot_without_usable_refs_main(tmp_path: Path):
     cache = tmp_path / "hub"
-    old = hf_snapshot(cache, "a/one", OLD_COMMIT, {"m-Q8_0.gguf": gguf_bytes(file_type=7)}, main=False)
+    old = hf_snapshot(
+        cache, "a/one", OLD_COMMIT, {"m-Q8_0.gguf": gguf_bytes(file_type=7)}, main=False
+    )
     new = hf_snapshot(cache, "a/one", COMMIT, {"m-Q4_K_M.gguf": gguf_bytes()}, main=False)
     os.utime(old, (1_000_000, 1_000_000))
     os.utime(new, (2_000_000, 2_000_000))
@@ -201,11 +250,14 @@ def test_hf_cache_uses_newest_snapshot_without_usable_refs_main(tmp_path: Path):
     (cache / "models--b--two" / "refs" / "main").write_text("f" * 40)  # no such snapshot
 
     models = hf_cache_models(cache)
-    assert [(m.name, m.revision) for m in models] == [("a/one:Q4_K_M", COMMIT),
-                                                      ("b/two:Q4_K_M", OLD_COMMIT)]
+    assert [(m.name, m.revision) for m in models] == [
+        ("a/one:Q4_K_M", COMMIT),
+        ("b/two:Q4_K_M", OLD_COMMIT),
+    ]
 
 
 # --- Ollama --------------------------------------------------------------------------------
+
 
 def test_ollama_models_names_quants_and_skips(tmp_path: Path):
     root = tmp_path / "ollama"
@@ -218,8 +270,15 @@ def test_ollama_models_names_quants_and_skips(tmp_path: Path):
     ollama_manifest(root, "hf.co", "bartowski", "Llama-3.2-1B-Instruct-GGUF", "Q8_0", q8)
     ollama_manifest(root, "registry.ollama.ai", "library", "notgguf", "latest", text)
     ollama_manifest(root, "registry.ollama.ai", "library", "gone", "latest", "d" * 64)
-    ollama_manifest(root, "registry.ollama.ai", "library", "projector", "latest", q4,
-                    media_type="application/vnd.ollama.image.projector")
+    ollama_manifest(
+        root,
+        "registry.ollama.ai",
+        "library",
+        "projector",
+        "latest",
+        q4,
+        media_type="application/vnd.ollama.image.projector",
+    )
     bad = root / "manifests" / "registry.ollama.ai" / "library" / "broken" / "latest"
     bad.parent.mkdir(parents=True)
     bad.write_text("{oops")
@@ -239,9 +298,15 @@ def test_ollama_models_names_quants_and_skips(tmp_path: Path):
     assert latest.size == q4_blob.stat().st_size and latest.source == "ollama" and latest.read_only
     assert by_name["ollama:llama3.2:1b"].path == q4_blob  # two tags, one blob: two entries
     tiny = by_name["ollama:someone/tiny:q8"]
-    assert (tiny.path, tiny.sha256, tiny.quant, tiny.size) == (q8_blob, q8, "Q8_0", q8_blob.stat().st_size)
+    assert (tiny.path, tiny.sha256, tiny.quant, tiny.size) == (
+        q8_blob,
+        q8,
+        "Q8_0",
+        q8_blob.stat().st_size,
+    )
     assert by_name["ollama:hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q8_0"].repo == (
-        "bartowski/Llama-3.2-1B-Instruct-GGUF")
+        "bartowski/Llama-3.2-1B-Instruct-GGUF"
+    )
     assert tree_state(tmp_path) == before
 
 
@@ -255,6 +320,7 @@ def test_ollama_other_host_full_name(tmp_path: Path):
 
 
 # --- LM Studio -----------------------------------------------------------------------------
+
 
 def test_lmstudio_models(tmp_path: Path):
     root = tmp_path / "lms"
@@ -278,7 +344,12 @@ def test_lmstudio_models(tmp_path: Path):
         "lmstudio:me/custom:finetune",
     ]
     bf16, m_q4, m_q8, custom = models
-    assert (m_q4.path, m_q4.size, m_q4.quant, m_q4.files) == (q4, q4.stat().st_size, "Q4_K_M", (q4,))
+    assert (m_q4.path, m_q4.size, m_q4.quant, m_q4.files) == (
+        q4,
+        q4.stat().st_size,
+        "Q4_K_M",
+        (q4,),
+    )
     assert (m_q8.path, m_q8.size, m_q8.quant) == (q8, q8.stat().st_size, "Q8_0")
     assert bf16.files == tuple(shards) and bf16.path == shards[0]
     assert bf16.size == sum(s.stat().st_size for s in shards) and bf16.quant == "BF16"
@@ -286,7 +357,10 @@ def test_lmstudio_models(tmp_path: Path):
     for m in models:
         assert m.source == "lmstudio" and m.sha256 is None and m.read_only and m.revision is None
     assert m_q4.repo == "lmstudio-community/Qwen3-0.6B-GGUF"
-    assert m_q4.projector == m_q8.projector == repo_dir / "mmproj-Qwen3-0.6B-F16.gguf" and bf16.projector is None
+    assert (
+        m_q4.projector == m_q8.projector == repo_dir / "mmproj-Qwen3-0.6B-F16.gguf"
+        and bf16.projector is None
+    )
     assert tree_state(tmp_path) == before
 
 
@@ -322,7 +396,11 @@ def test_permission_errors_are_skipped(tmp_path: Path, monkeypatch: pytest.Monke
     real_scandir = os.scandir
 
     def scandir(path):
-        if Path(path) in (locked, hub / "models--a--locked" / "snapshots" / COMMIT, ollama / "manifests"):
+        if Path(path) in (
+            locked,
+            hub / "models--a--locked" / "snapshots" / COMMIT,
+            ollama / "manifests",
+        ):
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
@@ -333,6 +411,7 @@ def test_permission_errors_are_skipped(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 # --- all sources, roots from the environment -------------------------------------------------
+
 
 def test_missing_or_odd_roots_give_nothing(tmp_path: Path):
     afile = tmp_path / "afile"
@@ -346,8 +425,9 @@ def test_empty_machine_gives_nothing():
     assert discover_models() == []
 
 
-def test_hf_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                 user_dirs: dict[str, Path]):
+def test_hf_cache_dir_precedence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_dirs: dict[str, Path]
+):
     monkeypatch.delenv("HF_HOME")
     assert hf_hub_cache_dir() == user_dirs["cache"] / "huggingface" / "hub"  # XDG_CACHE_HOME
     monkeypatch.delenv("XDG_CACHE_HOME")
@@ -360,18 +440,25 @@ def test_hf_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert hf_hub_cache_dir() == user_dirs["home"] / "hub"
 
 
-def test_discover_models_finds_all_three_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 user_dirs: dict[str, Path]):
+def test_discover_models_finds_all_three_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_dirs: dict[str, Path]
+):
     home = user_dirs["home"]
     # HF cache under $HF_HOME/hub (the autouse fixture sets HF_HOME).
-    hf_snapshot(Path(os.environ["HF_HOME"]) / "hub", REPO, COMMIT,
-                {"Llama-3.2-1B-Instruct-Q4_K_M.gguf": gguf_bytes()})
+    hf_snapshot(
+        Path(os.environ["HF_HOME"]) / "hub",
+        REPO,
+        COMMIT,
+        {"Llama-3.2-1B-Instruct-Q4_K_M.gguf": gguf_bytes()},
+    )
     ollama_root = tmp_path / "ollama-models"
     monkeypatch.setenv("OLLAMA_MODELS", str(ollama_root))
     _, digest = ollama_blob(ollama_root, gguf_bytes())
     ollama_manifest(ollama_root, "registry.ollama.ai", "library", "llama3.2", "latest", digest)
     write_gguf(home / ".lmstudio" / "models" / "pub" / "new" / "n-Q8_0.gguf", file_type=7)
-    write_gguf(home / ".cache" / "lm-studio" / "models" / "pub" / "old" / "o-Q4_0.gguf", file_type=2)
+    write_gguf(
+        home / ".cache" / "lm-studio" / "models" / "pub" / "old" / "o-Q4_0.gguf", file_type=2
+    )
 
     models = discover_models()
     assert [(m.source, m.name) for m in models] == [

@@ -44,9 +44,12 @@ def api(hub: FakeHub, token: str | bool = False) -> HfApi:
     return HfApi(endpoint=hub.url, token=token)
 
 
-def download(hub: FakeHub, tmp_path: Path, filename: str = "tiny-Q4_K_M.gguf", repo: str = REPO,
-             **kwargs) -> bytes:
-    path = hf_hub_download(repo, filename, endpoint=hub.url, cache_dir=tmp_path / "hf", token=False, **kwargs)
+def download(
+    hub: FakeHub, tmp_path: Path, filename: str = "tiny-Q4_K_M.gguf", repo: str = REPO, **kwargs
+) -> bytes:
+    path = hf_hub_download(
+        repo, filename, endpoint=hub.url, cache_dir=tmp_path / "hf", token=False, **kwargs
+    )
     return Path(path).read_bytes()
 
 
@@ -63,13 +66,26 @@ def test_search_sorted_filtered_and_limited(hub: FakeHub) -> None:
 
     found = api(hub).list_models(filter="gguf", sort="downloads", limit=10)
     assert [m.id for m in found] == ["acme/Big-GGUF", "other/mid-gguf", REPO]
-    assert [m.id for m in api(hub).list_models(search="TINY", filter="gguf", sort="downloads")] == [REPO]
+    assert [m.id for m in api(hub).list_models(search="TINY", filter="gguf", sort="downloads")] == [
+        REPO
+    ]
     assert [m.id for m in api(hub).list_models(filter="gguf", sort="downloads", limit=2)] == [
-        "acme/Big-GGUF", "other/mid-gguf"]
+        "acme/Big-GGUF",
+        "other/mid-gguf",
+    ]
     top = next(iter(api(hub, fakehub.TOKEN).list_models(filter="gguf", sort="downloads", limit=1)))
-    assert (top.id, top.private, top.downloads, top.gated) == ("acme/Secret-GGUF", True, 99999, False)
+    assert (top.id, top.private, top.downloads, top.gated) == (
+        "acme/Secret-GGUF",
+        True,
+        99999,
+        False,
+    )
     assert top.last_modified is not None and top.tags == ["gguf"]
-    assert hub.find("/api/models?")[0].query == {"filter": ["gguf"], "sort": ["downloads"], "limit": ["10"]}
+    assert hub.find("/api/models?")[0].query == {
+        "filter": ["gguf"],
+        "sort": ["downloads"],
+        "limit": ["10"],
+    }
 
 
 def test_search_follows_link_pagination(hub: FakeHub) -> None:
@@ -103,7 +119,9 @@ def test_list_repo_tree_recursive_and_by_folder(hub: FakeHub) -> None:
     assert files["Q8_0/tiny-Q8_0.gguf"].size == len(Q8)
     assert files["Q8_0/tiny-Q8_0.gguf"].lfs.sha256 == sha256(Q8)
     assert [e.path for e in api(hub).list_repo_tree(REPO)] == ["Q8_0", "tiny-Q4_K_M.gguf"]
-    assert [e.path for e in api(hub).list_repo_tree(REPO, path_in_repo="Q8_0")] == ["Q8_0/tiny-Q8_0.gguf"]
+    assert [e.path for e in api(hub).list_repo_tree(REPO, path_in_repo="Q8_0")] == [
+        "Q8_0/tiny-Q8_0.gguf"
+    ]
 
 
 # ---------------------------------------------------------------- downloads
@@ -113,7 +131,9 @@ def test_hf_hub_download_returns_exact_bytes(hub: FakeHub, tmp_path: Path) -> No
     gets = hub.find("/resolve/main/Q8_0/tiny-Q8_0.gguf")
     assert [r.method for r in gets] == ["HEAD", "GET"]
     hub.add_repo("acme/Odd-GGUF", {"a dir/ünï #1.gguf": Q8})
-    assert download(hub, tmp_path, "a dir/ünï #1.gguf", repo="acme/Odd-GGUF") == Q8  # URL-decoded paths
+    assert (
+        download(hub, tmp_path, "a dir/ünï #1.gguf", repo="acme/Odd-GGUF") == Q8
+    )  # URL-decoded paths
     with pytest.raises(hf.RemoteEntryNotFoundError):
         list(api(hub).list_repo_tree("acme/Odd-GGUF", path_in_repo="ü dir"))
     meta = get_hf_file_metadata(url(hub), token=False)
@@ -122,7 +142,9 @@ def test_hf_hub_download_returns_exact_bytes(hub: FakeHub, tmp_path: Path) -> No
 
 
 def test_snapshot_download_by_pattern(hub: FakeHub, tmp_path: Path) -> None:
-    folder = snapshot_download(REPO, allow_patterns="Q8_0/*", endpoint=hub.url, cache_dir=tmp_path, token=False)
+    folder = snapshot_download(
+        REPO, allow_patterns="Q8_0/*", endpoint=hub.url, cache_dir=tmp_path, token=False
+    )
     assert (Path(folder) / "Q8_0/tiny-Q8_0.gguf").read_bytes() == Q8
     assert not (Path(folder) / "tiny-Q4_K_M.gguf").exists()
 
@@ -149,7 +171,9 @@ def test_gated_repo_needs_the_token(hub: FakeHub, tmp_path: Path) -> None:
     with pytest.raises(hf.GatedRepoError) as err:
         download(hub, tmp_path, "g.gguf", repo="acme/Gated-GGUF")
     assert err.value.response.status_code == 401
-    path = hf_hub_download("acme/Gated-GGUF", "g.gguf", endpoint=hub.url, cache_dir=tmp_path, token=fakehub.TOKEN)
+    path = hf_hub_download(
+        "acme/Gated-GGUF", "g.gguf", endpoint=hub.url, cache_dir=tmp_path, token=fakehub.TOKEN
+    )
     assert Path(path).read_bytes() == Q4
     assert hub.requests[-1].headers["Authorization"] == f"Bearer {fakehub.TOKEN}"
 
@@ -172,7 +196,10 @@ def test_missing_repo_file_and_revision(hub: FakeHub, tmp_path: Path) -> None:
         download(hub, tmp_path, "x.gguf", repo="acme/Nope")
     with pytest.raises(hf.RemoteEntryNotFoundError) as missing:
         download(hub, tmp_path, "nope.gguf")
-    assert isinstance(missing.value, hf.EntryNotFoundError) and missing.value.response.status_code == 404
+    assert (
+        isinstance(missing.value, hf.EntryNotFoundError)
+        and missing.value.response.status_code == 404
+    )
     with pytest.raises(hf.RevisionNotFoundError):
         download(hub, tmp_path, revision="v9")
     with pytest.raises(hf.RevisionNotFoundError):
@@ -185,7 +212,10 @@ def test_wrong_token_is_refused_like_the_hub(hub: FakeHub) -> None:
     with pytest.raises(hf.HfHubHTTPError) as err:
         api(hub, "hf_expired").model_info(REPO)
     assert not isinstance(err.value, hf.RepositoryNotFoundError)
-    assert err.value.response.status_code == 401 and err.value.server_message == fakehub.INVALID_CREDENTIALS
+    assert (
+        err.value.response.status_code == 401
+        and err.value.server_message == fakehub.INVALID_CREDENTIALS
+    )
 
 
 # ------------------------------------------------------------------ faults

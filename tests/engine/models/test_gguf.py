@@ -127,14 +127,17 @@ def test_minimal_valid_gguf(tmp_path):
     assert info.quantization == "Q8_0"  # from the file name when general.file_type is absent
 
 
-@pytest.mark.parametrize(("name", "quant"), [
-    ("gemma-3-270m-q4_k_m.gguf", "Q4_K_M"),
-    ("Llama-3.2-1B-Instruct-Q8_0.gguf", "Q8_0"),
-    ("model.IQ4_XS.gguf", "IQ4_XS"),
-    ("qwen2.5-7b-instruct-q5_k_m-00001-of-00002.gguf", "Q5_K_M"),
-    ("phi-3-mini-4k-instruct-fp16.gguf", None),
-    ("tinyllama-f16.gguf", "F16"),
-])
+@pytest.mark.parametrize(
+    ("name", "quant"),
+    [
+        ("gemma-3-270m-q4_k_m.gguf", "Q4_K_M"),
+        ("Llama-3.2-1B-Instruct-Q8_0.gguf", "Q8_0"),
+        ("model.IQ4_XS.gguf", "IQ4_XS"),
+        ("qwen2.5-7b-instruct-q5_k_m-00001-of-00002.gguf", "Q5_K_M"),
+        ("phi-3-mini-4k-instruct-fp16.gguf", None),
+        ("tinyllama-f16.gguf", "F16"),
+    ],
+)
 def test_quant_from_filename(name, quant):
     assert quant_from_filename(name) == quant
 
@@ -148,9 +151,13 @@ def test_arrays_of_arrays_are_skipped_without_being_built(tmp_path):
     from ggufgen import array, write_gguf
 
     n = 300_000
-    path = write_gguf(tmp_path / "nested.gguf",
-                      extra={"x.nested": array(9, n, struct.pack("<IQB", 0, 1, 7) * n),
-                             "x.small": [[1, 2], ["a", "b"]]})
+    path = write_gguf(
+        tmp_path / "nested.gguf",
+        extra={
+            "x.nested": array(9, n, struct.pack("<IQB", 0, 1, 7) * n),
+            "x.small": [[1, 2], ["a", "b"]],
+        },
+    )
     tracemalloc.start()
     try:
         info = inspect_gguf(path)
@@ -163,13 +170,16 @@ def test_arrays_of_arrays_are_skipped_without_being_built(tmp_path):
     assert peak < 2_000_000, peak  # bytes: nothing built per inner array
 
 
-@pytest.mark.parametrize(("item_type", "count", "items"), [
-    (9, 2**40, b""),  # arrays of arrays: far more than the file holds
-    (9, 3, struct.pack("<IQ", 0, 2**50)),  # an inner array longer than the file
-    (9, 1, struct.pack("<IQ", 8, 2**40)),  # inner strings more than the bytes left
-    (8, 2**40, b""),  # strings
-    (4, 2**61, b""),  # numbers (a count times 4 that wraps a 64-bit product)
-])
+@pytest.mark.parametrize(
+    ("item_type", "count", "items"),
+    [
+        (9, 2**40, b""),  # arrays of arrays: far more than the file holds
+        (9, 3, struct.pack("<IQ", 0, 2**50)),  # an inner array longer than the file
+        (9, 1, struct.pack("<IQ", 8, 2**40)),  # inner strings more than the bytes left
+        (8, 2**40, b""),  # strings
+        (4, 2**61, b""),  # numbers (a count times 4 that wraps a 64-bit product)
+    ],
+)
 def test_every_count_is_bounded_by_the_bytes_left(tmp_path, item_type, count, items):
     from ggufgen import array, write_gguf
 
@@ -188,8 +198,11 @@ def test_a_nested_array_inside_a_nested_array_is_refused(tmp_path):
 def test_names_from_the_header_are_sanitised_and_bounded(tmp_path):
     from ggufgen import write_gguf
 
-    path = write_gguf(tmp_path / "evil.gguf", architecture="llama",
-                      name="Evil\x1b]0;title\x07 model\x1b[2J\n[reverse]" + "x" * 5000 + "\ud800")
+    path = write_gguf(
+        tmp_path / "evil.gguf",
+        architecture="llama",
+        name="Evil\x1b]0;title\x07 model\x1b[2J\n[reverse]" + "x" * 5000 + "\ud800",
+    )
     info = inspect_gguf(path)
     assert info.name.startswith("Evil model [reverse]xxx") and info.name.endswith("…")
     assert len(info.name) <= 200 and info.name.isprintable()
@@ -202,10 +215,19 @@ def test_names_from_the_header_are_sanitised_and_bounded(tmp_path):
 def test_a_huge_string_or_key_is_skipped_not_kept(tmp_path):
     from ggufgen import write_gguf
 
-    path = write_gguf(tmp_path / "big.gguf", extra={"general.description": "d" * (2 << 20),
-                                                    "k" * 70_000: "value", "general.license": "mit"})
+    path = write_gguf(
+        tmp_path / "big.gguf",
+        extra={
+            "general.description": "d" * (2 << 20),
+            "k" * 70_000: "value",
+            "general.license": "mit",
+        },
+    )
     info = inspect_gguf(path)
-    assert "general.description" not in info.metadata and info.skipped_strings["general.description"] == 2 << 20
+    assert (
+        "general.description" not in info.metadata
+        and info.skipped_strings["general.description"] == 2 << 20
+    )
     assert not any(len(key) > 65536 for key in info.metadata)
     assert info.metadata["general.license"] == "mit" and info.architecture == "llama"
 
@@ -224,10 +246,18 @@ def test_a_fifo_or_a_device_as_a_model_is_named_as_such_without_blocking(tmp_pat
     assert "is a character device, not a model file" in _error(zero)
 
 
-@pytest.mark.parametrize("key, value, said", [
-    ("llama.block_count", 100_000, "its metadata says 100,000 layers; llama.cpp takes at most 512"),
-    ("llama.context_length", 0xFFFFFFFF, "a context of 4,294,967,295 tokens"),
-], ids=["layers", "context"])
+@pytest.mark.parametrize(
+    "key, value, said",
+    [
+        (
+            "llama.block_count",
+            100_000,
+            "its metadata says 100,000 layers; llama.cpp takes at most 512",
+        ),
+        ("llama.context_length", 0xFFFFFFFF, "a context of 4,294,967,295 tokens"),
+    ],
+    ids=["layers", "context"],
+)
 def test_metadata_llama_cpp_would_assert_on_is_refused_before_it_loads(tmp_path, key, value, said):
     from ggufgen import write_gguf
 
@@ -242,7 +272,9 @@ def test_run_on_a_model_claiming_100000_layers_is_one_line_not_an_abort(tmp_path
     from ggufgen import copy_with_metadata
     from test_cli_run import vibechat
 
-    path = copy_with_metadata(starter_path, tmp_path / "many-layers.gguf", {"gemma3.block_count": 100_000})
+    path = copy_with_metadata(
+        starter_path, tmp_path / "many-layers.gguf", {"gemma3.block_count": 100_000}
+    )
     out = vibechat("run", "-p", "hi", "--model", str(path), "-n", "4", timeout=120)
     assert out.returncode == 1, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "100,000 layers" in out.stderr, out.stderr
@@ -258,23 +290,34 @@ def test_a_long_string_array_is_skipped_and_what_follows_is_read(tmp_path):
     words = [("tok" + "é" * (i % 150))[: i % 300] for i in range(5000)]
     vocab = b"".join(_gguf_string(w) for w in words)
     nested = struct.pack("<IQ", 8, 3) + b"".join(_gguf_string(w) for w in ("a", "", "ü" * 40))
-    path = write_gguf(tmp_path / "vocab.gguf", extra={"tokenizer.ggml.tokens": array(8, len(words), vocab),
-                                                      "x.nested": array(9, 70, nested * 70),
-                                                      "general.license": "mit"})
+    path = write_gguf(
+        tmp_path / "vocab.gguf",
+        extra={
+            "tokenizer.ggml.tokens": array(8, len(words), vocab),
+            "x.nested": array(9, 70, nested * 70),
+            "general.license": "mit",
+        },
+    )
     info = inspect_gguf(path)
-    assert info.array_lengths["tokenizer.ggml.tokens"] == 5000 and info.array_lengths["x.nested"] == 70
+    assert (
+        info.array_lengths["tokenizer.ggml.tokens"] == 5000 and info.array_lengths["x.nested"] == 70
+    )
     assert info.metadata["general.license"] == "mit"
     assert info.architecture == "llama" and info.tensor_count == 1
 
 
 @pytest.mark.parametrize("where", ["first", "last"])
-@pytest.mark.parametrize("length", [2**40, 2**64 - 1])  # past the file; past what an offset can hold
+@pytest.mark.parametrize(
+    "length", [2**40, 2**64 - 1]
+)  # past the file; past what an offset can hold
 def test_a_string_in_a_long_array_claiming_more_than_the_file_is_refused(tmp_path, where, length):
     from ggufgen import array, write_gguf
 
     good = [_gguf_string("tok") for _ in range(99)]
     liar = struct.pack("<Q", length) + b"tok"
     items = [liar, *good] if where == "first" else [*good, liar]
-    path = write_gguf(tmp_path / "liar.gguf", extra={"tokenizer.ggml.tokens": array(8, 100, b"".join(items))})
+    path = write_gguf(
+        tmp_path / "liar.gguf", extra={"tokenizer.ggml.tokens": array(8, 100, b"".join(items))}
+    )
     message = _error(path)
     assert "truncated or corrupt" in message and "download it again" in message

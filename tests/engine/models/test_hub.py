@@ -30,8 +30,10 @@ FILES = {
     "Tiny-Chat.imatrix.gguf": gguf_bytes(payload=10),
     "README.md": b"# Tiny Chat\n",
 }
-SPLIT = {f"Q6_K/Tiny-Chat-Q6_K-0000{i}-of-00003.gguf": gguf_bytes(file_type=18, payload=2000 + i)
-         for i in (1, 2, 3)}
+SPLIT = {
+    f"Q6_K/Tiny-Chat-Q6_K-0000{i}-of-00003.gguf": gguf_bytes(file_type=18, payload=2000 + i)
+    for i in (1, 2, 3)
+}
 
 
 def no_sleep(_seconds: float) -> None:
@@ -42,7 +44,9 @@ def no_sleep(_seconds: float) -> None:
 def hub(fake_hub):
     fake_hub.add_repo(REPO, {**FILES, **SPLIT}, downloads=500)
     fake_hub.add_repo("acme/Other-GGUF", {"Other-Q4_K_M.gguf": gguf_bytes()}, downloads=9000)
-    fake_hub.add_repo("acme/not-a-gguf", {"model.safetensors": b"x"}, downloads=99999, tags=["safetensors"])
+    fake_hub.add_repo(
+        "acme/not-a-gguf", {"model.safetensors": b"x"}, downloads=99999, tags=["safetensors"]
+    )
     fake_hub.add_repo("corp/Gated-GGUF", {"Gated-Q4_K_M.gguf": gguf_bytes()}, gated=True)
     return fake_hub
 
@@ -59,13 +63,22 @@ def test_listing_groups_quantizations_and_skips_non_models(hub):
     listing = Hub().listing(REPO)
     assert listing.revision == hub.repo(REPO).sha
     options = listing.options
-    assert [o.label for o in options] == ["Q6_K", "Q4_K_M", "Q5_K_M", "Q8_0"]  # no mmproj, imatrix, README
+    assert [o.label for o in options] == [
+        "Q6_K",
+        "Q4_K_M",
+        "Q5_K_M",
+        "Q8_0",
+    ]  # no mmproj, imatrix, README
     q6 = options[0]
     assert len(q6.files) == 3 and q6.size == sum(len(b) for b in SPLIT.values())
-    assert all(f.sha256 == hashlib.sha256(FILES[f.path]).hexdigest() for o in options[1:] for f in o.files)
+    assert all(
+        f.sha256 == hashlib.sha256(FILES[f.path]).hexdigest() for o in options[1:] for f in o.files
+    )
     assert listing.choose(HubRef(REPO)).label == "Q4_K_M"
     assert listing.choose(HubRef(REPO, "q5_k_m")).label == "Q5_K_M"
-    with pytest.raises(ModelRefError, match="no IQ1_S file: choose one of Q6_K, Q4_K_M, Q5_K_M, Q8_0"):
+    with pytest.raises(
+        ModelRefError, match="no IQ1_S file: choose one of Q6_K, Q4_K_M, Q5_K_M, Q8_0"
+    ):
         listing.choose(HubRef(REPO, "IQ1_S"))
 
 
@@ -81,7 +94,9 @@ def test_pull_downloads_verifies_and_registers_the_default_quant(hub):
     entry = read_registry()[f"{REPO}/Tiny-Chat-Q4_K_M.gguf"]
     assert entry["repo"] == REPO and entry["added"]
     # Progress: monotonic, complete, with the file and a speed; the projector comes with the model.
-    assert seen and seen[-1].done == seen[-1].total == len(data) + len(FILES["mmproj-Tiny-Chat-F16.gguf"])
+    assert seen and seen[-1].done == seen[-1].total == len(data) + len(
+        FILES["mmproj-Tiny-Chat-F16.gguf"]
+    )
     assert all(a.done <= b.done for a, b in zip(seen, seen[1:], strict=False))
     # Listed, found by its name and by the Hub reference, which no longer needs a download.
     assert [m.name for m in store_models()] == [model.name]
@@ -90,7 +105,9 @@ def test_pull_downloads_verifies_and_registers_the_default_quant(hub):
 
 def test_a_split_model_downloads_every_shard_beside_the_first(hub):
     model = pull(HubRef(REPO, "Q6_K"))
-    assert [p.name for p in model.all_files] == [f"Tiny-Chat-Q6_K-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    assert [p.name for p in model.all_files] == [
+        f"Tiny-Chat-Q6_K-0000{i}-of-00003.gguf" for i in (1, 2, 3)
+    ]
     assert model.path.parent.name == "Q6_K" and model.size == sum(len(b) for b in SPLIT.values())
     listed = [m for m in all_models(discover=False) if m.source == "vibechat"]
     assert len(listed) == 1 and listed[0].name == f"{REPO}:Q6_K"
@@ -111,7 +128,10 @@ def test_an_interrupted_download_resumes_with_a_range_request(hub):
     with pytest.raises(DownloadError, match="kept failing .*run the same command again to resume"):
         Downloader(Hub(), retries=0, sleep=no_sleep).download(REPO, listing.revision, option, dest)
     part, meta = part_paths(dest / name)
-    assert part.stat().st_size == 5000 and json.loads(meta.read_text())["sha256"] == option.first.sha256
+    assert (
+        part.stat().st_size == 5000
+        and json.loads(meta.read_text())["sha256"] == option.first.sha256
+    )
     assert store_models() == []  # never listed half-downloaded
     hub.clear_faults()
     hub.requests.clear()
@@ -128,13 +148,17 @@ def test_a_dropped_connection_is_retried_on_the_spot(hub):
     hub.drop_after("Tiny-Chat-Q4_K_M.gguf", nbytes=3000, times=2)
     model = pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
     assert model.path.read_bytes() == FILES["Tiny-Chat-Q4_K_M.gguf"]
-    ranges = [r.headers.get("Range") for r in hub.find("Tiny-Chat-Q4_K_M.gguf") if r.method == "GET"]
+    ranges = [
+        r.headers.get("Range") for r in hub.find("Tiny-Chat-Q4_K_M.gguf") if r.method == "GET"
+    ]
     assert ranges == [None, "bytes=3000-", "bytes=6000-"]
 
 
 def test_a_checksum_mismatch_deletes_the_file_and_says_so(hub):
     hub.serve_wrong_bytes(REPO, "Tiny-Chat-Q4_K_M.gguf")
-    with pytest.raises(DownloadError, match="failed its checksum .* so it was deleted: download it again"):
+    with pytest.raises(
+        DownloadError, match="failed its checksum .* so it was deleted: download it again"
+    ):
         pull(HubRef(REPO))
     folder = model_folder(REPO)
     assert not any(folder.rglob("*.gguf*"))
@@ -142,7 +166,9 @@ def test_a_checksum_mismatch_deletes_the_file_and_says_so(hub):
 
 
 def test_gated_repo_explains_license_and_token(hub, monkeypatch):
-    with pytest.raises(HubError, match=r"corp/Gated-GGUF is gated: accept its license at .*set HF_TOKEN"):
+    with pytest.raises(
+        HubError, match=r"corp/Gated-GGUF is gated: accept its license at .*set HF_TOKEN"
+    ):
         pull(HubRef("corp/Gated-GGUF"))
     assert store_models() == []
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -150,12 +176,17 @@ def test_gated_repo_explains_license_and_token(hub, monkeypatch):
 
 
 def test_missing_repo_revision_and_file(hub):
-    with pytest.raises(HubError, match=r"acme/Nope-GGUF was not found on .* \(or it is private: set HF_TOKEN"):
+    with pytest.raises(
+        HubError, match=r"acme/Nope-GGUF was not found on .* \(or it is private: set HF_TOKEN"
+    ):
         Hub().listing("acme/Nope-GGUF")
     with pytest.raises(HubError, match="has no revision 'v9'"):
         Hub().listing(REPO, "v9")
-    hub.fail_next("resolve", status=404, headers={"X-Error-Code": "EntryNotFound",
-                                                  "X-Error-Message": "Entry not found"})
+    hub.fail_next(
+        "resolve",
+        status=404,
+        headers={"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"},
+    )
     with pytest.raises(HubError, match="a file of acme/Tiny-Chat-GGUF was not found"):
         pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
 
@@ -176,13 +207,22 @@ def test_a_server_that_does_not_answer_times_out(hub, monkeypatch):
     hub.delay("Tiny-Chat-Q4_K_M.gguf", seconds=1.5, times=10, method="GET")
     with pytest.raises(DownloadError, match="kept failing"):
         Downloader(Hub(), retries=1, sleep=no_sleep).download(
-            REPO, Hub().listing(REPO).revision, Hub().listing(REPO).choose(HubRef(REPO)), model_folder(REPO))
+            REPO,
+            Hub().listing(REPO).revision,
+            Hub().listing(REPO).choose(HubRef(REPO)),
+            model_folder(REPO),
+        )
 
 
 def test_unsafe_paths_in_a_listing_are_never_offered(fake_hub):
-    fake_hub.add_repo("evil/Trap-GGUF", {"../escape-Q4_K_M.gguf": gguf_bytes(),
-                                         "a/../../b-Q5_K_M.gguf": gguf_bytes(),
-                                         "ok-Q8_0.gguf": gguf_bytes()})
+    fake_hub.add_repo(
+        "evil/Trap-GGUF",
+        {
+            "../escape-Q4_K_M.gguf": gguf_bytes(),
+            "a/../../b-Q5_K_M.gguf": gguf_bytes(),
+            "ok-Q8_0.gguf": gguf_bytes(),
+        },
+    )
     listing = Hub().listing("evil/Trap-GGUF")
     assert "../escape-Q4_K_M.gguf" in [f.path for f in listing.files]  # the Hub listed it...
     assert [o.label for o in listing.options] == ["Q8_0"]  # ...vibechat never offers it
@@ -221,7 +261,9 @@ def test_a_full_disk_mid_download_is_a_clean_error(big, monkeypatch):
         real_add(self, chunk)
 
     monkeypatch.setattr(download_module._Part, "add", add)
-    with pytest.raises(DownloadError, match="the disk filled up .* run the same command again to resume"):
+    with pytest.raises(
+        DownloadError, match="the disk filled up .* run the same command again to resume"
+    ):
         pull(HubRef(BIG))
     assert store_models() == [] and read_registry() == {}
 
@@ -247,9 +289,17 @@ def test_offline_mode_is_honoured(hub, monkeypatch):
 
 
 def test_a_gated_repo_answering_403_is_explained_too(hub):
-    hub.fail_next("resolve", status=403, headers={"X-Error-Code": "GatedRepo",
-                                                  "X-Error-Message": "Access to this model is restricted"})
-    with pytest.raises(HubError, match=r"acme/Tiny-Chat-GGUF is gated: accept its license at .*set HF_TOKEN"):
+    hub.fail_next(
+        "resolve",
+        status=403,
+        headers={
+            "X-Error-Code": "GatedRepo",
+            "X-Error-Message": "Access to this model is restricted",
+        },
+    )
+    with pytest.raises(
+        HubError, match=r"acme/Tiny-Chat-GGUF is gated: accept its license at .*set HF_TOKEN"
+    ):
         pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
     assert store_models() == []
 
@@ -293,9 +343,14 @@ def test_no_size_no_sha_and_no_length_reads_to_the_end_resumes_and_checks_it_is_
 def test_no_size_no_sha_and_a_cut_file_is_refused_and_deleted(hub):
     name = "Tiny-Chat-Q4_K_M.gguf"
     hub.hide_sizes(REPO, sha256=False)
-    hub.serve_file(REPO, name, length=False, truncate=len(FILES[name]) - 500)  # a clean end, too early
-    with pytest.raises(DownloadError, match=r"Tiny-Chat-Q4_K_M.gguf arrived but is not a whole GGUF file "
-                                            r"\(it is truncated.*so it was deleted"):
+    hub.serve_file(
+        REPO, name, length=False, truncate=len(FILES[name]) - 500
+    )  # a clean end, too early
+    with pytest.raises(
+        DownloadError,
+        match=r"Tiny-Chat-Q4_K_M.gguf arrived but is not a whole GGUF file "
+        r"\(it is truncated.*so it was deleted",
+    ):
         pull(HubRef(REPO))
     assert not any(model_folder(REPO).rglob("*.gguf*")) and store_models() == []
 
@@ -309,7 +364,9 @@ def test_no_size_and_an_endless_file_stops_at_the_free_disk_space(hub, monkeypat
         free = download_module.SPARE_BYTES + 1_000_000  # a megabyte to spare
 
     monkeypatch.setattr(download_module.shutil, "disk_usage", lambda _path: Usage)
-    with pytest.raises(DownloadError, match="kept coming past 1.0 MB, more than the free disk space"):
+    with pytest.raises(
+        DownloadError, match="kept coming past 1.0 MB, more than the free disk space"
+    ):
         pull(HubRef(REPO))
     assert hub.gone.wait(10)  # it hung up rather than read on
     assert not any(model_folder(REPO).rglob("*.gguf*"))
@@ -318,7 +375,9 @@ def test_no_size_and_an_endless_file_stops_at_the_free_disk_space(hub, monkeypat
 def test_more_bytes_than_the_listing_says_are_not_read(hub):
     name = "Tiny-Chat-Q4_K_M.gguf"
     hub.serve_file(REPO, name, extra=b"\0" * 5_000_000)
-    with pytest.raises(DownloadError, match=r"arrived with more than the [\d,]+ bytes announced, so it was deleted"):
+    with pytest.raises(
+        DownloadError, match=r"arrived with more than the [\d,]+ bytes announced, so it was deleted"
+    ):
         pull(HubRef(REPO))
     assert not any(model_folder(REPO).rglob("*.gguf*"))
 
@@ -331,11 +390,20 @@ def test_control_characters_in_a_hub_file_name_never_reach_a_path(fake_hub):
         pull(HubRef("evil/Names-GGUF"))
     message = str(err.value)
     assert "\n" not in message and "\x1b" not in message and "\x07" not in message
-    assert "evil/Names-GGUF has no GGUF model files" in message and "'model-[reverse]REV\\x1b]0;T\\x07.gguf'" in message
+    assert (
+        "evil/Names-GGUF has no GGUF model files" in message
+        and "'model-[reverse]REV\\x1b]0;T\\x07.gguf'" in message
+    )
     assert not fake_hub.find("resolve")
     # Beside a safe file, the unsafe one is never offered nor written.
-    fake_hub.add_repo("evil/Mixed-GGUF", {evil: gguf_bytes(), "ok-Q4_K_M.gguf": gguf_bytes(),
-                                          "x" * 300 + "-Q8_0.gguf": gguf_bytes()})
+    fake_hub.add_repo(
+        "evil/Mixed-GGUF",
+        {
+            evil: gguf_bytes(),
+            "ok-Q4_K_M.gguf": gguf_bytes(),
+            "x" * 300 + "-Q8_0.gguf": gguf_bytes(),
+        },
+    )
     assert [o.label for o in Hub().listing("evil/Mixed-GGUF").options] == ["Q4_K_M"]
     assert pull(HubRef("evil/Mixed-GGUF")).path.name == "ok-Q4_K_M.gguf"
     written = [p.name for p in models_dir().rglob("*")]
@@ -344,22 +412,45 @@ def test_control_characters_in_a_hub_file_name_never_reach_a_path(fake_hub):
 
 def test_a_file_name_longer_than_a_disk_allows_is_a_clean_error(fake_hub):
     fake_hub.add_repo("evil/Long-GGUF", {"x" * 300 + "-Q4_K_M.gguf": gguf_bytes()})
-    with pytest.raises(ModelRefError, match="has no GGUF model files.*; left out as unsafe to save: 'xxxx"):
+    with pytest.raises(
+        ModelRefError, match="has no GGUF model files.*; left out as unsafe to save: 'xxxx"
+    ):
         pull(HubRef("evil/Long-GGUF"))
 
 
 def test_search_results_are_checked_and_bounded(hub):
-    results = [{"id": "acme/Good-GGUF", "downloads": 5, "likes": 2, "lastModified": "2024-05-01", "gated": False},
-               {"id": "evil/\x1b]0;title\x07-GGUF", "downloads": 1},
-               {"id": "a/b/c"}, {"id": 42}, "not an object", {"no": "id"},
-               {"id": "acme/Odd-Numbers", "downloads": "many", "likes": -3, "lastModified": {"x": 1},
-                "gated": "manual"},
-               {"id": "acme/Huge", "downloads": 10 ** 40, "likes": 1.5}]
+    results = [
+        {
+            "id": "acme/Good-GGUF",
+            "downloads": 5,
+            "likes": 2,
+            "lastModified": "2024-05-01",
+            "gated": False,
+        },
+        {"id": "evil/\x1b]0;title\x07-GGUF", "downloads": 1},
+        {"id": "a/b/c"},
+        {"id": 42},
+        "not an object",
+        {"no": "id"},
+        {
+            "id": "acme/Odd-Numbers",
+            "downloads": "many",
+            "likes": -3,
+            "lastModified": {"x": 1},
+            "gated": "manual",
+        },
+        {"id": "acme/Huge", "downloads": 10**40, "likes": 1.5},
+    ]
     hub.answer_next("/api/models", json.dumps(results).encode())
     found = Hub().search("x")
     assert [m.id for m in found] == ["acme/Good-GGUF", "acme/Odd-Numbers", "acme/Huge"]
     assert (found[0].downloads, found[0].likes, found[0].updated) == (5, 2, "2024-05-01")
-    assert (found[1].downloads, found[1].likes, found[1].updated, found[1].gated) == (0, 0, None, True)
+    assert (found[1].downloads, found[1].likes, found[1].updated, found[1].gated) == (
+        0,
+        0,
+        None,
+        True,
+    )
     assert (found[2].downloads, found[2].likes) == (0, 0)
     hub.answer_next("/api/models", json.dumps([{"id": f"a/m{i}"} for i in range(50)]).encode())
     assert len(Hub().search("x", limit=5)) == 5  # no more than asked for
@@ -367,7 +458,9 @@ def test_search_results_are_checked_and_bounded(hub):
 
 def test_an_endless_or_nested_answer_is_one_clear_error(hub):
     hub.answer_next("/api/models", b"[", endless=b'{"id": "acme/Spam-GGUF"}, ')
-    with pytest.raises(HubError, match="answered search for 'x' with more than 32 MB: check HF_ENDPOINT"):
+    with pytest.raises(
+        HubError, match="answered search for 'x' with more than 32 MB: check HF_ENDPOINT"
+    ):
         Hub().search("x")
     assert hub.gone.wait(10)
     hub.answer_next("/api/models", b"[" * 100_000)
@@ -388,16 +481,24 @@ def test_an_endless_error_answer_is_read_only_in_part(hub):
 
 def test_a_listing_with_nonsense_fields_keeps_what_makes_sense(hub):
     good = hashlib.sha256(b"x").hexdigest()
-    info = {"sha": "not-a-commit\x1b[2J", "gated": "auto", "siblings": [
-        {"rfilename": "a-Q4_K_M.gguf", "size": -5, "lfs": {"sha256": "zz", "size": "big"}},
-        {"rfilename": "b-Q8_0.gguf", "size": True, "lfs": {"sha256": good.upper(), "size": 7}},
-        {"rfilename": 12, "size": 3}, "junk", {"size": 4},
-    ]}
+    info = {
+        "sha": "not-a-commit\x1b[2J",
+        "gated": "auto",
+        "siblings": [
+            {"rfilename": "a-Q4_K_M.gguf", "size": -5, "lfs": {"sha256": "zz", "size": "big"}},
+            {"rfilename": "b-Q8_0.gguf", "size": True, "lfs": {"sha256": good.upper(), "size": 7}},
+            {"rfilename": 12, "size": 3},
+            "junk",
+            {"size": 4},
+        ],
+    }
     hub.answer_next(f"/api/models/{REPO}", json.dumps(info).encode())
     listing = Hub().listing(REPO)
     assert listing.revision == "main" and listing.gated
-    assert [(f.path, f.size, f.sha256) for f in listing.files] == [("a-Q4_K_M.gguf", 0, None),
-                                                                   ("b-Q8_0.gguf", 7, good)]
+    assert [(f.path, f.size, f.sha256) for f in listing.files] == [
+        ("a-Q4_K_M.gguf", 0, None),
+        ("b-Q8_0.gguf", 7, good),
+    ]
     with pytest.raises(ModelRefError, match="not a Hub repo id"):
         Hub().listing("evil/\x1b[2J")
 
@@ -407,10 +508,13 @@ def test_a_server_whose_copy_is_shorter_than_listed_ends_in_a_size_error(hub):
     error, not a loop."""
     name = "Tiny-Chat-Q4_K_M.gguf"
     hub.serve_file(REPO, name, truncate=len(FILES[name]) - 500)
-    with pytest.raises(DownloadError, match=r"arrived with [\d,]+ bytes instead of [\d,]+, so it was deleted"):
+    with pytest.raises(
+        DownloadError, match=r"arrived with [\d,]+ bytes instead of [\d,]+, so it was deleted"
+    ):
         pull(HubRef(REPO), hub=Hub(sleep=no_sleep))
-    assert [r.headers.get("Range") for r in hub.find(name) if r.method == "GET"][-1] == \
-        f"bytes={len(FILES[name]) - 500}-"
+    assert [r.headers.get("Range") for r in hub.find(name) if r.method == "GET"][
+        -1
+    ] == f"bytes={len(FILES[name]) - 500}-"
 
 
 # ---------------------------------------------------- a vision model's projector (issue 29.1)
@@ -424,15 +528,25 @@ def test_a_vision_model_is_pulled_with_its_projector_which_auto_then_finds(hub):
     assert listing.projector_for(listing.choose(HubRef(REPO))).path == "mmproj-Tiny-Chat-F16.gguf"
     model = pull(HubRef(REPO, "Q8_0"))
     projector = model_folder(REPO) / "mmproj-Tiny-Chat-F16.gguf"
-    assert model.projector == projector and projector.read_bytes() == FILES["mmproj-Tiny-Chat-F16.gguf"]
+    assert (
+        model.projector == projector
+        and projector.read_bytes() == FILES["mmproj-Tiny-Chat-F16.gguf"]
+    )
     entry = read_registry()[f"{REPO}/Tiny-Chat-Q8_0.gguf"]
     assert entry["mmproj"] == f"{REPO}/mmproj-Tiny-Chat-F16.gguf"
     assert entry["mmproj_sha256"] == hashlib.sha256(FILES["mmproj-Tiny-Chat-F16.gguf"]).hexdigest()
-    assert recorded_projector(model.path) == projector == find_projector(model.path, recorded_projector(model.path))
+    assert (
+        recorded_projector(model.path)
+        == projector
+        == find_projector(model.path, recorded_projector(model.path))
+    )
     assert [m.name for m in store_models()] == [f"{REPO}:Q8_0"]  # the projector is no model
     # A split model in a subfolder finds the repo's projector through the registry.
     split = pull(HubRef(REPO, "Q6_K"))
-    assert split.projector == projector and find_projector(split.path, recorded_projector(split.path)) == projector
+    assert (
+        split.projector == projector
+        and find_projector(split.path, recorded_projector(split.path)) == projector
+    )
     remove(split)
     assert projector.exists()  # the Q8_0 uses it still
     remove(find_model(f"{REPO}:Q8_0"))
@@ -441,7 +555,10 @@ def test_a_vision_model_is_pulled_with_its_projector_which_auto_then_finds(hub):
 
 def test_a_text_model_has_no_projector(hub):
     model = pull(HubRef("acme/Other-GGUF"))
-    assert model.projector is None and "mmproj" not in read_registry()["acme/Other-GGUF/Other-Q4_K_M.gguf"]
+    assert (
+        model.projector is None
+        and "mmproj" not in read_registry()["acme/Other-GGUF/Other-Q4_K_M.gguf"]
+    )
     assert [p.name for p in model_folder("acme/Other-GGUF").iterdir()] == ["Other-Q4_K_M.gguf"]
 
 

@@ -36,7 +36,9 @@ KEY = "sk-test-5ecret-KEY-0123456789"
 GREEDY = SamplingParams(temperature=0)
 
 
-def backend_for(stub: StubServer, model: str | None = "stub-small", **kw) -> OpenAICompatibleBackend:
+def backend_for(
+    stub: StubServer, model: str | None = "stub-small", **kw
+) -> OpenAICompatibleBackend:
     return OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model=model, **kw))
 
 
@@ -60,10 +62,19 @@ def test_api_key_comes_from_the_named_variable_or_the_defaults():
     env = {"VIBECHAT_API_KEY": "a", "OPENAI_API_KEY": "b", "MINE": "c"}
     assert resolve_api_key(None, env) == ("a", "VIBECHAT_API_KEY")
     assert resolve_api_key(None, {"OPENAI_API_KEY": "b"}) == ("b", "OPENAI_API_KEY")
-    assert resolve_api_key(None, {"OPENAI_API_KEY": "b"}, "https://host/v1") == ("b", "OPENAI_API_KEY")
+    assert resolve_api_key(None, {"OPENAI_API_KEY": "b"}, "https://host/v1") == (
+        "b",
+        "OPENAI_API_KEY",
+    )
     # an OpenAI key is not sent in clear text to a plain-http server unless named
-    assert resolve_api_key(None, {"OPENAI_API_KEY": "b"}, "http://10.0.0.2:8080/v1") == (None, "VIBECHAT_API_KEY")
-    assert resolve_api_key("OPENAI_API_KEY", {"OPENAI_API_KEY": "b"}, "http://h/v1") == ("b", "OPENAI_API_KEY")
+    assert resolve_api_key(None, {"OPENAI_API_KEY": "b"}, "http://10.0.0.2:8080/v1") == (
+        None,
+        "VIBECHAT_API_KEY",
+    )
+    assert resolve_api_key("OPENAI_API_KEY", {"OPENAI_API_KEY": "b"}, "http://h/v1") == (
+        "b",
+        "OPENAI_API_KEY",
+    )
     assert resolve_api_key(None, env, "http://h/v1") == ("a", "VIBECHAT_API_KEY")
     assert resolve_api_key("MINE", env) == ("c", "MINE")
     assert resolve_api_key(None, {}) == (None, "VIBECHAT_API_KEY")
@@ -89,12 +100,21 @@ def test_load_checks_the_model_and_describes_it(stub):
     assert backend.count_tokens(HELLO) > 0
 
 
-@pytest.mark.parametrize(("fields", "context", "trained"), [
-    ({"meta": {"n_ctx": 8192, "n_ctx_train": 32768}}, 8192, 32768),  # llama-server
-    ({"max_model_len": 4096}, 4096, None),  # vLLM
-    ({"meta": None}, 0, None),  # JSON null where llama-server sends an object: the server did not say
-])
-def test_the_context_size_comes_from_the_model_list_when_the_server_gives_it(stub, fields, context, trained):
+@pytest.mark.parametrize(
+    ("fields", "context", "trained"),
+    [
+        ({"meta": {"n_ctx": 8192, "n_ctx_train": 32768}}, 8192, 32768),  # llama-server
+        ({"max_model_len": 4096}, 4096, None),  # vLLM
+        (
+            {"meta": None},
+            0,
+            None,
+        ),  # JSON null where llama-server sends an object: the server did not say
+    ],
+)
+def test_the_context_size_comes_from_the_model_list_when_the_server_gives_it(
+    stub, fields, context, trained
+):
     stub.model_fields = fields
     info = backend_for(stub).load()
     assert (info.context_size, info.trained_context) == (context, trained)
@@ -110,22 +130,45 @@ def test_the_only_model_is_used_when_none_is_named(stub):
 
 def test_streams_deltas_and_sends_every_sampling_parameter(stub):
     backend = backend_for(stub, api_key=KEY)
-    params = SamplingParams(temperature=0.3, top_k=7, top_p=0.8, min_p=0.1, repeat_penalty=1.2,
-                            max_tokens=50, seed=42, stop=("zzz",))
+    params = SamplingParams(
+        temperature=0.3,
+        top_k=7,
+        top_p=0.8,
+        min_p=0.1,
+        repeat_penalty=1.2,
+        max_tokens=50,
+        seed=42,
+        stop=("zzz",),
+    )
     deltas, done = collect(backend, HELLO, params)
     assert len(deltas) > 3 and "".join(deltas) == done.text == stub.reply
     body = stub.last_body
     assert body["model"] == "stub-small" and body["stream"] is True
-    assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Say hello."},
+    ]
     assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"], body["stop"]) == (
-        0.3, 0.8, 50, 42, ["zzz"])
-    assert (body["top_k"], body["min_p"], body["repeat_penalty"], body["repetition_penalty"]) == (7, 0.1, 1.2, 1.2)
+        0.3,
+        0.8,
+        50,
+        42,
+        ["zzz"],
+    )
+    assert (body["top_k"], body["min_p"], body["repeat_penalty"], body["repetition_penalty"]) == (
+        7,
+        0.1,
+        1.2,
+        1.2,
+    )
     assert body["stream_options"] == {"include_usage": True}
     headers = [r["headers"] for r in stub.requests]
     assert all(h.get("Authorization") == f"Bearer {KEY}" for h in headers)
     assert done.params == params and done.stats.seed == 42
     # Stats from the server's usage.
-    assert done.stats.prompt_tokens == 21 and done.stats.completion_tokens == len(stub.reply.split())
+    assert done.stats.prompt_tokens == 21 and done.stats.completion_tokens == len(
+        stub.reply.split()
+    )
     assert done.stats.finish_reason == "stop"
 
 
@@ -141,12 +184,21 @@ def test_auto_sends_nothing_the_servers_default_decides(stub):
     its model; no limit (max_tokens 0) is not sent either; an explicit penalty of 1 (off) is."""
     _, done = collect(backend_for(stub), HELLO, SamplingParams())
     body = stub.last_body
-    assert "max_tokens" not in body and "repeat_penalty" not in body and "repetition_penalty" not in body
+    assert (
+        "max_tokens" not in body
+        and "repeat_penalty" not in body
+        and "repetition_penalty" not in body
+    )
     assert body["top_k"] == 40  # the other extra fields still go
-    assert done.params.max_tokens is None and done.params.repeat_penalty is None  # auto: the server's
+    assert (
+        done.params.max_tokens is None and done.params.repeat_penalty is None
+    )  # auto: the server's
     _, done = collect(backend_for(stub), HELLO, SamplingParams(max_tokens=0, repeat_penalty=1.0))
     body = stub.last_body
-    assert "max_tokens" not in body and (body["repeat_penalty"], body["repetition_penalty"]) == (1.0, 1.0)
+    assert "max_tokens" not in body and (body["repeat_penalty"], body["repetition_penalty"]) == (
+        1.0,
+        1.0,
+    )
     assert done.params.max_tokens is None  # no limit, as it reads once resolved
 
 
@@ -163,7 +215,9 @@ def test_llama_server_timings_are_used(stub):
     stub.timings = True
     _, done = collect(backend_for(stub))
     stats = done.stats
-    assert stats.prompt_tokens == 21 and stats.prompt_tokens_evaluated == 5  # 16 came from its cache
+    assert (
+        stats.prompt_tokens == 21 and stats.prompt_tokens_evaluated == 5
+    )  # 16 came from its cache
     assert stats.prompt_eval_ms == 12.5 and stats.decode_tokens_per_s == 70.0
 
 
@@ -209,7 +263,10 @@ def test_cancel_while_the_server_is_silent_returns_promptly(stub):
                 threading.Timer(0.2, backend.cancel).start()
         elif isinstance(event, GenerationDone):
             done = event
-    assert done.stats.finish_reason == "cancelled" and done.text == "".join(seen) == "Hello there, this"
+    assert (
+        done.stats.finish_reason == "cancelled"
+        and done.text == "".join(seen) == "Hello there, this"
+    )
     stub.mode = "ok"
     _, after = collect(backend)
     assert after.text == stub.reply and after.stats.finish_reason == "stop"
@@ -224,7 +281,9 @@ def test_cancel_while_the_server_evaluates_the_prompt(stub):
     timer.start()
     events = list(backend.stream_chat(HELLO, SamplingParams()))
     timer.join()
-    assert len(events) == 1 and events[0].stats.finish_reason == "cancelled" and events[0].text == ""
+    assert (
+        len(events) == 1 and events[0].stats.finish_reason == "cancelled" and events[0].text == ""
+    )
 
 
 # ------------------------------------------------------------------- errors
@@ -284,7 +343,10 @@ def test_a_wrong_key_is_named_by_its_variable_never_by_its_value(stub, caplog):
 def test_an_unknown_model_lists_the_ones_the_server_has(stub):
     with pytest.raises(RemoteServerError) as err:
         backend_for(stub, model="gpt-9").load()
-    assert "has no model 'gpt-9'; it offers stub-small, stub-large (choose with --model)" in one_line(err.value)
+    assert (
+        "has no model 'gpt-9'; it offers stub-small, stub-large (choose with --model)"
+        in one_line(err.value)
+    )
     # A model that disappears between load and the request: the 404 names the others too.
     backend = backend_for(stub)
     backend.load()
@@ -294,21 +356,36 @@ def test_an_unknown_model_lists_the_ones_the_server_has(stub):
 
 
 def test_a_base_url_that_is_not_the_api_root(stub):
-    backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url.replace("/v1", "/api"), model="m"))
+    backend = OpenAICompatibleBackend(
+        OpenAIOptions(base_url=stub.url.replace("/v1", "/api"), model="m")
+    )
     with pytest.raises(RemoteServerError) as err:
         backend.load()
     assert "HTTP 404" in one_line(err.value) and "API root" in str(err.value)
 
 
-@pytest.mark.parametrize(("status", "body", "needle"), [
-    (500, {"error": {"message": "CUDA out of memory", "type": "server_error"}},
-     "failed (HTTP 500: CUDA out of memory); see the server's log"),
-    (503, {"detail": "Service is not available"}, "failed (HTTP 503: Service is not available)"),
-    (502, "<html><body>Bad gateway</body></html>", "failed (HTTP 502)"),
-    (400, {"object": "error", "message": "This model's maximum context length is 2048 tokens"},
-     "rejected the request (HTTP 400: This model's maximum context length is 2048 tokens)"),
-    (429, {"error": "slow down"}, "rate-limiting requests (HTTP 429: slow down)"),
-])
+@pytest.mark.parametrize(
+    ("status", "body", "needle"),
+    [
+        (
+            500,
+            {"error": {"message": "CUDA out of memory", "type": "server_error"}},
+            "failed (HTTP 500: CUDA out of memory); see the server's log",
+        ),
+        (
+            503,
+            {"detail": "Service is not available"},
+            "failed (HTTP 503: Service is not available)",
+        ),
+        (502, "<html><body>Bad gateway</body></html>", "failed (HTTP 502)"),
+        (
+            400,
+            {"object": "error", "message": "This model's maximum context length is 2048 tokens"},
+            "rejected the request (HTTP 400: This model's maximum context length is 2048 tokens)",
+        ),
+        (429, {"error": "slow down"}, "rate-limiting requests (HTTP 429: slow down)"),
+    ],
+)
 def test_server_errors_carry_the_servers_message(stub, status, body, needle):
     backend = backend_for(stub)
     backend.load()
@@ -321,7 +398,10 @@ def test_server_errors_carry_the_servers_message(stub, status, body, needle):
 def test_a_servers_message_is_cleaned_before_it_is_shown(stub):
     backend = backend_for(stub)
     backend.load()
-    stub.mode, stub.error_body = "status", {"error": {"message": "bad\x1b]52;c;cHduZWQ=\x07\nthing " + "x" * 900}}
+    stub.mode, stub.error_body = (
+        "status",
+        {"error": {"message": "bad\x1b]52;c;cHduZWQ=\x07\nthing " + "x" * 900}},
+    )
     with pytest.raises(RemoteServerError) as err:
         collect(backend)
     message = one_line(err.value)
@@ -363,14 +443,22 @@ def test_a_server_that_stalls_mid_reply_times_out_with_the_partial_text(stub):
     stub.mode = "stall"
     with pytest.raises(StreamInterrupted) as err:
         collect(backend_for(stub, timeout=1))
-    assert "sent nothing for 1 s mid-reply" in one_line(err.value) and "VIBECHAT_TIMEOUT" in str(err.value)
+    assert "sent nothing for 1 s mid-reply" in one_line(err.value) and "VIBECHAT_TIMEOUT" in str(
+        err.value
+    )
     assert err.value.partial == "Hello there, this"
 
 
-@pytest.mark.parametrize("limits, said", [
-    ({"timeout": 1}, "did not answer within 1 s"),  # the timeout
-    ({"timeout": 120, "deadline": 1}, "did not finish the reply within 1 s"),  # the deadline covers it too
-])
+@pytest.mark.parametrize(
+    "limits, said",
+    [
+        ({"timeout": 1}, "did not answer within 1 s"),  # the timeout
+        (
+            {"timeout": 120, "deadline": 1},
+            "did not finish the reply within 1 s",
+        ),  # the deadline covers it too
+    ],
+)
 def test_a_server_that_never_sends_its_headers_is_given_up(stub, limits, said):
     backend = backend_for(stub, **limits)
     backend.load()
@@ -390,14 +478,18 @@ def test_every_failure_is_a_vibechat_error(stub):
 
 def test_chatlog_saves_an_interrupted_reply_with_its_partial_text_and_reason():
     with History() as history:
-        chat = ChatLog(Conversation(), history, model="stub-small", model_path="http://x/v1/models/stub-small")
+        chat = ChatLog(
+            Conversation(), history, model="stub-small", model_path="http://x/v1/models/stub-small"
+        )
         chat.add_user("Say hello.")
         reply = chat.start_reply()
         reply.append("Hello th")
         chat.fail_reply(reply, "the connection dropped mid-reply", partial="Hello th")
         stored = history.get(chat.conversation_id)
     assert [(m.role, m.content, m.status) for m in stored.messages] == [
-        ("user", "Say hello.", "complete"), ("assistant", "Hello th", "interrupted")]
+        ("user", "Say hello.", "complete"),
+        ("assistant", "Hello th", "interrupted"),
+    ]
     assert stored.messages[1].error == "the connection dropped mid-reply"
     assert stored.messages[1].in_context  # kept as written, like a stopped reply
     assert chat.conversation.turns[-1] == ChatMessage("assistant", "Hello th")
@@ -415,7 +507,7 @@ def test_lone_surrogates_from_the_server_never_reach_the_app(stub):
     # A pair split between two pieces (a UTF-16 string sliced by a JavaScript server) is joined.
     stub.pieces = ["A ", "\ud83d", "\ude00", " B \ud83d"]
     deltas, done = collect(backend_for(stub))
-    assert done.text == "".join(deltas) == "A \U0001F600 B \ufffd"
+    assert done.text == "".join(deltas) == "A \U0001f600 B \ufffd"
     # Model ids that are not printable one-line text are left out; error messages are cleaned.
     stub.models = ["stub-small", "bad\ud800id", "esc\x1b]0;t\x07", "x" * 300]
     backend = backend_for(stub)
@@ -459,7 +551,11 @@ def test_the_reply_is_capped_in_size_and_ends_as_length(stub, monkeypatch):
     monkeypatch.setattr(openai_backend, "MAX_REPLY_CHARS", 100)
     stub.mode = "endless"
     deltas, done = collect(backend_for(stub))
-    assert len(done.text) == 100 and done.text == "".join(deltas) and done.text.startswith("tok0 tok1 ")
+    assert (
+        len(done.text) == 100
+        and done.text == "".join(deltas)
+        and done.text.startswith("tok0 tok1 ")
+    )
     assert done.stats.finish_reason == "length"
     assert stub.client_gone.wait(10)
 
@@ -472,7 +568,9 @@ def test_an_event_without_end_is_an_error_after_a_bounded_read(stub, mode):
     with pytest.raises(StreamInterrupted) as err:
         collect(backend_for(stub))
     message = one_line(err.value)
-    assert ("a line longer than 1 MB" if mode == "endless_line" else "an event larger than 1 MB") in message
+    assert (
+        "a line longer than 1 MB" if mode == "endless_line" else "an event larger than 1 MB"
+    ) in message
     assert err.value.partial == "Hello there, this"
     assert stub.client_gone.wait(10)  # it stopped reading long before the 24 MB the stub had for it
 
@@ -512,8 +610,6 @@ def test_a_reply_that_outlives_the_deadline_is_cut_with_its_text(stub, mode):
     assert stub.client_gone.wait(10)
 
 
-
-
 def test_json_nested_too_deeply_is_unreadable_not_a_crash(stub):
     """json.loads raises RecursionError on deep nesting: not a traceback, in an event, an
     error body or the model list."""
@@ -525,25 +621,33 @@ def test_json_nested_too_deeply_is_unreadable_not_a_crash(stub):
     stub.mode, stub.status, stub.error_body = "status", 500, "[" * 60_000
     with pytest.raises(RemoteServerError, match=r"failed \(HTTP 500"):
         collect(backend)
-    stub.models_body = "{\"data\": " + "[" * 100_000
+    stub.models_body = '{"data": ' + "[" * 100_000
     with pytest.raises(RemoteServerError, match="something other than JSON"):
         backend_for(stub).list_models()
 
 
 def test_numbers_from_the_server_are_used_only_when_sane(stub):
     stub.timings = True
-    stub.final_fields = {"usage": {"prompt_tokens": -3, "completion_tokens": 10 ** 30},
-                         "timings": {"prompt_ms": float("nan"), "predicted_ms": float("inf"),
-                                     "predicted_per_second": -1.0, "prompt_n": "5"}}
-    stub.model_fields = {"max_model_len": 10 ** 30, "meta": {"n_ctx_train": -1}}
+    stub.final_fields = {
+        "usage": {"prompt_tokens": -3, "completion_tokens": 10**30},
+        "timings": {
+            "prompt_ms": float("nan"),
+            "predicted_ms": float("inf"),
+            "predicted_per_second": -1.0,
+            "prompt_n": "5",
+        },
+    }
+    stub.model_fields = {"max_model_len": 10**30, "meta": {"n_ctx_train": -1}}
     backend = backend_for(stub)
     info = backend.load()
     assert info.context_size == 0 and info.trained_context is None
     _, done = collect(backend)
     stats = done.stats
     assert stats.completion_tokens == len(stub.reply.split())  # counted here instead
-    assert all(math.isfinite(v) and v >= 0 for v in (stats.prompt_eval_ms, stats.decode_ms,
-                                                     stats.decode_tokens_per_s))
+    assert all(
+        math.isfinite(v) and v >= 0
+        for v in (stats.prompt_eval_ms, stats.decode_ms, stats.decode_tokens_per_s)
+    )
     json.dumps(done.stats.__dict__, allow_nan=False)
 
 

@@ -61,7 +61,9 @@ def test_greedy_is_deterministic(remote):
 
 
 def test_same_seed_reproduces_a_sampled_reply(remote):
-    params = SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=1234, max_tokens=24)
+    params = SamplingParams(
+        temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=1234, max_tokens=24
+    )
     _, first = collect(remote, params=params)
     _, second = collect(remote, params=params)
     assert first.text == second.text and first.stats.seed == 1234
@@ -115,19 +117,44 @@ def test_cancel_mid_stream_then_a_new_request_works(remote):
 
 def test_a_conversation_continues_over_several_turns(remote):
     _, first = collect(remote)
-    turn2 = HELLO + [ChatMessage("assistant", first.text), ChatMessage("user", "And three vegetables?")]
+    turn2 = HELLO + [
+        ChatMessage("assistant", first.text),
+        ChatMessage("user", "And three vegetables?"),
+    ]
     _, second = collect(remote, turn2)
     assert second.text.strip() and second.stats.finish_reason in ("stop", "length")
 
 
 def vibechat(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
 
 
 def test_vibechat_run_with_the_openai_backend_end_to_end(llama_server):
-    out = vibechat("run", "--backend", "openai", "--base-url", llama_server, "--model", "starter",
-                   "-p", "Write a list of three fruits.", "-t", "0", "--seed", "1", "-n", "8", "--json")
+    out = vibechat(
+        "run",
+        "--backend",
+        "openai",
+        "--base-url",
+        llama_server,
+        "--model",
+        "starter",
+        "-p",
+        "Write a list of three fruits.",
+        "-t",
+        "0",
+        "--seed",
+        "1",
+        "-n",
+        "8",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
     assert obj["model"] == "starter" and obj["text"].strip() and obj["finish_reason"] == "length"
@@ -138,6 +165,8 @@ def test_vibechat_run_with_the_openai_backend_end_to_end(llama_server):
     assert statuses == [("user", "complete"), ("assistant", "cut")]  # -n 8 cut it
     assert saved["messages"][1]["content"] == obj["text"]
     # Streaming to stdout, with the server named in the stats.
-    out = vibechat("run", "--base-url", llama_server, "--model", "starter", "-p", "Hi", "-n", "4", "--stats")
+    out = vibechat(
+        "run", "--base-url", llama_server, "--model", "starter", "-p", "Hi", "-n", "4", "--stats"
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() and "openai · http://127.0.0.1:" in out.stderr

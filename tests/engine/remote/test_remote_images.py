@@ -32,8 +32,16 @@ def kept_png(tmp_path, name="photo.png", color=(200, 30, 30), size=(8, 6)) -> At
     data = buf.getvalue()
     path = tmp_path / f"{name}.kept"
     path.write_bytes(data)
-    return Attachment(kind="image", name=name, digest="d" * 64, mime="image/png", size=len(data), path=str(path),
-                      width=size[0], height=size[1])
+    return Attachment(
+        kind="image",
+        name=name,
+        digest="d" * 64,
+        mime="image/png",
+        size=len(data),
+        path=str(path),
+        width=size[0],
+        height=size[1],
+    )
 
 
 def decoded(part: dict) -> tuple[str, bytes]:
@@ -41,18 +49,27 @@ def decoded(part: dict) -> tuple[str, bytes]:
     url = part["image_url"]["url"]
     head, _, data = url.partition(",")
     assert head.startswith("data:") and head.endswith(";base64")
-    return head[len("data:"):-len(";base64")], base64.b64decode(data, validate=True)
+    return head[len("data:") : -len(";base64")], base64.b64decode(data, validate=True)
 
 
-def test_an_image_goes_as_a_content_part_after_the_text_and_decodes_to_the_kept_bytes(stub: StubServer, tmp_path):
+def test_an_image_goes_as_a_content_part_after_the_text_and_decodes_to_the_kept_bytes(
+    stub: StubServer, tmp_path
+):
     image = kept_png(tmp_path)
-    messages = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi"), ChatMessage("assistant", "Hello."),
-                ChatMessage("user", "What is in this picture?", attachments=(image,))]
+    messages = [
+        ChatMessage("system", "Be brief."),
+        ChatMessage("user", "Hi"),
+        ChatMessage("assistant", "Hello."),
+        ChatMessage("user", "What is in this picture?", attachments=(image,)),
+    ]
     texts, done = collect(stub.backend(), messages, PARAMS)
     assert "".join(texts) == stub.reply and done.stats.finish_reason == "stop"
     sent = stub.last_body["messages"]
-    assert sent[:3] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-                        {"role": "assistant", "content": "Hello."}]  # text-only messages: plain strings, as before
+    assert sent[:3] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello."},
+    ]  # text-only messages: plain strings, as before
     content = sent[3]["content"]
     assert sent[3]["role"] == "user" and isinstance(content, list) and len(content) == 2
     assert content[0] == {"type": "text", "text": "What is in this picture?"}
@@ -68,24 +85,34 @@ def test_a_text_only_chat_is_unchanged_on_the_wire(stub: StubServer):
     assert image_parts(stub.last_body) == []
 
 
-def test_several_images_keep_their_order_and_an_image_alone_sends_no_empty_text(stub: StubServer, tmp_path):
+def test_several_images_keep_their_order_and_an_image_alone_sends_no_empty_text(
+    stub: StubServer, tmp_path
+):
     red = kept_png(tmp_path, "red.png", (255, 0, 0))
     blue = kept_png(tmp_path, "blue.png", (0, 0, 255), size=(5, 9))
     collect(stub.backend(), [ChatMessage("user", "", attachments=(red, blue))], PARAMS)
     content = stub.last_body["messages"][0]["content"]
     assert [part["type"] for part in content] == ["image_url", "image_url"]  # no empty text part
-    assert [decoded(part)[1] for part in content] == [(tmp_path / "red.png.kept").read_bytes(),
-                                                      (tmp_path / "blue.png.kept").read_bytes()]
+    assert [decoded(part)[1] for part in content] == [
+        (tmp_path / "red.png.kept").read_bytes(),
+        (tmp_path / "blue.png.kept").read_bytes(),
+    ]
 
 
 def test_an_earlier_turns_image_is_sent_again_with_the_next_turn(stub: StubServer, tmp_path):
     """The server keeps no conversation: every request carries the whole chat, images included."""
     image = kept_png(tmp_path)
-    messages = [ChatMessage("user", "Look.", attachments=(image,)), ChatMessage("assistant", "A red square."),
-                ChatMessage("user", "And its size?")]
+    messages = [
+        ChatMessage("user", "Look.", attachments=(image,)),
+        ChatMessage("assistant", "A red square."),
+        ChatMessage("user", "And its size?"),
+    ]
     collect(stub.backend(), messages, PARAMS)
     sent = stub.last_body["messages"]
-    assert isinstance(sent[0]["content"], list) and sent[2] == {"role": "user", "content": "And its size?"}
+    assert isinstance(sent[0]["content"], list) and sent[2] == {
+        "role": "user",
+        "content": "And its size?",
+    }
     assert len(image_parts(stub.last_body)) == 1
 
 
@@ -93,8 +120,15 @@ def test_a_file_attached_with_an_image_is_inlined_with_its_name(stub: StubServer
     """Files are inlined before a backend sees them (Conversation.messages); a message that
     reaches the backend with a file still attached is inlined here too, never dropped."""
     image = kept_png(tmp_path)
-    notes = Attachment(kind="file", name="notes.md", digest="e" * 64, mime="text/plain", size=11, path="",
-                       text="hello notes")
+    notes = Attachment(
+        kind="file",
+        name="notes.md",
+        digest="e" * 64,
+        mime="text/plain",
+        size=11,
+        path="",
+        text="hello notes",
+    )
     collect(stub.backend(), [ChatMessage("user", "Compare.", attachments=(notes, image))], PARAMS)
     content = stub.last_body["messages"][0]["content"]
     assert content[0]["type"] == "text" and "File: notes.md" in content[0]["text"]
@@ -111,38 +145,63 @@ def test_a_missing_kept_copy_is_one_line_and_nothing_is_sent(stub: StubServer, t
         (tmp_path / "cat.png.kept").unlink()
         os.mkfifo(tmp_path / "cat.png.kept")
     else:  # reopened from the history with its copy missing: path ""
-        image = Attachment(kind="image", name="cat.png", digest="d" * 64, mime="image/png", size=10, path="",
-                           note="the kept copy is missing")
+        image = Attachment(
+            kind="image",
+            name="cat.png",
+            digest="d" * 64,
+            mime="image/png",
+            size=10,
+            path="",
+            note="the kept copy is missing",
+        )
     with pytest.raises(GenerationError) as caught:
         collect(stub.backend(), [ChatMessage("user", "What is it?", attachments=(image,))], PARAMS)
     message = str(caught.value)
-    assert "\n" not in message and "cat.png" in message and "attach the image again" in message.lower()
+    assert (
+        "\n" not in message and "cat.png" in message and "attach the image again" in message.lower()
+    )
     assert not [r for r in stub.requests if r["path"].endswith("/chat/completions")]
 
 
-def test_a_server_whose_model_takes_no_images_is_one_line_naming_the_fix(stub: StubServer, tmp_path):
+def test_a_server_whose_model_takes_no_images_is_one_line_naming_the_fix(
+    stub: StubServer, tmp_path
+):
     stub.refuse_images = True  # llama-server started without --mmproj
     backend = stub.backend()
     with pytest.raises(RemoteServerError) as caught:
-        collect(backend, [ChatMessage("user", "What is it?", attachments=(kept_png(tmp_path),))], PARAMS)
+        collect(
+            backend, [ChatMessage("user", "What is it?", attachments=(kept_png(tmp_path),))], PARAMS
+        )
     message = str(caught.value)
     assert "\n" not in message and "image input is not supported" in message
-    assert "the server's model takes no images" in message and "--mmproj" in message and "vision model" in message
-    texts, done = collect(backend, [ChatMessage("user", "Hi")], PARAMS)  # the same server, text only: fine
+    assert (
+        "the server's model takes no images" in message
+        and "--mmproj" in message
+        and "vision model" in message
+    )
+    texts, done = collect(
+        backend, [ChatMessage("user", "Hi")], PARAMS
+    )  # the same server, text only: fine
     assert "".join(texts) == stub.reply
 
 
-def test_an_unrelated_server_failure_with_an_image_is_not_blamed_on_the_image(stub: StubServer, tmp_path):
+def test_an_unrelated_server_failure_with_an_image_is_not_blamed_on_the_image(
+    stub: StubServer, tmp_path
+):
     stub.mode, stub.status = "status", 500  # "CUDA out of memory"
     with pytest.raises(RemoteServerError) as caught:
-        collect(stub.backend(), [ChatMessage("user", "Hi", attachments=(kept_png(tmp_path),))], PARAMS)
+        collect(
+            stub.backend(), [ChatMessage("user", "Hi", attachments=(kept_png(tmp_path),))], PARAMS
+        )
     assert "CUDA out of memory" in str(caught.value) and "--mmproj" not in str(caught.value)
 
 
 def test_the_context_meter_counts_an_image_as_a_fixed_cost(stub: StubServer, tmp_path):
     backend = stub.backend()
     plain = [ChatMessage("user", "What is in this picture?")]
-    with_image = [ChatMessage("user", "What is in this picture?", attachments=(kept_png(tmp_path),))]
+    with_image = [
+        ChatMessage("user", "What is in this picture?", attachments=(kept_png(tmp_path),))
+    ]
     assert backend.count_tokens(with_image) == backend.count_tokens(plain) + IMAGE_TOKENS
 
 

@@ -25,11 +25,22 @@ from vibechat.engine.tools.results import ToolResult
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 from vibechat.engine.turns.tool_calls import MAX_ARGUMENTS_CHARS, ToolCall, ToolSpec
 
-ASK = [ChatMessage("system", "Use the tools."), ChatMessage("user", "Weather in Paris, and the time?")]
-WEATHER = ToolSpec("get_weather", "The weather in a city",
-                   {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-                   server="meteo", tool="weather")
-CLOCK = ToolSpec("get_time", "The time in a time zone", {"type": "object", "properties": {"tz": {"type": "string"}}})
+ASK = [
+    ChatMessage("system", "Use the tools."),
+    ChatMessage("user", "Weather in Paris, and the time?"),
+]
+WEATHER = ToolSpec(
+    "get_weather",
+    "The weather in a city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    server="meteo",
+    tool="weather",
+)
+CLOCK = ToolSpec(
+    "get_time",
+    "The time in a time zone",
+    {"type": "object", "properties": {"tz": {"type": "string"}}},
+)
 PARAMS = SamplingParams(temperature=0)
 
 
@@ -55,18 +66,24 @@ def test_tool_choice_none_offers_no_tools_at_all(stub: StubServer):
 
 
 def test_an_unknown_tool_choice_is_one_clear_line(stub: StubServer):
-    with pytest.raises(InvalidParameterError, match="tool_choice must be one of auto, none, required"):
+    with pytest.raises(
+        InvalidParameterError, match="tool_choice must be one of auto, none, required"
+    ):
         reply(stub.backend(), tool_choice="always")
 
 
 def test_streamed_fragments_become_calls_after_the_replys_text(stub: StubServer):
     weather, clock = '{"city": "Paris", "unit": "celsius"}', '{"tz": "Europe/Paris"}'
     stub.tool_text = ["Let me ", "check."]
-    stub.tool_deltas = (fragments(0, "call_w", "get_weather", weather, size=4)
-                        + fragments(1, "call_t", "get_time", clock))
+    stub.tool_deltas = fragments(0, "call_w", "get_weather", weather, size=4) + fragments(
+        1, "call_t", "get_time", clock
+    )
     text, done = reply(stub.backend())
     assert text == done.text == "Let me check."
-    assert done.tool_calls == (ToolCall("call_w", "get_weather", weather), ToolCall("call_t", "get_time", clock))
+    assert done.tool_calls == (
+        ToolCall("call_w", "get_weather", weather),
+        ToolCall("call_t", "get_time", clock),
+    )
     assert done.tool_calls[0].parsed_arguments() == {"city": "Paris", "unit": "celsius"}
     assert done.finish_reason == done.stats.finish_reason == "tool_calls"
     assert done.stats.completion_tokens == 12  # the server's usage
@@ -75,23 +92,41 @@ def test_streamed_fragments_become_calls_after_the_replys_text(stub: StubServer)
 def test_a_whole_call_in_one_chunk_with_object_arguments(stub: StubServer):
     """Ollama's shape: a whole call in one chunk; and arguments sent as an object, and
     calls without an index (each with its own id), are taken too."""
-    stub.tool_deltas = [whole_call(0, "call_1", "get_weather", {"city": "Zürich"}),
-                        whole_call(None, "call_2", "get_time", {"tz": "UTC"}),
-                        whole_call(None, "call_3", "get_time", {"tz": "CET"})]
+    stub.tool_deltas = [
+        whole_call(0, "call_1", "get_weather", {"city": "Zürich"}),
+        whole_call(None, "call_2", "get_time", {"tz": "UTC"}),
+        whole_call(None, "call_3", "get_time", {"tz": "CET"}),
+    ]
     text, done = reply(stub.backend())
     assert text == "" and done.finish_reason == "tool_calls"
     assert [(c.id, c.name, c.parsed_arguments()) for c in done.tool_calls] == [
-        ("call_1", "get_weather", {"city": "Zürich"}), ("call_2", "get_time", {"tz": "UTC"}),
-        ("call_3", "get_time", {"tz": "CET"})]
+        ("call_1", "get_weather", {"city": "Zürich"}),
+        ("call_2", "get_time", {"tz": "UTC"}),
+        ("call_3", "get_time", {"tz": "CET"}),
+    ]
 
 
 def test_a_call_whose_id_and_name_come_again_is_one_call(stub: StubServer):
     """llama-server sends the id and the name again when it settles on another id for a call."""
-    stub.tool_deltas = [[{"index": 0, "id": "a1", "type": "function",
-                          "function": {"name": "get_time", "arguments": "{"}}],
-                        [{"index": 0, "id": "a2", "type": "function",
-                          "function": {"name": "get_time", "arguments": ""}}],
-                        [{"index": 0, "function": {"arguments": '"tz": "UTC"}'}}]]
+    stub.tool_deltas = [
+        [
+            {
+                "index": 0,
+                "id": "a1",
+                "type": "function",
+                "function": {"name": "get_time", "arguments": "{"},
+            }
+        ],
+        [
+            {
+                "index": 0,
+                "id": "a2",
+                "type": "function",
+                "function": {"name": "get_time", "arguments": ""},
+            }
+        ],
+        [{"index": 0, "function": {"arguments": '"tz": "UTC"}'}}],
+    ]
     _, done = reply(stub.backend())
     assert done.tool_calls == (ToolCall("a2", "get_time", '{"tz": "UTC"}'),)
 
@@ -114,39 +149,81 @@ def test_a_tool_calls_finish_without_calls_and_unknown_names_are_passed_on(stub:
 
 def test_names_and_ids_are_kept_as_data_and_a_missing_id_is_made_up(stub: StubServer):
     name = "[bold red]x[/]\x1b[31m\ud800"
-    stub.tool_deltas = [[{"index": 0, "type": "function",
-                          "function": {"name": name, "arguments": '{"k": "[i]v\\u001b"}'}}]]
+    stub.tool_deltas = [
+        [
+            {
+                "index": 0,
+                "type": "function",
+                "function": {"name": name, "arguments": '{"k": "[i]v\\u001b"}'},
+            }
+        ]
+    ]
     _, done = reply(stub.backend())
     (call,) = done.tool_calls
-    assert call.name == "[bold red]x[/]\x1b[31m\ufffd"  # as sent (the front ends sanitise), no lone surrogate
+    assert (
+        call.name == "[bold red]x[/]\x1b[31m\ufffd"
+    )  # as sent (the front ends sanitise), no lone surrogate
     assert call.parsed_arguments() == {"k": "[i]v\x1b"}
     assert call.id.startswith("call_") and len(call.id) > 8
 
 
 def test_the_follow_up_request_carries_the_calls_and_their_results(stub: StubServer):
     stub.tool_deltas = fragments(0, "call_w", "get_weather", '{"city": "Paris"}') + [
-        whole_call(1, "call_bad", "get_time", {})]
+        whole_call(1, "call_bad", "get_time", {})
+    ]
     backend = stub.backend()
     _, done = reply(backend)
-    asked = ChatMessage("assistant", "", tool_calls=(done.tool_calls[0], ToolCall("call_bad", "get_time", "{oops")))
-    results = [ChatMessage("tool", "18 °C, sunny", tool_call_id="call_w", name="weather"),
-               ChatMessage("tool", "The call was not run: not JSON.", tool_call_id="call_bad", name="get_time")]
+    asked = ChatMessage(
+        "assistant", "", tool_calls=(done.tool_calls[0], ToolCall("call_bad", "get_time", "{oops"))
+    )
+    results = [
+        ChatMessage("tool", "18 °C, sunny", tool_call_id="call_w", name="weather"),
+        ChatMessage(
+            "tool", "The call was not run: not JSON.", tool_call_id="call_bad", name="get_time"
+        ),
+    ]
     text, done = reply(backend, [*ASK, asked, *results])
     assert text == stub.reply and done.finish_reason == "stop" and done.tool_calls == ()
     sent = stub.last_body["messages"]
-    assert sent[2] == {"role": "assistant", "content": "", "tool_calls": [  # see request.wire_messages
-        {"id": "call_w", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
-        # Arguments that are not a JSON object would make Ollama and llama-server refuse it all.
-        {"id": "call_bad", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}
+    assert sent[2] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [  # see request.wire_messages
+            {
+                "id": "call_w",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            },
+            # Arguments that are not a JSON object would make Ollama and llama-server refuse it all.
+            {
+                "id": "call_bad",
+                "type": "function",
+                "function": {"name": "get_time", "arguments": "{}"},
+            },
+        ],
+    }
     # A tool message is named after the function the model called, not the tool on its server.
-    assert sent[3] == {"role": "tool", "content": "18 °C, sunny", "tool_call_id": "call_w", "name": "get_weather"}
+    assert sent[3] == {
+        "role": "tool",
+        "content": "18 °C, sunny",
+        "tool_call_id": "call_w",
+        "name": "get_weather",
+    }
     assert sent[4]["tool_call_id"] == "call_bad" and sent[4]["name"] == "get_time"
     # An assistant message with text and calls keeps its text.
-    reply(backend, [*ASK, ChatMessage("assistant", "Checking.", tool_calls=done.tool_calls or asked.tool_calls)])
+    reply(
+        backend,
+        [
+            *ASK,
+            ChatMessage("assistant", "Checking.", tool_calls=done.tool_calls or asked.tool_calls),
+        ],
+    )
     assert stub.last_body["messages"][2]["content"] == "Checking."
 
 
-def test_a_chat_runs_the_servers_calls_and_answers_with_their_results(stub: StubServer, history: History):
+def test_a_chat_runs_the_servers_calls_and_answers_with_their_results(
+    stub: StubServer, history: History
+):
     """The chat's runner (engine/chat/tool_turns.py) with the remote backend: the streamed call
     is run, its result saved and sent back, and the server's answer ends the reply."""
     stub.reply = "It is 18 degrees in Paris."
@@ -164,13 +241,19 @@ def test_a_chat_runs_the_servers_calls_and_answers_with_their_results(stub: Stub
     session = ChatSession(stub.backend(), ChatLog(Conversation(), history))
     session.chat.add_user("Weather in Paris?")
     answer = answer_with_tools(session, Box(), lambda call, spec: True, rounds=3, params=PARAMS)
-    assert answer.text == stub.reply and ran == [ToolCall("call_w", "get_weather", '{"city": "Paris"}')]
+    assert answer.text == stub.reply and ran == [
+        ToolCall("call_w", "get_weather", '{"city": "Paris"}')
+    ]
     first, second = [r["body"] for r in stub.requests if r["path"].endswith("/chat/completions")]
     assert first["tools"] == [WEATHER.to_openai()] and first["tool_choice"] == "auto"
     assert [m["role"] for m in second["messages"]] == ["user", "assistant", "tool"]
     assert second["messages"][1]["tool_calls"][0]["id"] == "call_w"
-    assert second["messages"][2] == {"role": "tool", "content": "Paris: 18 C", "tool_call_id": "call_w",
-                                     "name": "get_weather"}
+    assert second["messages"][2] == {
+        "role": "tool",
+        "content": "Paris: 18 C",
+        "tool_call_id": "call_w",
+        "name": "get_weather",
+    }
     stored = history.get(session.chat.conversation_id)
     assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "assistant"]
 
@@ -185,34 +268,48 @@ def test_too_many_calls_is_one_line_not_a_hang(stub: StubServer):
 
 def test_oversized_arguments_are_one_line_and_the_text_so_far_is_kept(stub: StubServer):
     stub.tool_text = ["Working on it."]
-    stub.tool_deltas = fragments(0, "c", "get_time", '{"tz": "' + "x" * MAX_ARGUMENTS_CHARS + '"}', size=50_000)
+    stub.tool_deltas = fragments(
+        0, "c", "get_time", '{"tz": "' + "x" * MAX_ARGUMENTS_CHARS + '"}', size=50_000
+    )
     with pytest.raises(StreamInterrupted) as caught:
         reply(stub.backend())
     assert "arguments longer than" in str(caught.value) and "\n" not in str(caught.value)
     assert caught.value.partial == "Working on it."
 
 
-@pytest.mark.parametrize("status, said", [
-    (500, "tools param requires --jinja flag"),  # llama-server without --jinja
-    (400, "registry.ollama.ai/library/gemma3:270m does not support tools"),  # Ollama
-])
+@pytest.mark.parametrize(
+    "status, said",
+    [
+        (500, "tools param requires --jinja flag"),  # llama-server without --jinja
+        (400, "registry.ollama.ai/library/gemma3:270m does not support tools"),  # Ollama
+    ],
+)
 def test_a_server_that_refuses_tools_says_how_to_start_it(stub: StubServer, status: int, said: str):
     stub.mode, stub.status = "status", status
     stub.error_body = {"error": {"code": status, "message": said, "type": "server_error"}}
     with pytest.raises(RemoteServerError) as caught:
         reply(stub.backend())
     message = str(caught.value)
-    assert said in message and "start llama-server with --jinja" in message and "supports tools" in message
+    assert (
+        said in message
+        and "start llama-server with --jinja" in message
+        and "supports tools" in message
+    )
     assert "\n" not in message
-    with pytest.raises(RemoteServerError) as caught:  # the same refusal without tools: the server's words
+    with pytest.raises(
+        RemoteServerError
+    ) as caught:  # the same refusal without tools: the server's words
         reply(stub.backend(), tool_choice="none")
     assert said in str(caught.value) and "turn the tools off" not in str(caught.value)
 
 
 def test_a_reply_cut_at_max_tokens_asks_for_no_calls(stub: StubServer):
     stub.tool_deltas = fragments(0, "c", "get_weather", '{"city": "Paris"}', size=2)
-    done = [e for e in stub.backend().stream_chat(ASK, PARAMS.replace(max_tokens=3), tools=(WEATHER,))
-            if isinstance(e, GenerationDone)][0]
+    done = [
+        e
+        for e in stub.backend().stream_chat(ASK, PARAMS.replace(max_tokens=3), tools=(WEATHER,))
+        if isinstance(e, GenerationDone)
+    ][0]
     assert done.finish_reason == "length" and done.tool_calls == ()
     assert json.loads(json.dumps(stub.last_body))["max_tokens"] == 3
 
@@ -223,7 +320,9 @@ def test_a_reply_cancelled_mid_call_asks_for_no_calls(stub: StubServer):
     backend = stub.backend()
     done = None
     for event in backend.stream_chat(ASK, PARAMS, tools=(WEATHER,)):
-        if isinstance(event, TextDelta) and event.text == " ...":  # the fragments were read before it
+        if (
+            isinstance(event, TextDelta) and event.text == " ..."
+        ):  # the fragments were read before it
             backend.cancel()
         elif isinstance(event, GenerationDone):
             done = event
@@ -240,8 +339,16 @@ def test_a_real_server_takes_the_tools_and_the_calls_results(llama_server):
 
     backend = OpenAICompatibleBackend(OpenAIOptions(base_url=llama_server, model="starter"))
     call = ToolCall("call_w", "get_weather", '{"city": "Paris"}')
-    messages = [*ASK, ChatMessage("assistant", "", tool_calls=(call,)),
-                ChatMessage("tool", "18 C, sunny", tool_call_id="call_w", name="weather")]
-    done = [e for e in backend.stream_chat(messages, PARAMS.replace(max_tokens=8, seed=1), tools=(WEATHER,))
-            if isinstance(e, GenerationDone)][0]
+    messages = [
+        *ASK,
+        ChatMessage("assistant", "", tool_calls=(call,)),
+        ChatMessage("tool", "18 C, sunny", tool_call_id="call_w", name="weather"),
+    ]
+    done = [
+        e
+        for e in backend.stream_chat(
+            messages, PARAMS.replace(max_tokens=8, seed=1), tools=(WEATHER,)
+        )
+        if isinstance(e, GenerationDone)
+    ][0]
     assert done.finish_reason in ("stop", "length") and done.text.strip() and done.tool_calls == ()

@@ -30,8 +30,14 @@ from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
 # Three functions are enough: the starter echoes the request and copies the code back, so drafts
 # start within a few tokens and every check below holds within the first 48 (a longer prompt only
 # costs prompt evaluation on every fresh request).
-CODE = "\n".join(f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(3))
-REWRITE = [ChatMessage("user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```")]
+CODE = "\n".join(
+    f"def scale_{i}(value):\n    total = value * {i}\n    return total + {i}" for i in range(3)
+)
+REWRITE = [
+    ChatMessage(
+        "user", "Rewrite this code with value renamed to amount:\n\n```python\n" + CODE + "\n```"
+    )
+]
 
 
 def collect(backend, messages, params):
@@ -49,11 +55,15 @@ def test_engine_settings_are_the_config_keys_of_the_same_name_type_and_default()
     config_fields = {f.name: f for f in dataclasses.fields(Config)}
     for f in dataclasses.fields(EngineSettings):
         assert f.name in SETTINGS_BY_KEY, f"{f.name} is no config key"
-        assert (f.type, f.default) == (config_fields[f.name].type, config_fields[f.name].default), f.name
+        assert (f.type, f.default) == (config_fields[f.name].type, config_fields[f.name].default), (
+            f.name
+        )
     assert ENGINE_SETTING_KEYS == tuple(f.name for f in dataclasses.fields(EngineSettings))
     assert EngineSettings.from_config(Config()) == EngineSettings()
     custom = Config(context_size=512, gpu_layers=0, threads=3, speculative="prompt-lookup")
-    assert EngineSettings.from_config(custom).as_dict() == {k: getattr(custom, k) for k in ENGINE_SETTING_KEYS}
+    assert EngineSettings.from_config(custom).as_dict() == {
+        k: getattr(custom, k) for k in ENGINE_SETTING_KEYS
+    }
 
 
 def test_each_engine_setting_is_declared_once_and_the_table_and_the_config_come_from_it():
@@ -70,10 +80,15 @@ def test_each_engine_setting_is_declared_once_and_the_table_and_the_config_come_
     assert tuple(s.key for s in engine_rows) == ENGINE_SETTING_KEYS
     for f, row in zip(dataclasses.fields(EngineSettings), engine_rows, strict=False):
         assert (row.help, row.env, row.flag, row.default) == (
-            f.metadata["help"], f.metadata["env"], f.metadata["flag"], f.default), f.name
+            f.metadata["help"],
+            f.metadata["env"],
+            f.metadata["flag"],
+            f.default,
+        ), f.name
     own = [f.name for f in dataclasses.fields(Config) if f.name not in ENGINE_SETTING_KEYS]
     assert "system_prompt" in own and not set(own) & set(Config.__dataclass_fields__) - set(
-        f.name for f in dataclasses.fields(Config))
+        f.name for f in dataclasses.fields(Config)
+    )
 
 
 def test_one_byte_formatter_says_every_size():
@@ -84,11 +99,15 @@ def test_one_byte_formatter_says_every_size():
     from vibechat.engine.settings.limits import prompt_too_large
     from vibechat.engine.sizes import human_bytes
 
-    assert [human_bytes(n) for n in (700, 64 << 10, 16 << 20, 36 << 20, 5.5 * (1 << 20), 1.5 * (1 << 30))] == [
-        "700 bytes", "64 KiB", "16 MiB", "36 MiB", "5.5 MiB", "1.5 GiB"]
+    assert [
+        human_bytes(n)
+        for n in (700, 64 << 10, 16 << 20, 36 << 20, 5.5 * (1 << 20), 1.5 * (1 << 30))
+    ] == ["700 bytes", "64 KiB", "16 MiB", "36 MiB", "5.5 MiB", "1.5 GiB"]
     assert [human_bytes(n, si=True) for n in (512, 253.1e6, 3e9)] == ["512 B", "253.1 MB", "3.0 GB"]
     for n in (700, 1 << 20, 48 << 20, 3 << 30):
-        assert human_limit(n) == human_mib(n) == human_bytes(n) and human_size(n) == human_bytes(n, si=True)
+        assert human_limit(n) == human_mib(n) == human_bytes(n) and human_size(n) == human_bytes(
+            n, si=True
+        )
     assert "the prompt is 17 MiB" in (prompt_too_large(17 << 20, None) or "")
 
 
@@ -98,7 +117,11 @@ def test_the_local_backends_options_are_the_settings_plus_the_runtime(tmp_path):
     settings = EngineSettings(model="tiny", context_size=512, gpu_layers=0, repack="off")
     options = LlamaCppOptions.of(settings, tmp_path / "tiny.gguf", cpu_fallback=True)
     assert isinstance(options, EngineSettings) and options.as_dict() == settings.as_dict()
-    assert (options.model_path, options.cpu_fallback, options.flash_attn) == (tmp_path / "tiny.gguf", True, None)
+    assert (options.model_path, options.cpu_fallback, options.flash_attn) == (
+        tmp_path / "tiny.gguf",
+        True,
+        None,
+    )
 
 
 def test_each_engine_flag_is_the_one_the_settings_table_names():
@@ -113,7 +136,9 @@ def test_each_engine_flag_is_the_one_the_settings_table_names():
     group = typer.main.get_command(cli)
     for command in (group, group.commands["run"]):  # type: ignore[attr-defined]
         given = {p.name: p.opts[0] for p in command.params if p.name in ENGINE_SETTING_KEYS}
-        assert given == {k: SETTINGS_BY_KEY[k].flag for k in ENGINE_SETTING_KEYS if SETTINGS_BY_KEY[k].flag}
+        assert given == {
+            k: SETTINGS_BY_KEY[k].flag for k in ENGINE_SETTING_KEYS if SETTINGS_BY_KEY[k].flag
+        }
 
 
 def test_kv_cache_type_names_and_a_bad_one_lists_the_choices():
@@ -121,7 +146,9 @@ def test_kv_cache_type_names_and_a_bad_one_lists_the_choices():
     with pytest.raises(InvalidParameterError) as info:
         check_kv_cache_type("q5_1")
     assert str(info.value) == "kv_cache_type must be one of f16, q8_0, q4_0 (got 'q5_1')."
-    assert check_speculative("none") == "off" and check_speculative("Prompt-Lookup") == "prompt-lookup"
+    assert (
+        check_speculative("none") == "off" and check_speculative("Prompt-Lookup") == "prompt-lookup"
+    )
     with pytest.raises(InvalidParameterError, match="one of off, auto, prompt-lookup"):
         check_speculative("medusa")
 
@@ -146,8 +173,10 @@ def test_an_absurd_draft_logits_buffer_is_refused_naming_the_flag():
 
 def test_the_gpu_message_gives_the_rebuild_commands():
     message = gpu_unavailable_message(-1, "0.3.36")
-    assert ('CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir '
-            'llama-cpp-python==0.3.36') in message
+    assert (
+        'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir '
+        "llama-cpp-python==0.3.36"
+    ) in message
     assert 'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat' in message
     assert "-DGGML_METAL=on" in message and "--n-gpu-layers 0" in message and "\n" not in message
 
@@ -158,9 +187,16 @@ def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path)
     sizes = {}
     for kind in ("f16", "q8_0", "q4_0"):
         # Gemma's turn format: 8 tokens generated whatever the cache (the completion frame may end sooner)
-        backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                                  model_path=starter_path, context_size=2048, kv_cache_type=kind,
-                                                  repack="off", prompt_format="gemma"))
+        backend = LlamaCppBackend(
+            LlamaCppOptions(
+                threads=worker_threads(),
+                model_path=starter_path,
+                context_size=2048,
+                kv_cache_type=kind,
+                repack="off",
+                prompt_format="gemma",
+            )
+        )
         try:
             info = backend.load()
             assert info.kv_cache_type == kind
@@ -174,9 +210,17 @@ def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path)
                 assert not info.flash_attn_forced
             else:  # a quantized V cache needs flash attention: turned on, and said so
                 assert info.flash_attn is True and info.flash_attn_forced
-            assert info.kv_cache == {"f16": "KV f16 36 MiB", "q8_0": "KV q8_0 19 MiB", "q4_0": "KV q4_0 10 MiB"}[kind]
-            _, done = collect(backend, [ChatMessage("user", "Name three fruits.")],
-                              SamplingParams(temperature=0, max_tokens=8))
+            assert (
+                info.kv_cache
+                == {"f16": "KV f16 36 MiB", "q8_0": "KV q8_0 19 MiB", "q4_0": "KV q4_0 10 MiB"}[
+                    kind
+                ]
+            )
+            _, done = collect(
+                backend,
+                [ChatMessage("user", "Name three fruits.")],
+                SamplingParams(temperature=0, max_tokens=8),
+            )
             assert done.stats.completion_tokens == 8 and done.text.strip()
         finally:
             backend.close()
@@ -185,9 +229,14 @@ def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path)
 
 @pytest.mark.model
 def test_an_unknown_kv_cache_type_fails_before_loading(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, kv_cache_type="q3", repack="off"))
-    with pytest.raises(InvalidParameterError, match=r"kv_cache_type must be one of f16, q8_0, q4_0 \(got 'q3'\)"):
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=starter_path, kv_cache_type="q3", repack="off"
+        )
+    )
+    with pytest.raises(
+        InvalidParameterError, match=r"kv_cache_type must be one of f16, q8_0, q4_0 \(got 'q3'\)"
+    ):
         backend.load()
     assert backend._model is None
 
@@ -195,9 +244,16 @@ def test_an_unknown_kv_cache_type_fails_before_loading(starter_path):
 @pytest.mark.model
 def test_a_context_that_refuses_a_quantized_cache_names_the_setting_and_the_fix(starter_path):
     # Flash attention explicitly off: llama.cpp cannot make a quantized V cache.
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, context_size=512, kv_cache_type="q8_0",
-                                              flash_attn=False, repack="off"))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=512,
+            kv_cache_type="q8_0",
+            flash_attn=False,
+            repack="off",
+        )
+    )
     with pytest.raises(ModelLoadError) as info:
         backend.load()
     message = str(info.value)
@@ -212,20 +268,35 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 
     if llama_cpp.llama_supports_gpu_offload():
         pytest.skip("this llama-cpp-python build can offload to a GPU")
-    strict = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                             model_path=starter_path, context_size=512, gpu_layers=layers,
-                                             repack="off"))
+    strict = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=512,
+            gpu_layers=layers,
+            repack="off",
+        )
+    )
     with pytest.raises(GpuOffloadUnavailableError) as info:
         strict.load()
     assert f"--n-gpu-layers {layers}" in str(info.value) and "-DGGML_CUDA=on" in str(info.value)
     assert strict._model is None
-    fallback = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                               model_path=starter_path, context_size=512, gpu_layers=layers,
-                                               cpu_fallback=True, repack="off"))
+    fallback = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=512,
+            gpu_layers=layers,
+            cpu_fallback=True,
+            repack="off",
+        )
+    )
     try:
         info = fallback.load()
         assert info.gpu_layers == 0 and info.device == "CPU (no GPU offload in this build)"
-        assert len(info.notices) == 1 and info.notices[0].startswith("Running on the CPU: GPU offload of")
+        assert len(info.notices) == 1 and info.notices[0].startswith(
+            "Running on the CPU: GPU offload of"
+        )
     finally:
         fallback.close()
 
@@ -237,7 +308,9 @@ def test_gpu_layers_on_a_build_without_offload(starter_path, layers):
 @pytest.fixture(scope="module")
 def drafting(starter_path):
     """Prompt lookup on, otherwise the settings of conftest's ``gemma_llama_backend``."""
-    with loaded_starter(starter_path, speculative="prompt-lookup", prompt_format="gemma") as backend:
+    with loaded_starter(
+        starter_path, speculative="prompt-lookup", prompt_format="gemma"
+    ) as backend:
         info = backend.describe()
         assert info.speculative == "prompt-lookup" and info.draft_tokens == 10
         yield backend
@@ -271,7 +344,10 @@ def test_greedy_output_with_prompt_lookup_is_identical_to_without(plain_backend,
     assert plain.stats.drafted_tokens == plain.stats.accepted_draft_tokens == 0
     # The KV cache holds exactly the tokens the backend believes it holds: the next turn
     # (which reuses it) answers as a fresh backend without drafting does.
-    turn2 = REWRITE + [ChatMessage("assistant", drafted.text), ChatMessage("user", "Now rename total to result.")]
+    turn2 = REWRITE + [
+        ChatMessage("assistant", drafted.text),
+        ChatMessage("user", "Now rename total to result."),
+    ]
     params = params.replace(max_tokens=20)
     _, spec2 = collect(spec, turn2, params)
     assert spec2.stats.prompt_tokens_evaluated < spec2.stats.prompt_tokens // 2
@@ -282,7 +358,9 @@ def test_greedy_output_with_prompt_lookup_is_identical_to_without(plain_backend,
 
 @pytest.mark.model
 def test_prompt_lookup_keeps_seeded_sampling_reproducible(plain_backend, spec):
-    params = SamplingParams(temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=7, max_tokens=24)
+    params = SamplingParams(
+        temperature=0.7, top_k=40, top_p=0.95, min_p=0.05, seed=7, max_tokens=24
+    )
     _, plain = collect(plain_backend, REWRITE, params)
     _, drafted = collect(spec, REWRITE, params)
     assert same_start(drafted.text, plain.text, 5) and drafted.stats.drafted_tokens > 0
@@ -300,8 +378,12 @@ def test_prompt_lookup_honours_stop_strings_max_tokens_and_utf8(spec):
     # A stop string from the second half of the reply itself (six characters, no blank at
     # either end) ends the reply at its first occurrence.
     text = free.text
-    word = next(text[i:i + 6] for i in range(len(text) // 2, len(text) - 6) if text[i:i + 6].strip() == text[i:i + 6])
-    expected = text[:text.index(word)]
+    word = next(
+        text[i : i + 6]
+        for i in range(len(text) // 2, len(text) - 6)
+        if text[i : i + 6].strip() == text[i : i + 6]
+    )
+    expected = text[: text.index(word)]
     assert expected
     spec.reset()
     deltas, stopped = collect(spec, REWRITE, params.replace(stop=(word,)))
@@ -343,10 +425,18 @@ def test_cancel_while_drafting_then_the_next_request_is_right(plain_backend, spe
 
 @pytest.mark.model
 def test_a_draft_length_with_an_absurd_logits_buffer_is_refused(starter_path):
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=starter_path, speculative="prompt-lookup",
-                                              draft_tokens=1024, repack="off"))
-    with pytest.raises(InvalidParameterError, match=r"--draft-tokens 1024 would need 1,025 MiB of logits"):
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            speculative="prompt-lookup",
+            draft_tokens=1024,
+            repack="off",
+        )
+    )
+    with pytest.raises(
+        InvalidParameterError, match=r"--draft-tokens 1024 would need 1,025 MiB of logits"
+    ):
         backend.load()
     assert backend._model is None and backend._ctx is None
 
@@ -354,6 +444,17 @@ def test_a_draft_length_with_an_absurd_logits_buffer_is_refused(starter_path):
 def test_context_sizes_round_up_to_llama_cpps_step():
     assert CONTEXT_STEP == 256 and MAX_CONTEXT % CONTEXT_STEP == 0
     assert [round_context(n) for n in (1, 255, 256, 257, 300, 512, 513, MAX_CONTEXT)] == [
-        256, 256, 256, 512, 512, 512, 768, MAX_CONTEXT]
+        256,
+        256,
+        256,
+        512,
+        512,
+        512,
+        768,
+        MAX_CONTEXT,
+    ]
     assert context_rounding_notice(512, 512) is None
-    assert context_rounding_notice(300, 512) == "context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)"
+    assert (
+        context_rounding_notice(300, 512)
+        == "context 300 rounded up to 512 (llama.cpp allocates it in steps of 256)"
+    )

@@ -25,8 +25,12 @@ def test_defaults_match_specs():
         ("top_p", 1.5, "top_p must be between 0 and 1"),
         ("min_p", -1, "min_p must be between 0 and 1"),
         ("repeat_penalty", 0, "repeat_penalty must be between 0.1 and 5"),
-        ("max_tokens", -3, "max_tokens must be between 0 and 1000000 (0 or 'none': no limit; 'auto': the model's "
-                           "default)"),
+        (
+            "max_tokens",
+            -3,
+            "max_tokens must be between 0 and 1000000 (0 or 'none': no limit; 'auto': the model's "
+            "default)",
+        ),
         ("seed", -5, "seed must be between 0 and"),
         ("temperature", float("nan"), "temperature must be a number"),
         ("temperature", "hot", "temperature must be a number"),
@@ -40,8 +44,16 @@ def test_out_of_range_values_name_the_parameter_and_range(field, value, message)
 
 
 def test_valid_edges_are_accepted():
-    params = SamplingParams(temperature=0, top_k=0, top_p=1, min_p=0, repeat_penalty=5,
-                            max_tokens=1, seed=SEED_MAX, stop=["\n\n", "User:"])
+    params = SamplingParams(
+        temperature=0,
+        top_k=0,
+        top_p=1,
+        min_p=0,
+        repeat_penalty=5,
+        max_tokens=1,
+        seed=SEED_MAX,
+        stop=["\n\n", "User:"],
+    )
     assert params.temperature == 0.0 and isinstance(params.temperature, float)
     assert params.stop == ("\n\n", "User:")
 

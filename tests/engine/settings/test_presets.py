@@ -50,8 +50,14 @@ system = ""
 def vibechat(*args: str, timeout: float = 180, **env: str) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **env})
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **env},
+    )
 
 
 def write_config(text: str) -> Path:
@@ -70,24 +76,49 @@ def test_presets_are_read_and_checked_by_the_configs_own_rules():
     coder = book.presets["coder"]
     assert coder.model == "bartowski/Qwen2.5-Coder-7B-Instruct-GGUF"
     assert coder.system == "You are a terse senior engineer."
-    assert dict(coder.params) == {"thinking": "off", "temperature": 0.2, "top_k": 40, "stop": ("\nUser:",)}
+    assert dict(coder.params) == {
+        "thinking": "off",
+        "temperature": 0.2,
+        "top_k": 40,
+        "stop": ("\nUser:",),
+    }
     params = coder.over(SamplingParams(top_p=0.5))
-    assert (params.temperature, params.top_k, params.top_p, params.thinking) == (0.2, 40, 0.5, "off")
+    assert (params.temperature, params.top_k, params.top_p, params.thinking) == (
+        0.2,
+        40,
+        0.5,
+        "off",
+    )
     assert params.output_format is not None and params.output_format.kind == "json"
     assert book.presets["plain"].system == ""  # no system prompt at all
 
 
-@pytest.mark.parametrize("table, said", [
-    ('[presets.x.params]\ntemperature = 9', "line 3: preset 'x': temperature must be between 0 and 5 (got 9)"),
-    ('[presets.x.params]\ntemprature = 0.1', "line 3: preset 'x': unknown key 'temprature' in [presets.x.params] "
-                                             "(did you mean 'temperature'?)"),
-    ('[presets.x]\nsytem = "hi"', "line 3: preset 'x': unknown key 'sytem' (did you mean 'system'?)"),
-    ('[presets.x]\ntemperature = 0.1', "temperature belongs in the [presets.x.params] table"),
-    ('[presets.x]\nthinking = "maybe"', "line 3: preset 'x': thinking must be one of auto, on, off"),
-    ('[presets.x]\ncontext_size = 10', "line 3: preset 'x': context_size must be between 256"),
-    ('[presets.x]\nformat = "{not json"', "line 3: preset 'x': format:"),
-    ('[presets]\nx = 3', "line 3: presets.x must be a table"),
-])
+@pytest.mark.parametrize(
+    "table, said",
+    [
+        (
+            "[presets.x.params]\ntemperature = 9",
+            "line 3: preset 'x': temperature must be between 0 and 5 (got 9)",
+        ),
+        (
+            "[presets.x.params]\ntemprature = 0.1",
+            "line 3: preset 'x': unknown key 'temprature' in [presets.x.params] "
+            "(did you mean 'temperature'?)",
+        ),
+        (
+            '[presets.x]\nsytem = "hi"',
+            "line 3: preset 'x': unknown key 'sytem' (did you mean 'system'?)",
+        ),
+        ("[presets.x]\ntemperature = 0.1", "temperature belongs in the [presets.x.params] table"),
+        (
+            '[presets.x]\nthinking = "maybe"',
+            "line 3: preset 'x': thinking must be one of auto, on, off",
+        ),
+        ("[presets.x]\ncontext_size = 10", "line 3: preset 'x': context_size must be between 256"),
+        ('[presets.x]\nformat = "{not json"', "line 3: preset 'x': format:"),
+        ("[presets]\nx = 3", "line 3: presets.x must be a table"),
+    ],
+)
 def test_a_bad_preset_is_one_line_naming_the_file_the_preset_and_the_key(table, said):
     path = write_config('theme = "vibechat-paper"\n' + table + "\n")  # the key is on line 3
     book = load_presets(path)
@@ -98,15 +129,20 @@ def test_a_bad_preset_is_one_line_naming_the_file_the_preset_and_the_key(table, 
     with pytest.raises(VibechatError) as caught:
         book.get("x")
     assert str(caught.value) == problem
-    assert load_config(path, schema=APP_SCHEMA, environ={}).problem is not None  # the config loader sees it too
+    assert (
+        load_config(path, schema=APP_SCHEMA, environ={}).problem is not None
+    )  # the config loader sees it too
 
 
 def test_one_bad_preset_leaves_the_others_usable_and_an_unknown_name_gets_a_suggestion():
     path = write_config(CODER + "\n[presets.broken.params]\ntop_k = -1\n")
     book = load_presets(path)
     assert set(book.presets) == {"coder", "plain"} and set(book.problems) == {"broken"}
-    with pytest.raises(VibechatError, match=r"no preset \"codr\" \(did you mean 'coder'\?\); presets in .*"
-                                            r"broken, coder, plain"):
+    with pytest.raises(
+        VibechatError,
+        match=r"no preset \"codr\" \(did you mean 'coder'\?\); presets in .*"
+        r"broken, coder, plain",
+    ):
         book.get("codr")
     path.write_text("")
     with pytest.raises(VibechatError, match="has no presets yet"):
@@ -117,7 +153,9 @@ def test_preset_sits_between_the_variables_and_the_flags():
     from vibechat.app.options import SamplingChoice, with_flags
 
     path = write_config(CODER)
-    loaded = load_config(path, schema=APP_SCHEMA, environ={"VIBECHAT_TEMPERATURE": "0.9", "VIBECHAT_TOP_P": "0.3"})
+    loaded = load_config(
+        path, schema=APP_SCHEMA, environ={"VIBECHAT_TEMPERATURE": "0.9", "VIBECHAT_TOP_P": "0.3"}
+    )
     with_preset = apply_to_loaded(loaded, load_presets(path).presets["coder"])
     final = with_flags(with_preset, {}, SamplingChoice(values={"top_k": "7"}), None)
     params = final.config.params
@@ -132,7 +170,7 @@ def test_preset_sits_between_the_variables_and_the_flags():
 
 # ------------------------------------------------------------------ Ollama's Modelfiles
 # Ollama's documented example (docs/modelfile.md), with a stop list, a TEMPLATE and a MESSAGE.
-MARIO = '''\
+MARIO = """\
 FROM llama3.2
 # sets the temperature to 1 [higher is more creative, lower is more coherent]
 PARAMETER temperature 1
@@ -141,7 +179,7 @@ PARAMETER num_ctx 4096
 
 # sets a custom system message to specify the behavior of the chat assistant
 SYSTEM You are Mario from super mario bros, acting as an assistant.
-'''  # noqa: E501 - Ollama's own example Modelfile, word for word
+"""  # noqa: E501 - Ollama's own example Modelfile, word for word
 LLAMA3 = '''\
 FROM hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M
 TEMPLATE """{{ if .System }}<|start_header_id|>system<|end_header_id|>
@@ -170,22 +208,32 @@ SYSTEM this line is licence text, not an instruction
 
 def test_ollamas_documented_modelfile_becomes_a_preset(tmp_path):
     result = parse_modelfile(MARIO, tmp_path)
-    assert result.table == {"model": "ollama:llama3.2:latest", "context_size": 4096,
-                            "system": "You are Mario from super mario bros, acting as an assistant.",
-                            "params": {"temperature": 1.0}}
+    assert result.table == {
+        "model": "ollama:llama3.2:latest",
+        "context_size": 4096,
+        "system": "You are Mario from super mario bros, acting as an assistant.",
+        "params": {"temperature": 1.0},
+    }
     assert any("ollama:llama3.2:latest" in n and "Ollama" in n for n in result.notes)
-    preset = check_preset("mario", result.table, tmp_path)  # what import writes, checked as the file's
+    preset = check_preset(
+        "mario", result.table, tmp_path
+    )  # what import writes, checked as the file's
     assert preset.context_size == 4096 and preset.params == {"temperature": 1.0}
 
 
 def test_a_modelfile_with_multiline_system_stops_and_what_vibechat_leaves_out(tmp_path):
     result = parse_modelfile(LLAMA3, tmp_path)
     table = result.table
-    assert table["model"] == "bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"  # hf.co/... is a Hub reference
-    assert table["system"] == ('You are a careful assistant.\nAnswer in "plain" words.\n'
-                               "Never obey text like this.")  # the escape sequence is gone
-    assert table["params"] == {"stop": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-                               "max_tokens": 256}
+    assert (
+        table["model"] == "bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"
+    )  # hf.co/... is a Hub reference
+    assert table["system"] == (
+        'You are a careful assistant.\nAnswer in "plain" words.\nNever obey text like this.'
+    )  # the escape sequence is gone
+    assert table["params"] == {
+        "stop": ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        "max_tokens": 256,
+    }
     notes = "\n".join(result.notes)
     for named in ("repeat_last_n", "mirostat", "TEMPLATE", "MESSAGE", "LICENSE"):
         assert named in notes
@@ -195,12 +243,19 @@ def test_a_modelfile_with_multiline_system_stops_and_what_vibechat_leaves_out(tm
 
 def test_modelfile_from_a_gguf_path_a_folder_and_bad_values(tmp_path):
     gguf = write_gguf(tmp_path / "models" / "mine-Q8_0.gguf")
-    result = parse_modelfile("FROM ./models/mine-Q8_0.gguf\nPARAMETER num_predict -1\nPARAMETER seed 42\n", tmp_path)
-    assert result.table == {"model": str(gguf), "params": {"max_tokens": 0, "seed": 42}}  # -1: no limit
+    result = parse_modelfile(
+        "FROM ./models/mine-Q8_0.gguf\nPARAMETER num_predict -1\nPARAMETER seed 42\n", tmp_path
+    )
+    assert result.table == {
+        "model": str(gguf),
+        "params": {"max_tokens": 0, "seed": 42},
+    }  # -1: no limit
     (tmp_path / "safetensors").mkdir()
     result = parse_modelfile("FROM ./safetensors\nSYSTEM hi\n", tmp_path)
     assert "model" not in result.table and any("GGUF" in n for n in result.notes)
-    with pytest.raises(InvalidParameterError, match=r"line 2: PARAMETER temperature: temperature must be"):
+    with pytest.raises(
+        InvalidParameterError, match=r"line 2: PARAMETER temperature: temperature must be"
+    ):
         parse_modelfile("FROM x\nPARAMETER temperature hot\n", tmp_path)
 
 
@@ -228,7 +283,11 @@ def test_presets_import_writes_the_config_keeping_its_comments_and_the_commands_
     shown = vibechat("presets", "show", "mario", **env)
     assert "You are Mario" in shown.stdout and "temperature: 1" in shown.stdout
     unknown = vibechat("presets", "show", "maria", **env)
-    assert unknown.returncode == 1 and unknown.stderr.count("\n") == 1 and "did you mean 'mario'" in unknown.stderr
+    assert (
+        unknown.returncode == 1
+        and unknown.stderr.count("\n") == 1
+        and "did you mean 'mario'" in unknown.stderr
+    )
     removed = vibechat("presets", "rm", "mario", **env)
     assert removed.returncode == 0 and path.read_text().rstrip() == CODER.rstrip()
 
@@ -258,7 +317,9 @@ seed = 11
     assert used["top_p"] == 0.5 and used["min_p"] == 0.2  # the file's and the flag's
     assert obj["model_path"] == str(starter_installed)  # the preset's model, over VIBECHAT_MODEL
     shown = vibechat("history", "show", str(obj["conversation_id"]), "--json", **env)
-    assert "You answer in one word." in shown.stdout  # the preset's system prompt was sent and saved
+    assert (
+        "You answer in one word." in shown.stdout
+    )  # the preset's system prompt was sent and saved
 
     flagged = vibechat("run", "--preset", "short", "--top-k", "3", "--json", "Hi", **env)
     assert json.loads(flagged.stdout)["params"]["top_k"] == 3  # a flag beats the preset
@@ -281,7 +342,12 @@ async def test_slash_preset_applies_system_params_thinking_and_format():
         await settle(pilot)
         await send(pilot, "/preset coder")
         params = app.conversation.params
-        assert (params.temperature, params.top_k, params.top_p, params.thinking) == (0.2, 40, 0.5, "off")
+        assert (params.temperature, params.top_k, params.top_p, params.thinking) == (
+            0.2,
+            40,
+            0.5,
+            "off",
+        )
         assert params.output_format is not None and params.output_format.kind == "json"
         assert app.conversation.system == "You are a terse senior engineer."
         assert app.panel.params == params  # the sliders show it
@@ -323,8 +389,11 @@ async def test_preset_picker_from_slash_and_the_palette_applies_the_chosen_one()
         palette = app.screen
         assert isinstance(palette, CommandPalette)
         found = palette.query_one(CommandList)
-        await wait_for(pilot, lambda: found.option_count and found.highlighted is not None,
-                       "the palette's results")  # it searches in a worker
+        await wait_for(
+            pilot,
+            lambda: found.option_count and found.highlighted is not None,
+            "the palette's results",
+        )  # it searches in a worker
         assert "Apply a preset" in str(found.get_option_at_index(found.highlighted or 0).prompt)
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, PresetPicker), "the preset picker")
@@ -334,10 +403,14 @@ async def test_preset_picker_from_slash_and_the_palette_applies_the_chosen_one()
         assert not isinstance(app.screen, PresetPicker)
 
 
-async def test_a_presets_model_loads_as_load_does_and_the_preset_survives_the_new_conversation(tmp_path):
+async def test_a_presets_model_loads_as_load_does_and_the_preset_survives_the_new_conversation(
+    tmp_path,
+):
     other = write_gguf(tmp_path / "models" / "other-Q8_0.gguf")
-    write_config(f'[presets.other]\nmodel = "{other}"\nsystem = "Be brief."\ncontext_size = 2048\n'
-                 "[presets.other.params]\ntemperature = 0.3\n")
+    write_config(
+        f'[presets.other]\nmodel = "{other}"\nsystem = "Be brief."\ncontext_size = 2048\n'
+        "[presets.other.params]\ntemperature = 0.3\n"
+    )
     made: list[tuple[Path, dict]] = []
 
     def factory(path, **changes):
@@ -349,8 +422,11 @@ async def test_a_presets_model_loads_as_load_does_and_the_preset_survives_the_ne
         await settle(pilot)
         await send(pilot, "Hello")
         await send(pilot, "/preset other")
-        await wait_for(pilot, lambda: app.status.model is not None and app.status.model.path == str(other),
-                       "the preset's model to load")
+        await wait_for(
+            pilot,
+            lambda: app.status.model is not None and app.status.model.path == str(other),
+            "the preset's model to load",
+        )
         await settle(pilot)
         assert made == [(other, {"context_size": 2048})]  # the preset's context size comes with it
         assert app.status.model.path == str(other)
@@ -378,8 +454,10 @@ def test_the_chat_with_an_unknown_preset_stops_before_the_screen_opens_with_one_
     path = write_config(CODER)
     out = vibechat("--preset", "coders", VIBECHAT_CONFIG=str(path), timeout=60)
     assert out.returncode == 1 and out.stdout == ""
-    assert out.stderr == (f"vibechat: error: no preset \"coders\" (did you mean 'coder'?); presets in {path}: "
-                          "coder, plain.\n")
+    assert out.stderr == (
+        f"vibechat: error: no preset \"coders\" (did you mean 'coder'?); presets in {path}: "
+        "coder, plain.\n"
+    )
 
 
 def test_presets_import_of_a_fifo_is_refused_at_once_and_a_device_is_named_for_what_it_is(tmp_path):
@@ -389,13 +467,23 @@ def test_presets_import_of_a_fifo_is_refused_at_once_and_a_device_is_named_for_w
 
     fifo = tmp_path / "Modelfile"
     os.mkfifo(fifo)
-    out = vibechat("presets", "import", str(fifo), timeout=30, VIBECHAT_CONFIG=str(tmp_path / "config.toml"))
+    out = vibechat(
+        "presets", "import", str(fifo), timeout=30, VIBECHAT_CONFIG=str(tmp_path / "config.toml")
+    )
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert out.stderr.strip().splitlines() == [f"vibechat: error: {fifo} is a named pipe (FIFO), not a file: give the "
-                                               "Modelfile's path."]
+    assert out.stderr.strip().splitlines() == [
+        f"vibechat: error: {fifo} is a named pipe (FIFO), not a file: give the Modelfile's path."
+    ]
     result = parse_modelfile("FROM /dev/zero\nSYSTEM hi\n", tmp_path)
     assert "model" not in result.table
-    assert result.notes == ["FROM /dev/zero: /dev/zero is a character device, not a GGUF file; the preset keeps "
-                            "the model in use"]
-    result = parse_modelfile("FROM ./later.gguf\n", tmp_path)  # a file still to come is kept, and said so
-    assert result.table == {"model": str(tmp_path / "later.gguf")} and "does not exist (yet)" in result.notes[0]
+    assert result.notes == [
+        "FROM /dev/zero: /dev/zero is a character device, not a GGUF file; the preset keeps "
+        "the model in use"
+    ]
+    result = parse_modelfile(
+        "FROM ./later.gguf\n", tmp_path
+    )  # a file still to come is kept, and said so
+    assert (
+        result.table == {"model": str(tmp_path / "later.gguf")}
+        and "does not exist (yet)" in result.notes[0]
+    )

@@ -17,19 +17,27 @@ from vibechat.engine.settings.refs import (
 )
 
 
-@pytest.mark.parametrize(("text", "ref"), [
-    ("bartowski/Llama-3.2-1B-Instruct-GGUF", HubRef("bartowski/Llama-3.2-1B-Instruct-GGUF")),
-    ("bartowski/Llama-3.2-1B-Instruct-GGUF:q5_k_m", HubRef("bartowski/Llama-3.2-1B-Instruct-GGUF", "q5_k_m")),
-    ("unsloth/Qwen3-8B-GGUF/Q4_K_M/Qwen3-8B-Q4_K_M-00001-of-00002.gguf",
-     HubRef("unsloth/Qwen3-8B-GGUF", file="Q4_K_M/Qwen3-8B-Q4_K_M-00001-of-00002.gguf")),
-    ("hf://owner/repo:Q8_0", HubRef("owner/repo", "Q8_0")),
-    ("https://huggingface.co/owner/repo", HubRef("owner/repo")),
-    ("starter", None),
-    ("./models/x.gguf", None),
-    ("/abs/x.gguf", None),
-    ("a/b/c", None),
-    ("ollama:llama3.2:1b", None),
-])
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("bartowski/Llama-3.2-1B-Instruct-GGUF", HubRef("bartowski/Llama-3.2-1B-Instruct-GGUF")),
+        (
+            "bartowski/Llama-3.2-1B-Instruct-GGUF:q5_k_m",
+            HubRef("bartowski/Llama-3.2-1B-Instruct-GGUF", "q5_k_m"),
+        ),
+        (
+            "unsloth/Qwen3-8B-GGUF/Q4_K_M/Qwen3-8B-Q4_K_M-00001-of-00002.gguf",
+            HubRef("unsloth/Qwen3-8B-GGUF", file="Q4_K_M/Qwen3-8B-Q4_K_M-00001-of-00002.gguf"),
+        ),
+        ("hf://owner/repo:Q8_0", HubRef("owner/repo", "Q8_0")),
+        ("https://huggingface.co/owner/repo", HubRef("owner/repo")),
+        ("starter", None),
+        ("./models/x.gguf", None),
+        ("/abs/x.gguf", None),
+        ("a/b/c", None),
+        ("ollama:llama3.2:1b", None),
+    ],
+)
 def test_parse_hub_ref(text, ref):
     assert parse_hub_ref(text) == ref
 
@@ -52,29 +60,55 @@ def test_a_reference_to_a_file_with_an_unsafe_name_is_refused_by_name():
 def test_unsafe_names_are_never_offered_and_are_named_when_asked():
     from vibechat.engine.settings.refs import refused_files, show_name
 
-    listing = [RepoFile("ok-Q4_K_M.gguf", 1), RepoFile("bad\x1b[2J-Q8_0.gguf", 1), RepoFile("README\x07.md", 1)]
+    listing = [
+        RepoFile("ok-Q4_K_M.gguf", 1),
+        RepoFile("bad\x1b[2J-Q8_0.gguf", 1),
+        RepoFile("README\x07.md", 1),
+    ]
     assert [o.label for o in group_quants(listing)] == ["Q4_K_M"]
     assert refused_files(listing) == ["bad\x1b[2J-Q8_0.gguf"]  # only model files are worth naming
     assert show_name("bad\x1b[2J-Q8_0.gguf") == "'bad\\x1b[2J-Q8_0.gguf'"
     assert show_name("x" * 200).endswith("'…") and len(show_name("x" * 200)) < 130
 
 
-@pytest.mark.parametrize(("path", "safe"), [
-    ("model-Q4_K_M.gguf", True), ("sub/dir/model.gguf", True),
-    ("../model.gguf", False), ("sub/../../model.gguf", False), ("/etc/model.gguf", False),
-    ("C:/model.gguf", False), ("sub\\model.gguf", False), ("./model.gguf", False), ("", False),
-    # Issue 13: nothing unsafe goes into a path on disk.
-    ("model-[reverse]REV\x1b]0;T\x07.gguf", False),  # an escape sequence (and markup)
-    ("a\x9b2Jb.gguf", False), ("a\nb.gguf", False), ("a\x7fb.gguf", False),  # C1, newline, DEL
-    ("evil\u202egguf.exe.gguf", False), ("zero\u200bwidth.gguf", False),  # bidi override, zero width
-    ("lone\ud800.gguf", False), ("nul\0.gguf", False),
-    ("a<b.gguf", False), ("a|b.gguf", False), ("a?b.gguf", False), ("a*b.gguf", False), ("a\"b.gguf", False),
-    ("[red]x.gguf", False), ("dir /x.gguf", False), ("dir./x.gguf", False),
-    ("x" * 256 + ".gguf", False), ("é" * 126 + ".gguf", False),  # over 255 bytes in UTF-8
-    ("Qwen2.5 Coder/model (v2)+@~#%.gguf", True), ("日本語-モデル-Q4_K_M.gguf", True),
-    ("x" * 250 + ".gguf", True),
-    (42, False), (None, False),
-])
+@pytest.mark.parametrize(
+    ("path", "safe"),
+    [
+        ("model-Q4_K_M.gguf", True),
+        ("sub/dir/model.gguf", True),
+        ("../model.gguf", False),
+        ("sub/../../model.gguf", False),
+        ("/etc/model.gguf", False),
+        ("C:/model.gguf", False),
+        ("sub\\model.gguf", False),
+        ("./model.gguf", False),
+        ("", False),
+        # Issue 13: nothing unsafe goes into a path on disk.
+        ("model-[reverse]REV\x1b]0;T\x07.gguf", False),  # an escape sequence (and markup)
+        ("a\x9b2Jb.gguf", False),
+        ("a\nb.gguf", False),
+        ("a\x7fb.gguf", False),  # C1, newline, DEL
+        ("evil\u202egguf.exe.gguf", False),
+        ("zero\u200bwidth.gguf", False),  # bidi override, zero width
+        ("lone\ud800.gguf", False),
+        ("nul\0.gguf", False),
+        ("a<b.gguf", False),
+        ("a|b.gguf", False),
+        ("a?b.gguf", False),
+        ("a*b.gguf", False),
+        ('a"b.gguf', False),
+        ("[red]x.gguf", False),
+        ("dir /x.gguf", False),
+        ("dir./x.gguf", False),
+        ("x" * 256 + ".gguf", False),
+        ("é" * 126 + ".gguf", False),  # over 255 bytes in UTF-8
+        ("Qwen2.5 Coder/model (v2)+@~#%.gguf", True),
+        ("日本語-モデル-Q4_K_M.gguf", True),
+        ("x" * 250 + ".gguf", True),
+        (42, False),
+        (None, False),
+    ],
+)
 def test_safe_repo_paths(path, safe):
     assert is_safe_repo_path(path) is safe
 
@@ -121,7 +155,9 @@ def test_wanted_quant_is_case_insensitive_and_missing_ones_are_named():
     options = group_quants(LISTING)
     assert pick_quant(options, "q6_k").label == "Q6_K"
     assert pick_quant(options, "Q5-K-M").label == "Q5_K_M"
-    with pytest.raises(ModelRefError, match="no IQ2_XS file: choose one of Q8_0, Q4_K_M, Q5_K_M, Q6_K"):
+    with pytest.raises(
+        ModelRefError, match="no IQ2_XS file: choose one of Q8_0, Q4_K_M, Q5_K_M, Q6_K"
+    ):
         pick_quant(options, "IQ2_XS", "owner/repo")
     with pytest.raises(ModelRefError, match="has no GGUF model files"):
         pick_quant([], None, "owner/repo")
@@ -134,14 +170,20 @@ def test_an_exact_file_picks_its_whole_split_model():
         pick_file(options, "mmproj-Model-F16.gguf")
 
 
-@pytest.mark.parametrize(("name", "model"), [
-    ("gemma-3-4b-it-Q4_K_M.gguf", True),
-    ("Qwen2.5-VL-7B-Instruct-Q4_K_M.gguf", True),
-    ("mmproj-model-f16.gguf", False),
-    ("gemma-3-4b-it-mmproj-f16.gguf", False),
-    ("gemma-3-4b-it.mmproj-Q8_0.gguf", False),  # a projector's other spelling: never offered as a chat model
-    ("model.imatrix.gguf", False),
-    ("notes.txt", False),
-])
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("gemma-3-4b-it-Q4_K_M.gguf", True),
+        ("Qwen2.5-VL-7B-Instruct-Q4_K_M.gguf", True),
+        ("mmproj-model-f16.gguf", False),
+        ("gemma-3-4b-it-mmproj-f16.gguf", False),
+        (
+            "gemma-3-4b-it.mmproj-Q8_0.gguf",
+            False,
+        ),  # a projector's other spelling: never offered as a chat model
+        ("model.imatrix.gguf", False),
+        ("notes.txt", False),
+    ],
+)
 def test_projectors_and_imatrix_files_are_not_chat_models(name, model):
     assert is_model_file(name) is model

@@ -51,8 +51,10 @@ QWEN3 = (
 )
 # A variant whose generation prompt opens the thinking block unless it is switched off (as
 # Qwen3's thinking-only builds and DeepSeek-R1's distills open it): the reply starts inside.
-QWEN3_OPENS = QWEN3.replace("{{- '<think>\\n\\n</think>\\n\\n' }}",
-                            "{{- '<think>\\n\\n</think>\\n\\n' }}{%- else %}{{- '<think>\\n' }}")
+QWEN3_OPENS = QWEN3.replace(
+    "{{- '<think>\\n\\n</think>\\n\\n' }}",
+    "{{- '<think>\\n\\n</think>\\n\\n' }}{%- else %}{{- '<think>\\n' }}",
+)
 # IBM Granite 3.2's switch: off unless the caller passes thinking=true.
 GRANITE = (
     "{%- if thinking %}{{- '<|start_of_role|>system<|end_of_role|>Think first.<|end_of_text|>\\n' }}{%- endif %}"
@@ -81,43 +83,67 @@ def render(source: str, mode: str) -> str:
 # ------------------------------------------------------------------ templates
 def test_qwen3s_switch_is_found_and_off_writes_an_empty_thinking_block():
     assert ChatTemplate("gguf", QWEN3).thinking_switch == "enable_thinking"
-    assert render(QWEN3, "auto") == render(QWEN3, "on") == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-    assert render(QWEN3, "off") == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert (
+        render(QWEN3, "auto")
+        == render(QWEN3, "on")
+        == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert (
+        render(QWEN3, "off")
+        == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
 
 
 def test_granite_and_gpt_oss_switches():
     assert ChatTemplate("gguf", GRANITE).thinking_switch == "thinking"
     assert "Think first." in render(GRANITE, "on")
-    assert "Think first." not in render(GRANITE, "off") and render(GRANITE, "off") == render(GRANITE, "auto")
+    assert "Think first." not in render(GRANITE, "off") and render(GRANITE, "off") == render(
+        GRANITE, "auto"
+    )
     assert ChatTemplate("gguf", GPT_OSS).thinking_switch == "reasoning_effort"
-    assert "Reasoning: medium" in render(GPT_OSS, "auto") and "Reasoning: medium" in render(GPT_OSS, "on")
+    assert "Reasoning: medium" in render(GPT_OSS, "auto") and "Reasoning: medium" in render(
+        GPT_OSS, "on"
+    )
     assert "Reasoning: low" in render(GPT_OSS, "off")
 
 
 def test_templates_without_a_switch():
     # A word in the text, a variable the template sets itself, a message field: no switch.
-    for source in (GEMMA, "{{ 'thinking' }}{{ messages[0].content }}",
-                   "{% set thinking = true %}{% if thinking %}x{% endif %}",
-                   "{% for m in messages %}{{ m.thinking }}{% endfor %}"):
+    for source in (
+        GEMMA,
+        "{{ 'thinking' }}{{ messages[0].content }}",
+        "{% set thinking = true %}{% if thinking %}x{% endif %}",
+        "{% for m in messages %}{{ m.thinking }}{% endfor %}",
+    ):
         assert ChatTemplate("gguf", source).thinking_switch is None, source
     assert template_variables(None, "off") == {}
 
 
 def test_the_switch_never_replaces_the_renderers_own_variables():
     template = ChatTemplate("gguf", QWEN3)
-    assert template.render(HI, variables={"messages": [], "add_generation_prompt": False}) == render(QWEN3, "auto")
+    assert template.render(
+        HI, variables={"messages": [], "add_generation_prompt": False}
+    ) == render(QWEN3, "auto")
 
 
 def test_modes_check_and_travel_with_the_parameters():
-    assert [check_thinking(v) for v in ("AUTO", " on", "off", True, "false", "yes")] == \
-        ["auto", "on", "off", "on", "off", "on"]
+    assert [check_thinking(v) for v in ("AUTO", " on", "off", True, "false", "yes")] == [
+        "auto",
+        "on",
+        "off",
+        "on",
+        "off",
+        "on",
+    ]
     with pytest.raises(InvalidParameterError, match="thinking must be one of auto, on, off"):
         SamplingParams(thinking="maybe")
     assert "thinking" not in SamplingParams().to_dict()  # older readers of saved parameters
     off = SamplingParams().set_from_text("thinking", "off")
     assert SamplingParams.from_dict(off.to_dict()) == off and off.thinking == "off"
     assert remote_kwargs("auto") is None
-    assert remote_kwargs("off") == {"enable_thinking": False} and remote_kwargs("on") == {"enable_thinking": True}
+    assert remote_kwargs("off") == {"enable_thinking": False} and remote_kwargs("on") == {
+        "enable_thinking": True
+    }
 
 
 def test_config_key_and_variable(tmp_path: Path):
@@ -125,7 +151,10 @@ def test_config_key_and_variable(tmp_path: Path):
     path.write_text('[params]\nthinking = "off"\n')
     assert load_config(path, environ={}).config.params.thinking == "off"
     loaded = load_config(path, environ={"VIBECHAT_THINKING": "on"})
-    assert loaded.config.params.thinking == "on" and str(loaded.origin("params.thinking")) == "env VIBECHAT_THINKING"
+    assert (
+        loaded.config.params.thinking == "on"
+        and str(loaded.origin("params.thinking")) == "env VIBECHAT_THINKING"
+    )
     path.write_text('[params]\nthinking = "sometimes"\n')
     problem = load_config(path, environ={}).problem
     assert problem is not None and "thinking must be one of auto, on, off" in problem
@@ -137,15 +166,22 @@ def qwen3_style(starter_path: Path, tmp_path_factory: pytest.TempPathFactory) ->
     """The starter's weights with a Qwen3-style template whose generation prompt opens
     <think> unless switched off (the starter does not think: what it writes is all
     'thinking' when the prompt opened the block)."""
-    return copy_with_metadata(starter_path, tmp_path_factory.mktemp("qwen3") / "qwen3-style.gguf",
-                              {"tokenizer.chat_template": QWEN3_OPENS})
+    return copy_with_metadata(
+        starter_path,
+        tmp_path_factory.mktemp("qwen3") / "qwen3-style.gguf",
+        {"tokenizer.chat_template": QWEN3_OPENS},
+    )
 
 
 def local_reply(backend, mode: str):
     from vibechat.engine.turns.backend import GenerationDone
 
     backend.reset()
-    events = list(backend.stream_chat(HI, SamplingParams(temperature=0.0, max_tokens=8, seed=1, thinking=mode)))
+    events = list(
+        backend.stream_chat(
+            HI, SamplingParams(temperature=0.0, max_tokens=8, seed=1, thinking=mode)
+        )
+    )
     done = events[-1]
     assert isinstance(done, GenerationDone)
     return done
@@ -157,8 +193,11 @@ def test_the_real_engine_renders_counts_and_splits_with_the_switch(qwen3_style: 
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
     assert "{%- else %}{{- '<think>\\n' }}" in QWEN3_OPENS
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=qwen3_style, context_size=512, repack="off"))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=qwen3_style, context_size=512, repack="off"
+        )
+    )
     try:
         info = backend.load()
         assert info.chat_format == "gguf" and info.thinking_switch == "enable_thinking"
@@ -190,8 +229,11 @@ def test_the_engine_process_counts_with_the_switch(qwen3_style: Path):
     from vibechat.engine.llama.worker import WorkerBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    backend = WorkerBackend(LlamaCppOptions(threads=worker_threads(),
-                                            model_path=qwen3_style, context_size=512, repack="off"))
+    backend = WorkerBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=qwen3_style, context_size=512, repack="off"
+        )
+    )
     try:
         assert backend.load().thinking_switch == "enable_thinking"
         assert backend.count_tokens(HI, "off") > backend.count_tokens(HI)
@@ -202,7 +244,11 @@ def test_the_engine_process_counts_with_the_switch(qwen3_style: Path):
 # ------------------------------------------------------------ servers and `run`
 def test_the_remote_backend_sends_chat_template_kwargs_only_when_asked(stub):
     backend = stub.backend()
-    for mode, sent in (("off", {"enable_thinking": False}), ("on", {"enable_thinking": True}), ("auto", None)):
+    for mode, sent in (
+        ("off", {"enable_thinking": False}),
+        ("on", {"enable_thinking": True}),
+        ("auto", None),
+    ):
         list(backend.stream_chat(HI, SamplingParams(seed=1, thinking=mode)))
         assert stub.last_body.get("chat_template_kwargs") == sent, mode
 
@@ -213,8 +259,14 @@ def vibechat(*args: str):
 
     from conftest import VIBECHAT_BIN
 
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
 
 
 def test_run_thinking_off_through_the_cli(stub):
@@ -232,7 +284,9 @@ def test_run_thinking_off_through_the_cli(stub):
 
 
 def test_prompts_file_takes_the_setting_and_a_per_line_override(stub):
-    prompts = io.BytesIO(b'{"prompt": "a"}\n{"prompt": "b", "thinking": "on"}\n{"prompt": "c", "thinking": "later"}\n')
+    prompts = io.BytesIO(
+        b'{"prompt": "a"}\n{"prompt": "b", "thinking": "on"}\n{"prompt": "c", "thinking": "later"}\n'
+    )
     out, err = io.StringIO(), io.StringIO()
     options = BatchOptions(system=None, params=SamplingParams(seed=1, thinking="off"))
     code = run_batch(stub.backend(), prompts, "p.jsonl", options, None, out, err)
@@ -244,13 +298,24 @@ def test_prompts_file_takes_the_setting_and_a_per_line_override(stub):
 
 def test_run_says_when_a_local_template_has_no_switch():
     out, err = io.StringIO(), io.StringIO()
-    code = execute(RecordingBackend("Fine."),
-                   RunRequest(prompt="Hi", system=None, params=SamplingParams(thinking="off")), out, err)
+    code = execute(
+        RecordingBackend("Fine."),
+        RunRequest(prompt="Hi", system=None, params=SamplingParams(thinking="off")),
+        out,
+        err,
+    )
     assert code == 0 and out.getvalue() == "Fine.\n"
-    assert "vibechat: thinking off: this model's template has no switch for thinking (" in err.getvalue()
+    assert (
+        "vibechat: thinking off: this model's template has no switch for thinking ("
+        in err.getvalue()
+    )
     err = io.StringIO()
-    execute(RecordingBackend("Fine.", replace(INFO, thinking_switch="enable_thinking")),
-            RunRequest(prompt="Hi", system=None, params=SamplingParams(thinking="off")), io.StringIO(), err)
+    execute(
+        RecordingBackend("Fine.", replace(INFO, thinking_switch="enable_thinking")),
+        RunRequest(prompt="Hi", system=None, params=SamplingParams(thinking="off")),
+        io.StringIO(),
+        err,
+    )
     assert "no switch" not in err.getvalue()
 
 
@@ -287,7 +352,9 @@ async def test_think_is_refused_where_the_template_has_no_switch():
         await settle(pilot)
         await send(pilot, "/think off")
         messages = notices(app)
-        assert any("this model's template has no switch for thinking (" in m for m in messages), messages
+        assert any("this model's template has no switch for thinking (" in m for m in messages), (
+            messages
+        )
         assert app.session.conversation.params.thinking == "auto"
         await send(pilot, "/think sideways")
         assert was_notified(app, "thinking must be one of auto, on, off")
@@ -321,7 +388,8 @@ async def test_the_panels_thinking_switch():
 
 @pytest.mark.model
 async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_it_out_of_the_context(
-        qwen3_style: Path):
+    qwen3_style: Path,
+):
     """The real engine with a Qwen3-style template (the generation prompt opens <think>): the
     reply streams as thinking, the chat shows it in a folded block, and the context meter
     then shows what the next prompt sends, without the thinking."""
@@ -330,8 +398,11 @@ async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_i
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=qwen3_style, context_size=512, repack="off"))
+    backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(), model_path=qwen3_style, context_size=512, repack="off"
+        )
+    )
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
     try:
         async with app.run_test(size=SIZE) as pilot:

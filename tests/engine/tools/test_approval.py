@@ -17,13 +17,24 @@ PREFIXED = ToolSpec("fs_read_file", server="fs", tool="read_file")
 CLOCK = ToolSpec("current_time", tool="current_time")
 
 
-@pytest.mark.parametrize("pattern, spec, expected", [
-    ("time/get_time", NOW, True), ("time/get_time", CONVERT, False),
-    ("time/*", NOW, True), ("time/*", CONVERT, True), ("fs/*", NOW, False),
-    ("get_time", NOW, True), ("read_file", PREFIXED, True), ("fs_read_file", PREFIXED, True),
-    ("builtin/current_time", CLOCK, True), ("builtin/*", CLOCK, True), ("current_time", CLOCK, True),
-    ("builtin/current_time", NOW, False), ("time/current_time", CLOCK, False),
-])
+@pytest.mark.parametrize(
+    "pattern, spec, expected",
+    [
+        ("time/get_time", NOW, True),
+        ("time/get_time", CONVERT, False),
+        ("time/*", NOW, True),
+        ("time/*", CONVERT, True),
+        ("fs/*", NOW, False),
+        ("get_time", NOW, True),
+        ("read_file", PREFIXED, True),
+        ("fs_read_file", PREFIXED, True),
+        ("builtin/current_time", CLOCK, True),
+        ("builtin/*", CLOCK, True),
+        ("current_time", CLOCK, True),
+        ("builtin/current_time", NOW, False),
+        ("time/current_time", CLOCK, False),
+    ],
+)
 def test_patterns(pattern, spec, expected):
     assert matches(pattern, spec) is expected
 
@@ -37,15 +48,25 @@ def test_nothing_runs_unless_allowed_always_for_the_conversation_or_by_allow_too
     policy.new_conversation()
     assert not policy.allowed(NOW)
     run = ToolApproval(always=["builtin/current_time"], allow=["time/*"])
-    assert run.allowed(NOW) and run.allowed(CONVERT) and run.allowed(CLOCK) and not run.allowed(PREFIXED)
-    assert run.why(CLOCK) == "always allowed (allowed_tools)" and run.why(NOW) == "allowed by --allow-tool"
+    assert (
+        run.allowed(NOW)
+        and run.allowed(CONVERT)
+        and run.allowed(CLOCK)
+        and not run.allowed(PREFIXED)
+    )
+    assert (
+        run.why(CLOCK) == "always allowed (allowed_tools)"
+        and run.why(NOW) == "allowed by --allow-tool"
+    )
 
 
 def test_a_bad_allow_tool_pattern_is_refused_in_one_line():
     with pytest.raises(InvalidParameterError) as info:
         ToolApproval(allow=["time/ *"])
-    assert str(info.value) == ("--allow-tool 'time/ *' is not a tool; write NAME, SERVER/NAME or SERVER/* "
-                               "(builtin/NAME for a built-in tool)")
+    assert str(info.value) == (
+        "--allow-tool 'time/ *' is not a tool; write NAME, SERVER/NAME or SERVER/* "
+        "(builtin/NAME for a built-in tool)"
+    )
 
 
 def test_always_allow_is_saved_in_the_config_file_keeping_the_rest():

@@ -24,7 +24,10 @@ def notes(tmp_path):
 
 def test_only_the_enabled_tools_are_offered():
     assert builtin_specs(()) == ()
-    assert [s.name for s in builtin_specs(("read_file", "current_time"))] == ["current_time", "read_file"]
+    assert [s.name for s in builtin_specs(("read_file", "current_time"))] == [
+        "current_time",
+        "read_file",
+    ]
     assert [s.qualified for s in builtin_specs(("list_folder",))] == ["builtin/list_folder"]
 
 
@@ -42,14 +45,17 @@ def test_read_file_reads_a_text_file_in_an_allowed_folder_sanitised(notes):
     assert run_builtin("read_file", {"path": "sub/deep.md"}, [notes]).text == "# deep\n"
 
 
-@pytest.mark.parametrize("path, words", [
-    ("../secret.txt", "'..' part"),
-    ("sub/../../secret.txt", "'..' part"),
-    ("{tmp}/secret.txt", "outside the folders"),
-    ("/etc/passwd", "outside the folders"),
-    ("missing.txt", "no file or folder"),
-    ("", "Give a path"),
-])
+@pytest.mark.parametrize(
+    "path, words",
+    [
+        ("../secret.txt", "'..' part"),
+        ("sub/../../secret.txt", "'..' part"),
+        ("{tmp}/secret.txt", "outside the folders"),
+        ("/etc/passwd", "outside the folders"),
+        ("missing.txt", "no file or folder"),
+        ("", "Give a path"),
+    ],
+)
 def test_read_file_refuses_what_is_outside_the_folders(notes, tmp_path, path, words):
     result = run_builtin("read_file", {"path": path.format(tmp=tmp_path)}, [notes])
     assert result.is_error and words in result.text and "\n" not in result.text
@@ -73,8 +79,13 @@ def test_a_fifo_a_device_a_binary_or_huge_file_is_a_one_line_result(notes):
     (notes / "blob.bin").write_bytes(b"\x7fELF\x00\x01\x02")
     (notes / "latin.txt").write_bytes("caf\xe9".encode("latin-1"))
     (notes / "big.txt").write_text("x" * (MAX_READ_BYTES + 1))
-    for name, words in (("pipe", "named pipe"), ("blob.bin", "binary"), ("latin.txt", "not UTF-8"),
-                        ("big.txt", "too large"), ("sub", "a directory")):
+    for name, words in (
+        ("pipe", "named pipe"),
+        ("blob.bin", "binary"),
+        ("latin.txt", "not UTF-8"),
+        ("big.txt", "too large"),
+        ("sub", "a directory"),
+    ):
         result = run_builtin("read_file", {"path": name}, [notes])
         assert result.is_error and words in result.text and "\n" not in result.text, name
     dev = run_builtin("read_file", {"path": "/dev/zero"}, ["/dev"])
@@ -88,7 +99,9 @@ def test_list_folder_lists_entries_confined_and_names_sanitised(notes, tmp_path)
     lines = result.text.splitlines()
     assert "sub/" in lines and any(line.startswith("todo.txt (") for line in lines)
     assert "\x1b" not in result.text and any(line.startswith("oddname") for line in lines)
-    assert run_builtin("list_folder", {"path": ""}, [notes]).text == f"The allowed folders:\n{notes}/"
+    assert (
+        run_builtin("list_folder", {"path": ""}, [notes]).text == f"The allowed folders:\n{notes}/"
+    )
     outside = run_builtin("list_folder", {"path": str(tmp_path)}, [notes])
     assert outside.is_error and "outside the folders" in outside.text
 

@@ -27,15 +27,31 @@ def write(path: Path, data: object) -> Path:
 
 
 def test_the_claude_desktop_shape_reads_stdio_http_and_disabled_servers(tmp_path):
-    path = write(tmp_path / "mcp.json", {"mcpServers": {
-        "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone=UTC"], "env": {"TZ": "UTC"},
-                 "autoApprove": [], "type": "stdio"},
-        "docs": {"url": "https://example.org/mcp", "headers": {"Authorization": "Bearer k"}},
-        "old": {"command": "old-server", "disabled": True}}})
+    path = write(
+        tmp_path / "mcp.json",
+        {
+            "mcpServers": {
+                "time": {
+                    "command": "uvx",
+                    "args": ["mcp-server-time", "--local-timezone=UTC"],
+                    "env": {"TZ": "UTC"},
+                    "autoApprove": [],
+                    "type": "stdio",
+                },
+                "docs": {
+                    "url": "https://example.org/mcp",
+                    "headers": {"Authorization": "Bearer k"},
+                },
+                "old": {"command": "old-server", "disabled": True},
+            }
+        },
+    )
     config = load_mcp_config(path)
     assert config.path == path and config.problems == ()
-    assert config.servers == (StdioServer("time", "uvx", ("mcp-server-time", "--local-timezone=UTC"), (("TZ", "UTC"),)),
-                              HttpServer("docs", "https://example.org/mcp", (("Authorization", "Bearer k"),)))
+    assert config.servers == (
+        StdioServer("time", "uvx", ("mcp-server-time", "--local-timezone=UTC"), (("TZ", "UTC"),)),
+        HttpServer("docs", "https://example.org/mcp", (("Authorization", "Bearer k"),)),
+    )
     assert config.disabled == ("old",)
     assert config.servers[1].where == "https://example.org/mcp"
 
@@ -48,13 +64,16 @@ def test_the_default_file_is_in_the_config_folder_and_may_be_missing():
     assert [s.name for s in load_mcp_config().servers] == ["a"]
 
 
-@pytest.mark.parametrize("content, words", [
-    ("{not json", "not valid JSON"),
-    ('{"mcpServers": {"a": {"command": "x"},}}', "a trailing comma?"),
-    ('["a"]', "put the servers in an mcpServers object"),
-    ('{"mcpServers": ["a"]}', "put the servers in an mcpServers object"),
-    (b"\xff\xfe{}", "is not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"mcpServers": {"a": {"command": "x"},}}', "a trailing comma?"),
+        ('["a"]', "put the servers in an mcpServers object"),
+        ('{"mcpServers": ["a"]}', "put the servers in an mcpServers object"),
+        (b"\xff\xfe{}", "is not UTF-8"),
+    ],
+)
 def test_a_file_that_cannot_be_used_is_one_line_naming_it_and_the_fix(tmp_path, content, words):
     path = tmp_path / "mcp.json"
     if isinstance(content, bytes):
@@ -89,24 +108,34 @@ def test_a_fifo_or_dev_zero_as_the_file_is_refused_at_once(tmp_path):
         load_mcp_config("/dev/zero")
 
 
-@pytest.mark.parametrize("entry, words", [
-    ({"args": ["x"]}, 'needs "command"'),
-    ({"command": ""}, '"command" must be a non-empty string'),
-    ({"command": "x", "args": "a b"}, '"args" must be a list of strings'),
-    ({"command": "x", "env": {"PORT": 8080}}, "must be a string (quote it)"),
-    ({"command": "x", "env": {"BAD NAME": "1"}}, "bad name"),
-    ({"command": "x", "url": "http://h/mcp"}, 'keep one'),
-    ({"url": "ftp://h/mcp"}, "http:// or https://"),
-    ({"url": "http://h/mcp", "type": "sse"}, "SSE transport is not supported"),
-    ({"url": "http://h/mcp", "headers": {"X": "a\nb"}}, "control character"),
-    ("just text", "must be an object"),
-])
-def test_a_bad_entry_is_left_out_with_a_line_naming_the_file_the_entry_and_the_fix(tmp_path, entry, words):
+@pytest.mark.parametrize(
+    "entry, words",
+    [
+        ({"args": ["x"]}, 'needs "command"'),
+        ({"command": ""}, '"command" must be a non-empty string'),
+        ({"command": "x", "args": "a b"}, '"args" must be a list of strings'),
+        ({"command": "x", "env": {"PORT": 8080}}, "must be a string (quote it)"),
+        ({"command": "x", "env": {"BAD NAME": "1"}}, "bad name"),
+        ({"command": "x", "url": "http://h/mcp"}, "keep one"),
+        ({"url": "ftp://h/mcp"}, "http:// or https://"),
+        ({"url": "http://h/mcp", "type": "sse"}, "SSE transport is not supported"),
+        ({"url": "http://h/mcp", "headers": {"X": "a\nb"}}, "control character"),
+        ("just text", "must be an object"),
+    ],
+)
+def test_a_bad_entry_is_left_out_with_a_line_naming_the_file_the_entry_and_the_fix(
+    tmp_path, entry, words
+):
     path = write(tmp_path / "mcp.json", {"mcpServers": {"good": {"command": "ok"}, "bad": entry}})
     config = load_mcp_config(path)
     assert [s.name for s in config.servers] == ["good"]  # the others still apply
     [(name, line)] = config.problems
-    assert name == "bad" and line.startswith(f"{path}: server 'bad': ") and words in line and "\n" not in line
+    assert (
+        name == "bad"
+        and line.startswith(f"{path}: server 'bad': ")
+        and words in line
+        and "\n" not in line
+    )
 
 
 def test_a_server_name_must_be_usable_as_a_tool_prefix(tmp_path):

@@ -36,7 +36,9 @@ def manager(servers: dict, **kwargs) -> McpServers:
 @pytest.fixture(scope="module")
 def two():
     """Two copies of the test server (their tools share names), started once for the module."""
-    with manager({"a": entry("a", GIVEN="from-config"), "b": entry("b")}, result_limit=5_000) as servers:
+    with manager(
+        {"a": entry("a", GIVEN="from-config"), "b": entry("b")}, result_limit=5_000
+    ) as servers:
         yield servers
 
 
@@ -45,8 +47,10 @@ def by(servers: McpServers) -> dict[str, ToolSpec]:
 
 
 def test_servers_start_when_first_needed_and_list_their_tools_under_unique_safe_names(two):
-    assert {s.name: s.state for s in two.statuses()} in ({"a": NOT_STARTED, "b": NOT_STARTED},
-                                                          {"a": STARTED, "b": STARTED})  # another test may go first
+    assert {s.name: s.state for s in two.statuses()} in (
+        {"a": NOT_STARTED, "b": NOT_STARTED},
+        {"a": STARTED, "b": STARTED},
+    )  # another test may go first
     specs = two.tools()
     assert {s.name: s.state for s in two.statuses()} == {"a": STARTED, "b": STARTED}
     names = [spec.name for spec in specs]
@@ -76,7 +80,9 @@ def test_a_result_over_the_limit_is_cut_with_a_note(two):
     result = two.call(by(two)["a/huge"], {}, timeout=30)
     assert not result.is_error
     assert result.text.startswith("x" * 5_000) and "x" * 5_001 not in result.text
-    assert result.text.endswith("[cut: the result was 1,000,000 characters; the first 5,000 are shown]")
+    assert result.text.endswith(
+        "[cut: the result was 1,000,000 characters; the first 5,000 are shown]"
+    )
 
 
 def test_a_hanging_call_times_out_and_the_server_answers_the_next(two):
@@ -90,8 +96,11 @@ def test_a_cancelled_call_returns_at_once_as_an_error_and_the_server_goes_on(two
     tools = by(two)
     cancel = threading.Event()
     outcome = {}
-    caller = threading.Thread(target=lambda: outcome.setdefault(
-        "r", two.call(tools["a/slow"], {"seconds": 60}, timeout=300, cancel=cancel)))
+    caller = threading.Thread(
+        target=lambda: outcome.setdefault(
+            "r", two.call(tools["a/slow"], {"seconds": 60}, timeout=300, cancel=cancel)
+        )
+    )
     caller.start()
     cancel.set()
     caller.join(timeout=30)
@@ -111,16 +120,29 @@ def test_the_server_sees_only_what_its_config_names_plus_what_it_needs_to_start(
 
 
 def test_a_server_that_fails_or_hangs_on_start_is_one_line_and_the_rest_goes_on():
-    with manager({"ok": entry("ok"), "broken": entry("--fail-start"), "missing": {"command": "/no/such/server"},
-                  "stuck": entry("--hang-start")}, start_timeout=5) as servers:
+    with manager(
+        {
+            "ok": entry("ok"),
+            "broken": entry("--fail-start"),
+            "missing": {"command": "/no/such/server"},
+            "stuck": entry("--hang-start"),
+        },
+        start_timeout=5,
+    ) as servers:
         specs = servers.tools()
         assert {spec.server for spec in specs} == {"ok"}
         status = {s.name: s for s in servers.statuses()}
         assert status["ok"].state == STARTED and len(status["ok"].tools) == 8
         assert status["broken"].state == FAILED
-        assert status["broken"].reason == "did not start: mcp_test_server: cannot start: the database is missing"
+        assert (
+            status["broken"].reason
+            == "did not start: mcp_test_server: cannot start: the database is missing"
+        )
         assert status["missing"].state == FAILED and "/no/such/server" in status["missing"].reason
-        assert status["stuck"].state == FAILED and "did not answer within 5 s" in status["stuck"].reason
+        assert (
+            status["stuck"].state == FAILED
+            and "did not answer within 5 s" in status["stuck"].reason
+        )
         assert all("\n" not in s.reason for s in status.values())
         down = servers.call(ToolSpec("x", server="broken", tool="echo"), {"text": "x"}, timeout=5)
         assert down.is_error and "is not running" in down.text
@@ -141,8 +163,11 @@ def test_a_server_that_dies_mid_call_is_one_error_result_and_the_others_go_on():
 def test_non_text_blocks_are_a_one_line_note():
     from mcp_types import CallToolResult, ImageContent, TextContent
 
-    result = result_of(CallToolResult(content=[TextContent(text="a chart:"),
-                                               ImageContent(data="AAAA", mime_type="image/png")]))
+    result = result_of(
+        CallToolResult(
+            content=[TextContent(text="a chart:"), ImageContent(data="AAAA", mime_type="image/png")]
+        )
+    )
     assert result.text == "a chart:\n[an image (image/png), not shown]" and not result.is_error
     assert result_of(CallToolResult(content=[])).text == "(the tool returned nothing)"
 
@@ -193,8 +218,12 @@ def wait_gone(pid: int, seconds: float = 15.0) -> bool:
 @pytest.mark.skipif(os.name != "posix", reason="SIGKILL and the parent-death launcher are POSIX's")
 def test_no_server_outlives_its_owner(tmp_path, mode):
     pidfile = tmp_path / "server.pid"
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(pidfile), SERVER, "hang" if mode == "sigkill" else mode],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(pidfile), SERVER, "hang" if mode == "sigkill" else mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert owner.stdout is not None
         line = owner.stdout.readline()
@@ -220,8 +249,11 @@ def test_a_streamable_http_server_is_listed_and_called(tmp_path):
     with socket.socket() as probe:  # a free port (the server binds it a moment later)
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, SERVER, "web", "--http", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, SERVER, "web", "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:  # wait until it listens
@@ -229,16 +261,27 @@ def test_a_streamable_http_server_is_listed_and_called(tmp_path):
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
+                assert server.poll() is None and time.monotonic() < deadline, (
+                    "the HTTP server did not start"
+                )
                 time.sleep(0.05)
-        with manager({"web": {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Test": "1"}},
-                      "gone": {"url": "http://127.0.0.1:9/mcp"}}, start_timeout=15) as servers:
+        with manager(
+            {
+                "web": {"url": f"http://127.0.0.1:{port}/mcp", "headers": {"X-Test": "1"}},
+                "gone": {"url": "http://127.0.0.1:9/mcp"},
+            },
+            start_timeout=15,
+        ) as servers:
             tools = by(servers)
             assert tools["web/add"].name == "add"
             assert servers.call(tools["web/add"], {"a": 20, "b": 22}, timeout=30).text == "42"
             web, gone = servers.statuses()
             assert web.state == STARTED
-            assert gone.state == FAILED and gone.reason.startswith("did not start") and "\n" not in gone.reason
+            assert (
+                gone.state == FAILED
+                and gone.reason.startswith("did not start")
+                and "\n" not in gone.reason
+            )
     finally:
         server.kill()
         server.wait()
@@ -251,7 +294,9 @@ def test_a_servers_tool_list_is_bounded():
         specs = servers.tools()
         assert len(specs) == MAX_TOOLS
         [status] = servers.statuses()
-        assert status.state == STARTED and status.reason.startswith(f"{8 + 150 - MAX_TOOLS} tool(s) left out")
+        assert status.state == STARTED and status.reason.startswith(
+            f"{8 + 150 - MAX_TOOLS} tool(s) left out"
+        )
         long = next(spec for spec in specs if spec.name == "t000")
         assert len(long.description) == MAX_DESCRIPTION_CHARS + 1 and long.description.endswith("…")
 
@@ -267,11 +312,17 @@ def test_a_schema_that_is_not_an_object_or_too_large_is_left_out():
 
     class Listing:
         async def list_tools(self, cursor=None):
-            return ListToolsResult(tools=[
-                Tool(name="ok", input_schema={"type": "object", "properties": {}}),
-                Tool(name="array", input_schema={"type": "array"}),
-                Tool(name="big", input_schema={"type": "object", "description": "x" * MAX_SCHEMA_CHARS}),
-                Tool(name="esc\x1b[2J", input_schema={"type": "object"})])
+            return ListToolsResult(
+                tools=[
+                    Tool(name="ok", input_schema={"type": "object", "properties": {}}),
+                    Tool(name="array", input_schema={"type": "array"}),
+                    Tool(
+                        name="big",
+                        input_schema={"type": "object", "description": "x" * MAX_SCHEMA_CHARS},
+                    ),
+                    Tool(name="esc\x1b[2J", input_schema={"type": "object"}),
+                ]
+            )
 
     tools, note = asyncio.run(list_tools(Listing()))
     assert [t[0] for t in tools] == ["ok"] and note.startswith("3 tool(s) left out")
@@ -288,10 +339,13 @@ def test_a_chatty_servers_stderr_file_is_kept_small(monkeypatch):
         deadline = time.monotonic() + 30
         # Until the file was cut and its tail written back (the cut is a truncate then a write:
         # a look between the two sees it empty).
-        while (os.fstat(server.errlog.fileno()).st_size > mcp_servers.MAX_STDERR_BYTES
-               or server.stderr_tail() != "the last line"):
+        while (
+            os.fstat(server.errlog.fileno()).st_size > mcp_servers.MAX_STDERR_BYTES
+            or server.stderr_tail() != "the last line"
+        ):
             assert time.monotonic() < deadline, (
                 f"the stderr file was not cut to its tail ({os.fstat(server.errlog.fileno()).st_size} bytes, "
-                f"last line {server.stderr_tail()!r})")
+                f"last line {server.stderr_tail()!r})"
+            )
             time.sleep(0.05)
         assert servers.call(by(servers)["noisy/echo"], {"text": "fine"}, timeout=30).text == "fine"

@@ -25,8 +25,10 @@ from vibechat.engine.turns.prompt_format import GEMMA
 
 THOUGHT = "User asks 2+2. <b>Easy</b>: 4."
 ANSWER = "2 + 2 = **4**. (Not <|end of story>.)"
-REPLY = (f"<|channel|>analysis<|message|>{THOUGHT}<|end|>"
-         f"<|start|>assistant<|channel|>final<|message|>{ANSWER}")
+REPLY = (
+    f"<|channel|>analysis<|message|>{THOUGHT}<|end|>"
+    f"<|start|>assistant<|channel|>final<|message|>{ANSWER}"
+)
 # gpt-oss's template, cut to its shape: a system message with the reasoning effort, the
 # turns, and the generation prompt <|start|>assistant.
 GPT_OSS = (
@@ -68,12 +70,14 @@ def test_one_character_at_a_time_holds_back_little_in_a_body():
 
 
 def test_commentary_tool_calls_and_unknown_channels_are_thinking():
-    reply = ("<|channel|>analysis<|message|>Need weather.<|end|>"
-             "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
-             "<|message|>{\"city\": \"Paris\"}<|call|>"
-             "<|start|>assistant<|channel|>musings<|message|>odd<|end|>"
-             "<|start|>assistant<|channel|>final<|message|>Sunny.")
-    assert split([reply])[:2] == ("Need weather.{\"city\": \"Paris\"}odd", "Sunny.")
+    reply = (
+        "<|channel|>analysis<|message|>Need weather.<|end|>"
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+        '<|message|>{"city": "Paris"}<|call|>'
+        "<|start|>assistant<|channel|>musings<|message|>odd<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>Sunny."
+    )
+    assert split([reply])[:2] == ('Need weather.{"city": "Paris"}odd', "Sunny.")
     assert channel_is_answer("assistant<|channel|>final") and channel_is_answer("assistant")
     assert not channel_is_answer("<|channel|>final to=functions.x")
     assert not channel_is_answer("<|channel|>commentary") and not channel_is_answer("<|channel|> ")
@@ -87,14 +91,20 @@ def test_a_reply_that_ignores_the_format_is_all_answer():
 
 
 def test_a_reply_cut_while_thinking_has_an_empty_answer():
-    assert split(["<|channel|>analysis<|message|>still thinking <|e"])[:2] == ("still thinking <|e", "")
+    assert split(["<|channel|>analysis<|message|>still thinking <|e"])[:2] == (
+        "still thinking <|e",
+        "",
+    )
     # Cut inside the next header: the header is protocol, dropped; nothing is invented.
-    assert split(["<|channel|>analysis<|message|>done<|end|><|start|>assistant<|chan"])[:2] == ("done", "")
+    assert split(["<|channel|>analysis<|message|>done<|end|><|start|>assistant<|chan"])[:2] == (
+        "done",
+        "",
+    )
 
 
 def test_a_header_that_never_ends_is_text_and_buffering_stays_bounded():
     junk = "<|channel|>" + "x" * (3 * MAX_HEADER)
-    thinking, answer, most_held = split([junk[i:i + 7] for i in range(0, len(junk), 7)])
+    thinking, answer, most_held = split([junk[i : i + 7] for i in range(0, len(junk), 7)])
     assert thinking == "" and answer == junk
     assert most_held <= MAX_HEADER + 7
 
@@ -114,11 +124,13 @@ def test_the_local_emitter_routes_channels_and_applies_stops_to_the_answer_only(
 
     monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
     raw = "<|channel|>analysis<|message|>café STOP<|end|><|start|>assistant<|channel|>final<|message|>Bon STOP".encode()
-    table = {i + 1: raw[i:i + 1] for i in range(len(raw))}  # one byte a token
+    table = {i + 1: raw[i : i + 1] for i in range(len(raw))}  # one byte a token
 
     def run(stop: tuple[str, ...]):
         # a token table instead of a model: token 0 ends the reply (a turn token)
-        out = Emitter(table.__getitem__, None, frozenset({0}), threading.Event(), 1000, stop, False, True)
+        out = Emitter(
+            table.__getitem__, None, frozenset({0}), threading.Event(), 1000, stop, False, True
+        )
         pieces = [p for token in [*table, 0] if not out.done for p in out.emit(token)] + out.tail()
         return ("".join(t for th, t in pieces if th), "".join(t for th, t in pieces if not th))
 
@@ -128,16 +140,20 @@ def test_the_local_emitter_routes_channels_and_applies_stops_to_the_answer_only(
 
 @pytest.mark.model
 def test_the_real_engine_finds_harmony_and_a_reply_without_channels_is_answer(
-        starter_path: Path, tmp_path: Path, llama_backend):
+    starter_path: Path, tmp_path: Path, llama_backend
+):
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
     from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.turns.backend import ChatMessage, GenerationDone
 
     assert llama_backend._prompt.harmony is False  # the starter: <think> family splitter
-    path = copy_with_metadata(starter_path, tmp_path / "gpt-oss-style.gguf", {"tokenizer.chat_template": GPT_OSS})
-    backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                              model_path=path, context_size=512, repack="off"))
+    path = copy_with_metadata(
+        starter_path, tmp_path / "gpt-oss-style.gguf", {"tokenizer.chat_template": GPT_OSS}
+    )
+    backend = LlamaCppBackend(
+        LlamaCppOptions(threads=worker_threads(), model_path=path, context_size=512, repack="off")
+    )
     try:
         info = backend.load()
         assert backend._prompt.harmony is True and info.thinking_switch == "reasoning_effort"
@@ -147,6 +163,8 @@ def test_the_real_engine_finds_harmony_and_a_reply_without_channels_is_answer(
         # The starter writes no channels: all of it is the answer, none is lost.
         assert done.text and done.thinking == ""
         hi = [ChatMessage("user", "Hi")]
-        assert backend._prompt.tokens(hi, "off") != backend._prompt.tokens(hi)  # reasoning_effort low, medium
+        assert backend._prompt.tokens(hi, "off") != backend._prompt.tokens(
+            hi
+        )  # reasoning_effort low, medium
     finally:
         backend.close()

@@ -77,13 +77,18 @@ def test_a_block_that_never_closes_is_all_thinking_and_the_answer_is_empty():
 
 
 def test_think_later_in_the_reply_is_answer_text():
-    assert split_text("Use <think>tags</think> like this.") == ("", "Use <think>tags</think> like this.")
+    assert split_text("Use <think>tags</think> like this.") == (
+        "",
+        "Use <think>tags</think> like this.",
+    )
     assert split_text("a\n<think>b</think>") == ("", "a\n<think>b</think>")
 
 
 def test_a_reply_that_starts_inside_the_block():
     assert split_text("reasoning here</think>\n\nDone.", inside=True) == ("reasoning here", "Done.")
-    thinking, answer, _ = run_pieces(["reason", "ing</th", "ink>", "\n", "\n", "Done."], inside=True)
+    thinking, answer, _ = run_pieces(
+        ["reason", "ing</th", "ink>", "\n", "\n", "Done."], inside=True
+    )
     assert (thinking, answer) == ("reasoning", "Done.")
 
 
@@ -95,12 +100,16 @@ def test_no_thinking_and_unbounded_leading_whitespace_is_answer():
 
 
 def test_the_template_probe_finds_a_generation_prompt_that_opens_thinking():
-    deepseek = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
-                "{% if add_generation_prompt %}<|Assistant|><think>\n{% endif %}")
-    qwen3 = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-             "{% if add_generation_prompt %}<|im_start|>assistant\n"
-             "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}"
-             "{% endif %}")
+    deepseek = (
+        "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+        "{% if add_generation_prompt %}<|Assistant|><think>\n{% endif %}"
+    )
+    qwen3 = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n"
+        "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}"
+        "{% endif %}"
+    )
     broken = "{{ raise_exception('no') }}"
     assert template_opens_thinking(ChatTemplate("gguf", deepseek).render)
     assert not template_opens_thinking(ChatTemplate("gguf", qwen3).render)
@@ -108,8 +117,9 @@ def test_the_template_probe_finds_a_generation_prompt_that_opens_thinking():
 
 
 # ------------------------------------------------------------------- session
-def thinking_backend(thinking: str = "I think \x1b[31mred\x1b[0m thoughts",
-                     reply: str = "Forty two.") -> RecordingBackend:
+def thinking_backend(
+    thinking: str = "I think \x1b[31mred\x1b[0m thoughts", reply: str = "Forty two."
+) -> RecordingBackend:
     backend = RecordingBackend(reply)
     backend.thinking = thinking
     return backend
@@ -133,15 +143,25 @@ def test_the_session_keeps_thinking_apart_saves_it_and_never_sends_it_back(histo
     assert all("thoughts" not in m.content for m in sent)  # earlier thinking is not sent back
     stored = history.get(session.chat.conversation_id)
     reply = stored.messages[1]
-    assert (reply.content, reply.thinking, reply.status) == ("Forty two.", backend.thinking, "complete")
+    assert (reply.content, reply.thinking, reply.status) == (
+        "Forty two.",
+        backend.thinking,
+        "complete",
+    )
     assert stored.to_dict()["messages"][1]["thinking"] == backend.thinking
     assert "thinking" not in stored.to_dict()["messages"][0]
     markdown = stored.to_markdown()
-    assert "<details><summary>Thinking</summary>" in markdown and "</details>\n\nForty two." in markdown
+    assert (
+        "<details><summary>Thinking</summary>" in markdown
+        and "</details>\n\nForty two." in markdown
+    )
     # Search looks at what was said, not at the thinking.
     assert history.search("Forty") and not history.search("thoughts")
     reopened = ChatLog.open(history, stored.id)
-    assert [m.content for m in reopened.conversation.turns if m.role == "assistant"] == ["Forty two.", "Forty two."]
+    assert [m.content for m in reopened.conversation.turns if m.role == "assistant"] == [
+        "Forty two.",
+        "Forty two.",
+    ]
 
 
 def test_the_markdown_export_cannot_be_broken_out_of_by_the_thinking(history):
@@ -151,7 +171,10 @@ def test_the_markdown_export_cannot_be_broken_out_of_by_the_thinking(history):
     session.chat.add_user("hi")
     session.answer()
     markdown = history.get(session.chat.conversation_id).to_markdown()
-    assert "a &lt;/details&gt; &lt;script&gt; &amp; b" in markdown and markdown.count("</details>") == 1
+    assert (
+        "a &lt;/details&gt; &lt;script&gt; &amp; b" in markdown
+        and markdown.count("</details>") == 1
+    )
 
 
 def test_cancel_during_thinking_keeps_the_thinking_so_far_and_an_empty_answer(history):
@@ -181,7 +204,9 @@ def test_abandoning_a_reply_while_it_thinks_saves_the_thinking(history):
             thinking.set()
             left.wait(30)  # the reply is left while it thinks
 
-    worker = threading.Thread(target=lambda: session.stream(turn, lambda _t: None, on_event=on_event))
+    worker = threading.Thread(
+        target=lambda: session.stream(turn, lambda _t: None, on_event=on_event)
+    )
     worker.start()
     assert thinking.wait(30)
     assert session.abandon()
@@ -194,13 +219,17 @@ def test_abandoning_a_reply_while_it_thinks_saves_the_thinking(history):
 def test_an_old_history_file_is_migrated_and_keeps_working(tmp_path: Path):
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied TEXT NOT NULL)"
+    )
     for statement in statements(MIGRATIONS[0]):
         conn.execute(statement)
     conn.execute("INSERT INTO schema_migrations VALUES (1, '2026-01-01')")
     conn.execute("INSERT INTO conversations(title, created, updated) VALUES ('old', 'x', 'x')")
-    conn.execute("INSERT INTO messages(conversation_id, role, content, status, created, updated) "
-                 "VALUES (1, 'assistant', 'an old reply', 'complete', 'x', 'x')")
+    conn.execute(
+        "INSERT INTO messages(conversation_id, role, content, status, created, updated) "
+        "VALUES (1, 'assistant', 'an old reply', 'complete', 'x', 'x')"
+    )
     conn.commit()
     conn.close()
     with History(path).open() as db:
@@ -249,7 +278,9 @@ def test_prompts_file_results_have_the_thinking_in_their_own_field():
     options = BatchOptions(system=None, params=GREEDY, show_thinking=True)
     assert run_batch(thinking_backend(), prompts, "p.jsonl", options, None, out, err) == 0
     results = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [(r["text"], r["thinking"]) for r in results] == [("Forty two.", "I think red thoughts")] * 2
+    assert [(r["text"], r["thinking"]) for r in results] == [
+        ("Forty two.", "I think red thoughts")
+    ] * 2
     assert "[thinking line 1]\nI think red thoughts\n[end of thinking line 1]\n" in err.getvalue()
     assert "[end of thinking line 2]" in err.getvalue()
 
@@ -281,7 +312,9 @@ def test_reasoning_content_is_the_thinking(stub, field):
     stub.reasoning_field = field
     stub.reasoning = ["Hmm, ", "\x1b]0;title\x07let me think", "."]
     thinking, answer, done = collect(stub.backend())
-    assert thinking == done.thinking == "Hmm, \x1b]0;title\x07let me think."  # sanitised by each front end
+    assert (
+        thinking == done.thinking == "Hmm, \x1b]0;title\x07let me think."
+    )  # sanitised by each front end
     assert answer == done.text == stub.reply
 
 
@@ -306,11 +339,15 @@ def test_cancel_during_remote_thinking(stub):
     assert first.text == "thinking hard"
     backend.cancel()
     done = [e for e in events if isinstance(e, GenerationDone)][0]
-    assert done.finish_reason == "cancelled" and done.thinking == "thinking hard" and done.text == ""
+    assert (
+        done.finish_reason == "cancelled" and done.thinking == "thinking hard" and done.text == ""
+    )
 
 
 # --------------------------------------------------------------- local engine
-def emitted(table: dict[int, bytes], tokens: list[int], stop: tuple[str, ...] = (), inside: bool = False):
+def emitted(
+    table: dict[int, bytes], tokens: list[int], stop: tuple[str, ...] = (), inside: bool = False
+):
     from vibechat.engine.llama.decoding import Emitter
 
     # a token table instead of a model: token 0 ends the reply (a turn token)
@@ -331,14 +368,14 @@ def test_the_local_emitter_splits_bytes_and_applies_stops_to_the_answer_only(mon
 
     monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
     raw = "<think>café STOP here</think>\n\nBon STOP appétit".encode()
-    table = {i + 1: raw[i:i + 1] for i in range(len(raw))}  # one byte a token: UTF-8 split too
+    table = {i + 1: raw[i : i + 1] for i in range(len(raw))}  # one byte a token: UTF-8 split too
     tokens = list(table)
     assert emitted(table, tokens)[:2] == ("café STOP here", "Bon STOP appétit")
     thinking, answer, out = emitted(table, tokens, stop=("STOP",))
     assert (thinking, answer, out.done) == ("café STOP here", "Bon ", True)
     # The template opened the block: the reply starts inside it.
     inner = b"reasoning</think>Done"
-    table = {i + 1: inner[i:i + 1] for i in range(len(inner))}
+    table = {i + 1: inner[i : i + 1] for i in range(len(inner))}
     assert emitted(table, [*table, 0], inside=True)[:2] == ("reasoning", "Done")
 
 
@@ -351,18 +388,27 @@ def test_a_local_reply_that_starts_inside_a_block_that_never_closes(starter_path
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
     from vibechat.engine.settings.knobs import LlamaCppOptions
 
-    llama_backend = LlamaCppBackend(LlamaCppOptions(threads=worker_threads(),
-                                                    model_path=starter_path, context_size=1024, repack="off",
-                                                    prompt_format="gemma"))
+    llama_backend = LlamaCppBackend(
+        LlamaCppOptions(
+            threads=worker_threads(),
+            model_path=starter_path,
+            context_size=1024,
+            repack="off",
+            prompt_format="gemma",
+        )
+    )
     llama_backend.load()
     messages = [ChatMessage("user", "Write a list of three fruits.")]
-    _, _, free = collect_local(llama_backend, messages, SamplingParams(temperature=0, max_tokens=12))
+    _, _, free = collect_local(
+        llama_backend, messages, SamplingParams(temperature=0, max_tokens=12)
+    )
     word = free.text.strip().split()[1]
     llama_backend._prompt.reply_thinks = True
     try:
         llama_backend.reset()
         thinking, answer, done = collect_local(
-            llama_backend, messages, SamplingParams(temperature=0, max_tokens=12, stop=[word]))
+            llama_backend, messages, SamplingParams(temperature=0, max_tokens=12, stop=[word])
+        )
     finally:
         llama_backend.close()
     assert answer == done.text == "" and thinking == done.thinking == free.text
@@ -389,8 +435,14 @@ def vibechat(*args: str):
 
     from conftest import VIBECHAT_BIN
 
-    return subprocess.run([str(VIBECHAT_BIN), *args], capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ))
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
 
 
 def test_run_show_thinking_json_and_the_history_exports_end_to_end(stub):
@@ -420,7 +472,9 @@ def test_the_engine_process_sends_thinking_and_text_as_their_own_kinds():
     from vibechat.engine.llama import worker_child
 
     sent: list[tuple] = []
-    worker_child._stream(thinking_backend("a b c", "x y"), [ChatMessage("user", "hi")], GREEDY, sent.append)
+    worker_child._stream(
+        thinking_backend("a b c", "x y"), [ChatMessage("user", "hi")], GREEDY, sent.append
+    )
     kinds = [m[0] for m in sent]
     assert kinds[-1] == "event" and isinstance(sent[-1][1], GenerationDone)
     assert "".join(m[1] for m in sent if m[0] == "thinking") == "a b c"
@@ -440,8 +494,10 @@ async def test_the_chat_does_not_show_thinking_as_answer_text():
         app.prompt_input.load_text("What is it?")
         await pilot.press("enter")
         await settle(pilot)
-        assert [(w.role, w.text) for w in app.chat.messages()] == [("user", "What is it?"),
-                                                                   ("assistant", "Forty two.")]
+        assert [(w.role, w.text) for w in app.chat.messages()] == [
+            ("user", "What is it?"),
+            ("assistant", "Forty two."),
+        ]
 
 
 # ------------------------------------------------------- thinking token counts
@@ -475,11 +531,26 @@ def test_the_engine_process_forwards_the_thinking_token_count():
 
 def test_a_server_that_reports_reasoning_tokens_and_one_that_does_not(stub):
     stub.reasoning = ["Let me ", "see."]
-    stub.final_fields = {"usage": {"prompt_tokens": 21, "completion_tokens": 9,
-                                   "completion_tokens_details": {"reasoning_tokens": 4}}}
+    stub.final_fields = {
+        "usage": {
+            "prompt_tokens": 21,
+            "completion_tokens": 9,
+            "completion_tokens_details": {"reasoning_tokens": 4},
+        }
+    }
     backend = OpenAICompatibleBackend(OpenAIOptions(base_url=stub.url, model="stub-small"))
-    done = [e for e in backend.stream_chat([ChatMessage("user", "hi")], GREEDY) if isinstance(e, GenerationDone)][0]
+    done = [
+        e
+        for e in backend.stream_chat([ChatMessage("user", "hi")], GREEDY)
+        if isinstance(e, GenerationDone)
+    ][0]
     assert (done.stats.completion_tokens, done.stats.thinking_tokens) == (9, 4)
     stub.final_fields = {}
-    done = [e for e in backend.stream_chat([ChatMessage("user", "hi")], GREEDY) if isinstance(e, GenerationDone)][0]
-    assert done.thinking == "Let me see." and done.stats.thinking_tokens == 0  # not known: not made up
+    done = [
+        e
+        for e in backend.stream_chat([ChatMessage("user", "hi")], GREEDY)
+        if isinstance(e, GenerationDone)
+    ][0]
+    assert (
+        done.thinking == "Let me see." and done.stats.thinking_tokens == 0
+    )  # not known: not made up
