@@ -227,9 +227,12 @@ RULE_TESTS = (
 
 def check_commands() -> list[list[str]]:
     """What ``dev.py check`` runs, in order: ruff's linter over the repository ([tool.ruff] in
-    pyproject.toml), then the rule tests in this process (``-n 0``: they are few and short)."""
+    pyproject.toml), ruff's formatter as a check (every file formatted, so the room-size test
+    counts formatted lines), then the rule tests in this process (``-n 0``: they are few and
+    short)."""
     return [
         [str(PYTHON), "-m", "ruff", "check", "."],
+        [str(PYTHON), "-m", "ruff", "format", "--check", "."],
         [str(PYTHON), "-m", "pytest", "-n", "0", "-q", *RULE_TESTS],
     ]
 

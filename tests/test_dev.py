@@ -148,11 +148,12 @@ def test_a_failed_set_up_step_shows_why(tmp_path):
 
 def test_check_runs_the_linter_then_the_rule_tests_and_each_rule_test_exists():
     """``dev.py check`` (run by .ci/run before the suite): ruff's linter over the repository,
-    then the rule tests (import graph, engine headless, room sizes, re-exports, mypy), in one
+    its formatter as a check, then the rule tests (import graph, engine headless, room sizes, re-exports, mypy), in one
     process; every file it names is there, and ruff comes with the test extras."""
     dev = load_dev()
-    lint, rules = dev.check_commands()
+    lint, formatted, rules = dev.check_commands()
     assert lint[1:] == ["-m", "ruff", "check", "."]
+    assert formatted[1:] == ["-m", "ruff", "format", "--check", "."]
     assert rules[1:5] == ["-m", "pytest", "-n", "0"]
     named = [arg for arg in rules if arg.startswith("tests/")]
     assert {

@@ -1,6 +1,8 @@
 """No source file of the package grows past ~600 lines (issue 26, point 1): a file that long
 holds several things, and each of them wants a module that says what it is. Read from the
-sources, nothing imported; every folder of engine/ and app/ is covered, so a new room is too."""
+sources, nothing imported; every folder of engine/ and app/ is covered, so a new room is too.
+The lines counted are formatted ones: `python3 dev.py check` runs `ruff format --check` first
+(100 columns), so a file cannot stay under the bound by packing its lines."""
 
 from __future__ import annotations
 
