@@ -65,9 +65,10 @@ class SignalExit:
     modes are turned off and its settings given back by Textual, the engine process and the
     tool servers end. A signal that was ignored when the chat started (``nohup``) stays ignored.
 
-    Should the interface not end (a hung event loop), ``FORCE_EXIT_S`` after the signal, or at
-    a second signal, the process ends at once: the terminal's modes turned off (``RESTORE``) and
-    its settings as they were before the chat changed them, written back first."""
+    Should the process not end (a hung event loop, or a thread or a child it waits for once the
+    interface has ended), ``FORCE_EXIT_S`` after the signal, or at a second signal, it ends at
+    once: the terminal's modes turned off (``RESTORE``) and its settings as they were before the
+    chat changed them, written back first."""
 
     def __init__(self, app: Exitable) -> None:
         self._app = app
@@ -99,13 +100,12 @@ class SignalExit:
             return
         self._signum = signum
         self._app.exit(return_code=128 + signum)
-        watch = threading.Timer(FORCE_EXIT_S, self._force_if_running)
+        # A daemon timer: it fires only while the process is still here, whether its interface
+        # hangs or something after it does (a worker thread the interpreter waits for at exit,
+        # an engine that does not close).
+        watch = threading.Timer(FORCE_EXIT_S, self.force)
         watch.daemon = True
         watch.start()
-
-    def _force_if_running(self) -> None:
-        if self._app.is_running:
-            self.force()
 
     def force(self) -> None:
         """End the process now, the terminal left as it was."""

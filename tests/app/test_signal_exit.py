@@ -23,8 +23,8 @@ SCRIPT = textwrap.dedent("""
 
     terminal.FORCE_EXIT_S = float(sys.argv[2])
 
-    class HungApp:  # asked to exit, it never does
-        is_running = True
+    class HungApp:  # asked to exit, it never does (or it did, and the process hangs after it)
+        is_running = sys.argv[3] == "interface"
 
         def exit(self, result=None, return_code=0, message=None):
             print(f"exit asked: {return_code}", flush=True)
@@ -41,9 +41,9 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def run(signals: int, force_after: float) -> subprocess.CompletedProcess:
+def run(signals: int, force_after: float, hung: str = "interface") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(signals), str(force_after)],
+        [sys.executable, "-c", SCRIPT, str(signals), str(force_after), hung],
         capture_output=True,
         timeout=60,
         stdin=subprocess.DEVNULL,
@@ -51,12 +51,16 @@ def run(signals: int, force_after: float) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize(
-    "signals, force_after", [(2, 60.0), (1, 0.5)], ids=["second signal", "timer"]
+    "signals, force_after, hung",
+    [(2, 60.0, "interface"), (1, 0.5, "interface"), (1, 0.5, "after the interface")],
+    ids=["second signal", "timer", "timer, the interface ended"],
 )
 def test_a_chat_that_does_not_end_after_a_signal_is_ended_with_its_terminal_restored(
-    signals, force_after
+    signals, force_after, hung
 ):
-    done = run(signals, force_after)
+    """The last case: the interface has ended (``is_running`` false) but the process has not (a
+    worker thread the interpreter waits for, an engine that does not close): it is ended too."""
+    done = run(signals, force_after, hung)
     assert done.returncode == 128 + signal.SIGTERM, done
     assert done.stdout.startswith(b"exit asked: 143\n")  # first, as Ctrl+Q would
     assert done.stdout.endswith(RESTORE) and b"not ended" not in done.stdout
