@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from conftest import VIBECHAT_BIN, default_sigint
 from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
 
 pytestmark = [
@@ -77,8 +77,12 @@ class Terminal:
         self.output = bytearray()
         self._lock = threading.Lock()
 
-        def controlling_tty() -> None:  # a new session whose controlling terminal is this one
+        def controlling_tty() -> None:
+            """A new session whose controlling terminal is this one, SIGINT as a terminal's
+            foreground job gets it (a background job, as CI may run the suite, starts with
+            SIGINT ignored, and the chat keeps a signal that was ignored: conftest.default_sigint)."""
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            default_sigint()
 
         self.proc = subprocess.Popen(
             [*(program or [str(VIBECHAT_BIN)]), *args],
