@@ -130,3 +130,35 @@ def test_a_reply_and_a_prefill_read_a_prompt_in_the_same_chunks(backend, monkeyp
     assert decode_all(backend._reading(tokens))
     assert said and said[-1].read == len(tokens) > LONG_PROMPT
     assert reported == sizes and sum(sizes) == len(tokens) and sizes[0] == PROBE_TOKENS
+
+
+def test_within_a_batch_the_reading_is_estimated_from_the_graph_nodes_computed(monkeypatch):
+    """While one batch is decoded (in a thread of its own), how far it came is said from the
+    abort callback's count, the probe having counted the nodes of one decode: a figure inside the
+    batch, before the batch ends. A stand-in decode (a unit test: no model) computes half its
+    nodes, then waits until the test has seen that figure, so nothing here depends on time."""
+    import threading
+
+    nodes, batch = 100, 128
+    ticks = prompt_eval.AbortTicks(threading.Event())
+    release = threading.Event()
+
+    def decode(_ctx, chunk):
+        if len(chunk) == PROBE_TOKENS:
+            ticks.count += nodes  # the probe: one whole decode
+            return 0
+        ticks.count += nodes // 2
+        release.wait(60)
+        ticks.count += nodes - nodes // 2
+        return 0
+
+    monkeypatch.setattr(prompt_eval, "_decode_text", decode)
+    tokens = list(range(1, PROBE_TOKENS + batch + 1))
+    reading = prompt_eval.read_prompt(None, None, [], tokens, batch, ticks, None, report=True)
+    said = [next(reading).read]
+    assert said == [PROBE_TOKENS]  # after the probe
+    said.append(next(reading).read)  # within the batch: half of it
+    assert said[-1] == PROBE_TOKENS + batch // 2
+    release.set()
+    said += [event.read for event in reading]
+    assert said[-1] == len(tokens) and said == sorted(set(said))
