@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Set up a virtualenv for vibechat and run it, or run the test suite.
 
-    python3 dev.py chat [ARGS...]   # set up, then open the chat (starter model by default)
-    python3 dev.py test [PYTEST ARGS...]   # set up with test extras, then run the whole suite (CI's command)
-    python3 dev.py test --quick [PYTEST ARGS...]   # the inner loop: every test but the real model's
-    python3 dev.py docs   # write the settings table of docs/USAGE.md from the settings' declarations
-    python3 dev.py check   # the linter (ruff), mypy and the rule tests: seconds, run before the suite
+    python3 dev.py chat [ARGS...]   # set up, then open the chat (starter model by default) python3
+    dev.py test [PYTEST ARGS...]   # set up with test extras, then run the whole suite (CI's
+    command) python3 dev.py test --quick [PYTEST ARGS...]   # the inner loop: every test but the
+    real model's python3 dev.py docs   # write the settings table of docs/USAGE.md from the
+    settings' declarations python3 dev.py check   # the linter (ruff), mypy and the rule tests:
+    seconds, run before the suite
 
 Tests run on one pytest-xdist worker per core (two at least); ``-n 0`` runs them in one process.
 
@@ -91,7 +92,8 @@ def ensure_venv(extras: str) -> None:
         if code != 0:
             sys.stderr.write("".join(tail))
             fail(
-                f"'{' '.join(step[2:])}' failed; pip's last lines are above (all of them: {SETUP_LOG})."
+                f"'{' '.join(step[2:])}' failed; pip's last lines are above (all of them: "
+                f"{SETUP_LOG})."
             )
     stamp.write_text(f"{digest} {extras}")
 

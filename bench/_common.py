@@ -151,14 +151,16 @@ def disturbed_warning(samples: Iterable[HasLoad]) -> str:
 
 
 def save_samples(path: Path | None, samples: Sequence[Any], **extra: object) -> None:
-    """``--json FILE``: the machine, every sample (dataclasses) and ``extra``, when a path is given."""
+    """``--json FILE``: the machine, every sample (dataclasses) and ``extra``, when a path is
+    given."""
     if path is not None:
         data = {"machine": describe_machine(), **extra, "samples": [asdict(s) for s in samples]}
         path.write_text(json.dumps(data, indent=2))
 
 
 def add_common_args(parser: argparse.ArgumentParser, *, rounds: int, tokens: int) -> None:
-    """--rounds, --tokens, --retries, --threads and --json, as every in-process benchmark has them."""
+    """--rounds, --tokens, --retries, --threads and --json, as every in-process benchmark has
+    them."""
     parser.add_argument(
         "--rounds", type=int, default=rounds, help=f"alternating rounds (default {rounds})"
     )
@@ -336,7 +338,8 @@ def print_calibration(cal: Calibration, names: Iterable[str]) -> dict[str, Targe
     print(
         "Targets here: "
         + "; ".join(
-            f"{name} {'≥' if targets[name].at_least else '≤'} {fmt(targets[name].value, targets[name].unit)}"
+            f"{name} {'≥' if targets[name].at_least else '≤'} "
+            f"{fmt(targets[name].value, targets[name].unit)}"
             for name in names
         ),
         flush=True,

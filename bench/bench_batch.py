@@ -8,8 +8,8 @@ whole command timed, in alternating rounds: with the default prefix reuse, and w
 time, prompt tokens evaluated (from the results' stats), and the speed-up as the median of
 the per-round ratios. Also says whether the two modes' replies were identical.
 
-    .venv/bin/python bench/bench_batch.py [--rounds 3] [--lines 20] [--system-tokens 500] [--tokens 16]
-"""
+    .venv/bin/python bench/bench_batch.py [--rounds 3] [--lines 20] [--system-tokens 500] [--tokens
+16]"""
 
 from __future__ import annotations
 
@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(tmp) / "prompts.jsonl"
         write_prompts(path, args.lines, args.system_tokens)
         print(
-            f"machine: {describe_machine()}\n{args.lines} prompts sharing a ~{args.system_tokens}-token system "
+            f"machine: {describe_machine()}\n{args.lines} prompts sharing a "
+            f"~{args.system_tokens}-token system "
             f"prompt, {args.tokens} tokens each, greedy; the starter model",
             file=sys.stderr,
         )

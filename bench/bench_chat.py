@@ -143,7 +143,8 @@ def one_round(
     )
     # With its bytecode cached, as an installed package has it (pip compiles it; the warm-up round
     # writes it here): a PYTHONDONTWRITEBYTECODE=1 in the caller's environment (this host's shells
-    # set it) would have every start compile ~90 changed modules from source, ~0.2 s of a first frame.
+    # set it) would have every start compile ~90 changed modules from source, ~0.2 s of a first
+    # frame.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     argv = (
         [str(exe), "-t", "0", "-n", str(decode)]
@@ -327,14 +328,17 @@ def main() -> None:
         rows.append(one_round(exe, decode=args.decode, save=args.save))
         x = rows[-1]
         line = (
-            f"  round {r + 1}: first frame {x['first_frame_s']:.2f} s | model ready {x['model_ready_s']:.2f} s "
+            f"  round {r + 1}: first frame {x['first_frame_s']:.2f} s | model ready "
+            f"{x['model_ready_s']:.2f} s "
             f"| chat RSS {x['chat_rss_mb']:.0f} MB | worker RSS {x['worker_rss_mb']:.0f} MB"
         )
         if args.decode:
             line += (
                 f" | in the terminal: chat {x.get('chat_tok_s', float('nan')):.1f} tok/s "
-                f"({x.get('chat_tokens', 0)} tokens), TTFT {x.get('chat_ttft_ms', float('nan')):.0f} ms; "
-                f"run {x['run_tok_s']:.1f} tok/s, TTFT {x['run_ttft_ms']:.0f} ms; ratio {x['ratio']:.3f}"
+                f"({x.get('chat_tokens', 0)} tokens), TTFT "
+                f"{x.get('chat_ttft_ms', float('nan')):.0f} ms; "
+                f"run {x['run_tok_s']:.1f} tok/s, TTFT {x['run_ttft_ms']:.0f} ms; ratio "
+                f"{x['ratio']:.3f}"
             )
         print(line, flush=True)
     keys = [
@@ -354,7 +358,8 @@ def main() -> None:
     for key, label in keys:
         values = [row.get(key, float("nan")) for row in rows]
         print(
-            f"  median {label}: {statistics.median(values):.2f} (range {min(values):.2f}–{max(values):.2f})"
+            f"  median {label}: {statistics.median(values):.2f} (range "
+            f"{min(values):.2f}–{max(values):.2f})"
         )
     verdicts = [
         ("first_frame", "first frame", [row["first_frame_s"] for row in rows]),

@@ -507,7 +507,8 @@ def format_table(rows: list[dict[str, object]]) -> str:
         lines.append(
             f"| {r['n_tokens']} | {r['variant']} | {r['decode_tps']:.1f} ({low:.1f}–{high:.1f}) "
             f"| {r['ttft_ms']:.0f} | {_ratio(r['vs_native'])} | {_ratio(r['vs_native_paired'])} "
-            f"| {_ints(r['completion_tokens'])} | {_ints(r['prompt_tokens'])} | {_ints(r['threads'])} |"
+            f"| {_ints(r['completion_tokens'])} | {_ints(r['prompt_tokens'])} | "
+            f"{_ints(r['threads'])} |"
         )
     lines.append("")
     disturbed = sum(r["disturbed"] for r in rows)

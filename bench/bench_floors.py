@@ -19,12 +19,12 @@ target can be read against the least that any chat built on them reaches here.
   streams at 500 tokens/s.
 
 Every Textual app here, the chat's and the bare ones, draws at the chat's frame rate
-(app/tui/frame_rate.py). The table at the end gives, per figure, the target scaled to this host (``_common.py``), the
-dependency's floor, the chat's figure, and both as multiples of the floor: a target below its
-floor cannot be met by any chat on this Textual or this llama.cpp, on this host.
+(app/tui/frame_rate.py). The table at the end gives, per figure, the target scaled to this host
+(``_common.py``), the dependency's floor, the chat's figure, and both as multiples of the floor: a
+target below its floor cannot be met by any chat on this Textual or this llama.cpp, on this host.
 
-    .venv/bin/python bench/bench_floors.py [--rounds 5] [--skip-frames] [--skip-load] [--skip-stream]
-"""
+    .venv/bin/python bench/bench_floors.py [--rounds 5] [--skip-frames] [--skip-load]
+[--skip-stream]"""
 
 from __future__ import annotations
 
@@ -264,7 +264,10 @@ def main() -> None:
             chat = one_round(exe)
             note("chat_frame", chat["first_frame_s"])
             note("chat_ready", chat["model_ready_s"])
-            line += f" the chat: first frame {chat['first_frame_s']:.3f} s, model ready {chat['model_ready_s']:.3f} s"
+            line += (
+                f" the chat: first frame {chat['first_frame_s']:.3f} s, model ready "
+                f"{chat['model_ready_s']:.3f} s"
+            )
             print(line + f" | load {os.getloadavg()[0]:.1f}", flush=True)
 
     if not args.skip_stream:
@@ -284,17 +287,22 @@ def main() -> None:
             note("chat_gap", burst["worst_gap_ms"])
             note("chat_key", presses["worst_ms"])
             print(
-                f"  round {r + 1}: Textual, a paragraph mounted and scrolled every 67 ms: worst gap "
-                f"{static['gap_ms']:.1f} ms, worst keypress {static['keypress_ms']:.1f} ms | Textual's Log: "
-                f"{log['gap_ms']:.1f} ms, {log['keypress_ms']:.1f} ms | the chat: burst's worst gap "
-                f"{burst['worst_gap_ms']:.1f} ms, worst keypress at 500 tok/s {presses['worst_ms']:.1f} ms "
+                f"  round {r + 1}: Textual, a paragraph mounted and scrolled every 67 ms: "
+                "worst gap "
+                f"{static['gap_ms']:.1f} ms, worst keypress {static['keypress_ms']:.1f} ms "
+                "| Textual's Log: "
+                f"{log['gap_ms']:.1f} ms, {log['keypress_ms']:.1f} ms | the chat: burst's "
+                "worst gap "
+                f"{burst['worst_gap_ms']:.1f} ms, worst keypress at 500 tok/s "
+                f"{presses['worst_ms']:.1f} ms "
                 f"| load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
 
     print("\nMedians of the rounds (×: a multiple of the floor)")
     print(
-        "| figure | target here | floor: the dependency alone | the chat | chat × floor | target × floor |"
+        "| figure | target here | floor: the dependency alone | the chat | chat × floor | "
+        "target × floor |"
     )
     print("|---|---|---|---|---|---|")
     rows = [
@@ -328,12 +336,15 @@ def main() -> None:
             median(fig[chat_key]),
         )
         print(
-            f"| {label} | ≤ {target:.{digits}f} | {floor_name}: {floor:.{digits}f} | {chat:.{digits}f} | "
-            f"{chat / floor:.2f} | {target / floor:.2f}{' (below the floor)' if target < floor else ''} |"
+            f"| {label} | ≤ {target:.{digits}f} | {floor_name}: {floor:.{digits}f} | "
+            f"{chat:.{digits}f} | "
+            f"{chat / floor:.2f} | "
+            f"{target / floor:.2f}{' (below the floor)' if target < floor else ''} |"
         )
     if "python" in fig:
         print(
-            f"(The interpreter alone, `python -c`, to its first output: {median(fig['python']):.3f} s.)"
+            "(The interpreter alone, `python -c`, to its first output: "
+            f"{median(fig['python']):.3f} s.)"
         )
 
 

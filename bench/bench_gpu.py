@@ -13,8 +13,8 @@ median of the per-round ratios to the CPU.
 Then the whole path, once: ``vibechat run --json`` in a subprocess with
 ``--n-gpu-layers -1``, which must report the layers on the GPU.
 
-    .venv/bin/python bench/bench_gpu.py [--rounds 5] [--tokens 256] [--prompt-tokens 1000] [--model M]
-"""
+    .venv/bin/python bench/bench_gpu.py [--rounds 5] [--tokens 256] [--prompt-tokens 1000] [--model
+M]"""
 
 from __future__ import annotations
 
@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     if not llama_cpp.llama_supports_gpu_offload():
         print(
             "bench_gpu: this llama-cpp-python build cannot offload to a GPU; rebuild it with "
-            'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py test (Metal: the default on Apple silicon).',
+            'CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py test (Metal: the default on Apple '
+            "silicon).",
             file=sys.stderr,
         )
         return 2
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     messages = long_prompt(backends["cpu"], args.prompt_tokens)
     print(
         f"model: {model}\nmachine: {describe_machine()}\n"
-        f"cpu: {infos['cpu'].device}, {infos['cpu'].n_threads} threads; gpu: {infos['gpu'].device}\n"
+        f"cpu: {infos['cpu'].device}, {infos['cpu'].n_threads} threads; gpu: "
+        f"{infos['gpu'].device}\n"
         f"prompt {backends['cpu'].count_tokens(messages)} tokens, {args.tokens} generated greedily",
         file=sys.stderr,
     )
@@ -187,11 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     for mode in MODES:
         print(
-            f"| {infos[mode].device} | {med(mode, 'prompt_tps'):.0f} | {med(mode, 'ttft_ms'):.0f} | "
+            f"| {infos[mode].device} | {med(mode, 'prompt_tps'):.0f} | "
+            f"{med(mode, 'ttft_ms'):.0f} | "
             f"{med(mode, 'decode_tps'):.1f} |"
         )
     print(
-        f"| GPU × CPU | {ratio('prompt_tps'):.2f} | {ratio('ttft_ms'):.2f} | {ratio('decode_tps'):.2f} |"
+        f"| GPU × CPU | {ratio('prompt_tps'):.2f} | {ratio('ttft_ms'):.2f} | "
+        f"{ratio('decode_tps'):.2f} |"
     )
     if warning := disturbed_warning(samples):
         print(warning)

@@ -107,13 +107,15 @@ def main() -> None:
     backend.close()
     free = statistics.median(speed["free"])
     print(
-        f"unconstrained       {spread(speed['free'])}, median of {args.runs}, {tokens['free']} tokens"
+        f"unconstrained       {spread(speed['free'])}, median of {args.runs}, "
+        f"{tokens['free']} tokens"
     )
     for kind, label in (("lazy", "grammar (lazy)"), ("first", "grammar (first)")):
         ratios = [g / f for g, f in zip(speed[kind], speed["free"], strict=True)]
         print(
             f"{label:<19} {spread(speed[kind])}, {tokens[kind]} tokens; ratio to unconstrained "
-            f"{statistics.median(speed[kind]) / free:.2f} (per seed {min(ratios):.2f}-{max(ratios):.2f})"
+            f"{statistics.median(speed[kind]) / free:.2f} (per seed "
+            f"{min(ratios):.2f}-{max(ratios):.2f})"
         )
     lazy, first = statistics.median(speed["lazy"]), statistics.median(speed["first"])
     print(

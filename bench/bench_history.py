@@ -27,8 +27,8 @@ the rounds and ratios within this run; compare them across runs only as ratios.
 Also printed: ``History.conversations()`` and ``History.search()`` on the large
 database, and the query plan of the conversation list.
 
-    .venv/bin/python bench/bench_history.py [--conversations 1000] [--messages 100] [--rounds 5] [--db PATH]
-"""
+    .venv/bin/python bench/bench_history.py [--conversations 1000] [--messages 100] [--rounds 5]
+[--db PATH]"""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ TOUCHES_MESSAGES = re.compile(r"\bmessages\b", re.IGNORECASE)  # not messages_ft
 # ------------------------------------------------------------------ the database
 WORDS = (
     "the a to of and in is it that for you with on as this be are can or by not your have from at "
-    "will but if an which do we more use one when so what there all about their how also each other "
+    "will but if an which do we more use one when so what there all about their how also "
+    "each other "
     "some time into than then them these would like way make could been may first two most only "
     "over new just any very after where should through much before right because same well while "
     "value function return file error data example number list string line change default model "
@@ -99,7 +100,10 @@ def build(path: Path, conversations: int, messages: int, seed: int = 7) -> float
     History(path).open().close()
     rng = random.Random(seed)
     base = time.time() - conversations * messages * 60  # one message a minute, oldest first
-    stamp = lambda i: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(base + i * 60)) + ".000000Z"  # noqa: E731
+
+    def stamp(i: int) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(base + i * 60)) + ".000000Z"
+
     params = json.dumps({"temperature": 0.8})
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN")
@@ -142,7 +146,8 @@ def build(path: Path, conversations: int, messages: int, seed: int = 7) -> float
         convs,
     )
     conn.executemany(
-        "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
+        "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, "
+        "created, updated) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
@@ -241,7 +246,8 @@ async def sample(db: Path, messages: int) -> dict:
         conn.set_trace_callback(statements.append)
         return conn
 
-    sqlite3.connect = traced_connect  # type: ignore[assignment]  # the history's connection, in this process only
+    # the history's connection, in this process only
+    sqlite3.connect = traced_connect  # type: ignore[assignment]
     marks: dict[str, float] = {}
     listed, loaded = asyncio.Event(), asyncio.Event()
     on_listed, on_loaded = Conversations.listed, Conversations.loaded
@@ -392,7 +398,8 @@ def store_figures(big: Path, empty: Path) -> None:
 
     with History(big) as history, History(empty) as none:
         sql = (
-            "SELECT id, title, model, created, updated FROM conversations "  # as History.conversations()
+            # as History.conversations()
+            "SELECT id, title, model, created, updated FROM conversations "
             "ORDER BY updated DESC, id DESC LIMIT -1 OFFSET 0"
         )
         plan = "; ".join(r[3] for r in history.conn.execute("EXPLAIN QUERY PLAN " + sql))
@@ -403,8 +410,10 @@ def store_figures(big: Path, empty: Path) -> None:
             f"{empty_ms:.3f} ms empty (median of 21)"
         )
         print(
-            f"  the same in a thread while another thread runs Python the whole time (worst case of the "
-            f"start-up worker beside a busy UI): {contended_ms(history.conversations):,.0f} ms (one sample)"
+            "  the same in a thread while another thread runs Python the whole time "
+            "(worst case of the "
+            "start-up worker beside a busy UI): "
+            f"{contended_ms(history.conversations):,.0f} ms (one sample)"
         )
         print("History.search() on the large database (median of 11):")
         for query in (
@@ -461,7 +470,8 @@ def main() -> None:
             print(f"{label:>10}: {path} (cached, {size:.1f} MB)")
         else:
             print(
-                f"{label:>10}: {path} built in {took:.1f} s ({c * k / max(took, 1e-9):,.0f} messages/s, "
+                f"{label:>10}: {path} built in {took:.1f} s "
+                f"({c * k / max(took, 1e-9):,.0f} messages/s, "
                 f"{size:.1f} MB)"
             )
 
@@ -503,7 +513,8 @@ def main() -> None:
 
     big = samples[big_label][-1]
     print(
-        f"\nLazy loading, {big_label}: sidebar entries {big['sidebar_entries']:,} (expected {n:,}); "
+        f"\nLazy loading, {big_label}: sidebar entries {big['sidebar_entries']:,} "
+        f"(expected {n:,}); "
         f"{big['startup_statements']} SQL statements during start-up, "
         f"{len(big['startup_message_statements'])} touching the messages table:"
     )

@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     print(
-        "| KV cache | memory | × f16 | prompt tok/s (min–max) | × f16 | decode tok/s (min–max) | × f16 |"
+        "| KV cache | memory | × f16 | prompt tok/s (min–max) | × f16 | decode tok/s "
+        "(min–max) | × f16 |"
     )
     print("|---|---|---|---|---|---|---|")
     for kv_type in TYPES:
@@ -166,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         ps = [s.prompt_tps for s in samples if s.kv_type == kv_type]
         ds = [s.decode_tps for s in samples if s.kv_type == kv_type]
         print(
-            f"| {kv_type} | {mem / (1 << 20):.2f} MiB | {mem / (infos['f16'].kv_cache_bytes or 1):.2f} | "
+            f"| {kv_type} | {mem / (1 << 20):.2f} MiB | "
+            f"{mem / (infos['f16'].kv_cache_bytes or 1):.2f} | "
             f"{med(kv_type, 'prompt_tps'):.1f} ({min(ps):.1f}–{max(ps):.1f}) | "
             f"{ratio_of_rounds(kv_type, 'prompt_tps'):.2f} | "
             f"{med(kv_type, 'decode_tps'):.1f} ({min(ds):.1f}–{max(ds):.1f}) | "

@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     samples = alternating_rounds(args.rounds, args.variants, sample, line)
     print()
     print(
-        f"{'variant':11} | {'prompt tok/s':>12} | {'decode tok/s':>12} | {'prompt ×':>8} | {'decode ×':>8}"
+        f"{'variant':11} | {'prompt tok/s':>12} | {'decode tok/s':>12} | {'prompt ×':>8} | "
+        f"{'decode ×':>8}"
     )
     medians: dict[str, tuple[float, float]] = {}
     for name in args.variants:

@@ -221,12 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     print(f"| from scratch | {ttft('scratch') / 1000:.2f} s | {c.prompt_tokens_evaluated:,} | 0 |")
     print(
-        f"| from the snapshot, a new engine | {ttft('snapshot') / 1000:.3f} s (restore {w.restore_ms:.0f} ms) | "
+        f"| from the snapshot, a new engine | {ttft('snapshot') / 1000:.3f} s (restore "
+        f"{w.restore_ms:.0f} ms) | "
         f"{w.prompt_tokens_evaluated:,} | {w.restored_tokens:,} |"
     )
     ratio = ttft("snapshot") / ttft("scratch")
     print(
-        f"ratio {ratio:.4f} (1/{1 / ratio:.0f}): target <= 1/50 {'met' if ratio <= 1 / 50 else 'NOT met'}; "
+        f"ratio {ratio:.4f} (1/{1 / ratio:.0f}): target <= 1/50 "
+        f"{'met' if ratio <= 1 / 50 else 'NOT met'}; "
         f"new turn {w.prompt_tokens - n_saved} tokens, evaluated {w.prompt_tokens_evaluated}"
     )
     if warning := disturbed_warning(reopens):
@@ -255,12 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     other.close()
     print(
-        "\n| branch (forked at the last user message) | prompt | after the fork | evaluated | restored |"
+        "\n| branch (forked at the last user message) | prompt | after the fork | "
+        "evaluated | restored |"
     )
     print("|---|---|---|---|---|")
     for name, stats, at in rows:
         print(
-            f"| {name} | {stats.prompt_tokens:,} | {stats.prompt_tokens - at} | {stats.prompt_tokens_evaluated:,} | "
+            f"| {name} | {stats.prompt_tokens:,} | {stats.prompt_tokens - at} | "
+            f"{stats.prompt_tokens_evaluated:,} | "
             f"{stats.restored_tokens:,} |"
         )
 
@@ -310,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # ------------------------------------------------------------ size
     print(
-        "\n| KV cache | snapshot on disk | KV cache in memory for those tokens | ratio | whole cache |"
+        "\n| KV cache | snapshot on disk | KV cache in memory for those tokens | ratio | "
+        "whole cache |"
     )
     print("|---|---|---|---|---|")
     kv_files.clear(folder)
@@ -323,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     for kv_type, (size, held) in sizes.items():
         in_memory = kv_bytes[kv_type] * held / N_CTX
         print(
-            f"| {kv_type} | {size / (1 << 20):.1f} MiB ({held:,} tokens) | {in_memory / (1 << 20):.1f} MiB | "
+            f"| {kv_type} | {size / (1 << 20):.1f} MiB ({held:,} tokens) | "
+            f"{in_memory / (1 << 20):.1f} MiB | "
             f"{size / in_memory:.2f} | {kv_bytes[kv_type] / (1 << 20):.0f} MiB at {N_CTX:,} |"
         )
     kv_files.clear(folder)

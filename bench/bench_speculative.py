@@ -86,7 +86,8 @@ class Inventory:
         return [item.name for item in self.items.values() if item.count < threshold]
 
     def to_json(self) -> str:
-        data = {name: {"price": item.price, "count": item.count} for name, item in self.items.items()}
+        data = {name: {"price": item.price, "count": item.count} \
+for name, item in self.items.items()}
         return json.dumps(data, indent=2)
 
     @classmethod
@@ -234,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{t} {backends['off'].count_tokens([ChatMessage('user', TASKS[t])])}" for t in tasks
     )
     print(
-        f"model: {model}\nmachine: {describe_machine()}\nprompt tokens: {sizes}; {args.tokens} generated, "
+        f"model: {model}\nmachine: {describe_machine()}\nprompt tokens: {sizes}; "
+        f"{args.tokens} generated, "
         f"at most {args.draft_tokens} draft tokens, threads {infos['off'].n_threads}",
         file=sys.stderr,
     )
@@ -262,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         backend.close()
 
     print(
-        "| task | decoding | decode tok/s, median (min–max) | drafted / accepted per reply | acceptance "
+        "| task | decoding | decode tok/s, median (min–max) | drafted / accepted per "
+        "reply | acceptance "
         "| speed-up vs off, median (min–max) |"
     )
     print("|---|---|---|---|---|---|")
@@ -292,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 ratio = f"**{statistics.median(ratios):.2f}** ({min(ratios):.2f}–{max(ratios):.2f})"
             print(
-                f"| {task} | {name} | {statistics.median(tps):.1f} ({min(tps):.1f}–{max(tps):.1f}) | {per} "
+                f"| {task} | {name} | {statistics.median(tps):.1f} "
+                f"({min(tps):.1f}–{max(tps):.1f}) | {per} "
                 f"| {rate} | {ratio} |"
             )
         auto = list(by["auto"].values())

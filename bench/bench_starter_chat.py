@@ -82,7 +82,8 @@ PROMPTS = (
     "Tell me a joke.",
     "Write one sentence about autumn.",
     "Recommend a good book for a long flight.",
-    "Summarise in one sentence: the meeting moved from Monday to Wednesday because the manager was ill.",
+    "Summarise in one sentence: the meeting moved from Monday to Wednesday because the "
+    "manager was ill.",
     "Give me a synonym for happy.",
     "What should I cook for dinner tonight?",
     "Explain recursion to a child.",
@@ -133,8 +134,8 @@ def repeated_3grams(reply: str) -> float:
     return (len(grams) - len(set(grams))) / len(grams) if grams else 0.0
 
 
-# The subjects of the frame's examples (engine/turns/chat_template.py COMPLETION_EXAMPLES): none of the
-# prompts is about them, so a reply that names one borrowed it from an example.
+# The subjects of the frame's examples (engine/turns/chat_template.py COMPLETION_EXAMPLES): none of
+# the prompts is about them, so a reply that names one borrowed it from an example.
 EXAMPLE_SUBJECTS = ("tokyo", "japan", "apple")
 
 
@@ -286,14 +287,16 @@ def main() -> int:
             backend.close()
         print(f"  {config}: done", file=sys.stderr, flush=True)
     print(
-        "| configuration | stop by itself | echoes | repeated 3-grams | parrots an example | right answers | "
+        "| configuration | stop by itself | echoes | repeated 3-grams | parrots an "
+        "example | right answers | "
         "empty | median words | mean tokens | longest | seconds |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for config, replies in results.items():
         s = summary(config, replies)
         print(
-            f"| {config} | {s['stop']:.0%} | {s['echo']} | {s['rep3']:.1%} | {s['parrot']} | {s['right']:.0%} | "
+            f"| {config} | {s['stop']:.0%} | {s['echo']} | {s['rep3']:.1%} | {s['parrot']} "
+            f"| {s['right']:.0%} | "
             f"{s['empty']} | "
             f"{s['words']:g} | {s['tokens']:.0f} | {s['longest']} | {s['seconds']:.0f} |"
         )
@@ -303,7 +306,8 @@ def main() -> int:
             for r in results.get(config, []):
                 if r.seed == args.seeds[0]:
                     print(
-                        f"- {r.prompt!r} -> {r.text.strip()[:300]!r} [{r.finish_reason}, {r.tokens}]"
+                        f"- {r.prompt!r} -> {r.text.strip()[:300]!r} [{r.finish_reason}, "
+                        f"{r.tokens}]"
                     )
     if args.json is not None:
         args.json.write_text(

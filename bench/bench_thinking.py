@@ -26,7 +26,8 @@ from vibechat.engine.turns.backend import GenerationDone, GenerationStats, TextD
 
 
 class Streaming(SyntheticBackend):
-    """Streams the pieces at ``rate`` a second, as thinking (then a short answer) or as the answer."""
+    """Streams the pieces at ``rate`` a second, as thinking (then a short answer) or as the
+    answer."""
 
     def __init__(self, pieces: list[str], rate: float, thinking: bool) -> None:
         super().__init__(pieces)

@@ -42,7 +42,12 @@ from vibechat.app.tui.conversation import pacing  # noqa: E402
 from vibechat.app.tui.conversation.assistant_message import AssistantMessage  # noqa: E402
 from vibechat.engine.sanitize import Sanitizer  # noqa: E402
 from vibechat.engine.settings.params import SamplingParams  # noqa: E402
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats, ModelInfo, TextDelta  # noqa: E402
+from vibechat.engine.turns.backend import (  # noqa: E402
+    GenerationDone,
+    GenerationStats,
+    ModelInfo,
+    TextDelta,
+)
 
 SIZE = (120, 40)
 LATE_FREEZE = [
@@ -69,7 +74,8 @@ def markdown_tokens(n: int) -> list[str]:
         "## Section {i}\n\n",
         "Here is some prose about the topic, with *emphasis*, **bold** words and `inline code` "
         "that keeps going for a while so paragraphs wrap across several lines of the terminal.\n\n",
-        "- first item of a list\n- second item with `code`\n- third item, a bit longer than the others\n\n",
+        "- first item of a list\n- second item with `code`\n- third item, a bit longer "
+        "than the others\n\n",
         "```python\ndef function_{i}(x, y):\n    total = x + y\n    for k in range(10):\n"
         "        total += k * x\n    return total\n```\n\n",
         "1. numbered step one\n2. numbered step two\n3. numbered step three\n\n",
@@ -471,7 +477,8 @@ def main() -> None:
     parser.add_argument(
         "--no-late-freeze",
         action="store_true",
-        help="no second gc.freeze() once the model is ready (the chat does one: app/tui/gc_policy.py)",
+        help="no second gc.freeze() once the model is ready (the chat does one: "
+        "app/tui/gc_policy.py)",
     )
     args = parser.parse_args()
     LATE_FREEZE[0] = not args.no_late_freeze
@@ -490,10 +497,12 @@ def main() -> None:
         gaps.append(ui["worst_gap_ms"])
         growth = ui["second_half_us_per_token"] / max(ui["first_half_us_per_token"], 1e-9)
         print(
-            f"  round {r + 1}: headless {base:,.0f} tok/s | UI absorbed {ui['tokens_per_s']:,.0f} tok/s "
+            f"  round {r + 1}: headless {base:,.0f} tok/s | UI absorbed "
+            f"{ui['tokens_per_s']:,.0f} tok/s "
             f"| worst loop gap {ui['worst_gap_ms']:.1f} ms after {ui['worst_gap_after_appends']} "
             f"renders | per token first/second half {ui['first_half_us_per_token']:.0f}/"
-            f"{ui['second_half_us_per_token']:.0f} µs (×{growth:.2f}) | CPU {ui['cpu_us_per_token']:.0f} µs/token | "
+            f"{ui['second_half_us_per_token']:.0f} µs (×{growth:.2f}) | CPU "
+            f"{ui['cpu_us_per_token']:.0f} µs/token | "
             f"UI/headless {ui['tokens_per_s'] / base:.4f}",
             flush=True,
         )
@@ -504,8 +513,10 @@ def main() -> None:
     if not args.skip_synthetic and not args.no_reference:
         ref = asyncio.run(get_stream_run(pieces))
         print(
-            f"  reference, Textual Markdown.get_stream() alone in an app: {ref['tokens_per_s']:,.0f} tok/s | "
-            f"worst loop gap {ref['worst_gap_ms']:.0f} ms | final full render {ref['final_render_ms']:.0f} ms"
+            "  reference, Textual Markdown.get_stream() alone in an app: "
+            f"{ref['tokens_per_s']:,.0f} tok/s | "
+            f"worst loop gap {ref['worst_gap_ms']:.0f} ms | final full render "
+            f"{ref['final_render_ms']:.0f} ms"
         )
 
     if not args.skip_keys:
@@ -528,8 +539,10 @@ def main() -> None:
     rooms = [int(n) for n in args.rooms.split(",")] if args.rooms else [AssistantMessage.ROOM]
     variants = [(b, n) for b in budgets for n in rooms]
     print(
-        f"\nStarter model, {args.model_tokens}-token reply, greedy: the chat (model in its worker process, "
-        "as `vibechat` runs it) vs `vibechat run`, alternating; UI budget(s) while the model has every core, "
+        f"\nStarter model, {args.model_tokens}-token reply, greedy: the chat (model in its "
+        "worker process, "
+        "as `vibechat` runs it) vs `vibechat run`, alternating; UI budget(s) while the "
+        "model has every core, "
         "blank lines below a streaming reply: " + ", ".join(label(v) for v in variants)
     )
     cli_rates, cli_ttft = [], []
@@ -561,7 +574,8 @@ def main() -> None:
                 values.append(t[key])
             line += (
                 f" | chat at {label(variant)}: {t['tok_s']:.1f} tok/s ({t['tokens']} tokens, "
-                f"{t['renders_per_s']:.1f} renders/s, chat process {t['cpu_pct']:.2f} % of a core), "
+                f"{t['renders_per_s']:.1f} renders/s, chat process {t['cpu_pct']:.2f} % of "
+                "a core), "
                 f"ratio {t['ratio']:.3f}, TTFT {t['ttft_ms']:.0f} ms (engine), Enter to first text "
                 f"{t['enter_to_text_ms']:.0f} ms"
             )
@@ -571,9 +585,12 @@ def main() -> None:
     for variant, got in chat.items():
         m = {key: statistics.median(values) for key, values in got.items()}
         print(
-            f"  chat at {label(variant)}: {m['tok_s']:.1f} tok/s, {m['renders_per_s']:.1f} renders/s, chat process "
-            f"{m['cpu_pct']:.2f} % of a core | decode ratio: median of the rounds {m['ratio']:.3f} (range "
-            f"{min(got['ratio']):.3f}–{max(got['ratio']):.3f}), of the medians {m['tok_s'] / cli_m:.3f} (target ≥ "
+            f"  chat at {label(variant)}: {m['tok_s']:.1f} tok/s, {m['renders_per_s']:.1f} "
+            "renders/s, chat process "
+            f"{m['cpu_pct']:.2f} % of a core | decode ratio: median of the rounds "
+            f"{m['ratio']:.3f} (range "
+            f"{min(got['ratio']):.3f}–{max(got['ratio']):.3f}), of the medians "
+            f"{m['tok_s'] / cli_m:.3f} (target ≥ "
             f"0.97) | TTFT {m['ttft_ms']:.0f} ms (engine), Enter to first text "
             f"{m['enter_to_text_ms']:.0f} ms"
         )
@@ -594,7 +611,8 @@ def verdict_line(what: str, figures: list[float], target: Target) -> str:
     """The median of the rounds against its target as it applies on this host."""
     median = statistics.median(figures)
     return (
-        f"  median {what}: {median:,.1f} {target.unit} (range {min(figures):,.1f}–{max(figures):,.1f}) | "
+        f"  median {what}: {median:,.1f} {target.unit} (range "
+        f"{min(figures):,.1f}–{max(figures):,.1f}) | "
         f"{target.verdict(median)}"
     )
 

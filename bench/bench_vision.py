@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         info = backend.load()
         print(calibration(), file=sys.stderr)
         print(
-            f"machine: {describe_machine()}\nmodel: {model.name}, projector {info.projector}, {threads} threads",
+            f"machine: {describe_machine()}\nmodel: {model.name}, projector "
+            f"{info.projector}, {threads} threads",
             file=sys.stderr,
         )
         try:

@@ -115,7 +115,8 @@ def read_only_dir(path: Path):
 
 @pytest.fixture
 def history(tmp_path: Path):
-    """An open, empty history database in this test's folder (engine/chat/history.py), closed after."""
+    """An open, empty history database in this test's folder (engine/chat/history.py), closed
+    after."""
     from vibechat.engine.chat.history import History
 
     with History(tmp_path / "history.db") as db:
@@ -195,8 +196,9 @@ def user_dirs(
     monkeypatch.setenv("VIBECHAT_MODEL_TITLES", "0")
     if request.node.get_closest_marker("model") or "starter_installed" in request.fixturenames:
         # Real-model tests run llama.cpp in the configuration that works on every CPU (repacking
-        # off: engine/llama/repack.py), named here so that it is exercised on any machine; the tests of
-        # "auto" itself unset it. (Other tests see no VIBECHAT_* variable: the config's defaults.)
+        # off: engine/llama/repack.py), named here so that it is exercised on any machine; the tests
+        # of "auto" itself unset it. (Other tests see no VIBECHAT_* variable: the config's
+        # defaults.)
         monkeypatch.setenv("VIBECHAT_REPACK", "off")
         if worker_threads():
             monkeypatch.setenv("VIBECHAT_THREADS", str(worker_threads()))

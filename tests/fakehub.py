@@ -844,7 +844,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             try:
                 reply = hub._answer(req)
-            except Exception as exc:  # noqa: BLE001 - a bug in the fake: answer it rather than hang the client
+            # a bug in the fake: answer it rather than hang the client
+            except Exception as exc:  # noqa: BLE001
                 hub.server_errors.append(exc)
                 reply = _error(
                     500, "fakehub bug: " + traceback.format_exception_only(exc)[-1].strip()

@@ -191,8 +191,9 @@ async def settle(pilot) -> None:
 
 
 def split_stream(splitter, pieces: list[str]) -> tuple[str, str, int]:
-    """Feeds ``pieces`` to a thinking/answer splitter (engine/turns/thinking.py, engine/turns/harmony.py):
-    the thinking, the answer, and the most text it ever held back. No piece may be empty."""
+    """Feeds ``pieces`` to a thinking/answer splitter (engine/turns/thinking.py,
+    engine/turns/harmony.py): the thinking, the answer, and the most text it ever held back. No
+    piece may be empty."""
     thinking, answer, most_held = [], [], 0
     for piece in pieces:
         for is_thinking, text in splitter.feed(piece):

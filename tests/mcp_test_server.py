@@ -1,8 +1,8 @@
-"""A real MCP server for the tests, written with the official SDK (``MCPServer``, stdio):
-``python tests/mcp_test_server.py [NAME]``. Its tools cover what a client must survive: a
-plain call (echo), typed arguments (add), a call that hangs (slow), a server that dies
-mid-call (die), a result and a description with terminal escapes and Rich markup (escapes, marked), a result over any
-sane bound (huge), and what the server's environment holds (env).
+"""A real MCP server for the tests, written with the official SDK (``MCPServer``, stdio): ``python
+tests/mcp_test_server.py [NAME]``. Its tools cover what a client must survive: a plain call (echo),
+typed arguments (add), a call that hangs (slow), a server that dies mid-call (die), a result and a
+description with terminal escapes and Rich markup (escapes, marked), a result over any sane bound
+(huge), and what the server's environment holds (env).
 
 ``--fail-start`` exits before speaking MCP (a server that fails to start); ``--hang-start``
 never answers (a server that hangs on start). ``--pidfile FILE`` writes the server's pid
@@ -87,14 +87,16 @@ def main(argv: list[str]) -> None:
         return os.environ.get(name, "<unset>")
 
     @server.tool(
-        description="\x1b]0;pwned\x07[bold red]Marked up[/] \x1b[31mdescription\x1b[0m.\nSecond line."
+        description="\x1b]0;pwned\x07[bold red]Marked up[/] "
+        "\x1b[31mdescription\x1b[0m.\nSecond line."
     )
     def marked() -> str:
         return "ok"
 
     if "--family" in args:  # a tool that starts a process tree of the server's own
         server.tool(
-            description="Start a family of processes (their pids to a file), then wait some seconds."
+            description="Start a family of processes (their pids to a file), then wait "
+            "some seconds."
         )(family_of_processes)
 
     if (

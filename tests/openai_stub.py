@@ -232,7 +232,8 @@ class StubServer:
                                 "code": 500,
                                 "type": "server_error",
                                 "message": (
-                                    "image input is not supported - hint: if this is unexpected, you may need to "
+                                    "image input is not supported - hint: if this is "
+                                    "unexpected, you may need to "
                                     "provide the mmproj"
                                 ),
                             }
@@ -407,7 +408,8 @@ class StubServer:
 
             def _misbehave(self, send) -> None:
                 """Call ``send(i)`` until ``endless_max`` calls or ``endless_bytes`` bytes, the
-                client going away, or the stub stopping; then end the stream as a normal one ends."""
+                client going away, or the stub stopping; then end the stream as a normal one
+                ends."""
                 self.written = 0
                 try:
                     for i in range(stub.endless_max):

@@ -59,7 +59,8 @@ def test_every_collected_test_on_the_real_model_is_marked_model(request: pytest.
 
 
 BANNER = """\
-  /tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/command/editable_wheel.py:354: \
+  /tmp/pip-build-env-x/overlay/lib/python3.11/site-packages/setuptools/\
+command/editable_wheel.py:354: \
 BuildBackendWarning: Editable installation.
   !!
 
@@ -69,12 +70,14 @@ BuildBackendWarning: Editable installation.
           ********************************************************************************
 
   !!
-WARNING: Location 'file:///opt/pypi/simple/textual/' is ignored: it is neither a file nor a directory.
+WARNING: Location 'file:///opt/pypi/simple/textual/' is ignored: \
+it is neither a file nor a directory.
 """
 
 
 def pip_like(tmp_path, output: str, code: int) -> list[str]:
-    """A real child that prints ``output`` as pip would (on stdout and stderr) and exits ``code``."""
+    """A real child that prints ``output`` as pip would (on stdout and stderr) and exits
+    ``code``."""
     script = tmp_path / "pip_like.py"
     script.write_text(
         "import sys\n"
@@ -147,9 +150,10 @@ def test_a_failed_set_up_step_shows_why(tmp_path):
 
 
 def test_check_runs_the_linter_then_the_rule_tests_and_each_rule_test_exists():
-    """``dev.py check`` (run by .ci/run before the suite): ruff's linter over the repository,
-    its formatter as a check, then the rule tests (import graph, engine headless, room sizes, re-exports, mypy), in one
-    process; every file it names is there, and ruff comes with the test extras."""
+    """``dev.py check`` (run by .ci/run before the suite): ruff's linter over the repository, its
+    formatter as a check, then the rule tests (import graph, engine headless, room sizes,
+    re-exports, mypy), in one process; every file it names is there, and ruff comes with the test
+    extras."""
     dev = load_dev()
     lint, formatted, rules = dev.check_commands()
     assert lint[1:] == ["-m", "ruff", "check", "."]

@@ -57,7 +57,8 @@ def test_cli_help_imports_neither_llama_cpp_nor_textual():
         "    cli(['run', '--help'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'llama_cpp', 'textual', 'numpy', 'mcp'})\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'llama_cpp', "
+        "'textual', 'numpy', 'mcp'})\n"
         "print('HEAVY=' + ','.join(heavy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

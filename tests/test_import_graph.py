@@ -399,5 +399,6 @@ def test_the_architecture_doc_draws_the_tables_the_tests_enforce():
                 set() if cell.startswith("nothing") else {w.strip(" `/") for w in cell.split(",")}
             )
             assert listed == may, (
-                f"docs/ARCHITECTURE.md: {prefix}{room} may import {sorted(listed)}, the test says {sorted(may)}"
+                f"docs/ARCHITECTURE.md: {prefix}{room} may import {sorted(listed)}, the "
+                f"test says {sorted(may)}"
             )

@@ -150,7 +150,8 @@ def _imports_in(path: Path, importer: str | None) -> list[tuple[str | None, list
 def test_the_scripts_imports_are_read(tmp_path):
     made_up = tmp_path / "made_up.py"
     made_up.write_text(
-        'from .x import y\nrun("""\nimport os\n    from vibechat.engine.chat.history import History, '
+        'from .x import y\nrun("""\nimport os\n    from vibechat.engine.chat.history '
+        "import History, "
         'HistoryError as E\n""")\n'
     )
     assert _imports_in(made_up, None)[-1] == (
@@ -178,6 +179,7 @@ def test_every_engine_name_is_imported_from_its_home():
                     home = _home(base, name, imported)
                     if home != base:
                         wrong.append(
-                            f"  {path.relative_to(ROOT)}:{line}: {name} from {base}: import it from {home}"
+                            f"  {path.relative_to(ROOT)}:{line}: {name} from {base}: "
+                            f"import it from {home}"
                         )
     assert wrong == [], "names imported from a module that only imports them:\n" + "\n".join(wrong)

@@ -203,7 +203,8 @@ RUNNERS: dict[str, Callable[[str, dict[str, str], pytest.FixtureRequest], None]]
     "vibechat config show": run_plain,
     "vibechat config edit": run_plain,
     "vibechat --version": run_plain,
-    "rm -rf ~/.config/vibechat ~/.local/share/vibechat ~/.cache/vibechat ~/.local/state/vibechat": run_uninstall,
+    "rm -rf ~/.config/vibechat ~/.local/share/vibechat ~/.cache/vibechat "
+    "~/.local/state/vibechat": run_uninstall,
 }
 
 

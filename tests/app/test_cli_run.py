@@ -276,7 +276,10 @@ def test_control_sequences_are_neutralised_unless_raw(starter_installed, ramblin
 
 
 def test_closed_pipe_exits_quietly(starter_installed, rambling):
-    cmd = f"'{VIBECHAT_BIN}' run -p 'Count to one hundred: 1, 2, 3,' -t 0 -n 300 < /dev/null | head -c 20"
+    cmd = (
+        f"'{VIBECHAT_BIN}' run -p 'Count to one hundred: 1, 2, 3,' -t 0 -n 300 < /dev/null | "
+        "head -c 20"
+    )
     out = subprocess.run(
         ["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=180
     )
@@ -307,8 +310,8 @@ def test_stop_at_a_newline_typed_as_backslash_n(starter_installed):
     )
     assert out.returncode == 0, out.stderr
     obj = json.loads(out.stdout)
-    # Without the stop, this prompt gets "1\n2\n3\n4..." up to the token limit here; whether this CPU's
-    # reply reaches a line break is the model's choice, but none is ever in the text.
+    # Without the stop, this prompt gets "1\n2\n3\n4..." up to the token limit here; whether this
+    # CPU's reply reaches a line break is the model's choice, but none is ever in the text.
     assert obj["params"]["stop"] == ["\n"] and "\n" not in obj["text"]
     assert obj["finish_reason"] in ("stop", "length")
 

@@ -276,8 +276,8 @@ def test_the_shortcuts_keep_the_command_list_short_and_are_named_once():
         "presets",
     ]
     assert (
-        "ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands of the same names."
-        in flat(page)
+        "ollama-style shortcuts: list (ls), pull, show and rm are the 'models' commands "
+        "of the same names." in flat(page)
     )
 
 
@@ -314,12 +314,14 @@ def test_shortcuts_answer_as_their_models_command(user_dirs):
         ),
         (
             ["run", "tiny.gguf", "Why is the sky blue?"],
-            "'tiny.gguf' is a model, not a prompt: pick the model with --model, e.g. vibechat run --model tiny.gguf "
+            "'tiny.gguf' is a model, not a prompt: pick the model with --model, e.g. "
+            "vibechat run --model tiny.gguf "
             '"Why is the sky blue?"',
         ),
         (
             ["run", "bartowski/Llama-3.2-1B-Instruct-GGUF"],
-            "'bartowski/Llama-3.2-1B-Instruct-GGUF' is a model, not a prompt: pick the model with --model, e.g. "
+            "'bartowski/Llama-3.2-1B-Instruct-GGUF' is a model, not a prompt: pick the "
+            "model with --model, e.g. "
             'vibechat run --model bartowski/Llama-3.2-1B-Instruct-GGUF "your prompt"',
         ),
         (["run", "starter", "hi"], "'starter' is a model, not a prompt"),  # a local model's name
@@ -346,7 +348,8 @@ def test_a_positional_prompt_does_not_mix_with_a_prompts_file():
 
 @pytest.mark.parametrize("path", [(), ("run",)])
 def test_help_states_the_true_defaults_of_repeat_penalty_and_max_tokens(path):
-    # issue 39, point 7: the pages said 1.0 and "until the model stops"; a completion model gets 1.1 and 256
+    # issue 39, point 7: the pages said 1.0 and "until the model stops"; a completion model gets 1.1
+    # and 256
     from vibechat.engine.settings.params import COMPLETION_AUTO
 
     page = flat(help_page(*path).stdout)

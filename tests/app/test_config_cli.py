@@ -164,7 +164,8 @@ def test_run_fails_in_one_line_on_a_broken_config():
 def test_a_key_textual_cannot_report_is_one_line_in_run_and_config_show():
     path = write('[keys]\ntoggle_params = "notakey+++"\n')
     problem = (
-        f"config file {path}, line 2: keys.toggle_params = \"notakey+++\" is not a valid key: 'notakey' is "
+        f'config file {path}, line 2: keys.toggle_params = "notakey+++" is not a valid '
+        "key: 'notakey' is "
         'not a modifier: use alt, ctrl, hyper, meta, shift, super (keys look like "ctrl+t", "f12", '
         '"shift+tab", "question_mark"; several: "f12,ctrl+t"); fix it with \'vibechat config edit\''
     )
@@ -237,7 +238,8 @@ def test_edit_reports_every_problem_one_line_each(tmp_path):
         [
             f"config file {path}, line 4",
             "unknown key 'temprature' in [params] (did you mean 'temperature'?); known: "
-            "temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking; fix it with "
+            "temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, "
+            "thinking; fix it with "
             "'vibechat config edit'",
         ],
     ]
@@ -351,7 +353,8 @@ def test_an_unknown_variable_is_named_and_the_run_goes_on(stub):
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == stub.reply
     assert out.stderr.splitlines()[0] == (
-        "vibechat: warning: environment variable VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean "
+        "vibechat: warning: environment variable VIBECHAT_TEMPRATURE: not a vibechat "
+        "variable (did you mean "
         "VIBECHAT_TEMPERATURE?); it is ignored: rename or unset it"
     )
     assert "temperature" not in stub.last_body or stub.last_body["temperature"] == 0.8
@@ -366,14 +369,19 @@ def test_config_check_lists_every_problem_and_fails_and_passes_a_good_file():
     out = vibechat("config", "check", env={"VIBECHAT_TOP_P": "2", "VIBECHAT_THEME_NAME": "x"})
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr.splitlines() == [
-        "vibechat: warning: environment variable VIBECHAT_THEME_NAME: not a vibechat variable; it is ignored: "
+        "vibechat: warning: environment variable VIBECHAT_THEME_NAME: not a vibechat "
+        "variable; it is ignored: "
         "rename or unset it",
-        f"vibechat: error: config file {path}, line 1: theme must be a non-empty string (got 3); fix it with "
+        f"vibechat: error: config file {path}, line 1: theme must be a non-empty string "
+        "(got 3); fix it with "
         "'vibechat config edit'",
-        f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in [params] (did you mean "
-        "'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, stop, thinking; "
+        f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in "
+        "[params] (did you mean "
+        "'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, "
+        "max_tokens, seed, stop, thinking; "
         "fix it with 'vibechat config edit'",
-        "vibechat: error: environment variable VIBECHAT_TOP_P='2': top_p must be between 0 and 1 (got 2); fix or "
+        "vibechat: error: environment variable VIBECHAT_TOP_P='2': top_p must be between "
+        "0 and 1 (got 2); fix or "
         "unset it",
     ]
     write("[params]\ntop_k = 3\n")

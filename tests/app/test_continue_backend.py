@@ -55,7 +55,8 @@ def started(stub: StubServer) -> StubServer:
 
 
 def test_continue_goes_on_with_the_conversations_own_server_and_model(started):
-    # The standing default (the config file) names nothing of it: the local starter, on this machine.
+    # The standing default (the config file) names nothing of it: the local starter, on this
+    # machine.
     out = vibechat("run", "--continue", "and?", "--json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)

@@ -1,9 +1,9 @@
-"""Ctrl-C at any moment of ``vibechat run``: while the model loads, while the prompt is
-evaluated, while the reply streams (tests/app/test_cli_run.py). Real processes on the starter model, SIGINT sent when
-the process says (on stderr, with ``--verbose``) which stage it is in. Each must end with
+"""Ctrl-C at any moment of ``vibechat run``: while the model loads, while the prompt is evaluated,
+while the reply streams (tests/app/test_cli_run.py). Real processes on the starter model, SIGINT
+sent when the process says (on stderr, with ``--verbose``) which stage it is in. Each must end with
 exit 130, no traceback and no "Exception ignored" (a KeyboardInterrupt raised inside one of
-llama.cpp's ctypes callbacks is printed and lost: the run used to go on), and what was said
-must be saved."""
+llama.cpp's ctypes callbacks is printed and lost: the run used to go on), and what was said must be
+saved."""
 
 from __future__ import annotations
 
@@ -38,7 +38,11 @@ def interrupt_when(args: list[str], marker: str) -> tuple[int, str, str]:
     )
     assert proc.stderr is not None and proc.stdout is not None
     out: list[str] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
+
+    def read() -> None:
+        out.append(proc.stdout.read())  # type: ignore[union-attr]
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     err: list[str] = []
     sent = False

@@ -262,7 +262,8 @@ def test_a_read_only_data_dir_is_a_clear_error_and_no_save_still_works(
 def test_sigkill_mid_stream_leaves_the_prompt_and_the_partial_reply_marked_interrupted(
     starter_installed, monkeypatch
 ):
-    # Gemma's turn format, where the starter writes on: its own completion frame ends the story in a line
+    # Gemma's turn format, where the starter writes on: its own completion frame ends the story in a
+    # line
     monkeypatch.setenv("VIBECHAT_PROMPT_FORMAT", "gemma")
     proc = subprocess.Popen(
         [

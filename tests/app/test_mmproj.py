@@ -125,7 +125,8 @@ def test_models_pull_fetches_the_projector_and_shows_it_and_the_list_offers_no_p
     fake_hub.add_repo(REPO, VISION)
     files = vibechat("models", "files", REPO)
     assert (
-        f"its projector mmproj-Tiny-Vision-F16.gguf ({human_size(len(VISION['mmproj-Tiny-Vision-F16.gguf']))})"
+        "its projector mmproj-Tiny-Vision-F16.gguf "
+        f"({human_size(len(VISION['mmproj-Tiny-Vision-F16.gguf']))})"
         in files.stderr
         and "mmproj" not in files.stdout
     )  # no row of its own
@@ -159,9 +160,9 @@ def test_the_starter_sees_an_image_through_the_projector_auto_finds_beside_it(
     starter_path, starter_projector, tmp_path
 ):
     """The whole path: ``vibechat run --image`` on a model whose projector lies beside it (no
-    --mmproj given) loads the projector and replies; ``--mmproj off`` makes the same model text only,
-    and the image is then refused in one line. (The projector's weights are random: the reply's
-    words are not judged.)"""
+    --mmproj given) loads the projector and replies; ``--mmproj off`` makes the same model text
+    only, and the image is then refused in one line. (The projector's weights are random: the
+    reply's words are not judged.)"""
     from projector import write_test_image
 
     folder = tmp_path / "vision"

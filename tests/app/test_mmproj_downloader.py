@@ -44,8 +44,8 @@ async def test_the_downloader_shows_the_projector_and_fetches_it_with_the_model(
         ]  # no projector row
         status = str(screen.query_one("#download-status").render())
         assert (
-            f"its projector mmproj-Tiny-Vision-F16.gguf ({human_size(len(PROJECTOR))}) comes with it"
-            in status
+            f"its projector mmproj-Tiny-Vision-F16.gguf ({human_size(len(PROJECTOR))}) "
+            "comes with it" in status
         )
         await pilot.press("enter")  # download it
         await app.workers.wait_for_complete()

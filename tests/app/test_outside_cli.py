@@ -23,7 +23,10 @@ from vibechat.engine.turns.backend import ChatMessage
 
 # One hostile string: an OSC 52 clipboard write, a title change and a screen clear, a C1 CSI,
 # Rich/Textual markup that would style, link or crash, and a lone surrogate.
-HOSTILE = "evil\x1b]52;c;aGk=\x07\x1b]0;T\x07\x1b[2J\x9b31m[bold]B[/bold][link=https://evil.example]x[/link][/crash]"
+HOSTILE = (
+    "evil\x1b]52;c;aGk=\x07\x1b]0;T\x07\x1b[2J\x9b31m"
+    "[bold]B[/bold][link=https://evil.example]x[/link][/crash]"
+)
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -65,7 +68,8 @@ def test_models_info_prints_gguf_metadata_sanitised(tmp_path):
     as_json = vibechat("models", "info", str(path), "--json")
     assert as_json.returncode == 0
     assert_inert(as_json.stdout)
-    # the header reader keeps names sanitised (engine/models/gguf.py): the text, without the controls
+    # the header reader keeps names sanitised (engine/models/gguf.py): the text, without the
+    # controls
     assert (
         json.loads(as_json.stdout)["architecture"]
         == "evil[bold]B[/bold][link=https://evil.example]x[/link][/crash]"
@@ -198,7 +202,7 @@ def test_a_conversation_too_large_drops_old_turns_without_tokenizing_them(backen
     assert dropped == 2 and len(tokens) == backend.count_tokens(messages[2:])  # "Hi" alone
 
 
-# ------------------------------------------------------------ the KV cache counts in the memory check
+# ---------------------------------------------------------- the KV cache counts in the memory check
 def test_a_context_whose_kv_cache_cannot_fit_is_refused_naming_a_size_that_fits():
     from vibechat.engine.errors import ModelLoadError
     from vibechat.engine.llama.memory_checks import check_context_memory

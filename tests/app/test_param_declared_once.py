@@ -47,7 +47,8 @@ TYPICAL = ParamSpec(
     1.0,
     0.01,
     0.05,
-    "Locally typical sampling: keep the tokens whose surprise is near the expected one; 1 disables.",
+    "Locally typical sampling: keep the tokens whose surprise is near the expected one; 1 "
+    "disables.",
     label="Typical-p",
     flag_words="{range}; 1 disables",
     exported=True,

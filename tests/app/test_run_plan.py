@@ -112,7 +112,8 @@ def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(
         result = runner.invoke(cli, args)
         assert result.exit_code == 0, (args, result.output)
     assert len(built) == 3  # each command built its plan once, through RunPlan
-    # The same plan; --prompts-file only keeps no KV snapshots (each line is a conversation of its own).
+    # The same plan; --prompts-file only keeps no KV snapshots (each line is a conversation of its
+    # own).
     assert seen["batch"]["engine"].kv_snapshot_cache_mib == 0
     seen["batch"]["engine"] = dataclasses.replace(
         seen["batch"]["engine"], kv_snapshot_cache_mib=seen["run"]["engine"].kv_snapshot_cache_mib

@@ -153,7 +153,8 @@ def test_with_no_tools_configured_the_registry_and_its_event_loop_are_not_even_i
 def test_tool_choice_none_in_the_config_or_its_variable_offers_no_tools(
     stub, tmp_path: Path, user_dirs
 ):
-    # issue 39, point 7: VIBECHAT_TOOL_CHOICE was "not a vibechat variable"; only --tool-choice none silenced tools
+    # issue 39, point 7: VIBECHAT_TOOL_CHOICE was "not a vibechat variable"; only --tool-choice none
+    # silenced tools
     base = (
         "run",
         "--base-url",

@@ -182,7 +182,8 @@ def test_a_reply_cut_by_a_dying_server_reports_what_is_known(stub):
 
 
 def test_engine_describes_the_server_and_its_model_id(stub):
-    served = "/root/models/gemma-3-1b-it-Q4_K_M.gguf"  # llama-cpp-python's server names a model by its path
+    # llama-cpp-python's server names a model by its path
+    served = "/root/models/gemma-3-1b-it-Q4_K_M.gguf"
     stub.models = [served]
     stub.model_fields = {"meta": {"n_ctx": 4096}}
     out = vibechat("run", "--base-url", stub.url, "-p", "Hi", "--json")

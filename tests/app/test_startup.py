@@ -203,14 +203,18 @@ SCREENS_PROBE = textwrap.dedent("""
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: app.model_ready, "the model is ready")
             print("at start:", imported())
-            print("hub at start:", [name for name in ("vibechat.engine.models.download", "vibechat.engine.models.hub")
-                                    if name in sys.modules])
-            for open_it, screen in ((app.models.open_downloads, "DownloadScreen"),
-                                    (app.models.open_picker, "ModelPicker"),
-                                    (app.action_help, "HelpScreen"),
-                                    (lambda: app.chats.act("rename", 1, "a title"), "RenameScreen")):
+            hub = ("vibechat.engine.models.download", "vibechat.engine.models.hub")
+            print("hub at start:", [name for name in hub if name in sys.modules])
+            dialogs = (
+                (app.models.open_downloads, "DownloadScreen"),
+                (app.models.open_picker, "ModelPicker"),
+                (app.action_help, "HelpScreen"),
+                (lambda: app.chats.act("rename", 1, "a title"), "RenameScreen"),
+            )
+            for open_it, screen in dialogs:
                 open_it()
-                await wait_for(pilot, lambda: type(app.screen).__name__ == screen and app.screen.is_mounted, screen)
+                shown = lambda: type(app.screen).__name__ == screen and app.screen.is_mounted
+                await wait_for(pilot, shown, screen)
                 app.screen.dismiss(None)
                 await wait_for(pilot, lambda: app.screen is app.default_screen, "the dialog closed")
             print("opened:", imported())
@@ -276,11 +280,13 @@ MARKDOWN_PROBE = textwrap.dedent("""
         type(app)._display = first_display
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: app.model_ready, "the model is ready")
-            await wait_for(pilot, lambda: all(name in sys.modules for name in MODULES), "the warm-up's import")
+            warm = lambda: all(name in sys.modules for name in MODULES)
+            await wait_for(pilot, warm, "the warm-up's import")
             print("after the warm-up:", [name for name in MODULES if name in sys.modules])
             app.prompt_input.load_text("hi")
             await pilot.press("enter")
-            await wait_for(pilot, lambda: not app.generating and app.chat.messages()[-1].text, "the reply")
+            replied = lambda: not app.generating and app.chat.messages()[-1].text
+            await wait_for(pilot, replied, "the reply")
             print("reply:", repr(app.chat.messages()[-1].text))
 
     asyncio.run(main())
@@ -302,8 +308,8 @@ def test_rich_markdown_is_imported_after_the_first_frame_by_the_warm_up():
     assert done.returncode == 0, done.stderr[-3000:]
     assert "at the first frame: []" in done.stdout, done.stdout
     assert (
-        "after the warm-up: ['rich.markdown', 'markdown_it', 'vibechat.app.tui.conversation.chat_markdown']"
-        in done.stdout
+        "after the warm-up: ['rich.markdown', 'markdown_it', "
+        "'vibechat.app.tui.conversation.chat_markdown']" in done.stdout
     ), done.stdout
     assert "reply: " in done.stdout and "reply: ''" not in done.stdout, done.stdout
 
@@ -319,7 +325,8 @@ FPS_PROBE = textwrap.dedent("""
     import vibechat.app.terminal as terminal
 
     def stop_here():
-        print("TEXTUAL_FPS:", os.environ.get("TEXTUAL_FPS"), "| textual imported:", "textual" in sys.modules)
+        fps = os.environ.get("TEXTUAL_FPS")
+        print("TEXTUAL_FPS:", fps, "| textual imported:", "textual" in sys.modules)
         import textual.constants
         print("Textual's frame rate:", textual.constants.MAX_FPS)
         raise SystemExit(0)

@@ -16,7 +16,9 @@ import pytest
 
 from jsonschema_lite import errors as schema_errors
 from test_cli_run import vibechat
-from test_grammar_sampling import chain_of, vocab  # noqa: F401 - the starter's vocabulary, a fixture
+
+# vocab: the starter's vocabulary, a fixture
+from test_grammar_sampling import chain_of, vocab  # noqa: F401
 from vibechat.app.commands.run_result import incomplete_line
 from vibechat.app.report import structured_state
 from vibechat.engine.llama.decoding import Emitter, reply_stops
@@ -67,7 +69,8 @@ def test_a_json_reply_is_complete_only_when_it_parses_and_matches_its_schema():
     assert SCHEMA.judge('{"name":"a person you can imagine.')[0] == "incomplete"  # cut short
     state, why = SCHEMA.judge('{"name": "Ada", "age": "old"}')
     assert state == "invalid" and ("/age" in why or "occupation" in why), why
-    # The grammar accepted it, yet it is no JSON (a raw line break in a string): not cut, not complete.
+    # The grammar accepted it, yet it is no JSON (a raw line break in a string): not cut, not
+    # complete.
     assert (
         SCHEMA.judge('{"name": "A\nB", "age": 1, "occupation": "x"}', accepted=True)[0] == "invalid"
     )
@@ -203,7 +206,8 @@ def tokens(vocab, text: str) -> list[int]:  # noqa: F811 - the fixture's value, 
     return list(buf[:n])
 
 
-def row(vocab, logits: dict[int, float]) -> np.ndarray:  # noqa: F811 - the fixture's value, passed in
+# vocab: the fixture's value, passed in
+def row(vocab, logits: dict[int, float]) -> np.ndarray:  # noqa: F811
     out = np.full(ll.llama_vocab_n_tokens(vocab), -10.0, dtype=np.float32)
     for token, value in logits.items():
         out[token] = value
@@ -268,7 +272,7 @@ def test_a_reply_cut_before_its_json_is_whole_exits_3_in_one_line(starter_instal
         assert (obj["finish_reason"], obj["structured_output"]) == ("length", "incomplete")
 
 
-# ------------------------------------------------------------------ a server that ignores the schema
+# ----------------------------------------------------------------- a server that ignores the schema
 def test_json_from_a_server_that_does_not_match_the_schema_is_invalid_not_complete(stub):
     """A server may take ``response_format`` and answer JSON of another shape: it parses, so it
     is no cut reply, but it is not what was asked: exit 3, one line naming where it differs."""
@@ -283,7 +287,8 @@ def test_json_from_a_server_that_does_not_match_the_schema_is_invalid_not_comple
     assert out.returncode == 3, out.stderr
     assert (obj["finish_reason"], obj["structured_output"]) == ("stop", "invalid")
     assert out.stderr.strip().splitlines() == [
-        "vibechat: the reply is not what was asked: its JSON does not match the schema (at /age: 'thirty-six' is "
+        "vibechat: the reply is not what was asked: its JSON does not match the schema "
+        "(at /age: 'thirty-six' is "
         "not of type 'integer')"
     ]
     stub.reply = '{"name": "Ada", "age": 36, "occupation": "engineer"}'

@@ -79,8 +79,8 @@ class Terminal:
 
         def controlling_tty() -> None:
             """A new session whose controlling terminal is this one, SIGINT as a terminal's
-            foreground job gets it (a background job, as CI may run the suite, starts with
-            SIGINT ignored, and the chat keeps a signal that was ignored: conftest.default_sigint)."""
+            foreground job gets it (a background job, as CI may run the suite, starts with SIGINT
+            ignored, and the chat keeps a signal that was ignored: conftest.default_sigint)."""
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
             default_sigint()
 
@@ -128,7 +128,8 @@ class Terminal:
         while needle not in self.text():
             if self.proc.poll() is not None:
                 pytest.fail(
-                    f"the chat exited ({self.proc.returncode}) before {what}:\n{self.text()[-3000:]}"
+                    f"the chat exited ({self.proc.returncode}) before "
+                    f"{what}:\n{self.text()[-3000:]}"
                 )
             if time.monotonic() > deadline:
                 pytest.fail(f"waited {WAIT_S} s for {what}:\n{self.text()[-3000:]}")
@@ -274,7 +275,8 @@ def wait_for_pieces(term: Terminal, env: dict[str, str], count: int) -> str:
 
 
 def engine_process_of(chat_pid: int) -> int | None:
-    """The chat's engine process (``python -m vibechat.engine.llama.worker_child``, its child), if running."""
+    """The chat's engine process (``python -m vibechat.engine.llama.worker_child``, its child), if
+    running."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue

@@ -108,7 +108,9 @@ def test_a_failed_commit_is_one_history_error_and_the_database_stays_readable(tm
         except HistoryError as exc:
             error = str(exc)
         messages = [m.content for m in history.get(cid).messages]
-        print(json.dumps({{"error": error, "messages": messages, "in_transaction": history.conn.in_transaction}}))
+        state = {{"error": error, "messages": messages}}
+        state["in_transaction"] = history.conn.in_transaction
+        print(json.dumps(state))
     """)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)

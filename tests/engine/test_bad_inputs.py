@@ -76,7 +76,10 @@ def test_a_config_that_is_no_file_is_refused_at_once(tmp_path, kind):
 
 def test_models_dir_from_a_fifo_config_does_not_block(tmp_path):
     path = fifo(tmp_path / "config.toml")
-    code = "from vibechat.engine.settings.config import configured_models_dir; print(configured_models_dir())"
+    code = (
+        "from vibechat.engine.settings.config import configured_models_dir; "
+        "print(configured_models_dir())"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -246,7 +249,8 @@ def test_a_server_reply_cut_at_the_bound_while_thinking_says_so(stub, tmp_path):
     out = vibechat("run", "--no-save", "--base-url", stub.url, "-m", "stub-small", "hi")
     assert out.returncode == 0, out.stderr
     assert one_error_line(out) == (
-        "vibechat: the reply was cut at vibechat's bound of 2,097,152 characters for a server's reply while the "
+        "vibechat: the reply was cut at vibechat's bound of 2,097,152 characters for a "
+        "server's reply while the "
         "model was still thinking: no answer came; ask for a shorter reply: lower --max-tokens."
     )
     prompts = tmp_path / "p.jsonl"
@@ -264,7 +268,9 @@ def test_a_server_reply_cut_at_the_bound_while_thinking_says_so(stub, tmp_path):
     assert batch.returncode == 0, batch.stderr
     assert json.loads(batch.stdout)["finish_reason"] == "length"
     assert one_error_line(batch) == (
-        f"vibechat: {prompts} line 1: the reply was cut at vibechat's bound of 2,097,152 characters for a server's "
-        "reply while the model was still thinking: no answer came; ask for a shorter reply: lower --max-tokens "
+        f"vibechat: {prompts} line 1: the reply was cut at vibechat's bound of 2,097,152 "
+        "characters for a server's "
+        "reply while the model was still thinking: no answer came; ask for a shorter "
+        "reply: lower --max-tokens "
         "(or the line's max_tokens)."
     )

@@ -240,7 +240,8 @@ async def test_an_empty_prompt_with_attachments_is_sent(tmp_path):
         assert backend.requests == []
         await attach(pilot, f"/file {notes}", 1)
         app.prompt_input.focus()
-        # The tray tells the input it holds something (a message): Enter on an empty input sends then.
+        # The tray tells the input it holds something (a message): Enter on an empty input sends
+        # then.
         await wait_for(
             pilot,
             lambda: app.prompt_input.has_attachments and app.prompt_input.has_focus,
@@ -293,7 +294,8 @@ async def test_attachments_are_saved_reopened_and_sent_again(tmp_path):
         await send(pilot, "And again?")
         sent = backend2.requests[-1][0]
         earlier = [m for m in sent if m.role == "user"][0]
-        # the backend gets the image as an attachment, the file inlined into the text (ChatMessage.inlined)
+        # the backend gets the image as an attachment, the file inlined into the text
+        # (ChatMessage.inlined)
         assert [a.name for a in earlier.attachments] == [
             "photo.png"
         ] and "remember this" in earlier.content
@@ -426,7 +428,7 @@ def test_a_mistyped_attachment_command_is_pointed_to_the_right_one():
 
 
 @pytest.mark.model
-async def test_the_chat_sends_an_image_to_the_real_engine_and_a_reopened_conversation_sends_it_again(
+async def test_the_chat_sends_an_image_to_the_real_engine_and_a_reopened_chat_sends_it_again(
     tmp_path, starter_path, starter_projector
 ):
     """The whole chat path, no doubles: the starter and the tests' tiny projector in the engine

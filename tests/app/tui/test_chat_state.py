@@ -165,7 +165,7 @@ async def test_the_input_is_busy_exactly_while_the_state_says_generating(fake_ba
         assert seen[4:] == [(True, True), (False, False)]
 
 
-async def test_an_equal_value_publishes_nothing_and_the_params_show_as_the_format_and_the_thinking_switch():
+async def test_an_equal_value_publishes_nothing_and_the_params_show_format_and_thinking_switch():
     app = create_app(RecordingBackend(), blink=False, save=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)

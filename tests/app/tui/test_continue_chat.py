@@ -81,7 +81,8 @@ def start(*args: str, env: dict[str, str] | None = None) -> Any:
 
 
 async def messages_on_screen(started: dict[str, Any], backend: RecordingBackend | None = None):
-    """The chat as the command line started it: the app, its messages as (role, text), the backend."""
+    """The chat as the command line started it: the app, its messages as (role, text), the
+    backend."""
     backend = backend or RecordingBackend()
     history = started["history"] or History(default_path())
     app = create_app(
@@ -249,8 +250,10 @@ async def test_the_offered_title_is_one_sanitised_line(user_dirs):
 
 
 STORY = (
-    "Here are my notes on the history of Rome, from its founding by Romulus to the fall of the western "
-    "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, Augustus and the "
+    "Here are my notes on the history of Rome, from its founding by Romulus to the fall "
+    "of the western "
+    "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, "
+    "Augustus and the "
     "emperors after him. "
 ) * 6
 

@@ -1,5 +1,5 @@
-"""The foldable block has one home (app/tui/conversation/foldable.py): a reasoning model's thinking and a
-text file under a prompt share its CSS and its toggle, in a real Textual app."""
+"""The foldable block has one home (app/tui/conversation/foldable.py): a reasoning model's thinking
+and a text file under a prompt share its CSS and its toggle, in a real Textual app."""
 
 from __future__ import annotations
 

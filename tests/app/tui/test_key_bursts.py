@@ -25,7 +25,8 @@ SIZE = (100, 30)
 
 
 def key_event(key: str) -> events.Key:
-    """The event the terminal driver makes for ``key``: one character (as typed), or a key's name."""
+    """The event the terminal driver makes for ``key``: one character (as typed), or a key's
+    name."""
     if len(key) == 1:
         return events.Key(_character_to_key(key) if not key.isalnum() else key, key)
     try:
@@ -138,7 +139,8 @@ async def test_slash_d_and_enter_typed_fast_on_the_conversation_list_open_no_del
         assert app.screen is app.default_screen  # no question, no dialog
         with History(db) as other:
             assert other.count() == 2
-        # As typed one by one: "/d" in the input, and Enter there sends it (an unknown command: said).
+        # As typed one by one: "/d" in the input, and Enter there sends it (an unknown command:
+        # said).
         assert app.session.chat.conversation_id is None  # the Enter opened nothing from the list
         assert app.prompt_input.has_focus and app.prompt_input.prompt_history == ["/d"]
         assert was_notified(app, "Unknown command /d")

@@ -76,7 +76,7 @@ def seed(db: Path, *titles: str) -> None:
             chat.finish_reply(chat.start_reply(), GenerationDone("ok"))
 
 
-async def test_typing_on_while_a_reply_ends_in_a_tool_call_runs_nothing_and_every_key_is_in_the_input(
+async def test_typing_on_as_a_reply_ends_in_a_tool_call_runs_nothing_and_every_key_is_in_the_input(
     tmp_path: Path,
 ):
     """The reported case: "tell me and also" typed on while the reply ended in a tool call ran

@@ -68,8 +68,8 @@ async def test_calls_ask_first_then_run_on_the_server_and_a_hanging_or_dying_one
         await settle(pilot)
         await wait_for(pilot, lambda: app.tool_rounds.specs, "the server's tools", bound=60)
         await send(pilot, "go", wait=False)
-        # add once, escapes always, echo denied; c4 (slow) once: it hangs past tool_timeout (3 s) and
-        # ends as an error result; c5 (die) once: the server exits mid-call.
+        # add once, escapes always, echo denied; c4 (slow) once: it hangs past tool_timeout (3 s)
+        # and ends as an error result; c5 (die) once: the server exits mid-call.
         for key, call in (
             ("ctrl+y", "c1"),
             ("ctrl+a", "c2"),
@@ -208,7 +208,8 @@ async def test_a_server_writing_garbage_on_stdout_is_one_notice_and_its_tools_st
             await settle(pilot)
             said = [n for n in notices(app) if "noisy" in n]
             assert said == [
-                "MCP server noisy wrote something other than JSON-RPC on its stdout (ignored; the log "
+                "MCP server noisy wrote something other than JSON-RPC on its stdout "
+                "(ignored; the log "
                 "file has the details)"
             ]
             assert any(spec.name == "add" for spec in app.tool_rounds.specs)

@@ -14,7 +14,8 @@ from vibechat.app.tui.conversation.reply_stream import (
 
 
 def stream() -> ReplyStream:
-    return ReplyStream(widget=None, generation=1)  # type: ignore[arg-type]  # limit() does not touch it
+    # limit() does not touch the widget
+    return ReplyStream(widget=None, generation=1)  # type: ignore[arg-type]
 
 
 def _chat_view_app():

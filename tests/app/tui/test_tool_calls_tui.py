@@ -1,10 +1,10 @@
-"""Tool calls in the chat: each call shows its tool and arguments and waits for the user's
-yes (Ctrl+Y once, Ctrl+E for this conversation, Ctrl+A always, or deny with Esc; keys that
-ordinary typing never produces, taken only once the question was seen); a running call is cancelled with
-Esc; results are folded blocks, saved, and sent to the model, which then answers again. A
-real Textual app (Pilot) on a real SQLite file; the recording backend scripts the calls and a
-small in-test tool box stands in for engine/tools (the MCP path is tested with a real server
-in tests/engine/tools and through `vibechat run`)."""
+"""Tool calls in the chat: each call shows its tool and arguments and waits for the user's yes
+(Ctrl+Y once, Ctrl+E for this conversation, Ctrl+A always, or deny with Esc; keys that ordinary
+typing never produces, taken only once the question was seen); a running call is cancelled with Esc;
+results are folded blocks, saved, and sent to the model, which then answers again. A real Textual
+app (Pilot) on a real SQLite file; the recording backend scripts the calls and a small in-test tool
+box stands in for engine/tools (the MCP path is tested with a real server in tests/engine/tools and
+through `vibechat run`)."""
 
 from __future__ import annotations
 
@@ -284,7 +284,7 @@ async def test_quitting_while_a_call_runs_cancels_it(tmp_path: Path):
     assert cancelled == [True]  # cancelled at quit, not left to time out
 
 
-async def test_arguments_nested_too_deeply_are_one_result_the_chat_stays_up_and_the_conversation_reopens(
+async def test_too_deep_arguments_are_one_result_the_chat_stays_up_and_the_conversation_reopens(
     stub, tmp_path: Path
 ):
     from openai_stub import fragments

@@ -71,7 +71,8 @@ async def test_model_output_is_sanitised_in_the_view(fake_backend):
         (["down", "shift+left"], "top_k", 30),
         (["down", "down", "left"], "top_p", 0.94),
         (["down", "down", "down", "right"], "min_p", 0.06),
-        # repeat penalty and max tokens start at "auto" (the model's default), one step below their minimum
+        # repeat penalty and max tokens start at "auto" (the model's default), one step below their
+        # minimum
         (["down", "down", "down", "down", "right"], "repeat_penalty", 0.1),
         (["down", "down", "down", "down", "end", "backspace"], "repeat_penalty", None),
         (["down", "down", "down", "down", "down", "right"], "max_tokens", 0),  # no limit

@@ -82,7 +82,8 @@ async def test_a_file_that_is_not_toml_runs_on_the_defaults_and_says_so(fake_bac
         await settle(pilot)
         assert app.conversation.params == SamplingParams()
         assert bar_text(app).splitlines()[0] == (
-            '⚠ config.toml line 4: a string is not closed: a " is missing at the end: running on the defaults '
+            '⚠ config.toml line 4: a string is not closed: a " is missing at the end: '
+            "running on the defaults "
             "until it is fixed"
         )
         await pilot.click(ConfigBar)  # a click hides it too
@@ -119,8 +120,10 @@ async def test_a_typo_with_base_url_set_still_runs_the_server_and_names_the_typo
         assert f"stub-small · openai · {server}" in app.status.render().plain
         assert app.conversation.params.top_k == 9
         assert bar_text(app).splitlines() == [
-            "⚠ config.toml line 5: unknown key 'temprature' in [params] (did you mean 'temperature'?): not applied",
-            "⚠ VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean VIBECHAT_TEMPERATURE?): ignored",
+            "⚠ config.toml line 5: unknown key 'temprature' in [params] (did you mean "
+            "'temperature'?): not applied",
+            "⚠ VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean "
+            "VIBECHAT_TEMPERATURE?): ignored",
             "Fix: vibechat config edit (then start vibechat again) · ^g hides this",
         ]
         await send(pilot, "Say hello.")

@@ -177,7 +177,8 @@ async def test_sidebar_lists_newest_first_and_opens_a_conversation_with_its_sett
         (
             "Fake 1B",
             "/elsewhere/fake-1b-Q8_0.gguf",
-            "This conversation was with fake-1b-Q8_0.gguf; it continues with fake.gguf, another file of Fake 1B",
+            "This conversation was with fake-1b-Q8_0.gguf; it continues with fake.gguf, "
+            "another file of Fake 1B",
         ),
         (
             "Other 7B",
@@ -212,7 +213,8 @@ SERVER = "http://127.0.0.1:9/v1"
 
 
 def on_server(name: str, root: str = SERVER):
-    """The recording backend's model as a server's (its ModelInfo as the remote backend makes it)."""
+    """The recording backend's model as a server's (its ModelInfo as the remote backend makes
+    it)."""
     from fakes import INFO
     from vibechat.engine.remote.options import model_url
 
@@ -224,19 +226,22 @@ def on_server(name: str, root: str = SERVER):
 @pytest.mark.parametrize(
     ("name", "path", "loaded", "expected"),
     [
-        # issue 39, point 3: a server's conversation opened where another server (or the local engine) answers
+        # issue 39, point 3: a server's conversation opened where another server (or the local
+        # engine) answers
         (
             "stub-small",
             f"{SERVER}/models/stub-small",
             None,
-            f"This conversation was with stub-small on {SERVER}; replies here come from Fake 1B (to go on with it, "
+            f"This conversation was with stub-small on {SERVER}; replies here come from "
+            "Fake 1B (to go on with it, "
             f"start vibechat --base-url {SERVER} --model stub-small",
         ),
         (
             "stub-small",
             f"{SERVER}/models/stub-small",
             ("stub-small", "http://127.0.0.1:10/v1"),
-            f"This conversation was with stub-small on {SERVER}; replies here come from stub-small on "
+            f"This conversation was with stub-small on {SERVER}; replies here come from "
+            "stub-small on "
             "http://127.0.0.1:10/v1",
         ),  # the same model id on another server was silent
         (
@@ -567,7 +572,8 @@ async def test_a_long_conversation_opens_with_its_newest_messages_and_shows_olde
 
 # ------------------------------------------------ issue 30: history hygiene
 def seed_sources(path: Path, sources: list[str]) -> list[int]:
-    """One conversation per source, in order (the last is the newest), as each front end saves it."""
+    """One conversation per source, in order (the last is the newest), as each front end saves
+    it."""
     ids = []
     with History(path) as history:
         for n, source in enumerate(sources):

@@ -223,8 +223,8 @@ async def test_an_lm_studio_folder_named_with_markup_is_listed_in_the_picker(use
 async def test_a_hub_file_path_with_markup_is_not_offered_and_does_not_crash_the_downloader(
     fake_hub,
 ):
-    """A repo's file ``odd[/crash]/odd-Q4_K_M.gguf``: brackets are unsafe in a file name on
-    disk, so the engine does not offer it (engine/settings/refs.py); the safe file beside it is listed."""
+    """A repo's file ``odd[/crash]/odd-Q4_K_M.gguf``: brackets are unsafe in a file name on disk, so
+    the engine does not offer it (engine/settings/refs.py); the safe file beside it is listed."""
     fake_hub.add_repo(
         "acme/Odd-GGUF",
         {"odd[/crash]/odd-Q4_K_M.gguf": gguf_bytes(), "plain/odd-Q8_0.gguf": gguf_bytes()},
@@ -307,7 +307,8 @@ PIECES = ("[link=https://evil.example]x[/link]", "[/crash]", "[bold]b", "[@click
 # A path part (no "/"): for the current directory and the config file's folder.
 HOSTILE_DIR = "\x1b]52;c;ZXZpbA==\x07a[bold]b[@click=app.quit]q"
 DIR_SHOWN = "a[bold]b[@click=app.quit]q"
-# (Hub file names with control characters or brackets are refused by the engine: engine/settings/refs.py)
+# (Hub file names with control characters or brackets are refused by the engine:
+# engine/settings/refs.py)
 HOSTILE_FILE = "evil/evil-Q4_K_M.gguf"
 
 

@@ -14,7 +14,8 @@ from vibechat.app.tui.conversation.pacing import RenderPacer
 REPLY = (
     "## The keeper\n\nHe climbed the stairs **every night** and lit the `lamp`.\n\n"
     "- first item\n- second item with `code`\n\n"
-    "```python\ndef keep(light):\n    for k in range(10):\n        light += k\n    return light\n```\n\n"
+    "```python\ndef keep(light):\n    for k in range(10):\n        light += k\n    return "
+    "light\n```\n\n"
     "---\n\n"
     "1. one\n2. two\n\n> the sea was calm\n\n"
 ) * 12

@@ -128,8 +128,8 @@ async def test_set_alone_and_its_confirmations_are_for_people():
 
 
 async def test_show_and_show_info_and_json_name_the_prompt_format_in_the_same_words():
-    # issue 39, point 7: `vibechat show starter` said "chat template no (vibechat picks a built-in format by
-    # architecture)" where /show info and --json said completion
+    # issue 39, point 7: `vibechat show starter` said "chat template no (vibechat picks a built-in
+    # format by architecture)" where /show info and --json said completion
     import json
     import subprocess
 

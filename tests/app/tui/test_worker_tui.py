@@ -183,7 +183,8 @@ async def test_the_chat_survives_its_engine_killed_mid_reply(starter_path, sig):
 async def test_a_reply_whose_restarted_engine_crashes_in_its_load_leaves_no_generating_behind(
     starter_path, monkeypatch
 ):
-    # issue 39, point 7: the status bar stayed on "generating…" (or "loading N%") after the reply failed
+    # issue 39, point 7: the status bar stayed on "generating…" (or "loading N%") after the reply
+    # failed
     monkeypatch.setenv(CRASH_HOOK_ENV, "load:SIGKILL")  # every engine process dies in its load
     backend = worker_backend(starter_path)
     app = create_app(backend, params=SamplingParams(temperature=0, max_tokens=24), blink=False)
@@ -543,7 +544,8 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(
 
 @needs_proc
 @pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")
-def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):  # noqa: F811 - the fixture imported above
+# chat_env: the fixture imported above
+def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env):  # noqa: F811
     """The real chat in a terminal, its engine stopped mid-reply (the hook stops it right after
     it sent the reply's first piece: no race with a signal), then Ctrl+Q: the chat exits
     without waiting for the engine to be continued, and the engine process is ended and
@@ -582,7 +584,8 @@ def test_quitting_with_a_stopped_engine_ends_the_chat_and_its_engine(chat_env): 
 
 @needs_proc
 @pytest.mark.skipif(os.name != "posix", reason="a POSIX pseudo-terminal")
-def test_quitting_after_a_stop_with_slow_steps_takes_at_most_3_s(chat_env):  # noqa: F811 - the fixture imported above
+# chat_env: the fixture imported above
+def test_quitting_after_a_stop_with_slow_steps_takes_at_most_3_s(chat_env):  # noqa: F811
     """The real chat in a terminal, on a model whose steps are slow here (the "slow" hook: 2 s
     a piece), its engine then not answering (SIGSTOP): Esc (a stop, whose grace for a slow
     model is 1.5 s + twice its step), then Ctrl+Q: the chat exits within 3 s (3.5 s measured,

@@ -109,7 +109,8 @@ def test_an_animated_gif_keeps_its_first_frame(tmp_path, store):
 
 
 def png_header(width: int, height: int) -> bytes:
-    """A PNG that claims ``width``×``height`` and holds one row: cheap to write, a bomb to decode."""
+    """A PNG that claims ``width``×``height`` and holds one row: cheap to write, a bomb to
+    decode."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return (

@@ -80,7 +80,8 @@ def test_a_prompt_of_attachments_alone_is_titled_by_the_first(history, photo, no
 def test_an_attachment_row_that_fails_takes_its_prompt_with_it(history, photo):
     chat = new_log(history)
     chat.add_user("first")
-    bad = dataclasses.replace(photo, kind="video")  # type: ignore[arg-type]  # refused by the table's CHECK
+    # refused by the table's CHECK
+    bad = dataclasses.replace(photo, kind="video")  # type: ignore[arg-type]
     with pytest.raises(HistoryError):
         history.add_message(chat.conversation_id, "user", "second", attachments=(photo, bad))
     assert [m.content for m in history.get(chat.conversation_id).tree] == ["first"]
@@ -233,7 +234,8 @@ def write_v5_database(path: Path) -> None:
         (3, 1, "assistant", "hello!"),
     ):
         conn.execute(
-            "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
+            "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, "
+            "created, updated) "
             "VALUES (?, 1, ?, ?, ?, 'complete', '2026-01-01', '2026-01-01')",
             row,
         )

@@ -328,14 +328,16 @@ def test_a_bad_line_is_reported_in_place_and_the_rest_run(starter_installed, tmp
         assert r["model"] == "Gemma 3 270m" and isinstance(r["params"]["seed"], int)
     # The line's parameters win over the flags, which fill in the rest.
     assert first["params"]["max_tokens"] == 5 and first["params"]["top_k"] == 9
-    # (the starter may answer "Apple." and stop within 3 tokens: how many it writes is its own choice)
+    # (the starter may answer "Apple." and stop within 3 tokens: how many it writes is its own
+    # choice)
     assert third["params"]["max_tokens"] == 3 and third["stats"]["completion_tokens"] <= 3
     assert third["params"]["seed"] == third["stats"]["seed"] == 7 and third["finish_reason"] in (
         "length",
         "stop",
     )
     assert fourth["params"]["temperature"] == 0 and fourth["params"]["top_k"] == 5
-    # Each prompt is a conversation of its own in the history; every prompt is evaluated from scratch.
+    # Each prompt is a conversation of its own in the history; every prompt is evaluated from
+    # scratch.
     ids = [r["conversation_id"] for r in (first, third, fourth)]
     assert len(set(ids)) == 3 and saved_count() == 3
     assert first["stats"]["prompt_tokens_evaluated"] == first["stats"]["prompt_tokens"]

@@ -315,8 +315,10 @@ V2_DB_ROWS = [  # a database as vibechat wrote it before conversations had a sou
     "VALUES ('second', '2026-01-03T00:00:00Z', '2026-01-03T00:00:00Z')",
     "INSERT INTO messages(conversation_id, role, content, status, created, updated) "
     "VALUES (1, 'user', 'tell me about zanzibar', 'complete', 'x', 'x')",
-    "INSERT INTO messages(conversation_id, role, content, status, stats, created, updated, thinking) "
-    "VALUES (1, 'assistant', 'an island of spices', 'complete', '{\"finish_reason\": \"length\"}', 'x', 'x', 'hmm')",
+    "INSERT INTO messages(conversation_id, role, content, status, stats, created, "
+    "updated, thinking) "
+    "VALUES (1, 'assistant', 'an island of spices', 'complete', '{\"finish_reason\": "
+    "\"length\"}', 'x', 'x', 'hmm')",
     "INSERT INTO messages(conversation_id, role, content, status, error, stats, created, updated) "
     "VALUES (2, 'assistant', 'half a', 'interrupted', 'server went away', 'not json', 'x', 'x')",
     "INSERT INTO messages(conversation_id, role, content, status, created, updated) "

@@ -59,7 +59,8 @@ def build(path: Path) -> list[int]:
         conversations,
     )
     conn.executemany(
-        "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, created, updated) "
+        "INSERT INTO messages(id, conversation_id, parent_id, role, content, status, "
+        "created, updated) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         messages,
     )

@@ -47,7 +47,8 @@ def write_database_at(path: Path, version: int) -> None:
             (2, "assistant", "off the coast of Tanzania"),
         ):
             conn.execute(
-                "INSERT INTO messages(id, conversation_id, role, content, status, created, updated) "
+                "INSERT INTO messages(id, conversation_id, role, content, status, "
+                "created, updated) "
                 "VALUES (?, 1, ?, ?, 'complete', '2026-01-01', '2026-01-01')",
                 row,
             )

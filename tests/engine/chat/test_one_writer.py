@@ -222,7 +222,8 @@ async def test_the_chat_sends_and_shows_a_turn_that_run_added(stub):
         stored = history.get(cid).messages
         assert [(m.role, m.content) for m in stored] == [*expected, ("assistant", stub.reply)]
 
-        # Another vibechat adding to it just now: the chat says so and keeps the message in the input.
+        # Another vibechat adding to it just now: the chat says so and keeps the message in the
+        # input.
         other = history.writer_lock(cid)
         assert other.try_acquire()
         try:
@@ -233,7 +234,8 @@ async def test_the_chat_sends_and_shows_a_turn_that_run_added(stub):
             other.release()
         app.prompt_input.load_text("")
 
-        # The chat holds the lock while it answers: a run meanwhile waits, then sends what the chat saved.
+        # The chat holds the lock while it answers: a run meanwhile waits, then sends what the chat
+        # saved.
         stub.mode = "stall"
         await send(pilot, "a long one", wait=False)
         for _ in range(500):

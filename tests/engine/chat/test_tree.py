@@ -175,7 +175,8 @@ def _old_database(path: Path) -> None:
     t = "2026-01-01T00:00:00Z"
     for cid in (1, 2):
         conn.execute(
-            "INSERT INTO conversations(id, title, params, created, updated) VALUES (?, ?, '{}', ?, ?)",
+            "INSERT INTO conversations(id, title, params, created, updated) VALUES (?, ?, "
+            "'{}', ?, ?)",
             (cid, f"chat {cid}", t, t),
         )
     rows = [

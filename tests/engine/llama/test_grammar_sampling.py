@@ -64,7 +64,8 @@ def yes_no(vocab, chain) -> GrammarSampler:
 
 
 def row(vocab, **logits: float) -> np.ndarray:
-    """A logits row: -10 everywhere, the given first tokens (``eog`` for end of generation) higher."""
+    """A logits row: -10 everywhere, the given first tokens (``eog`` for end of generation)
+    higher."""
     out = np.full(ll.llama_vocab_n_tokens(vocab), -10.0, dtype=np.float32)
     for text, value in logits.items():
         out[ll.llama_vocab_eos(vocab) if text == "eog" else first_token(vocab, text)] = value

@@ -25,8 +25,10 @@ pytestmark = pytest.mark.model
 GREEDY = SamplingParams(temperature=0, max_tokens=24, seed=7)
 # ~330 tokens: over MIN_TOKENS (the engine process keeps its own module constant)
 STORY = (
-    "Here are my notes on the history of Rome, from its founding by Romulus to the fall of the western "
-    "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, Augustus and the "
+    "Here are my notes on the history of Rome, from its founding by Romulus to the fall "
+    "of the western "
+    "empire, with the kings, the republic, the Punic wars against Carthage, Caesar, "
+    "Augustus and the "
     "emperors after him. "
 ) * 6
 TURN1 = [

@@ -155,7 +155,7 @@ def test_the_starters_call_reaches_a_real_mcp_tool_and_its_result_the_model(qwen
         assert stored.messages[2].tool_name == "test/add" and roles[3:] == ["assistant"]
 
 
-def test_an_opened_tool_conversation_is_prefilled_with_its_tools_so_the_next_reply_evaluates_only_the_new_turn(
+def test_an_opened_tool_chat_is_prefilled_with_its_tools_so_the_next_reply_reads_only_the_new_turn(
     qwen_tools,
 ):
     from vibechat.engine.turns.tool_calls import ToolCall

@@ -112,7 +112,8 @@ def test_where_the_chunks_fall_depends_on_the_tokens_alone():
 @pytest.mark.model
 def test_a_reply_and_a_prefill_read_a_prompt_in_the_same_chunks(backend, monkeypatch):
     """Saying the progress changes nothing in how the prompt is evaluated: the same batches reach
-    llama.cpp whether the reading is reported (a reply) or not (a prefill), however long each took."""
+    llama.cpp whether the reading is reported (a reply) or not (a prefill), however long each
+    took."""
     sizes: list[int] = []
     decode = prompt_eval._decode_text
 

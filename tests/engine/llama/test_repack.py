@@ -23,8 +23,10 @@ from vibechat.engine.turns.backend import ChatMessage
 
 # What llama_print_system_info() says on the two kinds of machine (abridged from real ones).
 AMX_BUILD = (
-    "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
-    "AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | "
+    "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 "
+    "| BMI2 = 1 | "
+    "AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | "
+    "LLAMAFILE = 1 | "
     "OPENMP = 1 | REPACK = 1 | "
 )
 PLAIN_BUILD = AMX_BUILD.replace("AMX_INT8 = 1 | ", "")
@@ -144,7 +146,8 @@ def test_version_line_says_what_auto_means_here_without_probing(tmp_path):
     )
     repack.save_verdict(cache, key, repack.ProbeVerdict(False, "SIGSEGV"))
     assert repack.setting_summary("auto", AMX_BUILD, AMX_FLAGS, cache, key) == (
-        "CPU weight repacking: off (auto: Intel AMX: its kernel crashed in a probe on this machine (SIGSEGV))"
+        "CPU weight repacking: off (auto: Intel AMX: its kernel crashed in a probe on "
+        "this machine (SIGSEGV))"
     )
     assert (
         repack.setting_summary("on", PLAIN_BUILD, EPYC_FLAGS, cache, key)
@@ -429,4 +432,5 @@ def test_every_way_the_app_builds_a_local_backend_carries_the_setting(starter_pa
                 assert backend.options.repack == "off"  # type: ignore[attr-defined]
             finally:
                 backend.close()
-    assert make_backend(EngineSettings(model=str(starter_path))).options.repack == "auto"  # type: ignore[attr-defined]
+    backend = make_backend(EngineSettings(model=str(starter_path)))
+    assert backend.options.repack == "auto"  # type: ignore[attr-defined]

@@ -269,7 +269,8 @@ def test_a_missing_picture_is_one_line(local, pictures, tmp_path):
     )
     _, done = collect(local, asking(pictures[0]), GREEDY)  # the engine goes on
     assert done.stats.completion_tokens > 0
-    # In an earlier turn (a reopened conversation whose copy went), it is left out: the chat goes on.
+    # In an earlier turn (a reopened conversation whose copy went), it is left out: the chat goes
+    # on.
     history = [
         *asking(gone),
         ChatMessage("assistant", "A picture."),

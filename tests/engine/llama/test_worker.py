@@ -425,7 +425,8 @@ def test_the_child_ends_when_the_chat_process_dies(starter_path):
         "from pathlib import Path\n"
         "from vibechat.engine.settings.knobs import LlamaCppOptions\n"
         "from vibechat.engine.llama.worker import WorkerBackend\n"
-        "b = WorkerBackend(LlamaCppOptions(model_path=Path(sys.argv[1]), context_size=2048, repack='off'))\n"
+        "b = WorkerBackend(LlamaCppOptions(model_path=Path(sys.argv[1]), "
+        "context_size=2048, repack='off'))\n"
         "b.load()\n"
         "print(b.pid, flush=True)\n"
         "time.sleep(600)\n"
@@ -488,10 +489,12 @@ def test_the_chat_process_never_loads_libllama(starter_path):
         f"threads={worker_threads()!r})\n"
         "backend = make_backend(settings, worker=True)\n"
         "info = backend.load()\n"
-        "events = list(backend.stream_chat([ChatMessage('user', 'Hi')], SamplingParams(temperature=0, max_tokens=4)))\n"
+        "events = list(backend.stream_chat([ChatMessage('user', 'Hi')], "
+        "SamplingParams(temperature=0, max_tokens=4)))\n"
         "assert isinstance(events[-1], GenerationDone) and events[-1].stats.completion_tokens > 0\n"
         "backend.close()\n"
-        "loaded = sorted(m for m in sys.modules if m == 'llama_cpp' or m.startswith('llama_cpp.'))\n"
+        "loaded = sorted(m for m in sys.modules if m == 'llama_cpp' or "
+        "m.startswith('llama_cpp.'))\n"
         "print('llama_cpp modules:', loaded)\n"
     )
     out = subprocess.run(
@@ -833,7 +836,8 @@ def test_an_engine_that_acknowledges_a_cancel_but_never_stops_is_ended(
     assert isinstance(error, EngineCrashed), outcome
     assert len(pieces) == 1 and pieces[0]
     assert re.search(
-        r"stopped responding mid-reply after \d+ tokens? \(the request did not end within 1\.5 s of "
+        r"stopped responding mid-reply after \d+ tokens? \(the request did not end within "
+        r"1\.5 s of "
         r"the stop request\), so vibechat ended it",
         str(error),
     ), str(error)

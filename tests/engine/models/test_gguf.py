@@ -280,7 +280,7 @@ def test_run_on_a_model_claiming_100000_layers_is_one_line_not_an_abort(tmp_path
     assert len(out.stderr.strip().splitlines()) == 1 and "100,000 layers" in out.stderr, out.stderr
 
 
-# ------------------------------------------------------------------ issue 26: the vocabulary skipped in one tight loop
+# ----------------------------------------------- issue 26: the vocabulary skipped in one tight loop
 def test_a_long_string_array_is_skipped_and_what_follows_is_read(tmp_path):
     """A tokenizer's vocabulary (here 5,000 strings of 0-300 bytes, some not ASCII) is skipped
     without a check per string (engine/models/gguf.py, ``_skip_strings``): the keys after it,

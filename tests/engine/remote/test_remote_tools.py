@@ -331,9 +331,9 @@ def test_a_reply_cancelled_mid_call_asks_for_no_calls(stub: StubServer):
 
 @pytest.mark.model
 def test_a_real_server_takes_the_tools_and_the_calls_results(llama_server):
-    """llama-cpp-python's server (the starter model, Gemma's format: it does not parse calls
-    itself) takes a request offering tools, with an assistant's calls (content "": it refuses
-    ``null``, and its formats need the key) and the tool messages that answer them, and answers in words."""
+    """llama-cpp-python's server (the starter model, Gemma's format: it does not parse calls itself)
+    takes a request offering tools, with an assistant's calls (content "": it refuses ``null``, and
+    its formats need the key) and the tool messages that answer them, and answers in words."""
     from vibechat.engine.remote.openai_backend import OpenAICompatibleBackend
     from vibechat.engine.remote.options import OpenAIOptions
 

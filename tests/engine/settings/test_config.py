@@ -29,7 +29,8 @@ from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.table import SCHEMA, Config
 
 REPO = Path(__file__).resolve().parents[3]
-# The file holds the app's settings too (theme, [keys]): the app's table reads it (app/appconfig.py).
+# The file holds the app's settings too (theme, [keys]): the app's table reads it
+# (app/appconfig.py).
 
 
 pytestmark = pytest.mark.usefixtures("no_setting_variables")  # conftest.py
@@ -187,8 +188,10 @@ BAD_FILES = [
     (
         '[keys]\n\ntoggle_params = "notakey+++"\n',
         3,
-        "keys.toggle_params = \"notakey+++\" is not a valid key: 'notakey' is not a modifier: use alt, ctrl, hyper, "
-        'meta, shift, super (keys look like "ctrl+t", "f12", "shift+tab", "question_mark"; several: '
+        "keys.toggle_params = \"notakey+++\" is not a valid key: 'notakey' is not a "
+        "modifier: use alt, ctrl, hyper, "
+        'meta, shift, super (keys look like "ctrl+t", "f12", "shift+tab", '
+        '"question_mark"; several: '
         '"f12,ctrl+t")',
     ),
     ('[keys]\nhelp = "ctrl+fo"\n', 2, "'fo' is not a key name"),
@@ -245,7 +248,8 @@ def test_keys_textual_can_report_are_accepted(keys):
 
 def test_remote_server_settings_from_the_file_the_environment_and_flags():
     write(
-        'backend = "OpenAI"\nbase_url = "http://127.0.0.1:8080"\napi_key_env = "MY_KEY"\ntimeout = 30\n'
+        'backend = "OpenAI"\nbase_url = "http://127.0.0.1:8080"\napi_key_env = '
+        '"MY_KEY"\ntimeout = 30\n'
     )
     config = load_config(schema=APP).config
     assert (config.backend, config.base_url, config.api_key_env, config.timeout) == (
@@ -330,7 +334,8 @@ def test_a_typo_leaves_the_rest_of_the_file_applied_and_every_problem_is_named()
     )
     assert [p.short for p in loaded.problems][:2] == [
         "config.toml line 3: theme must be a non-empty string (got 3): not applied",
-        "config.toml line 6: unknown key 'temprature' in [params] (did you mean 'temperature'?): not applied",
+        "config.toml line 6: unknown key 'temprature' in [params] (did you mean "
+        "'temperature'?): not applied",
     ]
     assert loaded.left_out == ("theme", "params.seed")
     assert check_config_file(path, APP) == problems[0]
@@ -466,10 +471,13 @@ def test_unknown_variables_are_named_with_a_suggestion_and_change_nothing():
     assert loaded.problem is None  # nothing blocks a run: the variables set nothing
     assert loaded.config.params.top_k == 9 and loaded.config.params.temperature == 0.8
     assert [str(p) for p in loaded.warnings] == [
-        "environment variable VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean VIBECHAT_TEMPERATURE?); "
+        "environment variable VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean "
+        "VIBECHAT_TEMPERATURE?); "
         "it is ignored: rename or unset it",
-        "environment variable VIBECHAT_ZZZQQQ: not a vibechat variable; it is ignored: rename or unset it",
-        "environment variable VIBECHAT_SERVER_TOKEN: not a vibechat variable; it is ignored: rename or unset it",
+        "environment variable VIBECHAT_ZZZQQQ: not a vibechat variable; it is ignored: "
+        "rename or unset it",
+        "environment variable VIBECHAT_SERVER_TOKEN: not a vibechat variable; it is "
+        "ignored: rename or unset it",
     ]
     assert loaded.warnings[0].short == (
         "VIBECHAT_TEMPRATURE: not a vibechat variable (did you mean VIBECHAT_TEMPERATURE?): ignored"
@@ -824,7 +832,8 @@ def test_a_new_top_level_key_is_written_among_the_top_level_settings():
     assert lines[at - 1] == '# theme = "vibechat-paper"'  # under its own documented example
     assert at < lines.index("[params]")
     write(
-        'model = "m"  # mine\n\n# sampling: a bit cooler\n[params]\ntop_k = 3\n\n[keys]\nhelp = "f12"\n'
+        'model = "m"  # mine\n\n# sampling: a bit cooler\n[params]\ntop_k = '
+        '3\n\n[keys]\nhelp = "f12"\n'
     )
     update_config({"theme": "vibechat-paper", "threads": 2}, schema=APP)
     assert path.read_text() == (

@@ -186,7 +186,8 @@ def test_the_gpu_message_gives_the_rebuild_commands():
 def test_each_kv_cache_type_loads_generates_and_reports_its_memory(starter_path):
     sizes = {}
     for kind in ("f16", "q8_0", "q4_0"):
-        # Gemma's turn format: 8 tokens generated whatever the cache (the completion frame may end sooner)
+        # Gemma's turn format: 8 tokens generated whatever the cache (the completion frame may end
+        # sooner)
         backend = LlamaCppBackend(
             LlamaCppOptions(
                 threads=worker_threads(),

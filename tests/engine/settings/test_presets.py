@@ -169,17 +169,19 @@ def test_preset_sits_between_the_variables_and_the_flags():
 
 
 # ------------------------------------------------------------------ Ollama's Modelfiles
-# Ollama's documented example (docs/modelfile.md), with a stop list, a TEMPLATE and a MESSAGE.
+# Ollama's documented example (docs/modelfile.md), with a stop list, a TEMPLATE and a MESSAGE,
+# word for word (a backslash at a line's end only wraps it here).
 MARIO = """\
 FROM llama3.2
 # sets the temperature to 1 [higher is more creative, lower is more coherent]
 PARAMETER temperature 1
-# sets the context window size to 4096, this controls how many tokens the LLM can use as context to generate the next token
+# sets the context window size to 4096, this controls how many tokens the LLM can use \
+as context to generate the next token
 PARAMETER num_ctx 4096
 
 # sets a custom system message to specify the behavior of the chat assistant
 SYSTEM You are Mario from super mario bros, acting as an assistant.
-"""  # noqa: E501 - Ollama's own example Modelfile, word for word
+"""
 LLAMA3 = '''\
 FROM hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M
 TEMPLATE """{{ if .System }}<|start_header_id|>system<|end_header_id|>

@@ -449,7 +449,8 @@ def test_a_complete_structured_reply_exits_0_and_says_so(starter_installed, tmp_
         "run", "Is the sky blue?", "--seed", "1", "-n", "1", "--grammar", str(grammar), "--no-save"
     )
     assert cut.returncode == 3 and cut.stderr.splitlines()[-1] == (
-        "vibechat: the reply hit the 1-token limit (--max-tokens) before it ended, so its grammar may be "
+        "vibechat: the reply hit the 1-token limit (--max-tokens) before it ended, so its "
+        "grammar may be "
         "incomplete: raise --max-tokens"
     )
     free = vibechat(

@@ -1,10 +1,10 @@
-"""Switching a reasoning model's thinking on or off (engine/settings/think_switch.py): which switch a
-template takes (its own variables, read without running it), the real renderer with Qwen3's
+"""Switching a reasoning model's thinking on or off (engine/settings/think_switch.py): which switch
+a template takes (its own variables, read without running it), the real renderer with Qwen3's
 ``enable_thinking`` on and off, a GGUF carrying such a template on the real llama.cpp engine
-(prompt, token count, a generation prompt that opens ``<think>`` unless switched off), the
-engine process, the setting's config key / variable / flag, ``run --thinking`` and
-``--prompts-file`` against the stub server (``chat_template_kwargs``), and the chat: ``/think``
-on a server and its refusal where the template has no switch, the F2 panel, the status bar."""
+(prompt, token count, a generation prompt that opens ``<think>`` unless switched off), the engine
+process, the setting's config key / variable / flag, ``run --thinking`` and ``--prompts-file``
+against the stub server (``chat_template_kwargs``), and the chat: ``/think`` on a server and its
+refusal where the template has no switch, the F2 panel, the status bar."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ QWEN3 = (
     "{%- for message in messages %}"
     "{%- if message.role == 'assistant' %}"
     "{%- set content = message.content %}"
-    "{%- if '</think>' in content %}{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+    "{%- if '</think>' in content %}{%- set content = "
+    "content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
     "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}"
     "{%- else %}"
     "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
@@ -57,9 +58,11 @@ QWEN3_OPENS = QWEN3.replace(
 )
 # IBM Granite 3.2's switch: off unless the caller passes thinking=true.
 GRANITE = (
-    "{%- if thinking %}{{- '<|start_of_role|>system<|end_of_role|>Think first.<|end_of_text|>\\n' }}{%- endif %}"
+    "{%- if thinking %}{{- '<|start_of_role|>system<|end_of_role|>Think "
+    "first.<|end_of_text|>\\n' }}{%- endif %}"
     "{%- for message in messages %}"
-    "{{- '<|start_of_role|>' + message.role + '<|end_of_role|>' + message.content + '<|end_of_text|>\\n' }}"
+    "{{- '<|start_of_role|>' + message.role + '<|end_of_role|>' + message.content + "
+    "'<|end_of_text|>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}"
 )
@@ -285,7 +288,8 @@ def test_run_thinking_off_through_the_cli(stub):
 
 def test_prompts_file_takes_the_setting_and_a_per_line_override(stub):
     prompts = io.BytesIO(
-        b'{"prompt": "a"}\n{"prompt": "b", "thinking": "on"}\n{"prompt": "c", "thinking": "later"}\n'
+        b'{"prompt": "a"}\n{"prompt": "b", "thinking": "on"}\n{"prompt": "c", "thinking": '
+        b'"later"}\n'
     )
     out, err = io.StringIO(), io.StringIO()
     options = BatchOptions(system=None, params=SamplingParams(seed=1, thinking="off"))
@@ -387,7 +391,7 @@ async def test_the_panels_thinking_switch():
 
 
 @pytest.mark.model
-async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_it_out_of_the_context(
+async def test_the_chat_on_a_real_thinking_model_folds_the_thinking_and_leaves_it_out_of_context(
     qwen3_style: Path,
 ):
     """The real engine with a Qwen3-style template (the generation prompt opens <think>): the

@@ -179,8 +179,8 @@ OWNER = textwrap.dedent("""
     from vibechat.engine.tools.mcp_config import parse_mcp_config
     from vibechat.engine.tools.mcp_servers import McpServers
     pidfile, server, mode = sys.argv[1:4]
-    config = parse_mcp_config({"mcpServers": {"s": {"command": sys.executable,
-                                                    "args": [server, "--pidfile", pidfile]}}}, Path("mcp.json"))
+    entry = {"command": sys.executable, "args": [server, "--pidfile", pidfile]}
+    config = parse_mcp_config({"mcpServers": {"s": entry}}, Path("mcp.json"))
     servers = McpServers(config)
     specs = {spec.qualified: spec for spec in servers.tools()}
     print("started", flush=True)
@@ -344,7 +344,8 @@ def test_a_chatty_servers_stderr_file_is_kept_small(monkeypatch):
             or server.stderr_tail() != "the last line"
         ):
             assert time.monotonic() < deadline, (
-                f"the stderr file was not cut to its tail ({os.fstat(server.errlog.fileno()).st_size} bytes, "
+                "the stderr file was not cut to its tail "
+                f"({os.fstat(server.errlog.fileno()).st_size} bytes, "
                 f"last line {server.stderr_tail()!r})"
             )
             time.sleep(0.05)

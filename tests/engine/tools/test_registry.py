@@ -160,7 +160,8 @@ def test_a_bad_tool_setting_is_one_line_naming_it(line, words):
 
 def test_the_mcp_sdk_is_imported_only_when_a_server_starts():
     """The chat's start and a run with no tools never pay for the SDK (pydantic, httpx, anyio):
-    every tools module imports, and a registry with the built-ins offers and runs them, without it."""
+    every tools module imports, and a registry with the built-ins offers and runs them, without
+    it."""
     import subprocess
 
     code = (

@@ -80,7 +80,10 @@ def test_every_builtin_format_names_the_tokens_that_end_a_reply(name, tokens):
 
 
 def test_a_gguf_template_ends_replies_on_the_turn_tokens_it_writes():
-    chatml_like = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    chatml_like = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% "
+        "endfor %}"
+    )
     assert ChatTemplate("gguf", chatml_like).turn_tokens == ("<|im_start|>", "<|im_end|>")
     assert ChatTemplate("gguf", chatml_like).stop_strings == ()
 
@@ -106,8 +109,8 @@ def test_a_template_that_loops_too_long_is_stopped_at_its_deadline():
         ChatTemplate("gguf", NESTED_LOOPS, deadline=0.2).render([M("user", "x")])
     message = one_line(err.value)
     assert (
-        "the model's chat template (tokenizer.chat_template in its GGUF file) took longer than 0.2 s"
-        in message
+        "the model's chat template (tokenizer.chat_template in its GGUF file) took longer "
+        "than 0.2 s" in message
     )
     assert "use another GGUF build of this model" in message
 
@@ -137,11 +140,13 @@ def test_a_cancel_stops_a_render():
             "made a number of more than 65,536 bits",
         ),  # hangs in C, even at compile time
         (
-            "{% set s = namespace(v='x' * 1000) %}{% for i in range(40) %}{% set s.v = s.v ~ s.v %}{% endfor %}",
+            "{% set s = namespace(v='x' * 1000) %}{% for i in range(40) %}{% set s.v = "
+            "s.v ~ s.v %}{% endfor %}",
             "made a value of more than",
         ),
         (
-            "{% set s = namespace(v='x' * 1000) %}{% for i in range(40) %}{% set s.v = s.v + s.v %}{% endfor %}",
+            "{% set s = namespace(v='x' * 1000) %}{% for i in range(40) %}{% set s.v = "
+            "s.v + s.v %}{% endfor %}",
             "made a value of more than",
         ),
         ("{{ 'x' | center(10**9) }}", "asked for 1,000,000,000 (a width or a count)"),
@@ -163,11 +168,13 @@ def test_a_cancel_stops_a_render():
         # Small as a list, huge as text: a list that holds one long string many times.
         ("{% set s = 'x' * 100000 %}{{ [s] * 1000 }}", "made a value of more than"),
         (
-            "{% set s = 'x' * 100000 %}{% set l = [s, s, s, s, s, s, s, s, s, s] %}{{ [l, l, l, l, l] }}",
+            "{% set s = 'x' * 100000 %}{% set l = [s, s, s, s, s, s, s, s, s, s] %}{{ [l, "
+            "l, l, l, l] }}",
             "made a value of more than",
         ),
         (
-            "{% set s = 'x' * 100000 %}{% set l = [s, s, s, s, s, s, s, s, s, s] %}{{ [l, l] ~ [l, l, l] }}",
+            "{% set s = 'x' * 100000 %}{% set l = [s, s, s, s, s, s, s, s, s, s] %}{{ [l, "
+            "l] ~ [l, l, l] }}",
             "made a value of more than",
         ),
         ("{% set s = 'x' * 100000 %}{{ ([[s] * 10] * 10) | join }}", "made a value of more than"),

@@ -36,7 +36,8 @@ GPT_OSS = (
     "{%- for message in messages %}"
     "{%- if message.role == 'assistant' %}"
     "{{- '<|start|>assistant<|channel|>final<|message|>' + message.content + '<|end|>' }}"
-    "{%- else %}{{- '<|start|>' + message.role + '<|message|>' + message.content + '<|end|>' }}{%- endif %}"
+    "{%- else %}{{- '<|start|>' + message.role + '<|message|>' + message.content + "
+    "'<|end|>' }}{%- endif %}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|start|>assistant' }}{%- endif %}"
 )
@@ -123,7 +124,10 @@ def test_the_local_emitter_routes_channels_and_applies_stops_to_the_answer_only(
     from vibechat.engine.llama.decoding import Emitter
 
     monkeypatch.setattr(llamacpp.ll, "llama_vocab_is_eog", lambda _vocab, token: token == 0)
-    raw = "<|channel|>analysis<|message|>café STOP<|end|><|start|>assistant<|channel|>final<|message|>Bon STOP".encode()
+    raw = (
+        "<|channel|>analysis<|message|>café "
+        "STOP<|end|><|start|>assistant<|channel|>final<|message|>Bon STOP"
+    ).encode()
     table = {i + 1: raw[i : i + 1] for i in range(len(raw))}  # one byte a token
 
     def run(stop: tuple[str, ...]):

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.model
 SLOW = (
     "{% for i in range(100000) %}{% for j in range(3000) %}{% endfor %}{% endfor %}"
     "{{ raise_exception('the loops ran to their end') }}"
-    "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
+    "{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] "
+    "}}<end_of_turn>\n{% endfor %}"
     "<start_of_turn>model\n"
 )
 
@@ -113,7 +114,8 @@ def test_what_a_template_raises_reaches_the_terminal_clean(starter_path, tmp_pat
         starter_path,
         tmp_path / "refusing.gguf",
         {
-            "tokenizer.chat_template": "{{ raise_exception('No\\x1b]0;pwned\\x07 system\\x1b[2J role') }}"
+            "tokenizer.chat_template": "{{ raise_exception('No\\x1b]0;pwned\\x07 "
+            "system\\x1b[2J role') }}"
         },
     )
     out = subprocess.run(

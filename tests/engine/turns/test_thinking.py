@@ -107,7 +107,8 @@ def test_the_template_probe_finds_a_generation_prompt_that_opens_thinking():
     qwen3 = (
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n"
-        "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}"
+        "{% if enable_thinking is defined and not enable_thinking "
+        "%}<think>\n\n</think>\n\n{% endif %}"
         "{% endif %}"
     )
     broken = "{{ raise_exception('no') }}"

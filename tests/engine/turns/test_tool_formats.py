@@ -129,8 +129,10 @@ NEMO, GPT_OSS = "mistralai-Mistral-Nemo-Instruct-2407.jinja", "openai-gpt-oss-12
 CASES = [
     (
         QWEN,
-        'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "days": 3}}\n</tool_call>',
+        'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": '
+        '"Paris"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome", "days": '
+        "3}}\n</tool_call>",
         "Let me check.\n",
         [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Rome", "days": 3})],
     ),
@@ -249,7 +251,8 @@ def test_the_newer_mistral_form_is_read_too():
     assert fmt is not None and fmt.args_marker
     rec = fmt.recogniser(counter)
     rec.feed(
-        '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_weather[ARGS]{"city": "Rome"}'
+        '[TOOL_CALLS]get_weather[ARGS]{"city": '
+        '"Paris"}[TOOL_CALLS]get_weather[ARGS]{"city": "Rome"}'
     )
     _, calls = rec.finish()
     assert [json.loads(c.arguments)["city"] for c in calls] == ["Paris", "Rome"]
@@ -266,7 +269,8 @@ def test_harmony_calls_come_out_before_the_harmony_splitter_which_still_sees_the
     from vibechat.engine.turns.harmony import HarmonySplitter
 
     reply = (
-        "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+        "<|channel|>analysis<|message|>Need the "
+        "weather.<|end|><|start|>assistant<|channel|>commentary "
         'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}'
     )
     for chunks in every_split(reply):
