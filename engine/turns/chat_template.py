@@ -257,7 +257,7 @@ class ChatTemplate:
         self, messages: list[dict[str, Any]], add_generation_prompt: bool, extra: dict[str, Any]
     ) -> str:
         conversation = sum(len(m.get("content") or "") for m in messages)
-        # What tools add to the prompt.
+        # Tools and tool calls add to the prompt too.
         if "tools" in extra or any("tool_calls" in m for m in messages):
             conversation += len(
                 json.dumps(
