@@ -36,9 +36,10 @@ DEFAULT_KV_CACHE_TYPE = "f16"
 # "auto" (the draft length adapts to what pays on this machine, and drafting turns itself off
 # when it does not: engine/llama/speculative.py) or "prompt-lookup" (always draft_tokens drafts).
 SPECULATIVE_MODES = ("off", "auto", "prompt-lookup")
-DEFAULT_DRAFT_TOKENS = 10  # as llama-cpp-python's LlamaPromptLookupDecoding(num_pred_tokens=10)
+# As llama-cpp-python's LlamaPromptLookupDecoding(num_pred_tokens=10, max_ngram_size=2).
+DEFAULT_DRAFT_TOKENS = 10
+DRAFT_NGRAM = 2
 MAX_DRAFT_TOKENS = 1024
-DRAFT_NGRAM = 2  # ... and its max_ngram_size=2
 # Verifying k drafted tokens asks llama.cpp for (k + 1) rows of logits, n_vocab floats each.
 MAX_DRAFT_LOGITS_BYTES = 1 << 30
 
@@ -46,8 +47,9 @@ MAX_DRAFT_LOGITS_BYTES = 1 << 30
 # How a local model is prompted (engine/turns/chat_template.py choose_template): "auto" decides from
 # the GGUF (its chat template; a base model, or none: the completion frame); "completion" is
 # the few-shot frame for base models; "template" the GGUF's own chat template (even where its
-# metadata says base); or one of the built-in turn formats.
-COMPLETION = "completion"  # also ModelInfo.chat_format for a model prompted this way
+# metadata says base); or one of the built-in turn formats. COMPLETION is also
+# ModelInfo.chat_format for a model prompted this way.
+COMPLETION = "completion"
 PROMPT_FORMATS = ("auto", COMPLETION, "template", "gemma", "chatml", "llama3")
 DEFAULT_PROMPT_FORMAT = "auto"
 
@@ -110,9 +112,10 @@ def check_draft_logits(draft_tokens: int, n_vocab: int) -> None:
     if need > MAX_DRAFT_LOGITS_BYTES:
         most = MAX_DRAFT_LOGITS_BYTES // (n_vocab * 4) - 1
         raise InvalidParameterError(
-            f"--draft-tokens {draft_tokens} would need {need / (1 << 20):,.0f} MiB of logits per verification "
-            f"({draft_tokens + 1} positions x {n_vocab:,} vocabulary x 4 bytes; the limit is "
-            f"{MAX_DRAFT_LOGITS_BYTES >> 20:,} MiB): use --draft-tokens {most} or fewer (draft_tokens in the config)."
+            f"--draft-tokens {draft_tokens} would need {need / (1 << 20):,.0f} MiB of logits "
+            f"per verification ({draft_tokens + 1} positions x {n_vocab:,} vocabulary x 4 "
+            f"bytes; the limit is {MAX_DRAFT_LOGITS_BYTES >> 20:,} MiB): use --draft-tokens "
+            f"{most} or fewer (draft_tokens in the config)."
         )
 
 

@@ -68,7 +68,8 @@ def config_path() -> Path:
 # ---------------------------------------------------------------- origins
 @dataclass(frozen=True)
 class Origin:
-    """Where a value came from: ``default``, ``file`` (path, line), ``env`` (variable) or ``flag``."""
+    """Where a value came from: ``default``, ``file`` (path, line), ``env`` (variable) or
+    ``flag``."""
 
     kind: str
     name: str = ""
@@ -103,16 +104,19 @@ class ConfigProblem:
     ``blocking``: ``vibechat run`` refuses to run with it (an unknown variable, which
     changes nothing, does not block)."""
 
-    where: (
-        str  # "config file /x/config.toml, line 2" | "environment variable VIBECHAT_THREADS='many'"
-    )
-    what: str  # plain words, with a suggestion where there is one
+    # "config file /x/config.toml, line 2" | "environment variable VIBECHAT_THREADS='many'"
+    where: str
+    # Plain words, with a suggestion where there is one.
+    what: str
     fix: str = FIX
-    short_where: str = ""  # "config.toml line 2" | "VIBECHAT_THREADS"
-    effect: str = "not applied"  # what happens meanwhile, for the chat's line
+    # "config.toml line 2" | "VIBECHAT_THREADS"
+    short_where: str = ""
+    # What happens meanwhile, for the chat's line.
+    effect: str = "not applied"
     key: str | None = None
     blocking: bool = True
-    detail: str = ""  # for terminals only: "known: a, b, c"
+    # For terminals only: "known: a, b, c".
+    detail: str = ""
 
     def __str__(self) -> str:
         detail = f"; {self.detail}" if self.detail else ""
@@ -147,7 +151,8 @@ class LoadedConfig(Generic[C]):
     schema: Schema = field(default=SCHEMA, repr=False)
 
     def __post_init__(self) -> None:
-        if self.file_problem and not self.problems:  # given as text alone
+        # Given as text alone.
+        if self.file_problem and not self.problems:
             whole = ConfigProblem(
                 f"config file {self.path}",
                 self.file_problem,
@@ -162,7 +167,8 @@ class LoadedConfig(Generic[C]):
 
     @property
     def warnings(self) -> tuple[ConfigProblem, ...]:
-        """Problems that change nothing (an unknown variable, ignored): a run says them and goes on."""
+        """Problems that change nothing (an unknown variable, ignored): a run says them and
+        goes on."""
         return tuple(p for p in self.problems if not p.blocking)
 
     @property
@@ -173,7 +179,10 @@ class LoadedConfig(Generic[C]):
         first = str(blocking[0])
         more = len(blocking) - 1
         if more:
-            first += f" (and {more} more problem{'s' if more > 1 else ''}: 'vibechat config show' lists them)"
+            first += (
+                f" (and {more} more problem{'s' if more > 1 else ''}: "
+                "'vibechat config show' lists them)"
+            )
         return first
 
     @property
@@ -237,7 +246,8 @@ def _file_where(path: Path, line: int | None, column: int | None = None) -> str:
 
 
 class _Unusable(ConfigError):
-    """The file as a whole cannot be used (not TOML, unreadable, too large): ``problem`` says why."""
+    """The file as a whole cannot be used (not TOML, unreadable, too large): ``problem``
+    says why."""
 
     def __init__(self, problem: ConfigProblem) -> None:
         super().__init__(str(problem))
@@ -315,13 +325,15 @@ def parse_config_text(
     return values, origins
 
 
-MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KB: anything this large is not one
+# A config file is a few KB: anything this large is not one.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def read_config_file(path: Path) -> str | None:
     """The file's text, or None when there is no file; unreadable or absurdly large raises
     ConfigError."""
-    try:  # bounded and by type: a FIFO or /dev/zero as the config is refused at once
+    # Bounded and by type: a FIFO or /dev/zero as the config is refused at once.
+    try:
         return read_file_text(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return None
@@ -366,7 +378,8 @@ OTHER_VARIABLES = (
     "VIBECHAT_DEBUG",  # logging (app/commands/cli.py)
     "VIBECHAT_TEST_WORKER_CRASH",  # the worker's crash hook, for tests (worker.CRASH_HOOK_ENV)
 )
-MAX_VARIABLES = 10_000  # the environment is outside data: its loop is bounded
+# The environment is outside data: its loop is bounded.
+MAX_VARIABLES = 10_000
 
 
 def known_variables(schema: Schema = SCHEMA) -> tuple[str, ...]:
@@ -406,9 +419,8 @@ def _env_values(
         if count >= MAX_VARIABLES:
             break
         if name.startswith("VIBECHAT_") and name not in known and name != api_key_env:
-            close = difflib.get_close_matches(
-                name[9:], [k[9:] for k in known], n=1, cutoff=0.8
-            )  # past VIBECHAT_
+            # Compared past the VIBECHAT_ prefix.
+            close = difflib.get_close_matches(name[9:], [k[9:] for k in known], n=1, cutoff=0.8)
             hint = f" (did you mean VIBECHAT_{close[0]}?)" if close else ""
             problems.append(
                 ConfigProblem(
@@ -475,10 +487,11 @@ def configured_models_dir() -> Path | None:
     cached = _models_dir_cache.get(path)
     if cached is not None and cached[0] == signature:
         return cached[1]
-    try:  # a bad key elsewhere in the file does not matter here
+    # A bad key elsewhere in the file does not matter here; a FIFO never blocks (UnreadableFile).
+    try:
         values, _, _ = read_config_text(read_file_text(path, MAX_CONFIG_BYTES), path)
         found = values.get("models_dir")
-    except (ConfigError, OSError, UnicodeDecodeError, UnreadableFile):  # a FIFO: never blocks
+    except (ConfigError, OSError, UnicodeDecodeError, UnreadableFile):
         found = None
     _models_dir_cache[path] = (signature, found)
     return found

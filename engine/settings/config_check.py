@@ -21,7 +21,8 @@ from .setting import Setting
 from .setting import show as _show
 from .table import PARAM_KEYS, SCHEMA, SETTINGS_BY_KEY, Config, EntryProblem, Schema
 
-TRUE_WORDS = ("1", "true", "yes", "on")  # a true-or-false setting in an environment variable
+# A true-or-false setting in an environment variable.
+TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
 
 
@@ -45,7 +46,8 @@ def check_value(setting: Setting, value: Any, base: Path) -> Any:
     name = setting.key.removeprefix("params.")
     if setting.key.startswith("params.") and name in PARAM_SPECS:
         spec = PARAM_SPECS[name]
-        if spec.auto and isinstance(value, str):  # "auto", "none", "off" (TOML has no null)
+        # "auto", "none", "off" (TOML has no null).
+        if spec.auto and isinstance(value, str):
             return spec.parse(value)
         if spec.optional and (
             value is None or (isinstance(value, str) and value.strip().lower() == "none")
@@ -214,7 +216,8 @@ def read_document(
             for name, item in value.items():
                 try:
                     values[f"{key}.{name}"] = entry(name, item)
-                except EntryProblem as exc:  # the table's own words, as they are
+                except EntryProblem as exc:
+                    # The table's own words, as they are.
                     problems.append(
                         _FileProblem(str(exc), (key, name), key=f"{key}.{name}", detail=exc.detail)
                     )
@@ -243,17 +246,18 @@ def read_document(
 
 
 def _preset_problems(table: Any, base: Path) -> list[_FileProblem]:
-    """The ``[presets.NAME]`` tables' problems, one per bad preset (engine/settings/presets.py checks
-    them; the chat and ``run`` read the good ones from there)."""
+    """The ``[presets.NAME]`` tables' problems, one per bad preset
+    (engine/settings/presets.py checks them; the chat and ``run`` read the good ones from
+    there)."""
     try:
         from .presets import MAX_PRESETS, PresetProblem, Rules, parse_preset, parse_presets
     except ImportError:  # pragma: no cover - presets are not part of this build
         return [_FileProblem("unknown key 'presets'", ("presets",))]
     problems: list[_FileProblem] = []
-    rules = Rules(
-        lambda key, value, at: check_value(SETTINGS_BY_KEY[key], value, at), PARAM_KEYS
-    )  # this file's own
-    try:  # the table itself (a table of tables, not too many)
+    # This file's own rules.
+    rules = Rules(lambda key, value, at: check_value(SETTINGS_BY_KEY[key], value, at), PARAM_KEYS)
+    # The table itself (a table of tables, not too many).
+    try:
         parse_presets(
             {} if isinstance(table, Mapping) and len(table) <= MAX_PRESETS else table, base, rules
         )

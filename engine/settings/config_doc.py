@@ -47,7 +47,8 @@ def template(schema: Schema = SCHEMA) -> str:
     ]
     first_param = next((s.key for s in schema.settings if s.key.startswith("params.")), None)
     for setting in schema.settings:
-        if setting.key == first_param:  # [params] opens before the first parameter, whichever it is
+        # [params] opens before the first parameter, whichever it is.
+        if setting.key == first_param:
             out += [*_wrap(Config.__dataclass_fields__["params"].metadata["help"]), "[params]", ""]
         out += _wrap(_describe(setting))
         out += [f"# {setting.name} = {setting.example}", ""]

@@ -45,7 +45,8 @@ def update_config(
     text = read_config_file(path)
     if text is None:
         text = template(schema)
-    parse_config_text(text, path, schema)  # raises on any problem: never overwrite a broken file
+    # Raises on any problem: never overwrite a broken file.
+    parse_config_text(text, path, schema)
     doc = tomlkit.parse(text)
     new_top: dict[str, Any] = {}
     for key, value in changes.items():
@@ -64,11 +65,11 @@ def update_config(
             if present:
                 del container[key]
         elif not present and setting is not None and value == _plain_default(setting):
-            continue  # the built-in default already: not pinned in the file
+            # The built-in default already: not pinned in the file.
+            continue
         elif not present and not name:
-            new_top[key] = (
-                value  # placed by hand below: tomlkit would put it under a table's comment
-            )
+            # Placed by hand below: tomlkit would put it under a table's comment.
+            new_top[key] = value
         elif not present or _plain(container[key]) != value:
             if name and head not in doc:
                 doc[head] = container = tomlkit.table()
@@ -104,7 +105,8 @@ def save_params(
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    if path.is_symlink():  # a dotfiles checkout: write through the link, keep it a link
+    # A dotfiles checkout: write through the link, keep it a link.
+    if path.is_symlink():
         path = path.resolve()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

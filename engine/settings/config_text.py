@@ -108,9 +108,8 @@ def insert_top_level(text: str, key: str, value: Any) -> str:
     at = next(
         (i + 1 for i in range(first_table - 1, -1, -1) if example.match(lines[i].lstrip())), None
     )
-    if (
-        at is None
-    ):  # right under the last top-level line, above the table's comments and blank lines
+    # Right under the last top-level line, above the table's comments and blank lines.
+    if at is None:
         at = first_table
         while at > 0 and lines[at - 1].lstrip().startswith("#"):
             at -= 1

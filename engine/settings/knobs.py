@@ -46,7 +46,8 @@ from .choices import (
 from .limits import CONTEXT_STEP, MAX_CONTEXT
 from .setting import ENGINE, REMOTE, doc
 
-DEFAULT_KV_SNAPSHOT_MIB = 2048  # the KV snapshots' disk cache (an 8k-token starter chat: ~150 MB)
+# The KV snapshots' disk cache (an 8k-token starter chat: ~150 MB).
+DEFAULT_KV_SNAPSHOT_MIB = 2048
 
 
 @functools.cache
@@ -75,10 +76,11 @@ def gpu_unavailable_message(
     row = EngineSettings.__dataclass_fields__["gpu_layers"].metadata
     asked_by = asked_by or f"{row['flag']} {gpu_layers}, gpu_layers in the config or {row['env']}"
     return (
-        f"GPU offload of {asked} was asked for ({asked_by}) but this llama-cpp-python build is CPU-only: "
-        "rebuild it for CUDA with "
+        f"GPU offload of {asked} was asked for ({asked_by}) but this llama-cpp-python build is "
+        "CPU-only: rebuild it for CUDA with "
         f'CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-cache-dir {pin} '
-        f'(or CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat), for Metal with CMAKE_ARGS="-DGGML_METAL=on", '
+        f'(or CMAKE_ARGS="-DGGML_CUDA=on" python3 dev.py chat), for Metal with '
+        'CMAKE_ARGS="-DGGML_METAL=on", '
         f"or use {row['flag']} 0 for the CPU."
     )
 
@@ -109,8 +111,9 @@ class EngineSettings:
     model: str | None = field(
         default=None,
         metadata=doc(
-            "The model to open: a .gguf path, a name from 'vibechat models list', or a Hugging Face "
-            "reference (owner/repo, owner/repo:QUANT); with the openai backend, the server's model id.",
+            "The model to open: a .gguf path, a name from 'vibechat models list', or a "
+            "Hugging Face reference (owner/repo, owner/repo:QUANT); with the openai "
+            "backend, the server's model id.",
             kind="text",
             example='"bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M"',
             unset="the bundled starter model",
@@ -118,16 +121,18 @@ class EngineSettings:
             flag="--model",
             short="-m",
             metavar="MODEL",
-            flag_help="A .gguf path or a local model name (default: the bundled starter model); with --backend "
-            "openai, the server's model id.",
+            flag_help=(
+                "A .gguf path or a local model name (default: the bundled starter model); with "
+                "--backend openai, the server's model id."
+            ),
             group=ENGINE,
         ),
     )
     context_size: int | None = field(
         default=None,
         metadata=doc(
-            f"Context window in tokens; a size that is no multiple of {CONTEXT_STEP} is rounded up to one "
-            f"(llama.cpp allocates the context in steps of {CONTEXT_STEP}).",
+            f"Context window in tokens; a size that is no multiple of {CONTEXT_STEP} is rounded up "
+            f"to one (llama.cpp allocates the context in steps of {CONTEXT_STEP}).",
             kind="whole number",
             example="4096",
             unset="the model's, at most 8192",
@@ -136,8 +141,10 @@ class EngineSettings:
             minimum=CONTEXT_STEP,
             maximum=MAX_CONTEXT,
             metavar="TOKENS",
-            flag_help=f"Context size in tokens, {CONTEXT_STEP}-{MAX_CONTEXT}, rounded up to a multiple of "
-            f"{CONTEXT_STEP} (default: the model's, at most 8192).",
+            flag_help=(
+                f"Context size in tokens, {CONTEXT_STEP}-{MAX_CONTEXT}, rounded up to a multiple "
+                f"of {CONTEXT_STEP} (default: the model's, at most 8192)."
+            ),
             group=ENGINE,
         ),
     )
@@ -152,7 +159,9 @@ class EngineSettings:
             flag="--n-gpu-layers",
             minimum=-1,
             metavar="N",
-            flag_help="Layers to offload to the GPU (default: all when the build supports it; -1 = all).",
+            flag_help=(
+                "Layers to offload to the GPU (default: all when the build supports it; -1 = all)."
+            ),
             group=ENGINE,
         ),
     )
@@ -175,32 +184,38 @@ class EngineSettings:
     kv_cache_type: str = field(
         default=DEFAULT_KV_CACHE_TYPE,
         metadata=doc(
-            "KV-cache type for keys and values: f16, q8_0 (about half the memory) or q4_0 (about a quarter); "
-            "a quantized cache turns flash attention on.",
+            "KV-cache type for keys and values: f16, q8_0 (about half the memory) or q4_0 (about "
+            "a quarter); a quantized cache turns flash attention on.",
             kind="text",
             example='"q8_0"',
             env="VIBECHAT_KV_CACHE_TYPE",
             flag="--kv-cache-type",
             check=check_kv_cache_type,
             metavar="TYPE",
-            flag_help="KV-cache type: f16 (default), q8_0 or q4_0 (less memory; turns flash attention on).",
+            flag_help=(
+                "KV-cache type: f16 (default), q8_0 or q4_0 "
+                "(less memory; turns flash attention on)."
+            ),
             group=ENGINE,
         ),
     )
     speculative: str = field(
         default="off",
         metadata=doc(
-            "Speculative decoding: off; auto (drafts tokens by finding the last words earlier in the prompt or "
-            "reply, as many as pay on this machine, none when drafting does not pay); or prompt-lookup (always "
-            "draft_tokens drafts). Helps when the reply repeats the prompt, e.g. editing code.",
+            "Speculative decoding: off; auto (drafts tokens by finding the last words earlier in "
+            "the prompt or reply, as many as pay on this machine, none when drafting does not "
+            "pay); or prompt-lookup (always draft_tokens drafts). Helps when the reply repeats "
+            "the prompt, e.g. editing code.",
             kind="text",
             example='"auto"',
             env="VIBECHAT_SPECULATIVE",
             flag="--draft",
             check=check_speculative,
             metavar="MODE",
-            flag_help="Speculative decoding: off (default), auto (drafts from the prompt and reply, only as much "
-            "as pays) or prompt-lookup (always --draft-tokens drafts).",
+            flag_help=(
+                "Speculative decoding: off (default), auto (drafts from the prompt and reply, "
+                "only as much as pays) or prompt-lookup (always --draft-tokens drafts)."
+            ),
             group=ENGINE,
         ),
     )
@@ -222,34 +237,40 @@ class EngineSettings:
     draft_model: str | None = field(
         default=None,
         metadata=doc(
-            "A small model that drafts tokens for the model to check (speculative decoding): any model "
-            "reference --model takes. It must share the model's vocabulary (same family); it turns drafting "
-            "on (auto, unless speculative says prompt-lookup for a fixed draft length).",
+            "A small model that drafts tokens for the model to check (speculative "
+            "decoding): any model reference --model takes. It must share the model's "
+            "vocabulary (same family); it turns drafting on (auto, unless speculative says "
+            "prompt-lookup for a fixed draft length).",
             kind="text",
             example='"unsloth/gemma-3-270m-it-GGUF:Q4_K_M"',
             unset="none: drafts come from prompt lookup",
             env="VIBECHAT_DRAFT_MODEL",
             flag="--draft-model",
             metavar="REF",
-            flag_help="A small model of the same family that drafts tokens for the model to check (any --model "
-            "reference); drafting is auto with it, or the --draft mode given.",
+            flag_help=(
+                "A small model of the same family that drafts tokens for the model to check (any "
+                "--model reference); drafting is auto with it, or the --draft mode given."
+            ),
             group=ENGINE,
         ),
     )
     mmproj: str = field(
         default="auto",
         metadata=doc(
-            "The multimodal projector a vision model sees images through (llama.cpp's mmproj GGUF): a file; auto "
-            "(a *mmproj*.gguf beside the model file, the one whose name matches the model's best, f16 before bf16 "
-            "before q8_0; 'vibechat models pull' fetches it from the model's Hub repo with the model); or off "
-            "(text only).",
+            "The multimodal projector a vision model sees images through (llama.cpp's mmproj "
+            "GGUF): a file; auto (a *mmproj*.gguf beside the model file, the one whose name "
+            "matches the model's best, f16 before bf16 before q8_0; 'vibechat models pull' "
+            "fetches it from the model's Hub repo with the model); or off (text only).",
             kind="text",
             example='"~/models/mmproj-gemma-3-4b-it-f16.gguf"',
             env="VIBECHAT_MMPROJ",
             flag="--mmproj",
             check=check_mmproj,
             metavar="FILE",
-            flag_help="The vision model's projector GGUF: a file, auto (default: one beside the model) or off.",
+            flag_help=(
+                "The vision model's projector GGUF: a file, auto "
+                "(default: one beside the model) or off."
+            ),
             group=ENGINE,
         ),
     )
@@ -258,45 +279,50 @@ class EngineSettings:
     repack: str = field(
         default=DEFAULT_REPACK,
         metadata=doc(
-            "llama.cpp's CPU weight repacking (its extra buffer types: interleaved quant blocks, Intel AMX tiles; "
-            "about 30% faster decoding): auto (on, except where this llama.cpp build's AMX kernel crashes: on a CPU "
-            "with AMX a one-time probe decides), on, or off.",
+            "llama.cpp's CPU weight repacking (its extra buffer types: interleaved quant blocks, "
+            "Intel AMX tiles; about 30% faster decoding): auto (on, except where this llama.cpp "
+            "build's AMX kernel crashes: on a CPU with AMX a one-time probe decides), on, or off.",
             kind="text",
             example='"off"',
             env="VIBECHAT_REPACK",
             flag="--repack",
             check=check_repack,
             metavar="MODE",
-            flag_help="CPU weight repacking: auto (default: on, except where llama.cpp's AMX kernel crashes: see "
-            "--version), on or off.",
+            flag_help=(
+                "CPU weight repacking: auto (default: on, except where llama.cpp's AMX kernel "
+                "crashes: see --version), on or off."
+            ),
             group=ENGINE,
         ),
     )
     prompt_format: str = field(
         default=DEFAULT_PROMPT_FORMAT,
         metadata=doc(
-            "How a local model is prompted: auto (its GGUF's chat template; a base model, or a GGUF with no "
-            "template and no sign of chat tuning in its name, as a completion model: a short example "
-            "conversation, then the chat as User:/Assistant: lines), completion, template (the GGUF's own, "
-            "even for a base model) or a built-in turn format: gemma, chatml, llama3.",
+            "How a local model is prompted: auto (its GGUF's chat template; a base model, or a "
+            "GGUF with no template and no sign of chat tuning in its name, as a completion "
+            "model: a short example conversation, then the chat as User:/Assistant: lines), "
+            "completion, template (the GGUF's own, even for a base model) or a built-in turn "
+            "format: gemma, chatml, llama3.",
             kind="text",
             example='"completion"',
             env="VIBECHAT_PROMPT_FORMAT",
             flag="--prompt-format",
             check=check_prompt_format,
             metavar="FORMAT",
-            flag_help="How a local model is prompted: auto (its chat template; a base model as a completion model), "
-            "completion, template, gemma, chatml or llama3.",
+            flag_help=(
+                "How a local model is prompted: auto (its chat template; a base model as a "
+                "completion model), completion, template, gemma, chatml or llama3."
+            ),
             group=ENGINE,
         ),
     )
     kv_snapshot_cache_mib: int = field(
         default=DEFAULT_KV_SNAPSHOT_MIB,
         metadata=doc(
-            "MiB of disk for KV snapshots: after a reply a local model's conversation state is kept (in memory and "
-            "under the cache folder), so reopening the conversation, --continue or another branch evaluates only "
-            "the new tokens; least recently used go first; 0 turns snapshots off. 'vibechat history cache' shows "
-            "and clears them.",
+            "MiB of disk for KV snapshots: after a reply a local model's conversation state is "
+            "kept (in memory and under the cache folder), so reopening the conversation, "
+            "--continue or another branch evaluates only the new tokens; least recently used go "
+            "first; 0 turns snapshots off. 'vibechat history cache' shows and clears them.",
             kind="whole number",
             example="4096",
             env="VIBECHAT_KV_SNAPSHOT_CACHE_MIB",
@@ -307,8 +333,9 @@ class EngineSettings:
     backend: str | None = field(
         default=None,
         metadata=doc(
-            "Where replies come from: llama (GGUF files through llama.cpp, on this machine) or openai (a "
-            "server with an OpenAI-compatible API at base_url: llama-server, vLLM, Ollama, LM Studio, ...).",
+            "Where replies come from: llama (GGUF files through llama.cpp, on this machine) "
+            "or openai (a server with an OpenAI-compatible API at base_url: llama-server, "
+            "vLLM, Ollama, LM Studio, ...).",
             kind="text",
             example='"openai"',
             unset="llama; openai when base_url is set",
@@ -316,44 +343,52 @@ class EngineSettings:
             flag="--backend",
             choices=BACKENDS,
             metavar="NAME",
-            flag_help="llama (GGUF files through llama.cpp, the default) or openai (an OpenAI-compatible server).",
+            flag_help=(
+                "llama (GGUF files through llama.cpp, the default) or openai "
+                "(an OpenAI-compatible server)."
+            ),
             group=REMOTE,
         ),
     )
     base_url: str | None = field(
         default=None,
         metadata=doc(
-            "The openai backend's server: its API root, such as http://127.0.0.1:8080/v1 (a bare host "
-            "gets /v1).",
+            "The openai backend's server: its API root, such as http://127.0.0.1:8080/v1 "
+            "(a bare host gets /v1).",
             kind="url",
             example='"http://127.0.0.1:8080/v1"',
             unset="none",
             env="VIBECHAT_BASE_URL",
             flag="--base-url",
             metavar="URL",
-            flag_help="The server's API root, e.g. http://127.0.0.1:8080/v1 (implies --backend openai).",
+            flag_help=(
+                "The server's API root, e.g. http://127.0.0.1:8080/v1 (implies --backend openai)."
+            ),
             group=REMOTE,
         ),
     )
     api_key_env: str | None = field(
         default=None,
         metadata=doc(
-            "The environment variable that holds the server's API key (the key itself never goes in "
-            "this file).",
+            "The environment variable that holds the server's API key "
+            "(the key itself never goes in this file).",
             kind="variable name",
             example='"MY_SERVER_KEY"',
             unset="VIBECHAT_API_KEY, else OPENAI_API_KEY (https only)",
             flag="--api-key-env",
             metavar="VAR",
-            flag_help="The environment variable holding the server's API key (default: VIBECHAT_API_KEY, else "
-            "OPENAI_API_KEY for https servers).",
+            flag_help=(
+                "The environment variable holding the server's API key (default: "
+                "VIBECHAT_API_KEY, else OPENAI_API_KEY for https servers)."
+            ),
             group=REMOTE,
         ),
     )
     timeout: int | None = field(
         default=None,
         metadata=doc(
-            "Seconds to wait for the openai backend's server (to connect: at most 10) before giving up.",
+            "Seconds to wait for the openai backend's server "
+            "(to connect: at most 10) before giving up.",
             kind="whole number",
             example="600",
             unset="300",
@@ -388,15 +423,16 @@ class LlamaCppOptions(EngineSettings):
     chat's process, whose engine runs in a worker process (engine/llama/worker.py), never loads
     libllama."""
 
-    model_path: Path  # the file ``model`` resolved to
-    draft_model_path: Path | None = None  # the file ``draft_model`` resolved to
-    mmproj_path: Path | None = (
-        None  # the multimodal projector the model sees images through (None: text only)
-    )
+    # The files ``model`` and ``draft_model`` resolved to.
+    model_path: Path
+    draft_model_path: Path | None = None
+    # The multimodal projector the model sees images through (None: text only).
+    mmproj_path: Path | None = None
     # GPU layers asked for (gpu_layers != 0) on a build that cannot offload: False raises
     # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
     cpu_fallback: bool = False
-    flash_attn: bool | None = None  # default: auto (llama.cpp decides per device)
+    # Default: auto (llama.cpp decides per device).
+    flash_attn: bool | None = None
     n_batch: int = 2048
     n_ubatch: int = 512
 

@@ -35,20 +35,22 @@ def prompt_too_large(n_bytes: int, context_size: int | None) -> str | None:
         limit = prompt_byte_limit(context_size)
         if n_bytes > limit:
             return (
-                f"the prompt is {human_bytes(n_bytes)}, more than a {context_size:,}-token context can hold "
-                f"(at most about {human_bytes(limit)} of text): shorten it, or raise --ctx."
+                f"the prompt is {human_bytes(n_bytes)}, more than a "
+                f"{context_size:,}-token context can hold (at most about "
+                f"{human_bytes(limit)} of text): shorten it, or raise --ctx."
             )
         return None
     if n_bytes > MAX_PROMPT_BYTES:
         return (
-            f"the prompt is {human_bytes(n_bytes)}; vibechat sends at most {human_bytes(MAX_PROMPT_BYTES)}: "
-            "shorten it."
+            f"the prompt is {human_bytes(n_bytes)}; vibechat sends at most "
+            f"{human_bytes(MAX_PROMPT_BYTES)}: shorten it."
         )
     return None
 
 
 def round_context(n_ctx: int) -> int:
-    """The context llama.cpp allocates for ``n_ctx`` tokens: the next multiple of ``CONTEXT_STEP``."""
+    """The context llama.cpp allocates for ``n_ctx`` tokens: the next multiple of
+    ``CONTEXT_STEP``."""
     return -(-n_ctx // CONTEXT_STEP) * CONTEXT_STEP
 
 

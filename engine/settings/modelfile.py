@@ -24,7 +24,8 @@ from .params import PARAM_SPECS
 from .presets import spelled
 from .refs import parse_hub_ref
 
-MAX_MODELFILE_BYTES = 256 * 1024  # Modelfiles are a few lines (a long TEMPLATE: a few KB)
+# Modelfiles are a few lines (a long TEMPLATE: a few KB).
+MAX_MODELFILE_BYTES = 256 * 1024
 
 
 def modelfile_params() -> dict[str, str]:
@@ -38,7 +39,9 @@ def modelfile_params() -> dict[str, str]:
 
 
 IGNORED = {
-    "template": "TEMPLATE ignored: vibechat prompts with the GGUF's own chat template (or --prompt-format)",
+    "template": (
+        "TEMPLATE ignored: vibechat prompts with the GGUF's own chat template (or --prompt-format)"
+    ),
     "adapter": "ADAPTER ignored: vibechat does not apply LoRA adapters",
     "license": "LICENSE ignored (it is the model's licence text)",
     "message": "MESSAGE ignored: a preset holds no example conversation",
@@ -91,7 +94,8 @@ def _instructions(text: str) -> list[tuple[str, str, int, bool]]:
             content = rest[:end]
         else:
             parts = [rest]
-            while i < len(lines):  # bounded by the file, itself bounded
+            # Bounded by the file, itself bounded.
+            while i < len(lines):
                 line = lines[i]
                 i += 1
                 end = line.find('"""')
@@ -120,12 +124,13 @@ def _model_ref(ref: str, folder: Path, notes: list[str]) -> str | None:
                 parsed = None
             if parsed is None:
                 notes.append(
-                    f"FROM {ref}: not a Hugging Face model reference vibechat reads; the preset keeps the "
-                    "model in use"
+                    f"FROM {ref}: not a Hugging Face model reference vibechat reads; "
+                    "the preset keeps the model in use"
                 )
                 return None
             notes.append(
-                f"FROM {ref}: the Hugging Face model {hub} ('vibechat models pull {hub}' downloads it)"
+                f"FROM {ref}: the Hugging Face model {hub} "
+                f"('vibechat models pull {hub}' downloads it)"
             )
             return hub
     if (
@@ -166,7 +171,8 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
     ``folder``: the Modelfile's own (FROM ./file.gguf is relative to it). Values are checked
     where the table is (``parse_preset``); a PARAMETER value that is no number raises
     ``InvalidParameterError`` naming its line."""
-    text = sanitize(text.replace("\r\n", "\n"))  # outside text: no control sequences
+    # Outside text: no control sequences.
+    text = sanitize(text.replace("\r\n", "\n"))
     table: dict[str, Any] = {}
     params: dict[str, Any] = {}
     stops: list[str] = []
@@ -188,7 +194,8 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
             ours = modelfile_params().get(key)
             if ours is None:
                 notes.append(
-                    f"PARAMETER {sanitize(name)[:40]} (line {number}) skipped: vibechat has no such setting"
+                    f"PARAMETER {sanitize(name)[:40]} (line {number}) "
+                    "skipped: vibechat has no such setting"
                 )
             elif ours == "stop":
                 if value:
@@ -202,16 +209,16 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
                         f"(got {spelled(value[:40])})."
                     ) from None
             else:
-                value = dict(PARAM_SPECS[ours].ollama_words).get(
-                    value.strip(), value
-                )  # num_predict -2: none
+                # Ollama's words for ours (num_predict -2: none).
+                value = dict(PARAM_SPECS[ours].ollama_words).get(value.strip(), value)
                 try:
                     parsed = PARAM_SPECS[ours].parse(value)
                 except InvalidParameterError as exc:
                     raise InvalidParameterError(
                         f"line {number}: PARAMETER {key}: {bare_message(exc)}."
                     ) from None
-                if parsed is not None:  # None: auto, or a random seed, as without the line
+                # None: auto, or a random seed, as without the line.
+                if parsed is not None:
                     params[ours] = parsed
         elif word in IGNORED:
             note = IGNORED[word]
@@ -219,8 +226,8 @@ def parse_modelfile(text: str, folder: Path) -> ModelfileImport:
                 notes.append(note)
         else:
             notes.append(
-                f"line {number} skipped: {sanitize(word or arg)[:40]!r} is no Modelfile instruction "
-                "vibechat reads"
+                f"line {number} skipped: {sanitize(word or arg)[:40]!r} is no "
+                "Modelfile instruction vibechat reads"
             )
     if froms > 1:
         notes.append("FROM is given more than once: the last one counts")
@@ -248,8 +255,8 @@ def _from_path(ref: str, path: Path, lowered: str, notes: list[str]) -> str | No
     if stat.S_ISDIR(mode or 0) or lowered.endswith((".safetensors", ".bin")):
         what = "a folder" if stat.S_ISDIR(mode or 0) else "a safetensors or .bin model"
         notes.append(
-            f"FROM {ref}: {what}, not a GGUF file: vibechat opens GGUF files only; the preset keeps "
-            "the model in use"
+            f"FROM {ref}: {what}, not a GGUF file: vibechat opens GGUF files only; "
+            "the preset keeps the model in use"
         )
         return None
     if kind is not None:
@@ -266,7 +273,8 @@ def read_modelfile(path: Path) -> str:
     """A Modelfile's text, bounded; a missing, unreadable or oversized file raises
     ``VibechatError`` in one line."""
     try:
-        data = read_file(path, MAX_MODELFILE_BYTES)  # a FIFO or a device is refused at once
+        # A FIFO or a device is refused at once.
+        data = read_file(path, MAX_MODELFILE_BYTES)
     except FileNotFoundError:
         raise VibechatError(f"{path} does not exist: give the Modelfile's path.") from None
     except FileTooLarge as exc:

@@ -30,7 +30,8 @@ from .choices import COMPLETION
 from .structured import OutputFormat
 from .think_switch import DEFAULT_THINKING, check_thinking
 
-SEED_MAX = 2**32 - 2  # llama.cpp reserves 0xFFFFFFFF for "random"
+# llama.cpp reserves 0xFFFFFFFF for "random".
+SEED_MAX = 2**32 - 2
 MAX_STOP_STRINGS = 16
 
 
@@ -92,28 +93,35 @@ class ParamSpec:
     fine_step: float
     coarse_step: float
     help: str
-    optional: bool = (
-        False  # None allowed: "random" (seed) or "auto" (the model's default: ``auto``)
-    )
-    auto: bool = False  # None is "auto", resolved by the backend (SamplingParams.resolved)
-    off: float | int | None = (
-        None  # what 'none' / 'off' mean where None is auto (max_tokens 0, penalty 1)
-    )
-    off_word: str = "off"  # the word typed for ``off`` ('none' for max_tokens)
-    off_text: str = "off"  # what ``off`` does, in two words ('no limit' for max_tokens)
-    none_text: str = "none"  # None shown for people where it is not "auto" ('random' for the seed)
-    label: str = ""  # the name people read: the slider's, the export line's (lower case), the key's
+    # None allowed: "random" (seed) or "auto" (the model's default: ``auto``).
+    optional: bool = False
+    # None is "auto", resolved by the backend (SamplingParams.resolved).
+    auto: bool = False
+    # What 'none' / 'off' mean where None is auto (max_tokens 0, penalty 1).
+    off: float | int | None = None
+    # The word typed for ``off`` ('none' for max_tokens).
+    off_word: str = "off"
+    # What ``off`` does, in two words ('no limit' for max_tokens).
+    off_text: str = "off"
+    # None shown for people where it is not "auto" ('random' for the seed).
+    none_text: str = "none"
+    # The name people read: the slider's, the export line's (lower case), the key's.
+    label: str = ""
     short: str | None = None  # the flag's short alias (``-t``)
     metavar: str = "NUMBER"
-    flag_words: str = "{range}"  # the flag's line before its default; ``{range}`` is ``span()``
-    example: str = ""  # the config template's example value (default: the default)
-    ollama: str = ""  # Ollama's name for it (Modelfile PARAMETER, /set parameter), if not ``name``
-    ollama_words: tuple[
-        tuple[str, str], ...
-    ] = ()  # Ollama's values that mean one of ours ('-2': 'none')
-    slider: bool = True  # the parameter panel has a slider for it
-    slider_maximum: float | None = None  # the slider's top, if below ``maximum``
-    exported: bool = False  # on the Markdown export's parameters line
+    # The flag's line before its default; ``{range}`` is ``span()``.
+    flag_words: str = "{range}"
+    # The config template's example value (default: the default).
+    example: str = ""
+    # Ollama's name for it (Modelfile PARAMETER, /set parameter), if not ``name``, and its values
+    # that mean one of ours ('-2': 'none').
+    ollama: str = ""
+    ollama_words: tuple[tuple[str, str], ...] = ()
+    # The parameter panel has a slider for it; the slider's top, if below ``maximum``.
+    slider: bool = True
+    slider_maximum: float | None = None
+    # On the Markdown export's parameters line.
+    exported: bool = False
     llama: LlamaStage | None = None
     remote: RemoteField | None = None
     nudge: Nudge | None = None
@@ -183,8 +191,8 @@ class ParamSpec:
         if self.auto:
             word = self.off_word
             text += (
-                f" ({_fmt(self.off) if self.off is not None else word} or '{word}': {self.off_text}; "
-                "'auto': the model's default)"
+                f" ({_fmt(self.off) if self.off is not None else word} or '{word}': "
+                f"{self.off_text}; 'auto': the model's default)"
             )
         elif self.optional:
             text += " (or 'none')"
@@ -212,8 +220,9 @@ class ParamSpec:
             return self.show(self.default)
         template, completion = TEMPLATE_AUTO[self.name], COMPLETION_AUTO[self.name]
         return (
-            f"auto: {self.off_text if template is None else self.show(template)} for a model with a chat "
-            f"template, {self.show(completion)} for a base model prompted as a completion model"
+            f"auto: {self.off_text if template is None else self.show(template)} for a "
+            f"model with a chat template, {self.show(completion)} for a base model "
+            "prompted as a completion model"
         )
 
     def clamp(self, value: float) -> float | int:
@@ -230,7 +239,8 @@ def _fmt(value: float | int) -> str:
 COMPLETION_AUTO: dict[str, float | int] = {"max_tokens": 256, "repeat_penalty": 1.1}
 # ... and for every other model: no limit (None once resolved), the penalty off.
 TEMPLATE_AUTO: dict[str, float | int | None] = {"max_tokens": None, "repeat_penalty": 1.0}
-PENALTY_LAST_N = 64  # the tokens llama.cpp's repeat penalty looks back over
+# The tokens llama.cpp's repeat penalty looks back over.
+PENALTY_LAST_N = 64
 
 
 def _penalties(ll: Any, vocab: Any, penalty: float | None) -> Any:
@@ -306,7 +316,8 @@ PARAM_SPECS: dict[str, ParamSpec] = {
             0.95,
             0.01,
             0.05,
-            "Nucleus sampling: keep the smallest set of tokens whose probability reaches P; 1 disables.",
+            "Nucleus sampling: keep the smallest set of tokens whose "
+            "probability reaches P; 1 disables.",
             label="Top-p",
             flag_words="{range}; 1 disables",
             exported=True,
@@ -352,8 +363,9 @@ PARAM_SPECS: dict[str, ParamSpec] = {
             None,
             0.01,
             0.1,
-            "Penalise recently generated tokens; 1 (off) disables; auto = the model's default "
-            f"(off, or {COMPLETION_AUTO['repeat_penalty']:g} for a base model prompted as a completion model).",
+            "Penalise recently generated tokens; 1 (off) disables; auto = the model's "
+            f"default (off, or {COMPLETION_AUTO['repeat_penalty']:g} for a base model "
+            "prompted as a completion model).",
             optional=True,
             auto=True,
             off=1.0,
@@ -367,7 +379,8 @@ PARAM_SPECS: dict[str, ParamSpec] = {
                 ("repeat_penalty", "repetition_penalty"), optional=True, unsent=(None,)
             ),
         ),
-        # No stage in llama.cpp's chain: the decode loop stops at the limit (engine/llama/decoding.py Emitter).
+        # No stage in llama.cpp's chain: the decode loop stops at the limit
+        # (engine/llama/decoding.py Emitter).
         ParamSpec(
             "max_tokens",
             int,
@@ -376,9 +389,9 @@ PARAM_SPECS: dict[str, ParamSpec] = {
             None,
             16,
             256,
-            "Stop after this many generated tokens; 0 (none) = until the model stops or the context is full; "
-            f"auto = the model's default (none, or {COMPLETION_AUTO['max_tokens']} for a base model "
-            "prompted as a completion model).",
+            "Stop after this many generated tokens; 0 (none) = until the model stops or the "
+            "context is full; auto = the model's default (none, or "
+            f"{COMPLETION_AUTO['max_tokens']} for a base model prompted as a completion model).",
             optional=True,
             auto=True,
             off=0,
@@ -403,7 +416,8 @@ PARAM_SPECS: dict[str, ParamSpec] = {
             None,
             1,
             1000,
-            "Random seed; the same seed and settings reproduce a reply. none = a fresh random seed each time.",
+            "Random seed; the same seed and settings reproduce a reply. none = "
+            "a fresh random seed each time.",
             optional=True,
             none_text="random",
             label="Seed",
@@ -448,9 +462,8 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         for name, spec in PARAM_SPECS.items():
-            if (
-                name in self.__dataclass_fields__
-            ):  # every spec's, checked below (a subclass may add one)
+            # Every spec's field is checked (a subclass may add one).
+            if name in self.__dataclass_fields__:
                 object.__setattr__(self, name, spec.check(getattr(self, name)))
         stop = self.stop
         if isinstance(stop, str):
@@ -495,9 +508,10 @@ class SamplingParams:
         data = dataclasses.asdict(self)
         data["stop"] = list(self.stop)
         if self.output_format is None:
-            del data["output_format"]  # as before structured output: older readers take it
+            # As before structured output (and thinking): older readers take it.
+            del data["output_format"]
         if self.thinking == DEFAULT_THINKING:
-            del data["thinking"]  # likewise
+            del data["thinking"]
         return data
 
     @classmethod
@@ -527,7 +541,8 @@ class SamplingParams:
         spec = PARAM_SPECS.get(key)
         if spec is None:
             raise InvalidParameterError(
-                f"unknown parameter {name!r}; known: {', '.join([*PARAM_SPECS, 'stop', 'thinking'])}."
+                f"unknown parameter {name!r}; known: "
+                f"{', '.join([*PARAM_SPECS, 'stop', 'thinking'])}."
             )
         return self.replace(**{key: spec.parse(text)})
 

@@ -34,7 +34,8 @@ def _setting_check(key: str, value: Any, base: Path) -> Any:
     return check_value(SETTINGS_BY_KEY[key], value, base)
 
 
-RULES = Rules(_setting_check, PARAM_KEYS)  # the config file's own rules, for its presets
+# The config file's own rules, for its presets.
+RULES = Rules(_setting_check, PARAM_KEYS)
 
 
 def check_preset(name: str, table: Any, base: Path) -> Preset:
@@ -136,7 +137,8 @@ def save_preset(
     ``update_config``: the rest of the file, comments included, stays as it was (``schema``:
     the file's settings table, the app's)."""
 
-    try:  # never write a preset that would not load
+    # Never write a preset that would not load.
+    try:
         check_preset(name, table, (path or config_path()).parent)
     except PresetProblem as exc:
         raise ConfigError(str(exc)) from None

@@ -41,8 +41,10 @@ from ..sanitize import sanitize
 from .params import PARAM_SPECS, SamplingParams
 from .structured import OutputFormat
 
-MAX_PRESETS = 100  # a config file holds a few; the loop over the table is bounded all the same
-NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a bare TOML key: [presets.NAME] needs no quotes
+# A config file holds a few; the loop over the table is bounded all the same.
+MAX_PRESETS = 100
+# A bare TOML key: [presets.NAME] needs no quotes.
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # A preset's keys (besides params) and the config setting whose rules check each.
 SETTING_OF = {
     "model": "model",
@@ -66,8 +68,8 @@ class PresetProblem(ValueError):
 
 @dataclass(frozen=True)
 class Rules:
-    """The config's own rules, handed in by its callers: engine/settings/config.py imports this module
-    (to check the file's ``presets`` table), so this one cannot import it.
+    """The config's own rules, handed in by its callers: engine/settings/config.py imports this
+    module (to check the file's ``presets`` table), so this one cannot import it.
 
     ``check(key, value, base)``: ``value`` for the setting ``key`` (dotted: ``params.top_k``,
     ``system_prompt``), checked as the config file's would be (raises
@@ -103,11 +105,11 @@ class Preset:
     model: str | None = None
     system: str | None = None
     context_size: int | None = None
-    tool_choice: str | None = None  # "none": this preset's model is offered no tools
+    # "none": this preset's model is offered no tools.
+    tool_choice: str | None = None
     format: str | None = None
-    params: Mapping[str, Any] = field(
-        default_factory=dict
-    )  # by [params] key, checked; thinking included
+    # By [params] key, checked; thinking included.
+    params: Mapping[str, Any] = field(default_factory=dict)
 
     def output_format(self) -> OutputFormat | None:
         """The format the preset asks for (None: free text); only where ``format`` is set.
@@ -225,8 +227,8 @@ def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
     where: tuple[str, ...] = ("presets", name)
     if not NAME_RE.fullmatch(name):
         raise PresetProblem(
-            f"preset name {spelled(sanitize(name)[:70])} is not usable: use letters, digits, - and _ "
-            "(at most 64)",
+            f"preset name {spelled(sanitize(name)[:70])} is not usable: use "
+            "letters, digits, - and _ (at most 64)",
             where,
         )
     if not isinstance(table, Mapping):
@@ -247,8 +249,9 @@ def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
             for param, item in value.items():
                 if param not in rules.param_keys:
                     raise PresetProblem(
-                        f"preset '{name}': unknown key '{param}' in [presets.{name}.params]"
-                        f"{_suggest(param, rules.param_keys)}; known: {', '.join(rules.param_keys)}",
+                        f"preset '{name}': unknown key '{param}' in "
+                        f"[presets.{name}.params]{_suggest(param, rules.param_keys)}; "
+                        f"known: {', '.join(rules.param_keys)}",
                         (*at, param),
                     )
                 if param == "thinking" and "thinking" in params:
@@ -261,7 +264,8 @@ def parse_preset(name: str, table: Any, base: Path, rules: Rules) -> Preset:
         elif key == "format":
             fields["format"] = _format_text(name, value, base, at)
         elif key == "system" and value == "":
-            fields["system"] = ""  # no system prompt at all
+            # No system prompt at all.
+            fields["system"] = ""
         elif key in SETTING_OF:
             checked = _checked(rules, name, SETTING_OF[key], value, base, at)
             if key == "thinking":

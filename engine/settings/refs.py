@@ -31,9 +31,11 @@ from pathlib import PurePosixPath
 from ..errors import ModelRefError
 
 DEFAULT_QUANTS = ("Q4_K_M", "Q8_0")
-MAX_NAME_BYTES = 255  # one file or folder name, in UTF-8 (NAME_MAX on Linux and macOS)
+# One file or folder name, in UTF-8 (NAME_MAX on Linux and macOS).
+MAX_NAME_BYTES = 255
 MAX_PATH = 1024  # characters of a path inside a repo
-MAX_REPO_PART = 96  # characters of a repo's owner or name (the Hub's own limit)
+# Characters of a repo's owner or name (the Hub's own limit).
+MAX_REPO_PART = 96
 _UNSAFE_CHARS = frozenset('\\<>:"|?*[]')
 _SHARD = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 _REPO_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -50,15 +52,18 @@ class RepoFile:
 
     path: str  # relative, with forward slashes
     size: int
-    sha256: str | None = None  # the LFS sha256, when the Hub gives one
+    # The LFS sha256, when the Hub gives one.
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
 class QuantOption:
     """A loadable model in a repo: one quantization, one file or all shards of a split one."""
 
-    label: str  # "Q4_K_M", or the file name when it names no quantization
-    files: tuple[RepoFile, ...]  # shards in order; the first is the one to load
+    # "Q4_K_M", or the file name when it names no quantization.
+    label: str
+    # Shards in order; the first is the one to load.
+    files: tuple[RepoFile, ...]
 
     @property
     def size(self) -> int:
@@ -131,9 +136,8 @@ def is_model_file(path: str) -> bool:
     name = PurePosixPath(path).name.lower()
     if not name.endswith(".gguf"):
         return False
-    return not (
-        "mmproj" in name or "imatrix" in name
-    )  # mmproj-*, *-mmproj-*, Model.mmproj-Q8_0.gguf
+    # mmproj-*, *-mmproj-*, Model.mmproj-Q8_0.gguf
+    return not ("mmproj" in name or "imatrix" in name)
 
 
 def parse_hub_ref(text: str) -> HubRef | None:
@@ -193,7 +197,8 @@ def group_quants(files: list[RepoFile]) -> list[QuantOption]:
             key = item  # type: ignore[assignment]
             parts = shards[key]  # type: ignore[index]
             if sorted(parts) != list(range(1, counts[key] + 1)):  # type: ignore[index]
-                continue  # an incomplete split model cannot load
+                # An incomplete split model cannot load.
+                continue
             ordered = tuple(parts[i] for i in sorted(parts))
             options.append(QuantOption(_label(ordered[0].path), ordered))
     return _disambiguate(options)

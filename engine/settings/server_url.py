@@ -20,11 +20,13 @@ def normalize_base_url(url: str) -> str:
         )
     try:
         parts = urlsplit(text)
-    except ValueError as exc:  # "http://[::1": an unclosed IPv6 bracket
+    except ValueError as exc:
+        # "http://[::1": an unclosed IPv6 bracket.
         raise InvalidParameterError(f"the base URL is not a URL: {exc} (got {text!r}).") from None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise InvalidParameterError(
-            f"the base URL must be an http:// or https:// URL such as http://127.0.0.1:8080/v1 (got {text!r})."
+            "the base URL must be an http:// or https:// URL such as "
+            f"http://127.0.0.1:8080/v1 (got {text!r})."
         )
     try:
         parts.port  # noqa: B018 - raises on a bad port

@@ -55,7 +55,8 @@ def doc(
     """A setting's row, as its field's metadata. ``check``: for a text setting with fixed choices,
     the function that validates it (returns the canonical value or raises InvalidParameterError
     naming the choices). ``flag``, ``short``, ``metavar``, ``flag_help``, ``group``: its
-    command-line option (app/options.py builds it; ``flag_help`` is the help page's shorter line)."""
+    command-line option (app/options.py builds it; ``flag_help`` is the help page's shorter
+    line)."""
     return {
         "help": help,
         "kind": kind,
@@ -83,19 +84,25 @@ class Setting:
     help: str
     default: Any
     example: str
-    unset: str = ""  # what happens when unset (the default is None)
+    # What happens when unset (the default is None).
+    unset: str = ""
     env: str | None = None
     flag: str | None = None
     minimum: float | None = None
     maximum: float | None = None
-    optional: bool = True  # None (unset) is a valid value
-    choices: tuple[str, ...] = ()  # the values a text setting may take (none: any)
-    check: Any = None  # a text setting with fixed choices: its validating function
-    short: str | None = None  # the flag's one-letter alias ("-m")
-    metavar: str | None = None  # the flag's value on the help page ("TOKENS")
-    flag_help: str = ""  # the flag's line on the help page
-    group: str | None = None  # ENGINE, REMOTE, SAMPLING or None: the help page's panel
-    engine: bool = False  # an EngineSettings field (what the engine is started with)
+    # None (unset) is a valid value.
+    optional: bool = True
+    # The values a text setting may take (none: any), and the function that validates them.
+    choices: tuple[str, ...] = ()
+    check: Any = None
+    # The flag's one-letter alias ("-m"), its value on the help page ("TOKENS") and its line there.
+    short: str | None = None
+    metavar: str | None = None
+    flag_help: str = ""
+    # ENGINE, REMOTE, SAMPLING or None: the help page's panel.
+    group: str | None = None
+    # An EngineSettings field (what the engine is started with).
+    engine: bool = False
 
     @property
     def name(self) -> str:
@@ -107,6 +114,7 @@ class Setting:
         return first_clause(self.help)
 
     def default_text(self) -> str:
-        if isinstance(self.default, bool):  # as TOML writes it
+        # As TOML writes it.
+        if isinstance(self.default, bool):
             return "true" if self.default else "false"
         return self.unset if self.default is None and self.unset else show(self.default)

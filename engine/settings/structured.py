@@ -30,7 +30,8 @@ from ..json_bounds import json_depth
 
 FormatKind = Literal["json", "schema", "grammar"]
 # Whether a reply is what its format asks (OutputFormat.judge): whole and matching, cut short
-# (JSON that does not parse, a grammar the sampler did not accept), or JSON that is not what was asked.
+# (JSON that does not parse, a grammar the sampler did not accept), or JSON that is not what was
+# asked.
 ReplyState = Literal["complete", "incomplete", "invalid"]
 _KINDS = ("json", "schema", "grammar")
 MAX_FORMAT_BYTES = 1_000_000
@@ -38,11 +39,14 @@ MAX_FORMAT_BYTES = 1_000_000
 # repetitions into text (a 43-byte {"minLength": 1000000000} asked for gigabytes) and parse
 # nesting by recursion (100,000 nested parentheses crash the process). llama.cpp itself refuses
 # repetitions of a rule beyond ~2,000; a schema nested deeper than a person writes is no schema.
-MAX_REPEAT = 1000  # minLength, maxLength, minItems, maxItems, a pattern's {m,n}
-MAX_SCHEMA_DEPTH = 64  # JSON levels of the schema document (about 30 levels of subschemas)
+# minLength, maxLength, minItems, maxItems, a pattern's {m,n}.
+MAX_REPEAT = 1000
+# JSON levels of the schema document (about 30 levels of subschemas).
+MAX_SCHEMA_DEPTH = 64
 MAX_PATTERN_CHARS = 2000
 MAX_PATTERN_NESTING = 32
-MAX_GRAMMAR_NESTING = 2000  # parentheses inside one another in the GBNF
+# Parentheses inside one another in the GBNF.
+MAX_GRAMMAR_NESTING = 2000
 MAX_GRAMMAR_BYTES = 1_000_000
 _REPEAT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems")
 
@@ -141,7 +145,8 @@ class OutputFormat:
             if kind is None:
                 kind = "grammar" if path.suffix.lower() == ".gbnf" else "schema"
             fmt = cls(kind, text, path.name)
-        fmt.schema()  # a schema must be a JSON object; what else it needs depends on the backend
+        # A schema must be a JSON object; what else it needs depends on the backend.
+        fmt.schema()
         return fmt
 
     @classmethod
@@ -208,7 +213,8 @@ class OutputFormat:
             return "invalid", f"its JSON is nested more than {MAX_SCHEMA_DEPTH} levels deep"
         try:
             value = json.loads(text)
-        except ValueError:  # cut short, unless the grammar accepted it (then it is not JSON)
+        except ValueError:
+            # Cut short, unless the grammar accepted it (then it is not JSON).
             if accepted:
                 return ("invalid", "its text is not valid JSON")
             return ("incomplete", "its JSON was not complete")
@@ -271,7 +277,8 @@ def _schema_mismatch(value: Any, schema: dict[str, Any]) -> str | None:
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     except RecursionError:
         return "nested too deep to check"
-    except Exception:  # noqa: BLE001 - the validator's own failures (referencing, schema errors) vary by version
+    except Exception:  # noqa: BLE001
+        # The validator's own failures (referencing, schema errors) vary by version.
         return None
     if error is None:
         return None
@@ -366,7 +373,8 @@ def check_grammar_bounds(gbnf: str) -> None:
             f"{MAX_GRAMMAR_BYTES:,}): simplify it."
         )
     depth = 0
-    quote: str | None = None  # '"' inside a string, "]" inside a character class
+    # '"' inside a string, "]" inside a character class.
+    quote: str | None = None
     escaped = comment = False
     for ch in gbnf:
         if comment:

@@ -67,8 +67,9 @@ class Config(EngineSettings):
     save_runs: bool = field(
         default=True,
         metadata=doc(
-            "Save each 'vibechat run' (and each line of --prompts-file) in the history, as --no-save does not; "
-            "false keeps scripts out of it (--continue and --conversation still add to a saved conversation).",
+            "Save each 'vibechat run' (and each line of --prompts-file) in the history, as "
+            "--no-save does not; false keeps scripts out of it (--continue and --conversation "
+            "still add to a saved conversation).",
             kind="true or false",
             example="false",
             env="VIBECHAT_SAVE_RUNS",
@@ -77,9 +78,10 @@ class Config(EngineSettings):
     model_titles: bool = field(
         default=True,
         metadata=doc(
-            "In the chat, an instruct model (one with a chat template) writes each new conversation's title "
-            "after its first reply, while it is idle; false (or a base model): the title is your first prompt's "
-            "first line, never the reply's words. A title you give (rename) is always kept.",
+            "In the chat, an instruct model (one with a chat template) writes each new "
+            "conversation's title after its first reply, while it is idle; false (or a base "
+            "model): the title is your first prompt's first line, never the reply's words. A "
+            "title you give (rename) is always kept.",
             kind="true or false",
             example="false",
             env="VIBECHAT_MODEL_TITLES",
@@ -98,9 +100,9 @@ class Config(EngineSettings):
     builtin_tools: tuple[str, ...] = field(
         default=(),
         metadata=doc(
-            f"The built-in tools the model is offered ({', '.join(BUILTIN_TOOL_NAMES)}); none until named "
-            "here. Each call still asks first (or needs --allow-tool in 'vibechat run'). In the variable, "
-            "separate them with commas.",
+            f"The built-in tools the model is offered ({', '.join(BUILTIN_TOOL_NAMES)}); none "
+            "until named here. Each call still asks first (or needs --allow-tool in "
+            "'vibechat run'). In the variable, separate them with commas.",
             kind="list of text",
             example='["current_time", "read_file", "list_folder"]',
             env="VIBECHAT_BUILTIN_TOOLS",
@@ -110,8 +112,9 @@ class Config(EngineSettings):
     tool_folders: tuple[Path, ...] = field(
         default=(),
         metadata=doc(
-            "The folders read_file and list_folder may read (with what is below them; absolute paths, ~ "
-            "allowed); none: they read nothing. In the variable, separate them as in PATH.",
+            "The folders read_file and list_folder may read (with what is below "
+            "them; absolute paths, ~ allowed); none: they read nothing. In the "
+            "variable, separate them as in PATH.",
             kind="list of paths",
             example='["~/notes"]',
             env="VIBECHAT_TOOL_FOLDERS",
@@ -121,8 +124,9 @@ class Config(EngineSettings):
     allowed_tools: tuple[str, ...] = field(
         default=(),
         metadata=doc(
-            "Tools that run without asking: SERVER/NAME, SERVER/* (all of a server's tools), "
-            "builtin/NAME; the chat's 'Always allow' adds to it. In the variable, separate them with commas.",
+            "Tools that run without asking: SERVER/NAME, SERVER/* (all of a server's "
+            "tools), builtin/NAME; the chat's 'Always allow' adds to it. In the "
+            "variable, separate them with commas.",
             kind="list of text",
             example='["time/get_current_time", "builtin/current_time"]',
             env="VIBECHAT_ALLOWED_TOOLS",
@@ -132,10 +136,10 @@ class Config(EngineSettings):
     tool_choice: str = field(
         default="auto",
         metadata=doc(
-            "Whether a reply is offered the configured tools: auto (the model decides), none (no tools are "
-            "offered: the chat starts no MCP server and says nothing of tools; a preset's tool_choice does it "
-            "for one model), or required ('vibechat run' only: the model must call one first). "
-            "run --tool-choice overrides it.",
+            "Whether a reply is offered the configured tools: auto (the model decides), none (no "
+            "tools are offered: the chat starts no MCP server and says nothing of tools; a "
+            "preset's tool_choice does it for one model), or required ('vibechat run' only: the "
+            "model must call one first). run --tool-choice overrides it.",
             kind="text",
             example='"none"',
             env="VIBECHAT_TOOL_CHOICE",
@@ -168,7 +172,8 @@ class Config(EngineSettings):
     tool_result_limit: int = field(
         default=32_000,
         metadata=doc(
-            "Characters of a tool's result the model is given; a longer one is cut, with a note saying so.",
+            "Characters of a tool's result the model is given; a longer one "
+            "is cut, with a note saying so.",
             kind="whole number",
             example="8000",
             env="VIBECHAT_TOOL_RESULT_LIMIT",
@@ -179,7 +184,8 @@ class Config(EngineSettings):
     params: SamplingParams = field(
         default_factory=SamplingParams,
         metadata=doc(
-            "Default sampling parameters (the chat saves them here with 'Save parameters as default').",
+            "Default sampling parameters (the chat saves them here with "
+            "'Save parameters as default').",
             kind="table",
             example="",
         ),
@@ -200,7 +206,8 @@ class EntryProblem(InvalidParameterError):
         self.detail = detail
 
 
-TEXT_TABLE = "table of text"  # the kind of a text table's field (``text_table``)
+# The kind of a text table's field (``text_table``).
+TEXT_TABLE = "table of text"
 
 
 def text_table(
@@ -280,7 +287,9 @@ def _param_rows() -> list[Setting]:
             env="VIBECHAT_STOP",
             flag="--stop",
             metavar="TEXT",
-            flag_help="Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab).",
+            flag_help=(
+                "Stop when the reply contains this text (repeatable; \\n is a newline, \\t a tab)."
+            ),
             group=SAMPLING,
         )
     )
@@ -288,10 +297,10 @@ def _param_rows() -> list[Setting]:
         Setting(
             "params.thinking",
             "text",
-            "A reasoning model's thinking: auto (as its chat template does by default), on or off. "
-            "Applies where the template takes a switch (Qwen3's enable_thinking, Granite's thinking; "
-            "gpt-oss: off asks for low reasoning effort); a server is sent chat_template_kwargs "
-            "enable_thinking.",
+            "A reasoning model's thinking: auto (as its chat template does by default), on or "
+            "off. Applies where the template takes a switch (Qwen3's enable_thinking, Granite's "
+            "thinking; gpt-oss: off asks for low reasoning effort); a server is sent "
+            "chat_template_kwargs enable_thinking.",
             DEFAULT_THINKING,
             '"off"',
             env="VIBECHAT_THINKING",
@@ -300,9 +309,11 @@ def _param_rows() -> list[Setting]:
             choices=THINKING_MODES,
             check=check_thinking,
             metavar="MODE",
-            flag_help="A reasoning model's thinking: auto (its template's default), on or off; where the "
-            "template takes a switch (Qwen3, Granite; gpt-oss: off = low effort) or a server is "
-            "asked.",
+            flag_help=(
+                "A reasoning model's thinking: auto (its template's default), on or "
+                "off; where the template takes a switch (Qwen3, Granite; gpt-oss: off = "
+                "low effort) or a server is asked."
+            ),
             group=SAMPLING,
         )
     )
@@ -338,7 +349,8 @@ class Schema:
                 scalars.append(f)
                 if f.name == after:
                     scalars += own
-        if len(scalars) == len(base) - 1:  # ``after`` is no setting: the subclass's come last
+        # ``after`` is no setting: the subclass's come last.
+        if len(scalars) == len(base) - 1:
             scalars += own
         tables = {f.name: f for f in fields if f.metadata.get("kind") == TEXT_TABLE}
         settings = (*(_scalar_row(f, f.name in engine) for f in scalars), *_param_rows())

@@ -53,7 +53,8 @@ NO_SWITCH = (
 
 
 def check_thinking(value: object) -> str:
-    """``value`` as a thinking mode (auto, on, off; true/false and yes/no too), or a one-line error."""
+    """``value`` as a thinking mode (auto, on, off; true/false and yes/no too), or a one-line
+    error."""
     name = value.strip().lower() if isinstance(value, str) else None
     if isinstance(value, bool):
         name = "on" if value else "off"
@@ -97,9 +98,8 @@ def describe_switch(switch: str | None) -> str:
     return "no switch"
 
 
-Render = Callable[
-    ..., str
-]  # ChatTemplate.render(messages, add_generation_prompt=True, variables=None)
+# ChatTemplate.render(messages, add_generation_prompt=True, variables=None)
+Render = Callable[..., str]
 
 
 def switched(render: Render, switch: str | None, mode: str) -> Callable[..., str]:

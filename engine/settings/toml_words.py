@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_BARE = re.compile(r"[^\s,\]}#]+")  # a bare value token: up to a space, a separator or a comment
+# A bare value token: up to a space, a separator or a comment.
+_BARE = re.compile(r"[^\s,\]}#]+")
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def _unexpected(text: str, line: int, col: int, char: str) -> SyntaxProblem:
     """tomlkit's "Unexpected character" at (line, 0-based col), by what the line holds there."""
     row = _line_text(text, line)
     before = row[:col]
-    if char == "\x00":  # the end of the file inside something
+    # The end of the file inside something.
+    if char == "\x00":
         _, still_open = _scan(text, len(text))
         if still_open:
             return _unclosed(still_open[0])

@@ -13,14 +13,12 @@ from typing import Any
 from ..errors import InvalidParameterError
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("current_time", "read_file", "list_folder")
-TOOL_CHOICES: tuple[str, ...] = (
-    "auto",
-    "none",
-    "required",
-)  # whether a reply may (must) call tools
+# Whether a reply may (must) call tools.
+TOOL_CHOICES: tuple[str, ...] = ("auto", "none", "required")
 MAX_LIST_ITEMS = 256
 MAX_PATTERN_CHARS = 200
-# NAME, SERVER/NAME or SERVER/*: a server's name as mcp.json may give it, a tool's as its server does.
+# NAME, SERVER/NAME or SERVER/*: a server's name as mcp.json may give it, a tool's as its server
+# does.
 TOOL_PATTERN = re.compile(r"(?:[A-Za-z0-9_-]+/)?(?:\*|[^\s/*]+)")
 
 

@@ -41,7 +41,8 @@ class ToolApproval:
         self.always = tuple(always)
         try:
             self.allow = check_tool_patterns(list(allow))
-        except InvalidParameterError as exc:  # in the words of the flag that gave it
+        except InvalidParameterError as exc:
+            # In the words of the flag that gave it.
             raise InvalidParameterError(
                 "--allow-tool" + str(exc).removeprefix("allowed_tools:")
             ) from None
@@ -84,9 +85,8 @@ class ToolApproval:
         saved = tuple(load_config(path, environ={}, schema=schema).config.allowed_tools)
         if spec.qualified not in saved:
             saved = (*saved, spec.qualified)
-        written = update_config(
-            {"allowed_tools": saved}, path, schema=schema
-        )  # unchanged: not rewritten
+        # Unchanged: not rewritten.
+        written = update_config({"allowed_tools": saved}, path, schema=schema)
         if spec.qualified not in self.always:
             self.always = (*self.always, spec.qualified)
         return written

@@ -24,9 +24,11 @@ from ..settings.tool_checks import BUILTIN_TOOL_NAMES
 from ..turns.tool_calls import ToolSpec
 from .results import DEFAULT_RESULT_LIMIT, ToolResult, bounded, error
 
-MAX_READ_BYTES = 256 * 1024  # a file read_file reads, at most
-MAX_ENTRIES = 500  # entries list_folder shows, at most
-MAX_SCANNED = 10_000  # entries list_folder looks at, at most (a huge folder is not read whole)
+# At most: the bytes of a file read_file reads; the entries list_folder shows, and those it looks
+# at (a huge folder is not read whole).
+MAX_READ_BYTES = 256 * 1024
+MAX_ENTRIES = 500
+MAX_SCANNED = 10_000
 MAX_PATH_CHARS = 4096
 
 _PATH = {
@@ -120,7 +122,8 @@ def _roots(folders: Sequence[Path]) -> list[Path]:
         try:
             root = Path(folder).expanduser().resolve(strict=True)
         except (OSError, RuntimeError):
-            continue  # a folder that is not there reads nothing
+            # A folder that is not there reads nothing.
+            continue
         if root.is_dir() and root not in out:
             out.append(root)
     return out

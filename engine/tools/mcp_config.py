@@ -32,13 +32,18 @@ from ..paths import config_dir
 from ..sanitize import sanitize
 
 MCP_CONFIG_NAME = "mcp.json"
-MAX_CONFIG_BYTES = 1 << 20  # the file, at most
-MAX_SERVERS = 32  # servers in one file, at most (more: the file is refused)
-MAX_ARGS = 256  # a stdio server's arguments, at most
-MAX_ENV = 256  # variables or headers of one server, at most
-MAX_VALUE_CHARS = 8192  # one argument, variable, header or URL, at most
-MAX_NAME_CHARS = 40  # a server's name, at most
-SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")  # it prefixes tool names and ``--allow-tool SERVER/*``
+# The bounds on outside data, each at most: the file's bytes; ...
+MAX_CONFIG_BYTES = 1 << 20
+# ... servers in one file (more: the file is refused); a stdio server's arguments; variables or
+# headers of one server ...
+MAX_SERVERS = 32
+MAX_ARGS = 256
+MAX_ENV = 256
+# ... and the characters of one argument, variable, header or URL, and of a server's name.
+MAX_VALUE_CHARS = 8192
+MAX_NAME_CHARS = 40
+# A server's name prefixes tool names and ``--allow-tool SERVER/*``.
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -82,7 +87,8 @@ class HttpServer:
 
     @property
     def where(self) -> str:
-        return self.url.split("?", 1)[0]  # a query may carry a key
+        # A query may carry a key.
+        return self.url.split("?", 1)[0]
 
 
 ServerConfig = StdioServer | HttpServer

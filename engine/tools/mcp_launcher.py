@@ -31,12 +31,14 @@ import signal
 import sys
 import time
 
-POLL_S = 0.1  # how often the server and the parent are checked
-GRACE_S = 0.5  # SIGTERM to SIGKILL for what is left once the server exited or vibechat is gone
-SIGNAL_GRACE_S = (
-    1.0  # ... after a signal to the launcher: the server gets it first (SDK: SIGKILL at 2 s)
-)
-KILL_ROUNDS = 64  # rounds of SIGKILL at most (each reaches one level deeper of a tree)
+# How often the server and the parent are checked.
+POLL_S = 0.1
+# SIGTERM to SIGKILL for what is left once the server exited or vibechat is gone ...
+GRACE_S = 0.5
+# ... and after a signal to the launcher: the server gets it first (SDK: SIGKILL at 2 s).
+SIGNAL_GRACE_S = 1.0
+# Rounds of SIGKILL at most (each reaches one level deeper of a tree).
+KILL_ROUNDS = 64
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
 
@@ -71,9 +73,8 @@ def _children() -> list[int]:
             continue
     if listed:
         return sorted(found)
-    for entry in os.listdir(
-        "/proc"
-    ):  # a kernel without CONFIG_PROC_CHILDREN: every process's parent
+    # A kernel without CONFIG_PROC_CHILDREN: every process's parent.
+    for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
@@ -105,7 +106,8 @@ def _signal_children(signum: int, skip: set[int] | None = None) -> None:
                 continue
             skip.add(pid)
         try:
-            os.kill(pid, signum)  # a child not reaped yet: its pid cannot be another's
+            # A child not reaped yet: its pid cannot be another's.
+            os.kill(pid, signum)
         except OSError:
             pass
 
@@ -117,22 +119,23 @@ def end_descendants(grace: float) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     try:
-        os.killpg(0, signal.SIGTERM)  # the group (the launcher ignores it)
+        # The group (the launcher ignores it).
+        os.killpg(0, signal.SIGTERM)
     except OSError:
         pass
     termed: set[int] = set()
     deadline = time.monotonic() + grace
     while _reap() and time.monotonic() < deadline:
-        _signal_children(
-            signal.SIGTERM, termed
-        )  # orphans adopted since (a server's setsid() child)
+        # Orphans adopted since (a server's setsid() child).
+        _signal_children(signal.SIGTERM, termed)
         time.sleep(0.02)
     for _ in range(KILL_ROUNDS):
         if not _reap():
             return
         _signal_children(signal.SIGKILL)
         time.sleep(0.02)
-    try:  # still some (no /proc): at least the group, launcher included, ends
+    # Still some (no /proc): at least the group, launcher included, ends.
+    try:
         os.killpg(0, signal.SIGKILL)
     except OSError:
         pass
@@ -144,7 +147,8 @@ def _start_server(command: list[str]) -> int:
     child = os.fork()
     if child == 0:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != launcher:  # the launcher died before the death signal was set
+        # The launcher died before the death signal was set.
+        if os.getppid() != launcher:
             os._exit(1)
         try:
             os.execvp(command[0], command)
@@ -168,10 +172,9 @@ def main(argv: list[str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(
-        PR_SET_PDEATHSIG, signal.SIGTERM
-    )  # vibechat's death wakes us at once (its thread's, too)
-    if os.getppid() != parent:  # vibechat is gone already
+    # vibechat's death (its thread's, too) wakes us at once; it may be gone already.
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
         return 1
     child = _start_server(command)
     # The pipes are the server's: when it exits, vibechat sees them close.
@@ -186,7 +189,8 @@ def _watch(child: int, parent: int, signalled: list[int]) -> int:
     """Until the server exits, vibechat is gone, or a signal comes; then end everything."""
     passed = 0
     while True:
-        while passed < len(signalled):  # passed on to the server, which then ends (or is ended)
+        # Passed on to the server, which then ends (or is ended).
+        while passed < len(signalled):
             try:
                 os.kill(child, signalled[passed])
             except OSError:

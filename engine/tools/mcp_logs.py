@@ -20,7 +20,8 @@ from contextvars import ContextVar
 
 from ..sanitize import sanitize
 
-MAX_LINE_CHARS = 160  # of the SDK's message quoted in a server's line
+# Of the SDK's message quoted in a server's line.
+MAX_LINE_CHARS = 160
 
 
 class Noted:
@@ -42,7 +43,10 @@ _lock = threading.Lock()
 def line_for(record: logging.LogRecord) -> str:
     """What a record says the server did, in words for the user."""
     if "JSONRPC" in str(record.msg):
-        return "wrote something other than JSON-RPC on its stdout (ignored; the log file has the details)"
+        return (
+            "wrote something other than JSON-RPC on its stdout "
+            "(ignored; the log file has the details)"
+        )
     said = " ".join(sanitize(record.getMessage()).split())[:MAX_LINE_CHARS]
     return f"misbehaved: {said} (the log file has the details)"
 
@@ -50,7 +54,8 @@ def line_for(record: logging.LogRecord) -> str:
 class _Misbehaviour(logging.Handler):
     """On the ``mcp`` logger: the first warning or error about a server becomes its line."""
 
-    vibechat = True  # vibechat's own: kept when the app takes the libraries' handlers away (app/logfile.py)
+    # vibechat's own: kept when the app takes the libraries' handlers away (app/logfile.py).
+    vibechat = True
 
     def emit(self, record: logging.LogRecord) -> None:
         noted = SERVING.get()
@@ -60,7 +65,8 @@ class _Misbehaviour(logging.Handler):
         if noted.report is not None:
             try:
                 noted.told = noted.report(f"MCP server {noted.name} {noted.line}")
-            except Exception:  # noqa: BLE001 - a closed stderr: logging would print its own traceback
+            except Exception:  # noqa: BLE001
+                # A closed stderr: logging would print its own traceback.
                 pass
 
 

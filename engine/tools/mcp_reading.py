@@ -63,8 +63,8 @@ async def list_tools(client: Any) -> tuple[tuple[tuple[str, str, dict[str, Any]]
             break
     note = (
         (
-            f"{left_out} tool(s) left out (over {MAX_TOOLS}, a bad name, or a schema that is not an "
-            f"object or is over {MAX_SCHEMA_CHARS:,} characters)"
+            f"{left_out} tool(s) left out (over {MAX_TOOLS}, a bad name, or a schema that is not "
+            f"an object or is over {MAX_SCHEMA_CHARS:,} characters)"
         )
         if left_out
         else ""
@@ -83,7 +83,8 @@ def result_of(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
         if kind == "text":
             part = str(block.text)
         elif kind in ("image", "audio"):
-            part = f"[{'an image' if kind == 'image' else 'audio'} ({getattr(block, 'mime_type', '?')}), not shown]"
+            what = "an image" if kind == "image" else "audio"
+            part = f"[{what} ({getattr(block, 'mime_type', '?')}), not shown]"
         elif kind == "resource_link":
             part = f"[a link to a resource: {str(getattr(block, 'uri', ''))[:500]}]"
         elif kind == "resource":
@@ -107,7 +108,8 @@ def result_of(result: Any, limit: int = DEFAULT_RESULT_LIMIT) -> ToolResult:
         parts.append(f"[{len(blocks) - MAX_BLOCKS} more blocks not read]")
     structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
-        if value_depth(structured) > MAX_JSON_DEPTH:  # dumping it would recurse that deep
+        # Dumping it would recurse that deep.
+        if value_depth(structured) > MAX_JSON_DEPTH:
             parts.append(
                 f"[structured content nested more than {MAX_JSON_DEPTH} levels deep: not read]"
             )

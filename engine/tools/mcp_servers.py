@@ -43,11 +43,15 @@ from .mcp_reading import list_tools, result_of
 from .names import model_names
 from .results import DEFAULT_RESULT_LIMIT, ToolResult, error
 
-START_TIMEOUT_S = 20.0  # a server's start and tool listing, at most
-CLOSE_TIMEOUT_S = 10.0  # close(): every server stopped, at most (the SDK kills what lingers)
-MAX_REASON_CHARS = 300  # a status line's reason, at most
-MAX_STDERR_BYTES = 1 << 20  # a server's stderr file, at most (then cut to its last lines)
-STDERR_CHECK_S = 30.0  # how often a started server's stderr file is measured
+# A server's start and tool listing, at most.
+START_TIMEOUT_S = 20.0
+# close(): every server stopped, at most (the SDK kills what lingers).
+CLOSE_TIMEOUT_S = 10.0
+MAX_REASON_CHARS = 300  # a status line's reason
+# A server's stderr file, at most (then cut to its last lines).
+MAX_STDERR_BYTES = 1 << 20
+# How often a started server's stderr file is measured.
+STDERR_CHECK_S = 30.0
 LAUNCHER = Path(__file__).resolve().with_name("mcp_launcher.py")
 
 NOT_STARTED, STARTING, STARTED, FAILED, STOPPED, DISABLED = (
@@ -79,18 +83,18 @@ class _Server:
 
     def __init__(self, config: ServerConfig, report: Callable[[str], bool] | None = None) -> None:
         self.config = config
-        self.noted = mcp_logs.Noted(
-            config.name, report
-        )  # its misbehaviour, in one line (mcp_logs.py)
+        # Its misbehaviour, in one line (mcp_logs.py).
+        self.noted = mcp_logs.Noted(config.name, report)
         self.state = NOT_STARTED
         self.reason = ""
-        self.note = ""  # started, but some tools were left out
-        self.tools: tuple[
-            tuple[str, str, dict[str, Any]], ...
-        ] = ()  # (name there, description, schema)
+        # Started, but some tools were left out.
+        self.note = ""
+        # (name there, description, schema)
+        self.tools: tuple[tuple[str, str, dict[str, Any]], ...] = ()
         self.client: Any = None
         self.stop: asyncio.Event | None = None
-        self.task: Any = None  # the concurrent Future of its task
+        # The concurrent Future of its task.
+        self.task: Any = None
         self.ready = threading.Event()
         self.errlog: IO[str] | None = None
 
@@ -111,7 +115,8 @@ class _Server:
         """Cut the stderr file to its last 4 KiB once it is over ``MAX_STDERR_BYTES``: a chatty
         server running for days does not fill the disk. (Opened to append, the server's writes
         follow the cut.)"""
-        if self.errlog is None or os.name != "posix":  # elsewhere not opened to append: never cut
+        # Elsewhere not opened to append: never cut.
+        if self.errlog is None or os.name != "posix":
             return
         try:
             fd = self.errlog.fileno()
@@ -127,7 +132,8 @@ class _Server:
 def _leaf(exc: BaseException) -> BaseException:
     """The first real exception inside (anyio wraps failures in exception groups)."""
     for _ in range(16):
-        inner = getattr(exc, "exceptions", None)  # an exception group (3.11+)
+        # An exception group (3.11+).
+        inner = getattr(exc, "exceptions", None)
         if not inner or not isinstance(inner[0], BaseException):
             break
         exc = inner[0]
@@ -155,9 +161,8 @@ class McpServers:
         self.config = config
         self.start_timeout = start_timeout
         self.result_limit = result_limit
-        self.on_problem: Callable[[str], object] | None = (
-            None  # hears each server's misbehaviour, once
-        )
+        # Hears each server's misbehaviour, once.
+        self.on_problem: Callable[[str], object] | None = None
         self._servers = {server.name: _Server(server, self._problem) for server in config.servers}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -247,14 +252,16 @@ class McpServers:
     async def _serve(self, server: _Server) -> None:
         """The task that owns one server's connection: connect, list, wait for ``close``."""
 
-        mcp_logs.SERVING.set(server.noted)  # the SDK's tasks for this server inherit it
+        # The SDK's tasks for this server inherit it.
+        mcp_logs.SERVING.set(server.noted)
         try:
             async with AsyncExitStack() as stack:
                 client = await self._connect(stack, server)
                 tools, note = await list_tools(client)
                 stop = asyncio.Event()
                 with self._lock:
-                    if server.state != STARTING:  # timed out meanwhile
+                    if server.state != STARTING:
+                        # Timed out meanwhile.
                         return
                     server.client, server.stop, server.tools, server.note = (
                         client,
@@ -273,11 +280,13 @@ class McpServers:
         except asyncio.CancelledError:
             self._failed(server, "stopped while starting")
             raise
-        except Exception as exc:  # noqa: BLE001 - a server that fails to start is reported, never a crash
+        except Exception as exc:  # noqa: BLE001
+            # A server that fails to start is reported, never a crash.
             tail = server.stderr_tail()
             reason = _reason(exc)
             if tail and ("closed" in reason.lower() or isinstance(_leaf(exc), (EOFError, OSError))):
-                reason = tail  # the server's own last words say more than "connection closed"
+                # The server's own last words say more than "connection closed".
+                reason = tail
             self._failed(
                 server, f"did not start: {reason}" if not server.ready.is_set() else reason
             )
@@ -304,9 +313,8 @@ class McpServers:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             command, args = config.command, list(config.args)
-            if (
-                os.name == "posix"
-            ):  # the launcher ends the server's process tree with it, or with vibechat
+            # The launcher ends the server's process tree with it, or with vibechat.
+            if os.name == "posix":
                 command, args = (
                     sys.executable,
                     ["-I", "-S", str(LAUNCHER), str(os.getpid()), command, *args],
@@ -414,7 +422,8 @@ class McpServers:
             finished.wait(min(left, 0.05) if cancel is not None else left)
         try:
             return future.result()
-        except BaseException as exc:  # noqa: BLE001 - the task was cancelled as it finished, or the SDK failed
+        except BaseException as exc:  # noqa: BLE001
+            # The task was cancelled as it finished, or the SDK failed.
             return error(f"The call failed: {_reason(exc)}.")
 
     async def _call(
@@ -430,7 +439,8 @@ class McpServers:
                 return error(
                     f"The tool server '{server.config.name}' refused the call: {_reason(exc)}."
                 )
-            await asyncio.sleep(0.2)  # let its last words reach the stderr file
+            # Let its last words reach the stderr file.
+            await asyncio.sleep(0.2)
             tail = server.stderr_tail()
             self._failed(server, "stopped during a call" + (f": {tail}" if tail else ""))
             if server.stop is not None:
@@ -468,7 +478,8 @@ class McpServers:
         for task in tasks:
             try:
                 task.result(timeout=max(0.0, deadline - time.monotonic()))
-            except BaseException:  # noqa: BLE001 - failed or cancelled: its transport's shutdown has run
+            except BaseException:  # noqa: BLE001
+                # Failed or cancelled: its transport's shutdown has run.
                 pass
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=2.0)
@@ -488,5 +499,6 @@ def _append_only(file: IO[str]) -> IO[str]:
         flags = fcntl.fcntl(file.fileno(), fcntl.F_GETFL)
         fcntl.fcntl(file.fileno(), fcntl.F_SETFL, flags | os.O_APPEND)
     except (ImportError, OSError):
-        pass  # not POSIX: the file is never cut
+        # Not POSIX: the file is never cut.
+        pass
     return file

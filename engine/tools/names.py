@@ -30,7 +30,8 @@ def model_names(pairs: Sequence[tuple[str, str]]) -> list[str]:
         if counts[name] > 1 and server:
             name = safe_name(f"{server}_{tool}")
         unique, n = name, 2
-        while unique in used:  # at most len(pairs) turns
+        # At most len(pairs) turns.
+        while unique in used:
             suffix = f"_{n}"
             unique, n = name[: MAX_TOOL_NAME - len(suffix)] + suffix, n + 1
         used.add(unique)

@@ -41,9 +41,8 @@ class ToolRegistry:
         self.servers = McpServers(mcp or McpConfig(), result_limit=config.tool_result_limit)
         self._by_name: dict[str, ToolSpec] = {}
         self._lock = threading.Lock()
-        self.file_problem = (
-            ""  # an mcp.json that could not be used, when the chat went on without it
-        )
+        # An mcp.json that could not be used, when the chat went on without it.
+        self.file_problem = ""
 
     @classmethod
     def load(cls, config: Config, mcp_config: str | Path | None = None) -> ToolRegistry:

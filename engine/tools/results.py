@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 from ..sanitize import sanitize
 
-DEFAULT_RESULT_LIMIT = (
-    32_000  # characters of a result the model is given (the config's tool_result_limit)
-)
+# Characters of a result the model is given (the config's tool_result_limit).
+DEFAULT_RESULT_LIMIT = 32_000
 
 
 @dataclass(frozen=True)

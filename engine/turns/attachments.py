@@ -48,7 +48,8 @@ class Attachment:
         return self.kind == "image"
 
     def label(self) -> str:
-        """One line for the chat and exports: ``photo.png · 640×480 · 212 KB`` / ``notes.md · 3.1 KB``."""
+        """One line for the chat and exports: ``photo.png · 640×480 · 212 KB`` /
+        ``notes.md · 3.1 KB``."""
         size = _size(self.size)
         if self.is_image:
             return f"{self.name} · {self.width}×{self.height} · {size}"

@@ -76,8 +76,9 @@ def prompt_format_name(chat_format: str) -> str:
 
 
 def prompt_format_line(chat_format: str, reason: str = "") -> str:
-    """:func:`prompt_format_name` and why (``ModelInfo.chat_format_reason``, ``PromptChoice.reason``),
-    as ``vibechat show`` and ``/show info`` print it: ``completion (no chat template in the GGUF, ...)``."""
+    """:func:`prompt_format_name` and why (``ModelInfo.chat_format_reason``,
+    ``PromptChoice.reason``), as ``vibechat show`` and ``/show info`` print it:
+    ``completion (no chat template in the GGUF, ...)``."""
     name = prompt_format_name(chat_format)
     return f"{name} ({reason})" if reason else name
 
@@ -93,7 +94,8 @@ class ModelInfo:
     trained_context: int | None
     context_size: int
     n_layers: int | None
-    gpu_layers: int  # layers offloaded to the GPU (0 = CPU only)
+    # Layers offloaded to the GPU (0 = CPU only).
+    gpu_layers: int
     gpu_offload_supported: bool
     # How the model is prompted: "gguf" (the file's own template), a built-in turn format
     # ("gemma", "chatml", "llama3"), "completion" (a base model: the few-shot frame of
@@ -103,32 +105,41 @@ class ModelInfo:
     n_threads: int | None = None
     flash_attn: bool | None = None
     backend: str = "llama.cpp"
-    server: str | None = None  # a remote backend's server (its URL, without credentials)
-    kv_cache_type: str = "f16"  # the K and V cache element type
-    kv_cache_bytes: int | None = None  # what llama.cpp allocated for the KV cache (None: unknown)
-    flash_attn_forced: bool = False  # turned on because the quantized V cache needs it
-    speculative: str = "off"  # "auto" (adaptive) or "prompt-lookup" (fixed) when drafting
-    draft_tokens: int = 0  # most tokens drafted per step (0: not drafting)
-    draft_model: str | None = None  # the draft model's name (None: drafts come from prompt lookup)
-    draft_model_bytes: int | None = None  # its weights and its KV cache, loaded beside the model
-    repack: str | None = (
-        None  # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model)
-    )
-    repack_setting: str | None = None  # as asked: auto, on or off
-    repack_reason: str = ""  # why, in a few words (e.g. "no AMX kernel in this build")
-    notices: tuple[
-        str, ...
-    ] = ()  # warnings about how it was loaded (one line each), e.g. GPU -> CPU
-    # The chat-template variable that switches thinking (enable_thinking, thinking, reasoning_effort;
-    # engine/settings/think_switch.py); None: the template has none, or it is a server's (not known here).
+    # A remote backend's server (its URL, without credentials).
+    server: str | None = None
+    # The K and V cache element type.
+    kv_cache_type: str = "f16"
+    # What llama.cpp allocated for the KV cache (None: unknown).
+    kv_cache_bytes: int | None = None
+    # Turned on because the quantized V cache needs it.
+    flash_attn_forced: bool = False
+    # "auto" (adaptive) or "prompt-lookup" (fixed) when drafting.
+    speculative: str = "off"
+    # Most tokens drafted per step (0: not drafting).
+    draft_tokens: int = 0
+    # The draft model's name (None: drafts come from prompt lookup), and its weights and its KV
+    # cache, loaded beside the model.
+    draft_model: str | None = None
+    draft_model_bytes: int | None = None
+    # llama.cpp's CPU weight repacking: "on" / "off" (None: not a local model); as asked (auto, on
+    # or off); why, in a few words (e.g. "no AMX kernel in this build").
+    repack: str | None = None
+    repack_setting: str | None = None
+    repack_reason: str = ""
+    # Warnings about how it was loaded (one line each), e.g. GPU -> CPU.
+    notices: tuple[str, ...] = ()
+    # The chat-template variable that switches thinking (enable_thinking, thinking,
+    # reasoning_effort; engine/settings/think_switch.py); None: the template has none, or it is a
+    # server's (not known here).
     thinking_switch: str | None = None
-    chat_format_reason: str = ""  # why that format, in a few words (prompt_format auto decides)
+    # Why that format, in a few words (prompt_format auto decides).
+    chat_format_reason: str = ""
     # How the model calls tools: the call format its chat template speaks (hermes, llama3,
     # mistral, harmony: engine/turns/tool_formats.py), "server" (the server parses calls), or
     # "" (none: its template offers no tools, so a reply is offered none).
     tool_calls: str = ""
-    # Images: the projector file a local model sees them through (--mmproj; None: none loaded), or for a
-    # remote model "server" (the server decides whether its model takes images).
+    # Images: the projector file a local model sees them through (--mmproj; None: none loaded), or
+    # for a remote model "server" (the server decides whether its model takes images).
     projector: str | None = None
 
     @property
@@ -138,7 +149,8 @@ class ModelInfo:
 
     @property
     def prompt_format(self) -> str:
-        """How the model is prompted, as ``vibechat run --json`` says it (:func:`prompt_format_name`)."""
+        """How the model is prompted, as ``vibechat run --json`` says it
+        (:func:`prompt_format_name`)."""
         return prompt_format_name(self.chat_format)
 
     @property
@@ -181,7 +193,8 @@ class GenerationStats:
     """Per-reply statistics; times in milliseconds."""
 
     prompt_tokens: int = 0
-    prompt_tokens_evaluated: int = 0  # after KV-cache prefix reuse
+    # After KV-cache prefix reuse.
+    prompt_tokens_evaluated: int = 0
     # The prompt's tokens that came from a KV snapshot (engine/llama/kv_snapshots.py: a reopened
     # conversation, another branch) instead of being evaluated, and the restore's time.
     restored_tokens: int = 0
@@ -193,15 +206,19 @@ class GenerationStats:
     decode_tokens_per_s: float = 0.0
     finish_reason: FinishReason = "stop"
     seed: int | None = None
-    dropped_messages: int = 0  # oldest messages left out to fit the context
-    drafted_tokens: int = 0  # speculative decoding: tokens proposed by the draft
-    accepted_draft_tokens: int = 0  # ... and how many of them the model confirmed
+    # Oldest messages left out to fit the context.
+    dropped_messages: int = 0
+    # Speculative decoding: tokens proposed by the draft, and how many of them the model confirmed.
+    drafted_tokens: int = 0
+    accepted_draft_tokens: int = 0
     # Of completion_tokens, those spent thinking (a reasoning model): exact on the local engine
     # (the tokens generated inside the thinking block, its tags included); on a server, its
     # usage.completion_tokens_details.reasoning_tokens. 0: no thinking, or not known.
     thinking_tokens: int = 0
-    draft_k: int = 0  # the draft length at the end of the reply (0: not drafting then)
-    drafting_turned_off: bool = False  # adaptive drafting judged, last, that drafting did not pay
+    # The draft length at the end of the reply (0: not drafting then).
+    draft_k: int = 0
+    # Adaptive drafting judged, last, that drafting did not pay.
+    drafting_turned_off: bool = False
     # Under an output format on the local engine: the reply ended at an end-of-generation token,
     # which llama.cpp's grammar sampler allows only once the grammar is complete. False: cut (a
     # limit, a stop string, a turn token), or not known (a server; free text).
@@ -281,7 +298,8 @@ class GenerationDone:
 
     text: str
     stats: GenerationStats = field(default_factory=GenerationStats)
-    params: SamplingParams | None = None  # exactly what was used, the drawn seed included
+    # Exactly what was used, the drawn seed included.
+    params: SamplingParams | None = None
     thinking: str = ""
     # A bound of vibechat's own that ended the reply (finish_reason "length"), in words, for the
     # line that says so ("" when none did: the model, max_tokens or the server ended it).
@@ -363,7 +381,8 @@ class RemoteModels(Protocol):
     """A backend that is a server with models to choose from (``OpenAICompatibleBackend``):
     the model picker lists them and switches between them."""
 
-    server: str  # the server's URL, without credentials
+    # The server's URL, without credentials.
+    server: str
 
     @property
     def model_id(self) -> str | None:

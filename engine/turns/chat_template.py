@@ -91,9 +91,8 @@ class ChatTemplate:
     eos_token: str = ""
     cancelled: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
     deadline: float = RENDER_DEADLINE  # seconds for one render
-    variables: frozenset[str] = field(
-        default=frozenset(), init=False, compare=False
-    )  # read from outside
+    # Read from outside.
+    variables: frozenset[str] = field(default=frozenset(), init=False, compare=False)
 
     @property
     def turn_tokens(self) -> tuple[str, ...]:
@@ -143,7 +142,10 @@ class ChatTemplate:
 
     def _fix(self) -> str:
         if self.name == "gguf":
-            return "use another GGUF build of this model (one whose chat template is plainer), or another model"
+            return (
+                "use another GGUF build of this model (one whose chat template is plainer), "
+                "or another model"
+            )
         return "report this: a built-in template should never do that"
 
     def __post_init__(self) -> None:
@@ -200,7 +202,8 @@ class ChatTemplate:
         if self.name == COMPLETION:
             extra.update(FRAME_VARIABLES)
         with_tools = bool(tools) or any(m.tool_calls or m.role == "tool" for m in messages)
-        if with_tools:  # (only then: a conversation without tools renders as it always did)
+        # Only then: a conversation without tools renders as it always did.
+        if with_tools:
             dicts = template_messages(dicts, short_ids="[TOOL_CALLS]" in self.source)
         if tools:
             if not self.reads_tools:
@@ -212,7 +215,8 @@ class ChatTemplate:
             extra["tools"] = [tool.to_openai() for tool in tools]
         try:
             return self._render(dicts, add_generation_prompt, extra)
-        except (ChatTemplateError, Exception) as first:  # template code is arbitrary
+        except (ChatTemplateError, Exception) as first:
+            # Template code is arbitrary: it may raise anything.
             if isinstance(first, (RenderLimit, RenderCancelled)):
                 raise self._bounded(first) from None
             # Many templates reject a system role; fold it into the first user turn and retry.
@@ -234,8 +238,8 @@ class ChatTemplate:
                     pass
             if with_tools:
                 raise ChatTemplateError(
-                    f"{self.described} cannot render tools or tool calls ({_clean(first, 200)}): chat without "
-                    "tools with this model (tool choice none), or use another model."
+                    f"{self.described} cannot render tools or tool calls ({_clean(first, 200)}): "
+                    "chat without tools with this model (tool choice none), or use another model."
                 ) from None
             if isinstance(first, ChatTemplateError):
                 raise
@@ -253,9 +257,8 @@ class ChatTemplate:
         self, messages: list[dict[str, Any]], add_generation_prompt: bool, extra: dict[str, Any]
     ) -> str:
         conversation = sum(len(m.get("content") or "") for m in messages)
-        if "tools" in extra or any(
-            "tool_calls" in m for m in messages
-        ):  # what tools add to the prompt
+        # Tools and tool calls add to the prompt too.
+        if "tools" in extra or any("tool_calls" in m for m in messages):
             conversation += len(
                 json.dumps(
                     [extra.get("tools"), [m.get("tool_calls") for m in messages]],
@@ -295,7 +298,8 @@ def template_messages(dicts: list[dict[str, Any]], short_ids: bool = False) -> l
                 if isinstance(arguments, str):
                     try:
                         parsed = bounded_loads(arguments) if arguments.strip() else {}
-                    except ValueError:  # not JSON, or nested too deeply: left as text
+                    except ValueError:
+                        # Not JSON, or nested too deeply: left as text.
                         parsed = None
                     if isinstance(parsed, dict):
                         function["arguments"] = parsed

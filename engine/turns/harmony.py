@@ -1,8 +1,10 @@
 """gpt-oss's harmony format: the reply's channels, thinking apart from the answer.
 
-gpt-oss writes its reply as messages, each a header and a body::
+gpt-oss writes its reply as messages, each a header and a body (here one a line; the reply has
+no newline between them)::
 
-    <|channel|>analysis<|message|>…thinking…<|end|><|start|>assistant<|channel|>final<|message|>…answer…<|return|>
+    <|channel|>analysis<|message|>…thinking…<|end|>
+    <|start|>assistant<|channel|>final<|message|>…answer…<|return|>
 
 (the chat template's generation prompt is ``<|start|>assistant``, so the reply begins with
 the first ``<|channel|>``). llama.cpp renders ``<|start|>``, ``<|channel|>``,
@@ -34,10 +36,13 @@ from .thinking import Piece, StreamSplitter, partial_suffix
 
 START, CHANNEL, MESSAGE = "<|start|>", "<|channel|>", "<|message|>"
 END, RETURN, CALL = "<|end|>", "<|return|>", "<|call|>"
-_BODY_ENDS = (END, RETURN, CALL, START, CHANNEL)  # what ends a message's body
-_OPENERS = (START, CHANNEL)  # what starts the next message
-MAX_HEADER = 256  # characters of a header ("assistant<|channel|>commentary to=functions.x <|constrain|>json")
-MAX_LEADING = 256  # whitespace before the first header that is still "the start of the reply"
+# What ends a message's body, and what starts the next message.
+_BODY_ENDS = (END, RETURN, CALL, START, CHANNEL)
+_OPENERS = (START, CHANNEL)
+# Characters of a header ("assistant<|channel|>commentary to=functions.x <|constrain|>json").
+MAX_HEADER = 256
+# Whitespace before the first header that is still "the start of the reply".
+MAX_LEADING = 256
 ANSWER_CHANNELS = ("final",)
 
 _FIRST, _HEADER, _BODY, _BETWEEN = range(4)
@@ -72,7 +77,8 @@ class HarmonySplitter(StreamSplitter):
 
     def __init__(self) -> None:
         super().__init__(_FIRST)
-        self._answer = False  # the current body's route
+        # The current body's route.
+        self._answer = False
 
     @property
     def thinking(self) -> bool:
@@ -90,7 +96,8 @@ class HarmonySplitter(StreamSplitter):
             if state in (_FIRST, _BETWEEN):
                 stripped = text.lstrip()
                 if len(text) - len(stripped) > MAX_LEADING:
-                    self._to_body(True)  # not a header: the model ignored the format
+                    # Not a header: the model ignored the format.
+                    self._to_body(True)
                     continue
                 if not stripped:
                     if state == _FIRST and not final:
@@ -102,9 +109,11 @@ class HarmonySplitter(StreamSplitter):
                     text = stripped[len(START) :] if opener == START else stripped
                     continue
                 if not final and any(m.startswith(stripped) for m in _OPENERS):
-                    self._held = text  # maybe the start of a marker: wait
+                    # Maybe the start of a marker: wait.
+                    self._held = text
                     return
-                self._to_body(True)  # text with no header: the answer
+                # Text with no header: the answer.
+                self._to_body(True)
                 text = text if state == _FIRST else stripped
                 continue
             if state == _HEADER:
@@ -113,14 +122,17 @@ class HarmonySplitter(StreamSplitter):
                     self._to_body(channel_is_answer(text[:at]))
                     text = text[at + len(MESSAGE) :]
                     continue
-                if len(text) > MAX_HEADER:  # no header is this long: it is text (consumed here,
-                    self._to_body(True)  # so a marker at its start cannot bring it back)
+                if len(text) > MAX_HEADER:
+                    # No header is this long: it is text (consumed here, so a marker at its start
+                    # cannot bring it back).
+                    self._to_body(True)
                     out.append((False, text[:MAX_HEADER]))
                     text = text[MAX_HEADER:]
                     continue
                 if not final:
                     self._held = text
-                return  # at the end, an unfinished header is dropped
+                # At the end, an unfinished header is dropped.
+                return
             # _BODY
             found = [(text.find(m), m) for m in _BODY_ENDS]
             hits = [(at, m) for at, m in found if at >= 0]

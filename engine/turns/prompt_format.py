@@ -23,7 +23,8 @@ from .backend import ChatMessage
 GEMMA = (
     "{{ bos_token }}"
     "{% if messages and messages[0]['role'] == 'system' %}"
-    "{% set first_user_prefix = messages[0]['content'] + '\n\n' %}{% set loop_messages = messages[1:] %}"
+    "{% set first_user_prefix = messages[0]['content'] + '\n\n' %}"
+    "{% set loop_messages = messages[1:] %}"
     "{% else %}{% set first_user_prefix = '' %}{% set loop_messages = messages %}{% endif %}"
     "{% for message in loop_messages %}"
     "{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
@@ -43,9 +44,12 @@ CHATML = (
 LLAMA3 = (
     "{{ bos_token }}"
     "{% for message in messages %}"
-    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}"
+    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' "
+    "+ message['content'] | trim + '<|eot_id|>' }}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+    "{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
+    "{% endif %}"
 )
 
 BUILTIN_TEMPLATES: dict[str, str] = {"gemma": GEMMA, "chatml": CHATML, "llama3": LLAMA3}
@@ -107,7 +111,8 @@ def _completion_source() -> tuple[str, str]:
         "{% else %}{{ preamble }}{% set loop_messages = messages %}{% endif %}"
         "{{ '\n\n' + examples }}"
         "{% for message in loop_messages %}"
-        "{% if message['role'] == 'user' %}{{ user }}{% elif message['role'] == 'assistant' %}{{ assistant }}"
+        "{% if message['role'] == 'user' %}{{ user }}"
+        "{% elif message['role'] == 'assistant' %}{{ assistant }}"
         "{% endif %}{{ message['content'] + '\n' }}"
         "{% endfor %}"
         "{% if add_generation_prompt %}{{ assistant }}{% endif %}"
@@ -152,7 +157,8 @@ def frame_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         text = neutralise_turns(message.content.strip())
         if message.role == "system" and i == 0:
             out.append(ChatMessage("system", text))
-        elif message.role == "system":  # a later system message (none of vibechat's): a user turn
+        elif message.role == "system":
+            # A later system message (none of vibechat's): a user turn.
             out.append(ChatMessage("user", " " + text if text else ""))
         else:
             out.append(ChatMessage(message.role, " " + text if text else ""))
@@ -233,7 +239,8 @@ def choose_template(
     setting = check_prompt_format(setting)
     if setting == COMPLETION:
         return PromptChoice(COMPLETION, _FRAME_SOURCE, "prompt_format is completion")
-    if setting in BUILTIN_TEMPLATES:  # as knobs.PROMPT_FORMATS names them
+    # As knobs.PROMPT_FORMATS names them.
+    if setting in BUILTIN_TEMPLATES:
         return PromptChoice(setting, BUILTIN_TEMPLATES[setting], f"prompt_format is {setting}")
     if setting == "template":
         if gguf_template:

@@ -89,7 +89,8 @@ _BUDGET: ContextVar[RenderBudget | None] = ContextVar("vibechat_template_budget"
 
 def _budget() -> RenderBudget:
     budget = _BUDGET.get()
-    if budget is None:  # outside a render (never expected): the bounds still hold
+    # Outside a render (never expected): the bounds still hold.
+    if budget is None:
         budget = RenderBudget(RENDER_DEADLINE, MAX_OUTPUT, None)
     return budget
 
@@ -130,7 +131,8 @@ def _weight(value: Any, limit: int) -> int:
 def _checked(value: Any) -> Any:
     """``value`` after its size is checked; an iterator comes back wrapped (each item ticks)."""
     budget = _budget()
-    if type(value) is str:  # the common case, first
+    # The common case, first.
+    if type(value) is str:
         budget.size(len(value))
         return value
     budget.weigh(value)
@@ -209,7 +211,8 @@ class _Guarded:
     intercepted_binops = frozenset({"*", "**", "+", "%"})
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "+" and type(left) is str and type(right) is str:  # the common case, first
+        # The common case, first.
+        if operator == "+" and type(left) is str and type(right) is str:
             budget = _budget()
             budget.tick()
             budget.size(len(left) + len(right))
@@ -267,7 +270,8 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     can make a large value from small inputs."""
     from jinja2.utils import _PassArg
 
-    skip = 2 if _PassArg.from_obj(func) is not None else 1  # (context,) value, then its arguments
+    # A filter's args: (context,) value, then its arguments, which start at ``skip``.
+    skip = 2 if _PassArg.from_obj(func) is not None else 1
 
     @functools.wraps(func)
     def guarded(*args: Any, **kwargs: Any) -> Any:

@@ -40,7 +40,8 @@ from .backend import ChatMessage
 
 OPEN_TAG = "<think>"
 CLOSE_TAG = "</think>"
-MAX_LEADING = 256  # whitespace before <think> that is still "the start of the reply"
+# Whitespace before <think> that is still "the start of the reply".
+MAX_LEADING = 256
 
 _START, _THINKING, _AFTER_CLOSE, _ANSWER = range(4)
 
@@ -107,13 +108,15 @@ class ThinkingSplitter(StreamSplitter):
             if state == _START:
                 stripped = text.lstrip()
                 if len(text) - len(stripped) > MAX_LEADING:
-                    self._state = _ANSWER  # not "the start of the reply" any more
+                    # Not "the start of the reply" any more.
+                    self._state = _ANSWER
                     continue
                 if stripped.startswith(OPEN_TAG):
                     self._state, text = _THINKING, stripped[len(OPEN_TAG) :]
                     continue
                 if not final and OPEN_TAG.startswith(stripped):
-                    self._held = text  # whitespace and maybe the start of <think>: wait
+                    # Whitespace and maybe the start of <think>: wait.
+                    self._held = text
                     return
                 self._state = _ANSWER
                 continue
@@ -140,7 +143,8 @@ class ThinkingSplitter(StreamSplitter):
 
 
 def partial_suffix(text: str, markers: tuple[str, ...]) -> int:
-    """The length of the longest end of ``text`` that begins one of ``markers`` (shorter than it)."""
+    """The length of the longest end of ``text`` that begins one of ``markers``
+    (shorter than it)."""
     longest = max(len(m) for m in markers) - 1
     for n in range(min(longest, len(text)), 0, -1):
         end = text[-n:]

@@ -21,9 +21,8 @@ from typing import Any, Literal
 from ..json_bounds import JsonTooDeep, bounded_loads
 
 ToolChoice = Literal["auto", "none", "required"]
-MAX_ARGUMENTS_CHARS = (
-    64_000  # a call's arguments as the model wrote them, at most (longer: refused)
-)
+# A call's arguments as the model wrote them, at most (longer: refused).
+MAX_ARGUMENTS_CHARS = 64_000
 
 
 @dataclass(frozen=True)

@@ -44,11 +44,15 @@ from ..json_bounds import bounded_loads
 from .thinking import partial_suffix
 from .tool_calls import MAX_ARGUMENTS_CHARS, ToolCall
 
-MAX_CALLS = 16  # calls kept from one reply (a grammar allows no more either)
-MAX_CALL_CHARS = MAX_ARGUMENTS_CHARS + 4096  # one call as written: its name, its JSON, its markup
-MAX_LEADING = 256  # whitespace before a llama3 call that is still "the start of the reply"
+# Calls kept from one reply (a grammar allows no more either).
+MAX_CALLS = 16
+# One call as written: its name, its JSON, its markup.
+MAX_CALL_CHARS = MAX_ARGUMENTS_CHARS + 4096
+# Whitespace before a llama3 call that is still "the start of the reply".
+MAX_LEADING = 256
 MAX_HEADER = 256  # characters of a harmony header
-MAX_NAME = 256  # characters of a tool name taken from a malformed call
+# Characters of a tool name taken from a malformed call.
+MAX_NAME = 256
 
 HERMES, LLAMA3, MISTRAL, HARMONY = "hermes", "llama3", "mistral", "harmony"
 FAMILIES: tuple[str, ...] = (HERMES, LLAMA3, MISTRAL, HARMONY)
@@ -150,7 +154,8 @@ class ToolCallRecogniser:
     def __init__(self, fmt: ToolFormat, make_id: Callable[[int], str] | None) -> None:
         self.format = fmt
         self.calls: list[ToolCall] = []
-        self.dropped = 0  # calls past the format's bound, left out
+        # Calls past the format's bound, left out.
+        self.dropped = 0
         self._make_id = make_id or _random_id
         self._held = ""
         self._body: list[str] = []
@@ -223,7 +228,8 @@ class ToolCallRecogniser:
         key = _ARGS_KEY.search(s, found.end())
         raw = s[key.end() :].rstrip() if key else ""
         if raw.endswith("}") and raw.count("}") > raw.count("{"):
-            raw = raw[:-1].rstrip()  # the call object's own brace
+            # The call object's own brace.
+            raw = raw[:-1].rstrip()
         return ToolCall(self._new_id(), _unescape(found.group(1)), raw)
 
     def _made(self, name: object, arguments: object, given_id: object = None) -> ToolCall:
@@ -244,7 +250,8 @@ class ToolCallRecogniser:
 def _loads(text: str) -> object:
     try:
         return bounded_loads(text)
-    except ValueError:  # not JSON, or nested too deeply (JsonTooDeep)
+    except ValueError:
+        # Not JSON, or nested too deeply (JsonTooDeep).
         return None
 
 
@@ -263,7 +270,8 @@ class _MarkedCalls(ToolCallRecogniser):
         super().__init__(fmt, make_id)
         self._opener, self._closer = opener, closer
         self._ends = (opener,) if closer is None else (closer, opener)
-        self._after_call = False  # whitespace between and after calls is not the answer's
+        # Whitespace between and after calls is not the answer's.
+        self._after_call = False
 
     def _step(self, text: str, out: list[str], final: bool) -> None:
         self._held = ""
@@ -323,7 +331,8 @@ class _MarkedCalls(ToolCallRecogniser):
     def _end_call(self, out: list[str], closed: bool) -> None:
         body = self._take_body()
         calls = self._mistral_calls(body) if self._closer is None else _one(self._json_call(body))
-        if calls is None:  # not a call: it was text all along
+        # Not a call: it was text all along.
+        if calls is None:
             out.append(self._opener + body + ((self._closer or "") if closed else ""))
             return
         for call in calls:
@@ -388,7 +397,8 @@ class _LeadingCall(ToolCallRecogniser):
                 and len(text) - len(stripped) <= MAX_LEADING
                 and _PYTHON_TAG.startswith(stripped)
             ):
-                self._held = text  # whitespace, maybe the start of the tag: wait
+                # Whitespace, maybe the start of the tag: wait.
+                self._held = text
                 return
             else:
                 self._state = _PASS
@@ -397,7 +407,8 @@ class _LeadingCall(ToolCallRecogniser):
             if self._body_len >= MAX_CALL_CHARS and not _NAME.search(
                 "".join(self._body)[: MAX_NAME * 2]
             ):
-                self._state = _PASS  # too long to be a call and not shaped like one: text
+                # Too long to be a call and not shaped like one: text.
+                self._state = _PASS
                 out.append(self._take_body())
                 return
             if final:
@@ -454,7 +465,8 @@ class _HarmonyCalls(ToolCallRecogniser):
                 if 0 <= at <= MAX_HEADER:
                     header = text[:at]
                     found = _RECIPIENT.search(header)
-                    if found is None:  # not a call: the message goes on as it came
+                    # Not a call: the message goes on as it came.
+                    if found is None:
                         out.append(text[: at + len(_MESSAGE)])
                         self._state = _TEXT
                     else:
@@ -463,7 +475,8 @@ class _HarmonyCalls(ToolCallRecogniser):
                     text = text[at + len(_MESSAGE) :]
                     continue
                 if len(text) > MAX_HEADER + len(_MESSAGE) or final:
-                    out.append(text)  # no header is this long (or the reply ended in one): text
+                    # No header is this long (or the reply ended in one): text.
+                    out.append(text)
                     self._state = _TEXT
                     return
                 self._held = text
