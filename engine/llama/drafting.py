@@ -146,8 +146,8 @@ def prompt_lookup_tokens(
                 if out.done:
                     break
             stats.accepted_draft_tokens += accepted
-            # A draft cut short (end of reply, cancel) says nothing about the rest: judged by what was
-            # tried.
+            # A draft cut short (end of reply, cancel) says nothing about the rest: judged by what
+            # was tried.
             policy.verified(elapsed, len(drafts), accepted, rejected=pending is not None)
             keep = n_kept + 1 + accepted
             if keep < len(kept):
