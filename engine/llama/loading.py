@@ -70,7 +70,6 @@ def check_request(opts: LlamaCppOptions) -> LoadRequest:
     kv_type = check_kv_cache_type(opts.kv_cache_type)
     speculative = check_speculative(opts.speculative)
     if opts.draft_model_path is not None and speculative == "off":
-        # A draft model turns drafting on.
         speculative = "auto"
     draft_tokens = check_draft_tokens(opts.draft_tokens) if speculative != "off" else 0
     check_repack(opts.repack)
