@@ -79,7 +79,8 @@ def check_regular(path: str | os.PathLike[str]) -> None:
     except FileNotFoundError:
         return
     except OSError:
-        return  # the caller's own open reports it
+        # The caller's own open reports it.
+        return
     kind = kind_of(mode)
     if kind is not None:
         raise NotARegularFile(path, kind)
@@ -104,7 +105,8 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     except IsADirectoryError:
         raise NotARegularFile(path, "a directory") from None
     except OSError as exc:
-        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket: open() refuses it
+        # A socket: open() refuses it.
+        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):
             check_regular(path)
         raise
     try:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-MAX_JSON_DEPTH = (
-    64  # levels of [ and {: far more than any tool's arguments or a server's reply need
-)
+# Levels of [ and {: far more than any tool's arguments or a server's reply need.
+MAX_JSON_DEPTH = 64
 
 
 class JsonTooDeep(ValueError):

@@ -48,9 +48,12 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 _CSI_BODY = re.compile("[\x30-\x3f]*[\x20-\x2f]*")
 _INTERMEDIATES = re.compile("[\x20-\x2f]*")
-_STRING_BODY = re.compile("[^\x00-\x1f\x7f-\x9f]*")  # up to a control character
-_STRING_ESC = "]PX^_"  # ESC + one of these opens a string sequence (OSC, DCS, SOS, PM, APC)
-_C1_STRINGS = "\x9d\x90\x98\x9e\x9f"  # the same as C1 characters (OSC first)
+# Up to a control character.
+_STRING_BODY = re.compile("[^\x00-\x1f\x7f-\x9f]*")
+# ESC + one of these opens a string sequence (OSC, DCS, SOS, PM, APC).
+_STRING_ESC = "]PX^_"
+# The same as C1 characters (OSC first).
+_C1_STRINGS = "\x9d\x90\x98\x9e\x9f"
 
 _INCOMPLETE = -1  # the text ends before the sequence does
 _BROKEN = -2  # not a sequence: drop the introducer alone
@@ -90,7 +93,8 @@ def _sequence_end(text: str, start: int) -> int:
     """Where the sequence that ``text[start]`` introduces ends (the index after it),
     ``_INCOMPLETE`` or ``_BROKEN``."""
     n = len(text)
-    endpos = min(n, start + MAX_SEQUENCE)  # a complete sequence ends by here
+    # A complete sequence ends by here.
+    endpos = min(n, start + MAX_SEQUENCE)
     ch = text[start]
     if ch == _ESC:
         if start + 1 >= n:
@@ -119,13 +123,15 @@ class Sanitizer:
     __slots__ = ("_pending",)
 
     def __init__(self) -> None:
-        self._pending = ""  # an escape sequence begun but not finished
+        # An escape sequence begun but not finished.
+        self._pending = ""
 
     def feed(self, text: str) -> str:
         """What of ``text`` can be shown now (an unfinished sequence waits for the next piece)."""
         if self._pending:
             text, self._pending = self._pending + text, ""
-        elif text.isprintable():  # fast path: most pieces are plain text
+        elif text.isprintable():
+            # Fast path: most pieces are plain text.
             return text
         return self._scan(text, final=False)
 
@@ -145,7 +151,8 @@ class Sanitizer:
                 break
             start = match.start()
             out.append(text[at:start])
-            at = start + 1  # a lone control character, or the introducer of a broken sequence
+            # A lone control character, or the introducer of a broken sequence.
+            at = start + 1
             if "\ud800" <= text[start] <= "\udfff":
                 out.append(REPLACEMENT)
             elif _is_introducer(text[start]):

@@ -72,7 +72,7 @@ _FORMATS_WORDS = "PNG, JPEG, GIF, WebP, BMP"
 # ESC, which real text files and logs hold) is above this is binary.
 _BINARY_SHARE = 0.05
 _JPEG_QUALITY = 90
-_ORIENTATION = 0x0112  # the EXIF tag
+_EXIF_ORIENTATION_TAG = 0x0112
 _LONGEST_PATH = 4096
 
 
@@ -126,7 +126,8 @@ def _open_regular(path: Path, name: str) -> IO[bytes]:
     _refuse_kind(kind_of(mode), name)
     try:
         return open_regular(path)
-    except NotARegularFile as exc:  # swapped for one since the stat
+    except NotARegularFile as exc:
+        # Swapped for one since the stat.
         _refuse_kind(exc.kind, name)
         raise
     except PermissionError:
@@ -148,7 +149,8 @@ def _refuse_kind(kind: str | None, name: str) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    """What went wrong, in a few words from the exception (outside text: sanitised, one line, bounded)."""
+    """What went wrong, in a few words from the exception (outside text: sanitised, one line,
+    bounded)."""
     if isinstance(exc, OSError) and exc.strerror:
         words = exc.strerror
     else:
@@ -223,7 +225,7 @@ def _keep_image(
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image.load()
         # EXIF orientations 5 to 8 turn the picture a quarter: its upright size is the other way.
-        turned = image.getexif().get(_ORIENTATION, 1) in (5, 6, 7, 8)
+        turned = image.getexif().get(_EXIF_ORIENTATION_TAG, 1) in (5, 6, 7, 8)
         full_w, full_h = (height, width) if turned else (width, height)
         upright = ImageOps.exif_transpose(image)
         converted = _rgb(upright)
@@ -335,10 +337,8 @@ def _decode(data: bytes, cut: bool, name: str, guessed: bool) -> tuple[str, bool
             f"{name} looks binary: only text files are attached as files; "
             "attach an image with /image"
         )
-    if data[:2] in (
-        b"\xff\xfe",
-        b"\xfe\xff",
-    ):  # UTF-16 with its byte-order mark (Windows' "Unicode")
+    # UTF-16 with its byte-order mark (Windows' "Unicode").
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         even = data[: len(data) // 2 * 2]
         text = even.decode("utf-16", errors="replace")
         if "\x00" in text:

@@ -85,7 +85,8 @@ class AttachmentStore:
             except FileNotFoundError:
                 st = None
             if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == len(data):
-                os.utime(path)  # in use again: prune()'s grace counts from now
+                # In use again: prune()'s grace counts from now.
+                os.utime(path)
                 return digest, path
             self._write(path, data)
         except OSError as exc:
@@ -183,11 +184,17 @@ class AttachmentStore:
     def _failure(self, exc: OSError) -> str:
         where = sanitize(str(self.root))
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return f"no space left to keep the attachment under {where}: free some space and attach it again"
+            return (
+                f"no space left to keep the attachment under {where}: "
+                "free some space and attach it again"
+            )
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             return f"cannot write the attachments folder {where}: check its permissions"
         reason = sanitize(exc.strerror or type(exc).__name__)
-        return f"cannot keep the attachment under {where} ({reason}): check that folder and attach it again"
+        return (
+            f"cannot keep the attachment under {where} ({reason}): "
+            "check that folder and attach it again"
+        )
 
 
 def _kept_text(data: bytes) -> str:

@@ -47,9 +47,8 @@ def suggest_setting(options: Any, info: ModelInfo | None, doing: str, rc: int | 
         ideas.append(f"{flag('kv_cache_type')} f16")
     smaller = f"a smaller {flag('context_size')}"
     ideas.append(smaller)
-    if rc is not None and rc == -getattr(
-        signal, "SIGKILL", -1
-    ):  # the OOM killer's signal: memory first
+    # SIGKILL is the OOM killer's signal: memory first.
+    if rc is not None and rc == -getattr(signal, "SIGKILL", -1):
         ideas.remove(smaller)
         ideas.insert(0, smaller)
     ideas.append("another model")
@@ -103,7 +102,8 @@ def write_crash_report(
     try:
         folder = crash_dir()
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _private(folder, 0o700)  # made earlier, or by an older vibechat, with the umask's mode
+        # Made earlier, or by an older vibechat, with the umask's mode.
+        _private(folder, 0o700)
         path = folder / f"crash-{now:%Y%m%d-%H%M%S}-{os.getpid()}-{time.monotonic_ns() % 10**6}.txt"
         _write_private(path, "\n".join(lines) + "\n")
         return path
@@ -113,7 +113,8 @@ def write_crash_report(
 
 
 def _private(path: Path, mode: int) -> None:
-    """``path`` readable by its owner only (best effort: a folder of someone else's stays as it is)."""
+    """``path`` readable by its owner only (best effort: a folder of someone else's stays as it
+    is)."""
     try:
         if os.name == "posix" and path.stat().st_mode & 0o777 != mode:
             path.chmod(mode)
@@ -134,11 +135,13 @@ def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, flags, 0o600)
     try:
         if os.name == "posix":
-            os.fchmod(fd, 0o600)  # the umask may have taken bits off, never added them: exact
+            # The umask may have taken bits off, never added them: exact.
+            os.fchmod(fd, 0o600)
         with os.fdopen(fd, "wb") as out:
             fd = -1
             out.write(text.encode("utf-8"))
-    except OSError:  # a full disk: no half a report left behind
+    except OSError:
+        # A full disk: no half a report left behind.
         path.unlink(missing_ok=True)
         raise
     finally:

@@ -35,13 +35,14 @@ class DecodeTarget:
 
     ctx: Any  # llama_context_p
     memory: Any  # llama_memory_t
-    tokens: list[int]  # what the KV cache holds for sequence 0
+    # What the KV cache holds for sequence 0.
+    tokens: list[int]
     cancel: threading.Event
-    n_batch: int  # the options' batch size (each loop bounds it by the context)
+    # The options' batch size (each loop bounds it by the context).
+    n_batch: int
     context_size: int
-    one: Any = dataclasses.field(
-        default_factory=lambda: (ll.llama_token * 1)()
-    )  # a one-token batch's buffer
+    # A one-token batch's buffer.
+    one: Any = dataclasses.field(default_factory=lambda: (ll.llama_token * 1)())
 
     def failed(self, rc: int, out: Emitter) -> None:
         """A ``llama_decode`` returned ``rc``: the reply ends cancelled (an abort, or a cancel
@@ -103,7 +104,8 @@ def make_sampler(chain: Any, vocab: Any, params: SamplingParams) -> Sampler:
     if params.output_format is None:
         return ChainSampler(chain)
     gbnf = params.output_format.gbnf()
-    reason = grammar_error(gbnf)  # first, quietly: a bad grammar's complaint goes to stderr
+    # First, quietly: a bad grammar's complaint goes to stderr.
+    reason = grammar_error(gbnf)
     grammar = (
         None if reason else ll.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
     )
@@ -166,27 +168,30 @@ class Emitter:
         self._turn_stops = turn_stops
         self.limit = limit
         self.generated = 0
-        self.thinking_tokens = (
-            0  # of those, generated inside the thinking block (its tags included)
-        )
+        # Of those, generated inside the thinking block (its tags included).
+        self.thinking_tokens = 0
         self.finish: FinishReason = "stop"
-        self.done = False  # ended by end-of-generation or a stop string
+        # Ended by end-of-generation or a stop string.
+        self.done = False
         # Ended by an end-of-generation token (not a turn token, a stop string or a limit): under a
         # grammar, llama.cpp's sampler allows one only once the grammar is complete.
         self.at_eog = False
         self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
         self._stops = StopMatcher(stop)
-        # The reply's thinking apart: <think> tags (engine/turns/thinking.py) or gpt-oss's channels (harmony.py).
+        # The reply's thinking apart: <think> tags (engine/turns/thinking.py) or gpt-oss's channels
+        # (harmony.py).
         self._splitter: StreamSplitter = HarmonySplitter() if harmony else ThinkingSplitter(inside)
         # The completion frame's cue is "Assistant:", so an answer starts with a space (" Paris."):
-        # not the reply's text. (Re-rendered, the frame puts it back: the cached tokens still match.)
-        # Leading blank lines go too, and the stop strings see the answer as the start of a line
-        # (a "\n" put before it, never emitted): an answer that opens with "User:" ends there,
-        # one that opens with a blank line does not end empty.
+        # not the reply's text. (Re-rendered, the frame puts it back: the cached tokens still
+        # match.) Leading blank lines go too, and the stop strings see the answer as the start of a
+        # line (a "\n" put before it, never emitted): an answer that opens with "User:" ends
+        # there, one that opens with a blank line does not end empty.
         self._lstrip = lstrip
-        self._line_start = False  # the "\n" put before the answer is still to be taken out
+        # The "\n" put before the answer is still to be taken out.
+        self._line_start = False
         # Harmony names a call's tool in a message header the splitter drops: its recogniser
-        # reads the raw text; the others read the answer (a <tool_call> inside thinking stays thinking).
+        # reads the raw text; the others read the answer (a <tool_call> inside thinking stays
+        # thinking).
         self._calls = calls
         self._raw_calls = harmony and calls is not None
         self.tool_calls: list[ToolCall] = []
@@ -216,9 +221,8 @@ class Emitter:
             assert self._calls is not None
             text = self._calls.feed(text)
         pieces = splitter.feed(text)
-        if (
-            was_thinking or splitter.thinking
-        ):  # inside the block, or the token that opens or closes it
+        # Inside the block, or the token that opens or closes it.
+        if was_thinking or splitter.thinking:
             self.thinking_tokens += 1
         return self._stopped_at(self._answer_calls(pieces))
 
@@ -264,7 +268,8 @@ class Emitter:
         calls = self._calls
         if self._stops.stopped:
             if calls is not None:
-                self.tool_calls = calls.finish()[1]  # the calls made before the stop string, if any
+                # The calls made before the stop string, if any.
+                self.tool_calls = calls.finish()[1]
             return []
         text = self._decode(b"", final=True)
         if calls is not None and self._raw_calls:

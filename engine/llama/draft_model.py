@@ -26,8 +26,10 @@ from ..errors import GenerationError, ModelLoadError
 from .loading import LoadRequest, free_model, kv_cache_computed
 from .memory_checks import check_draft_memory
 
-PREFILL_TOKENS = 32  # a catch-up longer than this is a prefill (propose's prefill_s)
-VOCAB_SAMPLE = 256  # token ids compared between draft and target (spread over the vocabulary)
+# A catch-up longer than this is a prefill (propose's prefill_s).
+PREFILL_TOKENS = 32
+# Token ids compared between draft and target (spread over the vocabulary).
+VOCAB_SAMPLE = 256
 
 
 def vocab_signature(vocab) -> tuple[int, int, int, list[bytes]]:
@@ -75,7 +77,8 @@ class DraftModel:
         self.name = name
         self.file_size = path.stat().st_size
         self.kv_bytes: int | None = None
-        self.prefill_s = 0.0  # of the last proposal, the time spent on a prefill (see propose)
+        # Of the last proposal, the time spent on a prefill (see propose).
+        self.prefill_s = 0.0
         mparams = ll.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
         mparams.use_extra_bufts = extra_buffers
@@ -113,7 +116,8 @@ class DraftModel:
             )
         self._mem = ll.llama_get_memory(self._ctx)
         self._n_batch = int(cparams.n_batch)
-        self._tokens: list[int] = []  # what the draft's KV cache holds
+        # What the draft's KV cache holds.
+        self._tokens: list[int] = []
         self._greedy = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         ll.llama_sampler_chain_add(self._greedy, ll.llama_sampler_init_greedy())
         self._one = (ll.llama_token * 1)()
@@ -150,7 +154,8 @@ class DraftModel:
             return []
         held = self._tokens
         keep = 0
-        limit = min(len(held), n_history - 1)  # evaluate at least the last token for fresh logits
+        # Evaluate at least the last token for fresh logits.
+        limit = min(len(held), n_history - 1)
         while keep < limit and held[keep] == history[keep]:
             keep += 1
         if keep < len(held):
@@ -172,7 +177,8 @@ class DraftModel:
                 break
             drafts.append(token)
             if len(drafts) >= k:
-                break  # the last draft is not evaluated here: the next proposal does it if it is kept
+                # The last draft is not evaluated here: the next proposal does it if it is kept.
+                break
             one[0] = token
             if ll.llama_decode(ctx, ll.llama_batch_get_one(one, 1)) != 0:
                 self.reset()

@@ -65,7 +65,8 @@ def prompt_lookup_tokens(
 
     n_draft = policy.max_k
     lookup = LlamaPromptLookupDecoding(max_ngram_size=DRAFT_NGRAM, num_pred_tokens=n_draft)
-    history = np.empty(target.context_size + 1, dtype=np.intc)  # the prompt and every emitted token
+    # The prompt and every emitted token.
+    history = np.empty(target.context_size + 1, dtype=np.intc)
     history[: len(prompt)] = prompt
     n_history = len(prompt)
     n_batch = max(2, min(target.n_batch, target.context_size))
@@ -79,7 +80,8 @@ def prompt_lookup_tokens(
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = 1
-        pending: int | None = None  # sampled while verifying a draft, not emitted yet
+        # Sampled while verifying a draft, not emitted yet.
+        pending: int | None = None
         while out.may_continue():
             token = sample(ctx, -1) if pending is None else pending
             pending = None
@@ -97,7 +99,8 @@ def prompt_lookup_tokens(
                 t0 = clock()
                 if drafter is not None:
                     drafts = drafter.propose(history, n_history, room)
-                    t0 += drafter.prefill_s  # once per prompt: not what each draft costs
+                    # Once per prompt: not what each draft costs.
+                    t0 += drafter.prefill_s
                 else:
                     drafts = lookup(history[:n_history])[:room].tolist()
                 policy.looked_up(clock() - t0, len(drafts), room)
@@ -123,7 +126,8 @@ def prompt_lookup_tokens(
                 target.failed(rc, out)
                 return
             kept.append(token)
-            kept.extend(drafts)  # what the KV cache holds now; rejected ones go below
+            # What the KV cache holds now; rejected ones go below.
+            kept.extend(drafts)
             stats.drafted_tokens += len(drafts)
             accepted = 0
             for i, draft in enumerate(drafts):
@@ -142,7 +146,8 @@ def prompt_lookup_tokens(
                 if out.done:
                     break
             stats.accepted_draft_tokens += accepted
-            # A draft cut short (end of reply, cancel) says nothing about the rest: judged by what was tried.
+            # A draft cut short (end of reply, cancel) says nothing about the rest: judged by what
+            # was tried.
             policy.verified(elapsed, len(drafts), accepted, rejected=pending is not None)
             keep = n_kept + 1 + accepted
             if keep < len(kept):
@@ -157,6 +162,5 @@ def prompt_lookup_tokens(
     finally:
         ll.llama_batch_free(batch)
         stats.drafting_turned_off = policy.turned_off
-        stats.draft_k = (
-            0 if policy.turned_off else policy.k
-        )  # (a probe that had not judged yet: still off)
+        # A probe that had not judged yet: still off.
+        stats.draft_k = 0 if policy.turned_off else policy.k

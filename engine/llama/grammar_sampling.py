@@ -42,7 +42,8 @@ import llama_cpp as ll
 
 from ..errors import GenerationError
 
-if TYPE_CHECKING:  # numpy (0.1 s to import) only when a grammar samples: not on every engine start
+if TYPE_CHECKING:
+    # Numpy (0.1 s to import) only when a grammar samples: not on every engine start.
     import numpy as np
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,8 @@ class GrammarSampler:
         self._one_array: Any = ll.llama_token_data_array(
             data=ctypes.pointer(self._one), size=1, selected=-1, sorted=False
         )
-        self._buf: np.ndarray | None = (
-            None  # the vocabulary's candidates: allocated once, on first use
-        )
+        # The vocabulary's candidates: allocated once, on first use.
+        self._buf: np.ndarray | None = None
         self._ids: np.ndarray | None = None
         self._array: Any = ll.llama_token_data_array()
 
@@ -172,7 +172,8 @@ class GrammarSampler:
             self._buf = np.empty(n, dtype=token_data())
             self._ids = np.arange(n, dtype=np.int32)
         buf = self._buf
-        buf["id"] = self._ids  # every time: the chain sorts the candidates in place
+        # Every time: the chain sorts the candidates in place.
+        buf["id"] = self._ids
         buf["logit"] = logits[:n]
         buf["p"] = 0.0
         arr = self._array

@@ -37,7 +37,8 @@ class KVCache:
         self.snapshots = snapshots
         self.draft: DraftModel | None = None
         self.tokens: list[int] = []
-        self.snapshot_due = False  # a reply ended: its state is worth keeping (keep_snapshot())
+        # A reply ended: its state is worth keeping (keep_snapshot()).
+        self.snapshot_due = False
 
     def reset(self) -> None:
         """Empty the cache (and the draft model's) so the next turn evaluates everything."""
@@ -61,7 +62,8 @@ class KVCache:
             # The cache cannot be cut back there (a restored sliding window): a snapshot may.
             live = 0
         if at_most - live < RESTORE_MARGIN:
-            return 0, 0.0  # the cache has (nearly) all of it: no snapshot can do better
+            # The cache has (nearly) all of it: no snapshot can do better.
+            return 0, 0.0
         match = store.best(tokens, at_most)
         if match is None or match.common < live + RESTORE_MARGIN:
             if at_most - live >= max(kv_snapshots.MIN_TOKENS, RESTORE_MARGIN):
@@ -113,7 +115,8 @@ class KVCache:
         if not due or store is None or not store.worth(len(self.tokens)):
             return
         if has_images(self.tokens):
-            return  # a snapshot's key does not name the projector that made the image
+            # A snapshot's key does not name the projector that made the image.
+            return
         data = take_state(self.ctx)
         if data is not None:
             store.keep(self.tokens, data)

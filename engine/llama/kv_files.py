@@ -36,14 +36,16 @@ from ..files import write_private
 from ..json_bounds import bounded_loads
 from ..paths import cache_dir
 
-FORMAT_VERSION = (
-    2  # 2: the name's token digest and the header's ``bound`` (files of 1 are refused, then pruned)
-)
+# Version 2: the name's token digest and the header's ``bound`` (files of version 1 are refused,
+# then pruned).
+FORMAT_VERSION = 2
 MAGIC = b"VCKVSNP1"
 SUFFIX = ".kvs"
 FOLDER = "kv-snapshots"
-MAX_HEADER_BYTES = 16 << 10  # a JSON header claiming more is corrupt
-MAX_TOKENS = 1 << 21  # more than any context vibechat creates (engine/settings/limits.py)
+# A JSON header claiming more is corrupt.
+MAX_HEADER_BYTES = 16 << 10
+# More than any context vibechat creates (engine/settings/limits.py).
+MAX_TOKENS = 1 << 21
 
 
 def snapshot_folder() -> Path:
@@ -117,7 +119,8 @@ class DiskEntry:
     payload_crc: int
     file_bytes: int
     mtime: float
-    bound: str = ""  # binding(key, tokens, payload), checked by read_payload
+    # binding(key, tokens, payload), checked by read_payload.
+    bound: str = ""
 
 
 class SnapshotError(Exception):

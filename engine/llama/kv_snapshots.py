@@ -59,13 +59,16 @@ log = logging.getLogger("vibechat.kv_snapshots")
 MIN_TOKENS = 256
 # A restore pays when the snapshot shares this many more tokens than the live cache already does.
 RESTORE_MARGIN = 16
-MEMORY_BYTES = 256 << 20  # the recent snapshots kept in this process
+# The recent snapshots kept in this process.
+MEMORY_BYTES = 256 << 20
 # The disk index: at most this many files looked at, this much read of their headers and
 # tokens in one scan.
 MAX_FILES = 256
 MAX_INDEX_BYTES = 64 << 20
-TEMP_STALE_S = 600.0  # a temp file this old was left by a process that ended mid-write
-WRITE_QUEUE = 4  # snapshots waiting for the disk at most; an older waiting one is dropped
+# A temp file this old was left by a process that ended mid-write.
+TEMP_STALE_S = 600.0
+# Snapshots waiting for the disk at most; an older waiting one is dropped.
+WRITE_QUEUE = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +83,8 @@ class SnapshotKey:
     n_ctx: int
     type_k: str
     type_v: str
-    flash_attn: bool | None  # as used: it decides whether V is stored transposed
+    # As used: it decides whether V is stored transposed.
+    flash_attn: bool | None
     swa_full: bool
     n_seq_max: int
     kv_unified: bool
@@ -133,12 +137,13 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 @dataclasses.dataclass
 class Match:
-    """The best snapshot for a prompt: ``common`` tokens of it shared with the prompt."""
+    """The best snapshot for a prompt: ``common`` tokens of it shared with the prompt. Its
+    ``source`` is "memory" (``snapshot`` set) or "disk" (``entry`` set)."""
 
     common: int
-    source: str  # "memory" or "disk"
-    snapshot: Snapshot | None = None  # memory
-    entry: DiskEntry | None = None  # disk
+    source: str
+    snapshot: Snapshot | None = None
+    entry: DiskEntry | None = None
 
 
 class SnapshotStore:
@@ -164,13 +169,13 @@ class SnapshotStore:
         self.disk_bytes = max(0, disk_bytes)
         self.memory_bytes = MEMORY_BYTES if memory_bytes is None else memory_bytes
         self._folder = folder
-        self._memory: collections.OrderedDict[bytes, Snapshot] = (
-            collections.OrderedDict()
-        )  # oldest first
-        self._index: dict[
-            str, tuple[tuple[int, int], DiskEntry | None]
-        ] = {}  # name -> (ino, size), entry
-        self._lock = threading.Lock()  # the index, between the engine's thread and the writer
+        # The snapshots kept in memory, oldest first.
+        self._memory: collections.OrderedDict[bytes, Snapshot] = collections.OrderedDict()
+        # A file's name -> its (inode, size) when its header was read, and its entry (None: a bad
+        # file).
+        self._index: dict[str, tuple[tuple[int, int], DiskEntry | None]] = {}
+        # The index, between the engine's thread and the writer.
+        self._lock = threading.Lock()
         self._logged: set[str] = set()
         self._queue: queue.Queue[tuple[str, Snapshot, Path] | None] = queue.Queue()
         self._pending: collections.deque[str] = collections.deque()
@@ -262,7 +267,8 @@ class SnapshotStore:
             self._forget(entry.path.name)
             return None
         try:
-            os.utime(entry.path)  # its last use: the least recently used go first
+            # Its last use: the least recently used go first.
+            os.utime(entry.path)
         except OSError:
             pass
         snap = Snapshot(entry.tokens, data)
@@ -284,7 +290,8 @@ class SnapshotStore:
         for old in list(self._memory):
             if old == tb or self.restorable is None and old.startswith(tb):
                 self._memory.move_to_end(old)
-                return  # a longer one has these: restoring it and trimming gives this state
+                # A longer one has these: restoring it and trimming gives this state.
+                return
             if tb.startswith(old) and self.restorable is None:
                 # (where a restore cannot be trimmed, the shorter one stays in memory: another
                 # branch forks there; on disk one conversation still leaves one file)
@@ -295,9 +302,8 @@ class SnapshotStore:
         self._start_writer()
         with self._lock:
             self._pending.append(name)
-            while (
-                len(self._pending) > WRITE_QUEUE
-            ):  # the disk is slower than the replies: drop the oldest
+            # The disk is slower than the replies: drop the oldest.
+            while len(self._pending) > WRITE_QUEUE:
                 self._pending.popleft()
         self._queue.put((name, snap, self._folder()))
 
@@ -331,7 +337,8 @@ class SnapshotStore:
                         self._pending.remove(name)
                 if due:
                     self._write(folder, name, snap)
-            except Exception:  # a snapshot is an optimisation: never fails the engine
+            except Exception:
+                # A snapshot is an optimisation: never fails the engine.
                 log.exception("writing a KV snapshot failed")
             finally:
                 self._queue.task_done()
@@ -427,7 +434,8 @@ class SnapshotStore:
         found: list[tuple[float, os.DirEntry[str]]] = []
         for item in items:
             if item.name.endswith(".tmp"):
-                try:  # a write that never finished (its process ended)
+                # A write that never finished (its process ended).
+                try:
                     if now - item.stat(follow_symlinks=False).st_mtime > TEMP_STALE_S:
                         os.unlink(item.path)
                 except OSError:
@@ -447,9 +455,8 @@ class SnapshotStore:
                 )
                 continue
             found.append((st.st_mtime, item))
-        found.sort(
-            key=lambda pair: -pair[0]
-        )  # the most recently used first: those are kept under the bound
+        # The most recently used first: those are kept under the bound.
+        found.sort(key=lambda pair: -pair[0])
         entries: list[DiskEntry] = []
         budget = MAX_INDEX_BYTES
         seen: set[str] = set()

@@ -17,7 +17,8 @@ from .kv_snapshots import SnapshotKey, SnapshotStore
 
 log = logging.getLogger("vibechat.kv_snapshots")
 
-SEQ = 0  # the one sequence the backend uses
+# The one sequence the backend uses.
+SEQ = 0
 
 
 def snapshot_key(
@@ -79,11 +80,13 @@ def make_store(
         return None
     try:
         key = snapshot_key(model_path, cparams, kv_type, flash_attn, n_gpu_layers)
-    except OSError as exc:  # the model file vanished since it loaded
+    except OSError as exc:
+        # The model file vanished since it loaded.
         log.warning("KV snapshots are off: %s", exc)
         return None
     store = SnapshotStore(key, mib << 20, restorable=restorable(model))
-    store.prune()  # a bound lowered since the last start holds from now on
+    # A bound lowered since the last start holds from now on.
+    store.prune()
     return store
 
 
@@ -110,7 +113,8 @@ def restore_state(ctx: Any, memory: Any, snap: Snapshot) -> bool:
     got = int(ll.llama_state_seq_set_data(ctx, buf, size, SEQ))
     if got != size:
         log.warning(
-            "KV snapshot of %d tokens not used: llama.cpp read %d of its %d bytes; evaluating the prompt",
+            "KV snapshot of %d tokens not used: llama.cpp read %d of its %d bytes; "
+            "evaluating the prompt",
             snap.n_tokens,
             got,
             size,

@@ -90,11 +90,16 @@ class LlamaCppBackend:
         self._mem = None
         self._info: ModelInfo | None = None
         self._gguf: GGUFInfo | None = None
-        self._prompt: Prompter | None = None  # the template and the prompt's tokens
-        self._kv: KVCache | None = None  # what the KV cache holds, its snapshots
-        self._policy: FixedDraft | AdaptiveDraft | None = None  # the draft length's (None: off)
-        self._draft: DraftModel | None = None  # --draft-model (None: drafts by prompt lookup)
-        self._vision: Vision | None = None  # the projector (--mmproj; None: no images)
+        # The template and the prompt's tokens.
+        self._prompt: Prompter | None = None
+        # What the KV cache holds, its snapshots.
+        self._kv: KVCache | None = None
+        # The draft length's policy (None: off).
+        self._policy: FixedDraft | AdaptiveDraft | None = None
+        # --draft-model (None: drafts by prompt lookup).
+        self._draft: DraftModel | None = None
+        # The projector (--mmproj; None: no images).
+        self._vision: Vision | None = None
         self._cancel = threading.Event()
         # Stops a decode on a cancel; counts how far it came.
         self._ticks = AbortTicks(self._cancel)
@@ -125,7 +130,8 @@ class LlamaCppBackend:
         offload = gpu_offload_supported()
         notices: list[str] = []
         n_gpu_layers = loading.gpu_layers(opts, offload, notices)
-        on_cpu = n_gpu_layers == 0 or not offload  # the weights and the KV cache are in RAM
+        # The weights and the KV cache are in RAM.
+        on_cpu = n_gpu_layers == 0 or not offload
         if on_cpu:
             loading.check_weights_fit(request)
         if repack.probed_now:
@@ -213,7 +219,8 @@ class LlamaCppBackend:
                 speculative, draft_tokens, draft_model=request.draft_gguf is not None
             )
         if request.draft_gguf is not None and speculative != "off":
-            try:  # a draft model that does not fit (or fails) fails the load: one line
+            # A draft model that does not fit (or fails) fails the load: one line.
+            try:
                 self._draft = load_draft(
                     request,
                     context_size,
@@ -226,7 +233,8 @@ class LlamaCppBackend:
             except Exception:
                 self.close()
                 raise
-            self._kv.draft = self._draft  # emptied whenever the KV cache is replaced
+            # Emptied whenever the KV cache is replaced.
+            self._kv.draft = self._draft
         draft_gguf = request.draft_gguf
         draft_name = None
         if self._draft is not None and draft_gguf is not None:
@@ -439,7 +447,8 @@ class LlamaCppBackend:
         self._special = marker_tokens(self._vocab, fmt) if fmt is not None else frozenset()
         try:
             tokens, dropped = prompt.fit(messages, params, tools)
-        except TemplateCancelled:  # cancel() while the template rendered: nothing was evaluated
+        except TemplateCancelled:
+            # cancel() while the template rendered: nothing was evaluated.
             stats = GenerationStats(seed=params.seed, finish_reason="cancelled")
             yield GenerationDone(text="", stats=stats, params=params)
             return
@@ -550,7 +559,8 @@ class LlamaCppBackend:
         )
         if self._policy is None:
             return plain_tokens(target, sampler, out)
-        if has_images(tokens):  # drafts must not see placeholder ids
+        if has_images(tokens):
+            # Drafts must not see placeholder ids.
             if self._draft is not None:
                 self._draft.reset()
             return plain_tokens(target, sampler, out)

@@ -51,8 +51,10 @@ class LoadRequest:
     anything is loaded (a typo or a bad file costs no time)."""
 
     kv_type: str
-    speculative: str  # off, auto or prompt-lookup (a draft model turns "off" into "auto")
-    draft_tokens: int  # 0 when not drafting
+    # Off, auto or prompt-lookup (a draft model turns "off" into "auto").
+    speculative: str
+    # 0 when not drafting.
+    draft_tokens: int
     gguf: GGUFInfo
     draft_gguf: GGUFInfo | None
 
@@ -68,14 +70,14 @@ def check_request(opts: LlamaCppOptions) -> LoadRequest:
     kv_type = check_kv_cache_type(opts.kv_cache_type)
     speculative = check_speculative(opts.speculative)
     if opts.draft_model_path is not None and speculative == "off":
-        speculative = "auto"  # a draft model turns drafting on
+        speculative = "auto"
     draft_tokens = check_draft_tokens(opts.draft_tokens) if speculative != "off" else 0
     check_repack(opts.repack)
-    gguf = inspect_gguf(opts.model_path)  # raises ModelFileError before llama.cpp sees a bad file
+    # Raises ModelFileError before llama.cpp sees a bad file.
+    gguf = inspect_gguf(opts.model_path)
     draft_gguf = inspect_gguf(opts.draft_model_path) if opts.draft_model_path is not None else None
-    if (
-        opts.mmproj_path is not None
-    ):  # its header now; whether it fits the model once that is loaded
+    # Its header now; whether it fits the model once that is loaded.
+    if opts.mmproj_path is not None:
         check_projector(opts.mmproj_path)
     return LoadRequest(kv_type, speculative, draft_tokens, gguf, draft_gguf)
 
@@ -116,7 +118,8 @@ def repack_choice(
     def verdict() -> tuple[_repack.ProbeVerdict | None, bool]:
         try:
             probe_model = starter_model_path()
-        except ModelFileError:  # its package is missing, or the cache is not writable
+        except ModelFileError:
+            # Its package is missing, or the cache is not writable.
             probe_model = model_path
         key = _repack.probe_key(info, getattr(ll, "__version__", ""))
         return _repack.probe_verdict(

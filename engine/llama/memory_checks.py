@@ -44,8 +44,9 @@ def check_context_memory(
     smaller = " or --kv-cache-type q8_0 (about half)" if kv_type == "f16" else ""
     where = "" if asked else " (the model's default context)"
     raise ModelLoadError(
-        f"a {n_ctx:,}-token context{where} needs about {kv_bytes / 1e9:.1f} GB of {kv_type} KV cache beside "
-        f"{weights / 1e9:.1f} GB of weights, but {available / 1e9:.1f} GB of memory is available: {how}{smaller}."
+        f"a {n_ctx:,}-token context{where} needs about {kv_bytes / 1e9:.1f} GB of {kv_type} "
+        f"KV cache beside {weights / 1e9:.1f} GB of weights, but {available / 1e9:.1f} GB of "
+        f"memory is available: {how}{smaller}."
     )
 
 
@@ -65,8 +66,9 @@ def check_draft_memory(
         else "drop --draft-model"
     )
     raise ModelLoadError(
-        f"the draft model's {n_ctx:,}-token KV cache needs about {kv_bytes / 1e9:.1f} GB beside {weights / 1e9:.1f} GB "
-        f"of weights, but {available / 1e9:.1f} GB of memory is available: {how}."
+        f"the draft model's {n_ctx:,}-token KV cache needs about {kv_bytes / 1e9:.1f} GB "
+        f"beside {weights / 1e9:.1f} GB of weights, but {available / 1e9:.1f} GB of memory is "
+        f"available: {how}."
     )
 
 
@@ -76,6 +78,7 @@ def check_memory(needed: int, name: str, available: int | None = None) -> None:
     available = available_memory() if available is None else available
     if available is not None and needed > available:
         raise ModelLoadError(
-            f"{name} needs about {needed / 1e9:.1f} GB of memory but {available / 1e9:.1f} GB is available: "
-            "choose a smaller quantization (vibechat models search), or close other programs."
+            f"{name} needs about {needed / 1e9:.1f} GB of memory but {available / 1e9:.1f} GB "
+            "is available: choose a smaller quantization (vibechat models search), or close "
+            "other programs."
         )

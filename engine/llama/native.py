@@ -42,10 +42,9 @@ class LlamaLog:
         self._level = logging.INFO
         self._lock = threading.Lock()
         self.captured: list[tuple[int, str]] | None = None
-        self._mtmd = False  # install_mtmd() done
-        self._callback = ll.llama_log_callback(
-            self._on_log
-        )  # keep a reference: C holds the pointer
+        self._mtmd_installed = False
+        # Keep a reference: C holds the pointer.
+        self._callback = ll.llama_log_callback(self._on_log)
 
     def install(self) -> None:
         ll.llama_log_set(self._callback, ctypes.c_void_p(0))
@@ -54,10 +53,10 @@ class LlamaLog:
         """Route the multimodal library's log here too (it has its own, which prints to stderr)."""
         from llama_cpp import mtmd_cpp
 
-        if not self._mtmd:
+        if not self._mtmd_installed:
             mtmd_cpp.mtmd_log_set(self._callback, ctypes.c_void_p(0))
             mtmd_cpp.mtmd_helper_log_set(self._callback, ctypes.c_void_p(0))
-            self._mtmd = True
+            self._mtmd_installed = True
 
     def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         try:
@@ -84,7 +83,8 @@ def ensure_llama_initialised() -> LlamaLog:
     with _BACKEND_INIT:
         if _LOG is None:
             _LOG = LlamaLog()
-            _LOG.install()  # replaces llama-cpp-python's own callback (wrong levels, prints to stderr)
+            # Replaces llama-cpp-python's own callback (wrong levels, prints to stderr).
+            _LOG.install()
             ll.llama_backend_init()
         return _LOG
 
@@ -101,7 +101,8 @@ def grammar_error(gbnf: str, root: str = "root") -> str | None:
     is pointed at a temporary file meanwhile (call this where no other thread draws on the
     terminal: the CLI before loading, the engine's own process)."""
     llama_log = ensure_llama_initialised()
-    previous = llama_log.captured  # some complaints come through the log callback instead
+    # Some complaints come through the log callback instead.
+    previous = llama_log.captured
     captured = previous if previous is not None else []
     start = len(captured)
     with tempfile.TemporaryFile() as sink:

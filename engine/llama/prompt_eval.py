@@ -83,7 +83,8 @@ def read_prompt(
     cancel = ticks.cancel
     total = len(tokens)
     report = report and total > LONG_PROMPT
-    nodes = 0  # graph nodes in one decode, counted in the probe (0: not known)
+    # Graph nodes in one decode, counted in the probe (0: not known).
+    nodes = 0
     start = 0
     while start < total:
         if cancel.is_set():
@@ -185,15 +186,18 @@ def _decode_image(
     """Encode and evaluate the image run at ``tokens[start]``: its length, or 0 if cancelled (the
     encode itself cannot be stopped: the cancel takes effect after it)."""
     head = tokens[start]
-    if vision is None or not is_image_start(head):  # never built so: a bookkeeping slip
+    if vision is None or not is_image_start(head):
+        # Never built so: a bookkeeping slip.
         raise GenerationError(OUT_OF_PLACE)
     n = vision.run_length(head)
     run = tokens[start : start + n]
     if len(run) != n:
         raise GenerationError(OUT_OF_PLACE)
     rc = vision.evaluate(ctx, head, len(kept), n_batch)
-    if rc != 0 or cancel.is_set():  # a cancel may have cut the encode short: its output is not kept
-        ll.llama_memory_seq_rm(mem, 0, len(kept), -1)  # no half image left behind
+    if rc != 0 or cancel.is_set():
+        # A cancel may have cut the encode short: its output is not kept (no half image left
+        # behind).
+        ll.llama_memory_seq_rm(mem, 0, len(kept), -1)
         if rc in (0, 2) or cancel.is_set():
             return 0
         raise GenerationError(
@@ -210,7 +214,8 @@ def trim_cache(mem: Any, model: Any, kept: list[int], tokens: Sequence[int], at_
     that cannot be trimmed is emptied."""
     keep = image_start(tokens, min(common_prefix(kept, tokens), at_most))
     if keep < len(kept):
-        if not trim_allowed(mem, model, keep):  # a restored sliding window ends later
+        if not trim_allowed(mem, model, keep):
+            # A restored sliding window ends later.
             log.info(
                 "the KV cache cannot be continued at token %d (its sliding-window layers start "
                 "later: a restored state): evaluating the prompt",

@@ -76,7 +76,8 @@ def owned_parts(
     or stripped (templates that ``trim``), and the result must be ``text`` exactly."""
     nonce = secrets.token_hex(8)
     marks = [f"\ue000{nonce}{i}\ue001" for i in range(len(messages))]
-    # Each message as it is (its tool calls, its call id) but its content: the skeleton renders as the text did.
+    # Each message as it is (its tool calls, its call id) but its content: the skeleton renders as
+    # the text did.
     skeleton = render(
         [dataclasses.replace(m, content=mark) for m, mark in zip(messages, marks, strict=True)]
     )

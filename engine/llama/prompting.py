@@ -39,11 +39,16 @@ class Prompter:
     (``fit``)."""
 
     template: ChatTemplate
-    choice: PromptChoice  # the template chosen, and why
-    turn_stops: frozenset[int]  # turn tokens that end a reply (besides EOG)
-    reply_thinks: bool  # the generation prompt opens <think>: replies start thinking
-    harmony: bool  # the reply is in gpt-oss's harmony format (channels)
-    opens_thinking: OpensThinking  # ... with the thinking switched on or off
+    # The template chosen, and why.
+    choice: PromptChoice
+    # Turn tokens that end a reply (besides EOG).
+    turn_stops: frozenset[int]
+    # The generation prompt opens <think>: replies start thinking.
+    reply_thinks: bool
+    # The reply is in gpt-oss's harmony format (channels).
+    harmony: bool
+    # Whether the generation prompt opens <think> with the thinking switched on or off.
+    opens_thinking: OpensThinking
 
     def __init__(
         self,
@@ -141,12 +146,14 @@ class Prompter:
             template.thinking_switch,
             thinking,
         )
-        messages = template.framed(messages)  # the completion frame's own spelling of each content
+        # The completion frame's own spelling of each content.
+        messages = template.framed(messages)
         text = render(messages)
         bos = template.bos_token
         already_has_bos = bool(bos) and text.startswith(bos)
         parts = owned_parts(render, messages, text)
-        if parts is None:  # a template that rewrites content: as llama.cpp's server tokenizes it
+        if parts is None:
+            # A template that rewrites content: tokenized as llama.cpp's server tokenizes it.
             if images:
                 raise GenerationError(
                     f"the chat template {template.name} rewrites messages, so images "
@@ -159,7 +166,8 @@ class Prompter:
             return self.tokenize(text, add_special=not already_has_bos)
         tokens: list[int] = []
         for i, (piece, owner) in enumerate(parts):
-            if self.vision is not None and owner in images:  # before the content's first piece
+            if self.vision is not None and owner in images:
+                # Before the content's first piece.
                 tokens += self.vision.tokens(images.pop(owner))
             if piece:
                 tokens += self.tokenize(

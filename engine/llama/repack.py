@@ -50,16 +50,18 @@ from pathlib import Path
 from ..errors import LoadCancelled
 from ..files import UnreadableFile, read_file
 from ..json_bounds import bounded_loads
-from ..settings.choices import (
-    check_repack,  # the setting (its modes, default and check) lives with the other choices
-)
+
+# The setting (its modes, default and check) lives with the other choices.
+from ..settings.choices import check_repack
 
 log = logging.getLogger("vibechat.repack")
 
 
-PROBE_TIMEOUT_S = 60.0  # the starter model loads and evaluates its batch in under a second
+# The starter model loads and evaluates its batch in under a second.
+PROBE_TIMEOUT_S = 60.0
 VERDICT_FILE = "cpu-probe.json"
-MAX_VERDICTS = 32  # entries kept in the verdict file (one per build x CPU x kernel seen)
+# Entries kept in the verdict file (one per build x CPU x kernel seen).
+MAX_VERDICTS = 32
 AMX_FLAGS = frozenset({"amx_int8", "amx_tile", "amx_bf16"})
 
 
@@ -129,9 +131,8 @@ class ProbeVerdict:
 
     ok: bool
     detail: str
-    conclusive: bool = (
-        True  # False: it could not tell (it could not start, the model did not load); not cached
-    )
+    # False: it could not tell (it could not start, the model did not load); not cached.
+    conclusive: bool = True
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,8 @@ class RepackChoice:
     setting: str
     extra_buffers: bool
     reason: str
-    probed_now: bool = False  # the probe ran for this load (the first on this machine)
+    # The probe ran for this load (the first on this machine).
+    probed_now: bool = False
 
     @property
     def state(self) -> str:
@@ -206,11 +208,8 @@ def probe_key(info: str, llama_version: str, cpuinfo: str | None = None) -> str:
 def _read_verdicts(path: Path) -> dict[str, dict]:
     try:
         data = bounded_loads(read_file(path, 1 << 16))
-    except (
-        OSError,
-        ValueError,
-        UnreadableFile,
-    ):  # (larger than ours ever is: not ours, start over)
+    except (OSError, ValueError, UnreadableFile):
+        # Larger than ours ever is: not ours, start over.
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -265,17 +264,17 @@ def run_probe(
         "from vibechat.engine.llama.repack import probe_main; probe_main()",
         str(model),
     ]
-    with (
-        tempfile.TemporaryFile() as output
-    ):  # llama.cpp's own lines, for the log: never the terminal
+    # llama.cpp's own lines, for the log: never the terminal.
+    with tempfile.TemporaryFile() as output:
         try:
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
+                # A Ctrl-C in the terminal is ours to pass on.
                 start_new_session=True,
-            )  # a Ctrl-C in the terminal is ours to pass on
+            )
         except OSError as exc:
             return ProbeVerdict(False, f"could not start ({exc})", conclusive=False)
         deadline = time.monotonic() + timeout
@@ -303,7 +302,8 @@ def run_probe(
         return ProbeVerdict(True, "exit 0")
     if code < 0:
         return ProbeVerdict(False, _signal_name(code))
-    if code >= 128:  # a shell's status for a signal (a wrapper script)
+    if code >= 128:
+        # A shell's status for a signal (a wrapper script).
         return ProbeVerdict(False, f"exit {code}")
     last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
     return ProbeVerdict(False, f"exit {code}: {last[:120]}", conclusive=False)
@@ -336,8 +336,9 @@ def setting_summary(
     found = cached_verdict(cache, key)
     if setting == "auto" and amx_at_risk(info, flags) and found is None:
         return (
-            "CPU weight repacking: auto: this CPU has Intel AMX, whose kernel in this llama.cpp crashes on many "
-            "machines; a one-time check at the first model load decides (--repack on|off overrides it)"
+            "CPU weight repacking: auto: this CPU has Intel AMX, whose kernel in this llama.cpp "
+            "crashes on many machines; a one-time check at the first model load decides "
+            "(--repack on|off overrides it)"
         )
     choice = decide_repack(setting, info, flags, lambda: (found, False))
     return f"CPU weight repacking: {choice.describe()}"
@@ -359,7 +360,8 @@ def probe_main(argv: Iterable[str] | None = None) -> None:
     ll.llama_log_set(callback, ctypes.c_void_p(0))
     ll.llama_backend_init()
     mparams = ll.llama_model_default_params()
-    mparams.n_gpu_layers = 0  # the CPU's kernels are the question
+    # The CPU's kernels are the question.
+    mparams.n_gpu_layers = 0
     mparams.use_extra_bufts = True
     model = ll.llama_model_load_from_file(args[0].encode("utf-8"), mparams)
     if not model:
@@ -378,14 +380,17 @@ def probe_main(argv: Iterable[str] | None = None) -> None:
     buf = (ll.llama_token * 256)()
     n = ll.llama_tokenize(vocab, text, len(text), buf, 256, True, False)
     n = max(2, min(n, 32))
-    if ll.llama_decode(ctx, ll.llama_batch_get_one(buf, n)) != 0:  # the batch that crashes
+    # The batch that crashes.
+    if ll.llama_decode(ctx, ll.llama_batch_get_one(buf, n)) != 0:
         print("probe: llama_decode failed", flush=True)
         raise SystemExit(3)
     one = (ll.llama_token * 1)()
-    for i in range(4):  # and single tokens after it
+    # And single tokens after it.
+    for i in range(4):
         one[0] = buf[i]
         if ll.llama_decode(ctx, ll.llama_batch_get_one(one, 1)) != 0:
             print("probe: llama_decode failed", flush=True)
             raise SystemExit(3)
     print("probe: ok", flush=True)
-    os._exit(0)  # no teardown: nothing more to learn, and nothing that could crash late
+    # No teardown: nothing more to learn, and nothing that could crash late.
+    os._exit(0)

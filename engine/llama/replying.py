@@ -23,7 +23,8 @@ from ..turns.tool_calls import ToolCall
 from .decoding import Emitter, split_events
 from .speculative import AdaptiveDraft, FixedDraft
 
-DRAFT_PROGRESS_S = 0.5  # while drafting, a DraftProgress this often (the chat's live status)
+# While drafting, a DraftProgress this often (the chat's live status).
+DRAFT_PROGRESS_S = 0.5
 
 
 @dataclasses.dataclass
@@ -35,8 +36,10 @@ class Reply:
     text_parts: list[str] = dataclasses.field(default_factory=list)
     thinking_parts: list[str] = dataclasses.field(default_factory=list)
     t_prompt_done: float = 0.0
-    t_first_token: float | None = None  # None: no token came
-    finish: FinishReason = "cancelled"  # until the reply is decoded
+    # None: no token came.
+    t_first_token: float | None = None
+    # Until the reply is decoded.
+    finish: FinishReason = "cancelled"
     tool_calls: tuple[ToolCall, ...] = ()
 
     def events(self, pieces: list[Piece], generated: int) -> Iterator[ChatEvent]:

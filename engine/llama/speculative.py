@@ -115,12 +115,15 @@ class AdaptiveDraft:
         self.per_draft_lookup = per_draft_lookup
         # Costs, in seconds, kept from reply to reply (they are the machine's and the model's).
         self.c1: float | None = None
-        self.costs: dict[int, float] = {}  # drafts n -> a verifying decode of 1 + n tokens
+        # Drafts n -> a verifying decode of 1 + n tokens.
+        self.costs: dict[int, float] = {}
         self.lookup = 0.0
-        self._plain_left = 0  # plain tokens before the next probe
+        # Plain tokens before the next probe.
+        self._plain_left = 0
         self.turned_off = False
         self.interval = BASE_INTERVAL
-        self.probes = 0  # probes started, over the backend's life
+        # Probes started, over the backend's life.
+        self.probes = 0
         self.new_reply()
 
     def new_reply(self) -> None:
@@ -130,12 +133,15 @@ class AdaptiveDraft:
         backing_off = self.turned_off
         self.succ, self.trials = 1.0, 2.0  # alpha = 0.5
         self.hit = 0.5
-        self.k = 0  # 0: not drafting
-        self.turned_off = False  # drafting judged not to pay, last time it was judged
+        # The draft length (0: not drafting).
+        self.k = 0
+        # Drafting judged not to pay, last time it was judged.
+        self.turned_off = False
         if not backing_off:
             self.interval = BASE_INTERVAL
         self._warmup = WARMUP_TOKENS
-        self._probe_lookups = 0  # lookups left in the running probe (0: no probe)
+        # Lookups left in the running probe (0: no probe).
+        self._probe_lookups = 0
         self._probe_verifies = 0
         if self.hopeless():
             # Measured in earlier replies: no text can make drafting pay here. The wait for the
@@ -268,7 +274,8 @@ class AdaptiveDraft:
         self.k, self.turned_off = 0, True
         if self.hopeless():
             self.interval = MAX_INTERVAL
-        elif was_drafting:  # it paid until now: look again soon, without doubling the wait
+        elif was_drafting:
+            # It paid until now: look again soon, without doubling the wait.
             self._plain_left = RECHECK_INTERVAL
             return
         self._plain_left = self.interval
@@ -277,7 +284,8 @@ class AdaptiveDraft:
     # ------------------------------------------------------------------ measurements
     def looked_up(self, seconds: float, found: int, asked: int = 1) -> None:
         """A lookup for ``asked`` drafts took ``seconds`` and found ``found``."""
-        if self.per_draft_lookup:  # a draft model: one decode a draft
+        if self.per_draft_lookup:
+            # A draft model: one decode a draft.
             seconds /= max(1, asked)
         self.lookup = seconds if self.lookup == 0.0 else _smooth(self.lookup, seconds)
         self.hit = self.hit * HIT_DECAY + (1.0 if found else 0.0) * (1 - HIT_DECAY)
@@ -286,7 +294,8 @@ class AdaptiveDraft:
             if self._probe_lookups <= 0:
                 self._end_probe()
         elif self.k and not found:
-            self._decide()  # lookups that find nothing cost time too
+            # Lookups that find nothing cost time too.
+            self._decide()
 
     def single(self, seconds: float) -> None:
         """A one-token decode took ``seconds`` (after a lookup found nothing, or plain)."""
@@ -319,7 +328,8 @@ class AdaptiveDraft:
                 self.k = self.max_k
             elif self._probe_verifies <= 0:
                 self._end_probe()
-        elif self.k:  # (k == 0: the probe ended at this step's lookup, and has been judged)
+        elif self.k:
+            # (With k == 0, the probe ended at this step's lookup, and has been judged.)
             self._decide()
 
 

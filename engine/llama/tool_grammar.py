@@ -41,7 +41,8 @@ from ..turns.tool_formats import HARMONY, HERMES, LLAMA3, MISTRAL, ToolFormat
 from .grammar_sampling import ChainSampler, GrammarSampler, Sampler
 from .native import grammar_error
 
-MAX_TOOLS = 128  # tools in one grammar (engine/tools/ bounds a server's list before this)
+# Tools in one grammar (engine/tools/ bounds a server's list before this).
+MAX_TOOLS = 128
 _IDENT = re.compile(r"[a-zA-Z0-9-]+")
 
 
@@ -63,14 +64,16 @@ def trigger_patterns(fmt: ToolFormat, tools: Sequence[ToolSpec]) -> list[str]:
         ]
     )
     ws = "[ \\t\\n]{0,8}"
-    key = [ws, '"name"', ws, ":", ws, '"', names]  # {"name": "NAME… after the brace
+    # What follows the brace: {"name": "NAME…
+    key = [ws, '"name"', ws, ":", ws, '"', names]
     if fmt.family == HERMES:
         return ["<tool_call>" + _prefix_of([ws, "{", *key]) + "$"]
     if fmt.family == MISTRAL:
         if fmt.args_marker:
             return ["\\[TOOL_CALLS\\]" + _prefix_of([names]) + "$"]
         return ["\\[TOOL_CALLS\\]" + _prefix_of([ws, "[", ws, "{", *key]) + "$"]
-    if fmt.family == LLAMA3:  # the call is the whole reply: only at its start
+    if fmt.family == LLAMA3:
+        # The call is the whole reply: only at its start.
         return ["^[ \\t\\n]*(?:<\\|python_tag\\|>)?[ \\t\\n]*(\\{" + _prefix_of(key) + ")$"]
     return [" to=functions\\." + _prefix_of([names]) + "$"]
 
@@ -138,11 +141,12 @@ def tool_gbnf(fmt: ToolFormat, tools: Sequence[ToolSpec], lazy: bool) -> str:
             'item ::= "{" ws "\\"name\\"" ws ":" ws call ( ws "," ws "\\"id\\"" ws ":" ws "\\"" '
             '[a-zA-Z0-9]{9} "\\"" )? ws "}"',
         ]
-    else:  # harmony: " to=functions.NAME" then the rest of the header, then the arguments
+    else:
+        # Harmony: " to=functions.NAME" then the rest of the header, then the arguments.
         lines += [
             'tocall ::= " to=functions." call',
-            'header ::= ( "<|channel|>" ( "commentary" | "analysis" ) )? ( " "? "<|constrain|>"? "json" )? '
-            '"<|message|>"',
+            'header ::= ( "<|channel|>" ( "commentary" | "analysis" ) )? '
+            '( " "? "<|constrain|>"? "json" )? "<|message|>"',
             'free ::= ( [^<] | "<" [^|] )*',
         ]
         lines.append(
@@ -213,12 +217,14 @@ def _arguments_rules(tool: ToolSpec, prefix: str, lines: list[str]) -> str:
     try:
         key = json.dumps(tool.parameters, sort_keys=True)
     except (TypeError, ValueError, RecursionError):
-        key = "null"  # not JSON: any object
+        # Parameters that are not JSON: any object.
+        key = "null"
     lines.extend(_prefixed(_schema_gbnf(key), prefix))
     return f"{prefix}root"
 
 
-@functools.lru_cache(maxsize=256)  # the same tools are offered reply after reply
+# The same tools are offered reply after reply.
+@functools.lru_cache(maxsize=256)
 def _schema_gbnf(key: str) -> str:
     schema = json.loads(key)
     if (
@@ -226,7 +232,8 @@ def _schema_gbnf(key: str) -> str:
         or schema.get("type", "object") != "object"
         or too_large(schema)
     ):
-        return JSON_GBNF  # any JSON object
+        # Any JSON object.
+        return JSON_GBNF
 
     try:
         gbnf = json_schema_to_gbnf(json.dumps(schema))
@@ -243,7 +250,8 @@ def _prefixed(gbnf: str, prefix: str) -> list[str]:
     character classes and repetition counts are left alone."""
     rules: dict[str, str] = {}
     last = ""
-    for line in gbnf.splitlines():  # a rule may go on over several lines
+    # A rule may go on over several lines.
+    for line in gbnf.splitlines():
         head = line.split("::=", 1)
         if len(head) == 2 and _IDENT.fullmatch(head[0].strip()):
             last = head[0].strip()
@@ -264,7 +272,8 @@ def _prefixed(gbnf: str, prefix: str) -> list[str]:
                     j += 2 if body[j] == "\\" else 1
                 parts.append(body[i : j + 1])
                 i = j + 1
-            elif c == "#":  # a comment, to the end of its line
+            elif c == "#":
+                # A comment, to the end of its line.
                 j = body.find("\n", i)
                 i = n if j < 0 else j
             elif c == "\n":

@@ -48,9 +48,8 @@ def reply_tools(
     if fmt is None:
         log.info("%s has no tool support: the reply is offered no tools", template.name)
         return None, ()
-    if (
-        choice == "none"
-    ):  # listed as before (the prompt keeps the prefix the calls were made with), not called
+    # Tools listed as before (the prompt keeps the prefix the calls were made with), not called.
+    if choice == "none":
         return None, tuple(tools)
     if output_format is not None:
         raise InvalidParameterError(

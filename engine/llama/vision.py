@@ -45,12 +45,18 @@ from .vision_errors import NO_PROJECTOR, ImagesNotSupported, ImageUnreadable, Pr
 
 log = logging.getLogger("vibechat.llama_cpp")
 
-MAX_IMAGES = 16  # images in one prompt (each costs hundreds of tokens and an encode)
-MAX_IMAGE_BYTES = 64 << 20  # a kept copy larger than this is refused before Pillow reads it
-MAX_IMAGE_PIXELS = 40_000_000  # ... and one with more pixels before it is decoded
-IMAGE_FORMATS = ("PNG", "JPEG")  # what engine/attach keeps
-CHECK_EVERY = 32  # the encoder's graph nodes between two looks at the cancel flag
-LAYOUT_CACHE = 256  # pictures whose token layout is remembered (a few ints each)
+# Images in one prompt (each costs hundreds of tokens and an encode).
+MAX_IMAGES = 16
+# A kept copy larger than this is refused before Pillow reads it, and one with more pixels than
+# MAX_IMAGE_PIXELS before it is decoded.
+MAX_IMAGE_BYTES = 64 << 20
+MAX_IMAGE_PIXELS = 40_000_000
+# What engine/attach keeps.
+IMAGE_FORMATS = ("PNG", "JPEG")
+# The encoder's graph nodes between two looks at the cancel flag.
+CHECK_EVERY = 32
+# Pictures whose token layout is remembered (a few ints each).
+LAYOUT_CACHE = 256
 
 # Placeholder ids: an image run's first id is <= -START (its start), the others are in [-START, -1].
 START = 1 << 30
@@ -100,7 +106,8 @@ def images_in_prompt(
     if not found:
         return {}
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-    if takes_images:  # a kept copy gone (a reopened conversation): its turn goes on without it
+    if takes_images:
+        # A kept copy gone (a reopened conversation): its turn goes on without it.
         gone = [
             a for i, images in found if i != last_user or not strict for a in images if not _kept(a)
         ]
@@ -189,10 +196,12 @@ class Vision:
         params.use_gpu = use_gpu
         params.n_threads = max(1, n_threads)
         params.print_timings = False
-        params.warmup = False  # the first image pays it; a load stays fast
+        # The first image pays the warmup; a load stays fast.
+        params.warmup = False
         self._cancelled = cancelled
         self._nodes = 0
-        if cancelled is not None:  # (kept referenced: C holds the pointer)
+        if cancelled is not None:
+            # The callback is kept referenced: C holds the pointer.
             self._between_nodes_cb = ll.ggml_backend_sched_eval_callback(self._between_nodes)
             params.cb_eval = self._between_nodes_cb
         captured: list[tuple[int, str]] = []
@@ -226,7 +235,8 @@ class Vision:
         self._layouts: collections.OrderedDict[str, tuple[tuple[int, ...], ...]] = (
             collections.OrderedDict()
         )
-        self._chunks: dict[int, ImageChunk] = {}  # a run's start id -> its chunk
+        # A run's start id -> its chunk.
+        self._chunks: dict[int, ImageChunk] = {}
 
     def _between_nodes(self, _tensor: Any, ask: bool, _data: Any) -> bool:
         """The encoder's graph scheduler asks before each node whether we want to see it: every
@@ -254,9 +264,8 @@ class Vision:
         known = self._layouts.get(image.digest)
         if known is not None:
             self._layouts.move_to_end(image.digest)
-            for (
-                run
-            ) in known:  # the picture (a same-digest copy at another path) evaluates from here
+            # The picture (a same-digest copy at another path) evaluates from here.
+            for run in known:
                 if run and is_image_start(run[0]):
                     chunk = self._chunks.get(run[0])
                     if chunk is not None and chunk.image.path != image.path:
@@ -357,7 +366,8 @@ class Vision:
 
     # ------------------------------------------------------------------ images
     def _tokenize(self, image: Attachment) -> tuple[Any, Any]:
-        """mtmd's chunks for the picture alone (its markers and its image chunks), and the bitmap."""
+        """mtmd's chunks for the picture alone (its markers and its image chunks), and the
+        bitmap."""
         mt = self._mt
         bitmap = self._bitmap(image)
         chunks = mt.mtmd_input_chunks_init()

@@ -67,20 +67,28 @@ class WorkerBackend:
 
     name = "llama.cpp"
 
-    def __init__(self, options: Any) -> None:  # LlamaCppOptions (not imported: no libllama here)
+    def __init__(self, options: Any) -> None:
+        # options: a LlamaCppOptions (not imported: no libllama here).
         self.options = options
-        self._proc: subprocess.Popen[bytes] | None = None  # the child (None: none, or discarded)
-        self._pipes: EnginePipes | None = None  # the latest child's, kept until the next starts
+        # The child (None: none, or discarded).
+        self._proc: subprocess.Popen[bytes] | None = None
+        # The latest child's, kept until the next starts.
+        self._pipes: EnginePipes | None = None
         self._info: ModelInfo | None = None
-        self._loaded = False  # the current child has the model loaded
+        # The current child has the model loaded.
+        self._loaded = False
         self._next_id = 0
-        self._busy: int | None = None  # the request in flight (what cancel() stops)
+        # The request in flight (what cancel() stops).
+        self._busy: int | None = None
         self._restarts = Restarts()
-        self._closing = False  # close() ends the child: its end is no crash
-        self._preload: Preload | None = None  # a load begun ahead of the first load() call
+        # close() ends the child: its end is no crash.
+        self._closing = False
+        # A load begun ahead of the first load() call.
+        self._preload: Preload | None = None
         self._preloading: threading.Thread | None = None
         self._watchdog = Watchdog(lambda: self._proc)
-        self._quit: subprocess.Popen[bytes] | None = None  # the child ended as the chat quits
+        # The child ended as the chat quits.
+        self._quit: subprocess.Popen[bytes] | None = None
 
     # ------------------------------------------------------------ process
     @property
@@ -90,16 +98,19 @@ class WorkerBackend:
 
     def _start(self) -> None:
         """Start a fresh child and send it the options (its load is a request of its own)."""
-        if self._closing:  # a preload that reaches here while close() runs starts nothing
+        if self._closing:
+            # A preload that reaches here while close() runs starts nothing.
             raise EngineCrashed("the engine was closed.")
         proc = spawn()
         self._proc = proc
-        if self._closing:  # close() began while it started: it ends with the others
+        if self._closing:
+            # close() began while it started: it ends with the others.
             self._stop_child()
             close_quietly(proc.stdout)
             close_quietly(proc.stderr)
             raise EngineCrashed("the engine was closed.")
-        self._pipes = EnginePipes(proc)  # new ones: an old reader may still append to its own
+        # New ones: an old reader may still append to its own.
+        self._pipes = EnginePipes(proc)
         self._loaded = False
         self._restarts.started()
         self._send(("init", self.options, forwarded_log_level()))
@@ -141,7 +152,8 @@ class WorkerBackend:
                 self._busy = None
                 raise self._crash(what())
             if kind in ("result", "error") and msg[1] != rid:
-                continue  # a late answer to an abandoned request
+                # A late answer to an abandoned request.
+                continue
             if kind == "result":
                 self._busy = None
                 return msg[2]
@@ -162,14 +174,16 @@ class WorkerBackend:
             try:
                 return preload.take_over(on_progress)
             finally:
-                self._preload = None  # taken over: from now on, calls load as usual
+                # Taken over: from now on, calls load as usual.
+                self._preload = None
         return self._load_now(on_progress)
 
     def _load_now(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
         self._restarts.check(self.options)
         if self._loaded and self._alive() and self._info is not None:
             return self._info
-        if self._proc is not None and not self._alive():  # died while idle (the OOM killer?)
+        if self._proc is not None and not self._alive():
+            # Died while idle (the OOM killer?).
             log.warning("%s", self._crash("while idle between requests"))
         if self._proc is not None:
             self._stop_child()
@@ -189,7 +203,8 @@ class WorkerBackend:
         except EngineCrashed:
             raise
         except BaseException:
-            self._stop_child()  # a failed or cancelled load: the next call starts afresh
+            # A failed or cancelled load: the next call starts afresh.
+            self._stop_child()
             raise
         self._info = info
         self._loaded = True
@@ -199,20 +214,23 @@ class WorkerBackend:
     def _crash(self, doing: str) -> EngineCrashed:
         """The child is gone: reap it, write the report, decide whether to restart later."""
         proc, pipes = self._proc, self._pipes
-        if (
-            self._closing or proc is None or pipes is None
-        ):  # ended on purpose (close(), a stopped load)
+        # Ended on purpose (close(), a stopped load).
+        if self._closing or proc is None or pipes is None:
             return EngineCrashed(CLOSED)
-        if proc is self._quit:  # ended because the chat quits: reaped, no crash report
+        if proc is self._quit:
+            # Ended because the chat quits: reaped, no crash report.
             end_process(proc, wait_s=REAP_S)
             self._discard_child()
             return EngineCrashed(CLOSED)
-        rc = end_process(proc, wait_s=2.0)  # it closed its pipe: it is ending (or is ended now)
-        hung_why = self._watchdog.why_ended(proc)  # not None: no crash of llama.cpp's
+        # It closed its pipe: it is ending (or is ended now).
+        rc = end_process(proc, wait_s=2.0)
+        # Not None: the watchdog ended it (no crash of llama.cpp's).
+        hung_why = self._watchdog.why_ended(proc)
         how = how_it_ended(rc, hung_why)
         if hung_why is not None:
             doing = f"{doing} ({hung_why}), so vibechat ended it"
-        pipes.stderr_reader.join(timeout=2)  # its last lines (a fault handler's traceback)
+        # Its last lines (a fault handler's traceback).
+        pipes.stderr_reader.join(timeout=2)
         report = write_crash_report(
             how, doing, rc, list(pipes.tail), list(pipes.stderr_tail), self.options, self._info
         )
@@ -225,7 +243,8 @@ class WorkerBackend:
         proc, self._proc = self._proc, None
         self._loaded = False
         self._busy = None
-        if proc is not None:  # its stdout and stderr are closed by their reader threads
+        if proc is not None:
+            # Its stdout and stderr are closed by their reader threads.
             close_quietly(proc.stdin)
 
     def _stop_child(self) -> None:
@@ -294,7 +313,8 @@ class WorkerBackend:
         even for a stop made just before. Its end is no crash (no report); ``close()`` follows."""
         busy, proc, pipes = self._busy, self._proc, self._pipes
         if busy is None or proc is None or pipes is None:
-            return  # idle: close() ends it within CLOSE_LIMIT_S
+            # Idle: close() ends it within CLOSE_LIMIT_S.
+            return
         self._quit = proc
         self._send(("cancel", busy))
         threading.Thread(
@@ -306,7 +326,8 @@ class WorkerBackend:
 
     def reset(self) -> None:
         if not (self._loaded and self._alive()):
-            return  # a fresh child starts with an empty cache
+            # A fresh child starts with an empty cache.
+            return
         rid = self._request("reset")
         self._answer(rid, lambda: "while clearing the conversation cache")
 
@@ -327,12 +348,13 @@ class WorkerBackend:
         rid = self._request("count", list(messages), thinking)
         return int(self._answer(rid, lambda: "while counting tokens"))
 
-    def check_output_format(self, fmt: Any) -> None:  # an OutputFormat
-        """A one-line ``InvalidParameterError`` unless llama.cpp's grammar parser takes ``fmt``'s
-        grammar (``native.check_output_format``, what ``vibechat run`` checks), asked of the
-        engine process: the chat's own process never loads libllama. A grammar that crashed the
-        parser (past the bounds engine/settings/structured.py checks) ends only the engine process: the
-        call raises ``EngineCrashed``. Blocks (the model is loaded first), like every request."""
+    def check_output_format(self, fmt: Any) -> None:
+        """A one-line ``InvalidParameterError`` unless llama.cpp's grammar parser takes the
+        grammar of ``fmt`` (an ``OutputFormat``; ``native.check_output_format``, what ``vibechat
+        run`` checks), asked of the engine process: the chat's own process never loads libllama.
+        A grammar that crashed the parser (past the bounds engine/settings/structured.py checks)
+        ends only the engine process: the call raises ``EngineCrashed``. Blocks (the model is
+        loaded first), like every request."""
         self._ensure_loaded()
         rid = self._request("check_format", fmt)
         self._answer(rid, lambda: f"while checking the reply format ({fmt.label})")
@@ -384,18 +406,21 @@ class WorkerBackend:
                     self._busy = None
                     raise rebuild_error(msg[2], msg[3])
         finally:
-            if not finished:  # closed early (or the consumer failed): stop it, wait for its end
+            if not finished:
+                # Closed early (or the consumer failed): stop it, wait for its end.
                 self._abandon(rid)
 
     def _abandon(self, rid: int) -> None:
         """Stop request ``rid``, whose caller left (a stream closed early), and wait for its
         end: a child that does not end it is killed."""
         self._send(("cancel", rid))
-        self._watch(rid)  # a hung child is ended within its stop grace: its end comes as "eof"
+        # A hung child is ended within its stop grace: its end comes as "eof".
+        self._watch(rid)
         pipes = self._pipes
         assert pipes is not None, "no engine process was started"
         inbox = pipes.inbox
-        limit = stop_grace(pipes.heard) + 2 * REAP_S  # the watchdog's, then this one's
+        # The watchdog's time, then this loop's.
+        limit = stop_grace(pipes.heard) + 2 * REAP_S
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             try:

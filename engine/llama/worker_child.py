@@ -55,7 +55,8 @@ class _ProgressThrottle:
     ) -> None:
         self._send = send
         self._clock = clock
-        self._shown: int | None = None  # the percentage last passed on
+        # The percentage last passed on.
+        self._shown: int | None = None
         self._at = 0.0
 
     def __call__(self, fraction: float) -> None:
@@ -137,14 +138,15 @@ def _crash_hook(stage: str) -> None:
         if name.startswith("exit"):
             os._exit(int(name[4:]))
         if name == "hang":
-            threading.Event().wait()  # until the parent ends this process
-        if name.startswith(
-            "slow"
-        ):  # "reply:slow1.7": each piece takes that long (a slow model's step)
+            # Until the parent ends this process.
+            threading.Event().wait()
+        # "reply:slow1.7": each piece takes that long (a slow model's step).
+        if name.startswith("slow"):
             time.sleep(float(name[4:]))
             return
         os.kill(os.getpid(), getattr(signal, name or "SIGSEGV"))
-        time.sleep(10)  # the signal ends us
+        # The signal ends us.
+        time.sleep(10)
 
 
 def import_bindings_only() -> None:
@@ -173,11 +175,13 @@ def import_bindings_only() -> None:
     package.__file__ = spec.origin
     package.__package__ = "llama_cpp"
 
-    def __getattr__(name: str) -> Any:  # the high-level half of ``__init__``, on first use
+    def __getattr__(name: str) -> Any:
+        """The high-level half of ``__init__``, on first use."""
         if name.startswith("__"):
             raise AttributeError(name)
         submodule = sys.modules.get(f"llama_cpp.{name}")
-        if submodule is not None:  # ``import llama_cpp.x as y`` while x itself still imports
+        if submodule is not None:
+            # ``import llama_cpp.x as y`` while x itself still imports.
             return submodule
         high = importlib.import_module("llama_cpp.llama")
         for key, value in vars(high).items():
@@ -192,7 +196,8 @@ def import_bindings_only() -> None:
     sys.modules["llama_cpp"] = package
     try:
         import llama_cpp.llama_cpp as bindings
-    except Exception:  # noqa: BLE001 - a build that does not load: the usual import says why, as before
+    except Exception:  # noqa: BLE001
+        # A build that does not load: the usual import says why, as before.
         for name in [n for n in sys.modules if n == "llama_cpp" or n.startswith("llama_cpp.")]:
             del sys.modules[name]
         return
@@ -201,7 +206,8 @@ def import_bindings_only() -> None:
     ]
     for key in names:
         package.__dict__[key] = getattr(bindings, key)
-    try:  # ``__version__ = "0.3.36"`` in ``__init__``: the repack probe's key and the crash report use it
+    # The repack probe's key and the crash report use ``__version__ = "0.3.36"`` in ``__init__``.
+    try:
         source = Path(str(spec.origin)).read_text("utf-8")
         found = re.search(r"^__version__\s*=\s*[\"']([^\"']{1,40})[\"']", source, re.M)
     except (OSError, UnicodeDecodeError):
@@ -218,10 +224,10 @@ def child_main() -> int:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    faulthandler.enable(sys.stderr)  # a Python traceback on SIGSEGV/SIGABRT, for the crash report
-    if hasattr(
-        signal, "SIGUSR1"
-    ):  # ... and where every thread is, before a hung one is ended (worker.py)
+    # A Python traceback on SIGSEGV/SIGABRT, for the crash report ...
+    faulthandler.enable(sys.stderr)
+    # ... and where every thread is, before a hung one is ended (worker.py).
+    if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     if hasattr(signal, "SIGINT"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -243,7 +249,8 @@ def child_main() -> int:
                     break
                 if msg[0] == "cancel":
                     control.cancel(msg[1])
-                    send(("cancelling", msg[1]))  # the parent's watchdog: this process is alive
+                    # For the parent's watchdog: this process is alive.
+                    send(("cancelling", msg[1]))
                 else:
                     requests.put(msg)
         except Exception:  # noqa: BLE001
@@ -263,24 +270,26 @@ def child_main() -> int:
     first = requests.get()
     if first is None or first[0] != "init":
         return 0
-    engine_log.setLevel(
-        first[2] if len(first) > 2 else logging.DEBUG
-    )  # what the parent keeps (worker.py)
+    # The log level the parent keeps (worker.py).
+    engine_log.setLevel(first[2] if len(first) > 2 else logging.DEBUG)
     import_bindings_only()
     from .llamacpp import LlamaCppBackend
 
     backend = LlamaCppBackend(first[1])
-    backend.defer_snapshots = True  # taken after a reply's answer went out (below), off its path
+    # Taken after a reply's answer went out (below), off its path.
+    backend.defer_snapshots = True
     with control.lock:
         control.backend = backend
-    send(("ready",))  # a cancel stops what runs at once from now on: the parent's watchdog times it
+    # A cancel stops what runs at once from now on: the parent's watchdog times it.
+    send(("ready",))
     while True:
         msg = requests.get()
         if msg is None or msg[0] == "close":
             break
         kind, rid, *args = msg
         try:
-            if kind == "load" and control.cancelled(rid):  # while this process started
+            if kind == "load" and control.cancelled(rid):
+                # Cancelled while this process started.
                 from ..errors import LoadCancelled
 
                 raise LoadCancelled(f"loading {Path(str(first[1].model_path)).name} was cancelled.")
@@ -302,7 +311,8 @@ def _keep_snapshot(backend: Any) -> None:
     once its answer is out; never fails the engine."""
     try:
         backend.keep_snapshot()
-    except Exception:  # a snapshot is an optimisation
+    except Exception:
+        # A snapshot is an optimisation.
         logging.getLogger("vibechat.kv_snapshots").exception("taking a KV snapshot failed")
 
 
@@ -317,19 +327,18 @@ def _serve(
         return None
     if kind == "count":
         return backend.count_tokens(*args[:2])  # messages, thinking
-    if kind == "check_format":  # needs no model: llama.cpp's parser alone (stderr is ours here)
+    if kind == "check_format":
+        # Needs no model: llama.cpp's parser alone (stderr is ours here).
         from .native import check_output_format
 
         check_output_format(args[0])
         return None
     if kind == "prefill":
         _crash_hook("prompt")
-        return backend.prefill(
-            *args[:3]
-        )  # messages, thinking, and (from this version on) the tools
-    if (
-        kind == "stream"
-    ):  # messages, params, and (from this version on) the tools and the tool choice
+        # Messages, thinking, and (from this version on) the tools.
+        return backend.prefill(*args[:3])
+    if kind == "stream":
+        # Messages, params, and (from this version on) the tools and the tool choice.
         _stream(
             backend,
             args[0],
@@ -351,9 +360,11 @@ def _stream(
     tool_choice: str = "auto",
 ) -> None:
     pending: list[str] = []
-    pending_kind = "delta"  # or "thinking": the pieces joined are of one kind
+    # The kind of the pieces joined ("delta" or "thinking"): one kind at a time.
+    pending_kind = "delta"
     tokens = 0
-    generated = 0  # the last delta's count of generated tokens (the status bar's live count)
+    # The last delta's count of generated tokens (the status bar's live count).
+    generated = 0
     last = 0.0
     clock = time.perf_counter
     _crash_hook("prompt")
@@ -384,7 +395,8 @@ def _stream(
                     send((kind, "".join(pending), tokens, generated))
                     pending.clear()
                     last = now
-                    _crash_hook("reply")  # mid-reply: the parent has text to keep
+                    # Mid-reply: the parent has text to keep.
+                    _crash_hook("reply")
                 continue
             if pending:
                 send((pending_kind, "".join(pending), tokens, generated))

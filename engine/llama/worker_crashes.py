@@ -38,10 +38,12 @@ class Restarts:
     message) that no process is started with again."""
 
     def __init__(self) -> None:
-        self._restarted = False  # the current child replaces one that crashed ...
-        self._proven = False  # ... and has answered a request since
+        # Whether the current child replaces one that crashed, and has answered a request since.
+        self._restarted = False
+        self._proven = False
         self._crashed_before = False
-        self._broken: tuple[Any, str] | None = None  # (options, message): no restart with them
+        # (options, message): no restart with them.
+        self._broken: tuple[Any, str] | None = None
 
     def check(self, options: Any) -> None:
         """Raise ``EngineCrashLoop`` when a process with ``options`` crashed in a loop; options

@@ -21,7 +21,8 @@ from .worker_wire import read_frame, write_frame
 
 log = logging.getLogger("vibechat.llama_cpp")
 
-LOG_TAIL = 50  # the lines of each pipe a crash report keeps
+# The lines of each pipe a crash report keeps.
+LOG_TAIL = 50
 
 
 def forwarded_log_level() -> int:
@@ -47,7 +48,8 @@ def spawn() -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "vibechat.engine.llama.worker_child"]
     kwargs: dict[str, Any] = {}
     if os.name == "posix":
-        kwargs["start_new_session"] = True  # Ctrl-C / Ctrl-Z in the terminal are the chat's
+        # Ctrl-C / Ctrl-Z in the terminal are the chat's.
+        kwargs["start_new_session"] = True
     return subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE,
@@ -93,7 +95,8 @@ class EnginePipes:
             try:
                 write_frame(self.proc.stdin, msg)
                 return True
-            except (OSError, ValueError):  # the child is gone: its answer pipe says so
+            except (OSError, ValueError):
+                # The child is gone: its answer pipe says so.
                 return False
 
 

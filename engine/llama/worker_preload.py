@@ -26,7 +26,8 @@ class Preload:
         self._sink: Callable[[float], object] | None = None
 
     def progress(self, fraction: float) -> None:
-        with self._lock:  # in order with the replay below
+        with self._lock:
+            # In order with the replay below.
             self._latest = fraction
             self._tell(fraction)
 
@@ -34,7 +35,8 @@ class Preload:
         with self._lock:
             self._sink = on_progress
             if self._latest is not None:
-                self._tell(self._latest)  # where it stands (it may be done already)
+                # Where it stands (it may be done already).
+                self._tell(self._latest)
         self.done.wait()
         if self.error is not None:
             raise self.error
@@ -45,5 +47,6 @@ class Preload:
         if self._sink is not None:
             try:
                 self._sink(fraction)
-            except Exception:  # as for a load's own progress: never fails the load
+            except Exception:
+                # As for a load's own progress: never fails the load.
                 log.debug("load progress callback failed", exc_info=True)

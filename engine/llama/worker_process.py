@@ -17,12 +17,14 @@ log = logging.getLogger("vibechat.llama_cpp")
 # never waits more than 3 s for the engine.
 CLOSE_EXIT_S = 1.0
 CLOSE_TERM_S = 0.5
-SLOW_STEP_S = (
-    0.25  # a gap between a reply's pieces from which a stop gets more time (Heard.stop_grace)
-)
-SLOW_STEP_LIMIT_S = 60.0  # ... up to this much more
-STEP_DECAY = 0.9  # a past slow step counts less with each piece since
-REAP_S = 1.0  # after SIGKILL (only a process in an uninterruptible wait takes longer: left to init)
+# A gap between a reply's pieces from which a stop gets more time (Heard.stop_grace), up to
+# SLOW_STEP_LIMIT_S more.
+SLOW_STEP_S = 0.25
+SLOW_STEP_LIMIT_S = 60.0
+# A past slow step counts less with each piece since.
+STEP_DECAY = 0.9
+# The wait after SIGKILL (only a process in an uninterruptible wait takes longer: left to init).
+REAP_S = 1.0
 # Quitting: the request in flight gets this long to end after its cancel (a live engine needs
 # milliseconds), then the engine process is killed. Not ``Heard.stop_grace``: a model whose steps
 # are slow gets more time for a stop, which keeps it loaded, never for a quit, which takes at
@@ -38,11 +40,16 @@ class Heard:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self.ready = False  # its backend exists: it acts on a cancel at once from now on
-        self.acked = 0  # the highest request id whose cancel it acknowledged
-        self.ended = 0  # the highest request id it answered (a result or an error)
-        self.gone = False  # its protocol pipe ended
-        self.step_s = 0.0  # the recent slowest gap between a reply's pieces (decays per piece)
+        # Its backend exists: it acts on a cancel at once from now on.
+        self.ready = False
+        # The highest request id whose cancel it acknowledged.
+        self.acked = 0
+        # The highest request id it answered (a result or an error).
+        self.ended = 0
+        # Its protocol pipe ended.
+        self.gone = False
+        # The recent slowest gap between a reply's pieces (decays per piece).
+        self.step_s = 0.0
         self._last_piece: float | None = None
 
     def note(
@@ -54,9 +61,8 @@ class Heard:
             self.ended = max(self.ended, ended)
             self.gone |= gone
             if ended:
-                self._last_piece = (
-                    None  # the next request's wait for its first piece is its prompt's
-                )
+                # The next request's wait for its first piece is its prompt's.
+                self._last_piece = None
             self._cond.notify_all()
 
     def note_piece(self, now: float) -> None:
@@ -89,7 +95,8 @@ def end_process(proc: subprocess.Popen[bytes], wait_s: float, term_s: float = 0.
     for send, wait in steps:
         if send is not None:
             try:
-                send()  # Popen: no signal once the process was reaped (no pid reused)
+                # Popen: no signal once the process was reaped (no pid reused).
+                send()
             except OSError:
                 pass
         try:
@@ -111,7 +118,8 @@ def end_unless_answered(
         "the engine process %s did not end its request within %.3g s: ending it", proc.pid, grace
     )
     try:
-        proc.kill()  # its protocol reader sees the pipe end: the call waiting on it returns
+        # Its protocol reader sees the pipe end: the call waiting on it returns.
+        proc.kill()
     except OSError:
         pass
 

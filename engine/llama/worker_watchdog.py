@@ -52,7 +52,8 @@ class Watchdog:
 
     def __init__(self, current: Callable[[], subprocess.Popen[bytes] | None]) -> None:
         self._current = current
-        self._watched = 0  # the request watched last (one watchdog per stopped request)
+        # The request watched last (one watchdog per stopped request).
+        self._watched = 0
         self._lock = threading.Lock()
         self.hung: tuple[subprocess.Popen[bytes], str] | None = None
 
@@ -82,26 +83,32 @@ class Watchdog:
         def ended() -> bool:
             return heard.gone or heard.ended >= rid
 
-        if not heard.ready:  # its own start is no hang; its deadline runs from when it can stop
+        if not heard.ready:
+            # Its own start is no hang; its deadline runs from when it can stop.
             heard.wait(lambda: ended() or heard.ready, START_LIMIT_S)
         grace = stop_grace(heard)
         if heard.wait(ended, grace):
             return
-        if heard.acked >= rid:  # its reader runs, the request never ends: a native call stuck
+        if heard.acked >= rid:
+            # Its reader runs, the request never ends: a native call stuck.
             why = f"the request did not end within {grace:.3g} s of the stop request"
-        else:  # stopped, or frozen with the GIL held
+        else:
+            # Stopped, or frozen with the GIL held.
             why = f"no answer to the stop request within {grace:.3g} s"
         if self._current() is not proc or proc.poll() is not None:
-            return  # ended meanwhile, or on purpose
+            # Ended meanwhile, or on purpose.
+            return
         log.warning("the engine process %s is hung (%s): ending it", proc.pid, why)
         self.hung = (proc, why)
-        if heard.acked >= rid and hasattr(signal, "SIGUSR1"):  # where it hangs, for the report
+        if heard.acked >= rid and hasattr(signal, "SIGUSR1"):
+            # Where it hangs, for the report (SIGUSR1: a traceback of every thread).
             try:
                 proc.send_signal(signal.SIGUSR1)
             except OSError:
                 pass
             heard.wait(lambda: heard.gone, DUMP_S)
         try:
-            proc.kill()  # the reader sees its pipe end; the waiting call reports it (its crash)
+            # The reader sees its pipe end; the waiting call reports it (its crash).
+            proc.kill()
         except OSError:
             pass
