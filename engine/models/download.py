@@ -61,7 +61,8 @@ class Progress:
     total: int
     speed: float
     file: str
-    file_index: int  # 1-based
+    # 1-based.
+    file_index: int
     file_count: int
     # Bytes that were already there when this attempt started.
     resumed_from: int = 0
