@@ -25,7 +25,8 @@ from ..settings.think_switch import check_thinking
 
 PARAM_KEYS = (*PARAM_SPECS, "stop", "thinking")
 KEYS = ("prompt", "system", "id", *PARAM_KEYS)
-_WHOLE_FILE = {  # keys that belong to the command line, for a better message
+# Keys that belong to the command line, for a better message.
+_WHOLE_FILE = {
     "model": "the model is loaded once for the whole file: pass --model",
     "ctx": "the context size is set for the whole file: pass --ctx",
     "context_size": "the context size is set for the whole file: pass --ctx",
@@ -46,16 +47,20 @@ class BatchLineError(VibechatError):
 
 @dataclass(frozen=True)
 class BatchRequest:
-    """One valid line: what to ask, and the parameters it sets (the rest come from the command)."""
+    """One valid line: what to ask, and the parameters it sets (the rest come from the
+    command)."""
 
     line: int
     prompt: str
-    system: str | None = None  # None: the command's system prompt; "": none
-    id: str | int | None = None  # None: not given (no "id" in the result)
+    # None: the command's system prompt; "": none.
+    system: str | None = None
+    # None: not given (no "id" in the result).
+    id: str | int | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def params(self, base: SamplingParams) -> SamplingParams:
-        """``base`` (the command's flags, environment, config) with this line's parameters on top."""
+        """``base`` (the command's flags, environment, config) with this line's parameters on
+        top."""
         return base.replace(**self.overrides)
 
 
@@ -101,7 +106,8 @@ def _param(name: str, value: Any) -> Any:
             raise InvalidParameterError(
                 f"stop must be a string or a list of strings (got {_kind(value)})."
             )
-        SamplingParams(stop=tuple(value))  # checks the count and that none is empty
+        # Checks the count and that none is empty.
+        SamplingParams(stop=tuple(value))
         return tuple(value)
     if name == "thinking":
         return check_thinking(value)
@@ -118,9 +124,8 @@ def _param(name: str, value: Any) -> Any:
 
 def parse_line(text: str, line: int) -> BatchRequest:
     """The request on line ``line`` (1-based), or :class:`BatchLineError` saying what is wrong."""
-    if (
-        json_depth(text) > MAX_JSON_DEPTH
-    ):  # checked before the parser recurses: this line fails, not the batch
+    # Checked before the parser recurses: this line fails, not the batch.
+    if json_depth(text) > MAX_JSON_DEPTH:
         raise BatchLineError(line, "not a valid request: JSON nested too deeply")
     try:
         data = json.loads(text, object_pairs_hook=_no_duplicates)
@@ -166,7 +171,8 @@ def parse_line(text: str, line: int) -> BatchRequest:
         if name in data:
             try:
                 overrides[name] = _param(name, data[name])
-            except InvalidParameterError as exc:  # JSON says null where a flag says 'none'
+            except InvalidParameterError as exc:
+                # JSON says null where a flag says 'none'.
                 raise fail(str(exc).rstrip(".").replace("(or 'none')", "(or null)")) from None
     return BatchRequest(line=line, prompt=prompt, system=system, id=request_id, overrides=overrides)
 
@@ -184,7 +190,8 @@ def read_requests(lines: Iterable[bytes | str]) -> Iterator[BatchItem]:
         else:
             text = raw
         if number == 1:
-            text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
+            # A byte-order mark some editors write.
+            text = text.removeprefix("\ufeff")
         if not text.strip():
             continue
         try:

@@ -33,14 +33,16 @@ class Reply:
     """A reply being generated: what the log needs to settle it."""
 
     writer: ReplyWriter | None
-    failed: HistoryError | None = None  # a save while it streamed failed: reported when it ends
+    # A save while it streamed failed: reported when it ends.
+    failed: HistoryError | None = None
 
     def append(self, text: str) -> None:
         """Called with every piece of text as it streams (from the generating thread)."""
         if self.writer is not None:
             try:
                 self.writer.append(text)
-            except HistoryError as exc:  # reported when the reply ends; keep generating
+            except HistoryError as exc:
+                # Reported when the reply ends; keep generating.
                 self._failed(exc)
 
     def append_thinking(self, text: str) -> None:
@@ -67,21 +69,25 @@ class ChatLog:
         source: str = "chat",
     ) -> None:
         self.conversation = conversation
-        self.source = source  # where a new conversation is saved as coming from: chat, run, batch
+        # Where a new conversation is saved as coming from: chat, run, batch.
+        self.source = source
         self.history = history
         self.model = model
         self.model_path = model_path
         self.conversation_id: int | None = None
         self.title: str | None = None
-        self.problem: str | None = None  # the first save that failed, for the UI to show
-        self._rows: list[int] = []  # saved message ids, aligned with conversation.turns
-        # The saved branch on screen, first message to last, failed replies included: each
-        # row's parent is the one before it (``leaf`` is the last). A new message follows it.
-        self._path: list[tuple[int, str]] = []  # (message id, role)
-        self._call_names: dict[str, str] = {}  # tool call id -> the name the model called it by
-        self.seen = (
-            0  # the newest message id this log read or wrote: another writer's turns come after it
-        )
+        # The first save that failed, for the UI to show.
+        self.problem: str | None = None
+        # Saved message ids, aligned with conversation.turns.
+        self._rows: list[int] = []
+        # The saved branch on screen as (message id, role), first message to last, failed
+        # replies included: each row's parent is the one before it (``leaf`` is the last). A new
+        # message follows it.
+        self._path: list[tuple[int, str]] = []
+        # Tool call id -> the name the model called it by.
+        self._call_names: dict[str, str] = {}
+        # The newest message id this log read or wrote: another writer's turns come after it.
+        self.seen = 0
 
     # -------------------------------------------------------------- opening
     @classmethod
@@ -228,7 +234,8 @@ class ChatLog:
             )
             self._rows.append(reply.writer.message_id)
         else:
-            self._rows.append(0)  # not saved: keeps the rows aligned with the turns
+            # Not saved: keeps the rows aligned with the turns.
+            self._rows.append(0)
 
     def fail_reply(self, reply: Reply, error: str, partial: str | None = None) -> None:
         """A reply that failed: saved with its partial text and the error; not sent to the
@@ -375,14 +382,14 @@ class ChatLog:
         taken = []
         for message in messages:
             if message.status == "streaming":
-                break  # its turn is not over: it and what follows are read again next time
+                # Its turn is not over: it and what follows are read again next time.
+                break
             self.seen = max(self.seen, message.id)
             self._call_names.update((call.id, call.name) for call in message.tool_calls)
             turn = message.chat_message(self._call_names)
             on_branch = (message.id, message.role) in self._path
-            if (
-                on_branch and message.id in self._rows
-            ):  # read when it was still being written: now as it ended
+            # Read when it was still being written: now as it ended.
+            if on_branch and message.id in self._rows:
                 index = self._rows.index(message.id)
                 if message.in_context:
                     self.conversation.turns[index] = turn
@@ -390,9 +397,8 @@ class ChatLog:
                     del self.conversation.turns[index], self._rows[index]
                 continue
             if not on_branch:
-                if (
-                    message.parent_id != self.leaf
-                ):  # another branch's (an edit elsewhere): one switch away
+                # Another branch's (an edit elsewhere): one switch away.
+                if message.parent_id != self.leaf:
                     continue
                 self._path.append((message.id, message.role))
             taken.append(message)

@@ -27,13 +27,16 @@ from pathlib import Path
 
 try:
     import fcntl
-except ImportError:  # Windows: no flock; acquiring always succeeds (see the module docstring)
+except ImportError:
+    # Windows: no flock; acquiring always succeeds (see the module docstring).
     fcntl = None  # type: ignore[assignment]
 
 from ..errors import VibechatError
 
-WAIT_LIMIT = 600.0  # seconds a ``run`` waits for another writer before giving up (10 minutes)
-POLL = 0.1  # seconds between tries while waiting: flock has no timeout of its own
+# Seconds a ``run`` waits for another writer before giving up (10 minutes).
+WAIT_LIMIT = 600.0
+# Seconds between tries while waiting: flock has no timeout of its own.
+POLL = 0.1
 
 
 class ConversationBusy(VibechatError):
@@ -93,14 +96,16 @@ class ConversationLock:
             if time.monotonic() >= deadline:
                 raise ConversationBusy(
                     f"another vibechat kept writing to conversation {self.conversation_id} for "
-                    f"{limit / 60:g} minutes: try again when it has finished (is a chat still answering in it?)."
+                    f"{limit / 60:g} minutes: try again when it has finished (is a chat still "
+                    "answering in it?)."
                 )
             time.sleep(POLL)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            os.close(fd)  # closing the descriptor drops the flock
+            # Closing the descriptor drops the flock.
+            os.close(fd)
 
     def _open(self) -> int | None:
         folder = self.path.parent

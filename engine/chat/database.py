@@ -66,7 +66,8 @@ def make_private(path: Path) -> None:
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     except OSError:
-        return  # a read-only place: sqlite says what is wrong
+        # A read-only place: sqlite says what is wrong.
+        return
     for item in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         _tighten(item, 0o600)
 
@@ -79,7 +80,8 @@ def _tighten(path: Path, mode: int) -> None:
         pass
 
 
-_H = TypeVar("_H", bound="HistoryDatabase")  # open() and `with` give back the History itself
+# open() and `with` give back the History itself.
+_H = TypeVar("_H", bound="HistoryDatabase")
 
 
 class HistoryDatabase:
@@ -91,7 +93,8 @@ class HistoryDatabase:
         self.path = Path(path) if path is not None else default_path()
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
-        self.repaired = 0  # replies found 'streaming' (left by a crash) when opened
+        # Replies found 'streaming' (left by a crash) when opened.
+        self.repaired = 0
         # Readers (`history list/show/search/export`, the chat's sidebar) may open a history
         # they cannot write: a read-only data dir, a full disk. ``read_only`` is then why
         # (the open's one-line error, with its fix), and every write fails with it.
@@ -100,7 +103,8 @@ class HistoryDatabase:
 
     # ------------------------------------------------------------ lifecycle
     def open(self: _H) -> _H:
-        with self._lock:  # another thread wanting the connection waits for the migrations
+        # Another thread wanting the connection waits for the migrations.
+        with self._lock:
             return self._open()
 
     def _open(self: _H) -> _H:
@@ -154,9 +158,8 @@ class HistoryDatabase:
                 if conn is not None:
                     conn.close()
                 continue
-            if version != len(
-                MIGRATIONS
-            ):  # older needs a migration (a write); newer is not ours to read
+            # Older needs a migration (a write); newer is not ours to read.
+            if version != len(MIGRATIONS):
                 conn.close()
                 return False
             self._conn = conn
@@ -171,7 +174,8 @@ class HistoryDatabase:
                 self.path.with_name(self.path.name + "-wal"),
                 self.path.with_name(self.path.name + "-shm"),
             ):
-                check_regular(item)  # a FIFO here would block the open below forever
+                # A FIFO here would block the open below forever.
+                check_regular(item)
             make_private(self.path)
             conn = sqlite3.connect(
                 self.path,
@@ -225,7 +229,8 @@ class HistoryDatabase:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-            self.read_only = None  # the next open tries to write again
+            # The next open tries to write again.
+            self.read_only = None
 
     def __enter__(self: _H) -> _H:
         return self.open()
@@ -269,7 +274,8 @@ class HistoryDatabase:
         a busy database waits (busy_timeout) instead of failing halfway."""
         with self._lock:
             conn = self.conn
-            if self.read_only is not None:  # opened read-only: the open's reason, with its fix
+            # Opened read-only: the open's reason, with its fix.
+            if self.read_only is not None:
                 raise HistoryError(self.read_only)
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -346,8 +352,8 @@ def _write_trouble(exc: BaseException, where: Path) -> str | None:
     name = getattr(exc, "sqlite_errorname", "") or ""
     if _locked(exc):
         return (
-            f"another process held it for over {BUSY_TIMEOUT_MS / 1000:g} s ({text}): close the other "
-            "vibechat (or its `run`), then try again"
+            f"another process held it for over {BUSY_TIMEOUT_MS / 1000:g} s ({text}): close the "
+            "other vibechat (or its `run`), then try again"
         )
     if not (
         name.startswith(("SQLITE_FULL", "SQLITE_IOERR"))
@@ -361,8 +367,8 @@ def _write_trouble(exc: BaseException, where: Path) -> str | None:
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         if limit != resource.RLIM_INFINITY:
             return (
-                f"the file-size limit (ulimit -f: {limit} bytes) was reached ({text}): raise the limit, "
-                "or pass --no-save"
+                f"the file-size limit (ulimit -f: {limit} bytes) was reached ({text}): raise the "
+                "limit, or pass --no-save"
             )
     except (ImportError, OSError, ValueError):
         pass
@@ -372,7 +378,10 @@ def _write_trouble(exc: BaseException, where: Path) -> str | None:
         free = None
     if free is not None and free < 1024 * 1024:
         return f"the disk is full ({text}): free some space on it, or pass --no-save"
-    return f"the disk could not be written ({text}): check that it has space and works, or pass --no-save"
+    return (
+        f"the disk could not be written ({text}): check that it has space and works, "
+        "or pass --no-save"
+    )
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -403,5 +412,6 @@ def _process_alive(pid: int | None) -> bool:
     except ProcessLookupError:
         return False
     except (PermissionError, OSError):
-        return True  # exists (another user's), or the platform cannot tell: leave it
+        # It exists (another user's), or the platform cannot tell: leave it.
+        return True
     return True

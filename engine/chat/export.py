@@ -23,7 +23,9 @@ def write_export(path: Path, text: str, *, overwrite: bool = False) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        try:  # a replaced file keeps its mode; a new one is private, like the history it comes from
+        # A replaced file keeps its mode; a new one stays private (mkstemp's 0600), like the
+        # history it comes from.
+        try:
             os.chmod(tmp, path.stat().st_mode & 0o777)
         except OSError:
             pass
@@ -34,7 +36,8 @@ def write_export(path: Path, text: str, *, overwrite: bool = False) -> None:
             os.link(tmp, path)
         except FileExistsError:
             raise
-        except OSError:  # a filesystem without hard links: the check, then the rename
+        except OSError:
+            # A filesystem without hard links: the check, then the rename.
             if path.exists() or path.is_symlink():
                 raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
             os.replace(tmp, path)

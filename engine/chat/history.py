@@ -9,10 +9,10 @@ modules hold the rest:
 - schema.py: the numbered migrations, each recorded in ``schema_migrations``;
 - records.py: the conversations, messages and search hits as values, and the Markdown a
   conversation exports as; export.py writes an export whole or not at all;
-- reply_writer.py (``ReplyWriter``): a reply saved while it streams (status ``streaming``) and settled as
-  ``complete`` / ``cut`` (a limit ended it: ``max_tokens`` or the context) / ``stopped`` /
-  ``error``; rows a crash left ``streaming`` are marked ``interrupted`` when the database
-  is next opened;
+- reply_writer.py (``ReplyWriter``): a reply saved while it streams (status ``streaming``) and
+  settled as ``complete`` / ``cut`` (a limit ended it: ``max_tokens`` or the context) /
+  ``stopped`` / ``error``; rows a crash left ``streaming`` are marked ``interrupted`` when the
+  database is next opened;
 - convlock.py: the writer lock, so one vibechat at a time adds to a conversation.
 
 Each conversation records where it came from (``source``: ``chat``, ``run`` or ``batch``,
@@ -123,7 +123,8 @@ class History(HistoryDatabase):
         stamp = now()
         with self._write() as c:
             cur = c.execute(
-                "INSERT INTO conversations(title, model, model_path, system, params, created, updated, source) "
+                "INSERT INTO conversations"
+                "(title, model, model_path, system, params, created, updated, source) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     title,
@@ -148,7 +149,8 @@ class History(HistoryDatabase):
         get it back from a busy UI thread, which made a thousand rows take a noticeable
         while in a worker."""
         rows = self._read(
-            "SELECT json_group_array(json_array(id, title, model, created, updated, source)) AS rows FROM "
+            "SELECT json_group_array(json_array(id, title, model, created, updated, source)) "
+            "AS rows FROM "
             "(SELECT id, title, model, created, updated, source FROM conversations "
             " WHERE ?1 IS NULL OR source = ?1 ORDER BY updated DESC, id DESC LIMIT ?2 OFFSET ?3)",
             (source, -1 if limit is None else limit, offset),
@@ -264,8 +266,10 @@ class History(HistoryDatabase):
         stamp = now()
         with self._write() as c:
             cur = c.execute(
-                "INSERT INTO conversations(title, model, model_path, system, params, created, updated, source) "
-                "SELECT ?, model, model_path, system, params, ?, ?, 'chat' FROM conversations WHERE id = ?",
+                "INSERT INTO conversations"
+                "(title, model, model_path, system, params, created, updated, source) "
+                "SELECT ?, model, model_path, system, params, ?, ?, 'chat' "
+                "FROM conversations WHERE id = ?",
                 (f"{stored.title} (fork)", stamp, stamp, conversation_id),
             )
             new_id = cur.lastrowid
@@ -273,8 +277,9 @@ class History(HistoryDatabase):
             parent: int | None = None
             for m in stored.messages:
                 parent = c.execute(
-                    "INSERT INTO messages(conversation_id, parent_id, role, content, status, error, params, stats, "
-                    "thinking, created, updated, tool_calls, tool_call_id, tool_name) "
+                    "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
+                    "error, params, stats, thinking, created, updated, tool_calls, tool_call_id, "
+                    "tool_name) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         new_id,
@@ -295,8 +300,9 @@ class History(HistoryDatabase):
                 ).lastrowid
                 # The rows as saved (a copy found missing keeps its own note here).
                 c.execute(
-                    "INSERT INTO attachments(message_id, position, kind, name, digest, mime, size, width, "
-                    "height, note) SELECT ?, position, kind, name, digest, mime, size, width, height, note "
+                    "INSERT INTO attachments"
+                    "(message_id, position, kind, name, digest, mime, size, width, height, note) "
+                    "SELECT ?, position, kind, name, digest, mime, size, width, height, note "
                     "FROM attachments WHERE message_id = ?",
                     (parent, m.id),
                 )
@@ -366,7 +372,8 @@ class History(HistoryDatabase):
             )
             if cur.rowcount == 0:
                 raise ConversationNotFound(
-                    f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones."
+                    f"no conversation {conversation_id}: 'vibechat history list' shows the "
+                    "saved ones."
                 )
 
     def delete(self, conversation_id: int) -> None:
@@ -377,7 +384,8 @@ class History(HistoryDatabase):
             cur = c.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             if cur.rowcount == 0:
                 raise ConversationNotFound(
-                    f"no conversation {conversation_id}: 'vibechat history list' shows the saved ones."
+                    f"no conversation {conversation_id}: 'vibechat history list' shows the "
+                    "saved ones."
                 )
         self.prune_attachments()
 
@@ -412,14 +420,16 @@ class History(HistoryDatabase):
         with self._write() as c:
             if isinstance(parent_id, Latest):
                 row = c.execute(
-                    "SELECT COALESCE(leaf_id, (SELECT MAX(id) FROM messages WHERE conversation_id = ?1)) "
+                    "SELECT COALESCE(leaf_id, "
+                    "(SELECT MAX(id) FROM messages WHERE conversation_id = ?1)) "
                     "FROM conversations WHERE id = ?1",
                     (conversation_id,),
                 ).fetchone()
                 parent_id = row[0] if row else None
             cur = c.execute(
-                "INSERT INTO messages(conversation_id, parent_id, role, content, status, writer_pid, params, "
-                "created, updated, tool_call_id, tool_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
+                "writer_pid, params, created, updated, tool_call_id, tool_name) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation_id,
                     parent_id,
@@ -512,7 +522,8 @@ class History(HistoryDatabase):
 
 def _insert_attachments(c: Any, message_id: int, attachments: tuple[Attachment, ...]) -> None:
     c.executemany(
-        "INSERT INTO attachments(message_id, position, kind, name, digest, mime, size, width, height, note) "
+        "INSERT INTO attachments"
+        "(message_id, position, kind, name, digest, mime, size, width, height, note) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (message_id, i, a.kind, a.name, a.digest, a.mime, a.size, a.width, a.height, a.note)

@@ -63,7 +63,8 @@ class ConversationSummary:
     model: str | None
     created: str
     updated: str
-    source: str = "chat"  # one of SOURCES
+    # One of SOURCES.
+    source: str = "chat"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,11 +87,16 @@ class StoredMessage:
     error: str | None = None
     params: dict[str, Any] | None = None
     stats: dict[str, Any] | None = None
-    thinking: str = ""  # a reasoning model's thinking (never sent back to the model)
-    parent_id: int | None = None  # the message it follows (None: the conversation's first)
-    tool_calls: tuple[ToolCall, ...] = ()  # a reply's: the tool calls it asked for
-    tool_call_id: str | None = None  # a tool result's: the call it answers
-    tool_name: str | None = None  # a tool result's: the tool, as SERVER/NAME
+    # A reasoning model's thinking (never sent back to the model).
+    thinking: str = ""
+    # The message it follows (None: the conversation's first).
+    parent_id: int | None = None
+    # A reply's: the tool calls it asked for.
+    tool_calls: tuple[ToolCall, ...] = ()
+    # A tool result's: the call it answers.
+    tool_call_id: str | None = None
+    # A tool result's: the tool, as SERVER/NAME.
+    tool_name: str | None = None
     # A prompt's images and files, in order (engine/attach/store.py's ``reopen``: a copy gone
     # missing has path "" and says so in its note).
     attachments: tuple[Attachment, ...] = ()
@@ -106,7 +112,8 @@ class StoredMessage:
 
     def chat_message(self, call_names: dict[str, str] | None = None) -> ChatMessage:
         """The message as the model is sent it; a tool's result is named as the model called
-        the tool (``call_names``: call id → name, from the reply that asked), else as its server does."""
+        the tool (``call_names``: call id → name, from the reply that asked), else as its
+        server does."""
         if self.role == "tool":
             name = (call_names or {}).get(self.tool_call_id or "") or (self.tool_name or "").rsplit(
                 "/", 1
@@ -220,7 +227,8 @@ class StoredConversation:
             elif m.status != "complete":
                 heading += f" ({m.status}{': ' + m.error if m.error else ''})"
             index, count = self.branch(m.id)
-            if count > 1:  # the others are in the JSON export (``tree``)
+            # The others are in the JSON export (``tree``).
+            if count > 1:
                 heading += f" · version {index} of {count}"
             lines += ["", f"## {heading}", ""]
             if m.attachments:
@@ -242,7 +250,8 @@ class SearchHit:
     message_id: int
     title: str
     role: str
-    snippet: str  # the match in context; the matched words between HIT_START and HIT_END
+    # The match in context; the matched words between HIT_START and HIT_END.
+    snippet: str
     updated: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -274,8 +283,8 @@ def attachment_dict(a: Attachment) -> dict[str, Any]:
 
 
 def attached_line(a: Attachment) -> str:
-    """An attachment in a Markdown export: ``Attached: photo.png · 640×480 · 212 KB`` (and its note),
-    one line whatever the saved name holds."""
+    """An attachment in a Markdown export: ``Attached: photo.png · 640×480 · 212 KB`` (and its
+    note), one line whatever the saved name holds."""
     line = f"Attached: {a.label()}" + (f" ({a.note})" if a.note else "")
     return " ".join(line.split())
 
@@ -293,7 +302,8 @@ def path_to(tree: list[StoredMessage], leaf_id: int | None) -> list[StoredMessag
     path, on_path = [leaf], {leaf.id}
     while path[-1].parent_id is not None:
         parent = by_id.get(path[-1].parent_id)
-        if parent is None or parent.id in on_path:  # a damaged row: the branch starts here
+        # A damaged row: the branch starts here.
+        if parent is None or parent.id in on_path:
             break
         path.append(parent)
         on_path.add(parent.id)
@@ -304,7 +314,8 @@ def newest_leaf(tree: list[StoredMessage], message_id: int) -> int:
     """The end of the branch through ``message_id`` that continues, at every fork, with the
     newest child: where switching to a message, or opening at one, lands."""
     children: dict[int, int] = {}
-    for m in tree:  # oldest first: the newest child of each wins
+    # Oldest first: the newest child of each wins.
+    for m in tree:
         if m.parent_id is not None:
             children[m.parent_id] = m.id
     current, steps = message_id, 0
@@ -313,7 +324,8 @@ def newest_leaf(tree: list[StoredMessage], message_id: int) -> int:
     return current
 
 
-HIT_START, HIT_END = "\x02", "\x03"  # markers the UI turns into highlighting (never in saved text)
+# Markers the UI turns into highlighting (never in saved text).
+HIT_START, HIT_END = "\x02", "\x03"
 
 
 def fts_query(text: str) -> str | None:
@@ -333,7 +345,8 @@ def tool_calls_from(text: str | None) -> tuple[ToolCall, ...]:
         return ()
     try:
         value = bounded_loads(text)
-    except ValueError:  # damaged, or nested too deeply (JsonTooDeep)
+    except ValueError:
+        # Damaged, or nested too deeply (JsonTooDeep).
         return ()
     if not isinstance(value, list):
         return ()
@@ -355,7 +368,8 @@ def params_from(text: str | None) -> SamplingParams:
     try:
         return SamplingParams.from_dict(data)
     except (InvalidParameterError, TypeError):
-        return SamplingParams()  # saved by a newer/older vibechat: defaults rather than a crash
+        # Saved by a newer/older vibechat: defaults rather than a crash.
+        return SamplingParams()
 
 
 def _details(summary: str, text: str) -> list[str]:

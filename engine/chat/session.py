@@ -77,12 +77,15 @@ class ChatSession:
     def __init__(self, backend: Backend, chat: ChatLog | None = None) -> None:
         self.backend = backend
         self.chat = chat if chat is not None else ChatLog(Conversation())
-        self.info: ModelInfo | None = None  # the loaded model (None until a load succeeds)
+        # The loaded model (None until a load succeeds).
+        self.info: ModelInfo | None = None
         self.engine_lock = threading.Lock()
         self.generation = 0
-        self.turn: Turn | None = None  # the reply in progress
+        # The reply in progress.
+        self.turn: Turn | None = None
         self._reset_pending = False
-        self._writer = ConversationWriter()  # this conversation's writer lock, while held
+        # This conversation's writer lock, while held.
+        self._writer = ConversationWriter()
 
     @property
     def conversation(self) -> Conversation:
@@ -128,15 +131,16 @@ class ChatSession:
                 info = new.load(on_progress=on_progress)
                 old.close()
             else:
-                freed = (
-                    self.info.memory_bytes if self.info is not None else 0
-                )  # a draft model's too
+                # The current model's memory, its draft model's included.
+                freed = self.info.memory_bytes if self.info is not None else 0
                 if file_size > available + freed:
                     raise ModelLoadError(
                         f"{name} needs about {file_size / 1e9:.1f} GB of memory and only "
-                        f"{(available + freed) / 1e9:.1f} GB would be free: choose a smaller quantization."
+                        f"{(available + freed) / 1e9:.1f} GB would be free: choose a smaller "
+                        "quantization."
                     )
-                old.close()  # it fits only without the current model
+                # The new model fits only without the current one.
+                old.close()
                 try:
                     info = new.load(on_progress=on_progress)
                 except VibechatError:
@@ -224,9 +228,11 @@ class ChatSession:
                 or turn.settled
                 or (stop_requested and stop_requested())
             ):
-                return turn.stopped()  # superseded, or stopped before it began
+                # Superseded, or stopped before it began.
+                return turn.stopped()
             if on_load is not None:
-                self.backend.load(on_progress=on_load)  # idempotent: at once when loaded
+                # Idempotent: returns at once when the model is loaded.
+                self.backend.load(on_progress=on_load)
             if on_context is not None:
                 tokens = self._count(turn.messages)
                 if tokens is not None:
@@ -236,7 +242,8 @@ class ChatSession:
                 events = self.backend.stream_chat(
                     turn.messages, turn.params, tools=turn.tools, tool_choice=turn.tool_choice
                 )
-            else:  # as every backend takes it (a front end's test double too)
+            else:
+                # As every backend takes it (a front end's test double too).
                 events = self.backend.stream_chat(turn.messages, turn.params)
             try:
                 for event in events:
@@ -283,10 +290,8 @@ class ChatSession:
         except VibechatError as exc:
             self.fail_reply(turn, str(exc), self.partial_of(turn, exc))
             raise
-        except (
-            KeyboardInterrupt,
-            BrokenPipeError,
-        ) as exc:  # the stream is closed: the engine stopped
+        except (KeyboardInterrupt, BrokenPipeError) as exc:
+            # The stream is closed: the engine stopped.
             done = turn.stopped()
             self.finish_reply(turn, done)
             return Answer(
@@ -332,7 +337,8 @@ class ChatSession:
             return False
         self.chat.finish_reply(turn.record, done)
         self._forget(turn)
-        self.stop_writing()  # saved: the next writer may read it
+        # Saved: the next writer may read it.
+        self.stop_writing()
         self._title_first_prompt()
         return True
 
@@ -356,7 +362,8 @@ class ChatSession:
         try:
             if chat.history.set_title(chat.conversation_id, title):
                 chat.title = title
-        except HistoryError as exc:  # a title is not worth stopping a chat for
+        except HistoryError as exc:
+            # A title is not worth stopping a chat for.
             log.warning("could not save the title: %s", exc)
 
     def write_title(self, generation: int, stop_requested: Callable[[], bool]) -> str | None:
@@ -479,7 +486,8 @@ class ChatSession:
     def _count(self, messages: list[ChatMessage]) -> int | None:
         try:
             return self.backend.count_tokens(messages, self.conversation.params.thinking)
-        except Exception:  # only a meter: the generation reports real problems
+        except Exception:
+            # Only a meter: the generation reports real problems.
             log.debug("could not count the context", exc_info=True)
             return None
 
@@ -493,15 +501,19 @@ class ChatSession:
                 return None
             self._reset_pending = False
             try:
-                if tools:  # the next replies' tools: listed in the prompt as they will be
+                # The next replies' tools: listed in the prompt as they will be.
+                if tools:
                     return self.backend.prefill(messages, self.conversation.params.thinking, tools)
                 return self.backend.prefill(messages, self.conversation.params.thinking)
-            except VibechatError as exc:  # too long for the context: the next reply trims it
+            except VibechatError as exc:
+                # Too long for the context: the next reply trims it.
                 log.info("cache not rebuilt: %s", exc)
-            except Exception:  # a cache rebuild is an optimisation
+            except Exception:
+                # A cache rebuild is an optimisation.
                 log.exception("cache rebuild failed")
             try:
                 self.backend.reset()
-            except Exception:  # the next reply reports an engine that is gone
+            except Exception:
+                # The next reply reports an engine that is gone.
                 log.debug("reset after a failed rebuild failed", exc_info=True)
             return 0

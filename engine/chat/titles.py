@@ -68,7 +68,8 @@ def ask_title(
                 parts.append(event.text)
             elif isinstance(event, GenerationDone) and event.finish_reason == "cancelled":
                 return None
-    except VibechatError as exc:  # too long for the context, a server error: no title
+    except VibechatError as exc:
+        # Too long for the context, a server error: no title.
         log.info("no title from the model: %s", exc)
         return None
     finally:

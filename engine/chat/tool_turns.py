@@ -28,13 +28,12 @@ if TYPE_CHECKING:
 
 DENIED = "The user did not allow this call. Do not call it again unless they ask for it."
 NOT_RUN_STOPPED = "Not run: the user stopped the reply."
-MAX_CALLS = 16  # calls run from one reply, at most (the rest are answered "not run")
-NOT_RUN_ARGUMENTS = (
-    "The call was not run: "  # then why its arguments were refused (the model is told)
-)
-MAX_RESULT_CHARS = (
-    64_000  # a result kept for the model, at most (the tool's own bound is usually lower)
-)
+# Calls run from one reply, at most (the rest are answered "not run").
+MAX_CALLS = 16
+# What the model is told of a call whose arguments were refused: the reason follows.
+NOT_RUN_ARGUMENTS = "The call was not run: "
+# Characters of a result kept for the model, at most (the tool's own bound is usually lower).
+MAX_RESULT_CHARS = 64_000
 
 
 class ToolBox(Protocol):

@@ -23,7 +23,8 @@ class Turn:
     messages: list[ChatMessage]
     params: SamplingParams
     record: Reply
-    tools: tuple[ToolSpec, ...] = ()  # offered to the model (engine/chat/tool_turns.py)
+    # Offered to the model (engine/chat/tool_turns.py).
+    tools: tuple[ToolSpec, ...] = ()
     tool_choice: str = "auto"
     parts: list[str] = field(default_factory=list)
     thinking_parts: list[str] = field(default_factory=list)
@@ -32,10 +33,12 @@ class Turn:
 
     def add(self, text: str) -> None:
         with self._lock:
-            if self.settled:  # abandoned: the saved row is final
+            # Abandoned: the saved row is final.
+            if self.settled:
                 return
             self.parts.append(text)
-            self.record.append(text)  # saved while it streams (debounced)
+            # Saved while it streams (debounced).
+            self.record.append(text)
 
     def add_thinking(self, text: str) -> None:
         """A piece of the reply's thinking: kept apart from the text, saved apart too."""

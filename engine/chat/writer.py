@@ -24,7 +24,7 @@ class ConversationWriter:
     """One writer per conversation, for one session: the lock it holds (None: none held)."""
 
     def __init__(self) -> None:
-        self._lock: ConversationLock | None = None  # this conversation's writer lock, while held
+        self._lock: ConversationLock | None = None
 
     def catch_up(
         self,
@@ -58,7 +58,8 @@ class ConversationWriter:
             self._lock = lock
         try:
             return chat.take_in(history.messages_after(cid, chat.seen))
-        except HistoryError as exc:  # reading failed: the turn goes on with what this session knows
+        except HistoryError as exc:
+            # Reading failed: the turn goes on with what this session knows.
             log.warning("could not read the conversation's new turns: %s", exc)
             return []
 

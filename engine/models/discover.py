@@ -37,9 +37,8 @@ log = logging.getLogger("vibechat.discover")
 OLLAMA_SYSTEM_MODELS = Path("/usr/share/ollama/.ollama/models")
 OLLAMA_REGISTRY = "registry.ollama.ai"
 OLLAMA_MODEL_MEDIA_TYPE = "application/vnd.ollama.image.model"
-OLLAMA_PROJECTOR_MEDIA_TYPE = (
-    "application/vnd.ollama.image.projector"  # a vision model's mmproj GGUF
-)
+# The layer holding a vision model's mmproj GGUF.
+OLLAMA_PROJECTOR_MEDIA_TYPE = "application/vnd.ollama.image.projector"
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
@@ -120,10 +119,12 @@ def discover_models() -> list[LocalModel]:
         for root in roots:
             try:
                 models = finder(root)
-            except Exception:  # a listing at start-up must never fail
+            except Exception:
+                # A listing at start-up must never fail.
                 log.debug("discover: %s failed on %s", finder.__name__, root, exc_info=True)
                 continue
-            for model in models:  # the first root wins a name both have
+            # The first root wins a name both have.
+            for model in models:
                 if model.name not in names:
                     names.add(model.name)
                     found.append(model)
@@ -267,7 +268,8 @@ def _ollama_model(
     hexdigest = blob.name[len("sha256-") :]
     info = _header(blob)
     if info is None:
-        return None  # missing or not a GGUF file (logged)
+        # Missing or not a GGUF file: _header logged why.
+        return None
     quant = info.quantization if info.quantization != "unknown" else "?"
     repo = f"{namespace}/{model}" if host in ("hf.co", "huggingface.co") else None
     projector = _ollama_blob(root, layers, OLLAMA_PROJECTOR_MEDIA_TYPE)
@@ -302,7 +304,8 @@ def _ollama_blob(root: Path, layers: object, media_type: str) -> Path | None:
     hexdigest = match.group(1)
     blob = root / "blobs" / f"sha256-{hexdigest}"
     if not blob.exists():
-        legacy = root / "blobs" / f"sha256:{hexdigest}"  # before Ollama 0.1.x renamed them
+        # The name blobs had before Ollama 0.1.x renamed them.
+        legacy = root / "blobs" / f"sha256:{hexdigest}"
         blob = legacy if legacy.exists() else blob
     return blob
 
@@ -417,8 +420,9 @@ def _scandir(path: Path) -> list[os.DirEntry]:
 
 
 def _is_dir(entry: os.DirEntry) -> bool:
+    """Whether ``entry`` is a folder, a symlink to one included; False when it cannot be told."""
     try:
-        return entry.is_dir()  # follows a symlink
+        return entry.is_dir()
     except OSError:
         return False
 
@@ -456,9 +460,10 @@ def _walk_ggufs(top: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
             if not entry.name.lower().endswith(".gguf"):
                 continue
             try:
-                fst = entry.stat()  # follows the symlink to the blob
+                # Follows the symlink to the blob; a dangling symlink is skipped.
+                fst = entry.stat()
             except OSError as exc:
-                log.debug("discover: skipping %s: %s", path, exc)  # dangling symlink
+                log.debug("discover: skipping %s: %s", path, exc)
                 continue
             if stat.S_ISREG(fst.st_mode):
                 yield "/".join((*prefix, entry.name)), path, fst

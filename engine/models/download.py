@@ -46,8 +46,10 @@ from .hub import Hub, explain, is_transient, raise_for_status, short
 log = logging.getLogger("vibechat.download")
 
 CHUNK = 1 << 20
-RETRIES = 4  # on-the-spot retries of a dropped connection within one attempt
-SPARE_BYTES = 64 << 20  # free space kept beyond the download itself
+# On-the-spot retries of a dropped connection within one attempt.
+RETRIES = 4
+# Free space kept beyond the download itself.
+SPARE_BYTES = 64 << 20
 READ_TIMEOUT = 60.0
 
 
@@ -59,9 +61,11 @@ class Progress:
     total: int
     speed: float
     file: str
-    file_index: int  # 1-based
+    # 1-based.
+    file_index: int
     file_count: int
-    resumed_from: int = 0  # bytes that were already there when this attempt started
+    # Bytes that were already there when this attempt started.
+    resumed_from: int = 0
 
     @property
     def eta(self) -> float | None:
@@ -74,7 +78,8 @@ class Progress:
         return self.done / self.total if self.total else 1.0
 
 
-ProgressCallback = Callable[[Progress], object]  # what it returns is ignored
+# What the callback returns is ignored.
+ProgressCallback = Callable[[Progress], object]
 
 
 def part_paths(final: Path) -> tuple[Path, Path]:
@@ -82,7 +87,8 @@ def part_paths(final: Path) -> tuple[Path, Path]:
 
 
 def downloaded_bytes(final: Path, file: RepoFile) -> int:
-    """Bytes of ``file`` already at ``final`` or in its ``.part`` (0 when another version is there)."""
+    """Bytes of ``file`` already at ``final`` or in its ``.part`` (0 when another version is
+    there)."""
     part, meta = part_paths(final)
     if _finished(final, file):
         return final.stat().st_size
@@ -121,8 +127,8 @@ def check_free_space(directory: Path, needed: int, what: str) -> None:
     free = shutil.disk_usage(probe).free
     if needed + SPARE_BYTES > free:
         raise DownloadError(
-            f"not enough disk space for {what}: it needs {_gb(needed)} more and {probe} has {_gb(free)} free; "
-            "free some space or point VIBECHAT_MODELS_DIR at a bigger disk."
+            f"not enough disk space for {what}: it needs {_gb(needed)} more and {probe} has "
+            f"{_gb(free)} free; free some space or point VIBECHAT_MODELS_DIR at a bigger disk."
         )
 
 
@@ -151,7 +157,8 @@ class Downloader:
     def download(self, repo: str, revision: str, option: QuantOption, dest: Path) -> list[Path]:
         """The final paths of ``option``'s files under ``dest``, downloading what is missing."""
         for f in option.files:
-            if not is_safe_repo_path(f.path):  # group_quants drops these: a caller that did not
+            # group_quants drops these already; this stops a caller that did not.
+            if not is_safe_repo_path(f.path):
                 raise DownloadError(
                     f"{show_name(f.path)} is not a name vibechat saves a file under "
                     "(control characters, characters unsafe in a file name, or a path "
@@ -180,10 +187,12 @@ class Downloader:
         resumed: int,
     ) -> None:
         if _finished(final, file) and not part_paths(final)[0].exists():
-            return  # finished earlier (verified before it got its final name)
+            # Finished earlier (verified before it got its final name).
+            return
         final.parent.mkdir(parents=True, exist_ok=True)
         state = _Part.open(final, file)
-        if not file.size:  # the listing gave no size: never more than the disk can take
+        # The listing gave no size: never more than the disk can take.
+        if not file.size:
             state.budget = max(0, _free_bytes(final.parent) - SPARE_BYTES) + state.offset
         url = self.hub.file_url(repo, file.path, revision)
         meter = _Meter()
@@ -215,16 +224,15 @@ class Downloader:
                 if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
                     raise DownloadError(
                         f"the disk filled up while downloading {file.path} ({_gb(state.offset)} of "
-                        f"{_gb(file.size)} kept in {state.path}): free some space and run the same command "
-                        "again to resume."
+                        f"{_gb(file.size)} kept in {state.path}): free some space and run the same "
+                        "command again to resume."
                     ) from None
                 if not is_transient(exc):
                     message = explain(exc, repo, self.hub.endpoint, bool(self.hub.token), revision)
                     if message is not None:
                         raise HubError(message) from None
-                    if isinstance(
-                        exc, OSError
-                    ):  # not an HTTP error: the part file could not be written
+                    # Not an HTTP error: the part file could not be written.
+                    if isinstance(exc, OSError):
                         raise DownloadError(
                             f"could not write {state.path} ({exc.strerror or exc}): check "
                             "the models folder's permissions."
@@ -258,7 +266,8 @@ class Downloader:
         from huggingface_hub.utils import get_session
 
         headers = self.hub.headers()
-        headers["Accept-Encoding"] = "identity"  # Range offsets count the file's own bytes
+        # Range offsets count the file's own bytes, not those of a compressed answer.
+        headers["Accept-Encoding"] = "identity"
         if state.offset:
             headers["Range"] = f"bytes={state.offset}-"
         timeout = httpx2.Timeout(READ_TIMEOUT, connect=20.0)
@@ -273,21 +282,25 @@ class Downloader:
                 state.ended = True
                 return
             if r.status_code >= 400:
-                raise_for_status(r)  # reads at most MAX_ERROR_BODY bytes of the error
+                # Reads at most MAX_ERROR_BODY bytes of the error.
+                raise_for_status(r)
             if state.offset and r.status_code == 200:
-                state.restart()  # the server ignored the Range
+                # The server ignored the Range.
+                state.restart()
             if state.expected is None:
                 state.learn(r, file)
             limit = state.expected if state.expected is not None else state.budget
             with state.path.open("ab") as fh:
-                for chunk in r.iter_raw():  # as it arrives: a dropped connection loses nothing read
+                # Written as it arrives: a dropped connection loses nothing read.
+                for chunk in r.iter_raw():
                     if self.cancel.is_set():
                         of = f" of {_gb(state.expected)}" if state.expected else ""
                         raise DownloadCancelled(
                             f"download of {file.path} stopped at {_gb(state.offset)}{of}: "
                             "run the same command again to resume."
                         )
-                    if state.offset + len(chunk) > limit:  # more than announced: stop reading here
+                    # More than announced: stop reading here.
+                    if state.offset + len(chunk) > limit:
                         state.overrun = True
                         return
                     fh.write(chunk)
@@ -295,7 +308,8 @@ class Downloader:
                     meter.add(len(chunk))
                     report(state.offset)
         if state.expected is None:
-            state.ended = True  # no size anywhere: the end of the answer is the end of the file
+            # No size anywhere: the end of the answer is the end of the file.
+            state.ended = True
         elif state.offset < state.expected:
             raise httpx2.RemoteProtocolError(
                 f"the server sent {state.offset} of {state.expected} bytes"
@@ -339,11 +353,13 @@ class _Part:
         state = cls(part, meta)
         state.expected = file.size or None
         if _part_version(meta) != _version(file):
-            part.unlink(missing_ok=True)  # another version of the file, or no record: start over
+            # Another version of the file, or no record: start over.
+            part.unlink(missing_ok=True)
             meta.write_text(json.dumps(_version(file)), encoding="utf-8")
         elif file.size and part.exists() and part.stat().st_size > file.size:
             part.unlink()
-        state._load()  # resuming: the hash covers what is already there
+        # Resuming: the hash covers what is already there.
+        state._load()
         return state
 
     def complete(self) -> bool:
@@ -377,8 +393,8 @@ class _Part:
         if total > self.budget:
             raise DownloadError(
                 f"not enough disk space for {file.path}: the server says it has {_gb(total)} and "
-                f"{self.path.parent} has {_gb(max(0, self.budget - self.offset))} free beyond what is kept; "
-                "free some space or point VIBECHAT_MODELS_DIR at a bigger disk."
+                f"{self.path.parent} has {_gb(max(0, self.budget - self.offset))} free beyond "
+                "what is kept; free some space or point VIBECHAT_MODELS_DIR at a bigger disk."
             )
         self.expected = total
 
@@ -414,9 +430,9 @@ class _Part:
             self._discard()
             if self.expected is None:
                 raise DownloadError(
-                    f"{file.path} kept coming past {_gb(size)}, more than the free disk space, and the listing "
-                    "gave no size, so it was deleted: free some space, or check HF_ENDPOINT (a Hub mirror "
-                    "should list file sizes)."
+                    f"{file.path} kept coming past {_gb(size)}, more than the free disk space, and "
+                    "the listing gave no size, so it was deleted: free some space, or check "
+                    "HF_ENDPOINT (a Hub mirror should list file sizes)."
                 )
             raise DownloadError(
                 f"{file.path} arrived with more than the {self.expected:,} bytes announced, so "
@@ -440,8 +456,9 @@ class _Part:
         if file.sha256 and digest != file.sha256.lower():
             self._discard()
             raise DownloadError(
-                f"{file.path} failed its checksum (sha256 {digest[:12]}… instead of {file.sha256[:12]}…), "
-                "so it was deleted: download it again; if it fails again, the mirror serves a damaged file."
+                f"{file.path} failed its checksum (sha256 {digest[:12]}… instead of "
+                f"{file.sha256[:12]}…), so it was deleted: download it again; if it fails again, "
+                "the mirror serves a damaged file."
             )
         os.replace(self.path, final)
         self.meta.unlink(missing_ok=True)

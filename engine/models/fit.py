@@ -17,7 +17,8 @@ from pathlib import Path
 
 from .. import system
 
-OVERHEAD = 1.1  # weights plus a modest context
+# The memory a model needs, over its file size: weights plus a modest context.
+OVERHEAD = 1.1
 # ggml's GPU backends, each built as its own library beside libllama (libggml-cuda.so,
 # ggml-metal.dylib, ggml-vulkan.dll, ...) when llama-cpp-python is built for it; RPC
 # offloads to another machine's GPU. The CPU build has only ggml-base and ggml-cpu.
@@ -25,7 +26,8 @@ GPU_BACKEND_LIBRARY = re.compile(
     r"^(lib)?ggml-(cuda|metal|vulkan|hip|rocm|sycl|opencl|musa|cann|kompute|webgpu|rpc)[.-]",
     re.IGNORECASE,
 )
-MAX_LIBRARY_FILES = 1000  # a folder listing is outside data: bounded
+# Files looked at in a library folder: its listing is outside data, so it is bounded.
+MAX_LIBRARY_FILES = 1000
 
 
 def memory_fit() -> Callable[[int], str]:

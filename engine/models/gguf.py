@@ -36,14 +36,15 @@ MAX_DIMS = 8
 # Metadata arrays longer than this are not kept in memory (vocabularies, merges):
 # only their length is recorded.
 KEEP_ARRAY_MAX = 64
-MAX_STRING = (
-    1 << 20
-)  # bytes of a metadata string kept (chat templates are tens of KB); longer: skipped
-MAX_KEY = 1 << 16  # bytes of a metadata key; an entry with a longer one is skipped
+# Bytes of a metadata string kept (chat templates are tens of KB); a longer one is skipped.
+MAX_STRING = 1 << 20
+# Bytes of a metadata key; an entry with a longer one is skipped.
+MAX_KEY = 1 << 16
 MAX_DISPLAY = 200  # characters of a name shown to people
 # Metadata llama.cpp trusts and asserts on (a GGML_ASSERT aborts the process): refused here.
 MAX_LAYERS = 512  # llama.cpp's LLAMA_MAX_LAYERS
-MAX_CONTEXT_LENGTH = 1 << 27  # 134M tokens: ten times the longest context a model claims today
+# 134M tokens: ten times the longest context a model claims today.
+MAX_CONTEXT_LENGTH = 1 << 27
 
 # GGUF metadata value types: (struct format, size)
 _SCALARS: dict[int, tuple[str, int]] = {
@@ -61,7 +62,8 @@ _SCALARS: dict[int, tuple[str, int]] = {
 }
 _STRING, _ARRAY = 8, 9
 _ITEM_SIZES = {vtype: n for vtype, (_fmt, n) in _SCALARS.items()}
-_U64 = struct.Struct("<Q")  # a string's length
+# The length before each string.
+_U64 = struct.Struct("<Q")
 
 # ggml tensor types: (elements per block, bytes per block)
 GGML_TYPE_SIZES: dict[int, tuple[int, int]] = {
@@ -147,9 +149,8 @@ class GGUFInfo:
     tensor_count: int
     metadata: dict[str, Any] = field(default_factory=dict)
     array_lengths: dict[str, int] = field(default_factory=dict)
-    skipped_strings: dict[str, int] = field(
-        default_factory=dict
-    )  # key: byte length, over MAX_STRING
+    # Key: byte length, of the strings over MAX_STRING.
+    skipped_strings: dict[str, int] = field(default_factory=dict)
 
     @property
     def architecture(self) -> str:
@@ -188,7 +189,8 @@ def _display(value: Any, limit: int = MAX_DISPLAY) -> str:
     if not isinstance(value, str):
         return ""
     text = " ".join(sanitize(value[: limit * 4]).split())
-    if not text.isprintable():  # format characters too (bidi overrides, zero-width): not in a name
+    # Format characters too (bidi overrides, zero-width): not in a name.
+    if not text.isprintable():
         text = "".join(ch for ch in text if ch.isprintable())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -312,7 +314,8 @@ class _Reader:
                     return [self.string() for _ in range(count)], count
                 self._skip_strings(count)
                 return None, count
-            if item_type == _ARRAY and depth == 0:  # an array of arrays (llama.cpp reads none)
+            # An array of arrays, one level deep at most (llama.cpp reads none).
+            if item_type == _ARRAY and depth == 0:
                 self._count(count, 12)
                 if keep:
                     return [self.value(item_type, depth + 1)[0] for _ in range(count)], count
@@ -320,7 +323,8 @@ class _Reader:
                 return None, count
             vtype = item_type
         raise ModelFileError(
-            f"{self.path} is a corrupt GGUF file (unknown metadata type {vtype}): download it again."
+            f"{self.path} is a corrupt GGUF file (unknown metadata type {vtype}): "
+            "download it again."
         )
 
     def _skip_strings(self, count: int) -> None:
@@ -390,7 +394,8 @@ def inspect_gguf(path: str | os.PathLike[str], *, file_size: int | None = None) 
     try:
         st = p.stat()
         kind = kind_of(st.st_mode)
-        if kind is not None:  # a FIFO would block the read below; a device never ends
+        # A FIFO would block the read below; a device never ends.
+        if kind is not None:
             raise ModelFileError(f"{p} is {kind}, not a model file: give the path of a .gguf file.")
         size = st.st_size
         if size == 0:
@@ -413,22 +418,21 @@ def inspect_gguf(path: str | os.PathLike[str], *, file_size: int | None = None) 
 
 def _check_limits(info: GGUFInfo) -> None:
     """Refuse metadata llama.cpp would assert on (an abort that ends the process, with a
-    backtrace): more layers than it supports, a context length
-    no model has (or that turns negative in llama.cpp's 32-bit integer)."""
+    backtrace): more layers than it supports, a context length no model has (or that turns
+    negative in llama.cpp's 32-bit integer)."""
     arch = info.architecture
+    # The metadata's layer count, not the tensors': a split's first file may hold no tensor.
     layers = info.metadata.get(f"{arch}.block_count")
-    if (
-        isinstance(layers, int) and layers > MAX_LAYERS
-    ):  # (a split's first file may hold no tensor at all)
+    if isinstance(layers, int) and layers > MAX_LAYERS:
         raise ModelFileError(
-            f"{info.path} is a corrupt GGUF file (its metadata says {layers:,} layers; llama.cpp takes at "
-            f"most {MAX_LAYERS}): download it again."
+            f"{info.path} is a corrupt GGUF file (its metadata says {layers:,} layers; "
+            f"llama.cpp takes at most {MAX_LAYERS}): download it again."
         )
     context = info.metadata.get(f"{arch}.context_length")
     if isinstance(context, int) and context > MAX_CONTEXT_LENGTH:
         raise ModelFileError(
-            f"{info.path} is a corrupt GGUF file (its metadata says a context of {context:,} tokens, "
-            f"more than any model has): download it again."
+            f"{info.path} is a corrupt GGUF file (its metadata says a context of {context:,} "
+            f"tokens, more than any model has): download it again."
         )
 
 
@@ -438,8 +442,8 @@ def _parse(path: Path, buf: mmap.mmap, size: int) -> GGUFInfo:
     version = r.u32()
     if version not in SUPPORTED_VERSIONS:
         raise ModelFileError(
-            f"{path} is GGUF version {version}, which this llama.cpp cannot read (2 or 3 expected): "
-            "download a current GGUF build of the model."
+            f"{path} is GGUF version {version}, which this llama.cpp cannot read (2 or 3 "
+            "expected): download a current GGUF build of the model."
         )
     tensor_count = r.u64()
     kv_count = r.u64()
@@ -456,7 +460,8 @@ def _parse(path: Path, buf: mmap.mmap, size: int) -> GGUFInfo:
         start = r.pos
         value, length = r.value(vtype)
         if key is None:
-            continue  # a key too long to be a real one: its value is skipped too
+            # A key too long to be a real one: its value is skipped too.
+            continue
         if length is not None:
             info.array_lengths[key] = length
         if value is not None:

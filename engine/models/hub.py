@@ -52,15 +52,23 @@ from ..settings.refs import (
 log = logging.getLogger("vibechat.hub")
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-RETRIES = 3  # attempts for a request that failed with a 5xx, a 429 or a stalled/dropped answer
-BACKOFF = 0.5  # seconds before the second attempt; doubles after each
-TIMEOUT = 20.0  # seconds without an answer before a request counts as failed
-CONNECT_TIMEOUT = 10.0  # seconds to reach the server (an unreachable one is not retried)
-DEADLINE = 120.0  # seconds for one answer, its body included, however slowly it trickles in
-MAX_ANSWER = 32 << 20  # bytes of a listing or search answer (a repo of 10,000 files is ~3 MB)
-MAX_ERROR_BODY = 64 << 10  # bytes of an error answer read (for its message)
+# Attempts for a request that failed with a 5xx, a 429 or a stalled/dropped answer.
+RETRIES = 3
+# Seconds before the second attempt; doubles after each.
+BACKOFF = 0.5
+# Seconds without an answer before a request counts as failed.
+TIMEOUT = 20.0
+# Seconds to reach the server (an unreachable one is not retried).
+CONNECT_TIMEOUT = 10.0
+# Seconds for one answer, its body included, however slowly it trickles in.
+DEADLINE = 120.0
+# Bytes of a listing or search answer (a repo of 10,000 files is ~3 MB).
+MAX_ANSWER = 32 << 20
+# Bytes of an error answer read (for its message).
+MAX_ERROR_BODY = 64 << 10
 MAX_FILES = 100_000  # files kept from one repo listing
-MAX_SIZE = 1 << 50  # bytes: a file size above this (a petabyte) is no real size
+# Bytes: a file size above this (a petabyte) is no real size.
+MAX_SIZE = 1 << 50
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 _COMMIT = re.compile(r"[0-9a-fA-F]{40}")
 
@@ -124,7 +132,8 @@ class RepoListing:
     """A repo's model files at one commit."""
 
     repo: str
-    revision: str  # the commit sha the listing was made at
+    # The commit sha the listing was made at.
+    revision: str
     files: tuple[RepoFile, ...]
     gated: bool = False
 
@@ -159,9 +168,9 @@ class RepoListing:
             shown = ", ".join(show_name(name) for name in refused[:3])
             more = f" and {len(refused) - 3} more" if len(refused) > 3 else ""
             raise ModelRefError(
-                f"{str(exc).rstrip('.')}; left out as unsafe to save: {shown}{more} (a name with control "
-                "characters, any of [ ] \\ < > : \" | ? *, or too long for a disk): ask the repo's owner to "
-                "rename it, or download it by hand and pass its path."
+                f"{str(exc).rstrip('.')}; left out as unsafe to save: {shown}{more} (a name with "
+                'control characters, any of [ ] \\ < > : " | ? *, or too long for a disk): ask the '
+                "repo's owner to rename it, or download it by hand and pass its path."
             ) from None
 
 
@@ -285,7 +294,8 @@ class Hub:
             )
         try:
             return bounded_loads(body)
-        except ValueError:  # not JSON, not UTF-8, or nested too deeply
+        except ValueError:
+            # Not JSON, not UTF-8, or nested too deeply.
             raise HubError(
                 f"{self._where()} answered {what} with something other than JSON: check "
                 "HF_ENDPOINT (a Hub mirror should answer like the Hub)."
@@ -432,9 +442,13 @@ def explain(
     token_hint = (
         "HF_TOKEN is set but that account has no access"
         if has_token
-        else "set HF_TOKEN to a token of an account that has access (https://huggingface.co/settings/tokens)"
+        else (
+            "set HF_TOKEN to a token of an account that has access "
+            "(https://huggingface.co/settings/tokens)"
+        )
     )
-    if isinstance(exc, hf.GatedRepoError):  # before RepositoryNotFoundError: it is a subclass
+    # Before RepositoryNotFoundError: GatedRepoError is a subclass of it.
+    if isinstance(exc, hf.GatedRepoError):
         return f"{what} is gated: accept its license at {page} while logged in, then " + (
             "make sure HF_TOKEN belongs to that account."
             if has_token
@@ -450,24 +464,39 @@ def explain(
             "search with 'vibechat models search NAME'."
         )
     if isinstance(exc, (hf.RemoteEntryNotFoundError, hf.EntryNotFoundError)):
-        return f"a file of {what} was not found on {where}: it may have been renamed; list the repo again."
+        return (
+            f"a file of {what} was not found on {where}: it may have been renamed; "
+            "list the repo again."
+        )
     if isinstance(exc, hf.OfflineModeIsEnabled):
         return "HF_HUB_OFFLINE is set: unset it to search or download."
     status = status_of(exc)
     if status == 401:
-        return f"{where} refused the token in HF_TOKEN (401): create a new one at https://huggingface.co/settings/tokens."
+        return (
+            f"{where} refused the token in HF_TOKEN (401): create a new one at "
+            "https://huggingface.co/settings/tokens."
+        )
     if status == 403:
         return f"{where} refused access to {what} (403): {token_hint}."
     if status == 429:
-        return f"{where} is rate-limiting requests (429): wait a minute and try again, or set HF_TOKEN."
+        return (
+            f"{where} is rate-limiting requests (429): wait a minute and try again, "
+            "or set HF_TOKEN."
+        )
     if status is not None and status >= 500:
-        return f"{where} failed with HTTP {status} while fetching {what}, several times: try again later."
+        return (
+            f"{where} failed with HTTP {status} while fetching {what}, several times: "
+            "try again later."
+        )
     if isinstance(exc, httpx2.TimeoutException):
-        return f"{where} did not answer in time while fetching {what}: check your connection and try again."
+        return (
+            f"{where} did not answer in time while fetching {what}: check your connection "
+            "and try again."
+        )
     if isinstance(exc, (httpx2.NetworkError, httpx2.RemoteProtocolError, ConnectionError)):
         return (
-            f"could not reach {endpoint} ({exc.__class__.__name__}): check your connection, a proxy, "
-            "or the HF_ENDPOINT variable."
+            f"could not reach {endpoint} ({exc.__class__.__name__}): check your connection, "
+            "a proxy, or the HF_ENDPOINT variable."
         )
     if status is not None:
         return f"{where} answered HTTP {status} while fetching {what}: try again later."

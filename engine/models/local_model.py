@@ -7,32 +7,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-# Where a local model comes from. Only vibechat's own downloads can be removed.
-SOURCES = (
-    "vibechat",
-    "starter",
-    "hf-cache",
-    "ollama",
-    "lmstudio",
-    "file",
-)  # file: opened by path (opened.py)
+# Where a local model comes from ("file": opened by path, see opened.py). Only vibechat's own
+# downloads can be removed.
+SOURCES = ("vibechat", "starter", "hf-cache", "ollama", "lmstudio", "file")
 
 
 @dataclass(frozen=True)
 class LocalModel:
     """A GGUF model on this machine that vibechat can load."""
 
-    name: str  # what --model, `models rm` and `models info` accept
-    path: Path  # the file to load (the first shard of a split model)
-    size: int  # bytes, every shard included
-    quant: str  # "Q4_K_M" ... ("?" when neither the name nor the header says)
-    source: str  # one of SOURCES
-    sha256: str | None = None  # of the file (the first shard), when known
-    repo: str | None = None  # Hugging Face repo id, when known
-    files: tuple[Path, ...] = ()  # every shard, in order (empty: just ``path``)
-    revision: str | None = None  # the repo commit it was downloaded from
-    added: str | None = None  # ISO 8601 UTC, when vibechat downloaded it
-    projector: Path | None = None  # the vision projector (mmproj) pulled with it or lying beside it
+    # What --model, `models rm` and `models info` accept.
+    name: str
+    # The file to load (the first shard of a split model).
+    path: Path
+    # Bytes, every shard included.
+    size: int
+    # "Q4_K_M" ... ("?" when neither the name nor the header says).
+    quant: str
+    # One of SOURCES.
+    source: str
+    # Of the file (the first shard), when known.
+    sha256: str | None = None
+    # Hugging Face repo id, when known.
+    repo: str | None = None
+    # Every shard, in order (empty: just ``path``).
+    files: tuple[Path, ...] = ()
+    # The repo commit it was downloaded from.
+    revision: str | None = None
+    # ISO 8601 UTC, when vibechat downloaded it.
+    added: str | None = None
+    # The vision projector (mmproj) pulled with it or lying beside it.
+    projector: Path | None = None
 
     @property
     def read_only(self) -> bool:

@@ -33,10 +33,13 @@ from .local_model import LocalModel
 log = logging.getLogger("vibechat.opened")
 
 FILE_NAME = "opened-models.json"
-SOURCE = "file"  # LocalModel.source of a remembered file
-PREFIX = "file:"  # its name: file:<the file name without .gguf>
-MAX_ENTRIES = 64  # the most recently opened files kept
-MAX_BYTES = 1 << 20  # a list bigger than this is not ours: ignored
+# LocalModel.source of a remembered file, and its name: file:<the file name without .gguf>.
+SOURCE = "file"
+PREFIX = "file:"
+# The most recently opened files kept.
+MAX_ENTRIES = 64
+# A list bigger than this is not ours: ignored.
+MAX_BYTES = 1 << 20
 MAX_PATH = 4096  # characters in a remembered path at most
 
 
@@ -73,7 +76,8 @@ def _read() -> list[dict[str, str]]:
         data = bounded_loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         log.warning(
-            "%s is not a list of opened files (%s): it is started again when a file is next opened.",
+            "%s is not a list of opened files (%s): it is started again when a file is next "
+            "opened.",
             path,
             exc,
         )
@@ -151,7 +155,8 @@ def opened_models() -> list[LocalModel]:
     pruned from the list. Two files with the same name are told apart by ``~2``, ``~3``."""
     try:
         entries = _read()
-    except Exception:  # a listing must never fail over this list
+    except Exception:
+        # A listing must never fail over this list.
         log.warning("could not read %s", list_path(), exc_info=True)
         return []
     present = [e for e in entries if _is_file(e["path"])]
@@ -163,9 +168,8 @@ def opened_models() -> list[LocalModel]:
             log.warning("could not prune %s: %s", list_path(), exc)
     models: list[LocalModel] = []
     seen: dict[str, int] = {}
-    for entry in sorted(
-        present, key=lambda e: e["opened"]
-    ):  # the first opened keeps the plain name
+    # The first opened keeps the plain name.
+    for entry in sorted(present, key=lambda e: e["opened"]):
         path = Path(entry["path"])
         name = opened_name(path)
         seen[name] = seen.get(name, 0) + 1

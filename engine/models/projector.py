@@ -29,9 +29,12 @@ from ..settings.refs import quant_from_filename
 
 log = logging.getLogger("vibechat.models")
 
-PROJECTOR_ARCHITECTURE = "clip"  # general.architecture of every projector llama.cpp's mtmd loads
-PRECISION_ORDER = ("F16", "BF16", "Q8_0")  # preferred first, as llama.cpp picks; others after
-MAX_SCAN = 10_000  # folder entries looked at when searching beside a model
+# general.architecture of every projector llama.cpp's mtmd loads.
+PROJECTOR_ARCHITECTURE = "clip"
+# Preferred first, as llama.cpp picks; others after.
+PRECISION_ORDER = ("F16", "BF16", "Q8_0")
+# Folder entries looked at when searching beside a model.
+MAX_SCAN = 10_000
 _WORDS = re.compile(r"[a-z0-9]+")
 
 
@@ -89,7 +92,8 @@ def projectors_beside(model_path: Path) -> list[Path]:
                 try:
                     if stat.S_ISREG(os.stat(entry.path).st_mode):
                         found.append(Path(entry.path))
-                except OSError:  # a dangling link, a file that went away
+                except OSError:
+                    # A dangling link, a file that went away.
                     continue
     except OSError:
         return []
@@ -171,9 +175,11 @@ def refuse_projector_as_model(path: Path) -> None:
     try:
         architecture = inspect_gguf(path).architecture
     except ModelFileError:
-        return  # the model's own load says what is wrong with the file
+        # The model's own load says what is wrong with the file.
+        return
     if architecture == PROJECTOR_ARCHITECTURE:
         raise ModelFileError(
             f"{path} is a vision projector (mmproj), not a chat model: load the model it belongs "
-            f"to, and this file with --mmproj {path} (or let --mmproj auto find it beside the model)."
+            f"to, and this file with --mmproj {path} (or let --mmproj auto find it beside the "
+            "model)."
         )

@@ -30,7 +30,8 @@ from .projector import PROJECTOR_ARCHITECTURE
 from .starter import STARTER_NAME, starter_installed_path, starter_model_path, starter_sha256
 
 log = logging.getLogger("vibechat.models")
-STARTER_SIZE = 253_000_000  # shown before the starter model is first unpacked
+# Bytes, shown before the starter model is first unpacked.
+STARTER_SIZE = 253_000_000
 
 
 def starter_model() -> LocalModel | None:
@@ -61,7 +62,8 @@ def all_models(*, discover: bool = True) -> list[LocalModel]:
 
         try:
             models += discover_models()
-        except Exception:  # another tool's odd folder must not break ours
+        except Exception:
+            # Another tool's odd folder must not break ours.
             log.warning("could not look for other tools' models", exc_info=True)
     return models + _opened_elsewhere(models)
 
@@ -81,7 +83,8 @@ def find_model(name: str, models: list[LocalModel] | None = None) -> LocalModel:
     for a Hub reference that is not on this machine yet)."""
     models = all_models() if models is None else models
     key = name.strip().lower()
-    for model in models:  # vibechat's own first: the list is in that order
+    # vibechat's own first: the list is in that order.
+    for model in models:
         if model.name.lower() == key:
             return model
     hub = parse_hub_ref(name)
@@ -129,7 +132,8 @@ def resolve_model(ref: str | None) -> Path:
     ref = ref.strip()
     path = path_ref(ref)
     if path is not None:
-        return path  # inspect_gguf() explains a missing file
+        # inspect_gguf() explains a missing file.
+        return path
     model = find_model(ref)
     return starter_model_path() if model.source == "starter" else model.path
 
@@ -145,7 +149,8 @@ def path_ref(ref: str) -> Path | None:
     try:
         if path.exists():
             return path
-    except OSError:  # a name too long to be a path, say
+    except OSError:
+        # A name too long to be a path, say.
         return None
     if parse_hub_ref(ref) is None and (
         path.suffix.lower() == ".gguf" or ref.startswith((".", "/", "~", "\\"))
@@ -201,9 +206,8 @@ def check_model_file(path: Path) -> GGUFInfo:
     if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
         kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
         raise ModelFileError(f"{path} is {kind}, not a model file: pass a .gguf file.")
-    header = inspect_gguf(
-        path
-    )  # a folder, an empty file, an impostor, a corrupt header: its own line
+    # A folder, an empty file, an impostor, a corrupt header: each gets its own line.
+    header = inspect_gguf(path)
     if header.architecture == PROJECTOR_ARCHITECTURE:
         raise ModelFileError(
             f"{path} is a vision projector (mmproj), not a chat model: open the model it belongs "

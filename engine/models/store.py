@@ -65,7 +65,8 @@ def _lock():
     return FileLock(str(root / ".registry.lock"), timeout=30)
 
 
-MAX_REGISTRY_BYTES = 64 << 20  # a few hundred bytes per model: this is thousands of times more
+# A few hundred bytes per model: this is thousands of times more.
+MAX_REGISTRY_BYTES = 64 << 20
 
 
 def read_registry() -> dict[str, dict]:
@@ -113,7 +114,8 @@ def store_models() -> list[LocalModel]:
         return []
     registry = _safe_registry()
     folders: dict[str, list[RepoFile]] = {}
-    projectors: dict[Path, list[Path]] = {}  # by folder: the projectors lying there
+    # By folder: the projectors lying there.
+    projectors: dict[Path, list[Path]] = {}
     for path in sorted(root.rglob("*.gguf")):
         if not path.is_file():
             continue
@@ -229,7 +231,8 @@ def check_removable(model: LocalModel) -> None:
     """Raise ``ModelStoreError`` saying why, for a model vibechat must not delete."""
     if model.source == "starter":
         copy = (
-            f" Its unpacked copy, {model.path}, may be deleted; it is unpacked again when next used."
+            f" Its unpacked copy, {model.path}, may be deleted; it is unpacked again when next "
+            "used."
             if model.path.exists()
             else ""
         )

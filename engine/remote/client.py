@@ -35,7 +35,8 @@ log = logging.getLogger("vibechat.openai")
 
 MAX_ERROR_BODY = 65536
 MAX_JSON_BODY = 16 << 20
-MAX_COUNT = 1 << 40  # a token count or context size above this is no real number
+# A token count or context size above this is no real number.
+MAX_COUNT = 1 << 40
 READ_SIZE = 65536
 
 
@@ -54,7 +55,8 @@ class TooMuch(ValueError):
 def _shutdown(sock: socket.socket | None) -> None:
     if sock is not None:
         try:
-            sock.shutdown(socket.SHUT_RDWR)  # a read blocked on it returns at once
+            # A read blocked on it returns at once.
+            sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
 
@@ -112,7 +114,8 @@ class ServerClient:
         self._prefix = parts.path.rstrip("/")
         self._query = parts.query
         self.server = display_url(options.base_url)
-        self.root = display_url(options.base_url, keep_v1=True)  # the API root, shown in messages
+        # The API root, shown in messages.
+        self.root = display_url(options.base_url, keep_v1=True)
         self.cancelled = threading.Event()
         self._lock = threading.Lock()
         self._active: Exchange | None = None
@@ -127,7 +130,8 @@ class ServerClient:
         with self._lock:
             exchange = self._active
         if exchange is not None:
-            exchange.shutdown()  # the reading thread's recv returns at once
+            # The reading thread's recv returns at once.
+            exchange.shutdown()
 
     def open(
         self,
@@ -176,7 +180,8 @@ class ServerClient:
                 raise Expired()
             conn.connect()
             exchange.connected()
-            if track and self.cancelled.is_set():  # cancelled while connecting
+            # Cancelled while connecting.
+            if track and self.cancelled.is_set():
                 raise Cancelled()
             assert exchange.sock is not None
             exchange.sock.settimeout(max(0.001, min(opts.timeout, exchange.remaining())))
@@ -222,8 +227,8 @@ class ServerClient:
             )
         if isinstance(exc, TimeoutError):
             return RemoteServerError(
-                f"{where} did not answer within {self.options.timeout:g} s; check that the server is up "
-                "and not overloaded, or raise timeout (VIBECHAT_TIMEOUT) for a slow one."
+                f"{where} did not answer within {self.options.timeout:g} s; check that the server "
+                "is up and not overloaded, or raise timeout (VIBECHAT_TIMEOUT) for a slow one."
             )
         if isinstance(exc, ssl.SSLError):
             return RemoteServerError(
@@ -274,8 +279,9 @@ class ServerClient:
             withheld = self.options.withheld_key_variable
             if withheld:
                 return RemoteServerError(
-                    f"{where} needs an API key ({said}); {withheld} is set but not sent to a plain-http "
-                    f"server unless named: --api-key-env {withheld}, or put the server's key in {variable}."
+                    f"{where} needs an API key ({said}); {withheld} is set but not sent to a "
+                    f"plain-http server unless named: --api-key-env {withheld}, or put the "
+                    f"server's key in {variable}."
                 )
             return RemoteServerError(
                 f"{where} needs an API key ({said}); put it in {variable} "

@@ -30,16 +30,12 @@ from ..sanitize import sanitize
 from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
 
-IMAGE_TOKENS = 512  # the estimate for one image (see the module docstring)
-MAX_IMAGE_BYTES = (
-    32 << 20
-)  # a kept copy larger than this is not sent (kept copies are scaled: far less)
-IMAGE_MIMES = (
-    "image/png",
-    "image/jpeg",
-    "image/webp",
-    "image/gif",
-)  # what a data: URI may claim here
+# The estimate for one image (see the module docstring).
+IMAGE_TOKENS = 512
+# A kept copy larger than this is not sent (kept copies are scaled: far less).
+MAX_IMAGE_BYTES = 32 << 20
+# What a data: URI may claim here.
+IMAGE_MIMES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 
 # Words in a server's refusal that say its model takes no images: llama-server ("image input
 # is not supported - hint: if this is unexpected, you may need to provide the mmproj"), vLLM
@@ -80,7 +76,8 @@ def read_kept(image: Attachment) -> bytes:
         )
     try:
         # Opened without blocking and checked on the descriptor: a FIFO put where the copy was
-        # cannot hang the reply (the store's folder is private, but the path is read back from disk).
+        # cannot hang the reply (the store's folder is private, but the path is read back from
+        # disk).
         fd = os.open(image.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
@@ -114,6 +111,6 @@ def refused_images(error: str) -> bool:
 
 
 NO_IMAGES_FIX = (
-    "the server's model takes no images: start llama-server with --mmproj FILE (or -hf with a vision "
-    "model), or pick a vision model (--model)."
+    "the server's model takes no images: start llama-server with --mmproj FILE (or -hf with a "
+    "vision model), or pick a vision model (--model)."
 )

@@ -20,7 +20,8 @@ from .options import BACKEND_NAME, model_url
 
 log = logging.getLogger("vibechat.openai")
 
-MAX_MODEL_ID = 256  # characters of a model id the server lists (longer ones are left out)
+# Characters of a model id the server lists (longer ones are left out).
+MAX_MODEL_ID = 256
 MAX_MODELS = 10_000  # model ids kept from one listing
 
 
@@ -55,8 +56,8 @@ class ServerModels:
                 models[model_id] = entry
         if unusable:
             log.info(
-                "%s lists %d model ids that are not printable one-line text of at most %d characters; "
-                "left out",
+                "%s lists %d model ids that are not printable one-line text of at most %d "
+                "characters; left out",
                 self.server,
                 unusable,
                 MAX_MODEL_ID,
@@ -80,7 +81,8 @@ class ServerModels:
             )
         if wanted in ids:
             return wanted
-        if f"{wanted}:latest" in ids:  # Ollama lists "llama3.2:latest" and accepts "llama3.2"
+        # Ollama lists "llama3.2:latest" and accepts "llama3.2".
+        if f"{wanted}:latest" in ids:
             return wanted
         raise RemoteServerError(
             f"{self.server} has no model {self.client.clean(wanted, 120)!r}; it offers "
@@ -89,12 +91,12 @@ class ServerModels:
 
     def describe(self, model: str) -> ModelInfo:
         entry = self._models.get(model) or self._models.get(f"{model}:latest") or {}
+        # llama-server's; absent (or null) elsewhere.
         meta = entry.get("meta")
-        if not isinstance(meta, dict):  # llama-server's; absent (or null) elsewhere
+        if not isinstance(meta, dict):
             meta = {}
-        context = count(entry.get("max_model_len")) or count(
-            meta.get("n_ctx")
-        )  # vLLM / llama-server
+        # vLLM's max_model_len, else llama-server's n_ctx.
+        context = count(entry.get("max_model_len")) or count(meta.get("n_ctx"))
         trained = count(meta.get("n_ctx_train")) or None
         return ModelInfo(
             name=model,
@@ -106,9 +108,11 @@ class ServerModels:
             n_layers=None,
             gpu_layers=0,
             gpu_offload_supported=False,
-            chat_format="server",  # the server applies its own chat template
-            tool_calls="server",  # and parses the model's tool calls itself
-            projector="server",  # and decides whether its model takes images (a refusal: one line)
+            # The server applies its own chat template, parses the model's tool calls itself
+            # and decides whether its model takes images (a refusal: one line).
+            chat_format="server",
+            tool_calls="server",
+            projector="server",
             file_size=0,
             backend=BACKEND_NAME,
             server=self.server,

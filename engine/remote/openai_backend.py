@@ -84,11 +84,12 @@ from .tool_stream import ToolCallBound, ToolCallStream
 
 log = logging.getLogger("vibechat.openai")
 
-CHARS_PER_TOKEN = 4  # the estimate count_tokens uses (English text, common tokenizers)
-MAX_REPLY_CHARS = (
-    2 << 20
-)  # characters of reply text (~500k tokens); more ends the reply as 'length'
-AFTER_LIMIT_EVENTS = 8  # events read after max_tokens pieces, for the server's finish and usage
+# The estimate count_tokens uses (English text, common tokenizers).
+CHARS_PER_TOKEN = 4
+# Characters of reply text (~500k tokens); more ends the reply as 'length'.
+MAX_REPLY_CHARS = 2 << 20
+# Events read after max_tokens pieces, for the server's finish and usage.
+AFTER_LIMIT_EVENTS = 8
 
 
 class OpenAICompatibleBackend:
@@ -103,7 +104,8 @@ class OpenAICompatibleBackend:
         self._catalog = ServerModels(self._http)
         self.server = self._http.server
         self._info: ModelInfo | None = None
-        self._send_optional = True  # False once the server refused the extra fields
+        # False once the server refused the extra fields.
+        self._send_optional = True
 
     # ---------------------------------------------------------------- models
     def list_models(self) -> list[str]:
@@ -230,9 +232,10 @@ class OpenAICompatibleBackend:
                 and any(word in str(error).lower() for word in ("tool", "jinja", "function"))
             ):
                 error = RemoteServerError(
-                    f"{str(error).rstrip('.')}: it does not take tool calls as sent; start llama-server with "
-                    "--jinja or vLLM with --enable-auto-tool-choice --tool-call-parser NAME, pick a model that "
-                    "supports tools (Ollama), or turn the tools off (tool_choice none)."
+                    f"{str(error).rstrip('.')}: it does not take tool calls as sent; start "
+                    "llama-server with --jinja or vLLM with --enable-auto-tool-choice "
+                    "--tool-call-parser NAME, pick a model that supports tools (Ollama), or turn "
+                    "the tools off (tool_choice none)."
                 )
             raise error
 
@@ -241,7 +244,8 @@ class OpenAICompatibleBackend:
             ids = self.list_models()
             self._catalog.pick(self.options.model, ids)
         except RemoteServerError as listed:
-            return listed  # "has no model 'x'; it offers a, b"
+            # Its message: "has no model 'x'; it offers a, b".
+            return listed
         return error
 
     def stream_chat(
@@ -257,7 +261,8 @@ class OpenAICompatibleBackend:
         self.load()
         self._http.cancelled.clear()
         params = params.with_seed()
-        if params.max_tokens == 0:  # asked for no limit: None, what "no limit" is once resolved
+        # Asked for no limit: None, what "no limit" is once resolved.
+        if params.max_tokens == 0:
             params = params.replace(max_tokens=None)
         messages = list(messages)
         stats = GenerationStats(seed=params.seed)
@@ -282,10 +287,11 @@ class OpenAICompatibleBackend:
         usage: dict[str, Any] | None = None
         timings: dict[str, Any] | None = None
         server_finish: str | None = None
-        capped = False  # ended here at max_tokens or MAX_REPLY_CHARS: a 'length' finish
-        bound = (
-            ""  # MAX_REPLY_CHARS cut it: said on stderr by the front ends (app/commands/bounds.py)
-        )
+        # Ended here at max_tokens or MAX_REPLY_CHARS: a 'length' finish.
+        capped = False
+        # Set when MAX_REPLY_CHARS cut it: said on stderr by the front ends
+        # (app/commands/bounds.py).
+        bound = ""
         try:
             while True:
                 try:
@@ -317,24 +323,29 @@ class OpenAICompatibleBackend:
                     else {}
                 )
                 delta = choice.get("delta")
-                if not isinstance(delta, dict):  # absent or null: no text in this chunk
+                # Absent or null: no text in this chunk.
+                if not isinstance(delta, dict):
                     delta = {}
                 content = delta.get("content")
                 reasoning = delta.get("reasoning_content")
                 if not isinstance(reasoning, str):
-                    reasoning = delta.get("reasoning")  # OpenRouter's, newer vLLM's name
+                    # OpenRouter's, newer vLLM's name.
+                    reasoning = delta.get("reasoning")
                 for piece, is_reasoning in ((reasoning, True), (content, False)):
                     if not isinstance(piece, str) or not piece:
                         continue
                     if limit is not None and (deltas >= limit or past(usage, limit)):
-                        capped = (
-                            True  # a piece past max_tokens: not shown, and the connection closes
-                        )
+                        # A piece past max_tokens: not shown, and the connection closes.
+                        capped = True
                         break
                     if received + len(piece) > MAX_REPLY_CHARS:
                         piece, capped = piece[: MAX_REPLY_CHARS - received], True
-                        bound = f"vibechat's bound of {MAX_REPLY_CHARS:,} characters for a server's reply"
-                    received += len(piece)  # the thinking counts: it is generated too
+                        bound = (
+                            f"vibechat's bound of {MAX_REPLY_CHARS:,} characters for a server's "
+                            "reply"
+                        )
+                    # The thinking counts: it is generated too.
+                    received += len(piece)
                     deltas += 1
                     t_last = time.perf_counter()
                     if not t_first:
@@ -343,17 +354,20 @@ class OpenAICompatibleBackend:
                     if stops.stopped or capped:
                         break
                 if stops.stopped or capped:
-                    break  # closing the connection stops the server's generation
+                    # Closing the connection stops the server's generation.
+                    break
                 if delta.get("tool_calls"):
                     if limit is not None and (deltas >= limit or past(usage, limit)):
-                        capped = True  # like a text piece past max_tokens
+                        # Like a text piece past max_tokens.
+                        capped = True
                         break
                     try:
                         fed = calls.feed(delta["tool_calls"])
                     except ToolCallBound as exc:
                         yield from reply.flush()
                         raise self._too_many(exc, "".join(parts)) from None
-                    if fed:  # one piece of a call: at least one token, as a text piece
+                    # One piece of a call: at least one token, as a text piece.
+                    if fed:
                         deltas += 1
                         t_last = time.perf_counter()
                         t_first = t_first or t_last
@@ -363,7 +377,8 @@ class OpenAICompatibleBackend:
                     finish = "cancelled"
                     break
                 if limit is not None and deltas >= limit:
-                    after_limit += 1  # waiting for the server's finish, usage and [DONE]: not long
+                    # Waiting for the server's finish, usage and [DONE]: not long.
+                    after_limit += 1
                     if after_limit > AFTER_LIMIT_EVENTS:
                         capped = server_finish is None
                         break
@@ -399,7 +414,8 @@ class OpenAICompatibleBackend:
             usage,
             timings,
         )
-        thought = reasoning_tokens(usage) if reply.thinking else None  # else not known: 0
+        # Without thinking text the count is not known: thinking_tokens stays 0.
+        thought = reasoning_tokens(usage) if reply.thinking else None
         if thought:
             stats.thinking_tokens = (
                 min(thought, stats.completion_tokens) if stats.completion_tokens else thought
@@ -420,16 +436,25 @@ class OpenAICompatibleBackend:
         """A stream that ended before the reply did: StreamInterrupted with the text so far."""
         if reader.exchange.expired.is_set():
             why = f"{self.server} did not finish the reply within {self.options.deadline:g} s"
-            fix = "that is the deadline for one reply; ask for a shorter one (--max-tokens), or check the server"
+            fix = (
+                "that is the deadline for one reply; ask for a shorter one (--max-tokens), or "
+                "check the server"
+            )
         elif isinstance(exc, TimeoutError):
             sent = "only keep-alive comments" if reader.comments else "nothing"
             why = f"{self.server} sent {sent} for {self.options.timeout:g} s"
-            fix = "the server may be stuck or overloaded (raise timeout, VIBECHAT_TIMEOUT, for a slow one)"
+            fix = (
+                "the server may be stuck or overloaded (raise timeout, VIBECHAT_TIMEOUT, for a "
+                "slow one)"
+            )
         elif isinstance(exc, TooMuch):
             why = f"{self.server} sent {exc}"
             fix = "is it an OpenAI-compatible server? See its log"
         elif isinstance(exc, ValueError):  # not JSON
-            why = f"{self.server} sent something vibechat could not read ({self._http.clean(str(exc), 120)})"
+            why = (
+                f"{self.server} sent something vibechat could not read "
+                f"({self._http.clean(str(exc), 120)})"
+            )
             fix = "is it an OpenAI-compatible server? See its log"
         else:
             why = f"the connection to {self.server} dropped"
@@ -447,7 +472,10 @@ class OpenAICompatibleBackend:
         return RemoteServerError(f"{why}; {fix}.")
 
     def _server_failed(self, chunk: dict[str, Any], partial: str) -> VibechatError:
-        message = f"{self.server} failed mid-reply: {self._http.clean(message_of(chunk)) or 'no reason given'}"
+        message = (
+            f"{self.server} failed mid-reply: "
+            f"{self._http.clean(message_of(chunk)) or 'no reason given'}"
+        )
         if partial:
             return StreamInterrupted(
                 f"{message}; the partial reply is kept, marked interrupted.", partial

@@ -22,15 +22,15 @@ from ..turns.backend import ModelInfo
 log = logging.getLogger("vibechat.openai")
 
 BACKEND_NAME = "openai"
-DEFAULT_TIMEOUT = (
-    300.0  # seconds without an event from the server (comments do not count) before giving up
-)
-DEFAULT_DEADLINE = (
-    3600.0  # seconds for a whole request, the reply included, whatever arrives meanwhile
-)
+# Seconds without an event from the server (comments do not count) before giving up.
+DEFAULT_TIMEOUT = 300.0
+# Seconds for a whole request, the reply included, whatever arrives meanwhile.
+DEFAULT_DEADLINE = 3600.0
 CONNECT_TIMEOUT = 10.0
-KEY_VARIABLES = ("VIBECHAT_API_KEY", "OPENAI_API_KEY")  # looked up in this order
-IMPLICIT_ONLY_OVER_HTTPS = "OPENAI_API_KEY"  # unnamed, it goes only to https servers
+# Looked up in this order.
+KEY_VARIABLES = ("VIBECHAT_API_KEY", "OPENAI_API_KEY")
+# Unnamed (no --api-key-env), this one goes only to https servers.
+IMPLICIT_ONLY_OVER_HTTPS = "OPENAI_API_KEY"
 
 
 def model_url(root: str, model: str) -> str:
@@ -112,18 +112,24 @@ class OpenAIOptions:
     """Where the server is and which of its models to use."""
 
     base_url: str
-    model: str | None = None  # None: the server's only model
-    api_key: str | None = None  # never shown, never logged
-    api_key_variable: str = KEY_VARIABLES[0]  # where the key comes from, for messages
-    withheld_key_variable: str | None = None  # set, but not sent to this plain-http server
+    # None: the server's only model.
+    model: str | None = None
+    # Never shown, never logged.
+    api_key: str | None = None
+    # Where the key comes from, for messages.
+    api_key_variable: str = KEY_VARIABLES[0]
+    # Set, but not sent to this plain-http server.
+    withheld_key_variable: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     connect_timeout: float = CONNECT_TIMEOUT
-    deadline: float = DEFAULT_DEADLINE  # seconds for a whole request, the streamed reply included
+    # Seconds for a whole request, the streamed reply included.
+    deadline: float = DEFAULT_DEADLINE
 
     def __post_init__(self) -> None:
         self.base_url = normalize_base_url(self.base_url)
 
-    def __repr__(self) -> str:  # keeps the key out of tracebacks and debug output
+    def __repr__(self) -> str:
+        """Keeps the key out of tracebacks and debug output."""
         return (
             f"OpenAIOptions(base_url={display_url(self.base_url)!r}, model={self.model!r}, "
             f"api_key={'<set>' if self.api_key else None}, timeout={self.timeout}, "

@@ -74,7 +74,8 @@ class SurrogateJoiner:
     __slots__ = ("_high",)
 
     def __init__(self) -> None:
-        self._high = ""  # a high surrogate that ended the last piece
+        # A high surrogate that ended the last piece.
+        self._high = ""
 
     def feed(self, text: str) -> str:
         if self._high:
@@ -126,7 +127,8 @@ def fill_stats(
                 stats.prompt_tokens_evaluated = max(0, prompt - cached)
         if completion is not None:
             stats.completion_tokens = completion
-    if timings:  # llama-server: what the server itself measured
+    # llama-server's: what the server itself measured.
+    if timings:
         evaluated, cached = count(timings.get("prompt_n")), count(timings.get("cache_n"))
         if evaluated is not None:
             stats.prompt_tokens_evaluated = evaluated

@@ -101,7 +101,8 @@ def wire_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
 def _object_text(arguments: str) -> str:
     try:
         value = bounded_loads(arguments)
-    except ValueError:  # not JSON, or nested too deeply (JsonTooDeep): sent as no arguments
+    except ValueError:
+        # Not JSON, or nested too deeply (JsonTooDeep): sent as no arguments.
         return "{}"
     return arguments if isinstance(value, dict) else "{}"
 
@@ -138,10 +139,12 @@ def chat_body(
     if params.stop:
         body["stop"] = list(params.stop)
     if params.output_format is not None:
-        params.output_format.check_remote()  # a grammar: a one-line error, nothing sent
+        # A grammar: a one-line error, nothing sent.
+        params.output_format.check_remote()
         body["response_format"] = params.output_format.response_format()
     switch = remote_kwargs(params.thinking)
-    if switch is not None:  # asked for: llama-server and vLLM pass these to the template
+    # Asked for: llama-server and vLLM pass these to the template.
+    if switch is not None:
         body["chat_template_kwargs"] = switch
     if send_optional:
         body["stream_options"] = {"include_usage": True}

@@ -17,11 +17,12 @@ from typing import Any
 from .client import READ_SIZE, Exchange, TooMuch, loads
 from .client import size as _size  # next_event has a local "size"
 
-MAX_EVENT = 1 << 20  # bytes of one server-sent event or line (a reply chunk is a few hundred bytes)
-MAX_EVENTS = (
-    2 << 20
-)  # events in one answer (about one a token: a reply far longer than any model writes)
-MAX_STREAM_BYTES = 256 << 20  # bytes of one streamed answer, comments and reasoning text included
+# Bytes of one server-sent event or line (a reply chunk is a few hundred bytes).
+MAX_EVENT = 1 << 20
+# Events in one answer (about one a token: a reply far longer than any model writes).
+MAX_EVENTS = 2 << 20
+# Bytes of one streamed answer, comments and reasoning text included.
+MAX_STREAM_BYTES = 256 << 20
 
 
 class EventStream:
@@ -39,8 +40,10 @@ class EventStream:
         self.events = 0
         self.received = 0  # bytes
         self._buf = bytearray()
-        self._pos = 0  # where the unread lines begin
-        self._scanned = 0  # no newline before this
+        # Where the unread lines begin.
+        self._pos = 0
+        # No newline before this.
+        self._scanned = 0
         self._eof = False
         self._last_event = time.monotonic()
 
@@ -77,7 +80,8 @@ class EventStream:
             if self._scanned - self._pos > MAX_EVENT:
                 raise TooMuch(f"a line longer than {_size(MAX_EVENT)}")
             if self._eof:
-                if self._pos < len(self._buf):  # the last line, without a newline
+                # The last line, without a newline.
+                if self._pos < len(self._buf):
                     line = bytes(self._buf[self._pos :])
                     self._pos = self._scanned = len(self._buf)
                     return line
@@ -108,7 +112,8 @@ class EventStream:
                     return self._event(data)
                 continue
             if line.startswith(":"):
-                self.comments += 1  # a comment (keep-alive ping): does not count as an event
+                # A comment (keep-alive ping): does not count as an event.
+                self.comments += 1
                 continue
             field, _, value = line.partition(":")
             value = value[1:] if value.startswith(" ") else value
@@ -120,7 +125,8 @@ class EventStream:
                 if size > MAX_EVENT:
                     raise TooMuch(f"an event larger than {_size(MAX_EVENT)}")
                 data.append(value)
-            elif field == "error":  # llama-server's non-standard error event
+            elif field == "error":
+                # llama-server's non-standard error event.
                 try:
                     body: Any = loads(value)
                 except ValueError:

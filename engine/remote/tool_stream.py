@@ -30,9 +30,8 @@ from ..json_bounds import value_depth
 from ..turns.tool_calls import MAX_ARGUMENTS_CHARS, ToolCall
 from .client import MAX_REPLY_DEPTH
 
-MAX_TOOL_CALLS = (
-    64  # calls in one reply (the chat runs at most 16 of them: engine/chat/tool_turns.py)
-)
+# Calls in one reply (the chat runs at most 16 of them: engine/chat/tool_turns.py).
+MAX_TOOL_CALLS = 64
 MAX_NAME_CHARS = 256  # a tool's name (OpenAI's own limit is 64)
 MAX_ID_CHARS = 256  # a call's id (servers' are a few dozen characters)
 
@@ -46,7 +45,8 @@ class _Call:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
-    size: int = 0  # characters in arguments
+    # Characters in arguments.
+    size: int = 0
 
 
 def _clean(text: str) -> str:
@@ -62,7 +62,8 @@ class ToolCallStream:
 
     def __init__(self) -> None:
         self._calls: dict[int, _Call] = {}
-        self._last: int | None = None  # the key of the call fed last (for pieces without an index)
+        # The key of the call fed last (for pieces without an index).
+        self._last: int | None = None
 
     def __bool__(self) -> bool:
         return bool(self._calls)
@@ -73,7 +74,8 @@ class ToolCallStream:
         if not isinstance(pieces, list):
             return False
         fed = False
-        for piece in pieces:  # bounded by the event's size (sse.MAX_EVENT)
+        # Bounded by the event's size (sse.MAX_EVENT).
+        for piece in pieces:
             if isinstance(piece, dict):
                 self._piece(piece)
                 fed = True
@@ -107,17 +109,21 @@ class ToolCallStream:
                 raise ToolCallBound(f"more than {MAX_TOOL_CALLS} tool calls in one reply")
             call = self._calls[key] = _Call()
         self._last = key
-        if call_id:  # llama-server may settle on another id for a call: the last one holds
+        # llama-server may settle on another id for a call: the last one holds.
+        if call_id:
             if len(call_id) > MAX_ID_CHARS:
                 raise ToolCallBound(f"a tool call id longer than {MAX_ID_CHARS} characters")
             call.id = call_id
-        if name and name != call.name:  # a name sent again whole (with a new id) is not appended
+        # A name sent again whole (with a new id) is not appended.
+        if name and name != call.name:
             if len(call.name) + len(name) > MAX_NAME_CHARS:
                 raise ToolCallBound(f"a tool name longer than {MAX_NAME_CHARS} characters")
             call.name = name if not call.name else call.name + name
         arguments = function.get("arguments")
-        if isinstance(arguments, (dict, list)):  # an object, not JSON text: as JSON text
-            if value_depth(arguments) > MAX_REPLY_DEPTH:  # the event's own bound keeps it shallower
+        # An object, not JSON text: made JSON text.
+        if isinstance(arguments, (dict, list)):
+            # The event's own bound keeps it shallower already.
+            if value_depth(arguments) > MAX_REPLY_DEPTH:
                 raise ToolCallBound(
                     f"a tool call's arguments nested more than {MAX_REPLY_DEPTH} levels deep"
                 )
