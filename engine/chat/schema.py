@@ -56,8 +56,7 @@ def conversations_and_messages(c: Executes) -> None:
         conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
         role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
         content TEXT NOT NULL,
-        status TEXT NOT NULL
-            CHECK (status IN ('streaming', 'complete', 'stopped', 'error', 'interrupted')),
+        status TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'stopped', 'error', 'interrupted')),
         error TEXT,
         writer_pid INTEGER,
         params TEXT,
@@ -74,12 +73,10 @@ def conversations_and_messages(c: Executes) -> None:
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-            VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
     END;
     CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-            VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     """,
@@ -115,8 +112,7 @@ def sources_titles_and_cut_replies(c: Executes) -> None:
         conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
         role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
         content TEXT NOT NULL,
-        status TEXT NOT NULL
-            CHECK (status IN ('streaming', 'complete', 'cut', 'stopped', 'error', 'interrupted')),
+        status TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'cut', 'stopped', 'error', 'interrupted')),
         error TEXT,
         writer_pid INTEGER,
         params TEXT,
@@ -125,17 +121,15 @@ def sources_titles_and_cut_replies(c: Executes) -> None:
         updated TEXT NOT NULL,
         thinking TEXT NOT NULL DEFAULT ''
     );
-    INSERT INTO messages_v3(id, conversation_id, role, content, status, error, writer_pid,
-                            params, stats, created, updated, thinking)
+    INSERT INTO messages_v3(id, conversation_id, role, content, status, error, writer_pid, params, stats,
+                            created, updated, thinking)
         SELECT id, conversation_id, role, content,
                CASE WHEN status = 'complete' AND role = 'assistant'
-                     AND CASE WHEN json_valid(stats)
-                              THEN json_extract(stats, '$.finish_reason') END = 'length'
+                     AND CASE WHEN json_valid(stats) THEN json_extract(stats, '$.finish_reason') END = 'length'
                     THEN 'cut' ELSE status END,
                error, writer_pid, params, stats, created, updated, thinking FROM messages;
     DELETE FROM sqlite_sequence WHERE name = 'messages_v3';
-    INSERT INTO sqlite_sequence(name, seq)
-        SELECT 'messages_v3', seq FROM sqlite_sequence WHERE name = 'messages';
+    INSERT INTO sqlite_sequence(name, seq) SELECT 'messages_v3', seq FROM sqlite_sequence WHERE name = 'messages';
     DROP TABLE messages;
     ALTER TABLE messages_v3 RENAME TO messages;
     CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
@@ -144,12 +138,10 @@ def sources_titles_and_cut_replies(c: Executes) -> None:
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-            VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
     END;
     CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-            VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     """,
@@ -168,8 +160,7 @@ def message_tree(c: Executes) -> None:
     ALTER TABLE messages ADD COLUMN parent_id INTEGER;
     ALTER TABLE conversations ADD COLUMN leaf_id INTEGER;
     UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
-                                     WHERE p.conversation_id = messages.conversation_id
-                                       AND p.id < messages.id);
+                                     WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id);
     CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id, id);
     """,
     )
@@ -188,8 +179,7 @@ def tool_calls(c: Executes) -> None:
         conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
         role TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
         content TEXT NOT NULL,
-        status TEXT NOT NULL
-            CHECK (status IN ('streaming', 'complete', 'cut', 'stopped', 'error', 'interrupted')),
+        status TEXT NOT NULL CHECK (status IN ('streaming', 'complete', 'cut', 'stopped', 'error', 'interrupted')),
         error TEXT,
         writer_pid INTEGER,
         params TEXT,
@@ -202,13 +192,12 @@ def tool_calls(c: Executes) -> None:
         tool_call_id TEXT,
         tool_name TEXT
     );
-    INSERT INTO messages_v5(id, conversation_id, role, content, status, error, writer_pid,
-                            params, stats, created, updated, thinking, parent_id)
-        SELECT id, conversation_id, role, content, status, error, writer_pid, params, stats,
-               created, updated, thinking, parent_id FROM messages;
+    INSERT INTO messages_v5(id, conversation_id, role, content, status, error, writer_pid, params, stats,
+                            created, updated, thinking, parent_id)
+        SELECT id, conversation_id, role, content, status, error, writer_pid, params, stats, created, updated,
+               thinking, parent_id FROM messages;
     DELETE FROM sqlite_sequence WHERE name = 'messages_v5';
-    INSERT INTO sqlite_sequence(name, seq)
-        SELECT 'messages_v5', seq FROM sqlite_sequence WHERE name = 'messages';
+    INSERT INTO sqlite_sequence(name, seq) SELECT 'messages_v5', seq FROM sqlite_sequence WHERE name = 'messages';
     DROP TABLE messages;
     ALTER TABLE messages_v5 RENAME TO messages;
     CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
@@ -218,12 +207,10 @@ def tool_calls(c: Executes) -> None:
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-            VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
     END;
     CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-        INSERT INTO messages_fts(messages_fts, rowid, content)
-            VALUES ('delete', old.id, old.content);
+        INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
         INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
     END;
     """,
@@ -280,8 +267,7 @@ def migrate(
     )
     done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
     for version, migration in enumerate(MIGRATIONS, start=1):
-        if version in done:
-            # No write lock to take: a history that cannot be written still reads.
+        if version in done:  # no write lock to take: a history that cannot be written still reads
             continue
         with write() as c:
             # Checked inside the write lock: a second process migrating at the same
@@ -297,8 +283,7 @@ def migrate(
     newest = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
     if newest > len(MIGRATIONS):
         raise sqlite3.DatabaseError(
-            f"schema version {newest} is newer than this vibechat knows ({len(MIGRATIONS)}); "
-            "upgrade vibechat"
+            f"schema version {newest} is newer than this vibechat knows ({len(MIGRATIONS)}); upgrade vibechat"
         )
 
 
