@@ -170,7 +170,8 @@ def types(key: str) -> bool:
     """Whether ``key`` (a Textual key name) is one that ordinary typing produces: a character
     (``a``, ``slash``), space, Enter, Tab or Backspace, with or without Shift."""
     bare = key.lower().removeprefix("shift+")
-    if "+" in bare:  # ctrl+, alt+, ...
+    # A modifier other than Shift (ctrl+, alt+, ...).
+    if "+" in bare:
         return False
     return bare not in NAMED_KEYS and not (bare.startswith("f") and bare[1:].isdigit())
 
@@ -211,8 +212,8 @@ class AppConfig(Config):
     thinking_expanded: bool = field(
         default=False,
         metadata=doc(
-            "Show a reasoning model's thinking expanded in the chat (else folded to one line, \"Thought for "
-            '12 s", that Enter or a click opens).',
+            "Show a reasoning model's thinking expanded in the chat (else folded to one line, "
+            '"Thought for 12 s", that Enter or a click opens).',
             kind="true or false",
             example="true",
             env="VIBECHAT_THINKING_EXPANDED",
@@ -221,8 +222,9 @@ class AppConfig(Config):
     continue_last: bool = field(
         default=False,
         metadata=doc(
-            "Open the chat on the last saved conversation, as 'vibechat --continue' does ('vibechat --new' "
-            "starts a new chat once; with nothing saved yet, the chat starts new).",
+            "Open the chat on the last saved conversation, as 'vibechat --continue' does "
+            "('vibechat --new' starts a new chat once; with nothing saved yet, the chat starts "
+            "new).",
             kind="true or false",
             example="true",
             env="VIBECHAT_CONTINUE_LAST",
@@ -231,9 +233,10 @@ class AppConfig(Config):
     keys: Mapping[str, str] = field(
         default_factory=dict,
         metadata=text_table(
-            'Key binding overrides: binding id = "key" (several keys: "f12,ctrl+t"). Quote ids that '
-            "contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, space, pageup, comma, "
-            "question_mark ...), after modifiers joined by + in the order alt, ctrl, hyper, meta, shift, super.",
+            'Key binding overrides: binding id = "key" (several keys: "f12,ctrl+t"). Quote ids '
+            "that contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, "
+            "space, pageup, comma, question_mark ...), after modifiers joined by + in the order "
+            "alt, ctrl, hyper, meta, shift, super.",
             example='"toggle_params" = "f12"',
             check=check_binding,
             entry="id",

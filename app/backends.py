@@ -52,7 +52,8 @@ def make_backend(
     if engine.remote:
         return make_remote_backend(engine)
 
-    # Each text setting with fixed choices in its canonical form ("Q8_0" -> "q8_0", "none" -> "off").
+    # Each text setting with fixed choices in its canonical form ("Q8_0" -> "q8_0",
+    # "none" -> "off").
     checked = {
         key: SETTINGS_BY_KEY[key].check(value)
         for key, value in engine.as_dict().items()
@@ -72,9 +73,8 @@ def make_backend(
         from vibechat.engine.llama.worker import WorkerBackend
 
         return WorkerBackend(options)
-    from vibechat.engine.llama.llamacpp import (
-        LlamaCppBackend,  # loads libllama: only where the model runs here
-    )
+    # Loads libllama: only where the model runs here.
+    from vibechat.engine.llama.llamacpp import LlamaCppBackend
 
     return LlamaCppBackend(options)
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-SEP = " · "  # where a line of parts prefers to break (the separator is dropped at the break)
+# Where a line of parts prefers to break (the separator is dropped at the break).
+SEP = " · "
 GAP = 2  # columns between a label and its value
-MIN_VALUE = 12  # a value's column is never narrower than this, however long the labels
+# A value's column is never narrower than this, however long the labels.
+MIN_VALUE = 12
 
 
 def fit(text: str, width: int) -> list[str]:
@@ -39,8 +41,10 @@ def _fit_line(line: str, width: int) -> list[str]:
     return out
 
 
-Value = str | Sequence[str]  # text (its own lines kept), or parts joined by SEP
-PARTS = 64  # the columns a value of parts takes at most, however wide the room
+# Text (its own lines kept), or parts joined by SEP.
+Value = str | Sequence[str]
+# The columns a value of parts takes at most, however wide the room.
+PARTS = 64
 
 
 def rows(items: Sequence[tuple[str, Value]], width: int | None = None, gap: int = GAP) -> list[str]:
@@ -67,7 +71,8 @@ def hanging(first: str, text: str, width: int | None) -> list[str]:
     (``width``: None, one line however long)."""
     if width is None:
         return [first + text]
-    if width - len(first) < MIN_VALUE:  # no room beside it: below it, a little in
+    # No room beside it: below it, a little in.
+    if width - len(first) < MIN_VALUE:
         return [first.rstrip()] + ["    " + line for line in fit(text, width - 4)]
     first_line, *rest = fit(text, width - len(first))
     return [first + first_line] + [" " * len(first) + line for line in rest]

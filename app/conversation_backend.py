@@ -94,11 +94,13 @@ def own_engine(
     differs = _difference(own, engine, chosen)
     if differs is not None and not switch:
         raise VibechatError(
-            f"conversation {conversation_id} was with {own.describe()}, and {differs}: add {SWITCH_FLAG} to go on "
-            f"with that instead, or leave it out to go on with {own.name}."
+            f"conversation {conversation_id} was with {own.describe()}, and {differs}: "
+            f"add {SWITCH_FLAG} to go on with that instead, or leave it out to go on with "
+            f"{own.name}."
         )
     if _other_place(own, engine, chosen):
-        return engine  # switched on purpose: to the local engine, or another server
+        # Switched on purpose: to the local engine, or another server.
+        return engine
     model = engine.model if "model" in chosen else None
     if own.server is not None:
         base_url = engine.base_url if same_server(own.server, engine.base_url) else own.server
@@ -107,8 +109,9 @@ def own_engine(
         if switch:
             return replace(engine, backend="llama")
         raise VibechatError(
-            f"conversation {conversation_id} was with {own.name}, whose file is no longer here ({own.path}): "
-            f"add {SWITCH_FLAG} to go on with another model (--model NAME), or put the file back."
+            f"conversation {conversation_id} was with {own.name}, whose file is no longer here "
+            f"({own.path}): add {SWITCH_FLAG} to go on with another model (--model NAME), "
+            "or put the file back."
         )
     return replace(engine, backend="llama", model=model or own.path)
 
@@ -144,7 +147,8 @@ def _other_place(own: OwnBackend, engine: EngineSettings, chosen: set[str]) -> b
 
 
 def _difference(own: OwnBackend, engine: EngineSettings, chosen: set[str]) -> str | None:
-    """What the user chose that differs from the conversation's backend, in words (None: nothing)."""
+    """What the user chose that differs from the conversation's backend, in words (None:
+    nothing)."""
     if _other_place(own, engine, chosen):
         if not engine.remote:
             return "this run names the local engine (--backend llama)"

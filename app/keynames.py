@@ -3,7 +3,8 @@
 The app's, not the engine's: the engine's config reads ``[keys]`` generically (binding id =
 key string) and asks the app's binding ids (``appconfig.BINDING_IDS``) whether a key string
 is one. Checked here without Textual (``vibechat run`` and ``vibechat config`` read the config
-too, and stay light); a test keeps these tables in step with Textual's own. The grammar, spaces ignored::
+too, and stay light); a test keeps these tables in step with Textual's own. The grammar, spaces
+ignored::
 
     keys     = key ("," key)*                    several keys for one binding: "f12,ctrl+t"
     key      = (modifier "+")* name
@@ -149,7 +150,10 @@ def _name_problem(name: str, modifiers: list[str]) -> str | None:
             named = prefix + PUNCTUATION_NAMES[name]
             return f"after a modifier a punctuation key goes by its name: did you mean '{named}'?"
         if not name.isalnum():
-            return f"after a modifier a punctuation key goes by its name, as Textual reports it ('{name}' alone works)"
+            return (
+                "after a modifier a punctuation key goes by its name, as Textual reports it "
+                f"('{name}' alone works)"
+            )
         if name != name.lower():
             return (
                 f"Textual reports letters in lower case: did you mean '{prefix}{name.lower()}' "
@@ -186,7 +190,10 @@ def key_problem(key: str) -> str | None:
         return problem
     ordered = sorted(set(modifiers), key=MODIFIERS.index)
     if ordered != modifiers:
-        return f"each modifier once, in the order {', '.join(MODIFIERS)}: did you mean '{'+'.join([*ordered, name])}'?"
+        return (
+            f"each modifier once, in the order {', '.join(MODIFIERS)}: "
+            f"did you mean '{'+'.join([*ordered, name])}'?"
+        )
     return None
 
 

@@ -25,7 +25,8 @@ from vibechat.engine.paths import state_dir
 from vibechat.engine.sanitize import sanitize
 
 LOG_NAME = "vibechat.log"
-MAX_LOG_BYTES = 1 << 20  # then it is rotated once (vibechat.log.1): at most 2 MiB on disk
+# Then it is rotated once (vibechat.log.1): at most 2 MiB on disk.
+MAX_LOG_BYTES = 1 << 20
 THIRD_PARTY = (
     "mcp",
     "httpx",
@@ -62,7 +63,8 @@ class LogFile(RotatingFileHandler):
     nothing), its folder made then, the file private (0600) and never opened through a link.
     A file that cannot be written loses the record quietly: never a word on the terminal."""
 
-    vibechat = True  # kept on huggingface_hub's logger when it is imported (engine/models/hub.py)
+    # Kept on huggingface_hub's logger when it is imported (engine/models/hub.py).
+    vibechat = True
 
     def __init__(self, path: Path) -> None:
         super().__init__(path, maxBytes=MAX_LOG_BYTES, backupCount=1, encoding="utf-8", delay=True)
@@ -104,9 +106,8 @@ def route_logs_to_file() -> LogFile:
             if getattr(h, "vibechat", False) and not isinstance(h, LogFile)
         ]
         logger.propagate = True
-    hub = logging.getLogger(
-        "huggingface_hub"
-    )  # its import stops it propagating: the file is its own
+    # Its import stops it propagating: the file is its own.
+    hub = logging.getLogger("huggingface_hub")
     hub.propagate = False
     hub.addHandler(handler)
     return handler

@@ -126,7 +126,8 @@ NoSaveOpt = Annotated[
 ]
 
 
-EngineFlags = Mapping[str, Any]  # engine flags as typed, by config key (EngineSettings' names)
+# Engine flags as typed, by config key (EngineSettings' names).
+EngineFlags = Mapping[str, Any]
 
 
 def engine_flags(**given: Any) -> dict[str, Any]:
@@ -144,12 +145,12 @@ class SamplingChoice:
 
     values: dict[str, str | None] = field(default_factory=dict)
     stop: list[str] | None = None
-    thinking: str | None = None  # --thinking: auto, on or off
+    # --thinking: auto, on or off.
+    thinking: str | None = None
 
     def __post_init__(self) -> None:
-        if (
-            self.stop
-        ):  # a shell cannot type a newline in a flag: "\n" stands for one, as in llama-cli
+        # A shell cannot type a newline in a flag: "\n" stands for one, as in llama-cli.
+        if self.stop:
             self.stop = [unescape(s) for s in self.stop]
 
     def to_params(self, base=None):
@@ -205,15 +206,15 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     """``loaded`` (a ``LoadedConfig``) with the command-line flags on top (``engine``: the
     engine flags given, by config key); each value given on the command line is recorded as
     coming from its flag."""
-    check_engine_numbers(engine)  # flag errors keep their own wording
+    # Flag errors keep their own wording.
+    check_engine_numbers(engine)
     values: dict[str, object] = {}
     flags: dict[str, str] = {}
     for key, value in engine.items():
         if value is not None:
             values[key], flags[key] = value, SETTINGS_BY_KEY[key].flag or key
-    if (
-        engine.get("base_url") is not None and engine.get("backend") is None
-    ):  # --base-url alone means a server
+    # --base-url alone means a server.
+    if engine.get("base_url") is not None and engine.get("backend") is None:
         values["backend"], flags["backend"] = (
             "openai",
             SETTINGS_BY_KEY["base_url"].flag or "base_url",
@@ -221,13 +222,15 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     if system is not None:
         values["system_prompt"] = system
     for name, raw in sampling.values.items():
-        if raw is not None:  # "--seed none" is given too: it overrides a configured seed
+        # "--seed none" is given too: it overrides a configured seed.
+        if raw is not None:
             values[f"params.{name}"] = PARAM_SPECS[name].parse(raw)
     if sampling.stop:
         values["params.stop"] = tuple(sampling.stop)
     if sampling.thinking is not None:
         values["params.thinking"] = sampling.thinking
-    for key in values:  # each value is said to come from its flag, as the table names it
+    # Each value is said to come from its flag, as the table names it.
+    for key in values:
         flags.setdefault(key, SETTINGS_BY_KEY[key].flag or key)
     return loaded.with_flags(values, flags)
 
@@ -290,9 +293,8 @@ def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
         )
     params: list[inspect.Parameter] = []
     for p in signature.parameters.values():
-        p = p.replace(
-            annotation=hints.get(p.name, p.annotation)
-        )  # resolved: typer reads them as they are
+        # Annotations resolved (not strings): typer reads them as they are.
+        p = p.replace(annotation=hints.get(p.name, p.annotation))
         if p.name == placeholder:
             params += added
         else:
@@ -322,8 +324,9 @@ ImageOpt = Annotated[
     typer.Option(
         "--image",
         metavar="PATH",
-        help="Attach an image (PNG, JPEG, GIF, WebP, BMP) to the prompt, for a vision model (repeatable). A local "
-        "model needs its projector (--mmproj); a server's model must take images.",
+        help="Attach an image (PNG, JPEG, GIF, WebP, BMP) to the prompt, for a vision model "
+        "(repeatable). A local model needs its projector (--mmproj); a server's model must "
+        "take images.",
         rich_help_panel=ATTACHMENTS,
     ),
 ]
@@ -332,8 +335,8 @@ FileOpt = Annotated[
     typer.Option(
         "--file",
         metavar="PATH",
-        help="Attach a text file to the prompt (repeatable): the model is given its name and text, before the prompt "
-        "(bounded: longer files are cut, with a note).",
+        help="Attach a text file to the prompt (repeatable): the model is given its name and "
+        "text, before the prompt (bounded: longer files are cut, with a note).",
         rich_help_panel=ATTACHMENTS,
     ),
 ]

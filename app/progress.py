@@ -13,7 +13,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-if TYPE_CHECKING:  # Rich is imported only when a bar is shown; the downloader when it runs
+# Rich is imported only when a bar is shown; the downloader when it runs.
+if TYPE_CHECKING:
     from types import TracebackType
 
     from rich.progress import Progress as RichProgress
@@ -122,14 +123,16 @@ class ReadingLine:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self._cells = 0  # the line's length on screen (0: none shown)
+        # The line's length on screen (0: none shown).
+        self._cells = 0
 
     @classmethod
     def for_stream(cls, stream: TextIO) -> ReadingLine | None:
         """A ``ReadingLine`` on ``stream`` when it is a terminal, else None."""
         try:
             return cls(stream) if stream.isatty() else None
-        except (AttributeError, ValueError):  # no isatty, or a closed stream
+        except (AttributeError, ValueError):
+            # No isatty, or a closed stream.
             return None
 
     def show(self, progress: PromptProgress) -> None:

@@ -1,10 +1,10 @@
 """How a reply's statistics and the engine's settings are reported: one line of text (``run
 --stats``, ``--prompts-file --stats``, the chat's stats panel), a long prompt's reading
-progress (``reading_line``: the chat's reply and status bar, ``run --stats`` on a terminal), the ``engine`` object of
-``--json`` and the one object ``--json`` prints (``RunResult.to_json``: also on failure, with
-an ``error``, and each line of ``--prompts-file``), and whether a structured reply is whole
-(``structured_state``: ``run``, ``--prompts-file`` and the chat say it alike). Shared by the CLI
-commands and the TUI, so it
+progress (``reading_line``: the chat's reply and status bar, ``run --stats`` on a terminal),
+the ``engine`` object of ``--json`` and the one object ``--json`` prints
+(``RunResult.to_json``: also on failure, with an ``error``, and each line of
+``--prompts-file``), and whether a structured reply is whole (``structured_state``: ``run``,
+``--prompts-file`` and the chat say it alike). Shared by the CLI commands and the TUI, so it
 imports neither.
 
 Imports inside functions are deliberate: the remote options load only when a report names a
@@ -35,9 +35,8 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
     model runs too (device, threads, repacking, KV cache) and how it is prompted where that is
     not its own chat template (``prompt: completion``). What is not known (a seed a server
     did not say) is left out, never shown as ``None``."""
-    thinking = (
-        f" ({stats.thinking_tokens} thinking)" if stats.thinking_tokens else ""
-    )  # counted in, too
+    # The thinking tokens are counted in the completion tokens, too.
+    thinking = f" ({stats.thinking_tokens} thinking)" if stats.thinking_tokens else ""
     text = (
         f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
         f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens{thinking} · "
@@ -48,7 +47,10 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
         text += f" · restored {stats.restored_tokens} tokens in {stats.restore_ms / 1000:.2f} s"
     if stats.drafted_tokens:
         rate = stats.accepted_draft_tokens / stats.drafted_tokens
-        text += f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} ({rate:.0%})"
+        text += (
+            f" · drafted {stats.drafted_tokens}, accepted {stats.accepted_draft_tokens} "
+            f"({rate:.0%})"
+        )
     if stats.drafted_tokens or stats.drafting_turned_off:
         text += (
             " · drafting off (did not pay)"
@@ -69,7 +71,8 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
             )
         if info.draft_model:
             text += f" · draft model {info.draft_model}"
-        if info.chat_format not in ("gguf", "server"):  # not the model's own chat template: say so
+        # Not the model's own chat template: say so.
+        if info.chat_format not in ("gguf", "server"):
             text += f" · prompt: {info.prompt_format}"
     return text
 
@@ -253,26 +256,25 @@ class RunResult:
     conversation_id: int | None = None
     params: SamplingParams | None = None
     finish_reason: str | None = None
-    stats: dict[str, object] | None = None  # None: unknown (the seed sent, the rest null)
-    structured: str | None = (
-        None  # under --json-schema/--grammar: whether the JSON (grammar) is whole
-    )
-    error: dict[str, object] | None = (
-        None  # error_object(): the run failed (or its reply was empty)
-    )
-    empty: bool = False  # the reply ended by itself with no text
-    line: int | None = None  # --prompts-file: the line this result answers
-    request_id: str | int | None = None  # --prompts-file: the line's own "id", if it gave one
-    line_error: str | None = None  # --prompts-file: the line failed, for this reason
-    tool_calls: list[dict[str, object]] | None = (
-        None  # the tool calls of a run offered tools, as they went
-    )
-    attachments: list[dict[str, object]] | None = (
-        None  # --image / --file (attachment_list); None: none given
-    )
-    stdin_chars: int | None = (
-        None  # piped stdin joined before the prompt given (run_input.Prompt); None: not
-    )
+    # None: unknown (the seed sent, the rest null).
+    stats: dict[str, object] | None = None
+    # Under --json-schema/--grammar: whether the JSON (grammar) is whole.
+    structured: str | None = None
+    # error_object(): the run failed (or its reply was empty).
+    error: dict[str, object] | None = None
+    # The reply ended by itself with no text.
+    empty: bool = False
+    # --prompts-file: the line this result answers, the line's own "id" (if it gave one), and
+    # why the line failed.
+    line: int | None = None
+    request_id: str | int | None = None
+    line_error: str | None = None
+    # The tool calls of a run offered tools, as they went.
+    tool_calls: list[dict[str, object]] | None = None
+    # --image / --file (attachment_list); None: none given.
+    attachments: list[dict[str, object]] | None = None
+    # Piped stdin joined before the prompt given (run_input.Prompt); None: not.
+    stdin_chars: int | None = None
 
     @classmethod
     def of_answer(
@@ -342,9 +344,8 @@ class RunResult:
             obj["tool_calls"] = self.tool_calls
         if self.attachments is not None and not per_line:
             obj["attachments"] = self.attachments
-        if (
-            self.stdin_chars is not None and not per_line
-        ):  # the prompt is stdin, a blank line, then PROMPT
+        # The prompt is stdin, a blank line, then PROMPT.
+        if self.stdin_chars is not None and not per_line:
             obj["stdin"] = {"included": True, "chars": self.stdin_chars}
         if self.structured is not None:
             obj["structured_output"] = self.structured
@@ -357,7 +358,8 @@ class RunResult:
 
 def attachment_list(attachments: tuple[Attachment, ...]) -> list[dict[str, object]] | None:
     """``--json``'s ``attachments``: what the prompt carried, as kept (an image's pixels after
-    scaling, the kept copy's bytes and digest), in order; None (no key) when nothing was attached."""
+    scaling, the kept copy's bytes and digest), in order; None (no key) when nothing was
+    attached."""
     if not attachments:
         return None
     return [

@@ -57,13 +57,16 @@ class RunPlan:
     continuing a conversation, the conversation's own; ``chat``: the conversation a ``run``
     adds to (None until :meth:`continuing`)."""
 
-    loaded: LoadedConfig  # the config with the preset and the flags on top (``config show``'s view)
+    # The config with the preset and the flags on top (``config show``'s view).
+    loaded: LoadedConfig
     flags: RunFlags
-    engine: EngineSettings  # the model and how it runs
+    # The model and how it runs.
+    engine: EngineSettings
     params: SamplingParams
     system: str | None
     preset: Preset | None = None
-    output_format: OutputFormat | None = None  # --json-schema / --grammar
+    # --json-schema / --grammar.
+    output_format: OutputFormat | None = None
     chat: ChatLog | None = None
 
     @classmethod
@@ -161,9 +164,8 @@ class RunPlan:
         params, system = self.over_saved(chat.conversation.params)
         engine = self.engine
         own = OwnBackend.of(chat.model, chat.model_path)
-        if (
-            own is not None
-        ):  # its own model and server, or (chosen on purpose) one line; see conversation_backend
+        # Its own model and server, or (chosen on purpose) one line; see conversation_backend.
+        if own is not None:
             engine = own_engine(own, engine, self.chosen_backend(), chat.conversation_id, switch)
         return replace(self, chat=chat, params=params, system=system, engine=engine)
 
@@ -179,9 +181,8 @@ class RunPlan:
             params = params.replace(output_format=self.output_format)
         system = flags.system
         if system is None and preset is not None:
-            system = (
-                preset.system
-            )  # "" takes the conversation's system prompt away, as the preset says
+            # "" takes the conversation's system prompt away, as the preset says.
+            system = preset.system
         return params, system
 
     def chosen_backend(self) -> set[str]:
@@ -223,9 +224,8 @@ class RunPlan:
         standing = not (asked or new or no_save) and chat_settings(self.loaded).continue_last
         if not (asked or standing):
             return ChatStart(self)
-        history = History(
-            read_only_ok=True
-        )  # reading a saved chat needs no write access, as in the list
+        # Reading a saved chat needs no write access, as in the list.
+        history = History(read_only_ok=True)
         try:
             stored = pick_conversation(
                 history.open(),
@@ -237,7 +237,8 @@ class RunPlan:
                 history.close()
                 raise
             return ChatStart(self, history=history)
-        if stored is None:  # (not reached: something was asked for)
+        # Not reached: something was asked for.
+        if stored is None:
             return ChatStart(self, history=history)
         own = OwnBackend.of(stored.summary.model, stored.model_path)
         engine = start_engine(own, self.engine, self.chosen_backend())
@@ -267,7 +268,8 @@ def open_chat(*, no_save: bool, continue_latest: bool, conversation_id: int | No
     check_pick(no_save=no_save, continue_latest=continue_latest, conversation_id=conversation_id)
     if no_save:
         return ChatLog(Conversation())
-    history = History().open()  # a read-only data dir fails here, in one line, before any work
+    # A read-only data dir fails here, in one line, before any work.
+    history = History().open()
     try:
         stored = pick_conversation(
             history, continue_latest=continue_latest, conversation_id=conversation_id
@@ -313,4 +315,5 @@ def pick_conversation(
         conversation_id = latest.id
     if conversation_id is None:
         return None
-    return history.get(conversation_id)  # unknown: one line naming 'vibechat history list'
+    # An unknown id: one line naming 'vibechat history list'.
+    return history.get(conversation_id)

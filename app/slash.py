@@ -22,31 +22,36 @@ def set_help() -> str:
     names = ", ".join([*PARAM_SPECS, "stop", "thinking"])
     ollama = "".join(f" and {name}" for name in ollama_names())
     return (
-        f"/set NAME VALUE: change a parameter ({names}; ollama's /set parameter NAME VALUE{ollama} work "
-        "too); /set system TEXT; /set alone lists them"
+        f"/set NAME VALUE: change a parameter ({names}; ollama's /set parameter NAME "
+        f"VALUE{ollama} work too); /set system TEXT; /set alone lists them"
     )
 
 
 def ollama_names() -> dict[str, str]:
-    """Ollama's names for our parameters where they differ (``ParamSpec.ollama``): theirs to ours."""
+    """Ollama's names for our parameters where they differ (``ParamSpec.ollama``): theirs to
+    ours."""
     return {spec.ollama: spec.name for spec in PARAM_SPECS.values() if spec.ollama}
 
 
 COMMANDS: dict[str, str] = {
     "/set": set_help(),
-    "/show": "/show info|parameters|system|template: the model (file, quantization, context, where it runs, "
-    "prompt format) and the parameters; /show alone is /show info",
-    "/load": "/load MODEL|PATH: load another model by name (vibechat models list) or a .gguf file's path "
-    "(a new conversation starts; a server: another of its model ids); /load alone opens F3",
-    "/format": "/format json|FILE|off: make the next replies JSON (json), follow a JSON Schema or a .gbnf "
-    "grammar (FILE, or inline JSON); off clears it; /format alone shows it",
-    "/think": "/think on|off|auto: switch a reasoning model's thinking on or off for the next replies, where "
-    "its template takes a switch (auto: as the template does by default); /think alone shows it",
-    "/preset": "/preset NAME: apply a preset from the config file (system prompt, parameters, thinking, format; "
-    "its model loads as with /load); /preset alone opens the list; /preset save NAME keeps this set-up",
-    "/system": "/system TEXT: set the system prompt; /system alone shows it, /system clear removes it",
-    "/save": "/save: (ollama's) nothing to do: conversations are saved as you go (Ctrl+B lists them); "
-    "Ctrl+S in F2 saves the parameters as your defaults",
+    "/show": "/show info|parameters|system|template: the model (file, quantization, context, "
+    "where it runs, prompt format) and the parameters; /show alone is /show info",
+    "/load": "/load MODEL|PATH: load another model by name (vibechat models list) or a .gguf "
+    "file's path (a new conversation starts; a server: another of its model ids); /load alone "
+    "opens F3",
+    "/format": "/format json|FILE|off: make the next replies JSON (json), follow a JSON Schema or "
+    "a .gbnf grammar (FILE, or inline JSON); off clears it; /format alone shows it",
+    "/think": "/think on|off|auto: switch a reasoning model's thinking on or off for the next "
+    "replies, where its template takes a switch (auto: as the template does by default); "
+    "/think alone shows it",
+    "/preset": "/preset NAME: apply a preset from the config file (system prompt, parameters, "
+    "thinking, format; its model loads as with /load); /preset alone opens the list; "
+    "/preset save NAME keeps this set-up",
+    "/system": "/system TEXT: set the system prompt; /system alone shows it, /system clear "
+    "removes it",
+    "/save": "/save: (ollama's) nothing to do: conversations are saved as you go (Ctrl+B lists "
+    "them); Ctrl+S in F2 saves the parameters as your defaults",
     "/clear": "/clear: clear the conversation (same as /new)",
     "/new": "/new: start a new conversation (Ctrl+N)",
     "/stats": "/stats: show the last reply's statistics",
@@ -55,23 +60,29 @@ COMMANDS: dict[str, str] = {
 }
 # The attachment commands (app/tui/controllers/attachments.py handles them).
 ATTACH_COMMANDS: dict[str, str] = {
-    "/image": "/image PATH: attach an image to the next prompt (PNG, JPEG, GIF, WebP, BMP; for a vision model)",
-    "/file": "/file PATH: attach a text file to the next prompt (its text goes to the model with its name)",
-    "/detach": "/detach [N|all]: remove the last attachment waiting to be sent (N: the Nth; all: every one)",
+    "/image": "/image PATH: attach an image to the next prompt (PNG, JPEG, GIF, WebP, BMP; "
+    "for a vision model)",
+    "/file": "/file PATH: attach a text file to the next prompt (its text goes to the model "
+    "with its name)",
+    "/detach": "/detach [N|all]: remove the last attachment waiting to be sent (N: the Nth; "
+    "all: every one)",
 }
 ALIASES = {"/quit": "/bye", "/exit": "/bye", "/?": "/help", "/reset": "/new"}
 # What /save says: ollama saves a session as a new model; here nothing is ever unsaved.
 SAVE_NOTE = (
     "Nothing to save: this conversation is saved as you go (Ctrl+B lists your conversations, "
-    "'vibechat history export ID' writes one to a file). To keep these parameters as your defaults, "
-    "press Ctrl+S in the parameter panel (F2)."
+    "'vibechat history export ID' writes one to a file). To keep these parameters as your "
+    "defaults, press Ctrl+S in the parameter panel (F2)."
 )
 
 
 @dataclass(frozen=True)
 class SlashCommand:
-    name: str  # canonical, e.g. "/set"
-    arg: str  # the rest of the line, stripped
+    """A slash command typed: ``name`` canonical (an alias resolved, e.g. ``/set``), ``arg``
+    the rest of the line, stripped."""
+
+    name: str
+    arg: str
 
     @property
     def known(self) -> bool:
@@ -105,20 +116,22 @@ def suggestion(name: str) -> str:
         else []
     )
     hint = f" Did you mean {close[0]}?" if close else ""
-    return f"Unknown command {name}.{hint} Type /help for the list; start with // to send a message beginning with /."
+    return (
+        f"Unknown command {name}.{hint} Type /help for the list; start with // to send a "
+        "message beginning with /."
+    )
 
 
 # --- /set -------------------------------------------------------------------------------------
 
-# ollama's parameter names that mean one of ours.
 # Settings that are not sampling parameters: what to do instead (ollama takes them in /set).
 ENGINE_SETTINGS = {
-    "num_ctx": "The context size is an engine setting, fixed when the model loads: start the chat with "
-    "--ctx N, or set context_size in the config file (vibechat config edit).",
-    "num_gpu": "GPU layers are an engine setting: the GPU layers slider in the parameter panel (F2), "
-    "--n-gpu-layers N, or gpu_layers in the config file (vibechat config edit).",
-    "num_thread": "CPU threads are an engine setting: start the chat with --threads N, or set threads in "
-    "the config file (vibechat config edit).",
+    "num_ctx": "The context size is an engine setting, fixed when the model loads: start the "
+    "chat with --ctx N, or set context_size in the config file (vibechat config edit).",
+    "num_gpu": "GPU layers are an engine setting: the GPU layers slider in the parameter panel "
+    "(F2), --n-gpu-layers N, or gpu_layers in the config file (vibechat config edit).",
+    "num_thread": "CPU threads are an engine setting: start the chat with --threads N, or set "
+    "threads in the config file (vibechat config edit).",
     "repeat_last_n": "vibechat's repeat penalty looks back over a fixed window of recent tokens; "
     "/set repeat_penalty VALUE sets how strongly.",
 }
@@ -127,12 +140,14 @@ SWITCHES: dict[str, tuple[str, str] | str] = {
     "noformat": ("format", "off"),
     "think": ("thinking", "on"),
     "nothink": ("thinking", "off"),
-    "verbose": "vibechat always shows each reply's speed in the status bar; /stats shows its statistics in full.",
-    "quiet": "vibechat always shows each reply's speed in the status bar (nothing is printed into the chat).",
+    "verbose": "vibechat always shows each reply's speed in the status bar; /stats shows its "
+    "statistics in full.",
+    "quiet": "vibechat always shows each reply's speed in the status bar (nothing is printed "
+    "into the chat).",
     "wordwrap": "vibechat always wraps replies to the window.",
     "nowordwrap": "vibechat always wraps replies to the window.",
-    "history": "Up and Down in an empty input always recall earlier prompts; chats are saved unless vibechat "
-    "was started with --no-save.",
+    "history": "Up and Down in an empty input always recall earlier prompts; chats are saved "
+    "unless vibechat was started with --no-save.",
     "nohistory": "To keep this chat out of the history, start vibechat with --no-save.",
 }
 SET_USAGE = (
@@ -179,7 +194,8 @@ def parse_set(arg: str) -> SetRequest:
             else SetRequest("param", *switch)
         )
     if ollama and key == "stop" and "|" not in rest:
-        rest = "|".join(rest.split())  # ollama: /set parameter stop A B C, one stop string a word
+        # Ollama's /set parameter stop A B C: one stop string a word.
+        rest = "|".join(rest.split())
     return SetRequest("param", key, rest)
 
 
@@ -190,7 +206,8 @@ def shown(name: str, value: Any) -> str:
     if name in ("format", "output_format"):
         return getattr(value, "label", None) or "free text"
     spec = PARAM_SPECS.get(name)
-    if spec is not None:  # auto, no limit, off, random, or the number (engine/settings/params.py)
+    # Auto, no limit, off, random, or the number (engine/settings/params.py).
+    if spec is not None:
         return spec.show(value)
     if value is None:
         return "auto"

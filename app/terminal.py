@@ -25,9 +25,8 @@ from vibechat.engine.errors import VibechatError
 
 NO_TERMINAL = "the chat needs a terminal (stdin and stdout); for scripts use 'vibechat run'"
 EXIT_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
-FORCE_EXIT_S = (
-    5.0  # a chat whose interface has not ended this long after the signal is ended at once
-)
+# A chat whose interface has not ended this long after the signal is ended at once.
+FORCE_EXIT_S = 5.0
 # What the chat turns on, turned off: mouse reporting (each mode), focus events, bracketed paste,
 # the kitty keyboard protocol, line wrap back on, the normal screen, the cursor shown. Written only
 # when the chat could not end by itself (Textual writes its own on every other way out).
@@ -40,7 +39,8 @@ RESTORE = (
 def _is_terminal(stream: object) -> bool:
     try:
         return bool(stream is not None and stream.isatty())  # type: ignore[attr-defined]
-    except (AttributeError, ValueError, OSError):  # closed (`>&-`) or no stream at all
+    except (AttributeError, ValueError, OSError):
+        # Closed (`>&-`) or no stream at all.
         return False
 
 
@@ -86,16 +86,14 @@ class SignalExit:
                 continue
             try:
                 loop.add_signal_handler(signum, self.received, signum)
-            except (
-                ValueError,
-                RuntimeError,
-                NotImplementedError,
-            ):  # not the main thread, not POSIX
+            except (ValueError, RuntimeError, NotImplementedError):
+                # Not the main thread, not POSIX.
                 continue
 
     def received(self, signum: int) -> None:
         """One of the signals came (on the event loop): the app exits, as on Ctrl+Q."""
-        if self._signum:  # a second one: the first did not end it soon enough for someone
+        # A second one: the first did not end it soon enough for someone.
+        if self._signum:
             self.force()
             return
         self._signum = signum
@@ -113,7 +111,8 @@ class SignalExit:
             os.write(sys.__stdout__.fileno() if sys.__stdout__ else 1, RESTORE)
         except (OSError, ValueError):
             pass
-        if self._tty is not None:  # only where termios was there to read them
+        # Only where termios was there to read them.
+        if self._tty is not None:
             import termios
 
             try:
@@ -133,5 +132,6 @@ def _tty_settings() -> list[Any] | None:
         return None
     try:
         return termios.tcgetattr(sys.__stdin__.fileno() if sys.__stdin__ else 0)
-    except (OSError, ValueError, termios.error):  # not a terminal (termios.error is no OSError)
+    except (OSError, ValueError, termios.error):
+        # Not a terminal (termios.error is no OSError).
         return None

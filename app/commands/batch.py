@@ -56,19 +56,20 @@ if TYPE_CHECKING:
 
 @dataclass
 class BatchOptions:
-    system: str | None  # the command's system prompt (flag > env > config)
-    params: SamplingParams  # the command's parameters (flags > env > config > defaults)
+    # The command's system prompt (flag > env > config).
+    system: str | None
+    # The command's parameters (flags > env > config > defaults).
+    params: SamplingParams
     raw: bool = False
     show_stats: bool = False
-    reuse_prefix: bool = True  # keep the prefix shared with the previous prompt in the KV cache
-    show_thinking: bool = (
-        False  # a reasoning model's thinking on stderr, each reply's marked with its line
-    )
+    # Keep the prefix shared with the previous prompt in the KV cache.
+    reuse_prefix: bool = True
+    # A reasoning model's thinking on stderr, each reply's marked with its line.
+    show_thinking: bool = False
 
 
-MAX_PROMPT_LINE_BYTES = (
-    16 << 20
-)  # 16 MiB: millions of tokens, beyond any context; a longer "line" is not a prompt
+# 16 MiB: millions of tokens, beyond any context; a longer "line" is not a prompt.
+MAX_PROMPT_LINE_BYTES = 16 << 20
 
 
 def open_prompts(path: str, stdin: BinaryIO) -> tuple[BinaryIO, str]:
@@ -98,7 +99,8 @@ def bounded_lines(stream: BinaryIO, source: str) -> Iterator[bytes]:
     while True:
         try:
             line = stream.readline(MAX_PROMPT_LINE_BYTES + 1)
-        except OSError as exc:  # stdin redirected from a folder, an I/O error
+        except OSError as exc:
+            # Stdin redirected from a folder, an I/O error.
             raise VibechatError(
                 f"cannot read prompts file {source}: {exc.strerror or exc}."
             ) from None
@@ -135,7 +137,8 @@ class _Batch:
         self.history, self.source, self.out, self.err = history, source, out, err
         self.failed = 0
         self.done = 0
-        self.incomplete = 0  # structured replies a limit cut before their grammar was complete
+        # Structured replies a limit cut before their grammar was complete.
+        self.incomplete = 0
 
     def write(self, obj: dict[str, object]) -> None:
         self.out.write(safe_json(obj) + "\n")
@@ -167,12 +170,14 @@ class _Batch:
         # Without prefix reuse every prompt starts from an empty KV cache: order cannot matter.
         self.session.open(chat, reset_cache=not self.options.reuse_prefix)
         try:
-            self.session.check_prompt(request.prompt)  # before it is saved
+            # Checked before the prompt is saved.
+            self.session.check_prompt(request.prompt)
         except VibechatError as exc:
             self.report(request.line, str(exc).rstrip("."), request.id)
             return
         chat.add_user(request.prompt)
-        meter = ReplyMeter()  # the reply's wall time (elapsed_ms)
+        # The reply's wall time (elapsed_ms).
+        meter = ReplyMeter()
         try:
             echo = (
                 ThinkingEcho(self.err, f" line {request.line}")
@@ -186,7 +191,8 @@ class _Batch:
             finally:
                 if echo is not None:
                     echo.close()
-        except VibechatError as exc:  # e.g. a prompt longer than the context
+        except VibechatError as exc:
+            # E.g. a prompt longer than the context.
             self._after(chat)
             self.report(request.line, str(exc).rstrip("."), request.id, chat.conversation_id)
             return
@@ -204,7 +210,8 @@ class _Batch:
         used = report.params or params
         self.done += 1
         self.write(report.to_json())
-        if report.empty:  # said, as `run` says it (which exits 4); the batch goes on
+        # An empty reply is said as `run` says it (which exits 4); the batch goes on.
+        if report.empty:
             self.err.write(
                 plain(
                     f"vibechat: {self.source} line {request.line}: "
@@ -216,7 +223,8 @@ class _Batch:
         if self.options.show_stats and done.finish_reason != "cancelled":
             self.err.write(
                 plain(
-                    f"vibechat: {self.source} line {request.line}: {format_stats(done.stats, self.info)}"
+                    f"vibechat: {self.source} line {request.line}: "
+                    f"{format_stats(done.stats, self.info)}"
                 )
                 + "\n"
             )
@@ -247,7 +255,8 @@ class _Batch:
                 fix_tokens="--max-tokens (or the line's max_tokens)",
             )
         )
-        if bound is not None:  # a cut no one would see, said as `run` says it
+        # A cut no one would see, said as `run` says it.
+        if bound is not None:
             self.err.write(plain(f"vibechat: {self.source} line {request.line}: {bound}") + "\n")
             self.err.flush()
 
@@ -279,10 +288,8 @@ def run_batch(
         with interrupt.installed():
             info = load_or_interrupt(session, interrupt)
             ignored = unswitchable(info.server, info.thinking_switch, options.params.thinking)
-            for notice in (
-                *info.notices,
-                *([ignored] if ignored else []),
-            ):  # e.g. the context size rounded up
+            # The load's notices, e.g. the context size rounded up.
+            for notice in (*info.notices, *([ignored] if ignored else [])):
                 err.write(plain(f"vibechat: {notice}") + "\n")
             batch = _Batch(session, info, options, history, source, out, err)
             while not interrupt.requested:
@@ -293,16 +300,15 @@ def run_batch(
                     batch.report(item.line, item.message, item.id)
                 else:
                     batch.run_one(item, lambda: interrupt.requested)
-    except BrokenPipeError:  # `| head -n 3`: stop quietly
+    except BrokenPipeError:  # `| head -n 3`
         quiet_stdout()
         return batch.exit_code()
     if interrupt.requested:
         err.write("\n")
         return 130
     if batch.done + batch.failed == 0:
-        raise VibechatError(
-            _no_prompts(source)
-        )  # said as any failure to start is (one JSON line with error)
+        # Said as any failure to start is (one JSON line with error).
+        raise VibechatError(_no_prompts(source))
     return batch.exit_code()
 
 
@@ -321,7 +327,8 @@ def _check_not_blank(prompts: BinaryIO, source: str) -> None:
         blank = all(not line.strip() for line in bounded_lines(prompts, source))
         prompts.seek(0)
     except OSError:
-        return  # read again, and reported, by the batch itself
+        # Read again, and reported, by the batch itself.
+        return
     if blank:
         raise VibechatError(_no_prompts(source))
 
@@ -368,9 +375,8 @@ def batch_main(
     try:
         _check_not_blank(prompts, source)
         if not no_save:
-            history = (
-                History().open()
-            )  # a read-only data dir fails here, in one line, before any work
+            # A read-only data dir fails here, in one line, before any work.
+            history = History().open()
         # No KV snapshots: each line is a conversation of its own, which the run's prefix reuse
         # serves; a snapshot per line would churn the disk, and with --no-prefix-cache a restored
         # one would make a line's result depend on the lines (and runs) before it.

@@ -20,7 +20,8 @@ def limit_that_cut(
 ) -> Literal["max_tokens", "context", "other"]:
     """Which limit ended a reply cut as ``length``: the reply's token limit (as used), the
     local context filling up, or another (a server's, one the engine set)."""
-    limit = params.max_tokens  # as used (None: no limit; 0 asks for none too)
+    # As used (None: no limit; 0 asks for none too).
+    limit = params.max_tokens
     if limit and stats.completion_tokens >= limit:
         return "max_tokens"
     if (
@@ -47,9 +48,13 @@ def bound_line(
     no_answer = not text.strip() and bool(done.thinking.strip())
     thinking = " while the model was still thinking: no answer came" if no_answer else ""
     if done.bound:
-        return f"the reply was cut at {done.bound}{thinking}; ask for a shorter reply: lower {fix_tokens}."
+        return (
+            f"the reply was cut at {done.bound}{thinking}; ask for a shorter reply: "
+            f"lower {fix_tokens}."
+        )
     if not no_answer:
-        return None  # a visible cut at max_tokens or the context: the JSON's finish_reason says it
+        # A visible cut at max_tokens or the context: the JSON's finish_reason says it.
+        return None
     which = limit_that_cut(params, done.stats, info)
     if which == "max_tokens":
         cut, fix = f"the {params.max_tokens}-token limit ({fix_tokens})", f"raise {fix_tokens}"

@@ -24,7 +24,8 @@ def cache(
         bool, typer.Option("--json", help="Print JSON instead of text.")
     ] = False,
 ) -> None:
-    """Show the KV snapshots kept on disk (reopened conversations start from them), or --clear them."""
+    """Show the KV snapshots kept on disk (reopened conversations start from them), or \
+--clear them."""
 
     def go() -> None:
         from vibechat.engine.llama.kv_files import snapshot_folder
@@ -34,7 +35,8 @@ def cache(
             _clear(folder, json_output)
             return
         limit_mib = _limit_mib()
-        if limit_mib:  # a bound lowered since the files were written holds now
+        # A bound lowered since the files were written holds now.
+        if limit_mib:
             from vibechat.engine.llama.kv_files import prune
 
             pruned = prune(folder, limit_mib << 20)
@@ -104,8 +106,8 @@ def _clear(folder: Path, json_output: bool) -> None:
         )
     else:
         echo(
-            f"Deleted {done.files} KV snapshot{'' if done.files == 1 else 's'} ({human_bytes(done.bytes)}) "
-            f"from {folder}."
+            f"Deleted {done.files} KV snapshot{'' if done.files == 1 else 's'} "
+            f"({human_bytes(done.bytes)}) from {folder}."
         )
     if done.failed:
         _say_failed(done.failed, "")
@@ -117,8 +119,8 @@ def _say_failed(failed: list[tuple[str, str]], why: str) -> None:
     first, reason = failed[0]
     more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
     echo(
-        f"vibechat: could not delete {first} ({reason}){more}{' ' + why if why else ''}: check the folder's "
-        "permissions, or remove it by hand.",
+        f"vibechat: could not delete {first} ({reason}){more}{' ' + why if why else ''}: "
+        "check the folder's permissions, or remove it by hand.",
         err=True,
     )
 

@@ -88,7 +88,8 @@ def _setup_logging(verbose: bool) -> None:
     root = logging.getLogger("vibechat")
     root.propagate = False
     root.handlers.clear()
-    root.addHandler(route_logs_to_file())  # libraries' records too: never on the terminal
+    # Libraries' records too: never on the terminal.
+    root.addHandler(route_logs_to_file())
     if verbose or os.environ.get("VIBECHAT_DEBUG"):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
@@ -167,7 +168,8 @@ def main_callback(
             )
             if given
         ]
-        if chat_only:  # `vibechat -c run ...`: it would be ignored without a word
+        # `vibechat -c run ...`: it would be ignored without a word.
+        if chat_only:
             command, flag = ctx.invoked_subcommand, chat_only[0]
             where = (
                 f" (for run, after it: vibechat run {flag} ...)"
@@ -197,9 +199,8 @@ def main_callback(
         )
         plan, registry = opening.plan, None
         try:
-            registry, approval = chat_tools(
-                plan.config, mcp_config
-            )  # the chat asks before each call
+            # The chat asks before each call.
+            registry, approval = chat_tools(plan.config, mcp_config)
             return run_tui(
                 engine=plan.engine,
                 params=plan.params,
@@ -216,11 +217,13 @@ def main_callback(
         finally:
             if registry is not None:
                 registry.close()
-            if opening.history is not None:  # (closed already when the chat ran)
+            # Closed already when the chat ran.
+            if opening.history is not None:
                 opening.history.close()
 
     code = guard(start)
-    if code:  # the chat crashed (its traceback is on the screen): say so to the shell too
+    # The chat crashed (its traceback is on the screen): say so to the shell too.
+    if code:
         raise typer.Exit(code)
 
 
@@ -396,9 +399,8 @@ def run(
                 "from an empty cache); drop it."
             )
         loaded = load_app_config()
-        for (
-            warning
-        ) in loaded.warnings:  # unknown VIBECHAT_* variables: they set nothing, the run goes on
+        # Unknown VIBECHAT_* variables: they set nothing, the run goes on.
+        for warning in loaded.warnings:
             echo(f"vibechat: warning: {warning}", err=True)
         if loaded.problem:
             raise ConfigError(loaded.problem)
@@ -410,7 +412,8 @@ def run(
         attachments = read_attachments(
             image, file, sys.stderr, batch=prompts_file is not None, failure=failure
         )
-        if prompts_file is not None:  # many prompts: app/commands/batch.py
+        # Many prompts: app/commands/batch.py.
+        if prompts_file is not None:
             return batch_main(
                 prompts_file,
                 plan,
@@ -430,13 +433,11 @@ def run(
         assert chat is not None
         failure.conversation_id = chat.conversation_id
         given = read_prompt(prompt, sys.stdin)
-        choice = (
-            tool_choice if tool_choice is not None else plan.config.tool_choice
-        )  # flag > preset > config
+        # Flag > preset > config.
+        choice = tool_choice if tool_choice is not None else plan.config.tool_choice
         registry, approval = tools_for(plan.config, mcp_config, allow_tool, choice)
-        if (
-            registry is not None
-        ):  # a server that misbehaves: one line each (the details: the log file)
+        # A server that misbehaves: one line each (the details: the log file).
+        if registry is not None:
             registry.hear_problems(lambda line: echo(f"vibechat: {line}", err=True))
         try:
             backend = make_backend(plan.engine, pull=pull_with_progress)
@@ -503,12 +504,14 @@ def main() -> None:
         code = command.main(standalone_mode=False)
     except KeyboardInterrupt:
         sys.exit(130)
-    except typer.Abort:  # Ctrl-D or Ctrl-C at a confirmation prompt
+    except typer.Abort:
+        # Ctrl-D or Ctrl-C at a confirmation prompt.
         typer.echo("\nvibechat: aborted.", err=True)
         sys.exit(1)
     except click_error as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # `vibechat history`: its help, as before
-            if exc.format_message().strip():  # (with Rich, it is printed already)
+        # `vibechat history`: its help, as before (with Rich, it is printed already).
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            if exc.format_message().strip():
                 typer.echo(exc.format_message())
         elif isinstance(exc, usage_error):
             typer.echo(usage_error_line(exc), err=True)
@@ -520,7 +523,6 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-if (
-    __name__ == "__main__"
-):  # python -m vibechat.app.commands.cli (bench/bench_decode.py without a vibechat script)
+# python -m vibechat.app.commands.cli (bench/bench_decode.py without a vibechat script).
+if __name__ == "__main__":
     main()

@@ -40,7 +40,8 @@ def quiet_flags(command: Any, help_names: list[str] | None = None) -> None:
     with a metavar show just it."""
     help_names = command.context_settings.get("help_option_names", help_names) or ["--help"]
     options = [p for p in command.params if getattr(p, "is_flag", False)]
-    try:  # -h/--help, which click adds itself (and, since click 8.2, keeps)
+    # -h/--help, which click adds itself (and, since click 8.2, keeps).
+    try:
         options.append(
             command.get_help_option(command.context_class(command, help_option_names=help_names))
         )
@@ -68,7 +69,8 @@ def escape_help(command: Any, seen: set[int] | None = None) -> None:
     from rich.markup import escape
 
     seen = set() if seen is None else seen
-    if id(command) in seen:  # a command reached twice (an alias) is escaped once
+    # A command reached twice (an alias) is escaped once.
+    if id(command) in seen:
         return
     seen.add(id(command))
     if core.HAS_RICH and getattr(command, "rich_markup_mode", None) == "rich":
@@ -114,7 +116,8 @@ def skip_unset_coercion(command: Any) -> None:
             try:
                 return _process(ctx, value)
             finally:
-                _param._runtime_param = None  # a later given value builds the real one
+                # A later given value builds the real one.
+                _param._runtime_param = None
 
         param.process_value = process_value
     for sub in getattr(command, "commands", {}).values():

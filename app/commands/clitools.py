@@ -26,9 +26,8 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     """The exception that ends a command with ``message`` on stderr and exit code ``code``."""
     import typer
 
-    echo(
-        f"vibechat: error: {message}", err=True
-    )  # messages quote outside text: sanitised, one line
+    # Messages quote outside text: sanitised, one line.
+    echo(f"vibechat: error: {message}", err=True)
     return typer.Exit(code)
 
 
@@ -166,9 +165,8 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
-LAST_COLUMN_MIN = (
-    16  # a table's last column keeps this many columns on a terminal before others wrap
-)
+# A table's last column keeps this many columns on a terminal before others wrap.
+LAST_COLUMN_MIN = 16
 
 
 def table(
@@ -204,9 +202,7 @@ def table(
         if sum(widths[:-1]) + 2 * (len(widths) - 1) + LAST_COLUMN_MIN <= console.width:
             # Every column but the last as wide as its widest cell; the last (a title) wraps
             # between words in the rest: no name or date is broken inside.
-            for fixed, width in zip(
-                grid.columns[:-1], widths, strict=False
-            ):  # the last column wraps
+            for fixed, width in zip(grid.columns[:-1], widths, strict=False):
                 fixed.width = width
         console.print(grid)
         return

@@ -50,7 +50,8 @@ def path(
         ),
     ] = False,
 ) -> None:
-    """Print the config file's path ($VIBECHAT_CONFIG moves it); --all: every folder vibechat uses."""
+    """Print the config file's path ($VIBECHAT_CONFIG moves it); --all: every folder \
+vibechat uses."""
     from vibechat.engine.paths import cache_dir, config_dir, crash_dir, data_dir
     from vibechat.engine.settings.config import config_path, models_dir
 
@@ -77,7 +78,8 @@ def _value_text(key: str, value: Any, setting: Setting | None) -> str:
     from vibechat.engine.settings.config import models_dir
 
     if key == "models_dir" and value is None:
-        return f"{models_dir()}"  # what config.models_dir() resolves: the default folder
+        # What config.models_dir() resolves: the default folder.
+        return f"{models_dir()}"
     if value is None or (isinstance(value, (list, tuple)) and not value):
         return f"({setting.default_text()})" if setting is not None and setting.unset else "(none)"
     if isinstance(value, bool):
@@ -126,7 +128,8 @@ def show(
             return
         state = "" if loaded.exists else "  (not created yet: 'vibechat config edit' creates it)"
         echo(f"config file: {loaded.path}{state}")
-        for problem in loaded.problems:  # quotes the file's own text: sanitised by echo
+        # A problem quotes the file's own text: sanitised by echo.
+        for problem in loaded.problems:
             echo(f"problem: {problem}")
         if loaded.file_problem:
             typer.echo(
@@ -154,7 +157,8 @@ def find_editor() -> list[str]:
         if value:
             try:
                 return shlex.split(value, posix=os.name != "nt")
-            except ValueError as exc:  # an unclosed quote: EDITOR='vim "x'
+            except ValueError as exc:
+                # An unclosed quote: EDITOR='vim "x'.
                 from vibechat.engine.errors import ConfigError
 
                 raise ConfigError(
@@ -171,7 +175,8 @@ def find_editor() -> list[str]:
 
 @config_app.command()
 def edit() -> None:
-    """Open the config file in $VISUAL / $EDITOR, then check it (creates a documented template first)."""
+    """Open the config file in $VISUAL / $EDITOR, then check it (creates a documented template \
+first)."""
 
     def go() -> int:
         from vibechat.engine.errors import ConfigError
@@ -220,7 +225,8 @@ def report_problems(problems: Sequence[ConfigProblem]) -> None:
 @config_app.command()
 def check() -> None:
     """Check the config file and the VIBECHAT_* variables: every problem, one line each on stderr
-    (exit 1), else 'OK'. Unknown variables are named too; they change nothing, so they alone pass."""
+    (exit 1), else 'OK'. Unknown variables are named too; they change nothing, so they alone \
+pass."""
 
     def go() -> int:
         from ..appconfig import load_app_config

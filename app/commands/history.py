@@ -27,7 +27,8 @@ history_app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-SOURCE_CHOICES = ["chat", "run", "batch", "all"]  # engine/chat/history.py's SOURCES, and all
+# engine/chat/history.py's SOURCES, and all.
+SOURCE_CHOICES = ["chat", "run", "batch", "all"]
 IdArg = Annotated[
     int, typer.Argument(metavar="ID", help="A conversation id from 'vibechat history list'.", min=1)
 ]
@@ -75,15 +76,16 @@ def list_(
             "--source",
             "-s",
             metavar="SOURCE",
-            help="Only conversations from: chat (the chat), run ('vibechat run'), batch (--prompts-file) or "
-            "all.",
+            help="Only conversations from: chat (the chat), run ('vibechat run'), "
+            "batch (--prompts-file) or all.",
         ),
     ] = "all",
     json_output: JsonOpt = False,
 ) -> None:
     """Saved conversations, most recently active first (a rename does not move one)."""
     wanted = source.strip().lower()
-    if wanted not in SOURCE_CHOICES:  # a usage error (exit 2), like any bad option value
+    # A usage error (exit 2), like any bad option value.
+    if wanted not in SOURCE_CHOICES:
         raise typer.BadParameter(
             f"unknown source {source!r}: use {', '.join(SOURCE_CHOICES)}.",
             ctx=ctx,
@@ -152,7 +154,8 @@ def search(
     not searched)."""
     from vibechat.engine.chat.records import fts_query
 
-    if fts_query(query) is None:  # nothing to look for: a usage error, like a missing argument
+    # Nothing to look for: a usage error, like a missing argument.
+    if fts_query(query) is None:
         raise typer.BadParameter(
             f"no word to search for in {query!r}: give at least one word.",
             ctx=ctx,
@@ -204,7 +207,8 @@ def export(
             "--format",
             "-f",
             metavar="FORMAT",
-            help="md (Markdown) or json; default: json for an -o file ending in .json, else Markdown.",
+            help="md (Markdown) or json; default: json for an -o file ending in .json, "
+            "else Markdown.",
         ),
     ] = None,
     output: Annotated[
@@ -228,7 +232,8 @@ def export(
         from vibechat.engine.errors import VibechatError
         from vibechat.engine.sanitize import sanitize
 
-        if format_ is None:  # from the file's extension: .json is JSON, anything else Markdown
+        # No --format: from the file's extension, .json is JSON, anything else Markdown.
+        if format_ is None:
             kind = "json" if output is not None and output.suffix.lower() == ".json" else "md"
         else:
             kind = format_.lower().lstrip(".")
@@ -249,7 +254,8 @@ def export(
         if output is None:
             echo(text, nl=False)
             return
-        try:  # whole or not at all: a full disk leaves the old file (or none), never a part
+        # Whole or not at all: a full disk leaves the old file (or none), never a part.
+        try:
             write_export(output, text, overwrite=force)
         except FileExistsError:
             raise VibechatError(
@@ -259,7 +265,8 @@ def export(
         except OSError as exc:
             raise VibechatError(f"cannot write {output}: {exc.strerror or exc}.") from None
         echo(
-            f"Wrote conversation {conversation_id} to {output} ({'JSON' if kind == 'json' else 'Markdown'}).",
+            f"Wrote conversation {conversation_id} to {output} "
+            f"({'JSON' if kind == 'json' else 'Markdown'}).",
             err=True,
         )
 
@@ -283,8 +290,8 @@ def fork(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
             _emit_json({"id": new, "forked_from": conversation_id})
         else:
             typer.echo(
-                f"Forked conversation {conversation_id} into {new}: vibechat run --conversation {new} "
-                "goes on with it."
+                f"Forked conversation {conversation_id} into {new}: "
+                f"vibechat run --conversation {new} goes on with it."
             )
 
     guard(go)
@@ -308,9 +315,8 @@ def rm(
                         f"not deleting conversation {conversation_id} without confirmation "
                         "(stdin is not a terminal, so vibechat cannot ask): pass --yes."
                     )
-                title = plain(
-                    conversation.title
-                )  # outside text, quoted for people (not as a Python repr)
+                # Outside text, quoted for people (not as a Python repr).
+                title = plain(conversation.title)
                 count = len(conversation.messages)
                 if not typer.confirm(
                     f"Delete conversation {conversation_id} (\u201c{title}\u201d, "

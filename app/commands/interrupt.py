@@ -38,7 +38,8 @@ class CtrlC:
     def __call__(self, signum: int, frame: object) -> None:
         self._presses += 1
         if self._presses >= 2 or (self._reading and self.blocking_input):
-            if self._presses >= 2:  # a third press ends the process: nothing can swallow it
+            # A third press ends the process: nothing can swallow it.
+            if self._presses >= 2:
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
             raise KeyboardInterrupt
         self.requested = True
@@ -50,7 +51,8 @@ class CtrlC:
             threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGINT) is signal.default_int_handler
         )
-        if not usable:  # SIGINT ignored (a background job), or not the main thread
+        # SIGINT ignored (a background job), or not the main thread.
+        if not usable:
             yield self
             return
         previous = signal.signal(signal.SIGINT, self)

@@ -73,7 +73,8 @@ def search(
             right={1, 2},
         )
         typer.echo(
-            "\nSee a repo's files: vibechat models files OWNER/REPO · download: vibechat models pull OWNER/REPO",
+            "\nSee a repo's files: vibechat models files OWNER/REPO · "
+            "download: vibechat models pull OWNER/REPO",
             err=True,
         )
 
@@ -101,9 +102,8 @@ def files(
         if ref is None:
             raise ModelRefError(f"{repo!r} is not a repo id: use OWNER/REPO.")
         listing = Hub().listing(ref.repo, revision)
-        options = sorted(
-            listing.options, key=lambda o: o.size
-        )  # smallest first, as users scan them
+        # Smallest first, as users scan them.
+        options = sorted(listing.options, key=lambda o: o.size)
         default = pick_quant(listing.options, None, ref.repo) if options else None
         fit = memory_fit()
         rows: list[dict[str, Any]] = [
@@ -152,7 +152,8 @@ def files(
         )
         if projector is not None:
             _echo(
-                f"\nA vision model: its projector {projector.path} ({human_size(projector.size)}) is pulled with it.",
+                f"\nA vision model: its projector {projector.path} "
+                f"({human_size(projector.size)}) is pulled with it.",
                 err=True,
             )
         _echo(f"\n* the default · download: vibechat models pull {ref.repo}:QUANT", err=True)
@@ -171,9 +172,8 @@ def pull_cmd(
     """Download a model (resumes an interrupted download; verifies its sha256)."""
     model = _guard(lambda: pull_with_progress(ref, revision))
     _echo(f"{model.name}  {human_size(model.size)}  {model.path}")
-    if (
-        model.projector is not None
-    ):  # a vision model: its projector came with it (--mmproj auto finds it)
+    # A vision model: its projector came with it (--mmproj auto finds it).
+    if model.projector is not None:
         try:
             size = human_size(model.projector.stat().st_size) + "  "
         except OSError:
@@ -226,13 +226,13 @@ def show(
                 (".", "/", "~", "\\")
             )
             if looks_like_path and parse_hub_ref(name) is None:
-                inspect_gguf(path)  # a path, as with 'run --model': says the file does not exist
+                # A path, as with 'run --model': says the file does not exist.
+                inspect_gguf(path)
             model = find_model(name)
             path = model.path
         if model is not None and model.source == "starter" and not path.exists():
-            header = (
-                starter_header()
-            )  # read from the package: the 250 MB file is unpacked on first use only
+            # Read from the package: the 250 MB file is unpacked on first use only.
+            header = starter_header()
             unpacked = False
         else:
             header = inspect_gguf(path)
@@ -322,7 +322,8 @@ def rm(
     ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
-    """Delete one of vibechat's downloaded models (asks first); a file opened by path (file:NAME) is only
+    """Delete one of vibechat's downloaded models (asks first); a file opened by path \
+(file:NAME) is only
     taken off the list."""
 
     def go() -> None:
@@ -331,12 +332,14 @@ def rm(
         from vibechat.engine.models.store import check_removable, remove
 
         model = find_model(name)
-        if model.source == "file":  # a file opened by path in the chat: forget it, never delete it
+        # A file opened by path in the chat: forget it, never delete it.
+        if model.source == "file":
             from vibechat.engine.models.opened import forget
 
             forget(model.path)
             _echo(
-                f"Forgot {model.name}: it is no longer listed; the file itself stays ({model.path})."
+                f"Forgot {model.name}: it is no longer listed; "
+                f"the file itself stays ({model.path})."
             )
             return
         check_removable(model)

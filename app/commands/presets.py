@@ -42,7 +42,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 NameArg = Annotated[
     str, typer.Argument(metavar="NAME", help="A preset's name ('vibechat presets list').")
 ]
-SYSTEM_WIDTH = 40  # the system prompt's start, in the list
+# The system prompt's start, in the list.
+SYSTEM_WIDTH = 40
 
 
 def preset_dict(preset: Preset) -> dict[str, Any]:
@@ -84,8 +85,9 @@ def list_(json_output: JsonOpt = False) -> None:
         if not presets:
             if not book.problems and not book.problem:
                 typer.echo(
-                    f"No presets in {book.path} yet: add a [presets.NAME] table ('vibechat config edit'), "
-                    "or import an Ollama Modelfile ('vibechat presets import Modelfile').",
+                    f"No presets in {book.path} yet: add a [presets.NAME] table "
+                    "('vibechat config edit'), or import an Ollama Modelfile "
+                    "('vibechat presets import Modelfile').",
                     err=True,
                 )
             return
@@ -121,6 +123,7 @@ def show(name: NameArg, json_output: JsonOpt = False) -> None:
             echo(f"context size: {preset.context_size}")
         for key, value in preset.params.items():
             spec = PARAM_SPECS.get(key)
+            # Stop strings quoted: a newline in one shows as \n.
             shown = (
                 spec.show(value)
                 if spec is not None
@@ -130,7 +133,7 @@ def show(name: NameArg, json_output: JsonOpt = False) -> None:
                     else str(value)
                 )
             )
-            echo(f"{key}: {shown}")  # stop strings quoted: a newline in one shows as \n
+            echo(f"{key}: {shown}")
         if preset.format is not None:
             echo(f"format: {preset.format}")
         if preset.system is None:
@@ -161,7 +164,8 @@ def import_(
 ) -> None:
     """Make a preset of an Ollama Modelfile: its FROM (the model), SYSTEM and PARAMETER lines.
 
-    What has no counterpart (TEMPLATE, ADAPTER, MESSAGE, LICENSE, unknown parameters) is named on stderr
+    What has no counterpart (TEMPLATE, ADAPTER, MESSAGE, LICENSE, unknown parameters) is named on \
+stderr
     and skipped. The preset is written into the config file; its comments stay."""
 
     def go() -> None:

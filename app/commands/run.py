@@ -39,7 +39,8 @@ from .run_result import (
     write_failed,
 )
 
-LOGGED = 4000  # characters of a tool call's arguments and result in --json's "tool_calls"
+# Characters of a tool call's arguments and result in --json's "tool_calls".
+LOGGED = 4000
 
 
 def execute(
@@ -49,7 +50,8 @@ def execute(
     when it has a history): the prompt is saved before generation, the reply as it streams.
     A failure once the model is loaded is raised after ``--json`` printed its object
     (what is known: the model, the engine, the parameters, the error)."""
-    if out is None:  # `vibechat run … >&-`: Python has no sys.stdout at all
+    # `vibechat run … >&-`: Python has no sys.stdout at all.
+    if out is None:
         raise VibechatError(STDOUT_CLOSED)
     session = ChatSession(backend, chat)
     conversation = session.conversation
@@ -60,7 +62,8 @@ def execute(
     with ctrl_c.installed():
         try:
             info = session.load()
-        except LoadCancelled:  # Ctrl-C stopped the load: nothing was asked of the model yet
+        except LoadCancelled:
+            # Ctrl-C stopped the load: nothing was asked of the model yet.
             if request.json_output:
                 end_output(request, out, "", cancelled_load_object(request), "")
             raise KeyboardInterrupt from None
@@ -146,7 +149,8 @@ def _answer(
     """The reply, streamed by a ``ReplyPrinter``, and the exit status its end gives."""
     printer = ReplyPrinter(request, out, err)
     chat = session.chat
-    params = request.params.with_seed()  # drawn here, so an interrupted reply reports it too
+    # The seed is drawn here, so an interrupted reply reports it too.
+    params = request.params.with_seed()
     try:
         try:
             result = _reply(session, request, params, printer, err, info, ctrl_c)
@@ -160,7 +164,8 @@ def _answer(
             request, out, partial, info, chat.conversation_id, exc, params, printer.meter, tail
         )
         raise
-    if chat.problem:  # saving stopped (a full disk): the reply is still printed, the run fails
+    # Saving stopped (a full disk): the reply is still printed, the run fails.
+    if chat.problem:
         err.write(plain(f"vibechat: error: {chat.problem}") + "\n")
     if printer.stdout_failed is not None:
         raise stdout_error(printer.stdout_failed)

@@ -84,10 +84,12 @@ class ReplyPrinter:
         # goes before anything else is written (scripts, --json: nothing).
         reading = request.show_stats and not request.json_output
         self.reading = ReadingLine.for_stream(err) if reading else None
-        self.meter = ReplyMeter()  # what is known of a reply that ends without the backend's stats
+        # What is known of a reply that ends without the backend's stats.
+        self.meter = ReplyMeter()
         self.notice = trim_notice(err, self.echo)
-        self.shown: list[str] = []  # the reply so far, for --json when it fails (a crash) mid-reply
-        # the first write to stdout that failed (not a closed pipe)
+        # The reply so far, for --json when it fails (a crash) mid-reply.
+        self.shown: list[str] = []
+        # The first write to stdout that failed (not a closed pipe).
         self.stdout_failed: OSError | None = None
 
     def show(self, text: str) -> None:
@@ -104,7 +106,8 @@ class ReplyPrinter:
                 self.out.flush()
             except BrokenPipeError:
                 raise
-            except OSError as exc:  # /dev/full, a full disk: the reply is stopped and saved as such
+            except OSError as exc:
+                # /dev/full, a full disk: the reply is stopped and saved as such.
                 self.stdout_failed = self.stdout_failed or exc
                 raise BrokenPipeError from None
 
@@ -129,6 +132,8 @@ class ReplyPrinter:
     def close(self) -> None:
         """The reply ended (or failed): the reading line cleared, the thinking closed."""
         if self.reading is not None:
-            self.reading.clear()  # a reply stopped (or failed) while its prompt was read
+            # A reply stopped (or failed) while its prompt was read.
+            self.reading.clear()
         if self.echo is not None:
-            self.echo.close()  # a reply that ended while thinking
+            # A reply that ended while thinking.
+            self.echo.close()

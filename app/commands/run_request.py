@@ -25,7 +25,8 @@ class RunRequest:
     json_output: bool = False
     show_stats: bool = False
     raw: bool = False
-    show_thinking: bool = False  # a reasoning model's thinking on stderr, as it streams
+    # A reasoning model's thinking on stderr, as it streams.
+    show_thinking: bool = False
     # Tools (engine/chat/tool_turns.py): what the model is offered, and which calls run (run
     # never asks: only those ``allow_tool`` allows, from --allow-tool; the rest are denied, one
     # stderr line each).
@@ -35,10 +36,12 @@ class RunRequest:
     tool_rounds: int = 8
     # vibechat --verbose: say what is only worth knowing when asked (no tool support)
     verbose: bool = False
-    attachments: tuple[Attachment, ...] = ()  # --image / --file, read and kept (read_attachments)
+    # --image / --file, read and kept (read_attachments).
+    attachments: tuple[Attachment, ...] = ()
     # piped stdin joined before the prompt given (run_input.Prompt): --json's "stdin"
     stdin_chars: int | None = None
     # --json's "tool_calls": each call as it went (its tool, arguments, whether it ran, its
     # result, cut)
     tool_log: list[dict[str, object]] = field(default_factory=list, init=False)
-    printed: bool = field(default=False, init=False)  # --json: the object is on stdout already
+    # --json: the object is on stdout already.
+    printed: bool = field(default=False, init=False)

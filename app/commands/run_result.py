@@ -62,10 +62,12 @@ class JsonFailure:
     def __init__(self, enabled: bool, out: TextIO) -> None:
         self.enabled, self.out = enabled, out
         self.request: RunRequest | None = None
-        self.model: str | None = None  # the model asked for
+        # The model asked for.
+        self.model: str | None = None
         self.params: SamplingParams | None = None
         self.conversation_id: int | None = None
-        self.attachments: tuple[Attachment, ...] = ()  # read before the failure
+        # The attachments read before the failure.
+        self.attachments: tuple[Attachment, ...] = ()
 
     def write(self, message: str, kind: str, exit_status: int) -> None:
         if not self.enabled or (self.request is not None and self.request.printed):
@@ -82,7 +84,8 @@ class JsonFailure:
             self.out.write(safe_json(obj) + "\n")
             self.out.flush()
         except (OSError, ValueError, AttributeError):
-            quiet_stdout()  # stdout closed or full: nothing to promise to
+            # Stdout closed or full: nothing to promise to.
+            quiet_stdout()
         if self.request is not None:
             self.request.printed = True
 
@@ -135,12 +138,14 @@ def finish(
         err.flush()
     if interrupted:
         return EXIT_CANCELLED
-    if empty_line is not None:  # a script would take silence for an answer
+    # A script would take silence for an answer.
+    if empty_line is not None:
         err.write(plain(f"vibechat: {empty_line}") + "\n")
         err.flush()
         return EXIT_EMPTY
     cut = incomplete_line(used, stats, info, result.text)
-    if cut is not None:  # half a JSON object is no success: `| jq` would fail on it
+    # Half a JSON object is no success: `| jq` would fail on it.
+    if cut is not None:
         err.write(f"vibechat: {cut}\n")
         err.flush()
         return EXIT_INCOMPLETE
@@ -200,7 +205,8 @@ def incomplete_line(
     elif which == "context":
         cut = f"filled the {info.context_size}-token context (--ctx)"
         fix = "raise --ctx, or shorten the prompt"
-    else:  # a server's limit, or one the engine set: said as the reply's own
+    else:
+        # A server's limit, or one the engine set: said as the reply's own.
         cut, fix = f"hit its token limit after {stats.completion_tokens} tokens", fix_tokens
     if fmt.kind == "grammar":
         return f"the reply {cut} before it ended, so its grammar may be incomplete: {fix}"
@@ -257,7 +263,8 @@ def end_output(request: RunRequest, out: TextIO, text: str, obj: dict, tail: str
     sanitizer held back (``tail``) and a newline after text (as shown) that lacks one.
     False when stdout was closed (``| head``)."""
     if request.json_output:
-        request.printed = True  # one object at most, even if the write fails
+        # One object at most, even if the write fails.
+        request.printed = True
     try:
         out.write(tail)
         if request.json_output:

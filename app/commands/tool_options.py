@@ -25,8 +25,9 @@ AllowToolOpt = Annotated[
     typer.Option(
         "--allow-tool",
         metavar="NAME",
-        help="Let the model run this tool (repeatable): NAME, SERVER/NAME, SERVER/* (all of a server's tools), "
-        "builtin/NAME. 'run' never asks: any other call is denied (one stderr line), and the model is told.",
+        help="Let the model run this tool (repeatable): NAME, SERVER/NAME, "
+        "SERVER/* (all of a server's tools), builtin/NAME. 'run' never asks: any other call "
+        "is denied (one stderr line), and the model is told.",
         rich_help_panel=TOOLS,
     ),
 ]
@@ -35,8 +36,9 @@ ToolChoiceOpt = Annotated[
     typer.Option(
         "--tool-choice",
         metavar="auto|none|required",
-        help="Whether the model may call tools (auto), may not (none), or must call one first (required); "
-        "default: the tool_choice setting (VIBECHAT_TOOL_CHOICE, a preset's), else auto.",
+        help="Whether the model may call tools (auto), may not (none), or must call one first "
+        "(required); default: the tool_choice setting (VIBECHAT_TOOL_CHOICE, a preset's), "
+        "else auto.",
         show_default=False,
         rich_help_panel=TOOLS,
     ),
@@ -46,7 +48,8 @@ McpConfigOpt = Annotated[
     typer.Option(
         "--mcp-config",
         metavar="FILE",
-        help="Read the MCP servers from FILE (the mcpServers shape) instead of mcp.json in the config folder.",
+        help="Read the MCP servers from FILE (the mcpServers shape) instead of mcp.json "
+        "in the config folder.",
         rich_help_panel=TOOLS,
     ),
 ]
@@ -75,9 +78,8 @@ def tools_for(
             f"--tool-choice {tool_choice!r} is not one of {', '.join(TOOL_CHOICES)}."
         )
     approval = ToolApproval(always=config.allowed_tools, allow=allow or ())
-    if (
-        tool_choice == "none"
-    ):  # switched off (the flag, tool_choice, a preset's): none offered, no server started
+    # Switched off (the flag, tool_choice, a preset's): none offered, no server started.
+    if tool_choice == "none":
         return None, approval
     problem = ""
     try:
@@ -92,10 +94,8 @@ def tools_for(
                 "--tool-choice required, but no tools are configured: name built-in tools in "
                 "builtin_tools or MCP servers in mcp.json ('vibechat tools' lists them)."
             )
-        return (
-            None,
-            approval,
-        )  # no tools: the registry (and asyncio, its servers' loop) is not even imported
+        # No tools: the registry (and asyncio, its servers' loop) is not even imported.
+        return None, approval
     from vibechat.engine.tools.registry import ToolRegistry
 
     registry = ToolRegistry(config, mcp)

@@ -27,7 +27,8 @@ McpConfigOpt = Annotated[
         dir_okay=False,
     ),
 ]
-MAX_DESCRIPTION = 160  # a description's first line, cut to this in the text listing
+# A description's first line, cut to this in the text listing.
+MAX_DESCRIPTION = 160
 
 
 def tools(
@@ -53,7 +54,8 @@ def _tools(mcp_config: Path | None, json_output: bool) -> None:
         echo(f"vibechat: note: {loaded.problem}", err=True)
     config = loaded.config
     with ToolRegistry.load(config, mcp_config) as registry:
-        registry.specs()  # start every server (bounded): its tools, or why not
+        # Start every server (bounded): its tools, or why not.
+        registry.specs()
         statuses = registry.statuses()
         builtins = registry.builtin_statuses()
     source = registry.servers.config.path
