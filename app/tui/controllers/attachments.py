@@ -38,10 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("vibechat.tui")
 
-# The slash commands this controller runs (listed with the others in F1's help).
-COMMANDS = (
-    ATTACH_COMMANDS  # /image, /file, /detach: declared with the other slash commands (app/slash.py)
-)
+# The slash commands this controller runs (/image, /file, /detach), declared with the other slash
+# commands (app/slash.py) and listed with them in F1's help.
+COMMANDS = ATTACH_COMMANDS
 
 
 class Read(Message):
@@ -77,10 +76,13 @@ def path_argument(arg: str) -> str:
 class Attachments:
     def __init__(self, host: ChatHost, tray: Callable[[], AttachmentTray]) -> None:
         self.host = host
-        self._tray = tray  # the app's tray (above the input)
+        # Gives the app's tray (above the input).
+        self._tray = tray
         self._store: AttachmentStore | None = None
-        self.queued: tuple[Attachment, ...] = ()  # the queued prompt's attachments
-        self.reading = 0  # files being read now
+        # The queued prompt's attachments.
+        self.queued: tuple[Attachment, ...] = ()
+        # How many files are being read now.
+        self.reading = 0
 
     @property
     def tray(self) -> AttachmentTray:
@@ -143,10 +145,12 @@ class Attachments:
         return True
 
     def attach(self, path: str | Path, kind: Literal["image", "file"] | None) -> None:
-        """Read ``path`` in a worker (``kind`` None: whichever it is); the tray shows it once kept."""
+        """Read ``path`` in a worker (``kind`` None: whichever it is); the tray shows it once
+        kept."""
         if len(self.pending) + self.reading >= MAX_PENDING:
             self.host.notify(
-                f"A prompt carries {MAX_PENDING} attachments at most: send it, or /detach one first.",
+                f"A prompt carries {MAX_PENDING} attachments at most: "
+                "send it, or /detach one first.",
                 severity="warning",
                 timeout=6,
             )
@@ -161,7 +165,8 @@ class Attachments:
                 attachment = read_attachment(path, store, kind=kind)
             except VibechatError as exc:
                 post(Refused(outside.one_line(str(exc), limit=None)))
-            except Exception as exc:  # never crash the chat over a file
+            # Never crash the chat over a file.
+            except Exception as exc:
                 log.exception("reading an attachment failed")
                 post(
                     Refused(
@@ -177,16 +182,16 @@ class Attachments:
     async def on_read(self, message: Read) -> None:
         self.reading = max(0, self.reading - 1)
         a = message.attachment
-        if (
-            a.is_image and self._refuses_images()
-        ):  # a pasted path, or the model changed while it was read
+        # A pasted path, or the model changed while it was read.
+        if a.is_image and self._refuses_images():
             return
         if not await self.tray.add(a):
             self.host.notify(f"{outside.one_line(a.name)} is attached already.", timeout=3)
             return
         note = f" ({outside.one_line(a.note)})" if a.note else ""
         self.host.notify(
-            f"Attached {outside.one_line(a.label(), limit=None)}{note}: it goes with your next prompt.",
+            f"Attached {outside.one_line(a.label(), limit=None)}{note}: "
+            "it goes with your next prompt.",
             timeout=3,
         )
 
@@ -210,8 +215,8 @@ class Attachments:
             return
         if what and not (what.isdigit() and 1 <= int(what) <= len(pending)):
             self.host.notify(
-                f"/detach {outside.one_line(arg, limit=20)}: which? A number from 1 to {len(pending)}, "
-                "or all (/detach alone: the last).",
+                f"/detach {outside.one_line(arg, limit=20)}: which? "
+                f"A number from 1 to {len(pending)}, or all (/detach alone: the last).",
                 severity="warning",
                 timeout=6,
             )

@@ -72,6 +72,7 @@ class Branches:
         except VibechatError as exc:
             host.notify(str(exc), severity="error")
             return
-        host.chats.list_history()  # the fork joins the list
+        # The fork joins the list.
+        host.chats.list_history()
         host.chats.open_conversation(new)
         host.notify("Forked: this branch goes on as a conversation of its own.", timeout=4)

@@ -64,7 +64,8 @@ if TYPE_CHECKING:
 # system prompt it names (None: the conversation's own).
 OverSaved = Callable[[SamplingParams], "tuple[SamplingParams, str | None]"]
 
-OPEN_WINDOW = 24  # messages mounted when a conversation opens; older ones on request
+# Messages mounted when a conversation opens; older ones on request.
+OPEN_WINDOW = 24
 
 
 class Conversations:
@@ -74,16 +75,17 @@ class Conversations:
         self, host: ChatHost, open_first: int | None = None, over_first: OverSaved | None = None
     ) -> None:
         self.host = host
-        self._open_first = (
-            open_first  # --continue / --conversation ID: opened once the model is ready
-        )
-        # ... with the preset's and the flags' parameters and system prompt over its own, as in `run --continue`
+        # --continue / --conversation ID: opened once the model is ready, with the preset's and the
+        # flags' parameters and system prompt over its own, as in `run --continue`.
+        self._open_first = open_first
         self._over_first = (
             (open_first, over_first) if open_first is not None and over_first is not None else None
         )
         self._problem_shown: str | None = None
-        self.opened: StoredConversation | None = None  # the conversation last opened (its branches)
-        self.titles = Titles(host)  # the model's titles, the user's renames
+        # The conversation last opened (its branches).
+        self.opened: StoredConversation | None = None
+        # The model's titles, the user's renames.
+        self.titles = Titles(host)
         self.exports = Exports(host)
 
     def handlers(self) -> Handlers:
@@ -149,7 +151,8 @@ class Conversations:
         """After a save: the open conversation moves to the top of the sidebar; a save that
         failed is reported once."""
         chatlog, sidebar = self.host.session.chat, self.host.sidebar
-        self.offer_last()  # a conversation under way: the welcome offers no other
+        # A conversation under way: the welcome offers no other.
+        self.offer_last()
         if chatlog.problem and chatlog.problem != self._problem_shown:
             self._problem_shown = chatlog.problem
             self.host.notify(
@@ -199,9 +202,7 @@ class Conversations:
         sidebar.focus_list()
 
     def search(self) -> None:
-        from ..screens.history_screens import (
-            SearchScreen,  # the dialogs: on first use, not before the first frame
-        )
+        from ..screens.history_screens import SearchScreen
 
         if self.history is None:
             self.host.notify("Chat history is off.", severity="warning")
@@ -326,9 +327,8 @@ class Conversations:
         sibling switched to) when given, which is then the branch it opens on next time too."""
         assert self.history is not None
         try:
-            stored = self.history.open().get(
-                conversation_id, through=jump_to
-            )  # (opened once: the list's)
+            # The database is open already (the list opened it).
+            stored = self.history.open().get(conversation_id, through=jump_to)
             if jump_to is not None and stored.leaf_id is not None and not self.history.read_only:
                 self.history.set_leaf(conversation_id, stored.leaf_id)
         except VibechatError as exc:
@@ -346,9 +346,8 @@ class Conversations:
         if loaded is not None:
             note = model_change_note(stored.summary.model, stored.model_path, loaded)
             own = OwnBackend.of(stored.summary.model, stored.model_path)
-            if (
-                note and own is not None
-            ):  # the chat switches to it where it can (models_ui), else says so
+            # The chat switches to it where it can (models_ui), else says so.
+            if note and own is not None:
                 host.post_message(OwnModelWanted(own.name, own.path, own.server, sanitize(note)))
         host.session.open(ChatLog.from_stored(stored, self.history))
         self.opened = stored
@@ -421,9 +420,8 @@ class Conversations:
         session = self.host.session
         generation = session.generation
 
-        tools = self.host.tool_rounds.offer()[
-            0
-        ]  # listed in the prompt as the next reply lists them
+        # Listed in the prompt as the next reply lists them.
+        tools = self.host.tool_rounds.offer()[0]
 
         def rebuild() -> None:
             tokens = session.rebuild_cache(generation, tools)

@@ -17,7 +17,8 @@ from vibechat.engine.chat.records import ConversationSummary, StoredConversation
 from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.turns.backend import ChatEvent, ModelInfo
 
-if TYPE_CHECKING:  # the downloader's module (and the Hub client) load when a download starts
+# The downloader's module (and the Hub client) load when a download starts.
+if TYPE_CHECKING:
     from vibechat.engine.models.download import Progress
 
 # ----------------------------------------------------------------- the model

@@ -46,7 +46,8 @@ class Exports:
                 self._write(conversation_id, choice)
                 return
 
-            def answered(replace: bool | None) -> None:  # a file is replaced only when asked to
+            # A file is replaced only when asked to.
+            def answered(replace: bool | None) -> None:
                 if replace:
                     self._write(conversation_id, choice)
                 else:

@@ -44,7 +44,8 @@ class ModelLoads:
             info = self.host.session.load(on_progress=lambda f: post(ModelProgress(f)))
         except VibechatError as exc:
             post(ModelFailed(str(exc)))
-        except Exception as exc:  # never crash the UI over a load
+        # Never crash the UI over a load.
+        except Exception as exc:
             log.exception("model load failed")
             post(ModelFailed(f"unexpected error while loading the model: {exc}"))
         else:

@@ -55,9 +55,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("vibechat.tui")
 
 # factory(path) -> a backend for another model file with the session's engine settings;
-# factory(path, gpu_layers=N) -> ... with those settings changed, by config key (the GPU layers slider).
+# factory(path, gpu_layers=N) -> ... with those settings changed, by config key (the GPU layers
+# slider).
 BackendFactory = Callable[..., Backend]
-GPU_RELOAD_DELAY = 0.8  # seconds the GPU layers slider must rest before the model reloads
+# Seconds the GPU layers slider must rest before the model reloads.
+GPU_RELOAD_DELAY = 0.8
 
 
 class Models:
@@ -66,11 +68,11 @@ class Models:
     def __init__(self, host: ChatHost, backend_factory: BackendFactory | None) -> None:
         self.host = host
         self.backend_factory = backend_factory
-        self.engine_changes: dict[
-            str, Any
-        ] = {}  # engine settings changed in this session (GPU layers)
+        # Engine settings changed in this session (GPU layers).
+        self.engine_changes: dict[str, Any] = {}
         self._gpu_reload_timer: Any = None
-        self.download_title: str | None = None  # the running download
+        # The running download's title.
+        self.download_title: str | None = None
         self._download_cancel: threading.Event | None = None
         self._download_screen: DownloadScreen | None = None
 
@@ -96,21 +98,19 @@ class Models:
         state.status = "ready"
         host.panel.show_model(info)
         host.chat.set_welcome(welcome_text(info))
-        for notice in info.notices:  # e.g. GPU layers asked of a build that cannot offload
+        # Such as GPU layers asked of a build that cannot offload.
+        for notice in info.notices:
             host.notify(notice, title="Model", severity="warning", timeout=20)
-        host.tool_rounds.model_ready(
-            info
-        )  # tools configured, and a model that calls none: said once
+        # Tools configured, and a model that calls none: said once.
+        host.tool_rounds.model_ready(info)
 
     # ---------------------------------------------------------------- picker
     def open_picker(self) -> None:
-        from ..screens.model_picker import (  # on first use: not before the first frame
-            ModelPicker,
-            RemoteModelPicker,
-        )
+        from ..screens.model_picker import ModelPicker, RemoteModelPicker
 
         host, remote = self.host, self.host.session.remote
-        if remote is not None:  # a server: its models, no files
+        # A server: its models, no files.
+        if remote is not None:
             host.push_screen(
                 RemoteModelPicker(remote.server, remote.model_id, remote.list_models), self._picked
             )
@@ -146,7 +146,8 @@ class Models:
             model = await asyncio.to_thread(local_model, ref)
         except VibechatError as exc:
             error = str(exc)
-        except Exception as exc:  # never crash the UI over a name
+        # Never crash the UI over a name.
+        except Exception as exc:
             log.exception("finding %r failed", ref)
             error = f"unexpected error: {exc}"
         else:
@@ -302,11 +303,13 @@ class Models:
             info = self._swap_backend(model)
         except VibechatError as exc:
             post(ModelSwitchFailed(model.name, str(exc)))
-        except Exception as exc:  # never crash the UI over a load
+        # Never crash the UI over a load.
+        except Exception as exc:
             log.exception("switching to %s failed", model.name)
             post(ModelSwitchFailed(model.name, f"unexpected error: {exc}"))
         else:
-            if model.source == OPENED:  # a file opened by path, loaded: listed from now on
+            # A file opened by path, loaded: listed from now on.
+            if model.source == OPENED:
                 remember(model.path)
             post(ModelSwitched(info, model.name, reload=reload, keep=keep))
 
@@ -318,7 +321,8 @@ class Models:
 
         assert self.backend_factory is not None
         path = resolve_model("starter") if model.source == "starter" else model.path
-        header = inspect_gguf(path)  # a corrupt file stops here; the current model is untouched
+        # A corrupt file stops here; the current model is untouched.
+        header = inspect_gguf(path)
         new = (
             self.backend_factory(path, **self.engine_changes)
             if self.engine_changes
@@ -335,10 +339,12 @@ class Models:
     async def switched(self, message: ModelSwitched) -> None:
         host = self.host
         self.show(message.info)
-        if message.reload:  # the same model: the conversation goes on
+        # The same model: the conversation goes on.
+        if message.reload:
             host.notify(f"Reloaded {message.name}: {message.info.device}.", timeout=4)
             return
-        if message.keep:  # the model of the conversation just opened: it goes on with it
+        # The model of the conversation just opened: it goes on with it.
+        if message.keep:
             host.notify(
                 f"Switched to {one_line(message.name)}, the model this conversation was had with.",
                 timeout=4,
@@ -352,7 +358,8 @@ class Models:
         host = self.host
         host.state.status = host.state.at_rest
         if host.session.info is not None:
-            host.panel.show_model(host.session.info)  # the GPU layers slider shows what is loaded
+            # The GPU layers slider shows what is loaded.
+            host.panel.show_model(host.session.info)
         host.notify(
             f"Could not load {message.name}: {message.error} The current model stays loaded.",
             title="Model",
@@ -362,14 +369,15 @@ class Models:
 
     # ------------------------------------------------------------- downloads
     def open_downloads(self) -> None:
-        from ..screens.downloader import DownloadScreen  # on first use: not before the first frame
+        from ..screens.downloader import DownloadScreen
 
         screen = DownloadScreen(running=self.download_title)
         self._download_screen = screen
 
         def closed(path: str | None) -> None:
             self._download_screen = None
-            if path:  # a local .gguf typed into the downloader: opened rather than searched for
+            # A local .gguf typed into the downloader: opened rather than searched for.
+            if path:
                 self.load(path)
 
         self.host.push_screen(screen, closed)
@@ -401,7 +409,8 @@ class Models:
         from vibechat.engine.models.store import fetch
 
         post = self.host.post_message
-        try:  # a vision model's projector comes with it
+        try:
+            # A vision model's projector comes with it.
             model = fetch(
                 listing, option, cancel=cancel, on_progress=lambda p: post(DownloadUpdate(p))
             )

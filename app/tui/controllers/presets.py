@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 
     from .models import Models
 
-USAGE = "/preset NAME applies a preset; /preset alone lists them; /preset save NAME keeps this set-up as one."
+USAGE = (
+    "/preset NAME applies a preset; /preset alone lists them; "
+    "/preset save NAME keeps this set-up as one."
+)
 
 
 class PresetHost(ChatHost, Protocol):
@@ -66,7 +69,8 @@ async def run(app: PresetHost, arg: str) -> None:
 async def apply_named(app: PresetHost, name: str) -> None:
     from vibechat.engine.settings.preset_file import load_presets
 
-    book = await asyncio.to_thread(load_presets, app.config.path)  # a file read: off the UI thread
+    # A file read: off the UI thread.
+    book = await asyncio.to_thread(load_presets, app.config.path)
     try:
         preset = book.get(name)
     except VibechatError as exc:
@@ -82,7 +86,8 @@ def apply(app: PresetHost, preset: Preset) -> None:
     try:
         params = preset.over(session.conversation.params)
         fmt = params.output_format
-        if preset.format is not None and fmt is not None:  # checked as /format checks it
+        # Checked as /format checks it.
+        if preset.format is not None and fmt is not None:
             fmt.check_remote() if info is not None and info.server else fmt.check()
     except VibechatError as exc:
         app.notify(one_line(str(exc), limit=400), title="Preset", severity="error", timeout=10)
@@ -105,7 +110,8 @@ def _load_model(app: PresetHost, preset: Preset) -> None:
     if preset.context_size is not None and not remote:
         app.models.engine_changes["context_size"] = preset.context_size
     if preset.model is not None and (info is None or preset.model not in (info.name, info.path)):
-        app.models.load(preset.model)  # the new context size comes with it
+        # The new context size comes with it.
+        app.models.load(preset.model)
         return
     if preset.context_size is not None and info is not None and not remote:
         wanted = -(-preset.context_size // CONTEXT_STEP) * CONTEXT_STEP

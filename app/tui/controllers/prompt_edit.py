@@ -46,11 +46,12 @@ class Replies(Protocol):
 class Editing:
     """A prompt taken back into the input with Ctrl+L, being edited: what Esc puts back."""
 
-    conversation_id: (
-        int | None
-    )  # the saved conversation, reopened as it was (None: not saved, no way back)
-    draft: str  # the input's text before Ctrl+L
-    tray: tuple[Attachment, ...]  # the tray's attachments before Ctrl+L
+    # The saved conversation, reopened as it was (None: not saved, no way back).
+    conversation_id: int | None
+    # The input's text before Ctrl+L.
+    draft: str
+    # The tray's attachments before Ctrl+L.
+    tray: tuple[Attachment, ...]
 
 
 class PromptEdit:
@@ -58,8 +59,10 @@ class PromptEdit:
 
     def __init__(self, replies: Replies) -> None:
         self.replies = replies
-        self.editing: Editing | None = None  # the edit in progress
-        self._before: Editing | None = None  # as things were at the last Ctrl+L
+        # The edit in progress.
+        self.editing: Editing | None = None
+        # As things were at the last Ctrl+L.
+        self._before: Editing | None = None
 
     async def _edit_earlier(self, widget: ChatMessageWidget) -> bool:
         """Take a prompt before the last back into the input: the branch on screen ends
@@ -75,7 +78,8 @@ class PromptEdit:
             return False
         for other in [widget, *self.replies.after(widget)]:
             await other.remove()
-        if isinstance(widget, UserMessage):  # its attachments come back to the tray too
+        # Its attachments come back to the tray too.
+        if isinstance(widget, UserMessage):
             await host.attachments.give_back(widget.attachments)
         await self._took_back(text)
         return True
@@ -85,10 +89,12 @@ class PromptEdit:
         host = self.replies.host
         self.editing = self._before
         await self.show()
-        host.prompt_input.give_back(text)  # a draft in the input stays as it is, after it
+        # A draft in the input stays as it is, after it.
+        host.prompt_input.give_back(text)
         host.prompt_input.focus()
         host.refresh_bindings()
-        if not self.replies.session.conversation.turns:  # the meter leaves the turn taken back out
+        # The meter leaves the turn taken back out.
+        if not self.replies.session.conversation.turns:
             self.replies.state.context_used = 0
         elif self.replies.state.model_ready:
             self.replies.count_context()
@@ -98,9 +104,8 @@ class PromptEdit:
         it off the screen: it stays saved, and the edited prompt becomes its sibling)."""
         host = self.replies.host
         chatlog = self.replies.session.chat
-        if (
-            self.editing is None
-        ):  # (a second Ctrl+L while editing: Esc still goes back to before the first)
+        # A second Ctrl+L while editing: Esc still goes back to before the first.
+        if self.editing is None:
             self._before = Editing(
                 chatlog.conversation_id if chatlog.saving else None,
                 host.prompt_input.text,
@@ -117,8 +122,8 @@ class PromptEdit:
                 return
         if not any(turn.role == "user" for turn in self.replies.session.conversation.turns):
             host.notify(
-                "Nothing to edit yet: Ctrl+L takes your last message back into the input once you have "
-                "sent one.",
+                "Nothing to edit yet: Ctrl+L takes your last message back into the input "
+                "once you have sent one.",
                 timeout=4,
             )
             return
@@ -133,14 +138,16 @@ class PromptEdit:
             last = widgets.pop()
             await last.remove()
             if last.role == "user":
-                if isinstance(last, UserMessage):  # its attachments come back to the tray too
+                # Its attachments come back to the tray too.
+                if isinstance(last, UserMessage):
                     await host.attachments.give_back(last.attachments)
                 break
         await self._took_back(text)
 
     @property
     def can_cancel(self) -> bool:
-        """Esc puts the conversation back as it was before Ctrl+L (a saved one, no reply on its way)."""
+        """Esc puts the conversation back as it was before Ctrl+L (a saved one, no reply on its
+        way)."""
         return (
             self.editing is not None
             and self.editing.conversation_id is not None

@@ -44,7 +44,8 @@ class Regenerations:
         widgets = host.chat.messages()
         if widgets and widgets[-1].role == "assistant":
             await widgets[-1].remove()
-        if session.chat.conversation.last_role in ("user", "tool"):  # a prompt, or tools' results
+        # A prompt, or tools' results.
+        if session.chat.conversation.last_role in ("user", "tool"):
             await replies.start()
         else:
             session.stop_writing()

@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from .host import Handlers
 
 log = logging.getLogger("vibechat.tui")
-MAX_KEPT_IN_INPUT = 4 << 20  # a refused prompt goes back into the input up to this many characters
+# A refused prompt goes back into the input up to this many characters.
+MAX_KEPT_IN_INPUT = 4 << 20
 
 
 class Replies:
@@ -75,11 +76,15 @@ class Replies:
 
     def __init__(self, host: ChatHost) -> None:
         self.host = host
-        self.stream: ReplyStream | None = None  # the reply on screen while it streams
-        self.last_stream: ReplyStream | None = None  # ... and after it ended
-        self.hold: FrameHold | None = None  # the sent message's frame, waiting for the first words
+        # The reply on screen while it streams.
+        self.stream: ReplyStream | None = None
+        # The reply on screen, while it streams and after it ended.
+        self.last_stream: ReplyStream | None = None
+        # The sent message's frame, waiting for the first words.
+        self.hold: FrameHold | None = None
         self.turn: Turn | None = None
-        self.edit = PromptEdit(self)  # a prompt taken back with Ctrl+L, being edited
+        # A prompt taken back with Ctrl+L, being edited.
+        self.edit = PromptEdit(self)
 
     @property
     def session(self) -> ChatSession:
@@ -113,9 +118,8 @@ class Replies:
         host = self.host
         pending = attachments is None
         attached = host.attachments.pending if attachments is None else attachments
-        if (
-            self.state.generating
-        ):  # sent just as a reply started (the input queues them itself): it waits too
+        # Sent just as a reply started (the input queues them itself): it waits too.
+        if self.state.generating:
             if not host.prompt_input.queue(text):
                 host.prompt_input.give_back(text)
             if not pending:
@@ -123,10 +127,12 @@ class Replies:
             return
         try:
             self.session.check_prompt(text, attached)
-        except (
-            VibechatError
-        ) as exc:  # refused before it is saved or tokenized; kept in the input if editable there
-            detach = " (its attachments stay: /detach N or /detach all, or Delete on a line of the tray, removes them)"
+        # Refused before it is saved or tokenized; kept in the input if editable there.
+        except VibechatError as exc:
+            detach = (
+                " (its attachments stay: /detach N or /detach all, "
+                "or Delete on a line of the tray, removes them)"
+            )
             host.notify(str(exc) + (detach if attached else ""), severity="error")
             if len(text) <= MAX_KEPT_IN_INPUT:
                 host.prompt_input.give_back(text)
@@ -138,9 +144,11 @@ class Replies:
             if not pending:
                 await host.attachments.give_back(attached)
             return
-        self._hold()  # from here until the reply's first words: no frame (see FrameHold)
+        # From here until the reply's first words: no frame (see FrameHold).
+        self._hold()
         host.tool_rounds.new_prompt()
-        self.session.chat.add_user(text, attached)  # saved before generation starts
+        # Saved before generation starts.
+        self.session.chat.add_user(text, attached)
         if pending and attached:
             await host.attachments.take()
         host.chats.changed()
@@ -155,13 +163,15 @@ class Replies:
         if widget.message_id is not None and chat.history is not None:
             try:
                 widget.branch = chat.history.branch(widget.message_id)
-            except VibechatError:  # only a label: the reply goes on
+            # Only a label: the reply goes on.
+            except VibechatError:
                 pass
         return widget
 
     async def catch_up(self) -> bool:
         """Before a turn is added: turns another vibechat (``run --continue``) saved since join the
-        conversation and the screen (``ChatSession.catch_up``). False, said: it is adding one now."""
+        conversation and the screen (``ChatSession.catch_up``). False, said: it is adding one
+        now."""
 
         try:
             others = self.session.catch_up()
@@ -176,7 +186,8 @@ class Replies:
     async def start(self) -> None:
         """Answer the conversation's last prompt."""
         host = self.host
-        await self.edit.end()  # the edited prompt was sent (or another reply asked for)
+        # The edited prompt was sent (or another reply asked for).
+        await self.edit.end()
         self._hold()
         widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
         if not self.state.model_ready:
@@ -195,7 +206,8 @@ class Replies:
         self.turn, self.stream = turn, stream
         self.last_stream = stream
         state = self.state
-        state.generating = True  # the input queues what Enter sends from now until the reply ends
+        # The input queues what Enter sends from now until the reply ends.
+        state.generating = True
         state.status = "generating…"
         # The last reply's figures go: the bar shows this one's as it streams.
         state.stats, state.thought, state.live = None, False, LiveReply()
@@ -216,9 +228,8 @@ class Replies:
                 post(ReplyText(generation))
 
         def event(ev: ChatEvent) -> None:
-            if isinstance(
-                ev, ThinkingDelta
-            ):  # buffered like the text: one message while one is pending
+            # Buffered like the text: one message while one is pending.
+            if isinstance(ev, ThinkingDelta):
                 if stream.put_thinking(ev.text, ev.tokens):
                     post(ReplyThinking(generation))
                 return
@@ -231,12 +242,12 @@ class Replies:
                 on_event=event,
                 on_context=lambda n: post(ContextCounted(generation, n)),
                 on_reset=lambda: post(CacheReset()),
-                on_load=lambda f: post(
-                    ModelProgress(f)
-                ),  # an engine restarted after a crash reloads
+                # An engine restarted after a crash reloads.
+                on_load=lambda f: post(ModelProgress(f)),
                 on_tokens=stream.count_tokens,
             )
-        except VibechatError as exc:  # a cut stream (StreamInterrupted) keeps its text as the reply
+        # A cut stream (StreamInterrupted) keeps its text as the reply.
+        except VibechatError as exc:
             post(ReplyFailed(generation, str(exc), ChatSession.partial_of(turn, exc)))
         except Exception as exc:
             log.exception("generation failed")
@@ -274,7 +285,8 @@ class Replies:
             return
         more = await stream.render()
         self._show_live(stream)
-        if more:  # a burst: render it in slices, with a screen refresh between them
+        # A burst: render it in slices, with a screen refresh between them.
+        if more:
             self.host.call_after_refresh(self.host.post_message, ReplyText(message.generation))
             return
         done = stream.take_done()
@@ -319,7 +331,8 @@ class Replies:
             return
         event = message.event
         if isinstance(event, ContextTrimmed):
-            self.state.context_used = event.prompt_tokens  # what is left of the conversation
+            # What is left of the conversation.
+            self.state.context_used = event.prompt_tokens
             self.host.notify(
                 f"Left out the {event.dropped_messages} oldest messages to fit the "
                 f"{event.context_size:,}-token context.",
@@ -329,15 +342,15 @@ class Replies:
             self._reading(stream, event)
         elif isinstance(event, DraftProgress):
             self.state.drafting = event
-        elif isinstance(event, GenerationDone) and not stream.hold(
-            event
-        ):  # else: after the queued slices
+        # A reply that ended while slices are still queued finishes after them (``hold``).
+        elif isinstance(event, GenerationDone) and not stream.hold(event):
             await self._finish(stream, event)
 
     def _reading(self, stream: ReplyStream, progress: PromptProgress) -> None:
         """A long prompt is being read: how far, under the reply and in the status bar (one line
         each, repainted; nothing else is drawn again)."""
-        if stream.started:  # never after the reply's first words
+        # Never after the reply's first words.
+        if stream.started:
             return
         stream.reading = True
         line = reading_line(progress)
@@ -345,7 +358,8 @@ class Replies:
         self.state.status = line
 
     def _read(self, stream: ReplyStream) -> None:
-        """The prompt's reading is over (the first words came, or the reply ended): its line goes."""
+        """The prompt's reading is over (the first words came, or the reply ended): its line
+        goes."""
         if stream.reading:
             stream.reading = False
             stream.widget.set_status("")
@@ -361,7 +375,8 @@ class Replies:
             self.host.chats.changed()
         stats, state = done.stats, self.state
         state.last = done
-        state.live = None  # the reply's own stats replace the live figures
+        # The reply's own stats replace the live figures.
+        state.live = None
         state.thought = bool(done.thinking)
         state.stats = stats
         state.context_used = stats.prompt_tokens + stats.completion_tokens - stats.thinking_tokens
@@ -377,7 +392,8 @@ class Replies:
             # The thinking is not sent back to the model (nor kept in its context): the meter
             # shows the conversation as the next prompt will be, counted by the engine.
             self.count_context()
-        if stopped:  # stopped by the user (or a model switch): what waited is theirs again
+        # Stopped by the user (or a model switch): what waited is theirs again.
+        if stopped:
             self.host.prompt_input.unqueue()
             return
         if done.tool_calls:
@@ -385,7 +401,8 @@ class Replies:
                 "→ asked for " + ", ".join(sorted({c.name[:40] for c in done.tool_calls}))
             )
             if offered and self.host.tool_rounds.take_over(done):
-                return  # the calls are answered, then the model answers again
+                # The calls are answered, then the model answers again.
+                return
         queued = self.host.prompt_input.take_queued()
         if queued is not None:
             await self.send(queued, self.host.attachments.take_queued())
@@ -404,14 +421,16 @@ class Replies:
             self.host.chats.changed()
         self.host.notify(message.error, severity="error", timeout=10)
         self._ended()
-        self.host.prompt_input.unqueue()  # not sent after an error: back in the input, to send once it is read
+        # Not sent after an error: back in the input, to send once it is read.
+        self.host.prompt_input.unqueue()
 
     def _ended(self) -> None:
         self._release()
         self.stream = self.turn = None
         state = self.state
         state.generating = False
-        state.drafting = state.live = None  # the reply's own stats (if any) say the rest
+        # The reply's own stats (if any) say the rest.
+        state.drafting = state.live = None
         state.status = state.at_rest
 
     # ------------------------------------------------------ leaving a reply
@@ -433,12 +452,14 @@ class Replies:
             self._ended()
         if self.session.abandon():
             self.host.chats.changed()
-        self.host.prompt_input.unqueue()  # the reply it waited for is gone: back in the input
+        # The reply it waited for is gone: back in the input.
+        self.host.prompt_input.unqueue()
         if self.stream is not None:
             self._read(self.stream)
             self.stream.widget.end_live()
             block = self.stream.widget.thinking
-            if block is not None and block.live:  # its clock stops (the widget may stay on screen)
+            # Its clock stops (the widget may stay on screen).
+            if block is not None and block.live:
                 block.fold(stopped=True)
             self._ended()
 
@@ -455,7 +476,8 @@ class Replies:
         self.state.context_used = 0
         if reset_cache:
             self.reset_cache()
-        host.chats.offer_last()  # an empty chat's welcome offers the last conversation again
+        # An empty chat's welcome offers the last conversation again.
+        host.chats.offer_last()
         host.prompt_input.focus()
         host.refresh_bindings()
 
@@ -487,7 +509,8 @@ class Replies:
     def on_context_counted(self, message: ContextCounted) -> None:
         if self.session.is_current(message.generation):
             self.state.context_used = message.tokens
-            if self.state.generating:  # the prompt is being evaluated (after a reload, say)
+            # The prompt is being evaluated (after a reload, say).
+            if self.state.generating:
                 self.state.status = "generating…"
 
     def on_cache_reset(self, _message: CacheReset) -> None:

@@ -1,6 +1,7 @@
-"""The chat's slash commands (``/set``, ``/show``, ``/load``, ``/format``, ``/think``, ``/system``, ``/new``,
-``/stats``, ``/help``, ``/bye``): parsed by ``app/slash.py``, run here against the app's public face.
-What they report of the chat (the model, the last reply) comes from its ``ChatState``, never a widget.
+"""The chat's slash commands (``/set``, ``/show``, ``/load``, ``/format``, ``/think``,
+``/system``, ``/new``, ``/stats``, ``/help``, ``/bye``): parsed by ``app/slash.py``, run here
+against the app's public face. What they report of the chat (the model, the last reply) comes
+from its ``ChatState``, never a widget.
 
 Imports inside functions are deliberate: the preset picker and GGUF reading load only when their
 commands are used (start-up time)."""
@@ -42,7 +43,8 @@ SHOW_WHAT = ("info", "parameters", "system", "template")
 
 async def run(app: SlashHost, command: slash.SlashCommand) -> None:
     name, arg = command.name, command.arg
-    if name in ATTACH_COMMANDS:  # /image, /file, /detach: the attachments controller's
+    # /image, /file, /detach: the attachments controller's.
+    if name in ATTACH_COMMANDS:
         await app.attachments.command(name, arg)
     elif not command.known:
         app.notify(slash.suggestion(name), severity="warning", timeout=6)
@@ -54,7 +56,8 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
         if arg:
             app.models.load(arg)
         else:
-            app.action_models()  # F3: pick one, or open a file
+            # F3: pick one, or open a file.
+            app.action_models()
     elif name == "/format":
         await _format(app, arg)
     elif name == "/think":
@@ -70,13 +73,14 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
             app,
             slash.SAVE_NOTE
             if app.history is not None
-            else "This chat is not being saved (--no-save). To keep these parameters as your defaults, press "
-            "Ctrl+S in the parameter panel (F2).",
+            else "This chat is not being saved (--no-save). "
+            "To keep these parameters as your defaults, press Ctrl+S in the parameter panel (F2).",
         )
     elif name in ("/new", "/clear"):
         await app.action_new_conversation()
     elif name == "/stats":
-        last = app.state.last  # the last reply that ended (the status bar shows a streaming one's)
+        # The last reply that ended (the status bar shows a streaming one's).
+        last = app.state.last
         await note(
             app, format_stats(last.stats, app.state.model) if last is not None else "No reply yet."
         )
@@ -126,7 +130,8 @@ async def _show(app: ChatHost, arg: str) -> None:
     matches = [w for w in SHOW_WHAT if w.startswith(what)]
     if len(matches) != 1:
         app.notify(
-            f"/show {one_line(arg, limit=40)}: show what? /show {'|'.join(SHOW_WHAT)} (/show alone: info).",
+            f"/show {one_line(arg, limit=40)}: show what? "
+            f"/show {'|'.join(SHOW_WHAT)} (/show alone: info).",
             severity="warning",
             timeout=6,
         )
@@ -144,9 +149,8 @@ async def _show(app: ChatHost, arg: str) -> None:
     else:
         template = None
         if info is not None and info.chat_format == "gguf" and not info.server:
-            template = await asyncio.to_thread(
-                _read_template, info.path
-            )  # the file's header: off the UI thread
+            # The file's header: off the UI thread.
+            template = await asyncio.to_thread(_read_template, info.path)
         await note(app, show_info.template_text(info, template))
 
 
@@ -184,7 +188,8 @@ async def _format(app: ChatHost, arg: str) -> None:
         except VibechatError as exc:
             app.notify(one_line(str(exc), limit=None), severity="error", timeout=8)
             return
-        fmt = checked.output_format  # onto the parameters as they are now (a slider may have moved)
+        # Onto the parameters as they are now (a slider may have moved).
+        fmt = checked.output_format
         app.set_params(app.session.conversation.params.replace(output_format=fmt))
         app.notify(f"Reply format: {fmt.label}." if fmt else "Reply format: free text.", timeout=2)
 
@@ -204,19 +209,19 @@ def _checked_format(session: ChatSession, params: SamplingParams, arg: str) -> S
     if info is not None and info.server is not None:
         fmt.check_remote()
         return params
-    fmt.check()  # the bounds and the conversion, before the engine sees the grammar
+    # The bounds and the conversion, before the engine sees the grammar.
+    fmt.check()
     with session.engine_lock:
-        check = getattr(session.backend, "check_output_format", None)  # the engine process's parser
-        if (
-            check is not None
-        ):  # (a backend in the chat's process has none: it parses at the request)
+        # The engine process's parser (a backend in the chat's process has none: it parses at
+        # the request).
+        check = getattr(session.backend, "check_output_format", None)
+        if check is not None:
             try:
                 check(fmt)
             except InvalidParameterError:
                 raise
-            except (
-                VibechatError
-            ) as exc:  # the engine could not answer (it crashed on it, or no model)
+            # The engine could not answer (it crashed on it, or no model).
+            except VibechatError as exc:
                 raise VibechatError(f"{fmt.label}: not checked, so not used: {exc}") from None
     return params
 

@@ -29,7 +29,8 @@ class Titles:
 
     def __init__(self, host: ChatHost) -> None:
         self.host = host
-        self._titled: set[int] = set()  # conversations the model was asked to title
+        # The conversations the model was asked to title.
+        self._titled: set[int] = set()
 
     def ask(self) -> None:
         """After a conversation's first reply, an instruct model writes its title, in a worker
@@ -49,7 +50,8 @@ class Titles:
             title = session.write_title(generation, stop)
             try:
                 if title is None or not history.set_title(cid, title):
-                    return  # no title, or the user's own (a rename) stays
+                    # No title, or the user's own (a rename) stays.
+                    return
                 if session.chat is chat:
                     chat.title = title
                 summaries = history.conversations()

@@ -69,16 +69,20 @@ class ToolRounds:
         self.policy = policy
         self.rounds = rounds
         self.specs: tuple[ToolSpec, ...] = ()
-        self.round = 0  # tool rounds since the last prompt
-        self.active = False  # calls are being answered
+        # Tool rounds since the last prompt.
+        self.round = 0
+        # Calls are being answered.
+        self.active = False
         self._calls: list[ToolCall] = []
         self._index = 0
         self._generation = -1
         self._block: ToolCallBlock | None = None
         self._stopped = False
         self._cancel = threading.Event()
-        self._policy_for: int | None = None  # the conversation the policy's "this conversation" is
-        self._told_about: str | None = None  # the model told it calls no tools
+        # The conversation the policy's "this conversation" is.
+        self._policy_for: int | None = None
+        # The model (its path) the user was told calls no tools.
+        self._told_about: str | None = None
 
     def handlers(self) -> Handlers:
         return {ToolsListed: self.listed, ToolsProblem: self.problem, ToolFinished: self.finished}
@@ -90,9 +94,8 @@ class ToolRounds:
         if toolbox is None:
             return
 
-        hear = getattr(
-            toolbox, "hear_problems", None
-        )  # a server misbehaving later is said when it does
+        # A server misbehaving later is said when it does.
+        hear = getattr(toolbox, "hear_problems", None)
         if hear is not None:
             hear(lambda line: self.host.post_message(ToolsProblem(line)))
 
@@ -102,9 +105,8 @@ class ToolRounds:
             except VibechatError as exc:
                 self.host.post_message(ToolsListed((), (str(exc),)))
                 return
-            problems = tuple(
-                getattr(toolbox, "problems", lambda: ())()
-            )  # servers that could not be used
+            # The servers that could not be used.
+            problems = tuple(getattr(toolbox, "problems", lambda: ())())
             self.host.post_message(ToolsListed(specs, problems))
 
         self.host.run_worker(work, thread=True, group="tools", exit_on_error=False)
@@ -139,22 +141,23 @@ class ToolRounds:
         """What the next reply is offered: the tools and the choice (none after the last round)."""
         if not self.specs:
             return (), "auto"
-        return self.specs, round_choice(
-            self.round, self.rounds, "auto"
-        )  # the model decides, the user says yes
+        # "auto": the model decides, the user says yes.
+        return self.specs, round_choice(self.round, self.rounds, "auto")
 
     # ------------------------------------------------------------- a round
     def take_over(self, done: GenerationDone) -> bool:
         """The reply just settled asks for ``done.tool_calls``: answer them, then the next
         reply. False when there is nothing to answer."""
         if not done.tool_calls or self.toolbox is None or self.round >= self.rounds:
-            return False  # (calls past the last round: a server that did not take "none")
+            # Calls past the last round: a server that did not take "none".
+            return False
         self.active, self._stopped = True, False
         self._calls, self._index = list(done.tool_calls), 0
         self._generation = self.host.session.generation
         self.round += 1
         state = self.host.state
-        state.generating = True  # Enter queues, Esc stops (the tools)
+        # Enter queues, Esc stops (the tools).
+        state.generating = True
         state.status = "tool calls…"
         self.host.call_later(self._next)
         return True
@@ -176,7 +179,13 @@ class ToolRounds:
             self._settle(ToolResult(NOT_RUN_STOPPED, True), "⏹ not run: stopped", "stopped")
             return
         if spec is None:
-            outcome = outcome_of(call, None, False, self.toolbox, self._cancel)  # type: ignore[arg-type]
+            outcome = outcome_of(
+                call,
+                None,
+                False,
+                self.toolbox,  # type: ignore[arg-type]
+                self._cancel,
+            )
             self._settle(outcome, "⚠ no such tool", "error")
             return
         try:
@@ -188,7 +197,8 @@ class ToolRounds:
             return
         conversation = self.host.session.chat.conversation_id
         if self.policy is not None and conversation != self._policy_for:
-            self.policy.new_conversation()  # what another conversation allowed is not allowed here
+            # What another conversation allowed is not allowed here.
+            self.policy.new_conversation()
             self._policy_for = conversation
         if self.policy is not None and self.policy.allowed(spec):
             self._run(call, spec)
@@ -224,7 +234,8 @@ class ToolRounds:
                     )
                 else:
                     self.policy.allow_for_conversation(spec)
-            except VibechatError as exc:  # the config could not be saved: allowed this once
+            # The config could not be saved: allowed this once.
+            except VibechatError as exc:
                 self.host.notify(str(exc), severity="warning", markup=False)
         if self._stopped:
             self._settle(ToolResult(NOT_RUN_STOPPED, True), "⏹ not run: stopped", "stopped")
@@ -248,7 +259,8 @@ class ToolRounds:
         def work() -> None:
             try:
                 outcome = outcome_of(call, spec, True, toolbox, cancel)
-            except Exception as exc:  # a tool's failure is its result, never a crash
+            # A tool's failure is its result, never a crash.
+            except Exception as exc:
                 log.exception("tool call failed")
                 outcome = ToolResult(f"The tool failed: {exc}", True)
             self.host.post_message(ToolFinished(generation, index, outcome))

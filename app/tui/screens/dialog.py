@@ -8,8 +8,10 @@ line stay on screen. Taller, nothing changes."""
 
 from __future__ import annotations
 
-TALL = 32  # rows from which a dialog shows its lists at their full height
-BREAKPOINTS = [(0, "-short"), (TALL, "-tall")]  # a screen's VERTICAL_BREAKPOINTS
+# Rows from which a dialog shows its lists at their full height.
+TALL = 32
+# A screen's VERTICAL_BREAKPOINTS.
+BREAKPOINTS = [(0, "-short"), (TALL, "-tall")]
 
 
 def frame(

@@ -81,7 +81,8 @@ class DownloadScreen(ModalScreen[str | None]):
     }
     """
     )
-    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
+    # -short: its list shows fewer rows.
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS
     BINDINGS = [
         Binding("escape", "hide", "Hide (the download goes on)", id="download.hide"),
         Binding("ctrl+x", "cancel_download", "Cancel the download", id="download.cancel"),
@@ -118,12 +119,15 @@ class DownloadScreen(ModalScreen[str | None]):
 
     def __init__(self, running: str | None = None) -> None:
         super().__init__()
-        self.running = running  # title of a download already under way
+        # The title of a download already under way.
+        self.running = running
         self._repos: list[HubModel] = []
         self._listing: RepoListing | None = None
         self._options: list[QuantOption] = []
-        self._mode = "idle"  # "repos" or "files": what the table shows
-        self._local: str | None = None  # a local .gguf path, checked: Enter again opens it
+        # "repos" or "files": what the table shows.
+        self._mode = "idle"
+        # A local .gguf path, checked: Enter again opens it.
+        self._local: str | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -167,7 +171,8 @@ class DownloadScreen(ModalScreen[str | None]):
             return
         self._local = None
         try:
-            if path_ref(text) is not None:  # a file on this machine: nothing to search the Hub for
+            # A file on this machine: nothing to search the Hub for.
+            if path_ref(text) is not None:
                 self._status(f"Checking {text}…")
                 self._check(text)
                 return
@@ -202,11 +207,13 @@ class DownloadScreen(ModalScreen[str | None]):
             )
             return
         if self.query_one(Input).value.strip() != message.text:
-            return  # typed over meanwhile
+            # Typed over meanwhile.
+            return
         self._local = message.text
         model = message.model
         self._status(
-            f"{message.text} is a model file on this machine ({model.quant}, {human_size(model.size)}), "
+            f"{message.text} is a model file on this machine "
+            f"({model.quant}, {human_size(model.size)}), "
             "not a Hub search: press Enter again to open it in the chat."
         )
 
@@ -258,7 +265,8 @@ class DownloadScreen(ModalScreen[str | None]):
             self._status(message.error or "Could not list the repo.")
             return
         self._listing = message.listing
-        self._options = sorted(message.listing.options, key=lambda o: o.size)  # smallest first
+        # Smallest first.
+        self._options = sorted(message.listing.options, key=lambda o: o.size)
         if not self._options:
             self._status(f"{message.listing.repo} has no GGUF model files.")
             return
@@ -287,12 +295,14 @@ class DownloadScreen(ModalScreen[str | None]):
         gated = " · gated: needs HF_TOKEN" if message.listing.gated else ""
         projector = message.listing.projector_for(chosen)
         vision = (
-            f" · a vision model: its projector {projector.path} ({human_size(projector.size)}) comes with it"
+            f" · a vision model: its projector {projector.path} "
+            f"({human_size(projector.size)}) comes with it"
             if projector is not None
             else ""
         )
         self._status(
-            f"{message.listing.repo}: Enter downloads the highlighted quantization (* default){gated}{vision}"
+            f"{message.listing.repo}: Enter downloads the highlighted quantization (* default)"
+            f"{gated}{vision}"
         )
 
     def _table(self, *columns: str) -> DataTable:
@@ -304,7 +314,8 @@ class DownloadScreen(ModalScreen[str | None]):
 
     @on(DataTable.RowSelected, "#download-table")
     def _row(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is None:  # never: every row is added with its index as its key
+        # Never: every row is added with its index as its key.
+        if event.row_key.value is None:
             return
         index = int(event.row_key.value)
         if self._mode == "repos":

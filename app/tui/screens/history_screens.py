@@ -52,7 +52,8 @@ class SearchScreen(ModalScreen[SearchHit | None]):
     }
     """
     )
-    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
+    # -short: its list shows fewer rows.
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS
     BINDINGS = [
         Binding("escape", "close", "Close", id="search.close"),
         Binding("down", "to_results", "Results", id="search.results", show=False),
@@ -106,14 +107,16 @@ class SearchScreen(ModalScreen[SearchHit | None]):
 
     def on_search_screen_found(self, message: Found) -> None:
         if message.query != self.query_one(Input).value:
-            return  # an older search finished late
+            # An older search finished late.
+            return
         self.hits = message.hits
         results = self.query_one(OptionList)
         results.clear_options()
         for index, hit in enumerate(self.hits):
             label = Text(no_wrap=True, overflow="ellipsis")
             label.append(one_line(hit.title), style="bold")
-            # Titles repeat (the same first question, asked again): when and which one tell them apart.
+            # Titles repeat (the same first question, asked again): when and which one tell them
+            # apart.
             stamp = when(hit.updated)
             label.append(
                 f"  {stamp + ' · ' if stamp else ''}#{hit.conversation_id} · {hit.role}",
@@ -193,7 +196,8 @@ class FormatRow(RadioSet):
         current = next((i for i, button in enumerate(buttons) if button.value), 0)
         target = max(0, min(len(buttons) - 1, current + step))
         buttons[target].value = True
-        self._selected = target  # the highlight follows the choice
+        # The highlight follows the choice.
+        self._selected = target
 
     def action_submit(self) -> None:
         self.post_message(self.Submitted())

@@ -85,7 +85,8 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
     DEFAULT_CSS = dialog.frame("ModelPicker", 100, max_height="85%") + PICKER_CSS.replace(
         "PICKER", "ModelPicker"
     )
-    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
+    # -short: its list shows fewer rows.
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="picker.close"),
         Binding("d", "download", "Download a model", id="picker.download"),
@@ -143,7 +144,8 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
                 if self.downloading
                 else ""
             )
-            # "o open a file" is said by the path line's placeholder: this line holds a download's name
+            # "o open a file" is said by the path line's placeholder: this line holds a download's
+            # name.
             yield Static(
                 Content.assemble("Enter load · d download a model", downloading, " · Esc close"),
                 classes="picker--keys",
@@ -193,7 +195,8 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is None:  # never: every row is added with its index as its key
+        # Never: every row is added with its index as its key.
+        if event.row_key.value is None:
             return
         self.dismiss(PickerChoice(model=self.models[int(event.row_key.value)]))
 
@@ -225,9 +228,8 @@ class ModelPicker(ModalScreen[PickerChoice | None]):
         if message.model is None:
             self._status(block(f"⚠ {message.error}"))
             return
-        if (
-            self.query_one("#picker-path", Input).value.strip() == message.text
-        ):  # not typed over meanwhile
+        # Not typed over meanwhile.
+        if self.query_one("#picker-path", Input).value.strip() == message.text:
             self.dismiss(PickerChoice(model=message.model))
 
     def _status(self, content: Content) -> None:
@@ -244,7 +246,8 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
     DEFAULT_CSS = dialog.frame("RemoteModelPicker", 100, max_height="85%") + PICKER_CSS.replace(
         "PICKER", "RemoteModelPicker"
     )
-    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
+    # -short: its list shows fewer rows.
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS
     BINDINGS = [
         Binding("escape", "dismiss_picker", "Close", id="remote_picker.close"),
     ]
@@ -290,7 +293,8 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
         self.ids = message.ids
         table = self.query_one(DataTable)
         table.clear()
-        for index, model_id in enumerate(self.ids):  # ids come from the server: untrusted text
+        # The ids come from the server: untrusted text.
+        for index, model_id in enumerate(self.ids):
             table.add_row("●" if model_id == self.current else "", cell(model_id), key=str(index))
             if model_id == self.current:
                 table.move_cursor(row=index)
@@ -303,7 +307,8 @@ class RemoteModelPicker(ModalScreen[PickerChoice | None]):
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is None:  # never: every row is added with its index as its key
+        # Never: every row is added with its index as its key.
+        if event.row_key.value is None:
             return
         self.dismiss(PickerChoice(remote_id=self.ids[int(event.row_key.value)]))
 

@@ -46,7 +46,8 @@ class PresetPicker(ModalScreen["str | None"]):
     }
     """
     )
-    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
+    # -short: its list shows fewer rows.
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS
     BINDINGS = [Binding("escape", "dismiss_picker", "Close", id="preset_picker.close")]
 
     class Found(Message):
@@ -100,8 +101,9 @@ class PresetPicker(ModalScreen["str | None"]):
         problems = [p for p in (book.problem, *book.problems.values()) if p]
         if not presets and not problems:
             text = (
-                f"No presets yet: add a [presets.NAME] table to {book.path} ('vibechat config edit'), "
-                "or import an Ollama Modelfile ('vibechat presets import Modelfile')."
+                f"No presets yet: add a [presets.NAME] table to {book.path} "
+                "('vibechat config edit'), or import an Ollama Modelfile "
+                "('vibechat presets import Modelfile')."
             )
         else:
             count = f"{len(presets)} preset" + ("" if len(presets) == 1 else "s")

@@ -23,9 +23,7 @@ from __future__ import annotations
 from typing import Literal, TypeVar
 
 from textual import events, on
-from textual._time import (
-    get_time,  # the clock of ``Event.time`` (monotonic; perf_counter on Windows)
-)
+from textual._time import get_time
 from textual.screen import ModalScreen
 
 Verdict = Literal["take", "pass", "drop"]
@@ -39,13 +37,14 @@ class QuestionScreen(ModalScreen[ResultType]):
     """A modal question: typing goes past it, and it takes only keys pressed once it was drawn
     and ``SETTLE`` seconds passed."""
 
-    SETTLE = 0.5  # seconds after the first frame in which a key is still taken as meant for before
+    # Seconds after the first frame in which a key is still taken as meant for before.
+    SETTLE = 0.5
 
     def __init__(self) -> None:
         super().__init__()
-        self._takes_keys_from: float | None = (
-            None  # when keys become the question's (None: not drawn)
-        )
+        # When keys become the question's (None: not drawn), on the clock of ``Event.time``
+        # (``get_time``: monotonic; perf_counter on Windows).
+        self._takes_keys_from: float | None = None
 
     @on(events.Mount)
     def _guard_until_drawn(self) -> None:

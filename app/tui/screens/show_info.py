@@ -15,7 +15,8 @@ from ... import columns, slash
 from ...progress import human_size
 from ..outside import one_line
 
-TEMPLATE_SHOWN = 6000  # characters of a chat template /show template prints at most
+# Characters of a chat template /show template prints at most.
+TEMPLATE_SHOWN = 6000
 
 
 Rows = list[tuple[str, columns.Value]]

@@ -28,7 +28,8 @@ from . import dialog
 from .question import QuestionScreen
 
 ANSWERS = ("once", "conversation", "always", "deny")
-ARGUMENTS_SHOWN = 4000  # characters of the arguments shown (a longer call says it is cut)
+# Characters of the arguments shown (a longer call says it is cut).
+ARGUMENTS_SHOWN = 4000
 
 
 def pretty_arguments(call: ToolCall) -> str:
@@ -70,7 +71,8 @@ class ToolApprovalScreen(QuestionScreen[str]):
     }
     """
     )
-    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS  # -short: its list shows fewer rows
+    # -short: its list shows fewer rows.
+    VERTICAL_BREAKPOINTS = dialog.BREAKPOINTS
     BINDINGS = [
         Binding("ctrl+y", "answer('once')", "Allow once", id="approval.once"),
         Binding(

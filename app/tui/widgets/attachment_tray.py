@@ -20,7 +20,8 @@ from vibechat.engine.turns.attachments import Attachment
 from .. import outside
 from ..one_layout import SizedByLayout
 
-MAX_PENDING = 16  # attachments one prompt may carry
+# The attachments one prompt may carry at most.
+MAX_PENDING = 16
 
 
 class TrayItem(Static, can_focus=True):
@@ -109,7 +110,8 @@ class AttachmentTray(SizedByLayout, Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.attachments: tuple[Attachment, ...] = ()
-        self.offering = ""  # the pasted file's name an offer is open for ("" none)
+        # The pasted file's name an offer is open for ("": none).
+        self.offering = ""
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="tray--offer")
@@ -157,7 +159,8 @@ class AttachmentTray(SizedByLayout, Vertical):
             await self.mount_all([TrayItem(a, i) for i, a in enumerate(self.attachments)])
         self._shown()
         items = list(self.query_children(TrayItem))
-        if had_focus and items:  # a line removed with Delete: the last line takes the focus
+        # A line removed with Delete: the last line takes the focus.
+        if had_focus and items:
             items[-1].focus()
         self.post_message(self.Changed(len(self.attachments)))
 

@@ -27,8 +27,10 @@ class ChoiceSpec:
     label: str
     values: tuple[str, ...]
     default: str
-    hint: str = ""  # one dim line under the values
-    help: str = ""  # what it does, in one line (the setting's ``Setting.summary``)
+    # One dim line under the values.
+    hint: str = ""
+    # What it does, in one line (the setting's ``Setting.summary``).
+    help: str = ""
 
 
 class Choice(Widget, can_focus=True):

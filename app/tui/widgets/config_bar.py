@@ -36,8 +36,10 @@ from textual.widget import Widget
 
 from .. import outside
 
-MAX_LINES = 4  # problems shown whole; more are counted on one line
-POLL_S = 2.0  # how often the file is looked at (a stat) while its problems are shown
+# Problems shown whole; more are counted on one line.
+MAX_LINES = 4
+# How often the file is looked at (a stat) while its problems are shown.
+POLL_S = 2.0
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:
@@ -106,7 +108,8 @@ class ConfigBar(Widget):
     _from_file = 0
     _signature: tuple[int, int, int] | None = None
     _timer: Timer | None = None
-    _clean = False  # the file was fixed and nothing else is wrong: no "Fix:" hint
+    # The file was fixed and nothing else is wrong: no "Fix:" hint.
+    _clean = False
 
     def _poll(self) -> None:
         if self._file is None:
@@ -135,7 +138,8 @@ class ConfigBar(Widget):
     def _rechecked(self, lines: list[str], clean: bool) -> None:
         if not self.problems:  # hidden meanwhile
             return
-        self._clean = clean and len(self.problems) == self._from_file  # nothing else to fix
+        # Nothing else to fix.
+        self._clean = clean and len(self.problems) == self._from_file
         self.problems = (*lines, *self.problems[self._from_file :])
         self._from_file = len(lines)
 

@@ -22,8 +22,10 @@ class KeysFooter(Footer):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._shown: Hashable | None = None  # what the last compose showed (None: nothing yet)
-        self.rebuilds = 0  # how many times the keys were built (what the tests count)
+        # What the last compose showed (None: nothing yet).
+        self._shown: Hashable | None = None
+        # How many times the keys were built (what the tests count).
+        self.rebuilds = 0
 
     def compose(self):  # type: ignore[no-untyped-def]  # Footer's own signature
         if self._bindings_ready:

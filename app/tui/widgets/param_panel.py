@@ -3,8 +3,8 @@ off), and the GPU layers of the loaded model.
 
 Attributes down: the app sets ``params`` and calls ``show_model``; messages up: the
 panel posts ``ParamPanel.Changed`` with the new ``SamplingParams`` whenever a sampling
-slider or the thinking switch moves, and ``ParamPanel.GpuLayersChanged`` when the GPU layers slider does (the
-app reloads the model, or explains why it cannot).
+slider or the thinking switch moves, and ``ParamPanel.GpuLayersChanged`` when the GPU layers
+slider does (the app reloads the model, or explains why it cannot).
 
 The panel acts on no letter: Delete resets the focused control, Shift+Delete all of them, and
 what is typed while it has the focus goes on to the input (``type_through``), so a word typed
@@ -59,7 +59,8 @@ class ParamSliderSpec(SliderSpec):
 
     def show(self, value: float | int | None) -> str:
         if value is not None and self.param.auto and value <= self.minimum:
-            value = None  # the "auto" slot below the parameter's minimum
+            # The "auto" slot below the parameter's minimum.
+            value = None
         return self.param.show(value, places=2)
 
 
@@ -126,7 +127,8 @@ def gpu_slider_unavailable(info: ModelInfo) -> str | None:
 
 
 class ParamPanel(TypesIntoInput, VerticalScroll):
-    WIDTH = 38  # columns (the app keeps both side panels open only where the chat still fits)
+    # Columns (the app keeps both side panels open only where the chat still fits).
+    WIDTH = 38
     DEFAULT_CSS = (
         """
     ParamPanel {
@@ -188,13 +190,15 @@ class ParamPanel(TypesIntoInput, VerticalScroll):
         yield Static(self.hint_text(), classes="panel--hint")
         yield Static("Model", classes="panel--title")
         gpu = Slider(gpu_layers_spec(None), 0)
-        gpu.disabled = True  # until a model is loaded (show_model)
+        # Until a model is loaded (show_model).
+        gpu.disabled = True
         yield gpu
         yield Static("Waiting for the model.", id="gpu-hint", classes="panel--hint", markup=False)
 
     @staticmethod
     def hint_text() -> str:
-        """The panel's keys (they are not in the footer): ● marks a value changed from its default."""
+        """The panel's keys (they are not in the footer): ● marks a value changed from its
+        default."""
         return (
             "←/→ fine · Shift+←/→ coarse · Home/End bounds\n"
             "↑/↓ move · ● changed from default\n"

@@ -16,8 +16,10 @@ import os
 
 from textual.suggester import Suggester
 
-MAX_ENTRIES = 2000  # folder entries read per suggestion at most
-TIME_S = 0.5  # a listing that takes longer gives no suggestion
+# Folder entries read per suggestion at most.
+MAX_ENTRIES = 2000
+# A listing that takes longer gives no suggestion.
+TIME_S = 0.5
 
 
 def complete_path(value: str, max_entries: int = MAX_ENTRIES) -> str | None:

@@ -74,7 +74,8 @@ class PromptInput(TextArea):
         Binding(
             "pagedown", "app.scroll_chat(1)", "Scroll down", id="input.scroll_down", show=False
         ),
-        # Tab: the newest message first (the chat's oldest, far above, came first in the screen's order).
+        # Tab: the newest message first (the chat's oldest, far above, came first in the screen's
+        # order).
         Binding(
             "tab", "app.focus_chat", "Focus the newest message", id="input.focus_chat", show=False
         ),
@@ -118,9 +119,12 @@ class PromptInput(TextArea):
         self.cursor_blink = blink
         self.prompt_history: list[str] = []
         self._history_index: int | None = None
-        self.chat_state = state  # what the chat is doing: ``busy`` reads it
-        self.queued: str | None = None  # the message sent when the reply ends
-        self.has_attachments = False  # attachments wait to be sent: an empty prompt may go
+        # What the chat is doing: ``busy`` reads it.
+        self.chat_state = state
+        # The message sent when the reply ends.
+        self.queued: str | None = None
+        # Attachments wait to be sent: an empty prompt may go.
+        self.has_attachments = False
         # The open offer to attach a pasted path: the path, and where its text lies in the input.
         self._offer: tuple[Path, tuple[int, int], tuple[int, int]] | None = None
 
@@ -191,7 +195,8 @@ class PromptInput(TextArea):
             else self.selection.end
         )
         await super()._on_paste(event)
-        event.prevent_default()  # inserted once: TextArea's own handler is not called again
+        # Inserted once: TextArea's own handler is not called again.
+        event.prevent_default()
         path = _pasted_path(event.text)
         if path is not None:
             self._offer = (path, start, self.cursor_location)
@@ -222,7 +227,8 @@ class PromptInput(TextArea):
                 event.prevent_default()
                 self._accept_offer() if event.key == "enter" else self.withdraw_offer()
                 return
-            self.withdraw_offer()  # anything else typed: the text is the user's to keep
+            # Anything else typed: the text is the user's to keep.
+            self.withdraw_offer()
         if event.key == "enter":
             event.stop()
             event.prevent_default()
@@ -247,7 +253,8 @@ class PromptInput(TextArea):
             self.insert("\n")
             return
         if event.key == "up" and self.queued is not None and not self.text:
-            event.stop()  # the queued message back to edit (before any recall of older prompts)
+            # The queued message back to edit (before any recall of older prompts).
+            event.stop()
             event.prevent_default()
             self.unqueue()
             return

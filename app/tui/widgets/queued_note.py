@@ -14,7 +14,8 @@ from textual.widgets import Static
 
 from .. import outside
 
-PREVIEW_LINES = 2  # lines of the queued message shown (the rest: "…")
+# Lines of the queued message shown (the rest: "…").
+PREVIEW_LINES = 2
 HINT = " — sent when the reply ends · Esc or ↑ takes it back"
 
 

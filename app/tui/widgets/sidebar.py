@@ -6,8 +6,8 @@ choice named in its title ("Chats (6 of 25)").
 
 The list acts on no letter: its keys are ones that ordinary typing does not produce (Enter,
 Ctrl+E, Delete, Ctrl+S, ← / →), and a printable key pressed while it has the focus is posted as
-``Typed`` (``type_through``): it belongs in the input (a user who thought Ctrl+B had closed the list and typed on
-once deleted a conversation with the ``d`` and ``y`` of "good day").
+``Typed`` (``type_through``): it belongs in the input (a user who thought Ctrl+B had closed the
+list and typed on once deleted a conversation with the ``d`` and ``y`` of "good day").
 
 It shows summaries only (title, when, model), never messages, so it opens as fast
 with a thousand conversations as with none; a conversation's messages are read
@@ -105,7 +105,8 @@ FILTER_TITLES = {
 
 
 class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
-    WIDTH = 36  # columns (the app keeps both side panels open only where the chat still fits)
+    # Columns (the app keeps both side panels open only where the chat still fits).
+    WIDTH = 36
     DEFAULT_CSS = (
         """
     ConversationSidebar {
@@ -160,8 +161,10 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
         ),
     ]
 
-    current: reactive[int | None] = reactive(None)  # the open conversation, marked ●
-    source_filter: reactive[str] = reactive("chat")  # one of FILTERS
+    # The open conversation, marked ●.
+    current: reactive[int | None] = reactive(None)
+    # One of FILTERS.
+    source_filter: reactive[str] = reactive("chat")
 
     class Open(Message):
         def __init__(self, conversation_id: int) -> None:
@@ -178,8 +181,10 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.summaries: list[ConversationSummary] = []  # all of them, newest first
-        self._stale = False  # the list waits to be shown to be brought up to date (``_rebuild``)
+        # All of them, newest first.
+        self.summaries: list[ConversationSummary] = []
+        # The list waits to be shown to be brought up to date (``_rebuild``).
+        self._stale = False
 
     def compose(self) -> ComposeResult:
         yield Static(
@@ -225,7 +230,8 @@ class ConversationSidebar(TypesIntoInput, Vertical, can_focus=False):
 
     def watch_current(self, old: int | None, new: int | None) -> None:
         """Move the ● mark: redraw the two entries concerned, not the list."""
-        if not self.is_mounted or self._stale:  # stale: the rebuild when shown draws the mark
+        # Stale: the rebuild when shown draws the mark.
+        if not self.is_mounted or self._stale:
             return
         options = self.options
         for summary in self.shown:

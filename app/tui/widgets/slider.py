@@ -30,8 +30,10 @@ class SliderSpec:
     coarse: float
     default: float | None
     integer: bool = False
-    none_at_minimum: str | None = None  # e.g. "no limit": the minimum means None
-    help: str = ""  # what it does, in one line (the setting's ``Setting.summary``)
+    # Such as "no limit": the minimum means None.
+    none_at_minimum: str | None = None
+    # What it does, in one line (the setting's ``Setting.summary``).
+    help: str = ""
 
     def clamp(self, value: float) -> float | int:
         value = min(max(value, self.minimum), self.maximum)

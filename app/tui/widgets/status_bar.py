@@ -74,8 +74,10 @@ SHOWN = {
     "thinking": "thinking",
     "drafting": "drafting",
 }
-NAME_MIN = 12  # cells a shortened model name keeps at least (with its ellipsis)
-GAP = 2  # cells at least between the fields and the state
+# Cells a shortened model name keeps at least (with its ellipsis).
+NAME_MIN = 12
+# Cells at least between the fields and the state.
+GAP = 2
 
 
 def model_line(info: ModelInfo) -> str:
@@ -98,9 +100,8 @@ def draft_text(drafted: int, accepted: int, k: int, turned_off: bool) -> str:
 class _Field:
     key: str
     text: Text
-    after: str = (
-        ""  # the field it sticks to, with a space instead of " · " (quantization: the name)
-    )
+    # The field it sticks to, with a space instead of " · " (quantization: the name).
+    after: str = ""
 
 
 class StatusBar(Widget):
@@ -116,20 +117,21 @@ class StatusBar(Widget):
 
     model: reactive[ModelInfo | None] = reactive(None)
     state: reactive[str] = reactive("starting")
-    context_used: reactive[int] = reactive(
-        0
-    )  # while a reply streams: its prompt (the live tokens are added)
+    # While a reply streams: its prompt (the live tokens are added).
+    context_used: reactive[int] = reactive(0)
     stats: reactive[GenerationStats | None] = reactive(None)
-    live: reactive[LiveReply | None] = reactive(None)  # the reply streaming now
-    download: reactive[str] = reactive("")  # e.g. "⬇ 42%" while a model downloads
-    thought: reactive[bool] = reactive(
-        False
-    )  # the last reply had thinking (its tokens are in stats)
-    output_format: reactive[str] = reactive(
-        ""
-    )  # /format: "json", "schema person.json" ("": free text)
-    thinking: reactive[str] = reactive("auto")  # /think: shown when not auto ("think off")
-    drafting: reactive[DraftProgress | None] = reactive(None)  # live, while a drafted reply streams
+    # The reply streaming now.
+    live: reactive[LiveReply | None] = reactive(None)
+    # Such as "⬇ 42%" while a model downloads.
+    download: reactive[str] = reactive("")
+    # The last reply had thinking (its tokens are in stats).
+    thought: reactive[bool] = reactive(False)
+    # /format: "json", "schema person.json" ("": free text).
+    output_format: reactive[str] = reactive("")
+    # /think: shown when not auto ("think off").
+    thinking: reactive[str] = reactive("auto")
+    # Live, while a drafted reply streams.
+    drafting: reactive[DraftProgress | None] = reactive(None)
 
     def __init__(self, state: ChatState, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -138,9 +140,8 @@ class StatusBar(Widget):
     def on_mount(self) -> None:
         for name in SHOWN:
             self._follow(name)
-        self.chat_state.changed.subscribe(
-            self, self._follow, immediate=True
-        )  # at once: in the order written
+        # At once: in the order written.
+        self.chat_state.changed.subscribe(self, self._follow, immediate=True)
 
     def _follow(self, name: str) -> None:
         """A field of the chat state changed: the bar's copy follows (a repaint when shown)."""
@@ -159,7 +160,8 @@ class StatusBar(Widget):
 
         info, live, stats = self.model, self.live, self.stats
         if live is not None:
-            stats = None  # never an earlier reply's figures (replies.py clears them too)
+            # Never an earlier reply's figures (replies.py clears them too).
+            stats = None
         estimate = "~" if live is not None and live.estimated else ""
         if info is not None:
             add("model", (one_line(info.name), "bold"))
@@ -193,9 +195,8 @@ class StatusBar(Widget):
                 add("speed", f"{estimate}{live.tokens_per_s:.1f} tok/s")
         if stats is not None and stats.completion_tokens:
             restored: tuple[str | tuple[str, str], ...] = ()
-            if (
-                stats.restored_tokens
-            ):  # the reply started from a KV snapshot: why its first token came soon
+            # The reply started from a KV snapshot: why its first token came soon.
+            if stats.restored_tokens:
                 restored = (
                     (" (restored ", dim),
                     f"{stats.restored_tokens:,} tokens",
@@ -203,9 +204,11 @@ class StatusBar(Widget):
                 )
             add("ttft", ("ttft ", dim), f"{stats.ttft_ms:.0f} ms", *restored)
             add("tokens", f"{stats.completion_tokens:,} tok")
-            if stats.thinking_tokens:  # generated too: in the count and the speed
+            # Thinking tokens were generated too: in the count and the speed.
+            if stats.thinking_tokens:
                 add("thinking", (f"({stats.thinking_tokens:,} thinking)", dim), after="tokens")
-            elif self.thought:  # a server that does not say how many were thinking
+            # A server that does not say how many were thinking.
+            elif self.thought:
                 add("thinking", ("(thinking included)", dim), after="tokens")
             add("speed", f"{stats.decode_tokens_per_s:.1f} tok/s")
             if (stats.drafted_tokens or stats.drafting_turned_off) and self.drafting is None:
@@ -283,7 +286,8 @@ class StatusBar(Widget):
         download = Text(one_line(self.download), style="bold") if self.download else None
         state = Text(one_line(self.state), style="italic")
         width = self.content_size.width
-        if not width:  # not laid out yet: everything, unfitted
+        # Not laid out yet: everything, unfitted.
+        if not width:
             return Text.assemble(
                 self._join(fields), "  ", download or "", "  " if download else "", state
             )

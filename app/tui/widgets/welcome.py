@@ -15,7 +15,10 @@ from vibechat.engine.turns.backend import ModelInfo
 from ..outside import one_line
 from .status_bar import model_line
 
-KEYS = "Enter sends · Ctrl+J newline · F1 help · F2 parameters · F3 models · Ctrl+N new chat · / commands"
+KEYS = (
+    "Enter sends · Ctrl+J newline · F1 help · F2 parameters · F3 models · "
+    "Ctrl+N new chat · / commands"
+)
 
 
 def recommendations() -> str:
@@ -35,8 +38,9 @@ def prompt_note(info: ModelInfo, starter: bool) -> str:
         )
     if info.chat_format == COMPLETION:
         return (
-            "This GGUF has no chat template: it is prompted as a base (completion) model, with a short "
-            "example conversation. An instruct GGUF chats far better.\n" + recommendations()
+            "This GGUF has no chat template: it is prompted as a base (completion) model, "
+            "with a short example conversation. An instruct GGUF chats far better.\n"
+            + recommendations()
         )
     if info.chat_format not in ("gguf", "server"):
         return (
@@ -58,7 +62,8 @@ def welcome_text(info: ModelInfo) -> str:
     return "\n".join(part for part in (f"{model_line(info)}{engine}", note, KEYS) if part)
 
 
-TITLE_SHOWN = 60  # characters of a title the offer shows
+# Characters of a title the offer shows.
+TITLE_SHOWN = 60
 
 
 def resume_line(key: str, title: str) -> str:
