@@ -165,9 +165,8 @@ class ViewActions(AppFace):
         self.query_one(ConfigBar).hide()
 
     def action_help(self) -> None:
-        from ..screens.help_screen import (
-            HelpScreen,  # on first use, as the other dialogs: not before the first frame
-        )
+        # On first use, as the other dialogs: not before the first frame.
+        from ..screens.help_screen import HelpScreen
 
         self.push_screen(HelpScreen(self.help_sections()))
 

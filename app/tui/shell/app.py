@@ -77,7 +77,8 @@ from .param_changes import ParamChanges
 from .side_panels import SidePanels
 from .theme_choice import ThemeChoice
 
-FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
+# Seconds: the footer shows the Stop key this long after a reply starts (``_state_changed``).
+FOOTER_DELAY_S = 0.25
 
 
 class VibechatApp(
@@ -94,6 +95,7 @@ class VibechatApp(
     palette (``bound_keys.py``) and the theme (``theme_choice.py``)."""
 
     TITLE = "vibechat"
+    # The notices sit at the top right, never over the input or the status bar.
     CSS = (
         """
     Screen {
@@ -107,8 +109,9 @@ class VibechatApp(
     }
     """
         + notices.CSS
-    )  # notices at the top right, never over the input or the status bar
-    BINDINGS = APP_BINDINGS  # bindings.py: ids (for [keys]), descriptions, tooltips
+    )
+    # Each with an id (for [keys]), a description and a tooltip: bindings.py.
+    BINDINGS = APP_BINDINGS
 
     def __init__(
         self,
@@ -137,10 +140,10 @@ class VibechatApp(
             ChatLog(Conversation(system=system, params=params or config.config.params), history),
         )
         self.blink = blink
-        self._freeze_gc = freeze_gc  # once, when the model is first ready (gc_policy)
-        self._signal_exit = (
-            SignalExit(self) if exit_on_signals else None
-        )  # the real chat's (terminal.py)
+        # The start-up objects are frozen once, when the model is first ready (gc_policy).
+        self._freeze_gc = freeze_gc
+        # The real chat's signal handling (terminal.py).
+        self._signal_exit = SignalExit(self) if exit_on_signals else None
         self.state = ChatState(self)
         self.replies = Replies(self)
         self.model_loads = ModelLoads(self)
@@ -179,19 +182,18 @@ class VibechatApp(
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
-        yield ConfigBar(id="config-bar")  # the config's problems, until fixed or hidden
+        # The config's problems, until fixed or hidden.
+        yield ConfigBar(id="config-bar")
         with Horizontal(id="body"):
             yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
-                yield AttachmentTray(
-                    id="tray"
-                )  # what the next prompt carries (hidden while nothing)
+                # What the next prompt carries (hidden while nothing).
+                yield AttachmentTray(id="tray")
                 yield PromptInput(self.state, id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
-        yield StatusBar(
-            self.state, id="status"
-        )  # a child of the screen itself: ``closing`` looks there
+        # A child of the screen itself: ``closing`` looks there.
+        yield StatusBar(self.state, id="status")
         yield KeysFooter()
 
     @property
@@ -236,7 +238,8 @@ class VibechatApp(
         return self.query_one(ConversationSidebar)
 
     def on_load(self) -> None:
-        """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q does."""
+        """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q
+        does."""
         if self._signal_exit is not None:
             self._signal_exit.install()
 
@@ -263,10 +266,8 @@ class VibechatApp(
         ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
         for a model with slow steps is not waited for)."""
         self.session.abandon()
-        self.tool_rounds.abandon()  # a running tool call is cancelled: the exit never waits out its timeout
-        quit_engine = getattr(
-            self.session.backend, "quit", None
-        )  # the engine process's (worker.py)
+        self.tool_rounds.abandon()
+        quit_engine = getattr(self.session.backend, "quit", None)
         if callable(quit_engine):
             quit_engine()
 
@@ -313,13 +314,15 @@ class VibechatApp(
             else:
                 self.refresh_bindings()
         elif name == "model_ready" and self.model_ready:
-            self.chats.model_settled()  # --continue: the conversation opens now (its cache needs the model)
+            # --continue: the conversation opens now (its cache needs the model).
+            self.chats.model_settled()
             if self._freeze_gc:
                 self._freeze_gc = False
                 self.call_after_refresh(freeze_startup_objects)
 
     def _show_stop_key(self) -> None:
-        if self.generating and not self.closing:  # else: already refreshed, or the screens are gone
+        # Else the bindings were already refreshed (the reply ended), or the screens are gone.
+        if self.generating and not self.closing:
             self.refresh_bindings()
 
     async def on_event(self, event: events.Event) -> None:

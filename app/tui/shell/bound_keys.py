@@ -27,7 +27,8 @@ class BoundKeys(AppFace):
             return self.generating  # False: not in the footer either
         if action == "cancel_edit":
             return self.replies.edit.can_cancel
-        if action == "resume_last":  # while the welcome offers it; else the key regenerates
+        # While the welcome offers the last chat; else the key goes on to regenerate.
+        if action == "resume_last":
             return self.chats.offered() is not None
         # Regenerate, edit and copy always run: with nothing to act on, they say why
         # (a disabled binding would swallow the key without a word).
