@@ -63,9 +63,8 @@ def create_app(
     if not save:
         history = None
     elif history is None:
-        history = History(
-            read_only_ok=True
-        )  # opened in a worker once the app is up; browsable if read-only
+        # Opened in a worker once the app is up; browsable if read-only.
+        history = History(read_only_ok=True)
     return VibechatApp(
         backend,
         params=params,
@@ -112,30 +111,35 @@ def run_tui(
     opened to pick ``open_conversation`` (None: the chat opens its own)."""
     from .frame_rate import use_frame_rate
 
-    use_frame_rate()  # before anything imports Textual, which reads it once
+    # Before anything imports Textual, which reads it once.
+    use_frame_rate()
     from vibechat.engine.llama.worker import WorkerBackend
 
     from ..backends import make_backend
     from ..progress import pull_with_progress
     from ..terminal import require_terminal
 
-    require_terminal()  # `vibechat < /dev/null > out`: one line, before any escape code or model load
+    # `vibechat < /dev/null > out`: one line, before any escape code or model load.
+    require_terminal()
     # A bad --model fails here, before the screen opens; a Hub model is downloaded first.
     # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).
     # A local model runs in a child process: a llama.cpp crash ends that process, not the chat.
     backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True, worker=True)
     if isinstance(backend, WorkerBackend):
-        backend.preload()  # the engine process loads the model while the screen opens
+        # The engine process loads the model while the screen opens.
+        backend.preload()
 
     def factory(path: Path, **changes: Any) -> Backend:
-        """The same engine settings, another model (or other settings, by config key: ``gpu_layers``)."""
+        """The same engine settings, another model (or other settings, by config key:
+        ``gpu_layers``)."""
         return make_backend(
             replace(engine, model=str(path), **changes), cpu_fallback=True, worker=True
         )
 
     from .conversation.attachment_view import probe_terminal
 
-    probe_terminal()  # a graphics terminal is asked what it draws images with, before the screen reads keys
+    # A graphics terminal is asked what it draws images with, before the screen reads keys.
+    probe_terminal()
     app = create_app(
         backend,
         params=params,
@@ -157,9 +161,8 @@ def run_tui(
         app.run()
     finally:
         backend.close()
-        if (
-            app.session.backend is not backend
-        ):  # switched models: the engine process in use now ends too
+        # Switched models: the engine process in use now ends too.
+        if app.session.backend is not backend:
             app.session.backend.close()
         if app.history is not None:
             app.history.close()

@@ -37,9 +37,12 @@ T = TypeVar("T")
 class LiveReply:
     """The reply streaming now, as far as it has come (the status bar's live figures)."""
 
-    tokens: int = 0  # generated so far, thinking included (0: none yet)
-    tokens_per_s: float = 0.0  # since its first token (0: not measured yet)
-    estimated: bool = False  # counted from the streamed pieces: the backend does not say
+    # Generated so far, thinking included (0: none yet).
+    tokens: int = 0
+    # Since its first token (0: not measured yet).
+    tokens_per_s: float = 0.0
+    # Counted from the streamed pieces: the backend does not say.
+    estimated: bool = False
 
 
 class _Field(Generic[T]):
@@ -74,33 +77,37 @@ class ChatState:
     """See the module docstring. The fields keep the names the status bar shows them by
     (``status`` is the bar's ``state``: what the engine is doing)."""
 
-    generating: _Field[bool] = _Field(False)  # a reply is on its way (Esc stops it)
-    model_ready: _Field[bool] = _Field(False)  # a model is loaded and answers
-    status: _Field[str] = _Field(
-        "starting"
-    )  # what the engine is doing: "loading 42%", "generating…", "ready"
-    model: _Field[ModelInfo | None] = _Field(
-        None
-    )  # the model loaded (the status bar, /show, /stats)
-    context_used: _Field[int] = _Field(
-        0
-    )  # tokens the conversation fills (while a reply streams: its prompt)
-    stats: _Field[GenerationStats | None] = _Field(None)  # the last reply's, shown (None: cleared)
-    thought: _Field[bool] = _Field(False)  # the last reply had thinking (its tokens are in stats)
-    last: _Field[GenerationDone | None] = _Field(
-        None
-    )  # how the last reply that ended ended (/stats)
-    live: _Field[LiveReply | None] = _Field(None)  # the reply streaming now, as far as it has come
-    drafting: _Field[DraftProgress | None] = _Field(None)  # live, while a drafted reply streams
-    download: _Field[str] = _Field("")  # e.g. "⬇ 42%" while a model downloads
-    output_format: _Field[str] = _Field("")  # /format: "json", "schema person.json" ("": free text)
-    thinking: _Field[str] = _Field("auto")  # /think: on, off, auto
+    # A reply is on its way (Esc stops it).
+    generating: _Field[bool] = _Field(False)
+    # A model is loaded and answers.
+    model_ready: _Field[bool] = _Field(False)
+    # What the engine is doing: "loading 42%", "generating…", "ready".
+    status: _Field[str] = _Field("starting")
+    # The model loaded (the status bar, /show, /stats).
+    model: _Field[ModelInfo | None] = _Field(None)
+    # Tokens the conversation fills (while a reply streams: its prompt).
+    context_used: _Field[int] = _Field(0)
+    # The last reply's, shown (None: cleared).
+    stats: _Field[GenerationStats | None] = _Field(None)
+    # The last reply had thinking (its tokens are in stats).
+    thought: _Field[bool] = _Field(False)
+    # How the last reply that ended ended (/stats).
+    last: _Field[GenerationDone | None] = _Field(None)
+    # The reply streaming now, as far as it has come.
+    live: _Field[LiveReply | None] = _Field(None)
+    # Live, while a drafted reply streams.
+    drafting: _Field[DraftProgress | None] = _Field(None)
+    # E.g. "⬇ 42%" while a model downloads.
+    download: _Field[str] = _Field("")
+    # /format: "json", "schema person.json" ("": free text).
+    output_format: _Field[str] = _Field("")
+    # /think: on, off, auto.
+    thinking: _Field[str] = _Field("auto")
 
     def __init__(self, owner: DOMNode) -> None:
         self._values: dict[str, Any] = {}
-        self.changed: Signal[str] = Signal(
-            owner, "chat-state"
-        )  # a field's name, each time it changes
+        # Publishes a field's name, each time it changes.
+        self.changed: Signal[str] = Signal(owner, "chat-state")
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:

@@ -19,8 +19,10 @@ import subprocess
 from collections.abc import Mapping
 
 TMUX_FIX = "set -g set-clipboard on"
-TMUX_ASK_S = 2.0  # tmux answers at once; a hung server does not hold the notice longer
-TMUX_ANSWER_BYTES = 64  # "on", "off" or "external": anything longer is no answer
+# Seconds: tmux answers at once; a hung server does not hold the notice longer.
+TMUX_ASK_S = 2.0
+# "on", "off" or "external": anything longer is no answer.
+TMUX_ANSWER_BYTES = 64
 
 
 def tmux_set_clipboard(env: Mapping[str, str], timeout: float = TMUX_ASK_S) -> str | None:
@@ -60,15 +62,19 @@ def copied_notice(
             "(then: tmux source ~/.tmux.conf)."
         )
     if env.get("STY"):
-        return f"{sent}. GNU screen may not pass it on: if nothing was copied, use screen's copy mode (Ctrl+A [)."
+        return (
+            f"{sent}. GNU screen may not pass it on: if nothing was copied, "
+            "use screen's copy mode (Ctrl+A [)."
+        )
     if env.get("TERM_PROGRAM") == "Apple_Terminal":
         return (
-            f"{sent}, but macOS Terminal ignores OSC 52: nothing was copied. Select the text with the "
-            "mouse instead, or use a terminal that supports it (iTerm2, kitty, WezTerm)."
+            f"{sent}, but macOS Terminal ignores OSC 52: nothing was copied. "
+            "Select the text with the mouse instead, "
+            "or use a terminal that supports it (iTerm2, kitty, WezTerm)."
         )
     if env.get("VTE_VERSION"):
         return (
-            f"{sent}, but GNOME Terminal and other VTE terminals ignore OSC 52: nothing was copied. "
-            "Select the text with the mouse (Shift+drag) instead."
+            f"{sent}, but GNOME Terminal and other VTE terminals ignore OSC 52: "
+            "nothing was copied. Select the text with the mouse (Shift+drag) instead."
         )
     return f"{sent}: terminals that support OSC 52 put it on the clipboard."

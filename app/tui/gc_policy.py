@@ -32,9 +32,12 @@ import gc
 import time
 from collections.abc import Callable
 
-HOLD_S = 5.0  # full collections resume when no render has deferred them for this long
-ENDED_S = 1.0  # ... and this long after the reply ended
-DEFERRED = 1 << 30  # the full-collection threshold while deferred: never reached
+# Seconds: full collections resume when no render has deferred them for this long...
+HOLD_S = 5.0
+# ... and this long after the reply ended.
+ENDED_S = 1.0
+# The full-collection threshold while deferred: never reached.
+DEFERRED = 1 << 30
 
 
 def freeze_startup_objects() -> None:
@@ -48,18 +51,17 @@ class _Deferral:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self.saved: tuple[int, int, int] | None = (
-            None  # the thresholds to restore; None: not deferred
-        )
-        self.until = 0.0  # when the deferral lapses unless renewed
+        # The thresholds to restore; None: not deferred.
+        self.saved: tuple[int, int, int] | None = None
+        # When the deferral lapses unless renewed.
+        self.until = 0.0
         self.hooked = False
 
     def defer(self, hold_s: float = HOLD_S) -> None:
         self.until = self.clock() + hold_s
         if self.saved is None:
-            if (
-                not self.hooked
-            ):  # once per process: a callback that returns at once when not deferred
+            # Once per process: a callback that returns at once when not deferred.
+            if not self.hooked:
                 gc.callbacks.append(self._on_collection)
                 self.hooked = True
             t0, t1, t2 = gc.get_threshold()

@@ -57,6 +57,7 @@ class StableGutterScroll(_Mixin):
     def _size_updated(
         self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
     ) -> bool:
-        if self.styles.scrollbar_gutter != "stable":  # the width could change: Textual's way
+        # Without the stable gutter the width could change: Textual's way.
+        if self.styles.scrollbar_gutter != "stable":
             return super()._size_updated(size, virtual_size, container_size, layout)
         return super()._size_updated(size, virtual_size, container_size, layout=False)

@@ -34,8 +34,10 @@ from textual.content import Content
 
 from vibechat.engine.sanitize import sanitize
 
-LINE = 200  # characters in a one-line label at most (a model name, a title, a file name)
-BLOCK = 2000  # ... in a multi-line text (a server's error message, a confirmation)
+# Characters at most in a one-line label (a model name, a title, a file name)...
+LINE = 200
+# ... and in a multi-line text (a server's error message, a confirmation).
+BLOCK = 2000
 ELLIPSIS = "…"
 
 

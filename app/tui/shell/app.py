@@ -1,4 +1,4 @@
-"""The vibechat Textual app: the layout, the bindings, the palette, the side panels.
+"""The vibechat Textual app: the layout, the controllers and the wiring between them.
 
 The chat's work is done by controllers that own their state (see ``host.py``):
 ``Replies`` (a reply from prompt to settled, on top of the engine's
@@ -8,34 +8,29 @@ thread workers that post messages (``events.py``); each controller says which
 messages it answers (its ``handlers()``), and one handler here hands each message
 to its controller. What the chat is doing (generating, the model, the status, the
 last stats, the context) is one ``ChatState`` (chat_state.py): the controllers
-write it, the status bar and the app watch it. The app keeps the layout, its
-bindings (an action is the binding's end: a line into the controller that does it)
-and this wiring; the shell's own parts do the rest: where a key or a paste goes
-(``key_routing.py``), the side panels (``side_panels.py``), the sampling parameters'
-changes and nudge keys (``param_changes.py``), the config file (``config_ui.py``), the
-palette and help (``palette.py``) and the notices (``notices.py``).
+write it, the status bar and the app watch it. The app keeps the layout and this wiring.
+Its bindings' actions (each a line into the controller that does it) are its mixins', by what
+they act on (``actions.py``), with the keys as bound, help and the palette (``bound_keys.py``)
+and the theme (``theme_choice.py``); the shell's other parts do the rest: where a key or a
+paste goes (``key_routing.py``), the side panels (``side_panels.py``), the sampling
+parameters' changes and nudge keys (``param_changes.py``), the config file
+(``config_ui.py``), the palette's and help's lists (``palette.py``) and the notices
+(``notices.py``).
 
 Outside text (model names, server errors, titles, paths) is never read as markup:
 widgets get it as ``Content``/``Text`` built by ``outside``; pastes and
 notifications are handled by the base, ``OutsideTextApp``.
-
-Imports inside functions are deliberate: the help and preset dialogs load when first opened, not
-before the chat's first frame (tests/app/test_startup.py).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
 from typing import Any
 
 from textual import events, on
-from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.screen import Screen
-from textual.widget import Widget
 
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
@@ -45,7 +40,6 @@ from vibechat.engine.chat.tool_turns import ToolBox
 from vibechat.engine.settings.config import LoadedConfig
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import Backend
-from vibechat.themes import THEMES
 
 from ... import slash
 from ...appconfig import chat_settings, load_app_config
@@ -73,18 +67,35 @@ from ..widgets.param_panel import ParamPanel
 from ..widgets.prompt_input import PromptInput
 from ..widgets.sidebar import ConversationSidebar
 from ..widgets.status_bar import StatusBar
-from . import config_ui, notices, palette
+from . import config_ui, notices
+from .actions import ConversationActions, ModelActions, ReplyActions, ViewActions
 from .bindings import APP_BINDINGS
+from .bound_keys import BoundKeys
 from .key_routing import KeyRouter
 from .outside_app import OutsideTextApp
 from .param_changes import ParamChanges
 from .side_panels import SidePanels
+from .theme_choice import ThemeChoice
 
-FOOTER_DELAY_S = 0.25  # the footer shows Stop this long after a reply starts
+# Seconds: the footer shows the Stop key this long after a reply starts (``_state_changed``).
+FOOTER_DELAY_S = 0.25
 
 
-class VibechatApp(OutsideTextApp):
+class VibechatApp(
+    ReplyActions,
+    ConversationActions,
+    ModelActions,
+    ViewActions,
+    BoundKeys,
+    ThemeChoice,
+    OutsideTextApp,
+):
+    """The chat: its layout, its controllers and the wiring between them. Its bindings' actions
+    are its mixins' (``actions.py``, by what they act on), with the keys' lookup, help and the
+    palette (``bound_keys.py``) and the theme (``theme_choice.py``)."""
+
     TITLE = "vibechat"
+    # The notices sit at the top right, never over the input or the status bar.
     CSS = (
         """
     Screen {
@@ -98,8 +109,9 @@ class VibechatApp(OutsideTextApp):
     }
     """
         + notices.CSS
-    )  # notices at the top right, never over the input or the status bar
-    BINDINGS = APP_BINDINGS  # bindings.py: ids (for [keys]), descriptions, tooltips
+    )
+    # Each with an id (for [keys]), a description and a tooltip: bindings.py.
+    BINDINGS = APP_BINDINGS
 
     def __init__(
         self,
@@ -128,10 +140,10 @@ class VibechatApp(OutsideTextApp):
             ChatLog(Conversation(system=system, params=params or config.config.params), history),
         )
         self.blink = blink
-        self._freeze_gc = freeze_gc  # once, when the model is first ready (gc_policy)
-        self._signal_exit = (
-            SignalExit(self) if exit_on_signals else None
-        )  # the real chat's (terminal.py)
+        # The start-up objects are frozen once, when the model is first ready (gc_policy).
+        self._freeze_gc = freeze_gc
+        # The real chat's signal handling (terminal.py).
+        self._signal_exit = SignalExit(self) if exit_on_signals else None
         self.state = ChatState(self)
         self.replies = Replies(self)
         self.model_loads = ModelLoads(self)
@@ -162,8 +174,7 @@ class VibechatApp(OutsideTextApp):
             **self.param_changes.handlers(),
             **self.key_router.handlers(),
         }
-        for theme in THEMES:
-            self.register_theme(theme)
+        self._register_themes()
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
         keys = chat_settings(config).keys
         if keys:
@@ -171,19 +182,18 @@ class VibechatApp(OutsideTextApp):
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
-        yield ConfigBar(id="config-bar")  # the config's problems, until fixed or hidden
+        # The config's problems, until fixed or hidden.
+        yield ConfigBar(id="config-bar")
         with Horizontal(id="body"):
             yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
-                yield AttachmentTray(
-                    id="tray"
-                )  # what the next prompt carries (hidden while nothing)
+                # What the next prompt carries (hidden while nothing).
+                yield AttachmentTray(id="tray")
                 yield PromptInput(self.state, id="input", blink=self.blink)
             yield ParamPanel(self.conversation.params, id="params")
-        yield StatusBar(
-            self.state, id="status"
-        )  # a child of the screen itself: ``closing`` looks there
+        # A child of the screen itself: ``closing`` looks there.
+        yield StatusBar(self.state, id="status")
         yield KeysFooter()
 
     @property
@@ -227,11 +237,9 @@ class VibechatApp(OutsideTextApp):
     def sidebar(self) -> ConversationSidebar:
         return self.query_one(ConversationSidebar)
 
-    def code_theme(self) -> str:
-        return "monokai" if self.current_theme.dark else "friendly"
-
     def on_load(self) -> None:
-        """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q does."""
+        """Before the terminal is changed: SIGTERM, SIGHUP and SIGINT end the chat as Ctrl+Q
+        does."""
         if self._signal_exit is not None:
             self._signal_exit.install()
 
@@ -258,10 +266,8 @@ class VibechatApp(OutsideTextApp):
         ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
         for a model with slow steps is not waited for)."""
         self.session.abandon()
-        self.tool_rounds.abandon()  # a running tool call is cancelled: the exit never waits out its timeout
-        quit_engine = getattr(
-            self.session.backend, "quit", None
-        )  # the engine process's (worker.py)
+        self.tool_rounds.abandon()
+        quit_engine = getattr(self.session.backend, "quit", None)
         if callable(quit_engine):
             quit_engine()
 
@@ -295,18 +301,7 @@ class VibechatApp(OutsideTextApp):
         else:
             await self.replies.send(slash.unescape(message.text))
 
-    # ------------------------------------------------------------- actions
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "stop":
-            return self.generating  # False: not in the footer either
-        if action == "cancel_edit":
-            return self.replies.edit.can_cancel
-        if action == "resume_last":  # while the welcome offers it; else the key regenerates
-            return self.chats.offered() is not None
-        # Regenerate, edit and copy always run: with nothing to act on, they say why
-        # (a disabled binding would swallow the key without a word).
-        return True
-
+    # ------------------------------------------------------------ the chat state
     def _state_changed(self, name: str) -> None:
         """What the app itself follows of the chat state: the footer's Stop key, and the
         model's first load (the startup objects are frozen then, once: gc_policy)."""
@@ -319,59 +314,16 @@ class VibechatApp(OutsideTextApp):
             else:
                 self.refresh_bindings()
         elif name == "model_ready" and self.model_ready:
-            self.chats.model_settled()  # --continue: the conversation opens now (its cache needs the model)
+            # --continue: the conversation opens now (its cache needs the model).
+            self.chats.model_settled()
             if self._freeze_gc:
                 self._freeze_gc = False
                 self.call_after_refresh(freeze_startup_objects)
 
     def _show_stop_key(self) -> None:
-        if self.generating and not self.closing:  # else: already refreshed, or the screens are gone
+        # Else the bindings were already refreshed (the reply ended), or the screens are gone.
+        if self.generating and not self.closing:
             self.refresh_bindings()
-
-    def action_focus_chat(self) -> None:
-        """Tab from the input: the newest message, scrolled into view, when the chat is where the
-        focus goes next (else, the parameter panel open after the input, on as ever). From there
-        Shift+Tab goes up the conversation and Tab back down to the input."""
-        chain = self.screen.focus_chain
-        prompt = self.prompt_input
-        after = chain[(chain.index(prompt) + 1) % len(chain)] if prompt in chain else None
-        into_chat = after is not None and (after is self.chat or self.chat in after.ancestors)
-        if not (into_chat and self.chat.focus_newest()):
-            self.screen.focus_next()
-
-    def action_stop(self) -> None:
-        self.replies.stop()
-
-    async def action_cancel_edit(self) -> None:
-        await self.replies.edit.cancel()
-
-    def action_quit_if_empty(self) -> None:
-        """Ctrl+D: quit, when the input is empty (from the input, it only comes here then)."""
-        if self.prompt_input.text:
-            self.notify(
-                "Ctrl+D quits when the input is empty; Ctrl+Q quits at any time.", timeout=4
-            )
-            return
-        self.exit()
-
-    async def action_new_conversation(self) -> None:
-        await self.replies.new_conversation()
-        self.notify("New conversation", timeout=2)
-
-    async def action_regenerate(self) -> None:
-        await self.regenerations.regenerate()
-
-    async def action_edit_last(self) -> None:
-        await self.replies.edit.edit_last()
-
-    def action_copy_last(self) -> None:
-        self.copies.copy_last()
-
-    def action_toggle_thinking(self) -> None:
-        self.thinking.toggle_last()
-
-    def action_toggle_thinking_expanded(self) -> None:
-        self.thinking.toggle_expanded()
 
     async def on_event(self, event: events.Event) -> None:
         """A key or a paste the terminal sent goes where the user was typing first
@@ -382,86 +334,7 @@ class VibechatApp(OutsideTextApp):
                 return
         await super().on_event(event)
 
-    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
-        return palette.help_sections(self._bindings_list(), self.key_for)
-
-    def action_attach(self, kind: str) -> None:
-        """The palette's "Attach an image/a file": ``/image `` or ``/file `` typed for the path."""
-        if not self.prompt_input.text:
-            self.prompt_input.load_text("/image " if kind == "image" else "/file ")
-            self.prompt_input.move_cursor(self.prompt_input.document.end)
-        self.prompt_input.focus()
-
-    def action_help(self) -> None:
-        from ..screens.help_screen import (
-            HelpScreen,  # on first use, as the other dialogs: not before the first frame
-        )
-
-        self.push_screen(HelpScreen(self.help_sections()))
-
-    def action_models(self) -> None:
-        self.models.open_picker()
-
-    def action_presets(self) -> None:
-        from ..controllers import presets
-
-        presets.open_picker(self)
-
-    def action_download(self) -> None:
-        self.models.open_downloads()
-
-    def action_toggle_sidebar(self) -> None:
-        self.chats.toggle_sidebar()
-
-    def action_resume_last(self) -> None:
-        self.chats.resume_last()
-
-    def action_search_history(self) -> None:
-        self.chats.search()
-
-    def action_filter_conversations(self) -> None:
-        self.chats.cycle_filter()
-
-    def action_rename_conversation(self) -> None:
-        self.chats.act_on_open("rename")
-
-    def action_delete_conversation(self) -> None:
-        self.chats.act_on_open("delete")
-
-    def action_export_conversation(self) -> None:
-        self.chats.act_on_open("export")
-
-    def action_fork_conversation(self) -> None:
-        self.branches.fork()
-
-    def action_save_params_default(self) -> None:
-        text, saved = config_ui.save_params_default(self.config, self.conversation.params)
-        self.notify(
-            text,
-            title="Config",
-            severity="information" if saved else "error",
-            timeout=4 if saved else 15,
-        )
-
-    def _remember_theme(self, theme) -> None:
-        self.config, problem = config_ui.remember_theme(self.config, theme.name)
-        if problem:
-            self.notify(problem, title="Config", severity="warning", timeout=10)
-
-    # ---------------------------------------------------------- side panels
-    def action_toggle_params(self) -> None:
-        panel = self.panel
-        if panel.has_class("-visible"):
-            panel.remove_class("-visible")
-            self.prompt_input.focus()
-        else:
-            self.show_side_panel(panel)
-            panel.focus_first()
-
-    def show_side_panel(self, panel: Widget) -> None:
-        """Show the conversation list or the parameter panel (``side_panels.py``)."""
-        self.side_panels.show(panel, self.size.width)
-
+    # ------------------------------------------------------------ notices
     def notify(
         self,
         message: str,
@@ -482,57 +355,7 @@ class VibechatApp(OutsideTextApp):
             self.call_after_refresh(notices.fit_above, self.screen, self.chat)
         self.side_panels.fit(event.size.width)
 
-    def action_scroll_chat(self, pages: int) -> None:
-        self.chat.scroll_pages(pages)
-
-    def action_scroll_chat_end(self) -> None:
-        self.chat.anchor()
-
-    def action_scroll_chat_home(self) -> None:
-        self.chat.scroll_to_start()
-
-    # ------------------------------------------------------------ parameters
-    def action_nudge(self, name: str, direction: int) -> None:
-        """A parameter's nudge key (``ParamSpec.nudge``): one fine step down or up."""
-        self.param_changes.nudge(name, direction)
-
-    def set_params(self, params: SamplingParams) -> None:
-        """The next generation uses exactly ``params`` (``param_changes.py``)."""
-        self.param_changes.set(params)
-
-    def show_params(self, params: SamplingParams) -> None:
-        """An opened conversation's parameters (already saved with it)."""
-        self.param_changes.show(params)
-
-    def action_hide_config_problems(self) -> None:
-        self.query_one(ConfigBar).hide()
-
+    # ------------------------------------------------------------ the config bar
     @on(ConfigBar.HideRequested)
     def _on_config_bar_click(self) -> None:
         self.action_hide_config_problems()
-
-    # --------------------------------------------------------------- keys, palette
-    def bound_key(self, binding: Binding) -> str:
-        """The key(s) a binding answers to, after ``[keys]`` overrides (``ctrl+n``)."""
-        return chat_settings(self.config).keys.get(binding.id or "", binding.key)
-
-    def bound_key_of(self, binding_id: str) -> str:
-        """``bound_key`` of the binding ``binding_id`` ("" when there is none)."""
-        binding = next((b for b in self._bindings_list() if b.id == binding_id), None)
-        return self.bound_key(binding) if binding is not None else ""
-
-    def key_for(self, binding: Binding) -> str:
-        """``bound_key`` as shown to people (``^n``)."""
-        return self.get_key_display(binding.with_key(self.bound_key(binding)))
-
-    def _bindings_list(self) -> list[Binding]:
-        return [b for b in self.BINDINGS if isinstance(b, Binding)]
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Textual's commands (but its Theme: F4's is the same picker), then one per action."""
-        for command in super().get_system_commands(screen):
-            if command.callback != self.action_change_theme:
-                yield command
-        yield from palette.action_commands(
-            self._bindings_list(), self.bound_key, self.config.path, self.run_action
-        )

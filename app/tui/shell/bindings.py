@@ -81,7 +81,9 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
         id="regenerate",
         show=False,
         priority=True,
-        tooltip="A new reply in place of the focused or last one (the old one stays: ← → on it switch)",
+        tooltip=(
+            "A new reply in place of the focused or last one (the old one stays: ← → on it switch)"
+        ),
     ),
     Binding(
         "ctrl+l",
@@ -90,8 +92,10 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
         id="edit_last",
         show=False,
         priority=True,
-        tooltip="Take your focused or last message back into the input, to change and resend it (the "
-        "old one stays: ← → on it switch)",
+        tooltip=(
+            "Take your focused or last message back into the input, to change and resend it "
+            "(the old one stays: ← → on it switch)"
+        ),
     ),
     Binding(
         "ctrl+o",
@@ -109,7 +113,9 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
         id="toggle_thinking",
         show=False,
         priority=True,
-        tooltip="Open or close the last reply's thinking (a reasoning model's; Enter or a click on any)",
+        tooltip=(
+            "Open or close the last reply's thinking (a reasoning model's; Enter or a click on any)"
+        ),
     ),
     Binding(
         "ctrl+b",
@@ -143,7 +149,9 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
         "cancel_edit",
         "Cancel edit",
         id="cancel_edit",
-        tooltip="Put back the message taken to edit (Ctrl+L) and its reply, and the input as it was",
+        tooltip=(
+            "Put back the message taken to edit (Ctrl+L) and its reply, and the input as it was"
+        ),
     ),
     # Ctrl+C stops a streaming reply, as in ollama and llama-cli; otherwise it falls through
     # to the input's (or a mouse selection's) copy, then to Textual's hint on how to quit.

@@ -28,7 +28,8 @@ def starting_theme(config: LoadedConfig, available: Iterable[str]) -> tuple[str,
         return wanted, notes
     where = config.origin("theme")
     notes.append(
-        f"theme {wanted!r} ({where}) is not installed: {DEFAULT_THEME} applies (F4 lists the themes)"
+        f"theme {wanted!r} ({where}) is not installed: "
+        f"{DEFAULT_THEME} applies (F4 lists the themes)"
     )
     return DEFAULT_THEME, notes
 

@@ -83,7 +83,8 @@ class KeyRouter:
     @property
     def question(self) -> QuestionScreen | None:
         """The question on screen, if one is."""
-        stack = self._app.screen_stack  # (``screen`` raises while the stack is empty)
+        # The stack, not ``screen``: that raises while the stack is empty.
+        stack = self._app.screen_stack
         return stack[-1] if stack and isinstance(stack[-1], QuestionScreen) else None
 
     def type_on(self, text: str, backspace: bool = False) -> None:

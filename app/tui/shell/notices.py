@@ -45,6 +45,7 @@ class Slot:
 
     def show(self, app: App[Any], message: str, *, timeout: float) -> None:
         if self._shown is not None:
-            app._unnotify(self._shown)  # Textual's own removal: a no-op once it has expired
+            # Textual's own removal: a no-op once the notice has expired.
+            app._unnotify(self._shown)
         self._shown = Notification(message, timeout=timeout, markup=False)
         app.post_message(Notify(self._shown))

@@ -23,7 +23,8 @@ from . import notices
 if TYPE_CHECKING:
     from ..controllers.host import Handlers
 
-NUDGE_NOTICE_S = 1.5  # how long a nudge's notice ("Temperature 1.2") stays
+# Seconds a nudge's notice ("Temperature 1.2") stays.
+NUDGE_NOTICE_S = 1.5
 
 
 class ParamChanges:

@@ -15,7 +15,8 @@ from textual.widget import Widget
 from ..widgets.param_panel import ParamPanel
 from ..widgets.sidebar import ConversationSidebar
 
-MIN_CHAT_WIDTH = 40  # columns the chat keeps when both side panels are open
+# Columns the chat keeps when both side panels are open.
+MIN_CHAT_WIDTH = 40
 
 
 def room_for_both(width: int) -> bool:
@@ -32,7 +33,7 @@ class SidePanels:
     ) -> None:
         self._sidebar = sidebar
         self._params = params
-        self._last: Widget | None = None  # the side panel opened last
+        self._opened_last: Widget | None = None
 
     def show(self, panel: Widget, width: int) -> None:
         """Show ``panel`` (the conversation list or the parameter panel) in a terminal
@@ -43,7 +44,7 @@ class SidePanels:
         if other.has_class("-visible") and not room_for_both(width):
             other.remove_class("-visible")
         panel.add_class("-visible")
-        self._last = panel
+        self._opened_last = panel
 
     def fit(self, width: int) -> None:
         """The terminal is now ``width`` columns wide: with both panels open and no room for
@@ -53,7 +54,7 @@ class SidePanels:
         shown = [p for p in (self._sidebar(), self._params()) if p.has_class("-visible")]
         if len(shown) < 2:
             return
-        keep = next((p for p in shown if p.has_focus_within), self._last or shown[-1])
+        keep = next((p for p in shown if p.has_focus_within), self._opened_last or shown[-1])
         for panel in shown:
             if panel is not keep:
                 panel.remove_class("-visible")

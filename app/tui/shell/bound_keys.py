@@ -1,0 +1,63 @@
+"""The bindings as the user has them: the key each answers to after the config's ``[keys]``
+overrides, whether its action may run now, and the lists help (F1) and the command palette
+show of them (``palette.py`` makes the lists; the bindings are declared in ``bindings.py``).
+
+``BoundKeys`` is a mixin of ``VibechatApp`` (``app_face.py``): Textual asks the app itself
+``check_action`` and ``get_system_commands``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.app import SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from ...appconfig import chat_settings
+from . import palette
+from .app_face import AppFace
+
+
+class BoundKeys(AppFace):
+    """The app's bindings, their keys and their actions' availability, help and the palette."""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "stop":
+            return self.generating  # False: not in the footer either
+        if action == "cancel_edit":
+            return self.replies.edit.can_cancel
+        # While the welcome offers the last chat; else the key goes on to regenerate.
+        if action == "resume_last":
+            return self.chats.offered() is not None
+        # Regenerate, edit and copy always run: with nothing to act on, they say why
+        # (a disabled binding would swallow the key without a word).
+        return True
+
+    def bound_key(self, binding: Binding) -> str:
+        """The key(s) a binding answers to, after ``[keys]`` overrides (``ctrl+n``)."""
+        return chat_settings(self.config).keys.get(binding.id or "", binding.key)
+
+    def bound_key_of(self, binding_id: str) -> str:
+        """``bound_key`` of the binding ``binding_id`` ("" when there is none)."""
+        binding = next((b for b in self._bindings_list() if b.id == binding_id), None)
+        return self.bound_key(binding) if binding is not None else ""
+
+    def key_for(self, binding: Binding) -> str:
+        """``bound_key`` as shown to people (``^n``)."""
+        return self.get_key_display(binding.with_key(self.bound_key(binding)))
+
+    def _bindings_list(self) -> list[Binding]:
+        return [b for b in self.BINDINGS if isinstance(b, Binding)]
+
+    def help_sections(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        return palette.help_sections(self._bindings_list(), self.key_for)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands (but its Theme: F4's is the same picker), then one per action."""
+        for command in super().get_system_commands(screen):
+            if command.callback != self.action_change_theme:
+                yield command
+        yield from palette.action_commands(
+            self._bindings_list(), self.bound_key, self.config.path, self.run_action
+        )
