@@ -8,7 +8,9 @@ through `vibechat run`)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from pathlib import Path
 
 from fakes import RecordingBackend, send, settle
@@ -281,7 +283,14 @@ async def test_quitting_while_a_call_runs_cancels_it(tmp_path: Path):
             pilot, lambda: box.ran == ["c1"] and app.tool_rounds.active, "the slow call running"
         )
         await pilot.press("ctrl+q")
-    assert cancelled == [True]  # cancelled at quit, not left to time out
+    # The tool's thread wakes on its own time: run_test returns without waiting for thread
+    # workers (the chat's process does, at its exit). Waiting here for its answer, well under
+    # the 30 s it would wait uncancelled, keeps the proof and loses the race.
+    deadline = time.monotonic() + 10
+    while not cancelled and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    # cancelled at quit, not left to time out
+    assert cancelled == [True]
 
 
 async def test_too_deep_arguments_are_one_result_the_chat_stays_up_and_the_conversation_reopens(
