@@ -15,11 +15,12 @@ from typing import TypeVar
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.layout import Layout
 from textual.widgets import Static
 
 from .. import outside
 from ..laid_out import LaidOut
-from ..one_layout import StableGutterScroll
+from ..one_layout import KeptColumn, StableGutterScroll
 from ..widgets.type_through import TypesIntoInput
 from .earlier_messages import EarlierMessages
 from .messages import ChatMessageWidget
@@ -51,6 +52,17 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
         display: block;
     }
     """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._column = KeptColumn()
+
+    @property
+    def layout(self) -> Layout:
+        """A column that keeps the places of the messages above the one that changed: a new
+        reply, its new words and segments, or a layout asked for elsewhere on the screen never
+        ask the messages above it their size again (``one_layout.KeptColumn``)."""
+        return self._column
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="chat--empty")
