@@ -3,7 +3,8 @@
 arrive at once. For each frame written from the Enter until the reply's first words are on
 screen, it counts which widgets Textual lays out again (``get_content_height``, an
 arrangement computed, a size changed in ``_size_updated``) and paints (``render_line``), per
-widget class, and times the screen's layout (``Screen._refresh_layout``) and the compositor's
+widget class (and which are asked their box, ``_get_box_model``, cached or not), and times the
+screen's layout (``Screen._refresh_layout``) and the compositor's
 update (``Compositor.render_update``). A diagnosis, not a benchmark: the hooks are patched in
 this script only, and they slow what they count.
 
@@ -93,10 +94,13 @@ class Counts:
 
     def __init__(self) -> None:
         self.frames: list[dict[str, Any]] = []
+        self.in_layout = False
+        self.shown = False  # a frame was written inside the layout under way
         self.reset()
 
     def reset(self) -> None:
         self.now: dict[str, Any] = {
+            "asked": Counter(),
             "height": Counter(),
             "arrange": Counter(),
             "resized": Counter(),
@@ -107,6 +111,10 @@ class Counts:
         }
 
     def cut(self) -> None:
+        """A frame was written: its counts end here, or with the layout that wrote it."""
+        if self.in_layout:
+            self.shown = True
+            return
         self.frames.append(self.now)
         self.reset()
 
@@ -114,7 +122,12 @@ class Counts:
 def install(counts: Counts) -> None:
     """Patch the hooks (this process only)."""
     height, arrange, sized = Widget.get_content_height, widget_module.arrange, Widget._size_updated
+    box_model = Widget._get_box_model
     line, layout, update = Widget.render_line, Screen._refresh_layout, Compositor.render_update
+
+    def get_box_model(self, *args, **kwargs):
+        counts.now["asked"][type(self).__name__] += 1
+        return box_model(self, *args, **kwargs)
 
     def get_content_height(self, *args):
         counts.now["height"][type(self).__name__] += 1
@@ -139,11 +152,16 @@ def install(counts: Counts) -> None:
 
     def refresh_layout(self, *args, **kwargs):
         start = time.perf_counter()
+        counts.in_layout = True
         try:
             return layout(self, *args, **kwargs)
         finally:
+            counts.in_layout = False
             counts.now["layout_ms"] += (time.perf_counter() - start) * 1000
             counts.now["layouts"] += 1
+            if counts.shown:
+                counts.shown = False
+                counts.cut()
 
     def render_update(self, *args, **kwargs):
         start = time.perf_counter()
@@ -152,6 +170,7 @@ def install(counts: Counts) -> None:
         finally:
             counts.now["update_ms"] += (time.perf_counter() - start) * 1000
 
+    Widget._get_box_model = get_box_model  # type: ignore[method-assign]
     Widget.get_content_height = get_content_height  # type: ignore[method-assign]
     widget_module.arrange = arrange_counted
     Widget._size_updated = size_updated  # type: ignore[method-assign]
@@ -225,7 +244,7 @@ async def main(exchanges: int) -> None:
             f"frame {index}: {frame['layouts']} layout(s) {frame['layout_ms']:.1f} ms,"
             f" compositor update {frame['update_ms']:.1f} ms"
         )
-        for key in ("height", "arrange", "resized", "painted"):
+        for key in ("asked", "height", "arrange", "resized", "painted"):
             total = sum(frame[key].values())
             if total:
                 parts = ", ".join(f"{name} {n}" for name, n in frame[key].most_common())
