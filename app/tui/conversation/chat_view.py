@@ -109,7 +109,8 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
             self.action_page_down()
 
     def scroll_to_start(self) -> None:
-        for stand_in in self.query(EarlierMessages):  # the start really is the start
+        # The start really is the start: the stand-ins show what they stand for.
+        for stand_in in self.query(EarlierMessages):
             stand_in.action_show()
         self.release_anchor()
         self.scroll_home(animate=False)
