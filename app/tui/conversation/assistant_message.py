@@ -94,14 +94,20 @@ class AssistantMessage(ChatMessageWidget):
     ) -> None:
         super().__init__("assistant", text, label=label, status=status, status_kind=status_kind)
         self.code_theme = code_theme
-        self.live = live  # streaming: the tail keeps room below its text
-        self.thinking = thinking  # the model's thinking, above the answer (thinking_block.py)
+        # Streaming: the tail keeps room below its text.
+        self.live = live
+        # The model's thinking, above the answer (thinking_block.py).
+        self.thinking = thinking
         self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
         self._link_index = 0
-        self._forgotten = 0  # segments above this one have dropped their strips
-        self.offloop_cpu = 0.0  # CPU seconds its renders took in worker threads (``append``)
-        self.loop_cpu = 0.0  # ... and on the event loop (what a slice of a burst costs the loop)
-        self._segment_width = 0  # the segments' width at the last layout (``_render_options``)
+        # Segments above this one have dropped their strips.
+        self._forgotten = 0
+        # CPU seconds its renders took in worker threads (``append``), and on the event loop
+        # (what a slice of a burst costs the loop).
+        self.offloop_cpu = 0.0
+        self.loop_cpu = 0.0
+        # The segments' width at the last layout (``_render_options``).
+        self._segment_width = 0
 
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
@@ -155,7 +161,8 @@ class AssistantMessage(ChatMessageWidget):
         """Segment ``index``'s widget. Below a clean cut it starts with the blank line that
         separates two blocks in the whole reply (``CachedMarkdown.gap_above``)."""
         room = self.ROOM if tail and self.live else 0
-        if prepared is not None:  # its gap above was decided as it was rendered
+        # Its gap above was decided as it was rendered.
+        if prepared is not None:
             return MarkdownSegment(
                 prepared.text,
                 code_theme=self.code_theme,
@@ -219,7 +226,8 @@ class AssistantMessage(ChatMessageWidget):
         assert isinstance(tail, MarkdownSegment)
         sealed = segmenter.feed(text)
         count = len(segmenter.segments)
-        first = count - sealed - 1  # the tail's segment (settled when ``sealed``)
+        # The tail's segment (settled when ``sealed``).
+        first = count - sealed - 1
         texts = [segmenter.display(index) for index in range(first, count)]
         prepared = None
         options = self._render_options(tail) if len(text) >= self.OFF_LOOP_AT else None
@@ -237,10 +245,12 @@ class AssistantMessage(ChatMessageWidget):
 
             self.loop_cpu += time.thread_time() - started
             prepared, spent = await asyncio.to_thread(work)
-            started = time.thread_time()  # the loop ran other work meanwhile: not this append's
+            # The loop ran other work meanwhile: not this append's.
+            started = time.thread_time()
             self.offloop_cpu += spent
+            # Gone meanwhile (a new chat): nothing to show it in.
             if not self.is_attached or body.children[-1] is not tail:
-                return  # gone meanwhile (a new chat): nothing to show it in
+                return
         if prepared:
             tail.offer(prepared[0])
         if sealed:
@@ -296,7 +306,8 @@ class AssistantMessage(ChatMessageWidget):
             await body.remove_children()
             await body.mount_all(self._column(tail=False))
             return
-        runs = self._segmenter.merge_forced()  # indexes into the segments as they streamed
+        # Indexes into the segments as they streamed.
+        runs = self._segmenter.merge_forced()
         if not runs:
             return
         fold = body.children[0] if body.children else None
@@ -311,7 +322,8 @@ class AssistantMessage(ChatMessageWidget):
         await body.remove_children([widgets[i] for run in runs for i in run[1:]])
 
     async def _merge_folded(self, fold: SettledSegments, runs: list[list[int]]) -> None:
-        """``finish`` for a folded reply: each run of forced cuts made one segment (reply_fold.py)."""
+        """``finish`` for a folded reply: each run of forced cuts made one segment
+        (reply_fold.py)."""
         streamed = fold.parts + [widget.markdown for widget in reply_fold.standing(self.body)]
         merged = reply_fold.merge_runs(streamed, runs, self._segmenter.display, self.code_theme)
         await reply_fold.show_merged(self.body, fold, merged, self.code_theme, self.FOLD_AT)

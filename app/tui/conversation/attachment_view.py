@@ -49,10 +49,10 @@ if TYPE_CHECKING:
     from PIL import Image as PILImage
 
 log = logging.getLogger("vibechat.tui")
-THUMB_ROWS = 8  # a thumbnail's height in rows: a glance, not the whole screen
-THUMB_PIXELS = (
-    320  # the decoded picture's longest side at most (more than any terminal shows in 8 rows)
-)
+# A thumbnail's height in rows: a glance, not the whole screen.
+THUMB_ROWS = 8
+# The decoded picture's longest side at most (more than any terminal shows in 8 rows).
+THUMB_PIXELS = 320
 
 
 # Terminals that draw pictures (Kitty's protocol or Sixel), as their environment names them.
@@ -72,9 +72,8 @@ _GRAPHICS_VARIABLES = (
     "GHOSTTY_RESOURCES_DIR",
     "KONSOLE_VERSION",
 )
-_probed = (
-    False  # textual-image asked the terminal (probe_terminal): its own choice of renderer stands
-)
+# textual-image asked the terminal (probe_terminal): its own choice of renderer stands.
+_probed = False
 
 
 def graphics_terminal(environ: Mapping[str, str] | None = None) -> bool:
@@ -96,7 +95,8 @@ def probe_terminal(environ: Mapping[str, str] | None = None) -> bool:
         return False
     try:
         import textual_image.widget  # noqa: F401 - the import asks
-    except Exception:  # a terminal that answers oddly: thumbnails as half blocks
+    except Exception:
+        # A terminal that answers oddly: thumbnails as half blocks.
         log.debug("textual-image could not probe the terminal", exc_info=True)
         return False
     _probed = True
@@ -171,12 +171,15 @@ class ImageAttachment(SizedByLayout, Vertical):
     def __init__(self, attachment: Attachment) -> None:
         super().__init__(classes="attachment")
         self.attachment = attachment
-        self.shown = False  # the thumbnail is on screen
-        self.problem = ""  # why it cannot be shown, once known
+        # The thumbnail is on screen.
+        self.shown = False
+        # Why it cannot be shown, once known.
+        self.problem = ""
 
     def compose(self) -> ComposeResult:
         a = self.attachment
-        problem = a.note if not a.path else ""  # a missing copy: its note says so
+        # A missing copy: its note says so.
+        problem = a.note if not a.path else ""
         yield MessageText(self._label(problem), classes="attachment--label")
 
     def on_mount(self) -> None:
@@ -198,7 +201,8 @@ class ImageAttachment(SizedByLayout, Vertical):
         except FileNotFoundError:  # deleted since the conversation opened
             self.post_message(self.Decoded(None, "its kept copy is missing"))
             return
-        except (OSError, ValueError, MemoryError) as exc:  # missing since, truncated, not an image
+        except (OSError, ValueError, MemoryError) as exc:
+            # Missing since, truncated, not an image.
             reason = outside.one_line(str(exc) or type(exc).__name__, limit=120)
             self.post_message(self.Decoded(None, reason))
             return

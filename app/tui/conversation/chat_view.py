@@ -15,11 +15,12 @@ from typing import TypeVar
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.layout import Layout
 from textual.widgets import Static
 
 from .. import outside
 from ..laid_out import LaidOut
-from ..one_layout import StableGutterScroll
+from ..one_layout import KeptColumn, StableGutterScroll
 from ..widgets.type_through import TypesIntoInput
 from .earlier_messages import EarlierMessages
 from .messages import ChatMessageWidget
@@ -51,6 +52,17 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
         display: block;
     }
     """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._column = KeptColumn()
+
+    @property
+    def layout(self) -> Layout:
+        """A column that keeps the places of the messages above the one that changed: a new
+        reply, its new words and segments, or a layout asked for elsewhere on the screen never
+        ask the messages above it their size again (``one_layout.KeptColumn``)."""
+        return self._column
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="chat--empty")
@@ -97,7 +109,8 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
             self.action_page_down()
 
     def scroll_to_start(self) -> None:
-        for stand_in in self.query(EarlierMessages):  # the start really is the start
+        # The start really is the start: the stand-ins show what they stand for.
+        for stand_in in self.query(EarlierMessages):
             stand_in.action_show()
         self.release_anchor()
         self.scroll_home(animate=False)

@@ -36,7 +36,8 @@ class EarlierMessages(Static, can_focus=True):
             f"↑ {count} earlier message{'s' if count != 1 else ''} · Enter or click to show",
             markup=False,
         )
-        self.pending = pending  # what it stands for (the app knows how to show them)
+        # What it stands for (the app knows how to show them).
+        self.pending = pending
 
     def on_click(self) -> None:
         self.post_message(self.Requested(self))

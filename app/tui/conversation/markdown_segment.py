@@ -49,11 +49,13 @@ if TYPE_CHECKING:
     from .chat_markdown import ChatMarkdown
 
 WARM_UP = (
-    "# A\n\nText *em* **strong** `code` [link](https://x.example).\nA second line.\n\n- a\n\n1. b\n\n> q\n\n"
+    "# A\n\nText *em* **strong** `code` [link](https://x.example).\nA second line.\n\n"
+    "- a\n\n1. b\n\n> q\n\n"
     "| a | b |\n|---|---|\n| 1 | 2 |\n\n```python\ndef f(x):\n    return x\n```\n"
 )
 
-_RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")  # a line that may be a horizontal rule
+# A line that may be a horizontal rule.
+_RULE = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 
 # A packed line: (text, style index, text, style index, ...) -- strings and integers
 # only, so the garbage collector stops tracking it. A line with a control segment
@@ -124,9 +126,11 @@ class _Joined(_Rendered):
 
     __slots__ = ("parts", "starts", "total")
 
-    def __init__(self, parts: Sequence[_Rendered]) -> None:  # no super(): nothing to pack
+    def __init__(self, parts: Sequence[_Rendered]) -> None:
+        """No ``super().__init__``: there is nothing to pack. ``starts``: the first line of
+        each part."""
         self.parts = list(parts)
-        self.starts: list[int] = []  # the first line of each part
+        self.starts: list[int] = []
         total = 0
         for part in self.parts:
             self.starts.append(total)
@@ -140,7 +144,8 @@ class _Joined(_Rendered):
         end = self.total if end is None else min(end, self.total)
         out: list[list[Segment]] = []
         index = max(0, bisect_right(self.starts, start) - 1)
-        while start < end and index < len(self.parts):  # bounded: one step per part
+        # Bounded: one step per part.
+        while start < end and index < len(self.parts):
             first = self.starts[index]
             out += self.parts[index].segments(start - first, end - first)
             start = first + len(self.parts[index])
@@ -175,14 +180,16 @@ class CachedMarkdown:
     alone, this segment has it only if its first block opens with one. So it is added
     here, and the segments render exactly as the whole reply."""
 
-    KEEP = 2  # renders kept (the current width and the one before)
+    # Renders kept (the current width and the one before).
+    KEEP = 2
 
     def __init__(self, text: str, code_theme: str, gap_above: bool = False) -> None:
         self.text = text
         self.code_theme = code_theme
         self.gap_above = gap_above
         self._renders: dict[tuple, _Rendered] = {}
-        self._ends_with_rule: bool | None = None  # known once parsed
+        # Known once parsed.
+        self._ends_with_rule: bool | None = None
 
     @property
     def ends_with_rule(self) -> bool:
@@ -230,7 +237,8 @@ class SettledMarkdown(CachedMarkdown):
     def __init__(self, parts: Sequence[CachedMarkdown], code_theme: str) -> None:
         super().__init__("", code_theme, gap_above=bool(parts) and parts[0].gap_above)
         self.parts = list(parts)
-        self._joined: tuple[tuple, int, _Joined] | None = None  # (width key, parts, lines)
+        # (width key, parts, lines)
+        self._joined: tuple[tuple, int, _Joined] | None = None
 
     @property
     def ends_with_rule(self) -> bool:
@@ -310,11 +318,15 @@ class MarkdownSegment(SizedByLayout):
         self._renderable = (
             prepared if prepared is not None else CachedMarkdown(text, code_theme, gap_above)
         )
-        self.room = room  # blank lines the live tail may keep below its text (see the module doc)
-        self._rows = 0  # the height the last layout gave it
-        self._wanted = (0, 0)  # the lines Textual is painting (render_lines' crop)
-        self._window: tuple[int, list[Strip]] | None = None  # strips made for that paint
-        self._offered: CachedMarkdown | None = None  # the next text, already rendered (``offer``)
+        # Blank lines the live tail may keep below its text (see the module doc).
+        self.room = room
+        # The height the last layout gave it.
+        self._rows = 0
+        # The lines Textual is painting (render_lines' crop), and the strips made for that paint.
+        self._wanted = (0, 0)
+        self._window: tuple[int, list[Strip]] | None = None
+        # The next text, already rendered (``offer``).
+        self._offered: CachedMarkdown | None = None
 
     @property
     def text(self) -> str:
@@ -404,7 +416,8 @@ class MarkdownSegment(SizedByLayout):
             return super().render_lines(crop)
         finally:
             self._window = None
-            self._dirty_regions.clear()  # what the default render_line would have re-rendered
+            # What the default render_line would have re-rendered.
+            self._dirty_regions.clear()
 
     def render_line(self, y: int) -> Strip:
         window = self._window

@@ -119,23 +119,24 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         status_kind: str | None = None,
         body: Visual | None = None,
     ) -> None:
-        """``body``: what is shown of ``text`` when it is laid out (a note's table), not as it is."""
+        """``body``: what is shown of ``text`` when it is laid out (a note's table), not as
+        it is. ``message_id``: its row in the history, once saved; ``branch``: its place among
+        its siblings, and how many (``set_branch``)."""
         super().__init__(classes=f"-{role}" + (f" -{status_kind}" if status_kind else ""))
         self.role = role
         self.text = text
         self._body = body
-        self.message_id: int | None = None  # its row in the history, when saved
-        self.branch: tuple[int, int] = (
-            1,
-            1,
-        )  # its place among its siblings, and how many (set_branch)
+        self.message_id: int | None = None
+        self.branch: tuple[int, int] = (1, 1)
         self._label = (
             label
             or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
         )
         self._status = status
-        self._progress = False  # the status line shows a progress figure (``set_progress``)
-        self._blank_line: Strip | None = None  # a line of its own content (``render_line``)
+        # The status line shows a progress figure (``set_progress``).
+        self._progress = False
+        # A line of its own content (``render_line``).
+        self._blank_line: Strip | None = None
 
     def compose(self) -> ComposeResult:
         yield MessageText(self._label_content(), classes="message--role")
@@ -169,9 +170,8 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             for node, binding, enabled, _tooltip in self.screen.active_bindings.values()
             if node is self and enabled
         ]
-        mine.sort(
-            key=lambda binding: not binding.action.startswith("branch")
-        )  # first: they fit at 80 columns
+        # The branch keys first: they fit at 80 columns.
+        mine.sort(key=lambda binding: not binding.action.startswith("branch"))
         keys = [
             f"{self.app.get_key_display(binding)} {binding.description.lower()}" for binding in mine
         ]
@@ -205,9 +205,8 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
                 self.refresh_bindings()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if (
-            action == "branch"
-        ):  # only towards a sibling that exists: else the arrows scroll the chat as ever
+        # Only towards a sibling that exists: else the arrows scroll the chat as ever.
+        if action == "branch":
             index, count = self.branch
             step = parameters[0] if parameters else 0
             towards = index > 1 if isinstance(step, int) and step < 0 else index < count
@@ -236,7 +235,8 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         line.update(outside.block(text), layout=not in_place)
 
     def action_copy_message(self) -> None:
-        if self.screen.get_selected_text():  # text selected with the mouse: the screen copies that
+        # Text selected with the mouse: the screen copies that.
+        if self.screen.get_selected_text():
             raise SkipAction()
         self.post_message(self.CopyRequested(self.text, "message"))
 

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 # scrolls the view and costs more than the 2 renders/s floor pays for: see the debt below).
 BUSY_BUDGET = 0.02
 FREE_BUDGET = 1.0
-DEBT_INTERVALS = 4  # the most a costly render is paid back over: this many intervals at min_hz
+# The most a costly render is paid back over: this many intervals at min_hz.
+DEBT_INTERVALS = 4
 
 
 def ui_budget(model_threads: int | None, cores: int) -> float:
@@ -55,8 +56,10 @@ class RenderPacer:
         self._last_at: float | None = None
         self._last_cpu = 0.0
         self._budget_interval = 0.0
-        self._elsewhere = 0.0  # CPU the UI's work used in other threads (``spent``)
-        self.debt = 0.0  # UI seconds spent beyond the budget and not yet paid for by waiting
+        # CPU the UI's work used in other threads (``spent``).
+        self._elsewhere = 0.0
+        # UI seconds spent beyond the budget and not yet paid for by waiting.
+        self.debt = 0.0
         self.interval = self.min_interval
 
     def spent(self, cpu_s: float) -> None:
@@ -89,7 +92,8 @@ class RenderPacer:
         self._last_at, self._last_cpu = now, cpu
 
 
-HOLD_S = 0.1  # the longest the first frame of a sent message waits for the reply's first words
+# The longest the first frame of a sent message waits for the reply's first words.
+HOLD_S = 0.1
 
 
 class _Screen(Protocol):

@@ -59,7 +59,8 @@ def merge_runs(
     starts = {run[0]: run[-1] for run in runs}
     merged: list[CachedMarkdown] = []
     index = 0
-    while index < len(streamed):  # bounded: each step moves past one run or segment
+    # Bounded: each step moves past one run or segment.
+    while index < len(streamed):
         last = starts.get(index)
         if last is None:
             merged.append(streamed[index])

@@ -28,16 +28,20 @@ from .assistant_message import AssistantMessage
 from .pacing import RenderPacer
 from .thinking_block import ThinkingBlock
 
-APPEND_LIMIT = 1200  # characters appended to the Markdown per render, at least...
-# ... and at most: between them, what fits in SLICE_BUDGET_S of the event loop's own time.
+# Characters appended to the Markdown per render, at least and at most: between them, what fits
+# in SLICE_BUDGET_S of the event loop's own time.
 # The Markdown renders in a worker thread (assistant_message.py), so a slice costs the loop little
 # more than the layout and repaint that follow it, each render one of them: larger slices
 # are fewer of both (12,000 characters: 55 µs of CPU a token at 16,000 tokens against 68
 # at 6,000; docs/PERFORMANCE.md, "Speed on slow CPUs").
+APPEND_LIMIT = 1200
 APPEND_MAX = 12000
-SLICE_BUDGET_S = 0.006  # event-loop time one render of a burst may take
-FIRST_LIMIT = 300  # characters in the first render of a reply, which also lays the reply out
-RATE_AFTER_S = 0.25  # a live speed is measured over at least this long (a burst says nothing)
+# Event-loop time one render of a burst may take.
+SLICE_BUDGET_S = 0.006
+# Characters in the first render of a reply, which also lays the reply out.
+FIRST_LIMIT = 300
+# A live speed is measured over at least this long (a burst says nothing).
+RATE_AFTER_S = 0.25
 
 
 class DeltaBuffer:
@@ -106,8 +110,10 @@ class ReplyCount:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.pieces = 0
-        self.tokens = 0  # the backend's count (0: it does not say)
-        self._first: tuple[float, int] | None = None  # (when, count) at the first piece
+        # The backend's count (0: it does not say).
+        self.tokens = 0
+        # (when, count) at the first piece
+        self._first: tuple[float, int] | None = None
 
     def piece(self, tokens: int = 0) -> None:
         """From the generating thread: a piece arrived; ``tokens``: the reply's generated
@@ -152,26 +158,30 @@ class ReplyStream:
         self.pacer = pacer or RenderPacer()
         self.deltas = DeltaBuffer()
         self.sanitizer = Sanitizer()
-        self.started = False  # some text was rendered
-        self.reading = False  # the reply shows how far its (long) prompt was read
-        self.renders = 0  # renders that drew text (one per delta while the UI keeps up)
-        self.backlog = False  # the last render left text behind: the stream outruns the UI
-        self.done_waiting: GenerationDone | None = None  # the end, waiting for queued text
-        self.s_per_char = 0.0  # what a character cost to render in the last large render
+        # Some text was rendered.
+        self.started = False
+        # The reply shows how far its (long) prompt was read.
+        self.reading = False
+        # Renders that drew text (one per delta while the UI keeps up).
+        self.renders = 0
+        # The last render left text behind: the stream outruns the UI.
+        self.backlog = False
+        # The end, waiting for queued text.
+        self.done_waiting: GenerationDone | None = None
+        # What a character cost to render in the last large render.
+        self.s_per_char = 0.0
         # The thinking (a reasoning model's): buffered like the text, drawn by its block at
         # the block's own pace (thinking_block.py).
         self.thoughts = DeltaBuffer()
-        self.thought_tokens = (
-            0  # the reply's generated tokens at the last thinking piece (0: unknown)
-        )
+        # The reply's generated tokens at the last thinking piece (0: unknown).
+        self.thought_tokens = 0
         self.expand_thinking = expand_thinking
-        self.count = ReplyCount()  # its tokens so far (the status bar's live figures)
-        self.live_waiting = (
-            False  # the status bar's figures wait for the pacer (while the model thinks)
-        )
-        self.pending: asyncio.Task[None] | None = (
-            None  # a slice rendering in a worker thread (``render``)
-        )
+        # Its tokens so far (the status bar's live figures).
+        self.count = ReplyCount()
+        # The status bar's figures wait for the pacer (while the model thinks).
+        self.live_waiting = False
+        # A slice rendering in a worker thread (``render``).
+        self.pending: asyncio.Task[None] | None = None
 
     def limit(self) -> int:
         """Characters the next render may take: a stream that outruns the UI is drawn
@@ -204,7 +214,8 @@ class ReplyStream:
     async def render_thinking(self) -> ThinkingBlock | None:
         """Hand the buffered thinking to the reply's thinking block (mounted with the first
         piece: live, unless the answer has begun); the block draws it at its pace."""
-        defer_full_collections()  # while the reply streams (gc_policy.py)
+        # While the reply streams (gc_policy.py).
+        defer_full_collections()
         text, pieces = self.thoughts.take_all()
         block = self.widget.thinking
         if text:
@@ -247,7 +258,8 @@ class ReplyStream:
         overlap and nothing polls; so do ``finish`` and ``fail``."""
         await self._settle_pending()
         self.pacer.rendering()
-        defer_full_collections()  # while the reply streams (gc_policy.py)
+        # While the reply streams (gc_policy.py).
+        defer_full_collections()
         text, more = self.deltas.take(self.limit())
         self.backlog = more
         if text:
@@ -255,7 +267,8 @@ class ReplyStream:
             if not self.started:
                 self.started = True
                 self.widget.set_status("")
-                await self.settle_thinking()  # the answer begins: the thinking folds
+                # The answer begins: the thinking folds.
+                await self.settle_thinking()
             shown = self.sanitizer.feed(text)
             if shown:
                 if self.widget.renders_off_loop(len(shown)):
@@ -298,7 +311,8 @@ class ReplyStream:
         """The reply ended: the held-back tail, then the final text (the same as what
         streamed, unless the stream was cut)."""
         await self._settle_pending()
-        tail = self.sanitizer.flush()  # an unfinished escape sequence at the end: its text
+        # An unfinished escape sequence at the end: its text.
+        tail = self.sanitizer.flush()
         if tail:
             await self.widget.append(tail)
         await self.widget.finish(sanitize(final_text))

@@ -41,7 +41,8 @@ def message_widgets(
     widgets: list[ChatMessageWidget] = []
     calls = {call.id: call for m in messages for call in m.tool_calls}
     for m in messages:
-        if m.role == "tool":  # a tool's result, under the call it answers
+        # A tool's result, under the call it answers.
+        if m.role == "tool":
             call_id, name = m.tool_call_id or "", m.tool_name or ""
             call = calls.get(call_id) or ToolCall(call_id, name, "")
             block = ToolCallBlock(call, name or "a tool", state="done", result=m.content)
@@ -71,7 +72,8 @@ def message_widgets(
 
 def status_line(m: StoredMessage) -> tuple[str, str | None]:
     """The line under a saved message, and its kind ("" and None: none)."""
-    if m.status == "error" or (m.status == "interrupted" and m.error):  # a cut stream says why
+    # A cut stream says why.
+    if m.status == "error" or (m.status == "interrupted" and m.error):
         return f"⚠ {m.error or 'failed'}", "error"
     if m.status in STATUS_NOTES:
         return STATUS_NOTES[m.status]

@@ -25,18 +25,22 @@ from dataclasses import dataclass
 
 FENCES = ("```", "~~~")
 _LIST_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-_LIST_ITEM_START = re.compile(
-    r"(?:[-*+]|\d{1,9}[.)]?)$"
-)  # a line still arriving that may become one
+# A line still arriving that may become one.
+_LIST_ITEM_START = re.compile(r"(?:[-*+]|\d{1,9}[.)]?)$")
 
 
 @dataclass
 class Segment:
-    start: int  # offset of the segment's text in the reply
+    """A piece of the reply: ``start`` and ``end``, the offsets of its text in the reply;
+    ``prefix``, a fence opener repeated on top (the segment starts inside a code block);
+    ``suffix``, a fence closer added below (the segment was cut inside a code block);
+    ``forced_after``, the cut after it was forced (merged when the reply ends)."""
+
+    start: int
     end: int
-    prefix: str = ""  # a fence opener repeated on top (the segment starts inside a code block)
-    suffix: str = ""  # a fence closer added below (the segment was cut inside a code block)
-    forced_after: bool = False  # the cut after this segment was forced (merged when the reply ends)
+    prefix: str = ""
+    suffix: str = ""
+    forced_after: bool = False
 
 
 def _fence_of(line: str) -> str | None:
@@ -76,10 +80,14 @@ def _closes(line: str, opener: str) -> bool:
 
 @dataclass
 class _Scan:
-    clean: int = 0  # last cut after a blank line outside a fence (0: none)
-    line: int = 0  # last cut after a line break outside a fence
-    fenced_line: int = 0  # last cut after a line break inside a fence
-    fenced_opener: str = ""  # the opener line of the fence that ``fenced_line`` is in
+    """Where a text can be cut, the last place of each kind: ``clean``, after a blank line
+    outside a fence (0: none); ``line``, after a line break outside a fence; ``fenced_line``,
+    after a line break inside a fence, and ``fenced_opener``, the opener line of that fence."""
+
+    clean: int = 0
+    line: int = 0
+    fenced_line: int = 0
+    fenced_opener: str = ""
 
 
 def _scan(text: str, opener: str, limit: int, clean_limit: int, in_list: bool) -> _Scan:
@@ -89,7 +97,8 @@ def _scan(text: str, opener: str, limit: int, clean_limit: int, in_list: bool) -
     scan = _Scan()
     fence_open = opener
     pos = 0
-    after_blank = 0  # a blank line outside a fence ended here: a clean cut if a block starts
+    # A blank line outside a fence ended here: a clean cut if a block starts.
+    after_blank = 0
     for line in text.splitlines(keepends=True):
         if after_blank and _starts_block(line, in_list):
             scan.clean = after_blank
@@ -97,7 +106,8 @@ def _scan(text: str, opener: str, limit: int, clean_limit: int, in_list: bool) -
         after_blank = 0
         pos += len(line)
         if not line.endswith("\n") or pos >= len(text) or pos > clean_limit:
-            break  # never cut after the last line: something must follow the cut
+            # Never cut after the last line: something must follow the cut.
+            break
         fence = _fence_of(line)
         if fence_open:
             if _closes(line, fence_open):

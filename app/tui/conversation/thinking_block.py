@@ -33,8 +33,10 @@ from vibechat.engine.sanitize import Sanitizer, sanitize
 
 from .foldable import FoldableBlock
 
-TICK_S = 0.25  # the live line's pace (at most 4 redraws of one line a second)
-LINE_KEEP = 1000  # characters of the current line kept for the live line (its end is shown)
+# The live line's pace (at most 4 redraws of one line a second).
+TICK_S = 0.25
+# Characters of the current line kept for the live line (its end is shown).
+LINE_KEEP = 1000
 
 
 def seconds_text(seconds: float) -> str:
@@ -95,15 +97,18 @@ class ThinkingBlock(FoldableBlock):
         self._parts: list[str] = (
             [self._sanitizer.feed(thinking) + self._sanitizer.flush()] if thinking else []
         )
-        self._line = ""  # the current (last) line, at most LINE_KEEP characters
-        self._last_line = ""  # the last line with words in it before that
+        # The current (last) line, at most LINE_KEEP characters, and the last line with words
+        # in it before that.
+        self._line = ""
+        self._last_line = ""
         self.live = live
         self.count = count
         self.counted = counted  # "tokens" or "pieces"
         self.pieces = 0
         self.stopped = stopped
         self._started = time.monotonic()
-        self._seconds = seconds  # None: unknown (a reopened reply) until it folds
+        # None: unknown (a reopened reply) until it folds.
+        self._seconds = seconds
         self._body_stale = True
         self._timer: Timer | None = None
 
@@ -151,7 +156,8 @@ class ThinkingBlock(FoldableBlock):
             self._line = (self._line + shown)[-LINE_KEEP:]
             return
         head, _, tail = shown.rpartition("\n")
-        for line in reversed((self._line + head).split("\n")):  # bounded: LINE_KEEP and this piece
+        # Bounded: LINE_KEEP and this piece.
+        for line in reversed((self._line + head).split("\n")):
             if line.strip():
                 self._last_line = line[-LINE_KEEP:]
                 break
