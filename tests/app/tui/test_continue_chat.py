@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from conftest import VIBECHAT_BIN
 from fakes import RecordingBackend, settle
-from helpers import wait_for
+from helpers import notices, wait_for
 from vibechat.app.commands import cli as cli_module
 from vibechat.app.tui import create_app
 from vibechat.engine.chat.chatlog import ChatLog
@@ -462,3 +462,55 @@ async def test_the_start_conversation_opens_once_the_model_settles_and_none_is_o
         await settle(pilot)
         assert [w.text for w in app.chat.messages()] == ["Older chat", "Older answer"]
         assert bool(backend.prefills) is not fails  # a cache to rebuild only with a model
+
+
+async def run_from_palette(app, pilot, title: str) -> None:
+    """``title`` chosen in the command palette (Ctrl+P, typed, Enter), as the user does."""
+    await pilot.press("ctrl+p")
+    await pilot.press(*title.lower())
+
+    def highlighted() -> bool:
+        commands = app.screen.query_one("CommandList")
+        index = commands.highlighted
+        return index is not None and title in str(commands.get_option_at_index(index).prompt)
+
+    await wait_for(pilot, highlighted, "the palette to find the command")  # searched in a worker
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+async def test_reopen_last_chat_with_nothing_to_reopen_says_so_in_one_line(user_dirs):
+    """Ctrl+R in an empty chat and the palette's "Reopen last chat" with no saved conversation
+    said nothing about reopening: now one notice says why, as every action that cannot act."""
+    app = create_app(RecordingBackend(), blink=False, history=History(default_path()))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.clear_notifications()
+        await pilot.press("ctrl+r")  # no offer on the welcome: the key regenerates, and says both
+        await settle(pilot)
+        assert notices(app) == [
+            "Nothing to regenerate yet (and no saved conversation to reopen): send a message first."
+        ]
+        app.clear_notifications()
+        await run_from_palette(app, pilot, "Reopen last chat")
+        assert notices(app) == ["No saved conversation to reopen yet."]
+        assert app.chatlog.conversation_id is None and not app.chat.messages()
+
+
+async def test_reopen_last_chat_from_the_palette_in_a_chat_with_messages_says_why_not(two_chats):
+    """In a chat with messages (where Ctrl+R regenerates), the palette's "Reopen last chat"
+    says in one line that it reopens from an empty chat, and leaves the conversation open."""
+    app = create_app(
+        RecordingBackend(),
+        blink=False,
+        history=History(default_path()),
+        open_conversation=two_chats[0],
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.chatlog.conversation_id == two_chats[0])
+        await settle(pilot)
+        app.clear_notifications()
+        await run_from_palette(app, pilot, "Reopen last chat")
+        [line] = notices(app)
+        assert "empty chat" in line and "Ctrl+N" in line and "\n" not in line
+        assert app.chatlog.conversation_id == two_chats[0]
