@@ -24,7 +24,6 @@ batch runs.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 import sys
@@ -374,10 +373,9 @@ def batch_main(
             )  # a read-only data dir fails here, in one line, before any work
         # No KV snapshots: each line is a conversation of its own, which the run's prefix reuse
         # serves; a snapshot per line would churn the disk, and with --no-prefix-cache a restored
-        # one would make a line's result depend on the lines (and runs) before it.
-        backend = make_backend(
-            dataclasses.replace(plan.engine, kv_snapshot_cache_mib=0), pull=pull_with_progress
-        )
+        # one would make a line's result depend on the lines (and runs) before it. Those on disk
+        # stay (kv_snapshot_cache_mib = 0 would delete them: the user's off).
+        backend = make_backend(plan.engine, pull=pull_with_progress, kv_snapshots=False)
         options = BatchOptions(
             system=plan.system,
             params=plan.params,
