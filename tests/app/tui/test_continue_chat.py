@@ -374,15 +374,13 @@ def test_continue_with_another_model_named_is_one_line_and_loads_nothing(started
         )
         served.add_user("hello")
     cid, sid = str(chat.conversation_id), str(served.conversation_id)
-    server = ["--base-url", "http://127.0.0.1:9/v1"]
+    server = ["--base-url", "http://127.0.0.1:9/v1", "--model", "stub-large"]
+    on_server, large = "stub-small on http://127.0.0.1:9/v1", "the model stub-large"
     for args, flag, was, named in [
         (["--conversation", cid, "--model", str(other)], "--conversation", "Own 1B", str(other)),
-        (["--conversation", sid, *server, "--model", "stub-large"], "--conversation",
-         "stub-small on http://127.0.0.1:9/v1", "the model stub-large"),
-        (["--continue", *server, "--model", "stub-large"], "--continue",
-         "stub-small on http://127.0.0.1:9/v1", "the model stub-large"),
-        (["-c", *server, "--model", "stub-large"], "--continue",
-         "stub-small on http://127.0.0.1:9/v1", "the model stub-large"),
+        (["--conversation", sid, *server], "--conversation", on_server, large),
+        (["--continue", *server], "--continue", on_server, large),
+        (["-c", *server], "--continue", on_server, large),
     ]:
         result = chat_process(*args)
         assert result.returncode == 1 and result.stderr.count("\n") == 1, (args, result.stderr)
