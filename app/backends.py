@@ -39,6 +39,7 @@ def make_backend(
     *,
     cpu_fallback: bool = False,
     worker: bool = False,
+    kv_snapshots: bool = True,
 ) -> Backend:
     """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker).
 
@@ -46,7 +47,10 @@ def make_backend(
     llama.cpp ending its process); else in this one (``vibechat run``, ``--prompts-file``).
 
     ``cpu_fallback``: GPU layers asked for on a build that cannot offload load on the CPU
-    with a notice (the chat) instead of failing the load (``vibechat run``)."""
+    with a notice (the chat) instead of failing the load (``vibechat run``).
+
+    ``kv_snapshots`` False: a local model takes and uses no KV snapshot, and leaves those on
+    disk (``--prompts-file``); the setting's 0 turns them off for good and deletes them."""
 
     check_engine_numbers(engine.as_dict())
     if engine.remote:
@@ -68,6 +72,7 @@ def make_backend(
         cpu_fallback=cpu_fallback,
         draft_model_path=draft,
         mmproj_path=projector,
+        kv_snapshots=kv_snapshots,
     )
     if worker:
         from vibechat.engine.llama.worker import WorkerBackend

@@ -7,7 +7,10 @@ go on with that model on that server (:func:`own_engine`), whatever the config f
 variables name as the standing default: a conversation is never answered, and then labelled,
 by another model without a word. A model or server chosen on purpose that differs from the
 conversation's (``--model``, ``--base-url``, ``--backend``, a preset's model) is refused in one
-line naming both and the fix, unless ``--switch-model`` says the switch is meant.
+line naming both and the fix, unless ``--switch-model`` says the switch is meant. The chat
+(``vibechat --continue`` / ``--conversation ID``) switches to a conversation's own model where it
+can, so one named on purpose that it would switch away from is refused the same way
+(:func:`chat_mix`): one model loads, and it is the one the conversation goes on with.
 
 Headless: no Textual, no Rich, no llama.cpp.
 
@@ -134,6 +137,32 @@ def start_engine(
     return engine
 
 
+def chat_mix(
+    own: OwnBackend | None,
+    engine: EngineSettings,
+    chosen: set[str],
+    conversation_id: int,
+    flag: str,
+) -> str | None:
+    """Why the chat cannot start on saved conversation ``conversation_id`` (picked by ``flag``:
+    ``--continue``, ``--conversation``) with what the user named on purpose (``chosen``), in
+    one line naming both and the fix; None: it can. Only where the chat would otherwise start
+    on the conversation's own model (:func:`start_engine`): it would load the one named, then
+    switch away from it on opening the conversation. Where it cannot switch (a file gone,
+    another server) it starts as named and says which model replies, as opening the
+    conversation from the list does."""
+    if own is None or not chosen or start_engine(own, engine, set()) == engine:
+        return None
+    differs = _difference(own, engine, chosen, who="the command line")
+    if differs is None:
+        return None
+    return (
+        f"conversation {conversation_id} was with {own.describe()}, and {differs}: a "
+        f"conversation goes on with its own model, so leave that out to go on with {own.name}, "
+        f"or leave out {flag} to start a new chat with that."
+    )
+
+
 def _other_place(own: OwnBackend, engine: EngineSettings, chosen: set[str]) -> bool:
     """Whether the user chose another place to run than the conversation's: the local engine
     for a server's conversation, a server for a local one, or another server."""
@@ -146,17 +175,19 @@ def _other_place(own: OwnBackend, engine: EngineSettings, chosen: set[str]) -> b
     )
 
 
-def _difference(own: OwnBackend, engine: EngineSettings, chosen: set[str]) -> str | None:
+def _difference(
+    own: OwnBackend, engine: EngineSettings, chosen: set[str], who: str = "this run"
+) -> str | None:
     """What the user chose that differs from the conversation's backend, in words (None:
-    nothing)."""
+    nothing); ``who`` names it (``this run``)."""
     if _other_place(own, engine, chosen):
         if not engine.remote:
-            return "this run names the local engine (--backend llama)"
-        return f"this run names the server {_shown(engine.base_url)}"
+            return f"{who} names the local engine (--backend llama)"
+        return f"{who} names the server {_shown(engine.base_url)}"
     if "model" not in chosen:
         return None
     same = engine.model == own.name if own.server is not None else same_file(own.path, engine.model)
-    return None if same else f"this run names the model {engine.model}"
+    return None if same else f"{who} names the model {engine.model}"
 
 
 def _shown(base_url: str | None) -> str:

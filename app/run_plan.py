@@ -28,7 +28,7 @@ from vibechat.engine.errors import VibechatError
 from vibechat.engine.settings.choices import check_speculative
 from vibechat.engine.settings.knobs import EngineSettings
 
-from .conversation_backend import OwnBackend, own_engine, start_engine
+from .conversation_backend import OwnBackend, chat_mix, own_engine, start_engine
 from .options import SettingFlags
 
 if TYPE_CHECKING:
@@ -204,9 +204,11 @@ class RunPlan:
         ``continue_last`` in the config unless ``--new``), picked as ``run`` picks it
         (:func:`pick_conversation`: an empty history or an unknown id asked for is one line),
         with the engine on that conversation's own model where opening it would load that
-        anyway (conversation_backend.start_engine); else a new chat. The standing setting
-        never stops a start: with nothing saved, or a history that cannot be read, the chat
-        opens new (and says what is wrong with the history, as ever)."""
+        anyway (conversation_backend.start_engine); else a new chat. A model or server named
+        on purpose that opening it would switch away from is one line (chat_mix). The
+        standing setting never stops a start: with nothing saved, a history that cannot be
+        read, or another model named, the chat opens new (and says what is wrong with the
+        history, as ever)."""
         from vibechat.engine.chat.history import History
         from vibechat.engine.errors import VibechatError
 
@@ -241,6 +243,13 @@ class RunPlan:
         if stored is None:
             return ChatStart(self, history=history)
         own = OwnBackend.of(stored.summary.model, stored.model_path)
+        flag = "--continue" if continue_latest else "--conversation"
+        mix = chat_mix(own, self.engine, self.chosen_backend(), stored.id, flag)
+        if mix is not None:  # another model named on purpose: refused, or (standing) a new chat
+            if standing:
+                return ChatStart(self, history=history)
+            history.close()
+            raise VibechatError(mix)
         engine = start_engine(own, self.engine, self.chosen_backend())
         return ChatStart(replace(self, engine=engine), stored.id, history, self.over_saved)
 

@@ -10,8 +10,9 @@ tests reuse never changed a reply). Results go to stdout as each prompt complete
 JSON object per line, in the order of the file. A bad line (see ``engine/chat/batch.py``)
 becomes a result with ``error`` and ``line``, plus one line on stderr; the rest run.
 
-Exit codes: 0 every line succeeded, 1 at least one failed or there was none (or the
-command could not start: one line on stderr), 3 none failed but a structured reply
+Exit codes: 0 every line succeeded, or there was none (nothing to do: one line on stderr,
+nothing on stdout, as for an empty file), 1 at least one failed (or the command could not
+start: one line on stderr), 3 none failed but a structured reply
 (``--json-schema``/``--grammar``) was cut by a limit before its grammar was complete (its
 result says ``"structured_output": "incomplete"``, with one line on stderr), 130 after Ctrl-C:
 the prompt in progress stops at once and is reported with ``finish_reason: "cancelled"``; the
@@ -23,7 +24,6 @@ batch runs.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 import sys
@@ -307,30 +307,30 @@ def run_batch(
         err.write("\n")
         return 130
     if batch.done + batch.failed == 0:
-        # Said as any failure to start is (one JSON line with error).
-        raise VibechatError(_no_prompts(source))
+        return nothing_to_do(source, err)
     return batch.exit_code()
 
 
-def _no_prompts(source: str) -> str:
-    return (
-        f"no prompts in {source}: it is empty or blank; give one JSON object per line, "
-        'e.g. {"prompt": "Hi"}.'
-    )
+def nothing_to_do(source: str, err: TextIO) -> int:
+    """No prompt in ``source`` (empty, or blank lines only): nothing to do, which is no failure
+    (a script's generator found nothing today): one line on stderr, no result, exit status 0."""
+    line = f"vibechat: no prompts in {source} (it is empty or blank): nothing to do."
+    err.write(plain(line) + "\n")
+    err.flush()
+    return 0
 
 
-def _check_not_blank(prompts: BinaryIO, source: str) -> None:
-    """A file (not a pipe) with no prompt is an error before the model loads."""
+def _is_blank(prompts: BinaryIO, source: str) -> bool:
+    """Whether a file (not a pipe) holds no prompt: known before the model loads."""
     if not _is_regular(prompts):
-        return
+        return False
     try:
         blank = all(not line.strip() for line in bounded_lines(prompts, source))
         prompts.seek(0)
     except OSError:
         # Read again, and reported, by the batch itself.
-        return
-    if blank:
-        raise VibechatError(_no_prompts(source))
+        return False
+    return blank
 
 
 def check_conflicts(
@@ -373,16 +373,17 @@ def batch_main(
     history: History | None = None
     backend: Backend | None = None
     try:
-        _check_not_blank(prompts, source)
+        # Nothing to do: no model loads.
+        if _is_blank(prompts, source):
+            return nothing_to_do(source, sys.stderr)
         if not no_save:
             # A read-only data dir fails here, in one line, before any work.
             history = History().open()
         # No KV snapshots: each line is a conversation of its own, which the run's prefix reuse
         # serves; a snapshot per line would churn the disk, and with --no-prefix-cache a restored
-        # one would make a line's result depend on the lines (and runs) before it.
-        backend = make_backend(
-            dataclasses.replace(plan.engine, kv_snapshot_cache_mib=0), pull=pull_with_progress
-        )
+        # one would make a line's result depend on the lines (and runs) before it. Those on disk
+        # stay (kv_snapshot_cache_mib = 0 would delete them: the user's off).
+        backend = make_backend(plan.engine, pull=pull_with_progress, kv_snapshots=False)
         options = BatchOptions(
             system=plan.system,
             params=plan.params,

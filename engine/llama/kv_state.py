@@ -12,7 +12,7 @@ from typing import Any
 
 import llama_cpp as ll
 
-from .kv_files import Snapshot
+from .kv_files import Snapshot, clear, snapshot_folder
 from .kv_snapshots import SnapshotKey, SnapshotStore
 
 log = logging.getLogger("vibechat.kv_snapshots")
@@ -75,8 +75,10 @@ def make_store(
     n_gpu_layers: int,
 ) -> SnapshotStore | None:
     """The KV snapshots of this model and context, up to ``mib`` MiB on disk; None when the
-    setting turns them off (0) or the model file has no identity to key them by."""
+    setting turns them off (0: the files left from before go too, a cache and never the user's
+    data) or the model file has no identity to key them by."""
     if not mib:
+        clear_off()
         return None
     try:
         key = snapshot_key(model_path, cparams, kv_type, flash_attn, n_gpu_layers)
@@ -88,6 +90,21 @@ def make_store(
     # A bound lowered since the last start holds from now on.
     store.prune()
     return store
+
+
+def clear_off() -> None:
+    """``kv_snapshot_cache_mib = 0`` at the engine's start: the snapshot files (and the folder,
+    once empty) are deleted, as a bound of 0 bytes says; what cannot be is one log line."""
+    folder = snapshot_folder()
+    done = clear(folder)
+    if done.files:
+        log.info("KV snapshots are off: %d deleted (%d bytes)", done.files, done.bytes)
+    for name, why in done.failed[:3]:
+        log.warning("KV snapshot %s could not be deleted: %s", name, why)
+    try:
+        folder.rmdir()
+    except OSError:  # not there, or not empty (what could not be deleted)
+        pass
 
 
 def take_state(ctx: Any) -> Any | None:

@@ -181,14 +181,18 @@ class LlamaCppBackend:
                 self.close()
                 raise
         flash_attn_on = loading.flash_attn_state(captured, flash_attn)
-        snapshots = make_store(
-            opts.kv_snapshot_cache_mib,
-            model,
-            gguf.path,
-            cparams,
-            request.kv_type,
-            flash_attn_on,
-            n_gpu_layers,
+        snapshots = (
+            make_store(
+                opts.kv_snapshot_cache_mib,
+                model,
+                gguf.path,
+                cparams,
+                request.kv_type,
+                flash_attn_on,
+                n_gpu_layers,
+            )
+            if opts.kv_snapshots
+            else None
         )
         self._kv = KVCache(ctx, self._mem, model, snapshots)
         ll.llama_set_abort_callback(ctx, self._no_abort, None)

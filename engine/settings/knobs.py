@@ -431,6 +431,9 @@ class LlamaCppOptions(EngineSettings):
     # GPU layers asked for (gpu_layers != 0) on a build that cannot offload: False raises
     # GpuOffloadUnavailableError; True loads on the CPU and says so in ModelInfo.notices.
     cpu_fallback: bool = False
+    # False: this run takes and uses no KV snapshot and leaves those on disk alone (a
+    # --prompts-file batch); kv_snapshot_cache_mib = 0, the user's off, deletes them too.
+    kv_snapshots: bool = True
     # Default: auto (llama.cpp decides per device).
     flash_attn: bool | None = None
     n_batch: int = 2048

@@ -153,14 +153,17 @@ def test_a_prompts_file_that_cannot_start_prints_one_json_line(tmp_path, stub):
     assert "connection refused" in obj["error"]["message"]
     obj = failed(vibechat("run", "--prompts-file", str(tmp_path / "missing.jsonl")), 1, "error")
     assert "cannot read prompts file" in obj["error"]["message"]
-    obj = failed(
-        vibechat(
-            "run", "--prompts-file", "-", "--base-url", stub.url, "--model", "stub-small", input=""
-        ),
-        1,
-        "error",
+
+
+@pytest.mark.parametrize("text", ["", "\n \n"])
+def test_no_prompts_on_stdin_is_nothing_to_do_exit_0_and_no_json_line(stub, text):
+    """``generate | vibechat run --prompts-file -`` where the generator found nothing: no
+    result, one line on stderr, exit status 0 (no failure: nothing was asked)."""
+    out = vibechat(
+        "run", "--prompts-file", "-", "--base-url", stub.url, "--model", "stub-small", input=text
     )
-    assert "no prompts in stdin" in obj["error"]["message"]
+    assert out.returncode == 0 and out.stdout == "", (out.stdout, out.stderr)
+    assert out.stderr == "vibechat: no prompts in stdin (it is empty or blank): nothing to do.\n"
 
 
 def test_a_reply_cut_by_a_dying_server_reports_what_is_known(stub):

@@ -44,7 +44,7 @@ from ..conversation.messages import ChatMessageWidget
 from ..outside import one_line
 from ..screens.confirm import ConfirmScreen
 from ..widgets.sidebar import ConversationSidebar
-from ..widgets.welcome import resume_line
+from ..widgets.welcome import key_shown, resume_line
 from .events import (
     CacheRebuilt,
     ConversationLoaded,
@@ -294,10 +294,23 @@ class Conversations:
         )
 
     def resume_last(self) -> None:
-        """The welcome's key: the offered conversation opens (as from the list)."""
+        """The welcome's key (and the palette's "Reopen last chat"): the offered conversation
+        opens (as from the list); with none offered, one notice says why."""
         latest = self.offered()
         if latest is not None:
             self.open_conversation(latest.id)
+            return
+        self.host.notify(self.not_offered_why(), timeout=4)
+
+    def not_offered_why(self) -> str:
+        """Why :meth:`offered` is None, in one line: nothing saved yet, the conversation the
+        chat started on still to open, or a chat on screen (reopening is an empty chat's)."""
+        if self._open_first:
+            return "The conversation the chat started on opens once the model is ready."
+        if not self.host.sidebar.summaries:
+            return "No saved conversation to reopen yet."
+        new = key_shown(self.host.bound_key_of("new_conversation")) or "New chat"
+        return f"The last chat is reopened from an empty chat: {new} starts one."
 
     def open_conversation(self, conversation_id: int, jump_to: int | None = None) -> None:
         if conversation_id == self.host.session.chat.conversation_id and jump_to is None:

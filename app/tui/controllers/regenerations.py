@@ -36,7 +36,9 @@ class Regenerations:
             )
             return
         if not session.chat.conversation.turns:
-            host.notify("Nothing to regenerate yet: send a message first.", timeout=4)
+            # an empty chat: its Ctrl+R reopens the last chat when there is one (conversations.py)
+            reopen = "" if host.sidebar.summaries else " (and no saved conversation to reopen)"
+            host.notify(f"Nothing to regenerate yet{reopen}: send a message first.", timeout=4)
             return
         if not await replies.catch_up():
             return

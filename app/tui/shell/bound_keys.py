@@ -59,5 +59,13 @@ class BoundKeys(AppFace):
             if command.callback != self.action_change_theme:
                 yield command
         yield from palette.action_commands(
-            self._bindings_list(), self.bound_key, self.config.path, self.run_action
+            self._bindings_list(), self.bound_key, self.config.path, self._run_chosen
         )
+
+    async def _run_chosen(self, action: str) -> None:
+        """An action chosen in the palette. "Reopen last chat" runs even where its key gives
+        way to Regenerate (``check_action``: nothing offered), and then says why it cannot."""
+        if action == "resume_last":
+            self.chats.resume_last()
+        else:
+            await self.run_action(action)

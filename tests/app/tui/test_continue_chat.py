@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from conftest import VIBECHAT_BIN
 from fakes import RecordingBackend, settle
-from helpers import wait_for
+from helpers import notices, wait_for
 from vibechat.app.commands import cli as cli_module
 from vibechat.app.tui import create_app
 from vibechat.engine.chat.chatlog import ChatLog
@@ -327,9 +327,9 @@ def test_the_chat_starts_on_the_conversations_own_model_where_opening_it_would_l
     started, tmp_path
 ):
     """No model is loaded twice: a conversation had with another local file that is here starts
-    the chat on that file (the list's Enter would switch to it); a model named on purpose, or a
-    conversation of a server the local chat does not use, start as configured (opening it then
-    switches where it can, else says which model replies: the list's way)."""
+    the chat on that file (the list's Enter would switch to it), also where ``--model`` names
+    that file; a conversation of a server the local chat does not use starts as configured
+    (opening it then says which model replies: the list's way)."""
     own = tmp_path / "own-model.gguf"
     own.write_bytes(b"GGUF")
     with History(default_path()) as history:
@@ -338,8 +338,8 @@ def test_the_chat_starts_on_the_conversations_own_model_where_opening_it_would_l
     start("--conversation", str(local.conversation_id))
     assert started["engine"].model == str(own) and not started["engine"].remote
     started.clear()
-    start("--conversation", str(local.conversation_id), "--model", "starter")
-    assert started["engine"].model == "starter"
+    start("--conversation", str(local.conversation_id), "--model", str(own))  # the same file
+    assert started["engine"].model == str(own)
     with History(default_path()) as history:
         remote = ChatLog(
             Conversation(),
@@ -352,6 +352,73 @@ def test_the_chat_starts_on_the_conversations_own_model_where_opening_it_would_l
     start("-c")
     assert started["open_conversation"] == remote.conversation_id
     assert not started["engine"].remote and started["engine"].model != "stub-small"
+
+
+def test_continue_with_another_model_named_is_one_line_and_loads_nothing(started, tmp_path):
+    """``vibechat --continue --model X`` on a conversation had with A (its file here) used to
+    load X and then switch to A on opening it: two loads, and not the model the user typed. A
+    conversation goes on with its own model, so the mix is one line naming both and the fix,
+    as ``run --continue --model X`` is without ``--switch-model``; nothing opens."""
+    own, other = tmp_path / "own-model.gguf", tmp_path / "other-model.gguf"
+    own.write_bytes(b"GGUF")
+    other.write_bytes(b"GGUF")
+    with History(default_path()) as history:
+        chat = ChatLog(Conversation(), history, model="Own 1B", model_path=str(own))
+        chat.add_user("hello")
+    with History(default_path()) as history:  # a model of a server: another id of that server
+        served = ChatLog(
+            Conversation(),
+            history,
+            model="stub-small",
+            model_path="http://127.0.0.1:9/v1/models/stub-small",
+        )
+        served.add_user("hello")
+    cid, sid = str(chat.conversation_id), str(served.conversation_id)
+    server = ["--base-url", "http://127.0.0.1:9/v1", "--model", "stub-large"]
+    on_server, large = "stub-small on http://127.0.0.1:9/v1", "the model stub-large"
+    for args, flag, was, named in [
+        (["--conversation", cid, "--model", str(other)], "--conversation", "Own 1B", str(other)),
+        (["--conversation", sid, *server], "--conversation", on_server, large),
+        (["--continue", *server], "--continue", on_server, large),
+        (["-c", *server], "--continue", on_server, large),
+    ]:
+        result = chat_process(*args)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, (args, result.stderr)
+        line, local = result.stderr, was == "Own 1B"
+        own_id, own_name = (cid, "Own 1B") if local else (sid, "stub-small")
+        assert f"conversation {own_id} was with {was}, and the command line names" in line
+        assert named in line and "Traceback" not in line and result.stdout == ""
+        assert f"leave that out to go on with {own_name}, or leave out {flag}" in line
+    result = CliRunner().invoke(cli_module.cli, ["--conversation", cid, "--model", str(other)])
+    assert result.exit_code == 1 and started == {}  # the chat never started
+
+
+async def test_continue_last_with_another_model_named_starts_a_new_chat_on_it(
+    two_chats, started, user_dirs, tmp_path
+):
+    """``continue_last`` is a standing default and never stops a start: with a model named on
+    purpose that the last conversation was not had with, the chat starts new on that model (one
+    load, no switch), and its welcome offers the last conversation on Ctrl+R."""
+    own = tmp_path / "own-model.gguf"
+    own.write_bytes(b"GGUF")
+    with History(default_path()) as history:
+        chat = ChatLog(Conversation(), history, model="Own 1B", model_path=str(own))
+        chat.add_user("Own chat")
+    other = tmp_path / "other-model.gguf"
+    other.write_bytes(b"GGUF")
+    start("--model", str(other), env={"VIBECHAT_CONTINUE_LAST": "true"})
+    assert started["open_conversation"] is None and started["engine"].model == str(other)
+    app = create_app(RecordingBackend(), blink=False, history=started["history"])
+    async with app.run_test(size=SIZE) as pilot:
+        offer = app.chat.query_one(".chat--offer")
+        await wait_for(pilot, lambda: offer.display)
+        await settle(pilot)
+        assert app.chatlog.conversation_id is None and not app.chat.messages()
+        assert "Own chat" in str(offer.render())
+    started.clear()
+    start("--model", str(own), env={"VIBECHAT_CONTINUE_LAST": "true"})  # its own: it opens
+    assert started["open_conversation"] == chat.conversation_id
+    assert started["engine"].model == str(own)
 
 
 class HeldLoad(RecordingBackend):
@@ -393,3 +460,55 @@ async def test_the_start_conversation_opens_once_the_model_settles_and_none_is_o
         await settle(pilot)
         assert [w.text for w in app.chat.messages()] == ["Older chat", "Older answer"]
         assert bool(backend.prefills) is not fails  # a cache to rebuild only with a model
+
+
+async def run_from_palette(app, pilot, title: str) -> None:
+    """``title`` chosen in the command palette (Ctrl+P, typed, Enter), as the user does."""
+    await pilot.press("ctrl+p")
+    await pilot.press(*title.lower())
+
+    def highlighted() -> bool:
+        commands = app.screen.query_one("CommandList")
+        index = commands.highlighted
+        return index is not None and title in str(commands.get_option_at_index(index).prompt)
+
+    await wait_for(pilot, highlighted, "the palette to find the command")  # searched in a worker
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+async def test_reopen_last_chat_with_nothing_to_reopen_says_so_in_one_line(user_dirs):
+    """Ctrl+R in an empty chat and the palette's "Reopen last chat" with no saved conversation
+    said nothing about reopening: now one notice says why, as every action that cannot act."""
+    app = create_app(RecordingBackend(), blink=False, history=History(default_path()))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.clear_notifications()
+        await pilot.press("ctrl+r")  # no offer on the welcome: the key regenerates, and says both
+        await settle(pilot)
+        assert notices(app) == [
+            "Nothing to regenerate yet (and no saved conversation to reopen): send a message first."
+        ]
+        app.clear_notifications()
+        await run_from_palette(app, pilot, "Reopen last chat")
+        assert notices(app) == ["No saved conversation to reopen yet."]
+        assert app.chatlog.conversation_id is None and not app.chat.messages()
+
+
+async def test_reopen_last_chat_from_the_palette_in_a_chat_with_messages_says_why_not(two_chats):
+    """In a chat with messages (where Ctrl+R regenerates), the palette's "Reopen last chat"
+    says in one line that it reopens from an empty chat, and leaves the conversation open."""
+    app = create_app(
+        RecordingBackend(),
+        blink=False,
+        history=History(default_path()),
+        open_conversation=two_chats[0],
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.chatlog.conversation_id == two_chats[0])
+        await settle(pilot)
+        app.clear_notifications()
+        await run_from_palette(app, pilot, "Reopen last chat")
+        [line] = notices(app)
+        assert "empty chat" in line and "Ctrl+N" in line and "\n" not in line
+        assert app.chatlog.conversation_id == two_chats[0]

@@ -279,26 +279,28 @@ def test_a_missing_file_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("text", ["", "\n  \n\n"])
-def test_a_file_without_prompts_is_an_error_before_the_model_loads(tmp_path, user_dirs, text):
+def test_a_file_without_prompts_is_nothing_to_do_and_loads_no_model(tmp_path, user_dirs, text):
+    """No prompt is nothing to do, not a failure (a script's generator found nothing): exit
+    status 0, no result on stdout, one line on stderr; `run` with no prompt at all stays a
+    usage error (2)."""
     path = tmp_path / "empty.jsonl"
     path.write_text(text)
     out = vibechat("run", "--prompts-file", str(path))
-    assert out.returncode == 1 and f"no prompts in {path}" in start_error(out)["message"]
-    assert out.stderr.count("\n") == 1 and f"no prompts in {path}" in out.stderr
+    assert out.returncode == 0 and out.stdout == ""
+    assert out.stderr == f"vibechat: no prompts in {path} (it is empty or blank): nothing to do.\n"
     assert not (
         user_dirs["cache"] / "vibechat" / "starter"
     ).exists()  # nothing loaded (nor unpacked)
+    assert vibechat("run").returncode == 2
 
 
 # -------------------------------------------------------- on the real model
 @pytest.mark.model
-def test_no_prompts_on_stdin_is_an_error(starter_installed):
-    out = vibechat("run", "--prompts-file", "-", input="\n\n")
-    assert out.returncode == 1 and start_error(out)["exit_status"] == 1
-    assert out.stderr == (
-        "vibechat: error: no prompts in stdin: it is empty or blank; give one JSON object per "
-        'line, e.g. {"prompt": "Hi"}.\n'
-    )
+@pytest.mark.parametrize("text", ["", "\n\n"])
+def test_no_prompts_on_stdin_is_nothing_to_do(starter_installed, text):
+    out = vibechat("run", "--prompts-file", "-", input=text)
+    assert out.returncode == 0 and out.stdout == ""
+    assert out.stderr == "vibechat: no prompts in stdin (it is empty or blank): nothing to do.\n"
 
 
 @pytest.mark.model

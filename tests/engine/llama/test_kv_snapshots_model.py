@@ -314,3 +314,52 @@ def test_an_engine_started_under_a_lowered_bound_prunes_the_folder_at_once(start
         left = snapshot_files()
         assert [p.name[:16] for p in left] == [f"{2:016x}"]  # the most recently used stays
         assert sum(p.stat().st_size for p in left) <= 1 << 20
+
+
+def _left_from_before(count: int = 2) -> list[Path]:
+    """``count`` snapshot files and a temp file a crashed write left, in the real cache folder."""
+    folder = kf.snapshot_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    made = [folder / f"{i:016x}-{'0' * 24}{kf.SUFFIX}" for i in range(count)]
+    for path in made:
+        path.write_bytes(bytes(4096))
+    (folder / f"{'f' * 16}{kf.SUFFIX}.tmp").write_bytes(b"half")
+    return made
+
+
+def test_an_engine_started_with_snapshots_off_deletes_them_and_writes_none(starter_path):
+    """kv_snapshot_cache_mib = 0 means off: the files of that cache (a cache, never the user's
+    data) are deleted when the engine starts, the folder with them, and a reply writes none."""
+    _left_from_before()
+    with loaded_starter(starter_path, context_size=2048, kv_snapshot_cache_mib=0) as backend:
+        assert not kf.snapshot_folder().exists()
+        done_of(backend, TURN1)  # over MIN_TOKENS: snapshots on would keep this one
+    assert not kf.snapshot_folder().exists()
+
+
+def test_snapshots_off_deletes_them_but_a_prompts_file_run_leaves_them(
+    starter_installed, monkeypatch, tmp_path
+):
+    """A --prompts-file run takes no snapshot of its own and leaves those on disk (the user's
+    setting is on); `run` with the setting at 0 deletes them. Real processes, real folder."""
+    monkeypatch.setenv("VIBECHAT_CONTEXT_SIZE", "2048")
+    made = _left_from_before()
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "Hi"}\n')
+
+    def run(*args: str, mib: str | None = None) -> None:
+        env = {**os.environ, **({"VIBECHAT_KV_SNAPSHOT_CACHE_MIB": mib} if mib else {})}
+        out = subprocess.run(
+            [str(VIBECHAT_BIN), "run", *args, "-t", "0", "-n", "4", "--no-save"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+        assert out.returncode in (0, 4), out.stderr  # 4: an empty reply (the starter may end so)
+
+    run("--prompts-file", str(prompts))
+    assert snapshot_files() == made
+    run("-p", "Hi", mib="0")
+    assert not kf.snapshot_folder().exists()
