@@ -273,6 +273,8 @@ class RunResult:
     stdin_chars: int | None = (
         None  # piped stdin joined before the prompt given (run_input.Prompt); None: not
     )
+    # --logprobs N: the reply's candidates in OpenAI's shape (logprobs_object); None: not asked
+    logprobs: dict[str, object] | None = None
 
     @classmethod
     def of_answer(
@@ -348,6 +350,8 @@ class RunResult:
             obj["stdin"] = {"included": True, "chars": self.stdin_chars}
         if self.structured is not None:
             obj["structured_output"] = self.structured
+        if self.logprobs is not None:
+            obj["logprobs"] = self.logprobs
         if self.empty:
             obj["empty"] = True
         if self.error is not None:

@@ -40,7 +40,7 @@ from vibechat.engine.errors import VibechatError
 from vibechat.engine.files import NotARegularFile, open_regular
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import unswitchable
-from vibechat.engine.turns.backend import Backend, ModelInfo
+from vibechat.engine.turns.backend import Backend, ModelInfo, TokenCandidates, logprobs_object
 
 from ..report import ReplyMeter, RunResult, format_stats
 from .bounds import bound_line
@@ -173,6 +173,7 @@ class _Batch:
             return
         chat.add_user(request.prompt)
         meter = ReplyMeter()  # the reply's wall time (elapsed_ms)
+        lens: list[TokenCandidates] = []  # --logprobs N: the line's "logprobs"
         try:
             echo = (
                 ThinkingEcho(self.err, f" line {request.line}")
@@ -181,7 +182,9 @@ class _Batch:
             )
             try:
                 result = self.session.answer(
-                    params, on_event=trim_notice(self.err, echo), stop_requested=stop_requested
+                    params,
+                    on_event=trim_notice(self.err, echo, lens),
+                    stop_requested=stop_requested,
                 )
             finally:
                 if echo is not None:
@@ -202,6 +205,8 @@ class _Batch:
         )
         report.line, report.request_id = request.line, request.id
         used = report.params or params
+        if used.logprobs:
+            report.logprobs = logprobs_object(lens)
         self.done += 1
         self.write(report.to_json())
         if report.empty:  # said, as `run` says it (which exits 4); the batch goes on

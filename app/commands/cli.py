@@ -449,7 +449,8 @@ def run(
             prompt=given.text,
             stdin_chars=given.stdin_chars,
             system=plan.system,
-            params=plan.params,
+            # The lens's candidates go only in --json's object: none asked for without it.
+            params=plan.params if json_output else plan.params.replace(logprobs=0),
             json_output=json_output,
             show_stats=stats,
             raw=raw,

@@ -342,6 +342,31 @@ class TokenCandidates:
         """The value of sampling parameter ``name`` this step used (None: not known, or auto)."""
         return dict(self.sliders).get(name)
 
+    def to_openai(self) -> dict[str, object]:
+        """The step as an item of OpenAI's ``logprobs.content``: the chosen token (``token``: its
+        escaped text, ``bytes``: its raw bytes, ``logprob``: before the chain, after
+        temperature) and its ``top_logprobs``, each with vibechat's ``p_after`` and ``cut``."""
+        return {
+            **_openai_token(self.chosen),
+            "top_logprobs": [_openai_token(c) for c in self.top],
+        }
+
+
+def _openai_token(candidate: Candidate) -> dict[str, object]:
+    return {
+        "token": candidate.text,
+        "logprob": round(candidate.logprob, 6),
+        "bytes": list(candidate.data),
+        "p_after": round(candidate.p_after, 6),
+        "cut": candidate.cut,
+    }
+
+
+def logprobs_object(steps: Sequence[TokenCandidates]) -> dict[str, object]:
+    """A reply's steps as OpenAI's ``choices[0].logprobs`` (``run --logprobs N --json``,
+    ``history show --json``): ``{"content": [...]}``, one item per token."""
+    return {"content": [step.to_openai() for step in steps]}
+
 
 @dataclass(frozen=True)
 class LensNotice:
