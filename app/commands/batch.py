@@ -376,6 +376,7 @@ def batch_main(
             history = (
                 History().open()
             )  # a read-only data dir fails here, in one line, before any work
+            history.lens_bytes = plan.config.lens_history_bytes
         # No KV snapshots: each line is a conversation of its own, which the run's prefix reuse
         # serves; a snapshot per line would churn the disk, and with --no-prefix-cache a restored
         # one would make a line's result depend on the lines (and runs) before it.

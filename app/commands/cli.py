@@ -429,6 +429,8 @@ def run(
         chat = plan.chat
         assert chat is not None
         failure.conversation_id = chat.conversation_id
+        if chat.history is not None:  # a reply's lens candidates kept with it, bounded
+            chat.history.lens_bytes = plan.config.lens_history_bytes
         given = read_prompt(prompt, sys.stdin)
         choice = (
             tool_choice if tool_choice is not None else plan.config.tool_choice

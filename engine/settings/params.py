@@ -37,6 +37,9 @@ MAX_STOP_STRINGS = 16
 # 20), and how many the chat's lens shows when turned on.
 MAX_LOGPROBS = 20
 LENS_DEFAULT = 10
+# The lens_history_bytes setting's default (engine/settings/table.py): a reply's candidates kept
+# in the history, in bytes of JSON (about 3,000 tokens at 10 candidates).
+LENS_HISTORY_BYTES = 2_000_000
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ import pytest
 from conftest import VIBECHAT_BIN
 
 
-def vibechat(*args: str, input: str | None = None, timeout: float = 120):
+def vibechat(
+    *args: str, input: str | None = None, timeout: float = 120, env_extra: dict | None = None
+):
     return subprocess.run(
         [str(VIBECHAT_BIN), *args],
         capture_output=True,
@@ -23,7 +25,7 @@ def vibechat(*args: str, input: str | None = None, timeout: float = 120):
         timeout=timeout,
         input=input,
         stdin=None if input is not None else subprocess.DEVNULL,
-        env=dict(os.environ),
+        env={**os.environ, **(env_extra or {})},
     )
 
 
@@ -125,3 +127,39 @@ def test_run_json_carries_the_starters_candidates(starter_installed):
         assert item["cut"] is None and item["p_after"] > 0
         kept = [t for t in item["top_logprobs"] if t["cut"] is None]
         assert sum(t["p_after"] for t in kept) <= 1 + 1e-6
+
+
+def saved_reply(cid: int) -> dict:
+    out = vibechat("history", "show", str(cid), "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["messages"][-1]
+
+
+def test_history_keeps_a_replys_candidates_when_the_lens_was_on(stub):
+    on = json.loads(
+        vibechat("run", "--logprobs", "3", "--json", "-p", "Say hello.", *remote(stub)).stdout
+    )
+    off = json.loads(vibechat("run", "--json", "-p", "Say hello.", *remote(stub)).stdout)
+    saved = saved_reply(on["conversation_id"])
+    assert saved["role"] == "assistant" and saved["logprobs"] == on["logprobs"]
+    assert "truncated" not in saved["logprobs"]
+    assert "logprobs" not in saved_reply(off["conversation_id"])
+
+
+def test_the_setting_bounds_the_candidates_kept(stub):
+    out = vibechat(
+        "run",
+        "--logprobs",
+        "5",
+        "--json",
+        "-p",
+        "Say hello.",
+        *remote(stub),
+        env_extra={"VIBECHAT_LENS_HISTORY_BYTES": "1200"},
+    )
+    printed = json.loads(out.stdout)["logprobs"]["content"]
+    saved = saved_reply(json.loads(out.stdout)["conversation_id"])["logprobs"]
+    assert 0 < len(saved["content"]) < len(printed)
+    assert saved["content"] == printed[: len(saved["content"])]
+    assert saved["truncated"] == len(printed) - len(saved["content"])
+    assert len(json.dumps(saved["content"])) <= 1200
