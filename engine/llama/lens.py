@@ -5,10 +5,10 @@ evaluation), as ``TokenCandidates`` events (engine/turns/backend.py).
 ``LensSampler`` wraps the sampler a reply draws with and changes nothing of the draw: before each
 token it reads the step's logits row and
 
-1. takes the row's normaliser and its ``top`` candidates in one pass over the vocabulary (numpy:
-   the logits within ``TAIL_NATS`` × temperature of the best, whose tail below adds less than
-   1e-6 to any probability; the best of them by ``argpartition``), for each candidate's
-   probability before the chain, after temperature;
+1. takes the row's softmax denominator (numpy, float32 over the whole vocabulary, summed in
+   float64) and its best ids (those above a threshold read from a sample of the row, then
+   ordered: ``_best_ids``), for each candidate's probability before the chain, after
+   temperature;
 2. applies llama.cpp's own stages of the reply's chain (``llama_sampler_apply`` on each of
    ``llama_sampler_chain_get``: repeat penalty, top-k, top-p, min-p, temperature; never the draw,
    whose random state stays the reply's) to a small candidate array of the row's best
@@ -48,9 +48,6 @@ if TYPE_CHECKING:
 
     from .decoding import Emitter
 
-# Logits more than this many nats (times the temperature) below the best one are left out of the
-# normaliser: each adds at most e^-25 of the best token's weight, 262,144 of them < 4e-6.
-TAIL_NATS = 25.0
 # The repeat penalty can push at most its look-back's tokens out of the top k.
 PENALTY_ROOM = PENALTY_LAST_N
 
@@ -120,6 +117,7 @@ class LensSampler:
         self._array: Any = ll.llama_token_data_array()
         self._buf: np.ndarray | None = None
         self._ids: np.ndarray | None = None
+        self._exp: np.ndarray | None = None
 
     # ------------------------------------------------------------ per token
     def sample(self, ctx: Any, idx: int) -> int:
@@ -145,22 +143,12 @@ class LensSampler:
     # ------------------------------------------------------------ one step
     def _observe(self, logits: np.ndarray) -> _Step:
         """What the chain does to this row's candidates (the draw aside)."""
-        import numpy as np
-
         t = self._temperature
         best = float(logits.max())
-        near = np.flatnonzero(logits >= best - TAIL_NATS * t)
-        near_logits = logits[near]
-        scaled = (near_logits - best) / t
-        log_norm = best / t + math.log(float(np.exp(scaled, dtype=np.float64).sum()))
+        log_norm = best / t + math.log(self._weight(logits, best, t))
         width = self._width
-        want = self.n if width is None else max(width, self.n)
-        if len(near) < want:
-            # A peaked row: the best ``want`` lie lower than the tail's bound.
-            near = np.argpartition(logits, -want)[-want:]
-            near_logits = logits[near]
-        order = _best(near_logits, min(want, len(near)))
-        ids = near[order].astype(np.int32)
+        want = min(self.n_vocab, self.n if width is None else max(width, self.n))
+        ids = _best_ids(logits, want)
         if width is None:
             arr = self._fill_all(logits)
         else:
@@ -168,6 +156,19 @@ class LensSampler:
         top = ids[: self.n]
         cut, penalized, kept, kept_logits = self._apply(arr, top, logits)
         return _Step(self, top, log_norm, cut, penalized, kept, kept_logits)
+
+    def _weight(self, logits: np.ndarray, best: float, t: float) -> float:
+        """The softmax's denominator over the whole row, relative to the best logit:
+        sum(exp((logit - best) / t)), in float32 (one buffer, reused) summed in float64."""
+        import numpy as np
+
+        if self._exp is None:
+            self._exp = np.empty(self.n_vocab, dtype=np.float32)
+        buf = self._exp
+        np.multiply(logits, 1.0 / t, out=buf)
+        np.subtract(buf, best / t, out=buf)
+        np.exp(buf, out=buf)
+        return float(buf.sum(dtype=np.float64))
 
     def _fill(self, ids: np.ndarray, logits: np.ndarray) -> Any:
         """The candidate array: ``ids`` with their ``logits``."""
@@ -214,7 +215,7 @@ class LensSampler:
             if label == "repeat penalty":
                 penalized = _lowered(view, top, logits)
             if arr.size < size:
-                still = np.isin(top, view["id"])
+                still = _among(top, view["id"])
                 for j in np.flatnonzero(alive & ~still):
                     cut[j] = label
                 alive &= still
@@ -303,6 +304,16 @@ def _stages(chain: Any) -> list[tuple[Any, CutStage]]:
     return out
 
 
+def _among(ids: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Which of ``ids`` are in ``pool`` (a set's lookups for a small pool: ``np.isin`` sorts)."""
+    import numpy as np
+
+    if len(pool) > 4096:
+        return np.isin(ids, pool)
+    kept = set(pool.tolist())
+    return np.fromiter((i in kept for i in ids.tolist()), dtype=bool, count=len(ids))
+
+
 def _lowered(view: np.ndarray, top: np.ndarray, logits: np.ndarray) -> list[bool]:
     """Which of ``top`` have a lower logit in ``view`` (the array after the repeat penalty,
     which neither reorders nor drops) than in the row."""
@@ -320,6 +331,26 @@ def _view(arr: Any) -> np.ndarray:
         return np.empty(0, dtype=token_data())
     raw = ctypes.cast(arr.data, ctypes.POINTER(ctypes.c_byte * (arr.size * token_data().itemsize)))
     return np.frombuffer(raw.contents, dtype=token_data(), count=arr.size)
+
+
+# A row's best ids are found among those above a threshold read from every SAMPLE_STRIDE-th logit
+# (a few thousand values), with room for twice as many as wanted: one comparison over the row
+# instead of a partition of it; a threshold that leaves too few falls back to the partition.
+SAMPLE_STRIDE = 64
+
+
+def _best_ids(logits: np.ndarray, want: int) -> np.ndarray:
+    """The ids of the row's ``want`` largest logits, largest first (int32)."""
+    import numpy as np
+
+    sample = logits[::SAMPLE_STRIDE]
+    j = min(len(sample), 2 * want // SAMPLE_STRIDE + 3)
+    floor = np.partition(sample, -j)[-j]
+    near = np.flatnonzero(logits >= floor)
+    if len(near) < want:
+        near = np.argpartition(logits, -want)[-want:]
+    order = _best(logits[near], want)
+    return near[order].astype(np.int32)
 
 
 def _best(values: np.ndarray, k: int) -> np.ndarray:
