@@ -84,7 +84,9 @@ def test_the_cut_marks_follow_the_slider_values(changes, cuts):
     params = SamplingParams(**values)
     got, after = chain_cuts(logprobs, params)
     assert got == cuts
-    assert math.isclose(sum(after), 1.0) and all(p == 0 for p, c in zip(after, got, strict=True) if c)
+    assert math.isclose(sum(after), 1.0) and all(
+        p == 0 for p, c in zip(after, got, strict=True) if c
+    )
 
 
 @pytest.mark.parametrize(
