@@ -349,6 +349,8 @@ class RunResult:
             obj["stdin"] = {"included": True, "chars": self.stdin_chars}
         if self.structured is not None:
             obj["structured_output"] = self.structured
+        if self.logprobs is not None:
+            obj["logprobs"] = self.logprobs
         if self.empty:
             obj["empty"] = True
         if self.error is not None:

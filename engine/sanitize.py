@@ -180,3 +180,38 @@ def replace_surrogates(text: str) -> str:
     if text.isascii():
         return text
     return _SURROGATES.sub(REPLACEMENT, text)
+
+
+# A token's characters that are shown escaped (``escaped_token``): those ``sanitize`` drops (C0,
+# DEL, C1, bidi controls) and the backslash itself, so that an escape cannot be forged.
+_TOKEN_SPECIAL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\\\\]")
+_TOKEN_NAMED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\"}
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _TOKEN_NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
+
+
+def escaped_token(data: bytes) -> str:
+    """One token's bytes as safe, printable text (the token lens, ``run --logprobs``): valid
+    UTF-8 as its characters, each byte that is not (a token that holds part of a character, a
+    byte-fallback token) as ``\\xNN``, a control character, a bidi control or a backslash
+    escaped (``\\n``, ``\\x1b``, ``\\u202e``, ``\\\\``). Never raw: nothing in it is obeyed by a
+    terminal, and two different tokens never look the same."""
+    out: list[str] = []
+    rest = data
+    while rest:
+        try:
+            out.append(_TOKEN_SPECIAL.sub(_escape_char, rest.decode("utf-8")))
+            break
+        except UnicodeDecodeError as exc:
+            good = rest[: exc.start].decode("utf-8")
+            out.append(_TOKEN_SPECIAL.sub(_escape_char, good))
+            out.extend(f"\\x{b:02x}" for b in rest[exc.start : exc.end])
+            rest = rest[exc.end :]
+    return "".join(out)

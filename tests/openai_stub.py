@@ -41,6 +41,11 @@ lists a body's images); with ``refuse_images`` set, a request carrying an ``imag
 is answered as llama-server without ``--mmproj`` answers it (HTTP 500, "image input is not
 supported"), text-only requests as usual.
 
+Logprobs: a request with ``logprobs: true`` gets, with each content piece, OpenAI's
+``choices[0].logprobs`` (``piece_logprobs``: the piece at probability 0.6, then
+``ALTERNATIVES``: an escape sequence and half a character among them), cut to its
+``top_logprobs``; with ``logprobs`` False the stub ignores the request, as a server without them.
+
 ``pieces`` replaces the words of ``reply`` with exact content pieces; ``final_fields`` is
 merged into the last (usage) event; ``running_usage`` adds a running ``usage`` to every
 content chunk (that many tokens a piece); ``models_body`` replaces the ``/v1/models`` answer.
@@ -49,6 +54,7 @@ content chunk (that many tokens a piece); ``models_body`` replaces the ``/v1/mod
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -116,6 +122,9 @@ class StubServer:
         self.refuse_images = (
             False  # a server whose model takes no images (llama-server without --mmproj)
         )
+        # Asked for logprobs (logprobs: true), each content chunk carries them
+        # (piece_logprobs); False: a server that ignores the request.
+        self.logprobs = True
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -377,6 +386,10 @@ class StubServer:
                     }
                     if stub.running_usage:
                         event["usage"] = {"completion_tokens": (i + 1) * stub.running_usage}
+                    if body.get("logprobs") and stub.logprobs:
+                        event["choices"][0]["logprobs"] = piece_logprobs(
+                            piece, int(body.get("top_logprobs") or 0)
+                        )
                     self._event(event)
                     time.sleep(0.002)
                 finish = "length" if max_tokens < len(words) else "stop"
@@ -513,6 +526,23 @@ def whole_call(
     if index is not None:
         call["index"] = index
     return [call]
+
+
+# A content piece's alternatives (piece_logprobs): a word, an escape sequence, half a character.
+ALTERNATIVES = [
+    (" maybe", list(b" maybe"), math.log(0.2)),
+    ("\x1b[2J", list(b"\x1b[2J"), math.log(0.1)),
+    ("\ufffd", [0xE2, 0x82], math.log(0.05)),
+    (" so", list(b" so"), math.log(0.01)),
+]
+
+
+def piece_logprobs(piece: str, top: int) -> dict[str, Any]:
+    """A content piece's ``logprobs`` as OpenAI streams them: the piece as one token at
+    probability 0.6, its ``top`` candidates: itself, then ``ALTERNATIVES``."""
+    chosen = {"token": piece, "logprob": math.log(0.6), "bytes": list(piece.encode())}
+    others = [{"token": t, "logprob": lp, "bytes": b} for t, b, lp in ALTERNATIVES]
+    return {"content": [{**chosen, "top_logprobs": [chosen, *others][:top]}]}
 
 
 def refused_url() -> str:

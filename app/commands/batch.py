@@ -40,7 +40,7 @@ from vibechat.engine.errors import VibechatError
 from vibechat.engine.files import NotARegularFile, open_regular
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import unswitchable
-from vibechat.engine.turns.backend import Backend, ModelInfo
+from vibechat.engine.turns.backend import Backend, ModelInfo, TokenCandidates, logprobs_object
 
 from ..report import ReplyMeter, RunResult, format_stats
 from .bounds import bound_line
@@ -178,6 +178,8 @@ class _Batch:
         chat.add_user(request.prompt)
         # The reply's wall time (elapsed_ms).
         meter = ReplyMeter()
+        # --logprobs N: the line's "logprobs".
+        lens: list[TokenCandidates] = []
         try:
             echo = (
                 ThinkingEcho(self.err, f" line {request.line}")
@@ -186,7 +188,9 @@ class _Batch:
             )
             try:
                 result = self.session.answer(
-                    params, on_event=trim_notice(self.err, echo), stop_requested=stop_requested
+                    params,
+                    on_event=trim_notice(self.err, echo, lens),
+                    stop_requested=stop_requested,
                 )
             finally:
                 if echo is not None:
@@ -208,6 +212,8 @@ class _Batch:
         )
         report.line, report.request_id = request.line, request.id
         used = report.params or params
+        if used.logprobs:
+            report.logprobs = logprobs_object(lens)
         self.done += 1
         self.write(report.to_json())
         # An empty reply is said as `run` says it (which exits 4); the batch goes on.
@@ -379,6 +385,7 @@ def batch_main(
         if not no_save:
             # A read-only data dir fails here, in one line, before any work.
             history = History().open()
+            history.lens_bytes = plan.config.lens_history_bytes
         # No KV snapshots: each line is a conversation of its own, which the run's prefix reuse
         # serves; a snapshot per line would churn the disk, and with --no-prefix-cache a restored
         # one would make a line's result depend on the lines (and runs) before it. Those on disk

@@ -432,6 +432,8 @@ def run(
         chat = plan.chat
         assert chat is not None
         failure.conversation_id = chat.conversation_id
+        if chat.history is not None:  # a reply's lens candidates kept with it, bounded
+            chat.history.lens_bytes = plan.config.lens_history_bytes
         given = read_prompt(prompt, sys.stdin)
         # Flag > preset > config.
         choice = tool_choice if tool_choice is not None else plan.config.tool_choice
@@ -450,7 +452,8 @@ def run(
             prompt=given.text,
             stdin_chars=given.stdin_chars,
             system=plan.system,
-            params=plan.params,
+            # The lens's candidates go only in --json's object: none asked for without it.
+            params=plan.params if json_output else plan.params.replace(logprobs=0),
             json_output=json_output,
             show_stats=stats,
             raw=raw,

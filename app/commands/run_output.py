@@ -9,20 +9,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from vibechat.engine.sanitize import Sanitizer
-from vibechat.engine.turns.backend import ChatEvent, ContextTrimmed, PromptProgress, ThinkingDelta
+from vibechat.engine.sanitize import Sanitizer, sanitize
+from vibechat.engine.turns.backend import (
+    ChatEvent,
+    ContextTrimmed,
+    LensNotice,
+    PromptProgress,
+    ThinkingDelta,
+    TokenCandidates,
+)
 
 from ..progress import ReadingLine
 from ..report import ReplyMeter
 from .run_request import RunRequest
 
 
-def trim_notice(err: TextIO, thinking: ThinkingEcho | None = None) -> Callable[[ChatEvent], None]:
+def trim_notice(
+    err: TextIO,
+    thinking: ThinkingEcho | None = None,
+    lens: list[TokenCandidates] | None = None,
+) -> Callable[[ChatEvent], None]:
     """``on_event`` for the one-shot commands: a trimmed context is said on stderr; with
-    ``thinking``, the thinking is shown there too (``--show-thinking``)."""
+    ``thinking``, the thinking is shown there too (``--show-thinking``); with ``lens``, the
+    token lens's steps are kept there (``--logprobs``), and why a reply has none is said."""
 
     def on_event(event: ChatEvent) -> None:
-        if isinstance(event, ContextTrimmed):
+        if isinstance(event, TokenCandidates):
+            if lens is not None:
+                lens.append(event)
+        elif isinstance(event, LensNotice):
+            err.write(f"vibechat: {sanitize(event.reason)}\n")
+        elif isinstance(event, ContextTrimmed):
             err.write(
                 f"vibechat: left out {event.dropped_messages} old messages to fit the context\n"
             )
@@ -86,7 +103,7 @@ class ReplyPrinter:
         self.reading = ReadingLine.for_stream(err) if reading else None
         # What is known of a reply that ends without the backend's stats.
         self.meter = ReplyMeter()
-        self.notice = trim_notice(err, self.echo)
+        self.notice = trim_notice(err, self.echo, request.lens_log)
         # The reply so far, for --json when it fails (a crash) mid-reply.
         self.shown: list[str] = []
         # The first write to stdout that failed (not a closed pipe).

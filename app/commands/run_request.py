@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from vibechat.engine.chat.tool_turns import ToolBox
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.attachments import Attachment
+from vibechat.engine.turns.backend import TokenCandidates
 from vibechat.engine.turns.tool_calls import ToolSpec
 
 
@@ -43,5 +44,7 @@ class RunRequest:
     # --json's "tool_calls": each call as it went (its tool, arguments, whether it ran, its
     # result, cut)
     tool_log: list[dict[str, object]] = field(default_factory=list, init=False)
+    # --logprobs N: the token lens's steps, as they came (--json's "logprobs").
+    lens_log: list[TokenCandidates] = field(default_factory=list, init=False)
     # --json: the object is on stdout already.
     printed: bool = field(default=False, init=False)

@@ -23,7 +23,7 @@ from vibechat.engine.errors import StreamInterrupted, VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.attachments import Attachment
-from vibechat.engine.turns.backend import GenerationStats, ModelInfo
+from vibechat.engine.turns.backend import GenerationStats, ModelInfo, logprobs_object
 
 from ..report import (
     ReplyMeter,
@@ -125,6 +125,8 @@ def finish(
     report.attachments = attachment_list(request.attachments)
     report.stdin_chars = request.stdin_chars
     used = report.params or request.params
+    if used.logprobs:
+        report.logprobs = logprobs_object(request.lens_log)
     empty_line = empty_reply_line(info, bool(done.thinking.strip())) if report.empty else None
     if empty_line is not None:
         report.error = error_object(empty_line, "empty", EXIT_EMPTY)

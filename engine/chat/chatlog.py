@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..settings.params import SamplingParams
 from ..turns.attachments import Attachment
-from ..turns.backend import ChatMessage, GenerationDone
+from ..turns.backend import ChatMessage, GenerationDone, TokenCandidates
 from .conversation import Conversation
 from .database import HistoryError
 from .history import History
@@ -52,6 +52,11 @@ class Reply:
                 self.writer.append_thinking(text)
             except HistoryError as exc:
                 self._failed(exc)
+
+    def append_candidates(self, step: TokenCandidates) -> None:
+        """A step of the token lens (kept with the reply, bounded: ``ReplyWriter``)."""
+        if self.writer is not None:
+            self.writer.add_candidates(step)
 
     def _failed(self, exc: HistoryError) -> None:
         log.warning("could not save the reply while it streams: %s", exc)

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..attach.store import AttachmentStore
 from ..errors import InvalidParameterError
-from ..settings.params import SamplingParams
+from ..settings.params import LENS_HISTORY_BYTES, SamplingParams
 from ..turns.attachments import Attachment, AttachmentKind
 from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
@@ -80,6 +80,7 @@ def _message(m: Any, attachments: dict[int, tuple[Attachment, ...]] | None = Non
         m["tool_call_id"],
         m["tool_name"],
         (attachments or {}).get(m["id"], ()),
+        json_object(m["logprobs"]),
     )
 
 
@@ -93,6 +94,9 @@ class History(HistoryDatabase):
     them), read back when a conversation is read."""
 
     _attachment_store: AttachmentStore | None = None
+    # A reply's token-lens candidates kept with it, in bytes of JSON at most (the
+    # ``lens_history_bytes`` setting: whoever opens the history from the config sets it).
+    lens_bytes: int = LENS_HISTORY_BYTES
 
     @property
     def attachment_store(self) -> AttachmentStore:
@@ -463,8 +467,12 @@ class History(HistoryDatabase):
         stats: dict[str, Any] | None = None,
         thinking: str | None = None,
         tool_calls: tuple[ToolCall, ...] | None = None,
+        logprobs: dict[str, Any] | None = None,
     ) -> None:
         sets, args = ["content = ?", "updated = ?"], [content, now()]
+        if logprobs is not None:
+            sets.append("logprobs = ?")
+            args.append(json.dumps(logprobs))
         if tool_calls:
             sets.append("tool_calls = ?")
             args.append(json.dumps([call.to_dict() for call in tool_calls]))

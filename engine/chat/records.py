@@ -100,6 +100,8 @@ class StoredMessage:
     # A prompt's images and files, in order (engine/attach/store.py's ``reopen``: a copy gone
     # missing has path "" and says so in its note).
     attachments: tuple[Attachment, ...] = ()
+    # A reply's token-lens candidates, as saved (``LensLog.to_json``; None: the lens was off).
+    logprobs: dict[str, Any] | None = None
 
     @property
     def in_context(self) -> bool:
@@ -152,6 +154,8 @@ class StoredMessage:
             data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
         if self.attachments:
             data["attachments"] = [attachment_dict(a) for a in self.attachments]
+        if self.logprobs is not None:
+            data["logprobs"] = self.logprobs
         if self.role == "tool":
             data["tool_call_id"] = self.tool_call_id
             data["tool_name"] = self.tool_name

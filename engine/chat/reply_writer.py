@@ -6,10 +6,12 @@ written at most every ``interval`` seconds, so a crash loses at most that much, 
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from ..settings.params import SamplingParams
+from ..turns.backend import TokenCandidates
 from ..turns.tool_calls import ToolCall
 from .history import History
 
@@ -28,6 +30,11 @@ class ReplyWriter:
         self._saved_len = 0
         self._saved_thinking = 0
         self._last_save = time.monotonic()
+        # The token lens's steps (OpenAI's items), kept while they fit in the history's
+        # ``lens_bytes``; those past it are counted.
+        self._lens: list[dict[str, Any]] = []
+        self._lens_size = 0
+        self._lens_dropped = 0
 
     @property
     def text(self) -> str:
@@ -47,6 +54,28 @@ class ReplyWriter:
         self._thinking.append(text)
         if time.monotonic() - self._last_save >= self.interval:
             self.flush()
+
+    def add_candidates(self, step: TokenCandidates) -> None:
+        """A step of the token lens: kept with the reply while its steps fit in the history's
+        ``lens_bytes`` (the ``lens_history_bytes`` setting), counted once they do not."""
+        if not self._lens_dropped:
+            item = step.to_openai()
+            size = len(json.dumps(item))
+            if self._lens_size + size <= self.history.lens_bytes:
+                self._lens.append(item)
+                self._lens_size += size
+                return
+        self._lens_dropped += 1
+
+    def lens_object(self) -> dict[str, Any] | None:
+        """The reply's candidates as saved: OpenAI's ``{"content": [...]}``, with ``truncated``:
+        the steps left out past the bound (None: the lens was off)."""
+        if not self._lens and not self._lens_dropped:
+            return None
+        obj: dict[str, Any] = {"content": self._lens}
+        if self._lens_dropped:
+            obj["truncated"] = self._lens_dropped
+        return obj
 
     def flush(self) -> None:
         text = self.text
@@ -80,4 +109,5 @@ class ReplyWriter:
             stats=stats,
             thinking=self.thinking if thinking is None else thinking,
             tool_calls=tool_calls,
+            logprobs=self.lens_object(),
         )

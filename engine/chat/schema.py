@@ -245,6 +245,14 @@ def attachments(c: Executes) -> None:
     )
 
 
+def token_lens(c: Executes) -> None:
+    """The token lens (issue 43). A reply generated with the lens on keeps its candidates
+    (``logprobs``: OpenAI's ``{"content": [...]}``, engine/turns/backend.py ``logprobs_object``,
+    at most the ``lens_history_bytes`` setting's bytes, with ``"truncated": N`` when steps were
+    left out); NULL: the lens was off."""
+    c.execute("ALTER TABLE messages ADD COLUMN logprobs TEXT")
+
+
 # The migrations, in the order they run: a database at version N has run the first N.
 MIGRATIONS: list[Migration] = [
     conversations_and_messages,
@@ -253,6 +261,7 @@ MIGRATIONS: list[Migration] = [
     message_tree,
     tool_calls,
     attachments,
+    token_lens,
 ]
 
 

@@ -46,6 +46,7 @@ from ..turns.backend import (
     RemoteModels,
     TextDelta,
     ThinkingDelta,
+    TokenCandidates,
 )
 from ..turns.tool_calls import ToolSpec
 from .chatlog import ChatLog
@@ -260,8 +261,11 @@ class ChatSession:
                             on_event(event)
                     elif isinstance(event, GenerationDone):
                         done = event
-                    elif on_event is not None:
-                        on_event(event)
+                    else:
+                        if isinstance(event, TokenCandidates):
+                            turn.add_candidates(event)
+                        if on_event is not None:
+                            on_event(event)
             finally:
                 events.close()
         return done if done is not None else turn.stopped()

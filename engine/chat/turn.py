@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..settings.params import SamplingParams
-from ..turns.backend import ChatMessage, GenerationDone, GenerationStats
+from ..turns.backend import ChatMessage, GenerationDone, GenerationStats, TokenCandidates
 from ..turns.tool_calls import ToolSpec
 from .chatlog import Reply
 
@@ -47,6 +47,12 @@ class Turn:
                 return
             self.thinking_parts.append(text)
             self.record.append_thinking(text)
+
+    def add_candidates(self, step: TokenCandidates) -> None:
+        """A step of the token lens: saved with the reply (bounded)."""
+        with self._lock:
+            if not self.settled:
+                self.record.append_candidates(step)
 
     @property
     def text(self) -> str:

@@ -61,6 +61,7 @@ from .drafting import prompt_lookup_tokens
 from .grammar_sampling import Sampler
 from .kv_cache import KVCache
 from .kv_state import make_store
+from .lens import LensSampler, lens_events
 from .native import ensure_llama_initialised, gpu_offload_supported
 from .prompt_eval import AbortTicks, decode_all, read_prompt
 from .prompting import Prompter
@@ -542,14 +543,29 @@ class LlamaCppBackend:
             calls=fmt.recogniser() if fmt is not None else None,
         )
         sampler = self._reply_sampler(params, fmt, tools, tool_choice)
+        lens = self._lens(sampler, params) if params.logprobs else None
         try:
-            pieces = self._decode_loop(tokens, sampler, out, stats)
-            yield from reply_events(pieces, out, reply, self._policy, stats)
+            pieces = self._decode_loop(tokens, lens or sampler, out, stats)
+            if lens is None:
+                yield from reply_events(pieces, out, reply, self._policy, stats)
+            else:
+                yield from lens_events(
+                    reply_events(pieces, out, reply, self._policy, stats), lens, out
+                )
         finally:
             sampler.free()
         out.count_into(stats, params)
+        if lens is not None:
+            yield from lens.take(out.generated)
         yield from reply.events(out.tail(), out.generated)
         reply.ended(out, tool_calls_finish(out.finish, out.tool_calls))
+
+    def _lens(self, sampler: Sampler, params: SamplingParams) -> LensSampler:
+        """``sampler`` seen through the token lens (engine/llama/lens.py): its chain's stages."""
+        chain = getattr(sampler, "chain", None)
+        assert chain is not None, "every reply's sampler draws with a chain"
+        n_vocab = ll.llama_vocab_n_tokens(self._vocab)
+        return LensSampler(sampler, chain, n_vocab, params, self._piece_bytes)
 
     def _decode_loop(
         self, tokens: list[int], sampler: Sampler, out: Emitter, stats: GenerationStats

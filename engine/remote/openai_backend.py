@@ -68,6 +68,7 @@ from ..turns.stops import StopMatcher
 from ..turns.tool_calls import ToolCall, ToolSpec
 from .client import Cancelled, Exchange, Expired, ServerClient, TooMuch, message_of
 from .images import IMAGE_TOKENS, NO_IMAGES_FIX, refused_images
+from .lens import RemoteLens
 from .listing import ServerModels
 from .options import (
     BACKEND_NAME,
@@ -281,6 +282,8 @@ class OpenAICompatibleBackend:
         except Expired:
             raise self._http.expired("the reply") from None
         reader = EventStream(resp, exchange, idle=self.options.timeout)
+        # The token lens (remote/lens.py): the candidates the server sends with each piece.
+        lens = RemoteLens(params) if params.logprobs else None
         limit = params.max_tokens
         deltas = received = after_limit = 0
         t_first = t_last = 0.0
@@ -322,6 +325,8 @@ class OpenAICompatibleBackend:
                     if isinstance(choices, list) and choices and isinstance(choices[0], dict)
                     else {}
                 )
+                if lens is not None:
+                    yield from lens.feed(choice)
                 delta = choice.get("delta")
                 # Absent or null: no text in this chunk.
                 if not isinstance(delta, dict):
@@ -423,6 +428,9 @@ class OpenAICompatibleBackend:
         stats.finish_reason = finish
         if params.output_format is not None and finish == "stop" and not stops.stopped:
             check_json_reply(self.server, text)
+        notice = lens.notice(deltas) if lens is not None else None
+        if notice is not None:
+            yield notice
         yield GenerationDone(
             text=text,
             stats=stats,

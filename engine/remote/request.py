@@ -138,6 +138,9 @@ def chat_body(
     }
     if params.stop:
         body["stop"] = list(params.stop)
+    if params.logprobs:
+        # The token lens: top_logprobs is the parameter's own field (ParamSpec.remote).
+        body["logprobs"] = True
     if params.output_format is not None:
         # A grammar: a one-line error, nothing sent.
         params.output_format.check_remote()

@@ -33,6 +33,13 @@ from .think_switch import DEFAULT_THINKING, check_thinking
 # llama.cpp reserves 0xFFFFFFFF for "random".
 SEED_MAX = 2**32 - 2
 MAX_STOP_STRINGS = 16
+# The token lens: most candidates a step reports (``logprobs``; OpenAI's top_logprobs stops at
+# 20), and how many the chat's lens shows when turned on.
+MAX_LOGPROBS = 20
+LENS_DEFAULT = 10
+# The lens_history_bytes setting's default (engine/settings/table.py): a reply's candidates kept
+# in the history, in bytes of JSON (about 3,000 tokens at 10 candidates).
+LENS_HISTORY_BYTES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -428,6 +435,27 @@ PARAM_SPECS: dict[str, ParamSpec] = {
             llama=LlamaStage(50, _draw),
             remote=RemoteField(("seed",)),
         ),
+        # The token lens (issue 43): no stage in the chain, no slider (the chat's lens key turns
+        # it on); the local engine reads each step's logits (engine/llama/lens.py), a server is
+        # asked for ``logprobs`` too (engine/remote/request.py).
+        ParamSpec(
+            "logprobs",
+            int,
+            0,
+            MAX_LOGPROBS,
+            0,
+            1,
+            5,
+            "The token lens: for each generated token, the N most likely candidates with their "
+            "probability before and after the sampler chain, and the stage that cut each; "
+            f"0 (off) disables (the chat's lens shows {LENS_DEFAULT}).",
+            label="Logprobs",
+            metavar="N",
+            flag_words="Candidates per token, {range}; 0 (off) disables",
+            example=str(LENS_DEFAULT),
+            slider=False,
+            remote=RemoteField(("top_logprobs",), unsent=(0,)),
+        ),
     )
 }
 
@@ -452,6 +480,9 @@ class SamplingParams:
     repeat_penalty: float = PARAM_SPECS["repeat_penalty"].default  # type: ignore[assignment]
     max_tokens: int | None = PARAM_SPECS["max_tokens"].default  # type: ignore[assignment]
     seed: int | None = PARAM_SPECS["seed"].default  # type: ignore[assignment]
+    # The token lens: candidates per generated token (0: off; engine/turns/backend.py
+    # ``TokenCandidates``).
+    logprobs: int = PARAM_SPECS["logprobs"].default  # type: ignore[assignment]
     stop: tuple[str, ...] = field(default_factory=tuple)
     # JSON, a JSON Schema or a GBNF grammar the reply must follow (None: free text). Saved with
     # the conversation's parameters (the text itself, not a file's path).
@@ -512,6 +543,9 @@ class SamplingParams:
             del data["output_format"]
         if self.thinking == DEFAULT_THINKING:
             del data["thinking"]
+        if not self.logprobs:
+            # Off, as before the lens: older readers take it.
+            del data["logprobs"]
         return data
 
     @classmethod

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import InvalidParameterError
 from .knobs import EngineSettings
-from .params import MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
+from .params import LENS_HISTORY_BYTES, MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .setting import SAMPLING, Setting, doc, show
 from .think_switch import DEFAULT_THINKING, THINKING_MODES, check_thinking
 from .tool_checks import (
@@ -156,6 +156,19 @@ class Config(EngineSettings):
             env="VIBECHAT_TOOL_TIMEOUT",
             minimum=1,
             maximum=3600,
+        ),
+    )
+    lens_history_bytes: int = field(
+        default=LENS_HISTORY_BYTES,
+        metadata=doc(
+            "Bytes of a reply's token-lens candidates (--logprobs, the chat's lens) kept in the "
+            "history with it; the tokens past it are not kept (the saved reply counts them as "
+            "'truncated'); 0 keeps none.",
+            kind="whole number",
+            example="500000",
+            env="VIBECHAT_LENS_HISTORY_BYTES",
+            minimum=0,
+            maximum=64_000_000,
         ),
     )
     tool_rounds: int = field(

@@ -290,6 +290,93 @@ class DraftProgress:
     turned_off: bool = False
 
 
+# The sampler chain's stages a candidate can be cut by, in the words the lens shows (llama.cpp's
+# sampler names mapped in engine/llama/lens.py); a remote reply's cuts are computed from the
+# slider values over the candidates the server returned (engine/remote/lens.py).
+CutStage = Literal["top-k", "top-p", "min-p", "temperature", "repeat penalty", "other"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate token of a step (``TokenCandidates``). ``data``: its bytes, raw (a piece of
+    a UTF-8 character when the token splits one); ``text``: those bytes shown safely
+    (``engine.sanitize.escaped_token``: an invalid byte as ``\\xNN``, a control character
+    escaped, never raw). ``logprob``: the natural log of its probability before the sampler
+    chain, after temperature (at temperature 0: the model's own distribution, temperature 1);
+    ``p_after``: its probability in the draw, after the chain (0 when cut; at temperature 0, 1
+    for the greedy pick); ``cut``: the stage that removed it (None: kept); ``penalized``: the
+    repeat penalty lowered it. ``token_id``: its id in the model's vocabulary (-1: a server's
+    candidate, whose id is not known)."""
+
+    token_id: int
+    data: bytes
+    text: str
+    logprob: float
+    p_after: float
+    cut: CutStage | None = None
+    penalized: bool = False
+
+
+@dataclass(frozen=True)
+class TokenCandidates:
+    """The token lens for one step of a reply (sent only when ``SamplingParams.logprobs`` > 0):
+    the token drawn (``chosen``) and the step's ``top`` candidates, most likely first, at most
+    ``logprobs`` of them (the chosen one among them when it ranks there), each with its
+    probability before and after the sampler chain and the stage that cut it; ``index``: the
+    token's place in the reply (0 = its first generated token, thinking included); ``thinking``:
+    the token is part of a reasoning model's thinking; ``sliders``: the sampling values the step
+    used (``(name, value)`` in ``PARAM_SPECS``' order, e.g. ``("temperature", 0.8)``).
+
+    Sent before the text the token adds (a ``TextDelta`` may join several tokens' text, hold a
+    token's text back for a stop string, or never show it). The last token (the end of the
+    turn) has none. The local engine computes it from the logits llama.cpp used for the draw
+    (engine/llama/lens.py); a server's from its ``logprobs`` (engine/remote/lens.py)."""
+
+    index: int
+    chosen: Candidate
+    top: tuple[Candidate, ...]
+    sliders: tuple[tuple[str, float | int | None], ...] = ()
+    thinking: bool = False
+
+    def slider(self, name: str) -> float | int | None:
+        """The value of sampling parameter ``name`` this step used (None: not known, or auto)."""
+        return dict(self.sliders).get(name)
+
+    def to_openai(self) -> dict[str, object]:
+        """The step as an item of OpenAI's ``logprobs.content``: the chosen token (``token``: its
+        escaped text, ``bytes``: its raw bytes, ``logprob``: before the chain, after
+        temperature) and its ``top_logprobs``, each with vibechat's ``p_after`` and ``cut``."""
+        return {
+            **_openai_token(self.chosen),
+            "top_logprobs": [_openai_token(c) for c in self.top],
+        }
+
+
+def _openai_token(candidate: Candidate) -> dict[str, object]:
+    return {
+        "token": candidate.text,
+        "logprob": round(candidate.logprob, 6),
+        "bytes": list(candidate.data),
+        "p_after": round(candidate.p_after, 6),
+        "cut": candidate.cut,
+    }
+
+
+def logprobs_object(steps: Sequence[TokenCandidates]) -> dict[str, object]:
+    """A reply's steps as OpenAI's ``choices[0].logprobs`` (``run --logprobs N --json``,
+    ``history show --json``): ``{"content": [...]}``, one item per token."""
+    return {"content": [step.to_openai() for step in steps]}
+
+
+@dataclass(frozen=True)
+class LensNotice:
+    """The lens was asked for (``SamplingParams.logprobs``) but this reply has none, in one line
+    (``reason``): a server that returns no ``logprobs``, a draw the lens cannot follow. Sent at
+    most once per reply, never part of the text."""
+
+    reason: str
+
+
 @dataclass(frozen=True)
 class GenerationDone:
     """The last event of every stream: the full text (the answer, without the thinking),
@@ -313,7 +400,14 @@ class GenerationDone:
 
 
 ChatEvent = (
-    TextDelta | ThinkingDelta | ContextTrimmed | PromptProgress | DraftProgress | GenerationDone
+    TextDelta
+    | ThinkingDelta
+    | ContextTrimmed
+    | PromptProgress
+    | DraftProgress
+    | TokenCandidates
+    | LensNotice
+    | GenerationDone
 )
 
 

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from vibechat.engine.sanitize import MAX_SEQUENCE, Sanitizer, replace_surrogates, sanitize
+from vibechat.engine.sanitize import (
+    MAX_SEQUENCE,
+    Sanitizer,
+    escaped_token,
+    replace_surrogates,
+    sanitize,
+)
 from vibechat.engine.turns.stops import StopMatcher
 
 
@@ -223,3 +229,25 @@ def test_bidi_overrides_embeddings_and_isolates_never_reach_the_terminal():
     )
     stream = Sanitizer()
     assert stream.feed("exe.\u202e") + stream.feed("txt") + stream.flush() == "exe.txt"
+
+
+@pytest.mark.parametrize(
+    ("data", "shown"),
+    [
+        (b" Paris", " Paris"),
+        ("€".encode(), "€"),
+        # A token that holds part of a character (a byte-fallback token): its bytes escaped.
+        (b"\xe2\x82", "\\xe2\\x82"),
+        (b"ok\xff", "ok\\xff"),
+        # Controls and bidi overrides never raw.
+        (b"\x1b]52;c;aGk=\x07", "\\x1b]52;c;aGk=\\x07"),
+        (b"\n\t\r", "\\n\\t\\r"),
+        ("\u202e".encode(), "\\u202e"),
+        ("\u009b".encode(), "\\u009b"),
+        # A real backslash cannot forge an escape.
+        (b"\\xe2", "\\\\xe2"),
+    ],
+)
+def test_a_tokens_bytes_are_shown_escaped_never_raw(data, shown):
+    assert escaped_token(data) == shown
+    assert sanitize(shown) == shown

@@ -247,7 +247,7 @@ def test_migration_6_keeps_every_message_of_a_schema_5_database(tmp_path, photo)
     path = tmp_path / "history.db"
     write_v5_database(path)
     with History(path) as db:
-        assert db.schema_version == len(MIGRATIONS) == 6
+        assert db.schema_version == len(MIGRATIONS) >= 6
         old = db.get(1)
         assert [(m.id, m.parent_id, m.content) for m in old.tree] == [
             (1, None, "hello"),
