@@ -275,6 +275,8 @@ class RunResult:
     attachments: list[dict[str, object]] | None = None
     # Piped stdin joined before the prompt given (run_input.Prompt); None: not.
     stdin_chars: int | None = None
+    # --logprobs N: the reply's candidates in OpenAI's shape (logprobs_object); None: not asked.
+    logprobs: dict[str, object] | None = None
 
     @classmethod
     def of_answer(

@@ -24,8 +24,9 @@ look-back) into the top k. With top-k off the array is the whole vocabulary (slo
 then sorts it). At temperature 0 the chain ends in the greedy pick: the probabilities before it
 are the model's own (temperature 1), the pick's after it 1.
 
-Numpy is imported when the lens first samples (tests/app/test_startup.py: not on every start of
-the engine process); the lens costs nothing when it is off, it is then never made.
+Imports inside functions are deliberate: numpy is imported when the lens first samples
+(tests/app/test_startup.py: not on every start of the engine process); the lens costs nothing
+when it is off, it is then never made.
 """
 
 from __future__ import annotations
