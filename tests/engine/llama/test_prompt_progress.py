@@ -22,9 +22,11 @@ from vibechat.engine.turns.backend import (
     ThinkingDelta,
 )
 
-# About 1,500 tokens: a sentence said again and again.
+# About 680 tokens, a sentence said again and again: the probe (PROBE_TOKENS) and then one batch
+# of hundreds of tokens (n_batch is 2,048), the shape of any prompt over LONG_PROMPT. A longer one
+# proves nothing more and costs each test seconds of prompt evaluation.
 LONG = [
-    ChatMessage("user", "Summarise this: " + "The quick brown fox jumps over the lazy dog. " * 150)
+    ChatMessage("user", "Summarise this: " + "The quick brown fox jumps over the lazy dog. " * 60)
 ]
 SHORT = [ChatMessage("user", "Name a fruit.")]
 FEW = SamplingParams(temperature=0, max_tokens=4)
