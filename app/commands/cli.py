@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.main import get_command
@@ -49,6 +49,9 @@ from .run_args import positional_prompt, structured_output
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools import tools as tools_cmd
 from .version import print_version
+
+if TYPE_CHECKING:
+    from vibechat.engine.llama.worker_ahead import EngineAhead
 
 cli = typer.Typer(
     name="vibechat",
@@ -154,6 +157,9 @@ def main_callback(
     mcp_config: McpConfigOpt = None,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
+    # The chat's engine process first, before the log file and the config (_engine_ahead). On a
+    # way out before the chat's start() ends it, it ends by itself: its stdin ends with this process.
+    ahead = _engine_ahead() if ctx.invoked_subcommand is None else None
     _setup_logging(verbose)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": flags.as_tuple()}
@@ -186,17 +192,19 @@ def main_callback(
         from ..appconfig import load_app_config
         from ..tui import run_tui
 
-        # A problem in the config does not stop the chat: a bad key is left out on its own (a
-        # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
-        plan = RunPlan.of(load_app_config(), wanted)
-        plan.check()
-        # --continue, --conversation ID or continue_last: picked as `run` picks, before the
-        # screen opens
-        opening = plan.opening(
-            no_save=no_save, new=new, continue_latest=continue_, conversation_id=conversation
-        )
-        plan, registry = opening.plan, None
+        opening, registry = None, None
         try:
+            # A problem in the config does not stop the chat: a bad key is left out on its own
+            # (a file that is not TOML, whole), and the chat lists what it left out
+            # (config_bar.py).
+            plan = RunPlan.of(load_app_config(), wanted)
+            plan.check()
+            # --continue, --conversation ID or continue_last: picked as `run` picks, before the
+            # screen opens
+            opening = plan.opening(
+                no_save=no_save, new=new, continue_latest=continue_, conversation_id=conversation
+            )
+            plan = opening.plan
             registry, approval = chat_tools(
                 plan.config, mcp_config
             )  # the chat asks before each call
@@ -212,16 +220,34 @@ def main_callback(
                 history=opening.history,
                 open_conversation=opening.conversation_id,
                 open_over=opening.over_saved,
+                ahead=ahead,
             )
         finally:
+            if ahead is not None:  # (taken by the chat's backend, and ended with it, if local)
+                ahead.end()
             if registry is not None:
                 registry.close()
-            if opening.history is not None:  # (closed already when the chat ran)
+            if opening is not None and opening.history is not None:  # (closed if the chat ran)
                 opening.history.close()
 
     code = guard(start)
     if code:  # the chat crashed (its traceback is on the screen): say so to the shell too
         raise typer.Exit(code)
+
+
+def _engine_ahead() -> EngineAhead | None:
+    """The chat's engine process, started before the config is read, the model picked or Textual
+    imported (engine/llama/worker_ahead.py): its interpreter and llama.cpp's bindings start on
+    another core while the chat gets ready, and the model's load begins as soon as the model is
+    known, so it runs while the screen's first frame is drawn. Only where the chat can open (a
+    terminal on both ends; else ``run_tui`` refuses in one line, and nothing was started)."""
+    from ..terminal import has_terminal
+
+    if not has_terminal():
+        return None
+    from vibechat.engine.llama.worker_ahead import EngineAhead
+
+    return EngineAhead()
 
 
 # Built from one line per paragraph: with Rich, --help keeps a docstring's line breaks.

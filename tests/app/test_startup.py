@@ -349,3 +349,80 @@ def test_the_chat_sets_textuals_frame_rate_before_textual_is_imported(given, exp
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"TEXTUAL_FPS: {expected} | textual imported: False" in done.stdout, done.stdout
     assert f"Textual's frame rate: {expected}" in done.stdout, done.stdout
+
+
+# `vibechat` as the console script runs it, on a terminal, on a model file whose header is valid:
+# where the engine process is started (its Popen, seen by an audit hook), whether Textual had
+# been imported by then. The probe ends there: nothing is loaded.
+ENGINE_START_PROBE = textwrap.dedent("""
+    import os
+    import sys
+
+    report, model = sys.argv[1], sys.argv[2]
+
+    def hook(event, args):
+        if event == "subprocess.Popen" and "vibechat.engine.llama.worker_child" in list(args[1] or ()):
+            with open(report, "w") as out:
+                out.write(f"textual imported: {'textual' in sys.modules}\\n")
+                out.write(f"config module imported: {'vibechat.app.appconfig' in sys.modules}\\n")
+                out.write(f"rich imported: {'rich' in sys.modules}\\n")
+            os._exit(0)
+
+    sys.addaudithook(hook)
+    sys.argv = ["vibechat", "--no-save", "--model", model]
+    from vibechat.app.commands.cli import main
+    main()
+""")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal")
+def test_the_engine_process_starts_before_textual_is_imported(tmp_path):
+    """The chat starts its engine process first (engine/llama/worker_ahead.py), before it reads
+    its config, picks the model or imports Textual (or Rich, for the help pages' escapes): the
+    process's own start and then the model's load run on another core while the chat imports
+    Textual and draws its first frame. It was started by a thread once the model was picked, as
+    Textual's import began."""
+    import pty
+
+    from ggufgen import write_gguf
+
+    model = write_gguf(tmp_path / "tiny.gguf")
+    report = tmp_path / "report.txt"
+    parent, child = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", ENGINE_START_PROBE, str(report), str(model)],
+            stdin=child,
+            stdout=child,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(child)
+        os.close(parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report.read_text().splitlines() == [
+        "textual imported: False",
+        "config module imported: False",
+        "rich imported: False",  # help pages' markup escapes, only where one is drawn
+    ]
+
+
+def test_an_engine_process_started_ahead_and_not_taken_is_ended(tmp_path):
+    """One the chat started ahead and did not use (its backend was never made: a bad config, a
+    remote server) is ended by ``end()``, and one a backend holds untaken by its ``close()``."""
+    from vibechat.engine.llama.worker import WorkerBackend
+    from vibechat.engine.llama.worker_ahead import EngineAhead
+    from vibechat.engine.settings.knobs import LlamaCppOptions
+
+    for end in ("ahead", "backend"):
+        ahead = EngineAhead()
+        pid = ahead.pid
+        assert pid is not None
+        if end == "ahead":
+            ahead.end()
+        else:
+            WorkerBackend(LlamaCppOptions(model_path=tmp_path / "none.gguf"), ahead).close()
+        assert ahead.pid is None and ahead.take() is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # ended and reaped
