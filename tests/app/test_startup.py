@@ -426,3 +426,74 @@ def test_an_engine_process_started_ahead_and_not_taken_is_ended(tmp_path):
         assert ahead.pid is None and ahead.take() is None
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # ended and reaped
+
+
+async def test_the_history_and_the_tools_are_read_after_the_first_frame(monkeypatch):
+    """The first frame draws neither the conversation list (the sidebar is hidden) nor the tools:
+    the history's database is opened, repaired and listed, and the tool servers started, once
+    it is drawn, in threads that would otherwise share the interpreter with its layout and
+    render. A real history file (under tmp_path); the list still comes."""
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.controllers.tool_rounds import ToolRounds
+    from vibechat.app.tui.shell.app import VibechatApp
+    from vibechat.engine.chat.history import History
+
+    frames: list[int] = []
+    seen: dict[str, int] = {}
+    display, open_history, list_tools = VibechatApp._display, History.open, ToolRounds.list_tools
+
+    def counted(app, screen, renderable):
+        frames.append(1)
+        display(app, screen, renderable)
+
+    def opened(history, *args, **kwargs):
+        seen.setdefault("history opened", len(frames))
+        return open_history(history, *args, **kwargs)
+
+    def tools_listed(rounds):
+        seen.setdefault("tools listed", len(frames))
+        return list_tools(rounds)
+
+    monkeypatch.setattr(VibechatApp, "_display", counted)
+    monkeypatch.setattr(History, "open", opened)
+    monkeypatch.setattr(ToolRounds, "list_tools", tools_listed)
+    app = create_app(RecordingBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.model_ready, "the model is ready")
+        await wait_for(pilot, lambda: "history opened" in seen, "the history's list")
+        await wait_for(pilot, lambda: app.history.conversations() == [], "the history, open")
+    assert seen["history opened"] >= 1 and seen["tools listed"] >= 1, seen
+
+
+async def test_the_markdown_warm_up_waits_for_the_frame_that_says_ready(monkeypatch):
+    """Once the model is ready, the Markdown's first render (its imports and caches) is warmed
+    up in a worker, after the frame that shows ``ready`` is drawn: begun in the load's worker
+    as soon as the load ended, it shared the interpreter with the UI thread's handling and
+    drawing of ``ready``."""
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.controllers import model_loads
+    from vibechat.app.tui.shell.app import VibechatApp
+
+    ready_frames: list[int] = []
+    warmed: list[int] = []
+    display, warm_up = VibechatApp._display, model_loads.warm_up_markdown
+
+    def counted(app, screen, renderable):
+        display(app, screen, renderable)
+        if app.state.status == "ready":
+            ready_frames.append(1)
+
+    def warming(*args):
+        warmed.append(len(ready_frames))
+        warm_up(*args)
+
+    monkeypatch.setattr(VibechatApp, "_display", counted)
+    monkeypatch.setattr(model_loads, "warm_up_markdown", warming)
+    app = create_app(RecordingBackend(), save=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: warmed, "the warm-up")
+    assert warmed[0] >= 1, warmed
