@@ -157,9 +157,9 @@ def main_callback(
     mcp_config: McpConfigOpt = None,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
-    # The chat's engine process first, before the log file and the config (_engine_ahead). On a
-    # way out before the chat's start() ends it, it ends by itself: its stdin ends with this process.
-    ahead = _engine_ahead() if ctx.invoked_subcommand is None else None
+    # The chat's engine process, started by main() before the command line was parsed
+    # (_engine_ahead); start() hands it to the chat, and main() ends it if nothing took it.
+    ahead = (ctx.obj or {}).get(AHEAD) if ctx.invoked_subcommand is None else None
     _setup_logging(verbose)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": flags.as_tuple()}
@@ -235,15 +235,30 @@ def main_callback(
         raise typer.Exit(code)
 
 
-def _engine_ahead() -> EngineAhead | None:
-    """The chat's engine process, started before the config is read, the model picked or Textual
-    imported (engine/llama/worker_ahead.py): its interpreter and llama.cpp's bindings start on
-    another core while the chat gets ready, and the model's load begins as soon as the model is
-    known, so it runs while the screen's first frame is drawn. Only where the chat can open (a
-    terminal on both ends; else ``run_tui`` refuses in one line, and nothing was started)."""
+AHEAD = "engine_ahead"  # main() hands the callback the engine process it started, in ctx.obj
+
+
+def _engine_ahead(args: list[str]) -> EngineAhead | None:
+    """The chat's engine process, started before the command line is parsed, the config read,
+    the model picked or Textual imported (engine/llama/worker_ahead.py): its interpreter and
+    llama.cpp's bindings start on another core while the chat gets ready, and the model's load
+    begins as soon as the model is known, so it runs while the screen's first frame is drawn.
+    Only where ``args`` open the chat, as far as their words tell (no command's name among them,
+    no --help or --version: a value that happens to be a command's name, ``--system run``, only
+    starts the engine later, as before), and it can open (a terminal on both ends; else
+    ``run_tui`` refuses in one line, and nothing was started)."""
+    from typer.main import get_command_name
+
     from ..terminal import has_terminal
 
-    if not has_terminal():
+    words = {"-h", "--help", "-V", "--version"}
+    words |= {
+        c.name or get_command_name(c.callback.__name__)
+        for c in cli.registered_commands
+        if c.callback
+    }
+    words |= {g.name for g in cli.registered_groups if g.name}
+    if words.intersection(args) or not has_terminal():
         return None
     from vibechat.engine.llama.worker_ahead import EngineAhead
 
@@ -520,13 +535,22 @@ def main() -> None:
                 reconfigure(errors="replace")
             except (OSError, ValueError):
                 pass
+    ahead = _engine_ahead(sys.argv[1:])  # first: before Typer builds and parses the command line
+    try:
+        _main(ahead)
+    finally:
+        if ahead is not None:  # nothing took it: a usage error, say (the chat ends its own)
+            ahead.end()
+
+
+def _main(ahead: EngineAhead | None) -> None:
     command = get_command(cli)
     quiet_flags(command)
     escape_help(command)
     skip_unset_coercion(command)
     click_error, usage_error = click_exception("ClickException"), click_exception("UsageError")
     try:
-        code = command.main(standalone_mode=False)
+        code = command.main(standalone_mode=False, obj={AHEAD: ahead} if ahead else None)
     except KeyboardInterrupt:
         sys.exit(130)
     except typer.Abort:  # Ctrl-D or Ctrl-C at a confirmation prompt
