@@ -25,6 +25,7 @@ before the chat's first frame (tests/app/test_startup.py).
 
 from __future__ import annotations
 
+import gc
 import inspect
 from collections.abc import Iterable
 from typing import Any
@@ -254,6 +255,7 @@ class VibechatApp(OutsideTextApp):
         self.call_after_refresh(self._after_first_frame)
 
     def _after_first_frame(self) -> None:
+        gc.enable()  # the chat's start paused the collector until now (run_tui); else, already on
         self.chats.list_history()
         self.tool_rounds.list_tools()
 
