@@ -544,6 +544,8 @@ def main() -> None:
 
 
 def _main(ahead: EngineAhead | None) -> None:
+    """Build the click command from Typer's, patch it (click_patches.py) and run it, handing the
+    chat ``ahead`` (its engine process, in ``ctx.obj``); every way out is an exit status."""
     command = get_command(cli)
     quiet_flags(command)
     escape_help(command)
