@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vibechat.engine.errors import ModelNotDownloadedError, VibechatError
 from vibechat.engine.settings.knobs import EngineSettings, LlamaCppOptions
@@ -17,6 +18,9 @@ from vibechat.engine.settings.table import SETTINGS_BY_KEY
 from vibechat.engine.turns.backend import Backend
 
 from .options import check_engine_numbers
+
+if TYPE_CHECKING:
+    from vibechat.engine.llama.worker_ahead import EngineAhead
 
 
 def model_path(ref: str | None, pull: Callable[[str], object] | None = None) -> Path:
@@ -40,11 +44,14 @@ def make_backend(
     cpu_fallback: bool = False,
     worker: bool = False,
     kv_snapshots: bool = True,
+    ahead: EngineAhead | None = None,
 ) -> Backend:
     """A not-yet-loaded backend for ``engine`` (call ``load()`` in a worker).
 
     ``worker``: a local model runs in a child process (engine/llama/worker.py: the chat survives
     llama.cpp ending its process); else in this one (``vibechat run``, ``--prompts-file``).
+    ``ahead``: that child, started before ``engine`` was known (the chat's); the caller ends it
+    when the backend is not a local model's.
 
     ``cpu_fallback``: GPU layers asked for on a build that cannot offload load on the CPU
     with a notice (the chat) instead of failing the load (``vibechat run``).
@@ -77,7 +84,7 @@ def make_backend(
     if worker:
         from vibechat.engine.llama.worker import WorkerBackend
 
-        return WorkerBackend(options)
+        return WorkerBackend(options, ahead)
     # Loads libllama: only where the model runs here.
     from vibechat.engine.llama.llamacpp import LlamaCppBackend
 

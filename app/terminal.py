@@ -10,11 +10,12 @@ manager) used to end it on the spot: the alternate screen, mouse reporting and t
 cursor stayed on. ``SignalExit`` makes them end the chat the way Ctrl+Q does.
 
 Imports inside functions are deliberate: termios exists on POSIX only; it is imported where the
-terminal's settings are read."""
+terminal's settings are read. asyncio is imported where the signals are installed, on the running
+loop: ``has_terminal`` is asked before the chat starts its engine process (cli.py), ahead of
+asyncio's import (~30 ms)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import sys
@@ -44,9 +45,14 @@ def _is_terminal(stream: object) -> bool:
         return False
 
 
+def has_terminal() -> bool:
+    """Stdin and stdout are terminals: the chat can open."""
+    return _is_terminal(sys.stdin) and _is_terminal(sys.stdout)
+
+
 def require_terminal() -> None:
     """Raise VibechatError (one line, exit status 1) unless stdin and stdout are terminals."""
-    if not (_is_terminal(sys.stdin) and _is_terminal(sys.stdout)):
+    if not has_terminal():
         raise VibechatError(f"{NO_TERMINAL}.")
 
 
@@ -78,6 +84,8 @@ class SignalExit:
     def install(self) -> None:
         """Handle the signals on the running event loop (from its thread, the main one), before
         the app changes the terminal (Textual's ``Load``): its settings are kept for ``force``."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         self._tty = _tty_settings()
         for name in EXIT_SIGNALS:

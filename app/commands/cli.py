@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.main import get_command
@@ -49,6 +49,9 @@ from .run_args import positional_prompt, structured_output
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools import tools as tools_cmd
 from .version import print_version
+
+if TYPE_CHECKING:
+    from vibechat.engine.llama.worker_ahead import EngineAhead
 
 cli = typer.Typer(
     name="vibechat",
@@ -155,6 +158,9 @@ def main_callback(
     mcp_config: McpConfigOpt = None,
 ) -> None:
     """Chat with local LLMs in your terminal. With no command, opens the chat."""
+    # The chat's engine process, started by main() before the command line was parsed
+    # (_engine_ahead); start() hands it to the chat, and main() ends it if nothing took it.
+    ahead = (ctx.obj or {}).get(AHEAD) if ctx.invoked_subcommand is None else None
     _setup_logging(verbose)
     # `vibechat --temperature 0.2 config show` shows what the flags would change.
     ctx.obj = {"verbose": verbose, "flags": flags.as_tuple()}
@@ -188,17 +194,19 @@ def main_callback(
         from ..appconfig import load_app_config
         from ..tui import run_tui
 
-        # A problem in the config does not stop the chat: a bad key is left out on its own (a
-        # file that is not TOML, whole), and the chat lists what it left out (config_bar.py).
-        plan = RunPlan.of(load_app_config(), wanted)
-        plan.check()
-        # --continue, --conversation ID or continue_last: picked as `run` picks, before the
-        # screen opens
-        opening = plan.opening(
-            no_save=no_save, new=new, continue_latest=continue_, conversation_id=conversation
-        )
-        plan, registry = opening.plan, None
+        opening, registry = None, None
         try:
+            # A problem in the config does not stop the chat: a bad key is left out on its own
+            # (a file that is not TOML, whole), and the chat lists what it left out
+            # (config_bar.py).
+            plan = RunPlan.of(load_app_config(), wanted)
+            plan.check()
+            # --continue, --conversation ID or continue_last: picked as `run` picks, before the
+            # screen opens.
+            opening = plan.opening(
+                no_save=no_save, new=new, continue_latest=continue_, conversation_id=conversation
+            )
+            plan = opening.plan
             # The chat asks before each call.
             registry, approval = chat_tools(plan.config, mcp_config)
             return run_tui(
@@ -213,18 +221,51 @@ def main_callback(
                 history=opening.history,
                 open_conversation=opening.conversation_id,
                 open_over=opening.over_saved,
+                ahead=ahead,
             )
         finally:
+            if ahead is not None:  # (taken by the chat's backend, and ended with it, if local)
+                ahead.end()
             if registry is not None:
                 registry.close()
             # Closed already when the chat ran.
-            if opening.history is not None:
+            if opening is not None and opening.history is not None:
                 opening.history.close()
 
     code = guard(start)
     # The chat crashed (its traceback is on the screen): say so to the shell too.
     if code:
         raise typer.Exit(code)
+
+
+AHEAD = "engine_ahead"  # main() hands the callback the engine process it started, in ctx.obj
+
+
+def _engine_ahead(args: list[str]) -> EngineAhead | None:
+    """The chat's engine process, started before the command line is parsed, the config read,
+    the model picked or Textual imported (engine/llama/worker_ahead.py): its interpreter and
+    llama.cpp's bindings start on another core while the chat gets ready, and the model's load
+    begins as soon as the model is known, so it runs while the screen's first frame is drawn.
+    Only where ``args`` open the chat, as far as their words tell (no command's name among them,
+    no --help or --version: a value that happens to be a command's name, ``--system run``, only
+    starts the engine later, as before), and it can open (a terminal on both ends; else
+    ``run_tui`` refuses in one line, and nothing was started)."""
+    from typer.main import get_command_name
+
+    from ..terminal import has_terminal
+
+    words = {"-h", "--help", "-V", "--version"}
+    words |= {
+        c.name or get_command_name(c.callback.__name__)
+        for c in cli.registered_commands
+        if c.callback
+    }
+    words |= {g.name for g in cli.registered_groups if g.name}
+    if words.intersection(args) or not has_terminal():
+        return None
+    from vibechat.engine.llama.worker_ahead import EngineAhead
+
+    return EngineAhead()
 
 
 # Built from one line per paragraph: with Rich, --help keeps a docstring's line breaks.
@@ -498,13 +539,24 @@ def main() -> None:
                 reconfigure(errors="replace")
             except (OSError, ValueError):
                 pass
+    ahead = _engine_ahead(sys.argv[1:])  # first: before Typer builds and parses the command line
+    try:
+        _main(ahead)
+    finally:
+        if ahead is not None:  # nothing took it: a usage error, say (the chat ends its own)
+            ahead.end()
+
+
+def _main(ahead: EngineAhead | None) -> None:
+    """Build the click command from Typer's, patch it (click_patches.py) and run it, handing the
+    chat ``ahead`` (its engine process, in ``ctx.obj``); every way out is an exit status."""
     command = get_command(cli)
     quiet_flags(command)
     escape_help(command)
     skip_unset_coercion(command)
     click_error, usage_error = click_exception("ClickException"), click_exception("UsageError")
     try:
-        code = command.main(standalone_mode=False)
+        code = command.main(standalone_mode=False, obj={AHEAD: ahead} if ahead else None)
     except KeyboardInterrupt:
         sys.exit(130)
     except typer.Abort:

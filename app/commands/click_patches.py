@@ -9,6 +9,7 @@ alone)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -61,14 +62,42 @@ def quiet_flags(command: Any, help_names: list[str] | None = None) -> None:
         quiet_flags(sub, help_names)
 
 
-def escape_help(command: Any, seen: set[int] | None = None) -> None:
+def escape_help(command: Any) -> None:
     """Help texts as written: Typer renders them as Rich markup, which would take the
     bracketed words of a help text (``[thinking]``) for style tags and drop them. Each
-    command's and option's help is escaped once, before the first page is drawn, where
-    Rich draws it (plain click help, ``TYPER_USE_RICH=0``, shows the text as is)."""
+    command's and option's help is escaped once, when the first page is drawn (Rich draws it;
+    plain click help, ``TYPER_USE_RICH=0``, shows the text as is): not on a start that draws
+    none, such as the chat's, whose engine process starts before Rich's markup is imported."""
+    escaped: list[bool] = []
+
+    def escape_all() -> None:
+        if not escaped:
+            escaped.append(True)
+            _escape_texts(command, set())
+
+    _before_each_page(command, escape_all, set())
+
+
+def _before_each_page(command: Any, first: Callable[[], None], seen: set[int]) -> None:
+    """``first()`` runs before any command of the tree under ``command`` formats its page."""
+    # A command reached twice (an alias) is wrapped once.
+    if id(command) in seen:
+        return
+    seen.add(id(command))
+
+    def format_help(ctx: Any, formatter: Any, _format: Any = command.format_help) -> Any:
+        first()
+        return _format(ctx, formatter)
+
+    command.format_help = format_help
+    for sub in getattr(command, "commands", {}).values():
+        _before_each_page(sub, first, seen)
+
+
+def _escape_texts(command: Any, seen: set[int]) -> None:
+    """Escape the help texts of ``command`` and every command under it, once each."""
     from rich.markup import escape
 
-    seen = set() if seen is None else seen
     # A command reached twice (an alias) is escaped once.
     if id(command) in seen:
         return
@@ -83,7 +112,7 @@ def escape_help(command: Any, seen: set[int] | None = None) -> None:
                 seen.add(id(param))
                 param.help = escape(param.help)
     for sub in getattr(command, "commands", {}).values():
-        escape_help(sub, seen)
+        _escape_texts(sub, seen)
 
 
 def skip_unset_coercion(command: Any) -> None:

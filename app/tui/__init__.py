@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from vibechat.engine.chat.history import History
     from vibechat.engine.chat.tool_turns import ToolBox
+    from vibechat.engine.llama.worker_ahead import EngineAhead
     from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.settings.knobs import EngineSettings
     from vibechat.engine.settings.params import SamplingParams
@@ -104,11 +105,14 @@ def run_tui(
     history: History | None = None,
     open_conversation: int | None = None,
     open_over: OverSaved | None = None,
+    ahead: EngineAhead | None = None,
 ) -> int:
     """Run the chat until it quits; returns the exit status: 0, or 1 when the app ended on an
     unhandled exception (Textual shows the traceback, and ``app.run()`` itself returns
     normally, so the status is the only sign of the crash). ``history``: the one already
-    opened to pick ``open_conversation`` (None: the chat opens its own)."""
+    opened to pick ``open_conversation`` (None: the chat opens its own). ``ahead``: an engine
+    process the command line started before it read the config (cli.py): a local model's
+    backend takes it, and it is ended at once otherwise (a remote server's chat)."""
     from .frame_rate import use_frame_rate
 
     # Before anything imports Textual, which reads it once.
@@ -124,10 +128,20 @@ def run_tui(
     # A bad --model fails here, before the screen opens; a Hub model is downloaded first.
     # GPU layers asked of a CPU-only build: the chat runs on the CPU and says why (a notice).
     # A local model runs in a child process: a llama.cpp crash ends that process, not the chat.
-    backend = make_backend(engine, pull=pull_with_progress, cpu_fallback=True, worker=True)
+    backend = make_backend(
+        engine, pull=pull_with_progress, cpu_fallback=True, worker=True, ahead=ahead
+    )
     if isinstance(backend, WorkerBackend):
         # The engine process loads the model while the screen opens.
         backend.preload()
+    elif ahead is not None:
+        # A remote server: no engine process here.
+        ahead.end()
+    # No collection until the first frame is drawn (the app resumes them then: shell/app.py):
+    # Textual's and the chat's imports and the first layout build tens of thousands of objects
+    # that live as long as the chat, and scanning them took ~10 % of the CPU to the first frame
+    # (136 young, 12 middle and one full collection, measured).
+    gc.disable()
 
     def factory(path: Path, **changes: Any) -> Backend:
         """The same engine settings, another model (or other settings, by config key:
@@ -160,6 +174,8 @@ def run_tui(
     try:
         app.run()
     finally:
+        # The app did, after its first frame, unless it ended before one.
+        gc.enable()
         backend.close()
         # Switched models: the engine process in use now ends too.
         if app.session.backend is not backend:

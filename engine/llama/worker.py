@@ -42,6 +42,7 @@ from ..turns.backend import (
 )
 from ..turns.tool_calls import ToolSpec
 from .crash_report import write_crash_report
+from .worker_ahead import EngineAhead
 from .worker_crashes import CLOSED, Restarts, how_it_ended
 from .worker_pipes import EnginePipes, forwarded_log_level, spawn
 from .worker_preload import Preload
@@ -67,9 +68,12 @@ class WorkerBackend:
 
     name = "llama.cpp"
 
-    def __init__(self, options: Any) -> None:
-        # options: a LlamaCppOptions (not imported: no libllama here).
+    def __init__(self, options: Any, ahead: EngineAhead | None = None) -> None:
+        """``options``: a LlamaCppOptions (not imported: no libllama here). ``ahead``: an engine
+        process started before ``options`` were known (the chat's, before its config is read):
+        the first child is that one, if it is still running."""
         self.options = options
+        self._ahead = ahead
         # The child (None: none, or discarded).
         self._proc: subprocess.Popen[bytes] | None = None
         # The latest child's, kept until the next starts.
@@ -101,7 +105,8 @@ class WorkerBackend:
         if self._closing:
             # A preload that reaches here while close() runs starts nothing.
             raise EngineCrashed("the engine was closed.")
-        proc = spawn()
+        ahead, self._ahead = self._ahead, None
+        proc = (ahead.take() if ahead is not None else None) or spawn()
         self._proc = proc
         if self._closing:
             # close() began while it started: it ends with the others.
@@ -179,9 +184,15 @@ class WorkerBackend:
         return self._load_now(on_progress)
 
     def _load_now(self, on_progress: Callable[[float], object] | None = None) -> ModelInfo:
-        self._restarts.check(self.options)
         if self._loaded and self._alive() and self._info is not None:
+            self._restarts.check(self.options)
             return self._info
+        return self._finish_load(self._begin_load(), on_progress)
+
+    def _begin_load(self) -> int:
+        """Start a fresh child (or take the one started ahead) and ask it for the model: the
+        request's id. Quick: the load runs in the child while ``_finish_load`` waits for it."""
+        self._restarts.check(self.options)
         if self._proc is not None and not self._alive():
             # Died while idle (the OOM killer?).
             log.warning("%s", self._crash("while idle between requests"))
@@ -189,6 +200,12 @@ class WorkerBackend:
             self._stop_child()
         self._restarts.check(self.options)
         self._start()
+        return self._request("load")
+
+    def _finish_load(
+        self, rid: int, on_progress: Callable[[float], object] | None = None
+    ) -> ModelInfo:
+        """Wait for load request ``rid``'s answer (its progress to ``on_progress``)."""
 
         def progress(msg: tuple[Any, ...]) -> None:
             if msg[0] == "progress" and on_progress is not None:
@@ -197,7 +214,6 @@ class WorkerBackend:
                 except Exception:  # noqa: BLE001
                     pass
 
-        rid = self._request("load")
         try:
             info = self._answer(rid, lambda: f"while loading {self._model_name()}", progress)
         except EngineCrashed:
@@ -262,17 +278,25 @@ class WorkerBackend:
 
     # ------------------------------------------------------- Backend API
     def preload(self) -> None:
-        """Start the engine process and its load now, in a thread of this one: the chat calls
-        it before its screen opens, so the load runs while the UI starts. The next call that
-        needs the model (``load()`` first, in the chat) takes this load over: its progress,
-        then its result or its error (a crash is reported once, not loaded again)."""
+        """Start the engine process (or take the one started ahead) and ask it for the model now,
+        in this thread, and wait for the load in a thread of this one: the chat calls it before
+        its screen opens, so the load runs while the UI starts (asked here, not by the thread,
+        which would wait for the interpreter's lock while this one imports Textual). The next
+        call that needs the model (``load()`` first, in the chat) takes this load over: its
+        progress, then its result or its error (a crash is reported once, not loaded again)."""
         if self._preload is not None or self._proc is not None:
             return
         state = self._preload = Preload()
+        try:
+            rid = self._begin_load()
+        except BaseException as exc:  # noqa: BLE001 - handed to the load() that takes over
+            state.error = exc
+            state.done.set()
+            return
 
         def run() -> None:
             try:
-                state.info = self._load_now(state.progress)
+                state.info = self._finish_load(rid, state.progress)
             except BaseException as exc:  # noqa: BLE001 - handed to the load() that takes over
                 state.error = exc
             finally:
@@ -451,6 +475,9 @@ class WorkerBackend:
         ``CLOSE_LIMIT_S`` (2.5 s) in all, never waiting on its answers."""
         self._closing = True
         started = time.monotonic()
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:  # never taken: no load was asked for
+            ahead.end()
         try:
             self._stop_child()  # within CLOSE_LIMIT_S
             preloading = self._preloading

@@ -267,14 +267,16 @@ def child_main() -> int:
     engine_log.propagate = False
     engine_log.addHandler(_ForwardLogs(send))
 
+    # Before the first request: a process the chat started ahead of its settings (worker_ahead.py)
+    # imports llama-cpp-python's bindings and the backend while the chat picks the model.
+    import_bindings_only()
+    from .llamacpp import LlamaCppBackend
+
     first = requests.get()
     if first is None or first[0] != "init":
         return 0
     # The log level the parent keeps (worker.py).
     engine_log.setLevel(first[2] if len(first) > 2 else logging.DEBUG)
-    import_bindings_only()
-    from .llamacpp import LlamaCppBackend
-
     backend = LlamaCppBackend(first[1])
     # Taken after a reply's answer went out (below), off its path.
     backend.defer_snapshots = True

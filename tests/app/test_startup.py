@@ -356,3 +356,234 @@ def test_the_chat_sets_textuals_frame_rate_before_textual_is_imported(given, exp
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"TEXTUAL_FPS: {expected} | textual imported: False" in done.stdout, done.stdout
     assert f"Textual's frame rate: {expected}" in done.stdout, done.stdout
+
+
+# `vibechat` as the console script runs it, on a terminal, on a model file whose header is valid:
+# where the engine process is started (its Popen, seen by an audit hook), whether Textual had
+# been imported by then. The probe ends there: nothing is loaded.
+ENGINE_START_PROBE = textwrap.dedent("""
+    import os
+    import sys
+
+    report, model = sys.argv[1], sys.argv[2]
+
+    def hook(event, args):
+        child = "vibechat.engine.llama.worker_child"
+        if event == "subprocess.Popen" and child in list(args[1] or ()):
+            with open(report, "w") as out:
+                out.write(f"textual imported: {'textual' in sys.modules}\\n")
+                out.write(f"config module imported: {'vibechat.app.appconfig' in sys.modules}\\n")
+                out.write(f"rich imported: {'rich' in sys.modules}\\n")
+            os._exit(0)
+
+    sys.addaudithook(hook)
+    sys.argv = ["vibechat", "--no-save", "--model", model]
+    from vibechat.app.commands.cli import main
+    main()
+""")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal")
+def test_the_engine_process_starts_before_textual_is_imported(tmp_path):
+    """The chat starts its engine process first (engine/llama/worker_ahead.py), before it reads
+    its config, picks the model or imports Textual (or Rich, for the help pages' escapes): the
+    process's own start and then the model's load run on another core while the chat imports
+    Textual and draws its first frame. It was started by a thread once the model was picked, as
+    Textual's import began."""
+    import pty
+
+    from ggufgen import write_gguf
+
+    model = write_gguf(tmp_path / "tiny.gguf")
+    report = tmp_path / "report.txt"
+    parent, child = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", ENGINE_START_PROBE, str(report), str(model)],
+            stdin=child,
+            stdout=child,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    finally:
+        os.close(child)
+        os.close(parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report.read_text().splitlines() == [
+        "textual imported: False",
+        "config module imported: False",
+        "rich imported: False",  # help pages' markup escapes, only where one is drawn
+    ]
+
+
+def test_an_engine_process_started_ahead_and_not_taken_is_ended(tmp_path):
+    """One the chat started ahead and did not use (its backend was never made: a bad config, a
+    remote server) is ended by ``end()``, and one a backend holds untaken by its ``close()``."""
+    from vibechat.engine.llama.worker import WorkerBackend
+    from vibechat.engine.llama.worker_ahead import EngineAhead
+    from vibechat.engine.settings.knobs import LlamaCppOptions
+
+    for end in ("ahead", "backend"):
+        ahead = EngineAhead()
+        pid = ahead.pid
+        assert pid is not None
+        if end == "ahead":
+            ahead.end()
+        else:
+            WorkerBackend(LlamaCppOptions(model_path=tmp_path / "none.gguf"), ahead).close()
+        assert ahead.pid is None and ahead.take() is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # ended and reaped
+
+
+async def test_the_history_and_the_tools_are_read_after_the_first_frame(monkeypatch):
+    """The first frame draws neither the conversation list (the sidebar is hidden) nor the tools:
+    the history's database is opened, repaired and listed, and the tool servers started, once
+    it is drawn, in threads that would otherwise share the interpreter with its layout and
+    render. A real history file (under tmp_path); the list still comes."""
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.controllers.tool_rounds import ToolRounds
+    from vibechat.app.tui.shell.app import VibechatApp
+    from vibechat.engine.chat.history import History
+
+    frames: list[int] = []
+    seen: dict[str, int] = {}
+    display, open_history, list_tools = VibechatApp._display, History.open, ToolRounds.list_tools
+
+    def counted(app, screen, renderable):
+        frames.append(1)
+        display(app, screen, renderable)
+
+    def opened(history, *args, **kwargs):
+        seen.setdefault("history opened", len(frames))
+        return open_history(history, *args, **kwargs)
+
+    def tools_listed(rounds):
+        seen.setdefault("tools listed", len(frames))
+        return list_tools(rounds)
+
+    monkeypatch.setattr(VibechatApp, "_display", counted)
+    monkeypatch.setattr(History, "open", opened)
+    monkeypatch.setattr(ToolRounds, "list_tools", tools_listed)
+    app = create_app(RecordingBackend())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.model_ready, "the model is ready")
+        await wait_for(pilot, lambda: "history opened" in seen, "the history's list")
+        await wait_for(pilot, lambda: app.history.conversations() == [], "the history, open")
+    assert seen["history opened"] >= 1 and seen["tools listed"] >= 1, seen
+
+
+async def test_the_markdown_warm_up_waits_for_the_frame_that_says_ready(monkeypatch):
+    """Once the model is ready, the Markdown's first render (its imports and caches) is warmed
+    up in a worker, after the frame that shows ``ready`` is drawn: begun in the load's worker
+    as soon as the load ended, it shared the interpreter with the UI thread's handling and
+    drawing of ``ready``."""
+    from fakes import RecordingBackend
+    from helpers import wait_for
+    from vibechat.app.tui import create_app
+    from vibechat.app.tui.controllers import model_loads
+    from vibechat.app.tui.shell.app import VibechatApp
+
+    ready_frames: list[int] = []
+    warmed: list[int] = []
+    display, warm_up = VibechatApp._display, model_loads.warm_up_markdown
+
+    def counted(app, screen, renderable):
+        display(app, screen, renderable)
+        if app.state.status == "ready":
+            ready_frames.append(1)
+
+    def warming(*args):
+        warmed.append(len(ready_frames))
+        warm_up(*args)
+
+    monkeypatch.setattr(VibechatApp, "_display", counted)
+    monkeypatch.setattr(model_loads, "warm_up_markdown", warming)
+    app = create_app(RecordingBackend(), save=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: warmed, "the warm-up")
+    assert warmed[0] >= 1, warmed
+
+
+# `vibechat` as the console script runs it, on a terminal: the garbage collections Python ran
+# from Textual's import to the chat's first frame, then whether the collector is on again once
+# the first frame is drawn.
+GC_PROBE = textwrap.dedent("""
+    import gc
+    import sys
+
+    report, model = sys.argv[1], sys.argv[2]
+    counted = {"on": False, "collections": 0}
+
+    def hook(event, args):
+        if event == "import" and args[0] == "textual":
+            counted["on"] = True
+
+    def collected(phase, info):
+        if phase == "stop" and counted["on"]:
+            counted["collections"] += 1
+
+    sys.addaudithook(hook)
+    gc.callbacks.append(collected)
+    import vibechat.app.tui as tui
+
+    make_app = tui.create_app
+
+    def create_app(*args, **kwargs):
+        app = make_app(*args, **kwargs)
+        display = type(app)._display
+
+        def first_display(self, screen, renderable):
+            display(self, screen, renderable)
+            if counted["on"]:
+                counted["on"] = False
+                with open(report, "w") as out:
+                    out.write(f"collections before the first frame: {counted['collections']}\\n")
+                self.call_after_refresh(after)
+
+        def after():
+            with open(report, "a") as out:
+                out.write(f"collector on after it: {gc.isenabled()}\\n")
+            app.exit()
+
+        type(app)._display = first_display
+        return app
+
+    tui.create_app = create_app
+    sys.argv = ["vibechat", "--no-save", "--model", model]
+    from vibechat.app.commands.cli import main
+    main()
+""")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal")
+def test_no_garbage_collection_runs_between_textuals_import_and_the_first_frame(tmp_path):
+    """Textual's and the chat's imports and the first layout build tens of thousands of objects
+    that live as long as the chat; Python scanned them in ~150 collections (one of them full)
+    before the first frame, ~10 % of its CPU. The collector waits for the first frame (run_tui),
+    and is on again once it is drawn."""
+    import pty
+
+    from ggufgen import write_gguf
+
+    model = write_gguf(tmp_path / "tiny.gguf")
+    report = tmp_path / "report.txt"
+    parent, child = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", GC_PROBE, str(report), str(model)],
+            stdin=child,
+            stdout=child,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(child)
+        os.close(parent)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    assert report.read_text().splitlines() == [
+        "collections before the first frame: 0",
+        "collector on after it: True",
+    ]

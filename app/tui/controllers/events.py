@@ -39,6 +39,12 @@ class ModelReady(Message):
 
 
 @dataclass
+class ModelWarmUp(Message):
+    """The model's first load is done and ``ModelReady`` handled: warm the Markdown up once the
+    frame that says so is drawn (model_loads.py)."""
+
+
+@dataclass
 class ModelFailed(Message):
     """The model could not be loaded."""
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from vibechat.engine.errors import VibechatError
 
 from ..conversation.markdown_segment import warm_up as warm_up_markdown
-from .events import ModelFailed, ModelProgress, ModelReady
+from .events import ModelFailed, ModelProgress, ModelReady, ModelWarmUp
 from .host import ChatHost
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class ModelLoads:
 
     def handlers(self) -> Handlers:
         """The messages this controller answers (the app hands them here)."""
-        return {ModelProgress: self.progress, ModelFailed: self.failed}
+        return {ModelProgress: self.progress, ModelFailed: self.failed, ModelWarmUp: self.warm_up}
 
     def load(self) -> None:
         """The chat's model loads in a worker (the chat opens at once; the bar says how far)."""
@@ -50,8 +50,21 @@ class ModelLoads:
             post(ModelFailed(f"unexpected error while loading the model: {exc}"))
         else:
             post(ModelReady(info))
-            # While the user types the first prompt:
-            warm_up_markdown(self.host.console, self.host.code_theme())
+            post(ModelWarmUp())  # handled after ModelReady: the app's messages keep their order
+
+    def warm_up(self, message: ModelWarmUp) -> None:
+        """Once the frame that says the model is ready is drawn, while the user types the first
+        prompt: the Markdown's first render (its imports and caches, ~60 ms) in a worker. Begun
+        in the load's worker as soon as the model was ready, it shared the interpreter with
+        the UI thread's handling and drawing of ``ready``, and delayed it."""
+        host = self.host
+        host.call_after_refresh(
+            host.run_worker,
+            lambda: warm_up_markdown(host.console, host.code_theme()),
+            thread=True,
+            group="warm-up",
+            exit_on_error=False,
+        )
 
     def progress(self, message: ModelProgress) -> None:
         """A model loads (at start, after a switch, or an engine restarted after a crash)."""

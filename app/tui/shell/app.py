@@ -24,6 +24,7 @@ notifications are handled by the base, ``OutsideTextApp``.
 
 from __future__ import annotations
 
+import gc
 import inspect
 from typing import Any
 
@@ -256,6 +257,13 @@ class VibechatApp(
             from_file=config_ui.file_problems(self.config),
         )
         self.model_loads.load()
+        # What the first frame does not draw waits for it: the history's database (opened,
+        # repaired, listed for the hidden sidebar) and the tool servers (started, listed), each
+        # in a thread that would share the interpreter with the first frame's layout and render.
+        self.call_after_refresh(self._after_first_frame)
+
+    def _after_first_frame(self) -> None:
+        gc.enable()  # the chat's start paused the collector until now (run_tui); else, already on
         self.chats.list_history()
         self.tool_rounds.list_tools()
 

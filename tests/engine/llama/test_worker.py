@@ -21,6 +21,7 @@ from test_ctrl_c import LONG_PROMPT
 from vibechat.engine.errors import EngineCrashed, EngineCrashLoop, LoadCancelled, VibechatError
 from vibechat.engine.llama.llamacpp import LlamaCppBackend
 from vibechat.engine.llama.worker import WorkerBackend
+from vibechat.engine.llama.worker_ahead import EngineAhead
 from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
@@ -584,6 +585,51 @@ def test_closing_during_a_preload_ends_the_engine_and_reports_no_crash(starter_p
         os.kill(child, 0)  # ended and reaped
     crashes = Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes"
     assert not crashes.exists() or not any(crashes.iterdir())
+
+
+def test_a_process_started_ahead_of_its_settings_loads_the_model(starter_path):
+    """The chat starts its engine process before it has read its config (``EngineAhead``,
+    cli.py): the backend made once the model is known loads it in that process, which has
+    imported llama.cpp's bindings meanwhile, and the engine answers."""
+    ahead = EngineAhead()
+    child = ahead.pid
+    assert child is not None
+    backend = WorkerBackend(options(starter_path), ahead)
+    try:
+        backend.preload()
+        assert backend.load().architecture == "gemma3"
+        assert backend.pid == child  # the process started ahead, not a fresh one
+        assert ahead.pid is None and ahead.take() is None  # taken once
+        assert_answers(backend)
+    finally:
+        backend.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # ended with the backend, and reaped
+
+
+def test_a_process_started_ahead_that_ended_before_it_was_wanted_is_replaced(starter_path):
+    """An engine process started ahead that is gone when the model is known (killed from
+    outside) is no crash: the backend starts a fresh one and loads the model there."""
+    ahead = EngineAhead()
+    child = ahead.pid
+    assert child is not None
+    os.kill(child, signal.SIGKILL)
+    wait_until(lambda: is_gone_or_zombie(child), "the process started ahead ends")
+    backend = WorkerBackend(options(starter_path), ahead)
+    try:
+        assert backend.load().architecture == "gemma3"
+        assert backend.pid not in (None, child)
+        crashes = Path(os.environ["VIBECHAT_STATE_DIR"]) / "crashes"
+        assert not crashes.exists() or not any(crashes.iterdir())
+    finally:
+        backend.close()
+
+
+def is_gone_or_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 # ---------------------------------------------------------------- a hung engine
