@@ -245,7 +245,8 @@ class RunPlan:
         own = OwnBackend.of(stored.summary.model, stored.model_path)
         flag = "--continue" if continue_latest else "--conversation"
         mix = chat_mix(own, self.engine, self.chosen_backend(), stored.id, flag)
-        if mix is not None:  # another model named on purpose: refused, or (standing) a new chat
+        # Another model named on purpose: refused, or (standing) a new chat.
+        if mix is not None:
             if standing:
                 return ChatStart(self, history=history)
             history.close()

@@ -224,7 +224,8 @@ def main_callback(
                 ahead=ahead,
             )
         finally:
-            if ahead is not None:  # (taken by the chat's backend, and ended with it, if local)
+            # Taken by the chat's backend, and ended with it, if local.
+            if ahead is not None:
                 ahead.end()
             if registry is not None:
                 registry.close()
@@ -238,7 +239,8 @@ def main_callback(
         raise typer.Exit(code)
 
 
-AHEAD = "engine_ahead"  # main() hands the callback the engine process it started, in ctx.obj
+# main() hands the callback the engine process it started, in ctx.obj.
+AHEAD = "engine_ahead"
 
 
 def _engine_ahead(args: list[str]) -> EngineAhead | None:
@@ -473,7 +475,8 @@ def run(
         chat = plan.chat
         assert chat is not None
         failure.conversation_id = chat.conversation_id
-        if chat.history is not None:  # a reply's lens candidates kept with it, bounded
+        # A reply's lens candidates kept with it, bounded.
+        if chat.history is not None:
             chat.history.lens_bytes = plan.config.lens_history_bytes
         given = read_prompt(prompt, sys.stdin)
         # Flag > preset > config.
@@ -539,11 +542,13 @@ def main() -> None:
                 reconfigure(errors="replace")
             except (OSError, ValueError):
                 pass
-    ahead = _engine_ahead(sys.argv[1:])  # first: before Typer builds and parses the command line
+    # First: before Typer builds and parses the command line.
+    ahead = _engine_ahead(sys.argv[1:])
     try:
         _main(ahead)
     finally:
-        if ahead is not None:  # nothing took it: a usage error, say (the chat ends its own)
+        # Nothing took it: a usage error, say (the chat ends its own).
+        if ahead is not None:
             ahead.end()
 
 

@@ -155,7 +155,8 @@ class KeptColumn(VerticalLayout):
         tops: list[Fraction] | None = None,
     ) -> None:
         """Keep this arrangement for the next (``tops``: None, read from the placements)."""
-        if len(placements) != len(children):  # not one placement per child: never reused
+        # Not one placement per child: never reused.
+        if len(placements) != len(children):
             self._size = None
             return
         self._size, self._viewport, self._greedy = size, viewport, greedy

@@ -276,7 +276,8 @@ def migrate(
     )
     done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
     for version, migration in enumerate(MIGRATIONS, start=1):
-        if version in done:  # no write lock to take: a history that cannot be written still reads
+        # No write lock to take: a history that cannot be written still reads.
+        if version in done:
             continue
         with write() as c:
             # Checked inside the write lock: a second process migrating at the same

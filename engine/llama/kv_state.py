@@ -103,7 +103,8 @@ def clear_off() -> None:
         log.warning("KV snapshot %s could not be deleted: %s", name, why)
     try:
         folder.rmdir()
-    except OSError:  # not there, or not empty (what could not be deleted)
+    except OSError:
+        # Not there, or not empty (what could not be deleted).
         pass
 
 

@@ -476,7 +476,8 @@ class WorkerBackend:
         self._closing = True
         started = time.monotonic()
         ahead, self._ahead = self._ahead, None
-        if ahead is not None:  # never taken: no load was asked for
+        # Never taken: no load was asked for.
+        if ahead is not None:
             ahead.end()
         try:
             self._stop_child()  # within CLOSE_LIMIT_S

@@ -33,7 +33,8 @@ class EngineAhead:
         one then); from now on the taker owns it."""
         with self._lock:
             proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is not None:  # ended before it was wanted
+        # Ended before it was wanted.
+        if proc is not None and proc.poll() is not None:
             _reap(proc)
             return None
         return proc

@@ -50,7 +50,8 @@ class ModelLoads:
             post(ModelFailed(f"unexpected error while loading the model: {exc}"))
         else:
             post(ModelReady(info))
-            post(ModelWarmUp())  # handled after ModelReady: the app's messages keep their order
+            # Handled after ModelReady: the app's messages keep their order.
+            post(ModelWarmUp())
 
     def warm_up(self, message: ModelWarmUp) -> None:
         """Once the frame that says the model is ready is drawn, while the user types the first

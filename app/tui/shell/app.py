@@ -263,7 +263,8 @@ class VibechatApp(
         self.call_after_refresh(self._after_first_frame)
 
     def _after_first_frame(self) -> None:
-        gc.enable()  # the chat's start paused the collector until now (run_tui); else, already on
+        # The chat's start paused the collector until now (run_tui); else, already on.
+        gc.enable()
         self.chats.list_history()
         self.tool_rounds.list_tools()
 
