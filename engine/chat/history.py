@@ -265,7 +265,8 @@ class History(HistoryDatabase):
 
     def fork(self, conversation_id: int, leaf: int) -> int:
         """A new conversation holding a copy of the branch that ends at ``leaf`` (one
-        branch: the other ones stay in the original), with the original's settings."""
+        branch: the other ones stay in the original), with the original's settings and each
+        message as saved (its thinking, tool calls, attachments and token-lens candidates)."""
         stored = self.get(conversation_id, leaf=leaf)
         stamp = now()
         with self._write() as c:
@@ -283,8 +284,8 @@ class History(HistoryDatabase):
                 parent = c.execute(
                     "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
                     "error, params, stats, thinking, created, updated, tool_calls, tool_call_id, "
-                    "tool_name) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tool_name, logprobs) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         new_id,
                         parent,
@@ -300,6 +301,8 @@ class History(HistoryDatabase):
                         json.dumps([c.to_dict() for c in m.tool_calls]) if m.tool_calls else None,
                         m.tool_call_id,
                         m.tool_name,
+                        # The token lens's candidates, kept as the text is.
+                        json.dumps(m.logprobs) if m.logprobs is not None else None,
                     ),
                 ).lastrowid
                 # The rows as saved (a copy found missing keeps its own note here).

@@ -14,7 +14,12 @@ from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.chat.schema import MIGRATIONS, statements
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import GenerationDone, GenerationStats
+from vibechat.engine.turns.backend import (
+    Candidate,
+    GenerationDone,
+    GenerationStats,
+    TokenCandidates,
+)
 
 
 def done(text: str, reason: str = "stop") -> GenerationDone:
@@ -143,6 +148,25 @@ def test_a_fork_copies_one_branch_into_a_new_conversation(history: History):
     assert [m.content for m in forked.messages] == ["q", "a2"] and len(forked.tree) == 2
     assert forked.system == "terse" and forked.title.endswith("(fork)")
     assert len(history.get(cid).tree) == 3  # the original keeps every branch
+
+
+def test_a_fork_keeps_a_replys_token_lens_candidates(history: History):
+    """Issue 43 point 4: the candidates saved with a reply (the lens was on) are copied with
+    it, as its text is; a reply without them stays without."""
+    chat = ChatLog(Conversation(), history)
+    exchange(chat, "q", "plain")
+    chat.add_user("again")
+    turn = chat.start_reply()
+    hi = Candidate(5, b"Hi", "Hi", -0.1, 0.9)
+    yo = Candidate(6, b"Yo", "Yo", -2.3, 0.0, cut="top-k")
+    turn.append_candidates(TokenCandidates(0, hi, (hi, yo)))
+    chat.finish_reply(turn, done("Hi"))
+    cid = chat.conversation_id
+    saved = history.get(cid).messages[-1].logprobs
+    assert saved is not None and saved["content"][0]["top_logprobs"][1]["cut"] == "top-k"
+    forked = history.get(history.fork(cid, chat.leaf))
+    assert [m.content for m in forked.messages] == ["q", "plain", "again", "Hi"]
+    assert [m.logprobs for m in forked.messages] == [None, None, None, saved]
 
 
 def test_another_writers_turn_on_another_branch_is_not_taken_in(history: History):
