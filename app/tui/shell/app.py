@@ -136,6 +136,9 @@ class VibechatApp(
         config = config or load_app_config()
         self.config = config
         self.history = history  # None: chats are not saved
+        if history is not None:
+            # A reply's lens candidates kept with it, bounded as the config says.
+            history.lens_bytes = config.config.lens_history_bytes
         self.session = ChatSession(
             backend,
             ChatLog(Conversation(system=system, params=params or config.config.params), history),

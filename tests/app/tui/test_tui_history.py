@@ -24,8 +24,14 @@ from vibechat.app.tui.widgets.sidebar import ConversationSidebar
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
+from vibechat.engine.settings.config import config_path
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import GenerationDone
+from vibechat.engine.turns.backend import (
+    Candidate,
+    GenerationDone,
+    TextDelta,
+    TokenCandidates,
+)
 
 SIZE = (110, 36)
 
@@ -62,6 +68,25 @@ def make_app(db: Path, backend: RecordingBackend | None = None, **kwargs):
     return create_app(backend or RecordingBackend(), blink=False, history=History(db), **kwargs)
 
 
+def lens_step(index: int, text: str) -> TokenCandidates:
+    """A step of the token lens for a word of the reply: the word chosen, another one cut."""
+    chosen = Candidate(index, text.encode(), text, -0.2, 0.8)
+    other = Candidate(99, b" no", " no", -1.9, 0.0, cut="top-k")
+    return TokenCandidates(index, chosen, (chosen, other))
+
+
+class LensBackend(RecordingBackend):
+    """The recording backend with the token lens on: each word's step before its text."""
+
+    def stream_chat(self, messages, params, tools=(), tool_choice="auto"):
+        index = 0
+        for event in super().stream_chat(messages, params, tools, tool_choice):
+            if isinstance(event, TextDelta):
+                yield lens_step(index, event.text)
+                index += 1
+            yield event
+
+
 async def test_a_chat_is_saved_as_it_happens_and_listed_in_the_sidebar(db):
     backend = RecordingBackend(reply="one two three four five six")
     backend.gate = threading.Event()
@@ -91,6 +116,27 @@ async def test_a_chat_is_saved_as_it_happens_and_listed_in_the_sidebar(db):
             ("assistant", backend.reply, "complete"),
         ]
         assert stored.summary.model == "Fake 1B"
+
+
+async def test_the_chat_keeps_a_replys_candidates_within_the_lens_history_bytes_setting(db):
+    """Issue 43 point 4: the chat bounds the candidates it saves by the config's
+    ``lens_history_bytes`` (as ``run`` does), the steps past it counted as ``truncated``."""
+    backend = LensBackend(reply="one two three four five six")
+    steps = [lens_step(i, w if i == 0 else " " + w) for i, w in enumerate(backend.reply.split())]
+    items = [step.to_openai() for step in steps]
+    # Room for the first two steps' JSON, not the third's.
+    bound = len(json.dumps(items[0])) + len(json.dumps(items[1]))
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"lens_history_bytes = {bound}\n")
+    app = make_app(db, backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "Count to six")
+    with History(db) as other:
+        reply = other.get(other.latest().id).messages[-1]
+    assert reply.content == backend.reply
+    assert reply.logprobs == {"content": items[:2], "truncated": 4}
 
 
 async def test_stopping_a_reply_saves_it_as_stopped(db):
