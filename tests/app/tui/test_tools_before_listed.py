@@ -2,7 +2,7 @@
 after the first frame; a server may be slow to start) waits for the listing, says so ("starting
 tool servers…"), and is offered the tools the config names; a server that fails to start is its
 one notice and the prompt goes on without it; Esc stops the waiting reply before the model is
-asked. A real Textual app (Pilot), real MCP servers over stdio (tests/mcp_test_server.py
+asked (Ctrl+R asks again). A real Textual app (Pilot), real MCP servers over stdio (tests/mcp_test_server.py
 ``--slow-start``), the recording backend (it records the tools each request was offered)."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ async def test_a_prompt_sent_while_the_tools_are_listed_waits_and_is_offered_the
 async def test_esc_stops_a_prompt_waiting_for_the_tools_before_the_model_is_asked(
     tmp_path: Path,
 ):
-    backend = RecordingBackend(reply="never")
+    backend = RecordingBackend(reply="again")
     with ToolRegistry.load(Config(tool_timeout=3), config(tmp_path)) as tools:
         app = create_app(
             backend,
@@ -91,3 +91,7 @@ async def test_esc_stops_a_prompt_waiting_for_the_tools_before_the_model_is_aske
             await pilot.pause(0.2)
             assert not backend.requests  # the model was never asked
             assert not app.generating
+            # The prompt stayed saved: Ctrl+R asks again, with the tools.
+            await pilot.press("ctrl+r")
+            await wait_for(pilot, lambda: not app.generating and backend.requests, "the reply")
+            assert {"echo", "add"} <= {spec.name for spec in backend.offered[0][0]}
