@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from vibechat.engine.chat.tool_turns import (

@@ -2,8 +2,9 @@
 after the first frame; a server may be slow to start) waits for the listing, says so ("starting
 tool servers…"), and is offered the tools the config names; a server that fails to start is its
 one notice and the prompt goes on without it; Esc stops the waiting reply before the model is
-asked (Ctrl+R asks again). A real Textual app (Pilot), real MCP servers over stdio (tests/mcp_test_server.py
-``--slow-start``), the recording backend (it records the tools each request was offered)."""
+asked (Ctrl+R asks again). A real Textual app (Pilot), real MCP servers over stdio
+(tests/mcp_test_server.py ``--slow-start``), the recording backend (it records the tools each
+request was offered)."""
 
 from __future__ import annotations
 
