@@ -5,7 +5,8 @@ description with terminal escapes and Rich markup (escapes, marked), a result ov
 (huge), and what the server's environment holds (env).
 
 ``--fail-start`` exits before speaking MCP (a server that fails to start); ``--hang-start``
-never answers (a server that hangs on start). ``--pidfile FILE`` writes the server's pid
+never answers (a server that hangs on start); ``--slow-start SECONDS`` waits that long before it
+serves (a server slow to start). ``--pidfile FILE`` writes the server's pid
 (the orphan tests look for it after its owner is killed). ``--http PORT`` serves
 streamable HTTP on 127.0.0.1:PORT (path ``/mcp``) instead of stdio. ``--many`` adds 150
 tools (more than a client keeps), the first with a description of 10,000 characters;
@@ -47,6 +48,10 @@ def main(argv: list[str]) -> None:
             sys.stderr.write("n" * 1023 + "\n")
         sys.stderr.write("the last line\n")
         sys.stderr.flush()
+    if "--slow-start" in args:
+        at = args.index("--slow-start")
+        time.sleep(float(args[at + 1]))
+        del args[at : at + 2]
     if "--hang-start" in args:
         while True:
             time.sleep(60)

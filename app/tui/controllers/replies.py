@@ -18,6 +18,11 @@ limit) sends it next; one that is stopped (Esc, Ctrl+C, another model), fails, o
 (a new chat, an edit, another conversation) gives it back into the input, unsent: the user
 stopped things, or has an error to read first, and nothing typed is lost.
 
+A reply asked for while the tool servers are still being listed (just after the start) waits
+for them, "starting tool servers…" under it and in the status bar, so that it is offered the
+tools the config names (a server that fails to start is left out, and said); Esc stops it
+there, before the model is asked.
+
 What the chat does around its replies has controllers of its own: the model's load
 (model_loads.py), a reply asked again (regenerations.py), the thinking blocks' keys
 (thinking_blocks.py), copying the last reply (copies.py).
@@ -83,6 +88,8 @@ class Replies:
         # The sent message's frame, waiting for the first words.
         self.hold: FrameHold | None = None
         self.turn: Turn | None = None
+        # The reply waiting for the tool servers' listing, not asked for yet.
+        self.waiting: AssistantMessage | None = None
         # A prompt taken back with Ctrl+L, being edited.
         self.edit = PromptEdit(self)
 
@@ -190,6 +197,34 @@ class Replies:
         await self.edit.end()
         self._hold()
         widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
+        generation = self.session.generation
+        if host.tool_rounds.when_listed(lambda: self._tools_listed(widget, generation)):
+            self._wait_for_tools(widget)
+            return
+        await self._begin(widget)
+
+    def _wait_for_tools(self, widget: AssistantMessage) -> None:
+        """The tool servers are still being listed: the reply waits, said (frames drawn)."""
+        self._release()
+        self.waiting = widget
+        widget.set_status("starting tool servers…")
+        state = self.state
+        # The input queues, Esc stops (``stop``).
+        state.generating = True
+        state.status = "starting tool servers…"
+
+    async def _tools_listed(self, widget: AssistantMessage, generation: int) -> None:
+        """The tools are listed: the waiting reply is asked for, unless it was stopped or left."""
+        if self.waiting is not widget or not self.session.is_current(generation):
+            return
+        self.waiting = None
+        widget.set_status("")
+        await self._begin(widget)
+
+    async def _begin(self, widget: AssistantMessage) -> None:
+        """The reply on screen (``widget``) is asked of the model, with the tools on offer."""
+        host = self.host
+        self._hold()
         if not self.state.model_ready:
             widget.set_status("waiting for the model to load…")
         tools, tool_choice = host.tool_rounds.offer()
@@ -424,6 +459,13 @@ class Replies:
         # Not sent after an error: back in the input, to send once it is read.
         self.host.prompt_input.unqueue()
 
+    def _leave_waiting(self) -> None:
+        """The reply waiting for the tools is not asked for (its prompt stays saved: Ctrl+R)."""
+        if self.waiting is not None:
+            self.waiting.end_live()
+            self.waiting = None
+            self._ended()
+
     def _ended(self) -> None:
         self._release()
         self.stream = self.turn = None
@@ -440,6 +482,10 @@ class Replies:
         if self.host.tool_rounds.active:
             self.host.tool_rounds.stop()
             self.host.prompt_input.unqueue()
+        elif self.waiting is not None:
+            self.waiting.set_status("⏹ stopped", "stopped")
+            self._leave_waiting()
+            self.host.prompt_input.unqueue()
         elif self.state.generating:
             self.session.cancel()
             self.host.prompt_input.unqueue()
@@ -450,6 +496,8 @@ class Replies:
         if self.host.tool_rounds.active:
             self.host.tool_rounds.abandon()
             self._ended()
+        if self.waiting is not None:
+            self._leave_waiting()
         if self.session.abandon():
             self.host.chats.changed()
         # The reply it waited for is gone: back in the input.

@@ -8,8 +8,9 @@ each result after the reply that asked, and once every call is answered starts t
 with the results in view, for at most ``rounds`` rounds per prompt (the last one may call none).
 Nothing runs without a yes; a denied call is told to the model as its result.
 
-The tools are listed once, in a worker, when the app starts (an MCP server may take a moment
-to start): a reply begun before that is offered none.
+The tools are listed once, in a worker, after the app's first frame (an MCP server may take a
+moment to start): a reply begun before that waits for the listing (``when_listed``; bounded by
+the servers' start timeout), then is offered them.
 
 Imports inside functions are deliberate: the tool approval dialog loads when a tool call first
 asks, not before the chat's first frame.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -69,6 +71,10 @@ class ToolRounds:
         self.policy = policy
         self.rounds = rounds
         self.specs: tuple[ToolSpec, ...] = ()
+        # The tools are not listed yet (from the start: the listing begins after the first
+        # frame); what waits for them (``when_listed``).
+        self.listing = toolbox is not None
+        self._waiting: list[Callable[[], Awaitable[None]]] = []
         # Tool rounds since the last prompt.
         self.round = 0
         # Calls are being answered.
@@ -105,6 +111,11 @@ class ToolRounds:
             except VibechatError as exc:
                 self.host.post_message(ToolsListed((), (str(exc),)))
                 return
+            # A reply waits for the listing: it ends, whatever happens.
+            except Exception as exc:
+                log.exception("listing the tools failed")
+                self.host.post_message(ToolsListed((), (f"The tools could not be listed: {exc}",)))
+                return
             # The servers that could not be used.
             problems = tuple(getattr(toolbox, "problems", lambda: ())())
             self.host.post_message(ToolsListed(specs, problems))
@@ -113,9 +124,21 @@ class ToolRounds:
 
     def listed(self, message: ToolsListed) -> None:
         self.specs = tuple(message.specs)
+        self.listing = False
         for problem in message.problems:
             self.host.notify(problem, title="Tools", severity="warning", timeout=10)
         self.model_ready(self.host.state.model)
+        waiting, self._waiting = self._waiting, []
+        for then in waiting:
+            self.host.call_later(then)
+
+    def when_listed(self, then: Callable[[], Awaitable[None]]) -> bool:
+        """While the tools are being listed: ``then`` is called once they are (True). False
+        when they are listed already (or there are none to list): nothing waits."""
+        if not self.listing:
+            return False
+        self._waiting.append(then)
+        return True
 
     def problem(self, message: ToolsProblem) -> None:
         self.host.notify(message.line, title="Tools", severity="warning", timeout=10)
