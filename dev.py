@@ -224,6 +224,8 @@ RULE_TESTS = (
     "tests/test_no_reexports.py",
     "tests/test_imports_inside_functions.py",
     "tests/test_typing.py",
+    "tests/test_test_engines.py",
+    "tests/engine/llama/test_llama_room.py",
 )
 
 

@@ -100,7 +100,7 @@ class LensSampler:
         self._pieces: dict[int, tuple[bytes, str]] = {}
         self._greedy = params.temperature <= 0
         # Before the chain: the temperature's distribution (the model's own when greedy).
-        self._temperature = 1.0 if self._greedy else params.temperature
+        self.temperature = 1.0 if self._greedy else params.temperature
         self._stages = _stages(chain)
         penalized = any(label == "repeat penalty" for _, label in self._stages)
         top_k = params.top_k if not self._greedy else 0
@@ -110,7 +110,7 @@ class LensSampler:
             if top_k > 0 or self._greedy
             else None
         )
-        self._sliders = tuple(
+        self.sliders = tuple(
             (name, getattr(params, name))
             for name, spec in PARAM_SPECS.items()
             if spec.llama is not None
@@ -144,7 +144,7 @@ class LensSampler:
     # ------------------------------------------------------------ one step
     def _observe(self, logits: np.ndarray) -> _Step:
         """What the chain does to this row's candidates (the draw aside)."""
-        t = self._temperature
+        t = self.temperature
         best = float(logits.max())
         log_norm = best / t + math.log(self._weight(logits, best, t))
         width = self._width
@@ -272,7 +272,7 @@ class _Step:
             token_id=token,
             data=data,
             text=text,
-            logprob=float(logits[token]) / self.lens._temperature - self.log_norm,
+            logprob=float(logits[token]) / self.lens.temperature - self.log_norm,
             p_after=self.p_after.get(token, 0.0),
             cut=cut,
             penalized=penalized,
@@ -291,7 +291,7 @@ class _Step:
             # Outside the top N (a high temperature), or forced by a grammar over the chain.
             cut: CutStage | None = None if chosen in self.p_after else "other"
             picked = self.candidate(chosen, logits, cut, False)
-        return TokenCandidates(index=index, chosen=picked, top=top, sliders=self.lens._sliders)
+        return TokenCandidates(index=index, chosen=picked, top=top, sliders=self.lens.sliders)
 
 
 def _stages(chain: Any) -> list[tuple[Any, CutStage]]:

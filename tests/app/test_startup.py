@@ -430,7 +430,8 @@ def test_an_engine_process_started_ahead_and_not_taken_is_ended(tmp_path):
         if end == "ahead":
             ahead.end()
         else:
-            WorkerBackend(LlamaCppOptions(model_path=tmp_path / "none.gguf"), ahead).close()
+            options = LlamaCppOptions(model_path=tmp_path / "none.gguf", threads=worker_threads())
+            WorkerBackend(options, ahead).close()
         assert ahead.pid is None and ahead.take() is None
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # ended and reaped
