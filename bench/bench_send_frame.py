@@ -30,27 +30,14 @@ from textual._compositor import Compositor  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 from textual.widget import Widget  # noqa: E402
 
+from bench_tui import INFO  # noqa: E402
 from vibechat.app.tui import create_app  # noqa: E402
 from vibechat.engine.turns.backend import (  # noqa: E402
     GenerationDone,
     GenerationStats,
-    ModelInfo,
     TextDelta,
 )
 
-INFO = ModelInfo(
-    name="synthetic",
-    path="-",
-    architecture="none",
-    quantization="-",
-    trained_context=32768,
-    context_size=32768,
-    n_layers=1,
-    gpu_layers=0,
-    gpu_offload_supported=False,
-    chat_format="gguf",
-    file_size=0,
-)
 REPLY = "Here is a **reply** with `code`, a list:\n\n- one\n- two\n\nand a closing line."
 
 

@@ -50,9 +50,8 @@ from vibechat.engine.turns.backend import (  # noqa: E402
 )
 
 SIZE = (120, 40)
-LATE_FREEZE = [
-    True
-]  # as `vibechat` runs the chat (create_app(freeze_gc=True)); --no-late-freeze: off
+# As `vibechat` runs the chat (create_app(freeze_gc=True)); --no-late-freeze: off.
+LATE_FREEZE = [True]
 INFO = ModelInfo(
     name="synthetic",
     path="-",
