@@ -24,7 +24,8 @@ from typing import Any
 
 from ..sanitize import escaped_token
 from ..settings.params import MAX_LOGPROBS, PARAM_SPECS, SamplingParams
-from ..turns.backend import Candidate, CutStage, LensNotice, TokenCandidates
+from ..turns.backend import Candidate, LensNotice, TokenCandidates
+from ..turns.lens_steps import chain_cuts
 
 MAX_ITEMS = 64
 MAX_TOKEN_CHARS = 256
@@ -108,41 +109,3 @@ def _token(item: Any) -> tuple[bytes, str, float] | None:
     else:
         data = token.encode("utf-8", "replace")
     return data, token, float(logprob)
-
-
-def chain_cuts(
-    logprobs: list[float], params: SamplingParams
-) -> tuple[list[CutStage | None], list[float]]:
-    """For candidates ranked by ``logprobs`` (best first): the stage of the chain that cuts each
-    at ``params``' slider values (None: kept), and each one's probability in the draw."""
-    cuts: list[CutStage | None] = [None] * len(logprobs)
-    probs = [math.exp(lp) for lp in logprobs]
-    if params.temperature <= 0:
-        cuts[1:] = ["temperature"] * (len(logprobs) - 1)
-        return cuts, [1.0 if i == 0 else 0.0 for i in range(len(logprobs))]
-    if params.top_k > 0:
-        for i in range(params.top_k, len(logprobs)):
-            cuts[i] = "top-k"
-    alive = [i for i, cut in enumerate(cuts) if cut is None]
-    if params.top_p < 1.0 and alive:
-        total, reached = sum(probs[i] for i in alive), 0.0
-        for n, i in enumerate(alive):
-            if reached >= params.top_p * total and n > 0:
-                cuts[i] = "top-p"
-            reached += probs[i]
-    alive = [i for i, cut in enumerate(cuts) if cut is None]
-    if params.min_p > 0 and alive:
-        floor = params.min_p * max(probs[i] for i in alive)
-        for i in alive:
-            if probs[i] < floor:
-                cuts[i] = "min-p"
-    alive = [i for i, cut in enumerate(cuts) if cut is None]
-    after = [0.0] * len(logprobs)
-    if alive:
-        scaled = [logprobs[i] / params.temperature for i in alive]
-        best = max(scaled)
-        weights = [math.exp(s - best) for s in scaled]
-        norm = sum(weights)
-        for i, w in zip(alive, weights, strict=True):
-            after[i] = w / norm
-    return cuts, after

@@ -345,21 +345,29 @@ class TokenCandidates:
     def to_openai(self) -> dict[str, object]:
         """The step as an item of OpenAI's ``logprobs.content``: the chosen token (``token``: its
         escaped text, ``bytes``: its raw bytes, ``logprob``: before the chain, after
-        temperature) and its ``top_logprobs``, each with vibechat's ``p_after`` and ``cut``."""
-        return {
+        temperature) and its ``top_logprobs``, each with vibechat's ``p_after``, ``cut`` and, for
+        the local engine, ``id`` (the token's id in the model's vocabulary); a thinking token's
+        item says ``"thinking": true``. ``engine/turns/lens_steps.py`` reads it back."""
+        item: dict[str, object] = {
             **_openai_token(self.chosen),
             "top_logprobs": [_openai_token(c) for c in self.top],
         }
+        if self.thinking:
+            item["thinking"] = True
+        return item
 
 
 def _openai_token(candidate: Candidate) -> dict[str, object]:
-    return {
+    token: dict[str, object] = {
         "token": candidate.text,
         "logprob": round(candidate.logprob, 6),
         "bytes": list(candidate.data),
         "p_after": round(candidate.p_after, 6),
         "cut": candidate.cut,
     }
+    if candidate.token_id >= 0:
+        token["id"] = candidate.token_id
+    return token
 
 
 def logprobs_object(steps: Sequence[TokenCandidates]) -> dict[str, object]:

@@ -35,14 +35,14 @@ def remote(stub) -> tuple[str, ...]:
 
 def check_shape(content: list, n: int) -> None:
     """Each item as OpenAI's: token, logprob, bytes, top_logprobs (at most ``n``), plus
-    vibechat's p_after and cut."""
+    vibechat's p_after and cut (and the local engine's token ids)."""
     for item in content:
-        assert set(item) == {"token", "logprob", "bytes", "top_logprobs", "p_after", "cut"}
+        assert set(item) - {"id"} == {"token", "logprob", "bytes", "top_logprobs", "p_after", "cut"}
         assert isinstance(item["token"], str) and item["logprob"] <= 0
         assert all(isinstance(b, int) and 0 <= b < 256 for b in item["bytes"])
         assert 0 < len(item["top_logprobs"]) <= n
         for top in item["top_logprobs"]:
-            assert set(top) == {"token", "logprob", "bytes", "p_after", "cut"}
+            assert set(top) - {"id"} == {"token", "logprob", "bytes", "p_after", "cut"}
         assert sum(math.exp(t["logprob"]) for t in item["top_logprobs"]) <= 1 + 1e-6
 
 

@@ -9,7 +9,6 @@ import math
 
 import pytest
 
-from vibechat.engine.remote.lens import chain_cuts
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import (
     ChatMessage,
@@ -17,6 +16,7 @@ from vibechat.engine.turns.backend import (
     LensNotice,
     TokenCandidates,
 )
+from vibechat.engine.turns.lens_steps import chain_cuts
 
 HI = [ChatMessage("user", "Say hello.")]
 
