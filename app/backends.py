@@ -83,6 +83,11 @@ def make_backend(
     )
     if worker:
         from vibechat.engine.llama.worker import WorkerBackend
+        from vibechat.engine.models.resolve import check_model_path
+
+        # A model that is not there is one line before the chat's screen opens, not a notice
+        # inside it (the engine process reads the header, as it loads).
+        check_model_path(model)
 
         return WorkerBackend(options, ahead)
     # Loads libllama: only where the model runs here.

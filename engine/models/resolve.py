@@ -187,11 +187,11 @@ def known_projector(model_path: Path) -> Path | None:
     return None
 
 
-def check_model_file(path: Path) -> GGUFInfo:
-    """``path``'s GGUF header, checked: raises ``ModelFileError`` with one line for a
-    missing file, a folder, something that is not a plain file (a FIFO would block the
-    reader forever: it is never opened), or a file that is not a usable GGUF."""
-
+def check_model_path(path: Path) -> Path:
+    """``path``, expanded, if something that may be a model is there (a file or a folder,
+    whose header ``check_model_file`` reads); else one line (``ModelFileError``) for a missing
+    path, one that cannot be read, or a FIFO or device (never opened: a FIFO would block the
+    reader forever). A stat, no read: the chat calls it before its screen opens."""
     path = Path(path).expanduser()
     try:
         mode = path.stat().st_mode
@@ -206,6 +206,15 @@ def check_model_file(path: Path) -> GGUFInfo:
     if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
         kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
         raise ModelFileError(f"{path} is {kind}, not a model file: pass a .gguf file.")
+    return path
+
+
+def check_model_file(path: Path) -> GGUFInfo:
+    """``path``'s GGUF header, checked: raises ``ModelFileError`` with one line for a
+    missing file, a folder, something that is not a plain file (a FIFO would block the
+    reader forever: it is never opened), or a file that is not a usable GGUF."""
+
+    path = check_model_path(path)
     # A folder, an empty file, an impostor, a corrupt header: each gets its own line.
     header = inspect_gguf(path)
     if header.architecture == PROJECTOR_ARCHITECTURE:
