@@ -15,6 +15,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from ...appconfig import chat_settings
+from ..widgets.welcome import key_shown
 from . import palette
 from .app_face import AppFace
 
@@ -23,16 +24,23 @@ class BoundKeys(AppFace):
     """The app's bindings, their keys and their actions' availability, help and the palette."""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "stop":
-            return self.generating  # False: not in the footer either
-        if action == "cancel_edit":
-            return self.replies.edit.can_cancel
         # While the welcome offers the last chat; else the key goes on to regenerate.
         if action == "resume_last":
             return self.chats.offered() is not None
-        # Regenerate, edit and copy always run: with nothing to act on, they say why
-        # (a disabled binding would swallow the key without a word).
-        return True
+        # Stop and Cancel edit: False hides them from the footer too. Regenerate, edit and copy
+        # always run: with nothing to act on, they say why (a disabled binding would swallow the
+        # key without a word).
+        return self.cannot(action) is None
+
+    def cannot(self, action: str) -> str | None:
+        """Why ``action`` cannot run now, in one line (None: it can). A key whose action
+        cannot run gives way (Esc goes on to the input); the palette says this line."""
+        if action == "stop" and not self.generating:
+            return "Nothing to stop: no reply is being written."
+        if action == "cancel_edit" and not self.replies.edit.can_cancel:
+            edit = key_shown(self.bound_key_of("edit_last")) or "Edit message"
+            return f"No edit to cancel: {edit} takes a message back to edit."
+        return None
 
     def bound_key(self, binding: Binding) -> str:
         """The key(s) a binding answers to, after ``[keys]`` overrides (``ctrl+n``)."""
@@ -63,9 +71,14 @@ class BoundKeys(AppFace):
         )
 
     async def _run_chosen(self, action: str) -> None:
-        """An action chosen in the palette. "Reopen last chat" runs even where its key gives
-        way to Regenerate (``check_action``: nothing offered), and then says why it cannot."""
+        """An action chosen in the palette. One that cannot run now says why in one line,
+        never nothing; "Reopen last chat" runs even where its key gives way to Regenerate
+        (``check_action``: nothing offered), and then says why it cannot."""
         if action == "resume_last":
             self.chats.resume_last()
-        else:
-            await self.run_action(action)
+            return
+        why = self.cannot(action)
+        if why is not None:
+            self.notify(why, timeout=4)
+            return
+        await self.run_action(action)

@@ -512,3 +512,22 @@ async def test_reopen_last_chat_from_the_palette_in_a_chat_with_messages_says_wh
         [line] = notices(app)
         assert "empty chat" in line and "Ctrl+N" in line and "\n" not in line
         assert app.chatlog.conversation_id == two_chats[0]
+
+
+@pytest.mark.parametrize(
+    ("title", "line"),
+    [
+        ("Stop", "Nothing to stop: no reply is being written."),
+        ("Cancel edit", "No edit to cancel: Ctrl+L takes a message back to edit."),
+    ],
+)
+async def test_an_action_that_cannot_run_says_why_from_the_palette(user_dirs, title, line):
+    """Stop with no reply on its way and Cancel edit with no edit: chosen in the palette, each
+    did nothing and said nothing; now one line says why, and nothing changes."""
+    app = create_app(RecordingBackend(), blink=False, history=History(default_path()))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.clear_notifications()
+        await run_from_palette(app, pilot, title)
+        assert notices(app) == [line]
+        assert not app.chat.messages() and app.focused is app.prompt_input
