@@ -23,7 +23,7 @@ from vibechat.engine.settings.params import PARAM_SPECS
 from vibechat.engine.settings.setting import doc, show
 from vibechat.engine.settings.table import Config, EntryProblem, Schema, text_table
 
-from .keynames import keys_problem
+from .keynames import keys_problem, types
 
 DEFAULT_THEME = "vibechat-dusk"
 
@@ -163,34 +163,6 @@ def check_binding(name: str, item: Any) -> str:
 # typing produces (a stray word would answer them).
 GRANTING = frozenset(
     {"approval.once", "approval.conversation", "approval.always", "confirm.yes", "sidebar.delete"}
-)
-
-
-def types(key: str) -> bool:
-    """Whether ``key`` (a Textual key name) is one that ordinary typing produces: a character
-    (``a``, ``slash``), space, Enter, Tab or Backspace, with or without Shift."""
-    bare = key.lower().removeprefix("shift+")
-    # A modifier other than Shift (ctrl+, alt+, ...).
-    if "+" in bare:
-        return False
-    return bare not in NAMED_KEYS and not (bare.startswith("f") and bare[1:].isdigit())
-
-
-# Named keys that type nothing (the rest of Textual's single-word names are characters: "slash").
-NAMED_KEYS = frozenset(
-    {
-        "escape",
-        "delete",
-        "insert",
-        "home",
-        "end",
-        "pageup",
-        "pagedown",
-        "up",
-        "down",
-        "left",
-        "right",
-    }
 )
 
 

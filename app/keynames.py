@@ -89,6 +89,19 @@ NAMED_KEYS = (
 )
 FUNCTION_KEYS = tuple(f"f{n}" for n in range(1, 36))
 KEY_NAMES = frozenset((*NAMED_KEYS, *FUNCTION_KEYS, *PUNCTUATION_NAMES.values()))
+# The named keys that ordinary typing produces (the others type nothing).
+TYPED_NAMES = frozenset({"enter", "tab", "space", "backspace"})
+
+
+def types(key: str) -> bool:
+    """Whether ``key`` (a Textual key name) is one that ordinary typing produces: a character
+    (``a``, ``slash``), space, Enter, Tab or Backspace, with or without Shift."""
+    bare = key.lower().removeprefix("shift+")
+    # A modifier other than Shift (ctrl+, alt+, ...).
+    if "+" in bare:
+        return False
+    return bare in TYPED_NAMES or bare not in KEY_NAMES or bare in PUNCTUATION_NAMES.values()
+
 
 # What people write for a key Textual names otherwise.
 _ALIASES = {
