@@ -53,6 +53,7 @@ PRIORITY = (
     "tokens",
     "format",
     "think",
+    "lens",
     "draft",
     "quantization",
     "thinking",
@@ -73,6 +74,7 @@ SHOWN = {
     "output_format": "output_format",
     "thinking": "thinking",
     "drafting": "drafting",
+    "lens": "lens",
 }
 # Cells a shortened model name keeps at least (with its ellipsis).
 NAME_MIN = 12
@@ -132,6 +134,8 @@ class StatusBar(Widget):
     thinking: reactive[str] = reactive("auto")
     # Live, while a drafted reply streams.
     drafting: reactive[DraftProgress | None] = reactive(None)
+    # The token lens: candidates per token (0: off).
+    lens: reactive[int] = reactive(0)
 
     def __init__(self, state: ChatState, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -232,6 +236,8 @@ class StatusBar(Widget):
             add("format", ("format ", dim), (one_line(self.output_format), "bold"))
         if self.thinking != "auto":
             add("think", ("think ", dim), (self.thinking, "bold"))
+        if self.lens:
+            add("lens", ("lens ", dim), (f"on ({self.lens})", "bold"))
         return fields
 
     @staticmethod
