@@ -5,7 +5,8 @@ the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking 
 where a server does not say; while a reply is drafted and after it, the accepted share and the
 draft length; after a reply that started from a KV snapshot, beside its time to first token, how
 much it restored: ``ttft 133 ms (restored 8,132 tokens in 0.11 s)``), the reply format
-(``/format``), the thinking switch (``/think``: ``think off``), and what the engine is doing.
+(``/format``), the thinking switch (``/think``: ``think off``), the token lens while it is on
+(``lens on (10)``), and what the engine is doing.
 It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies of the state's
 fields, made when it mounts and each time a field changes (as ``data_bind``
 would); the controllers write the state, never the bar.

@@ -415,7 +415,7 @@ class TokenLens(Vertical, can_focus=True):
         if self.pick is None:
             self.action_candidates()
             return
-        rows = step_rows(self.steps[self.cursor], self._params).rows
+        rows = self.rows.rows if self.rows is not None else ()
         if not rows:
             return
         row = rows[min(self.pick, len(rows) - 1)]
