@@ -4,9 +4,10 @@ saved conversation's reply is first looked at (``engine/turns/lens_steps.py``'s
 ``saved_steps``), and the one line a reply without them says (``LensNotice``).
 
 A streaming reply's steps arrive on the generation's worker thread (``add``) and are read on the
-UI thread (``steps``): a lock guards the list. They are bounded as the history bounds them
-(``lens_history_bytes``, counted approximately here: each candidate's text and figures): the
-steps past the bound are counted, not kept.
+UI thread (``steps``): a lock guards the list. A saved reply's are read back in a worker too
+(``read`` says whether that is still to do: thousands of steps take a noticeable while). They
+are bounded as the history bounds them (``lens_history_bytes``, counted approximately here:
+each candidate's text and figures): the steps past the bound are counted, not kept.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class ReplyLens:
         self._lock = threading.Lock()
         self._saved = saved
         self._params = params
+        self._read = saved is None
 
     def add(self, step: TokenCandidates) -> None:
         """A step of the streaming reply (any thread): kept while the steps fit, else counted."""
@@ -73,6 +75,12 @@ class ReplyLens:
                 self._size += size
             else:
                 self._dropped += 1
+
+    @property
+    def read(self) -> bool:
+        """Its steps are at hand: a streaming reply's, or a saved one's already read back (a
+        flag set once the reading is done: asking never waits for it)."""
+        return self._read
 
     @property
     def dropped(self) -> int:
@@ -89,12 +97,13 @@ class ReplyLens:
 
     def _read_saved(self) -> None:
         """A saved reply's lens, read back once (checked and bounded: ``saved_steps``)."""
-        saved, self._saved = self._saved, None
-        if saved is None:
-            return
-        steps = saved_steps(saved, saved_sliders(self._params))
-        truncated = saved.get("truncated") if isinstance(saved, dict) else None
         with self._lock:
+            if self._read:
+                return
+            saved, self._saved = self._saved, None
+            steps = saved_steps(saved, saved_sliders(self._params))
+            truncated = saved.get("truncated") if isinstance(saved, dict) else None
+            self._read = True
             for n, step in enumerate(steps):
                 size = step_size(step)
                 if self._size + size > self.limit:

@@ -24,6 +24,7 @@ from ..conversation.assistant_message import AssistantMessage
 from ..reply_lens import ReplyLens
 from ..widgets.token_lens import TokenLens
 from ..widgets.welcome import key_shown
+from .events import LensRead
 from .host import ChatHost
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Lens:
 
     def handlers(self) -> Handlers:
         """The messages it answers (the app's ``route`` hands them over)."""
-        return {TokenLens.Closed: self.closed}
+        return {TokenLens.Closed: self.closed, LensRead: self.read}
 
     @property
     def on(self) -> bool:
@@ -84,6 +85,26 @@ class Lens:
             self.host.notify(self._why_none(), severity="warning", timeout=6)
             return
         lens = reply.lens
+        if not lens.read:
+            # A saved reply's steps, read back off the UI thread (thousands of them: a while).
+            def read() -> None:
+                lens.steps()
+                self.host.post_message(LensRead(reply))
+
+            self.host.run_worker(read, thread=True, group="lens", exit_on_error=False)
+            return
+        self._show(reply)
+
+    def read(self, message: LensRead) -> None:
+        """A saved reply's steps were read back: the lens opens on it, if it is still shown."""
+        if message.reply.is_attached and message.reply.lens is not None:
+            self._show(message.reply)
+
+    def _show(self, reply: AssistantMessage) -> None:
+        """The lens on ``reply`` (its steps at hand), in the chat's place."""
+        lens = reply.lens
+        if lens is None:
+            return
         steps = lens.steps()
         if not steps:
             self.host.notify(

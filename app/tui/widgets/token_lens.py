@@ -249,6 +249,8 @@ class TokenLens(Vertical, can_focus=True):
     def _draw_title(self) -> None:
         total = len(self.steps)
         where = f"Token lens · token {self.cursor + 1}/{total}" if total else "Token lens"
+        if total and self._footnote:
+            where += f" ({self._footnote})"
         hints = "←→ token ↑↓ line Tab candidates Esc back"
         if self.pick is not None:
             hints = "↑↓ candidate Enter take it e type one Esc text"

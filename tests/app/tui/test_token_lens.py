@@ -9,9 +9,10 @@ import math
 import pytest
 
 from fakes import LensBackend, lens_step, send, settle
-from helpers import notices, was_notified
+from helpers import notices, wait_for, was_notified
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+from vibechat.app.tui.reply_lens import ReplyLens, step_size
 from vibechat.app.tui.shell.app import VibechatApp
 from vibechat.app.tui.widgets.lens_layout import lay_out, model_logprobs, step_rows
 from vibechat.app.tui.widgets.token_lens import TokenLens
@@ -229,11 +230,11 @@ async def test_a_reopened_conversation_reads_its_saved_lens_back(tmp_path):
         app.chats.open_conversation(conversation)
         await settle(pilot)
         reply = app.chat.query(AssistantMessage).last()
-        assert reply.lens is not None
-        await pilot.press("f12")
-        await pilot.pause()
+        assert reply.lens is not None and not reply.lens.read  # read when first looked at
+        await pilot.press("f12")  # read back in a worker, then shown
         view = lens(app)
-        assert view.has_class("-open")
+        await wait_for(pilot, lambda: view.has_class("-open"), "the lens on the saved reply")
+        assert reply.lens.read
         assert [s.chosen.data for s in view.steps] == [s.chosen.data for s in backend.steps]
         assert shown_candidates(view) == [c.data for c in backend.steps[0].top]
         # The reply's own sliders came back with it (its saved parameters).
@@ -278,3 +279,18 @@ def test_tokens_are_laid_out_in_lines_and_a_line_break_ends_one():
     assert [[p.text for p in line] for line in laid.lines] == [["ab", "cd\\n"], ["ef", "gh"]]
     narrow = lay_out(steps, 4)
     assert narrow.line_of == (0, 1, 2, 2)
+
+
+def test_a_replys_steps_are_bounded_and_a_saved_lens_says_what_it_left_out():
+    steps = [lens_step(i, b" word") for i in range(10)]
+    kept = ReplyLens(limit=step_size(steps[0]) * 3)
+    for step in steps:
+        kept.add(step)
+    assert kept.steps() == tuple(steps[:3]) and kept.dropped == 7
+    saved = {"content": [s.to_openai() for s in steps[:4]], "truncated": 6}
+    reopened = ReplyLens(saved=saved, params={"temperature": 0.5, "top_k": 7, "logprobs": 10})
+    assert not reopened.read
+    assert [s.chosen.data for s in reopened.steps()] == [b" word"] * 4
+    assert reopened.read and reopened.dropped == 6
+    assert dict(reopened.steps()[0].sliders) == {"temperature": 0.5, "top_k": 7}
+    assert ReplyLens(saved={"not": "a lens"}).steps() == ()
