@@ -14,7 +14,7 @@ from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.app.tui.reply_lens import ReplyLens, step_size
 from vibechat.app.tui.shell.app import VibechatApp
-from vibechat.app.tui.widgets.lens_layout import lay_out, model_logprobs, step_rows
+from vibechat.app.tui.widgets.lens_layout import BANDS, lay_out, model_logprobs, step_rows
 from vibechat.app.tui.widgets.token_lens import TokenLens
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import LENS_DEFAULT, SamplingParams
@@ -239,6 +239,22 @@ async def test_a_reopened_conversation_reads_its_saved_lens_back(tmp_path):
         assert shown_candidates(view) == [c.data for c in backend.steps[0].top]
         # The reply's own sliders came back with it (its saved parameters).
         assert view.steps[0].slider("temperature") == SamplingParams().temperature
+
+
+async def test_the_lens_draws_in_every_theme_with_the_themes_own_tints():
+    """Each tint band, the cursor and the cut lines take their colours from the theme: in every
+    theme the four bands differ from one another, and the lens draws."""
+    app = create_app(LensBackend(), blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await lens_reply(pilot)
+        view = lens(app)
+        for theme in sorted(app.available_themes):
+            app.theme = theme
+            await pilot.pause()
+            colours = {str(view.get_component_rich_style(name).color) for _, name, _ in BANDS}
+            assert len(colours) == 4, (theme, colours)
+            assert "Token lens" in screen_text(app) and "cuts below rank" in screen_text(app)
 
 
 # ---------------------------------------------------------------- what the lens computes
