@@ -55,6 +55,8 @@ BINDING_IDS: tuple[str, ...] = (
     "copy_last",
     "models",
     "change_theme",
+    "toggle_lens",
+    "open_lens",
     *nudge_binding_ids(),  # each parameter's keys (ParamSpec.nudge)
     "scroll_end",
     "scroll_home",
@@ -86,6 +88,17 @@ BINDING_IDS: tuple[str, ...] = (
     "approval.deny",
     "chat.show_earlier",
     "thinking.toggle",
+    # the token lens (F12), on a reply
+    "lens.previous_token",
+    "lens.next_token",
+    "lens.up",
+    "lens.down",
+    "lens.first_token",
+    "lens.last_token",
+    "lens.candidates",
+    "lens.take",
+    "lens.type",
+    "lens.back",
     # the parameter panel (F2), its sliders and its choices (the thinking switch)
     "params.reset_all",
     "params.save_default",
@@ -209,7 +222,7 @@ class AppConfig(Config):
             "that contain a dot. A key is a character, f1-f35 or a name (enter, escape, tab, "
             "space, pageup, comma, question_mark ...), after modifiers joined by + in the order "
             "alt, ctrl, hyper, meta, shift, super.",
-            example='"toggle_params" = "f12"',
+            example='"toggle_params" = "ctrl+f2"',
             check=check_binding,
             entry="id",
             entries="Binding ids: " + ", ".join(sorted(BINDING_IDS)) + ".",

@@ -5,15 +5,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Generator, Sequence
 
+from vibechat.engine.sanitize import escaped_token
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import (
+    Candidate,
     ChatEvent,
     ChatMessage,
     GenerationDone,
     GenerationStats,
+    LensNotice,
     ModelInfo,
     TextDelta,
     ThinkingDelta,
+    TokenCandidates,
 )
 
 INFO = ModelInfo(
@@ -166,6 +170,46 @@ class OnePieceAtATime(RecordingBackend):
         for event in super().stream_chat(messages, params):
             if isinstance(event, TextDelta):
                 self.step.acquire(timeout=120)
+            yield event
+
+
+# A lens step's fixed candidates (``LensBackend``): the token's own bytes first, then these.
+LENS_OTHERS = (b" a", b" the", b"\xe2\x80", b"\x1b[2J", b" maybe", b"!", b" so", b".", b" no")
+LENS_LOGPROBS = (-0.2, -1.9, -2.6, -3.0, -3.5, -4.1, -4.8, -5.5, -6.0, -7.2)
+
+
+def lens_step(index: int, data: bytes, sliders=(("temperature", 1.0),)) -> TokenCandidates:
+    """A step of the token lens with fixed candidates: ``data`` chosen at rank 1 (a server's
+    candidates: no token ids), then ``LENS_OTHERS`` (a partial UTF-8 character and an escape
+    sequence among them: shown escaped)."""
+    datas = (data, *(d for d in LENS_OTHERS if d != data))[: len(LENS_LOGPROBS)]
+    top = tuple(
+        Candidate(-1, d, escaped_token(d), lp, 0.0)
+        for d, lp in zip(datas, LENS_LOGPROBS, strict=False)
+    )
+    return TokenCandidates(index=index, chosen=top[0], top=top, sliders=tuple(sliders))
+
+
+class LensBackend(RecordingBackend):
+    """A recording backend whose words each come with a token-lens step (``lens_step``) while
+    the request asks for the lens (``logprobs`` > 0); ``notice``: instead, one ``LensNotice``
+    (a server without logprobs). ``steps``: every step sent."""
+
+    def __init__(self, reply: str = "Hello there friend", notice: str = "") -> None:
+        super().__init__(reply)
+        self.notice = notice
+        self.steps: list[TokenCandidates] = []
+
+    def stream_chat(self, messages, params, tools=(), tool_choice="auto"):
+        index = 0
+        for event in super().stream_chat(messages, params, tools, tool_choice):
+            if isinstance(event, TextDelta) and params.logprobs and not self.notice:
+                step = lens_step(index, event.text.encode("utf-8"))
+                self.steps.append(step)
+                index += 1
+                yield step
+            elif isinstance(event, GenerationDone) and params.logprobs and self.notice:
+                yield LensNotice(self.notice)
             yield event
 
 

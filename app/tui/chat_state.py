@@ -103,6 +103,8 @@ class ChatState:
     output_format: _Field[str] = _Field("")
     # /think: on, off, auto.
     thinking: _Field[str] = _Field("auto")
+    # The token lens: candidates per token its replies keep (0: off; the lens key turns it on).
+    lens: _Field[int] = _Field(0)
 
     def __init__(self, owner: DOMNode) -> None:
         self._values: dict[str, Any] = {}
@@ -121,6 +123,8 @@ class ChatState:
         return "ready" if self.model_ready else "no model"
 
     def show_params(self, params: SamplingParams) -> None:
-        """What is shown of the parameters: the reply format, the thinking switch."""
+        """What is shown of the parameters: the reply format, the thinking switch, the token
+        lens."""
         self.output_format = params.output_format.label if params.output_format else ""
         self.thinking = params.thinking
+        self.lens = params.logprobs

@@ -4,7 +4,8 @@ prompt waiting for the reply), `Regenerations` (Ctrl+R), `ThinkingBlocks` (the t
 `ToolRounds` (a reply's tool calls), `Attachments` (`/image`, `/file`, the tray), `Models`
 (picker, switching, downloads), `Conversations` (saved conversations: the list, opening one;
 their `Titles` and `Exports`), `Branches` (a conversation's branches, forks), `Links`, `Copies`,
-`PromptEdit` (a message taken back to edit), the slash commands and presets. They see the app
+`PromptEdit` (a message taken back to edit), the slash commands and presets, `Lens` (the token
+lens: its switch, opened on a reply). They see the app
 only through `host.ChatHost`; `events` are the messages between them and the app.
 Imports the TUI's base modules, widgets, the conversation and screens; never the shell.
 """

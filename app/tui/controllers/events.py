@@ -21,6 +21,8 @@ from vibechat.engine.turns.backend import ChatEvent, ModelInfo
 if TYPE_CHECKING:
     from vibechat.engine.models.download import Progress
 
+    from ..conversation.assistant_message import AssistantMessage
+
 # ----------------------------------------------------------------- the model
 
 
@@ -212,3 +214,13 @@ class ToolFinished(Message):
     generation: int
     index: int
     outcome: object
+
+
+# ------------------------------------------------------------ the token lens
+
+
+@dataclass
+class LensRead(Message):
+    """A saved reply's token lens was read back (in a worker): the lens opens on ``reply``."""
+
+    reply: AssistantMessage

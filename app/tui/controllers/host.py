@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..chat_state import ChatState
     from ..conversation.chat_view import ChatView
     from ..conversation.messages import ChatMessageWidget
+    from ..reply_lens import ReplyLens
     from ..widgets.param_panel import ParamPanel
     from ..widgets.prompt_input import PromptInput
     from ..widgets.sidebar import ConversationSidebar
@@ -88,6 +89,13 @@ class AttachmentControl(Protocol):
     async def queue_left(self) -> None: ...
 
 
+class LensControl(Protocol):
+    """What the replies controller uses of ``Lens`` (lens.py)."""
+
+    def lens_for(self, params: SamplingParams) -> ReplyLens | None: ...
+    def closed(self, _message: Any = None) -> None: ...
+
+
 class ChatHost(Protocol):
     session: ChatSession
     history: History | None
@@ -103,6 +111,9 @@ class ChatHost(Protocol):
     def attachments(self) -> AttachmentControl: ...
     @property
     def tool_rounds(self) -> ToolControl: ...
+    # The token lens (its switch, the view on a reply).
+    @property
+    def lens(self) -> LensControl: ...
 
     @property
     def console(self) -> Console: ...

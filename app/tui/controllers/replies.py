@@ -44,8 +44,10 @@ from vibechat.engine.turns.backend import (
     ContextTrimmed,
     DraftProgress,
     GenerationDone,
+    LensNotice,
     PromptProgress,
     ThinkingDelta,
+    TokenCandidates,
 )
 
 from ...appconfig import chat_settings
@@ -230,6 +232,8 @@ class Replies:
         tools, tool_choice = host.tool_rounds.offer()
         turn = self.session.begin_reply(tools=tools, tool_choice=tool_choice)
         self._saved(widget).set_branch(*widget.branch)
+        # Its tokens' candidates, kept while it streams when the lens is on.
+        widget.lens = host.lens.lens_for(self.session.conversation.params)
         model = self.session.info
         pacer = RenderPacer(ui_budget(model.n_threads if model else None, available_cores()))
         stream = ReplyStream(
@@ -257,6 +261,7 @@ class Replies:
     def _generate(self, turn: Turn, stream: ReplyStream) -> None:
         """In a worker: the reply streams into ``stream``; the UI is told by messages."""
         post, generation = self.host.post_message, turn.generation
+        lens = stream.widget.lens
 
         def text(piece: str) -> None:
             if stream.put(piece):
@@ -267,6 +272,12 @@ class Replies:
             if isinstance(ev, ThinkingDelta):
                 if stream.put_thinking(ev.text, ev.tokens):
                     post(ReplyThinking(generation))
+                return
+            # A token's candidates are kept with the reply, no message each (read when the
+            # lens is opened on it).
+            if isinstance(ev, TokenCandidates):
+                if lens is not None:
+                    lens.add(ev)
                 return
             post(ReplyEvent(generation, ev))
 
@@ -377,9 +388,18 @@ class Replies:
             self._reading(stream, event)
         elif isinstance(event, DraftProgress):
             self.state.drafting = event
+        elif isinstance(event, LensNotice):
+            self._lens_notice(stream, event)
         # A reply that ended while slices are still queued finishes after them (``hold``).
         elif isinstance(event, GenerationDone) and not stream.hold(event):
             await self._finish(stream, event)
+
+    def _lens_notice(self, stream: ReplyStream, notice: LensNotice) -> None:
+        """The lens was asked for and this reply has none (a server without logprobs): said in
+        one line under the reply, and kept for the lens to say when opened on it."""
+        if stream.widget.lens is not None:
+            stream.widget.lens.notice = notice.reason
+        stream.widget.set_status(f"lens: {notice.reason}")
 
     def _reading(self, stream: ReplyStream, progress: PromptProgress) -> None:
         """A long prompt is being read: how far, under the reply and in the status bar (one line
@@ -516,6 +536,8 @@ class Replies:
         too (a freshly loaded model has nothing to forget)."""
         host = self.host
         self.abandon()
+        # The lens on a reply of the conversation left closes.
+        host.lens.closed()
         await self.edit.end()
         self.session.new_conversation(reset_cache=reset_cache)
         host.sidebar.current = None

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from ..one_layout import SizedByLayout
+from ..reply_lens import ReplyLens
 from . import reply_fold
 from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
 from .markdown_text import http_links
@@ -108,6 +109,8 @@ class AssistantMessage(ChatMessageWidget):
         self.loop_cpu = 0.0
         # The segments' width at the last layout (``_render_options``).
         self._segment_width = 0
+        # Its tokens' candidates (the token lens; None: it was off for this reply).
+        self.lens: ReplyLens | None = None
 
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:

@@ -14,6 +14,7 @@ from vibechat.engine.chat.records import StoredConversation, StoredMessage
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.turns.tool_calls import ToolCall
 
+from ..reply_lens import ReplyLens
 from .assistant_message import AssistantMessage
 from .attachment_view import UserMessage
 from .messages import ChatMessageWidget
@@ -63,6 +64,9 @@ def message_widgets(
                 status_kind=kind,
                 thinking=thinking_block(m, thinking_expanded),
             )
+            # Its token lens, read back when first looked at.
+            if m.logprobs is not None:
+                widget.lens = ReplyLens(saved=m.logprobs, params=m.params)
         widget.message_id = m.id
         if opened is not None:
             widget.branch = opened.branch(m.id)

@@ -17,6 +17,7 @@ from textual.widget import Widget
 from vibechat.engine.settings.params import SamplingParams
 
 from ..widgets.config_bar import ConfigBar
+from ..widgets.token_lens import TokenLens
 from . import config_ui
 from .app_face import AppFace
 
@@ -27,6 +28,11 @@ class ReplyActions(AppFace):
 
     def action_stop(self) -> None:
         self.replies.stop()
+
+    def take_path(self, message: TokenLens.PathChosen) -> None:
+        """The token lens picked another candidate on a reply's token: the reply is to go on from
+        there as a new version (issue 43 point 3; not wired yet: said in one line)."""
+        self.notify("taking another path: not yet wired", severity="warning", timeout=4)
 
     async def action_cancel_edit(self) -> None:
         await self.replies.edit.cancel()
@@ -139,6 +145,12 @@ class ViewActions(AppFace):
         if not (into_chat and self.chat.focus_newest()):
             self.screen.focus_next()
 
+    def action_toggle_lens(self) -> None:
+        self.lens.toggle()
+
+    def action_open_lens(self) -> None:
+        self.lens.open()
+
     def action_scroll_chat(self, pages: int) -> None:
         self.chat.scroll_pages(pages)
 
@@ -152,7 +164,9 @@ class ViewActions(AppFace):
         panel = self.panel
         if panel.has_class("-visible"):
             panel.remove_class("-visible")
-            self.prompt_input.focus()
+            # Back to the token lens when it is open (the sliders were moved under it).
+            if not self.lens.refocus():
+                self.prompt_input.focus()
         else:
             self.show_side_panel(panel)
             panel.focus_first()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from textual import events, on
@@ -51,6 +52,7 @@ from ..controllers.attachments import Attachments
 from ..controllers.branches import Branches
 from ..controllers.conversations import Conversations, OverSaved
 from ..controllers.copies import Copies
+from ..controllers.lens import Lens
 from ..controllers.links import Links
 from ..controllers.model_loads import ModelLoads
 from ..controllers.models import BackendFactory, Models
@@ -68,6 +70,7 @@ from ..widgets.param_panel import ParamPanel
 from ..widgets.prompt_input import PromptInput
 from ..widgets.sidebar import ConversationSidebar
 from ..widgets.status_bar import StatusBar
+from ..widgets.token_lens import TokenLens
 from . import config_ui, notices
 from .actions import ConversationActions, ModelActions, ReplyActions, ViewActions
 from .bindings import APP_BINDINGS
@@ -161,10 +164,13 @@ class VibechatApp(
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.links = Links(self)
         self.copies = Copies(self)
-        self.param_changes = ParamChanges(self, self.session, lambda: self.panel, self.state)
+        self.lens = Lens(self, lambda: self.query_one(TokenLens))
+        self.param_changes = ParamChanges(
+            self, self.session, lambda: self.panel, self.state, self.lens.show_params
+        )
         self.side_panels = SidePanels(lambda: self.sidebar, lambda: self.panel)
         self.key_router = KeyRouter(self, lambda: self.prompt_input)
-        self.routes = {
+        self.routes: dict[type[Message], Callable[[Any], object]] = {
             **self.replies.handlers(),
             **self.model_loads.handlers(),
             **self.queued.handlers(),
@@ -177,6 +183,9 @@ class VibechatApp(
             **self.copies.handlers(),
             **self.param_changes.handlers(),
             **self.key_router.handlers(),
+            **self.lens.handlers(),
+            # Taking another path from a token (issue 43 point 3).
+            TokenLens.PathChosen: self.take_path,
         }
         self._register_themes()
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
@@ -192,6 +201,8 @@ class VibechatApp(
             yield ConversationSidebar(id="sidebar")
             with Vertical(id="main"):
                 yield ChatView(id="chat")
+                # The token lens on a reply, in the chat's place while it is open (F12).
+                yield TokenLens(self.conversation.params, id="lens")
                 # What the next prompt carries (hidden while nothing).
                 yield AttachmentTray(id="tray")
                 yield PromptInput(self.state, id="input", blink=self.blink)

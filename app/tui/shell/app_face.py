@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..controllers.branches import Branches
     from ..controllers.conversations import Conversations
     from ..controllers.copies import Copies
+    from ..controllers.lens import Lens
     from ..controllers.models import Models
     from ..controllers.presets import PresetHost
     from ..controllers.regenerations import Regenerations
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         side_panels: SidePanels
         attachments: Attachments
         tool_rounds: ToolRounds
+        lens: Lens
 
         @property
         def conversation(self) -> Conversation: ...

@@ -143,6 +143,28 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
         show=False,
         tooltip="Pick the colour theme (remembered in the config file)",
     ),
+    Binding(
+        "f11",
+        "toggle_lens",
+        "Lens on/off",
+        id="toggle_lens",
+        show=False,
+        tooltip=(
+            "Turn the token lens on or off for this conversation: replies keep each token's "
+            "candidates (the lens_history_bytes setting bounds them)"
+        ),
+    ),
+    Binding(
+        "f12",
+        "open_lens",
+        "Token lens",
+        id="open_lens",
+        show=False,
+        tooltip=(
+            "Look at the focused or last reply token by token: its candidates, and where the "
+            "sliders cut them (Esc leaves)"
+        ),
+    ),
     Binding("escape", "stop", "Stop", id="stop", tooltip="Stop the reply; the text so far stays"),
     Binding(
         "escape",

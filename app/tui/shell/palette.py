@@ -23,6 +23,7 @@ from ..widgets.attachment_tray import TrayItem
 from ..widgets.param_panel import ParamPanel
 from ..widgets.sidebar import ConversationSidebar
 from ..widgets.slider import Slider
+from ..widgets.token_lens import TokenLens
 
 # Actions without a key of their own: (title, help, action); {config} is the config file.
 PALETTE_ONLY = [
@@ -129,6 +130,7 @@ def help_sections(
             + rows(TrayItem.BINDINGS),
         ),
         ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
+        ("Token lens (F12; the sliders still move under it)", rows(TokenLens.BINDINGS)),
         (
             "Conversation list (Ctrl+B)",
             [("enter", "Open the conversation")] + rows(ConversationSidebar.BINDINGS),

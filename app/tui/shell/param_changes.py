@@ -2,8 +2,9 @@
 a nudge key (F5–F10, ``ParamSpec.nudge``), a slash command or a preset (``set``), and a
 conversation opened with the parameters saved with it (``show``).
 
-Each change reaches the next generation (the conversation keeps it), the panel and the chat
-state (the status bar's reply format and thinking switch).
+Each change reaches the next generation (the conversation keeps it), the panel, the chat
+state (the status bar's reply format, thinking switch and token lens) and the token lens's cut
+lines (moved live while the lens is open).
 """
 
 from __future__ import annotations
@@ -32,14 +33,20 @@ class ParamChanges:
     one notice (replaced on each press, never stacked)."""
 
     def __init__(
-        self, app: App[Any], session: ChatSession, panel: Callable[[], ParamPanel], state: ChatState
+        self,
+        app: App[Any],
+        session: ChatSession,
+        panel: Callable[[], ParamPanel],
+        state: ChatState,
+        shown: Callable[[SamplingParams], None] | None = None,
     ) -> None:
         """``panel``: the parameter panel (queried when needed: it is composed after this is
-        made)."""
+        made); ``shown``: told each change too (the token lens's cut lines follow the sliders)."""
         self._app = app
         self._session = session
         self._panel = panel
         self._state = state
+        self._shown = shown
         self._nudge_notice = notices.Slot()
 
     def handlers(self) -> Handlers:
@@ -57,9 +64,12 @@ class ParamChanges:
         self._show(params)
 
     def _show(self, params: SamplingParams) -> None:
-        """The panel's sliders and the chat state (the reply format, the thinking switch)."""
+        """The panel's sliders, the chat state (the reply format, the thinking switch, the
+        lens) and the token lens's cut lines."""
         self._panel().params = params
         self._state.show_params(params)
+        if self._shown is not None:
+            self._shown(params)
 
     def changed(self, message: ParamPanel.Changed) -> None:
         """The panel's sliders now say ``message.params``: set, unless they are already the

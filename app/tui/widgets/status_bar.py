@@ -5,7 +5,8 @@ the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking 
 where a server does not say; while a reply is drafted and after it, the accepted share and the
 draft length; after a reply that started from a KV snapshot, beside its time to first token, how
 much it restored: ``ttft 133 ms (restored 8,132 tokens in 0.11 s)``), the reply format
-(``/format``), the thinking switch (``/think``: ``think off``), and what the engine is doing.
+(``/format``), the thinking switch (``/think``: ``think off``), the token lens while it is on
+(``lens on (10)``), and what the engine is doing.
 It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies of the state's
 fields, made when it mounts and each time a field changes (as ``data_bind``
 would); the controllers write the state, never the bar.
@@ -53,6 +54,7 @@ PRIORITY = (
     "tokens",
     "format",
     "think",
+    "lens",
     "draft",
     "quantization",
     "thinking",
@@ -73,6 +75,7 @@ SHOWN = {
     "output_format": "output_format",
     "thinking": "thinking",
     "drafting": "drafting",
+    "lens": "lens",
 }
 # Cells a shortened model name keeps at least (with its ellipsis).
 NAME_MIN = 12
@@ -132,6 +135,8 @@ class StatusBar(Widget):
     thinking: reactive[str] = reactive("auto")
     # Live, while a drafted reply streams.
     drafting: reactive[DraftProgress | None] = reactive(None)
+    # The token lens: candidates per token (0: off).
+    lens: reactive[int] = reactive(0)
 
     def __init__(self, state: ChatState, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -232,6 +237,8 @@ class StatusBar(Widget):
             add("format", ("format ", dim), (one_line(self.output_format), "bold"))
         if self.thinking != "auto":
             add("think", ("think ", dim), (self.thinking, "bold"))
+        if self.lens:
+            add("lens", ("lens ", dim), (f"on ({self.lens})", "bold"))
         return fields
 
     @staticmethod

@@ -121,6 +121,7 @@ KINDS = {
     "ttft": "ttft",
     "format": "format",
     "think": "think",
+    "lens": "lens",
     "CPU": "device",
     "KV": "kv_cache",
 }
@@ -149,7 +150,7 @@ async def test_at_80_columns_the_state_and_context_stay_and_fields_drop_whole_in
     )
     backend = Scripted("one two three four five", info=info)
     backend.thinking = "hmm let me see"
-    app = create_app(backend, params=SamplingParams(thinking="off"), blink=False)
+    app = create_app(backend, params=SamplingParams(thinking="off", logprobs=10), blink=False)
     async with app.run_test(size=(300, 24)) as pilot:
         await settle(pilot)
         await send(pilot, "/format json")

@@ -153,3 +153,37 @@ def test_thinking_expanded(snap_compare, tmp_path):
         await pilot.pause()
 
     assert snap_compare(_thinking_app(tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def _lens_app():
+    """A reply whose words carry fixed candidates (``fakes.LensBackend``), the lens on."""
+    from fakes import LensBackend
+
+    return create_app(LensBackend("Paris is the capital \x1b[2J of\nFrance."), blink=False)
+
+
+async def _lens_open(pilot) -> None:
+    """The lens turned on (F11), a prompt, the lens opened on its reply (F12), the cursor on the
+    third token and in the candidates (Tab, ↓): the bars, the cut lines, the picked candidate."""
+    await pilot.app.workers.wait_for_complete()
+    await pilot.press("f11")
+    pilot.app.prompt_input.load_text("The capital of France?")
+    await pilot.press("enter")
+    await settle(pilot)
+    pilot.app.clear_notifications()
+    await pilot.press("f12", "right", "right", "tab", "down")
+    await pilot.pause()
+
+
+def test_token_lens_80x24(snap_compare):
+    assert snap_compare(_lens_app(), terminal_size=(80, 24), run_before=_lens_open)
+
+
+def test_token_lens_80x24_paper(snap_compare):
+    """The light theme: every tint and line from the theme's variables."""
+
+    async def run_before(pilot) -> None:
+        pilot.app.theme = "vibechat-paper"
+        await _lens_open(pilot)
+
+    assert snap_compare(_lens_app(), terminal_size=(80, 24), run_before=run_before)

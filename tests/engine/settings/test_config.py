@@ -758,7 +758,7 @@ def test_the_usage_docs_have_the_settings_table_and_a_valid_example():
     ]
     path = write(example)
     loaded = load_config(path, schema=APP)
-    assert loaded.problem is None and loaded.config.keys["toggle_params"] == "f12"
+    assert loaded.problem is None and loaded.config.keys["toggle_params"] == "ctrl+f2"
 
 
 def test_the_docs_settings_table_lists_every_setting_with_its_flag_variable_and_key():
