@@ -64,8 +64,8 @@ class Lens:
         key = key_shown(self.host.bound_key_of("open_lens"))
         if turned_on:
             self.host.notify(
-                f"Token lens on: the next replies keep each token's candidates "
-                f"({key} opens the lens on a reply).",
+                f"Token lens on for this conversation: the next replies keep each token's "
+                f"candidates ({key} opens the lens on a reply).",
                 timeout=5,
             )
         else:
@@ -78,9 +78,13 @@ class Lens:
         return ReplyLens(self.host.config.config.lens_history_bytes)
 
     def open(self) -> None:
-        """The lens on the focused reply, else the last one with candidates; one line when
-        there is none."""
+        """The lens on the focused reply, else the last one with candidates. With none and the
+        lens off, the lens key turns it on (one key is enough where a terminal keeps F11 for
+        its full screen); with none and the lens on, one line says why."""
         reply = self._reply()
+        if (reply is None or reply.lens is None) and not self.on:
+            self.toggle()
+            return
         if reply is None or reply.lens is None:
             self.host.notify(self._why_none(), severity="warning", timeout=6)
             return
@@ -135,14 +139,8 @@ class Lens:
         return next((m for m in reversed(replies) if m.lens is not None), None)
 
     def _why_none(self) -> str:
-        """Why no reply can be looked at, and what to do."""
-        if self.on:
-            return "No reply has token candidates yet: send a prompt, then open the lens."
-        key = key_shown(self.host.bound_key_of("toggle_lens"))
-        return (
-            f"The token lens is off for this conversation: {key} (or /set logprobs 10) turns it "
-            "on, and the replies after that can be looked at."
-        )
+        """Why no reply can be looked at (the lens is on), and what to do."""
+        return "No reply has token candidates yet: send a prompt, then open the lens."
 
     def closed(self, _message: TokenLens.Closed | None = None) -> None:
         """Esc: the chat and the input back, the focus where it was."""

@@ -124,7 +124,9 @@ async def test_a_reply_without_candidates_says_why_in_one_line():
         assert len([n for n in notices(app) if reason in n]) == 1
 
 
-async def test_the_lens_key_says_how_to_turn_it_on_when_it_is_off():
+async def test_the_lens_key_turns_it_on_when_it_is_off_and_no_reply_has_candidates():
+    """F12 with the lens off and nothing to look at turns it on, in one line (a terminal may
+    keep F11 for its full screen); with it on and still nothing, one line says why."""
     app = create_app(LensBackend(), blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -132,7 +134,12 @@ async def test_the_lens_key_says_how_to_turn_it_on_when_it_is_off():
         await pilot.press("f12")
         await pilot.pause()
         assert not lens(app).has_class("-open")
-        assert was_notified(app, "The token lens is off for this conversation: F11")
+        assert app.session.conversation.params.logprobs == 10
+        assert was_notified(app, "Token lens on for this conversation")
+        await pilot.press("f12")
+        await pilot.pause()
+        assert not lens(app).has_class("-open")
+        assert was_notified(app, "No reply has token candidates yet")
 
 
 async def test_moving_a_slider_moves_the_cut_lines_while_the_lens_is_open():
