@@ -12,6 +12,7 @@ from vibechat.engine.turns.backend import (
     GenerationDone,
     GenerationStats,
     ModelInfo,
+    ReplyPrefix,
     TextDelta,
     ThinkingDelta,
 )
@@ -38,7 +39,7 @@ class RecordingBackend:
 
     ``thinking``: when set, streamed first as ``ThinkingDelta``s, one word each (a
     reasoning model). ``gate``: when set, each delta waits for it (lets a test stop a
-    reply midway)."""
+    reply midway). A reply prefix (``prefix``) is recorded, not continued."""
 
     name = "fake"
 
@@ -58,6 +59,8 @@ class RecordingBackend:
         # asks for them) while any is left; every request's (tools, tool_choice) is recorded.
         self.tool_script: list[list] = []
         self.offered: list[tuple[tuple, str]] = []
+        # Each request's reply prefix (another path from a token; None: a plain reply).
+        self.prefixes: list[ReplyPrefix | None] = []
         self._cancel = threading.Event()
         self.loaded = False
 
@@ -93,10 +96,12 @@ class RecordingBackend:
         params: SamplingParams,
         tools: Sequence = (),
         tool_choice: str = "auto",
+        prefix: ReplyPrefix | None = None,
     ) -> Generator[ChatEvent, None, None]:
         self._cancel.clear()
         messages = list(messages)
         self.requests.append((messages, params))
+        self.prefixes.append(prefix)
         self.offered.append((tuple(tools), tool_choice))
         if (
             tools and tool_choice != "none" and self.tool_script

@@ -63,6 +63,7 @@ from ..turns.backend import (
     GenerationDone,
     GenerationStats,
     ModelInfo,
+    ReplyPrefix,
 )
 from ..turns.stops import StopMatcher
 from ..turns.tool_calls import ToolCall, ToolSpec
@@ -91,6 +92,13 @@ CHARS_PER_TOKEN = 4
 MAX_REPLY_CHARS = 2 << 20
 # Events read after max_tokens pieces, for the server's finish and usage.
 AFTER_LIMIT_EVENTS = 8
+
+
+# Why a server's reply cannot go on from a chosen token.
+PATH_NEEDS_LOCAL = (
+    "another path from a token needs the local engine (a server is not asked to continue a "
+    "reply from given tokens): load a local model to take one."
+)
 
 
 class OpenAICompatibleBackend:
@@ -255,10 +263,14 @@ class OpenAICompatibleBackend:
         params: SamplingParams,
         tools: Sequence[ToolSpec] = (),
         tool_choice: str = "auto",
+        prefix: ReplyPrefix | None = None,
     ) -> Generator[ChatEvent, None, None]:
         """The reply, streamed (see ``Backend.stream_chat``). ``tools``: offered to the model
         (``tool_choice`` auto, none or required: request.py); the calls it asks for end the
-        reply as ``GenerationDone.tool_calls`` (finish reason ``tool_calls``), after its text."""
+        reply as ``GenerationDone.tool_calls`` (finish reason ``tool_calls``), after its text.
+        ``prefix`` (another path from a token) is refused: its token ids are a local model's."""
+        if prefix is not None:
+            raise GenerationError(PATH_NEEDS_LOCAL)
         self.load()
         self._http.cancelled.clear()
         params = params.with_seed()
