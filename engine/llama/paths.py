@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ..errors import ContextOverflowError, GenerationError
 from ..turns.backend import ChatEvent, ReplyPrefix, TokenCandidates
+from ..turns.lens_steps import path_overflow
 from .decoding import Emitter
 from .lens import LensSampler
 from .prompting import Prompter
@@ -38,12 +39,9 @@ def path_tokens(prompt: Prompter, n_vocab: int, prefix: ReplyPrefix) -> list[int
 
 def check_fits(n_prompt: int, n_path: int, context_size: int) -> None:
     """A one-line ``ContextOverflowError`` unless the prompt and the path leave room for a token."""
-    if n_prompt + n_path >= context_size:
-        raise ContextOverflowError(
-            f"the prompt ({n_prompt:,} tokens) and the reply up to the chosen token "
-            f"({n_path:,}) fill the {context_size:,}-token context: take the path from an "
-            "earlier token, or raise --ctx."
-        )
+    overflow = path_overflow(n_prompt, n_path, context_size)
+    if overflow:
+        raise ContextOverflowError(overflow)
 
 
 def path_events(

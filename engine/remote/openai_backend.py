@@ -65,6 +65,7 @@ from ..turns.backend import (
     ModelInfo,
     ReplyPrefix,
 )
+from ..turns.lens_steps import PATH_NEEDS_LOCAL
 from ..turns.stops import StopMatcher
 from ..turns.tool_calls import ToolCall, ToolSpec
 from .client import Cancelled, Exchange, Expired, ServerClient, TooMuch, message_of
@@ -92,13 +93,6 @@ CHARS_PER_TOKEN = 4
 MAX_REPLY_CHARS = 2 << 20
 # Events read after max_tokens pieces, for the server's finish and usage.
 AFTER_LIMIT_EVENTS = 8
-
-
-# Why a server's reply cannot go on from a chosen token.
-PATH_NEEDS_LOCAL = (
-    "another path from a token needs the local engine (a server is not asked to continue a "
-    "reply from given tokens): load a local model to take one."
-)
 
 
 class OpenAICompatibleBackend:

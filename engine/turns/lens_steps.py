@@ -75,6 +75,25 @@ class PathRefused(VibechatError):
     """Another path cannot be taken from that token: one line, naming why and what to do."""
 
 
+# Why a server's reply cannot go on from a chosen token (engine/remote; the chat says it first).
+PATH_NEEDS_LOCAL = (
+    "another path from a token needs the local engine (a server is not asked to continue a "
+    "reply from given tokens): load a local model to take one."
+)
+
+
+def path_overflow(n_prompt: int, n_path: int, context_size: int) -> str:
+    """Why a prompt of ``n_prompt`` tokens and a path's ``n_path`` leave no room for a token in
+    the context, in one line ("" when they do)."""
+    if n_prompt + n_path < context_size:
+        return ""
+    return (
+        f"the prompt ({n_prompt:,} tokens) and the reply up to the chosen token ({n_path:,}) "
+        f"fill the {context_size:,}-token context: take the path from an earlier token, or "
+        "raise --ctx."
+    )
+
+
 def path_prefix(
     saved: Any,
     index: int,

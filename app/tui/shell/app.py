@@ -54,6 +54,7 @@ from ..controllers.copies import Copies
 from ..controllers.links import Links
 from ..controllers.model_loads import ModelLoads
 from ..controllers.models import BackendFactory, Models
+from ..controllers.paths import Paths
 from ..controllers.queued_prompts import QueuedPrompts
 from ..controllers.regenerations import Regenerations
 from ..controllers.replies import Replies
@@ -153,6 +154,8 @@ class VibechatApp(
         self.model_loads = ModelLoads(self)
         self.queued = QueuedPrompts(self)
         self.regenerations = Regenerations(self)
+        # Another path from a token (the lens's PathChosen).
+        self.paths = Paths(self)
         self.thinking = ThinkingBlocks(self)
         self.models = Models(self, backend_factory)
         self.chats = Conversations(self, open_first=open_conversation, over_first=open_over)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..controllers.conversations import Conversations
     from ..controllers.copies import Copies
     from ..controllers.models import Models
+    from ..controllers.paths import Paths
     from ..controllers.presets import PresetHost
     from ..controllers.regenerations import Regenerations
     from ..controllers.replies import Replies
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         config: LoadedConfig
         replies: Replies
         regenerations: Regenerations
+        paths: Paths
         copies: Copies
         thinking: ThinkingBlocks
         models: Models
