@@ -59,6 +59,7 @@ def path_events(
         if out.generated <= k:
             # Not the reply's: it ended the turn.
             return
+        reply.forced += 1
         if lens is not None:
             yield replace(steps[k], index=k) if k < len(steps) else lens.forced_step(token, k)
         yield from reply.events(pieces, out.generated)

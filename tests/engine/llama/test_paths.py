@@ -68,6 +68,10 @@ def test_a_path_from_a_picked_candidate_evaluates_only_the_new_token(backend):
     assert done.stats.prompt_tokens == first.stats.prompt_tokens
     assert 1 <= done.stats.prompt_tokens_evaluated <= 2
     assert done.stats.completion_tokens >= index + 1
+    # Its speed counts the tokens decoded, not the prefix's.
+    decoded = done.stats.completion_tokens - (index + 1)
+    speed = decoded / (done.stats.decode_ms / 1000) if decoded else 0.0
+    assert done.stats.decode_tokens_per_s == pytest.approx(speed)
     # The reply's text is the prefix's, then what follows it.
     said = b"".join(s.chosen.data for s in steps[: index + 1]).decode("utf-8", "ignore")
     assert done.text.startswith(said.lstrip()[:-1])
