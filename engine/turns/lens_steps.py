@@ -144,9 +144,12 @@ def _missing_step(saved: Any, index: int, known: int) -> str:
     if index < 0:
         return f"step {index + 1} is not one of this reply's (it has {known}): choose a token."
     content = saved.get("content") if isinstance(saved, dict) else None
-    cut = isinstance(content, list) and len(content) > known
-    truncated = isinstance(saved, dict) and saved.get("truncated")
-    if truncated or cut:
+    if isinstance(content, list) and len(content) > known and known < MAX_STEPS:
+        return (
+            f"this reply's saved lens cannot be read past its first {known} tokens (its copy "
+            "in the history was changed): another path can be taken from those only."
+        )
+    if isinstance(saved, dict) and saved.get("truncated"):
         return (
             f"this reply's lens was kept only for its first {known} tokens (the "
             "lens_history_bytes setting bounds it): another path can be taken from those only."

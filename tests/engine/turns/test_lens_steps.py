@@ -93,6 +93,7 @@ def server_step(step: TokenCandidates) -> TokenCandidates:
         ("3 steps", 3, 5, b"", "step 4 is not one of this reply's (it has 3)"),
         ("3 steps", -1, 5, b"", "step 0 is not one of this reply's"),
         ("3 steps cut", 3, 5, b"", "kept only for its first 3 tokens"),
+        ("3 steps, then a changed one", 3, 5, b"", "cannot be read past its first 3 tokens"),
         ("3 steps", 1, 4242, b"", "token 4242 is not a candidate of step 2"),
         ("3 steps", 1, 5, b"", "that is the token the reply took there"),
         ("3 steps", 1, -1, b"", "type the text to go on with"),
@@ -105,6 +106,9 @@ def test_a_path_that_cannot_be_taken_is_refused_in_one_line(saved, index, token,
     steps = (step(0), step(1), step(2))
     if saved == "3 steps":
         saved = saved_reply(*steps)
+    elif saved == "3 steps, then a changed one":
+        saved = saved_reply(*steps)
+        saved["content"].append({"token": "x", "logprob": "high"})
     elif saved == "3 steps cut":
         saved = saved_reply(*steps, truncated=40)
     elif saved == "a server's":
