@@ -21,6 +21,8 @@ from vibechat.engine.turns.lens_steps import PATH_NEEDS_LOCAL, path_overflow, pa
 from ..conversation.assistant_message import AssistantMessage
 from .host import ChatHost
 
+STILL_ANSWERING = "Still answering: press Esc to stop the reply, then take another path."
+
 
 class Paths:
     """Continues a reply from another candidate of one of its tokens, as its sibling."""
@@ -35,7 +37,7 @@ class Paths:
         line, when it cannot: nothing changed."""
         host = self.host
         if host.state.generating:
-            self._refuse("Still answering: press Esc to stop the reply, then take another path.")
+            self._refuse(STILL_ANSWERING)
             return False
         widget = self._on_screen(message_id)
         try:
@@ -45,7 +47,11 @@ class Paths:
             self._refuse(str(exc))
             return False
         if overflow:
-            self._refuse(overflow[:1].upper() + overflow[1:])
+            self._refuse(overflow)
+            return False
+        # A reply asked for while the prompt was counted goes first.
+        if host.state.generating:
+            self._refuse(STILL_ANSWERING)
             return False
         if widget is None or not await host.replies.catch_up():
             return False
@@ -94,7 +100,7 @@ class Paths:
         if info is None:
             raise VibechatError("The model is still loading: take another path once it is ready.")
         if info.server:
-            raise VibechatError(PATH_NEEDS_LOCAL[:1].upper() + PATH_NEEDS_LOCAL[1:])
+            raise VibechatError(PATH_NEEDS_LOCAL)
         stored = host.history.message(message_id)
         saved = stored.logprobs if stored is not None else None
         return path_prefix(saved, index, token_id, data)
@@ -121,4 +127,5 @@ class Paths:
         return path_overflow(n_prompt, n_path, info.context_size)
 
     def _refuse(self, line: str) -> None:
-        self.host.notify(line, severity="warning", timeout=6)
+        """One line (the engine's start in lower case: a sentence here), as a warning."""
+        self.host.notify(line[:1].upper() + line[1:], severity="warning", timeout=6)

@@ -138,9 +138,9 @@ async def test_what_cannot_be_taken_is_one_line_and_changes_nothing(tmp_path: Pa
         reply = saved_reply(history)
         shown = [w.text for w in app.chat.messages()]
         tries = [
-            ((reply.id, 7, 99, b""), "step 8 is not one of this reply's (it has 3)"),
-            ((reply.id, 1, 42, b""), "token 42 is not a candidate of step 2"),
-            ((reply.id, 1, 11, b""), "that is the token the reply took there"),
+            ((reply.id, 7, 99, b""), "Step 8 is not one of this reply's (it has 3)"),
+            ((reply.id, 1, 42, b""), "Token 42 is not a candidate of step 2"),
+            ((reply.id, 1, 11, b""), "That is the token the reply took there"),
             ((reply.id + 100, 0, 99, b""), "That reply is not on the branch on screen"),
             # The fake's context holds 4,096 tokens.
             ((reply.id, 1, -1, b"x" * 5000), "fill the 4,096-token context"),
