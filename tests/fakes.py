@@ -15,6 +15,7 @@ from vibechat.engine.turns.backend import (
     GenerationStats,
     LensNotice,
     ModelInfo,
+    ReplyPrefix,
     TextDelta,
     ThinkingDelta,
     TokenCandidates,
@@ -42,7 +43,7 @@ class RecordingBackend:
 
     ``thinking``: when set, streamed first as ``ThinkingDelta``s, one word each (a
     reasoning model). ``gate``: when set, each delta waits for it (lets a test stop a
-    reply midway)."""
+    reply midway). A reply prefix (``prefix``) is recorded, not continued."""
 
     name = "fake"
 
@@ -62,6 +63,8 @@ class RecordingBackend:
         # asks for them) while any is left; every request's (tools, tool_choice) is recorded.
         self.tool_script: list[list] = []
         self.offered: list[tuple[tuple, str]] = []
+        # Each request's reply prefix (another path from a token; None: a plain reply).
+        self.prefixes: list[ReplyPrefix | None] = []
         self._cancel = threading.Event()
         self.loaded = False
 
@@ -97,10 +100,12 @@ class RecordingBackend:
         params: SamplingParams,
         tools: Sequence = (),
         tool_choice: str = "auto",
+        prefix: ReplyPrefix | None = None,
     ) -> Generator[ChatEvent, None, None]:
         self._cancel.clear()
         messages = list(messages)
         self.requests.append((messages, params))
+        self.prefixes.append(prefix)
         self.offered.append((tuple(tools), tool_choice))
         if (
             tools and tool_choice != "none" and self.tool_script
@@ -178,14 +183,17 @@ LENS_OTHERS = (b" a", b" the", b"\xe2\x80", b"\x1b[2J", b" maybe", b"!", b" so",
 LENS_LOGPROBS = (-0.2, -1.9, -2.6, -3.0, -3.5, -4.1, -4.8, -5.5, -6.0, -7.2)
 
 
-def lens_step(index: int, data: bytes, sliders=(("temperature", 1.0),)) -> TokenCandidates:
-    """A step of the token lens with fixed candidates: ``data`` chosen at rank 1 (a server's
-    candidates: no token ids), then ``LENS_OTHERS`` (a partial UTF-8 character and an escape
-    sequence among them: shown escaped)."""
+def lens_step(
+    index: int, data: bytes, sliders=(("temperature", 1.0),), ids: bool = False
+) -> TokenCandidates:
+    """A step of the token lens with fixed candidates: ``data`` chosen at rank 1, then
+    ``LENS_OTHERS`` (a partial UTF-8 character and an escape sequence among them: shown
+    escaped). ``ids``: the candidates have token ids (a local engine's: 1000 × step + rank);
+    else none (a server's)."""
     datas = (data, *(d for d in LENS_OTHERS if d != data))[: len(LENS_LOGPROBS)]
     top = tuple(
-        Candidate(-1, d, escaped_token(d), lp, 0.0)
-        for d, lp in zip(datas, LENS_LOGPROBS, strict=False)
+        Candidate(1000 * index + rank if ids else -1, d, escaped_token(d), lp, 0.0)
+        for rank, (d, lp) in enumerate(zip(datas, LENS_LOGPROBS, strict=False))
     )
     return TokenCandidates(index=index, chosen=top[0], top=top, sliders=tuple(sliders))
 
@@ -193,18 +201,22 @@ def lens_step(index: int, data: bytes, sliders=(("temperature", 1.0),)) -> Token
 class LensBackend(RecordingBackend):
     """A recording backend whose words each come with a token-lens step (``lens_step``) while
     the request asks for the lens (``logprobs`` > 0); ``notice``: instead, one ``LensNotice``
-    (a server without logprobs). ``steps``: every step sent."""
+    (a server without logprobs). ``steps``: every step sent; ``ids``: its candidates have token
+    ids (a local engine's), so another path can be taken from them."""
 
-    def __init__(self, reply: str = "Hello there friend", notice: str = "") -> None:
+    def __init__(
+        self, reply: str = "Hello there friend", notice: str = "", ids: bool = False
+    ) -> None:
         super().__init__(reply)
         self.notice = notice
+        self.ids = ids
         self.steps: list[TokenCandidates] = []
 
-    def stream_chat(self, messages, params, tools=(), tool_choice="auto"):
+    def stream_chat(self, messages, params, tools=(), tool_choice="auto", prefix=None):
         index = 0
-        for event in super().stream_chat(messages, params, tools, tool_choice):
+        for event in super().stream_chat(messages, params, tools, tool_choice, prefix):
             if isinstance(event, TextDelta) and params.logprobs and not self.notice:
-                step = lens_step(index, event.text.encode("utf-8"))
+                step = lens_step(index, event.text.encode("utf-8"), ids=self.ids)
                 self.steps.append(step)
                 index += 1
                 yield step

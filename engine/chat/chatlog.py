@@ -335,6 +335,13 @@ class ChatLog:
         self._cut_path(self._path.index((message_id, "user")))
         return text
 
+    def turns_before(self, message_id: int) -> list[ChatMessage] | None:
+        """What the model was sent for the reply ``message_id`` (on the branch on screen, and
+        part of the conversation): the turns before it. None when it is not one of them."""
+        if (message_id, "assistant") not in self._path or message_id not in self._rows:
+            return None
+        return self.conversation.turns[: self._rows.index(message_id)]
+
     def take_reply(self, message_id: int) -> bool:
         """To regenerate an earlier reply (``message_id``, on the branch on screen): it and
         what follows leave the branch on screen; the new reply will be its sibling. False

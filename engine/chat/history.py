@@ -243,6 +243,11 @@ class History(HistoryDatabase):
             )
         return {message_id: tuple(items) for message_id, items in found.items()}
 
+    def message(self, message_id: int) -> StoredMessage | None:
+        """One saved message (its attachments left out), or None when there is none."""
+        rows = self._read("SELECT * FROM messages WHERE id = ?", (message_id,))
+        return _message(rows[0]) if rows else None
+
     def siblings(self, message_id: int) -> list[int]:
         """The messages with the same parent as ``message_id`` (it included; the other
         replies to its prompt, the other versions of its prompt), oldest first."""

@@ -44,6 +44,7 @@ from ..turns.backend import (
     GenerationDone,
     ModelInfo,
     RemoteModels,
+    ReplyPrefix,
     TextDelta,
     ThinkingDelta,
     TokenCandidates,
@@ -175,10 +176,13 @@ class ChatSession:
         *,
         tools: tuple[ToolSpec, ...] = (),
         tool_choice: str = "auto",
+        prefix: ReplyPrefix | None = None,
     ) -> Turn:
         """A reply to the conversation as it stands (its last message is the prompt, or a
         tool's result); the reply row is saved (status 'streaming') before the first token.
-        ``tools``: offered to the model (``tool_choice``: auto, none or required)."""
+        ``tools``: offered to the model (``tool_choice``: auto, none or required); ``prefix``:
+        the reply goes on from those tokens (another path from a token of a reply taken back
+        with ``ChatLog.take_reply``: the new one is its sibling)."""
         self.generation += 1
         params = (params or self.conversation.params).with_seed()
         self._writer.claim(self.chat)
@@ -189,6 +193,7 @@ class ChatSession:
             self.chat.start_reply(),
             tools=tools,
             tool_choice=tool_choice,
+            prefix=prefix,
         )
         self.turn = turn
         return turn
@@ -239,9 +244,13 @@ class ChatSession:
                 if tokens is not None:
                     on_context(tokens)
             done: GenerationDone | None = None
-            if turn.tools:
+            if turn.tools or turn.prefix is not None:
                 events = self.backend.stream_chat(
-                    turn.messages, turn.params, tools=turn.tools, tool_choice=turn.tool_choice
+                    turn.messages,
+                    turn.params,
+                    tools=turn.tools,
+                    tool_choice=turn.tool_choice,
+                    prefix=turn.prefix,
                 )
             else:
                 # As every backend takes it (a front end's test double too).

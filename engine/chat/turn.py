@@ -8,7 +8,13 @@ import threading
 from dataclasses import dataclass, field
 
 from ..settings.params import SamplingParams
-from ..turns.backend import ChatMessage, GenerationDone, GenerationStats, TokenCandidates
+from ..turns.backend import (
+    ChatMessage,
+    GenerationDone,
+    GenerationStats,
+    ReplyPrefix,
+    TokenCandidates,
+)
 from ..turns.tool_calls import ToolSpec
 from .chatlog import Reply
 
@@ -26,6 +32,8 @@ class Turn:
     # Offered to the model (engine/chat/tool_turns.py).
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: str = "auto"
+    # The reply goes on from these tokens (another path taken from a token; None: a new reply).
+    prefix: ReplyPrefix | None = None
     parts: list[str] = field(default_factory=list)
     thinking_parts: list[str] = field(default_factory=list)
     settled: bool = False

@@ -89,10 +89,13 @@ class LensSampler:
         n_vocab: int,
         params: SamplingParams,
         piece_bytes: Callable[[int], bytes],
+        start: int = 0,
     ) -> None:
         self.inner = inner
         self.n_vocab = n_vocab
         self.n = params.logprobs
+        # The reply's tokens before the first one drawn here (a path's prefix: paths.py).
+        self.start = start
         self.steps: list[TokenCandidates] = []
         # Handed out already (``take``).
         self._taken = 0
@@ -126,14 +129,24 @@ class LensSampler:
         logits = logits_row(ctx, idx, self.n_vocab)
         step = self._observe(logits)
         token = self.inner.sample(ctx, idx)
-        self.steps.append(step.candidates(token, len(self.steps), logits))
+        self.steps.append(step.candidates(token, self.start + len(self.steps), logits))
         return token
+
+    def forced_step(self, token: int, index: int) -> TokenCandidates:
+        """The step of a token the user typed at ``index`` (a path's prefix): no candidates,
+        no probability of the model's (none was drawn), ``forced``."""
+        data, text = self.piece(token)
+        chosen = Candidate(token_id=token, data=data, text=text, logprob=0.0, p_after=0.0)
+        return TokenCandidates(
+            index=index, chosen=chosen, top=(), sliders=self.sliders, forced=True
+        )
 
     def take(self, generated: int) -> Iterator[TokenCandidates]:
         """The steps not handed out yet whose token is part of the reply (``generated``: the
-        reply's tokens so far; the token that ended the turn is never one)."""
+        reply's tokens so far, a path's prefix included; the token that ended the turn is never
+        one)."""
         steps = self.steps
-        end = min(generated, len(steps))
+        end = min(generated - self.start, len(steps))
         while self._taken < end:
             yield steps[self._taken]
             self._taken += 1

@@ -31,7 +31,6 @@ import llama_cpp as ll
 
 from ..errors import GenerationError, TemplateCancelled
 from ..models.gguf import GGUFInfo
-from ..settings.choices import COMPLETION
 from ..settings.knobs import LlamaCppOptions  # defined where the chat can read it without libllama
 from ..settings.limits import context_rounding_notice
 from ..settings.params import SamplingParams
@@ -43,6 +42,8 @@ from ..turns.backend import (
     GenerationDone,
     GenerationStats,
     ModelInfo,
+    ReplyPrefix,
+    TokenCandidates,
 )
 from ..turns.thinking import Piece
 from ..turns.tool_calls import ToolSpec
@@ -53,7 +54,6 @@ from .decoding import (
     Emitter,
     make_sampler,
     plain_tokens,
-    reply_stops,
     sampler_chain,
 )
 from .draft_model import DraftModel, load_draft
@@ -63,6 +63,7 @@ from .kv_cache import KVCache
 from .kv_state import make_store
 from .lens import LensSampler, lens_events
 from .native import ensure_llama_initialised, gpu_offload_supported
+from .paths import check_fits, path_events, path_tokens
 from .prompt_eval import AbortTicks, decode_all, read_prompt
 from .prompting import Prompter
 from .replying import Reply, reply_events
@@ -437,10 +438,13 @@ class LlamaCppBackend:
         params: SamplingParams,
         tools: Sequence[ToolSpec] = (),
         tool_choice: str = "auto",
+        prefix: ReplyPrefix | None = None,
     ) -> Generator[ChatEvent, None, None]:
         """A reply to ``messages`` as events: the prompt fitted to the context, the cached
         prefix (or a snapshot's) reused and the rest evaluated, the reply decoded token by
-        token, then ``GenerationDone`` with its statistics."""
+        token, then ``GenerationDone`` with its statistics. ``prefix``: the reply goes on from
+        those tokens (another path: paths.py), evaluated after the prompt as far as the cache
+        does not hold them."""
         prompt, kv = self._loaded()
         self._cancel.clear()
         # "auto" made this model's defaults (engine/settings/params.py): what is reported is
@@ -452,6 +456,7 @@ class LlamaCppBackend:
         self._special = marker_tokens(self._vocab, fmt) if fmt is not None else frozenset()
         try:
             tokens, dropped = prompt.fit(messages, params, tools)
+            path = [] if prefix is None else path_tokens(prompt, self._n_vocab(), prefix)
         except TemplateCancelled:
             # cancel() while the template rendered: nothing was evaluated.
             stats = GenerationStats(seed=params.seed, finish_reason="cancelled")
@@ -466,9 +471,20 @@ class LlamaCppBackend:
                 prompt_tokens=len(tokens),
                 context_size=prompt.context_size,
             )
-        evaluated = yield from self._evaluate_prompt(tokens, stats, reply)
+        check_fits(len(tokens), len(path), prompt.context_size)
+        evaluated = yield from self._evaluate_prompt(tokens + path, stats, reply)
         if evaluated:
-            yield from self._decode_reply(tokens, params, fmt, tools, tool_choice, stats, reply)
+            yield from self._decode_reply(
+                tokens,
+                params,
+                fmt,
+                tools,
+                tool_choice,
+                stats,
+                reply,
+                path,
+                prefix.steps if prefix else (),
+            )
         # The cache holds the prompt (and the reply): worth keeping.
         kv.snapshot_due = evaluated
         yield reply.done(stats, params)
@@ -519,33 +535,22 @@ class LlamaCppBackend:
         tool_choice: str,
         stats: GenerationStats,
         reply: Reply,
+        path: list[int],
+        steps: Sequence[TokenCandidates],
     ) -> Generator[ChatEvent, None, None]:
         """Decode the reply after the prompt ``tokens`` as events, offering ``tools`` in the
-        call format ``fmt``; its counts go to ``stats``, how it ended to ``reply``."""
+        call format ``fmt``; its counts go to ``stats``, how it ended to ``reply``. ``path``:
+        the reply's first tokens (a prefix's, evaluated already; ``steps``: their lens steps),
+        emitted before it goes on."""
         assert self._prompt is not None
-        prompt, template = self._prompt, self._prompt.template
-        limit = prompt.context_size - len(tokens)
-        if params.max_tokens is not None:
-            limit = min(limit, params.max_tokens)
-        inside = prompt.reply_thinks
-        if params.thinking != "auto":
-            inside = prompt.opens_thinking(params.thinking)
-        out = Emitter(
-            self._piece_bytes,
-            self._vocab,
-            prompt.turn_stops,
-            self._cancel,
-            limit,
-            reply_stops(params, template.stop_strings),
-            inside,
-            prompt.harmony,
-            lstrip=template.name == COMPLETION,
-            calls=fmt.recogniser() if fmt is not None else None,
+        out = self._prompt.emitter(
+            self._piece_bytes, self._cancel, len(tokens), params, fmt.recogniser() if fmt else None
         )
         sampler = self._reply_sampler(params, fmt, tools, tool_choice)
-        lens = self._lens(sampler, params) if params.logprobs else None
+        lens = self._lens(sampler, params, len(path)) if params.logprobs else None
         try:
-            pieces = self._decode_loop(tokens, lens or sampler, out, stats)
+            yield from path_events(path, steps, out, reply, lens)
+            pieces = self._decode_loop(tokens + path, lens or sampler, out, stats)
             if lens is None:
                 yield from reply_events(pieces, out, reply, self._policy, stats)
             else:
@@ -560,12 +565,15 @@ class LlamaCppBackend:
         yield from reply.events(out.tail(), out.generated)
         reply.ended(out, tool_calls_finish(out.finish, out.tool_calls))
 
-    def _lens(self, sampler: Sampler, params: SamplingParams) -> LensSampler:
-        """``sampler`` seen through the token lens (engine/llama/lens.py): its chain's stages."""
+    def _n_vocab(self) -> int:
+        return int(ll.llama_vocab_n_tokens(self._vocab))
+
+    def _lens(self, sampler: Sampler, params: SamplingParams, start: int) -> LensSampler:
+        """``sampler`` seen through the token lens (engine/llama/lens.py): its chain's stages;
+        ``start``: the reply's tokens before its first draw (a path's prefix)."""
         chain = getattr(sampler, "chain", None)
         assert chain is not None, "every reply's sampler draws with a chain"
-        n_vocab = ll.llama_vocab_n_tokens(self._vocab)
-        return LensSampler(sampler, chain, n_vocab, params, self._piece_bytes)
+        return LensSampler(sampler, chain, self._n_vocab(), params, self._piece_bytes, start)
 
     def _decode_loop(
         self, tokens: list[int], sampler: Sampler, out: Emitter, stats: GenerationStats
@@ -573,6 +581,9 @@ class LlamaCppBackend:
         """The loop that decodes this reply: one token a step, or drafts (prompt lookup or the
         draft model, drafting.py) when drafting is on and the prompt holds no image."""
         assert self._kv is not None
+        if out.done:
+            # A path's prefix ended the reply.
+            return iter(())
         n_ctx = self.describe().context_size
         target = DecodeTarget(
             self._ctx, self._mem, self._kv.tokens, self._cancel, self.options.n_batch, n_ctx

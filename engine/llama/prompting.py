@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import llama_cpp as ll
 
@@ -27,6 +27,8 @@ from ..turns.harmony import uses_harmony
 from ..turns.prompt_format import PromptChoice, choose_template
 from ..turns.thinking import template_opens_thinking
 from ..turns.tool_calls import ToolSpec
+from ..turns.tool_formats import ToolCallRecogniser
+from .decoding import Emitter, reply_stops
 from .prompt_parts import common_prefix, drop_oldest_turn, owned_parts, text_bytes, tokenize
 from .vision import Vision, image_start, images_in_prompt
 
@@ -103,6 +105,38 @@ class Prompter:
             template.render, template.thinking_switch, template_opens_thinking
         )
         return choice
+
+    def emitter(
+        self,
+        piece_bytes: Callable[[int], bytes],
+        cancel: threading.Event,
+        n_prompt: int,
+        params: SamplingParams,
+        calls: ToolCallRecogniser | None,
+    ) -> Emitter:
+        """What a reply after a prompt of ``n_prompt`` tokens does with its tokens
+        (decoding.py's ``Emitter``): its limit (the context left, or ``max_tokens``), its stop
+        strings and turn tokens, whether it starts inside thinking; ``calls``: the offered tools'
+        recogniser."""
+        limit = self.context_size - n_prompt
+        if params.max_tokens is not None:
+            limit = min(limit, params.max_tokens)
+        inside = self.reply_thinks
+        if params.thinking != "auto":
+            inside = self.opens_thinking(params.thinking)
+        template = self.template
+        return Emitter(
+            piece_bytes,
+            self.vocab,
+            self.turn_stops,
+            cancel,
+            limit,
+            reply_stops(params, template.stop_strings),
+            inside,
+            self.harmony,
+            lstrip=template.name == COMPLETION,
+            calls=calls,
+        )
 
     # ---------------------------------------------------------- tokenization
     def token_text(self, token: int) -> str:

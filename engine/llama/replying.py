@@ -41,6 +41,8 @@ class Reply:
     # Until the reply is decoded.
     finish: FinishReason = "cancelled"
     tool_calls: tuple[ToolCall, ...] = ()
+    # Of the reply's tokens, those of a path's prefix (engine/llama/paths.py): not decoded.
+    forced: int = 0
 
     def events(self, pieces: list[Piece], generated: int) -> Iterator[ChatEvent]:
         """The splitter's ``pieces`` as events, kept; ``generated``: tokens so far."""
@@ -60,8 +62,9 @@ class Reply:
         first = self.t_first_token
         stats.ttft_ms = (first - self.t_start) * 1000 if first is not None else 0.0
         stats.decode_ms = (t_end - self.t_prompt_done) * 1000
-        if stats.completion_tokens and stats.decode_ms > 0:
-            stats.decode_tokens_per_s = stats.completion_tokens / (stats.decode_ms / 1000)
+        decoded = stats.completion_tokens - self.forced
+        if decoded > 0 and stats.decode_ms > 0:
+            stats.decode_tokens_per_s = decoded / (stats.decode_ms / 1000)
         return GenerationDone(
             text="".join(self.text_parts),
             stats=stats,

@@ -37,6 +37,7 @@ from ..turns.backend import (
     ChatMessage,
     GenerationDone,
     ModelInfo,
+    ReplyPrefix,
     TextDelta,
     ThinkingDelta,
 )
@@ -389,9 +390,10 @@ class WorkerBackend:
         params: SamplingParams,
         tools: Sequence[ToolSpec] = (),
         tool_choice: str = "auto",
+        prefix: ReplyPrefix | None = None,
     ) -> Generator[ChatEvent, None, None]:
         self._ensure_loaded()
-        rid = self._request("stream", list(messages), params, tuple(tools), tool_choice)
+        rid = self._request("stream", list(messages), params, tuple(tools), tool_choice, prefix)
         tokens = 0
         finished = False
         inbox = self._inbox()

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import GenerationError
 from ..settings.params import SamplingParams
-from ..turns.backend import ChatMessage, TextDelta, ThinkingDelta
+from ..turns.backend import ChatMessage, ReplyPrefix, TextDelta, ThinkingDelta
 from .worker_wire import read_frame, write_frame
 
 # Test-only: "STAGE:SIGNAL" (STAGE: load; prompt: a stream's or a prefill's start; reply: a
@@ -340,7 +340,8 @@ def _serve(
         # Messages, thinking, and (from this version on) the tools.
         return backend.prefill(*args[:3])
     if kind == "stream":
-        # Messages, params, and (from this version on) the tools and the tool choice.
+        # Messages, params, and (from this version on) the tools and the tool choice, and a
+        # reply prefix (another path: engine/llama/paths.py; None: none).
         _stream(
             backend,
             args[0],
@@ -348,6 +349,7 @@ def _serve(
             send,
             tuple(args[2]) if len(args) > 2 else (),
             args[3] if len(args) > 3 else "auto",
+            args[4] if len(args) > 4 else None,
         )
         return None
     raise GenerationError(f"unknown engine request {kind!r}")
@@ -360,6 +362,7 @@ def _stream(
     send: Callable[[tuple[Any, ...]], None],
     tools: tuple[Any, ...] = (),
     tool_choice: str = "auto",
+    prefix: ReplyPrefix | None = None,
 ) -> None:
     pending: list[str] = []
     # The kind of the pieces joined ("delta" or "thinking"): one kind at a time.
@@ -371,8 +374,8 @@ def _stream(
     clock = time.perf_counter
     _crash_hook("prompt")
     stream = (
-        backend.stream_chat(messages, params, tools=tools, tool_choice=tool_choice)
-        if tools
+        backend.stream_chat(messages, params, tools=tools, tool_choice=tool_choice, prefix=prefix)
+        if tools or prefix is not None
         else backend.stream_chat(messages, params)
     )
     try:

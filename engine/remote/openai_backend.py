@@ -63,7 +63,9 @@ from ..turns.backend import (
     GenerationDone,
     GenerationStats,
     ModelInfo,
+    ReplyPrefix,
 )
+from ..turns.lens_steps import PATH_NEEDS_LOCAL
 from ..turns.stops import StopMatcher
 from ..turns.tool_calls import ToolCall, ToolSpec
 from .client import Cancelled, Exchange, Expired, ServerClient, TooMuch, message_of
@@ -255,10 +257,14 @@ class OpenAICompatibleBackend:
         params: SamplingParams,
         tools: Sequence[ToolSpec] = (),
         tool_choice: str = "auto",
+        prefix: ReplyPrefix | None = None,
     ) -> Generator[ChatEvent, None, None]:
         """The reply, streamed (see ``Backend.stream_chat``). ``tools``: offered to the model
         (``tool_choice`` auto, none or required: request.py); the calls it asks for end the
-        reply as ``GenerationDone.tool_calls`` (finish reason ``tool_calls``), after its text."""
+        reply as ``GenerationDone.tool_calls`` (finish reason ``tool_calls``), after its text.
+        ``prefix`` (another path from a token) is refused: its token ids are a local model's."""
+        if prefix is not None:
+            raise GenerationError(PATH_NEEDS_LOCAL)
         self.load()
         self._http.cancelled.clear()
         params = params.with_seed()

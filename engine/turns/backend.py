@@ -337,6 +337,10 @@ class TokenCandidates:
     top: tuple[Candidate, ...]
     sliders: tuple[tuple[str, float | int | None], ...] = ()
     thinking: bool = False
+    # The token was put there by the user taking another path (a candidate picked, or typed:
+    # ``ReplyPrefix``), not drawn by the sampler; a typed token's step has no candidates and its
+    # ``chosen`` no probability of the model's (logprob 0, p_after 0).
+    forced: bool = False
 
     def slider(self, name: str) -> float | int | None:
         """The value of sampling parameter ``name`` this step used (None: not known, or auto)."""
@@ -354,7 +358,35 @@ class TokenCandidates:
         }
         if self.thinking:
             item["thinking"] = True
+        if self.forced:
+            item["forced"] = True
         return item
+
+
+# Most tokens a reply prefix may carry (``ReplyPrefix``): a saved lens holds at most this many steps
+# (engine/turns/lens_steps.py's MAX_STEPS), and a typed replacement's bytes.
+MAX_PREFIX_TOKENS = 100_000
+MAX_PREFIX_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ReplyPrefix:
+    """Where a reply goes on from, for taking another path from one of a reply's tokens (issue
+    43): the reply's first tokens, by ``token_ids`` in the local engine's vocabulary (the
+    original's chosen tokens before the step, then the candidate picked there), then ``data``:
+    text the user typed as the replacement (UTF-8, tokenized by the backend as plain text, no
+    special tokens). ``steps``: the lens's steps of the ids, in order (the original's, the
+    picked one's with its ``chosen`` replaced and ``forced``); a backend yields them first when
+    the lens is on. The reply's text is the prefix's text, then what the model writes after it.
+    Made by ``engine/turns/lens_steps.py``'s ``path_prefix``."""
+
+    token_ids: tuple[int, ...]
+    data: bytes = b""
+    steps: tuple[TokenCandidates, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) > MAX_PREFIX_TOKENS or len(self.data) > MAX_PREFIX_BYTES:
+            raise ValueError("a reply prefix is bounded (MAX_PREFIX_TOKENS, MAX_PREFIX_BYTES)")
 
 
 def _openai_token(candidate: Candidate) -> dict[str, object]:
@@ -436,6 +468,7 @@ class Backend(Protocol):
         params: SamplingParams,
         tools: Sequence[ToolSpec] = (),
         tool_choice: str = "auto",
+        prefix: ReplyPrefix | None = None,
     ) -> Generator[ChatEvent, None, None]:
         """Yield ``TextDelta``s (maybe a ``ContextTrimmed`` first), then one ``GenerationDone``.
         While a long prompt is read, before the first ``TextDelta`` or ``ThinkingDelta``, the
@@ -448,6 +481,11 @@ class Backend(Protocol):
         A reasoning model's thinking comes as ``ThinkingDelta``s (before the answer's
         ``TextDelta``s), kept out of the answer and out of ``GenerationDone.text``; it is in
         ``GenerationDone.thinking``. A reply whose thinking never ended has an empty answer.
+        ``prefix``: the reply goes on from these tokens (another path taken from a token:
+        ``ReplyPrefix``): their text (and, with the lens on, their steps) comes first, as if
+        generated, and the model writes on after them; the local engine evaluates only what its
+        KV cache does not hold of the prompt and the prefix. A backend that cannot (a server)
+        raises a one-line ``GenerationError`` before anything is sent. Passed only when set.
         A generator: ``close()`` on it, before the end, ends the reply and frees what it holds."""
 
     def cancel(self) -> None:

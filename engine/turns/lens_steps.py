@@ -6,7 +6,8 @@ back into ``TokenCandidates``: for the chat's lens on a reopened conversation, a
 another path from one of its tokens. What it reads came from a file or a server: every item is
 checked, at most ``MAX_STEPS`` steps and ``MAX_LOGPROBS`` candidates a step are read, a token's
 text is made again from its bytes (``escaped_token``: never raw), and a malformed item ends the
-reading there (the steps after it could not be placed).
+reading there (the steps after it could not be placed). ``path_prefix`` makes, from them, the
+prefix a reply goes on from when the user takes another path at one of its tokens.
 
 ``chain_cuts`` says where a sampler chain at given slider values cuts a step's candidates, in
 llama.cpp's order (top-k, top-p, min-p, then temperature): a server's candidates
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, get_args
 
+from ..errors import VibechatError
 from ..sanitize import escaped_token
 from ..settings.params import MAX_LOGPROBS, SamplingParams
-from .backend import Candidate, CutStage, TokenCandidates
+from .backend import MAX_PREFIX_BYTES, Candidate, CutStage, ReplyPrefix, TokenCandidates
 
 # Most steps read back from one saved reply (a reply's lens is bounded when saved too:
 # ``lens_history_bytes``).
@@ -64,7 +67,109 @@ def _step(
         top=top,
         sliders=sliders,
         thinking=item.get("thinking") is True,
+        forced=item.get("forced") is True,
     )
+
+
+class PathRefused(VibechatError):
+    """Another path cannot be taken from that token: one line, naming why and what to do."""
+
+
+# Why a server's reply cannot go on from a chosen token (engine/remote; the chat says it first).
+PATH_NEEDS_LOCAL = (
+    "another path from a token needs the local engine (a server is not asked to continue a "
+    "reply from given tokens): load a local model to take one."
+)
+
+
+def path_overflow(n_prompt: int, n_path: int, context_size: int) -> str:
+    """Why a prompt of ``n_prompt`` tokens and a path's ``n_path`` leave no room for a token in
+    the context, in one line ("" when they do)."""
+    if n_prompt + n_path < context_size:
+        return ""
+    return (
+        f"the prompt ({n_prompt:,} tokens) and the reply up to the chosen token ({n_path:,}) "
+        f"fill the {context_size:,}-token context: take the path from an earlier token, or "
+        "raise --ctx."
+    )
+
+
+def path_prefix(
+    saved: Any,
+    index: int,
+    token_id: int,
+    data: bytes = b"",
+    sliders: tuple[tuple[str, float | int | None], ...] = (),
+) -> ReplyPrefix:
+    """The prefix a new version of a reply goes on from when another path is taken at its step
+    ``index`` (0 = its first generated token, thinking included): the chosen tokens of the
+    reply's saved lens ``saved`` (its ``logprobs`` object) before that step, then the candidate
+    ``token_id`` of that step, or (``token_id`` -1) the text ``data`` the user typed (UTF-8).
+    ``sliders``: the reply's sampling values, given to its steps (``saved_steps``). Raises
+    ``PathRefused`` when the lens was off, was cut before the step, has no token ids (a server's
+    reply), or the step, the candidate or the text is not one."""
+    steps = saved_steps(saved, sliders)
+    if not steps:
+        raise PathRefused(
+            "this reply has no saved token lens (the lens was off when it was written): turn "
+            "the lens on and regenerate it to take another path from its tokens."
+        )
+    if not 0 <= index < len(steps):
+        raise PathRefused(_missing_step(saved, index, len(steps)))
+    if any(step.chosen.token_id < 0 for step in steps[: index + 1]):
+        raise PathRefused(
+            "this reply's lens has no token ids (a server wrote it): another path can be taken "
+            "only from a reply of the local engine."
+        )
+    step = steps[index]
+    ids = tuple(s.chosen.token_id for s in steps[:index])
+    if token_id == -1:
+        return ReplyPrefix(ids, _typed(data), steps[:index])
+    picked = next((c for c in step.top if c.token_id == token_id), None)
+    if picked is None:
+        raise PathRefused(
+            f"token {token_id} is not a candidate of step {index + 1}: pick one the lens "
+            "shows there, or type a replacement."
+        )
+    if token_id == step.chosen.token_id:
+        raise PathRefused(
+            "that is the token the reply took there: pick another candidate, or type a replacement."
+        )
+    taken = replace(step, chosen=picked, forced=True)
+    return ReplyPrefix((*ids, token_id), b"", (*steps[:index], taken))
+
+
+def _missing_step(saved: Any, index: int, known: int) -> str:
+    """Why step ``index`` is not among the ``known`` steps of ``saved``."""
+    if index < 0:
+        return f"step {index + 1} is not one of this reply's (it has {known}): choose a token."
+    content = saved.get("content") if isinstance(saved, dict) else None
+    if isinstance(content, list) and len(content) > known and known < MAX_STEPS:
+        return (
+            f"this reply's saved lens cannot be read past its first {known} tokens (its copy "
+            "in the history was changed): another path can be taken from those only."
+        )
+    if isinstance(saved, dict) and saved.get("truncated"):
+        return (
+            f"this reply's lens was kept only for its first {known} tokens (the "
+            "lens_history_bytes setting bounds it): another path can be taken from those only."
+        )
+    return f"step {index + 1} is not one of this reply's (it has {known}): choose a token."
+
+
+def _typed(data: bytes) -> bytes:
+    """A typed replacement, checked: some UTF-8 text, bounded."""
+    if not data:
+        raise PathRefused("type the text to go on with, or pick another candidate.")
+    if len(data) > MAX_PREFIX_BYTES:
+        raise PathRefused(
+            f"the replacement is {len(data):,} bytes; at most {MAX_PREFIX_BYTES:,} can be typed."
+        )
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PathRefused("the replacement is not UTF-8 text: type it again.") from None
+    return data
 
 
 def _same(a: Candidate, b: Candidate) -> bool:

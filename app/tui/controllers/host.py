@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from vibechat.engine.settings.config import LoadedConfig
     from vibechat.engine.settings.params import SamplingParams
     from vibechat.engine.turns.attachments import Attachment
-    from vibechat.engine.turns.backend import GenerationDone, ModelInfo
+    from vibechat.engine.turns.backend import GenerationDone, ModelInfo, ReplyPrefix
     from vibechat.engine.turns.tool_calls import ToolSpec
 
     from ..chat_state import ChatState
@@ -45,7 +45,7 @@ class ReplyControl(Protocol):
     """What the other controllers use of ``Replies`` (replies.py)."""
 
     async def new_conversation(self, reset_cache: bool = True) -> None: ...
-    async def start(self) -> None: ...
+    async def start(self, prefix: ReplyPrefix | None = None) -> None: ...
     async def catch_up(self) -> bool: ...
     def after(self, widget: ChatMessageWidget) -> list[ChatMessageWidget]: ...
 

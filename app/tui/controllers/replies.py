@@ -46,6 +46,7 @@ from vibechat.engine.turns.backend import (
     GenerationDone,
     LensNotice,
     PromptProgress,
+    ReplyPrefix,
     ThinkingDelta,
     TokenCandidates,
 )
@@ -192,18 +193,19 @@ class Replies:
             self.host.chats.changed()
         return True
 
-    async def start(self) -> None:
-        """Answer the conversation's last prompt."""
+    async def start(self, prefix: ReplyPrefix | None = None) -> None:
+        """Answer the conversation's last prompt; ``prefix``: going on from those tokens
+        (another path from a token: paths.py)."""
         host = self.host
         # The edited prompt was sent (or another reply asked for).
         await self.edit.end()
         self._hold()
         widget = await host.chat.add(AssistantMessage(code_theme=host.code_theme(), live=True))
         generation = self.session.generation
-        if host.tool_rounds.when_listed(lambda: self._tools_listed(widget, generation)):
+        if host.tool_rounds.when_listed(lambda: self._tools_listed(widget, generation, prefix)):
             self._wait_for_tools(widget)
             return
-        await self._begin(widget)
+        await self._begin(widget, prefix)
 
     def _wait_for_tools(self, widget: AssistantMessage) -> None:
         """The tool servers are still being listed: the reply waits, said (frames drawn)."""
@@ -215,22 +217,25 @@ class Replies:
         state.generating = True
         state.status = "starting tool servers…"
 
-    async def _tools_listed(self, widget: AssistantMessage, generation: int) -> None:
+    async def _tools_listed(
+        self, widget: AssistantMessage, generation: int, prefix: ReplyPrefix | None
+    ) -> None:
         """The tools are listed: the waiting reply is asked for, unless it was stopped or left."""
         if self.waiting is not widget or not self.session.is_current(generation):
             return
         self.waiting = None
         widget.set_status("")
-        await self._begin(widget)
+        await self._begin(widget, prefix)
 
-    async def _begin(self, widget: AssistantMessage) -> None:
-        """The reply on screen (``widget``) is asked of the model, with the tools on offer."""
+    async def _begin(self, widget: AssistantMessage, prefix: ReplyPrefix | None = None) -> None:
+        """The reply on screen (``widget``) is asked of the model, with the tools on offer
+        (going on from ``prefix``, when given)."""
         host = self.host
         self._hold()
         if not self.state.model_ready:
             widget.set_status("waiting for the model to load…")
         tools, tool_choice = host.tool_rounds.offer()
-        turn = self.session.begin_reply(tools=tools, tool_choice=tool_choice)
+        turn = self.session.begin_reply(tools=tools, tool_choice=tool_choice, prefix=prefix)
         self._saved(widget).set_branch(*widget.branch)
         # Its tokens' candidates, kept while it streams when the lens is on.
         widget.lens = host.lens.lens_for(self.session.conversation.params)

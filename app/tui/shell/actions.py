@@ -17,7 +17,6 @@ from textual.widget import Widget
 from vibechat.engine.settings.params import SamplingParams
 
 from ..widgets.config_bar import ConfigBar
-from ..widgets.token_lens import TokenLens
 from . import config_ui
 from .app_face import AppFace
 
@@ -28,11 +27,6 @@ class ReplyActions(AppFace):
 
     def action_stop(self) -> None:
         self.replies.stop()
-
-    def take_path(self, message: TokenLens.PathChosen) -> None:
-        """The token lens picked another candidate on a reply's token: the reply is to go on from
-        there as a new version (issue 43 point 3; not wired yet: said in one line)."""
-        self.notify("taking another path: not yet wired", severity="warning", timeout=4)
 
     async def action_cancel_edit(self) -> None:
         await self.replies.edit.cancel()

@@ -56,6 +56,7 @@ from ..controllers.lens import Lens
 from ..controllers.links import Links
 from ..controllers.model_loads import ModelLoads
 from ..controllers.models import BackendFactory, Models
+from ..controllers.paths import Paths
 from ..controllers.queued_prompts import QueuedPrompts
 from ..controllers.regenerations import Regenerations
 from ..controllers.replies import Replies
@@ -156,6 +157,8 @@ class VibechatApp(
         self.model_loads = ModelLoads(self)
         self.queued = QueuedPrompts(self)
         self.regenerations = Regenerations(self)
+        # Another path from a token (the lens's PathChosen).
+        self.paths = Paths(self)
         self.thinking = ThinkingBlocks(self)
         self.models = Models(self, backend_factory)
         self.chats = Conversations(self, open_first=open_conversation, over_first=open_over)
@@ -184,8 +187,7 @@ class VibechatApp(
             **self.param_changes.handlers(),
             **self.key_router.handlers(),
             **self.lens.handlers(),
-            # Taking another path from a token (issue 43 point 3).
-            TokenLens.PathChosen: self.take_path,
+            **self.paths.handlers(),
         }
         self._register_themes()
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)

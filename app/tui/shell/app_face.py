@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..controllers.copies import Copies
     from ..controllers.lens import Lens
     from ..controllers.models import Models
+    from ..controllers.paths import Paths
     from ..controllers.presets import PresetHost
     from ..controllers.regenerations import Regenerations
     from ..controllers.replies import Replies
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         config: LoadedConfig
         replies: Replies
         regenerations: Regenerations
+        paths: Paths
         copies: Copies
         thinking: ThinkingBlocks
         models: Models

@@ -11,9 +11,9 @@ import pytest
 from fakes import LensBackend, lens_step, send, settle
 from helpers import notices, wait_for, was_notified
 from vibechat.app.tui import create_app
+from vibechat.app.tui.controllers.paths import Paths
 from vibechat.app.tui.conversation.assistant_message import AssistantMessage
 from vibechat.app.tui.reply_lens import ReplyLens, step_size
-from vibechat.app.tui.shell.app import VibechatApp
 from vibechat.app.tui.widgets.lens_layout import BANDS, lay_out, model_logprobs, step_rows
 from vibechat.app.tui.widgets.token_lens import TokenLens
 from vibechat.engine.chat.history import History
@@ -189,7 +189,7 @@ async def test_esc_leaves_the_lens_to_where_the_user_was():
 
 async def test_another_candidate_or_a_typed_token_asks_to_take_that_path(tmp_path, monkeypatch):
     taken: list[TokenLens.PathChosen] = []
-    monkeypatch.setattr(VibechatApp, "take_path", lambda self, message: taken.append(message))
+    monkeypatch.setattr(Paths, "chosen", lambda self, message: taken.append(message))
     backend = LensBackend("Hello there")
     app = create_app(backend, blink=False, history=History(tmp_path / "h.db"))
     async with app.run_test(size=SIZE) as pilot:
@@ -212,14 +212,44 @@ async def test_another_candidate_or_a_typed_token_asks_to_take_that_path(tmp_pat
         assert lens(app).has_focus
 
 
-async def test_take_path_says_it_is_not_wired_yet(tmp_path):
+async def test_another_candidate_takes_that_path_and_the_lens_shows_the_new_version(tmp_path):
+    """Enter on another candidate in the lens: the reply goes on from that token as its new
+    version (its sibling, ‹2/2›), asked of the backend as the reply's tokens before the step
+    and the picked one; the lens closes on the chat, where the new version streams."""
+    backend = LensBackend("Hello there friend", ids=True)
+    history = History(tmp_path / "h.db")
+    app = create_app(backend, blink=False, history=history)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await lens_reply(pilot)
+        original = app.chat.query(AssistantMessage).last()
+        await pilot.press("right", "tab", "down", "enter")  # step 1's second candidate
+        await wait_for(pilot, lambda: not lens(app).has_class("-open"))
+        await settle(pilot)
+        step = backend.steps[1]
+        prefix = backend.prefixes[-1]
+        assert prefix is not None
+        assert prefix.token_ids == (backend.steps[0].chosen.token_id, step.top[1].token_id)
+        assert app.chat.display and app.chat.messages()[-1].branch == (2, 2)
+        assert (
+            history.siblings(original.message_id) == sorted(history.siblings(original.message_id))
+            and len(history.siblings(original.message_id)) == 2
+        )
+
+
+async def test_a_servers_candidates_cannot_be_taken_and_the_lens_stays(tmp_path):
+    """A server's candidates have no token ids: picking one is refused in one line, nothing
+    changes, and the lens stays open where the user was."""
     app = create_app(LensBackend(), blink=False, history=History(tmp_path / "h.db"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await lens_reply(pilot)
+        app.clear_notifications()
         await pilot.press("tab", "down", "enter")
-        await pilot.pause()
-        assert was_notified(app, "taking another path: not yet wired")
+        await settle(pilot)
+        [line] = notices(app)
+        assert "server" in line.lower() and "\n" not in line
+        assert lens(app).has_class("-open") and len(app.chat.messages()) == 2
 
 
 async def test_a_reopened_conversation_reads_its_saved_lens_back(tmp_path):

@@ -25,7 +25,14 @@ from vibechat.engine.llama.worker_ahead import EngineAhead
 from vibechat.engine.llama.worker_child import CRASH_HOOK_ENV
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta
+from vibechat.engine.turns.backend import (
+    ChatMessage,
+    GenerationDone,
+    TextDelta,
+    TokenCandidates,
+    logprobs_object,
+)
+from vibechat.engine.turns.lens_steps import path_prefix
 
 pytestmark = pytest.mark.model
 
@@ -134,6 +141,21 @@ def test_a_reply_through_the_worker_is_the_in_process_reply(starter_path, worker
     turn3 = [*turn2, ChatMessage("assistant", third.text), ChatMessage("user", "Thanks.")]
     _, fourth = collect(worker, turn3, GREEDY)
     assert fourth.stats.prompt_tokens_evaluated < fourth.stats.prompt_tokens / 2
+
+
+def test_a_path_from_a_token_crosses_the_process_boundary(worker):
+    """The reply prefix of another path (issue 43 point 3) travels to the engine process: the
+    reply goes on from the picked candidate, and only it is evaluated there."""
+    params = SamplingParams(temperature=0, repeat_penalty=1, max_tokens=8, logprobs=5, seed=3)
+    steps = [e for e in worker.stream_chat(HELLO, params) if isinstance(e, TokenCandidates)]
+    other = next(c for c in steps[1].top if c.token_id != steps[1].chosen.token_id and c.data)
+    prefix = path_prefix(logprobs_object(steps), 1, other.token_id)
+    events = list(worker.stream_chat(HELLO, params, prefix=prefix))
+    taken = [e for e in events if isinstance(e, TokenCandidates)]
+    done = events[-1]
+    assert isinstance(done, GenerationDone)
+    assert [s.chosen.token_id for s in taken[:2]] == [steps[0].chosen.token_id, other.token_id]
+    assert taken[1].forced and 1 <= done.stats.prompt_tokens_evaluated <= 2
 
 
 def test_drafting_statistics_cross_the_process_boundary(starter_path):

@@ -9,11 +9,13 @@ import math
 
 import pytest
 
+from vibechat.engine.errors import GenerationError
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import (
     ChatMessage,
     GenerationDone,
     LensNotice,
+    ReplyPrefix,
     TokenCandidates,
 )
 from vibechat.engine.turns.lens_steps import chain_cuts
@@ -105,3 +107,14 @@ def test_a_malformed_item_is_skipped(item):
     lens = RemoteLens(SamplingParams(logprobs=3))
     assert lens.feed({"logprobs": {"content": [item]}}) == []
     assert lens.feed({"logprobs": {"content": "nope"}}) == []
+
+
+def test_a_path_from_a_token_is_refused_in_one_line_before_anything_is_sent(stub):
+    backend = stub.backend()
+    try:
+        with pytest.raises(GenerationError, match="needs the local engine") as refused:
+            list(backend.stream_chat(HI, SamplingParams(logprobs=5), prefix=ReplyPrefix((1, 2))))
+    finally:
+        backend.close()
+    assert "\n" not in str(refused.value)
+    assert not [r for r in stub.requests if r["path"].endswith("/chat/completions")]

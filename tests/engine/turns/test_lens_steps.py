@@ -4,9 +4,17 @@ comes back as the same steps; what a file or a server made up is checked and bou
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
-from vibechat.engine.turns.backend import Candidate, TokenCandidates, logprobs_object
-from vibechat.engine.turns.lens_steps import MAX_STEPS, saved_steps
+import pytest
+
+from vibechat.engine.turns.backend import (
+    MAX_PREFIX_BYTES,
+    Candidate,
+    TokenCandidates,
+    logprobs_object,
+)
+from vibechat.engine.turns.lens_steps import MAX_STEPS, PathRefused, path_prefix, saved_steps
 
 SLIDERS = (("temperature", 0.8), ("top_k", 40))
 
@@ -48,3 +56,64 @@ def test_a_made_up_item_ends_the_reading_and_nothing_is_raw():
 def test_reading_is_bounded():
     item = step(0).to_openai()
     assert len(saved_steps({"content": [item] * (MAX_STEPS + 5)})) == MAX_STEPS
+
+
+def saved_reply(*steps: TokenCandidates, **extra) -> dict:
+    """A reply's lens as the history keeps it (through JSON)."""
+    return json.loads(json.dumps({**logprobs_object(list(steps)), **extra}))
+
+
+def test_a_path_prefix_is_the_chosen_ids_before_the_step_then_the_candidate():
+    # Steps 0 and 2 chose id 17, step 1 chose id 5.
+    saved = saved_reply(step(0, thinking=True), step(1), step(2))
+    prefix = path_prefix(saved, 2, 9, sliders=SLIDERS)
+    assert prefix.token_ids == (17, 5, 9) and prefix.data == b""
+    assert [s.chosen.token_id for s in prefix.steps] == [17, 5, 9]
+    assert [s.forced for s in prefix.steps] == [False, False, True]
+    assert prefix.steps[0].thinking and prefix.steps[2].top[2].cut == "top-k"
+    assert prefix.steps[2].slider("temperature") == 0.8
+    # Typed: the ids before the step, then the text (the backend tokenizes it).
+    typed = path_prefix(saved, 1, -1, "ü!".encode())
+    assert typed.token_ids == (17,) and typed.data == "ü!".encode()
+    assert [s.chosen.token_id for s in typed.steps] == [17]
+
+
+def server_step(step: TokenCandidates) -> TokenCandidates:
+    def anonymous(c: Candidate) -> Candidate:
+        return replace(c, token_id=-1)
+
+    return replace(step, chosen=anonymous(step.chosen), top=tuple(map(anonymous, step.top)))
+
+
+@pytest.mark.parametrize(
+    ("saved", "index", "token", "data", "says"),
+    [
+        (None, 0, 5, b"", "no saved token lens"),
+        ({"content": []}, 0, 5, b"", "no saved token lens"),
+        ("3 steps", 3, 5, b"", "step 4 is not one of this reply's (it has 3)"),
+        ("3 steps", -1, 5, b"", "step 0 is not one of this reply's"),
+        ("3 steps cut", 3, 5, b"", "kept only for its first 3 tokens"),
+        ("3 steps, then a changed one", 3, 5, b"", "cannot be read past its first 3 tokens"),
+        ("3 steps", 1, 4242, b"", "token 4242 is not a candidate of step 2"),
+        ("3 steps", 1, 5, b"", "that is the token the reply took there"),
+        ("3 steps", 1, -1, b"", "type the text to go on with"),
+        ("3 steps", 1, -1, b"\xff\xfe", "not UTF-8 text"),
+        ("3 steps", 1, -1, b"x" * (MAX_PREFIX_BYTES + 1), "at most 65,536 can be typed"),
+        ("a server's", 1, 5, b"", "no token ids (a server wrote it)"),
+    ],
+)
+def test_a_path_that_cannot_be_taken_is_refused_in_one_line(saved, index, token, data, says):
+    steps = (step(0), step(1), step(2))
+    if saved == "3 steps":
+        saved = saved_reply(*steps)
+    elif saved == "3 steps, then a changed one":
+        saved = saved_reply(*steps)
+        saved["content"].append({"token": "x", "logprob": "high"})
+    elif saved == "3 steps cut":
+        saved = saved_reply(*steps, truncated=40)
+    elif saved == "a server's":
+        # A server's candidates have no ids.
+        saved = saved_reply(*(server_step(s) for s in steps))
+    with pytest.raises(PathRefused) as refused:
+        path_prefix(saved, index, token, data)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
