@@ -134,6 +134,10 @@ class TokenLens(Vertical, can_focus=True):
     TokenLens .lens--pick {
         background: $accent 40%;
     }
+    TokenLens .lens--forced {
+        color: $text-accent;
+        text-style: underline;
+    }
     """
     COMPONENT_CLASSES = {
         *(name for _, name, _ in BANDS),
@@ -144,6 +148,7 @@ class TokenLens(Vertical, can_focus=True):
         "lens--cut",
         "lens--line",
         "lens--pick",
+        "lens--forced",
     }
     BINDINGS = [
         Binding("left", "token(-1)", "Previous token", id="lens.previous_token", show=False),
@@ -262,6 +267,8 @@ class TokenLens(Vertical, can_focus=True):
         legend = Text("tint: the chosen token's probability ", no_wrap=True, overflow="ellipsis")
         for _, name, words in BANDS:
             legend.append(f" ■ {words}", self.get_component_rich_style(name))
+        if any(step.forced for step in self.steps):
+            legend.append(" yours", self.get_component_rich_style("lens--forced"))
         self.query_one(".lens--legend", Static).update(legend)
 
     def _text_width(self) -> int:
@@ -296,7 +303,10 @@ class TokenLens(Vertical, can_focus=True):
 
     def _piece_style(self, index: int) -> Style:
         step = self.steps[index]
-        style = self.get_component_rich_style(band(math.exp(step.chosen.logprob)))
+        # A token the user put there (another path taken) is no draw of the model's: not tinted
+        # by a probability it never had.
+        tint = "lens--forced" if step.forced else band(math.exp(step.chosen.logprob))
+        style = self.get_component_rich_style(tint)
         if step.thinking:
             style += self.get_component_rich_style("lens--thinking")
         if index == self.cursor:

@@ -347,3 +347,25 @@ def test_a_replys_steps_are_bounded_and_a_saved_lens_says_what_it_left_out():
     assert reopened.read and reopened.dropped == 6
     assert dict(reopened.steps()[0].sliders) == {"temperature": 0.5, "top_k": 7}
     assert ReplyLens(saved={"not": "a lens"}).steps() == ()
+
+
+async def test_a_token_the_user_put_there_is_marked_as_theirs_not_tinted():
+    """A step forced by another path (a picked candidate or typed text) had no probability of
+    the model's: it is drawn in the "yours" style the legend names, not as a sure token."""
+    app = create_app(LensBackend(), blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = lens(app)
+        typed = Candidate(-1, b" typed", " typed", 0.0, 0.0)
+        steps = [lens_step(0, b"Hello"), TokenCandidates(1, typed, (), forced=True)]
+        view.show(steps, message_id=1, footnote="")
+        await pilot.pause()
+        legend = str(view.query_one(".lens--legend").render())
+        assert legend.endswith(" yours")
+        assert view._piece_style(1) != view._piece_style(0)
+        assert view._piece_style(1) == view.get_component_rich_style("lens--forced")
+        # Its panel: no candidates to draw, and nothing breaks.
+        view.focus()
+        await pilot.press("right")
+        await pilot.pause()
+        assert view.cursor == 1 and view.has_class("-open")
