@@ -145,7 +145,7 @@ class SamplingChoice:
 
     values: dict[str, str | None] = field(default_factory=dict)
     stop: list[str] | None = None
-    # --thinking: auto, on or off.
+    # --thinking (--think): auto, on, off, low, medium or high.
     thinking: str | None = None
 
     def __post_init__(self) -> None:
@@ -168,6 +168,8 @@ class SamplingChoice:
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+# The engine's text flags whose "\n" stands for a newline, as --stop's does.
+UNESCAPED = ("think_budget_message",)
 
 
 def unescape(text: str) -> str:
@@ -212,6 +214,8 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     flags: dict[str, str] = {}
     for key, value in engine.items():
         if value is not None:
+            if key in UNESCAPED:
+                value = unescape(value)
             values[key], flags[key] = value, SETTINGS_BY_KEY[key].flag or key
     # --base-url alone means a server.
     if engine.get("base_url") is not None and engine.get("backend") is None:

@@ -43,6 +43,8 @@ class LiveReply:
     tokens_per_s: float = 0.0
     # Counted from the streamed pieces: the backend does not say.
     estimated: bool = False
+    # Its last piece was thinking: it is thinking now (``tokens`` are then all thinking).
+    thinking: bool = False
 
 
 class _Field(Generic[T]):
@@ -101,8 +103,10 @@ class ChatState:
     download: _Field[str] = _Field("")
     # /format: "json", "schema person.json" ("": free text).
     output_format: _Field[str] = _Field("")
-    # /think: on, off, auto.
+    # /think: on, off, low, medium, high, auto.
     thinking: _Field[str] = _Field("auto")
+    # /think budget: most tokens a reply may think (None: no budget).
+    think_budget: _Field[int | None] = _Field(None)
 
     def __init__(self, owner: DOMNode) -> None:
         self._values: dict[str, Any] = {}
@@ -121,6 +125,7 @@ class ChatState:
         return "ready" if self.model_ready else "no model"
 
     def show_params(self, params: SamplingParams) -> None:
-        """What is shown of the parameters: the reply format, the thinking switch."""
+        """What is shown of the parameters: the reply format, the thinking switch and budget."""
         self.output_format = params.output_format.label if params.output_format else ""
         self.thinking = params.thinking
+        self.think_budget = params.think_budget

@@ -35,6 +35,7 @@ from ..settings.choices import COMPLETION
 from ..settings.knobs import LlamaCppOptions  # defined where the chat can read it without libllama
 from ..settings.limits import context_rounding_notice
 from ..settings.params import SamplingParams
+from ..settings.think_switch import check_budget
 from ..system import default_threads
 from ..turns.backend import (
     ChatEvent,
@@ -67,6 +68,7 @@ from .prompt_eval import AbortTicks, decode_all, read_prompt
 from .prompting import Prompter
 from .replying import Reply, reply_events
 from .speculative import AdaptiveDraft, FixedDraft, make_policy
+from .think_budget import applies, budgeted, closing_tokens
 from .tool_grammar import marker_tokens, tool_sampler
 from .tool_replies import reply_tools, tool_calls_finish
 from .vision import Vision, has_images
@@ -446,6 +448,7 @@ class LlamaCppBackend:
         # "auto" made this model's defaults (engine/settings/params.py): what is reported is
         # what was used.
         params = params.with_seed().resolved(prompt.template.name)
+        check_budget(params.think_budget, prompt.context_size)
         reply = Reply(t_start=time.perf_counter())
         # Tools go to the template and a grammar shapes the calls (engine/llama/tool_replies.py).
         fmt, tools = reply_tools(prompt.template, tools, tool_choice, params.output_format)
@@ -541,8 +544,14 @@ class LlamaCppBackend:
             prompt.harmony,
             lstrip=template.name == COMPLETION,
             calls=fmt.recogniser() if fmt is not None else None,
+            budget=applies(params),
         )
-        sampler = self._reply_sampler(params, fmt, tools, tool_choice)
+        message = self.options.think_budget_message
+        sampler = budgeted(
+            self._reply_sampler(params, fmt, tools, tool_choice),
+            out,
+            lambda: closing_tokens(prompt.tokenize, message, prompt.harmony),
+        )
         lens = self._lens(sampler, params) if params.logprobs else None
         try:
             pieces = self._decode_loop(tokens, lens or sampler, out, stats)

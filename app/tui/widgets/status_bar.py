@@ -5,7 +5,9 @@ the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking 
 where a server does not say; while a reply is drafted and after it, the accepted share and the
 draft length; after a reply that started from a KV snapshot, beside its time to first token, how
 much it restored: ``ttft 133 ms (restored 8,132 tokens in 0.11 s)``), the reply format
-(``/format``), the thinking switch (``/think``: ``think off``), and what the engine is doing.
+(``/format``), the thinking switch (``/think``: ``think off``) and budget (``/think budget``:
+``budget 512``; while a reply thinks, its thinking tokens against it: ``thinking 120/512``), and
+what the engine is doing.
 It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies of the state's
 fields, made when it mounts and each time a field changes (as ``data_bind``
 would); the controllers write the state, never the bar.
@@ -53,6 +55,7 @@ PRIORITY = (
     "tokens",
     "format",
     "think",
+    "budget",
     "draft",
     "quantization",
     "thinking",
@@ -72,6 +75,7 @@ SHOWN = {
     "thought": "thought",
     "output_format": "output_format",
     "thinking": "thinking",
+    "think_budget": "think_budget",
     "drafting": "drafting",
 }
 # Cells a shortened model name keeps at least (with its ellipsis).
@@ -130,6 +134,8 @@ class StatusBar(Widget):
     output_format: reactive[str] = reactive("")
     # /think: shown when not auto ("think off").
     thinking: reactive[str] = reactive("auto")
+    # /think budget (None: none): while the reply thinks, its thinking tokens against it.
+    think_budget: reactive[int | None] = reactive(None)
     # Live, while a drafted reply streams.
     drafting: reactive[DraftProgress | None] = reactive(None)
 
@@ -232,6 +238,12 @@ class StatusBar(Widget):
             add("format", ("format ", dim), (one_line(self.output_format), "bold"))
         if self.thinking != "auto":
             add("think", ("think ", dim), (self.thinking, "bold"))
+        if (budget := self.think_budget) is not None:
+            if live is not None and live.thinking:
+                used = (f"{estimate}{live.tokens:,}", "red" if live.tokens >= budget else "")
+                add("budget", ("thinking ", dim), used, f"/{budget:,}")
+            else:
+                add("budget", ("budget ", dim), f"{budget:,}")
         return fields
 
     @staticmethod

@@ -282,7 +282,10 @@ def test_run_thinking_off_through_the_cli(stub):
     assert out.returncode == 0 and "chat_template_kwargs" not in stub.last_body
     out = vibechat("run", *server, "-p", "Hi", "--thinking", "never")
     assert out.returncode != 0 and not out.stdout
-    assert "--thinking: thinking must be one of auto, on, off (got 'never')" in out.stderr
+    assert (
+        "--thinking: thinking must be one of auto, on, off, low, medium, high (got 'never')"
+        in out.stderr
+    )
     assert "Traceback" not in out.stderr
 
 

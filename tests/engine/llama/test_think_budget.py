@@ -1,0 +1,95 @@
+"""The thinking budget on the local engine (issue 45, point 3): the starter's weights under a
+forced `<think>` frame (a chat template whose generation prompt opens the thinking block, so the
+reply starts inside it, as DeepSeek-R1's distills do). The starter never closes the block by
+itself; with a budget the engine puts the closing phrase and `</think>` into the reply at the
+budget and the reply goes on as an answer. What the model writes is not judged: only what the
+engine did (the counts it reports, the phrase where it belongs, the switch to answering)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import collect, loaded_starter
+from ggufgen import copy_with_metadata
+from vibechat.engine.errors import InvalidParameterError
+from vibechat.engine.llama.think_budget import THINK_CLOSE
+from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.think_switch import DEFAULT_THINK_BUDGET_MESSAGE
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
+
+pytestmark = pytest.mark.model
+
+# Gemma's turns, and a generation prompt that opens the thinking block.
+THINK_FRAME = (
+    "{% for m in messages %}<start_of_turn>{{ 'model' if m.role == 'assistant' else 'user' }}\n"
+    "{{ m.content }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n<think>\n{% endif %}"
+)
+ASKED = [ChatMessage("user", "Think step by step: what is 17 times 23?")]
+
+
+def think_frame_model(starter_path: Path, folder: Path) -> Path:
+    """The starter's weights with the forced `<think>` frame as their chat template."""
+    return copy_with_metadata(
+        starter_path, folder / "starter-think-frame.gguf", {"tokenizer.chat_template": THINK_FRAME}
+    )
+
+
+@pytest.fixture(scope="module")
+def thinker(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    path = think_frame_model(starter_path, tmp_path_factory.mktemp("think"))
+    with loaded_starter(path, prompt_format="template", context_size=1024) as backend:
+        yield backend
+
+
+def events(backend, params):
+    """A reply's events, in order, and its end."""
+    seen = list(backend.stream_chat(ASKED, params))
+    done = seen[-1]
+    assert isinstance(done, GenerationDone)
+    return seen, done
+
+
+def closing_count(backend) -> int:
+    """The tokens the engine puts in at the budget: the phrase and the end of thinking."""
+    prompt = backend._prompt
+    phrase = prompt.tokenize(DEFAULT_THINK_BUDGET_MESSAGE, False, False)
+    return len(phrase) + len(prompt.tokenize(THINK_CLOSE, False, True))
+
+
+def test_the_thinking_ends_at_the_budget_and_the_reply_goes_on_to_answer(thinker):
+    budget = 8
+    seen, done = events(thinker, SamplingParams(temperature=0, max_tokens=64, think_budget=budget))
+    stats = done.stats
+    assert stats.think_budget == budget and stats.think_budget_reached is True
+    # The engine's limit, not the model's choice: the budget, then only what it put in.
+    assert budget <= stats.thinking_tokens <= budget + closing_count(thinker)
+    # The phrase is the thinking's end; the answer is what came after the block closed.
+    assert done.thinking.rstrip().endswith(DEFAULT_THINK_BUDGET_MESSAGE.strip())
+    assert "</think>" not in done.thinking
+    # The engine switched to answering: tokens came after the thinking (every token of a reply
+    # still thinking counts as thinking), or the reply ended right after the block.
+    assert stats.completion_tokens > stats.thinking_tokens or stats.finish_reason == "stop"
+    kinds = [type(e) for e in seen if isinstance(e, (ThinkingDelta, TextDelta))]
+    assert ThinkingDelta in kinds
+    if TextDelta in kinds:
+        # Never thinking again once the answer began.
+        assert ThinkingDelta not in kinds[kinds.index(TextDelta) :]
+
+
+def test_without_a_budget_the_starter_thinks_to_the_limit(thinker):
+    """The frame's premise: left alone, the starter never leaves its thinking here."""
+    _seen, done = events(thinker, SamplingParams(temperature=0, max_tokens=48))
+    stats = done.stats
+    assert stats.think_budget is None and stats.think_budget_reached is False
+    assert DEFAULT_THINK_BUDGET_MESSAGE.strip() not in done.thinking
+
+
+def test_a_budget_beyond_the_context_is_refused_in_one_line(thinker):
+    with pytest.raises(InvalidParameterError) as refused:
+        collect(thinker, ASKED, SamplingParams(max_tokens=4, think_budget=5000))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "beyond the model's context (1,024 tokens)" in message and "'off'" in message
