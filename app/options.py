@@ -168,8 +168,6 @@ class SamplingChoice:
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
-# The engine's text flags whose "\n" stands for a newline, as --stop's does.
-UNESCAPED = ("think_budget_message",)
 
 
 def unescape(text: str) -> str:
@@ -214,8 +212,6 @@ def with_flags(loaded, engine: EngineFlags, sampling: SamplingChoice, system: st
     flags: dict[str, str] = {}
     for key, value in engine.items():
         if value is not None:
-            if key in UNESCAPED:
-                value = unescape(value)
             values[key], flags[key] = value, SETTINGS_BY_KEY[key].flag or key
     # --base-url alone means a server.
     if engine.get("base_url") is not None and engine.get("backend") is None:

@@ -48,11 +48,11 @@ def applies(params: SamplingParams) -> int | None:
 def closing_tokens(
     tokenize: Callable[[str, bool, bool], list[int]], message: str, harmony: bool
 ) -> list[int]:
-    """The tokens put into the reply at the budget: ``message`` as text (special tokens not
-    parsed), then the end of thinking with its special tokens. ``tokenize(text,
-    add_special, parse_special)``."""
+    """The tokens put into the reply at the budget: ``message`` as text on a line of its own
+    (special tokens not parsed), then the end of thinking with its special tokens.
+    ``tokenize(text, add_special, parse_special)``."""
     close = HARMONY_CLOSE if harmony else THINK_CLOSE
-    phrase = tokenize(message, False, False) if message else []
+    phrase = tokenize(f"\n\n{message}\n", False, False) if message else []
     return [*phrase, *tokenize(close, False, True)]
 
 

@@ -320,18 +320,19 @@ class EngineSettings:
     think_budget_message: str = field(
         default=DEFAULT_THINK_BUDGET_MESSAGE,
         metadata=doc(
-            "What the local engine puts into a reply's thinking when it reaches its thinking "
-            "budget (think_budget), before the model's own end of thinking; the answer begins "
-            "after it (as llama.cpp's --reasoning-budget-message).",
+            "What the local engine puts into a reply's thinking, on a line of its own, when it "
+            "reaches its thinking budget (think_budget), before the model's own end of "
+            "thinking; the answer begins after it (as llama.cpp's --reasoning-budget-message); "
+            "empty: the end of thinking alone.",
             kind="text",
-            example='"\\nTime is up; answering now.\\n"',
+            example='"Time is up; answering now."',
             env="VIBECHAT_THINK_BUDGET_MESSAGE",
             flag="--think-budget-message",
             check=check_think_budget_message,
             metavar="TEXT",
             flag_help=(
                 "The phrase put into a reply's thinking when it reaches --think-budget, before "
-                "the end of thinking (\\n is a newline)."
+                "the end of thinking."
             ),
             group=ENGINE,
         ),

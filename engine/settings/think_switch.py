@@ -55,9 +55,10 @@ _ALIASES = {
     "med": "medium",
 }
 
-# What the local engine puts into a reply's thinking when it reaches its budget, before the model's
-# own end of thinking (think_budget_message; llama.cpp's --reasoning-budget-message).
-DEFAULT_THINK_BUDGET_MESSAGE = "\n\nI have thought enough; time to answer.\n"
+# What the local engine puts into a reply's thinking, on a line of its own, when it reaches its
+# budget, before the model's own end of thinking (think_budget_message; llama.cpp's
+# --reasoning-budget-message).
+DEFAULT_THINK_BUDGET_MESSAGE = "I have thought enough; time to answer."
 MAX_THINK_BUDGET_MESSAGE = 1000
 
 NO_SWITCH = (

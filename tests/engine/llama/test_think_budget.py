@@ -14,7 +14,7 @@ import pytest
 from conftest import collect, loaded_starter
 from ggufgen import copy_with_metadata
 from vibechat.engine.errors import InvalidParameterError
-from vibechat.engine.llama.think_budget import THINK_CLOSE
+from vibechat.engine.llama.think_budget import closing_tokens
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.settings.think_switch import DEFAULT_THINK_BUDGET_MESSAGE
 from vibechat.engine.turns.backend import ChatMessage, GenerationDone, TextDelta, ThinkingDelta
@@ -54,9 +54,7 @@ def events(backend, params):
 
 def closing_count(backend) -> int:
     """The tokens the engine puts in at the budget: the phrase and the end of thinking."""
-    prompt = backend._prompt
-    phrase = prompt.tokenize(DEFAULT_THINK_BUDGET_MESSAGE, False, False)
-    return len(phrase) + len(prompt.tokenize(THINK_CLOSE, False, True))
+    return len(closing_tokens(backend._prompt.tokenize, DEFAULT_THINK_BUDGET_MESSAGE, False))
 
 
 def test_the_thinking_ends_at_the_budget_and_the_reply_goes_on_to_answer(thinker):

@@ -386,9 +386,10 @@ async def test_the_panels_thinking_switch():
         await pilot.press("right")
         await pilot.pause()
         assert app.session.conversation.params.thinking == "off"
+        # (typed into the input: Enter on the focused switch would step it on)
+        app.prompt_input.focus()
         await send(pilot, "/think auto")  # shown in the panel without echoing back
         assert choice.value == "auto" and "think" not in app.status.render().plain
-        app.prompt_input.focus()
         await send(pilot, "Hi")
         assert backend.requests[-1][1].thinking == "auto"
 
