@@ -7,11 +7,13 @@ engine did (the counts it reports, the phrase where it belongs, the switch to an
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import collect, loaded_starter
+from conftest import VIBECHAT_BIN, collect, loaded_starter
 from ggufgen import copy_with_metadata
 from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.llama.think_budget import closing_tokens
@@ -77,8 +79,7 @@ def test_the_thinking_ends_at_the_budget_and_the_reply_goes_on_to_answer(thinker
         assert ThinkingDelta not in kinds[kinds.index(TextDelta) :]
 
 
-def test_without_a_budget_the_starter_thinks_to_the_limit(thinker):
-    """The frame's premise: left alone, the starter never leaves its thinking here."""
+def test_without_a_budget_the_engine_puts_nothing_in(thinker):
     _seen, done = events(thinker, SamplingParams(temperature=0, max_tokens=48))
     stats = done.stats
     assert stats.think_budget is None and stats.think_budget_reached is False
@@ -91,3 +92,27 @@ def test_a_budget_beyond_the_context_is_refused_in_one_line(thinker):
     message = str(refused.value)
     assert "\n" not in message
     assert "beyond the model's context (1,024 tokens)" in message and "'off'" in message
+
+
+def test_run_json_carries_the_thinking_tokens_the_budget_and_that_it_was_reached(
+    starter_path: Path, tmp_path: Path
+):
+    path = think_frame_model(starter_path, tmp_path)
+    args = ["run", "--model", str(path), "--prompt-format", "template", "--ctx", "1024"]
+    args += ["-t", "0", "-n", "40", "--no-save", "--json", "-p", ASKED[0].content]
+    out = subprocess.run(
+        [str(VIBECHAT_BIN), *args, "--think-budget", "8", "--think-budget-message", "Enough."],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    stats = obj["stats"]
+    assert obj["params"]["think_budget"] == 8
+    assert stats["think_budget"] == 8 and stats["think_budget_reached"] is True
+    assert 8 <= stats["thinking_tokens"] < stats["completion_tokens"] or (
+        obj["finish_reason"] == "stop"
+    )
+    assert obj["thinking"].rstrip().endswith("Enough.")
