@@ -240,8 +240,8 @@ class StatusBar(Widget):
             add("think", ("think ", dim), (self.thinking, "bold"))
         if (budget := self.think_budget) is not None:
             if live is not None and live.thinking:
-                used = (f"{estimate}{live.tokens:,}", "red" if live.tokens >= budget else "")
-                add("budget", ("thinking ", dim), used, f"/{budget:,}")
+                spent = (f"{estimate}{live.tokens:,}", "red" if live.tokens >= budget else "")
+                add("budget", ("thinking ", dim), spent, f"/{budget:,}")
             else:
                 add("budget", ("budget ", dim), f"{budget:,}")
         return fields
