@@ -20,6 +20,7 @@ from test_think_switch import GPT_OSS, GRANITE, HI, QWEN3, SIZE, render, vibecha
 from vibechat.engine.errors import InvalidParameterError
 from vibechat.engine.settings.config import load_config
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.preset_file import load_presets
 from vibechat.engine.settings.think_switch import (
     check_budget,
     check_think_budget_message,
@@ -97,6 +98,19 @@ def test_the_budget_checks_and_travels_with_the_parameters(tmp_path: Path):
     path.write_text("[params]\nthink_budget = 0\n")
     problem = load_config(path, environ={}).problem
     assert problem is not None and "think_budget must be between 1 and" in problem
+
+
+def test_a_preset_sets_the_effort_and_the_budget(tmp_path: Path):
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[presets.quick]\nthinking = "low"\n[presets.quick.params]\nthink_budget = 128\n'
+    )
+    applied = load_presets(path).presets["quick"].over(SamplingParams())
+    assert applied.thinking == "low" and applied.think_budget == 128
+    path.write_text("[presets.quick.params]\nthink_budget = 0\n")
+    book = load_presets(path)
+    assert "quick" not in book.presets
+    assert "think_budget must be between 1 and" in book.problems["quick"]
 
 
 def test_the_closing_phrase_is_bounded_text():
