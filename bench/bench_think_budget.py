@@ -66,6 +66,8 @@ def reply(backend, params) -> Sample:
                 sample.thinking_tokens = event.tokens
             elif isinstance(event, TextDelta):
                 sample.first_answer_s, sample.answered = time.perf_counter() - t0, True
+                # The tokens generated before it (the closing ones included).
+                sample.thinking_tokens = event.tokens - 1
                 break
             elif isinstance(event, GenerationDone):
                 sample.first_answer_s = time.perf_counter() - t0
