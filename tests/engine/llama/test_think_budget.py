@@ -40,9 +40,13 @@ def think_frame_model(starter_path: Path, folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def thinker(starter_path: Path, tmp_path_factory: pytest.TempPathFactory):
-    path = think_frame_model(starter_path, tmp_path_factory.mktemp("think"))
-    with loaded_starter(path, prompt_format="template", context_size=1024) as backend:
+def thinker_path(starter_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return think_frame_model(starter_path, tmp_path_factory.mktemp("think"))
+
+
+@pytest.fixture(scope="module")
+def thinker(thinker_path: Path):
+    with loaded_starter(thinker_path, prompt_format="template", context_size=1024) as backend:
         yield backend
 
 
@@ -77,6 +81,27 @@ def test_the_thinking_ends_at_the_budget_and_the_reply_goes_on_to_answer(thinker
     if TextDelta in kinds:
         # Never thinking again once the answer began.
         assert ThinkingDelta not in kinds[kinds.index(TextDelta) :]
+
+
+def test_drafting_and_the_token_lens_keep_the_budget(thinker_path: Path):
+    """Prompt-lookup drafting verifies drafts by sampling each position: a closing token stands
+    in for the sample there (kept when the draft equals it); the token lens reads each step's
+    candidates, the closing ones included. The same limit holds."""
+    with loaded_starter(
+        thinker_path,
+        prompt_format="template",
+        context_size=1024,
+        speculative="prompt-lookup",
+        draft_tokens=6,
+    ) as drafted:
+        params = SamplingParams(temperature=0, max_tokens=64, think_budget=8, logprobs=2)
+        _seen, done = events(drafted, params)
+        stats = done.stats
+        assert stats.drafted_tokens > 0, "the starter's repeated words give drafts"
+        assert stats.think_budget_reached is True
+        assert 8 <= stats.thinking_tokens <= 8 + closing_count(drafted)
+        assert done.thinking.rstrip().endswith(DEFAULT_THINK_BUDGET_MESSAGE)
+        assert stats.completion_tokens > stats.thinking_tokens or stats.finish_reason == "stop"
 
 
 def test_without_a_budget_the_engine_puts_nothing_in(thinker):
