@@ -145,7 +145,7 @@ class SamplingChoice:
 
     values: dict[str, str | None] = field(default_factory=dict)
     stop: list[str] | None = None
-    # --thinking: auto, on or off.
+    # --thinking (--think): auto, on, off, low, medium or high.
     thinking: str | None = None
 
     def __post_init__(self) -> None:

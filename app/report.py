@@ -37,6 +37,9 @@ def format_stats(stats: GenerationStats, info: ModelInfo | None = None) -> str:
     did not say) is left out, never shown as ``None``."""
     # The thinking tokens are counted in the completion tokens, too.
     thinking = f" ({stats.thinking_tokens} thinking)" if stats.thinking_tokens else ""
+    if stats.think_budget is not None:
+        reached = " reached" if stats.think_budget_reached else ""
+        thinking = thinking[:-1] + f", budget {stats.think_budget}{reached})" if thinking else ""
     text = (
         f"prompt {stats.prompt_tokens} tokens ({stats.prompt_tokens_evaluated} evaluated) "
         f"in {stats.prompt_eval_ms:.0f} ms · {stats.completion_tokens} tokens{thinking} · "
@@ -122,6 +125,8 @@ STATS_KEYS = (
     "restore_ms",
     "completion_tokens",
     "thinking_tokens",
+    "think_budget",
+    "think_budget_reached",
     "ttft_ms",
     "prompt_eval_ms",
     "decode_ms",

@@ -42,9 +42,10 @@ COMMANDS: dict[str, str] = {
     "opens F3",
     "/format": "/format json|FILE|off: make the next replies JSON (json), follow a JSON Schema or "
     "a .gbnf grammar (FILE, or inline JSON); off clears it; /format alone shows it",
-    "/think": "/think on|off|auto: switch a reasoning model's thinking on or off for the next "
-    "replies, where its template takes a switch (auto: as the template does by default); "
-    "/think alone shows it",
+    "/think": "/think on|off|low|medium|high|auto: switch a reasoning model's thinking on or "
+    "off, or set its effort, for the next replies, where its template takes a switch (auto: as "
+    "the template does by default); /think budget N|off: end each reply's thinking after N "
+    "tokens; /think alone shows both",
     "/preset": "/preset NAME: apply a preset from the config file (system prompt, parameters, "
     "thinking, format; its model loads as with /load); /preset alone opens the list; "
     "/preset save NAME keeps this set-up",

@@ -62,4 +62,5 @@ def bound_line(
         cut, fix = f"the {info.context_size}-token context (--ctx)", "raise --ctx"
     else:
         cut, fix = "its token limit", f"raise {fix_tokens}"
-    return f"the reply hit {cut}{thinking}; {fix}, or turn thinking off (--thinking off)."
+    budget = "" if params.think_budget else ", give its thinking a budget (--think-budget N)"
+    return f"the reply hit {cut}{thinking}; {fix}{budget}, or turn thinking off (--thinking off)."

@@ -43,6 +43,8 @@ class LiveReply:
     tokens_per_s: float = 0.0
     # Counted from the streamed pieces: the backend does not say.
     estimated: bool = False
+    # Its last piece was thinking: it is thinking now (``tokens`` are then all thinking).
+    thinking: bool = False
 
 
 class _Field(Generic[T]):
@@ -101,10 +103,12 @@ class ChatState:
     download: _Field[str] = _Field("")
     # /format: "json", "schema person.json" ("": free text).
     output_format: _Field[str] = _Field("")
-    # /think: on, off, auto.
+    # /think: on, off, low, medium, high, auto.
     thinking: _Field[str] = _Field("auto")
     # The token lens: candidates per token its replies keep (0: off; the lens key turns it on).
     lens: _Field[int] = _Field(0)
+    # /think budget: most tokens a reply may think (None: no budget).
+    think_budget: _Field[int | None] = _Field(None)
 
     def __init__(self, owner: DOMNode) -> None:
         self._values: dict[str, Any] = {}
@@ -123,8 +127,9 @@ class ChatState:
         return "ready" if self.model_ready else "no model"
 
     def show_params(self, params: SamplingParams) -> None:
-        """What is shown of the parameters: the reply format, the thinking switch, the token
-        lens."""
+        """What is shown of the parameters: the reply format, the thinking switch and budget,
+        the token lens."""
         self.output_format = params.output_format.label if params.output_format else ""
         self.thinking = params.thinking
+        self.think_budget = params.think_budget
         self.lens = params.logprobs

@@ -128,6 +128,7 @@ class Emitter:
         "generated",
         "finish",
         "done",
+        "_utf8",
         "_decode",
         "_stops",
         "_eog",
@@ -141,6 +142,8 @@ class Emitter:
         "_raw_calls",
         "tool_calls",
         "at_eog",
+        "budget",
+        "budget_reached",
     )
 
     def __init__(
@@ -155,12 +158,14 @@ class Emitter:
         harmony: bool = False,
         lstrip: bool = False,
         calls: ToolCallRecogniser | None = None,
+        budget: int | None = None,
     ) -> None:
         """``piece_bytes``: a token's bytes; ``vocab``: the model's (llama.cpp says which tokens end
         a generation); ``turn_stops``: the template's turn tokens that end a reply too;
         ``cancel``: set to stop; ``calls``: tools were offered: the recogniser of the family's
         calls (engine/turns/tool_formats.py), which holds a call's text back; the calls found
-        are ``tool_calls`` once ``tail()`` ran."""
+        are ``tool_calls`` once ``tail()`` ran; ``budget``: the thinking budget (None: none;
+        engine/llama/think_budget.py)."""
         self._piece_bytes = piece_bytes
         self._cancel = cancel
         self._vocab = vocab
@@ -176,7 +181,8 @@ class Emitter:
         # Ended by an end-of-generation token (not a turn token, a stop string or a limit): under a
         # grammar, llama.cpp's sampler allows one only once the grammar is complete.
         self.at_eog = False
-        self._decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decode = self._utf8.decode
         self._stops = StopMatcher(stop)
         # The reply's thinking apart: <think> tags (engine/turns/thinking.py) or gpt-oss's channels
         # (harmony.py).
@@ -195,6 +201,22 @@ class Emitter:
         self._calls = calls
         self._raw_calls = harmony and calls is not None
         self.tool_calls: list[ToolCall] = []
+        self.budget = budget
+        # The closing phrase and the end of thinking were put in (think_budget.py).
+        self.budget_reached = False
+
+    def budget_due(self) -> bool:
+        """Whether the thinking has reached its budget and may be closed now: inside the
+        thinking, not inside a tool call, no character half written."""
+        budget = self.budget
+        return (
+            budget is not None
+            and not self.budget_reached
+            and self.thinking_tokens >= budget
+            and self._splitter.thinking
+            and not self._splitter.in_call
+            and not self._utf8.getstate()[0]
+        )
 
     def may_continue(self) -> bool:
         """Whether to sample another token (False: cancelled, or the limit is reached)."""
@@ -261,6 +283,8 @@ class Emitter:
         many of them thinking, and (under an output format) whether the grammar accepted it."""
         stats.completion_tokens = self.generated
         stats.thinking_tokens = self.thinking_tokens
+        stats.think_budget = self.budget
+        stats.think_budget_reached = self.budget_reached
         stats.grammar_accepted = params.output_format is not None and self.at_eog
 
     def tail(self) -> list[Piece]:

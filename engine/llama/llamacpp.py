@@ -34,6 +34,7 @@ from ..models.gguf import GGUFInfo
 from ..settings.knobs import LlamaCppOptions  # defined where the chat can read it without libllama
 from ..settings.limits import context_rounding_notice
 from ..settings.params import SamplingParams
+from ..settings.think_switch import check_budget
 from ..system import default_threads
 from ..turns.backend import (
     ChatEvent,
@@ -68,6 +69,7 @@ from .prompt_eval import AbortTicks, decode_all, read_prompt
 from .prompting import Prompter
 from .replying import Reply, reply_events
 from .speculative import AdaptiveDraft, FixedDraft, make_policy
+from .think_budget import budgeted, closing_tokens
 from .tool_grammar import marker_tokens, tool_sampler
 from .tool_replies import reply_tools, tool_calls_finish
 from .vision import Vision, has_images
@@ -276,21 +278,7 @@ class LlamaCppBackend:
             notices=tuple(notices),
             projector=self._vision.name if self._vision is not None else None,
         )
-        log.info(
-            "loaded %s (%s, %s) ctx=%d threads=%d template=%s (%s) kv=%s (%s bytes) "
-            "speculative=%s repack=%s",
-            gguf.path,
-            gguf.architecture,
-            gguf.quantization,
-            context_size,
-            n_threads,
-            prompt.choice.name,
-            prompt.choice.reason,
-            request.kv_type,
-            kv_bytes,
-            speculative,
-            repack.describe(),
-        )
+        loading.log_loaded(self._info, repack.describe())
         return self._info
 
     def _kv_cache_computed(self, n_ctx: int, kv_type: str) -> int | None:
@@ -450,6 +438,7 @@ class LlamaCppBackend:
         # "auto" made this model's defaults (engine/settings/params.py): what is reported is
         # what was used.
         params = params.with_seed().resolved(prompt.template.name)
+        check_budget(params.think_budget, prompt.context_size)
         reply = Reply(t_start=time.perf_counter())
         # Tools go to the template and a grammar shapes the calls (engine/llama/tool_replies.py).
         fmt, tools = reply_tools(prompt.template, tools, tool_choice, params.output_format)
@@ -543,10 +532,16 @@ class LlamaCppBackend:
         the reply's first tokens (a prefix's, evaluated already; ``steps``: their lens steps),
         emitted before it goes on."""
         assert self._prompt is not None
-        out = self._prompt.emitter(
+        prompt = self._prompt
+        out = prompt.emitter(
             self._piece_bytes, self._cancel, len(tokens), params, fmt.recogniser() if fmt else None
         )
-        sampler = self._reply_sampler(params, fmt, tools, tool_choice)
+        message = self.options.think_budget_message
+        sampler = budgeted(
+            self._reply_sampler(params, fmt, tools, tool_choice),
+            out,
+            lambda: closing_tokens(prompt.tokenize, message, prompt.harmony),
+        )
         lens = self._lens(sampler, params, len(path)) if params.logprobs else None
         try:
             yield from path_events(path, steps, out, reply, lens)

@@ -33,6 +33,7 @@ from ..settings.choices import (
 )
 from ..settings.knobs import LlamaCppOptions, gpu_unavailable_message
 from ..settings.limits import round_context
+from ..turns.backend import ModelInfo
 from . import repack as _repack
 from .memory_checks import check_context_memory, check_memory
 from .vision import check_projector
@@ -334,3 +335,22 @@ def flash_attn_state(captured: list[tuple[int, str]], requested: bool | None) ->
             elif "disabled" in lower:
                 state = False
     return state
+
+
+def log_loaded(info: ModelInfo, repack: str) -> None:
+    """One log line of what was loaded and how (``repack``: the weights' repacking, described)."""
+    log.info(
+        "loaded %s (%s, %s) ctx=%d threads=%d template=%s (%s) kv=%s (%s bytes) "
+        "speculative=%s repack=%s",
+        info.path,
+        info.architecture,
+        info.quantization,
+        info.context_size,
+        info.n_threads,
+        info.chat_format,
+        info.chat_format_reason,
+        info.kv_cache_type,
+        info.kv_cache_bytes,
+        info.speculative,
+        repack,
+    )

@@ -30,6 +30,7 @@ from ..turns.tool_calls import ToolSpec
 from ..turns.tool_formats import ToolCallRecogniser
 from .decoding import Emitter, reply_stops
 from .prompt_parts import common_prefix, drop_oldest_turn, owned_parts, text_bytes, tokenize
+from .think_budget import applies
 from .vision import Vision, image_start, images_in_prompt
 
 log = logging.getLogger("vibechat.llama_cpp")
@@ -136,6 +137,7 @@ class Prompter:
             self.harmony,
             lstrip=template.name == COMPLETION,
             calls=calls,
+            budget=applies(params),
         )
 
     # ---------------------------------------------------------- tokenization

@@ -272,7 +272,11 @@ class OpenAICompatibleBackend:
         if params.max_tokens == 0:
             params = params.replace(max_tokens=None)
         messages = list(messages)
-        stats = GenerationStats(seed=params.seed)
+        # A budget is sent (request.py); whether the server's thinking reached it is not known.
+        budget = params.think_budget
+        stats = GenerationStats(
+            seed=params.seed, think_budget=budget, think_budget_reached=None if budget else False
+        )
         t_start = time.perf_counter()
         deadline = time.monotonic() + self.options.deadline
         reply = ReplyText(StopMatcher(params.stop))

@@ -3,11 +3,12 @@
 Each sampling parameter's fields are declared with it (``ParamSpec.remote`` in
 engine/settings/params.py): ``temperature``, ``top_p``, ``max_tokens``, ``seed`` and ``stop``
 are standard fields; ``top_k``, ``min_p`` and ``repeat_penalty`` are the extra fields
-llama.cpp-family servers accept (and ``repetition_penalty``, vLLM's name). A server that
-rejects them (HTTP 400 naming one) gets the request again without them (``send_optional``
-False: the backend remembers). "auto" (``max_tokens`` and ``repeat_penalty`` None) sends
-nothing: the server's own default (which knows the model); ``max_tokens`` 0 (no limit) sends
-nothing either.
+llama.cpp-family servers accept (and ``repetition_penalty``, vLLM's name), as are the
+thinking budget's ``thinking_budget_tokens`` (llama-server) and ``thinking_token_budget``
+(vLLM). A server that rejects them (HTTP 400 naming one) gets the request again without them
+(``send_optional`` False: the backend remembers). "auto" (``max_tokens`` and
+``repeat_penalty`` None) sends nothing: the server's own default (which knows the model);
+``max_tokens`` 0 (no limit) and no thinking budget send nothing either.
 
 Tools go as OpenAI's ``tools`` with ``tool_choice`` "auto" or "required" (llama-server with
 ``--jinja``, vLLM and Ollama take both; Ollama ignores ``tool_choice``); "none" sends no tools
@@ -24,7 +25,7 @@ from typing import Any
 from ..errors import InvalidParameterError
 from ..json_bounds import bounded_loads
 from ..settings.params import PARAM_SPECS, SamplingParams
-from ..settings.think_switch import remote_kwargs
+from ..settings.think_switch import remote_effort, remote_kwargs
 from ..settings.tool_checks import TOOL_CHOICES
 from ..turns.backend import ChatMessage
 from ..turns.tool_calls import ToolSpec
@@ -149,6 +150,10 @@ def chat_body(
     # Asked for: llama-server and vLLM pass these to the template.
     if switch is not None:
         body["chat_template_kwargs"] = switch
+    effort = remote_effort(params.thinking)
+    # OpenAI's field, which llama-server, vLLM and Ollama take for gpt-oss (low, medium, high).
+    if effort is not None:
+        body["reasoning_effort"] = effort
     if send_optional:
         body["stream_options"] = {"include_usage": True}
     return body

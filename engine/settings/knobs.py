@@ -45,6 +45,7 @@ from .choices import (
 )
 from .limits import CONTEXT_STEP, MAX_CONTEXT
 from .setting import ENGINE, REMOTE, doc
+from .think_switch import DEFAULT_THINK_BUDGET_MESSAGE, check_think_budget_message
 
 # The KV snapshots' disk cache (an 8k-token starter chat: ~150 MB).
 DEFAULT_KV_SNAPSHOT_MIB = 2048
@@ -312,6 +313,26 @@ class EngineSettings:
             flag_help=(
                 "How a local model is prompted: auto (its chat template; a base model as a "
                 "completion model), completion, template, gemma, chatml or llama3."
+            ),
+            group=ENGINE,
+        ),
+    )
+    think_budget_message: str = field(
+        default=DEFAULT_THINK_BUDGET_MESSAGE,
+        metadata=doc(
+            "What the local engine puts into a reply's thinking, on a line of its own, when it "
+            "reaches its thinking budget (think_budget), before the model's own end of "
+            "thinking; the answer begins after it (as llama.cpp's --reasoning-budget-message); "
+            "empty: the end of thinking alone.",
+            kind="text",
+            example='"Time is up; answering now."',
+            env="VIBECHAT_THINK_BUDGET_MESSAGE",
+            flag="--think-budget-message",
+            check=check_think_budget_message,
+            metavar="TEXT",
+            flag_help=(
+                "The phrase put into a reply's thinking when it reaches --think-budget, before "
+                "the end of thinking."
             ),
             group=ENGINE,
         ),

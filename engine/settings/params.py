@@ -21,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidParameterError
 from .choices import COMPLETION
+from .param_parts import LlamaStage, Nudge, RemoteField
 from .structured import OutputFormat
 from .think_switch import DEFAULT_THINKING, check_thinking
 
@@ -40,42 +40,8 @@ LENS_DEFAULT = 10
 # The lens_history_bytes setting's default (engine/settings/table.py): a reply's candidates kept
 # in the history, in bytes of JSON (about 3,000 tokens at 10 candidates).
 LENS_HISTORY_BYTES = 2_000_000
-
-
-@dataclass(frozen=True)
-class LlamaStage:
-    """How llama.cpp's sampler chain (engine/llama/decoding.py ``sampler_chain``) receives a
-    parameter: ``make(ll, vocab, value)`` gives the stage's sampler (``ll`` is the ``llama_cpp``
-    module, passed in so that this file never loads it), or None to leave it out; the chain
-    adds the stages by ``order``. ``sampling``: the stage only matters when tokens are drawn,
-    so it is left out at temperature 0, where the chain ends in the greedy pick."""
-
-    order: int
-    make: Callable[[Any, Any, Any], Any]
-    sampling: bool = True
-
-
-@dataclass(frozen=True)
-class RemoteField:
-    """How a server's chat request (engine/remote/request.py ``chat_body``) receives a
-    parameter: the body's ``keys`` carry its value, unless the value is one of ``unsent`` (the
-    server's own default then); ``optional``: an extra field a strict server may refuse (sent
-    only while the backend has not seen it refused)."""
-
-    keys: tuple[str, ...]
-    optional: bool = False
-    unsent: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True)
-class Nudge:
-    """The chat's keys that step a parameter down and up by its fine step without opening the
-    parameter panel (app/tui/shell/bindings.py makes the bindings), and what each does."""
-
-    down: str
-    up: str
-    lower: str  # the tooltip of ``down``
-    higher: str  # the tooltip of ``up``
+# The thinking budget's top (a budget is checked against the model's context when a reply starts).
+MAX_THINK_BUDGET = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -456,6 +422,31 @@ PARAM_SPECS: dict[str, ParamSpec] = {
             slider=False,
             remote=RemoteField(("top_logprobs",), unsent=(0,)),
         ),
+        # The thinking budget (issue 45): no stage in the chain; the local engine closes the
+        # thinking at it (engine/llama/think_budget.py). Servers: llama-server's and vLLM's
+        # per-request fields, extras a strict server may refuse.
+        ParamSpec(
+            "think_budget",
+            int,
+            1,
+            MAX_THINK_BUDGET,
+            None,
+            64,
+            512,
+            "Most tokens a reply may think: at the budget the local engine puts the closing "
+            "phrase (think_budget_message) and the model's end of thinking into the reply, and "
+            "the answer begins; none (off) = no budget.",
+            optional=True,
+            none_text="off",
+            label="Think budget",
+            metavar="N",
+            flag_words="Most thinking tokens a reply may take, {range}; off (none) = no budget",
+            example="1024",
+            slider=False,
+            remote=RemoteField(
+                ("thinking_budget_tokens", "thinking_token_budget"), optional=True, unsent=(None,)
+            ),
+        ),
     )
 }
 
@@ -483,6 +474,8 @@ class SamplingParams:
     # The token lens: candidates per generated token (0: off; engine/turns/backend.py
     # ``TokenCandidates``).
     logprobs: int = PARAM_SPECS["logprobs"].default  # type: ignore[assignment]
+    # Most tokens a reply may think (None: no budget; engine/llama/think_budget.py).
+    think_budget: int | None = PARAM_SPECS["think_budget"].default  # type: ignore[assignment]
     stop: tuple[str, ...] = field(default_factory=tuple)
     # JSON, a JSON Schema or a GBNF grammar the reply must follow (None: free text). Saved with
     # the conversation's parameters (the text itself, not a file's path).
@@ -546,6 +539,9 @@ class SamplingParams:
         if not self.logprobs:
             # Off, as before the lens: older readers take it.
             del data["logprobs"]
+        if self.think_budget is None:
+            # Off, as before the budget: older readers take it.
+            del data["think_budget"]
         return data
 
     @classmethod

@@ -310,22 +310,24 @@ def _param_rows() -> list[Setting]:
         Setting(
             "params.thinking",
             "text",
-            "A reasoning model's thinking: auto (as its chat template does by default), on or "
-            "off. Applies where the template takes a switch (Qwen3's enable_thinking, Granite's "
-            "thinking; gpt-oss: off asks for low reasoning effort); a server is sent "
-            "chat_template_kwargs enable_thinking.",
+            "A reasoning model's thinking: auto (as its chat template does by default), on, off, "
+            "or an effort: low, medium, high. Applies where the template takes a switch (Qwen3's "
+            "enable_thinking and Granite's thinking, on or off: an effort is on; gpt-oss's "
+            "reasoning_effort: off asks for low); a server is sent chat_template_kwargs "
+            "enable_thinking, and an effort as reasoning_effort.",
             DEFAULT_THINKING,
             '"off"',
             env="VIBECHAT_THINKING",
             flag="--thinking",
+            short="--think",
             optional=False,
             choices=THINKING_MODES,
             check=check_thinking,
             metavar="MODE",
             flag_help=(
-                "A reasoning model's thinking: auto (its template's default), on or "
-                "off; where the template takes a switch (Qwen3, Granite; gpt-oss: off = "
-                "low effort) or a server is asked."
+                "A reasoning model's thinking: auto (its template's default), on, off, or "
+                "an effort: low, medium, high; where the template takes a switch (Qwen3, "
+                "Granite: on or off; gpt-oss: the effort, off = low) or a server is asked."
             ),
             group=SAMPLING,
         )

@@ -223,6 +223,12 @@ class GenerationStats:
     # which llama.cpp's grammar sampler allows only once the grammar is complete. False: cut (a
     # limit, a stop string, a turn token), or not known (a server; free text).
     grammar_accepted: bool = False
+    # The thinking budget the reply was given (None: none), and whether its thinking reached it:
+    # on the local engine the closing phrase and the end of thinking were put in
+    # (engine/llama/think_budget.py). None: not known (a server is sent the budget and says
+    # nothing of it).
+    think_budget: int | None = None
+    think_budget_reached: bool | None = False
 
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)

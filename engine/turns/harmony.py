@@ -73,17 +73,23 @@ class HarmonySplitter(StreamSplitter):
     """Splits a harmony reply's pieces into thinking and answer (see the module doc); the
     same face as :class:`engine.thinking.ThinkingSplitter`."""
 
-    __slots__ = ("_answer",)
+    __slots__ = ("_answer", "_tool")
 
     def __init__(self) -> None:
         super().__init__(_FIRST)
-        # The current body's route.
+        # The current body's route, and whether it is addressed to a tool (a call's arguments).
         self._answer = False
+        self._tool = False
 
     @property
     def thinking(self) -> bool:
         """Whether the stream is inside a thinking message's body now."""
         return self._state == _BODY and not self._answer
+
+    @property
+    def in_call(self) -> bool:
+        """Whether the stream is inside a message to a tool (a call's arguments) now."""
+        return self._state == _BODY and self._tool
 
     # flush (StreamSplitter): a body's held-back text is its own; an unfinished header is
     # protocol, not content (dropped), except at the very start (no harmony: answer).
@@ -119,7 +125,9 @@ class HarmonySplitter(StreamSplitter):
             if state == _HEADER:
                 at = text.find(MESSAGE)
                 if at >= 0 and at <= MAX_HEADER:
-                    self._to_body(channel_is_answer(text[:at]))
+                    header = text[:at]
+                    self._to_body(channel_is_answer(header))
+                    self._tool = " to=" in header or header.startswith("to=")
                     text = text[at + len(MESSAGE) :]
                     continue
                 if len(text) > MAX_HEADER:
@@ -155,4 +163,4 @@ class HarmonySplitter(StreamSplitter):
             return
 
     def _to_body(self, answer: bool) -> None:
-        self._state, self._answer = _BODY, answer
+        self._state, self._answer, self._tool = _BODY, answer, False

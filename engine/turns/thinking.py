@@ -78,6 +78,11 @@ class StreamSplitter:
         """Whether the stream is inside thinking now."""
         raise NotImplementedError
 
+    @property
+    def in_call(self) -> bool:
+        """Whether the stream is inside a tool call's text now (harmony's message to a tool)."""
+        return False
+
     def _step(self, text: str, out: list[Piece], final: bool) -> None:
         raise NotImplementedError
 

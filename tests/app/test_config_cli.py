@@ -221,7 +221,8 @@ def test_edit_reports_a_problem_in_one_line(tmp_path):
     assert out.stderr == (
         f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in [params] "
         "(did you mean 'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, "
-        "max_tokens, seed, logprobs, stop, thinking; fix it with 'vibechat config edit'\n"
+        "max_tokens, seed, logprobs, think_budget, stop, thinking; fix it with "
+        "'vibechat config edit'\n"
     )
 
 
@@ -238,8 +239,8 @@ def test_edit_reports_every_problem_one_line_each(tmp_path):
         [
             f"config file {path}, line 4",
             "unknown key 'temprature' in [params] (did you mean 'temperature'?); known: "
-            "temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, logprobs, stop, "
-            "thinking; fix it with "
+            "temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, logprobs, "
+            "think_budget, stop, thinking; fix it with "
             "'vibechat config edit'",
         ],
     ]
@@ -378,7 +379,7 @@ def test_config_check_lists_every_problem_and_fails_and_passes_a_good_file():
         f"vibechat: error: config file {path}, line 3: unknown key 'temprature' in "
         "[params] (did you mean "
         "'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, "
-        "max_tokens, seed, logprobs, stop, thinking; "
+        "max_tokens, seed, logprobs, think_budget, stop, thinking; "
         "fix it with 'vibechat config edit'",
         "vibechat: error: environment variable VIBECHAT_TOP_P='2': top_p must be between "
         "0 and 1 (got 2); fix or "

@@ -28,14 +28,8 @@ from vibechat.engine.settings import table
 from vibechat.engine.settings.config_check import check_value
 from vibechat.engine.settings.config_doc import markdown_table
 from vibechat.engine.settings.modelfile import parse_modelfile
-from vibechat.engine.settings.params import (
-    PARAM_SPECS,
-    LlamaStage,
-    Nudge,
-    ParamSpec,
-    RemoteField,
-    SamplingParams,
-)
+from vibechat.engine.settings.param_parts import LlamaStage, Nudge, RemoteField
+from vibechat.engine.settings.params import PARAM_SPECS, ParamSpec, SamplingParams
 from vibechat.engine.settings.presets import Rules, parse_preset
 from vibechat.engine.settings.table import Config, Schema
 

@@ -12,7 +12,14 @@ import asyncio
 from typing import TYPE_CHECKING, Protocol
 
 from vibechat.engine.errors import InvalidParameterError, VibechatError
-from vibechat.engine.settings.think_switch import NO_SWITCH, check_thinking, describe_switch
+from vibechat.engine.settings.params import PARAM_SPECS
+from vibechat.engine.settings.think_switch import (
+    NO_SWITCH,
+    check_budget,
+    check_thinking,
+    describe_switch,
+    no_levels,
+)
 
 from ... import slash
 from ...report import format_stats
@@ -227,19 +234,31 @@ def _checked_format(session: ChatSession, params: SamplingParams, arg: str) -> S
 
 
 async def _think(app: ChatHost, arg: str) -> None:
-    """``/think on|off|auto``: the thinking switch of the next replies (kept with the
-    conversation's parameters), refused for a local model whose template has no switch."""
+    """``/think on|off|low|medium|high|auto``: the thinking switch or effort of the next replies
+    (kept with the conversation's parameters), refused for a local model whose template has no
+    switch; an effort for a template that is only on or off says so. ``/think budget N|off``:
+    the thinking budget (``_think_budget``)."""
+    word, _, rest = arg.partition(" ")
+    if word.lower() == "budget":
+        await _think_budget(app, rest.strip())
+        return
     params = app.session.conversation.params
     info = app.session.info
     switch = info.thinking_switch if info is not None else None
     server = info.server if info is not None else None
     how = (
-        "the server's template (chat_template_kwargs enable_thinking)"
+        "the server's template (chat_template_kwargs enable_thinking; an effort as "
+        "reasoning_effort too)"
         if server
         else describe_switch(switch)
     )
     if not arg:
-        await note(app, f"Thinking: {params.thinking}, through {how} (/think on|off|auto).")
+        budget = PARAM_SPECS["think_budget"].show(params.think_budget)
+        await note(
+            app,
+            f"Thinking: {params.thinking}, through {how}; budget {budget} "
+            "(/think on|off|low|medium|high|auto, /think budget N|off).",
+        )
         return
     try:
         mode = check_thinking(arg)
@@ -250,12 +269,46 @@ async def _think(app: ChatHost, arg: str) -> None:
         app.notify(f"Thinking stays as the model does: {NO_SWITCH}.", severity="warning", timeout=8)
         return
     app.set_params(params.replace(thinking=mode))
+    levels = no_levels(switch, mode) if server is None else None
+    if levels:
+        app.notify(f"{levels[0].upper()}{levels[1:]}", severity="warning", timeout=8)
+        return
     app.notify(
         f"Thinking {mode} for the next replies, through {how}."
         if mode != "auto"
         else "Thinking auto: as the model's template does by default.",
         timeout=3,
     )
+
+
+async def _think_budget(app: ChatHost, arg: str) -> None:
+    """``/think budget N|off``: most tokens the next replies may think (kept with the
+    conversation's parameters); 0, a negative number or one beyond the model's context is
+    refused in one line, and nothing changes."""
+    params = app.session.conversation.params
+    spec = PARAM_SPECS["think_budget"]
+    if not arg:
+        await note(app, f"Thinking budget: {spec.show(params.think_budget)} (/think budget N|off).")
+        return
+    info = app.session.info
+    try:
+        budget = spec.parse(arg)
+        assert budget is None or isinstance(budget, int)
+        check_budget(budget, info.context_size if info is not None else 0)
+    except VibechatError as exc:
+        app.notify(str(exc), severity="error", timeout=6)
+        return
+    app.set_params(params.replace(think_budget=budget))
+    if budget is None:
+        app.notify("No thinking budget: replies think as long as the model does.", timeout=3)
+        return
+    where = (
+        "the server is sent it (llama-server's thinking_budget_tokens, vLLM's "
+        "thinking_token_budget; other servers ignore it)"
+        if info is not None and info.server
+        else "at it the engine closes the thinking and the answer begins"
+    )
+    app.notify(f"Thinking budget {budget:,} tokens for the next replies: {where}.", timeout=4)
 
 
 async def _system(app: ChatHost, arg: str) -> None:

@@ -114,11 +114,15 @@ class ReplyCount:
         self.tokens = 0
         # (when, count) at the first piece
         self._first: tuple[float, int] | None = None
+        # The last piece was thinking.
+        self.thinking = False
 
-    def piece(self, tokens: int = 0) -> None:
-        """From the generating thread: a piece arrived; ``tokens``: the reply's generated
-        tokens so far, when the backend says (0: it does not)."""
+    def piece(self, tokens: int = 0, thinking: bool = False) -> None:
+        """From the generating thread: a piece arrived (``thinking``: of the thinking);
+        ``tokens``: the reply's generated tokens so far, when the backend says (0: it does
+        not)."""
         self.pieces += 1
+        self.thinking = thinking
         if tokens > self.tokens:
             self.tokens = tokens
         if self._first is None:
@@ -140,7 +144,7 @@ class ReplyCount:
             elapsed = self._clock() - first[0]
             if elapsed >= RATE_AFTER_S and count > first[1]:
                 rate = (count - first[1]) / elapsed
-        return LiveReply(count, rate, not tokens)
+        return LiveReply(count, rate, not tokens, self.thinking)
 
 
 class ReplyStream:
@@ -208,7 +212,7 @@ class ReplyStream:
         """From the generating thread: a piece of thinking; True when the UI must be told."""
         if tokens:
             self.thought_tokens = tokens
-        self.count.piece(tokens)
+        self.count.piece(tokens, thinking=True)
         return self.thoughts.put(text)
 
     async def render_thinking(self) -> ThinkingBlock | None:

@@ -5,8 +5,9 @@ the bar says how many were thinking, ``312 tok (118 thinking)``, or ``(thinking 
 where a server does not say; while a reply is drafted and after it, the accepted share and the
 draft length; after a reply that started from a KV snapshot, beside its time to first token, how
 much it restored: ``ttft 133 ms (restored 8,132 tokens in 0.11 s)``), the reply format
-(``/format``), the thinking switch (``/think``: ``think off``), the token lens while it is on
-(``lens on (10)``), and what the engine is doing.
+(``/format``), the thinking switch (``/think``: ``think off``) and budget (``/think budget``:
+``budget 512``; while a reply thinks, its thinking tokens against it: ``thinking 120/512``), the
+token lens while it is on (``lens on (10)``), and what the engine is doing.
 It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies of the state's
 fields, made when it mounts and each time a field changes (as ``data_bind``
 would); the controllers write the state, never the bar.
@@ -55,6 +56,7 @@ PRIORITY = (
     "format",
     "think",
     "lens",
+    "budget",
     "draft",
     "quantization",
     "thinking",
@@ -74,6 +76,7 @@ SHOWN = {
     "thought": "thought",
     "output_format": "output_format",
     "thinking": "thinking",
+    "think_budget": "think_budget",
     "drafting": "drafting",
     "lens": "lens",
 }
@@ -133,6 +136,8 @@ class StatusBar(Widget):
     output_format: reactive[str] = reactive("")
     # /think: shown when not auto ("think off").
     thinking: reactive[str] = reactive("auto")
+    # /think budget (None: none): while the reply thinks, its thinking tokens against it.
+    think_budget: reactive[int | None] = reactive(None)
     # Live, while a drafted reply streams.
     drafting: reactive[DraftProgress | None] = reactive(None)
     # The token lens: candidates per token (0: off).
@@ -239,6 +244,12 @@ class StatusBar(Widget):
             add("think", ("think ", dim), (self.thinking, "bold"))
         if self.lens:
             add("lens", ("lens ", dim), (f"on ({self.lens})", "bold"))
+        if (budget := self.think_budget) is not None:
+            if live is not None and live.thinking:
+                spent = (f"{estimate}{live.tokens:,}", "red" if live.tokens >= budget else "")
+                add("budget", ("thinking ", dim), spent, f"/{budget:,}")
+            else:
+                add("budget", ("budget ", dim), f"{budget:,}")
         return fields
 
     @staticmethod

@@ -122,6 +122,7 @@ KINDS = {
     "format": "format",
     "think": "think",
     "lens": "lens",
+    "budget": "budget",
     "CPU": "device",
     "KV": "kv_cache",
 }
@@ -150,7 +151,8 @@ async def test_at_80_columns_the_state_and_context_stay_and_fields_drop_whole_in
     )
     backend = Scripted("one two three four five", info=info)
     backend.thinking = "hmm let me see"
-    app = create_app(backend, params=SamplingParams(thinking="off", logprobs=10), blink=False)
+    params = SamplingParams(thinking="off", think_budget=512, logprobs=10)
+    app = create_app(backend, params=params, blink=False)
     async with app.run_test(size=(300, 24)) as pilot:
         await settle(pilot)
         await send(pilot, "/format json")
@@ -328,3 +330,30 @@ async def test_the_bar_follows_a_reply_of_the_real_model(backend, monkeypatch):
             assert "ready" in line and "ctx " in line and f"{stats.completion_tokens} tok" in line
             finals.append(stats)
         assert finals[0] is not finals[1]
+
+
+async def test_while_a_reply_thinks_the_bar_shows_its_thinking_tokens_against_the_budget():
+    """/think budget N: the bar says the budget, and while the reply thinks its thinking tokens
+    against it (issue 45); once the answer streams, the budget alone again."""
+    backend = Scripted("the answer", exact=True)
+    backend.thinking = "first I think about it"
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=(120, 24), notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/think budget 512")
+        assert "budget 512" in bar_line(app)
+        backend.held = True
+        app.prompt_input.load_text("think first")
+        await pilot.press("enter")
+        for n in range(1, 4):
+            backend.step.release()
+            await until(
+                pilot, lambda n=n: f"thinking {2 * n}/512" in bar_line(app), f"{2 * n} of 512"
+            )
+        for _ in range(3):
+            backend.step.release()
+        await until(pilot, lambda: "thinking " not in bar_line(app), "the answer")
+        for _ in range(10):
+            backend.step.release()
+        await settle(pilot)
+        assert "budget 512" in bar_line(app) and "thinking 1" not in bar_line(app)

@@ -324,7 +324,7 @@ def test_a_typo_leaves_the_rest_of_the_file_applied_and_every_problem_is_named()
     assert problems[1] == (
         f"config file {path}, line 6: unknown key 'temprature' in [params] (did you mean "
         "'temperature'?); known: temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, "
-        "seed, logprobs, stop, thinking; fix it with 'vibechat config edit'"
+        "seed, logprobs, think_budget, stop, thinking; fix it with 'vibechat config edit'"
     )
     assert (
         problems[2].startswith(f"config file {path}, line 8: seed must be ") and len(problems) == 3

@@ -282,7 +282,10 @@ def test_run_thinking_off_through_the_cli(stub):
     assert out.returncode == 0 and "chat_template_kwargs" not in stub.last_body
     out = vibechat("run", *server, "-p", "Hi", "--thinking", "never")
     assert out.returncode != 0 and not out.stdout
-    assert "--thinking: thinking must be one of auto, on, off (got 'never')" in out.stderr
+    assert (
+        "--thinking: thinking must be one of auto, on, off, low, medium, high (got 'never')"
+        in out.stderr
+    )
     assert "Traceback" not in out.stderr
 
 
@@ -383,9 +386,10 @@ async def test_the_panels_thinking_switch():
         await pilot.press("right")
         await pilot.pause()
         assert app.session.conversation.params.thinking == "off"
+        # (typed into the input: Enter on the focused switch would step it on)
+        app.prompt_input.focus()
         await send(pilot, "/think auto")  # shown in the panel without echoing back
         assert choice.value == "auto" and "think" not in app.status.render().plain
-        app.prompt_input.focus()
         await send(pilot, "Hi")
         assert backend.requests[-1][1].thinking == "auto"
 

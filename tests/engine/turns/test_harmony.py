@@ -22,6 +22,7 @@ from vibechat.engine.turns.harmony import (
     uses_harmony,
 )
 from vibechat.engine.turns.prompt_format import GEMMA
+from vibechat.engine.turns.thinking import ThinkingSplitter
 
 THOUGHT = "User asks 2+2. <b>Easy</b>: 4."
 ANSWER = "2 + 2 = **4**. (Not <|end of story>.)"
@@ -172,3 +173,20 @@ def test_the_real_engine_finds_harmony_and_a_reply_without_channels_is_answer(
         )  # reasoning_effort low, medium
     finally:
         backend.close()
+
+
+def test_the_splitter_says_when_the_stream_is_inside_a_call_so_a_budget_waits():
+    """The thinking budget never closes the thinking inside a tool call (issue 45): a message
+    addressed to a tool is thinking, and ``in_call`` while its body streams."""
+    splitter = HarmonySplitter()
+    seen = []
+    for piece in (
+        "<|channel|>analysis<|message|>Let me look",
+        " it up.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather",
+        ' <|constrain|>json<|message|>{"city":',
+        '"Paris"}<|call|>',
+    ):
+        splitter.feed(piece)
+        seen.append((splitter.thinking, splitter.in_call))
+    assert seen == [(True, False), (False, False), (True, True), (False, False)]
+    assert not ThinkingSplitter(inside=True).in_call
