@@ -38,7 +38,7 @@ from ..settings.params import LENS_HISTORY_BYTES, SamplingParams
 from ..turns.attachments import Attachment, AttachmentKind
 from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
-from .database import ConversationNotFound, HistoryDatabase, default_path
+from .database import ConversationNotFound, HistoryDatabase, HistoryError, default_path
 from .records import (
     HIT_END,
     HIT_START,
@@ -81,6 +81,8 @@ def _message(m: Any, attachments: dict[int, tuple[Attachment, ...]] | None = Non
         m["tool_name"],
         (attachments or {}).get(m["id"], ()),
         json_object(m["logprobs"]),
+        m["summary_of"],
+        bool(m["pinned"]),
     )
 
 
@@ -315,6 +317,77 @@ class History(HistoryDatabase):
                 )
             c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (parent, new_id))
             return new_id
+
+    def compact(
+        self, conversation_id: int, point: int, summary: str, leaf: int, then: int | None = None
+    ) -> list[int]:
+        """A new branch that starts with ``summary`` (a sibling of the conversation's first
+        message, marked as the summary of the branch up to ``point``), followed by a copy of each
+        message after ``point`` on the branch that ends at ``leaf``, as saved; the branch on
+        screen is the new one. The original branch stays as it was (nothing is deleted; search
+        finds both). ``then``: a reply still being written after ``leaf``, moved to follow the
+        new branch's last message (the ``compact`` policy compacts once its row is saved).
+        Returns the new branch's ids, the summary's first."""
+        stored = self.get(conversation_id, leaf=leaf)
+        ids = [m.id for m in stored.messages]
+        if point not in ids:
+            raise HistoryError(f"message {point} is not on the branch being compacted.")
+        stamp = now()
+        with self._write() as c:
+            parent = c.execute(
+                "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
+                "created, updated, summary_of) VALUES (?, NULL, 'user', ?, 'complete', ?, ?, ?)",
+                (conversation_id, summary, stamp, stamp, point),
+            ).lastrowid
+            assert parent is not None
+            new = [parent]
+            for m in stored.messages[ids.index(point) + 1 :]:
+                parent = c.execute(
+                    "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
+                    "error, params, stats, thinking, created, updated, tool_calls, tool_call_id, "
+                    "tool_name, logprobs, pinned) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        conversation_id,
+                        parent,
+                        m.role,
+                        m.content,
+                        "interrupted" if m.status == "streaming" else m.status,
+                        m.error,
+                        json.dumps(m.params) if m.params else None,
+                        json.dumps(m.stats) if m.stats else None,
+                        m.thinking,
+                        m.created,
+                        stamp,
+                        json.dumps([t.to_dict() for t in m.tool_calls]) if m.tool_calls else None,
+                        m.tool_call_id,
+                        m.tool_name,
+                        json.dumps(m.logprobs) if m.logprobs is not None else None,
+                        int(m.pinned),
+                    ),
+                ).lastrowid
+                assert parent is not None
+                c.execute(
+                    "INSERT INTO attachments"
+                    "(message_id, position, kind, name, digest, mime, size, width, height, note) "
+                    "SELECT ?, position, kind, name, digest, mime, size, width, height, note "
+                    "FROM attachments WHERE message_id = ?",
+                    (parent, m.id),
+                )
+                new.append(parent)
+            if then is not None:
+                c.execute("UPDATE messages SET parent_id = ? WHERE id = ?", (parent, then))
+                parent = then
+            c.execute(
+                "UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
+                (stamp, parent, conversation_id),
+            )
+            return new
+
+    def set_pinned(self, message_id: int, pinned: bool) -> None:
+        """Pin (or unpin) a message: a pinned one is never left out to fit the context."""
+        with self._write() as c:
+            c.execute("UPDATE messages SET pinned = ? WHERE id = ?", (int(pinned), message_id))
 
     def writer_lock(self, conversation_id: int) -> ConversationLock:
         """The lock whoever adds a turn to the conversation holds, from reading it to saving

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
-from ..settings.limits import prompt_too_large
+from ..settings.choices import DEFAULT_CONTEXT_POLICY
+from ..settings.limits import prompt_too_large, reply_reserve
 from ..settings.params import SamplingParams
 from ..turns.attachments import Attachment, model_text
 from ..turns.backend import (
@@ -50,6 +51,18 @@ from ..turns.backend import (
 )
 from ..turns.tool_calls import ToolSpec
 from .chatlog import ChatLog
+from .compaction import (
+    Compaction,
+    CompactionError,
+    CompactionNotice,
+    ask_summary,
+    checked_summary,
+    compaction_point,
+    replaced_size,
+    summary_messages,
+    summary_params,
+    summary_system,
+)
 from .conversation import Conversation
 from .convlock import WAIT_LIMIT
 from .database import HistoryError
@@ -87,6 +100,9 @@ class ChatSession:
         self._reset_pending = False
         # This conversation's writer lock, while held.
         self._writer = ConversationWriter()
+        # What a prompt about to overflow the context does: trim, compact or stop (the
+        # ``context_policy`` setting; a front end sets it).
+        self.context_policy = DEFAULT_CONTEXT_POLICY
 
     @property
     def conversation(self) -> Conversation:
@@ -204,6 +220,7 @@ class ChatSession:
         on_load: Callable[[float], object] | None = None,
         on_tokens: Callable[[int], object] | None = None,
         stop_requested: Callable[[], bool] | None = None,
+        on_compact: Callable[[CompactionNotice], object] | None = None,
     ) -> GenerationDone:
         """Generate ``turn``'s reply with the engine lock held (blocks): each piece of text
         is saved and given to ``on_text``; the thinking (``ThinkingDelta``) is saved apart
@@ -214,7 +231,9 @@ class ChatSession:
         process restarted after a crash reloads its model; a loaded backend reports nothing).
         ``on_tokens`` gets the reply's generated tokens so far before each piece of text that
         carries the count (``TextDelta.tokens``: the local engine; a server's pieces do not).
-        ``stop_requested()`` turning true stops it (so does :meth:`cancel`).
+        ``stop_requested()`` turning true stops it (so does :meth:`cancel`). A prompt about to
+        overflow the context meets the ``context_policy`` first (:meth:`_keep_to_context`;
+        ``on_compact`` gets what an automatic compaction did).
 
         Returns the backend's ``GenerationDone``, or a stopped one when the reply ended
         before it (cancelled, superseded). A failure raises (``VibechatError``;
@@ -238,6 +257,8 @@ class ChatSession:
                 tokens = self._count(turn.messages)
                 if tokens is not None:
                     on_context(tokens)
+            if self.context_policy != "trim":
+                self._keep_to_context(turn, on_compact, stop_requested)
             done: GenerationDone | None = None
             if turn.tools:
                 events = self.backend.stream_chat(
@@ -270,6 +291,107 @@ class ChatSession:
                 events.close()
         return done if done is not None else turn.stopped()
 
+    # ------------------------------------------------------------- compaction
+    def compact(
+        self,
+        instructions: str = "",
+        upto: int | None = None,
+        *,
+        stop_requested: Callable[[], bool] = lambda: False,
+        on_text: Callable[[str], object] | None = None,
+    ) -> Compaction:
+        """The model's summary of the conversation's turns, up to the ``upto``-th (None: all;
+        whole turns: engine/chat/compaction.py ``compaction_point``), with the user's
+        ``instructions`` (blocks: a worker's job). Nothing is replaced yet
+        (:meth:`accept_compaction`). ``CompactionError`` in one line: nothing to compact, a
+        summary empty or not shorter than what it replaces, stopped."""
+        kept = compaction_point(self.conversation.turns, upto)
+        with self.engine_lock:
+            return self._summarise(kept, instructions, stop_requested, on_text)
+
+    def _summarise(
+        self,
+        kept: int,
+        instructions: str,
+        stop_requested: Callable[[], bool],
+        on_text: Callable[[str], object] | None,
+    ) -> Compaction:
+        """The summary of the turns before ``kept`` (and of an earlier summary), checked; the
+        engine lock held by the caller."""
+        conversation = self.conversation
+        replaced = [turn.inlined() for turn in conversation.turns[:kept]]
+        if not replaced:
+            raise CompactionError(
+                "nothing to compact: no whole turn comes before the prompt (compact a longer "
+                "conversation, or up to a later message)."
+            )
+        if self.info is not None and not self.info.takes_images:
+            replaced = [replace(m, attachments=()) if m.attachments else m for m in replaced]
+        size = replaced_size(replaced) + len(conversation.summary or "")
+        system = summary_system(conversation.system, conversation.summary)
+        messages = summary_messages(system, replaced, instructions)
+        context = self.info.context_size if self.info is not None else None
+        params = summary_params(conversation.params.with_seed(), context)
+        text = ask_summary(self.backend, messages, params, stop_requested, on_text)
+        return Compaction(checked_summary(text, size), kept, size)
+
+    def accept_compaction(self, compaction: Compaction, text: str | None = None) -> list[int]:
+        """Go on from a new branch that starts with the summary (``text``: as the user edited
+        it, checked again) and holds the turns after what it replaces; the original branch
+        stays saved as it was. Returns the new branch's saved ids (the summary's first; none
+        when the conversation is not saved). Then :meth:`rebuild_cache` in a worker: the new
+        branch's prefix is evaluated once and kept as a KV snapshot."""
+        summary = checked_summary(
+            compaction.summary if text is None else text, compaction.replaced_chars
+        )
+        if compaction.kept > len(self.conversation.turns):
+            raise CompactionError("the conversation changed meanwhile: nothing was replaced.")
+        return self.chat.compact(compaction.kept, summary)
+
+    def _keep_to_context(
+        self,
+        turn: Turn,
+        on_compact: Callable[[CompactionNotice], object] | None,
+        stop_requested: Callable[[], bool] | None,
+    ) -> None:
+        """The context policy for ``turn``'s prompt when it is about to overflow (it and room
+        for the reply do not fit): ``stop`` refuses it (``ContextOverflowError``, one line naming
+        the choices); ``compact`` has the model summarise the turns before the prompt, and the
+        reply goes on in the new branch; a summary refused says so in ``on_compact`` and the
+        oldest messages are left out instead. The engine lock is held."""
+        n_ctx = self.info.context_size if self.info is not None else 0
+        tokens = self._count(turn.messages)
+        if (
+            not n_ctx
+            or tokens is None
+            or tokens + reply_reserve(turn.params.max_tokens, n_ctx) <= n_ctx
+        ):
+            return
+        if self.context_policy == "stop":
+            raise ContextOverflowError(
+                f"the conversation takes {tokens:,} tokens and no longer fits the context "
+                f"({n_ctx:,}, with room for the reply): /compact it, set context_policy to trim "
+                "(leave out the oldest messages) or compact, or raise --ctx."
+            )
+        turns = self.conversation.turns
+        kept = max((i for i, t in enumerate(turns) if t.role == "user"), default=0)
+        try:
+            compaction = self._summarise(kept, "", stop_requested or (lambda: False), None)
+        except CompactionError as exc:
+            if on_compact is not None:
+                on_compact(CompactionNotice(problem=f"{exc} The oldest messages are left out."))
+            return
+        self.chat.compact(compaction.kept, compaction.summary, reply=turn.record)
+        turn.messages = self._messages()
+        if on_compact is not None:
+            on_compact(CompactionNotice(summary=compaction.summary, replaced=kept))
+
+    def left_out(self, turn: Turn, indices: tuple[int, ...]) -> list[int]:
+        """The conversation's turn indices of ``turn``'s messages the backend left out
+        (``ContextTrimmed.left_out``: indices in what it was sent, the system prompt first)."""
+        offset = 1 if turn.messages and turn.messages[0].role == "system" else 0
+        return [i - offset for i in indices if i >= offset]
+
     def answer(
         self,
         params: SamplingParams | None = None,
@@ -279,6 +401,7 @@ class ChatSession:
         stop_requested: Callable[[], bool] | None = None,
         tools: tuple[ToolSpec, ...] = (),
         tool_choice: str = "auto",
+        on_compact: Callable[[CompactionNotice], object] | None = None,
     ) -> Answer:
         """The whole lifecycle in the caller's thread (``vibechat run``, ``--prompts-file``):
         answer the conversation's last prompt, saving the reply as it streams. Ctrl-C
@@ -289,7 +412,11 @@ class ChatSession:
         turn = self.begin_reply(params, tools=tools, tool_choice=tool_choice)
         try:
             done = self.stream(
-                turn, on_text or _ignore, on_event=on_event, stop_requested=stop_requested
+                turn,
+                on_text or _ignore,
+                on_event=on_event,
+                stop_requested=stop_requested,
+                on_compact=on_compact,
             )
         except VibechatError as exc:
             self.fail_reply(turn, str(exc), self.partial_of(turn, exc))

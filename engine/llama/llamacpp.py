@@ -451,20 +451,21 @@ class LlamaCppBackend:
         fmt, tools = reply_tools(prompt.template, tools, tool_choice, params.output_format)
         self._special = marker_tokens(self._vocab, fmt) if fmt is not None else frozenset()
         try:
-            tokens, dropped = prompt.fit(messages, params, tools)
+            tokens, left_out = prompt.fit(messages, params, tools)
         except TemplateCancelled:
             # cancel() while the template rendered: nothing was evaluated.
             stats = GenerationStats(seed=params.seed, finish_reason="cancelled")
             yield GenerationDone(text="", stats=stats, params=params)
             return
         stats = GenerationStats(
-            prompt_tokens=len(tokens), seed=params.seed, dropped_messages=dropped
+            prompt_tokens=len(tokens), seed=params.seed, dropped_messages=len(left_out)
         )
-        if dropped:
+        if left_out:
             yield ContextTrimmed(
-                dropped_messages=dropped,
+                dropped_messages=len(left_out),
                 prompt_tokens=len(tokens),
                 context_size=prompt.context_size,
+                left_out=left_out,
             )
         evaluated = yield from self._evaluate_prompt(tokens, stats, reply)
         if evaluated:
