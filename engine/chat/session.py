@@ -42,6 +42,7 @@ from ..turns.backend import (
     Backend,
     ChatEvent,
     ChatMessage,
+    ContextTrimmed,
     GenerationDone,
     ModelInfo,
     RemoteModels,
@@ -50,7 +51,7 @@ from ..turns.backend import (
     TokenCandidates,
 )
 from ..turns.tool_calls import ToolSpec
-from .chatlog import ChatLog
+from .chatlog import ChatLog, Reply
 from .compaction import (
     Compaction,
     CompactionError,
@@ -103,6 +104,10 @@ class ChatSession:
         # What a prompt about to overflow the context does: trim, compact or stop (the
         # ``context_policy`` setting; a front end sets it).
         self.context_policy = DEFAULT_CONTEXT_POLICY
+        # The last reply's turns left out to fit the context (their indices), and the last
+        # compaction (``compacted_from``): what ``run --json`` reports.
+        self.left_out_turns: list[int] = []
+        self.compacted_from: dict[str, object] | None = None
 
     @property
     def conversation(self) -> Conversation:
@@ -257,6 +262,7 @@ class ChatSession:
                 tokens = self._count(turn.messages)
                 if tokens is not None:
                     on_context(tokens)
+            self.left_out_turns = []
             if self.context_policy != "trim":
                 self._keep_to_context(turn, on_compact, stop_requested)
             done: GenerationDone | None = None
@@ -285,6 +291,8 @@ class ChatSession:
                     else:
                         if isinstance(event, TokenCandidates):
                             turn.add_candidates(event)
+                        elif isinstance(event, ContextTrimmed):
+                            self.left_out_turns = self.left_out(turn, event.left_out)
                         if on_event is not None:
                             on_event(event)
             finally:
@@ -346,7 +354,19 @@ class ChatSession:
         )
         if compaction.kept > len(self.conversation.turns):
             raise CompactionError("the conversation changed meanwhile: nothing was replaced.")
-        return self.chat.compact(compaction.kept, summary)
+        return self._compacted(compaction.kept, summary)
+
+    def _compacted(self, kept: int, summary: str, reply: Reply | None = None) -> list[int]:
+        """``ChatLog.compact``, remembered as ``compacted_from``: the original branch's message
+        the summary replaces up to, the summary's id, and how many turns it replaces."""
+        point = self.chat.compaction_point(kept)
+        ids = self.chat.compact(kept, summary, reply=reply)
+        self.compacted_from = {
+            "message_id": point if ids else None,
+            "summary_id": ids[0] if ids else None,
+            "replaced_messages": kept,
+        }
+        return ids
 
     def _keep_to_context(
         self,
@@ -381,7 +401,7 @@ class ChatSession:
             if on_compact is not None:
                 on_compact(CompactionNotice(problem=f"{exc} The oldest messages are left out."))
             return
-        self.chat.compact(compaction.kept, compaction.summary, reply=turn.record)
+        self._compacted(compaction.kept, compaction.summary, reply=turn.record)
         turn.messages = self._messages()
         if on_compact is not None:
             on_compact(CompactionNotice(summary=compaction.summary, replaced=kept))
@@ -391,6 +411,17 @@ class ChatSession:
         (``ContextTrimmed.left_out``: indices in what it was sent, the system prompt first)."""
         offset = 1 if turn.messages and turn.messages[0].role == "system" else 0
         return [i - offset for i in indices if i >= offset]
+
+    def left_out_messages(self) -> list[dict[str, object]]:
+        """The last reply's messages left out to fit the context, as ``run --json`` lists them:
+        each one's place among the conversation's turns (from 0), its saved id (None: not
+        saved) and role."""
+        turns = self.conversation.turns
+        return [
+            {"index": i, "id": self.chat.row_of(i), "role": turns[i].role}
+            for i in self.left_out_turns
+            if i < len(turns)
+        ]
 
     def answer(
         self,
