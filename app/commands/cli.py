@@ -357,6 +357,16 @@ def run(
             rich_help_panel=HISTORY,
         ),
     ] = False,
+    compact: Annotated[
+        bool,
+        typer.Option(
+            "--compact",
+            help="With --continue/--conversation: the model summarises the conversation, which "
+            "goes on from a new branch that starts with the summary (the original is kept); the "
+            "summary is printed. The prompt, if any, is instructions for the summary.",
+            rich_help_panel=HISTORY,
+        ),
+    ] = False,
     prompts_file: Annotated[
         str | None,
         typer.Option(
@@ -419,7 +429,7 @@ def run(
         from ..appconfig import load_app_config
         from ..backends import make_backend
         from .run import execute
-        from .run_input import read_attachments, read_prompt
+        from .run_input import Prompt, read_attachments, read_prompt
         from .run_request import RunRequest
 
         if prompts_file is not None:
@@ -478,7 +488,11 @@ def run(
         # A reply's lens candidates kept with it, bounded.
         if chat.history is not None:
             chat.history.lens_bytes = plan.config.lens_history_bytes
-        given = read_prompt(prompt, sys.stdin)
+        if compact and not (continue_ or conversation):
+            raise VibechatError(
+                "--compact summarises a saved conversation: add --continue or --conversation ID."
+            )
+        given = Prompt(prompt or "", None) if compact else read_prompt(prompt, sys.stdin)
         # Flag > preset > config.
         choice = tool_choice if tool_choice is not None else plan.config.tool_choice
         registry, approval = tools_for(plan.config, mcp_config, allow_tool, choice)
@@ -508,6 +522,8 @@ def run(
             verbose=bool((ctx.obj or {}).get("verbose")),
             tool_rounds=plan.config.tool_rounds,
             attachments=attachments,
+            context_policy=plan.config.context_policy,
+            compact=compact,
         )
         failure.request = request
         try:

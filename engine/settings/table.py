@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidParameterError
-from .choices import CONTEXT_POLICIES, DEFAULT_CONTEXT_POLICY, check_context_policy
 from .knobs import EngineSettings
 from .params import LENS_HISTORY_BYTES, MAX_STOP_STRINGS, PARAM_SPECS, SamplingParams
 from .setting import SAMPLING, Setting, doc, show
@@ -146,23 +145,6 @@ class Config(EngineSettings):
             env="VIBECHAT_TOOL_CHOICE",
             choices=TOOL_CHOICES,
             check=check_tool_choice,
-        ),
-    )
-    context_policy: str = field(
-        default=DEFAULT_CONTEXT_POLICY,
-        metadata=doc(
-            "What a prompt that would overflow the context does: trim (the oldest messages are "
-            "left out; the chat marks where), compact (the model first summarises the "
-            "conversation into a new branch, the original kept) or stop (the prompt is refused, "
-            "with the choices). The system prompt and pinned messages are never left out.",
-            kind="text",
-            example='"compact"',
-            env="VIBECHAT_CONTEXT_POLICY",
-            flag="--context-policy",
-            metavar="POLICY",
-            flag_help="A prompt that would overflow the context: trim, compact or stop.",
-            choices=CONTEXT_POLICIES,
-            check=check_context_policy,
         ),
     )
     tool_timeout: int = field(
