@@ -76,6 +76,8 @@ BINDING_IDS: tuple[str, ...] = (
     "message.open_link",
     "message.previous_version",
     "message.next_version",
+    "message.pin",
+    "message.compact",
     "tool.toggle",
     "attachment.toggle",
     "attachment.remove",  # a file under a prompt; a line of the tray above the input

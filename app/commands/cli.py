@@ -45,7 +45,7 @@ from .models import pull_cmd as models_pull
 from .models import rm as models_rm
 from .models import show as models_show
 from .presets import PresetOpt, presets_app
-from .run_args import positional_prompt, structured_output
+from .run_args import CompactOpt, positional_prompt, structured_output
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools import tools as tools_cmd
 from .version import print_version
@@ -357,16 +357,7 @@ def run(
             rich_help_panel=HISTORY,
         ),
     ] = False,
-    compact: Annotated[
-        bool,
-        typer.Option(
-            "--compact",
-            help="With --continue/--conversation: the model summarises the conversation, which "
-            "goes on from a new branch that starts with the summary (the original is kept); the "
-            "summary is printed. The prompt, if any, is instructions for the summary.",
-            rich_help_panel=HISTORY,
-        ),
-    ] = False,
+    compact: CompactOpt = False,
     prompts_file: Annotated[
         str | None,
         typer.Option(
@@ -429,7 +420,8 @@ def run(
         from ..appconfig import load_app_config
         from ..backends import make_backend
         from .run import execute
-        from .run_input import Prompt, read_attachments, read_prompt
+        from .run_args import compact_instructions
+        from .run_input import read_attachments, read_prompt
         from .run_request import RunRequest
 
         if prompts_file is not None:
@@ -488,11 +480,8 @@ def run(
         # A reply's lens candidates kept with it, bounded.
         if chat.history is not None:
             chat.history.lens_bytes = plan.config.lens_history_bytes
-        if compact and not (continue_ or conversation):
-            raise VibechatError(
-                "--compact summarises a saved conversation: add --continue or --conversation ID."
-            )
-        given = Prompt(prompt or "", None) if compact else read_prompt(prompt, sys.stdin)
+        given = compact_instructions(prompt, continue_ or bool(conversation)) if compact else None
+        given = given or read_prompt(prompt, sys.stdin)
         # Flag > preset > config.
         choice = tool_choice if tool_choice is not None else plan.config.tool_choice
         registry, approval = tools_for(plan.config, mcp_config, allow_tool, choice)

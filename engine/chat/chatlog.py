@@ -350,6 +350,10 @@ class ChatLog:
         self._cut_path(self._path.index((message_id, "assistant")))
         return True
 
+    def turn_of(self, message_id: int) -> int | None:
+        """The conversation's turn saved as ``message_id`` (None: not one the model is sent)."""
+        return self._rows.index(message_id) if message_id in self._rows else None
+
     def row_of(self, index: int) -> int | None:
         """The saved id of the conversation's ``index``-th turn (None: not saved)."""
         row = self._rows[index] if 0 <= index < len(self._rows) else 0

@@ -283,38 +283,7 @@ class History(HistoryDatabase):
             assert new_id is not None
             parent: int | None = None
             for m in stored.messages:
-                parent = c.execute(
-                    "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
-                    "error, params, stats, thinking, created, updated, tool_calls, tool_call_id, "
-                    "tool_name, logprobs) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        new_id,
-                        parent,
-                        m.role,
-                        m.content,
-                        "interrupted" if m.status == "streaming" else m.status,
-                        m.error,
-                        json.dumps(m.params) if m.params else None,
-                        json.dumps(m.stats) if m.stats else None,
-                        m.thinking,
-                        m.created,
-                        stamp,
-                        json.dumps([c.to_dict() for c in m.tool_calls]) if m.tool_calls else None,
-                        m.tool_call_id,
-                        m.tool_name,
-                        # The token lens's candidates, kept as the text is.
-                        json.dumps(m.logprobs) if m.logprobs is not None else None,
-                    ),
-                ).lastrowid
-                # The rows as saved (a copy found missing keeps its own note here).
-                c.execute(
-                    "INSERT INTO attachments"
-                    "(message_id, position, kind, name, digest, mime, size, width, height, note) "
-                    "SELECT ?, position, kind, name, digest, mime, size, width, height, note "
-                    "FROM attachments WHERE message_id = ?",
-                    (parent, m.id),
-                )
+                parent = _copy_message(c, new_id, parent, m, stamp)
             c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (parent, new_id))
             return new_id
 
@@ -342,38 +311,7 @@ class History(HistoryDatabase):
             assert parent is not None
             new = [parent]
             for m in stored.messages[ids.index(point) + 1 :]:
-                parent = c.execute(
-                    "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
-                    "error, params, stats, thinking, created, updated, tool_calls, tool_call_id, "
-                    "tool_name, logprobs, pinned) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        conversation_id,
-                        parent,
-                        m.role,
-                        m.content,
-                        "interrupted" if m.status == "streaming" else m.status,
-                        m.error,
-                        json.dumps(m.params) if m.params else None,
-                        json.dumps(m.stats) if m.stats else None,
-                        m.thinking,
-                        m.created,
-                        stamp,
-                        json.dumps([t.to_dict() for t in m.tool_calls]) if m.tool_calls else None,
-                        m.tool_call_id,
-                        m.tool_name,
-                        json.dumps(m.logprobs) if m.logprobs is not None else None,
-                        int(m.pinned),
-                    ),
-                ).lastrowid
-                assert parent is not None
-                c.execute(
-                    "INSERT INTO attachments"
-                    "(message_id, position, kind, name, digest, mime, size, width, height, note) "
-                    "SELECT ?, position, kind, name, digest, mime, size, width, height, note "
-                    "FROM attachments WHERE message_id = ?",
-                    (parent, m.id),
-                )
+                parent = _copy_message(c, conversation_id, parent, m, stamp)
                 new.append(parent)
             if then is not None:
                 c.execute("UPDATE messages SET parent_id = ? WHERE id = ?", (parent, then))
@@ -602,6 +540,48 @@ class History(HistoryDatabase):
             )
             for r in rows
         ]
+
+
+def _copy_message(
+    c: Any, conversation_id: int, parent: int | None, m: StoredMessage, stamp: str
+) -> int:
+    """A copy of ``m`` as saved (its thinking, tool calls, attachments, token-lens candidates,
+    pin) in ``conversation_id`` after ``parent``; a reply still streaming is copied as
+    interrupted. Returns the copy's id."""
+    row = c.execute(
+        "INSERT INTO messages(conversation_id, parent_id, role, content, status, error, params, "
+        "stats, thinking, created, updated, tool_calls, tool_call_id, tool_name, logprobs, "
+        "pinned) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            conversation_id,
+            parent,
+            m.role,
+            m.content,
+            "interrupted" if m.status == "streaming" else m.status,
+            m.error,
+            json.dumps(m.params) if m.params else None,
+            json.dumps(m.stats) if m.stats else None,
+            m.thinking,
+            m.created,
+            stamp,
+            json.dumps([t.to_dict() for t in m.tool_calls]) if m.tool_calls else None,
+            m.tool_call_id,
+            m.tool_name,
+            # The token lens's candidates, kept as the text is.
+            json.dumps(m.logprobs) if m.logprobs is not None else None,
+            int(m.pinned),
+        ),
+    ).lastrowid
+    assert row is not None
+    # The rows as saved (a copy found missing keeps its own note here).
+    c.execute(
+        "INSERT INTO attachments"
+        "(message_id, position, kind, name, digest, mime, size, width, height, note) "
+        "SELECT ?, position, kind, name, digest, mime, size, width, height, note "
+        "FROM attachments WHERE message_id = ?",
+        (row, m.id),
+    )
+    return row
 
 
 def _insert_attachments(c: Any, message_id: int, attachments: tuple[Attachment, ...]) -> None:

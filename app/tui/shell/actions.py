@@ -86,6 +86,9 @@ class ConversationActions(AppFace):
     def action_fork_conversation(self) -> None:
         self.branches.fork()
 
+    def action_compact(self) -> None:
+        self.compactions.command("")
+
 
 class ModelActions(AppFace):
     """The model and how it samples: the model picker, presets, downloads, the sampling
