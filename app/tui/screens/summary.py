@@ -71,8 +71,13 @@ class SummaryScreen(ModalScreen["str | None"]):
     def _drawn(self) -> None:
         self._takes_keys_from = get_time() + self.SETTLE
 
+    @property
+    def ready(self) -> bool:
+        """Drawn, and the settle time is over: Ctrl+Y pressed now accepts."""
+        return self._takes_keys_from is not None and get_time() >= self._takes_keys_from
+
     def action_accept(self) -> None:
-        if self._takes_keys_from is None or get_time() < self._takes_keys_from:
+        if not self.ready:
             return
         text = self.query_one(TextArea).text
         if not text.strip():
