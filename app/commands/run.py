@@ -296,6 +296,7 @@ def _answer_with_tools(
         on_event=on_event,
         on_call=on_call,
         stop_requested=lambda: ctrl_c.requested,
+        on_compact=lambda notice: compact_notice(err, notice),
     )
 
 

@@ -155,6 +155,11 @@ class Compactions:
             label="Summary (compacted to fit the context)",
             status=f"stands for the {notice.replaced} messages above; the model reads it instead",
         )
+        # The prompt on screen is now its copy on the new branch (Ctrl+L edits that one).
+        turns = host.session.conversation.turns
+        users = [i for i, turn in enumerate(turns) if turn.role == "user"]
+        if users and len(shown) > 1 and shown[-2].role == "user":
+            shown[-2].message_id = host.session.chat.row_of(users[-1])
         # Above the reply it was made for (the newest message).
         await host.chat.mount(widget, before=shown[-1] if shown else None)
 

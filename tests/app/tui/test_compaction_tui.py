@@ -8,11 +8,12 @@ tests/engine/llama/test_context_policy.py and tests/app/test_context_policy_cli.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from textual.widgets import Static, TextArea
 
-from fakes import RecordingBackend, send, settle
+from fakes import INFO, RecordingBackend, send, settle
 from helpers import notices, wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.screens.summary import SummaryScreen
@@ -177,3 +178,27 @@ async def test_a_trimmed_prompt_gets_a_marker_and_the_meter_says_so(tmp_path: Pa
         assert "Left out" in label(marker) and "2 oldest messages above" in marker.text
         assert app.state.left_out == 2
         assert "2 left out" in str(app.query_one("StatusBar").render())
+
+
+async def test_the_compact_policy_shows_the_summary_above_the_reply(tmp_path: Path):
+    history = History(tmp_path / "history.db")
+    backend = RecordingBackend("Noted.", info=dataclasses.replace(INFO, context_size=128))
+    app = create_app(backend, blink=False, history=history)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.session.context_policy = "compact"
+        await send(pilot, f"First: {LONG}")
+        original = history.get(history.latest().id).messages
+        await send(pilot, f"Second: {LONG}")
+        await wait_for(
+            pilot, lambda: any("Compacted 2 messages" in n for n in notices(app)), "the notice"
+        )
+        widgets = app.chat.messages()
+        summary = widgets[-2]
+        assert "Summary (compacted to fit the context)" in label(summary)
+        assert summary.text == "Noted." and widgets[-1].text == "Noted."
+        # Saved on the new branch; the prompt on screen is its copy there.
+        stored = history.get(history.latest().id)
+        assert stored.messages[0].summary_of == original[-1].id
+        assert widgets[-3].message_id == stored.messages[1].id
+        assert [m.content[:7] for m in stored.messages[1:]] == ["Second:", "Noted."]
