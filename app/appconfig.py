@@ -86,6 +86,9 @@ BINDING_IDS: tuple[str, ...] = (
     "approval.conversation",
     "approval.always",
     "approval.deny",
+    # /compact's summary (accept it, edited or not; cancel: nothing is replaced)
+    "summary.accept",
+    "summary.cancel",
     "chat.show_earlier",
     "thinking.toggle",
     # the parameter panel (F2), its sliders and its choices (the thinking switch)
