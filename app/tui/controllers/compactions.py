@@ -96,7 +96,7 @@ class Compactions:
             lambda text: self._answered(compaction, text),
         )
 
-    def _answered(self, compaction: Compaction, text: str | None) -> None:
+    async def _answered(self, compaction: Compaction, text: str | None) -> None:
         """Accepted (the text as edited): the new branch; cancelled: nothing replaced."""
         host, session = self.host, self.host.session
         if text is None:
@@ -111,6 +111,16 @@ class Compactions:
         if ids and conversation_id is not None:
             # Read again on the new branch; its prefix goes into the KV cache once.
             host.chats.reopen(conversation_id)
+        else:
+            # Not saved (--no-save): the messages stay on screen, the summary below them.
+            await host.chat.add(
+                ChatMessageWidget(
+                    "note",
+                    session.conversation.summary or "",
+                    label="Summary (compacted)",
+                    status="the model reads it in place of the messages above",
+                )
+            )
         host.notify(
             f"Compacted {compaction.kept} messages into a summary: the conversation goes on "
             "from it (the original branch stays: ← on the summary).",

@@ -202,3 +202,22 @@ async def test_the_compact_policy_shows_the_summary_above_the_reply(tmp_path: Pa
         assert stored.messages[0].summary_of == original[-1].id
         assert widgets[-3].message_id == stored.messages[1].id
         assert [m.content[:7] for m in stored.messages[1:]] == ["Second:", "Noted."]
+
+
+async def test_an_unsaved_chat_shows_the_accepted_summary_below_its_messages():
+    backend = RecordingBackend(reply="Noted.")
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await chatted(pilot, backend)
+        await send(pilot, "/compact", wait=False)
+        await summary_dialog(pilot)
+        await pilot.press("ctrl+y")
+        await wait_for(
+            pilot,
+            lambda: "Summary (compacted)" in label(app.chat.messages()[-1]),
+            "the summary below the messages",
+        )
+        # The messages stay on screen; the model reads the summary in their place.
+        assert len(app.chat.messages()) == 5
+        assert app.session.conversation.turns == []
+        assert app.session.conversation.summary == "Code 7-4-1, meeting Tuesday."
