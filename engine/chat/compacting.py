@@ -144,8 +144,8 @@ class Compacting:
         if self.context_policy == "stop":
             raise ContextOverflowError(
                 f"the conversation takes {tokens:,} tokens and no longer fits the context "
-                f"({n_ctx:,}, with room for the reply): /compact it, set context_policy to trim "
-                "(leave out the oldest messages) or compact, or raise --ctx."
+                f"({n_ctx:,}, with room for the reply): compact it (/compact, run --compact), set "
+                "context_policy to trim (leave out the oldest messages) or compact, or raise --ctx."
             )
         turns = self.conversation.turns
         kept = max((i for i, t in enumerate(turns) if t.role == "user"), default=0)
