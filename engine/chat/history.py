@@ -38,7 +38,7 @@ from ..settings.params import LENS_HISTORY_BYTES, SamplingParams
 from ..turns.attachments import Attachment, AttachmentKind
 from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
-from .database import ConversationNotFound, HistoryDatabase, HistoryError, default_path
+from .database import ConversationNotFound, HistoryDatabase, default_path
 from .records import (
     HIT_END,
     HIT_START,
@@ -300,7 +300,7 @@ class History(HistoryDatabase):
         stored = self.get(conversation_id, leaf=leaf)
         ids = [m.id for m in stored.messages]
         if point not in ids:
-            raise HistoryError(f"message {point} is not on the branch being compacted.")
+            raise InvalidParameterError(f"message {point} is not on the branch being compacted.")
         stamp = now()
         with self._write() as c:
             parent = c.execute(
