@@ -62,6 +62,12 @@ PALETTE_ONLY = [
         "compact",
     ),
     (
+        "Pin or unpin a message",
+        "A pinned message is never left out to fit the context (the focused message; Ctrl+U "
+        "on it does the same)",
+        "pin_message",
+    ),
+    (
         "Conversation list: chats, runs, prompt files or all",
         "Show the next of them in the conversation list (f in the list)",
         "filter_conversations",

@@ -149,6 +149,9 @@ async def test_ctrl_u_pins_and_unpins_a_message(tmp_path: Path):
         await pilot.press("ctrl+u")
         await wait_for(pilot, lambda: "pinned" not in label(first), "the pin gone")
         assert not history.get(history.latest().id).messages[0].pinned
+        # The palette's "Pin or unpin a message" acts on the focused message.
+        app.action_pin_message()
+        await wait_for(pilot, lambda: "pinned" in label(first), "pinned from the palette")
 
 
 class Trimming(RecordingBackend):
