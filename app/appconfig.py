@@ -78,6 +78,8 @@ BINDING_IDS: tuple[str, ...] = (
     "message.open_link",
     "message.previous_version",
     "message.next_version",
+    "message.pin",
+    "message.compact",
     "tool.toggle",
     "attachment.toggle",
     "attachment.remove",  # a file under a prompt; a line of the tray above the input
@@ -86,6 +88,9 @@ BINDING_IDS: tuple[str, ...] = (
     "approval.conversation",
     "approval.always",
     "approval.deny",
+    # /compact's summary (accept it, edited or not; cancel: nothing is replaced)
+    "summary.accept",
+    "summary.cancel",
     "chat.show_earlier",
     "thinking.toggle",
     # the token lens (F12), on a reply

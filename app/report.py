@@ -13,7 +13,7 @@ server (start-up time)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from vibechat.engine.sanitize import sanitize
@@ -282,6 +282,11 @@ class RunResult:
     stdin_chars: int | None = None
     # --logprobs N: the reply's candidates in OpenAI's shape (logprobs_object); None: not asked.
     logprobs: dict[str, object] | None = None
+    # A compaction before the reply (run --compact, the compact context policy): the original
+    # branch's message the summary replaces up to, the summary's id, the turns it replaces.
+    compacted_from: dict[str, object] | None = None
+    # The messages left out to fit the context (ChatSession.left_out_messages).
+    left_out_messages: list[dict[str, object]] = field(default_factory=list)
 
     @classmethod
     def of_answer(
@@ -347,6 +352,9 @@ class RunResult:
         )
         if not per_line:
             obj["engine"] = engine_dict(info) if info is not None else None
+        if not per_line:
+            obj["compacted_from"] = self.compacted_from
+            obj["left_out_messages"] = self.left_out_messages
         if self.tool_calls is not None and not per_line:
             obj["tool_calls"] = self.tool_calls
         if self.attachments is not None and not per_line:

@@ -23,7 +23,8 @@ def set_help() -> str:
     ollama = "".join(f" and {name}" for name in ollama_names())
     return (
         f"/set NAME VALUE: change a parameter ({names}; ollama's /set parameter NAME "
-        f"VALUE{ollama} work too); /set system TEXT; /set alone lists them"
+        f"VALUE{ollama} work too); /set system TEXT; /set context_policy trim|compact|stop; "
+        "/set alone lists them"
     )
 
 
@@ -49,6 +50,9 @@ COMMANDS: dict[str, str] = {
     "/preset": "/preset NAME: apply a preset from the config file (system prompt, parameters, "
     "thinking, format; its model loads as with /load); /preset alone opens the list; "
     "/preset save NAME keeps this set-up",
+    "/compact": "/compact [INSTRUCTIONS]: the model summarises the conversation (with your "
+    "instructions); you accept or edit the summary, and the conversation goes on from a new "
+    "branch that starts with it (the original stays; Ctrl+X on a message: up to it)",
     "/system": "/system TEXT: set the system prompt; /system alone shows it, /system clear "
     "removes it",
     "/save": "/save: (ollama's) nothing to do: conversations are saved as you go (Ctrl+B lists "

@@ -45,7 +45,7 @@ from .models import pull_cmd as models_pull
 from .models import rm as models_rm
 from .models import show as models_show
 from .presets import PresetOpt, presets_app
-from .run_args import positional_prompt, structured_output
+from .run_args import CompactOpt, positional_prompt, structured_output
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools import tools as tools_cmd
 from .version import print_version
@@ -357,6 +357,7 @@ def run(
             rich_help_panel=HISTORY,
         ),
     ] = False,
+    compact: CompactOpt = False,
     prompts_file: Annotated[
         str | None,
         typer.Option(
@@ -419,6 +420,7 @@ def run(
         from ..appconfig import load_app_config
         from ..backends import make_backend
         from .run import execute
+        from .run_args import compact_instructions
         from .run_input import read_attachments, read_prompt
         from .run_request import RunRequest
 
@@ -478,7 +480,8 @@ def run(
         # A reply's lens candidates kept with it, bounded.
         if chat.history is not None:
             chat.history.lens_bytes = plan.config.lens_history_bytes
-        given = read_prompt(prompt, sys.stdin)
+        given = compact_instructions(prompt, continue_ or bool(conversation)) if compact else None
+        given = given or read_prompt(prompt, sys.stdin)
         # Flag > preset > config.
         choice = tool_choice if tool_choice is not None else plan.config.tool_choice
         registry, approval = tools_for(plan.config, mcp_config, allow_tool, choice)
@@ -508,6 +511,8 @@ def run(
             verbose=bool((ctx.obj or {}).get("verbose")),
             tool_rounds=plan.config.tool_rounds,
             attachments=attachments,
+            context_policy=plan.config.context_policy,
+            compact=compact,
         )
         failure.request = request
         try:

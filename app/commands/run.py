@@ -27,7 +27,7 @@ from vibechat.engine.turns.tool_calls import ToolCall, ToolSpec
 from ..report import RunResult, attachment_list, error_kind, error_object
 from .clitools import plain, quiet_stdout
 from .interrupt import CtrlC
-from .run_output import ReplyPrinter
+from .run_output import ReplyPrinter, compact_notice
 from .run_request import RunRequest
 from .run_result import (
     EXIT_FAILED,
@@ -58,6 +58,7 @@ def execute(
     if request.system is not None:
         conversation.system = request.system or None
     conversation.params = request.params
+    session.context_policy = request.context_policy
     ctrl_c = CtrlC(session.cancel)
     with ctrl_c.installed():
         try:
@@ -67,6 +68,8 @@ def execute(
             if request.json_output:
                 end_output(request, out, "", cancelled_load_object(request), "")
             raise KeyboardInterrupt from None
+        if request.compact:
+            return _compact(session, request, out, err, info, ctrl_c)
         # A Ctrl-C from here on, even one that landed just as the load ended, stops the reply,
         # not the command: the prompt is saved, the reply saved as stopped, --json prints its
         # object.
@@ -103,6 +106,47 @@ def _ask(
         stop_requested=lambda: ctrl_c.requested,
     )
     session.chat.add_user(request.prompt, request.attachments)
+
+
+def _compact(
+    session: ChatSession,
+    request: RunRequest,
+    out: TextIO,
+    err: TextIO,
+    info: ModelInfo,
+    ctrl_c: CtrlC,
+) -> int:
+    """``run --continue --compact``: the model summarises the conversation (``request.prompt``:
+    the instructions) and it goes on from a new branch that starts with the summary (the
+    original kept); the summary on stdout (``--json``: its object, with ``compacted_from``).
+    A summary refused (empty, not shorter) is one line, and nothing is replaced."""
+    try:
+        session.catch_up(
+            wait=True,
+            on_wait=lambda: _waiting(err, session),
+            stop_requested=lambda: ctrl_c.requested,
+        )
+        compaction = session.compact(request.prompt, stop_requested=lambda: ctrl_c.requested)
+        session.accept_compaction(compaction)
+    except VibechatError as exc:
+        if request.json_output:
+            end_output(request, out, "", _refused_object(session, request, info, exc))
+        raise
+    finally:
+        session.stop_writing()
+    text = compaction.summary if request.raw else sanitize(compaction.summary)
+    report = RunResult(
+        text=text,
+        info=info,
+        conversation_id=session.chat.conversation_id,
+        params=request.params,
+        finish_reason="stop",
+        compacted_from=session.compacted_from,
+    )
+    if not request.json_output:
+        out.write(text)
+    end_output(request, out, text, report.to_json())
+    return 0
 
 
 def _refused_object(
@@ -164,6 +208,9 @@ def _answer(
             request, out, partial, info, chat.conversation_id, exc, params, printer.meter, tail
         )
         raise
+    # --json's "compacted_from" and "left_out_messages".
+    request.compacted_from = session.compacted_from
+    request.left_out = session.left_out_messages()
     # Saving stopped (a full disk): the reply is still printed, the run fails.
     if chat.problem:
         err.write(plain(f"vibechat: error: {chat.problem}") + "\n")
@@ -195,6 +242,7 @@ def _reply(
             on_text=printer.show,
             on_event=printer.on_event,
             stop_requested=lambda: ctrl_c.requested,
+            on_compact=lambda notice: compact_notice(err, notice),
         )
     # said when asked
     if request.verbose and not info.tool_calls and request.tool_choice != "none":
@@ -248,6 +296,7 @@ def _answer_with_tools(
         on_event=on_event,
         on_call=on_call,
         stop_requested=lambda: ctrl_c.requested,
+        on_compact=lambda notice: compact_notice(err, notice),
     )
 
 

@@ -8,12 +8,41 @@ when a run needs them (start-up time: ``--help`` stays instant)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated
+
 import typer
 
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.settings.structured import OutputFormat
 
+from ..options import HISTORY
 from .click_patches import click_exception
+
+if TYPE_CHECKING:
+    from .run_input import Prompt
+
+CompactOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compact",
+        help="With --continue/--conversation: the model summarises the conversation, which "
+        "goes on from a new branch that starts with the summary (the original is kept); the "
+        "summary is printed. The prompt, if any, is instructions for the summary.",
+        rich_help_panel=HISTORY,
+    ),
+]
+
+
+def compact_instructions(prompt: str | None, continuing: bool) -> Prompt:
+    """``run --compact``'s instructions for the summary (the prompt, if any; stdin is not
+    read): a one-line error without a saved conversation to compact."""
+    from .run_input import Prompt
+
+    if not continuing:
+        raise VibechatError(
+            "--compact summarises a saved conversation: add --continue or --conversation ID."
+        )
+    return Prompt(prompt or "")
 
 
 def positional_prompt(

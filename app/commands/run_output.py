@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
+from vibechat.engine.chat.compaction import CompactionNotice
 from vibechat.engine.sanitize import Sanitizer, sanitize
 from vibechat.engine.turns.backend import (
     ChatEvent,
@@ -21,6 +22,7 @@ from vibechat.engine.turns.backend import (
 
 from ..progress import ReadingLine
 from ..report import ReplyMeter
+from .clitools import plain
 from .run_request import RunRequest
 
 
@@ -47,6 +49,20 @@ def trim_notice(
             thinking.feed(event.text)
 
     return on_event
+
+
+def compact_notice(err: TextIO, notice: CompactionNotice) -> None:
+    """The ``compact`` context policy's notice on stderr: the summary that now stands for the
+    old messages (sanitized), or why none does (the oldest messages are left out instead)."""
+    if notice.problem:
+        err.write(plain(f"vibechat: {notice.problem}") + "\n")
+    else:
+        err.write(
+            f"vibechat: compacted {notice.replaced} old messages into a summary to fit the "
+            "context (the original branch stays in the history):\n"
+            f"{sanitize(notice.summary)}\n"
+        )
+    err.flush()
 
 
 class ThinkingEcho:

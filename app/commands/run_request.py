@@ -41,10 +41,18 @@ class RunRequest:
     attachments: tuple[Attachment, ...] = ()
     # piped stdin joined before the prompt given (run_input.Prompt): --json's "stdin"
     stdin_chars: int | None = None
+    # What a prompt that would overflow the context does (the context_policy setting).
+    context_policy: str = "trim"
+    # --compact: summarise the continued conversation (``prompt``: the instructions) instead
+    # of answering a prompt.
+    compact: bool = False
     # --json's "tool_calls": each call as it went (its tool, arguments, whether it ran, its
     # result, cut)
     tool_log: list[dict[str, object]] = field(default_factory=list, init=False)
     # --logprobs N: the token lens's steps, as they came (--json's "logprobs").
     lens_log: list[TokenCandidates] = field(default_factory=list, init=False)
+    # --json's "compacted_from" and "left_out_messages" (ChatSession's, after the reply).
+    compacted_from: dict[str, object] | None = field(default=None, init=False)
+    left_out: list[dict[str, object]] = field(default_factory=list, init=False)
     # --json: the object is on stdout already.
     printed: bool = field(default=False, init=False)

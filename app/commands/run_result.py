@@ -124,6 +124,7 @@ def finish(
         report.tool_calls = request.tool_log
     report.attachments = attachment_list(request.attachments)
     report.stdin_chars = request.stdin_chars
+    report.compacted_from, report.left_out_messages = request.compacted_from, request.left_out
     used = report.params or request.params
     if used.logprobs:
         report.logprobs = logprobs_object(request.lens_log)

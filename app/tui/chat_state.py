@@ -89,6 +89,8 @@ class ChatState:
     model: _Field[ModelInfo | None] = _Field(None)
     # Tokens the conversation fills (while a reply streams: its prompt).
     context_used: _Field[int] = _Field(0)
+    # Messages the last reply's prompt left out to fit the context (the meter says so).
+    left_out: _Field[int] = _Field(0)
     # The last reply's, shown (None: cleared).
     stats: _Field[GenerationStats | None] = _Field(None)
     # The last reply had thinking (its tokens are in stats).

@@ -13,7 +13,7 @@ memory, reports the problem once through ``problem`` and stops saving.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..settings.params import SamplingParams
 from ..turns.attachments import Attachment
@@ -93,6 +93,8 @@ class ChatLog:
         self._call_names: dict[str, str] = {}
         # The newest message id this log read or wrote: another writer's turns come after it.
         self.seen = 0
+        # A compacted branch's summary message (None: the branch starts with no summary).
+        self.summary_id: int | None = None
 
     # -------------------------------------------------------------- opening
     @classmethod
@@ -114,6 +116,10 @@ class ChatLog:
             streaming = streaming or message.status == "streaming"
             chat.seen = chat.seen if streaming else message.id
             chat._path.append((message.id, message.role))
+            if message.is_summary:
+                # The model reads it in the system prompt (Conversation.messages).
+                conversation.summary, chat.summary_id = message.content, message.id
+                continue
             chat._call_names.update((call.id, call.name) for call in message.tool_calls)
             if message.in_context:
                 conversation.turns.append(message.chat_message(chat._call_names))
@@ -351,6 +357,74 @@ class ChatLog:
         self._cut_path(self._path.index((message_id, "assistant")))
         return True
 
+    def turn_of(self, message_id: int) -> int | None:
+        """The conversation's turn saved as ``message_id`` (None: not one the model is sent)."""
+        return self._rows.index(message_id) if message_id in self._rows else None
+
+    def row_of(self, index: int) -> int | None:
+        """The saved id of the conversation's ``index``-th turn (None: not saved)."""
+        row = self._rows[index] if 0 <= index < len(self._rows) else 0
+        return row or None
+
+    def compaction_point(self, kept: int) -> int | None:
+        """The saved message a compaction keeping the turns from ``kept`` on replaces up to: the
+        last message of the branch on screen before the ``kept``-th turn (a failed reply
+        included). None: not saved."""
+        if kept >= len(self._rows):
+            return self.leaf
+        row = self._rows[kept]
+        index = next((i for i, (r, _role) in enumerate(self._path) if r == row), 0)
+        return self._path[index - 1][0] if index > 0 else None
+
+    def compact(self, kept: int, summary: str, reply: Reply | None = None) -> list[int]:
+        """The conversation goes on from a new branch that starts with ``summary`` (replacing
+        the turns before ``kept``) and holds the turns from ``kept`` on (History.compact: the
+        original branch stays saved as it was). ``reply``: a reply being written, moved to the
+        new branch (the ``compact`` policy compacts once its row is saved). Returns the new
+        branch's saved ids (none when not saved)."""
+        point = self.compaction_point(kept)
+        conversation_id, history = self.conversation_id, self.history
+        if history is None or conversation_id is None or point is None:
+            self.conversation.summary = summary
+            del self.conversation.turns[:kept], self._rows[:kept]
+            return []
+        moving = reply.writer.message_id if reply is not None and reply.writer else None
+        leaf = self.leaf
+        if moving is not None:
+            leaf = self._path[-2][0] if len(self._path) > 1 else None
+        try:
+            assert leaf is not None
+            ids = history.compact(conversation_id, point, summary, leaf, then=moving)
+        except HistoryError as exc:
+            self._stop_saving("save the summary", exc)
+            self.conversation.summary = summary
+            del self.conversation.turns[:kept], self._rows[:kept]
+            return []
+        self._reload()
+        return ids
+
+    def _reload(self) -> None:
+        """The branch on screen read again from the history (after a compaction)."""
+        assert self.history is not None and self.conversation_id is not None
+        fresh = ChatLog.from_stored(self.history.get(self.conversation_id), self.history)
+        self.conversation.turns = fresh.conversation.turns
+        self.conversation.summary = fresh.conversation.summary
+        self._rows, self._path = fresh._rows, fresh._path
+        self._call_names, self.summary_id = fresh._call_names, fresh.summary_id
+        self.seen = max(self.seen, fresh.seen)
+
+    def set_pinned(self, index: int, pinned: bool) -> bool:
+        """Pin (or unpin) the ``index``-th turn: a pinned message is never left out to fit the
+        context (saved with it). False: no such turn."""
+        if not 0 <= index < len(self.conversation.turns):
+            return False
+        turns = self.conversation.turns
+        turns[index] = replace(turns[index], pinned=pinned)
+        row = self.row_of(index)
+        if row is not None and self.history is not None:
+            self._save("save the pin", self.history.set_pinned, row, pinned)
+        return True
+
     def save_settings(self) -> None:
         """Parameters or system prompt changed: remembered with the conversation."""
         if self.conversation_id is not None and self.history is not None:
@@ -384,6 +458,7 @@ class ChatLog:
         self._path = []
         self._call_names = {}
         self.seen = 0
+        self.summary_id = None
 
     def take_in(self, messages: list[StoredMessage]) -> list[StoredMessage]:
         """Turns another vibechat saved after those this log knows (``History.messages_after``

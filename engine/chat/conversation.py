@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..settings.params import SamplingParams
 from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
+from .compaction import summary_system
 
 
 @dataclass
@@ -18,11 +19,16 @@ class Conversation:
     system: str | None = None
     params: SamplingParams = field(default_factory=SamplingParams)
     turns: list[ChatMessage] = field(default_factory=list)
+    # A compacted conversation's summary of what came before its turns
+    # (engine/chat/compaction.py); None: not compacted.
+    summary: str | None = None
 
     def messages(self) -> list[ChatMessage]:
-        """What the backend sees: the system prompt (if any) and every turn, each turn's text
-        files inlined (``ChatMessage.inlined``)."""
-        head = [ChatMessage("system", self.system)] if self.system else []
+        """What the backend sees: the system prompt (if any, with the summary of a compacted
+        conversation after it) and every turn, each turn's text files inlined
+        (``ChatMessage.inlined``)."""
+        system = summary_system(self.system, self.summary)
+        head = [ChatMessage("system", system)] if system else []
         return head + [turn.inlined() for turn in self.turns]
 
     def add_user(self, text: str, attachments: tuple[Attachment, ...] = ()) -> ChatMessage:
@@ -56,3 +62,4 @@ class Conversation:
 
     def clear(self) -> None:
         self.turns.clear()
+        self.summary = None

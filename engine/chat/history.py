@@ -13,7 +13,8 @@ modules hold the rest:
   settled as ``complete`` / ``cut`` (a limit ended it: ``max_tokens`` or the context) /
   ``stopped`` / ``error``; rows a crash left ``streaming`` are marked ``interrupted`` when the
   database is next opened;
-- convlock.py: the writer lock, so one vibechat at a time adds to a conversation.
+- convlock.py: the writer lock, so one vibechat at a time adds to a conversation;
+- message_rows.py: a message as a row (read back, copied as saved, its attachments inserted).
 
 Each conversation records where it came from (``source``: ``chat``, ``run`` or ``batch``,
 i.e. ``--prompts-file``), so the chat can list its own first. Full-text search covers
@@ -39,6 +40,7 @@ from ..turns.attachments import Attachment, AttachmentKind
 from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
 from .database import ConversationNotFound, HistoryDatabase, default_path
+from .message_rows import copy_message, insert_attachments, message_from_row
 from .records import (
     HIT_END,
     HIT_START,
@@ -48,12 +50,10 @@ from .records import (
     StoredConversation,
     StoredMessage,
     fts_query,
-    json_object,
     newest_leaf,
     now,
     params_from,
     path_to,
-    tool_calls_from,
 )
 
 
@@ -62,26 +62,6 @@ class Latest:
 
 
 LATEST = Latest()
-
-
-def _message(m: Any, attachments: dict[int, tuple[Attachment, ...]] | None = None) -> StoredMessage:
-    return StoredMessage(
-        m["id"],
-        m["role"],
-        m["content"],
-        m["status"],
-        m["created"],
-        m["error"],
-        json_object(m["params"]),
-        json_object(m["stats"]),
-        m["thinking"] or "",
-        m["parent_id"],
-        tool_calls_from(m["tool_calls"]),
-        m["tool_call_id"],
-        m["tool_name"],
-        (attachments or {}).get(m["id"], ()),
-        json_object(m["logprobs"]),
-    )
 
 
 class History(HistoryDatabase):
@@ -185,7 +165,7 @@ class History(HistoryDatabase):
         )
         attachments = self._attachments("m.conversation_id = ?", (conversation_id,))
         tree = [
-            _message(m, attachments)
+            message_from_row(m, attachments)
             for m in self._read(
                 "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
             )
@@ -210,7 +190,7 @@ class History(HistoryDatabase):
             "m.conversation_id = ? AND m.id > ?", (conversation_id, message_id)
         )
         return [
-            _message(m, attachments)
+            message_from_row(m, attachments)
             for m in self._read(
                 "SELECT * FROM messages WHERE conversation_id = ? AND id > ? ORDER BY id",
                 (conversation_id, message_id),
@@ -246,7 +226,7 @@ class History(HistoryDatabase):
     def message(self, message_id: int) -> StoredMessage | None:
         """One saved message (its attachments left out), or None when there is none."""
         rows = self._read("SELECT * FROM messages WHERE id = ?", (message_id,))
-        return _message(rows[0]) if rows else None
+        return message_from_row(rows[0]) if rows else None
 
     def siblings(self, message_id: int) -> list[int]:
         """The messages with the same parent as ``message_id`` (it included; the other
@@ -286,40 +266,49 @@ class History(HistoryDatabase):
             assert new_id is not None
             parent: int | None = None
             for m in stored.messages:
-                parent = c.execute(
-                    "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
-                    "error, params, stats, thinking, created, updated, tool_calls, tool_call_id, "
-                    "tool_name, logprobs) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        new_id,
-                        parent,
-                        m.role,
-                        m.content,
-                        "interrupted" if m.status == "streaming" else m.status,
-                        m.error,
-                        json.dumps(m.params) if m.params else None,
-                        json.dumps(m.stats) if m.stats else None,
-                        m.thinking,
-                        m.created,
-                        stamp,
-                        json.dumps([c.to_dict() for c in m.tool_calls]) if m.tool_calls else None,
-                        m.tool_call_id,
-                        m.tool_name,
-                        # The token lens's candidates, kept as the text is.
-                        json.dumps(m.logprobs) if m.logprobs is not None else None,
-                    ),
-                ).lastrowid
-                # The rows as saved (a copy found missing keeps its own note here).
-                c.execute(
-                    "INSERT INTO attachments"
-                    "(message_id, position, kind, name, digest, mime, size, width, height, note) "
-                    "SELECT ?, position, kind, name, digest, mime, size, width, height, note "
-                    "FROM attachments WHERE message_id = ?",
-                    (parent, m.id),
-                )
+                parent = copy_message(c, new_id, parent, m, stamp)
             c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (parent, new_id))
             return new_id
+
+    def compact(
+        self, conversation_id: int, point: int, summary: str, leaf: int, then: int | None = None
+    ) -> list[int]:
+        """A new branch that starts with ``summary`` (a sibling of the conversation's first
+        message, marked as the summary of the branch up to ``point``), followed by a copy of each
+        message after ``point`` on the branch that ends at ``leaf``, as saved; the branch on
+        screen is the new one. The original branch stays as it was (nothing is deleted; search
+        finds both). ``then``: a reply still being written after ``leaf``, moved to follow the
+        new branch's last message (the ``compact`` policy compacts once its row is saved).
+        Returns the new branch's ids, the summary's first."""
+        stored = self.get(conversation_id, leaf=leaf)
+        ids = [m.id for m in stored.messages]
+        if point not in ids:
+            raise InvalidParameterError(f"message {point} is not on the branch being compacted.")
+        stamp = now()
+        with self._write() as c:
+            parent = c.execute(
+                "INSERT INTO messages(conversation_id, parent_id, role, content, status, "
+                "created, updated, summary_of) VALUES (?, NULL, 'user', ?, 'complete', ?, ?, ?)",
+                (conversation_id, summary, stamp, stamp, point),
+            ).lastrowid
+            assert parent is not None
+            new = [parent]
+            for m in stored.messages[ids.index(point) + 1 :]:
+                parent = copy_message(c, conversation_id, parent, m, stamp)
+                new.append(parent)
+            if then is not None:
+                c.execute("UPDATE messages SET parent_id = ? WHERE id = ?", (parent, then))
+                parent = then
+            c.execute(
+                "UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
+                (stamp, parent, conversation_id),
+            )
+            return new
+
+    def set_pinned(self, message_id: int, pinned: bool) -> None:
+        """Pin (or unpin) a message: a pinned one is never left out to fit the context."""
+        with self._write() as c:
+            c.execute("UPDATE messages SET pinned = ? WHERE id = ?", (int(pinned), message_id))
 
     def writer_lock(self, conversation_id: int) -> ConversationLock:
         """The lock whoever adds a turn to the conversation holds, from reading it to saving
@@ -457,7 +446,7 @@ class History(HistoryDatabase):
                 ),
             )
             assert cur.lastrowid is not None
-            _insert_attachments(c, cur.lastrowid, attachments)
+            insert_attachments(c, cur.lastrowid, attachments)
             c.execute(
                 "UPDATE conversations SET updated = ?, leaf_id = ? WHERE id = ?",
                 (stamp, cur.lastrowid, conversation_id),
@@ -534,15 +523,3 @@ class History(HistoryDatabase):
             )
             for r in rows
         ]
-
-
-def _insert_attachments(c: Any, message_id: int, attachments: tuple[Attachment, ...]) -> None:
-    c.executemany(
-        "INSERT INTO attachments"
-        "(message_id, position, kind, name, digest, mime, size, width, height, note) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (message_id, i, a.kind, a.name, a.digest, a.mime, a.size, a.width, a.height, a.note)
-            for i, a in enumerate(attachments)
-        ],
-    )

@@ -102,6 +102,16 @@ class StoredMessage:
     attachments: tuple[Attachment, ...] = ()
     # A reply's token-lens candidates, as saved (``LensLog.to_json``; None: the lens was off).
     logprobs: dict[str, Any] | None = None
+    # A summary's (engine/chat/compaction.py): the last message of the original branch it
+    # replaces (None: not a summary).
+    summary_of: int | None = None
+    # Pinned by the user: never left out to fit the context.
+    pinned: bool = False
+
+    @property
+    def is_summary(self) -> bool:
+        """Whether this message is a summary of the conversation before it (a compaction)."""
+        return self.summary_of is not None
 
     @property
     def in_context(self) -> bool:
@@ -131,6 +141,7 @@ class StoredMessage:
             self.content,
             tool_calls=self.tool_calls,  # type: ignore[arg-type]
             attachments=sent,
+            pinned=self.pinned,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,6 +167,10 @@ class StoredMessage:
             data["attachments"] = [attachment_dict(a) for a in self.attachments]
         if self.logprobs is not None:
             data["logprobs"] = self.logprobs
+        if self.summary_of is not None:
+            data["summary_of"] = self.summary_of
+        if self.pinned:
+            data["pinned"] = True
         if self.role == "tool":
             data["tool_call_id"] = self.tool_call_id
             data["tool_name"] = self.tool_name
@@ -209,6 +224,13 @@ class StoredConversation:
             "tree": [m.to_dict() for m in (self.tree or self.messages)],
         }
 
+    def replaced_by(self, summary: StoredMessage) -> str:
+        """What a summary replaces, in words: ``messages 1–6 of the original branch (up to
+        message #12)``."""
+        replaced = path_to(self.tree or self.messages, summary.summary_of)
+        point = summary.summary_of
+        return f"messages 1–{len(replaced)} of the original branch (up to message #{point})"
+
     def to_markdown(self) -> str:
         s = self.summary
         lines = [
@@ -230,9 +252,13 @@ class StoredConversation:
                 heading += " (cut: it reached the token limit or the end of the context)"
             elif m.status != "complete":
                 heading += f" ({m.status}{': ' + m.error if m.error else ''})"
+            if m.is_summary:
+                heading = f"Summary (compacted: it replaces {self.replaced_by(m)})"
+            if m.pinned:
+                heading += " · pinned"
             index, count = self.branch(m.id)
             # The others are in the JSON export (``tree``).
-            if count > 1:
+            if count > 1 and not m.is_summary:
                 heading += f" · version {index} of {count}"
             lines += ["", f"## {heading}", ""]
             if m.attachments:

@@ -253,6 +253,21 @@ def token_lens(c: Executes) -> None:
     c.execute("ALTER TABLE messages ADD COLUMN logprobs TEXT")
 
 
+def summaries_and_pins(c: Executes) -> None:
+    """Compaction and pins (issue 45). A summary the model wrote of a conversation's start
+    (``/compact``, ``run --compact``, the ``compact`` context policy) is the first message of a
+    new branch, a sibling of the conversation's first message; ``summary_of`` names the last
+    message of the original branch it replaces (that branch stays as it was); NULL: an ordinary
+    message. ``pinned``: 1 for a message the user pinned, never left out to fit the context."""
+    run_script(
+        c,
+        """
+    ALTER TABLE messages ADD COLUMN summary_of INTEGER;
+    ALTER TABLE messages ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+    """,
+    )
+
+
 # The migrations, in the order they run: a database at version N has run the first N.
 MIGRATIONS: list[Migration] = [
     conversations_and_messages,
@@ -262,6 +277,7 @@ MIGRATIONS: list[Migration] = [
     tool_calls,
     attachments,
     token_lens,
+    summaries_and_pins,
 ]
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import ContextOverflowError, ModelLoadError, StreamInterrupted, VibechatError
+from ..settings.choices import DEFAULT_CONTEXT_POLICY
 from ..settings.limits import prompt_too_large
 from ..settings.params import SamplingParams
 from ..turns.attachments import Attachment, model_text
@@ -41,6 +42,7 @@ from ..turns.backend import (
     Backend,
     ChatEvent,
     ChatMessage,
+    ContextTrimmed,
     GenerationDone,
     ModelInfo,
     RemoteModels,
@@ -51,6 +53,8 @@ from ..turns.backend import (
 )
 from ..turns.tool_calls import ToolSpec
 from .chatlog import ChatLog
+from .compacting import Compacting
+from .compaction import CompactionNotice
 from .conversation import Conversation
 from .convlock import WAIT_LIMIT
 from .database import HistoryError
@@ -72,7 +76,7 @@ def _ignore(_text: str) -> None:
     pass
 
 
-class ChatSession:
+class ChatSession(Compacting):
     """See the module docstring. ``chat`` is the conversation (saved when it has a
     history); ``backend`` answers it and may be replaced (:meth:`replace_backend`)."""
 
@@ -88,6 +92,13 @@ class ChatSession:
         self._reset_pending = False
         # This conversation's writer lock, while held.
         self._writer = ConversationWriter()
+        # What a prompt about to overflow the context does: trim, compact or stop (the
+        # ``context_policy`` setting; a front end sets it).
+        self.context_policy = DEFAULT_CONTEXT_POLICY
+        # The last reply's turns left out to fit the context (their indices), and the last
+        # compaction (``compacted_from``): what ``run --json`` reports.
+        self.left_out_turns: list[int] = []
+        self.compacted_from: dict[str, object] | None = None
 
     @property
     def conversation(self) -> Conversation:
@@ -209,6 +220,7 @@ class ChatSession:
         on_load: Callable[[float], object] | None = None,
         on_tokens: Callable[[int], object] | None = None,
         stop_requested: Callable[[], bool] | None = None,
+        on_compact: Callable[[CompactionNotice], object] | None = None,
     ) -> GenerationDone:
         """Generate ``turn``'s reply with the engine lock held (blocks): each piece of text
         is saved and given to ``on_text``; the thinking (``ThinkingDelta``) is saved apart
@@ -219,7 +231,9 @@ class ChatSession:
         process restarted after a crash reloads its model; a loaded backend reports nothing).
         ``on_tokens`` gets the reply's generated tokens so far before each piece of text that
         carries the count (``TextDelta.tokens``: the local engine; a server's pieces do not).
-        ``stop_requested()`` turning true stops it (so does :meth:`cancel`).
+        ``stop_requested()`` turning true stops it (so does :meth:`cancel`). A prompt about to
+        overflow the context meets the ``context_policy`` first (:meth:`_keep_to_context`;
+        ``on_compact`` gets what an automatic compaction did).
 
         Returns the backend's ``GenerationDone``, or a stopped one when the reply ended
         before it (cancelled, superseded). A failure raises (``VibechatError``;
@@ -243,6 +257,9 @@ class ChatSession:
                 tokens = self._count(turn.messages)
                 if tokens is not None:
                     on_context(tokens)
+            self.left_out_turns = []
+            if self.context_policy != "trim":
+                self._keep_to_context(turn, on_compact, stop_requested)
             done: GenerationDone | None = None
             if turn.tools or turn.prefix is not None:
                 events = self.backend.stream_chat(
@@ -273,6 +290,8 @@ class ChatSession:
                     else:
                         if isinstance(event, TokenCandidates):
                             turn.add_candidates(event)
+                        elif isinstance(event, ContextTrimmed):
+                            self.left_out_turns = self.left_out(turn, event.left_out)
                         if on_event is not None:
                             on_event(event)
             finally:
@@ -288,6 +307,7 @@ class ChatSession:
         stop_requested: Callable[[], bool] | None = None,
         tools: tuple[ToolSpec, ...] = (),
         tool_choice: str = "auto",
+        on_compact: Callable[[CompactionNotice], object] | None = None,
     ) -> Answer:
         """The whole lifecycle in the caller's thread (``vibechat run``, ``--prompts-file``):
         answer the conversation's last prompt, saving the reply as it streams. Ctrl-C
@@ -298,7 +318,11 @@ class ChatSession:
         turn = self.begin_reply(params, tools=tools, tool_choice=tool_choice)
         try:
             done = self.stream(
-                turn, on_text or _ignore, on_event=on_event, stop_requested=stop_requested
+                turn,
+                on_text or _ignore,
+                on_event=on_event,
+                stop_requested=stop_requested,
+                on_compact=on_compact,
             )
         except VibechatError as exc:
             self.fail_reply(turn, str(exc), self.partial_of(turn, exc))

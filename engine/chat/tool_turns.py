@@ -23,6 +23,7 @@ from ..turns.tool_calls import ToolCall, ToolSpec
 if TYPE_CHECKING:
     from ..settings.params import SamplingParams
     from ..turns.backend import ChatEvent
+    from .compaction import CompactionNotice
     from .session import ChatSession
     from .turn import Answer
 
@@ -131,10 +132,12 @@ def answer_with_tools(
     on_event: Callable[[ChatEvent], object] | None = None,
     on_call: Callable[[ToolCall, ToolSpec | None, bool, ToolResult], object] | None = None,
     stop_requested: Callable[[], bool] | None = None,
+    on_compact: Callable[[CompactionNotice], object] | None = None,
 ) -> Answer:
     """Answer the conversation's last prompt, running the tool calls ``decide`` allows, for at
     most ``rounds`` rounds of calls (blocks: ``vibechat run``). ``on_call`` hears of each call
-    once settled (allowed or not, and its outcome). Returns the last reply's ``Answer``."""
+    once settled (allowed or not, and its outcome); ``on_compact``, of a compaction the context
+    policy made before a reply. Returns the last reply's ``Answer``."""
     offered = tuple(toolbox.specs()) if tool_choice != "none" else ()
     by_name = {spec.name: spec for spec in offered}
     cancel = threading.Event()
@@ -147,6 +150,7 @@ def answer_with_tools(
             stop_requested=stop_requested,
             tools=offered,
             tool_choice=choice,
+            on_compact=on_compact,
         )
         done = answer.done
         if (

@@ -444,7 +444,7 @@ class LlamaCppBackend:
         fmt, tools = reply_tools(prompt.template, tools, tool_choice, params.output_format)
         self._special = marker_tokens(self._vocab, fmt) if fmt is not None else frozenset()
         try:
-            tokens, dropped = prompt.fit(messages, params, tools)
+            tokens, left_out = prompt.fit(messages, params, tools)
             path = [] if prefix is None else path_tokens(prompt, self._n_vocab(), prefix)
         except TemplateCancelled:
             # cancel() while the template rendered: nothing was evaluated.
@@ -452,13 +452,14 @@ class LlamaCppBackend:
             yield GenerationDone(text="", stats=stats, params=params)
             return
         stats = GenerationStats(
-            prompt_tokens=len(tokens), seed=params.seed, dropped_messages=dropped
+            prompt_tokens=len(tokens), seed=params.seed, dropped_messages=len(left_out)
         )
-        if dropped:
+        if left_out:
             yield ContextTrimmed(
-                dropped_messages=dropped,
+                dropped_messages=len(left_out),
                 prompt_tokens=len(tokens),
                 context_size=prompt.context_size,
+                left_out=left_out,
             )
         check_fits(len(tokens), len(path), prompt.context_size)
         evaluated = yield from self._evaluate_prompt(tokens + path, stats, reply)

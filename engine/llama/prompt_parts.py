@@ -45,13 +45,19 @@ def text_bytes(messages: Sequence[ChatMessage]) -> int:
     return sum(len(m.content.encode("utf-8", "replace")) for m in messages)
 
 
-def drop_oldest_turn(rest: list[ChatMessage]) -> list[ChatMessage]:
-    """Drop the oldest turn from ``rest`` (a user message and the replies that follow it);
-    returns the messages that went."""
-    gone = [rest.pop(0)]
-    while len(rest) > 1 and rest[0].role != "user":
-        gone.append(rest.pop(0))
-    return gone
+def oldest_turn(rest: Sequence[ChatMessage]) -> tuple[int, int] | None:
+    """Where the oldest turn of ``rest`` with a message not pinned lies (start, end), the last
+    message (the prompt) never part of it; None: there is none."""
+    last = len(rest) - 1
+    start = 0
+    while start < last:
+        end = start + 1
+        while end < last and rest[end].role != "user":
+            end += 1
+        if any(not m.pinned for m in rest[start:end]):
+            return start, end
+        start = end
+    return None
 
 
 def content_parts(

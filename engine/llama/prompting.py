@@ -18,7 +18,7 @@ from ..errors import ContextOverflowError, GenerationError
 from ..models.gguf import GGUFInfo
 from ..settings.choices import COMPLETION
 from ..settings.knobs import LlamaCppOptions
-from ..settings.limits import CONTEXT_STEP, prompt_byte_limit, prompt_too_large
+from ..settings.limits import CONTEXT_STEP, prompt_byte_limit, prompt_too_large, reply_reserve
 from ..settings.params import SamplingParams
 from ..settings.think_switch import OpensThinking, switched
 from ..turns.backend import ChatMessage
@@ -29,7 +29,7 @@ from ..turns.thinking import template_opens_thinking
 from ..turns.tool_calls import ToolSpec
 from ..turns.tool_formats import ToolCallRecogniser
 from .decoding import Emitter, reply_stops
-from .prompt_parts import common_prefix, drop_oldest_turn, owned_parts, text_bytes, tokenize
+from .prompt_parts import common_prefix, oldest_turn, owned_parts, text_bytes, tokenize
 from .think_budget import applies
 from .vision import Vision, image_start, images_in_prompt
 
@@ -231,32 +231,50 @@ class Prompter:
         params: SamplingParams,
         tools: Sequence[ToolSpec] = (),
         strict: bool = True,
-    ) -> tuple[list[int], int]:
-        """Prompt tokens for the newest messages that fit, and how many old ones were dropped
-        (``strict``: images to a model without a projector raise, before anything is
+    ) -> tuple[list[int], tuple[int, ...]]:
+        """Prompt tokens for the newest messages that fit, and the indices (in ``messages``) of
+        the old ones left out: whole turns, oldest first; the system prompt and pinned messages
+        never (``strict``: images to a model without a projector raise, before anything is
         evaluated)."""
         n_ctx = self.context_size
-        reserve = min(params.max_tokens or 512, n_ctx // 4)
+        reserve = reply_reserve(params.max_tokens, n_ctx)
         system = [m for m in messages[:1] if m.role == "system"]
-        rest = list(messages[len(system) :])
-        dropped = 0
+        # The indices of the messages still in the prompt, after the system prompt.
+        kept = list(range(len(system), len(messages)))
+        left_out: list[int] = []
+
+        def drop() -> list[ChatMessage]:
+            rest = [messages[i] for i in kept]
+            span = oldest_turn(rest)
+            if span is None:
+                return []
+            start, end = span
+            left_out.extend(kept[i] for i in range(start, end) if not rest[i].pinned)
+            kept[start:end] = [kept[i] for i in range(start, end) if rest[i].pinned]
+            return [m for m in rest[start:end] if not m.pinned]
+
+        def prompt() -> list[ChatMessage]:
+            return system + [messages[i] for i in kept]
+
         # Text that cannot fit whatever its tokens is dropped (old turns) or refused (the last
         # message) before anything is tokenized: tokenizing 32 MB takes most of a minute.
-        size = text_bytes(system + rest)
-        while size > prompt_byte_limit(n_ctx) and len(rest) > 1:
-            gone = drop_oldest_turn(rest)
-            dropped += len(gone)
+        size = text_bytes(prompt())
+        while size > prompt_byte_limit(n_ctx) and len(kept) > 1:
+            gone = drop()
+            if not gone:
+                break
             size -= text_bytes(gone)
         too_large = prompt_too_large(size, n_ctx)
         if too_large:
             raise ContextOverflowError(too_large)
-        tokens = self.tokens(system + rest, params.thinking, tools, strict)
-        while len(tokens) + reserve > n_ctx and len(rest) > 1:
-            dropped += len(drop_oldest_turn(rest))
-            tokens = self.tokens(system + rest, params.thinking, tools, strict)
+        tokens = self.tokens(prompt(), params.thinking, tools, strict)
+        while len(tokens) + reserve > n_ctx and len(kept) > 1:
+            if not drop():
+                break
+            tokens = self.tokens(prompt(), params.thinking, tools, strict)
         if len(tokens) >= n_ctx:
             raise ContextOverflowError(self._overflow(len(tokens)))
-        return tokens, dropped
+        return tokens, tuple(sorted(left_out))
 
     def _overflow(self, n_tokens: int) -> str:
         """The line that says a prompt of ``n_tokens`` does not fit, and what to do."""

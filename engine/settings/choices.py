@@ -121,3 +121,21 @@ def check_draft_logits(draft_tokens: int, n_vocab: int) -> None:
 
 # Where replies come from: llama.cpp on this machine, or an OpenAI-compatible server.
 BACKENDS = ("llama", "openai")
+
+
+# What a prompt that no longer fits the context does (the ``context_policy`` setting): "trim"
+# leaves out the oldest messages (the chat marks where), "compact" has the model summarise the
+# conversation's start first (engine/chat/compaction.py), "stop" refuses the prompt.
+CONTEXT_POLICIES = ("trim", "compact", "stop")
+DEFAULT_CONTEXT_POLICY = "trim"
+
+
+def check_context_policy(value: object) -> str:
+    """``value`` as trim, compact or stop (any case), or a one-line error."""
+    name = str(value).strip().lower()
+    if name not in CONTEXT_POLICIES:
+        raise InvalidParameterError(
+            f"context_policy must be one of {', '.join(CONTEXT_POLICIES)} "
+            f"(got {str(value)[:40]!r})."
+        )
+    return name

@@ -33,11 +33,14 @@ from ..errors import InvalidParameterError
 from ..sizes import human_bytes
 from .choices import (
     BACKENDS,
+    CONTEXT_POLICIES,
+    DEFAULT_CONTEXT_POLICY,
     DEFAULT_DRAFT_TOKENS,
     DEFAULT_KV_CACHE_TYPE,
     DEFAULT_PROMPT_FORMAT,
     DEFAULT_REPACK,
     MAX_DRAFT_TOKENS,
+    check_context_policy,
     check_kv_cache_type,
     check_prompt_format,
     check_repack,
@@ -146,6 +149,24 @@ class EngineSettings:
                 f"Context size in tokens, {CONTEXT_STEP}-{MAX_CONTEXT}, rounded up to a multiple "
                 f"of {CONTEXT_STEP} (default: the model's, at most 8192)."
             ),
+            group=ENGINE,
+        ),
+    )
+    context_policy: str = field(
+        default=DEFAULT_CONTEXT_POLICY,
+        metadata=doc(
+            "What a prompt that would overflow the context does: trim (the oldest messages are "
+            "left out; the chat marks where), compact (the model first summarises the "
+            "conversation into a new branch, the original kept) or stop (the prompt is refused, "
+            "with the choices). The system prompt and pinned messages are never left out.",
+            kind="text",
+            example='"compact"',
+            env="VIBECHAT_CONTEXT_POLICY",
+            flag="--context-policy",
+            metavar="POLICY",
+            flag_help="A prompt that would overflow the context: trim, compact or stop.",
+            choices=CONTEXT_POLICIES,
+            check=check_context_policy,
             group=ENGINE,
         ),
     )

@@ -48,6 +48,12 @@ def prompt_too_large(n_bytes: int, context_size: int | None) -> str | None:
     return None
 
 
+def reply_reserve(max_tokens: int | None, context_size: int) -> int:
+    """The tokens a prompt leaves free for the reply: ``max_tokens`` (512 when it has no
+    limit), a quarter of the context at most. A prompt that leaves less does not fit."""
+    return min(max_tokens or 512, context_size // 4)
+
+
 def round_context(n_ctx: int) -> int:
     """The context llama.cpp allocates for ``n_ctx`` tokens: the next multiple of
     ``CONTEXT_STEP``."""

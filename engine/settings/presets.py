@@ -52,8 +52,18 @@ SETTING_OF = {
     "thinking": "params.thinking",
     "context_size": "context_size",
     "tool_choice": "tool_choice",
+    "context_policy": "context_policy",
 }
-PRESET_KEYS = ("model", "system", "thinking", "format", "context_size", "tool_choice", "params")
+PRESET_KEYS = (
+    "model",
+    "system",
+    "thinking",
+    "format",
+    "context_size",
+    "tool_choice",
+    "context_policy",
+    "params",
+)
 FORMAT_OFF = ("off", "none", "free", "text")
 
 
@@ -107,6 +117,8 @@ class Preset:
     context_size: int | None = None
     # "none": this preset's model is offered no tools.
     tool_choice: str | None = None
+    # What a prompt that would overflow the context does (trim, compact, stop).
+    context_policy: str | None = None
     format: str | None = None
     # By [params] key, checked; thinking included.
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -133,6 +145,8 @@ class Preset:
             values["context_size"] = self.context_size
         if self.tool_choice is not None:
             values["tool_choice"] = self.tool_choice
+        if self.context_policy is not None:
+            values["context_policy"] = self.context_policy
         if self.format is not None:
             values["params.output_format"] = self.output_format()
         return values
@@ -150,7 +164,7 @@ class Preset:
     def to_table(self) -> dict[str, Any]:
         """The preset as its TOML table (what ``update_config`` writes)."""
         table: dict[str, Any] = {}
-        for key in ("model", "system", "thinking", "format", "context_size", "tool_choice"):
+        for key in PRESET_KEYS[:-1]:
             value = self.params.get("thinking") if key == "thinking" else getattr(self, key)
             if value is not None:
                 table[key] = value
@@ -180,6 +194,8 @@ class Preset:
             parts.append(f"context {self.context_size}")
         if self.tool_choice is not None:
             parts.append(f"tool_choice {self.tool_choice}")
+        if self.context_policy is not None:
+            parts.append(f"context_policy {self.context_policy}")
         return ", ".join(parts)
 
 

@@ -37,6 +37,8 @@ class ChatMessage:
     tool_call_id: str | None = None
     name: str | None = None
     attachments: tuple[Attachment, ...] = ()
+    # Pinned by the user: never left out to fit the context (as the system prompt is not).
+    pinned: bool = False
 
     @property
     def images(self) -> tuple[Attachment, ...]:
@@ -262,11 +264,14 @@ class ThinkingDelta:
 
 @dataclass(frozen=True)
 class ContextTrimmed:
-    """Sent before the reply when the oldest messages were left out to fit the context."""
+    """Sent before the reply when the oldest messages were left out to fit the context;
+    ``left_out``: their indices in the messages the backend was sent (a pinned message is never
+    among them, so they need not be the first ones)."""
 
     dropped_messages: int
     prompt_tokens: int
     context_size: int
+    left_out: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

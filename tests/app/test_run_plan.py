@@ -181,6 +181,8 @@ def test_the_json_objects_all_come_from_one_to_json():
         "finish_reason",
         "stats",
         "engine",
+        "compacted_from",
+        "left_out_messages",
         "error",
     ]
     assert obj["model"] == "m" and obj["stats"]["seed"] == 5 and obj["engine"] is None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from vibechat.engine.chat.compaction import Compaction, CompactionNotice
 from vibechat.engine.chat.records import ConversationSummary, StoredConversation
 from vibechat.engine.models.local_model import LocalModel
 from vibechat.engine.turns.backend import ChatEvent, ModelInfo
@@ -108,6 +109,25 @@ class ReplyEvent(Message):
 
     generation: int
     event: ChatEvent
+
+
+@dataclass
+class ReplyCompacted(Message):
+    """The ``compact`` context policy summarised the conversation before reply ``generation``
+    (or says why it did not: ``notice.problem``)."""
+
+    generation: int
+    notice: CompactionNotice
+
+
+@dataclass
+class SummaryReady(Message):
+    """``/compact``'s summary came (``compaction``), or could not be had (``error``, one line);
+    ``generation``: the session's when it was asked (a later one makes it stale)."""
+
+    generation: int
+    compaction: Compaction | None
+    error: str = ""
 
 
 @dataclass

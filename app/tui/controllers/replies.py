@@ -59,10 +59,12 @@ from ..conversation.attachment_view import UserMessage
 from ..conversation.messages import ChatMessageWidget
 from ..conversation.pacing import FrameHold, RenderPacer, ui_budget
 from ..conversation.reply_stream import ReplyStream
+from .compactions import mark_left_out
 from .events import (
     CacheReset,
     ContextCounted,
     ModelProgress,
+    ReplyCompacted,
     ReplyEvent,
     ReplyFailed,
     ReplyText,
@@ -255,6 +257,7 @@ class Replies:
         state.status = "generating…"
         # The last reply's figures go: the bar shows this one's as it streams.
         state.stats, state.thought, state.live = None, False, LiveReply()
+        state.left_out = 0
         host.run_worker(
             lambda: self._generate(turn, stream),
             thread=True,
@@ -296,6 +299,7 @@ class Replies:
                 # An engine restarted after a crash reloads.
                 on_load=lambda f: post(ModelProgress(f)),
                 on_tokens=stream.count_tokens,
+                on_compact=lambda notice: post(ReplyCompacted(generation, notice)),
             )
         # A cut stream (StreamInterrupted) keeps its text as the reply.
         except VibechatError as exc:
@@ -382,13 +386,10 @@ class Replies:
             return
         event = message.event
         if isinstance(event, ContextTrimmed):
-            # What is left of the conversation.
+            # What is left of the conversation, and what is not (the meter, and a marker).
             self.state.context_used = event.prompt_tokens
-            self.host.notify(
-                f"Left out the {event.dropped_messages} oldest messages to fit the "
-                f"{event.context_size:,}-token context.",
-                severity="warning",
-            )
+            self.state.left_out = event.dropped_messages
+            await mark_left_out(self.host, stream.widget, event)
         elif isinstance(event, PromptProgress):
             self._reading(stream, event)
         elif isinstance(event, DraftProgress):

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from vibechat.engine.chat.session import ChatSession
     from vibechat.engine.settings.params import SamplingParams
 
+    from .compactions import Compactions
     from .models import Models
 
 
@@ -41,6 +42,7 @@ class SlashHost(ChatHost, Protocol):
     """The app as the slash commands see it: its public face, and its model manager (``/load``)."""
 
     models: Models
+    compactions: Compactions
 
     def action_models(self) -> None: ...
 
@@ -71,6 +73,8 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
         await _think(app, arg)
     elif name == "/system":
         await _system(app, arg)
+    elif name == "/compact":
+        app.compactions.command(arg)
     elif name == "/preset":
         from . import presets
 
@@ -118,6 +122,9 @@ async def _set(app: ChatHost, arg: str) -> None:
     if key in ("format", "output_format"):
         await _format(app, value or "off")
         return
+    if key == "context_policy":
+        _context_policy(app, value)
+        return
     try:
         params = params.set_from_text(key, value)
     except VibechatError as exc:
@@ -129,6 +136,19 @@ async def _set(app: ChatHost, arg: str) -> None:
         return
     app.set_params(params)
     app.notify(f"{key} = {slash.shown(key, getattr(params, key))}", timeout=2)
+
+
+def _context_policy(app: ChatHost, value: str) -> None:
+    """``/set context_policy trim|compact|stop``: what a prompt that would overflow the context
+    does, from now on in this chat (the config's context_policy keeps it)."""
+    from vibechat.engine.settings.choices import check_context_policy
+
+    try:
+        app.session.context_policy = check_context_policy(value)
+    except VibechatError as exc:
+        app.notify(str(exc), severity="error", timeout=6)
+        return
+    app.notify(f"context_policy = {app.session.context_policy}", timeout=2)
 
 
 async def _show(app: ChatHost, arg: str) -> None:

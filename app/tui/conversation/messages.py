@@ -92,6 +92,11 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             "left", "branch(-1)", "Previous version", id="message.previous_version", show=False
         ),
         Binding("right", "branch(1)", "Next version", id="message.next_version", show=False),
+        # A pinned message is never left out to fit the context (saved with it).
+        Binding("ctrl+u", "pin", "Pin or unpin", id="message.pin", show=False),
+        # /compact up to this message (whole turns): the model summarises it and what came
+        # before; the dialog asks before anything is replaced.
+        Binding("ctrl+x", "compact_here", "Compact up to here", id="message.compact", show=False),
     ]
 
     class CopyRequested(Message):
@@ -108,6 +113,21 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             super().__init__()
             self.message_id = message_id
             self.step = step
+
+    class PinRequested(Message):
+        """Pin the message (``pinned`` True) or unpin it: never left out to fit the context."""
+
+        def __init__(self, message_id: int, pinned: bool) -> None:
+            super().__init__()
+            self.message_id = message_id
+            self.pinned = pinned
+
+    class CompactRequested(Message):
+        """Compact the conversation up to this message (its turn included)."""
+
+        def __init__(self, message_id: int) -> None:
+            super().__init__()
+            self.message_id = message_id
 
     def __init__(
         self,
@@ -128,6 +148,8 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         self._body = body
         self.message_id: int | None = None
         self.branch: tuple[int, int] = (1, 1)
+        # Pinned: never left out to fit the context (``set_pinned``).
+        self.pinned = False
         self._label = (
             label
             or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
@@ -189,8 +211,15 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         return Content.assemble(
             self._label,
             (f"  ‹ {index}/{count} ›" if count > 1 else "", "not bold"),
+            ("  · pinned" if self.pinned else "", "not bold"),
             (keys, "not bold"),
         )
+
+    def set_pinned(self, pinned: bool) -> None:
+        """Pinned or not: said beside its label (``· pinned``)."""
+        self.pinned = pinned
+        if self.is_mounted:
+            self.query_one(".message--role", Static).update(self._label_content())
 
     def set_branch(self, index: int, count: int) -> None:
         """Its place among its siblings (``index`` of ``count``, 1-based): shown as ``‹ 2/3 ›``."""
@@ -211,7 +240,18 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             step = parameters[0] if parameters else 0
             towards = index > 1 if isinstance(step, int) and step < 0 else index < count
             return count > 1 and towards and self.message_id is not None
+        if action in ("pin", "compact_here"):
+            # A saved message of the conversation (not a note of vibechat's).
+            return self.message_id is not None and self.role in ("user", "assistant", "tool")
         return True
+
+    def action_pin(self) -> None:
+        if self.message_id is not None:
+            self.post_message(self.PinRequested(self.message_id, not self.pinned))
+
+    def action_compact_here(self) -> None:
+        if self.message_id is not None:
+            self.post_message(self.CompactRequested(self.message_id))
 
     def action_branch(self, step: int) -> None:
         if self.message_id is not None:

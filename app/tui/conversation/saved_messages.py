@@ -52,7 +52,15 @@ def message_widgets(
             continue
         status, kind = status_line(m)
         widget: ChatMessageWidget
-        if m.role == "user":
+        if m.is_summary:
+            # A compaction's summary: the model reads it in place of what it replaces (← on it
+            # shows the original branch, its sibling).
+            widget = UserMessage(
+                sanitize(m.content),
+                label="Summary (compacted)",
+                status="stands for the conversation before it; ← shows the original",
+            )
+        elif m.role == "user":
             widget = UserMessage(
                 sanitize(m.content), m.attachments, status=status, status_kind=kind
             )
@@ -68,6 +76,7 @@ def message_widgets(
             if m.logprobs is not None:
                 widget.lens = ReplyLens(saved=m.logprobs, params=m.params)
         widget.message_id = m.id
+        widget.pinned = m.pinned
         if opened is not None:
             widget.branch = opened.branch(m.id)
         widgets.append(widget)

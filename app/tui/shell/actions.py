@@ -16,6 +16,7 @@ from textual.widget import Widget
 
 from vibechat.engine.settings.params import SamplingParams
 
+from ..conversation.messages import ChatMessageWidget
 from ..widgets.config_bar import ConfigBar
 from . import config_ui
 from .app_face import AppFace
@@ -85,6 +86,21 @@ class ConversationActions(AppFace):
 
     def action_fork_conversation(self) -> None:
         self.branches.fork()
+
+    def action_compact(self) -> None:
+        self.compactions.command("")
+
+    def action_pin_message(self) -> None:
+        """The palette's "Pin or unpin a message": the focused one (Ctrl+U on it does the same)."""
+        focused = self.focused
+        if isinstance(focused, ChatMessageWidget) and focused.check_action("pin", ()):
+            focused.action_pin()
+        else:
+            self.notify(
+                "Focus a message first (Tab from the input goes to them), then pin it.",
+                severity="warning",
+                timeout=4,
+            )
 
 
 class ModelActions(AppFace):

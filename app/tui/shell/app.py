@@ -50,6 +50,7 @@ from ..chat_state import ChatState
 from ..controllers import slash_commands
 from ..controllers.attachments import Attachments
 from ..controllers.branches import Branches
+from ..controllers.compactions import Compactions
 from ..controllers.conversations import Conversations, OverSaved
 from ..controllers.copies import Copies
 from ..controllers.lens import Lens
@@ -147,6 +148,8 @@ class VibechatApp(
             backend,
             ChatLog(Conversation(system=system, params=params or config.config.params), history),
         )
+        # What a prompt that would overflow the context does (/set context_policy changes it).
+        self.session.context_policy = config.config.context_policy
         self.blink = blink
         # The start-up objects are frozen once, when the model is first ready (gc_policy).
         self._freeze_gc = freeze_gc
@@ -163,6 +166,7 @@ class VibechatApp(
         self.models = Models(self, backend_factory)
         self.chats = Conversations(self, open_first=open_conversation, over_first=open_over)
         self.branches = Branches(self)
+        self.compactions = Compactions(self)
         self.tool_rounds = ToolRounds(self, tools, tool_policy, tool_rounds)
         self.attachments = Attachments(self, lambda: self.query_one(AttachmentTray))
         self.links = Links(self)
@@ -180,6 +184,7 @@ class VibechatApp(
             **self.models.handlers(),
             **self.chats.handlers(),
             **self.branches.handlers(),
+            **self.compactions.handlers(),
             **self.tool_rounds.handlers(),
             **self.attachments.handlers(),
             **self.links.handlers(),

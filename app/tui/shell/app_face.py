@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from ..controllers.attachments import Attachments
     from ..controllers.branches import Branches
+    from ..controllers.compactions import Compactions
     from ..controllers.conversations import Conversations
     from ..controllers.copies import Copies
     from ..controllers.lens import Lens
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         models: Models
         chats: Conversations
         branches: Branches
+        compactions: Compactions
         param_changes: ParamChanges
         side_panels: SidePanels
         attachments: Attachments

@@ -56,6 +56,19 @@ PALETTE_ONLY = [
         "fork_conversation",
     ),
     (
+        "Compact the conversation",
+        "The model summarises the conversation; accepted, it goes on from a new branch that "
+        "starts with the summary, the original kept (/compact [instructions]; Ctrl+X on a "
+        "message: up to it)",
+        "compact",
+    ),
+    (
+        "Pin or unpin a message",
+        "A pinned message is never left out to fit the context (the focused message; Ctrl+U "
+        "on it does the same)",
+        "pin_message",
+    ),
+    (
         "Conversation list: chats, runs, prompt files or all",
         "Show the next of them in the conversation list (f in the list)",
         "filter_conversations",

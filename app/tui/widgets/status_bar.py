@@ -70,6 +70,7 @@ SHOWN = {
     "model": "model",
     "status": "state",
     "context_used": "context_used",
+    "left_out": "left_out",
     "stats": "stats",
     "live": "live",
     "download": "download",
@@ -125,6 +126,8 @@ class StatusBar(Widget):
     state: reactive[str] = reactive("starting")
     # While a reply streams: its prompt (the live tokens are added).
     context_used: reactive[int] = reactive(0)
+    # Messages the last prompt left out to fit the context (shown beside the meter).
+    left_out: reactive[int] = reactive(0)
     stats: reactive[GenerationStats | None] = reactive(None)
     # The reply streaming now.
     live: reactive[LiveReply | None] = reactive(None)
@@ -198,6 +201,7 @@ class StatusBar(Widget):
                 "context",
                 ("ctx ", dim),
                 (estimate + (f"{used:,}/{size:,}" if size else f"{used:,}"), style),
+                (f" −{self.left_out} left out" if self.left_out else "", "yellow"),
             )
         if live is not None and live.tokens:
             add("tokens", f"{estimate}{live.tokens:,} tok")

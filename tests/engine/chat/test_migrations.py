@@ -68,6 +68,7 @@ def test_each_migration_is_a_named_function_with_a_docstring():
         "tool_calls",
         "attachments",
         "token_lens",
+        "summaries_and_pins",
     ]
     for migration in MIGRATIONS:
         assert inspect.isfunction(migration) and getattr(schema, migration.__name__) is migration

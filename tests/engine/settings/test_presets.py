@@ -117,6 +117,10 @@ def test_presets_are_read_and_checked_by_the_configs_own_rules():
         ("[presets.x]\ncontext_size = 10", "line 3: preset 'x': context_size must be between 256"),
         ('[presets.x]\nformat = "{not json"', "line 3: preset 'x': format:"),
         ("[presets]\nx = 3", "line 3: presets.x must be a table"),
+        (
+            '[presets.x]\ncontext_policy = "shrink"',
+            "line 3: preset 'x': context_policy must be one of trim, compact, stop",
+        ),
     ],
 )
 def test_a_bad_preset_is_one_line_naming_the_file_the_preset_and_the_key(table, said):
@@ -132,6 +136,15 @@ def test_a_bad_preset_is_one_line_naming_the_file_the_preset_and_the_key(table, 
     assert (
         load_config(path, schema=APP_SCHEMA, environ={}).problem is not None
     )  # the config loader sees it too
+
+
+def test_a_presets_context_policy_is_applied_under_the_flags():
+    path = write_config('[presets.long]\ncontext_policy = "Compact"\n')
+    preset = load_presets(path).presets["long"]
+    assert preset.context_policy == "compact" and preset.settings() == {"context_policy": "compact"}
+    assert preset.to_table() == {"context_policy": "compact"}
+    loaded = apply_to_loaded(load_config(path, schema=APP_SCHEMA, environ={}), preset)
+    assert loaded.config.context_policy == "compact"
 
 
 def test_one_bad_preset_leaves_the_others_usable_and_an_unknown_name_gets_a_suggestion():
