@@ -109,6 +109,10 @@ class AssistantMessage(ChatMessageWidget):
         # The segments' width at the last layout (``_render_options``).
         self._segment_width = 0
 
+    def has_blocks(self) -> bool:
+        """Its body is a column of Markdown segments (``ReplyBody``)."""
+        return True
+
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
             yield self.thinking
