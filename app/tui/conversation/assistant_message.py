@@ -94,7 +94,7 @@ class AssistantMessage(ChatMessageWidget):
         self._segment_width = 0
 
     def has_blocks(self) -> bool:
-        """Its body is a column of Markdown segments (``ReplyBody``)."""
+        """Its text is a widget of its own (``body``), below its thinking, if any."""
         return True
 
     def compose_body(self) -> ComposeResult:

@@ -234,7 +234,7 @@ class CachedMarkdown:
 
 
 class SettledMarkdown(CachedMarkdown):
-    """The settled segments of a long reply, one below the other, as one renderable: each
+    """The settled segments of a reply, one below the other, as one renderable: each
     part renders (and caches) its own lines as its segment would have, and the lines of the
     whole are theirs in order (``_Joined``), so a new width re-renders each part once.
     Only ``parts`` says the text (``text`` is not kept: the message has it)."""

@@ -97,9 +97,6 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     ChatMessageWidget .reply--body {
         height: auto;
     }
-    ChatMessageWidget .reply--segment {
-        height: auto;
-    }
     """
     # A flat message's label and status line take the rules of the widgets they would be.
     COMPONENT_CLASSES = {"message--role", "message--status"}
