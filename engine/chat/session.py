@@ -262,12 +262,14 @@ class ChatSession(Compacting):
                 self._keep_to_context(turn, on_compact, stop_requested)
             done: GenerationDone | None = None
             if turn.tools or turn.prefix is not None:
+                # ``prefix`` only when there is one: a backend written before it takes tools.
+                path = {} if turn.prefix is None else {"prefix": turn.prefix}
                 events = self.backend.stream_chat(
                     turn.messages,
                     turn.params,
                     tools=turn.tools,
                     tool_choice=turn.tool_choice,
-                    prefix=turn.prefix,
+                    **path,
                 )
             else:
                 # As every backend takes it (a front end's test double too).

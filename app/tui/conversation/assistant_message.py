@@ -2,9 +2,11 @@
 only its live tail re-rendering, its thinking above it (``thinking_block.py``).
 
 Assistant text arrives sanitised (the app strips control sequences first), in batches paced
-by the app (``reply_stream.py``); large batches render in a worker thread. The reply's column
-of segments is ``ReplyBody``; past a few segments the settled ones fold into one widget
-(``reply_fold.py``).
+by the app (``reply_stream.py``); large batches render in a worker thread. The reply's text is
+one widget (``MarkdownSegment``, its ``body``): its settled segments, each rendered once, and
+its live tail; a sealed segment joins the settled ones and mounts nothing, so a new segment
+never lays out or paints the reply above it (issue 42). Its forced cuts are merged when it
+ends (``reply_fold.py``).
 """
 
 from __future__ import annotations
@@ -15,44 +17,30 @@ import time
 from rich.console import Console, ConsoleOptions
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.message import Message
 from textual.widget import Widget
 
-from ..one_layout import SizedByLayout
 from ..reply_lens import ReplyLens
 from . import reply_fold
-from .markdown_segment import CachedMarkdown, MarkdownSegment, SettledSegments, prepare
+from .markdown_segment import CachedMarkdown, MarkdownSegment, prepare
 from .markdown_text import http_links
 from .messages import ChatMessageWidget
 from .segmenter import segment
 from .thinking_block import ThinkingBlock
 
 
-class ReplyBody(SizedByLayout, Vertical):
-    """The column of a reply's Markdown segments. Its segments cover it whole (it has no
-    border, padding nor gaps), so it paints nothing itself (``BLANK``): a container's own
-    lines are rendered for its whole height whenever it changes size, and a streaming reply's
-    body changes size with every render (thousands of lines, never seen)."""
-
-    BLANK = True
-
-
 class AssistantMessage(ChatMessageWidget):
     """An assistant reply, rendered as Markdown while it streams.
 
-    The reply is a column of ``MarkdownSegment``s cut by a ``ReplySegmenter``:
-    settled segments, each rendered once, and one live tail that re-renders as
-    text arrives. The tail is sealed at a paragraph boundary once it passes
-    ``SEAL_AT`` characters, or forced at a line break (inside a code block too)
-    past ``FORCE_AT``, so the work per update stays bounded however long the reply
-    gets. When the reply ends, forced cuts are merged back and rendered once.
-    Once a streaming reply has more than ``FOLD_AT`` segment widgets, the settled ones go
-    into one ``SettledSegments`` at the top of its body, so the layout after each render
-    touches a few widgets however long the reply is (a burst's slice then mounts only its
-    new tail: the segments it sealed go straight into the fold); a long reply opened from
-    the history opens folded.
-    While the reply streams (``live``), its tail keeps ``ROOM`` blank lines below the text
+    The reply's text is cut into segments by a ``ReplySegmenter`` and shown by one
+    ``MarkdownSegment`` (``body``): settled segments, each rendered once, and one live tail
+    that re-renders as text arrives. The tail is sealed at a paragraph boundary once it
+    passes ``SEAL_AT`` characters, or forced at a line break (inside a code block too) past
+    ``FORCE_AT``, so the work per update stays bounded however long the reply gets; a sealed
+    segment joins the settled ones in the same widget (nothing is mounted, so the layout
+    after each render touches the same few widgets however long the reply is). When the
+    reply ends, forced cuts are merged back and rendered once.
+    While the reply streams (``live``), its text keeps ``ROOM`` blank lines below it
     (``MarkdownSegment.room``), so the conversation scrolls once every ``ROOM + 1`` lines.
     (Textual's ``Markdown`` widget, streamed with ``Markdown.get_stream()``, mounts
     one widget per block; measured in docs/PERFORMANCE.md, it absorbs about a
@@ -70,10 +58,6 @@ class AssistantMessage(ChatMessageWidget):
     # its live tail is small, and a worker would hold the GIL while the loop draws a keypress
     # (docs/PERFORMANCE.md, "Speed on slow CPUs").
     OFF_LOOP_AT = 1000
-    # More segment widgets than this in a streaming reply's body: the settled ones are folded
-    # into one widget (``SettledSegments``). A short reply keeps a widget per segment, as a
-    # finished one does (the fold pays once the layout would visit many).
-    FOLD_AT = 8
 
     BINDINGS = [Binding("enter", "open_link", "Open link", id="message.open_link", show=False)]
 
@@ -101,7 +85,7 @@ class AssistantMessage(ChatMessageWidget):
         self.thinking = thinking
         self._segmenter = segment(text, self.SEAL_AT, self.FORCE_AT)
         self._link_index = 0
-        # Segments above this one have dropped their strips.
+        # Lines of its text above the view when it last dropped its painted strips.
         self._forgotten = 0
         # CPU seconds its renders took in worker threads (``append``), and on the event loop
         # (what a slice of a burst costs the loop).
@@ -112,83 +96,49 @@ class AssistantMessage(ChatMessageWidget):
         # Its tokens' candidates (the token lens; None: it was off for this reply).
         self.lens: ReplyLens | None = None
 
+    def has_blocks(self) -> bool:
+        """Its text is a widget of its own (``body``), below its thinking, if any."""
+        return True
+
     def compose_body(self) -> ComposeResult:
         if self.thinking is not None:
             yield self.thinking
-        with ReplyBody(classes="reply--body"):
-            yield from self._column()
+        markdowns = self._markdowns(0, [self._segmenter.display(i) for i in self._indexes()])
+        self._shown = MarkdownSegment(
+            code_theme=self.code_theme,
+            classes="reply--body",
+            room=self.ROOM if self.live else 0,
+            prepared=markdowns[-1],
+            settled=markdowns[:-1],
+        )
+        yield self._shown
 
-    def _column(self, tail: bool = True) -> list[MarkdownSegment]:
-        """The body's widgets for the whole text (a reply opened, or rebuilt at its end): a
-        widget per segment, or, past ``FOLD_AT`` segments, the fold of all but the last
-        (``SettledSegments``) and the last."""
-        made = self._segments(0, None, tail=tail)
-        if len(made) <= self.FOLD_AT:
-            return made
-        return [
-            SettledSegments(
-                [widget.markdown for widget in made[:-1]], self.code_theme, classes="reply--settled"
-            ),
-            made[-1],
-        ]
+    def _indexes(self) -> range:
+        """The segmenter's segments' indexes."""
+        return range(len(self._segmenter.segments))
 
-    def _segments(
-        self,
-        start: int,
-        above: MarkdownSegment | None,
-        tail: bool = True,
-        prepared: list[CachedMarkdown] | None = None,
-    ) -> list[MarkdownSegment]:
-        """Widgets for the segmenter's segments from ``start`` on, below ``above`` (the widget
-        of segment ``start - 1``); ``tail``: the last one is the live tail; ``prepared``:
-        their texts already rendered (``markdown_segment.prepare``)."""
-        made: list[MarkdownSegment] = []
-        count = len(self._segmenter.segments)
-        for index in range(start, count):
-            above = self._segment(
-                index,
-                above,
-                tail=tail and index == count - 1,
-                prepared=prepared[index - start] if prepared else None,
+    def _markdowns(
+        self, start: int, texts: list[str], above: CachedMarkdown | None = None
+    ) -> list[CachedMarkdown]:
+        """``texts``, the segmenter's segments from ``start`` on, as Markdown to show, below
+        ``above`` (segment ``start - 1``'s). Below a clean cut each starts with the blank line
+        that separates two blocks in the whole reply (``CachedMarkdown.gap_above``)."""
+        made: list[CachedMarkdown] = []
+        segments = self._segmenter.segments
+        for index, text in enumerate(texts, start):
+            gap = (
+                above is not None
+                and not segments[index - 1].forced_after
+                and not above.ends_with_rule
             )
+            above = CachedMarkdown(text, self.code_theme, gap)
             made.append(above)
         return made
 
-    def _segment(
-        self,
-        index: int,
-        above: MarkdownSegment | None,
-        tail: bool = False,
-        prepared: CachedMarkdown | None = None,
-    ) -> MarkdownSegment:
-        """Segment ``index``'s widget. Below a clean cut it starts with the blank line that
-        separates two blocks in the whole reply (``CachedMarkdown.gap_above``)."""
-        room = self.ROOM if tail and self.live else 0
-        # Its gap above was decided as it was rendered.
-        if prepared is not None:
-            return MarkdownSegment(
-                prepared.text,
-                code_theme=self.code_theme,
-                classes="reply--segment",
-                room=room,
-                prepared=prepared,
-            )
-        gap = (
-            above is not None
-            and not self._segmenter.segments[index - 1].forced_after
-            and not above.ends_with_rule
-        )
-        return MarkdownSegment(
-            self._segmenter.display(index),
-            code_theme=self.code_theme,
-            classes="reply--segment",
-            room=room,
-            gap_above=gap,
-        )
-
     @property
-    def body(self) -> Vertical:
-        return self.query_one(".reply--body", Vertical)
+    def body(self) -> MarkdownSegment:
+        """The reply's text: one widget (``MarkdownSegment``)."""
+        return self._shown
 
     async def show_thinking(self, block: ThinkingBlock) -> ThinkingBlock:
         """The reply's thinking began: its block goes above the answer."""
@@ -200,10 +150,9 @@ class AssistantMessage(ChatMessageWidget):
         """An ``append`` of ``size`` characters renders its Markdown in a worker thread: a
         burst's slice (``OFF_LOOP_AT`` characters or more) once the live tail has been laid
         out (its width is known)."""
-        if size < self.OFF_LOOP_AT or not self.is_attached or not self.body.children:
+        if size < self.OFF_LOOP_AT or not self.is_attached:
             return False
-        tail = self.body.children[-1]
-        return isinstance(tail, MarkdownSegment) and self._render_options(tail) is not None
+        return self._render_options(self.body) is not None
 
     def _render_options(self, tail: MarkdownSegment) -> tuple[Console, ConsoleOptions] | None:
         """The tail's render options: at its width, or, a tail mounted by the last slice and
@@ -218,22 +167,20 @@ class AssistantMessage(ChatMessageWidget):
         segments of a large append (``OFF_LOOP_AT``) is parsed and rendered in a worker
         thread (``markdown_segment.prepare``),
         so the event loop keeps turning meanwhile (the Python in it still takes turns
-        with the worker, every ``sys.getswitchinterval()``); the widgets take the rendered
+        with the worker, every ``sys.getswitchinterval()``); the widget takes the rendered
         lines in one step afterwards. The worker's CPU seconds add up in ``offloop_cpu``
         (the UI's work all the same: the render pacer counts it)."""
         started = time.thread_time()
         self.text += text
         segmenter = self._segmenter
         body = self.body
-        tail = body.children[-1]
-        assert isinstance(tail, MarkdownSegment)
         sealed = segmenter.feed(text)
         count = len(segmenter.segments)
         # The tail's segment (settled when ``sealed``).
         first = count - sealed - 1
         texts = [segmenter.display(index) for index in range(first, count)]
         prepared = None
-        options = self._render_options(tail) if len(text) >= self.OFF_LOOP_AT else None
+        options = self._render_options(body) if len(text) >= self.OFF_LOOP_AT else None
         if options is not None:
             cuts = [None] + [
                 not segmenter.segments[index - 1].forced_after for index in range(first + 1, count)
@@ -242,7 +189,7 @@ class AssistantMessage(ChatMessageWidget):
             def work() -> tuple[list[CachedMarkdown], float]:
                 start = time.thread_time()
                 made = prepare(
-                    list(zip(texts, cuts, strict=True)), self.code_theme, *options, tail.gap_above
+                    list(zip(texts, cuts, strict=True)), self.code_theme, *options, body.gap_above
                 )
                 return made, time.thread_time() - start
 
@@ -252,44 +199,43 @@ class AssistantMessage(ChatMessageWidget):
             started = time.thread_time()
             self.offloop_cpu += spent
             # Gone meanwhile (a new chat): nothing to show it in.
-            if not self.is_attached or body.children[-1] is not tail:
+            if not self.is_attached:
                 return
-        if prepared:
-            tail.offer(prepared[0])
-        if sealed:
-            tail.settle()
-            tail.set_text(texts[0])
-            made = self._segments(count - sealed, tail, prepared=prepared[1:] if prepared else None)
-            standing = reply_fold.standing(body)
-            if len(standing) + len(made) > self.FOLD_AT:
-                reply_fold.fold(body, standing, made[:-1], self.code_theme)
-                made = made[-1:]
-                self._forgotten = 0
-            # Not awaited: the new segments join the DOM now and are laid out with the
-            # rest of this update in one refresh, instead of a refresh of their own.
-            body.mount_all(made)
-            self._forget_scrolled_away(body)
+        if not sealed:
+            if prepared:
+                body.offer(prepared[0])
+            body.set_text(texts[0])
         else:
-            tail.set_text(texts[0])
+            body.seal(*self._sealed(first, texts, prepared))
+            self._forget_scrolled_away(body)
         self.loop_cpu += time.thread_time() - started
 
-    def _forget_scrolled_away(self, body: Vertical) -> None:
-        """Settled segments that scrolled above the view drop their painted strips (see
-        ``MarkdownSegment``). The view only moves down while a reply streams, so each
-        is looked at until it has gone, once."""
+    def _sealed(
+        self, first: int, texts: list[str], prepared: list[CachedMarkdown] | None
+    ) -> tuple[list[CachedMarkdown], CachedMarkdown]:
+        """The segments from ``first`` (the tail's, sealed) on, as Markdown: those sealed and
+        the new tail. The old tail keeps its render when its text did not change."""
+        if prepared:
+            return prepared[:-1], prepared[-1]
+        tail = self.body.markdown
+        if tail.text == texts[0]:
+            made = [tail, *self._markdowns(first + 1, texts[1:], tail)]
+        else:
+            made = [CachedMarkdown(texts[0], self.code_theme, tail.gap_above)]
+            made += self._markdowns(first + 1, texts[1:], made[0])
+        return made[:-1], made[-1]
+
+    def _forget_scrolled_away(self, body: MarkdownSegment) -> None:
+        """The lines of its text that scrolled above the view drop the strips Textual keeps
+        for them (see ``MarkdownSegment``), once a view's height of them has gone since the
+        last time: the view only moves down while a reply streams."""
         view = self.parent
         if not isinstance(view, Widget):
             return
-        top = view.region.y
-        segments = reply_fold.standing(body)
-        while self._forgotten < len(segments) - 2:
-            segment = segments[self._forgotten]
-            region = segment.region
-            if not region or region.bottom > top:
-                break
-            assert isinstance(segment, MarkdownSegment)
-            segment.forget_strips()
-            self._forgotten += 1
+        above = view.region.y - body.region.y
+        if above - self._forgotten >= max(1, view.region.height):
+            body.forget_strips()
+            self._forgotten = above
 
     def end_live(self) -> None:
         """The reply no longer streams: the room below its tail goes."""
@@ -299,37 +245,24 @@ class AssistantMessage(ChatMessageWidget):
 
     async def finish(self, final_text: str | None = None) -> None:
         """End of the stream: merge segments that were cut by force (one render each);
-        rebuild everything only if the final text differs from what streamed."""
+        render everything again only if the final text differs from what streamed."""
         self.end_live()
         body = self.body
         self._forgotten = 0
         if final_text is not None and final_text != self.text:
             self.text = final_text
             self._segmenter = segment(final_text, self.SEAL_AT, self.FORCE_AT)
-            await body.remove_children()
-            await body.mount_all(self._column(tail=False))
+            texts = [self._segmenter.display(i) for i in self._indexes()]
+            body.show(self._markdowns(0, texts))
             return
         # Indexes into the segments as they streamed.
         runs = self._segmenter.merge_forced()
-        if not runs:
-            return
-        fold = body.children[0] if body.children else None
-        if isinstance(fold, SettledSegments):
-            await self._merge_folded(fold, runs)
-            return
-        widgets = list(body.query(MarkdownSegment))
-        merged_away = 0
-        for run in runs:
-            widgets[run[0]].set_text(self._segmenter.display(run[0] - merged_away))
-            merged_away += len(run) - 1
-        await body.remove_children([widgets[i] for run in runs for i in run[1:]])
-
-    async def _merge_folded(self, fold: SettledSegments, runs: list[list[int]]) -> None:
-        """``finish`` for a folded reply: each run of forced cuts made one segment
-        (reply_fold.py)."""
-        streamed = fold.parts + [widget.markdown for widget in reply_fold.standing(self.body)]
-        merged = reply_fold.merge_runs(streamed, runs, self._segmenter.display, self.code_theme)
-        await reply_fold.show_merged(self.body, fold, merged, self.code_theme, self.FOLD_AT)
+        if runs:
+            body.show(
+                reply_fold.merge_runs(
+                    body.markdowns, runs, self._segmenter.display, self.code_theme
+                )
+            )
 
     def action_open_link(self) -> None:
         links = http_links(self.text)

@@ -290,6 +290,10 @@ class UserMessage(ChatMessageWidget):
         super().__init__("user", text, **kwargs)
         self.attachments = tuple(attachments)
 
+    def has_blocks(self) -> bool:
+        """With attachments, a column of widgets; without, drawn by itself (``flat``)."""
+        return bool(self.attachments) or super().has_blocks()
+
     def compose_body(self) -> ComposeResult:
         if self.text or not self.attachments:
             yield from super().compose_body()

@@ -1,7 +1,11 @@
-"""One piece of a streamed reply, rendered as Markdown at the least possible cost.
+"""A reply's text, rendered as Markdown at the least possible cost, in one widget.
 
-A streaming reply re-renders its live tail several times a second while the
-model needs every core. ``MarkdownSegment`` keeps that cheap:
+A streaming reply is cut into segments (segmenter.py) and re-renders its live tail several
+times a second while the model needs every core. ``MarkdownSegment`` shows them all: the
+settled segments, one below the other (``SettledMarkdown``), and the tail below them. A
+sealed segment joins the settled ones: nothing is mounted, nothing above the tail is rendered
+or painted again, and the layout after a render touches this one widget however long the
+reply is (issue 42). It keeps that cheap:
 
 * the Markdown is parsed and rendered once per text and width (Textual asks for
   the height and then for the lines; both come from one cached render);
@@ -18,8 +22,9 @@ model needs every core. ``MarkdownSegment`` keeps that cheap:
   live container object, paused the event loop for 60–90 ms at 16,000 tokens
   when each line was kept as Rich segments plus two Textual strips (about 40
   objects a line). The lines are kept packed in tuples of strings and integers,
-  which the collector stops tracking, and a segment hands Textual strips only for
-  the lines on screen, and forgets them when it scrolls out of view.
+  which the collector stops tracking, and the widget hands Textual strips only for
+  the lines on screen, and has Textual forget them once they scroll out of view
+  (``forget_strips``).
 
 A reply's line breaks are shown as line breaks (``ChatMarkdown``), as every chat UI
 shows a model's output: in Markdown a single newline is a space, which joined JSON,
@@ -229,7 +234,7 @@ class CachedMarkdown:
 
 
 class SettledMarkdown(CachedMarkdown):
-    """The settled segments of a long reply, one below the other, as one renderable: each
+    """The settled segments of a reply, one below the other, as one renderable: each
     part renders (and caches) its own lines as its segment would have, and the lines of the
     whole are theirs in order (``_Joined``), so a new width re-renders each part once.
     Only ``parts`` says the text (``text`` is not kept: the message has it)."""
@@ -294,7 +299,11 @@ class _Lines:
 
 
 class MarkdownSegment(SizedByLayout):
-    """Markdown text; ``text`` is replaced as the stream grows (see the module doc)."""
+    """A reply's Markdown in one widget: the settled segments (``settled``: each rendered
+    once and cached, their lines one below the other, ``SettledMarkdown``) and below them the
+    live tail, whose ``text`` is replaced as the stream grows (see the module doc). A sealed
+    segment moves into the settled ones (``seal``): nothing is mounted, and the lines above
+    the tail are neither rendered nor painted again."""
 
     DEFAULT_CSS = """
     MarkdownSegment {
@@ -311,9 +320,12 @@ class MarkdownSegment(SizedByLayout):
         room: int = 0,
         gap_above: bool = False,
         prepared: CachedMarkdown | None = None,
+        settled: Sequence[CachedMarkdown] = (),
     ) -> None:
         super().__init__(classes=classes)
         self.code_theme = code_theme
+        # The settled segments above the tail.
+        self._settled = SettledMarkdown(settled, code_theme)
         # ``prepared``: the text already parsed and rendered, off the event loop (``prepare``)
         self._renderable = (
             prepared if prepared is not None else CachedMarkdown(text, code_theme, gap_above)
@@ -330,6 +342,7 @@ class MarkdownSegment(SizedByLayout):
 
     @property
     def text(self) -> str:
+        """The live tail's text."""
         return self._renderable.text
 
     @property
@@ -337,12 +350,19 @@ class MarkdownSegment(SizedByLayout):
         """Its last block is a horizontal rule (``CachedMarkdown.gap_above``)."""
         return self._renderable.ends_with_rule
 
+    @property
+    def markdowns(self) -> list[CachedMarkdown]:
+        """What it shows, top to bottom: the settled segments, then the tail."""
+        return [*self._settled.parts, self._renderable]
+
     def offer(self, prepared: CachedMarkdown) -> None:
         """The next ``set_text`` of ``prepared``'s text takes it as it is, already rendered
         (``prepare``), instead of rendering the text itself."""
         self._offered = prepared
 
     def set_text(self, text: str) -> None:
+        """The tail's text is now ``text``: only its lines from the first that renders
+        differently are painted again, unless its height changed (then a layout)."""
         offered, self._offered = self._offered, None
         if text == self._renderable.text:
             return
@@ -353,13 +373,43 @@ class MarkdownSegment(SizedByLayout):
         else:
             self._renderable = CachedMarkdown(text, self.code_theme, gap_above)
         after = self._rendered(self._renderable)
-        if before is None or after is None or self.rows(len(after)) != self._rows:
+        if before is None or after is None:
+            self.refresh(layout=True)
+            return
+        above = self._settled_lines()
+        if self.rows(above + len(after)) != self._rows:
             self.refresh(layout=True)
             return
         first = first_difference(before, after)
         end = max(len(before), len(after))
         if first < end:
-            self.refresh(Region(0, first, self.content_size.width, end - first))
+            self.refresh(Region(0, above + first, self.content_size.width, end - first))
+
+    def seal(self, settled: Sequence[CachedMarkdown], tail: CachedMarkdown) -> None:
+        """The tail was sealed: ``settled`` (its text as it ended, and any segments sealed
+        with it) go below the settled segments, ``tail`` is the new live tail. Painted from
+        the old tail's first line down, laid out only if its height changed."""
+        start = self._settled_lines()
+        self._settled.parts.extend(settled)
+        self._renderable = tail
+        self._offered = None
+        width = self.content_size.width
+        if not width or not self.is_attached:
+            self.refresh(layout=True)
+            return
+        lines = self._settled_lines() + len(self._rendered_at(tail, width))
+        if self.rows(lines) != self._rows:
+            self.refresh(layout=True)
+        else:
+            self.refresh(Region(0, start, width, max(1, self._rows - start)))
+
+    def show(self, markdowns: Sequence[CachedMarkdown]) -> None:
+        """Show ``markdowns`` instead, the last one as the tail (a reply's merged segments
+        at its end, or its text rebuilt)."""
+        self._settled = SettledMarkdown(markdowns[:-1], self.code_theme)
+        self._renderable = markdowns[-1]
+        self._offered = None
+        self.refresh(layout=True)
 
     def settle(self) -> None:
         """The text stops streaming: the room below it goes."""
@@ -376,6 +426,7 @@ class MarkdownSegment(SizedByLayout):
 
     @property
     def gap_above(self) -> bool:
+        """The tail starts with the blank line between two blocks (``CachedMarkdown``)."""
         return self._renderable.gap_above
 
     def render_options(self, width: int = 0) -> tuple[Console, ConsoleOptions] | None:
@@ -399,8 +450,22 @@ class MarkdownSegment(SizedByLayout):
         app = self.app
         return renderable.rendered(app.console, app.console_options.update_width(width))
 
+    def _settled_lines(self, width: int = 0) -> int:
+        """The settled segments' lines at ``width`` (the current width by default)."""
+        width = width or self.content_size.width
+        if not self._settled.parts or not width or not self.is_attached:
+            return 0
+        return len(self._rendered_at(self._settled, width))
+
+    def _whole(self, width: int) -> _Rendered:
+        """Every line it shows at ``width``: the settled segments' and the tail's."""
+        tail = self._rendered_at(self._renderable, width)
+        if not self._settled.parts:
+            return tail
+        return _Joined([self._rendered_at(self._settled, width), tail])
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        self._rows = self.rows(len(self._rendered_at(self._renderable, width)))
+        self._rows = self.rows(len(self._whole(width)))
         return self._rows
 
     def render(self) -> CachedMarkdown:
@@ -409,7 +474,7 @@ class MarkdownSegment(SizedByLayout):
     # Painting: Textual's default renders every line of a widget into strips and keeps
     # them, and its styles cache keeps the strips it painted. Here strips are made only
     # for the lines Textual paints, through Textual's own pipeline (so they are the
-    # same strips), and nothing is kept once the segment leaves the screen.
+    # same strips), and what Textual keeps is dropped once out of view (``forget_strips``).
     def render_lines(self, crop: Region) -> list[Strip]:
         self._wanted = (crop.y, crop.bottom)
         try:
@@ -432,67 +497,18 @@ class MarkdownSegment(SizedByLayout):
         width = self.size.width
         if not width:
             return []
-        lines = self._rendered_at(self._renderable, width).segments(start, end)
+        lines = self._whole(width).segments(start, end)
         return Visual.to_strips(
             self, RichVisual(self, _Lines(lines)), width, None, self.visual_style
         )
 
     @property
     def markdown(self) -> CachedMarkdown:
-        """What it shows: its text, rendered (and cached) per width."""
+        """The tail: its text, rendered (and cached) per width."""
         return self._renderable
 
-    def show(self, markdown: CachedMarkdown) -> None:
-        """Show ``markdown`` instead (with its own gap above): a merged text at a reply's end."""
-        self._renderable = markdown
-        self._offered = None
-        self.refresh(layout=True)
-
     def forget_strips(self) -> None:
-        """Out of view: drop the strips Textual's styles cache keeps for it (they come
-        back from the packed lines, without parsing, if it scrolls into view again)."""
+        """Drop the strips Textual's styles cache keeps for it (the lines out of view come
+        back from the packed lines, without parsing, if they scroll into view again; those
+        in view are painted again)."""
         self.refresh()
-
-
-class SettledSegments(MarkdownSegment):
-    """The settled segments at the top of a long streaming reply, in one widget.
-
-    A streaming reply is a column of segments (assistant_message.py); every layout of the screen
-    asks each widget for its box and places it, and each new segment is mounted, shown and
-    sized, so a layout after a slice of a burst cost more the longer the reply got (the
-    worst event-loop gaps, docs/PERFORMANCE.md). Settled segments never change, so the reply
-    folds them in here: one widget whose height is the sum of their lines and whose lines
-    are theirs (``SettledMarkdown``), painted like a segment (only the lines on screen become
-    strips). A slice's layout then touches this widget and a few segments, however long the
-    reply is."""
-
-    DEFAULT_CSS = """
-    SettledSegments {
-        height: auto;
-    }
-    """
-
-    def __init__(
-        self, parts: Sequence[CachedMarkdown], code_theme: str, classes: str | None = None
-    ) -> None:
-        super().__init__(code_theme=code_theme, classes=classes)
-        self._settled = SettledMarkdown(parts, code_theme)
-        self._renderable = self._settled
-
-    @property
-    def parts(self) -> list[CachedMarkdown]:
-        return self._settled.parts
-
-    def fold(self, parts: Sequence[CachedMarkdown]) -> None:
-        """Take ``parts`` below those it holds (the next settled segments, in order)."""
-        self._settled.parts.extend(parts)
-        self.refresh(layout=True)
-
-    def set_parts(self, parts: Sequence[CachedMarkdown]) -> None:
-        """Hold ``parts`` instead (the reply ended and merged its forced cuts)."""
-        self._settled = SettledMarkdown(parts, self.code_theme)
-        self._renderable = self._settled
-        self.refresh(layout=True)
-
-    def set_text(self, text: str) -> None:
-        raise TypeError("settled segments do not change text; fold() or set_parts()")

@@ -1,7 +1,13 @@
 """A message in the conversation: ``ChatMessageWidget`` (its label, its text and the status
-line under it; the keys that copy it or switch to a sibling) and ``MessageText``, the lines it
-is made of. A reply's own widget, rendered as Markdown while it streams, is
-``assistant_message.AssistantMessage``; the list of messages is ``chat_view.ChatView``.
+line under it; the keys that copy it or switch to a sibling) and ``MessageText``, the lines
+of a message whose body is widgets. A reply's own widget, rendered as Markdown while it
+streams, is ``assistant_message.AssistantMessage``; the list of messages is
+``chat_view.ChatView``.
+
+A message whose body is only its text (a prompt without attachments, a note) is one widget:
+it draws its label, text and status line itself, as one ``Content`` (``flat``), and mounts
+no child; its height comes from that text at its width (issue 42: every widget a new message
+mounts is laid out and painted in the frame that shows it).
 
 Every text shown here may come from outside (a message, a model's reply, a server's error in
 a status line): it is sanitised and shown as text, never read as markup (``outside``).
@@ -9,12 +15,16 @@ a status line): it is sanitised and shown as text, never read as markup (``outsi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
+from textual.geometry import Region, Size
 from textual.message import Message
+from textual.selection import Selection
 from textual.strip import Strip
 from textual.visual import Visual
 from textual.widgets import Static
@@ -22,6 +32,9 @@ from textual.widgets import Static
 from .. import outside
 from ..one_layout import SizedByLayout
 from .markdown_text import code_blocks
+
+if TYPE_CHECKING:
+    from textual.css.styles import RulesMap
 
 
 class MessageText(SizedByLayout, Static):
@@ -38,7 +51,13 @@ class MessageText(SizedByLayout, Static):
 class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     """One message. Focus it (Tab or a click) to copy it (Ctrl+C) or its code (Ctrl+K); its
     keys then show beside its label. No plain letters: typing on a focused message goes to
-    the input (``TypesIntoInput.Typed``), as someone who clicked a message and typed expects."""
+    the input (``TypesIntoInput.Typed``), as someone who clicked a message and typed expects.
+
+    Its label, body and status line are child widgets (``MessageText``, classes
+    ``message--role``, ``message--body``, ``message--status``) only when its body has widgets
+    of its own (``has_blocks``); else it draws the three itself (``flat``), styled by the
+    same rules (component classes ``message--role`` and ``message--status``). Either way
+    ``label_shown`` and ``status_shown`` say what its label and status line show."""
 
     DEFAULT_CSS = """
     ChatMessageWidget {
@@ -78,10 +97,9 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     ChatMessageWidget .reply--body {
         height: auto;
     }
-    ChatMessageWidget .reply--segment {
-        height: auto;
-    }
     """
+    # A flat message's label and status line take the rules of the widgets they would be.
+    COMPONENT_CLASSES = {"message--role", "message--status"}
     # Shown beside the focused message's label rather than in the footer (the app's keys fill it).
     BINDINGS = [
         Binding("ctrl+c", "copy_message", "Copy message", id="message.copy", show=False),
@@ -154,29 +172,123 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             label
             or {"user": "You", "assistant": "Assistant", "note": "vibechat", "tool": "Tool"}[role]
         )
-        self._status = status
+        # The focused message's keys, beside its label (``on_focus``).
+        self._keys = ""
+        self._status = outside.block(status)
         # The status line shows a progress figure (``set_progress``).
         self._progress = False
         # A line of its own content (``render_line``).
         self._blank_line: Strip | None = None
+        # Drawn by itself (``flat``): known once asked (its subclass decides, ``has_blocks``).
+        self._flat: bool | None = None
+        # A flat message's text at a width: (key, its content, its height) and its strips.
+        self._laid: tuple[tuple, Content, int] | None = None
+        self._drawn: tuple[tuple, list[Strip]] | None = None
+        # Bumped when its label or status line changes (a key of ``_laid``).
+        self._version = 0
+
+    def has_blocks(self) -> bool:
+        """Its body is widgets of its own (a note's table here; a subclass's attachments, a
+        tool's call, a reply's Markdown): then it is a column of child widgets, else it draws
+        its label, text and status line itself (``flat``)."""
+        return self._body is not None
+
+    @property
+    def flat(self) -> bool:
+        """It draws its label, text and status line itself and mounts no child widget."""
+        if self._flat is None:
+            self._flat = not self.has_blocks()
+        return self._flat
+
+    @property
+    def label_shown(self) -> Content:
+        """What its label line shows: the label, ``‹ 2/3 ›``, the focused message's keys."""
+        return self._label_content(self._keys)
+
+    @property
+    def status_shown(self) -> Content:
+        """What its status line shows (sanitised text)."""
+        return self._status
 
     def compose(self) -> ComposeResult:
+        if self.flat:
+            return
         yield MessageText(self._label_content(), classes="message--role")
         yield from self.compose_body()
-        yield MessageText(outside.block(self._status), classes="message--status")
+        yield MessageText(self._status, classes="message--status")
 
     def compose_body(self) -> ComposeResult:
         yield MessageText(
             self._body or outside.block(self.text, limit=None), classes="message--body"
         )
 
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        if not self.flat:
+            return super().get_content_height(container, viewport, width)
+        return self._laid_out(width)[2]
+
+    def _laid_out(self, width: int) -> tuple[tuple, Content, int]:
+        """A flat message's text at ``width``: its label's first line (a focused message's
+        keys may not fit; its label is one line, as ever), its body and its status line, one
+        ``Content`` styled as the child widgets were, and its height (computed once per
+        width and change)."""
+        label_style = self.get_visual_style("message--role")
+        status_style = self.get_visual_style("message--status")
+        key = (width, self.branch, self._keys, self._version, label_style, status_style)
+        laid = self._laid
+        if laid is None or laid[0] != key:
+            label = self._label_content(self._keys)
+            if label.cell_length > width:
+                label = (label.wrap(width) or [label])[0]
+            body = outside.block(self.text, limit=None)
+            content = Content("\n").join(
+                [
+                    label.stylize_before(label_style),
+                    body,
+                    self._status.stylize_before(status_style),
+                ]
+            )
+            # Read as Textual reads them for a widget's content (``RenderStyles.get``).
+            rules = cast("RulesMap", self.styles)
+            laid = self._laid = (key, content, content.get_height(rules, width))
+        return laid
+
+    def _flat_strips(self, width: int) -> list[Strip]:
+        """A flat message's lines at ``width``, made when it is painted (kept until it, its
+        styles or the selection in it change)."""
+        key, content, _height = self._laid_out(width)
+        style = self.visual_style
+        drawn_key = (key, style, self.text_selection)
+        drawn = self._drawn
+        if drawn is None or drawn[0] != drawn_key:
+            drawn = self._drawn = (drawn_key, Visual.to_strips(self, content, width, None, style))
+        return drawn[1]
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        if not self.flat:
+            return super().get_selection(selection)
+        return selection.extract(self._laid_out(self.size.width)[1].plain), "\n"
+
+    def _changed(self, *regions: Region, layout: bool = False) -> None:
+        """A flat message's text changed (``regions``: only those lines; ``layout``: its height
+        may have)."""
+        self._version += 1
+        self.refresh(*regions, layout=layout)
+
     def render_line(self, y: int) -> Strip:
-        """A line of the message's own content: its background, the same on every line
+        """A line of the message's own content. A flat message's: its text's line ``y``.
+        Else its background, the same on every line
         (``Blank``), rendered once per change as Textual renders it. Textual's default
         renders every line of a container's height whenever it changes size, and a
         streaming reply's message changes size with every render (thousands of lines; its
         padding and border are drawn around this, as ever)."""
         width = self.size.width
+        if self.flat:
+            self._dirty_regions.clear()
+            strips = self._flat_strips(width)
+            if y < len(strips):
+                return strips[y]
+            return Strip.blank(width, self.visual_style.rich_style)
         if self._dirty_regions or self._blank_line is None or self._blank_line.cell_length != width:
             self._blank_line = Visual.to_strips(self, self._render(), width, 1, self.visual_style)[
                 0
@@ -198,12 +310,22 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
             f"{self.app.get_key_display(binding)} {binding.description.lower()}" for binding in mine
         ]
         if keys:
-            self.query_one(".message--role", Static).update(
-                self._label_content("   " + " · ".join(keys))
-            )
+            self._show_keys("   " + " · ".join(keys))
 
     def on_blur(self) -> None:
-        self.query_one(".message--role", Static).update(self._label_content())
+        self._show_keys("")
+
+    def _show_keys(self, keys: str) -> None:
+        """The keys beside the label ("" none): its one line redrawn."""
+        self._keys = keys
+        self._show_label()
+
+    def _show_label(self) -> None:
+        """The label line, as it is now (``label_shown``): repainted, never laid out again."""
+        if self.flat:
+            self._changed(Region(0, 0, self.size.width, 1))
+        elif self.is_mounted:
+            self.query_one(".message--role", Static).update(self.label_shown)
 
     def _label_content(self, keys: str = "") -> Content:
         """The label, ``‹ 2/3 ›`` when the message has siblings, and the focused message's keys."""
@@ -219,13 +341,13 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         """Pinned or not: said beside its label (``· pinned``)."""
         self.pinned = pinned
         if self.is_mounted:
-            self.query_one(".message--role", Static).update(self._label_content())
+            self._show_label()
 
     def set_branch(self, index: int, count: int) -> None:
         """Its place among its siblings (``index`` of ``count``, 1-based): shown as ``‹ 2/3 ›``."""
         self.branch = (index, count)
         if self.is_mounted:
-            self.query_one(".message--role", Static).update(self._label_content())
+            self._show_label()
             # Its keys (‹ › between siblings) are in the footer only while it has the focus, and a
             # focus change refreshes them anyway. A refresh rebuilds the footer's keys (a layout
             # and their first render, ~10 ms of the frame that shows a sent prompt: the worst
@@ -260,7 +382,7 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     def set_status(self, text: str, kind: str | None = None) -> None:
         """The line under the message (``⚠ the server's error``): shown as text, sanitised."""
         self._progress = False
-        self.query_one(".message--status", Static).update(outside.block(text))
+        self._show_status(outside.block(text))
         self.remove_class("-stopped", "-error")
         if kind:
             self.add_class(f"-{kind}")
@@ -269,10 +391,21 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
         """The line under the message as a figure that changes a few times a second (a long
         prompt's reading, ``set_status("")`` clears it): laid out when it appears, then only
         repainted, in place, while it fits its one line (the conversation is not laid out again)."""
-        line = self.query_one(".message--status", Static)
-        in_place = self._progress and len(text) < line.size.width
+        in_place = self._progress and len(text) < self.size.width
         self._progress = True
-        line.update(outside.block(text), layout=not in_place)
+        self._show_status(outside.block(text), in_place)
+
+    def _show_status(self, status: Content, in_place: bool = False) -> None:
+        """The status line shows ``status``; ``in_place``: one line replacing one line (only
+        repainted, the conversation not laid out again)."""
+        self._status = status
+        if not self.flat:
+            self.query_one(".message--status", Static).update(status, layout=not in_place)
+        elif in_place:
+            size = self.size
+            self._changed(Region(0, size.height - 1, size.width, 1))
+        else:
+            self._changed(layout=True)
 
     def action_copy_message(self) -> None:
         # Text selected with the mouse: the screen copies that.

@@ -56,6 +56,10 @@ class ToolCallBlock(ChatMessageWidget):
         self.tool = tool
         self.expanded = False
 
+    def has_blocks(self) -> bool:
+        """Its arguments and result are widgets of their own."""
+        return True
+
     def compose_body(self) -> ComposeResult:
         yield MessageText(
             outside.block(outside.one_line(self.call.arguments, limit=300), limit=None),

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Static
-
 from fakes import RecordingBackend, send, settle
 from helpers import wait_for
 from vibechat.app.tui import create_app
@@ -18,7 +16,7 @@ SIZE = (110, 36)
 
 
 def label(widget) -> str:
-    return str(widget.query_one(".message--role", Static).render())
+    return str(widget.label_shown)
 
 
 def shown(app) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from textual.widgets import Static, TextArea
+from textual.widgets import TextArea
 
 from fakes import INFO, RecordingBackend, send, settle
 from helpers import notices, wait_for
@@ -25,7 +25,7 @@ LONG = "The launch code is 7-4-1 and the meeting moved to Tuesday at the harbour
 
 
 def label(widget) -> str:
-    return str(widget.query_one(".message--role", Static).render())
+    return str(widget.label_shown)
 
 
 async def chatted(pilot, backend: RecordingBackend) -> None:

@@ -17,7 +17,6 @@ from fakes import OnePieceAtATime, settle
 from helpers import wait_for
 from vibechat.app.tui import create_app
 from vibechat.app.tui.conversation.assistant_message import AssistantMessage
-from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
 
 PARAGRAPH = " ".join(["A paragraph of words that goes on for a while so that it wraps."] * 12)
 LONG_REPLY = f"Here is the start.\n\n{PARAGRAPH}\n\n{PARAGRAPH}\n\nAnd a last line."
@@ -106,7 +105,7 @@ async def the_last_reply(pilot, backend: OnePieceAtATime, monkeypatch) -> None:
     await wait_for(pilot, lambda: "escape" in shown_keys(app), "Stop in the footer")
     words = len(LONG_REPLY.split(" "))
     backend.step.release(words - 8)  # a paragraph sealed, the next one growing
-    await wait_for(pilot, lambda: len(reply.query(MarkdownSegment)) >= 3, "a sealed segment")
+    await wait_for(pilot, lambda: len(reply.body.markdowns) >= 3, "a sealed segment")
     await pilot.pause()
     assert not counts, f"asked again: {dict(counts)}"
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Static
-
 from fakes import RecordingBackend, send, settle
 from helpers import wait_for
 from vibechat.app.tui import create_app
@@ -23,8 +21,7 @@ def shown(app) -> list[str]:
 
 def visible_label(widget) -> str:
     """The part of a message's label line that fits in its width (what the user sees)."""
-    role = widget.query_one(".message--role", Static)
-    return str(role.render())[: role.content_size.width]
+    return str(widget.label_shown)[: widget.content_size.width]
 
 
 async def test_ctrl_l_says_editing_and_esc_puts_the_conversation_back_as_it_was(tmp_path: Path):

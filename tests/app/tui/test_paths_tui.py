@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from textual.widgets import Static
 
 from fakes import INFO, RecordingBackend, send, settle
 from helpers import notices, was_notified
@@ -31,7 +30,7 @@ LENS = SamplingParams(temperature=0, repeat_penalty=1, max_tokens=10, logprobs=5
 
 
 def label(widget) -> str:
-    return str(widget.query_one(".message--role", Static).render())
+    return str(widget.label_shown)
 
 
 def saved_reply(history: History):

@@ -120,7 +120,7 @@ async def test_a_streaming_reply_keeps_room_below_its_text_and_scrolls_once_ever
                 await reply.append(f"line {n}  \n")
                 await pilot.pause()
                 await pilot.pause()
-                tail = reply.body.children[-1]
+                tail = reply.body
                 assert isinstance(tail, MarkdownSegment)
                 shown = _segment_text(tail)
                 written = [line for line in shown if line.strip()]
@@ -320,20 +320,18 @@ def _long_reply(blocks: int) -> str:
     return "\n\n".join(rng.choice(LONG_BLOCKS).format(i=i) for i in range(blocks))
 
 
-async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_whole_reply_shows(
+async def test_a_long_streaming_reply_mounts_nothing_and_shows_what_the_whole_reply_shows(
     monkeypatch,
 ):
     """A reply of over 100 segments, streamed in pieces (some large enough to render in a worker
-    thread), keeps at most ``FOLD_AT`` segment widgets and its fold in its body at every
-    step, however long it gets: the settled segments are folded into one widget
-    (``SettledSegments``). Finished (forced cuts merged), it shows line for line what the
-    reply rendered whole shows, at two widths; so does the reply opened (from the history),
-    folded as it opens."""
+    thread), keeps the same widgets at every step, however long it gets: its text is one
+    widget, the settled segments and the tail drawn by it. Finished (forced cuts merged), it
+    shows line for line what the reply rendered whole shows, at two widths; so does the reply
+    opened (from the history)."""
     import random
 
     from vibechat.app.tui.conversation.assistant_message import AssistantMessage
     from vibechat.app.tui.conversation.chat_view import ChatView
-    from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment, SettledSegments
 
     monkeypatch.setattr(AssistantMessage, "SEAL_AT", 60)
     monkeypatch.setattr(AssistantMessage, "FORCE_AT", 150)
@@ -342,6 +340,7 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
     async with app.run_test(size=(80, 16)) as pilot:
         view = app.query_one(ChatView)
         streamed = await view.add(AssistantMessage(live=True))
+        widgets = list(streamed.query("*"))
         rng = random.Random(6)
         pos = 0
         while pos < len(text):
@@ -349,25 +348,19 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
             await streamed.append(text[pos : pos + step])
             pos += step
             await pilot.pause()
-            shown = [child for child in streamed.body.children if child.display]
-            assert len(shown) <= AssistantMessage.FOLD_AT + 1
-            assert all(isinstance(child, MarkdownSegment) for child in shown)
+            assert list(streamed.query("*")) == widgets
         assert len(streamed._segmenter.segments) >= 100  # streamed
-        assert isinstance(streamed.body.children[0], SettledSegments)
-        assert streamed.offloop_cpu > 0  # some pieces rendered in a worker, straight into the fold
+        assert len(streamed.body.markdowns) == len(streamed._segmenter.segments)
+        assert streamed.offloop_cpu > 0  # some pieces rendered in a worker
         await streamed.finish()
-        assert (
-            len(streamed._segmenter.segments) < len(streamed.body.children[0].parts) + 2
-        )  # merged
+        assert len(streamed._segmenter.segments) == len(streamed.body.markdowns)  # merged
 
         class Uncut(AssistantMessage):  # the reference: the whole reply in one segment
             SEAL_AT = FORCE_AT = 1 << 30
 
         whole = await view.add(Uncut(text))
-        opened = await view.add(AssistantMessage(text))  # from the history: folded as it opens
-        assert len(opened.body.children) == 2 and isinstance(
-            opened.body.children[0], SettledSegments
-        )
+        opened = await view.add(AssistantMessage(text))  # from the history
+        assert len(opened.body.markdowns) > 1
         for width in (80, 57):
             await pilot.resize_terminal(width, 16)
             await pilot.pause()
@@ -379,14 +372,8 @@ async def test_a_long_streaming_reply_lays_out_a_few_widgets_and_shows_what_the_
 
 
 def _shown_lines(reply) -> list[str]:
-    """What the reply's body shows, top to bottom (its fold and segments)."""
-    from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
-
-    lines: list[str] = []
-    for segment in reply.body.query(MarkdownSegment):
-        if segment.display:
-            lines += _segment_text(segment)
-    return lines
+    """What the reply's body shows, top to bottom (its segments)."""
+    return _segment_text(reply.body)
 
 
 async def test_a_growing_reply_never_renders_its_containers_whole_height(monkeypatch):

@@ -38,7 +38,7 @@ async def test_send_shows_user_message_and_streamed_markdown_reply(fake_backend)
         await send(pilot, "Hi there")
         roles = [(w.role, w.text) for w in app.chat.messages()]
         assert roles == [("user", "Hi there"), ("assistant", fake_backend.reply)]
-        body = "\n".join(str(seg.render()) for seg in replies(app)[0].query(".reply--segment"))
+        body = "\n".join(str(seg.render()) for seg in replies(app)[0].query(".reply--body"))
         assert "there" in replies(app)[0].text and body
         assert fake_backend.requests[0][0][-1].content == "Hi there"
         assert app.status.stats.decode_tokens_per_s == 42.0
@@ -557,24 +557,28 @@ async def test_a_long_code_block_renders_in_bounded_pieces_and_ends_as_one_block
         + "```"
     )
     fake_backend.reply = "Here it is:\n\n" + code
-    rendered: list[int] = []
-    original = MarkdownSegment.set_text
+    rendered: list[int] = []  # the length of each text rendered while streaming
+    original, original_seal = MarkdownSegment.set_text, MarkdownSegment.seal
 
     def spy(self, text):
         rendered.append(len(text))
         original(self, text)
 
+    def spy_seal(self, settled, tail):
+        rendered.extend(len(markdown.text) for markdown in [*settled, tail])
+        original_seal(self, settled, tail)
+
     monkeypatch.setattr(MarkdownSegment, "set_text", spy)
+    monkeypatch.setattr(MarkdownSegment, "seal", spy_seal)
     app = create_app(fake_backend, blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, "code please")
         reply = replies(app)[0]
         assert reply.text == fake_backend.reply
         # Every render while streaming touched a bounded piece, never the whole block...
-        assert len(code) > 9000 and max(rendered[:-1]) < 3000
+        assert len(code) > 9000 and rendered and max(rendered) < 3000
         # ...and the finished reply shows the block whole, in one segment.
-        segments = list(reply.query(MarkdownSegment))
-        assert [s.text for s in segments] == ["Here it is:\n\n", code]
+        assert [m.text for m in reply.body.markdowns] == ["Here it is:\n\n", code]
 
 
 async def test_a_sequence_split_across_pieces_never_shows_while_streaming(monkeypatch):

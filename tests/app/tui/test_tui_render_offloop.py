@@ -34,16 +34,12 @@ def _chat_view_app():
 
 
 def _lines(reply) -> list[str]:
-    """What the reply's segments show, top to bottom."""
+    """What the reply's text shows, top to bottom (its segments)."""
     from textual.geometry import Region
 
-    from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
-
-    shown: list[str] = []
-    for segment in reply.body.query(MarkdownSegment):
-        strips = segment.render_lines(Region(0, 0, segment.size.width, segment.size.height))
-        shown += ["".join(piece.text for piece in strip).rstrip() for strip in strips]
-    return shown
+    body = reply.body
+    strips = body.render_lines(Region(0, 0, body.size.width, body.size.height))
+    return ["".join(piece.text for piece in strip).rstrip() for strip in strips]
 
 
 async def test_the_event_loop_turns_while_a_slice_of_the_reply_renders():
@@ -72,7 +68,7 @@ async def test_the_event_loop_turns_while_a_slice_of_the_reply_renders():
             ticker.cancel()
         assert turns > before  # the loop ran other work while the slice rendered
         assert reply.offloop_cpu > 0  # the worker's CPU, kept for the pacer
-        assert len(reply.body.children) > 2  # the slice sealed segments, mounted as usual
+        assert len(reply.body.markdowns) > 2  # the slice sealed segments
 
 
 async def test_a_reply_streamed_in_slices_shows_what_the_whole_reply_shows():
@@ -90,7 +86,7 @@ async def test_a_reply_streamed_in_slices_shows_what_the_whole_reply_shows():
         for start in range(7, len(REPLY), 1300):
             await streamed.append(REPLY[start : start + 1300])
             await pilot.pause()
-        assert len(streamed.body.children) >= 3
+        assert len(streamed.body.markdowns) >= 3
         await streamed.finish()
         whole = await view.add(AssistantMessage(REPLY))
         await pilot.pause()
