@@ -82,6 +82,19 @@ class LensSampler:
     ``inner`` draws with (its stages are applied here, its draw never); ``piece_bytes``: a token's
     bytes. Frees ``inner`` with itself."""
 
+    @classmethod
+    def over(
+        cls,
+        sampler: Sampler,
+        vocab: Any,
+        params: SamplingParams,
+        piece_bytes: Callable[[int], bytes],
+    ) -> LensSampler:
+        """``sampler`` seen through the lens: the stages of the chain it draws with."""
+        chain = getattr(sampler, "chain", None)
+        assert chain is not None, "every reply's sampler draws with a chain"
+        return cls(sampler, chain, ll.llama_vocab_n_tokens(vocab), params, piece_bytes)
+
     def __init__(
         self,
         inner: Sampler,

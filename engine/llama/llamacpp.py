@@ -43,6 +43,9 @@ from ..turns.backend import (
     GenerationDone,
     GenerationStats,
     ModelInfo,
+    Side,
+    SideEvent,
+    SideRequest,
 )
 from ..turns.thinking import Piece
 from ..turns.tool_calls import ToolSpec
@@ -63,6 +66,7 @@ from .kv_cache import KVCache
 from .kv_state import make_store
 from .lens import LensSampler, lens_events
 from .native import ensure_llama_initialised, gpu_offload_supported
+from .pairing import SEQ, PairTarget, pair_events
 from .prompt_eval import AbortTicks, decode_all, read_prompt
 from .prompting import Prompter
 from .replying import Reply, reply_events
@@ -102,6 +106,8 @@ class LlamaCppBackend:
         # The projector (--mmproj; None: no images).
         self._vision: Vision | None = None
         self._cancel = threading.Event()
+        # Each side's own stop while a pair is decoded (pairing.py).
+        self._sides = {side: threading.Event() for side in SEQ}
         # Stops a decode on a cancel; counts how far it came.
         self._ticks = AbortTicks(self._cancel)
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
@@ -275,21 +281,7 @@ class LlamaCppBackend:
             notices=tuple(notices),
             projector=self._vision.name if self._vision is not None else None,
         )
-        log.info(
-            "loaded %s (%s, %s) ctx=%d threads=%d template=%s (%s) kv=%s (%s bytes) "
-            "speculative=%s repack=%s",
-            gguf.path,
-            gguf.architecture,
-            gguf.quantization,
-            context_size,
-            n_threads,
-            prompt.choice.name,
-            prompt.choice.reason,
-            request.kv_type,
-            kv_bytes,
-            speculative,
-            repack.describe(),
-        )
+        loading.log_loaded(self._info, repack.describe())
         return self._info
 
     def _kv_cache_computed(self, n_ctx: int, kv_type: str) -> int | None:
@@ -543,7 +535,12 @@ class LlamaCppBackend:
             calls=fmt.recogniser() if fmt is not None else None,
         )
         sampler = self._reply_sampler(params, fmt, tools, tool_choice)
-        lens = self._lens(sampler, params) if params.logprobs else None
+        # Seen through the token lens (engine/llama/lens.py): its chain's stages.
+        lens = (
+            LensSampler.over(sampler, self._vocab, params, self._piece_bytes)
+            if params.logprobs
+            else None
+        )
         try:
             pieces = self._decode_loop(tokens, lens or sampler, out, stats)
             if lens is None:
@@ -560,12 +557,27 @@ class LlamaCppBackend:
         yield from reply.events(out.tail(), out.generated)
         reply.ended(out, tool_calls_finish(out.finish, out.tool_calls))
 
-    def _lens(self, sampler: Sampler, params: SamplingParams) -> LensSampler:
-        """``sampler`` seen through the token lens (engine/llama/lens.py): its chain's stages."""
-        chain = getattr(sampler, "chain", None)
-        assert chain is not None, "every reply's sampler draws with a chain"
-        n_vocab = ll.llama_vocab_n_tokens(self._vocab)
-        return LensSampler(sampler, chain, n_vocab, params, self._piece_bytes)
+    # ------------------------------------------------------------- two replies
+    def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
+        """Two replies to one prompt at once, as two sequences of this context
+        (``PairedReplies``, engine/turns/backend.py; the steps in engine/llama/pairing.py)."""
+        prompt, kv = self._loaded()
+        self._cancel.clear()
+        target = PairTarget(
+            self._vocab,
+            prompt,
+            kv,
+            self._piece_bytes,
+            self._sides,
+            self._ticks,
+            self._no_abort,
+            self.options.n_batch,
+        )
+        return pair_events(target, a, b)
+
+    def cancel_side(self, side: Side) -> None:
+        """Stop one side of the pair under way soon; the other goes on (any thread)."""
+        self._sides[side].set()
 
     def _decode_loop(
         self, tokens: list[int], sampler: Sampler, out: Emitter, stats: GenerationStats
