@@ -277,6 +277,9 @@ class RunResult:
     stdin_chars: int | None = None
     # --logprobs N: the reply's candidates in OpenAI's shape (logprobs_object); None: not asked.
     logprobs: dict[str, object] | None = None
+    # run --compare: what the two sides were run with that differs (``{"temperature": {"a":
+    # 0.2, "b": 1.2}}``, app/commands/compare_sides.py); None: not a comparison.
+    differs: dict[str, object] | None = None
 
     @classmethod
     def of_answer(
@@ -355,6 +358,8 @@ class RunResult:
             obj["logprobs"] = self.logprobs
         if self.empty:
             obj["empty"] = True
+        if self.differs is not None:
+            obj["differs"] = self.differs
         if self.error is not None:
             obj["error"] = self.error
         return obj

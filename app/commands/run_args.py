@@ -1,12 +1,15 @@
 """``vibechat run``'s command line into what it asks: the prompt as words or ``--prompt``
 (``positional_prompt``; a model's name where the prompt goes is a usage error, an ollama
 habit: ``looks_like_a_model``), and ``--json-schema``/``--grammar`` as an ``OutputFormat``
-checked for the backend (``structured_output``), each before any model loads.
+checked for the backend (``structured_output``), each before any model loads; ``--compare``'s
+option (``CompareOpt``).
 
 Imports inside functions are deliberate: the model list and llama.cpp's grammar check load only
 when a run needs them (start-up time: ``--help`` stays instant)."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
@@ -14,6 +17,19 @@ from vibechat.engine.errors import VibechatError
 from vibechat.engine.settings.structured import OutputFormat
 
 from .click_patches import click_exception
+
+# run --compare A B (app/commands/compare.py).
+CompareOpt = Annotated[
+    tuple[str, str] | None,
+    typer.Option(
+        "--compare",
+        metavar="A B",
+        help="Answer the prompt twice and print both replies: A and B are each a preset's name "
+        "or key=value,... (sampling settings as /set takes them, system=TEXT, model=PATH-or-NAME, "
+        "base-url=URL). The same local model on both sides decodes both at once; with "
+        "--prompts-file, one JSON line per prompt.",
+    ),
+]
 
 
 def positional_prompt(
