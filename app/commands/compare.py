@@ -144,7 +144,8 @@ def _compare(
                 failed = True
                 continue
             outcomes = answer_both(engines, sides, prompt, system)
-            conversation = _save(history, sides, engines, prompt, outcomes)
+            source = "run" if number is None else "batch"
+            conversation = _save(history, sides, engines, prompt, outcomes, source)
             obj = compare_object(sides, engines, outcomes, conversation, options.raw)
             failed |= any(o.error is not None for o in outcomes.values())
             _print(obj, sides, outcomes, options, number, request_id)
@@ -214,6 +215,12 @@ def open_engines(sides: list[SidePlan]) -> Engines:
         except VibechatError as exc:
             engines.problems[side.side] = (str(exc), error_kind(exc))
             continue
+        beside = [i for i in engines.infos.values() if not i.server]
+        too_big = _does_not_fit(one) if beside else None
+        if too_big is not None:
+            one.close()
+            engines.problems[side.side] = (too_big, "model")
+            continue
         try:
             engines.infos[side.side] = one.load()
         except VibechatError as exc:
@@ -222,6 +229,21 @@ def open_engines(sides: list[SidePlan]) -> Engines:
             continue
         engines.backends[side.side] = one
     return engines
+
+
+def _does_not_fit(backend: Backend) -> str | None:
+    """Why a second local model is not loaded beside the first (engine/models/fit.py, the check
+    the model lists use; the load checks again), or None when it fits or is not a local model."""
+    from vibechat.engine.models.fit import OVERHEAD, memory_fit, weights_to_load
+
+    size = weights_to_load(backend)
+    if size is None or memory_fit()(size) != "no":
+        return None
+    return (
+        f"its model needs about {size * OVERHEAD / 1e9:.1f} GB of memory beside side A's, and "
+        "that is not free: compare it with a smaller model or quantization, or close other "
+        "programs."
+    )
 
 
 def _messages(side: SidePlan, prompt: str, system: str | None) -> tuple[ChatMessage, ...]:
@@ -313,10 +335,12 @@ def _save(
     engines: Engines,
     prompt: str,
     outcomes: dict[Side, Outcome],
+    source: str,
 ) -> int | None:
-    """The prompt and both replies in the history: one conversation, the replies siblings
-    under the prompt, each with its parameters and stats; the conversation shows A's (the first
-    that answered). None: not saved."""
+    """The prompt and both replies in the history: one conversation (``source``: ``run``, or
+    ``batch`` for a prompts file's line), the replies siblings under the prompt, each with its
+    parameters and stats; the conversation shows A's (the first that answered). None: not
+    saved."""
     answered = [s for s in sides if outcomes[s.side].done is not None]
     if history is None or not answered:
         return None
@@ -329,7 +353,7 @@ def _save(
         model_path=info.path if info is not None and not info.server else None,
         system=first.plan.system,
         params=first.plan.params,
-        source="run",
+        source=source,
     )
     user = history.add_message(conversation, "user", prompt, parent_id=None)
     rows = []
