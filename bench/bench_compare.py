@@ -9,9 +9,10 @@ Both modes write exactly ``--tokens`` tokens a reply: end-of-generation and cont
 does in llama.cpp's tools), and the prompt is in Gemma's turn format (no frame stop strings),
 so nothing rests on where the model would stop. Each reply starts from an empty KV cache and is
 sampled (temperature 0.8 on one side, 1.2 on the other; the seeds fixed). The figure is the
-wall time from the request to the last side's end; the table shows each mode's median and
-range, the ratio of the medians and the median of the per-round ratios, beside the host's
-calibration (``python3 -m timeit``) line.
+wall time from the request to the last side's end, and the process's CPU time over it (with
+``--threads 1`` the figure to trust on a busy host: no thread spins at a barrier waiting for a
+descheduled one); the table shows each mode's medians and ranges and the pair's ratios to one
+reply, beside the host's calibration (``python3 -m timeit``) line.
 
     .venv/bin/python bench/bench_compare.py [--rounds 5] [--tokens 128] [--threads N]
 """
@@ -42,6 +43,9 @@ MODES = ("one", "pair")
 class Sample:
     mode: str
     seconds: float = 0.0
+    # The process's CPU time over the sample (every thread's; load-proof with --threads 1, where
+    # no thread spins at a barrier waiting for a descheduled one).
+    cpu_s: float = 0.0
     # Each reply's tokens (one entry for "one", two for "pair").
     tokens: tuple[int, ...] = ()
     round: int = 0
@@ -122,7 +126,7 @@ def one_sample(backend: Any, mode: str, tokens: int) -> Sample:
 
     def run() -> Sample:
         backend.reset()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ends: list[int] = []
         if mode == "one":
             for event in backend.stream_chat(list(messages), a):
@@ -133,36 +137,34 @@ def one_sample(backend: Any, mode: str, tokens: int) -> Sample:
                 assert isinstance(item, SideEvent)
                 if isinstance(item.event, GenerationDone):
                     ends.append(item.event.stats.completion_tokens)
-        return Sample(mode, time.perf_counter() - t0, tuple(ends))
+        return Sample(mode, time.perf_counter() - t0, time.process_time() - c0, tuple(ends))
 
     return with_other_load(run)
 
 
 def table(samples: list[Sample]) -> str:
-    by_mode = {m: [s.seconds for s in samples if s.mode == m] for m in MODES}
-    one, pair = (statistics.median(by_mode[m]) for m in MODES)
-    rounds = sorted({s.round for s in samples})
-    per_round = [
-        next(s.seconds for s in samples if s.mode == "pair" and s.round == r)
-        / next(s.seconds for s in samples if s.mode == "one" and s.round == r)
-        for r in rounds
-    ]
+    """Each mode's median wall and CPU time, their ranges and ratios to one reply; the ratios'
+    verdicts against the target."""
     lines = [
-        "| mode | wall time (median) | range | × one reply |",
-        "| --- | ---: | --- | ---: |",
+        "| mode | wall time (median) | range | × one | CPU time (median) | range | × one |",
+        "| --- | ---: | --- | ---: | ---: | --- | ---: |",
     ]
+    ratios = {}
+    for what in ("seconds", "cpu_s"):
+        by_mode = {m: [getattr(s, what) for s in samples if s.mode == m] for m in MODES}
+        ratios[what] = statistics.median(by_mode["pair"]) / statistics.median(by_mode["one"])
     for mode, label in (("one", "one reply"), ("pair", "two replies at once")):
-        values = by_mode[mode]
-        med = statistics.median(values)
-        lines.append(
-            f"| {label} | {med:.2f} s | {min(values):.2f}–{max(values):.2f} s | {med / one:.3f} |"
-        )
-    verdict = "met" if pair / one <= 1.3 else "NOT met"
+        cells = []
+        for what in ("seconds", "cpu_s"):
+            values = [getattr(s, what) for s in samples if s.mode == mode]
+            med = statistics.median(values)
+            ratio = ratios[what] if mode == "pair" else 1.0
+            cells.append(f"{med:.2f} s | {min(values):.2f}–{max(values):.2f} s | {ratio:.3f}")
+        lines.append(f"| {label} | {' | '.join(cells)} |")
     lines.append("")
-    lines.append(
-        f"pair / one: {pair / one:.3f} (medians), {statistics.median(per_round):.3f} (median of "
-        f"the per-round ratios); target ≤ 1.3×: {verdict}"
-    )
+    for what, name in (("seconds", "wall time"), ("cpu_s", "CPU time")):
+        verdict = "met" if ratios[what] <= 1.3 else "NOT met"
+        lines.append(f"pair / one, {name}: {ratios[what]:.3f}; target ≤ 1.3×: {verdict}")
     return "\n".join(lines)
 
 
@@ -186,7 +188,7 @@ def main() -> None:
             args.rounds,
             MODES,
             lambda mode: one_sample(backend, mode, args.tokens),
-            lambda mode, s: f"{mode}: {s.seconds:.2f} s (tokens {s.tokens})",
+            lambda mode, s: f"{mode}: {s.seconds:.2f} s, CPU {s.cpu_s:.2f} s (tokens {s.tokens})",
             retries=args.retries,
             quiet_wait_s=args.quiet_wait,
             swap_odd_rounds=True,
