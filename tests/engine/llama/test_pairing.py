@@ -156,7 +156,12 @@ def test_the_next_plain_reply_continues_side_a_from_the_cache(backend):
 def test_the_engine_process_decodes_a_pair(starter_path: Path):
     worker = WorkerBackend(
         LlamaCppOptions(
-            model_path=starter_path, context_size=4096, repack="off", threads=worker_threads()
+            model_path=starter_path,
+            context_size=4096,
+            repack="off",
+            threads=worker_threads(),
+            # Gemma's turns: the story goes on, so only the cancel ends side A.
+            prompt_format="gemma",
         )
     )
     try:
@@ -168,6 +173,13 @@ def test_the_engine_process_decodes_a_pair(starter_path: Path):
             assert texts[side] == done[side].text
         evaluated = sum(done[side].stats.prompt_tokens_evaluated for side in "AB")
         assert evaluated == done["A"].stats.prompt_tokens + 1
+        # One side stopped alone through the process: the other goes on to its end.
+        story_a = SideRequest(STORY, SamplingParams(temperature=0.8, max_tokens=400, seed=1))
+        story_b = SideRequest(STORY, SamplingParams(temperature=0.8, max_tokens=6, seed=2))
+        done, _texts = pair(worker, story_a, story_b, lambda side: worker.cancel_side("A"))
+        assert done["A"].finish_reason == "cancelled"
+        assert done["A"].stats.completion_tokens < 400
+        assert done["B"].finish_reason in ("length", "stop")
         # The engine goes on answering plain replies.
         _deltas, after = collect(worker, list(CAPITAL), SamplingParams(temperature=0, max_tokens=8))
         assert after.text.strip()
