@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from vibechat.engine.chat.batch import BatchLineError, read_requests
 from vibechat.engine.chat.history import History
@@ -161,23 +161,43 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def _prompts(
-    options: CompareOptions,
-) -> Iterator[tuple[int | None, Any, str | BatchLineError, str | None]]:
+# A prompt to compare: its line (None: not a prompts file's), its id, its text (or the line's
+# error) and its system prompt (None: the sides' own).
+Prompt = tuple[int | None, Any, str | BatchLineError, str | None]
+
+
+def _prompts(options: CompareOptions) -> Iterator[Prompt]:
     """Each prompt: ``(line, id, prompt or the line's error, system)``; one prompt without a
-    prompts file (line None)."""
+    prompts file (line None). The prompt, or the file, is read or opened here, before any model
+    loads (a missing one costs no load); a file's lines are read as they are run."""
     if options.prompts_file is None:
         from .run_input import read_prompt
 
-        yield None, None, read_prompt(options.prompt, sys.stdin).text, None
-        return
-    from .batch import bounded_lines, open_prompts
+        return iter([(None, None, read_prompt(options.prompt, sys.stdin).text, None)])
+    from .batch import open_prompts
 
     stream, source = open_prompts(options.prompts_file, sys.stdin.buffer)
+    return _lines(stream, source)
+
+
+def _lines(stream: BinaryIO, source: str) -> Iterator[Prompt]:
+    """A prompts file's lines (engine/chat/batch.py reads them). A line's own sampling
+    parameters are refused: each side has its own."""
+    from .batch import bounded_lines
+
     try:
         for item in read_requests(bounded_lines(stream, source)):
             if isinstance(item, BatchLineError):
                 yield item.line, item.id, item, None
+            elif item.overrides:
+                names = ", ".join(sorted(item.overrides))
+                refused = BatchLineError(
+                    item.line,
+                    f"with --compare a line sets no sampling parameters (each side has its "
+                    f"own): drop {names}",
+                    item.id,
+                )
+                yield item.line, item.id, refused, None
             else:
                 yield item.line, item.id, item.prompt, item.system
     finally:

@@ -139,7 +139,12 @@ def test_compare_refuses_what_it_does_not_take(stub, tmp_path):
 def test_a_prompts_file_runs_every_line_through_both_sides(stub, tmp_path):
     stub.reply = "Yes."
     prompts = tmp_path / "prompts.jsonl"
-    lines = [{"prompt": "One?", "id": "q1"}, {"prompt": "Two?"}, {"oops": 1}]
+    lines = [
+        {"prompt": "One?", "id": "q1"},
+        {"prompt": "Two?"},
+        {"oops": 1},
+        {"prompt": "Three?", "temperature": 0.5},
+    ]
     prompts.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     a = f"base-url={stub.url},model=stub-small,temperature=0"
     b = f"base-url={stub.url},model=stub-small,temperature=1"
@@ -147,12 +152,14 @@ def test_a_prompts_file_runs_every_line_through_both_sides(stub, tmp_path):
     # The bad line fails the run; the others are answered.
     assert out.returncode == 1
     results = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [r["line"] for r in results] == [1, 2, 3]
+    assert [r["line"] for r in results] == [1, 2, 3, 4]
     assert results[0]["id"] == "q1"
     for result in results[:2]:
         assert result["a"]["text"] == result["b"]["text"] == "Yes."
         assert result["differs"]["temperature"] == {"a": 0.0, "b": 1.0}
     assert "error" in results[2] and "a" not in results[2]
+    # A line's own sampling settings would be ignored: the line is refused instead.
+    assert "drop temperature" in results[3]["error"] and "a" not in results[3]
 
 
 @pytest.mark.model
