@@ -287,6 +287,9 @@ class RunResult:
     compacted_from: dict[str, object] | None = None
     # The messages left out to fit the context (ChatSession.left_out_messages).
     left_out_messages: list[dict[str, object]] = field(default_factory=list)
+    # run --compare: what the two sides were run with that differs (``{"temperature": {"a":
+    # 0.2, "b": 1.2}}``, app/commands/compare_sides.py); None: not a comparison.
+    differs: dict[str, object] | None = None
 
     @classmethod
     def of_answer(
@@ -368,6 +371,8 @@ class RunResult:
             obj["logprobs"] = self.logprobs
         if self.empty:
             obj["empty"] = True
+        if self.differs is not None:
+            obj["differs"] = self.differs
         if self.error is not None:
             obj["error"] = self.error
         return obj

@@ -45,7 +45,7 @@ from .models import pull_cmd as models_pull
 from .models import rm as models_rm
 from .models import show as models_show
 from .presets import PresetOpt, presets_app
-from .run_args import CompactOpt, positional_prompt, structured_output
+from .run_args import CompactOpt, CompareOpt, positional_prompt, structured_output
 from .tool_options import AllowToolOpt, McpConfigOpt, ToolChoiceOpt, chat_tools, tools_for
 from .tools import tools as tools_cmd
 from .version import print_version
@@ -403,6 +403,7 @@ def run(
     mcp_config: McpConfigOpt = None,
     image: ImageOpt = None,
     file: FileOpt = None,
+    compare: CompareOpt = None,
 ) -> None:
     """Answer one prompt, streaming the reply to stdout (help text: RUN_HELP)."""
     positional = bool(words)
@@ -452,6 +453,10 @@ def run(
         plan = RunPlan.of(loaded, wanted)
         failure.model, failure.params = plan.config.model, plan.params
         plan.check()
+        if compare is not None:
+            from .compare import compare_main
+
+            return compare_main(compare, loaded, wanted, {**ctx.params, "prompt": prompt})
         # checked before any model loads
         plan = plan.with_output_format(structured_output(json_schema, grammar, plan.engine))
         attachments = read_attachments(

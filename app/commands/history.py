@@ -119,6 +119,32 @@ def list_(
     guard(go)
 
 
+@history_app.command("compare-stats")
+def compare_stats(json_output: JsonOpt = False) -> None:
+    """The picks between two replies (the chat's /compare): wins per model, per preset and per
+    value of each setting that differed."""
+
+    def go() -> None:
+        with _open() as history:
+            total, tally = history.pick_count(), history.pick_tally()
+        if json_output:
+            _emit_json({"picks": total, "tally": [row.to_dict() for row in tally]})
+            return
+        if not total:
+            typer.echo(
+                "No picks yet: choose between two replies with /compare in the chat.", err=True
+            )
+            return
+        typer.echo(f"{total} pick{'s' if total != 1 else ''}")
+        table(
+            ["kind", "name", "value", "wins", "picks"],
+            [[row.kind, row.name, row.value or "", str(row.wins), str(row.picks)] for row in tally],
+            right={3, 4},
+        )
+
+    guard(go)
+
+
 @history_app.command()
 def show(conversation_id: IdArg, json_output: JsonOpt = False) -> None:
     """One conversation: the branch last on screen as Markdown (a message with other versions, a

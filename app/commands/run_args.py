@@ -1,7 +1,8 @@
 """``vibechat run``'s command line into what it asks: the prompt as words or ``--prompt``
 (``positional_prompt``; a model's name where the prompt goes is a usage error, an ollama
 habit: ``looks_like_a_model``), and ``--json-schema``/``--grammar`` as an ``OutputFormat``
-checked for the backend (``structured_output``), each before any model loads.
+checked for the backend (``structured_output``), each before any model loads; ``--compare``'s
+option (``CompareOpt``).
 
 Imports inside functions are deliberate: the model list and llama.cpp's grammar check load only
 when a run needs them (start-up time: ``--help`` stays instant)."""
@@ -43,6 +44,20 @@ def compact_instructions(prompt: str | None, continuing: bool) -> Prompt:
             "--compact summarises a saved conversation: add --continue or --conversation ID."
         )
     return Prompt(prompt or "")
+
+
+# run --compare A B (app/commands/compare.py).
+CompareOpt = Annotated[
+    tuple[str, str] | None,
+    typer.Option(
+        "--compare",
+        metavar="A B",
+        help="Answer the prompt twice and print both replies: A and B are each a preset's name "
+        "or key=value,... (sampling settings as /set takes them, system=TEXT, model=PATH-or-NAME, "
+        "base-url=URL). The same local model on both sides decodes both at once; with "
+        "--prompts-file, one JSON line per prompt.",
+    ),
+]
 
 
 def positional_prompt(

@@ -14,7 +14,8 @@ modules hold the rest:
   ``stopped`` / ``error``; rows a crash left ``streaming`` are marked ``interrupted`` when the
   database is next opened;
 - convlock.py: the writer lock, so one vibechat at a time adds to a conversation;
-- message_rows.py: a message as a row (read back, copied as saved, its attachments inserted).
+- message_rows.py: a message as a row (read back, copied as saved, its attachments inserted);
+- picks.py (``PickBook``, ``History``'s base): the picks of comparisons and their tally.
 
 Each conversation records where it came from (``source``: ``chat``, ``run`` or ``batch``,
 i.e. ``--prompts-file``), so the chat can list its own first. Full-text search covers
@@ -39,8 +40,9 @@ from ..settings.params import LENS_HISTORY_BYTES, SamplingParams
 from ..turns.attachments import Attachment, AttachmentKind
 from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
-from .database import ConversationNotFound, HistoryDatabase, default_path
+from .database import ConversationNotFound, default_path
 from .message_rows import copy_message, insert_attachments, message_from_row
+from .picks import PickBook
 from .records import (
     HIT_END,
     HIT_START,
@@ -64,7 +66,7 @@ class Latest:
 LATEST = Latest()
 
 
-class History(HistoryDatabase):
+class History(PickBook):
     """The conversation database: its conversations, their messages, the search. Safe to
     share between threads (one connection behind a lock); several processes may use the
     same file at once (database.py).

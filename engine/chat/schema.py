@@ -268,6 +268,34 @@ def summaries_and_pins(c: Executes) -> None:
     )
 
 
+def compare_picks(c: Executes) -> None:
+    """The picks of a comparison (issue 44): two replies to one prompt, side A and side B, and
+    which one the user chose (``winner``), with what they were run with: each side's model and
+    preset, and the settings that differed (``differs``: JSON, ``{"temperature": {"a": 0.2,
+    "b": 1.2}}``), and whether the sides were hidden until the pick (``blind``). The tally
+    (``vibechat history compare-stats``) reads them; a deleted conversation keeps its picks in
+    the tally (``conversation_id`` turns NULL), so its replies' ids are kept as plain numbers."""
+    run_script(
+        c,
+        """
+    CREATE TABLE picks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+        a_message_id INTEGER,
+        b_message_id INTEGER,
+        winner TEXT NOT NULL CHECK (winner IN ('A', 'B')),
+        a_model TEXT,
+        b_model TEXT,
+        a_preset TEXT,
+        b_preset TEXT,
+        differs TEXT NOT NULL DEFAULT '{}',
+        blind INTEGER NOT NULL DEFAULT 0,
+        created TEXT NOT NULL
+    );
+    """,
+    )
+
+
 # The migrations, in the order they run: a database at version N has run the first N.
 MIGRATIONS: list[Migration] = [
     conversations_and_messages,
@@ -278,6 +306,7 @@ MIGRATIONS: list[Migration] = [
     attachments,
     token_lens,
     summaries_and_pins,
+    compare_picks,
 ]
 
 

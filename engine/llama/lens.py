@@ -82,6 +82,21 @@ class LensSampler:
     ``inner`` draws with (its stages are applied here, its draw never); ``piece_bytes``: a token's
     bytes. Frees ``inner`` with itself."""
 
+    @classmethod
+    def over(
+        cls,
+        sampler: Sampler,
+        vocab: Any,
+        params: SamplingParams,
+        piece_bytes: Callable[[int], bytes],
+        start: int = 0,
+    ) -> LensSampler:
+        """``sampler`` seen through the lens: the stages of the chain it draws with; ``start``:
+        the reply's tokens before its first draw (another path's prefix)."""
+        chain = getattr(sampler, "chain", None)
+        assert chain is not None, "every reply's sampler draws with a chain"
+        return cls(sampler, chain, ll.llama_vocab_n_tokens(vocab), params, piece_bytes, start)
+
     def __init__(
         self,
         inner: Sampler,

@@ -64,6 +64,7 @@ from .kv_cache import KVCache
 from .kv_state import make_store
 from .lens import LensSampler, lens_events
 from .native import ensure_llama_initialised, gpu_offload_supported
+from .pairing import SEQ, Pairs
 from .paths import check_fits, path_events, path_tokens
 from .prompt_eval import AbortTicks, decode_all, read_prompt
 from .prompting import Prompter
@@ -77,7 +78,7 @@ from .vision import Vision, has_images
 log = logging.getLogger("vibechat.llama_cpp")
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(Pairs):
     """A GGUF model in this process. One thread drives it; ``cancel()`` is thread-safe.
 
     Its parts, made when the model loads: the prompt (``Prompter``), the KV cache
@@ -105,6 +106,8 @@ class LlamaCppBackend:
         # The projector (--mmproj; None: no images).
         self._vision: Vision | None = None
         self._cancel = threading.Event()
+        # Each side's own stop while a pair is decoded (pairing.py).
+        self._sides = {side: threading.Event() for side in SEQ}
         # Stops a decode on a cancel; counts how far it came.
         self._ticks = AbortTicks(self._cancel)
         # A NULL callback. typeshed's ctypes.cast() rejects None, which ctypes accepts (NULL).
@@ -543,7 +546,12 @@ class LlamaCppBackend:
             out,
             lambda: closing_tokens(prompt.tokenize, message, prompt.harmony),
         )
-        lens = self._lens(sampler, params, len(path)) if params.logprobs else None
+        # Seen through the token lens (engine/llama/lens.py): its chain's stages.
+        lens = (
+            LensSampler.over(sampler, self._vocab, params, self._piece_bytes, len(path))
+            if params.logprobs
+            else None
+        )
         try:
             yield from path_events(path, steps, out, reply, lens)
             pieces = self._decode_loop(tokens + path, lens or sampler, out, stats)
@@ -563,13 +571,6 @@ class LlamaCppBackend:
 
     def _n_vocab(self) -> int:
         return int(ll.llama_vocab_n_tokens(self._vocab))
-
-    def _lens(self, sampler: Sampler, params: SamplingParams, start: int) -> LensSampler:
-        """``sampler`` seen through the token lens (engine/llama/lens.py): its chain's stages;
-        ``start``: the reply's tokens before its first draw (a path's prefix)."""
-        chain = getattr(sampler, "chain", None)
-        assert chain is not None, "every reply's sampler draws with a chain"
-        return LensSampler(sampler, chain, self._n_vocab(), params, self._piece_bytes, start)
 
     def _decode_loop(
         self, tokens: list[int], sampler: Sampler, out: Emitter, stats: GenerationStats

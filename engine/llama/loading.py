@@ -40,6 +40,9 @@ from .vision import check_projector
 
 log = logging.getLogger("vibechat.llama_cpp")
 
+# The sequences a context holds: a reply, or two at once (engine/llama/pairing.py).
+SEQUENCES = 2
+
 DEFAULT_MAX_CONTEXT = 8192
 
 # llama.cpp's ggml_type ids for the KV-cache types in knobs.KV_CACHE_TYPES
@@ -212,6 +215,11 @@ def context_params(
     cparams.n_threads = n_threads
     cparams.n_threads_batch = n_threads
     cparams.no_perf = False
+    # Two sequences (engine/llama/pairing.py: two replies at once) in one unified KV cache: both
+    # share its n_ctx cells (a shared prefix is the same cells), so it costs no memory; a split
+    # cache would give each sequence half the context.
+    cparams.n_seq_max = SEQUENCES
+    cparams.kv_unified = True
     cparams.type_k = cparams.type_v = _GGML_TYPES[kv_type]
     flash_attn = opts.flash_attn
     forced = False
@@ -227,6 +235,25 @@ def context_params(
         else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED
     )
     return cparams, flash_attn, forced
+
+
+def log_loaded(info: ModelInfo, repack: str) -> None:
+    """The log's line for a model loaded (``repack``: the repacking, in words)."""
+    log.info(
+        "loaded %s (%s, %s) ctx=%d threads=%d template=%s (%s) kv=%s (%s bytes) "
+        "speculative=%s repack=%s",
+        info.path,
+        info.architecture,
+        info.quantization,
+        info.context_size,
+        info.n_threads,
+        info.chat_format,
+        info.chat_format_reason,
+        info.kv_cache_type,
+        info.kv_cache_bytes,
+        info.speculative,
+        repack,
+    )
 
 
 def check_kv_fits(model: Any, request: LoadRequest, n_ctx: int, asked: bool) -> None:
@@ -335,22 +362,3 @@ def flash_attn_state(captured: list[tuple[int, str]], requested: bool | None) ->
             elif "disabled" in lower:
                 state = False
     return state
-
-
-def log_loaded(info: ModelInfo, repack: str) -> None:
-    """One log line of what was loaded and how (``repack``: the weights' repacking, described)."""
-    log.info(
-        "loaded %s (%s, %s) ctx=%d threads=%d template=%s (%s) kv=%s (%s bytes) "
-        "speculative=%s repack=%s",
-        info.path,
-        info.architecture,
-        info.quantization,
-        info.context_size,
-        info.n_threads,
-        info.chat_format,
-        info.chat_format_reason,
-        info.kv_cache_type,
-        info.kv_cache_bytes,
-        info.speculative,
-        repack,
-    )

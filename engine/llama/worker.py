@@ -38,6 +38,9 @@ from ..turns.backend import (
     GenerationDone,
     ModelInfo,
     ReplyPrefix,
+    Side,
+    SideEvent,
+    SideRequest,
     TextDelta,
     ThinkingDelta,
 )
@@ -435,6 +438,43 @@ class WorkerBackend:
             if not finished:
                 # Closed early (or the consumer failed): stop it, wait for its end.
                 self._abandon(rid)
+
+    def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
+        """Two replies at once in the engine process (``PairedReplies``, engine/llama/pairing.py):
+        its ``SideEvent``s as they come."""
+        self._ensure_loaded()
+        rid = self._request("pair", a, b)
+        finished = False
+        inbox = self._inbox()
+        try:
+            while True:
+                msg = inbox.get()
+                kind = msg[0]
+                if kind == "eof":
+                    finished = True
+                    self._busy = None
+                    raise self._crash("while writing two replies")
+                if kind in ("result", "error") and msg[1] != rid:
+                    continue
+                if kind == "event" and isinstance(msg[1], SideEvent):
+                    yield msg[1]
+                elif kind in ("result", "error"):
+                    finished = True
+                    self._busy = None
+                    if kind == "error":
+                        raise rebuild_error(msg[2], msg[3])
+                    self._restarts.answered()
+                    return
+        finally:
+            if not finished:
+                # Closed early: stop it, wait for its end.
+                self._abandon(rid)
+
+    def cancel_side(self, side: Side) -> None:
+        """Stop side ``side`` of the pair in flight; the other goes on (any thread)."""
+        busy = self._busy
+        if busy is not None:
+            self._send(("cancel_side", busy, side))
 
     def _abandon(self, rid: int) -> None:
         """Stop request ``rid``, whose caller left (a stream closed early), and wait for its

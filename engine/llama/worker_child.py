@@ -104,6 +104,12 @@ class _Control:
                     self.backend.cancel()
             time.sleep(0.005)
 
+    def cancel_side(self, rid: int, side: Any) -> None:
+        """Stop side ``side`` of request ``rid`` (a pair of replies), if it still runs."""
+        with self.lock:
+            if rid > self.done and self.backend is not None:
+                self.backend.cancel_side(side)
+
     def cancelled(self, rid: int) -> bool:
         with self.lock:
             return self.cancel_upto >= rid
@@ -251,6 +257,8 @@ def child_main() -> int:
                     control.cancel(msg[1])
                     # For the parent's watchdog: this process is alive.
                     send(("cancelling", msg[1]))
+                elif msg[0] == "cancel_side":
+                    control.cancel_side(msg[1], msg[2])
                 else:
                     requests.put(msg)
         except Exception:  # noqa: BLE001
@@ -351,6 +359,16 @@ def _serve(
             args[3] if len(args) > 3 else "auto",
             args[4] if len(args) > 4 else None,
         )
+        return None
+    if kind == "pair":
+        _crash_hook("prompt")
+        # Two replies at once (engine/llama/pairing.py): each SideEvent as it comes.
+        pair = backend.stream_pair(args[0], args[1])
+        try:
+            for event in pair:
+                send(("event", event))
+        finally:
+            pair.close()
         return None
     raise GenerationError(f"unknown engine request {kind!r}")
 

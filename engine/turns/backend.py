@@ -544,3 +544,52 @@ class RemoteModels(Protocol):
 
     def switch_model(self, model: str) -> ModelInfo:
         """Use another of the server's models from now on (blocking)."""
+
+
+# The two sides of a comparison (``PairedReplies``): A and B.
+Side = Literal["A", "B"]
+SIDES: tuple[Side, Side] = ("A", "B")
+
+
+@dataclass(frozen=True)
+class SideRequest:
+    """One side of a comparison: the conversation it answers (A and B may differ in their
+    system prompt) and its sampling settings. No tools, no images: a comparison answers in
+    text."""
+
+    messages: tuple[ChatMessage, ...]
+    params: SamplingParams
+
+
+@dataclass(frozen=True)
+class SideEvent:
+    """One side's event in a comparison's stream (``PairedReplies.stream_pair``): ``event`` is
+    what a plain reply's stream yields (``TextDelta``, ``ThinkingDelta``, ``PromptProgress``,
+    ``ContextTrimmed``, ``GenerationDone``), for side ``side``. Each side ends with its own
+    ``GenerationDone``, when it ends: the other may go on."""
+
+    side: Side
+    event: ChatEvent
+
+
+@runtime_checkable
+class PairedReplies(Protocol):
+    """A backend that answers one prompt twice at once (``LlamaCppBackend``, and
+    ``WorkerBackend`` through its engine process): the two replies are two sequences of one
+    llama.cpp context, decoded in one batch per step, the prompt's shared prefix evaluated once
+    (engine/llama/pairing.py). The chat's ``/compare`` and ``vibechat run --compare`` use it when
+    both sides are the same local model; otherwise they run two backends side by side.
+
+    Side A's stats count the shared prefix's evaluation (``prompt_tokens_evaluated``, the
+    prefix and A's own rest), side B's only its own rest: the two add up to what the pair
+    evaluated. Afterwards the KV cache holds side A's conversation (prompt and reply), as after a
+    plain reply; no KV snapshot is taken of a pair."""
+
+    def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
+        """Both replies as ``SideEvent``s, interleaved as they are decoded; each side ends with
+        its ``GenerationDone`` (at its EOS, its ``max_tokens``, its stop string, or its
+        ``cancel_side``); ``cancel()`` stops both. Raises a ``VibechatError`` (one line) when
+        the pair cannot run (images, a prompt that leaves no room for two replies)."""
+
+    def cancel_side(self, side: Side) -> None:
+        """Stop side ``side`` of the pair under way soon; the other goes on. Thread-safe."""

@@ -1,0 +1,423 @@
+"""Two replies to one prompt at once (``PairedReplies``, engine/turns/backend.py), for
+``LlamaCppBackend`` (engine/llama/llamacpp.py): side A is sequence 0 of the context (the KV
+cache's, ``KVCache``), side B sequence 1 (the context allows two: ``loading.context_params``).
+
+1. Both prompts are fitted; their common prefix (all of it but the last token when A and B
+   differ only in sampling) is made to sit in sequence 0 as for a plain reply (the cache's
+   prefix kept, or a snapshot's), the rest of it evaluated once, then shared with sequence 1
+   (``llama_memory_seq_cp``: in the unified KV cache the cells are shared, not copied).
+2. Each side's own rest is evaluated on its sequence; the two last prompt tokens go in one
+   batch, which gives each side its logits.
+3. Each step samples each live side from its own row with its own sampler chain, and decodes
+   one batch holding one token per live side. A side ends alone (its end-of-generation, its
+   limit, its stop string, its cancel); the other goes on.
+4. Afterwards sequence 1 is removed: the cache holds side A's conversation (its prompt and
+   reply), and its token list says so; no snapshot is taken of a pair.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
+
+import llama_cpp as ll
+
+from ..errors import GenerationError
+from ..settings.choices import COMPLETION
+from ..settings.knobs import LlamaCppOptions
+from ..settings.params import SamplingParams
+from ..turns.backend import (
+    SIDES,
+    ChatEvent,
+    ContextTrimmed,
+    GenerationStats,
+    Side,
+    SideEvent,
+    SideRequest,
+)
+from ..turns.thinking import Piece
+from .decoding import Emitter, make_sampler, reply_stops, sampler_chain
+from .grammar_sampling import Sampler
+from .kv_cache import KVCache
+from .prompt_eval import AbortTicks, read_prompt
+from .prompt_parts import common_prefix
+from .prompting import Prompter
+from .replying import Reply
+from .vision import has_images
+
+# The sequence each side decodes in.
+SEQ: dict[Side, int] = {"A": 0, "B": 1}
+
+
+@dataclasses.dataclass
+class PairTarget:
+    """What the pair is handed of ``LlamaCppBackend``: its vocabulary, its prompt and KV cache
+    (whose context and memory the pair decodes in), how a token becomes bytes, each side's cancel
+    flag (``cancels``), the abort callback's ticks (whose ``cancel`` stops both sides), the NULL
+    abort callback put back after a prompt, and its batch size."""
+
+    vocab: Any
+    prompt: Prompter
+    kv: KVCache
+    piece_bytes: Callable[[int], bytes]
+    cancels: dict[Side, threading.Event]
+    ticks: AbortTicks
+    no_abort: Any
+    n_batch: int
+
+    @property
+    def ctx(self) -> Any:
+        return self.kv.ctx
+
+    @property
+    def memory(self) -> Any:
+        return self.kv.mem
+
+    @property
+    def cancel(self) -> threading.Event:
+        return self.ticks.cancel
+
+
+@dataclasses.dataclass
+class _Side:
+    """One side under way: its prompt's tokens, its settings, its emitter and sampler, the
+    reply forming, its stats, the next position in its sequence, its logits' row in the last
+    batch, and the tokens decoded into its sequence."""
+
+    name: Side
+    tokens: list[int]
+    params: SamplingParams
+    out: Emitter
+    sampler: Sampler
+    reply: Reply
+    stats: GenerationStats
+    pos: int = 0
+    row: int = 0
+    decoded: list[int] = dataclasses.field(default_factory=list)
+
+
+def pair_events(
+    target: PairTarget, a: SideRequest, b: SideRequest
+) -> Generator[SideEvent, None, None]:
+    """Both replies as ``SideEvent``s (the module's steps). The cache is left holding side A's
+    conversation, or emptied when the pair failed midway."""
+    prompt = target.prompt
+    t_start = time.perf_counter()
+    fitted = [_fitted(prompt, side, request) for side, request in zip(SIDES, (a, b), strict=True)]
+    for name, (tokens, dropped, _params) in zip(SIDES, fitted, strict=True):
+        if dropped:
+            trimmed = ContextTrimmed(dropped, len(tokens), prompt.context_size)
+            yield SideEvent(name, trimmed)
+    (ta, _da, pa), (tb, _db, pb) = fitted
+    limits = side_limits(prompt.context_size, ta, tb, pa.max_tokens, pb.max_tokens)
+    shared = shared_prefix(ta, tb)
+    ll.llama_memory_seq_rm(target.memory, SEQ["B"], -1, -1)
+    sides = [
+        _start(target, name, tokens, params, limit, t_start)
+        for name, tokens, params, limit in zip(SIDES, (ta, tb), (pa, pb), limits, strict=True)
+    ]
+    finished = False
+    try:
+        ok = yield from _read_prompts(target, sides, shared)
+        yield from _decode(target, sides if ok else [], sides)
+        finished = True
+    finally:
+        for one in sides:
+            one.sampler.free()
+        _settle(target, sides[0], finished)
+
+
+def _fitted(
+    prompt: Prompter, side: Side, request: SideRequest
+) -> tuple[list[int], int, SamplingParams]:
+    """A side's prompt tokens (the newest messages that fit), the messages dropped, and its
+    settings as used (the seed drawn, "auto" made the model's defaults)."""
+    params = request.params.with_seed().resolved(prompt.template.name)
+    if any(m.images for m in request.messages) or params.output_format is not None:
+        raise GenerationError(
+            f"side {side} asks for images or an output format: a comparison answers in plain "
+            "text; send those as a normal reply."
+        )
+    tokens, left_out = prompt.fit(request.messages, params)
+    if has_images(tokens):
+        raise GenerationError(f"side {side}'s prompt holds images: a comparison takes none.")
+    return tokens, len(left_out), params
+
+
+def shared_prefix(ta: list[int], tb: list[int]) -> int:
+    """The prompts' tokens evaluated once: their common prefix, short of each one's last token
+    (evaluated on each side's own sequence, for its logits)."""
+    return min(common_prefix(ta, tb), len(ta) - 1, len(tb) - 1)
+
+
+def side_limits(
+    n_ctx: int, ta: list[int], tb: list[int], max_a: int | None, max_b: int | None
+) -> tuple[int, int]:
+    """Each side's most tokens: its ``max_tokens``, within what the context's cells leave once
+    both prompts (their shared prefix once: ``shared_prefix``) are in. When both cannot have all
+    they ask, the smaller ask gets up to half and the other the rest."""
+    room = n_ctx - (len(ta) + len(tb) - shared_prefix(ta, tb))
+    if room < 2:
+        raise GenerationError(
+            f"the two prompts take {n_ctx - room:,} of the context's {n_ctx:,} tokens: no room "
+            "for two replies; shorten them or raise --ctx."
+        )
+    ask_a = room if max_a is None else max_a
+    ask_b = room if max_b is None else max_b
+    if ask_a + ask_b <= room:
+        return ask_a, ask_b
+    if ask_a <= ask_b:
+        small = min(ask_a, room // 2)
+        return small, room - small
+    small = min(ask_b, room // 2)
+    return room - small, small
+
+
+def _start(
+    target: PairTarget,
+    name: Side,
+    tokens: list[int],
+    params: SamplingParams,
+    limit: int,
+    t_start: float,
+) -> _Side:
+    """A side ready to decode: its emitter (its stop strings, its limit, its own cancel) and its
+    sampler chain."""
+    prompt = target.prompt
+    template = prompt.template
+    inside = prompt.reply_thinks
+    if params.thinking != "auto":
+        inside = prompt.opens_thinking(params.thinking)
+    cancel = target.cancels[name]
+    cancel.clear()
+    out = Emitter(
+        target.piece_bytes,
+        target.vocab,
+        prompt.turn_stops,
+        cancel,
+        limit,
+        reply_stops(params, template.stop_strings),
+        inside,
+        prompt.harmony,
+        lstrip=template.name == COMPLETION,
+    )
+    sampler = make_sampler(sampler_chain(target.vocab, params), target.vocab, params)
+    stats = GenerationStats(prompt_tokens=len(tokens), seed=params.seed)
+    return _Side(name, tokens, params, out, sampler, Reply(t_start=t_start), stats)
+
+
+def _read_prompts(
+    target: PairTarget, sides: list[_Side], shared: int
+) -> Generator[SideEvent, None, bool]:
+    """Evaluate the shared prefix once in sequence 0 (what the cache holds of it kept), share it
+    with sequence 1, then each side's rest on its own sequence, the two last tokens in one batch
+    (each side's logits row). False: cancelled."""
+    kv, a, b = target.kv, sides[0], sides[1]
+    keep, a.stats.restored_tokens, a.stats.restore_ms = kv.reuse(a.tokens, shared)
+    n_batch = max(1, min(target.n_batch, target.prompt.context_size))
+    ll.llama_set_abort_callback(target.ctx, target.ticks.callback, None)
+    t0 = time.perf_counter()
+    try:
+        reading = read_prompt(
+            target.ctx,
+            target.memory,
+            kv.tokens,
+            a.tokens[keep:shared],
+            n_batch,
+            target.ticks,
+            None,
+            report=True,
+        )
+        while True:
+            try:
+                progress = next(reading)
+            except StopIteration as end:
+                ok = bool(end.value)
+                break
+            yield SideEvent("A", progress)
+            yield SideEvent("B", progress)
+        if ok:
+            ll.llama_memory_seq_cp(target.memory, SEQ["A"], SEQ["B"], -1, -1)
+            ok = _read_rests(target, sides, shared, n_batch)
+    finally:
+        ll.llama_set_abort_callback(target.ctx, target.no_abort, None)
+    t_done = time.perf_counter()
+    a.stats.prompt_tokens_evaluated = shared - keep + len(a.tokens) - shared
+    b.stats.prompt_tokens_evaluated = len(b.tokens) - shared
+    for side in sides:
+        side.stats.prompt_eval_ms = (t_done - t0) * 1000
+        side.reply.t_prompt_done = t_done
+        side.pos = len(side.tokens)
+    return ok
+
+
+def _read_rests(target: PairTarget, sides: list[_Side], shared: int, n_batch: int) -> bool:
+    """Each side's prompt past the shared prefix on its own sequence, in batches of at most
+    ``n_batch``; the last token of each in the final batch, with logits (each side's ``row``).
+    False: cancelled."""
+    rows = [
+        (token, pos, SEQ[side.name])
+        for side in sides
+        for pos, token in enumerate(side.tokens[shared:-1], start=shared)
+    ]
+    batch = ll.llama_batch_init(max(n_batch, len(sides)), 0, 1)
+    try:
+        for start in range(0, len(rows), n_batch):
+            if not _decode_rows(target, batch, rows[start : start + n_batch], ()):
+                return False
+        last = [(side.tokens[-1], len(side.tokens) - 1, SEQ[side.name]) for side in sides]
+        if not _decode_rows(target, batch, last, range(len(last))):
+            return False
+    finally:
+        ll.llama_batch_free(batch)
+    for row, side in enumerate(sides):
+        side.row = row
+    target.kv.tokens.extend(sides[0].tokens[shared:])
+    return True
+
+
+def _decode_rows(
+    target: PairTarget, batch: Any, rows: list[tuple[int, int, int]], logits: Any
+) -> bool:
+    """One ``llama_decode`` of ``rows`` (token, position, sequence), logits for the rows in
+    ``logits``. False: cancelled (the abort callback); raises on a failure."""
+    for i, (token, pos, seq) in enumerate(rows):
+        batch.token[i] = token
+        batch.pos[i] = pos
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = seq
+        batch.logits[i] = i in logits
+    batch.n_tokens = len(rows)
+    rc = int(ll.llama_decode(target.ctx, batch))
+    if rc == 0:
+        return True
+    if rc == 2 or target.cancel.is_set():
+        return False
+    raise GenerationError(
+        f"llama.cpp failed while generating two replies (llama_decode returned {rc}); "
+        "start a new conversation."
+    )
+
+
+def _decode(target: PairTarget, live: list[_Side], sides: list[_Side]) -> Iterator[SideEvent]:
+    """The steps: each live side samples from its row, and the tokens go in one batch, one per
+    live side; a side that ends yields its end. ``sides``: both (those not live end cancelled)."""
+    live = list(live)
+    for side in sides:
+        if side not in live:
+            side.out.finish = "cancelled"
+            yield from _side_end(side)
+    batch = ll.llama_batch_init(len(SIDES), 0, 1)
+    try:
+        while live:
+            if target.cancel.is_set():
+                for side in live:
+                    target.cancels[side.name].set()
+            step: list[tuple[_Side, int]] = []
+            for side in list(live):
+                token = yield from _sample(target, side)
+                if token is None:
+                    live.remove(side)
+                    yield from _side_end(side)
+                else:
+                    step.append((side, token))
+            if not step:
+                break
+            rows = [(token, side.pos, SEQ[side.name]) for side, token in step]
+            if not _decode_rows(target, batch, rows, range(len(rows))):
+                for side in live:
+                    side.out.finish = "cancelled"
+                    yield from _side_end(side)
+                return
+            for row, (side, token) in enumerate(step):
+                side.row, side.pos = row, side.pos + 1
+                side.decoded.append(token)
+    finally:
+        ll.llama_batch_free(batch)
+
+
+def _sample(target: PairTarget, side: _Side) -> Generator[SideEvent, None, int | None]:
+    """Side ``side``'s next token, its text's events yielded: None when the side ends (its
+    cancel, its limit, its end of generation or stop string)."""
+    out = side.out
+    if not out.may_continue():
+        return None
+    token = side.sampler.sample(target.ctx, side.row)
+    pieces = out.emit(token)
+    if pieces:
+        if side.reply.t_first_token is None:
+            side.reply.t_first_token = time.perf_counter()
+        yield from _tagged(side, pieces)
+    return None if out.done else token
+
+
+def _tagged(side: _Side, pieces: list[Piece]) -> Iterator[SideEvent]:
+    """The pieces as side ``side``'s events (kept in its reply)."""
+    for event in side.reply.events(pieces, side.out.generated):
+        yield SideEvent(side.name, event)
+
+
+def _side_end(side: _Side) -> Iterator[SideEvent]:
+    """A side's end: what its emitter held back, then its ``GenerationDone``."""
+    out = side.out
+    out.count_into(side.stats, side.params)
+    yield from _tagged(side, out.tail())
+    side.reply.ended(out, out.finish)
+    event: ChatEvent = side.reply.done(side.stats, side.params)
+    yield SideEvent(side.name, event)
+
+
+def _settle(target: PairTarget, a: _Side, finished: bool) -> None:
+    """Sequence 1 removed; the cache says what sequence 0 holds: side A's prompt and the tokens
+    decoded into it (emptied when the pair stopped midway: what it holds is not known)."""
+    kv = target.kv
+    ll.llama_memory_seq_rm(target.memory, SEQ["B"], -1, -1)
+    kv.snapshot_due = False
+    if not finished or len(kv.tokens) != len(a.tokens):
+        kv.reset()
+        return
+    kv.tokens.extend(a.decoded)
+
+
+class Pairs:
+    """``LlamaCppBackend``'s two replies at once (``PairedReplies``): its ``stream_pair`` and
+    ``cancel_side``, a mixin of the backend (llamacpp.py), which it reads as the backend itself
+    does: the model loaded (``_loaded``), its vocabulary, its cancel flags and abort callbacks."""
+
+    options: LlamaCppOptions
+    _vocab: Any
+    _cancel: threading.Event
+    _ticks: AbortTicks
+    _no_abort: Any
+    # Each side's own stop while a pair is decoded.
+    _sides: dict[Side, threading.Event]
+
+    def _loaded(self) -> tuple[Prompter, KVCache]:
+        raise NotImplementedError
+
+    def _piece_bytes(self, token: int) -> bytes:
+        raise NotImplementedError
+
+    def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
+        """Two replies to one prompt at once, as two sequences of this context
+        (``PairedReplies``, engine/turns/backend.py; the steps above)."""
+        prompt, kv = self._loaded()
+        self._cancel.clear()
+        target = PairTarget(
+            self._vocab,
+            prompt,
+            kv,
+            self._piece_bytes,
+            self._sides,
+            self._ticks,
+            self._no_abort,
+            self.options.n_batch,
+        )
+        return pair_events(target, a, b)
+
+    def cancel_side(self, side: Side) -> None:
+        """Stop one side of the pair under way soon; the other goes on (any thread)."""
+        self._sides[side].set()

@@ -1,0 +1,209 @@
+"""`vibechat run --compare A B` end to end in a subprocess: against the stub server on 127.0.0.1
+(tests/openai_stub.py), one side down or mistyped while the other answers, and on the real
+starter model (both sides decoded at once in one context); the replies saved as siblings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import VIBECHAT_BIN
+from openai_stub import refused_url
+from vibechat.app.commands.compare_sides import parse_side
+from vibechat.engine.errors import VibechatError
+
+
+def vibechat(
+    *args: str, input: str | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        env={**os.environ},
+    )
+
+
+def shown(cid: int) -> dict:
+    out = vibechat("history", "show", str(cid), "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_side_is_a_preset_or_key_value_pairs_whose_values_may_hold_commas():
+    assert parse_side("precise").preset == "precise"
+    side = parse_side("temperature=1.2, system=Be brief, and kind,top-k=20,model=tiny")
+    assert side.settings == (("temperature", "1.2"), ("top_k", "20"))
+    assert side.system == "Be brief, and kind"
+    assert side.model == "tiny"
+    assert parse_side("base-url=http://127.0.0.1:1/v1").base_url == "http://127.0.0.1:1/v1"
+    with pytest.raises(VibechatError, match="not key=value"):
+        parse_side("=5")
+
+
+def test_two_servers_answer_and_both_replies_are_saved_as_siblings(stub):
+    stub.reply = "Paris is the capital."
+    a = f"base-url={stub.url},model=stub-large,temperature=0.2"
+    b = f"base-url={stub.url},model=stub-large,temperature=1.1,top_k=7"
+    out = vibechat("run", "--compare", a, b, "-p", "Capital of France?", "--json")
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["a"]["text"] == obj["b"]["text"] == "Paris is the capital.", out.stdout
+    assert obj["a"]["params"]["temperature"] == 0.2
+    assert obj["b"]["params"]["temperature"] == 1.1 and obj["b"]["params"]["top_k"] == 7
+    assert obj["differs"]["temperature"] == {"a": 0.2, "b": 1.1}
+    assert obj["differs"]["top_k"]["b"] == 7
+    assert obj["a"]["differs"] == obj["differs"] and obj["paired"] is False
+    bodies = [r["body"] for r in stub.requests if r["path"].endswith("/chat/completions")]
+    sent = sorted(body["temperature"] for body in bodies)
+    assert sent == [0.2, 1.1]
+    conversation = shown(obj["a"]["conversation_id"])
+    prompt = [m for m in conversation["tree"] if m["role"] == "user"]
+    replies = [m for m in conversation["tree"] if m["role"] == "assistant"]
+    assert len(prompt) == 1 and len(replies) == 2
+    assert {m["parent_id"] for m in replies} == {prompt[0]["id"]}
+    assert sorted(m["params"]["temperature"] for m in replies) == [0.2, 1.1]
+    # The conversation goes on from A's reply.
+    assert conversation["leaf_id"] == replies[0]["id"]
+
+
+def test_text_output_heads_each_reply_with_its_settings(stub):
+    stub.reply = "Blue light scatters."
+    a = f"base-url={stub.url},model=stub-small,temperature=0.3"
+    b = f"base-url={stub.url},model=stub-small,temperature=0.9"
+    out = vibechat("run", "--compare", a, b, "-p", "Why is the sky blue?", "--no-save")
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.split("=== B ")
+    assert first.startswith("=== A (") and "temperature=0.3" in first
+    assert "Blue light scatters." in first and "Blue light scatters." in second
+    assert "temperature=0.9" in second
+
+
+def test_a_server_that_is_down_is_one_line_and_the_other_side_answers(stub):
+    stub.reply = "Still here."
+    down = refused_url()
+    out = vibechat(
+        "run",
+        "--compare",
+        f"base-url={stub.url},model=stub-small",
+        f"base-url={down}",
+        "-p",
+        "Hello?",
+        "--json",
+    )
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vibechat: side B: "), out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["a"]["text"] == "Still here." and "error" not in obj["a"]
+    assert obj["b"]["error"]["exit_status"] == 1 and obj["b"]["text"] == ""
+
+
+def test_a_setting_that_does_not_parse_is_one_line_for_its_side(stub):
+    stub.reply = "Fine."
+    out = vibechat(
+        "run",
+        "--compare",
+        f"base-url={stub.url},model=stub-small,temperature=hot",
+        f"base-url={stub.url},model=stub-small,temperature=0.5",
+        "-p",
+        "Hi",
+    )
+    assert out.returncode == 1
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vibechat: side A ("), out.stderr
+    assert "temperature" in lines[0] and "Traceback" not in out.stderr
+    assert "Fine." in out.stdout.split("=== B ")[1]
+
+
+def test_neither_side_running_is_one_error(stub):
+    out = vibechat("run", "--compare", "temperature=hot", "top_k=many", "-p", "Hi")
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1].startswith("vibechat: error: neither side")
+    assert "Traceback" not in out.stderr
+
+
+def test_compare_refuses_what_it_does_not_take(stub, tmp_path):
+    out = vibechat("run", "--compare", "temperature=0", "temperature=1", "-p", "Hi", "--continue")
+    assert out.returncode == 1
+    assert "--compare and --continue do not mix" in out.stderr
+
+
+def test_a_prompts_file_runs_every_line_through_both_sides(stub, tmp_path):
+    stub.reply = "Yes."
+    prompts = tmp_path / "prompts.jsonl"
+    lines = [
+        {"prompt": "One?", "id": "q1"},
+        {"prompt": "Two?"},
+        {"oops": 1},
+        {"prompt": "Three?", "temperature": 0.5},
+    ]
+    prompts.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    a = f"base-url={stub.url},model=stub-small,temperature=0"
+    b = f"base-url={stub.url},model=stub-small,temperature=1"
+    out = vibechat("run", "--prompts-file", str(prompts), "--compare", a, b, "--no-save")
+    # The bad line fails the run; the others are answered.
+    assert out.returncode == 1
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["line"] for r in results] == [1, 2, 3, 4]
+    assert results[0]["id"] == "q1"
+    for result in results[:2]:
+        assert result["a"]["text"] == result["b"]["text"] == "Yes."
+        assert result["differs"]["temperature"] == {"a": 0.0, "b": 1.0}
+    assert "error" in results[2] and "a" not in results[2]
+    # A line's own sampling settings would be ignored: the line is refused instead.
+    assert "drop temperature" in results[3]["error"] and "a" not in results[3]
+
+
+@pytest.mark.model
+def test_the_same_local_model_answers_both_sides_at_once(starter_installed):
+    out = vibechat(
+        "run",
+        "--compare",
+        "temperature=0,max_tokens=8",
+        "temperature=1.0,seed=3,max_tokens=8",
+        "-p",
+        "What is the capital of France?",
+        "--json",
+    )
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["paired"] is True
+    a, b = obj["a"], obj["b"]
+    assert a["text"].strip() and b["text"].strip()
+    assert b["params"]["seed"] == 3 and a["params"]["temperature"] == 0.0
+    # The shared prompt was evaluated once: one prompt's tokens, and its last token again.
+    prompt = a["stats"]["prompt_tokens"]
+    evaluated = a["stats"]["prompt_tokens_evaluated"] + b["stats"]["prompt_tokens_evaluated"]
+    assert evaluated == prompt + 1
+    conversation = shown(a["conversation_id"])
+    assert len([m for m in conversation["tree"] if m["role"] == "assistant"]) == 2
+
+
+@pytest.mark.model
+def test_a_missing_local_model_is_one_line_and_the_starter_answers(starter_installed, tmp_path):
+    missing = tmp_path / "nowhere.gguf"
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"prompt": "Say hi."}) + "\n")
+    out = vibechat(
+        "run",
+        "--prompts-file",
+        str(prompts),
+        "--compare",
+        "temperature=0,max_tokens=6",
+        f"model={missing}",
+        "--no-save",
+    )
+    assert out.returncode == 1
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("vibechat: side B: "), out.stderr
+    result = json.loads(out.stdout)
+    assert result["a"]["text"].strip() and result["paired"] is False
+    assert "nowhere.gguf" in result["b"]["error"]["message"]
