@@ -69,6 +69,7 @@ def test_each_migration_is_a_named_function_with_a_docstring():
         "attachments",
         "token_lens",
         "summaries_and_pins",
+        "compare_picks",
     ]
     for migration in MIGRATIONS:
         assert inspect.isfunction(migration) and getattr(schema, migration.__name__) is migration
