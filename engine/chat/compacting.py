@@ -21,6 +21,7 @@ from .compaction import (
     ask_summary,
     checked_summary,
     compaction_point,
+    grounded_summary,
     replaced_size,
     summary_messages,
     summary_params,
@@ -95,7 +96,7 @@ class Compacting:
         context = self.info.context_size if self.info is not None else None
         params = summary_params(conversation.params.with_seed(), context)
         text = ask_summary(self.backend, messages, params, stop_requested, on_text)
-        return Compaction(checked_summary(text, size), kept, size)
+        return Compaction(grounded_summary(checked_summary(text, size), replaced), kept, size)
 
     def accept_compaction(self, compaction: Compaction, text: str | None = None) -> list[int]:
         """Go on from a new branch that starts with the summary (``text``: as the user edited

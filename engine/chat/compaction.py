@@ -16,6 +16,7 @@ templates that insist on turns alternating.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -151,6 +152,27 @@ def checked_summary(summary: str, replaced_chars: int) -> str:
             "try a chat model."
         )
     return text
+
+
+# A word a summary is expected to share with what it summarises: four letters or more, or a
+# number of two digits or more (names, numbers, dates are what summaries keep).
+_WORD = re.compile(r"[^\W\d_]{4,}|\d{2,}")
+
+
+def grounded_summary(summary: str, replaced: Sequence[ChatMessage]) -> str:
+    """``summary`` (checked: ``checked_summary``) when it shares a word with the turns it
+    replaces, else ``CompactionError`` in one line: a model that cannot summarise (a base model,
+    the starter) tends to write a short line of its own ("Hi!") that is shorter, not a summary.
+    The user's own edit of a summary is theirs and is not checked so."""
+    words = {w.casefold() for w in _WORD.findall(summary)}
+    for turn in replaced:
+        if words & {w.casefold() for w in _WORD.findall(turn.content)}:
+            return summary
+    raise CompactionError(
+        "the summary shares no word with the conversation it would replace, so nothing was "
+        "replaced: the model cannot summarise this; try /compact with instructions, or a chat "
+        "model."
+    )
 
 
 def summary_system(system: str | None, summary: str | None) -> str | None:

@@ -87,7 +87,7 @@ def test_compact_up_to_a_message_keeps_what_follows(history):
     turns = session.conversation.turns
     # Up to the second prompt: its reply goes with it (whole turns).
     assert compaction_point(turns, 2) == 4
-    session.backend.reply = "Short."
+    session.backend.reply = "Short: the launch code."
     ids = session.accept_compaction(session.compact(upto=2))
     stored = history.get(session.chat.conversation_id)
     assert [m.id for m in stored.messages] == ids and len(ids) == 3
@@ -96,8 +96,10 @@ def test_compact_up_to_a_message_keeps_what_follows(history):
     assert [t.content[:8] for t in session.conversation.turns] == ["Prompt 2", "Noted."]
 
 
-@pytest.mark.parametrize("summary", ["", "   \n", LONG * 10])
+@pytest.mark.parametrize("summary", ["", "   \n", LONG * 10, "Hi!", "Sure, here you go:"])
 def test_a_summary_empty_or_not_shorter_replaces_nothing(history, summary):
+    """Empty, not shorter, or a line of the model's own that shares no word with the
+    conversation (what a base model such as the starter writes): one line, nothing replaced."""
     session = chatted(history)
     before = history.get(session.chat.conversation_id)
     session.backend.reply = summary
@@ -110,7 +112,7 @@ def test_a_summary_empty_or_not_shorter_replaces_nothing(history, summary):
 
 def test_an_edited_summary_is_checked_again(history):
     session = chatted(history)
-    session.backend.reply = "Short."
+    session.backend.reply = "Short: the launch code."
     compaction = session.compact()
     with pytest.raises(CompactionError):
         session.accept_compaction(compaction, " ")
@@ -213,9 +215,12 @@ def test_nothing_to_compact_is_one_line():
 
 def test_an_unsaved_conversation_compacts_in_memory():
     session = chatted(None)
-    session.backend.reply = "Short."
+    session.backend.reply = "Short: the launch code."
     assert session.accept_compaction(session.compact()) == []
-    assert session.conversation.summary == "Short." and session.conversation.turns == []
+    assert (
+        session.conversation.summary == "Short: the launch code."
+        and session.conversation.turns == []
+    )
 
 
 def test_pinned_message_stays_in_the_turn_it_belongs_to():
