@@ -41,7 +41,7 @@ from ..turns.attachments import Attachment, AttachmentKind
 from ..turns.tool_calls import ToolCall
 from .convlock import ConversationLock
 from .database import ConversationNotFound, default_path
-from .message_rows import copy_message, insert_attachments, message_from_row
+from .message_rows import copy_message, fork_messages, insert_attachments, message_from_row
 from .picks import PickBook
 from .records import (
     HIT_END,
@@ -252,8 +252,9 @@ class History(PickBook):
 
     def fork(self, conversation_id: int, leaf: int) -> int:
         """A new conversation holding a copy of the branch that ends at ``leaf`` (one
-        branch: the other ones stay in the original), with the original's settings and each
-        message as saved (its thinking, tool calls, attachments and token-lens candidates)."""
+        branch: the other ones stay in the original, but a compaction summary on it keeps what
+        it replaces, see :func:`fork_messages`), with the original's settings and each message
+        as saved (its thinking, tool calls, attachments, token-lens candidates and pin)."""
         stored = self.get(conversation_id, leaf=leaf)
         stamp = now()
         with self._write() as c:
@@ -266,10 +267,22 @@ class History(PickBook):
             )
             new_id = cur.lastrowid
             assert new_id is not None
-            parent: int | None = None
-            for m in stored.messages:
-                parent = copy_message(c, new_id, parent, m, stamp)
-            c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (parent, new_id))
+            copied = fork_messages(stored.tree, stored.messages)
+            copies: dict[int, int] = {}
+            for m in copied:
+                parent = copies.get(m.parent_id) if m.parent_id is not None else None
+                copies[m.id] = copy_message(c, new_id, parent, m, stamp)
+            # Each copied summary names the copy of what it replaces.
+            c.executemany(
+                "UPDATE messages SET summary_of = ? WHERE id = ?",
+                [
+                    (copies[point], copies[m.id])
+                    for m in copied
+                    if (point := m.summary_of) is not None and point in copies
+                ],
+            )
+            new_leaf = copies[stored.messages[-1].id] if stored.messages else None
+            c.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (new_leaf, new_id))
             return new_id
 
     def compact(

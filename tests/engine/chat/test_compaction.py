@@ -96,6 +96,48 @@ def test_compact_up_to_a_message_keeps_what_follows(history):
     assert [t.content[:8] for t in session.conversation.turns] == ["Prompt 2", "Noted."]
 
 
+def test_a_fork_keeps_the_summary_its_pins_and_what_it_replaces(history):
+    """Forking a compacted branch: the copy starts with a summary still (not an ordinary
+    prompt), names the copy of the original branch it replaces, keeps the pins, and the
+    fork goes on from the summary as the original did."""
+    session = chatted(history)
+    original = history.get(session.chat.conversation_id).messages
+    session.backend.reply = "Short: the launch code."
+    ids = session.accept_compaction(session.compact(upto=2))
+    history.set_pinned(ids[1], True)
+    cid = session.chat.conversation_id
+    fork = history.get(history.fork(cid, ids[-1]))
+    summary = fork.messages[0]
+    assert summary.content == "Short: the launch code." and summary.is_summary
+    assert [m.pinned for m in fork.messages] == [False, True, False]
+    # What it replaces is in the fork too, one switch away, as in the original.
+    replaced = history.get(fork.id, leaf=summary.summary_of).messages
+    assert [m.content for m in replaced] == [m.content for m in original[:4]]
+    assert all(m.id not in {o.id for o in original} for m in replaced)
+    assert "it replaces messages 1–4 of the original branch" in fork.to_markdown()
+    # Opened, the fork goes on from the summary (the model reads it as one).
+    reopened = ChatLog.open(history, fork.id)
+    assert reopened.conversation.summary == summary.content
+    assert [t.content[:8] for t in reopened.conversation.turns] == ["Prompt 2", "Noted."]
+
+
+def test_a_fork_of_a_summary_of_a_summary_keeps_both(history):
+    session = chatted(history)
+    session.backend.reply = "Short: the launch code."
+    first = session.accept_compaction(session.compact(upto=2))
+    session.chat.add_user(f"Prompt 3: {LONG}")
+    session.answer()
+    session.backend.reply = "Shorter: the code."
+    second = session.accept_compaction(session.compact())
+    fork = history.get(history.fork(session.chat.conversation_id, second[-1]))
+    assert [m.content for m in fork.messages] == ["Shorter: the code."]
+    middle = history.get(fork.id, leaf=fork.messages[0].summary_of).messages
+    assert middle[0].content == "Short: the launch code." and middle[0].is_summary
+    assert len(middle) == len(history.get(session.chat.conversation_id, leaf=first[-1]).messages) + 2
+    oldest = history.get(fork.id, leaf=middle[0].summary_of).messages
+    assert [m.content[:8] for m in oldest] == ["Prompt 0", "Noted.", "Prompt 1", "Noted."]
+
+
 @pytest.mark.parametrize("summary", ["", "   \n", LONG * 10, "Hi!", "Sure, here you go:"])
 def test_a_summary_empty_or_not_shorter_replaces_nothing(history, summary):
     """Empty, not shorter, or a line of the model's own that shares no word with the
