@@ -47,7 +47,7 @@ from .bounds import bound_line
 from .clitools import plain, quiet_stdout, safe_json
 from .interrupt import CtrlC
 from .run import load_or_interrupt
-from .run_output import ThinkingEcho, trim_notice
+from .run_output import ThinkingEcho, compact_notice, trim_notice
 from .run_result import EXIT_INCOMPLETE, empty_reply_line, incomplete_line
 
 if TYPE_CHECKING:
@@ -66,6 +66,10 @@ class BatchOptions:
     reuse_prefix: bool = True
     # A reasoning model's thinking on stderr, each reply's marked with its line.
     show_thinking: bool = False
+    # What a prompt about to overflow the context does (the context_policy setting), as for
+    # `run -p`: each line is a conversation of its own, so ``compact`` finds nothing before
+    # the prompt to summarise and says so, and ``stop`` refuses the line.
+    context_policy: str = "trim"
 
 
 # 16 MiB: millions of tokens, beyond any context; a longer "line" is not a prompt.
@@ -191,6 +195,9 @@ class _Batch:
                     params,
                     on_event=trim_notice(self.err, echo, lens),
                     stop_requested=stop_requested,
+                    on_compact=lambda notice: compact_notice(
+                        self.err, notice, f" {self.source} line {request.line}:"
+                    ),
                 )
             finally:
                 if echo is not None:
@@ -288,6 +295,7 @@ def run_batch(
 ) -> int:
     """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
     session = ChatSession(backend)
+    session.context_policy = options.context_policy
     interrupt = CtrlC(session.cancel, blocking_input=not _is_regular(prompts))
     items = read_requests(bounded_lines(prompts, source))
     try:
@@ -398,6 +406,7 @@ def batch_main(
             show_stats=show_stats,
             reuse_prefix=reuse_prefix,
             show_thinking=show_thinking,
+            context_policy=plan.config.context_policy,
         )
         return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)
     finally:

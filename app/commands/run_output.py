@@ -51,15 +51,16 @@ def trim_notice(
     return on_event
 
 
-def compact_notice(err: TextIO, notice: CompactionNotice) -> None:
+def compact_notice(err: TextIO, notice: CompactionNotice, where: str = "") -> None:
     """The ``compact`` context policy's notice on stderr: the summary that now stands for the
-    old messages (sanitized), or why none does (the oldest messages are left out instead)."""
+    old messages (sanitized), or why none does (the oldest messages are left out instead).
+    ``where``: which prompt it is about (a prompts file's ``" FILE line N:"``)."""
     if notice.problem:
-        err.write(plain(f"vibechat: {notice.problem}") + "\n")
+        err.write(plain(f"vibechat:{where} {notice.problem}") + "\n")
     else:
         err.write(
-            f"vibechat: compacted {notice.replaced} old messages into a summary to fit the "
-            "context (the original branch stays in the history):\n"
+            f"vibechat:{plain(where)} compacted {notice.replaced} old messages into a summary to "
+            "fit the context (the original branch stays in the history):\n"
             f"{sanitize(notice.summary)}\n"
         )
     err.flush()

@@ -142,3 +142,32 @@ def test_run_compact_prints_the_summary_and_branches(starter_installed):
 def test_compact_needs_a_saved_conversation(starter_installed):
     out = vibechat("run", "--compact")
     assert out.returncode != 0 and "--continue" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("policy", ["stop", "compact"])
+def test_prompts_file_honours_the_policy(starter_installed, tmp_path, policy):
+    """Each line of a prompts file is a conversation of its own, under the policy as `run -p`
+    is: a prompt that leaves no room for the reply in a 256-token context (about 209 tokens
+    in the starter's frame, against 64 for the reply) is refused under ``stop`` (its result
+    an error, the next line runs), and finds nothing to summarise under ``compact`` (said in
+    one line; it runs trimmed, as under ``trim``)."""
+    prompts = tmp_path / "prompts.jsonl"
+    lines = [{"prompt": FACT * 9, "id": "long"}, {"prompt": "Hi", "id": "short"}]
+    prompts.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = vibechat(
+        "run", "--prompts-file", str(prompts), "--ctx", "256", "-n", "64", "-t", "0",
+        "--context-policy", policy,
+    )  # fmt: skip
+    assert "Traceback" not in out.stderr
+    results = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["id"] for r in results] == ["long", "short"]
+    assert "error" not in results[1]
+    said = [line for line in out.stderr.splitlines() if "line 1:" in line]
+    if policy == "stop":
+        assert out.returncode == 1, out.stderr
+        assert "context_policy" in results[0]["error"] and "text" not in results[0]
+        assert len(said) == 1 and "no longer fits the context" in said[0]
+    else:
+        assert out.returncode == 0, out.stderr
+        assert "error" not in results[0]
+        assert len(said) == 1 and "nothing to compact" in said[0]
