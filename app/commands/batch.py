@@ -24,6 +24,7 @@ batch runs.
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 import sys
@@ -292,12 +293,14 @@ def run_batch(
     history: History | None,
     out: TextIO,
     err: TextIO,
+    lines: Iterator[bytes] | None = None,
 ) -> int:
-    """Run every line of ``prompts`` on ``backend`` (loaded here, once); returns the exit code."""
+    """Run every line of ``prompts`` (``lines``: its lines, some read already) on ``backend``
+    (loaded here, once); returns the exit code."""
     session = ChatSession(backend)
     session.context_policy = options.context_policy
     interrupt = CtrlC(session.cancel, blocking_input=not _is_regular(prompts))
-    items = read_requests(bounded_lines(prompts, source))
+    items = read_requests(lines if lines is not None else bounded_lines(prompts, source))
     try:
         with interrupt.installed():
             info = load_or_interrupt(session, interrupt)
@@ -334,17 +337,17 @@ def nothing_to_do(source: str, err: TextIO) -> int:
     return 0
 
 
-def _is_blank(prompts: BinaryIO, source: str) -> bool:
-    """Whether a file (not a pipe) holds no prompt: known before the model loads."""
-    if not _is_regular(prompts):
-        return False
-    try:
-        blank = all(not line.strip() for line in bounded_lines(prompts, source))
-        prompts.seek(0)
-    except OSError:
-        # Read again, and reported, by the batch itself.
-        return False
-    return blank
+def first_prompt(prompts: BinaryIO, source: str) -> Iterator[bytes] | None:
+    """The lines of ``prompts``, read up to its first non-blank one (a file at once, stdin as
+    it arrives), or None when it has none (empty, or blank lines only): known before anything
+    loads."""
+    lines = bounded_lines(prompts, source)
+    read: list[bytes] = []
+    for line in lines:
+        read.append(line)
+        if line.strip():
+            return itertools.chain(read, lines)
+    return None
 
 
 def check_conflicts(
@@ -387,8 +390,9 @@ def batch_main(
     history: History | None = None
     backend: Backend | None = None
     try:
-        # Nothing to do: no model loads.
-        if _is_blank(prompts, source):
+        # Nothing to do: no model loads (stdin: once it ends without a prompt).
+        lines = first_prompt(prompts, source)
+        if lines is None:
             return nothing_to_do(source, sys.stderr)
         if not no_save:
             # A read-only data dir fails here, in one line, before any work.
@@ -408,7 +412,9 @@ def batch_main(
             show_thinking=show_thinking,
             context_policy=plan.config.context_policy,
         )
-        return run_batch(backend, prompts, source, options, history, sys.stdout, sys.stderr)
+        return run_batch(
+            backend, prompts, source, options, history, sys.stdout, sys.stderr, lines=lines
+        )
     finally:
         if backend is not None:
             backend.close()

@@ -86,7 +86,7 @@ def test_the_chat_run_and_prompts_file_run_the_same_plan_from_the_same_inputs(
         }
         return 0
 
-    def run_batch(backend, prompts, source, options, history, out, err):
+    def run_batch(backend, prompts, source, options, history, out, err, lines=None):
         made = seen.pop("backend")
         assert made["kv_snapshots"] is False
         seen["batch"] = {

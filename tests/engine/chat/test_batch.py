@@ -294,6 +294,19 @@ def test_a_file_without_prompts_is_nothing_to_do_and_loads_no_model(tmp_path, us
     assert vibechat("run").returncode == 2
 
 
+@pytest.mark.parametrize("text", ["", "\n  \n\n"])
+def test_no_prompts_on_stdin_is_said_before_any_model_loads(tmp_path, user_dirs, text):
+    """Stdin that ends without a prompt: nothing to do, said before a model is looked for or
+    loaded (a broken model file would fail its load; the starter is not unpacked)."""
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"")
+    for model in (["--model", str(broken)], []):
+        out = vibechat("run", "--prompts-file", "-", *model, input=text)
+        assert out.returncode == 0 and out.stdout == "", out.stderr
+        assert out.stderr == "vibechat: no prompts in stdin (it is empty or blank): nothing to do.\n"
+    assert not (user_dirs["cache"] / "vibechat" / "starter").exists()
+
+
 # -------------------------------------------------------- on the real model
 @pytest.mark.model
 @pytest.mark.parametrize("text", ["", "\n\n"])
