@@ -239,8 +239,10 @@ def param_rows(params: Any) -> list[tuple[str, str]]:
     rows = [
         (name, shown(name, value))
         for name, value in params.to_dict().items()
-        if name not in ("output_format", "thinking")
+        if name not in ("output_format", "thinking", "think_budget")
     ]
+    # The budget beside the thinking, also when off (to_dict leaves it out then).
+    rows.append(("think_budget", shown("think_budget", params.think_budget)))
     rows.append(("thinking", shown("thinking", params.thinking)))
     rows.append(("format", shown("format", params.output_format)))
     return rows

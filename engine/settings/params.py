@@ -443,6 +443,7 @@ PARAM_SPECS: dict[str, ParamSpec] = {
             flag_words="Most thinking tokens a reply may take, {range}; off (none) = no budget",
             example="1024",
             slider=False,
+            exported=True,
             remote=RemoteField(
                 ("thinking_budget_tokens", "thinking_token_budget"), optional=True, unsent=(None,)
             ),

@@ -193,6 +193,7 @@ async def test_show_info_describes_the_model_its_context_format_and_parameters(t
         assert (
             rows["parameters"].startswith("temperature 0.8 · top_k 40")
             and "· seed random ·" in rows["parameters"]
+            and "think_budget off · thinking auto" in rows["parameters"]
         )
         assert rows["system"] == "Be brief."
         assert not REPR.search(text), text

@@ -496,3 +496,15 @@ def test_a_title_the_model_wrote_is_cleaned_for_lists(text: str, title: str | No
     from vibechat.engine.chat.titles import title_from_model
 
     assert title_from_model(text) == title
+
+
+@pytest.mark.parametrize(("budget", "said"), [(256, "think budget 256"), (None, "think budget off")])
+def test_the_markdown_export_names_the_thinking_budget(history: History, budget, said):
+    chat = ChatLog(Conversation(params=SamplingParams(think_budget=budget)), history)
+    chat.add_user("think about it")
+    parameters = next(
+        line
+        for line in history.get(chat.conversation_id).to_markdown().splitlines()
+        if line.startswith("- Parameters: ")
+    )
+    assert parameters.endswith(f", {said}")
