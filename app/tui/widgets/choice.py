@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -101,20 +102,39 @@ class Choice(Widget, can_focus=True):
         """Whether the value differs from the default (``r`` would change it)."""
         return self.value != self.spec.default
 
+    def value_lines(self, width: int) -> list[Text]:
+        """The label and the values (``●`` once changed) in ``width`` cells: on one line when
+        they fit, else the label above the values, spaced out as far as they fit (never
+        wrapped: a wrapped value would look like two)."""
+        label = Text(self.spec.label, style="bold" if self.has_focus else "")
+        changed = Text("●", self.get_component_rich_style("choice--changed"))
+        for pad, gap in ((" ", " "), (" ", ""), ("", " ")):
+            values = Text(gap).join(
+                Text(f"{pad}{value}{pad}", "reverse bold" if value == self.value else "dim")
+                for value in self.spec.values
+            )
+            if self.changed:
+                values.append_text(Text(" ") + changed)
+            line = Text.assemble(label, " ", values)
+            if width <= 0 or line.cell_len <= width:
+                return [line]
+            if values.cell_len <= width or not pad:
+                return [label, values]
+        raise AssertionError("unreachable: the last form is always returned")
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """As many lines as :meth:`render` draws at ``width`` (the values may move below the
+        label; the help and the hint wrap)."""
+        return sum(len(line.wrap(self.app.console, max(width, 1))) for line in self._lines(width))
+
     def render(self) -> Text:
-        parts: list[tuple[str, str] | str] = [
-            (self.spec.label, "bold" if self.has_focus else ""),
-            " ",
-        ]
-        for value in self.spec.values:
-            parts += [(f" {value} ", "reverse bold" if value == self.value else "dim"), " "]
-        line1 = Text.assemble(*parts)
-        if self.changed:
-            line1.append("●", self.get_component_rich_style("choice--changed"))
+        return Text("\n").join(self._lines(self.size.width))
+
+    def _lines(self, width: int) -> list[Text]:
         hint = " · ".join(part for part in (f"default {self.spec.default}", self.spec.hint) if part)
         lines = [
-            line1,
+            *self.value_lines(width),
             Text(self.spec.help, style="dim") if self.spec.help else None,
             Text(hint, style="dim"),
         ]
-        return Text("\n").join(line for line in lines if line is not None)
+        return [line for line in lines if line is not None]
