@@ -144,6 +144,7 @@ class Emitter:
         "at_eog",
         "budget",
         "budget_reached",
+        "_shown",
     )
 
     def __init__(
@@ -204,6 +205,8 @@ class Emitter:
         self.budget = budget
         # The closing phrase and the end of thinking were put in (think_budget.py).
         self.budget_reached = False
+        # Generated tokens up to the last one whose text the reply shows (see ``after_stop``).
+        self._shown = 0
 
     def budget_due(self) -> bool:
         """Whether the thinking has reached its budget and may be closed now: inside the
@@ -246,7 +249,17 @@ class Emitter:
         # Inside the block, or the token that opens or closes it.
         if was_thinking or splitter.thinking:
             self.thinking_tokens += 1
-        return self._stopped_at(self._answer_calls(pieces))
+        out = self._stopped_at(self._answer_calls(pieces))
+        if out:
+            self._shown = self.generated
+        return out
+
+    @property
+    def after_stop(self) -> int | None:
+        """Once a stop string ended the reply: the index of the first generated token the
+        reply does not show (the tokens held back for the stop string, after the last one
+        whose text the reply shows); None while no stop string matched."""
+        return self._shown if self._stops.stopped else None
 
     def _answer_calls(self, pieces: list[Piece]) -> list[Piece]:
         """The answer's pieces through the call recogniser (a call's text held back)."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import llama_cpp as ll
@@ -156,14 +157,18 @@ class LensSampler:
             index=index, chosen=chosen, top=(), sliders=self.sliders, forced=True
         )
 
-    def take(self, generated: int) -> Iterator[TokenCandidates]:
+    def take(self, generated: int, after_stop: int | None = None) -> Iterator[TokenCandidates]:
         """The steps not handed out yet whose token is part of the reply (``generated``: the
         reply's tokens so far, a path's prefix included; the token that ended the turn is never
-        one)."""
+        one); ``after_stop``: the index of the first token held back for a stop string that
+        matched (``Emitter.after_stop``): its step and those after it are marked so."""
         steps = self.steps
         end = min(generated - self.start, len(steps))
         while self._taken < end:
-            yield steps[self._taken]
+            step = steps[self._taken]
+            if after_stop is not None and step.index >= after_stop:
+                step = replace(step, after_stop=True)
+            yield step
             self._taken += 1
 
     def free(self) -> None:
@@ -398,5 +403,5 @@ def lens_events(
     """A reply's ``events`` with the lens's steps before the text they add: each step whose
     token ``out`` counted as the reply's."""
     for event in events:
-        yield from lens.take(out.generated)
+        yield from lens.take(out.generated, out.after_stop)
         yield event

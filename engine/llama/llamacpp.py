@@ -565,7 +565,7 @@ class LlamaCppBackend(Pairs):
             sampler.free()
         out.count_into(stats, params)
         if lens is not None:
-            yield from lens.take(out.generated)
+            yield from lens.take(out.generated, out.after_stop)
         yield from reply.events(out.tail(), out.generated)
         reply.ended(out, tool_calls_finish(out.finish, out.tool_calls))
 

@@ -352,6 +352,9 @@ class TokenCandidates:
     # ``ReplyPrefix``), not drawn by the sampler; a typed token's step has no candidates and its
     # ``chosen`` no probability of the model's (logprob 0, p_after 0).
     forced: bool = False
+    # The token was held back for a stop string that then matched: drawn by the model, but no
+    # part of the reply (the lens shows it struck through, "cut by a stop string").
+    after_stop: bool = False
 
     def slider(self, name: str) -> float | int | None:
         """The value of sampling parameter ``name`` this step used (None: not known, or auto)."""
@@ -371,6 +374,8 @@ class TokenCandidates:
             item["thinking"] = True
         if self.forced:
             item["forced"] = True
+        if self.after_stop:
+            item["after_stop"] = True
         return item
 
 

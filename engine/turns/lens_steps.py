@@ -68,6 +68,7 @@ def _step(
         sliders=sliders,
         thinking=item.get("thinking") is True,
         forced=item.get("forced") is True,
+        after_stop=item.get("after_stop") is True,
     )
 
 

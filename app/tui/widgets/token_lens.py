@@ -138,6 +138,10 @@ class TokenLens(Vertical, can_focus=True):
         color: $text-accent;
         text-style: underline;
     }
+    TokenLens .lens--after-stop {
+        color: $text-muted;
+        text-style: strike;
+    }
     """
     COMPONENT_CLASSES = {
         *(name for _, name, _ in BANDS),
@@ -149,6 +153,7 @@ class TokenLens(Vertical, can_focus=True):
         "lens--line",
         "lens--pick",
         "lens--forced",
+        "lens--after-stop",
     }
     BINDINGS = [
         Binding("left", "token(-1)", "Previous token", id="lens.previous_token", show=False),
@@ -269,6 +274,12 @@ class TokenLens(Vertical, can_focus=True):
             legend.append(f" ■ {words}", self.get_component_rich_style(name))
         if any(step.forced for step in self.steps):
             legend.append(" yours", self.get_component_rich_style("lens--forced"))
+        if any(step.after_stop for step in self.steps):
+            # Held back for a stop string that matched: the model wrote them, the reply ends
+            # before them.
+            legend.append(
+                " cut by a stop string", self.get_component_rich_style("lens--after-stop")
+            )
         self.query_one(".lens--legend", Static).update(legend)
 
     def _text_width(self) -> int:
@@ -306,6 +317,9 @@ class TokenLens(Vertical, can_focus=True):
         # A token the user put there (another path taken) is no draw of the model's: not tinted
         # by a probability it never had.
         tint = "lens--forced" if step.forced else band(math.exp(step.chosen.logprob))
+        if step.after_stop:
+            # Not part of the reply: dimmed and struck through, whatever its probability.
+            tint = "lens--after-stop"
         style = self.get_component_rich_style(tint)
         if step.thinking:
             style += self.get_component_rich_style("lens--thinking")

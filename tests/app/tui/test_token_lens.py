@@ -5,6 +5,7 @@ test_token_lens_model.py."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -369,3 +370,43 @@ async def test_a_token_the_user_put_there_is_marked_as_theirs_not_tinted():
         await pilot.press("right")
         await pilot.pause()
         assert view.cursor == 1 and view.has_class("-open")
+
+
+class StopLensBackend(LensBackend):
+    """A reply that ended on a stop string: after its text, the steps of the tokens held back
+    for it (as the local engine marks them), which the reply's text never shows."""
+
+    def stream_chat(self, messages, params, tools=(), tool_choice="auto", prefix=None):
+        events = list(super().stream_chat(messages, params, tools, tool_choice, prefix))
+        held = [
+            replace(lens_step(len(self.steps) + i, data), after_stop=True)
+            for i, data in enumerate((b"\n", b"User", b":"))
+        ]
+        self.steps += held
+        yield from events[:-1]
+        yield from held
+        yield events[-1]
+
+
+async def test_tokens_cut_by_a_stop_string_are_struck_and_named_in_the_legend():
+    backend = StopLensBackend("Paris is")
+    app = create_app(backend, blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await lens_reply(pilot)
+        view = lens(app)
+        reply = app.chat.query(AssistantMessage).last()
+        assert reply.text == "Paris is" and len(view.steps) == 5
+        legend = str(view.query_one(".lens--legend").render())
+        assert legend.endswith(" cut by a stop string")
+        cut = view.get_component_rich_style("lens--after-stop")
+        assert cut.strike
+        # The reply's own tokens tinted by their probability; the held ones struck, dimmed.
+        assert [bool(view._piece_style(i).strike) for i in range(5)] == [
+            False,
+            False,
+            True,
+            True,
+            True,
+        ]
+        assert "User" in screen_text(app)
