@@ -303,7 +303,9 @@ def test_no_prompts_on_stdin_is_said_before_any_model_loads(tmp_path, user_dirs,
     for model in (["--model", str(broken)], []):
         out = vibechat("run", "--prompts-file", "-", *model, input=text)
         assert out.returncode == 0 and out.stdout == "", out.stderr
-        assert out.stderr == "vibechat: no prompts in stdin (it is empty or blank): nothing to do.\n"
+        assert (
+            out.stderr == "vibechat: no prompts in stdin (it is empty or blank): nothing to do.\n"
+        )
     assert not (user_dirs["cache"] / "vibechat" / "starter").exists()
 
 

@@ -133,7 +133,9 @@ def test_a_fork_of_a_summary_of_a_summary_keeps_both(history):
     assert [m.content for m in fork.messages] == ["Shorter: the code."]
     middle = history.get(fork.id, leaf=fork.messages[0].summary_of).messages
     assert middle[0].content == "Short: the launch code." and middle[0].is_summary
-    assert len(middle) == len(history.get(session.chat.conversation_id, leaf=first[-1]).messages) + 2
+    assert (
+        len(middle) == len(history.get(session.chat.conversation_id, leaf=first[-1]).messages) + 2
+    )
     oldest = history.get(fork.id, leaf=middle[0].summary_of).messages
     assert [m.content[:8] for m in oldest] == ["Prompt 0", "Noted.", "Prompt 1", "Noted."]
 

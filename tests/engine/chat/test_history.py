@@ -498,7 +498,9 @@ def test_a_title_the_model_wrote_is_cleaned_for_lists(text: str, title: str | No
     assert title_from_model(text) == title
 
 
-@pytest.mark.parametrize(("budget", "said"), [(256, "think budget 256"), (None, "think budget off")])
+@pytest.mark.parametrize(
+    ("budget", "said"), [(256, "think budget 256"), (None, "think budget off")]
+)
 def test_the_markdown_export_names_the_thinking_budget(history: History, budget, said):
     chat = ChatLog(Conversation(params=SamplingParams(think_budget=budget)), history)
     chat.add_user("think about it")
