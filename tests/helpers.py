@@ -1,4 +1,5 @@
-"""Small helpers for the Pilot tests: what the app has told the user, and waits on conditions.
+"""Small helpers for the tests: what the app has told the user, waits on conditions, and a
+``vibechat`` command run as a subprocess (``vibechat``).
 
 The only place that knows how Textual keeps an app's notifications (``App._notifications``, a
 private ``Notifications`` with no public reader in Textual 8.2): if a release changes it, this
@@ -9,12 +10,16 @@ the app notified since it started, or since ``app.clear_notifications()``: ``kee
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable
 
 import pytest
 from textual.app import App
 from textual.notifications import Notification, Notifications
+
+from conftest import VIBECHAT_BIN
 
 WAIT_S = 120.0  # the default bound of every wait: far above any normal run, so a slow CPU passes
 
@@ -74,3 +79,21 @@ async def answer(pilot, key: str) -> None:
     assert isinstance(screen, QuestionScreen), f"no question on screen ({type(screen).__name__})"
     await wait_for(pilot, lambda: screen.ready, "the question to take keys")
     await pilot.press(key)
+
+
+def vibechat(
+    *args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
+    """The ``vibechat`` command with ``args``, as a script runs it: its output as text, stdin
+    ``input`` (None: nothing to read, so a command that would wait on it does not), the
+    environment with ``env`` on top (the test's user directories are in it already), killed
+    after ``timeout`` seconds (far above a normal run: only a hang reaches it)."""
+    return subprocess.run(
+        [str(VIBECHAT_BIN), *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )

@@ -6,25 +6,12 @@ file, and the OpenAI stub server on 127.0.0.1 as the model."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
-from conftest import VIBECHAT_BIN
+from helpers import vibechat
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
 from vibechat.engine.turns.backend import GenerationDone
-
-
-def vibechat(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        env=dict(os.environ),
-    )
 
 
 def two_replies() -> tuple[int, int]:

@@ -10,21 +10,9 @@ import subprocess
 import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint
+from helpers import vibechat
 
 pytestmark = pytest.mark.model
-
-
-def vibechat(
-    *args: str, input: str | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=None if input is not None else subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture

@@ -10,21 +10,7 @@ from importlib.metadata import version
 
 import pytest
 
-from conftest import VIBECHAT_BIN
-
-
-def vibechat(
-    *args: str, input: str | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=None if input is not None else subprocess.DEVNULL,
-    )
-
+from helpers import vibechat
 
 _HELP_PAGES: dict[tuple[str, ...], subprocess.CompletedProcess] = {}
 

@@ -4,32 +4,17 @@ subprocesses of the installed `vibechat`."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from helpers import vibechat
 from vibechat.engine.paths import config_dir
 from vibechat.engine.settings.config import config_path
 
 pytestmark = pytest.mark.usefixtures("no_setting_variables")  # conftest.py
-
-
-def vibechat(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def write(text: str, path: Path | None = None) -> Path:

@@ -7,12 +7,10 @@ words decide, the test accepts either outcome and checks the mechanism of each."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from helpers import vibechat
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.history import History
@@ -21,17 +19,6 @@ from vibechat.engine.turns.backend import GenerationDone
 pytestmark = pytest.mark.model
 
 FACT = "The lighthouse keeper's name is Ada and the boat leaves at nine. "
-
-
-def vibechat(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-        env=dict(os.environ),
-    )
 
 
 def saved_conversation(turns: list[tuple[str, str]]) -> int:

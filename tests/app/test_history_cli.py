@@ -14,26 +14,13 @@ from pathlib import Path
 import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint, read_only_dir
+from helpers import vibechat
 from vibechat.engine.chat.chatlog import ChatLog
 from vibechat.engine.chat.conversation import Conversation
 from vibechat.engine.chat.database import default_path
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import GenerationDone
-
-
-def vibechat(
-    *args: str, input: str | None = None, timeout: float = 180, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
 
 
 @pytest.fixture

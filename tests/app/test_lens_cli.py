@@ -7,26 +7,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
 
 import pytest
 
-from conftest import VIBECHAT_BIN
-
-
-def vibechat(
-    *args: str, input: str | None = None, timeout: float = 120, env_extra: dict | None = None
-):
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        input=input,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        env={**os.environ, **(env_extra or {})},
-    )
+from helpers import vibechat
 
 
 def remote(stub) -> tuple[str, ...]:
@@ -155,7 +139,7 @@ def test_the_setting_bounds_the_candidates_kept(stub):
         "-p",
         "Say hello.",
         *remote(stub),
-        env_extra={"VIBECHAT_LENS_HISTORY_BYTES": "1200"},
+        env={"VIBECHAT_LENS_HISTORY_BYTES": "1200"},
     )
     printed = json.loads(out.stdout)["logprobs"]["content"]
     saved = saved_reply(json.loads(out.stdout)["conversation_id"])["logprobs"]

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import VIBECHAT_BIN, default_sigint
 from ggufgen import gguf_bytes, write_gguf
+from helpers import vibechat
 from vibechat.app.progress import CliProgress
 from vibechat.engine.models.download import Progress
 from vibechat.engine.settings.config import models_dir
@@ -29,19 +30,6 @@ FILES = {
         for i in (1, 2)
     },
 }
-
-
-def vibechat(
-    *args: str, input: str | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=None if input is not None else subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture

@@ -6,28 +6,14 @@ run is in test_openai_server.py."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from helpers import vibechat
 from openai_stub import refused_url
 
 KEY = "sk-test-5ecret-KEY-0123456789"
-
-
-def vibechat(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def history(cid: int) -> dict:

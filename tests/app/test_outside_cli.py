@@ -10,12 +10,12 @@ import json
 import os
 import re
 import stat
-import subprocess
 
 import pytest
 
-from conftest import VIBECHAT_BIN, worker_threads
+from conftest import worker_threads
 from ggufgen import write_gguf
+from helpers import vibechat
 from openai_stub import StubServer
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
@@ -28,20 +28,6 @@ HOSTILE = (
     "[bold]B[/bold][link=https://evil.example]x[/link][/crash]"
 )
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def vibechat(
-    *args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def assert_inert(text: str) -> None:

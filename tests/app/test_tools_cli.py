@@ -6,28 +6,15 @@ subprocess and a real MCP server (tests/mcp_test_server.py)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import VIBECHAT_BIN
+from helpers import vibechat
 from vibechat.engine.paths import config_dir
 
 SERVER = str(Path(__file__).resolve().parents[1] / "mcp_test_server.py")
-
-
-def vibechat(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(VIBECHAT_BIN), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **env},
-    )
 
 
 @pytest.fixture
@@ -48,7 +35,9 @@ def mcp_json(tmp_path) -> Path:
 
 
 def test_tools_lists_each_server_its_tools_and_the_builtins(mcp_json):
-    done = vibechat("tools", "--mcp-config", str(mcp_json), VIBECHAT_BUILTIN_TOOLS="current_time")
+    done = vibechat(
+        "tools", "--mcp-config", str(mcp_json), env={"VIBECHAT_BUILTIN_TOOLS": "current_time"}
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert f"MCP servers ({mcp_json}):" in out
