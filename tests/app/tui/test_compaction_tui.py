@@ -9,8 +9,8 @@ tests/engine/llama/test_context_policy.py and tests/app/test_context_policy_cli.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
+import pytest
 from textual.widgets import TextArea
 
 from fakes import INFO, RecordingBackend, send, settle
@@ -22,6 +22,19 @@ from vibechat.engine.turns.backend import ContextTrimmed
 
 SIZE = (110, 36)
 LONG = "The launch code is 7-4-1 and the meeting moved to Tuesday at the harbour office. " * 3
+
+
+@pytest.fixture
+def saved_app(history: History):
+    """An app (not running yet) whose chat is saved in ``history`` (a real SQLite file, conftest's
+    fixture), on ``backend`` (a recording one replying "Noted." when none is given): returns the
+    app and its backend."""
+
+    def make(backend: RecordingBackend | None = None):
+        backend = backend or RecordingBackend(reply="Noted.")
+        return create_app(backend, blink=False, history=history), backend
+
+    return make
 
 
 def label(widget) -> str:
@@ -45,10 +58,10 @@ async def summary_dialog(pilot) -> SummaryScreen:
     return screen
 
 
-async def test_compact_accepts_an_edited_summary_and_keeps_the_original(tmp_path: Path):
-    history = History(tmp_path / "history.db")
-    backend = RecordingBackend(reply="Noted.")
-    app = create_app(backend, blink=False, history=history)
+async def test_compact_accepts_an_edited_summary_and_keeps_the_original(
+    saved_app, history: History
+):
+    app, backend = saved_app()
     async with app.run_test(size=SIZE) as pilot:
         await chatted(pilot, backend)
         original = history.get(history.latest().id).messages
@@ -91,10 +104,8 @@ async def test_compact_accepts_an_edited_summary_and_keeps_the_original(tmp_path
         )
 
 
-async def test_cancel_replaces_nothing(tmp_path: Path):
-    history = History(tmp_path / "history.db")
-    backend = RecordingBackend(reply="Noted.")
-    app = create_app(backend, blink=False, history=history)
+async def test_cancel_replaces_nothing(saved_app, history: History):
+    app, backend = saved_app()
     async with app.run_test(size=SIZE) as pilot:
         await chatted(pilot, backend)
         before = history.get(history.latest().id).tree
@@ -108,10 +119,8 @@ async def test_cancel_replaces_nothing(tmp_path: Path):
         assert len(app.chat.messages()) == 4
 
 
-async def test_an_empty_summary_is_one_line_and_replaces_nothing(tmp_path: Path):
-    history = History(tmp_path / "history.db")
-    backend = RecordingBackend(reply="Noted.")
-    app = create_app(backend, blink=False, history=history)
+async def test_an_empty_summary_is_one_line_and_replaces_nothing(saved_app, history: History):
+    app, backend = saved_app()
     async with app.run_test(size=SIZE) as pilot:
         await chatted(pilot, backend)
         before = history.get(history.latest().id).tree
@@ -128,10 +137,8 @@ async def test_an_empty_summary_is_one_line_and_replaces_nothing(tmp_path: Path)
         assert history.get(history.latest().id).tree == before
 
 
-async def test_ctrl_u_pins_and_unpins_a_message(tmp_path: Path):
-    history = History(tmp_path / "history.db")
-    backend = RecordingBackend(reply="Noted.")
-    app = create_app(backend, blink=False, history=history)
+async def test_ctrl_u_pins_and_unpins_a_message(saved_app, history: History):
+    app, backend = saved_app()
     async with app.run_test(size=SIZE) as pilot:
         await chatted(pilot, backend)
         first = app.chat.messages()[0]
@@ -166,10 +173,8 @@ class Trimming(RecordingBackend):
         yield from super().stream_chat(messages[2:] if len(messages) > 2 else messages, params)
 
 
-async def test_a_trimmed_prompt_gets_a_marker_and_the_meter_says_so(tmp_path: Path):
-    history = History(tmp_path / "history.db")
-    backend = Trimming(reply="Noted.")
-    app = create_app(backend, blink=False, history=history)
+async def test_a_trimmed_prompt_gets_a_marker_and_the_meter_says_so(saved_app):
+    app, backend = saved_app(Trimming(reply="Noted."))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "one")
@@ -183,10 +188,10 @@ async def test_a_trimmed_prompt_gets_a_marker_and_the_meter_says_so(tmp_path: Pa
         assert "2 left out" in str(app.query_one("StatusBar").render())
 
 
-async def test_the_compact_policy_shows_the_summary_above_the_reply(tmp_path: Path):
-    history = History(tmp_path / "history.db")
-    backend = RecordingBackend("Noted.", info=dataclasses.replace(INFO, context_size=128))
-    app = create_app(backend, blink=False, history=history)
+async def test_the_compact_policy_shows_the_summary_above_the_reply(saved_app, history: History):
+    app, backend = saved_app(
+        RecordingBackend("Noted.", info=dataclasses.replace(INFO, context_size=128))
+    )
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.session.context_policy = "compact"
