@@ -205,9 +205,13 @@ class LensBackend(RecordingBackend):
     ids (a local engine's), so another path can be taken from them."""
 
     def __init__(
-        self, reply: str = "Hello there friend", notice: str = "", ids: bool = False
+        self,
+        reply: str = "Hello there friend",
+        notice: str = "",
+        ids: bool = False,
+        info: ModelInfo = INFO,
     ) -> None:
-        super().__init__(reply)
+        super().__init__(reply, info)
         self.notice = notice
         self.ids = ids
         self.steps: list[TokenCandidates] = []

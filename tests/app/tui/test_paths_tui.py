@@ -12,16 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from fakes import INFO, RecordingBackend, send, settle
+from fakes import INFO, LensBackend, send, settle
 from helpers import notices, was_notified
 from vibechat.app.tui import create_app
 from vibechat.engine.chat.history import History
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.backend import (
-    Candidate,
     ReplyPrefix,
-    TextDelta,
-    TokenCandidates,
 )
 from vibechat.engine.turns.lens_steps import saved_steps
 
@@ -86,41 +83,27 @@ async def refused(pilot, *args) -> bool:
     return taken
 
 
-def word_step(index: int, text: str) -> TokenCandidates:
-    """A step for a word of the scripted reply: the word chosen (id 10 + index), another one."""
-    chosen = Candidate(10 + index, text.encode(), text, -0.2, 0.8)
-    other = Candidate(99, b" no", " no", -1.9, 0.0, cut="top-k")
-    return TokenCandidates(index, chosen, (chosen, other))
-
-
-class LensBackend(RecordingBackend):
-    """The recording backend with a token lens: with ``logprobs`` asked for, each word's step
-    before its text."""
-
-    def stream_chat(self, messages, params, tools=(), tool_choice="auto", prefix=None):
-        index = 0
-        for event in super().stream_chat(messages, params, tools, tool_choice, prefix):
-            if isinstance(event, TextDelta) and params.logprobs:
-                yield word_step(index, event.text)
-                index += 1
-            yield event
+def lens_backend(**kwargs) -> LensBackend:
+    """The shared lens backend with token ids: step i's chosen word is id 1000 × i, its other
+    candidates 1000 × i + 1, + 2, … (``fakes.lens_step``)."""
+    return LensBackend(reply="one two three", ids=True, **kwargs)
 
 
 async def test_a_path_asks_the_backend_to_go_on_from_the_prefix_as_a_sibling(tmp_path: Path):
     history = History(tmp_path / "history.db")
-    backend = LensBackend(reply="one two three")
+    backend = lens_backend()
     app = create_app(backend, params=LENS, blink=False, history=history)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await send(pilot, "count")
         original = saved_reply(history)
         backend.reply = "other"
-        assert await app.paths.take_path(original.id, 1, 99, b"")
+        assert await app.paths.take_path(original.id, 1, 1001, b"")
         await settle(pilot)
         assert [w.text for w in app.chat.messages()] == ["count", "other"]
         assert app.chat.messages()[-1].branch == (2, 2)
     prefix = backend.prefixes[-1]
-    assert isinstance(prefix, ReplyPrefix) and prefix.token_ids == (10, 99)
+    assert isinstance(prefix, ReplyPrefix) and prefix.token_ids == (0, 1001)
     assert [s.forced for s in prefix.steps] == [False, True]
     # The model is sent the prompt, not the reply the path leaves.
     assert [m.content for m in backend.requests[-1][0]] == ["count"]
@@ -129,7 +112,7 @@ async def test_a_path_asks_the_backend_to_go_on_from_the_prefix_as_a_sibling(tmp
 
 async def test_what_cannot_be_taken_is_one_line_and_changes_nothing(tmp_path: Path):
     history = History(tmp_path / "history.db")
-    backend = LensBackend(reply="one two three")
+    backend = lens_backend()
     app = create_app(backend, params=LENS, blink=False, history=history)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -139,7 +122,7 @@ async def test_what_cannot_be_taken_is_one_line_and_changes_nothing(tmp_path: Pa
         tries = [
             ((reply.id, 7, 99, b""), "Step 8 is not one of this reply's (it has 3)"),
             ((reply.id, 1, 42, b""), "Token 42 is not a candidate of step 2"),
-            ((reply.id, 1, 11, b""), "That is the token the reply took there"),
+            ((reply.id, 1, 1000, b""), "That is the token the reply took there"),
             ((reply.id + 100, 0, 99, b""), "That reply is not on the branch on screen"),
             # The fake's context holds 4,096 tokens.
             ((reply.id, 1, -1, b"x" * 5000), "fill the 4,096-token context"),
@@ -176,7 +159,7 @@ async def test_what_cannot_be_taken_is_one_line_and_changes_nothing(tmp_path: Pa
 async def test_a_servers_reply_is_refused_in_one_line(tmp_path: Path):
     history = History(tmp_path / "history.db")
     server = dataclasses.replace(INFO, backend="openai", server="http://127.0.0.1:9/v1")
-    backend = LensBackend(reply="one two three", info=server)
+    backend = lens_backend(info=server)
     app = create_app(backend, params=LENS, blink=False, history=history)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
