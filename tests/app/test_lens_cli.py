@@ -19,9 +19,21 @@ def remote(stub) -> tuple[str, ...]:
 
 def check_shape(content: list, n: int) -> None:
     """Each item as OpenAI's: token, logprob, bytes, top_logprobs (at most ``n``), plus
-    vibechat's p_after and cut (and the local engine's token ids)."""
+    vibechat's p_after and cut (and the local engine's token ids, and ``after_stop`` on a token
+    held back for a stop string that matched: the reply's last items only)."""
+    cut = [item.get("after_stop", False) for item in content]
+    if True in cut:
+        # Once a token is cut, every later one is.
+        assert all(c is True for c in cut[cut.index(True) :])
     for item in content:
-        assert set(item) - {"id"} == {"token", "logprob", "bytes", "top_logprobs", "p_after", "cut"}
+        assert set(item) - {"id", "after_stop"} == {
+            "token",
+            "logprob",
+            "bytes",
+            "top_logprobs",
+            "p_after",
+            "cut",
+        }
         assert isinstance(item["token"], str) and item["logprob"] <= 0
         assert all(isinstance(b, int) and 0 <= b < 256 for b in item["bytes"])
         assert 0 < len(item["top_logprobs"]) <= n
