@@ -124,8 +124,10 @@ def path_prefix(
         )
     step = steps[index]
     ids = tuple(s.chosen.token_id for s in steps[:index])
+    # Tokens the original held back for a stop string are the new version's own start.
+    before = tuple(replace(s, after_stop=False) for s in steps[:index])
     if token_id == -1:
-        return ReplyPrefix(ids, _typed(data), steps[:index])
+        return ReplyPrefix(ids, _typed(data), before)
     picked = next((c for c in step.top if c.token_id == token_id), None)
     if picked is None:
         raise PathRefused(
@@ -136,8 +138,8 @@ def path_prefix(
         raise PathRefused(
             "that is the token the reply took there: pick another candidate, or type a replacement."
         )
-    taken = replace(step, chosen=picked, forced=True)
-    return ReplyPrefix((*ids, token_id), b"", (*steps[:index], taken))
+    taken = replace(step, chosen=picked, forced=True, after_stop=False)
+    return ReplyPrefix((*ids, token_id), b"", (*before, taken))
 
 
 def _missing_step(saved: Any, index: int, known: int) -> str:

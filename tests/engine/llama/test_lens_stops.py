@@ -6,6 +6,7 @@ part is the reply's. Kept when saved and read back."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -14,7 +15,7 @@ from vibechat.engine.llama import decoding
 from vibechat.engine.llama.decoding import Emitter
 from vibechat.engine.llama.lens import LensSampler, lens_events
 from vibechat.engine.turns.backend import TextDelta, TokenCandidates
-from vibechat.engine.turns.lens_steps import saved_steps
+from vibechat.engine.turns.lens_steps import path_prefix, saved_steps
 
 END = 0
 TABLE = {1: b"Paris", 2: b".", 3: b"\n", 4: b"User", 5: b":", 6: b".\n", 7: b"\nUser"}
@@ -73,3 +74,24 @@ def test_steps_held_back_for_a_stop_string_are_marked(draws, text, cut):
     # Saved and read back (the history's, run --json's "logprobs"), the mark stays.
     saved = saved_steps({"content": [step.to_openai() for step in steps]})
     assert [step.after_stop for step in saved] == cut
+
+
+def test_another_path_from_a_cut_token_makes_it_the_new_versions_own():
+    """Taking another path at a token held back for the stop string: the tokens before it and
+    the one picked are the new version's start, no longer cut."""
+    _text, steps = reply([1, 2, 3, 4, 5])
+    with_ids = [
+        TokenCandidates(
+            s.index,
+            replace(s.chosen, token_id=10 + s.index),
+            tuple(replace(c, token_id=10 * (i + 2) + s.index) for i, c in enumerate(s.top)),
+            after_stop=s.after_stop,
+        )
+        for s in steps
+    ]
+    saved = {"content": [s.to_openai() for s in with_ids]}
+    picked = with_ids[3].top[1].token_id
+    prefix = path_prefix(saved, 3, picked)
+    assert prefix.token_ids == (10, 11, 12, picked)
+    assert [s.after_stop for s in prefix.steps] == [False] * 4
+    assert prefix.steps[-1].forced
