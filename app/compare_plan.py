@@ -23,7 +23,7 @@ from typing import Any
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.settings.config import LoadedConfig
 from vibechat.engine.settings.params import SamplingParams
-from vibechat.engine.turns.backend import Side
+from vibechat.engine.turns.backend import Backend, Side
 
 from .run_plan import RunFlags, RunPlan
 from .slash import parse_set
@@ -223,4 +223,19 @@ def chat_differs(a: ChatSide, b: ChatSide) -> dict[str, dict[str, Any]]:
         model=(a.model, b.model),
         base_url=(a.base_url, b.base_url),
         preset=(a.preset, b.preset),
+    )
+
+
+def does_not_fit(backend: Backend) -> str | None:
+    """Why a second local model is not loaded beside the first (engine/models/fit.py, the check
+    the model lists use; the load checks again), or None when it fits or is not a local model."""
+    from vibechat.engine.models.fit import OVERHEAD, memory_fit, weights_to_load
+
+    size = weights_to_load(backend)
+    if size is None or memory_fit()(size) != "no":
+        return None
+    return (
+        f"its model needs about {size * OVERHEAD / 1e9:.1f} GB of memory beside side A's, and "
+        "that is not free: compare it with a smaller model or quantization, or close other "
+        "programs."
     )

@@ -43,7 +43,7 @@ from vibechat.engine.turns.backend import (
     SideRequest,
 )
 
-from ..compare_plan import SidePlan, side_plan, what_differs
+from ..compare_plan import SidePlan, does_not_fit, side_plan, what_differs
 from ..report import RunResult, error_kind, error_object, json_stats
 from ..run_plan import RunFlags
 from .clitools import plain, safe_json
@@ -237,7 +237,7 @@ def open_engines(sides: list[SidePlan]) -> Engines:
             engines.problems[side.side] = (str(exc), error_kind(exc))
             continue
         beside = [i for i in engines.infos.values() if not i.server]
-        too_big = _does_not_fit(one) if beside else None
+        too_big = does_not_fit(one) if beside else None
         if too_big is not None:
             one.close()
             engines.problems[side.side] = (too_big, "model")
@@ -250,21 +250,6 @@ def open_engines(sides: list[SidePlan]) -> Engines:
             continue
         engines.backends[side.side] = one
     return engines
-
-
-def _does_not_fit(backend: Backend) -> str | None:
-    """Why a second local model is not loaded beside the first (engine/models/fit.py, the check
-    the model lists use; the load checks again), or None when it fits or is not a local model."""
-    from vibechat.engine.models.fit import OVERHEAD, memory_fit, weights_to_load
-
-    size = weights_to_load(backend)
-    if size is None or memory_fit()(size) != "no":
-        return None
-    return (
-        f"its model needs about {size * OVERHEAD / 1e9:.1f} GB of memory beside side A's, and "
-        "that is not free: compare it with a smaller model or quantization, or close other "
-        "programs."
-    )
 
 
 def _messages(side: SidePlan, prompt: str, system: str | None) -> tuple[ChatMessage, ...]:

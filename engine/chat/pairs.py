@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from ..errors import VibechatError
 from ..turns.backend import (
+    ChatMessage,
     GenerationDone,
     GenerationStats,
     PairedReplies,
@@ -24,6 +25,8 @@ from ..turns.backend import (
     TextDelta,
     ThinkingDelta,
 )
+from .compaction import summary_system
+from .conversation import Conversation
 from .history import History
 from .session import ChatSession
 from .turn import Turn
@@ -57,6 +60,17 @@ def save_sibling(
         row, done.text, stats=done.stats.to_dict(), thinking=done.thinking or None
     )
     return row
+
+
+def with_system(
+    messages: list[ChatMessage], conversation: Conversation, system: str | None
+) -> list[ChatMessage]:
+    """``messages`` (the conversation as the backend is sent it) with ``system`` as their system
+    prompt in place of the conversation's own (a compacted conversation's summary kept after
+    it); None: none."""
+    body = messages[1:] if messages and messages[0].role == "system" else messages
+    head = summary_system(system, conversation.summary)
+    return [*([ChatMessage("system", head)] if head else []), *body]
 
 
 def stopped_side(text: str, request: SideRequest, thinking: str = "") -> GenerationDone:
