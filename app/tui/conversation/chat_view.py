@@ -126,4 +126,4 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
 
     def messages(self) -> list[ChatMessageWidget]:
         # A comparison's two replies are its own (compare_view.py), not the conversation's.
-        return list(self.query(ChatMessageWidget).exclude(".-compared"))
+        return [w for w in self.query(ChatMessageWidget) if not w.has_class("-compared")]
