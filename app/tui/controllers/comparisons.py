@@ -374,6 +374,10 @@ class Comparisons:
         except VibechatError as exc:
             post(CompareFailed(run.generation, "A", str(exc)))
             return
+        except Exception as exc:
+            log.exception("side A of a comparison failed")
+            post(CompareFailed(run.generation, "A", f"unexpected error while generating: {exc}"))
+            return
         post(CompareEvent(run.generation, "A", done))
 
     def _side_b(self, run: Running) -> None:
@@ -399,6 +403,10 @@ class Comparisons:
                 events.close()
         except VibechatError as exc:
             post(CompareFailed(run.generation, "B", str(exc)))
+            return
+        except Exception as exc:
+            log.exception("side B of a comparison failed")
+            post(CompareFailed(run.generation, "B", f"unexpected error while generating: {exc}"))
             return
         finally:
             backend.close()
@@ -598,6 +606,14 @@ class Comparisons:
             run.view.set_heads((armed.head(run.order[0]), armed.head(run.order[1])))
         self.host.notify(f"Picked {side}: the conversation goes on from it.{reveal}", timeout=8)
         self.host.chats.open_conversation(chat.conversation_id, jump_to=run.rows[side])
+
+    def flip(self) -> None:
+        """The other reply of the comparison on screen (below 100 columns, one shows at a time)."""
+        run = self.running or self.pending
+        if run is None:
+            self.host.notify("No comparison on screen.", timeout=3)
+            return
+        run.view.flip()
 
     def _model_name(self) -> str | None:
         info = self.host.session.info

@@ -184,6 +184,9 @@ class CompareView(Widget, can_focus=True):
         self.post_message(self.StopAsked(self, column))
 
     def action_flip(self) -> None:
+        self.flip()
+
+    def flip(self) -> None:
         """The other column (a narrow screen shows one at a time)."""
         self.shown = 1 - self.shown
         self._lay_out(self.size.width)

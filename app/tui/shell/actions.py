@@ -59,6 +59,10 @@ class ReplyActions(AppFace):
         """The palette's "Stop side A/B alone": that column's side stops, the other goes on."""
         self.comparisons.stop_column(column)
 
+    def action_compare_flip(self) -> None:
+        """The palette's "Show the other compared reply" (f on the comparison)."""
+        self.comparisons.flip()
+
     async def action_compare_again(self) -> None:
         """The palette's "Compare the last prompt again": as ``/compare again``."""
         await self.comparisons.command("again")

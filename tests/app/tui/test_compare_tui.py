@@ -230,3 +230,28 @@ async def test_at_80_columns_one_reply_shows_at_a_time_and_f_flips(tmp_path: Pat
         await pilot.press("f")
         await pilot.pause()
         assert second.display and not first.display and "(2/2)" in str(second.head.render())
+
+
+async def test_side_b_on_another_model_runs_beside_the_chats_own(tmp_path: Path):
+    made: list[Path] = []
+
+    def factory(path, **_changes):
+        made.append(path)
+        return RecordingBackend(reply="the other model speaks")
+
+    history = History(tmp_path / "history.db")
+    backend = RecordingBackend(reply="the chat's model speaks")
+    app = create_app(backend, blink=False, history=history, backend_factory=factory)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = await compared(pilot, f"model:{tmp_path / 'other.gguf'}")
+        await settle(pilot)
+        assert column_texts(view) == ["the chat's model speaks", "the other model speaks"]
+        assert made == [tmp_path / "other.gguf"]
+        assert "model=" in str(view.columns[1].head.render())
+        view.focus()
+        await pilot.pause()
+        await pilot.press("1")
+        await settle(pilot)
+        assert app.chat.messages()[-1].text == "the chat's model speaks"
+    assert history.pick_count() == 1
