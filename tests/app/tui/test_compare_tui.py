@@ -136,6 +136,9 @@ async def test_a_pick_key_pressed_before_the_view_was_drawn_picks_nothing(tmp_pa
         await pilot.pause()
         await settle(pilot)
         assert history.pick_count() == 0 and view_of(app) is view
+        # The same key pressed once the view is on screen picks.
+        app.post_message(events.Key("2", "2"))
+        await wait_for(pilot, lambda: history.pick_count() == 1, "the pick")
 
 
 async def test_esc_stops_both_sides_and_a_key_stops_one_alone(tmp_path: Path):
