@@ -113,9 +113,16 @@ async def test_pick_b_with_2_on_the_focused_view_makes_it_the_branch_and_counts(
         reply = app.chat.messages()[-1]
         assert reply.branch == (2, 2) and "‹ 2/2 ›" in str(reply.label_shown)
         assert view_of(app) is None
+        assert history.get(history.latest().id).messages[-1].content == "beta words there"
+        # Marked with what it was run with, and so is the other version.
+        assert "run with temperature=1.2" in str(reply.status_shown)
+        reply.focus()
+        await pilot.press("left")
+        await wait_for(
+            pilot, lambda: app.chat.messages()[-1].text == "alpha words here", "version A"
+        )
+        assert "run with temperature=0.8" in str(app.chat.messages()[-1].status_shown)
     assert history.pick_count() == 1
-    stored = history.get(history.latest().id)
-    assert stored.messages[-1].content == "beta words there"
     tally = {(t.kind, t.name, t.value): (t.wins, t.picks) for t in history.pick_tally()}
     assert tally[("setting", "temperature", "1.2")] == (1, 1)
 
