@@ -11,6 +11,9 @@ A side is a preset's name (``precise``) or a comma-separated ``key=value`` list
 ``key=``. Each side starts from the run's own
 plan (config, ``--preset``, flags) with its own on top. A side that does not parse is one line
 for that side (``SidePlan.problem``); the other still runs.
+
+Imports inside functions are deliberate: the presets' file and the memory check load only when
+a side names a preset or another model.
 """
 
 from __future__ import annotations

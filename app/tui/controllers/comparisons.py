@@ -6,12 +6,12 @@ B_SPEC`` sets both; ``/compare again [SPEC]`` answers the last prompt again, twi
 siblings; ``/compare blind ...`` hides which side is which until the pick; ``/compare off``
 disarms. A SPEC that does not parse is one line, and nothing is armed.
 
-The pair runs off the UI thread: with the chat's own local model on both sides, one worker asks
-the engine for both at once (``PairedReplies``: engine/chat/pairs.py's ``stream_pair``, under
-the engine lock); otherwise side A runs as a plain reply of the session and side B on a backend
-of its own (another model through the app's backend factory, loaded in its own engine process
-only when memory allows: app/compare_plan.py's ``does_not_fit``; or a server) in a second
-worker. A side that fails says so in one line in its column; the other goes on.
+The pair runs off the UI thread (compare_work.py): with the chat's own local model on both
+sides, one worker asks the engine for both at once (``PairedReplies``: engine/chat/pairs.py's
+``stream_pair``, under the engine lock); otherwise side A runs as a plain reply of the session
+and side B on a backend of its own (another model, loaded in its own engine process only when
+memory allows; or a server) in a second worker. A side that fails says so in one line in its
+column; the other goes on.
 
 Side A is the session's reply (saved as it streams; the conversation goes on from it unless the
 user picks B); side B is saved as its sibling when it ends, with its parameters. A pick (1 / 2 on
@@ -22,119 +22,38 @@ the palette) stops one side alone.
 
 from __future__ import annotations
 
-import logging
 import random
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from vibechat.engine.chat import pairs
-from vibechat.engine.chat.turn import Turn
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.system import available_cores
 from vibechat.engine.turns.backend import (
     SIDES,
-    Backend,
-    ChatEvent,
     GenerationDone,
     PairedReplies,
     PromptProgress,
     Side,
-    SideEvent,
     SideRequest,
-    TextDelta,
-    ThinkingDelta,
 )
 
-from ...compare_plan import ChatSide, chat_differs, chat_side, does_not_fit
+from ...compare_plan import chat_side
 from ...report import reading_line
-from ...slash import shown
 from ..chat_state import LiveReply
 from ..conversation.assistant_message import AssistantMessage
 from ..conversation.compare_view import CompareView
 from ..conversation.pacing import RenderPacer, ui_budget
 from ..conversation.reply_stream import ReplyStream
+from .compare_work import Armed, CompareHost, PairWork, Running
 from .events import CompareEvent, CompareFailed, CompareText
-from .host import ChatHost
 
 if TYPE_CHECKING:
     from .host import Handlers
-    from .models import Models
 
-
-class CompareHost(ChatHost, Protocol):
-    """The app as ``/compare`` sees it: its public face, and the model manager's backend
-    factory (side B's own model)."""
-
-    models: Models
-
-
-log = logging.getLogger("vibechat.tui")
 USAGE = (
     "/compare SPEC (e.g. temperature=1.2, preset:precise, system=..., model:NAME), "
     "/compare A_SPEC vs B_SPEC, /compare again [SPEC], /compare blind SPEC, /compare off"
 )
-
-
-@dataclass(frozen=True)
-class Armed:
-    """What the next comparison runs: its two sides, and whether it is blind."""
-
-    a: ChatSide
-    b: ChatSide
-    blind: bool = False
-
-    @property
-    def differs(self) -> dict[str, dict[str, object]]:
-        return chat_differs(self.a, self.b)
-
-    def describe(self) -> str:
-        """``A (temperature=0.8) vs B (temperature=1.2)``, or the blind mode's words."""
-        if self.blind:
-            return "two replies, blind (the settings are shown after the pick)"
-        return f"{self.head('A')} vs {self.head('B')}"
-
-    def head(self, side: Side) -> str:
-        """Side ``side`` and what it was run with that differs: ``B · temperature=1.2``."""
-        differs = self.differs
-        if not differs:
-            return f"{side} · same settings"
-        key = side.lower()
-        values = ", ".join(f"{n}={_value(n, v.get(key))}" for n, v in differs.items())
-        return f"{side} · {values}"
-
-
-def _value(name: str, value: object) -> str:
-    """A setting's value in a header: the chat's own model or system prompt when unset."""
-    if value is None and name in ("model", "base_url", "system", "preset"):
-        return "(the chat's)" if name in ("model", "base_url") else "(none)"
-    return shown(name, value)
-
-
-@dataclass
-class Running:
-    """A comparison on screen: its generation, A's turn, the view, each side's stream, which
-    side each column shows (``order``), and what came of each side."""
-
-    generation: int
-    armed: Armed
-    turn: Turn
-    b_request: SideRequest
-    view: CompareView
-    streams: dict[Side, ReplyStream]
-    order: tuple[Side, Side]
-    prompt_row: int | None
-    paired: bool
-    dones: dict[Side, GenerationDone] = field(default_factory=dict)
-    errors: dict[Side, str] = field(default_factory=dict)
-    rows: dict[Side, int] = field(default_factory=dict)
-    # Side B's backend when it has its own (stopped with it).
-    b_backend: Backend | None = None
-    # Side B's text so far (saved as stopped if the chat leaves it).
-    b_parts: list[str] = field(default_factory=list)
-
-    @property
-    def ended(self) -> bool:
-        return all(s in self.dones or s in self.errors for s in SIDES)
 
 
 class Comparisons:
@@ -142,6 +61,8 @@ class Comparisons:
 
     def __init__(self, host: CompareHost) -> None:
         self.host = host
+        # What runs in the workers (compare_work.py).
+        self.work = PairWork(host)
         # Armed for the next prompt.
         self.armed: Armed | None = None
         # The last sides asked for (``/compare again`` alone runs them).
@@ -308,143 +229,15 @@ class Comparisons:
         state.stats, state.live = None, LiveReply()
         if paired:
             host.run_worker(
-                lambda: self._pair(run), thread=True, group="compare", exit_on_error=False
+                lambda: self.work.pair(run), thread=True, group="compare", exit_on_error=False
             )
             return
         host.run_worker(
-            lambda: self._side_a(run), thread=True, group="compare", exit_on_error=False
+            lambda: self.work.side_a(run), thread=True, group="compare", exit_on_error=False
         )
         host.run_worker(
-            lambda: self._side_b(run), thread=True, group="compare-b", exit_on_error=False
+            lambda: self.work.side_b(run), thread=True, group="compare-b", exit_on_error=False
         )
-
-    def _feed(self, run: Running, side: Side, event: ChatEvent) -> None:
-        """From a worker: side ``side``'s event into its stream (text and thinking buffered: one
-        message while one is pending), the rest posted."""
-        post, stream = self.host.post_message, run.streams[side]
-        if isinstance(event, TextDelta):
-            if event.tokens:
-                stream.count_tokens(event.tokens)
-            if side == "B":
-                run.b_parts.append(event.text)
-            if stream.put(event.text):
-                post(CompareText(run.generation, side))
-        elif isinstance(event, ThinkingDelta):
-            if stream.put_thinking(event.text, event.tokens):
-                post(CompareText(run.generation, side))
-        elif isinstance(event, (GenerationDone, PromptProgress)):
-            post(CompareEvent(run.generation, side, event))
-
-    def _pair(self, run: Running) -> None:
-        """In a worker: both sides at once on the chat's own engine."""
-
-        def on_event(item: SideEvent) -> None:
-            self._feed(run, item.side, item.event)
-
-        try:
-            dones = pairs.stream_pair(self.host.session, run.turn, run.b_request, on_event)
-        except VibechatError as exc:
-            for side in SIDES:
-                self.host.post_message(CompareFailed(run.generation, side, str(exc)))
-            return
-        except Exception as exc:
-            log.exception("comparison failed")
-            for side in SIDES:
-                self.host.post_message(CompareFailed(run.generation, side, f"unexpected: {exc}"))
-            return
-        for side in SIDES:
-            if side not in dones:
-                done = (
-                    run.turn.stopped()
-                    if side == "A"
-                    else pairs.stopped_side("".join(run.b_parts), run.b_request)
-                )
-                self.host.post_message(CompareEvent(run.generation, side, done))
-
-    def _side_a(self, run: Running) -> None:
-        """In a worker: side A as a plain reply of the session."""
-        session, post = self.host.session, self.host.post_message
-        try:
-            done = session.stream(
-                run.turn,
-                lambda text: self._feed(run, "A", TextDelta(text)),
-                on_event=lambda ev: self._feed(run, "A", ev),
-                on_tokens=run.streams["A"].count_tokens,
-            )
-        except VibechatError as exc:
-            post(CompareFailed(run.generation, "A", str(exc)))
-            return
-        except Exception as exc:
-            log.exception("side A of a comparison failed")
-            post(CompareFailed(run.generation, "A", f"unexpected error while generating: {exc}"))
-            return
-        post(CompareEvent(run.generation, "A", done))
-
-    def _side_b(self, run: Running) -> None:
-        """In a worker: side B on a backend of its own (loaded here), closed when it ends."""
-        post = self.host.post_message
-        try:
-            backend = self._b_backend(run.armed.b)
-        except VibechatError as exc:
-            post(CompareFailed(run.generation, "B", str(exc)))
-            return
-        run.b_backend = backend
-        done: GenerationDone | None = None
-        try:
-            backend.load()
-            events = backend.stream_chat(list(run.b_request.messages), run.b_request.params)
-            try:
-                for event in events:
-                    if isinstance(event, GenerationDone):
-                        done = event
-                    else:
-                        self._feed(run, "B", event)
-            finally:
-                events.close()
-        except VibechatError as exc:
-            post(CompareFailed(run.generation, "B", str(exc)))
-            return
-        except Exception as exc:
-            log.exception("side B of a comparison failed")
-            post(CompareFailed(run.generation, "B", f"unexpected error while generating: {exc}"))
-            return
-        finally:
-            backend.close()
-        if done is None:
-            done = pairs.stopped_side("".join(run.b_parts), run.b_request)
-        post(CompareEvent(run.generation, "B", done))
-
-    def _b_backend(self, side: ChatSide) -> Backend:
-        """Side B's own backend, not loaded: a server (``base_url``), or another local model
-        through the chat's backend factory, refused in one line when it would not fit beside
-        the chat's model."""
-        factory = self.host.models.backend_factory
-        if side.base_url is not None:
-            from dataclasses import replace
-
-            from vibechat.engine.settings.knobs import EngineSettings
-
-            from ...backends import make_backend
-
-            engine = EngineSettings.from_config(self.host.config.config)
-            return make_backend(
-                replace(engine, base_url=side.base_url, model=side.model), worker=True
-            )
-        if side.model is None:
-            raise VibechatError(
-                "this engine answers one reply at a time: compare against another model "
-                "(model:NAME) or a server (base-url=URL)."
-            )
-        if factory is None:
-            raise VibechatError("this chat cannot load a second model.")
-        from vibechat.engine.models.resolve import resolve_model
-
-        backend = factory(resolve_model(side.model))
-        too_big = does_not_fit(backend)
-        if too_big is not None:
-            backend.close()
-            raise VibechatError(too_big)
-        return backend
 
     # ------------------------------------------------------------- on screen
     def _current(self, generation: int) -> Running | None:

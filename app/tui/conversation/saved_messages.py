@@ -10,6 +10,8 @@ calls is first shown, not before the chat's first frame (tests/app/test_startup.
 
 from __future__ import annotations
 
+from typing import Any
+
 from vibechat.engine.chat.records import StoredConversation, StoredMessage
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.settings.params import PARAM_SPECS
@@ -107,7 +109,7 @@ def run_with(m: StoredMessage, tree: list[StoredMessage]) -> str:
     return "run with " + ", ".join(f"{name}={_shown(name, mine[name])}" for name in names)
 
 
-def _shown(name: str, value: object) -> str:
+def _shown(name: str, value: Any) -> str:
     spec = PARAM_SPECS.get(name)
     return spec.show(value) if spec is not None else sanitize(str(value))[:40]
 

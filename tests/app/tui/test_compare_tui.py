@@ -146,6 +146,8 @@ async def test_a_pick_key_pressed_before_the_view_was_drawn_picks_nothing(tmp_pa
         # The same key pressed once the view is on screen picks.
         app.post_message(events.Key("2", "2"))
         await wait_for(pilot, lambda: history.pick_count() == 1, "the pick")
+        await wait_for(pilot, lambda: view_of(app) is None, "the chosen reply on screen")
+        await settle(pilot)
 
 
 async def test_esc_stops_both_sides_and_a_key_stops_one_alone(tmp_path: Path):
