@@ -60,6 +60,8 @@ class Armed:
     a: ChatSide
     b: ChatSide
     blind: bool = False
+    # As typed (``B`` or ``A vs B``): read again over the settings of the moment it runs.
+    text: str = ""
 
     @property
     def differs(self) -> dict[str, dict[str, object]]:

@@ -98,16 +98,13 @@ class Comparisons:
             self.host.notify("/compare off: the next prompt is answered once.", timeout=3)
             return
         if again and not rest:
-            armed = self.last
-            if armed is None:
+            if self.last is None:
                 self.host.notify(f"Nothing to compare again yet: {USAGE}.", severity="warning")
                 return
-            armed = Armed(armed.a, armed.b, blind or armed.blind)
-        else:
-            parsed = self._parse(rest, blind)
-            if parsed is None:
-                return
-            armed = parsed
+            rest, blind = self.last.text, blind or self.last.blind
+        armed = self._parse(rest, blind)
+        if armed is None:
+            return
         if again:
             await self.again(armed)
             return
@@ -155,7 +152,7 @@ class Comparisons:
                 timeout=8,
             )
             return None
-        return Armed(a, b, blind)
+        return Armed(a, b, blind, text)
 
     async def again(self, armed: Armed) -> None:
         """The last prompt answered again, twice, as new siblings of its reply."""
@@ -184,7 +181,11 @@ class Comparisons:
         armed, self.armed = self.armed, None
         if armed is None:
             return False
-        await self.start(armed)
+        # Side A is the conversation's settings as they are now (a slider may have moved).
+        now = self._parse(armed.text, armed.blind)
+        if now is None:
+            return False
+        await self.start(now)
         return True
 
     # ---------------------------------------------------------------- running
@@ -369,7 +370,14 @@ class Comparisons:
             return
         run = self.pending
         if run is None:
-            self.host.notify("No comparison to pick from.", timeout=3)
+            saved = self.host.history is not None
+            self.host.notify(
+                "No comparison to pick from."
+                if saved
+                else "This chat is not saved (--no-save): a pick is kept in the history, so "
+                "there is none to make; the conversation goes on from A.",
+                timeout=5,
+            )
             return
         side = run.order[column]
         self.pending = None

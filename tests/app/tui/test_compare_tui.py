@@ -267,3 +267,23 @@ async def test_side_b_on_another_model_runs_beside_the_chats_own(tmp_path: Path)
         await settle(pilot)
         assert app.chat.messages()[-1].text == "the chat's model speaks"
     assert history.pick_count() == 1
+
+
+async def test_a_vs_b_sets_both_sides_off_disarms_and_a_moved_slider_counts(tmp_path: Path):
+    backend = PairedFake()
+    app = create_app(backend, blink=False, history=History(tmp_path / "h.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "/compare temperature=1.5")
+        await send(pilot, "/compare off")
+        await send(pilot, "question")
+        assert view_of(app) is None and not backend.pairs
+        await send(pilot, "/compare top_k=5 vs top_k=50")
+        # Armed, then the parameters change: each side is read over them when the prompt comes.
+        app.set_params(app.conversation.params.replace(temperature=0.3))
+        await send(pilot, "another")
+        ((a, b),) = backend.pairs
+        assert (a.params.top_k, b.params.top_k) == (5, 50)
+        assert a.params.temperature == b.params.temperature == 0.3
+        await send(pilot, "/compare again")
+        assert len(backend.pairs) == 2 and backend.pairs[1][1].params.top_k == 50
