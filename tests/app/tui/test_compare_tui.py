@@ -287,3 +287,24 @@ async def test_a_vs_b_sets_both_sides_off_disarms_and_a_moved_slider_counts(tmp_
         assert a.params.temperature == b.params.temperature == 0.3
         await send(pilot, "/compare again")
         assert len(backend.pairs) == 2 and backend.pairs[1][1].params.top_k == 50
+
+
+async def test_the_palettes_pick_b_and_stop_entries_act_on_the_comparison(tmp_path: Path):
+    history = History(tmp_path / "history.db")
+    backend = PairedFake(reply="a " * 30, reply_b="b " * 30)
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False, history=history)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await send(pilot, "/compare temperature=1.2")
+        await send(pilot, "question", wait=False)
+        await wait_for(pilot, lambda: view_of(app) is not None, "the view")
+        await app.run_action("compare_stop(0)")
+        assert backend.side_stops == {"A"}
+        backend.gate.set()
+        await settle(pilot)
+        await app.run_action("compare_pick(1)")
+        await wait_for(pilot, lambda: view_of(app) is None, "the chosen reply on screen")
+        await settle(pilot)
+        assert app.chat.messages()[-1].branch == (2, 2)
+    assert history.pick_count() == 1
