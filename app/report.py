@@ -288,7 +288,7 @@ class RunResult:
     # The messages left out to fit the context (ChatSession.left_out_messages).
     left_out_messages: list[dict[str, object]] = field(default_factory=list)
     # run --compare: what the two sides were run with that differs (``{"temperature": {"a":
-    # 0.2, "b": 1.2}}``, app/commands/compare_sides.py); None: not a comparison.
+    # 0.2, "b": 1.2}}``, app/compare_plan.py); None: not a comparison.
     differs: dict[str, object] | None = None
 
     @classmethod

@@ -53,6 +53,10 @@ COMMANDS: dict[str, str] = {
     "/compact": "/compact [INSTRUCTIONS]: the model summarises the conversation (with your "
     "instructions); you accept or edit the summary, and the conversation goes on from a new "
     "branch that starts with it (the original stays; Ctrl+X on a message: up to it)",
+    "/compare": "/compare SPEC: answer the next prompt twice, side by side: A with this chat's "
+    "settings, B with SPEC on top (temperature=1.2, preset:precise, system=TEXT, model:NAME, "
+    "base-url=URL; A_SPEC vs B_SPEC sets both); /compare again [SPEC]: the last prompt again; "
+    "/compare blind SPEC hides which is which until the pick; /compare off disarms",
     "/system": "/system TEXT: set the system prompt; /system alone shows it, /system clear "
     "removes it",
     "/save": "/save: (ollama's) nothing to do: conversations are saved as you go (Ctrl+B lists "

@@ -16,6 +16,9 @@ from vibechat.engine.turns.backend import (
     LensNotice,
     ModelInfo,
     ReplyPrefix,
+    Side,
+    SideEvent,
+    SideRequest,
     TextDelta,
     ThinkingDelta,
     TokenCandidates,
@@ -227,6 +230,53 @@ class LensBackend(RecordingBackend):
             elif isinstance(event, GenerationDone) and params.logprobs and self.notice:
                 yield LensNotice(self.notice)
             yield event
+
+
+class PairedFake(RecordingBackend):
+    """A recording double that also answers two at once (``PairedReplies``): side A says
+    ``reply``, side B ``reply_b``, a word of each per step (``gate``: each step waits for it).
+    Every pair's two requests are recorded in ``pairs``; ``cancel_side`` stops one side."""
+
+    def __init__(self, reply: str = "alpha words here", reply_b: str = "beta words there") -> None:
+        super().__init__(reply)
+        self.reply_b = reply_b
+        self.pairs: list[tuple[SideRequest, SideRequest]] = []
+        self.side_stops: set[str] = set()
+
+    def cancel_side(self, side: Side) -> None:
+        self.side_stops.add(side)
+
+    def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
+        self._cancel.clear()
+        self.side_stops = set()
+        self.pairs.append((a, b))
+        self.started.set()
+        words: dict[Side, list[str]] = {"A": self.reply.split(" "), "B": self.reply_b.split(" ")}
+        out: dict[Side, list[str]] = {"A": [], "B": []}
+        live: list[Side] = ["A", "B"]
+        requests = {"A": a, "B": b}
+        while live:
+            if self.gate is not None:
+                self.gate.wait(5)
+            for side in list(live):
+                stopped = self._cancel.is_set() or side in self.side_stops
+                if stopped or len(out[side]) == len(words[side]):
+                    live.remove(side)
+                    stats = GenerationStats(
+                        completion_tokens=len(out[side]),
+                        ttft_ms=30.0,
+                        decode_tokens_per_s=40.0,
+                        finish_reason="cancelled" if stopped else "stop",
+                        seed=7,
+                    )
+                    done = GenerationDone(
+                        "".join(out[side]), stats, requests[side].params.with_seed()
+                    )
+                    yield SideEvent(side, done)
+                    continue
+                piece = (" " if out[side] else "") + words[side][len(out[side])]
+                out[side].append(piece)
+                yield SideEvent(side, TextDelta(piece))
 
 
 async def send(pilot, text: str, wait: bool = True) -> None:

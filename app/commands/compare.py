@@ -1,12 +1,12 @@
 """``vibechat run --compare A B``: one prompt answered twice, with two sets of settings.
 
-The sides are parsed by compare_sides.py. With the same local model on both sides, one
-``LlamaCppBackend`` answers both at once (``PairedReplies``: two sequences of one context,
-engine/llama/pairing.py); otherwise each side gets its own backend (loaded one after the
-other, so the second local model is loaded only if the same memory check as any load passes)
-and the two replies run in two threads. A side that cannot run (a setting that does not parse,
-a model that is not there or does not fit, a server that is down) is one line on stderr for
-that side; the other still answers.
+The sides are parsed by app/compare_plan.py (shared with the chat's ``/compare``). With the
+same local model on both sides, one ``LlamaCppBackend`` answers both at once
+(``PairedReplies``: two sequences of one context, engine/llama/pairing.py); otherwise each side
+gets its own backend (loaded one after the other, so the second local model is loaded only if
+the same memory check as any load passes) and the two replies run in two threads. A side that
+cannot run (a setting that does not parse, a model that is not there or does not fit, a server
+that is down) is one line on stderr for that side; the other still answers.
 
 Text output: the two replies one after the other, each headed by its side and settings.
 ``--json``: one object, ``a`` and ``b`` (each like ``run --json``'s object, with ``differs``),
@@ -28,6 +28,7 @@ from typing import Any, BinaryIO, TextIO
 
 from vibechat.engine.chat.batch import BatchLineError, read_requests
 from vibechat.engine.chat.history import History
+from vibechat.engine.chat.pairs import save_sibling
 from vibechat.engine.errors import VibechatError
 from vibechat.engine.sanitize import sanitize
 from vibechat.engine.settings.config import LoadedConfig
@@ -42,10 +43,10 @@ from vibechat.engine.turns.backend import (
     SideRequest,
 )
 
+from ..compare_plan import SidePlan, does_not_fit, side_plan, what_differs
 from ..report import RunResult, error_kind, error_object, json_stats
 from ..run_plan import RunFlags
 from .clitools import plain, safe_json
-from .compare_sides import SidePlan, side_plan, what_differs
 
 EXIT_FAILED = 1
 
@@ -236,7 +237,7 @@ def open_engines(sides: list[SidePlan]) -> Engines:
             engines.problems[side.side] = (str(exc), error_kind(exc))
             continue
         beside = [i for i in engines.infos.values() if not i.server]
-        too_big = _does_not_fit(one) if beside else None
+        too_big = does_not_fit(one) if beside else None
         if too_big is not None:
             one.close()
             engines.problems[side.side] = (too_big, "model")
@@ -249,21 +250,6 @@ def open_engines(sides: list[SidePlan]) -> Engines:
             continue
         engines.backends[side.side] = one
     return engines
-
-
-def _does_not_fit(backend: Backend) -> str | None:
-    """Why a second local model is not loaded beside the first (engine/models/fit.py, the check
-    the model lists use; the load checks again), or None when it fits or is not a local model."""
-    from vibechat.engine.models.fit import OVERHEAD, memory_fit, weights_to_load
-
-    size = weights_to_load(backend)
-    if size is None or memory_fit()(size) != "no":
-        return None
-    return (
-        f"its model needs about {size * OVERHEAD / 1e9:.1f} GB of memory beside side A's, and "
-        "that is not free: compare it with a smaller model or quantization, or close other "
-        "programs."
-    )
 
 
 def _messages(side: SidePlan, prompt: str, system: str | None) -> tuple[ChatMessage, ...]:
@@ -380,14 +366,7 @@ def _save(
     for side in answered:
         done = outcomes[side.side].done
         assert done is not None
-        status = {"cancelled": "stopped", "length": "cut"}.get(done.finish_reason, "complete")
-        row = history.add_message(
-            conversation, "assistant", done.text, status, params=done.params, parent_id=user
-        )
-        history.update_message(
-            row, done.text, stats=done.stats.to_dict(), thinking=done.thinking or None
-        )
-        rows.append(row)
+        rows.append(save_sibling(history, conversation, user, done))
     history.set_leaf(conversation, rows[0])
     return conversation
 

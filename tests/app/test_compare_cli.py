@@ -12,7 +12,7 @@ import pytest
 
 from conftest import VIBECHAT_BIN
 from openai_stub import refused_url
-from vibechat.app.commands.compare_sides import parse_side
+from vibechat.app.compare_plan import parse_side
 from vibechat.engine.errors import VibechatError
 
 

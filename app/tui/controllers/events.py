@@ -244,3 +244,32 @@ class LensRead(Message):
     """A saved reply's token lens was read back (in a worker): the lens opens on ``reply``."""
 
     reply: AssistantMessage
+
+
+# ----------------------------------------------------------------- /compare
+
+
+@dataclass
+class CompareText(Message):
+    """Side ``side`` of comparison ``generation`` has text buffered (controllers/comparisons.py)."""
+
+    generation: int
+    side: str
+
+
+@dataclass
+class CompareEvent(Message):
+    """Side ``side`` of comparison ``generation`` sent ``event`` (its end among them)."""
+
+    generation: int
+    side: str
+    event: ChatEvent
+
+
+@dataclass
+class CompareFailed(Message):
+    """Side ``side`` of comparison ``generation`` failed: ``error``, one line."""
+
+    generation: int
+    side: str
+    error: str

@@ -156,6 +156,8 @@ class Replies:
             if not pending:
                 await host.attachments.give_back(attached)
             return
+        # A comparison waiting for a pick goes on from A (said).
+        host.comparisons.leave()
         # From here until the reply's first words: no frame (see FrameHold).
         self._hold()
         host.tool_rounds.new_prompt()
@@ -165,7 +167,9 @@ class Replies:
             await host.attachments.take()
         host.chats.changed()
         await host.chat.add(self._saved(UserMessage(text, attached)))
-        await self.start()
+        # /compare armed: answered twice (comparisons.py).
+        if not await host.comparisons.start_if_armed():
+            await self.start()
 
     def _saved(self, widget: ChatMessageWidget) -> ChatMessageWidget:
         """The message just saved (the branch's last): its id, and its place among its
@@ -514,6 +518,8 @@ class Replies:
             self.host.prompt_input.unqueue()
         elif self.state.generating:
             self.session.cancel()
+            # A comparison's side B on a backend of its own stops too.
+            self.host.comparisons.stop()
             self.host.prompt_input.unqueue()
 
     def abandon(self) -> None:
@@ -524,6 +530,7 @@ class Replies:
             self._ended()
         if self.waiting is not None:
             self._leave_waiting()
+        self.host.comparisons.abandon()
         if self.session.abandon():
             self.host.chats.changed()
         # The reply it waited for is gone: back in the input.

@@ -73,6 +73,8 @@ async def run(app: SlashHost, command: slash.SlashCommand) -> None:
         await _think(app, arg)
     elif name == "/system":
         await _system(app, arg)
+    elif name == "/compare":
+        await app.comparisons.command(arg)
     elif name == "/compact":
         app.compactions.command(arg)
     elif name == "/preset":

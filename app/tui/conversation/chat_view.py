@@ -16,6 +16,7 @@ from typing import TypeVar
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.layout import Layout
+from textual.widget import Widget
 from textual.widgets import Static
 
 from .. import outside
@@ -25,7 +26,7 @@ from ..widgets.type_through import TypesIntoInput
 from .earlier_messages import EarlierMessages
 from .messages import ChatMessageWidget
 
-W = TypeVar("W", bound=ChatMessageWidget)
+W = TypeVar("W", bound=Widget)
 
 
 class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
@@ -99,7 +100,7 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
             self.anchor()
 
     async def clear(self) -> None:
-        await self.query("ChatMessageWidget, EarlierMessages").remove()
+        await self.query("ChatMessageWidget, EarlierMessages, CompareView").remove()
         self.anchor()
 
     def scroll_pages(self, pages: int) -> None:
@@ -124,4 +125,5 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
         return True
 
     def messages(self) -> list[ChatMessageWidget]:
-        return list(self.query(ChatMessageWidget))
+        # A comparison's two replies are its own (compare_view.py), not the conversation's.
+        return [w for w in self.query(ChatMessageWidget) if not w.has_class("-compared")]

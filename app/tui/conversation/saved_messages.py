@@ -10,8 +10,11 @@ calls is first shown, not before the chat's first frame (tests/app/test_startup.
 
 from __future__ import annotations
 
+from typing import Any
+
 from vibechat.engine.chat.records import StoredConversation, StoredMessage
 from vibechat.engine.sanitize import sanitize
+from vibechat.engine.settings.params import PARAM_SPECS
 from vibechat.engine.turns.tool_calls import ToolCall
 
 from ..reply_lens import ReplyLens
@@ -65,6 +68,9 @@ def message_widgets(
                 sanitize(m.content), m.attachments, status=status, status_kind=kind
             )
         else:
+            if not status and opened is not None:
+                # A version run with other settings than its siblings (/compare) says so.
+                status = run_with(m, opened.tree)
             widget = AssistantMessage(
                 sanitize(m.content),
                 code_theme=code_theme,
@@ -81,6 +87,31 @@ def message_widgets(
             widget.branch = opened.branch(m.id)
         widgets.append(widget)
     return widgets
+
+
+def run_with(m: StoredMessage, tree: list[StoredMessage]) -> str:
+    """``run with temperature=1.2``: the settings reply ``m`` was run with where they differ from
+    another reply to the same prompt (two replies compared: ``/compare``); "" when they do not
+    (a seed of its own is not a setting)."""
+    mine = m.params or {}
+    others = [
+        o.params or {}
+        for o in tree
+        if o.role == "assistant" and o.parent_id == m.parent_id and o.id != m.id
+    ]
+    names = [
+        name
+        for name in mine
+        if name != "seed" and any(name in other and other[name] != mine[name] for other in others)
+    ]
+    if not names:
+        return ""
+    return "run with " + ", ".join(f"{name}={_shown(name, mine[name])}" for name in names)
+
+
+def _shown(name: str, value: Any) -> str:
+    spec = PARAM_SPECS.get(name)
+    return spec.show(value) if spec is not None else sanitize(str(value))[:40]
 
 
 def status_line(m: StoredMessage) -> tuple[str, str | None]:

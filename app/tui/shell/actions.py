@@ -51,6 +51,22 @@ class ReplyActions(AppFace):
     def action_toggle_thinking_expanded(self) -> None:
         self.thinking.toggle_expanded()
 
+    def action_compare_pick(self, column: int) -> None:
+        """The palette's "Pick A" / "Pick B": the reply of that column of the comparison."""
+        self.comparisons.pick_column(column)
+
+    def action_compare_stop(self, column: int) -> None:
+        """The palette's "Stop side A/B alone": that column's side stops, the other goes on."""
+        self.comparisons.stop_column(column)
+
+    def action_compare_flip(self) -> None:
+        """The palette's "Show the other compared reply" (f on the comparison)."""
+        self.comparisons.flip()
+
+    async def action_compare_again(self) -> None:
+        """The palette's "Compare the last prompt again": as ``/compare again``."""
+        await self.comparisons.command("again")
+
     def action_attach(self, kind: str) -> None:
         """The palette's "Attach an image/a file": ``/image `` or ``/file `` typed for the path."""
         if not self.prompt_input.text:

@@ -51,6 +51,7 @@ from ..controllers import slash_commands
 from ..controllers.attachments import Attachments
 from ..controllers.branches import Branches
 from ..controllers.compactions import Compactions
+from ..controllers.comparisons import Comparisons
 from ..controllers.conversations import Conversations, OverSaved
 from ..controllers.copies import Copies
 from ..controllers.lens import Lens
@@ -172,6 +173,8 @@ class VibechatApp(
         self.links = Links(self)
         self.copies = Copies(self)
         self.lens = Lens(self, lambda: self.query_one(TokenLens))
+        # /compare: two replies side by side.
+        self.comparisons = Comparisons(self)
         self.param_changes = ParamChanges(
             self, self.session, lambda: self.panel, self.state, self.lens.show_params
         )
@@ -193,6 +196,7 @@ class VibechatApp(
             **self.key_router.handlers(),
             **self.lens.handlers(),
             **self.paths.handlers(),
+            **self.comparisons.handlers(),
         }
         self._register_themes()
         self.theme, self._config_notes = config_ui.starting_theme(config, self.available_themes)
@@ -295,6 +299,8 @@ class VibechatApp(
         engine or a tool (up to ``tool_timeout``): an engine process that has not
         ended its request a second later is ended (``WorkerBackend.quit``; a stop's longer grace
         for a model with slow steps is not waited for)."""
+        # A comparison's side B keeps what it wrote (side A is the session's reply).
+        self.comparisons.abandon()
         self.session.abandon()
         self.tool_rounds.abandon()
         quit_engine = getattr(self.session.backend, "quit", None)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..controllers.attachments import Attachments
     from ..controllers.branches import Branches
     from ..controllers.compactions import Compactions
+    from ..controllers.comparisons import Comparisons
     from ..controllers.conversations import Conversations
     from ..controllers.copies import Copies
     from ..controllers.lens import Lens
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         attachments: Attachments
         tool_rounds: ToolRounds
         lens: Lens
+        comparisons: Comparisons
 
         @property
         def conversation(self) -> Conversation: ...

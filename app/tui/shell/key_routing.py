@@ -18,6 +18,7 @@ from textual import events
 from textual.app import App
 from textual.widgets import Input, TextArea
 
+from ..conversation.compare_view import CompareView
 from ..screens.question import QuestionScreen
 from ..widgets.prompt_input import PromptInput
 from ..widgets.type_through import TypesIntoInput
@@ -77,6 +78,9 @@ class KeyRouter:
         if not (event.is_printable and event.character) or focused is None:
             return False
         if app.screen is not app.default_screen:
+            return False
+        # A comparison's own keys (1 / 2 pick, [ / ] stop one side, f flips) stay with it.
+        if isinstance(focused, CompareView) and focused.acts_on(event.key):
             return False
         return any(isinstance(node, TypesIntoInput) for node in focused.ancestors_with_self)
 

@@ -17,6 +17,7 @@ from .. import outside
 from ..controllers.attachments import COMMANDS as ATTACH
 from ..conversation.assistant_message import AssistantMessage
 from ..conversation.attachment_view import FileAttachment
+from ..conversation.compare_view import CompareView
 from ..conversation.messages import ChatMessageWidget
 from ..conversation.thinking_block import ThinkingBlock
 from ..widgets.attachment_tray import TrayItem
@@ -85,6 +86,37 @@ PALETTE_ONLY = [
         "attach('file')",
     ),
     (
+        "Compare the last prompt again",
+        "Answer the last prompt again, twice, side by side, with the last /compare's settings "
+        "(/compare again SPEC for others)",
+        "compare_again",
+    ),
+    (
+        "Pick A",
+        "Of two replies compared, keep the first column's (1 on the comparison)",
+        "compare_pick(0)",
+    ),
+    (
+        "Pick B",
+        "Of two replies compared, keep the second column's (2 on the comparison)",
+        "compare_pick(1)",
+    ),
+    (
+        "Stop side A alone",
+        "Of two replies being compared, stop the first column's; the other goes on ([)",
+        "compare_stop(0)",
+    ),
+    (
+        "Stop side B alone",
+        "Of two replies being compared, stop the second column's; the other goes on (])",
+        "compare_stop(1)",
+    ),
+    (
+        "Show the other compared reply",
+        "Below 100 columns a comparison shows one reply at a time: show the other (f on it)",
+        "compare_flip",
+    ),
+    (
         "Thinking expanded or folded",
         "New replies show their thinking expanded, or folded to one line (until "
         "vibechat closes; thinking_expanded in {config} keeps it)",
@@ -142,6 +174,7 @@ def help_sections(
             + rows(FileAttachment.BINDINGS)
             + rows(TrayItem.BINDINGS),
         ),
+        ("Two replies compared (/compare; Tab to them)", rows(CompareView.BINDINGS)),
         ("Parameter panel (F2)", rows(Slider.BINDINGS) + rows(ParamPanel.BINDINGS)),
         ("Token lens (F12; the sliders still move under it)", rows(TokenLens.BINDINGS)),
         (
