@@ -1,0 +1,79 @@
+"""The worst turn of the event loop while a reply grows (issue 42, round four;
+bench/bench_worst_turn.py): the frame that lays the view out and paints it after a render.
+
+- A reply that grows repaints only its lines from its old bottom down (and its text from the
+  first line that changed): Textual repaints a resized widget whole, every line of the reply
+  on screen, twice (the message's own lines and its text's), whenever it grew by a line."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from vibechat.app.tui.conversation.markdown_segment import MarkdownSegment
+from vibechat.app.tui.conversation.messages import ChatMessageWidget
+
+PARAGRAPH = "A paragraph of words that goes on for a while so that it wraps. " * 3
+
+
+def _chat_view_app():
+    """A chat view alone in an app."""
+    from textual.app import App, ComposeResult
+
+    from vibechat.app.tui.conversation.chat_view import ChatView
+
+    class OneView(App):
+        def compose(self) -> ComposeResult:
+            yield ChatView()
+
+    return OneView()
+
+
+def _screen_text(app) -> list[str]:
+    """What the screen shows now, line by line (the widgets' painted lines, as Textual keeps
+    them)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def _repainted_whole(app) -> list[str]:
+    """What the screen shows when every widget is painted again from scratch."""
+    for widget in app.screen.walk_children(with_self=True):
+        widget._set_dirty()
+    return _screen_text(app)
+
+
+async def test_a_growing_reply_repaints_only_its_new_lines(monkeypatch):
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
+
+    painted: Counter[str] = Counter()
+    for cls in (ChatMessageWidget, MarkdownSegment):
+        original = cls.render_line
+
+        def counting(self, y, original=original):
+            painted[type(self).__name__] += 1
+            return original(self, y)
+
+        monkeypatch.setattr(cls, "render_line", counting)
+    app = _chat_view_app()
+    async with app.run_test(size=(80, 30)) as pilot:
+        view = app.query_one(ChatView)
+        reply = await view.add(AssistantMessage(live=True))
+        await reply.append("\n\n".join([PARAGRAPH] * 6) + "\n\n")
+        await pilot.pause()
+        await pilot.pause()
+        shown_height = reply.size.height
+        assert shown_height > 20  # the reply fills the view
+        for n in range(3):
+            painted.clear()
+            heights = reply.size.height, reply.body.size.height
+            await reply.append(f"{n} {PARAGRAPH}\n\n")
+            await pilot.pause()
+            await pilot.pause()
+            # It grew: laid out again, and the view scrolled to its new end.
+            assert (reply.size.height, reply.body.size.height) != heights
+            # Its new paragraph (a few lines and the room below it), not the reply's
+            # lines on screen (~28 each): the lines above were painted already.
+            assert painted["AssistantMessage"] <= 8, painted
+            assert painted["MarkdownSegment"] <= 10, painted
+            # What it shows is what a paint from scratch shows.
+            assert _screen_text(app) == _repainted_whole(app)
