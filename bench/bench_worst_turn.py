@@ -192,12 +192,53 @@ def describe(handle: asyncio.Handle) -> str:
     return getattr(callback, "__qualname__", repr(callback))
 
 
-def install(recorder: Recorder) -> None:
-    """The hooks, in this process only."""
+def install(recorder: Recorder, light: bool = False) -> None:
+    """The hooks, in this process only (``light``: the turns' times, the screen's updates and
+    the worker's renders only; what the counting hooks cost is left out)."""
     loop = asyncio.new_event_loop()
     loop_class = type(loop)
     loop.close()
     loop_class._run_once = recorder.run_once(loop_class._run_once)  # type: ignore[attr-defined]
+    Screen._on_timer_update = recorder.section("screen update")(Screen._on_timer_update)
+    install_select(recorder)
+    install_worker_spans(recorder)
+    if not light:
+        install_counts(recorder)
+
+
+def install_select(recorder: Recorder) -> None:
+    """The selector's wait is not the turn's work: timed apart."""
+    selector_class = selectors.DefaultSelector
+    selector_select = selector_class.select
+
+    def select(self, timeout=None):
+        start = time.perf_counter()
+        try:
+            return selector_select(self, timeout)
+        finally:
+            recorder.turn.sections["select"] += time.perf_counter() - start
+
+    selector_class.select = select  # type: ignore[method-assign]
+
+
+def install_worker_spans(recorder: Recorder) -> None:
+    """When a worker thread renders a slice's Markdown (``prepare``)."""
+    prepare = markdown_segment.prepare
+
+    def prepared(*args, **kwargs):
+        start = recorder.worker_since = time.perf_counter()
+        try:
+            return prepare(*args, **kwargs)
+        finally:
+            recorder.worker_since = None
+            recorder.worker_spans.append((start, time.perf_counter()))
+
+    markdown_segment.prepare = prepared
+    assistant_message.prepare = prepared
+
+
+def install_counts(recorder: Recorder) -> None:
+    """What each turn ran, laid out and painted."""
     handle_run = asyncio.Handle._run
 
     def run(handle):
@@ -213,18 +254,6 @@ def install(recorder: Recorder) -> None:
 
     asyncio.Handle._run = run  # type: ignore[method-assign]
 
-    selector_class = selectors.DefaultSelector
-    selector_select = selector_class.select
-
-    def select(self, timeout=None):
-        start = time.perf_counter()
-        try:
-            return selector_select(self, timeout)
-        finally:
-            recorder.turn.sections["select"] += time.perf_counter() - start
-
-    selector_class.select = select  # type: ignore[method-assign]
-
     dispatch = MessagePump._dispatch_message
 
     async def dispatched(self, message):
@@ -234,7 +263,6 @@ def install(recorder: Recorder) -> None:
     MessagePump._dispatch_message = dispatched  # type: ignore[method-assign]
 
     section = recorder.section
-    Screen._on_timer_update = section("screen update")(Screen._on_timer_update)
     Screen._refresh_layout = section("layout")(Screen._refresh_layout)
     Compositor.reflow = section("reflow")(Compositor.reflow)
     Compositor.reflow_visible = section("reflow")(Compositor.reflow_visible)
@@ -259,19 +287,6 @@ def install(recorder: Recorder) -> None:
         return layout(self, *args, **kwargs)
 
     Screen._refresh_layout = refresh_layout  # type: ignore[method-assign]
-
-    prepare = markdown_segment.prepare
-
-    def prepared(*args, **kwargs):
-        start = recorder.worker_since = time.perf_counter()
-        try:
-            return prepare(*args, **kwargs)
-        finally:
-            recorder.worker_since = None
-            recorder.worker_spans.append((start, time.perf_counter()))
-
-    markdown_segment.prepare = prepared
-    assistant_message.prepare = prepared
 
     height, arrange, sized = Widget.get_content_height, widget_module.arrange, Widget._size_updated
     line = Widget.render_line
@@ -434,17 +449,19 @@ def main() -> None:
     parser.add_argument("--slow", type=float, default=15.0, help="ms: a turn this long is kept")
     parser.add_argument("--show", type=int, default=6, help="the slowest turns printed")
     parser.add_argument("--profile", action="store_true", help="cProfile each turn (slower)")
+    parser.add_argument("--light", action="store_true", help="time the turns only: no counts")
     args = parser.parse_args()
     bench_tui.logging.getLogger("vibechat").propagate = False
     freeze_startup_objects()
     recorder = Recorder(args.slow / 1000, args.profile)
-    install(recorder)
+    install(recorder, light=args.light)
     figures = asyncio.run(burst(markdown_tokens(args.tokens), recorder))
     kept = sorted(recorder.kept, key=lambda turn: turn.wall, reverse=True)
     print(
         f"{recorder.turns} turns of the event loop in the burst; {len(kept)} of "
         f"{args.slow:.0f} ms or more; the gap watcher's worst gap {figures['worst_gap_ms']:.1f} "
-        f"ms (hooks on: slower than bench_floors.py's); Markdown rendered in worker threads "
+        f"ms (hooks on{', light' if args.light else ''}: slower than bench_floors.py's); "
+        "Markdown rendered in worker threads "
         f"{len(recorder.worker_spans)} times, "
         f"{sum(b - a for a, b in recorder.worker_spans) * 1000:.0f} ms in all"
     )
