@@ -3,7 +3,9 @@ bench/bench_worst_turn.py): the frame that lays the view out and paints it after
 
 - A reply that grows repaints only its lines from its old bottom down (and its text from the
   first line that changed): Textual repaints a resized widget whole, every line of the reply
-  on screen, twice (the message's own lines and its text's), whenever it grew by a line."""
+  on screen, twice (the message's own lines and its text's), whenever it grew by a line.
+- A burst's next slice begins only after the screen showed the last one: its Markdown renders
+  in a worker thread, which shared the interpreter with that frame's layout and paint."""
 
 from __future__ import annotations
 
@@ -77,3 +79,40 @@ async def test_a_growing_reply_repaints_only_its_new_lines(monkeypatch):
             assert painted["MarkdownSegment"] <= 10, painted
             # What it shows is what a paint from scratch shows.
             assert _screen_text(app) == _repainted_whole(app)
+
+
+async def test_a_burst_shows_a_slice_before_its_next_slice_begins():
+    """The slice that just rendered (in a worker thread) is shown first: the render that
+    settles it starts no other, and says to come back after the screen's refresh."""
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
+    from vibechat.app.tui.conversation.reply_stream import ReplyStream
+
+    app = _chat_view_app()
+    async with app.run_test(size=(80, 30)) as pilot:
+        reply = await app.query_one(ChatView).add(AssistantMessage(live=True))
+        stream = ReplyStream(reply, generation=1)
+        stream.put("The first words.\n\n")
+        assert await stream.render() is False
+        await pilot.pause()
+        stream.put("\n\n".join([PARAGRAPH] * 60))  # a burst: several slices
+        assert await stream.render() is True
+        first = stream.pending
+        assert first is not None  # its Markdown renders in a worker thread
+        assert await stream.render() is True
+        # The slice was settled and no other began: the screen shows it first.
+        assert first.done() and stream.pending is None
+        assert stream.deltas.pending
+        shown = len(reply.text)
+        await pilot.pause()
+        assert await stream.render() is True  # after the refresh: the next slice
+        assert stream.pending is not None
+        await stream.pending
+        assert len(reply.text) > shown
+        for _ in range(100):  # the rest (bounded: no hang)
+            if not await stream.render() and stream.pending is None:
+                break
+            await pilot.pause()
+        await stream.finish(reply.text)
+        assert reply.text.count("A paragraph") == 60 * 3
+        assert _screen_text(app) == _repainted_whole(app)
