@@ -103,6 +103,18 @@ class Recorder:
         # A worker thread's render under way since (None: none).
         self.worker_since: float | None = None
         self.app: Any = None
+        # The screen's updates of 1 ms or more: how many, how many of them while a worker
+        # thread rendered Markdown, and their CPU (ms) then.
+        self.frames = 0
+        self.shared_frames = 0
+        self.shared_cpu_ms = 0.0
+
+    def note_frame(self, turn: Turn, shared: float) -> None:
+        """A turn that updated the screen (``shared``: seconds a worker rendered meanwhile)."""
+        self.frames += 1
+        if shared > 0:
+            self.shared_frames += 1
+            self.shared_cpu_ms += turn.cpu * 1000
 
     def reply_chars(self) -> int:
         """The characters of the reply shown so far."""
@@ -150,6 +162,8 @@ class Recorder:
                     profiler.disable()
                 turn.wall = time.perf_counter() - start - turn.sections.pop("select", 0.0)
                 turn.cpu = time.thread_time() - cpu
+                if turn.sections.get("screen update", 0.0) >= 0.001:
+                    recorder.note_frame(turn, recorder.overlap(start, start + turn.wall))
                 if turn.wall >= recorder.slow:
                     turn.worker_ms = recorder.overlap(start, start + turn.wall) * 1000
                     turn.reply_chars = recorder.reply_chars()
@@ -464,6 +478,11 @@ def main() -> None:
         "Markdown rendered in worker threads "
         f"{len(recorder.worker_spans)} times, "
         f"{sum(b - a for a, b in recorder.worker_spans) * 1000:.0f} ms in all"
+    )
+    print(
+        f"{recorder.frames} screen updates of 1 ms or more; {recorder.shared_frames} of them "
+        f"while a worker thread rendered Markdown ({recorder.shared_cpu_ms:.0f} ms of the loop's "
+        "CPU in all)"
     )
     for turn in kept:
         print(summary(turn))
