@@ -519,8 +519,17 @@ class MarkdownSegment(SizedByLayout):
         """The tail: its text, rendered (and cached) per width."""
         return self._renderable
 
-    def forget_strips(self) -> None:
-        """Drop the strips Textual's styles cache keeps for it (the lines out of view come
-        back from the packed lines, without parsing, if they scroll into view again; those
-        in view are painted again)."""
-        self.refresh()
+    def forget_strips(self, above: int | None = None) -> None:
+        """Drop the strips Textual's styles cache keeps for its lines above line ``above``, those
+        scrolled out of view (None: all of them; those in view are painted again). They come back
+        from the packed lines, without parsing, if they scroll into view again. The lines in view
+        stay painted: dropped whole, the frame after was a repaint of every line of the reply on
+        screen, once a view's height had scrolled by (issue 42)."""
+        # Textual's styles cache keeps a strip per line painted, by line (``StylesCache._cache``);
+        # should it keep them otherwise, all go, as they did.
+        cache = getattr(self._styles_cache, "_cache", None)
+        if above is None or not isinstance(cache, dict):
+            self.refresh()
+            return
+        for y in [y for y in cache if isinstance(y, int) and y < above]:
+            del cache[y]

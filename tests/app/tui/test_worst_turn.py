@@ -116,3 +116,40 @@ async def test_a_burst_shows_a_slice_before_its_next_slice_begins():
         await stream.finish(reply.text)
         assert reply.text.count("A paragraph") == 60 * 3
         assert _screen_text(app) == _repainted_whole(app)
+
+
+async def test_lines_scrolled_out_of_view_are_forgotten_and_those_in_view_stay_painted(
+    monkeypatch,
+):
+    """A long streaming reply drops the strips of its lines that scrolled above the view
+    (memory stays bounded), and keeps those in view: no frame repaints the reply's lines on
+    screen again once a view's height has scrolled by."""
+    from vibechat.app.tui.conversation.assistant_message import AssistantMessage
+    from vibechat.app.tui.conversation.chat_view import ChatView
+
+    painted: list[int] = []
+    original = MarkdownSegment.render_line
+
+    def counting(self, y):
+        painted.append(y)
+        return original(self, y)
+
+    monkeypatch.setattr(MarkdownSegment, "render_line", counting)
+    app = _chat_view_app()
+    async with app.run_test(size=(80, 30)) as pilot:
+        view = app.query_one(ChatView)
+        reply = await view.add(AssistantMessage(live=True))
+        most = 0
+        for n in range(40):  # ~6 views' height of text, a paragraph per render
+            painted.clear()
+            await reply.append(f"{n} {PARAGRAPH}\n\n")
+            await pilot.pause()
+            await pilot.pause()
+            if n >= 10:  # the reply fills the view
+                most = max(most, len(painted))
+        body = reply.body
+        assert body.size.height > 5 * view.size.height
+        assert most <= 12, most  # its new paragraph and the room below it, never the view's
+        # What Textual keeps for it: the lines in view and those painted since the last drop.
+        assert len(body._styles_cache._cache) <= 3 * view.size.height
+        assert _screen_text(app) == _repainted_whole(app)
