@@ -50,12 +50,41 @@ class SizedByLayout(Widget):
     A ``Widget`` subclass first in the bases: Textual takes default CSS along the first base
     only, so the widgets it is mixed into get their own CSS and ``Widget``'s, not that of
     ``Vertical`` (their own says what they need, and the snapshots hold the look). Made a
-    plain mixin, the containers' defaults come back and the chat's layout changes."""
+    plain mixin, the containers' defaults come back and the chat's layout changes.
+
+    ``KEEPS_LINES``: a new height at the same width keeps the lines painted above the old
+    bottom (see ``_size_updated``); for widgets whose lines do not depend on their height
+    (their content is drawn from the top, no outline, nothing centred vertically)."""
+
+    KEEPS_LINES = False
 
     def _size_updated(
         self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
     ) -> bool:
-        return super()._size_updated(size, virtual_size, container_size, layout=False)
+        """Textual's, without the second layout (above). A widget that ``KEEPS_LINES`` and only
+        changed its height is repainted from its old bottom (less its bottom border and
+        padding) down, not whole: Textual marks a resized widget dirty from top to bottom, and
+        a streaming reply that grows by a line scrolled the view and painted every line of the
+        reply on screen again, in the worst turn of the event loop while it grows (issue 42,
+        ``bench/bench_worst_turn.py``). What changed inside it asks for its own repaint, as
+        ever (``refresh`` with regions)."""
+        old = self._size
+        if not (
+            self.KEEPS_LINES
+            and old.width == size.width
+            and old.height
+            and old.height != size.height
+            and self.is_mounted
+        ):
+            return super()._size_updated(size, virtual_size, container_size, layout=False)
+        self._size = size  # Textual's own repaint of the whole widget skipped
+        super()._size_updated(size, virtual_size, container_size, layout=False)
+        gutter = self.styles.gutter
+        top = max(0, min(old.height, size.height) - max(1, gutter.bottom))
+        # ``_set_dirty`` takes regions of the content and moves them by its offset: these are
+        # its lines from ``top`` down, borders included.
+        self._set_dirty(Region(-gutter.left, top - gutter.top, size.width, size.height - top))
+        return True
 
 
 class StableGutterScroll(_Mixin):

@@ -234,7 +234,7 @@ class AssistantMessage(ChatMessageWidget):
             return
         above = view.region.y - body.region.y
         if above - self._forgotten >= max(1, view.region.height):
-            body.forget_strips()
+            body.forget_strips(above)
             self._forgotten = above
 
     def end_live(self) -> None:

@@ -310,6 +310,9 @@ class MarkdownSegment(SizedByLayout):
         height: auto;
     }
     """
+    # Grown by a line: the lines above stay painted (one_layout.py); its text is drawn from
+    # the top, and what changed in it is repainted from the first line that changed.
+    KEEPS_LINES = True
 
     def __init__(
         self,
@@ -377,10 +380,11 @@ class MarkdownSegment(SizedByLayout):
             self.refresh(layout=True)
             return
         above = self._settled_lines()
-        if self.rows(above + len(after)) != self._rows:
-            self.refresh(layout=True)
-            return
         first = first_difference(before, after)
+        if self.rows(above + len(after)) != self._rows:
+            # Laid out again; painted from the first line that changed (one_layout.py).
+            self._repaint_from(above + first, layout=True)
+            return
         end = max(len(before), len(after))
         if first < end:
             self.refresh(Region(0, above + first, self.content_size.width, end - first))
@@ -388,8 +392,10 @@ class MarkdownSegment(SizedByLayout):
     def seal(self, settled: Sequence[CachedMarkdown], tail: CachedMarkdown) -> None:
         """The tail was sealed: ``settled`` (its text as it ended, and any segments sealed
         with it) go below the settled segments, ``tail`` is the new live tail. Painted from
-        the old tail's first line down, laid out only if its height changed."""
+        the first line of the old tail that renders differently sealed, laid out only if its
+        height changed."""
         start = self._settled_lines()
+        before = self._rendered(self._renderable)
         self._settled.parts.extend(settled)
         self._renderable = tail
         self._offered = None
@@ -397,11 +403,17 @@ class MarkdownSegment(SizedByLayout):
         if not width or not self.is_attached:
             self.refresh(layout=True)
             return
+        if before is not None and settled:
+            start += first_difference(before, self._rendered_at(settled[0], width))
         lines = self._settled_lines() + len(self._rendered_at(tail, width))
-        if self.rows(lines) != self._rows:
-            self.refresh(layout=True)
-        else:
-            self.refresh(Region(0, start, width, max(1, self._rows - start)))
+        self._repaint_from(start, layout=self.rows(lines) != self._rows)
+
+    def _repaint_from(self, y: int, layout: bool = False) -> None:
+        """Repaint its lines from ``y`` down (``layout``: and lay it out again: its height
+        changed; the lines above stay painted, ``KEEPS_LINES``)."""
+        width = self.content_size.width
+        bottom = max(self._rows, self.size.height)
+        self.refresh(Region(0, y, width, max(1, bottom - y)), layout=layout)
 
     def show(self, markdowns: Sequence[CachedMarkdown]) -> None:
         """Show ``markdowns`` instead, the last one as the tail (a reply's merged segments
@@ -507,8 +519,17 @@ class MarkdownSegment(SizedByLayout):
         """The tail: its text, rendered (and cached) per width."""
         return self._renderable
 
-    def forget_strips(self) -> None:
-        """Drop the strips Textual's styles cache keeps for it (the lines out of view come
-        back from the packed lines, without parsing, if they scroll into view again; those
-        in view are painted again)."""
-        self.refresh()
+    def forget_strips(self, above: int | None = None) -> None:
+        """Drop the strips Textual's styles cache keeps for its lines above line ``above``, those
+        scrolled out of view (None: all of them; those in view are painted again). They come back
+        from the packed lines, without parsing, if they scroll into view again. The lines in view
+        stay painted: dropped whole, the frame after was a repaint of every line of the reply on
+        screen, once a view's height had scrolled by (issue 42)."""
+        # Textual's styles cache keeps a strip per line painted, by line (``StylesCache._cache``);
+        # should it keep them otherwise, all go, as they did.
+        cache = getattr(self._styles_cache, "_cache", None)
+        if above is None or not isinstance(cache, dict):
+            self.refresh()
+            return
+        for y in [y for y in cache if isinstance(y, int) and y < above]:
+            del cache[y]

@@ -100,6 +100,10 @@ class ChatMessageWidget(SizedByLayout, Vertical, can_focus=True):
     """
     # A flat message's label and status line take the rules of the widgets they would be.
     COMPONENT_CLASSES = {"message--role", "message--status"}
+    # Grown or shrunk (a reply's text below its label): the lines above stay painted
+    # (one_layout.py); its own lines are its background and left border, or (flat) its text,
+    # which repaints it whole when it changes.
+    KEEPS_LINES = True
     # Shown beside the focused message's label rather than in the footer (the app's keys fill it).
     BINDINGS = [
         Binding("ctrl+c", "copy_message", "Copy message", id="message.copy", show=False),

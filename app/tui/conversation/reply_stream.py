@@ -259,8 +259,17 @@ class ReplyStream:
         runs as a task of its own: the caller, the app's message handler, returns at once,
         so a key pressed meanwhile is handled and drawn without waiting for the render. The
         next render, paced as ever, waits for it (and raises what it raised), so slices never
-        overlap and nothing polls; so do ``finish`` and ``fail``."""
-        await self._settle_pending()
+        overlap and nothing polls; so do ``finish`` and ``fail``.
+
+        A slice that just finished rendering is shown before the next one begins: this
+        render returns True at once (the caller renders again after the screen's refresh).
+        The frame that shows a slice lays the view out and paints it, the longest turn of the
+        event loop in a burst, and the next slice's Markdown, rendered in a worker thread
+        meanwhile, shared the interpreter with it: the turn took two to three times its own CPU
+        time (issue 42, ``bench/bench_worst_turn.py``)."""
+        if await self._settle_pending() and self.deltas.pending:
+            self.backlog = True
+            return True
         self.pacer.rendering()
         # While the reply streams (gc_policy.py).
         defer_full_collections()
@@ -290,11 +299,14 @@ class ReplyStream:
         if len(shown) >= APPEND_LIMIT // 2:  # a token's cost says little
             self.s_per_char = (self.widget.loop_cpu - on_loop) / len(shown)
 
-    async def _settle_pending(self) -> None:
-        """Wait for the slice still rendering, if any (its error is raised here)."""
+    async def _settle_pending(self) -> bool:
+        """Wait for the slice still rendering, if any (its error is raised here); True when
+        there was one."""
         task, self.pending = self.pending, None
-        if task is not None:
-            await task
+        if task is None:
+            return False
+        await task
+        return True
 
     def hold(self, done: GenerationDone) -> bool:
         """The reply ended while slices of a burst are still queued: keep ``done`` until
