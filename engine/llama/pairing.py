@@ -136,10 +136,10 @@ def _fitted(
     """A side's prompt tokens (the newest messages that fit), the messages dropped, and its
     settings as used (the seed drawn, "auto" made the model's defaults)."""
     params = request.params.with_seed().resolved(prompt.template.name)
-    if any(m.images for m in request.messages) or params.output_format is not None:
+    if any(m.images for m in request.messages):
         raise GenerationError(
-            f"side {side} asks for images or an output format: a comparison answers in plain "
-            "text; send those as a normal reply."
+            f"side {side} asks for images: a comparison answers in text; send those as a "
+            "normal reply."
         )
     tokens, left_out = prompt.fit(request.messages, params)
     if has_images(tokens):

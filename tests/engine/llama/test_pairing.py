@@ -4,6 +4,8 @@ own settings and its own end; through the engine process too."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from vibechat.engine.llama.pairing import side_limits
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.structured import OutputFormat
 from vibechat.engine.turns.backend import (
     ChatMessage,
     GenerationDone,
@@ -25,6 +28,21 @@ from vibechat.engine.turns.backend import (
 
 STORY = (ChatMessage("user", "Write a long story about a dragon who learns to sing."),)
 CAPITAL = (ChatMessage("user", "What is the capital of France?"),)
+# A JSON object the grammar bounds (an enum, little whitespace): the reply completes well within
+# its limit, whatever the model would write.
+YES_NO = OutputFormat(
+    "schema",
+    json.dumps(
+        {
+            "type": "object",
+            "properties": {"answer": {"enum": ["yes", "no"]}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        }
+    ),
+    "yes-no.json",
+)
+ZEBRA = OutputFormat("grammar", 'root ::= "Zebra-" [0-9] [0-9] [0-9]', "zebra.gbnf")
 
 
 def pair(backend, a: SideRequest, b: SideRequest, on_text=None):
@@ -150,6 +168,28 @@ def test_the_next_plain_reply_continues_side_a_from_the_cache(backend):
     # The prompt came from the cache side A left, and the reply is the model's own.
     assert after.stats.prompt_tokens_evaluated < after.stats.prompt_tokens
     assert same_start(after.text, fresh.text, words=5)
+
+
+@pytest.mark.model
+def test_each_side_follows_its_own_output_format_and_the_other_none(backend):
+    question = (ChatMessage("user", "Is Paris the capital of France?"),)
+    a = SideRequest(
+        question, SamplingParams(temperature=0.8, seed=4, max_tokens=200, output_format=YES_NO)
+    )
+    b = SideRequest(question, SamplingParams(temperature=0, max_tokens=12))
+    done, _texts = pair(backend, a, b)
+    assert done["A"].finish_reason == "stop", done["A"].text
+    assert json.loads(done["A"].text)["answer"] in ("yes", "no")
+    assert done["A"].params.output_format == YES_NO and done["B"].params.output_format is None
+    # The other way round, a grammar on side B, side A free.
+    backend.reset()
+    a = SideRequest(question, SamplingParams(temperature=0, max_tokens=12))
+    b = SideRequest(
+        question, SamplingParams(temperature=0.8, seed=5, max_tokens=32, output_format=ZEBRA)
+    )
+    done, _texts = pair(backend, a, b)
+    assert re.fullmatch(r"Zebra-[0-9]{3}", done["B"].text), done["B"].text
+    assert not re.fullmatch(r"Zebra-[0-9]{3}", done["A"].text)
 
 
 @pytest.mark.model
