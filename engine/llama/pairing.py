@@ -26,9 +26,9 @@ from typing import Any
 import llama_cpp as ll
 
 from ..errors import GenerationError
-from ..settings.choices import COMPLETION
 from ..settings.knobs import LlamaCppOptions
 from ..settings.params import SamplingParams
+from ..settings.think_switch import check_budget
 from ..turns.backend import (
     SIDES,
     ChatEvent,
@@ -39,13 +39,14 @@ from ..turns.backend import (
     SideRequest,
 )
 from ..turns.thinking import Piece
-from .decoding import Emitter, make_sampler, reply_stops, sampler_chain
+from .decoding import Emitter, make_sampler, sampler_chain
 from .grammar_sampling import Sampler
 from .kv_cache import KVCache
 from .prompt_eval import AbortTicks, read_prompt
 from .prompt_parts import common_prefix
 from .prompting import Prompter
 from .replying import Reply
+from .think_budget import budgeted, closing_tokens
 from .vision import has_images
 
 # The sequence each side decodes in.
@@ -57,7 +58,8 @@ class PairTarget:
     """What the pair is handed of ``LlamaCppBackend``: its vocabulary, its prompt and KV cache
     (whose context and memory the pair decodes in), how a token becomes bytes, each side's cancel
     flag (``cancels``), the abort callback's ticks (whose ``cancel`` stops both sides), the NULL
-    abort callback put back after a prompt, and its batch size."""
+    abort callback put back after a prompt, its batch size and the thinking budget's closing
+    phrase."""
 
     vocab: Any
     prompt: Prompter
@@ -67,6 +69,8 @@ class PairTarget:
     ticks: AbortTicks
     no_abort: Any
     n_batch: int
+    # What the thinking budget's closing says (``think_budget_message``).
+    budget_message: str = ""
 
     @property
     def ctx(self) -> Any:
@@ -136,6 +140,7 @@ def _fitted(
     """A side's prompt tokens (the newest messages that fit), the messages dropped, and its
     settings as used (the seed drawn, "auto" made the model's defaults)."""
     params = request.params.with_seed().resolved(prompt.template.name)
+    check_budget(params.think_budget, prompt.context_size)
     if any(m.images for m in request.messages):
         raise GenerationError(
             f"side {side} asks for images: a comparison answers in text; send those as a "
@@ -184,27 +189,19 @@ def _start(
     limit: int,
     t_start: float,
 ) -> _Side:
-    """A side ready to decode: its emitter (its stop strings, its limit, its own cancel) and its
-    sampler chain."""
+    """A side ready to decode: its emitter (its stop strings, its limit, its own cancel, its
+    thinking budget) and its sampler (its chain, its output format's grammar, the budget's
+    closing tokens: think_budget.py), as a plain reply's."""
     prompt = target.prompt
-    template = prompt.template
-    inside = prompt.reply_thinks
-    if params.thinking != "auto":
-        inside = prompt.opens_thinking(params.thinking)
     cancel = target.cancels[name]
     cancel.clear()
-    out = Emitter(
-        target.piece_bytes,
-        target.vocab,
-        prompt.turn_stops,
-        cancel,
-        limit,
-        reply_stops(params, template.stop_strings),
-        inside,
-        prompt.harmony,
-        lstrip=template.name == COMPLETION,
+    out = prompt.emitter(target.piece_bytes, cancel, len(tokens), params, None)
+    out.limit = limit
+    sampler = budgeted(
+        make_sampler(sampler_chain(target.vocab, params), target.vocab, params),
+        out,
+        lambda: closing_tokens(prompt.tokenize, target.budget_message, prompt.harmony),
     )
-    sampler = make_sampler(sampler_chain(target.vocab, params), target.vocab, params)
     stats = GenerationStats(prompt_tokens=len(tokens), seed=params.seed)
     return _Side(name, tokens, params, out, sampler, Reply(t_start=t_start), stats)
 
@@ -415,6 +412,7 @@ class Pairs:
             self._ticks,
             self._no_abort,
             self.options.n_batch,
+            self.options.think_budget_message,
         )
         return pair_events(target, a, b)
 

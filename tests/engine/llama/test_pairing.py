@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import collect, same_start, worker_threads
+from conftest import collect, loaded_starter, same_start, worker_threads
+from test_think_budget import ASKED, closing_count, think_frame_model
 from vibechat.engine.errors import GenerationError
 from vibechat.engine.llama.pairing import side_limits
 from vibechat.engine.llama.worker import WorkerBackend
@@ -24,6 +25,7 @@ from vibechat.engine.turns.backend import (
     SideEvent,
     SideRequest,
     TextDelta,
+    ThinkingDelta,
 )
 
 STORY = (ChatMessage("user", "Write a long story about a dragon who learns to sing."),)
@@ -190,6 +192,30 @@ def test_each_side_follows_its_own_output_format_and_the_other_none(backend):
     done, _texts = pair(backend, a, b)
     assert re.fullmatch(r"Zebra-[0-9]{3}", done["B"].text), done["B"].text
     assert not re.fullmatch(r"Zebra-[0-9]{3}", done["A"].text)
+
+
+@pytest.mark.model
+def test_each_side_thinks_and_keeps_its_own_thinking_budget(starter_path, tmp_path):
+    """The forced `<think>` frame (test_think_budget.py): both replies start inside the
+    thinking; side A's budget closes A's thinking, side B (none) thinks on."""
+    with loaded_starter(
+        think_frame_model(starter_path, tmp_path), prompt_format="template", context_size=1024
+    ) as thinker:
+        a = SideRequest(tuple(ASKED), SamplingParams(temperature=0, max_tokens=48, think_budget=8))
+        b = SideRequest(tuple(ASKED), SamplingParams(temperature=0, max_tokens=48))
+        kinds: dict[str, list[type]] = {"A": [], "B": []}
+        done: dict[str, GenerationDone] = {}
+        for item in thinker.stream_pair(a, b):
+            kinds[item.side].append(type(item.event))
+            if isinstance(item.event, GenerationDone):
+                done[item.side] = item.event
+        for side in "AB":
+            assert ThinkingDelta in kinds[side] and done[side].thinking
+        stats_a, stats_b = done["A"].stats, done["B"].stats
+        assert stats_a.think_budget == 8 and stats_a.think_budget_reached is True
+        assert 8 <= stats_a.thinking_tokens <= 8 + closing_count(thinker)
+        assert "</think>" not in done["A"].thinking
+        assert stats_b.think_budget is None and stats_b.think_budget_reached is False
 
 
 @pytest.mark.model
