@@ -39,6 +39,8 @@ from ..turns.backend import (
     SideRequest,
 )
 from ..turns.thinking import Piece
+from ..turns.tool_calls import ToolSpec
+from ..turns.tool_formats import ToolFormat
 from .decoding import Emitter, make_sampler, sampler_chain
 from .grammar_sampling import Sampler
 from .kv_cache import KVCache
@@ -47,6 +49,8 @@ from .prompt_parts import common_prefix
 from .prompting import Prompter
 from .replying import Reply
 from .think_budget import budgeted, closing_tokens
+from .tool_grammar import marker_tokens, tool_sampler
+from .tool_replies import reply_tools, tool_calls_finish
 from .vision import has_images
 
 # The sequence each side decodes in.
@@ -56,7 +60,8 @@ SEQ: dict[Side, int] = {"A": 0, "B": 1}
 @dataclasses.dataclass
 class PairTarget:
     """What the pair is handed of ``LlamaCppBackend``: its vocabulary, its prompt and KV cache
-    (whose context and memory the pair decodes in), how a token becomes bytes, each side's cancel
+    (whose context and memory the pair decodes in), how a token becomes bytes (rendered as
+    text when a control token: a tool call's marker), each side's cancel
     flag (``cancels``), the abort callback's ticks (whose ``cancel`` stops both sides), the NULL
     abort callback put back after a prompt, its batch size and the thinking budget's closing
     phrase."""
@@ -64,7 +69,7 @@ class PairTarget:
     vocab: Any
     prompt: Prompter
     kv: KVCache
-    piece_bytes: Callable[[int], bytes]
+    token_bytes: Callable[[int, bool], bytes]
     cancels: dict[Side, threading.Event]
     ticks: AbortTicks
     no_abort: Any
@@ -111,17 +116,18 @@ def pair_events(
     prompt = target.prompt
     t_start = time.perf_counter()
     fitted = [_fitted(prompt, side, request) for side, request in zip(SIDES, (a, b), strict=True)]
-    for name, (tokens, dropped, _params) in zip(SIDES, fitted, strict=True):
-        if dropped:
-            trimmed = ContextTrimmed(dropped, len(tokens), prompt.context_size)
+    for name, side in zip(SIDES, fitted, strict=True):
+        if side.dropped:
+            trimmed = ContextTrimmed(side.dropped, len(side.tokens), prompt.context_size)
             yield SideEvent(name, trimmed)
-    (ta, _da, pa), (tb, _db, pb) = fitted
-    limits = side_limits(prompt.context_size, ta, tb, pa.max_tokens, pb.max_tokens)
+    fa, fb = fitted
+    ta, tb = fa.tokens, fb.tokens
+    limits = side_limits(prompt.context_size, ta, tb, fa.params.max_tokens, fb.params.max_tokens)
     shared = shared_prefix(ta, tb)
     ll.llama_memory_seq_rm(target.memory, SEQ["B"], -1, -1)
     sides = [
-        _start(target, name, tokens, params, limit, t_start)
-        for name, tokens, params, limit in zip(SIDES, (ta, tb), (pa, pb), limits, strict=True)
+        _start(target, name, side, limit, t_start)
+        for name, side, limit in zip(SIDES, fitted, limits, strict=True)
     ]
     finished = False
     try:
@@ -134,11 +140,23 @@ def pair_events(
         _settle(target, sides[0], finished)
 
 
-def _fitted(
-    prompt: Prompter, side: Side, request: SideRequest
-) -> tuple[list[int], int, SamplingParams]:
-    """A side's prompt tokens (the newest messages that fit), the messages dropped, and its
-    settings as used (the seed drawn, "auto" made the model's defaults)."""
+@dataclasses.dataclass(frozen=True)
+class _Fitted:
+    """A side's prompt as fitted: its tokens (the newest messages that fit), the messages
+    dropped, its settings as used (the seed drawn, "auto" made the model's defaults), and the
+    tools it offers in the call format ``fmt`` (None: none), with its tool choice."""
+
+    tokens: list[int]
+    dropped: int
+    params: SamplingParams
+    fmt: ToolFormat | None
+    tools: tuple[ToolSpec, ...]
+    tool_choice: str
+
+
+def _fitted(prompt: Prompter, side: Side, request: SideRequest) -> _Fitted:
+    """Side ``side``'s prompt fitted as a plain reply's is (its tools listed as the template
+    lists them: tool_replies.py)."""
     params = request.params.with_seed().resolved(prompt.template.name)
     check_budget(params.think_budget, prompt.context_size)
     if any(m.images for m in request.messages):
@@ -146,10 +164,13 @@ def _fitted(
             f"side {side} asks for images: a comparison answers in text; send those as a "
             "normal reply."
         )
-    tokens, left_out = prompt.fit(request.messages, params)
+    fmt, tools = reply_tools(
+        prompt.template, request.tools, request.tool_choice, params.output_format
+    )
+    tokens, left_out = prompt.fit(request.messages, params, tools)
     if has_images(tokens):
         raise GenerationError(f"side {side}'s prompt holds images: a comparison takes none.")
-    return tokens, len(left_out), params
+    return _Fitted(tokens, len(left_out), params, fmt, tools, request.tool_choice)
 
 
 def shared_prefix(ta: list[int], tb: list[int]) -> int:
@@ -181,29 +202,36 @@ def side_limits(
     return room - small, small
 
 
-def _start(
-    target: PairTarget,
-    name: Side,
-    tokens: list[int],
-    params: SamplingParams,
-    limit: int,
-    t_start: float,
-) -> _Side:
+def _start(target: PairTarget, name: Side, side: _Fitted, limit: int, t_start: float) -> _Side:
     """A side ready to decode: its emitter (its stop strings, its limit, its own cancel, its
-    thinking budget) and its sampler (its chain, its output format's grammar, the budget's
-    closing tokens: think_budget.py), as a plain reply's."""
-    prompt = target.prompt
+    thinking budget, its tools' call recogniser) and its sampler (its chain, its output format's
+    or its tools' grammar, the budget's closing tokens: think_budget.py), as a plain reply's."""
+    prompt, vocab, params, fmt = target.prompt, target.vocab, side.params, side.fmt
     cancel = target.cancels[name]
     cancel.clear()
-    out = prompt.emitter(target.piece_bytes, cancel, len(tokens), params, None)
+    # A call's markers that are control tokens are rendered for the recogniser (tool_grammar.py).
+    markers = marker_tokens(vocab, fmt) if fmt is not None else frozenset()
+    out = prompt.emitter(
+        lambda token: target.token_bytes(token, token in markers),
+        cancel,
+        len(side.tokens),
+        params,
+        fmt.recogniser() if fmt is not None else None,
+    )
     out.limit = limit
+    chain = sampler_chain(vocab, params)
+    drawn = (
+        make_sampler(chain, vocab, params)
+        if fmt is None
+        else tool_sampler(chain, vocab, fmt, side.tools, side.tool_choice)  # type: ignore[arg-type]
+    )
     sampler = budgeted(
-        make_sampler(sampler_chain(target.vocab, params), target.vocab, params),
+        drawn,
         out,
         lambda: closing_tokens(prompt.tokenize, target.budget_message, prompt.harmony),
     )
-    stats = GenerationStats(prompt_tokens=len(tokens), seed=params.seed)
-    return _Side(name, tokens, params, out, sampler, Reply(t_start=t_start), stats)
+    stats = GenerationStats(prompt_tokens=len(side.tokens), seed=params.seed)
+    return _Side(name, side.tokens, params, out, sampler, Reply(t_start=t_start), stats)
 
 
 def _read_prompts(
@@ -362,7 +390,8 @@ def _side_end(side: _Side) -> Iterator[SideEvent]:
     out = side.out
     out.count_into(side.stats, side.params)
     yield from _tagged(side, out.tail())
-    side.reply.ended(out, out.finish)
+    # A side that ended by itself with a call ends asking for it, as a plain reply.
+    side.reply.ended(out, tool_calls_finish(out.finish, out.tool_calls))
     event: ChatEvent = side.reply.done(side.stats, side.params)
     yield SideEvent(side.name, event)
 
@@ -395,7 +424,7 @@ class Pairs:
     def _loaded(self) -> tuple[Prompter, KVCache]:
         raise NotImplementedError
 
-    def _piece_bytes(self, token: int) -> bytes:
+    def _token_bytes(self, token: int, special: bool) -> bytes:
         raise NotImplementedError
 
     def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
@@ -407,7 +436,7 @@ class Pairs:
             self._vocab,
             prompt,
             kv,
-            self._piece_bytes,
+            self._token_bytes,
             self._sides,
             self._ticks,
             self._no_abort,

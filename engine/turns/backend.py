@@ -554,11 +554,16 @@ SIDES: tuple[Side, Side] = ("A", "B")
 @dataclass(frozen=True)
 class SideRequest:
     """One side of a comparison: the conversation it answers (A and B may differ in their
-    system prompt) and its sampling settings. No tools, no images: a comparison answers in
-    text."""
+    system prompt), its sampling settings (an output format and a thinking budget included) and
+    the tools it offers with its tool choice, as ``Backend.stream_chat`` takes them. A side that
+    ends by itself with a tool call ends with it in its ``GenerationDone`` (``finish_reason``
+    ``tool_calls``), as a plain reply: its tool round (with the user's approval) and the rest of
+    that side are then a normal reply's."""
 
     messages: tuple[ChatMessage, ...]
     params: SamplingParams
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str = "auto"
 
 
 @dataclass(frozen=True)

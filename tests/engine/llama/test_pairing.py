@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import collect, loaded_starter, same_start, worker_threads
+from ggufgen import copy_with_metadata
+from test_local_tools import TEMPLATES, WEATHER
 from test_think_budget import ASKED, closing_count, think_frame_model
 from vibechat.engine.errors import GenerationError
 from vibechat.engine.llama.pairing import side_limits
@@ -216,6 +218,36 @@ def test_each_side_thinks_and_keeps_its_own_thinking_budget(starter_path, tmp_pa
         assert 8 <= stats_a.thinking_tokens <= 8 + closing_count(thinker)
         assert "</think>" not in done["A"].thinking
         assert stats_b.think_budget is None and stats_b.think_budget_reached is False
+
+
+@pytest.mark.model
+def test_a_side_offered_tools_ends_asking_for_its_call_and_the_other_answers(
+    starter_path, tmp_path
+):
+    """The starter under Qwen 2.5's template (test_local_tools.py), tool choice ``required``
+    on side A: A ends with one call whose arguments parse, its text held back; B, offered no
+    tools, answers as text. What the model says is not judged."""
+    source = (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
+    path = copy_with_metadata(
+        starter_path, tmp_path / "qwen-tools-like.gguf", {"tokenizer.chat_template": source}
+    )
+    asked = (ChatMessage("user", "What will the weather be in Paris for the next 3 days?"),)
+    with loaded_starter(path, prompt_format="template", context_size=2048) as backend:
+        a = SideRequest(
+            asked,
+            SamplingParams(temperature=0, max_tokens=80, seed=1),
+            tools=(WEATHER,),
+            tool_choice="required",
+        )
+        b = SideRequest(asked, SamplingParams(temperature=0, max_tokens=16, seed=1))
+        done, texts = pair(backend, a, b)
+    call_side, plain_side = done["A"], done["B"]
+    assert call_side.finish_reason == "tool_calls" and len(call_side.tool_calls) == 1
+    call = call_side.tool_calls[0]
+    arguments = call.parsed_arguments()
+    assert call.name == "get_weather" and isinstance(arguments["city"], str)
+    assert "<tool_call>" not in texts["A"]
+    assert plain_side.finish_reason in ("stop", "length") and plain_side.tool_calls == ()
 
 
 @pytest.mark.model
