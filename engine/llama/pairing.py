@@ -12,7 +12,8 @@ cache's, ``KVCache``), side B sequence 1 (the context allows two: ``loading.cont
    one batch holding one token per live side. A side ends alone (its end-of-generation, its
    limit, its stop string, its cancel); the other goes on.
 4. Afterwards sequence 1 is removed: the cache holds side A's conversation (its prompt and
-   reply), and its token list says so; no snapshot is taken of a pair.
+   reply), and its token list says so; its KV snapshot is taken as a plain reply's is
+   (kv_snapshots.py), so a conversation reopened on side A's reply restores it.
 """
 
 from __future__ import annotations
@@ -398,7 +399,8 @@ def _side_end(side: _Side) -> Iterator[SideEvent]:
 
 def _settle(target: PairTarget, a: _Side, finished: bool) -> None:
     """Sequence 1 removed; the cache says what sequence 0 holds: side A's prompt and the tokens
-    decoded into it (emptied when the pair stopped midway: what it holds is not known)."""
+    decoded into it, due to be kept as a plain reply's KV snapshot (kv_snapshots.py); emptied
+    when the pair stopped midway: what it holds is not known."""
     kv = target.kv
     ll.llama_memory_seq_rm(target.memory, SEQ["B"], -1, -1)
     kv.snapshot_due = False
@@ -406,6 +408,14 @@ def _settle(target: PairTarget, a: _Side, finished: bool) -> None:
         kv.reset()
         return
     kv.tokens.extend(a.decoded)
+    kv.snapshot_due = True
+
+
+def _then_snapshot(events: Iterator[SideEvent], kv: KVCache) -> Generator[SideEvent, None, None]:
+    """``events``, then the snapshot of side A's conversation, once the consumer asked past
+    both ends (it has shown them), as ``stream_chat`` takes a plain reply's."""
+    yield from events
+    kv.keep_snapshot()
 
 
 class Pairs:
@@ -418,6 +428,7 @@ class Pairs:
     _cancel: threading.Event
     _ticks: AbortTicks
     _no_abort: Any
+    defer_snapshots: bool
     # Each side's own stop while a pair is decoded.
     _sides: dict[Side, threading.Event]
 
@@ -443,7 +454,9 @@ class Pairs:
             self.options.n_batch,
             self.options.think_budget_message,
         )
-        return pair_events(target, a, b)
+        events = pair_events(target, a, b)
+        # The engine process takes it itself once the pair's answer went out (worker_child.py).
+        return events if self.defer_snapshots else _then_snapshot(events, kv)
 
     def cancel_side(self, side: Side) -> None:
         """Stop one side of the pair under way soon; the other goes on (any thread)."""

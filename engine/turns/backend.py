@@ -588,7 +588,8 @@ class PairedReplies(Protocol):
     Side A's stats count the shared prefix's evaluation (``prompt_tokens_evaluated``, the
     prefix and A's own rest), side B's only its own rest: the two add up to what the pair
     evaluated. Afterwards the KV cache holds side A's conversation (prompt and reply), as after a
-    plain reply; no KV snapshot is taken of a pair."""
+    plain reply, and its KV snapshot is taken as a plain reply's (a conversation reopened on side
+    A's reply restores it)."""
 
     def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
         """Both replies as ``SideEvent``s, interleaved as they are decoded; each side ends with
