@@ -554,11 +554,9 @@ SIDES: tuple[Side, Side] = ("A", "B")
 @dataclass(frozen=True)
 class SideRequest:
     """One side of a comparison: the conversation it answers (A and B may differ in their
-    system prompt), its sampling settings (an output format and a thinking budget included) and
-    the tools it offers with its tool choice, as ``Backend.stream_chat`` takes them. A side that
-    ends by itself with a tool call ends with it in its ``GenerationDone`` (``finish_reason``
-    ``tool_calls``), as a plain reply: its tool round (with the user's approval) and the rest of
-    that side are then a normal reply's."""
+    system prompt), its settings (an output format, a thinking budget) and its tools, as
+    ``Backend.stream_chat`` takes them. A side's tool call ends it (``GenerationDone``'s
+    ``tool_calls``): its tool round and what follows are a normal reply's."""
 
     messages: tuple[ChatMessage, ...]
     params: SamplingParams
@@ -587,9 +585,8 @@ class PairedReplies(Protocol):
 
     Side A's stats count the shared prefix's evaluation (``prompt_tokens_evaluated``, the
     prefix and A's own rest), side B's only its own rest: the two add up to what the pair
-    evaluated. Afterwards the KV cache holds side A's conversation (prompt and reply), as after a
-    plain reply, and its KV snapshot is taken as a plain reply's (a conversation reopened on side
-    A's reply restores it)."""
+    evaluated. Afterwards the KV cache holds side A's conversation (prompt and reply), kept as a
+    plain reply's KV snapshot is."""
 
     def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
         """Both replies as ``SideEvent``s, interleaved as they are decoded; each side ends with
