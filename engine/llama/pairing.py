@@ -1,19 +1,25 @@
 """Two replies to one prompt at once (``PairedReplies``, engine/turns/backend.py), for
 ``LlamaCppBackend`` (engine/llama/llamacpp.py): side A is sequence 0 of the context (the KV
 cache's, ``KVCache``), side B sequence 1 (the context allows two: ``loading.context_params``).
+Each side has what a plain reply has: its own settings, output format (its grammar in its own
+sampler), thinking and thinking budget, tools (a call ends that side asking for it), images.
 
-1. Both prompts are fitted; their common prefix (all of it but the last token when A and B
-   differ only in sampling) is made to sit in sequence 0 as for a plain reply (the cache's
-   prefix kept, or a snapshot's), the rest of it evaluated once, then shared with sequence 1
-   (``llama_memory_seq_cp``: in the unified KV cache the cells are shared, not copied).
-2. Each side's own rest is evaluated on its sequence; the two last prompt tokens go in one
+1. Both prompts are fitted as a plain reply's (tools listed, images as placeholder runs); their
+   common prefix (all of it but the last token when A and B differ only in sampling; never
+   ending inside an image) is made to sit in sequence 0 as for a plain reply (the cache's
+   prefix kept, or a snapshot's), the rest of it evaluated once (an image in it through the
+   projector: prompt_eval.py), then shared with sequence 1 (``llama_memory_seq_cp``: in the
+   unified KV cache the cells are shared, not copied).
+2. Each side's own rest is evaluated on its sequence (an image in it encoded and evaluated into
+   that sequence: the two sides parted before it); the two last prompt tokens go in one
    batch, which gives each side its logits.
-3. Each step samples each live side from its own row with its own sampler chain, and decodes
-   one batch holding one token per live side. A side ends alone (its end-of-generation, its
-   limit, its stop string, its cancel); the other goes on.
+3. Each step samples each live side from its own row with its own sampler, and decodes one
+   batch holding one token per live side. A side ends alone (its end-of-generation, its limit,
+   its stop string, its tool call, its cancel); the other goes on.
 4. Afterwards sequence 1 is removed: the cache holds side A's conversation (its prompt and
    reply), and its token list says so; its KV snapshot is taken as a plain reply's is
-   (kv_snapshots.py), so a conversation reopened on side A's reply restores it.
+   (kv_snapshots.py), so a conversation reopened on side A's reply restores it (none of a
+   prompt with images, as for a plain reply).
 """
 
 from __future__ import annotations
@@ -45,14 +51,14 @@ from ..turns.tool_formats import ToolFormat
 from .decoding import Emitter, make_sampler, sampler_chain
 from .grammar_sampling import Sampler
 from .kv_cache import KVCache
-from .prompt_eval import AbortTicks, read_prompt
+from .prompt_eval import OUT_OF_PLACE, AbortTicks, read_prompt
 from .prompt_parts import common_prefix
 from .prompting import Prompter
 from .replying import Reply
 from .think_budget import budgeted, closing_tokens
 from .tool_grammar import marker_tokens, tool_sampler
 from .tool_replies import reply_tools, tool_calls_finish
-from .vision import has_images
+from .vision import Vision, image_start, is_image_start
 
 # The sequence each side decodes in.
 SEQ: dict[Side, int] = {"A": 0, "B": 1}
@@ -77,6 +83,8 @@ class PairTarget:
     n_batch: int
     # What the thinking budget's closing says (``think_budget_message``).
     budget_message: str = ""
+    # The projector (None: the model takes no images).
+    vision: Vision | None = None
 
     @property
     def ctx(self) -> Any:
@@ -160,24 +168,18 @@ def _fitted(prompt: Prompter, side: Side, request: SideRequest) -> _Fitted:
     lists them: tool_replies.py)."""
     params = request.params.with_seed().resolved(prompt.template.name)
     check_budget(params.think_budget, prompt.context_size)
-    if any(m.images for m in request.messages):
-        raise GenerationError(
-            f"side {side} asks for images: a comparison answers in text; send those as a "
-            "normal reply."
-        )
     fmt, tools = reply_tools(
         prompt.template, request.tools, request.tool_choice, params.output_format
     )
     tokens, left_out = prompt.fit(request.messages, params, tools)
-    if has_images(tokens):
-        raise GenerationError(f"side {side}'s prompt holds images: a comparison takes none.")
     return _Fitted(tokens, len(left_out), params, fmt, tools, request.tool_choice)
 
 
 def shared_prefix(ta: list[int], tb: list[int]) -> int:
     """The prompts' tokens evaluated once: their common prefix, short of each one's last token
-    (evaluated on each side's own sequence, for its logits)."""
-    return min(common_prefix(ta, tb), len(ta) - 1, len(tb) - 1)
+    (evaluated on each side's own sequence, for its logits), never ending inside an image (one
+    the prompts part in is each side's own)."""
+    return image_start(ta, min(common_prefix(ta, tb), len(ta) - 1, len(tb) - 1))
 
 
 def side_limits(
@@ -254,7 +256,7 @@ def _read_prompts(
             a.tokens[keep:shared],
             n_batch,
             target.ticks,
-            None,
+            target.vision,
             report=True,
         )
         while True:
@@ -281,19 +283,28 @@ def _read_prompts(
 
 
 def _read_rests(target: PairTarget, sides: list[_Side], shared: int, n_batch: int) -> bool:
-    """Each side's prompt past the shared prefix on its own sequence, in batches of at most
-    ``n_batch``; the last token of each in the final batch, with logits (each side's ``row``).
-    False: cancelled."""
-    rows = [
-        (token, pos, SEQ[side.name])
-        for side in sides
-        for pos, token in enumerate(side.tokens[shared:-1], start=shared)
-    ]
+    """Each side's prompt past the shared prefix on its own sequence: text in batches of at
+    most ``n_batch`` rows (both sides' in one), an image through the projector into its side's
+    sequence (the text before it first); the last token of each in the final batch, with logits
+    (each side's ``row``). False: cancelled."""
+    rows: list[tuple[int, int, int]] = []
     batch = ll.llama_batch_init(max(n_batch, len(sides)), 0, 1)
     try:
-        for start in range(0, len(rows), n_batch):
-            if not _decode_rows(target, batch, rows[start : start + n_batch], ()):
-                return False
+        for side in sides:
+            rest, pos = side.tokens[:-1], shared
+            while pos < len(rest):
+                if rest[pos] >= 0:
+                    rows.append((rest[pos], pos, SEQ[side.name]))
+                    pos += 1
+                    continue
+                if not _flush(target, batch, rows, n_batch):
+                    return False
+                n = _side_image(target, side, pos, n_batch)
+                if not n:
+                    return False
+                pos += n
+        if not _flush(target, batch, rows, n_batch):
+            return False
         last = [(side.tokens[-1], len(side.tokens) - 1, SEQ[side.name]) for side in sides]
         if not _decode_rows(target, batch, last, range(len(last))):
             return False
@@ -303,6 +314,34 @@ def _read_rests(target: PairTarget, sides: list[_Side], shared: int, n_batch: in
         side.row = row
     target.kv.tokens.extend(sides[0].tokens[shared:])
     return True
+
+
+def _flush(target: PairTarget, batch: Any, rows: list[tuple[int, int, int]], n_batch: int) -> bool:
+    """Decode the text ``rows`` gathered (then emptied), ``n_batch`` at a time, no logits.
+    False: cancelled."""
+    for start in range(0, len(rows), n_batch):
+        if not _decode_rows(target, batch, rows[start : start + n_batch], ()):
+            return False
+    rows.clear()
+    return True
+
+
+def _side_image(target: PairTarget, side: _Side, pos: int, n_batch: int) -> int:
+    """Encode and evaluate the image run at ``side.tokens[pos]`` into the side's sequence: its
+    length, or 0 if cancelled; a failure raises (one line)."""
+    head, vision = side.tokens[pos], target.vision
+    if vision is None or not is_image_start(head):
+        raise GenerationError(OUT_OF_PLACE)
+    n = vision.run_length(head)
+    rc = vision.evaluate(target.ctx, head, pos, n_batch, SEQ[side.name])
+    if rc == 0 and not target.cancel.is_set():
+        return n
+    if rc in (0, 2) or target.cancel.is_set():
+        return 0
+    raise GenerationError(
+        f"llama.cpp failed to evaluate side {side.name}'s image (code {rc}); start a new "
+        "conversation or lower --ctx."
+    )
 
 
 def _decode_rows(
@@ -428,6 +467,7 @@ class Pairs:
     _cancel: threading.Event
     _ticks: AbortTicks
     _no_abort: Any
+    _vision: Vision | None
     defer_snapshots: bool
     # Each side's own stop while a pair is decoded.
     _sides: dict[Side, threading.Event]
@@ -453,6 +493,7 @@ class Pairs:
             self._no_abort,
             self.options.n_batch,
             self.options.think_budget_message,
+            self._vision,
         )
         events = pair_events(target, a, b)
         # The engine process takes it itself once the pair's answer went out (worker_child.py).
