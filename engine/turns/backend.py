@@ -559,11 +559,14 @@ SIDES: tuple[Side, Side] = ("A", "B")
 @dataclass(frozen=True)
 class SideRequest:
     """One side of a comparison: the conversation it answers (A and B may differ in their
-    system prompt) and its sampling settings. No tools, no images: a comparison answers in
-    text."""
+    system prompt), its settings (an output format, a thinking budget) and its tools, as
+    ``Backend.stream_chat`` takes them. A side's tool call ends it (``GenerationDone``'s
+    ``tool_calls``): its tool round and what follows are a normal reply's."""
 
     messages: tuple[ChatMessage, ...]
     params: SamplingParams
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -587,8 +590,8 @@ class PairedReplies(Protocol):
 
     Side A's stats count the shared prefix's evaluation (``prompt_tokens_evaluated``, the
     prefix and A's own rest), side B's only its own rest: the two add up to what the pair
-    evaluated. Afterwards the KV cache holds side A's conversation (prompt and reply), as after a
-    plain reply; no KV snapshot is taken of a pair."""
+    evaluated. Afterwards the KV cache holds side A's conversation (prompt and reply), kept as a
+    plain reply's KV snapshot is."""
 
     def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
         """Both replies as ``SideEvent``s, interleaved as they are decoded; each side ends with
