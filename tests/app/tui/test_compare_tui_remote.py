@@ -1,0 +1,63 @@
+"""The chat's /compare when the chat talks to an OpenAI-compatible server (issue 44 point 1): the
+same server model at two settings, side B on a connection of its own, the two requests in
+parallel. A real Textual app (Pilot) on a real SQLite file against the stub server on
+127.0.0.1 (tests/openai_stub.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakes import send, settle
+from helpers import notices, wait_for
+from vibechat.app.tui import create_app
+from vibechat.app.tui.conversation.compare_view import CompareView
+from vibechat.engine.chat.history import History
+
+SIZE = (120, 36)
+
+
+def completions(stub) -> list[dict]:
+    return [r["body"] for r in stub.requests if r["path"].endswith("/chat/completions")]
+
+
+async def test_compare_on_a_server_asks_the_same_model_twice_at_two_settings(stub, tmp_path):
+    history = History(tmp_path / "history.db")
+    app = create_app(stub.backend(), blink=False, history=history)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/compare temperature=1.2")
+        await send(pilot, "Say hello.")
+        await settle(pilot)
+        view = list(app.chat.query(CompareView))[-1]
+        assert not [n for n in notices(app) if "one reply at a time" in n]
+        assert [reply.text for reply in view.replies] == [stub.reply, stub.reply]
+        bodies = completions(stub)
+        assert len(bodies) == 2 and {b["model"] for b in bodies} == {"stub-small"}
+        temperatures = sorted(b["temperature"] for b in bodies)
+        assert temperatures[1] == 1.2 and temperatures[0] == app.conversation.params.temperature
+        heads = [str(c.head.render()) for c in view.columns]
+        assert "temperature=1.2" in heads[1]
+    stored = history.get(history.latest().id)
+    reply = next(m for m in stored.messages if m.role == "assistant")
+    assert len(history.siblings(reply.id)) == 2
+
+
+async def test_the_two_server_requests_run_in_parallel_and_esc_stops_both(stub, tmp_path: Path):
+    stub.mode, stub.cut_after = "stall", 3
+    app = create_app(stub.backend(), blink=False, history=History(tmp_path / "history.db"))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/compare temperature=1.2")
+        await send(pilot, "Say hello.", wait=False)
+        # Both requests stall on the server after three words: each column shows them, which
+        # only one request at a time could not do.
+        await wait_for(pilot, lambda: list(app.chat.query(CompareView)))
+        view = list(app.chat.query(CompareView))[-1]
+        partial = "Hello there, this"
+        await wait_for(pilot, lambda: [r.text for r in view.replies] == [partial, partial])
+        assert len(completions(stub)) == 2
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.state.generating)
+        stub.release.set()
+        assert [r.text for r in view.replies] == [partial, partial]
+        assert all("stopped" in str(r.status_shown) for r in view.replies)
