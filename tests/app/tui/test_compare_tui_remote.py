@@ -5,6 +5,7 @@ parallel. A real Textual app (Pilot) on a real SQLite file against the stub serv
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from fakes import send, settle
@@ -61,3 +62,38 @@ async def test_the_two_server_requests_run_in_parallel_and_esc_stops_both(stub, 
         stub.release.set()
         assert [r.text for r in view.replies] == [partial, partial]
         assert all("stopped" in str(r.status_shown) for r in view.replies)
+
+
+async def test_each_side_has_what_a_normal_reply_has(stub, tmp_path: Path):
+    """Point 5 on a server: the prompt's text file reaches both sides, /format json applies to
+    both, and each column shows its side's thinking block, saved with its reply."""
+    stub.reasoning = ["The user greets me.\n", "I should greet back."]
+    stub.reply = '{"greeting": "hello"}'
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the secret word is heron\n", encoding="utf-8")
+    history = History(tmp_path / "history.db")
+    app = create_app(stub.backend(), blink=False, history=history)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, "/format json")
+        await send(pilot, f"/file {notes}")
+        await send(pilot, "/compare temperature=1.2")
+        await send(pilot, "Say hello.")
+        await settle(pilot)
+        view = list(app.chat.query(CompareView))[-1]
+        bodies = completions(stub)
+        assert len(bodies) == 2
+        for body in bodies:
+            assert "heron" in json.dumps(body["messages"])
+            assert body["response_format"]["type"] == "json_object"
+        for reply in view.replies:
+            assert json.loads(reply.text) == {"greeting": "hello"}
+            assert reply.thinking is not None
+            assert "I should greet back." in reply.thinking.text
+    stored = history.get(history.latest().id)
+    reply = next(m for m in stored.messages if m.role == "assistant")
+    siblings = history.siblings(reply.id)
+    assert len(siblings) == 2
+    saved = [history.message(row) for row in siblings]
+    assert all("I should greet back." in (m.thinking or "") for m in saved if m is not None)
+    assert all(m is not None for m in saved)
