@@ -74,6 +74,14 @@ class Armed:
             return "two replies, blind (the settings are shown after the pick)"
         return f"{self.head('A')} vs {self.head('B')}"
 
+    def status(self) -> str:
+        """The status bar's words while it is armed: ``B temperature=1.2`` (both sides when A
+        has settings of its own: ``A top_k=20 vs B top_k=80``; blind mode hides them)."""
+        if self.blind:
+            return "two replies, blind"
+        sides: tuple[Side, ...] = ("A", "B") if self.a.text else ("B",)
+        return " vs ".join(self.head(side).replace(" · ", " ", 1) for side in sides)
+
     def head(self, side: Side) -> str:
         """Side ``side`` and what it was run with that differs: ``B · temperature=1.2``."""
         differs = self.differs

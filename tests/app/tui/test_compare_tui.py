@@ -308,3 +308,31 @@ async def test_the_palettes_pick_b_and_stop_entries_act_on_the_comparison(tmp_pa
         await settle(pilot)
         assert app.chat.messages()[-1].branch == (2, 2)
     assert history.pick_count() == 1
+
+
+async def test_the_flip_key_works_from_the_input_and_the_status_bar_says_what_is_armed(
+    tmp_path: Path,
+):
+    app = create_app(PairedFake(), blink=False, history=History(tmp_path / "h.db"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await send(pilot, "/compare temperature=1.2")
+        assert "compare: B temperature=1.2" in app.status.render().plain
+        await send(pilot, "/compare off")
+        assert "compare:" not in app.status.render().plain
+        await send(pilot, "/compare top_k=20 vs top_k=80")
+        assert "compare: A top_k=20 vs B top_k=80" in app.status.render().plain
+        await send(pilot, "question")
+        # The armed comparison ran: the next prompt is answered once.
+        assert "compare:" not in app.status.render().plain
+        view = view_of(app)
+        assert view is not None and view.narrow
+        first, second = view.columns
+        assert first.display and not second.display
+        # The input keeps the focus: Ctrl+\ (the bindings table's compare_flip) flips anyway.
+        assert app.focused is app.prompt_input
+        await pilot.press("ctrl+backslash")
+        await pilot.pause()
+        assert second.display and not first.display
+        binding = next(b for b in app.BINDINGS if getattr(b, "id", None) == "compare_flip")
+        assert binding.key == "ctrl+backslash"
