@@ -111,8 +111,18 @@ class Comparisons:
         self.arm(armed)
         self.host.notify(
             f"Compare armed: the next prompt is answered twice, {armed.describe()}. "
-            "/compare off disarms.",
+            f"/compare off disarms.{self._no_tools()}",
             timeout=6,
+        )
+
+    def _no_tools(self) -> str:
+        """Said when tools are on offer: a comparison's sides are offered none (yet)."""
+        tools, _ = self.host.tool_rounds.offer()
+        if not tools:
+            return ""
+        return (
+            " Its two sides are offered no tools: a comparison runs none (/compare off for a "
+            "reply that may call them)."
         )
 
     def arm(self, armed: Armed | None) -> None:
