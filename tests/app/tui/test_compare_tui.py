@@ -362,3 +362,27 @@ async def test_with_tools_on_offer_arming_says_the_sides_are_offered_none(tmp_pa
         await send(pilot, "question")
         ((a, b),) = backend.pairs
         assert a.tools == () and b.tools == ()
+
+
+async def test_an_image_attached_to_the_prompt_goes_to_both_sides_of_the_pair(tmp_path: Path):
+    """With the chat's own vision model, both sides of the pair get the prompt's image (the
+    engine encodes it once for both)."""
+    from dataclasses import replace
+
+    from PIL import Image
+
+    from fakes import INFO
+
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (32, 24), (200, 30, 30)).save(photo)
+    backend = PairedFake()
+    backend.info = replace(INFO, projector="/models/mmproj-fake.gguf")
+    app = create_app(backend, blink=False, history=History(tmp_path / "h.db"))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, f"/image {photo}")
+        await compared(pilot, prompt="What is in this picture?")
+        await settle(pilot)
+        ((a, b),) = backend.pairs
+        for side in (a, b):
+            assert [i.name for i in side.messages[-1].images] == ["photo.png"]
