@@ -28,7 +28,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import llama_cpp as ll
 
@@ -457,28 +457,50 @@ def _then_snapshot(events: Iterator[SideEvent], kv: KVCache) -> Generator[SideEv
     kv.keep_snapshot()
 
 
+class PairHost(Protocol):
+    """What ``Pairs`` reads of the backend it is mixed into (``LlamaCppBackend``), as the backend
+    itself reads it: the model loaded (``_loaded``), a token's bytes, its vocabulary, options and
+    projector, its cancel flags and abort callbacks, and whether its snapshots wait for the
+    engine process."""
+
+    @property
+    def options(self) -> LlamaCppOptions: ...
+
+    @property
+    def _vocab(self) -> Any: ...
+
+    @property
+    def _cancel(self) -> threading.Event: ...
+
+    @property
+    def _ticks(self) -> AbortTicks: ...
+
+    @property
+    def _no_abort(self) -> Any: ...
+
+    @property
+    def _vision(self) -> Vision | None: ...
+
+    @property
+    def defer_snapshots(self) -> bool: ...
+
+    @property
+    def _sides(self) -> dict[Side, threading.Event]:
+        """Each side's own stop while a pair is decoded."""
+
+    def _loaded(self) -> tuple[Prompter, KVCache]: ...
+
+    def _token_bytes(self, token: int, special: bool) -> bytes: ...
+
+
 class Pairs:
     """``LlamaCppBackend``'s two replies at once (``PairedReplies``): its ``stream_pair`` and
-    ``cancel_side``, a mixin of the backend (llamacpp.py), which it reads as the backend itself
-    does: the model loaded (``_loaded``), its vocabulary, its cancel flags and abort callbacks."""
+    ``cancel_side``, a mixin of the backend (llamacpp.py), which reads what ``PairHost`` says
+    of it."""
 
-    options: LlamaCppOptions
-    _vocab: Any
-    _cancel: threading.Event
-    _ticks: AbortTicks
-    _no_abort: Any
-    _vision: Vision | None
-    defer_snapshots: bool
-    # Each side's own stop while a pair is decoded.
-    _sides: dict[Side, threading.Event]
-
-    def _loaded(self) -> tuple[Prompter, KVCache]:
-        raise NotImplementedError
-
-    def _token_bytes(self, token: int, special: bool) -> bytes:
-        raise NotImplementedError
-
-    def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
+    def stream_pair(
+        self: PairHost, a: SideRequest, b: SideRequest
+    ) -> Generator[SideEvent, None, None]:
         """Two replies to one prompt at once, as two sequences of this context
         (``PairedReplies``, engine/turns/backend.py; the steps above)."""
         prompt, kv = self._loaded()
@@ -499,6 +521,6 @@ class Pairs:
         # The engine process takes it itself once the pair's answer went out (worker_child.py).
         return events if self.defer_snapshots else _then_snapshot(events, kv)
 
-    def cancel_side(self, side: Side) -> None:
+    def cancel_side(self: PairHost, side: Side) -> None:
         """Stop one side of the pair under way soon; the other goes on (any thread)."""
         self._sides[side].set()
