@@ -137,10 +137,14 @@ def make_remote_backend(engine: EngineSettings) -> Backend:
 def same_server(engine: EngineSettings, info: ModelInfo) -> Backend | None:
     """A second backend to the server model ``info`` describes, with its own connection (a
     comparison's side B on the chat's server: the two requests run in parallel); None when
-    ``info`` is a local model. The API key comes from the environment as the chat's did."""
+    ``info`` is a local model. The server's address is the chat's as given (``engine``'s, with
+    what the shown one leaves out), else the one ``info`` names; the API key comes from the
+    environment as the chat's did."""
     from vibechat.engine.remote.options import api_root
 
-    root = api_root(info)
+    if not info.server:
+        return None
+    root = (engine.base_url if engine.remote else None) or api_root(info)
     if root is None:
         return None
     return make_remote_backend(replace(engine, backend="openai", base_url=root, model=info.name))

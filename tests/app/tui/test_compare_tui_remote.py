@@ -97,3 +97,20 @@ async def test_each_side_has_what_a_normal_reply_has(stub, tmp_path: Path):
     saved = [history.message(row) for row in siblings]
     assert all("I should greet back." in (m.thinking or "") for m in saved if m is not None)
     assert all(m is not None for m in saved)
+
+
+def test_side_b_on_the_chats_server_keeps_the_address_as_the_chat_was_given_it(stub):
+    """The twin connection uses the chat's base_url as given (what the shown address leaves
+    out, such as credentials, kept), and the model in use; a local model has no twin."""
+    from dataclasses import replace
+
+    from vibechat.app.backends import same_server
+    from vibechat.engine.settings.knobs import EngineSettings
+
+    info = stub.backend().load()
+    given = stub.url.replace("http://", "http://user:secret@")
+    twin = same_server(EngineSettings(base_url=given), info)
+    assert twin is not None
+    assert twin.options.base_url == given and twin.options.model == "stub-small"
+    assert same_server(EngineSettings(), info).options.base_url == stub.url
+    assert same_server(EngineSettings(), replace(info, server=None)) is None
