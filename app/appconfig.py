@@ -68,6 +68,7 @@ BINDING_IDS: tuple[str, ...] = (
     "hide_config_problems",
     "cancel_edit",
     "resume_last",
+    "compare_flip",
     # the prompt input
     "input.scroll_up",
     "input.scroll_down",
@@ -83,6 +84,12 @@ BINDING_IDS: tuple[str, ...] = (
     "tool.toggle",
     "attachment.toggle",
     "attachment.remove",  # a file under a prompt; a line of the tray above the input
+    # two replies compared (/compare), the comparison focused
+    "compare.pick_1",
+    "compare.pick_2",
+    "compare.stop_1",
+    "compare.stop_2",
+    "compare.flip",
     # a tool call's question (nothing runs without a yes)
     "approval.once",
     "approval.conversation",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from vibechat.engine.errors import ModelNotDownloadedError, VibechatError
 from vibechat.engine.settings.knobs import EngineSettings, LlamaCppOptions
 from vibechat.engine.settings.table import SETTINGS_BY_KEY
-from vibechat.engine.turns.backend import Backend
+from vibechat.engine.turns.backend import Backend, ModelInfo
 
 from .options import check_engine_numbers
 
@@ -132,3 +132,19 @@ def make_remote_backend(engine: EngineSettings) -> Backend:
     return make_openai_backend(
         engine.base_url, engine.model, api_key_env=engine.api_key_env, timeout=engine.timeout
     )
+
+
+def same_server(engine: EngineSettings, info: ModelInfo) -> Backend | None:
+    """A second backend to the server model ``info`` describes, with its own connection (a
+    comparison's side B on the chat's server: the two requests run in parallel); None when
+    ``info`` is a local model. The server's address is the chat's as given (``engine``'s, with
+    what the shown one leaves out), else the one ``info`` names; the API key comes from the
+    environment as the chat's did."""
+    from vibechat.engine.remote.options import api_root
+
+    if not info.server:
+        return None
+    root = (engine.base_url if engine.remote else None) or api_root(info)
+    if root is None:
+        return None
+    return make_remote_backend(replace(engine, backend="openai", base_url=root, model=info.name))

@@ -201,11 +201,8 @@ def chat_side(
         model = preset.model
     else:
         model = None
+    # The conversation's output format (/format) applies to both sides, as to a plain reply.
     params = side_params(params, choice.settings)
-    if params.output_format is not None:
-        raise VibechatError(
-            "a comparison answers in plain text: drop the output format (/format off)."
-        )
     if choice.system is not None:
         system = choice.system or None
     return ChatSide(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, TextIO
 
 from vibechat.engine.chat.batch import BatchLineError, read_requests
@@ -60,6 +60,9 @@ class CompareOptions:
     json_output: bool
     no_save: bool
     raw: bool
+    # --json-schema / --grammar: both sides' replies follow it.
+    json_schema: str | None = None
+    grammar: str | None = None
 
 
 @dataclass
@@ -92,8 +95,6 @@ REFUSED = {
     "conversation": "--conversation",
     "image": "--image",
     "file": "--file",
-    "json_schema": "--json-schema",
-    "grammar": "--grammar",
     "allow_tool": "--allow-tool",
     "switch_model": "--switch-model",
     "no_prefix_cache": "--no-prefix-cache",
@@ -108,8 +109,8 @@ def compare_main(
     for name, flag in REFUSED.items():
         if given.get(name):
             raise VibechatError(
-                f"--compare and {flag} do not mix: a comparison answers one new prompt in plain "
-                f"text; drop {flag}."
+                f"--compare and {flag} do not mix: a comparison answers one new prompt; drop "
+                f"{flag}."
             )
     options = CompareOptions(
         prompt=given.get("prompt"),
@@ -117,6 +118,8 @@ def compare_main(
         json_output=bool(given.get("json_output")),
         no_save=bool(given.get("no_save")),
         raw=bool(given.get("raw")),
+        json_schema=given.get("json_schema"),
+        grammar=given.get("grammar"),
     )
     return _compare(specs, loaded, wanted, options)
 
@@ -124,7 +127,10 @@ def compare_main(
 def _compare(
     specs: tuple[str, str], loaded: LoadedConfig, wanted: RunFlags, options: CompareOptions
 ) -> int:
-    sides = [side_plan(side, text, loaded, wanted) for side, text in zip(SIDES, specs, strict=True)]
+    sides = [
+        _formatted(side_plan(side, text, loaded, wanted), options)
+        for side, text in zip(SIDES, specs, strict=True)
+    ]
     for plan in sides:
         if plan.problem is not None:
             _say(f"side {plan.label}: {plan.problem}")
@@ -155,6 +161,20 @@ def _compare(
         engines.close()
         if history is not None:
             history.close()
+
+
+def _formatted(side: SidePlan, options: CompareOptions) -> SidePlan:
+    """Side ``side`` with ``--json-schema`` / ``--grammar`` on its reply (checked for its own
+    engine, as ``run`` checks it); one that cannot take it has its line."""
+    if side.plan is None or (options.json_schema is None and options.grammar is None):
+        return side
+    from .run_args import structured_output
+
+    try:
+        fmt = structured_output(options.json_schema, options.grammar, side.plan.engine)
+    except VibechatError as exc:
+        return replace(side, plan=None, problem=str(exc))
+    return replace(side, plan=side.plan.with_output_format(fmt))
 
 
 def _say(line: str) -> None:

@@ -111,6 +111,8 @@ class ChatState:
     lens: _Field[int] = _Field(0)
     # /think budget: most tokens a reply may think (None: no budget).
     think_budget: _Field[int | None] = _Field(None)
+    # /compare armed for the next prompt: "B temperature=1.2" ("": none armed).
+    compare: _Field[str] = _Field("")
 
     def __init__(self, owner: DOMNode) -> None:
         self._values: dict[str, Any] = {}

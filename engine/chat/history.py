@@ -182,6 +182,7 @@ class History(PickBook):
             params_from(r["params"]),
             path_to(tree, leaf),
             tree,
+            self.picks_of(conversation_id),
         )
 
     def messages_after(self, conversation_id: int, message_id: int) -> list[StoredMessage]:

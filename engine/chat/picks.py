@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .compared import PickMark
 from .database import HistoryDatabase
 from .records import json_object, now
 
@@ -87,6 +88,16 @@ class PickBook(HistoryDatabase):
             )
             assert cur.lastrowid is not None
             return cur.lastrowid
+
+    def picks_of(self, conversation_id: int) -> tuple[PickMark, ...]:
+        """The picks kept of conversation ``conversation_id``'s comparisons, oldest first (its
+        export marks them: compared.py)."""
+        rows = self._read(
+            "SELECT a_message_id, b_message_id, winner FROM picks WHERE conversation_id = ? "
+            "ORDER BY id",
+            (conversation_id,),
+        )
+        return tuple(PickMark(r["a_message_id"], r["b_message_id"], r["winner"]) for r in rows)
 
     def pick_count(self) -> int:
         """How many picks are kept."""

@@ -20,6 +20,7 @@ from ..settings.params import PARAM_SPECS, SamplingParams
 from ..turns.attachments import Attachment
 from ..turns.backend import ChatMessage
 from ..turns.tool_calls import ToolCall
+from .compared import Compared, PickMark, compared_replies, differing_settings
 
 Status = Literal["streaming", "complete", "cut", "stopped", "error", "interrupted"]
 STATUSES: tuple[str, ...] = ("streaming", "complete", "cut", "stopped", "error", "interrupted")
@@ -189,6 +190,8 @@ class StoredConversation:
     params: SamplingParams
     messages: list[StoredMessage] = field(default_factory=list)
     tree: list[StoredMessage] = field(default_factory=list)
+    # The picks kept of its comparisons (picks.py), which the export marks.
+    picks: tuple[PickMark, ...] = ()
 
     @property
     def id(self) -> int:
@@ -244,14 +247,16 @@ class StoredConversation:
         lines.append(f"- Parameters: {export_line(self.params)}")
         if self.system:
             lines += ["", "## System", "", self.system]
+        compared = compared_replies(self.tree or self.messages, s.source, self.picks)
         for m in self.messages:
+            place = compared.get(m.id)
+            if place is not None:
+                # Both sides of the comparison, A first, each headed by its side.
+                lines += self._compared(m, place)
+                continue
             heading = {"user": "User", "tool": f"Tool result: {m.tool_name or 'a tool'}"}.get(
                 m.role, "Assistant"
-            )
-            if m.status == "cut":
-                heading += " (cut: it reached the token limit or the end of the context)"
-            elif m.status != "complete":
-                heading += f" ({m.status}{': ' + m.error if m.error else ''})"
+            ) + _status_words(m)
             if m.is_summary:
                 heading = f"Summary (compacted: it replaces {self.replaced_by(m)})"
             if m.pinned:
@@ -260,18 +265,56 @@ class StoredConversation:
             # The others are in the JSON export (``tree``).
             if count > 1 and not m.is_summary:
                 heading += f" · version {index} of {count}"
-            lines += ["", f"## {heading}", ""]
-            if m.attachments:
-                lines += [*(attached_line(a) for a in m.attachments), ""]
-            if m.thinking:
-                lines += [*_details("Thinking", m.thinking), ""]
-            if m.role == "tool":
-                lines += [*_details("Result", m.content)]
-                continue
-            lines.append(m.content)
-            for call in m.tool_calls:
-                lines += ["", f"Called `{call.name}` with:", "", "```json", call.arguments, "```"]
+            lines += _section(m, heading)
         return "\n".join(lines).rstrip() + "\n"
+
+    def _compared(self, shown: StoredMessage, place: Compared) -> list[str]:
+        """The two replies of a comparison, ``shown`` the one on the branch: each headed by its
+        side and the settings it was run with where the other's differ, the branch's and the
+        pick's marked."""
+        by_id = {m.id: m for m in self.tree or self.messages}
+        other = by_id.get(place.other)
+        sides = {place.side: shown}
+        if other is not None:
+            sides["B" if place.side == "A" else "A"] = other
+        lines: list[str] = []
+        for side in sorted(sides):
+            m = sides[side]
+            heading = f"Assistant · side {side}" + _status_words(m)
+            rival = sides.get("B" if side == "A" else "A")
+            differs = differing_settings(m.params, rival.params if rival is not None else None)
+            heading += f" ({differs})" if differs else " (the same settings)"
+            if m is shown:
+                heading += " · on the branch"
+            if place.winner == side:
+                heading += " · picked"
+            lines += _section(m, heading)
+        return lines
+
+
+def _status_words(m: StoredMessage) -> str:
+    """How a message ended, when not complete, for its heading."""
+    if m.status == "cut":
+        return " (cut: it reached the token limit or the end of the context)"
+    if m.status != "complete":
+        return f" ({m.status}{': ' + m.error if m.error else ''})"
+    return ""
+
+
+def _section(m: StoredMessage, heading: str) -> list[str]:
+    """A message's section of the Markdown export under ``heading``: its attachments, its
+    thinking, its text (a tool result's folded) and the tool calls it asked for."""
+    lines = ["", f"## {heading}", ""]
+    if m.attachments:
+        lines += [*(attached_line(a) for a in m.attachments), ""]
+    if m.thinking:
+        lines += [*_details("Thinking", m.thinking), ""]
+    if m.role == "tool":
+        return [*lines, *_details("Result", m.content)]
+    lines.append(m.content)
+    for call in m.tool_calls:
+        lines += ["", f"Called `{call.name}` with:", "", "```json", call.arguments, "```"]
+    return lines
 
 
 @dataclass(frozen=True)

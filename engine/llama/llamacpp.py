@@ -414,7 +414,10 @@ class LlamaCppBackend(Pairs):
 
     def _piece_bytes(self, token: int) -> bytes:
         """A token's bytes; a tool-call marker that is a control token: its text."""
-        special = token in self._special
+        return self._token_bytes(token, token in self._special)
+
+    def _token_bytes(self, token: int, special: bool) -> bytes:
+        """A token's bytes; ``special``: a control token's text (else nothing)."""
         n = ll.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, special)
         if n < 0:
             self._piece = ctypes.create_string_buffer(-n)

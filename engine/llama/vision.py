@@ -316,9 +316,10 @@ class Vision:
             )
         return chunk.n_tokens
 
-    def evaluate(self, lctx: Any, start: int, n_past: int, n_batch: int) -> int:
+    def evaluate(self, lctx: Any, start: int, n_past: int, n_batch: int, seq: int = 0) -> int:
         """Encode the image chunk whose run starts with ``start`` and evaluate its embeddings at
-        positions ``n_past``...: llama.cpp's return code (0: done, 2: aborted by the cancel).
+        positions ``n_past``... of sequence ``seq`` (the other side of a pair: pairing.py):
+        llama.cpp's return code (0: done, 2: aborted by the cancel).
         mtmd's helper switches the attention to non-causal for the image where the model wants
         it (Gemma 3) and back."""
         mt = self._mt
@@ -355,7 +356,7 @@ class Vision:
                     lctx,
                     chunk,
                     n_past,
-                    0,
+                    seq,
                     max(n_batch, info.n_tokens),
                     False,
                     ctypes.byref(new_past),

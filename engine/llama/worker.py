@@ -27,6 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -398,52 +399,44 @@ class WorkerBackend:
         self._ensure_loaded()
         rid = self._request("stream", list(messages), params, tuple(tools), tool_choice, prefix)
         tokens = 0
-        finished = False
-        inbox = self._inbox()
-        try:
-            while True:
-                msg = inbox.get()
+
+        def where() -> str:
+            if tokens == 0:
+                return "while evaluating the prompt"
+            return f"mid-reply after {tokens} token{'s' if tokens != 1 else ''}"
+
+        # Closed with this stream (a consumer that leaves early stops the request).
+        with closing(self._received(rid, where)) as received:
+            for msg in received:
                 kind = msg[0]
-                if kind == "eof":
-                    finished = True
-                    self._busy = None
-                    raise self._crash(
-                        "while evaluating the prompt"
-                        if tokens == 0
-                        else f"mid-reply after {tokens} token{'s' if tokens != 1 else ''}"
-                    )
-                if kind in ("result", "error") and msg[1] != rid:
-                    continue
                 if kind in ("delta", "thinking"):
                     tokens = msg[2]
                     # with the generated tokens so far (the status bar's live count)
                     live = msg[3] if len(msg) > 3 else 0
-                    yield (
-                        TextDelta(msg[1], live) if kind == "delta" else ThinkingDelta(msg[1], live)
-                    )
+                    delta = TextDelta if kind == "delta" else ThinkingDelta
+                    yield delta(msg[1], live)
                 elif kind == "event":
                     if isinstance(msg[1], GenerationDone):
                         tokens = max(tokens, msg[1].stats.completion_tokens)
                     yield msg[1]
-                elif kind == "result":
-                    finished = True
-                    self._busy = None
-                    self._restarts.answered()
-                    return
-                elif kind == "error":
-                    finished = True
-                    self._busy = None
-                    raise rebuild_error(msg[2], msg[3])
-        finally:
-            if not finished:
-                # Closed early (or the consumer failed): stop it, wait for its end.
-                self._abandon(rid)
 
     def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
         """Two replies at once in the engine process (``PairedReplies``, engine/llama/pairing.py):
         its ``SideEvent``s as they come."""
         self._ensure_loaded()
         rid = self._request("pair", a, b)
+        with closing(self._received(rid, lambda: "while writing two replies")) as received:
+            for msg in received:
+                if msg[0] == "event" and isinstance(msg[1], SideEvent):
+                    yield msg[1]
+
+    def _received(
+        self, rid: int, where: Callable[[], str]
+    ) -> Generator[tuple[Any, ...], None, None]:
+        """Request ``rid``'s messages as the engine process sends them (its deltas and events),
+        until its answer: it ends at the request's result, raises its error, or raises
+        ``EngineCrashed`` when the process ended (``where()``: where the request was). Closed
+        early (or its consumer failed), it stops the request and waits for its end."""
         finished = False
         inbox = self._inbox()
         try:
@@ -453,21 +446,21 @@ class WorkerBackend:
                 if kind == "eof":
                     finished = True
                     self._busy = None
-                    raise self._crash("while writing two replies")
+                    raise self._crash(where())
                 if kind in ("result", "error") and msg[1] != rid:
                     continue
-                if kind == "event" and isinstance(msg[1], SideEvent):
-                    yield msg[1]
-                elif kind in ("result", "error"):
+                if kind == "result":
                     finished = True
                     self._busy = None
-                    if kind == "error":
-                        raise rebuild_error(msg[2], msg[3])
                     self._restarts.answered()
                     return
+                if kind == "error":
+                    finished = True
+                    self._busy = None
+                    raise rebuild_error(msg[2], msg[3])
+                yield msg
         finally:
             if not finished:
-                # Closed early: stop it, wait for its end.
                 self._abandon(rid)
 
     def cancel_side(self, side: Side) -> None:

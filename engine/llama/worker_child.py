@@ -310,7 +310,7 @@ def child_main() -> int:
         else:
             control.finished(rid)
             send(("result", rid, result))
-        if kind in ("stream", "prefill"):
+        if kind in ("stream", "prefill", "pair"):
             _keep_snapshot(backend)
     backend.close()
     return 0

@@ -559,18 +559,20 @@ SIDES: tuple[Side, Side] = ("A", "B")
 @dataclass(frozen=True)
 class SideRequest:
     """One side of a comparison: the conversation it answers (A and B may differ in their
-    system prompt) and its sampling settings. No tools, no images: a comparison answers in
-    text."""
+    system prompt), its settings (an output format, a thinking budget) and its tools, as
+    ``Backend.stream_chat`` takes them. A side's tool call ends it (``GenerationDone``'s
+    ``tool_calls``): its tool round and what follows are a normal reply's."""
 
     messages: tuple[ChatMessage, ...]
     params: SamplingParams
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str = "auto"
 
 
 @dataclass(frozen=True)
 class SideEvent:
     """One side's event in a comparison's stream (``PairedReplies.stream_pair``): ``event`` is
-    what a plain reply's stream yields (``TextDelta``, ``ThinkingDelta``, ``PromptProgress``,
-    ``ContextTrimmed``, ``GenerationDone``), for side ``side``. Each side ends with its own
+    what a plain reply's stream yields, for side ``side``. Each side ends with its own
     ``GenerationDone``, when it ends: the other may go on."""
 
     side: Side
@@ -585,16 +587,14 @@ class PairedReplies(Protocol):
     (engine/llama/pairing.py). The chat's ``/compare`` and ``vibechat run --compare`` use it when
     both sides are the same local model; otherwise they run two backends side by side.
 
-    Side A's stats count the shared prefix's evaluation (``prompt_tokens_evaluated``, the
-    prefix and A's own rest), side B's only its own rest: the two add up to what the pair
-    evaluated. Afterwards the KV cache holds side A's conversation (prompt and reply), as after a
-    plain reply; no KV snapshot is taken of a pair."""
+    Side A's stats count the shared prefix's evaluation, side B's only its own rest: the two
+    add up to what the pair evaluated. Afterwards the KV cache holds side A's conversation,
+    kept as a plain reply's KV snapshot is."""
 
     def stream_pair(self, a: SideRequest, b: SideRequest) -> Generator[SideEvent, None, None]:
         """Both replies as ``SideEvent``s, interleaved as they are decoded; each side ends with
-        its ``GenerationDone`` (at its EOS, its ``max_tokens``, its stop string, or its
-        ``cancel_side``); ``cancel()`` stops both. Raises a ``VibechatError`` (one line) when
-        the pair cannot run (images, a prompt that leaves no room for two replies)."""
+        its ``GenerationDone`` (EOS, ``max_tokens``, a stop string, ``cancel_side``);
+        ``cancel()`` stops both. Raises one line (``VibechatError``) when the pair cannot run."""
 
     def cancel_side(self, side: Side) -> None:
         """Stop side ``side`` of the pair under way soon; the other goes on. Thread-safe."""

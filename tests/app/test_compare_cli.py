@@ -188,6 +188,41 @@ def test_the_same_local_model_answers_both_sides_at_once(starter_installed):
 
 
 @pytest.mark.model
+def test_json_schema_reaches_both_sides_of_a_pair(starter_installed, tmp_path):
+    schema = tmp_path / "answer.json"
+    # An enum and little whitespace: each reply completes well within its limit.
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"answer": {"enum": ["yes", "no"]}},
+                "required": ["answer"],
+                "additionalProperties": False,
+            }
+        )
+    )
+    out = vibechat(
+        "run",
+        "--compare",
+        "temperature=0,max_tokens=200",
+        "temperature=0.9,seed=3,max_tokens=200",
+        "--json-schema",
+        str(schema),
+        "-p",
+        "Is Paris the capital of France?",
+        "--json",
+        "--no-save",
+    )
+    assert out.returncode == 0, out.stderr
+    obj = json.loads(out.stdout)
+    assert obj["paired"] is True
+    for side in ("a", "b"):
+        assert obj[side]["finish_reason"] == "stop", obj[side]
+        assert json.loads(obj[side]["text"])["answer"] in ("yes", "no")
+    assert "output_format" not in obj["differs"]
+
+
+@pytest.mark.model
 def test_a_missing_local_model_is_one_line_and_the_starter_answers(starter_installed, tmp_path):
     missing = tmp_path / "nowhere.gguf"
     prompts = tmp_path / "prompts.jsonl"

@@ -3,7 +3,8 @@ comparison runs (``Armed``), what one on screen holds (``Running``), and ``PairW
 methods run in thread workers: both sides at once on the chat's own engine (``pair``), or side A
 as the session's reply (``side_a``) and side B on a backend of its own (``side_b``: another
 model through the app's backend factory, refused in one line when it would not fit beside the
-chat's: app/compare_plan.py's ``does_not_fit``; or a server). Each side's text goes into its
+chat's: app/compare_plan.py's ``does_not_fit``; or a server, the chat's own one included, on a
+connection of its own). Each side's text goes into its
 ``ReplyStream`` (one message while one is pending); its end, or its failure in one line, is
 posted (``CompareEvent``, ``CompareFailed``).
 
@@ -72,6 +73,14 @@ class Armed:
         if self.blind:
             return "two replies, blind (the settings are shown after the pick)"
         return f"{self.head('A')} vs {self.head('B')}"
+
+    def status(self) -> str:
+        """The status bar's words while it is armed: ``B temperature=1.2`` (both sides when A
+        has settings of its own: ``A top_k=20 vs B top_k=80``; blind mode hides them)."""
+        if self.blind:
+            return "two replies, blind"
+        sides: tuple[Side, ...] = ("A", "B") if self.a.text else ("B",)
+        return " vs ".join(self.head(side).replace(" · ", " ", 1) for side in sides)
 
     def head(self, side: Side) -> str:
         """Side ``side`` and what it was run with that differs: ``B · temperature=1.2``."""
@@ -236,10 +245,7 @@ class PairWork:
                 replace(engine, base_url=side.base_url, model=side.model), worker=True
             )
         if side.model is None:
-            raise VibechatError(
-                "this engine answers one reply at a time: compare against another model "
-                "(model:NAME) or a server (base-url=URL)."
-            )
+            return self._same_server()
         if factory is None:
             raise VibechatError("this chat cannot load a second model.")
         from vibechat.engine.models.resolve import resolve_model
@@ -249,4 +255,23 @@ class PairWork:
         if too_big is not None:
             backend.close()
             raise VibechatError(too_big)
+        return backend
+
+    def _same_server(self) -> Backend:
+        """Side B on the chat's own server model, its own connection (the two requests in
+        parallel); refused in one line on a local engine that answers one reply at a time."""
+        from vibechat.engine.settings.knobs import EngineSettings
+
+        from ...backends import same_server
+
+        info = self.host.session.info
+        backend = None
+        if info is not None:
+            engine = EngineSettings.from_config(self.host.config.config)
+            backend = same_server(engine, info)
+        if backend is None:
+            raise VibechatError(
+                "this engine answers one reply at a time: compare against another model "
+                "(model:NAME) or a server (base-url=URL)."
+            )
         return backend

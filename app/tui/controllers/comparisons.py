@@ -63,7 +63,7 @@ class Comparisons:
         self.host = host
         # What runs in the workers (compare_work.py).
         self.work = PairWork(host)
-        # Armed for the next prompt.
+        # Armed for the next prompt (``arm`` sets it, and the status bar's words).
         self.armed: Armed | None = None
         # The last sides asked for (``/compare again`` alone runs them).
         self.last: Armed | None = None
@@ -94,7 +94,7 @@ class Comparisons:
             self._say_armed()
             return
         if rest.lower() == "off" and not again:
-            self.armed = None
+            self.arm(None)
             self.host.notify("/compare off: the next prompt is answered once.", timeout=3)
             return
         if again and not rest:
@@ -108,12 +108,28 @@ class Comparisons:
         if again:
             await self.again(armed)
             return
-        self.armed = armed
+        self.arm(armed)
         self.host.notify(
             f"Compare armed: the next prompt is answered twice, {armed.describe()}. "
-            "/compare off disarms.",
+            f"/compare off disarms.{self._no_tools()}",
             timeout=6,
         )
+
+    def _no_tools(self) -> str:
+        """Said when tools are on offer: a comparison's sides are offered none (yet)."""
+        tools, _ = self.host.tool_rounds.offer()
+        if not tools:
+            return ""
+        return (
+            " Its two sides are offered no tools: a comparison runs none (/compare off for a "
+            "reply that may call them)."
+        )
+
+    def arm(self, armed: Armed | None) -> None:
+        """The next prompt is compared (``armed``) or answered once (None); the status bar says
+        which."""
+        self.armed = armed
+        self.host.state.compare = armed.status() if armed is not None else ""
 
     def _say_armed(self) -> None:
         armed = self.armed
@@ -178,9 +194,10 @@ class Comparisons:
 
     async def start_if_armed(self) -> bool:
         """After a prompt was saved: the comparison armed for it starts (True), else False."""
-        armed, self.armed = self.armed, None
+        armed = self.armed
         if armed is None:
             return False
+        self.arm(None)
         # Side A is the conversation's settings as they are now (a slider may have moved).
         now = self._parse(armed.text, armed.blind)
         if now is None:

@@ -60,7 +60,7 @@ class ReplyActions(AppFace):
         self.comparisons.stop_column(column)
 
     def action_compare_flip(self) -> None:
-        """The palette's "Show the other compared reply" (f on the comparison)."""
+        """Show the other compared reply (its key, the palette; f on the comparison itself)."""
         self.comparisons.flip()
 
     async def action_compare_again(self) -> None:

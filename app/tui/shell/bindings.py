@@ -165,6 +165,18 @@ APP_BINDINGS: list[Binding | tuple[str, str] | tuple[str, str, str]] = [
             "sliders cut them (Esc leaves)"
         ),
     ),
+    # Works from the input too (f does on the comparison itself, once focused).
+    Binding(
+        "ctrl+backslash",
+        "compare_flip",
+        "Show the other compared reply",
+        id="compare_flip",
+        show=False,
+        priority=True,
+        tooltip=(
+            "Below 100 columns a comparison (/compare) shows one reply at a time: show the other"
+        ),
+    ),
     Binding("escape", "stop", "Stop", id="stop", tooltip="Stop the reply; the text so far stays"),
     Binding(
         "escape",

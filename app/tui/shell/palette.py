@@ -112,11 +112,6 @@ PALETTE_ONLY = [
         "compare_stop(1)",
     ),
     (
-        "Show the other compared reply",
-        "Below 100 columns a comparison shows one reply at a time: show the other (f on it)",
-        "compare_flip",
-    ),
-    (
         "Thinking expanded or folded",
         "New replies show their thinking expanded, or folded to one line (until "
         "vibechat closes; thinking_expanded in {config} keeps it)",

@@ -7,7 +7,8 @@ draft length; after a reply that started from a KV snapshot, beside its time to 
 much it restored: ``ttft 133 ms (restored 8,132 tokens in 0.11 s)``), the reply format
 (``/format``), the thinking switch (``/think``: ``think off``) and budget (``/think budget``:
 ``budget 512``; while a reply thinks, its thinking tokens against it: ``thinking 120/512``), the
-token lens while it is on (``lens on (10)``), and what the engine is doing.
+token lens while it is on (``lens on (10)``), a ``/compare`` armed for the next prompt
+(``compare: B temperature=1.2``), and what the engine is doing.
 It shows the chat's ``ChatState`` (chat_state.py): its reactives are copies of the state's
 fields, made when it mounts and each time a field changes (as ``data_bind``
 would); the controllers write the state, never the bar.
@@ -23,7 +24,8 @@ ends.
 The bar is one line. Where it is too narrow for every field, fields are dropped whole,
 never cut, in the reverse of ``PRIORITY``: the engine's state (and a download's progress)
 on the right stay longest, then the context meter, the model's name (which may be
-shortened, ``gemma-3-27b-it-q…``), the speed, the token count, the format and thinking
+shortened, ``gemma-3-27b-it-q…``), the speed, the token count, a comparison armed, the format
+and thinking
 switches, the drafting figures; the quantization, the thinking share, where the model
 runs, the KV cache, the time to first token and the draft model go first. At 80 columns
 the state, context, name, speed and count fit.
@@ -53,6 +55,7 @@ PRIORITY = (
     "model",
     "speed",
     "tokens",
+    "compare",
     "format",
     "think",
     "lens",
@@ -80,6 +83,7 @@ SHOWN = {
     "think_budget": "think_budget",
     "drafting": "drafting",
     "lens": "lens",
+    "compare": "compare",
 }
 # Cells a shortened model name keeps at least (with its ellipsis).
 NAME_MIN = 12
@@ -145,6 +149,8 @@ class StatusBar(Widget):
     drafting: reactive[DraftProgress | None] = reactive(None)
     # The token lens: candidates per token (0: off).
     lens: reactive[int] = reactive(0)
+    # /compare armed: what side B (and A) run with ("": none armed).
+    compare: reactive[str] = reactive("")
 
     def __init__(self, state: ChatState, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -242,6 +248,8 @@ class StatusBar(Widget):
                 ("draft ", dim),
                 draft_text(drafting.drafted, drafting.accepted, drafting.k, drafting.turned_off),
             )
+        if self.compare:
+            add("compare", ("compare: ", dim), (one_line(self.compare), "bold"))
         if self.output_format:
             add("format", ("format ", dim), (one_line(self.output_format), "bold"))
         if self.thinking != "auto":

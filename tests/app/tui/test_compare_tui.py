@@ -308,3 +308,81 @@ async def test_the_palettes_pick_b_and_stop_entries_act_on_the_comparison(tmp_pa
         await settle(pilot)
         assert app.chat.messages()[-1].branch == (2, 2)
     assert history.pick_count() == 1
+
+
+async def test_the_flip_key_works_from_the_input_and_the_status_bar_says_what_is_armed(
+    tmp_path: Path,
+):
+    app = create_app(PairedFake(), blink=False, history=History(tmp_path / "h.db"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await send(pilot, "/compare temperature=1.2")
+        assert "compare: B temperature=1.2" in app.status.render().plain
+        await send(pilot, "/compare off")
+        assert "compare:" not in app.status.render().plain
+        await send(pilot, "/compare top_k=20 vs top_k=80")
+        assert "compare: A top_k=20 vs B top_k=80" in app.status.render().plain
+        await send(pilot, "question")
+        # The armed comparison ran: the next prompt is answered once.
+        assert "compare:" not in app.status.render().plain
+        view = view_of(app)
+        assert view is not None and view.narrow
+        first, second = view.columns
+        assert first.display and not second.display
+        # The input keeps the focus: Ctrl+\ (the bindings table's compare_flip) flips anyway.
+        assert app.focused is app.prompt_input
+        await pilot.press("ctrl+backslash")
+        await pilot.pause()
+        assert second.display and not first.display
+        binding = next(b for b in app.BINDINGS if getattr(b, "id", None) == "compare_flip")
+        assert binding.key == "ctrl+backslash"
+
+
+async def test_with_tools_on_offer_arming_says_the_sides_are_offered_none(tmp_path: Path):
+    from vibechat.engine.tools.approval import ToolApproval
+    from vibechat.engine.turns.tool_calls import ToolSpec
+
+    class Box:
+        def specs(self):
+            return [ToolSpec("clock", "What time it is", server="time", tool="now")]
+
+    backend = PairedFake()
+    app = create_app(
+        backend,
+        blink=False,
+        history=History(tmp_path / "h.db"),
+        tools=Box(),
+        tool_policy=ToolApproval(always=()),
+    )
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await wait_for(pilot, lambda: app.tool_rounds.specs, "the tools listed")
+        await send(pilot, "/compare temperature=1.2")
+        assert any("Its two sides are offered no tools" in n for n in notices(app))
+        await send(pilot, "question")
+        ((a, b),) = backend.pairs
+        assert a.tools == () and b.tools == ()
+
+
+async def test_an_image_attached_to_the_prompt_goes_to_both_sides_of_the_pair(tmp_path: Path):
+    """With the chat's own vision model, both sides of the pair get the prompt's image (the
+    engine encodes it once for both)."""
+    from dataclasses import replace
+
+    from PIL import Image
+
+    from fakes import INFO
+
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (32, 24), (200, 30, 30)).save(photo)
+    backend = PairedFake()
+    backend.info = replace(INFO, projector="/models/mmproj-fake.gguf")
+    app = create_app(backend, blink=False, history=History(tmp_path / "h.db"))
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await send(pilot, f"/image {photo}")
+        await compared(pilot, prompt="What is in this picture?")
+        await settle(pilot)
+        ((a, b),) = backend.pairs
+        for side in (a, b):
+            assert [i.name for i in side.messages[-1].images] == ["photo.png"]

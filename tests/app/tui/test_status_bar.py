@@ -119,6 +119,7 @@ def fields_of(line: str) -> list[str]:
 KINDS = {
     "ctx": "context",
     "ttft": "ttft",
+    "compare:": "compare",
     "format": "format",
     "think": "think",
     "lens": "lens",
@@ -157,6 +158,7 @@ async def test_at_80_columns_the_state_and_context_stay_and_fields_drop_whole_in
         await settle(pilot)
         await send(pilot, "/format json")
         await send(pilot, "Count to five")
+        await send(pilot, "/compare temperature=1.2")  # armed for the next prompt
         assert app.status.stats is not None
         full = fields_of(bar_line(app))  # every field, as shown where there is room
         assert full[0] == f"{LONG_NAME} Q4_K_M" and f"{FINAL_RATE:.1f} tok/s" in full

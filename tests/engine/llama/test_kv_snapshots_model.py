@@ -363,3 +363,43 @@ def test_snapshots_off_deletes_them_but_a_prompts_file_run_leaves_them(
     assert snapshot_files() == made
     run("-p", "Hi", mib="0")
     assert not kf.snapshot_folder().exists()
+
+
+def paired_a(backend) -> GenerationDone:
+    """Side A's end of a pair answering TURN1 (greedy A, a sampled B)."""
+    from vibechat.engine.turns.backend import SideRequest
+
+    a = SideRequest(tuple(TURN1), GREEDY)
+    b = SideRequest(tuple(TURN1), GREEDY.replace(temperature=1.0, seed=3))
+    done = {}
+    for item in backend.stream_pair(a, b):
+        if isinstance(item.event, GenerationDone):
+            done[item.side] = item.event
+    return done["A"]
+
+
+@pytest.mark.parametrize("where", ["in process", "engine process"])
+def test_a_pair_leaves_side_a_s_snapshot_and_reopening_on_a_restores_it(starter_path, where):
+    """Two replies at once (engine/llama/pairing.py) leave side A's conversation in the cache,
+    kept as a plain reply's snapshot: a new engine continuing on A's reply evaluates only the
+    new turn."""
+    from vibechat.engine.llama.worker import WorkerBackend
+
+    if where == "in process":
+        with loaded_starter(starter_path, context_size=2048) as first:
+            side_a = paired_a(first)
+    else:
+        first_process = WorkerBackend(options(starter_path))
+        try:
+            side_a = paired_a(first_process)
+        finally:
+            first_process.close()
+    assert len(snapshot_files()) == 1
+    second_process = WorkerBackend(options(starter_path))
+    try:
+        n_turn1 = second_process.count_tokens(TURN1)
+        reopened = done_of(second_process, turn2(side_a.text))
+    finally:
+        second_process.close()
+    assert reopened.stats.restored_tokens >= n_turn1 - 2
+    assert reopened.stats.prompt_tokens_evaluated < 30

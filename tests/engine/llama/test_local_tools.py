@@ -173,3 +173,23 @@ def test_an_opened_tool_chat_is_prefilled_with_its_tools_so_the_next_reply_reads
     assert (
         done.stats.prompt_tokens_evaluated <= done.stats.prompt_tokens - cached + 8
     )  # the tools' prefix was kept
+
+
+def test_a_side_of_a_pair_calls_its_tool_through_the_engine_process(qwen_tools):
+    """Two replies at once (engine/llama/pairing.py) in the engine process: side A, offered the
+    tool with choice ``required``, ends asking for one call whose arguments parse; side B,
+    offered none, answers as text."""
+    from vibechat.engine.turns.backend import GenerationDone, SideRequest
+
+    asked = (ChatMessage("user", "What will the weather be in Paris for the next 3 days?"),)
+    a = SideRequest(
+        asked, SamplingParams(temperature=0, max_tokens=80, seed=1), (WEATHER,), "required"
+    )
+    b = SideRequest(asked, SamplingParams(temperature=0, max_tokens=16, seed=1))
+    done = {}
+    for item in qwen_tools.stream_pair(a, b):
+        if isinstance(item.event, GenerationDone):
+            done[item.side] = item.event
+    assert done["A"].finish_reason == "tool_calls" and len(done["A"].tool_calls) == 1
+    assert isinstance(done["A"].tool_calls[0].parsed_arguments()["city"], str)
+    assert done["B"].tool_calls == () and done["B"].finish_reason in ("stop", "length")

@@ -4,16 +4,22 @@ own settings and its own end; through the engine process too."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
-from conftest import collect, same_start, worker_threads
+from conftest import collect, loaded_starter, same_start, worker_threads
+from ggufgen import copy_with_metadata
+from test_local_tools import TEMPLATES, WEATHER
+from test_think_budget import ASKED, closing_count, think_frame_model
 from vibechat.engine.errors import GenerationError
 from vibechat.engine.llama.pairing import side_limits
 from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
+from vibechat.engine.settings.structured import OutputFormat
 from vibechat.engine.turns.backend import (
     ChatMessage,
     GenerationDone,
@@ -21,10 +27,26 @@ from vibechat.engine.turns.backend import (
     SideEvent,
     SideRequest,
     TextDelta,
+    ThinkingDelta,
 )
 
 STORY = (ChatMessage("user", "Write a long story about a dragon who learns to sing."),)
 CAPITAL = (ChatMessage("user", "What is the capital of France?"),)
+# A JSON object the grammar bounds (an enum, little whitespace): the reply completes well within
+# its limit, whatever the model would write.
+YES_NO = OutputFormat(
+    "schema",
+    json.dumps(
+        {
+            "type": "object",
+            "properties": {"answer": {"enum": ["yes", "no"]}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        }
+    ),
+    "yes-no.json",
+)
+ZEBRA = OutputFormat("grammar", 'root ::= "Zebra-" [0-9] [0-9] [0-9]', "zebra.gbnf")
 
 
 def pair(backend, a: SideRequest, b: SideRequest, on_text=None):
@@ -150,6 +172,82 @@ def test_the_next_plain_reply_continues_side_a_from_the_cache(backend):
     # The prompt came from the cache side A left, and the reply is the model's own.
     assert after.stats.prompt_tokens_evaluated < after.stats.prompt_tokens
     assert same_start(after.text, fresh.text, words=5)
+
+
+@pytest.mark.model
+def test_each_side_follows_its_own_output_format_and_the_other_none(backend):
+    question = (ChatMessage("user", "Is Paris the capital of France?"),)
+    a = SideRequest(
+        question, SamplingParams(temperature=0.8, seed=4, max_tokens=200, output_format=YES_NO)
+    )
+    b = SideRequest(question, SamplingParams(temperature=0, max_tokens=12))
+    done, _texts = pair(backend, a, b)
+    assert done["A"].finish_reason == "stop", done["A"].text
+    assert json.loads(done["A"].text)["answer"] in ("yes", "no")
+    assert done["A"].params.output_format == YES_NO and done["B"].params.output_format is None
+    # The other way round, a grammar on side B, side A free.
+    backend.reset()
+    a = SideRequest(question, SamplingParams(temperature=0, max_tokens=12))
+    b = SideRequest(
+        question, SamplingParams(temperature=0.8, seed=5, max_tokens=32, output_format=ZEBRA)
+    )
+    done, _texts = pair(backend, a, b)
+    assert re.fullmatch(r"Zebra-[0-9]{3}", done["B"].text), done["B"].text
+    assert not re.fullmatch(r"Zebra-[0-9]{3}", done["A"].text)
+
+
+@pytest.mark.model
+def test_each_side_thinks_and_keeps_its_own_thinking_budget(starter_path, tmp_path):
+    """The forced `<think>` frame (test_think_budget.py): both replies start inside the
+    thinking; side A's budget closes A's thinking, side B (none) thinks on."""
+    with loaded_starter(
+        think_frame_model(starter_path, tmp_path), prompt_format="template", context_size=1024
+    ) as thinker:
+        a = SideRequest(tuple(ASKED), SamplingParams(temperature=0, max_tokens=48, think_budget=8))
+        b = SideRequest(tuple(ASKED), SamplingParams(temperature=0, max_tokens=48))
+        kinds: dict[str, list[type]] = {"A": [], "B": []}
+        done: dict[str, GenerationDone] = {}
+        for item in thinker.stream_pair(a, b):
+            kinds[item.side].append(type(item.event))
+            if isinstance(item.event, GenerationDone):
+                done[item.side] = item.event
+        for side in "AB":
+            assert ThinkingDelta in kinds[side] and done[side].thinking
+        stats_a, stats_b = done["A"].stats, done["B"].stats
+        assert stats_a.think_budget == 8 and stats_a.think_budget_reached is True
+        assert 8 <= stats_a.thinking_tokens <= 8 + closing_count(thinker)
+        assert "</think>" not in done["A"].thinking
+        assert stats_b.think_budget is None and stats_b.think_budget_reached is False
+
+
+@pytest.mark.model
+def test_a_side_offered_tools_ends_asking_for_its_call_and_the_other_answers(
+    starter_path, tmp_path
+):
+    """The starter under Qwen 2.5's template (test_local_tools.py), tool choice ``required``
+    on side A: A ends with one call whose arguments parse, its text held back; B, offered no
+    tools, answers as text. What the model says is not judged."""
+    source = (TEMPLATES / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text(encoding="utf-8")
+    path = copy_with_metadata(
+        starter_path, tmp_path / "qwen-tools-like.gguf", {"tokenizer.chat_template": source}
+    )
+    asked = (ChatMessage("user", "What will the weather be in Paris for the next 3 days?"),)
+    with loaded_starter(path, prompt_format="template", context_size=2048) as backend:
+        a = SideRequest(
+            asked,
+            SamplingParams(temperature=0, max_tokens=80, seed=1),
+            tools=(WEATHER,),
+            tool_choice="required",
+        )
+        b = SideRequest(asked, SamplingParams(temperature=0, max_tokens=16, seed=1))
+        done, texts = pair(backend, a, b)
+    call_side, plain_side = done["A"], done["B"]
+    assert call_side.finish_reason == "tool_calls" and len(call_side.tool_calls) == 1
+    call = call_side.tool_calls[0]
+    arguments = call.parsed_arguments()
+    assert call.name == "get_weather" and isinstance(arguments["city"], str)
+    assert "<tool_call>" not in texts["A"]
+    assert plain_side.finish_reason in ("stop", "length") and plain_side.tool_calls == ()
 
 
 @pytest.mark.model

@@ -17,7 +17,7 @@ from vibechat.engine.llama.worker import WorkerBackend
 from vibechat.engine.settings.knobs import LlamaCppOptions
 from vibechat.engine.settings.params import SamplingParams
 from vibechat.engine.turns.attachments import Attachment
-from vibechat.engine.turns.backend import ChatMessage
+from vibechat.engine.turns.backend import ChatMessage, GenerationDone, SideRequest
 
 pytestmark = pytest.mark.model
 
@@ -339,3 +339,56 @@ def test_no_kv_snapshot_is_kept_of_a_prompt_with_an_image(local, pictures):
     assert local._kv.snapshots.best(local._kv.tokens) is None
     _, done = collect(local, [ChatMessage("user", long_text)], GREEDY)
     assert local._kv.snapshots.best(local._kv.tokens) is not None
+
+
+def paired(backend, a: SideRequest, b: SideRequest) -> dict[str, GenerationDone]:
+    """Both sides' ends of a pair (engine/llama/pairing.py)."""
+    done = {}
+    for item in backend.stream_pair(a, b):
+        if isinstance(item.event, GenerationDone):
+            done[item.side] = item.event
+    return done
+
+
+def test_an_image_both_sides_share_is_encoded_once_for_the_pair(local, pictures):
+    messages = tuple(asking(pictures[0]))
+    a = SideRequest(messages, GREEDY)
+    b = SideRequest(messages, SamplingParams(temperature=1.0, seed=3, max_tokens=12))
+    done = paired(local, a, b)
+    assert local._vision.encodes == 1
+    n_prompt = local.count_tokens(list(messages))
+    for side in "AB":
+        assert done[side].stats.prompt_tokens == n_prompt > IMAGE_TOKENS
+        assert done[side].finish_reason in ("stop", "length") and done[side].stats.completion_tokens
+    # The prompt, image included, once (what a snapshot of the frame's text restored aside); its
+    # last token again for side B's logits.
+    evaluated = sum(done[side].stats.prompt_tokens_evaluated for side in "AB")
+    assert evaluated + done["A"].stats.restored_tokens == n_prompt + 1
+    # Side A's conversation stays in the cache: its next turn encodes nothing again.
+    second = [*messages, ChatMessage("assistant", done["A"].text), ChatMessage("user", "Why?")]
+    collect(local, second, GREEDY)
+    assert local._vision.encodes == 1
+
+
+def test_sides_that_part_before_the_image_each_evaluate_it_in_their_own_sequence(local, pictures):
+    """The system prompts differ before the image: each side's image is encoded and evaluated
+    into its own sequence (the random projector's replies are near ties: their words are not
+    compared with a plain reply's, whose batches differ)."""
+    image = pictures[1]
+    a = SideRequest((ChatMessage("system", "Answer in one word."), *asking(image)), GREEDY)
+    b = SideRequest((ChatMessage("system", "Answer in a long sentence."), *asking(image)), GREEDY)
+    done = paired(local, a, b)
+    assert local._vision.encodes == 2
+    n_a, n_b = local.count_tokens(list(a.messages)), local.count_tokens(list(b.messages))
+    for side, n in (("A", n_a), ("B", n_b)):
+        assert done[side].stats.prompt_tokens == n
+        assert done[side].finish_reason in ("stop", "length") and done[side].stats.completion_tokens
+    # Only the few tokens before the system prompts part are shared.
+    evaluated = sum(done[side].stats.prompt_tokens_evaluated for side in "AB")
+    evaluated += done["A"].stats.restored_tokens
+    assert n_a + n_b - 2 * IMAGE_TOKENS < evaluated < n_a + n_b
+    # Side A's conversation, its image included, stays in the cache.
+    second = [*a.messages, ChatMessage("assistant", done["A"].text), ChatMessage("user", "Why?")]
+    _deltas, after = collect(local, second, GREEDY)
+    assert local._vision.encodes == 2
+    assert after.stats.prompt_tokens_evaluated < after.stats.prompt_tokens - IMAGE_TOKENS
