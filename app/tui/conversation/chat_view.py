@@ -117,12 +117,22 @@ class ChatView(TypesIntoInput, StableGutterScroll, VerticalScroll):
         self.scroll_home(animate=False)
 
     def focus_newest(self) -> bool:
-        """Focus the newest message, scrolled into view (Tab from the input); False: none yet."""
-        messages = self.messages()
-        if not messages:
+        """Focus the newest message, scrolled into view (Tab from the input), or the comparison
+        below it, whose keys (1 / 2 pick) work only while it has the focus; False: none yet."""
+        newest = self._newest()
+        if newest is None:
             return False
-        messages[-1].focus()
+        newest.focus()
         return True
+
+    def _newest(self) -> Widget | None:
+        """The last of the conversation's messages and comparisons, in the order shown."""
+        shown = [
+            widget
+            for widget in self.query("ChatMessageWidget, CompareView")
+            if not widget.has_class("-compared")
+        ]
+        return shown[-1] if shown else None
 
     def messages(self) -> list[ChatMessageWidget]:
         # A comparison's two replies are its own (compare_view.py), not the conversation's.
