@@ -67,11 +67,11 @@ SEQ: dict[Side, int] = {"A": 0, "B": 1}
 @dataclasses.dataclass
 class PairTarget:
     """What the pair is handed of ``LlamaCppBackend``: its vocabulary, its prompt and KV cache
-    (whose context and memory the pair decodes in), how a token becomes bytes (rendered as
-    text when a control token: a tool call's marker), each side's cancel
-    flag (``cancels``), the abort callback's ticks (whose ``cancel`` stops both sides), the NULL
-    abort callback put back after a prompt, its batch size and the thinking budget's closing
-    phrase."""
+    (whose context and memory the pair decodes in), how a token becomes bytes (``special``: a
+    control token rendered as text, a tool call's marker), each side's cancel flag
+    (``cancels``), the abort callback's ticks (whose ``cancel`` stops both sides), the NULL
+    abort callback put back after a prompt, its batch size, the thinking budget's closing
+    phrase and the projector."""
 
     vocab: Any
     prompt: Prompter
@@ -124,7 +124,7 @@ def pair_events(
     conversation, or emptied when the pair failed midway."""
     prompt = target.prompt
     t_start = time.perf_counter()
-    fitted = [_fitted(prompt, side, request) for side, request in zip(SIDES, (a, b), strict=True)]
+    fitted = [_fitted(prompt, request) for request in (a, b)]
     for name, side in zip(SIDES, fitted, strict=True):
         if side.dropped:
             trimmed = ContextTrimmed(side.dropped, len(side.tokens), prompt.context_size)
@@ -163,8 +163,8 @@ class _Fitted:
     tool_choice: str
 
 
-def _fitted(prompt: Prompter, side: Side, request: SideRequest) -> _Fitted:
-    """Side ``side``'s prompt fitted as a plain reply's is (its tools listed as the template
+def _fitted(prompt: Prompter, request: SideRequest) -> _Fitted:
+    """A side's prompt fitted as a plain reply's is (its tools listed as the template
     lists them: tool_replies.py)."""
     params = request.params.with_seed().resolved(prompt.template.name)
     check_budget(params.think_budget, prompt.context_size)
