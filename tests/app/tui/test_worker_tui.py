@@ -8,6 +8,7 @@ command in a pseudo-terminal; tests/engine/llama/test_worker.py: the backend alo
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -529,7 +530,10 @@ async def test_esc_stops_a_reply_whose_engine_acknowledged_the_stop_and_hangs(
             reply = app.chat.query(AssistantMessage).last()
             status = reply_status(reply)
             assert "stopped responding mid-reply" in status, status
-            assert "the request did not end within 1.5 s of the stop request" in status, status
+            # The grace is 1.5 s, longer where the model's steps are slow (a busy host).
+            assert re.search(
+                r"the request did not end within [0-9.]+ s of the stop request", status
+            ), status
             assert reply.has_class("-error") and reply.text.strip()  # the text so far stays
             assert is_gone(pid)
 

@@ -742,7 +742,8 @@ def test_a_stopped_engine_that_does_not_answer_a_cancel_is_ended_and_the_next_re
     assert "\n" not in message
     assert re.search(
         r"stopped responding mid-reply after \d+ tokens \(no answer to the stop request within "
-        r"1\.5 s\), so vibechat ended it; it restarts with the next request; crash report: ",
+        # The grace is 1.5 s, longer where the model's steps are slow (a busy host).
+        r"[0-9.]+ s\), so vibechat ended it; it restarts with the next request; crash report: ",
         message,
     )
     assert "".join(pieces).strip()  # the text so far was yielded before the error
