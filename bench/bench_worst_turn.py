@@ -17,6 +17,10 @@ as it comes, ``GapWatcher``'s worst gap) is run again with hooks in this process
 - counts that do not depend on the host's load: widgets asked their height, arranged,
   resized, lines painted (per widget class), layouts, frames written.
 
+Whatever their length, two frames are also reported by name, with the same counts: the send
+frame (the first that paints the reply) and the turns of the footer's keys (Stop appearing 0.25 s
+into the reply and going at its end: the keys mounted and removed, then laid out and painted).
+
 With ``--profile`` every turn also runs under cProfile, and the slowest turns' profiles are
 printed (the top functions by their own and cumulative time): slower, but it names the code.
 
@@ -108,6 +112,9 @@ class Recorder:
         self.frames = 0
         self.shared_frames = 0
         self.shared_cpu_ms = 0.0
+        # Named turns, whatever their length: the send frame (the first that paints the
+        # reply) and the turns that mount, remove or paint the footer's keys (Stop appearing).
+        self.named: list[tuple[str, Turn]] = []
 
     def note_frame(self, turn: Turn, shared: float) -> None:
         """A turn that updated the screen (``shared``: seconds a worker rendered meanwhile)."""
@@ -164,6 +171,7 @@ class Recorder:
                 turn.cpu = time.thread_time() - cpu
                 if turn.sections.get("screen update", 0.0) >= 0.001:
                     recorder.note_frame(turn, recorder.overlap(start, start + turn.wall))
+                recorder.name(turn)
                 if turn.wall >= recorder.slow:
                     turn.worker_ms = recorder.overlap(start, start + turn.wall) * 1000
                     turn.reply_chars = recorder.reply_chars()
@@ -172,6 +180,24 @@ class Recorder:
                     recorder.kept.append(turn)
 
         return _run_once
+
+    def name(self, turn: Turn) -> None:
+        """Keep ``turn`` if it is the send frame (the first frame that paints the reply), or
+        one that mounts or removes the footer's keys or lays them out (counts on only)."""
+        painted, messages = turn.counts["painted"], turn.messages
+        named = None
+        if not any(name == "send frame" for name, _turn in self.named):
+            if turn.tally["frames"] and painted["AssistantMessage"]:
+                named = "send frame"
+        if named is None and (
+            messages["FooterKey<-Mount"]
+            or messages["FooterKey<-Unmount"]
+            or (turn.tally["frames"] and painted["FooterKey"])
+        ):
+            named = "footer's keys"
+        if named is not None:
+            turn.reply_chars = self.reply_chars()
+            self.named.append((named, turn))
 
     def overlap(self, start: float, end: float) -> float:
         """Seconds of ``start``-``end`` in which a worker thread rendered Markdown."""
@@ -487,6 +513,14 @@ def main() -> None:
     for turn in kept:
         print(summary(turn))
     for turn in kept[: args.show]:
+        print("\n".join(report(turn)))
+    if recorder.named:
+        print("\nThe send frame and the footer's turns (Stop appearing 0.25 s in), whatever long:")
+    for name, turn in recorder.named:
+        mounted = turn.messages["FooterKey<-Mount"]
+        removed = turn.messages["FooterKey<-Unmount"]
+        keys = f"; footer keys mounted {mounted}, removed {removed}" if mounted or removed else ""
+        print(f"{name}{keys}:")
         print("\n".join(report(turn)))
     sys.stdout.flush()
 

@@ -7,14 +7,22 @@ availability may have changed (``check_action``): a reply starting, a key presse
 input. Most of those refreshes show the same keys. Each rebuild costs a reflow of the footer
 in the frame that also shows the user's keypress or the reply's first words (issue 42), so
 this footer compares what it would show with what it shows and rebuilds only on a change.
+
+When the keys do change (Stop appearing 0.25 s into a reply, gone when it ends), only the keys
+that changed are mounted or removed, in place; the others stay the widgets they were, so the
+frame lays out and paints just those (issue 42, round four).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from difflib import SequenceMatcher
 
+from textual.compose import compose
 from textual.screen import Screen
+from textual.widget import AwaitMount, Widget
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey, FooterLabel
 
 
 class KeysFooter(Footer):
@@ -26,6 +34,9 @@ class KeysFooter(Footer):
         self._shown: Hashable | None = None
         # How many times the keys were built (what the tests count).
         self.rebuilds = 0
+        # How many key widgets a change mounted and removed, in all (the bench reports them).
+        self.mounted = 0
+        self.removed = 0
 
     def compose(self):  # type: ignore[no-untyped-def]  # Footer's own signature
         if self._bindings_ready:
@@ -45,7 +56,39 @@ class KeysFooter(Footer):
         if not self.is_attached:
             return
         if self._shown is None or self._keys() != self._shown:
-            await self.recompose()
+            await self._apply_changed_keys()
+
+    async def _apply_changed_keys(self) -> None:
+        """Compose the keys anew and replace only those that differ from the ones shown: a key
+        kept is the same widget, in the same place; a new one is mounted where it belongs."""
+        if self._pruning:
+            return
+        async with self.batch():
+            old = list(self.query_children("*").exclude(".-textual-system"))
+            new = compose(self)
+            steps = SequenceMatcher(
+                None, [_signature(w) for w in old], [_signature(w) for w in new], autojunk=False
+            ).get_opcodes()
+            mounts: list[AwaitMount] = []
+            gone: list[Widget] = []
+            for tag, i1, i2, j1, j2 in steps:
+                if tag == "equal":
+                    continue
+                if j2 > j1:
+                    mounts.append(self._mount_at(new[j1:j2], old, i1))
+                    self.mounted += j2 - j1
+                gone.extend(old[i1:i2])
+            self.removed += len(gone)
+            for awaiting in mounts:
+                await awaiting
+            if gone:
+                await self.remove_children(gone)
+
+    def _mount_at(self, widgets: list[Widget], old: list[Widget], index: int) -> AwaitMount:
+        """Mount ``widgets`` where ``old[index]`` is (before it), or after the last key."""
+        if index < len(old):
+            return self.mount(*widgets, before=old[index])
+        return self.mount(*widgets)
 
     def _keys(self) -> Hashable:
         """Everything ``Footer.compose`` reads to draw the keys, as one comparable value: each
@@ -78,3 +121,24 @@ class KeysFooter(Footer):
                     binding.tooltip or "",
                 )
         return (shown, palette, self.compact)
+
+
+def _signature(widget: Widget) -> Hashable:
+    """What a footer child shows, as one comparable value: a key by everything it draws and
+    does; a group's label by its text; anything else (a key group) by itself, never equal to
+    a new one."""
+    if isinstance(widget, FooterKey):
+        return (
+            "key",
+            widget.key,
+            widget.key_display,
+            widget.description,
+            widget.action,
+            widget._disabled,
+            str(widget.tooltip or ""),
+            # "-compact" follows the footer's style once mounted, not what a key shows.
+            tuple(sorted(widget.classes - {"-compact"})),
+        )
+    if isinstance(widget, FooterLabel):
+        return ("label", str(widget.content))
+    return ("other", id(widget))

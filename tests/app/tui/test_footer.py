@@ -53,3 +53,31 @@ async def test_a_key_that_appears_rebuilds_the_footer():
         assert footer.rebuilds > built
         backend.gate.set()
         await wait_for(pilot, lambda: "escape" not in shown(app), "Stop gone once the reply ended")
+
+
+async def test_stop_appearing_mounts_only_its_key_and_keeps_the_others():
+    """Stop appearing 0.25 s into a reply mounts one key, in its place, and removes none: the
+    keys shown before are the same widgets after, so the frame lays out only the new one."""
+    backend = RecordingBackend(reply="a reply")
+    backend.gate = threading.Event()
+    app = create_app(backend, blink=False, save=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        footer = app.query_one(KeysFooter)
+        before = list(footer.children)
+        app.prompt_input.load_text("hello")
+        await pilot.press("enter")
+        await wait_for(
+            pilot, lambda: "escape" in shown(app), "Stop in the footer while the reply streams"
+        )
+        during = list(footer.children)
+        mounted = [key for key in during if not any(key is old for old in before)]
+        kept = [old for old in before if any(old is key for key in during)]
+        assert [key.key for key in mounted] == ["escape"]
+        assert kept == before  # none removed, none remounted, in the order they were
+        assert [key for key in during if key not in mounted] == before
+        backend.gate.set()
+        await wait_for(pilot, lambda: "escape" not in shown(app), "Stop gone once the reply ended")
+        after = list(footer.children)
+        assert [key for key in after if not any(key is old for old in during)] == []
+        assert after == before  # Stop's key removed, the others untouched
