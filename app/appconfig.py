@@ -151,6 +151,7 @@ BINDING_IDS: tuple[str, ...] = (
     "picker.open_file",
     "remote_picker.close",
     "preset_picker.close",
+    "compare_setup.cancel",
     "download.hide",
     "download.cancel",
 )

@@ -17,6 +17,7 @@ from textual.widget import Widget
 from vibechat.engine.settings.params import SamplingParams
 
 from ..conversation.messages import ChatMessageWidget
+from ..screens.compare_setup import CompareSetupScreen
 from ..widgets.config_bar import ConfigBar
 from . import config_ui
 from .app_face import AppFace
@@ -62,6 +63,18 @@ class ReplyActions(AppFace):
     def action_compare_flip(self) -> None:
         """Show the other compared reply (its key, the palette; f on the comparison itself)."""
         self.comparisons.flip()
+
+    def action_compare_setup(self) -> None:
+        """The palette's "Compare the next prompt…": a small dialog asks for ``/compare``'s words,
+        starting from the last comparison's; Enter arms it as ``/compare SPEC`` does."""
+        last = self.comparisons.last
+        self.push_screen(
+            CompareSetupScreen(last.text if last is not None else ""), self._compare_spec
+        )
+
+    def _compare_spec(self, spec: str | None) -> None:
+        if spec:
+            self.run_worker(self.comparisons.command(spec), group="compare", exit_on_error=False)
 
     async def action_compare_again(self) -> None:
         """The palette's "Compare the last prompt again": as ``/compare again``."""

@@ -86,6 +86,12 @@ PALETTE_ONLY = [
         "attach('file')",
     ),
     (
+        "Compare the next prompt…",
+        "Answer the next prompt twice, side by side: a small dialog asks what side B changes "
+        "(/compare SPEC)",
+        "compare_setup",
+    ),
+    (
         "Compare the last prompt again",
         "Answer the last prompt again, twice, side by side, with the last /compare's settings "
         "(/compare again SPEC for others)",

@@ -387,3 +387,41 @@ async def test_an_image_attached_to_the_prompt_goes_to_both_sides_of_the_pair(tm
         ((a, b),) = backend.pairs
         for side in (a, b):
             assert [i.name for i in side.messages[-1].images] == ["photo.png"]
+
+
+async def test_the_palettes_compare_dialog_arms_the_next_prompt(tmp_path: Path):
+    """Ctrl+P "Compare the next prompt…": a small dialog takes side B's settings, Enter arms them
+    as /compare does, and the next prompt is answered twice; Esc arms nothing."""
+    from test_tui_config import palette_highlights
+    from vibechat.app.tui.screens.compare_setup import CompareSetupScreen
+
+    backend = PairedFake()
+    app = create_app(backend, blink=False, history=History(tmp_path / "h.db"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+
+        async def open_dialog() -> None:
+            await pilot.press("ctrl+p")
+            await pilot.press(*"compare the next")
+            await wait_for(
+                pilot,
+                lambda: palette_highlights(app, "Compare the next prompt"),
+                "the palette to find the command",
+            )
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, CompareSetupScreen), "the dialog")
+
+        await open_dialog()
+        await pilot.press(*"top_k=80")
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.comparisons.armed is None
+        await open_dialog()
+        await pilot.press(*"temperature=1.2")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.comparisons.armed is not None, "the comparison armed")
+        assert app.focused is app.prompt_input
+        await send(pilot, "question")
+        await settle(pilot)
+        ((a, b),) = backend.pairs
+        assert b.params.temperature == 1.2 and view_of(app) is not None
