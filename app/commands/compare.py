@@ -329,9 +329,9 @@ def _refused(
     if info is None:
         return None
     if any(a.is_image for a in attachments) and not info.takes_images:
-        from vibechat.engine.chat.session import NO_IMAGES
+        from vibechat.engine.chat.session import NO_IMAGES, ImagesNotTaken
 
-        return Outcome(error=NO_IMAGES, kind="invalid_parameter")
+        return Outcome(error=NO_IMAGES, kind=error_kind(ImagesNotTaken(NO_IMAGES)))
     try:
         check_budget(side.plan.params.think_budget, info.context_size or 0)
     except VibechatError as exc:

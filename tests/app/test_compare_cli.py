@@ -334,6 +334,22 @@ def test_a_thinking_budget_too_big_for_one_side_fails_only_that_side(
     assert "error" not in obj["b"] and obj["b"]["finish_reason"] in ("stop", "length")
 
 
+@pytest.mark.model
+def test_an_image_to_the_starter_is_one_line_for_each_side(starter_installed, tmp_path):
+    from PIL import Image
+
+    picture = tmp_path / "dot.png"
+    Image.new("RGB", (12, 8), (10, 200, 30)).save(picture, "PNG")
+    args = ("--image", str(picture), "-p", "What is this?", "--json")
+    out = vibechat("run", "--compare", "temperature=0", "temperature=1", *args)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert [line[:17] for line in lines] == ["vibechat: side A:", "vibechat: side B:"], lines
+    assert all("takes no images" in line and "--mmproj" in line for line in lines)
+    obj = json.loads(out.stdout)
+    assert obj["a"]["conversation_id"] is None and obj["b"]["text"] == ""
+
+
 # Over 256 tokens (the least a KV snapshot is kept of: engine/llama/kv_snapshots.py).
 STORY = (
     "Here is a short history of Rome, to read before the question that follows it. "
