@@ -98,13 +98,19 @@ class Engines:
             backend.close()
 
 
-# run's options that a comparison does not take (by parameter name), and their flags.
+# A new prompt: what a comparison answers.
+_NEW_PROMPT = "a comparison answers one new prompt"
+# Tools: a side that calls one ends asking for it (the pair), and no side runs the call yet.
+_NO_TOOLS = "a comparison's sides are offered no tools; compare without them, or run alone"
+# run's options that a comparison does not take (by parameter name): their flags and why.
 REFUSED = {
-    "continue_": "--continue",
-    "conversation": "--conversation",
-    "allow_tool": "--allow-tool",
-    "switch_model": "--switch-model",
-    "no_prefix_cache": "--no-prefix-cache",
+    "continue_": ("--continue", _NEW_PROMPT),
+    "conversation": ("--conversation", _NEW_PROMPT),
+    "allow_tool": ("--allow-tool", _NO_TOOLS),
+    "tool_choice": ("--tool-choice", _NO_TOOLS),
+    "mcp_config": ("--mcp-config", _NO_TOOLS),
+    "switch_model": ("--switch-model", _NEW_PROMPT),
+    "no_prefix_cache": ("--no-prefix-cache", _NEW_PROMPT),
 }
 
 
@@ -113,12 +119,9 @@ def compare_main(
 ) -> int:
     """``run --compare A B`` (with ``--prompts-file``: every line through both); ``given``:
     run's parameters by name (``prompt``: the prompt as given, words or ``--prompt``)."""
-    for name, flag in REFUSED.items():
+    for name, (flag, why) in REFUSED.items():
         if given.get(name):
-            raise VibechatError(
-                f"--compare and {flag} do not mix: a comparison answers one new prompt; drop "
-                f"{flag}."
-            )
+            raise VibechatError(f"--compare and {flag} do not mix: {why}; drop {flag}.")
     from .run_input import read_attachments
 
     # Read and checked before any model loads (a bad one: one line, exit status 2).

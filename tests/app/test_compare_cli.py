@@ -136,6 +136,17 @@ def test_compare_refuses_what_it_does_not_take(stub, tmp_path):
     assert "--compare and --continue do not mix" in out.stderr
 
 
+def test_compare_refuses_tools_in_one_line_saying_why(stub, tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {}}))
+    for flags in (("--allow-tool", "builtin.time"), ("--mcp-config", str(config))):
+        out = vibechat("run", "--compare", "temperature=0", "temperature=1", "-p", "Hi", *flags)
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        (line,) = out.stderr.splitlines()
+        said = f"--compare and {flags[0]} do not mix: a comparison's sides are offered no tools"
+        assert said in line, line
+
+
 def chat_bodies(stub) -> list[dict]:
     return [r["body"] for r in stub.requests if r["path"].endswith("/chat/completions")]
 
