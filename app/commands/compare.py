@@ -123,10 +123,16 @@ def compare_main(
         if given.get(name):
             raise VibechatError(f"--compare and {flag} do not mix: {why}; drop {flag}.")
     from .run_input import read_attachments
+    from .run_result import JsonFailure
 
-    # Read and checked before any model loads (a bad one: one line, exit status 2).
+    # Read and checked before any model loads (a bad one: one line, exit status 2, and
+    # --json's one object with the error, as run's).
     attachments = read_attachments(
-        given.get("image"), given.get("file"), sys.stderr, batch=bool(given.get("prompts_file"))
+        given.get("image"),
+        given.get("file"),
+        sys.stderr,
+        batch=bool(given.get("prompts_file")),
+        failure=JsonFailure(bool(given.get("json_output")), sys.stdout),
     )
     options = CompareOptions(
         prompt=given.get("prompt"),

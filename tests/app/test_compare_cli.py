@@ -182,6 +182,12 @@ def test_a_bad_attachment_is_one_line_and_nothing_is_sent(stub, tmp_path):
     out = vibechat("run", "--compare", a, a, "--image", missing, "-p", "Hi")
     assert out.returncode == 2
     assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr
+    assert out.stdout == ""
+    # --json: its one object, with the error, as run's.
+    out = vibechat("run", "--compare", a, a, "--image", missing, "-p", "Hi", "--json")
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1
+    error = json.loads(out.stdout)["error"]
+    assert error["exit_status"] == 2 and "nowhere.png" in error["message"]
     assert chat_bodies(stub) == []
 
 
